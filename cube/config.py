@@ -1,0 +1,400 @@
+"""Run parameters: the params schema, loading from YAML, and the run-directory layout.
+
+A params file is YAML validated by pydantic models that forbid unknown keys, so a typo
+(`trim_proportoin`) is an error naming the key and the file instead of a silently ignored
+setting. Loaded params are frozen. API keys are never params: a model names the environment
+variable that holds its key (`api_key_env`), and only `cube.llm` reads it, at call time.
+
+This module owns every path of a run (cookiecutter-data-science: one module owns the layout):
+
+    outputs/<run>/params.yaml   the resolved params actually used (no secrets)
+    outputs/<run>/data/         corpus, questions, answers, scores (parquet, long format)
+    outputs/<run>/tables/       every table shown, as CSV
+    outputs/<run>/figures/      every figure shown, as PNG
+    outputs/<run>/notebooks/    executed notebooks
+    outputs/<run>/report/       HTML pages and index.html
+    outputs/cache.sqlite        LLM call cache shared by all runs
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+PAPER_DIMENSIONS = ("relevance", "specificity", "completeness", "quality")
+SETS = ("zero", "rag", "full")
+
+
+class ParamsError(ValueError):
+    """A params file that cannot be used: the message names the file and the key."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --------------------------------------------------------------------------- models (LLM access)
+class ModelSpec(_Strict):
+    """One model: an OpenAI-compatible endpoint, or an offline deterministic algorithm.
+
+    `provider: openai` covers OpenAI, DeepSeek, vLLM, Ollama and any server speaking
+    `/v1/chat/completions`. `provider: offline` names a built-in algorithm (`extractive`
+    answerer, `rubric` judge); they are not LLMs and say so in every table they fill.
+    """
+
+    provider: Literal["openai", "offline"] = "openai"
+    model: str = Field(description="Model name sent to the endpoint, or the offline algorithm's name.")
+    base_url: str | None = Field(None, description="Endpoint base URL, e.g. https://api.openai.com/v1.")
+    base_urls: list[str] | None = Field(
+        None, description="Several replicas of one model; requests are spread across them."
+    )
+    api_key_env: str | None = Field(
+        None, description="NAME of the environment variable holding the API key (never the key)."
+    )
+    temperature: float = 0.0
+    top_p: float | None = None
+    seed: int | None = None
+    max_tokens: int | None = 512
+    timeout_s: float = 60.0
+    max_concurrency: int = Field(16, ge=1)
+    max_attempts: int = Field(5, ge=1, description="Attempts per call, retries included.")
+    backoff_base_s: float = Field(0.5, gt=0, description="First retry delay; doubles each attempt, with jitter.")
+    backoff_max_s: float = Field(30.0, gt=0)
+    price_input_per_m: float | None = Field(None, ge=0, description="Price per million input tokens.")
+    price_output_per_m: float | None = Field(None, ge=0, description="Price per million output tokens.")
+    currency: str = "USD"
+    options: dict[str, Any] = Field(default_factory=dict, description="Options of an offline algorithm.")
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _looks_like_a_name(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", v):
+            raise ValueError(
+                "api_key_env must be the NAME of an environment variable (e.g. OPENAI_API_KEY), not a key"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _endpoint(self) -> ModelSpec:
+        if self.provider == "openai" and not (self.base_url or self.base_urls):
+            raise ValueError("an openai-compatible model needs base_url (or base_urls)")
+        return self
+
+    def endpoints(self) -> list[str]:
+        return list(self.base_urls or [self.base_url or ""])
+
+
+ModelRef = str | ModelSpec  # a name from the `models:` section, or an inline spec
+
+
+# --------------------------------------------------------------------------- data side
+class CorpusParams(_Strict):
+    source: Literal["demo", "file"] = "demo"
+    n_items: int = Field(300, ge=1, le=100_000, description="Demo corpus size (the paper: 6,111).")
+    family_share: float = Field(0.33, ge=0, le=1, description="Share of demo items in near-duplicate families.")
+    seed: int = 0
+    path: str | None = Field(None, description="Your knowledge base: a CSV/JSONL/Parquet/Excel file or a folder of TXT files.")
+    format: Literal["auto", "csv", "jsonl", "parquet", "excel", "txt"] = "auto"
+    columns: dict[str, str] = Field(
+        default_factory=dict, description="Map from the 18 canonical fields (and doc_id) to your column names."
+    )
+    sheet: str | int | None = None
+    encoding: str = "utf-8"
+    limit: int | None = Field(None, ge=1, description="Use only the first N items.")
+
+    @model_validator(mode="after")
+    def _file_needs_path(self) -> CorpusParams:
+        if self.source == "file" and not self.path:
+            raise ValueError("corpus.source 'file' needs corpus.path")
+        return self
+
+
+class QuestionParams(_Strict):
+    generator: Literal["template", "llm", "file"] = "template"
+    model: ModelRef | None = Field(None, description="Question-writing model (generator: llm).")
+    path: str | None = Field(None, description="An existing question set (generator: file).")
+    per_doc: int = Field(1, ge=1)
+    limit: int | None = Field(None, ge=1, description="Use at most N questions (sampled deterministically).")
+    seed: int = 0
+
+
+class BuiltinSystem(_Strict):
+    kind: Literal["builtin"] = "builtin"
+    name: str
+    top_n: int = Field(8, ge=1)
+    answerer: ModelRef | None = Field(None, description="Answering model; default: the top-level `answerer`.")
+    region: str | None = Field(None, description="Restrict retrieval to one region's items.")
+    k1: float = 1.5
+    b: float = 0.75
+
+
+class RagflowSystem(_Strict):
+    kind: Literal["ragflow"] = "ragflow"
+    name: str
+    base_url: str
+    api_key_env: str = "RAGFLOW_API_KEY"
+    assistant: str = Field(description="Chat assistant name or id.")
+    doc_mapping: Literal["document_name", "document_id"] = "document_name"
+    doc_name_pattern: str = Field(
+        r"^(?P<doc_id>[^.]+)", description="Regex whose `doc_id` group extracts our doc_id from a RAGFlow document name."
+    )
+    top_n: int = 8
+    answerer: ModelRef | None = Field(None, description="Model that writes the zero/full bound sets (RAGFlow's own LLM).")
+    max_concurrency: int = Field(4, ge=1)
+
+
+class ImportedSystem(_Strict):
+    kind: Literal["imported"] = "imported"
+    name: str
+    path: str
+    on_invalid: Literal["error", "drop"] = "error"
+    top_n: int = 8
+    answerer: ModelRef | None = None
+
+
+SystemParams = Annotated[BuiltinSystem | RagflowSystem | ImportedSystem, Field(discriminator="kind")]
+
+
+# --------------------------------------------------------------------------- judging
+class DimensionParams(_Strict):
+    name: str
+    description: str = ""
+    prompt: str | None = Field(None, description="Inline prompt template (overrides the packaged one).")
+    prompt_file: str | None = Field(None, description="Prompt template file (overrides the packaged one).")
+    criteria: list[str] | None = Field(None, description="The five 2-point criteria, for annotation sheets.")
+
+
+class JudgeParams(_Strict):
+    name: str
+    model: ModelRef
+    samples: int = Field(1, ge=1, description="Repeats per judgment, to measure run-to-run variance.")
+    all_dimensions: bool = Field(False, description="Score all dimensions in one call (LLM-Eval style).")
+    role: str = Field("", description="Free text shown in reports, e.g. 'the system's own model'.")
+
+
+class AnalysisParams(_Strict):
+    trim_proportion: float = Field(0.1, ge=0, lt=0.5, description="Trimmed-mean cut per tail.")
+    subset: Literal["retrieved", "all"] = "retrieved"
+    weights: Literal["rank_correlation", "equal", "custom"] = "rank_correlation"
+    custom_weights: dict[str, float] | None = None
+    top_n: int | None = Field(None, ge=1, description="N of rank_score; default: the system's top_n.")
+    bootstrap: int = Field(1000, ge=0, description="Bootstrap resamples for confidence intervals (0: none).")
+    confidence: float = Field(0.95, gt=0, lt=1)
+    seed: int = 0
+    verdict_thresholds: dict[str, float] = Field(
+        default_factory=lambda: {"excellent": 80.0, "good": 60.0, "fair": 40.0},
+        description="Lower bounds of each verdict on the CuBE score (0-100).",
+    )
+    weak_dimension_below: float = Field(60.0, description="A normalised dimension below this is 'weak'.")
+    low_recall_below: float = Field(0.85, description="R@k below this triggers the retrieval suggestion.")
+
+    @model_validator(mode="after")
+    def _custom(self) -> AnalysisParams:
+        if self.weights == "custom" and not self.custom_weights:
+            raise ValueError("analysis.weights 'custom' needs analysis.custom_weights")
+        return self
+
+
+class HumanParams(_Strict):
+    ratings: str | None = Field(None, description="Filled annotation sheet(s): a CSV/Excel file or a folder.")
+    sample_size: int = Field(40, ge=1)
+    seed: int = 0
+    per_rater_judges: bool = Field(False, description="One judge per rater instead of one 'human' consensus.")
+
+
+class LexicalParams(_Strict):
+    tokenizer: Literal["jieba", "zh", "char", "13a"] = "jieba"
+    reference: Literal["gold_document", "reference_answer"] = "gold_document"
+    example_question_id: str | None = None
+
+
+class Params(_Strict):
+    run: str = Field(description="Run name: outputs go to outputs/<run>/.")
+    lang: Literal["zh", "en"] = "zh"
+    title: str = "CuBE evaluation"
+    outputs_dir: str = "outputs"
+    cache_path: str | None = Field(None, description="Default: <outputs_dir>/cache.sqlite.")
+    models: dict[str, ModelSpec] = Field(default_factory=dict, description="Named models referenced elsewhere.")
+    corpus: CorpusParams = Field(default_factory=CorpusParams)
+    questions: QuestionParams = Field(default_factory=QuestionParams)
+    answerer: ModelRef = Field(
+        default_factory=lambda: ModelSpec(provider="offline", model="extractive"),
+        description="Model writing the answers (rag of builtin systems, and the zero/full bound sets).",
+    )
+    systems: list[SystemParams] = Field(default_factory=lambda: [BuiltinSystem(name="bm25-top8")])
+    dimensions: list[str | DimensionParams] = Field(default_factory=lambda: list(PAPER_DIMENSIONS))
+    judges: list[JudgeParams] = Field(min_length=1)
+    analysis: AnalysisParams = Field(default_factory=AnalysisParams)
+    human: HumanParams = Field(default_factory=HumanParams)
+    lexical: LexicalParams = Field(default_factory=LexicalParams)
+
+    @field_validator("run")
+    @classmethod
+    def _run_name(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", v):
+            raise ValueError("run must be a simple name (letters, digits, '_', '-', '.')")
+        return v
+
+    @model_validator(mode="after")
+    def _references(self) -> Params:
+        names = [s.name for s in self.systems]
+        if len(set(names)) != len(names):
+            raise ValueError(f"systems: duplicate system names {names}")
+        jnames = [j.name for j in self.judges]
+        if len(set(jnames)) != len(jnames):
+            raise ValueError(f"judges: duplicate judge names {jnames}")
+        refs = [("answerer", self.answerer), ("questions.model", self.questions.model)]
+        refs += [(f"systems[{s.name}].answerer", s.answerer) for s in self.systems]
+        refs += [(f"judges[{j.name}].model", j.model) for j in self.judges]
+        for where, ref in refs:
+            if isinstance(ref, str) and ref not in self.models:
+                raise ValueError(f"{where}: model '{ref}' is not defined under `models:` ({sorted(self.models)})")
+        return self
+
+    # -- resolution helpers ------------------------------------------------------------
+    def model(self, ref: ModelRef) -> ModelSpec:
+        """The spec behind a model reference (a name in `models:` or an inline spec)."""
+        return self.models[ref] if isinstance(ref, str) else ref
+
+    def model_name(self, ref: ModelRef) -> str:
+        return ref if isinstance(ref, str) else ref.model
+
+    def dimension_list(self) -> list[DimensionParams]:
+        return [DimensionParams(name=d) if isinstance(d, str) else d for d in self.dimensions]
+
+    def dimension_names(self) -> list[str]:
+        return [d.name for d in self.dimension_list()]
+
+    def system_answerer(self, system: BuiltinSystem | RagflowSystem | ImportedSystem) -> ModelRef:
+        return system.answerer if system.answerer is not None else self.answerer
+
+
+# --------------------------------------------------------------------------- loading
+def _format_validation_error(err: ValidationError, source: str) -> str:
+    lines = [f"{source}: invalid params ({err.error_count()} problem(s))"]
+    for e in err.errors():
+        key = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        if e["type"] == "extra_forbidden":
+            lines.append(f"  - {key}: unknown key (check the spelling; see the params reference in README.md)")
+        elif e["type"] == "missing":
+            lines.append(f"  - {key}: required key is missing")
+        else:
+            got = e.get("input")
+            shown = "" if isinstance(got, dict | list) else f" (got {got!r})"
+            lines.append(f"  - {key}: {e['msg']}{shown}")
+    return "\n".join(lines)
+
+
+def parse_params(data: dict[str, Any], source: str = "<params>") -> Params:
+    """Validate a params mapping; errors name `source` and every offending key."""
+    if not isinstance(data, dict):
+        raise ParamsError(f"{source}: expected a YAML mapping at the top level, got {type(data).__name__}")
+    try:
+        return Params.model_validate(data)
+    except ValidationError as err:
+        raise ParamsError(_format_validation_error(err, source)) from None
+
+
+def load_params(path: str | Path, overrides: dict[str, Any] | None = None) -> Params:
+    """Load and validate a params YAML file. `overrides` are merged (deeply) before validation."""
+    path = Path(path)
+    if not path.is_file():
+        raise ParamsError(f"{path}: params file not found")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as err:
+        raise ParamsError(f"{path}: not valid YAML: {err}") from None
+    if overrides:
+        data = _deep_merge(data, overrides)
+    return parse_params(data, str(path))
+
+
+def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in extra.items():
+        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def params_to_yaml(params: Params) -> str:
+    """The resolved params as YAML (keys never appear: params hold only variable names)."""
+    data = json.loads(params.model_dump_json())
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+
+
+# --------------------------------------------------------------------------- run layout
+@dataclass(frozen=True)
+class RunPaths:
+    """Every path of one run. Create with `RunPaths.for_params` or `RunPaths(run_dir)`."""
+
+    root: Path
+    cache: Path
+
+    @classmethod
+    def for_params(cls, params: Params, base: str | Path | None = None) -> RunPaths:
+        outputs = Path(base) if base is not None else Path(params.outputs_dir)
+        cache = Path(params.cache_path) if params.cache_path else outputs / "cache.sqlite"
+        return cls(root=outputs / params.run, cache=cache)
+
+    @property
+    def params(self) -> Path:
+        return self.root / "params.yaml"
+
+    @property
+    def data(self) -> Path:
+        return self.root / "data"
+
+    @property
+    def tables(self) -> Path:
+        return self.root / "tables"
+
+    @property
+    def figures(self) -> Path:
+        return self.root / "figures"
+
+    @property
+    def notebooks(self) -> Path:
+        return self.root / "notebooks"
+
+    @property
+    def report(self) -> Path:
+        return self.root / "report"
+
+    @property
+    def results(self) -> Path:
+        return self.root / "results.json"
+
+    @property
+    def manifest(self) -> Path:
+        return self.root / "manifest.json"
+
+    def data_file(self, name: str) -> Path:
+        """`data/<name>.parquet` (name without extension: corpus, questions, answers, scores...)."""
+        return self.data / f"{name}.parquet"
+
+    def ensure(self) -> RunPaths:
+        for d in (self.data, self.tables, self.figures, self.notebooks, self.report):
+            d.mkdir(parents=True, exist_ok=True)
+        self.cache.parent.mkdir(parents=True, exist_ok=True)
+        return self
+
+
+def write_resolved_params(params: Params, paths: RunPaths) -> Path:
+    paths.root.mkdir(parents=True, exist_ok=True)
+    paths.params.write_text(params_to_yaml(params), encoding="utf-8")
+    return paths.params
+
+
+def record_results(paths: RunPaths, **figures: Any) -> dict[str, Any]:
+    """Merge headline figures into `results.json` (read back by tests and the report)."""
+    current = json.loads(paths.results.read_text(encoding="utf-8")) if paths.results.exists() else {}
+    current.update(figures)
+    paths.root.mkdir(parents=True, exist_ok=True)
+    paths.results.write_text(json.dumps(current, indent=2, ensure_ascii=False, default=float), encoding="utf-8")
+    return current

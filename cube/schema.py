@@ -1,0 +1,123 @@
+"""The long-format tables every stage exchanges, and the knowledge-base fields.
+
+Tables are pandas DataFrames stored as parquet under `outputs/<run>/data/`:
+
+- corpus: `doc_id` plus the 18 fields of a service guide (`CORPUS_FIELDS`), `family_id`
+  (near-duplicate family, may be empty), `text` (the rendered document: one chunk).
+- questions: `question_id, doc_id, question, asked_field, generator`.
+- answers: `question_id, doc_id, system, set, answer, retrieved_doc_ids, rank` and the
+  call accounting columns (`ACCOUNTING_COLUMNS`). `set` is `zero` (no documents), `rag`
+  (the system under test) or `full` (the gold document alone). `retrieved_doc_ids` is the
+  ordered list the system retrieved (empty for zero, `[doc_id]` for full); `rank` is the
+  1-based position of the gold `doc_id` in it, 0 when absent.
+- scores: `question_id, system, set, judge, dimension, score` (float 0-10, NaN = unscored)
+  plus `sample`, `raw`, `error`, `detail` and the accounting columns.
+
+Every row produced by a model call carries its cost, so a run's usage is a sum over its
+tables (no hidden ledger): `role` is `question_generation`, `answering` or `judging`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pandas as pd
+
+CORPUS_FIELDS: tuple[str, ...] = (
+    "region",
+    "publication_address",
+    "item_name",
+    "handling_agency",
+    "department",
+    "consultation_method",
+    "requirements",
+    "legal_basis",
+    "statutory_time_limit",
+    "committed_time_limit",
+    "service_object",
+    "processing_type",
+    "online_handling",
+    "processing_time",
+    "processing_location",
+    "fee_standard",
+    "procedure",
+    "application_materials",
+)
+
+FIELD_LABELS: dict[str, dict[str, str]] = {
+    "en": {
+        "region": "Administrative Region",
+        "publication_address": "Publication Address",
+        "item_name": "Item Name",
+        "handling_agency": "Handling Agency",
+        "department": "Department Name",
+        "consultation_method": "Consultation Method",
+        "requirements": "Requirements",
+        "legal_basis": "Legal Basis",
+        "statutory_time_limit": "Statutory Processing Time",
+        "committed_time_limit": "Committed Processing Time",
+        "service_object": "Service Object",
+        "processing_type": "Processing Type",
+        "online_handling": "Online Handling Availability",
+        "processing_time": "Processing Time",
+        "processing_location": "Processing Location",
+        "fee_standard": "Fee Standard",
+        "procedure": "Processing Procedure",
+        "application_materials": "Application Materials",
+    },
+    "zh": {
+        "region": "行政区划",
+        "publication_address": "发布地址",
+        "item_name": "事项名称",
+        "handling_agency": "实施主体",
+        "department": "部门名称",
+        "consultation_method": "咨询方式",
+        "requirements": "受理条件",
+        "legal_basis": "设定依据",
+        "statutory_time_limit": "法定办结时限",
+        "committed_time_limit": "承诺办结时限",
+        "service_object": "服务对象",
+        "processing_type": "办件类型",
+        "online_handling": "是否网办",
+        "processing_time": "办理时间",
+        "processing_location": "办理地点",
+        "fee_standard": "收费标准",
+        "procedure": "办理流程",
+        "application_materials": "申请材料",
+    },
+}
+
+SETS: tuple[str, ...] = ("zero", "rag", "full")
+ROLES: tuple[str, ...] = ("question_generation", "answering", "judging")
+ACCOUNTING_COLUMNS: tuple[str, ...] = (
+    "model",
+    "role",
+    "input_tokens",
+    "output_tokens",
+    "cost",
+    "latency_s",
+    "cached",
+)
+
+QUESTION_COLUMNS = ("question_id", "doc_id", "question", "asked_field", "generator")
+ANSWER_COLUMNS = ("question_id", "doc_id", "system", "set", "answer", "retrieved_doc_ids", "rank")
+SCORE_COLUMNS = ("question_id", "system", "set", "judge", "dimension", "score")
+
+
+class SchemaError(ValueError):
+    """A table that does not have the expected shape: the message says which and why."""
+
+
+def require_columns(df: pd.DataFrame, columns: Iterable[str], table: str) -> None:
+    """Raise `SchemaError` naming the table and every missing column."""
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise SchemaError(
+            f"{table}: missing column(s) {missing}; expected at least {list(columns)}, got {list(df.columns)}"
+        )
+
+
+def require_sets(df: pd.DataFrame, table: str) -> None:
+    bad = sorted(set(df["set"].astype(str)) - set(SETS))
+    if bad:
+        raise SchemaError(f"{table}: unknown set name(s) {bad}; expected one of {list(SETS)}")
