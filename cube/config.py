@@ -216,23 +216,27 @@ class LexicalParams(_Strict):
 
 class Params(_Strict):
     run: str = Field(description="Run name: outputs go to outputs/<run>/.")
-    lang: Literal["zh", "en"] = "zh"
-    title: str = "CuBE evaluation"
-    outputs_dir: str = "outputs"
+    lang: Literal["zh", "en"] = Field("zh", description="Language of the corpus, prompts and answers.")
+    title: str = Field("CuBE evaluation", description="Title of the report.")
+    outputs_dir: str = Field("outputs", description="Folder holding run directories and the LLM cache.")
     cache_path: str | None = Field(None, description="Default: <outputs_dir>/cache.sqlite.")
     models: dict[str, ModelSpec] = Field(default_factory=dict, description="Named models referenced elsewhere.")
-    corpus: CorpusParams = Field(default_factory=CorpusParams)
-    questions: QuestionParams = Field(default_factory=QuestionParams)
+    corpus: CorpusParams = Field(default_factory=CorpusParams, description="The knowledge base (see `corpus`).")
+    questions: QuestionParams = Field(default_factory=QuestionParams, description="The question set (see `questions`).")
     answerer: ModelRef = Field(
         default_factory=lambda: ModelSpec(provider="offline", model="extractive"),
         description="Model writing the answers (rag of builtin systems, and the zero/full bound sets).",
     )
-    systems: list[SystemParams] = Field(default_factory=lambda: [BuiltinSystem(name="bm25-top8")])
-    dimensions: list[str | DimensionParams] = Field(default_factory=lambda: list(PAPER_DIMENSIONS))
-    judges: list[JudgeParams] = Field(min_length=1)
-    analysis: AnalysisParams = Field(default_factory=AnalysisParams)
-    human: HumanParams = Field(default_factory=HumanParams)
-    lexical: LexicalParams = Field(default_factory=LexicalParams)
+    systems: list[SystemParams] = Field(
+        default_factory=lambda: [BuiltinSystem(name="bm25-top8")], description="Systems under test (one or more)."
+    )
+    dimensions: list[str | DimensionParams] = Field(
+        default_factory=lambda: list(PAPER_DIMENSIONS), description="Scoring dimensions: names or full definitions."
+    )
+    judges: list[JudgeParams] = Field(min_length=1, description="The jury: one or more judges.")
+    analysis: AnalysisParams = Field(default_factory=AnalysisParams, description="CuBE computation settings.")
+    human: HumanParams = Field(default_factory=HumanParams, description="Human ratings (paper 5.6).")
+    lexical: LexicalParams = Field(default_factory=LexicalParams, description="BLEU/ROUGE settings (paper 5.7).")
 
     @field_validator("run")
     @classmethod

@@ -1,0 +1,106 @@
+"""The `cube` command: a thin layer over the package.
+
+    cube run PARAMS.yaml [--only 03..06] [--force]   execute the notebooks, publish the report
+    cube report PARAMS.yaml                          re-export HTML and index.html only
+    cube validate PARAMS.yaml                        check a params file and print it resolved
+    cube annotate PARAMS.yaml [--out FILE]           export the human annotation sheet
+    cube params-reference                            print the params reference (Markdown)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from cube.config import ParamsError, RunPaths, load_params, params_to_yaml
+
+EPILOG = """examples:
+  cube run params/default.yaml                 the whole sequence, offline, on the demo corpus
+  cube run params/llm_jury.yaml --only 03..06  re-score and re-analyse only
+  cube run params/default.yaml --force         re-execute every stage even if up to date
+API keys are read from the environment variables that params name (api_key_env); they never
+appear in params, outputs or reports."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="cube",
+        description="CuBE workbench: evaluate RAG question answering between zero- and full-information bounds.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    r = sub.add_parser("run", help="execute the notebook sequence with a params file and write the HTML report",
+                       description="Execute notebooks/NN_*.ipynb in order with papermill into "
+                       "outputs/<run>/notebooks/, export each to HTML (with and without code) under "
+                       "outputs/<run>/report/, and write report/index.html. Stages whose inputs did not "
+                       "change since their last execution are skipped; LLM calls are served from the cache.")
+    r.add_argument("params", type=Path, help="params YAML file (e.g. params/default.yaml)")
+    r.add_argument("--only", metavar="SEL", help="notebooks to run by number: 03, 03..06, ..04, 05.. or 01,03")
+    r.add_argument("--force", action="store_true", help="re-execute the selected stages even if up to date")
+    r.add_argument("--notebooks", type=Path, default=None, help="notebook folder (default: ./notebooks)")
+    r.add_argument("--outputs", type=Path, default=None, help="outputs folder (default: params outputs_dir)")
+
+    rep = sub.add_parser("report", help="re-export the executed notebooks to HTML and rewrite index.html")
+    rep.add_argument("params", type=Path)
+
+    v = sub.add_parser("validate", help="check a params file; print the resolved params")
+    v.add_argument("params", type=Path)
+
+    a = sub.add_parser("annotate", help="export an annotation sheet (CSV + Excel) for human raters",
+                       description="Sample answers of a run (stratified by set and by retrieved / not "
+                       "retrieved; size and seed from params.human) and write a sheet with the question, the "
+                       "gold document, the answer and each dimension's five 0-2 criteria to fill in.")
+    a.add_argument("params", type=Path)
+    a.add_argument("--out", type=Path, default=None, help="sheet path without extension (default: "
+                   "outputs/<run>/annotation/annotation_sheet)")
+    a.add_argument("--raters", nargs="*", default=None, help="rater ids: one row per rater and item")
+
+    sub.add_parser("params-reference", help="print the params reference generated from the schema (Markdown)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "run":
+            from cube.report import execute_run
+
+            summary = execute_run(args.params, notebooks_dir=args.notebooks, only=args.only, force=args.force,
+                                  outputs_dir=args.outputs)
+            print(f"report: {summary.index}")
+            return 0 if summary.ok else 1
+        if args.command == "report":
+            from cube.report import publish
+
+            params = load_params(args.params)
+            print(f"report: {publish(params, RunPaths.for_params(params))}")
+            return 0
+        if args.command == "validate":
+            print(params_to_yaml(load_params(args.params)), end="")
+            return 0
+        if args.command == "annotate":
+            from cube.pipeline import export_annotation
+
+            params = load_params(args.params)
+            for path in export_annotation(params, out=args.out, raters=args.raters):
+                print(path)
+            return 0
+        if args.command == "params-reference":
+            from cube.params_doc import params_reference
+
+            print(params_reference())
+            return 0
+    except ParamsError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except (FileNotFoundError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,263 @@
+"""Executing the notebook sequence (papermill) and publishing it as HTML (nbconvert, in-process).
+
+`execute_run` runs `notebooks/[0-9][0-9]_*.ipynb` in order into `outputs/<run>/notebooks/`,
+skipping a notebook whose inputs are unchanged since its last successful execution (its
+fingerprint: the notebook file, the resolved params, the package's source and the
+fingerprints of the notebooks before it; `force=True` re-executes). Each executed notebook is
+exported twice: `report/<name>.html` without code (for readers) and `report/code/<name>.html`
+with code. `index.html` opens on the decision page (`cube.lta`), then links every page, table
+and figure. Everything that came from a system or a judge is escaped (jinja2 autoescape;
+pandas escapes DataFrame cells).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from cube.config import Params, RunPaths, load_params, params_to_yaml, write_resolved_params
+
+NOTEBOOK_GLOB = "[0-9][0-9]_*.ipynb"
+
+
+def default_notebooks_dir() -> Path:
+    """`./notebooks` when present, else the repository's `notebooks/` beside the package."""
+    here = Path("notebooks")
+    return here if here.is_dir() else Path(__file__).resolve().parents[1] / "notebooks"
+
+
+def list_notebooks(notebooks_dir: Path) -> list[Path]:
+    found = sorted(Path(notebooks_dir).glob(NOTEBOOK_GLOB))
+    if not found:
+        raise FileNotFoundError(f"{notebooks_dir}: no notebooks matching {NOTEBOOK_GLOB}")
+    return found
+
+
+def select_notebooks(notebooks: list[Path], only: str | None) -> list[Path]:
+    """Pick notebooks by number: `03`, `03..06`, `..04`, `05..`, or a comma list `01,03..04`."""
+    if not only:
+        return notebooks
+    numbers = {p: int(p.name[:2]) for p in notebooks}
+    wanted: set[int] = set()
+    for part in only.split(","):
+        part = part.strip()
+        m = re.fullmatch(r"(\d+)?\s*\.\.\s*(\d+)?", part)
+        if m:
+            lo = int(m.group(1)) if m.group(1) else 0
+            hi = int(m.group(2)) if m.group(2) else 99
+            wanted |= set(range(lo, hi + 1))
+        elif part.isdigit():
+            wanted.add(int(part))
+        else:
+            raise ValueError(f"--only: cannot read {part!r}; use e.g. 03, 03..06, ..04, 05.. or 01,03")
+    chosen = [p for p in notebooks if numbers[p] in wanted]
+    if not chosen:
+        raise ValueError(f"--only {only}: matches none of {[p.name for p in notebooks]}")
+    return chosen
+
+
+def _package_digest() -> str:
+    h = hashlib.sha256()
+    root = Path(__file__).resolve().parent
+    for f in sorted(root.rglob("*")):
+        if f.is_file() and f.suffix in {".py", ".txt", ".csv", ".j2", ".json"} and "__pycache__" not in f.parts:
+            h.update(str(f.relative_to(root)).encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+@dataclass
+class StageOutcome:
+    notebook: str
+    status: str  # executed | up to date | failed
+    seconds: float
+    error: str = ""
+
+
+@dataclass
+class RunSummary:
+    paths: RunPaths
+    stages: list[StageOutcome] = field(default_factory=list)
+
+    @property
+    def index(self) -> Path:
+        return self.paths.report / "index.html"
+
+    @property
+    def ok(self) -> bool:
+        return all(s.status != "failed" for s in self.stages)
+
+
+def execute_run(params_path: str | Path, *, notebooks_dir: Path | None = None, only: str | None = None,
+                force: bool = False, outputs_dir: str | Path | None = None, log=print) -> RunSummary:
+    """Execute the notebook sequence for a params file and publish the report."""
+    import papermill as pm
+
+    params_path = Path(params_path).resolve()
+    params = load_params(params_path)
+    paths = RunPaths.for_params(params, outputs_dir).ensure()
+    write_resolved_params(params, paths)
+    notebooks = list_notebooks(notebooks_dir or default_notebooks_dir())
+    chosen = set(select_notebooks(notebooks, only))
+    prints_file = paths.notebooks / ".fingerprints.json"
+    prints = json.loads(prints_file.read_text()) if prints_file.exists() else {}
+    upstream = hashlib.sha256((params_to_yaml(params) + _package_digest()).encode()).hexdigest()
+    summary = RunSummary(paths)
+    started = dt.datetime.now(dt.UTC)
+    for nb in notebooks:
+        upstream = hashlib.sha256((upstream + nb.read_text(encoding="utf-8")).encode()).hexdigest()
+        if nb not in chosen:
+            continue
+        out = paths.notebooks / nb.name
+        if not force and prints.get(nb.name) == upstream and out.exists():
+            summary.stages.append(StageOutcome(nb.stem, "up to date", 0.0))
+            log(f"[cube] {nb.stem}: up to date")
+            continue
+        log(f"[cube] {nb.stem}: executing")
+        t0 = time.perf_counter()
+        prints.pop(nb.name, None)
+        try:
+            pm.execute_notebook(
+                str(nb), str(out),
+                parameters={"params_path": str(params_path), "run_dir": str(paths.root.resolve())},
+                cwd=str(Path.cwd()),
+                progress_bar=False, log_output=False, kernel_name="python3",
+            )
+        except Exception as exc:  # keep what earlier stages computed; publish the failure
+            summary.stages.append(StageOutcome(nb.stem, "failed", time.perf_counter() - t0, _short(exc)))
+            log(f"[cube] {nb.stem}: FAILED: {_short(exc)}")
+            break
+        prints[nb.name] = upstream
+        prints_file.write_text(json.dumps(prints, indent=1))
+        summary.stages.append(StageOutcome(nb.stem, "executed", time.perf_counter() - t0))
+        log(f"[cube] {nb.stem}: done in {time.perf_counter() - t0:.1f} s")
+    write_manifest(params, paths, summary, started)
+    publish(params, paths)
+    log(f"[cube] report: {summary.index}")
+    return summary
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return (text[-1] if text else type(exc).__name__)[:500]
+
+
+# ------------------------------------------------------------------------------------- HTML
+def export_html(executed: Path, target: Path, *, with_code: bool) -> Path:
+    """One executed notebook as a standalone HTML page (nbconvert, in-process)."""
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    exporter = HTMLExporter(template_name="lab", exclude_input=not with_code, exclude_input_prompt=not with_code,
+                            exclude_output_prompt=True)
+    body, _ = exporter.from_notebook_node(nbformat.read(executed, as_version=4))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(body, encoding="utf-8")
+    return target
+
+
+def publish(params: Params, paths: RunPaths) -> Path:
+    """Export every executed notebook and write `report/index.html`."""
+    pages = []
+    for executed in sorted(paths.notebooks.glob(NOTEBOOK_GLOB)):
+        html = paths.report / f"{executed.stem}.html"
+        code = paths.report / "code" / f"{executed.stem}.html"
+        if not html.exists() or html.stat().st_mtime < executed.stat().st_mtime:
+            export_html(executed, html, with_code=False)
+            export_html(executed, code, with_code=True)
+        pages.append({"name": executed.stem, "title": _notebook_title(executed),
+                      "href": html.name, "code_href": f"code/{code.name}"})
+    return write_index(params, paths, pages)
+
+
+def _notebook_title(path: Path) -> str:
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") == "markdown":
+            for line in "".join(cell.get("source", "")).splitlines():
+                if line.startswith("#"):
+                    return line.lstrip("#").strip()
+    return path.stem
+
+
+def write_index(params: Params, paths: RunPaths, pages: list[dict[str, str]]) -> Path:
+    import jinja2
+
+    results = json.loads(paths.results.read_text(encoding="utf-8")) if paths.results.exists() else {}
+    manifest = json.loads(paths.manifest.read_text(encoding="utf-8")) if paths.manifest.exists() else {}
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.ChainableUndefined)
+    env.filters["num"] = _num
+    template = env.from_string(resources.files("cube.templates").joinpath("index.html.j2").read_text("utf-8"))
+    rel = lambda p: Path("..") / p.relative_to(paths.root)  # noqa: E731
+    html = template.render(
+        params=params, results=results, decision=results.get("decision"), manifest=manifest, pages=pages,
+        tables=[{"name": p.name, "href": rel(p).as_posix()} for p in sorted(paths.tables.glob("*.csv"))],
+        figures=[{"name": p.name, "href": rel(p).as_posix()} for p in sorted(paths.figures.glob("*.png"))],
+    )
+    index = paths.report / "index.html"
+    index.write_text(html, encoding="utf-8")
+    return index
+
+
+def _num(value: Any, digits: int = 2) -> str:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return "n/a"
+    return "n/a" if v != v else f"{v:.{digits}f}"
+
+
+# --------------------------------------------------------------------------------- manifest
+def write_manifest(params: Params, paths: RunPaths, summary: RunSummary, started: dt.datetime) -> Path:
+    """`manifest.json`: what produced this report (params, commit, versions, usage, timing)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    versions = {}
+    for pkg in ("cube", "pandas", "numpy", "scipy", "openai", "papermill", "nbconvert", "bm25s", "jieba",
+                "sacrebleu", "rouge-score", "ragflow-sdk"):
+        try:
+            versions[pkg] = version(pkg)
+        except PackageNotFoundError:
+            versions[pkg] = None
+    manifest = {
+        "run": params.run,
+        "started": started.isoformat(timespec="seconds"),
+        "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "git_commit": _git_commit(),
+        "versions": versions,
+        "stages": [s.__dict__ for s in summary.stages],
+        "usage": _usage(paths),
+        "params": json.loads(params.model_dump_json()),
+    }
+    paths.manifest.write_text(json.dumps(manifest, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
+    return paths.manifest
+
+
+def _usage(paths: RunPaths) -> list[dict[str, Any]]:
+    import pandas as pd
+
+    from cube.llm import usage_summary
+
+    tables = [pd.read_parquet(p) for n in ("questions", "answers", "scores")
+              if (p := paths.data_file(n)).exists()]
+    if not tables:
+        return []
+    return json.loads(usage_summary(tables).to_json(orient="records"))
+
+
+def _git_commit() -> str | None:
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                             cwd=Path(__file__).resolve().parents[1])
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None

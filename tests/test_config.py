@@ -1,0 +1,89 @@
+"""Params: validation errors name the key and the file; resolved params hold no secrets."""
+
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cube.config import ParamsError, RunPaths, load_params, params_to_yaml, parse_params
+
+ROOT = Path(__file__).resolve().parents[1]
+MINIMAL = {"run": "t", "judges": [{"name": "r", "model": {"provider": "offline", "model": "rubric-lenient"}}]}
+
+
+def _write(tmp_path, data, name="p.yaml"):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+def test_every_shipped_params_file_is_valid():
+    files = sorted((ROOT / "params").glob("*.yaml"))
+    assert files, "params/ is empty"
+    for f in files:
+        load_params(f)
+
+
+def test_unknown_key_names_key_and_file(tmp_path):
+    path = _write(tmp_path, {**MINIMAL, "analysis": {"trim_proportoin": 0.2}})
+    with pytest.raises(ParamsError) as err:
+        load_params(path)
+    assert str(path) in str(err.value) and "analysis.trim_proportoin: unknown key" in str(err.value)
+
+
+def test_wrong_type_names_key(tmp_path):
+    path = _write(tmp_path, {**MINIMAL, "analysis": {"bootstrap": "many"}})
+    with pytest.raises(ParamsError, match=r"analysis\.bootstrap: .*integer.*'many'"):
+        load_params(path)
+
+
+def test_missing_file_and_bad_yaml(tmp_path):
+    with pytest.raises(ParamsError, match="params file not found"):
+        load_params(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("run: [unclosed", encoding="utf-8")
+    with pytest.raises(ParamsError, match="not valid YAML"):
+        load_params(bad)
+
+
+def test_references_and_names_are_checked():
+    with pytest.raises(ParamsError, match="model 'gpt' is not defined under `models:`"):
+        parse_params({**MINIMAL, "judges": [{"name": "j", "model": "gpt"}]})
+    with pytest.raises(ParamsError, match="duplicate judge names"):
+        parse_params({**MINIMAL, "judges": MINIMAL["judges"] * 2})
+    with pytest.raises(ParamsError, match="run must be a simple name"):
+        parse_params({**MINIMAL, "run": "../escape"})
+    with pytest.raises(ParamsError, match="needs base_url"):
+        parse_params({**MINIMAL, "models": {"m": {"model": "gpt-4o"}}})
+
+
+def test_api_key_is_never_a_param():
+    with pytest.raises(ParamsError, match="NAME of an environment variable"):
+        parse_params({**MINIMAL, "models": {"m": {"model": "x", "base_url": "http://h/v1",
+                                                   "api_key_env": "sk-live-abcdef123456-xyz"}}})
+
+
+def test_params_are_frozen_and_resolved_yaml_round_trips(tmp_path):
+    p = parse_params({**MINIMAL, "models": {"m": {"model": "x", "base_url": "http://h/v1",
+                                                   "api_key_env": "MY_KEY"}}})
+    with pytest.raises(Exception, match="frozen"):
+        p.run = "other"
+    again = parse_params(yaml.safe_load(params_to_yaml(p)))
+    assert again == p
+    paths = RunPaths.for_params(p, tmp_path)
+    assert paths.root == tmp_path / "t" and paths.cache == tmp_path / "cache.sqlite"
+
+
+def test_environment_yml_names_the_same_dependencies_as_pyproject():
+    def name(req: str) -> str:
+        return req.split(";")[0].split("[")[0].split(">")[0].split("<")[0].split("=")[0].strip().lower()
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())["dependencies"]
+    conda = [d for d in env if isinstance(d, str)]
+    pip = next(d["pip"] for d in env if isinstance(d, dict))
+    assert "python=3.11" in conda
+    named = {name(d) for d in conda + pip if not d.startswith("-e")} - {"python", "pip"}
+    assert named == {name(d) for d in project}
+    assert "-e ." in pip
