@@ -11,10 +11,13 @@ Tables are pandas DataFrames stored as parquet under `outputs/<run>/data/`:
   ordered list the system retrieved (empty for zero, `[doc_id]` for full); `rank` is the
   1-based position of the gold `doc_id` in it, 0 when absent.
 - scores: `question_id, system, set, judge, dimension, score` (float 0-10, NaN = unscored)
-  plus `sample`, `raw`, `error`, `detail` and the accounting columns.
+  plus `sample`, `raw`, `error`, `error_kind` ('' | 'call' | 'parse'), `detail` and the
+  accounting columns.
 
-Every row produced by a model call carries its cost, so a run's usage is a sum over its
-tables (no hidden ledger): `role` is `question_generation`, `answering` or `judging`.
+Every row produced by a model call carries the full accounting of that call and its
+`call_id`, so a run's usage is a sum over the distinct calls of its tables (no hidden
+ledger; a bound set reused by several systems, or one all-dimensions judge call filling
+several rows, is counted once): `role` is `question_generation`, `answering` or `judging`.
 """
 
 from __future__ import annotations
@@ -97,6 +100,7 @@ ACCOUNTING_COLUMNS: tuple[str, ...] = (
     "cost",
     "latency_s",
     "cached",
+    "call_id",
 )
 
 QUESTION_COLUMNS = ("question_id", "doc_id", "question", "asked_field", "generator")

@@ -1,0 +1,340 @@
+"""cube.llm against a local OpenAI-compatible server: retries, cache, concurrency, accounting."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from openai_server import OpenAIServer
+
+from cube.config import ModelSpec
+from cube.llm import (
+    LLMConfigError,
+    Request,
+    Response,
+    cache_key,
+    make_model,
+    response_accounting,
+    usage_summary,
+)
+from cube.schema import ACCOUNTING_COLUMNS
+
+KEY = "sk-test-DO-NOT-LEAK-7f3a9c21"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def reqs(n: int, prefix: str = "question") -> list[Request]:
+    return [Request(messages=({"role": "user", "content": f"{prefix} {i}"},)) for i in range(n)]
+
+
+def spec_for(url: str | list[str], **kw: object) -> ModelSpec:
+    base = {"base_urls": url} if isinstance(url, list) else {"base_url": url}
+    opts = {"model": "m", "api_key_env": "CUBE_TEST_KEY", "backoff_base_s": 0.01, "backoff_max_s": 0.05}
+    return ModelSpec(**{**opts, **base, **kw})
+
+
+@pytest.fixture(autouse=True)
+def _key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUBE_TEST_KEY", KEY)
+
+
+def test_success_shape_order_tokens_and_cost(openai_server: OpenAIServer, tmp_path: Path) -> None:
+    # 2 USD / M input, 8 USD / M output. "question 3" = 2 prompt tokens, "echo: question 3" = 3.
+    spec = spec_for(openai_server.url, price_input_per_m=2.0, price_output_per_m=8.0)
+    rs = make_model(spec, tmp_path / "c.sqlite").complete(reqs(5), role="judging", progress=False)
+    assert [r.text for r in rs] == [f"echo: question {i}" for i in range(5)]
+    r = rs[3]
+    assert (r.input_tokens, r.output_tokens, r.attempts, r.cached) == (2, 3, 1, False)
+    assert r.cost == pytest.approx(2.0 * 2 / 1e6 + 8.0 * 3 / 1e6)
+    assert r.endpoint == openai_server.url and r.model == "m" and r.detail["finish_reason"] == "stop"
+    assert set(openai_server.authorizations) == {f"Bearer {KEY}"}  # the key was sent
+
+
+def test_no_price_means_unknown_cost_and_no_auth_sends_placeholder(openai_server: OpenAIServer) -> None:
+    spec = spec_for(openai_server.url, api_key_env=None)
+    (r,) = make_model(spec).complete(reqs(1), role="answering", progress=False)
+    assert r.ok and r.cost is None
+    assert openai_server.authorizations == ["Bearer EMPTY"]
+
+
+def test_out_of_range_score_text_is_passed_through(tmp_path: Path) -> None:
+    # Judging whether "Score: 42" is usable is the judge's parser's job, not the transport's.
+    with OpenAIServer(reply=lambda body: "Score: 42") as server:
+        (r,) = make_model(spec_for(server.url)).complete(reqs(1), role="judging", progress=False)
+    assert r.ok and r.text == "Score: 42"
+
+
+def test_two_500_then_ok_succeeds_on_third_attempt(openai_server: OpenAIServer) -> None:
+    openai_server.fail("500", times=2)
+    (r,) = make_model(spec_for(openai_server.url)).complete(reqs(1), role="judging", progress=False)
+    assert r.ok and r.attempts == 3 and openai_server.requests_total == 3
+
+
+def test_always_500_fails_after_max_attempts_with_reason(openai_server: OpenAIServer, tmp_path: Path) -> None:
+    openai_server.fail("500", times=None)
+    model = make_model(spec_for(openai_server.url, max_attempts=4), tmp_path / "c.sqlite")
+    (r,) = model.complete(reqs(1), role="judging", progress=False)
+    assert not r.ok and r.text is None and r.attempts == 4
+    assert r.error.startswith("HTTP 500 after 4 attempts: HTTP 500 (test fault)")
+    assert openai_server.requests_total == 4
+    # Errors are not cached: once the endpoint recovers, the call is made again and succeeds.
+    openai_server.clear_faults()
+    (r2,) = model.complete(reqs(1), role="judging", progress=False)
+    assert r2.ok and not r2.cached and openai_server.requests_total == 5
+
+
+def test_retry_after_is_honoured(openai_server: OpenAIServer) -> None:
+    openai_server.fail("429", retry_after=1)
+    t0 = time.perf_counter()
+    spec = spec_for(openai_server.url, backoff_max_s=30)
+    (r,) = make_model(spec).complete(reqs(1), role="judging", progress=False)
+    assert time.perf_counter() - t0 >= 1.0
+    assert r.ok and r.attempts == 2
+
+
+def test_retry_after_is_capped_by_backoff_max(openai_server: OpenAIServer) -> None:
+    openai_server.fail("429", times=None, retry_after=100)
+    t0 = time.perf_counter()
+    spec = spec_for(openai_server.url, max_attempts=3, backoff_max_s=0.1)
+    (r,) = make_model(spec).complete(reqs(1), role="judging", progress=False)
+    assert time.perf_counter() - t0 < 3
+    assert r.error.startswith("HTTP 429 after 3 attempts: Rate limit reached")
+
+
+@pytest.mark.parametrize("kind", ["400", "401", "404"])
+def test_client_errors_are_not_retried(openai_server: OpenAIServer, kind: str) -> None:
+    openai_server.fail(kind)
+    (r,) = make_model(spec_for(openai_server.url)).complete(reqs(1), role="judging", progress=False)
+    assert r.error.startswith(f"HTTP {kind} (not retried): ") and r.attempts == 1
+    assert openai_server.requests_total == 1
+
+
+def test_timeout_is_retried_then_recorded(openai_server: OpenAIServer) -> None:
+    openai_server.fail("slow", delay_s=1.0)
+    spec = spec_for(openai_server.url, timeout_s=0.25, max_attempts=2)
+    (r,) = make_model(spec).complete(reqs(1), role="judging", progress=False)
+    assert r.ok and r.attempts == 2
+    openai_server.fail("slow", times=None, delay_s=1.0)
+    (r,) = make_model(spec).complete(reqs(1, "other"), role="judging", progress=False)
+    assert r.error == "timeout after 2 attempts: no answer within 0.25 s"
+
+
+@pytest.mark.parametrize("kind", ["malformed", "garbage", "no_choices"])
+def test_unusable_200_is_retried_like_a_transient_fault(openai_server: OpenAIServer, kind: str) -> None:
+    openai_server.fail(kind)
+    (r,) = make_model(spec_for(openai_server.url)).complete(reqs(1), role="judging", progress=False)
+    assert r.ok and r.attempts == 2
+    openai_server.fail(kind, times=None)
+    (r,) = make_model(spec_for(openai_server.url, max_attempts=2)).complete(
+        reqs(1, "x"), role="judging", progress=False
+    )
+    assert r.error.startswith("malformed response after 2 attempts: ")
+
+
+def test_concurrency_limit_is_reached_and_never_exceeded(openai_server: OpenAIServer) -> None:
+    openai_server.latency_s = 0.05
+    rs = make_model(spec_for(openai_server.url, max_concurrency=6)).complete(
+        reqs(48), role="judging", progress=False
+    )
+    assert all(r.ok for r in rs)
+    assert openai_server.max_in_flight == 6
+
+
+def test_second_run_is_served_from_cache_and_duplicates_are_sent_once(
+    openai_server: OpenAIServer, tmp_path: Path
+) -> None:
+    spec = spec_for(openai_server.url, price_input_per_m=1.0, price_output_per_m=1.0)
+    batch = reqs(10) + reqs(10)  # every request twice
+    first = make_model(spec, tmp_path / "c.sqlite").complete(batch, role="judging", progress=False)
+    assert openai_server.requests_total == 10
+    assert max(openai_server.body_counts.values()) == 1
+    second = make_model(spec, tmp_path / "c.sqlite").complete(batch, role="judging", progress=False)
+    assert openai_server.requests_total == 10  # zero new requests
+    assert all(r.cached for r in second) and not any(r.cached for r in first)
+    assert [r.text for r in second] == [r.text for r in first]
+    # A cached response carries the original call's tokens and cost.
+    assert [(r.input_tokens, r.output_tokens, r.cost) for r in second] == [
+        (r.input_tokens, r.output_tokens, r.cost) for r in first
+    ]
+
+
+def test_cache_key_covers_answer_settings_only(tmp_path: Path) -> None:
+    base = spec_for(["http://a/v1", "http://b/v1"])
+    r = reqs(1)[0]
+    k = cache_key(base, r)
+    same = [
+        spec_for(["http://b/v1", "http://a/v1/"]),  # replicas in any order share the cache
+        spec_for(["http://a/v1", "http://b/v1"], timeout_s=1, max_attempts=1, max_concurrency=2, api_key_env="X"),
+    ]
+    assert all(cache_key(s, r) == k for s in same)
+    different = [spec_for(["http://a/v1", "http://b/v1"], **{f: v}) for f, v in
+                 [("temperature", 0.7), ("top_p", 0.9), ("seed", 1), ("max_tokens", 5), ("model", "other")]]
+    assert all(cache_key(s, r) != k for s in different)
+    assert cache_key(base, Request(r.messages, template_version="v2")) != k
+    assert cache_key(base, Request(r.messages, sample=1)) != k
+    assert cache_key(base, Request(r.messages, context={"ignored": 1})) == k
+
+
+def test_requests_are_spread_across_base_urls(tmp_path: Path) -> None:
+    with OpenAIServer(latency_s=0.01) as a, OpenAIServer(latency_s=0.01) as b:
+        spec = spec_for([a.url, b.url], max_concurrency=4)
+        rs = make_model(spec, tmp_path / "c.sqlite").complete(reqs(40), role="judging", progress=False)
+        assert all(r.ok for r in rs) and a.requests_total + b.requests_total == 40
+        assert a.requests_total >= 10 and b.requests_total >= 10
+        assert {r.endpoint for r in rs} == {a.url, b.url}
+        # The same replicas listed the other way round hit the same cache.
+        again = make_model(spec_for([b.url, a.url]), tmp_path / "c.sqlite").complete(
+            reqs(40), role="judging", progress=False
+        )
+        assert all(r.cached for r in again) and a.requests_total + b.requests_total == 40
+
+
+def test_api_key_never_stored_returned_or_logged(
+    openai_server: OpenAIServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)  # openai, httpx and our own loggers at their most verbose
+    openai_server.fail("401", when=lambda body: "question 1" in json.dumps(body))  # echoes the key
+    openai_server.fail("500", times=None, when=lambda body: "question 2" in json.dumps(body))
+    cache = tmp_path / "c.sqlite"
+    rs = make_model(spec_for(openai_server.url, max_attempts=2), cache).complete(
+        reqs(4), role="judging", progress=False
+    )
+    assert [r.ok for r in rs] == [True, False, False, True]
+    assert "Bearer ***" in rs[1].error  # the echoed credential was scrubbed
+    assert KEY not in repr(rs)
+    assert KEY not in caplog.text and "m: 2 of 4 calls failed; first: " in caplog.text
+    blob = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("c.sqlite"))
+    assert KEY.encode() not in blob and b"echo: question 0" in blob
+
+
+def test_missing_key_variable_is_a_clear_error_before_any_request(
+    openai_server: OpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec, cache = spec_for(openai_server.url), tmp_path / "c.sqlite"
+    make_model(spec, cache).complete(reqs(3), role="judging", progress=False)
+    monkeypatch.delenv("CUBE_TEST_KEY")
+    # A fully cached batch needs no key: a paper run re-executes offline from its cache.
+    assert all(r.cached for r in make_model(spec, cache).complete(reqs(3), role="judging", progress=False))
+    with pytest.raises(LLMConfigError, match="CUBE_TEST_KEY"):
+        make_model(spec, cache).complete(reqs(4), role="judging", progress=False)
+    assert openai_server.requests_total == 3
+
+
+def test_complete_works_inside_a_running_event_loop(openai_server: OpenAIServer) -> None:
+    model = make_model(spec_for(openai_server.url))
+
+    async def notebook_cell() -> list[Response]:  # Jupyter runs cells inside a running loop
+        return model.complete(reqs(3), role="judging", progress=False)
+
+    assert [r.text for r in asyncio.run(notebook_cell())] == [f"echo: question {i}" for i in range(3)]
+
+
+def test_models_route(openai_server: OpenAIServer) -> None:
+    import openai
+
+    client = openai.OpenAI(base_url=openai_server.url, api_key="EMPTY", max_retries=0)
+    assert [m.id for m in client.models.list()] == ["test-model"]
+
+
+KILL_SCRIPT = """
+import json, sys
+from cube.config import ModelSpec
+from cube.llm import Request, make_model
+url, cache, out = sys.argv[1:4]
+spec = ModelSpec(model="m", base_url=url, api_key_env="CUBE_TEST_KEY", max_concurrency=4)
+batch = [Request(messages=({"role": "user", "content": f"question {i}"},)) for i in range(200)]
+rs = make_model(spec, cache).complete(batch, role="judging", progress=False)
+json.dump([[r.text, r.error] for r in rs], open(out, "w"))
+"""
+
+
+def _rows(cache: Path) -> list[str]:
+    try:
+        with sqlite3.connect(f"file:{cache}?mode=ro", uri=True) as conn:
+            return [t for (t,) in conn.execute("SELECT text FROM calls")]
+    except sqlite3.OperationalError:  # not created yet
+        return []
+
+
+def test_run_killed_with_sigkill_resumes_without_repeating_completed_calls(tmp_path: Path) -> None:
+    script, cache, out = tmp_path / "run.py", tmp_path / "c.sqlite", tmp_path / "out.json"
+    script.write_text(KILL_SCRIPT)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with OpenAIServer(latency_s=0.02) as server:
+        cmd = [sys.executable, str(script), server.url, str(cache), str(out)]
+        proc = subprocess.Popen(cmd, env=env, cwd=ROOT)
+        deadline = time.monotonic() + 30
+        while len(_rows(cache)) < 50 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        done_at_kill = _rows(cache)
+        assert 50 <= len(done_at_kill) < 200 and not out.exists()
+        subprocess.run(cmd, env=env, cwd=ROOT, check=True, timeout=60)
+        counts = server.body_counts
+        by_text = {f"echo: {b['messages'][-1]['content']}": c for b, c in
+                   zip(server.bodies, [counts[k] for k in map(_digest, server.bodies)], strict=True)}
+        assert all(by_text[t] == 1 for t in done_at_kill)  # completed calls were never re-sent
+        assert len(counts) == 200 and server.requests_total <= 200 + 4  # at most the in-flight repeat
+        resumed = json.loads(out.read_text())
+        with OpenAIServer(latency_s=0.0) as fresh:
+            straight = make_model(spec_for(fresh.url, max_concurrency=16)).complete(
+                reqs(200), role="judging", progress=False
+            )
+    assert resumed == [[r.text, r.error] for r in straight]
+
+
+def _digest(body: dict) -> str:
+    from openai_server import body_digest
+
+    return body_digest(body)
+
+
+def test_response_accounting_columns() -> None:
+    r = Response(text="x", input_tokens=3, output_tokens=4, cost=None, latency_s=0.5, cached=True, model="m")
+    acc = response_accounting(r, "judging")
+    assert tuple(acc) == ACCOUNTING_COLUMNS
+    assert acc["cached"] is True and math.isnan(acc["cost"]) and acc["input_tokens"] == 3
+    with pytest.raises(ValueError, match="judgeing"):
+        response_accounting(r, "judgeing")
+
+
+def test_usage_summary_splits_this_run_from_total() -> None:
+    def row(model: str, role: str, cost: float | None, cached: bool, error: str | None = None) -> dict:
+        r = Response(text="x", input_tokens=10, output_tokens=2, cost=cost, cached=cached, model=model)
+        return {**response_accounting(r, role), "error": error}
+
+    answers = pd.DataFrame([row("gpt", "answering", 0.5, False), row("gpt", "answering", 0.25, True)])
+    scores = pd.DataFrame([
+        row("judge", "judging", 1.0, False), row("judge", "judging", 2.0, True),
+        row("judge", "judging", 0.0, False, error="HTTP 500 after 5 attempts: boom"),
+        row("local", "judging", None, False), row("local", "judging", None, True),
+    ])
+    corpus = pd.DataFrame({"doc_id": ["d1"]})  # no accounting columns: skipped
+    s = usage_summary([corpus, answers, scores]).set_index(["role", "model"])
+    assert s.loc[("answering", "gpt"), ["calls", "cached_calls", "failed_calls"]].tolist() == [2, 1, 0]
+    # this run: 0.5 (the cached 0.25 was spent by an earlier run); total: 0.5 + 0.25
+    assert s.loc[("answering", "gpt"), "cost_this_run"] == pytest.approx(0.5)
+    assert s.loc[("answering", "gpt"), "cost_total"] == pytest.approx(0.75)
+    j = s.loc[("judging", "judge")]
+    assert (j["calls"], j["cached_calls"], j["failed_calls"], j["input_tokens"]) == (3, 1, 1, 30)
+    assert (j["cost_this_run"], j["cost_total"]) == (pytest.approx(1.0), pytest.approx(3.0))
+    assert math.isnan(s.loc[("judging", "local"), "cost_total"])  # no price: unknown, not zero
+    assert list(s.index.get_level_values("role")) == ["answering", "judging", "judging"]
+
+
+def test_progress_bar_shows_count_and_rate(openai_server: OpenAIServer, capsys: pytest.CaptureFixture) -> None:
+    make_model(spec_for(openai_server.url)).complete(reqs(5), role="judging", desc="judge-x")
+    err = capsys.readouterr().err
+    assert "judge-x" in err and "5/5" in err and "call/s" in err
