@@ -1,0 +1,28 @@
+"""Judges: dimensions and prompt templates, score parsing, the LLM judge pipeline, the rubric judge.
+
+Public API (others call these names):
+
+    Dimension, load_dimensions, dimension_criteria        (cube.judges.dimensions)
+    parse_score, parse_scores_json                        (cube.judges.parsing)
+    Judge, make_judges, score_answers, failure_rates      (cube.judges.scoring)
+
+The deterministic, non-LLM `rubric` judge lives in `cube.judges.rubric` and registers itself
+as the offline models "rubric", "rubric-lenient" and "rubric-strict".
+"""
+
+from cube.judges.dimensions import Dimension, DimensionError, dimension_criteria, load_dimensions
+from cube.judges.parsing import parse_score, parse_scores_json
+from cube.judges.scoring import Judge, failure_rates, make_judges, score_answers
+
+__all__ = [
+    "Dimension",
+    "DimensionError",
+    "Judge",
+    "dimension_criteria",
+    "failure_rates",
+    "load_dimensions",
+    "make_judges",
+    "parse_score",
+    "parse_scores_json",
+    "score_answers",
+]

@@ -1,0 +1,169 @@
+"""Reading a score out of a judge's reply: strict, but tolerant of real judge habits.
+
+A reply is scored only when it holds one clear score on the 0-10 scale. Accepted forms
+(after Unicode NFKC normalisation, so full-width digits and colons count: `８`, `评分：８`):
+
+- a bare number: `8`, `8.`, `**8**`, `` `8` ``
+- a labelled number: `Score: 8`, `评分：8`, `得分为8`, `Final score - 8`
+- a number with a unit or scale: `8分`, `8 points`, `8/10`, `8 out of 10`, `8分（满分10分）`
+- JSON: `{"score": 8}` (also `评分`, `rating`, `分数` keys)
+- a reply with reasoning that ends in (or contains) one labelled score, possibly repeated
+  with the same value: "The answer covers the fee ... Score: 8"
+- per-criterion points followed by one total: "(1) 2分 (2) 1分 ... 总分：8" (the total wins)
+
+Everything else is *unscored* with a reason, never guessed: prose without a labelled score,
+two different scores ("7 or 8", "Score: 7 ... Score: 8"), a range ("7-8分"), another scale
+(`4/5`, `满分5分`), or a value outside 0-10.
+
+Decimals: a single decimal score within 0-10 (`7.5`, `评分：7.5`) is accepted and kept as
+given, not rounded. The prompts ask for integers, but a judge that answers 7.5 has still
+given one clear score; rounding would add a bias of its own and rejecting it would discard a
+usable judgment. Analyses work on floats (trimmed means), so nothing downstream needs integers.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from typing import Any
+
+Parsed = tuple[float | None, str | None]
+
+_NUM = r"-?\d+(?:\.\d+)?"
+_LABELS = r"(?:final\s+score|overall\s+score|score|rating|grade|最终评分|最终得分|综合评分|评分|得分|分数|打分|总分)"
+_FINAL_LABELS = r"(?:final\s+score|overall\s+score|total\s+score|最终评分|最终得分|综合评分|总评分|总分|合计)"
+_JSON_KEYS = ("score", "rating", "评分", "得分", "分数", "总分")
+
+# A score on another scale ("4/5", "3 out of 5", "满分5分") is not a 0-10 score.
+_OTHER_SCALE = re.compile(rf"({_NUM})\s*(?:/|out\s+of)\s*(\d+)(?!\.?\d)", re.IGNORECASE)
+_FULL_MARKS = re.compile(r"[(（\[]?\s*满分\s*(?:为|是)?\s*[:：]?\s*(\d+)\s*分?\s*[)）\]]?")
+_RANGE = re.compile(rf"({_NUM})\s*(?:-|–|—|~|～|到|至|或|or)\s*({_NUM})\s*(?:分|points?\b|/\s*10\b)?", re.IGNORECASE)
+_LABELLED = re.compile(
+    rf"{_LABELS}\s*\**\s*[\"']?\s*(?:is|of|was|为|是)?\s*[:：=\-]?\s*\**\s*({_NUM})", re.IGNORECASE
+)
+_FINAL = re.compile(rf"{_FINAL_LABELS}\s*\**\s*(?:is|of|was|为|是)?\s*[:：=\-]?\s*\**\s*({_NUM})", re.IGNORECASE)
+_WITH_UNIT = re.compile(rf"({_NUM})\s*(?:分(?!之)|points?\b|pts\b|/\s*10(?!\d))", re.IGNORECASE)
+_BARE = re.compile(rf"^\s*{_LABELS}?\s*[:：=]?\s*({_NUM})\s*(?:分|points?|pts)?\s*$", re.IGNORECASE)
+
+
+def _normalise(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text)
+    # Markdown emphasis and code marks carry no meaning for the score.
+    text = re.sub(r"[*_`#]+", " ", text)
+    return text.strip().rstrip(".。!！;；,，").strip()
+
+
+def _in_range(value: float, raw: str) -> Parsed:
+    if 0 <= value <= 10:
+        return float(value), None
+    return None, f"score {raw} is outside 0-10"
+
+
+def _from_json_value(value: Any) -> Parsed:
+    """A score from a JSON value: a number, a numeric string, or an object with a score key."""
+    if isinstance(value, bool):
+        return None, f"score is a boolean ({value})"
+    if isinstance(value, int | float):
+        return _in_range(float(value), str(value))
+    if isinstance(value, str):
+        return parse_score(value)
+    if isinstance(value, dict):
+        for key in value:
+            if str(key).strip().lower() in _JSON_KEYS:
+                return _from_json_value(value[key])
+        return None, f"JSON object without a score key (keys: {list(value)[:6]})"
+    return None, f"score has JSON type {type(value).__name__}"
+
+
+def _json_object(text: str) -> dict[str, Any] | None:
+    """The JSON object in a reply, tolerating a ```json fence and prose around it."""
+    fenced = re.search(r"```(?:json)?\s*(.*?)```", text, flags=re.DOTALL | re.IGNORECASE)
+    candidate = fenced.group(1) if fenced else text
+    start, end = candidate.find("{"), candidate.rfind("}")
+    if start < 0 or end <= start:
+        return None
+    try:
+        obj = json.loads(candidate[start : end + 1])
+    except json.JSONDecodeError:
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def parse_score(text: str) -> Parsed:
+    """One 0-10 score from a judge's reply.
+
+    Args:
+        text: The judge's raw reply.
+
+    Returns:
+        `(score, None)` when the reply holds one clear score in 0-10, else `(None, reason)`.
+    """
+    if text is None or not str(text).strip():
+        return None, "empty reply"
+    raw = str(text)
+    if "{" in raw:
+        obj = _json_object(unicodedata.normalize("NFKC", raw))
+        if obj is not None:
+            return _from_json_value(obj)
+    t = _normalise(raw)
+    for m in _OTHER_SCALE.finditer(t):
+        if m.group(2) != "10":
+            return None, f"score on another scale ({m.group(0).strip()}), expected 0-10"
+    for m in _FULL_MARKS.finditer(t):
+        if m.group(1) != "10":
+            return None, f"score on another scale ({m.group(0).strip()}), expected 0-10"
+    # Scale markers are not scores: drop "满分10分" and turn "8/10", "8 out of 10" into "8分".
+    t = _FULL_MARKS.sub(" ", t)
+    t = re.sub(rf"({_NUM})\s*(?:/|out\s+of)\s*10(?!\.?\d)", r"\1分", t, flags=re.IGNORECASE).strip()
+    t = t.rstrip(".。!！;；,，()（） ").strip()
+    bare = _BARE.match(t)
+    if bare:
+        return _in_range(float(bare.group(1)), bare.group(1))
+    rng = _RANGE.search(t)
+    if rng and (_LABELLED.search(t) or _WITH_UNIT.search(t)) and rng.group(1) != rng.group(2):
+        return None, f"a range, not one score ({rng.group(0).strip()})"
+    # Per-criterion points followed by a total ("(1) 2分 ... 总分：8"): the total is the score.
+    finals = [m.group(1) for m in _FINAL.finditer(t)]
+    if finals and len({float(v) for v in finals}) == 1:
+        return _in_range(float(finals[0]), finals[0])
+    found = [m.group(1) for m in _LABELLED.finditer(t)] + [m.group(1) for m in _WITH_UNIT.finditer(t)]
+    values = sorted({float(v) for v in found})
+    if len(values) == 1:
+        return _in_range(values[0], found[0])
+    if len(values) > 1:
+        shown = ", ".join(f"{v:g}" for v in values)
+        return None, f"conflicting scores ({shown})"
+    numbers = re.findall(_NUM, t)
+    if numbers:
+        shown = ", ".join(numbers[:5])
+        return None, f"no single labelled score; numbers in prose ({shown})"
+    return None, "no score found"
+
+
+def parse_scores_json(text: str, dimensions: list[str]) -> dict[str, Parsed]:
+    """Scores of several dimensions from one JSON reply (the all-dimensions-in-one-call mode).
+
+    Accepts a JSON object (in a ```json fence or surrounded by prose) mapping dimension names
+    to scores, optionally nested under a "scores" key; values may be numbers, strings that
+    `parse_score` accepts, or objects with a "score" key. Keys match case-insensitively.
+
+    Returns:
+        For every requested dimension, `(score, None)` or `(None, reason)`.
+    """
+    if text is None or not str(text).strip():
+        return {d: (None, "empty reply") for d in dimensions}
+    obj = _json_object(unicodedata.normalize("NFKC", str(text)))
+    if obj is None:
+        return {d: (None, "reply is not a JSON object") for d in dimensions}
+    nested = {str(k).lower(): v for k, v in obj.items()}.get("scores")
+    if isinstance(nested, dict):
+        obj = nested
+    by_key = {str(k).strip().lower(): v for k, v in obj.items()}
+    out: dict[str, Parsed] = {}
+    for d in dimensions:
+        if d.lower() not in by_key:
+            out[d] = (None, f"JSON reply has no key {d!r} (keys: {list(obj)[:8]})")
+        else:
+            out[d] = _from_json_value(by_key[d.lower()])
+    return out

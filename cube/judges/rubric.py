@@ -1,0 +1,410 @@
+"""The `rubric` judge: a deterministic, rule-based scorer. It is NOT an LLM.
+
+It scores an answer on the paper's four dimensions by awarding each dimension's five criteria
+0-2 points from measurable evidence in three texts: the question, the gold (source) document
+and the answer. It is the offline judge of the demo run and of tests; its scores are
+reproducible to the bit and cost nothing, but they measure surface evidence only.
+
+What it can see:
+- token overlap (jieba words for Chinese, lower-cased words for English) between each answer
+  sentence and the source: the share of sentences supported by the source;
+- numbers (durations, fees, counts) in the answer that do or do not occur in the source, and
+  a "free" claim against a priced fee standard (or the reverse);
+- which fields the question asks about (the `asked_field` of the question set when known,
+  else keywords such as 材料 / fee / how long), and how much of those fields' text the answer
+  reproduces; the documents are key-value lines "标签：值" / "Label: value" with the labels of
+  `cube.schema.FIELD_LABELS`;
+- whether the answer names the item of the gold document or a near-duplicate sibling of its
+  family ("抽水蓄能电站项目核准（新建）" vs "（变更）");
+- clarity signals: length, numbered steps and lists, repeated sentences, sentence length,
+  hedging and boilerplate phrases.
+
+What it cannot see: whether reasoning is sound, whether anything beyond the document is true,
+paraphrases that use different words (a correct paraphrase loses points), numbers written in
+words (五个工作日), tone, or whether an omitted detail mattered to this user. Treat it as a
+transparent baseline judge whose biases are known, not as a stand-in for an LLM or a human.
+
+Presets (their raw scales differ on purpose, so the offline jury shows what CuBE's bounds
+correct): `lenient` gives a point for little evidence and has a floor (a non-empty answer
+gets at least 3; the points added are reported in `detail` as "lenient_floor"); `strict`
+needs much more evidence per point and never gives 2 points for mere brevity. Registered as
+offline models "rubric-lenient", "rubric-strict" and "rubric" (`options: {preset: ...}`,
+default lenient).
+
+Tokenisation and per-text analyses are cached (LRU, per process): a document is judged
+3 sets x 4 dimensions times and an answer 4 times, so each is segmented once.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import jieba
+
+from cube.config import ModelSpec
+from cube.llm import OfflineModel, Request, Response, register_offline
+from cube.schema import FIELD_LABELS
+
+jieba.setLogLevel(60)  # jieba logs its dictionary loading at INFO on first use
+
+CRITERIA: dict[str, tuple[str, ...]] = {
+    "relevance": ("accurate_quote", "core_consistent", "reasoning_supported", "key_info_covered", "no_distortion"),
+    "specificity": ("right_item", "asked_aspect", "concrete_details", "on_topic", "direct_conclusion"),
+    "completeness": (
+        "coverage_of_requirements",
+        "reasoning_and_extension",
+        "integrity_of_details",
+        "no_omission_of_core_points",
+        "closed_loop",
+    ),
+    "quality": ("appropriate_length", "organisation", "no_repetition", "fluent_sentences", "precise_wording"),
+}
+
+
+@dataclass(frozen=True)
+class Preset:
+    """How much evidence a point needs. A feature f in [0, 1] earns 2 if f >= hi, 1 if f >= lo."""
+
+    name: str
+    lo: float
+    hi: float
+    support: float  # token overlap with the source for a sentence to count as supported
+    concrete_k: int  # source-specific words that make an answer fully "concrete"
+    floor: int  # minimum total of a non-empty answer
+    list_lines: int  # list lines needed for 2 organisation points
+
+
+PRESETS = {
+    "lenient": Preset("lenient", lo=0.15, hi=0.5, support=0.5, concrete_k=5, floor=3, list_lines=2),
+    "strict": Preset("strict", lo=0.35, hi=0.8, support=0.7, concrete_k=12, floor=0, list_lines=3),
+}
+
+_LABEL_TO_FIELD = {lab.lower(): f for labels in FIELD_LABELS.values() for f, lab in labels.items()}
+_KV = re.compile(r"^\s*([^:：\n]{1,40}?)\s*[:：]\s*(.*)$")
+_LIST_MARK = re.compile(r"(?m)^\s*(?:\d{1,2}\s*[.、)](?!\d)|[(]\d{1,2}[)]|[-*•·]|第[一二三四五六七八九十\d]+步)\s*")
+_INLINE_MARK = re.compile(r"(?:(?<=^)|(?<=[\s;；。,，:：]))(?:\d{1,2}\s*[.、)](?!\d)|[(]\d{1,2}[)])")
+_WORDCHAR = re.compile(r"\w")
+_NUM = re.compile(r"\d+(?:\.\d+)?")
+_SENT = re.compile(r"[。！？!?；;\n]+|(?<=[.])\s+")
+_FREE = re.compile(r"免费|不收费|不收取|无需缴费|无收费|free of charge|no fee|\bfree\b", re.IGNORECASE)
+_HEDGES = re.compile(
+    r"具体以|为准|请咨询|建议咨询|建议您|可能|一般来说|一般情况|通常|因地区而异|各地|不同地区|大致|左右|"
+    r"作为(?:一个)?AI|无法提供|\bmay\b|\bmight\b|typically|generally|usually|depending on|varies|vary by|"
+    r"contact your local|please consult|as an ai|approximately",
+    re.IGNORECASE,
+)
+_ZH_STOP = frozenset("的 了 和 是 在 及 与 或 等 您 你 我 请 可以 需要 如果 就 都 也 还 对 为 由 将 把 被 这 那 有 并 中 上 下 "
+                     "要 会 能 该 其 之 以 于 后 前 时 个 项 吗 呢 吧 啊".split())
+_EN_STOP = frozenset("a an the of to in on for and or is are be been was were it this that with by as at from "
+                     "you your i we our can will would should do does not no if then than so any all".split())
+
+_ASK_KEYWORDS: dict[str, tuple[str, ...]] = {
+    "fee_standard": ("收费", "费用", "多少钱", "免费", "缴费", "交钱", "fee", "cost", "charge", "pay", "price", "free"),
+    "application_materials": ("材料", "带什么", "准备什么", "提交什么", "证件", "资料", "material", "document",
+                              "bring", "paperwork"),
+    "committed_time_limit": ("多久", "多长时间", "几天", "时限", "办结", "多少天", "how long", "time limit",
+                             "how many days", "deadline"),
+    "processing_location": ("在哪", "哪里", "地点", "地址", "去哪", "where", "location", "address"),
+    "procedure": ("流程", "步骤", "怎么办", "如何办", "怎么申请", "如何申请", "程序", "手续", "procedure", "steps",
+                  "process", "how do i", "how to apply", "how can i"),
+    "requirements": ("条件", "资格", "符合", "谁可以", "requirement", "eligib", "condition", "qualif", "who can"),
+    "legal_basis": ("依据", "法律", "法规", "legal basis", "law", "regulation"),
+    "online_handling": ("网上", "网办", "线上", "在线", "online", "internet", "website"),
+    "consultation_method": ("咨询", "电话", "联系", "contact", "phone", "consult"),
+    "processing_time": ("办理时间", "工作时间", "几点", "opening hours", "office hours", "what time"),
+    "handling_agency": ("哪个部门", "谁负责", "实施主体", "哪个单位", "which department", "agency", "who handles"),
+}
+_DEFAULT_ASKED = ("requirements", "application_materials", "procedure")
+_RELATED = ("requirements", "application_materials", "procedure", "committed_time_limit", "fee_standard",
+            "processing_location", "online_handling", "consultation_method")
+_ACTION = ("processing_location", "online_handling", "consultation_method", "procedure")
+
+
+# --------------------------------------------------------------------------- text analysis (cached)
+@lru_cache(maxsize=200_000)
+def tokenize(text: str, lang: str) -> tuple[str, ...]:
+    """Content words: jieba words (no HMM: faster, dictionary words only) or English words."""
+    text = unicodedata.normalize("NFKC", text).lower()
+    if lang == "zh":
+        words = jieba.lcut(text, HMM=False)
+        return tuple(w for w in (w.strip() for w in words)
+                     if w and w not in _ZH_STOP and (len(w) > 1 or w.isdigit()) and _WORDCHAR.search(w))
+    return tuple(w for w in re.findall(r"[a-z0-9]+(?:\.\d+)?", text) if w not in _EN_STOP)
+
+
+_UNITS = (("wd", r"个?工作日|working\s+days?|business\s+days?"), ("d", r"天|日|days?"), ("h", r"小时|hours?"),
+          ("mo", r"个月|months?"), ("y", r"年|years?"), ("yuan", r"元|yuan|rmb|cny"))
+_QUANTITY = re.compile(r"(?:(cny|rmb|¥)\s*)?(\d+(?:\.\d+)?)\s*(?:(" + "|".join(f"(?P<{k}>{v})" for k, v in _UNITS)
+                       + r")(?![a-z]))?", re.IGNORECASE)
+
+
+def _numbers(text: str) -> frozenset[str]:
+    """Numeric claims as keys: "15|wd" (15 working days), "200|yuan", or a bare "0000"-style number.
+
+    The unit is part of the key so that "4个工作日" does not agree with an unrelated "4" (a floor,
+    a window number) elsewhere in the source. List markers ("1.", "(2)") are not claims.
+    """
+    out = set()
+    for m in _QUANTITY.finditer(_INLINE_MARK.sub(" ", text)):
+        n = m.group(2)
+        n = n.rstrip("0").rstrip(".") if "." in n else n
+        unit = "yuan" if m.group(1) else next((k for k, _ in _UNITS if m.group(k)), "")
+        out.add(f"{n}|{unit}" if unit else n)
+    return frozenset(out)
+
+
+@dataclass(frozen=True)
+class _Doc:
+    fields: dict[str, str]
+    field_tokens: dict[str, frozenset[str]]
+    field_numbers: dict[str, frozenset[str]]
+    tokens: frozenset[str]
+    numbers: frozenset[str]
+    free: bool
+
+
+@lru_cache(maxsize=20_000)
+def _doc(text: str, lang: str) -> _Doc:
+    fields: dict[str, str] = {}
+    ftoks: dict[str, set[str]] = {}
+    other: set[str] = set()
+    current: str | None = None
+    # Each line is segmented once; the document's words are the union of its fields' words.
+    for line in unicodedata.normalize("NFKC", text).splitlines():
+        m = _KV.match(line)
+        field = _LABEL_TO_FIELD.get(m.group(1).strip().lower()) if m else None
+        if m and field:
+            current, value = field, m.group(2).strip()
+            fields[field] = value
+            ftoks[field] = set(tokenize(value, lang))
+        elif current and line.strip():  # a continuation line of a multi-line value (steps, materials)
+            fields[current] += "\n" + line.strip()
+            ftoks[current].update(tokenize(line.strip(), lang))
+        elif line.strip():
+            other.update(tokenize(line, lang))
+    fnums = {f: _numbers(v) for f, v in fields.items()}
+    fee = fields.get("fee_standard", "")
+    frozen = {f: frozenset(t) for f, t in ftoks.items()}
+    return _Doc(fields, frozen, fnums, frozenset(other.union(*frozen.values())), _numbers(text),
+                bool(_FREE.search(fee)) and not fnums.get("fee_standard"))
+
+
+@dataclass(frozen=True)
+class _Answer:
+    norm: str
+    sentences: tuple[frozenset[str], ...]
+    sentence_chars: tuple[int, ...]
+    tokens: frozenset[str]
+    numbers: frozenset[str]
+    list_lines: int
+    duplicate_share: float
+    hedges: int
+    free_claim: bool
+    fee_numbers: frozenset[str]
+
+
+@lru_cache(maxsize=100_000)
+def _answer(text: str, lang: str) -> _Answer:
+    norm = unicodedata.normalize("NFKC", text)
+    list_lines = len(_LIST_MARK.findall(norm))
+    body = _LIST_MARK.sub("", norm)
+    parts = [s.strip() for s in _SENT.split(body) if s and s.strip()]
+    sents = tuple(frozenset(tokenize(s, lang)) for s in parts)
+    keyed = [re.sub(r"\W", "", s) for s in parts]
+    dup = 1 - len(set(keyed)) / len(keyed) if keyed else 0.0
+    nums = _numbers(norm)
+    return _Answer(norm, sents, tuple(len(s) for s in parts), frozenset().union(*sents), nums,
+                   list_lines, dup, len(_HEDGES.findall(norm)), bool(_FREE.search(norm)),
+                   frozenset(k for k in nums if k.endswith("|yuan")))
+
+
+def asked_fields(question: str, asked_field: str = "") -> tuple[str, ...]:
+    """The fields a question asks about: the question set's `asked_field` if valid, else keywords."""
+    known = [f.strip() for f in re.split(r"[,;|]", asked_field or "") if f.strip()]
+    known = [_LABEL_TO_FIELD.get(f.lower(), f) for f in known]
+    if known and all(f in FIELD_LABELS["en"] for f in known):
+        return tuple(known)
+    q = unicodedata.normalize("NFKC", question).lower()
+    hits = tuple(f for f, kws in _ASK_KEYWORDS.items() if any(k in q for k in kws))
+    return hits or _DEFAULT_ASKED
+
+
+def item_match(answer_norm: str, item_name: str, answer_tokens: frozenset[str], lang: str) -> float:
+    """1: names the gold item; 0.4: its family name without qualifier; 0: names a sibling; else partial."""
+    squash = lambda s: re.sub(r"\s+", "", unicodedata.normalize("NFKC", s)).lower()  # noqa: E731
+    gold, ans = squash(item_name), squash(answer_norm)
+    if not gold:
+        return 0.0
+    m = re.match(r"^(.*?)\(([^()]*)\)$", gold)
+    base, qual = (m.group(1), m.group(2)) if m else (gold, "")
+    siblings = {q for q in re.findall(re.escape(base) + r"\(([^()]*)\)", ans) if q != qual}
+    if siblings:
+        return 0.5 if gold in ans else 0.0  # a named sibling is the near-duplicate confusion
+    if gold in ans:
+        return 1.0
+    if qual and base in ans:  # the family name only: unspecific (it may be the base sibling itself)
+        return 0.4
+    item_toks = frozenset(tokenize(item_name, lang))
+    return 0.5 * len(item_toks & answer_tokens) / len(item_toks) if item_toks else 0.0
+
+
+def _recall(part: frozenset[str], whole: frozenset[str]) -> float:
+    return len(part & whole) / len(part) if part else 0.0
+
+
+@lru_cache(maxsize=100_000)
+def _features(answer: str, document: str, question: str, item_name: str, asked: str, lang: str) -> dict[str, Any]:
+    """Preset-independent evidence for one answer (shared by its four dimensions)."""
+    d, a = _doc(document, lang), _answer(answer, lang)
+    q_tokens = frozenset(tokenize(question, lang))
+    fields = [f for f in asked_fields(question, asked) if f in d.fields] or [
+        f for f in _DEFAULT_ASKED if f in d.fields]
+    asked_cov = [_recall(d.field_tokens[f], a.tokens) for f in fields]
+    segments = [frozenset(tokenize(seg, lang)) for f in fields
+                for seg in re.split(r"[;；、,，\n]|(?<=[.。])", d.fields[f]) if seg.strip()]
+    segments = [s for s in segments if s]
+    claims = a.numbers - _numbers(unicodedata.normalize("NFKC", question))
+    agree = len(claims & d.numbers)
+    conflicts = int(a.free_claim and not d.free and bool(d.field_numbers.get("fee_standard")))
+    conflicts += len(a.fee_numbers) if d.free else 0
+    asked_nums = frozenset().union(*(d.field_numbers[f] for f in fields)) if fields else frozenset()
+    topic = q_tokens | frozenset().union(*(d.field_tokens[f] for f in fields)) if fields else q_tokens
+    overlaps = [len(s & d.tokens) / len(s) for s in a.sentences if len(s) >= 2]
+    related = [f for f in _RELATED if f in d.fields and f not in fields]
+    name = item_name or d.fields.get("item_name", "")
+    return {
+        "empty": not answer.strip(),
+        "overlaps": overlaps,
+        "precision": _recall(a.tokens, d.tokens),
+        "claims": len(claims) + conflicts,
+        "agree": agree,
+        "asked_cov": sum(asked_cov) / len(asked_cov) if asked_cov else 0.0,
+        "segments_cov": (sum(_recall(s, a.tokens) >= 0.6 for s in segments) / len(segments)) if segments else 0.0,
+        "asked_nums_recall": len(asked_nums & a.numbers) / len(asked_nums) if asked_nums else None,
+        "related_cov": (sum(_recall(d.field_tokens[f], a.tokens) >= 0.3 for f in related) / len(related))
+        if related else 0.0,
+        "action_cov": max([_recall(d.field_tokens[f], a.tokens) for f in _ACTION if f in d.fields], default=0.0),
+        "item": item_match(a.norm, name, a.tokens, lang),
+        "specific_words": len((a.tokens & d.tokens) - q_tokens),
+        "on_topic": (sum(len(s & topic) >= max(1, 0.2 * len(s)) for s in a.sentences) / len(a.sentences))
+        if a.sentences else 0.0,
+        "lead_overlap": max([_recall(s, d.tokens) * bool(s & topic) for s in a.sentences[:2]], default=0.0),
+        "hedge_rate": a.hedges / max(1, len(a.sentences)),
+        "chars": len(a.norm.strip()),
+        "sentences": len(a.sentences),
+        "list_lines": a.list_lines,
+        "duplicate_share": a.duplicate_share,
+        "fluent_share": (sum(5 <= n <= (120 if lang == "zh" else 300) for n in a.sentence_chars)
+                         / len(a.sentence_chars)) if a.sentence_chars else 0.0,
+    }
+
+
+def clear_caches() -> None:
+    """Forget every cached tokenisation and analysis (for cold-cache benchmarks)."""
+    for fn in (tokenize, _doc, _answer, _features):
+        fn.cache_clear()
+
+
+# --------------------------------------------------------------------------- points
+def _pts(f: float, p: Preset) -> int:
+    return 2 if f >= p.hi else 1 if f >= p.lo else 0
+
+
+def criterion_points(dimension: str, x: dict[str, Any], p: Preset, lang: str) -> dict[str, int]:
+    """The five criteria's points (0-2 each) of one dimension, from the evidence `x`."""
+    if dimension not in CRITERIA:
+        raise ValueError(f"the rubric judge has rules for {list(CRITERIA)} only, not dimension {dimension!r}")
+    if x["empty"]:
+        return dict.fromkeys(CRITERIA[dimension], 0)
+    ov = x["overlaps"]
+    supported = sum(o >= p.support for o in ov) / len(ov) if ov else 0.0
+    num_ok = x["agree"] / x["claims"] if x["claims"] else None
+    if dimension == "relevance":
+        no_distortion = 0.0 if x["item"] == 0.0 and x["precision"] > 0 else supported * (num_ok if num_ok is not None
+                                                                                         else 1.0)
+        f = (supported, x["precision"], num_ok if num_ok is not None else supported, x["asked_cov"], no_distortion)
+    elif dimension == "specificity":
+        concrete = min(1.0, x["specific_words"] / p.concrete_k)
+        f = (x["item"], x["asked_cov"], concrete, x["on_topic"], x["lead_overlap"] * max(0.0, 1 - x["hedge_rate"]))
+    elif dimension == "completeness":
+        nums = x["asked_nums_recall"]
+        integrity = (nums if nums is not None else x["segments_cov"]) * (num_ok if num_ok is not None else 1.0)
+        f = (x["asked_cov"], x["related_cov"], integrity, x["segments_cov"], x["action_cov"])
+    else:
+        return dict(zip(CRITERIA["quality"], _quality(x, p, lang), strict=True))
+    points = dict(zip(CRITERIA[dimension], (_pts(v, p) for v in f), strict=True))
+    if x["claims"] > x["agree"]:  # a number the source contradicts or lacks is never full marks
+        for key in ("reasoning_supported", "integrity_of_details"):
+            if key in points:
+                points[key] = min(points[key], 1)
+    return points
+
+
+def _quality(x: dict[str, Any], p: Preset, lang: str) -> tuple[int, ...]:
+    short, good, long_ = (30, 60, 1200) if lang == "zh" else (80, 150, 3000)
+    structured = x["list_lines"] >= 2 or x["sentences"] >= 3
+    if short <= x["chars"] <= long_ and x["chars"] >= good and (p.name != "strict" or structured):
+        length = 2
+    else:  # strict never gives 2 for a short answer: brevity alone is not clarity evidence
+        length = 1 if x["chars"] >= short or p.name == "lenient" else 0
+    organisation = 2 if x["list_lines"] >= p.list_lines else 1 if x["sentences"] >= (3 if p.name == "strict" else 2) else 0
+    repetition = _pts(1 - 2 * x["duplicate_share"], p)
+    fluent = _pts(x["fluent_share"], p)
+    wording = _pts(max(0.0, 1 - x["hedge_rate"] * (2 if p.name == "strict" else 1)), p)
+    return (length, organisation, repetition, fluent, wording)
+
+
+def judge(context: dict[str, Any], preset: Preset, dimension: str) -> tuple[int, dict[str, int]]:
+    """Score one answer on one dimension: (total 0-10, per-criterion points [+ lenient_floor])."""
+    lang = context.get("lang") or ("zh" if re.search(r"[\u4e00-\u9fff]", context.get("document", "")) else "en")
+    x = _features(str(context.get("answer", "")), str(context.get("document", "")), str(context.get("question", "")),
+                  str(context.get("item_name") or ""), str(context.get("asked_field") or ""), lang)
+    points: dict[str, int] = criterion_points(dimension, x, preset, lang)
+    total = sum(points.values())
+    if not x["empty"] and total < preset.floor:
+        points["lenient_floor"] = preset.floor - total
+        total = preset.floor
+    return total, points
+
+
+class RubricJudge(OfflineModel):
+    """The rubric judge as an offline model: reads `Request.context`, never `messages`."""
+
+    fixed_preset: str | None = None  # the named variants ignore options.preset
+
+    def __init__(self, spec: ModelSpec):
+        super().__init__(spec)
+        name = self.fixed_preset or str(spec.options.get("preset", "lenient"))
+        if name not in PRESETS:
+            raise ValueError(f"model {spec.model!r}: options.preset {name!r} unknown; expected one of {list(PRESETS)}")
+        self.preset = PRESETS[name]
+
+    def respond(self, request: Request) -> Response:
+        ctx = request.context
+        dims = ctx.get("dimensions")
+        if ctx.get("dimension") is None and dims:  # all-dimensions mode: a JSON reply
+            results = {d: judge(ctx, self.preset, d) for d in dims}
+            return Response(text=json.dumps({d: s for d, (s, _) in results.items()}),
+                            detail={d: pts for d, (_, pts) in results.items()})
+        total, points = judge(ctx, self.preset, str(ctx.get("dimension")))
+        return Response(text=str(int(total)), detail=points)
+
+
+@register_offline("rubric")
+class Rubric(RubricJudge):
+    """`provider: offline, model: rubric, options: {preset: lenient|strict}`."""
+
+
+@register_offline("rubric-lenient")
+class RubricLenient(RubricJudge):
+    fixed_preset = "lenient"
+
+
+@register_offline("rubric-strict")
+class RubricStrict(RubricJudge):
+    fixed_preset = "strict"

@@ -1,0 +1,267 @@
+"""The judge pipeline: answers x judges x dimensions (x samples) -> the long scores table.
+
+What a judge sees is the question, the gold (source) document and the answer, for all three
+sets (`zero`, `rag`, `full`), so the bounds and the system are measured against the same
+material (see `cube.judges.dimensions`). The gold document's text comes from the corpus
+(`corpus.set_index("doc_id")["text"]` via `answers.doc_id`).
+
+Every request carries both `messages` (the filled prompt, for LLMs) and `context` (question,
+document, answer, dimension, item_name, asked_field, lang: for offline scorers such as the
+`rubric` judge), so the pipeline never branches on the kind of judge. All requests of one
+judge go to the model in one `Model.complete` call: concurrency, the progress bar and the
+cache live there.
+
+Nothing is dropped and nothing is invented: a failed call is a row with score NaN and
+`error_kind` "call"; an unparseable reply is a row with score NaN, `error_kind` "parse" and
+the raw reply kept; an answer that is missing (its answering call failed) is not judged and
+is recorded as a "call" failure with that reason.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+import cube.llm as llm
+from cube.config import Params
+from cube.judges.dimensions import Dimension, all_dimensions_prompt
+from cube.judges.parsing import parse_score, parse_scores_json
+from cube.schema import ACCOUNTING_COLUMNS, SCORE_COLUMNS, SchemaError, require_columns
+
+SCORES_TABLE_COLUMNS: tuple[str, ...] = (
+    *SCORE_COLUMNS[:5],
+    "sample",
+    "score",
+    "raw",
+    "error",
+    "error_kind",
+    "detail",
+    *ACCOUNTING_COLUMNS,
+)
+
+
+@dataclass
+class Judge:
+    """One judge of the jury.
+
+    Attributes:
+        name: The judge's name (the `judge` column of the scores table).
+        model: The model that scores (an LLM endpoint or an offline algorithm).
+        samples: Repeats per judgment (`Request.sample` = 0..samples-1), for run-to-run variance.
+        all_dimensions: Score every dimension in one call with a JSON reply.
+        role: Free text shown in reports (e.g. "the system's own model").
+    """
+
+    name: str
+    model: llm.Model
+    samples: int = 1
+    all_dimensions: bool = False
+    role: str = ""
+
+
+def make_judges(params: Params, cache_path: Path | None) -> list[Judge]:
+    """The judges of `params.judges`, each with its model built by `cube.llm.make_model`."""
+    return [
+        Judge(
+            name=j.name,
+            model=llm.make_model(params.model(j.model), cache_path=cache_path),
+            samples=j.samples,
+            all_dimensions=j.all_dimensions,
+            role=j.role,
+        )
+        for j in params.judges
+    ]
+
+
+def _accounting(resp: llm.Response) -> dict[str, Any]:
+    return dict(llm.response_accounting(resp, role="judging"))
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA
+
+
+def _inputs(answers: pd.DataFrame, corpus: pd.DataFrame, questions: pd.DataFrame | None) -> pd.DataFrame:
+    """Answers joined with the question text, gold document text, item name and asked field."""
+    require_columns(answers, ("question_id", "doc_id", "system", "set", "answer"), "answers")
+    require_columns(corpus, ("doc_id", "text"), "corpus")
+    df = answers.reset_index(drop=True).copy()
+    if "question" not in df.columns or ("asked_field" not in df.columns and questions is not None):
+        if questions is None:
+            raise SchemaError(
+                "answers: no 'question' column; pass questions= (the questions table) so judges see the question"
+            )
+        require_columns(questions, ("question_id", "question"), "questions")
+        extra = [c for c in ("question", "asked_field") if c in questions.columns and c not in df.columns]
+        q = questions.drop_duplicates("question_id").set_index("question_id")[extra]
+        df = df.join(q, on="question_id")
+        if df["question"].isna().any():
+            bad = df.loc[df["question"].isna(), "question_id"].astype(str).unique()[:5].tolist()
+            raise SchemaError(f"answers: question_id(s) {bad} not found in the questions table")
+    docs = corpus.drop_duplicates("doc_id").set_index("doc_id")
+    unknown = sorted(set(df["doc_id"].astype(str)) - set(docs.index.astype(str)))
+    if unknown:
+        raise SchemaError(f"answers: doc_id(s) {unknown[:5]} not found in the corpus (column doc_id)")
+    docs.index = docs.index.astype(str)
+    keys = df["doc_id"].astype(str)
+    df["_document"] = keys.map(docs["text"]).astype(str).to_numpy()
+    df["_item_name"] = keys.map(docs["item_name"]).to_numpy() if "item_name" in docs.columns else ""
+    return df
+
+
+def score_answers(
+    answers: pd.DataFrame,
+    judges: list[Judge],
+    dimensions: list[Dimension],
+    corpus: pd.DataFrame,
+    *,
+    questions: pd.DataFrame | None = None,
+    progress: bool = True,
+) -> pd.DataFrame:
+    """Score every answer with every judge on every dimension.
+
+    Args:
+        answers: The answers table (`question_id, doc_id, system, set, answer`, and `question`
+            unless `questions` is given; an `asked_field` column is passed on when present).
+        judges: The jury (see `make_judges`).
+        dimensions: The dimensions (see `load_dimensions`).
+        corpus: The corpus (`doc_id`, `text`, optionally `item_name`).
+        questions: The questions table, when `answers` has no `question` column.
+        progress: Show a progress bar per judge.
+
+    Returns:
+        The long scores table, one row per (answer, judge, dimension, sample), columns
+        `SCORES_TABLE_COLUMNS`: score (float 0-10, NaN = unscored), raw reply, error,
+        error_kind ('' | 'call' | 'parse'), detail (JSON of an offline scorer's per-criterion
+        points, else ''), and the call accounting columns (role 'judging').
+    """
+    if not dimensions:
+        raise ValueError("score_answers: no dimensions given")
+    df = _inputs(answers, corpus, questions)
+    names = [d.name for d in dimensions]
+    records = df.to_dict("records")
+    rows: list[dict[str, Any]] = []
+    for judge in judges:
+        units: list[tuple[dict[str, Any], list[Dimension], int]] = []  # (answer row, dims, sample)
+        requests: list[llm.Request] = []
+        skipped: list[tuple[dict[str, Any], Dimension, int]] = []
+        for rec in records:
+            base_ctx = {
+                "question": str(rec["question"]),
+                "document": rec["_document"],
+                "answer": "" if _missing(rec["answer"]) else str(rec["answer"]),
+                "item_name": "" if _missing(rec["_item_name"]) else str(rec["_item_name"]),
+                "asked_field": "" if _missing(rec.get("asked_field")) else str(rec.get("asked_field")),
+                "lang": dimensions[0].lang,
+            }
+            for s in range(judge.samples):
+                if _missing(rec["answer"]):
+                    skipped += [(rec, d, s) for d in dimensions]
+                    continue
+                if judge.all_dimensions:
+                    prompt, version = all_dimensions_prompt(
+                        dimensions, base_ctx["question"], base_ctx["document"], base_ctx["answer"]
+                    )
+                    ctx = {**base_ctx, "dimension": None, "dimensions": names}
+                    requests.append(llm.Request(({"role": "user", "content": prompt},), ctx, version, s))
+                    units.append((rec, dimensions, s))
+                else:
+                    for d in dimensions:
+                        prompt = d.fill(base_ctx["question"], base_ctx["document"], base_ctx["answer"])
+                        ctx = {**base_ctx, "dimension": d.name}
+                        requests.append(
+                            llm.Request(({"role": "user", "content": prompt},), ctx, d.template_version, s)
+                        )
+                        units.append((rec, [d], s))
+        responses = judge.model.complete(
+            requests, role="judging", desc=f"judging: {judge.name}", progress=progress
+        ) if requests else []
+        if len(responses) != len(requests):
+            raise RuntimeError(
+                f"judge {judge.name!r}: model returned {len(responses)} responses for {len(requests)} requests"
+            )
+        for (rec, dims, s), resp in zip(units, responses, strict=True):
+            rows += _rows_for(judge, rec, dims, s, resp)
+        for rec, d, s in skipped:
+            rows.append(_row(judge, rec, d.name, s, None, "", "answer is missing (no answer to judge)", "call",
+                             "", _accounting(llm.Response(text=None, model=judge.model.name))))
+    out = pd.DataFrame(rows, columns=list(SCORES_TABLE_COLUMNS))
+    out["score"] = out["score"].astype("float64")
+    out["sample"] = out["sample"].astype("int64")
+    for c in ("input_tokens", "output_tokens"):
+        out[c] = out[c].astype("int64")
+    for c in ("cost", "latency_s"):
+        out[c] = out[c].astype("float64")
+    out["cached"] = out["cached"].astype(bool)
+    return out
+
+
+def _row(
+    judge: Judge, rec: dict[str, Any], dim: str, sample: int, score: float | None, raw: str, error: str,
+    kind: str, detail: str, acc: dict[str, Any],
+) -> dict[str, Any]:
+    return {
+        "question_id": rec["question_id"],
+        "system": rec["system"],
+        "set": rec["set"],
+        "judge": judge.name,
+        "dimension": dim,
+        "sample": sample,
+        "score": math.nan if score is None else score,
+        "raw": raw,
+        "error": error,
+        "error_kind": kind,
+        "detail": detail,
+        **acc,
+    }
+
+
+def _rows_for(
+    judge: Judge, rec: dict[str, Any], dims: list[Dimension], sample: int, resp: llm.Response
+) -> list[dict[str, Any]]:
+    # Every row of an all-dimensions call carries that call's accounting and call_id;
+    # cube.usage.usage_summary counts the call once.
+    accs = [_accounting(resp)] * len(dims)
+    if not resp.ok:
+        reason = resp.error or "no text in the response"
+        return [_row(judge, rec, d.name, sample, None, resp.text or "", reason, "call", "", a)
+                for d, a in zip(dims, accs, strict=True)]
+    text = resp.text or ""
+    if len(dims) == 1 and not judge.all_dimensions:
+        parsed = {dims[0].name: parse_score(text)}
+        details = {dims[0].name: resp.detail}
+        # Only an offline scorer's detail is criterion points (an LLM's holds e.g. its cache key).
+    else:
+        parsed = parse_scores_json(text, [d.name for d in dims])
+        details = resp.detail if isinstance(resp.detail, dict) else {}
+    rows = []
+    for d, a in zip(dims, accs, strict=True):
+        score, reason = parsed[d.name]
+        detail = details.get(d.name) if judge.model.offline else None
+        rows.append(_row(judge, rec, d.name, sample, score, text, reason or "", "parse" if reason else "",
+                         json.dumps(detail, ensure_ascii=False) if detail else "", a))
+    return rows
+
+
+def failure_rates(scores: pd.DataFrame, by_dimension: bool = False) -> pd.DataFrame:
+    """Call and parse failures per judge (and per dimension when `by_dimension`).
+
+    Returns:
+        Columns: judge[, dimension], n, call_failures, parse_failures, call_failure_rate,
+        parse_failure_rate (shares of n).
+    """
+    require_columns(scores, ("judge", "dimension", "error_kind"), "scores")
+    keys = ["judge", "dimension"] if by_dimension else ["judge"]
+    kind = scores["error_kind"].fillna("").astype(str)
+    tmp = scores[keys].assign(_call=(kind == "call").astype(int), _parse=(kind == "parse").astype(int))
+    out = tmp.groupby(keys, sort=True).agg(
+        n=("_call", "size"), call_failures=("_call", "sum"), parse_failures=("_parse", "sum")
+    ).reset_index()
+    out["call_failure_rate"] = out["call_failures"] / out["n"]
+    out["parse_failure_rate"] = out["parse_failures"] / out["n"]
+    return out
