@@ -1,0 +1,254 @@
+"""Human rating sheets: stratified sample, export -> fill -> import round trip, validation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import openpyxl
+import pandas as pd
+import pytest
+
+from cube.human import (
+    RatingsError,
+    annotation_sample,
+    export_annotation_sheet,
+    import_ratings,
+    item_id,
+    rating_columns,
+)
+from cube.judges import dimension_criteria
+
+DIMS = ["relevance", "completeness"]
+RAG_RANKS = [1, 3, 0, 2, 0, 1, 0, 4, 1, 2]  # 7 of 10 questions retrieved
+
+
+@pytest.fixture
+def tables() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    corpus = pd.DataFrame(
+        {
+            "doc_id": [f"d{i}" for i in range(10)],
+            "text": [f"事项名称：营业执照办理{i}\n申请材料：身份证、申请表" for i in range(10)],
+        }
+    )
+    questions = pd.DataFrame(
+        {
+            "question_id": [f"q{i}" for i in range(10)],
+            "doc_id": corpus["doc_id"],
+            "question": "需要什么材料？",
+        }
+    )
+    rows = []
+    for i, rank in enumerate(RAG_RANKS):
+        for set_name, r, ids in (("zero", 0, []), ("rag", rank, ["d9", f"d{i}"]), ("full", 1, [f"d{i}"])):
+            rows.append(
+                {
+                    "question_id": f"q{i}",
+                    "doc_id": f"d{i}",
+                    "system": "bm25",
+                    "set": set_name,
+                    "answer": f"回答{i}{set_name}：请带身份证。",
+                    "retrieved_doc_ids": ids,
+                    "rank": r,
+                }
+            )
+    return pd.DataFrame(rows), questions, corpus
+
+
+def test_annotation_sample_stratified_and_deterministic(tables):
+    answers = tables[0]
+    sample = annotation_sample(answers, 12, seed=1)
+    assert len(sample) == 12 and sample[["question_id", "set"]].drop_duplicates().shape[0] == 12
+    # zero/full rows take the retrieval status of their question's rag answer
+    expected = {f"q{i}": r > 0 for i, r in enumerate(RAG_RANKS)}
+    assert (sample["retrieved"] == sample["question_id"].map(expected)).all()
+    # 30 answers in 6 strata (3 sets x retrieved 7 / not 3): quotas 12 * 7/30 = 2.8 and
+    # 12 * 3/30 = 1.2; floors 2 and 1 sum to 9, the 3 left go to the largest remainders (0.8)
+    counts = sample.groupby(["set", "retrieved"]).size()
+    assert counts.to_dict() == {(s, r): 3 if r else 1 for s in ("full", "rag", "zero") for r in (False, True)}
+    shuffled = answers.sample(frac=1, random_state=5)
+    again = annotation_sample(shuffled, 12, seed=1)
+    pd.testing.assert_frame_equal(
+        sample.drop(columns="retrieved_doc_ids"), again.drop(columns="retrieved_doc_ids")
+    )
+    assert not annotation_sample(answers, 12, seed=2)[["question_id", "set"]].equals(
+        sample[["question_id", "set"]]
+    )
+    # fewer slots than strata: at most one per stratum
+    assert annotation_sample(answers, 4, seed=0).groupby(["set", "retrieved"]).size().max() == 1
+
+
+def test_annotation_sample_paired_keeps_all_sets(tables):
+    sample = annotation_sample(tables[0], 4, seed=0, paired=True)
+    assert len(sample) == 12
+    assert (sample.groupby("question_id")["set"].nunique() == 3).all()
+    assert sample.drop_duplicates("question_id")["retrieved"].sum() == 3  # quotas 4 * 7/10 = 2.8, 1.2
+
+
+def _fill(sheet: pd.DataFrame, seed: int) -> tuple[pd.DataFrame, dict]:
+    """Fill criteria with seeded points; rows of rater 'bob' give totals only."""
+    rng = np.random.default_rng(seed)
+    filled, expected = sheet.copy(), {}
+    for idx, row in sheet.iterrows():
+        for d in DIMS:
+            points = rng.integers(0, 3, 5)
+            if row["rater"] == "bob":
+                filled.loc[idx, f"{d}.total"] = str(points.sum())
+            else:
+                for k, p in enumerate(points):
+                    filled.loc[idx, f"{d}.c{k + 1}"] = str(p)
+            expected[(row["rater"], row["item_id"], d)] = float(points.sum())
+    return filled, expected
+
+
+def _check_scores(scores: pd.DataFrame, expected: dict, answers: pd.DataFrame) -> None:
+    got = {
+        (j.split(":", 1)[1], item_id(q, s, t), d): v
+        for q, s, t, j, d, v in scores[
+            ["question_id", "system", "set", "judge", "dimension", "score"]
+        ].itertuples(index=False)
+    }
+    assert got == expected
+    assert (scores["sample"] == 0).all() and (scores["error"] == "").all()
+
+
+@pytest.mark.parametrize("fmt", ["csv", "xlsx"])
+def test_round_trip(tables, tmp_path: Path, fmt: str):
+    answers, questions, corpus = tables
+    sheet = export_annotation_sheet(
+        answers, questions, corpus, DIMS, "zh", tmp_path / "sheet", size=6, seed=0, raters=["alice", "bob"]
+    )
+    assert len(sheet) == 12 and list(sheet.columns[8:]) == rating_columns(DIMS)
+    assert (tmp_path / "sheet_criteria.csv").exists()
+    crit = pd.read_csv(tmp_path / "sheet_criteria.csv", encoding="utf-8-sig")
+    assert list(crit.loc[crit["dimension"] == "completeness", "wording"]) == dimension_criteria(
+        "completeness", "zh"
+    )
+    book = openpyxl.load_workbook(tmp_path / "sheet.xlsx")
+    assert book.sheetnames == ["instructions", "criteria", "ratings"]
+    first = sheet.iloc[0]
+    assert (
+        first["gold_document"]
+        == corpus.set_index("doc_id").loc[
+            answers.set_index(["question_id", "set"]).loc[(first["question_id"], first["set"]), "doc_id"],
+            "text",
+        ]
+    )
+
+    if fmt == "csv":
+        on_disk = pd.read_csv(tmp_path / "sheet.csv", dtype=str, keep_default_na=False, encoding="utf-8-sig")
+        filled, expected = _fill(on_disk, seed=4)
+        target = tmp_path / "filled" / "ratings.csv"
+        target.parent.mkdir()
+        filled.to_csv(target, index=False)
+    else:
+        ws = book["ratings"]
+        header = [c.value for c in ws[1]]
+        on_disk = pd.DataFrame(ws.iter_rows(min_row=2, values_only=True), columns=header).fillna("")
+        filled, expected = _fill(on_disk, seed=4)
+        for r, row in enumerate(filled.itertuples(index=False), start=2):
+            for c, col in enumerate(header, start=1):
+                if "." in col and row[c - 1] != "":
+                    ws.cell(row=r, column=c, value=int(row[c - 1]))  # numbers, as a rater would type
+        target = tmp_path / "filled" / "ratings.xlsx"
+        target.parent.mkdir()
+        book.save(target)
+
+    per_rater, report = import_ratings(target.parent, answers, DIMS, per_rater=True)
+    _check_scores(per_rater, expected, answers)
+    assert report["raters"] == ["alice", "bob"] and report["items"] == 6
+    assert report["raters_per_item"] == {2: 6} and report["missing"] == {"relevance": 0, "completeness": 0}
+    alice = per_rater[per_rater["judge"] == "human:alice"].iloc[0]
+    detail = json.loads(alice["detail"])
+    assert sum(detail["criteria"].values()) == alice["score"]
+
+    consensus, _ = import_ratings(target, answers, DIMS)
+    assert set(consensus["judge"]) == {"human"} and len(consensus) == 6 * len(DIMS)
+    mean = per_rater.groupby(["question_id", "system", "set", "dimension"])["score"].mean()
+    got = consensus.set_index(["question_id", "system", "set", "dimension"])["score"]
+    pd.testing.assert_series_equal(got.sort_index(), mean.sort_index(), check_names=False)
+
+
+@pytest.fixture
+def blank_sheet(tables, tmp_path: Path) -> pd.DataFrame:
+    answers, questions, corpus = tables
+    export_annotation_sheet(answers, questions, corpus, DIMS, "en", tmp_path / "s", size=3, seed=0)
+    sheet = pd.read_csv(tmp_path / "s.csv", dtype=str, keep_default_na=False, encoding="utf-8-sig")
+    for d in DIMS:
+        sheet[f"{d}.total"] = "5"
+    return sheet
+
+
+def _errors(sheet: pd.DataFrame, answers: pd.DataFrame, path: Path) -> str:
+    sheet.to_csv(path, index=False)
+    with pytest.raises(RatingsError) as info:
+        import_ratings(path, answers, DIMS)
+    return str(info.value)
+
+
+def test_invalid_sheets_name_file_row_and_column(tables, blank_sheet, tmp_path: Path):
+    answers = tables[0]
+    bad = blank_sheet.copy()
+    bad.loc[1, "relevance.c2"] = "3"
+    msg = _errors(bad, answers, tmp_path / "range.csv")
+    assert "range.csv, row 3, column 'relevance.c2': value '3' is outside 0-2" in msg
+
+    bad = blank_sheet.copy()
+    bad.loc[0, "completeness.total"] = "11"
+    bad.loc[2, "completeness.total"] = "many"
+    msg = _errors(bad, answers, tmp_path / "total.csv")
+    assert "total.csv, row 2, column 'completeness.total': value '11' is outside 0-10" in msg
+    assert "row 4, column 'completeness.total': 'many' is not a number" in msg
+
+    bad = blank_sheet.copy()
+    bad.loc[0, "item_id"] = "q99::bm25::rag"
+    msg = _errors(bad, answers, tmp_path / "unknown.csv")
+    assert "unknown.csv, row 2, column 'item_id': unknown item id 'q99::bm25::rag'" in msg
+
+    bad = pd.concat([blank_sheet, blank_sheet.iloc[[1]]], ignore_index=True)
+    msg = _errors(bad, answers, tmp_path / "dup.csv")
+    assert "dup.csv, row 5: rater 'dup' rated item" in msg and "first at" in msg and "row 3" in msg
+
+    bad = blank_sheet.copy()
+    for k in range(1, 6):
+        bad.loc[0, f"relevance.c{k}"] = "1"  # criteria sum 5 ...
+    bad.loc[0, "relevance.total"] = "7"  # ... but the total says 7
+    msg = _errors(bad, answers, tmp_path / "sum.csv")
+    assert "sum.csv, row 2, column 'relevance.total': total 7 disagrees with the criteria sum 5" in msg
+    assert isinstance(RatingsError(["x"]), ValueError)
+
+
+def test_missing_cells_reported_not_guessed(tables, blank_sheet, tmp_path: Path):
+    answers = tables[0]
+    sheet = blank_sheet.copy()
+    sheet.loc[1, "completeness.total"] = ""
+    sheet.loc[1, "completeness.c1"] = "2"  # a partial criteria row without total: still missing
+    sheet.loc[2, "relevance.total"] = ""
+    path = tmp_path / "rater7.csv"
+    sheet.to_csv(path, index=False)
+    scores, report = import_ratings(path, answers, DIMS, per_rater=True)
+    assert set(scores["judge"]) == {"human:rater7"}  # rater id from the file stem
+    assert report["missing"] == {"relevance": 1, "completeness": 1}
+    rows = {(m["row"], m["dimension"]) for m in report["missing_rows"]}
+    assert rows == {(3, "completeness"), (4, "relevance")}
+    missing = scores[scores["error"] == "missing"]
+    assert len(missing) == 2 and missing["score"].isna().all()
+    assert scores["score"].notna().sum() == 3 * len(DIMS) - 2
+
+
+def test_rater_files_in_folder(tables, blank_sheet, tmp_path: Path):
+    answers = tables[0]
+    folder = tmp_path / "returned"
+    folder.mkdir()
+    blank_sheet.to_csv(folder / "ann.csv", index=False)
+    other = blank_sheet.copy()
+    for d in DIMS:
+        other[f"{d}.total"] = "9"
+    other.to_csv(folder / "ben.csv", index=False)
+    scores, report = import_ratings(folder, answers, DIMS)
+    assert report["raters"] == ["ann", "ben"] and report["items_with_several_raters"] == 3
+    assert (scores["score"] == 7.0).all()  # mean of 5 and 9
+    other.to_excel(folder / "ben.xlsx", index=False)
+    with pytest.raises(RatingsError, match="ben.csv and ben.xlsx"):
+        import_ratings(folder, answers, DIMS)

@@ -1,0 +1,156 @@
+"""BLEU/ROUGE with segmentation, their correlation with judges, and the paper's Tables 6-7."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cube.judges import dimension_criteria
+from cube.lexical import lexical_correlations, lexical_scores, table6_example, table7_criteria, text_scores
+
+ZH_REF = "办理营业执照需要携带身份证和申请表，到市政务服务中心窗口提交。"
+ZH_PART = "办理营业执照需要身份证，请到政务服务中心办理。"
+ZH_OTHER = "今天天气晴朗适合出门散步"  # no character, word or punctuation in common
+EN_REF = "Bring your identity card and the application form to the city service center."
+EN_PART = "Bring the application form to the service center before noon."
+EN_OTHER = "Weather today is sunny with light wind"
+
+
+def _f1(hyp: list[str], ref: list[str]) -> float:
+    overlap = sum((Counter(hyp) & Counter(ref)).values())
+    p, r = overlap / len(hyp), overlap / len(ref)
+    return 2 * p * r / (p + r) if overlap else 0.0
+
+
+@pytest.mark.parametrize(
+    ("tokenizer", "ref", "part", "other"),
+    [
+        ("jieba", ZH_REF, ZH_PART, ZH_OTHER),
+        ("zh", ZH_REF, ZH_PART, ZH_OTHER),
+        ("char", ZH_REF, ZH_PART, ZH_OTHER),
+        ("13a", EN_REF, EN_PART, EN_OTHER),
+    ],
+    ids=["jieba", "zh", "char", "13a"],
+)
+def test_identical_disjoint_partial(tokenizer, ref, part, other):
+    same = text_scores(ref, ref, tokenizer)
+    assert same == pytest.approx(dict.fromkeys(("bleu", "rouge1", "rouge2", "rougeL"), 1.0))
+    assert text_scores(other, ref, tokenizer) == pytest.approx(dict.fromkeys(same, 0.0))
+    partial = text_scores(part, ref, tokenizer)
+    assert all(0 < v < 1 for v in partial.values())
+
+
+def test_partial_rouge1_matches_token_overlap():
+    # char tokens: ROUGE-1 F is the F1 of the character multiset overlap (punctuation included)
+    chars = lambda s: [c for c in s if not c.isspace()]  # noqa: E731
+    assert text_scores(ZH_PART, ZH_REF, "char")["rouge1"] == pytest.approx(_f1(chars(ZH_PART), chars(ZH_REF)))
+    # 13a (rouge-score's default tokenizer: lower-case alphanumeric words)
+    words = lambda s: s.lower().replace(".", "").split()  # noqa: E731
+    assert text_scores(EN_PART, EN_REF, "13a")["rouge1"] == pytest.approx(_f1(words(EN_PART), words(EN_REF)))
+    with pytest.raises(ValueError, match="tokenizer"):
+        text_scores("a", "a", "whitespace")
+
+
+@pytest.fixture
+def data() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    corpus = pd.DataFrame(
+        {"doc_id": ["d0", "d1", "d2"], "text": [ZH_REF, ZH_REF + "收费标准：不收费。", ZH_OTHER]}
+    )
+    questions = pd.DataFrame(
+        {
+            "question_id": ["q0", "q1", "q2"],
+            "doc_id": ["d0", "d1", "d2"],
+            "reference_answer": [ZH_PART, ZH_PART, ""],
+        }
+    )
+    answers = pd.DataFrame(
+        {
+            "question_id": ["q0", "q1", "q2", "q0"],
+            "doc_id": ["d0", "d1", "d2", "d0"],
+            "system": "bm25",
+            "set": ["rag", "rag", "rag", "zero"],
+            "answer": [ZH_REF, ZH_PART, ZH_PART, None],
+        }
+    )
+    return answers, questions, corpus
+
+
+def test_lexical_scores_table(data):
+    answers, questions, corpus = data
+    out = lexical_scores(answers, corpus)
+    assert list(out.columns) == [
+        "question_id",
+        "system",
+        "set",
+        "bleu",
+        "rouge1",
+        "rouge2",
+        "rougeL",
+        "tokenizer",
+    ]
+    assert (out["tokenizer"] == "jieba").all()
+    assert out.loc[0, "bleu"] == pytest.approx(1.0)  # identical Chinese text scores 1, not 0
+    assert out.loc[1, "rouge1"] == pytest.approx(
+        text_scores(ZH_PART, ZH_REF + "收费标准：不收费。")["rouge1"]
+    )
+    assert out.iloc[3][["bleu", "rouge1"]].isna().all()  # no answer: unscored, not zero
+    by_ref = lexical_scores(
+        answers, corpus, reference="reference_answer", questions=questions, tokenizer="char"
+    )
+    assert by_ref.loc[1, "rougeL"] == pytest.approx(1.0) and (by_ref["tokenizer"] == "char").all()
+    with pytest.raises(ValueError, match="pass `questions`"):
+        lexical_scores(answers, corpus, reference="reference_answer")
+    with pytest.raises(ValueError, match="d2"):
+        lexical_scores(answers, corpus[corpus["doc_id"] != "d2"])
+
+
+def _scores(rows: list[tuple]) -> pd.DataFrame:
+    return pd.DataFrame(
+        rows, columns=["question_id", "system", "set", "judge", "dimension", "score", "detail"]
+    )
+
+
+def test_correlations_and_tables_6_7():
+    lexical = pd.DataFrame(
+        {
+            "question_id": ["q0", "q1", "q2", "q3"],
+            "system": "bm25",
+            "set": "rag",
+            "bleu": [0.1, 0.2, 0.3, 0.0711],
+            "rouge1": [0.5, 0.4, 0.3, 0.2],
+            "rouge2": [0.1, 0.1, 0.1, 0.1],
+            "rougeL": [0.3, 0.2, 0.25, 0.2025],
+            "tokenizer": "jieba",
+        }
+    )
+    detail = json.dumps({"criteria": {"c1": 1, "c2": 2, "c3": 1, "c4": 1, "c5": 2}})
+    rows = [(f"q{i}", "bm25", "rag", "gpt-4o", "completeness", s, "") for i, s in enumerate([2, 4, 6, 8])]
+    rows += [
+        (f"q{i}", "bm25", "rag", "human:a", "completeness", s, detail) for i, s in enumerate([1, 2, 3, 7])
+    ]
+    rows += [
+        ("q3", "bm25", "rag", "qwen", "completeness", 8.0, ""),
+        ("q3", "bm25", "rag", "qwen", "quality", 3.0, ""),
+    ]
+    scores = _scores(rows)
+    corr = lexical_correlations(lexical, scores, dimensions=["completeness"]).set_index(["metric", "judge"])
+    assert corr.loc[("rouge1", "gpt-4o"), "spearman"] == pytest.approx(-1.0)
+    x, y = np.array([0.1, 0.2, 0.3, 0.0711]), np.array([2, 4, 6, 8.0])
+    assert corr.loc[("bleu", "gpt-4o"), "pearson"] == pytest.approx(np.corrcoef(x, y)[0, 1])
+    assert corr.loc[("bleu", "human"), "n"] == 4  # the consensus of the raters is added
+    assert np.isnan(corr.loc[("rouge2", "gpt-4o"), "pearson"])  # constant metric
+    assert np.isnan(corr.loc[("bleu", "qwen"), "pearson"]) and corr.loc[("bleu", "qwen"), "n"] == 1
+
+    t6 = table6_example(lexical, scores, "q3", "bm25", "rag")
+    assert list(t6["name"]) == ["human", "gpt-4o", "qwen", "BLEU", "ROUGE-1", "ROUGE-2", "ROUGE-L"]
+    assert list(t6["value"]) == pytest.approx([7, 8, 8, 0.0711, 0.2, 0.1, 0.2025])
+
+    t7 = table7_criteria(scores, "q3", "bm25", "rag", lang="en")
+    assert list(t7["wording"][:5]) == dimension_criteria("completeness", "en")
+    assert list(t7["points"]) == [1, 2, 1, 1, 2, 7]  # the paper's Table 7 row
+    with pytest.raises(KeyError, match="q9"):
+        table7_criteria(scores, "q9", "bm25", "rag")
