@@ -10,8 +10,9 @@ What it can see:
   sentence and the source: the share of sentences supported by the source;
 - numbers (durations, fees, counts) in the answer that do or do not occur in the source, and
   a "free" claim against a priced fee standard (or the reverse);
-- which fields the question asks about (the `asked_field` of the question set when known,
-  else keywords such as 材料 / fee / how long), and how much of those fields' text the answer
+- which fields the question asks about (keywords in the question such as 材料 / fee / how
+  long; the question generator's `asked_field` is not passed by the judging pipeline, since
+  an LLM judge never sees it), and how much of those fields' text the answer
   reproduces; the documents are key-value lines "标签：值" / "Label: value" with the labels of
   `cube.schema.FIELD_LABELS`;
 - whether the answer names the item of the gold document or a near-duplicate sibling of its

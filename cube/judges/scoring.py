@@ -91,13 +91,16 @@ def _inputs(answers: pd.DataFrame, corpus: pd.DataFrame, questions: pd.DataFrame
     require_columns(answers, ("question_id", "doc_id", "system", "set", "answer"), "answers")
     require_columns(corpus, ("doc_id", "text"), "corpus")
     df = answers.reset_index(drop=True).copy()
-    if "question" not in df.columns or ("asked_field" not in df.columns and questions is not None):
+    if "question" not in df.columns:
         if questions is None:
             raise SchemaError(
                 "answers: no 'question' column; pass questions= (the questions table) so judges see the question"
             )
         require_columns(questions, ("question_id", "question"), "questions")
-        extra = [c for c in ("question", "asked_field") if c in questions.columns and c not in df.columns]
+        # Only the question text: the question generator's `asked_field` is metadata an LLM judge
+        # never sees, so the offline rubric must not see it either (judges see question, gold
+        # document and answer, nothing else).
+        extra = ["question"]
         q = questions.drop_duplicates("question_id").set_index("question_id")[extra]
         df = df.join(q, on="question_id")
         if df["question"].isna().any():
@@ -156,7 +159,6 @@ def score_answers(
                 "document": rec["_document"],
                 "answer": "" if _missing(rec["answer"]) else str(rec["answer"]),
                 "item_name": "" if _missing(rec["_item_name"]) else str(rec["_item_name"]),
-                "asked_field": "" if _missing(rec.get("asked_field")) else str(rec.get("asked_field")),
                 "lang": dimensions[0].lang,
             }
             for s in range(judge.samples):
