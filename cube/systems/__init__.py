@@ -1,0 +1,203 @@
+"""The systems under test behind one small interface, and the three QA sets of a run.
+
+    make_system(system_params, params, cache_path) -> System
+    System.name; System.answer(questions, corpus, *, progress=True) -> answers (set 'rag')
+    answer_bounds(questions, corpus, answerer, *, lang, progress=True) -> answers ('zero', 'full')
+    build_answers(params, corpus, questions, cache_path, *, progress=True) -> all answers
+
+Kinds: `builtin` (bm25s retrieval + an answering model, `cube.systems.builtin`), `ragflow`
+(a RAGFlow chat assistant through ragflow-sdk, `cube.systems.ragflow`) and `imported` (a
+user's own QA file, `cube.systems.imported`).
+
+The answers table (one row per question, system and set), `ANSWERS_COLUMNS`:
+`question_id, doc_id` (gold), `system, set, answer` (None when the call failed),
+`retrieved_doc_ids` (list of doc ids in rank order: what that set's answerer saw),
+`rank` (1-based position of the gold doc id in the system's list, 0 when absent),
+`n_retrieved`, `error` ('' when fine), `answerer` (the model name) and the accounting columns
+of `cube.llm.response_accounting(resp, "answering")`.
+
+Rank agreement: in `build_answers` the `zero` and `full` rows carry the `rank` and
+`n_retrieved` of the `rag` row of the same (system, question), so the three rows of a
+question agree on the system's retrieval outcome (the analysis groups by it), while their
+`retrieved_doc_ids` hold what their answerer saw: [] for `zero`, [gold] for `full`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from cube.analysis import rank_of
+from cube.config import BuiltinSystem, ImportedSystem, Params, RagflowSystem
+from cube.llm import Response, make_model, response_accounting
+from cube.schema import ACCOUNTING_COLUMNS, ANSWER_COLUMNS, QUESTION_COLUMNS, require_columns
+
+ANSWERS_COLUMNS: tuple[str, ...] = (*ANSWER_COLUMNS, "n_retrieved", "error", "answerer", *ACCOUNTING_COLUMNS)
+
+__all__ = [
+    "ANSWERS_COLUMNS",
+    "System",
+    "answer_bounds",
+    "answers_frame",
+    "build_answers",
+    "make_system",
+]
+
+
+class System:
+    """A system under test: answers a question set, recording what it retrieved."""
+
+    kind: str = ""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def answer(self, questions: pd.DataFrame, corpus: pd.DataFrame, *, progress: bool = True) -> pd.DataFrame:
+        """The `rag` answers table (`ANSWERS_COLUMNS`) for every question, failures included."""
+        raise NotImplementedError
+
+
+def answers_frame(
+    questions: pd.DataFrame,
+    *,
+    system: str,
+    set_name: str,
+    responses: Sequence[Response],
+    retrieved: Sequence[Sequence[str]],
+    answerer: str,
+) -> pd.DataFrame:
+    """Assemble answers rows from aligned questions, responses and retrieved lists.
+
+    Args:
+        questions: question rows (`question_id`, `doc_id`), aligned with the other sequences.
+        system: the system name ('' for bound rows not yet assigned to a system).
+        set_name: `zero`, `rag` or `full`.
+        responses: one `cube.llm.Response` per question (a failed one keeps its error).
+        retrieved: one ranked doc id list per question.
+        answerer: the answering model's name.
+    """
+    if not (len(questions) == len(responses) == len(retrieved)):
+        raise ValueError(
+            f"answers_frame: {len(questions)} questions, {len(responses)} responses, {len(retrieved)} retrieved lists"
+        )
+    rows: list[dict[str, Any]] = []
+    for (qid, gold), resp, docs in zip(
+        questions[["question_id", "doc_id"]].itertuples(index=False), responses, retrieved, strict=True
+    ):
+        docs = [str(d) for d in docs]
+        ok = resp.error is None and resp.text is not None
+        rows.append(
+            {
+                "question_id": str(qid),
+                "doc_id": str(gold),
+                "system": system,
+                "set": set_name,
+                "answer": resp.text if ok else None,
+                "retrieved_doc_ids": docs,
+                "rank": rank_of(str(gold), docs),
+                "n_retrieved": len(docs),
+                "error": "" if ok else (resp.error or "empty response"),
+                "answerer": answerer,
+                **response_accounting(resp, "answering"),
+            }
+        )
+    df = pd.DataFrame(rows, columns=list(ANSWERS_COLUMNS))
+    return df.astype({"rank": "int64", "n_retrieved": "int64"})
+
+
+def make_system(
+    system_params: BuiltinSystem | RagflowSystem | ImportedSystem, params: Params, cache_path: Path | str | None
+) -> System:
+    """The runnable system a params entry describes.
+
+    Args:
+        system_params: one entry of `params.systems`.
+        params: the run params (the answering model and `lang` of builtin systems).
+        cache_path: the LLM call cache (`RunPaths.cache`).
+    """
+    if isinstance(system_params, BuiltinSystem):
+        from cube.systems.builtin import BuiltinRAG
+
+        spec = params.model(params.system_answerer(system_params))
+        model = make_model(spec, cache_path=Path(cache_path) if cache_path else None)
+        return BuiltinRAG(system_params, model, lang=params.lang)
+    if isinstance(system_params, RagflowSystem):
+        from cube.systems.ragflow import RagflowAssistant
+
+        return RagflowAssistant(system_params)
+    if isinstance(system_params, ImportedSystem):
+        from cube.systems.imported import ImportedAnswers
+
+        return ImportedAnswers(system_params)
+    raise TypeError(f"make_system: unknown system params {type(system_params).__name__}")
+
+
+def answer_bounds(*args: Any, **kwargs: Any) -> pd.DataFrame:
+    """See `cube.systems.bounds.answer_bounds` (the `zero` and `full` sets)."""
+    from cube.systems.bounds import answer_bounds as _answer_bounds
+
+    return _answer_bounds(*args, **kwargs)
+
+
+def _spec_key(params: Params, ref: Any) -> str:
+    return json.dumps(params.model(ref).model_dump(mode="json"), sort_keys=True)
+
+
+def build_answers(
+    params: Params,
+    corpus: pd.DataFrame,
+    questions: pd.DataFrame,
+    cache_path: Path | str | None,
+    *,
+    progress: bool = True,
+) -> pd.DataFrame:
+    """All three QA sets for every system of `params.systems`.
+
+    Runs each system (`rag`), then the bounds ONCE per distinct answering model
+    (`params.system_answerer(s)`, compared by its full spec) and replicates those rows to
+    every system that uses that model, filling `system`. Bound rows of a question the system
+    dropped (an imported file with `on_invalid: drop`) are dropped too, so the sets stay
+    paired. `zero`/`full` rows take the `rag` row's `rank` and `n_retrieved` (module docstring).
+
+    Returns:
+        The answers table; `attrs['dropped']` maps system name -> questions dropped, and
+        `attrs['unmapped']` system name -> retrieved chunks that named no corpus document.
+    """
+    require_columns(questions, QUESTION_COLUMNS[:3], "questions")
+    rag_parts: dict[str, pd.DataFrame] = {}
+    dropped: dict[str, int] = {}
+    unmapped: dict[str, int] = {}
+    for sp in params.systems:
+        df = make_system(sp, params, cache_path).answer(questions, corpus, progress=progress)
+        dropped[sp.name] = int(df.attrs.get("dropped", 0))
+        unmapped[sp.name] = int(df.attrs.get("unmapped", 0))
+        rag_parts[sp.name] = df
+
+    bounds_by_model: dict[str, pd.DataFrame] = {}
+    parts: list[pd.DataFrame] = []
+    for sp in params.systems:
+        ref = params.system_answerer(sp)
+        key = _spec_key(params, ref)
+        if key not in bounds_by_model:
+            model = make_model(params.model(ref), cache_path=Path(cache_path) if cache_path else None)
+            bounds_by_model[key] = answer_bounds(questions, corpus, model, lang=params.lang, progress=progress)
+        rag = rag_parts[sp.name]
+        bounds = bounds_by_model[key]
+        bounds = bounds[bounds["question_id"].isin(set(rag["question_id"]))].copy()
+        bounds["system"] = sp.name
+        outcome = rag.set_index("question_id")[["rank", "n_retrieved"]]
+        bounds["rank"] = bounds["question_id"].map(outcome["rank"]).astype("int64")
+        bounds["n_retrieved"] = bounds["question_id"].map(outcome["n_retrieved"]).astype("int64")
+        parts += [rag, bounds]
+    out = pd.concat(parts, ignore_index=True)[list(ANSWERS_COLUMNS)]
+    order = {"zero": 0, "rag": 1, "full": 2}
+    out = out.sort_values(
+        ["system", "question_id", "set"], key=lambda s: s.map(order) if s.name == "set" else s, kind="stable"
+    ).reset_index(drop=True)
+    out.attrs["dropped"] = dropped
+    out.attrs["unmapped"] = unmapped
+    return out

@@ -1,0 +1,99 @@
+"""The `builtin` system: a real RAG baseline (bm25s retrieval + an answering model).
+
+Retrieval: `cube.systems.retrieval.BM25Index` over the rendered guides (one chunk per item,
+restricted to a region's knowledge base when `region` is set), top `top_n`.
+Answering: the answering prompt (`cube/prompts/<lang>/answer.txt`, package data) as the
+system message with the retrieved guides in place of `{knowledge}`, the question as the user
+message; the same prompt writes the `zero` (no documents) and `full` (gold document alone)
+sets (`cube.systems.bounds`). Any `cube.llm.Model` answers: an LLM reads the messages, an
+offline algorithm (`extractive`) reads the request context `{question, documents, lang}`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from functools import lru_cache
+from importlib import resources
+
+import pandas as pd
+
+from cube.config import BuiltinSystem
+from cube.llm import Model, Request
+from cube.schema import require_columns
+from cube.systems import System, answers_frame
+from cube.systems.retrieval import BM25Index
+
+_NO_DOCUMENTS = {"zh": "（无参考资料）", "en": "(no reference documents)"}
+
+
+@lru_cache(maxsize=8)
+def answer_prompt(lang: str) -> str:
+    """The packaged answering prompt template for `lang` (placeholder `{knowledge}`)."""
+    if lang not in _NO_DOCUMENTS:
+        raise ValueError(f"answer prompt: unsupported lang {lang!r}; expected 'zh' or 'en'")
+    return resources.files("cube").joinpath("prompts", lang, "answer.txt").read_text(encoding="utf-8")
+
+
+def format_knowledge(documents: Sequence[str], lang: str) -> str:
+    """The reference block: each guide inside its own numbered `<document>` element."""
+    if not documents:
+        return _NO_DOCUMENTS[lang]
+    # A guide must not be able to close its own element and pose as instructions.
+    safe = [str(d).strip().replace("</document", "&lt;/document") for d in documents]
+    return "\n".join(f'<document index="{i}">\n{d}\n</document>' for i, d in enumerate(safe, 1))
+
+
+def answer_request(question: str, documents: Sequence[str], lang: str) -> Request:
+    """One answering call: messages for an LLM, context for an offline answerer.
+
+    `template_version` is a hash of the prompt template, so editing the template is a new
+    cache entry rather than a stale hit.
+    """
+    template = answer_prompt(lang)
+    # str.replace, not str.format: guides may contain braces.
+    system = template.replace("{knowledge}", format_knowledge(documents, lang))
+    return Request(
+        messages=({"role": "system", "content": system}, {"role": "user", "content": str(question)}),
+        context={"question": str(question), "documents": [str(d) for d in documents], "lang": lang},
+        template_version="answer-" + hashlib.sha256(template.encode("utf-8")).hexdigest()[:12],
+    )
+
+
+class BuiltinRAG(System):
+    """bm25s top-N retrieval over the corpus, answered by `model` with the answering prompt.
+
+    Args:
+        spec: the params entry (`top_n`, `region`, `k1`, `b`).
+        model: the answering model.
+        lang: corpus/prompt language.
+    """
+
+    kind = "builtin"
+
+    def __init__(self, spec: BuiltinSystem, model: Model, *, lang: str):
+        super().__init__(spec.name)
+        self.spec = spec
+        self.model = model
+        self.lang = lang
+
+    def retrieve(self, questions: pd.DataFrame, corpus: pd.DataFrame) -> list[list[str]]:
+        """Ranked doc ids per question (at most `top_n`)."""
+        index = BM25Index.from_corpus(corpus, lang=self.lang, k1=self.spec.k1, b=self.spec.b, region=self.spec.region)
+        return index.search(questions["question"].astype(str).tolist(), self.spec.top_n)
+
+    def answer(self, questions: pd.DataFrame, corpus: pd.DataFrame, *, progress: bool = True) -> pd.DataFrame:
+        require_columns(questions, ("question_id", "doc_id", "question"), "questions")
+        retrieved = self.retrieve(questions, corpus)
+        texts = dict(zip(corpus["doc_id"].astype(str), corpus["text"].fillna("").astype(str), strict=True))
+        requests = [
+            answer_request(q, [texts[d] for d in docs], self.lang)
+            for q, docs in zip(questions["question"].astype(str), retrieved, strict=True)
+        ]
+        responses = self.model.complete(
+            requests, role="answering", desc=f"{self.name}: rag answers", progress=progress
+        )
+        return answers_frame(
+            questions, system=self.name, set_name="rag", responses=responses, retrieved=retrieved,
+            answerer=self.model.name,
+        )

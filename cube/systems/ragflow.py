@@ -1,0 +1,186 @@
+"""The `ragflow` system: a RAGFlow chat assistant, asked through ragflow-sdk (0.22).
+
+HTTP routes used (all under `<base_url>/api/v1`, header `Authorization: Bearer <key>`):
+
+- `GET /chats?name=...` then `GET /chats?id=...` (`RAGFlow.list_chats`): find the assistant
+  by name, else by id;
+- `POST /chats/{chat_id}/sessions` (`Chat.create_session`): one fresh session per question,
+  so no question sees another's history;
+- `POST /chats/{chat_id}/completions` with `{"question", "stream": false, "session_id"}`: the
+  same body `Session.ask(stream=False)` sends, posted through the SDK client's `post` because
+  `Session.ask` reads `data` without checking `code`, which would turn RAGFlow's error reply
+  into a bare KeyError. The reply is `{"code": 0, "data": {"answer", "reference": {"chunks":
+  [{"document_id", "document_name", "content", ...}], "doc_aggs": [...]}}}` or
+  `{"code": <n>, "message": ...}`.
+
+Mapping chunks to corpus documents (`doc_mapping`):
+
+- `document_name` (default): `doc_name_pattern`'s `doc_id` group applied to the chunk's
+  `document_name` (default `^(?P<doc_id>[^.]+)`: `D00042.txt` -> `D00042`), i.e. the guides
+  were uploaded as files named after their doc_id;
+- `document_id`: the chunk's `document_id` is the corpus doc_id.
+
+A chunk whose mapped id is not a corpus doc_id is kept, in place, as `unmapped:<name>` (it
+still occupies its rank) and counted in `attrs['unmapped']` with a warning. Documents keep
+the rank of their first chunk (later chunks of the same document are dropped), and the list
+is cut at `top_n` so ranks stay within the N of `rank_score`. A failed question is a row with
+`error` set, never dropped. The API key comes from the environment variable `api_key_env`
+and never appears in outputs or error messages.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pandas as pd
+from ragflow_sdk import RAGFlow
+from tqdm.auto import tqdm
+
+from cube.config import RagflowSystem
+from cube.llm import Response
+from cube.schema import require_columns
+from cube.systems import System, answers_frame
+
+
+class RagflowError(RuntimeError):
+    """The RAGFlow assistant cannot be used at all (no key, unknown assistant, bad params)."""
+
+
+def _chunk_list(reference: Any) -> list[dict[str, Any]]:
+    """Reference chunks in rank order (a list, or a dict keyed by position in some versions)."""
+    if not isinstance(reference, dict):
+        return []
+    chunks = reference.get("chunks") or []
+    if isinstance(chunks, dict):
+        chunks = [chunks[k] for k in sorted(chunks, key=lambda k: int(k) if str(k).isdigit() else 0)]
+    return [c for c in chunks if isinstance(c, dict)]
+
+
+class RagflowAssistant(System):
+    """A RAGFlow chat assistant as the system under test.
+
+    Args:
+        spec: the params entry (`base_url`, `assistant`, `api_key_env`, mapping, `top_n`).
+    """
+
+    kind = "ragflow"
+
+    def __init__(self, spec: RagflowSystem):
+        super().__init__(spec.name)
+        self.spec = spec
+        try:
+            self._pattern = re.compile(spec.doc_name_pattern)
+        except re.error as exc:
+            raise RagflowError(f"systems[{spec.name}].doc_name_pattern: not a valid regex: {exc}") from None
+        if spec.doc_mapping == "document_name" and "doc_id" not in self._pattern.groupindex:
+            raise RagflowError(
+                f"systems[{spec.name}].doc_name_pattern: needs a named group (?P<doc_id>...), got {spec.doc_name_pattern!r}"
+            )
+        self._key = ""
+
+    # ------------------------------------------------------------------ connection
+    def _scrub(self, text: str) -> str:
+        return text.replace(self._key, "***") if self._key else text
+
+    def _client(self) -> RAGFlow:
+        key = os.environ.get(self.spec.api_key_env, "")
+        if not key:
+            raise RagflowError(
+                f"system {self.name!r}: the environment variable {self.spec.api_key_env} (RAGFlow API key, "
+                "params key `api_key_env`) is not set"
+            )
+        self._key = key
+        return RAGFlow(api_key=key, base_url=self.spec.base_url.rstrip("/"))
+
+    def _chat(self, rag: RAGFlow) -> Any:
+        """The assistant, looked up by name first, then by id."""
+        problems = []
+        for by in ("name", "id"):
+            try:
+                chats = rag.list_chats(**{by: self.spec.assistant})
+            except Exception as exc:  # the SDK raises bare Exception(message) on a non-zero code
+                problems.append(f"by {by}: {self._scrub(str(exc))}")
+                continue
+            if chats:
+                return chats[0]
+            problems.append(f"by {by}: no match")
+        raise RagflowError(
+            f"system {self.name!r}: RAGFlow at {self.spec.base_url} has no chat assistant "
+            f"{self.spec.assistant!r} ({'; '.join(problems)})"
+        )
+
+    # ------------------------------------------------------------------ one question
+    def _ask(self, rag: RAGFlow, chat: Any, qid: str, question: str) -> tuple[Response, list[dict[str, Any]]]:
+        t0 = time.perf_counter()
+
+        def failed(reason: str) -> tuple[Response, list[dict[str, Any]]]:
+            return Response(text=None, error=self._scrub(reason), latency_s=time.perf_counter() - t0), []
+
+        try:
+            session = chat.create_session(name=f"cube-{qid}")
+            res = rag.post(
+                f"/chats/{chat.id}/completions", {"question": question, "stream": False, "session_id": session.id}
+            )
+        except Exception as exc:
+            return failed(f"{type(exc).__name__}: {exc}")
+        if res.status_code != 200:
+            return failed(f"HTTP {res.status_code}: {res.text[:300]}")
+        try:
+            body = res.json()
+        except ValueError:
+            return failed(f"reply is not JSON: {res.text[:300]!r}")
+        if body.get("code") != 0:
+            return failed(f"RAGFlow code {body.get('code')}: {body.get('message')}")
+        data = body.get("data")
+        if not isinstance(data, dict) or not isinstance(data.get("answer"), str):
+            return failed(f"reply has no answer: {str(body)[:300]}")
+        return Response(text=data["answer"], latency_s=time.perf_counter() - t0), _chunk_list(data.get("reference"))
+
+    def map_chunks(self, chunks: list[dict[str, Any]], known: set[str]) -> list[str]:
+        """Corpus doc ids of the chunks in rank order, first chunk per document, cut at `top_n`."""
+        out: list[str] = []
+        for c in chunks:
+            name = str(c.get("document_name") or "")
+            if self.spec.doc_mapping == "document_id":
+                cand = str(c.get("document_id") or "")
+            else:
+                m = self._pattern.search(name)
+                cand = m.group("doc_id") if m else ""
+            entry = cand if cand in known else f"unmapped:{name or c.get('document_id') or '?'}"
+            if entry not in out:
+                out.append(entry)
+        return out[: self.spec.top_n]
+
+    # ------------------------------------------------------------------ the question set
+    def answer(self, questions: pd.DataFrame, corpus: pd.DataFrame, *, progress: bool = True) -> pd.DataFrame:
+        require_columns(questions, ("question_id", "doc_id", "question"), "questions")
+        rag = self._client()
+        chat = self._chat(rag)
+        answerer = getattr(getattr(chat, "llm", None), "model_name", None) or f"ragflow:{chat.name}"
+        known = set(corpus["doc_id"].astype(str))
+        items = list(zip(questions["question_id"].astype(str), questions["question"].astype(str), strict=True))
+        with ThreadPoolExecutor(max_workers=self.spec.max_concurrency) as pool:
+            futures = [pool.submit(self._ask, rag, chat, qid, q) for qid, q in items]
+            results = [f.result() for f in tqdm(futures, desc=f"{self.name}: ragflow", disable=not progress)]
+        responses, retrieved = [], []
+        for resp, chunks in results:
+            resp.model, resp.endpoint, resp.attempts = answerer, self.spec.base_url, 1
+            responses.append(resp)  # cost stays None: RAGFlow does not report usage
+            retrieved.append(self.map_chunks(chunks, known))
+        df = answers_frame(
+            questions, system=self.name, set_name="rag", responses=responses, retrieved=retrieved, answerer=answerer
+        )
+        n_unmapped = sum(d.startswith("unmapped:") for docs in retrieved for d in docs)
+        df.attrs["unmapped"] = n_unmapped
+        if n_unmapped:
+            warnings.warn(
+                f"system {self.name!r}: {n_unmapped} retrieved document(s) could not be mapped to a corpus doc_id "
+                f"(doc_mapping={self.spec.doc_mapping!r}); kept as 'unmapped:<name>' entries",
+                stacklevel=2,
+            )
+        return df

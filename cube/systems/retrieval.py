@@ -1,0 +1,157 @@
+"""BM25 retrieval over the rendered service guides (the builtin system's retriever).
+
+Each corpus item's rendered text (`corpus.text`) is ONE chunk, as in the paper (3.3: one
+file, one chunk). Scoring is bm25s (Lucene BM25 variant, `k1`/`b` from params); this module
+only supplies the token lists:
+
+- Chinese: jieba precise-mode segmentation (with its HMM for unknown words such as 蓄能),
+  lower-cased, punctuation and a short list of function words dropped. Rendered guides
+  repeat many lines (field labels, shared values inside near-duplicate families), so each
+  distinct line is segmented once per index build; that is what keeps 6,111 items to
+  seconds.
+- English: bm25s's own tokenizer (lower-case, `\\w\\w+` tokens, its English stopwords).
+
+A document that shares no token with the question scores 0 and is not returned: like a
+keyword engine, the retriever returns at most `top_n` documents, possibly fewer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from types import ModuleType
+
+import bm25s
+import numpy as np
+import pandas as pd
+
+_WORD = re.compile(r"\w", re.UNICODE)
+# Function words that carry no retrieval signal; BM25's idf discounts the rest.
+_ZH_STOPWORDS = frozenset(
+    "的 了 吗 呢 吧 啊 和 与 及 或 是 在 我 你 他 她 它 我们 请问 请 一下 怎么 怎样 如何 什么 哪些 哪里 "
+    "多少 可以 能 要 需要 办理 有 个 这个 那个 为 对 就 都 也 还 被 把 从 到".split()
+)
+_jieba_ready = False
+
+
+def load_jieba() -> ModuleType:
+    """Import jieba once, silencing its start-up log lines."""
+    global _jieba_ready
+    import jieba
+
+    if not _jieba_ready:
+        jieba.setLogLevel(60)
+        jieba.initialize()
+        _jieba_ready = True
+    return jieba
+
+
+def _zh_line_tokens(line: str) -> list[str]:
+    jieba = load_jieba()
+    return [
+        t for t in (w.strip().lower() for w in jieba.lcut(line)) if t and _WORD.search(t) and t not in _ZH_STOPWORDS
+    ]
+
+
+def tokenize(texts: Sequence[str], lang: str) -> list[list[str]]:
+    """Token lists for BM25: jieba words for `zh`, bm25s's English tokenizer for `en`.
+
+    Args:
+        texts: documents or questions.
+        lang: `zh` or `en`.
+
+    Returns:
+        One token list per text (possibly empty).
+    """
+    if lang == "zh":
+        cache: dict[str, list[str]] = {}
+        out: list[list[str]] = []
+        for text in texts:
+            toks: list[str] = []
+            for line in str(text).splitlines():
+                if line not in cache:
+                    cache[line] = _zh_line_tokens(line)
+                toks.extend(cache[line])
+            out.append(toks)
+        return out
+    if lang == "en":
+        return bm25s.tokenize(
+            [str(t) for t in texts], lower=True, stopwords="en", return_ids=False, show_progress=False
+        )
+    raise ValueError(f"tokenize: unsupported lang {lang!r}; expected 'zh' or 'en'")
+
+
+def region_mask(corpus: pd.DataFrame, region: str | None) -> np.ndarray:
+    """Items of one region's knowledge base: its own items plus those of enclosing levels.
+
+    The paper (3.3) gives each region its own knowledge base; the province-level items are
+    served everywhere in the province. An item belongs to the knowledge base of `region` when
+    its `region` equals `region`, or when it is an enclosing administrative level, i.e. the
+    system's region name contains the item's region name (贵州省 encloses 贵州省贵阳市;
+    "Guizhou Province" encloses "Guiyang City, Guizhou Province").
+
+    Args:
+        corpus: the corpus table (needs `region`).
+        region: the system's region; None keeps every item.
+
+    Returns:
+        Boolean mask aligned with `corpus` rows.
+    """
+    if region is None:
+        return np.ones(len(corpus), dtype=bool)
+    if "region" not in corpus.columns:
+        raise ValueError("corpus: a system with `region` needs the corpus column 'region'")
+    regions = corpus["region"].fillna("").astype(str).str.strip()
+    target = region.strip()
+    mask = np.array([r == target or (bool(r) and r in target) for r in regions], dtype=bool)
+    if not mask.any():
+        known = sorted(set(regions))[:10]
+        raise ValueError(f"region {region!r}: no corpus item has this region or an enclosing one (regions: {known} ...)")
+    return mask
+
+
+class BM25Index:
+    """A bm25s index over corpus documents, searchable by question text.
+
+    Args:
+        doc_ids: document ids, aligned with `texts`.
+        texts: rendered documents (one chunk each).
+        lang: `zh` or `en` (selects the tokenizer).
+        k1: BM25 term-frequency saturation.
+        b: BM25 length normalisation.
+    """
+
+    def __init__(self, doc_ids: Sequence[str], texts: Sequence[str], *, lang: str, k1: float = 1.5, b: float = 0.75):
+        if len(doc_ids) != len(texts):
+            raise ValueError(f"BM25Index: {len(doc_ids)} doc ids but {len(texts)} texts")
+        if not len(doc_ids):
+            raise ValueError("BM25Index: no documents to index")
+        self.lang = lang
+        self.doc_ids = np.asarray([str(d) for d in doc_ids], dtype=object)
+        self._bm25 = bm25s.BM25(k1=k1, b=b)
+        self._bm25.index(tokenize(texts, lang), show_progress=False)
+
+    @classmethod
+    def from_corpus(
+        cls, corpus: pd.DataFrame, *, lang: str, k1: float = 1.5, b: float = 0.75, region: str | None = None
+    ) -> BM25Index:
+        """Index `corpus.text` (restricted to `region`'s knowledge base when given)."""
+        for col in ("doc_id", "text"):
+            if col not in corpus.columns:
+                raise ValueError(f"corpus: missing column {col!r} needed for BM25 retrieval")
+        sub = corpus[region_mask(corpus, region)]
+        return cls(sub["doc_id"].tolist(), sub["text"].fillna("").tolist(), lang=lang, k1=k1, b=b)
+
+    def search(self, queries: Sequence[str], top_n: int) -> list[list[str]]:
+        """The top-`top_n` doc ids per query, best first; documents scoring 0 are left out."""
+        k = min(int(top_n), len(self.doc_ids))
+        q_tokens = [[t for t in toks if t in self._bm25.vocab_dict] for toks in tokenize(queries, self.lang)]
+        out: list[list[str]] = [[] for _ in q_tokens]
+        todo = [i for i, toks in enumerate(q_tokens) if toks]
+        if not todo:
+            return out
+        idx, scores = self._bm25.retrieve([q_tokens[i] for i in todo], k=k, show_progress=False, n_threads=0)
+        for row, i in enumerate(todo):
+            keep = scores[row] > 0
+            out[i] = [str(d) for d in self.doc_ids[idx[row][keep]]]
+        return out

@@ -1,0 +1,129 @@
+"""The `imported` system: reading a user's QA file, its validation errors and counted drops."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from cube.config import ImportedSystem
+from cube.systems.imported import ImportedAnswers, ImportedFileError, parse_doc_list
+
+
+def _corpus() -> pd.DataFrame:
+    ids = ["D1", "D2", "D3", "D4"]
+    return pd.DataFrame({"doc_id": ids, "text": [f"事项名称：事项{i}" for i in ids]})
+
+
+def _questions() -> pd.DataFrame:
+    return pd.DataFrame(
+        {"question_id": ["q1", "q2", "q3"], "doc_id": ["D1", "D2", "D3"], "question": ["问题一", "问题二", "问题三"]}
+    )
+
+
+def _system(path, **kw) -> ImportedAnswers:
+    return ImportedAnswers(ImportedSystem(name="mine", path=str(path), **kw))
+
+
+def test_parse_doc_list_formats():
+    assert parse_doc_list('["D1", "D2"]') == ["D1", "D2"]
+    assert parse_doc_list("D1|D2 | D3") == ["D1", "D2", "D3"]
+    assert parse_doc_list("D1;D2") == ["D1", "D2"]
+    assert parse_doc_list("") == [] and parse_doc_list(None) == []
+    assert parse_doc_list(["D1", "D2"]) == ["D1", "D2"]
+    with pytest.raises(ValueError, match="JSON"):
+        parse_doc_list("[D1, D2")
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
+def test_reads_each_format_and_computes_ranks(tmp_path, fmt):
+    rows = pd.DataFrame(
+        {
+            "question_id": ["q2", "q1", "q3"],  # file order differs from the question set
+            "answer": ["答二", "答一", "答三"],
+            "retrieved_doc_ids": ['["D4", "D2"]', "D1|D3", ""],
+        }
+    )
+    path = tmp_path / f"qa.{fmt}"
+    if fmt == "csv":
+        rows.to_csv(path, index=False)
+    elif fmt == "jsonl":
+        rows.assign(retrieved_doc_ids=[["D4", "D2"], ["D1", "D3"], []]).to_json(
+            path, orient="records", lines=True, force_ascii=False
+        )
+    else:
+        rows.to_parquet(path)
+    df = _system(path).answer(_questions(), _corpus(), progress=False)
+    assert df["question_id"].tolist() == ["q1", "q2", "q3"]  # question-set order
+    assert df["retrieved_doc_ids"].tolist() == [["D1", "D3"], ["D4", "D2"], []]
+    assert df["rank"].tolist() == [1, 2, 0]
+    assert df["n_retrieved"].tolist() == [2, 2, 0]
+    assert df["answer"].tolist() == ["答一", "答二", "答三"]
+    assert set(df["set"]) == {"rag"} and set(df["system"]) == {"mine"} and df.attrs["dropped"] == 0
+
+
+def test_matches_by_question_text(tmp_path):
+    path = tmp_path / "qa.csv"
+    pd.DataFrame({"question": [" 问题一", "问题二", "问题三"], "answer": ["a", "b", "c"],
+                  "document_list": ["D1", "D3;D2", "D3"]}).to_csv(path, index=False)
+    df = _system(path).answer(_questions(), _corpus(), progress=False)
+    assert df["rank"].tolist() == [1, 2, 1]
+
+
+def _bad_file(tmp_path) -> str:
+    path = tmp_path / "bad.csv"
+    pd.DataFrame(
+        {
+            "question_id": ["q1", "q2", "q9"],  # row 3: unknown question; q3 is never answered
+            "answer": ["a", "b", "c"],
+            "retrieved": [json.dumps(["D1"]), json.dumps(["D2", "NOPE"]), "D1"],  # row 2: unknown doc id
+        }
+    ).to_csv(path, index=False)
+    return str(path)
+
+
+def test_errors_name_the_file_and_rows(tmp_path):
+    path = _bad_file(tmp_path)
+    with pytest.raises(ImportedFileError, match=r"bad\.csv: question_id not in the question set \(data rows 3\)"):
+        _system(path).answer(_questions(), _corpus(), progress=False)
+    good_ids = pd.read_csv(path).iloc[:2]
+    good_ids.to_csv(path, index=False)
+    with pytest.raises(ImportedFileError, match=r"not in the corpus, e\.g\. \['NOPE'\] \(data rows 2\)"):
+        _system(path).answer(_questions(), _corpus(), progress=False)
+    good_ids.iloc[:1].to_csv(path, index=False)
+    with pytest.raises(ImportedFileError, match=r"2 question\(s\) of the question set have no answer.*'q2', 'q3'"):
+        _system(path).answer(_questions(), _corpus(), progress=False)
+
+
+def test_missing_columns_and_duplicates(tmp_path):
+    path = tmp_path / "x.csv"
+    pd.DataFrame({"question_id": ["q1"], "answer": ["a"]}).to_csv(path, index=False)
+    with pytest.raises(ImportedFileError, match="missing column"):
+        _system(path).answer(_questions(), _corpus(), progress=False)
+    pd.DataFrame({"question_id": ["q1", "q1", "q2", "q3"], "answer": ["a", "b", "c", ""],
+                  "retrieved_doc_ids": ["D1"] * 4}).to_csv(path, index=False)
+    with pytest.raises(ImportedFileError, match=r"more than once \(data rows 1, 2\)"):
+        _system(path).answer(_questions(), _corpus(), progress=False)
+
+
+def test_drop_mode_counts_and_warns(tmp_path):
+    path = _bad_file(tmp_path)
+    with pytest.warns(UserWarning, match="dropped 2 of 3 question"):
+        df = _system(path, on_invalid="drop").answer(_questions(), _corpus(), progress=False)
+    # q2 (unknown doc id) and q3 (unanswered) are dropped; q9's row is not a question of the set.
+    assert df["question_id"].tolist() == ["q1"]
+    assert df.attrs["dropped"] == 2
+
+
+def test_error_rows_and_top_n_cut(tmp_path):
+    path = tmp_path / "qa.jsonl"
+    pd.DataFrame(
+        {"question_id": ["q1", "q2", "q3"], "answer": ["a", None, "c"], "error": ["", "timeout", ""],
+         "answerer": ["my-llm"] * 3, "retrieved_doc_ids": [["D4", "D3", "D2", "D1"], [], ["D3"]]}
+    ).to_json(path, orient="records", lines=True)
+    with pytest.warns(UserWarning, match="cut at top_n"):
+        df = _system(path, top_n=2).answer(_questions(), _corpus(), progress=False)
+    assert df["retrieved_doc_ids"].tolist()[0] == ["D4", "D3"] and df["rank"].tolist() == [0, 0, 1]
+    assert df["error"].tolist() == ["", "timeout", ""] and pd.isna(df["answer"][1])
+    assert set(df["answerer"]) == {"my-llm"} and df.attrs["truncated"] == 1
