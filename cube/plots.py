@@ -1,0 +1,511 @@
+"""One function per figure of the report (seaborn/matplotlib); each returns a `Figure`.
+
+Figures are built with the object API (`matplotlib.figure.Figure`), so no pyplot state is
+touched: nothing is shown, saved or left open by this module. The caller saves a figure
+through `run.figure(name, fig)`. Conventions shared by every figure:
+
+- **Colours**: a judge keeps its colour across figures (`judge_palette`: LLM judges in sorted
+  name order on `tab10`, the human consensus black, human raters grey); the QA sets are
+  `zero` grey, `rag` blue, `full` green (`SET_COLORS`).
+- **Labels**: this machine has no CJK font, so a judge, dimension or system name that is not
+  ASCII is shown as a short stable key (`judge 482`, from a hash of the name; `ascii_labels`
+  gives the mapping) instead of tofu boxes.
+- **Scores**: repeated samples of a judgment are averaged first and unscored (NaN) items are
+  excluded and counted, as in `cube.analysis`. Human ratings are one more judge: pass the
+  scores table concatenated with the human ratings; `"human"` is the consensus of the raters
+  (`cube.agreement.with_human_consensus`).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import warnings
+import zlib
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
+
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from scipy import stats
+
+from cube.agreement import is_human, judge_means, with_human_consensus
+from cube.analysis import CubeResult, question_ranks, validate_answers
+from cube.config import PAPER_DIMENSIONS
+from cube.lexical import METRIC_LABELS
+from cube.schema import require_columns
+
+SET_COLORS: dict[str, str] = {"zero": "#8c8c8c", "rag": "#1f77b4", "full": "#2ca02c"}
+SET_LABELS: dict[str, str] = {"zero": "zero (no documents)", "rag": "rag (system under test)",
+                              "full": "full (gold document only)"}
+HUMAN_COLOR = "#000000"
+SCORE_RANGE = np.arange(11)  # the integer scale 0-10
+_F = TypeVar("_F", bound=Callable[..., Figure])
+
+
+def _quiet(func: _F) -> _F:
+    """Silence harmless library warnings (constant columns in a correlation, layout hints)."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Figure:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            warnings.simplefilter("ignore", FutureWarning)
+            warnings.filterwarnings("ignore", module=r"(seaborn|matplotlib)(\..*)?")
+            return func(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+# ---------------------------------------------------------------------------- labels, colours
+def ascii_labels(names: Iterable[Any], kind: str = "judge") -> dict[str, str]:
+    """Display label of each name: itself when ASCII, else a key `"<kind> <nnn>"` from a hash of
+    the name (`"human:rater <nnn>"` for a rater), the same in every figure, because the report's
+    fonts cannot render CJK characters. Show this mapping beside the figures to decode keys."""
+    def key(name: str, digits: int) -> str:
+        if name.isascii():
+            return name
+        code = f"{zlib.crc32(name.encode()) % 10**digits:0{digits}d}"
+        return f"human:rater {code}" if name.startswith("human:") else f"{kind} {code}"
+
+    unique = sorted({str(n) for n in names})
+    short = [key(n, 3) for n in unique]
+    clash = len(set(short)) < len(short)  # two names on one 3-digit key: use longer keys
+    return {n: key(n, 10) if clash else k for n, k in zip(unique, short, strict=True)}
+
+
+def _ascii_text(text: str, fallback: str) -> str:
+    return text if text.isascii() else (text.encode("ascii", "ignore").decode().strip() or fallback)
+
+
+def judge_palette(judges: Iterable[Any]) -> dict[str, Any]:
+    """A fixed colour per judge: LLM judges in sorted order on `tab10` (`husl` beyond ten),
+    the human consensus black, individual human raters in greys."""
+    names = sorted({str(j) for j in judges})
+    llm = [j for j in names if not is_human(j)]
+    raters = [j for j in names if is_human(j) and j != "human"]
+    colours = sns.color_palette("tab10" if len(llm) <= 10 else "husl", max(len(llm), 1))
+    out: dict[str, Any] = dict(zip(llm, colours, strict=False))
+    out.update(zip(raters, sns.color_palette("Greys", len(raters) + 2)[2:], strict=False))
+    if "human" in names:
+        out["human"] = HUMAN_COLOR
+    return out
+
+
+def _dims(frame: pd.DataFrame) -> list[str]:
+    """Dimensions in the paper's order first, then any custom ones in order of appearance."""
+    seen = list(dict.fromkeys(frame["dimension"].astype(str)))
+    return [d for d in PAPER_DIMENSIONS if d in seen] + [d for d in seen if d not in PAPER_DIMENSIONS]
+
+
+def _grid(n: int, max_cols: int = 4) -> tuple[int, int]:
+    ncols = 2 if n == 4 else min(n, max_cols)
+    return math.ceil(n / ncols), ncols
+
+
+def _figure(nrows: int, ncols: int, panel: tuple[float, float], **kw: Any) -> tuple[Figure, np.ndarray]:
+    fig = Figure(figsize=(panel[0] * ncols, panel[1] * nrows + 0.6), layout="constrained")
+    return fig, fig.subplots(nrows, ncols, squeeze=False, **kw)
+
+
+def _titled(fig: Figure, title: str) -> Figure:
+    fig.suptitle(title)
+    return fig
+
+
+def _figure1(width: float, height: float) -> tuple[Figure, Axes]:
+    fig, axes = _figure(1, 1, (width, height - 0.6))
+    return fig, axes[0, 0]
+
+
+def _drop_unused(axes: np.ndarray, used: int) -> list[Axes]:
+    flat = list(axes.ravel())
+    for ax in flat[used:]:
+        ax.remove()
+    return flat[:used]
+
+
+def _require_judge(means: pd.DataFrame, judge: str) -> None:
+    if judge not in set(means["judge"]):
+        raise ValueError(f"scores: no judge {judge!r}; judges present: {sorted(means['judge'].unique())}")
+
+
+def _r_text(x: np.ndarray, y: np.ndarray) -> str:
+    """Pearson r for a panel title; "n/a" when undefined (fewer than 3 pairs or a constant side)."""
+    if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return "n/a"
+    return f"{stats.pearsonr(x, y).statistic:.2f}"
+
+
+def _set_legend(fig: Figure, rag_marker: str = "o", bound_marker: str = "o") -> None:
+    handles = [Line2D([], [], ls="", marker=rag_marker if s == "rag" else bound_marker, color=c,
+                      label=SET_LABELS[s]) for s, c in SET_COLORS.items()]
+    fig.legend(handles=handles, loc="outside lower center", ncols=3, frameon=False)
+
+
+# ------------------------------------------------------------------------------- score figures
+@_quiet
+def score_distributions(scores: pd.DataFrame, set_: str = "rag") -> Figure:
+    """Paper Figure 1: per dimension, the share of each integer score 0-10 given by each judge.
+
+    Shares are of that judge's scored answers on the dimension (a mean over samples is rounded
+    to the nearest integer); unscored answers are excluded and counted in the legend."""
+    require_columns(scores, ("judge", "question_id", "system", "set", "dimension", "score"), "scores")
+    means = judge_means(scores[scores["set"].astype(str) == set_])
+    if means.empty:
+        raise ValueError(f"scores: no rows of set {set_!r}; sets present: {sorted(scores['set'].unique())}")
+    dims, judges = _dims(scores[scores["set"].astype(str) == set_]), sorted(means["judge"].unique())
+    labels, palette, dlabels = ascii_labels(judges), judge_palette(judges), ascii_labels(dims, "dimension")
+    nrows, ncols = _grid(len(dims))
+    fig, axes = _figure(nrows, ncols, (6.0, 3.4), sharey=True)
+    width = 0.84 / len(judges)
+    by = {key: g["score"].to_numpy(float) for key, g in means.groupby(["dimension", "judge"])}
+    for ax, dim in zip(_drop_unused(axes, len(dims)), dims, strict=True):
+        for k, judge in enumerate(judges):
+            v = by.get((dim, judge), np.array([]))
+            ok = v[~np.isnan(v)]
+            counts = np.bincount(np.clip(np.rint(ok), 0, 10).astype(int), minlength=11)
+            share = counts / len(ok) if len(ok) else np.zeros(11)
+            ax.bar(SCORE_RANGE - 0.42 + width * (k + 0.5), share, width, color=palette[judge],
+                   label=f"{labels[judge]} (n = {len(ok)}, {len(v) - len(ok)} unscored)")
+        ax.set(title=dlabels[dim], xticks=SCORE_RANGE, xlabel="score (0-10)", ylabel="share of answers")
+        ax.yaxis.set_major_formatter("{x:.0%}")
+        ax.legend(fontsize="x-small", frameon=False)
+    return _titled(fig, f"Figure 1. How often each judge gives each score ({SET_LABELS.get(set_, set_)} answers)")
+
+
+def _correlation_matrix(scores: pd.DataFrame, answers: pd.DataFrame, judge: str, subset: str,
+                        top_n: int) -> pd.DataFrame:
+    """Pearson matrix of `rank_score` and the judge's dimension scores on the rag set."""
+    if subset not in ("all", "retrieved"):
+        raise ValueError(f"subset must be 'all' or 'retrieved', got {subset!r}")
+    ranks = question_ranks(answers, top_n)
+    if subset == "retrieved":
+        ranks = ranks[ranks["retrieved"]]
+    rag = scores[(scores["set"].astype(str) == "rag") & (scores["judge"].astype(str) == judge)]
+    if "system" in answers and "system" in scores:  # the system whose ranks these are
+        rag = rag[rag["system"].astype(str).isin(answers["system"].astype(str).unique())]
+    if rag.empty:
+        raise ValueError(f"scores: no 'rag' scores of judge {judge!r}; judges: {sorted(scores['judge'].unique())}")
+    wide = judge_means(rag).pivot_table(index="question_id", columns="dimension", values="score", dropna=False)
+    wide = wide[[d for d in _dims(rag) if d in wide]]
+    ranked = ranks.assign(question_id=ranks["question_id"].astype(str)).set_index("question_id")["rank_score"]
+    table = pd.concat([ranked.astype(float), wide], axis=1, join="inner")
+    return table.corr(method="pearson")
+
+
+def _heatmap(ax: Axes, matrix: pd.DataFrame, cbar: bool = True, cbar_ax: Axes | None = None) -> None:
+    names = ascii_labels(matrix.index, "dimension")
+    labels = [names[str(c)] for c in matrix.index]
+    sns.heatmap(matrix.to_numpy(float), ax=ax, annot=True, fmt=".2f", vmin=-1, vmax=1, cmap="vlag",
+                square=True, cbar=cbar, cbar_ax=cbar_ax, xticklabels=labels, yticklabels=labels,
+                annot_kws={"fontsize": "small"}, cbar_kws={"label": "Pearson r"})
+    ax.tick_params(axis="x", labelrotation=45)
+
+
+_OFF_SCALE = (-10.0, 110.0)  # axis range of 0-100 scores; values beyond are marked, not plotted
+_SUBSET_TEXT = {"all": "all questions", "retrieved": "retrieved questions only"}
+
+
+@_quiet
+def correlation_heatmap(scores: pd.DataFrame, answers: pd.DataFrame, judge: str, subset: str = "all",
+                        top_n: int = 8) -> Figure:
+    """Paper Figures 2/3: Pearson correlations of `rank_score` and one judge's dimension scores on
+    the rag set, over all questions or the retrieved ones (`top_n`: N of `rank_score`)."""
+    matrix = _correlation_matrix(scores, answers, str(judge), subset, top_n)
+    fig, ax = _figure1(6.0, 5.6)
+    _heatmap(ax, matrix)
+    name = ascii_labels(scores["judge"].astype(str).unique())[str(judge)]
+    return _titled(fig, f"Correlation of retrieval rank and {name}'s scores (rag set, {_SUBSET_TEXT[subset]})")
+
+
+@_quiet
+def correlation_grid(scores: pd.DataFrame, answers: pd.DataFrame, subset: str = "all",
+                     top_n: int = 8, max_matrices: int = 4) -> Figure:
+    """Paper Figure 4: one correlation heatmap per LLM judge side by side; with more than
+    `max_matrices` judges, the clearer compact view: the `rank_score` row of each judge's
+    matrix as one judges x dimensions heatmap."""
+    judges = sorted(j for j in scores["judge"].astype(str).unique() if not is_human(j))
+    if not judges:
+        raise ValueError("scores: no LLM judge to correlate with rank_score")
+    labels = ascii_labels(judges)
+    matrices = {j: _correlation_matrix(scores, answers, j, subset, top_n) for j in judges}
+    title = f"Correlation of retrieval rank and each judge's scores (rag set, {_SUBSET_TEXT[subset]})"
+    if len(judges) > max_matrices:
+        rows = pd.DataFrame({labels[j]: m.loc["rank_score"].drop("rank_score") for j, m in matrices.items()}).T
+        rows = rows.rename(columns=ascii_labels(rows.columns, "dimension"))
+        fig, ax = _figure1(1.4 * rows.shape[1] + 2.5, 0.45 * len(judges) + 2.1)
+        sns.heatmap(rows, ax=ax, annot=True, fmt=".2f", vmin=-1, vmax=1, cmap="vlag",
+                    cbar_kws={"label": "Pearson r with rank_score"})
+        ax.set(xlabel="dimension", ylabel="judge")
+        return _titled(fig, title)
+    fig = Figure(figsize=(4.6 * len(judges) + 0.8, 4.8), layout="constrained")
+    axes = fig.subplots(1, len(judges) + 1, squeeze=False, width_ratios=[1] * len(judges) + [0.06])
+    for k, judge in enumerate(judges):
+        last = k == len(judges) - 1  # one shared colour bar, in the narrow last column
+        _heatmap(axes[0, k], matrices[judge], cbar=last, cbar_ax=axes[0, -1] if last else None)
+        axes[0, k].set_title(labels[judge], color=judge_palette(judges)[judge])
+    return _titled(fig, title)
+
+
+@_quiet
+def rank_distribution(answers: pd.DataFrame, top_n: int | None = None) -> Figure:
+    """Histogram of the rank of the gold document in the rag set's retrieved lists
+    (0 = not retrieved, its own bar), with R@k in the title (k = `top_n`, default the largest rank)."""
+    validate_answers(answers)
+    n_top = int(top_n or max(int(answers["rank"].max()), 1))
+    rank = question_ranks(answers, n_top)["rank"].to_numpy()  # checks: one system, rag rows, rank <= N
+    counts = np.bincount(rank, minlength=n_top + 1)
+    fig, ax = _figure1(max(6.0, 0.55 * n_top + 2), 4.6)
+    bars = ax.bar(np.arange(n_top + 1), counts, color=[SET_COLORS["zero"]] + [SET_COLORS["rag"]] * n_top)
+    ax.bar_label(bars, fontsize="small")
+    ax.set_xticks(np.arange(n_top + 1), ["not\nretrieved", *map(str, range(1, n_top + 1))])
+    ax.set(xlabel="rank of the gold document in the retrieved list", ylabel="questions")
+    system = _ascii_text(str(answers["system"].iloc[0]), "system")
+    return _titled(fig, f"Where {system} retrieved the gold document: R@{n_top} = {np.mean(rank > 0):.1%} "
+                 f"of {len(rank)} questions")
+
+
+# ------------------------------------------------------------------------------- CuBE figures
+@_quiet
+def bounds(result: CubeResult) -> Figure:
+    """Per dimension (panels) and judge (rows): the zero and full trimmed means as the ends of a
+    bar and the rag trimmed mean as a point on it, on the raw 0-10 scale, annotated with the
+    normalised score N_d (0 = zero bound, 100 = full bound)."""
+    tm = result.trimmed_means.pivot_table(index=["dimension", "judge"], columns="set", values="trimmed_mean")
+    dims, judges = _dims(result.trimmed_means), sorted(result.trimmed_means["judge"].astype(str).unique())
+    labels, dlabels = ascii_labels(judges), ascii_labels(dims, "dimension")
+    nrows, ncols = _grid(len(dims))
+    fig, axes = _figure(nrows, ncols, (5.0, 0.55 * len(judges) + 1.4), sharex=True)
+    y = np.arange(len(judges))[::-1]
+    for ax, dim in zip(_drop_unused(axes, len(dims)), dims, strict=True):
+        for yi, judge in zip(y, judges, strict=True):
+            t = tm.loc[(dim, judge)] if (dim, judge) in tm.index else pd.Series(dtype=float)
+            z, r, f = (float(t.get(s, np.nan)) for s in ("zero", "rag", "full"))
+            ax.plot([z, f], [yi, yi], color="#d9d9d9", lw=7, solid_capstyle="round", zorder=1)
+            for s, v in (("zero", z), ("full", f), ("rag", r)):
+                ax.scatter([v], [yi], s=60 if s == "rag" else 45, color=SET_COLORS[s], zorder=3,
+                           marker="o" if s == "rag" else "s")
+            n_d = result.cube_table.at[judge, dim] if dim in result.cube_table else np.nan
+            if np.isfinite(r):
+                ax.annotate("N = n/a" if not np.isfinite(n_d) else f"N = {n_d:.0f}", (r, yi), xytext=(0, 7),
+                            textcoords="offset points", ha="center", fontsize="x-small")
+        ax.set(title=dlabels[dim], xlim=(0, 10.3), ylim=(-0.7, len(judges) - 0.3))
+        ax.set_yticks(y, [labels[j] for j in judges])
+        if ax.get_subplotspec().is_last_row():
+            ax.set_xlabel("trimmed mean score (0-10)")
+    _set_legend(fig, bound_marker="s")
+    return _titled(fig, "Each judge's own scale: the system (rag) between its zero and full bounds\n"
+                 "(trimmed means; N = normalised dimension score, 0 = zero bound, 100 = full bound)")
+
+
+@_quiet
+def cube_forest(result: CubeResult, thresholds: Mapping[str, float] | None = None) -> Figure:
+    """Each judge's CuBE score and the jury mean with their bootstrap intervals (error bars),
+    over shaded bands of the verdicts (`thresholds`: lower bound of each verdict, 0-100)."""
+    table = result.cube_table
+    judges = sorted(map(str, table.index))
+    labels, palette = ascii_labels(judges), judge_palette(judges)
+    names = [*judges, "jury"]
+    est = [float(table.at[j, "cube_score"]) for j in judges] + [result.jury_cube()]
+    fig, ax = _figure1(7.5, 0.45 * len(names) + 2.2)
+    lo_x, hi_x = _OFF_SCALE  # a runaway score (bounds nearly equal) must not squash the others
+    if thresholds:
+        bands = sorted(thresholds.items(), key=lambda kv: kv[1])
+        shades = sns.light_palette("seagreen", len(bands) + 1)[1:]
+        for k, (verdict, low) in enumerate(bands):
+            high = bands[k + 1][1] if k + 1 < len(bands) else hi_x
+            ax.axvspan(low, high, color=shades[k], alpha=0.5, zorder=0, lw=0)
+            ax.text((low + high) / 2, 1.0, _ascii_text(str(verdict), f"verdict {k + 1}"), ha="center",
+                    va="bottom", transform=ax.get_xaxis_transform(), fontsize="small")
+    y = np.arange(len(names))[::-1]
+    for yi, name, v in zip(y, names, est, strict=True):
+        colour = "black" if name == "jury" else palette[name]
+        # a percentile interval need not contain the estimate, so it is drawn as a capped range
+        ax.plot(result.interval(name), [yi, yi], color=colour, lw=1.6, marker="|", ms=12)
+        shown = float(np.clip(v, lo_x, hi_x))
+        marker = ("D" if name == "jury" else "o") if shown == v else (">" if v > hi_x else "<")
+        ax.plot([shown], [yi], marker, color=colour, ms=8)
+        if np.isfinite(v):
+            ax.annotate(f"{v:.1f}" + ("" if shown == v else " (off scale)"), (shown, yi), xytext=(0, 8),
+                        textcoords="offset points", ha="center" if shown == v else "right", fontsize="small")
+    ax.set_yticks(y, [labels[n] for n in judges] + ["jury mean"])
+    ax.set(xlim=(lo_x, hi_x), ylim=(-0.7, len(names) - 0.3),
+           xlabel=f"CuBE score = weighted score x R@k (R@k = {result.recall_at_k:.1%})")
+    ax.axhline(0.5, color="#bbbbbb", lw=0.8)
+    conf = result.settings.get("confidence", 0.95)
+    note = (f"{conf:.0%} bootstrap interval over questions ({result.settings.get('bootstrap')} resamples)"
+            if result.bootstrap is not None else "no bootstrap interval (analysis.bootstrap = 0)")
+    system = _ascii_text(str(result.system), "system")
+    return _titled(fig, f"CuBE score of {system} per judge and for the jury\n({note})")
+
+
+@_quiet
+def normalised_dimensions(result: CubeResult) -> Figure:
+    """Grouped bars of each judge's normalised dimension scores and weighted score (0 = zero
+    bound, 100 = full bound), with the jury mean marked on each group."""
+    table = result.cube_table
+    dims = _dims(result.trimmed_means)
+    cols = [*[d for d in dims if d in table], "weighted_score"]
+    judges = sorted(map(str, table.index))
+    labels, palette = ascii_labels(judges), judge_palette(judges)
+    names = {**ascii_labels(dims, "dimension"), "weighted_score": "weighted (W)"}
+    fig, ax = _figure1(max(7.0, 1.6 * len(cols) + 1.5), 5.2)
+    x, width = np.arange(len(cols)), 0.8 / len(judges)
+    lo_y, hi_y = _OFF_SCALE
+    off: list[str] = []  # bars cut at the axis (a judge whose bounds nearly coincide), listed below
+    for k, judge in enumerate(judges):
+        v = table.loc[judge, cols].to_numpy(float)
+        bars = ax.bar(x - 0.4 + width * (k + 0.5), np.clip(v, lo_y, hi_y), width, color=palette[judge],
+                      label=labels[judge])
+        for bar, col, u in zip(bars, cols, v, strict=True):
+            if not lo_y <= u <= hi_y and np.isfinite(u):
+                bar.set_hatch("//")
+                off.append(f"{labels[judge]} {names[col]} {u:.0f}")
+    if off:
+        fig.supxlabel("Hatched bars are cut at the axis; their values: " + "; ".join(off), fontsize="small",
+                      wrap=True)
+    jury = result.jury.loc["mean", cols].to_numpy(float)  # Table 4's Mean row
+    ax.hlines(np.clip(jury, lo_y, hi_y), x - 0.45, x + 0.45, color="black", lw=2.2, label="jury mean", zorder=3)
+    for xi, v in zip(x, jury, strict=True):
+        if np.isfinite(v):
+            ax.annotate(f"{v:.1f}", (xi, np.clip(v, lo_y, hi_y)), xytext=(0, 3 if v >= lo_y else -3),
+                        textcoords="offset points", ha="center", va="bottom" if v >= lo_y else "top", fontsize="small",
+                        bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8})
+    for level, text in ((0, "zero bound"), (100, "full bound")):
+        ax.axhline(level, color="#888888", ls="--", lw=0.8)
+        ax.text(1.0, level, f" {text}", transform=ax.get_yaxis_transform(), va="center", fontsize="small")
+    ax.set_xticks(x, [names[c] for c in cols])
+    ax.set(ylabel="normalised score (0-100)", ylim=(lo_y - 12, hi_y + 12))
+    ax.legend(fontsize="small", ncols=min(len(judges) + 1, 5), loc="upper left", frameon=False)
+    return _titled(fig, "Normalised score per dimension: where the system lies between its bounds, per judge")
+
+
+# ------------------------------------------------------------------------ agreement figures
+def _matched(means: pd.DataFrame, judge: str, reference: str) -> pd.DataFrame:
+    unit = ["question_id", "system", "set", "dimension"]
+    a = means.loc[means["judge"] == judge, [*unit, "score"]]
+    b = means.loc[means["judge"] == reference, [*unit, "score"]]
+    return a.merge(b, on=unit, suffixes=("", "_ref")).dropna(subset=["score", "score_ref"])
+
+
+@_quiet
+def judge_vs_human(scores: pd.DataFrame, reference_judge: str = "human", dimension: str | None = None) -> Figure:
+    """Paper Figure 5: each LLM judge's score against the reference (default: the human
+    consensus) per dimension, small multiples (rows judges, columns dimensions), jittered,
+    with the identity line and n and Pearson r in each panel title."""
+    means = with_human_consensus(judge_means(scores))  # "human" = the raters' consensus
+    _require_judge(means, reference_judge)
+    judges = sorted(j for j in means["judge"].unique() if not is_human(j) and j != reference_judge)
+    if not judges:
+        raise ValueError(f"scores: no judge to compare with {reference_judge!r}")
+    dims = [dimension] if dimension else _dims(means[means["judge"] == reference_judge])
+    labels, palette = ascii_labels(means["judge"].unique()), judge_palette(judges)
+    dlabels, ref = ascii_labels(dims, "dimension"), ascii_labels(means["judge"].unique())[reference_judge]
+    fig, axes = _figure(len(judges), len(dims), (3.0, 3.0), sharex=True, sharey=True)
+    rng = np.random.default_rng(0)  # deterministic jitter: integer scores would overlap
+    for i, judge in enumerate(judges):
+        m = _matched(means, judge, reference_judge)
+        for k, dim in enumerate(dims):
+            ax, g = axes[i, k], m[m["dimension"] == dim]
+            x, y = g["score_ref"].to_numpy(float), g["score"].to_numpy(float)
+            ax.scatter(x + rng.uniform(-0.2, 0.2, len(x)), y + rng.uniform(-0.2, 0.2, len(y)), s=14,
+                       alpha=0.6, color=palette[judge], edgecolors="none")
+            ax.plot([0, 10], [0, 10], color="#888888", ls="--", lw=0.8)
+            ax.set_title(f"{labels[judge]} - {dlabels[dim]}\nn = {len(g)}, r = {_r_text(x, y)}", fontsize="small")
+            ax.set(xlim=(-0.6, 10.6), ylim=(-0.6, 10.6), xticks=[0, 5, 10], yticks=[0, 5, 10], aspect="equal")
+            if i == len(judges) - 1:
+                ax.set_xlabel(f"{ref} score")
+            if k == 0:
+                ax.set_ylabel("judge score")
+    return _titled(fig, f"Figure 5. LLM judges against {ref} scores (jittered; dashed = perfect agreement)")
+
+
+@_quiet
+def bland_altman(scores: pd.DataFrame, judge: str, reference_judge: str = "human") -> Figure:
+    """Bland-Altman plot per dimension: the mean of the judge and reference scores against
+    their difference (judge - reference), with the bias and the 95% limits of agreement
+    (bias +- 1.96 SD, ddof = 1)."""
+    means = with_human_consensus(judge_means(scores))  # "human" = the raters' consensus
+    for name in (judge, reference_judge):
+        _require_judge(means, name)
+    m = _matched(means, judge, reference_judge)
+    dims = _dims(means[means["judge"] == judge])
+    every = means["judge"].unique()
+    name, ref = ascii_labels(every)[judge], ascii_labels(every)[reference_judge]
+    nrows, ncols = _grid(len(dims))
+    fig, axes = _figure(nrows, ncols, (4.2, 3.4), sharey=True)
+    dlabels, colour = ascii_labels(dims, "dimension"), judge_palette(every)[judge]
+    for ax, dim in zip(_drop_unused(axes, len(dims)), dims, strict=True):
+        g = m[m["dimension"] == dim]
+        mean = (g["score"] + g["score_ref"]).to_numpy(float) / 2
+        diff = (g["score"] - g["score_ref"]).to_numpy(float)
+        ax.scatter(mean, diff, s=14, alpha=0.6, color=colour, edgecolors="none")
+        bias = float(diff.mean()) if len(diff) else np.nan
+        sd = float(diff.std(ddof=1)) if len(diff) > 1 else np.nan
+        ax.axhline(0, color="#888888", lw=0.8)
+        for level, style in ((bias, "-"), (bias - 1.96 * sd, "--"), (bias + 1.96 * sd, "--")):
+            if np.isfinite(level):  # bias and limits of agreement, when defined
+                ax.axhline(level, color="black", ls=style, lw=1.0)
+        loa = f"LoA [{bias - 1.96 * sd:+.2f}, {bias + 1.96 * sd:+.2f}]" if np.isfinite(sd) else "LoA n/a"
+        ax.set_title(f"{dlabels[dim]} (n = {len(g)})\nbias {bias:+.2f}, {loa}", fontsize="small")
+        ax.set(xlim=(-0.3, 10.3), xlabel="mean of the two scores", ylabel=f"{name} - {ref}")
+    return _titled(fig, f"Bland-Altman: {name} minus {ref} (solid = bias, dashed = 95% limits of agreement)")
+
+
+@_quiet
+def agreement_heatmap(matrix: pd.DataFrame, title: str, diverging: bool | None = None) -> Figure:
+    """The square judge x judge matrix of `cube.agreement.pairwise_agreement`, annotated.
+
+    `diverging` (default: guessed) uses a -1..1 diverging scale for correlations and kappa;
+    otherwise a sequential scale from 0 (for the mean absolute difference)."""
+    values = matrix.to_numpy(float)
+    if diverging is None:  # a zero diagonal is the `mae` matrix; correlations have 1 there
+        diag = np.diag(values) if values.shape[0] == values.shape[1] else np.array([])
+        diverging = not (len(diag) and np.nanmax(np.abs(diag), initial=0) == 0)
+    labels = ascii_labels([*matrix.index, *matrix.columns])
+    n = max(matrix.shape)
+    fig, ax = _figure1(0.9 * n + 2.5, 0.8 * n + 2.4)
+    kw: dict[str, Any] = {"vmin": -1, "vmax": 1, "cmap": "vlag"} if diverging else {"vmin": 0, "cmap": "rocket_r"}
+    sns.heatmap(values, ax=ax, annot=True, fmt=".2f", square=True, **kw,
+                xticklabels=[labels[str(c)] for c in matrix.columns], yticklabels=[labels[str(i)] for i in matrix.index])
+    ax.tick_params(axis="x", labelrotation=45)
+    return _titled(fig, _ascii_text(title, "Agreement between judges"))
+
+
+# ------------------------------------------------------------------------------- lexical figure
+@_quiet
+def lexical_vs_judges(lexical: pd.DataFrame, scores: pd.DataFrame, dimension: str = "completeness",
+                      metrics: tuple[str, ...] = ("bleu", "rougeL")) -> Figure:
+    """Paper 5.7: each lexical metric (rows) against each judge's score (columns; the human
+    consensus first) on one dimension, points coloured by QA set, Pearson r in each title."""
+    require_columns(lexical, ("question_id", "system", "set", *metrics), "lexical")
+    means = with_human_consensus(judge_means(scores))  # "human" = the raters' consensus
+    means = means[(means["dimension"] == dimension) & ~means["judge"].str.startswith("human:")]
+    lex = lexical.astype({"question_id": str, "system": str, "set": str})
+    merged = means.merge(lex[["question_id", "system", "set", *metrics]], on=["question_id", "system", "set"])
+    if merged.empty:
+        raise ValueError(f"lexical and scores share no (question_id, system, set) scored on {dimension!r}")
+    judges = sorted(merged["judge"].unique(), key=lambda j: (j != "human", j))
+    labels, dim = ascii_labels(judges), ascii_labels([dimension], "dimension")[dimension]
+    fig, axes = _figure(len(metrics), len(judges), (3.2, 2.9), sharey=True)
+    rng = np.random.default_rng(0)
+    for i, metric in enumerate(metrics):
+        for k, judge in enumerate(judges):
+            ax = axes[i, k]
+            g = merged[(merged["judge"] == judge)].dropna(subset=["score", metric])
+            for set_, colour in SET_COLORS.items():
+                s = g[g["set"] == set_]
+                ax.scatter(s[metric], s["score"] + rng.uniform(-0.2, 0.2, len(s)), s=12, alpha=0.6,
+                           color=colour, edgecolors="none", label=SET_LABELS[set_])
+            r = _r_text(g[metric].to_numpy(float), g["score"].to_numpy(float))
+            ax.set_title(f"{labels[judge]}: r = {r} (n = {len(g)})", fontsize="small")
+            ax.set(xlim=(-0.03, 1.03), ylim=(-0.6, 10.6), xlabel=f"{METRIC_LABELS.get(metric, metric)} (0-1)")
+            if k == 0:
+                ax.set_ylabel(f"{dim} score (0-10)")
+    _set_legend(fig)
+    return _titled(fig, f"Does lexical overlap with the gold document track the judges? ({dim} scores)")

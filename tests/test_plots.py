@@ -1,0 +1,247 @@
+"""Every report figure on small generated tables: shape, content, single judge, NaN, non-ASCII."""
+
+from __future__ import annotations
+
+import io
+import warnings
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+from factories import DIMS, make_tables  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.text import Text  # noqa: E402
+
+from cube import plots  # noqa: E402
+from cube.agreement import pairwise_agreement  # noqa: E402
+from cube.analysis import evaluate  # noqa: E402
+from cube.config import AnalysisParams  # noqa: E402
+from cube.lexical import lexical_scores  # noqa: E402
+
+CJK_JUDGE = "评委甲"
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+def _human(scores: pd.DataFrame, n: int = 20, seed: int = 1) -> pd.DataFrame:
+    """Two human raters on the first n rag questions: judge-a's score +- 1, clipped to 0-10."""
+    rng = np.random.default_rng(seed)
+    base = scores[(scores["judge"] == scores["judge"].iloc[0]) & (scores["set"] == "rag")]
+    base = base[base["question_id"].isin(sorted(base["question_id"].unique())[:n])]
+    raters = [base.assign(judge=f"human:{r}",
+                          score=np.clip(base["score"] + rng.integers(-1, 2, len(base)), 0, 10).astype(float))
+              for r in ("r1", "r2")]
+    return pd.concat(raters, ignore_index=True)
+
+
+def _lexical(answers: pd.DataFrame) -> pd.DataFrame:
+    corpus = pd.DataFrame({"doc_id": answers["doc_id"].unique()})
+    corpus["text"] = "rag answer to " + corpus["doc_id"].str.removeprefix("gold-") + " with the gold facts"
+    return lexical_scores(answers, corpus, tokenizer="13a")
+
+
+def _texts(fig: Figure) -> list[str]:
+    return [t.get_text() for t in fig.findobj(Text) if t.get_text()]
+
+
+def _render(fig: Figure) -> bytes:
+    """Draw the figure for real (a bare `Figure` has no canvas of its own: `savefig` uses Agg)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=40)
+    return buf.getvalue()
+
+
+def _has_data(ax) -> bool:
+    return bool(ax.patches or ax.collections or ax.lines or ax.images)
+
+
+def _all_figures(answers: pd.DataFrame, scores: pd.DataFrame) -> dict[str, tuple[Figure, int]]:
+    """Every figure of the module with its expected number of axes."""
+    judges = sorted(scores["judge"].unique())
+    result = evaluate(answers, scores, AnalysisParams(bootstrap=30))
+    both = pd.concat([scores, _human(scores)], ignore_index=True)
+    nd = len(DIMS)
+    return {
+        "score_distributions": (plots.score_distributions(scores), nd),
+        "correlation_heatmap": (plots.correlation_heatmap(scores, answers, judges[0]), 2),
+        "correlation_retrieved": (plots.correlation_heatmap(scores, answers, judges[0], "retrieved"), 2),
+        "correlation_grid": (plots.correlation_grid(scores, answers), len(judges) + 1),
+        "rank_distribution": (plots.rank_distribution(answers), 1),
+        "bounds": (plots.bounds(result), nd),
+        "cube_forest": (plots.cube_forest(result, {"excellent": 80, "good": 60, "fair": 40}), 1),
+        "normalised_dimensions": (plots.normalised_dimensions(result), 1),
+        "judge_vs_human": (plots.judge_vs_human(both), len(judges) * nd),
+        "bland_altman": (plots.bland_altman(both, judges[0]), nd),
+        "agreement_heatmap": (plots.agreement_heatmap(pairwise_agreement(both), "Spearman rho"), 2),
+        "lexical_vs_judges": (plots.lexical_vs_judges(_lexical(answers), both), 2 * (len(judges) + 1)),
+    }
+
+
+@pytest.mark.parametrize("judges", [("judge-a", "judge-b"), ("solo",)], ids=["two_judges", "single_judge"])
+def test_every_figure_has_its_axes_and_data(judges):
+    answers, scores = make_tables(n_questions=40, judges=judges)
+    for name, (fig, n_axes) in _all_figures(answers, scores).items():
+        assert isinstance(fig, Figure), name
+        assert len(fig.axes) == n_axes, name
+        assert any(_has_data(ax) for ax in fig.axes), name
+        assert fig.get_suptitle(), name
+        assert _render(fig).startswith(b"\x89PNG"), name  # the layout and every artist render
+
+
+def test_score_distribution_shares_and_unscored_count():
+    answers, scores = make_tables(n_questions=30)
+    scores.loc[(scores["judge"] == "judge-a") & (scores["dimension"] == "relevance")
+               & (scores["set"] == "rag") & scores["question_id"].isin(["q000", "q001", "q002"]), "score"] = np.nan
+    fig = plots.score_distributions(scores)
+    relevance = next(ax for ax in fig.axes if ax.get_title() == "relevance")
+    labels = [t.get_text() for t in relevance.get_legend().get_texts()]
+    assert labels == ["judge-a (n = 27, 3 unscored)", "judge-b (n = 30, 0 unscored)"]
+    heights = np.array([p.get_height() for p in relevance.patches])
+    assert heights[:11].sum() == pytest.approx(1.0) and heights[11:].sum() == pytest.approx(1.0)
+    # share of each integer score of judge-a equals the scored answers' frequencies
+    v = scores[(scores["judge"] == "judge-a") & (scores["dimension"] == "relevance") & (scores["set"] == "rag")]
+    expected = np.bincount(v["score"].dropna().astype(int), minlength=11) / 27
+    assert heights[:11] == pytest.approx(expected)
+
+
+def test_correlation_heatmap_values_match_pearson_and_handle_nan():
+    answers, scores = make_tables(n_questions=50)
+    scores.loc[scores.index[::7], "score"] = np.nan
+    fig = plots.correlation_heatmap(scores, answers, "judge-b")
+    mesh = fig.axes[0].collections[0]
+    values = np.asarray(mesh.get_array()).reshape(len(DIMS) + 1, len(DIMS) + 1)
+    assert np.diag(values) == pytest.approx(1.0)
+    rag = scores[(scores["judge"] == "judge-b") & (scores["set"] == "rag") & (scores["dimension"] == "relevance")]
+    rank = answers[answers["set"] == "rag"].set_index("question_id")["rank"]
+    rs = np.where(rank > 0, 10 - rank, 0)
+    both = pd.DataFrame({"rs": pd.Series(rs, index=rank.index), "s": rag.set_index("question_id")["score"]})
+    assert values[0, 1] == pytest.approx(both.corr().iloc[0, 1])
+    assert "all questions" in fig.get_suptitle()
+
+
+def test_correlation_grid_many_judges_compact_view():
+    judges = tuple(f"j{i}" for i in range(6))
+    answers, scores = make_tables(n_questions=30, judges=judges)
+    fig = plots.correlation_grid(scores, answers, subset="retrieved")
+    assert len(fig.axes) == 2  # one judges x dimensions heatmap and its colorbar
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == list(judges)
+
+
+def test_rank_distribution_counts_and_recall_in_title():
+    answers, _ = make_tables(n_questions=40)
+    fig = plots.rank_distribution(answers, top_n=8)
+    rank = answers.loc[answers["set"] == "rag", "rank"]
+    heights = [p.get_height() for p in fig.axes[0].patches]
+    assert heights == list(np.bincount(rank, minlength=9))
+    assert f"R@8 = {(rank > 0).mean():.1%}" in fig.get_suptitle()
+    assert fig.axes[0].get_xticklabels()[0].get_text() == "not\nretrieved"
+
+
+def test_bounds_and_forest_show_the_result_values():
+    answers, scores = make_tables(n_questions=40)
+    result = evaluate(answers, scores, AnalysisParams(bootstrap=30))
+    texts = _texts(plots.bounds(result))
+    n_rel = result.cube_table.at["judge-a", "relevance"]
+    assert f"N = {n_rel:.0f}" in texts
+    forest = plots.cube_forest(result, {"good": 60, "fair": 40})
+    assert {"good", "fair", "jury mean", f"{result.jury_cube():.1f}"} <= set(_texts(forest))
+    no_boot = evaluate(answers, scores, AnalysisParams(bootstrap=0))
+    assert "no bootstrap interval" in plots.cube_forest(no_boot).get_suptitle()
+
+
+def test_human_figures_report_n_and_r():
+    answers, scores = make_tables(n_questions=40)
+    both = pd.concat([scores, _human(scores, n=15)], ignore_index=True)
+    fig = plots.judge_vs_human(both, dimension="completeness")
+    assert len(fig.axes) == 2
+    assert fig.axes[0].get_title().startswith("judge-a - completeness\nn = 15, r = ")
+    with pytest.raises(ValueError, match="no judge 'nobody'"):
+        plots.bland_altman(both, "nobody")
+
+
+def test_nan_scores_do_not_break_any_figure():
+    answers, scores = make_tables(n_questions=40)
+    scores.loc[scores.sample(frac=0.15, random_state=0).index, "score"] = np.nan
+    for name, (fig, n_axes) in _all_figures(answers, scores).items():
+        assert len(fig.axes) == n_axes, name
+        assert all(_has_data(ax) for ax in fig.axes if ax.get_label() != "<colorbar>"), name
+
+
+@pytest.mark.filterwarnings("ignore::cube.analysis.CubeWarning")
+def test_non_ascii_judge_is_not_rendered():
+    answers, scores = make_tables(n_questions=30, judges=(CJK_JUDGE, "judge-b"))
+    figures = _all_figures(answers, scores)
+    for name, (fig, _) in figures.items():
+        texts = _texts(fig)
+        assert all(t.isascii() for t in texts), (name, [t for t in texts if not t.isascii()])
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # a missing glyph would warn while drawing
+            _render(fig)
+    key = plots.ascii_labels([CJK_JUDGE])[CJK_JUDGE]
+    assert key.startswith("judge ") and key.isascii()
+    assert f"{key} (n = 30, 0 unscored)" in _texts(figures["score_distributions"][0])
+    # the same key in a figure with other judges (humans included): one name, one key everywhere
+    assert any(t.startswith(f"{key} - ") for t in _texts(figures["judge_vs_human"][0]))
+
+
+def test_render_check_detects_a_missing_glyph():
+    """Guards the test above: drawing CJK text on this machine does warn."""
+    fig = Figure()
+    fig.subplots().set_title(CJK_JUDGE)
+    with pytest.warns(UserWarning, match="missing from font"):
+        _render(fig)
+
+
+def test_bland_altman_bias_and_limits_in_titles():
+    answers, scores = make_tables(n_questions=30)
+    both = pd.concat([scores, _human(scores, n=12)], ignore_index=True)
+    fig = plots.bland_altman(both, "judge-b")
+    judge = scores[(scores["judge"] == "judge-b") & (scores["set"] == "rag") & (scores["dimension"] == "quality")]
+    human = _human(scores, n=12)
+    human = human[human["dimension"] == "quality"].groupby("question_id")["score"].mean()  # the consensus
+    diff = judge.set_index("question_id")["score"].reindex(human.index) - human
+    title = next(ax.get_title() for ax in fig.axes if ax.get_title().startswith("quality"))
+    # hand-checkable: bias = mean(judge - consensus), LoA = bias -+ 1.96 SD (ddof = 1)
+    lo, hi = diff.mean() - 1.96 * diff.std(ddof=1), diff.mean() + 1.96 * diff.std(ddof=1)
+    assert title == f"quality (n = 12)\nbias {diff.mean():+.2f}, LoA [{lo:+.2f}, {hi:+.2f}]"
+
+
+@pytest.mark.filterwarnings("ignore::cube.analysis.CubeWarning")
+def test_runaway_score_is_marked_off_scale_not_squashing_the_axis():
+    # the factory's sixth judge has zero = full = 8, so its normalised scores explode
+    answers, scores = make_tables(n_questions=40, judges=tuple(f"j{i}" for i in range(6)))
+    result = evaluate(answers, scores, AnalysisParams(bootstrap=20))
+    assert not np.all(np.abs(result.cube_table["cube_score"]) <= 110)
+    forest = plots.cube_forest(result)
+    assert forest.axes[0].get_xlim() == (-10.0, 110.0)
+    assert any(t.endswith("(off scale)") for t in _texts(forest))
+    bars = plots.normalised_dimensions(result)
+    assert bars.axes[0].get_ylim()[1] <= 122
+    assert "Hatched bars are cut at the axis" in bars.get_supxlabel()
+
+
+def test_agreement_heatmap_picks_the_scale_of_the_statistic():
+    _, scores = make_tables(n_questions=20)
+    rho = plots.agreement_heatmap(pairwise_agreement(scores, stat="spearman"), "rho")
+    mae = plots.agreement_heatmap(pairwise_agreement(scores, stat="mae"), "mean absolute difference")
+    assert rho.axes[0].collections[0].get_clim() == (-1, 1)
+    assert mae.axes[0].collections[0].get_clim()[0] == 0
+    assert plots.agreement_heatmap(pairwise_agreement(scores), "一致性 Spearman").get_suptitle() == "Spearman"
+
+
+def test_palette_is_fixed_by_sorted_names_and_humans_are_black():
+    p = plots.judge_palette(["b", "human", "a", "human:r1"])
+    assert p["a"] != p["b"] and p["human"] == plots.HUMAN_COLOR
+    assert plots.judge_palette(["a", "b"]) == {k: p[k] for k in ("a", "b")}
+    labels = plots.ascii_labels(["gpt-4o", "评委", "human:张三"])
+    assert labels["gpt-4o"] == "gpt-4o" and labels["评委"] == plots.ascii_labels(["评委"])["评委"]
+    assert labels["评委"].startswith("judge ") and labels["human:张三"].startswith("human:rater ")
