@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from cube.config import PAPER_DIMENSIONS
 from cube.schema import SETS, SchemaError, require_columns
 
 ANSWER_REQUIRED = ("question_id", "system", "set", "rank")
@@ -160,6 +161,21 @@ def _per_item(scores: pd.DataFrame) -> pd.DataFrame:
     return s.groupby(keys, as_index=False, sort=False, dropna=False)["score"].mean()
 
 
+def _dimension_order(dimensions: Iterable[str]) -> list[str]:
+    """The paper's four in the paper's order, then any custom dimension alphabetically
+    (independent of row order, so shuffled inputs give identical tables)."""
+    present = set(dimensions)
+    return [d for d in PAPER_DIMENSIONS if d in present] + sorted(present - set(PAPER_DIMENSIONS))
+
+
+def _order(df: pd.DataFrame, dims: list[str]) -> pd.DataFrame:
+    """Rows by judge, then set (zero, rag, full), then dimension in the order the input gave."""
+    keys = ["judge"] + (["set"] if "set" in df else []) + ["dimension"]
+    rank = {"set": {s: i for i, s in enumerate(SETS)}.get, "dimension": {d: i for i, d in enumerate(dims)}.get}
+    return df.sort_values(keys, key=lambda s: s.map(rank[s.name]) if s.name in rank else s,
+                          kind="stable").reset_index(drop=True)
+
+
 def _pearson(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     if len(x) < 3 or np.ptp(x) < _EPS or np.ptp(y) < _EPS:
         return float("nan"), float("nan")
@@ -194,7 +210,8 @@ def rank_correlations(
         g = g.dropna(subset=["score", against])
         r, p = _pearson(g[against].to_numpy(float), g["score"].to_numpy(float))
         rows.append({"judge": judge, "dimension": dim, "r": r, "p_value": p, "n": len(g)})
-    return pd.DataFrame(rows, columns=["judge", "dimension", "r", "p_value", "n"])
+    out = pd.DataFrame(rows, columns=["judge", "dimension", "r", "p_value", "n"])
+    return _order(out, _dimension_order(scores["dimension"]))
 
 
 def dimension_weights(
@@ -263,7 +280,8 @@ def trimmed_means(
         tm = float(stats.trim_mean(ok, proportion)) if len(ok) else float("nan")
         rows.append({"judge": judge, "set": set_, "dimension": dim, "trimmed_mean": tm,
                      "n": len(ok), "n_unscored": int(np.isnan(v).sum())})
-    return pd.DataFrame(rows, columns=["judge", "set", "dimension", "trimmed_mean", "n", "n_unscored"])
+    out = pd.DataFrame(rows, columns=["judge", "set", "dimension", "trimmed_mean", "n", "n_unscored"])
+    return _order(out, _dimension_order(scores["dimension"]))
 
 
 def weighted_totals(trimmed: pd.DataFrame, weights: pd.DataFrame) -> pd.DataFrame:
@@ -352,7 +370,7 @@ def judge_summary(scores: pd.DataFrame, set_: str | None = "rag") -> pd.DataFram
     g = items.groupby(["judge", "dimension"], sort=True)["score"]
     out = g.agg(mean="mean", sd=lambda s: s.std(ddof=1), n="count").reset_index()
     out["n_unscored"] = g.apply(lambda s: int(s.isna().sum())).to_numpy()
-    return out
+    return _order(out, _dimension_order(scores["dimension"]))
 
 
 # ------------------------------------------------------------------------------- composition

@@ -3,7 +3,9 @@
 `execute_run` runs `notebooks/[0-9][0-9]_*.ipynb` in order into `outputs/<run>/notebooks/`,
 skipping a notebook whose inputs are unchanged since its last successful execution (its
 fingerprint: the notebook file, the resolved params, the package's source and the
-fingerprints of the notebooks before it; `force=True` re-executes). Each executed notebook is
+fingerprints of the notebooks before it; `force=True` re-executes). Re-executing a stage
+makes every later stage stale: they re-execute in this run when selected, else in the next
+run that selects them (make-like; LLM calls are served from the cache either way). Each executed notebook is
 exported twice: `report/<name>.html` without code (for readers) and `report/code/<name>.html`
 with code. `index.html` opens on the decision page (`cube.lta`), then links every page, table
 and figure. Everything that came from a system or a judge is escaped (jinja2 autoescape;
@@ -111,12 +113,15 @@ def execute_run(params_path: str | Path, *, notebooks_dir: Path | None = None, o
     upstream = hashlib.sha256((params_to_yaml(params) + _package_digest()).encode()).hexdigest()
     summary = RunSummary(paths)
     started = dt.datetime.now(dt.UTC)
+    executed_before = False  # once a stage re-executes, every later stage's inputs may have changed
     for nb in notebooks:
         upstream = hashlib.sha256((upstream + nb.read_text(encoding="utf-8")).encode()).hexdigest()
         if nb not in chosen:
+            if executed_before:
+                prints.pop(nb.name, None)  # stale: re-executed by the next run that selects it
             continue
         out = paths.notebooks / nb.name
-        if not force and prints.get(nb.name) == upstream and out.exists():
+        if not force and not executed_before and prints.get(nb.name) == upstream and out.exists():
             summary.stages.append(StageOutcome(nb.stem, "up to date", 0.0))
             log(f"[cube] {nb.stem}: up to date")
             continue
@@ -133,11 +138,14 @@ def execute_run(params_path: str | Path, *, notebooks_dir: Path | None = None, o
         except Exception as exc:  # keep what earlier stages computed; publish the failure
             summary.stages.append(StageOutcome(nb.stem, "failed", time.perf_counter() - t0, _short(exc)))
             log(f"[cube] {nb.stem}: FAILED: {_short(exc)}")
+            executed_before = True
             break
         prints[nb.name] = upstream
+        executed_before = True
         prints_file.write_text(json.dumps(prints, indent=1))
         summary.stages.append(StageOutcome(nb.stem, "executed", time.perf_counter() - t0))
         log(f"[cube] {nb.stem}: done in {time.perf_counter() - t0:.1f} s")
+    prints_file.write_text(json.dumps(prints, indent=1))
     write_manifest(params, paths, summary, started)
     publish(params, paths)
     log(f"[cube] report: {summary.index}")

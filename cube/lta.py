@@ -1,0 +1,190 @@
+"""The Lightweight Targeted Assessment (paper 5.5): one number, a verdict, and what to do next.
+
+`assess` turns the CuBE results of a run into the decision page's content for non-technical
+readers: the jury's CuBE score with its interval, R@k, the weighted score on retrieved
+cases, a verdict from the thresholds in params, the weakest dimensions, and suggestions
+derived from the numbers (never from a fixed list: each one names the figure behind it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from cube.analysis import CubeResult
+from cube.config import Params
+
+ADVICE = {
+    "relevance": "answers drift from the source guide: instruct the answering model to answer only from the "
+                 "retrieved guide and to quote its fields",
+    "specificity": "answers are not targeted at the question asked: ask the model to answer the asked point "
+                   "first, and make near-duplicate item names (e.g. new construction / modification) explicit "
+                   "in the documents",
+    "completeness": "answers omit required details: revise the answering prompt to ask for every material, time "
+                    "limit, fee and step of the named item",
+    "quality": "answers are hard to read: revise the answering prompt to ask for short sentences and numbered "
+               "steps",
+}
+
+
+def verdict(score: float, thresholds: dict[str, float]) -> str:
+    """The highest verdict whose lower bound the score reaches (`poor` below all of them)."""
+    if not np.isfinite(score):
+        return "undetermined"
+    for name, low in sorted(thresholds.items(), key=lambda kv: -kv[1]):
+        if score >= low:
+            return name
+    return "poor"
+
+
+def _usage_figures(usage: pd.DataFrame | None) -> dict[str, Any]:
+    if usage is None or usage.empty:
+        return {"cost_total": 0.0, "tokens_total": 0, "calls_total": 0, "calls_cached": 0, "cost_note": ""}
+    priced = usage["cost_total"].notna() | (usage["input_tokens"] + usage["output_tokens"] == 0)
+    unpriced = sorted(set(usage.loc[~priced, "model"].astype(str)))
+    return {
+        "cost_total": None if unpriced else float(usage["cost_total"].fillna(0).sum()),
+        "cost_this_run": None if unpriced else float(usage["cost_this_run"].fillna(0).sum()),
+        "tokens_total": int((usage["input_tokens"] + usage["output_tokens"]).sum()),
+        "calls_total": int(usage["calls"].sum()),
+        "calls_cached": int(usage["cached_calls"].sum()),
+        "cost_note": f"no price set for {', '.join(unpriced)}" if unpriced else "",
+    }
+
+
+def _system_figures(result: CubeResult, params: Params) -> dict[str, Any]:
+    cube = result.jury_cube()
+    lo, hi = result.interval("jury", "cube_score")
+    return {
+        "system": result.system,
+        "cube_score": cube,
+        "cube_ci": [lo, hi] if np.isfinite(lo) else None,
+        "recall_at_k": result.recall_at_k,
+        "weighted_score": float(result.jury.at["mean", "weighted_score"]),
+        "verdict": verdict(cube, params.analysis.verdict_thresholds),
+    }
+
+
+def suggestions(result: CubeResult, params: Params, top_n: int, unscored_share: float = 0.0) -> list[str]:
+    """Suggestions derived from the numbers, each naming the figure behind it."""
+    ap = params.analysis
+    out: list[str] = []
+    if result.recall_at_k < ap.low_recall_below:
+        out.append(f"Retrieval misses the gold document for {1 - result.recall_at_k:.0%} of questions "
+                   f"(R@{top_n} = {result.recall_at_k:.1%}): raise TOP-N above {top_n} or improve retrieval "
+                   "(item-name matching, hybrid search).")
+        r_all = result.correlations_all["r"].mean()
+        r_ret = result.correlations_retrieved["r"].mean()
+        if np.isfinite(r_all) and np.isfinite(r_ret) and r_ret < r_all - 0.1:
+            out.append(f"Once the gold document is retrieved its rank matters little (mean correlation with rank "
+                       f"{r_all:.2f} on all questions, {r_ret:.2f} on retrieved ones), so a larger TOP-N should "
+                       "cost little answer quality; verify with a second system at a larger top_n.")
+    jury = result.jury
+    dims = [c for c in result.cube_table.columns if c in set(result.weights["dimension"])]
+    for d in sorted(dims, key=lambda d: jury.at["mean", d]):
+        score = jury.at["mean", d]
+        if np.isfinite(score) and score < ap.weak_dimension_below:
+            advice = ADVICE.get(d, f"raise {d}: revise the answering prompt for it")
+            out.append(f"{d.capitalize()} is weak ({score:.1f} of 100 between the bounds): {advice}.")
+    sd = jury.at["sd", "cube_score"]
+    lo, hi = result.interval()
+    if (np.isfinite(sd) and sd > 10) or (np.isfinite(hi - lo) and hi - lo > 20):
+        out.append(f"The judges disagree (SD of CuBE across judges {sd:.1f}, interval {lo:.1f}-{hi:.1f}): add "
+                   "judges or human ratings (notebook 07) before a deployment decision.")
+    flagged = result.cube_table.index[result.cube_table["flags"] != ""].tolist()
+    if flagged:
+        out.append(f"Bounds anomalies for {', '.join(map(str, flagged))} (a score outside its zero-full range or a "
+                   "zero denominator): inspect the bound sets of those judges in notebook 05.")
+    if unscored_share > 0.02:
+        out.append(f"{unscored_share:.1%} of judgments are unscored (failed calls or unparseable replies): re-run "
+                   "`cube run` to retry them; answered calls are served from the cache.")
+    if not out:
+        out.append("No dimension is below the threshold and retrieval is above target: keep this configuration "
+                   "and re-evaluate on a fresh question set before each release.")
+    return out
+
+
+def assess(results: dict[str, CubeResult], params: Params, *, usage: pd.DataFrame | None = None,
+           synthetic: bool = False, offline_judges: list[str] | None = None,
+           unscored_share: float = 0.0) -> dict[str, Any]:
+    """The decision page's content for the run's first system (and a row for every system)."""
+    primary = params.systems[0].name
+    result = results[primary]
+    top_n = params.systems[0].top_n
+    head = _system_figures(result, params)
+    dims = [c for c in result.cube_table.columns if c in set(result.weights["dimension"])]
+    means = result.jury.loc["mean", dims].astype(float)
+    sds = result.jury.loc["sd", dims].astype(float)
+    weak = [d for d in means.sort_values().index if means[d] < params.analysis.weak_dimension_below]
+    if not weak and len(means):
+        weak = [means.idxmin()]
+    ci = head["cube_ci"]
+    ci_text = f" ({params.analysis.confidence:.0%} interval {ci[0]:.1f}-{ci[1]:.1f})" if ci else ""
+    sentence = (
+        f"{primary} achieved a CuBE score of {head['cube_score']:.1f}{ci_text} across {', '.join(dims)}: "
+        f"{head['verdict']}. Retrieval found the gold document for {result.recall_at_k:.1%} of questions "
+        f"(R@{top_n}), and on those the answers reach {head['weighted_score']:.1f} of 100 on the scale from "
+        "the no-document bound (0) to the gold-document bound (100)."
+    )
+    notes = []
+    if synthetic:
+        notes.append("This run uses the SYNTHETIC demo knowledge base (generated, not real service guides).")
+    if offline_judges:
+        notes.append(f"Judges {', '.join(offline_judges)} are deterministic rubric algorithms, not LLMs.")
+    return {
+        **head,
+        "top_n": top_n,
+        "confidence": params.analysis.confidence,
+        "sentence": sentence,
+        "weakest": [{"dimension": d, "score": float(means[d]), "sd": float(sds[d])} for d in weak],
+        "suggestions": suggestions(result, params, top_n, unscored_share),
+        "judges": [str(j) for j in result.cube_table.index],
+        "n_questions": result.n_questions,
+        "systems": [_system_figures(r, params) for r in results.values()],
+        "synthetic_data": " ".join(notes),
+        "method_note": "CuBE = weighted score × R@k; each dimension is placed between the same answering model "
+                       "without documents (0) and with the gold document alone (100), which cancels each judge's "
+                       "own leniency.",
+        "currency": next((m.currency for m in params.models.values()), "USD"),
+        **_usage_figures(usage),
+    }
+
+
+def correlation_reading(result: CubeResult) -> str:
+    """The paper's 5.3 reading, stated from this run's data whatever it shows."""
+    ca, cr = result.correlations_all, result.correlations_retrieved
+    r_all, r_ret = ca["r"].mean(), cr["r"].mean()
+    if not (np.isfinite(r_all) and np.isfinite(r_ret)):
+        return ("The correlation with rank is undefined for this run (a constant score or rank, or too few "
+                "questions), so the paper's reading cannot be checked here.")
+    per_judge = ca.groupby("judge")["r"].mean() - cr.groupby("judge")["r"].mean()
+    dropped = int((per_judge > 0.1).sum())
+    text = (f"Mean Pearson r between rank_score and the dimension scores: {r_all:.2f} over all "
+            f"{result.n_questions} questions, {r_ret:.2f} over the {result.n_retrieved} retrieved ones; "
+            f"the correlation falls by more than 0.1 for {dropped} of {len(per_judge)} judges. ")
+    if r_ret < r_all - 0.1:
+        text += ("As in the paper, the correlation collapses once the gold document is retrieved: whether the "
+                 "document is found matters far more than its position in the top N.")
+    else:
+        text += ("Unlike the paper, the correlation does not collapse on retrieved questions: in this run the "
+                 "rank of the gold document still matters once it is retrieved.")
+    return text
+
+
+def decision_markdown(decision: dict[str, Any]) -> str:
+    """The decision as Markdown for the notebook (text from params is escaped)."""
+    import html
+
+    esc = html.escape
+    lines = [f"**{esc(decision['sentence'])}**", ""]
+    if decision.get("synthetic_data"):
+        lines += [f"> {esc(decision['synthetic_data'])}", ""]
+    if decision.get("weakest"):
+        lines.append("Weakest dimensions: " + ", ".join(
+            f"{esc(w['dimension'])} ({w['score']:.1f})" for w in decision["weakest"]) + ".")
+        lines.append("")
+    lines.append("Suggestions:")
+    lines += [f"- {esc(s)}" for s in decision["suggestions"]]
+    return "\n".join(lines)

@@ -1,0 +1,255 @@
+"""The stages of a run, one function each: read the run directory, compute, write it back.
+
+    corpus_stage      params.corpus            -> data/corpus.parquet          (notebook 01)
+    questions_stage   corpus                   -> data/questions.parquet       (notebook 02)
+    answers_stage     corpus, questions        -> data/answers.parquet         (notebook 02)
+    scores_stage      answers                  -> data/scores.parquet          (notebook 03)
+    evaluate_run      answers, scores          -> {system: CubeResult}         (notebooks 04-06)
+    human_stage       params.human.ratings     -> data/human_ratings.parquet   (notebook 07)
+
+Each stage reads only files of the run directory, so every notebook also runs standalone
+once the earlier stages' files exist (`Run.require` says which notebook to run first). LLM
+work is resumable through the call cache (`outputs/cache.sqlite`): a re-executed stage only
+pays for calls it has never made.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from cube.analysis import CubeResult, CubeWarning, evaluate_systems
+from cube.config import Params, RunPaths
+from cube.notebook import Run
+
+
+def corpus_stage(run: Run) -> pd.DataFrame:
+    """Build the knowledge base (demo generator or the user's file) and save it."""
+    from cube.corpus import build_corpus
+
+    corpus = build_corpus(run.params, base_dir=Path.cwd())
+    run.save("corpus", corpus)
+    run.record(corpus_items=len(corpus), corpus_synthetic=bool(corpus.get("synthetic", pd.Series([False])).all()))
+    return corpus
+
+
+def questions_stage(run: Run) -> pd.DataFrame:
+    """Write the question set (template, LLM role-play or a file) and save it.
+
+    Questions whose generation failed are dropped here, counted in `results.json`."""
+    from cube.questions import build_questions
+
+    corpus = run.load("corpus")
+    questions = build_questions(run.params, corpus, run.paths.cache)
+    failed = questions["question"].fillna("").astype(str).str.strip().eq("")
+    if failed.any():
+        warnings.warn(f"{int(failed.sum())} question(s) could not be generated and are left out "
+                      "(see the error column of data/questions_failed.parquet)", stacklevel=2)
+        run.save("questions_failed", questions[failed])
+    questions = questions[~failed].reset_index(drop=True)
+    run.save("questions", questions)
+    run.record(questions=len(questions), questions_failed=int(failed.sum()))
+    return questions
+
+
+def answers_stage(run: Run) -> pd.DataFrame:
+    """Answer the question set with every system (`rag`) and write the two bound sets."""
+    from cube.systems import build_answers
+
+    corpus, questions = run.load("corpus"), run.load("questions")
+    answers = build_answers(run.params, corpus, questions, run.paths.cache)
+    run.save("answers", answers)
+    run.record(answers=len(answers), answers_failed=int((answers["error"].fillna("") != "").sum()),
+               answers_dropped={k: int(v) for k, v in answers.attrs.get("dropped", {}).items()})
+    return answers
+
+
+def scores_stage(run: Run) -> pd.DataFrame:
+    """Score every answer of the three sets with every judge on every dimension."""
+    from cube.judges import load_dimensions, make_judges, score_answers
+
+    corpus, questions, answers = run.load("corpus"), run.load("questions"), run.load("answers")
+    judges = make_judges(run.params, run.paths.cache)
+    dimensions = load_dimensions(run.params, base_dir=Path.cwd())
+    scores = score_answers(answers, judges, dimensions, corpus, questions=questions)
+    run.save("scores", scores)
+    run.record(scores=len(scores), scores_unscored=int(scores["score"].isna().sum()))
+    return scores
+
+
+def system_top_n(params: Params) -> dict[str, int]:
+    """N of each system's retrieved list (for `rank_score`)."""
+    return {s.name: s.top_n for s in params.systems}
+
+
+def evaluate_run(run: Run, *, bootstrap: bool = True) -> dict[str, CubeResult]:
+    """`cube.analysis.evaluate` for every system of the run (warnings kept in each result)."""
+    answers, scores = run.load("answers"), run.load("scores")
+    ap = run.params.analysis if bootstrap else run.params.analysis.model_copy(update={"bootstrap": 0})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CubeWarning)  # shown by the notebooks from result.warnings
+        return evaluate_systems(answers, scores, ap, system_top_n(run.params))
+
+
+def primary_system(run: Run) -> str:
+    """The system the decision page is about: the first of `params.systems`."""
+    return run.params.systems[0].name
+
+
+# ------------------------------------------------------------------------------ human ratings
+def annotation_dir(paths: RunPaths) -> Path:
+    return paths.root / "annotation"
+
+
+def export_annotation(params: Params, out: Path | None = None, raters: list[str] | None = None,
+                      paths: RunPaths | None = None) -> list[Path]:
+    """Export the annotation sheet (CSV, criteria CSV, Excel) for a run's answers."""
+    from cube.human import export_annotation_sheet
+
+    paths = paths or RunPaths.for_params(params)
+    run = Run(params=params, paths=paths, params_path=Path("."))
+    answers, questions, corpus = run.load("answers"), run.load("questions"), run.load("corpus")
+    target = out or annotation_dir(paths) / "annotation_sheet"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    export_annotation_sheet(answers, questions, corpus, params.dimension_names(), params.lang, target,
+                            size=params.human.sample_size, seed=params.human.seed, raters=raters, paired=True)
+    return sorted(target.parent.glob(f"{target.name}*"))
+
+
+def human_stage(run: Run) -> tuple[pd.DataFrame, dict[str, Any]] | None:
+    """Import the filled annotation sheet(s) named by `human.ratings`; None when there are none."""
+    from cube.human import import_ratings
+
+    if not run.params.human.ratings:
+        return None
+    answers = run.load("answers")
+    human, report = import_ratings(Path(run.params.human.ratings), answers, run.params.dimension_names(),
+                                   per_rater=run.params.human.per_rater_judges)
+    run.save("human_ratings", human)
+    return human, report
+
+
+# ------------------------------------------------------------------------------ decision (06)
+def decision(run: Run, results: dict[str, CubeResult]) -> dict[str, Any]:
+    """The Lightweight Targeted Assessment of the run, also written to `results.json`."""
+    from cube.llm import usage_summary
+    from cube.lta import assess
+
+    tables = [run.load(n) for n in ("questions", "answers", "scores") if run.has(n)]
+    usage = usage_summary(tables) if tables else None
+    corpus_synthetic = bool(run.load("corpus").get("synthetic", pd.Series([False])).all()) if run.has("corpus") \
+        else False
+    offline = [j.name for j in run.params.judges if run.params.model(j.model).provider == "offline"]
+    scores = run.load("scores")
+    out = assess(results, run.params, usage=usage, synthetic=corpus_synthetic, offline_judges=offline,
+                 unscored_share=float(scores["score"].isna().mean()) if len(scores) else 0.0)
+    run.record(decision=out, cube_score=out["cube_score"], recall_at_k=out["recall_at_k"],
+               weighted_score=out["weighted_score"], verdict=out["verdict"])
+    return out
+
+
+# ------------------------------------------------------------------------ human agreement (07)
+@dataclass
+class HumanSection:
+    """What notebook 07 shows: with ratings, human-vs-judge agreement and Table 5; without,
+    the sheet to fill in and judge-vs-judge agreement (never invented ratings)."""
+
+    has_ratings: bool
+    message: str
+    sheet: list[Path]
+    sheet_preview: pd.DataFrame | None
+    import_report: dict[str, Any] | None
+    agreement: pd.DataFrame
+    reliability: pd.DataFrame
+    pairwise: pd.DataFrame
+    table5: pd.DataFrame | None
+    scores: pd.DataFrame  # LLM judges' scores on the compared items, with human rows when rated
+
+
+def human_agreement(run: Run) -> HumanSection:
+    from cube import agreement as ag
+    from cube.tables import table5_human_vs_cube
+
+    scores = run.load("scores")
+    answers = run.load("answers")
+    sheet = export_annotation(run.params, paths=run.paths)
+    preview = pd.read_csv(next(p for p in sheet if p.suffix == ".csv" and not p.stem.endswith("_criteria")),
+                          nrows=5)
+    imported = human_stage(run)
+    judges = sorted(scores["judge"].unique())
+    ap = run.params.analysis
+    if imported is None:
+        reference = judges[0]
+        msg = (f"No human ratings were given (params `human.ratings` is empty), so none are shown: this notebook "
+               f"never invents them. The annotation sheet for {run.params.human.sample_size} sampled answers is "
+               f"ready in `{annotation_dir(run.paths)}`; fill it in (or hand it to raters), then set "
+               "`human: {ratings: <the filled file or folder>}` in the params and re-run notebooks 07-08. "
+               f"Meanwhile, the judges are compared with each other, taking {reference} as the reference.")
+        both = scores
+        groups = {"LLM/offline judges": judges}
+        t5 = None
+        report = None
+    else:
+        human, report = imported
+        reference = "human"
+        rated = set(zip(human["question_id"], human["system"], human["set"], strict=True))
+        key = list(zip(scores["question_id"], scores["system"], scores["set"], strict=True))
+        both = pd.concat([scores[[k in rated for k in key]], human], ignore_index=True)
+        raters = sorted(j for j in human["judge"].unique())
+        groups = {"human raters": raters, "judges": judges}
+        full_recall = {s: r.recall_at_k for s, r in evaluate_run(run, bootstrap=False).items()}
+        t5 = table5_human_vs_cube(answers, scores, human, ap, system_top_n(run.params), full_recall)
+        msg = (f"{len(raters)} human rater(s) rated {human[['question_id', 'system', 'set']].drop_duplicates().shape[0]}"
+               f" answers; {int(human['score'].isna().sum())} cells were left blank and are reported, not guessed.")
+    agreement = ag.agreement_table(both, reference_judge=reference, bootstrap=min(ap.bootstrap, 500),
+                                   confidence=ap.confidence, seed=ap.seed)
+    reliability = ag.reliability_table(both, {k: v for k, v in groups.items() if len(v) > 1}) \
+        if any(len(v) > 1 for v in groups.values()) else pd.DataFrame()
+    return HumanSection(imported is not None, msg, sheet, preview, report, agreement, reliability,
+                        ag.pairwise_agreement(both), t5, both)
+
+
+# --------------------------------------------------------------------------- lexical (08)
+def lexical_stage(run: Run) -> pd.DataFrame:
+    """Sentence BLEU and ROUGE of every answer against its reference; saved as data/lexical.parquet."""
+    from cube.lexical import lexical_scores
+
+    lex = lexical_scores(run.load("answers"), run.load("corpus"), tokenizer=run.params.lexical.tokenizer,
+                         reference=run.params.lexical.reference, questions=run.load("questions"))
+    run.save("lexical", lex)
+    return lex
+
+
+def scores_with_human(run: Run) -> pd.DataFrame:
+    """The judges' scores plus the imported human ratings, when notebook 07 imported them."""
+    scores = run.load("scores")
+    if run.params.human.ratings and run.has("human_ratings"):
+        human = run.load("human_ratings")
+        return pd.concat([scores, human[[c for c in human.columns if c in scores.columns]]], ignore_index=True)
+    return scores
+
+
+def lexical_example(run: Run, lexical: pd.DataFrame, scores: pd.DataFrame) -> dict[str, Any]:
+    """The answer for Tables 6-7: `lexical.example_question_id` if set, else the first human-rated
+    rag answer of the primary system, else its first retrieved rag answer."""
+    system = primary_system(run)
+    questions = run.load("questions").set_index("question_id")
+    rated = scores[scores["judge"].astype(str).str.startswith("human") & (scores["system"] == system)
+                   & (scores["set"] == "rag") & (scores["dimension"] == "completeness")]
+    qid = run.params.lexical.example_question_id
+    if qid is None:
+        if len(rated):
+            qid = str(sorted(rated["question_id"].astype(str))[0])
+        else:
+            answers = run.load("answers")
+            rag = answers[(answers["system"] == system) & (answers["set"] == "rag")].sort_values("question_id")
+            pick = rag[rag["rank"] > 0]
+            qid = str((pick if len(pick) else rag)["question_id"].iloc[0])
+    if qid not in questions.index:
+        raise KeyError(f"lexical.example_question_id: {qid!r} is not a question of this run")
+    return {"question_id": qid, "system": system, "set": "rag", "question": str(questions.at[qid, "question"]),
+            "rated": bool((rated["question_id"].astype(str) == qid).any())}
