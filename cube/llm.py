@@ -120,7 +120,13 @@ class OfflineModel(Model):
     def respond(self, request: Request) -> Response:
         raise NotImplementedError
 
-    def _one(self, request: Request) -> Response:
+    def _call_id(self, request: Request) -> str:
+        return hashlib.sha256(
+            _canonical([self.name, self.spec.options, request.context, request.template_version, request.sample],
+                       ).encode()
+        ).hexdigest()
+
+    def _one(self, request: Request, call_id: str) -> Response:
         t0 = time.perf_counter()
         try:
             r = self.respond(request)
@@ -131,20 +137,29 @@ class OfflineModel(Model):
         r.endpoint = r.endpoint or "offline"
         r.attempts = 1
         r.cost = 0.0
-        r.call_id = r.call_id or hashlib.sha256(
-            _canonical([self.name, request.context, request.template_version, request.sample]).encode()
-        ).hexdigest()
+        r.call_id = call_id
         return r
 
+    def _batch(self, requests: Sequence[Request], bar: Any) -> list[Response]:
+        # Like an LLM batch, identical requests are computed once (same call_id, counted once).
+        done: dict[str, Response] = {}
+        out = []
+        for r in bar(requests):
+            cid = self._call_id(r)
+            if cid not in done:
+                done[cid] = self._one(r, cid)
+            out.append(replace(done[cid], detail=dict(done[cid].detail) if done[cid].detail else None))
+        return out
+
     async def acomplete(self, requests: Sequence[Request], *, role: str) -> list[Response]:
-        return [self._one(r) for r in requests]
+        return self._batch(requests, lambda x: x)
 
     def complete(
         self, requests: Sequence[Request], *, role: str, desc: str | None = None, progress: bool = True
     ) -> list[Response]:
         from tqdm.auto import tqdm
 
-        return [self._one(r) for r in tqdm(requests, desc=desc or self.name, disable=not progress)]
+        return self._batch(requests, lambda x: tqdm(x, desc=desc or self.name, disable=not progress))
 
 
 _OFFLINE: dict[str, Callable[[ModelSpec], OfflineModel]] = {}

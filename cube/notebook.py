@@ -51,10 +51,14 @@ class Run:
         return df
 
     def figure(self, name: str, fig: Any) -> Any:
-        """Write `figures/<name>.png` (150 dpi) and return the figure for display."""
+        """Write `figures/<name>.png` (150 dpi) and return that PNG for display, so the notebook,
+        its HTML page and the published file show the same image."""
+        from IPython.display import Image
+
         self.paths.figures.mkdir(parents=True, exist_ok=True)
-        fig.savefig(self.paths.figures / f"{name}.png", dpi=150, bbox_inches="tight")
-        return fig
+        path = self.paths.figures / f"{name}.png"
+        fig.savefig(path, dpi=150, bbox_inches="tight")
+        return Image(filename=str(path))
 
     def record(self, **figures: Any) -> dict[str, Any]:
         """Merge headline figures into `results.json`."""

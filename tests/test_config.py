@@ -87,3 +87,12 @@ def test_environment_yml_names_the_same_dependencies_as_pyproject():
     named = {name(d) for d in conda + pip if not d.startswith("-e")} - {"python", "pip"}
     assert named == {name(d) for d in project}
     assert "-e ." in pip
+
+
+def test_readme_params_reference_is_generated_from_the_schema():
+    from cube.params_doc import params_reference
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = text.split("<!-- params-reference:start -->\n")[1].split("<!-- params-reference:end -->")[0]
+    assert block.strip() == params_reference().strip(), "run: cube params-reference, paste into README.md"
+    assert "make run" in text and "make test" in text
