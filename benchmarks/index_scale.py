@@ -20,7 +20,8 @@ from cube.config import BuiltinSystem, JudgeParams, ModelSpec, Params
 from cube.demo_corpus import generate_demo_corpus
 from cube.questions import build_questions
 from cube.systems import make_system
-from cube.systems.retrieval import BM25Index, load_jieba
+from cube.systems.retrieval import BM25Index
+from cube.text import jieba_module
 
 
 def _params(lang: str) -> Params:
@@ -29,7 +30,7 @@ def _params(lang: str) -> Params:
 
 def main() -> None:
     t0 = time.perf_counter()
-    load_jieba()
+    jieba_module()
     print(f"jieba dictionary load: {time.perf_counter() - t0:.2f} s")
     index_time: dict[str, float] = {}
     for lang in ("zh", "en"):

@@ -22,9 +22,7 @@ A missing answer or reference (NaN) gives NaN metrics: an unscored row, not a ze
 from __future__ import annotations
 
 import json
-import logging
 import math
-from functools import lru_cache
 
 import numpy as np
 import pandas as pd
@@ -34,18 +32,15 @@ from scipy import stats
 
 from cube.agreement import HUMAN, judge_means, with_human_consensus
 from cube.schema import require_columns
+from cube.text import segment
 
 TOKENIZERS = ("jieba", "zh", "char", "13a")
 METRICS = ("bleu", "rouge1", "rouge2", "rougeL")
 METRIC_LABELS = {"bleu": "BLEU", "rouge1": "ROUGE-1", "rouge2": "ROUGE-2", "rougeL": "ROUGE-L"}
 
 
-@lru_cache(maxsize=4096)
 def _jieba_words(text: str) -> tuple[str, ...]:
-    import jieba
-
-    jieba.setLogLevel(logging.WARNING)  # silence the "Building prefix dict" banner
-    return tuple(w for w in jieba.lcut(text) if w.strip())
+    return segment(text)
 
 
 def _chars(text: str) -> list[str]:

@@ -94,6 +94,23 @@ class Response:
         return self.error is None and self.text is not None
 
 
+def progress_bar(iterable: Any = None, **kwargs: Any) -> Any:
+    """A tqdm progress bar with rate and ETA. Inside a notebook executed by `cube run` (which
+    sets CUBE_PROGRESS=terminal) it draws on the kernel's inherited terminal instead of the
+    notebook, so long LLM work is visible where `cube run` was started and the published
+    report is not cluttered with progress lines."""
+    import os
+    import sys
+
+    if os.environ.get("CUBE_PROGRESS") == "terminal":
+        from tqdm import tqdm
+
+        return tqdm(iterable, file=sys.__stderr__, mininterval=2.0, **kwargs)
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, **kwargs)
+
+
 class Model:
     """Base of every model. Subclasses implement `acomplete`."""
 
@@ -157,9 +174,7 @@ class OfflineModel(Model):
     def complete(
         self, requests: Sequence[Request], *, role: str, desc: str | None = None, progress: bool = True
     ) -> list[Response]:
-        from tqdm.auto import tqdm
-
-        return self._batch(requests, lambda x: tqdm(x, desc=desc or self.name, disable=not progress))
+        return self._batch(requests, lambda x: progress_bar(x, desc=desc or self.name, disable=not progress))
 
 
 _OFFLINE: dict[str, Callable[[ModelSpec], OfflineModel]] = {}
@@ -414,8 +429,6 @@ class OpenAIModel(Model):
     async def acomplete(
         self, requests: Sequence[Request], *, role: str, desc: str | None = None, progress: bool = False
     ) -> list[Response]:
-        from tqdm.auto import tqdm
-
         keys = [cache_key(self.spec, r) for r in requests]
         out: list[Response | None] = [None] * len(requests)
         todo: dict[str, list[int]] = {}  # key -> positions; identical requests are sent once
@@ -429,7 +442,7 @@ class OpenAIModel(Model):
                     todo.setdefault(k, []).append(i)
             self.counts.update(requests=len(requests), cache_hits=len(requests) - sum(map(len, todo.values())))
             if todo:
-                await self._send(requests, todo, out, cache, tqdm(
+                await self._send(requests, todo, out, cache, progress_bar(
                     total=len(requests), initial=len(requests) - sum(map(len, todo.values())),
                     desc=desc or f"{self.name} ({role})", unit="call", disable=not progress,
                 ))

@@ -205,7 +205,7 @@ def human_agreement(run: Run) -> HumanSection:
         t5 = table5_human_vs_cube(answers, scores, human, ap, system_top_n(run.params), full_recall)
         msg = (f"{len(raters)} human rater(s) rated {human[['question_id', 'system', 'set']].drop_duplicates().shape[0]}"
                f" answers; {int(human['score'].isna().sum())} cells were left blank and are reported, not guessed.")
-    agreement = ag.agreement_table(both, reference_judge=reference, bootstrap=min(ap.bootstrap, 500),
+    agreement = ag.agreement_table(both, reference_judge=reference, bootstrap=min(ap.bootstrap, 200),
                                    confidence=ap.confidence, seed=ap.seed)
     reliability = ag.reliability_table(both, {k: v for k, v in groups.items() if len(v) > 1}) \
         if any(len(v) > 1 for v in groups.values()) else pd.DataFrame()

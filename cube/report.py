@@ -14,11 +14,14 @@ pandas escapes DataFrame cells).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
+import os
 import re
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -129,12 +132,13 @@ def execute_run(params_path: str | Path, *, notebooks_dir: Path | None = None, o
         t0 = time.perf_counter()
         prints.pop(nb.name, None)
         try:
-            pm.execute_notebook(
-                str(nb), str(out),
-                parameters={"params_path": str(params_path), "run_dir": str(paths.root.resolve())},
-                cwd=str(Path.cwd()),
-                progress_bar=False, log_output=False, kernel_name="python3",
-            )
+            with _kernel_env(CUBE_PROGRESS="terminal"):  # progress on the terminal, not in the report
+                pm.execute_notebook(
+                    str(nb), str(out),
+                    parameters={"params_path": str(params_path), "run_dir": str(paths.root.resolve())},
+                    cwd=str(Path.cwd()),
+                    progress_bar=False, log_output=False, kernel_name="python3",
+                )
         except Exception as exc:  # keep what earlier stages computed; publish the failure
             summary.stages.append(StageOutcome(nb.stem, "failed", time.perf_counter() - t0, _short(exc)))
             log(f"[cube] {nb.stem}: FAILED: {_short(exc)}")
@@ -150,6 +154,21 @@ def execute_run(params_path: str | Path, *, notebooks_dir: Path | None = None, o
     publish(params, paths)
     log(f"[cube] report: {summary.index}")
     return summary
+
+
+@contextlib.contextmanager
+def _kernel_env(**values: str) -> Iterator[None]:
+    """Environment variables for the kernels started inside the block (they inherit ours)."""
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _short(exc: BaseException) -> str:

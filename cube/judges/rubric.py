@@ -45,13 +45,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-import jieba
-
 from cube.config import ModelSpec
 from cube.llm import OfflineModel, Request, Response, register_offline
 from cube.schema import FIELD_LABELS
-
-jieba.setLogLevel(60)  # jieba logs its dictionary loading at INFO on first use
+from cube.text import segment
 
 CRITERIA: dict[str, tuple[str, ...]] = {
     "relevance": ("accurate_quote", "core_consistent", "reasoning_supported", "key_info_covered", "no_distortion"),
@@ -132,7 +129,7 @@ def tokenize(text: str, lang: str) -> tuple[str, ...]:
     """Content words: jieba words (no HMM: faster, dictionary words only) or English words."""
     text = unicodedata.normalize("NFKC", text).lower()
     if lang == "zh":
-        words = jieba.lcut(text, HMM=False)
+        words = segment(text, hmm=False)
         return tuple(w for w in (w.strip() for w in words)
                      if w and w not in _ZH_STOP and (len(w) > 1 or w.isdigit()) and _WORDCHAR.search(w))
     return tuple(w for w in re.findall(r"[a-z0-9]+(?:\.\d+)?", text) if w not in _EN_STOP)

@@ -39,10 +39,9 @@ from typing import Any
 
 import pandas as pd
 from ragflow_sdk import RAGFlow
-from tqdm.auto import tqdm
 
 from cube.config import RagflowSystem
-from cube.llm import Response
+from cube.llm import Response, progress_bar
 from cube.schema import require_columns
 from cube.systems import System, answers_frame
 
@@ -166,7 +165,7 @@ class RagflowAssistant(System):
         items = list(zip(questions["question_id"].astype(str), questions["question"].astype(str), strict=True))
         with ThreadPoolExecutor(max_workers=self.spec.max_concurrency) as pool:
             futures = [pool.submit(self._ask, rag, chat, qid, q) for qid, q in items]
-            results = [f.result() for f in tqdm(futures, desc=f"{self.name}: ragflow", disable=not progress)]
+            results = [f.result() for f in progress_bar(futures, desc=f"{self.name}: ragflow", disable=not progress)]
         responses, retrieved = [], []
         for resp, chunks in results:
             resp.model, resp.endpoint, resp.attempts = answerer, self.spec.base_url, 1

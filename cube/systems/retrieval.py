@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from types import ModuleType
 
 import bm25s
 import numpy as np
 import pandas as pd
+
+from cube.text import segment
 
 _WORD = re.compile(r"\w", re.UNICODE)
 # Function words that carry no retrieval signal; BM25's idf discounts the rest.
@@ -31,26 +32,8 @@ _ZH_STOPWORDS = frozenset(
     "的 了 吗 呢 吧 啊 和 与 及 或 是 在 我 你 他 她 它 我们 请问 请 一下 怎么 怎样 如何 什么 哪些 哪里 "
     "多少 可以 能 要 需要 办理 有 个 这个 那个 为 对 就 都 也 还 被 把 从 到".split()
 )
-_jieba_ready = False
-
-
-def load_jieba() -> ModuleType:
-    """Import jieba once, silencing its start-up log lines."""
-    global _jieba_ready
-    import jieba
-
-    if not _jieba_ready:
-        jieba.setLogLevel(60)
-        jieba.initialize()
-        _jieba_ready = True
-    return jieba
-
-
 def _zh_line_tokens(line: str) -> list[str]:
-    jieba = load_jieba()
-    return [
-        t for t in (w.strip().lower() for w in jieba.lcut(line)) if t and _WORD.search(t) and t not in _ZH_STOPWORDS
-    ]
+    return [t for t in (w.strip().lower() for w in segment(line)) if t and _WORD.search(t) and t not in _ZH_STOPWORDS]
 
 
 def tokenize(texts: Sequence[str], lang: str) -> list[list[str]]:
