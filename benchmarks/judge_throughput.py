@@ -1,11 +1,12 @@
 """Judge-call throughput of `cube.llm` against a local OpenAI-compatible server.
 
 The server (tests/openai_server.py) runs in a child process with a fixed latency per call
-(default 100 ms), so it does not compete with the client for the GIL. We send N judge-like
-requests (a judge prompt with a question, a ~1,000-character document and an answer; the
-server replies `Score: k`) at concurrency C through `make_model(...).complete` with a fresh
-temporary cache, and compare with the ideal C / latency. A sequential loop (concurrency 1)
-is timed on a small sample and extrapolated to N. Finally the same N are re-run fully cached.
+(default 100 ms), so it does not compete with the client for the GIL. N judgments go through
+the real judging pipeline, `cube.judges.score_answers` (the packaged zh prompts with a
+synthetic service guide as source, reply parsing, the scores table): N / 4 answers x the four
+paper dimensions, at concurrency C with a fresh temporary cache, compared with the ideal
+C / latency. A sequential run (concurrency 1) is timed on a small sample and extrapolated to
+N. Finally the same N are re-run fully cached.
 
     .venv/bin/python benchmarks/judge_throughput.py [--n 2000] [--concurrency 32] [--latency 0.1]
 
@@ -23,40 +24,32 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+import pandas as pd  # noqa: E402
 from openai_server import ServerProcess  # noqa: E402
 
-from cube.config import ModelSpec  # noqa: E402
-from cube.llm import Request, make_model  # noqa: E402
-
-JUDGE_PROMPT = (
-    "You are grading an answer to a citizen's question about a public service.\n"
-    "Rate its {dimension} from 0 to 10 and reply exactly as 'Score: <integer>'.\n\n"
-    "Question: {question}\n\nReference document:\n{document}\n\nAnswer: {answer}"
-)
+from cube.config import ModelSpec, parse_params  # noqa: E402
+from cube.demo_corpus import generate_demo_corpus  # noqa: E402
+from cube.judges import Judge, load_dimensions, score_answers  # noqa: E402
+from cube.llm import make_model  # noqa: E402
 
 
-def judge_requests(n: int) -> list[Request]:
-    """N distinct judge-like requests (deterministic)."""
-    out = []
-    for i in range(n):
-        document = (f"Item {i}: residence permit renewal. Handling agency: district office {i % 17}. "
-                    "Requirements: valid ID, proof of address, two photos. Fee: none. ") * 6
-        prompt = JUDGE_PROMPT.format(
-            dimension=("relevance", "specificity", "completeness", "quality")[i % 4],
-            question=f"What do I need to renew residence permit number {i}?",
-            document=document[:1000],
-            answer=f"Bring your ID, proof of address and two photos to district office {i % 17}.",
-        )
-        out.append(Request(messages=({"role": "user", "content": prompt},), template_version="bench-v1"))
-    return out
+def judging_inputs(n_answers: int, offset: int = 0) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """A synthetic corpus, its template questions and one answer per question (rag set)."""
+    corpus = generate_demo_corpus(n_answers + offset, "zh", seed=1).iloc[offset:].reset_index(drop=True)
+    questions = pd.DataFrame({"question_id": [f"Q{i:05d}" for i in range(offset, offset + n_answers)],
+                              "doc_id": corpus["doc_id"], "question": corpus["item_name"] + "需要什么材料？"})
+    answers = pd.DataFrame({"question_id": questions["question_id"], "doc_id": corpus["doc_id"], "system": "bench",
+                            "set": "rag", "answer": corpus["application_materials"].str[:200]})
+    return corpus, questions, answers
 
 
-def timed_run(spec: ModelSpec, cache: Path, batch: list[Request]) -> tuple[float, int]:
+def timed_run(spec: ModelSpec, cache: Path, inputs: tuple[pd.DataFrame, ...], dims: list) -> tuple[float, int, int]:
+    corpus, questions, answers = inputs
+    judge = Judge(name="bench", model=make_model(spec, cache))
     t0 = time.perf_counter()
-    rs = make_model(spec, cache).complete(batch, role="judging", desc="judge", progress=False)
+    scores = score_answers(answers, [judge], dims, corpus, questions=questions, progress=False)
     elapsed = time.perf_counter() - t0
-    failed = sum(not r.ok for r in rs)
-    return elapsed, failed
+    return elapsed, int((scores["error_kind"] == "call").sum()), len(scores)
 
 
 def main() -> None:
@@ -66,32 +59,36 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=0.1)
     ap.add_argument("--sequential-sample", type=int, default=50)
     args = ap.parse_args()
-    batch = judge_requests(args.n)
+    dims = load_dimensions(parse_params({"run": "bench", "judges": [
+        {"name": "j", "model": {"provider": "offline", "model": "rubric"}}]}))
+    n_answers = args.n // len(dims)
+    batch = judging_inputs(n_answers)
     with ServerProcess(latency_s=args.latency, reply="score") as server, tempfile.TemporaryDirectory() as tmp:
         spec = ModelSpec(model="judge", base_url=server.url, max_concurrency=args.concurrency)
-        make_model(spec).complete(judge_requests(1), role="judging", progress=False)  # warm-up imports
+        timed_run(spec, None, judging_inputs(1, offset=n_answers + 100), dims)  # warm-up imports and jieba
         server.reset()
 
-        elapsed, failed = timed_run(spec, Path(tmp) / "cache.sqlite", batch)
+        elapsed, failed, n_judged = timed_run(spec, Path(tmp) / "cache.sqlite", batch, dims)
+        assert n_judged == args.n - args.n % len(dims)
         stats = server.stats()
-        throughput = args.n / elapsed
+        throughput = n_judged / elapsed
         ideal = args.concurrency / args.latency
-        print(f"calls: {args.n} at concurrency {args.concurrency}, server latency {args.latency * 1000:.0f} ms")
+        print(f"judgments: {n_judged} ({n_answers} answers x {len(dims)} dimensions) at concurrency {args.concurrency}, server latency {args.latency * 1000:.0f} ms")
         print(f"elapsed: {elapsed:.2f} s  failed: {failed}  server requests: {stats['requests_total']}  "
               f"server max in-flight: {stats['max_in_flight']}")
         print(f"throughput: {throughput:.1f} calls/s  ideal: {ideal:.1f} calls/s")
 
         seq_spec = spec.model_copy(update={"max_concurrency": 1})
-        sample = judge_requests(args.n + args.sequential_sample)[args.n:]  # not in the cache
-        seq_elapsed, _ = timed_run(seq_spec, Path(tmp) / "seq.sqlite", sample)
-        seq_total = seq_elapsed / len(sample) * args.n
-        print(f"sequential: {len(sample)} calls in {seq_elapsed:.2f} s, extrapolated to {args.n}: "
+        sample = judging_inputs(args.sequential_sample // len(dims), offset=n_answers)  # not in the cache
+        seq_elapsed, _, n_seq = timed_run(seq_spec, Path(tmp) / "seq.sqlite", sample, dims)
+        seq_total = seq_elapsed / n_seq * n_judged
+        print(f"sequential: {n_seq} judgments in {seq_elapsed:.2f} s, extrapolated to {n_judged}: "
               f"{seq_total:.1f} s  speed-up: {seq_total / elapsed:.1f}x")
 
         before = server.stats()["requests_total"]
-        cached_elapsed, _ = timed_run(spec, Path(tmp) / "cache.sqlite", batch)
+        cached_elapsed, _, _ = timed_run(spec, Path(tmp) / "cache.sqlite", batch, dims)
         new_requests = server.stats()["requests_total"] - before
-        print(f"cached re-run of {args.n}: {cached_elapsed:.2f} s, {new_requests} requests sent")
+        print(f"cached re-run of {n_judged}: {cached_elapsed:.2f} s, {new_requests} requests sent")
     print(f"throughput_ratio: {throughput / ideal:.2f}")
 
 
