@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from cube.config import ParamsError, RunPaths, load_params, params_to_yaml
+from cube.notebook import MissingStageError
 
 EPILOG = """examples:
   cube run params/default.yaml                 the whole sequence, offline, on the demo corpus
@@ -96,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     except ParamsError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    except (FileNotFoundError, ValueError) as err:
+    except (FileNotFoundError, ValueError, MissingStageError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     return 1
