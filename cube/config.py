@@ -19,6 +19,7 @@ This module owns every path of a run (cookiecutter-data-science: one module owns
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -122,6 +123,22 @@ class QuestionParams(_Strict):
     per_doc: int = Field(1, ge=1)
     limit: int | None = Field(None, ge=1, description="Use at most N questions (sampled deterministically).")
     seed: int = 0
+    styles: dict[str, float] = Field(
+        default_factory=lambda: {"named": 0.4, "colloquial": 0.45, "ambiguous": 0.15},
+        description="Share of template questions per style: named, colloquial, ambiguous.",
+    )
+
+    @field_validator("styles")
+    @classmethod
+    def _styles(cls, v: dict[str, float]) -> dict[str, float]:
+        known = ("named", "colloquial", "ambiguous")
+        unknown = sorted(set(v) - set(known))
+        if unknown:
+            raise ValueError(f"unknown style(s) {unknown}; expected keys among {list(known)}")
+        if any(not math.isfinite(x) or x < 0 for x in v.values()) or sum(v.values()) <= 0:
+            raise ValueError(f"style shares must be finite, >= 0 and sum to > 0, got {v}")
+        total = sum(v.values())
+        return {s: v.get(s, 0.0) / total for s in known}  # normalised; a missing style gets 0
 
 
 class BuiltinSystem(_Strict):

@@ -16,11 +16,25 @@ knowledge base shaped like the paper's (section 3.2: one record of 18 fields per
 All random choices are drawn before the language is applied, so the zh and en corpora for
 one seed are translations of each other, and the output is identical byte for byte for a
 given (n_items, lang, family_share, seed).
+
+The sector vocabulary (agencies, service templates and their fillers, laws, materials) and
+the aliases are package data (`cube/data/demo_vocab.json`, read once at import); the generic
+pools (requirements, variants, procedure steps, ...) stay below.
+
+Beyond the corpus columns, each row carries `aliases`: a few colloquial descriptions of the
+item's service, newline-joined, in the corpus language: what a citizen says instead of the
+official name ("开小饭馆" for 食品经营许可; "build a wind farm" for "Approval for Wind Farm
+Projects"). They are hand-written and fixed per service (no randomness, so the corpus stays
+byte-identical for a seed), shared by all members of a family, never contain the official
+name, and are NOT rendered into `text`: a real guide does not contain them. The template
+question generator uses them for its colloquial questions.
 """
 
 from __future__ import annotations
 
+import json
 import random
+from importlib import resources
 from typing import Any
 
 import pandas as pd
@@ -59,211 +73,21 @@ CITIES = {
 STREETS = _p("人民路|Renmin Road", "解放路|Jiefang Road", "新华路|Xinhua Road", "世纪大道|Century Avenue",
              "滨江路|Binjiang Road", "文化路|Wenhua Road", "建设路|Jianshe Road", "环城北路|North Ring Road")
 
-# Sector: (province-level agency, city/county-level agency, service templates, laws, materials).
+_VOCAB_FILE = "cube/data/demo_vocab.json"
+
+
+def _load_vocab() -> dict[str, Any]:
+    """The package-data vocabulary (sectors and aliases), read once at import."""
+    return json.loads(resources.files("cube").joinpath("data", "demo_vocab.json").read_text(encoding="utf-8"))
+
+
+_VOCAB = _load_vocab()
+# Sector: agency (province level, city/county level), service templates, laws, sector materials.
 # A service template: ("中文模板|English template", kind, for_persons, fillers); "{x}" takes a filler.
 SECTORS: list[dict[str, Any]] = [
-    dict(agency=_p("发展和改革委员会|Development and Reform Commission", "发展和改革局|Development and Reform Bureau"),
-         services=[("{x}项目核准|Approval for {x} Projects", "approval", False, _p(
-             "抽水蓄能电站|Pumped Storage Power Station", "风电场|Wind Farm", "集中式光伏电站|Centralized Photovoltaic Power Station",
-             "水电站|Hydropower Station", "220千伏输变电工程|220 kV Power Transmission and Transformation",
-             "城市燃气管网|Urban Gas Pipeline Network", "通用机场|General Aviation Airport", "高速公路|Expressway")),
-             ("{x}项目节能审查|Energy Conservation Review of {x} Projects", "approval", False, _p(
-                 "固定资产投资|Fixed-Asset Investment", "数据中心|Data Centre", "钢铁|Steel", "水泥|Cement", "化工|Chemical")),
-             ("企业投资{x}项目备案|Filing of Enterprise-Invested {x} Projects", "registration", False, _p(
-                 "技术改造|Technical Renovation", "仓储物流|Warehousing and Logistics",
-                 "农产品加工|Agricultural Product Processing", "分布式光伏|Distributed Photovoltaic"))],
-         laws=_p("企业投资项目核准和备案管理条例|Regulations on the Administration of Approval and Filing of Enterprise Investment Projects",
-                 "固定资产投资项目节能审查办法|Measures for the Energy Conservation Review of Fixed-Asset Investment Projects"),
-         materials=_p("项目申请报告|Project application report", "选址意见书或用地预审意见|Site selection opinion or land-use pre-examination opinion",
-                      "节能报告|Energy conservation report", "项目资金来源证明|Proof of project funding sources")),
-    dict(agency=_p("自然资源厅|Department of Natural Resources", "自然资源局|Natural Resources Bureau"),
-         services=[("{x}采矿许可证核发|Issuance of Mining Licences for {x}", "licence", False, _p(
-             "煤炭|Coal", "磷矿|Phosphate", "铝土矿|Bauxite", "锰矿|Manganese", "建筑用砂石|Construction Sand and Gravel",
-             "地热|Geothermal Resources")),
-             ("{x}建设用地预审与选址意见书核发|Land-Use Pre-examination and Site Selection Opinion for {x}", "approval", False, _p(
-                 "单独选址项目|Separately Sited Projects", "线性工程|Linear Engineering Projects", "城镇批次用地|Urban Batch Land")),
-             ("{x}首次登记|First Registration of {x}", "registration", False, _p(
-                 "国有建设用地使用权|State-Owned Construction Land Use Rights", "房屋所有权|Housing Ownership",
-                 "林权|Forest Rights", "集体土地所有权|Collective Land Ownership"))],
-         laws=_p("中华人民共和国矿产资源法|Mineral Resources Law of the PRC", "中华人民共和国土地管理法|Land Administration Law of the PRC",
-                 "不动产登记暂行条例|Interim Regulations on Real Estate Registration"),
-         materials=_p("矿产资源开发利用方案|Mineral resource development and utilisation plan", "权属来源证明材料|Proof of the source of title",
-                      "不动产界址、空间界限与面积材料|Boundary, spatial extent and area survey of the property",
-                      "地质灾害危险性评估报告|Geological hazard risk assessment report")),
-    dict(agency=_p("住房和城乡建设厅|Department of Housing and Urban-Rural Development",
-                   "住房和城乡建设局|Housing and Urban-Rural Development Bureau"),
-         services=[("{x}资质核准|Approval of {x} Qualifications", "licence", False, _p(
-             "建筑工程施工总承包|General Contracting for Building Construction", "市政公用工程施工总承包|General Contracting for Municipal Works",
-             "工程监理|Project Supervision", "房地产开发企业|Real Estate Developer", "工程造价咨询|Construction Cost Consulting")),
-             ("{x}施工许可证核发|Issuance of Construction Permits for {x}", "licence", False, _p(
-                 "房屋建筑工程|Building Works", "市政基础设施工程|Municipal Infrastructure Works", "装配式建筑|Prefabricated Buildings")),
-             ("{x}执业注册|Practice Registration of {x}", "registration", True, _p(
-                 "二级建造师|Second-Class Constructors", "二级注册结构工程师|Second-Class Registered Structural Engineers",
-                 "二级注册建筑师|Second-Class Registered Architects"))],
-         laws=_p("中华人民共和国建筑法|Construction Law of the PRC",
-                 "建设工程质量管理条例|Regulations on the Quality Management of Construction Projects",
-                 "建筑业企业资质管理规定|Provisions on the Administration of Qualifications of Construction Enterprises"),
-         materials=_p("施工图设计文件审查合格书|Certificate of approval of construction drawings",
-                      "中标通知书及施工合同|Bid-winning notice and construction contract",
-                      "专业技术人员职称证书及社保缴纳证明|Professional titles and social insurance records of technical staff",
-                      "质量安全保证措施|Quality and safety assurance measures")),
-    dict(agency=_p("市场监督管理局|Administration for Market Regulation", "市场监督管理局|Market Regulation Bureau"),
-         services=[("{x}经营许可|{x} Business Licence", "licence", False, _p(
-             "食品|Food", "药品零售|Drug Retail", "第三类医疗器械|Class III Medical Device")),
-             ("{x}生产许可证核发|Issuance of Production Licences for {x}", "licence", False, _p(
-                 "食品|Food", "食品添加剂|Food Additives", "化肥|Chemical Fertiliser", "电线电缆|Wires and Cables",
-                 "危险化学品包装物|Hazardous Chemical Packaging")),
-             ("{x}设立登记|Establishment Registration of {x}", "registration", False, _p(
-                 "有限责任公司|Limited Liability Companies", "个人独资企业|Sole Proprietorships", "合伙企业|Partnerships",
-                 "农民专业合作社|Farmers' Specialised Cooperatives")),
-             ("{x}使用登记|Use Registration of {x}", "registration", False, _p(
-                 "锅炉|Boilers", "压力容器|Pressure Vessels", "电梯|Elevators", "起重机械|Lifting Machinery"))],
-         laws=_p("中华人民共和国食品安全法|Food Safety Law of the PRC",
-                 "中华人民共和国市场主体登记管理条例|Regulations of the PRC on the Administration of Registration of Market Entities",
-                 "中华人民共和国特种设备安全法|Special Equipment Safety Law of the PRC",
-                 "中华人民共和国工业产品生产许可证管理条例|Regulations of the PRC on Production Licences for Industrial Products"),
-         materials=_p("经营场所使用证明|Proof of the right to use the business premises",
-                      "主要设备设施布局及工艺流程图|Layout of main equipment and process flow chart",
-                      "公司章程|Articles of association", "产品检验报告|Product inspection report")),
-    dict(agency=_p("生态环境厅|Department of Ecology and Environment", "生态环境局|Ecology and Environment Bureau"),
-         services=[("{x}环境影响报告书审批|Approval of Environmental Impact Reports for {x}", "approval", False, _p(
-             "水利水电项目|Water Conservancy and Hydropower Projects", "化工园区|Chemical Industrial Parks",
-             "垃圾焚烧发电项目|Waste-to-Energy Projects", "矿山开采项目|Mining Projects", "公路建设项目|Highway Construction Projects")),
-             ("{x}排污许可证核发|Issuance of Pollutant Discharge Permits for {x}", "licence", False, _p(
-                 "火电企业|Thermal Power Enterprises", "造纸企业|Paper-Making Enterprises", "制药企业|Pharmaceutical Enterprises",
-                 "污水处理厂|Sewage Treatment Plants")),
-             ("{x}经营许可证核发|Issuance of Business Licences for {x}", "licence", False, _p(
-                 "危险废物收集|Hazardous Waste Collection", "危险废物综合利用|Hazardous Waste Recycling"))],
-         laws=_p("中华人民共和国环境影响评价法|Environmental Impact Assessment Law of the PRC",
-                 "排污许可管理条例|Regulations on the Administration of Pollutant Discharge Permits",
-                 "中华人民共和国固体废物污染环境防治法|Law of the PRC on the Prevention of Environmental Pollution by Solid Waste"),
-         materials=_p("环境影响报告书（全本及公示删除说明）|Environmental impact report (full text and redaction note)",
-                      "污染防治设施运行情况说明|Description of pollution control facilities",
-                      "自行监测方案|Self-monitoring plan", "公众参与说明|Public participation statement")),
-    dict(agency=_p("交通运输厅|Department of Transport", "交通运输局|Transport Bureau"),
-         services=[("{x}经营许可|{x} Operation Licence", "licence", False, _p(
-             "道路旅客运输|Road Passenger Transport", "道路货物运输|Road Freight Transport",
-             "危险货物道路运输|Road Transport of Dangerous Goods", "机动车驾驶员培训|Motor Vehicle Driver Training",
-             "网络预约出租汽车|Online Ride-Hailing")),
-             ("公路{x}许可|Highway {x} Permit", "approval", False, _p(
-                 "超限运输车辆行驶|Oversize Vehicle Travel", "占用挖掘|Occupation and Excavation", "跨越穿越|Crossing",
-                 "增设平面交叉道口|Additional At-Grade Intersection"))],
-         laws=_p("中华人民共和国道路运输条例|Regulations of the PRC on Road Transport", "中华人民共和国公路法|Highway Law of the PRC",
-                 "公路安全保护条例|Regulations on Highway Safety Protection"),
-         materials=_p("车辆行驶证及技术等级评定证明|Vehicle licences and technical grade certificates",
-                      "驾驶人员从业资格证|Drivers' professional qualification certificates",
-                      "安全生产管理制度文本|Work safety management rules", "通行路线图及护送方案|Route map and escort plan")),
-    dict(agency=_p("卫生健康委员会|Health Commission", "卫生健康局|Health Bureau"),
-         services=[("{x}执业登记|Practice Registration of {x}", "registration", False, _p(
-             "医疗机构|Medical Institutions", "医师|Physicians", "护士|Nurses")),
-             ("{x}许可|{x} Licence", "licence", False, _p(
-                 "放射诊疗|Radiological Diagnosis and Treatment", "母婴保健技术服务|Maternal and Infant Health Care Services",
-                 "公共场所卫生|Public Place Hygiene", "消毒产品生产企业卫生|Disinfectant Producer Hygiene"))],
-         laws=_p("医疗机构管理条例|Regulations on the Administration of Medical Institutions", "中华人民共和国医师法|Physicians Law of the PRC",
-                 "护士条例|Regulations on Nurses", "放射诊疗管理规定|Provisions on Radiological Diagnosis and Treatment"),
-         materials=_p("执业人员资格证书|Qualification certificates of practitioners", "房屋平面布局图|Floor plan of the premises",
-                      "卫生检测报告|Hygiene test report", "体检合格证明|Certificate of a passed health examination")),
-    dict(agency=_p("教育厅|Department of Education", "教育局|Education Bureau"),
-         services=[("{x}设立审批|Approval of the Establishment of {x}", "approval", False, _p(
-             "民办高级中学|Private Senior High Schools", "民办中等职业学校|Private Secondary Vocational Schools",
-             "中外合作办学机构|Sino-Foreign Cooperative Schools", "民办幼儿园|Private Kindergartens")),
-             ("{x}教师资格认定|{x} Teacher Qualification Certification", "registration", True, _p(
-                 "高级中学|Senior High School", "初级中学|Junior High School", "小学|Primary School", "幼儿园|Kindergarten",
-                 "中等职业学校|Secondary Vocational School"))],
-         laws=_p("中华人民共和国民办教育促进法|Law of the PRC on the Promotion of Privately-Run Schools",
-                 "教师资格条例|Regulations on Teacher Qualifications", "中华人民共和国教师法|Teachers Law of the PRC"),
-         materials=_p("办学章程及发展规划|School charter and development plan", "校舍安全鉴定报告|School building safety appraisal",
-                      "普通话水平测试等级证书|Putonghua proficiency certificate", "学历证书|Academic diploma")),
-    dict(agency=_p("人力资源和社会保障厅|Department of Human Resources and Social Security",
-                   "人力资源和社会保障局|Human Resources and Social Security Bureau"),
-         services=[("{x}许可|{x} Licence", "licence", False, _p(
-             "人力资源服务|Human Resources Services", "劳务派遣经营|Labour Dispatch Business")),
-             ("{x}审批|Approval of {x}", "approval", False, _p(
-                 "企业实行不定时工作制|Flexible Working Hours in Enterprises",
-                 "企业实行综合计算工时工作制|Comprehensive Working Hours in Enterprises")),
-             ("{x}申领|Application for {x}", "registration", True, _p(
-                 "失业保险金|Unemployment Insurance Benefits", "工伤保险待遇|Work Injury Insurance Benefits",
-                 "社会保障卡|Social Security Cards", "职业培训补贴|Vocational Training Subsidies"))],
-         laws=_p("中华人民共和国就业促进法|Employment Promotion Law of the PRC", "中华人民共和国劳动合同法|Labour Contract Law of the PRC",
-                 "中华人民共和国社会保险法|Social Insurance Law of the PRC", "工伤保险条例|Regulations on Work-Related Injury Insurance"),
-         materials=_p("劳动合同文本|Labour contract template", "职工名册及社保缴费记录|Staff roster and social insurance payment records",
-                      "银行账户信息|Bank account details", "工会或职工代表大会意见|Opinion of the trade union or workers' congress")),
-    dict(agency=_p("水利厅|Department of Water Resources", "水务局|Water Affairs Bureau"),
-         services=[("{x}取水许可|Water Abstraction Permit for {x}", "licence", False, _p(
-             "工业用水|Industrial Use", "农业灌溉|Agricultural Irrigation", "城镇供水|Urban Water Supply", "水力发电|Hydropower Generation")),
-             ("{x}审批|Approval of {x}", "approval", False, _p(
-                 "生产建设项目水土保持方案|Soil and Water Conservation Plans for Construction Projects",
-                 "河道管理范围内建设项目工程建设方案|Construction Plans for Projects in River Management Zones",
-                 "水工程建设规划同意书|Planning Consent for Water Projects"))],
-         laws=_p("中华人民共和国水法|Water Law of the PRC",
-                 "取水许可和水资源费征收管理条例|Regulations on Water Abstraction Permits and Water Resource Fees",
-                 "中华人民共和国水土保持法|Soil and Water Conservation Law of the PRC"),
-         materials=_p("水资源论证报告|Water resources assessment report", "取水和退水计量方案|Metering plan for abstraction and discharge",
-                      "水土保持方案报告书|Soil and water conservation plan", "防洪影响评价报告|Flood impact assessment report")),
-    dict(agency=_p("文化和旅游厅|Department of Culture and Tourism", "文化和旅游局|Culture and Tourism Bureau"),
-         services=[("{x}审批|Approval of {x}", "approval", False, _p(
-             "营业性演出|Commercial Performances", "娱乐场所经营|Entertainment Venue Operation", "旅行社设立|Travel Agency Establishment",
-             "互联网上网服务营业场所|Internet Service Venues")),
-             ("{x}级文物保护单位修缮方案审批|Approval of Restoration Plans for {x}-Level Protected Cultural Relics Sites",
-              "approval", False, _p("省|Provincial", "市|Municipal", "县|County"))],
-         laws=_p("营业性演出管理条例|Regulations on the Administration of Commercial Performances", "旅行社条例|Regulations on Travel Agencies",
-                 "娱乐场所管理条例|Regulations on the Administration of Entertainment Venues",
-                 "中华人民共和国文物保护法|Cultural Relics Protection Law of the PRC"),
-         materials=_p("演出节目内容说明|Description of the programme", "消防安全检查合格证明|Fire safety inspection certificate",
-                      "质量保证金存款证明|Proof of the quality deposit", "修缮设计方案|Restoration design plan")),
-    dict(agency=_p("民政厅|Department of Civil Affairs", "民政局|Civil Affairs Bureau"),
-         services=[("{x}成立登记|Establishment Registration of {x}", "registration", False, _p(
-             "社会团体|Social Organisations", "民办非企业单位|Private Non-Enterprise Units", "基金会|Foundations")),
-             ("{x}|{x}", "registration", False, _p(
-                 "养老机构备案|Filing of Elderly Care Institutions", "慈善组织认定|Recognition of Charitable Organisations",
-                 "公开募捐资格审核|Review of Public Fundraising Qualifications"))],
-         laws=_p("社会团体登记管理条例|Regulations on the Registration of Social Organisations",
-                 "基金会管理条例|Regulations on the Administration of Foundations", "中华人民共和国慈善法|Charity Law of the PRC",
-                 "中华人民共和国老年人权益保障法|Law of the PRC on the Protection of the Rights of the Elderly"),
-         materials=_p("章程草案|Draft articles of association", "验资报告|Capital verification report",
-                      "业务主管单位批准文件|Approval of the supervising unit", "拟任负责人基本情况|Profiles of the proposed officers")),
-    dict(agency=_p("农业农村厅|Department of Agriculture and Rural Affairs", "农业农村局|Agriculture and Rural Affairs Bureau"),
-         services=[("{x}种子生产经营许可证核发|Issuance of Seed Production and Operation Licences for {x}", "licence", False, _p(
-             "水稻|Rice", "玉米|Maize", "马铃薯|Potato", "茶树|Tea Plant", "油菜|Rapeseed")),
-             ("{x}经营许可|{x} Business Licence", "licence", False, _p("农药|Pesticide", "兽药|Veterinary Drug", "饲料|Feed")),
-             ("{x}动物防疫条件合格证核发|Issuance of Animal Epidemic Prevention Certificates for {x}", "licence", False, _p(
-                 "生猪养殖场|Pig Farms", "屠宰加工场所|Slaughterhouses", "动物隔离场所|Animal Isolation Sites"))],
-         laws=_p("中华人民共和国种子法|Seed Law of the PRC", "农药管理条例|Regulations on Pesticide Administration",
-                 "兽药管理条例|Regulations on the Administration of Veterinary Drugs",
-                 "中华人民共和国动物防疫法|Animal Epidemic Prevention Law of the PRC"),
-         materials=_p("检验室及仪器设备清单|List of laboratory instruments and equipment", "种子生产地点检疫证明|Quarantine certificate of the seed production site",
-                      "选址及平面布局图|Site and floor plan", "无害化处理设施说明|Description of harmless treatment facilities")),
-    dict(agency=_p("林业局|Forestry Administration", "林业局|Forestry Bureau"),
-         services=[("{x}林木采伐许可证核发|Issuance of Timber Felling Licences for {x}", "licence", False, _p(
-             "商品林|Commercial Forests", "人工林|Plantation Forests", "竹林|Bamboo Forests")),
-             ("{x}使用林地审核|Review of Forest Land Use for {x}", "approval", False, _p(
-                 "建设项目|Construction Projects", "勘查开采矿藏|Mineral Exploration and Mining", "临时工程|Temporary Works"))],
-         laws=_p("中华人民共和国森林法|Forest Law of the PRC",
-                 "中华人民共和国森林法实施条例|Regulations for the Implementation of the Forest Law of the PRC"),
-         materials=_p("伐区调查设计文件|Felling area survey and design", "林地权属证明|Proof of forest land title",
-                      "使用林地现状调查表|Survey form of the forest land in use", "森林植被恢复费缴纳凭证|Receipt of the forest vegetation restoration fee")),
-    dict(agency=_p("应急管理厅|Department of Emergency Management", "应急管理局|Emergency Management Bureau"),
-         services=[("{x}安全生产许可证核发|Issuance of Work Safety Licences for {x}", "licence", False, _p(
-             "非煤矿矿山企业|Non-Coal Mining Enterprises", "危险化学品生产企业|Hazardous Chemical Producers",
-             "烟花爆竹生产企业|Fireworks Manufacturers")),
-             ("{x}经营许可证核发|Issuance of Business Licences for {x}", "licence", False, _p(
-                 "危险化学品|Hazardous Chemicals", "烟花爆竹批发|Fireworks Wholesale")),
-             ("{x}安全设施设计审查|Safety Facility Design Review for {x}", "approval", False, _p(
-                 "金属冶炼建设项目|Metal Smelting Projects", "危险化学品建设项目|Hazardous Chemical Projects"))],
-         laws=_p("中华人民共和国安全生产法|Work Safety Law of the PRC", "安全生产许可证条例|Regulations on Work Safety Licences",
-                 "危险化学品安全管理条例|Regulations on the Safe Management of Hazardous Chemicals"),
-         materials=_p("安全评价报告|Safety assessment report", "主要负责人安全生产知识考核合格证明|Safety training certificates of principal officers",
-                      "应急救援预案|Emergency response plan", "安全设施设计专篇|Safety facility design chapter")),
-    dict(agency=_p("商务厅|Department of Commerce", "商务局|Commerce Bureau"),
-         services=[("{x}经营者备案登记|Filing Registration of {x} Operators", "registration", False, _p(
-             "对外贸易|Foreign Trade", "单用途商业预付卡发卡企业|Single-Purpose Prepaid Card Issuers")),
-             ("{x}经营资格核准|Approval of {x} Business Qualifications", "licence", False, _p(
-                 "对外劳务合作|Overseas Labour Cooperation", "拍卖企业|Auction", "成品油零售|Refined Oil Retail"))],
-         laws=_p("中华人民共和国对外贸易法|Foreign Trade Law of the PRC",
-                 "对外劳务合作管理条例|Regulations on the Administration of Overseas Labour Cooperation",
-                 "中华人民共和国拍卖法|Auction Law of the PRC"),
-         materials=_p("风险处置备用金缴存证明|Proof of the risk reserve deposit", "经营场所产权证明|Title deed of the business premises",
-                      "拍卖师资格证书|Auctioneer qualification certificates", "储油设施安全验收证明|Safety acceptance of oil storage facilities")),
+    dict(agency=_p(*sec["agency"]), laws=_p(*sec["laws"]), materials=_p(*sec["materials"]),
+         services=[(s["template"], s["kind"], s["for_persons"], _p(*s["fillers"])) for s in sec["services"]])
+    for sec in _VOCAB["sectors"]
 ]
 
 # Generic pools shared by all sectors, keyed by the kind of service.
@@ -383,6 +207,26 @@ SERVICES = [(si, (tpl.split("|")[0].replace("{x}", x[0]), tpl.split("|")[1].repl
             for si, sec in enumerate(SECTORS) for tpl, kind, person, fillers in sec["services"] for x in fillers]
 
 
+DEMO_EXTRA_COLUMNS: tuple[str, ...] = ("aliases",)  # after the corpus columns (cube.corpus.CORPUS_COLUMNS)
+
+
+def _alias_table() -> dict[str, dict[str, tuple[str, ...]]]:
+    """Official zh base name -> {"zh": aliases, "en": aliases}; every demo service must have both lists."""
+    table = {name: {lang: tuple(entry.get(lang) or ()) for lang in _L} for name, entry in _VOCAB["aliases"].items()}
+    for _, (zh, _en), _, _ in SERVICES:
+        if zh not in table or not all(table[zh].values()):
+            raise ValueError(f"{_VOCAB_FILE}: aliases.{zh!r} is missing or lacks a zh/en list; every demo service needs both")
+    return table
+
+
+ALIASES = _alias_table()
+
+
+def service_aliases(service_name_zh: str, lang: str) -> tuple[str, ...]:
+    """The colloquial descriptions of one demo service (keyed by its official zh base name) in `lang`."""
+    return ALIASES[service_name_zh][lang]
+
+
 def demo_capacity() -> int:
     """How many items (and families) the generator can place: distinct (region, service) pairs."""
     return len(REGIONS) * len(SERVICES)
@@ -419,7 +263,7 @@ def _unit(rng: random.Random, ri: int, svc: int, size: int) -> list[dict[str, An
     if kind != "registration" and rng.random() < 0.5:
         laws.append((("中华人民共和国行政许可法", "Administrative Licensing Law of the PRC"), [rng.randint(12, 57)]))
     base = dict(
-        si=si, ri=ri, name=name, kind=kind, variant=("", ""), stat=stat, immediate=immediate,
+        si=si, ri=ri, name=name, service=name, kind=kind, variant=("", ""), stat=stat, immediate=immediate,
         committed=1 if immediate else rng.randint(max(1, stat // 5), max(1, stat * 3 // 5)),
         requirements=rng.sample(REQUIREMENTS[kind], rng.choice((2, 3))), laws=laws,
         objects=[("自然人", "Natural persons")] if person else rng.sample(ORG_OBJECTS, rng.choice((1, 1, 2))),
@@ -503,8 +347,9 @@ def generate_demo_corpus(n_items: int = 300, lang: str = "zh", family_share: flo
 
     Returns:
         One row per item: `doc_id` ("D00001"...), the 18 `CORPUS_FIELDS`, `family_id` ("F0001",
-        "" outside families), `variant` ("" for singletons and family bases), `synthetic` (True)
-        and `text` (the rendered document).
+        "" outside families), `variant` ("" for singletons and family bases), `synthetic` (True),
+        `text` (the rendered document) and `aliases` (the service's colloquial descriptions,
+        newline-joined; not part of `text`).
 
     Raises:
         ValueError: an unknown language, a share outside [0, 1], or more items than the
@@ -543,5 +388,6 @@ def generate_demo_corpus(n_items: int = 300, lang: str = "zh", family_share: flo
             row = {"doc_id": doc_id, **_localise(m, li, doc_id)}
             row.update(family_id=family_id, variant=m["variant"][li], synthetic=True)
             row["text"] = render_document(row, lang)
+            row["aliases"] = "\n".join(service_aliases(m["service"][0], lang))  # after rendering: not in the guide
             rows.append(row)
-    return pd.DataFrame(rows, columns=list(CORPUS_COLUMNS))
+    return pd.DataFrame(rows, columns=[*CORPUS_COLUMNS, *DEMO_EXTRA_COLUMNS])

@@ -8,13 +8,25 @@ Three generators (`questions.generator`):
   and every row carries the call's accounting columns. A failed call, or a reply that is
   empty once cleaned, keeps its row with an empty `question` and the reason in `error`;
   such rows are dropped downstream with a count (`usable_questions`), never filled in.
-- `template`: an offline, deterministic algorithm, NOT an LLM: colloquial question
-  templates per field (materials, procedure, time limits, fees, location, ...), several
-  phrasings each, picked by seed. Questions name the exact item, including a family
-  member's variant ("...（新建）"), so retrieval must pick the right near-duplicate; an item
-  name shared by several regions is asked together with its region.
+- `template`: an offline, deterministic algorithm, NOT an LLM: question templates per
+  field (materials, procedure, time limits, fees, location, ...), several phrasings each,
+  picked by seed, in three styles mixed by `questions.styles` (column `style`):
+  - `named`: the exact item, including a family member's variant ("...（新建）"), so
+    retrieval must pick the right near-duplicate;
+  - `colloquial`: what a citizen says instead of the official name, built from the corpus
+    column `aliases` ("我想开小饭馆，需要准备哪些材料？"); the official name never appears,
+    so a keyword retriever has to get by on the words a citizen uses (the paper's system
+    found the gold guide for 80.41 % of its LLM-written questions). A family member's
+    situation is often said in the citizen's words ("证快到期了，想续办");
+  - `ambiguous`: a family member asked about by its base service, without the variant
+    ("抽水蓄能电站项目核准要什么材料" when the gold guide is the (变更) variant): nothing in
+    the question separates the near-duplicates.
+  A service offered by several regions is asked together with its region. Styles are dealt
+  by quota over the full plan (`assign_styles`): only family variants can be ambiguous and
+  only items with aliases (the demo corpus; a user's corpus has none) colloquial, the rest
+  falling back to named with a warning.
 - `file`: a user's question set (CSV/JSONL/Parquet/Excel with `question` and `doc_id`
-  columns, `question_id` and `asked_field` optional), validated against the corpus.
+  columns, `question_id`, `asked_field` and `style` optional), validated against the corpus.
 
 Question ids ("Q00001"...) number the full plan (documents x per_doc, corpus order) before
 `questions.limit` samples it, so a question keeps its id in a smaller run.
@@ -25,6 +37,7 @@ from __future__ import annotations
 import hashlib
 import random
 import re
+import warnings
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -36,7 +49,8 @@ from cube.corpus import CorpusError, read_table
 from cube.llm import Request, make_model, response_accounting
 from cube.schema import ACCOUNTING_COLUMNS, CORPUS_FIELDS, FIELD_LABELS, QUESTION_COLUMNS
 
-QUESTION_TABLE_COLUMNS: tuple[str, ...] = (*QUESTION_COLUMNS, *ACCOUNTING_COLUMNS, "error", "raw")
+# `style`: how a template question names its item (`STYLES`); "" for LLM questions and files without one.
+QUESTION_TABLE_COLUMNS: tuple[str, ...] = (*QUESTION_COLUMNS, "style", *ACCOUNTING_COLUMNS, "error", "raw")
 ROLE = "question_generation"
 dRecord = dict[str, Any]
 
@@ -100,6 +114,57 @@ TEMPLATES: dict[str, tuple[float, tuple[str, ...], tuple[str, ...]]] = {
 }
 _FOCUS = {"zh": "这一次请重点询问“{label}”方面的内容。", "en": "This time, ask about the item's {label}."}
 
+# Colloquial questions: field -> (zh, en) phrasings; {s} is the citizen's situation built from an
+# alias ("我想开小饭馆" / "I want to open a small restaurant"), never the item's official name.
+COLLOQUIAL: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "application_materials": (("{s}，需要准备哪些材料？", "{s}，得带什么资料去办？", "{s}，要交哪些申请材料？"), (
+        "{s}. What documents do I need to prepare?", "{s}. What paperwork should I bring?",
+        "{s}. Which materials do I have to submit?")),
+    "procedure": (("{s}，要走哪些步骤？", "{s}，具体该怎么申请，流程是怎样的？", "{s}，手续怎么办？"), (
+        "{s}. What steps do I have to go through?", "{s}. How do I apply, step by step?", "{s}. What is the procedure?")),
+    "requirements": (("{s}，需要满足什么条件？", "{s}，有什么条件要求吗？", "{s}，什么情况下才能办？"), (
+        "{s}. What conditions do I have to meet?", "{s}. Am I eligible, and what are the requirements?",
+        "{s}. What criteria must I satisfy?")),
+    "committed_time_limit": (("{s}，办下来大概要多久？", "{s}，一般几天能办好？", "{s}，交了材料以后多久能有结果？"), (
+        "{s}. How long will it take to get a result?", "{s}. How soon can it be done?",
+        "{s}. How many working days does it usually take?")),
+    "statutory_time_limit": (("{s}，按规定最长多少个工作日要办完？", "{s}，法定期限是多久？"), (
+        "{s}. What is the longest it can take by law?", "{s}. What is the statutory time limit?")),
+    "fee_standard": (("{s}，办这个要交钱吗？", "{s}，要花多少钱？", "{s}，收不收费？"), (
+        "{s}. Is there a fee?", "{s}. How much will it cost me?", "{s}. Do I have to pay anything?")),
+    "processing_location": (("{s}，要去哪里办？", "{s}，该去哪个窗口？", "{s}，办理地点在哪儿？"), (
+        "{s}. Where do I go to apply?", "{s}. Which office handles this?", "{s}. What is the address I go to?")),
+    "online_handling": (("{s}，能不能在网上办？", "{s}，可以线上申请吗？"), (
+        "{s}. Can I do it online?", "{s}. Can I apply on the website instead of queuing?")),
+    "consultation_method": (("{s}，有问题可以打哪个电话咨询？", "{s}，找谁咨询，电话多少？"), (
+        "{s}. What number can I call with questions?", "{s}. Who can I contact for advice?")),
+    "processing_time": (("{s}，什么时间可以去窗口办？", "{s}，窗口几点上班？"), (
+        "{s}. What are the opening hours?", "{s}. When can I go to the window?")),
+    "legal_basis": (("{s}，办这个是依据哪些法律法规？", "{s}，有什么政策规定作依据？"), (
+        "{s}. Which laws and regulations apply?", "{s}. What is the legal basis for this?")),
+    "service_object": (("{s}，哪些人或单位可以申请？",), ("{s}. Who can apply for this?",)),
+    "handling_agency": (("{s}，应该找哪个部门办？",), ("{s}. Which agency is responsible for this?",)),
+    "": (("{s}，需要做些什么？", "{s}，该从哪儿着手？"), ("{s}. What do I have to do?", "{s}. Where do I start?")),
+}
+_SITUATION = {"zh": ("我想{a}", "打算{a}", "准备{a}", "要是想{a}"),
+              "en": ("I want to {a}", "I'm planning to {a}", "We would like to {a}")}
+# A family member's situation in a citizen's words (said in 3 of 4 colloquial questions about a variant).
+_VARIANT_SITUATION = {
+    "新建": "我想{a}，是全新的项目", "New Construction": "I want to {a}; it is a brand-new project",
+    "变更": "之前为{a}办过手续，现在有些内容要变更",
+    "Modification": "I already went through this to {a}, but some of the details have changed",
+    "改扩建": "之前为{a}已经批过，现在要改扩建",
+    "Renovation and Expansion": "We were approved to {a} before and now want to expand",
+    "首次申请": "我想{a}，以前从没办过", "First Application": "I want to {a} and have never applied before",
+    "延续": "之前为{a}办的证快到期了，想续办",
+    "Renewal": "The permit I got to {a} is about to expire and I want to keep it",
+    "注销": "之前为{a}办过证，现在不做了想注销", "Cancellation": "I got permission to {a}, but I've stopped and want to cancel it",
+    "新办": "我想{a}，以前没办过", "New Application": "I want to {a} for the first time",
+}
+_REGION = {"zh": "我在{r}，", "en": "I live in {r}. "}
+_SAY_REGION = 0.5  # share of colloquial questions about a multi-region service that say the region
+STYLES = ("named", "colloquial", "ambiguous")
+
 
 # --------------------------------------------------------------------------- planning
 def plan_questions(corpus: pd.DataFrame, per_doc: int, limit: int | None, seed: int) -> pd.DataFrame:
@@ -121,34 +186,111 @@ def _field_order(record: dRecord, seed: int) -> list[str]:
 
 
 # --------------------------------------------------------------------------- template generator
-def _name_phrase(record: dRecord, lang: str, rng: random.Random, ambiguous: bool) -> str:
+def base_name(item_name: str) -> str:
+    """The item name without a trailing variant ("食品经营许可（变更）" -> "食品经营许可")."""
+    return re.sub(r"\s*[（(][^（()）]*[)）]\s*$", "", str(item_name))
+
+
+def aliases_of(record: dRecord) -> list[str]:
+    """The record's colloquial descriptions (corpus column `aliases`, newline-joined; may be absent)."""
+    return [a.strip() for a in str(record.get("aliases", "") or "").splitlines() if a.strip()]
+
+
+def assign_styles(corpus: pd.DataFrame, slots: pd.DataFrame, shares: dict[str, float], seed: int) -> list[str]:
+    """One style per slot: quotas from `shares` (largest remainder), slots drawn in a seeded order.
+
+    Only a family variant can get an `ambiguous` question and only an item with `aliases` a
+    `colloquial` one; a quota that finds too few such slots falls back to `named` with a warning.
+    """
+    n = len(slots)
+    total = sum(shares.get(s, 0.0) for s in STYLES) or 1.0
+    raw = {s: n * shares.get(s, 0.0) / total for s in STYLES}
+    quota = {s: int(raw[s]) for s in STYLES}
+    for s in sorted(STYLES, key=lambda s: -(raw[s] - quota[s]))[: n - sum(quota.values())]:
+        quota[s] += 1
+    ids = corpus["doc_id"].astype(str)
+    column = {s: corpus[c].fillna("").astype(str).str.strip() if c in corpus else pd.Series("", corpus.index)
+              for s, c in (("ambiguous", "variant"), ("colloquial", "aliases"))}
+    capable = {s: dict(zip(ids, col.ne(""), strict=True)) for s, col in column.items()}
+    order = list(range(n))
+    random.Random(f"{seed}|styles").shuffle(order)
+    styles = ["named"] * n
+    for style in ("ambiguous", "colloquial"):
+        picked = [i for i in order if styles[i] == "named" and capable[style][str(slots["doc_id"].iloc[i])]]
+        picked = picked[: quota[style]]
+        for i in picked:
+            styles[i] = style
+        if len(picked) < quota[style]:
+            why = "family variants" if style == "ambiguous" else "items with aliases"
+            warnings.warn(f"questions.styles: {quota[style]} {style} questions asked for, but only {len(picked)} "
+                          f"slots are {why}; the other {quota[style] - len(picked)} are named", stacklevel=3)
+    return styles
+
+
+def _name_phrase(record: dRecord, lang: str, rng: random.Random, style: str, name_region: bool) -> str:
     name, variant = str(record["item_name"]), str(record.get("variant", "") or "")
-    if variant and rng.random() < 0.4:  # the colloquial form of a family member: "注销食品经营许可"
-        base = re.sub(r"\s*[（(][^（()）]*[)）]\s*$", "", name)
+    if style == "ambiguous":  # the family's base service: the citizen does not say which variant
+        name = base_name(name)
+    elif variant and rng.random() < 0.4:  # the colloquial form of a family member: "注销食品经营许可"
+        base = base_name(name)
         name = f"{variant}{base}" if lang == "zh" else f"{base} for {variant.lower()}"
-    if ambiguous:  # the same item offered by several regions: say which one
+    if name_region:  # the same service offered by several regions: say which one
         return f"{record['region']}的{name}" if lang == "zh" else f"{name} in {record['region']}"
     return name
 
 
-def template_question(record: dRecord, field: str, lang: str, seed: int, k: int, ambiguous: bool) -> str:
-    """One template question about `field` ("" = general) of one item; deterministic in (seed, doc_id, k)."""
+def _situation(record: dRecord, lang: str, rng: random.Random) -> str:
+    alias = rng.choice(aliases_of(record))
+    variant = str(record.get("variant", "") or "")
+    if variant in _VARIANT_SITUATION and rng.random() < 0.75:
+        return _VARIANT_SITUATION[variant].replace("{a}", alias)
+    return rng.choice(_SITUATION[lang]).replace("{a}", alias)
+
+
+def template_question(record: dRecord, field: str, lang: str, seed: int, k: int, style: str = "named",
+                      name_region: bool = False) -> str:
+    """One template question about `field` ("" = general) of one item; deterministic in (seed, doc_id, k).
+
+    Args:
+        record: the corpus row (`doc_id`, `item_name`, `variant`, `region`, `aliases`).
+        field: the asked field, a key of `TEMPLATES`.
+        lang: `zh` or `en`.
+        seed: question seed.
+        k: the question's number for this document (0 .. per_doc - 1).
+        style: `named` (the exact item), `colloquial` (an alias, no official name; needs
+            `aliases`) or `ambiguous` (the base service without the variant).
+        name_region: say the region (the service is offered by several regions).
+    """
     rng = random.Random(f"{seed}|{record['doc_id']}|{k}")
-    phrasings = TEMPLATES[field][1 if lang == "zh" else 2]
-    return rng.choice(phrasings).replace("{name}", _name_phrase(record, lang, rng, ambiguous))
+    zh = lang == "zh"
+    if style == "colloquial":
+        text = rng.choice(COLLOQUIAL[field][0 if zh else 1]).replace("{s}", _situation(record, lang, rng))
+        # A citizen says where they live only sometimes, the official name of the service never.
+        say_region = name_region and rng.random() < _SAY_REGION
+        return (_REGION[lang].replace("{r}", str(record["region"])) if say_region else "") + text
+    phrasings = TEMPLATES[field][1 if zh else 2]
+    return rng.choice(phrasings).replace("{name}", _name_phrase(record, lang, rng, style, name_region))
 
 
-def _template_rows(corpus: pd.DataFrame, slots: pd.DataFrame, lang: str, seed: int) -> list[dRecord]:
+def _template_rows(corpus: pd.DataFrame, slots: pd.DataFrame, styles: dict[str, str], lang: str,
+                   seed: int) -> list[dRecord]:
     records = {str(r["doc_id"]): r for r in corpus.to_dict("records")}
-    counts = corpus["item_name"].astype(str).value_counts()
+    names = corpus["item_name"].astype(str)
+    shared_name = names.map(names.value_counts()) > 1
+    # A base service offered by several regions (its items or families exist in more than one).
+    bases = names.map(base_name)
+    shared_base = bases.map(corpus.groupby(bases)["region"].nunique()) > 1
+    shared = {"named": dict(zip(corpus["doc_id"].astype(str), shared_name, strict=True)),
+              "base": dict(zip(corpus["doc_id"].astype(str), shared_base, strict=True))}
     rows = []
     for qid, doc_id, k in slots.itertuples(index=False):
-        rec = records[doc_id]
+        rec, style = records[doc_id], styles[qid]
         order = _field_order(rec, seed)
         field = order[k % len(order)]
-        q = template_question(rec, field, lang, seed, k, ambiguous=counts[str(rec["item_name"])] > 1)
+        region = shared["named" if style == "named" else "base"][doc_id]
+        q = template_question(rec, field, lang, seed, k, style=style, name_region=region)
         rows.append(dict(question_id=qid, doc_id=doc_id, question=q, asked_field=field, generator="template",
-                         **_no_call("template"), error="", raw=""))
+                         style=style, **_no_call("template"), error="", raw=""))
     return rows
 
 
@@ -212,7 +354,7 @@ def _llm_rows(params: Params, corpus: pd.DataFrame, slots: pd.DataFrame, cache_p
         if resp.ok and not question:
             error = "empty question after cleaning the reply"
         rows.append(dict(question_id=qid, doc_id=doc_id, question=question, asked_field=field,
-                         generator=f"llm:{model.name}", **response_accounting(resp, ROLE), error=error,
+                         generator=f"llm:{model.name}", style="", **response_accounting(resp, ROLE), error=error,
                          raw=resp.text or ""))
     return rows
 
@@ -235,11 +377,12 @@ def load_questions_file(path: str | Path, corpus: pd.DataFrame) -> pd.DataFrame:
     missing = [c for c in ("question", "doc_id") if c not in raw.columns]
     if missing:
         raise QuestionError(f"{path}: missing column(s) {missing}; expected 'question' and 'doc_id' "
-                            f"('question_id', 'asked_field' optional); columns found: {[str(c) for c in raw.columns]}")
+                            f"('question_id', 'asked_field', 'style' optional); columns found: {[str(c) for c in raw.columns]}")
     df = pd.DataFrame({c: raw[c].fillna("").astype(str).str.strip() for c in ("question", "doc_id")})
     df["question_id"] = (raw["question_id"].fillna("").astype(str).str.strip() if "question_id" in raw.columns
                          else [f"Q{i + 1:05d}" for i in range(len(raw))])
     df["asked_field"] = raw["asked_field"].fillna("").astype(str).str.strip() if "asked_field" in raw.columns else ""
+    df["style"] = raw["style"].fillna("").astype(str).str.strip() if "style" in raw.columns else ""
 
     def rows(mask: pd.Series) -> str:
         hits = [w for w, m in zip(where, mask, strict=True) if m]
@@ -292,7 +435,10 @@ def build_questions(params: Params, corpus: pd.DataFrame, cache_path: Path | Non
         return df.reset_index(drop=True)
     slots = plan_questions(corpus, qp.per_doc, qp.limit, qp.seed)
     if qp.generator == "template":
-        rows = _template_rows(corpus, slots, params.lang, qp.seed)
+        # Styles are dealt over the full plan, so a question keeps its style (and text) under `limit`.
+        full = plan_questions(corpus, qp.per_doc, None, qp.seed)
+        styles = dict(zip(full["question_id"], assign_styles(corpus, full, qp.styles, qp.seed), strict=True))
+        rows = _template_rows(corpus, slots, styles, params.lang, qp.seed)
     else:
         rows = _llm_rows(params, corpus, slots, cache_path)
     return pd.DataFrame(rows, columns=list(QUESTION_TABLE_COLUMNS))

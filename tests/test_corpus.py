@@ -22,7 +22,14 @@ from cube.corpus import (
     parse_document,
     render_document,
 )
-from cube.demo_corpus import DEMO_DOMAIN, demo_capacity, generate_demo_corpus
+from cube.demo_corpus import (
+    DEMO_DOMAIN,
+    DEMO_EXTRA_COLUMNS,
+    SERVICES,
+    demo_capacity,
+    generate_demo_corpus,
+    service_aliases,
+)
 from cube.schema import CORPUS_FIELDS, FIELD_LABELS
 
 JUDGES = [{"name": "r", "model": {"provider": "offline", "model": "rubric"}}]
@@ -220,7 +227,7 @@ def test_demo_is_deterministic_and_seed_sensitive():
 def test_demo_exact_size(n: int):
     df = generate_demo_corpus(n, "en")
     assert len(df) == n and df["doc_id"].is_unique
-    assert df["doc_id"].iloc[0] == "D00001" and list(df.columns) == list(CORPUS_COLUMNS)
+    assert df["doc_id"].iloc[0] == "D00001" and list(df.columns) == [*CORPUS_COLUMNS, *DEMO_EXTRA_COLUMNS]
 
 
 @pytest.mark.parametrize("lang", ["zh", "en"])
@@ -273,6 +280,28 @@ def test_demo_zh_and_en_are_parallel():
     assert en["variant"].isin(["", "New Construction", "Modification", "Renovation and Expansion", "First Application",
                                "Renewal", "Cancellation", "New Application"]).all()
     assert en["text"].str.contains(FIELD_LABELS["en"]["application_materials"] + ":").all()
+
+
+def test_demo_aliases_describe_every_item_in_both_languages():
+    zh, en = generate_demo_corpus(400, "zh", 0.33, seed=5), generate_demo_corpus(400, "en", 0.33, seed=5)
+    for df, lang in ((zh, "zh"), (en, "en")):
+        aliases = df["aliases"].str.split("\n")
+        assert aliases.map(len).ge(2).all() and aliases.map(lambda a: all(x.strip() for x in a)).all()
+        base = df["item_name"].str.replace(r"\s*[（(][^（()）]*[)）]$", "", regex=True)
+        for name, names, text in zip(base, aliases, df["text"], strict=True):
+            for a in names:
+                # what a citizen says instead of the official name; not part of the guide
+                assert (name not in a) if lang == "zh" else (name.lower() not in a.lower()), (name, a)
+                assert a not in text
+        # a family shares its service's aliases
+        fam = df[df["family_id"] != ""].groupby("family_id")["aliases"].nunique()
+        assert (fam == 1).all()
+    assert zh["aliases"].str.count("\n").tolist() == en["aliases"].str.count("\n").tolist()  # parallel
+    assert "开小饭馆" in service_aliases("食品经营许可", "zh")
+    assert "open a small restaurant" in service_aliases("食品经营许可", "en")
+    for _, (name_zh, name_en), _, _ in SERVICES:  # every service of the generator, not only the sampled ones
+        assert all(name_zh not in a for a in service_aliases(name_zh, "zh"))
+        assert all(name_en.lower() not in a.lower() for a in service_aliases(name_zh, "en"))
 
 
 def test_demo_rejects_bad_arguments():

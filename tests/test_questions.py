@@ -10,12 +10,14 @@ import pandas as pd
 import pytest
 from openai_server import OpenAIServer, last_user_message
 
-from cube.config import parse_params
+from cube.config import ParamsError, parse_params
 from cube.demo_corpus import generate_demo_corpus
 from cube.llm import OfflineModel, Request, Response, register_offline
 from cube.questions import (
     QUESTION_TABLE_COLUMNS,
+    STYLES,
     QuestionError,
+    assign_styles,
     build_questions,
     clean_question,
     plan_questions,
@@ -46,12 +48,17 @@ def _base_name(name: str) -> str:
     return re.sub(r"\s*[（(][^（()）]*[)）]$", "", name)
 
 
+def _has(text: str, part: str, lang: str) -> bool:
+    return part in text if lang == "zh" else part.lower() in text.lower()
+
+
 # --------------------------------------------------------------------------- template generator
 @pytest.mark.parametrize("lang", ["zh", "en"])
 def test_template_one_question_per_document(lang: str, corpus_zh: pd.DataFrame, corpus_en: pd.DataFrame):
     corpus = corpus_zh if lang == "zh" else corpus_en
     q = build_questions(_params(lang), corpus)
     assert list(q.columns) == list(QUESTION_TABLE_COLUMNS)
+    assert set(q["style"]) == set(STYLES)  # the default mix has all three
     assert q["doc_id"].tolist() == corpus["doc_id"].tolist()
     assert q["question_id"].tolist() == [f"Q{i:05d}" for i in range(1, len(corpus) + 1)]
     assert q["asked_field"].isin({*CORPUS_FIELDS, ""}).all() and q["asked_field"].nunique() >= 8
@@ -61,21 +68,87 @@ def test_template_one_question_per_document(lang: str, corpus_zh: pd.DataFrame, 
     assert (q["call_id"] == "").all()  # no model call produced these rows
     assert q["question"].is_unique or q["question"].nunique() > 0.9 * len(q)
     merged = q.merge(corpus, on="doc_id")
-    for row in merged.itertuples():
+    for row in merged[merged["style"] == "named"].itertuples():
         assert _base_name(row.item_name) in row.question  # the item is named
         if row.variant:  # a family member is named with its variant, so retrieval must pick it
-            assert (row.variant in row.question) if lang == "zh" else (row.variant.lower() in row.question.lower())
+            assert _has(row.question, row.variant, lang)
     # the asked field is never an empty field of the document
     assert all(row.asked_field == "" or getattr(row, row.asked_field) for row in merged.itertuples())
 
 
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_template_styles_colloquial_and_ambiguous(lang: str, corpus_zh: pd.DataFrame, corpus_en: pd.DataFrame):
+    corpus = corpus_zh if lang == "zh" else corpus_en
+    merged = build_questions(_params(lang), corpus).merge(corpus, on="doc_id")
+    colloquial, ambiguous = merged[merged["style"] == "colloquial"], merged[merged["style"] == "ambiguous"]
+    assert len(colloquial) > 20 and len(ambiguous) > 5
+    for row in colloquial.itertuples():
+        # described in the citizen's words: one of the item's aliases, never its official name
+        assert not _has(row.question, _base_name(row.item_name), lang), row.question
+        assert any(_has(row.question, a, lang) for a in row.aliases.split("\n")), row.question
+    assert colloquial["question"].nunique() > 0.9 * len(colloquial)
+    for row in ambiguous.itertuples():
+        # a family member asked about by its base service: nothing says which variant
+        assert row.variant and _base_name(row.item_name) in row.question
+        assert not _has(row.question, row.variant, lang), row.question
+
+
 def test_template_names_the_region_of_items_offered_in_several_regions(corpus_zh: pd.DataFrame):
     q = build_questions(_params(), corpus_zh).merge(corpus_zh, on="doc_id")
-    shared = corpus_zh["item_name"].duplicated(keep=False)
-    shared_ids = set(corpus_zh.loc[shared, "doc_id"])
-    assert shared_ids
+    shared_ids = set(corpus_zh.loc[corpus_zh["item_name"].duplicated(keep=False), "doc_id"])
+    bases = corpus_zh["item_name"].map(_base_name)
+    shared_base = set(corpus_zh.loc[bases.map(corpus_zh.groupby(bases)["region"].nunique()) > 1, "doc_id"])
+    assert shared_ids and shared_base > shared_ids
     for row in q.itertuples():
-        assert (row.region in row.question) == (row.doc_id in shared_ids)
+        said = row.region in row.question
+        if row.style == "named":
+            assert said == (row.doc_id in shared_ids)
+        elif row.style == "ambiguous":  # the base service is offered in several regions: say which
+            assert said == (row.doc_id in shared_base)
+        else:  # a citizen says where they live only sometimes
+            assert not said or row.doc_id in shared_base
+    colloquial = q[q["style"] == "colloquial"]
+    said = colloquial.apply(lambda r: r["region"] in r["question"], axis=1)
+    assert 0.2 < said[colloquial["doc_id"].isin(shared_base)].mean() < 0.8
+
+
+@pytest.mark.parametrize("styles, expected", [
+    ({"named": 0.5, "colloquial": 0.3, "ambiguous": 0.2}, {"named": 150, "colloquial": 90, "ambiguous": 60}),
+    ({"named": 1, "colloquial": 1}, {"named": 150, "colloquial": 150}),
+    ({"colloquial": 1}, {"colloquial": 300}),
+    ({"named": 1}, {"named": 300}),
+])
+def test_template_style_mix_follows_the_parameter(styles: dict, expected: dict, corpus_zh: pd.DataFrame):
+    # largest-remainder quotas over the 300 questions, e.g. 300 x 0.3 = 90 colloquial
+    q = build_questions(_params(styles=styles), corpus_zh)
+    assert q["style"].value_counts().to_dict() == expected
+    variants = set(corpus_zh.loc[corpus_zh["variant"] != "", "doc_id"])
+    assert set(q.loc[q["style"] == "ambiguous", "doc_id"]) <= variants  # only variants can be ambiguous
+
+
+def test_template_style_fallbacks_warn(corpus_zh: pd.DataFrame):
+    n_variants = int((corpus_zh["variant"] != "").sum())  # 67 of 300
+    with pytest.warns(UserWarning, match=rf"300 ambiguous questions asked for, but only {n_variants} slots"):
+        q = build_questions(_params(styles={"ambiguous": 1}), corpus_zh)
+    assert q["style"].value_counts().to_dict() == {"named": 300 - n_variants, "ambiguous": n_variants}
+    no_aliases = corpus_zh.drop(columns="aliases")  # a user's knowledge base has no aliases
+    with pytest.warns(UserWarning, match="only 0 slots are items with aliases"):
+        q = build_questions(_params(styles={"colloquial": 3, "named": 1}), no_aliases.head(40))
+    assert (q["style"] == "named").all()
+    slots = plan_questions(corpus_zh.head(4), 1, None, 0)
+    assert assign_styles(corpus_zh.head(4), slots, {"named": 1.0}, 0) == ["named"] * 4
+
+
+def test_styles_param_is_validated_and_normalised():
+    assert _params(styles={"named": 3, "colloquial": 1}).questions.styles == {
+        "named": 0.75, "colloquial": 0.25, "ambiguous": 0.0}
+    assert sum(_params().questions.styles.values()) == pytest.approx(1.0)
+    with pytest.raises(ParamsError, match=r"questions\.styles.*unknown style\(s\) \['slang'\]"):
+        _params(styles={"named": 1, "slang": 1})
+    with pytest.raises(ParamsError, match=r"questions\.styles.*>= 0 and sum to > 0"):
+        _params(styles={"named": 1, "colloquial": -0.5})
+    with pytest.raises(ParamsError, match=r"questions\.styles.*>= 0 and sum to > 0"):
+        _params(styles={"named": 0})
 
 
 def test_template_per_doc_limit_and_determinism(corpus_zh: pd.DataFrame):
@@ -89,10 +162,12 @@ def test_template_per_doc_limit_and_determinism(corpus_zh: pd.DataFrame):
     # a sampled question keeps the id and text it has in the full plan
     full = build_questions(_params(per_doc=3, seed=4), corpus_zh).set_index("question_id")
     assert (full.loc[lim["question_id"], "question"].to_numpy() == lim["question"].to_numpy()).all()
+    assert (full.loc[lim["question_id"], "style"].to_numpy() == lim["style"].to_numpy()).all()
     other = build_questions(_params(per_doc=3, limit=50, seed=5), corpus_zh)
     assert set(other["question_id"]) != set(lim["question_id"])
     different_seed = build_questions(_params(seed=9), corpus_zh)
     assert (different_seed["question"] != build_questions(_params(), corpus_zh)["question"]).mean() > 0.3
+    assert (different_seed["style"] != build_questions(_params(), corpus_zh)["style"]).mean() > 0.3
 
 
 def test_plan_questions():
@@ -150,6 +225,7 @@ def test_llm_generation_with_a_scripted_model(corpus_zh: pd.DataFrame):
     q = build_questions(params, corpus)
     assert list(q.columns) == list(QUESTION_TABLE_COLUMNS) and len(q) == 10
     assert (q["generator"] == "llm:scripted-citizen").all() and (q["role"] == "question_generation").all()
+    assert (q["style"] == "").all()  # a model's question has no template style
     assert q.loc[q["doc_id"].eq("D00001"), "question"].tolist() == [f"{corpus.loc[0, 'item_name']}需要什么材料？"] * 2
     # the first question per document is free, later ones focus on a field
     assert (q.loc[q["question_id"].isin(["Q00001", "Q00003"]), "asked_field"] == "").all()
@@ -200,9 +276,11 @@ def test_file_generator(tmp_path: Path, corpus_zh: pd.DataFrame):
     lim = build_questions(_params(generator="file", path=str(p), limit=2), corpus_zh)
     assert len(lim) == 2 and set(lim["question"]) <= {"a？", "b？", "c？"}
     jl = tmp_path / "qs.jsonl"
-    jl.write_text('{"question_id": "X1", "doc_id": "D00002", "question": "x？", "asked_field": "fee_standard"}\n',
-                  encoding="utf-8")
-    assert build_questions(_params(generator="file", path=str(jl)), corpus_zh)["question_id"].tolist() == ["X1"]
+    jl.write_text('{"question_id": "X1", "doc_id": "D00002", "question": "x？", "asked_field": "fee_standard", '
+                  '"style": "colloquial"}\n', encoding="utf-8")
+    got = build_questions(_params(generator="file", path=str(jl)), corpus_zh)
+    assert got["question_id"].tolist() == ["X1"] and got["style"].tolist() == ["colloquial"]
+    assert (q["style"] == "").all()  # no style column in the CSV
 
 
 def test_file_generator_errors(tmp_path: Path, corpus_zh: pd.DataFrame):
