@@ -34,7 +34,9 @@ from cube.schema import CORPUS_FIELDS, FIELD_LABELS
 CORPUS_COLUMNS: tuple[str, ...] = ("doc_id", *CORPUS_FIELDS, "family_id", "variant", "synthetic", "text")
 LIST_FIELDS: tuple[str, ...] = ("procedure", "application_materials")
 REQUIRED_FIELDS: tuple[str, ...] = ("doc_id", "item_name")
-MAPPABLE: tuple[str, ...] = ("doc_id", *CORPUS_FIELDS, "family_id", "variant")
+# `aliases`: optional colloquial names of an item (newline-separated), used only by the template
+# question generator's colloquial style; never rendered into the document.
+MAPPABLE: tuple[str, ...] = ("doc_id", *CORPUS_FIELDS, "family_id", "variant", "aliases")
 FORMATS: dict[str, str] = {
     ".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet", ".pq": "parquet",
     ".xlsx": "excel", ".xlsm": "excel", ".xls": "excel", ".txt": "txt",
@@ -278,7 +280,7 @@ def load_corpus_file(path: str | Path, *, format: str = "auto", columns: Mapping
     raw, where = read_table(path, format, sheet=sheet, encoding=encoding, labels=list(columns.values()))
     df = map_columns(raw, where, columns, str(path))
     df["text"] = [render_document(r, lang) for r in df.to_dict("records")]
-    return df[list(CORPUS_COLUMNS)]
+    return df[[*CORPUS_COLUMNS, "aliases"]]
 
 
 def build_corpus(params: Params, base_dir: Path = Path(".")) -> pd.DataFrame:

@@ -4,7 +4,8 @@ Tables are pandas DataFrames stored as parquet under `outputs/<run>/data/`:
 
 - corpus: `doc_id` plus the 18 fields of a service guide (`CORPUS_FIELDS`), `family_id`
   (near-duplicate family, may be empty), `text` (the rendered document: one chunk).
-- questions: `question_id, doc_id, question, asked_field, generator`.
+- questions: `question_id, doc_id, question, asked_field, generator`, and `style` (template
+  questions: `named`, `colloquial` or `ambiguous`; empty for LLM-written questions).
 - answers: `question_id, doc_id, system, set, answer, retrieved_doc_ids, rank` and the
   call accounting columns (`ACCOUNTING_COLUMNS`). `set` is `zero` (no documents), `rag`
   (the system under test) or `full` (the gold document alone). `retrieved_doc_ids` is the

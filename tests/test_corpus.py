@@ -75,7 +75,7 @@ def test_txt_folder_round_trip(tmp_path: Path, lang: str):
     corpus = generate_demo_corpus(25, lang, 0.4, seed=1)
     export_txt_folder(corpus, tmp_path / "kb")
     back = load_corpus_file(tmp_path / "kb", lang=lang)
-    assert len(back) == 25 and list(back.columns) == list(CORPUS_COLUMNS)
+    assert len(back) == 25 and list(back.columns) == [*CORPUS_COLUMNS, "aliases"]
     back = back.set_index("doc_id").loc[corpus["doc_id"]].reset_index()
     pd.testing.assert_frame_equal(back[["doc_id", *CORPUS_FIELDS]], corpus[["doc_id", *CORPUS_FIELDS]])
     assert back["text"].tolist() == corpus["text"].tolist()
