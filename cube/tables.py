@@ -177,3 +177,17 @@ def table5_human_vs_cube(answers: pd.DataFrame, scores: pd.DataFrame, human: pd.
                 row[f"{c}_sd"] = float(part[c].std(ddof=1)) if len(part) > 1 else float("nan")
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+def retrieval_by_style(answers: pd.DataFrame, questions: pd.DataFrame, top_n: Mapping[str, int]) -> pd.DataFrame:
+    """R@1 and R@N per system and question style (named, colloquial, ambiguous): where retrieval fails."""
+    if "style" not in questions:
+        return pd.DataFrame(columns=["system", "style", "questions", "R@1", "R@N"])
+    style = questions.set_index("question_id")["style"].fillna("").replace("", "(llm or file)")
+    rag = answers[answers["set"] == "rag"].assign(style=lambda d: d["question_id"].map(style))
+    rows = []
+    for (system, st), g in rag.groupby(["system", "style"], sort=True):
+        n = top_n.get(system, 8)
+        rows.append({"system": system, "style": st, "questions": len(g), "R@1": float((g["rank"] == 1).mean()),
+                     "R@N": float(((g["rank"] > 0) & (g["rank"] <= n)).mean()), "top_n": n})
+    return pd.DataFrame(rows)
