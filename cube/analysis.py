@@ -471,3 +471,21 @@ def evaluate_systems(answers: pd.DataFrame, scores: pd.DataFrame, analysis_param
         out[system] = evaluate(answers[answers["system"] == system], scores[scores["system"] == system],
                                analysis_params, n)
     return out
+
+
+def sample_variance(scores: pd.DataFrame) -> pd.DataFrame:
+    """Run-to-run variance of judges that scored each answer several times (`samples: n`).
+
+    Per judge and dimension: the number of items, samples per item, the mean within-item SD
+    (ddof = 1) and the share of items whose samples disagree. A judge with one sample per item
+    has NaN SD: repeat its judgments to measure it."""
+    validate_scores(scores)
+    keys = ["question_id", "system", "set", "judge", "dimension"]
+    s = scores.assign(score=pd.to_numeric(scores["score"], errors="coerce"))
+    per_item = s.groupby(keys, sort=False)["score"].agg(samples="count", sd=lambda v: v.std(ddof=1))
+    per_item = per_item.reset_index()
+    out = per_item.groupby(["judge", "dimension"]).agg(
+        items=("samples", "size"), samples=("samples", "max"), mean_within_sd=("sd", "mean"),
+        share_disagreeing=("sd", lambda v: float((v > 0).mean()) if v.notna().any() else float("nan")),
+    ).reset_index()
+    return _order(out, _dimension_order(out["dimension"]))

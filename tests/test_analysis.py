@@ -235,3 +235,13 @@ def test_bootstrap_intervals_are_seeded_and_contain_the_estimate():
     jury = a[(a.judge == "jury") & (a.metric == "cube_score")].iloc[0]
     assert jury.lo <= jury.estimate <= jury.hi and jury.lo < jury.hi
     assert set(a.judge) == {"judge-a", "judge-b", "jury"}
+
+
+def test_sample_variance_measures_run_to_run_noise():
+    _, scores = make_tables(n_questions=10, seed=13)
+    once = A.sample_variance(scores)
+    assert once["samples"].eq(1).all() and once["mean_within_sd"].isna().all()
+    again = scores.assign(sample=1, score=lambda d: np.where(d.judge == "judge-a", np.clip(d.score + 1, 0, 10), d.score))
+    both = A.sample_variance(pd.concat([scores, again], ignore_index=True)).set_index(["judge", "dimension"])
+    assert both.loc["judge-b", "mean_within_sd"].eq(0).all() and both.loc["judge-b", "share_disagreeing"].eq(0).all()
+    assert (both.loc["judge-a", "mean_within_sd"] > 0).all() and both.at[("judge-a", "quality"), "samples"] == 2
