@@ -178,7 +178,11 @@ def human_agreement(run: Run) -> HumanSection:
     answers = run.load("answers")
     sheet = export_annotation(run.params, paths=run.paths)
     preview = pd.read_csv(next(p for p in sheet if p.suffix == ".csv" and not p.stem.endswith("_criteria")),
-                          nrows=5)
+                          nrows=5, dtype=str, keep_default_na=False)
+    first = run.params.dimension_names()[0]
+    preview = preview[["item_id", "set", "question", "answer", "rater"]
+                      + [c for c in preview.columns if c.startswith(f"{first}.")]]
+    preview[["question", "answer"]] = preview[["question", "answer"]].map(lambda t: t[:60] + "…" * (len(t) > 60))
     imported = human_stage(run)
     judges = sorted(scores["judge"].unique())
     ap = run.params.analysis

@@ -132,12 +132,15 @@ def execute_run(params_path: str | Path, *, notebooks_dir: Path | None = None, o
         t0 = time.perf_counter()
         prints.pop(nb.name, None)
         try:
-            with _kernel_env(CUBE_PROGRESS="terminal"):  # progress on the terminal, not in the report
+            # Progress bars go to the terminal of `cube run`, not into the published pages: the
+            # kernel writes them to its inherited stderr, which it is told not to capture.
+            with _kernel_env(CUBE_PROGRESS="terminal", PYTHONWARNINGS="ignore:IProgress not found"):
                 pm.execute_notebook(
                     str(nb), str(out),
                     parameters={"params_path": str(params_path), "run_dir": str(paths.root.resolve())},
                     cwd=str(Path.cwd()),
                     progress_bar=False, log_output=False, kernel_name="python3",
+                    extra_arguments=["--IPKernelApp.capture_fd_output=False"],
                 )
         except Exception as exc:  # keep what earlier stages computed; publish the failure
             summary.stages.append(StageOutcome(nb.stem, "failed", time.perf_counter() - t0, _short(exc)))
