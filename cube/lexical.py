@@ -278,3 +278,19 @@ def summary(lexical: pd.DataFrame) -> pd.DataFrame:
     out = lexical.groupby(["system", "set", "tokenizer"], sort=True)[list(METRICS)].mean().reset_index()
     out["answers"] = lexical.groupby(["system", "set", "tokenizer"], sort=True).size().to_numpy()
     return out
+
+
+def reading(correlations: pd.DataFrame, offline_judges: list[str] | None = None) -> str:
+    """What the correlations of BLEU/ROUGE with the judges say, stated from the data."""
+    if correlations.empty or correlations["spearman"].isna().all():
+        return "The correlations are undefined for this run (too few or constant scores)."
+    mean = correlations.groupby("metric")["spearman"].mean()
+    best, worst = mean.idxmax(), mean.idxmin()
+    text = (f"Mean Spearman correlation with the judges' scores: {', '.join(f'{METRIC_LABELS.get(m, m)} {v:.2f}' for m, v in mean.items())}"
+            f" (highest {METRIC_LABELS.get(best, best)}, lowest {METRIC_LABELS.get(worst, worst)}). ")
+    offline = sorted(set(offline_judges or []) & set(correlations["judge"]))
+    if offline:
+        text += (f"Caution: {', '.join(offline)} are offline rubric judges that themselves score surface overlap with "
+                 "the source, so agreement with BLEU/ROUGE is built in here; the paper's point (lexical overlap misses "
+                 "what judges and humans see) can only be tested with LLM judges or human ratings.")
+    return text

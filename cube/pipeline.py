@@ -95,6 +95,11 @@ def evaluate_run(run: Run, *, bootstrap: bool = True) -> dict[str, CubeResult]:
         return evaluate_systems(answers, scores, ap, system_top_n(run.params))
 
 
+def offline_judges(run: Run) -> list[str]:
+    """Judges whose model is an offline algorithm (not an LLM), for the caveats the report states."""
+    return [j.name for j in run.params.judges if run.params.model(j.model).provider == "offline"]
+
+
 def primary_system(run: Run) -> str:
     """The system the decision page is about: the first of `params.systems`."""
     return run.params.systems[0].name
@@ -143,7 +148,7 @@ def decision(run: Run, results: dict[str, CubeResult]) -> dict[str, Any]:
     usage = usage_summary(tables) if tables else None
     corpus_synthetic = bool(run.load("corpus").get("synthetic", pd.Series([False])).all()) if run.has("corpus") \
         else False
-    offline = [j.name for j in run.params.judges if run.params.model(j.model).provider == "offline"]
+    offline = offline_judges(run)
     scores = run.load("scores")
     out = assess(results, run.params, usage=usage, synthetic=corpus_synthetic, offline_judges=offline,
                  unscored_share=float(scores["score"].isna().mean()) if len(scores) else 0.0)

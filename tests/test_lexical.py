@@ -154,3 +154,15 @@ def test_correlations_and_tables_6_7():
     assert list(t7["points"]) == [1, 2, 1, 1, 2, 7]  # the paper's Table 7 row
     with pytest.raises(KeyError, match="q9"):
         table7_criteria(scores, "q9", "bm25", "rag")
+
+
+def test_reading_states_the_numbers_and_the_offline_caveat():
+    from cube.lexical import reading
+
+    corr = pd.DataFrame({"metric": ["bleu", "rougeL", "bleu", "rougeL"], "judge": ["a", "a", "r", "r"],
+                         "dimension": ["completeness"] * 4, "n": [10] * 4, "pearson": [0.1, 0.3, 0.2, 0.5],
+                         "spearman": [0.1, 0.3, 0.3, 0.5]})
+    text = reading(corr, offline_judges=["r"])
+    assert "BLEU 0.20" in text and "ROUGE-L 0.40" in text and "highest ROUGE-L" in text
+    assert "r are offline rubric judges" in text
+    assert "Caution" not in reading(corr, offline_judges=[])
