@@ -262,3 +262,19 @@ def lexical_example(run: Run, lexical: pd.DataFrame, scores: pd.DataFrame) -> di
         raise KeyError(f"lexical.example_question_id: {qid!r} is not a question of this run")
     return {"question_id": qid, "system": system, "set": "rag", "question": str(questions.at[qid, "question"]),
             "rated": bool((rated["question_id"].astype(str) == qid).any())}
+
+
+@dataclass
+class SystemData:
+    """One system's answers and scores, and its list length N (for the figures of one system)."""
+
+    answers: pd.DataFrame
+    scores: pd.DataFrame
+    top_n: int
+
+
+def system_data(run: Run, system: str | None = None) -> SystemData:
+    system = system or primary_system(run)
+    answers, scores = run.load("answers"), run.load("scores")
+    return SystemData(answers[answers["system"] == system], scores[scores["system"] == system],
+                      system_top_n(run.params)[system])

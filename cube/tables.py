@@ -191,3 +191,10 @@ def retrieval_by_style(answers: pd.DataFrame, questions: pd.DataFrame, top_n: Ma
         rows.append({"system": system, "style": st, "questions": len(g), "R@1": float((g["rank"] == 1).mean()),
                      "R@N": float(((g["rank"] > 0) & (g["rank"] <= n)).mean()), "top_n": n})
     return pd.DataFrame(rows)
+
+
+def answers_per_set(answers: pd.DataFrame) -> pd.DataFrame:
+    """Answers and failed answering calls per system and set."""
+    failed = answers["error"].fillna("").astype(str).ne("")
+    out = answers.assign(failed=failed).groupby(["system", "set"], sort=True)
+    return out.agg(answers=("question_id", "size"), failed=("failed", "sum")).reset_index()
