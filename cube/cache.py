@@ -48,6 +48,7 @@ def key_payload(spec: ModelSpec, request: Request) -> dict[str, Any]:
         "top_p": spec.top_p,
         "seed": spec.seed,
         "max_tokens": spec.max_tokens,
+        **({"extra_body": spec.extra_body} if spec.extra_body else {}),  # absent when empty: old keys stay valid
         "template_version": request.template_version,
         "sample": request.sample,
     }

@@ -62,6 +62,12 @@ class ModelSpec(_Strict):
     top_p: float | None = None
     seed: int | None = None
     max_tokens: int | None = 512
+    max_tokens_param: Literal["max_tokens", "max_completion_tokens"] = Field(
+        "max_tokens", description="Request field for max_tokens: OpenAI's o-series models want max_completion_tokens."
+    )
+    extra_body: dict[str, Any] = Field(
+        default_factory=dict, description="Extra JSON fields sent with every request (e.g. vLLM chat_template_kwargs)."
+    )
     timeout_s: float = 60.0
     max_concurrency: int = Field(16, ge=1)
     max_attempts: int = Field(5, ge=1, description="Attempts per call, retries included.")

@@ -318,9 +318,12 @@ class _Endpoints:
             for ep in endpoints
         }
         self.kwargs: dict[str, Any] = {"model": spec.model, "temperature": spec.temperature}
-        for name in ("top_p", "seed", "max_tokens"):
+        for name in ("top_p", "seed"):
             if getattr(spec, name) is not None:
                 self.kwargs[name] = getattr(spec, name)
+        if spec.max_tokens is not None:
+            self.kwargs[spec.max_tokens_param] = spec.max_tokens
+        self.kwargs.update(spec.extra_body)
 
     async def close(self) -> None:
         for client in self.clients.values():

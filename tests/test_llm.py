@@ -338,3 +338,17 @@ def test_progress_bar_shows_count_and_rate(openai_server: OpenAIServer, capsys: 
     make_model(spec_for(openai_server.url)).complete(reqs(5), role="judging", desc="judge-x")
     err = capsys.readouterr().err
     assert "judge-x" in err and "5/5" in err and "call/s" in err
+
+
+def test_request_fields_follow_the_spec_and_enter_the_cache_key(openai_server: OpenAIServer, tmp_path: Path) -> None:
+    """o-series models want max_completion_tokens; extra_body fields reach the server and the cache key."""
+    plain = spec_for(openai_server.url, max_tokens=7)
+    o_series = spec_for(openai_server.url, max_tokens=7, max_tokens_param="max_completion_tokens",
+                        extra_body={"chat_template_kwargs": {"enable_thinking": False}})
+    request = Request(messages=({"role": "user", "content": "hi"},))
+    make_model(o_series, tmp_path / "c.sqlite").complete([request], role="judging", progress=False)
+    body = openai_server.bodies[-1]
+    assert body["max_completion_tokens"] == 7 and "max_tokens" not in body
+    assert body["chat_template_kwargs"] == {"enable_thinking": False}
+    assert cache_key(plain, request) != cache_key(o_series, request)
+    assert cache_key(plain, request) == cache_key(spec_for(openai_server.url, max_tokens=7, timeout_s=3), request)
