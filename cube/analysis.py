@@ -260,35 +260,57 @@ def dimension_weights(
 
 # ------------------------------------------------------------------------------ trimmed means
 def trimmed_means(
-    scores: pd.DataFrame, proportion: float = 0.1, question_ids: Iterable[Any] | None = None
+    scores: pd.DataFrame, proportion: float = 0.1, question_ids: Iterable[Any] | None = None,
+    paired: bool = True,
 ) -> pd.DataFrame:
     """`scipy.stats.trim_mean` of each judge's scores per set and dimension, cutting `proportion`
-    per tail; optionally on a subset of questions. Unscored (NaN) items are excluded and counted.
+    per tail; optionally on a subset of questions.
 
-    Returns `judge, set, dimension, trimmed_mean, n, n_unscored`."""
+    Unscored (NaN) items are excluded and counted (`n_unscored`). With `paired` (the default,
+    METHOD.md), a judge's dimension uses only questions it scored in all three sets, so the
+    bounds and the system are compared on the same questions; questions dropped because
+    another set of theirs is unscored are counted in `n_unpaired`. Every (judge, set,
+    dimension) of the scores gets a row, NaN when the subset leaves it no scores.
+
+    Returns `judge, set, dimension, trimmed_mean, n, n_unscored, n_unpaired`."""
     validate_scores(scores)
     _single_system(scores, "scores")
     if not 0 <= proportion < 0.5:
         raise ValueError(f"trim proportion must be in [0, 0.5), got {proportion}")
     items = _per_item(scores)
+    groups = items[["judge", "set", "dimension"]].drop_duplicates()
     if question_ids is not None:
         items = items[items["question_id"].isin(set(question_ids))]
+    if paired:
+        complete = items.pivot_table(index=["judge", "dimension", "question_id"], columns="set", values="score",
+                                     aggfunc="first", dropna=False).reindex(columns=list(SETS))
+        ok = complete.notna().all(axis=1).rename("paired_ok").reset_index()
+        items = items.merge(ok[["judge", "dimension", "question_id", "paired_ok"]], how="left",
+                            on=["judge", "dimension", "question_id"])
+    else:
+        items = items.assign(paired_ok=True)
     rows = []
-    for (judge, set_, dim), g in items.groupby(["judge", "set", "dimension"], sort=True):
+    by_group = dict(tuple(items.groupby(["judge", "set", "dimension"], sort=False)))
+    for judge, set_, dim in groups.itertuples(index=False):
+        g = by_group.get((judge, set_, dim), items.iloc[:0])
         v = g["score"].to_numpy(float)
-        ok = v[~np.isnan(v)]
-        tm = float(stats.trim_mean(ok, proportion)) if len(ok) else float("nan")
-        rows.append({"judge": judge, "set": set_, "dimension": dim, "trimmed_mean": tm,
-                     "n": len(ok), "n_unscored": int(np.isnan(v).sum())})
-    out = pd.DataFrame(rows, columns=["judge", "set", "dimension", "trimmed_mean", "n", "n_unscored"])
-    return _order(out, _dimension_order(scores["dimension"]))
+        keep = g["paired_ok"].fillna(False).to_numpy(bool) & ~np.isnan(v)
+        tm = float(stats.trim_mean(v[keep], proportion)) if keep.any() else float("nan")
+        rows.append({"judge": judge, "set": set_, "dimension": dim, "trimmed_mean": tm, "n": int(keep.sum()),
+                     "n_unscored": int(np.isnan(v).sum()), "n_unpaired": int((~keep & ~np.isnan(v)).sum())})
+    cols = ["judge", "set", "dimension", "trimmed_mean", "n", "n_unscored", "n_unpaired"]
+    return _order(pd.DataFrame(rows, columns=cols), _dimension_order(scores["dimension"]))
 
 
 def weighted_totals(trimmed: pd.DataFrame, weights: pd.DataFrame) -> pd.DataFrame:
-    """`T[judge, set] = sum_d w_d TM[judge, set, d]` (paper Table 2's last column)."""
+    """`T[judge, set] = sum_d w_d TM[judge, set, d]` (paper Table 2's last column).
+
+    A dimension of weight 0 contributes 0 whatever its trimmed mean; a weighted dimension
+    without a trimmed mean makes T undefined (NaN), so W never mixes different dimensions."""
     m = trimmed.merge(weights, on=["judge", "dimension"], how="left")
-    m["wtm"] = m["weight"] * m["trimmed_mean"]
-    out = m.groupby(["judge", "set"], as_index=False).agg(weighted_total=("wtm", lambda s: s.sum(min_count=1)))
+    m["wtm"] = np.where(m["weight"] == 0, 0.0, m["weight"] * m["trimmed_mean"])
+    out = m.groupby(["judge", "set"], as_index=False, sort=False).agg(
+        weighted_total=("wtm", lambda s: s.sum(skipna=False)))
     return out
 
 
@@ -309,12 +331,13 @@ def cube_scores(trimmed: pd.DataFrame, weights: pd.DataFrame, recall: float) -> 
     Columns: one per dimension (0-100), `weighted_score`, `recall_at_k` (0-1), `cube_score`,
     `flag_zero_denominator`, `flag_out_of_bounds`, `flags` (text)."""
     require_columns(trimmed, ["judge", "set", "dimension", "trimmed_mean"], "trimmed_means")
-    tm = trimmed.pivot_table(index=["judge", "dimension"], columns="set", values="trimmed_mean", aggfunc="first")
     for s in SETS:
-        if s not in tm:
+        if not (trimmed["set"] == s).any():
             raise SchemaError(f"trimmed_means: no '{s}' set; CuBE needs the zero, rag and full scoring sets")
+    tm = trimmed.set_index(["judge", "dimension", "set"])["trimmed_mean"].unstack("set").reindex(columns=list(SETS))
     dims = list(dict.fromkeys(trimmed["dimension"]))
-    totals = weighted_totals(trimmed, weights).pivot(index="judge", columns="set", values="weighted_total")
+    totals = weighted_totals(trimmed, weights).set_index(["judge", "set"])["weighted_total"].unstack("set")
+    totals = totals.reindex(columns=list(SETS))
     rows = []
     for judge in sorted(trimmed["judge"].unique()):
         row: dict[str, Any] = {"judge": judge}
@@ -330,11 +353,17 @@ def cube_scores(trimmed: pd.DataFrame, weights: pd.DataFrame, recall: float) -> 
         row["weighted_score"] = float(w)
         if bool(zden):
             flags.append("weighted: zero denominator (full = zero)")
+        elif not np.isfinite(w):
+            flags.append("weighted: undefined (a weighted dimension has no trimmed mean in some set)")
         row["recall_at_k"] = float(recall)
-        row["cube_score"] = float(w) * float(recall)
+        if float(recall) == 0.0:  # CuBE = W x R@k is 0 when nothing was retrieved, whatever W is
+            row["cube_score"] = 0.0
+            flags.append("nothing retrieved: R@k = 0, so CuBE = 0")
+        else:
+            row["cube_score"] = float(w) * float(recall)
         oob = [c for c in [*dims, "weighted_score"] if np.isfinite(row[c]) and not -_EPS <= row[c] <= 100 + 1e-9]
         flags += [f"{c}: outside [0, 100] ({row[c]:.1f})" for c in oob]
-        row["flag_zero_denominator"] = any("zero denominator" in f for f in flags)
+        row["flag_zero_denominator"] = any("zero denominator" in f or "undefined" in f for f in flags)
         row["flag_out_of_bounds"] = bool(oob)
         row["flags"] = "; ".join(flags)
         rows.append(row)
@@ -406,6 +435,21 @@ class CubeResult:
         return (float(row["lo"].iloc[0]), float(row["hi"].iloc[0])) if len(row) else (float("nan"),) * 2
 
 
+def _known_retrieval(answers: pd.DataFrame, scores: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, int]:
+    """Drop questions whose retrieval outcome is unknown (`retrieval_ok` False on the rag row: the
+    system call failed), so a failure never counts as a retrieval miss; warn with the count."""
+    if "retrieval_ok" not in answers:
+        return answers, scores, 0
+    rag = answers[answers["set"] == "rag"]
+    unknown = set(rag.loc[~rag["retrieval_ok"].fillna(False).astype(bool), "question_id"])
+    if not unknown:
+        return answers, scores, 0
+    warnings.warn(f"{len(unknown)} question(s) left out: the system call failed, so whether it retrieved the "
+                  "gold document is unknown (not counted as misses)", CubeWarning, stacklevel=3)
+    return (answers[~answers["question_id"].isin(unknown)], scores[~scores["question_id"].isin(unknown)],
+            len(unknown))
+
+
 def evaluate(answers: pd.DataFrame, scores: pd.DataFrame, analysis_params: Any = None,
              top_n: int | None = None) -> CubeResult:
     """The whole CuBE computation for one system, so a notebook makes one call.
@@ -424,13 +468,14 @@ def evaluate(answers: pd.DataFrame, scores: pd.DataFrame, analysis_params: Any =
     system = str(answers["system"].iloc[0]) if len(answers) else ""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CubeWarning)
+        answers, scores, n_unknown = _known_retrieval(answers, scores)
         ranks = question_ranks(answers, n_top)
         recall = float(ranks["retrieved"].mean())
         corr_all = rank_correlations(scores, answers, "all", n_top)
         corr_ret = rank_correlations(scores, answers, "retrieved", n_top)
         weights = dimension_weights(corr_all, ap.weights, ap.custom_weights)
         qids = ranks.loc[ranks["retrieved"], "question_id"] if ap.subset == "retrieved" else None
-        tm = trimmed_means(scores, ap.trim_proportion, qids)
+        tm = trimmed_means(scores, ap.trim_proportion, qids, paired=ap.paired)
         table = cube_scores(tm, weights, recall)
     for w in caught:  # recorded in the result and still shown to the reader
         warnings.warn(w.message, CubeWarning, stacklevel=2)
@@ -438,7 +483,8 @@ def evaluate(answers: pd.DataFrame, scores: pd.DataFrame, analysis_params: Any =
     if ap.bootstrap > 0:
         boot = bootstrap_cube(answers, scores, n_resamples=ap.bootstrap, confidence=ap.confidence,
                               seed=ap.seed, proportion=ap.trim_proportion, subset=ap.subset,
-                              weights=ap.weights, custom_weights=ap.custom_weights, top_n=n_top)
+                              weights=ap.weights, custom_weights=ap.custom_weights, top_n=n_top,
+                              paired=ap.paired)
     retrieved_ids = set(ranks.loc[ranks["retrieved"], "question_id"])
     return CubeResult(
         system=system,
@@ -457,7 +503,8 @@ def evaluate(answers: pd.DataFrame, scores: pd.DataFrame, analysis_params: Any =
         retrieved_summary=judge_summary(scores[scores["question_id"].isin(retrieved_ids)]),
         bootstrap=boot,
         settings={"trim_proportion": ap.trim_proportion, "subset": ap.subset, "weights": ap.weights,
-                  "top_n": n_top, "bootstrap": ap.bootstrap, "confidence": ap.confidence},
+                  "top_n": n_top, "bootstrap": ap.bootstrap, "confidence": ap.confidence, "paired": ap.paired,
+                  "retrieval_unknown": n_unknown},
         warnings=[str(w.message) for w in caught],
     )
 

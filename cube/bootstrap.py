@@ -16,6 +16,7 @@ reproduces `cube.analysis.evaluate` exactly (tested).
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,11 +38,13 @@ class _Prepared:
     subset: str
     mode: str
     custom: dict[str, float] | None
+    paired: bool
 
 
 def _prepare(answers: pd.DataFrame, scores: pd.DataFrame, *, proportion: float, subset: str,
-             mode: str, custom: dict[str, float] | None, top_n: int) -> _Prepared:
-    ranks = A.question_ranks(answers, top_n)
+             mode: str, custom: dict[str, float] | None, top_n: int, paired: bool = True) -> _Prepared:
+    # Sorted by question id, so the same seed draws the same questions whatever the row order.
+    ranks = A.question_ranks(answers, top_n).sort_values("question_id", kind="stable").reset_index(drop=True)
     qids = ranks["question_id"].tolist()
     items = A._per_item(scores)
     judges = sorted(items["judge"].unique())
@@ -59,7 +62,7 @@ def _prepare(answers: pd.DataFrame, scores: pd.DataFrame, *, proportion: float, 
         items["question_id"].map(pos).to_numpy(),
     ] = items["score"].to_numpy(float)
     return _Prepared(judges, dims, ranks["rank_score"].to_numpy(float), ranks["retrieved"].to_numpy(bool),
-                     cube, proportion, subset, mode, custom)
+                     cube, proportion, subset, mode, custom, paired)
 
 
 def _weighted_pearson(C: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -112,28 +115,33 @@ def cube_from_counts(p: _Prepared, C: np.ndarray) -> dict[str, np.ndarray]:
                 w[j, d] = 1.0
             else:
                 w[j, d] = float((p.custom or {})[p.dims[d]])
+            # paired: only questions this judge scored in all three sets (as cube.analysis.trimmed_means)
+            keep_jd = keep & ~np.isnan(p.scores[j, :, d]).any(axis=0) if p.paired else keep
             for s in range(len(A.SETS)):
-                tm[j, s, d] = _weighted_trim_mean(C, p.scores[j, s, d], keep, p.proportion)
+                tm[j, s, d] = _weighted_trim_mean(C, p.scores[j, s, d], keep_jd, p.proportion)
     total_w = w.sum(axis=1, keepdims=True)
     with np.errstate(divide="ignore", invalid="ignore"):
         w = np.where(total_w > 1e-12, w / total_w, np.nan)
-        T = (w[:, None, :, :] * tm).sum(axis=2)  # (J, sets, B)
+        # a weight-0 dimension contributes 0 even without a trimmed mean (as cube.analysis.weighted_totals)
+        T = np.where(w[:, None, :, :] == 0, 0.0, w[:, None, :, :] * tm).sum(axis=2)  # (J, sets, B)
         zero, full = A.SETS.index("zero"), A.SETS.index("full")
         den = T[:, full] - T[:, zero]
         W = np.where(np.abs(den) > 1e-12, 100 * (T[:, rag] - T[:, zero]) / den, np.nan)
-    return {"weighted_score": W, "cube_score": W * recall[None, :], "recall_at_k": recall}
+    cube = np.where(recall[None, :] == 0, 0.0, W * recall[None, :])  # nothing retrieved: CuBE = 0
+    return {"weighted_score": W, "cube_score": cube, "recall_at_k": recall}
 
 
 def bootstrap_cube(answers: pd.DataFrame, scores: pd.DataFrame, *, n_resamples: int = 1000,
                    confidence: float = 0.95, seed: int = 0, proportion: float = 0.1,
                    subset: str = "retrieved", weights: str = "rank_correlation",
-                   custom_weights: dict[str, float] | None = None, top_n: int = 8) -> pd.DataFrame:
+                   custom_weights: dict[str, float] | None = None, top_n: int = 8,
+                   paired: bool = True) -> pd.DataFrame:
     """Percentile intervals of each judge's and the jury's CuBE score, weighted score and R@k.
 
     Returns `judge, metric, estimate, lo, hi, n_valid` (the jury row is named `jury`; `n_valid`
     counts resamples where the value was defined, e.g. no zero denominator)."""
     p = _prepare(answers, scores, proportion=proportion, subset=subset, mode=weights,
-                 custom=custom_weights, top_n=top_n)
+                 custom=custom_weights, top_n=top_n, paired=paired)
     n = len(p.rank_score)
     point = cube_from_counts(p, np.ones((1, n)))
     rng = np.random.default_rng(seed)
@@ -154,7 +162,9 @@ def bootstrap_cube(answers: pd.DataFrame, scores: pd.DataFrame, *, n_resamples: 
         for m in ("cube_score", "weighted_score"):
             add(judge, m, point[m][j, 0], boot[m][j])
         add(judge, "recall_at_k", point["recall_at_k"][0], boot["recall_at_k"])
-    for m in ("cube_score", "weighted_score"):
-        add("jury", m, np.mean(point[m][:, 0]), boot[m].mean(axis=0))
+    for m in ("cube_score", "weighted_score"):  # the jury mean skips undefined judges, as jury_summary does
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all judges undefined in a resample: NaN
+            add("jury", m, np.nanmean(point[m][:, 0]), np.nanmean(boot[m], axis=0))
     add("jury", "recall_at_k", point["recall_at_k"][0], boot["recall_at_k"])
     return pd.DataFrame(rows)

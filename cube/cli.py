@@ -58,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--out", type=Path, default=None, help="sheet path without extension (default: "
                    "outputs/<run>/annotation/annotation_sheet)")
     a.add_argument("--raters", nargs="*", default=None, help="rater ids: one row per rater and item")
+    a.add_argument("--overwrite", action="store_true",
+                   help="replace an existing sheet (by default it is kept: raters may be filling it in)")
 
     sub.add_parser("params-reference", help="print the params reference generated from the schema (Markdown)")
     return p
@@ -86,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
             from cube.pipeline import export_annotation
 
             params = load_params(args.params)
-            for path in export_annotation(params, out=args.out, raters=args.raters):
+            for path in export_annotation(params, out=args.out, raters=args.raters, overwrite=args.overwrite):
                 print(path)
             return 0
         if args.command == "params-reference":

@@ -167,7 +167,7 @@ class RagflowSystem(_Strict):
     doc_name_pattern: str = Field(
         r"^(?P<doc_id>[^.]+)", description="Regex whose `doc_id` group extracts our doc_id from a RAGFlow document name."
     )
-    top_n: int = 8
+    top_n: int = Field(8, ge=1)
     answerer: ModelRef | None = Field(None, description="Model that writes the zero/full bound sets (RAGFlow's own LLM).")
     max_concurrency: int = Field(4, ge=1)
 
@@ -177,7 +177,7 @@ class ImportedSystem(_Strict):
     name: str
     path: str
     on_invalid: Literal["error", "drop"] = "error"
-    top_n: int = 8
+    top_n: int = Field(8, ge=1)
     answerer: ModelRef | None = None
 
 
@@ -203,7 +203,12 @@ class JudgeParams(_Strict):
 
 class AnalysisParams(_Strict):
     trim_proportion: float = Field(0.1, ge=0, lt=0.5, description="Trimmed-mean cut per tail.")
-    subset: Literal["retrieved", "all"] = "retrieved"
+    subset: Literal["retrieved", "all"] = Field(
+        "retrieved", description="Questions of the trimmed means: retrieved ones (the paper) or all."
+    )
+    paired: bool = Field(
+        True, description="Per judge and dimension, use only questions scored in all three sets."
+    )
     weights: Literal["rank_correlation", "equal", "custom"] = "rank_correlation"
     custom_weights: dict[str, float] | None = None
     top_n: int | None = Field(None, ge=1, description="N of rank_score; default: the system's top_n.")
@@ -273,6 +278,13 @@ class Params(_Strict):
         names = [s.name for s in self.systems]
         if len(set(names)) != len(names):
             raise ValueError(f"systems: duplicate system names {names}")
+        for s in self.systems:
+            if s.kind != "builtin" and s.answerer is None and "answerer" not in self.model_fields_set:
+                raise ValueError(
+                    f"systems[{s.name}] ({s.kind}): set `answerer` (on the system, or at the top level) to the LLM "
+                    "this system answers with: it writes the zero and full bound sets, which must come from the "
+                    "same model as the system's answers (METHOD.md)"
+                )
         jnames = [j.name for j in self.judges]
         if len(set(jnames)) != len(jnames):
             raise ValueError(f"judges: duplicate judge names {jnames}")

@@ -67,7 +67,8 @@ def _system_figures(result: CubeResult, params: Params) -> dict[str, Any]:
     }
 
 
-def suggestions(result: CubeResult, params: Params, top_n: int, unscored_share: float = 0.0) -> list[str]:
+def suggestions(result: CubeResult, params: Params, top_n: int, call_failure_share: float = 0.0,
+                parse_failure_share: float = 0.0) -> list[str]:
     """Suggestions derived from the numbers, each naming the figure behind it."""
     ap = params.analysis
     out: list[str] = []
@@ -83,7 +84,7 @@ def suggestions(result: CubeResult, params: Params, top_n: int, unscored_share: 
                        "cost little answer quality; verify with a second system at a larger top_n.")
     jury = result.jury
     dims = [c for c in result.cube_table.columns if c in set(result.weights["dimension"])]
-    for d in sorted(dims, key=lambda d: jury.at["mean", d]):
+    for d in sorted(dims, key=lambda d: (not np.isfinite(jury.at["mean", d]), jury.at["mean", d])):
         score = jury.at["mean", d]
         if np.isfinite(score) and score < ap.weak_dimension_below:
             advice = ADVICE.get(d, f"raise {d}: revise the answering prompt for it")
@@ -97,9 +98,16 @@ def suggestions(result: CubeResult, params: Params, top_n: int, unscored_share: 
     if flagged:
         out.append(f"Bounds anomalies for {', '.join(map(str, flagged))} (a score outside its zero-full range or a "
                    "zero denominator): inspect the bound sets of those judges in notebook 05.")
-    if unscored_share > 0.02:
-        out.append(f"{unscored_share:.1%} of judgments are unscored (failed calls or unparseable replies): re-run "
-                   "`cube run` to retry them; answered calls are served from the cache.")
+    if call_failure_share > 0.02:
+        out.append(f"{call_failure_share:.1%} of judgments failed at the call (after retries): re-execute the scoring "
+                   "with `cube run PARAMS --only 03.. --force` to retry them; answered calls come from the cache.")
+    if parse_failure_share > 0.02:
+        out.append(f"{parse_failure_share:.1%} of judge replies held no usable 0-10 score: re-running returns the same "
+                   "cached replies, so adjust the judge's prompt or max_tokens, or add samples.")
+    unknown = result.settings.get("retrieval_unknown", 0)
+    if unknown:
+        out.append(f"{unknown} question(s) are left out because the system call failed (retrieval unknown): "
+                   "re-run the answering stage (`--only 02.. --force`) once the system is reachable.")
     if not out:
         out.append("No dimension is below the threshold and retrieval is above target: keep this configuration "
                    "and re-evaluate on a fresh question set before each release.")
@@ -107,8 +115,8 @@ def suggestions(result: CubeResult, params: Params, top_n: int, unscored_share: 
 
 
 def assess(results: dict[str, CubeResult], params: Params, *, usage: pd.DataFrame | None = None,
-           synthetic: bool = False, offline_judges: list[str] | None = None,
-           unscored_share: float = 0.0) -> dict[str, Any]:
+           synthetic: bool = False, offline_judges: list[str] | None = None, call_failure_share: float = 0.0,
+           parse_failure_share: float = 0.0, bound_note: str = "") -> dict[str, Any]:
     """The decision page's content for the run's first system (and a row for every system)."""
     primary = params.systems[0].name
     result = results[primary]
@@ -117,15 +125,17 @@ def assess(results: dict[str, CubeResult], params: Params, *, usage: pd.DataFram
     dims = [c for c in result.cube_table.columns if c in set(result.weights["dimension"])]
     means = result.jury.loc["mean", dims].astype(float)
     sds = result.jury.loc["sd", dims].astype(float)
-    weak = [d for d in means.sort_values().index if means[d] < params.analysis.weak_dimension_below]
-    if not weak and len(means):
-        weak = [means.idxmin()]
+    known = means.dropna()
+    weak = [d for d in known.sort_values().index if known[d] < params.analysis.weak_dimension_below]
+    if not weak and len(known):
+        weak = [known.idxmin()]
     ci = head["cube_ci"]
     ci_text = f" ({params.analysis.confidence:.0%} interval {ci[0]:.1f}-{ci[1]:.1f})" if ci else ""
+    on = "on those" if params.analysis.subset == "retrieved" else "over all questions"
     sentence = (
         f"{primary} achieved a CuBE score of {head['cube_score']:.1f}{ci_text} across {', '.join(dims)}: "
         f"{head['verdict']}. Retrieval found the gold document for {result.recall_at_k:.1%} of questions "
-        f"(R@{top_n}), and on those the answers reach {head['weighted_score']:.1f} of 100 on the scale from "
+        f"(R@{top_n}), and {on} the answers reach {head['weighted_score']:.1f} of 100 on the scale from "
         "the no-document bound (0) to the gold-document bound (100)."
     )
     notes = []
@@ -133,13 +143,17 @@ def assess(results: dict[str, CubeResult], params: Params, *, usage: pd.DataFram
         notes.append("This run uses the SYNTHETIC demo knowledge base (generated, not real service guides).")
     if offline_judges:
         notes.append(f"Judges {', '.join(offline_judges)} are deterministic rubric algorithms, not LLMs.")
+    if bound_note:
+        notes.append(bound_note)
     return {
         **head,
         "top_n": top_n,
         "confidence": params.analysis.confidence,
         "sentence": sentence,
         "weakest": [{"dimension": d, "score": float(means[d]), "sd": float(sds[d])} for d in weak],
-        "suggestions": suggestions(result, params, top_n, unscored_share),
+        "suggestions": suggestions(result, params, top_n, call_failure_share, parse_failure_share),
+        "weighted_label": "Answer quality when retrieved" if params.analysis.subset == "retrieved"
+        else "Answer quality (all questions)",
         "judges": [str(j) for j in result.cube_table.index],
         "n_questions": result.n_questions,
         "systems": [_system_figures(r, params) for r in results.values()],

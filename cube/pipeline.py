@@ -95,6 +95,16 @@ def evaluate_run(run: Run, *, bootstrap: bool = True) -> dict[str, CubeResult]:
         return evaluate_systems(answers, scores, ap, system_top_n(run.params))
 
 
+def bound_answerer_note(params: Params) -> str:
+    """A caveat when the bound sets of the primary system are not written by an LLM like the system's."""
+    system = params.systems[0]
+    spec = params.model(params.system_answerer(system))
+    if spec.provider == "offline":
+        return (f"The zero and full bound sets of {system.name} are written by the offline {spec.model} algorithm, "
+                "not by an LLM.")
+    return ""
+
+
 def offline_judges(run: Run) -> list[str]:
     """Judges whose model is an offline algorithm (not an LLM), for the caveats the report states."""
     return [j.name for j in run.params.judges if run.params.model(j.model).provider == "offline"]
@@ -111,14 +121,20 @@ def annotation_dir(paths: RunPaths) -> Path:
 
 
 def export_annotation(params: Params, out: Path | None = None, raters: list[str] | None = None,
-                      paths: RunPaths | None = None) -> list[Path]:
-    """Export the annotation sheet (CSV, criteria CSV, Excel) for a run's answers."""
+                      paths: RunPaths | None = None, overwrite: bool = False) -> list[Path]:
+    """Export the annotation sheet (CSV, criteria CSV, Excel) for a run's answers.
+
+    An existing sheet is kept unless `overwrite`: raters may be filling it in place, and the
+    sample is deterministic, so writing it again could only erase their work."""
     from cube.human import export_annotation_sheet
 
     paths = paths or RunPaths.for_params(params)
+    target = out or annotation_dir(paths) / "annotation_sheet"
+    existing = sorted(target.parent.glob(f"{target.name}*")) if target.parent.exists() else []
+    if existing and not overwrite:
+        return existing
     run = Run(params=params, paths=paths, params_path=Path("."))
     answers, questions, corpus = run.load("answers"), run.load("questions"), run.load("corpus")
-    target = out or annotation_dir(paths) / "annotation_sheet"
     target.parent.mkdir(parents=True, exist_ok=True)
     export_annotation_sheet(answers, questions, corpus, params.dimension_names(), params.lang, target,
                             size=params.human.sample_size, seed=params.human.seed, raters=raters, paired=True)
@@ -150,8 +166,11 @@ def decision(run: Run, results: dict[str, CubeResult]) -> dict[str, Any]:
         else False
     offline = offline_judges(run)
     scores = run.load("scores")
+    kind = scores["error_kind"].fillna("") if "error_kind" in scores else pd.Series("", index=scores.index)
     out = assess(results, run.params, usage=usage, synthetic=corpus_synthetic, offline_judges=offline,
-                 unscored_share=float(scores["score"].isna().mean()) if len(scores) else 0.0)
+                 call_failure_share=float((kind == "call").mean()) if len(scores) else 0.0,
+                 parse_failure_share=float((kind == "parse").mean()) if len(scores) else 0.0,
+                 bound_note=bound_answerer_note(run.params))
     run.record(decision=out, cube_score=out["cube_score"], recall_at_k=out["recall_at_k"],
                weighted_score=out["weighted_score"], verdict=out["verdict"])
     return out

@@ -68,6 +68,34 @@ def select_notebooks(notebooks: list[Path], only: str | None) -> list[Path]:
     return chosen
 
 
+DECISION_STAGE = 6  # notebook 06 writes the decision; any earlier stage re-executing makes it stale
+HEADLINE_KEYS = ("decision", "cube_score", "recall_at_k", "weighted_score", "verdict")
+
+
+def _forget_decision(paths: RunPaths) -> None:
+    if paths.results.exists():
+        results = json.loads(paths.results.read_text(encoding="utf-8"))
+        for key in HEADLINE_KEYS:
+            results.pop(key, None)
+        paths.results.write_text(json.dumps(results, indent=2, ensure_ascii=False), encoding="utf-8")
+
+
+def _input_files_digest(params: Params) -> str:
+    """Contents of the user's files the params name (corpus, questions, imported answers, ratings):
+    replacing one at the same path makes the stages that read it out of date."""
+    named = [params.corpus.path if params.corpus.source == "file" else None,
+             params.questions.path if params.questions.generator == "file" else None,
+             params.human.ratings, *[getattr(s, "path", None) for s in params.systems]]
+    h = hashlib.sha256()
+    for name in filter(None, named):
+        path = Path(name)
+        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+        for f in files:
+            h.update(str(f).encode())
+            h.update(f.read_bytes() if f.is_file() else b"<missing>")
+    return h.hexdigest()
+
+
 def _package_digest() -> str:
     h = hashlib.sha256()
     root = Path(__file__).resolve().parent
@@ -113,7 +141,8 @@ def execute_run(params_path: str | Path, *, notebooks_dir: Path | None = None, o
     chosen = set(select_notebooks(notebooks, only))
     prints_file = paths.notebooks / ".fingerprints.json"
     prints = json.loads(prints_file.read_text()) if prints_file.exists() else {}
-    upstream = hashlib.sha256((params_to_yaml(params) + _package_digest()).encode()).hexdigest()
+    upstream = hashlib.sha256((params_to_yaml(params) + _package_digest() + _input_files_digest(params))
+                              .encode()).hexdigest()
     summary = RunSummary(paths)
     started = dt.datetime.now(dt.UTC)
     executed_before = False  # once a stage re-executes, every later stage's inputs may have changed
@@ -131,6 +160,8 @@ def execute_run(params_path: str | Path, *, notebooks_dir: Path | None = None, o
         log(f"[cube] {nb.stem}: executing")
         t0 = time.perf_counter()
         prints.pop(nb.name, None)
+        if int(nb.name[:2]) <= DECISION_STAGE:  # the decision on index.html is stale until 06 runs again
+            _forget_decision(paths)
         try:
             # Progress bars go to the terminal of `cube run`, not into the published pages: the
             # kernel writes them to its inherited stderr, which it is told not to capture.
@@ -194,7 +225,10 @@ def export_html(executed: Path, target: Path, *, with_code: bool) -> Path:
 
 
 def publish(params: Params, paths: RunPaths) -> Path:
-    """Export every executed notebook and write `report/index.html`."""
+    """Export every executed notebook and write `report/index.html`. A page whose stage is out
+    of date (an earlier stage re-executed or failed since) is listed as such."""
+    prints_file = paths.notebooks / ".fingerprints.json"
+    current = json.loads(prints_file.read_text()) if prints_file.exists() else {}
     pages = []
     for executed in sorted(paths.notebooks.glob(NOTEBOOK_GLOB)):
         html = paths.report / f"{executed.stem}.html"
@@ -203,7 +237,7 @@ def publish(params: Params, paths: RunPaths) -> Path:
             export_html(executed, html, with_code=False)
             export_html(executed, code, with_code=True)
         pages.append({"name": executed.stem, "title": _notebook_title(executed),
-                      "href": html.name, "code_href": f"code/{code.name}"})
+                      "href": html.name, "code_href": f"code/{code.name}", "stale": executed.name not in current})
     return write_index(params, paths, pages)
 
 

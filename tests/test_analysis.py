@@ -245,3 +245,59 @@ def test_sample_variance_measures_run_to_run_noise():
     both = A.sample_variance(pd.concat([scores, again], ignore_index=True)).set_index(["judge", "dimension"])
     assert both.loc["judge-b", "mean_within_sd"].eq(0).all() and both.loc["judge-b", "share_disagreeing"].eq(0).all()
     assert (both.loc["judge-a", "mean_within_sd"] > 0).all() and both.at[("judge-a", "quality"), "samples"] == 2
+
+
+# --------------------------------------------------------- failure paths (independent review)
+def test_a_weighted_dimension_without_scores_makes_w_undefined_not_smaller():
+    answers, scores = make_tables(n_questions=40, seed=14)
+    scores = scores.copy()
+    scores.loc[(scores.set == "rag") & (scores.dimension == "quality"), "score"] = np.nan
+    ap = AnalysisParams(bootstrap=0, weights="equal")
+    res = _quiet_evaluate(answers, scores, ap)
+    assert np.isnan(res.cube_table.at["judge-a", "weighted_score"])
+    assert "undefined" in res.cube_table.at["judge-a", "flags"]
+    boot = bootstrap_cube(answers, scores, n_resamples=20, weights="equal")
+    assert np.isnan(boot[(boot.judge == "judge-a") & (boot.metric == "weighted_score")]["estimate"].iloc[0])
+    # a dimension of weight 0 contributes nothing, with or without scores
+    custom = AnalysisParams(bootstrap=0, weights="custom", custom_weights={"relevance": 1, "specificity": 1,
+                                                                            "completeness": 1, "quality": 0})
+    assert np.isfinite(_quiet_evaluate(answers, scores, custom).cube_table.at["judge-a", "weighted_score"])
+
+
+def test_nothing_retrieved_gives_cube_zero_with_a_flag():
+    answers, scores = make_tables(n_questions=30, seed=15)
+    res = _quiet_evaluate(answers.assign(rank=0), scores)
+    assert res.recall_at_k == 0 and (res.cube_table["cube_score"] == 0).all()
+    assert res.cube_table["flags"].str.contains("nothing retrieved").all()
+
+
+def test_pairing_uses_only_questions_scored_in_all_three_sets():
+    answers, scores = make_tables(n_questions=30, seed=16)
+    scores = scores.copy()
+    lost = (scores.judge == "judge-a") & (scores.dimension == "relevance") & (scores.set == "rag") \
+        & scores.question_id.isin(["q000", "q001"])
+    scores.loc[lost, "score"] = np.nan
+    tm = A.trimmed_means(scores).set_index(["judge", "set", "dimension"])
+    assert tm.at[("judge-a", "zero", "relevance"), "n"] == 28 and tm.at[("judge-a", "zero", "relevance"), "n_unpaired"] == 2
+    assert tm.at[("judge-a", "rag", "relevance"), "n_unscored"] == 2
+    assert tm.at[("judge-b", "zero", "relevance"), "n"] == 30  # other judges keep every question
+    unpaired = A.trimmed_means(scores, paired=False).set_index(["judge", "set", "dimension"])
+    assert unpaired.at[("judge-a", "zero", "relevance"), "n"] == 30
+
+
+def test_failed_system_calls_are_not_retrieval_misses():
+    answers, scores = make_tables(n_questions=40, seed=17)
+    failed = answers.question_id.isin(["q000", "q001", "q002"])
+    answers = answers.assign(retrieval_ok=~failed, rank=np.where(failed, 0, answers["rank"]))
+    res = _quiet_evaluate(answers, scores)
+    kept = answers[~failed & (answers.set == "rag")]
+    assert res.n_questions == 37 and res.recall_at_k == pytest.approx((kept["rank"] > 0).mean())
+    assert res.settings["retrieval_unknown"] == 3
+
+
+def test_bootstrap_does_not_depend_on_row_order():
+    answers, scores = make_tables(n_questions=40, seed=18)
+    a = bootstrap_cube(answers, scores, n_resamples=100, seed=1)
+    b = bootstrap_cube(answers.sample(frac=1, random_state=3), scores.sample(frac=1, random_state=4),
+                       n_resamples=100, seed=1)
+    pd.testing.assert_frame_equal(a, b)

@@ -96,3 +96,14 @@ def test_readme_params_reference_is_generated_from_the_schema():
     block = text.split("<!-- params-reference:start -->\n")[1].split("<!-- params-reference:end -->")[0]
     assert block.strip() == params_reference().strip(), "run: cube params-reference, paste into README.md"
     assert "make run" in text and "make test" in text
+
+
+def test_ragflow_and_imported_systems_must_name_their_answering_model():
+    system = {"kind": "imported", "name": "mine", "path": "qa.csv"}
+    with pytest.raises(ParamsError, match=r"systems\[mine\] \(imported\): set `answerer`"):
+        parse_params({**MINIMAL, "systems": [system]})
+    parse_params({**MINIMAL, "systems": [{**system, "answerer": {"provider": "offline", "model": "extractive"}}]})
+    parse_params({**MINIMAL, "answerer": {"provider": "offline", "model": "extractive"}, "systems": [system]})
+    with pytest.raises(ParamsError, match="greater than or equal to 1"):
+        parse_params({**MINIMAL, "answerer": {"provider": "offline", "model": "extractive"},
+                      "systems": [{**system, "top_n": 0}]})

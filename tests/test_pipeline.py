@@ -1,0 +1,55 @@
+"""Stages called directly (no papermill): the annotation sheet is never overwritten, and the
+decision survives undefined numbers."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from cube import pipeline
+from cube.lta import assess, verdict
+from cube.notebook import open_run
+
+JUDGES = [{"name": "lenient", "model": {"provider": "offline", "model": "rubric-lenient"}},
+          {"name": "strict", "model": {"provider": "offline", "model": "rubric-strict"}}]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("pipe")
+    params = tmp / "p.yaml"
+    params.write_text(yaml.safe_dump({"run": "pipe", "judges": JUDGES, "analysis": {"bootstrap": 50},
+                                      "corpus": {"n_items": 24, "seed": 2}, "human": {"sample_size": 9}}),
+                      encoding="utf-8")
+    r = open_run(params, tmp / "pipe")
+    for stage in (pipeline.corpus_stage, pipeline.questions_stage, pipeline.answers_stage, pipeline.scores_stage):
+        stage(r)
+    return r
+
+
+def test_an_annotation_sheet_being_filled_is_never_overwritten(run):
+    first = pipeline.export_annotation(run.params, paths=run.paths)
+    sheet = next(p for p in first if p.name == "annotation_sheet.csv")
+    filled = pd.read_csv(sheet)
+    filled["relevance.total"] = 7
+    filled.to_csv(sheet, index=False)
+    again = pipeline.export_annotation(run.params, paths=run.paths)
+    assert again == first and (pd.read_csv(sheet)["relevance.total"] == 7).all()
+    pipeline.export_annotation(run.params, paths=run.paths, overwrite=True)
+    assert pd.read_csv(sheet)["relevance.total"].isna().all()
+
+
+def test_decision_with_undefined_dimensions_is_undetermined_not_a_crash(run):
+    results = pipeline.evaluate_run(run)
+    result = results["bm25-top8"]
+    dims = ["relevance", "specificity", "completeness", "quality"]
+    result.jury.loc[:, [*dims, "weighted_score", "cube_score"]] = np.nan
+    out = assess(results, run.params)
+    assert out["verdict"] == "undetermined" and out["weakest"] == []
+    assert verdict(float("nan"), {"good": 60}) == "undetermined" and verdict(59.9, {"good": 60}) == "poor"
+
+
+def test_decision_names_offline_bounds_and_subset_wording(run):
+    out = pipeline.decision(run, pipeline.evaluate_run(run))
+    assert "offline extractive algorithm" in out["synthetic_data"] and "SYNTHETIC" in out["synthetic_data"]
+    assert "on those the answers" in out["sentence"] and out["weighted_label"] == "Answer quality when retrieved"
