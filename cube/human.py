@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from cube.schema import ACCOUNTING_COLUMNS, ANSWER_COLUMNS, SCORE_COLUMNS, SchemaError, require_columns
+from cube.usage import no_call_accounting
 
 CRITERIA: tuple[str, ...] = ("c1", "c2", "c3", "c4", "c5")
 CRITERION_MAX = 2.0
@@ -411,17 +412,13 @@ def _score_rows(records: pd.DataFrame, known: dict[str, tuple], per_rater: bool)
         error=np.where(out["score"].isna(), "missing", ""),
         error_kind=np.where(out["score"].isna(), "missing", ""),
         detail=[json.dumps(d, ensure_ascii=False) for d in out["detail"]],
-        # accounting: a human rating costs no tokens; latency is unknown, not zero
-        model="human",
-        role="judging",
-        input_tokens=0,
-        output_tokens=0,
-        cost=0.0,
-        latency_s=float("nan"),
-        cached=False,
-        call_id="",
+        finish_reason="",
+        # accounting: no model call (call_id "", no tokens, cost 0.0: counted as skipped by
+        # usage_summary, never as a call); latency is unknown, not zero
+        **no_call_accounting("human", "judging", latency_s=float("nan")),
     )
-    return out.loc[:, [*SCORE_COLUMNS, "sample", "raw", "error", "error_kind", "detail", *ACCOUNTING_COLUMNS]]
+    return out.loc[:, [*SCORE_COLUMNS, "sample", "raw", "error", "error_kind", "detail", "finish_reason",
+                       *ACCOUNTING_COLUMNS]]
 
 
 def import_ratings(

@@ -25,7 +25,10 @@ and unusable 200 answers, honouring Retry-After (capped by `backoff_max_s`); oth
 once. A failure is a Response whose `error` says why ("HTTP 429 after 5 attempts: ...") and
 never contains the API key. Successful calls are stored in a SQLite cache (`CallCache`),
 one committed row each, keyed by `cache_key`; a re-run, or a run resumed after being killed,
-sends only what is not stored, and a fully cached batch needs no API key at all.
+sends only what is not stored, and a fully cached batch needs no API key at all. A reply cut
+at the token limit (`detail["finish_reason"] == "length"`) is kept, not an error; a batch
+with such replies logs one warning ("m: 12 of 300 replies were cut at max_tokens=512; raise
+max_tokens").
 """
 
 from __future__ import annotations
@@ -396,6 +399,21 @@ class _Endpoints:
         )
 
 
+def warn_truncated(name: str, spec: ModelSpec, responses: Sequence[Response]) -> int:
+    """Log one warning when replies of a batch were cut at the token limit; return how many.
+
+    A cut reply (`finish_reason` 'length') is kept as it is, not treated as an error, but it
+    biases what is measured (an answer cut short looks incomplete), so the run says so; tables
+    keep `finish_reason` and `usage_summary` counts `truncated` calls.
+    """
+    cut = sum((r.detail or {}).get("finish_reason") == "length" for r in responses)
+    if cut:
+        limit = (f"{spec.max_tokens_param}={spec.max_tokens}" if spec.max_tokens is not None
+                 else "the server's output limit (max_tokens not set)")
+        log.warning("%s: %d of %d replies were cut at %s; raise max_tokens", name, cut, len(responses), limit)
+    return cut
+
+
 class OpenAIModel(Model):
     """Any OpenAI-compatible chat endpoint, with cache, retries, concurrency bound and accounting.
 
@@ -455,6 +473,7 @@ class OpenAIModel(Model):
         missing = [i for i, r in enumerate(out) if r is None]
         if missing:  # only a bug here could cause it; never return a shorter, misaligned list
             raise RuntimeError(f"{self.name}: no response for request(s) {missing[:5]}")
+        warn_truncated(self.name, self.spec, out)  # type: ignore[arg-type]
         return out  # type: ignore[return-value]
 
     async def _send(

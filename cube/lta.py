@@ -42,7 +42,7 @@ def verdict(score: float, thresholds: dict[str, float]) -> str:
 def _usage_figures(usage: pd.DataFrame | None) -> dict[str, Any]:
     if usage is None or usage.empty:
         return {"cost_total": 0.0, "tokens_total": 0, "calls_total": 0, "calls_cached": 0, "cost_note": ""}
-    priced = usage["cost_total"].notna() | (usage["input_tokens"] + usage["output_tokens"] == 0)
+    priced = usage["cost_total"].notna() | (usage["calls"] == 0)
     unpriced = sorted(set(usage.loc[~priced, "model"].astype(str)))
     return {
         "cost_total": None if unpriced else float(usage["cost_total"].fillna(0).sum()),
@@ -68,7 +68,7 @@ def _system_figures(result: CubeResult, params: Params) -> dict[str, Any]:
 
 
 def suggestions(result: CubeResult, params: Params, top_n: int, call_failure_share: float = 0.0,
-                parse_failure_share: float = 0.0) -> list[str]:
+                parse_failure_share: float = 0.0, skipped_share: float = 0.0) -> list[str]:
     """Suggestions derived from the numbers, each naming the figure behind it."""
     ap = params.analysis
     out: list[str] = []
@@ -104,6 +104,9 @@ def suggestions(result: CubeResult, params: Params, top_n: int, call_failure_sha
     if parse_failure_share > 0.02:
         out.append(f"{parse_failure_share:.1%} of judge replies held no usable 0-10 score: re-running returns the same "
                    "cached replies, so adjust the judge's prompt or max_tokens, or add samples.")
+    if skipped_share > 0.02:
+        out.append(f"{skipped_share:.1%} of judgments were skipped because the answer itself is missing (the answering "
+                   "call failed): re-run the answering stage with `--only 02.. --force`.")
     unknown = result.settings.get("retrieval_unknown", 0)
     if unknown:
         out.append(f"{unknown} question(s) are left out because the system call failed (retrieval unknown): "
@@ -116,7 +119,7 @@ def suggestions(result: CubeResult, params: Params, top_n: int, call_failure_sha
 
 def assess(results: dict[str, CubeResult], params: Params, *, usage: pd.DataFrame | None = None,
            synthetic: bool = False, offline_judges: list[str] | None = None, call_failure_share: float = 0.0,
-           parse_failure_share: float = 0.0, bound_note: str = "") -> dict[str, Any]:
+           parse_failure_share: float = 0.0, skipped_share: float = 0.0, bound_note: str = "") -> dict[str, Any]:
     """The decision page's content for the run's first system (and a row for every system)."""
     primary = params.systems[0].name
     result = results[primary]
@@ -151,7 +154,7 @@ def assess(results: dict[str, CubeResult], params: Params, *, usage: pd.DataFram
         "confidence": params.analysis.confidence,
         "sentence": sentence,
         "weakest": [{"dimension": d, "score": float(means[d]), "sd": float(sds[d])} for d in weak],
-        "suggestions": suggestions(result, params, top_n, call_failure_share, parse_failure_share),
+        "suggestions": suggestions(result, params, top_n, call_failure_share, parse_failure_share, skipped_share),
         "weighted_label": "Answer quality when retrieved" if params.analysis.subset == "retrieved"
         else "Answer quality (all questions)",
         "judges": [str(j) for j in result.cube_table.index],

@@ -170,6 +170,7 @@ def decision(run: Run, results: dict[str, CubeResult]) -> dict[str, Any]:
     out = assess(results, run.params, usage=usage, synthetic=corpus_synthetic, offline_judges=offline,
                  call_failure_share=float((kind == "call").mean()) if len(scores) else 0.0,
                  parse_failure_share=float((kind == "parse").mean()) if len(scores) else 0.0,
+                 skipped_share=float((kind == "skipped").mean()) if len(scores) else 0.0,
                  bound_note=bound_answerer_note(run.params))
     run.record(decision=out, cube_score=out["cube_score"], recall_at_k=out["recall_at_k"],
                weighted_score=out["weighted_score"], verdict=out["verdict"])

@@ -48,6 +48,7 @@ from cube.config import Params
 from cube.corpus import CorpusError, read_table
 from cube.llm import Request, make_model, response_accounting
 from cube.schema import ACCOUNTING_COLUMNS, CORPUS_FIELDS, FIELD_LABELS, QUESTION_COLUMNS
+from cube.usage import no_call_accounting
 
 # `style`: how a template question names its item (`STYLES`); "" for LLM questions and files without one.
 QUESTION_TABLE_COLUMNS: tuple[str, ...] = (*QUESTION_COLUMNS, "style", *ACCOUNTING_COLUMNS, "error", "raw")
@@ -56,10 +57,9 @@ dRecord = dict[str, Any]
 
 
 def _no_call(model: str) -> dict[str, Any]:
-    """Accounting columns of a row that no model call produced (template or imported questions)."""
-    values = {"model": model, "role": ROLE, "input_tokens": 0, "output_tokens": 0, "cost": 0.0, "latency_s": 0.0,
-              "cached": False, "call_id": ""}
-    return {c: values[c] for c in ACCOUNTING_COLUMNS}
+    """Accounting columns of a row that no model call produced (template or file questions):
+    call_id "", no tokens, cost 0.0, so `usage_summary` counts it as skipped, not as a call."""
+    return no_call_accounting(model, ROLE)
 
 
 class QuestionError(ValueError):

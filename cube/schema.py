@@ -10,15 +10,28 @@ Tables are pandas DataFrames stored as parquet under `outputs/<run>/data/`:
   call accounting columns (`ACCOUNTING_COLUMNS`). `set` is `zero` (no documents), `rag`
   (the system under test) or `full` (the gold document alone). `retrieved_doc_ids` is the
   ordered list the system retrieved (empty for zero, `[doc_id]` for full); `rank` is the
-  1-based position of the gold `doc_id` in it, 0 when absent.
+  1-based position of the gold `doc_id` in it, 0 when absent. The full table
+  (`cube.systems.ANSWERS_COLUMNS`) also has `n_retrieved`, `error`, `answerer`,
+  `finish_reason` (the answering model's: 'stop', 'length' = cut at max_tokens, '' unknown)
+  and `retrieval_ok` (bool): True when the system's retrieval outcome is known (the call
+  returned, even with zero chunks; always for `builtin`, whose bm25 retrieval happens even
+  when its answering call fails), False when the system call failed so nothing is known
+  about its retrieval (a failed RAGFlow call; an imported row with an `error` and no
+  retrieved list). A rank 0 with `retrieval_ok` False is a system failure, not a retrieval
+  miss. `zero`/`full` rows carry the `rag` row's `rank`, `n_retrieved` and `retrieval_ok`.
 - scores: `question_id, system, set, judge, dimension, score` (float 0-10, NaN = unscored)
-  plus `sample`, `raw`, `error`, `error_kind` ('' | 'call' | 'parse'), `detail` and the
-  accounting columns.
+  plus `sample`, `raw`, `error`, `error_kind` ('' | 'call' | 'parse' | 'skipped': the answer
+  was missing, nothing was judged; human ratings: 'missing'), `detail`, `finish_reason`
+  (the judge model's, '' when unknown) and the accounting columns.
 
 Every row produced by a model call carries the full accounting of that call and its
 `call_id`, so a run's usage is a sum over the distinct calls of its tables (no hidden
 ledger; a bound set reused by several systems, or one all-dimensions judge call filling
 several rows, is counted once): `role` is `question_generation`, `answering` or `judging`.
+A row that did not come from a model call (template or file questions, imported answers,
+human ratings, skipped judgments) has `call_id` "", no tokens and cost 0.0, and is not a
+call (`cube.usage`). A real call of unknown price (a RAGFlow answer) has its own `call_id`
+and cost NaN.
 """
 
 from __future__ import annotations

@@ -19,6 +19,8 @@ from cube.human import (
     rating_columns,
 )
 from cube.judges import dimension_criteria
+from cube.judges.scoring import SCORES_TABLE_COLUMNS
+from cube.usage import usage_summary
 
 DIMS = ["relevance", "completeness"]
 RAG_RANKS = [1, 3, 0, 2, 0, 1, 0, 4, 1, 2]  # 7 of 10 questions retrieved
@@ -168,6 +170,10 @@ def test_round_trip(tables, tmp_path: Path, fmt: str):
     mean = per_rater.groupby(["question_id", "system", "set", "dimension"])["score"].mean()
     got = consensus.set_index(["question_id", "system", "set", "dimension"])["score"]
     pd.testing.assert_series_equal(got.sort_index(), mean.sort_index(), check_names=False)
+    # the judges' table shape; a rating is no model call: skipped in the usage, cost 0, not a call
+    assert set(consensus.columns) == set(SCORES_TABLE_COLUMNS) and (consensus["finish_reason"] == "").all()
+    usage = usage_summary([per_rater]).iloc[0]
+    assert (usage["model"], usage["calls"], usage["skipped"], usage["cost_total"]) == ("human", 0, len(per_rater), 0.0)
 
 
 @pytest.fixture

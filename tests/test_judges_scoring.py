@@ -151,7 +151,17 @@ def test_missing_answer_is_recorded_not_scored() -> None:
     answers.loc[0, "answer"] = None
     scores = score_answers(answers, rubric_judges()[:1], load_dimensions(params()), corpus, progress=False)
     bad = scores[(scores["question_id"] == "q1") & (scores["set"] == "zero")]
-    assert len(bad) == 4 and bad["score"].isna().all() and (bad["error_kind"] == "call").all()
+    assert len(bad) == 4 and bad["score"].isna().all() and (bad["error_kind"] == "skipped").all()
+    assert bad["error"].str.contains("answer is missing").all()
+    # no call was made: no call id, no tokens, cost 0.0 (not unknown), so the judge's cost stays known
+    assert (bad["call_id"] == "").all() and (bad["cost"] == 0.0).all() and (bad["finish_reason"] == "").all()
+    usage = usage_summary([scores]).iloc[0]
+    n_calls = scores.loc[scores["call_id"] != "", "call_id"].nunique()
+    assert n_calls > 0 and (usage["calls"], usage["failed_calls"], usage["skipped"]) == (n_calls, 0, 4)
+    assert usage["cost_total"] == 0.0
+    # the answerer's failure is not the judge's: counted as skipped, out of the judge's failure rate
+    rates = failure_rates(scores).iloc[0]
+    assert (rates["n"], rates["skipped"], rates["call_failures"], rates["call_failure_rate"]) == (len(scores), 4, 0, 0.0)
 
 
 def _llm_reply(body: dict[str, Any]) -> str:
@@ -205,6 +215,9 @@ def test_score_answers_with_an_llm_judge_on_the_local_server() -> None:
     assert (alld.loc[alld["question_id"] == "q3", "error_kind"] == "call").all()
     assert {"model", "role", "input_tokens", "output_tokens", "cost", "latency_s", "cached"} <= set(scores.columns)
     assert (scores.loc[scores["error_kind"] != "call", "cost"] > 0).all()
+    # the judge model's finish_reason is kept ('' for a failed call: no reply)
+    assert set(scores.loc[scores["error_kind"] != "call", "finish_reason"]) == {"stop"}
+    assert set(scores.loc[scores["error_kind"] == "call", "finish_reason"]) == {""}
     assert not math.isnan(scores["latency_s"].sum())
 
     rates = failure_rates(scores).set_index("judge")

@@ -311,8 +311,11 @@ def test_response_accounting_columns() -> None:
 
 
 def test_usage_summary_splits_this_run_from_total() -> None:
+    ids = iter(range(100))
+
     def row(model: str, role: str, cost: float | None, cached: bool, error: str | None = None) -> dict:
-        r = Response(text="x", input_tokens=10, output_tokens=2, cost=cost, cached=cached, model=model)
+        r = Response(text="x", input_tokens=10, output_tokens=2, cost=cost, cached=cached, model=model,
+                     call_id=f"call-{next(ids)}")
         return {**response_accounting(r, role), "error": error}
 
     answers = pd.DataFrame([row("gpt", "answering", 0.5, False), row("gpt", "answering", 0.25, True)])
@@ -332,6 +335,41 @@ def test_usage_summary_splits_this_run_from_total() -> None:
     assert (j["cost_this_run"], j["cost_total"]) == (pytest.approx(1.0), pytest.approx(3.0))
     assert math.isnan(s.loc[("judging", "local"), "cost_total"])  # no price: unknown, not zero
     assert list(s.index.get_level_values("role")) == ["answering", "judging", "judging"]
+    assert (s["skipped"] == 0).all() and (s["truncated"] == 0).all()  # every row above was a call
+
+
+class CuttingServer(OpenAIServer):
+    """The test server honouring `max_tokens` like a real endpoint: a longer reply is cut to that
+    many (whitespace) tokens and reported with finish_reason 'length'."""
+
+    def _completion(self, body: dict, text: str) -> dict:
+        limit = body.get("max_tokens")
+        words = text.split()
+        cut = limit is not None and len(words) > limit
+        out = super()._completion(body, " ".join(words[:limit]) if cut else text)
+        if cut:
+            out["choices"][0]["finish_reason"] = "length"
+        return out
+
+
+def test_truncated_replies_are_kept_flagged_and_warned_once_per_batch(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    long = [Request(messages=({"role": "user", "content": f"long {i}"},)) for i in range(2)]
+    with CuttingServer(reply=lambda b: "a b c d e f" if "long" in b["messages"][-1]["content"] else "ok") as server:
+        model = make_model(spec_for(server.url, max_tokens=3), tmp_path / "c.sqlite")
+        with caplog.at_level(logging.WARNING, logger="cube.llm"):
+            rs = model.complete([*long, *reqs(3)], role="answering", progress=False)
+            again = model.complete([*long, *reqs(3)], role="answering", progress=False)  # from the cache
+    assert [r.text for r in rs[:2]] == ["a b c", "a b c"] and all(r.ok for r in rs)  # kept, not an error
+    assert [r.detail["finish_reason"] for r in rs] == ["length", "length", "stop", "stop", "stop"]
+    assert all(r.cached for r in again) and [r.detail["finish_reason"] for r in again][:2] == ["length"] * 2
+    warnings = [r.getMessage() for r in caplog.records if "were cut" in r.getMessage()]
+    assert warnings == ["m: 2 of 5 replies were cut at max_tokens=3; raise max_tokens"] * 2
+    # the tables keep the flag; usage counts truncated calls once each
+    rows = pd.DataFrame([{**response_accounting(r, "answering"), "finish_reason": r.detail["finish_reason"]}
+                         for r in [*rs, *rs[:2]]])
+    assert usage_summary([rows]).loc[0, ["calls", "truncated"]].tolist() == [5, 2]
 
 
 def test_progress_bar_shows_count_and_rate(openai_server: OpenAIServer, capsys: pytest.CaptureFixture) -> None:

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from openai_server import OpenAIServer
+from test_llm import CuttingServer
 
 import cube.systems as systems
 from cube.config import BuiltinSystem, ImportedSystem, JudgeParams, ModelSpec, Params, QuestionParams
@@ -208,3 +209,48 @@ def test_builtin_with_an_llm_answerer_sends_the_prompt_and_documents(tmp_path):
     assert (rag["answer"] == [f"docs={n} empty=False" for n in rag["n_retrieved"]]).all()
     assert (zero["answer"] == "docs=0 empty=True").all() and (full["answer"] == "docs=1 empty=False").all()
     assert set(out["answerer"]) == {"qwen-test"} and (out["input_tokens"] > 0).all()
+
+
+def test_retrieval_ok_and_finish_reason_through_build_answers(tmp_path, caplog):
+    """builtin: retrieval is known even when the answering call fails; imported: an error row
+    without a list is not; zero/full copy the rag row's flag; a cut reply is kept and flagged."""
+    corpus, questions = _demo("zh", 60)
+    q = questions.head(4)
+    failing_q, long_q = q["question"].iloc[0], q["question"].iloc[1]
+    imported = tmp_path / "qa.jsonl"
+    pd.DataFrame({"question_id": q["question_id"], "answer": ["答", None, "答", "答"],
+                  "error": ["", "timeout", "", "timeout"],
+                  "retrieved_doc_ids": [[q["doc_id"].iloc[0]], [], [], [q["doc_id"].iloc[3]]]},
+                 ).to_json(imported, orient="records", lines=True, force_ascii=False)
+
+    def reply(body: dict) -> str:
+        return "一 二 三 四 五 六 七 八 九 十" if long_q in body["messages"][-1]["content"] else "好"
+
+    with CuttingServer(reply=reply) as server:
+        def rag_call_of_first(body: dict) -> bool:  # the rag answer (>= 2 documents) of the first question
+            return failing_q in body["messages"][-1]["content"] and 'index="2"' in body["messages"][0]["content"]
+
+        server.fail("400", times=None, when=rag_call_of_first)
+        spec = ModelSpec(model="qwen-test", base_url=server.url, max_tokens=5, max_attempts=1)
+        params = _params(answerer=spec, systems=[BuiltinSystem(name="bm25", top_n=3),
+                                                 ImportedSystem(name="mine", path=str(imported))])
+        with caplog.at_level("WARNING", logger="cube.llm"):
+            out = build_answers(params, corpus, q, tmp_path / "cache.sqlite", progress=False)
+    assert out["retrieval_ok"].dtype == bool
+    bm = out[(out["system"] == "bm25") & (out["set"] == "rag")].set_index("question_id")
+    first, second = q["question_id"].iloc[0], q["question_id"].iloc[1]
+    # the answering call failed, yet bm25 retrieved: the outcome (rank, n_retrieved) is known
+    assert bm.loc[first, "error"].startswith("HTTP 400") and pd.isna(bm.loc[first, "answer"])
+    assert bool(bm.loc[first, "retrieval_ok"]) and bm.loc[first, "n_retrieved"] == 3
+    assert bm["retrieval_ok"].all()
+    # the cut reply is kept as the answer, flagged, and the batch warned about it
+    assert bm.loc[second, "answer"] == "一 二 三 四 五" and bm.loc[second, "finish_reason"] == "length"
+    assert bm.loc[q["question_id"].iloc[2], "finish_reason"] == "stop" and bm.loc[first, "finish_reason"] == ""
+    assert any("1 of 4 replies were cut at max_tokens=5; raise max_tokens" in r.getMessage() for r in caplog.records)
+    mine = out[out["system"] == "mine"].pivot(index="question_id", columns="set", values="retrieval_ok")
+    # row 2: error and no list -> unknown; row 3: no error, empty list -> a known miss; row 4: error with a list
+    expected = {q["question_id"].iloc[i]: ok for i, ok in enumerate([True, False, True, True])}
+    for s in ("zero", "rag", "full"):  # the bound rows carry the system's outcome
+        assert mine[s].astype(bool).to_dict() == expected
+    ranks = out[out["system"] == "mine"].groupby("question_id")["rank"].nunique()
+    assert (ranks == 1).all()

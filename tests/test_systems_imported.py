@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from cube.config import ImportedSystem
+from cube.llm import usage_summary
 from cube.systems.imported import ImportedAnswers, ImportedFileError, parse_doc_list
 
 
@@ -127,3 +128,34 @@ def test_error_rows_and_top_n_cut(tmp_path):
     assert df["retrieved_doc_ids"].tolist()[0] == ["D4", "D3"] and df["rank"].tolist() == [0, 0, 1]
     assert df["error"].tolist() == ["", "timeout", ""] and pd.isna(df["answer"][1])
     assert set(df["answerer"]) == {"my-llm"} and df.attrs["truncated"] == 1
+
+
+def test_retrieval_ok_repeated_documents_and_no_call_accounting(tmp_path):
+    path = tmp_path / "qa.jsonl"
+    pd.DataFrame(
+        {"question_id": ["q1", "q2", "q3"], "answer": ["a", None, None], "error": ["", "timeout", "HTTP 500"],
+         # q1: chunk-level list (D4 twice); q2: failed, no list; q3: failed after retrieving
+         "retrieved_doc_ids": [["D4", "D4", "D4", "D1"], [], ["D3"]]}
+    ).to_json(path, orient="records", lines=True)
+    df = _system(path, top_n=2).answer(_questions(), _corpus(), progress=False)
+    # A document keeps its first rank, and top_n counts documents, not chunks: D1 is still rank 2.
+    assert df["retrieved_doc_ids"].tolist() == [["D4", "D1"], [], ["D3"]] and df["rank"].tolist() == [2, 0, 1]
+    assert df.attrs["truncated"] == 0
+    assert df["retrieval_ok"].tolist() == [True, False, True] and df["retrieval_ok"].dtype == bool
+    # No call of this run produced these answers: no call id, no tokens, cost 0.0 (not unknown).
+    assert (df["call_id"] == "").all() and (df["cost"] == 0.0).all() and (df["input_tokens"] == 0).all()
+    assert set(df["finish_reason"]) == {""}
+    usage = usage_summary([df]).iloc[0]
+    assert (usage["model"], usage["calls"], usage["failed_calls"], usage["skipped"]) == ("imported", 0, 0, 3)
+    assert usage["cost_total"] == 0.0
+    # An empty list without an error is a known miss.
+    path2 = tmp_path / "qa.csv"
+    pd.DataFrame({"question_id": ["q1", "q2", "q3"], "answer": ["a", "b", "c"],
+                  "retrieved_doc_ids": ["", "D2", ""]}).to_csv(path2, index=False)
+    assert _system(path2).answer(_questions(), _corpus(), progress=False)["retrieval_ok"].all()
+
+
+def test_top_n_below_one_is_rejected(tmp_path):
+    spec = ImportedSystem(name="mine", path=str(tmp_path / "qa.csv"))
+    with pytest.raises(ImportedFileError, match=r"top_n: must be >= 1, got 0"):
+        ImportedAnswers(spec.model_copy(update={"top_n": 0}))

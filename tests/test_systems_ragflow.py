@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import pytest
 from ragflow_server import RagflowTestServer, ReplyError
 
 from cube.config import RagflowSystem
+from cube.llm import usage_summary
 from cube.systems.ragflow import RagflowAssistant, RagflowError
 
 KEY = "ragflow-test-key-123456"
@@ -71,6 +74,13 @@ def test_answers_ranks_unmapped_and_failures(server):
     # q4: nothing retrieved.
     assert by.loc["q4", "rank"] == 0 and by.loc["q4", "n_retrieved"] == 0
     assert set(df["answerer"]) == {"qwen2.5-32b"} and set(df["role"]) == {"answering"}
+    # A failed call says nothing about retrieval; a reply without chunks is a known empty retrieval.
+    assert by["retrieval_ok"].to_dict() == {"q1": True, "q2": True, "q3": False, "q4": True}
+    assert df["retrieval_ok"].dtype == bool and set(df["finish_reason"]) == {""}
+    # Each question is one real call: its own id, unknown cost, accounted to RAGFlow itself.
+    assert df["call_id"].str.fullmatch(r"[0-9a-f]{32}").all() and df["call_id"].nunique() == 4
+    assert df["cost"].isna().all() and set(df["model"]) == {"ragflow:政务助手"}
+    assert (df["input_tokens"] == 0).all() and not df["cached"].any()
     # One fresh session per question, asked non-streaming.
     assert len(server.sessions) == 4
     asks = [body for method, path, body in server.log if path.endswith("/completions")]
@@ -107,6 +117,24 @@ def test_wrong_key_and_unknown_assistant_are_clear_errors(server, monkeypatch):
     monkeypatch.setenv("CUBE_TEST_RAGFLOW_KEY", KEY)
     with pytest.raises(RagflowError, match="no chat assistant 'nobody'"):
         RagflowAssistant(_spec(server, assistant="nobody")).answer(_questions(), _corpus(), progress=False)
+
+
+def test_usage_of_ragflow_answers_and_a_priced_model_of_the_same_name(server):
+    """RAGFlow's unknown price stays with RAGFlow: the bound-set model named like its LLM keeps its cost."""
+    with pytest.warns(UserWarning):
+        df = RagflowAssistant(_spec(server)).answer(_questions(), _corpus(), progress=False)
+    bound = df.assign(call_id=[f"k{i}" for i in range(4)], model="qwen2.5-32b", cost=0.01, error="", set="zero")
+    usage = usage_summary([pd.concat([df, bound], ignore_index=True)]).set_index("model")
+    assert usage.loc["ragflow:政务助手", ["calls", "failed_calls", "skipped"]].tolist() == [4, 1, 0]
+    assert math.isnan(usage.loc["ragflow:政务助手", "cost_total"])
+    assert usage.loc["qwen2.5-32b", "cost_total"] == pytest.approx(0.04)
+
+
+def test_top_n_below_one_is_rejected():
+    spec = RagflowSystem(name="rf", base_url="http://127.0.0.1:1", assistant="a", top_n=1)
+    assert RagflowAssistant(spec).map_chunks([_chunk("D001"), _chunk("D002")], {"D001", "D002"}) == ["D001"]
+    with pytest.raises(RagflowError, match=r"top_n: must be >= 1, got 0"):
+        RagflowAssistant(spec.model_copy(update={"top_n": 0}))
 
 
 def test_pattern_without_doc_id_group_is_rejected():

@@ -13,8 +13,13 @@ cache live there.
 
 Nothing is dropped and nothing is invented: a failed call is a row with score NaN and
 `error_kind` "call"; an unparseable reply is a row with score NaN, `error_kind` "parse" and
-the raw reply kept; an answer that is missing (its answering call failed) is not judged and
-is recorded as a "call" failure with that reason.
+the raw reply kept; an answer that is missing (its answering call failed) is not judged: a
+row with score NaN, `error_kind` "skipped", that reason, and no call (`call_id` "", cost 0.0;
+`cube.usage.usage_summary` counts it as skipped, not as a failed call of the judge).
+
+`finish_reason` is the judge model's ('stop', 'length' = the reply was cut at max_tokens, ''
+when unknown: offline scorers, skipped rows); a cut reply is scored or fails to parse like
+any other, and is counted as `truncated` by `usage_summary`.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from cube.config import Params
 from cube.judges.dimensions import Dimension, all_dimensions_prompt
 from cube.judges.parsing import parse_score, parse_scores_json
 from cube.schema import ACCOUNTING_COLUMNS, SCORE_COLUMNS, SchemaError, require_columns
+from cube.usage import no_call_accounting
 
 SCORES_TABLE_COLUMNS: tuple[str, ...] = (
     *SCORE_COLUMNS[:5],
@@ -41,6 +47,7 @@ SCORES_TABLE_COLUMNS: tuple[str, ...] = (
     "error",
     "error_kind",
     "detail",
+    "finish_reason",
     *ACCOUNTING_COLUMNS,
 )
 
@@ -140,8 +147,9 @@ def score_answers(
     Returns:
         The long scores table, one row per (answer, judge, dimension, sample), columns
         `SCORES_TABLE_COLUMNS`: score (float 0-10, NaN = unscored), raw reply, error,
-        error_kind ('' | 'call' | 'parse'), detail (JSON of an offline scorer's per-criterion
-        points, else ''), and the call accounting columns (role 'judging').
+        error_kind ('' | 'call' | 'parse' | 'skipped'), detail (JSON of an offline scorer's
+        per-criterion points, else ''), finish_reason, and the call accounting columns (role
+        'judging').
     """
     if not dimensions:
         raise ValueError("score_answers: no dimensions given")
@@ -189,9 +197,9 @@ def score_answers(
             )
         for (rec, dims, s), resp in zip(units, responses, strict=True):
             rows += _rows_for(judge, rec, dims, s, resp)
-        for rec, d, s in skipped:
-            rows.append(_row(judge, rec, d.name, s, None, "", "answer is missing (no answer to judge)", "call",
-                             "", _accounting(llm.Response(text=None, model=judge.model.name))))
+        for rec, d, s in skipped:  # not judged: no call was made, so none failed and nothing was spent
+            rows.append(_row(judge, rec, d.name, s, None, "", "answer is missing (no answer to judge)", "skipped",
+                             "", no_call_accounting(judge.model.name, "judging")))
     out = pd.DataFrame(rows, columns=list(SCORES_TABLE_COLUMNS))
     out["score"] = out["score"].astype("float64")
     out["sample"] = out["sample"].astype("int64")
@@ -205,7 +213,7 @@ def score_answers(
 
 def _row(
     judge: Judge, rec: dict[str, Any], dim: str, sample: int, score: float | None, raw: str, error: str,
-    kind: str, detail: str, acc: dict[str, Any],
+    kind: str, detail: str, acc: dict[str, Any], finish_reason: str = "",
 ) -> dict[str, Any]:
     return {
         "question_id": rec["question_id"],
@@ -219,6 +227,7 @@ def _row(
         "error": error,
         "error_kind": kind,
         "detail": detail,
+        "finish_reason": finish_reason,
         **acc,
     }
 
@@ -229,9 +238,10 @@ def _rows_for(
     # Every row of an all-dimensions call carries that call's accounting and call_id;
     # cube.usage.usage_summary counts the call once.
     accs = [_accounting(resp)] * len(dims)
+    finish = str((resp.detail or {}).get("finish_reason") or "")
     if not resp.ok:
         reason = resp.error or "no text in the response"
-        return [_row(judge, rec, d.name, sample, None, resp.text or "", reason, "call", "", a)
+        return [_row(judge, rec, d.name, sample, None, resp.text or "", reason, "call", "", a, finish)
                 for d, a in zip(dims, accs, strict=True)]
     text = resp.text or ""
     if len(dims) == 1 and not judge.all_dimensions:
@@ -246,24 +256,31 @@ def _rows_for(
         score, reason = parsed[d.name]
         detail = details.get(d.name) if judge.model.offline else None
         rows.append(_row(judge, rec, d.name, sample, score, text, reason or "", "parse" if reason else "",
-                         json.dumps(detail, ensure_ascii=False) if detail else "", a))
+                         json.dumps(detail, ensure_ascii=False) if detail else "", a, finish))
     return rows
 
 
 def failure_rates(scores: pd.DataFrame, by_dimension: bool = False) -> pd.DataFrame:
     """Call and parse failures per judge (and per dimension when `by_dimension`).
 
+    Rows skipped because the answer was missing (`error_kind` 'skipped') are not the judge's
+    failures: they are counted in `skipped` and left out of the rates.
+
     Returns:
-        Columns: judge[, dimension], n, call_failures, parse_failures, call_failure_rate,
-        parse_failure_rate (shares of n).
+        Columns: judge[, dimension], n (rows), skipped, call_failures, parse_failures,
+        call_failure_rate, parse_failure_rate (shares of the n - skipped judged rows; NaN when
+        none was judged).
     """
     require_columns(scores, ("judge", "dimension", "error_kind"), "scores")
     keys = ["judge", "dimension"] if by_dimension else ["judge"]
     kind = scores["error_kind"].fillna("").astype(str)
-    tmp = scores[keys].assign(_call=(kind == "call").astype(int), _parse=(kind == "parse").astype(int))
+    tmp = scores[keys].assign(_call=(kind == "call").astype(int), _parse=(kind == "parse").astype(int),
+                              _skip=(kind == "skipped").astype(int))
     out = tmp.groupby(keys, sort=True).agg(
-        n=("_call", "size"), call_failures=("_call", "sum"), parse_failures=("_parse", "sum")
+        n=("_call", "size"), skipped=("_skip", "sum"), call_failures=("_call", "sum"),
+        parse_failures=("_parse", "sum"),
     ).reset_index()
-    out["call_failure_rate"] = out["call_failures"] / out["n"]
-    out["parse_failure_rate"] = out["parse_failures"] / out["n"]
+    judged = (out["n"] - out["skipped"]).where(lambda x: x > 0)
+    out["call_failure_rate"] = out["call_failures"] / judged
+    out["parse_failure_rate"] = out["parse_failures"] / judged
     return out

@@ -13,11 +13,17 @@ The answers table (one row per question, system and set), `ANSWERS_COLUMNS`:
 `question_id, doc_id` (gold), `system, set, answer` (None when the call failed),
 `retrieved_doc_ids` (list of doc ids in rank order: what that set's answerer saw),
 `rank` (1-based position of the gold doc id in the system's list, 0 when absent),
-`n_retrieved`, `error` ('' when fine), `answerer` (the model name) and the accounting columns
-of `cube.llm.response_accounting(resp, "answering")`.
+`n_retrieved`, `retrieval_ok` (bool: the system's retrieval outcome is known; False only when
+the system call failed so that nothing is known about what it retrieved: a failed RAGFlow
+call, an imported row with an `error` and no retrieved list; a builtin system's bm25
+retrieval always happened, so True even when its answering call failed), `error` ('' when
+fine), `finish_reason` (the model's, e.g. 'stop' or 'length' = cut at max_tokens; '' when
+unknown), `answerer` (the model name) and the accounting columns of
+`cube.llm.response_accounting(resp, "answering")`. A `rank` of 0 with `retrieval_ok` False is
+a system failure, not a retrieval miss: the analysis must not count it as one.
 
-Rank agreement: in `build_answers` the `zero` and `full` rows carry the `rank` and
-`n_retrieved` of the `rag` row of the same (system, question), so the three rows of a
+Rank agreement: in `build_answers` the `zero` and `full` rows carry the `rank`,
+`n_retrieved` and `retrieval_ok` of the `rag` row of the same (system, question), so the three rows of a
 question agree on the system's retrieval outcome (the analysis groups by it), while their
 `retrieved_doc_ids` hold what their answerer saw: [] for `zero`, [gold] for `full`.
 """
@@ -36,7 +42,9 @@ from cube.config import BuiltinSystem, ImportedSystem, Params, RagflowSystem
 from cube.llm import Response, make_model, response_accounting
 from cube.schema import ACCOUNTING_COLUMNS, ANSWER_COLUMNS, QUESTION_COLUMNS, require_columns
 
-ANSWERS_COLUMNS: tuple[str, ...] = (*ANSWER_COLUMNS, "n_retrieved", "error", "answerer", *ACCOUNTING_COLUMNS)
+ANSWERS_COLUMNS: tuple[str, ...] = (
+    *ANSWER_COLUMNS, "n_retrieved", "retrieval_ok", "error", "finish_reason", "answerer", *ACCOUNTING_COLUMNS
+)
 
 __all__ = [
     "ANSWERS_COLUMNS",
@@ -69,6 +77,7 @@ def answers_frame(
     responses: Sequence[Response],
     retrieved: Sequence[Sequence[str]],
     answerer: str,
+    retrieval_ok: Sequence[bool] | None = None,
 ) -> pd.DataFrame:
     """Assemble answers rows from aligned questions, responses and retrieved lists.
 
@@ -79,14 +88,19 @@ def answers_frame(
         responses: one `cube.llm.Response` per question (a failed one keeps its error).
         retrieved: one ranked doc id list per question.
         answerer: the answering model's name.
+        retrieval_ok: per question, whether the retrieval outcome is known (module docstring);
+            None: known for every question.
     """
-    if not (len(questions) == len(responses) == len(retrieved)):
+    if retrieval_ok is None:
+        retrieval_ok = [True] * len(questions)
+    if not (len(questions) == len(responses) == len(retrieved) == len(retrieval_ok)):
         raise ValueError(
-            f"answers_frame: {len(questions)} questions, {len(responses)} responses, {len(retrieved)} retrieved lists"
+            f"answers_frame: {len(questions)} questions, {len(responses)} responses, {len(retrieved)} retrieved lists, "
+            f"{len(retrieval_ok)} retrieval_ok flags"
         )
     rows: list[dict[str, Any]] = []
-    for (qid, gold), resp, docs in zip(
-        questions[["question_id", "doc_id"]].itertuples(index=False), responses, retrieved, strict=True
+    for (qid, gold), resp, docs, known in zip(
+        questions[["question_id", "doc_id"]].itertuples(index=False), responses, retrieved, retrieval_ok, strict=True
     ):
         docs = [str(d) for d in docs]
         ok = resp.error is None and resp.text is not None
@@ -100,13 +114,15 @@ def answers_frame(
                 "retrieved_doc_ids": docs,
                 "rank": rank_of(str(gold), docs),
                 "n_retrieved": len(docs),
+                "retrieval_ok": bool(known),
                 "error": "" if ok else (resp.error or "empty response"),
+                "finish_reason": str((resp.detail or {}).get("finish_reason") or ""),
                 "answerer": answerer,
                 **response_accounting(resp, "answering"),
             }
         )
     df = pd.DataFrame(rows, columns=list(ANSWERS_COLUMNS))
-    return df.astype({"rank": "int64", "n_retrieved": "int64"})
+    return df.astype({"rank": "int64", "n_retrieved": "int64", "retrieval_ok": bool})
 
 
 def make_system(
@@ -161,7 +177,8 @@ def build_answers(
     (`params.system_answerer(s)`, compared by its full spec) and replicates those rows to
     every system that uses that model, filling `system`. Bound rows of a question the system
     dropped (an imported file with `on_invalid: drop`) are dropped too, so the sets stay
-    paired. `zero`/`full` rows take the `rag` row's `rank` and `n_retrieved` (module docstring).
+    paired. `zero`/`full` rows take the `rag` row's `rank`, `n_retrieved` and `retrieval_ok`
+    (module docstring).
 
     Returns:
         The answers table; `attrs['dropped']` maps system name -> questions dropped, and
@@ -189,9 +206,9 @@ def build_answers(
         bounds = bounds_by_model[key]
         bounds = bounds[bounds["question_id"].isin(set(rag["question_id"]))].copy()
         bounds["system"] = sp.name
-        outcome = rag.set_index("question_id")[["rank", "n_retrieved"]]
-        bounds["rank"] = bounds["question_id"].map(outcome["rank"]).astype("int64")
-        bounds["n_retrieved"] = bounds["question_id"].map(outcome["n_retrieved"]).astype("int64")
+        outcome = rag.set_index("question_id")[["rank", "n_retrieved", "retrieval_ok"]]
+        for col, dtype in (("rank", "int64"), ("n_retrieved", "int64"), ("retrieval_ok", bool)):
+            bounds[col] = bounds["question_id"].map(outcome[col]).astype(dtype)
         parts += [rag, bounds]
     out = pd.concat(parts, ignore_index=True)[list(ANSWERS_COLUMNS)]
     order = {"zero": 0, "rag": 1, "full": 2}

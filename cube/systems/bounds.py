@@ -34,8 +34,8 @@ def answer_bounds(
     Returns:
         Answers rows (`cube.systems.ANSWERS_COLUMNS`) with `system` = '' (filled by
         `build_answers`). `retrieved_doc_ids` is what the answerer saw ([] for zero, [gold]
-        for full) and `rank`/`n_retrieved` are computed on it (0/0 and 1/1) until
-        `build_answers` replaces them with the system's rag outcome.
+        for full) and `rank`/`n_retrieved` are computed on it (0/0 and 1/1), `retrieval_ok`
+        True, until `build_answers` replaces them with the system's rag outcome.
 
     Raises:
         ValueError: a question's gold `doc_id` is not in the corpus (named).

@@ -7,6 +7,8 @@ system message with the retrieved guides in place of `{knowledge}`, the question
 message; the same prompt writes the `zero` (no documents) and `full` (gold document alone)
 sets (`cube.systems.bounds`). Any `cube.llm.Model` answers: an LLM reads the messages, an
 offline algorithm (`extractive`) reads the request context `{question, documents, lang}`.
+The bm25 retrieval always happens, so `retrieval_ok` is True for every row, also when the
+answering call failed (the retrieval outcome is still known).
 """
 
 from __future__ import annotations
@@ -95,5 +97,5 @@ class BuiltinRAG(System):
         )
         return answers_frame(
             questions, system=self.name, set_name="rag", responses=responses, retrieved=retrieved,
-            answerer=self.model.name,
+            answerer=self.model.name, retrieval_ok=[True] * len(retrieved),
         )

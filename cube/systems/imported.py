@@ -14,9 +14,15 @@ Validation against the question set and corpus: unknown questions, duplicated qu
 empty answers, retrieved ids that are not corpus doc_ids, and questions of the set that the
 file does not answer. With `on_invalid: error` (default) the first kind found is an error
 naming the file and the rows (1-based data rows); with `on_invalid: drop` the offending
-questions are dropped, counted in `attrs['dropped']` and announced with a warning. Lists
-longer than `top_n` are cut at `top_n` (counted in `attrs['truncated']`, with a warning) so
-ranks stay within the N of `rank_score`.
+questions are dropped, counted in `attrs['dropped']` and announced with a warning. A document
+listed again (several chunks of one document) keeps the rank of its first listing, as with
+RAGFlow; lists still longer than `top_n` (>= 1) are cut at `top_n` (counted in
+`attrs['truncated']`, with a warning) so ranks stay within the N of `rank_score`.
+
+`retrieval_ok` is False for a row that records an `error` and gives no retrieved list (the
+system failed; nothing is known about its retrieval, so it is not a retrieval miss); an empty
+list without an error is a known empty retrieval. Imported answers came from no call of this
+run: accounting `call_id` "", no tokens, cost 0.0 (`cube.usage.no_call_accounting`).
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from cube.config import ImportedSystem
 from cube.llm import Response
 from cube.schema import require_columns
 from cube.systems import System, answers_frame
+from cube.usage import no_call_accounting
 
 LIST_COLUMNS = ("retrieved_doc_ids", "retrieved", "document_list", "doc_list")
 
@@ -99,6 +106,8 @@ class ImportedAnswers(System):
 
     def __init__(self, spec: ImportedSystem):
         super().__init__(spec.name)
+        if spec.top_n < 1:  # config validates it; `docs[:0]` or `docs[:-1]` would cut silently
+            raise ImportedFileError(f"systems[{spec.name}].top_n: must be >= 1, got {spec.top_n}")
         self.spec = spec
         self.path = Path(spec.path)
 
@@ -150,7 +159,7 @@ class ImportedAnswers(System):
         unparsable: dict[int, str] = {}
         for i, cell in enumerate(raw[list_col]):
             try:
-                lists.append(parse_doc_list(cell))
+                lists.append(list(dict.fromkeys(parse_doc_list(cell))))  # a document keeps its first rank
             except ValueError as exc:
                 unparsable[i] = str(exc)
                 lists.append([])
@@ -188,13 +197,17 @@ class ImportedAnswers(System):
                 "were cut at top_n",
                 stacklevel=2,
             )
-        responses = [
-            Response(text=_text(answers[i]), error=errors[i] or None, model=self._answerer(raw, i)) for i in rows
-        ]
+        responses = []
+        for i in rows:  # no call of this run produced these rows: no call_id, no tokens, cost 0.0
+            acc = no_call_accounting(self._answerer(raw, i), "answering")
+            responses.append(Response(text=_text(answers[i]), error=errors[i] or None, model=acc["model"],
+                                      cost=acc["cost"], call_id=acc["call_id"]))
         df = answers_frame(
             q_keep, system=self.name, set_name="rag", responses=responses,
             retrieved=[lists[i][: self.spec.top_n] for i in rows],
             answerer=self._answerer(raw, rows[0]) if rows else "imported",
+            # A failed row without a list: the system's retrieval outcome is unknown, not empty.
+            retrieval_ok=[not (errors[i] and not lists[i]) for i in rows],
         )
         if "answerer" in raw.columns:
             df["answerer"] = [self._answerer(raw, i) for i in rows]

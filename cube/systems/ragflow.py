@@ -23,9 +23,17 @@ Mapping chunks to corpus documents (`doc_mapping`):
 A chunk whose mapped id is not a corpus doc_id is kept, in place, as `unmapped:<name>` (it
 still occupies its rank) and counted in `attrs['unmapped']` with a warning. Documents keep
 the rank of their first chunk (later chunks of the same document are dropped), and the list
-is cut at `top_n` so ranks stay within the N of `rank_score`. A failed question is a row with
-`error` set, never dropped. The API key comes from the environment variable `api_key_env`
-and never appears in outputs or error messages.
+is cut at `top_n` (>= 1, after removing repeated documents) so ranks stay within the N of
+`rank_score`. A failed question is a row with `error` set and `retrieval_ok` False (nothing
+is known about what the assistant retrieved, so it is not a retrieval miss), never dropped;
+a reply with no chunks is a known empty retrieval (`retrieval_ok` True, rank 0).
+
+Accounting: each question is one real call with its own `call_id` (uuid4 hex) and cost NaN
+(RAGFlow reports no tokens; its price is unknown). The accounting `model` is
+`ragflow:<assistant name>`, so the unknown cost stays with RAGFlow in `usage_summary` and does
+not contaminate a priced model of the same name (e.g. the one writing the bound sets); the
+`answerer` column keeps the assistant's LLM name. The API key comes from the environment
+variable `api_key_env` and never appears in outputs or error messages.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from __future__ import annotations
 import os
 import re
 import time
+import uuid
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -76,6 +85,8 @@ class RagflowAssistant(System):
             self._pattern = re.compile(spec.doc_name_pattern)
         except re.error as exc:
             raise RagflowError(f"systems[{spec.name}].doc_name_pattern: not a valid regex: {exc}") from None
+        if spec.top_n < 1:  # config validates it; `out[:0]` or `out[:-1]` would cut silently
+            raise RagflowError(f"systems[{spec.name}].top_n: must be >= 1, got {spec.top_n}")
         if spec.doc_mapping == "document_name" and "doc_id" not in self._pattern.groupindex:
             raise RagflowError(
                 f"systems[{spec.name}].doc_name_pattern: needs a named group (?P<doc_id>...), got {spec.doc_name_pattern!r}"
@@ -168,11 +179,13 @@ class RagflowAssistant(System):
             results = [f.result() for f in progress_bar(futures, desc=f"{self.name}: ragflow", disable=not progress)]
         responses, retrieved = [], []
         for resp, chunks in results:
-            resp.model, resp.endpoint, resp.attempts = answerer, self.spec.base_url, 1
-            responses.append(resp)  # cost stays None: RAGFlow does not report usage
+            resp.model, resp.endpoint, resp.attempts = f"ragflow:{chat.name}", self.spec.base_url, 1
+            resp.call_id = uuid.uuid4().hex  # a real call, never served from a cache
+            responses.append(resp)  # cost stays None (NaN): RAGFlow does not report usage
             retrieved.append(self.map_chunks(chunks, known))
         df = answers_frame(
-            questions, system=self.name, set_name="rag", responses=responses, retrieved=retrieved, answerer=answerer
+            questions, system=self.name, set_name="rag", responses=responses, retrieved=retrieved, answerer=answerer,
+            retrieval_ok=[r.ok for r in responses],  # a failed call says nothing about retrieval
         )
         n_unmapped = sum(d.startswith("unmapped:") for docs in retrieved for d in docs)
         df.attrs["unmapped"] = n_unmapped
