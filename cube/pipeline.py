@@ -92,7 +92,8 @@ def evaluate_run(run: Run, *, bootstrap: bool = True) -> dict[str, CubeResult]:
     ap = run.params.analysis if bootstrap else run.params.analysis.model_copy(update={"bootstrap": 0})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CubeWarning)  # shown by the notebooks from result.warnings
-        return evaluate_systems(answers, scores, ap, system_top_n(run.params))
+        results = evaluate_systems(answers, scores, ap, system_top_n(run.params))
+    return {s.name: results[s.name] for s in run.params.systems if s.name in results}  # params order
 
 
 def bound_answerer_note(params: Params) -> str:
