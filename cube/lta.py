@@ -68,8 +68,10 @@ def _system_figures(result: CubeResult, params: Params) -> dict[str, Any]:
 
 
 def suggestions(result: CubeResult, params: Params, top_n: int, call_failure_share: float = 0.0,
-                parse_failure_share: float = 0.0, skipped_share: float = 0.0) -> list[str]:
-    """Suggestions derived from the numbers, each naming the figure behind it."""
+                parse_failure_share: float = 0.0, skipped_share: float = 0.0,
+                others: dict[str, tuple[int, CubeResult]] | None = None) -> list[str]:
+    """Suggestions derived from the numbers, each naming the figure behind it. `others`: the
+    run's other systems with their top_n, to report what a larger TOP-N actually did."""
     ap = params.analysis
     out: list[str] = []
     if result.recall_at_k < ap.low_recall_below:
@@ -82,6 +84,12 @@ def suggestions(result: CubeResult, params: Params, top_n: int, call_failure_sha
             out.append(f"Once the gold document is retrieved its rank matters little (mean correlation with rank "
                        f"{r_all:.2f} on all questions, {r_ret:.2f} on retrieved ones), so a larger TOP-N should "
                        "cost little answer quality; verify with a second system at a larger top_n.")
+        for name, (n, other) in (others or {}).items():
+            if n > top_n:
+                w0, w1 = result.jury.at["mean", "weighted_score"], other.jury.at["mean", "weighted_score"]
+                out.append(f"In this run {name} (TOP-N {n}) retrieved {other.recall_at_k:.1%} (vs "
+                           f"{result.recall_at_k:.1%}) with a weighted score of {w1:.1f} (vs {w0:.1f}): CuBE "
+                           f"{other.jury_cube():.1f} vs {result.jury_cube():.1f}.")
     jury = result.jury
     dims = [c for c in result.cube_table.columns if c in set(result.weights["dimension"])]
     for d in sorted(dims, key=lambda d: (not np.isfinite(jury.at["mean", d]), jury.at["mean", d])):
@@ -154,7 +162,9 @@ def assess(results: dict[str, CubeResult], params: Params, *, usage: pd.DataFram
         "confidence": params.analysis.confidence,
         "sentence": sentence,
         "weakest": [{"dimension": d, "score": float(means[d]), "sd": float(sds[d])} for d in weak],
-        "suggestions": suggestions(result, params, top_n, call_failure_share, parse_failure_share, skipped_share),
+        "suggestions": suggestions(result, params, top_n, call_failure_share, parse_failure_share, skipped_share,
+                                   others={s.name: (s.top_n, results[s.name]) for s in params.systems[1:]
+                                           if s.name in results}),
         "weighted_label": "Answer quality when retrieved" if params.analysis.subset == "retrieved"
         else "Answer quality (all questions)",
         "judges": [str(j) for j in result.cube_table.index],

@@ -1,6 +1,8 @@
 """Stages called directly (no papermill): the annotation sheet is never overwritten, and the
 decision survives undefined numbers."""
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -53,3 +55,21 @@ def test_decision_names_offline_bounds_and_subset_wording(run):
     out = pipeline.decision(run, pipeline.evaluate_run(run))
     assert "offline extractive algorithm" in out["synthetic_data"] and "SYNTHETIC" in out["synthetic_data"]
     assert "on those the answers" in out["sentence"] and out["weighted_label"] == "Answer quality when retrieved"
+
+
+def test_a_larger_top_n_system_is_reported_with_its_numbers():
+    from cube.analysis import evaluate
+    from cube.config import AnalysisParams, parse_params
+    from tests.factories import make_tables
+
+    params = parse_params({"run": "two", "judges": JUDGES, "analysis": {"low_recall_below": 0.99},
+                           "systems": [{"kind": "builtin", "name": "top8", "top_n": 8},
+                                       {"kind": "builtin", "name": "top16", "top_n": 16}]})
+    ap = AnalysisParams(bootstrap=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = {"top8": evaluate(*make_tables(60, seed=1, recall=0.7, system="top8"), ap, 8),
+                   "top16": evaluate(*make_tables(60, seed=2, recall=0.9, top_n=16, system="top16"), ap, 16)}
+    text = " ".join(assess(results, params)["suggestions"])
+    top16 = results["top16"]
+    assert f"top16 (TOP-N 16) retrieved {top16.recall_at_k:.1%}" in text and f"CuBE {top16.jury_cube():.1f}" in text
