@@ -81,11 +81,12 @@ def _forget_decision(paths: RunPaths) -> None:
 
 
 def _input_files_digest(params: Params) -> str:
-    """Contents of the user's files the params name (corpus, questions, imported answers, ratings):
-    replacing one at the same path makes the stages that read it out of date."""
+    """Contents of the user's files the params name (corpus, questions, imported answers, ratings,
+    prompt files): replacing one at the same path makes the stages that read it out of date."""
     named = [params.corpus.path if params.corpus.source == "file" else None,
              params.questions.path if params.questions.generator == "file" else None,
-             params.human.ratings, *[getattr(s, "path", None) for s in params.systems]]
+             params.human.ratings, *[getattr(s, "path", None) for s in params.systems],
+             *[d.prompt_file for d in params.dimension_list()]]
     h = hashlib.sha256()
     for name in filter(None, named):
         path = Path(name)
