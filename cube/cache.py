@@ -14,12 +14,10 @@ import sqlite3
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from cube.calls import Request, Response
 from cube.config import ModelSpec
-
-if TYPE_CHECKING:
-    from cube.llm import Request, Response
 
 
 class CacheError(ValueError):
@@ -112,8 +110,6 @@ class CallCache:
 
 
 def _cached_response(row: dict[str, Any], key: str) -> Response:
-    from cube.llm import Response
-
     return Response(
         text=row["text"], input_tokens=row["input_tokens"], output_tokens=row["output_tokens"], cost=row["cost"],
         latency_s=row["latency_s"], cached=True, attempts=0, model=row["model"], endpoint=row["endpoint"],

@@ -29,72 +29,37 @@ sends only what is not stored, and a fully cached batch needs no API key at all.
 at the token limit (`detail["finish_reason"] == "length"`) is kept, not an error; a batch
 with such replies logs one warning ("m: 12 of 300 replies were cut at max_tokens=512; raise
 max_tokens").
+
+Modules behind it: `cube.calls` (Request, Response), `cube.endpoints` (HTTP, retries),
+`cube.cache` (the SQLite cache), `cube.usage` (accounting); their public names are
+re-exported here.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import logging
 import os
-import random
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
-
-import openai
 
 from cube.cache import CacheError as CacheError
 from cube.cache import CallCache as CallCache
 from cube.cache import _cached_response, _canonical, _endpoint_id
 from cube.cache import cache_key as cache_key
 from cube.cache import key_payload as key_payload
+from cube.calls import Request as Request
+from cube.calls import Response as Response
 from cube.config import ModelSpec
+from cube.endpoints import NO_KEY, Endpoints
+from cube.endpoints import call_cost as call_cost
 from cube.usage import response_accounting as response_accounting
 from cube.usage import usage_summary as usage_summary
-
-
-@dataclass(frozen=True)
-class Request:
-    """One chat call. `messages` for LLMs; `context` (structured inputs) for offline models.
-
-    `template_version` and `sample` enter the cache key: a changed prompt template or a
-    repeated judgment (`samples: n`) is a different call. `context` does not (it is derived
-    from the same inputs as the messages).
-    """
-
-    messages: tuple[dict[str, str], ...]
-    context: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
-    template_version: str = ""
-    sample: int = 0
-
-
-@dataclass
-class Response:
-    """The outcome of one call: `text` on success, `error` (with its reason) on failure."""
-
-    text: str | None
-    error: str | None = None
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost: float | None = None
-    latency_s: float = 0.0
-    cached: bool = False
-    attempts: int = 0
-    model: str = ""
-    endpoint: str = ""
-    detail: dict[str, Any] | None = None
-    call_id: str = ""  # identifies the call: the cache key (LLM) or a hash of the inputs (offline)
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and self.text is not None
 
 
 def progress_bar(iterable: Any = None, **kwargs: Any) -> Any:
@@ -237,166 +202,10 @@ def run_sync(coro: Any) -> Any:
 
 # --------------------------------------------------------------------------- OpenAI-compatible endpoints
 log = logging.getLogger(__name__)
-_RETRY_STATUS = frozenset({408, 409, 429})  # plus every 5xx; other 4xx are the caller's fault
-_NO_KEY = "EMPTY"  # placeholder key for endpoints without auth (vLLM, Ollama accept it)
 
 
 class LLMConfigError(ValueError):
     """A model that cannot be called as configured (e.g. its API key variable is unset)."""
-
-
-def call_cost(spec: ModelSpec, input_tokens: int, output_tokens: int) -> float | None:
-    """price_in * in / 1e6 + price_out * out / 1e6; None when the spec sets no price (an unset
-    one of the two prices counts as free)."""
-    if spec.price_input_per_m is None and spec.price_output_per_m is None:
-        return None
-    return (spec.price_input_per_m or 0.0) * input_tokens / 1e6 + (spec.price_output_per_m or 0.0) * output_tokens / 1e6
-
-
-class _Malformed(Exception):
-    """A 200 answer we cannot use (not JSON, no choices): treated as a transient fault."""
-
-
-def _parse_completion(body: str) -> tuple[str, int, int, str | None, str | None]:
-    try:
-        data = json.loads(body)
-    except ValueError:
-        raise _Malformed(f"not JSON: {body[:80]!r}") from None
-    if not isinstance(data, dict) or not data.get("choices"):
-        err = data.get("error") if isinstance(data, dict) else None
-        raise _Malformed(f"no choices in the answer{f' (error: {err})' if err else ''}")
-    choice = data["choices"][0] if isinstance(data["choices"], list) else None
-    content = (choice.get("message") or {}).get("content") if isinstance(choice, dict) else None
-    if not isinstance(content, str):
-        raise _Malformed("the first choice has no message content")
-    usage = data.get("usage") or {}
-    try:
-        n_in, n_out = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
-    except (AttributeError, TypeError, ValueError):
-        raise _Malformed(f"unreadable usage {usage!r}") from None
-    return content, n_in, n_out, choice.get("finish_reason"), data.get("model")
-
-
-def _retry_after(exc: openai.APIStatusError) -> float | None:
-    """Seconds the server asked us to wait (`retry-after-ms`, `Retry-After` seconds or date)."""
-    headers = exc.response.headers
-    try:
-        if headers.get("retry-after-ms"):
-            return float(headers["retry-after-ms"]) / 1000
-        value = headers.get("retry-after")
-        if not value:
-            return None
-        try:
-            return max(0.0, float(value))
-        except ValueError:
-            return max(0.0, (parsedate_to_datetime(value) - datetime.now(UTC)).total_seconds())
-    except (TypeError, ValueError):
-        return None
-
-
-def _status_detail(exc: openai.APIStatusError) -> str:
-    body = exc.body
-    if isinstance(body, dict) and body.get("message"):
-        return str(body["message"])
-    return str(exc.message)
-
-
-class _Endpoints:
-    """The clients of one batch: one AsyncOpenAI per base URL, a shared concurrency bound,
-    least-busy choice of replica (round-robin among equally busy ones), and the retry policy."""
-
-    def __init__(self, spec: ModelSpec, endpoints: list[str], api_key: str):
-        self.spec, self.endpoints, self.key = spec, endpoints, api_key
-        self.sem = asyncio.Semaphore(spec.max_concurrency)
-        self.busy = dict.fromkeys(endpoints, 0)
-        self._next = 0
-        n = spec.max_concurrency
-        # A connection pool per endpoint sized to the concurrency: no request waits for a socket.
-        limits = type(openai.DEFAULT_CONNECTION_LIMITS)(max_connections=n, max_keepalive_connections=n)
-        self.clients = {
-            ep: openai.AsyncOpenAI(
-                api_key=api_key, base_url=ep, timeout=spec.timeout_s, max_retries=0,  # we own retries
-                http_client=openai.DefaultAsyncHttpxClient(limits=limits, timeout=spec.timeout_s),
-            )
-            for ep in endpoints
-        }
-        self.kwargs: dict[str, Any] = {"model": spec.model, "temperature": spec.temperature}
-        for name in ("top_p", "seed"):
-            if getattr(spec, name) is not None:
-                self.kwargs[name] = getattr(spec, name)
-        if spec.max_tokens is not None:
-            self.kwargs[spec.max_tokens_param] = spec.max_tokens
-        self.kwargs.update(spec.extra_body)
-
-    async def close(self) -> None:
-        for client in self.clients.values():
-            await client.close()
-
-    def _pick(self) -> str:
-        n = len(self.endpoints)
-        start, self._next = self._next, (self._next + 1) % n
-        return min((self.endpoints[(start + i) % n] for i in range(n)), key=self.busy.__getitem__)
-
-    def _scrub(self, text: str) -> str:
-        return text.replace(self.key, "***") if self.key and self.key != _NO_KEY else text
-
-    def _delay(self, attempt: int, retry_after: float | None) -> float:
-        cap = self.spec.backoff_max_s
-        if retry_after is not None:
-            return min(retry_after, cap)
-        base = min(cap, self.spec.backoff_base_s * 2 ** (attempt - 1))
-        return base / 2 + random.uniform(0, base / 2)  # "equal jitter": spread retries, keep a floor
-
-    async def call(self, request: Request) -> Response:
-        spec, t0 = self.spec, time.perf_counter()
-        label, detail, ep = "", "", self.endpoints[0]
-        for attempt in range(1, spec.max_attempts + 1):
-            retry_after = None
-            async with self.sem:  # held only while a request is in flight, not while backing off
-                ep = self._pick()
-                self.busy[ep] += 1
-                try:
-                    # The documented raw route (`post`, cast_to=str): the same HTTP call as
-                    # `chat.completions.create` without its per-call param transform and model
-                    # parsing, which cost more CPU than the rest of a call; we parse the body.
-                    body = await self.clients[ep].post(
-                        "/chat/completions", body={**self.kwargs, "messages": list(request.messages)}, cast_to=str
-                    )
-                    text, n_in, n_out, finish, served = _parse_completion(body)
-                    return Response(
-                        text=text, input_tokens=n_in, output_tokens=n_out, cost=call_cost(spec, n_in, n_out),
-                        latency_s=time.perf_counter() - t0, attempts=attempt, model=spec.model, endpoint=ep,
-                        detail={"finish_reason": finish, "served_model": served},
-                    )
-                except _Malformed as exc:
-                    label, detail = "malformed response", str(exc)
-                except openai.APITimeoutError:
-                    label, detail = "timeout", f"no answer within {spec.timeout_s:g} s"
-                except openai.APIConnectionError as exc:
-                    label, detail = "connection error", f"{exc.message} ({exc.__cause__ or ''})"
-                except openai.APIStatusError as exc:
-                    label, detail = f"HTTP {exc.status_code}", _status_detail(exc)
-                    if exc.status_code not in _RETRY_STATUS and exc.status_code < 500:
-                        return self._failure(f"{label} (not retried): {detail}", attempt, t0, ep)
-                    retry_after = _retry_after(exc)
-                except openai.OpenAIError as exc:  # anything else the client raises: not transient
-                    return self._failure(f"{type(exc).__name__} (not retried): {exc}", attempt, t0, ep)
-                finally:
-                    self.busy[ep] -= 1
-            if attempt < spec.max_attempts:
-                wait = self._delay(attempt, retry_after)
-                log.debug("%s: %s on attempt %d; retrying in %.2f s", spec.model, label, attempt, wait)
-                await asyncio.sleep(wait)
-        n = spec.max_attempts
-        return self._failure(f"{label} after {n} attempt{'s' * (n > 1)}: {detail}", n, t0, ep)
-
-    def _failure(self, reason: str, attempts: int, t0: float, ep: str) -> Response:
-        reason = self._scrub(reason)[:500]
-        log.info("%s: call failed: %s", self.spec.model, reason)
-        return Response(
-            text=None, error=reason, cost=call_cost(self.spec, 0, 0), latency_s=time.perf_counter() - t0,
-            attempts=attempts, model=self.spec.model, endpoint=ep,
-        )
 
 
 def warn_truncated(name: str, spec: ModelSpec, responses: Sequence[Response]) -> int:
@@ -433,7 +242,7 @@ class OpenAIModel(Model):
         """The key from the variable named by `api_key_env` ("EMPTY" when there is none)."""
         name = self.spec.api_key_env
         if name is None:
-            return _NO_KEY
+            return NO_KEY
         key = os.environ.get(name)
         if not key:
             raise LLMConfigError(
@@ -480,7 +289,7 @@ class OpenAIModel(Model):
         self, requests: Sequence[Request], todo: dict[str, list[int]], out: list[Response | None],
         cache: CallCache | None, bar: Any,
     ) -> None:
-        pool = _Endpoints(self.spec, self.endpoints, self.api_key())  # the key is needed only now
+        pool = Endpoints(self.spec, self.endpoints, self.api_key())  # the key is needed only now
 
         async def one(key: str, where: list[int]) -> None:
             resp = await pool.call(requests[where[0]])
