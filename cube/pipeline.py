@@ -60,6 +60,7 @@ def answers_stage(run: Run) -> pd.DataFrame:
     """Answer the question set with every system (`rag`) and write the two bound sets."""
     from cube.systems import build_answers
 
+    run.require("corpus", "questions")  # one message naming every stage to run first
     corpus, questions = run.load("corpus"), run.load("questions")
     answers = build_answers(run.params, corpus, questions, run.paths.cache)
     run.save("answers", answers)
@@ -72,6 +73,7 @@ def scores_stage(run: Run) -> pd.DataFrame:
     """Score every answer of the three sets with every judge on every dimension."""
     from cube.judges import load_dimensions, make_judges, score_answers
 
+    run.require("corpus", "questions", "answers")
     corpus, questions, answers = run.load("corpus"), run.load("questions"), run.load("answers")
     judges = make_judges(run.params, run.paths.cache)
     dimensions = load_dimensions(run.params, base_dir=Path.cwd())
@@ -88,6 +90,7 @@ def system_top_n(params: Params) -> dict[str, int]:
 
 def evaluate_run(run: Run, *, bootstrap: bool = True) -> dict[str, CubeResult]:
     """`cube.analysis.evaluate` for every system of the run (warnings kept in each result)."""
+    run.require("answers", "scores")
     answers, scores = run.load("answers"), run.load("scores")
     ap = run.params.analysis if bootstrap else run.params.analysis.model_copy(update={"bootstrap": 0})
     with warnings.catch_warnings():

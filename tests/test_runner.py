@@ -46,3 +46,13 @@ def test_replacing_a_named_input_file_makes_its_stages_out_of_date(tmp_path, mon
     changed = execute_run(params, only="01", log=lambda _: None)
     assert [s.status for s in (first.stages + again.stages + changed.stages)] == [
         "executed", "up to date", "executed"]
+
+
+def test_a_notebook_run_alone_names_the_stage_to_run_first(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    params = tmp_path / "alone.yaml"
+    params.write_text(yaml.safe_dump({"run": "alone", "outputs_dir": str(tmp_path / "out"), "judges": JUDGES}),
+                      encoding="utf-8")
+    summary = execute_run(params, only="03", log=lambda _: None)
+    assert [s.status for s in summary.stages] == ["failed"]
+    assert "Run 01_dataset_prep and 02_qa_sets first" in summary.stages[0].error
