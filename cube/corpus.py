@@ -106,32 +106,38 @@ def _label_pattern(extra_labels: Iterable[str]) -> tuple[re.Pattern[str], dict[s
     keys["doc_id"] = "doc_id"
     keys.update({lab: lab for lab in extra_labels if lab not in keys})
     alternatives = "|".join(re.escape(k) for k in sorted(keys, key=len, reverse=True))
-    return re.compile(rf"^\s*({alternatives})\s*[:：]\s?(.*)$"), keys
+    # A label may carry list or bold markup ("- **事项名称**：..."), as chunks returned by a RAG
+    # system sometimes do.
+    return re.compile(rf"^\s*(?:[-*]\s*)?(?:\*\*)?({alternatives})(?:\*\*)?\s*[:：]\s?(.*)$"), keys
 
 
-def parse_document(text: str, source: str = "<text>", extra_labels: Iterable[str] = ()) -> dict[str, str]:
+def parse_document(text: str, source: str = "<text>", extra_labels: Iterable[str] = (),
+                   strict: bool = True) -> dict[str, str]:
     """Read one key-value document back into fields (zh or en labels; ":" or "：").
 
     A line starting with a known label opens a field; other lines continue the previous one
     (multi-line procedure and materials). `extra_labels` are a user's own labels (the values
-    of `corpus.columns`), kept under their own name.
+    of `corpus.columns`), kept under their own name. `strict=False` reads whatever it can
+    (documents a system retrieved): text before the first label is ignored and a repeated
+    label replaces the earlier value.
 
     Raises:
-        CorpusError: text before the first label, or a label given twice (names `source` and line).
+        CorpusError: (strict) text before the first label, or a label given twice (names
+            `source` and line).
     """
     pattern, keys = _label_pattern(extra_labels)
     out: dict[str, list[str]] = {}
     current: str | None = None
-    for n, line in enumerate(text.splitlines(), 1):
+    for n, line in enumerate(str(text).splitlines(), 1):
         m = pattern.match(line)
         if m:
             current = keys[m.group(1)]
-            if current in out:
+            if current in out and strict:
                 raise CorpusError(f"{source}: line {n}: label '{m.group(1)}' appears a second time (one item per file)")
             out[current] = [m.group(2)]
         elif current is not None:
             out[current].append(line)
-        elif line.strip():
+        elif line.strip() and strict:
             raise CorpusError(f"{source}: line {n}: expected 'label：value' with a known label "
                               f"(e.g. {FIELD_LABELS['zh']['item_name']}： or {FIELD_LABELS['en']['item_name']}:), "
                               f"got {line.strip()[:60]!r}")

@@ -39,10 +39,6 @@ METRICS = ("bleu", "rouge1", "rouge2", "rougeL")
 METRIC_LABELS = {"bleu": "BLEU", "rouge1": "ROUGE-1", "rouge2": "ROUGE-2", "rougeL": "ROUGE-L"}
 
 
-def _jieba_words(text: str) -> tuple[str, ...]:
-    return segment(text)
-
-
 def _chars(text: str) -> list[str]:
     return [c for c in text if not c.isspace()]
 
@@ -54,7 +50,7 @@ class _ListTokenizer(tokenizers.Tokenizer):
         self.kind = kind
 
     def tokenize(self, text: str) -> list[str]:
-        return list(_jieba_words(text)) if self.kind == "jieba" else _chars(text)
+        return list(segment(text)) if self.kind == "jieba" else _chars(text)
 
 
 def _check_tokenizer(tokenizer: str) -> None:
@@ -69,7 +65,7 @@ def _scorer(tokenizer: str) -> rouge_scorer.RougeScorer:
 
 def _bleu(hypothesis: str, reference: str, tokenizer: str) -> float:
     if tokenizer == "jieba":
-        hyp, ref, tok = " ".join(_jieba_words(hypothesis)), " ".join(_jieba_words(reference)), "none"
+        hyp, ref, tok = " ".join(segment(hypothesis)), " ".join(segment(reference)), "none"
     elif tokenizer == "char":
         hyp, ref, tok = " ".join(_chars(hypothesis)), " ".join(_chars(reference)), "none"
     else:

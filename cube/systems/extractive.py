@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from cube.corpus import parse_document as corpus_parse
 from cube.llm import OfflineModel, Request, Response, register_offline
 from cube.schema import CORPUS_FIELDS, FIELD_LABELS
 
@@ -89,32 +90,9 @@ _SEP = {"zh": "：", "en": ": "}
 _EN_STOP = frozenset("a an the of for to and or in on at by with from is are do does i my me what how".split())
 
 
-def _label_pattern() -> re.Pattern[str]:
-    labels = {lab: f for lang in FIELD_LABELS for f, lab in FIELD_LABELS[lang].items()}
-    alt = "|".join(re.escape(lab) for lab in sorted(labels, key=len, reverse=True))
-    return re.compile(rf"^\s*(?:[-*]\s*)?(?:\*\*)?({alt})(?:\*\*)?\s*[:：]\s*(.*)$")
-
-
-_LABEL_RE = _label_pattern()
-_LABEL_TO_FIELD = {lab: f for lang in FIELD_LABELS for f, lab in FIELD_LABELS[lang].items()}
-
-
 def parse_document(text: str) -> dict[str, str]:
-    """Field values of a rendered key-value guide (`Label: value` lines, zh or en labels).
-
-    A line that does not start with a known label continues the previous field, so
-    multi-line values (numbered lists) are kept whole.
-    """
-    fields: dict[str, str] = {}
-    current: str | None = None
-    for line in str(text).splitlines():
-        m = _LABEL_RE.match(line)
-        if m:
-            current = _LABEL_TO_FIELD[m.group(1)]
-            fields[current] = m.group(2).strip()
-        elif current is not None and line.strip():
-            fields[current] = (fields[current] + "\n" + line.rstrip()).strip()
-    return fields
+    """Field values of a rendered key-value guide (`cube.corpus.parse_document`, lenient)."""
+    return corpus_parse(text, strict=False)
 
 
 def asked_fields(question: str, lang: str) -> list[str]:
