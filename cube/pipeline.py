@@ -290,15 +290,17 @@ def lexical_example(run: Run, lexical: pd.DataFrame, scores: pd.DataFrame) -> di
 
 @dataclass
 class SystemData:
-    """One system's answers and scores, and its list length N (for the figures of one system)."""
+    """One system's answers and (once notebook 03 has run) scores, and its list length N."""
 
     answers: pd.DataFrame
-    scores: pd.DataFrame
+    scores: pd.DataFrame | None
     top_n: int
 
 
 def system_data(run: Run, system: str | None = None) -> SystemData:
     system = system or primary_system(run)
-    answers, scores = run.load("answers"), run.load("scores")
-    return SystemData(answers[answers["system"] == system], scores[scores["system"] == system],
+    answers = run.load("answers")
+    scores = run.load("scores") if run.has("scores") else None
+    return SystemData(answers[answers["system"] == system],
+                      None if scores is None else scores[scores["system"] == system],
                       system_top_n(run.params)[system])
