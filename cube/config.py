@@ -234,6 +234,13 @@ class HumanParams(_Strict):
     sample_size: int = Field(40, ge=1)
     seed: int = 0
     per_rater_judges: bool = Field(False, description="One judge per rater instead of one 'human' consensus.")
+    agreement_sets: list[Literal["rag", "zero", "full", "pooled"]] = Field(
+        default_factory=lambda: ["rag"],
+        min_length=1,
+        description="Answer sets on which agreement (notebook 07) is computed, one row group each; the first "
+        "also feeds the heatmap. 'pooled' = all sets together, only when listed: the gap between sets "
+        "would otherwise pass for agreement.",
+    )
 
 
 class LexicalParams(_Strict):
