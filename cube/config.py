@@ -243,8 +243,18 @@ class HumanParams(_Strict):
     )
 
 
+# (lang, lexical.tokenizer) pairs that cannot work, with the reason (see cube.lexical)
+LEXICAL_INCOMPATIBLE = {
+    ("zh", "13a"): "13a splits on spaces and punctuation only, so a Chinese clause is one token "
+    "(ROUGE 0 even for near-identical texts); use jieba, zh or char",
+}
+
+
 class LexicalParams(_Strict):
-    tokenizer: Literal["jieba", "zh", "char", "13a"] = "jieba"
+    tokenizer: Literal["jieba", "zh", "char", "13a"] = Field(
+        "jieba", description="Word segmentation for BLEU/ROUGE: jieba words, zh (sacrebleu zh / characters), "
+        "char, or 13a (English only; refused with lang: zh). Punctuation and symbols are stripped, Latin is "
+        "case-folded.")
     reference: Literal["gold_document", "reference_answer"] = "gold_document"
     example_question_id: str | None = None
 
@@ -301,6 +311,9 @@ class Params(_Strict):
         for where, ref in refs:
             if isinstance(ref, str) and ref not in self.models:
                 raise ValueError(f"{where}: model '{ref}' is not defined under `models:` ({sorted(self.models)})")
+        if (self.lang, self.lexical.tokenizer) in LEXICAL_INCOMPATIBLE:
+            raise ValueError(f"lexical.tokenizer: {self.lexical.tokenizer!r} cannot be used with lang: {self.lang!r}: "
+                             f"{LEXICAL_INCOMPATIBLE[self.lang, self.lexical.tokenizer]}")
         return self
 
     # -- resolution helpers ------------------------------------------------------------

@@ -282,7 +282,8 @@ def lexical_stage(run: Run) -> pd.DataFrame:
     from cube.lexical import lexical_scores
 
     lex = lexical_scores(run.load("answers"), run.load("corpus"), tokenizer=run.params.lexical.tokenizer,
-                         reference=run.params.lexical.reference, questions=run.load("questions"))
+                         reference=run.params.lexical.reference, questions=run.load("questions"),
+                         lang=run.params.lang)
     run.save("lexical", lex)
     return lex
 
