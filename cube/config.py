@@ -191,6 +191,10 @@ class DimensionParams(_Strict):
     prompt: str | None = Field(None, description="Inline prompt template (overrides the packaged one).")
     prompt_file: str | None = Field(None, description="Prompt template file (overrides the packaged one).")
     criteria: list[str] | None = Field(None, description="The five 2-point criteria, for annotation sheets.")
+    score_format: str | None = Field(
+        None, description="The judge's reply format with one {score}, e.g. 'Verdict: {score}' (default: the "
+        "prompt's first line holding {score}, if any). Tried before the usual forms ([[8]], [RESULT] 8, ...)."
+    )
 
 
 class JudgeParams(_Strict):
