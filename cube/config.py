@@ -261,6 +261,12 @@ class LexicalParams(_Strict):
         "case-folded.")
     reference: Literal["gold_document", "reference_answer"] = "gold_document"
     example_question_id: str | None = None
+    correlation_sets: list[Literal["rag", "zero", "full", "pooled"]] = Field(
+        default_factory=lambda: ["rag"],
+        min_length=1,
+        description="Answer sets on which BLEU/ROUGE are correlated with the judges (notebook 08), one row group "
+        "each; 'pooled' = all sets together, only when listed (the gap between sets inflates the correlation).",
+    )
 
 
 class Params(_Strict):

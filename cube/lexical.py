@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 import math
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -46,7 +46,7 @@ from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 from sacrebleu.tokenizers.tokenizer_zh import TokenizerZh
 from scipy import stats
 
-from cube.agreement import HUMAN, judge_means, with_human_consensus
+from cube.agreement import HUMAN, POOLED, judge_means, with_human_consensus
 from cube.config import LEXICAL_INCOMPATIBLE
 from cube.schema import require_columns
 from cube.text import segment
@@ -208,14 +208,22 @@ def _corr(x: np.ndarray, y: np.ndarray, func) -> float:
 
 
 def lexical_correlations(
-    lexical: pd.DataFrame, scores: pd.DataFrame, *, dimensions: list[str] | None = None
+    lexical: pd.DataFrame,
+    scores: pd.DataFrame,
+    *,
+    dimensions: list[str] | None = None,
+    sets: Sequence[str] | str = ("rag",),
 ) -> pd.DataFrame:
-    """Correlation of each lexical metric with each judge's scores (and the humans'), per dimension.
+    """Correlation of each lexical metric with each judge's scores (and the humans'), per answer
+    set and dimension.
 
-    Pairs are matched on (question_id, system, set); NaN pairs are dropped.
+    Pairs are matched on (question_id, system, set); NaN pairs are dropped. Sets are not pooled
+    unless asked (`"pooled"`), for the reason `cube.agreement` gives: zero-set answers are short
+    and low-scored, full-set ones long and high-scored, so pooling them manufactures a
+    correlation between overlap and score that no set shows.
 
     Returns:
-        Columns `metric, judge, dimension, n, pearson, spearman`.
+        Columns `metric, judge, set, dimension, n, pearson, spearman`.
     """
     require_columns(lexical, ("question_id", "system", "set", *METRICS), "lexical")
     means = _judge_table(scores)
@@ -225,22 +233,30 @@ def lexical_correlations(
         {"question_id": str, "system": str, "set": str}
     )
     merged = means.merge(lex, on=["question_id", "system", "set"])
+    labels = [sets] if isinstance(sets, str) else list(sets)
+    present = sorted(set(lex["set"]) | set(means["set"]))
+    unknown = [x for x in labels if x != POOLED and x not in present]
+    if not labels or unknown:
+        raise ValueError(f"sets: expected one or more of {present + [POOLED]}; got {labels!r}")
     rows = []
-    for (judge, dim), g in merged.groupby(["judge", "dimension"], sort=True):
-        for metric in METRICS:
-            ok = g["score"].notna() & g[metric].notna()
-            x, y = g.loc[ok, metric].to_numpy(float), g.loc[ok, "score"].to_numpy(float)
-            rows.append(
-                {
-                    "metric": metric,
-                    "judge": judge,
-                    "dimension": dim,
-                    "n": int(ok.sum()),
-                    "pearson": _corr(x, y, stats.pearsonr),
-                    "spearman": _corr(x, y, stats.spearmanr),
-                }
-            )
-    return pd.DataFrame(rows, columns=["metric", "judge", "dimension", "n", "pearson", "spearman"])
+    for label in labels:
+        part = merged if label == POOLED else merged[merged["set"] == label]
+        for (judge, dim), g in part.groupby(["judge", "dimension"], sort=True):
+            for metric in METRICS:
+                ok = g["score"].notna() & g[metric].notna()
+                x, y = g.loc[ok, metric].to_numpy(float), g.loc[ok, "score"].to_numpy(float)
+                rows.append(
+                    {
+                        "metric": metric,
+                        "judge": judge,
+                        "set": label,
+                        "dimension": dim,
+                        "n": int(ok.sum()),
+                        "pearson": _corr(x, y, stats.pearsonr),
+                        "spearman": _corr(x, y, stats.spearmanr),
+                    }
+                )
+    return pd.DataFrame(rows, columns=["metric", "judge", "set", "dimension", "n", "pearson", "spearman"])
 
 
 def _select(df: pd.DataFrame, question_id: str, system: str, set_name: str) -> pd.DataFrame:
@@ -349,12 +365,19 @@ def excluded_note(lexical: pd.DataFrame) -> str:
 
 
 def reading(correlations: pd.DataFrame, offline_judges: list[str] | None = None) -> str:
-    """What the correlations of BLEU/ROUGE with the judges say, stated from the data."""
+    """What the correlations of BLEU/ROUGE with the judges say (on the first set of the table),
+    stated from the data."""
+    where = ""
+    if "set" in correlations and len(correlations):
+        first = str(correlations["set"].iloc[0])
+        correlations = correlations[correlations["set"] == first]
+        where = " on all sets pooled" if first == POOLED else f" on the {first} set"
     if correlations.empty or correlations["spearman"].isna().all():
-        return "The correlations are undefined for this run (too few or constant scores)."
+        return f"The correlations are undefined for this run{where} (too few or constant scores)."
     mean = correlations.groupby("metric")["spearman"].mean()
     best, worst = mean.idxmax(), mean.idxmin()
-    text = (f"Mean Spearman correlation with the judges' scores: {', '.join(f'{METRIC_LABELS.get(m, m)} {v:.2f}' for m, v in mean.items())}"
+    text = (f"Mean Spearman correlation with the judges' scores{where}: "
+            f"{', '.join(f'{METRIC_LABELS.get(m, m)} {v:.2f}' for m, v in mean.items())}"
             f" (highest {METRIC_LABELS.get(best, best)}, lowest {METRIC_LABELS.get(worst, worst)}). ")
     offline = sorted(set(offline_judges or []) & set(correlations["judge"]))
     if offline:

@@ -153,7 +153,9 @@ def test_correlations_and_tables_6_7():
         ("q3", "bm25", "rag", "qwen", "quality", 3.0, ""),
     ]
     scores = _scores(rows)
-    corr = lexical_correlations(lexical, scores, dimensions=["completeness"]).set_index(["metric", "judge"])
+    corr = lexical_correlations(lexical, scores, dimensions=["completeness"])
+    assert set(corr["set"]) == {"rag"}
+    corr = corr.set_index(["metric", "judge"])
     assert corr.loc[("rouge1", "gpt-4o"), "spearman"] == pytest.approx(-1.0)
     x, y = np.array([0.1, 0.2, 0.3, 0.0711]), np.array([2, 4, 6, 8.0])
     assert corr.loc[("bleu", "gpt-4o"), "pearson"] == pytest.approx(np.corrcoef(x, y)[0, 1])
@@ -237,3 +239,24 @@ def test_a_tokenizer_that_cannot_segment_the_language_is_refused():
     answers = pd.DataFrame({"question_id": ["q0"], "doc_id": ["d0"], "system": "s", "set": "rag", "answer": [ZH_REF]})
     with pytest.raises(ValueError, match="lexical.tokenizer.*lang: 'zh'"):
         lexical_scores(answers, pd.DataFrame({"doc_id": ["d0"], "text": [ZH_REF]}), tokenizer="13a", lang="zh")
+
+
+def test_correlations_are_per_set_unless_pooling_is_asked():
+    # within each set the judge's score is unrelated to the overlap; the sets differ on both
+    rng = np.random.default_rng(3)
+    lex_rows, score_rows = [], []
+    for s, (overlap, score) in {"zero": (0.1, 2.0), "rag": (0.4, 5.0), "full": (0.8, 9.0)}.items():
+        for q in range(25):
+            value = overlap + rng.uniform(-0.05, 0.05)
+            lex_rows.append({"question_id": f"q{q}", "system": "s", "set": s, "bleu": value, "rouge1": value,
+                             "rouge2": value, "rougeL": value, "tokenizer": "jieba"})
+            score_rows.append((f"q{q}", "s", s, "judge", "completeness", score + rng.integers(-1, 2), ""))
+    lexical, scores = pd.DataFrame(lex_rows), _scores(score_rows)
+    out = lexical_correlations(lexical, scores, sets=["rag", "pooled"]).set_index(["metric", "set"])
+    assert out.loc[("rougeL", "pooled"), "spearman"] > 0.8 and out.loc[("rougeL", "pooled"), "n"] == 75
+    assert abs(out.loc[("rougeL", "rag"), "spearman"]) < 0.5 and out.loc[("rougeL", "rag"), "n"] == 25
+    from cube.lexical import reading
+
+    assert "on the rag set" in reading(lexical_correlations(lexical, scores))
+    with pytest.raises(ValueError, match="sets"):
+        lexical_correlations(lexical, scores, sets=["nowhere"])
