@@ -191,6 +191,10 @@ class DimensionParams(_Strict):
     prompt: str | None = Field(None, description="Inline prompt template (overrides the packaged one).")
     prompt_file: str | None = Field(None, description="Prompt template file (overrides the packaged one).")
     criteria: list[str] | None = Field(None, description="The five 2-point criteria, for annotation sheets.")
+    score_format: str | None = Field(
+        None, description="The judge's reply format with one {score}, e.g. 'Verdict: {score}' (default: the "
+        "prompt's first line holding {score}, if any). Tried before the usual forms ([[8]], [RESULT] 8, ...)."
+    )
 
 
 class JudgeParams(_Strict):
@@ -234,12 +238,35 @@ class HumanParams(_Strict):
     sample_size: int = Field(40, ge=1)
     seed: int = 0
     per_rater_judges: bool = Field(False, description="One judge per rater instead of one 'human' consensus.")
+    agreement_sets: list[Literal["rag", "zero", "full", "pooled"]] = Field(
+        default_factory=lambda: ["rag"],
+        min_length=1,
+        description="Answer sets on which agreement (notebook 07) is computed, one row group each; the first "
+        "also feeds the heatmap. 'pooled' = all sets together, only when listed: the gap between sets "
+        "would otherwise pass for agreement.",
+    )
+
+
+# (lang, lexical.tokenizer) pairs that cannot work, with the reason (see cube.lexical)
+LEXICAL_INCOMPATIBLE = {
+    ("zh", "13a"): "13a splits on spaces and punctuation only, so a Chinese clause is one token "
+    "(ROUGE 0 even for near-identical texts); use jieba, zh or char",
+}
 
 
 class LexicalParams(_Strict):
-    tokenizer: Literal["jieba", "zh", "char", "13a"] = "jieba"
+    tokenizer: Literal["jieba", "zh", "char", "13a"] = Field(
+        "jieba", description="Word segmentation for BLEU/ROUGE: jieba words, zh (sacrebleu zh / characters), "
+        "char, or 13a (English only; refused with lang: zh). Punctuation and symbols are stripped, Latin is "
+        "case-folded.")
     reference: Literal["gold_document", "reference_answer"] = "gold_document"
     example_question_id: str | None = None
+    correlation_sets: list[Literal["rag", "zero", "full", "pooled"]] = Field(
+        default_factory=lambda: ["rag"],
+        min_length=1,
+        description="Answer sets on which BLEU/ROUGE are correlated with the judges (notebook 08), one row group "
+        "each; 'pooled' = all sets together, only when listed (the gap between sets inflates the correlation).",
+    )
 
 
 class Params(_Strict):
@@ -294,6 +321,9 @@ class Params(_Strict):
         for where, ref in refs:
             if isinstance(ref, str) and ref not in self.models:
                 raise ValueError(f"{where}: model '{ref}' is not defined under `models:` ({sorted(self.models)})")
+        if (self.lang, self.lexical.tokenizer) in LEXICAL_INCOMPATIBLE:
+            raise ValueError(f"lexical.tokenizer: {self.lexical.tokenizer!r} cannot be used with lang: {self.lang!r}: "
+                             f"{LEXICAL_INCOMPATIBLE[self.lang, self.lexical.tokenizer]}")
         return self
 
     # -- resolution helpers ------------------------------------------------------------
