@@ -186,9 +186,29 @@ def _field_order(record: dRecord, seed: int) -> list[str]:
 
 
 # --------------------------------------------------------------------------- template generator
+_OPEN, _CLOSE = "（(", "）)"
+
+
 def base_name(item_name: str) -> str:
-    """The item name without a trailing variant ("食品经营许可（变更）" -> "食品经营许可")."""
-    return re.sub(r"\s*[（(][^（()）]*[)）]\s*$", "", str(item_name))
+    """The item name without its trailing variant in brackets, nested brackets included.
+
+    "食品经营许可（变更）" -> "食品经营许可"; "残疾人证换领（残损换新（户籍地））" -> "残疾人证换领";
+    full- and half-width brackets may be mixed. A name that is only a bracket group, or whose
+    trailing brackets do not balance, is kept as it is.
+    """
+    name = str(item_name).strip()
+    if not name or name[-1] not in _CLOSE:
+        return name
+    depth = 0
+    for i in range(len(name) - 1, -1, -1):
+        ch = name[i]
+        if ch in _CLOSE:
+            depth += 1
+        elif ch in _OPEN:
+            depth -= 1
+            if depth == 0:
+                return name[:i].rstrip() or name
+    return name
 
 
 def aliases_of(record: dRecord) -> list[str]:
