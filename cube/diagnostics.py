@@ -9,7 +9,7 @@ retriever found the right service but not the right document:
 
 over the `rag` rows whose retrieval outcome is known (`retrieval_ok`). Family: two documents
 share a family when they have the same non-empty `family_id`, or the same base item name
-(`cube.questions.base_name`: the name without a trailing variant in brackets, nested
+(`cube.phrasing.base_name`: the name without a trailing variant in brackets, nested
 brackets included), i.e. the same item across regions and variants. Each confusion is put
 down to one cause:
 
@@ -27,7 +27,7 @@ from typing import Any
 
 import pandas as pd
 
-from cube.questions import base_name
+from cube.phrasing import base_name
 
 CAUSES: tuple[str, ...] = ("region", "variant", "duplicate")
 HIGH_CONFUSION = 0.10  # a share of questions above which the decision page suggests a remedy
