@@ -53,6 +53,39 @@ def _doc_info(corpus: pd.DataFrame) -> dict[str, tuple[set[tuple[str, str]], str
     return out
 
 
+def _rag_rows(answers: pd.DataFrame, system: str | None) -> pd.DataFrame:
+    rows = answers[answers["set"] == "rag"] if "set" in answers.columns else answers
+    if system is not None:
+        rows = rows[rows["system"] == system]
+    if "retrieval_ok" in rows.columns:
+        rows = rows[rows["retrieval_ok"].astype(bool)]
+    return rows
+
+
+def confusion_causes(answers: pd.DataFrame, corpus: pd.DataFrame, system: str | None = None) -> pd.DataFrame:
+    """Per `rag` row with a known retrieval outcome: the gold `doc_id`, its base `item`, its
+    `region` and the `cause` of a near-duplicate confusion ("" when the top-1 document is the
+    gold, is outside its family, or nothing was retrieved)."""
+    rows = _rag_rows(answers, system)
+    info = _doc_info(corpus)
+    out = []
+    for gold, docs in zip(rows["doc_id"].astype(str), rows["retrieved_doc_ids"], strict=True):
+        top = str(docs[0]) if docs is not None and len(docs) else None
+        g_keys, g_region, g_name, g_variant = info.get(gold, (set(), "", "", ""))
+        cause = ""
+        if top is not None and top != gold and top in info and gold in info:
+            t_keys, t_region, t_name, t_variant = info[top]
+            if g_keys & t_keys:
+                if t_region != g_region:
+                    cause = "region"
+                elif (t_name, t_variant) != (g_name, g_variant):
+                    cause = "variant"
+                else:
+                    cause = "duplicate"
+        out.append((gold, base_name(g_name), g_region, cause))
+    return pd.DataFrame(out, columns=["doc_id", "item", "region", "cause"])
+
+
 def near_duplicate_confusion(answers: pd.DataFrame, corpus: pd.DataFrame, system: str | None = None) -> dict[str, Any]:
     """The near-duplicate confusion rate of the `rag` answers (one system, or all rows).
 
@@ -66,29 +99,23 @@ def near_duplicate_confusion(answers: pd.DataFrame, corpus: pd.DataFrame, system
         whose top-1 document is a sibling of the gold, `rate` = count / n (NaN when n is 0), and
         the count per cause.
     """
-    rows = answers[answers["set"] == "rag"] if "set" in answers.columns else answers
-    if system is not None:
-        rows = rows[rows["system"] == system]
-    if "retrieval_ok" in rows.columns:
-        rows = rows[rows["retrieval_ok"].astype(bool)]
-    info = _doc_info(corpus)
-    causes = dict.fromkeys(CAUSES, 0)
-    for gold, docs in zip(rows["doc_id"].astype(str), rows["retrieved_doc_ids"], strict=True):
-        top = str(docs[0]) if docs is not None and len(docs) else None
-        if top is None or top == gold or top not in info or gold not in info:
-            continue
-        g_keys, g_region, g_name, g_variant = info[gold]
-        t_keys, t_region, t_name, t_variant = info[top]
-        if not g_keys & t_keys:
-            continue
-        if t_region != g_region:
-            causes["region"] += 1
-        elif (t_name, t_variant) != (g_name, g_variant):
-            causes["variant"] += 1
-        else:
-            causes["duplicate"] += 1
-    n, count = len(rows), sum(causes.values())
-    return {"rate": count / n if n else math.nan, "count": count, "n": n, **causes}
+    causes = confusion_causes(answers, corpus, system)["cause"]
+    per = {c: int((causes == c).sum()) for c in CAUSES}
+    n, count = len(causes), sum(per.values())
+    return {"rate": count / n if n else math.nan, "count": count, "n": n, **per}
+
+
+def confusion_by_item(answers: pd.DataFrame, corpus: pd.DataFrame, system: str, top: int = 12) -> pd.DataFrame:
+    """The base items (real names) most often confused with a sibling: one row per item with
+    its `questions`, the confusions per cause and `confused`, most confused first (ties by name)."""
+    rows = confusion_causes(answers, corpus, system)
+    table = pd.crosstab(rows["item"], rows["cause"]).reindex(columns=["", *CAUSES], fill_value=0)
+    table = table.rename(columns={"": "other"})
+    table.insert(0, "questions", table.sum(axis=1))
+    table["confused"] = table[list(CAUSES)].sum(axis=1)
+    table = table[table["confused"] > 0].drop(columns="other")
+    table = table.reset_index().sort_values(["confused", "item"], ascending=[False, True], kind="stable")
+    return table.head(top).reset_index(drop=True)
 
 
 def confusion_by_system(answers: pd.DataFrame, corpus: pd.DataFrame) -> dict[str, dict[str, Any]]:

@@ -518,3 +518,41 @@ def lexical_vs_judges(lexical: pd.DataFrame, scores: pd.DataFrame, dimension: st
                 ax.set_ylabel(f"{dim} score (0-10)")
     _set_legend(fig)
     return _titled(fig, f"Does lexical overlap with the gold document track the judges? ({dim} scores)")
+
+
+# ------------------------------------------------------------------------------- retrieval by item
+CAUSE_COLORS: dict[str, str] = {"region": "#d62728", "variant": "#ff7f0e", "duplicate": "#9467bd"}
+
+
+@_quiet
+def confused_items(by_item: pd.DataFrame, system: str) -> Figure:
+    """The items whose questions most often retrieved a near-duplicate first (by real item name),
+    stacked by cause: another region's copy, another variant, a duplicate document.
+
+    Args:
+        by_item: `cube.diagnostics.confusion_by_item` (item, questions, region, variant, duplicate).
+        system: the system's name, for the title.
+    """
+    require_columns(by_item, ("item", "questions", "region", "variant", "duplicate"), "confusion by item")
+    name = _display_text(str(system), "system")
+    fig, ax = _figure1(9.0, max(2.6, 0.42 * len(by_item) + 1.6))
+    if by_item.empty:
+        ax.set_axis_off()
+        ax.text(0.5, 0.5, "no question retrieved a near-duplicate of its gold document first", ha="center",
+                va="center", transform=ax.transAxes)
+        return _titled(fig, f"Near-duplicate confusion of {name}: none")
+    rows = by_item.iloc[::-1]  # the most confused item on top
+    labels = [_display_text(str(i), f"item {k + 1}") for k, i in enumerate(rows["item"])]
+    left = np.zeros(len(rows))
+    for cause, colour in CAUSE_COLORS.items():
+        values = rows[cause].to_numpy(float)
+        if values.any():
+            ax.barh(labels, values, left=left, color=colour, label=f"wrong {cause}")
+        left += values
+    for y, (total, n) in enumerate(zip(left, rows["questions"], strict=True)):
+        ax.annotate(f"{int(total)}/{int(n)}", (total, y), xytext=(3, 0), textcoords="offset points", va="center",
+                    fontsize="small")
+    ax.set(xlabel="questions whose first retrieved document is a near-duplicate (of the item's questions)")
+    ax.set_xlim(0, max(float(left.max()), 1.0) * 1.15)
+    ax.legend(loc="lower right", frameon=False, fontsize="small")
+    return _titled(fig, f"Items most often confused with a near-duplicate by {name}")

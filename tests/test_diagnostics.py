@@ -62,3 +62,14 @@ def test_for_results_writes_null_for_nan():
 
     by = confusion_by_system(_answers([("g", [])], "a", ok=False), CORPUS)
     assert for_results(by) == {"a": {"rate": None, "count": 0, "n": 0, "region": 0, "variant": 0, "duplicate": 0}}
+
+
+def test_confusion_by_item_names_the_real_items_most_confused_first():
+    from cube.diagnostics import confusion_by_item
+
+    answers = _answers([("g", ["r"]), ("g", ["v"]), ("g", ["g"]), ("r", ["g"]), ("o", ["g"]), ("o", ["o"])])
+    table = confusion_by_item(answers, CORPUS, "s")
+    assert table.to_dict("records") == [
+        {"item": "残疾人证换领", "questions": 4, "region": 2, "variant": 1, "duplicate": 0, "confused": 3}]
+    assert confusion_by_item(_answers([("o", ["o"])]), CORPUS, "s").empty
+    assert confusion_by_item(_answers([("g", [])], ok=False), CORPUS, "s").empty

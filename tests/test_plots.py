@@ -282,3 +282,16 @@ def test_palette_is_fixed_by_sorted_names_and_humans_are_black():
     assert plots.judge_palette(["a", "b"]) == {k: p[k] for k in ("a", "b")}
     labels = plots.display_labels(["gpt-4o", "评委", "human:张三"])
     assert labels == {"gpt-4o": "gpt-4o", "评委": "评委", "human:张三": "human:张三"}
+
+
+def test_confused_items_shows_real_item_names_stacked_by_cause():
+    table = pd.DataFrame({"item": ["残疾人证换领", "食品经营许可"], "questions": [6, 4], "region": [3, 0],
+                          "variant": [1, 2], "duplicate": [0, 0], "confused": [4, 2]})
+    fig = plots.confused_items(table, "绿园区助手")
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["食品经营许可", "残疾人证换领"]  # most confused on top
+    assert [round(p.get_width()) for p in ax.patches] == [0, 3, 2, 1]  # region bars, then variant bars
+    assert "4/6" in _texts(fig) and "绿园区助手" in fig.get_suptitle()
+    assert _glyph_warnings(fig) == []
+    empty = plots.confused_items(table.iloc[:0], "s")
+    assert empty.get_suptitle().endswith("none")
