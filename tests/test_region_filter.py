@@ -101,3 +101,21 @@ def test_filter_keeps_r_at_1_and_lowers_cross_region_confusion(lang):
     assert out["question"][1]["rate"] <= out["none"][1]["rate"]
     # Questions that name their region never land in another region's copy of the service.
     assert out["none"][2]["region"] > 0 and out["question"][2]["region"] == 0
+
+
+def test_readme_examples_of_region_filter_and_llm_questions_are_valid_params():
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    from cube.config import parse_params
+
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## Per-region retrieval"):text.index("## Benchmarks")]
+    blocks = [yaml.safe_load(b) for b in re.findall(r"```yaml\n(.*?)```", section, re.S)]
+    base = yaml.safe_load((root / "params" / "default.yaml").read_text(encoding="utf-8"))
+    systems, questions = (parse_params({**base, **b}, "README.md") for b in blocks)
+    assert [s.region_filter for s in systems.systems] == ["question", "none"]
+    assert questions.questions.generator == "llm" and questions.model(questions.questions.model).model
