@@ -205,9 +205,10 @@ def assign_styles(corpus: pd.DataFrame, slots: pd.DataFrame, shares: dict[str, f
     for s in sorted(STYLES, key=lambda s: -(raw[s] - quota[s]))[: n - sum(quota.values())]:
         quota[s] += 1
     ids = corpus["doc_id"].astype(str)
-    column = {s: corpus[c].fillna("").astype(str).str.strip() if c in corpus else pd.Series("", corpus.index)
-              for s, c in (("ambiguous", "variant"), ("colloquial", "aliases"))}
-    capable = {s: dict(zip(ids, col.ne(""), strict=True)) for s, col in column.items()}
+    # A placeholder variant (无) is no variant; aliases that are all placeholders are none.
+    has = {"ambiguous": [not is_missing(v) for v in corpus["variant"]] if "variant" in corpus else [False] * len(ids),
+           "colloquial": [bool(aliases_of(r)) for r in corpus.to_dict("records")]}
+    capable = {s: dict(zip(ids, flags, strict=True)) for s, flags in has.items()}
     order = list(range(n))
     random.Random(f"{seed}|styles").shuffle(order)
     styles = ["named"] * n

@@ -123,3 +123,11 @@ def test_extractive_answers_phrase_values_like_the_questions(question, expected)
     answer, _ = extractive_answer(question, [doc], "zh")
     assert expected in answer.splitlines()
     assert "：是" not in answer and "：无" not in answer
+
+
+def test_a_placeholder_variant_or_alias_does_not_make_an_ambiguous_or_colloquial_slot():
+    corpus = pd.DataFrame({"doc_id": ["D1", "D2", "D3"], "variant": ["无", "变更", ""], "aliases": ["/", "", "开饭馆"]})
+    slots = plan_questions(corpus, 1, None, 0)
+    with pytest.warns(UserWarning, match="slots are"):
+        styles = assign_styles(corpus, slots, {"ambiguous": 0.5, "colloquial": 0.5}, 0)
+    assert styles == ["named", "ambiguous", "colloquial"]
