@@ -57,8 +57,9 @@ def test_parent_region_column_gives_containment_both_ways():
 
 
 def test_one_character_and_missing_regions_are_ignored():
-    rf = RegionFilter(_corpus([("a", "东", ""), ("b", "", ""), ("c", "西区", "")]))
+    rf = RegionFilter(_corpus([("a", "东", ""), ("b", "", "暂无"), ("c", "西区", "N/A"), ("d", None, "无情形")]))
     assert rf.vocabulary == ("西区",)
+    assert rf.named_region("暂无西区的证") == "西区"
     assert rf.named_region("东西区的证") == "西区"
 
 

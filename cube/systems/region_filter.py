@@ -27,13 +27,16 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from cube.phrasing import clean
+
 MIN_REGION_CHARS = 2
 
 
 def _values(corpus: pd.DataFrame, column: str) -> list[str]:
+    """The column's values as stripped text; missing values and placeholders (无, 暂无, N/A) are ""."""
     if column not in corpus.columns:
         return [""] * len(corpus)
-    return [str(v).strip() if isinstance(v, str) or pd.notna(v) else "" for v in corpus[column].tolist()]
+    return [clean(v) if isinstance(v, str) or pd.notna(v) else "" for v in corpus[column].tolist()]
 
 
 @dataclass
