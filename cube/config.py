@@ -153,6 +153,10 @@ class BuiltinSystem(_Strict):
     top_n: int = Field(8, ge=1)
     answerer: ModelRef | None = Field(None, description="Answering model; default: the top-level `answerer`.")
     region: str | None = Field(None, description="Restrict retrieval to one region's items.")
+    region_filter: Literal["none", "question"] = Field(
+        "none", description="question: search only the knowledge base of the region the question names "
+        "(longest corpus region value in the question, with enclosing levels); none: search everything."
+    )
     k1: float = 1.5
     b: float = 0.75
 
