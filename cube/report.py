@@ -247,7 +247,7 @@ def _run_stages(params: Params, params_path: Path, paths: RunPaths, notebooks: l
             failed = call_failures(paths, nb.stem)
             note = ""
             if failed:  # not fingerprinted: a plain re-run retries exactly the failed calls
-                note = f" ({failed} failed calls recorded; a plain `cube run` retries them)"
+                note = f" ({failed} rows hold a failed call; a plain `cube run` retries those calls)"
             else:
                 prints[nb.name] = upstream
             prints_file.write_text(json.dumps(prints, indent=1))
