@@ -115,7 +115,7 @@ def _run(args: argparse.Namespace) -> int:
                                   outputs_dir=args.outputs)
     except (RunInterrupted, KeyboardInterrupt) as exc:
         signame = getattr(exc, "signame", "SIGINT")
-        print(f"cube: interrupted ({signame}); the published run is unchanged and the notebook kernel was stopped. "
+        print(f"\ncube: interrupted ({signame}); the published run is unchanged and the notebook kernel was stopped. "
               f"Resume with `cube run {args.params}` (completed stages and cached LLM calls are kept).",
               file=sys.stderr)
         return 130

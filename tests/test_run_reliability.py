@@ -101,7 +101,7 @@ def test_sigint_stops_the_kernel_records_the_attempt_and_a_rerun_resumes(tmp_pat
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 130, (out, err)
         assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
-        assert "Resume with `cube run" in err
+        assert "Resume with `cube run" in err and KEY not in out + err
         time.sleep(0.5)
         assert _kernel_alive(kernels) == []
         sent = server.requests_total
@@ -119,6 +119,21 @@ def test_sigint_stops_the_kernel_records_the_attempt_and_a_rerun_resumes(tmp_pat
         repeats = sum(n - 1 for n in server.body_counts.values() if n > 1)
         assert repeats <= 2  # at most the calls in flight at the interrupt (max_concurrency 2)
         print(f"interrupt: sent before SIGINT {sent}, repeated on resume {repeats}")
+
+
+def test_cube_run_prints_one_line_per_stage_and_no_kernel_noise(tmp_path):
+    params = tmp_path / "p.yaml"
+    params.write_text(yaml.safe_dump({"run": "quiet", "outputs_dir": str(tmp_path / "out"),
+                                      "judges": [{"name": "r", "model": {"provider": "offline",
+                                                                         "model": "rubric-strict"}}]}))
+    done = subprocess.run([sys.executable, "-m", "cube.cli", "run", str(params), "--only", "00"], cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("[cube] 00_paper_tables: done in "), lines
+    assert lines[1] == f"[cube] report: {tmp_path / 'out' / 'quiet' / 'report' / 'index.html'}"
+    assert "without encryption" not in done.stderr and "KeyboardInterrupt" not in done.stderr
+    assert "[IPKernelApp]" not in done.stderr and "Alternative text" not in done.stderr, done.stderr
 
 
 def test_a_second_run_on_a_locked_folder_exits_2_and_a_stale_lock_is_taken_over(tmp_path, monkeypatch, capsys):
