@@ -38,7 +38,11 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Execute notebooks/NN_*.ipynb in order with papermill into "
                        "outputs/<run>/notebooks/, export each to HTML (with and without code) under "
                        "outputs/<run>/report/, and write report/index.html. Stages whose inputs did not "
-                       "change since their last execution are skipped; LLM calls are served from the cache.")
+                       "change since their last execution are skipped; LLM calls are served from the cache. Stages run in "
+                       "outputs/<run>/.staging/ and are published only when all succeed. Exit codes: 0 published, "
+                       "1 a stage failed (nothing published; see report/last_run.html), 2 bad params or the run "
+                       "folder is locked by another run, 3 decision withheld because judging failed, "
+                       "130 interrupted (re-run to resume).")
     r.add_argument("params", type=Path, help="params YAML file (e.g. params/default.yaml)")
     r.add_argument("--only", metavar="SEL", help="notebooks to run by number: 03, 03..06, ..04, 05.. or 01,03")
     r.add_argument("--force", action="store_true", help="re-execute the selected stages even if up to date")
