@@ -76,8 +76,9 @@ class Run:
         missing = [n for n in names if not self.has(n)]
         if missing:
             stages = sorted({PRODUCED_BY.get(n, "an earlier notebook") for n in missing})
+            shown = self.root.parent if self.root.name == STAGING else self.root  # the run, not its staging copy
             raise MissingStageError(
-                f"{self.root}: missing {', '.join(f'data/{n}.parquet' for n in missing)}. "
+                f"{shown}: missing {', '.join(f'data/{n}.parquet' for n in missing)}. "
                 f"Run {' and '.join(stages)} first (or `cube run {self.params_path}` for the whole sequence)."
             )
 

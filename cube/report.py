@@ -32,6 +32,7 @@ from cube.runstate import (
     LAST_RUN,
     RunInterrupted,
     commit_staging,
+    finish_interrupted_commit,
     kill_child_kernels,
     prepare_staging,
     run_lock,
@@ -175,6 +176,7 @@ def execute_run(params_path: str | Path, *, notebooks_dir: Path | None = None, o
     notebooks = list_notebooks(notebooks_dir or default_notebooks_dir())
     chosen = set(select_notebooks(notebooks, only))
     with run_lock(published.root, log=log):
+        finish_interrupted_commit(published.root, log=log)
         staging = prepare_staging(published.root, params_to_yaml(params), log=log)
         paths = RunPaths(root=staging, cache=published.cache).ensure()
         write_resolved_params(params, paths)

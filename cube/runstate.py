@@ -123,22 +123,43 @@ def prepare_staging(root: Path, params_yaml: str, log=print) -> Path:
     return staging
 
 
+COMMITTING = ".committing"
+
+
 def commit_staging(root: Path) -> None:
-    """Replace the published entries by the staged ones (each a rename), then drop staging."""
+    """Replace the published entries by the staged ones (each a rename), then drop staging.
+
+    A marker makes it restartable: if the process dies half-way, `finish_interrupted_commit`
+    (called at the start of the next run) moves the remaining staged entries over."""
     staging = root / STAGING
+    (staging / COMMITTING).touch()
     old = root / ".replaced"
-    if old.exists():
-        shutil.rmtree(old)
-    old.mkdir()
+    old.mkdir(exist_ok=True)
     for name in STAGED:
         src = staging / name
         if not src.exists():
             continue
         if (root / name).exists():
+            if (old / name).exists():
+                _remove(old / name)
             (root / name).rename(old / name)
         src.rename(root / name)
     shutil.rmtree(old)
     shutil.rmtree(staging)
+
+
+def finish_interrupted_commit(root: Path, log=print) -> None:
+    """Complete a commit that a killed process left half-done (every entry is either moved or not)."""
+    if (root / STAGING / COMMITTING).exists():
+        log(f"[cube] {root}: completing the publication that an earlier run left unfinished")
+        commit_staging(root)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
 
 
 # --------------------------------------------------------------------------------- interrupts
