@@ -5,7 +5,9 @@ skipping a notebook whose inputs are unchanged since its last successful executi
 fingerprint: the notebook file, the resolved params, the package's source and the
 fingerprints of the notebooks before it; `force=True` re-executes). Re-executing a stage
 makes every later stage stale: they re-execute in this run when selected, else in the next
-run that selects them (make-like; LLM calls are served from the cache either way). Each executed notebook is
+run that selects them (make-like; LLM calls are served from the cache either way). A stage whose
+data hold failed calls is never up to date. Stages run in the run's staging copy, published only
+when every selected stage succeeded (`cube.runstate`: lock, staging, interrupts). Each executed notebook is
 exported twice: `report/<name>.html` without code (for readers) and `report/code/<name>.html`
 with code. `index.html` opens on the decision page (`cube.lta`), then links every page, table
 and figure. Everything that came from a system or a judge is escaped (jinja2 autoescape;
