@@ -12,7 +12,9 @@ This module owns every path of a run (cookiecutter-data-science: one module owns
     outputs/<run>/tables/       every table shown, as CSV
     outputs/<run>/figures/      every figure shown, as PNG
     outputs/<run>/notebooks/    executed notebooks
-    outputs/<run>/report/       HTML pages and index.html
+    outputs/<run>/report/       HTML pages and index.html (last_run.html: how the last attempt ended)
+    outputs/<run>/.staging/     where `cube run` executes stages before publishing them (cube.runstate)
+    outputs/<run>/.lock         held by the `cube run` working on the folder
     outputs/cache.sqlite        LLM call cache shared by all runs
 """
 
