@@ -79,3 +79,23 @@ def test_sigterm_inside_a_run_raises_run_interrupted_and_restores_the_handlers(t
         time.sleep(5)  # the handler runs before this returns
     assert caught.value.signame == "SIGTERM"
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_staged_tables_are_linked_and_a_re_save_in_staging_leaves_the_published_table_alone(tmp_path):
+    import pandas as pd
+
+    from cube.config import RunPaths
+    from cube.notebook import Run
+
+    _published(tmp_path)
+    (tmp_path / "data").mkdir()
+    pd.DataFrame({"x": [1, 2]}).to_parquet(tmp_path / "data" / "scores.parquet")
+    staging = prepare_staging(tmp_path, "run: new\n", log=lambda _: None)
+    published, staged = tmp_path / "data" / "scores.parquet", staging / "data" / "scores.parquet"
+    assert os.stat(published).st_ino == os.stat(staged).st_ino  # linked, not copied
+    assert os.stat(tmp_path / "tables" / "t.csv").st_ino != os.stat(staging / "tables" / "t.csv").st_ino
+    run = Run.__new__(Run)  # Run.save only needs the paths
+    run.paths = RunPaths(root=staging, cache=tmp_path / "cache.sqlite")
+    run.save("scores", pd.DataFrame({"x": [9]}))  # the way every stage writes a table
+    assert pd.read_parquet(published)["x"].tolist() == [1, 2]
+    assert pd.read_parquet(staged)["x"].tolist() == [9]
