@@ -134,16 +134,6 @@ class CorpusParams(_Strict):
     sample_by: Literal["region", "department"] = "region"
     limit: int | None = Field(None, ge=1, description="Use only the first N items (in file order; see `sample`).")
 
-    @field_validator("columns")
-    @classmethod
-    def _known_keys(cls, v: dict[str, str]) -> dict[str, str]:
-        from cube.corpus_map import MAPPABLE, field_keys_help
-
-        unknown = [k for k in v if k not in MAPPABLE]
-        if unknown:
-            raise ValueError(f"unknown field key(s) {unknown}; valid keys: {field_keys_help()}")
-        return v
-
     @model_validator(mode="after")
     def _file_needs_path(self) -> CorpusParams:
         if self.source == "file" and not self.path:

@@ -58,6 +58,30 @@ def field_keys_help() -> str:
     return ", ".join(f"{k} ({key_label(k, 'zh')} / {key_label(k, 'en')})" for k in MAPPABLE)
 
 
+_ROLES: dict[str, str] = {
+    "doc_id": "optional: derived from the group key (or row content) when absent; must be unique",
+    "item_name": "**required**; the item's official name",
+    "region": "rendered; questions name it; strata of `corpus.sample`",
+    "procedure": "rendered as a numbered list (one step per line or per grouped row)",
+    "application_materials": "rendered as a numbered list (one material per line or per grouped row)",
+    "family_id": "not rendered; groups near-duplicates (the same item across regions or variants) for the "
+                 "family statistics, ambiguous questions and the near-duplicate confusion rate",
+    "variant": "rendered after the item name unless the name already contains it; questions of the "
+               "ambiguous style leave it out",
+    "parent_region": "rendered after the region (a district's city); lets a region filter contain its children",
+    "aliases": "not rendered; colloquial names (newline-separated) for colloquial template questions",
+}
+
+
+def field_key_table() -> str:
+    """Markdown: every field key of `corpus.columns` with its Chinese and English label and its role."""
+    out = ["| key | 中文 label | English label | role |", "|---|---|---|---|"]
+    for k in MAPPABLE:
+        role = _ROLES.get(k, "rendered when non-empty")
+        out.append(f"| `{k}` | {key_label(k, 'zh')} | {key_label(k, 'en')} | {role} |")
+    return "\n".join(out)
+
+
 def _cell(value: Any) -> Any:
     """A raw cell as stripped text ("" for missing); lists (JSONL) stay lists of text."""
     if isinstance(value, list | tuple | np.ndarray):
@@ -195,7 +219,7 @@ def map_table(raw: pd.DataFrame, where: Sequence[str], columns: Mapping[str, str
                 ids = values(src["doc_id"], rec["_idx"])
                 if len(ids) > 1:
                     problems.append(f"{source}: column '{src['doc_id']}' (doc_id) has several values {ids[:5]} within "
-                                    f"one item at {_rows(where, rec['_idx'], 10)}; group_by must identify one id")
+                                    f"one item at {_rows(where, rec['_idx'])}; group_by must identify one id")
     elif group_by:
         for rec, key in zip(records, groups, strict=True):
             rec["doc_id"] = "K" + _digest(key)
@@ -224,7 +248,7 @@ def map_table(raw: pd.DataFrame, where: Sequence[str], columns: Mapping[str, str
         parts = []
         for d in dict.fromkeys(out.loc[dup, "doc_id"].astype(str)):
             rows = [j for i in np.flatnonzero(out["doc_id"].astype(str).eq(d)) for j in records[i]["_idx"]]
-            parts.append(f"'{d}' at {_rows(where, rows, 5)}")
+            parts.append(f"'{d}' at {_rows(where, rows)}")
         problems.append(f"{source}: duplicate doc_id(s): " + "; ".join(parts))
     first = [r["_idx"][0] for r in records]
     flags = raw["synthetic"].iloc[first].tolist() if "synthetic" in raw.columns else [False] * len(records)
