@@ -382,6 +382,55 @@ def corpus_stats(corpus: pd.DataFrame) -> dict[str, pd.DataFrame]:
     }
 
 
+def duplicate_table(corpus: pd.DataFrame) -> pd.DataFrame:
+    """Groups of documents whose `text` is identical: one row per group (`documents`, `doc_ids`, `item_name`).
+
+    Retrieval cannot tell such documents apart: a long-format file loaded without
+    `corpus.group_by`, or the same guide published twice.
+    """
+    text = corpus["text"].astype(str)
+    dup = text.duplicated(keep=False)
+    rows = [{"documents": int(text.eq(t).sum()), "doc_ids": ", ".join(corpus.loc[text.eq(t), "doc_id"].astype(str)),
+             "item_name": str(corpus.loc[text.eq(t), "item_name"].iloc[0])} for t in dict.fromkeys(text[dup])]
+    return pd.DataFrame(rows, columns=["documents", "doc_ids", "item_name"])
+
+
+def corpus_structure(corpus: pd.DataFrame) -> dict[str, Any]:
+    """Exact duplicates and family structure of a knowledge base, for page 01 and `results.json`.
+
+    Returns:
+        `documents`; `duplicate_texts` (documents identical to an earlier one) and
+        `duplicate_groups`; `families` (distinct non-empty `family_id`), `documents_in_families`,
+        `family_size_min/median/max` (None without families), `families_across_regions`
+        (members in more than one region: the same item offered by several regions) and
+        `families_with_variants` (more than one item name or variant within one region).
+    """
+    text = corpus["text"].astype(str)
+    fam = corpus.get("family_id", pd.Series("", index=corpus.index)).fillna("").astype(str)
+    members = corpus[fam.ne("")].assign(_fam=fam[fam.ne("")])
+    sizes = members["_fam"].value_counts()
+    variant = members.get("variant", pd.Series("", index=members.index)).fillna("").astype(str)
+    per_region = members.assign(_v=members["item_name"].astype(str) + "\x1f" + variant).groupby(["_fam", "region"])["_v"]
+    return {
+        "documents": len(corpus),
+        "duplicate_texts": int(text.duplicated(keep="first").sum()),
+        "duplicate_groups": int(text[text.duplicated(keep=False)].nunique()),
+        "families": int(sizes.size),
+        "documents_in_families": int(sizes.sum()),
+        "family_size_min": int(sizes.min()) if sizes.size else None,
+        "family_size_median": float(sizes.median()) if sizes.size else None,
+        "family_size_max": int(sizes.max()) if sizes.size else None,
+        "families_across_regions": int((members.groupby("_fam")["region"].nunique() > 1).sum()) if sizes.size else 0,
+        "families_with_variants": int((per_region.nunique() > 1).groupby(level=0).any().sum()) if sizes.size else 0,
+    }
+
+
+def load_notes(corpus: pd.DataFrame) -> str:
+    """What loading did to the user's file (`build_corpus` notes), one per line."""
+    notes = corpus.attrs.get("load_notes") or []
+    return "\n".join(notes) if notes else "(no notes: the corpus was used as generated or as read)"
+
+
 def family_comparison(corpus: pd.DataFrame, family_id: str | None = None) -> pd.DataFrame:
     """For one family of near-duplicates, the fields in which its members differ, side by side.
 

@@ -17,6 +17,10 @@ export of one city's service items:
   cover only a few services;
 - a yes/no fee column (是/否) and a unitless time limit ("10": working days, unsaid).
 
+One more column, `synthetic` ("true" on every row), is not part of a real export: the loader
+reads it (it is never rendered) so every table and report of a run on this file says the data
+are synthetic.
+
 `write_example_kb(path)` writes it as .xlsx or .csv (by suffix); the content is identical for a
 given seed (cell for cell). `cube example-kb PATH` calls it; `params/own_kb.yaml` reads it.
 """
@@ -30,7 +34,7 @@ import pandas as pd
 
 EXAMPLE_COLUMNS: tuple[str, ...] = (
     "区划名称", "上级区划名称", "主项名称", "业务办理项名称", "承诺办结时限", "是否收费",
-    "受理条件", "办理地点", "办理时间", "咨询方式", "情形", "材料名称",
+    "受理条件", "办理地点", "办理时间", "咨询方式", "情形", "材料名称", "synthetic",
 )
 PROVINCE = "明川省"
 CITY = "青石市"
@@ -112,7 +116,7 @@ def example_kb(seed: int = 0) -> pd.DataFrame:
                 }
                 for situation in situations:
                     for material in _materials(item, situation, base):
-                        rows.append({**common, "情形": situation, "材料名称": material})
+                        rows.append({**common, "情形": situation, "材料名称": material, "synthetic": "true"})
     return pd.DataFrame(rows, columns=list(EXAMPLE_COLUMNS))
 
 

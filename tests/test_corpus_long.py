@@ -28,6 +28,7 @@ def kb_path(tmp_path_factory) -> Path:
 def test_example_kb_is_shaped_like_a_real_export():
     df = example_kb()
     assert tuple(df.columns) == EXAMPLE_COLUMNS and "doc_id" not in df.columns
+    assert len(EXAMPLE_COLUMNS) == 13 and df["synthetic"].eq("true").all()  # 12 columns of a real export + the flag
     assert df.equals(example_kb())  # deterministic
     keys = df[GROUP].apply(tuple, axis=1)
     assert keys.duplicated().sum() > len(df) / 2  # one row per material: items span several rows
@@ -49,7 +50,7 @@ def test_write_example_kb_csv_and_unknown_suffix(tmp_path: Path):
 def test_group_by_makes_one_document_per_item(kb_path: Path):
     raw = example_kb()
     df, notes = load_corpus_report(kb_path, columns=COLUMNS, group_by=GROUP)
-    assert len(df) == raw.groupby(GROUP).ngroups and df["doc_id"].is_unique
+    assert len(df) == raw.groupby(GROUP).ngroups and df["doc_id"].is_unique and df["synthetic"].all()
     assert any(f"{len(raw)} rows grouped by" in n for n in notes)
     # materials of one item: every row's material, in order, as a numbered list
     key = ("云岗区", "残疾人证换领（残损换新（户籍地））", "委托代办")
@@ -132,3 +133,23 @@ def test_sample_is_stratified_and_deterministic(kb_path: Path):
 def test_params_reject_sample_with_limit():
     with pytest.raises(ParamsError, match="not both"):
         parse_params({"run": "t", "judges": JUDGES, "corpus": {"sample": 3, "limit": 3}})
+
+
+def test_corpus_structure_counts_duplicates_and_families(kb_path: Path):
+    from cube.corpus import corpus_structure, duplicate_table
+
+    grouped = load_corpus_file(kb_path, columns=COLUMNS, group_by=GROUP)
+    s = corpus_structure(grouped)
+    raw = example_kb()
+    assert s["documents"] == len(grouped) and s["duplicate_texts"] == 0 and duplicate_table(grouped).empty
+    assert s["families"] == raw["主项名称"].nunique() and s["documents_in_families"] == len(grouped)
+    assert s["families_across_regions"] == s["families"]  # every service is offered by several regions
+    multi = raw.groupby(["主项名称", "区划名称"])[["业务办理项名称", "情形"]].apply(lambda d: len(d.drop_duplicates()) > 1)
+    assert s["families_with_variants"] == multi.groupby(level=0).any().sum()
+    naive = load_corpus_file(kb_path, columns={"item_name": "业务办理项名称", "region": "区划名称"},
+                             extra_columns="drop", empty_values=[])  # rows as documents, other columns dropped
+    s = corpus_structure(naive)
+    dup = int(raw[["区划名称", "业务办理项名称"]].duplicated().sum())
+    table = duplicate_table(naive)
+    assert s["duplicate_texts"] == dup and s["duplicate_groups"] == len(table)
+    assert table["documents"].sum() == dup + len(table) and s["families"] == 0 and s["family_size_max"] is None
