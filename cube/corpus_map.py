@@ -161,6 +161,7 @@ def map_table(raw: pd.DataFrame, where: Sequence[str], columns: Mapping[str, str
                      + ", ".join(f"{v!r} ×{n}" for v, n in counts.items()) + ")")
         cells = cells.mask(is_placeholder, "")
     cells = cells.map(lambda v: [x for x in v if x.lower() not in empty] if isinstance(v, list) else v)
+    cols = {c: cells[c].tolist() for c in cells.columns}  # plain lists: per-cell access stays fast
 
     src = {k: columns.get(k, k) for k in MAPPABLE if columns.get(k, k) in raw.columns}
     used = set(src.values()) | {"synthetic"}
@@ -173,7 +174,7 @@ def map_table(raw: pd.DataFrame, where: Sequence[str], columns: Mapping[str, str
         extra = []
 
     if group_by:
-        keys = list(zip(*(cells[c].map(lambda v: "\n".join(v) if isinstance(v, list) else v) for c in group_by),
+        keys = list(zip(*([("\n".join(v) if isinstance(v, list) else v) for v in cols[c]] for c in group_by),
                         strict=True))
         groups: dict[tuple[str, ...], list[int]] = {}
         for i, k in enumerate(keys):
@@ -187,7 +188,7 @@ def map_table(raw: pd.DataFrame, where: Sequence[str], columns: Mapping[str, str
 
     def values(col: str, idx: list[int]) -> list[str]:
         out: list[str] = []
-        for v in cells[col].iloc[idx]:
+        for v in (cols[col][i] for i in idx):
             out.extend(v if isinstance(v, list) else [v] if v else [])
         return list(dict.fromkeys(out))
 
@@ -195,7 +196,7 @@ def map_table(raw: pd.DataFrame, where: Sequence[str], columns: Mapping[str, str
         vals = values(col, idx)
         if key in LIST_FIELDS:
             if len(idx) == 1:
-                return cells[col].iloc[idx[0]]
+                return cols[col][idx[0]]
             return vals
         if len(vals) > 1:
             joined[col] = joined.get(col, 0) + 1
@@ -228,7 +229,7 @@ def map_table(raw: pd.DataFrame, where: Sequence[str], columns: Mapping[str, str
     else:
         seen: dict[str, int] = {}
         for rec in records:
-            base = "R" + _digest(cells.iloc[rec["_idx"][0]].tolist())
+            base = "R" + _digest(cols[c][rec["_idx"][0]] for c in raw.columns)
             seen[base] = seen.get(base, 0) + 1
             rec["doc_id"] = base if seen[base] == 1 else f"{base}-{seen[base]}"
         notes.append("doc_id not mapped: ids derived from each row's content (R + 10 hex digits of its SHA-1; "
