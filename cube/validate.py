@@ -136,7 +136,11 @@ def _check_documents(corpus: pd.DataFrame, source: str, rows: pd.Series | None, 
             "retrieval cannot tell them apart: " + " | ".join(groups))
     fam = corpus["family_id"].astype(str) if "family_id" in corpus else pd.Series("", index=corpus.index)
     sizes = fam[fam.ne("")].value_counts()
-    if len(sizes):
+    if not len(sizes):
+        report.notes.append(f"{source}: no families (family_id empty or not mapped): near-duplicates across regions "
+                            "or variants are not identified; map the column naming the main item (e.g. 主项名称) "
+                            "to family_id")
+    else:
         report.notes.append(f"families (family_id): {len(sizes)} families of {int(sizes.min())}-{int(sizes.max())} "
                             f"documents, {int(sizes.sum())} of {len(corpus)} documents in a family")
 

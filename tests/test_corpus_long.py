@@ -153,3 +153,18 @@ def test_corpus_structure_counts_duplicates_and_families(kb_path: Path):
     table = duplicate_table(naive)
     assert s["duplicate_texts"] == dup and s["duplicate_groups"] == len(table)
     assert table["documents"].sum() == dup + len(table) and s["families"] == 0 and s["family_size_max"] is None
+
+
+def test_render_variant_parent_region_and_extras():
+    from cube.corpus import render_document
+
+    rec = {"region": "云岗区", "parent_region": "青石市", "item_name": "残疾人证换领（残损换新（户籍地））",
+           "variant": "委托代办", "fee_standard": "否"}
+    text = render_document(rec, "zh", extras=[("上级区划名称", "青石市")])
+    assert text.splitlines() == ["上级区划名称：青石市", "行政区划：云岗区", "上级区划：青石市",
+                                 "事项名称：残疾人证换领（残损换新（户籍地））", "情形：委托代办", "收费标准：否"]
+    assert "情形" not in render_document({"item_name": "食品经营许可（变更）", "variant": "变更"}, "zh")  # no doubling
+    en = render_document({**rec, "item_name": "Disability card", "variant": "By an agent"}, "en")
+    assert "Variant: By an agent" in en and "Parent Region: 青石市" in en
+    back = parse_document(text, extra_labels=["上级区划名称"])
+    assert back["variant"] == "委托代办" and back["parent_region"] == "青石市" and back["上级区划名称"] == "青石市"

@@ -103,3 +103,18 @@ def test_shipped_params_validate_clean(name: str, monkeypatch):
     monkeypatch.chdir(ROOT)
     report = validate_data(load_params(ROOT / "params" / name), ROOT)
     assert report.ok and not report.warnings, report.lines()
+
+
+def test_imported_answers_naming_unknown_documents(tmp_path: Path):
+    kb = write_example_kb(tmp_path / "kb.csv")
+    qa = tmp_path / "qa.csv"
+    pd.DataFrame({"question": ["a", "b"], "answer": ["x", "y"], "retrieved_doc_ids": ['["K1"]', "[oops"]}).to_csv(
+        qa, index=False)
+    params = parse_params({"run": "v", "judges": JUDGES, "answerer": {"provider": "offline", "model": "extractive"},
+                           "systems": [{"kind": "imported", "name": "mine", "path": str(qa)}],
+                           "corpus": {"source": "file", "path": str(kb), "group_by": ["区划名称", "业务办理项名称", "情形"],
+                                      "columns": {"item_name": "业务办理项名称", "region": "区划名称"}}})
+    report = validate_data(params, tmp_path)
+    assert [e for e in report.errors if "qa.csv: row 2, column 'retrieved_doc_ids'" in e and "mine" in e]
+    assert [w for w in report.warnings if "1 retrieved doc id(s) not in the knowledge base" in w and "row 1: K1" in w]
+    assert any("no families" in n for n in report.notes)
