@@ -164,7 +164,9 @@ def map_table(raw: pd.DataFrame, where: Sequence[str], columns: Mapping[str, str
     cols = {c: cells[c].tolist() for c in cells.columns}  # plain lists: per-cell access stays fast
 
     src = {k: columns.get(k, k) for k in MAPPABLE if columns.get(k, k) in raw.columns}
-    used = set(src.values()) | {"synthetic"}
+    used = set(src.values()) | {"synthetic", "text"}
+    if "text" in raw.columns and "text" not in columns.values():
+        notes.append("column 'text' ignored: each document is rendered from its fields")
     extra = [c for c in raw.columns if c not in used]
     if extra:
         notes.append(f"columns not mapped to a field: {extra}: "

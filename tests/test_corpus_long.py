@@ -168,3 +168,13 @@ def test_render_variant_parent_region_and_extras():
     assert "Variant: By an agent" in en and "Parent Region: 青石市" in en
     back = parse_document(text, extra_labels=["上级区划名称"])
     assert back["variant"] == "委托代办" and back["parent_region"] == "青石市" and back["上级区划名称"] == "青石市"
+
+
+def test_a_saved_corpus_reloads_without_its_text_column_rendered(tmp_path: Path):
+    from cube.demo_corpus import generate_demo_corpus
+
+    demo = generate_demo_corpus(20, "zh", 0.4, seed=2)
+    demo.to_csv(tmp_path / "kb.csv", index=False)
+    back, notes = load_corpus_report(tmp_path / "kb.csv")
+    assert back["text"].tolist() == demo["text"].tolist() and back["synthetic"].all()
+    assert "column 'text' ignored: each document is rendered from its fields" in notes
