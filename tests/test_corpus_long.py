@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cube.config import ParamsError, parse_params
 from cube.corpus import CorpusError, build_corpus, load_corpus_file, load_corpus_report, parse_document
@@ -178,3 +180,31 @@ def test_a_saved_corpus_reloads_without_its_text_column_rendered(tmp_path: Path)
     back, notes = load_corpus_report(tmp_path / "kb.csv")
     assert back["text"].tolist() == demo["text"].tolist() and back["synthetic"].all()
     assert "column 'text' ignored: each document is rendered from its fields" in notes
+
+
+_names = st.sampled_from(["甲", "乙", "丙（一（二））", "丁"])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["A区", "B区"]), _names, st.sampled_from(["无情形", "本人", "代办"]),
+                          st.sampled_from(["申请书", "身份证", "照片", "无", "合同"])), min_size=1, max_size=25),
+       st.randoms(use_true_random=False))
+def test_grouping_properties(rows, rnd):
+    from cube.corpus_map import map_table
+
+    raw = pd.DataFrame(rows, columns=["区", "名", "情形", "材料"])
+    cols = {"region": "区", "item_name": "名", "variant": "情形", "application_materials": "材料"}
+    where = [f"row {i + 1}" for i in range(len(raw))]
+    out, problems, _ = map_table(raw, where, cols, "kb", group_by=["区", "名", "情形"])
+    assert not problems
+    keys = raw.replace({"无情形": ""})[["区", "名", "情形"]].apply(tuple, axis=1)
+    assert len(out) == keys.nunique() and out["doc_id"].is_unique
+    for rec in out.to_dict("records"):  # each item: its rows' distinct materials, in order, placeholders gone
+        mine = raw[keys == (rec["region"], rec["item_name"], rec["variant"])]["材料"]
+        assert rec["application_materials"] == [m for m in dict.fromkeys(mine) if m != "无"] or (
+            len(mine) == 1 and rec["application_materials"] == ("" if mine.iloc[0] == "无" else mine.iloc[0]))
+    order = list(range(len(raw)))
+    rnd.shuffle(order)
+    shuffled, _, _ = map_table(raw.iloc[order], [where[i] for i in order], cols, "kb", group_by=["区", "名", "情形"])
+    ident = lambda d: set(zip(d["doc_id"], d["region"], d["item_name"], d["variant"], strict=True))  # noqa: E731
+    assert ident(shuffled) == ident(out)
