@@ -2,7 +2,8 @@
 
     cube run PARAMS.yaml [--only 03..06] [--force]   execute the notebooks, publish the report
     cube report PARAMS.yaml                          re-export HTML and index.html only
-    cube validate PARAMS.yaml                        check a params file and print it resolved
+    cube validate PARAMS.yaml                        check a params file and every data file it names
+    cube example-kb PATH                             write the synthetic long-format example spreadsheet
     cube annotate PARAMS.yaml [--out FILE]           export the human annotation sheet
     cube params-reference                            print the params reference (Markdown)
 """
@@ -52,8 +53,20 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="re-export the executed notebooks to HTML and rewrite index.html")
     rep.add_argument("params", type=Path)
 
-    v = sub.add_parser("validate", help="check a params file; print the resolved params")
+    v = sub.add_parser("validate", help="check a params file and load every data file it names",
+                       description="Check a params file, print it resolved, then load the knowledge base, the "
+                       "question file and imported QA files as a run would, and report EVERY problem at once (file, "
+                       "row, column): path, format, sheet, encoding, field keys, mapped and grouping columns, doc_id "
+                       "uniqueness, empty and exact-duplicate documents. Ends with a one-line summary; exits 2 on "
+                       "any error. Relative paths are read from the current folder, as `cube run` does.")
     v.add_argument("params", type=Path)
+
+    ex = sub.add_parser("example-kb", help="write the synthetic long-format example spreadsheet (.xlsx or .csv)",
+                        description="Write a SYNTHETIC spreadsheet shaped like a real government-service export "
+                        "(one row per material, no id column, placeholders, nested-bracket variants, a parent-region "
+                        "column), the input of params/own_kb.yaml and the README walkthrough.")
+    ex.add_argument("path", type=Path, help="output file, .xlsx or .csv")
+    ex.add_argument("--seed", type=int, default=0)
 
     a = sub.add_parser("annotate", help="export an annotation sheet (CSV + Excel) for human raters",
                        description="Sample answers of a run (stratified by set and by retrieved / not "
@@ -82,7 +95,17 @@ def main(argv: list[str] | None = None) -> int:
             print(f"report: {publish(params, RunPaths.for_params(params))}")
             return 0
         if args.command == "validate":
-            print(params_to_yaml(load_params(args.params)), end="")
+            from cube.validate import validate_data
+
+            params = load_params(args.params)
+            print(params_to_yaml(params), end="")
+            data = validate_data(params, Path.cwd())
+            print("\n".join(data.lines()))
+            return 0 if data.ok else 2
+        if args.command == "example-kb":
+            from cube.example_kb import write_example_kb
+
+            print(write_example_kb(args.path, seed=args.seed))
             return 0
         if args.command == "annotate":
             from cube.pipeline import export_annotation

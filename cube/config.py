@@ -107,20 +107,41 @@ class CorpusParams(_Strict):
     source: Literal["demo", "file"] = "demo"
     n_items: int = Field(300, ge=1, le=100_000, description="Demo corpus size (the paper: 6,111).")
     family_share: float = Field(0.33, ge=0, le=1, description="Share of demo items in near-duplicate families.")
-    seed: int = 0
+    seed: int = Field(0, description="Seed of the demo corpus and of `sample`.")
     path: str | None = Field(None, description="Your knowledge base: a CSV/JSONL/Parquet/Excel file or a folder of TXT files.")
     format: Literal["auto", "csv", "jsonl", "parquet", "excel", "txt"] = "auto"
     columns: dict[str, str] = Field(
-        default_factory=dict, description="Map from the 18 canonical fields (and doc_id) to your column names."
+        default_factory=dict,
+        description="Map from field keys to your column names. Keys: doc_id, the 18 fields (region, item_name, "
+        "fee_standard, application_materials, ...), family_id, variant, parent_region, aliases: see the field "
+        "table in README.md ('Your knowledge base').",
+    )
+    group_by: list[str] = Field(
+        default_factory=list,
+        description="Long format (one row per material): your columns that identify one item, e.g. "
+        "[区划名称, 业务办理项名称, 情形]; one document per group.",
+    )
+    empty_values: list[str] = Field(
+        default_factory=lambda: ["无", "无情形", "暂无", "/", "-", "—", "N/A"],
+        description="Placeholder cell values read as missing (an empty cell always is).",
+    )
+    extra_columns: Literal["render", "drop"] = Field(
+        "render", description="Columns no key maps: rendered under their own label, or dropped (both reported)."
     )
     sheet: str | int | None = None
     encoding: str = "utf-8"
-    limit: int | None = Field(None, ge=1, description="Use only the first N items.")
+    sample: int | None = Field(
+        None, ge=1, description="Use a deterministic sample of N items, stratified by `sample_by` (seeded by `seed`)."
+    )
+    sample_by: Literal["region", "department"] = "region"
+    limit: int | None = Field(None, ge=1, description="Use only the first N items (in file order; see `sample`).")
 
     @model_validator(mode="after")
     def _file_needs_path(self) -> CorpusParams:
         if self.source == "file" and not self.path:
             raise ValueError("corpus.source 'file' needs corpus.path")
+        if self.sample is not None and self.limit is not None:
+            raise ValueError("set corpus.sample (a stratified sample) or corpus.limit (the first N), not both")
         return self
 
 
