@@ -13,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from cube.config import ParamsError, RunPaths, load_params, params_to_yaml
+from cube.config import Params, ParamsError, RunPaths, load_params, params_to_yaml
 from cube.notebook import MissingStageError
 
 EPILOG = """examples:
@@ -43,12 +43,17 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--force", action="store_true", help="re-execute the selected stages even if up to date")
     r.add_argument("--notebooks", type=Path, default=None, help="notebook folder (default: ./notebooks)")
     r.add_argument("--outputs", type=Path, default=None, help="outputs folder (default: params outputs_dir)")
+    r.add_argument("--no-preflight", action="store_true",
+                   help="skip the start-of-run check of key variables and LLM endpoints (e.g. a fully cached re-run)")
 
     rep = sub.add_parser("report", help="re-export the executed notebooks to HTML and rewrite index.html")
     rep.add_argument("params", type=Path)
 
-    v = sub.add_parser("validate", help="check a params file; print the resolved params")
+    v = sub.add_parser("validate", help="check a params file and its key variables; print the resolved params")
     v.add_argument("params", type=Path)
+    v.add_argument("--check-endpoints", action="store_true",
+                   help="also send one tiny request to each LLM endpoint (reports 401, refused, unknown model...)")
+    v.add_argument("--timeout", type=float, default=10.0, help="seconds per endpoint check (default 10)")
 
     a = sub.add_parser("annotate", help="export an annotation sheet (CSV + Excel) for human raters",
                        description="Sample answers of a run (stratified by set and by retrieved / not "
@@ -65,11 +70,30 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _preflight(params: Params, *, endpoints: bool | None, timeout_s: float = 10.0) -> list[str]:
+    """Print every preflight problem (missing key variables, failing LLM endpoints) to stderr
+    and return them. `endpoints=None`: check endpoints when the params use LLM models."""
+    from cube.preflight import check_endpoints, check_keys, uses_llm
+
+    problems = check_keys(params)
+    if endpoints or (endpoints is None and uses_llm(params)):
+        problems += check_endpoints(params, timeout_s=timeout_s)
+    for line in problems:
+        print(f"cube: preflight: {line}", file=sys.stderr)
+    if problems:
+        print("cube: preflight failed; nothing was run (fix the above, or skip the check with --no-preflight)"
+              if endpoints is None else "cube: preflight failed", file=sys.stderr)
+    return problems
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "run":
             from cube.report import execute_run
+
+            if not args.no_preflight and _preflight(load_params(args.params), endpoints=None):
+                return 2
 
             summary = execute_run(args.params, notebooks_dir=args.notebooks, only=args.only, force=args.force,
                                   outputs_dir=args.outputs)
@@ -82,8 +106,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"report: {publish(params, RunPaths.for_params(params))}")
             return 0
         if args.command == "validate":
-            print(params_to_yaml(load_params(args.params)), end="")
-            return 0
+            params = load_params(args.params)
+            print(params_to_yaml(params), end="")
+            return 2 if _preflight(params, endpoints=args.check_endpoints, timeout_s=args.timeout) else 0
         if args.command == "annotate":
             from cube.pipeline import export_annotation
 

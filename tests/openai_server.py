@@ -98,14 +98,18 @@ class OpenAIServer:
         latency_s: fixed delay before every answer.
         model: model id listed by `GET /v1/models`.
         port: 0 picks a free port.
+        strict_model: answer a request for any other model with 404 `model_not_found`, as
+            OpenAI does for an unknown model.
     """
 
     def __init__(
-        self, reply: Reply | None = None, *, latency_s: float = 0.0, model: str = "test-model", port: int = 0
+        self, reply: Reply | None = None, *, latency_s: float = 0.0, model: str = "test-model", port: int = 0,
+        strict_model: bool = False,
     ):
         self.reply = reply or echo_reply
         self.latency_s = latency_s
         self.model = model
+        self.strict_model = strict_model
         self._lock = threading.Lock()
         self._rules: list[_Rule] = []
         self.reset_stats()
@@ -268,6 +272,9 @@ class OpenAIServer:
                         server.in_flight -= 1
 
             def _answer(self, body: dict[str, Any]) -> None:
+                if server.strict_model and body.get("model") != server.model:
+                    msg = f"The model `{body.get('model')}` does not exist or you do not have access to it."
+                    return self._error(404, msg)
                 rule = server._take_rule(body)
                 if server.latency_s:
                     time.sleep(server.latency_s)
