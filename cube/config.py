@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -41,6 +42,42 @@ class _Strict(BaseModel):
 
 
 # --------------------------------------------------------------------------- models (LLM access)
+_SECRET_QUERY = re.compile(r"(key|token|secret|password|passwd|auth|sig|signature|credential)", re.I)
+
+
+def url_credential_problem(url: str) -> str | None:
+    """Why `url` must not be a params value (it carries credentials), or None.
+
+    User-info (`http://user:pass@host/v1`) would be written to params.yaml, the manifest and
+    the cache, and httpx turns it into Basic auth that replaces the API key; a query token
+    (`?api_key=...`) would be written likewise. The message never repeats the secret.
+    """
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "is not a valid URL"
+    if parts.username is not None or parts.password is not None:
+        return ("contains credentials (user:password@host); remove them and put the key in an environment "
+                "variable named by api_key_env")
+    bad = sorted({k for k, _ in parse_qsl(parts.query, keep_blank_values=True) if _SECRET_QUERY.search(k)})
+    if bad:
+        return (f"carries a credential in its query ({', '.join(bad)}=...); remove it and put the key in an "
+                "environment variable named by api_key_env")
+    return None
+
+
+def redact_url(url: str) -> str:
+    """`url` without user-info, query and fragment: safe to print, log and store."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        if parts.port is not None:
+            host = f"{host}:{parts.port}"
+    except ValueError:
+        return "<unparseable URL>"
+    return urlunsplit((parts.scheme, host, parts.path, "", "")) if parts.scheme else url.split("?")[0].split("@")[-1]
+
+
 class ModelSpec(_Strict):
     """One model: an OpenAI-compatible endpoint, or an offline deterministic algorithm.
 
@@ -91,6 +128,10 @@ class ModelSpec(_Strict):
     def _endpoint(self) -> ModelSpec:
         if self.provider == "openai" and not (self.base_url or self.base_urls):
             raise ValueError("an openai-compatible model needs base_url (or base_urls)")
+        urls = [("base_url", self.base_url)] + [(f"base_urls[{i}]", u) for i, u in enumerate(self.base_urls or [])]
+        problems = [f"{where} {redact_url(u)} {why}" for where, u in urls if u and (why := url_credential_problem(u))]
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
 
     def endpoints(self) -> list[str]:
@@ -170,6 +211,13 @@ class RagflowSystem(_Strict):
     top_n: int = Field(8, ge=1)
     answerer: ModelRef | None = Field(None, description="Model that writes the zero/full bound sets (RAGFlow's own LLM).")
     max_concurrency: int = Field(4, ge=1)
+
+    @model_validator(mode="after")  # not a field validator: its error would echo the URL
+    def _no_credentials(self) -> RagflowSystem:
+        why = url_credential_problem(self.base_url)
+        if why:
+            raise ValueError(f"base_url {redact_url(self.base_url)} {why}")
+        return self
 
 
 class ImportedSystem(_Strict):
