@@ -110,6 +110,10 @@ class ModelSpec(_Strict):
     max_attempts: int = Field(5, ge=1, description="Attempts per call, retries included.")
     backoff_base_s: float = Field(0.5, gt=0, description="First retry delay; doubles each attempt, with jitter.")
     backoff_max_s: float = Field(30.0, gt=0)
+    breaker_threshold: int = Field(
+        5, ge=0, description="Stop sending to an endpoint after this many connection failures, or failed calls, "
+        "in a row (401/403/404 stop it at once); 0: never stop.",
+    )
     price_input_per_m: float | None = Field(None, ge=0, description="Price per million input tokens.")
     price_output_per_m: float | None = Field(None, ge=0, description="Price per million output tokens.")
     currency: str = "USD"

@@ -55,7 +55,7 @@ from cube.cache import cache_key as cache_key
 from cube.cache import key_payload as key_payload
 from cube.calls import Request as Request
 from cube.calls import Response as Response
-from cube.config import ModelSpec
+from cube.config import ModelSpec, redact_url
 from cube.endpoints import NO_KEY, Endpoints
 from cube.endpoints import call_cost as call_cost
 from cube.usage import response_accounting as response_accounting
@@ -237,6 +237,7 @@ class OpenAIModel(Model):
         self.cache_path = Path(cache_path) if cache_path is not None else None
         self.endpoints = [_endpoint_id(u) for u in spec.endpoints()]
         self.counts: Counter[str] = Counter()  # requests, cache_hits, calls, failed (all batches)
+        self.stopped: dict[str, str] = {}  # endpoints the circuit breaker stopped, for every later batch too
 
     def api_key(self) -> str:
         """The key from the variable named by `api_key_env` ("EMPTY" when there is none)."""
@@ -272,7 +273,7 @@ class OpenAIModel(Model):
                     todo.setdefault(k, []).append(i)
             self.counts.update(requests=len(requests), cache_hits=len(requests) - sum(map(len, todo.values())))
             if todo:
-                await self._send(requests, todo, out, cache, progress_bar(
+                await self._send(requests, todo, out, cache, desc or f"{self.name} ({role})", progress_bar(
                     total=len(requests), initial=len(requests) - sum(map(len, todo.values())),
                     desc=desc or f"{self.name} ({role})", unit="call", disable=not progress,
                 ))
@@ -287,9 +288,9 @@ class OpenAIModel(Model):
 
     async def _send(
         self, requests: Sequence[Request], todo: dict[str, list[int]], out: list[Response | None],
-        cache: CallCache | None, bar: Any,
+        cache: CallCache | None, label: str, bar: Any,
     ) -> None:
-        pool = Endpoints(self.spec, self.endpoints, self.api_key())  # the key is needed only now
+        pool = Endpoints(self.spec, self.endpoints, self.api_key(), self.stopped)  # the key is needed only now
 
         async def one(key: str, where: list[int]) -> None:
             resp = await pool.call(requests[where[0]])
@@ -308,5 +309,17 @@ class OpenAIModel(Model):
             bar.close()
             await pool.close()
         failed = [out[w[0]] for w in todo.values() if not out[w[0]].ok]  # type: ignore[union-attr]
-        if failed:
-            log.warning("%s: %d of %d calls failed; first: %s", self.name, len(failed), len(todo), failed[0].error)
+        for ep, why in pool.stopped.items():  # one line per stopped endpoint and batch, not one per call
+            _say(f"{label}: model {self.name} at {redact_url(ep)}: stopped sending: {why}; "
+                 f"{pool.unsent[ep]} of {len(todo)} calls not sent ({len(failed)} failed in all)")
+        if failed and not pool.stopped:
+            log.warning("%s: %d of %d calls failed; first: %s", label, len(failed), len(todo), failed[0].error)
+
+
+def _say(line: str) -> None:
+    """An error line for the log, and for the terminal of `cube run` when inside its kernel."""
+    log.error("%s", line)
+    if os.environ.get("CUBE_PROGRESS") == "terminal":
+        import sys
+
+        print(f"cube: {line}", file=sys.__stderr__, flush=True)

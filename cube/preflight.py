@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import openai
 
 from cube.config import ModelSpec, Params, RagflowSystem, redact_url
-from cube.endpoints import NO_KEY, _Malformed, _parse_completion, _status_detail
+from cube.endpoints import NO_KEY, _Malformed, _parse_completion, _status_detail, connection_reason
 
 
 @dataclass
@@ -76,15 +76,7 @@ def _reason(exc: BaseException, timeout_s: float) -> str:
     if isinstance(exc, openai.APITimeoutError):
         return f"timeout (no answer within {timeout_s:g} s)"
     if isinstance(exc, openai.APIConnectionError):
-        cause, text = exc.__cause__, ""
-        while cause is not None:
-            text, cause = f"{text} {cause}", cause.__cause__ or cause.__context__
-        text = text.strip()
-        if "refused" in text.lower() or "errno 111" in text.lower():
-            return "connection refused"
-        if "name or service not known" in text or "nodename nor servname" in text or "getaddrinfo" in text:
-            return "host not found"
-        return f"connection error ({text[:120] or exc.message})"
+        return connection_reason(exc)
     if isinstance(exc, openai.APIStatusError):
         code, detail = exc.status_code, _status_detail(exc)[:200]
         if code in (401, 403):

@@ -207,15 +207,93 @@ def test_api_key_never_stored_returned_or_logged(
     openai_server.fail("401", when=lambda body: "question 1" in json.dumps(body))  # echoes the key
     openai_server.fail("500", times=None, when=lambda body: "question 2" in json.dumps(body))
     cache = tmp_path / "c.sqlite"
-    rs = make_model(spec_for(openai_server.url, max_attempts=2), cache).complete(
+    # breaker off: this test is about scrubbing, the 401 must not stop the endpoint
+    rs = make_model(spec_for(openai_server.url, max_attempts=2, breaker_threshold=0), cache).complete(
         reqs(4), role="judging", progress=False
     )
     assert [r.ok for r in rs] == [True, False, False, True]
     assert "Bearer ***" in rs[1].error  # the echoed credential was scrubbed
     assert KEY not in repr(rs)
-    assert KEY not in caplog.text and "m: 2 of 4 calls failed; first: " in caplog.text
+    assert KEY not in caplog.text and "m (judging): 2 of 4 calls failed; first: " in caplog.text
     blob = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("c.sqlite"))
     assert KEY.encode() not in blob and b"echo: question 0" in blob
+
+
+def _closed_port_url() -> str:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
+@pytest.mark.parametrize(("case", "reason"), [
+    ("401", "HTTP 401 (not retried): Incorrect API key provided: Bearer ***"),
+    ("unknown_model", "HTTP 404 (not retried): The model `no-such-model` does not exist"),
+    ("refused", "5 connection failures in a row: connection refused"),
+    ("no_choices", "15 failed attempts in a row: malformed response: no choices in the answer"),
+])
+def test_circuit_breaker_stops_sending_to_a_broken_endpoint(
+    case: str, reason: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Before the breaker every one of the 60 calls was sent (x3 attempts for refused / empty choices).
+    n, conc = 60, 4
+    with OpenAIServer(strict_model=True, model="m") as server:
+        url, model = server.url, "m"
+        if case == "refused":
+            url = _closed_port_url()
+        elif case == "unknown_model":
+            model = "no-such-model"
+        else:
+            server.fail(case, times=None)
+        spec = spec_for(url, model=model, max_concurrency=conc, max_attempts=3)
+        with caplog.at_level(logging.INFO, logger="cube"):
+            rs = make_model(spec, tmp_path / "c.sqlite").complete(reqs(n), role="judging", desc="judging: gpt",
+                                                                   progress=False)
+        sent = server.requests_total
+    assert all(not r.ok for r in rs)
+    attempts = sum(r.attempts for r in rs)
+    # the streak that stops it plus the requests in flight when it stopped
+    limit = {"401": conc, "unknown_model": conc, "refused": 5 + conc, "no_choices": 15 + conc}[case]
+    assert attempts <= limit and sent <= limit, (attempts, sent)
+    unsent = [r for r in rs if r.error.startswith("not sent: endpoint stopped after ")]
+    assert len(unsent) >= n - limit
+    assert all(reason in r.error and r.attempts == 0 and r.endpoint == url for r in unsent), unsent[0].error
+    retried = [r for r in rs if r.error.startswith("not retried after ")]  # stopped between two attempts
+    assert all(reason in r.error and r.attempts > 0 for r in retried)
+    assert KEY not in caplog.text and KEY not in repr(rs)
+    lines = [r.getMessage() for r in caplog.records if "stopped sending" in r.getMessage()]
+    assert lines == [f"judging: gpt: model {model} at {url}: stopped sending: {unsent[0].error[33:]}; "
+                     f"{len(unsent)} of {n} calls not sent ({n} failed in all)"]
+    assert not [r for r in caplog.records if "calls failed" in r.getMessage()]  # one line, not two
+
+
+def test_a_stopped_replica_leaves_its_calls_to_the_working_one(tmp_path: Path) -> None:
+    with OpenAIServer() as good, OpenAIServer() as bad:
+        bad.fail("401", times=None)
+        spec = spec_for([bad.url, good.url], max_concurrency=2)
+        rs = make_model(spec, tmp_path / "c.sqlite").complete(reqs(30), role="judging", progress=False)
+    assert bad.requests_total <= 2 and good.requests_total == 30 - sum(not r.ok for r in rs)
+    assert sum(r.ok for r in rs) >= 28  # only the calls that hit the replica before it was stopped fail
+
+
+def test_breaker_trips_at_threshold_times_attempts_faults_in_a_row_not_before(openai_server: OpenAIServer) -> None:
+    # breaker_threshold 1 x max_attempts 5: 4 faults in a row (then a success) never stop the endpoint...
+    for i, kind in enumerate(("no_choices", "500", "garbage", "slow", "malformed") * 2):
+        openai_server.fail(kind, times=4, delay_s=1.0, when=lambda body, i=i: f"question {i}" in json.dumps(body))
+    spec = spec_for(openai_server.url, max_concurrency=1, breaker_threshold=1, timeout_s=0.3)
+    model = make_model(spec)  # one call at a time (in one batch, calls backing off interleave their faults)
+    rs = [model.complete([r], role="judging", progress=False)[0] for r in reqs(10)]
+    assert all(r.ok and r.attempts == 5 for r in rs) and openai_server.requests_total == 50
+    # ... while a 5th fault in a row does: the next calls are not sent.
+    openai_server.fail("500", times=5)
+    model = make_model(spec)
+    async def one_by_one() -> list[Response]:
+        return [(await model.acomplete([r], role="judging"))[0] for r in reqs(3, "other")]
+    rs = asyncio.run(one_by_one())
+    assert [r.attempts for r in rs] == [5, 0, 0] and openai_server.requests_total == 55
+    assert rs[1].error == "not sent: endpoint stopped after 5 failed attempts in a row: HTTP 500: HTTP 500 (test fault)"
 
 
 def test_missing_key_variable_is_a_clear_error_before_any_request(
