@@ -111,8 +111,8 @@ class ModelSpec(_Strict):
     backoff_base_s: float = Field(0.5, gt=0, description="First retry delay; doubles each attempt, with jitter.")
     backoff_max_s: float = Field(30.0, gt=0)
     breaker_threshold: int = Field(
-        5, ge=0, description="Stop sending to an endpoint after this many connection failures, or failed calls, "
-        "in a row (401/403/404 stop it at once); 0: never stop.",
+        5, ge=0, description="Stop sending to an endpoint after this many connection failures in a row, or this "
+        "many x max_attempts unusable answers, 5xx or timeouts in a row (401/403/404 stop it at once); 0: never.",
     )
     price_input_per_m: float | None = Field(None, ge=0, description="Price per million input tokens.")
     price_output_per_m: float | None = Field(None, ge=0, description="Price per million output tokens.")
@@ -251,6 +251,10 @@ class JudgeParams(_Strict):
     samples: int = Field(1, ge=1, description="Repeats per judgment, to measure run-to-run variance.")
     all_dimensions: bool = Field(False, description="Score all dimensions in one call (LLM-Eval style).")
     role: str = Field("", description="Free text shown in reports, e.g. 'the system's own model'.")
+    retry_unscored: int = Field(
+        0, ge=0, le=5, description="Ask a call whose reply did not parse again, up to N times (fresh sample index; "
+        "the cache keeps both replies).",
+    )
 
 
 class AnalysisParams(_Strict):

@@ -468,3 +468,19 @@ def test_request_fields_follow_the_spec_and_enter_the_cache_key(openai_server: O
     assert body["chat_template_kwargs"] == {"enable_thinking": False}
     assert cache_key(plain, request) != cache_key(o_series, request)
     assert cache_key(plain, request) == cache_key(spec_for(openai_server.url, max_tokens=7, timeout_s=3), request)
+
+
+def test_failed_calls_are_not_cached_and_a_rerun_sends_exactly_them(openai_server: OpenAIServer, tmp_path: Path) -> None:
+    failing = {"question 2", "question 5", "question 7"}
+    openai_server.fail("500", times=3, when=lambda body: body["messages"][0]["content"] in failing)
+    cache = tmp_path / "c.sqlite"
+    spec = spec_for(openai_server.url, max_attempts=1)
+    first = make_model(spec, cache).complete(reqs(10), role="judging", progress=False)
+    assert [i for i, r in enumerate(first) if not r.ok] == [2, 5, 7]
+    with sqlite3.connect(cache) as conn:
+        stored = {json.loads(r)["messages"][0]["content"] for (r,) in conn.execute("SELECT request FROM calls")}
+    assert len(stored) == 7 and not stored & failing  # a failure is never stored as an answer
+    openai_server.reset_stats()
+    again = make_model(spec, cache).complete(reqs(10), role="judging", progress=False)
+    assert all(r.ok for r in again)
+    assert sorted(b["messages"][0]["content"] for b in openai_server.bodies) == sorted(failing)
