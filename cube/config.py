@@ -58,11 +58,11 @@ def url_credential_problem(url: str) -> str | None:
         return "is not a valid URL"
     if parts.username is not None or parts.password is not None:
         return ("contains credentials (user:password@host); remove them and put the key in an environment "
-                "variable named by api_key_env")
+                "variable named by api_key_env (or a header's value in one named by header_env)")
     bad = sorted({k for k, _ in parse_qsl(parts.query, keep_blank_values=True) if _SECRET_QUERY.search(k)})
     if bad:
         return (f"carries a credential in its query ({', '.join(bad)}=...); remove it and put the key in an "
-                "environment variable named by api_key_env")
+                "environment variable named by api_key_env (or header_env)")
     return None
 
 
@@ -94,6 +94,10 @@ class ModelSpec(_Strict):
     )
     api_key_env: str | None = Field(
         None, description="NAME of the environment variable holding the API key (never the key)."
+    )
+    header_env: dict[str, str] = Field(
+        default_factory=dict, description="Extra HTTP headers whose values are secrets: header name -> NAME of the "
+        "environment variable holding the value (e.g. {api-key: AZURE_KEY}).",
     )
     temperature: float = 0.0
     top_p: float | None = None
@@ -127,6 +131,13 @@ class ModelSpec(_Strict):
                 "api_key_env must be the NAME of an environment variable (e.g. OPENAI_API_KEY), not a key"
             )
         return v
+
+    @model_validator(mode="after")  # not a field validator: its error would echo the value
+    def _header_env_names(self) -> ModelSpec:
+        bad = [h for h, v in self.header_env.items() if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", v)]
+        if bad:
+            raise ValueError(f"header_env[{', '.join(bad)}] must be the NAME of an environment variable, not a value")
+        return self
 
     @model_validator(mode="after")
     def _endpoint(self) -> ModelSpec:

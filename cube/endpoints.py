@@ -93,6 +93,14 @@ def _status_detail(exc: openai.APIStatusError) -> str:
     return str(exc.message)
 
 
+def scrub(text: str, secrets: list[str]) -> str:
+    """`text` with every secret (API key, secret header values) replaced by ***."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    return text
+
+
 def connection_reason(exc: openai.APIConnectionError) -> str:
     """'connection refused', 'host not found' or the client's message with its causes."""
     cause, text = exc.__cause__, ""
@@ -110,8 +118,13 @@ class Endpoints:
     """The clients of one batch: one AsyncOpenAI per base URL, a shared concurrency bound,
     least-busy choice of replica (round-robin among equally busy ones), and the retry policy."""
 
-    def __init__(self, spec: ModelSpec, endpoints: list[str], api_key: str, stopped: dict[str, str] | None = None):
+    def __init__(
+        self, spec: ModelSpec, endpoints: list[str], api_key: str, stopped: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+    ):
         self.spec, self.endpoints, self.key = spec, endpoints, api_key
+        self.headers = dict(headers or {})  # secret header values (header_env): sent, scrubbed, never stored
+        self._secrets = [v for v in (api_key, *self.headers.values()) if v and v != NO_KEY]
         self.sem = asyncio.Semaphore(spec.max_concurrency)
         self.busy = dict.fromkeys(endpoints, 0)
         self._next = 0
@@ -126,6 +139,7 @@ class Endpoints:
         self.clients = {
             ep: openai.AsyncOpenAI(
                 api_key=api_key, base_url=ep, timeout=spec.timeout_s, max_retries=0,  # we own retries
+                default_headers=self.headers or None,
                 http_client=openai.DefaultAsyncHttpxClient(limits=limits, timeout=spec.timeout_s),
             )
             for ep in endpoints
@@ -174,7 +188,7 @@ class Endpoints:
                              quiet=True)
 
     def _scrub(self, text: str) -> str:
-        return text.replace(self.key, "***") if self.key and self.key != NO_KEY else text
+        return scrub(text, self._secrets)
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         cap = self.spec.backoff_max_s

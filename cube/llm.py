@@ -252,6 +252,16 @@ class OpenAIModel(Model):
             )
         return key
 
+    def headers(self) -> dict[str, str]:
+        """The secret headers (`header_env`: header name -> variable), read from the environment now."""
+        missing = [v for v in self.spec.header_env.values() if not os.environ.get(v)]
+        if missing:
+            raise LLMConfigError(
+                f"model '{self.name}': the environment variable(s) {', '.join(missing)} (header_env) are not set "
+                "or empty; export them before running (cached calls need none)"
+            )
+        return {h: os.environ[v] for h, v in self.spec.header_env.items()}
+
     def complete(
         self, requests: Sequence[Request], *, role: str, desc: str | None = None, progress: bool = True
     ) -> list[Response]:
@@ -290,7 +300,8 @@ class OpenAIModel(Model):
         self, requests: Sequence[Request], todo: dict[str, list[int]], out: list[Response | None],
         cache: CallCache | None, label: str, bar: Any,
     ) -> None:
-        pool = Endpoints(self.spec, self.endpoints, self.api_key(), self.stopped)  # the key is needed only now
+        # the key and secret headers are needed only now (a fully cached batch needs none)
+        pool = Endpoints(self.spec, self.endpoints, self.api_key(), self.stopped, self.headers())
 
         async def one(key: str, where: list[int]) -> None:
             resp = await pool.call(requests[where[0]])

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import openai
 
 from cube.config import ModelSpec, Params, RagflowSystem, redact_url
-from cube.endpoints import NO_KEY, _Malformed, _parse_completion, _status_detail, connection_reason
+from cube.endpoints import NO_KEY, _Malformed, _parse_completion, _status_detail, connection_reason, scrub
 
 
 @dataclass
@@ -57,17 +57,20 @@ def uses_llm(params: Params) -> bool:
 
 def check_keys(params: Params) -> list[str]:
     """One line per key variable the run needs that is unset or empty (all of them at once)."""
-    need: dict[str, list[str]] = {}
+    need: dict[tuple[str, str], list[str]] = {}  # (variable, params key) -> users
     for use in model_uses(params):
-        if use.spec.api_key_env:
-            need.setdefault(use.spec.api_key_env, []).extend(f"{w} (model {use.spec.model})" for w in use.users)
+        vars_ = [(use.spec.api_key_env, "api_key_env")] + [(v, "header_env") for v in use.spec.header_env.values()]
+        for var, where in vars_:
+            if var:
+                need.setdefault((var, where), []).extend(f"{w} (model {use.spec.model})" for w in use.users)
     for s in params.systems:
         if isinstance(s, RagflowSystem):
-            need.setdefault(s.api_key_env, []).append(f"system '{s.name}' (RAGFlow at {redact_url(s.base_url)})")
+            need.setdefault((s.api_key_env, "api_key_env"), []).append(
+                f"system '{s.name}' (RAGFlow at {redact_url(s.base_url)})")
     return [
-        f"environment variable {var} (api_key_env) is not set or empty; needed by {', '.join(dict.fromkeys(users))}; "
-        f"export {var}=<your API key>"
-        for var, users in need.items()
+        f"environment variable {var} ({where}) is not set or empty; needed by {', '.join(dict.fromkeys(users))}; "
+        f"export {var}=<your {'API key' if where == 'api_key_env' else 'header value'}>"
+        for (var, where), users in need.items()
         if not os.environ.get(var)
     ]
 
@@ -90,7 +93,10 @@ def _reason(exc: BaseException, timeout_s: float) -> str:
 async def _probe(spec: ModelSpec, url: str, timeout_s: float) -> str | None:
     """None when one tiny chat request to `url` gives a usable answer, else the reason."""
     key = os.environ.get(spec.api_key_env or "", "") or NO_KEY
-    client = openai.AsyncOpenAI(api_key=key, base_url=url, timeout=timeout_s, max_retries=0)
+    headers = {h: os.environ.get(v, "") for h, v in spec.header_env.items()}
+    secrets = [v for v in (key, *headers.values()) if v and v != NO_KEY]
+    client = openai.AsyncOpenAI(api_key=key, base_url=url, timeout=timeout_s, max_retries=0,
+                                default_headers=headers or None)
     body = {**spec.extra_body, "model": spec.model, "temperature": spec.temperature,
             "messages": [{"role": "user", "content": "Reply with OK."}], spec.max_tokens_param: 16}
     try:
@@ -99,15 +105,15 @@ async def _probe(spec: ModelSpec, url: str, timeout_s: float) -> str | None:
             _parse_completion(text)
         except _Malformed as exc:
             msg = str(exc)
-            return "empty choices (the answer has no choices)" if "no choices" in msg else f"unusable answer ({msg})"
+            return "empty choices (the answer has no choices)" if "no choices" in msg else scrub(
+                f"unusable answer ({msg})", secrets)
         return None
     except TimeoutError:
         return f"timeout (no answer within {timeout_s:g} s)"
     except openai.RateLimitError:
         return None  # reachable and authorised; the run's retries honour the rate limit
     except openai.OpenAIError as exc:
-        reason = _reason(exc, timeout_s)
-        return reason.replace(key, "***") if key != NO_KEY else reason
+        return scrub(_reason(exc, timeout_s), secrets)
     finally:
         await client.close()
 
@@ -119,7 +125,7 @@ def check_endpoints(params: Params, timeout_s: float = 10.0) -> list[str]:
     """
     probes: list[tuple[_Use, str]] = []
     for use in model_uses(params):
-        if use.spec.api_key_env and not os.environ.get(use.spec.api_key_env):
+        if any(v and not os.environ.get(v) for v in (use.spec.api_key_env, *use.spec.header_env.values())):
             continue
         probes += [(use, url) for url in dict.fromkeys(use.spec.endpoints())]
 
