@@ -114,6 +114,29 @@ def connection_reason(exc: openai.APIConnectionError) -> str:
     return f"{exc.message} ({text[:200]})" if text else exc.message
 
 
+class _Clock:
+    """The time one call spends waiting for a concurrency slot (`queue_s`) and holding one
+    (`latency_s`: its requests, retries included; the backoff sleeps between them are neither)."""
+
+    def __init__(self) -> None:
+        self.queue_s = self.latency_s = 0.0
+        self._t, self._holding = time.perf_counter(), False
+
+    def waiting(self) -> None:
+        self._t = time.perf_counter()
+
+    def acquired(self) -> None:
+        now = time.perf_counter()
+        self.queue_s += now - self._t
+        self._t, self._holding = now, True
+
+    def released(self) -> None:
+        if self._holding:
+            now = time.perf_counter()
+            self.latency_s += now - self._t
+            self._t, self._holding = now, False
+
+
 class Endpoints:
     """The clients of one batch: one AsyncOpenAI per base URL, a shared concurrency bound,
     least-busy choice of replica (round-robin among equally busy ones), and the retry policy."""
@@ -179,7 +202,7 @@ class Endpoints:
         if self._fail_streak[ep] >= self.spec.breaker_threshold * self.spec.max_attempts:
             self._stop(ep, f"{self._fail_streak[ep]} failed attempts in a row: {label}: {detail}")
 
-    def _unsent(self, attempts: int, t0: float, ep: str) -> Response:
+    def _unsent(self, attempts: int, t0: _Clock, ep: str) -> Response:
         """A call refused because every endpoint is stopped: failed with the stop reason, no request."""
         stopped = ep if ep in self.stopped else next(iter(self.stopped))
         self.unsent[stopped] += attempts == 0
@@ -198,11 +221,13 @@ class Endpoints:
         return base / 2 + random.uniform(0, base / 2)  # "equal jitter": spread retries, keep a floor
 
     async def call(self, request: Request) -> Response:
-        spec, t0 = self.spec, time.perf_counter()
+        spec, t0 = self.spec, _Clock()
         label, detail, ep = "", "", self.endpoints[0]
         for attempt in range(1, spec.max_attempts + 1):
             retry_after = None
+            t0.waiting()
             async with self.sem:  # held only while a request is in flight, not while backing off
+                t0.acquired()
                 picked = self._pick()
                 if picked is None:
                     return self._unsent(attempt - 1, t0, ep)
@@ -217,9 +242,10 @@ class Endpoints:
                     )
                     text, n_in, n_out, finish, served = _parse_completion(body)
                     self._healthy(ep)
+                    t0.released()
                     return Response(
                         text=text, input_tokens=n_in, output_tokens=n_out, cost=call_cost(spec, n_in, n_out),
-                        latency_s=time.perf_counter() - t0, attempts=attempt, model=spec.model, endpoint=ep,
+                        latency_s=t0.latency_s, queue_s=t0.queue_s, attempts=attempt, model=spec.model, endpoint=ep,
                         detail={"finish_reason": finish, "served_model": served},
                     )
                 except _Malformed as exc:
@@ -250,6 +276,7 @@ class Endpoints:
                     return self._failure(f"{type(exc).__name__} (not retried): {exc}", attempt, t0, ep)
                 finally:
                     self.busy[ep] -= 1
+                    t0.released()
             if attempt < spec.max_attempts:
                 wait = self._delay(attempt, retry_after)
                 log.debug("%s: %s on attempt %d; retrying in %.2f s", spec.model, label, attempt, wait)
@@ -257,11 +284,12 @@ class Endpoints:
         n = spec.max_attempts
         return self._failure(f"{label} after {n} attempt{'s' * (n > 1)}: {detail}", n, t0, ep)
 
-    def _failure(self, reason: str, attempts: int, t0: float, ep: str, quiet: bool = False) -> Response:
+    def _failure(self, reason: str, attempts: int, t0: _Clock, ep: str, quiet: bool = False) -> Response:
+        t0.released()
         reason = self._scrub(reason)[:500]
         if not quiet:
             log.info("%s: call failed: %s", self.spec.model, reason)
         return Response(
-            text=None, error=reason, cost=call_cost(self.spec, 0, 0), latency_s=time.perf_counter() - t0,
-            attempts=attempts, model=self.spec.model, endpoint=ep,
+            text=None, error=reason, cost=call_cost(self.spec, 0, 0), latency_s=t0.latency_s,
+            queue_s=t0.queue_s, attempts=attempts, model=self.spec.model, endpoint=ep,
         )

@@ -484,3 +484,27 @@ def test_failed_calls_are_not_cached_and_a_rerun_sends_exactly_them(openai_serve
     again = make_model(spec, cache).complete(reqs(10), role="judging", progress=False)
     assert all(r.ok for r in again)
     assert sorted(b["messages"][0]["content"] for b in openai_server.bodies) == sorted(failing)
+
+
+def test_latency_excludes_the_wait_for_a_concurrency_slot_which_is_queue_s(tmp_path: Path) -> None:
+    n, server_latency = 5, 0.2
+    with OpenAIServer(latency_s=server_latency) as server:
+        model = make_model(spec_for(server.url, max_concurrency=1), tmp_path / "c.sqlite")
+        t0 = time.perf_counter()
+        rs = model.complete(reqs(n), role="judging", progress=False)
+        wall = time.perf_counter() - t0
+    assert all(r.ok for r in rs)
+    # one slot: the requests never overlap, so their latencies add up to at most the wall time
+    # (before, each call's latency included its wait: 0.2 + 0.4 + ... + 1.0 s = 3 x the wall time)
+    assert sum(r.latency_s for r in rs) <= wall
+    assert all(r.latency_s >= server_latency for r in rs)
+    # the k-th call waited for the k calls before it
+    assert sum(r.queue_s for r in rs) >= server_latency * sum(range(n)) * 0.99
+    rows = pd.DataFrame([response_accounting(r, "judging") for r in rs])
+    assert list(rows.columns) == list(ACCOUNTING_COLUMNS)
+    s = usage_summary([rows]).iloc[0]
+    assert s["latency_s_median"] == pytest.approx(rows["latency_s"].median())
+    assert s["queue_s_median"] == pytest.approx(rows["queue_s"].median())
+    again = make_model(spec_for(server.url, max_concurrency=1), tmp_path / "c.sqlite").complete(
+        reqs(n), role="judging", progress=False)
+    assert all(r.cached and r.queue_s == 0.0 for r in again)

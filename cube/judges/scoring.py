@@ -217,7 +217,7 @@ def score_answers(
     out["sample"] = out["sample"].astype("int64")
     for c in ("input_tokens", "output_tokens"):
         out[c] = out[c].astype("int64")
-    for c in ("cost", "latency_s"):
+    for c in ("cost", "latency_s", "queue_s"):
         out[c] = out[c].astype("float64")
     out["cached"] = out["cached"].astype(bool)
     return out
@@ -307,7 +307,7 @@ def _reask_unscored(
                                  "first_call_id": first.get("first_call_id", old["call_id"])}, ensure_ascii=False)
             for row in new:
                 row["detail"] = detail
-                for c in ("input_tokens", "output_tokens", "latency_s"):
+                for c in ("input_tokens", "output_tokens", "latency_s", "queue_s"):
                     row[c] = row[c] + old[c]
                 row["cost"] = row["cost"] + old["cost"]  # NaN (unknown price) stays NaN
                 row["cached"] = bool(row["cached"] and old["cached"])
