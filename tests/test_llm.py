@@ -508,3 +508,52 @@ def test_latency_excludes_the_wait_for_a_concurrency_slot_which_is_queue_s(tmp_p
     again = make_model(spec_for(server.url, max_concurrency=1), tmp_path / "c.sqlite").complete(
         reqs(n), role="judging", progress=False)
     assert all(r.cached and r.queue_s == 0.0 for r in again)
+
+
+def test_concurrent_batches_sharing_a_cache_send_each_call_once(tmp_path: Path) -> None:
+    # Two batches (as two processes would) ask the same 40 calls at once through one cache file:
+    # each call is claimed by one of them, the other waits for its answer.
+    with OpenAIServer(latency_s=0.02) as server:
+        spec, cache = spec_for(server.url, max_concurrency=4), tmp_path / "c.sqlite"
+
+        async def both() -> list[list[Response]]:
+            a, b = make_model(spec, cache), make_model(spec, cache)
+            return list(await asyncio.gather(a.acomplete(reqs(40), role="judging"),
+                                             b.acomplete(reqs(40), role="judging")))
+
+        ra, rb = asyncio.run(both())
+        assert server.requests_total == 40 and len(server.body_counts) == 40
+    assert [r.text for r in ra] == [r.text for r in rb] and all(r.ok for r in ra + rb)
+    assert sum(not r.cached for r in ra + rb) == 40  # every call paid once, by one of the two
+    with sqlite3.connect(cache) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM claims").fetchone()[0] == 0  # nothing left claimed
+
+
+def test_a_live_claim_is_waited_for_and_a_dead_one_taken_over(openai_server: OpenAIServer, tmp_path: Path) -> None:
+    from cube.cache import CallCache
+
+    spec, path = spec_for(openai_server.url), tmp_path / "c.sqlite"
+    (req,) = reqs(1)
+    key = cache_key(spec, req)
+    other = CallCache(path)
+    assert other.claim(key, "other-process") == "mine"  # a live process (this one's pid) is sending it
+
+    async def answer_later() -> None:  # ... and stores its answer a moment later
+        await asyncio.sleep(0.6)
+        other.put(key, Response(text="the other's answer", model="m", endpoint=openai_server.url), "{}")
+        other.release("other-process", [key])
+
+    async def ask() -> list[Response]:
+        return (await asyncio.gather(make_model(spec, path).acomplete([req], role="judging"), answer_later()))[0]
+
+    (r,) = asyncio.run(ask())
+    assert r.text == "the other's answer" and r.cached and openai_server.requests_total == 0
+    # a claim held by a process that is gone (killed) is taken over at once
+    (req2,) = reqs(1, "other")
+    key2 = cache_key(spec, req2)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    other.conn.execute("INSERT INTO claims VALUES (?,?,?,?,?)",
+                       (key2, "killed", __import__("socket").gethostname(), int(dead.stdout), time.time() + 600))
+    (r2,) = make_model(spec, path).complete([req2], role="judging", progress=False)
+    assert r2.ok and not r2.cached and openai_server.requests_total == 1
+    other.close()
