@@ -4,8 +4,8 @@ For each broken-endpoint case (401, connection refused, empty choices, unknown m
 of N judge calls goes through `cube.llm` with the default ModelSpec retry settings against a
 local OpenAI-compatible server (tests/openai_server.py) on 127.0.0.1; the script reports how
 many requests the client tried and how many reached the server, how many calls failed and how long the batch took. It also
-times the preflight check (`cube.preflight.check_endpoints`), which is what `cube run` now does
-before any stage.
+times the preflight check (`cube.preflight.check_endpoints`), and a whole `cube run` of the
+default params with an LLM judge on that endpoint (it now exits 2 at its preflight).
 
     .venv/bin/python benchmarks/broken_endpoint.py [--n 181] [--concurrency 16]
 
@@ -66,7 +66,32 @@ def run_case(case: str, n: int, concurrency: int) -> dict[str, float]:
             problems = check_endpoints(params, timeout_s=10)
             preflight_s = time.perf_counter() - t0
             assert len(problems) == 1, problems
-    return {"requests_sent": sent, "attempts": attempts, "failed_calls": failed, "batch_s": batch_s, "preflight_s": preflight_s}
+        run_s, code = cube_run(spec)
+    return {"requests_sent": sent, "attempts": attempts, "failed_calls": failed, "batch_s": batch_s,
+            "preflight_s": preflight_s, "run_s": run_s, "exit": code}
+
+
+def cube_run(spec: ModelSpec) -> tuple[float, int]:
+    """`cube run` of the default params with an LLM judge on the broken endpoint: time to exit."""
+    import contextlib
+    import io
+    import tempfile
+
+    import yaml
+
+    from cube.cli import main as cube_main
+
+    with tempfile.TemporaryDirectory() as tmp:
+        params = yaml.safe_load((ROOT / "params" / "default.yaml").read_text(encoding="utf-8"))
+        params.update(run="broken", outputs_dir=str(Path(tmp) / "outputs"),
+                      models={"llm": spec.model_dump(exclude_defaults=True)},
+                      judges=params["judges"] + [{"name": "llm", "model": "llm"}])
+        path = Path(tmp) / "p.yaml"
+        path.write_text(yaml.safe_dump(params, allow_unicode=True), encoding="utf-8")
+        t0 = time.perf_counter()
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+            code = cube_main(["run", str(path), "--notebooks", str(ROOT / "notebooks")])
+        return time.perf_counter() - t0, code
 
 
 def main() -> None:
@@ -80,7 +105,8 @@ def main() -> None:
         r = run_case(case, args.n, args.concurrency)
         total += int(r["attempts"])
         print(f"{case}: requests_received={r['requests_sent']} attempts={r['attempts']} failed_calls={r['failed_calls']}/{args.n} "
-              f"batch_s={r['batch_s']:.2f} preflight_s={r['preflight_s']:.3f}", flush=True)
+              f"batch_s={r['batch_s']:.2f} preflight_s={r['preflight_s']:.3f} "
+              f"cube_run_exit={r['exit']} cube_run_s={r['run_s']:.2f}", flush=True)
     print(f"attempts_total: {total}")
 
 
