@@ -289,8 +289,8 @@ class OpenAIServer:
                     return self._error(int(kind), f"HTTP {kind} (test fault)")
                 if kind == "401":
                     # Like providers that echo the credential they rejected (and gateways that echo headers).
-                    extra = {k: v for k, v in self.headers.items() if k.lower() not in ("authorization", "host")
-                             and k.lower().startswith(("x-", "api-"))}
+                    extra = {k: v for k, v in self.headers.items()
+                             if k.lower().startswith(("x-", "api-")) and not k.lower().startswith("x-stainless")}
                     echo = f"; headers: {extra}" if extra else ""
                     return self._error(401, f"Incorrect API key provided: {self.headers.get('Authorization')}{echo}")
                 if kind == "slow":
