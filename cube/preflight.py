@@ -123,20 +123,26 @@ def check_endpoints(params: Params, timeout_s: float = 10.0) -> list[str]:
 
     A model whose key variable is unset is left to `check_keys` (its line says so).
     """
-    probes: list[tuple[_Use, str]] = []
+    probes: dict[tuple[str, str, str, str], tuple[_Use, str]] = {}  # (model, url, credentials) -> probe
     for use in model_uses(params):
         if any(v and not os.environ.get(v) for v in (use.spec.api_key_env, *use.spec.header_env.values())):
             continue
-        probes += [(use, url) for url in dict.fromkeys(use.spec.endpoints())]
+        for url in use.spec.endpoints():
+            ident = (use.spec.model, url.rstrip("/"), use.spec.api_key_env or "", repr(sorted(use.spec.header_env.items())))
+            if ident in probes:  # e.g. the same model at two temperatures: one request, every user named
+                probes[ident][0].users.extend(u for u in use.users if u not in probes[ident][0].users)
+            else:
+                probes[ident] = (_Use(use.spec, list(use.users)), url)
+    todo = list(probes.values())
 
     async def run() -> list[str | None]:
-        return await asyncio.gather(*(_probe(u.spec, url, timeout_s) for u, url in probes))
+        return await asyncio.gather(*(_probe(u.spec, url, timeout_s) for u, url in todo))
 
     from cube.llm import run_sync
 
-    reasons = run_sync(run()) if probes else []
+    reasons = run_sync(run()) if todo else []
     return [
         f"{', '.join(u.users)}: model {u.spec.model} at {redact_url(url)}: {reason}"
-        for (u, url), reason in zip(probes, reasons, strict=True)
+        for (u, url), reason in zip(todo, reasons, strict=True)
         if reason is not None
     ]

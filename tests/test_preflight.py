@@ -91,11 +91,13 @@ def test_broken_endpoint_gives_one_line_naming_judge_model_endpoint_and_reason(c
 
 def test_endpoint_shared_by_several_users_is_probed_once(openai_server: OpenAIServer) -> None:
     openai_server.fail("401", times=None)
-    params = params_for(openai_server.url, answerer="llm")
+    warm = {"provider": "openai", "model": "test-model", "base_url": openai_server.url + "/",
+            "api_key_env": "CUBE_PF_KEY", "temperature": 0.7}
+    params = params_for(openai_server.url, answerer="llm", questions={"generator": "llm", "model": warm})
     problems = check_endpoints(params)
     assert openai_server.requests_total == 1
-    assert problems == [f"system 'bm25-top8' answerer, judge 'gpt': model test-model at {openai_server.url}: "
-                        "unauthorised (HTTP 401): check the key in the api_key_env variable"]
+    assert problems == [f"question generator, system 'bm25-top8' answerer, judge 'gpt': model test-model at "
+                        f"{openai_server.url}/: unauthorised (HTTP 401): check the key in the api_key_env variable"]
 
 
 def write_params(tmp_path: Path, url: str) -> Path:
