@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 from openai_server import OpenAIServer
 
-from cube.config import ParamsError, params_to_yaml, parse_params
+from cube.config import ParamsError, params_to_yaml, parse_params, redact_url, url_credential_problem
 from cube.llm import Request, make_model
 from cube.preflight import check_endpoints, check_keys
 
@@ -95,3 +97,21 @@ def test_secrets_are_sent_but_never_stored_logged_or_returned(tmp_path: Path, ca
         assert secret not in blob, secret
         assert secret.encode() not in files, secret
     assert yaml.safe_load(produced[0])["models"]["llm"]["header_env"] == {"x-gateway-key": "CUBE_SECRET_HEADER"}
+
+
+# no '.', ':' or '/': no run of 8 such characters occurs in the host part, so a hit is a leak
+_SECRET = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_~", min_size=8, max_size=40)
+
+
+@given(user=_SECRET, password=_SECRET, token=_SECRET, name=st.sampled_from(["api_key", "key", "token", "access_token",
+                                                                            "sig", "X-Auth", "password"]))
+def test_any_url_credential_is_refused_and_never_shown(user: str, password: str, token: str, name: str) -> None:
+    for url in (f"https://{user}:{password}@api.example.com:8443/v1",
+                f"https://{password}@api.example.com/v1",
+                f"https://api.example.com/v1?api-version=1&{name}={token}"):
+        why = url_credential_problem(url)
+        shown = redact_url(url)
+        assert why is not None and "api_key_env" in why
+        assert shown.startswith("https://api.example.com") and shown.endswith("/v1")
+        for secret in (password, token):
+            assert secret not in why and secret not in shown
