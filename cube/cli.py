@@ -15,6 +15,7 @@ from pathlib import Path
 
 from cube.config import Params, ParamsError, RunPaths, load_params, params_to_yaml
 from cube.notebook import MissingStageError
+from cube.runstate import RunInterrupted, RunLocked, interrupts_raise
 
 EPILOG = """examples:
   cube run params/default.yaml                 the whole sequence, offline, on the demo corpus
@@ -37,7 +38,12 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Execute notebooks/NN_*.ipynb in order with papermill into "
                        "outputs/<run>/notebooks/, export each to HTML (with and without code) under "
                        "outputs/<run>/report/, and write report/index.html. Stages whose inputs did not "
-                       "change since their last execution are skipped; LLM calls are served from the cache.")
+                       "change since their last execution are skipped; LLM calls are served from the cache. Stages run in "
+                       "outputs/<run>/.staging/ and are published only when all succeed. Exit codes: 0 published, "
+                       "1 a stage failed (nothing published; see report/last_run.html), 2 bad params, a preflight "
+                       "problem (unset key variable, broken LLM endpoint) or the run folder is locked by another "
+                       "run, 3 decision withheld because judging failed, "
+                       "130 interrupted (re-run to resume).")
     r.add_argument("params", type=Path, help="params YAML file (e.g. params/default.yaml)")
     r.add_argument("--only", metavar="SEL", help="notebooks to run by number: 03, 03..06, ..04, 05.. or 01,03")
     r.add_argument("--force", action="store_true", help="re-execute the selected stages even if up to date")
@@ -90,15 +96,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "run":
-            from cube.report import execute_run
-
             if not args.no_preflight and _preflight(load_params(args.params), endpoints=None):
                 return 2
-
-            summary = execute_run(args.params, notebooks_dir=args.notebooks, only=args.only, force=args.force,
-                                  outputs_dir=args.outputs)
-            print(f"report: {summary.index}")
-            return 0 if summary.ok else 1
+            return _run(args)
         if args.command == "report":
             from cube.report import publish
 
@@ -121,6 +121,9 @@ def main(argv: list[str] | None = None) -> int:
 
             print(params_reference())
             return 0
+    except RunLocked as err:
+        print(f"cube: {err}", file=sys.stderr)
+        return 2
     except ParamsError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -128,6 +131,43 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     return 1
+
+
+def _run(args: argparse.Namespace) -> int:
+    """`cube run`: 0 committed, 1 a stage failed, 2 bad input or the run folder is locked,
+    3 judging failed wholesale (decision withheld), 130 interrupted."""
+    from cube.report import execute_run
+
+    try:
+        with interrupts_raise():
+            summary = execute_run(args.params, notebooks_dir=args.notebooks, only=args.only, force=args.force,
+                                  outputs_dir=args.outputs)
+    except (RunInterrupted, KeyboardInterrupt) as exc:
+        signame = getattr(exc, "signame", "SIGINT")
+        print(f"\ncube: interrupted ({signame}); the published run is unchanged and the notebook kernel was stopped. "
+              f"Resume with `cube run {args.params}` (completed stages and cached LLM calls are kept).",
+              file=sys.stderr)
+        return 130
+    if not summary.ok:
+        failed = next((s for s in summary.stages if s.status == "failed"), None)
+        print(f"cube: stage {failed.notebook if failed else '?'} failed; nothing was published, the report still "
+              f"shows the last successful run (see {summary.paths.report / 'last_run.html'})", file=sys.stderr)
+        return 1
+    decision = _decision(summary.paths)
+    if decision.get("judging_failed"):
+        reasons = "; ".join(str(r) for r in decision.get("withheld_reasons") or []) or "no reason recorded"
+        print(f"cube: decision withheld: judging failed ({reasons})", file=sys.stderr)
+        return 3
+    return 0
+
+
+def _decision(paths: RunPaths) -> dict:
+    import json
+
+    if not paths.results.exists():
+        return {}
+    decision = json.loads(paths.results.read_text(encoding="utf-8")).get("decision")
+    return decision if isinstance(decision, dict) else {}
 
 
 if __name__ == "__main__":  # pragma: no cover

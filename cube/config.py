@@ -12,7 +12,9 @@ This module owns every path of a run (cookiecutter-data-science: one module owns
     outputs/<run>/tables/       every table shown, as CSV
     outputs/<run>/figures/      every figure shown, as PNG
     outputs/<run>/notebooks/    executed notebooks
-    outputs/<run>/report/       HTML pages and index.html
+    outputs/<run>/report/       HTML pages and index.html (last_run.html: how the last attempt ended)
+    outputs/<run>/.staging/     where `cube run` executes stages before publishing them (cube.runstate)
+    outputs/<run>/.lock         held by the `cube run` working on the folder
     outputs/cache.sqlite        LLM call cache shared by all runs
 """
 
@@ -116,7 +118,7 @@ class ModelSpec(_Strict):
     backoff_max_s: float = Field(30.0, gt=0)
     breaker_threshold: int = Field(
         5, ge=0, description="Stop sending to an endpoint after this many connection failures in a row, or this "
-        "many x max_attempts unusable answers, 5xx or timeouts in a row (401/403/404 stop it at once); 0: never.",
+        "many x max_attempts unusable answers or timeouts in a row (401/403/404 stop it at once); 0: never.",
     )
     price_input_per_m: float | None = Field(None, ge=0, description="Price per million input tokens.")
     price_output_per_m: float | None = Field(None, ge=0, description="Price per million output tokens.")
@@ -209,6 +211,10 @@ class BuiltinSystem(_Strict):
     top_n: int = Field(8, ge=1)
     answerer: ModelRef | None = Field(None, description="Answering model; default: the top-level `answerer`.")
     region: str | None = Field(None, description="Restrict retrieval to one region's items.")
+    region_filter: Literal["none", "question"] = Field(
+        "none", description="question: search only the knowledge base of the region the question names "
+        "(longest corpus region value in the question, with enclosing levels); none: search everything."
+    )
     k1: float = 1.5
     b: float = 0.75
 
@@ -254,6 +260,10 @@ class DimensionParams(_Strict):
     prompt: str | None = Field(None, description="Inline prompt template (overrides the packaged one).")
     prompt_file: str | None = Field(None, description="Prompt template file (overrides the packaged one).")
     criteria: list[str] | None = Field(None, description="The five 2-point criteria, for annotation sheets.")
+    score_format: str | None = Field(
+        None, description="The judge's reply format with one {score}, e.g. 'Verdict: {score}' (default: the "
+        "prompt's first line holding {score}, if any). Tried before the usual forms ([[8]], [RESULT] 8, ...)."
+    )
 
 
 class JudgeParams(_Strict):
@@ -301,12 +311,35 @@ class HumanParams(_Strict):
     sample_size: int = Field(40, ge=1)
     seed: int = 0
     per_rater_judges: bool = Field(False, description="One judge per rater instead of one 'human' consensus.")
+    agreement_sets: list[Literal["rag", "zero", "full", "pooled"]] = Field(
+        default_factory=lambda: ["rag"],
+        min_length=1,
+        description="Answer sets on which agreement (notebook 07) is computed, one row group each; the first "
+        "also feeds the heatmap. 'pooled' = all sets together, only when listed: the gap between sets "
+        "would otherwise pass for agreement.",
+    )
+
+
+# (lang, lexical.tokenizer) pairs that cannot work, with the reason (see cube.lexical)
+LEXICAL_INCOMPATIBLE = {
+    ("zh", "13a"): "13a splits on spaces and punctuation only, so a Chinese clause is one token "
+    "(ROUGE 0 even for near-identical texts); use jieba, zh or char",
+}
 
 
 class LexicalParams(_Strict):
-    tokenizer: Literal["jieba", "zh", "char", "13a"] = "jieba"
+    tokenizer: Literal["jieba", "zh", "char", "13a"] = Field(
+        "jieba", description="Word segmentation for BLEU/ROUGE: jieba words, zh (sacrebleu zh / characters), "
+        "char, or 13a (English only; refused with lang: zh). Punctuation and symbols are stripped, Latin is "
+        "case-folded.")
     reference: Literal["gold_document", "reference_answer"] = "gold_document"
     example_question_id: str | None = None
+    correlation_sets: list[Literal["rag", "zero", "full", "pooled"]] = Field(
+        default_factory=lambda: ["rag"],
+        min_length=1,
+        description="Answer sets on which BLEU/ROUGE are correlated with the judges (notebook 08), one row group "
+        "each; 'pooled' = all sets together, only when listed (the gap between sets inflates the correlation).",
+    )
 
 
 class Params(_Strict):
@@ -361,6 +394,9 @@ class Params(_Strict):
         for where, ref in refs:
             if isinstance(ref, str) and ref not in self.models:
                 raise ValueError(f"{where}: model '{ref}' is not defined under `models:` ({sorted(self.models)})")
+        if (self.lang, self.lexical.tokenizer) in LEXICAL_INCOMPATIBLE:
+            raise ValueError(f"lexical.tokenizer: {self.lexical.tokenizer!r} cannot be used with lang: {self.lang!r}: "
+                             f"{LEXICAL_INCOMPATIBLE[self.lang, self.lexical.tokenizer]}")
         return self
 
     # -- resolution helpers ------------------------------------------------------------

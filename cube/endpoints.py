@@ -7,7 +7,7 @@ failure is a `Response` whose `error` says why, with the API key scrubbed from i
 
 Circuit breaker: an endpoint that answers 401, 403 or 404 (bad key, no access, unknown model
 or wrong base_url), or fails `breaker_threshold` connection attempts in a row, or gives
-`breaker_threshold * max_attempts` unusable answers, 5xx or timeouts in a row (e.g. it
+`breaker_threshold * max_attempts` unusable answers or timeouts in a row (e.g. it
 always answers with empty choices: what that many calls exhausting their retries would
 see; a scattered transient fault never gets there), is stopped: no further request goes to it. Replicas that still work take its calls; when none
 is left, the remaining calls fail at once without a request, with the reason the endpoint was
@@ -155,7 +155,7 @@ class Endpoints:
         self.stopped: dict[str, str] = stopped if stopped is not None else {}
         self.unsent: dict[str, int] = dict.fromkeys(endpoints, 0)  # calls refused after the stop
         self._conn_streak = dict.fromkeys(endpoints, 0)  # consecutive connection failures
-        self._fail_streak = dict.fromkeys(endpoints, 0)  # consecutive unusable answers, 5xx, timeouts
+        self._fail_streak = dict.fromkeys(endpoints, 0)  # consecutive unusable answers and timeouts
         n = spec.max_concurrency
         # A connection pool per endpoint sized to the concurrency: no request waits for a socket.
         limits = type(openai.DEFAULT_CONNECTION_LIMITS)(max_connections=n, max_keepalive_connections=n)
@@ -195,7 +195,7 @@ class Endpoints:
         self._conn_streak[ep] = self._fail_streak[ep] = 0
 
     def _faulty(self, ep: str, label: str, detail: str) -> None:
-        """An unusable answer, 5xx or timeout: as many in a row as `breaker_threshold` calls
+        """An unusable answer or a timeout: as many in a row as `breaker_threshold` calls
         exhausting their attempts would make (a scattered transient fault never gets there) stop it."""
         self._conn_streak[ep] = 0
         self._fail_streak[ep] += 1
@@ -267,11 +267,8 @@ class Endpoints:
                         if exc.status_code in BREAKER_STATUS:
                             self._stop(ep, reason)
                         return self._failure(reason, attempt, t0, ep)
-                    retry_after = _retry_after(exc)
-                    if exc.status_code >= 500:
-                        self._faulty(ep, label, detail)
-                    elif exc.status_code != 429:  # a rate limit says nothing about the endpoint's health
-                        self._fail_streak[ep] = 0
+                    retry_after = _retry_after(exc)  # 429 and 5xx: the server says it is busy or
+                    # hiccuped, which retries are for; neither counts toward nor resets the streak
                 except openai.OpenAIError as exc:  # anything else the client raises: not transient
                     return self._failure(f"{type(exc).__name__} (not retried): {exc}", attempt, t0, ep)
                 finally:

@@ -287,13 +287,19 @@ def test_breaker_trips_at_threshold_times_attempts_faults_in_a_row_not_before(op
     rs = [model.complete([r], role="judging", progress=False)[0] for r in reqs(10)]
     assert all(r.ok and r.attempts == 5 for r in rs) and openai_server.requests_total == 50
     # ... while a 5th fault in a row does: the next calls are not sent.
-    openai_server.fail("500", times=5)
+    openai_server.fail("no_choices", times=5)
     model = make_model(spec)
     async def one_by_one() -> list[Response]:
         return [(await model.acomplete([r], role="judging"))[0] for r in reqs(3, "other")]
     rs = asyncio.run(one_by_one())
     assert [r.attempts for r in rs] == [5, 0, 0] and openai_server.requests_total == 55
-    assert rs[1].error == "not sent: endpoint stopped after 5 failed attempts in a row: HTTP 500: HTTP 500 (test fault)"
+    assert rs[1].error == ("not sent: endpoint stopped after 5 failed attempts in a row: malformed response: "
+                           "no choices in the answer")
+    # 5xx are the server's own transient errors: they never stop it
+    model = make_model(spec_for(openai_server.url, max_attempts=1, breaker_threshold=1))
+    openai_server.fail("500", times=20)
+    rs = model.complete(reqs(30, "five"), role="judging", progress=False)
+    assert sum(r.ok for r in rs) == 10 and not model.stopped
 
 
 def test_missing_key_variable_is_a_clear_error_before_any_request(
