@@ -30,7 +30,8 @@ class Response:
     input_tokens: int = 0
     output_tokens: int = 0
     cost: float | None = None
-    latency_s: float = 0.0
+    latency_s: float = 0.0  # time holding a concurrency slot (the requests), not waiting for one
+    queue_s: float = 0.0  # time waiting for a concurrency slot
     cached: bool = False
     attempts: int = 0
     model: str = ""

@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from cube.config import ParamsError, RunPaths, load_params, params_to_yaml
+from cube.config import Params, ParamsError, RunPaths, load_params, params_to_yaml
 from cube.notebook import MissingStageError
 from cube.runstate import RunInterrupted, RunLocked, interrupts_raise
 
@@ -41,25 +41,33 @@ def build_parser() -> argparse.ArgumentParser:
                        "outputs/<run>/report/, and write report/index.html. Stages whose inputs did not "
                        "change since their last execution are skipped; LLM calls are served from the cache. Stages run in "
                        "outputs/<run>/.staging/ and are published only when all succeed. Exit codes: 0 published, "
-                       "1 a stage failed (nothing published; see report/last_run.html), 2 bad params or the run "
-                       "folder is locked by another run, 3 decision withheld because judging failed, "
+                       "1 a stage failed (nothing published; see report/last_run.html), 2 bad params, a preflight "
+                       "problem (unset key variable, broken LLM endpoint) or the run folder is locked by another "
+                       "run, 3 decision withheld because judging failed, "
                        "130 interrupted (re-run to resume).")
     r.add_argument("params", type=Path, help="params YAML file (e.g. params/default.yaml)")
     r.add_argument("--only", metavar="SEL", help="notebooks to run by number: 03, 03..06, ..04, 05.. or 01,03")
     r.add_argument("--force", action="store_true", help="re-execute the selected stages even if up to date")
     r.add_argument("--notebooks", type=Path, default=None, help="notebook folder (default: ./notebooks)")
     r.add_argument("--outputs", type=Path, default=None, help="outputs folder (default: params outputs_dir)")
+    r.add_argument("--no-preflight", action="store_true",
+                   help="skip the start-of-run check of key variables and LLM endpoints (e.g. a fully cached re-run)")
 
     rep = sub.add_parser("report", help="re-export the executed notebooks to HTML and rewrite index.html")
     rep.add_argument("params", type=Path)
 
-    v = sub.add_parser("validate", help="check a params file and load every data file it names",
-                       description="Check a params file, print it resolved, then load the knowledge base, the "
-                       "question file and imported QA files as a run would, and report EVERY problem at once (file, "
-                       "row, column): path, format, sheet, encoding, field keys, mapped and grouping columns, doc_id "
-                       "uniqueness, empty and exact-duplicate documents. Ends with a one-line summary; exits 2 on "
-                       "any error. Relative paths are read from the current folder, as `cube run` does.")
+    v = sub.add_parser("validate", help="check a params file, its key variables and every data file it names",
+                       description="Check a params file, print it resolved, check that every key variable the run "
+                       "needs is set (and, with --check-endpoints, that each LLM endpoint answers), then load the "
+                       "knowledge base, the question file and imported QA files as a run would, and report EVERY "
+                       "problem at once (file, row, column): path, format, sheet, encoding, field keys, mapped and "
+                       "grouping columns, doc_id uniqueness, empty and exact-duplicate documents. Ends with a "
+                       "one-line summary; exits 2 on any error. Relative paths are read from the current folder, "
+                       "as `cube run` does.")
     v.add_argument("params", type=Path)
+    v.add_argument("--check-endpoints", action="store_true",
+                   help="also send one tiny request to each LLM endpoint (reports 401, refused, unknown model...)")
+    v.add_argument("--timeout", type=float, default=10.0, help="seconds per endpoint check (default 10)")
 
     ex = sub.add_parser("example-kb", help="write the synthetic long-format example spreadsheet (.xlsx or .csv)",
                         description="Write a SYNTHETIC spreadsheet shaped like a real government-service export "
@@ -83,10 +91,28 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _preflight(params: Params, *, endpoints: bool | None, timeout_s: float = 10.0) -> list[str]:
+    """Print every preflight problem (missing key variables, failing LLM endpoints) to stderr
+    and return them. `endpoints=None`: check endpoints when the params use LLM models."""
+    from cube.preflight import check_endpoints, check_keys, uses_llm
+
+    problems = check_keys(params)
+    if endpoints or (endpoints is None and uses_llm(params)):
+        problems += check_endpoints(params, timeout_s=timeout_s)
+    for line in problems:
+        print(f"cube: preflight: {line}", file=sys.stderr)
+    if problems:
+        print("cube: preflight failed; nothing was run (fix the above, or skip the check with --no-preflight)"
+              if endpoints is None else "cube: preflight failed", file=sys.stderr)
+    return problems
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "run":
+            if not args.no_preflight and _preflight(load_params(args.params), endpoints=None):
+                return 2
             return _run(args)
         if args.command == "report":
             from cube.report import publish
@@ -99,9 +125,10 @@ def main(argv: list[str] | None = None) -> int:
 
             params = load_params(args.params)
             print(params_to_yaml(params), end="")
+            problems = _preflight(params, endpoints=args.check_endpoints, timeout_s=args.timeout)
             data = validate_data(params, Path.cwd())
             print("\n".join(data.lines()))
-            return 0 if data.ok else 2
+            return 0 if data.ok and not problems else 2
         if args.command == "example-kb":
             from cube.example_kb import write_example_kb
 

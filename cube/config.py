@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -43,6 +44,42 @@ class _Strict(BaseModel):
 
 
 # --------------------------------------------------------------------------- models (LLM access)
+_SECRET_QUERY = re.compile(r"(key|token|secret|password|passwd|auth|sig|signature|credential)", re.I)
+
+
+def url_credential_problem(url: str) -> str | None:
+    """Why `url` must not be a params value (it carries credentials), or None.
+
+    User-info (`http://user:pass@host/v1`) would be written to params.yaml, the manifest and
+    the cache, and httpx turns it into Basic auth that replaces the API key; a query token
+    (`?api_key=...`) would be written likewise. The message never repeats the secret.
+    """
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "is not a valid URL"
+    if parts.username is not None or parts.password is not None:
+        return ("contains credentials (user:password@host); remove them and put the key in an environment "
+                "variable named by api_key_env (or a header's value in one named by header_env)")
+    bad = sorted({k for k, _ in parse_qsl(parts.query, keep_blank_values=True) if _SECRET_QUERY.search(k)})
+    if bad:
+        return (f"carries a credential in its query ({', '.join(bad)}=...); remove it and put the key in an "
+                "environment variable named by api_key_env (or header_env)")
+    return None
+
+
+def redact_url(url: str) -> str:
+    """`url` without user-info, query and fragment: safe to print, log and store."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        if parts.port is not None:
+            host = f"{host}:{parts.port}"
+    except ValueError:
+        return "<unparseable URL>"
+    return urlunsplit((parts.scheme, host, parts.path, "", "")) if parts.scheme else url.split("?")[0].split("@")[-1]
+
+
 class ModelSpec(_Strict):
     """One model: an OpenAI-compatible endpoint, or an offline deterministic algorithm.
 
@@ -60,6 +97,10 @@ class ModelSpec(_Strict):
     api_key_env: str | None = Field(
         None, description="NAME of the environment variable holding the API key (never the key)."
     )
+    header_env: dict[str, str] = Field(
+        default_factory=dict, description="Extra HTTP headers whose values are secrets: header name -> NAME of the "
+        "environment variable holding the value (e.g. {api-key: AZURE_KEY}).",
+    )
     temperature: float = 0.0
     top_p: float | None = None
     seed: int | None = None
@@ -75,6 +116,10 @@ class ModelSpec(_Strict):
     max_attempts: int = Field(5, ge=1, description="Attempts per call, retries included.")
     backoff_base_s: float = Field(0.5, gt=0, description="First retry delay; doubles each attempt, with jitter.")
     backoff_max_s: float = Field(30.0, gt=0)
+    breaker_threshold: int = Field(
+        5, ge=0, description="Stop sending to an endpoint after this many connection failures in a row, or this "
+        "many x max_attempts unusable answers or timeouts in a row (401/403/404 stop it at once); 0: never.",
+    )
     price_input_per_m: float | None = Field(None, ge=0, description="Price per million input tokens.")
     price_output_per_m: float | None = Field(None, ge=0, description="Price per million output tokens.")
     currency: str = "USD"
@@ -89,10 +134,21 @@ class ModelSpec(_Strict):
             )
         return v
 
+    @model_validator(mode="after")  # not a field validator: its error would echo the value
+    def _header_env_names(self) -> ModelSpec:
+        bad = [h for h, v in self.header_env.items() if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", v)]
+        if bad:
+            raise ValueError(f"header_env[{', '.join(bad)}] must be the NAME of an environment variable, not a value")
+        return self
+
     @model_validator(mode="after")
     def _endpoint(self) -> ModelSpec:
         if self.provider == "openai" and not (self.base_url or self.base_urls):
             raise ValueError("an openai-compatible model needs base_url (or base_urls)")
+        urls = [("base_url", self.base_url)] + [(f"base_urls[{i}]", u) for i, u in enumerate(self.base_urls or [])]
+        problems = [f"{where} {redact_url(u)} {why}" for where, u in urls if u and (why := url_credential_problem(u))]
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
 
     def endpoints(self) -> list[str]:
@@ -198,6 +254,13 @@ class RagflowSystem(_Strict):
     answerer: ModelRef | None = Field(None, description="Model that writes the zero/full bound sets (RAGFlow's own LLM).")
     max_concurrency: int = Field(4, ge=1)
 
+    @model_validator(mode="after")  # not a field validator: its error would echo the URL
+    def _no_credentials(self) -> RagflowSystem:
+        why = url_credential_problem(self.base_url)
+        if why:
+            raise ValueError(f"base_url {redact_url(self.base_url)} {why}")
+        return self
+
 
 class ImportedSystem(_Strict):
     kind: Literal["imported"] = "imported"
@@ -230,6 +293,10 @@ class JudgeParams(_Strict):
     samples: int = Field(1, ge=1, description="Repeats per judgment, to measure run-to-run variance.")
     all_dimensions: bool = Field(False, description="Score all dimensions in one call (LLM-Eval style).")
     role: str = Field("", description="Free text shown in reports, e.g. 'the system's own model'.")
+    retry_unscored: int = Field(
+        0, ge=0, le=5, description="Ask a call whose reply did not parse again, up to N times (fresh sample index; "
+        "the cache keeps both replies).",
+    )
 
 
 class AnalysisParams(_Strict):

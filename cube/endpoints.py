@@ -4,6 +4,15 @@
 409, 429, 5xx, timeouts, connection errors and unusable 200 answers with exponential backoff
 and jitter (honouring Retry-After, capped by `backoff_max_s`); other 4xx fail at once. A
 failure is a `Response` whose `error` says why, with the API key scrubbed from it.
+
+Circuit breaker: an endpoint that answers 401, 403 or 404 (bad key, no access, unknown model
+or wrong base_url), or fails `breaker_threshold` connection attempts in a row, or gives
+`breaker_threshold * max_attempts` unusable answers or timeouts in a row (e.g. it
+always answers with empty choices: what that many calls exhausting their retries would
+see; a scattered transient fault never gets there), is stopped: no further request goes to it. Replicas that still work take its calls; when none
+is left, the remaining calls fail at once without a request, with the reason the endpoint was
+stopped ("not sent: endpoint stopped after HTTP 401 ..."). `Endpoints.stopped` holds the
+reasons and `Endpoints.unsent` how many calls each stopped endpoint refused.
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ from cube.config import ModelSpec
 
 log = logging.getLogger("cube.llm")
 RETRY_STATUS = frozenset({408, 409, 429})  # plus every 5xx; other 4xx are the caller's fault
+BREAKER_STATUS = frozenset({401, 403, 404})  # the endpoint, not the request, is wrong: stop sending to it
 NO_KEY = "EMPTY"  # placeholder key for endpoints without auth (vLLM, Ollama accept it)
 
 
@@ -83,21 +93,76 @@ def _status_detail(exc: openai.APIStatusError) -> str:
     return str(exc.message)
 
 
+def scrub(text: str, secrets: list[str]) -> str:
+    """`text` with every secret (API key, secret header values) replaced by ***."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    return text
+
+
+def connection_reason(exc: openai.APIConnectionError) -> str:
+    """'connection refused', 'host not found' or the client's message with its causes."""
+    cause, text = exc.__cause__, ""
+    while cause is not None and len(text) < 400:
+        text, cause = f"{text} {cause}".strip(), cause.__cause__ or cause.__context__
+    low = text.lower()
+    if "refused" in low or "errno 111" in low:
+        return "connection refused"
+    if "name or service not known" in low or "nodename nor servname" in low or "getaddrinfo" in low:
+        return "host not found"
+    return f"{exc.message} ({text[:200]})" if text else exc.message
+
+
+class _Clock:
+    """The time one call spends waiting for a concurrency slot (`queue_s`) and holding one
+    (`latency_s`: its requests, retries included; the backoff sleeps between them are neither)."""
+
+    def __init__(self) -> None:
+        self.queue_s = self.latency_s = 0.0
+        self._t, self._holding = time.perf_counter(), False
+
+    def waiting(self) -> None:
+        self._t = time.perf_counter()
+
+    def acquired(self) -> None:
+        now = time.perf_counter()
+        self.queue_s += now - self._t
+        self._t, self._holding = now, True
+
+    def released(self) -> None:
+        if self._holding:
+            now = time.perf_counter()
+            self.latency_s += now - self._t
+            self._t, self._holding = now, False
+
+
 class Endpoints:
     """The clients of one batch: one AsyncOpenAI per base URL, a shared concurrency bound,
     least-busy choice of replica (round-robin among equally busy ones), and the retry policy."""
 
-    def __init__(self, spec: ModelSpec, endpoints: list[str], api_key: str):
+    def __init__(
+        self, spec: ModelSpec, endpoints: list[str], api_key: str, stopped: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+    ):
         self.spec, self.endpoints, self.key = spec, endpoints, api_key
+        self.headers = dict(headers or {})  # secret header values (header_env): sent, scrubbed, never stored
+        self._secrets = [v for v in (api_key, *self.headers.values()) if v and v != NO_KEY]
         self.sem = asyncio.Semaphore(spec.max_concurrency)
         self.busy = dict.fromkeys(endpoints, 0)
         self._next = 0
+        # endpoint -> why no more requests go to it (shared by the batches of one model)
+        self.stopped: dict[str, str] = stopped if stopped is not None else {}
+        self.unsent: dict[str, int] = dict.fromkeys(endpoints, 0)  # calls refused after the stop
+        self._conn_streak = dict.fromkeys(endpoints, 0)  # consecutive connection failures
+        self._fail_streak = dict.fromkeys(endpoints, 0)  # consecutive unusable answers and timeouts
         n = spec.max_concurrency
         # A connection pool per endpoint sized to the concurrency: no request waits for a socket.
         limits = type(openai.DEFAULT_CONNECTION_LIMITS)(max_connections=n, max_keepalive_connections=n)
         self.clients = {
             ep: openai.AsyncOpenAI(
                 api_key=api_key, base_url=ep, timeout=spec.timeout_s, max_retries=0,  # we own retries
+                default_headers=self.headers or None,
                 http_client=openai.DefaultAsyncHttpxClient(limits=limits, timeout=spec.timeout_s),
             )
             for ep in endpoints
@@ -114,13 +179,39 @@ class Endpoints:
         for client in self.clients.values():
             await client.close()
 
-    def _pick(self) -> str:
+    def _pick(self) -> str | None:
+        """The least busy endpoint that is not stopped (None: every one is)."""
         n = len(self.endpoints)
         start, self._next = self._next, (self._next + 1) % n
-        return min((self.endpoints[(start + i) % n] for i in range(n)), key=self.busy.__getitem__)
+        live = [e for e in (self.endpoints[(start + i) % n] for i in range(n)) if e not in self.stopped]
+        return min(live, key=self.busy.__getitem__) if live else None
+
+    def _stop(self, ep: str, reason: str) -> None:
+        if ep not in self.stopped and self.spec.breaker_threshold:
+            self.stopped[ep] = self._scrub(reason)[:300]
+            log.debug("%s: stopped sending to %s: %s", self.spec.model, ep, self.stopped[ep])
+
+    def _healthy(self, ep: str) -> None:
+        self._conn_streak[ep] = self._fail_streak[ep] = 0
+
+    def _faulty(self, ep: str, label: str, detail: str) -> None:
+        """An unusable answer or a timeout: as many in a row as `breaker_threshold` calls
+        exhausting their attempts would make (a scattered transient fault never gets there) stop it."""
+        self._conn_streak[ep] = 0
+        self._fail_streak[ep] += 1
+        if self._fail_streak[ep] >= self.spec.breaker_threshold * self.spec.max_attempts:
+            self._stop(ep, f"{self._fail_streak[ep]} failed attempts in a row: {label}: {detail}")
+
+    def _unsent(self, attempts: int, t0: _Clock, ep: str) -> Response:
+        """A call refused because every endpoint is stopped: failed with the stop reason, no request."""
+        stopped = ep if ep in self.stopped else next(iter(self.stopped))
+        self.unsent[stopped] += attempts == 0
+        verb = "not sent" if attempts == 0 else f"not retried after {attempts} attempt{'s' * (attempts > 1)}"
+        return self._failure(f"{verb}: endpoint stopped after {self.stopped[stopped]}", attempts, t0, stopped,
+                             quiet=True)
 
     def _scrub(self, text: str) -> str:
-        return text.replace(self.key, "***") if self.key and self.key != NO_KEY else text
+        return scrub(text, self._secrets)
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         cap = self.spec.backoff_max_s
@@ -130,12 +221,17 @@ class Endpoints:
         return base / 2 + random.uniform(0, base / 2)  # "equal jitter": spread retries, keep a floor
 
     async def call(self, request: Request) -> Response:
-        spec, t0 = self.spec, time.perf_counter()
+        spec, t0 = self.spec, _Clock()
         label, detail, ep = "", "", self.endpoints[0]
         for attempt in range(1, spec.max_attempts + 1):
             retry_after = None
+            t0.waiting()
             async with self.sem:  # held only while a request is in flight, not while backing off
-                ep = self._pick()
+                t0.acquired()
+                picked = self._pick()
+                if picked is None:
+                    return self._unsent(attempt - 1, t0, ep)
+                ep = picked
                 self.busy[ep] += 1
                 try:
                     # The documented raw route (`post`, cast_to=str): the same HTTP call as
@@ -145,26 +241,39 @@ class Endpoints:
                         "/chat/completions", body={**self.kwargs, "messages": list(request.messages)}, cast_to=str
                     )
                     text, n_in, n_out, finish, served = _parse_completion(body)
+                    self._healthy(ep)
+                    t0.released()
                     return Response(
                         text=text, input_tokens=n_in, output_tokens=n_out, cost=call_cost(spec, n_in, n_out),
-                        latency_s=time.perf_counter() - t0, attempts=attempt, model=spec.model, endpoint=ep,
+                        latency_s=t0.latency_s, queue_s=t0.queue_s, attempts=attempt, model=spec.model, endpoint=ep,
                         detail={"finish_reason": finish, "served_model": served},
                     )
                 except _Malformed as exc:
                     label, detail = "malformed response", str(exc)
+                    self._faulty(ep, label, detail)
                 except openai.APITimeoutError:
                     label, detail = "timeout", f"no answer within {spec.timeout_s:g} s"
+                    self._faulty(ep, label, detail)
                 except openai.APIConnectionError as exc:
-                    label, detail = "connection error", f"{exc.message} ({exc.__cause__ or ''})"
+                    label, detail = "connection error", connection_reason(exc)
+                    self._conn_streak[ep] += 1
+                    if self._conn_streak[ep] >= spec.breaker_threshold:
+                        self._stop(ep, f"{self._conn_streak[ep]} connection failures in a row: {detail}")
                 except openai.APIStatusError as exc:
                     label, detail = f"HTTP {exc.status_code}", _status_detail(exc)
+                    self._conn_streak[ep] = 0
                     if exc.status_code not in RETRY_STATUS and exc.status_code < 500:
-                        return self._failure(f"{label} (not retried): {detail}", attempt, t0, ep)
-                    retry_after = _retry_after(exc)
+                        reason = f"{label} (not retried): {detail}"
+                        if exc.status_code in BREAKER_STATUS:
+                            self._stop(ep, reason)
+                        return self._failure(reason, attempt, t0, ep)
+                    retry_after = _retry_after(exc)  # 429 and 5xx: the server says it is busy or
+                    # hiccuped, which retries are for; neither counts toward nor resets the streak
                 except openai.OpenAIError as exc:  # anything else the client raises: not transient
                     return self._failure(f"{type(exc).__name__} (not retried): {exc}", attempt, t0, ep)
                 finally:
                     self.busy[ep] -= 1
+                    t0.released()
             if attempt < spec.max_attempts:
                 wait = self._delay(attempt, retry_after)
                 log.debug("%s: %s on attempt %d; retrying in %.2f s", spec.model, label, attempt, wait)
@@ -172,10 +281,12 @@ class Endpoints:
         n = spec.max_attempts
         return self._failure(f"{label} after {n} attempt{'s' * (n > 1)}: {detail}", n, t0, ep)
 
-    def _failure(self, reason: str, attempts: int, t0: float, ep: str) -> Response:
+    def _failure(self, reason: str, attempts: int, t0: _Clock, ep: str, quiet: bool = False) -> Response:
+        t0.released()
         reason = self._scrub(reason)[:500]
-        log.info("%s: call failed: %s", self.spec.model, reason)
+        if not quiet:
+            log.info("%s: call failed: %s", self.spec.model, reason)
         return Response(
-            text=None, error=reason, cost=call_cost(self.spec, 0, 0), latency_s=time.perf_counter() - t0,
-            attempts=attempts, model=self.spec.model, endpoint=ep,
+            text=None, error=reason, cost=call_cost(self.spec, 0, 0), latency_s=t0.latency_s,
+            queue_s=t0.queue_s, attempts=attempts, model=self.spec.model, endpoint=ep,
         )

@@ -23,7 +23,9 @@ off): at most `max_concurrency` requests in flight, spread over `base_urls` (lea
 first); retries with exponential backoff and jitter on 429, 5xx, timeouts, connection errors
 and unusable 200 answers, honouring Retry-After (capped by `backoff_max_s`); other 4xx fail at
 once. A failure is a Response whose `error` says why ("HTTP 429 after 5 attempts: ...") and
-never contains the API key. Successful calls are stored in a SQLite cache (`CallCache`),
+never contains the API key. Processes sharing one cache claim each call before sending it and
+wait for another's in-flight answer instead of paying for it twice (`CallCache.claim`).
+Successful calls are stored in a SQLite cache (`CallCache`),
 one committed row each, keyed by `cache_key`; a re-run, or a run resumed after being killed,
 sends only what is not stored, and a fully cached batch needs no API key at all. A reply cut
 at the token limit (`detail["finish_reason"] == "length"`) is kept, not an error; a batch
@@ -41,21 +43,23 @@ import asyncio
 import hashlib
 import logging
 import os
+import random
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from cube.cache import CLAIM_LEASE_S, _cached_response, _canonical, _endpoint_id
 from cube.cache import CacheError as CacheError
 from cube.cache import CallCache as CallCache
-from cube.cache import _cached_response, _canonical, _endpoint_id
 from cube.cache import cache_key as cache_key
 from cube.cache import key_payload as key_payload
 from cube.calls import Request as Request
 from cube.calls import Response as Response
-from cube.config import ModelSpec
+from cube.config import ModelSpec, redact_url
 from cube.endpoints import NO_KEY, Endpoints
 from cube.endpoints import call_cost as call_cost
 from cube.usage import response_accounting as response_accounting
@@ -237,6 +241,7 @@ class OpenAIModel(Model):
         self.cache_path = Path(cache_path) if cache_path is not None else None
         self.endpoints = [_endpoint_id(u) for u in spec.endpoints()]
         self.counts: Counter[str] = Counter()  # requests, cache_hits, calls, failed (all batches)
+        self.stopped: dict[str, str] = {}  # endpoints the circuit breaker stopped, for every later batch too
 
     def api_key(self) -> str:
         """The key from the variable named by `api_key_env` ("EMPTY" when there is none)."""
@@ -250,6 +255,16 @@ class OpenAIModel(Model):
                 f"export {name}=<your API key> before running (cached calls need no key)"
             )
         return key
+
+    def headers(self) -> dict[str, str]:
+        """The secret headers (`header_env`: header name -> variable), read from the environment now."""
+        missing = [v for v in self.spec.header_env.values() if not os.environ.get(v)]
+        if missing:
+            raise LLMConfigError(
+                f"model '{self.name}': the environment variable(s) {', '.join(missing)} (header_env) are not set "
+                "or empty; export them before running (cached calls need none)"
+            )
+        return {h: os.environ[v] for h, v in self.spec.header_env.items()}
 
     def complete(
         self, requests: Sequence[Request], *, role: str, desc: str | None = None, progress: bool = True
@@ -272,7 +287,7 @@ class OpenAIModel(Model):
                     todo.setdefault(k, []).append(i)
             self.counts.update(requests=len(requests), cache_hits=len(requests) - sum(map(len, todo.values())))
             if todo:
-                await self._send(requests, todo, out, cache, progress_bar(
+                await self._send(requests, todo, out, cache, desc or f"{self.name} ({role})", progress_bar(
                     total=len(requests), initial=len(requests) - sum(map(len, todo.values())),
                     desc=desc or f"{self.name} ({role})", unit="call", disable=not progress,
                 ))
@@ -287,26 +302,73 @@ class OpenAIModel(Model):
 
     async def _send(
         self, requests: Sequence[Request], todo: dict[str, list[int]], out: list[Response | None],
-        cache: CallCache | None, bar: Any,
+        cache: CallCache | None, label: str, bar: Any,
     ) -> None:
-        pool = Endpoints(self.spec, self.endpoints, self.api_key())  # the key is needed only now
+        # the key and secret headers are needed only now (a fully cached batch needs none)
+        pool = Endpoints(self.spec, self.endpoints, self.api_key(), self.stopped, self.headers())
+
+        owner = f"{uuid.uuid4().hex}"  # this batch's in-flight claims in the shared cache
+
+        claims = cache.claim_many(list(todo), owner) if cache is not None else {}
 
         async def one(key: str, where: list[int]) -> None:
-            resp = await pool.call(requests[where[0]])
-            resp.detail = {**(resp.detail or {}), "cache_key": key}
-            resp.call_id = key
-            if resp.ok and cache is not None:
-                cache.put(key, resp, _canonical(key_payload(self.spec, requests[where[0]])))
-            self.counts.update(calls=1, failed=int(not resp.ok))
+            state = claims.get(key, "mine")
+            if state == "theirs":  # another process is sending it: wait for its answer (or take over)
+                state = await _claim(cache, key, owner)  # type: ignore[arg-type]
+            if state == "done":  # another process answered it
+                resp = _cached_response(cache.get_many([key])[key], key)  # type: ignore[union-attr]
+                self.counts.update(peer_hits=1)
+            else:
+                resp = await pool.call(requests[where[0]])
+                resp.detail = {**(resp.detail or {}), "cache_key": key}
+                resp.call_id = key
+                if cache is not None and resp.ok:
+                    # its claim stays until the batch ends (one DELETE): a stored answer outranks any claim
+                    cache.put(key, resp, _canonical(key_payload(self.spec, requests[where[0]])))
+                elif cache is not None:
+                    cache.release(owner, [key])
+                self.counts.update(calls=1, failed=int(not resp.ok))
             for j in where:
-                out[j] = replace(resp, detail=dict(resp.detail))
+                out[j] = replace(resp, detail=dict(resp.detail or {}))
             bar.update(len(where))
 
+        async def heartbeat() -> None:  # keep this batch's claims alive while it works
+            while cache is not None:
+                await asyncio.sleep(CLAIM_LEASE_S / 3)
+                cache.renew(owner)
+
+        beat = asyncio.ensure_future(heartbeat())
         try:
             await asyncio.gather(*(one(k, w) for k, w in todo.items()))
         finally:
+            beat.cancel()
+            if cache is not None:
+                cache.release(owner)  # interrupted or failed: leave nothing claimed
             bar.close()
             await pool.close()
         failed = [out[w[0]] for w in todo.values() if not out[w[0]].ok]  # type: ignore[union-attr]
-        if failed:
-            log.warning("%s: %d of %d calls failed; first: %s", self.name, len(failed), len(todo), failed[0].error)
+        for ep, why in pool.stopped.items():  # one line per stopped endpoint and batch, not one per call
+            _say(f"{label}: model {self.name} at {redact_url(ep)}: stopped sending: {why}; "
+                 f"{pool.unsent[ep]} of {len(todo)} calls not sent ({len(failed)} failed in all)")
+        if failed and not pool.stopped:
+            log.warning("%s: %d of %d calls failed; first: %s", label, len(failed), len(todo), failed[0].error)
+
+
+async def _claim(cache: CallCache, key: str, owner: str) -> str:
+    """Claim `key` for this batch ('mine') or wait until another process's answer is stored
+    ('done'); a claim whose owner is gone or whose lease ran out is taken over."""
+    while True:
+        await asyncio.sleep(0.2 + random.random() * 0.3)
+        if cache.peek(key, owner) != "theirs":
+            state = cache.claim(key, owner)
+            if state != "theirs":
+                return state
+
+
+def _say(line: str) -> None:
+    """An error line for the log, and for the terminal of `cube run` when inside its kernel."""
+    log.error("%s", line)
+    if os.environ.get("CUBE_PROGRESS") == "terminal":
+        import sys
+
+        print(f"cube: {line}", file=sys.__stderr__, flush=True)

@@ -113,6 +113,7 @@ ACCOUNTING_COLUMNS: tuple[str, ...] = (
     "output_tokens",
     "cost",
     "latency_s",
+    "queue_s",
     "cached",
     "call_id",
 )

@@ -27,8 +27,9 @@ if TYPE_CHECKING:
 
 SUMMARY_COLUMNS: tuple[str, ...] = (
     "role", "model", "calls", "cached_calls", "failed_calls", "input_tokens", "output_tokens",
-    "cost_this_run", "cost_total", "skipped", "truncated",
+    "cost_this_run", "cost_total", "skipped", "truncated", "latency_s_median", "queue_s_median",
 )
+OPTIONAL_ACCOUNTING = ("queue_s",)  # absent from tables written before it existed: NaN
 
 
 def response_accounting(resp: Response, role: str) -> dict[str, Any]:
@@ -38,7 +39,8 @@ def response_accounting(resp: Response, role: str) -> dict[str, Any]:
     return {
         "model": resp.model, "role": role, "input_tokens": int(resp.input_tokens),
         "output_tokens": int(resp.output_tokens), "cost": float("nan") if resp.cost is None else float(resp.cost),
-        "latency_s": float(resp.latency_s), "cached": bool(resp.cached), "call_id": resp.call_id,
+        "latency_s": float(resp.latency_s), "queue_s": float(resp.queue_s), "cached": bool(resp.cached),
+        "call_id": resp.call_id,
     }
 
 
@@ -53,7 +55,7 @@ def no_call_accounting(model: str, role: str, *, latency_s: float = 0.0) -> dict
     if role not in ROLES:
         raise ValueError(f"role {role!r} is not one of {list(ROLES)}")
     values = {"model": model, "role": role, "input_tokens": 0, "output_tokens": 0, "cost": 0.0,
-              "latency_s": float(latency_s), "cached": False, "call_id": ""}
+              "latency_s": float(latency_s), "queue_s": 0.0, "cached": False, "call_id": ""}
     return {c: values[c] for c in ACCOUNTING_COLUMNS}
 
 
@@ -85,7 +87,10 @@ def usage_summary(tables: Iterable[pd.DataFrame]) -> pd.DataFrame:
     - `skipped`: rows that came from no call (template/file questions, imported answers,
       human ratings, judgments skipped because the answer was missing);
     - `truncated`: calls with `finish_reason` 'length' (cut at max_tokens), counted in tables
-      that have a `finish_reason` column (0 elsewhere).
+      that have a `finish_reason` column (0 elsewhere);
+    - `latency_s_median`: median time a call of this run held a concurrency slot (its requests),
+      `queue_s_median`: median time it waited for one (NaN when no call was sent this run, or
+      for `queue_s` in tables written before that column existed).
 
     Tables without accounting columns are skipped.
     """
@@ -95,8 +100,9 @@ def usage_summary(tables: Iterable[pd.DataFrame]) -> pd.DataFrame:
     for n, df in enumerate(tables):
         if not any(c in df.columns for c in ACCOUNTING_COLUMNS):
             continue
-        require_columns(df, ACCOUNTING_COLUMNS, f"usage_summary: table #{n}")
-        part = pd.DataFrame({c: df[c].astype(object).to_numpy() for c in ACCOUNTING_COLUMNS})
+        require_columns(df, [c for c in ACCOUNTING_COLUMNS if c not in OPTIONAL_ACCOUNTING], f"usage_summary: table #{n}")
+        part = pd.DataFrame({c: df[c].astype(object).to_numpy() if c in df.columns else float("nan")
+                             for c in ACCOUNTING_COLUMNS})
         part["failed"] = _failed(df).to_numpy(dtype=bool)
         finish = df["finish_reason"] if "finish_reason" in df.columns else pd.Series("", index=df.index)
         part["truncated"] = finish.fillna("").astype(str).eq("length").to_numpy(dtype=bool)
@@ -111,6 +117,8 @@ def usage_summary(tables: Iterable[pd.DataFrame]) -> pd.DataFrame:
     rows["cost"] = pd.to_numeric(rows["cost"], errors="coerce")
     for c in ("input_tokens", "output_tokens"):
         rows[c] = pd.to_numeric(rows[c], errors="coerce").fillna(0).astype("int64")
+    for c in ("latency_s", "queue_s"):
+        rows[c] = pd.to_numeric(rows[c], errors="coerce")
 
     is_call = rows["call_id"] != ""
     calls = rows[is_call].copy()
@@ -136,6 +144,9 @@ def usage_summary(tables: Iterable[pd.DataFrame]) -> pd.DataFrame:
             "output_tokens": int(c["output_tokens"].sum()), "cost_this_run": known_sum(c.loc[~cached, "cost"]),
             "cost_total": known_sum(c["cost"]), "skipped": int(len(g) - len(c)),
             "truncated": int(c["truncated"].astype(bool).sum()),
+            # of the requests this run sent (cached calls took no time now)
+            "latency_s_median": float(c.loc[~cached, "latency_s"].median()),
+            "queue_s_median": float(c.loc[~cached, "queue_s"].median()),
         })
     order = {r: i for i, r in enumerate(ROLES)}
     summary = pd.DataFrame(out, columns=list(SUMMARY_COLUMNS))

@@ -19,7 +19,8 @@ or as a separate process (no GIL contention; used by the benchmark):
         ...
 
 Fault kinds for `fail`: "429" (with Retry-After), "500", "503", "400", "401" (the body echoes
-the Authorization header, as some providers do, so tests can prove we scrub keys), "404",
+the Authorization header and any x-* / api-* header, as some providers and gateways do, so
+tests can prove we scrub secrets), "404",
 "slow" (answers after `delay_s`, longer than the client's timeout), "malformed" (200 with
 broken JSON), "garbage" (200 with text/plain junk), "no_choices" (200, valid JSON, empty
 choices). A reply that is valid protocol but an unusable score ("Score: 42") is a reply
@@ -98,14 +99,18 @@ class OpenAIServer:
         latency_s: fixed delay before every answer.
         model: model id listed by `GET /v1/models`.
         port: 0 picks a free port.
+        strict_model: answer a request for any other model with 404 `model_not_found`, as
+            OpenAI does for an unknown model.
     """
 
     def __init__(
-        self, reply: Reply | None = None, *, latency_s: float = 0.0, model: str = "test-model", port: int = 0
+        self, reply: Reply | None = None, *, latency_s: float = 0.0, model: str = "test-model", port: int = 0,
+        strict_model: bool = False,
     ):
         self.reply = reply or echo_reply
         self.latency_s = latency_s
         self.model = model
+        self.strict_model = strict_model
         self._lock = threading.Lock()
         self._rules: list[_Rule] = []
         self.reset_stats()
@@ -166,6 +171,7 @@ class OpenAIServer:
             self.body_counts: Counter[str] = Counter()
             self.bodies: list[dict[str, Any]] = []
             self.authorizations: list[str] = []
+            self.headers: list[dict[str, str]] = []
             self.in_flight = 0
             self.max_in_flight = 0
 
@@ -259,6 +265,7 @@ class OpenAIServer:
                     server.body_counts[body_digest(body)] += 1
                     server.bodies.append(body)
                     server.authorizations.append(self.headers.get("Authorization", ""))
+                    server.headers.append({k.lower(): v for k, v in self.headers.items()})
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
                 try:
@@ -268,6 +275,9 @@ class OpenAIServer:
                         server.in_flight -= 1
 
             def _answer(self, body: dict[str, Any]) -> None:
+                if server.strict_model and body.get("model") != server.model:
+                    msg = f"The model `{body.get('model')}` does not exist or you do not have access to it."
+                    return self._error(404, msg)
                 rule = server._take_rule(body)
                 if server.latency_s:
                     time.sleep(server.latency_s)
@@ -278,8 +288,11 @@ class OpenAIServer:
                 if kind in ("500", "503", "400", "404"):
                     return self._error(int(kind), f"HTTP {kind} (test fault)")
                 if kind == "401":
-                    # Like providers that echo the credential they rejected.
-                    return self._error(401, f"Incorrect API key provided: {self.headers.get('Authorization')}")
+                    # Like providers that echo the credential they rejected (and gateways that echo headers).
+                    extra = {k: v for k, v in self.headers.items()
+                             if k.lower().startswith(("x-", "api-")) and not k.lower().startswith("x-stainless")}
+                    echo = f"; headers: {extra}" if extra else ""
+                    return self._error(401, f"Incorrect API key provided: {self.headers.get('Authorization')}{echo}")
                 if kind == "slow":
                     time.sleep(rule.delay_s)
                 if kind == "malformed":

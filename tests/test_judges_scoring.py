@@ -227,3 +227,49 @@ def test_score_answers_with_an_llm_judge_on_the_local_server() -> None:
     assert rates.loc["llm-all", "parse_failures"] == 0
     by_dim = failure_rates(scores, by_dimension=True)
     assert len(by_dim) == 2 * 4 and by_dim["n"].sum() == len(scores)
+
+
+def test_a_transient_unparseable_reply_is_asked_again_and_the_new_score_used(tmp_path: Path) -> None:
+    seen: dict[str, int] = {}
+
+    def flaky(body: dict[str, Any]) -> str:  # the first reply to each prompt is a refusal
+        prompt = last_user_message(body)
+        seen[prompt] = seen.get(prompt, 0) + 1
+        return "I cannot evaluate this." if seen[prompt] == 1 else "评分：7"
+
+    answers, corpus = tiny_tables()
+    answers = answers[answers["question_id"] == "q1"]
+    dims = load_dimensions(params())[:2]
+    cache = tmp_path / "cache.sqlite"
+    with OpenAIServer(reply=flaky) as server:
+        spec = {"provider": "openai", "model": "judge-llm", "base_url": server.url, "price_input_per_m": 1.0}
+        plain = score_answers(answers, make_judges(params(judges=[{"name": "llm", "model": spec}]), cache), dims,
+                              corpus, progress=False)
+        assert (plain["error_kind"] == "parse").all() and (plain["raw"] == "I cannot evaluate this.").all()
+        assert server.requests_total == 6
+        # The failed parse was cached as a reply: a plain re-run sends nothing and changes nothing...
+        again = score_answers(answers, make_judges(params(judges=[{"name": "llm", "model": spec}]), cache), dims,
+                              corpus, progress=False)
+        assert server.requests_total == 6 and (again["error_kind"] == "parse").all()
+        # ... while retry_unscored asks each unscored call once more, with a fresh sample index.
+        p = params(judges=[{"name": "llm", "model": spec, "retry_unscored": 1}])
+        retried = score_answers(answers, make_judges(p, cache), dims, corpus, progress=False)
+        assert server.requests_total == 12
+        # the score_answers argument overrides the params, and the cache replays the choice
+        replay = score_answers(answers, make_judges(params(judges=[{"name": "llm", "model": spec}]), cache), dims,
+                               corpus, progress=False, retry_unscored=1)
+        assert server.requests_total == 12
+    assert (retried["score"] == 7.0).all() and (retried["error_kind"] == "").all() and (retried["sample"] == 0).all()
+    detail = json.loads(retried["detail"].iloc[0])
+    assert detail["reasked"] == 1 and detail["first_reply"] == "I cannot evaluate this."
+    assert detail["first_call_id"] == plain["call_id"].iloc[0] != retried["call_id"].iloc[0]
+    # both calls are paid for: tokens and cost add up
+    assert (retried["input_tokens"] == 2 * plain["input_tokens"]).all()
+    assert retried["cost"].to_numpy() == pytest.approx(2 * plain["cost"].to_numpy())
+    assert replay["score"].tolist() == retried["score"].tolist() and replay["cached"].all()
+    import sqlite3
+
+    with sqlite3.connect(cache) as conn:  # both replies are kept
+        texts = sorted(t for (t,) in conn.execute("SELECT text FROM calls"))
+    assert texts == ["I cannot evaluate this."] * 6 + ["评分：7"] * 6
+

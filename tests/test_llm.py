@@ -207,15 +207,99 @@ def test_api_key_never_stored_returned_or_logged(
     openai_server.fail("401", when=lambda body: "question 1" in json.dumps(body))  # echoes the key
     openai_server.fail("500", times=None, when=lambda body: "question 2" in json.dumps(body))
     cache = tmp_path / "c.sqlite"
-    rs = make_model(spec_for(openai_server.url, max_attempts=2), cache).complete(
+    # breaker off: this test is about scrubbing, the 401 must not stop the endpoint
+    rs = make_model(spec_for(openai_server.url, max_attempts=2, breaker_threshold=0), cache).complete(
         reqs(4), role="judging", progress=False
     )
     assert [r.ok for r in rs] == [True, False, False, True]
     assert "Bearer ***" in rs[1].error  # the echoed credential was scrubbed
     assert KEY not in repr(rs)
-    assert KEY not in caplog.text and "m: 2 of 4 calls failed; first: " in caplog.text
+    assert KEY not in caplog.text and "m (judging): 2 of 4 calls failed; first: " in caplog.text
     blob = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("c.sqlite"))
     assert KEY.encode() not in blob and b"echo: question 0" in blob
+
+
+def _closed_port_url() -> str:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
+@pytest.mark.parametrize(("case", "reason"), [
+    ("401", "HTTP 401 (not retried): Incorrect API key provided: Bearer ***"),
+    ("unknown_model", "HTTP 404 (not retried): The model `no-such-model` does not exist"),
+    ("refused", "5 connection failures in a row: connection refused"),
+    ("no_choices", "15 failed attempts in a row: malformed response: no choices in the answer"),
+])
+def test_circuit_breaker_stops_sending_to_a_broken_endpoint(
+    case: str, reason: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Before the breaker every one of the 60 calls was sent (x3 attempts for refused / empty choices).
+    n, conc = 60, 4
+    with OpenAIServer(strict_model=True, model="m") as server:
+        url, model = server.url, "m"
+        if case == "refused":
+            url = _closed_port_url()
+        elif case == "unknown_model":
+            model = "no-such-model"
+        else:
+            server.fail(case, times=None)
+        spec = spec_for(url, model=model, max_concurrency=conc, max_attempts=3)
+        with caplog.at_level(logging.INFO, logger="cube"):
+            rs = make_model(spec, tmp_path / "c.sqlite").complete(reqs(n), role="judging", desc="judging: gpt",
+                                                                   progress=False)
+        sent = server.requests_total
+    assert all(not r.ok for r in rs)
+    attempts = sum(r.attempts for r in rs)
+    # the streak that stops it plus the requests in flight when it stopped
+    limit = {"401": conc, "unknown_model": conc, "refused": 5 + conc, "no_choices": 15 + conc}[case]
+    assert attempts <= limit and sent <= limit, (attempts, sent)
+    unsent = [r for r in rs if r.error.startswith("not sent: endpoint stopped after ")]
+    assert len(unsent) >= n - limit
+    assert all(reason in r.error and r.attempts == 0 and r.endpoint == url for r in unsent), unsent[0].error
+    retried = [r for r in rs if r.error.startswith("not retried after ")]  # stopped between two attempts
+    assert all(reason in r.error and r.attempts > 0 for r in retried)
+    assert KEY not in caplog.text and KEY not in repr(rs)
+    lines = [r.getMessage() for r in caplog.records if "stopped sending" in r.getMessage()]
+    assert lines == [f"judging: gpt: model {model} at {url}: stopped sending: {unsent[0].error[33:]}; "
+                     f"{len(unsent)} of {n} calls not sent ({n} failed in all)"]
+    assert not [r for r in caplog.records if "calls failed" in r.getMessage()]  # one line, not two
+
+
+def test_a_stopped_replica_leaves_its_calls_to_the_working_one(tmp_path: Path) -> None:
+    with OpenAIServer() as good, OpenAIServer() as bad:
+        bad.fail("401", times=None)
+        spec = spec_for([bad.url, good.url], max_concurrency=2)
+        rs = make_model(spec, tmp_path / "c.sqlite").complete(reqs(30), role="judging", progress=False)
+    assert bad.requests_total <= 2 and good.requests_total == 30 - sum(not r.ok for r in rs)
+    assert sum(r.ok for r in rs) >= 28  # only the calls that hit the replica before it was stopped fail
+
+
+def test_breaker_trips_at_threshold_times_attempts_faults_in_a_row_not_before(openai_server: OpenAIServer) -> None:
+    # breaker_threshold 1 x max_attempts 5: 4 faults in a row (then a success) never stop the endpoint...
+    for i, kind in enumerate(("no_choices", "500", "garbage", "slow", "malformed") * 2):
+        openai_server.fail(kind, times=4, delay_s=1.0, when=lambda body, i=i: f"question {i}" in json.dumps(body))
+    spec = spec_for(openai_server.url, max_concurrency=1, breaker_threshold=1, timeout_s=0.3)
+    model = make_model(spec)  # one call at a time (in one batch, calls backing off interleave their faults)
+    rs = [model.complete([r], role="judging", progress=False)[0] for r in reqs(10)]
+    assert all(r.ok and r.attempts == 5 for r in rs) and openai_server.requests_total == 50
+    # ... while a 5th fault in a row does: the next calls are not sent.
+    openai_server.fail("no_choices", times=5)
+    model = make_model(spec)
+    async def one_by_one() -> list[Response]:
+        return [(await model.acomplete([r], role="judging"))[0] for r in reqs(3, "other")]
+    rs = asyncio.run(one_by_one())
+    assert [r.attempts for r in rs] == [5, 0, 0] and openai_server.requests_total == 55
+    assert rs[1].error == ("not sent: endpoint stopped after 5 failed attempts in a row: malformed response: "
+                           "no choices in the answer")
+    # 5xx are the server's own transient errors: they never stop it
+    model = make_model(spec_for(openai_server.url, max_attempts=1, breaker_threshold=1))
+    openai_server.fail("500", times=20)
+    rs = model.complete(reqs(30, "five"), role="judging", progress=False)
+    assert sum(r.ok for r in rs) == 10 and not model.stopped
 
 
 def test_missing_key_variable_is_a_clear_error_before_any_request(
@@ -390,3 +474,92 @@ def test_request_fields_follow_the_spec_and_enter_the_cache_key(openai_server: O
     assert body["chat_template_kwargs"] == {"enable_thinking": False}
     assert cache_key(plain, request) != cache_key(o_series, request)
     assert cache_key(plain, request) == cache_key(spec_for(openai_server.url, max_tokens=7, timeout_s=3), request)
+
+
+def test_failed_calls_are_not_cached_and_a_rerun_sends_exactly_them(openai_server: OpenAIServer, tmp_path: Path) -> None:
+    failing = {"question 2", "question 5", "question 7"}
+    openai_server.fail("500", times=3, when=lambda body: body["messages"][0]["content"] in failing)
+    cache = tmp_path / "c.sqlite"
+    spec = spec_for(openai_server.url, max_attempts=1)
+    first = make_model(spec, cache).complete(reqs(10), role="judging", progress=False)
+    assert [i for i, r in enumerate(first) if not r.ok] == [2, 5, 7]
+    with sqlite3.connect(cache) as conn:
+        stored = {json.loads(r)["messages"][0]["content"] for (r,) in conn.execute("SELECT request FROM calls")}
+    assert len(stored) == 7 and not stored & failing  # a failure is never stored as an answer
+    openai_server.reset_stats()
+    again = make_model(spec, cache).complete(reqs(10), role="judging", progress=False)
+    assert all(r.ok for r in again)
+    assert sorted(b["messages"][0]["content"] for b in openai_server.bodies) == sorted(failing)
+
+
+def test_latency_excludes_the_wait_for_a_concurrency_slot_which_is_queue_s(tmp_path: Path) -> None:
+    n, server_latency = 5, 0.2
+    with OpenAIServer(latency_s=server_latency) as server:
+        model = make_model(spec_for(server.url, max_concurrency=1), tmp_path / "c.sqlite")
+        t0 = time.perf_counter()
+        rs = model.complete(reqs(n), role="judging", progress=False)
+        wall = time.perf_counter() - t0
+    assert all(r.ok for r in rs)
+    # one slot: the requests never overlap, so their latencies add up to at most the wall time
+    # (before, each call's latency included its wait: 0.2 + 0.4 + ... + 1.0 s = 3 x the wall time)
+    assert sum(r.latency_s for r in rs) <= wall
+    assert all(r.latency_s >= server_latency for r in rs)
+    # the k-th call waited for the k calls before it
+    assert sum(r.queue_s for r in rs) >= server_latency * sum(range(n)) * 0.99
+    rows = pd.DataFrame([response_accounting(r, "judging") for r in rs])
+    assert list(rows.columns) == list(ACCOUNTING_COLUMNS)
+    s = usage_summary([rows]).iloc[0]
+    assert s["latency_s_median"] == pytest.approx(rows["latency_s"].median())
+    assert s["queue_s_median"] == pytest.approx(rows["queue_s"].median())
+    again = make_model(spec_for(server.url, max_concurrency=1), tmp_path / "c.sqlite").complete(
+        reqs(n), role="judging", progress=False)
+    assert all(r.cached and r.queue_s == 0.0 for r in again)
+
+
+def test_concurrent_batches_sharing_a_cache_send_each_call_once(tmp_path: Path) -> None:
+    # Two batches (as two processes would) ask the same 40 calls at once through one cache file:
+    # each call is claimed by one of them, the other waits for its answer.
+    with OpenAIServer(latency_s=0.02) as server:
+        spec, cache = spec_for(server.url, max_concurrency=4), tmp_path / "c.sqlite"
+
+        async def both() -> list[list[Response]]:
+            a, b = make_model(spec, cache), make_model(spec, cache)
+            return list(await asyncio.gather(a.acomplete(reqs(40), role="judging"),
+                                             b.acomplete(reqs(40), role="judging")))
+
+        ra, rb = asyncio.run(both())
+        assert server.requests_total == 40 and len(server.body_counts) == 40
+    assert [r.text for r in ra] == [r.text for r in rb] and all(r.ok for r in ra + rb)
+    assert sum(not r.cached for r in ra + rb) == 40  # every call paid once, by one of the two
+    with sqlite3.connect(cache) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM claims").fetchone()[0] == 0  # nothing left claimed
+
+
+def test_a_live_claim_is_waited_for_and_a_dead_one_taken_over(openai_server: OpenAIServer, tmp_path: Path) -> None:
+    from cube.cache import CallCache
+
+    spec, path = spec_for(openai_server.url), tmp_path / "c.sqlite"
+    (req,) = reqs(1)
+    key = cache_key(spec, req)
+    other = CallCache(path)
+    assert other.claim(key, "other-process") == "mine"  # a live process (this one's pid) is sending it
+
+    async def answer_later() -> None:  # ... and stores its answer a moment later
+        await asyncio.sleep(0.6)
+        other.put(key, Response(text="the other's answer", model="m", endpoint=openai_server.url), "{}")
+        other.release("other-process", [key])
+
+    async def ask() -> list[Response]:
+        return (await asyncio.gather(make_model(spec, path).acomplete([req], role="judging"), answer_later()))[0]
+
+    (r,) = asyncio.run(ask())
+    assert r.text == "the other's answer" and r.cached and openai_server.requests_total == 0
+    # a claim held by a process that is gone (killed) is taken over at once
+    (req2,) = reqs(1, "other")
+    key2 = cache_key(spec, req2)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    other.conn.execute("INSERT INTO claims VALUES (?,?,?,?,?)",
+                       (key2, "killed", __import__("socket").gethostname(), int(dead.stdout), time.time() + 600))
+    (r2,) = make_model(spec, path).complete([req2], role="judging", progress=False)
+    assert r2.ok and not r2.cached and openai_server.requests_total == 1
+    other.close()

@@ -168,8 +168,8 @@ def test_judging_failed_withholds_the_decision_with_exit_3(tmp_path, monkeypatch
                 "withheld_reasons": ["judge GPT-4o has no scores (HTTP 401)"]}
     paths.results.write_text(json.dumps({"decision": decision}))
     monkeypatch.setattr("cube.report.execute_run", lambda *a, **k: RunSummary(paths, committed=True))
-    assert cli.main(["run", str(tmp_path / "p.yaml")]) == 3
+    assert cli.main(["run", str(tmp_path / "p.yaml"), "--no-preflight"]) == 3  # no params file: execute_run is mocked
     assert capsys.readouterr().err.strip() == (
         "cube: decision withheld: judging failed (judge GPT-4o has no scores (HTTP 401))")
     paths.results.write_text(json.dumps({"decision": {**decision, "judging_failed": False, "verdict": "good"}}))
-    assert cli.main(["run", str(tmp_path / "p.yaml")]) == 0
+    assert cli.main(["run", str(tmp_path / "p.yaml"), "--no-preflight"]) == 0

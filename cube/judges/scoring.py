@@ -16,6 +16,9 @@ Nothing is dropped and nothing is invented: a failed call is a row with score Na
 the raw reply kept; an answer that is missing (its answering call failed) is not judged: a
 row with score NaN, `error_kind` "skipped", that reason, and no call (`call_id` "", cost 0.0;
 `cube.usage.usage_summary` counts it as skipped, not as a failed call of the judge).
+With `retry_unscored: n` (per judge, or the `score_answers` argument) an LLM judge's calls
+whose reply did not parse (a transient "I cannot evaluate this.") are asked again with a fresh
+sample index, up to n times; the cache keeps every reply (see `_reask_unscored`).
 
 `finish_reason` is the judge model's ('stop', 'length' = the reply was cut at max_tokens, ''
 when unknown: offline scorers, skipped rows); a cut reply is scored or fails to parse like
@@ -26,7 +29,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +65,7 @@ class Judge:
         samples: Repeats per judgment (`Request.sample` = 0..samples-1), for run-to-run variance.
         all_dimensions: Score every dimension in one call with a JSON reply.
         role: Free text shown in reports (e.g. "the system's own model").
+        retry_unscored: Times a call whose reply did not parse is asked again (LLM judges).
     """
 
     name: str
@@ -69,6 +73,7 @@ class Judge:
     samples: int = 1
     all_dimensions: bool = False
     role: str = ""
+    retry_unscored: int = 0
 
 
 def make_judges(params: Params, cache_path: Path | None) -> list[Judge]:
@@ -80,6 +85,7 @@ def make_judges(params: Params, cache_path: Path | None) -> list[Judge]:
             samples=j.samples,
             all_dimensions=j.all_dimensions,
             role=j.role,
+            retry_unscored=j.retry_unscored,
         )
         for j in params.judges
     ]
@@ -132,6 +138,7 @@ def score_answers(
     *,
     questions: pd.DataFrame | None = None,
     progress: bool = True,
+    retry_unscored: int | None = None,
 ) -> pd.DataFrame:
     """Score every answer with every judge on every dimension.
 
@@ -143,6 +150,8 @@ def score_answers(
         corpus: The corpus (`doc_id`, `text`, optionally `item_name`).
         questions: The questions table, when `answers` has no `question` column.
         progress: Show a progress bar per judge.
+        retry_unscored: Re-ask an LLM judge's calls whose reply did not parse up to this many
+            times (default: each judge's own `retry_unscored`); see `_reask_unscored`.
 
     Returns:
         The long scores table, one row per (answer, judge, dimension, sample), columns
@@ -195,8 +204,11 @@ def score_answers(
             raise RuntimeError(
                 f"judge {judge.name!r}: model returned {len(responses)} responses for {len(requests)} requests"
             )
-        for (rec, dims, s), resp in zip(units, responses, strict=True):
-            rows += _rows_for(judge, rec, dims, s, resp)
+        unit_rows = [_rows_for(judge, rec, dims, s, resp) for (rec, dims, s), resp in zip(units, responses, strict=True)]
+        rounds = judge.retry_unscored if retry_unscored is None else retry_unscored
+        if rounds and not judge.model.offline:  # an offline scorer is deterministic: asking again changes nothing
+            _reask_unscored(judge, units, requests, unit_rows, rounds, progress)
+        rows += [r for rs in unit_rows for r in rs]
         for rec, d, s in skipped:  # not judged: no call was made, so none failed and nothing was spent
             rows.append(_row(judge, rec, d.name, s, None, "", "answer is missing (no answer to judge)", "skipped",
                              "", no_call_accounting(judge.model.name, "judging")))
@@ -205,7 +217,7 @@ def score_answers(
     out["sample"] = out["sample"].astype("int64")
     for c in ("input_tokens", "output_tokens"):
         out[c] = out[c].astype("int64")
-    for c in ("cost", "latency_s"):
+    for c in ("cost", "latency_s", "queue_s"):
         out[c] = out[c].astype("float64")
     out["cached"] = out["cached"].astype(bool)
     return out
@@ -258,6 +270,48 @@ def _rows_for(
         rows.append(_row(judge, rec, d.name, sample, score, text, reason or "", "parse" if reason else "",
                          json.dumps(detail, ensure_ascii=False) if detail else "", a, finish))
     return rows
+
+
+def _n_parse(rows: list[dict[str, Any]]) -> int:
+    return sum(r["error_kind"] == "parse" for r in rows)
+
+
+def _reask_unscored(
+    judge: Judge, units: list[tuple[dict[str, Any], list[Dimension], int]], requests: list[llm.Request],
+    unit_rows: list[list[dict[str, Any]]], rounds: int, progress: bool,
+) -> None:
+    """Ask again, up to `rounds` times, the calls whose reply did not parse (in place).
+
+    A re-ask is the same prompt with a fresh sample index (`sample + k * judge.samples`, never
+    one of the judge's own samples), so the cache keeps both replies and a re-run replays the
+    same choice. The new reply replaces the old one only when fewer of its dimensions fail to
+    parse; the row keeps its `sample`, adds up the tokens, cost and latency of both calls, and
+    records the first reply and call in `detail` ({"reasked": k, "first_reply", "first_call_id"}).
+    A re-ask whose call fails leaves the parse failure as it was.
+    """
+    for k in range(1, rounds + 1):
+        redo = [i for i, rows in enumerate(unit_rows) if _n_parse(rows)]
+        if not redo:
+            return
+        again = [replace(requests[i], sample=requests[i].sample + k * judge.samples) for i in redo]
+        responses = judge.model.complete(again, role="judging", progress=progress,
+                                         desc=f"judging: {judge.name} (asking {len(redo)} unscored again)")
+        for i, resp in zip(redo, responses, strict=True):
+            rec, dims, s = units[i]
+            new = _rows_for(judge, rec, dims, s, resp)
+            if not resp.ok or _n_parse(new) >= _n_parse(unit_rows[i]):
+                continue
+            old = unit_rows[i][0]
+            first = json.loads(old["detail"]) if old["detail"] else {}
+            detail = json.dumps({"reasked": k, "first_reply": first.get("first_reply", old["raw"]),
+                                 "first_call_id": first.get("first_call_id", old["call_id"])}, ensure_ascii=False)
+            for row in new:
+                row["detail"] = detail
+                for c in ("input_tokens", "output_tokens", "latency_s", "queue_s"):
+                    row[c] = row[c] + old[c]
+                row["cost"] = row["cost"] + old["cost"]  # NaN (unknown price) stays NaN
+                row["cached"] = bool(row["cached"] and old["cached"])
+            unit_rows[i] = new
 
 
 def failure_rates(scores: pd.DataFrame, by_dimension: bool = False) -> pd.DataFrame:
