@@ -609,13 +609,14 @@ def _fallback_flags(flags: pd.DataFrame, causes: dict[str, str]) -> pd.DataFrame
 
 
 def evaluate_systems(answers: pd.DataFrame, scores: pd.DataFrame, analysis_params: Any = None,
-                     top_n: Mapping[str, int] | int | None = None) -> dict[str, CubeResult]:
+                     top_n: Mapping[str, int] | int | None = None, *, judges: Sequence[str] | None = None,
+                     dimensions: Sequence[str] | None = None) -> dict[str, CubeResult]:
     """`evaluate` for every system of the tables (several systems or versions in one run)."""
     out = {}
     for system in sorted(answers["system"].dropna().unique()):
         n = top_n.get(system) if isinstance(top_n, Mapping) else top_n
         out[system] = evaluate(answers[answers["system"] == system], scores[scores["system"] == system],
-                               analysis_params, n)
+                               analysis_params, n, judges=judges, dimensions=dimensions)
     return out
 
 
