@@ -557,7 +557,8 @@ def evaluate(answers: pd.DataFrame, scores: pd.DataFrame, analysis_params: Any =
                 extra = flags.loc[(flags["judge"] == j) & (flags["code"] == "weights_fallback_equal"), "message"]
                 table.at[j, "flags"] = "; ".join([m for m in [table.at[j, "flags"], *extra] if m])
         totals = weighted_totals(tm, weights)
-        gate = judge_gate(grid, scores, table, effective_weight_table(tm, weights), totals, retrieved_ids, ap)
+        gate = judge_gate(grid, scores, table, effective_weight_table(tm, weights), totals, retrieved_ids, ap,
+                          ranks=ranks)
     table = table.join(gate)
     for w in caught:  # recorded in the result and still shown to the reader
         warnings.warn(w.message, CubeWarning, stacklevel=2)

@@ -12,6 +12,12 @@ A judge counts only if, on this run,
     `analysis.gate_min_separation` points of the 0-10 scale (default 0.5: half of the
     smallest step of an integer judge, so W is never a ratio of rounding noise; the paper's
     judges separate the bounds by 2-5 points);
+(a') its weighted rag-set score **follows the retrieval outcome**: the one-sided Pearson
+    test of the per-question weighted rag total against `rank_score` (all questions of known
+    retrieval) at the same level. The weights come from that correlation, so a judge whose
+    correlation is indistinguishable from 0 has weights made of noise; requiring both (a) and
+    (a') lets a judge that ignores the answer through about 0.3 % of the time instead of 5 %
+    (not applied when `rank_score` is constant: no correlation exists, see the flags);
 (b) its call + parse **failure rate** (`error_kind` `call` / `parse` among the rows it was
     asked to judge; rows `skipped` for a missing answer are not its failures) is at most
     `analysis.gate_max_failure_rate` (default 0.2: above that the surviving questions are a
@@ -33,7 +39,7 @@ import pandas as pd
 from scipy import stats
 
 GATE_COLUMNS = ["judge", "in_jury", "excluded_reason", "judging_failed", "gate_p_value", "gate_separation",
-                "gate_questions", "failure_rate"]
+                "gate_questions", "gate_rank_r", "gate_rank_p_value", "failure_rate"]
 
 
 def failure_table(scores: pd.DataFrame, grid: pd.DataFrame, judges: list[Any]) -> pd.DataFrame:
@@ -63,14 +69,26 @@ def failure_table(scores: pd.DataFrame, grid: pd.DataFrame, judges: list[Any]) -
     return out
 
 
-def _question_totals(grid: pd.DataFrame, judge: Any, weights: pd.Series, qids: set[Any] | None) -> pd.DataFrame:
+def _rank_test(grid: pd.DataFrame, judge: Any, weights: pd.Series, ranks: pd.DataFrame) -> tuple[float, float]:
+    """Pearson r and one-sided p of the weighted rag total against rank_score (NaN if undefined)."""
+    qt = _question_totals(grid, judge, weights, None, sets=("rag",))
+    rs = ranks.set_index("question_id")["rank_score"].astype(float)
+    both = pd.DataFrame({"t": qt["rag"], "rs": rs.reindex(qt.index)}).dropna()
+    if len(both) < 3 or both["rs"].nunique() < 2 or both["t"].nunique() < 2:
+        return float("nan"), float("nan")
+    res = stats.pearsonr(both["rs"], both["t"], alternative="greater")
+    return float(res.statistic), float(res.pvalue)
+
+
+def _question_totals(grid: pd.DataFrame, judge: Any, weights: pd.Series, qids: set[Any] | None,
+                     sets: tuple[str, ...] = ("zero", "full")) -> pd.DataFrame:
     g = grid[(grid["judge"] == judge) & grid["dimension"].isin(weights.index)]
     if qids is not None:
         g = g[g["question_id"].isin(qids)]
     wide = g.pivot_table(index="question_id", columns=["set", "dimension"], values="score", aggfunc="first",
                          dropna=False)
     out = {}
-    for s in ("zero", "full"):
+    for s in sets:
         part = wide[s] if s in wide.columns.get_level_values(0) else pd.DataFrame(index=wide.index)
         part = part.reindex(columns=list(weights.index))
         complete = part.notna().all(axis=1)
@@ -79,7 +97,8 @@ def _question_totals(grid: pd.DataFrame, judge: Any, weights: pd.Series, qids: s
 
 
 def judge_gate(grid: pd.DataFrame, scores: pd.DataFrame, cube_table: pd.DataFrame, effective: pd.DataFrame,
-               totals: pd.DataFrame, evaluation_questions: set[Any] | None, ap: Any) -> pd.DataFrame:
+               totals: pd.DataFrame, evaluation_questions: set[Any] | None, ap: Any,
+               ranks: pd.DataFrame | None = None) -> pd.DataFrame:
     """The gate's decision per judge (module docstring). `grid`: `cube.analysis.score_grid`;
     `effective`: `judge, dimension, effective_weight`; `totals`: `judge, set, weighted_total`."""
     judges = list(cube_table.index)
@@ -105,7 +124,7 @@ def judge_gate(grid: pd.DataFrame, scores: pd.DataFrame, cube_table: pd.DataFram
                            f"{int(f['judged'])} judgments)")
         w = effective[effective["judge"] == judge].set_index("dimension")["effective_weight"]
         w = w[w.fillna(0) > 0]
-        p_value, sep, nq = float("nan"), float("nan"), 0
+        p_value, sep, nq, rank_r, rank_p = float("nan"), float("nan"), 0, float("nan"), float("nan")
         W = float(cube_table.at[judge, "weighted_score"])
         if not failed:
             if len(w) == 0 or not np.isfinite(W):
@@ -122,11 +141,17 @@ def judge_gate(grid: pd.DataFrame, scores: pd.DataFrame, cube_table: pd.DataFram
                     reasons.append(f"does not separate the bounds credibly: full - zero = {sep:.2f} points "
                                    f"(minimum {ap.gate_min_separation:g}), one-sided Wilcoxon p = {p_value:.3g} "
                                    f"on {nq} questions (level {ap.gate_alpha:g})")
+                if ranks is not None:
+                    rank_r, rank_p = _rank_test(grid, judge, w, ranks)
+                    if np.isfinite(rank_p) and not rank_p < ap.gate_alpha:
+                        reasons.append(f"its weighted rag-set score does not follow retrieval: Pearson r with "
+                                       f"rank_score = {rank_r:.2f}, one-sided p = {rank_p:.3g} (level {ap.gate_alpha:g})")
                 tol = ap.gate_band_tolerance
                 if not -tol <= W <= 100 + tol:
                     reasons.append(f"W = {W:.1f} outside the sane band [{-tol:g}, {100 + tol:g}]")
         rows.append({"judge": judge, "in_jury": not reasons, "excluded_reason": "; ".join(reasons),
                      "judging_failed": failed, "gate_p_value": p_value, "gate_separation": sep,
-                     "gate_questions": nq, "failure_rate": rate})
+                     "gate_questions": nq, "gate_rank_r": rank_r, "gate_rank_p_value": rank_p,
+                     "failure_rate": rate})
     return pd.DataFrame(rows, columns=GATE_COLUMNS).set_index("judge")
 

@@ -50,7 +50,7 @@ def table2_trimmed_means(results: Mapping[str, CubeResult]) -> pd.DataFrame:
     parts = []
     for name, r in results.items():
         wide = r.trimmed_means.pivot_table(index=["judge", "set"], columns="dimension", values="trimmed_mean",
-                                           aggfunc="first")
+                                           aggfunc="first", dropna=False)  # a judge without scores keeps its rows
         dims = list(dict.fromkeys(r.trimmed_means["dimension"]))
         wide = wide.reindex(columns=dims).join(r.weighted_totals.set_index(["judge", "set"])["weighted_total"])
         wide = wide.reset_index()
@@ -124,7 +124,8 @@ def flags_table(results: Mapping[str, CubeResult]) -> pd.DataFrame:
 
 def jury_gate_table(results: Mapping[str, CubeResult]) -> pd.DataFrame:
     """The judge validity gate per system and judge: in the jury or excluded, and why."""
-    cols = ["in_jury", "excluded_reason", "gate_separation", "gate_p_value", "gate_questions", "failure_rate",
+    cols = ["in_jury", "excluded_reason", "gate_separation", "gate_p_value", "gate_questions", "gate_rank_r",
+            "gate_rank_p_value", "failure_rate",
             "weighted_score"]
     parts = [r.cube_table[[c for c in cols if c in r.cube_table]].reset_index().assign(system=name)
              for name, r in results.items()]
