@@ -226,7 +226,10 @@ class AnalysisParams(_Strict):
         "none", description="Weights when a judge's rank-correlation weights are undefined: none (W is NaN "
         "with the cause) or equal (1/D, flagged).",
     )
-    gate_alpha: float = Field(0.05, gt=0, lt=1, description="Judge gate: one-sided Wilcoxon level for full > zero.")
+    gate_alpha: float = Field(
+        0.05, gt=0, lt=1,
+        description="Judge gate: level of its one-sided tests (Wilcoxon full > zero; Pearson with rank_score).",
+    )
     gate_min_separation: float = Field(
         0.5, ge=0, description="Judge gate: minimum full - zero weighted total, in points of the 0-10 scale."
     )
