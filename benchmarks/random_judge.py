@@ -3,7 +3,8 @@
 The default params' offline jury (two rubric judges) plus a judge on a local OpenAI-compatible
 server whose replies ignore the answer (an integer 0-10 seeded by the request body digest), on
 a small synthetic run. `--faults 0.2` also makes 10 % of that judge's calls fail (HTTP 500 on
-every attempt) and 10 % of its replies unparseable. The stages are called directly (no
+every attempt) and 10 % of its replies unparseable; `--down` makes its endpoint answer every
+call with HTTP 500 (the endpoint is down). The stages are called directly (no
 papermill); the last line is `name: value`.
 
     PYTHONPATH=. python benchmarks/random_judge.py [--faults 0.2] [--items 40]
@@ -41,9 +42,11 @@ def random_reply(faults: float):
     return reply
 
 
-def run_case(tmp: Path, faults: float, items: int, bootstrap: int) -> dict:
+def run_case(tmp: Path, faults: float, items: int, bootstrap: int, down: bool = False) -> dict:
     with OpenAIServer(reply=random_reply(faults)) as server:
-        if faults:
+        if down:
+            server.fail("500", times=None)
+        elif faults:
             server.fail("500", times=None, when=lambda b: _bucket(b) < 50 * faults)  # a call failure
         params = yaml.safe_load((ROOT / "params" / "default.yaml").read_text(encoding="utf-8"))
         params.update({
@@ -79,9 +82,10 @@ def main() -> None:
     ap.add_argument("--faults", type=float, default=0.0)
     ap.add_argument("--items", type=int, default=40)
     ap.add_argument("--bootstrap", type=int, default=300)
+    ap.add_argument("--down", action="store_true")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        out = run_case(Path(tmp), args.faults, args.items, args.bootstrap)
+        out = run_case(Path(tmp), args.faults, args.items, args.bootstrap, args.down)
     d = out["decision"]
     res = out["results"]["bm25-top8"]
     table = res.cube_table
@@ -89,7 +93,7 @@ def main() -> None:
     print(table[cols].to_string())
     ci = d.get("cube_ci") or [float("nan"), float("nan")]
     print(f"verdict: {d['verdict']}; withheld because: {d.get('withheld_reasons')}; "
-          f"judges used: {d.get('judges_used', list(table.index))}")
+          f"judges used: {d.get('judges_used', list(table.index))}; judging_failed: {d.get('judging_failed')}")
     print(f"decision_cube: {d['cube_score']:.1f} [{ci[0]:.1f}, {ci[1]:.1f}] {d['verdict']}")
 
 
