@@ -156,6 +156,13 @@ def evaluate(answers: pd.DataFrame, scores: pd.DataFrame, analysis_params: Any =
             for j in causes:
                 extra = flags.loc[(flags["judge"] == j) & (flags["code"] == "weights_fallback_equal"), "message"]
                 table.at[j, "flags"] = "; ".join([m for m in [table.at[j, "flags"], *extra] if m])
+        if len(retrieved_ids) < 3:  # the trimmed means, the bounds and W rest on almost nothing
+            few = [{"judge": j, "dimension": "W", "code": "too_few_questions",
+                    "message": f"judge {j} · W: only {len(retrieved_ids)} question(s) with the gold document "
+                               "retrieved: the trimmed means and W rest on too few questions"} for j in table.index]
+            flags = pd.concat([flags, pd.DataFrame(few, columns=FLAG_COLUMNS)], ignore_index=True)
+            for f in few:
+                table.at[f["judge"], "flags"] = "; ".join(m for m in [table.at[f["judge"], "flags"], f["message"]] if m)
         totals = weighted_totals(tm, weights)
         gate = judge_gate(grid, scores, table, effective_weight_table(tm, weights), totals, retrieved_ids, ap,
                           ranks=ranks)

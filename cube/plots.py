@@ -34,7 +34,7 @@ from matplotlib.lines import Line2D
 from scipy import stats
 
 from cube.agreement import is_human, judge_means, with_human_consensus
-from cube.analysis import CubeResult, question_ranks, retrieval_outcomes, validate_answers
+from cube.analysis import CubeResult, retrieval_outcomes, validate_answers
 from cube.config import PAPER_DIMENSIONS
 from cube.lexical import METRIC_LABELS
 from cube.schema import require_columns
@@ -183,7 +183,7 @@ def _correlation_matrix(scores: pd.DataFrame, answers: pd.DataFrame, judge: str,
     """Pearson matrix of `rank_score` and the judge's dimension scores on the rag set."""
     if subset not in ("all", "retrieved"):
         raise ValueError(f"subset must be 'all' or 'retrieved', got {subset!r}")
-    ranks = question_ranks(answers, top_n)
+    ranks = retrieval_outcomes(answers, top_n).ranks  # as cube.analysis: failed system calls left out
     if subset == "retrieved":
         ranks = ranks[ranks["retrieved"]]
     rag = scores[(scores["set"].astype(str) == "rag") & (scores["judge"].astype(str) == judge)]

@@ -162,6 +162,7 @@ def test_undefined_weights_name_their_cause():
     few_q = ["q000", "q001"]
     res = _eval(answers[answers.question_id.isin(few_q)], scores[scores.question_id.isin(few_q)])
     assert res.flags.message.str.contains(r"too few questions \(2").any()
+    assert "too_few_questions" in set(res.flags.code) and "too few questions" in res.cube_table.at["judge-a", "flags"]
 
 
 # ------------------------------------------------------------------------------------ gate
