@@ -9,6 +9,8 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cube import analysis as A
 from cube import lta, plots, tables
@@ -59,6 +61,22 @@ def test_absent_rows_and_nan_rows_give_identical_results_including_the_bootstrap
         assert boot.at[judge, "lo"] <= boot.at[judge, "estimate"] <= boot.at[judge, "hi"]
         est = b.jury_cube() if judge == "jury" else b.cube_table.at[judge, "cube_score"]
         assert boot.at[judge, "estimate"] == pytest.approx(est)
+
+
+@settings(max_examples=12, deadline=None)
+@given(seed=st.integers(0, 10_000), share=st.floats(0.0, 0.3))
+def test_property_absent_rows_are_nan_rows(seed, share):
+    """Metamorphic: deleting any set of score rows == setting their scores to NaN (point and interval)."""
+    answers, scores = make_tables(n_questions=25, seed=seed)
+    lost = np.random.default_rng(seed).random(len(scores)) < share
+    ap = AnalysisParams(bootstrap=40, seed=seed)
+    a = _eval(answers, scores.assign(score=scores["score"].where(~lost)), ap)
+    b = _eval(answers, scores[~lost], ap)
+    pd.testing.assert_frame_equal(a.cube_table, b.cube_table)
+    pd.testing.assert_frame_equal(a.bootstrap, b.bootstrap)
+    est = b.bootstrap.set_index(["judge", "metric"])["estimate"]
+    for judge in b.cube_table.index:  # the bootstrap's point estimate is evaluate()'s, NaN included
+        np.testing.assert_allclose(est[(judge, "weighted_score")], b.cube_table.at[judge, "weighted_score"])
 
 
 def test_a_dimension_absent_from_one_set_makes_w_nan_with_its_name_not_a_mixed_sum():
