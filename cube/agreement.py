@@ -21,6 +21,14 @@ Rules (documented here because the paper does not give them):
   observed value, so distances are measured on the score scale, not on the rank of the
   labels that happen to occur.
 - A correlation with a constant side (or fewer than 2 pairs) is NaN, silently.
+- Sets are never pooled unless asked. Every statistic is computed within one answer set
+  (`set` column; default the rag set only), because the zero, rag and full sets differ by
+  construction: a judge that only tells the sets apart, and is constant within each, would
+  otherwise "agree" with the humans through the gap between sets. `"pooled"` (all sets
+  together, the units still distinct per set) is available as an explicit extra row.
+- Every bootstrap resamples *questions*, not units: a drawn question brings all its units
+  (every system, set and dimension) along, and one sequence of question draws (from `seed`)
+  is shared by every row of a table, so rows are resampled together.
 """
 
 from __future__ import annotations
@@ -37,6 +45,8 @@ from sklearn.metrics import cohen_kappa_score
 from cube.schema import require_columns
 
 UNIT = ("question_id", "system", "set", "dimension")
+POOLED = "pooled"
+DEFAULT_SETS = ("rag",)
 STATISTICS = ("pearson", "spearman", "kendall", "weighted_kappa", "mean_abs_diff", "bias")
 HUMAN = "human"
 
@@ -100,6 +110,39 @@ def _is_integer(x: np.ndarray) -> bool:
     return bool(np.all(np.isfinite(x)) and np.all(x == np.round(x)))
 
 
+def _check_sets(means: pd.DataFrame, sets: Sequence[str] | str) -> list[str]:
+    """The requested set labels (set names or `"pooled"`), checked against the data."""
+    labels = [sets] if isinstance(sets, str) else list(sets)
+    present = sorted(means["set"].unique())
+    unknown = [s for s in labels if s != POOLED and s not in present]
+    if not labels or unknown:
+        raise ValueError(
+            f"sets: expected one or more of {present + [POOLED]}; got {labels!r}"
+            + (f" ({unknown} not in the scores)" if unknown else "")
+        )
+    return labels
+
+
+def _in_set(means: pd.DataFrame, label: str) -> pd.DataFrame:
+    return means if label == POOLED else means[means["set"] == label]
+
+
+def question_draws(question_ids: Sequence[str], n: int, seed: int) -> tuple[dict[str, int], np.ndarray]:
+    """`n` bootstrap resamples of questions as multiplicities.
+
+    Returns:
+        `(code, counts)`: `code[question_id]` is the column of that question in `counts`,
+        an `n x Q` array where `counts[b, q]` is how often question `q` is drawn in resample `b`
+        (questions sorted, so the draws do not depend on row order).
+    """
+    qs = sorted(set(question_ids))
+    rng = np.random.default_rng(seed)
+    counts = np.zeros((n, len(qs)), dtype=int)
+    for b in range(n if qs else 0):
+        counts[b] = np.bincount(rng.integers(0, len(qs), len(qs)), minlength=len(qs))
+    return {q: i for i, q in enumerate(qs)}, counts
+
+
 def weighted_kappa(a: np.ndarray, b: np.ndarray) -> float:
     """Quadratic-weighted Cohen's kappa on an integer scale; NaN if undefined (see module)."""
     a, b = np.asarray(a, float), np.asarray(b, float)
@@ -137,14 +180,15 @@ def _bootstrap(
     x: np.ndarray,
     y: np.ndarray,
     func: Callable[[np.ndarray, np.ndarray], dict[str, float]],
-    n: int,
+    counts: np.ndarray,
     confidence: float,
-    rng: np.random.Generator,
 ) -> dict[str, tuple[float, float]]:
-    """Percentile intervals of every statistic, resampling matched units with replacement."""
+    """Percentile intervals of every statistic; `counts` (resamples x units) says how often
+    each matched unit is drawn, i.e. how often its question is (see `question_draws`)."""
     draws: dict[str, list[float]] = {}
-    for _ in range(n):
-        idx = rng.integers(0, len(x), len(x))
+    units = np.arange(len(x))
+    for row in counts:
+        idx = np.repeat(units, row)
         for key, value in func(x[idx], y[idx]).items():
             draws.setdefault(key, []).append(value)
     tail = (1 - confidence) / 2
@@ -162,57 +206,69 @@ def _bootstrap(
 
 def _matched(a: pd.DataFrame, b: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int]:
     """Inner join on the unit; returns both score vectors without NaN pairs and the drop count."""
+    x, y, dropped, _ = _matched_with_questions(a, b)
+    return x, y, dropped
+
+
+def _matched_with_questions(a: pd.DataFrame, b: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
+    """`_matched` plus the question id of every matched pair."""
     m = a.loc[:, [*UNIT, "score"]].merge(b.loc[:, [*UNIT, "score"]], on=list(UNIT), suffixes=("_a", "_b"))
     m = m.sort_values(list(UNIT))  # row order of the input never matters (bootstrap included)
     ok = m["score_a"].notna() & m["score_b"].notna()
-    return m.loc[ok, "score_a"].to_numpy(float), m.loc[ok, "score_b"].to_numpy(float), int((~ok).sum())
+    return (m.loc[ok, "score_a"].to_numpy(float), m.loc[ok, "score_b"].to_numpy(float), int((~ok).sum()),
+            m.loc[ok, "question_id"].to_numpy(str))
 
 
 def agreement_table(
     scores: pd.DataFrame,
     reference_judge: str = HUMAN,
     *,
+    sets: Sequence[str] | str = DEFAULT_SETS,
     bootstrap: int = 0,
     confidence: float = 0.95,
     seed: int = 0,
 ) -> pd.DataFrame:
-    """Agreement of every judge with a reference judge, per dimension.
+    """Agreement of every judge with a reference judge, per answer set and dimension.
 
     Args:
         scores: long scores table.
         reference_judge: `"human"` (the human consensus, see module rules) or any judge name.
-        bootstrap: number of bootstrap resamples of the matched units for percentile
+        sets: the answer sets, one row group each (default the rag set only); `"pooled"` adds
+            all sets together (module rules: never the default).
+        bootstrap: number of bootstrap resamples of the reference's questions for percentile
             intervals (`<stat>_lo`, `<stat>_hi` columns); 0 = none.
         confidence: interval coverage.
-        seed: seed of the bootstrap generator.
+        seed: seed of the question draws (shared by every row).
 
     Returns:
-        Columns `judge, dimension, n, n_missing, pearson, spearman, kendall, weighted_kappa,
+        Columns `judge, set, dimension, n, n_missing, pearson, spearman, kendall, weighted_kappa,
         mean_abs_diff, bias` (+ intervals); `bias = mean(judge - reference)`. Human raters
         forming the human consensus are not compared with it (use `pairwise_agreement`).
     """
     means = judge_means(scores)
+    labels = _check_sets(means, sets)
     ref, absorbed = _reference(means, reference_judge)
     if ref.empty:
         raise ValueError(
             f"scores: reference judge {reference_judge!r} has no rows; judges present: "
             f"{sorted(means['judge'].unique())}"
         )
+    code, counts = question_draws(ref["question_id"], bootstrap, seed)
     rows = []
     for judge in sorted(set(means["judge"]) - absorbed):
-        jm = means[means["judge"] == judge]
-        for dim in sorted(set(jm["dimension"]) & set(ref["dimension"])):
-            x, y, dropped = _matched(jm[jm["dimension"] == dim], ref[ref["dimension"] == dim])
-            row: dict[str, object] = {"judge": judge, "dimension": dim, "n": len(x), "n_missing": dropped}
-            row.update(_statistics(x, y))
-            if bootstrap > 0 and len(x) > 0:
-                # a fresh generator per (judge, dimension): intervals do not depend on which
-                # other judges are in the table
-                rng = np.random.default_rng(seed)
-                for key, (lo, hi) in _bootstrap(x, y, _statistics, bootstrap, confidence, rng).items():
-                    row[f"{key}_lo"], row[f"{key}_hi"] = lo, hi
-            rows.append(row)
-    columns = ["judge", "dimension", "n", "n_missing", *STATISTICS]
+        for label in labels:
+            jm, rm = _in_set(means[means["judge"] == judge], label), _in_set(ref, label)
+            for dim in sorted(set(jm["dimension"]) & set(rm["dimension"])):
+                x, y, dropped, qids = _matched_with_questions(jm[jm["dimension"] == dim], rm[rm["dimension"] == dim])
+                row: dict[str, object] = {"judge": judge, "set": label, "dimension": dim, "n": len(x),
+                                          "n_missing": dropped}
+                row.update(_statistics(x, y))
+                if bootstrap > 0 and len(x) > 0:
+                    unit_counts = counts[:, [code[q] for q in qids]]
+                    for key, (lo, hi) in _bootstrap(x, y, _statistics, unit_counts, confidence).items():
+                        row[f"{key}_lo"], row[f"{key}_hi"] = lo, hi
+                rows.append(row)
+    columns = ["judge", "set", "dimension", "n", "n_missing", *STATISTICS]
     if bootstrap > 0:
         columns += [f"{s}_{side}" for s in STATISTICS for side in ("lo", "hi")]
     return pd.DataFrame(rows).reindex(columns=columns)
@@ -220,11 +276,19 @@ def agreement_table(
 
 def _reliability_matrix(means: pd.DataFrame, judges: Sequence[str], dimension: str | None) -> np.ndarray:
     """Raters x units matrix (NaN = missing) for `krippendorff.alpha`."""
+    return _reliability_units(means, judges, dimension)[0]
+
+
+def _reliability_units(
+    means: pd.DataFrame, judges: Sequence[str], dimension: str | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """`_reliability_matrix` plus the question id of every column (unit)."""
     df = means[means["judge"].isin(list(judges))]
     if dimension is not None:
         df = df[df["dimension"] == dimension]
     wide = df.pivot_table(index="judge", columns=list(UNIT), values="score", aggfunc="mean")
-    return wide.reindex(index=list(judges)).to_numpy(float)
+    questions = wide.columns.get_level_values("question_id").to_numpy(str) if len(wide.columns) else np.array([])
+    return wide.reindex(index=list(judges)).to_numpy(float), questions
 
 
 def _alpha(data: np.ndarray, level: str) -> float:
@@ -255,6 +319,7 @@ def krippendorff_alpha(
     judges: list[str] | None = None,
     dimension: str | None = None,
     level: str = "interval",
+    set_name: str = DEFAULT_SETS[0],
 ) -> float:
     """Krippendorff's alpha among judges (raters) over units, via the `krippendorff` package.
 
@@ -263,13 +328,15 @@ def krippendorff_alpha(
         judges: the raters (judge names as they appear; default all judges in `scores`).
         dimension: one dimension, or None to pool every (answer, dimension) unit.
         level: `"interval"` or `"ordinal"` (or any level the package accepts).
+        set_name: the answer set (default rag), or `"pooled"` for all sets together.
 
     Returns:
         Alpha; NaN when fewer than two raters, no unit rated twice, or a single value.
     """
     means = judge_means(scores)
+    _check_sets(means, set_name)
     names = _resolve_judges(means, judges)
-    return _alpha(_reliability_matrix(means, names, dimension), level)
+    return _alpha(_reliability_matrix(_in_set(means, set_name), names, dimension), level)
 
 
 def reliability_table(
@@ -277,55 +344,61 @@ def reliability_table(
     groups: dict[str, list[str]],
     level: str = "interval",
     *,
+    sets: Sequence[str] | str = DEFAULT_SETS,
     bootstrap: int = 0,
     confidence: float = 0.95,
     seed: int = 0,
 ) -> pd.DataFrame:
-    """Inter-rater reliability per group of raters (e.g. humans, LLM judges) and dimension.
+    """Inter-rater reliability per group of raters (e.g. humans, LLM judges), set and dimension.
 
     Args:
         scores: long scores table.
         groups: group name -> judge names (e.g. `{"humans": ["human:a", "human:b"],
             "llm": ["gpt-4o", "qwen"]}`).
         level: Krippendorff level of measurement.
-        bootstrap: resamples of the units (columns of the reliability matrix) for a
-            percentile interval `alpha_lo, alpha_hi`; 0 = none.
+        sets: the answer sets, one row group each (default rag only); `"pooled"` = all together.
+        bootstrap: resamples of the questions (a drawn question brings all its units, i.e.
+            columns of the reliability matrix) for a percentile interval `alpha_lo, alpha_hi`;
+            0 = none.
         confidence: interval coverage.
-        seed: bootstrap seed.
+        seed: seed of the question draws (shared by every row).
 
     Returns:
-        Columns `group, dimension, n_units, n_raters, alpha` (+ interval). `n_units` counts
+        Columns `group, set, dimension, n_units, n_raters, alpha` (+ interval). `n_units` counts
         units rated by at least two of the group's raters (the pairable ones), `n_raters`
         the group's raters with at least one score on the dimension.
     """
     means = judge_means(scores)
+    labels = _check_sets(means, sets)
+    members_all = [j for members in groups.values() for j in _resolve_judges(means, members)]
+    code, counts = question_draws(means.loc[means["judge"].isin(members_all), "question_id"], bootstrap, seed)
     rows = []
     for group, members in groups.items():
         names = _resolve_judges(means, members)
-        dims = sorted(means.loc[means["judge"].isin(names), "dimension"].unique())
-        for dim in dims:
-            data = _reliability_matrix(means, names, dim)
-            rated = ~np.isnan(data)
-            row: dict[str, object] = {
-                "group": group,
-                "dimension": dim,
-                "n_units": int(np.sum(rated.sum(axis=0) >= 2)),
-                "n_raters": int(np.sum(rated.any(axis=1))),
-                "alpha": _alpha(data, level),
-            }
-            if bootstrap > 0:
-                rng = np.random.default_rng(seed)
-                draws = [
-                    _alpha(data[:, rng.integers(0, data.shape[1], data.shape[1])], level)
-                    for _ in range(bootstrap)
-                ]
-                arr = np.asarray(draws, float)
-                arr = arr[np.isfinite(arr)]
-                tail = (1 - confidence) / 2
-                row["alpha_lo"] = float(np.quantile(arr, tail)) if len(arr) else np.nan
-                row["alpha_hi"] = float(np.quantile(arr, 1 - tail)) if len(arr) else np.nan
-            rows.append(row)
-    columns = ["group", "dimension", "n_units", "n_raters", "alpha"]
+        for label in labels:
+            in_set = _in_set(means, label)
+            dims = sorted(in_set.loc[in_set["judge"].isin(names), "dimension"].unique())
+            for dim in dims:
+                data, questions = _reliability_units(in_set, names, dim)
+                rated = ~np.isnan(data)
+                row: dict[str, object] = {
+                    "group": group,
+                    "set": label,
+                    "dimension": dim,
+                    "n_units": int(np.sum(rated.sum(axis=0) >= 2)),
+                    "n_raters": int(np.sum(rated.any(axis=1))),
+                    "alpha": _alpha(data, level),
+                }
+                if bootstrap > 0:
+                    columns = np.arange(data.shape[1])
+                    unit_counts = counts[:, [code[q] for q in questions]]
+                    arr = np.asarray([_alpha(data[:, np.repeat(columns, c)], level) for c in unit_counts], float)
+                    arr = arr[np.isfinite(arr)]
+                    tail = (1 - confidence) / 2
+                    row["alpha_lo"] = float(np.quantile(arr, tail)) if len(arr) else np.nan
+                    row["alpha_hi"] = float(np.quantile(arr, 1 - tail)) if len(arr) else np.nan
+                rows.append(row)
+    columns = ["group", "set", "dimension", "n_units", "n_raters", "alpha"]
     if bootstrap > 0:
         columns += ["alpha_lo", "alpha_hi"]
     return pd.DataFrame(rows).reindex(columns=columns)
@@ -342,7 +415,7 @@ def _pair_stat(x: np.ndarray, y: np.ndarray, stat: str) -> float:
 
 
 def pairwise_agreement(
-    scores: pd.DataFrame, dimension: str | None = None, stat: str = "spearman"
+    scores: pd.DataFrame, dimension: str | None = None, stat: str = "spearman", set_name: str = DEFAULT_SETS[0]
 ) -> pd.DataFrame:
     """Square judge x judge matrix of one agreement statistic (for a heatmap).
 
@@ -353,13 +426,15 @@ def pairwise_agreement(
         scores: long scores table.
         dimension: one dimension, or None to pool all units of all dimensions.
         stat: `"spearman"`, `"pearson"`, `"kappa"` (quadratic weighted) or `"mae"`.
+        set_name: the answer set (default rag), or `"pooled"` for all sets together.
 
     Returns:
         DataFrame indexed and columned by judge name; the diagonal is 1 (0 for `mae`).
     """
     if stat not in ("spearman", "pearson", "kappa", "mae"):
         raise ValueError(f"stat: expected one of spearman, pearson, kappa, mae; got {stat!r}")
-    means = with_human_consensus(judge_means(scores))
+    means = judge_means(scores)
+    means = with_human_consensus(_in_set(means, _check_sets(means, set_name)[0]))
     if dimension is not None:
         means = means[means["dimension"] == dimension]
     names = sorted(means["judge"].unique())

@@ -438,16 +438,25 @@ from cube.evaluation import CubeResult, evaluate, evaluate_systems, weight_cause
 def sample_variance(scores: pd.DataFrame) -> pd.DataFrame:
     """Run-to-run variance of judges that scored each answer several times (`samples: n`).
 
-    Per judge and dimension: the number of items, samples per item, the mean within-item SD
-    (ddof = 1) and the share of items whose samples disagree. A judge with one sample per item
-    has NaN SD: repeat its judgments to measure it."""
+    Per judge and dimension: `items` (answers scored), `samples` (most valid samples on one
+    item), `items_compared` (items with >= 2 valid, i.e. non-NaN, samples: the only ones whose
+    samples can agree or disagree), `items_single` (items with fewer: counted apart, never as
+    agreeing), the mean within-item SD (ddof = 1) and the share of compared items whose samples
+    disagree, both over the compared items only. No compared item (e.g. one sample per item)
+    gives NaN SD and share: repeat the judgments to measure them."""
     validate_scores(scores)
     keys = ["question_id", "system", "set", "judge", "dimension"]
     s = scores.assign(score=pd.to_numeric(scores["score"], errors="coerce"))
     per_item = s.groupby(keys, sort=False)["score"].agg(samples="count", sd=lambda v: v.std(ddof=1))
     per_item = per_item.reset_index()
+    per_item["compared"] = per_item["samples"] >= 2
+    per_item.loc[~per_item["compared"], "sd"] = np.nan
+    per_item["disagree"] = (per_item["sd"] > 0).astype(float).where(per_item["compared"])
     out = per_item.groupby(["judge", "dimension"]).agg(
-        items=("samples", "size"), samples=("samples", "max"), mean_within_sd=("sd", "mean"),
-        share_disagreeing=("sd", lambda v: float((v > 0).mean()) if v.notna().any() else float("nan")),
+        items=("samples", "size"), samples=("samples", "max"), items_compared=("compared", "sum"),
+        mean_within_sd=("sd", "mean"), share_disagreeing=("disagree", "mean"),
     ).reset_index()
+    out["items_single"] = out["items"] - out["items_compared"]
+    out = out[["judge", "dimension", "items", "samples", "items_compared", "items_single", "mean_within_sd",
+               "share_disagreeing"]]
     return _order(out, _dimension_order(out["dimension"]))

@@ -2,7 +2,8 @@
 
     cube run PARAMS.yaml [--only 03..06] [--force]   execute the notebooks, publish the report
     cube report PARAMS.yaml                          re-export HTML and index.html only
-    cube validate PARAMS.yaml                        check a params file and print it resolved
+    cube validate PARAMS.yaml                        check a params file and every data file it names
+    cube example-kb PATH                             write the synthetic long-format example spreadsheet
     cube annotate PARAMS.yaml [--out FILE]           export the human annotation sheet
     cube params-reference                            print the params reference (Markdown)
 """
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from cube.config import ParamsError, RunPaths, load_params, params_to_yaml
 from cube.notebook import MissingStageError
+from cube.runstate import RunInterrupted, RunLocked, interrupts_raise
 
 EPILOG = """examples:
   cube run params/default.yaml                 the whole sequence, offline, on the demo corpus
@@ -37,7 +39,11 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Execute notebooks/NN_*.ipynb in order with papermill into "
                        "outputs/<run>/notebooks/, export each to HTML (with and without code) under "
                        "outputs/<run>/report/, and write report/index.html. Stages whose inputs did not "
-                       "change since their last execution are skipped; LLM calls are served from the cache.")
+                       "change since their last execution are skipped; LLM calls are served from the cache. Stages run in "
+                       "outputs/<run>/.staging/ and are published only when all succeed. Exit codes: 0 published, "
+                       "1 a stage failed (nothing published; see report/last_run.html), 2 bad params or the run "
+                       "folder is locked by another run, 3 decision withheld because judging failed, "
+                       "130 interrupted (re-run to resume).")
     r.add_argument("params", type=Path, help="params YAML file (e.g. params/default.yaml)")
     r.add_argument("--only", metavar="SEL", help="notebooks to run by number: 03, 03..06, ..04, 05.. or 01,03")
     r.add_argument("--force", action="store_true", help="re-execute the selected stages even if up to date")
@@ -47,8 +53,20 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="re-export the executed notebooks to HTML and rewrite index.html")
     rep.add_argument("params", type=Path)
 
-    v = sub.add_parser("validate", help="check a params file; print the resolved params")
+    v = sub.add_parser("validate", help="check a params file and load every data file it names",
+                       description="Check a params file, print it resolved, then load the knowledge base, the "
+                       "question file and imported QA files as a run would, and report EVERY problem at once (file, "
+                       "row, column): path, format, sheet, encoding, field keys, mapped and grouping columns, doc_id "
+                       "uniqueness, empty and exact-duplicate documents. Ends with a one-line summary; exits 2 on "
+                       "any error. Relative paths are read from the current folder, as `cube run` does.")
     v.add_argument("params", type=Path)
+
+    ex = sub.add_parser("example-kb", help="write the synthetic long-format example spreadsheet (.xlsx or .csv)",
+                        description="Write a SYNTHETIC spreadsheet shaped like a real government-service export "
+                        "(one row per material, no id column, placeholders, nested-bracket variants, a parent-region "
+                        "column), the input of params/own_kb.yaml and the README walkthrough.")
+    ex.add_argument("path", type=Path, help="output file, .xlsx or .csv")
+    ex.add_argument("--seed", type=int, default=0)
 
     a = sub.add_parser("annotate", help="export an annotation sheet (CSV + Excel) for human raters",
                        description="Sample answers of a run (stratified by set and by retrieved / not "
@@ -69,12 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "run":
-            from cube.report import execute_run
-
-            summary = execute_run(args.params, notebooks_dir=args.notebooks, only=args.only, force=args.force,
-                                  outputs_dir=args.outputs)
-            print(f"report: {summary.index}")
-            return 0 if summary.ok else 1
+            return _run(args)
         if args.command == "report":
             from cube.report import publish
 
@@ -82,7 +95,17 @@ def main(argv: list[str] | None = None) -> int:
             print(f"report: {publish(params, RunPaths.for_params(params))}")
             return 0
         if args.command == "validate":
-            print(params_to_yaml(load_params(args.params)), end="")
+            from cube.validate import validate_data
+
+            params = load_params(args.params)
+            print(params_to_yaml(params), end="")
+            data = validate_data(params, Path.cwd())
+            print("\n".join(data.lines()))
+            return 0 if data.ok else 2
+        if args.command == "example-kb":
+            from cube.example_kb import write_example_kb
+
+            print(write_example_kb(args.path, seed=args.seed))
             return 0
         if args.command == "annotate":
             from cube.pipeline import export_annotation
@@ -96,6 +119,9 @@ def main(argv: list[str] | None = None) -> int:
 
             print(params_reference())
             return 0
+    except RunLocked as err:
+        print(f"cube: {err}", file=sys.stderr)
+        return 2
     except ParamsError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -103,6 +129,43 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     return 1
+
+
+def _run(args: argparse.Namespace) -> int:
+    """`cube run`: 0 committed, 1 a stage failed, 2 bad input or the run folder is locked,
+    3 judging failed wholesale (decision withheld), 130 interrupted."""
+    from cube.report import execute_run
+
+    try:
+        with interrupts_raise():
+            summary = execute_run(args.params, notebooks_dir=args.notebooks, only=args.only, force=args.force,
+                                  outputs_dir=args.outputs)
+    except (RunInterrupted, KeyboardInterrupt) as exc:
+        signame = getattr(exc, "signame", "SIGINT")
+        print(f"\ncube: interrupted ({signame}); the published run is unchanged and the notebook kernel was stopped. "
+              f"Resume with `cube run {args.params}` (completed stages and cached LLM calls are kept).",
+              file=sys.stderr)
+        return 130
+    if not summary.ok:
+        failed = next((s for s in summary.stages if s.status == "failed"), None)
+        print(f"cube: stage {failed.notebook if failed else '?'} failed; nothing was published, the report still "
+              f"shows the last successful run (see {summary.paths.report / 'last_run.html'})", file=sys.stderr)
+        return 1
+    decision = _decision(summary.paths)
+    if decision.get("judging_failed"):
+        reasons = "; ".join(str(r) for r in decision.get("withheld_reasons") or []) or "no reason recorded"
+        print(f"cube: decision withheld: judging failed ({reasons})", file=sys.stderr)
+        return 3
+    return 0
+
+
+def _decision(paths: RunPaths) -> dict:
+    import json
+
+    if not paths.results.exists():
+        return {}
+    decision = json.loads(paths.results.read_text(encoding="utf-8")).get("decision")
+    return decision if isinstance(decision, dict) else {}
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -12,7 +12,9 @@ This module owns every path of a run (cookiecutter-data-science: one module owns
     outputs/<run>/tables/       every table shown, as CSV
     outputs/<run>/figures/      every figure shown, as PNG
     outputs/<run>/notebooks/    executed notebooks
-    outputs/<run>/report/       HTML pages and index.html
+    outputs/<run>/report/       HTML pages and index.html (last_run.html: how the last attempt ended)
+    outputs/<run>/.staging/     where `cube run` executes stages before publishing them (cube.runstate)
+    outputs/<run>/.lock         held by the `cube run` working on the folder
     outputs/cache.sqlite        LLM call cache shared by all runs
 """
 
@@ -105,20 +107,41 @@ class CorpusParams(_Strict):
     source: Literal["demo", "file"] = "demo"
     n_items: int = Field(300, ge=1, le=100_000, description="Demo corpus size (the paper: 6,111).")
     family_share: float = Field(0.33, ge=0, le=1, description="Share of demo items in near-duplicate families.")
-    seed: int = 0
+    seed: int = Field(0, description="Seed of the demo corpus and of `sample`.")
     path: str | None = Field(None, description="Your knowledge base: a CSV/JSONL/Parquet/Excel file or a folder of TXT files.")
     format: Literal["auto", "csv", "jsonl", "parquet", "excel", "txt"] = "auto"
     columns: dict[str, str] = Field(
-        default_factory=dict, description="Map from the 18 canonical fields (and doc_id) to your column names."
+        default_factory=dict,
+        description="Map from field keys to your column names. Keys: doc_id, the 18 fields (region, item_name, "
+        "fee_standard, application_materials, ...), family_id, variant, parent_region, aliases: see the field "
+        "table in README.md ('Your knowledge base').",
+    )
+    group_by: list[str] = Field(
+        default_factory=list,
+        description="Long format (one row per material): your columns that identify one item, e.g. "
+        "[区划名称, 业务办理项名称, 情形]; one document per group.",
+    )
+    empty_values: list[str] = Field(
+        default_factory=lambda: ["无", "无情形", "暂无", "/", "-", "—", "N/A"],
+        description="Placeholder cell values read as missing (an empty cell always is).",
+    )
+    extra_columns: Literal["render", "drop"] = Field(
+        "render", description="Columns no key maps: rendered under their own label, or dropped (both reported)."
     )
     sheet: str | int | None = None
     encoding: str = "utf-8"
-    limit: int | None = Field(None, ge=1, description="Use only the first N items.")
+    sample: int | None = Field(
+        None, ge=1, description="Use a deterministic sample of N items, stratified by `sample_by` (seeded by `seed`)."
+    )
+    sample_by: Literal["region", "department"] = "region"
+    limit: int | None = Field(None, ge=1, description="Use only the first N items (in file order; see `sample`).")
 
     @model_validator(mode="after")
     def _file_needs_path(self) -> CorpusParams:
         if self.source == "file" and not self.path:
             raise ValueError("corpus.source 'file' needs corpus.path")
+        if self.sample is not None and self.limit is not None:
+            raise ValueError("set corpus.sample (a stratified sample) or corpus.limit (the first N), not both")
         return self
 
 
@@ -153,6 +176,10 @@ class BuiltinSystem(_Strict):
     top_n: int = Field(8, ge=1)
     answerer: ModelRef | None = Field(None, description="Answering model; default: the top-level `answerer`.")
     region: str | None = Field(None, description="Restrict retrieval to one region's items.")
+    region_filter: Literal["none", "question"] = Field(
+        "none", description="question: search only the knowledge base of the region the question names "
+        "(longest corpus region value in the question, with enclosing levels); none: search everything."
+    )
     k1: float = 1.5
     b: float = 0.75
 
@@ -191,6 +218,10 @@ class DimensionParams(_Strict):
     prompt: str | None = Field(None, description="Inline prompt template (overrides the packaged one).")
     prompt_file: str | None = Field(None, description="Prompt template file (overrides the packaged one).")
     criteria: list[str] | None = Field(None, description="The five 2-point criteria, for annotation sheets.")
+    score_format: str | None = Field(
+        None, description="The judge's reply format with one {score}, e.g. 'Verdict: {score}' (default: the "
+        "prompt's first line holding {score}, if any). Tried before the usual forms ([[8]], [RESULT] 8, ...)."
+    )
 
 
 class JudgeParams(_Strict):
@@ -263,12 +294,35 @@ class HumanParams(_Strict):
     sample_size: int = Field(40, ge=1)
     seed: int = 0
     per_rater_judges: bool = Field(False, description="One judge per rater instead of one 'human' consensus.")
+    agreement_sets: list[Literal["rag", "zero", "full", "pooled"]] = Field(
+        default_factory=lambda: ["rag"],
+        min_length=1,
+        description="Answer sets on which agreement (notebook 07) is computed, one row group each; the first "
+        "also feeds the heatmap. 'pooled' = all sets together, only when listed: the gap between sets "
+        "would otherwise pass for agreement.",
+    )
+
+
+# (lang, lexical.tokenizer) pairs that cannot work, with the reason (see cube.lexical)
+LEXICAL_INCOMPATIBLE = {
+    ("zh", "13a"): "13a splits on spaces and punctuation only, so a Chinese clause is one token "
+    "(ROUGE 0 even for near-identical texts); use jieba, zh or char",
+}
 
 
 class LexicalParams(_Strict):
-    tokenizer: Literal["jieba", "zh", "char", "13a"] = "jieba"
+    tokenizer: Literal["jieba", "zh", "char", "13a"] = Field(
+        "jieba", description="Word segmentation for BLEU/ROUGE: jieba words, zh (sacrebleu zh / characters), "
+        "char, or 13a (English only; refused with lang: zh). Punctuation and symbols are stripped, Latin is "
+        "case-folded.")
     reference: Literal["gold_document", "reference_answer"] = "gold_document"
     example_question_id: str | None = None
+    correlation_sets: list[Literal["rag", "zero", "full", "pooled"]] = Field(
+        default_factory=lambda: ["rag"],
+        min_length=1,
+        description="Answer sets on which BLEU/ROUGE are correlated with the judges (notebook 08), one row group "
+        "each; 'pooled' = all sets together, only when listed (the gap between sets inflates the correlation).",
+    )
 
 
 class Params(_Strict):
@@ -323,6 +377,9 @@ class Params(_Strict):
         for where, ref in refs:
             if isinstance(ref, str) and ref not in self.models:
                 raise ValueError(f"{where}: model '{ref}' is not defined under `models:` ({sorted(self.models)})")
+        if (self.lang, self.lexical.tokenizer) in LEXICAL_INCOMPATIBLE:
+            raise ValueError(f"lexical.tokenizer: {self.lexical.tokenizer!r} cannot be used with lang: {self.lang!r}: "
+                             f"{LEXICAL_INCOMPATIBLE[self.lang, self.lexical.tokenizer]}")
         return self
 
     # -- resolution helpers ------------------------------------------------------------

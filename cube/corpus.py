@@ -7,9 +7,11 @@ as one chunk, as the paper decided (3.3). Sources:
 
 - the synthetic demo corpus (`cube.demo_corpus.generate_demo_corpus`, a fictional province);
 - a user's file: CSV, JSONL, Parquet, Excel, or a folder of TXT files holding one item each
-  in the paper's key-value format (file name = doc_id). `corpus.columns` maps canonical
-  fields to the user's column names (or TXT labels); an unmapped field falls back to a
-  same-named column, else stays empty. `doc_id` and `item_name` are required.
+  in the paper's key-value format (file name = doc_id). `corpus.columns` maps field keys
+  (`cube.corpus_map.MAPPABLE`) to the user's column names (or TXT labels); an unmapped key
+  falls back to a same-named column, else stays empty. `item_name` is required; `doc_id` is
+  derived when absent. Long format (`corpus.group_by`), placeholders (`corpus.empty_values`)
+  and unmapped columns (`corpus.extra_columns`) are handled by `cube.corpus_map`.
 
 Every problem with a user's file is a `CorpusError` that names the file, the row (or line,
 or TXT file) and what was expected.
@@ -29,20 +31,26 @@ import numpy as np
 import pandas as pd
 
 from cube.config import Params
+from cube.corpus_map import (
+    DEFAULT_EMPTY_VALUES,
+    EXTRA_LABELS,
+    LIST_FIELDS,
+    MAPPABLE,
+    map_table,
+    sample_items,
+)
 from cube.schema import CORPUS_FIELDS, FIELD_LABELS
 
 CORPUS_COLUMNS: tuple[str, ...] = ("doc_id", *CORPUS_FIELDS, "family_id", "variant", "synthetic", "text")
-LIST_FIELDS: tuple[str, ...] = ("procedure", "application_materials")
-REQUIRED_FIELDS: tuple[str, ...] = ("doc_id", "item_name")
-# `aliases`: optional colloquial names of an item (newline-separated), used only by the template
-# question generator's colloquial style; never rendered into the document.
-MAPPABLE: tuple[str, ...] = ("doc_id", *CORPUS_FIELDS, "family_id", "variant", "aliases")
+# Columns a loaded file adds after CORPUS_COLUMNS. `aliases`: optional colloquial names of an item
+# (newline-separated), used only by the template question generator's colloquial style; never
+# rendered into the document. `parent_region`: the region's parent (a district's city), rendered.
+FILE_EXTRA_COLUMNS: tuple[str, ...] = ("aliases", "parent_region")
 FORMATS: dict[str, str] = {
     ".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet", ".pq": "parquet",
     ".xlsx": "excel", ".xlsm": "excel", ".xls": "excel", ".txt": "txt",
 }
 _NUMBERED = re.compile(r"^\s*\d+\s*[.、．)）]")
-_TRUE = {"true", "1", "yes", "y", "是", "t"}
 
 
 class CorpusError(ValueError):
@@ -75,34 +83,47 @@ def field_text(field: str, value: Any) -> str:
     return text
 
 
-def render_document(record: Mapping[str, Any], lang: str) -> str:
+def render_document(record: Mapping[str, Any], lang: str, extras: Iterable[tuple[str, Any]] = ()) -> str:
     """Render one item as the paper's key-value document ("label：value" per line).
 
     Empty fields are left out; multi-line values (procedure steps, materials) start on the
-    line after their label. `parse_document` reads the result back.
+    line after their label. `parent_region` follows the region and `variant` the item name
+    (unless the name already contains it, as "食品经营许可（变更）" does "变更"). `extras`
+    (a user's unmapped columns, as (label, value)) come first, under their own label, so a
+    lenient `parse_document` of the 18 fields skips them. `parse_document` reads the result back.
 
     Args:
-        record: a mapping holding some of the 18 canonical fields.
+        record: a mapping holding some of the 18 canonical fields (and `variant`, `parent_region`).
         lang: "zh" (labels 事项名称..., full-width colon) or "en" (Item Name...).
+        extras: (label, value) pairs rendered before the fields.
     """
     if lang not in FIELD_LABELS:
         raise ValueError(f"render_document: lang must be one of {sorted(FIELD_LABELS)}, got {lang!r}")
-    labels, colon = FIELD_LABELS[lang], "：" if lang == "zh" else ": "
-    lines: list[str] = []
+    labels, colon = {**FIELD_LABELS[lang], **EXTRA_LABELS[lang]}, "：" if lang == "zh" else ": "
+    name, variant = field_text("item_name", record.get("item_name")), field_text("variant", record.get("variant"))
+    order: list[tuple[str, str, Any]] = [("", str(lab), v) for lab, v in extras]
     for f in CORPUS_FIELDS:
-        text = field_text(f, record.get(f))
+        order.append((f, labels[f], record.get(f)))
+        if f == "region":
+            order.append(("parent_region", labels["parent_region"], record.get("parent_region")))
+        if f == "item_name" and variant and variant not in name:
+            order.append(("variant", labels["variant"], variant))
+    lines: list[str] = []
+    for key, label, value in order:
+        text = field_text(key, value)
         if not text:
             continue
         if "\n" in text:
-            lines.append(f"{labels[f]}{colon}".rstrip())
+            lines.append(f"{label}{colon}".rstrip())
             lines.extend(text.splitlines())
         else:
-            lines.append(f"{labels[f]}{colon}{text}")
+            lines.append(f"{label}{colon}{text}")
     return "\n".join(lines)
 
 
 def _label_pattern(extra_labels: Iterable[str]) -> tuple[re.Pattern[str], dict[str, str]]:
     keys = {label: f for lang in FIELD_LABELS.values() for f, label in lang.items()}
+    keys.update({EXTRA_LABELS[lang][f]: f for lang in EXTRA_LABELS for f in ("variant", "parent_region")})
     keys["doc_id"] = "doc_id"
     keys.update({lab: lab for lab in extra_labels if lab not in keys})
     alternatives = "|".join(re.escape(k) for k in sorted(keys, key=len, reverse=True))
@@ -236,76 +257,78 @@ def read_table(path: Path, fmt: str = "auto", *, sheet: str | int | None = None,
 
 
 # --------------------------------------------------------------------------- mapping and loading
-def _rows(where: Sequence[str], mask: Iterable[bool], limit: int = 10) -> str:
-    hits = [w for w, m in zip(where, mask, strict=True) if m]
-    return ", ".join(hits[:limit]) + (f" and {len(hits) - limit} more" if len(hits) > limit else "")
-
-
-def map_columns(raw: pd.DataFrame, where: Sequence[str], columns: Mapping[str, str], source: str) -> pd.DataFrame:
-    """Apply the column mapping: canonical field -> the user's column (default: the same name)."""
-    unknown = sorted(set(columns) - set(MAPPABLE))
-    if unknown:
-        raise CorpusError(f"corpus.columns: unknown field(s) {unknown}; expected keys among {list(MAPPABLE)}")
-    out = pd.DataFrame(index=range(len(raw)))
-    raw = raw.reset_index(drop=True)
-    for c in MAPPABLE:
-        src = columns.get(c, c)
-        if c in columns and src not in raw.columns:
-            raise CorpusError(f"{source}: corpus.columns maps '{c}' to column '{src}', which the file does not have; "
-                              f"columns found: {[str(x) for x in raw.columns]}")
-        if src in raw.columns:
-            out[c] = [field_text(c, v) for v in raw[src].tolist()]
-        elif c in REQUIRED_FIELDS:
-            raise CorpusError(f"{source}: no column for required field '{c}' (add a '{c}' column or map it with "
-                              f"corpus.columns.{c}: <your column>); columns found: {[str(x) for x in raw.columns]}")
-        else:
-            out[c] = ""
-    for c in REQUIRED_FIELDS:
-        empty = out[c].eq("")
-        if empty.any():
-            raise CorpusError(f"{source}: empty '{c}' at {_rows(where, empty)} (every item needs a {c})")
-    dup = out["doc_id"].duplicated(keep=False)
-    if dup.any():
-        groups = [f"'{d}' at {_rows(where, out['doc_id'].eq(d), 5)}" for d in dict.fromkeys(out.loc[dup, "doc_id"])]
-        raise CorpusError(f"{source}: duplicate doc_id(s): " + "; ".join(groups[:10])
-                          + (f"; and {len(groups) - 10} more" if len(groups) > 10 else ""))
-    synthetic = raw["synthetic"] if "synthetic" in raw.columns else pd.Series(False, index=raw.index)
-    out["synthetic"] = [v if isinstance(v, bool | np.bool_) else str(v).strip().lower() in _TRUE for v in synthetic]
-    return out
-
-
-def load_corpus_file(path: str | Path, *, format: str = "auto", columns: Mapping[str, str] | None = None,
-                     sheet: str | int | None = None, encoding: str = "utf-8", lang: str = "zh") -> pd.DataFrame:
-    """Load a user's knowledge base into the corpus table (`CORPUS_COLUMNS`, `text` rendered in `lang`).
+def map_columns(raw: pd.DataFrame, where: Sequence[str], columns: Mapping[str, str], source: str, *,
+                group_by: Sequence[str] = (), empty_values: Iterable[str] = DEFAULT_EMPTY_VALUES,
+                extra_columns: str = "render") -> tuple[pd.DataFrame, list[str]]:
+    """Apply the mapping (`cube.corpus_map.map_table`); returns (records, notes).
 
     Raises:
-        CorpusError: missing file, unknown format, empty file, undecodable text, a missing
-            mapped or required column, empty or duplicate doc_ids (each names file and rows).
+        CorpusError: every problem found, one per line (file, rows and column named).
     """
+    out, problems, notes = map_table(raw, where, columns, source, group_by=group_by, empty_values=empty_values,
+                                     extra_columns=extra_columns)
+    if problems or out is None:
+        head = f"{source}: {len(problems)} problem(s) with the knowledge base:\n  - " if len(problems) > 1 else ""
+        raise CorpusError(head + "\n  - ".join(problems))
+    for c in MAPPABLE:  # lists (JSONL cells, grouped materials) become numbered text
+        out[c] = [field_text(c, v) for v in out[c]]
+    return out, notes
+
+
+def load_corpus_report(path: str | Path, *, format: str = "auto", columns: Mapping[str, str] | None = None,
+                       sheet: str | int | None = None, encoding: str = "utf-8", lang: str = "zh",
+                       group_by: Sequence[str] = (), empty_values: Iterable[str] = DEFAULT_EMPTY_VALUES,
+                       extra_columns: str = "render") -> tuple[pd.DataFrame, list[str]]:
+    """`load_corpus_file` plus its load notes (grouping, derived ids, placeholders, extra columns)."""
     path, columns = Path(path), dict(columns or {})
     raw, where = read_table(path, format, sheet=sheet, encoding=encoding, labels=list(columns.values()))
-    df = map_columns(raw, where, columns, str(path))
-    df["text"] = [render_document(r, lang) for r in df.to_dict("records")]
-    return df[[*CORPUS_COLUMNS, "aliases"]]
+    df, notes = map_columns(raw, where, columns, str(path), group_by=group_by, empty_values=empty_values,
+                            extra_columns=extra_columns)
+    df["text"] = [render_document(r, lang, r["extras"]) for r in df.to_dict("records")]
+    return df[[*CORPUS_COLUMNS, *FILE_EXTRA_COLUMNS]].copy(), notes
+
+
+def load_corpus_file(path: str | Path, **options: Any) -> pd.DataFrame:
+    """Load a user's knowledge base into the corpus table (`CORPUS_COLUMNS` + `FILE_EXTRA_COLUMNS`).
+
+    Options: `format`, `columns`, `sheet`, `encoding`, `lang` (of the rendered `text`),
+    `group_by`, `empty_values`, `extra_columns` (see `load_corpus_report`, `cube.corpus_map`).
+
+    Raises:
+        CorpusError: missing file, unknown format, empty file, undecodable text, unknown field
+            keys, missing mapped, grouping or required columns, empty or duplicate doc_ids
+            (every mapping problem at once, each naming file and rows).
+    """
+    return load_corpus_report(path, **options)[0]
 
 
 def build_corpus(params: Params, base_dir: Path = Path(".")) -> pd.DataFrame:
-    """The run's knowledge base: the demo generator or the user's file, first `corpus.limit` items.
+    """The run's knowledge base: the demo generator or the user's file, then `sample` or `limit`.
 
     A relative `corpus.path` is resolved against `base_dir` (the params file's folder, say).
+    The load notes (and the sampling) are in `df.attrs["load_notes"]`.
     """
     c = params.corpus
+    notes: list[str] = []
     if c.source == "demo":
         from cube.demo_corpus import generate_demo_corpus
 
         df = generate_demo_corpus(c.n_items, params.lang, c.family_share, c.seed)
     else:
         path = Path(str(c.path))
-        df = load_corpus_file(path if path.is_absolute() else Path(base_dir) / path, format=c.format,
-                              columns=c.columns, sheet=c.sheet, encoding=c.encoding, lang=params.lang)
-    if c.limit is not None:
+        df, notes = load_corpus_report(path if path.is_absolute() else Path(base_dir) / path, format=c.format,
+                                       columns=c.columns, sheet=c.sheet, encoding=c.encoding, lang=params.lang,
+                                       group_by=c.group_by, empty_values=c.empty_values,
+                                       extra_columns=c.extra_columns)
+    if c.sample is not None and c.sample < len(df):
+        notes.append(f"corpus.sample: {c.sample} of {len(df)} items, stratified by {c.sample_by} (seed {c.seed})")
+        df = sample_items(df, c.sample, c.seed, c.sample_by)
+    if c.limit is not None and c.limit < len(df):
+        notes.append(f"corpus.limit: the first {c.limit} of {len(df)} items")
         df = df.head(c.limit)
-    return df.reset_index(drop=True)
+    df = df.reset_index(drop=True)
+    df.attrs["load_notes"] = notes
+    return df
 
 
 def export_txt_folder(corpus: pd.DataFrame, folder: str | Path) -> list[Path]:
@@ -357,6 +380,55 @@ def corpus_stats(corpus: pd.DataFrame) -> dict[str, pd.DataFrame]:
                                        "median": lengths.median().to_numpy(), "max": lengths.max().to_numpy()}),
         "family_sizes": family_sizes,
     }
+
+
+def duplicate_table(corpus: pd.DataFrame) -> pd.DataFrame:
+    """Groups of documents whose `text` is identical: one row per group (`documents`, `doc_ids`, `item_name`).
+
+    Retrieval cannot tell such documents apart: a long-format file loaded without
+    `corpus.group_by`, or the same guide published twice.
+    """
+    text = corpus["text"].astype(str)
+    dup = text.duplicated(keep=False)
+    rows = [{"documents": int(text.eq(t).sum()), "doc_ids": ", ".join(corpus.loc[text.eq(t), "doc_id"].astype(str)),
+             "item_name": str(corpus.loc[text.eq(t), "item_name"].iloc[0])} for t in dict.fromkeys(text[dup])]
+    return pd.DataFrame(rows, columns=["documents", "doc_ids", "item_name"])
+
+
+def corpus_structure(corpus: pd.DataFrame) -> dict[str, Any]:
+    """Exact duplicates and family structure of a knowledge base, for page 01 and `results.json`.
+
+    Returns:
+        `documents`; `duplicate_texts` (documents identical to an earlier one) and
+        `duplicate_groups`; `families` (distinct non-empty `family_id`), `documents_in_families`,
+        `family_size_min/median/max` (None without families), `families_across_regions`
+        (members in more than one region: the same item offered by several regions) and
+        `families_with_variants` (more than one item name or variant within one region).
+    """
+    text = corpus["text"].astype(str)
+    fam = corpus.get("family_id", pd.Series("", index=corpus.index)).fillna("").astype(str)
+    members = corpus[fam.ne("")].assign(_fam=fam[fam.ne("")])
+    sizes = members["_fam"].value_counts()
+    variant = members.get("variant", pd.Series("", index=members.index)).fillna("").astype(str)
+    per_region = members.assign(_v=members["item_name"].astype(str) + "\x1f" + variant).groupby(["_fam", "region"])["_v"]
+    return {
+        "documents": len(corpus),
+        "duplicate_texts": int(text.duplicated(keep="first").sum()),
+        "duplicate_groups": int(text[text.duplicated(keep=False)].nunique()),
+        "families": int(sizes.size),
+        "documents_in_families": int(sizes.sum()),
+        "family_size_min": int(sizes.min()) if sizes.size else None,
+        "family_size_median": float(sizes.median()) if sizes.size else None,
+        "family_size_max": int(sizes.max()) if sizes.size else None,
+        "families_across_regions": int((members.groupby("_fam")["region"].nunique() > 1).sum()) if sizes.size else 0,
+        "families_with_variants": int((per_region.nunique() > 1).groupby(level=0).any().sum()) if sizes.size else 0,
+    }
+
+
+def load_notes(corpus: pd.DataFrame) -> str:
+    """What loading did to the user's file (`build_corpus` notes), one per line."""
+    notes = corpus.attrs.get("load_notes") or []
+    return "\n".join(notes) if notes else "(no notes: the corpus was used as generated or as read)"
 
 
 def family_comparison(corpus: pd.DataFrame, family_id: str | None = None) -> pd.DataFrame:

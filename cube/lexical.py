@@ -5,32 +5,49 @@ reported on a 0-1 scale like the paper's 0.0711. ROUGE-1/2/L are rouge-score F-m
 The reference of an answer is its gold document (the paper's choice) or a reference-answer
 column of the question set.
 
-Chinese has no spaces, and both libraries' default tokenizers would see one "word" per
-sentence (rouge-score even drops every non-ASCII character, so identical Chinese texts score
-0). The `tokenizer` parameter therefore chooses the segmentation, and is a column of the
-output:
+Both metrics count *words*, so every text goes through the same steps before either library
+sees it (they then get whitespace-separated tokens: sacrebleu with `tokenize="none"`,
+rouge-score with a whitespace tokenizer, so their metric definitions are unchanged):
 
-- `"jieba"` (default): jieba words, joined with spaces for BLEU (`tokenize="none"`), the
-  same word list for ROUGE;
-- `"zh"`: sacrebleu's `zh` tokenizer for BLEU, single characters for ROUGE;
-- `"char"`: single characters (whitespace dropped) for both;
-- `"13a"`: English: sacrebleu's `13a` for BLEU, rouge-score's default tokenizer for ROUGE.
+1. Unicode NFKC normalisation (full-width letters, digits and punctuation become their
+   ordinary forms);
+2. segmentation by the `tokenizer` parameter (a column of the output):
 
-A missing answer or reference (NaN) gives NaN metrics: an unscored row, not a zero.
+   - `"jieba"` (default): jieba words, for BLEU and ROUGE;
+   - `"zh"`: sacrebleu's `zh` tokenizer for BLEU, single characters for ROUGE;
+   - `"char"`: single characters for both;
+   - `"13a"`: English: sacrebleu's `13a` for BLEU and ROUGE (rouge-score's own tokenizer
+     drops every non-ASCII character; 13a keeps accented words). It cannot segment Chinese
+     (a whole clause becomes one token), so `lang: zh` with `tokenizer: 13a` is refused when
+     the params are validated (`cube.config.LEXICAL_INCOMPATIBLE`);
+
+3. punctuation and symbols (Unicode categories P* and S*, e.g. "：", "，", "。", "%", "$")
+   become spaces, so "state-of-the-art" gives four words and a token of punctuation only
+   disappears (two sentences sharing only "，" and "。" no longer overlap);
+4. case folding (`str.casefold`; Chinese is unaffected).
+
+An answer or reference that is missing, or has no word left after these steps (empty, only
+punctuation), gives NaN metrics, never 0, and the `excluded` column says why; `summary`
+counts them.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import unicodedata
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
 import sacrebleu
 from rouge_score import rouge_scorer, tokenizers
+from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
+from sacrebleu.tokenizers.tokenizer_zh import TokenizerZh
 from scipy import stats
 
-from cube.agreement import HUMAN, judge_means, with_human_consensus
+from cube.agreement import HUMAN, POOLED, judge_means, with_human_consensus
+from cube.config import LEXICAL_INCOMPATIBLE
 from cube.schema import require_columns
 from cube.text import segment
 
@@ -43,14 +60,42 @@ def _chars(text: str) -> list[str]:
     return [c for c in text if not c.isspace()]
 
 
-class _ListTokenizer(tokenizers.Tokenizer):
-    """rouge-score tokenizer object around a text -> tokens function."""
+_SACRE = {"zh": TokenizerZh(), "13a": Tokenizer13a()}
+_SEGMENT: dict[str, dict[str, Callable[[str], list[str]]]] = {
+    "bleu": {
+        "jieba": lambda t: list(segment(t)),
+        "char": _chars,
+        "zh": lambda t: _SACRE["zh"](t).split(),
+        "13a": lambda t: _SACRE["13a"](t).split(),
+    },
+    "rouge": {
+        "jieba": lambda t: list(segment(t)),
+        "char": _chars,
+        "zh": _chars,
+        "13a": lambda t: _SACRE["13a"](t).split(),
+    },
+}
 
-    def __init__(self, kind: str):
-        self.kind = kind
+
+def _is_mark(ch: str) -> bool:
+    return unicodedata.category(ch)[0] in "PS"
+
+
+def words(text: str, tokenizer: str = "jieba", metric: str = "rouge") -> list[str]:
+    """The words BLEU (`metric="bleu"`) or ROUGE (`"rouge"`) count in `text` (module steps 1-4)."""
+    _check_tokenizer(tokenizer)
+    out = []
+    for token in _SEGMENT[metric][tokenizer](unicodedata.normalize("NFKC", text)):
+        cleaned = "".join(" " if _is_mark(c) else c for c in token).casefold()
+        out.extend(cleaned.split())
+    return out
+
+
+class _WhitespaceTokenizer(tokenizers.Tokenizer):
+    """rouge-score tokenizer for text already reduced to space-separated words."""
 
     def tokenize(self, text: str) -> list[str]:
-        return list(segment(text)) if self.kind == "jieba" else _chars(text)
+        return text.split()
 
 
 def _check_tokenizer(tokenizer: str) -> None:
@@ -59,35 +104,37 @@ def _check_tokenizer(tokenizer: str) -> None:
 
 
 def _scorer(tokenizer: str) -> rouge_scorer.RougeScorer:
-    token_obj = None if tokenizer == "13a" else _ListTokenizer(tokenizer)
-    return rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], tokenizer=token_obj)
+    return rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], tokenizer=_WhitespaceTokenizer())
 
 
-def _bleu(hypothesis: str, reference: str, tokenizer: str) -> float:
-    if tokenizer == "jieba":
-        hyp, ref, tok = " ".join(segment(hypothesis)), " ".join(segment(reference)), "none"
-    elif tokenizer == "char":
-        hyp, ref, tok = " ".join(_chars(hypothesis)), " ".join(_chars(reference)), "none"
-    else:
-        hyp, ref, tok = hypothesis, reference, tokenizer
+def _bleu(hyp: list[str], ref: list[str]) -> float:
     # min: sacrebleu returns 100.00000000000004 for identical texts (float rounding)
-    return min(sacrebleu.sentence_bleu(hyp, [ref], tokenize=tok).score / 100.0, 1.0)
+    return min(sacrebleu.sentence_bleu(" ".join(hyp), [" ".join(ref)], tokenize="none").score / 100.0, 1.0)
 
 
 def text_scores(hypothesis: str, reference: str, tokenizer: str = "jieba") -> dict[str, float]:
-    """BLEU (0-1) and ROUGE-1/2/L F-measures of one text against one reference."""
+    """BLEU (0-1) and ROUGE-1/2/L F-measures of one text against one reference (NaN if either
+    has no word)."""
     _check_tokenizer(tokenizer)
-    return _text_scores(hypothesis, reference, tokenizer, _scorer(tokenizer))
+    return _text_scores(hypothesis, reference, tokenizer, _scorer(tokenizer))[0]
 
 
-def _text_scores(hypothesis: object, reference: object, tokenizer: str, scorer) -> dict[str, float]:
-    if not isinstance(hypothesis, str) or not isinstance(reference, str):
-        return dict.fromkeys(METRICS, float("nan"))
-    rouge = scorer.score(reference, hypothesis)  # rouge-score's order: (target, prediction)
+def _text_scores(hypothesis: object, reference: object, tokenizer: str, scorer) -> tuple[dict[str, float], str]:
+    """The metrics and, when they are NaN, why (`""` when scored)."""
+    nan = dict.fromkeys(METRICS, float("nan"))
+    for name, text in (("answer", hypothesis), ("reference", reference)):
+        if not isinstance(text, str):
+            return nan, f"missing {name}"
+    hyp_b, ref_b = words(hypothesis, tokenizer, "bleu"), words(reference, tokenizer, "bleu")
+    hyp_r, ref_r = words(hypothesis, tokenizer, "rouge"), words(reference, tokenizer, "rouge")
+    for name, toks, more in (("answer", hyp_r, hyp_b), ("reference", ref_r, ref_b)):
+        if not toks or not more:
+            return nan, f"empty {name}"
+    rouge = scorer.score(" ".join(ref_r), " ".join(hyp_r))  # rouge-score's order: (target, prediction)
     return {
-        "bleu": _bleu(hypothesis, reference, tokenizer),
+        "bleu": _bleu(hyp_b, ref_b),
         **{k: float(rouge[k].fmeasure) for k in ("rouge1", "rouge2", "rougeL")},
-    }
+    }, ""
 
 
 def lexical_scores(
@@ -97,6 +144,7 @@ def lexical_scores(
     tokenizer: str = "jieba",
     reference: str = "gold_document",
     questions: pd.DataFrame | None = None,
+    lang: str | None = None,
 ) -> pd.DataFrame:
     """BLEU and ROUGE of every answer against its reference.
 
@@ -107,11 +155,18 @@ def lexical_scores(
         reference: `"gold_document"` (corpus `text` of the answer's `doc_id`), or the name
             of a column of `questions` holding a reference answer.
         questions: question set; needed when `reference` is a question column.
+        lang: the texts' language (`"zh"`, `"en"`); when given, a tokenizer that cannot segment
+            it is refused (`LEXICAL_INCOMPATIBLE`, the same rule as params validation).
 
     Returns:
-        Columns `question_id, system, set, bleu, rouge1, rouge2, rougeL, tokenizer`.
+        Columns `question_id, system, set, bleu, rouge1, rouge2, rougeL, tokenizer, excluded`;
+        `excluded` is `""` for a scored answer, else why its metrics are NaN (`missing answer`,
+        `empty answer`, `missing reference`, `empty reference`).
     """
     _check_tokenizer(tokenizer)
+    if (lang, tokenizer) in LEXICAL_INCOMPATIBLE:
+        raise ValueError(f"lexical.tokenizer: {tokenizer!r} cannot be used with lang: {lang!r}: "
+                         f"{LEXICAL_INCOMPATIBLE[lang, tokenizer]}")
     require_columns(answers, ("question_id", "doc_id", "system", "set", "answer"), "answers")
     if reference == "gold_document":
         require_columns(corpus, ("doc_id", "text"), "corpus")
@@ -129,14 +184,15 @@ def lexical_scores(
     if unknown:
         raise ValueError(f"{source}: no row for {unknown[:10]} referenced by the answers")
     scorer = _scorer(tokenizer)
-    rows = [
+    scored = [
         _text_scores(a, lookup[k], tokenizer, scorer) for a, k in zip(answers["answer"], keys, strict=True)
     ]
-    out = pd.DataFrame(rows, columns=list(METRICS), dtype=float)
+    out = pd.DataFrame([m for m, _ in scored], columns=list(METRICS), dtype=float)
     out.insert(0, "set", answers["set"].astype(str).to_numpy())
     out.insert(0, "system", answers["system"].astype(str).to_numpy())
     out.insert(0, "question_id", answers["question_id"].astype(str).to_numpy())
     out["tokenizer"] = tokenizer
+    out["excluded"] = [why for _, why in scored]
     return out
 
 
@@ -152,14 +208,22 @@ def _corr(x: np.ndarray, y: np.ndarray, func) -> float:
 
 
 def lexical_correlations(
-    lexical: pd.DataFrame, scores: pd.DataFrame, *, dimensions: list[str] | None = None
+    lexical: pd.DataFrame,
+    scores: pd.DataFrame,
+    *,
+    dimensions: list[str] | None = None,
+    sets: Sequence[str] | str = ("rag",),
 ) -> pd.DataFrame:
-    """Correlation of each lexical metric with each judge's scores (and the humans'), per dimension.
+    """Correlation of each lexical metric with each judge's scores (and the humans'), per answer
+    set and dimension.
 
-    Pairs are matched on (question_id, system, set); NaN pairs are dropped.
+    Pairs are matched on (question_id, system, set); NaN pairs are dropped. Sets are not pooled
+    unless asked (`"pooled"`), for the reason `cube.agreement` gives: zero-set answers are short
+    and low-scored, full-set ones long and high-scored, so pooling them manufactures a
+    correlation between overlap and score that no set shows.
 
     Returns:
-        Columns `metric, judge, dimension, n, pearson, spearman`.
+        Columns `metric, judge, set, dimension, n, pearson, spearman`.
     """
     require_columns(lexical, ("question_id", "system", "set", *METRICS), "lexical")
     means = _judge_table(scores)
@@ -169,22 +233,30 @@ def lexical_correlations(
         {"question_id": str, "system": str, "set": str}
     )
     merged = means.merge(lex, on=["question_id", "system", "set"])
+    labels = [sets] if isinstance(sets, str) else list(sets)
+    present = sorted(set(lex["set"]) | set(means["set"]))
+    unknown = [x for x in labels if x != POOLED and x not in present]
+    if not labels or unknown:
+        raise ValueError(f"sets: expected one or more of {present + [POOLED]}; got {labels!r}")
     rows = []
-    for (judge, dim), g in merged.groupby(["judge", "dimension"], sort=True):
-        for metric in METRICS:
-            ok = g["score"].notna() & g[metric].notna()
-            x, y = g.loc[ok, metric].to_numpy(float), g.loc[ok, "score"].to_numpy(float)
-            rows.append(
-                {
-                    "metric": metric,
-                    "judge": judge,
-                    "dimension": dim,
-                    "n": int(ok.sum()),
-                    "pearson": _corr(x, y, stats.pearsonr),
-                    "spearman": _corr(x, y, stats.spearmanr),
-                }
-            )
-    return pd.DataFrame(rows, columns=["metric", "judge", "dimension", "n", "pearson", "spearman"])
+    for label in labels:
+        part = merged if label == POOLED else merged[merged["set"] == label]
+        for (judge, dim), g in part.groupby(["judge", "dimension"], sort=True):
+            for metric in METRICS:
+                ok = g["score"].notna() & g[metric].notna()
+                x, y = g.loc[ok, metric].to_numpy(float), g.loc[ok, "score"].to_numpy(float)
+                rows.append(
+                    {
+                        "metric": metric,
+                        "judge": judge,
+                        "set": label,
+                        "dimension": dim,
+                        "n": int(ok.sum()),
+                        "pearson": _corr(x, y, stats.pearsonr),
+                        "spearman": _corr(x, y, stats.spearmanr),
+                    }
+                )
+    return pd.DataFrame(rows, columns=["metric", "judge", "set", "dimension", "n", "pearson", "spearman"])
 
 
 def _select(df: pd.DataFrame, question_id: str, system: str, set_name: str) -> pd.DataFrame:
@@ -270,19 +342,42 @@ def table7_criteria(
 
 
 def summary(lexical: pd.DataFrame) -> pd.DataFrame:
-    """Mean BLEU and ROUGE per system and set (the zero, rag and full answers side by side)."""
-    out = lexical.groupby(["system", "set", "tokenizer"], sort=True)[list(METRICS)].mean().reset_index()
-    out["answers"] = lexical.groupby(["system", "set", "tokenizer"], sort=True).size().to_numpy()
+    """Mean BLEU and ROUGE per system and set (the zero, rag and full answers side by side), over
+    the scored answers; `answers` counts all, `excluded` those with NaN metrics (see `excluded_note`)."""
+    keys = ["system", "set", "tokenizer"]
+    out = lexical.groupby(keys, sort=True)[list(METRICS)].mean().reset_index()
+    grouped = lexical.groupby(keys, sort=True)
+    out["answers"] = grouped.size().to_numpy()
+    excluded = lexical["excluded"].fillna("").ne("") if "excluded" in lexical else lexical["bleu"].isna()
+    out["excluded"] = excluded.groupby([lexical[k] for k in keys], sort=True).sum().to_numpy().astype(int)
     return out
 
 
+def excluded_note(lexical: pd.DataFrame) -> str:
+    """One sentence counting the answers without BLEU/ROUGE, by cause."""
+    reasons = lexical["excluded"].fillna("") if "excluded" in lexical else pd.Series("", index=lexical.index)
+    counts = reasons[reasons != ""].value_counts()
+    if counts.empty:
+        return f"All {len(lexical)} answers have BLEU/ROUGE."
+    causes = ", ".join(f"{n} {why}" for why, n in sorted(counts.items()))
+    return (f"{int(counts.sum())} of {len(lexical)} answers have no BLEU/ROUGE (NaN, left out of the means and "
+            f"correlations): {causes}. Punctuation and symbols are not words, so a text of only those is empty.")
+
+
 def reading(correlations: pd.DataFrame, offline_judges: list[str] | None = None) -> str:
-    """What the correlations of BLEU/ROUGE with the judges say, stated from the data."""
+    """What the correlations of BLEU/ROUGE with the judges say (on the first set of the table),
+    stated from the data."""
+    where = ""
+    if "set" in correlations and len(correlations):
+        first = str(correlations["set"].iloc[0])
+        correlations = correlations[correlations["set"] == first]
+        where = " on all sets pooled" if first == POOLED else f" on the {first} set"
     if correlations.empty or correlations["spearman"].isna().all():
-        return "The correlations are undefined for this run (too few or constant scores)."
+        return f"The correlations are undefined for this run{where} (too few or constant scores)."
     mean = correlations.groupby("metric")["spearman"].mean()
     best, worst = mean.idxmax(), mean.idxmin()
-    text = (f"Mean Spearman correlation with the judges' scores: {', '.join(f'{METRIC_LABELS.get(m, m)} {v:.2f}' for m, v in mean.items())}"
+    text = (f"Mean Spearman correlation with the judges' scores{where}: "
+            f"{', '.join(f'{METRIC_LABELS.get(m, m)} {v:.2f}' for m, v in mean.items())}"
             f" (highest {METRIC_LABELS.get(best, best)}, lowest {METRIC_LABELS.get(worst, worst)}). ")
     offline = sorted(set(offline_judges or []) & set(correlations["judge"]))
     if offline:

@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from cube.config import Params, RunPaths, load_params, record_results, write_resolved_params
+from cube.runstate import STAGING
 
 # Which notebook writes which data file: used to tell a reader what to run first.
 PRODUCED_BY = {
@@ -75,8 +76,9 @@ class Run:
         missing = [n for n in names if not self.has(n)]
         if missing:
             stages = sorted({PRODUCED_BY.get(n, "an earlier notebook") for n in missing})
+            shown = self.root.parent if self.root.name == STAGING else self.root  # the run, not its staging copy
             raise MissingStageError(
-                f"{self.root}: missing {', '.join(f'data/{n}.parquet' for n in missing)}. "
+                f"{shown}: missing {', '.join(f'data/{n}.parquet' for n in missing)}. "
                 f"Run {' and '.join(stages)} first (or `cube run {self.params_path}` for the whole sequence)."
             )
 
@@ -103,7 +105,10 @@ def open_run(params_path: str | Path, run_dir: str | Path | None = None) -> Run:
     paths = RunPaths.for_params(params)
     if run_dir is not None:
         root = Path(run_dir)
-        cache = Path(params.cache_path) if params.cache_path else root.parent / "cache.sqlite"
+        # `cube run` executes notebooks in `outputs/<run>/.staging/` (see cube.runstate): the
+        # outputs folder, and so the shared cache, is then two levels up.
+        outputs = root.parent.parent if root.name == STAGING else root.parent
+        cache = Path(params.cache_path) if params.cache_path else outputs / "cache.sqlite"
         paths = RunPaths(root=root, cache=cache)
     paths.ensure()
     write_resolved_params(params, paths)

@@ -56,4 +56,9 @@ def params_reference() -> str:
             desc = (info.description or "").replace("|", "\\|")
             out.append(f"| `{name}` | {_type_name(info.annotation)} | {_default(info)} | {desc} |")
         out.append("")
+        if model is C.CorpusParams:
+            from cube.corpus_map import field_key_table
+
+            out += ["Field keys of `corpus.columns` (a column no key maps is rendered under its own label, or "
+                    "dropped with `extra_columns: drop`; `cube validate` lists them):", "", field_key_table(), ""]
     return "\n".join(out)

@@ -200,6 +200,9 @@ class HumanSection:
     pairwise: pd.DataFrame
     table5: pd.DataFrame | None
     scores: pd.DataFrame  # LLM judges' scores on the compared items, with human rows when rated
+    sets: list[str]  # the answer sets the agreement is computed on (`human.agreement_sets`, present ones)
+    agreement_note: str  # which sets the statistics are on and what was left out
+    set_scores: pd.DataFrame  # `scores` in the first of `sets` (all of them when it is "pooled"): the figures
 
 
 def human_agreement(run: Run) -> HumanSection:
@@ -241,12 +244,39 @@ def human_agreement(run: Run) -> HumanSection:
         t5 = table5_human_vs_cube(answers, scores, human, ap, system_top_n(run.params), full_recall)
         msg = (f"{len(raters)} human rater(s) rated {human[['question_id', 'system', 'set']].drop_duplicates().shape[0]}"
                f" answers; {int(human['score'].isna().sum())} cells were left blank and are reported, not guessed.")
-    agreement = ag.agreement_table(both, reference_judge=reference, bootstrap=min(ap.bootstrap, 200),
+    sets, note = _agreement_sets(run.params.human.agreement_sets, both)
+    agreement = ag.agreement_table(both, reference_judge=reference, sets=sets, bootstrap=min(ap.bootstrap, 200),
                                    confidence=ap.confidence, seed=ap.seed)
-    reliability = ag.reliability_table(both, {k: v for k, v in groups.items() if len(v) > 1}) \
+    reliability = ag.reliability_table(both, {k: v for k, v in groups.items() if len(v) > 1}, sets=sets) \
         if any(len(v) > 1 for v in groups.values()) else pd.DataFrame()
+    unpaired = int(agreement["n_missing"].sum()) if len(agreement) else 0
+    note += (f" {unpaired} (judge, answer, dimension) pair(s) where a side is unscored are left out and counted in "
+             "`n_missing`." if unpaired else "")
+    first = sets[0]
+    set_scores = both if first == ag.POOLED else both[both["set"].astype(str) == first]
     return HumanSection(imported is not None, msg, sheet, preview, report, agreement, reliability,
-                        ag.pairwise_agreement(both), t5, both)
+                        ag.pairwise_agreement(both, set_name=first), t5, both, sets, note, set_scores)
+
+
+def _agreement_sets(requested: list[str], scores: pd.DataFrame) -> tuple[list[str], str]:
+    """The requested agreement sets that have scores, and a one-paragraph note saying which sets the
+    statistics are on and which were left out (never pooled unless `pooled` is requested)."""
+    present = sorted(scores["set"].astype(str).unique())
+    sets = [s for s in dict.fromkeys(requested) if s == "pooled" or s in present]
+    absent = [s for s in dict.fromkeys(requested) if s not in sets]
+    if not sets:
+        raise ValueError(f"human.agreement_sets: none of {requested} has scores in this run; sets present: "
+                         f"{present}")
+    named = ", ".join("all sets pooled" if s == "pooled" else f"the {s} set" for s in sets)
+    left = [s for s in present if s not in sets and "pooled" not in sets]
+    note = (f"Agreement is computed on {named} (`human.agreement_sets`), each separately"
+            + (", never pooled across sets" if "pooled" not in sets else "")
+            + "; bootstrap intervals resample questions (all answers of a question move together).")
+    if left:
+        note += f" Not included: the {', '.join(left)} set(s)."
+    if absent:
+        note += f" Requested but without scores: {', '.join(absent)}."
+    return sets, note
 
 
 # --------------------------------------------------------------------------- lexical (08)
@@ -255,7 +285,8 @@ def lexical_stage(run: Run) -> pd.DataFrame:
     from cube.lexical import lexical_scores
 
     lex = lexical_scores(run.load("answers"), run.load("corpus"), tokenizer=run.params.lexical.tokenizer,
-                         reference=run.params.lexical.reference, questions=run.load("questions"))
+                         reference=run.params.lexical.reference, questions=run.load("questions"),
+                         lang=run.params.lang)
     run.save("lexical", lex)
     return lex
 

@@ -7,9 +7,12 @@ through `run.figure(name, fig)`. Conventions shared by every figure:
 - **Colours**: a judge keeps its colour across figures (`judge_palette`: LLM judges in sorted
   name order on `tab10`, the human consensus black, human raters grey); the QA sets are
   `zero` grey, `rag` blue, `full` green (`SET_COLORS`).
-- **Labels**: this machine has no CJK font, so a judge, dimension or system name that is not
-  ASCII is shown as a short stable key (`judge 482`, from a hash of the name; `ascii_labels`
-  gives the mapping) instead of tofu boxes.
+- **Fonts and labels**: importing this module registers the CJK font shipped as a Python
+  dependency (`cube.fonts`: Noto Sans CJK), so Chinese item, judge, dimension and system
+  names are drawn as they are, on a fresh machine too (`CJK_FONT` names the family in use).
+  Only a name with a character no registered font can draw (`renderable`) is shown as a
+  short stable key (`judge 482`, from a hash of the name; `display_labels` gives
+  the mapping) instead of tofu boxes.
 - **Scores**: repeated samples of a judgment are averaged first and unscored (NaN) items are
   excluded and counted, as in `cube.analysis`. Human ratings are one more judge: pass the
   scores table concatenated with the human ratings; `"human"` is the consensus of the raters
@@ -36,6 +39,7 @@ from scipy import stats
 from cube.agreement import is_human, judge_means, with_human_consensus
 from cube.analysis import CubeResult, retrieval_outcomes, validate_answers
 from cube.config import PAPER_DIMENSIONS
+from cube.fonts import CJK_FONT, renderable  # noqa: F401  (CJK_FONT re-exported)
 from cube.lexical import METRIC_LABELS
 from cube.schema import require_columns
 
@@ -62,12 +66,13 @@ def _quiet(func: _F) -> _F:
 
 
 # ---------------------------------------------------------------------------- labels, colours
-def ascii_labels(names: Iterable[Any], kind: str = "judge") -> dict[str, str]:
-    """Display label of each name: itself when ASCII, else a key `"<kind> <nnn>"` from a hash of
-    the name (`"human:rater <nnn>"` for a rater), the same in every figure, because the report's
-    fonts cannot render CJK characters. Show this mapping beside the figures to decode keys."""
+def display_labels(names: Iterable[Any], kind: str = "judge") -> dict[str, str]:
+    """Display label of each name: itself when the fonts can draw it (`renderable`: ASCII, and
+    Chinese with the packaged CJK font), else a key `"<kind> <nnn>"` from a hash of the name
+    (`"human:rater <nnn>"` for a rater), the same in every figure. Show this mapping beside the
+    figures to decode keys."""
     def key(name: str, digits: int) -> str:
-        if name.isascii():
+        if renderable(name):
             return name
         code = f"{zlib.crc32(name.encode()) % 10**digits:0{digits}d}"
         return f"human:rater {code}" if name.startswith("human:") else f"{kind} {code}"
@@ -78,8 +83,12 @@ def ascii_labels(names: Iterable[Any], kind: str = "judge") -> dict[str, str]:
     return {n: key(n, 10) if clash else k for n, k in zip(unique, short, strict=True)}
 
 
-def _ascii_text(text: str, fallback: str) -> str:
-    return text if text.isascii() else (text.encode("ascii", "ignore").decode().strip() or fallback)
+ascii_labels = display_labels  # the former name
+
+
+def _display_text(text: str, fallback: str) -> str:
+    """`text` when the fonts can draw it, else its ASCII characters (or `fallback`)."""
+    return text if renderable(text) else (text.encode("ascii", "ignore").decode().strip() or fallback)
 
 
 def judge_palette(judges: Iterable[Any]) -> dict[str, Any]:
@@ -159,7 +168,7 @@ def score_distributions(scores: pd.DataFrame, set_: str = "rag") -> Figure:
     if means.empty:
         raise ValueError(f"scores: no rows of set {set_!r}; sets present: {sorted(scores['set'].unique())}")
     dims, judges = _dims(scores[scores["set"].astype(str) == set_]), sorted(means["judge"].unique())
-    labels, palette, dlabels = ascii_labels(judges), judge_palette(judges), ascii_labels(dims, "dimension")
+    labels, palette, dlabels = display_labels(judges), judge_palette(judges), display_labels(dims, "dimension")
     nrows, ncols = _grid(len(dims))
     fig, axes = _figure(nrows, ncols, (6.0, 3.4), sharey=True)
     width = 0.84 / len(judges)
@@ -199,7 +208,7 @@ def _correlation_matrix(scores: pd.DataFrame, answers: pd.DataFrame, judge: str,
 
 
 def _heatmap(ax: Axes, matrix: pd.DataFrame, cbar: bool = True, cbar_ax: Axes | None = None) -> None:
-    names = ascii_labels(matrix.index, "dimension")
+    names = display_labels(matrix.index, "dimension")
     labels = [names[str(c)] for c in matrix.index]
     sns.heatmap(matrix.to_numpy(float), ax=ax, annot=True, fmt=".2f", vmin=-1, vmax=1, cmap="vlag",
                 square=True, cbar=cbar, cbar_ax=cbar_ax, xticklabels=labels, yticklabels=labels,
@@ -219,7 +228,7 @@ def correlation_heatmap(scores: pd.DataFrame, answers: pd.DataFrame, judge: str,
     matrix = _correlation_matrix(scores, answers, str(judge), subset, top_n)
     fig, ax = _figure1(6.0, 5.6)
     _heatmap(ax, matrix)
-    name = ascii_labels(scores["judge"].astype(str).unique())[str(judge)]
+    name = display_labels(scores["judge"].astype(str).unique())[str(judge)]
     return _titled(fig, f"Correlation of retrieval rank and {name}'s scores (rag set, {_SUBSET_TEXT[subset]})")
 
 
@@ -232,12 +241,12 @@ def correlation_grid(scores: pd.DataFrame, answers: pd.DataFrame, subset: str = 
     judges = sorted(j for j in scores["judge"].astype(str).unique() if not is_human(j))
     if not judges:
         raise ValueError("scores: no LLM judge to correlate with rank_score")
-    labels = ascii_labels(judges)
+    labels = display_labels(judges)
     matrices = {j: _correlation_matrix(scores, answers, j, subset, top_n) for j in judges}
     title = f"Correlation of retrieval rank and each judge's scores (rag set, {_SUBSET_TEXT[subset]})"
     if len(judges) > max_matrices:
         rows = pd.DataFrame({labels[j]: m.loc["rank_score"].drop("rank_score") for j, m in matrices.items()}).T
-        rows = rows.rename(columns=ascii_labels(rows.columns, "dimension"))
+        rows = rows.rename(columns=display_labels(rows.columns, "dimension"))
         fig, ax = _figure1(1.4 * rows.shape[1] + 2.5, 0.45 * len(judges) + 2.1)
         sns.heatmap(rows, ax=ax, annot=True, fmt=".2f", vmin=-1, vmax=1, cmap="vlag",
                     cbar_kws={"label": "Pearson r with rank_score"})
@@ -267,7 +276,7 @@ def rank_distribution(answers: pd.DataFrame, top_n: int | None = None) -> Figure
     ax.bar_label(bars, fontsize="small")
     ax.set_xticks(np.arange(n_top + 1), ["not\nretrieved", *map(str, range(1, n_top + 1))])
     ax.set(xlabel="rank of the gold document in the retrieved list", ylabel="questions")
-    system = _ascii_text(str(answers["system"].iloc[0]), "system")
+    system = _display_text(str(answers["system"].iloc[0]), "system")
     unknown = f"; {outcomes.n_unknown} left out (system call failed)" if outcomes.n_unknown else ""
     return _titled(fig, f"Where {system} retrieved the gold document: R@{n_top} = {outcomes.recall(n_top):.1%} "
                  f"of {len(rank)} questions{unknown}")
@@ -281,7 +290,7 @@ def bounds(result: CubeResult) -> Figure:
     normalised score N_d (0 = zero bound, 100 = full bound)."""
     tm = result.trimmed_means.pivot_table(index=["dimension", "judge"], columns="set", values="trimmed_mean")
     dims, judges = _dims(result.trimmed_means), sorted(result.trimmed_means["judge"].astype(str).unique())
-    labels, dlabels = ascii_labels(judges), ascii_labels(dims, "dimension")
+    labels, dlabels = display_labels(judges), display_labels(dims, "dimension")
     nrows, ncols = _grid(len(dims))
     fig, axes = _figure(nrows, ncols, (5.0, 0.55 * len(judges) + 1.4), sharex=True)
     y = np.arange(len(judges))[::-1]
@@ -312,7 +321,7 @@ def cube_forest(result: CubeResult, thresholds: Mapping[str, float] | None = Non
     over shaded bands of the verdicts (`thresholds`: lower bound of each verdict, 0-100)."""
     table = result.cube_table
     judges = sorted(map(str, table.index))
-    labels, palette = ascii_labels(judges), judge_palette(judges)
+    labels, palette = display_labels(judges), judge_palette(judges)
     names = [*judges, "jury"]
     est = [float(table.at[j, "cube_score"]) for j in judges] + [result.jury_cube()]
     fig, ax = _figure1(7.5, 0.45 * len(names) + 2.2)
@@ -323,7 +332,7 @@ def cube_forest(result: CubeResult, thresholds: Mapping[str, float] | None = Non
         for k, (verdict, low) in enumerate(bands):
             high = bands[k + 1][1] if k + 1 < len(bands) else hi_x
             ax.axvspan(low, high, color=shades[k], alpha=0.5, zorder=0, lw=0)
-            ax.text((low + high) / 2, 1.0, _ascii_text(str(verdict), f"verdict {k + 1}"), ha="center",
+            ax.text((low + high) / 2, 1.0, _display_text(str(verdict), f"verdict {k + 1}"), ha="center",
                     va="bottom", transform=ax.get_xaxis_transform(), fontsize="small")
     y = np.arange(len(names))[::-1]
     for yi, name, v in zip(y, names, est, strict=True):
@@ -343,7 +352,7 @@ def cube_forest(result: CubeResult, thresholds: Mapping[str, float] | None = Non
     conf = result.settings.get("confidence", 0.95)
     note = (f"{conf:.0%} bootstrap interval over questions ({result.settings.get('bootstrap')} resamples)"
             if result.bootstrap is not None else "no bootstrap interval (analysis.bootstrap = 0)")
-    system = _ascii_text(str(result.system), "system")
+    system = _display_text(str(result.system), "system")
     return _titled(fig, f"CuBE score of {system} per judge and for the jury\n({note})")
 
 
@@ -355,8 +364,8 @@ def normalised_dimensions(result: CubeResult) -> Figure:
     dims = _dims(result.trimmed_means)
     cols = [*[d for d in dims if d in table], "weighted_score"]
     judges = sorted(map(str, table.index))
-    labels, palette = ascii_labels(judges), judge_palette(judges)
-    names = {**ascii_labels(dims, "dimension"), "weighted_score": "weighted (W)"}
+    labels, palette = display_labels(judges), judge_palette(judges)
+    names = {**display_labels(dims, "dimension"), "weighted_score": "weighted (W)"}
     fig, ax = _figure1(max(7.0, 1.6 * len(cols) + 1.5), 5.2)
     x, width = np.arange(len(cols)), 0.8 / len(judges)
     lo_y, hi_y = _OFF_SCALE
@@ -407,8 +416,8 @@ def judge_vs_human(scores: pd.DataFrame, reference_judge: str = "human", dimensi
     if not judges:
         raise ValueError(f"scores: no judge to compare with {reference_judge!r}")
     dims = [dimension] if dimension else _dims(means[means["judge"] == reference_judge])
-    labels, palette = ascii_labels(means["judge"].unique()), judge_palette(judges)
-    dlabels, ref = ascii_labels(dims, "dimension"), ascii_labels(means["judge"].unique())[reference_judge]
+    labels, palette = display_labels(means["judge"].unique()), judge_palette(judges)
+    dlabels, ref = display_labels(dims, "dimension"), display_labels(means["judge"].unique())[reference_judge]
     fig, axes = _figure(len(judges), len(dims), (3.0, 3.0), sharex=True, sharey=True)
     rng = np.random.default_rng(0)  # deterministic jitter: integer scores would overlap
     for i, judge in enumerate(judges):
@@ -439,10 +448,10 @@ def bland_altman(scores: pd.DataFrame, judge: str, reference_judge: str = "human
     m = _matched(means, judge, reference_judge)
     dims = _dims(means[means["judge"] == judge])
     every = means["judge"].unique()
-    name, ref = ascii_labels(every)[judge], ascii_labels(every)[reference_judge]
+    name, ref = display_labels(every)[judge], display_labels(every)[reference_judge]
     nrows, ncols = _grid(len(dims))
     fig, axes = _figure(nrows, ncols, (4.2, 3.4), sharey=True)
-    dlabels, colour = ascii_labels(dims, "dimension"), judge_palette(every)[judge]
+    dlabels, colour = display_labels(dims, "dimension"), judge_palette(every)[judge]
     for ax, dim in zip(_drop_unused(axes, len(dims)), dims, strict=True):
         g = m[m["dimension"] == dim]
         mean = (g["score"] + g["score_ref"]).to_numpy(float) / 2
@@ -470,14 +479,14 @@ def agreement_heatmap(matrix: pd.DataFrame, title: str, diverging: bool | None =
     if diverging is None:  # a zero diagonal is the `mae` matrix; correlations have 1 there
         diag = np.diag(values) if values.shape[0] == values.shape[1] else np.array([])
         diverging = not (len(diag) and np.nanmax(np.abs(diag), initial=0) == 0)
-    labels = ascii_labels([*matrix.index, *matrix.columns])
+    labels = display_labels([*matrix.index, *matrix.columns])
     n = max(matrix.shape)
     fig, ax = _figure1(0.9 * n + 2.5, 0.8 * n + 2.4)
     kw: dict[str, Any] = {"vmin": -1, "vmax": 1, "cmap": "vlag"} if diverging else {"vmin": 0, "cmap": "rocket_r"}
     sns.heatmap(values, ax=ax, annot=True, fmt=".2f", square=True, **kw,
                 xticklabels=[labels[str(c)] for c in matrix.columns], yticklabels=[labels[str(i)] for i in matrix.index])
     ax.tick_params(axis="x", labelrotation=45)
-    return _titled(fig, _ascii_text(title, "Agreement between judges"))
+    return _titled(fig, _display_text(title, "Agreement between judges"))
 
 
 # ------------------------------------------------------------------------------- lexical figure
@@ -494,7 +503,7 @@ def lexical_vs_judges(lexical: pd.DataFrame, scores: pd.DataFrame, dimension: st
     if merged.empty:
         raise ValueError(f"lexical and scores share no (question_id, system, set) scored on {dimension!r}")
     judges = sorted(merged["judge"].unique(), key=lambda j: (j != "human", j))
-    labels, dim = ascii_labels(judges), ascii_labels([dimension], "dimension")[dimension]
+    labels, dim = display_labels(judges), display_labels([dimension], "dimension")[dimension]
     fig, axes = _figure(len(metrics), len(judges), (3.2, 2.9), sharey=True)
     rng = np.random.default_rng(0)
     for i, metric in enumerate(metrics):
@@ -512,3 +521,41 @@ def lexical_vs_judges(lexical: pd.DataFrame, scores: pd.DataFrame, dimension: st
                 ax.set_ylabel(f"{dim} score (0-10)")
     _set_legend(fig)
     return _titled(fig, f"Does lexical overlap with the gold document track the judges? ({dim} scores)")
+
+
+# ------------------------------------------------------------------------------- retrieval by item
+CAUSE_COLORS: dict[str, str] = {"region": "#d62728", "variant": "#ff7f0e", "duplicate": "#9467bd"}
+
+
+@_quiet
+def confused_items(by_item: pd.DataFrame, system: str) -> Figure:
+    """The items whose questions most often retrieved a near-duplicate first (by real item name),
+    stacked by cause: another region's copy, another variant, a duplicate document.
+
+    Args:
+        by_item: `cube.diagnostics.confusion_by_item` (item, questions, region, variant, duplicate).
+        system: the system's name, for the title.
+    """
+    require_columns(by_item, ("item", "questions", "region", "variant", "duplicate"), "confusion by item")
+    name = _display_text(str(system), "system")
+    fig, ax = _figure1(9.0, max(2.6, 0.42 * len(by_item) + 1.6))
+    if by_item.empty:
+        ax.set_axis_off()
+        ax.text(0.5, 0.5, "no question retrieved a near-duplicate of its gold document first", ha="center",
+                va="center", transform=ax.transAxes)
+        return _titled(fig, f"Near-duplicate confusion of {name}: none")
+    rows = by_item.iloc[::-1]  # the most confused item on top
+    labels = [_display_text(str(i), f"item {k + 1}") for k, i in enumerate(rows["item"])]
+    left = np.zeros(len(rows))
+    for cause, colour in CAUSE_COLORS.items():
+        values = rows[cause].to_numpy(float)
+        if values.any():
+            ax.barh(labels, values, left=left, color=colour, label=f"wrong {cause}")
+        left += values
+    for y, (total, n) in enumerate(zip(left, rows["questions"], strict=True)):
+        ax.annotate(f"{int(total)}/{int(n)}", (total, y), xytext=(3, 0), textcoords="offset points", va="center",
+                    fontsize="small")
+    ax.set(xlabel="questions whose first retrieved document is a near-duplicate (of the item's questions)")
+    ax.set_xlim(0, max(float(left.max()), 1.0) * 1.15)
+    ax.legend(loc="lower right", frameon=False, fontsize="small")
+    return _titled(fig, f"Items most often confused with a near-duplicate by {name}")

@@ -47,6 +47,7 @@ import pandas as pd
 from cube.config import Params
 from cube.corpus import CorpusError, read_table
 from cube.llm import Request, make_model, response_accounting
+from cube.phrasing import base_name, clean, is_flag, is_missing, short_variant, strip_variant
 from cube.schema import ACCOUNTING_COLUMNS, CORPUS_FIELDS, FIELD_LABELS, QUESTION_COLUMNS
 from cube.usage import no_call_accounting
 
@@ -180,20 +181,15 @@ def plan_questions(corpus: pd.DataFrame, per_doc: int, limit: int | None, seed: 
 def _field_order(record: dRecord, seed: int) -> list[str]:
     """The fields to ask about for one document, in a seeded weighted order (non-empty fields only)."""
     rng = random.Random(f"{seed}|{record['doc_id']}")
-    present = [f for f in TEMPLATES if f == "" or str(record.get(f, "") or "").strip()]
+    present = [f for f in TEMPLATES if f == "" or not is_missing(record.get(f))]
     # Weighted sampling without replacement (Efraimidis-Spirakis keys).
     return sorted(present, key=lambda f: -(rng.random() ** (1.0 / TEMPLATES[f][0])))
 
 
 # --------------------------------------------------------------------------- template generator
-def base_name(item_name: str) -> str:
-    """The item name without a trailing variant ("食品经营许可（变更）" -> "食品经营许可")."""
-    return re.sub(r"\s*[（(][^（()）]*[)）]\s*$", "", str(item_name))
-
-
 def aliases_of(record: dRecord) -> list[str]:
     """The record's colloquial descriptions (corpus column `aliases`, newline-joined; may be absent)."""
-    return [a.strip() for a in str(record.get("aliases", "") or "").splitlines() if a.strip()]
+    return [a.strip() for a in str(clean(record.get("aliases"))).splitlines() if not is_missing(a)]
 
 
 def assign_styles(corpus: pd.DataFrame, slots: pd.DataFrame, shares: dict[str, float], seed: int) -> list[str]:
@@ -209,9 +205,10 @@ def assign_styles(corpus: pd.DataFrame, slots: pd.DataFrame, shares: dict[str, f
     for s in sorted(STYLES, key=lambda s: -(raw[s] - quota[s]))[: n - sum(quota.values())]:
         quota[s] += 1
     ids = corpus["doc_id"].astype(str)
-    column = {s: corpus[c].fillna("").astype(str).str.strip() if c in corpus else pd.Series("", corpus.index)
-              for s, c in (("ambiguous", "variant"), ("colloquial", "aliases"))}
-    capable = {s: dict(zip(ids, col.ne(""), strict=True)) for s, col in column.items()}
+    # A placeholder variant (无) is no variant; aliases that are all placeholders are none.
+    has = {"ambiguous": [not is_missing(v) for v in corpus["variant"]] if "variant" in corpus else [False] * len(ids),
+           "colloquial": [bool(aliases_of(r)) for r in corpus.to_dict("records")]}
+    capable = {s: dict(zip(ids, flags, strict=True)) for s, flags in has.items()}
     order = list(range(n))
     random.Random(f"{seed}|styles").shuffle(order)
     styles = ["named"] * n
@@ -227,21 +224,32 @@ def assign_styles(corpus: pd.DataFrame, slots: pd.DataFrame, shares: dict[str, f
     return styles
 
 
+def _with_variant(base: str, variant: str, lang: str) -> str:
+    return f"{base}（{variant}）" if lang == "zh" else f"{base} ({variant})"
+
+
 def _name_phrase(record: dRecord, lang: str, rng: random.Random, style: str, name_region: bool) -> str:
-    name, variant = str(record["item_name"]), str(record.get("variant", "") or "")
+    """How a question names the item; placeholders (无, /, ...) are never said, a variant never twice."""
+    name, variant = clean(record["item_name"]), clean(record.get("variant"))
     if style == "ambiguous":  # the family's base service: the citizen does not say which variant
-        name = base_name(name)
+        name = strip_variant(name, variant)
     elif variant and rng.random() < 0.4:  # the colloquial form of a family member: "注销食品经营许可"
-        base = base_name(name)
-        name = f"{variant}{base}" if lang == "zh" else f"{base} for {variant.lower()}"
-    if name_region:  # the same service offered by several regions: say which one
-        return f"{record['region']}的{name}" if lang == "zh" else f"{name} in {record['region']}"
+        base = strip_variant(name, variant)
+        if not short_variant(variant, lang):
+            name = _with_variant(base, variant, lang)
+        else:
+            name = f"{variant}{base}" if lang == "zh" else f"{base} for {variant.lower()}"
+    elif variant and variant not in name:  # the exact item: a variant kept in its own column is said
+        name = _with_variant(name, variant, lang)
+    region = clean(record.get("region"))
+    if name_region and region:  # the same service offered by several regions: say which one
+        return f"{region}的{name}" if lang == "zh" else f"{name} in {region}"
     return name
 
 
 def _situation(record: dRecord, lang: str, rng: random.Random) -> str:
     alias = rng.choice(aliases_of(record))
-    variant = str(record.get("variant", "") or "")
+    variant = clean(record.get("variant"))
     if variant in _VARIANT_SITUATION and rng.random() < 0.75:
         return _VARIANT_SITUATION[variant].replace("{a}", alias)
     return rng.choice(_SITUATION[lang]).replace("{a}", alias)
@@ -263,13 +271,23 @@ def template_question(record: dRecord, field: str, lang: str, seed: int, k: int,
     """
     rng = random.Random(f"{seed}|{record['doc_id']}|{k}")
     zh = lang == "zh"
+    yes_no_fee = field == "fee_standard" and is_flag(record.get(field))
     if style == "colloquial":
-        text = rng.choice(COLLOQUIAL[field][0 if zh else 1]).replace("{s}", _situation(record, lang, rng))
+        text = rng.choice(_phrasings(COLLOQUIAL[field][0 if zh else 1], yes_no_fee))
+        text = text.replace("{s}", _situation(record, lang, rng))
         # A citizen says where they live only sometimes, the official name of the service never.
-        say_region = name_region and rng.random() < _SAY_REGION
-        return (_REGION[lang].replace("{r}", str(record["region"])) if say_region else "") + text
-    phrasings = TEMPLATES[field][1 if zh else 2]
+        region = clean(record.get("region"))
+        say_region = name_region and rng.random() < _SAY_REGION and bool(region)
+        return (_REGION[lang].replace("{r}", region) if say_region else "") + text
+    phrasings = _phrasings(TEMPLATES[field][1 if zh else 2], yes_no_fee)
     return rng.choice(phrasings).replace("{name}", _name_phrase(record, lang, rng, style, name_region))
+
+
+def _phrasings(options: tuple[str, ...], yes_no_fee: bool) -> tuple[str, ...]:
+    """A fee field holding only a yes/no flag (是否收费: 是) cannot say how much: ask whether, not how much."""
+    if not yes_no_fee:
+        return options
+    return tuple(p for p in options if "多少钱" not in p and "how much" not in p.lower()) or options
 
 
 def _template_rows(corpus: pd.DataFrame, slots: pd.DataFrame, styles: dict[str, str], lang: str,

@@ -5,7 +5,9 @@ skipping a notebook whose inputs are unchanged since its last successful executi
 fingerprint: the notebook file, the resolved params, the package's source and the
 fingerprints of the notebooks before it; `force=True` re-executes). Re-executing a stage
 makes every later stage stale: they re-execute in this run when selected, else in the next
-run that selects them (make-like; LLM calls are served from the cache either way). Each executed notebook is
+run that selects them (make-like; LLM calls are served from the cache either way). A stage whose
+data hold failed calls is never up to date. Stages run in the run's staging copy, published only
+when every selected stage succeeded (`cube.runstate`: lock, staging, interrupts). Each executed notebook is
 exported twice: `report/<name>.html` without code (for readers) and `report/code/<name>.html`
 with code. `index.html` opens on the decision page (`cube.lta`), then links every page, table
 and figure. Everything that came from a system or a judge is escaped (jinja2 autoescape;
@@ -28,6 +30,16 @@ from pathlib import Path
 from typing import Any
 
 from cube.config import Params, RunPaths, load_params, params_to_yaml, write_resolved_params
+from cube.runstate import (
+    LAST_RUN,
+    RunInterrupted,
+    commit_staging,
+    finish_interrupted_commit,
+    kill_child_kernels,
+    prepare_staging,
+    run_lock,
+    write_last_run,
+)
 
 NOTEBOOK_GLOB = "[0-9][0-9]_*.ipynb"
 
@@ -113,12 +125,15 @@ class StageOutcome:
     status: str  # executed | up to date | failed
     seconds: float
     error: str = ""
+    failed_calls: int = 0
 
 
 @dataclass
 class RunSummary:
-    paths: RunPaths
+    paths: RunPaths  # the published run (stages ran in its staging folder)
     stages: list[StageOutcome] = field(default_factory=list)
+    interrupted: str = ""  # the signal's name when the run was interrupted
+    committed: bool = False
 
     @property
     def index(self) -> Path:
@@ -126,69 +141,150 @@ class RunSummary:
 
     @property
     def ok(self) -> bool:
-        return all(s.status != "failed" for s in self.stages)
+        return not self.interrupted and all(s.status != "failed" for s in self.stages)
+
+
+def call_failures(paths: RunPaths, stage: str) -> int:
+    """Rows with `error_kind == "call"` in the data files the stage writes (answers, scores...):
+    a stage holding failed calls is never up to date, so a plain re-run retries exactly those
+    calls (successful ones are served from the cache; failures are never cached)."""
+    import pandas as pd
+
+    from cube.notebook import PRODUCED_BY
+
+    failed = 0
+    for name, producer in PRODUCED_BY.items():
+        path = paths.data_file(name)
+        if producer == stage and path.exists():
+            import pyarrow.parquet as pq
+
+            if "error_kind" in pq.read_schema(path).names:
+                kinds = pd.read_parquet(path, columns=["error_kind"])["error_kind"]
+                failed += int(kinds.fillna("").astype(str).eq("call").sum())
+    return failed
 
 
 def execute_run(params_path: str | Path, *, notebooks_dir: Path | None = None, only: str | None = None,
                 force: bool = False, outputs_dir: str | Path | None = None, log=print) -> RunSummary:
-    """Execute the notebook sequence for a params file and publish the report."""
-    import papermill as pm
+    """Execute the notebook sequence for a params file and publish the report.
 
+    The run folder is locked for the duration (`RunLocked` if another run holds it); stages run
+    in its staging copy, committed over the published run only when every selected stage
+    succeeded (see `cube.runstate`). SIGINT/SIGTERM (`RunInterrupted`, `KeyboardInterrupt`) kill
+    the kernel, record the attempt and propagate."""
     params_path = Path(params_path).resolve()
     params = load_params(params_path)
-    paths = RunPaths.for_params(params, outputs_dir).ensure()
-    write_resolved_params(params, paths)
+    published = RunPaths.for_params(params, outputs_dir)
     notebooks = list_notebooks(notebooks_dir or default_notebooks_dir())
     chosen = set(select_notebooks(notebooks, only))
+    with run_lock(published.root, log=log):
+        finish_interrupted_commit(published.root, log=log)
+        staging = prepare_staging(published.root, params_to_yaml(params), log=log)
+        paths = RunPaths(root=staging, cache=published.cache).ensure()
+        write_resolved_params(params, paths)
+        summary = RunSummary(published)
+        started = dt.datetime.now(dt.UTC)
+        try:
+            _run_stages(params, params_path, paths, notebooks, chosen, force, summary, log)
+        except (RunInterrupted, KeyboardInterrupt) as exc:
+            kill_child_kernels()
+            summary.interrupted = getattr(exc, "signame", "SIGINT")
+            _record_attempt(params, params_path, paths, summary, started, "interrupted")
+            raise
+        if not summary.ok:
+            _record_attempt(params, params_path, paths, summary, started, "failed")
+            return summary
+        write_manifest(params, paths, summary, started, status="committed", params_file=params_path)
+        commit_staging(published.root)
+        summary.committed = True
+        write_last_run(published.report, status="committed", params_path=params_path, stages=_stage_dicts(summary),
+                       message="Every selected stage succeeded; the report shows this run.")
+        publish(params, published)
+        log(f"[cube] report: {summary.index}")
+        return summary
+
+
+def _run_stages(params: Params, params_path: Path, paths: RunPaths, notebooks: list[Path], chosen: set[Path],
+                force: bool, summary: RunSummary, log) -> None:
+    import papermill as pm
+
     prints_file = paths.notebooks / ".fingerprints.json"
     prints = json.loads(prints_file.read_text()) if prints_file.exists() else {}
     upstream = hashlib.sha256((params_to_yaml(params) + _package_digest() + _input_files_digest(params))
                               .encode()).hexdigest()
-    summary = RunSummary(paths)
-    started = dt.datetime.now(dt.UTC)
     executed_before = False  # once a stage re-executes, every later stage's inputs may have changed
-    for nb in notebooks:
-        upstream = hashlib.sha256((upstream + nb.read_text(encoding="utf-8")).encode()).hexdigest()
-        if nb not in chosen:
-            if executed_before:
-                prints.pop(nb.name, None)  # stale: re-executed by the next run that selects it
-            continue
-        out = paths.notebooks / nb.name
-        if not force and not executed_before and prints.get(nb.name) == upstream and out.exists():
-            summary.stages.append(StageOutcome(nb.stem, "up to date", 0.0))
-            log(f"[cube] {nb.stem}: up to date")
-            continue
-        log(f"[cube] {nb.stem}: executing")
-        t0 = time.perf_counter()
-        prints.pop(nb.name, None)
-        if int(nb.name[:2]) <= DECISION_STAGE:  # the decision on index.html is stale until 06 runs again
-            _forget_decision(paths)
-        try:
-            # Progress bars go to the terminal of `cube run`, not into the published pages: the
-            # kernel writes them to its inherited stderr, which it is told not to capture.
-            with _kernel_env(CUBE_PROGRESS="terminal", PYTHONWARNINGS="ignore:IProgress not found"):
-                pm.execute_notebook(
-                    str(nb), str(out),
-                    parameters={"params_path": str(params_path), "run_dir": str(paths.root.resolve())},
-                    cwd=str(Path.cwd()),
-                    progress_bar=False, log_output=False, kernel_name="python3",
-                    extra_arguments=["--IPKernelApp.capture_fd_output=False"],
-                )
-        except Exception as exc:  # keep what earlier stages computed; publish the failure
-            summary.stages.append(StageOutcome(nb.stem, "failed", time.perf_counter() - t0, _short(exc)))
-            log(f"[cube] {nb.stem}: FAILED: {_short(exc)}")
+    try:
+        for nb in notebooks:
+            upstream = hashlib.sha256((upstream + nb.read_text(encoding="utf-8")).encode()).hexdigest()
+            if nb not in chosen:
+                if executed_before:
+                    prints.pop(nb.name, None)  # stale: re-executed by the next run that selects it
+                continue
+            out = paths.notebooks / nb.name
+            if (not force and not executed_before and prints.get(nb.name) == upstream and out.exists()
+                    and not call_failures(paths, nb.stem)):
+                summary.stages.append(StageOutcome(nb.stem, "up to date", 0.0))
+                log(f"[cube] {nb.stem}: up to date")
+                continue
+            t0 = time.perf_counter()
+            prints.pop(nb.name, None)
             executed_before = True
-            break
-        prints[nb.name] = upstream
-        executed_before = True
+            if int(nb.name[:2]) <= DECISION_STAGE:  # the decision is stale until 06 runs again
+                _forget_decision(paths)
+            try:
+                # Progress bars go to the terminal of `cube run`, not into the published pages: the
+                # kernel writes them to its inherited stderr, which it is told not to capture. Its
+                # own log (transport warnings, shutdown noise) is silenced: errors reach the notebook.
+                with _kernel_env(CUBE_PROGRESS="terminal", PYTHONWARNINGS="ignore:IProgress not found"):
+                    pm.execute_notebook(
+                        str(nb), str(out),
+                        parameters={"params_path": str(params_path), "run_dir": str(paths.root.resolve())},
+                        cwd=str(Path.cwd()),
+                        progress_bar=False, log_output=False, kernel_name="python3",
+                        extra_arguments=["--IPKernelApp.capture_fd_output=False",
+                                         "--IPKernelApp.log_level=CRITICAL"],
+                    )
+            except Exception as exc:  # keep what earlier stages computed; publish the failure
+                summary.stages.append(StageOutcome(nb.stem, "failed", time.perf_counter() - t0, _short(exc)))
+                log(f"[cube] {nb.stem}: FAILED after {time.perf_counter() - t0:.1f} s: {_short(exc)}")
+                break
+            failed = call_failures(paths, nb.stem)
+            note = ""
+            if failed:  # not fingerprinted: a plain re-run retries exactly the failed calls
+                note = f" ({failed} rows hold a failed call; a plain `cube run` retries those calls)"
+            else:
+                prints[nb.name] = upstream
+            prints_file.write_text(json.dumps(prints, indent=1))
+            summary.stages.append(StageOutcome(nb.stem, "executed", time.perf_counter() - t0, failed_calls=failed))
+            log(f"[cube] {nb.stem}: done in {time.perf_counter() - t0:.1f} s{note}")
+    finally:
         prints_file.write_text(json.dumps(prints, indent=1))
-        summary.stages.append(StageOutcome(nb.stem, "executed", time.perf_counter() - t0))
-        log(f"[cube] {nb.stem}: done in {time.perf_counter() - t0:.1f} s")
-    prints_file.write_text(json.dumps(prints, indent=1))
-    write_manifest(params, paths, summary, started)
-    publish(params, paths)
-    log(f"[cube] report: {summary.index}")
-    return summary
+
+
+def _stage_dicts(summary: RunSummary) -> list[dict[str, Any]]:
+    return [s.__dict__ for s in summary.stages]
+
+
+def _record_attempt(params: Params, params_path: Path, paths: RunPaths, summary: RunSummary,
+                    started: dt.datetime, status: str) -> None:
+    """A failed or interrupted attempt: its manifest in the staging folder, `report/last_run.html`
+    in the published run; the published params, results, tables and index stay as they were
+    (an index is written only when nothing was published yet)."""
+    write_manifest(params, paths, summary, started, status=status, params_file=params_path)
+    failed = next((s for s in summary.stages if s.status == "failed"), None)
+    if status == "interrupted":
+        message = (f"Interrupted ({summary.interrupted}). Nothing was published by this attempt; its "
+                   f"completed stages are kept in {paths.root} and `cube run {params_path}` resumes them "
+                   "(LLM calls already made are served from the cache).")
+    else:
+        message = (f"Stage {failed.notebook if failed else '?'} failed: {failed.error if failed else ''}. "
+                   f"Nothing was published by this attempt; the report still shows the last successful run. "
+                   f"Fix the cause and run `cube run {params_path}` again: completed stages are kept.")
+    published = summary.paths
+    write_last_run(published.report, status=status, params_path=params_path, stages=_stage_dicts(summary),
+                   message=message)
+    if not (published.report / "index.html").exists():
+        publish(params, published, attempt={"status": status, "message": message})
 
 
 @contextlib.contextmanager
@@ -225,9 +321,10 @@ def export_html(executed: Path, target: Path, *, with_code: bool) -> Path:
     return target
 
 
-def publish(params: Params, paths: RunPaths) -> Path:
+def publish(params: Params, paths: RunPaths, attempt: dict[str, str] | None = None) -> Path:
     """Export every executed notebook and write `report/index.html`. A page whose stage is out
-    of date (an earlier stage re-executed or failed since) is listed as such."""
+    of date (an earlier stage re-executed or failed since) is listed as such. `attempt` (status,
+    message) is shown when an attempt ended without anything published yet."""
     prints_file = paths.notebooks / ".fingerprints.json"
     current = json.loads(prints_file.read_text()) if prints_file.exists() else {}
     pages = []
@@ -239,7 +336,7 @@ def publish(params: Params, paths: RunPaths) -> Path:
             export_html(executed, code, with_code=True)
         pages.append({"name": executed.stem, "title": _notebook_title(executed),
                       "href": html.name, "code_href": f"code/{code.name}", "stale": executed.name not in current})
-    return write_index(params, paths, pages)
+    return write_index(params, paths, pages, attempt)
 
 
 def _notebook_title(path: Path) -> str:
@@ -252,7 +349,8 @@ def _notebook_title(path: Path) -> str:
     return path.stem
 
 
-def write_index(params: Params, paths: RunPaths, pages: list[dict[str, str]]) -> Path:
+def write_index(params: Params, paths: RunPaths, pages: list[dict[str, str]],
+                attempt: dict[str, str] | None = None) -> Path:
     import jinja2
 
     results = json.loads(paths.results.read_text(encoding="utf-8")) if paths.results.exists() else {}
@@ -263,6 +361,7 @@ def write_index(params: Params, paths: RunPaths, pages: list[dict[str, str]]) ->
     rel = lambda p: Path("..") / p.relative_to(paths.root)  # noqa: E731
     html = template.render(
         params=params, results=results, decision=results.get("decision"), manifest=manifest, pages=pages,
+        attempt=attempt, last_run=LAST_RUN,
         tables=[{"name": p.name, "href": rel(p).as_posix()} for p in sorted(paths.tables.glob("*.csv"))],
         figures=[{"name": p.name, "href": rel(p).as_posix()} for p in sorted(paths.figures.glob("*.png"))],
     )
@@ -280,8 +379,12 @@ def _num(value: Any, digits: int = 2) -> str:
 
 
 # --------------------------------------------------------------------------------- manifest
-def write_manifest(params: Params, paths: RunPaths, summary: RunSummary, started: dt.datetime) -> Path:
-    """`manifest.json`: what produced this report (params, commit, versions, usage, timing)."""
+def write_manifest(params: Params, paths: RunPaths, summary: RunSummary, started: dt.datetime,
+                   status: str = "committed", params_file: Path | None = None) -> Path:
+    """`manifest.json`: what produced this report (params, commit, versions, usage, timing).
+
+    Stage timings are merged with the previous manifest's: a stage that was not executed this
+    time (not selected, or up to date) keeps the entry of the run that executed it."""
     from importlib.metadata import PackageNotFoundError, version
 
     versions = {}
@@ -291,13 +394,20 @@ def write_manifest(params: Params, paths: RunPaths, summary: RunSummary, started
             versions[pkg] = version(pkg)
         except PackageNotFoundError:
             versions[pkg] = None
+    previous = json.loads(paths.manifest.read_text(encoding="utf-8")) if paths.manifest.exists() else {}
+    stages = {s["notebook"]: s for s in previous.get("stages", []) if isinstance(s, dict) and "notebook" in s}
+    for s in summary.stages:
+        if s.status != "up to date" or s.notebook not in stages:
+            stages[s.notebook] = dict(s.__dict__)
     manifest = {
         "run": params.run,
+        "status": status if not summary.interrupted else f"interrupted ({summary.interrupted})",
+        "params_file": str(params_file) if params_file else None,
         "started": started.isoformat(timespec="seconds"),
         "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "git_commit": _git_commit(),
         "versions": versions,
-        "stages": [s.__dict__ for s in summary.stages],
+        "stages": [stages[k] for k in sorted(stages)],
         "usage": _usage(paths),
         "params": json.loads(params.model_dump_json()),
     }

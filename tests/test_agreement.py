@@ -237,3 +237,84 @@ def test_pairwise_agreement_matrix(table):
     assert (np.diag(mae.to_numpy()) == 0).all()
     with pytest.raises(ValueError, match="stat"):
         pairwise_agreement(scores, stat="cosine")
+
+
+def _set_separating_table(rng_seed: int = 11, n: int = 30) -> pd.DataFrame:
+    """Humans vary within each set and the sets differ on average (zero < rag < full); the
+    judge gives one constant score per set (rag) or noise unrelated to the humans (zero, full)."""
+    rng = np.random.default_rng(rng_seed)
+    centre = {"zero": 2.0, "rag": 5.0, "full": 8.0}
+    rows = []
+    for s, c in centre.items():
+        human = np.clip(np.round(c + rng.normal(0, 1.5, n)), 0, 10)
+        judge = np.full(n, c) if s == "rag" else np.clip(np.round(c + rng.normal(0, 1.0, n)), 0, 10)
+        for q in range(n):
+            rows += [_row(q, "human", "quality", human[q], set_name=s), _row(q, "llm", "quality", judge[q], set_name=s)]
+    return pd.DataFrame(rows)
+
+
+def test_a_judge_that_only_separates_sets_does_not_agree_on_the_rag_set():
+    scores = _set_separating_table()
+    out = agreement_table(scores, sets=["rag", "zero", "full", "pooled"]).set_index(["judge", "set"])
+    pooled = out.loc[("llm", "pooled")]
+    assert pooled["pearson"] > 0.7 and pooled["n"] == 90  # the gap between sets manufactures agreement
+    rag = out.loc[("llm", "rag")]
+    assert rag["n"] == 30 and np.isnan(rag["pearson"]) and np.isnan(rag["spearman"])  # constant on rag
+    for s in ("zero", "full"):  # noise within a set: no real agreement
+        assert abs(out.loc[("llm", s), "pearson"]) < 0.45
+    # the default is the rag set alone; pooling only when asked
+    default = agreement_table(scores)
+    assert list(default["set"]) == ["rag"]
+    assert np.isnan(krippendorff_alpha(scores, ["human", "llm"], "quality")) or (
+        krippendorff_alpha(scores, ["human", "llm"], "quality")
+        < krippendorff_alpha(scores, ["human", "llm"], "quality", set_name="pooled")
+    )
+    assert np.isnan(pairwise_agreement(scores).loc["llm", "human"])
+    assert pairwise_agreement(scores, set_name="pooled").loc["llm", "human"] > 0.7
+    rel = reliability_table(scores, {"all": ["human", "llm"]}, sets=["rag", "pooled"]).set_index("set")
+    assert rel.loc["rag", "alpha"] < rel.loc["pooled", "alpha"]
+
+
+def test_unknown_set_is_refused_with_the_sets_present():
+    scores = _set_separating_table(n=5)
+    with pytest.raises(ValueError, match=r"sets: expected one or more of \['full', 'rag', 'zero', 'pooled'\]"):
+        agreement_table(scores, sets=["rag", "mixed"])
+    with pytest.raises(ValueError, match="sets"):
+        reliability_table(scores, {"all": ["human", "llm"]}, sets=[])
+    with pytest.raises(ValueError, match="'mixed'"):
+        pairwise_agreement(scores, set_name="mixed")
+
+
+def test_bootstrap_resamples_questions_not_units():
+    # One question, three systems, three sets: resampling questions always draws that question,
+    # so every resample is the whole table and the interval collapses onto the point value;
+    # resampling (question, set) units would have spread it.
+    rows = []
+    for i, (system, s) in enumerate(itertools.product(("a", "b", "c"), ("zero", "rag", "full"))):
+        for judge, score in (("human", float(i % 5)), ("llm", float((i * 3) % 7))):
+            rows.append({**_row(0, judge, "quality", score, set_name=s), "system": system})
+    scores = pd.DataFrame(rows)
+    out = agreement_table(scores, sets=["rag", "pooled"], bootstrap=50).set_index("set")
+    for s in ("rag", "pooled"):
+        for stat in ("bias", "mean_abs_diff", "pearson"):
+            assert out.loc[s, f"{stat}_lo"] == pytest.approx(out.loc[s, stat])
+            assert out.loc[s, f"{stat}_hi"] == pytest.approx(out.loc[s, stat])
+    rel = reliability_table(scores, {"all": ["human", "llm"]}, sets="pooled", bootstrap=20).iloc[0]
+    assert rel["alpha_lo"] == pytest.approx(rel["alpha"]) and rel["alpha_hi"] == pytest.approx(rel["alpha"])
+
+
+def test_question_draws_are_shared_by_every_row():
+    # two dimensions with identical data get identical intervals, and so do two sets: the same
+    # question draws apply to every row of the table
+    rng = np.random.default_rng(5)
+    h, j = rng.integers(0, 11, 12).astype(float), rng.integers(0, 11, 12).astype(float)
+    rows = [
+        _row(q, judge, d, v[q], set_name=s)
+        for q in range(12)
+        for d in DIMS
+        for s in ("rag", "full")
+        for judge, v in (("human", h), ("llm", j))
+    ]
+    out = agreement_table(pd.DataFrame(rows), sets=["rag", "full"], bootstrap=100, seed=2)
+    cols = [c for c in out.columns if c.endswith(("_lo", "_hi"))]
+    assert (out[cols].nunique() == 1).all()

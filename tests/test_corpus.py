@@ -13,6 +13,7 @@ import pytest
 from cube.config import parse_params
 from cube.corpus import (
     CORPUS_COLUMNS,
+    FILE_EXTRA_COLUMNS,
     CorpusError,
     build_corpus,
     corpus_stats,
@@ -75,7 +76,7 @@ def test_txt_folder_round_trip(tmp_path: Path, lang: str):
     corpus = generate_demo_corpus(25, lang, 0.4, seed=1)
     export_txt_folder(corpus, tmp_path / "kb")
     back = load_corpus_file(tmp_path / "kb", lang=lang)
-    assert len(back) == 25 and list(back.columns) == [*CORPUS_COLUMNS, "aliases"]
+    assert len(back) == 25 and list(back.columns) == [*CORPUS_COLUMNS, *FILE_EXTRA_COLUMNS]
     back = back.set_index("doc_id").loc[corpus["doc_id"]].reset_index()
     pd.testing.assert_frame_equal(back[["doc_id", *CORPUS_FIELDS]], corpus[["doc_id", *CORPUS_FIELDS]])
     assert back["text"].tolist() == corpus["text"].tolist()
@@ -162,9 +163,9 @@ def test_error_missing_mapped_or_required_column(tmp_path: Path):
     pd.DataFrame(_records()).to_csv(p, index=False)
     with pytest.raises(CorpusError, match=r"kb\.csv: corpus.columns maps 'fee_standard' to column 'Fee'.*columns found"):
         load_corpus_file(p, columns={**MAPPING, "fee_standard": "Fee"})
-    with pytest.raises(CorpusError, match=r"kb\.csv: no column for required field 'doc_id'"):
-        load_corpus_file(p, columns={"item_name": "name"})
-    with pytest.raises(CorpusError, match=r"unknown field\(s\) \['fees'\]"):
+    with pytest.raises(CorpusError, match=r"kb\.csv: no column for required field 'item_name'"):
+        load_corpus_file(p, columns={"doc_id": "id"})
+    with pytest.raises(CorpusError, match=r"unknown field key\(s\) \['fees'\]; valid keys: doc_id \(编号 / ID\)"):
         load_corpus_file(p, columns={**MAPPING, "fees": "fee"})
 
 
@@ -195,7 +196,7 @@ def test_error_duplicate_and_empty_doc_ids(tmp_path: Path):
     assert "kb.csv: duplicate doc_id(s)" in msg
     assert "'A' at row 1 (line 2), row 3 (line 4)" in msg and "'C' at row 4 (line 5), row 5 (line 6)" in msg
     pd.DataFrame({"doc_id": ["A", ""], "item_name": ["x", "y"]}).to_csv(p, index=False)
-    with pytest.raises(CorpusError, match=r"kb\.csv: empty 'doc_id' at row 2 \(line 3\)"):
+    with pytest.raises(CorpusError, match=r"kb\.csv: empty 'doc_id' \(column 'doc_id'\) at row 2 \(line 3\)"):
         load_corpus_file(p)
 
 

@@ -74,3 +74,15 @@ def test_a_larger_top_n_system_is_reported_with_its_numbers():
     text = " ".join(assess(results, params)["suggestions"])
     top16 = results["top16"]
     assert f"top16 (TOP-N 16) retrieved {top16.recall_at_k:.1%}" in text and f"CuBE {top16.jury_cube():.1f}" in text
+
+
+def test_agreement_is_on_the_rag_set_unless_other_sets_are_asked(run):
+    section = pipeline.human_agreement(run)
+    assert section.sets == ["rag"] and set(section.agreement["set"]) == {"rag"}
+    assert set(section.set_scores["set"]) == {"rag"}
+    assert "the rag set" in section.agreement_note and "never pooled" in section.agreement_note
+    assert "Not included: the full, zero set(s)." in section.agreement_note
+    sets, note = pipeline._agreement_sets(["full", "pooled", "zero"], section.scores[section.scores["set"] != "zero"])
+    assert sets == ["full", "pooled"] and "all sets pooled" in note and "without scores: zero" in note
+    with pytest.raises(ValueError, match=r"human.agreement_sets: none of \['zero'\]"):
+        pipeline._agreement_sets(["zero"], section.scores[section.scores["set"] == "rag"])

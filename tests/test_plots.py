@@ -176,29 +176,67 @@ def test_nan_scores_do_not_break_any_figure():
         assert all(_has_data(ax) for ax in fig.axes if ax.get_label() != "<colorbar>"), name
 
 
+CJK_SYSTEM = "绿园区政务问答"
+
+
+def _glyph_warnings(fig: Figure) -> list[str]:
+    """The "Glyph ... missing from font(s)" warnings of drawing `fig` to PNG."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _render(fig)
+    return [str(w.message) for w in caught if "missing from font" in str(w.message)]
+
+
+def test_the_packaged_cjk_font_is_registered():
+    from cube import fonts
+
+    assert plots.CJK_FONT == "Noto Sans CJK SC"  # from the noto-cjk-sans-otc dependency, not the system
+    assert matplotlib.rcParams["font.family"][-1] == plots.CJK_FONT
+    assert plots.renderable("残疾人证换领（残损换新（户籍地））") and plots.renderable("judge-b")
+    assert not plots.renderable("\U00013000")  # an Egyptian hieroglyph: no registered font has it
+    assert fonts.CJK_FONT == plots.CJK_FONT
+
+
 @pytest.mark.filterwarnings("ignore::cube.analysis.CubeWarning")
-def test_non_ascii_judge_is_not_rendered():
+def test_chinese_judge_and_system_names_are_drawn_as_they_are():
     answers, scores = make_tables(n_questions=30, judges=(CJK_JUDGE, "judge-b"))
+    answers["system"] = CJK_SYSTEM
+    scores["system"] = CJK_SYSTEM
     figures = _all_figures(answers, scores)
     for name, (fig, _) in figures.items():
-        texts = _texts(fig)
-        assert all(t.isascii() for t in texts), (name, [t for t in texts if not t.isascii()])
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")  # a missing glyph would warn while drawing
-            _render(fig)
-    key = plots.ascii_labels([CJK_JUDGE])[CJK_JUDGE]
-    assert key.startswith("judge ") and key.isascii()
-    assert f"{key} (n = 30, 0 unscored)" in _texts(figures["score_distributions"][0])
-    # the same key in a figure with other judges (humans included): one name, one key everywhere
-    assert any(t.startswith(f"{key} - ") for t in _texts(figures["judge_vs_human"][0]))
+        assert _glyph_warnings(fig) == [], name
+    assert plots.display_labels([CJK_JUDGE]) == {CJK_JUDGE: CJK_JUDGE}  # never a hash key
+    assert f"{CJK_JUDGE} (n = 30, 0 unscored)" in _texts(figures["score_distributions"][0])
+    assert any(t.startswith(f"{CJK_JUDGE} - ") for t in _texts(figures["judge_vs_human"][0]))
+    assert any(CJK_SYSTEM in t for t in _texts(figures["rank_distribution"][0]))
+    assert not any(t.startswith("judge ") and t[6:9].isdigit() for f, _ in figures.values() for t in _texts(f))
+
+
+def test_a_figure_with_chinese_labels_saves_without_missing_glyphs(tmp_path):
+    fig = Figure()
+    ax = fig.subplots()
+    ax.barh(["残疾人证换领（残损换新（户籍地））", "明川省青石市的食品经营许可"], [3, 5])
+    ax.set(title="近重复混淆：绿园区", xlabel="问题数")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fig.savefig(tmp_path / "zh.png")
+    assert not [w for w in caught if "missing from font" in str(w.message)]
+    assert (tmp_path / "zh.png").stat().st_size > 0
 
 
 def test_render_check_detects_a_missing_glyph():
-    """Guards the test above: drawing CJK text on this machine does warn."""
+    """Guards the tests above: drawing a character no registered font has does warn."""
     fig = Figure()
-    fig.subplots().set_title(CJK_JUDGE)
-    with pytest.warns(UserWarning, match="missing from font"):
-        _render(fig)
+    fig.subplots().set_title("\U00013000")
+    assert _glyph_warnings(fig)
+
+
+def test_a_name_no_font_can_draw_gets_a_stable_key():
+    name = "评委\U00013000"
+    key = plots.display_labels([name])[name]
+    assert key.startswith("judge ") and key.isascii() and key == plots.display_labels([name, "x"])[name]
+    rater = plots.display_labels(["human:\U00013001"])["human:\U00013001"]
+    assert rater.startswith("human:rater ")
 
 
 def test_bland_altman_bias_and_limits_in_titles():
@@ -235,13 +273,25 @@ def test_agreement_heatmap_picks_the_scale_of_the_statistic():
     mae = plots.agreement_heatmap(pairwise_agreement(scores, stat="mae"), "mean absolute difference")
     assert rho.axes[0].collections[0].get_clim() == (-1, 1)
     assert mae.axes[0].collections[0].get_clim()[0] == 0
-    assert plots.agreement_heatmap(pairwise_agreement(scores), "一致性 Spearman").get_suptitle() == "Spearman"
+    assert plots.agreement_heatmap(pairwise_agreement(scores), "一致性 Spearman").get_suptitle() == "一致性 Spearman"
 
 
 def test_palette_is_fixed_by_sorted_names_and_humans_are_black():
     p = plots.judge_palette(["b", "human", "a", "human:r1"])
     assert p["a"] != p["b"] and p["human"] == plots.HUMAN_COLOR
     assert plots.judge_palette(["a", "b"]) == {k: p[k] for k in ("a", "b")}
-    labels = plots.ascii_labels(["gpt-4o", "评委", "human:张三"])
-    assert labels["gpt-4o"] == "gpt-4o" and labels["评委"] == plots.ascii_labels(["评委"])["评委"]
-    assert labels["评委"].startswith("judge ") and labels["human:张三"].startswith("human:rater ")
+    labels = plots.display_labels(["gpt-4o", "评委", "human:张三"])
+    assert labels == {"gpt-4o": "gpt-4o", "评委": "评委", "human:张三": "human:张三"}
+
+
+def test_confused_items_shows_real_item_names_stacked_by_cause():
+    table = pd.DataFrame({"item": ["残疾人证换领", "食品经营许可"], "questions": [6, 4], "region": [3, 0],
+                          "variant": [1, 2], "duplicate": [0, 0], "confused": [4, 2]})
+    fig = plots.confused_items(table, "绿园区助手")
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["食品经营许可", "残疾人证换领"]  # most confused on top
+    assert [round(p.get_width()) for p in ax.patches] == [0, 3, 2, 1]  # region bars, then variant bars
+    assert "4/6" in _texts(fig) and "绿园区助手" in fig.get_suptitle()
+    assert _glyph_warnings(fig) == []
+    empty = plots.confused_items(table.iloc[:0], "s")
+    assert empty.get_suptitle().endswith("none")

@@ -12,27 +12,76 @@ ROOT = Path(__file__).resolve().parents[1]
 JUDGES = [{"name": "r", "model": {"provider": "offline", "model": "rubric-strict"}}]
 
 
-def _params(tmp_path: Path, corpus_path: Path) -> Path:
-    path = tmp_path / "p.yaml"
+def _params(tmp_path: Path, corpus_path: Path, name: str = "p.yaml") -> Path:
+    path = tmp_path / name
     path.write_text(yaml.safe_dump({"run": "runner", "outputs_dir": str(tmp_path / "out"), "judges": JUDGES,
                                     "corpus": {"source": "file", "path": str(corpus_path)}}), encoding="utf-8")
     return path
 
 
-def test_a_failed_stage_keeps_earlier_work_and_shows_on_the_report(tmp_path, monkeypatch):
+def _snapshot(root: Path) -> dict[str, bytes]:
+    """Every published file (not the staging copy, the lock or the last-attempt page) by content."""
+    skip = {".staging", ".lock"}
+    return {str(f.relative_to(root)): f.read_bytes() for f in sorted(root.rglob("*"))
+            if f.is_file() and not skip & set(f.relative_to(root).parts) and f.name != "last_run.html"}
+
+
+def test_a_failing_rerun_leaves_the_last_good_run_byte_identical(tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)
-    params = _params(tmp_path, tmp_path / "missing.csv")
+    corpus = tmp_path / "kb.csv"
+    generate_demo_corpus(6, "en", seed=1).drop(columns=["text"]).to_csv(corpus, index=False)
+    params = _params(tmp_path, corpus)
     root = tmp_path / "out" / "runner"
     root.mkdir(parents=True)
-    (root / "results.json").write_text(json.dumps({"decision": {"cube_score": 99}, "cube_score": 99}))
-    summary = execute_run(params, only="00..01", log=lambda _: None)
-    assert [s.status for s in summary.stages] == ["executed", "failed"] and not summary.ok
-    assert "missing.csv" in summary.stages[1].error
-    assert (root / "tables" / "paper_table4_reproduced.csv").exists()  # stage 00's work is kept
-    results = json.loads((root / "results.json").read_text())
-    assert "decision" not in results and "cube_score" not in results  # no stale score on the report
+    (root / "results.json").write_text(json.dumps({"earlier": {"cube_score": 61.5}}))
+    good = execute_run(params, only="00..01", log=lambda _: None)
+    assert good.ok and good.committed
+    before = _snapshot(root)
+    assert {"params.yaml", "results.json", "manifest.json", "report/index.html", "data/corpus.parquet",
+            "tables/paper_table4_reproduced.csv"} <= set(before)
+
+    broken = _params(tmp_path, tmp_path / "missing.csv", "broken.yaml")
+    failed = execute_run(broken, only="00..01", log=lambda _: None)
+    assert [s.status for s in failed.stages] == ["executed", "failed"] and not failed.ok and not failed.committed
+    assert "missing.csv" in failed.stages[1].error
+    assert _snapshot(root) == before  # params, results, manifest, data, tables, notebooks, pages, index
+    last = (root / "report" / "last_run.html").read_text(encoding="utf-8")
+    assert 'data-status="failed"' in last and "01_dataset_prep failed" in last and "missing.csv" in last
+    assert 'href="last_run.html"' in (root / "report" / "index.html").read_text(encoding="utf-8")
+    staged = json.loads((root / ".staging" / "manifest.json").read_text())
+    assert staged["status"] == "failed" and staged["params_file"] == str(broken.resolve())
+
+    again = execute_run(params, only="00..01", log=lambda _: None)  # the good params: nothing to recompute
+    assert [s.status for s in again.stages] == ["up to date", "up to date"] and again.committed
+    assert not (root / ".staging").exists()
+    manifest = json.loads((root / "manifest.json").read_text())
+    assert manifest["status"] == "committed" and manifest["params_file"] == str(params.resolve())
+    assert [s["status"] for s in manifest["stages"]] == ["executed", "executed"]  # timings of the run that ran them
+    assert f"<code>{params.resolve()}</code>" in (root / "report" / "index.html").read_text(encoding="utf-8")
+
+
+def test_a_first_run_that_fails_publishes_its_failure_and_no_decision(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    params = _params(tmp_path, tmp_path / "missing.csv")
+    summary = execute_run(params, only="01", log=lambda _: None)
+    root = tmp_path / "out" / "runner"
+    assert [s.status for s in summary.stages] == ["failed"]
     index = (root / "report" / "index.html").read_text(encoding="utf-8")
     assert 'id="failure"' in index and "01_dataset_prep failed" in index and 'id="no-decision"' in index
+    assert not (root / "results.json").exists() and not (root / "params.yaml").exists()
+
+
+def test_manifest_keeps_the_timings_of_stages_not_run_this_time(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    corpus = tmp_path / "kb.csv"
+    generate_demo_corpus(6, "en", seed=1).drop(columns=["text"]).to_csv(corpus, index=False)
+    params = _params(tmp_path, corpus)
+    execute_run(params, only="00", log=lambda _: None)
+    execute_run(params, only="01", log=lambda _: None)
+    stages = json.loads((tmp_path / "out" / "runner" / "manifest.json").read_text())["stages"]
+    assert [(s["notebook"], s["status"]) for s in stages] == [("00_paper_tables", "executed"),
+                                                              ("01_dataset_prep", "executed")]
+    assert all(s["seconds"] > 0 for s in stages)
 
 
 def test_replacing_a_named_input_file_makes_its_stages_out_of_date(tmp_path, monkeypatch):

@@ -31,6 +31,7 @@ from importlib import resources
 from pathlib import Path
 
 from cube.config import PAPER_DIMENSIONS, Params
+from cube.judges.parsing import declared_format, format_pattern
 
 LANGS = ("zh", "en")
 PLACEHOLDERS = ("{question}", "{document}", "{answer}")
@@ -68,6 +69,9 @@ class Dimension:
         template_version: Short hash of `template`; enters the LLM cache key.
         criteria: The five 2-point criteria, in order.
         lang: Prompt language, `zh` or `en`.
+        score_format: The reply format the dimension declares (`"Verdict: {score}"`): its
+            `score_format` param, else its template's first line holding `{score}`, else None
+            (see `cube.judges.parsing`).
     """
 
     name: str
@@ -76,6 +80,7 @@ class Dimension:
     template_version: str
     criteria: list[str] = field(default_factory=list)
     lang: str = "zh"
+    score_format: str | None = None
 
     def fill(self, question: str, document: str, answer: str) -> str:
         """The prompt for one answer (see `fill_template`)."""
@@ -178,11 +183,13 @@ def load_dimensions(params: Params, base_dir: Path = Path(".")) -> list[Dimensio
 
     A dimension's template is, in order: its inline `prompt`, its `prompt_file` (relative to
     `base_dir`), or the packaged template of that name in `params.lang`. Its criteria are the
-    `criteria` given in params, else those its template lists, else the packaged ones.
+    `criteria` given in params, else those its template lists, else the packaged ones. Its
+    reply format is its `score_format`, else the template's first line holding `{score}`.
 
     Raises:
         DimensionError: naming the dimension, when it has no template, its template lacks the
-            `{answer}` placeholder, or it does not end up with exactly five criteria.
+            `{answer}` placeholder, it does not end up with exactly five criteria, or its reply
+            format does not hold exactly one `{score}`.
     """
     lang = params.lang
     _check_lang(lang)
@@ -216,7 +223,14 @@ def load_dimensions(params: Params, base_dir: Path = Path(".")) -> list[Dimensio
                 f"'(5) ...' in its prompt), found {len(criteria)}"
             )
         description = d.description or PAPER_DESCRIPTIONS[lang].get(d.name, "")
-        dims.append(Dimension(d.name, description, template, template_version(template), criteria, lang))
+        score_format = d.score_format or declared_format(template)
+        if score_format is not None:
+            try:
+                format_pattern(score_format)
+            except ValueError as err:
+                raise DimensionError(f"dimension {d.name!r}: {err}") from None
+        dims.append(Dimension(d.name, description, template, template_version(template), criteria, lang,
+                              score_format))
     return dims
 
 

@@ -10,6 +10,21 @@ A reply is scored only when it holds one clear score on the 0-10 scale. Accepted
 - a reply with reasoning that ends in (or contains) one labelled score, possibly repeated
   with the same value: "The answer covers the fee ... Score: 8"
 - per-criterion points followed by one total: "(1) 2分 (2) 1分 ... 总分：8" (the total wins)
+- the explicit markers of widely used judge prompts, which win over any number in the
+  reasoning before them: `Rating: [[8]]` (MT-Bench / FastChat), `[RESULT] 8` (Prometheus),
+  `<score>8</score>` (XML-tagged judges); `8/10` inside a marker is accepted, another scale
+  is not. Several markers must agree ("[[7]] ... [[8]]" is conflicting).
+- the output format the dimension's prompt declares (`score_format`, see below), tried first.
+
+Declared formats. A dimension may declare its reply format as a literal pattern with one
+`{score}` where the number goes, e.g. `"Verdict: {score}"` or `"<<{score}>>"`: the
+`score_format` of the dimension in params, or else what the first line of its prompt
+template holding `{score}` shows around it (`declared_format`: a prompt ending "Reply with
+one line: Final mark: {score}." declares `Final mark: {score}`; the placeholder is shown to
+the judge as written). Matching
+is case-insensitive, full-width forms are normalised, Markdown emphasis is ignored and any
+run of spaces in the pattern matches any spacing. One match (or several with one value) is
+the score; different values are conflicting; no match falls back to the forms above.
 
 Everything else is *unscored* with a reason, never guessed: prose without a labelled score,
 two different scores ("7 or 8", "Score: 7 ... Score: 8"), a range ("7-8分"), another scale
@@ -45,6 +60,16 @@ _LABELLED = re.compile(
 _FINAL = re.compile(rf"{_FINAL_LABELS}\s*\**\s*(?:is|of|was|为|是)?\s*[:：=\-]?\s*\**\s*({_NUM})", re.IGNORECASE)
 _WITH_UNIT = re.compile(rf"({_NUM})\s*(?:分(?!之)|points?\b|pts\b|/\s*10(?!\d))", re.IGNORECASE)
 _BARE = re.compile(rf"^\s*{_LABELS}?\s*[:：=]?\s*({_NUM})\s*(?:分|points?|pts)?\s*$", re.IGNORECASE)
+# Explicit markers of common judge prompts: (opening, closing) around the number.
+_SCALE = r"(?:\s*(?:/|out\s+of)\s*(\d+))?"  # group 2: an optional scale ("8/10")
+_SEP = r"\s*(?:-|–|—|~|～|到|至|或|和|\bor\b|\bto\b|\band\b)\s*"
+_MARKER_PARTS = (
+    (r"\[\[\s*", r"\s*\]\]"),  # MT-Bench / FastChat: Rating: [[8]]
+    (r"\[\s*RESULT\s*\]\s*[:：]?\s*", r"(?!\s*\d)"),  # Prometheus: [RESULT] 8
+    (r"<\s*score\s*>\s*", r"\s*<\s*/\s*score\s*>"),  # <score>8</score>
+)
+_MARKERS = tuple(re.compile(rf"{a}({_NUM}){_SCALE}(?!{_SEP}\d){b}", re.IGNORECASE) for a, b in _MARKER_PARTS)
+_MARKER_RANGES = tuple(re.compile(rf"{a}{_NUM}{_SEP}{_NUM}", re.IGNORECASE) for a, _ in _MARKER_PARTS)
 
 
 def _normalise(text: str) -> str:
@@ -90,11 +115,90 @@ def _json_object(text: str) -> dict[str, Any] | None:
     return obj if isinstance(obj, dict) else None
 
 
-def parse_score(text: str) -> Parsed:
+def format_pattern(score_format: str) -> re.Pattern[str]:
+    """The regex of a declared reply format with one `{score}` (see the module docstring).
+
+    Raises:
+        ValueError: the format does not hold exactly one `{score}`.
+    """
+    if score_format.count("{score}") != 1 or not score_format.replace("{score}", "").strip():
+        raise ValueError(f"score_format {score_format!r}: expected exactly one {{score}} where the number goes, "
+                         "with the text around it (a bare number is read without a format)")
+    before, after = (_normalise_format(part) for part in score_format.split("{score}"))
+    return re.compile(rf"{before}\s*({_NUM})(?!{_SEP}\d)\s*{after}", re.IGNORECASE)
+
+
+def _format_range(score_format: str) -> re.Pattern[str]:
+    before = _normalise_format(score_format.split("{score}")[0])
+    return re.compile(rf"{before}\s*{_NUM}{_SEP}{_NUM}", re.IGNORECASE)
+
+
+def _normalise_format(part: str) -> str:
+    part = re.sub(r"[*_`#]+", " ", unicodedata.normalize("NFKC", part)).strip()
+    return r"\s*".join(re.escape(word) for word in part.split())
+
+
+def declared_format(template: str) -> str | None:
+    """The reply format a prompt template declares, or None.
+
+    It is taken from the template's first line holding `{score}`: the label right before
+    `{score}` (a label ending in a colon runs back to the previous colon; otherwise it is the
+    last word) and what follows `{score}` on that line, without a closing full stop. "Reply
+    with one line: Final mark: {score}." declares `Final mark: {score}`; "输出格式：最终分数为
+    {score} 分" declares `最终分数为 {score} 分`; "End with [[{score}]]" declares `[[ {score}]]`.
+    """
+    for line in template.splitlines():
+        if "{score}" in line:
+            before, after = line.split("{score}", 1)
+            before = unicodedata.normalize("NFKC", before).rstrip()
+            own_colon = before.endswith(":")
+            if own_colon:  # "...: Label: {score}": the label is what follows the previous colon
+                label = before[:-1].split(":")[-1].strip() + ":"
+            else:  # "...: 最终分数为 {score} 分", "End with [[{score}]]": the last word before it
+                words = before.split(":")[-1].split()
+                label = words[-1] if words else ""
+            declared = f"{label} {{score}}{after.rstrip().rstrip('.。')}".strip()
+            return None if declared == "{score}" else declared  # a bare number needs no format
+    return None
+
+
+def _agreeing(values: list[str], what: str) -> Parsed | None:
+    """One score when every value agrees, a refusal when they differ, None when there is none."""
+    if not values:
+        return None
+    distinct = sorted({float(v) for v in values})
+    if len(distinct) > 1:
+        return None, f"conflicting scores ({', '.join(f'{v:g}' for v in distinct)}) in {what}"
+    return _in_range(distinct[0], values[0])
+
+
+def _explicit(t: str, score_format: str | None) -> Parsed | None:
+    """The score of a declared format or of the common explicit markers, if the reply uses one."""
+    ranges = [*_MARKER_RANGES, *([_format_range(score_format)] if score_format else [])]
+    for pattern in ranges:
+        m = pattern.search(t)
+        if m:
+            return None, f"a range, not one score ({m.group(0).strip()})"
+    if score_format:
+        found = _agreeing([m.group(1) for m in format_pattern(score_format).finditer(t)],
+                          f"the declared format {score_format!r}")
+        if found is not None:
+            return found
+    values = []
+    for marker in _MARKERS:
+        for m in marker.finditer(t):
+            if m.group(2) is not None and m.group(2) != "10":
+                return None, f"score on another scale ({m.group(0).strip()}), expected 0-10"
+            values.append(m.group(1))
+    return _agreeing(values, "the score markers ([[N]], [RESULT] N, <score>N</score>)")
+
+
+def parse_score(text: str, score_format: str | None = None) -> Parsed:
     """One 0-10 score from a judge's reply.
 
     Args:
         text: The judge's raw reply.
+        score_format: the reply format the dimension declares (`"Verdict: {score}"`), if any.
 
     Returns:
         `(score, None)` when the reply holds one clear score in 0-10, else `(None, reason)`.
@@ -107,6 +211,9 @@ def parse_score(text: str) -> Parsed:
         if obj is not None:
             return _from_json_value(obj)
     t = _normalise(raw)
+    explicit = _explicit(t, score_format)
+    if explicit is not None:
+        return explicit
     for m in _OTHER_SCALE.finditer(t):
         if m.group(2) != "10":
             return None, f"score on another scale ({m.group(0).strip()}), expected 0-10"

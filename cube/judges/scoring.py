@@ -245,7 +245,7 @@ def _rows_for(
                 for d, a in zip(dims, accs, strict=True)]
     text = resp.text or ""
     if len(dims) == 1 and not judge.all_dimensions:
-        parsed = {dims[0].name: parse_score(text)}
+        parsed = {dims[0].name: parse_score(text, dims[0].score_format)}
         details = {dims[0].name: resp.detail}
         # Only an offline scorer's detail is criterion points (an LLM's holds e.g. its cache key).
     else:

@@ -182,16 +182,21 @@ def build_answers(
 
     Returns:
         The answers table; `attrs['dropped']` maps system name -> questions dropped, and
-        `attrs['unmapped']` system name -> retrieved chunks that named no corpus document.
+        `attrs['unmapped']` system name -> retrieved chunks that named no corpus document, and
+        `attrs['region_filter']` system name -> {filtered, unfiltered} question counts of the
+        builtin systems with `region_filter: question`.
     """
     require_columns(questions, QUESTION_COLUMNS[:3], "questions")
     rag_parts: dict[str, pd.DataFrame] = {}
     dropped: dict[str, int] = {}
     unmapped: dict[str, int] = {}
+    region_filter: dict[str, dict[str, int]] = {}
     for sp in params.systems:
         df = make_system(sp, params, cache_path).answer(questions, corpus, progress=progress)
         dropped[sp.name] = int(df.attrs.get("dropped", 0))
         unmapped[sp.name] = int(df.attrs.get("unmapped", 0))
+        if "region_filter" in df.attrs:
+            region_filter[sp.name] = dict(df.attrs["region_filter"])
         rag_parts[sp.name] = df
 
     bounds_by_model: dict[str, pd.DataFrame] = {}
@@ -217,4 +222,5 @@ def build_answers(
     ).reset_index(drop=True)
     out.attrs["dropped"] = dropped
     out.attrs["unmapped"] = unmapped
+    out.attrs["region_filter"] = region_filter
     return out

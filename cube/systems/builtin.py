@@ -24,6 +24,7 @@ from cube.config import BuiltinSystem
 from cube.llm import Model, Request
 from cube.schema import require_columns
 from cube.systems import System, answers_frame
+from cube.systems.region_filter import RegionFilter
 from cube.systems.retrieval import BM25Index
 
 _NO_DOCUMENTS = {"zh": "（无参考资料）", "en": "(no reference documents)"}
@@ -66,7 +67,7 @@ class BuiltinRAG(System):
     """bm25s top-N retrieval over the corpus, answered by `model` with the answering prompt.
 
     Args:
-        spec: the params entry (`top_n`, `region`, `k1`, `b`).
+        spec: the params entry (`top_n`, `region`, `region_filter`, `k1`, `b`).
         model: the answering model.
         lang: corpus/prompt language.
     """
@@ -78,11 +79,22 @@ class BuiltinRAG(System):
         self.spec = spec
         self.model = model
         self.lang = lang
+        self.region_counts: dict[str, int] = {}
 
     def retrieve(self, questions: pd.DataFrame, corpus: pd.DataFrame) -> list[list[str]]:
-        """Ranked doc ids per question (at most `top_n`)."""
+        """Ranked doc ids per question (at most `top_n`).
+
+        With `region_filter: question`, a question naming a region searches only that region's
+        knowledge base (`cube.systems.region_filter`); `self.region_counts` says how many
+        questions were filtered and how many named no region (searched unfiltered).
+        """
         index = BM25Index.from_corpus(corpus, lang=self.lang, k1=self.spec.k1, b=self.spec.b, region=self.spec.region)
-        return index.search(questions["question"].astype(str).tolist(), self.spec.top_n)
+        texts = questions["question"].astype(str).tolist()
+        plan = None
+        if self.spec.region_filter == "question":
+            plan = RegionFilter(index.rows).plan(texts)
+            self.region_counts = {"filtered": plan.filtered, "unfiltered": plan.unfiltered}
+        return index.search(texts, self.spec.top_n, plan)
 
     def answer(self, questions: pd.DataFrame, corpus: pd.DataFrame, *, progress: bool = True) -> pd.DataFrame:
         require_columns(questions, ("question_id", "doc_id", "question"), "questions")
@@ -95,7 +107,10 @@ class BuiltinRAG(System):
         responses = self.model.complete(
             requests, role="answering", desc=f"{self.name}: rag answers", progress=progress
         )
-        return answers_frame(
+        out = answers_frame(
             questions, system=self.name, set_name="rag", responses=responses, retrieved=retrieved,
             answerer=self.model.name, retrieval_ok=[True] * len(retrieved),
         )
+        if self.region_counts:
+            out.attrs["region_filter"] = dict(self.region_counts)
+        return out

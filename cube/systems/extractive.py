@@ -12,7 +12,9 @@ service guides in rank order) and never the chat messages:
    higher rank. A near-duplicate item (same name plus "(Modification)") that ranks higher
    therefore wins a question about the base item: the confusion real systems show.
 3. Answer: a sentence naming the chosen item, then each asked field's value copied from the
-   guide (numbered lists kept); a field the guide lacks is said to be missing.
+   guide (numbered lists kept); a field the guide lacks, or fills with a placeholder (无, /),
+   is said to be missing; a yes/no flag or a bare time limit is phrased (`cube.phrasing`:
+   "收费标准：需要收费", "承诺办结时限：10个工作日").
 4. No documents (the `zero` set): a generic answer, the kind a model without the knowledge
    base can give (consult the service hall / portal; bring an ID), with no specific
    material, time limit or fee.
@@ -28,6 +30,7 @@ from typing import Any
 
 from cube.corpus import parse_document as corpus_parse
 from cube.llm import OfflineModel, Request, Response, register_offline
+from cube.phrasing import phrase_value
 from cube.schema import CORPUS_FIELDS, FIELD_LABELS
 
 # Keyword -> fields. Order matters only for the order fields are written in the answer.
@@ -125,8 +128,10 @@ def pick_document(question: str, docs: list[dict[str, str]], lang: str) -> int:
 
 
 def _format_field(field: str, value: str | None, lang: str) -> str:
+    """"label：value", the value said as `cube.phrasing.phrase_value` says it (是 -> 收费, 10 -> 10个工作日,
+    a placeholder such as 无 -> not stated), the way the template questions ask it."""
     label = FIELD_LABELS[lang][field]
-    value = (value or "").strip() or _MISSING[lang]
+    value = phrase_value(field, value, lang) or _MISSING[lang]
     if "\n" in value:
         return f"{label}{_SEP[lang]}\n{value}"
     return f"{label}{_SEP[lang]}{value}"

@@ -24,6 +24,7 @@ import bm25s
 import numpy as np
 import pandas as pd
 
+from cube.systems.region_filter import RegionPlan
 from cube.text import segment
 
 _WORD = re.compile(r"\w", re.UNICODE)
@@ -113,6 +114,7 @@ class BM25Index:
         self.doc_ids = np.asarray([str(d) for d in doc_ids], dtype=object)
         self._bm25 = bm25s.BM25(k1=k1, b=b)
         self._bm25.index(tokenize(texts, lang), show_progress=False)
+        self.rows: pd.DataFrame | None = None  # the indexed corpus rows (set by `from_corpus`)
 
     @classmethod
     def from_corpus(
@@ -122,19 +124,32 @@ class BM25Index:
         for col in ("doc_id", "text"):
             if col not in corpus.columns:
                 raise ValueError(f"corpus: missing column {col!r} needed for BM25 retrieval")
-        sub = corpus[region_mask(corpus, region)]
-        return cls(sub["doc_id"].tolist(), sub["text"].fillna("").tolist(), lang=lang, k1=k1, b=b)
+        sub = corpus[region_mask(corpus, region)].reset_index(drop=True)
+        index = cls(sub["doc_id"].tolist(), sub["text"].fillna("").tolist(), lang=lang, k1=k1, b=b)
+        index.rows = sub
+        return index
 
-    def search(self, queries: Sequence[str], top_n: int) -> list[list[str]]:
-        """The top-`top_n` doc ids per query, best first; documents scoring 0 are left out."""
+    def search(self, queries: Sequence[str], top_n: int, plan: RegionPlan | None = None) -> list[list[str]]:
+        """The top-`top_n` doc ids per query, best first; documents scoring 0 are left out.
+
+        `plan` (`cube.systems.region_filter`, built over this index's rows) restricts each
+        question that names a region to that region's knowledge base; the others search all.
+        """
         k = min(int(top_n), len(self.doc_ids))
         q_tokens = [[t for t in toks if t in self._bm25.vocab_dict] for toks in tokenize(queries, self.lang)]
         out: list[list[str]] = [[] for _ in q_tokens]
-        todo = [i for i, toks in enumerate(q_tokens) if toks]
-        if not todo:
-            return out
-        idx, scores = self._bm25.retrieve([q_tokens[i] for i in todo], k=k, show_progress=False, n_threads=0)
-        for row, i in enumerate(todo):
-            keep = scores[row] > 0
-            out[i] = [str(d) for d in self.doc_ids[idx[row][keep]]]
+        named = plan.named if plan is not None else [None] * len(q_tokens)
+        if len(named) != len(q_tokens):
+            raise ValueError(f"BM25Index.search: region plan for {len(named)} questions, {len(q_tokens)} given")
+        groups: dict[str | None, list[int]] = {}
+        for i, toks in enumerate(q_tokens):
+            if toks:
+                groups.setdefault(named[i], []).append(i)
+        for region, todo in groups.items():
+            mask = None if region is None or plan is None else plan.masks[region].astype(np.float32)
+            idx, scores = self._bm25.retrieve([q_tokens[i] for i in todo], k=k, show_progress=False, n_threads=0,
+                                              weight_mask=mask)
+            for row, i in enumerate(todo):
+                keep = scores[row] > 0
+                out[i] = [str(d) for d in self.doc_ids[idx[row][keep]]]
         return out
