@@ -18,14 +18,20 @@ Pipeline (paper 5.3-5.5): rank -> `rank_score` -> Pearson r per judge and dimens
 evaluation subset (default: questions whose gold document was retrieved) -> normalised
 `N_d = 100 (TM_rag - TM_zero) / (TM_full - TM_zero)` -> weighted score
 `W = 100 (T_rag - T_zero) / (T_full - T_zero)` with `T = sum_d w_d TM_d` -> `CuBE = W * R@k`
--> jury mean and SD (ddof = 1) across judges. Every function here is pure: no I/O, no state.
+-> jury mean and SD (ddof = 1) across the judges that pass the validity gate (`cube.gate`).
+Every function here is pure: no I/O, no state.
+
+Scores are read on the full judge x set x dimension x question grid (`score_grid`), so an
+absent row is NaN and counted like an unscored one; the rules for W, the zero range, inverted
+bounds and the flags are in `cube.normalise`; retrieval figures come from one function,
+`retrieval_outcomes`, which leaves out (and counts) questions whose system call failed.
 """
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -33,6 +39,7 @@ import pandas as pd
 from scipy import stats
 
 from cube.config import PAPER_DIMENSIONS
+from cube.normalise import cube_scores, weighted_totals  # noqa: F401  (public API of cube.analysis)
 from cube.schema import SETS, SchemaError, require_columns
 
 ANSWER_REQUIRED = ("question_id", "system", "set", "rank")
@@ -141,15 +148,59 @@ def question_ranks(answers: pd.DataFrame, top_n: int = 8) -> pd.DataFrame:
     return out
 
 
-def recall_at_k(answers: pd.DataFrame, k: int | None = None) -> float:
-    """R@k: share of questions whose gold document the system retrieved (rank 1..k; any rank if k is None)."""
+@dataclass
+class RetrievalOutcomes:
+    """What one system retrieved, for every table, figure and the decision (one R@k everywhere).
+
+    `ranks`: one row per question whose retrieval outcome is known (`question_ranks` columns);
+    `unknown`: question ids left out because the system call failed (`retrieval_ok` False on
+    the rag row), so a failure is never counted as a retrieval miss."""
+
+    ranks: pd.DataFrame
+    unknown: list[Any]
+    top_n: int
+
+    @property
+    def n_unknown(self) -> int:
+        return len(self.unknown)
+
+    def recall(self, k: int | None = None) -> float:
+        """R@k over the known questions (any rank when k is None); NaN when none is known."""
+        rank = self.ranks["rank"]
+        if rank.empty:
+            return float("nan")
+        hit = rank > 0 if k is None else (rank > 0) & (rank <= k)
+        return float(hit.mean())
+
+
+def retrieval_outcomes(answers: pd.DataFrame, top_n: int = 8) -> RetrievalOutcomes:
+    """The one source of retrieval figures: per-question rank of the rag set, without the
+    questions whose system call failed (counted in `unknown`)."""
     validate_answers(answers)
     _single_system(answers, "answers")
-    rank = answers.loc[answers["set"] == "rag", "rank"].astype(int)
+    rag = answers[answers["set"] == "rag"]
+    if rag.empty:
+        raise SchemaError("answers: no 'rag' rows (the system under test's answers)")
+    unknown: list[Any] = []
+    if "retrieval_ok" in rag:
+        bad = ~rag["retrieval_ok"].fillna(False).astype(bool)
+        unknown = sorted(set(rag.loc[bad, "question_id"]), key=str)
+        rag = rag[~bad]
+    if rag.empty:
+        ranks = pd.DataFrame({"question_id": [], "rank": [], "n_retrieved": [], "retrieved": [], "rank_score": []})
+    else:
+        ranks = question_ranks(rag, top_n)
+    return RetrievalOutcomes(ranks, unknown, top_n)
+
+
+def recall_at_k(answers: pd.DataFrame, k: int | None = None, top_n: int | None = None) -> float:
+    """R@k: share of questions (with a known retrieval outcome) whose gold document the system
+    retrieved (rank 1..k; any rank if k is None)."""
+    validate_answers(answers)
+    rank = pd.to_numeric(answers.loc[answers["set"] == "rag", "rank"]).astype(int)
     if rank.empty:
         raise SchemaError("answers: no 'rag' rows to compute R@k from")
-    hit = rank > 0 if k is None else (rank > 0) & (rank <= k)
-    return float(hit.mean())
+    return retrieval_outcomes(answers, top_n or max(int(rank.max()), k or 1, 1)).recall(k)
 
 
 # --------------------------------------------------------------------------------- correlations
@@ -159,6 +210,26 @@ def _per_item(scores: pd.DataFrame) -> pd.DataFrame:
     s = scores[keys + ["score"]].copy()
     s["score"] = pd.to_numeric(s["score"], errors="coerce").astype(float)
     return s.groupby(keys, as_index=False, sort=False, dropna=False)["score"].mean()
+
+
+def score_grid(scores: pd.DataFrame, *, judges: Iterable[Any] | None = None, dimensions: Iterable[str] | None = None,
+               questions: Iterable[Any] | None = None) -> pd.DataFrame:
+    """Per-item scores of one system reindexed to the full judge x set x dimension x question
+    grid, so an absent row is NaN and counted like an unscored one.
+
+    The grid's judges, dimensions and questions are the given ones plus any in `scores`
+    (questions: only the given ones when given, e.g. the rag questions of known retrieval).
+    Returns `judge, set, dimension, question_id, score`."""
+    items = _per_item(scores)
+    js = list(dict.fromkeys([*(judges or []), *sorted(items["judge"].unique(), key=str)]))
+    ds = _dimension_order([*(dimensions or []), *items["dimension"].unique()])
+    qs = list(dict.fromkeys(questions)) if questions is not None else \
+        sorted(items["question_id"].unique(), key=str)
+    keys = ["judge", "set", "dimension", "question_id"]
+    idx = pd.MultiIndex.from_product([js, list(SETS), ds, qs], names=keys)
+    grid = items.set_index(keys)["score"]
+    grid = grid[grid.index.isin(idx)].reindex(idx)
+    return grid.reset_index()
 
 
 def _dimension_order(dimensions: Iterable[str]) -> list[str]:
@@ -189,11 +260,14 @@ def rank_correlations(
     subset: Literal["all", "retrieved"] = "all",
     top_n: int = 8,
     against: str = "rank_score",
+    judges: Iterable[Any] | None = None,
 ) -> pd.DataFrame:
     """Pearson r between `rank_score` (or a custom `answers` column) and each dimension's
     score on the `rag` scoring set, per judge. `subset='retrieved'` keeps questions with rank > 0.
 
-    Returns columns `judge, dimension, r, p_value, n` (r is NaN when a side is constant)."""
+    Every judge (of `scores` and `judges`) gets a row per dimension, with n = 0 and r NaN when
+    it has no scores. Returns columns `judge, dimension, r, p_value, n` (r is NaN when a side
+    is constant or n < 3)."""
     validate_scores(scores)
     ranks = question_ranks(answers, top_n)
     if against != "rank_score":
@@ -206,10 +280,13 @@ def rank_correlations(
         raise ValueError(f"subset must be 'all' or 'retrieved', got {subset!r}")
     items = _per_item(scores[scores["set"] == "rag"]).merge(ranks[["question_id", against]], on="question_id")
     rows = []
-    for (judge, dim), g in items.groupby(["judge", "dimension"], sort=True):
-        g = g.dropna(subset=["score", against])
-        r, p = _pearson(g[against].to_numpy(float), g["score"].to_numpy(float))
-        rows.append({"judge": judge, "dimension": dim, "r": r, "p_value": p, "n": len(g)})
+    groups = dict(tuple(items.groupby(["judge", "dimension"], sort=True)))
+    all_judges = sorted({*(judges or []), *scores["judge"].unique()}, key=str)
+    for judge in all_judges:
+        for dim in _dimension_order(scores["dimension"]):
+            g = groups.get((judge, dim), items.iloc[:0]).dropna(subset=["score", against])
+            r, p = _pearson(g[against].to_numpy(float), g["score"].to_numpy(float))
+            rows.append({"judge": judge, "dimension": dim, "r": r, "p_value": p, "n": len(g)})
     out = pd.DataFrame(rows, columns=["judge", "dimension", "r", "p_value", "n"])
     return _order(out, _dimension_order(scores["dimension"]))
 
@@ -218,11 +295,14 @@ def dimension_weights(
     correlations: pd.DataFrame,
     mode: Literal["rank_correlation", "equal", "custom"] = "rank_correlation",
     custom: Mapping[str, float] | None = None,
+    fallback: Literal["none", "equal"] = "none",
 ) -> pd.DataFrame:
     """Weights per judge and dimension, summing to 1 per judge.
 
     `rank_correlation`: `w_d = r_d / sum(r)`, where a negative or undefined r counts as 0
-    (with a `CubeWarning`); `equal`: 1/D; `custom`: the given weights, normalised."""
+    (with a `CubeWarning`); `equal`: 1/D; `custom`: the given weights, normalised. When all of
+    a judge's weights are 0 they are undefined (NaN, so W is NaN), unless `fallback='equal'`
+    (`analysis.weights_fallback`): then 1/D, with a warning."""
     require_columns(correlations, ["judge", "dimension"], "correlations")
     out = correlations[["judge", "dimension"]].copy()
     if mode == "rank_correlation":
@@ -253,7 +333,15 @@ def dimension_weights(
         raise ValueError(f"weights mode must be rank_correlation, equal or custom, got {mode!r}")
     total = out.groupby("judge")["raw"].transform("sum")
     for judge in out.loc[total <= _EPS, "judge"].unique():
-        warnings.warn(f"judge {judge!r}: all weights are 0; its weighted score is undefined", CubeWarning, stacklevel=2)
+        if fallback == "equal":
+            warnings.warn(f"judge {judge!r}: all weights are 0; equal weights used (analysis.weights_fallback)",
+                          CubeWarning, stacklevel=2)
+        else:
+            warnings.warn(f"judge {judge!r}: all weights are 0; its weighted score is undefined", CubeWarning,
+                          stacklevel=2)
+    if fallback == "equal":
+        out["raw"] = np.where(total <= _EPS, 1.0, out["raw"])
+        total = out.groupby("judge")["raw"].transform("sum")
     out["weight"] = np.where(total > _EPS, out["raw"] / total.where(total > _EPS, 1.0), np.nan)
     return out[["judge", "dimension", "weight"]]
 
@@ -261,132 +349,72 @@ def dimension_weights(
 # ------------------------------------------------------------------------------ trimmed means
 def trimmed_means(
     scores: pd.DataFrame, proportion: float = 0.1, question_ids: Iterable[Any] | None = None,
-    paired: bool = True,
+    paired: bool = True, *, questions: Iterable[Any] | None = None, judges: Iterable[Any] | None = None,
+    dimensions: Iterable[str] | None = None,
 ) -> pd.DataFrame:
     """`scipy.stats.trim_mean` of each judge's scores per set and dimension, cutting `proportion`
-    per tail; optionally on a subset of questions.
+    per tail; optionally on a subset of questions (`question_ids`).
 
-    Unscored (NaN) items are excluded and counted (`n_unscored`). With `paired` (the default,
-    METHOD.md), a judge's dimension uses only questions it scored in all three sets, so the
-    bounds and the system are compared on the same questions; questions dropped because
-    another set of theirs is unscored are counted in `n_unpaired`. Every (judge, set,
-    dimension) of the scores gets a row, NaN when the subset leaves it no scores.
+    The scores are first reindexed to the full grid (`score_grid`: judges x sets x dimensions
+    x `questions`), so an absent row is NaN exactly like an unscored one: both are excluded
+    and counted (`n_unscored`). With `paired` (the default, METHOD.md), a judge's dimension
+    uses only questions it scored in all three sets, so the bounds and the system are
+    compared on the same questions; questions dropped because another set of theirs is
+    unscored are counted in `n_unpaired`. Every (judge, set, dimension) gets a row, NaN
+    when nothing is left.
 
     Returns `judge, set, dimension, trimmed_mean, n, n_unscored, n_unpaired`."""
     validate_scores(scores)
     _single_system(scores, "scores")
     if not 0 <= proportion < 0.5:
         raise ValueError(f"trim proportion must be in [0, 0.5), got {proportion}")
-    items = _per_item(scores)
-    groups = items[["judge", "set", "dimension"]].drop_duplicates()
+    grid = score_grid(scores, judges=judges, dimensions=dimensions, questions=questions)
     if question_ids is not None:
-        items = items[items["question_id"].isin(set(question_ids))]
-    if paired:
-        complete = items.pivot_table(index=["judge", "dimension", "question_id"], columns="set", values="score",
-                                     aggfunc="first", dropna=False).reindex(columns=list(SETS))
-        ok = complete.notna().all(axis=1).rename("paired_ok").reset_index()
-        items = items.merge(ok[["judge", "dimension", "question_id", "paired_ok"]], how="left",
-                            on=["judge", "dimension", "question_id"])
-    else:
-        items = items.assign(paired_ok=True)
+        grid = grid[grid["question_id"].isin(set(question_ids))]
+    cube = grid.set_index(["judge", "dimension", "question_id", "set"])["score"].unstack("set")
+    cube = cube.reindex(columns=list(SETS))
+    ok = cube.notna().all(axis=1) if paired else pd.Series(True, index=cube.index)
     rows = []
-    by_group = dict(tuple(items.groupby(["judge", "set", "dimension"], sort=False)))
-    for judge, set_, dim in groups.itertuples(index=False):
-        g = by_group.get((judge, set_, dim), items.iloc[:0])
-        v = g["score"].to_numpy(float)
-        keep = g["paired_ok"].fillna(False).to_numpy(bool) & ~np.isnan(v)
-        tm = float(stats.trim_mean(v[keep], proportion)) if keep.any() else float("nan")
-        rows.append({"judge": judge, "set": set_, "dimension": dim, "trimmed_mean": tm, "n": int(keep.sum()),
-                     "n_unscored": int(np.isnan(v).sum()), "n_unpaired": int((~keep & ~np.isnan(v)).sum())})
+    dims = _dimension_order(grid["dimension"].unique()) if len(grid) else list(
+        dict.fromkeys(dimensions or scores["dimension"]))
+    judges_all = list(dict.fromkeys(grid["judge"])) if len(grid) else sorted(scores["judge"].unique(), key=str)
+    by_jd = {k: g for k, g in cube.groupby(level=["judge", "dimension"], sort=False)}
+    for judge in judges_all:
+        for dim in dims:
+            g = by_jd.get((judge, dim))
+            for set_ in SETS:
+                if g is None:
+                    rows.append({"judge": judge, "set": set_, "dimension": dim, "trimmed_mean": float("nan"), "n": 0,
+                                 "n_unscored": 0, "n_unpaired": 0})
+                    continue
+                v = g[set_].to_numpy(float)
+                keep = ok.loc[g.index].to_numpy(bool) & ~np.isnan(v)
+                tm = float(stats.trim_mean(v[keep], proportion)) if keep.any() else float("nan")
+                rows.append({"judge": judge, "set": set_, "dimension": dim, "trimmed_mean": tm, "n": int(keep.sum()),
+                             "n_unscored": int(np.isnan(v).sum()), "n_unpaired": int((~keep & ~np.isnan(v)).sum())})
     cols = ["judge", "set", "dimension", "trimmed_mean", "n", "n_unscored", "n_unpaired"]
-    return _order(pd.DataFrame(rows, columns=cols), _dimension_order(scores["dimension"]))
-
-
-def weighted_totals(trimmed: pd.DataFrame, weights: pd.DataFrame) -> pd.DataFrame:
-    """`T[judge, set] = sum_d w_d TM[judge, set, d]` (paper Table 2's last column).
-
-    A dimension of weight 0 contributes 0 whatever its trimmed mean; a weighted dimension
-    without a trimmed mean makes T undefined (NaN), so W never mixes different dimensions."""
-    m = trimmed.merge(weights, on=["judge", "dimension"], how="left")
-    m["wtm"] = np.where(m["weight"] == 0, 0.0, m["weight"] * m["trimmed_mean"])
-    out = m.groupby(["judge", "set"], as_index=False, sort=False).agg(
-        weighted_total=("wtm", lambda s: s.sum(skipna=False)))
-    return out
-
-
-# ---------------------------------------------------------------------------- normalisation
-def _normalise(rag: Any, zero: Any, full: Any) -> tuple[Any, Any]:
-    rag, zero, full = (np.asarray(a, dtype=float) for a in (rag, zero, full))
-    den = full - zero
-    zero_den = np.abs(den) <= _EPS
-    with np.errstate(divide="ignore", invalid="ignore"):
-        n = np.where(zero_den, np.nan, 100.0 * (rag - zero) / np.where(zero_den, 1.0, den))
-    return n, zero_den
-
-
-def cube_scores(trimmed: pd.DataFrame, weights: pd.DataFrame, recall: float) -> pd.DataFrame:
-    """Table 4: per judge, each dimension normalised between its bounds, the weighted score,
-    R@k and the CuBE score, with flags for zero denominators and out-of-bounds values.
-
-    Columns: one per dimension (0-100), `weighted_score`, `recall_at_k` (0-1), `cube_score`,
-    `flag_zero_denominator`, `flag_out_of_bounds`, `flags` (text)."""
-    require_columns(trimmed, ["judge", "set", "dimension", "trimmed_mean"], "trimmed_means")
-    for s in SETS:
-        if not (trimmed["set"] == s).any():
-            raise SchemaError(f"trimmed_means: no '{s}' set; CuBE needs the zero, rag and full scoring sets")
-    tm = trimmed.set_index(["judge", "dimension", "set"])["trimmed_mean"].unstack("set").reindex(columns=list(SETS))
-    dims = list(dict.fromkeys(trimmed["dimension"]))
-    totals = weighted_totals(trimmed, weights).set_index(["judge", "set"])["weighted_total"].unstack("set")
-    totals = totals.reindex(columns=list(SETS))
-    rows = []
-    for judge in sorted(trimmed["judge"].unique()):
-        row: dict[str, Any] = {"judge": judge}
-        flags: list[str] = []
-        for d in dims:
-            t = tm.loc[(judge, d)] if (judge, d) in tm.index else pd.Series(dtype=float)
-            n, zden = _normalise(t.get("rag", np.nan), t.get("zero", np.nan), t.get("full", np.nan))
-            row[d] = float(n)
-            if bool(zden):
-                flags.append(f"{d}: zero denominator (full = zero)")
-        t = totals.loc[judge]
-        w, zden = _normalise(t["rag"], t["zero"], t["full"])
-        row["weighted_score"] = float(w)
-        if bool(zden):
-            flags.append("weighted: zero denominator (full = zero)")
-        elif not np.isfinite(w):
-            flags.append("weighted: undefined (a weighted dimension has no trimmed mean in some set)")
-        row["recall_at_k"] = float(recall)
-        if float(recall) == 0.0:  # CuBE = W x R@k is 0 when nothing was retrieved, whatever W is
-            row["cube_score"] = 0.0
-            flags.append("nothing retrieved: R@k = 0, so CuBE = 0")
-        else:
-            row["cube_score"] = float(w) * float(recall)
-        oob = [c for c in [*dims, "weighted_score"] if np.isfinite(row[c]) and not -_EPS <= row[c] <= 100 + 1e-9]
-        flags += [f"{c}: outside [0, 100] ({row[c]:.1f})" for c in oob]
-        row["flag_zero_denominator"] = any("zero denominator" in f or "undefined" in f for f in flags)
-        row["flag_out_of_bounds"] = bool(oob)
-        row["flags"] = "; ".join(flags)
-        rows.append(row)
-    for r in rows:
-        if r["flags"]:
-            warnings.warn(f"judge {r['judge']!r}: {r['flags']}", CubeWarning, stacklevel=2)
-    return pd.DataFrame(rows).set_index("judge")
+    return _order(pd.DataFrame(rows, columns=cols), dims)
 
 
 def jury_summary(cube_table: pd.DataFrame) -> pd.DataFrame:
-    """Mean and SD (ddof = 1) across judges of every numeric column (Table 4's last row).
+    """Mean and SD (ddof = 1) across judges of every numeric column (Table 4's last row),
+    over the judges that passed the validity gate when the table has an `in_jury` column.
 
-    Returns a frame indexed `mean`, `sd` (SD is NaN with a single judge)."""
-    num = cube_table.select_dtypes(include="number").drop(
-        columns=[c for c in cube_table if c.startswith("flag_")], errors="ignore"
-    )
-    return pd.DataFrame({"mean": num.mean(), "sd": num.std(ddof=1)}).T
+    Returns a frame indexed `mean`, `sd` (SD is NaN with a single judge, everything NaN with
+    none), with `n_judges`: how many judges the mean averages."""
+    table = cube_table[cube_table["in_jury"].astype(bool)] if "in_jury" in cube_table else cube_table
+    skip = [c for c in cube_table if c.startswith(("flag_", "gate_")) or c in ("failure_rate", "judging_failed")]
+    num = table.select_dtypes(include="number").drop(columns=skip, errors="ignore")
+    out = pd.DataFrame({"mean": num.mean(), "sd": num.std(ddof=1)}).T
+    out["n_judges"] = [len(table), np.nan]
+    return out
 
 
 def format_mean_sd(jury: pd.DataFrame, digits: int = 2) -> pd.Series:
     """`82.76 ± 4.50` strings from `jury_summary` output."""
     return pd.Series(
-        {c: f"{jury.at['mean', c]:.{digits}f} ± {jury.at['sd', c]:.{digits}f}" for c in jury.columns}
+        {c: f"{jury.at['mean', c]:.{digits}f} ± {jury.at['sd', c]:.{digits}f}" for c in jury.columns
+         if c != "n_judges"}
     )
 
 
@@ -403,121 +431,8 @@ def judge_summary(scores: pd.DataFrame, set_: str | None = "rag") -> pd.DataFram
 
 
 # ------------------------------------------------------------------------------- composition
-@dataclass
-class CubeResult:
-    """Everything one system's CuBE evaluation produces (paper Tables 1-4 and the intervals)."""
-
-    system: str
-    recall_at_k: float
-    n_questions: int
-    n_retrieved: int
-    ranks: pd.DataFrame
-    correlations_all: pd.DataFrame
-    correlations_retrieved: pd.DataFrame
-    weights: pd.DataFrame
-    trimmed_means: pd.DataFrame
-    weighted_totals: pd.DataFrame
-    cube_table: pd.DataFrame
-    jury: pd.DataFrame
-    judge_summary: pd.DataFrame
-    retrieved_summary: pd.DataFrame
-    bootstrap: pd.DataFrame | None
-    settings: dict[str, Any] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
-
-    def jury_cube(self) -> float:
-        return float(self.jury.at["mean", "cube_score"])
-
-    def interval(self, judge: str = "jury", metric: str = "cube_score") -> tuple[float, float]:
-        if self.bootstrap is None:
-            return (float("nan"), float("nan"))
-        row = self.bootstrap[(self.bootstrap["judge"] == judge) & (self.bootstrap["metric"] == metric)]
-        return (float(row["lo"].iloc[0]), float(row["hi"].iloc[0])) if len(row) else (float("nan"),) * 2
-
-
-def _known_retrieval(answers: pd.DataFrame, scores: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, int]:
-    """Drop questions whose retrieval outcome is unknown (`retrieval_ok` False on the rag row: the
-    system call failed), so a failure never counts as a retrieval miss; warn with the count."""
-    if "retrieval_ok" not in answers:
-        return answers, scores, 0
-    rag = answers[answers["set"] == "rag"]
-    unknown = set(rag.loc[~rag["retrieval_ok"].fillna(False).astype(bool), "question_id"])
-    if not unknown:
-        return answers, scores, 0
-    warnings.warn(f"{len(unknown)} question(s) left out: the system call failed, so whether it retrieved the "
-                  "gold document is unknown (not counted as misses)", CubeWarning, stacklevel=3)
-    return (answers[~answers["question_id"].isin(unknown)], scores[~scores["question_id"].isin(unknown)],
-            len(unknown))
-
-
-def evaluate(answers: pd.DataFrame, scores: pd.DataFrame, analysis_params: Any = None,
-             top_n: int | None = None) -> CubeResult:
-    """The whole CuBE computation for one system, so a notebook makes one call.
-
-    `analysis_params` is a `cube.config.AnalysisParams` (defaults when None); `top_n` is the
-    system's list length N for `rank_score` (params' `analysis.top_n` wins, default 8)."""
-    from cube.bootstrap import bootstrap_cube
-    from cube.config import AnalysisParams
-
-    ap = analysis_params or AnalysisParams()
-    n_top = ap.top_n or top_n or 8
-    validate_answers(answers)
-    validate_scores(scores)
-    _single_system(answers, "answers")
-    _single_system(scores, "scores")
-    system = str(answers["system"].iloc[0]) if len(answers) else ""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", CubeWarning)
-        answers, scores, n_unknown = _known_retrieval(answers, scores)
-        ranks = question_ranks(answers, n_top)
-        recall = float(ranks["retrieved"].mean())
-        corr_all = rank_correlations(scores, answers, "all", n_top)
-        corr_ret = rank_correlations(scores, answers, "retrieved", n_top)
-        weights = dimension_weights(corr_all, ap.weights, ap.custom_weights)
-        qids = ranks.loc[ranks["retrieved"], "question_id"] if ap.subset == "retrieved" else None
-        tm = trimmed_means(scores, ap.trim_proportion, qids, paired=ap.paired)
-        table = cube_scores(tm, weights, recall)
-    for w in caught:  # recorded in the result and still shown to the reader
-        warnings.warn(w.message, CubeWarning, stacklevel=2)
-    boot = None
-    if ap.bootstrap > 0:
-        boot = bootstrap_cube(answers, scores, n_resamples=ap.bootstrap, confidence=ap.confidence,
-                              seed=ap.seed, proportion=ap.trim_proportion, subset=ap.subset,
-                              weights=ap.weights, custom_weights=ap.custom_weights, top_n=n_top,
-                              paired=ap.paired)
-    retrieved_ids = set(ranks.loc[ranks["retrieved"], "question_id"])
-    return CubeResult(
-        system=system,
-        recall_at_k=recall,
-        n_questions=len(ranks),
-        n_retrieved=int(ranks["retrieved"].sum()),
-        ranks=ranks,
-        correlations_all=corr_all,
-        correlations_retrieved=corr_ret,
-        weights=weights,
-        trimmed_means=tm,
-        weighted_totals=weighted_totals(tm, weights),
-        cube_table=table,
-        jury=jury_summary(table),
-        judge_summary=judge_summary(scores),
-        retrieved_summary=judge_summary(scores[scores["question_id"].isin(retrieved_ids)]),
-        bootstrap=boot,
-        settings={"trim_proportion": ap.trim_proportion, "subset": ap.subset, "weights": ap.weights,
-                  "top_n": n_top, "bootstrap": ap.bootstrap, "confidence": ap.confidence, "paired": ap.paired,
-                  "retrieval_unknown": n_unknown},
-        warnings=[str(w.message) for w in caught],
-    )
-
-
-def evaluate_systems(answers: pd.DataFrame, scores: pd.DataFrame, analysis_params: Any = None,
-                     top_n: Mapping[str, int] | int | None = None) -> dict[str, CubeResult]:
-    """`evaluate` for every system of the tables (several systems or versions in one run)."""
-    out = {}
-    for system in sorted(answers["system"].dropna().unique()):
-        n = top_n.get(system) if isinstance(top_n, Mapping) else top_n
-        out[system] = evaluate(answers[answers["system"] == system], scores[scores["system"] == system],
-                               analysis_params, n)
-    return out
+# The composition (evaluate, CubeResult) lives in cube.evaluation; re-exported here, its public home.
+from cube.evaluation import CubeResult, evaluate, evaluate_systems, weight_causes  # noqa: E402, F401
 
 
 def sample_variance(scores: pd.DataFrame) -> pd.DataFrame:

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from cube import analysis as A
+from cube.normalise import effective_weights
 
 METRICS = ("cube_score", "weighted_score", "recall_at_k")
 
@@ -39,30 +40,26 @@ class _Prepared:
     mode: str
     custom: dict[str, float] | None
     paired: bool
+    fallback: str = "none"
 
 
 def _prepare(answers: pd.DataFrame, scores: pd.DataFrame, *, proportion: float, subset: str,
-             mode: str, custom: dict[str, float] | None, top_n: int, paired: bool = True) -> _Prepared:
+             mode: str, custom: dict[str, float] | None, top_n: int, paired: bool = True,
+             judges: list[str] | None = None, dimensions: list[str] | None = None,
+             fallback: str = "none") -> _Prepared:
     # Sorted by question id, so the same seed draws the same questions whatever the row order.
-    ranks = A.question_ranks(answers, top_n).sort_values("question_id", kind="stable").reset_index(drop=True)
+    # The same grid as cube.analysis (absent rows are NaN) and the same known-retrieval questions.
+    outcomes = A.retrieval_outcomes(answers, top_n)
+    ranks = outcomes.ranks.sort_values("question_id", kind="stable").reset_index(drop=True)
     qids = ranks["question_id"].tolist()
-    items = A._per_item(scores)
-    judges = sorted(items["judge"].unique())
-    dims = list(dict.fromkeys(items["dimension"]))
-    cube = np.full((len(judges), len(A.SETS), len(dims), len(qids)), np.nan)
-    pos = {q: i for i, q in enumerate(qids)}
-    ji = {j: i for i, j in enumerate(judges)}
-    si = {s: i for i, s in enumerate(A.SETS)}
-    di = {d: i for i, d in enumerate(dims)}
-    items = items[items["question_id"].isin(pos)]
-    cube[
-        items["judge"].map(ji).to_numpy(),
-        items["set"].map(si).to_numpy(),
-        items["dimension"].map(di).to_numpy(),
-        items["question_id"].map(pos).to_numpy(),
-    ] = items["score"].to_numpy(float)
-    return _Prepared(judges, dims, ranks["rank_score"].to_numpy(float), ranks["retrieved"].to_numpy(bool),
-                     cube, proportion, subset, mode, custom, paired)
+    grid = A.score_grid(scores, judges=judges, dimensions=dimensions, questions=qids)
+    judges_all = sorted(grid["judge"].unique(), key=str)
+    dims = list(dict.fromkeys(grid["dimension"]))
+    cube = grid.set_index(["judge", "set", "dimension", "question_id"])["score"].reindex(
+        pd.MultiIndex.from_product([judges_all, list(A.SETS), dims, qids])).to_numpy(float)
+    cube = cube.reshape(len(judges_all), len(A.SETS), len(dims), len(qids))
+    return _Prepared(judges_all, dims, ranks["rank_score"].to_numpy(float), ranks["retrieved"].to_numpy(bool),
+                     cube, proportion, subset, mode, custom, paired, fallback)
 
 
 def _weighted_pearson(C: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -120,13 +117,16 @@ def cube_from_counts(p: _Prepared, C: np.ndarray) -> dict[str, np.ndarray]:
             for s in range(len(A.SETS)):
                 tm[j, s, d] = _weighted_trim_mean(C, p.scores[j, s, d], keep_jd, p.proportion)
     total_w = w.sum(axis=1, keepdims=True)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        w = np.where(total_w > 1e-12, w / total_w, np.nan)
-        # a weight-0 dimension contributes 0 even without a trimmed mean (as cube.analysis.weighted_totals)
-        T = np.where(w[:, None, :, :] == 0, 0.0, w[:, None, :, :] * tm).sum(axis=2)  # (J, sets, B)
-        zero, full = A.SETS.index("zero"), A.SETS.index("full")
-        den = T[:, full] - T[:, zero]
-        W = np.where(np.abs(den) > 1e-12, 100 * (T[:, rag] - T[:, zero]) / den, np.nan)
+    if p.fallback == "equal":  # undefined weights -> 1/D (analysis.weights_fallback), as dimension_weights
+        w = np.where(total_w > 1e-12, w, 1.0)
+    zero, full = A.SETS.index("zero"), A.SETS.index("full")
+    W = np.empty((J, B))
+    for j in range(J):  # the rules of cube.normalise: missing weighted dimension -> NaN, no range -> leaves W
+        we = effective_weights(w[j], tm[j, zero], tm[j, rag], tm[j, full])  # (D, B)
+        T = np.where(we[None] == 0, 0.0, we[None] * tm[j]).sum(axis=1)  # (sets, B)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            den = T[full] - T[zero]
+            W[j] = np.where(den > 1e-12, 100 * (T[rag] - T[zero]) / den, np.nan)
     cube = np.where(recall[None, :] == 0, 0.0, W * recall[None, :])  # nothing retrieved: CuBE = 0
     return {"weighted_score": W, "cube_score": cube, "recall_at_k": recall}
 
@@ -135,13 +135,16 @@ def bootstrap_cube(answers: pd.DataFrame, scores: pd.DataFrame, *, n_resamples: 
                    confidence: float = 0.95, seed: int = 0, proportion: float = 0.1,
                    subset: str = "retrieved", weights: str = "rank_correlation",
                    custom_weights: dict[str, float] | None = None, top_n: int = 8,
-                   paired: bool = True) -> pd.DataFrame:
+                   paired: bool = True, judges: list[str] | None = None, dimensions: list[str] | None = None,
+                   jury_judges: list[str] | None = None, weights_fallback: str = "none") -> pd.DataFrame:
     """Percentile intervals of each judge's and the jury's CuBE score, weighted score and R@k.
 
-    Returns `judge, metric, estimate, lo, hi, n_valid` (the jury row is named `jury`; `n_valid`
-    counts resamples where the value was defined, e.g. no zero denominator)."""
+    The jury averages `jury_judges` only (the judges that passed the validity gate; default:
+    every judge). Returns `judge, metric, estimate, lo, hi, n_valid` (the jury row is named
+    `jury`; `n_valid` counts resamples where the value was defined, e.g. no zero denominator)."""
     p = _prepare(answers, scores, proportion=proportion, subset=subset, mode=weights,
-                 custom=custom_weights, top_n=top_n, paired=paired)
+                 custom=custom_weights, top_n=top_n, paired=paired, judges=judges, dimensions=dimensions,
+                 fallback=weights_fallback)
     n = len(p.rank_score)
     point = cube_from_counts(p, np.ones((1, n)))
     rng = np.random.default_rng(seed)
@@ -162,9 +165,13 @@ def bootstrap_cube(answers: pd.DataFrame, scores: pd.DataFrame, *, n_resamples: 
         for m in ("cube_score", "weighted_score"):
             add(judge, m, point[m][j, 0], boot[m][j])
         add(judge, "recall_at_k", point["recall_at_k"][0], boot["recall_at_k"])
+    members = [i for i, j in enumerate(p.judges) if jury_judges is None or j in set(jury_judges)]
     for m in ("cube_score", "weighted_score"):  # the jury mean skips undefined judges, as jury_summary does
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # all judges undefined in a resample: NaN
-            add("jury", m, np.nanmean(point[m][:, 0]), np.nanmean(boot[m], axis=0))
+            if members:
+                add("jury", m, np.nanmean(point[m][members, 0]), np.nanmean(boot[m][members], axis=0))
+            else:
+                add("jury", m, np.nan, np.full(n_resamples, np.nan))
     add("jury", "recall_at_k", point["recall_at_k"][0], boot["recall_at_k"])
     return pd.DataFrame(rows)

@@ -302,7 +302,8 @@ class JudgeParams(_Strict):
 class AnalysisParams(_Strict):
     trim_proportion: float = Field(0.1, ge=0, lt=0.5, description="Trimmed-mean cut per tail.")
     subset: Literal["retrieved", "all"] = Field(
-        "retrieved", description="Questions of the trimmed means: retrieved ones (the paper) or all."
+        "retrieved", description="Questions of the trimmed means: retrieved ones (the paper); 'all' is refused "
+        "because CuBE = W x R@k would count retrieval twice."
     )
     paired: bool = Field(
         True, description="Per judge and dimension, use only questions scored in all three sets."
@@ -319,11 +320,39 @@ class AnalysisParams(_Strict):
     )
     weak_dimension_below: float = Field(60.0, description="A normalised dimension below this is 'weak'.")
     low_recall_below: float = Field(0.85, description="R@k below this triggers the retrieval suggestion.")
+    weights_fallback: Literal["none", "equal"] = Field(
+        "none", description="Weights when a judge's rank-correlation weights are undefined: none (W is NaN "
+        "with the cause) or equal (1/D, flagged).",
+    )
+    gate_alpha: float = Field(
+        0.05, gt=0, lt=1,
+        description="Judge gate: level of its one-sided tests (Wilcoxon full > zero; Pearson with rank_score).",
+    )
+    gate_min_separation: float = Field(
+        0.5, ge=0, description="Judge gate: minimum full - zero weighted total, in points of the 0-10 scale."
+    )
+    gate_max_failure_rate: float = Field(
+        0.2, ge=0, le=1, description="Judge gate: largest share of call + parse failures among judged rows."
+    )
+    gate_band_tolerance: float = Field(
+        25.0, ge=0, description="Judge gate: W must lie within [-tol, 100 + tol]."
+    )
+    bounds_tolerance: float = Field(
+        5.0, ge=0, description="Verdict withheld when the jury CuBE or its interval leaves [0, 100] by more."
+    )
+    max_interval_width: float = Field(
+        30.0, gt=0, description="Verdict withheld when the jury CuBE interval is wider (points)."
+    )
 
     @model_validator(mode="after")
     def _custom(self) -> AnalysisParams:
         if self.weights == "custom" and not self.custom_weights:
             raise ValueError("analysis.weights 'custom' needs analysis.custom_weights")
+        if self.subset == "all":
+            raise ValueError(
+                "analysis.subset: 'all' is refused for CuBE: the weighted score over all questions already "
+                "counts the answers whose gold document was not retrieved, so CuBE = W x R@k would count "
+                "retrieval twice; use 'retrieved' (the paper's subset)")
         return self
 
 

@@ -54,16 +54,60 @@ def _usage_figures(usage: pd.DataFrame | None) -> dict[str, Any]:
     }
 
 
+def withheld_reasons(result: CubeResult, params: Params) -> tuple[list[str], bool]:
+    """Why the verdict must be withheld (empty: a verdict may be given), and whether judging failed
+    wholesale (no judge has usable scores, or every judge fails the gate because of failures)."""
+    ap = params.analysis
+    reasons: list[str] = []
+    excluded = result.excluded_judges
+    table = result.cube_table
+    failed = "judging_failed" in table and len(table) > 0 and bool(table["judging_failed"].astype(bool).all())
+    if not result.jury_judges:
+        detail = "; ".join(f"{j}: {r}" for j, r in excluded.items()) or "no judge"
+        reasons.append(f"no judge passed the validity gate ({detail})")
+    cube = result.jury_cube()
+    lo, hi = result.interval("jury", "cube_score")
+    tol = ap.bounds_tolerance
+    if result.jury_judges and not np.isfinite(cube):
+        reasons.append("the jury CuBE score is undefined (see the flags)")
+    elif np.isfinite(cube) and not -tol <= cube <= 100 + tol:
+        reasons.append(f"the jury CuBE {cube:.1f} leaves [0, 100] by more than analysis.bounds_tolerance = {tol:g}")
+    if np.isfinite(lo) and np.isfinite(hi):
+        if lo < -tol or hi > 100 + tol:
+            reasons.append(f"the {ap.confidence:.0%} interval {lo:.1f}-{hi:.1f} leaves [0, 100] by more than "
+                           f"analysis.bounds_tolerance = {tol:g}")
+        if hi - lo > ap.max_interval_width:
+            reasons.append(f"the {ap.confidence:.0%} interval {lo:.1f}-{hi:.1f} is {hi - lo:.1f} points wide, more "
+                           f"than analysis.max_interval_width = {ap.max_interval_width:g}")
+    return reasons, failed
+
+
+def _clip_note(head: dict[str, Any], params: Params) -> str:
+    values = [head["cube_score"], *(head["cube_ci"] or [])]
+    if all(0 <= v <= 100 for v in values if np.isfinite(v)):
+        return ""
+    return (f" (values outside [0, 100] by at most analysis.bounds_tolerance = {params.analysis.bounds_tolerance:g} "
+            "points are read at the nearest bound)")
+
+
 def _system_figures(result: CubeResult, params: Params) -> dict[str, Any]:
     cube = result.jury_cube()
     lo, hi = result.interval("jury", "cube_score")
+    reasons, failed = withheld_reasons(result, params)
+    # within the tolerance, a value just outside [0, 100] is read at the nearest bound for the verdict
+    shown = float(np.clip(cube, 0, 100)) if np.isfinite(cube) else cube
     return {
         "system": result.system,
         "cube_score": cube,
         "cube_ci": [lo, hi] if np.isfinite(lo) else None,
         "recall_at_k": result.recall_at_k,
         "weighted_score": float(result.jury.at["mean", "weighted_score"]),
-        "verdict": verdict(cube, params.analysis.verdict_thresholds),
+        "verdict": "withheld" if reasons else verdict(shown, params.analysis.verdict_thresholds),
+        "withheld_reasons": reasons,
+        "judging_failed": bool(failed and not result.jury_judges),
+        "n_judges": len(result.jury_judges),
+        "judges_used": result.jury_judges,
+        "judges_excluded": result.excluded_judges,
     }
 
 
@@ -143,12 +187,21 @@ def assess(results: dict[str, CubeResult], params: Params, *, usage: pd.DataFram
     ci = head["cube_ci"]
     ci_text = f" ({params.analysis.confidence:.0%} interval {ci[0]:.1f}-{ci[1]:.1f})" if ci else ""
     on = "on those" if params.analysis.subset == "retrieved" else "over all questions"
-    sentence = (
-        f"{primary} achieved a CuBE score of {head['cube_score']:.1f}{ci_text} across {', '.join(dims)}: "
-        f"{head['verdict']}. Retrieval found the gold document for {result.recall_at_k:.1%} of questions "
-        f"(R@{top_n}), and {on} the answers reach {head['weighted_score']:.1f} of 100 on the scale from "
-        "the no-document bound (0) to the gold-document bound (100)."
-    )
+    jury_text = f"{head['n_judges']} of {len(result.cube_table)} judges"
+    if head["verdict"] == "withheld":
+        sentence = (
+            f"{primary}: verdict withheld ({'; '.join(head['withheld_reasons'])}). The jury of {jury_text} gives a "
+            f"CuBE score of {head['cube_score']:.1f}{ci_text}, which is not a reliable basis for a decision. "
+            f"Retrieval found the gold document for {result.recall_at_k:.1%} of questions (R@{top_n})."
+        )
+    else:
+        sentence = (
+            f"{primary} achieved a CuBE score of {head['cube_score']:.1f}{ci_text} across {', '.join(dims)} "
+            f"(jury of {jury_text}): {head['verdict']}{_clip_note(head, params)}. Retrieval found the gold document for "
+            f"{result.recall_at_k:.1%} of questions (R@{top_n}), and {on} the answers reach "
+            f"{head['weighted_score']:.1f} of 100 on the scale from the no-document bound (0) to the "
+            "gold-document bound (100)."
+        )
     notes = []
     if synthetic:
         notes.append("This run uses the SYNTHETIC demo knowledge base (generated, not real service guides).")
@@ -200,12 +253,37 @@ def correlation_reading(result: CubeResult) -> str:
     return text
 
 
+BADGE_COLOURS = {"excellent": "#1b5e20", "good": "#2e7d32", "fair": "#f9a825", "poor": "#c62828",
+                 "withheld": "#616161", "undetermined": "#616161"}
+
+
+def verdict_badge(name: str) -> str:
+    """The verdict as an HTML badge (a coloured span), shown in Markdown and HTML alike."""
+    import html
+
+    colour = BADGE_COLOURS.get(name, "#37474f")
+    return (f'<span style="background:{colour};color:#fff;padding:2px 10px;border-radius:10px;'
+            f'font-weight:bold">{html.escape(name.upper())}</span>')
+
+
 def decision_markdown(decision: dict[str, Any]) -> str:
-    """The decision as Markdown for the notebook (text from params is escaped)."""
+    """The decision as Markdown for the notebook (text from params is escaped): the verdict
+    badge, the judges used and excluded with reasons, and why a verdict was withheld."""
     import html
 
     esc = html.escape
-    lines = [f"**{esc(decision['sentence'])}**", ""]
+    lines = [f"Verdict: {verdict_badge(decision['verdict'])}", "", f"**{esc(decision['sentence'])}**", ""]
+    if decision.get("withheld_reasons"):
+        lines.append("Why the verdict is withheld:")
+        lines += [f"- {esc(r)}" for r in decision["withheld_reasons"]]
+        lines.append("")
+    used = decision.get("judges_used")
+    if used is not None:
+        lines.append(f"Judges in the jury ({decision.get('n_judges', len(used))}): "
+                     + (", ".join(esc(j) for j in used) or "none") + ".")
+        for j, why in (decision.get("judges_excluded") or {}).items():
+            lines.append(f"- excluded: {esc(j)} ({esc(why)})")
+        lines.append("")
     if decision.get("synthetic_data"):
         lines += [f"> {esc(decision['synthetic_data'])}", ""]
     if decision.get("weakest"):

@@ -95,7 +95,9 @@ def evaluate_run(run: Run, *, bootstrap: bool = True) -> dict[str, CubeResult]:
     ap = run.params.analysis if bootstrap else run.params.analysis.model_copy(update={"bootstrap": 0})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CubeWarning)  # shown by the notebooks from result.warnings
-        results = evaluate_systems(answers, scores, ap, system_top_n(run.params))
+        results = evaluate_systems(answers, scores, ap, system_top_n(run.params),
+                                   judges=[j.name for j in run.params.judges],
+                                   dimensions=run.params.dimension_names())
     return {s.name: results[s.name] for s in run.params.systems if s.name in results}  # params order
 
 
@@ -177,7 +179,8 @@ def decision(run: Run, results: dict[str, CubeResult]) -> dict[str, Any]:
                  skipped_share=float((kind == "skipped").mean()) if len(scores) else 0.0,
                  bound_note=bound_answerer_note(run.params))
     run.record(decision=out, cube_score=out["cube_score"], recall_at_k=out["recall_at_k"],
-               weighted_score=out["weighted_score"], verdict=out["verdict"])
+               weighted_score=out["weighted_score"], verdict=out["verdict"],
+               withheld_reasons=out["withheld_reasons"], judging_failed=out["judging_failed"])
     return out
 
 

@@ -37,7 +37,7 @@ from matplotlib.lines import Line2D
 from scipy import stats
 
 from cube.agreement import is_human, judge_means, with_human_consensus
-from cube.analysis import CubeResult, question_ranks, validate_answers
+from cube.analysis import CubeResult, retrieval_outcomes, validate_answers
 from cube.config import PAPER_DIMENSIONS
 from cube.fonts import CJK_FONT, renderable  # noqa: F401  (CJK_FONT re-exported)
 from cube.lexical import METRIC_LABELS
@@ -192,7 +192,7 @@ def _correlation_matrix(scores: pd.DataFrame, answers: pd.DataFrame, judge: str,
     """Pearson matrix of `rank_score` and the judge's dimension scores on the rag set."""
     if subset not in ("all", "retrieved"):
         raise ValueError(f"subset must be 'all' or 'retrieved', got {subset!r}")
-    ranks = question_ranks(answers, top_n)
+    ranks = retrieval_outcomes(answers, top_n).ranks  # as cube.analysis: failed system calls left out
     if subset == "retrieved":
         ranks = ranks[ranks["retrieved"]]
     rag = scores[(scores["set"].astype(str) == "rag") & (scores["judge"].astype(str) == judge)]
@@ -264,10 +264,12 @@ def correlation_grid(scores: pd.DataFrame, answers: pd.DataFrame, subset: str = 
 @_quiet
 def rank_distribution(answers: pd.DataFrame, top_n: int | None = None) -> Figure:
     """Histogram of the rank of the gold document in the rag set's retrieved lists
-    (0 = not retrieved, its own bar), with R@k in the title (k = `top_n`, default the largest rank)."""
+    (0 = not retrieved, its own bar), with R@k in the title (k = `top_n`, default the largest rank).
+    Data from `cube.analysis.retrieval_outcomes`: failed system calls are left out and counted."""
     validate_answers(answers)
     n_top = int(top_n or max(int(answers["rank"].max()), 1))
-    rank = question_ranks(answers, n_top)["rank"].to_numpy()  # checks: one system, rag rows, rank <= N
+    outcomes = retrieval_outcomes(answers, n_top)  # the one R@k source: failed system calls left out, counted
+    rank = outcomes.ranks["rank"].to_numpy(int)
     counts = np.bincount(rank, minlength=n_top + 1)
     fig, ax = _figure1(max(6.0, 0.55 * n_top + 2), 4.6)
     bars = ax.bar(np.arange(n_top + 1), counts, color=[SET_COLORS["zero"]] + [SET_COLORS["rag"]] * n_top)
@@ -275,8 +277,9 @@ def rank_distribution(answers: pd.DataFrame, top_n: int | None = None) -> Figure
     ax.set_xticks(np.arange(n_top + 1), ["not\nretrieved", *map(str, range(1, n_top + 1))])
     ax.set(xlabel="rank of the gold document in the retrieved list", ylabel="questions")
     system = _display_text(str(answers["system"].iloc[0]), "system")
-    return _titled(fig, f"Where {system} retrieved the gold document: R@{n_top} = {np.mean(rank > 0):.1%} "
-                 f"of {len(rank)} questions")
+    unknown = f"; {outcomes.n_unknown} left out (system call failed)" if outcomes.n_unknown else ""
+    return _titled(fig, f"Where {system} retrieved the gold document: R@{n_top} = {outcomes.recall(n_top):.1%} "
+                 f"of {len(rank)} questions{unknown}")
 
 
 # ------------------------------------------------------------------------------- CuBE figures

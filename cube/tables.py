@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from cube.analysis import CubeResult, recall_at_k
+from cube.analysis import CubeResult, retrieval_outcomes
 
 SET_LABELS = {"zero": "zero (no documents)", "full": "full (gold document)", "rag": "rag (system)"}
 
@@ -50,9 +50,9 @@ def table2_trimmed_means(results: Mapping[str, CubeResult]) -> pd.DataFrame:
     parts = []
     for name, r in results.items():
         wide = r.trimmed_means.pivot_table(index=["judge", "set"], columns="dimension", values="trimmed_mean",
-                                           aggfunc="first")
+                                           aggfunc="first", dropna=False)  # a judge without scores keeps its rows
         dims = list(dict.fromkeys(r.trimmed_means["dimension"]))
-        wide = wide[dims].join(r.weighted_totals.set_index(["judge", "set"])["weighted_total"])
+        wide = wide.reindex(columns=dims).join(r.weighted_totals.set_index(["judge", "set"])["weighted_total"])
         wide = wide.reset_index()
         wide["set"] = pd.Categorical(wide["set"], ["zero", "full", "rag"])
         parts.append(wide.sort_values(["judge", "set"]).assign(system=name, set=lambda d: d["set"].astype(str)))
@@ -75,10 +75,14 @@ def table3_weights(results: Mapping[str, CubeResult]) -> pd.DataFrame:
 
 def table4_cube_scores(results: Mapping[str, CubeResult]) -> pd.DataFrame:
     """Paper Table 4: normalised dimensions, weighted score, R@k and CuBE per judge, then the jury's
-    mean and SD (ddof = 1), with the bootstrap interval of CuBE (`cube_lo`, `cube_hi`)."""
+    mean and SD (ddof = 1), with the bootstrap interval of CuBE (`cube_lo`, `cube_hi`).
+
+    Every judge keeps its row; `in_jury` / `excluded_reason` say whether the validity gate let it
+    into the jury, and the jury rows' `n_judges` how many judges the mean averages."""
     parts = []
     for name, r in results.items():
-        t = r.cube_table.drop(columns=["flag_zero_denominator", "flag_out_of_bounds"]).reset_index()
+        t = r.cube_table.drop(columns=[c for c in r.cube_table if c.startswith("flag_")] + ["judging_failed"],
+                              errors="ignore").reset_index()
         jury = r.jury.reset_index().rename(columns={"index": "judge"})
         jury["judge"] = jury["judge"].map({"mean": "Jury mean", "sd": "Jury SD"})
         t = pd.concat([t, jury], ignore_index=True)
@@ -93,18 +97,40 @@ def table4_cube_scores(results: Mapping[str, CubeResult]) -> pd.DataFrame:
 
 
 def retrieval_table(answers: pd.DataFrame, top_n: Mapping[str, int], ks: Sequence[int] = (1, 3)) -> pd.DataFrame:
-    """R@1, R@3 and R@N per system, with the mean rank of retrieved gold documents."""
+    """R@1, R@3 and R@N per system, with the mean rank of retrieved gold documents, from
+    `cube.analysis.retrieval_outcomes` (questions whose system call failed are left out and
+    counted in `retrieval_unknown`, never counted as misses)."""
     rows = []
     for system, a in answers.groupby("system", sort=True):
         n = top_n.get(system, 8)
-        rag = a[a["set"] == "rag"]
-        row = {"system": system, "questions": len(rag), "top_n": n}
+        out = retrieval_outcomes(a, n)
+        row = {"system": system, "questions": len(out.ranks), "retrieval_unknown": out.n_unknown, "top_n": n}
         for k in sorted({*[k for k in ks if k < n], n}):
-            row[f"R@{k}"] = recall_at_k(a, k)
-        hit = rag["rank"][rag["rank"] > 0]
+            row[f"R@{k}"] = out.recall(k)
+        hit = out.ranks["rank"][out.ranks["rank"] > 0]
         row["mean_rank_when_retrieved"] = float(hit.mean()) if len(hit) else np.nan
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def flags_table(results: Mapping[str, CubeResult]) -> pd.DataFrame:
+    """Every flag of the run: `system, judge, dimension, code, message` (empty when none)."""
+    parts = [r.flags.assign(system=name) for name, r in results.items() if len(r.flags)]
+    if not parts:
+        return pd.DataFrame(columns=["system", "judge", "dimension", "code", "message"])
+    out = pd.concat(parts, ignore_index=True)
+    return out[["system", "judge", "dimension", "code", "message"]]
+
+
+def jury_gate_table(results: Mapping[str, CubeResult]) -> pd.DataFrame:
+    """The judge validity gate per system and judge: in the jury or excluded, and why."""
+    cols = ["in_jury", "excluded_reason", "gate_separation", "gate_p_value", "gate_questions", "gate_rank_r",
+            "gate_rank_p_value", "failure_rate",
+            "weighted_score"]
+    parts = [r.cube_table[[c for c in cols if c in r.cube_table]].reset_index().assign(system=name)
+             for name, r in results.items()]
+    out = pd.concat(parts, ignore_index=True)
+    return out[["system", *[c for c in out.columns if c != "system"]]]
 
 
 def qa_example(answers: pd.DataFrame, questions: pd.DataFrame, question_id: str | None = None,
@@ -180,16 +206,18 @@ def table5_human_vs_cube(answers: pd.DataFrame, scores: pd.DataFrame, human: pd.
 
 
 def retrieval_by_style(answers: pd.DataFrame, questions: pd.DataFrame, top_n: Mapping[str, int]) -> pd.DataFrame:
-    """R@1 and R@N per system and question style (named, colloquial, ambiguous): where retrieval fails."""
+    """R@1 and R@N per system and question style (named, colloquial, ambiguous): where retrieval fails.
+    Retrieval outcomes come from `cube.analysis.retrieval_outcomes` (failed system calls left out)."""
     if "style" not in questions:
         return pd.DataFrame(columns=["system", "style", "questions", "R@1", "R@N"])
     style = questions.set_index("question_id")["style"].fillna("").replace("", "(llm or file)")
-    rag = answers[answers["set"] == "rag"].assign(style=lambda d: d["question_id"].map(style))
     rows = []
-    for (system, st), g in rag.groupby(["system", "style"], sort=True):
+    for system, a in answers.groupby("system", sort=True):
         n = top_n.get(system, 8)
-        rows.append({"system": system, "style": st, "questions": len(g), "R@1": float((g["rank"] == 1).mean()),
-                     "R@N": float(((g["rank"] > 0) & (g["rank"] <= n)).mean()), "top_n": n})
+        ranks = retrieval_outcomes(a, n).ranks.assign(style=lambda d: d["question_id"].map(style))
+        for st, g in ranks.groupby("style", sort=True):
+            rows.append({"system": system, "style": st, "questions": len(g), "R@1": float((g["rank"] == 1).mean()),
+                         "R@N": float(((g["rank"] > 0) & (g["rank"] <= n)).mean()), "top_n": n})
     return pd.DataFrame(rows)
 
 

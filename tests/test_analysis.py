@@ -171,8 +171,11 @@ def test_evaluate_uses_the_retrieved_subset_by_default():
     res = _quiet_evaluate(answers, scores)
     assert res.n_retrieved == int((answers[answers.set == "rag"]["rank"] > 0).sum())
     assert (res.trimmed_means["n"] <= res.n_retrieved).all()
-    every = _quiet_evaluate(answers, scores, AnalysisParams(bootstrap=0, subset="all"))
-    assert (every.trimmed_means["n"] == 60).all()
+    # subset 'all' is refused: W over all questions already counts the misses, CuBE = W x R@k would count them twice
+    with pytest.raises(ValueError, match=r"analysis.subset: 'all' is refused for CuBE.*count retrieval twice"):
+        AnalysisParams(bootstrap=0, subset="all")
+    every = A.trimmed_means(scores)  # the trimmed means themselves can still use every question
+    assert (every["n"] == 60).all()
     assert res.cube_table.at["judge-a", "cube_score"] == pytest.approx(
         res.cube_table.at["judge-a", "weighted_score"] * res.recall_at_k)
 

@@ -41,13 +41,14 @@ def test_an_annotation_sheet_being_filled_is_never_overwritten(run):
     assert pd.read_csv(sheet)["relevance.total"].isna().all()
 
 
-def test_decision_with_undefined_dimensions_is_undetermined_not_a_crash(run):
+def test_decision_with_undefined_dimensions_is_withheld_not_a_crash(run):
     results = pipeline.evaluate_run(run)
     result = results["bm25-top8"]
     dims = ["relevance", "specificity", "completeness", "quality"]
     result.jury.loc[:, [*dims, "weighted_score", "cube_score"]] = np.nan
     out = assess(results, run.params)
-    assert out["verdict"] == "undetermined" and out["weakest"] == []
+    assert out["verdict"] == "withheld" and out["weakest"] == []
+    assert any("CuBE score is undefined" in r for r in out["withheld_reasons"])
     assert verdict(float("nan"), {"good": 60}) == "undetermined" and verdict(59.9, {"good": 60}) == "poor"
 
 
