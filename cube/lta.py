@@ -171,8 +171,13 @@ def suggestions(result: CubeResult, params: Params, top_n: int, call_failure_sha
 
 def assess(results: dict[str, CubeResult], params: Params, *, usage: pd.DataFrame | None = None,
            synthetic: bool = False, offline_judges: list[str] | None = None, call_failure_share: float = 0.0,
-           parse_failure_share: float = 0.0, skipped_share: float = 0.0, bound_note: str = "") -> dict[str, Any]:
-    """The decision page's content for the run's first system (and a row for every system)."""
+           parse_failure_share: float = 0.0, skipped_share: float = 0.0, bound_note: str = "",
+           retrieval: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The decision page's content for the run's first system (and a row for every system).
+
+    `retrieval` (from `pipeline.retrieval_quality`): the primary system's `r_at_1`, its
+    `near_duplicate_confusion` and the knowledge base's `duplicate_texts`, shown beside R@k
+    with a suggestion when the confusion is high or the knowledge base holds duplicates."""
     primary = params.systems[0].name
     result = results[primary]
     top_n = params.systems[0].top_n
@@ -202,6 +207,9 @@ def assess(results: dict[str, CubeResult], params: Params, *, usage: pd.DataFram
             f"{head['weighted_score']:.1f} of 100 on the scale from the no-document bound (0) to the "
             "gold-document bound (100)."
         )
+    if not ci and np.isfinite(head["cube_score"]):
+        sentence += (" No interval was computed (analysis.bootstrap = 0), so the precision of this score is "
+                     "unknown.")
     notes = []
     if synthetic:
         notes.append("This run uses the SYNTHETIC demo knowledge base (generated, not real service guides).")
@@ -215,9 +223,10 @@ def assess(results: dict[str, CubeResult], params: Params, *, usage: pd.DataFram
         "confidence": params.analysis.confidence,
         "sentence": sentence,
         "weakest": [{"dimension": d, "score": float(means[d]), "sd": float(sds[d])} for d in weak],
-        "suggestions": suggestions(result, params, top_n, call_failure_share, parse_failure_share, skipped_share,
-                                   others={s.name: (s.top_n, results[s.name]) for s in params.systems[1:]
-                                           if s.name in results}),
+        "suggestions": _retrieval_suggestions(retrieval or {})
+        + suggestions(result, params, top_n, call_failure_share, parse_failure_share, skipped_share,
+                      others={s.name: (s.top_n, results[s.name]) for s in params.systems[1:] if s.name in results}),
+        "retrieval": _json_safe(retrieval or {}),
         "weighted_label": "Answer quality when retrieved" if params.analysis.subset == "retrieved"
         else "Answer quality (all questions)",
         "judges": [str(j) for j in result.cube_table.index],
@@ -230,6 +239,44 @@ def assess(results: dict[str, CubeResult], params: Params, *, usage: pd.DataFram
         "currency": next((m.currency for m in params.models.values()), "USD"),
         **_usage_figures(usage),
     }
+
+
+def _json_safe(value: Any) -> Any:
+    """NaN as null, so `results.json` stays strict JSON."""
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    return value
+
+
+def _retrieval_suggestions(retrieval: dict[str, Any]) -> list[str]:
+    from cube.diagnostics import confusion_note
+
+    out = []
+    dup = retrieval.get("duplicate_texts") or 0
+    if dup:
+        out.append(f"The knowledge base holds {dup} document(s) whose text duplicates another's, so their questions "
+                   "cannot reach rank 1: deduplicate it (`cube validate` lists them; a long-format file needs "
+                   "corpus.group_by).")
+    note = confusion_note(retrieval.get("near_duplicate_confusion") or {})
+    if note:
+        out.append(note[0].upper() + note[1:])
+    return out
+
+
+def retrieval_line(decision: dict[str, Any]) -> str:
+    """One line on retrieval beyond R@k (R@1, near-duplicate confusion), '' when not known."""
+    r = decision.get("retrieval") or {}
+    parts = []
+    if r.get("r_at_1") is not None:
+        parts.append(f"R@1 {r['r_at_1']:.1%}")
+    conf = r.get("near_duplicate_confusion") or {}
+    if conf.get("rate") is not None and conf.get("n"):
+        parts.append(f"near-duplicate confusion {conf['rate']:.1%} ({conf['count']} of {conf['n']} questions "
+                     f"retrieved a sibling of the gold document first: {conf.get('region', 0)} wrong region, "
+                     f"{conf.get('variant', 0)} wrong variant, {conf.get('duplicate', 0)} duplicate)")
+    return ("Retrieval: " + "; ".join(parts) + ".") if parts else ""
 
 
 def correlation_reading(result: CubeResult) -> str:
@@ -286,6 +333,8 @@ def decision_markdown(decision: dict[str, Any]) -> str:
         lines.append("")
     if decision.get("synthetic_data"):
         lines += [f"> {esc(decision['synthetic_data'])}", ""]
+    if retrieval_line(decision):
+        lines += [esc(retrieval_line(decision)), ""]
     if decision.get("weakest"):
         lines.append("Weakest dimensions: " + ", ".join(
             f"{esc(w['dimension'])} ({w['score']:.1f})" for w in decision["weakest"]) + ".")

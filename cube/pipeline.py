@@ -161,6 +161,23 @@ def human_stage(run: Run) -> tuple[pd.DataFrame, dict[str, Any]] | None:
 
 
 # ------------------------------------------------------------------------------ decision (06)
+def retrieval_quality(run: Run, results: dict[str, CubeResult]) -> dict[str, Any]:
+    """What the decision says about the primary system's retrieval beyond R@k: R@1, the
+    near-duplicate confusion rate (top-1 is the gold's sibling: wrong region or variant) and the
+    knowledge base's exact-duplicate texts (a duplicate makes the gold unfindable at rank 1)."""
+    from cube.corpus import corpus_structure
+    from cube.diagnostics import near_duplicate_confusion
+
+    primary = primary_system(run)
+    ranks = results[primary].ranks
+    out: dict[str, Any] = {"r_at_1": float((ranks["rank"] == 1).mean()) if len(ranks) else float("nan")}
+    if run.has("corpus"):
+        corpus = run.load("corpus")
+        out["near_duplicate_confusion"] = near_duplicate_confusion(run.load("answers"), corpus, system=primary)
+        out["duplicate_texts"] = corpus_structure(corpus)["duplicate_texts"]
+    return out
+
+
 def decision(run: Run, results: dict[str, CubeResult]) -> dict[str, Any]:
     """The Lightweight Targeted Assessment of the run, also written to `results.json`."""
     from cube.llm import usage_summary
@@ -177,7 +194,7 @@ def decision(run: Run, results: dict[str, CubeResult]) -> dict[str, Any]:
                  call_failure_share=float((kind == "call").mean()) if len(scores) else 0.0,
                  parse_failure_share=float((kind == "parse").mean()) if len(scores) else 0.0,
                  skipped_share=float((kind == "skipped").mean()) if len(scores) else 0.0,
-                 bound_note=bound_answerer_note(run.params))
+                 bound_note=bound_answerer_note(run.params), retrieval=retrieval_quality(run, results))
     run.record(decision=out, cube_score=out["cube_score"], recall_at_k=out["recall_at_k"],
                weighted_score=out["weighted_score"], verdict=out["verdict"],
                withheld_reasons=out["withheld_reasons"], judging_failed=out["judging_failed"])

@@ -226,3 +226,18 @@ def answers_per_set(answers: pd.DataFrame) -> pd.DataFrame:
     failed = answers["error"].fillna("").astype(str).ne("")
     out = answers.assign(failed=failed).groupby(["system", "set"], sort=True)
     return out.agg(answers=("question_id", "size"), failed=("failed", "sum")).reset_index()
+
+
+def bootstrap_intervals(results: Mapping[str, CubeResult]) -> pd.DataFrame:
+    """Every system's bootstrap intervals (`system, judge, metric, estimate, lo, hi, n_valid`);
+    a system evaluated without a bootstrap (`analysis.bootstrap: 0`) gets one row saying so
+    instead of an interval."""
+    frames = []
+    for name, r in results.items():
+        if r.bootstrap is None:
+            frames.append(pd.DataFrame([{"system": name, "judge": "jury", "metric": "cube_score",
+                                         "note": "not computed: analysis.bootstrap is 0"}]))
+        else:
+            frames.append(r.bootstrap.assign(system=name))
+    out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    return out[["system", *[c for c in out.columns if c != "system"]]] if len(out) else out

@@ -86,3 +86,39 @@ def test_agreement_is_on_the_rag_set_unless_other_sets_are_asked(run):
     assert sets == ["full", "pooled"] and "all sets pooled" in note and "without scores: zero" in note
     with pytest.raises(ValueError, match=r"human.agreement_sets: none of \['zero'\]"):
         pipeline._agreement_sets(["zero"], section.scores[section.scores["set"] == "rag"])
+
+
+def test_decision_reports_r_at_1_and_near_duplicate_confusion_from_the_run(run):
+    from cube import tables
+    from cube.diagnostics import near_duplicate_confusion
+    from cube.lta import decision_markdown
+
+    results = pipeline.evaluate_run(run)
+    out = pipeline.decision(run, results)
+    ranks = results["bm25-top8"].ranks
+    expected = near_duplicate_confusion(run.load("answers"), run.load("corpus"), system="bm25-top8")
+    assert out["retrieval"]["r_at_1"] == pytest.approx((ranks["rank"] == 1).mean())
+    assert out["retrieval"]["near_duplicate_confusion"]["count"] == expected["count"]
+    assert out["retrieval"]["duplicate_texts"] == 0
+    page = decision_markdown(out)
+    assert f"R@1 {(ranks['rank'] == 1).mean():.1%}" in page and "near-duplicate confusion" in page
+    assert "bm25-top8" in set(tables.bootstrap_intervals(results)["system"])
+
+
+def test_without_a_bootstrap_the_decision_says_its_precision_is_unknown_and_the_table_says_why(run):
+    from cube import tables
+
+    results = pipeline.evaluate_run(run, bootstrap=False)
+    out = assess(results, run.params)
+    assert out["cube_ci"] is None and "precision of this score is unknown" in out["sentence"]
+    table = tables.bootstrap_intervals(results)
+    assert set(table["note"]) == {"not computed: analysis.bootstrap is 0"} and len(table) == len(results)
+
+
+def test_duplicate_texts_and_high_confusion_become_suggestions(run):
+    from cube.lta import _retrieval_suggestions
+
+    tips = _retrieval_suggestions({"duplicate_texts": 3, "near_duplicate_confusion":
+                                   {"rate": 0.4, "count": 4, "n": 10, "region": 3, "variant": 1, "duplicate": 0}})
+    assert "3 document(s)" in tips[0] and "region_filter" in tips[1]
+    assert _retrieval_suggestions({"duplicate_texts": 0, "near_duplicate_confusion": {"rate": 0.02}}) == []
