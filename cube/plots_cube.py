@@ -137,7 +137,8 @@ def _verdict_bands(thresholds: Mapping[str, float], lo_x: float, hi_x: float) ->
 
 
 @_quiet
-def cube_forest(results: Results, thresholds: Mapping[str, float] | None = None) -> Figure:
+def cube_forest(results: Results, thresholds: Mapping[str, float] | None = None,
+                verdicts: Mapping[str, str] | None = None) -> Figure:
     """Each judge's CuBE score and the jury mean with their bootstrap intervals (error bars), for
     every system given, over shaded bands of the verdicts (`thresholds`: lower bound of each
     verdict, 0-100; below them all is `poor`).
@@ -146,6 +147,8 @@ def cube_forest(results: Results, thresholds: Mapping[str, float] | None = None)
         results: one system's `CubeResult`, or `{system: result}` to show every system (one
             group of rows per system, headed by its name and R@k).
         thresholds: verdict lower bounds, e.g. `analysis.verdict_thresholds`.
+        verdicts: `{system: verdict}` (e.g. the decision's), drawn as a badge right of that
+            system's jury row (outside the plot, clear of the points); a system without one gets none.
     """
     by = _by_system(results)
     judges_of = {s: sorted(map(str, r.cube_table.index)) for s, r in by.items()}
@@ -175,6 +178,11 @@ def cube_forest(results: Results, thresholds: Mapping[str, float] | None = None)
             if np.isfinite(v):
                 ax.annotate(f"{v:.1f}" + ("" if shown == v else " (off scale)"), (shown, yi), xytext=(0, 8),
                             textcoords="offset points", ha="center" if shown == v else "right", fontsize="small")
+        if verdicts and verdicts.get(system):
+            ax.annotate(f"verdict: {_display_text(str(verdicts[system]), 'verdict')}", (1.0, rows.y[(system, "jury")]),
+                        xycoords=("axes fraction", "data"), xytext=(8, 0), textcoords="offset points",
+                        ha="left", va="center", fontsize="small", color="white",
+                        bbox={"boxstyle": "round,pad=0.3", "fc": "#333333", "ec": "none"})
         if len(by) == 1:  # a rule between the judges and the jury mean
             ax.axhline(rows.y[(system, "jury")] + 0.5, color="#bbbbbb", lw=0.8)
     rows.apply(ax)

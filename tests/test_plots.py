@@ -412,3 +412,15 @@ def test_fig1_title_names_the_system():
     _, other = make_tables(n_questions=20, system="dense")
     both = plots.score_distributions(pd.concat([scores, other], ignore_index=True))
     assert "to bm25-top8 and dense (rag" in both.get_suptitle()
+
+
+def test_cube_forest_verdict_badges(two_systems):
+    names = list(two_systems)
+    fig = plots.cube_forest(two_systems, {"good": 60, "fair": 40}, verdicts={names[0]: "fair"})
+    badges = [t for t in fig.axes[0].texts if t.get_text().startswith("verdict: ")]
+    assert [b.get_text() for b in badges] == ["verdict: fair"]  # only the system that has one
+    ticks = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    jury_rows = [k for k, t in enumerate(ticks) if t == "jury mean"]
+    assert badges[0].xy[1] == fig.axes[0].get_yticks()[jury_rows[0]]  # on the first system's jury row
+    renderer = _drawn(fig)
+    assert badges[0].get_window_extent(renderer).x0 >= fig.axes[0].get_window_extent(renderer).x1  # clear of points
