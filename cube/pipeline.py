@@ -134,8 +134,8 @@ def export_annotation(params: Params, out: Path | None = None, raters: list[str]
 
     paths = paths or RunPaths.for_params(params)
     target = out or annotation_dir(paths) / "annotation_sheet"
-    existing = sorted(target.parent.glob(f"{target.name}*")) if target.parent.exists() else []
-    key = key_path(target)
+    key = key_path(target)  # `x_key.csv` for a sheet `x`: matched by the glob below, listed once, last
+    existing = sorted(p for p in target.parent.glob(f"{target.name}*") if p != key) if target.parent.exists() else []
     if existing and not overwrite:
         return existing + [key] * key.exists()
     run = Run(params=params, paths=paths, params_path=Path("."))
@@ -143,7 +143,7 @@ def export_annotation(params: Params, out: Path | None = None, raters: list[str]
     target.parent.mkdir(parents=True, exist_ok=True)
     export_annotation_sheet(answers, questions, corpus, params.dimension_names(), params.lang, target,
                             size=params.human.sample_size, seed=params.human.seed, raters=raters, paired=True)
-    return sorted(target.parent.glob(f"{target.name}*")) + [key]
+    return sorted(p for p in target.parent.glob(f"{target.name}*") if p != key) + [key]
 
 
 def human_stage(run: Run) -> tuple[pd.DataFrame, dict[str, Any]] | None:

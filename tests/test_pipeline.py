@@ -112,3 +112,11 @@ def test_the_sheet_is_blind_and_the_page_counts_its_rows(run, tmp_path):
     assert report["key"] == str(key_file) and (scores["score"] == 4.0).all()
     got = set(zip(scores["question_id"], scores["system"], scores["set"], strict=True))
     assert got == set(zip(key["question_id"], key["system"], key["set"], strict=True))
+
+
+def test_a_sheet_named_by_the_user_lists_its_key_once(run, tmp_path):
+    files = pipeline.export_annotation(run.params, out=tmp_path / "ratings_round2", paths=run.paths)
+    names = [p.name for p in files]
+    assert names[-1] == "ratings_round2_key.csv" and names.count("ratings_round2_key.csv") == 1
+    again = pipeline.export_annotation(run.params, out=tmp_path / "ratings_round2", paths=run.paths)
+    assert again == files  # kept, not rewritten, and still listed once
