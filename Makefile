@@ -1,12 +1,20 @@
 # The two commands of the README: `make run` and `make test`. Both create .venv on first use.
-PYTHON ?= $(shell command -v python3.11 || command -v python3)
+# PYTHON: the newest supported interpreter (3.13, then 3.12, then 3.11) that actually runs here
+# (a pyenv shim of a version that is not activated is skipped); override with
+# `make test PYTHON=python3.11`. `make print-python` shows the choice. An existing .venv keeps the
+# interpreter it was made with: delete it to switch.
+SUPPORTED := python3.13 python3.12 python3.11
+ifndef PYTHON
+PYTHON := $(shell for p in $(SUPPORTED); do $$p -c 'import sys' >/dev/null 2>&1 && { command -v $$p; break; }; done)
+endif
 VENV   ?= .venv
 PARAMS ?= params/default.yaml
 BIN     = $(VENV)/bin
 
-.PHONY: run test lint bench clean-outputs
+.PHONY: run test lint bench clean-outputs print-python
 
 $(BIN)/python:
+	@test -n "$(PYTHON)" || { echo "make: no Python 3.11-3.13 found (tried $(SUPPORTED)); set PYTHON=/path/to/python3.x" >&2; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
@@ -35,3 +43,6 @@ bench: $(VENV)/.installed-dev
 
 clean-outputs:
 	rm -rf outputs/*/ outputs/cache.sqlite*
+
+print-python:
+	@echo $(PYTHON)

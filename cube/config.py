@@ -358,7 +358,17 @@ class AnalysisParams(_Strict):
 
 class HumanParams(_Strict):
     ratings: str | None = Field(None, description="Filled annotation sheet(s): a CSV/Excel file or a folder.")
-    sample_size: int = Field(40, ge=1)
+    key: str | None = Field(
+        None,
+        description="Key file mapping the blind sheet's ids to answers; default the run's "
+        "annotation/annotation_key.csv, or the *_key.csv inside the `ratings` folder.",
+    )
+    sample_size: int = Field(
+        40,
+        ge=1,
+        description="(question, system) pairs sampled for the sheet; each appears in its three answer sets "
+        "(zero, rag, full), so the sheet has 3 x sample_size rows (per rater).",
+    )
     seed: int = 0
     per_rater_judges: bool = Field(False, description="One judge per rater instead of one 'human' consensus.")
     agreement_sets: list[Literal["rag", "zero", "full", "pooled"]] = Field(

@@ -4,10 +4,13 @@ Humans are one more judge. A rater scores an answer on each dimension with five 
 criteria (the wording of `cube.judges.dimension_criteria`, e.g. the paper's Table 7 for
 completeness), the total 0-10 being their sum; a rater may also give only the total.
 
-Sheet columns: `item_id, question_id, system, set, question, gold_document, answer, rater`,
-then per dimension `<dimension>.c1 .. <dimension>.c5` (0-2) and `<dimension>.total` (0-10).
-`item_id` is `"<question_id>::<system>::<set>"`, so a sheet is tied to answers, not to the
-order of a sample. Import rules (`import_ratings`):
+The sheet is blind: its columns are `item_id, question, gold_document, answer, rater`, then per
+dimension `<dimension>.c1 .. <dimension>.c5` (0-2) and `<dimension>.total` (0-10). Raters never see
+the system nor the answer set (zero/rag/full): `item_id` is an opaque id (`A001`, `A002`, ... in the
+shuffled order of the sample), and a separate key file (`annotation_key.csv` next to
+`annotation_sheet.csv`, kept by the organiser) maps it to `question_id, system, set`.
+`import_ratings` maps a filled sheet back through the key; sheets written before blinding (item
+ids `"<question_id>::<system>::<set>"`) are still accepted. Import rules:
 
 - the score of a (row, dimension) is the criteria sum when all five criteria are filled
   (a filled total must then equal it), else the filled total (a partial criteria sum may
@@ -34,7 +37,8 @@ from cube.usage import no_call_accounting
 CRITERIA: tuple[str, ...] = ("c1", "c2", "c3", "c4", "c5")
 CRITERION_MAX = 2.0
 TOTAL_MAX = 10.0
-SHEET_COLUMNS = ("item_id", "question_id", "system", "set", "question", "gold_document", "answer", "rater")
+SHEET_COLUMNS = ("item_id", "question", "gold_document", "answer", "rater")
+KEY_COLUMNS = ("item_id", "question_id", "system", "set")
 EXCEL_CELL_LIMIT = 32767  # characters; Excel silently refuses longer cells
 
 INSTRUCTIONS = {
@@ -68,8 +72,22 @@ class RatingsError(ValueError):
 
 
 def item_id(question_id: Any, system: Any, set_name: Any) -> str:
-    """The stable id of one answer on a rating sheet."""
+    """The internal id of one answer (also the item id of sheets written before blinding)."""
     return f"{question_id}::{system}::{set_name}"
+
+
+def opaque_ids(n: int, prefix: str = "A") -> list[str]:
+    """`A001 .. A<n>` (at least three digits), ids that reveal nothing about the answer."""
+    width = max(3, len(str(n)))
+    return [f"{prefix}{i:0{width}d}" for i in range(1, n + 1)]
+
+
+def key_path(sheet_path: Path) -> Path:
+    """The key file of a sheet: `annotation_sheet` -> `annotation_key.csv`, `x` -> `x_key.csv`."""
+    sheet_path = Path(sheet_path)
+    stem = sheet_path.stem
+    stem = stem[: -len("_sheet")] if stem.endswith("_sheet") else stem
+    return sheet_path.with_name(f"{stem}_key.csv")
 
 
 def _retrieved(answers: pd.DataFrame) -> pd.Series:
@@ -183,10 +201,13 @@ def export_annotation_sheet(
     raters: list[str] | None = None,
     paired: bool = False,
 ) -> pd.DataFrame:
-    """Write the rating sheet for a stratified sample as CSV and Excel.
+    """Write the blind rating sheet for a stratified sample as CSV and Excel, and its key.
 
-    Files: `path.with_suffix(".csv")`, `<stem>_criteria.csv` (criteria wording) and
-    `path.with_suffix(".xlsx")` with sheets `instructions`, `criteria`, `ratings`.
+    Files: `path.with_suffix(".csv")`, `<stem>_criteria.csv` (criteria wording),
+    `path.with_suffix(".xlsx")` with sheets `instructions`, `criteria`, `ratings`, and the key
+    `key_path(path)` (`item_id, question_id, system, set`; not for the raters). The sheet holds
+    one row per sampled answer (per rater when `raters` is given): with `paired`, `size`
+    (question, system) pairs times the answer sets each has.
 
     Args:
         answers, questions, corpus: the run's tables (corpus `text` = the gold document).
@@ -209,14 +230,18 @@ def export_annotation_sheet(
         unknown = sorted(set(sample[col].astype(str)) - set(lookup))
         if unknown:
             raise SchemaError(f"{table}: no row for {col} {unknown[:10]} used by the sampled answers")
-    sheet = pd.DataFrame(  # columns in the order of SHEET_COLUMNS
+    ids = opaque_ids(len(sample))  # the sample is shuffled, so the ids follow no system or set
+    key = pd.DataFrame(
         {
-            "item_id": [
-                item_id(*k) for k in sample[["question_id", "system", "set"]].itertuples(index=False)
-            ],
+            "item_id": ids,
             "question_id": sample["question_id"].astype(str),
             "system": sample["system"].astype(str),
             "set": sample["set"].astype(str),
+        }
+    )
+    sheet = pd.DataFrame(  # columns in the order of SHEET_COLUMNS
+        {
+            "item_id": ids,
             "question": sample["question_id"].astype(str).map(question_text),
             "gold_document": sample["doc_id"].astype(str).map(gold),
             "answer": sample["answer"].fillna("").astype(str),
@@ -231,6 +256,7 @@ def export_annotation_sheet(
     path.parent.mkdir(parents=True, exist_ok=True)
     # utf-8-sig: Excel opens a BOM-marked CSV with Chinese text correctly
     sheet.to_csv(path.with_suffix(".csv"), index=False, encoding="utf-8-sig")
+    key.to_csv(key_path(path), index=False, encoding="utf-8-sig")
     criteria.to_csv(path.with_name(f"{path.stem}_criteria.csv"), index=False, encoding="utf-8-sig")
     too_long = [
         c for c in ("question", "gold_document", "answer") if sheet[c].str.len().max() > EXCEL_CELL_LIMIT
@@ -249,17 +275,20 @@ def export_annotation_sheet(
     return sheet
 
 
-def _collect_files(paths: Path | list[Path]) -> list[Path]:
-    """Rating files: the given files, or every CSV/XLSX of a folder (criteria files excluded)."""
+def _collect_files(paths: Path | list[Path]) -> tuple[list[Path], list[Path]]:
+    """Rating files (the given files, or every CSV/XLSX of a folder except criteria and key
+    files), and the key files found in the given folders."""
     items = [Path(p) for p in ([paths] if isinstance(paths, str | Path) else paths)]
     files: list[Path] = []
+    keys: list[Path] = []
     for p in items:
         if p.is_dir():
+            keys += sorted(f for f in p.iterdir() if f.suffix.lower() == ".csv" and f.stem.endswith("_key"))
             found = sorted(
                 f
                 for f in p.iterdir()
                 if f.suffix.lower() in (".csv", ".xlsx")
-                and not f.stem.endswith("_criteria")
+                and not f.stem.endswith(("_criteria", "_key"))
                 and not f.name.startswith("~$")  # Excel lock files
             )
             stems: dict[str, Path] = {}
@@ -276,7 +305,31 @@ def _collect_files(paths: Path | list[Path]) -> list[Path]:
             raise RatingsError([f"{p}: no such file or folder"])
     if not files:
         raise RatingsError([f"{[str(p) for p in items]}: no .csv or .xlsx rating file found"])
-    return files
+    return files, keys
+
+
+def read_key(path: Path, answers_known: dict[str, tuple], errors: list[str]) -> dict[str, str]:
+    """The key file as `{opaque id: internal item id}`; rows that name no answer are errors."""
+    path = Path(path)
+    if not path.is_file():
+        errors.append(f"{path}: key file not found; it is written next to the sheet as {key_path(Path('annotation_sheet')).name}")
+        return {}
+    df = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
+    missing = [c for c in KEY_COLUMNS if c not in df.columns]
+    if missing:
+        errors.append(f"{path}: missing column(s) {missing}; expected {list(KEY_COLUMNS)}")
+        return {}
+    mapping: dict[str, str] = {}
+    for i, row in enumerate(df.to_dict("records")):
+        where = f"{path}, row {i + 2}"
+        internal = item_id(row["question_id"], row["system"], row["set"])
+        if internal not in answers_known:
+            errors.append(f"{where}: ({row['question_id']}, {row['system']}, {row['set']}) is not in the answers")
+        elif row["item_id"] in mapping:
+            errors.append(f"{where}: item id {row['item_id']!r} appears twice in the key")
+        else:
+            mapping[row["item_id"]] = internal
+    return mapping
 
 
 def _read_sheet(file: Path) -> pd.DataFrame:
@@ -337,7 +390,8 @@ def _dimension_score(crit: list[float], total: float, where: str, errors: list[s
 
 
 def _parse_file(
-    file: Path, dimensions: list[str], known: dict[str, tuple], errors: list[str]
+    file: Path, dimensions: list[str], known: dict[str, tuple], key: dict[str, str], key_name: str | None,
+    errors: list[str],
 ) -> tuple[list[dict], list[dict]]:
     """Per-rater rating records of one file, and its missing-cell reports."""
     df = _read_sheet(file)
@@ -354,11 +408,11 @@ def _parse_file(
         line = i + 2  # spreadsheet row: the header is row 1
         if all(_blank(v) for v in row.values()):
             continue  # trailing empty rows of a spreadsheet
-        iid = _text(row.get("item_id"))
+        cell = _text(row.get("item_id"))
+        iid = key.get(cell, cell)  # an opaque id through the key; a pre-blinding id as it is
         if iid not in known:
-            errors.append(
-                f"{file}, row {line}, column 'item_id': unknown item id {iid!r} (not in the answers)"
-            )
+            where = f"not in the key {key_name}" if key_name else "no key file given, and not in the answers"
+            errors.append(f"{file}, row {line}, column 'item_id': unknown item id {cell!r} ({where})")
             continue
         rater = _text(row.get("rater")) or file.stem
         for d in dimensions:
@@ -427,13 +481,18 @@ def import_ratings(
     dimensions: list[str],
     *,
     per_rater: bool = False,
+    key: Path | None = None,
 ) -> tuple[pd.DataFrame, dict]:
     """Read filled rating sheets (CSV/XLSX files or a folder), validate them, return scores.
 
     Args:
-        paths: a file, a folder (all .csv/.xlsx in it except `*_criteria.csv`), or a list.
+        paths: a file, a folder (all .csv/.xlsx in it except `*_criteria.csv` and `*_key.csv`),
+            or a list.
         answers: answers table (item ids are checked against it).
         dimensions: dimensions to read.
+        key: the key file mapping the sheet's opaque ids to answers; when None, the single
+            `*_key.csv` of a given folder if there is one. Sheets written before blinding
+            (ids `question_id::system::set`) need no key.
         per_rater: one judge `"human:<rater>"` per rater instead of the consensus `"human"`
             (mean over the raters who scored the item; NaN when none did).
 
@@ -451,21 +510,25 @@ def import_ratings(
     errors: list[str] = []
     records: list[dict] = []
     missing: list[dict] = []
-    files = _collect_files(paths)
+    files, found_keys = _collect_files(paths)
+    if key is None and len(found_keys) > 1:
+        raise RatingsError([f"several key files found ({[str(k) for k in found_keys]}); pass the one to use"])
+    key = Path(key) if key is not None else (found_keys[0] if found_keys else None)
+    mapping = read_key(key, known, errors) if key is not None else {}
     for file in files:
-        recs, miss = _parse_file(file, dimensions, known, errors)
+        recs, miss = _parse_file(file, dimensions, known, mapping, str(key) if key else None, errors)
         records += recs
         missing += miss
     seen: dict[tuple[str, str], str] = {}
     for r in records:
         if r["dimension"] != dimensions[0]:
             continue  # one record per dimension: check each (rater, item) row once
-        key = (r["rater"], r["item_id"])
+        pair = (r["rater"], r["item_id"])
         here = f"{r['file']}, row {r['row']}"
-        if key in seen:
-            errors.append(f"{here}: rater {key[0]!r} rated item {key[1]!r} again (first at {seen[key]})")
+        if pair in seen:
+            errors.append(f"{here}: rater {pair[0]!r} rated item {pair[1]!r} again (first at {seen[pair]})")
         else:
-            seen[key] = here
+            seen[pair] = here
     if errors:
         raise RatingsError(errors)
     if not records:
@@ -481,5 +544,6 @@ def import_ratings(
         "items_with_several_raters": int((per_item > 1).sum()),
         "missing": {d: sum(m["dimension"] == d for m in missing) for d in dimensions},
         "missing_rows": missing,
+        "key": str(key) if key is not None else None,
     }
     return _score_rows(table, known, per_rater), report

@@ -128,34 +128,39 @@ def annotation_dir(paths: RunPaths) -> Path:
 
 def export_annotation(params: Params, out: Path | None = None, raters: list[str] | None = None,
                       paths: RunPaths | None = None, overwrite: bool = False) -> list[Path]:
-    """Export the annotation sheet (CSV, criteria CSV, Excel) for a run's answers.
+    """Export the blind annotation sheet (CSV, criteria CSV, Excel) and its key file for a run's answers.
 
     An existing sheet is kept unless `overwrite`: raters may be filling it in place, and the
     sample is deterministic, so writing it again could only erase their work."""
-    from cube.human import export_annotation_sheet
+    from cube.human import export_annotation_sheet, key_path
 
     paths = paths or RunPaths.for_params(params)
     target = out or annotation_dir(paths) / "annotation_sheet"
-    existing = sorted(target.parent.glob(f"{target.name}*")) if target.parent.exists() else []
+    key = key_path(target)  # `x_key.csv` for a sheet `x`: matched by the glob below, listed once, last
+    existing = sorted(p for p in target.parent.glob(f"{target.name}*") if p != key) if target.parent.exists() else []
     if existing and not overwrite:
-        return existing
+        return existing + [key] * key.exists()
     run = Run(params=params, paths=paths, params_path=Path("."))
     answers, questions, corpus = run.load("answers"), run.load("questions"), run.load("corpus")
     target.parent.mkdir(parents=True, exist_ok=True)
     export_annotation_sheet(answers, questions, corpus, params.dimension_names(), params.lang, target,
                             size=params.human.sample_size, seed=params.human.seed, raters=raters, paired=True)
-    return sorted(target.parent.glob(f"{target.name}*"))
+    return sorted(p for p in target.parent.glob(f"{target.name}*") if p != key) + [key]
 
 
 def human_stage(run: Run) -> tuple[pd.DataFrame, dict[str, Any]] | None:
     """Import the filled annotation sheet(s) named by `human.ratings`; None when there are none."""
-    from cube.human import import_ratings
+    from cube.human import import_ratings, key_path
 
     if not run.params.human.ratings:
         return None
     answers = run.load("answers")
-    human, report = import_ratings(Path(run.params.human.ratings), answers, run.params.dimension_names(),
-                                   per_rater=run.params.human.per_rater_judges)
+    ratings = Path(run.params.human.ratings)
+    key = Path(run.params.human.key) if run.params.human.key else key_path(annotation_dir(run.paths) / "annotation_sheet")
+    if not run.params.human.key and (not key.exists() or (ratings.is_dir() and any(ratings.glob("*_key.csv")))):
+        key = None  # the ratings folder's own key, or a sheet written before blinding
+    human, report = import_ratings(ratings, answers, run.params.dimension_names(),
+                                   per_rater=run.params.human.per_rater_judges, key=key)
     run.save("human_ratings", human)
     return human, report
 
@@ -222,6 +227,21 @@ class HumanSection:
     set_scores: pd.DataFrame  # `scores` in the first of `sets` (all of them when it is "pooled"): the figures
 
 
+def _sheet_size(sample_size: int, files: list[Path]) -> str:
+    """What the sheet's rows are, from its key file: '40 sampled question-system pairs x 3 answer sets
+    (zero, rag, full), shuffled, with blind ids'."""
+    key = next((p for p in files if p.stem.endswith("_key")), None)
+    if key is None:  # a sheet written before blinding
+        return f"{sample_size} sampled question-system pairs, each in all its answer sets"
+    k = pd.read_csv(key, dtype=str, keep_default_na=False, encoding="utf-8-sig")
+    pairs = k[["question_id", "system"]].drop_duplicates().shape[0]
+    sets = sorted(k["set"].unique(), key=["zero", "rag", "full"].index) if set(k["set"]) <= {"zero", "rag", "full"} \
+        else sorted(k["set"].unique())
+    return (f"{pairs} sampled question-system pairs × {len(sets)} answer sets ({', '.join(sets)}), shuffled; "
+            f"raters see only the question, the gold document and the answer under an opaque id, and "
+            f"`{key.name}` maps the ids back")
+
+
 def human_agreement(run: Run) -> HumanSection:
     from cube import agreement as ag
     from cube.tables import table5_human_vs_cube
@@ -229,10 +249,12 @@ def human_agreement(run: Run) -> HumanSection:
     scores = run.load("scores")
     answers = run.load("answers")
     sheet = export_annotation(run.params, paths=run.paths)
-    preview = pd.read_csv(next(p for p in sheet if p.suffix == ".csv" and not p.stem.endswith("_criteria")),
-                          nrows=5, dtype=str, keep_default_na=False)
+    sheet_csv = next(p for p in sheet if p.suffix == ".csv" and not p.stem.endswith(("_criteria", "_key")))
+    preview = pd.read_csv(sheet_csv, dtype=str, keep_default_na=False, encoding="utf-8-sig")
+    n_rows = len(preview)
+    preview = preview.head(5)
     first = run.params.dimension_names()[0]
-    preview = preview[["item_id", "set", "question", "answer", "rater"]
+    preview = preview[[c for c in ("item_id", "question", "answer", "rater") if c in preview.columns]
                       + [c for c in preview.columns if c.startswith(f"{first}.")]]
     preview[["question", "answer"]] = preview[["question", "answer"]].map(lambda t: t[:60] + "…" * (len(t) > 60))
     imported = human_stage(run)
@@ -241,7 +263,8 @@ def human_agreement(run: Run) -> HumanSection:
     if imported is None:
         reference = judges[0]
         msg = (f"No human ratings were given (params `human.ratings` is empty), so none are shown: this notebook "
-               f"never invents them. The annotation sheet for {run.params.human.sample_size} sampled answers is "
+               f"never invents them. The annotation sheet ({n_rows} rows: "
+               f"{_sheet_size(run.params.human.sample_size, sheet)}) is "
                f"ready in `{annotation_dir(run.paths)}`; fill it in (or hand it to raters), then set "
                "`human: {ratings: <the filled file or folder>}` in the params and re-run notebooks 07-08. "
                f"Meanwhile, the judges are compared with each other, taking {reference} as the reference.")

@@ -4,9 +4,13 @@ Figures are built with the object API (`matplotlib.figure.Figure`), so no pyplot
 touched: nothing is shown, saved or left open by this module. The caller saves a figure
 through `run.figure(name, fig)`. Conventions shared by every figure:
 
-- **Colours**: a judge keeps its colour across figures (`judge_palette`: LLM judges in sorted
-  name order on `tab10`, the human consensus black, human raters grey); the QA sets are
-  `zero` grey, `rag` blue, `full` green (`SET_COLORS`).
+- **Colours**: a judge keeps its colour across figures (`judge_palette`: judges, LLMs or offline
+  rubric algorithms, in sorted name order on `tab10`, the human consensus black, human raters
+  grey); the QA sets are `zero` grey, `rag` blue, `full` green (`SET_COLORS`). A figure says
+  "LLM judges" only when it is told they are LLMs, else "judges".
+- **Systems**: a figure that compares systems (`bounds`, `cube_forest`, `normalised_dimensions`)
+  takes one `CubeResult` or a mapping system -> result and shows every system given; titles
+  name the system(s).
 - **Fonts and labels**: importing this module registers the CJK font shipped as a Python
   dependency (`cube.fonts`: Noto Sans CJK), so Chinese item, judge, dimension and system
   names are drawn as they are, on a fresh machine too (`CJK_FONT` names the family in use).
@@ -25,7 +29,7 @@ import functools
 import math
 import warnings
 import zlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 import numpy as np
@@ -37,7 +41,7 @@ from matplotlib.lines import Line2D
 from scipy import stats
 
 from cube.agreement import is_human, judge_means, with_human_consensus
-from cube.analysis import CubeResult, retrieval_outcomes, validate_answers
+from cube.analysis import retrieval_outcomes, validate_answers
 from cube.config import PAPER_DIMENSIONS
 from cube.fonts import CJK_FONT, renderable  # noqa: F401  (CJK_FONT re-exported)
 from cube.lexical import METRIC_LABELS
@@ -91,8 +95,14 @@ def _display_text(text: str, fallback: str) -> str:
     return text if renderable(text) else (text.encode("ascii", "ignore").decode().strip() or fallback)
 
 
+def _systems_text(names: Iterable[str]) -> str:
+    """`a`, `a and b`, `a, b and c`, each drawable (see `_display_text`)."""
+    shown = [_display_text(str(n), f"system {k + 1}") for k, n in enumerate(names)]
+    return shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1]
+
+
 def judge_palette(judges: Iterable[Any]) -> dict[str, Any]:
-    """A fixed colour per judge: LLM judges in sorted order on `tab10` (`husl` beyond ten),
+    """A fixed colour per judge: non-human judges in sorted order on `tab10` (`husl` beyond ten),
     the human consensus black, individual human raters in greys."""
     names = sorted({str(j) for j in judges})
     llm = [j for j in names if not is_human(j)]
@@ -184,7 +194,9 @@ def score_distributions(scores: pd.DataFrame, set_: str = "rag") -> Figure:
         ax.set(title=dlabels[dim], xticks=SCORE_RANGE, xlabel="score (0-10)", ylabel="share of answers")
         ax.yaxis.set_major_formatter("{x:.0%}")
         ax.legend(fontsize="x-small", frameon=False)
-    return _titled(fig, f"Figure 1. How often each judge gives each score ({SET_LABELS.get(set_, set_)} answers)")
+    systems = _systems_text(sorted(scores.loc[scores["set"].astype(str) == set_, "system"].astype(str).unique()))
+    return _titled(fig, f"Figure 1. How often each judge gives each score to {systems} "
+                   f"({SET_LABELS.get(set_, set_)} answers)")
 
 
 def _correlation_matrix(scores: pd.DataFrame, answers: pd.DataFrame, judge: str, subset: str,
@@ -235,12 +247,12 @@ def correlation_heatmap(scores: pd.DataFrame, answers: pd.DataFrame, judge: str,
 @_quiet
 def correlation_grid(scores: pd.DataFrame, answers: pd.DataFrame, subset: str = "all",
                      top_n: int = 8, max_matrices: int = 4) -> Figure:
-    """Paper Figure 4: one correlation heatmap per LLM judge side by side; with more than
+    """Paper Figure 4: one correlation heatmap per (non-human) judge side by side; with more than
     `max_matrices` judges, the clearer compact view: the `rank_score` row of each judge's
     matrix as one judges x dimensions heatmap."""
     judges = sorted(j for j in scores["judge"].astype(str).unique() if not is_human(j))
     if not judges:
-        raise ValueError("scores: no LLM judge to correlate with rank_score")
+        raise ValueError("scores: no judge other than human raters to correlate with rank_score")
     labels = display_labels(judges)
     matrices = {j: _correlation_matrix(scores, answers, j, subset, top_n) for j in judges}
     title = f"Correlation of retrieval rank and each judge's scores (rag set, {_SUBSET_TEXT[subset]})"
@@ -283,118 +295,17 @@ def rank_distribution(answers: pd.DataFrame, top_n: int | None = None) -> Figure
 
 
 # ------------------------------------------------------------------------------- CuBE figures
-@_quiet
-def bounds(result: CubeResult) -> Figure:
-    """Per dimension (panels) and judge (rows): the zero and full trimmed means as the ends of a
-    bar and the rag trimmed mean as a point on it, on the raw 0-10 scale, annotated with the
-    normalised score N_d (0 = zero bound, 100 = full bound)."""
-    tm = result.trimmed_means.pivot_table(index=["dimension", "judge"], columns="set", values="trimmed_mean")
-    dims, judges = _dims(result.trimmed_means), sorted(result.trimmed_means["judge"].astype(str).unique())
-    labels, dlabels = display_labels(judges), display_labels(dims, "dimension")
-    nrows, ncols = _grid(len(dims))
-    fig, axes = _figure(nrows, ncols, (5.0, 0.55 * len(judges) + 1.4), sharex=True)
-    y = np.arange(len(judges))[::-1]
-    for ax, dim in zip(_drop_unused(axes, len(dims)), dims, strict=True):
-        for yi, judge in zip(y, judges, strict=True):
-            t = tm.loc[(dim, judge)] if (dim, judge) in tm.index else pd.Series(dtype=float)
-            z, r, f = (float(t.get(s, np.nan)) for s in ("zero", "rag", "full"))
-            ax.plot([z, f], [yi, yi], color="#d9d9d9", lw=7, solid_capstyle="round", zorder=1)
-            for s, v in (("zero", z), ("full", f), ("rag", r)):
-                ax.scatter([v], [yi], s=60 if s == "rag" else 45, color=SET_COLORS[s], zorder=3,
-                           marker="o" if s == "rag" else "s")
-            n_d = result.cube_table.at[judge, dim] if dim in result.cube_table else np.nan
-            if np.isfinite(r):
-                ax.annotate("N = n/a" if not np.isfinite(n_d) else f"N = {n_d:.0f}", (r, yi), xytext=(0, 7),
-                            textcoords="offset points", ha="center", fontsize="x-small")
-        ax.set(title=dlabels[dim], xlim=(0, 10.3), ylim=(-0.7, len(judges) - 0.3))
-        ax.set_yticks(y, [labels[j] for j in judges])
-        if ax.get_subplotspec().is_last_row():
-            ax.set_xlabel("trimmed mean score (0-10)")
-    _set_legend(fig, bound_marker="s")
-    return _titled(fig, "Each judge's own scale: the system (rag) between its zero and full bounds\n"
-                 "(trimmed means; N = normalised dimension score, 0 = zero bound, 100 = full bound)")
+_CUBE_FIGURES = ("bounds", "cube_forest", "normalised_dimensions")  # in `cube.plots_cube`
 
 
-@_quiet
-def cube_forest(result: CubeResult, thresholds: Mapping[str, float] | None = None) -> Figure:
-    """Each judge's CuBE score and the jury mean with their bootstrap intervals (error bars),
-    over shaded bands of the verdicts (`thresholds`: lower bound of each verdict, 0-100)."""
-    table = result.cube_table
-    judges = sorted(map(str, table.index))
-    labels, palette = display_labels(judges), judge_palette(judges)
-    names = [*judges, "jury"]
-    est = [float(table.at[j, "cube_score"]) for j in judges] + [result.jury_cube()]
-    fig, ax = _figure1(7.5, 0.45 * len(names) + 2.2)
-    lo_x, hi_x = _OFF_SCALE  # a runaway score (bounds nearly equal) must not squash the others
-    if thresholds:
-        bands = sorted(thresholds.items(), key=lambda kv: kv[1])
-        shades = sns.light_palette("seagreen", len(bands) + 1)[1:]
-        for k, (verdict, low) in enumerate(bands):
-            high = bands[k + 1][1] if k + 1 < len(bands) else hi_x
-            ax.axvspan(low, high, color=shades[k], alpha=0.5, zorder=0, lw=0)
-            ax.text((low + high) / 2, 1.0, _display_text(str(verdict), f"verdict {k + 1}"), ha="center",
-                    va="bottom", transform=ax.get_xaxis_transform(), fontsize="small")
-    y = np.arange(len(names))[::-1]
-    for yi, name, v in zip(y, names, est, strict=True):
-        colour = "black" if name == "jury" else palette[name]
-        # a percentile interval need not contain the estimate, so it is drawn as a capped range
-        ax.plot(result.interval(name), [yi, yi], color=colour, lw=1.6, marker="|", ms=12)
-        shown = float(np.clip(v, lo_x, hi_x))
-        marker = ("D" if name == "jury" else "o") if shown == v else (">" if v > hi_x else "<")
-        ax.plot([shown], [yi], marker, color=colour, ms=8)
-        if np.isfinite(v):
-            ax.annotate(f"{v:.1f}" + ("" if shown == v else " (off scale)"), (shown, yi), xytext=(0, 8),
-                        textcoords="offset points", ha="center" if shown == v else "right", fontsize="small")
-    ax.set_yticks(y, [labels[n] for n in judges] + ["jury mean"])
-    ax.set(xlim=(lo_x, hi_x), ylim=(-0.7, len(names) - 0.3),
-           xlabel=f"CuBE score = weighted score x R@k (R@k = {result.recall_at_k:.1%})")
-    ax.axhline(0.5, color="#bbbbbb", lw=0.8)
-    conf = result.settings.get("confidence", 0.95)
-    note = (f"{conf:.0%} bootstrap interval over questions ({result.settings.get('bootstrap')} resamples)"
-            if result.bootstrap is not None else "no bootstrap interval (analysis.bootstrap = 0)")
-    system = _display_text(str(result.system), "system")
-    return _titled(fig, f"CuBE score of {system} per judge and for the jury\n({note})")
+def __getattr__(name: str) -> Any:
+    """`plots.bounds`, `plots.cube_forest`, `plots.normalised_dimensions` live in `cube.plots_cube`
+    (imported on first use: that module builds on this one)."""
+    if name in _CUBE_FIGURES:
+        from cube import plots_cube
 
-
-@_quiet
-def normalised_dimensions(result: CubeResult) -> Figure:
-    """Grouped bars of each judge's normalised dimension scores and weighted score (0 = zero
-    bound, 100 = full bound), with the jury mean marked on each group."""
-    table = result.cube_table
-    dims = _dims(result.trimmed_means)
-    cols = [*[d for d in dims if d in table], "weighted_score"]
-    judges = sorted(map(str, table.index))
-    labels, palette = display_labels(judges), judge_palette(judges)
-    names = {**display_labels(dims, "dimension"), "weighted_score": "weighted (W)"}
-    fig, ax = _figure1(max(7.0, 1.6 * len(cols) + 1.5), 5.2)
-    x, width = np.arange(len(cols)), 0.8 / len(judges)
-    lo_y, hi_y = _OFF_SCALE
-    off: list[str] = []  # bars cut at the axis (a judge whose bounds nearly coincide), listed below
-    for k, judge in enumerate(judges):
-        v = table.loc[judge, cols].to_numpy(float)
-        bars = ax.bar(x - 0.4 + width * (k + 0.5), np.clip(v, lo_y, hi_y), width, color=palette[judge],
-                      label=labels[judge])
-        for bar, col, u in zip(bars, cols, v, strict=True):
-            if not lo_y <= u <= hi_y and np.isfinite(u):
-                bar.set_hatch("//")
-                off.append(f"{labels[judge]} {names[col]} {u:.0f}")
-    if off:
-        fig.supxlabel("Hatched bars are cut at the axis; their values: " + "; ".join(off), fontsize="small",
-                      wrap=True)
-    jury = result.jury.loc["mean", cols].to_numpy(float)  # Table 4's Mean row
-    ax.hlines(np.clip(jury, lo_y, hi_y), x - 0.45, x + 0.45, color="black", lw=2.2, label="jury mean", zorder=3)
-    for xi, v in zip(x, jury, strict=True):
-        if np.isfinite(v):
-            ax.annotate(f"{v:.1f}", (xi, np.clip(v, lo_y, hi_y)), xytext=(0, 3 if v >= lo_y else -3),
-                        textcoords="offset points", ha="center", va="bottom" if v >= lo_y else "top", fontsize="small",
-                        bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8})
-    for level, text in ((0, "zero bound"), (100, "full bound")):
-        ax.axhline(level, color="#888888", ls="--", lw=0.8)
-        ax.text(1.0, level, f" {text}", transform=ax.get_yaxis_transform(), va="center", fontsize="small")
-    ax.set_xticks(x, [names[c] for c in cols])
-    ax.set(ylabel="normalised score (0-100)", ylim=(lo_y - 12, hi_y + 12))
-    ax.legend(fontsize="small", ncols=min(len(judges) + 1, 5), loc="upper left", frameon=False)
-    return _titled(fig, "Normalised score per dimension: where the system lies between its bounds, per judge")
+        return getattr(plots_cube, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # ------------------------------------------------------------------------ agreement figures
@@ -406,10 +317,14 @@ def _matched(means: pd.DataFrame, judge: str, reference: str) -> pd.DataFrame:
 
 
 @_quiet
-def judge_vs_human(scores: pd.DataFrame, reference_judge: str = "human", dimension: str | None = None) -> Figure:
-    """Paper Figure 5: each LLM judge's score against the reference (default: the human
+def judge_vs_human(scores: pd.DataFrame, reference_judge: str = "human", dimension: str | None = None,
+                   llm_judges: Iterable[str] | None = None) -> Figure:
+    """Paper Figure 5: each judge's score against the reference (default: the human
     consensus) per dimension, small multiples (rows judges, columns dimensions), jittered,
-    with the identity line and n and Pearson r in each panel title."""
+    with the identity line and n and Pearson r in each panel title.
+
+    The title says "LLM judges" only when `llm_judges` names every plotted judge as an LLM;
+    otherwise (offline rubric algorithms among them, or unknown) it says "judges"."""
     means = with_human_consensus(judge_means(scores))  # "human" = the raters' consensus
     _require_judge(means, reference_judge)
     judges = sorted(j for j in means["judge"].unique() if not is_human(j) and j != reference_judge)
@@ -418,7 +333,10 @@ def judge_vs_human(scores: pd.DataFrame, reference_judge: str = "human", dimensi
     dims = [dimension] if dimension else _dims(means[means["judge"] == reference_judge])
     labels, palette = display_labels(means["judge"].unique()), judge_palette(judges)
     dlabels, ref = display_labels(dims, "dimension"), display_labels(means["judge"].unique())[reference_judge]
-    fig, axes = _figure(len(judges), len(dims), (3.0, 3.0), sharex=True, sharey=True)
+    # panels a little taller than wide: the square (equal-aspect) axes keep room for their
+    # two-line titles under the figure title; at least 6.4 in wide so the figure title fits
+    fig = Figure(figsize=(max(3.1 * len(dims), 6.4), 3.5 * len(judges) + 0.9), layout="constrained")
+    axes = fig.subplots(len(judges), len(dims), squeeze=False, sharex=True, sharey=True)
     rng = np.random.default_rng(0)  # deterministic jitter: integer scores would overlap
     for i, judge in enumerate(judges):
         m = _matched(means, judge, reference_judge)
@@ -434,7 +352,8 @@ def judge_vs_human(scores: pd.DataFrame, reference_judge: str = "human", dimensi
                 ax.set_xlabel(f"{ref} score")
             if k == 0:
                 ax.set_ylabel("judge score")
-    return _titled(fig, f"Figure 5. LLM judges against {ref} scores (jittered; dashed = perfect agreement)")
+    kind = "LLM judges" if llm_judges is not None and set(judges) <= set(map(str, llm_judges)) else "Judges"
+    return _titled(fig, f"Figure 5. {kind} against {ref} scores (jittered; dashed = perfect agreement)")
 
 
 @_quiet

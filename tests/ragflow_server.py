@@ -1,10 +1,19 @@
 """A local RAGFlow HTTP API stand-in (127.0.0.1, free port) for the ragflow adapter's tests.
 
-It speaks the routes ragflow-sdk 0.22 calls for chat assistants, with RAGFlow's JSON shapes
-(`{"code": 0, "data": ...}` on success, `{"code": <n>, "message": ...}` on failure):
+It speaks the routes ragflow-sdk calls for chat assistants, with RAGFlow's JSON shapes
+(`{"code": 0, "data": ...}` on success, `{"code": <n>, "message": ...}` on failure), in one of
+two API generations (`generation`), as read from the SDK sources:
 
-- `GET  /api/v1/chats?page&page_size&orderby&desc&id&name`: list assistants (filtered; an
-  unmatched `name`/`id` is code 102 "The chat doesn't exist", as in RAGFlow);
+- `"0.22"` (RAGFlow <= 0.22, SDK 0.22): `GET /chats` replies `data: [chat, ...]`, a chat
+  carrying `llm: {"model_name": ...}`; an unmatched `name`/`id` filter is code 102 "The chat
+  doesn't exist";
+- `"0.26"` (RAGFlow >= 0.23, SDK 0.23-0.27): `GET /chats` replies `data: {"chats": [...],
+  "total": n}`, a chat carrying `llm_id` and `llm_setting` instead of `llm`; this stand-in
+  answers an unmatched filter with an empty list (so both behaviours are covered).
+
+Routes (the same paths in both generations):
+
+- `GET  /api/v1/chats?page&page_size&orderby&desc&id&name`: list assistants (filtered);
 - `POST /api/v1/chats/{chat_id}/sessions`: create a session;
 - `POST /api/v1/chats/{chat_id}/completions`: answer `question` in `session_id`
   (non-streaming), with `reference.chunks` and `reference.doc_aggs`.
@@ -36,12 +45,16 @@ class ReplyError(Exception):
 
 
 Responder = Callable[[str], dict[str, Any]]
+GENERATIONS = ("0.22", "0.26")
 
 
 class RagflowTestServer:
     """Start with `with RagflowTestServer(key, chats, responder) as srv:`; `srv.base_url`."""
 
-    def __init__(self, api_key: str, chats: list[dict[str, Any]], responder: Responder):
+    def __init__(self, api_key: str, chats: list[dict[str, Any]], responder: Responder, generation: str = "0.22"):
+        if generation not in GENERATIONS:
+            raise ValueError(f"generation must be one of {GENERATIONS}, got {generation!r}")
+        self.generation = generation
         self.api_key = api_key
         self.chats = chats
         self.responder = responder
@@ -118,9 +131,20 @@ class RagflowTestServer:
         for key in ("id", "name"):
             if query.get(key):
                 chats = [c for c in chats if c.get(key) == query[key]]
-                if not chats:
+                if not chats and self.generation == "0.22":
                     return {"code": 102, "message": "The chat doesn't exist"}
-        return {"code": 0, "data": chats}
+        if self.generation == "0.22":
+            return {"code": 0, "data": chats}
+        return {"code": 0, "data": {"chats": [self._new_chat(c) for c in chats], "total": len(chats)}}
+
+    @staticmethod
+    def _new_chat(chat: dict[str, Any]) -> dict[str, Any]:
+        """A chat record as RAGFlow >= 0.23 lists it: `llm_id` and `llm_setting` instead of `llm`."""
+        out = {k: v for k, v in chat.items() if k != "llm"}
+        llm = dict(chat.get("llm") or {})
+        out["llm_id"] = llm.pop("model_name", None)
+        out["llm_setting"] = llm
+        return out
 
     def _create_session(self, chat_id: str, body: dict[str, Any]) -> dict[str, Any]:
         if not any(c["id"] == chat_id for c in self.chats):

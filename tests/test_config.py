@@ -83,9 +83,14 @@ def test_environment_yml_names_the_same_dependencies_as_pyproject():
     env = yaml.safe_load((ROOT / "environment.yml").read_text())["dependencies"]
     conda = [d for d in env if isinstance(d, str)]
     pip = next(d["pip"] for d in env if isinstance(d, dict))
-    assert "python=3.11" in conda
+    assert "python>=3.11,<3.14" in conda
     named = {name(d) for d in conda + pip if not d.startswith("-e")} - {"python", "pip"}
     assert named == {name(d) for d in project}
+    # the same Python range and the same per-Python ragflow-sdk lines (environment markers)
+    spec = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    assert spec == ">=3.11,<3.14"
+    assert sorted(d for d in pip if d.startswith("ragflow-sdk")) == sorted(
+        d for d in project if d.startswith("ragflow-sdk"))
     assert "-e ." in pip
 
 

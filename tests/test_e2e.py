@@ -189,6 +189,9 @@ def test_human_ratings_flow_through_notebooks_07_and_08(e2e):
     root = e2e["root"]
     sheet = pd.read_csv(root / "annotation" / "annotation_sheet.csv")
     assert len(sheet) >= 12 and {"relevance.c1", "completeness.total"} <= set(sheet.columns)
+    assert not {"system", "set", "question_id"} & set(sheet.columns)  # blind: the key maps ids back
+    key = pd.read_csv(root / "annotation" / "annotation_key.csv", dtype=str)
+    sheet = sheet.merge(key, on="item_id", how="left", validate="one_to_one")
     scores = pd.read_parquet(root / "data" / "scores.parquet")
     llm = scores[scores.judge == "local-llm"].set_index(["question_id", "system", "set", "dimension"])["score"]
     rng = np.random.default_rng(0)
@@ -205,7 +208,7 @@ def test_human_ratings_flow_through_notebooks_07_and_08(e2e):
             part[f"{dim}.total"] = part[[f"{dim}.c{c}" for c in range(1, 6)]].sum(axis=1)
         filled.append(part)
     ratings = root.parent / "ratings.csv"
-    pd.concat(filled).to_csv(ratings, index=False)
+    pd.concat(filled).drop(columns=["question_id", "system", "set"]).to_csv(ratings, index=False)
     params = yaml.safe_load(e2e["params_path"].read_text(encoding="utf-8"))
     params["human"] = {**params["human"], "ratings": str(ratings), "per_rater_judges": True}
     e2e["params_path"].write_text(yaml.safe_dump(params, allow_unicode=True), encoding="utf-8")

@@ -16,6 +16,7 @@ from cube.human import (
     export_annotation_sheet,
     import_ratings,
     item_id,
+    key_path,
     rating_columns,
 )
 from cube.judges import dimension_criteria
@@ -121,19 +122,21 @@ def test_round_trip(tables, tmp_path: Path, fmt: str):
     sheet = export_annotation_sheet(
         answers, questions, corpus, DIMS, "zh", tmp_path / "sheet", size=6, seed=0, raters=["alice", "bob"]
     )
-    assert len(sheet) == 12 and list(sheet.columns[8:]) == rating_columns(DIMS)
+    assert len(sheet) == 12 and list(sheet.columns[5:]) == rating_columns(DIMS)
     assert (tmp_path / "sheet_criteria.csv").exists()
+    key = pd.read_csv(tmp_path / "sheet_key.csv", dtype=str, keep_default_na=False, encoding="utf-8-sig")
+    assert len(key) == 6 and list(key["item_id"]) == list(sheet["item_id"][:6])
     crit = pd.read_csv(tmp_path / "sheet_criteria.csv", encoding="utf-8-sig")
     assert list(crit.loc[crit["dimension"] == "completeness", "wording"]) == dimension_criteria(
         "completeness", "zh"
     )
     book = openpyxl.load_workbook(tmp_path / "sheet.xlsx")
     assert book.sheetnames == ["instructions", "criteria", "ratings"]
-    first = sheet.iloc[0]
+    first, first_key = sheet.iloc[0], key.iloc[0]
     assert (
         first["gold_document"]
         == corpus.set_index("doc_id").loc[
-            answers.set_index(["question_id", "set"]).loc[(first["question_id"], first["set"]), "doc_id"],
+            answers.set_index(["question_id", "set"]).loc[(first_key["question_id"], first_key["set"]), "doc_id"],
             "text",
         ]
     )
@@ -144,6 +147,8 @@ def test_round_trip(tables, tmp_path: Path, fmt: str):
         target = tmp_path / "filled" / "ratings.csv"
         target.parent.mkdir()
         filled.to_csv(target, index=False)
+        expected = {(r, key.set_index("item_id").loc[i].pipe(lambda k: item_id(*k)), d): v
+                    for (r, i, d), v in expected.items()}
     else:
         ws = book["ratings"]
         header = [c.value for c in ws[1]]
@@ -156,8 +161,12 @@ def test_round_trip(tables, tmp_path: Path, fmt: str):
         target = tmp_path / "filled" / "ratings.xlsx"
         target.parent.mkdir()
         book.save(target)
+        expected = {(r, key.set_index("item_id").loc[i].pipe(lambda k: item_id(*k)), d): v
+                    for (r, i, d), v in expected.items()}
 
-    per_rater, report = import_ratings(target.parent, answers, DIMS, per_rater=True)
+    with pytest.raises(RatingsError, match="no key file given"):
+        import_ratings(target.parent, answers, DIMS)  # opaque ids need the key
+    per_rater, report = import_ratings(target.parent, answers, DIMS, per_rater=True, key=tmp_path / "sheet_key.csv")
     _check_scores(per_rater, expected, answers)
     assert report["raters"] == ["alice", "bob"] and report["items"] == 6
     assert report["raters_per_item"] == {2: 6} and report["missing"] == {"relevance": 0, "completeness": 0}
@@ -165,7 +174,9 @@ def test_round_trip(tables, tmp_path: Path, fmt: str):
     detail = json.loads(alice["detail"])
     assert sum(detail["criteria"].values()) == alice["score"]
 
-    consensus, _ = import_ratings(target, answers, DIMS)
+    (tmp_path / "sheet_key.csv").rename(target.parent / "sheet_key.csv")  # a key inside the folder is found
+    consensus, report = import_ratings(target.parent, answers, DIMS)
+    assert report["key"] == str(target.parent / "sheet_key.csv")
     assert set(consensus["judge"]) == {"human"} and len(consensus) == 6 * len(DIMS)
     mean = per_rater.groupby(["question_id", "system", "set", "dimension"])["score"].mean()
     got = consensus.set_index(["question_id", "system", "set", "dimension"])["score"]
@@ -189,7 +200,7 @@ def blank_sheet(tables, tmp_path: Path) -> pd.DataFrame:
 def _errors(sheet: pd.DataFrame, answers: pd.DataFrame, path: Path) -> str:
     sheet.to_csv(path, index=False)
     with pytest.raises(RatingsError) as info:
-        import_ratings(path, answers, DIMS)
+        import_ratings(path, answers, DIMS, key=path.parent / "s_key.csv")
     return str(info.value)
 
 
@@ -208,9 +219,9 @@ def test_invalid_sheets_name_file_row_and_column(tables, blank_sheet, tmp_path: 
     assert "row 4, column 'completeness.total': 'many' is not a number" in msg
 
     bad = blank_sheet.copy()
-    bad.loc[0, "item_id"] = "q99::bm25::rag"
+    bad.loc[0, "item_id"] = "A999"
     msg = _errors(bad, answers, tmp_path / "unknown.csv")
-    assert "unknown.csv, row 2, column 'item_id': unknown item id 'q99::bm25::rag'" in msg
+    assert "unknown.csv, row 2, column 'item_id': unknown item id 'A999' (not in the key" in msg
 
     bad = pd.concat([blank_sheet, blank_sheet.iloc[[1]]], ignore_index=True)
     msg = _errors(bad, answers, tmp_path / "dup.csv")
@@ -233,7 +244,7 @@ def test_missing_cells_reported_not_guessed(tables, blank_sheet, tmp_path: Path)
     sheet.loc[2, "relevance.total"] = ""
     path = tmp_path / "rater7.csv"
     sheet.to_csv(path, index=False)
-    scores, report = import_ratings(path, answers, DIMS, per_rater=True)
+    scores, report = import_ratings(path, answers, DIMS, per_rater=True, key=tmp_path / "s_key.csv")
     assert set(scores["judge"]) == {"human:rater7"}  # rater id from the file stem
     assert report["missing"] == {"relevance": 1, "completeness": 1}
     rows = {(m["row"], m["dimension"]) for m in report["missing_rows"]}
@@ -247,6 +258,7 @@ def test_rater_files_in_folder(tables, blank_sheet, tmp_path: Path):
     answers = tables[0]
     folder = tmp_path / "returned"
     folder.mkdir()
+    (tmp_path / "s_key.csv").rename(folder / "s_key.csv")  # not read as a rater's file
     blank_sheet.to_csv(folder / "ann.csv", index=False)
     other = blank_sheet.copy()
     for d in DIMS:
@@ -258,3 +270,64 @@ def test_rater_files_in_folder(tables, blank_sheet, tmp_path: Path):
     other.to_excel(folder / "ben.xlsx", index=False)
     with pytest.raises(RatingsError, match="ben.csv and ben.xlsx"):
         import_ratings(folder, answers, DIMS)
+
+
+def test_sheet_is_blind(tables, tmp_path: Path):
+    """Raters see question, gold document and answer only: no system/set column, and no id,
+    text or cell that reveals them; the key file maps the ids back."""
+    answers, questions, corpus = tables
+    answers = pd.concat([answers, answers.assign(system="dense-top4")], ignore_index=True)
+    sheet = export_annotation_sheet(answers, questions, corpus, DIMS, "en", tmp_path / "annotation_sheet",
+                                    size=8, seed=3, paired=True)
+    key = pd.read_csv(key_path(tmp_path / "annotation_sheet"), dtype=str, keep_default_na=False)
+    assert key_path(tmp_path / "annotation_sheet").name == "annotation_key.csv"
+    for frame in (sheet, pd.read_csv(tmp_path / "annotation_sheet.csv", dtype=str, keep_default_na=False),
+                  pd.read_excel(tmp_path / "annotation_sheet.xlsx", sheet_name="ratings", dtype=str)):
+        assert list(frame.columns[:5]) == ["item_id", "question", "gold_document", "answer", "rater"]
+        assert not {"system", "set", "question_id", "doc_id", "retrieved"} & set(frame.columns)
+        assert frame["item_id"].str.fullmatch(r"A\d{3}").all() and frame["item_id"].is_unique
+        cells = frame[["item_id", "rater"]].fillna("").astype(str).to_numpy().ravel()
+        for word in ("bm25", "dense", "zero", "rag", "full", "q1"):
+            assert not any(word in c for c in cells), word
+    # 8 (question, system) pairs x 3 sets, ids in sheet order, every answer set of a pair present
+    assert len(sheet) == len(key) == 24 and list(key["item_id"]) == list(sheet["item_id"])
+    assert (key.groupby(["question_id", "system"])["set"].nunique() == 3).all()
+    assert list(sheet["item_id"]) == sorted(sheet["item_id"])  # ids follow the shuffled order ...
+    assert list(key["set"][:6]) != sorted(key["set"][:6])  # ... which does not group the sets
+    answer_of = answers.set_index(["question_id", "system", "set"])["answer"]
+    assert [answer_of[tuple(k)] for k in key[["question_id", "system", "set"]].to_numpy()] == list(sheet["answer"])
+
+
+def test_old_unblinded_sheet_still_imports(tables, tmp_path: Path):
+    """A sheet filled before blinding (item ids question::system::set, system/set columns) needs no key."""
+    answers = tables[0]
+    rows = answers.iloc[:4]
+    old = pd.DataFrame({
+        "item_id": [item_id(q, s, t) for q, s, t in rows[["question_id", "system", "set"]].to_numpy()],
+        "question_id": rows["question_id"], "system": rows["system"], "set": rows["set"],
+        "question": "?", "gold_document": "", "answer": rows["answer"], "rater": "old",
+    })
+    for d in DIMS:
+        old[f"{d}.total"] = "6"
+    old.to_csv(tmp_path / "old.csv", index=False)
+    scores, report = import_ratings(tmp_path / "old.csv", answers, DIMS)
+    assert report["key"] is None and len(scores) == 4 * len(DIMS) and (scores["score"] == 6.0).all()
+    assert set(zip(scores["question_id"], scores["set"], strict=True)) == set(
+        zip(rows["question_id"], rows["set"], strict=True))
+
+
+def test_bad_key_rows_are_reported(tables, tmp_path: Path):
+    answers, questions, corpus = tables
+    export_annotation_sheet(answers, questions, corpus, DIMS, "en", tmp_path / "s", size=2, seed=0)
+    key = pd.read_csv(tmp_path / "s_key.csv", dtype=str, keep_default_na=False)
+    key.loc[1, "system"] = "nope"
+    key.to_csv(tmp_path / "s_key.csv", index=False)
+    sheet = pd.read_csv(tmp_path / "s.csv", dtype=str, keep_default_na=False)
+    sheet.to_csv(tmp_path / "r.csv", index=False)
+    with pytest.raises(RatingsError) as info:
+        import_ratings(tmp_path / "r.csv", answers, DIMS, key=tmp_path / "s_key.csv")
+    msg = str(info.value)
+    assert "s_key.csv, row 3: (" in msg and "nope" in msg and "is not in the answers" in msg
+    assert f"unknown item id {sheet.loc[1, 'item_id']!r}" in msg  # and the row that needed it, together
+    with pytest.raises(RatingsError, match="key file not found"):
+        import_ratings(tmp_path / "r.csv", answers, DIMS, key=tmp_path / "absent_key.csv")

@@ -122,3 +122,38 @@ def test_duplicate_texts_and_high_confusion_become_suggestions(run):
                                    {"rate": 0.4, "count": 4, "n": 10, "region": 3, "variant": 1, "duplicate": 0}})
     assert "3 document(s)" in tips[0] and "region_filter" in tips[1]
     assert _retrieval_suggestions({"duplicate_texts": 0, "near_duplicate_confusion": {"rate": 0.02}}) == []
+
+
+def test_the_sheet_is_blind_and_the_page_counts_its_rows(run, tmp_path):
+    import dataclasses
+
+    files = pipeline.export_annotation(run.params, paths=run.paths)
+    key_file = next(p for p in files if p.name == "annotation_key.csv")
+    sheet = pd.read_csv(next(p for p in files if p.name == "annotation_sheet.csv"), dtype=str, keep_default_na=False)
+    key = pd.read_csv(key_file, dtype=str, keep_default_na=False)
+    assert not {"system", "set", "question_id"} & set(sheet.columns) and len(sheet) == len(key)
+    pairs = key[["question_id", "system"]].drop_duplicates().shape[0]
+    assert pairs == run.params.human.sample_size and len(sheet) == 3 * pairs  # sample_size counts pairs
+    section = pipeline.human_agreement(run)
+    assert f"({len(sheet)} rows: {pairs} sampled question-system pairs × 3 answer sets" in section.message
+    assert "set" not in section.sheet_preview.columns and "system" not in section.sheet_preview.columns
+    # the filled blind sheet comes back through the run's key (human.ratings = a file outside the run)
+    sheet["rater"] = "ann"
+    for d in run.params.dimension_names():
+        sheet[f"{d}.total"] = "4"
+    filled = tmp_path / "ann.csv"
+    sheet.to_csv(filled, index=False)
+    human = run.params.human.model_copy(update={"ratings": str(filled)})
+    rated = dataclasses.replace(run, params=run.params.model_copy(update={"human": human}))
+    scores, report = pipeline.human_stage(rated)
+    assert report["key"] == str(key_file) and (scores["score"] == 4.0).all()
+    got = set(zip(scores["question_id"], scores["system"], scores["set"], strict=True))
+    assert got == set(zip(key["question_id"], key["system"], key["set"], strict=True))
+
+
+def test_a_sheet_named_by_the_user_lists_its_key_once(run, tmp_path):
+    files = pipeline.export_annotation(run.params, out=tmp_path / "ratings_round2", paths=run.paths)
+    names = [p.name for p in files]
+    assert names[-1] == "ratings_round2_key.csv" and names.count("ratings_round2_key.csv") == 1
+    again = pipeline.export_annotation(run.params, out=tmp_path / "ratings_round2", paths=run.paths)
+    assert again == files  # kept, not rewritten, and still listed once

@@ -263,7 +263,7 @@ def test_runaway_score_is_marked_off_scale_not_squashing_the_axis():
     assert forest.axes[0].get_xlim() == (-10.0, 110.0)
     assert any(t.endswith("(off scale)") for t in _texts(forest))
     bars = plots.normalised_dimensions(result)
-    assert bars.axes[0].get_ylim()[1] <= 122
+    assert bars.axes[0].get_ylim()[1] <= 126  # bounded (a row of jury-mean labels above 110)
     assert "Hatched bars are cut at the axis" in bars.get_supxlabel()
 
 
@@ -295,3 +295,132 @@ def test_confused_items_shows_real_item_names_stacked_by_cause():
     assert _glyph_warnings(fig) == []
     empty = plots.confused_items(table.iloc[:0], "s")
     assert empty.get_suptitle().endswith("none")
+
+
+def _drawn(fig: Figure):
+    """Lay out and draw the figure; return its renderer (for text and patch extents)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    return canvas.get_renderer()
+
+
+@pytest.fixture(scope="module")
+def two_systems() -> dict:
+    ap = AnalysisParams(bootstrap=20)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a1, s1 = make_tables(40, seed=1, recall=0.6, system="bm25-top8")
+        a2, s2 = make_tables(40, seed=2, recall=0.9, top_n=16, system="向量检索")  # a Chinese system name
+        return {"bm25-top8": evaluate(a1, s1, ap, 8), "向量检索": evaluate(a2, s2, ap, 16)}
+
+
+def test_cube_figures_show_every_system(two_systems):
+    names = list(two_systems)
+    judges = sorted(two_systems[names[0]].cube_table.index)
+    bounds = plots.bounds(two_systems)
+    for ax in bounds.axes:
+        ticks = [t.get_text() for t in ax.get_yticklabels()]
+        assert ticks == [names[0], *judges, names[1], *judges]  # a heading row per system, then its judges
+        rag = [c for c in ax.collections if c.get_sizes()[0] == 60]  # the rag points
+        assert len(rag) == len(names) * len(judges)
+    for name in names:
+        assert name in bounds.get_suptitle()
+        n_d = two_systems[name].cube_table.at[judges[0], "relevance"]
+        assert f"N = {n_d:.0f}" in _texts(bounds)
+
+    forest = plots.cube_forest(two_systems, {"excellent": 80, "good": 60, "fair": 40})
+    (ax,) = forest.axes
+    ticks = [t.get_text() for t in ax.get_yticklabels()]
+    assert ticks == [f"{n} (R@k {two_systems[n].recall_at_k:.1%})" if k % (len(judges) + 2) == 0 else t
+                     for k, (n, t) in enumerate(zip([names[0]] * (len(judges) + 2) + [names[1]] * (len(judges) + 2),
+                                                     ticks, strict=True))]
+    assert ticks.count("jury mean") == 2
+    diamonds = [ln for ln in ax.lines if ln.get_marker() == "D"]
+    assert sorted(round(float(d.get_xdata()[0]), 6) for d in diamonds) == sorted(
+        round(r.jury_cube(), 6) for r in two_systems.values())
+    for r in two_systems.values():
+        assert f"{r.jury_cube():.1f}" in _texts(forest)
+    assert all(n in forest.get_suptitle() for n in names)
+
+    bars = plots.normalised_dimensions(two_systems)
+    assert [ax.get_title() for ax in bars.axes] == names  # one panel per system
+    for ax, r in zip(bars.axes, two_systems.values(), strict=True):
+        n_bars = len([p for p in ax.patches if p.get_height() != 0 or p.get_width() != 0])
+        assert n_bars == len(judges) * (len(DIMS) + 1)
+        assert f"{r.jury.at['mean', 'weighted_score']:.1f}" in [t.get_text() for t in ax.texts]
+    # one result still works, and is the same figure as a one-entry mapping
+    one = plots.cube_forest(two_systems[names[0]])
+    assert [t.get_text() for t in one.axes[0].get_yticklabels()] == [*judges, "jury mean"]
+    with pytest.raises(ValueError, match="no CuBE result"):
+        plots.bounds({})
+
+
+def test_verdict_bands_include_poor_below_every_threshold(two_systems):
+    result = next(iter(two_systems.values()))
+    forest = plots.cube_forest(result, {"excellent": 80, "good": 60, "fair": 40})
+    ax = forest.axes[0]
+    labels = [t.get_text() for t in ax.texts]
+    assert labels[:4] == ["poor", "fair", "good", "excellent"]  # then the score labels
+    spans = sorted((p.get_x(), p.get_x() + p.get_width()) for p in ax.patches)
+    assert spans == [(-10.0, 40.0), (40.0, 60.0), (60.0, 80.0), (80.0, 110.0)]  # the axis' left end is poor
+    from cube.lta import verdict
+
+    assert verdict(39.9, {"excellent": 80, "good": 60, "fair": 40}) == "poor"  # the name the page uses
+
+
+def test_normalised_dimension_mean_labels_touch_no_bar(two_systems):
+    fig = plots.normalised_dimensions(two_systems)
+    renderer = _drawn(fig)
+    for ax in fig.axes:
+        labels = [t for t in ax.texts if t.get_text() not in ("", " zero bound", " full bound")]
+        assert len(labels) == len(DIMS) + 2  # one value per group and the row's name "jury mean"
+        bars = [p.get_window_extent(renderer) for p in ax.patches]
+        from matplotlib.transforms import Bbox
+
+        means = [Bbox(ax.transData.transform(seg)) for c in ax.collections for seg in c.get_segments()]
+        assert len(means) == len(DIMS) + 1  # the jury-mean lines, one per group
+        for text in labels:
+            box = text.get_window_extent(renderer)
+            assert not any(box.overlaps(b) for b in bars + means), text.get_text()
+    legend = fig.legends[0].get_window_extent(renderer)
+    assert not legend.overlaps(fig._suptitle.get_window_extent(renderer))
+
+
+@pytest.mark.parametrize("n_judges,dimension", [(1, None), (1, "relevance"), (2, None), (3, "quality")])
+def test_fig5_title_clears_the_panel_titles_and_says_judges(n_judges, dimension):
+    judges = tuple(f"rubric-{k}" for k in range(n_judges))
+    _, scores = make_tables(n_questions=30, judges=(*judges, "ref"))
+    fig = plots.judge_vs_human(scores[scores["set"] == "rag"], "ref", dimension=dimension)
+    renderer = _drawn(fig)
+    title = fig._suptitle.get_window_extent(renderer)
+    assert title.x0 >= 0 and title.x1 <= fig.bbox.width and title.y1 <= fig.bbox.height  # not cut
+    for ax in fig.axes:
+        assert not ax.title.get_window_extent(renderer).overlaps(title), ax.get_title()
+    assert fig.get_suptitle().startswith("Figure 5. Judges against ref scores")
+    assert "LLM" not in fig.get_suptitle()  # rubric algorithms are not called LLMs
+    llm = plots.judge_vs_human(scores[scores["set"] == "rag"], "ref", dimension=dimension, llm_judges=judges)
+    assert llm.get_suptitle().startswith("Figure 5. LLM judges against ref scores")
+    mixed = plots.judge_vs_human(scores[scores["set"] == "rag"], "ref", llm_judges=judges[:-1])
+    assert mixed.get_suptitle().startswith("Figure 5. Judges")  # one of them is not an LLM
+
+
+def test_fig1_title_names_the_system():
+    _, scores = make_tables(n_questions=20, system="bm25-top8")
+    assert "to bm25-top8 (rag" in plots.score_distributions(scores).get_suptitle()
+    _, other = make_tables(n_questions=20, system="dense")
+    both = plots.score_distributions(pd.concat([scores, other], ignore_index=True))
+    assert "to bm25-top8 and dense (rag" in both.get_suptitle()
+
+
+def test_cube_forest_verdict_badges(two_systems):
+    names = list(two_systems)
+    fig = plots.cube_forest(two_systems, {"good": 60, "fair": 40}, verdicts={names[0]: "fair"})
+    badges = [t for t in fig.axes[0].texts if t.get_text().startswith("verdict: ")]
+    assert [b.get_text() for b in badges] == ["verdict: fair"]  # only the system that has one
+    ticks = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    jury_rows = [k for k, t in enumerate(ticks) if t == "jury mean"]
+    assert badges[0].xy[1] == fig.axes[0].get_yticks()[jury_rows[0]]  # on the first system's jury row
+    renderer = _drawn(fig)
+    assert badges[0].get_window_extent(renderer).x0 >= fig.axes[0].get_window_extent(renderer).x1  # clear of points

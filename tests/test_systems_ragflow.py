@@ -6,7 +6,7 @@ import math
 
 import pandas as pd
 import pytest
-from ragflow_server import RagflowTestServer, ReplyError
+from ragflow_server import GENERATIONS, RagflowTestServer, ReplyError
 
 from cube.config import RagflowSystem
 from cube.llm import usage_summary
@@ -50,11 +50,39 @@ def _spec(server: RagflowTestServer, **kw) -> RagflowSystem:
     return RagflowSystem(**{**args, **kw})
 
 
-@pytest.fixture
-def server(monkeypatch):
+@pytest.fixture(params=GENERATIONS, ids=[f"ragflow-{g}" for g in GENERATIONS])
+def server(request, monkeypatch):
+    """The RAGFlow API of both generations (list_chats' reply shape differs), whichever SDK is installed."""
     monkeypatch.setenv("CUBE_TEST_RAGFLOW_KEY", KEY)
-    with RagflowTestServer(KEY, CHATS, _responder) as srv:
+    with RagflowTestServer(KEY, CHATS, _responder, generation=request.param) as srv:
         yield srv
+
+
+def test_the_installed_sdk_is_the_one_this_python_allows():
+    """ragflow-sdk 0.22 on Python 3.11, 0.26 on 3.12, 0.27 on 3.13 (pyproject's environment markers)."""
+    import sys
+    from importlib.metadata import version
+
+    major_minor = tuple(int(x) for x in version("ragflow-sdk").split(".")[:2])
+    expected = {(3, 11): (0, 22), (3, 12): (0, 26), (3, 13): (0, 27)}[sys.version_info[:2]]
+    assert major_minor == expected
+
+
+def test_the_sdk_generation_reads_its_own_server_generation(server):
+    """The installed SDK's own list_chats reads its generation's reply; the adapter reads both."""
+    from importlib.metadata import version
+
+    from ragflow_sdk import RAGFlow
+
+    new_sdk = tuple(int(x) for x in version("ragflow-sdk").split(".")[:2]) >= (0, 23)
+    rag = RAGFlow(api_key=KEY, base_url=server.base_url)
+    if new_sdk == (server.generation != "0.22"):
+        assert [c.id for c in rag.list_chats(name="政务助手")] == ["chat0001"]
+    else:  # the SDK alone cannot read the other generation's reply, hence the adapter's own request
+        with pytest.raises((AttributeError, TypeError)):  # a dict's keys read as chats / a list indexed by "chats"
+            rag.list_chats(name="政务助手")
+    chat, record = RagflowAssistant(_spec(server))._chat(rag)
+    assert chat.id == "chat0001" and record["name"] == "政务助手"
 
 
 def test_answers_ranks_unmapped_and_failures(server):

@@ -1,16 +1,23 @@
-"""The `ragflow` system: a RAGFlow chat assistant, asked through ragflow-sdk (0.22).
+"""The `ragflow` system: a RAGFlow chat assistant, asked through ragflow-sdk.
 
-HTTP routes used (all under `<base_url>/api/v1`, header `Authorization: Bearer <key>`):
+The SDK each Python allows differs (0.22 on Python 3.11; 0.23-0.26 need 3.12+, 0.27 needs
+3.13), and so do the RAGFlow servers people run. The adapter works with both API generations
+whichever SDK is installed; the routes (all under `<base_url>/api/v1`, header
+`Authorization: Bearer <key>`) are the same, one reply shape differs:
 
-- `GET /chats?name=...` then `GET /chats?id=...` (`RAGFlow.list_chats`): find the assistant
-  by name, else by id;
-- `POST /chats/{chat_id}/sessions` (`Chat.create_session`): one fresh session per question,
-  so no question sees another's history;
+- `GET /chats?page&page_size&orderby&desc&name=...` then `...&id=...`: find the assistant by
+  name, else by id. RAGFlow <= 0.22 replies `data: [chat, ...]`, chats carrying
+  `llm: {model_name}`; RAGFlow >= 0.23 (SDK 0.23+) replies `data: {"chats": [...], "total": n}`,
+  chats carrying `llm_id`. The adapter sends this request through the SDK client's `get` and
+  reads either shape (the SDK's own `list_chats` reads only its generation's), then builds the
+  SDK's `Chat` from the record;
+- `POST /chats/{chat_id}/sessions` (`Chat.create_session`, the same in both): one fresh session
+  per question, so no question sees another's history;
 - `POST /chats/{chat_id}/completions` with `{"question", "stream": false, "session_id"}`: the
-  same body `Session.ask(stream=False)` sends, posted through the SDK client's `post` because
-  `Session.ask` reads `data` without checking `code`, which would turn RAGFlow's error reply
-  into a bare KeyError. The reply is `{"code": 0, "data": {"answer", "reference": {"chunks":
-  [{"document_id", "document_name", "content", ...}], "doc_aggs": [...]}}}` or
+  same body `Session.ask(stream=False)` sends in both, posted through the SDK client's `post`
+  because `Session.ask` reads `data` without checking `code`, which would turn RAGFlow's error
+  reply into a bare KeyError. The reply is `{"code": 0, "data": {"answer", "reference":
+  {"chunks": [{"document_id", "document_name", "content", ...}], "doc_aggs": [...]}}}` or
   `{"code": <n>, "message": ...}`.
 
 Mapping chunks to corpus documents (`doc_mapping`):
@@ -48,6 +55,7 @@ from typing import Any
 
 import pandas as pd
 from ragflow_sdk import RAGFlow
+from ragflow_sdk.modules.chat import Chat
 
 from cube.config import RagflowSystem
 from cube.llm import Response, progress_bar
@@ -67,6 +75,14 @@ def _chunk_list(reference: Any) -> list[dict[str, Any]]:
     if isinstance(chunks, dict):
         chunks = [chunks[k] for k in sorted(chunks, key=lambda k: int(k) if str(k).isdigit() else 0)]
     return [c for c in chunks if isinstance(c, dict)]
+
+
+def _chat_records(data: Any) -> list[dict[str, Any]]:
+    """The chat records of a `GET /chats` reply: `data` is a list (RAGFlow <= 0.22) or
+    `{"chats": [...], "total": n}` (RAGFlow >= 0.23)."""
+    if isinstance(data, dict):
+        data = data.get("chats")
+    return [c for c in data if isinstance(c, dict)] if isinstance(data, list) else []
 
 
 class RagflowAssistant(System):
@@ -107,17 +123,24 @@ class RagflowAssistant(System):
         self._key = key
         return RAGFlow(api_key=key, base_url=self.spec.base_url.rstrip("/"))
 
-    def _chat(self, rag: RAGFlow) -> Any:
-        """The assistant, looked up by name first, then by id."""
+    def _chat(self, rag: RAGFlow) -> tuple[Any, dict[str, Any]]:
+        """The assistant (the SDK's `Chat`) and its record, looked up by name first, then by id."""
         problems = []
         for by in ("name", "id"):
+            query = {"page": 1, "page_size": 30, "orderby": "create_time", "desc": True, by: self.spec.assistant}
             try:
-                chats = rag.list_chats(**{by: self.spec.assistant})
-            except Exception as exc:  # the SDK raises bare Exception(message) on a non-zero code
-                problems.append(f"by {by}: {self._scrub(str(exc))}")
+                res = rag.get("/chats", query)
+                body = res.json()
+            except Exception as exc:  # connection refused, not JSON, ...
+                problems.append(f"by {by}: {type(exc).__name__}: {self._scrub(str(exc))}")
                 continue
+            if not isinstance(body, dict) or body.get("code") != 0:
+                message = body.get("message") if isinstance(body, dict) else str(body)[:200]
+                problems.append(f"by {by}: {self._scrub(str(message))}")
+                continue
+            chats = _chat_records(body.get("data"))
             if chats:
-                return chats[0]
+                return Chat(rag, chats[0]), chats[0]
             problems.append(f"by {by}: no match")
         raise RagflowError(
             f"system {self.name!r}: RAGFlow at {self.spec.base_url} has no chat assistant "
@@ -170,8 +193,10 @@ class RagflowAssistant(System):
     def answer(self, questions: pd.DataFrame, corpus: pd.DataFrame, *, progress: bool = True) -> pd.DataFrame:
         require_columns(questions, ("question_id", "doc_id", "question"), "questions")
         rag = self._client()
-        chat = self._chat(rag)
-        answerer = getattr(getattr(chat, "llm", None), "model_name", None) or f"ragflow:{chat.name}"
+        chat, record = self._chat(rag)
+        llm = record.get("llm")  # RAGFlow <= 0.22: {"model_name": ...}; >= 0.23: "llm_id"
+        model = (llm.get("model_name") if isinstance(llm, dict) else None) or record.get("llm_id")
+        answerer = str(model) if model else f"ragflow:{chat.name}"
         known = set(corpus["doc_id"].astype(str))
         items = list(zip(questions["question_id"].astype(str), questions["question"].astype(str), strict=True))
         with ThreadPoolExecutor(max_workers=self.spec.max_concurrency) as pool:
