@@ -117,8 +117,9 @@ class ModelSpec(_Strict):
     backoff_base_s: float = Field(0.5, gt=0, description="First retry delay; doubles each attempt, with jitter.")
     backoff_max_s: float = Field(30.0, gt=0)
     breaker_threshold: int = Field(
-        5, ge=0, description="Stop sending to an endpoint after this many connection failures in a row, or this "
-        "many x max_attempts unusable answers or timeouts in a row (401/403/404 stop it at once); 0: never.",
+        5, ge=0, description="Stop sending to an endpoint after this many calls in a row used up all their "
+        "attempts on connection errors, timeouts or unusable answers (401/403/404 stop it at once); one trial "
+        "call after a 30 s cool-down resumes it; 0: never.",
     )
     price_input_per_m: float | None = Field(None, ge=0, description="Price per million input tokens.")
     price_output_per_m: float | None = Field(None, ge=0, description="Price per million output tokens.")
