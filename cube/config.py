@@ -564,6 +564,13 @@ class RunPaths:
         return self.root / "results.json"
 
     @property
+    def annotation(self) -> Path:
+        """The published `annotation/` also when running in the staging copy: raters fill its
+        sheet in place, so it is never staged nor replaced by a commit."""
+        root = self.root.parent if self.root.name == ".staging" else self.root
+        return root / "annotation"
+
+    @property
     def manifest(self) -> Path:
         return self.root / "manifest.json"
 

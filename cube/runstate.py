@@ -7,7 +7,9 @@ the page that tells how the last attempt went.
   (same host, dead pid) is taken over with a note.
 - **Staging.** Stages never write into the published run: they run in `outputs/<run>/.staging/`,
   a copy of the published state (params.yaml, results.json, manifest.json, data/, tables/,
-  figures/, notebooks/ with their fingerprints). Only when every selected stage succeeds is the
+  figures/, notebooks/ with their fingerprints). The annotation sheet is not staged: it is
+  written in the published `annotation/` (only when absent) and raters fill it in place, so a
+  commit never replaces their work. Only when every selected stage succeeds is the
   staging copy committed (each entry moved over the published one), so a failing re-run leaves
   the last good params, results, tables and index byte-identical. A failed or interrupted
   attempt keeps its staging folder: the next run with the same params resumes from it (stages it
@@ -38,7 +40,9 @@ STAGING = ".staging"
 LOCK = ".lock"
 LAST_RUN = "last_run.html"
 # Published entries that a run replaces when it commits (report/ is re-rendered from them).
-STAGED = ("params.yaml", "results.json", "manifest.json", "data", "tables", "figures", "notebooks", "annotation")
+# Not annotation/: raters fill its sheet in place, so it is written in the published folder
+# (`RunPaths.annotation`) and never replaced by a commit.
+STAGED = ("params.yaml", "results.json", "manifest.json", "data", "tables", "figures", "notebooks")
 
 
 class RunLocked(RuntimeError):

@@ -99,3 +99,25 @@ def test_staged_tables_are_linked_and_a_re_save_in_staging_leaves_the_published_
     run.save("scores", pd.DataFrame({"x": [9]}))  # the way every stage writes a table
     assert pd.read_parquet(published)["x"].tolist() == [1, 2]
     assert pd.read_parquet(staged)["x"].tolist() == [9]
+
+
+def test_publishing_never_replaces_the_annotation_sheet_a_rater_fills_in_place(tmp_path):
+    # Review finding 2: annotation/ was staged, so a commit moved the sheet copied at the start
+    # of the run over the one a rater had filled during it (an afternoon of ratings lost).
+    from cube.config import RunPaths
+    from cube.pipeline import annotation_dir
+    from cube.runstate import commit_staging
+
+    _published(tmp_path)
+    sheet = tmp_path / "annotation" / "annotation_sheet.csv"
+    sheet.parent.mkdir()
+    sheet.write_text("q1,\n")
+    staging = prepare_staging(tmp_path, "run: new\n", log=lambda _: None)
+    assert not (staging / "annotation").exists()
+    # stages running in staging write the sheet to the published folder, never into staging
+    assert annotation_dir(RunPaths(root=staging, cache=tmp_path / "c.sqlite")) == tmp_path / "annotation"
+    assert annotation_dir(RunPaths(root=tmp_path, cache=tmp_path / "c.sqlite")) == tmp_path / "annotation"
+    sheet.write_text("q1,8\nq2,7\n")  # the rater's work during the run
+    (staging / "params.yaml").write_text("run: new\n")
+    commit_staging(tmp_path)
+    assert sheet.read_text() == "q1,8\nq2,7\n" and (tmp_path / "params.yaml").read_text() == "run: new\n"
