@@ -38,6 +38,7 @@ from cube.corpus_map import (
     MAPPABLE,
     map_table,
     sample_items,
+    strip_numbering,
 )
 from cube.schema import CORPUS_FIELDS, FIELD_LABELS
 
@@ -59,7 +60,8 @@ class CorpusError(ValueError):
 
 # --------------------------------------------------------------------------- values and rendering
 def _numbered(items: Iterable[Any]) -> str:
-    parts = [str(x).strip() for x in items if str(x).strip()]
+    """Numbered lines, one per item; an item's own leading number is replaced, not doubled."""
+    parts = [p for p in (strip_numbering(x) for x in items) if p]
     return "\n".join(f"{i}. {p}" for i, p in enumerate(parts, 1))
 
 
