@@ -81,7 +81,9 @@ def select_notebooks(notebooks: list[Path], only: str | None) -> list[Path]:
 
 
 DECISION_STAGE = 6  # notebook 06 writes the decision; any earlier stage re-executing makes it stale
-HEADLINE_KEYS = ("decision", "cube_score", "recall_at_k", "weighted_score", "verdict")
+# every key `pipeline.decision` records: a stale `judging_failed` would make `cube run` exit 3
+HEADLINE_KEYS = ("decision", "cube_score", "recall_at_k", "weighted_score", "verdict", "withheld_reasons",
+                 "judging_failed")
 
 
 def _forget_decision(paths: RunPaths) -> None:
