@@ -4,7 +4,8 @@ the page that tells how the last attempt went.
 - **Lock.** `outputs/<run>/.lock` (JSON: pid, host, start time, command) is created exclusively
   at the start of `cube run` and removed at its end. A second `cube run` on the same folder gets
   `RunLocked` naming who holds it (the CLI exits 2). A lock left by a process that is gone
-  (same host, dead pid) is taken over with a note.
+  (same host, dead pid) is taken over with a note; the check and the takeover hold a flock on
+  the run folder, so two runs finding the same stale lock never both take it over.
 - **Staging.** Stages never write into the published run: they run in `outputs/<run>/.staging/`,
   a copy of the published state (params.yaml, results.json, manifest.json, data/, tables/,
   figures/, notebooks/ with their fingerprints). The annotation sheet is not staged: it is
@@ -75,35 +76,51 @@ def run_lock(root: Path, log=print) -> Iterator[Path]:
     lock = root / LOCK
     mine = {"pid": os.getpid(), "host": socket.gethostname(),
             "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "command": " ".join(sys.argv)}
-    for _ in range(2):
-        try:
-            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except OSError as err:
-            if err.errno != errno.EEXIST:
-                raise
+    with _guard(root):  # check, take over and create under one mutex: two runs never both take it over
+        for _ in range(2):
             try:
-                held = json.loads(lock.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                held = {}
-            pid, host = held.get("pid"), held.get("host")
-            if isinstance(pid, int) and host == mine["host"] and not _pid_alive(pid):
-                log(f"[cube] {lock}: taking over a stale lock of pid {pid} (started {held.get('started')}), "
-                    "which is no longer running")
-                lock.unlink(missing_ok=True)
-                continue
-            raise RunLocked(
-                f"{root}: another `cube run` holds this run folder (pid {pid} on {host}, started "
-                f"{held.get('started')}: {held.get('command', '?')}). Wait for it to finish, or remove {lock} "
-                "if that process is gone.") from None
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(mine, f)
-        break
+                fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except OSError as err:
+                if err.errno != errno.EEXIST:
+                    raise
+                try:
+                    held = json.loads(lock.read_text(encoding="utf-8"))
+                except (OSError, ValueError):
+                    held = {}
+                pid, host = held.get("pid"), held.get("host")
+                if isinstance(pid, int) and host == mine["host"] and not _pid_alive(pid):
+                    log(f"[cube] {lock}: taking over a stale lock of pid {pid} (started {held.get('started')}), "
+                        "which is no longer running")
+                    lock.unlink(missing_ok=True)
+                    continue
+                raise RunLocked(
+                    f"{root}: another `cube run` holds this run folder (pid {pid} on {host}, started "
+                    f"{held.get('started')}: {held.get('command', '?')}). Wait for it to finish, or remove {lock} "
+                    "if that process is gone.") from None
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(mine, f)
+            break
     try:
         yield lock
     finally:
         with contextlib.suppress(OSError, ValueError):
             if json.loads(lock.read_text(encoding="utf-8")).get("pid") == os.getpid():
                 lock.unlink()
+
+
+@contextlib.contextmanager
+def _guard(root: Path) -> Iterator[None]:
+    """An exclusive flock on the run folder itself for the block: taking over a stale lock is
+    read, unlink, create, and two runs doing that at once would both get it. The kernel drops
+    the flock when its process dies, so the guard itself never goes stale (and adds no file)."""
+    import fcntl
+
+    fd = os.open(root, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the flock
 
 
 # ------------------------------------------------------------------------------------ staging

@@ -121,3 +121,43 @@ def test_publishing_never_replaces_the_annotation_sheet_a_rater_fills_in_place(t
     (staging / "params.yaml").write_text("run: new\n")
     commit_staging(tmp_path)
     assert sheet.read_text() == "q1,8\nq2,7\n" and (tmp_path / "params.yaml").read_text() == "run: new\n"
+
+
+def _take_stale_lock(root, out, go):
+    import socket as _socket  # noqa: F401
+
+    def slow_log(_line):  # between reading the stale lock and removing it: where two runs raced
+        time.sleep(0.5)
+
+    while not os.path.exists(go):
+        time.sleep(0.01)
+    try:
+        with run_lock(root, log=slow_log):
+            time.sleep(1.0)
+            result = "held"
+    except RunLocked:
+        result = "refused"
+    with open(out, "w") as f:
+        f.write(result)
+
+
+def test_two_runs_finding_the_same_stale_lock_never_both_take_it_over(tmp_path):
+    # Review S3: each read the stale lock, removed "it" (the other's fresh lock) and created its own.
+    import multiprocessing
+    import socket
+    import subprocess
+    import sys
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (tmp_path / ".lock").write_text(json.dumps({"pid": dead.pid, "host": socket.gethostname()}))
+    go = tmp_path / "go"
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_take_stale_lock, args=(tmp_path, tmp_path / f"r{i}", go)) for i in range(2)]
+    for p in procs:
+        p.start()
+    go.write_text("")
+    for p in procs:
+        p.join(30)
+    assert sorted((tmp_path / f"r{i}").read_text() for i in range(2)) == ["held", "refused"]
+    assert not (tmp_path / ".lock").exists()
