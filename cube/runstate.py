@@ -15,8 +15,11 @@ the page that tells how the last attempt went.
   the last good params, results, tables and index byte-identical. A failed or interrupted
   attempt keeps its staging folder: the next run with the same params resumes from it (stages it
   completed are up to date), a run with other params starts again from the published state.
+  A staging copy is complete only once its `.staged` marker is written (last), so a copy cut
+  short by an interrupt is made again, never resumed.
 - **Interrupts.** SIGINT/SIGTERM raise `RunInterrupted`; before that, every child process group
   (the notebook kernel runs in its own session) is killed, so no kernel keeps sending requests.
+  During the commit they are held back until it is done.
 - **Last attempt.** `report/last_run.html` (linked from every index) says how the last attempt
   ended: committed, failed (stage and error) or interrupted, and how to resume.
 """
@@ -32,12 +35,14 @@ import shutil
 import signal
 import socket
 import sys
+import threading
 from collections.abc import Iterator
 from html import escape
 from pathlib import Path
 from typing import Any
 
 STAGING = ".staging"
+STAGED_MARKER = ".staged"  # written last by prepare_staging: only a complete copy is ever resumed
 LOCK = ".lock"
 LAST_RUN = "last_run.html"
 # Published entries that a run replaces when it commits (report/ is re-rendered from them).
@@ -129,7 +134,8 @@ def prepare_staging(root: Path, params_yaml: str, log=print) -> Path:
     resolved params left (to resume it), else a fresh copy of the published state."""
     staging = root / STAGING
     previous = staging / "params.yaml"
-    if staging.is_dir() and previous.is_file() and previous.read_text(encoding="utf-8") == params_yaml:
+    if (staging.is_dir() and (staging / STAGED_MARKER).is_file() and previous.is_file()
+            and previous.read_text(encoding="utf-8") == params_yaml):
         log(f"[cube] resuming the unfinished attempt in {staging}")
         return staging
     if staging.exists():
@@ -141,6 +147,7 @@ def prepare_staging(root: Path, params_yaml: str, log=print) -> Path:
             shutil.copytree(src, staging / name, copy_function=_link_or_copy)
         elif src.is_file():
             shutil.copy2(src, staging / name)
+    (staging / STAGED_MARKER).touch()  # last: a copy cut short by an interrupt is never resumed
     return staging
 
 
@@ -162,8 +169,36 @@ COMMITTING = ".committing"
 def commit_staging(root: Path) -> None:
     """Replace the published entries by the staged ones (each a rename), then drop staging.
 
-    A marker makes it restartable: if the process dies half-way, `finish_interrupted_commit`
-    (called at the start of the next run) moves the remaining staged entries over."""
+    SIGINT and SIGTERM are held back until it is done (a Ctrl-C then interrupts right after),
+    so an interrupt never leaves half the entries replaced. A marker makes it restartable
+    anyway: if the process is killed half-way, `finish_interrupted_commit` (called at the start
+    of the next run) moves the remaining staged entries over."""
+    with signals_deferred():
+        _commit(root)
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM back for the block; one that arrived meanwhile is raised after it.
+
+    Python-level handlers, not a signal mask: a mask is per thread, and a signal sent to the
+    process would reach another thread (a client's I/O thread), whose handler runs anyway."""
+    if threading.current_thread() is not threading.main_thread():  # only the main thread handles signals
+        yield
+        return
+    pending: list[int] = []
+    old = {s: signal.signal(s, lambda signum, _frame: pending.append(signum))
+           for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        if pending:
+            signal.raise_signal(pending[0])  # now handled as usual (e.g. RunInterrupted)
+
+
+def _commit(root: Path) -> None:
     staging = root / STAGING
     (staging / COMMITTING).touch()
     old = root / ".replaced"

@@ -161,3 +161,55 @@ def test_two_runs_finding_the_same_stale_lock_never_both_take_it_over(tmp_path):
         p.join(30)
     assert sorted((tmp_path / f"r{i}").read_text() for i in range(2)) == ["held", "refused"]
     assert not (tmp_path / ".lock").exists()
+
+
+def test_a_staging_copy_cut_short_is_made_again_not_resumed(tmp_path, monkeypatch):
+    # Review S2: params.yaml is copied first, so a copy interrupted after it looked resumable.
+    import shutil
+
+    import cube.runstate as rs
+
+    _published(tmp_path)
+    (tmp_path / "params.yaml").write_text("run: new\n")  # the same params as the next run
+    real = shutil.copytree
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(rs.shutil, "copytree", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        prepare_staging(tmp_path, "run: new\n", log=lambda _: None)
+    assert (tmp_path / STAGING / "params.yaml").exists() and not (tmp_path / STAGING / "tables").exists()
+    monkeypatch.setattr(rs.shutil, "copytree", real)
+    logs: list[str] = []
+    staging = prepare_staging(tmp_path, "run: new\n", log=logs.append)
+    assert not logs and (staging / "tables" / "t.csv").read_text() == "a\n1\n"  # a fresh, complete copy
+    assert prepare_staging(tmp_path, "run: new\n", log=logs.append) == staging and logs  # that one resumes
+
+
+def test_an_interrupt_during_the_commit_waits_until_it_is_done(tmp_path, monkeypatch):
+    # Review S2: SIGINT during commit_staging left some entries replaced and others not.
+    from pathlib import Path
+
+    from cube.runstate import commit_staging
+
+    _published(tmp_path)
+    staging = prepare_staging(tmp_path, "run: new\n", log=lambda _: None)
+    (staging / "params.yaml").write_text("run: new\n")
+    (staging / "results.json").write_text('{"cube_score": 80}')
+    real_rename, sent = Path.rename, []
+
+    def rename(self, target):
+        if not sent:
+            sent.append(True)
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C after the first entry was moved
+            time.sleep(0.05)
+        return real_rename(self, target)
+
+    monkeypatch.setattr(Path, "rename", rename)
+    with pytest.raises(RunInterrupted), interrupts_raise():
+        commit_staging(tmp_path)
+    assert sent and not (tmp_path / STAGING).exists()
+    assert (tmp_path / "params.yaml").read_text() == "run: new\n"
+    assert (tmp_path / "results.json").read_text() == '{"cube_score": 80}'
+    assert (tmp_path / "tables" / "t.csv").read_text() == "a\n1\n"
