@@ -117,28 +117,29 @@ class ModelSpec(_Strict):
     backoff_base_s: float = Field(0.5, gt=0, description="First retry delay; doubles each attempt, with jitter.")
     backoff_max_s: float = Field(30.0, gt=0)
     breaker_threshold: int = Field(
-        5, ge=0, description="Stop sending to an endpoint after this many connection failures in a row, or this "
-        "many x max_attempts unusable answers or timeouts in a row (401/403/404 stop it at once); 0: never.",
+        5, ge=0, description="Stop sending to an endpoint after this many calls in a row used up all their "
+        "attempts on connection errors, timeouts or unusable answers (401/403/404 stop it at once); one trial "
+        "call after a 30 s cool-down resumes it; 0: never.",
     )
     price_input_per_m: float | None = Field(None, ge=0, description="Price per million input tokens.")
     price_output_per_m: float | None = Field(None, ge=0, description="Price per million output tokens.")
     currency: str = "USD"
     options: dict[str, Any] = Field(default_factory=dict, description="Options of an offline algorithm.")
 
-    @field_validator("api_key_env")
-    @classmethod
-    def _looks_like_a_name(cls, v: str | None) -> str | None:
-        if v is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", v):
-            raise ValueError(
-                "api_key_env must be the NAME of an environment variable (e.g. OPENAI_API_KEY), not a key"
-            )
-        return v
-
-    @model_validator(mode="after")  # not a field validator: its error would echo the value
-    def _header_env_names(self) -> ModelSpec:
-        bad = [h for h, v in self.header_env.items() if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", v)]
+    # Model validators, not field validators: a field validator's error would echo the value,
+    # which may be a key pasted where its variable's name belongs (`_format_validation_error`
+    # never shows the input of these fields either).
+    @model_validator(mode="after")
+    def _env_names(self) -> ModelSpec:
+        problems = []
+        if self.api_key_env is not None and (why := env_name_problem(self.api_key_env)):
+            problems.append(f"api_key_env {why}")
+        bad = [h for h, v in self.header_env.items() if env_name_problem(v)]
         if bad:
-            raise ValueError(f"header_env[{', '.join(bad)}] must be the NAME of an environment variable, not a value")
+            problems.append(f"header_env[{', '.join(bad)}] must be the NAME of an environment variable, not a value "
+                            "(the value is not repeated here)")
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
 
     @model_validator(mode="after")
@@ -153,6 +154,24 @@ class ModelSpec(_Strict):
 
     def endpoints(self) -> list[str]:
         return list(self.base_urls or [self.base_url or ""])
+
+
+_KEY_PREFIX = re.compile(r"(sk|pk|rk|hf|ghp|gho|ghs|github_pat|glpat|xox[abpr]|AIza|AKIA|nvapi|gsk|r8)[-_]?[A-Za-z0-9]",
+                         re.IGNORECASE)
+SECRET_FIELDS = ("api_key_env", "header_env")  # their input is never echoed in an error
+
+
+def env_name_problem(name: str) -> str | None:
+    """Why `name` is no environment variable name, or looks like a secret itself; None if fine.
+    The message never repeats `name` (it may be a key pasted in the wrong place)."""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        return "must be the NAME of an environment variable (e.g. OPENAI_API_KEY), not a key (the value is not repeated here)"
+    mixed = any(c.islower() for c in name) and any(c.isupper() for c in name) and any(c.isdigit() for c in name)
+    keyish = _KEY_PREFIX.match(name) and len(name) >= 20 and any(c.isdigit() for c in name) and name != name.upper()
+    if keyish or (len(name) >= 24 and mixed):
+        return ("looks like a key, not the NAME of an environment variable (the value is not repeated here): "
+                "put the key in a variable, e.g. export OPENAI_API_KEY=..., and give its name (OPENAI_API_KEY)")
+    return None
 
 
 ModelRef = str | ModelSpec  # a name from the `models:` section, or an inline spec
@@ -488,7 +507,8 @@ def _format_validation_error(err: ValidationError, source: str) -> str:
             lines.append(f"  - {key}: required key is missing")
         else:
             got = e.get("input")
-            shown = "" if isinstance(got, dict | list) else f" (got {got!r})"
+            secret = any(str(p) in SECRET_FIELDS for p in e["loc"])
+            shown = "" if isinstance(got, dict | list) or secret else f" (got {got!r})"
             lines.append(f"  - {key}: {e['msg']}{shown}")
     return "\n".join(lines)
 
@@ -571,6 +591,13 @@ class RunPaths:
     @property
     def results(self) -> Path:
         return self.root / "results.json"
+
+    @property
+    def annotation(self) -> Path:
+        """The published `annotation/` also when running in the staging copy: raters fill its
+        sheet in place, so it is never staged nor replaced by a commit."""
+        root = self.root.parent if self.root.name == ".staging" else self.root
+        return root / "annotation"
 
     @property
     def manifest(self) -> Path:

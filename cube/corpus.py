@@ -38,6 +38,7 @@ from cube.corpus_map import (
     MAPPABLE,
     map_table,
     sample_items,
+    strip_numbering,
 )
 from cube.schema import CORPUS_FIELDS, FIELD_LABELS
 
@@ -59,7 +60,8 @@ class CorpusError(ValueError):
 
 # --------------------------------------------------------------------------- values and rendering
 def _numbered(items: Iterable[Any]) -> str:
-    parts = [str(x).strip() for x in items if str(x).strip()]
+    """Numbered lines, one per item; an item's own leading number is replaced, not doubled."""
+    parts = [p for p in (strip_numbering(x) for x in items) if p]
     return "\n".join(f"{i}. {p}" for i, p in enumerate(parts, 1))
 
 
@@ -185,7 +187,26 @@ def _read_csv(path: Path, encoding: str) -> tuple[pd.DataFrame, list[str]]:
         raise CorpusError(f"{path}: the file is empty (expected a header row and one row per item)") from None
     except pd.errors.ParserError as err:
         raise CorpusError(f"{path}: not valid CSV: {err}") from None
-    return df, [f"row {i + 1} (line {i + 2})" for i in range(len(df))]
+    lines = _csv_record_lines(text)
+    if len(lines) != len(df):  # the two parsers disagree on the records: say only the row
+        return df, [f"row {i + 1}" for i in range(len(df))]
+    return df, [f"row {i + 1} (line {n})" for i, n in enumerate(lines)]
+
+
+def _csv_record_lines(text: str) -> list[int]:
+    """The file line on which each data record starts (a quoted cell may span several lines,
+    so a record's line is not its index + 2); blank lines, which pandas skips, are skipped."""
+    import csv
+
+    reader, starts, end = csv.reader(io.StringIO(text)), [], 0
+    try:
+        for record in reader:
+            if record:
+                starts.append(end + 1)
+            end = reader.line_num
+    except csv.Error:
+        return []
+    return starts[1:]  # the first record is the header
 
 
 def _read_jsonl(path: Path, encoding: str) -> tuple[pd.DataFrame, list[str]]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -32,6 +33,12 @@ import pandas as pd
 from cube.schema import CORPUS_FIELDS, FIELD_LABELS
 
 LIST_FIELDS: tuple[str, ...] = ("procedure", "application_materials")
+_NUMBERING = re.compile(r"^\s*(?:\d+\s*[.、．)）](?!\d)|[（(]\d+[)）])\s*")  # "1. ", "2、", "（3）", not "1.5"
+
+
+def strip_numbering(text: str) -> str:
+    """`text` without a leading list number ("1. 身份证", "2、户口本", "（3）照片" -> the item)."""
+    return _NUMBERING.sub("", str(text), count=1).strip()
 EXTRA_FIELDS: tuple[str, ...] = ("family_id", "variant", "parent_region", "aliases")
 MAPPABLE: tuple[str, ...] = ("doc_id", *CORPUS_FIELDS, *EXTRA_FIELDS)
 REQUIRED_FIELDS: tuple[str, ...] = ("item_name",)  # doc_id is derived when absent
@@ -199,7 +206,10 @@ def map_table(raw: pd.DataFrame, where: Sequence[str], columns: Mapping[str, str
         if key in LIST_FIELDS:
             if len(idx) == 1:
                 return cols[col][idx[0]]
-            return vals
+            # one item per line of every row, without the rows' own numbering ("1. 身份证"),
+            # which rendering replaces by the merged list's
+            lines = [strip_numbering(ln) for v in vals for ln in str(v).splitlines()]
+            return list(dict.fromkeys(ln for ln in lines if ln))
         if len(vals) > 1:
             joined[col] = joined.get(col, 0) + 1
         return JOIN.join(vals)

@@ -6,13 +6,16 @@ and jitter (honouring Retry-After, capped by `backoff_max_s`); other 4xx fail at
 failure is a `Response` whose `error` says why, with the API key scrubbed from it.
 
 Circuit breaker: an endpoint that answers 401, 403 or 404 (bad key, no access, unknown model
-or wrong base_url), or fails `breaker_threshold` connection attempts in a row, or gives
-`breaker_threshold * max_attempts` unusable answers or timeouts in a row (e.g. it
-always answers with empty choices: what that many calls exhausting their retries would
-see; a scattered transient fault never gets there), is stopped: no further request goes to it. Replicas that still work take its calls; when none
-is left, the remaining calls fail at once without a request, with the reason the endpoint was
-stopped ("not sent: endpoint stopped after HTTP 401 ..."). `Endpoints.stopped` holds the
-reasons and `Endpoints.unsent` how many calls each stopped endpoint refused.
+or wrong base_url), or where `breaker_threshold` calls in a row used up all their attempts on
+connection errors, timeouts or unusable answers (e.g. it always answers with empty choices), is
+stopped. Only a call that exhausted its retries counts: calls refused at the same moment by a
+server that is restarting retry with backoff and go through once it is back. Replicas that still
+work take the calls of a stopped one; when none is left, the remaining calls fail at once without
+a request, with the reason the endpoint was stopped ("not sent: endpoint stopped after HTTP 401 ...").
+A stop is not forever: `BREAKER_COOLDOWN_S` after it (or after its last failed trial) one call is
+let through as a trial (half-open); its success resumes the endpoint, its failure re-arms the
+cool-down. `Endpoints.stopped` holds the reasons and `Endpoints.unsent` how many calls each stopped
+endpoint refused.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from cube.config import ModelSpec
 log = logging.getLogger("cube.llm")
 RETRY_STATUS = frozenset({408, 409, 429})  # plus every 5xx; other 4xx are the caller's fault
 BREAKER_STATUS = frozenset({401, 403, 404})  # the endpoint, not the request, is wrong: stop sending to it
+BREAKER_COOLDOWN_S = 30.0  # a stopped endpoint gets one trial call this long after its stop
 NO_KEY = "EMPTY"  # placeholder key for endpoints without auth (vLLM, Ollama accept it)
 
 
@@ -143,7 +147,7 @@ class Endpoints:
 
     def __init__(
         self, spec: ModelSpec, endpoints: list[str], api_key: str, stopped: dict[str, str] | None = None,
-        headers: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None, stopped_at: dict[str, float] | None = None,
     ):
         self.spec, self.endpoints, self.key = spec, endpoints, api_key
         self.headers = dict(headers or {})  # secret header values (header_env): sent, scrubbed, never stored
@@ -153,9 +157,11 @@ class Endpoints:
         self._next = 0
         # endpoint -> why no more requests go to it (shared by the batches of one model)
         self.stopped: dict[str, str] = stopped if stopped is not None else {}
+        # endpoint -> time.monotonic() of its stop or last failed trial (shared like `stopped`)
+        self.stopped_at: dict[str, float] = stopped_at if stopped_at is not None else {}
         self.unsent: dict[str, int] = dict.fromkeys(endpoints, 0)  # calls refused after the stop
-        self._conn_streak = dict.fromkeys(endpoints, 0)  # consecutive connection failures
-        self._fail_streak = dict.fromkeys(endpoints, 0)  # consecutive unusable answers and timeouts
+        self._streak = dict.fromkeys(endpoints, 0)  # consecutive calls that used up their attempts
+        self._trial: set[str] = set()  # stopped endpoints with their one trial request in flight
         n = spec.max_concurrency
         # A connection pool per endpoint sized to the concurrency: no request waits for a socket.
         limits = type(openai.DEFAULT_CONNECTION_LIMITS)(max_connections=n, max_keepalive_connections=n)
@@ -180,27 +186,50 @@ class Endpoints:
             await client.close()
 
     def _pick(self) -> str | None:
-        """The least busy endpoint that is not stopped (None: every one is)."""
+        """The least busy endpoint that is not stopped; when every one is, a stopped one whose
+        cool-down is over and that has no trial in flight (its trial call); None otherwise."""
         n = len(self.endpoints)
         start, self._next = self._next, (self._next + 1) % n
-        live = [e for e in (self.endpoints[(start + i) % n] for i in range(n)) if e not in self.stopped]
-        return min(live, key=self.busy.__getitem__) if live else None
+        order = [self.endpoints[(start + i) % n] for i in range(n)]
+        live = [e for e in order if e not in self.stopped]
+        if live:
+            return min(live, key=self.busy.__getitem__)
+        now = time.monotonic()
+        for ep in order:
+            if ep not in self._trial and now - self.stopped_at.get(ep, now) >= BREAKER_COOLDOWN_S:
+                self._trial.add(ep)
+                log.debug("%s: trial call to stopped %s after its cool-down", self.spec.model, ep)
+                return ep
+        return None
 
     def _stop(self, ep: str, reason: str) -> None:
         if ep not in self.stopped and self.spec.breaker_threshold:
             self.stopped[ep] = self._scrub(reason)[:300]
+            self.stopped_at[ep] = time.monotonic()
             log.debug("%s: stopped sending to %s: %s", self.spec.model, ep, self.stopped[ep])
 
     def _healthy(self, ep: str) -> None:
-        self._conn_streak[ep] = self._fail_streak[ep] = 0
+        self._streak[ep] = 0
+        if ep in self._trial:  # the trial after the cool-down went through: resume the endpoint
+            self._trial.discard(ep)
+            self.stopped.pop(ep, None)
+            self.stopped_at.pop(ep, None)
+            log.info("%s: %s answers again; resumed sending to it", self.spec.model, ep)
 
-    def _faulty(self, ep: str, label: str, detail: str) -> None:
-        """An unusable answer or a timeout: as many in a row as `breaker_threshold` calls
-        exhausting their attempts would make (a scattered transient fault never gets there) stop it."""
-        self._conn_streak[ep] = 0
-        self._fail_streak[ep] += 1
-        if self._fail_streak[ep] >= self.spec.breaker_threshold * self.spec.max_attempts:
-            self._stop(ep, f"{self._fail_streak[ep]} failed attempts in a row: {label}: {detail}")
+    def _attempt_failed(self, ep: str) -> None:
+        """Any failed attempt: a failed trial re-arms the cool-down of its stopped endpoint."""
+        if ep in self._trial:
+            self._trial.discard(ep)
+            self.stopped_at[ep] = time.monotonic()
+
+    def _exhausted(self, ep: str, label: str, detail: str) -> None:
+        """A call used up all its attempts on connection errors, timeouts or unusable answers:
+        `breaker_threshold` such calls in a row stop the endpoint (scattered or brief faults,
+        which retries get through, never do)."""
+        self._streak[ep] += 1
+        if self.spec.breaker_threshold and self._streak[ep] >= self.spec.breaker_threshold:
+            n, a = self._streak[ep], self.spec.max_attempts
+            self._stop(ep, f"{n} call{'s' * (n > 1)} in a row failed all {a} attempt{'s' * (a > 1)}: {label}: {detail}")
 
     def _unsent(self, attempts: int, t0: _Clock, ep: str) -> Response:
         """A call refused because every endpoint is stopped: failed with the stop reason, no request."""
@@ -250,18 +279,16 @@ class Endpoints:
                     )
                 except _Malformed as exc:
                     label, detail = "malformed response", str(exc)
-                    self._faulty(ep, label, detail)
+                    self._attempt_failed(ep)
                 except openai.APITimeoutError:
                     label, detail = "timeout", f"no answer within {spec.timeout_s:g} s"
-                    self._faulty(ep, label, detail)
+                    self._attempt_failed(ep)
                 except openai.APIConnectionError as exc:
                     label, detail = "connection error", connection_reason(exc)
-                    self._conn_streak[ep] += 1
-                    if self._conn_streak[ep] >= spec.breaker_threshold:
-                        self._stop(ep, f"{self._conn_streak[ep]} connection failures in a row: {detail}")
+                    self._attempt_failed(ep)
                 except openai.APIStatusError as exc:
                     label, detail = f"HTTP {exc.status_code}", _status_detail(exc)
-                    self._conn_streak[ep] = 0
+                    self._attempt_failed(ep)
                     if exc.status_code not in RETRY_STATUS and exc.status_code < 500:
                         reason = f"{label} (not retried): {detail}"
                         if exc.status_code in BREAKER_STATUS:
@@ -270,6 +297,7 @@ class Endpoints:
                     retry_after = _retry_after(exc)  # 429 and 5xx: the server says it is busy or
                     # hiccuped, which retries are for; neither counts toward nor resets the streak
                 except openai.OpenAIError as exc:  # anything else the client raises: not transient
+                    self._attempt_failed(ep)
                     return self._failure(f"{type(exc).__name__} (not retried): {exc}", attempt, t0, ep)
                 finally:
                     self.busy[ep] -= 1
@@ -279,6 +307,8 @@ class Endpoints:
                 log.debug("%s: %s on attempt %d; retrying in %.2f s", spec.model, label, attempt, wait)
                 await asyncio.sleep(wait)
         n = spec.max_attempts
+        if not label.startswith("HTTP "):  # connection error, timeout, unusable answer: the endpoint's fault
+            self._exhausted(ep, label, detail)
         return self._failure(f"{label} after {n} attempt{'s' * (n > 1)}: {detail}", n, t0, ep)
 
     def _failure(self, reason: str, attempts: int, t0: _Clock, ep: str, quiet: bool = False) -> Response:

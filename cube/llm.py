@@ -242,6 +242,7 @@ class OpenAIModel(Model):
         self.endpoints = [_endpoint_id(u) for u in spec.endpoints()]
         self.counts: Counter[str] = Counter()  # requests, cache_hits, calls, failed (all batches)
         self.stopped: dict[str, str] = {}  # endpoints the circuit breaker stopped, for every later batch too
+        self.stopped_at: dict[str, float] = {}  # ... and when: each gets a trial call after its cool-down
 
     def api_key(self) -> str:
         """The key from the variable named by `api_key_env` ("EMPTY" when there is none)."""
@@ -305,7 +306,7 @@ class OpenAIModel(Model):
         cache: CallCache | None, label: str, bar: Any,
     ) -> None:
         # the key and secret headers are needed only now (a fully cached batch needs none)
-        pool = Endpoints(self.spec, self.endpoints, self.api_key(), self.stopped, self.headers())
+        pool = Endpoints(self.spec, self.endpoints, self.api_key(), self.stopped, self.headers(), self.stopped_at)
 
         owner = f"{uuid.uuid4().hex}"  # this batch's in-flight claims in the shared cache
 

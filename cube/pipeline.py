@@ -123,7 +123,7 @@ def primary_system(run: Run) -> str:
 
 # ------------------------------------------------------------------------------ human ratings
 def annotation_dir(paths: RunPaths) -> Path:
-    return paths.root / "annotation"
+    return paths.annotation  # the published folder, also from staging (cube.runstate)
 
 
 def export_annotation(params: Params, out: Path | None = None, raters: list[str] | None = None,

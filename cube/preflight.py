@@ -90,6 +90,17 @@ def _reason(exc: BaseException, timeout_s: float) -> str:
     return f"{type(exc).__name__}: {str(exc)[:200]}"
 
 
+def _has_message(body: str) -> bool:
+    """A chat completion whose first choice has a message object (its content may be null)."""
+    import json
+
+    try:
+        choice = json.loads(body)["choices"][0]
+    except (ValueError, KeyError, IndexError, TypeError):
+        return False
+    return isinstance(choice, dict) and isinstance(choice.get("message"), dict)
+
+
 async def _probe(spec: ModelSpec, url: str, timeout_s: float) -> str | None:
     """None when one tiny chat request to `url` gives a usable answer, else the reason."""
     key = os.environ.get(spec.api_key_env or "", "") or NO_KEY
@@ -105,8 +116,11 @@ async def _probe(spec: ModelSpec, url: str, timeout_s: float) -> str | None:
             _parse_completion(text)
         except _Malformed as exc:
             msg = str(exc)
-            return "empty choices (the answer has no choices)" if "no choices" in msg else scrub(
-                f"unusable answer ({msg})", secrets)
+            if "no choices" in msg:
+                return "empty choices (the answer has no choices)"
+            if _has_message(text):  # e.g. a reasoning model spent the tiny budget thinking: content
+                return None  # null, but the protocol is right, so the endpoint is reachable
+            return scrub(f"unusable answer ({msg})", secrets)
         return None
     except TimeoutError:
         return f"timeout (no answer within {timeout_s:g} s)"

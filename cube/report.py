@@ -81,7 +81,9 @@ def select_notebooks(notebooks: list[Path], only: str | None) -> list[Path]:
 
 
 DECISION_STAGE = 6  # notebook 06 writes the decision; any earlier stage re-executing makes it stale
-HEADLINE_KEYS = ("decision", "cube_score", "recall_at_k", "weighted_score", "verdict")
+# every key `pipeline.decision` records: a stale `judging_failed` would make `cube run` exit 3
+HEADLINE_KEYS = ("decision", "cube_score", "recall_at_k", "weighted_score", "verdict", "withheld_reasons",
+                 "judging_failed")
 
 
 def _forget_decision(paths: RunPaths) -> None:
@@ -145,22 +147,23 @@ class RunSummary:
 
 
 def call_failures(paths: RunPaths, stage: str) -> int:
-    """Rows with `error_kind == "call"` in the data files the stage writes (answers, scores...):
-    a stage holding failed calls is never up to date, so a plain re-run retries exactly those
+    """Failed calls in the data files the stage writes (answers, questions, scores...), by the rule
+    of `usage_summary`: `error_kind == "call"` where that column exists, else a non-empty `error`.
+    A stage holding failed calls is never up to date, so a plain re-run retries exactly those
     calls (successful ones are served from the cache; failures are never cached)."""
     import pandas as pd
+    import pyarrow.parquet as pq
 
     from cube.notebook import PRODUCED_BY
+    from cube.usage import _failed
 
     failed = 0
     for name, producer in PRODUCED_BY.items():
         path = paths.data_file(name)
         if producer == stage and path.exists():
-            import pyarrow.parquet as pq
-
-            if "error_kind" in pq.read_schema(path).names:
-                kinds = pd.read_parquet(path, columns=["error_kind"])["error_kind"]
-                failed += int(kinds.fillna("").astype(str).eq("call").sum())
+            columns = [c for c in ("error_kind", "error") if c in pq.read_schema(path).names]
+            if columns:
+                failed += int(_failed(pd.read_parquet(path, columns=columns)).sum())
     return failed
 
 

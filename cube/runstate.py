@@ -4,16 +4,22 @@ the page that tells how the last attempt went.
 - **Lock.** `outputs/<run>/.lock` (JSON: pid, host, start time, command) is created exclusively
   at the start of `cube run` and removed at its end. A second `cube run` on the same folder gets
   `RunLocked` naming who holds it (the CLI exits 2). A lock left by a process that is gone
-  (same host, dead pid) is taken over with a note.
+  (same host, dead pid) is taken over with a note; the check and the takeover hold a flock on
+  the run folder, so two runs finding the same stale lock never both take it over.
 - **Staging.** Stages never write into the published run: they run in `outputs/<run>/.staging/`,
   a copy of the published state (params.yaml, results.json, manifest.json, data/, tables/,
-  figures/, notebooks/ with their fingerprints). Only when every selected stage succeeds is the
+  figures/, notebooks/ with their fingerprints). The annotation sheet is not staged: it is
+  written in the published `annotation/` (only when absent) and raters fill it in place, so a
+  commit never replaces their work. Only when every selected stage succeeds is the
   staging copy committed (each entry moved over the published one), so a failing re-run leaves
   the last good params, results, tables and index byte-identical. A failed or interrupted
   attempt keeps its staging folder: the next run with the same params resumes from it (stages it
   completed are up to date), a run with other params starts again from the published state.
+  A staging copy is complete only once its `.staged` marker is written (last), so a copy cut
+  short by an interrupt is made again, never resumed.
 - **Interrupts.** SIGINT/SIGTERM raise `RunInterrupted`; before that, every child process group
   (the notebook kernel runs in its own session) is killed, so no kernel keeps sending requests.
+  During the commit they are held back until it is done.
 - **Last attempt.** `report/last_run.html` (linked from every index) says how the last attempt
   ended: committed, failed (stage and error) or interrupted, and how to resume.
 """
@@ -29,16 +35,20 @@ import shutil
 import signal
 import socket
 import sys
+import threading
 from collections.abc import Iterator
 from html import escape
 from pathlib import Path
 from typing import Any
 
 STAGING = ".staging"
+STAGED_MARKER = ".staged"  # written last by prepare_staging: only a complete copy is ever resumed
 LOCK = ".lock"
 LAST_RUN = "last_run.html"
 # Published entries that a run replaces when it commits (report/ is re-rendered from them).
-STAGED = ("params.yaml", "results.json", "manifest.json", "data", "tables", "figures", "notebooks", "annotation")
+# Not annotation/: raters fill its sheet in place, so it is written in the published folder
+# (`RunPaths.annotation`) and never replaced by a commit.
+STAGED = ("params.yaml", "results.json", "manifest.json", "data", "tables", "figures", "notebooks")
 
 
 class RunLocked(RuntimeError):
@@ -71,29 +81,30 @@ def run_lock(root: Path, log=print) -> Iterator[Path]:
     lock = root / LOCK
     mine = {"pid": os.getpid(), "host": socket.gethostname(),
             "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "command": " ".join(sys.argv)}
-    for _ in range(2):
-        try:
-            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except OSError as err:
-            if err.errno != errno.EEXIST:
-                raise
+    with _guard(root):  # check, take over and create under one mutex: two runs never both take it over
+        for _ in range(2):
             try:
-                held = json.loads(lock.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                held = {}
-            pid, host = held.get("pid"), held.get("host")
-            if isinstance(pid, int) and host == mine["host"] and not _pid_alive(pid):
-                log(f"[cube] {lock}: taking over a stale lock of pid {pid} (started {held.get('started')}), "
-                    "which is no longer running")
-                lock.unlink(missing_ok=True)
-                continue
-            raise RunLocked(
-                f"{root}: another `cube run` holds this run folder (pid {pid} on {host}, started "
-                f"{held.get('started')}: {held.get('command', '?')}). Wait for it to finish, or remove {lock} "
-                "if that process is gone.") from None
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(mine, f)
-        break
+                fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except OSError as err:
+                if err.errno != errno.EEXIST:
+                    raise
+                try:
+                    held = json.loads(lock.read_text(encoding="utf-8"))
+                except (OSError, ValueError):
+                    held = {}
+                pid, host = held.get("pid"), held.get("host")
+                if isinstance(pid, int) and host == mine["host"] and not _pid_alive(pid):
+                    log(f"[cube] {lock}: taking over a stale lock of pid {pid} (started {held.get('started')}), "
+                        "which is no longer running")
+                    lock.unlink(missing_ok=True)
+                    continue
+                raise RunLocked(
+                    f"{root}: another `cube run` holds this run folder (pid {pid} on {host}, started "
+                    f"{held.get('started')}: {held.get('command', '?')}). Wait for it to finish, or remove {lock} "
+                    "if that process is gone.") from None
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(mine, f)
+            break
     try:
         yield lock
     finally:
@@ -102,13 +113,29 @@ def run_lock(root: Path, log=print) -> Iterator[Path]:
                 lock.unlink()
 
 
+@contextlib.contextmanager
+def _guard(root: Path) -> Iterator[None]:
+    """An exclusive flock on the run folder itself for the block: taking over a stale lock is
+    read, unlink, create, and two runs doing that at once would both get it. The kernel drops
+    the flock when its process dies, so the guard itself never goes stale (and adds no file)."""
+    import fcntl
+
+    fd = os.open(root, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the flock
+
+
 # ------------------------------------------------------------------------------------ staging
 def prepare_staging(root: Path, params_yaml: str, log=print) -> Path:
     """The staging folder for this attempt: the one a failed or interrupted attempt with the same
     resolved params left (to resume it), else a fresh copy of the published state."""
     staging = root / STAGING
     previous = staging / "params.yaml"
-    if staging.is_dir() and previous.is_file() and previous.read_text(encoding="utf-8") == params_yaml:
+    if (staging.is_dir() and (staging / STAGED_MARKER).is_file() and previous.is_file()
+            and previous.read_text(encoding="utf-8") == params_yaml):
         log(f"[cube] resuming the unfinished attempt in {staging}")
         return staging
     if staging.exists():
@@ -120,6 +147,7 @@ def prepare_staging(root: Path, params_yaml: str, log=print) -> Path:
             shutil.copytree(src, staging / name, copy_function=_link_or_copy)
         elif src.is_file():
             shutil.copy2(src, staging / name)
+    (staging / STAGED_MARKER).touch()  # last: a copy cut short by an interrupt is never resumed
     return staging
 
 
@@ -141,8 +169,36 @@ COMMITTING = ".committing"
 def commit_staging(root: Path) -> None:
     """Replace the published entries by the staged ones (each a rename), then drop staging.
 
-    A marker makes it restartable: if the process dies half-way, `finish_interrupted_commit`
-    (called at the start of the next run) moves the remaining staged entries over."""
+    SIGINT and SIGTERM are held back until it is done (a Ctrl-C then interrupts right after),
+    so an interrupt never leaves half the entries replaced. A marker makes it restartable
+    anyway: if the process is killed half-way, `finish_interrupted_commit` (called at the start
+    of the next run) moves the remaining staged entries over."""
+    with signals_deferred():
+        _commit(root)
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM back for the block; one that arrived meanwhile is raised after it.
+
+    Python-level handlers, not a signal mask: a mask is per thread, and a signal sent to the
+    process would reach another thread (a client's I/O thread), whose handler runs anyway."""
+    if threading.current_thread() is not threading.main_thread():  # only the main thread handles signals
+        yield
+        return
+    pending: list[int] = []
+    old = {s: signal.signal(s, lambda signum, _frame: pending.append(signum))
+           for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        if pending:
+            signal.raise_signal(pending[0])  # now handled as usual (e.g. RunInterrupted)
+
+
+def _commit(root: Path) -> None:
     staging = root / STAGING
     (staging / COMMITTING).touch()
     old = root / ".replaced"

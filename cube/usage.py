@@ -69,6 +69,24 @@ def _failed(df: pd.DataFrame) -> pd.Series:
     return err.notna() & (err.astype(str).str.strip() != "")
 
 
+def _folded_calls(df: pd.DataFrame) -> tuple[list[int], list[int]]:
+    """Per row: how many calls its accounting adds up, and how many of the extra ones failed.
+    1 and 0, except a judge row whose unparsed reply was asked again (`retry_unscored`): its
+    `detail` JSON holds "calls" and "failed_calls" (`cube.judges.scoring._reask_unscored`)."""
+    import json
+
+    calls, failed = [1] * len(df), [0] * len(df)
+    if "detail" in df.columns:
+        for n, text in enumerate(df["detail"].tolist()):
+            if isinstance(text, str) and '"calls"' in text:
+                try:
+                    d = json.loads(text)
+                    calls[n], failed[n] = int(d.get("calls", 1)), int(d.get("failed_calls", 0))
+                except (ValueError, TypeError, AttributeError):
+                    pass
+    return calls, failed
+
+
 def usage_summary(tables: Iterable[pd.DataFrame]) -> pd.DataFrame:
     """Calls, tokens and cost per (role, model) over every row that carries accounting columns.
 
@@ -77,7 +95,8 @@ def usage_summary(tables: Iterable[pd.DataFrame]) -> pd.DataFrame:
     Rows with an empty `call_id` came from no call and are only counted in `skipped`; their
     tokens and costs are ignored. Columns (`SUMMARY_COLUMNS`):
 
-    - `calls`, `cached_calls` (every row of the call was served from the cache),
+    - `calls`, `cached_calls` (every row of the call was served from the cache); a judge row
+      asked again (`retry_unscored`) adds up several calls: its `detail` says how many;
       `failed_calls` (any row of the call has `error_kind` 'call' where that column exists, else
       a non-empty `error`; a judge reply that could not be parsed was still a successful call);
     - `input_tokens`, `output_tokens`: summed once per call;
@@ -104,6 +123,7 @@ def usage_summary(tables: Iterable[pd.DataFrame]) -> pd.DataFrame:
         part = pd.DataFrame({c: df[c].astype(object).to_numpy() if c in df.columns else float("nan")
                              for c in ACCOUNTING_COLUMNS})
         part["failed"] = _failed(df).to_numpy(dtype=bool)
+        part["n_calls"], part["n_failed"] = _folded_calls(df)
         finish = df["finish_reason"] if "finish_reason" in df.columns else pd.Series("", index=df.index)
         part["truncated"] = finish.fillna("").astype(str).eq("length").to_numpy(dtype=bool)
         parts.append(part)
@@ -139,8 +159,10 @@ def usage_summary(tables: Iterable[pd.DataFrame]) -> pd.DataFrame:
         c = g[g["_call"].astype(bool)]
         cached = c["cached"].astype(bool)
         out.append({
-            "role": role, "model": model, "calls": len(c), "cached_calls": int(cached.sum()),
-            "failed_calls": int(c["failed"].astype(bool).sum()), "input_tokens": int(c["input_tokens"].sum()),
+            "role": role, "model": model, "calls": int(c["n_calls"].sum()),
+            "cached_calls": int(c.loc[cached, "n_calls"].sum()),
+            "failed_calls": int(c["failed"].astype(bool).sum() + c["n_failed"].sum()),
+            "input_tokens": int(c["input_tokens"].sum()),
             "output_tokens": int(c["output_tokens"].sum()), "cost_this_run": known_sum(c.loc[~cached, "cost"]),
             "cost_total": known_sum(c["cost"]), "skipped": int(len(g) - len(c)),
             "truncated": int(c["truncated"].astype(bool).sum()),

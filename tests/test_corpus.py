@@ -187,6 +187,19 @@ def test_error_empty_files(tmp_path: Path):
         load_corpus_file(tmp_path / "kb")
 
 
+def test_csv_errors_name_the_file_line_when_quoted_cells_span_lines(tmp_path: Path):
+    # Review finding 10: the line was computed as row + 1, wrong after a multi-line cell.
+    p = tmp_path / "kb.csv"
+    p.write_text('doc_id,item_name,procedure\nA,办理户口,"1. 申请\n2. 受理\n3. 审核"\n\nB,办理护照,"1. 申请\n2. 受理"\n'
+                 'A,重复编号,x\n,空编号,y\n', encoding="utf-8")
+    with pytest.raises(CorpusError) as err:
+        load_corpus_file(p)
+    msg = str(err.value)
+    lines = p.read_text(encoding="utf-8").splitlines()
+    assert lines[8 - 1].startswith("A,重复") and lines[9 - 1].startswith(",空编号")
+    assert "'A' at row 1 (line 2), row 3 (line 8)" in msg and "row 4 (line 9)" in msg
+
+
 def test_error_duplicate_and_empty_doc_ids(tmp_path: Path):
     p = tmp_path / "kb.csv"
     pd.DataFrame({"doc_id": ["A", "B", "A", "C", "C"], "item_name": list("vwxyz")}).to_csv(p, index=False)

@@ -208,3 +208,20 @@ def test_grouping_properties(rows, rnd):
     shuffled, _, _ = map_table(raw.iloc[order], [where[i] for i in order], cols, "kb", group_by=["区", "名", "情形"])
     ident = lambda d: set(zip(d["doc_id"], d["region"], d["item_name"], d["variant"], strict=True))  # noqa: E731
     assert ident(shuffled) == ident(out)
+
+
+def test_numbered_cells_of_a_long_format_item_are_numbered_once():
+    # Review finding 11: rows "1. 身份证", "2. 户口本" of one item rendered as "1. 1. 身份证".
+    from cube.corpus import field_text, render_document
+    from cube.corpus_map import map_table
+
+    raw = pd.DataFrame({"事项名称": ["户口迁移", "户口迁移", "户口迁移", "户口迁移", "护照"],
+                        "材料": ["1. 身份证", "2. 户口本", "（3）照片\n4、体检表 1.5 页", "身份证", "身份证\n户口本"]})
+    recs, problems, _ = map_table(raw, [f"row {i}" for i in range(5)],
+                                  {"item_name": "事项名称", "application_materials": "材料"}, "kb.csv",
+                                  group_by=["事项名称"])
+    assert problems == []
+    docs = {r["item_name"]: render_document(r.to_dict(), "zh") for _, r in recs.iterrows()}
+    assert docs["户口迁移"].endswith("申请材料：\n1. 身份证\n2. 户口本\n3. 照片\n4. 体检表 1.5 页")
+    assert docs["护照"].endswith("申请材料：\n1. 身份证\n2. 户口本")
+    assert field_text("procedure", ["1. 申请", "2、受理", "3.5 小时内审核"]) == "1. 申请\n2. 受理\n3. 3.5 小时内审核"

@@ -273,3 +273,60 @@ def test_a_transient_unparseable_reply_is_asked_again_and_the_new_score_used(tmp
         texts = sorted(t for (t,) in conn.execute("SELECT text FROM calls"))
     assert texts == ["I cannot evaluate this."] * 6 + ["评分：7"] * 6
 
+
+
+def test_every_re_ask_call_is_accounted_kept_or_not(tmp_path: Path) -> None:
+    # Review finding 8: a re-ask that was no better was dropped with its tokens and cost, and an
+    # accepted one counted as one call carrying two calls' tokens.
+    seen: dict[str, int] = {}
+
+    def reply(body: dict[str, Any]) -> str:
+        prompt = last_user_message(body)
+        seen[prompt] = seen.get(prompt, 0) + 1
+        if "一般需要准备" in prompt:  # the zero-set answer: never parses, every re-ask is no better
+            return "I cannot evaluate this."
+        return "I cannot evaluate this." if seen[prompt] == 1 else "评分：7"
+
+    answers, corpus = tiny_tables()
+    answers = answers[answers["question_id"] == "q1"]
+    dims = load_dimensions(params())[:2]
+    with OpenAIServer(reply=reply) as server:
+        spec = {"provider": "openai", "model": "judge-llm", "base_url": server.url, "price_input_per_m": 1.0}
+        plain = score_answers(answers, make_judges(params(judges=[{"name": "llm", "model": spec}]), None), dims,
+                              corpus, progress=False)
+        n_first = server.requests_total
+        seen.clear()
+        p = params(judges=[{"name": "llm", "model": spec, "retry_unscored": 2}])
+        retried = score_answers(answers, make_judges(p, None), dims, corpus, progress=False)
+        sent = server.requests_total - n_first
+    usage = usage_summary([retried]).set_index("role").loc["judging"]
+    assert usage["calls"] == sent and usage["failed_calls"] == 0  # every call made, once
+    kept = retried[retried["error_kind"] == "parse"]
+    assert len(kept) and len(kept) < len(retried)  # some units never parsed, the others did
+    for frame in (kept, retried[retried["error_kind"] == ""]):
+        base = plain.set_index(["system", "set", "dimension"]).loc[
+            frame.set_index(["system", "set", "dimension"]).index]
+        calls = frame["detail"].map(lambda d: json.loads(d)["calls"]).to_numpy()
+        assert (frame["input_tokens"].to_numpy() == calls * base["input_tokens"].to_numpy()).all()
+        assert frame["cost"].to_numpy() == pytest.approx(calls * base["cost"].to_numpy())
+    # the refused ones were asked twice more (3 calls each), the others once (2 calls)
+    assert set(kept["detail"].map(lambda d: json.loads(d)["calls"])) == {3}
+    assert set(retried.loc[retried["error_kind"] == "", "detail"].map(lambda d: json.loads(d)["calls"])) == {2}
+
+
+def test_a_failed_re_ask_is_counted_as_a_failed_call(tmp_path: Path) -> None:
+    answers, corpus = tiny_tables()
+    answers = answers[answers["question_id"] == "q1"]
+    dims = load_dimensions(params())[:1]
+    with OpenAIServer(reply=lambda body: "I cannot evaluate this.") as server:
+        spec = {"provider": "openai", "model": "judge-llm", "base_url": server.url, "max_attempts": 1}
+        cache = tmp_path / "cache.sqlite"  # the first replies are cached, the re-asks fail
+        first = score_answers(answers, make_judges(params(judges=[{"name": "llm", "model": spec}]), cache), dims,
+                              corpus, progress=False)
+        server.fail("400", times=None)
+        p = params(judges=[{"name": "llm", "model": spec, "retry_unscored": 1}])
+        retried = score_answers(answers, make_judges(p, cache), dims, corpus, progress=False)
+    assert (retried["error_kind"] == "parse").all() and (retried["raw"] == "I cannot evaluate this.").all()
+    usage = usage_summary([retried]).set_index("role").loc["judging"]
+    assert usage["calls"] == 2 * len(first) and usage["failed_calls"] == len(first)
+    assert usage["cached_calls"] == 0  # each row's calls were not all served from the cache

@@ -137,3 +137,22 @@ def test_cube_validate_checks_keys_always_and_endpoints_on_request(tmp_path: Pat
     monkeypatch.delenv("CUBE_PF_KEY")
     assert main(["validate", str(path)]) == 2
     assert "CUBE_PF_KEY" in capsys.readouterr().err
+
+
+class ReasoningServer(OpenAIServer):
+    """A reasoning model: the 16-token budget goes to its hidden reasoning, the content is null."""
+
+    def _completion(self, body: dict[str, Any], text: str) -> dict[str, Any]:
+        out = super()._completion(body, text)
+        out["choices"][0]["message"]["content"] = None
+        out["choices"][0]["finish_reason"] = "length"
+        return out
+
+
+def test_a_reasoning_model_with_no_content_in_the_tiny_probe_is_reachable() -> None:
+    # Review S4: content null within max_tokens 16 was an "unusable answer": cube run exited 2.
+    with ReasoningServer() as server:
+        assert check_endpoints(params_for(server.url)) == []
+        server.fail("no_choices", times=None)  # a 200 without choices is still a broken endpoint
+        problems = check_endpoints(params_for(server.url))
+    assert len(problems) == 1 and "empty choices" in problems[0]

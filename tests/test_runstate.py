@@ -99,3 +99,117 @@ def test_staged_tables_are_linked_and_a_re_save_in_staging_leaves_the_published_
     run.save("scores", pd.DataFrame({"x": [9]}))  # the way every stage writes a table
     assert pd.read_parquet(published)["x"].tolist() == [1, 2]
     assert pd.read_parquet(staged)["x"].tolist() == [9]
+
+
+def test_publishing_never_replaces_the_annotation_sheet_a_rater_fills_in_place(tmp_path):
+    # Review finding 2: annotation/ was staged, so a commit moved the sheet copied at the start
+    # of the run over the one a rater had filled during it (an afternoon of ratings lost).
+    from cube.config import RunPaths
+    from cube.pipeline import annotation_dir
+    from cube.runstate import commit_staging
+
+    _published(tmp_path)
+    sheet = tmp_path / "annotation" / "annotation_sheet.csv"
+    sheet.parent.mkdir()
+    sheet.write_text("q1,\n")
+    staging = prepare_staging(tmp_path, "run: new\n", log=lambda _: None)
+    assert not (staging / "annotation").exists()
+    # stages running in staging write the sheet to the published folder, never into staging
+    assert annotation_dir(RunPaths(root=staging, cache=tmp_path / "c.sqlite")) == tmp_path / "annotation"
+    assert annotation_dir(RunPaths(root=tmp_path, cache=tmp_path / "c.sqlite")) == tmp_path / "annotation"
+    sheet.write_text("q1,8\nq2,7\n")  # the rater's work during the run
+    (staging / "params.yaml").write_text("run: new\n")
+    commit_staging(tmp_path)
+    assert sheet.read_text() == "q1,8\nq2,7\n" and (tmp_path / "params.yaml").read_text() == "run: new\n"
+
+
+def _take_stale_lock(root, out, go):
+    import socket as _socket  # noqa: F401
+
+    def slow_log(_line):  # between reading the stale lock and removing it: where two runs raced
+        time.sleep(0.5)
+
+    while not os.path.exists(go):
+        time.sleep(0.01)
+    try:
+        with run_lock(root, log=slow_log):
+            time.sleep(1.0)
+            result = "held"
+    except RunLocked:
+        result = "refused"
+    with open(out, "w") as f:
+        f.write(result)
+
+
+def test_two_runs_finding_the_same_stale_lock_never_both_take_it_over(tmp_path):
+    # Review S3: each read the stale lock, removed "it" (the other's fresh lock) and created its own.
+    import multiprocessing
+    import socket
+    import subprocess
+    import sys
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (tmp_path / ".lock").write_text(json.dumps({"pid": dead.pid, "host": socket.gethostname()}))
+    go = tmp_path / "go"
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_take_stale_lock, args=(tmp_path, tmp_path / f"r{i}", go)) for i in range(2)]
+    for p in procs:
+        p.start()
+    go.write_text("")
+    for p in procs:
+        p.join(30)
+    assert sorted((tmp_path / f"r{i}").read_text() for i in range(2)) == ["held", "refused"]
+    assert not (tmp_path / ".lock").exists()
+
+
+def test_a_staging_copy_cut_short_is_made_again_not_resumed(tmp_path, monkeypatch):
+    # Review S2: params.yaml is copied first, so a copy interrupted after it looked resumable.
+    import shutil
+
+    import cube.runstate as rs
+
+    _published(tmp_path)
+    (tmp_path / "params.yaml").write_text("run: new\n")  # the same params as the next run
+    real = shutil.copytree
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(rs.shutil, "copytree", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        prepare_staging(tmp_path, "run: new\n", log=lambda _: None)
+    assert (tmp_path / STAGING / "params.yaml").exists() and not (tmp_path / STAGING / "tables").exists()
+    monkeypatch.setattr(rs.shutil, "copytree", real)
+    logs: list[str] = []
+    staging = prepare_staging(tmp_path, "run: new\n", log=logs.append)
+    assert not logs and (staging / "tables" / "t.csv").read_text() == "a\n1\n"  # a fresh, complete copy
+    assert prepare_staging(tmp_path, "run: new\n", log=logs.append) == staging and logs  # that one resumes
+
+
+def test_an_interrupt_during_the_commit_waits_until_it_is_done(tmp_path, monkeypatch):
+    # Review S2: SIGINT during commit_staging left some entries replaced and others not.
+    from pathlib import Path
+
+    from cube.runstate import commit_staging
+
+    _published(tmp_path)
+    staging = prepare_staging(tmp_path, "run: new\n", log=lambda _: None)
+    (staging / "params.yaml").write_text("run: new\n")
+    (staging / "results.json").write_text('{"cube_score": 80}')
+    real_rename, sent = Path.rename, []
+
+    def rename(self, target):
+        if not sent:
+            sent.append(True)
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C after the first entry was moved
+            time.sleep(0.05)
+        return real_rename(self, target)
+
+    monkeypatch.setattr(Path, "rename", rename)
+    with pytest.raises(RunInterrupted), interrupts_raise():
+        commit_staging(tmp_path)
+    assert sent and not (tmp_path / STAGING).exists()
+    assert (tmp_path / "params.yaml").read_text() == "run: new\n"
+    assert (tmp_path / "results.json").read_text() == '{"cube_score": 80}'
+    assert (tmp_path / "tables" / "t.csv").read_text() == "a\n1\n"

@@ -115,3 +115,37 @@ def test_any_url_credential_is_refused_and_never_shown(user: str, password: str,
         assert shown.startswith("https://api.example.com") and shown.endswith("/v1")
         for secret in (password, token):
             assert secret not in why and secret not in shown
+
+
+@pytest.mark.parametrize("pasted", [
+    "sk-proj-AbC123secretKEY",  # not an identifier: refused, and was echoed back
+    "sk_live_9fQ2xLm81KdPzR0aTu4wYc",  # an identifier: it passed, and check_keys printed it
+    "hf_QpZk2mN8rT5vXy1bLc9dHj4sWf",
+    "Zx81kLmQ2pRt7vWy3nBc5dFgHj",  # high entropy, no known prefix
+])
+@pytest.mark.parametrize("field", ["api_key_env", "header_env"])
+def test_a_key_pasted_as_a_variable_name_is_refused_without_repeating_it(pasted: str, field: str) -> None:
+    # Review finding 9: the error appended "(got '<input>')", i.e. the key itself.
+    model = {"model": "m", "base_url": "http://127.0.0.1:9/v1"}
+    model.update({"api_key_env": pasted} if field == "api_key_env" else {"header_env": {"api-key": pasted}})
+    with pytest.raises(ParamsError) as err:
+        parse_params({"run": "t", "models": {"llm": model}, "judges": [{"name": "j", "model": "llm"}]}, "p.yaml")
+    msg = str(err.value)
+    assert field in msg and "NAME of an environment variable" in msg and "p.yaml" in msg
+    assert pasted not in msg and pasted[:10] not in msg
+
+
+@pytest.mark.parametrize("name", ["OPENAI_API_KEY", "DEEPSEEK_API_KEY", "AZURE_OPENAI_KEY_2", "HF_TOKEN",
+                                  "HF_API_TOKEN_2024", "GITHUB_PAT_TOKEN_FOR_CI", "my_key", "SK_LIVE_KEY_2"])
+def test_ordinary_variable_names_are_accepted(name: str) -> None:
+    p = parse_params({"run": "t", "models": {"llm": {"model": "m", "base_url": "http://h/v1", "api_key_env": name,
+                                                     "header_env": {"x-key": name}}},
+                      "judges": [{"name": "j", "model": "llm"}]})
+    assert p.models["llm"].api_key_env == name
+
+
+def test_a_wrongly_typed_api_key_env_is_not_echoed_either() -> None:
+    with pytest.raises(ParamsError) as err:
+        parse_params({"run": "t", "models": {"llm": {"model": "m", "base_url": "http://h/v1",
+                                                     "api_key_env": 12345678987654321}}})
+    assert "api_key_env" in str(err.value) and "12345678987654321" not in str(err.value)

@@ -285,9 +285,12 @@ def _reask_unscored(
     A re-ask is the same prompt with a fresh sample index (`sample + k * judge.samples`, never
     one of the judge's own samples), so the cache keeps both replies and a re-run replays the
     same choice. The new reply replaces the old one only when fewer of its dimensions fail to
-    parse; the row keeps its `sample`, adds up the tokens, cost and latency of both calls, and
-    records the first reply and call in `detail` ({"reasked": k, "first_reply", "first_call_id"}).
-    A re-ask whose call fails leaves the parse failure as it was.
+    parse; the row keeps its `sample` and records the first reply and call in `detail`
+    ({"reasked": k, "first_reply", "first_call_id"}). A re-ask whose call fails, or whose reply is
+    no better, leaves the rows as they were. Either way every call made is accounted: the rows
+    add up the tokens, cost and latency of all the calls of their unit, and `detail` says how
+    many calls that is (`"calls"`) and how many of the re-asks failed (`"failed_calls"`), which
+    `cube.usage.usage_summary` counts (offline judges are never asked again).
     """
     for k in range(1, rounds + 1):
         redo = [i for i, rows in enumerate(unit_rows) if _n_parse(rows)]
@@ -299,19 +302,23 @@ def _reask_unscored(
         for i, resp in zip(redo, responses, strict=True):
             rec, dims, s = units[i]
             new = _rows_for(judge, rec, dims, s, resp)
-            if not resp.ok or _n_parse(new) >= _n_parse(unit_rows[i]):
-                continue
             old = unit_rows[i][0]
             first = json.loads(old["detail"]) if old["detail"] else {}
-            detail = json.dumps({"reasked": k, "first_reply": first.get("first_reply", old["raw"]),
-                                 "first_call_id": first.get("first_call_id", old["call_id"])}, ensure_ascii=False)
-            for row in new:
-                row["detail"] = detail
+            tally = {"calls": first.get("calls", 1) + 1, "failed_calls": first.get("failed_calls", 0) + (not resp.ok)}
+            if not resp.ok or _n_parse(new) >= _n_parse(unit_rows[i]):
+                kept, extra = unit_rows[i], new[0]  # the re-ask is no better: keep the rows, add its call
+                record = {**first, **tally}
+            else:
+                kept, extra = new, old
+                record = {"reasked": k, "first_reply": first.get("first_reply", old["raw"]),
+                          "first_call_id": first.get("first_call_id", old["call_id"]), **tally}
+            for row in kept:
+                row["detail"] = json.dumps(record, ensure_ascii=False)
                 for c in ("input_tokens", "output_tokens", "latency_s", "queue_s"):
-                    row[c] = row[c] + old[c]
-                row["cost"] = row["cost"] + old["cost"]  # NaN (unknown price) stays NaN
-                row["cached"] = bool(row["cached"] and old["cached"])
-            unit_rows[i] = new
+                    row[c] = row[c] + extra[c]
+                row["cost"] = row["cost"] + extra["cost"]  # NaN (unknown price) stays NaN
+                row["cached"] = bool(row["cached"] and extra["cached"])
+            unit_rows[i] = kept
 
 
 def failure_rates(scores: pd.DataFrame, by_dimension: bool = False) -> pd.DataFrame:
