@@ -21,10 +21,12 @@ endpoint refused.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import random
 import time
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -161,6 +163,9 @@ class Endpoints:
         self.stopped_at: dict[str, float] = stopped_at if stopped_at is not None else {}
         self.unsent: dict[str, int] = dict.fromkeys(endpoints, 0)  # calls refused after the stop
         self._streak = dict.fromkeys(endpoints, 0)  # consecutive calls that used up their attempts
+        self._fails = dict.fromkeys(endpoints, 0)  # consecutive failed attempts (no answer) since a success
+        self._active = 0  # calls that made their first attempt and have not returned
+        self._wake = asyncio.Event()  # set when suspicion ends, a stop happens or no call is active
         self._trial: set[str] = set()  # stopped endpoints with their one trial request in flight
         n = spec.max_concurrency
         # A connection pool per endpoint sized to the concurrency: no request waits for a socket.
@@ -206,10 +211,58 @@ class Endpoints:
         if ep not in self.stopped and self.spec.breaker_threshold:
             self.stopped[ep] = self._scrub(reason)[:300]
             self.stopped_at[ep] = time.monotonic()
+            self._wake.set()
             log.debug("%s: stopped sending to %s: %s", self.spec.model, ep, self.stopped[ep])
+
+    def _suspect(self) -> bool:
+        """Every endpoint still sending has failed `breaker_threshold` attempts in a row without
+        an answer: hold new calls back until the calls already retrying show whether it is a
+        brief outage (one answers: go on) or a dead endpoint (they use up their attempts: stop)."""
+        t = self.spec.breaker_threshold
+        live = [e for e in self.endpoints if e not in self.stopped]
+        return bool(t and live) and all(self._fails[e] >= t for e in live)
+
+    def _no_answer(self, ep: str) -> None:
+        """An attempt got no usable answer (connection error, timeout, malformed reply)."""
+        self._fails[ep] += 1
+
+    async def call(self, request: Request) -> Response:
+        """One call with its retries. While the endpoint is suspect (see `_suspect`), a call that
+        has not sent anything yet waits for the calls in progress to settle, so a dead endpoint
+        costs the attempts of the calls already started, not `max_attempts` attempts of every
+        pending call, and a brief outage costs a short pause."""
+        state = {"started": False}
+        try:
+            return await self._call(request, state)
+        finally:
+            if state["started"]:
+                self._active -= 1
+                if self._active == 0:
+                    self._wake.set()
+
+    @contextlib.asynccontextmanager
+    async def _slot(self, state: dict[str, bool]) -> AsyncIterator[None]:
+        """A concurrency slot for one attempt; a call's first attempt also passes the suspicion gate."""
+        while True:
+            await self.sem.acquire()
+            if state["started"] or not (self._suspect() and self._active > 0):
+                break
+            self.sem.release()
+            self._wake.clear()
+            await self._wake.wait()
+        if not state["started"]:
+            state["started"] = True
+            self._active += 1
+        try:
+            yield
+        finally:
+            self.sem.release()
 
     def _healthy(self, ep: str) -> None:
         self._streak[ep] = 0
+        if self._fails[ep]:
+            self._fails[ep] = 0
+            self._wake.set()
         if ep in self._trial:  # the trial after the cool-down went through: resume the endpoint
             self._trial.discard(ep)
             self.stopped.pop(ep, None)
@@ -249,13 +302,13 @@ class Endpoints:
         base = min(cap, self.spec.backoff_base_s * 2 ** (attempt - 1))
         return base / 2 + random.uniform(0, base / 2)  # "equal jitter": spread retries, keep a floor
 
-    async def call(self, request: Request) -> Response:
+    async def _call(self, request: Request, state: dict[str, bool]) -> Response:
         spec, t0 = self.spec, _Clock()
         label, detail, ep = "", "", self.endpoints[0]
         for attempt in range(1, spec.max_attempts + 1):
             retry_after = None
             t0.waiting()
-            async with self.sem:  # held only while a request is in flight, not while backing off
+            async with self._slot(state):  # held only while a request is in flight, not while backing off
                 t0.acquired()
                 picked = self._pick()
                 if picked is None:
@@ -280,12 +333,15 @@ class Endpoints:
                 except _Malformed as exc:
                     label, detail = "malformed response", str(exc)
                     self._attempt_failed(ep)
+                    self._no_answer(ep)
                 except openai.APITimeoutError:
                     label, detail = "timeout", f"no answer within {spec.timeout_s:g} s"
                     self._attempt_failed(ep)
+                    self._no_answer(ep)
                 except openai.APIConnectionError as exc:
                     label, detail = "connection error", connection_reason(exc)
                     self._attempt_failed(ep)
+                    self._no_answer(ep)
                 except openai.APIStatusError as exc:
                     label, detail = f"HTTP {exc.status_code}", _status_detail(exc)
                     self._attempt_failed(ep)

@@ -337,6 +337,20 @@ def test_a_brief_outage_does_not_trip_the_breaker_retries_get_through(tmp_path: 
             box["srv"].stop()
 
 
+def test_a_dead_endpoint_costs_the_attempts_of_the_calls_already_started_not_of_every_call(tmp_path: Path) -> None:
+    # Backing off frees the concurrency slot, so every pending call used to make its first
+    # attempts before five calls had used up theirs: 181 calls to a closed port made 729 attempts.
+    # Once every attempt in a row fails, calls that have not sent anything wait for the started
+    # ones to settle; the breaker then stops the endpoint and the rest fail unsent.
+    spec = spec_for(_closed_port_url(), max_concurrency=16, backoff_base_s=0.05, backoff_max_s=0.2)
+    model = make_model(spec, tmp_path / "c.sqlite")
+    rs = model.complete(reqs(181), role="judging", progress=False)
+    attempts = sum(r.attempts for r in rs)
+    assert all(not r.ok for r in rs) and model.stopped
+    assert attempts <= 2 * spec.max_concurrency * spec.max_attempts < 181  # was 729 (181 x 4 + 5)
+    assert sum(r.error.startswith("not sent: ") for r in rs) >= 181 - 2 * spec.max_concurrency
+
+
 def test_a_stopped_endpoint_gets_one_trial_after_its_cool_down_and_resumes(
     openai_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
