@@ -12,12 +12,16 @@ A judge counts only if, on this run,
     `analysis.gate_min_separation` points of the 0-10 scale (default 0.5: half of the
     smallest step of an integer judge, so W is never a ratio of rounding noise; the paper's
     judges separate the bounds by 2-5 points);
-(a') its weighted rag-set score **follows the retrieval outcome**: the one-sided Pearson
-    test of the per-question weighted rag total against `rank_score` (all questions of known
-    retrieval) at the same level. The weights come from that correlation, so a judge whose
-    correlation is indistinguishable from 0 has weights made of noise; requiring both (a) and
-    (a') lets a judge that ignores the answer through about 0.3 % of the time instead of 5 %
-    (not applied when `rank_score` is constant: no correlation exists, see the flags);
+(a') its rag-set score **follows the retrieval outcome**: the one-sided Pearson test of the
+    per-question rag total against `rank_score` (all questions of known retrieval) at the same
+    level. The total uses weights fixed before looking at the data: equal weights over the
+    judge's scored dimensions under `weights: rank_correlation` (W's own weights are derived
+    from these very correlations, so testing with them would be optimistic: a judge that
+    ignores the answer then passed (a') in 23.6 % of seeded runs instead of the nominal 5 %),
+    W's weights under `equal` / `custom`. Measured by `benchmarks/random_judge_admission.py`
+    (`--runs 150`, 60 questions): a random judge passes (a') in 7.5 % of the 106 runs where its
+    W is defined (23.6 % before) and enters the jury in 0.7 % of the runs (1 of 150; 2.0 % before). Not applied
+    when `rank_score` is constant: no correlation exists, see the flags;
 (b) its call + parse **failure rate** (`error_kind` `call` / `parse` among the rows it was
     asked to judge; rows `skipped` for a missing answer are not its failures) is at most
     `analysis.gate_max_failure_rate` (default 0.2: above that the surviving questions are a
@@ -78,6 +82,16 @@ def _rank_test(grid: pd.DataFrame, judge: Any, weights: pd.Series, ranks: pd.Dat
         return float("nan"), float("nan")
     res = stats.pearsonr(both["rs"], both["t"], alternative="greater")
     return float(res.statistic), float(res.pvalue)
+
+
+def _rank_test_weights(grid: pd.DataFrame, judge: Any, w: pd.Series, ap: Any) -> pd.Series:
+    """Weights of the rank test (a'), independent of the correlations it tests: equal over the
+    judge's dimensions with a rag-set score under rank-correlation weights, else W's weights."""
+    if getattr(ap, "weights", "rank_correlation") != "rank_correlation":
+        return w
+    g = grid[(grid["judge"] == judge) & (grid["set"] == "rag")]
+    dims = [d for d, s in g.groupby("dimension", sort=False)["score"] if s.notna().any()]
+    return pd.Series(1.0 / len(dims), index=pd.Index(dims, name="dimension")) if dims else w
 
 
 def _question_totals(grid: pd.DataFrame, judge: Any, weights: pd.Series, qids: set[Any] | None,
@@ -142,7 +156,7 @@ def judge_gate(grid: pd.DataFrame, scores: pd.DataFrame, cube_table: pd.DataFram
                                    f"(minimum {ap.gate_min_separation:g}), one-sided Wilcoxon p = {p_value:.3g} "
                                    f"on {nq} questions (level {ap.gate_alpha:g})")
                 if ranks is not None:
-                    rank_r, rank_p = _rank_test(grid, judge, w, ranks)
+                    rank_r, rank_p = _rank_test(grid, judge, _rank_test_weights(grid, judge, w, ap), ranks)
                     if np.isfinite(rank_p) and not rank_p < ap.gate_alpha:
                         reasons.append(f"its weighted rag-set score does not follow retrieval: Pearson r with "
                                        f"rank_score = {rank_r:.2f}, one-sided p = {rank_p:.3g} (level {ap.gate_alpha:g})")
