@@ -141,8 +141,8 @@ def evaluate(answers: pd.DataFrame, scores: pd.DataFrame, analysis_params: Any =
         ranks = outcomes.ranks
         qids = list(ranks["question_id"])
         recall = outcomes.recall()
-        corr_all = rank_correlations(scores, answers, "all", n_top, judges=judge_names)
-        corr_ret = rank_correlations(scores, answers, "retrieved", n_top, judges=judge_names)
+        corr_all = rank_correlations(scores, answers, "all", n_top, judges=judge_names, dimensions=dimensions)
+        corr_ret = rank_correlations(scores, answers, "retrieved", n_top, judges=judge_names, dimensions=dimensions)
         weights = dimension_weights(corr_all, ap.weights, ap.custom_weights, ap.weights_fallback)
         causes = weight_causes(ranks, corr_all) if ap.weights == "rank_correlation" else {}
         retrieved_ids = set(ranks.loc[ranks["retrieved"], "question_id"])
