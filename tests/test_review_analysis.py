@@ -58,3 +58,26 @@ def test_rank_test_is_invariant_to_which_dimension_carries_the_rag_score():
     assert moved["gate_rank_r"] == pytest.approx(base["gate_rank_r"])
     assert moved["gate_rank_p_value"] == pytest.approx(base["gate_rank_p_value"])
 
+
+
+def test_every_system_call_failed_gives_nan_and_a_withheld_verdict():
+    """Item 7: when every system call failed, evaluate raised a misleading SchemaError ("no 'rag'
+    rows"). It now gives NaN figures, a flag, and no judge in the jury, with the cause."""
+    from types import SimpleNamespace
+
+    from cube.lta import withheld_reasons
+
+    answers, scores = make_tables(n_questions=20, seed=1)
+    answers = answers.assign(retrieval_ok=False, rank=0)
+    r = _evaluate(answers, scores, AnalysisParams(bootstrap=50), judges=["judge-a", "judge-b"])
+    assert r.n_questions == 0 and r.settings["retrieval_unknown"] == 20
+    assert np.isnan(r.recall_at_k)
+    assert r.cube_table["weighted_score"].isna().all() and r.cube_table["cube_score"].isna().all()
+    assert not r.cube_table["in_jury"].any() and not r.cube_table["judging_failed"].any()
+    cause = "retrieval unknown for all 20 questions (system calls failed)"
+    assert r.cube_table["excluded_reason"].str.contains(cause, regex=False).all()
+    assert (r.flags["code"] == "retrieval_unknown").sum() == 2
+    assert np.isnan(r.jury_cube())
+    assert r.bootstrap is None or r.bootstrap["estimate"].isna().all()
+    reasons, failed = withheld_reasons(r, SimpleNamespace(analysis=AnalysisParams()))
+    assert reasons and cause in reasons[0] and not failed
