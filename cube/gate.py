@@ -47,7 +47,8 @@ GATE_COLUMNS = ["judge", "in_jury", "excluded_reason", "judging_failed", "gate_p
 
 
 def failure_table(scores: pd.DataFrame, grid: pd.DataFrame, judges: list[Any]) -> pd.DataFrame:
-    """Per judge: `rows`, `judged`, `call_failures`, `parse_failures`, `failure_rate`, `scored_items`."""
+    """Per judge: `rows`, `judged`, `call_failures`, `parse_failures`, `failure_rate`, `scored_items`,
+    `by_kind` (False without an `error_kind` column: the rate is then the share of unscored items)."""
     scored = grid.groupby("judge")["score"].apply(lambda s: int(s.notna().sum()))
     if "error_kind" in scores and len(scores):
         from cube.judges.scoring import failure_rates
@@ -69,6 +70,7 @@ def failure_table(scores: pd.DataFrame, grid: pd.DataFrame, judges: list[Any]) -
         out["call_failures"] = 0
         out["parse_failures"] = 0
         out["failure_rate"] = 1 - scored.reindex(out.index).fillna(0) / out["rows"].where(out["rows"] > 0)
+    out["by_kind"] = "error_kind" in scores and len(scores) > 0
     out["scored_items"] = scored.reindex(out.index).fillna(0).astype(int)
     return out
 
@@ -110,6 +112,13 @@ def _question_totals(grid: pd.DataFrame, judge: Any, weights: pd.Series, qids: s
     return pd.DataFrame(out).dropna()
 
 
+def _failure_counts(f: pd.Series, sep: str = ", ") -> str:
+    if not f["by_kind"]:
+        return f"{int(f['rows'] - f['scored_items'])} of {int(f['rows'])} items unscored or absent"
+    return (f"{int(f['call_failures'])} call{sep}{int(f['parse_failures'])} parse"
+            f"{' failures' if sep != ', ' else ''} of {int(f['judged'])} judgments")
+
+
 def judge_gate(grid: pd.DataFrame, scores: pd.DataFrame, cube_table: pd.DataFrame, effective: pd.DataFrame,
                totals: pd.DataFrame, evaluation_questions: set[Any] | None, ap: Any,
                ranks: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -129,13 +138,10 @@ def judge_gate(grid: pd.DataFrame, scores: pd.DataFrame, cube_table: pd.DataFram
             if f["rows"] == 0:
                 reasons.append(f"judge {judge} has no scores (no score rows for this system)")
             else:
-                reasons.append(f"judge {judge} has no scores ({int(f['call_failures'])} call and "
-                               f"{int(f['parse_failures'])} parse failures of {int(f['judged'])} judgments)")
+                reasons.append(f"judge {judge} has no scores ({_failure_counts(f, ' and ')})")
         elif np.isfinite(rate) and rate > ap.gate_max_failure_rate:
             failed = True
-            reasons.append(f"failure rate {rate:.0%} > {ap.gate_max_failure_rate:.0%} "
-                           f"({int(f['call_failures'])} call, {int(f['parse_failures'])} parse of "
-                           f"{int(f['judged'])} judgments)")
+            reasons.append(f"failure rate {rate:.0%} > {ap.gate_max_failure_rate:.0%} ({_failure_counts(f)})")
         w = effective[effective["judge"] == judge].set_index("dimension")["effective_weight"]
         w = w[w.fillna(0) > 0]
         p_value, sep, nq, rank_r, rank_p = float("nan"), float("nan"), 0, float("nan"), float("nan")

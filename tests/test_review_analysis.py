@@ -81,3 +81,19 @@ def test_every_system_call_failed_gives_nan_and_a_withheld_verdict():
     assert r.bootstrap is None or r.bootstrap["estimate"].isna().all()
     reasons, failed = withheld_reasons(r, SimpleNamespace(analysis=AnalysisParams()))
     assert reasons and cause in reasons[0] and not failed
+
+
+def test_gate_failure_message_without_error_kind_counts_unscored_items():
+    """Item 13: without an `error_kind` column the gate said "failure rate 25% > 20% (0 call, 0 parse
+    of 480 judgments)", contradicting itself; it now counts the unscored or absent items."""
+    from factories import DIMS
+
+    answers, scores = make_tables(n_questions=40, seed=3)
+    ap = AnalysisParams(bootstrap=0, weights="rank_correlation")
+    r = _evaluate(answers, scores[scores["dimension"] != "quality"], ap, dimensions=list(DIMS))
+    reason = r.cube_table.at["judge-a", "excluded_reason"]
+    n_items = 3 * len(DIMS) * r.n_questions
+    assert f"failure rate 25% > 20% ({n_items // 4} of {n_items} items unscored or absent)" in reason
+    assert "0 call" not in reason
+    empty = _evaluate(answers, scores.assign(score=np.nan), ap)
+    assert f"({n_items} of {n_items} items unscored or absent)" in empty.cube_table.at["judge-a", "excluded_reason"]
