@@ -97,3 +97,43 @@ def test_gate_failure_message_without_error_kind_counts_unscored_items():
     assert "0 call" not in reason
     empty = _evaluate(answers, scores.assign(score=np.nan), ap)
     assert f"({n_items} of {n_items} items unscored or absent)" in empty.cube_table.at["judge-a", "excluded_reason"]
+
+
+def _sparse_member_tables():
+    """Two judges; judge-b scores `quality` on 2 questions only, so some resamples miss them all
+    and its W is undefined there while judge-a's is defined."""
+    answers, scores = make_tables(n_questions=30, seed=5)
+    keep = set(sorted(answers.loc[answers["rank"] > 0, "question_id"].unique())[:2])
+    thin = (scores["judge"] == "judge-b") & (scores["dimension"] == "quality") & ~scores["question_id"].isin(keep)
+    return answers, scores.assign(score=scores["score"].where(~thin))
+
+
+def test_bootstrap_jury_resample_is_undefined_when_a_member_is():
+    """S1: the jury's resample averaged whichever members were defined (fewer judges in some
+    resamples); a resample with an undefined member is now undefined for the jury."""
+    from cube.bootstrap import bootstrap_cube
+
+    answers, scores = _sparse_member_tables()
+    b = bootstrap_cube(answers, scores, n_resamples=200, weights="equal", seed=1).set_index(["judge", "metric"])
+    n_b = b.at[("judge-b", "weighted_score"), "n_valid"]
+    assert 0 < n_b < 200  # the setup does make judge-b undefined in some resamples
+    for m in ("weighted_score", "cube_score"):
+        assert b.at[("jury", m), "n_valid"] <= min(b.at[("judge-a", m), "n_valid"], b.at[("judge-b", m), "n_valid"])
+
+
+def test_verdict_withheld_when_few_resamples_define_the_jury():
+    """S1: an interval from fewer than 90 % of the resamples is not a basis for a verdict."""
+    from types import SimpleNamespace
+
+    from cube.lta import withheld_reasons
+
+    answers, scores = _sparse_member_tables()
+    ap = AnalysisParams(bootstrap=200, weights="equal", seed=1, gate_max_failure_rate=1.0, gate_alpha=0.5,
+                        gate_min_separation=0.0, max_interval_width=100.0, bounds_tolerance=100.0)
+    r = _evaluate(answers, scores, ap)
+    assert r.jury_judges == ["judge-a", "judge-b"]
+    n_valid = int(r.bootstrap.set_index(["judge", "metric"]).at[("jury", "cube_score"), "n_valid"])
+    assert n_valid < 0.9 * 200
+    reasons, _ = withheld_reasons(r, SimpleNamespace(analysis=ap))
+    assert any(f"{n_valid} of 200 bootstrap resamples" in x for x in reasons), reasons
+
