@@ -159,6 +159,8 @@ def evaluate(answers: pd.DataFrame, scores: pd.DataFrame, analysis_params: Any =
             for j in causes:
                 extra = flags.loc[(flags["judge"] == j) & (flags["code"] == "weights_fallback_equal"), "message"]
                 table.at[j, "flags"] = "; ".join([m for m in [table.at[j, "flags"], *extra] if m])
+        if ap.weights == "rank_correlation":
+            flags = _unweighted_flags(table, flags, corr_all, weights)
         if len(retrieved_ids) < 3:  # the trimmed means, the bounds and W rest on almost nothing
             few = [{"judge": j, "dimension": "W", "code": "too_few_questions",
                     "message": f"judge {j} · W: only {len(retrieved_ids)} question(s) with the gold document "
@@ -242,6 +244,27 @@ def _all_retrieval_unknown(system: str, outcomes: Any, scores: pd.DataFrame, jud
                   "top_n": n_top, "bootstrap": ap.bootstrap, "confidence": ap.confidence, "paired": ap.paired,
                   "retrieval_unknown": n},
         warnings=[str(w.message) for w in caught], flags=flags, unknown_retrieval=outcomes.unknown)
+
+
+def _unweighted_flags(table: pd.DataFrame, flags: pd.DataFrame, corr: pd.DataFrame,
+                      weights: pd.DataFrame) -> pd.DataFrame:
+    """Flag each dimension that weighs 0 because its correlation with rank is undefined (a judge
+    whose weights are all undefined is already flagged): it leaves W, which must say so."""
+    w = weights.set_index(["judge", "dimension"])["weight"]
+    extra = []
+    for row in corr[corr["r"].isna()].itertuples(index=False):
+        if row.judge not in table.index or not np.isfinite(table.at[row.judge, "weighted_score"]):
+            continue
+        if not w.get((row.judge, row.dimension), np.nan) == 0:
+            continue
+        why = ("no rag-set score" if row.n == 0 else
+               f"its rag-set score is constant or has fewer than 3 scored questions (n = {row.n})")
+        extra.append({"judge": row.judge, "dimension": row.dimension, "code": "w_dimension_unweighted",
+                      "message": f"judge {row.judge} · W: {row.dimension} weighs 0 and is not in W: its "
+                                 f"correlation with rank is undefined ({why})"})
+    for f in extra:
+        table.at[f["judge"], "flags"] = "; ".join(m for m in [table.at[f["judge"], "flags"], f["message"]] if m)
+    return pd.concat([flags, pd.DataFrame(extra, columns=FLAG_COLUMNS)], ignore_index=True) if extra else flags
 
 
 def _weights_for(weights: pd.DataFrame, tm: pd.DataFrame) -> pd.DataFrame:

@@ -137,3 +137,18 @@ def test_verdict_withheld_when_few_resamples_define_the_jury():
     reasons, _ = withheld_reasons(r, SimpleNamespace(analysis=ap))
     assert any(f"{n_valid} of 200 bootstrap resamples" in x for x in reasons), reasons
 
+
+def test_rank_mode_flags_a_dimension_whose_rag_set_is_unscored():
+    """S5: with rank-correlation weights a dimension whose rag set is entirely unscored has r NaN,
+    hence weight 0, and left W without any flag; it is now flagged with the cause."""
+    answers, scores = make_tables(n_questions=40, seed=3)
+    gone = (scores["judge"] == "judge-a") & (scores["dimension"] == "quality") & (scores["set"] == "rag")
+    r = _evaluate(answers, scores.assign(score=scores["score"].where(~gone)), AnalysisParams(bootstrap=0))
+    assert np.isfinite(r.cube_table.at["judge-a", "weighted_score"])
+    f = r.flags[(r.flags["judge"] == "judge-a") & (r.flags["code"] == "w_dimension_unweighted")]
+    assert list(f["dimension"]) == ["quality"]
+    assert "no rag-set score" in f["message"].iloc[0]
+    assert "quality" in r.cube_table.at["judge-a", "flags"]
+    assert not (r.flags["judge"] == "judge-b").any() or "w_dimension_unweighted" not in set(
+        r.flags.loc[r.flags["judge"] == "judge-b", "code"])
+
