@@ -62,7 +62,10 @@ def withheld_reasons(result: CubeResult, params: Params) -> tuple[list[str], boo
     excluded = result.excluded_judges
     table = result.cube_table
     failed = "judging_failed" in table and len(table) > 0 and bool(table["judging_failed"].astype(bool).all())
-    if not result.jury_judges:
+    unknown = int(result.settings.get("retrieval_unknown") or 0)
+    if result.n_questions == 0 and unknown:  # every system call failed: the judges are not at fault
+        reasons.append(f"retrieval unknown for all {unknown} questions (system calls failed)")
+    elif not result.jury_judges:
         detail = "; ".join(f"{j}: {r}" for j, r in excluded.items()) or "no judge"
         reasons.append(f"no judge passed the validity gate ({detail})")
     cube = result.jury_cube()

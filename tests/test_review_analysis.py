@@ -80,7 +80,7 @@ def test_every_system_call_failed_gives_nan_and_a_withheld_verdict():
     assert np.isnan(r.jury_cube())
     assert r.bootstrap is None or r.bootstrap["estimate"].isna().all()
     reasons, failed = withheld_reasons(r, SimpleNamespace(analysis=AnalysisParams()))
-    assert reasons and cause in reasons[0] and not failed
+    assert reasons == [cause] and not failed
 
 
 def test_gate_failure_message_without_error_kind_counts_unscored_items():
