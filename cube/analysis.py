@@ -261,12 +261,14 @@ def rank_correlations(
     top_n: int = 8,
     against: str = "rank_score",
     judges: Iterable[Any] | None = None,
+    dimensions: Iterable[str] | None = None,
 ) -> pd.DataFrame:
     """Pearson r between `rank_score` (or a custom `answers` column) and each dimension's
     score on the `rag` scoring set, per judge. `subset='retrieved'` keeps questions with rank > 0.
 
-    Every judge (of `scores` and `judges`) gets a row per dimension, with n = 0 and r NaN when
-    it has no scores. Returns columns `judge, dimension, r, p_value, n` (r is NaN when a side
+    Every judge (of `scores` and `judges`) gets a row per dimension (of `scores` and
+    `dimensions`, the configured ones), with n = 0 and r NaN when it has no scores, so absent
+    rows give what NaN rows give. Returns columns `judge, dimension, r, p_value, n` (r is NaN when a side
     is constant or n < 3)."""
     validate_scores(scores)
     ranks = question_ranks(answers, top_n)
@@ -282,13 +284,14 @@ def rank_correlations(
     rows = []
     groups = dict(tuple(items.groupby(["judge", "dimension"], sort=True)))
     all_judges = sorted({*(judges or []), *scores["judge"].unique()}, key=str)
+    all_dims = _dimension_order([*(dimensions or []), *scores["dimension"].unique()])
     for judge in all_judges:
-        for dim in _dimension_order(scores["dimension"]):
+        for dim in all_dims:
             g = groups.get((judge, dim), items.iloc[:0]).dropna(subset=["score", against])
             r, p = _pearson(g[against].to_numpy(float), g["score"].to_numpy(float))
             rows.append({"judge": judge, "dimension": dim, "r": r, "p_value": p, "n": len(g)})
     out = pd.DataFrame(rows, columns=["judge", "dimension", "r", "p_value", "n"])
-    return _order(out, _dimension_order(scores["dimension"]))
+    return _order(out, all_dims)
 
 
 def dimension_weights(

@@ -16,7 +16,6 @@ reproduces `cube.analysis.evaluate` exactly (tested).
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,6 +25,7 @@ from cube import analysis as A
 from cube.normalise import effective_weights
 
 METRICS = ("cube_score", "weighted_score", "recall_at_k")
+MIN_VALID_SHARE = 0.9  # below this share of defined jury resamples the interval is no basis for a verdict
 
 
 @dataclass(frozen=True)
@@ -140,8 +140,10 @@ def bootstrap_cube(answers: pd.DataFrame, scores: pd.DataFrame, *, n_resamples: 
     """Percentile intervals of each judge's and the jury's CuBE score, weighted score and R@k.
 
     The jury averages `jury_judges` only (the judges that passed the validity gate; default:
-    every judge). Returns `judge, metric, estimate, lo, hi, n_valid` (the jury row is named
-    `jury`; `n_valid` counts resamples where the value was defined, e.g. no zero denominator)."""
+    every judge), and a resample where one of them is undefined is undefined for the jury.
+    Returns `judge, metric, estimate, lo, hi, n_valid` (the jury row is named `jury`; `n_valid`
+    counts resamples where the value was defined, e.g. no zero denominator; the verdict is
+    withheld when the jury's is below `MIN_VALID_SHARE` of the resamples, `cube.lta`)."""
     p = _prepare(answers, scores, proportion=proportion, subset=subset, mode=weights,
                  custom=custom_weights, top_n=top_n, paired=paired, judges=judges, dimensions=dimensions,
                  fallback=weights_fallback)
@@ -166,12 +168,12 @@ def bootstrap_cube(answers: pd.DataFrame, scores: pd.DataFrame, *, n_resamples: 
             add(judge, m, point[m][j, 0], boot[m][j])
         add(judge, "recall_at_k", point["recall_at_k"][0], boot["recall_at_k"])
     members = [i for i, j in enumerate(p.judges) if jury_judges is None or j in set(jury_judges)]
-    for m in ("cube_score", "weighted_score"):  # the jury mean skips undefined judges, as jury_summary does
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # all judges undefined in a resample: NaN
-            if members:
-                add("jury", m, np.nanmean(point[m][members, 0]), np.nanmean(boot[m][members], axis=0))
-            else:
-                add("jury", m, np.nan, np.full(n_resamples, np.nan))
+    for m in ("cube_score", "weighted_score"):
+        # The jury mean always averages the same judges: a resample where a member is undefined is
+        # undefined for the jury (not a mean of fewer judges); `n_valid` counts the defined ones.
+        if members:
+            add("jury", m, np.mean(point[m][members, 0]), np.mean(boot[m][members], axis=0))
+        else:
+            add("jury", m, np.nan, np.full(n_resamples, np.nan))
     add("jury", "recall_at_k", point["recall_at_k"][0], boot["recall_at_k"])
     return pd.DataFrame(rows)

@@ -133,16 +133,19 @@ def evaluate(answers: pd.DataFrame, scores: pd.DataFrame, analysis_params: Any =
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CubeWarning)
         outcomes = retrieval_outcomes(answers, n_top)
+        seen_dims = [*(dimensions or []), *scores["dimension"].unique()]
         if outcomes.n_unknown:
             warnings.warn(f"{outcomes.n_unknown} question(s) left out: the system call failed, so whether it "
                           "retrieved the gold document is unknown (not counted as misses)", CubeWarning, stacklevel=2)
             answers = answers[~answers["question_id"].isin(outcomes.unknown)]
             scores = scores[~scores["question_id"].isin(outcomes.unknown)]
         ranks = outcomes.ranks
+        if ranks.empty and outcomes.n_unknown:  # every system call failed: nothing to measure
+            return _all_retrieval_unknown(system, outcomes, scores, judge_names, seen_dims, ap, n_top, caught)
         qids = list(ranks["question_id"])
         recall = outcomes.recall()
-        corr_all = rank_correlations(scores, answers, "all", n_top, judges=judge_names)
-        corr_ret = rank_correlations(scores, answers, "retrieved", n_top, judges=judge_names)
+        corr_all = rank_correlations(scores, answers, "all", n_top, judges=judge_names, dimensions=dimensions)
+        corr_ret = rank_correlations(scores, answers, "retrieved", n_top, judges=judge_names, dimensions=dimensions)
         weights = dimension_weights(corr_all, ap.weights, ap.custom_weights, ap.weights_fallback)
         causes = weight_causes(ranks, corr_all) if ap.weights == "rank_correlation" else {}
         retrieved_ids = set(ranks.loc[ranks["retrieved"], "question_id"])
@@ -156,6 +159,8 @@ def evaluate(answers: pd.DataFrame, scores: pd.DataFrame, analysis_params: Any =
             for j in causes:
                 extra = flags.loc[(flags["judge"] == j) & (flags["code"] == "weights_fallback_equal"), "message"]
                 table.at[j, "flags"] = "; ".join([m for m in [table.at[j, "flags"], *extra] if m])
+        if ap.weights == "rank_correlation":
+            flags = _unweighted_flags(table, flags, corr_all, weights)
         if len(retrieved_ids) < 3:  # the trimmed means, the bounds and W rest on almost nothing
             few = [{"judge": j, "dimension": "W", "code": "too_few_questions",
                     "message": f"judge {j} · W: only {len(retrieved_ids)} question(s) with the gold document "
@@ -200,6 +205,66 @@ def evaluate(answers: pd.DataFrame, scores: pd.DataFrame, analysis_params: Any =
         flags=flags,
         unknown_retrieval=outcomes.unknown,
     )
+
+
+def _all_retrieval_unknown(system: str, outcomes: Any, scores: pd.DataFrame, judges: list[str],
+                           dimensions: Sequence[str] | None, ap: Any, n_top: int, caught: list) -> CubeResult:
+    """The result when no question has a known retrieval outcome (every system call failed):
+    every figure NaN, each judge flagged and kept out of the jury with the cause (a failed
+    system is not a failed judge), so the verdict is withheld instead of guessed."""
+    from cube.analysis import _dimension_order
+    from cube.gate import GATE_COLUMNS
+
+    n = outcomes.n_unknown
+    cause = f"retrieval unknown for all {n} questions (system calls failed)"
+    dims = _dimension_order(dimensions or [])
+    pairs = pd.DataFrame([(j, d) for j in judges for d in dims], columns=["judge", "dimension"])
+    corr = pairs.assign(r=np.nan, p_value=np.nan, n=0)
+    table = pd.DataFrame(index=pd.Index(judges, name="judge"))
+    for d in dims:
+        table[d] = np.nan
+    table = table.assign(weighted_score=np.nan, recall_at_k=np.nan, cube_score=np.nan, flag_zero_denominator=True,
+                         flag_out_of_bounds=False, flag_inverted_bounds=False,
+                         flags=[f"judge {j} · W: undefined: {cause}" for j in judges])
+    gate = pd.DataFrame({c: np.nan for c in GATE_COLUMNS[1:]}, index=table.index).assign(
+        in_jury=False, excluded_reason=cause, judging_failed=False, gate_questions=0)
+    table = table.join(gate[GATE_COLUMNS[1:]])
+    flags = pd.DataFrame([{"judge": j, "dimension": "W", "code": "retrieval_unknown", "message": m}
+                          for j, m in zip(judges, table["flags"], strict=True)], columns=FLAG_COLUMNS)
+    sets = pd.DataFrame({"set": ["zero", "rag", "full"]})
+    return CubeResult(
+        system=system, recall_at_k=float("nan"), n_questions=0, n_retrieved=0, ranks=outcomes.ranks,
+        correlations_all=corr, correlations_retrieved=corr.copy(), weights=pairs.assign(weight=np.nan),
+        trimmed_means=pairs.merge(sets, how="cross").assign(trimmed_mean=np.nan, n=0, n_unscored=0, n_unpaired=0)[
+            ["judge", "set", "dimension", "trimmed_mean", "n", "n_unscored", "n_unpaired"]],
+        weighted_totals=pd.DataFrame({"judge": judges}).merge(sets, how="cross").assign(weighted_total=np.nan),
+        cube_table=table, jury=jury_summary(table), judge_summary=judge_summary(scores),
+        retrieved_summary=judge_summary(scores.iloc[:0]), bootstrap=None,
+        settings={"trim_proportion": ap.trim_proportion, "subset": ap.subset, "weights": ap.weights,
+                  "top_n": n_top, "bootstrap": ap.bootstrap, "confidence": ap.confidence, "paired": ap.paired,
+                  "retrieval_unknown": n},
+        warnings=[str(w.message) for w in caught], flags=flags, unknown_retrieval=outcomes.unknown)
+
+
+def _unweighted_flags(table: pd.DataFrame, flags: pd.DataFrame, corr: pd.DataFrame,
+                      weights: pd.DataFrame) -> pd.DataFrame:
+    """Flag each dimension that weighs 0 because its correlation with rank is undefined (a judge
+    whose weights are all undefined is already flagged): it leaves W, which must say so."""
+    w = weights.set_index(["judge", "dimension"])["weight"]
+    extra = []
+    for row in corr[corr["r"].isna()].itertuples(index=False):
+        if row.judge not in table.index or not np.isfinite(table.at[row.judge, "weighted_score"]):
+            continue
+        if not w.get((row.judge, row.dimension), np.nan) == 0:
+            continue
+        why = ("no rag-set score" if row.n == 0 else
+               f"its rag-set score is constant or has fewer than 3 scored questions (n = {row.n})")
+        extra.append({"judge": row.judge, "dimension": row.dimension, "code": "w_dimension_unweighted",
+                      "message": f"judge {row.judge} · W: {row.dimension} weighs 0 and is not in W: its "
+                                 f"correlation with rank is undefined ({why})"})
+    for f in extra:
+        table.at[f["judge"], "flags"] = "; ".join(m for m in [table.at[f["judge"], "flags"], f["message"]] if m)
+    return pd.concat([flags, pd.DataFrame(extra, columns=FLAG_COLUMNS)], ignore_index=True) if extra else flags
 
 
 def _weights_for(weights: pd.DataFrame, tm: pd.DataFrame) -> pd.DataFrame:

@@ -12,12 +12,16 @@ A judge counts only if, on this run,
     `analysis.gate_min_separation` points of the 0-10 scale (default 0.5: half of the
     smallest step of an integer judge, so W is never a ratio of rounding noise; the paper's
     judges separate the bounds by 2-5 points);
-(a') its weighted rag-set score **follows the retrieval outcome**: the one-sided Pearson
-    test of the per-question weighted rag total against `rank_score` (all questions of known
-    retrieval) at the same level. The weights come from that correlation, so a judge whose
-    correlation is indistinguishable from 0 has weights made of noise; requiring both (a) and
-    (a') lets a judge that ignores the answer through about 0.3 % of the time instead of 5 %
-    (not applied when `rank_score` is constant: no correlation exists, see the flags);
+(a') its rag-set score **follows the retrieval outcome**: the one-sided Pearson test of the
+    per-question rag total against `rank_score` (all questions of known retrieval) at the same
+    level. The total uses weights fixed before looking at the data: equal weights over the
+    judge's scored dimensions under `weights: rank_correlation` (W's own weights are derived
+    from these very correlations, so testing with them would be optimistic: a judge that
+    ignores the answer then passed (a') in 23.6 % of seeded runs instead of the nominal 5 %),
+    W's weights under `equal` / `custom`. Measured by `benchmarks/random_judge_admission.py`
+    (`--runs 150`, 60 questions): a random judge passes (a') in 7.5 % of the 106 runs where its
+    W is defined (23.6 % before) and enters the jury in 0.7 % of the runs (1 of 150; 2.0 % before). Not applied
+    when `rank_score` is constant: no correlation exists, see the flags;
 (b) its call + parse **failure rate** (`error_kind` `call` / `parse` among the rows it was
     asked to judge; rows `skipped` for a missing answer are not its failures) is at most
     `analysis.gate_max_failure_rate` (default 0.2: above that the surviving questions are a
@@ -43,7 +47,8 @@ GATE_COLUMNS = ["judge", "in_jury", "excluded_reason", "judging_failed", "gate_p
 
 
 def failure_table(scores: pd.DataFrame, grid: pd.DataFrame, judges: list[Any]) -> pd.DataFrame:
-    """Per judge: `rows`, `judged`, `call_failures`, `parse_failures`, `failure_rate`, `scored_items`."""
+    """Per judge: `rows`, `judged`, `call_failures`, `parse_failures`, `failure_rate`, `scored_items`,
+    `by_kind` (False without an `error_kind` column: the rate is then the share of unscored items)."""
     scored = grid.groupby("judge")["score"].apply(lambda s: int(s.notna().sum()))
     if "error_kind" in scores and len(scores):
         from cube.judges.scoring import failure_rates
@@ -65,6 +70,7 @@ def failure_table(scores: pd.DataFrame, grid: pd.DataFrame, judges: list[Any]) -
         out["call_failures"] = 0
         out["parse_failures"] = 0
         out["failure_rate"] = 1 - scored.reindex(out.index).fillna(0) / out["rows"].where(out["rows"] > 0)
+    out["by_kind"] = "error_kind" in scores and len(scores) > 0
     out["scored_items"] = scored.reindex(out.index).fillna(0).astype(int)
     return out
 
@@ -78,6 +84,16 @@ def _rank_test(grid: pd.DataFrame, judge: Any, weights: pd.Series, ranks: pd.Dat
         return float("nan"), float("nan")
     res = stats.pearsonr(both["rs"], both["t"], alternative="greater")
     return float(res.statistic), float(res.pvalue)
+
+
+def _rank_test_weights(grid: pd.DataFrame, judge: Any, w: pd.Series, ap: Any) -> pd.Series:
+    """Weights of the rank test (a'), independent of the correlations it tests: equal over the
+    judge's dimensions with a rag-set score under rank-correlation weights, else W's weights."""
+    if getattr(ap, "weights", "rank_correlation") != "rank_correlation":
+        return w
+    g = grid[(grid["judge"] == judge) & (grid["set"] == "rag")]
+    dims = [d for d, s in g.groupby("dimension", sort=False)["score"] if s.notna().any()]
+    return pd.Series(1.0 / len(dims), index=pd.Index(dims, name="dimension")) if dims else w
 
 
 def _question_totals(grid: pd.DataFrame, judge: Any, weights: pd.Series, qids: set[Any] | None,
@@ -94,6 +110,13 @@ def _question_totals(grid: pd.DataFrame, judge: Any, weights: pd.Series, qids: s
         complete = part.notna().all(axis=1)
         out[s] = (part.fillna(0.0) * weights.to_numpy(float)).sum(axis=1).where(complete)
     return pd.DataFrame(out).dropna()
+
+
+def _failure_counts(f: pd.Series, sep: str = ", ") -> str:
+    if not f["by_kind"]:
+        return f"{int(f['rows'] - f['scored_items'])} of {int(f['rows'])} items unscored or absent"
+    return (f"{int(f['call_failures'])} call{sep}{int(f['parse_failures'])} parse"
+            f"{' failures' if sep != ', ' else ''} of {int(f['judged'])} judgments")
 
 
 def judge_gate(grid: pd.DataFrame, scores: pd.DataFrame, cube_table: pd.DataFrame, effective: pd.DataFrame,
@@ -115,13 +138,10 @@ def judge_gate(grid: pd.DataFrame, scores: pd.DataFrame, cube_table: pd.DataFram
             if f["rows"] == 0:
                 reasons.append(f"judge {judge} has no scores (no score rows for this system)")
             else:
-                reasons.append(f"judge {judge} has no scores ({int(f['call_failures'])} call and "
-                               f"{int(f['parse_failures'])} parse failures of {int(f['judged'])} judgments)")
+                reasons.append(f"judge {judge} has no scores ({_failure_counts(f, ' and ')})")
         elif np.isfinite(rate) and rate > ap.gate_max_failure_rate:
             failed = True
-            reasons.append(f"failure rate {rate:.0%} > {ap.gate_max_failure_rate:.0%} "
-                           f"({int(f['call_failures'])} call, {int(f['parse_failures'])} parse of "
-                           f"{int(f['judged'])} judgments)")
+            reasons.append(f"failure rate {rate:.0%} > {ap.gate_max_failure_rate:.0%} ({_failure_counts(f)})")
         w = effective[effective["judge"] == judge].set_index("dimension")["effective_weight"]
         w = w[w.fillna(0) > 0]
         p_value, sep, nq, rank_r, rank_p = float("nan"), float("nan"), 0, float("nan"), float("nan")
@@ -142,7 +162,7 @@ def judge_gate(grid: pd.DataFrame, scores: pd.DataFrame, cube_table: pd.DataFram
                                    f"(minimum {ap.gate_min_separation:g}), one-sided Wilcoxon p = {p_value:.3g} "
                                    f"on {nq} questions (level {ap.gate_alpha:g})")
                 if ranks is not None:
-                    rank_r, rank_p = _rank_test(grid, judge, w, ranks)
+                    rank_r, rank_p = _rank_test(grid, judge, _rank_test_weights(grid, judge, w, ap), ranks)
                     if np.isfinite(rank_p) and not rank_p < ap.gate_alpha:
                         reasons.append(f"its weighted rag-set score does not follow retrieval: Pearson r with "
                                        f"rank_score = {rank_r:.2f}, one-sided p = {rank_p:.3g} (level {ap.gate_alpha:g})")

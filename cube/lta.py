@@ -62,7 +62,10 @@ def withheld_reasons(result: CubeResult, params: Params) -> tuple[list[str], boo
     excluded = result.excluded_judges
     table = result.cube_table
     failed = "judging_failed" in table and len(table) > 0 and bool(table["judging_failed"].astype(bool).all())
-    if not result.jury_judges:
+    unknown = int(result.settings.get("retrieval_unknown") or 0)
+    if result.n_questions == 0 and unknown:  # every system call failed: the judges are not at fault
+        reasons.append(f"retrieval unknown for all {unknown} questions (system calls failed)")
+    elif not result.jury_judges:
         detail = "; ".join(f"{j}: {r}" for j, r in excluded.items()) or "no judge"
         reasons.append(f"no judge passed the validity gate ({detail})")
     cube = result.jury_cube()
@@ -72,6 +75,15 @@ def withheld_reasons(result: CubeResult, params: Params) -> tuple[list[str], boo
         reasons.append("the jury CuBE score is undefined (see the flags)")
     elif np.isfinite(cube) and not -tol <= cube <= 100 + tol:
         reasons.append(f"the jury CuBE {cube:.1f} leaves [0, 100] by more than analysis.bounds_tolerance = {tol:g}")
+    boot, n_boot = result.bootstrap, int(result.settings.get("bootstrap") or 0)  # the resamples drawn
+    if boot is not None and len(boot) and n_boot > 0:
+        from cube.bootstrap import MIN_VALID_SHARE
+
+        row = boot[(boot["judge"] == "jury") & (boot["metric"] == "cube_score")]
+        n_valid = int(row["n_valid"].iloc[0]) if len(row) else 0
+        if result.jury_judges and n_valid < MIN_VALID_SHARE * n_boot:
+            reasons.append(f"only {n_valid} of {n_boot} bootstrap resamples give a defined jury CuBE (fewer "
+                           f"than {MIN_VALID_SHARE:.0%}): the interval rests on a selection of resamples")
     if np.isfinite(lo) and np.isfinite(hi):
         if lo < -tol or hi > 100 + tol:
             reasons.append(f"the {ap.confidence:.0%} interval {lo:.1f}-{hi:.1f} leaves [0, 100] by more than "

@@ -5,7 +5,9 @@ A reply is scored only when it holds one clear score on the 0-10 scale. Accepted
 
 - a bare number: `8`, `8.`, `**8**`, `` `8` ``
 - a labelled number: `Score: 8`, `评分：8`, `得分为8`, `Final score - 8`
-- a number with a unit or scale: `8分`, `8 points`, `8/10`, `8 out of 10`, `8分（满分10分）`
+- a number with a unit or scale: `8分`, `8 points`, `8/10`, `8 out of 10`, `8分（满分10分）`,
+  `Score: 8 (on a scale of 1-10)`, `[RESULT] 6 (0-10 rubric)` (a stated 0-10 or 1-10 scale is
+  not a range of scores)
 - JSON: `{"score": 8}` (also `评分`, `rating`, `分数` keys)
 - a reply with reasoning that ends in (or contains) one labelled score, possibly repeated
   with the same value: "The answer covers the fee ... Score: 8"
@@ -28,7 +30,7 @@ the score; different values are conflicting; no match falls back to the forms ab
 
 Everything else is *unscored* with a reason, never guessed: prose without a labelled score,
 two different scores ("7 or 8", "Score: 7 ... Score: 8"), a range ("7-8分"), another scale
-(`4/5`, `满分5分`), or a value outside 0-10.
+(`4/5`, `满分5分`, `[RESULT] 4 (1-5 rubric)`, `on a scale of 1-5`), or a value outside 0-10.
 
 Decimals: a single decimal score within 0-10 (`7.5`, `评分：7.5`) is accepted and kept as
 given, not rounded. The prompts ask for integers, but a judge that answers 7.5 has still
@@ -52,6 +54,13 @@ _JSON_KEYS = ("score", "rating", "评分", "得分", "分数", "总分")
 
 # A score on another scale ("4/5", "3 out of 5", "满分5分") is not a 0-10 score.
 _OTHER_SCALE = re.compile(rf"({_NUM})\s*(?:/|out\s+of)\s*(\d+)(?!\.?\d)", re.IGNORECASE)
+# A stated scale ("(on a scale of 1-10)", "on a 0-10 scale", "(1-5 rubric)") is not a range of
+# scores: a 0/1-10 scale is dropped, another scale makes the score refused.
+_SCALE_STATEMENT = re.compile(
+    r"[(（]?\s*(?:on\s+)?(?:a|the)?\s*scale\s+(?:of|from)\s+(\d+)\s*(?:-|–|—|~|to)\s*(\d+)\s*[)）]?"
+    r"|[(（]?\s*(?:on\s+)?(?:a|the)?\s*(\d+)\s*(?:-|–|—|~|to)\s*(\d+)\s*(?:points?\s+)?(?:scale|rubric)\s*[)）]?",
+    re.IGNORECASE,
+)
 _FULL_MARKS = re.compile(r"[(（\[]?\s*满分\s*(?:为|是)?\s*[:：]?\s*(\d+)\s*分?\s*[)）\]]?")
 _RANGE = re.compile(rf"({_NUM})\s*(?:-|–|—|~|～|到|至|或|or)\s*({_NUM})\s*(?:分|points?\b|/\s*10\b)?", re.IGNORECASE)
 _LABELLED = re.compile(
@@ -211,6 +220,11 @@ def parse_score(text: str, score_format: str | None = None) -> Parsed:
         if obj is not None:
             return _from_json_value(obj)
     t = _normalise(raw)
+    for m in _SCALE_STATEMENT.finditer(t):
+        low, high = (m.group(1), m.group(2)) if m.group(2) else (m.group(3), m.group(4))
+        if high != "10" or low not in ("0", "1"):
+            return None, f"score on another scale ({m.group(0).strip(' ()（）')}), expected 0-10"
+    t = _SCALE_STATEMENT.sub(" ", t).strip()
     explicit = _explicit(t, score_format)
     if explicit is not None:
         return explicit
