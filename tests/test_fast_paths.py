@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rouge_score import rouge_scorer
 
-from cube import lexical
+from cube import agreement, agreement_fast, lexical
 from cube.demo_corpus import generate_demo_corpus
 from cube.systems.extractive import extractive_answer
 
@@ -52,3 +52,74 @@ def test_lexical_scores_equal_rouge_score_on_a_table(tokenizer):
 def test_rouge_l_equals_rouge_score_on_random_token_lists(target, prediction):
     expected = rouge_scorer._score_lcs(target, prediction).fmeasure
     assert lexical._rouge_l(target, prediction) == expected
+
+
+# ------------------------------------------------------------------ agreement bootstrap
+def _old_question_draws(question_ids, n, seed):
+    qs = sorted(set(question_ids))
+    rng = np.random.default_rng(seed)
+    counts = np.zeros((n, len(qs)), dtype=int)
+    for b in range(n if qs else 0):
+        counts[b] = np.bincount(rng.integers(0, len(qs), len(qs)), minlength=len(qs))
+    return {q: i for i, q in enumerate(qs)}, counts
+
+
+@pytest.mark.parametrize(("q", "n", "seed"), [(1, 5, 0), (37, 200, 3), (500, 20, 11), (0, 4, 1), (5, 0, 1)])
+def test_question_draws_are_the_loops_draws(q, n, seed):
+    ids = [f"q{i}" for i in range(q)]
+    code, counts = agreement.question_draws(ids, n, seed)
+    old_code, old_counts = _old_question_draws(ids, n, seed)
+    assert code == old_code and counts.shape == old_counts.shape and (counts == old_counts).all()
+
+
+def _vectors(rng, n, kind):
+    if kind == "integer":
+        x = rng.integers(0, 11, n).astype(float)
+        y = np.clip(x + rng.integers(-3, 4, n), 0, 10).astype(float)
+    elif kind == "halves":  # two samples averaged: kappa undefined whenever a .5 is drawn
+        x = rng.integers(0, 21, n) / 2
+        y = np.clip(x + rng.integers(-2, 3, n), 0, 10).astype(float)
+        x[: n - 3] = np.round(x[: n - 3])  # few halves, so some resamples hold none
+    elif kind == "narrow":  # often constant in a resample
+        x = (rng.random(n) < 0.1).astype(float) + 5
+        y = np.full(n, 7.0)
+        y[0] = 8.0
+    else:
+        x = rng.integers(0, 11, n).astype(float)
+        y = x.copy()
+    return x, y
+
+
+@pytest.mark.parametrize("kind", ["integer", "halves", "narrow", "identical"])
+@pytest.mark.parametrize("n", [3, 12, 80])
+def test_vectorised_agreement_bootstrap_equals_the_loop(kind, n):
+    rng = np.random.default_rng(n)
+    x, y = _vectors(rng, n, kind)
+    counts = rng.multinomial(n, np.full(n, 1 / n), size=300)
+    counts[0] = 0
+    counts[0, 0] = n  # a resample of one unit repeated: everything constant
+    old = agreement._bootstrap(x, y, agreement._statistics, counts, 0.95)
+    tables = agreement_fast.pair_tables(x, y, counts)
+    draws = agreement_fast.statistics(*tables)
+    for b in range(len(counts)):
+        idx = np.repeat(np.arange(n), counts[b])
+        expected = agreement._statistics(x[idx], y[idx])
+        for key, value in expected.items():
+            got = draws[key][b]
+            assert (np.isnan(value) and np.isnan(got)) or got == pytest.approx(value, abs=1e-9), (key, b)
+    new = agreement._bootstrap_statistics(x, y, counts, 0.95)
+    for key in old:
+        assert np.allclose(old[key], new[key], atol=1e-9, equal_nan=True), key
+
+
+def test_bincount_kappa_equals_sklearn():
+    from sklearn.metrics import cohen_kappa_score
+
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        a = rng.integers(0, 11, 40)
+        b = np.clip(a + rng.integers(-4, 5, 40), 0, 10)
+        labels = list(range(min(a.min(), b.min()), max(a.max(), b.max()) + 1))
+        tables, xv, yv = agreement_fast.pair_tables(a.astype(float), b.astype(float), np.ones((1, 40)))
+        got = agreement_fast.statistics(tables, xv, yv)["weighted_kappa"][0]
+        assert got == pytest.approx(cohen_kappa_score(a, b, labels=labels, weights="quadratic"), abs=1e-12)
