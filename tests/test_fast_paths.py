@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rouge_score import rouge_scorer
 
-from cube import agreement, agreement_fast, lexical
+from cube import agreement, agreement_fast, bootstrap, lexical
 from cube.demo_corpus import generate_demo_corpus
 from cube.systems.extractive import extractive_answer
 
@@ -123,3 +123,32 @@ def test_bincount_kappa_equals_sklearn():
         tables, xv, yv = agreement_fast.pair_tables(a.astype(float), b.astype(float), np.ones((1, 40)))
         got = agreement_fast.statistics(tables, xv, yv)["weighted_kappa"][0]
         assert got == pytest.approx(cohen_kappa_score(a, b, labels=labels, weights="quadratic"), abs=1e-12)
+
+
+# ------------------------------------------------------------------ bootstrap trimmed means
+def _old_trim_mean(C, v, keep, proportion):
+    ok = keep & ~np.isnan(v)
+    idx = np.flatnonzero(ok)
+    order = idx[np.argsort(v[idx], kind="stable")]
+    return bootstrap._trim_sorted(C[:, order], v[order], proportion)
+
+
+@pytest.mark.parametrize("kind", ["integers", "halves", "continuous", "empty"])
+@pytest.mark.parametrize("proportion", [0.0, 0.1, 0.25])
+def test_value_count_trimmed_means_equal_the_per_element_ones(kind, proportion):
+    from scipy import stats
+
+    rng = np.random.default_rng(7)
+    n = 300
+    v = {"integers": rng.integers(0, 11, n).astype(float), "halves": rng.integers(0, 21, n) / 2,
+         "continuous": rng.random(n) * 10, "empty": np.full(n, np.nan)}[kind]
+    v[rng.random(n) < 0.1] = np.nan
+    keep = rng.random(n) < 0.8
+    C = rng.multinomial(n, np.full(n, 1 / n), size=200).astype(float)
+    C = np.vstack([np.ones((1, n)), C])
+    new = bootstrap._weighted_trim_mean(C, v, keep, proportion)
+    old = _old_trim_mean(C, v, keep, proportion)
+    assert np.allclose(new, old, rtol=1e-12, atol=1e-12, equal_nan=True)
+    sel = v[keep & ~np.isnan(v)]
+    if len(sel):  # the all-ones row is scipy's trimmed mean
+        assert new[0] == pytest.approx(stats.trim_mean(sel, proportion), rel=1e-12)
