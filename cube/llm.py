@@ -40,6 +40,8 @@ re-exported here.
 from __future__ import annotations
 
 import asyncio
+import copy
+import functools
 import hashlib
 import logging
 import os
@@ -110,8 +112,12 @@ class OfflineModel(Model):
         raise NotImplementedError
 
     def _call_id(self, request: Request) -> str:
+        # The inputs' hash, with each long text (a ~1 KB document shared by dozens of calls)
+        # replaced by its own digest, computed once per text: the same identity, far less hashing.
+        context = {k: _text_digest(v) if isinstance(v, str) and len(v) > 64 else v
+                   for k, v in request.context.items()}
         return hashlib.sha256(
-            _canonical([self.name, self.spec.options, request.context, request.template_version, request.sample],
+            _canonical([self.name, self.spec.options, context, request.template_version, request.sample],
                        ).encode()
         ).hexdigest()
 
@@ -137,7 +143,9 @@ class OfflineModel(Model):
             cid = self._call_id(r)
             if cid not in done:
                 done[cid] = self._one(r, cid)
-            out.append(replace(done[cid], detail=dict(done[cid].detail) if done[cid].detail else None))
+            one = copy.copy(done[cid])  # cheaper than dataclasses.replace (no __init__ re-validation)
+            one.detail = dict(one.detail) if one.detail else None
+            out.append(one)
         return out
 
     async def acomplete(self, requests: Sequence[Request], *, role: str) -> list[Response]:
@@ -147,6 +155,11 @@ class OfflineModel(Model):
         self, requests: Sequence[Request], *, role: str, desc: str | None = None, progress: bool = True
     ) -> list[Response]:
         return self._batch(requests, lambda x: progress_bar(x, desc=desc or self.name, disable=not progress))
+
+
+@functools.lru_cache(maxsize=65536)
+def _text_digest(text: str) -> str:
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
 _OFFLINE: dict[str, Callable[[ModelSpec], OfflineModel]] = {}

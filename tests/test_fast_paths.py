@@ -152,3 +152,22 @@ def test_value_count_trimmed_means_equal_the_per_element_ones(kind, proportion):
     sel = v[keep & ~np.isnan(v)]
     if len(sel):  # the all-ones row is scipy's trimmed mean
         assert new[0] == pytest.approx(stats.trim_mean(sel, proportion), rel=1e-12)
+
+
+# ------------------------------------------------------------------ offline call ids
+def test_offline_call_ids_identify_the_inputs_with_long_texts_digested():
+    from cube.config import ModelSpec
+    from cube.llm import Request, make_model
+
+    model = make_model(ModelSpec(provider="offline", model="rubric-strict"))
+    doc = "事项名称：测试\n" + "材料" * 200
+    ctx = {"question": "要带什么？", "document": doc, "answer": "身份证", "item_name": "测试", "lang": "zh",
+           "dimension": "completeness"}
+    a = model._call_id(Request((), ctx, "v1", 0))
+    assert a == model._call_id(Request((), {**ctx, "document": "".join(list(doc))}, "v1", 0))  # equal text, new object
+    for changed in ({"document": doc + "。"}, {"answer": "户口本"}, {"dimension": "quality"}):
+        assert model._call_id(Request((), {**ctx, **changed}, "v1", 0)) != a
+    assert model._call_id(Request((), ctx, "v1", 1)) != a and model._call_id(Request((), ctx, "v2", 0)) != a
+    responses = model.complete([Request((), ctx, "v1", 0)] * 2, role="judging", progress=False)
+    assert responses[0].ok and responses[0].call_id == responses[1].call_id == a
+    assert responses[0].detail == responses[1].detail and responses[0].detail is not responses[1].detail

@@ -166,7 +166,9 @@ def score_answers(
     names = [d.name for d in dimensions]
     records = df.to_dict("records")
     rows: list[dict[str, Any]] = []
+    all_dimensions_version = all_dimensions_prompt(dimensions, "", "", "")[1]
     for judge in judges:
+        offline = judge.model.offline
         units: list[tuple[dict[str, Any], list[Dimension], int]] = []  # (answer row, dims, sample)
         requests: list[llm.Request] = []
         skipped: list[tuple[dict[str, Any], Dimension, int]] = []
@@ -182,20 +184,20 @@ def score_answers(
                 if _missing(rec["answer"]):
                     skipped += [(rec, d, s) for d in dimensions]
                     continue
+                # An offline scorer reads `context` only: its prompt text is never built (no messages).
                 if judge.all_dimensions:
-                    prompt, version = all_dimensions_prompt(
-                        dimensions, base_ctx["question"], base_ctx["document"], base_ctx["answer"]
-                    )
+                    version = all_dimensions_version
+                    messages = () if offline else ({"role": "user", "content": all_dimensions_prompt(
+                        dimensions, base_ctx["question"], base_ctx["document"], base_ctx["answer"])[0]},)
                     ctx = {**base_ctx, "dimension": None, "dimensions": names}
-                    requests.append(llm.Request(({"role": "user", "content": prompt},), ctx, version, s))
+                    requests.append(llm.Request(messages, ctx, version, s))
                     units.append((rec, dimensions, s))
                 else:
                     for d in dimensions:
-                        prompt = d.fill(base_ctx["question"], base_ctx["document"], base_ctx["answer"])
+                        messages = () if offline else ({"role": "user", "content": d.fill(
+                            base_ctx["question"], base_ctx["document"], base_ctx["answer"])},)
                         ctx = {**base_ctx, "dimension": d.name}
-                        requests.append(
-                            llm.Request(({"role": "user", "content": prompt},), ctx, d.template_version, s)
-                        )
+                        requests.append(llm.Request(messages, ctx, d.template_version, s))
                         units.append((rec, [d], s))
         responses = judge.model.complete(
             requests, role="judging", desc=f"judging: {judge.name}", progress=progress
