@@ -171,3 +171,42 @@ def test_offline_call_ids_identify_the_inputs_with_long_texts_digested():
     responses = model.complete([Request((), ctx, "v1", 0)] * 2, role="judging", progress=False)
     assert responses[0].ok and responses[0].call_id == responses[1].call_id == a
     assert responses[0].detail == responses[1].detail and responses[0].detail is not responses[1].detail
+
+
+# ------------------------------------------------------------------ manifest usage
+def test_manifest_usage_reads_only_accounting_columns_and_equals_the_full_tables(tmp_path):
+    import pandas as pd
+
+    from cube.report import _usage
+    from cube.schema import ACCOUNTING_COLUMNS
+    from cube.usage import usage_summary
+
+    rows = []
+    for i in range(30):
+        rows.append({"question_id": f"q{i}", "text": "长文本" * 50, "model": "m" if i % 3 else "n",
+                     "role": "judging", "input_tokens": i, "output_tokens": 2 * i, "cost": 0.01 * i,
+                     "latency_s": 0.5, "queue_s": 0.1, "cached": bool(i % 2), "attempts": 1,
+                     "endpoint": "http://127.0.0.1:1/v1", "call_id": f"c{i // 2}"})
+    full = pd.DataFrame(rows).reindex(columns=["question_id", "text", *ACCOUNTING_COLUMNS])
+    path = tmp_path / "scores.parquet"
+    full.to_parquet(path)
+
+    class Paths:
+        def data_file(self, name):
+            return path if name == "scores" else tmp_path / f"{name}.parquet"
+
+    import json
+
+    expected = json.loads(usage_summary([full]).to_json(orient="records"))
+    got = _usage(Paths())
+    assert got == expected and len(got) == 2 and sum(r["calls"] for r in got) == 15
+
+
+def test_kernels_get_one_blas_thread_unless_the_user_chose(monkeypatch):
+    from cube.report import THREAD_VARS, kernel_thread_limits
+
+    for v in THREAD_VARS:
+        monkeypatch.delenv(v, raising=False)
+    assert kernel_thread_limits() == dict.fromkeys(THREAD_VARS, "1")
+    monkeypatch.setenv("OMP_NUM_THREADS", "4")
+    assert "OMP_NUM_THREADS" not in kernel_thread_limits() and kernel_thread_limits()["MKL_NUM_THREADS"] == "1"
