@@ -122,6 +122,11 @@ class ModelSpec(_Strict):
     )
     price_input_per_m: float | None = Field(None, ge=0, description="Price per million input tokens.")
     price_output_per_m: float | None = Field(None, ge=0, description="Price per million output tokens.")
+    batch_price_input_per_m: float | None = Field(
+        None, ge=0, description="Price per million input tokens of replies imported by `cube batch import` "
+        "(batch APIs are often cheaper; default: price_input_per_m).")
+    batch_price_output_per_m: float | None = Field(
+        None, ge=0, description="Price per million output tokens of batch replies (default: price_output_per_m).")
     currency: str = "USD"
     options: dict[str, Any] = Field(default_factory=dict, description="Options of an offline algorithm.")
 
@@ -439,6 +444,14 @@ class Params(_Strict):
         if len(set(jnames)) != len(jnames):
             raise ValueError(f"judges: duplicate judge names {jnames}")
         refs = [("answerer", self.answerer), ("questions.model", self.questions.model)]
+        twins = self._twin_judges()
+        if twins:
+            raise ValueError(
+                "judges: " + "; ".join(f"{a!r} and {b!r}" for a, b in twins) + " would make exactly the same calls "
+                "(same model spec, sampling settings, samples and all_dimensions), so they share every cached reply "
+                "and their scores would be identical: one judge counted twice. Remove one, or make their calls differ "
+                "(e.g. another seed or temperature; an offline rubric: another preset)"
+            )
         refs += [(f"systems[{s.name}].answerer", s.answerer) for s in self.systems]
         refs += [(f"judges[{j.name}].model", j.model) for j in self.judges]
         for where, ref in refs:
@@ -448,6 +461,27 @@ class Params(_Strict):
             raise ValueError(f"lexical.tokenizer: {self.lexical.tokenizer!r} cannot be used with lang: {self.lang!r}: "
                              f"{LEXICAL_INCOMPATIBLE[self.lang, self.lexical.tokenizer]}")
         return self
+
+    def _twin_judges(self) -> list[tuple[str, str]]:
+        """Pairs of judges whose calls are identical (`cube.cache.key_payload`'s fields, or an offline
+        algorithm's name and options), with the same samples and all_dimensions."""
+        seen: dict[str, str] = {}
+        twins = []
+        for j in self.judges:
+            if isinstance(j.model, str) and j.model not in self.models:
+                continue  # reported as an undefined reference
+            spec = self.model(j.model)
+            if spec.provider == "offline":
+                ident: list[Any] = ["offline", spec.model, spec.options]
+            else:
+                ident = [spec.model, sorted(u.rstrip("/") for u in spec.endpoints()), spec.temperature,
+                         spec.top_p, spec.seed, spec.max_tokens, spec.extra_body]
+            key = json.dumps([ident, j.samples, j.all_dimensions], sort_keys=True, default=str)
+            if key in seen:
+                twins.append((seen[key], j.name))
+            else:
+                seen[key] = j.name
+        return twins
 
     # -- resolution helpers ------------------------------------------------------------
     def model(self, ref: ModelRef) -> ModelSpec:
