@@ -210,3 +210,34 @@ def test_kernels_get_one_blas_thread_unless_the_user_chose(monkeypatch):
     assert kernel_thread_limits() == dict.fromkeys(THREAD_VARS, "1")
     monkeypatch.setenv("OMP_NUM_THREADS", "4")
     assert "OMP_NUM_THREADS" not in kernel_thread_limits() and kernel_thread_limits()["MKL_NUM_THREADS"] == "1"
+
+
+# ------------------------------------------------------------------ duplicate judges
+def _params(judges, models=None):
+    from cube.config import Params
+
+    return Params.model_validate({"run": "t", "judges": judges, "models": models or {}})
+
+
+def test_two_judges_making_the_same_calls_are_refused_naming_both():
+    from pydantic import ValidationError
+
+    gpt = {"provider": "openai", "model": "gpt-4o", "base_url": "https://api.openai.com/v1", "api_key_env": "K"}
+    with pytest.raises(ValidationError) as err:
+        _params([{"name": "A", "model": "g"}, {"name": "B", "model": {**gpt, "base_url": "https://api.openai.com/v1/",
+                                                                    "max_concurrency": 4}},
+                 {"name": "C", "model": {"provider": "offline", "model": "rubric-strict"}},
+                 {"name": "D", "model": {"provider": "offline", "model": "rubric-strict"}}], {"g": gpt})
+    text = str(err.value)
+    assert "'A' and 'B'" in text and "'C' and 'D'" in text and "identical" in text
+
+
+@pytest.mark.parametrize("change", [{"samples": 2}, {"all_dimensions": True}, {"model": {"temperature": 0.7}},
+                                    {"model": {"seed": 1}}, {"model": {"model": "gpt-4o-mini"}}])
+def test_judges_whose_calls_differ_are_accepted(change):
+    gpt = {"provider": "openai", "model": "gpt-4o", "base_url": "https://api.openai.com/v1", "api_key_env": "K"}
+    second = {"name": "B", "model": {**gpt, **change.get("model", {})}, **{k: v for k, v in change.items() if k != "model"}}
+    assert [j.name for j in _params([{"name": "A", "model": gpt}, second]).judges] == ["A", "B"]
+    offline = [{"name": "L", "model": {"provider": "offline", "model": "rubric", "options": {"preset": "lenient"}}},
+               {"name": "S", "model": {"provider": "offline", "model": "rubric", "options": {"preset": "strict"}}}]
+    assert len(_params(offline).judges) == 2
