@@ -29,6 +29,7 @@ from typing import Any
 import openai
 
 from cube.calls import Request, Response
+from cube.concurrency import AdaptiveLimit
 from cube.config import ModelSpec
 
 log = logging.getLogger("cube.llm")
@@ -148,7 +149,7 @@ class Endpoints:
         self.spec, self.endpoints, self.key = spec, endpoints, api_key
         self.headers = dict(headers or {})  # secret header values (header_env): sent, scrubbed, never stored
         self._secrets = [v for v in (api_key, *self.headers.values()) if v and v != NO_KEY]
-        self.sem = asyncio.Semaphore(spec.max_concurrency)
+        self.sem = AdaptiveLimit(min(spec.min_concurrency, spec.max_concurrency), spec.max_concurrency)
         self.busy = dict.fromkeys(endpoints, 0)
         self._next = 0
         # endpoint -> why no more requests go to it (shared by the batches of one model)
@@ -242,6 +243,7 @@ class Endpoints:
                     )
                     text, n_in, n_out, finish, served = _parse_completion(body)
                     self._healthy(ep)
+                    self.sem.success()
                     t0.released()
                     return Response(
                         text=text, input_tokens=n_in, output_tokens=n_out, cost=call_cost(spec, n_in, n_out),
@@ -253,6 +255,7 @@ class Endpoints:
                     self._faulty(ep, label, detail)
                 except openai.APITimeoutError:
                     label, detail = "timeout", f"no answer within {spec.timeout_s:g} s"
+                    self.sem.congested()
                     self._faulty(ep, label, detail)
                 except openai.APIConnectionError as exc:
                     label, detail = "connection error", connection_reason(exc)
@@ -267,6 +270,8 @@ class Endpoints:
                         if exc.status_code in BREAKER_STATUS:
                             self._stop(ep, reason)
                         return self._failure(reason, attempt, t0, ep)
+                    if exc.status_code == 429:
+                        self.sem.congested()
                     retry_after = _retry_after(exc)  # 429 and 5xx: the server says it is busy or
                     # hiccuped, which retries are for; neither counts toward nor resets the streak
                 except openai.OpenAIError as exc:  # anything else the client raises: not transient

@@ -255,6 +255,7 @@ class OpenAIModel(Model):
         self.endpoints = [_endpoint_id(u) for u in spec.endpoints()]
         self.counts: Counter[str] = Counter()  # requests, cache_hits, calls, failed (all batches)
         self.stopped: dict[str, str] = {}  # endpoints the circuit breaker stopped, for every later batch too
+        self.concurrency: dict[str, float | int] = {}  # AdaptiveLimit.summary() of the last batch that sent calls
 
     def api_key(self) -> str:
         """The key from the variable named by `api_key_env` ("EMPTY" when there is none)."""
@@ -359,6 +360,7 @@ class OpenAIModel(Model):
                 cache.release(owner)  # interrupted or failed: leave nothing claimed
             bar.close()
             await pool.close()
+            self.concurrency = pool.sem.summary()  # the adaptive limit's course (cube.concurrency)
         failed = [out[w[0]] for w in todo.values() if not out[w[0]].ok]  # type: ignore[union-attr]
         for ep, why in pool.stopped.items():  # one line per stopped endpoint and batch, not one per call
             _say(f"{label}: model {self.name} at {redact_url(ep)}: stopped sending: {why}; "

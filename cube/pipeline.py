@@ -79,7 +79,9 @@ def scores_stage(run: Run) -> pd.DataFrame:
     dimensions = load_dimensions(run.params, base_dir=Path.cwd())
     scores = score_answers(answers, judges, dimensions, corpus, questions=questions)
     run.save("scores", scores)
-    run.record(scores=len(scores), scores_unscored=int(scores["score"].isna().sum()))
+    concurrency = {j.name: j.model.concurrency for j in judges if getattr(j.model, "concurrency", None)}
+    run.record(scores=len(scores), scores_unscored=int(scores["score"].isna().sum()),
+               **({"judge_concurrency": concurrency} if concurrency else {}))  # calls in flight reached (issue 15)
     return scores
 
 
