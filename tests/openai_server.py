@@ -190,6 +190,7 @@ class OpenAIServer:
                 "body_counts": dict(self.body_counts),
                 "max_in_flight": self.max_in_flight,
                 "authorizations": list(self.authorizations),
+                "rate_limited": self.rate_limited,
             }
 
     def _over_rate(self) -> float | None:
@@ -339,11 +340,13 @@ class ServerProcess:
     Args:
         latency_s: fixed delay before every answer.
         reply: a name in `REPLIES` ("echo" or "score").
+        rate_limit_rps: as `OpenAIServer`'s (its `rate_limited` count is in `stats()`).
     """
 
-    def __init__(self, *, latency_s: float = 0.0, reply: str = "echo"):
+    def __init__(self, *, latency_s: float = 0.0, reply: str = "echo", rate_limit_rps: float | None = None):
         self.latency_s = latency_s
         self.reply = reply
+        self.rate_limit_rps = rate_limit_rps
         self.proc: subprocess.Popen[str] | None = None
         self.port = 0
 
@@ -353,6 +356,8 @@ class ServerProcess:
 
     def start(self) -> ServerProcess:
         cmd = [sys.executable, __file__, "--latency", str(self.latency_s), "--reply", self.reply]
+        if self.rate_limit_rps is not None:
+            cmd += ["--rate-limit-rps", str(self.rate_limit_rps)]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline() if self.proc.stdout else ""
         if not line.startswith("PORT "):
@@ -386,8 +391,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--latency", type=float, default=0.0)
     ap.add_argument("--reply", choices=sorted(REPLIES), default="echo")
+    ap.add_argument("--rate-limit-rps", type=float, default=None)
     args = ap.parse_args(argv)
-    server = OpenAIServer(REPLIES[args.reply], latency_s=args.latency, port=args.port)
+    server = OpenAIServer(REPLIES[args.reply], latency_s=args.latency, port=args.port,
+                          rate_limit_rps=args.rate_limit_rps)
     print(f"PORT {server.port}", flush=True)
     try:
         server._httpd.serve_forever()

@@ -12,22 +12,27 @@ from cube.llm import Request, make_model
 from tests.openai_server import OpenAIServer
 
 
-def test_limit_halves_once_per_window_and_grows_back_within_bounds():
+def test_slow_start_then_cut_once_per_window_and_additive_growth_within_bounds():
     lim = AdaptiveLimit(2, 16)
-    lim.congested()
-    assert lim.limit == 8 and lim.cuts == 1
-    lim.congested()  # the same window's other 429s: no second cut
-    assert lim.limit == 8
-    lim._since_cut = 8  # a window of calls returned
-    lim.congested()
-    lim._since_cut = 100
-    lim.congested()
-    lim._since_cut = 100
-    lim.congested()
-    assert lim.limit == 2 and lim.lowest == 2  # never below min_concurrency
-    for _ in range(1000):
+    assert lim.limit == 4  # slow start
+    for _ in range(4):
+        lim.success()
+    assert lim.limit == 8  # +1 per answer before the first cut: doubles per window
+    for _ in range(100):
         lim.success()
     assert lim.limit == 16  # never above max_concurrency
+    lim.congested()
+    assert lim.limit == pytest.approx(16 * 0.7) and lim.cuts == 1
+    lim.congested()  # the same window's other 429s: no second cut
+    assert lim.cuts == 1
+    before = lim.limit
+    lim.success()
+    assert lim.limit == pytest.approx(before + 1 / before)  # additive increase after a cut
+    for _ in range(20):
+        lim._since_cut = 100  # a window of calls returned
+        lim.congested()
+    assert lim.limit == 2 and lim.lowest == 2  # never below min_concurrency
+    assert AdaptiveLimit(8, 8).limit == 8 and AdaptiveLimit(1, 2).limit == 2
     with pytest.raises(ValueError, match="min_concurrency"):
         AdaptiveLimit(5, 4)
 
