@@ -133,7 +133,7 @@ def run_once(params: Path, outputs: Path, label: str, *extra: str) -> float:
         raise SystemExit(f"cube run failed ({proc.returncode})")
     print(f"--- {label}: cube run exit {proc.returncode}")
     print(f"{'stage':8} {'wall_s':>8} {'cpu_s':>8} {'rss_mb':>8}   (sampled every 0.1 s)")
-    for stage in sorted(sampler.cpu):
+    for stage in sorted(sampler.cpu):  # "runner": the cube process between stages (its wall: the whole run)
         span = sampler.last[stage] - sampler.first[stage]
         print(f"{stage:8} {span:8.1f} {sampler.cpu[stage]:8.1f} {sampler.rss.get(stage, 0) / 2**20:8.0f}")
     cpu = usage.ru_utime + usage.ru_stime
