@@ -241,3 +241,41 @@ def test_judges_whose_calls_differ_are_accepted(change):
     offline = [{"name": "L", "model": {"provider": "offline", "model": "rubric", "options": {"preset": "lenient"}}},
                {"name": "S", "model": {"provider": "offline", "model": "rubric", "options": {"preset": "strict"}}}]
     assert len(_params(offline).judges) == 2
+
+
+# ------------------------------------------------------------------ evaluate_run once per run
+def test_evaluate_run_is_computed_once_and_recomputed_when_an_input_changes(tmp_path, monkeypatch):
+    from cube import pipeline
+    from cube.notebook import open_run
+
+    monkeypatch.chdir(tmp_path)
+    params = tmp_path / "p.yaml"
+    params.write_text(f"""run: e
+outputs_dir: {tmp_path / 'out'}
+corpus: {{source: demo, n_items: 12, seed: 2}}
+systems: [{{kind: builtin, name: bm25, top_n: 4}}]
+judges:
+  - {{name: s, model: {{provider: offline, model: rubric-strict}}}}
+  - {{name: l, model: {{provider: offline, model: rubric-lenient}}}}
+analysis: {{bootstrap: 50}}
+""", encoding="utf-8")
+    run = open_run(params)
+    for stage in (pipeline.corpus_stage, pipeline.questions_stage, pipeline.answers_stage, pipeline.scores_stage):
+        stage(run)
+    calls = []
+    real = pipeline.evaluate_systems
+    monkeypatch.setattr(pipeline, "evaluate_systems", lambda *a, **k: calls.append(1) or real(*a, **k))
+    first = pipeline.evaluate_run(run, bootstrap=False)
+    again = pipeline.evaluate_run(run, bootstrap=False)
+    assert len(calls) == 1 and list(again) == list(first) == ["bm25"]
+    from pandas.testing import assert_frame_equal
+
+    assert_frame_equal(again["bm25"].jury, first["bm25"].jury)
+    assert_frame_equal(again["bm25"].trimmed_means, first["bm25"].trimmed_means)
+    pipeline.evaluate_run(run)  # with the bootstrap: another evaluation
+    assert len(calls) == 2
+    scores = run.load("scores")
+    scores.loc[0, "score"] = 10.0 - scores.loc[0, "score"] if scores.loc[0, "score"] != 5 else 0.0
+    run.save("scores", scores)
+    pipeline.evaluate_run(run, bootstrap=False)  # changed scores: recomputed, never the stale result
+    assert len(calls) == 3
