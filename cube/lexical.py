@@ -108,7 +108,8 @@ def _check_tokenizer(tokenizer: str) -> None:
 
 
 def _scorer(tokenizer: str) -> rouge_scorer.RougeScorer:
-    """rouge-score for ROUGE-1/2; ROUGE-L is `_rouge_l` (same definition, compiled LCS)."""
+    """rouge-score's scorer for ROUGE-1/2 (`_text_scores` calls the n-gram functions its `score` uses
+    directly, to count a reference's n-grams once); ROUGE-L is `_rouge_l` (same definition, compiled LCS)."""
     return rouge_scorer.RougeScorer(["rouge1", "rouge2"], tokenizer=_WhitespaceTokenizer())
 
 
@@ -148,29 +149,37 @@ def text_scores(hypothesis: str, reference: str, tokenizer: str = "jieba") -> di
 
 
 def _text_scores(hypothesis: object, reference: object, tokenizer: str, scorer,
-                 cache: dict[str, tuple[list[str], list[str]]] | None = None) -> tuple[dict[str, float], str]:
+                 cache: dict[str, tuple] | None = None) -> tuple[dict[str, float], str]:
     """The metrics and, when they are NaN, why (`""` when scored). `cache` keeps the references'
     words between calls (a gold document is the reference of all its answers)."""
     nan = dict.fromkeys(METRICS, float("nan"))
     for name, text in (("answer", hypothesis), ("reference", reference)):
         if not isinstance(text, str):
             return nan, f"missing {name}"
-    hyp_b, hyp_r = _both_words(hypothesis, tokenizer)
+    hyp_b, hyp_r, hyp_n = _reference_words(hypothesis, tokenizer)
     if cache is None:
-        ref_b, ref_r = _both_words(reference, tokenizer)
-    elif (ref_b_r := cache.get(reference)) is not None:
-        ref_b, ref_r = ref_b_r
+        ref_b, ref_r, ref_n = _reference_words(reference, tokenizer)
+    elif (known := cache.get(reference)) is not None:
+        ref_b, ref_r, ref_n = known
     else:
-        ref_b, ref_r = cache[reference] = _both_words(reference, tokenizer)
+        ref_b, ref_r, ref_n = cache[reference] = _reference_words(reference, tokenizer)
     for name, toks, more in (("answer", hyp_r, hyp_b), ("reference", ref_r, ref_b)):
         if not toks or not more:
             return nan, f"empty {name}"
-    rouge = scorer.score(" ".join(ref_r), " ".join(hyp_r))  # rouge-score's order: (target, prediction)
+    # rouge-score's own n-gram functions (its `score` with a whitespace tokenizer does exactly
+    # this), with the reference's n-grams counted once: (target, prediction) order
     return {
         "bleu": _bleu(hyp_b, ref_b),
-        **{k: float(rouge[k].fmeasure) for k in ("rouge1", "rouge2")},
+        "rouge1": float(rouge_scorer._score_ngrams(ref_n[0], hyp_n[0]).fmeasure),
+        "rouge2": float(rouge_scorer._score_ngrams(ref_n[1], hyp_n[1]).fmeasure),
         "rougeL": _rouge_l(ref_r, hyp_r),
     }, ""
+
+
+def _reference_words(text: str, tokenizer: str) -> tuple[list[str], list[str], tuple]:
+    """BLEU words, ROUGE words and ROUGE's unigram and bigram counts of a text."""
+    bleu, rouge = _both_words(text, tokenizer)
+    return bleu, rouge, (rouge_scorer._create_ngrams(rouge, 1), rouge_scorer._create_ngrams(rouge, 2))
 
 
 def lexical_scores(
@@ -220,7 +229,7 @@ def lexical_scores(
     if unknown:
         raise ValueError(f"{source}: no row for {unknown[:10]} referenced by the answers")
     scorer = _scorer(tokenizer)
-    cache: dict[str, tuple[list[str], list[str]]] = {}
+    cache: dict[str, tuple] = {}
     scored = [
         _text_scores(a, lookup[k], tokenizer, scorer, cache) for a, k in zip(answers["answer"], keys, strict=True)
     ]
