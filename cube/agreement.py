@@ -42,6 +42,7 @@ import pandas as pd
 from scipy import stats
 from sklearn.metrics import cohen_kappa_score
 
+from cube import agreement_fast
 from cube.schema import require_columns
 
 UNIT = ("question_id", "system", "set", "dimension")
@@ -137,9 +138,11 @@ def question_draws(question_ids: Sequence[str], n: int, seed: int) -> tuple[dict
     """
     qs = sorted(set(question_ids))
     rng = np.random.default_rng(seed)
-    counts = np.zeros((n, len(qs)), dtype=int)
-    for b in range(n if qs else 0):
-        counts[b] = np.bincount(rng.integers(0, len(qs), len(qs)), minlength=len(qs))
+    if not qs or n == 0:
+        return {q: i for i, q in enumerate(qs)}, np.zeros((n, len(qs)), dtype=int)
+    # one call draws the same stream as one call per resample (row b = resample b)
+    draws = rng.integers(0, len(qs), (n, len(qs))) + len(qs) * np.arange(n)[:, None]
+    counts = np.bincount(draws.ravel(), minlength=n * len(qs)).reshape(n, len(qs))
     return {q: i for i, q in enumerate(qs)}, counts
 
 
@@ -204,6 +207,16 @@ def _bootstrap(
     return out
 
 
+def _bootstrap_statistics(x: np.ndarray, y: np.ndarray, counts: np.ndarray,
+                          confidence: float) -> dict[str, tuple[float, float]]:
+    """`_bootstrap` of `_statistics`, all resamples at once from value-pair tables
+    (`cube.agreement_fast`); the loop when the values are too varied for small tables."""
+    tables = agreement_fast.pair_tables(x, y, counts)
+    if tables is None:
+        return _bootstrap(x, y, _statistics, counts, confidence)
+    return agreement_fast.percentile_intervals(agreement_fast.statistics(*tables), confidence)
+
+
 def _matched(a: pd.DataFrame, b: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int]:
     """Inner join on the unit; returns both score vectors without NaN pairs and the drop count."""
     x, y, dropped, _ = _matched_with_questions(a, b)
@@ -265,7 +278,7 @@ def agreement_table(
                 row.update(_statistics(x, y))
                 if bootstrap > 0 and len(x) > 0:
                     unit_counts = counts[:, [code[q] for q in qids]]
-                    for key, (lo, hi) in _bootstrap(x, y, _statistics, unit_counts, confidence).items():
+                    for key, (lo, hi) in _bootstrap_statistics(x, y, unit_counts, confidence).items():
                         row[f"{key}_lo"], row[f"{key}_hi"] = lo, hi
                 rows.append(row)
     columns = ["judge", "set", "dimension", "n", "n_missing", *STATISTICS]

@@ -10,7 +10,8 @@ A resample is represented by how many times it draws each question (a counts mat
 resamples x questions), so each statistic is a matrix product instead of a Python loop:
 correlations from count-weighted moments, trimmed means from the cumulative counts of the
 sorted scores (the elements that `scipy.stats.trim_mean` keeps are the positions
-[floor(p n), n - floor(p n)) of the sorted resample). With C = all ones the computation
+[floor(p n), n - floor(p n)) of the sorted resample), summed per distinct score value (scores
+take at most a few dozen values, so this is a resamples x values matrix, not x questions). With C = all ones the computation
 reproduces `cube.analysis.evaluate` exactly (tested).
 """
 
@@ -79,14 +80,29 @@ def _weighted_pearson(C: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray
 
 
 def _weighted_trim_mean(C: np.ndarray, v: np.ndarray, keep: np.ndarray, proportion: float) -> np.ndarray:
+    """Trimmed mean of `v[keep]` (NaN skipped) in every resample. Scores take few distinct values,
+    so the counts are summed per distinct value first (`C @ one-hot`, k columns instead of n) and
+    the trimming works on k sorted values with their counts; the sum over a run of equal values
+    of what each copy keeps is what the run keeps, so the result is the per-element one's."""
     ok = keep & ~np.isnan(v)
+    values, inverse = np.unique(v[ok], return_inverse=True)
+    if len(values) <= _MAX_DISTINCT:
+        onehot = np.zeros((len(v), len(values)))
+        onehot[np.flatnonzero(ok), inverse] = 1.0
+        return _trim_sorted(C @ onehot, values, proportion)
     idx = np.flatnonzero(ok)
     order = idx[np.argsort(v[idx], kind="stable")]
-    vals = v[order]
-    Cs = C[:, order]
+    return _trim_sorted(C[:, order], v[order], proportion)
+
+
+_MAX_DISTINCT = 256  # more distinct values than this: per element (sorting the columns of C)
+
+
+def _trim_sorted(Cs: np.ndarray, vals: np.ndarray, proportion: float) -> np.ndarray:
+    """Trimmed means from counts `Cs` (resamples x sorted values `vals`)."""
     cum = np.cumsum(Cs, axis=1)
     prev = cum - Cs
-    nobs = cum[:, -1] if cum.shape[1] else np.zeros(C.shape[0])
+    nobs = cum[:, -1] if cum.shape[1] else np.zeros(Cs.shape[0])
     low = np.floor(proportion * nobs)
     high = nobs - low
     take = np.clip(np.minimum(cum, high[:, None]) - np.maximum(prev, low[:, None]), 0, None)

@@ -6,6 +6,7 @@
     cube example-kb PATH                             write the synthetic long-format example spreadsheet
     cube annotate PARAMS.yaml [--out FILE]           export the human annotation sheet
     cube params-reference                            print the params reference (Markdown)
+    cube batch export|import|submit|status|fetch     judge through a batch API (cube/batch.py)
 """
 
 from __future__ import annotations
@@ -88,6 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="replace an existing sheet (by default it is kept: raters may be filling it in)")
 
     sub.add_parser("params-reference", help="print the params reference generated from the schema (Markdown)")
+
+    from cube.batch_cli import add_batch_parser  # issue 15: cube batch export/import/submit/status/fetch
+
+    add_batch_parser(sub)
     return p
 
 
@@ -141,6 +146,10 @@ def main(argv: list[str] | None = None) -> int:
             for path in export_annotation(params, out=args.out, raters=args.raters, overwrite=args.overwrite):
                 print(path)
             return 0
+        if args.command == "batch":
+            from cube.batch_cli import batch_main
+
+            return batch_main(args)
         if args.command == "params-reference":
             from cube.params_doc import params_reference
 

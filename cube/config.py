@@ -112,7 +112,10 @@ class ModelSpec(_Strict):
         default_factory=dict, description="Extra JSON fields sent with every request (e.g. vLLM chat_template_kwargs)."
     )
     timeout_s: float = 60.0
-    max_concurrency: int = Field(16, ge=1)
+    max_concurrency: int = Field(16, ge=1, description="Most calls in flight (the adaptive limit starts here).")
+    min_concurrency: int = Field(
+        1, ge=1, description="Fewest calls in flight the adaptive limit goes down to: it halves on HTTP 429 or a "
+        "timeout and grows back by one per window of answered calls (cube/concurrency.py).")
     max_attempts: int = Field(5, ge=1, description="Attempts per call, retries included.")
     backoff_base_s: float = Field(0.5, gt=0, description="First retry delay; doubles each attempt, with jitter.")
     backoff_max_s: float = Field(30.0, gt=0)
@@ -123,6 +126,11 @@ class ModelSpec(_Strict):
     )
     price_input_per_m: float | None = Field(None, ge=0, description="Price per million input tokens.")
     price_output_per_m: float | None = Field(None, ge=0, description="Price per million output tokens.")
+    batch_price_input_per_m: float | None = Field(
+        None, ge=0, description="Price per million input tokens of replies imported by `cube batch import` "
+        "(batch APIs are often cheaper; default: price_input_per_m).")
+    batch_price_output_per_m: float | None = Field(
+        None, ge=0, description="Price per million output tokens of batch replies (default: price_output_per_m).")
     currency: str = "USD"
     options: dict[str, Any] = Field(default_factory=dict, description="Options of an offline algorithm.")
 
@@ -468,6 +476,14 @@ class Params(_Strict):
         if len(set(jnames)) != len(jnames):
             raise ValueError(f"judges: duplicate judge names {jnames}")
         refs = [("answerer", self.answerer), ("questions.model", self.questions.model)]
+        twins = self._twin_judges()
+        if twins:
+            raise ValueError(
+                "judges: " + "; ".join(f"{a!r} and {b!r}" for a, b in twins) + " would make exactly the same calls "
+                "(same model spec, sampling settings, samples and all_dimensions), so they share every cached reply "
+                "and their scores would be identical: one judge counted twice. Remove one, or make their calls differ "
+                "(e.g. another seed or temperature; an offline rubric: another preset)"
+            )
         refs += [(f"systems[{s.name}].answerer", s.answerer) for s in self.systems]
         refs += [(f"judges[{j.name}].model", j.model) for j in self.judges]
         for where, ref in refs:
@@ -477,6 +493,27 @@ class Params(_Strict):
             raise ValueError(f"lexical.tokenizer: {self.lexical.tokenizer!r} cannot be used with lang: {self.lang!r}: "
                              f"{LEXICAL_INCOMPATIBLE[self.lang, self.lexical.tokenizer]}")
         return self
+
+    def _twin_judges(self) -> list[tuple[str, str]]:
+        """Pairs of judges whose calls are identical (`cube.cache.key_payload`'s fields, or an offline
+        algorithm's name and options), with the same samples and all_dimensions."""
+        seen: dict[str, str] = {}
+        twins = []
+        for j in self.judges:
+            if isinstance(j.model, str) and j.model not in self.models:
+                continue  # reported as an undefined reference
+            spec = self.model(j.model)
+            if spec.provider == "offline":
+                ident: list[Any] = ["offline", spec.model, spec.options]
+            else:
+                ident = [spec.model, sorted(u.rstrip("/") for u in spec.endpoints()), spec.temperature,
+                         spec.top_p, spec.seed, spec.max_tokens, spec.extra_body]
+            key = json.dumps([ident, j.samples, j.all_dimensions], sort_keys=True, default=str)
+            if key in seen:
+                twins.append((seen[key], j.name))
+            else:
+                seen[key] = j.name
+        return twins
 
     # -- resolution helpers ------------------------------------------------------------
     def model(self, ref: ModelRef) -> ModelSpec:

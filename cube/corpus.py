@@ -19,6 +19,7 @@ or TXT file) and what was expected.
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import math
@@ -124,6 +125,12 @@ def render_document(record: Mapping[str, Any], lang: str, extras: Iterable[tuple
 
 
 def _label_pattern(extra_labels: Iterable[str]) -> tuple[re.Pattern[str], dict[str, str]]:
+    """The label regex and label -> field map (built once per set of extra labels; read-only)."""
+    return _label_pattern_cached(tuple(extra_labels))
+
+
+@functools.lru_cache(maxsize=64)
+def _label_pattern_cached(extra_labels: tuple[str, ...]) -> tuple[re.Pattern[str], dict[str, str]]:
     keys = {label: f for lang in FIELD_LABELS.values() for f, label in lang.items()}
     keys.update({EXTRA_LABELS[lang][f]: f for lang in EXTRA_LABELS for f in ("variant", "parent_region")})
     keys["doc_id"] = "doc_id"

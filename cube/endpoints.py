@@ -34,6 +34,7 @@ from typing import Any
 import openai
 
 from cube.calls import Request, Response
+from cube.concurrency import AdaptiveLimit
 from cube.config import ModelSpec
 
 log = logging.getLogger("cube.llm")
@@ -154,7 +155,7 @@ class Endpoints:
         self.spec, self.endpoints, self.key = spec, endpoints, api_key
         self.headers = dict(headers or {})  # secret header values (header_env): sent, scrubbed, never stored
         self._secrets = [v for v in (api_key, *self.headers.values()) if v and v != NO_KEY]
-        self.sem = asyncio.Semaphore(spec.max_concurrency)
+        self.sem = AdaptiveLimit(min(spec.min_concurrency, spec.max_concurrency), spec.max_concurrency)
         self.busy = dict.fromkeys(endpoints, 0)
         self._next = 0
         # endpoint -> why no more requests go to it (shared by the batches of one model)
@@ -247,7 +248,7 @@ class Endpoints:
             await self.sem.acquire()
             if state["started"] or not (self._suspect() and self._active > 0):
                 break
-            self.sem.release()
+            await self.sem.release()
             self._wake.clear()
             await self._wake.wait()
         if not state["started"]:
@@ -256,7 +257,7 @@ class Endpoints:
         try:
             yield
         finally:
-            self.sem.release()
+            await self.sem.release()
 
     def _healthy(self, ep: str) -> None:
         self._streak[ep] = 0
@@ -324,6 +325,7 @@ class Endpoints:
                     )
                     text, n_in, n_out, finish, served = _parse_completion(body)
                     self._healthy(ep)
+                    self.sem.success()
                     t0.released()
                     return Response(
                         text=text, input_tokens=n_in, output_tokens=n_out, cost=call_cost(spec, n_in, n_out),
@@ -336,6 +338,7 @@ class Endpoints:
                     self._no_answer(ep)
                 except openai.APITimeoutError:
                     label, detail = "timeout", f"no answer within {spec.timeout_s:g} s"
+                    self.sem.congested()
                     self._attempt_failed(ep)
                     self._no_answer(ep)
                 except openai.APIConnectionError as exc:
@@ -350,6 +353,8 @@ class Endpoints:
                         if exc.status_code in BREAKER_STATUS:
                             self._stop(ep, reason)
                         return self._failure(reason, attempt, t0, ep)
+                    if exc.status_code == 429:
+                        self.sem.congested()
                     retry_after = _retry_after(exc)  # 429 and 5xx: the server says it is busy or
                     # hiccuped, which retries are for; neither counts toward nor resets the streak
                 except openai.OpenAIError as exc:  # anything else the client raises: not transient

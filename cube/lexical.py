@@ -7,7 +7,10 @@ column of the question set.
 
 Both metrics count *words*, so every text goes through the same steps before either library
 sees it (they then get whitespace-separated tokens: sacrebleu with `tokenize="none"`,
-rouge-score with a whitespace tokenizer, so their metric definitions are unchanged):
+rouge-score with a whitespace tokenizer, so their metric definitions are unchanged; ROUGE-L's
+longest common subsequence is computed by rapidfuzz's compiled `LCSseq` on the same tokens, with
+rouge-score's precision/recall/F formula, which gives rouge-score's value exactly ~500x faster;
+each reference is segmented once per call, however many answers share it):
 
 1. Unicode NFKC normalisation (full-width letters, digits and punctuation become their
    ordinary forms);
@@ -41,6 +44,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 import sacrebleu
+from rapidfuzz.distance import LCSseq
 from rouge_score import rouge_scorer, tokenizers
 from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 from sacrebleu.tokenizers.tokenizer_zh import TokenizerZh
@@ -84,7 +88,7 @@ def _is_mark(ch: str) -> bool:
 def words(text: str, tokenizer: str = "jieba", metric: str = "rouge") -> list[str]:
     """The words BLEU (`metric="bleu"`) or ROUGE (`"rouge"`) count in `text` (module steps 1-4)."""
     _check_tokenizer(tokenizer)
-    out = []
+    out: list[str] = []
     for token in _SEGMENT[metric][tokenizer](unicodedata.normalize("NFKC", text)):
         cleaned = "".join(" " if _is_mark(c) else c for c in token).casefold()
         out.extend(cleaned.split())
@@ -104,7 +108,32 @@ def _check_tokenizer(tokenizer: str) -> None:
 
 
 def _scorer(tokenizer: str) -> rouge_scorer.RougeScorer:
-    return rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], tokenizer=_WhitespaceTokenizer())
+    """rouge-score's scorer for ROUGE-1/2 (`_text_scores` calls the n-gram functions its `score` uses
+    directly, to count a reference's n-grams once); ROUGE-L is `_rouge_l` (same definition, compiled LCS)."""
+    return rouge_scorer.RougeScorer(["rouge1", "rouge2"], tokenizer=_WhitespaceTokenizer())
+
+
+def _rouge_l(target: list[str], prediction: list[str]) -> float:
+    """rouge-score's ROUGE-L F-measure (`rouge_scorer._score_lcs`), the LCS length from rapidfuzz.
+
+    Tokens are mapped to integers first, so equal tokens (and only those) compare equal."""
+    if not target or not prediction:
+        return 0.0
+    ids: dict[str, int] = {}
+    lcs = LCSseq.similarity([ids.setdefault(t, len(ids)) for t in target],
+                            [ids.setdefault(t, len(ids)) for t in prediction])
+    precision = lcs / len(prediction)
+    recall = lcs / len(target)
+    return 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
+
+
+_SAME_WORDS = ("jieba", "char", "13a")  # BLEU and ROUGE see the same words with these tokenizers
+
+
+def _both_words(text: str, tokenizer: str) -> tuple[list[str], list[str]]:
+    """(BLEU words, ROUGE words) of a text, segmenting it once when the two agree."""
+    rouge = words(text, tokenizer, "rouge")
+    return (rouge if tokenizer in _SAME_WORDS else words(text, tokenizer, "bleu")), rouge
 
 
 def _bleu(hyp: list[str], ref: list[str]) -> float:
@@ -119,22 +148,38 @@ def text_scores(hypothesis: str, reference: str, tokenizer: str = "jieba") -> di
     return _text_scores(hypothesis, reference, tokenizer, _scorer(tokenizer))[0]
 
 
-def _text_scores(hypothesis: object, reference: object, tokenizer: str, scorer) -> tuple[dict[str, float], str]:
-    """The metrics and, when they are NaN, why (`""` when scored)."""
+def _text_scores(hypothesis: object, reference: object, tokenizer: str, scorer,
+                 cache: dict[str, tuple] | None = None) -> tuple[dict[str, float], str]:
+    """The metrics and, when they are NaN, why (`""` when scored). `cache` keeps the references'
+    words between calls (a gold document is the reference of all its answers)."""
     nan = dict.fromkeys(METRICS, float("nan"))
     for name, text in (("answer", hypothesis), ("reference", reference)):
         if not isinstance(text, str):
             return nan, f"missing {name}"
-    hyp_b, ref_b = words(hypothesis, tokenizer, "bleu"), words(reference, tokenizer, "bleu")
-    hyp_r, ref_r = words(hypothesis, tokenizer, "rouge"), words(reference, tokenizer, "rouge")
+    hyp_b, hyp_r, hyp_n = _reference_words(hypothesis, tokenizer)
+    if cache is None:
+        ref_b, ref_r, ref_n = _reference_words(reference, tokenizer)
+    elif (known := cache.get(reference)) is not None:
+        ref_b, ref_r, ref_n = known
+    else:
+        ref_b, ref_r, ref_n = cache[reference] = _reference_words(reference, tokenizer)
     for name, toks, more in (("answer", hyp_r, hyp_b), ("reference", ref_r, ref_b)):
         if not toks or not more:
             return nan, f"empty {name}"
-    rouge = scorer.score(" ".join(ref_r), " ".join(hyp_r))  # rouge-score's order: (target, prediction)
+    # rouge-score's own n-gram functions (its `score` with a whitespace tokenizer does exactly
+    # this), with the reference's n-grams counted once: (target, prediction) order
     return {
         "bleu": _bleu(hyp_b, ref_b),
-        **{k: float(rouge[k].fmeasure) for k in ("rouge1", "rouge2", "rougeL")},
+        "rouge1": float(rouge_scorer._score_ngrams(ref_n[0], hyp_n[0]).fmeasure),
+        "rouge2": float(rouge_scorer._score_ngrams(ref_n[1], hyp_n[1]).fmeasure),
+        "rougeL": _rouge_l(ref_r, hyp_r),
     }, ""
+
+
+def _reference_words(text: str, tokenizer: str) -> tuple[list[str], list[str], tuple]:
+    """BLEU words, ROUGE words and ROUGE's unigram and bigram counts of a text."""
+    bleu, rouge = _both_words(text, tokenizer)
+    return bleu, rouge, (rouge_scorer._create_ngrams(rouge, 1), rouge_scorer._create_ngrams(rouge, 2))
 
 
 def lexical_scores(
@@ -184,8 +229,9 @@ def lexical_scores(
     if unknown:
         raise ValueError(f"{source}: no row for {unknown[:10]} referenced by the answers")
     scorer = _scorer(tokenizer)
+    cache: dict[str, tuple] = {}
     scored = [
-        _text_scores(a, lookup[k], tokenizer, scorer) for a, k in zip(answers["answer"], keys, strict=True)
+        _text_scores(a, lookup[k], tokenizer, scorer, cache) for a, k in zip(answers["answer"], keys, strict=True)
     ]
     out = pd.DataFrame([m for m, _ in scored], columns=list(METRICS), dtype=float)
     out.insert(0, "set", answers["set"].astype(str).to_numpy())

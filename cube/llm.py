@@ -40,6 +40,8 @@ re-exported here.
 from __future__ import annotations
 
 import asyncio
+import copy
+import functools
 import hashlib
 import logging
 import os
@@ -110,8 +112,12 @@ class OfflineModel(Model):
         raise NotImplementedError
 
     def _call_id(self, request: Request) -> str:
+        # The inputs' hash, with each long text (a ~1 KB document shared by dozens of calls)
+        # replaced by its own digest, computed once per text: the same identity, far less hashing.
+        context = {k: _text_digest(v) if isinstance(v, str) and len(v) > 64 else v
+                   for k, v in request.context.items()}
         return hashlib.sha256(
-            _canonical([self.name, self.spec.options, request.context, request.template_version, request.sample],
+            _canonical([self.name, self.spec.options, context, request.template_version, request.sample],
                        ).encode()
         ).hexdigest()
 
@@ -137,7 +143,9 @@ class OfflineModel(Model):
             cid = self._call_id(r)
             if cid not in done:
                 done[cid] = self._one(r, cid)
-            out.append(replace(done[cid], detail=dict(done[cid].detail) if done[cid].detail else None))
+            one = copy.copy(done[cid])  # cheaper than dataclasses.replace (no __init__ re-validation)
+            one.detail = dict(one.detail) if one.detail else None
+            out.append(one)
         return out
 
     async def acomplete(self, requests: Sequence[Request], *, role: str) -> list[Response]:
@@ -147,6 +155,11 @@ class OfflineModel(Model):
         self, requests: Sequence[Request], *, role: str, desc: str | None = None, progress: bool = True
     ) -> list[Response]:
         return self._batch(requests, lambda x: progress_bar(x, desc=desc or self.name, disable=not progress))
+
+
+@functools.lru_cache(maxsize=65536)
+def _text_digest(text: str) -> str:
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
 _OFFLINE: dict[str, Callable[[ModelSpec], OfflineModel]] = {}
@@ -243,6 +256,7 @@ class OpenAIModel(Model):
         self.counts: Counter[str] = Counter()  # requests, cache_hits, calls, failed (all batches)
         self.stopped: dict[str, str] = {}  # endpoints the circuit breaker stopped, for every later batch too
         self.stopped_at: dict[str, float] = {}  # ... and when: each gets a trial call after its cool-down
+        self.concurrency: dict[str, float | int] = {}  # AdaptiveLimit.summary() of the last batch that sent calls
 
     def api_key(self) -> str:
         """The key from the variable named by `api_key_env` ("EMPTY" when there is none)."""
@@ -347,6 +361,7 @@ class OpenAIModel(Model):
                 cache.release(owner)  # interrupted or failed: leave nothing claimed
             bar.close()
             await pool.close()
+            self.concurrency = pool.sem.summary()  # the adaptive limit's course (cube.concurrency)
         failed = [out[w[0]] for w in todo.values() if not out[w[0]].ok]  # type: ignore[union-attr]
         for ep, why in pool.stopped.items():  # one line per stopped endpoint and batch, not one per call
             _say(f"{label}: model {self.name} at {redact_url(ep)}: stopped sending: {why}; "

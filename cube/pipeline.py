@@ -15,6 +15,10 @@ pays for calls it has never made.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import pickle
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,7 +83,9 @@ def scores_stage(run: Run) -> pd.DataFrame:
     dimensions = load_dimensions(run.params, base_dir=Path.cwd())
     scores = score_answers(answers, judges, dimensions, corpus, questions=questions)
     run.save("scores", scores)
-    run.record(scores=len(scores), scores_unscored=int(scores["score"].isna().sum()))
+    concurrency = {j.name: j.model.concurrency for j in judges if getattr(j.model, "concurrency", None)}
+    run.record(scores=len(scores), scores_unscored=int(scores["score"].isna().sum()),
+               **({"judge_concurrency": concurrency} if concurrency else {}))  # calls in flight reached (issue 15)
     return scores
 
 
@@ -89,16 +95,54 @@ def system_top_n(params: Params) -> dict[str, int]:
 
 
 def evaluate_run(run: Run, *, bootstrap: bool = True) -> dict[str, CubeResult]:
-    """`cube.analysis.evaluate` for every system of the run (warnings kept in each result)."""
+    """`cube.analysis.evaluate` for every system of the run (warnings kept in each result).
+
+    Computed once per run: notebooks 03-05 ask for the same evaluation, so the results are kept in
+    `<run>/cache/evaluate-<key>.pkl`, keyed by the sha256 of the answers and scores files, the
+    analysis params, systems, judges, dimensions and the package's analysis code; any change of
+    those is a new key (a stale result cannot be read back). The folder holds only what this code
+    wrote."""
     run.require("answers", "scores")
-    answers, scores = run.load("answers"), run.load("scores")
     ap = run.params.analysis if bootstrap else run.params.analysis.model_copy(update={"bootstrap": 0})
+    judges, dims, top_n = [j.name for j in run.params.judges], run.params.dimension_names(), system_top_n(run.params)
+    key = _evaluation_key(run, ap, judges, dims, top_n)
+    cached = run.paths.root / "cache" / f"evaluate-{key[:24]}.pkl"
+    if cached.exists():
+        try:
+            with cached.open("rb") as f:
+                return pickle.load(f)
+        except Exception:  # noqa: BLE001 - an unreadable cache entry is recomputed
+            pass
+    answers, scores = run.load("answers"), run.load("scores")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CubeWarning)  # shown by the notebooks from result.warnings
-        results = evaluate_systems(answers, scores, ap, system_top_n(run.params),
-                                   judges=[j.name for j in run.params.judges],
-                                   dimensions=run.params.dimension_names())
-    return {s.name: results[s.name] for s in run.params.systems if s.name in results}  # params order
+        results = evaluate_systems(answers, scores, ap, top_n, judges=judges, dimensions=dims)
+    out = {s.name: results[s.name] for s in run.params.systems if s.name in results}  # params order
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cached.with_suffix(f".tmp{os.getpid()}")
+    with tmp.open("wb") as f:
+        pickle.dump(out, f, protocol=pickle.HIGHEST_PROTOCOL)
+    tmp.replace(cached)
+    return out
+
+
+_EVALUATION_CODE = ("analysis.py", "evaluation.py", "bootstrap.py", "normalise.py", "gate.py", "lta.py",
+                    "tables.py", "schema.py", "pipeline.py")
+
+
+def _evaluation_key(run: Run, ap: Any, judges: list[str], dims: list[str], top_n: dict[str, int]) -> str:
+    h = hashlib.sha256()
+    for name in ("answers", "scores"):
+        with run.data_path(name).open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):  # noqa: B023 - f is bound for the loop
+                h.update(block)
+    h.update(json.dumps([ap.model_dump(mode="json"), judges, dims, top_n, [s.name for s in run.params.systems]],
+                        sort_keys=True, default=str).encode())
+    here = Path(__file__).resolve().parent
+    for name in _EVALUATION_CODE:
+        if (here / name).exists():
+            h.update((here / name).read_bytes())
+    return h.hexdigest()
 
 
 def bound_answerer_note(params: Params) -> str:

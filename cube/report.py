@@ -238,7 +238,8 @@ def _run_stages(params: Params, params_path: Path, paths: RunPaths, notebooks: l
                 # Progress bars go to the terminal of `cube run`, not into the published pages: the
                 # kernel writes them to its inherited stderr, which it is told not to capture. Its
                 # own log (transport warnings, shutdown noise) is silenced: errors reach the notebook.
-                with _kernel_env(CUBE_PROGRESS="terminal", PYTHONWARNINGS="ignore:IProgress not found"):
+                with _kernel_env(CUBE_PROGRESS="terminal", PYTHONWARNINGS="ignore:IProgress not found",
+                                 **kernel_thread_limits()):
                     pm.execute_notebook(
                         str(nb), str(out),
                         parameters={"params_path": str(params_path), "run_dir": str(paths.root.resolve())},
@@ -288,6 +289,15 @@ def _record_attempt(params: Params, params_path: Path, paths: RunPaths, summary:
                    message=message)
     if not (published.report / "index.html").exists():
         publish(params, published, attempt={"status": status, "message": message})
+
+
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def kernel_thread_limits() -> dict[str, str]:
+    """One BLAS/OpenMP thread per kernel, unless the user set these variables: the stages' matrix
+    products are small, and spinning BLAS threads doubled their CPU time for no speed-up."""
+    return {v: "1" for v in THREAD_VARS if v not in os.environ}
 
 
 @contextlib.contextmanager
@@ -420,11 +430,16 @@ def write_manifest(params: Params, paths: RunPaths, summary: RunSummary, started
 
 def _usage(paths: RunPaths) -> list[dict[str, Any]]:
     import pandas as pd
+    import pyarrow.parquet as pq
 
     from cube.llm import usage_summary
+    from cube.schema import ACCOUNTING_COLUMNS
 
-    tables = [pd.read_parquet(p) for n in ("questions", "answers", "scores")
-              if (p := paths.data_file(n)).exists()]
+    def accounting(p: Path) -> pd.DataFrame:  # only the accounting columns: a paper-scale table is ~0.5 GB
+        present = set(pq.read_schema(p).names)
+        return pd.read_parquet(p, columns=[c for c in ACCOUNTING_COLUMNS if c in present])
+
+    tables = [accounting(p) for n in ("questions", "answers", "scores") if (p := paths.data_file(n)).exists()]
     if not tables:
         return []
     return json.loads(usage_summary(tables).to_json(orient="records"))

@@ -79,7 +79,7 @@ def body_digest(body: dict[str, Any]) -> str:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
-    request_queue_size = 256  # the stdlib default (5) drops bursts of concurrent connects
+    request_queue_size = 1024  # the stdlib default (5) drops bursts of concurrent connects (256 clients at once)
 
 
 @dataclass
@@ -101,13 +101,19 @@ class OpenAIServer:
         port: 0 picks a free port.
         strict_model: answer a request for any other model with 404 `model_not_found`, as
             OpenAI does for an unknown model.
+        rate_limit_rps: answer 429 (with `retry-after-ms` until the next free slot) to requests
+            beyond this many per second (a token bucket holding `rate_burst` requests, default
+            0.1 s worth), as a provider's rate limiter does; `rate_limited` counts them.
     """
 
     def __init__(
         self, reply: Reply | None = None, *, latency_s: float = 0.0, model: str = "test-model", port: int = 0,
-        strict_model: bool = False,
+        strict_model: bool = False, rate_limit_rps: float | None = None, rate_burst: float | None = None,
     ):
         self.reply = reply or echo_reply
+        self.rate_limit_rps = rate_limit_rps
+        self._burst = rate_burst or max(1.0, (rate_limit_rps or 0) * 0.1)
+        self._tokens, self._refilled = self._burst, time.monotonic()
         self.latency_s = latency_s
         self.model = model
         self.strict_model = strict_model
@@ -174,6 +180,7 @@ class OpenAIServer:
             self.headers: list[dict[str, str]] = []
             self.in_flight = 0
             self.max_in_flight = 0
+            self.rate_limited = 0
 
     def stats(self) -> dict[str, Any]:
         """The counters as plain data (the same shape `ServerProcess.stats` returns)."""
@@ -183,7 +190,22 @@ class OpenAIServer:
                 "body_counts": dict(self.body_counts),
                 "max_in_flight": self.max_in_flight,
                 "authorizations": list(self.authorizations),
+                "rate_limited": self.rate_limited,
             }
+
+    def _over_rate(self) -> float | None:
+        """None when a request may pass the rate limiter, else seconds until it could."""
+        if self.rate_limit_rps is None:
+            return None
+        with self._lock:
+            now = time.monotonic()
+            self._tokens = min(self._burst, self._tokens + (now - self._refilled) * self.rate_limit_rps)
+            self._refilled = now
+            if self._tokens >= 1:
+                self._tokens -= 1
+                return None
+            self.rate_limited += 1
+            return (1 - self._tokens) / self.rate_limit_rps
 
     def _take_rule(self, body: dict[str, Any]) -> _Rule | None:
         with self._lock:
@@ -278,6 +300,9 @@ class OpenAIServer:
                 if server.strict_model and body.get("model") != server.model:
                     msg = f"The model `{body.get('model')}` does not exist or you do not have access to it."
                     return self._error(404, msg)
+                wait = server._over_rate()
+                if wait is not None:
+                    return self._error(429, "Rate limit reached (test rate limiter)", retry_after_ms=f"{wait * 1000:.0f}")
                 rule = server._take_rule(body)
                 if server.latency_s:
                     time.sleep(server.latency_s)
@@ -315,11 +340,13 @@ class ServerProcess:
     Args:
         latency_s: fixed delay before every answer.
         reply: a name in `REPLIES` ("echo" or "score").
+        rate_limit_rps: as `OpenAIServer`'s (its `rate_limited` count is in `stats()`).
     """
 
-    def __init__(self, *, latency_s: float = 0.0, reply: str = "echo"):
+    def __init__(self, *, latency_s: float = 0.0, reply: str = "echo", rate_limit_rps: float | None = None):
         self.latency_s = latency_s
         self.reply = reply
+        self.rate_limit_rps = rate_limit_rps
         self.proc: subprocess.Popen[str] | None = None
         self.port = 0
 
@@ -329,6 +356,8 @@ class ServerProcess:
 
     def start(self) -> ServerProcess:
         cmd = [sys.executable, __file__, "--latency", str(self.latency_s), "--reply", self.reply]
+        if self.rate_limit_rps is not None:
+            cmd += ["--rate-limit-rps", str(self.rate_limit_rps)]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline() if self.proc.stdout else ""
         if not line.startswith("PORT "):
@@ -362,8 +391,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--latency", type=float, default=0.0)
     ap.add_argument("--reply", choices=sorted(REPLIES), default="echo")
+    ap.add_argument("--rate-limit-rps", type=float, default=None)
     args = ap.parse_args(argv)
-    server = OpenAIServer(REPLIES[args.reply], latency_s=args.latency, port=args.port)
+    server = OpenAIServer(REPLIES[args.reply], latency_s=args.latency, port=args.port,
+                          rate_limit_rps=args.rate_limit_rps)
     print(f"PORT {server.port}", flush=True)
     try:
         server._httpd.serve_forever()

@@ -163,40 +163,10 @@ def score_answers(
     if not dimensions:
         raise ValueError("score_answers: no dimensions given")
     df = _inputs(answers, corpus, questions)
-    names = [d.name for d in dimensions]
     records = df.to_dict("records")
     rows: list[dict[str, Any]] = []
     for judge in judges:
-        units: list[tuple[dict[str, Any], list[Dimension], int]] = []  # (answer row, dims, sample)
-        requests: list[llm.Request] = []
-        skipped: list[tuple[dict[str, Any], Dimension, int]] = []
-        for rec in records:
-            base_ctx = {
-                "question": str(rec["question"]),
-                "document": rec["_document"],
-                "answer": "" if _missing(rec["answer"]) else str(rec["answer"]),
-                "item_name": "" if _missing(rec["_item_name"]) else str(rec["_item_name"]),
-                "lang": dimensions[0].lang,
-            }
-            for s in range(judge.samples):
-                if _missing(rec["answer"]):
-                    skipped += [(rec, d, s) for d in dimensions]
-                    continue
-                if judge.all_dimensions:
-                    prompt, version = all_dimensions_prompt(
-                        dimensions, base_ctx["question"], base_ctx["document"], base_ctx["answer"]
-                    )
-                    ctx = {**base_ctx, "dimension": None, "dimensions": names}
-                    requests.append(llm.Request(({"role": "user", "content": prompt},), ctx, version, s))
-                    units.append((rec, dimensions, s))
-                else:
-                    for d in dimensions:
-                        prompt = d.fill(base_ctx["question"], base_ctx["document"], base_ctx["answer"])
-                        ctx = {**base_ctx, "dimension": d.name}
-                        requests.append(
-                            llm.Request(({"role": "user", "content": prompt},), ctx, d.template_version, s)
-                        )
-                        units.append((rec, [d], s))
+        units, requests, skipped = judge_requests(judge, records, dimensions)
         responses = judge.model.complete(
             requests, role="judging", desc=f"judging: {judge.name}", progress=progress
         ) if requests else []
@@ -221,6 +191,53 @@ def score_answers(
         out[c] = out[c].astype("float64")
     out["cached"] = out["cached"].astype(bool)
     return out
+
+
+Unit = tuple[dict[str, Any], list[Dimension], int]  # (answer row, dimensions of one call, sample)
+
+
+def judge_requests(
+    judge: Judge, records: list[dict[str, Any]], dimensions: list[Dimension]
+) -> tuple[list[Unit], list[llm.Request], list[tuple[dict[str, Any], Dimension, int]]]:
+    """One judge's calls over the answer rows of `_inputs(...)`: (units, requests, skipped).
+
+    `units[i]` is the (answer row, dimensions, sample) of `requests[i]`; `skipped` lists the
+    (row, dimension, sample) not judged because the answer is missing. `cube.batch` exports the
+    same requests, so a batch reply lands on the cache key the run looks up."""
+    names = [d.name for d in dimensions]
+    all_dimensions_version = all_dimensions_prompt(dimensions, "", "", "")[1]
+    offline = judge.model.offline
+    units: list[Unit] = []
+    requests: list[llm.Request] = []
+    skipped: list[tuple[dict[str, Any], Dimension, int]] = []
+    for rec in records:
+        base_ctx = {
+            "question": str(rec["question"]),
+            "document": rec["_document"],
+            "answer": "" if _missing(rec["answer"]) else str(rec["answer"]),
+            "item_name": "" if _missing(rec["_item_name"]) else str(rec["_item_name"]),
+            "lang": dimensions[0].lang,
+        }
+        for s in range(judge.samples):
+            if _missing(rec["answer"]):
+                skipped += [(rec, d, s) for d in dimensions]
+                continue
+            # An offline scorer reads `context` only: its prompt text is never built (no messages).
+            if judge.all_dimensions:
+                version = all_dimensions_version
+                messages = () if offline else ({"role": "user", "content": all_dimensions_prompt(
+                    dimensions, base_ctx["question"], base_ctx["document"], base_ctx["answer"])[0]},)
+                ctx = {**base_ctx, "dimension": None, "dimensions": names}
+                requests.append(llm.Request(messages, ctx, version, s))
+                units.append((rec, dimensions, s))
+            else:
+                for d in dimensions:
+                    messages = () if offline else ({"role": "user", "content": d.fill(
+                        base_ctx["question"], base_ctx["document"], base_ctx["answer"])},)
+                    ctx = {**base_ctx, "dimension": d.name}
+                    requests.append(llm.Request(messages, ctx, d.template_version, s))
+                    units.append((rec, [d], s))
+    return units, requests, skipped
 
 
 def _row(

@@ -1,0 +1,58 @@
+"""Adaptive concurrency against a rate-limited local server: share of the limit achieved, share of 429s.
+
+The server (tests/openai_server.py, a child process, keep-alive HTTP/1.1) answers after a fixed
+latency and rate-limits at R requests per second (a token bucket of 0.1 s; beyond it, HTTP 429
+with `retry-after-ms`). N distinct calls go through `cube.llm` at `max_concurrency` C (default 64,
+far above the R x latency the limit allows), so the client must find the right concurrency
+itself (cube/concurrency.py: AIMD). Printed: achieved calls/s over R, the 429s as a share of all
+requests, and the limit's course (peak in flight, lowest and final limit, cuts).
+
+    python benchmarks/adaptive_concurrency.py [--n 2000] [--rps 100] [--latency 0.1] [--concurrency 64]
+
+The last line is the headline figure: `adaptive_share_of_limit: <achieved / R>`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from openai_server import ServerProcess  # noqa: E402
+
+from cube.config import ModelSpec  # noqa: E402
+from cube.llm import Request, make_model  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--n", type=int, default=2000)
+    ap.add_argument("--rps", type=float, default=100.0)
+    ap.add_argument("--latency", type=float, default=0.1)
+    ap.add_argument("--concurrency", type=int, default=64)
+    args = ap.parse_args()
+    with ServerProcess(latency_s=args.latency, reply="score", rate_limit_rps=args.rps) as server:
+        spec = ModelSpec(model="m", base_url=server.url, max_concurrency=args.concurrency, min_concurrency=1,
+                         max_attempts=50, backoff_max_s=5, timeout_s=30)
+        model = make_model(spec)
+        requests = [Request(({"role": "user", "content": f"call {i}"},)) for i in range(args.n)]
+        t0, c0 = time.perf_counter(), time.process_time()
+        out = model.complete(requests, role="judging", progress=False)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        stats = server.stats()
+    ok = sum(r.ok for r in out)
+    total = stats["requests_total"]
+    print(f"{args.n} calls, {ok} ok, rate limit {args.rps:g}/s, latency {args.latency * 1000:.0f} ms, "
+          f"max_concurrency {args.concurrency} (ideal in flight {args.rps * args.latency:.0f})")
+    print(f"wall {wall:.1f} s, client CPU {cpu / args.n * 1000:.2f} ms per call")
+    print(f"concurrency: {model.concurrency}")
+    print(f"429_share_of_requests: {stats['rate_limited'] / max(total, 1):.3f} ({stats['rate_limited']} of {total})")
+    print(f"adaptive_share_of_limit: {ok / wall / args.rps:.2f}")
+
+
+if __name__ == "__main__":
+    main()

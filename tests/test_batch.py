@@ -1,0 +1,174 @@
+"""Batch judging round trip: export the pending calls, answer them as vLLM's run-batch or OpenAI's
+Batch API would, import the results, and the run judges with zero requests."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from urllib.request import Request as UrlRequest
+from urllib.request import urlopen
+
+import pytest
+
+from cube import batch, pipeline
+from cube.cli import main as cli
+from cube.notebook import open_run
+from tests.openai_server import OpenAIServer, score_reply
+
+PARAMS = """run: b
+lang: zh
+outputs_dir: {out}
+corpus: {{source: demo, n_items: 5, seed: 1}}
+questions: {{generator: template, seed: 1}}
+systems: [{{kind: builtin, name: bm25, top_n: 4}}]
+dimensions: [relevance, completeness]
+judges:
+  - {{name: llm, model: {{provider: openai, model: test-model, base_url: "{url}", max_tokens: 16}}}}
+  - {{name: rubric, model: {{provider: offline, model: rubric-strict}}}}
+"""
+
+
+def run_batch(requests: Path, results: Path, url: str, broken: set[int] = frozenset()) -> None:
+    """What `vllm run-batch` does with the file: each body to /v1/chat/completions, one output line each."""
+    out = []
+    for n, raw in enumerate(requests.read_text(encoding="utf-8").splitlines()):
+        line = json.loads(raw)
+        assert line["method"] == "POST" and line["url"] == "/v1/chat/completions"
+        if n in broken:
+            out.append({"id": f"r{n}", "custom_id": line["custom_id"], "response": None,
+                        "error": {"code": "server_error", "message": "model crashed"}})
+            continue
+        req = UrlRequest(url.removesuffix("/v1") + line["url"], data=json.dumps(line["body"]).encode(),
+                         headers={"Content-Type": "application/json"})
+        body = json.loads(urlopen(req).read())
+        out.append({"id": f"r{n}", "custom_id": line["custom_id"],
+                    "response": {"status_code": 200, "request_id": f"q{n}", "body": body}, "error": None})
+    results.write_text("".join(json.dumps(x) + "\n" for x in out), encoding="utf-8")
+
+
+@pytest.fixture
+def prepared(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with OpenAIServer(reply=score_reply) as server:
+        params = tmp_path / "p.yaml"
+        params.write_text(PARAMS.format(out=tmp_path / "out", url=server.url), encoding="utf-8")
+        run = open_run(params)
+        pipeline.corpus_stage(run)
+        pipeline.questions_stage(run)
+        pipeline.answers_stage(run)
+        yield params, run, server
+
+
+def test_export_import_then_the_run_judges_with_zero_requests(prepared, tmp_path):
+    params, run, server = prepared
+    requests = tmp_path / "calls.jsonl"
+    answers = run.load("answers")
+    n = batch.export_batch(params, requests)
+    judged = int(answers["answer"].notna().sum())
+    lines = [json.loads(x) for x in requests.read_text(encoding="utf-8").splitlines()]
+    # the LLM judge's calls only (2 dimensions; the offline judge makes none), identical calls once
+    # (a rag answer equal to the full one is the same call)
+    assert 0 < n == len(lines) == len({x["custom_id"] for x in lines}) <= judged * 2
+    assert {tuple(sorted(x)) for x in lines} == {("body", "custom_id", "method", "url")}
+    assert all(x["body"]["model"] == "test-model" and x["body"]["max_tokens"] == 16 and x["body"]["messages"]
+               for x in lines)
+    assert server.requests_total == 0  # exporting sends nothing
+
+    results = tmp_path / "results.jsonl"
+    run_batch(requests, results, server.url, broken={1})
+    with results.open("a", encoding="utf-8") as f:  # a line of another run: refused, named
+        f.write(json.dumps({"custom_id": "f" * 64, "response": {"status_code": 200, "body": {}}}) + "\n")
+    report = batch.import_batch(params, results)
+    assert report.stored == n - 1 and len(report.failed) == 1 and "model crashed" in report.failed[0]["reason"]
+    assert len(report.problems) == 1 and f"{results}: line {n + 1}" in report.problems[0]
+    failures = [json.loads(x) for x in (tmp_path / "results.failures.jsonl").read_text().splitlines()]
+    assert failures == report.failed and failures[0]["custom_id"] == lines[1]["custom_id"]
+
+    assert batch.export_batch(params, requests) == 1  # the failed call is still pending, and only it
+    assert json.loads(requests.read_text())["custom_id"] == lines[1]["custom_id"]
+    run_batch(requests, results, server.url)
+    assert batch.import_batch(params, results).stored == 1
+    assert batch.export_batch(params, requests) == 0
+
+    server.reset_stats()
+    scores = pipeline.scores_stage(run)
+    assert server.requests_total == 0
+    llm = scores[scores["judge"] == "llm"]
+    assert len(llm) == judged * 2 and llm["cached"].all() and (llm["error_kind"] == "").all()
+    assert llm["call_id"].nunique() == n
+    # the same scores as judging live (fresh cache)
+    from cube.judges import load_dimensions, make_judges, score_answers
+
+    live = score_answers(answers, [j for j in make_judges(run.params, None) if j.name == "llm"],
+                         load_dimensions(run.params, base_dir=Path.cwd()), run.load("corpus"),
+                         questions=run.load("questions"), progress=False)
+    key = ["question_id", "system", "set", "dimension"]
+    assert server.requests_total == n
+    merged = llm.merge(live, on=key, suffixes=("_batch", "_live"))
+    assert len(merged) == judged * 2 and (merged["score_batch"] == merged["score_live"]).all()
+
+
+def test_cli_export_and_import(prepared, tmp_path, capsys):
+    params, run, server = prepared
+    assert cli(["batch", "export", str(params), "--out", str(tmp_path / "c.jsonl")]) == 0
+    assert "pending call(s) written" in capsys.readouterr().out
+    run_batch(tmp_path / "c.jsonl", tmp_path / "r.jsonl", server.url)
+    (tmp_path / "bad.jsonl").write_text('{"custom_id": "nope"}\nnot json\n', encoding="utf-8")
+    assert cli(["batch", "import", str(params), str(tmp_path / "bad.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert "line 1: custom_id 'nope'" in err and "line 2: not JSON" in err
+    assert cli(["batch", "import", str(params), str(tmp_path / "r.jsonl")]) == 0
+    assert cli(["batch", "export", str(params), "--out", str(tmp_path / "c.jsonl")]) == 0
+    assert "nothing to export" in capsys.readouterr().out
+    assert cli(["batch", "export", str(params), "--stage", "02"]) == 2
+    assert "only 03" in capsys.readouterr().err
+
+
+def test_submit_status_fetch_through_a_local_batch_api(tmp_path, monkeypatch, capsys):
+    from tests.batch_server import BatchServer
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("BATCH_TEST_KEY", "sk-test-secret")
+    with BatchServer(reply=score_reply, fail_lines=frozenset({0})) as server:
+        params = tmp_path / "p.yaml"
+        text = PARAMS.format(out=tmp_path / "out", url=server.url).replace(
+            "  - {name: llm, model: {provider: openai, model: test-model, base_url: \"" + server.url
+            + "\", max_tokens: 16}}", "  - {name: llm, model: m}")
+        text += f"models:\n  m: {{provider: openai, model: test-model, base_url: \"{server.url}\", " \
+                "api_key_env: BATCH_TEST_KEY, max_tokens: 16}\n"
+        params.write_text(text, encoding="utf-8")
+        run = open_run(params)
+        for stage in (pipeline.corpus_stage, pipeline.questions_stage, pipeline.answers_stage):
+            stage(run)
+        calls = tmp_path / "calls.jsonl"
+        assert cli(["batch", "export", str(params), "--out", str(calls)]) == 0
+        n = len(calls.read_text().splitlines())
+        capsys.readouterr()
+        assert cli(["batch", "submit", str(params), str(calls), "--model", "m"]) == 0
+        batch_id = capsys.readouterr().out.split()[1]
+        assert server.files["file-1"] == calls.read_bytes()  # the uploaded file is the export
+        results = tmp_path / "results.jsonl"
+        assert cli(["batch", "fetch", str(params), batch_id, "--model", "m", "--out", str(results)]) == 2
+        assert "in_progress" in capsys.readouterr().err and not results.exists()  # not finished: nothing written
+        assert cli(["batch", "status", str(params), batch_id, "--model", "m"]) == 0
+        assert f"completed, {n - 1}/{n} completed, 1 failed" in capsys.readouterr().out
+        assert cli(["batch", "fetch", str(params), batch_id, "--model", "m", "--out", str(results)]) == 0
+        assert len(results.read_text().splitlines()) == n  # output and error lines
+        assert len(server.authorizations) >= 6 and set(server.authorizations) == {"Bearer sk-test-secret"}
+        assert cli(["batch", "import", str(params), str(results)]) == 0
+        out = capsys.readouterr()
+        assert f"{n - 1} replies stored" in out.out and "batch worker failed" in out.err
+        assert server.requests_total == 0 and server.batch_requests == n - 1
+        assert "sk-test-secret" not in results.read_text() + calls.read_text()
+
+
+def test_imported_replies_cost_batch_prices_when_given():
+    from cube.config import ModelSpec
+    from cube.endpoints import call_cost
+
+    spec = ModelSpec(model="m", base_url="http://127.0.0.1:1/v1", price_input_per_m=2.0, price_output_per_m=8.0)
+    assert batch._batch_spec(spec) is spec
+    cheap = spec.model_copy(update={"batch_price_input_per_m": 1.0, "batch_price_output_per_m": 4.0})
+    assert call_cost(batch._batch_spec(cheap), 1_000_000, 500_000) == pytest.approx(3.0)
+    assert call_cost(batch._batch_spec(spec.model_copy(update={"batch_price_output_per_m": 4.0})),
+                     1_000_000, 500_000) == pytest.approx(4.0)

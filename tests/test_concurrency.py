@@ -1,0 +1,82 @@
+"""Adaptive concurrency (AIMD): the limit halves on 429/timeouts once per window and grows back."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from cube.concurrency import AdaptiveLimit
+from cube.config import ModelSpec
+from cube.llm import Request, make_model
+from tests.openai_server import OpenAIServer
+
+
+def test_slow_start_then_cut_once_per_window_and_additive_growth_within_bounds():
+    lim = AdaptiveLimit(2, 16)
+    assert lim.limit == 4  # slow start
+    for _ in range(4):
+        lim.success()
+    assert lim.limit == 8  # +1 per answer before the first cut: doubles per window
+    for _ in range(100):
+        lim.success()
+    assert lim.limit == 16  # never above max_concurrency
+    lim.congested()
+    assert lim.limit == pytest.approx(16 * 0.7) and lim.cuts == 1
+    lim.congested()  # the same window's other 429s: no second cut
+    assert lim.cuts == 1
+    before = lim.limit
+    lim.success()
+    assert lim.limit == pytest.approx(before + 1 / before)  # additive increase after a cut
+    for _ in range(20):
+        lim._since_cut = 100  # a window of calls returned
+        lim.congested()
+    assert lim.limit == 2 and lim.lowest == 2  # never below min_concurrency
+    assert AdaptiveLimit(8, 8).limit == 8 and AdaptiveLimit(1, 2).limit == 2
+    with pytest.raises(ValueError, match="min_concurrency"):
+        AdaptiveLimit(5, 4)
+
+
+def test_at_most_limit_calls_in_flight_and_waiters_wake_up():
+    async def main() -> AdaptiveLimit:
+        lim = AdaptiveLimit(1, 4)
+        lim.limit = 3.0
+        now = 0
+        most = 0
+
+        async def one() -> None:
+            nonlocal now, most
+            async with lim:
+                now += 1
+                most = max(most, now)
+                await asyncio.sleep(0.001)
+                now -= 1
+        await asyncio.gather(*(one() for _ in range(50)))
+        assert most == 3
+        return lim
+
+    lim = asyncio.run(main())
+    assert lim.peak == 3 and lim.in_flight == 0
+
+
+def test_a_rate_limited_endpoint_cuts_the_limit_and_every_call_succeeds():
+    with OpenAIServer(reply=lambda body: "Score: 7", latency_s=0.02, rate_limit_rps=100) as server:
+        spec = ModelSpec(model="m", base_url=server.url, max_concurrency=32, min_concurrency=2,
+                         max_attempts=20, backoff_max_s=2)
+        model = make_model(spec)
+        requests = [Request(({"role": "user", "content": f"q{i}"},)) for i in range(150)]
+        out = model.complete(requests, role="judging", progress=False)
+    assert all(r.ok for r in out)
+    c = model.concurrency
+    assert c["cuts"] >= 1 and c["lowest_limit"] < 32 and c["min"] == 2 and c["max"] == 32
+    assert server.rate_limited >= 1 and server.requests_total == 150 + server.rate_limited
+
+
+def test_without_pushback_the_limit_stays_at_max_concurrency():
+    with OpenAIServer(reply=lambda body: "ok", latency_s=0.05) as server:
+        model = make_model(ModelSpec(model="m", base_url=server.url, max_concurrency=8))
+        out = model.complete([Request(({"role": "user", "content": f"q{i}"},)) for i in range(40)],
+                             role="judging", progress=False)
+    assert all(r.ok for r in out)
+    assert model.concurrency["cuts"] == 0 and model.concurrency["final_limit"] == 8
+    assert server.max_in_flight == model.concurrency["peak_in_flight"] == 8
