@@ -21,6 +21,9 @@ def test_validate_prints_resolved_params_or_names_the_bad_key(tmp_path, capsys):
     good.write_text(yaml.safe_dump({"run": "x", "judges": [
         {"name": "r", "model": {"provider": "offline", "model": "rubric-strict"}}]}), encoding="utf-8")
     assert main(["validate", str(good)]) == 0
+    out = capsys.readouterr().out
+    assert "trim_proportion" not in out and out.strip().splitlines()[-1].startswith("validate: OK")
+    assert main(["validate", str(good), "--print"]) == 0
     assert "trim_proportion: 0.1" in capsys.readouterr().out
     bad = tmp_path / "bad.yaml"
     bad.write_text("run: x\njudges: []\nanalysis: {trim: 0.2}\n", encoding="utf-8")
