@@ -264,8 +264,8 @@ def test_published_run_has_no_absolute_path_no_remote_script_and_a_header_on_eve
     data = yaml.safe_load(params.read_text())
     data["corpus"] = {"seed": 5}
     params.write_text(yaml.safe_dump(data), encoding="utf-8")
-    from cube.report import publish
     from cube.config import RunPaths, load_params
+    from cube.report import publish
 
     publish(load_params(params), RunPaths.for_params(load_params(params)), notebooks_dir=ROOT / "notebooks")
     index = (run / "report" / "index.html").read_text(encoding="utf-8")

@@ -42,7 +42,8 @@ def test_a_failing_rerun_leaves_the_last_good_run_byte_identical(tmp_path, monke
 
     broken = _params(tmp_path, tmp_path / "missing.csv", "broken.yaml")
     failed = execute_run(broken, only="00..01", log=lambda _: None)
-    assert [s.status for s in failed.stages] == ["executed", "failed"] and not failed.ok and not failed.committed
+    # 00 reads no params (per-stage fingerprints): up to date; 01 reads the corpus and fails
+    assert [s.status for s in failed.stages] == ["up to date", "failed"] and not failed.ok and not failed.committed
     assert "missing.csv" in failed.stages[1].error
     assert _snapshot(root) == before  # params, results, manifest, data, tables, notebooks, pages, index
     last = (root / "report" / "last_run.html").read_text(encoding="utf-8")
