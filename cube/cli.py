@@ -5,6 +5,7 @@
     cube validate PARAMS.yaml [--print]              check a params file and every data file it names
     cube example-kb PATH                             write the synthetic long-format example spreadsheet
     cube annotate PARAMS.yaml [--out FILE]           export the human annotation sheet
+    cube sweep PARAMS.yaml --grid key=v1,v2 ...      one run per combination, plus an index linking them
     cube params-reference                            print the params reference (Markdown)
 """
 
@@ -100,6 +101,17 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--overwrite", action="store_true",
                    help="replace an existing sheet (by default it is kept: raters may be filling it in)")
 
+    sw = sub.add_parser("sweep", help="run one evaluation per combination of params values, plus an index",
+                        description="Apply each combination of the --grid values to the params file (validated like "
+                        "the file), give it its own run name <run>__<key>-<value>..., execute it as `cube run` does "
+                        "(outputs/<run>__<key>-<value>/), and write outputs/<run>__sweep/index.html linking every "
+                        "run's report with its values, CuBE score and verdict.")
+    sw.add_argument("params", type=Path, help="params YAML file the sweep starts from")
+    sw.add_argument("--grid", action="append", required=True, metavar="KEY=V1,V2",
+                    help="a params key path and its values, e.g. corpus.seed=1,2,3 (repeat for a grid)")
+    sw.add_argument("--only", metavar="SEL", help="notebooks to run in each combination (as for `cube run`)")
+    sw.add_argument("--force", action="store_true", help="re-execute the selected stages even if up to date")
+
     sub.add_parser("params-reference", help="print the params reference generated from the schema (Markdown)")
     return p
 
@@ -191,6 +203,11 @@ def _main(args: argparse.Namespace) -> int:
             if kept:
                 print(f"annotate: kept the existing sheet ({len(kept)} file(s)): raters may be filling it in; "
                       "pass --overwrite to replace it")
+            return 0
+        if args.command == "sweep":
+            from cube.sweep import run_sweep
+
+            print(f"sweep: {display_path(run_sweep(args.params, args.grid, only=args.only, force=args.force))}")
             return 0
         if args.command == "params-reference":
             from cube.params_doc import params_reference

@@ -270,3 +270,20 @@ def test_published_run_has_no_absolute_path_no_remote_script_and_a_header_on_eve
     publish(load_params(params), RunPaths.for_params(load_params(params)), notebooks_dir=ROOT / "notebooks")
     index = (run / "report" / "index.html").read_text(encoding="utf-8")
     assert index.count("out of date") >= 1 and 'class="stale"' in index
+
+
+def test_sweep_runs_one_folder_per_combination_and_links_them(tmp_path, monkeypatch):
+    from cube.sweep import parse_grid, run_sweep
+
+    monkeypatch.chdir(ROOT)
+    params = _write(tmp_path, "p.yaml", {"run": "sw", "outputs_dir": str(tmp_path / "out"), "judges": JUDGES})
+    index = run_sweep(params, ["corpus.n_items=6,8"], only="01", log=lambda _: None)
+    assert index == tmp_path / "out" / "sw__sweep" / "index.html"
+    for n in (6, 8):
+        run = tmp_path / "out" / f"sw__n_items-{n}"
+        assert len(pd.read_parquet(run / "data" / "corpus.parquet")) == n
+        assert f'href="../sw__n_items-{n}/report/index.html"' in index.read_text(encoding="utf-8")
+    with pytest.raises(ParamsError, match="cannot read"):
+        parse_grid(["corpus.seed", "=1"])
+    with pytest.raises(ParamsError, match="corpus.n_item: unknown key"):
+        run_sweep(params, ["corpus.n_item=6"], log=lambda _: None)
