@@ -22,10 +22,12 @@ MAX_ROWS = 200
 KEEP = {"id": "ID", "sd": "SD", "ci": "CI", "llm": "LLM", "bm25": "BM25", "r@k": "R@k", "cube": "CuBE", "w": "W",
         "ndcg": "nDCG", "mrr": "MRR", "bleu": "BLEU", "rouge": "ROUGE", "kb": "KB", "n": "n", "qa": "QA",
         "icc": "ICC", "p": "p", "rag": "rag", "top": "top"}
+# `!important`: JupyterLab's and nbconvert's own table styles right-align every cell.
 STYLE = ("<style>.cube-table{border-collapse:collapse;font-size:.9rem;margin:.4em 0}"
-         ".cube-table th,.cube-table td{border:1px solid #d9dde3;padding:4px 8px;vertical-align:top;text-align:left}"
-         ".cube-table th{background:#eef1f5}.cube-table td.num{text-align:right;font-variant-numeric:tabular-nums;"
-         "white-space:nowrap}.cube-table td.text{white-space:pre-wrap;max-width:42em;overflow-wrap:anywhere}"
+         ".cube-table th,.cube-table td{border:1px solid #d9dde3;padding:4px 8px;vertical-align:top;"
+         "text-align:left!important}.cube-table th{background:#eef1f5}.cube-table td.num{text-align:right!important;"
+         "font-variant-numeric:tabular-nums;white-space:nowrap}.cube-table td.text{white-space:pre-wrap;"
+         "max-width:42em;overflow-wrap:anywhere}"
          ".cube-table caption{caption-side:bottom;color:#5b6472;text-align:left;font-size:.85rem}</style>")
 
 
