@@ -209,6 +209,13 @@ def _run_stages(params: Params, params_path: Path, paths: RunPaths, notebooks: l
                 todo += stage_spec(s, [x for x in stems if x < s]).inputs
         return False
 
+    feeds_decision: set[str] = set()  # the stages whose data the decision is computed from
+    todo = list(stage_spec(DECISION_STAGE, stems).inputs)
+    while todo:
+        s = todo.pop()
+        if s not in feeds_decision:
+            feeds_decision.add(s)
+            todo += stage_spec(s, [x for x in stems if x < s]).inputs
     # The parameters the notebooks receive: paths relative to the project root (the executed
     # notebooks are published); the staging folder is named by an environment variable.
     injected = {"params_path": _param_path(params_path, root), "run_dir": _param_path(paths.root.parent, root)}
@@ -227,7 +234,7 @@ def _run_stages(params: Params, params_path: Path, paths: RunPaths, notebooks: l
             t0 = time.perf_counter()
             prints.pop(nb.name, None)
             executed.add(nb.stem)
-            if nb.stem == DECISION_STAGE or reads_executed(DECISION_STAGE):  # stale until 06 runs again
+            if nb.stem == DECISION_STAGE or nb.stem in feeds_decision:  # stale until 06 runs again
                 _forget_decision(paths)
             try:
                 # Progress bars go to the terminal of `cube run`, not into the published pages: the

@@ -46,3 +46,32 @@ def test_params_reference_is_markdown(capsys):
     assert main(["params-reference"]) == 0
     out = capsys.readouterr().out
     assert "| `trim_proportion` |" in out and "#### `judges[]`" in out
+
+
+def test_report_and_validate_help_describe_themselves(capsys):
+    import pytest
+
+    for command, words in (("report", "without executing anything"), ("validate", "Ends with one line")):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        out = " ".join(capsys.readouterr().out.split())
+        assert words in out, command
+
+
+def test_annotate_on_an_existing_sheet_says_it_kept_it(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    params = tmp_path / "p.yaml"
+    params.write_text(yaml.safe_dump({"run": "kept", "judges": [
+        {"name": "r", "model": {"provider": "offline", "model": "rubric-strict"}}]}), encoding="utf-8")
+    sheet = tmp_path / "outputs" / "kept" / "annotation" / "annotation_sheet.csv"
+    sheet.parent.mkdir(parents=True)
+    sheet.write_text("question_id,relevance.c1\nq1,2\n", encoding="utf-8")
+    import os
+    import time
+
+    old = time.time() - 60
+    os.utime(sheet, (old, old))
+    assert main(["annotate", str(params)]) == 0
+    out = capsys.readouterr().out
+    assert "outputs/kept/annotation/annotation_sheet.csv" in out and "kept the existing sheet" in out
+    assert "--overwrite" in out and sheet.read_text(encoding="utf-8").endswith("q1,2\n")
