@@ -156,6 +156,10 @@ def execute_run(params_path: str | Path, *, notebooks_dir: Path | None = None, o
         published = RunPaths(root=published.root, cache=resolve(params.cache_path, root))
     notebooks = list_notebooks(notebooks_dir or default_notebooks_dir())
     chosen = set(select_notebooks(notebooks, only))
+    if not force:  # a copied params file that kept the `run:` name never replaces another's data silently
+        from cube.stages import check_run_folder
+
+        check_run_folder(published.data, params, display_path(params_path, root), display_path(published.root, root))
     with run_lock(published.root, log=log):
         finish_interrupted_commit(published.root, log=log)
         staging = prepare_staging(published.root, params_to_yaml(params), log=log)

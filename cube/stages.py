@@ -261,3 +261,23 @@ def check_provenance(data_dir: Path, name: str, params: Params, params_file: str
             f"that differ from {params_file!r} in: {', '.join(differing)}. Not mixing them: re-run {stage} "
             f"with these params (`cube run {params_file} --only {stage[:2]}..` or --force), or give this params "
             "file its own `run:` name.")
+
+
+def check_run_folder(data_dir: Path, params: Params, params_file: str, run_label: str) -> None:
+    """Before `cube run`: refuse a run folder whose data another params file produced with other
+    values (a copied params file that kept the `run:` name), naming every differing key; the same
+    params file, edited, simply re-runs the stages its edit touches."""
+    problems = []
+    for name, entry in sorted(read_provenance(data_dir).items()):
+        other = entry.get("params_file")
+        if other == params_file:
+            continue
+        recorded = entry.get("params", {})
+        differing = diff_keys(recorded, section_values(params, list(recorded)))
+        if differing:
+            problems.append(f"data/{name}.parquet (from {other!r}): {', '.join(differing)}")
+    if problems:
+        raise ParamsMismatchError(
+            f"{run_label}: this run folder holds data produced by another params file with other values; "
+            f"{params_file!r} differs in: " + "; ".join(problems) + ". Not replacing them silently: give "
+            f"{params_file!r} its own `run:` name, or pass --force to re-run every stage with it in this folder.")

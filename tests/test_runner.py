@@ -3,10 +3,12 @@
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
 from cube.demo_corpus import generate_demo_corpus
 from cube.report import execute_run
+from cube.stages import ParamsMismatchError
 
 ROOT = Path(__file__).resolve().parents[1]
 JUDGES = [{"name": "r", "model": {"provider": "offline", "model": "rubric-strict"}}]
@@ -41,9 +43,10 @@ def test_a_failing_rerun_leaves_the_last_good_run_byte_identical(tmp_path, monke
             "tables/paper_table4_reproduced.csv"} <= set(before)
 
     broken = _params(tmp_path, tmp_path / "missing.csv", "broken.yaml")
-    failed = execute_run(broken, only="00..01", log=lambda _: None)
-    # 00 reads no params (per-stage fingerprints): up to date; 01 reads the corpus and fails
-    assert [s.status for s in failed.stages] == ["up to date", "failed"] and not failed.ok and not failed.committed
+    with pytest.raises(ParamsMismatchError, match=r"corpus.path"):  # another params file, same `run:` name
+        execute_run(broken, only="00..01", log=lambda _: None)
+    failed = execute_run(broken, only="00..01", force=True, log=lambda _: None)
+    assert [s.status for s in failed.stages] == ["executed", "failed"] and not failed.ok and not failed.committed
     assert "missing.csv" in failed.stages[1].error
     assert _snapshot(root) == before  # params, results, manifest, data, tables, notebooks, pages, index
     last = (root / "report" / "last_run.html").read_text(encoding="utf-8")
