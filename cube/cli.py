@@ -2,9 +2,10 @@
 
     cube run PARAMS.yaml [--only 03..06] [--force]   execute the notebooks, publish the report
     cube report PARAMS.yaml                          re-export HTML and index.html only
-    cube validate PARAMS.yaml                        check a params file and every data file it names
+    cube validate PARAMS.yaml [--print]              check a params file and every data file it names
     cube example-kb PATH                             write the synthetic long-format example spreadsheet
     cube annotate PARAMS.yaml [--out FILE]           export the human annotation sheet
+    cube sweep PARAMS.yaml --grid key=v1,v2 ...      one run per combination, plus an index linking them
     cube params-reference                            print the params reference (Markdown)
     cube batch export|import|submit|status|fetch     judge through a batch API (cube/batch.py)
 """
@@ -12,12 +13,16 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 from pathlib import Path
 
 from cube.config import Params, ParamsError, RunPaths, load_params, params_to_yaml
 from cube.notebook import MissingStageError
+from cube.project import ROOT_ENV, display_path, find_marked_root, project_root, resolve, working_dir
 from cube.runstate import RunInterrupted, RunLocked, interrupts_raise
+from cube.stages import ParamsMismatchError
 
 EPILOG = """examples:
   cube run params/default.yaml                 the whole sequence, offline, on the demo corpus
@@ -54,18 +59,27 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--no-preflight", action="store_true",
                    help="skip the start-of-run check of key variables and LLM endpoints (e.g. a fully cached re-run)")
 
-    rep = sub.add_parser("report", help="re-export the executed notebooks to HTML and rewrite index.html")
-    rep.add_argument("params", type=Path)
+    rep = sub.add_parser("report", help="re-export the executed notebooks to HTML and rewrite index.html",
+                         description="Publish outputs/<run>/report/ from what the run folder holds, without executing "
+                         "anything: every executed notebook in outputs/<run>/notebooks/ (written by `cube run`, or saved "
+                         "there by papermill) becomes a page with and without code, each with a header linking the "
+                         "index and the previous/next page, and index.html lists the decision, the pages and every "
+                         "table and figure grouped by page, out-of-date ones marked. The pages load nothing from the "
+                         "network: the report folder can be sent and read offline.")
+    rep.add_argument("params", type=Path, help="params YAML file of the run (e.g. params/default.yaml)")
 
     v = sub.add_parser("validate", help="check a params file, its key variables and every data file it names",
                        description="Check a params file, print it resolved, check that every key variable the run "
                        "needs is set (and, with --check-endpoints, that each LLM endpoint answers), then load the "
                        "knowledge base, the question file and imported QA files as a run would, and report EVERY "
                        "problem at once (file, row, column): path, format, sheet, encoding, field keys, mapped and "
-                       "grouping columns, doc_id uniqueness, empty and exact-duplicate documents. Ends with a "
-                       "one-line summary; exits 2 on any error. Relative paths are read from the current folder, "
-                       "as `cube run` does.")
-    v.add_argument("params", type=Path)
+                       "grouping columns, doc_id uniqueness, empty and exact-duplicate documents. Ends with one line: "
+                       "`validate: OK: ...` or `validate: FAILED: ...`; exits 2 on any error. Relative paths inside the "
+                       "params are read from the project root (the folder with pyproject.toml and cube/), as `cube "
+                       "run` and the notebooks do.")
+    v.add_argument("params", type=Path, help="params YAML file to check")
+    v.add_argument("--print", action="store_true", dest="print_params",
+                   help="also print the resolved params (every default filled in) as YAML")
     v.add_argument("--check-endpoints", action="store_true",
                    help="also send one tiny request to each LLM endpoint (reports 401, refused, unknown model...)")
     v.add_argument("--timeout", type=float, default=10.0, help="seconds per endpoint check (default 10)")
@@ -87,6 +101,17 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--raters", nargs="*", default=None, help="rater ids: one row per rater and item")
     a.add_argument("--overwrite", action="store_true",
                    help="replace an existing sheet (by default it is kept: raters may be filling it in)")
+
+    sw = sub.add_parser("sweep", help="run one evaluation per combination of params values, plus an index",
+                        description="Apply each combination of the --grid values to the params file (validated like "
+                        "the file), give it its own run name <run>__<key>-<value>..., execute it as `cube run` does "
+                        "(outputs/<run>__<key>-<value>/), and write outputs/<run>__sweep/index.html linking every "
+                        "run's report with its values, CuBE score and verdict.")
+    sw.add_argument("params", type=Path, help="params YAML file the sweep starts from")
+    sw.add_argument("--grid", action="append", required=True, metavar="KEY=V1,V2",
+                    help="a params key path and its values, e.g. corpus.seed=1,2,3 (repeat for a grid)")
+    sw.add_argument("--only", metavar="SEL", help="notebooks to run in each combination (as for `cube run`)")
+    sw.add_argument("--force", action="store_true", help="re-execute the selected stages even if up to date")
 
     sub.add_parser("params-reference", help="print the params reference generated from the schema (Markdown)")
 
@@ -114,6 +139,32 @@ def _preflight(params: Params, *, endpoints: bool | None, timeout_s: float = 10.
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    params_file = getattr(args, "params", None)
+    for name in ("params", "notebooks", "outputs", "out", "path"):  # paths typed on the command line are
+        if isinstance(getattr(args, name, None), Path):              # read from the current folder
+            setattr(args, name, getattr(args, name).resolve())
+    # Everything else (outputs, paths inside params) is read from the project root: the nearest folder
+    # with pyproject.toml and cube/ above the current folder, else above the params file, else here.
+    root = project_root() if (os.environ.get(ROOT_ENV) or find_marked_root()) else \
+        (find_marked_root(args.params.parent) if isinstance(params_file, Path) else None) or Path.cwd()
+    with working_dir(root), _root_env(root):
+        return _main(args)
+
+
+@contextlib.contextmanager
+def _root_env(root: Path):
+    old = os.environ.get(ROOT_ENV)
+    os.environ[ROOT_ENV] = str(root)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(ROOT_ENV, None)
+        else:
+            os.environ[ROOT_ENV] = old
+
+
+def _main(args: argparse.Namespace) -> int:
     try:
         if args.command == "run":
             if not args.no_preflight and _preflight(load_params(args.params), endpoints=None):
@@ -123,15 +174,17 @@ def main(argv: list[str] | None = None) -> int:
             from cube.report import publish
 
             params = load_params(args.params)
-            print(f"report: {publish(params, RunPaths.for_params(params))}")
+            paths = RunPaths.for_params(params, resolve(params.outputs_dir))
+            print(f"report: {display_path(publish(params, paths))}")
             return 0
         if args.command == "validate":
             from cube.validate import validate_data
 
             params = load_params(args.params)
-            print(params_to_yaml(params), end="")
+            if args.print_params:
+                print(params_to_yaml(params), end="")
             problems = _preflight(params, endpoints=args.check_endpoints, timeout_s=args.timeout)
-            data = validate_data(params, Path.cwd())
+            data = validate_data(params, project_root())
             print("\n".join(data.lines()))
             return 0 if data.ok and not problems else 2
         if args.command == "example-kb":
@@ -140,11 +193,26 @@ def main(argv: list[str] | None = None) -> int:
             print(write_example_kb(args.path, seed=args.seed))
             return 0
         if args.command == "annotate":
+            import time
+
             from cube.pipeline import export_annotation
 
             params = load_params(args.params)
-            for path in export_annotation(params, out=args.out, raters=args.raters, overwrite=args.overwrite):
-                print(path)
+            started = time.time() - 1
+            paths = RunPaths.for_params(params, resolve(params.outputs_dir))
+            written = export_annotation(params, out=args.out, raters=args.raters, overwrite=args.overwrite,
+                                        paths=paths)
+            kept = [p for p in written if p.stat().st_mtime < started]
+            for path in written:
+                print(display_path(path))
+            if kept:
+                print(f"annotate: kept the existing sheet ({len(kept)} file(s)): raters may be filling it in; "
+                      "pass --overwrite to replace it")
+            return 0
+        if args.command == "sweep":
+            from cube.sweep import run_sweep
+
+            print(f"sweep: {display_path(run_sweep(args.params, args.grid, only=args.only, force=args.force))}")
             return 0
         if args.command == "batch":
             from cube.batch_cli import batch_main
@@ -161,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     except ParamsError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    except (FileNotFoundError, ValueError, MissingStageError) as err:
+    except (FileNotFoundError, ValueError, MissingStageError, ParamsMismatchError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     return 1

@@ -1,35 +1,55 @@
 """What a notebook needs from a run: its params, its paths, and saving what it shows.
 
-Each notebook opens with `run = cube.notebook.open_run(params_path, run_dir)`, then every
-table it displays goes through `run.table(name, df)` (written to `tables/<name>.csv`) and every
-figure through `run.figure(name, fig)` (written to `figures/<name>.png`), so the published
-files and the rendered report never disagree. `run.require(...)` stops a notebook that is run
-before the stage producing its inputs, naming the stage to run first.
+Each notebook opens with the parameters cell `PARAMETERS_CELL` (papermill: `-p params_path ...`,
+`-p overrides '["corpus.seed=3"]'`), then `run = open_run(params_path, run_dir, overrides)`. Every
+table it displays goes through `run.table(name, df)` (written to `tables/<name>.csv`, shown formatted
+for people by `cube.display`) and every figure through `run.figure(name, fig)` (written to
+`figures/<name>.png`), so the published files and the rendered report never disagree.
+`run.require(...)` stops a notebook run before the stages producing its inputs, naming every
+stage to run first, in order. `run.load(...)` stops when the data were produced under other params
+(`cube.stages.ParamsMismatchError`, naming the differing keys).
+
+Paths resolve against the project root (`cube.project`), so a notebook runs the same from the
+repository root, from `notebooks/` (JupyterLab, nbconvert) and under papermill or `cube run`. A notebook
+run alone writes into the run folder exactly as under `cube run`; `cube report` then publishes it when
+its executed copy is saved as `outputs/<run>/notebooks/<name>.ipynb` (see README, "papermill").
 """
 
 from __future__ import annotations
 
+import json
+import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from cube.config import Params, RunPaths, load_params, record_results, write_resolved_params
+from cube.config import Params, ParamsError, RunPaths, record_results, write_resolved_params
+from cube.display import table as shown_table
+from cube.project import display_path, find_marked_root, project_root, resolve
 from cube.runstate import STAGING
+from cube.stages import STAGES, check_provenance, record_provenance
 
 # Which notebook writes which data file: used to tell a reader what to run first.
-PRODUCED_BY = {
-    "corpus": "01_dataset_prep",
-    "questions": "02_qa_sets",
-    "answers": "02_qa_sets",
-    "scores": "03_scoring_sets",
-    "human_ratings": "07_human_agreement",
-}
+PRODUCED_BY = {name: stage for stage, spec in STAGES.items() for name in spec.writes if name != "questions_failed"}
+STAGING_ENV = "CUBE_STAGING_DIR"  # set by `cube run`: the staging folder its kernels write into
+
+# The one parameters cell of every notebook (`apply_parameters_cell` writes it into each of them).
+PARAMETERS_CELL = """\
+# Parameters (papermill: -p NAME VALUE; `papermill --help-notebook NOTEBOOK` lists them).
+# Relative paths are read from the project root (the folder with pyproject.toml), wherever this runs.
+# Example: papermill NB OUT -p overrides '["corpus.seed=3", "analysis.trim_proportion=0.2"]'
+params_path: str = "params/default.yaml"  # params YAML file of the run
+run_dir: "Optional[str]" = None  # run folder; None means outputs/<run> of the params
+overrides: "Union[list, dict, None]" = None  # params changes: key.path strings or a mapping, validated like the file
+"""
+PARAMETER_NAMES = ("params_path", "run_dir", "overrides")
 
 
 class MissingStageError(RuntimeError):
-    """A notebook's input file is missing: the message says which notebook to run first."""
+    """A notebook's input file is missing: the message names every stage to run first, in order."""
 
 
 @dataclass
@@ -44,12 +64,31 @@ class Run:
     def root(self) -> Path:
         return self.paths.root
 
-    def table(self, name: str, df: pd.DataFrame, index: bool | None = None) -> pd.DataFrame:
-        """Write `tables/<name>.csv` and return the frame for display."""
+    @property
+    def base_dir(self) -> Path:
+        """Where relative paths inside the params are read from (the project root)."""
+        return project_root()
+
+    @property
+    def label(self) -> str:
+        """The run folder as shown in messages: relative to the project root, never a staging copy."""
+        shown = self.root.parent if self.root.name == STAGING else self.root
+        return display_path(shown)
+
+    @property
+    def params_label(self) -> str:
+        return display_path(self.params_path)
+
+    def shown_path(self, path: str | Path) -> str:
+        """A path as outputs show it: relative to the project root, never the local folder layout."""
+        return display_path(path)
+
+    def table(self, name: str, df: pd.DataFrame, index: bool | None = None, digits: int = 2) -> pd.DataFrame:
+        """Write `tables/<name>.csv` (raw values) and return the frame, displayed for people."""
         self.paths.tables.mkdir(parents=True, exist_ok=True)
         keep_index = index if index is not None else not isinstance(df.index, pd.RangeIndex)
         df.to_csv(self.paths.tables / f"{name}.csv", index=keep_index)
-        return df
+        return shown_table(df, digits)
 
     def figure(self, name: str, fig: Any) -> Any:
         """Write `figures/<name>.png` (150 dpi) and return that PNG for display, so the notebook,
@@ -58,8 +97,8 @@ class Run:
 
         self.paths.figures.mkdir(parents=True, exist_ok=True)
         path = self.paths.figures / f"{name}.png"
-        fig.savefig(path, dpi=150, bbox_inches="tight")
-        return Image(filename=str(path))
+        fig.savefig(path, dpi=150, bbox_inches="tight", metadata={"Software": None})
+        return Image(data=path.read_bytes(), format="png")
 
     def record(self, **figures: Any) -> dict[str, Any]:
         """Merge headline figures into `results.json`."""
@@ -72,46 +111,128 @@ class Run:
         return self.data_path(name).exists()
 
     def require(self, *names: str) -> None:
-        """Raise `MissingStageError` naming the notebook to run first for each missing file."""
+        """Raise `MissingStageError` naming every stage to run first, in order: the producers of
+        the missing files and, transitively, the producers of their own missing inputs."""
         missing = [n for n in names if not self.has(n)]
-        if missing:
-            stages = sorted({PRODUCED_BY.get(n, "an earlier notebook") for n in missing})
-            shown = self.root.parent if self.root.name == STAGING else self.root  # the run, not its staging copy
-            raise MissingStageError(
-                f"{shown}: missing {', '.join(f'data/{n}.parquet' for n in missing)}. "
-                f"Run {' and '.join(stages)} first (or `cube run {self.params_path}` for the whole sequence)."
-            )
+        if not missing:
+            return
+        stages: set[str] = set()
+        todo = [PRODUCED_BY.get(n, "an earlier notebook") for n in missing]
+        while todo:
+            stage = todo.pop()
+            if stage in stages:
+                continue
+            stages.add(stage)
+            for inp in STAGES.get(stage, None).inputs if stage in STAGES else ():
+                if any(not self.has(w) for w in STAGES[inp].writes if w != "questions_failed"):
+                    todo.append(inp)
+        ordered = sorted(stages)
+        raise MissingStageError(
+            f"{self.label}: missing {', '.join(f'data/{n}.parquet' for n in missing)}. "
+            f"Run {', '.join(ordered[:-1]) + ' and ' + ordered[-1] if len(ordered) > 1 else ordered[0]} first, in "
+            f"this order (or `cube run {self.params_label}` for the whole sequence).")
 
     def load(self, name: str) -> pd.DataFrame:
         self.require(name)
+        check_provenance(self.paths.data, name, self.params, self.params_label, self.label)
         return pd.read_parquet(self.data_path(name))
 
     def save(self, name: str, df: pd.DataFrame) -> Path:
-        """Write `data/<name>.parquet` atomically (a killed run never leaves half a file)."""
+        """Write `data/<name>.parquet` atomically (a killed run never leaves half a file), recording
+        which params produced it (`data/.provenance.json`)."""
         path = self.data_path(name)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".parquet.tmp")
         df.to_parquet(tmp, index=False)
         tmp.replace(path)
+        record_provenance(self.paths.data, name, self.params, self.params_label)
         return path
 
 
-def open_run(params_path: str | Path, run_dir: str | Path | None = None) -> Run:
-    """Load params and prepare the run directory. `run_dir` defaults to `outputs/<run>`.
+def _kernel_namespace() -> dict[str, Any] | None:
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
+    return getattr(shell, "user_ns", None) if shell is not None else None
 
-    Relative paths are resolved against the current directory; papermill notebooks get
-    absolute paths from `cube run`."""
-    params = load_params(params_path)
-    paths = RunPaths.for_params(params)
+
+def _refuse_injected_params_keys() -> None:
+    """`papermill NB OUT -f params.yaml` injects the YAML's keys as variables and would silently
+    run on the default params: refuse it, naming the keys and the right way."""
+    ns = _kernel_namespace()
+    if not ns:
+        return
+    plain = (str, int, float, bool, list, dict, type(None))  # what papermill injects (modules etc. are not)
+    injected = [k for k in Params.model_fields if k in ns and isinstance(ns[k], plain)]
+    if injected:
+        raise ParamsError(
+            f"this notebook received params keys as papermill parameters ({', '.join(sorted(injected))}), probably "
+            "from `papermill -f PARAMS.yaml`; they would be ignored. Pass the params file with "
+            "`-p params_path PARAMS.yaml` and changes with `-p overrides '[\"corpus.seed=3\"]'`.")
+
+
+def open_run(params_path: str | Path = "params/default.yaml", run_dir: str | Path | None = None,
+             overrides: Any = None) -> Run:
+    """Load params (plus `overrides`, validated like the file) and prepare the run folder, by
+    default `outputs/<run>`. Relative paths resolve against the project root; in a notebook
+    kernel the working directory becomes that root, so the params' own relative paths do too."""
+    from cube.overrides import load_params_with_overrides
+
+    _refuse_injected_params_keys()
+    root = project_root()
+    if _kernel_namespace() is not None and find_marked_root() is not None and Path.cwd().resolve() != root:
+        os.chdir(root)  # JupyterLab / nbconvert start kernels in notebooks/
+    params_file = resolve(params_path, root)
+    params = load_params_with_overrides(params_file, overrides)
+    paths = RunPaths.for_params(params, resolve(params.outputs_dir, root))
+    if params.cache_path:
+        paths = RunPaths(root=paths.root, cache=resolve(params.cache_path, root))
     if run_dir is not None:
-        root = Path(run_dir)
-        # `cube run` executes notebooks in `outputs/<run>/.staging/` (see cube.runstate): the
-        # outputs folder, and so the shared cache, is then two levels up.
-        outputs = root.parent.parent if root.name == STAGING else root.parent
-        cache = Path(params.cache_path) if params.cache_path else outputs / "cache.sqlite"
-        paths = RunPaths(root=root, cache=cache)
+        target = resolve(run_dir, root)
+        staging = os.environ.get(STAGING_ENV)
+        if staging and Path(staging).parent.resolve() == target.resolve():
+            target = Path(staging)  # under `cube run`: write into its staging copy
+        # The outputs folder (and the shared cache) is the run folder's parent (two levels up from staging).
+        outputs = target.parent.parent if target.name == STAGING else target.parent
+        cache = resolve(params.cache_path, root) if params.cache_path else outputs / "cache.sqlite"
+        paths = RunPaths(root=target, cache=cache)
     paths.ensure()
     write_resolved_params(params, paths)
     pd.set_option("display.max_colwidth", 120)
     pd.set_option("display.precision", 4)
-    return Run(params=params, paths=paths, params_path=Path(params_path))
+    return Run(params=params, paths=paths, params_path=params_file)
+
+
+# ------------------------------------------------------------------------- parameters cell
+def apply_parameters_cell(notebooks: list[Path]) -> list[Path]:
+    """Write `PARAMETERS_CELL` into each notebook's cell tagged `parameters` (the cell after the
+    imports gets the tag when none has it) and make the `open_run` call pass `overrides`. Returns
+    the notebooks changed."""
+    import nbformat
+
+    changed = []
+    for path in notebooks:
+        nb = nbformat.read(path, as_version=4)
+        before = nbformat.writes(nb)
+        cells = [c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", [])]
+        if not cells:
+            code = [c for c in nb.cells if c.cell_type == "code"]
+            cell = nbformat.v4.new_code_cell(PARAMETERS_CELL.rstrip("\n"), metadata={"tags": ["parameters"]})
+            nb.cells.insert(nb.cells.index(code[0]) + 1 if code else 0, cell)
+        else:
+            cells[0].source = PARAMETERS_CELL.rstrip("\n")
+        for c in nb.cells:
+            if c.cell_type == "code" and "open_run(params_path, run_dir)" in c.source:
+                c.source = c.source.replace("open_run(params_path, run_dir)", "open_run(params_path, run_dir, overrides)")
+        if nbformat.writes(nb) != before:
+            nbformat.write(nb, path)
+            changed.append(path)
+    return changed
+
+
+if __name__ == "__main__":  # python -m cube.notebook [NOTEBOOK_DIR]: re-apply the parameters cell
+    from cube.report import list_notebooks
+
+    folder = Path(sys.argv[1]) if len(sys.argv) > 1 else project_root() / "notebooks"
+    for p in apply_parameters_cell(list_notebooks(folder)):
+        print(f"updated {p}")
+    print(json.dumps({"parameters": list(PARAMETER_NAMES)}))

@@ -35,7 +35,7 @@ def corpus_stage(run: Run) -> pd.DataFrame:
     """Build the knowledge base (demo generator or the user's file) and save it."""
     from cube.corpus import build_corpus
 
-    corpus = build_corpus(run.params, base_dir=Path.cwd())
+    corpus = build_corpus(run.params, base_dir=run.base_dir)
     run.save("corpus", corpus)
     run.record(corpus_items=len(corpus), corpus_synthetic=bool(corpus.get("synthetic", pd.Series([False])).all()))
     return corpus
@@ -80,7 +80,7 @@ def scores_stage(run: Run) -> pd.DataFrame:
     run.require("corpus", "questions", "answers")
     corpus, questions, answers = run.load("corpus"), run.load("questions"), run.load("answers")
     judges = make_judges(run.params, run.paths.cache)
-    dimensions = load_dimensions(run.params, base_dir=Path.cwd())
+    dimensions = load_dimensions(run.params, base_dir=run.base_dir)
     scores = score_answers(answers, judges, dimensions, corpus, questions=questions)
     run.save("scores", scores)
     concurrency = {j.name: j.model.concurrency for j in judges if getattr(j.model, "concurrency", None)}

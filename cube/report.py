@@ -2,15 +2,19 @@
 
 `execute_run` runs `notebooks/[0-9][0-9]_*.ipynb` in order into `outputs/<run>/notebooks/`,
 skipping a notebook whose inputs are unchanged since its last successful execution (its
-fingerprint: the notebook file, the resolved params, the package's source and the
-fingerprints of the notebooks before it; `force=True` re-executes). Re-executing a stage
-makes every later stage stale: they re-execute in this run when selected, else in the next
-run that selects them (make-like; LLM calls are served from the cache either way). A stage whose
+fingerprint, `cube.stages`: the notebook, the params sections and package modules it reads, the
+files those sections name and the fingerprints of the stages it takes data from; `force=True`
+re-executes). Re-executing a stage makes the stages reading its data stale: they re-execute in
+this run when selected, else in the next run that selects them (make-like; LLM calls are served
+from the cache either way). Paths resolve against the project root (`cube.project`); outputs show
+them relative to it. A stage whose
 data hold failed calls is never up to date. Stages run in the run's staging copy, published only
 when every selected stage succeeded (`cube.runstate`: lock, staging, interrupts). Each executed notebook is
 exported twice: `report/<name>.html` without code (for readers) and `report/code/<name>.html`
-with code. `index.html` opens on the decision page (`cube.lta`), then links every page, table
-and figure. Everything that came from a system or a judge is escaped (jinja2 autoescape;
+with code, each with a header linking the index and the previous/next page, and no script
+loaded from the network (the pages work offline). `index.html` opens on the decision page
+(`cube.lta`), then lists the pages and, grouped by the page that made them, every table and figure
+with its caption, stale ones marked. Everything that came from a system or a judge is escaped (jinja2 autoescape;
 pandas escapes DataFrame cells).
 """
 
@@ -18,20 +22,19 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import hashlib
 import json
 import os
 import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from cube.config import Params, RunPaths, load_params, params_to_yaml, write_resolved_params
+from cube.pages import export_html, publish, write_index  # noqa: F401 (the publishing half, re-exported)
+from cube.project import ROOT_ENV, display_path, project_root, resolve
 from cube.runstate import (
-    LAST_RUN,
     RunInterrupted,
     commit_staging,
     finish_interrupted_commit,
@@ -45,8 +48,8 @@ NOTEBOOK_GLOB = "[0-9][0-9]_*.ipynb"
 
 
 def default_notebooks_dir() -> Path:
-    """`./notebooks` when present, else the repository's `notebooks/` beside the package."""
-    here = Path("notebooks")
+    """`notebooks/` of the project root when present, else the repository's beside the package."""
+    here = project_root() / "notebooks"
     return here if here.is_dir() else Path(__file__).resolve().parents[1] / "notebooks"
 
 
@@ -80,7 +83,7 @@ def select_notebooks(notebooks: list[Path], only: str | None) -> list[Path]:
     return chosen
 
 
-DECISION_STAGE = 6  # notebook 06 writes the decision; any earlier stage re-executing makes it stale
+DECISION_STAGE = "06_cube_score"  # writes the decision; a stage it reads re-executing makes it stale
 # every key `pipeline.decision` records: a stale `judging_failed` would make `cube run` exit 3
 HEADLINE_KEYS = ("decision", "cube_score", "recall_at_k", "weighted_score", "verdict", "withheld_reasons",
                  "judging_failed")
@@ -92,33 +95,6 @@ def _forget_decision(paths: RunPaths) -> None:
         for key in HEADLINE_KEYS:
             results.pop(key, None)
         paths.results.write_text(json.dumps(results, indent=2, ensure_ascii=False), encoding="utf-8")
-
-
-def _input_files_digest(params: Params) -> str:
-    """Contents of the user's files the params name (corpus, questions, imported answers, ratings,
-    prompt files): replacing one at the same path makes the stages that read it out of date."""
-    named = [params.corpus.path if params.corpus.source == "file" else None,
-             params.questions.path if params.questions.generator == "file" else None,
-             params.human.ratings, *[getattr(s, "path", None) for s in params.systems],
-             *[d.prompt_file for d in params.dimension_list()]]
-    h = hashlib.sha256()
-    for name in filter(None, named):
-        path = Path(name)
-        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-        for f in files:
-            h.update(str(f).encode())
-            h.update(f.read_bytes() if f.is_file() else b"<missing>")
-    return h.hexdigest()
-
-
-def _package_digest() -> str:
-    h = hashlib.sha256()
-    root = Path(__file__).resolve().parent
-    for f in sorted(root.rglob("*")):
-        if f.is_file() and f.suffix in {".py", ".txt", ".csv", ".j2", ".json"} and "__pycache__" not in f.parts:
-            h.update(str(f.relative_to(root)).encode())
-            h.update(f.read_bytes())
-    return h.hexdigest()
 
 
 @dataclass
@@ -177,9 +153,16 @@ def execute_run(params_path: str | Path, *, notebooks_dir: Path | None = None, o
     the kernel, record the attempt and propagate."""
     params_path = Path(params_path).resolve()
     params = load_params(params_path)
-    published = RunPaths.for_params(params, outputs_dir)
+    root = project_root()
+    published = RunPaths.for_params(params, resolve(outputs_dir or params.outputs_dir, root))
+    if params.cache_path:
+        published = RunPaths(root=published.root, cache=resolve(params.cache_path, root))
     notebooks = list_notebooks(notebooks_dir or default_notebooks_dir())
     chosen = set(select_notebooks(notebooks, only))
+    if not force:  # a copied params file that kept the `run:` name never replaces another's data silently
+        from cube.stages import check_run_folder
+
+        check_run_folder(published.data, params, display_path(params_path, root), display_path(published.root, root))
     with run_lock(published.root, log=log):
         finish_interrupted_commit(published.root, log=log)
         staging = prepare_staging(published.root, params_to_yaml(params), log=log)
@@ -200,9 +183,10 @@ def execute_run(params_path: str | Path, *, notebooks_dir: Path | None = None, o
         write_manifest(params, paths, summary, started, status="committed", params_file=params_path)
         commit_staging(published.root)
         summary.committed = True
-        write_last_run(published.report, status="committed", params_path=params_path, stages=_stage_dicts(summary),
+        write_last_run(published.report, status="committed", params_path=Path(display_path(params_path)),
+                       stages=_stage_dicts(summary),
                        message="Every selected stage succeeded; the report shows this run.")
-        publish(params, published)
+        publish(params, published, notebooks_dir=notebooks_dir)
         log(f"[cube] report: {summary.index}")
         return summary
 
@@ -211,58 +195,105 @@ def _run_stages(params: Params, params_path: Path, paths: RunPaths, notebooks: l
                 force: bool, summary: RunSummary, log) -> None:
     import papermill as pm
 
+    from cube.notebook import STAGING_ENV
+    from cube.stages import stage_fingerprints, stage_spec
+
+    root = project_root()
     prints_file = paths.notebooks / ".fingerprints.json"
     prints = json.loads(prints_file.read_text()) if prints_file.exists() else {}
-    upstream = hashlib.sha256((params_to_yaml(params) + _package_digest() + _input_files_digest(params))
-                              .encode()).hexdigest()
-    executed_before = False  # once a stage re-executes, every later stage's inputs may have changed
+    current = stage_fingerprints(params, notebooks, root)
+    stems = [nb.stem for nb in notebooks]
+    executed: set[str] = set()  # stages re-executed in this run: the stages reading their data must too
+
+    def reads_executed(stem: str) -> bool:
+        todo, seen = list(stage_spec(stem, [s for s in stems if s < stem]).inputs), set()
+        while todo:
+            s = todo.pop()
+            if s in executed:
+                return True
+            if s not in seen:
+                seen.add(s)
+                todo += stage_spec(s, [x for x in stems if x < s]).inputs
+        return False
+
+    feeds_decision: set[str] = set()  # the stages whose data the decision is computed from
+    todo = list(stage_spec(DECISION_STAGE, stems).inputs)
+    while todo:
+        s = todo.pop()
+        if s not in feeds_decision:
+            feeds_decision.add(s)
+            todo += stage_spec(s, [x for x in stems if x < s]).inputs
+    # The parameters the notebooks receive: paths relative to the project root (the executed
+    # notebooks are published); the staging folder is named by an environment variable.
+    injected = {"params_path": _param_path(params_path, root), "run_dir": _param_path(paths.root.parent, root)}
     try:
         for nb in notebooks:
-            upstream = hashlib.sha256((upstream + nb.read_text(encoding="utf-8")).encode()).hexdigest()
             if nb not in chosen:
-                if executed_before:
+                if reads_executed(nb.stem):
                     prints.pop(nb.name, None)  # stale: re-executed by the next run that selects it
                 continue
             out = paths.notebooks / nb.name
-            if (not force and not executed_before and prints.get(nb.name) == upstream and out.exists()
-                    and not call_failures(paths, nb.stem)):
+            if (not force and not reads_executed(nb.stem) and prints.get(nb.name) == current[nb.name]
+                    and out.exists() and not call_failures(paths, nb.stem)):
                 summary.stages.append(StageOutcome(nb.stem, "up to date", 0.0))
                 log(f"[cube] {nb.stem}: up to date")
                 continue
             t0 = time.perf_counter()
             prints.pop(nb.name, None)
-            executed_before = True
-            if int(nb.name[:2]) <= DECISION_STAGE:  # the decision is stale until 06 runs again
+            executed.add(nb.stem)
+            if nb.stem == DECISION_STAGE or nb.stem in feeds_decision:  # stale until 06 runs again
                 _forget_decision(paths)
             try:
                 # Progress bars go to the terminal of `cube run`, not into the published pages: the
                 # kernel writes them to its inherited stderr, which it is told not to capture. Its
                 # own log (transport warnings, shutdown noise) is silenced: errors reach the notebook.
                 with _kernel_env(CUBE_PROGRESS="terminal", PYTHONWARNINGS="ignore:IProgress not found",
-                                 **kernel_thread_limits()):
+                                 **kernel_thread_limits(),
+                                 **{STAGING_ENV: str(paths.root.resolve()), ROOT_ENV: str(root)}):
                     pm.execute_notebook(
-                        str(nb), str(out),
-                        parameters={"params_path": str(params_path), "run_dir": str(paths.root.resolve())},
-                        cwd=str(Path.cwd()),
+                        str(nb), str(out), parameters=injected, cwd=str(root),
                         progress_bar=False, log_output=False, kernel_name="python3",
                         extra_arguments=["--IPKernelApp.capture_fd_output=False",
                                          "--IPKernelApp.log_level=CRITICAL"],
                     )
             except Exception as exc:  # keep what earlier stages computed; publish the failure
+                _relative_papermill_paths(out, nb, root)
                 summary.stages.append(StageOutcome(nb.stem, "failed", time.perf_counter() - t0, _short(exc)))
                 log(f"[cube] {nb.stem}: FAILED after {time.perf_counter() - t0:.1f} s: {_short(exc)}")
                 break
+            _relative_papermill_paths(out, nb, root)
             failed = call_failures(paths, nb.stem)
             note = ""
             if failed:  # not fingerprinted: a plain re-run retries exactly the failed calls
                 note = f" ({failed} rows hold a failed call; a plain `cube run` retries those calls)"
             else:
-                prints[nb.name] = upstream
+                prints[nb.name] = current[nb.name]
             prints_file.write_text(json.dumps(prints, indent=1))
             summary.stages.append(StageOutcome(nb.stem, "executed", time.perf_counter() - t0, failed_calls=failed))
             log(f"[cube] {nb.stem}: done in {time.perf_counter() - t0:.1f} s{note}")
     finally:
         prints_file.write_text(json.dumps(prints, indent=1))
+
+
+def _relative_papermill_paths(executed: Path, source: Path, root: Path) -> None:
+    """papermill records the input and output paths in the executed notebook's metadata: keep
+    them relative to the project root (the published run never holds local absolute paths)."""
+    if not executed.exists():
+        return
+    nb = json.loads(executed.read_text(encoding="utf-8"))
+    meta = nb.get("metadata", {}).get("papermill")
+    if isinstance(meta, dict):
+        meta["input_path"] = display_path(source, root)
+        meta["output_path"] = f"notebooks/{executed.name}"
+        executed.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def _param_path(path: Path, root: Path) -> str:
+    """A path given to a notebook: relative to the project root when inside it, else absolute."""
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return str(path.resolve())
 
 
 def _stage_dicts(summary: RunSummary) -> list[dict[str, Any]]:
@@ -278,15 +309,16 @@ def _record_attempt(params: Params, params_path: Path, paths: RunPaths, summary:
     failed = next((s for s in summary.stages if s.status == "failed"), None)
     if status == "interrupted":
         message = (f"Interrupted ({summary.interrupted}). Nothing was published by this attempt; its "
-                   f"completed stages are kept in {paths.root} and `cube run {params_path}` resumes them "
+                   f"completed stages are kept in {display_path(paths.root)} and `cube run "
+                   f"{display_path(params_path)}` resumes them "
                    "(LLM calls already made are served from the cache).")
     else:
         message = (f"Stage {failed.notebook if failed else '?'} failed: {failed.error if failed else ''}. "
                    f"Nothing was published by this attempt; the report still shows the last successful run. "
-                   f"Fix the cause and run `cube run {params_path}` again: completed stages are kept.")
+                   f"Fix the cause and run `cube run {display_path(params_path)}` again: completed stages are kept.")
     published = summary.paths
-    write_last_run(published.report, status=status, params_path=params_path, stages=_stage_dicts(summary),
-                   message=message)
+    write_last_run(published.report, status=status, params_path=Path(display_path(params_path)),
+                   stages=_stage_dicts(summary), message=message)
     if not (published.report / "index.html").exists():
         publish(params, published, attempt={"status": status, "message": message})
 
@@ -320,77 +352,6 @@ def _short(exc: BaseException) -> str:
     return (text[-1] if text else type(exc).__name__)[:500]
 
 
-# ------------------------------------------------------------------------------------- HTML
-def export_html(executed: Path, target: Path, *, with_code: bool) -> Path:
-    """One executed notebook as a standalone HTML page (nbconvert, in-process)."""
-    import nbformat
-    from nbconvert import HTMLExporter
-
-    exporter = HTMLExporter(template_name="lab", exclude_input=not with_code, exclude_input_prompt=not with_code,
-                            exclude_output_prompt=True)
-    body, _ = exporter.from_notebook_node(nbformat.read(executed, as_version=4))
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(body, encoding="utf-8")
-    return target
-
-
-def publish(params: Params, paths: RunPaths, attempt: dict[str, str] | None = None) -> Path:
-    """Export every executed notebook and write `report/index.html`. A page whose stage is out
-    of date (an earlier stage re-executed or failed since) is listed as such. `attempt` (status,
-    message) is shown when an attempt ended without anything published yet."""
-    prints_file = paths.notebooks / ".fingerprints.json"
-    current = json.loads(prints_file.read_text()) if prints_file.exists() else {}
-    pages = []
-    for executed in sorted(paths.notebooks.glob(NOTEBOOK_GLOB)):
-        html = paths.report / f"{executed.stem}.html"
-        code = paths.report / "code" / f"{executed.stem}.html"
-        if not html.exists() or html.stat().st_mtime < executed.stat().st_mtime:
-            export_html(executed, html, with_code=False)
-            export_html(executed, code, with_code=True)
-        pages.append({"name": executed.stem, "title": _notebook_title(executed),
-                      "href": html.name, "code_href": f"code/{code.name}", "stale": executed.name not in current})
-    return write_index(params, paths, pages, attempt)
-
-
-def _notebook_title(path: Path) -> str:
-    nb = json.loads(path.read_text(encoding="utf-8"))
-    for cell in nb.get("cells", []):
-        if cell.get("cell_type") == "markdown":
-            for line in "".join(cell.get("source", "")).splitlines():
-                if line.startswith("#"):
-                    return line.lstrip("#").strip()
-    return path.stem
-
-
-def write_index(params: Params, paths: RunPaths, pages: list[dict[str, str]],
-                attempt: dict[str, str] | None = None) -> Path:
-    import jinja2
-
-    results = json.loads(paths.results.read_text(encoding="utf-8")) if paths.results.exists() else {}
-    manifest = json.loads(paths.manifest.read_text(encoding="utf-8")) if paths.manifest.exists() else {}
-    env = jinja2.Environment(autoescape=True, undefined=jinja2.ChainableUndefined)
-    env.filters["num"] = _num
-    template = env.from_string(resources.files("cube.templates").joinpath("index.html.j2").read_text("utf-8"))
-    rel = lambda p: Path("..") / p.relative_to(paths.root)  # noqa: E731
-    html = template.render(
-        params=params, results=results, decision=results.get("decision"), manifest=manifest, pages=pages,
-        attempt=attempt, last_run=LAST_RUN,
-        tables=[{"name": p.name, "href": rel(p).as_posix()} for p in sorted(paths.tables.glob("*.csv"))],
-        figures=[{"name": p.name, "href": rel(p).as_posix()} for p in sorted(paths.figures.glob("*.png"))],
-    )
-    index = paths.report / "index.html"
-    index.write_text(html, encoding="utf-8")
-    return index
-
-
-def _num(value: Any, digits: int = 2) -> str:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return "n/a"
-    return "n/a" if v != v else f"{v:.{digits}f}"
-
-
 # --------------------------------------------------------------------------------- manifest
 def write_manifest(params: Params, paths: RunPaths, summary: RunSummary, started: dt.datetime,
                    status: str = "committed", params_file: Path | None = None) -> Path:
@@ -415,7 +376,7 @@ def write_manifest(params: Params, paths: RunPaths, summary: RunSummary, started
     manifest = {
         "run": params.run,
         "status": status if not summary.interrupted else f"interrupted ({summary.interrupted})",
-        "params_file": str(params_file) if params_file else None,
+        "params_file": display_path(params_file) if params_file else None,
         "started": started.isoformat(timespec="seconds"),
         "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "git_commit": _git_commit(),

@@ -21,6 +21,9 @@ def test_validate_prints_resolved_params_or_names_the_bad_key(tmp_path, capsys):
     good.write_text(yaml.safe_dump({"run": "x", "judges": [
         {"name": "r", "model": {"provider": "offline", "model": "rubric-strict"}}]}), encoding="utf-8")
     assert main(["validate", str(good)]) == 0
+    out = capsys.readouterr().out
+    assert "trim_proportion" not in out and out.strip().splitlines()[-1].startswith("validate: OK")
+    assert main(["validate", str(good), "--print"]) == 0
     assert "trim_proportion: 0.1" in capsys.readouterr().out
     bad = tmp_path / "bad.yaml"
     bad.write_text("run: x\njudges: []\nanalysis: {trim: 0.2}\n", encoding="utf-8")
@@ -43,3 +46,32 @@ def test_params_reference_is_markdown(capsys):
     assert main(["params-reference"]) == 0
     out = capsys.readouterr().out
     assert "| `trim_proportion` |" in out and "#### `judges[]`" in out
+
+
+def test_report_and_validate_help_describe_themselves(capsys):
+    import pytest
+
+    for command, words in (("report", "without executing anything"), ("validate", "Ends with one line")):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        out = " ".join(capsys.readouterr().out.split())
+        assert words in out, command
+
+
+def test_annotate_on_an_existing_sheet_says_it_kept_it(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    params = tmp_path / "p.yaml"
+    params.write_text(yaml.safe_dump({"run": "kept", "judges": [
+        {"name": "r", "model": {"provider": "offline", "model": "rubric-strict"}}]}), encoding="utf-8")
+    sheet = tmp_path / "outputs" / "kept" / "annotation" / "annotation_sheet.csv"
+    sheet.parent.mkdir(parents=True)
+    sheet.write_text("question_id,relevance.c1\nq1,2\n", encoding="utf-8")
+    import os
+    import time
+
+    old = time.time() - 60
+    os.utime(sheet, (old, old))
+    assert main(["annotate", str(params)]) == 0
+    out = capsys.readouterr().out
+    assert "outputs/kept/annotation/annotation_sheet.csv" in out and "kept the existing sheet" in out
+    assert "--overwrite" in out and sheet.read_text(encoding="utf-8").endswith("q1,2\n")

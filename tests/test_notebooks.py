@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from cube.notebook import PARAMETERS_CELL
 from cube.report import execute_run, list_notebooks, select_notebooks
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,8 +20,9 @@ def test_committed_notebook_is_clean(path):
     assert all(not c.get("outputs") and c.get("execution_count") is None for c in code), "has outputs"
     tagged = [c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])]
     assert len(tagged) == 1, "papermill needs exactly one cell tagged 'parameters'"
-    names = {line.split("=")[0].strip() for line in "".join(tagged[0]["source"]).splitlines() if "=" in line}
-    assert names == {"params_path", "run_dir"}
+    assert "".join(tagged[0]["source"]) == PARAMETERS_CELL.rstrip("\n"), \
+        "parameters cell differs from cube.notebook.PARAMETERS_CELL: run `python -m cube.notebook`"
+    assert any("open_run(params_path, run_dir, overrides)" in "".join(c["source"]) for c in code)
     assert not any("def " in "".join(c["source"]) or "class " in "".join(c["source"]) for c in code)
 
 

@@ -3,10 +3,12 @@
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
 from cube.demo_corpus import generate_demo_corpus
 from cube.report import execute_run
+from cube.stages import ParamsMismatchError
 
 ROOT = Path(__file__).resolve().parents[1]
 JUDGES = [{"name": "r", "model": {"provider": "offline", "model": "rubric-strict"}}]
@@ -41,7 +43,9 @@ def test_a_failing_rerun_leaves_the_last_good_run_byte_identical(tmp_path, monke
             "tables/paper_table4_reproduced.csv"} <= set(before)
 
     broken = _params(tmp_path, tmp_path / "missing.csv", "broken.yaml")
-    failed = execute_run(broken, only="00..01", log=lambda _: None)
+    with pytest.raises(ParamsMismatchError, match=r"corpus.path"):  # another params file, same `run:` name
+        execute_run(broken, only="00..01", log=lambda _: None)
+    failed = execute_run(broken, only="00..01", force=True, log=lambda _: None)
     assert [s.status for s in failed.stages] == ["executed", "failed"] and not failed.ok and not failed.committed
     assert "missing.csv" in failed.stages[1].error
     assert _snapshot(root) == before  # params, results, manifest, data, tables, notebooks, pages, index
@@ -49,15 +53,15 @@ def test_a_failing_rerun_leaves_the_last_good_run_byte_identical(tmp_path, monke
     assert 'data-status="failed"' in last and "01_dataset_prep failed" in last and "missing.csv" in last
     assert 'href="last_run.html"' in (root / "report" / "index.html").read_text(encoding="utf-8")
     staged = json.loads((root / ".staging" / "manifest.json").read_text())
-    assert staged["status"] == "failed" and staged["params_file"] == str(broken.resolve())
+    assert staged["status"] == "failed" and staged["params_file"] == broken.name  # outside the project: its name only
 
     again = execute_run(params, only="00..01", log=lambda _: None)  # the good params: nothing to recompute
     assert [s.status for s in again.stages] == ["up to date", "up to date"] and again.committed
     assert not (root / ".staging").exists()
     manifest = json.loads((root / "manifest.json").read_text())
-    assert manifest["status"] == "committed" and manifest["params_file"] == str(params.resolve())
+    assert manifest["status"] == "committed" and manifest["params_file"] == params.name
     assert [s["status"] for s in manifest["stages"]] == ["executed", "executed"]  # timings of the run that ran them
-    assert f"<code>{params.resolve()}</code>" in (root / "report" / "index.html").read_text(encoding="utf-8")
+    assert f"<code>{params.name}</code>" in (root / "report" / "index.html").read_text(encoding="utf-8")
 
 
 def test_a_first_run_that_fails_publishes_its_failure_and_no_decision(tmp_path, monkeypatch):

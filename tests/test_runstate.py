@@ -84,7 +84,7 @@ def test_sigterm_inside_a_run_raises_run_interrupted_and_restores_the_handlers(t
 def test_staged_tables_are_linked_and_a_re_save_in_staging_leaves_the_published_table_alone(tmp_path):
     import pandas as pd
 
-    from cube.config import RunPaths
+    from cube.config import RunPaths, parse_params
     from cube.notebook import Run
 
     _published(tmp_path)
@@ -94,8 +94,11 @@ def test_staged_tables_are_linked_and_a_re_save_in_staging_leaves_the_published_
     published, staged = tmp_path / "data" / "scores.parquet", staging / "data" / "scores.parquet"
     assert os.stat(published).st_ino == os.stat(staged).st_ino  # linked, not copied
     assert os.stat(tmp_path / "tables" / "t.csv").st_ino != os.stat(staging / "tables" / "t.csv").st_ino
-    run = Run.__new__(Run)  # Run.save only needs the paths
+    run = Run.__new__(Run)  # Run.save needs the paths, and the params it records as the data's provenance
     run.paths = RunPaths(root=staging, cache=tmp_path / "cache.sqlite")
+    run.params = parse_params({"run": "new", "judges": [{"name": "r", "model": {"provider": "offline",
+                                                                               "model": "rubric-strict"}}]})
+    run.params_path = tmp_path / "p.yaml"
     run.save("scores", pd.DataFrame({"x": [9]}))  # the way every stage writes a table
     assert pd.read_parquet(published)["x"].tolist() == [1, 2]
     assert pd.read_parquet(staged)["x"].tolist() == [9]

@@ -1,0 +1,283 @@
+"""What each stage (notebook) reads, its fingerprint, and which params produced a run's data.
+
+- **Per-stage fingerprints.** A stage's fingerprint covers only what it reads: the params
+  sections listed in `STAGES`, the user files those sections name (corpus, question file,
+  imported answers, prompt files, ratings), the `cube` modules the notebook imports (followed
+  through their own `cube` imports), the notebook file, and the fingerprints of the stages it
+  takes data from. So adding a judge re-runs from 03, changing `analysis` re-runs 04-07,
+  changing `lexical` re-runs 08 only; 00 (the paper's published tables) reads no params at all.
+  A notebook not listed here (a new one) reads every section and every earlier stage.
+- **Provenance.** `data/.provenance.json` records, for each data file, the stage that wrote it and
+  the params sections that produced it (its own and its inputs'). Reading a data file under params
+  that differ there raises `ParamsMismatchError` naming the differing keys, so data of two params
+  files are never mixed in one run folder.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from cube.config import Params
+
+
+@dataclass(frozen=True)
+class Stage:
+    sections: tuple[str, ...]  # top-level params keys the stage reads
+    inputs: tuple[str, ...]  # stages whose data it reads
+    writes: tuple[str, ...] = ()  # data files it writes (data/<name>.parquet)
+
+
+STAGES: dict[str, Stage] = {
+    "00_paper_tables": Stage((), ()),
+    "01_dataset_prep": Stage(("lang", "corpus"), (), ("corpus",)),
+    "02_qa_sets": Stage(("lang", "models", "questions", "answerer", "systems"), ("01_dataset_prep",),
+                        ("questions", "answers", "questions_failed")),
+    "03_scoring_sets": Stage(("models", "dimensions", "judges"), ("02_qa_sets",), ("scores",)),
+    "04_rank_correlation": Stage(("analysis",), ("03_scoring_sets",)),
+    "05_bounds_and_weights": Stage(("analysis",), ("03_scoring_sets",)),
+    "06_cube_score": Stage(("analysis",), ("03_scoring_sets",)),
+    "07_human_agreement": Stage(("lang", "human", "analysis"), ("03_scoring_sets",), ("human_ratings",)),
+    "08_bleu_rouge": Stage(("lang", "lexical", "human"), ("03_scoring_sets",), ("lexical",)),
+}
+# Sections no stage's data depend on: the report's title, where outputs go.
+NOT_STAGE_INPUTS = ("run", "title", "outputs_dir", "cache_path")
+
+
+def stage_spec(name: str, earlier: list[str] | None = None) -> Stage:
+    """The stage's spec; an unknown notebook reads every section and every earlier stage."""
+    if name in STAGES:
+        return STAGES[name]
+    every = tuple(k for k in Params.model_fields if k not in NOT_STAGE_INPUTS)
+    return Stage(every, tuple(earlier or [s for s in STAGES if s < name]))
+
+
+def producer(data_name: str) -> str | None:
+    return next((s for s, spec in STAGES.items() if data_name in spec.writes), None)
+
+
+def upstream_sections(name: str) -> list[str]:
+    """The sections a stage's data depend on: its own and, transitively, its inputs'."""
+    spec, seen = stage_spec(name), []
+    for inp in spec.inputs:
+        seen += [s for s in upstream_sections(inp) if s not in seen]
+    return seen + [s for s in spec.sections if s not in seen]
+
+
+def section_values(params: Params, sections: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    data = json.loads(params.model_dump_json())
+    return {s: data.get(s) for s in sections}
+
+
+# ------------------------------------------------------------------------------ fingerprints
+def _files_for(params: Params, section: str) -> list[str]:
+    if section == "corpus" and params.corpus.source == "file" and params.corpus.path:
+        return [str(params.corpus.path)]
+    if section == "questions" and params.questions.generator == "file" and params.questions.path:
+        return [params.questions.path]
+    if section == "systems":
+        return [p for s in params.systems if (p := getattr(s, "path", None))]
+    if section == "dimensions":
+        return [d.prompt_file for d in params.dimension_list() if d.prompt_file]
+    if section == "human" and params.human.ratings:
+        return [params.human.ratings]
+    return []
+
+
+def files_digest(params: Params, sections: tuple[str, ...], root: Path) -> str:
+    """Contents of the user files the sections name: replacing one at the same path makes the
+    stages reading it out of date."""
+    h = hashlib.sha256()
+    for section in sections:
+        for name in _files_for(params, section):
+            path = Path(name) if Path(name).is_absolute() else root / name
+            files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+            for f in files:
+                h.update(name.encode())
+                h.update(f.read_bytes() if f.is_file() else b"<missing>")
+    return h.hexdigest()
+
+
+PACKAGE = Path(__file__).resolve().parent
+
+
+@cache
+def _module_imports(path: Path) -> frozenset[str]:
+    """`cube` modules imported by a Python file (by module name, e.g. 'cube.analysis')."""
+    return _imports_in(path.read_text(encoding="utf-8"), _module_name(path))
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports_in(source: str, current: str = "") -> frozenset[str]:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return frozenset()
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.split(".")[0] == "cube"}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative import inside the package
+                pkg = current.split(".")[: -node.level] if current else ["cube"]
+                base = ".".join([*pkg, base] if base else pkg)
+            if base.split(".")[0] == "cube":
+                found.add(base)
+                found |= {f"{base}.{a.name}" for a in node.names}
+    return frozenset(found)
+
+
+def _module_file(name: str) -> list[Path]:
+    rel = Path(*name.split(".")[1:]) if "." in name else Path()
+    candidates = [PACKAGE / rel.with_suffix(".py"), PACKAGE / rel / "__init__.py"] if rel.parts else \
+        [PACKAGE / "__init__.py"]
+    return [p for p in candidates if p.is_file()]
+
+
+def modules_read(notebook_source: str) -> list[Path]:
+    """The package files a notebook's code reads: its `cube` imports, followed transitively (a
+    package's data files beside a module, e.g. prompts and templates, count with it)."""
+    todo, seen = set(_imports_in(notebook_source)) | {"cube"}, set()
+    files: set[Path] = set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for f in _module_file(name):
+            files.add(f)
+            todo |= _module_imports(f)
+            if f.name == "__init__.py":  # a subpackage: every file in it
+                for g in f.parent.rglob("*"):
+                    if g.is_file() and "__pycache__" not in g.parts:
+                        files.add(g)
+                        if g.suffix == ".py":
+                            todo |= _module_imports(g)
+    return sorted(files)
+
+
+def modules_digest(notebook_source: str) -> str:
+    h = hashlib.sha256()
+    for f in modules_read(notebook_source):
+        h.update(str(f.relative_to(PACKAGE)).encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def notebook_code(path: Path) -> str:
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    return "\n".join("".join(c.get("source", "")) for c in nb.get("cells", []) if c.get("cell_type") == "code")
+
+
+def stage_fingerprints(params: Params, notebooks: list[Path], root: Path) -> dict[str, str]:
+    """Fingerprint of every notebook (by file name) from what it reads (see the module docstring)."""
+    prints: dict[str, str] = {}
+    by_stem: dict[str, str] = {}
+    for nb in notebooks:
+        spec = stage_spec(nb.stem, [p.stem for p in notebooks if p.stem < nb.stem])
+        h = hashlib.sha256()
+        h.update(nb.read_text(encoding="utf-8").encode())
+        h.update(json.dumps(section_values(params, spec.sections), sort_keys=True).encode())
+        h.update(files_digest(params, spec.sections, root).encode())
+        h.update(modules_digest(notebook_code(nb)).encode())
+        for inp in spec.inputs:
+            h.update(by_stem.get(inp, f"<{inp} absent>").encode())
+        by_stem[nb.stem] = prints[nb.name] = h.hexdigest()
+    return prints
+
+
+def stages_affected(before: dict[str, str], after: dict[str, str]) -> list[str]:
+    """Notebooks whose fingerprint differs between two fingerprint maps (in order)."""
+    return [name for name in sorted(after) if before.get(name) != after[name]]
+
+
+# -------------------------------------------------------------------------------- provenance
+PROVENANCE = ".provenance.json"
+
+
+class ParamsMismatchError(RuntimeError):
+    """The params differ from those that produced a data file of the run folder."""
+
+
+def diff_keys(old: Any, new: Any, prefix: str = "") -> list[str]:
+    """Dotted keys whose values differ (lists by index; a different length names the list)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for k in list(old) + [k for k in new if k not in old]:
+            out += diff_keys(old.get(k), new.get(k), f"{prefix}.{k}" if prefix else str(k))
+        return out
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        out = []
+        for i, (a, b) in enumerate(zip(old, new, strict=True)):
+            out += diff_keys(a, b, f"{prefix}[{i}]")
+        return out
+    if isinstance(old, list) and isinstance(new, list):
+        return [f"{prefix} ({len(old)} entries in the data, {len(new)} in the params)"]
+    return [] if old == new else [prefix]
+
+
+def read_provenance(data_dir: Path) -> dict[str, Any]:
+    path = data_dir / PROVENANCE
+    try:
+        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    except ValueError:
+        return {}
+
+
+def record_provenance(data_dir: Path, name: str, params: Params, params_file: str) -> None:
+    stage = producer(name)
+    sections = upstream_sections(stage) if stage else [k for k in Params.model_fields if k not in NOT_STAGE_INPUTS]
+    prov = read_provenance(data_dir)
+    prov[name] = {"stage": stage, "params_file": params_file, "params": section_values(params, sections)}
+    tmp = data_dir / (PROVENANCE + ".tmp")
+    tmp.write_text(json.dumps(prov, indent=1, ensure_ascii=False, default=str), encoding="utf-8")
+    tmp.replace(data_dir / PROVENANCE)
+
+
+def check_provenance(data_dir: Path, name: str, params: Params, params_file: str, run_label: str) -> None:
+    """Raise `ParamsMismatchError` when `data/<name>` was produced under other params."""
+    entry = read_provenance(data_dir).get(name)
+    if not entry:
+        return
+    recorded = entry.get("params", {})
+    differing = diff_keys(recorded, section_values(params, list(recorded)))
+    if differing:
+        stage = entry.get("stage") or "an earlier stage"
+        raise ParamsMismatchError(
+            f"{run_label}: data/{name}.parquet was produced by {stage} with params {entry.get('params_file')!r} "
+            f"that differ from {params_file!r} in: {', '.join(differing)}. Not mixing them: re-run {stage} "
+            f"with these params (`cube run {params_file} --only {stage[:2]}..` or --force), or give this params "
+            "file its own `run:` name.")
+
+
+def check_run_folder(data_dir: Path, params: Params, params_file: str, run_label: str) -> None:
+    """Before `cube run`: refuse a run folder whose data another params file produced with other
+    values (a copied params file that kept the `run:` name), naming every differing key; the same
+    params file, edited, simply re-runs the stages its edit touches."""
+    problems = []
+    for name, entry in sorted(read_provenance(data_dir).items()):
+        other = entry.get("params_file")
+        if other == params_file:
+            continue
+        recorded = entry.get("params", {})
+        differing = diff_keys(recorded, section_values(params, list(recorded)))
+        if differing:
+            problems.append(f"data/{name}.parquet (from {other!r}): {', '.join(differing)}")
+    if problems:
+        raise ParamsMismatchError(
+            f"{run_label}: this run folder holds data produced by another params file with other values; "
+            f"{params_file!r} differs in: " + "; ".join(problems) + ". Not replacing them silently: give "
+            f"{params_file!r} its own `run:` name, or pass --force to re-run every stage with it in this folder.")
