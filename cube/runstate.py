@@ -38,7 +38,8 @@ STAGING = ".staging"
 LOCK = ".lock"
 LAST_RUN = "last_run.html"
 # Published entries that a run replaces when it commits (report/ is re-rendered from them).
-STAGED = ("params.yaml", "results.json", "manifest.json", "data", "tables", "figures", "notebooks", "annotation")
+STAGED = ("params.yaml", "results.json", "manifest.json", "data", "tables", "figures", "notebooks", "annotation",
+          "compare")
 
 
 class RunLocked(RuntimeError):

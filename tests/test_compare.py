@@ -107,3 +107,23 @@ def test_holm_and_all_pairs():
     pairs, summary = compare_all(answers, scores, n_resamples=20, n_permutations=19)
     assert list(pairs) == [("s1", "s2"), ("s1", "s3"), ("s2", "s3")]
     assert list(summary["p_holm"]) == [1.0, 1.0, 1.0]
+
+
+def test_regressions_ranked_with_retrieval_change_and_diff():
+    from cube.regressions import answer_diff, question_changes, ranked
+
+    ans, sc = make_tables(20, seed=6)
+    ans_b, sc_b = ans.copy(), sc.copy()
+    rag = ans_b["set"] == "rag"
+    hit = ans_b.loc[rag & (ans_b["rank"] > 0), "question_id"].iloc[0]
+    ans_b.loc[rag & (ans_b["question_id"] == hit), "rank"] = 0  # gold lost
+    worst = sc_b["question_id"].eq("q005") & sc_b["set"].eq("rag")
+    sc_b.loc[worst, "score"] = 0.0
+    ch = question_changes(ans, sc, ans_b, sc_b, ["judge-a", "judge-b"])
+    assert ch.set_index("question_id").at[hit, "retrieval_change"] == "lost"
+    reg = ranked(ch, "regressions")
+    expected = sc[worst].groupby("judge")["score"].mean().mean()
+    assert reg.iloc[0]["question_id"] == "q005" and reg.iloc[0]["delta"] == pytest.approx(-expected)
+    assert hit in set(reg["question_id"]) and ranked(ch, "improvements").empty
+    assert answer_diff("甲。乙。", "甲。丙。") == [{"op": " ", "text": "甲。"}, {"op": "-", "text": "乙。"},
+                                                  {"op": "+", "text": "丙。"}]
