@@ -336,6 +336,8 @@ def publish(params: Params, paths: RunPaths, attempt: dict[str, str] | None = No
             export_html(executed, code, with_code=True)
         pages.append({"name": executed.stem, "title": _notebook_title(executed),
                       "href": html.name, "code_href": f"code/{code.name}", "stale": executed.name not in current})
+    from cube.browser import write_browser  # issue 13: report/judgments.html, every judgment
+    write_browser(paths)
     return write_index(params, paths, pages, attempt)
 
 
