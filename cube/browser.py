@@ -29,7 +29,7 @@ import pandas as pd
 
 from cube.config import RunPaths
 
-CHUNK = 250  # records per data file
+CHUNK = 100  # records per data file (the first one is all the first render waits for)
 SETS = ("zero", "rag", "full")
 
 
