@@ -77,10 +77,9 @@ def build_records(answers: pd.DataFrame, scores: pd.DataFrame, questions: pd.Dat
     cols = {c: sc[c] if c in sc else pd.Series("", index=sc.index) for c in ("raw", "error")}
     jidx, didx, sidx = ({v: i for i, v in enumerate(x)} for x in (judges, dims, SETS))
     judg: dict[tuple[str, str], list[list[Any]]] = {}
-    for q, s, set_, j, d, v, raw, err in zip(sc["question_id"].astype(str), sc["system"].astype(str),
-                                              sc["set"].astype(str), sc["judge"].astype(str),
-                                              sc["dimension"].astype(str), sc["score"], cols["raw"], cols["error"],
-                                              strict=True):
+    lists = [sc[c].astype(str).tolist() for c in ("question_id", "system", "set", "judge", "dimension")]
+    lists += [sc["score"].astype(float).tolist(), cols["raw"].astype(object).tolist(), cols["error"].astype(object).tolist()]
+    for q, s, set_, j, d, v, raw, err in zip(*lists, strict=True):
         judg.setdefault((q, s), []).append([sidx.get(set_, -1), jidx[j], didx[d], None if pd.isna(v) else float(v),
                                             _text(raw), _text(err)])
     recs: dict[tuple[str, str], dict[str, Any]] = {}

@@ -113,3 +113,16 @@ def test_data_is_split_into_chunks(tmp_path):
     size = page_size(paths.report)
     assert size["chunks"] == 2 and size["page"] < 20_000 < size["total"]
     assert write_browser(RunPaths(root=tmp_path / "empty", cache=tmp_path / "c.sqlite")) is None
+
+
+def test_several_data_files_load_in_order_and_the_first_page_is_shown(tmp_path):
+    paths = RunPaths(root=tmp_path / "run", cache=tmp_path / "c.sqlite").ensure()
+    ans, sc = make_tables(4 * CHUNK + 10, seed=10)
+    ans.to_parquet(paths.data_file("answers"))
+    sc.to_parquet(paths.data_file("scores"))
+    write_browser(paths)
+    dom = _dom(paths.report / "judgments.html", "#judge=judge-a&min=9")
+    m = sc[(sc["judge"] == "judge-a") & (sc["score"] >= 9)]
+    expected = sorted(m["question_id"].unique())
+    assert dom.body.get("data-loaded") == "all" and dom.count == str(len(expected)) and len(expected) > 50
+    assert dom.cards == expected[:50]

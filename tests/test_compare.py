@@ -127,3 +127,18 @@ def test_regressions_ranked_with_retrieval_change_and_diff():
     assert hit in set(reg["question_id"]) and ranked(ch, "improvements").empty
     assert answer_diff("甲。乙。", "甲。丙。") == [{"op": " ", "text": "甲。"}, {"op": "-", "text": "乙。"},
                                                   {"op": "+", "text": "丙。"}]
+
+
+def test_bootstrap_se_of_delta_cube_matches_its_spread_over_simulated_runs():
+    """The MDE rests on se = the bootstrap SE of ΔCuBE (σ = se·√n): it must match the SD of
+    ΔCuBE over independent simulated runs of the same design."""
+    rng = np.random.default_rng(21)
+    deltas, ses = [], []
+    for i in range(24):
+        pair = _null_pair(rng, 60)
+        c = compare_pair(*pair, n_resamples=150 if i < 6 else 0, n_permutations=0, seed=i)
+        deltas.append(c.headline()["delta_cube"])
+        if i < 6:
+            ses.append(c.power["se"])
+    ratio = float(np.mean(ses)) / float(np.std(deltas, ddof=1))
+    assert 0.6 <= ratio <= 1.6, ratio
