@@ -57,8 +57,10 @@ def _ids(v: Any) -> list[str]:
 
 
 def build_records(answers: pd.DataFrame, scores: pd.DataFrame, questions: pd.DataFrame | None = None,
-                  corpus: pd.DataFrame | None = None) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
-    """(meta, records, docs): the browser's data, plain JSON-able values."""
+                  corpus: pd.DataFrame | None = None, changes: dict[tuple[str, str], list[list[Any]]] | None = None,
+                  ) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
+    """(meta, records, docs): the browser's data, plain JSON-able values. `changes`: per
+    (question, system) the comparisons where it is a regression or improvement (`run_changes`)."""
     systems = [str(s) for s in dict.fromkeys(answers["system"].astype(str))]
     judges = sorted(scores["judge"].astype(str).unique()) if len(scores) else []
     dims = list(dict.fromkeys(scores["dimension"].astype(str))) if len(scores) else []
@@ -99,11 +101,31 @@ def build_records(answers: pd.DataFrame, scores: pd.DataFrame, questions: pd.Dat
             ok = bool(getattr(row, "retrieval_ok", True)) if not pd.isna(getattr(row, "retrieval_ok", True)) else False
             rec["rk"] = int(row.rank) if ok else None
             rec["r"] = _ids(getattr(row, "retrieved_doc_ids", None))
+    for (q, s), marks in (changes or {}).items():
+        if (q, s) in recs:
+            recs[(q, s)]["c"] = marks
     records = sorted(recs.values(), key=lambda r: (r["q"], r["s"]))
     styles = sorted({r["st"] for r in records if r["st"]})
     meta = {"systems": systems, "judges": judges, "dimensions": dims, "sets": list(SETS), "styles": styles,
             "n_records": len(records), "n_judgments": int(len(sc))}
     return meta, records, docs
+
+
+def run_changes(root: Path) -> dict[tuple[str, str], list[list[Any]]]:
+    """Regressions and improvements of the run's comparisons (`compare/*/`, notebook 09), per
+    (question, system B): `[[label, 'regression' | 'improvement', jury score change], ...]`."""
+    from cube.regressions import ranked
+
+    out: dict[tuple[str, str], list[list[Any]]] = {}
+    for f in sorted(root.glob("compare/*/tables/question_changes.csv")):
+        head = json.loads((f.parent.parent / "comparison.json").read_text(encoding="utf-8"))
+        ch = pd.read_csv(f, dtype={"question_id": str, "retrieval_change": str})
+        for kind in ("regression", "improvement"):
+            for _, r in ranked(ch, f"{kind}s", None).iterrows():
+                d = None if pd.isna(r["delta"]) else round(float(r["delta"]), 3)
+                out.setdefault((str(r["question_id"]), str(head["b"])), []).append(
+                    [f"vs {head['a']}", kind, d, str(r["retrieval_change"])])
+    return out
 
 
 def write_browser(run_paths: RunPaths) -> Path | None:
@@ -112,7 +134,8 @@ def write_browser(run_paths: RunPaths) -> Path | None:
     if not (paths.data_file("answers").exists() and paths.data_file("scores").exists()):
         return None
     load = lambda n: pd.read_parquet(paths.data_file(n)) if paths.data_file(n).exists() else None  # noqa: E731
-    meta, records, docs = build_records(load("answers"), load("scores"), load("questions"), load("corpus"))
+    meta, records, docs = build_records(load("answers"), load("scores"), load("questions"), load("corpus"),
+                                        run_changes(paths.root))
     folder = paths.report / "judgments"
     folder.mkdir(parents=True, exist_ok=True)
     for old in folder.glob("chunk-*.js"):

@@ -126,3 +126,26 @@ def test_several_data_files_load_in_order_and_the_first_page_is_shown(tmp_path):
     expected = sorted(m["question_id"].unique())
     assert dom.body.get("data-loaded") == "all" and dom.count == str(len(expected)) and len(expected) > 50
     assert dom.cards == expected[:50]
+
+
+def test_regression_filter_uses_the_run_comparisons(tmp_path):
+    from cube.compare_report import Side, compare_sides
+    from cube.regressions import question_changes, ranked
+
+    paths = RunPaths(root=tmp_path / "run", cache=tmp_path / "c.sqlite").ensure()
+    ans, sc = make_tables(40, seed=11)
+    rng = np.random.default_rng(0)
+    sc_b = sc.assign(score=np.clip(sc["score"] + rng.integers(-2, 3, len(sc)), 0, 10))
+    answers = pd.concat([ans.assign(system="v1"), ans.assign(system="v2")], ignore_index=True)
+    scores = pd.concat([sc.assign(system="v1"), sc_b.assign(system="v2")], ignore_index=True)
+    answers.to_parquet(paths.data_file("answers"))
+    scores.to_parquet(paths.data_file("scores"))
+    a, b = Side("run", "v1", paths, None, 8), Side("run", "v2", paths, None, 8)
+    head = compare_sides(a, b, paths.root / "compare" / "v1__vs__v2", n_permutations=19, k=5)
+    write_browser(paths)
+    dom = _dom(paths.report / "judgments.html", "#change=regression")
+    ch = question_changes(ans.assign(system="v1"), sc.assign(system="v1"), ans.assign(system="v2"),
+                          sc_b.assign(system="v2"), head["jury_judges"])
+    expected = sorted(ranked(ch, "regressions", None)["question_id"])
+    assert expected and dom.cards == expected[:50] and dom.count == str(len(expected))
+    assert "regression vs v1: jury rag score change" in dom.html  # type: ignore[attr-defined]
