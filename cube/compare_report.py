@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pandas as pd
 
@@ -78,7 +79,7 @@ def side_name(side: Side, other: Side) -> str:
 
 
 def compare_sides(a: Side, b: Side, out_dir: Path, *, n_permutations: int = 1000, k: int = 20,
-                  seed: int | None = None) -> dict[str, Any]:
+                  seed: int | None = None, browser: str | None = None) -> dict[str, Any]:
     """Compare two sides and write the comparison folder; returns the `comparison.json` content."""
     from cube.compare import compare_pair
     from cube.regressions import details, question_changes, ranked
@@ -108,6 +109,7 @@ def compare_sides(a: Side, b: Side, out_dir: Path, *, n_permutations: int = 1000
         "regressions": [details(r, ans_a, sc_a, ans_b, sc_b, questions, corpus) for _, r in reg.iterrows()],
         "improvements": [details(r, ans_a, sc_a, ans_b, sc_b, questions, corpus) for _, r in imp.iterrows()],
         "deltas": [{k2: _clean(v) for k2, v in r.items()} for r in cmp.deltas.to_dict("records")],
+        "browser": browser,
     }
     out_dir = Path(out_dir)
     (out_dir / "tables").mkdir(parents=True, exist_ok=True)
@@ -191,7 +193,8 @@ def compare_in_run(run: Any, *, n_permutations: int = 1000, k: int = 20) -> list
         sides = [Side(run.params.run, s, run.paths, run.params, {x.name: x.top_n for x in run.params.systems}[s])
                  for s in (names[0], other)]
         folder = run.paths.root / "compare" / f"{_slug(names[0])}__vs__{_slug(other)}"
-        payload = compare_sides(*sides, folder, n_permutations=n_permutations, k=k)
+        link = f"../../report/judgments.html#system={quote(other)}&change=regression"
+        payload = compare_sides(*sides, folder, n_permutations=n_permutations, k=k, browser=link)
         out.append({key: payload[key] for key in ("a", "b", "delta_cube", "delta_cube_ci", "p_value", "mde",
                                                   "n_questions", "n_regressions", "n_improvements")}
                    | {"page": str(folder.relative_to(run.paths.root) / "index.html")})
