@@ -144,7 +144,7 @@ def cube_from_counts(p: _Prepared, C: np.ndarray) -> dict[str, np.ndarray]:
             den = T[full] - T[zero]
             W[j] = np.where(den > 1e-12, 100 * (T[rag] - T[zero]) / den, np.nan)
     cube = np.where(recall[None, :] == 0, 0.0, W * recall[None, :])  # nothing retrieved: CuBE = 0
-    return {"weighted_score": W, "cube_score": cube, "recall_at_k": recall}
+    return {"weighted_score": W, "cube_score": cube, "recall_at_k": recall, "trimmed_means": tm, "weights": w}
 
 
 def bootstrap_cube(answers: pd.DataFrame, scores: pd.DataFrame, *, n_resamples: int = 1000,

@@ -8,12 +8,14 @@
     cube sweep PARAMS.yaml --grid key=v1,v2 ...      one run per combination, plus an index linking them
     cube params-reference                            print the params reference (Markdown)
     cube batch export|import|submit|status|fetch     judge through a batch API (cube/batch.py)
+    cube compare A B                                 paired comparison of two systems or runs
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import sys
 from pathlib import Path
@@ -118,6 +120,21 @@ def build_parser() -> argparse.ArgumentParser:
     from cube.batch_cli import add_batch_parser  # issue 15: cube batch export/import/submit/status/fetch
 
     add_batch_parser(sub)
+    cmp = sub.add_parser("compare", help="paired comparison of two systems or runs (delta, CI, p-value, MDE, regressions)",
+                         description="Compare side B with side A on their common questions: ΔCuBE, ΔW, ΔR@k and each "
+                         "Δ normalised dimension per judge and jury, a paired bootstrap interval, a paired permutation "
+                         "p-value, the minimum detectable ΔCuBE and the largest regressions and improvements. A and B "
+                         "are params files or run folders (of completed runs); the same run twice compares its first "
+                         "system with its second (or --system-a / --system-b). Writes "
+                         "outputs/compare/<a>__vs__<b>/ (comparison.json, tables, figures, index.html).")
+    cmp.add_argument("a", type=Path, help="side A: params file or run folder")
+    cmp.add_argument("b", type=Path, help="side B: params file or run folder")
+    cmp.add_argument("--system-a", default=None, help="system of side A (default: its primary system)")
+    cmp.add_argument("--system-b", default=None, help="system of side B (default: its primary, or the second "
+                     "system when B is the same run as A)")
+    cmp.add_argument("--outputs", type=Path, default=None, help="outputs folder (default: side A's outputs_dir)")
+    cmp.add_argument("--permutations", type=int, default=1000, help="permutations of the p-value (default 1000)")
+    cmp.add_argument("--top", type=int, default=20, help="regressions / improvements listed (default 20)")
     return p
 
 
@@ -218,6 +235,19 @@ def _main(args: argparse.Namespace) -> int:
             from cube.batch_cli import batch_main
 
             return batch_main(args)
+        if args.command == "compare":
+            from cube.compare_report import run_compare
+
+            out = run_compare(args.a, args.b, system_a=args.system_a, system_b=args.system_b, outputs=args.outputs,
+                              n_permutations=args.permutations, k=args.top)
+            head = json.loads((out / "comparison.json").read_text(encoding="utf-8"))
+            ci = head["delta_cube_ci"]
+            print(f"{head['b']} vs {head['a']}: ΔCuBE {_fmt(head['delta_cube'])} "
+                  f"[{_fmt(ci[0])}, {_fmt(ci[1])}], p = {_fmt(head['p_value'], 3)}, MDE {_fmt(head['mde'])}, "
+                  f"{head['n_questions']} questions, {head['n_regressions']} regressions, "
+                  f"{head['n_improvements']} improvements")
+            print(f"comparison: {out / 'index.html'}")
+            return 0
         if args.command == "params-reference":
             from cube.params_doc import params_reference
 
@@ -261,6 +291,10 @@ def _run(args: argparse.Namespace) -> int:
         print(f"cube: decision withheld: judging failed ({reasons})", file=sys.stderr)
         return 3
     return 0
+
+
+def _fmt(v: float | None, digits: int = 2) -> str:
+    return "n/a" if v is None else f"{v:.{digits}f}"
 
 
 def _decision(paths: RunPaths) -> dict:

@@ -48,6 +48,17 @@ overrides: "Union[list, dict, None]" = None  # params changes: key.path strings 
 PARAMETER_NAMES = ("params_path", "run_dir", "overrides")
 
 
+def _own_parameters(source: str) -> list[str]:
+    """The lines of a parameters cell that assign a notebook's own parameters (not the common
+    ones of `PARAMETERS_CELL`, not comments)."""
+    out = []
+    for line in source.splitlines():
+        name = line.split("=")[0].split(":")[0].strip()
+        if "=" in line and not line.lstrip().startswith("#") and name not in PARAMETER_NAMES:
+            out.append(line)
+    return out
+
+
 class MissingStageError(RuntimeError):
     """A notebook's input file is missing: the message names every stage to run first, in order."""
 
@@ -218,8 +229,9 @@ def apply_parameters_cell(notebooks: list[Path]) -> list[Path]:
             code = [c for c in nb.cells if c.cell_type == "code"]
             cell = nbformat.v4.new_code_cell(PARAMETERS_CELL.rstrip("\n"), metadata={"tags": ["parameters"]})
             nb.cells.insert(nb.cells.index(code[0]) + 1 if code else 0, cell)
-        else:
-            cells[0].source = PARAMETERS_CELL.rstrip("\n")
+        else:  # a notebook's own parameters (e.g. 09's two sides) follow the common ones, kept as they are
+            cells[0].source = PARAMETERS_CELL + "\n".join(_own_parameters(cells[0].source))
+            cells[0].source = cells[0].source.rstrip("\n")
         for c in nb.cells:
             if c.cell_type == "code" and "open_run(params_path, run_dir)" in c.source:
                 c.source = c.source.replace("open_run(params_path, run_dir)", "open_run(params_path, run_dir, overrides)")

@@ -137,6 +137,9 @@ def publish(params: Params, paths: RunPaths, attempt: dict[str, str] | None = No
     for i, page in enumerate(pages):
         set_nav(page["html"], _nav(pages, i, ""))
         set_nav(page["code"], _nav(pages, i, "../"))
+    from cube.browser import write_browser  # issue 13: report/judgments.html, every judgment
+
+    write_browser(paths)
     return write_index(params, paths, pages, attempt)
 
 

@@ -48,7 +48,7 @@ LAST_RUN = "last_run.html"
 # Published entries that a run replaces when it commits (report/ is re-rendered from them).
 # Not annotation/: raters fill its sheet in place, so it is written in the published folder
 # (`RunPaths.annotation`) and never replaced by a commit.
-STAGED = ("params.yaml", "results.json", "manifest.json", "data", "tables", "figures", "notebooks")
+STAGED = ("params.yaml", "results.json", "manifest.json", "data", "tables", "figures", "notebooks", "compare")
 
 
 class RunLocked(RuntimeError):

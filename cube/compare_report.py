@@ -1,0 +1,221 @@
+"""`cube compare A B` and notebook 09: resolve the two sides, compare, write the folder.
+
+A side is a params file (its run folder `outputs/<run>`) or a run folder, and optionally a
+system of that run (default: the run's primary system; when both sides are the same run, B
+defaults to its second system). The comparison folder holds `comparison.json` (the headline:
+`delta_cube`, `delta_cube_ci`, `p_value`, `mde`, `n_questions`, `regressions`, `improvements`),
+`tables/*.csv`, `figures/*.png` (a forest plot of Δ by dimension and judge, a scatter of the
+per-question jury scores A vs B) and `index.html` in the report style (all text escaped).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pandas as pd
+
+from cube.config import Params, RunPaths, load_params
+
+
+@dataclass
+class Side:
+    run: str
+    system: str
+    paths: RunPaths
+    params: Params | None
+    top_n: int | None
+
+    @property
+    def label(self) -> str:
+        return self.system
+
+    def load(self, name: str) -> pd.DataFrame:
+        path = self.paths.data_file(name)
+        if not path.exists():
+            raise FileNotFoundError(f"{path}: missing; run the stages of run {self.run!r} first (cube run)")
+        return pd.read_parquet(path)
+
+
+def _systems(params: Params | None, answers_path: Path) -> list[str]:
+    if params is not None:
+        return [s.name for s in params.systems]
+    return list(dict.fromkeys(pd.read_parquet(answers_path, columns=["system"])["system"].astype(str)))
+
+
+def resolve_side(spec: str | Path, system: str | None = None, *, default_index: int = 0) -> Side:
+    """A params file or a run folder, and a system of it (default: the `default_index`-th system)."""
+    spec = Path(spec)
+    if spec.is_file():
+        params = load_params(spec)
+        paths = RunPaths.for_params(params)
+    elif spec.is_dir():
+        params = load_params(spec / "params.yaml") if (spec / "params.yaml").exists() else None
+        paths = RunPaths(root=spec, cache=spec.parent / "cache.sqlite")
+    else:
+        raise FileNotFoundError(f"{spec}: neither a params file nor a run folder")
+    systems = _systems(params, paths.data_file("answers"))
+    if system is None:
+        if default_index >= len(systems):
+            raise ValueError(f"{spec}: run has only the system(s) {systems}; name the systems to compare")
+        system = systems[default_index]
+    elif system not in systems:
+        raise ValueError(f"{spec}: no system {system!r}; the run has {systems}")
+    top_n = {s.name: s.top_n for s in params.systems}.get(system) if params is not None else None
+    return Side(params.run if params is not None else spec.name, system, paths, params, top_n)
+
+
+def _slug(s: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", s).strip("-") or "side"
+
+
+def side_name(side: Side, other: Side) -> str:
+    return _slug(side.system if side.run == other.run else f"{side.run}-{side.system}")
+
+
+def compare_sides(a: Side, b: Side, out_dir: Path, *, n_permutations: int = 1000, k: int = 20,
+                  seed: int | None = None, browser: str | None = None) -> dict[str, Any]:
+    """Compare two sides and write the comparison folder; returns the `comparison.json` content."""
+    from cube.compare import compare_pair
+    from cube.regressions import details, question_changes, ranked
+
+    ans_a, sc_a = a.load("answers"), a.load("scores")
+    ans_b, sc_b = (ans_a, sc_a) if a.paths.root == b.paths.root else (b.load("answers"), b.load("scores"))
+    ans_a, sc_a = ans_a[ans_a["system"] == a.system], sc_a[sc_a["system"] == a.system]
+    ans_b, sc_b = ans_b[ans_b["system"] == b.system], sc_b[sc_b["system"] == b.system]
+    ap = a.params.analysis if a.params is not None else None
+    dims = list(a.params.dimensions) if a.params is not None and a.params.dimensions else None
+    dims = [d if isinstance(d, str) else getattr(d, "name", str(d)) for d in dims] if dims else None
+    cmp = compare_pair(ans_a, sc_a, ans_b, sc_b, ap, top_n_a=a.top_n, top_n_b=b.top_n,
+                       labels=(a.label, b.label), n_permutations=n_permutations, seed=seed, dimensions=dims)
+    changes = question_changes(ans_a, sc_a, ans_b, sc_b, cmp.jury_judges)
+    questions = a.load("questions") if a.paths.data_file("questions").exists() else None
+    corpus = a.load("corpus") if a.paths.data_file("corpus").exists() else None
+    reg, imp = ranked(changes, "regressions", k), ranked(changes, "improvements", k)
+    counts = {"regressions": int(len(ranked(changes, "regressions", None))),
+              "improvements": int(len(ranked(changes, "improvements", None)))}
+    payload = {
+        **cmp.headline(), "side_a": {"run": a.run, "system": a.system, "folder": a.paths.root.name},
+        "side_b": {"run": b.run, "system": b.system, "folder": b.paths.root.name},
+        "power": {k2: _clean(v) for k2, v in cmp.power.items()}, "settings": cmp.settings,
+        "only_a": [str(q) for q in cmp.only_a], "only_b": [str(q) for q in cmp.only_b],
+        "n_regressions": counts["regressions"], "n_improvements": counts["improvements"],
+        "retrieval_changes": {str(k2): int(v) for k2, v in changes["retrieval_change"].value_counts().items()},
+        "regressions": [details(r, ans_a, sc_a, ans_b, sc_b, questions, corpus) for _, r in reg.iterrows()],
+        "improvements": [details(r, ans_a, sc_a, ans_b, sc_b, questions, corpus) for _, r in imp.iterrows()],
+        "deltas": [{k2: _clean(v) for k2, v in r.items()} for r in cmp.deltas.to_dict("records")],
+        "browser": browser,
+    }
+    out_dir = Path(out_dir)
+    (out_dir / "tables").mkdir(parents=True, exist_ok=True)
+    (out_dir / "figures").mkdir(parents=True, exist_ok=True)
+    cmp.deltas.to_csv(out_dir / "tables" / "deltas.csv", index=False)
+    changes.to_csv(out_dir / "tables" / "question_changes.csv", index=False)
+    reg.to_csv(out_dir / "tables" / "regressions.csv", index=False)
+    imp.to_csv(out_dir / "tables" / "improvements.csv", index=False)
+    _figures(cmp.deltas, changes, a.label, b.label, out_dir / "figures")
+    (out_dir / "comparison.json").write_text(json.dumps(payload, ensure_ascii=False, indent=1, default=str),
+                                             encoding="utf-8")
+    _page(payload, out_dir / "index.html")
+    return payload
+
+
+def _clean(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v.item() if hasattr(v, "item") else v
+
+
+def _figures(deltas: pd.DataFrame, changes: pd.DataFrame, la: str, lb: str, folder: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    d = deltas[deltas["metric"] != "recall_at_k"].reset_index(drop=True)
+    fig, ax = plt.subplots(figsize=(7, 0.32 * len(d) + 1.2))
+    y = range(len(d))[::-1]
+    for yy, (_, r) in zip(y, d.iterrows(), strict=True):
+        color = "black" if r["judge"] == "jury" else "tab:blue"
+        ax.errorbar(r["delta"], yy, xerr=[[max(r["delta"] - r["lo"], 0)], [max(r["hi"] - r["delta"], 0)]]
+                    if pd.notna(r["lo"]) else None, fmt="o", color=color, capsize=3)
+    ax.set_yticks(list(y), [f"{j} · {m}" for j, m in zip(d["judge"], d["metric"], strict=True)], fontsize=8)
+    ax.axvline(0, color="grey", lw=0.8)
+    ax.set_xlabel(f"Δ ({lb} − {la}), points, with paired bootstrap interval")
+    fig.tight_layout()
+    fig.savefig(folder / "forest.png", dpi=110)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(4.8, 4.6))
+    ax.scatter(changes["jury_a"], changes["jury_b"], s=10, alpha=0.5,
+               c=changes["retrieval_change"].map({"lost": "tab:red", "found": "tab:green"}).fillna("tab:blue"))
+    ax.plot([0, 10], [0, 10], color="grey", lw=0.8)
+    ax.set_xlabel(f"{la}: jury rag score per question (mean over dimensions)")
+    ax.set_ylabel(f"{lb}: jury rag score per question")
+    fig.tight_layout()
+    fig.savefig(folder / "scatter.png", dpi=110)
+    plt.close(fig)
+
+
+def _page(payload: dict[str, Any], path: Path) -> None:
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.PackageLoader("cube", "templates"), autoescape=True)
+    env.filters["num"] = lambda v, d=2: "n/a" if v is None else (f"{v:.{d}f}" if isinstance(v, float) else str(v))
+    path.write_text(env.get_template("compare.html.j2").render(c=payload), encoding="utf-8")
+
+
+def run_compare(spec_a: str | Path, spec_b: str | Path, *, system_a: str | None = None,
+                system_b: str | None = None, outputs: Path | None = None, **kwargs: Any) -> Path:
+    """`cube compare`: resolve both sides and write `outputs/compare/<a>__vs__<b>/`."""
+    a = resolve_side(spec_a, system_a)
+    same = Path(spec_a).resolve() == Path(spec_b).resolve()
+    b = resolve_side(spec_b, system_b, default_index=1 if same and system_b is None else 0)
+    if a.paths.root == b.paths.root and a.system == b.system:
+        raise ValueError(f"both sides are system {a.system!r} of run {a.run!r}: name two different systems")
+    base = Path(outputs) if outputs is not None else (
+        Path(a.params.outputs_dir) if a.params is not None else a.paths.root.parent)
+    out = base / "compare" / f"{side_name(a, b)}__vs__{side_name(b, a)}"
+    compare_sides(a, b, out, **kwargs)
+    return out
+
+
+def compare_in_run(run: Any, *, n_permutations: int = 1000, k: int = 20) -> list[dict[str, Any]]:
+    """Notebook 09 inside a run: the primary system vs each other system, written to
+    `<run>/compare/<primary>__vs__<other>/` (published with the run). Returns the headlines."""
+    names = [s.name for s in run.params.systems]
+    out = []
+    for other in names[1:]:
+        sides = [Side(run.params.run, s, run.paths, run.params, {x.name: x.top_n for x in run.params.systems}[s])
+                 for s in (names[0], other)]
+        folder = run.paths.root / "compare" / f"{_slug(names[0])}__vs__{_slug(other)}"
+        link = f"../../report/judgments.html#system={quote(other)}&change=regression"
+        payload = compare_sides(*sides, folder, n_permutations=n_permutations, k=k, browser=link)
+        out.append({key: payload[key] for key in ("a", "b", "delta_cube", "delta_cube_ci", "p_value", "mde",
+                                                  "n_questions", "n_regressions", "n_improvements")}
+                   | {"page": str(folder.relative_to(run.paths.root) / "index.html")})
+    return out
+
+
+def notebook_compare(run: Any, side_a: str | None = None, side_b: str | None = None, *,
+                     system_a: str | None = None, system_b: str | None = None,
+                     n_permutations: int = 1000, k: int = 20) -> pd.DataFrame:
+    """Notebook 09: with no sides, the run's primary system vs each other system (inside the run,
+    linked from `results.json` → `comparisons`); with sides, `cube compare side_a side_b`."""
+    if side_a is None and side_b is None:
+        rows = compare_in_run(run, n_permutations=n_permutations, k=k)
+        run.record(comparisons=rows)
+    else:
+        out = run_compare(side_a or run.paths.root, side_b or run.paths.root, system_a=system_a,
+                          system_b=system_b, n_permutations=n_permutations, k=k)
+        payload = json.loads((out / "comparison.json").read_text(encoding="utf-8"))
+        rows = [{key: payload[key] for key in ("a", "b", "delta_cube", "delta_cube_ci", "p_value", "mde",
+                                                "n_questions", "n_regressions", "n_improvements")}
+                | {"page": str(out / "index.html")}]
+    cols = ["a", "b", "delta_cube", "delta_cube_ci", "p_value", "mde", "n_questions", "n_regressions",
+            "n_improvements", "page"]
+    return run.table("comparisons", pd.DataFrame(rows, columns=cols))

@@ -1,0 +1,151 @@
+"""The judgment browser (issue 13 item 5) opened in headless Chromium: filters and escaping."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from factories import make_tables
+
+from cube.browser import CHUNK, page_size, write_browser
+from cube.config import RunPaths
+
+SCRIPT = "<script>alert('x')</script>"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+class _Dom(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.cards: list[str] = []
+        self.rows: list[tuple[str, str]] = []
+        self.inline_scripts = 0
+        self.src_scripts: list[str] = []
+        self.body: dict[str, str] = {}
+        self.count: str | None = None
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "script":
+            if a.get("src"):
+                self.src_scripts.append(a["src"])
+            else:
+                self.inline_scripts += 1
+        if tag == "body":
+            self.body = a
+        if a.get("class") == "card":
+            self.cards.append(a["data-qid"])
+        if a.get("class") == "jrow":
+            self.rows.append((a["data-judge"], a["data-score"]))
+        if a.get("id") == "status":
+            self.count = a.get("data-count")
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("browser") / "run"
+    paths = RunPaths(root=root, cache=root / "cache.sqlite").ensure()
+    ans, sc = make_tables(30, seed=8)
+    ans = ans.assign(retrieved_doc_ids=ans["retrieved_doc_ids"].map(list))
+    ans.loc[(ans["question_id"] == "q003") & (ans["set"] == "rag"), "answer"] = f"{SCRIPT} 请携带身份证。"
+    sc = sc.assign(raw=sc["score"].map(lambda v: f"评分：{v:g}"), error="")
+    sc.loc[sc.index[:3], ["score", "error"]] = [np.nan, "call failed: HTTP 500"]
+    ans.to_parquet(paths.data_file("answers"))
+    sc.to_parquet(paths.data_file("scores"))
+    pd.DataFrame({"question_id": ans["question_id"].unique(), "question": "问题 & <b>粗</b>",
+                  "style": "named"}).to_parquet(paths.data_file("questions"))
+    assert write_browser(paths) is not None
+    return paths, ans, sc
+
+
+def _dom(page: Path, hash_: str) -> _Dom:
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed (apt-get install -y chromium; .ci/run installs it when missing)")
+    out = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                          "--virtual-time-budget=20000", "--dump-dom", page.as_uri() + hash_],
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    dom = _Dom()
+    dom.feed(out)
+    dom.html = out  # type: ignore[attr-defined]
+    return dom
+
+
+def test_filter_by_judge_and_score_range_shows_the_expected_rows(run):
+    paths, _, sc = run
+    dom = _dom(paths.report / "judgments.html", "#judge=judge-b&min=3&max=5")
+    assert dom.body.get("data-loaded") == "all"
+    m = sc[(sc["judge"] == "judge-b") & (sc["score"] >= 3) & (sc["score"] <= 5)]
+    expected = sorted(m["question_id"].unique())
+    assert dom.count == str(len(expected)) and dom.cards == expected
+    assert len(dom.rows) == len(m)
+    assert all(j == "judge-b" and 3 <= float(s) <= 5 for j, s in dom.rows)
+
+
+def test_failed_filter_shows_the_failure_reason(run):
+    paths, _, sc = run
+    dom = _dom(paths.report / "judgments.html", "#failed=1")
+    assert dom.cards == sorted(sc.loc[sc["error"] != "", "question_id"].unique())
+    assert "call failed: HTTP 500" in dom.html and all(s == "" for _, s in dom.rows)  # type: ignore[attr-defined]
+
+
+def test_script_in_an_answer_stays_text(run):
+    paths, _, _ = run
+    chunk = (paths.report / "judgments" / "chunk-0000.js").read_text(encoding="utf-8")
+    assert "<script" not in chunk and "\\u003cscript" in chunk
+    dom = _dom(paths.report / "judgments.html", "#text=q003")
+    assert dom.cards == ["q003"]
+    assert dom.inline_scripts == 1 and all(s.startswith("judgments/") for s in dom.src_scripts)
+    assert "&lt;script&gt;alert('x')&lt;/script&gt; 请携带身份证。" in dom.html  # type: ignore[attr-defined]
+    assert "问题 &amp; &lt;b&gt;粗&lt;/b&gt;" in dom.html  # type: ignore[attr-defined]
+
+
+def test_data_is_split_into_chunks(tmp_path):
+    paths = RunPaths(root=tmp_path / "run", cache=tmp_path / "c.sqlite").ensure()
+    ans, sc = make_tables(CHUNK + 10, seed=9)
+    ans.to_parquet(paths.data_file("answers"))
+    sc.to_parquet(paths.data_file("scores"))
+    write_browser(paths)
+    size = page_size(paths.report)
+    assert size["chunks"] == 2 and size["page"] < 20_000 < size["total"]
+    assert write_browser(RunPaths(root=tmp_path / "empty", cache=tmp_path / "c.sqlite")) is None
+
+
+def test_several_data_files_load_in_order_and_the_first_page_is_shown(tmp_path):
+    paths = RunPaths(root=tmp_path / "run", cache=tmp_path / "c.sqlite").ensure()
+    ans, sc = make_tables(4 * CHUNK + 10, seed=10)
+    ans.to_parquet(paths.data_file("answers"))
+    sc.to_parquet(paths.data_file("scores"))
+    write_browser(paths)
+    dom = _dom(paths.report / "judgments.html", "#judge=judge-a&min=9")
+    m = sc[(sc["judge"] == "judge-a") & (sc["score"] >= 9)]
+    expected = sorted(m["question_id"].unique())
+    assert dom.body.get("data-loaded") == "all" and dom.count == str(len(expected)) and len(expected) > 50
+    assert dom.cards == expected[:50]
+
+
+def test_regression_filter_uses_the_run_comparisons(tmp_path):
+    from cube.compare_report import Side, compare_sides
+    from cube.regressions import question_changes, ranked
+
+    paths = RunPaths(root=tmp_path / "run", cache=tmp_path / "c.sqlite").ensure()
+    ans, sc = make_tables(40, seed=11)
+    rng = np.random.default_rng(0)
+    sc_b = sc.assign(score=np.clip(sc["score"] + rng.integers(-2, 3, len(sc)), 0, 10))
+    answers = pd.concat([ans.assign(system="v1"), ans.assign(system="v2")], ignore_index=True)
+    scores = pd.concat([sc.assign(system="v1"), sc_b.assign(system="v2")], ignore_index=True)
+    answers.to_parquet(paths.data_file("answers"))
+    scores.to_parquet(paths.data_file("scores"))
+    a, b = Side("run", "v1", paths, None, 8), Side("run", "v2", paths, None, 8)
+    head = compare_sides(a, b, paths.root / "compare" / "v1__vs__v2", n_permutations=19, k=5)
+    write_browser(paths)
+    dom = _dom(paths.report / "judgments.html", "#change=regression")
+    ch = question_changes(ans.assign(system="v1"), sc.assign(system="v1"), ans.assign(system="v2"),
+                          sc_b.assign(system="v2"), head["jury_judges"])
+    expected = sorted(ranked(ch, "regressions", None)["question_id"])
+    assert expected and dom.cards == expected[:50] and dom.count == str(len(expected))
+    assert "regression vs v1: jury rag score change" in dom.html  # type: ignore[attr-defined]

@@ -1,0 +1,84 @@
+"""`cube compare A B` on two tiny runs (TOP-N 4 vs 16), stages run directly (no papermill)."""
+
+from __future__ import annotations
+
+import json
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from cube import pipeline
+from cube.cli import main
+from cube.notebook import open_run
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = "<script>alert('x')</script>"
+
+
+class _Tags(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.scripts = 0
+
+    def handle_starttag(self, tag, attrs):
+        self.scripts += tag == "script"
+
+
+def _tiny_run(tmp: Path, name: str, top_n: int) -> Path:
+    params = yaml.safe_load((ROOT / "params" / "default.yaml").read_text(encoding="utf-8"))
+    params.update({"run": name, "outputs_dir": str(tmp / "outputs"), "corpus": {"source": "demo", "n_items": 40, "seed": 3},
+                   "questions": {"generator": "template", "seed": 3},
+                   "systems": [{"kind": "builtin", "name": f"bm25-top{top_n}", "top_n": top_n}],
+                   "analysis": {**params["analysis"], "bootstrap": 60}})
+    path = tmp / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(params, allow_unicode=True), encoding="utf-8")
+    run = open_run(path)
+    for stage in (pipeline.corpus_stage, pipeline.questions_stage, pipeline.answers_stage, pipeline.scores_stage):
+        stage(run)
+    return path
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("cmp")
+    mp = pytest.MonkeyPatch()
+    mp.chdir(ROOT)
+    a, b = _tiny_run(tmp, "v1", 4), _tiny_run(tmp, "v2", 16)
+    q = tmp / "outputs" / "v1" / "data" / "questions.parquet"  # untrusted text must stay text on the page
+    questions = pd.read_parquet(q)
+    pd.DataFrame(questions.assign(question=SCRIPT + questions["question"])).to_parquet(q)
+    yield tmp, a, b
+    mp.undo()
+
+
+def test_cube_compare_two_runs_writes_the_comparison(runs, capsys):
+    tmp, a, _ = runs
+    assert main(["compare", str(a), str(tmp / "outputs" / "v2"), "--permutations", "99", "--top", "5"]) == 0
+    out = tmp / "outputs" / "compare" / "v1-bm25-top4__vs__v2-bm25-top16"
+    head = json.loads((out / "comparison.json").read_text(encoding="utf-8"))
+    for key in ("delta_cube", "delta_cube_ci", "p_value", "mde", "n_questions", "regressions", "improvements"):
+        assert key in head
+    assert head["n_questions"] == 40 and head["a"] == "bm25-top4" and head["b"] == "bm25-top16"
+    ci = head["delta_cube_ci"]
+    assert ci[0] <= head["delta_cube"] <= ci[1] and 0 < head["p_value"] <= 1 and head["mde"] > 0
+    assert head["retrieval_changes"].get("found", 0) >= 1  # 16 documents find gold that 4 miss
+    assert len(head["regressions"]) <= 5 and len(head["improvements"]) <= 5
+    assert head["improvements"] and {"answer_a", "answer_b", "diff", "retrieved_a", "retrieved_b",
+                                     "judgments"} <= set(head["improvements"][0])
+    for f in ("tables/deltas.csv", "tables/question_changes.csv", "figures/forest.png", "figures/scatter.png"):
+        assert (out / f).stat().st_size > 0
+    html = (out / "index.html").read_text(encoding="utf-8")
+    parser = _Tags()
+    parser.feed(html)
+    assert parser.scripts == 0 and "&lt;script&gt;" in html
+    printed = capsys.readouterr().out
+    assert printed.startswith("bm25-top16 vs bm25-top4: ΔCuBE ") and "comparison: " in printed
+
+
+def test_cube_compare_same_run_needs_two_systems(runs, capsys):
+    tmp, a, _ = runs
+    assert main(["compare", str(a), str(a)]) == 2
+    assert "only the system(s)" in capsys.readouterr().err
