@@ -392,6 +392,24 @@ class LexicalParams(_Strict):
     )
 
 
+class DiagnosticsParams(_Strict):
+    low_score_below: float = Field(
+        5.0, ge=0, le=10, description="A rag answer whose jury score (mean over judges and dimensions, 0-10) is "
+        "below this is classified into failure patterns."
+    )
+    low_rank_from: int = Field(4, ge=2, description="Pattern low_rank: the gold document retrieved at this rank or lower.")
+    judge_disagreement_above: float = Field(
+        3.0, ge=0, le=10, description="Pattern judge_disagreement: judges' mean scores of one answer differ by more."
+    )
+    field_match_below: float = Field(
+        60.0, ge=0, le=100, description="Pattern field_missing: the asked field's value matches the answer below "
+        "this rapidfuzz partial_ratio."
+    )
+    unsupported_share_above: float = Field(
+        0.5, ge=0, le=1, description="Pattern unsupported: share of answer clauses not found in the gold document."
+    )
+
+
 class Params(_Strict):
     run: str = Field(description="Run name: outputs go to outputs/<run>/.")
     lang: Literal["zh", "en"] = Field("zh", description="Language of the corpus, prompts and answers.")
@@ -415,6 +433,9 @@ class Params(_Strict):
     analysis: AnalysisParams = Field(default_factory=AnalysisParams, description="CuBE computation settings.")
     human: HumanParams = Field(default_factory=HumanParams, description="Human ratings (paper 5.6).")
     lexical: LexicalParams = Field(default_factory=LexicalParams, description="BLEU/ROUGE settings (paper 5.7).")
+    diagnostics: DiagnosticsParams = Field(
+        default_factory=DiagnosticsParams, description="Failure patterns of low-scoring answers (notebook 10)."
+    )
 
     @field_validator("run")
     @classmethod
