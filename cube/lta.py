@@ -171,8 +171,10 @@ def suggestions(result: CubeResult, params: Params, top_n: int, call_failure_sha
 
 def assess(results: dict[str, CubeResult], params: Params, *, usage: pd.DataFrame | None = None,
            synthetic: bool = False, offline_judges: list[str] | None = None, call_failure_share: float = 0.0,
-           parse_failure_share: float = 0.0, skipped_share: float = 0.0, bound_note: str = "") -> dict[str, Any]:
-    """The decision page's content for the run's first system (and a row for every system)."""
+           parse_failure_share: float = 0.0, skipped_share: float = 0.0, bound_note: str = "",
+           diagnosis: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The decision page's content for the run's first system (and a row for every system).
+    `diagnosis`: `cube.diagnosis.for_decision` (R@k curve, failure patterns), stated in sentences."""
     primary = params.systems[0].name
     result = results[primary]
     top_n = params.systems[0].top_n
@@ -229,7 +231,24 @@ def assess(results: dict[str, CubeResult], params: Params, *, usage: pd.DataFram
                        "own leniency.",
         "currency": next((m.currency for m in params.models.values()), "USD"),
         **_usage_figures(usage),
+        **diagnosis_sentences(primary, diagnosis or {}),
     }
+
+
+def diagnosis_sentences(system: str, diagnosis: dict[str, Any]) -> dict[str, Any]:
+    """The diagnostics of the decision page: `retrieval_sentence` (the R@k curve) and
+    `failure_patterns` (the top three with counts and suggestions) with `patterns_sentence`."""
+    from cube.failures import patterns_sentence
+    from cube.retrieval_metrics import curve_sentence, for_results
+
+    out: dict[str, Any] = {}
+    if diagnosis.get("retrieval"):
+        out["retrieval_sentence"] = curve_sentence(system, diagnosis["retrieval"])
+        out["retrieval"] = {**for_results(diagnosis["retrieval"]), "system": system}
+    if diagnosis.get("failure_patterns"):
+        out["failure_patterns"] = diagnosis["failure_patterns"]
+        out["patterns_sentence"] = patterns_sentence(diagnosis["failure_patterns"])
+    return out
 
 
 def correlation_reading(result: CubeResult) -> str:
@@ -289,6 +308,14 @@ def decision_markdown(decision: dict[str, Any]) -> str:
     if decision.get("weakest"):
         lines.append("Weakest dimensions: " + ", ".join(
             f"{esc(w['dimension'])} ({w['score']:.1f})" for w in decision["weakest"]) + ".")
+        lines.append("")
+    if decision.get("retrieval_sentence"):
+        lines += [esc(decision["retrieval_sentence"]), ""]
+    if decision.get("patterns_sentence"):
+        lines.append(esc(decision["patterns_sentence"]))
+        for t in (decision.get("failure_patterns") or {}).get("top", []):
+            lines.append(f"- {esc(t['pattern'].replace('_', ' '))}: {t['count']} ({t['share']:.0%}), e.g. "
+                         f"{esc(t['examples'])}; consider: {esc(t['suggestion'])}.")
         lines.append("")
     lines.append("Suggestions:")
     lines += [f"- {esc(s)}" for s in decision["suggestions"]]

@@ -184,4 +184,5 @@ def curve_sentence(system: str, m: Mapping[str, Any]) -> str:
     n = m["top_n"]
     half = next((k for k, v in enumerate(curve, 1) if v >= curve[-1] / 2), n)
     return (f"R@k curve of {system}: R@1 = {curve[0]:.1%}, R@{min(3, n)} = {curve[min(3, n) - 1]:.1%}, "
-            f"R@{n} = {curve[-1]:.1%} (MRR {m['mrr']:.2f}); half of the hits are at rank {half} or better.")
+            f"R@{n} = {curve[-1]:.1%} (MRR {m['mrr']:.2f}); half of the gold documents found are "
+            + ("first in the list." if half == 1 else f"within the top {half}."))

@@ -99,3 +99,16 @@ def test_unscored_answers_give_no_pattern_and_say_so():
     out = failures.classify(answers, scores, CORPUS, questions, "s")
     assert not out["low"].any()
     assert "no failure pattern can be computed" in failures.patterns_sentence(failures.summary(out))
+
+
+def test_decision_page_lists_the_top_three_patterns_and_the_curve(classified):
+    from cube import lta
+    from cube.retrieval_metrics import metrics_from_ranks
+
+    extra = lta.diagnosis_sentences("s", {"retrieval": metrics_from_ranks([1, 2, 0], 4),
+                                          "failure_patterns": failures.summary(classified)})
+    md = lta.decision_markdown({"verdict": "fair", "sentence": "x", "suggestions": ["y"], **extra})
+    assert "R@k curve of s: R@1 = 33.3%" in md and extra["retrieval"]["curve"][-1] == 2 / 3
+    listed = [line for line in md.splitlines() if line.startswith("- ") and "consider:" in line]
+    assert len(listed) == 3 and "top failure patterns" in md
+    assert lta.diagnosis_sentences("s", {}) == {}
