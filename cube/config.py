@@ -238,6 +238,35 @@ class BuiltinSystem(_Strict):
     )
     k1: float = 1.5
     b: float = 0.75
+    top_n_sweep: list[int] | None = Field(
+        None, description="Evaluate this retriever at several TOP-N in one run (e.g. [2, 4, 8, 16]): the entry "
+        "becomes one system per N (`top_n` keeps `name`, the others `<name>@top<N>`), sharing one retrieval at the "
+        "largest N and the bound sets; notebook 10 and the decision page test the TOP-N hypothesis."
+    )
+    sweep_of: str | None = Field(None, description="Set by `top_n_sweep`: the sweep this system belongs to.")
+
+    @field_validator("top_n_sweep")
+    @classmethod
+    def _sweep(cls, v: list[int] | None) -> list[int] | None:
+        if v is not None and (len(v) < 2 or min(v) < 1 or len(set(v)) != len(v)):
+            raise ValueError(f"top_n_sweep: give at least two distinct TOP-N values >= 1, got {v}")
+        return v
+
+
+def expand_sweeps(systems: list[Any]) -> list[Any]:
+    """Each builtin entry with `top_n_sweep` becomes one system per N: first the entry's own
+    `top_n` (keeping its name, so it stays the primary system when listed first), then the
+    other N in ascending order named `<name>@top<N>`; all carry `sweep_of: <name>`."""
+    out: list[Any] = []
+    for s in systems:
+        if not isinstance(s, BuiltinSystem) or not s.top_n_sweep:
+            out.append(s)
+            continue
+        base = s.model_copy(update={"top_n_sweep": None, "sweep_of": s.name})
+        out.append(base)
+        out += [base.model_copy(update={"name": f"{s.name}@top{n}", "top_n": n})
+                for n in sorted(set(s.top_n_sweep) - {s.top_n})]
+    return out
 
 
 class RagflowSystem(_Strict):
@@ -443,6 +472,11 @@ class Params(_Strict):
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", v):
             raise ValueError("run must be a simple name (letters, digits, '_', '-', '.')")
         return v
+
+    @field_validator("systems")
+    @classmethod
+    def _expand_sweeps(cls, v: list[Any]) -> list[Any]:
+        return expand_sweeps(v)
 
     @model_validator(mode="after")
     def _references(self) -> Params:
