@@ -8,7 +8,15 @@ import pytest
 import cube.systems as systems
 import cube.systems.bounds as bounds_mod
 from cube import sweep
-from cube.config import BuiltinSystem, JudgeParams, ModelSpec, Params, ParamsError, QuestionParams, parse_params
+from cube.config import (
+    BuiltinSystem,
+    JudgeParams,
+    ModelSpec,
+    Params,
+    ParamsError,
+    QuestionParams,
+    parse_params,
+)
 from cube.demo_corpus import generate_demo_corpus
 from cube.questions import build_questions
 from cube.systems.retrieval import BM25Index
