@@ -240,7 +240,7 @@ class BuiltinSystem(_Strict):
     b: float = 0.75
     top_n_sweep: list[int] | None = Field(
         None, description="Evaluate this retriever at several TOP-N in one run (e.g. [2, 4, 8, 16]): the entry "
-        "becomes one system per N (`top_n` keeps `name`, the others `<name>@top<N>`), sharing one retrieval at the "
+        "becomes one system per N (`top_n` keeps `name`, the others `<name>@top<N>`, or bm25-top8 -> bm25-top16), sharing one retrieval at the "
         "largest N and the bound sets; notebook 10 and the decision page test the TOP-N hypothesis."
     )
     sweep_of: str | None = Field(None, description="Set by `top_n_sweep`: the sweep this system belongs to.")
@@ -256,7 +256,8 @@ class BuiltinSystem(_Strict):
 def expand_sweeps(systems: list[Any]) -> list[Any]:
     """Each builtin entry with `top_n_sweep` becomes one system per N: first the entry's own
     `top_n` (keeping its name, so it stays the primary system when listed first), then the
-    other N in ascending order named `<name>@top<N>`; all carry `sweep_of: <name>`."""
+    other N in ascending order named `<name>@top<N>` (or, when the name ends in `top<top_n>`,
+    with that number replaced: bm25-top8 -> bm25-top16); all carry `sweep_of: <name>`."""
     out: list[Any] = []
     for s in systems:
         if not isinstance(s, BuiltinSystem) or not s.top_n_sweep:
@@ -264,7 +265,9 @@ def expand_sweeps(systems: list[Any]) -> list[Any]:
             continue
         base = s.model_copy(update={"top_n_sweep": None, "sweep_of": s.name})
         out.append(base)
-        out += [base.model_copy(update={"name": f"{s.name}@top{n}", "top_n": n})
+        suffix = f"top{s.top_n}"
+        stem = s.name[:-len(suffix)] if s.name.endswith(suffix) and len(s.name) > len(suffix) else f"{s.name}@"
+        out += [base.model_copy(update={"name": f"{stem}top{n}", "top_n": n})
                 for n in sorted(set(s.top_n_sweep) - {s.top_n})]
     return out
 

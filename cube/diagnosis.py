@@ -44,15 +44,53 @@ def category_reports(run: Run, system: str, classified: pd.DataFrame,
                                dimensions=run.params.dimension_names()) for b in by}
 
 
-def for_decision(run: Run, system: str) -> dict[str, Any]:
-    """What the decision page says about diagnostics: the R@k curve of `system` and its top
-    failure patterns (`{"retrieval": ..., "failure_patterns": ...}`; an entry is absent when its
-    tables are)."""
+def top_n_sweep(run: Run, results: dict[str, Any]) -> tuple[str, pd.DataFrame, dict[str, Any]] | None:
+    """The run's TOP-N sweep (the primary system's, else the first): its name, its table
+    (`cube.sweep.sweep_table`) and the hypothesis reading; None when the run has no sweep."""
+    from cube.sweep import hypothesis, sweep_table, sweeps
+
+    found = sweeps(run.params)
+    if not found:
+        return None
+    primary = run.params.systems[0]
+    name = getattr(primary, "sweep_of", None) if getattr(primary, "sweep_of", None) in found else next(iter(found))
+    table = sweep_table(results, found[name], run.params.analysis.confidence)
+    return name, table, hypothesis(table)
+
+
+def recorded_sweep(run: Run) -> tuple[str, pd.DataFrame, dict[str, Any]] | None:
+    """The TOP-N sweep as the decision page (notebook 06) recorded it in `results.json`, so this
+    notebook states the same reading without evaluating every system again; computed with
+    `pipeline.evaluate_run` when the decision was not recorded yet."""
+    import json
+
+    path = run.paths.results
+    recorded = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    saved = recorded.get("decision") or {}
+    if saved.get("top_n_sweep", {}).get("table"):
+        got = dict(saved["top_n_sweep"])
+        table = pd.DataFrame(got.pop("table")).astype({"R@N": float, "W": float, "CuBE": float})
+        return got.pop("sweep"), table, got
+    if "decision" in recorded or not any(getattr(s, "sweep_of", None) for s in run.params.systems):
+        return None
+    from cube.pipeline import evaluate_run
+
+    return top_n_sweep(run, evaluate_run(run))
+
+
+def for_decision(run: Run, system: str, results: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What the decision page says about diagnostics: the R@k curve of `system`, its top failure
+    patterns and the TOP-N sweep's reading (`{"retrieval", "failure_patterns", "top_n_sweep"}`;
+    an entry is absent when its tables or a sweep are)."""
     from cube.failures import summary
+    from cube.sweep import for_results
 
     out: dict[str, Any] = {}
     if run.has("answers"):
         out["retrieval"] = retrieval(run).get(system)
     if all(run.has(n) for n in ("corpus", "questions", "answers", "scores")):
         out["failure_patterns"] = summary(failure_patterns(run, system), run.params.diagnostics)
+    swept = top_n_sweep(run, results) if results else None
+    if swept is not None:
+        out["top_n_sweep"] = {"sweep": swept[0], **for_results(swept[1], swept[2])}
     return out

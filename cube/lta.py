@@ -248,6 +248,9 @@ def diagnosis_sentences(system: str, diagnosis: dict[str, Any]) -> dict[str, Any
     if diagnosis.get("failure_patterns"):
         out["failure_patterns"] = diagnosis["failure_patterns"]
         out["patterns_sentence"] = patterns_sentence(diagnosis["failure_patterns"])
+    if diagnosis.get("top_n_sweep"):
+        out["top_n_sweep"] = diagnosis["top_n_sweep"]
+        out["sweep_sentence"] = diagnosis["top_n_sweep"]["sentence"]
     return out
 
 
@@ -311,6 +314,8 @@ def decision_markdown(decision: dict[str, Any]) -> str:
         lines.append("")
     if decision.get("retrieval_sentence"):
         lines += [esc(decision["retrieval_sentence"]), ""]
+    if decision.get("sweep_sentence"):
+        lines += [esc(decision["sweep_sentence"]), ""]
     if decision.get("patterns_sentence"):
         lines.append(esc(decision["patterns_sentence"]))
         for t in (decision.get("failure_patterns") or {}).get("top", []):
