@@ -440,6 +440,10 @@ class DiagnosticsParams(_Strict):
     unsupported_share_above: float = Field(
         0.5, ge=0, le=1, description="Pattern unsupported: share of answer clauses not found in the gold document."
     )
+    refusal_questions: int = Field(
+        30, ge=0, description="Questions the knowledge base cannot answer (cube.refusal_questions), answered by "
+        "the builtin systems and reported beside CuBE as refusal accuracy (0: none)."
+    )
 
 
 class Params(_Strict):

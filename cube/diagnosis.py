@@ -78,6 +78,30 @@ def recorded_sweep(run: Run) -> tuple[str, pd.DataFrame, dict[str, Any]] | None:
     return top_n_sweep(run, evaluate_run(run))
 
 
+def refusal_stage(run: Run) -> pd.DataFrame:
+    """Write and answer the refusal questions (`diagnostics.refusal_questions`), save them as
+    `data/refusal_answers.parquet` and record the refusal figures of every system."""
+    from cube.refusal_questions import build_refusal_questions, refusal_answers, refusal_report
+
+    run.require("corpus", "answers")
+    corpus = run.load("corpus")
+    questions = build_refusal_questions(corpus, run.params.lang, run.params.diagnostics.refusal_questions,
+                                        seed=run.params.questions.seed)
+    out = refusal_answers(run.params, corpus, questions, run.paths.cache) if len(questions) else \
+        pd.DataFrame(columns=["question_id", "system", "answer", "kind", "declined"])
+    run.save("refusal_answers", out)
+    run.record(refusal=_json_safe(refusal_report(out, run.load("answers"))))
+    return out
+
+
+def _json_safe(v: Any) -> Any:
+    import math
+
+    if isinstance(v, dict):
+        return {str(k): _json_safe(x) for k, x in v.items()}
+    return None if isinstance(v, float) and math.isnan(v) else v
+
+
 def for_decision(run: Run, system: str, results: dict[str, Any] | None = None) -> dict[str, Any]:
     """What the decision page says about diagnostics: the R@k curve of `system`, its top failure
     patterns and the TOP-N sweep's reading (`{"retrieval", "failure_patterns", "top_n_sweep"}`;
@@ -90,6 +114,12 @@ def for_decision(run: Run, system: str, results: dict[str, Any] | None = None) -
         out["retrieval"] = retrieval(run).get(system)
     if all(run.has(n) for n in ("corpus", "questions", "answers", "scores")):
         out["failure_patterns"] = summary(failure_patterns(run, system), run.params.diagnostics)
+    if run.has("refusal_answers") and run.has("answers"):
+        from cube.refusal_questions import refusal_report
+
+        report = refusal_report(run.load("refusal_answers"), run.load("answers"))
+        if system in report:
+            out["refusal"] = _json_safe(report[system])
     swept = top_n_sweep(run, results) if results else None
     if swept is not None:
         out["top_n_sweep"] = {"sweep": swept[0], **for_results(swept[1], swept[2])}

@@ -248,6 +248,12 @@ def diagnosis_sentences(system: str, diagnosis: dict[str, Any]) -> dict[str, Any
     if diagnosis.get("failure_patterns"):
         out["failure_patterns"] = diagnosis["failure_patterns"]
         out["patterns_sentence"] = patterns_sentence(diagnosis["failure_patterns"])
+    if diagnosis.get("refusal"):
+        from cube.refusal_questions import refusal_sentence
+
+        out["refusal"] = diagnosis["refusal"]
+        out["refusal_sentence"] = refusal_sentence(system, {k: (float("nan") if v is None else v)
+                                                            for k, v in diagnosis["refusal"].items()})
     if diagnosis.get("top_n_sweep"):
         out["top_n_sweep"] = diagnosis["top_n_sweep"]
         out["sweep_sentence"] = diagnosis["top_n_sweep"]["sentence"]
@@ -316,6 +322,8 @@ def decision_markdown(decision: dict[str, Any]) -> str:
         lines += [esc(decision["retrieval_sentence"]), ""]
     if decision.get("sweep_sentence"):
         lines += [esc(decision["sweep_sentence"]), ""]
+    if decision.get("refusal_sentence"):
+        lines += [esc(decision["refusal_sentence"]), ""]
     if decision.get("patterns_sentence"):
         lines.append(esc(decision["patterns_sentence"]))
         for t in (decision.get("failure_patterns") or {}).get("top", []):
