@@ -60,3 +60,11 @@ def test_refusal_answers_and_report_beside_cube():
     assert rep["refusal_accuracy"] == out["declined"].mean()
     assert "wrongly declined 50.0% of 2 answerable" in refusal_sentence("b", rep)
     assert "undefined" in refusal_sentence("b", {"refusal_accuracy": math.nan})
+
+
+def test_a_citizens_own_words_name_no_item_so_the_answer_is_not_a_decline():
+    assert named_item("要是想给装好的锅炉登记，有什么条件要求吗？", "zh") is None
+    assert named_item("我想给装好的锅炉登记，什么情况下才能办？", "zh") is None
+    assert named_item("游艇驾驶证核发需要什么材料？", "zh") == "游艇驾驶证核发"
+    answer, _ = extractive_answer("要是想给装好的锅炉登记，有什么条件要求吗？", [CORPUS["text"].iloc[0]], "zh")
+    assert not is_refusal(answer)

@@ -16,7 +16,8 @@ service guides in rank order) and never the chat messages:
    is said to be missing; a yes/no flag or a bare time limit is phrased (`cube.phrasing`:
    "收费标准：需要收费", "承诺办结时限：10个工作日").
 4. Decline (the answer says it cannot answer, `DECLINE`): when the question names an item
-   (`named_item`: a leading name ending in an item suffix such as 许可/核发/登记/备案) that no
+   (`named_item`: a leading name ending in an item suffix such as 许可/核发/登记/备案, not in a
+   citizen's own words such as 要是想给锅炉登记) that no
    retrieved guide's item name contains or is contained in, or when it names a province
    (`X省` / `X Province`) that no retrieved guide mentions: the knowledge base does not cover
    what was asked, so the answerer declines rather than answer about another item or region.
@@ -151,6 +152,7 @@ DECLINE = {
 _ITEM_SUFFIX = "许可|核发|登记|备案|认定|审批|审核|核准|换领|注销|变更|补办|延续|年检|鉴定|确认|给付|申领|换发|补发"
 _NAMED_ITEM = re.compile(rf"^(?:我(?:想|要)(?:办理|申请)?)?([\u4e00-\u9fff（）()]{{2,30}}?(?:{_ITEM_SUFFIX})(?:（[^）]*）)?)"
                          r"(?=的|需要|要|怎么|如何|在|收费|多久|是否|可以|有|，|？|\?|$)")
+_COLLOQUIAL = re.compile(r"[给想我您把让咱]|要是|如果|准备")
 _PROVINCE = {"zh": re.compile(r"([\u4e00-\u9fff]{2}省)"), "en": re.compile(r"\b([A-Z][a-z]+ Province)\b")}
 
 
@@ -159,7 +161,9 @@ def named_item(question: str, lang: str) -> str | None:
     if lang != "zh":
         return None
     m = _NAMED_ITEM.match(question.strip())
-    return m.group(1) if m else None
+    if not m or _COLLOQUIAL.search(m.group(1)):  # a citizen's own words ("要是想给锅炉登记") name no item
+        return None
+    return m.group(1)
 
 
 def decline_reason(question: str, documents: list[str], parsed: list[dict[str, str]], lang: str) -> str | None:
