@@ -265,6 +265,38 @@ class BuiltinSystem(_Strict):
     )
     k1: float = 1.5
     b: float = 0.75
+    top_n_sweep: list[int] | None = Field(
+        None, description="Evaluate this retriever at several TOP-N in one run (e.g. [2, 4, 8, 16]): the entry "
+        "becomes one system per N (`top_n` keeps `name`, the others `<name>@top<N>`, or bm25-top8 -> bm25-top16), sharing one retrieval at the "
+        "largest N and the bound sets; notebook 10 and the decision page test the TOP-N hypothesis."
+    )
+    sweep_of: str | None = Field(None, description="Set by `top_n_sweep`: the sweep this system belongs to.")
+
+    @field_validator("top_n_sweep")
+    @classmethod
+    def _sweep(cls, v: list[int] | None) -> list[int] | None:
+        if v is not None and (len(v) < 2 or min(v) < 1 or len(set(v)) != len(v)):
+            raise ValueError(f"top_n_sweep: give at least two distinct TOP-N values >= 1, got {v}")
+        return v
+
+
+def expand_sweeps(systems: list[Any]) -> list[Any]:
+    """Each builtin entry with `top_n_sweep` becomes one system per N: first the entry's own
+    `top_n` (keeping its name, so it stays the primary system when listed first), then the
+    other N in ascending order named `<name>@top<N>` (or, when the name ends in `top<top_n>`,
+    with that number replaced: bm25-top8 -> bm25-top16); all carry `sweep_of: <name>`."""
+    out: list[Any] = []
+    for s in systems:
+        if not isinstance(s, BuiltinSystem) or not s.top_n_sweep:
+            out.append(s)
+            continue
+        base = s.model_copy(update={"top_n_sweep": None, "sweep_of": s.name})
+        out.append(base)
+        suffix = f"top{s.top_n}"
+        stem = s.name[:-len(suffix)] if s.name.endswith(suffix) and len(s.name) > len(suffix) else f"{s.name}@"
+        out += [base.model_copy(update={"name": f"{stem}top{n}", "top_n": n})
+                for n in sorted(set(s.top_n_sweep) - {s.top_n})]
+    return out
 
 
 class RagflowSystem(_Strict):
@@ -429,6 +461,28 @@ class LexicalParams(_Strict):
     )
 
 
+class DiagnosticsParams(_Strict):
+    low_score_below: float = Field(
+        5.0, ge=0, le=10, description="A rag answer whose jury score (mean over judges and dimensions, 0-10) is "
+        "below this is classified into failure patterns."
+    )
+    low_rank_from: int = Field(4, ge=2, description="Pattern low_rank: the gold document retrieved at this rank or lower.")
+    judge_disagreement_above: float = Field(
+        3.0, ge=0, le=10, description="Pattern judge_disagreement: judges' mean scores of one answer differ by more."
+    )
+    field_match_below: float = Field(
+        60.0, ge=0, le=100, description="Pattern field_missing: the asked field's value matches the answer below "
+        "this rapidfuzz partial_ratio."
+    )
+    unsupported_share_above: float = Field(
+        0.5, ge=0, le=1, description="Pattern unsupported: share of answer clauses not found in the gold document."
+    )
+    refusal_questions: int = Field(
+        30, ge=0, description="Questions the knowledge base cannot answer (cube.refusal_questions), answered by "
+        "the builtin systems and reported beside CuBE as refusal accuracy (0: none)."
+    )
+
+
 class Params(_Strict):
     run: str = Field(description="Run name: outputs go to outputs/<run>/.")
     lang: Literal["zh", "en"] = Field("zh", description="Language of the corpus, prompts and answers.")
@@ -452,6 +506,9 @@ class Params(_Strict):
     analysis: AnalysisParams = Field(default_factory=AnalysisParams, description="CuBE computation settings.")
     human: HumanParams = Field(default_factory=HumanParams, description="Human ratings (paper 5.6).")
     lexical: LexicalParams = Field(default_factory=LexicalParams, description="BLEU/ROUGE settings (paper 5.7).")
+    diagnostics: DiagnosticsParams = Field(
+        default_factory=DiagnosticsParams, description="Failure patterns of low-scoring answers (notebook 10)."
+    )
 
     @field_validator("run")
     @classmethod
@@ -459,6 +516,11 @@ class Params(_Strict):
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", v):
             raise ValueError("run must be a simple name (letters, digits, '_', '-', '.')")
         return v
+
+    @field_validator("systems")
+    @classmethod
+    def _expand_sweeps(cls, v: list[Any]) -> list[Any]:
+        return expand_sweeps(v)
 
     @model_validator(mode="after")
     def _references(self) -> Params:

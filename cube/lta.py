@@ -184,12 +184,14 @@ def suggestions(result: CubeResult, params: Params, top_n: int, call_failure_sha
 def assess(results: dict[str, CubeResult], params: Params, *, usage: pd.DataFrame | None = None,
            synthetic: bool = False, offline_judges: list[str] | None = None, call_failure_share: float = 0.0,
            parse_failure_share: float = 0.0, skipped_share: float = 0.0, bound_note: str = "",
-           retrieval: dict[str, Any] | None = None) -> dict[str, Any]:
+           retrieval: dict[str, Any] | None = None, diagnosis: dict[str, Any] | None = None) -> dict[str, Any]:
     """The decision page's content for the run's first system (and a row for every system).
 
     `retrieval` (from `pipeline.retrieval_quality`): the primary system's `r_at_1`, its
     `near_duplicate_confusion` and the knowledge base's `duplicate_texts`, shown beside R@k
-    with a suggestion when the confusion is high or the knowledge base holds duplicates."""
+    with a suggestion when the confusion is high or the knowledge base holds duplicates.
+    `diagnosis`: `cube.diagnosis.for_decision` (R@k curve, failure patterns, refusal, TOP-N
+    sweep), stated in sentences."""
     primary = params.systems[0].name
     result = results[primary]
     top_n = params.systems[0].top_n
@@ -238,7 +240,7 @@ def assess(results: dict[str, CubeResult], params: Params, *, usage: pd.DataFram
         "suggestions": _retrieval_suggestions(retrieval or {})
         + suggestions(result, params, top_n, call_failure_share, parse_failure_share, skipped_share,
                       others={s.name: (s.top_n, results[s.name]) for s in params.systems[1:] if s.name in results}),
-        "retrieval": _json_safe(retrieval or {}),
+        "retrieval_quality": _json_safe(retrieval or {}),
         "weighted_label": "Answer quality when retrieved" if params.analysis.subset == "retrieved"
         else "Answer quality (all questions)",
         "judges": [str(j) for j in result.cube_table.index],
@@ -250,6 +252,7 @@ def assess(results: dict[str, CubeResult], params: Params, *, usage: pd.DataFram
                        "own leniency.",
         "currency": next((m.currency for m in params.models.values()), "USD"),
         **_usage_figures(usage),
+        **diagnosis_sentences(primary, diagnosis or {}),
     }
 
 
@@ -279,7 +282,7 @@ def _retrieval_suggestions(retrieval: dict[str, Any]) -> list[str]:
 
 def retrieval_line(decision: dict[str, Any]) -> str:
     """One line on retrieval beyond R@k (R@1, near-duplicate confusion), '' when not known."""
-    r = decision.get("retrieval") or {}
+    r = decision.get("retrieval_quality") or {}
     parts = []
     if r.get("r_at_1") is not None:
         parts.append(f"R@1 {r['r_at_1']:.1%}")
@@ -289,6 +292,31 @@ def retrieval_line(decision: dict[str, Any]) -> str:
                      f"retrieved a sibling of the gold document first: {conf.get('region', 0)} wrong region, "
                      f"{conf.get('variant', 0)} wrong variant, {conf.get('duplicate', 0)} duplicate)")
     return ("Retrieval: " + "; ".join(parts) + ".") if parts else ""
+
+
+def diagnosis_sentences(system: str, diagnosis: dict[str, Any]) -> dict[str, Any]:
+    """The diagnostics of the decision page: `retrieval_sentence` (the R@k curve) and
+    `failure_patterns` (the top three with counts and suggestions) with `patterns_sentence`."""
+    from cube.failures import patterns_sentence
+    from cube.retrieval_metrics import curve_sentence, for_results
+
+    out: dict[str, Any] = {}
+    if diagnosis.get("retrieval"):
+        out["retrieval_sentence"] = curve_sentence(system, diagnosis["retrieval"])
+        out["retrieval"] = {**for_results(diagnosis["retrieval"]), "system": system}
+    if diagnosis.get("failure_patterns"):
+        out["failure_patterns"] = diagnosis["failure_patterns"]
+        out["patterns_sentence"] = patterns_sentence(diagnosis["failure_patterns"])
+    if diagnosis.get("refusal"):
+        from cube.refusal_questions import refusal_sentence
+
+        out["refusal"] = diagnosis["refusal"]
+        out["refusal_sentence"] = refusal_sentence(system, {k: (float("nan") if v is None else v)
+                                                            for k, v in diagnosis["refusal"].items()})
+    if diagnosis.get("top_n_sweep"):
+        out["top_n_sweep"] = diagnosis["top_n_sweep"]
+        out["sweep_sentence"] = diagnosis["top_n_sweep"]["sentence"]
+    return out
 
 
 def correlation_reading(result: CubeResult) -> str:
@@ -350,6 +378,18 @@ def decision_markdown(decision: dict[str, Any]) -> str:
     if decision.get("weakest"):
         lines.append("Weakest dimensions: " + ", ".join(
             f"{esc(w['dimension'])} ({w['score']:.1f})" for w in decision["weakest"]) + ".")
+        lines.append("")
+    if decision.get("retrieval_sentence"):
+        lines += [esc(decision["retrieval_sentence"]), ""]
+    if decision.get("sweep_sentence"):
+        lines += [esc(decision["sweep_sentence"]), ""]
+    if decision.get("refusal_sentence"):
+        lines += [esc(decision["refusal_sentence"]), ""]
+    if decision.get("patterns_sentence"):
+        lines.append(esc(decision["patterns_sentence"]))
+        for t in (decision.get("failure_patterns") or {}).get("top", []):
+            lines.append(f"- {esc(t['pattern'].replace('_', ' '))}: {t['count']} ({t['share']:.0%}), e.g. "
+                         f"{esc(t['examples'])}; consider: {esc(t['suggestion'])}.")
         lines.append("")
     lines.append("Suggestions:")
     lines += [f"- {esc(s)}" for s in decision["suggestions"]]

@@ -22,6 +22,7 @@ SECTIONS: list[tuple[str, type[BaseModel]]] = [
     ("analysis", C.AnalysisParams),
     ("human", C.HumanParams),
     ("lexical", C.LexicalParams),
+    ("diagnostics", C.DiagnosticsParams),
 ]
 
 

@@ -243,11 +243,18 @@ def decision(run: Run, results: dict[str, CubeResult]) -> dict[str, Any]:
                  call_failure_share=float((kind == "call").mean()) if len(scores) else 0.0,
                  parse_failure_share=float((kind == "parse").mean()) if len(scores) else 0.0,
                  skipped_share=float((kind == "skipped").mean()) if len(scores) else 0.0,
-                 bound_note=bound_answerer_note(run.params), retrieval=retrieval_quality(run, results))
+                 bound_note=bound_answerer_note(run.params), retrieval=retrieval_quality(run, results),
+                 diagnosis=_diagnosis(run, results))
     run.record(decision=out, cube_score=out["cube_score"], recall_at_k=out["recall_at_k"],
                weighted_score=out["weighted_score"], verdict=out["verdict"],
                withheld_reasons=out["withheld_reasons"], judging_failed=out["judging_failed"])
     return out
+
+
+def _diagnosis(run: Run, results: dict[str, CubeResult]) -> dict[str, Any]:
+    from cube.diagnosis import for_decision
+
+    return for_decision(run, primary_system(run), results)
 
 
 # ------------------------------------------------------------------------ human agreement (07)

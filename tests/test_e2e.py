@@ -36,11 +36,14 @@ TABLES = [
     "qa_example", "judge_failure_rates", "table1_judge_summary", "rank_correlations", "retrieved_summary",
     "table2_trimmed_means", "table3_weights", "table4_cube_scores", "cube_bootstrap_intervals", "agreement",
     "lexical_by_set", "table6_example", "lexical_correlations",
+    "retrieval_metrics", "refusal_answers", "failure_patterns", "failure_examples", "category_by_style",
+    "category_by_department",
 ]
 FIGURES = [
     "fig_rank_distribution", "fig1_score_distributions", "fig2_correlation_all", "fig3_correlation_retrieved",
     "fig4_correlation_judges", "fig_bounds", "fig_cube_scores", "fig_normalised_dimensions",
     "fig5_agreement_heatmap", "fig5_judge_vs_reference", "fig_lexical_vs_judges",
+    "fig_recall_curve", "fig_diag_recall_curve", "fig_failure_patterns",
 ]
 
 
@@ -148,6 +151,7 @@ def test_tables_agree_with_the_analysis_of_the_saved_scores(e2e):
     assert row["quality"] == pytest.approx(want)
     results = json.loads((root / "results.json").read_text())
     assert results["decision"]["system"] == "imported"
+    assert "failure_patterns" in results["decision"] and "retrieval_sentence" in results["decision"]
     assert results["cube_score"] == pytest.approx(table4[(table4.system == "imported")].set_index("judge").at[
         "Jury mean", "cube_score"], nan_ok=True)
 
@@ -224,3 +228,16 @@ def test_human_ratings_flow_through_notebooks_07_and_08(e2e):
     assert (root / "tables" / "table7_criteria.csv").exists()
     page = (root / "report" / "07_human_agreement.html").read_text(encoding="utf-8")
     assert "never invents" not in page.split("<main>")[-1] or "human rater" in page
+
+
+def test_results_carry_the_diagnostics(e2e):
+    results = json.loads((e2e["root"] / "results.json").read_text())
+    ret = results["retrieval"]
+    assert ret["system"] == "imported" and set(ret) >= {"r_at_k", "mrr", "ndcg_at_k", "p_at_k", "curve"}
+    assert ret["curve"][-1] == ret["hit_rate"] and len(ret["curve"]) == ret["top_n"]
+    patterns = results["failure_patterns"]
+    assert sum(patterns["patterns"].values()) == patterns["low"]
+    for rows in results["categories"].values():
+        assert sum(r["questions"] for r in rows) == ret["n"]
+    refusal = results["refusal"]["bm25-top8"]  # the imported system holds no answers to refusal questions
+    assert refusal["n_unanswerable"] == 30 and 0 <= refusal["refusal_accuracy"] <= 1

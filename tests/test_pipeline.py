@@ -97,9 +97,9 @@ def test_decision_reports_r_at_1_and_near_duplicate_confusion_from_the_run(run):
     out = pipeline.decision(run, results)
     ranks = results["bm25-top8"].ranks
     expected = near_duplicate_confusion(run.load("answers"), run.load("corpus"), system="bm25-top8")
-    assert out["retrieval"]["r_at_1"] == pytest.approx((ranks["rank"] == 1).mean())
-    assert out["retrieval"]["near_duplicate_confusion"]["count"] == expected["count"]
-    assert out["retrieval"]["duplicate_texts"] == 0
+    assert out["retrieval_quality"]["r_at_1"] == pytest.approx((ranks["rank"] == 1).mean())
+    assert out["retrieval_quality"]["near_duplicate_confusion"]["count"] == expected["count"]
+    assert out["retrieval_quality"]["duplicate_texts"] == 0
     page = decision_markdown(out)
     assert f"R@1 {(ranks['rank'] == 1).mean():.1%}" in page and "near-duplicate confusion" in page
     assert "bm25-top8" in set(tables.bootstrap_intervals(results)["system"])

@@ -44,12 +44,14 @@ PAPER_DESCRIPTIONS: dict[str, dict[str, str]] = {
         "specificity": "Does the answer respond to the question in a targeted way?",
         "completeness": "Does the answer provide all the necessary information from the source material?",
         "quality": "Is the answer clear and easy to understand?",
+        "accuracy": "Is the answer accurate against the source (graded 1 / 0.5 / 0 as 10 / 5 / 0)?",
     },
     "zh": {
         "relevance": "回答是否与源材料相关、忠实于源材料？",
         "specificity": "回答是否有针对性地回应了问题？",
         "completeness": "回答是否提供了源材料中的全部必要信息？",
         "quality": "回答是否清晰、易于理解？",
+        "accuracy": "对照源材料，回答是否准确（按 1 / 0.5 / 0 三级评分，记为 10 / 5 / 0）？",
     },
 }
 

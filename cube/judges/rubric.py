@@ -61,6 +61,7 @@ CRITERIA: dict[str, tuple[str, ...]] = {
         "closed_loop",
     ),
     "quality": ("appropriate_length", "organisation", "no_repetition", "fluent_sentences", "precise_wording"),
+    "accuracy": ("right_item", "asked_aspect", "numbers_agree", "no_contradiction", "key_info"),
 }
 
 
@@ -317,6 +318,8 @@ def criterion_points(dimension: str, x: dict[str, Any], p: Preset, lang: str) ->
     """The five criteria's points (0-2 each) of one dimension, from the evidence `x`."""
     if dimension not in CRITERIA:
         raise ValueError(f"the rubric judge has rules for {list(CRITERIA)} only, not dimension {dimension!r}")
+    if dimension == "accuracy":
+        return accuracy_grade(x, p)[1]
     if x["empty"]:
         return dict.fromkeys(CRITERIA[dimension], 0)
     ov = x["overlaps"]
@@ -357,11 +360,31 @@ def _quality(x: dict[str, Any], p: Preset, lang: str) -> tuple[int, ...]:
     return (length, organisation, repetition, fluent, wording)
 
 
+def accuracy_grade(x: dict[str, Any], p: Preset) -> tuple[int, dict[str, int]]:
+    """The accuracy grade 1 / 0.5 / 0 as 10 / 5 / 0 (the `accuracy` prompt's scheme): each of
+    its five checks holds (1) or not (0) on the evidence `x`; 10 when all hold, 5 when the
+    item, the asked aspect and the absence of contradiction hold, else 0. No floor."""
+    if x["empty"]:
+        return 0, dict.fromkeys(CRITERIA["accuracy"], 0)
+    ov = x["overlaps"]
+    supported = sum(o >= p.support for o in ov) / len(ov) if ov else 0.0
+    checks = {"right_item": x["item"] >= p.hi, "asked_aspect": x["asked_cov"] >= p.lo,
+              "numbers_agree": x["claims"] <= x["agree"], "no_contradiction": supported >= p.lo,
+              "key_info": x["asked_cov"] >= p.hi}
+    points = {k: int(v) for k, v in checks.items()}
+    if all(checks.values()):
+        return 10, points
+    core = checks["right_item"] and checks["asked_aspect"] and checks["no_contradiction"]
+    return (5 if core else 0), points
+
+
 def judge(context: dict[str, Any], preset: Preset, dimension: str) -> tuple[int, dict[str, int]]:
     """Score one answer on one dimension: (total 0-10, per-criterion points [+ lenient_floor])."""
     lang = context.get("lang") or ("zh" if re.search(r"[\u4e00-\u9fff]", context.get("document", "")) else "en")
     x = _features(str(context.get("answer", "")), str(context.get("document", "")), str(context.get("question", "")),
                   str(context.get("item_name") or ""), str(context.get("asked_field") or ""), lang)
+    if dimension == "accuracy":
+        return accuracy_grade(x, preset)
     points: dict[str, int] = criterion_points(dimension, x, preset, lang)
     total = sum(points.values())
     if not x["empty"] and total < preset.floor:

@@ -163,6 +163,22 @@ def _spec_key(params: Params, ref: Any) -> str:
     return json.dumps(params.model(ref).model_dump(mode="json"), sort_keys=True)
 
 
+def _sweep_retrievals(params: Params, corpus: pd.DataFrame, questions: pd.DataFrame,
+                      cache_path: Path | str | None) -> dict[str, tuple[list[list[str]], dict[str, int]]]:
+    """Per `top_n_sweep` (builtin systems sharing `sweep_of`): the ranked lists retrieved once at
+    the sweep's largest TOP-N, and the region-filter counts of that retrieval."""
+    groups: dict[str, list[BuiltinSystem]] = {}
+    for sp in params.systems:
+        if isinstance(sp, BuiltinSystem) and sp.sweep_of:
+            groups.setdefault(sp.sweep_of, []).append(sp)
+    out = {}
+    for sweep, members in groups.items():
+        widest = make_system(max(members, key=lambda m: m.top_n), params, cache_path)
+        lists = widest.retrieve(questions, corpus)  # type: ignore[attr-defined]
+        out[sweep] = (lists, dict(getattr(widest, "region_counts", {})))
+    return out
+
+
 def build_answers(
     params: Params,
     corpus: pd.DataFrame,
@@ -191,8 +207,16 @@ def build_answers(
     dropped: dict[str, int] = {}
     unmapped: dict[str, int] = {}
     region_filter: dict[str, dict[str, int]] = {}
+    shared = _sweep_retrievals(params, corpus, questions, cache_path)
     for sp in params.systems:
-        df = make_system(sp, params, cache_path).answer(questions, corpus, progress=progress)
+        system = make_system(sp, params, cache_path)
+        sweep = getattr(sp, "sweep_of", None)
+        if sweep in shared:  # one retrieval per question at the sweep's largest TOP-N, cut per member
+            df = system.answer(questions, corpus, progress=progress, retrieved=shared[sweep][0])
+            if shared[sweep][1]:
+                df.attrs["region_filter"] = dict(shared[sweep][1])
+        else:
+            df = system.answer(questions, corpus, progress=progress)
         dropped[sp.name] = int(df.attrs.get("dropped", 0))
         unmapped[sp.name] = int(df.attrs.get("unmapped", 0))
         if "region_filter" in df.attrs:

@@ -96,9 +96,15 @@ class BuiltinRAG(System):
             self.region_counts = {"filtered": plan.filtered, "unfiltered": plan.unfiltered}
         return index.search(texts, self.spec.top_n, plan)
 
-    def answer(self, questions: pd.DataFrame, corpus: pd.DataFrame, *, progress: bool = True) -> pd.DataFrame:
+    def answer(self, questions: pd.DataFrame, corpus: pd.DataFrame, *, progress: bool = True,
+               retrieved: list[list[str]] | None = None) -> pd.DataFrame:
+        """The rag answers; `retrieved`: lists already retrieved at a larger TOP-N by the same
+        retriever (a `top_n_sweep`), cut here to this system's `top_n` instead of searching again."""
         require_columns(questions, ("question_id", "doc_id", "question"), "questions")
-        retrieved = self.retrieve(questions, corpus)
+        if retrieved is None:
+            retrieved = self.retrieve(questions, corpus)
+        else:
+            retrieved = [list(d)[:self.spec.top_n] for d in retrieved]
         texts = dict(zip(corpus["doc_id"].astype(str), corpus["text"].fillna("").astype(str), strict=True))
         requests = [
             answer_request(q, [texts[d] for d in docs], self.lang)

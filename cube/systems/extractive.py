@@ -15,7 +15,14 @@ service guides in rank order) and never the chat messages:
    guide (numbered lists kept); a field the guide lacks, or fills with a placeholder (无, /),
    is said to be missing; a yes/no flag or a bare time limit is phrased (`cube.phrasing`:
    "收费标准：需要收费", "承诺办结时限：10个工作日").
-4. No documents (the `zero` set): a generic answer, the kind a model without the knowledge
+4. Decline (the answer says it cannot answer, `DECLINE`): when the question names an item
+   (`named_item`: a leading name ending in an item suffix such as 许可/核发/登记/备案, not in a
+   citizen's own words such as 要是想给锅炉登记) that no
+   retrieved guide's item name contains or is contained in, or when it names a province
+   (`X省` / `X Province`) that no retrieved guide mentions: the knowledge base does not cover
+   what was asked, so the answerer declines rather than answer about another item or region.
+   A question that names no item (a citizen's own words) is answered as in 2-3.
+5. No documents (the `zero` set): a generic answer, the kind a model without the knowledge
    base can give (consult the service hall / portal; bring an ID), with no specific
    material, time limit or fee.
 
@@ -137,6 +144,43 @@ def _format_field(field: str, value: str | None, lang: str) -> str:
     return f"{label}{_SEP[lang]}{value}"
 
 
+DECLINE = {
+    "zh": "抱歉，检索到的办事指南中没有找到您所问的事项（{what}），无法回答，建议咨询 12345 政务服务便民热线。",
+    "en": "Sorry, I cannot answer: the retrieved service guides do not cover what you asked about ({what}). "
+          "Please consult the local government service hotline.",
+}
+_ITEM_SUFFIX = "许可|核发|登记|备案|认定|审批|审核|核准|换领|注销|变更|补办|延续|年检|鉴定|确认|给付|申领|换发|补发"
+_NAMED_ITEM = re.compile(rf"^(?:我(?:想|要)(?:办理|申请)?)?([\u4e00-\u9fff（）()]{{2,30}}?(?:{_ITEM_SUFFIX})(?:（[^）]*）)?)"
+                         r"(?=的|需要|要|怎么|如何|在|收费|多久|是否|可以|有|，|？|\?|$)")
+_COLLOQUIAL = re.compile(r"[给想我您把让咱]|要是|如果|准备")
+_PROVINCE = {"zh": re.compile(r"([\u4e00-\u9fff]{2}省)"), "en": re.compile(r"\b([A-Z][a-z]+ Province)\b")}
+
+
+def named_item(question: str, lang: str) -> str | None:
+    """The item a question names at its start (zh: a name ending in an item suffix), else None."""
+    if lang != "zh":
+        return None
+    m = _NAMED_ITEM.match(question.strip())
+    if not m or _COLLOQUIAL.search(m.group(1)):  # a citizen's own words ("要是想给锅炉登记") name no item
+        return None
+    return m.group(1)
+
+
+def decline_reason(question: str, documents: list[str], parsed: list[dict[str, str]], lang: str) -> str | None:
+    """What the retrieved guides do not cover (the named item or province), or None (see step 4)."""
+    item = named_item(question, lang)
+    if item:
+        from cube.phrasing import base_name
+
+        names = [n for p in parsed for n in {p.get("item_name", ""), base_name(p.get("item_name", ""))} if n]
+        if not any(item in n or n in item for n in names):
+            return item
+    m = _PROVINCE[lang].search(question)
+    if m and not any(m.group(1) in d for d in documents):
+        return m.group(1)
+    return None
+
+
 def extractive_answer(question: str, documents: list[str], lang: str) -> tuple[str, dict[str, Any]]:
     """The answer text and a detail record (chosen rank, fields written).
 
@@ -150,6 +194,9 @@ def extractive_answer(question: str, documents: list[str], lang: str) -> tuple[s
     if not documents:
         return GENERIC_ANSWER[lang], {"picked_rank": 0, "fields": []}
     parsed = [parse_document(d) for d in documents]
+    missing = decline_reason(question, documents, parsed, lang)
+    if missing:
+        return DECLINE[lang].format(what=missing), {"picked_rank": 0, "fields": [], "declined": missing}
     i = pick_document(question, parsed, lang)
     chosen = parsed[i]
     fields = asked_fields(question, lang) or list(SUMMARY_FIELDS)

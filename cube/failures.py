@@ -1,0 +1,239 @@
+"""Failure patterns: why a rag answer scored low, from evidence (never guessed).
+
+An answer is *low* when its jury score (mean over judges of each judge's mean over dimensions,
+on the 0-10 scale; unscored items ignored) is below `diagnostics.low_score_below`. Every low
+answer is tested against each pattern below; it gets all patterns that hold (`patterns`) and
+one `primary` pattern, the first that holds in this order (the most specific cause first), or
+`unexplained` when none does. Primary counts therefore sum to the low answers.
+
+=========================  =====================================================================
+pattern                    evidence
+=========================  =====================================================================
+empty                      the answer is blank (or the answering call failed)
+truncated                  the answering call stopped at its token limit (`finish_reason: length`)
+wrong_near_duplicate       the first retrieved document is the gold's near-duplicate (same family,
+                           other region or variant; `cube.diagnostics.confusion_causes`)
+retrieval_miss             the gold document is not in the retrieved list (rank 0)
+refusal_despite_gold       the gold document was retrieved, yet the answer declines
+                           (`cube.refusal.is_refusal`)
+low_rank                   the gold document was retrieved at rank >= `diagnostics.low_rank_from`
+field_missing              the gold was retrieved but the asked field's value (gold document) is
+                           not in the answer (rapidfuzz partial_ratio < `field_match_below`)
+number_mismatch            the answer states a number (fee, time, count) found neither in the gold
+                           document nor in the question
+unsupported                more than `unsupported_share_above` of the answer's clauses are not
+                           found in the gold document (under half of a clause's character bigrams)
+judge_disagreement         the judges' scores of the answer differ by more than
+                           `diagnostics.judge_disagreement_above` points
+=========================  =====================================================================
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from cube.refusal import is_refusal
+
+PATTERNS: tuple[str, ...] = ("empty", "truncated", "wrong_near_duplicate", "retrieval_miss", "refusal_despite_gold",
+                             "low_rank", "field_missing", "number_mismatch", "unsupported", "judge_disagreement")
+UNEXPLAINED = "unexplained"
+SUGGESTIONS: dict[str, str] = {
+    "empty": "inspect the answering calls' errors and re-run the answering stage (`--only 02.. --force`)",
+    "truncated": "raise the answering model's max_tokens or ask for shorter answers",
+    "wrong_near_duplicate": "filter retrieval by the region the question names (systems[].region_filter: "
+                            "question) and render the variant into the documents",
+    "retrieval_miss": "improve retrieval (item-name and alias matching, hybrid search) or raise TOP-N",
+    "refusal_despite_gold": "tell the answering prompt to answer from the retrieved guides, and check that the "
+                            "gold document's text reaches the model (chunking, context length)",
+    "low_rank": "re-rank the retrieved list (a cross-encoder) or put fewer, better documents in the prompt",
+    "field_missing": "make the prompt answer the asked aspect (fee, time limit, materials) explicitly, quoting "
+                     "the guide's field",
+    "number_mismatch": "quote numbers (fees, time limits) verbatim from the guide; check that neighbouring "
+                       "region documents in the context are not mixed in",
+    "unsupported": "constrain the answer to the retrieved guides (cite them) and lower the temperature",
+    "judge_disagreement": "the score is uncertain: add a judge or human ratings (notebook 07) for these answers",
+    UNEXPLAINED: "read these answers in the judgment browser: no evidence-based pattern applies",
+}
+_NUM = re.compile(r"\d+(?:\.\d+)?")
+_SENT = re.compile(r"[。！？!?\n；;：:]+|(?<=[a-z])\.\s")
+_WORD = re.compile(r"[\W_]+")
+
+
+def _blank(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and np.isnan(v)) or str(v).strip() == ""
+
+
+def jury_scores(scores: pd.DataFrame, system: str, judges: Sequence[str] | None = None) -> pd.DataFrame:
+    """Per rag question of `system`: `score` (mean over judges of the mean over dimensions, 0-10)
+    and `spread` (largest minus smallest judge mean; NaN with fewer than two scored judges)."""
+    s = scores[(scores["system"] == system) & (scores["set"] == "rag")]
+    if judges is not None:
+        s = s[s["judge"].isin(list(judges))]
+    s = s.assign(score=pd.to_numeric(s["score"], errors="coerce"))
+    per_judge = s.groupby(["question_id", "judge"])["score"].mean().unstack("judge")
+    out = pd.DataFrame({"score": per_judge.mean(axis=1),
+                        "spread": (per_judge.max(axis=1) - per_judge.min(axis=1)).where(per_judge.count(axis=1) > 1)})
+    return out.reset_index()
+
+
+def _bigrams(text: str) -> set[str]:
+    t = _WORD.sub("", text.lower())
+    return {t[i:i + 2] for i in range(len(t) - 1)}
+
+
+def _supported_share(answer: str, gold: str) -> float:
+    """Share of the answer's clauses (split at 。！？；：and line breaks) of which at least half the
+    character bigrams occur in the gold document (1.0 when there is nothing to check)."""
+    ref = _bigrams(gold)
+    clauses = [b for b in (_bigrams(t) for t in _SENT.split(answer)) if len(b) >= 2]
+    if not clauses or not ref:
+        return 1.0
+    return float(np.mean([len(b & ref) / len(b) >= 0.5 for b in clauses]))
+
+
+def evidence(row: pd.Series, gold_text: str, field_value: str, confusion: str, params: Any) -> list[str]:
+    """The patterns that hold for one answer (see the module doc), in `PATTERNS` order."""
+    from rapidfuzz import fuzz
+
+    answer = "" if _blank(row.get("answer")) else str(row["answer"])
+    rank = int(row.get("rank", 0) or 0)
+    found: list[str] = []
+    if not answer.strip() or not _blank(row.get("error")):
+        found.append("empty")
+    if str(row.get("finish_reason") or "") == "length":
+        found.append("truncated")
+    if confusion:
+        found.append("wrong_near_duplicate")
+    if rank == 0:
+        found.append("retrieval_miss")
+    if rank > 0 and answer and is_refusal(answer):
+        found.append("refusal_despite_gold")
+    if rank >= params.low_rank_from:
+        found.append("low_rank")
+    if rank > 0 and answer and field_value and "refusal_despite_gold" not in found \
+            and fuzz.partial_ratio(field_value[:120], answer) < params.field_match_below:
+        found.append("field_missing")
+    if answer and gold_text:
+        extra = set(_NUM.findall(answer)) - set(_NUM.findall(gold_text)) - set(_NUM.findall(str(row.get("question", ""))))
+        if extra:
+            found.append("number_mismatch")
+        if not is_refusal(answer) and 1 - _supported_share(answer, gold_text) > params.unsupported_share_above:
+            found.append("unsupported")
+    spread = row.get("spread")
+    if spread is not None and np.isfinite(spread) and spread > params.judge_disagreement_above:
+        found.append("judge_disagreement")
+    return found
+
+
+def classify(answers: pd.DataFrame, scores: pd.DataFrame, corpus: pd.DataFrame, questions: pd.DataFrame,
+             system: str, params: Any = None, judges: Sequence[str] | None = None) -> pd.DataFrame:
+    """Every rag answer of `system` with a known retrieval outcome: its jury `score`, `spread`,
+    `low`, the `patterns` that hold and the `primary` one (low answers only; "" otherwise), with
+    the question's `style`, the gold's `department` and the `question` text.
+
+    `params`: a `cube.config.DiagnosticsParams` (defaults when None)."""
+    from cube.config import DiagnosticsParams
+    from cube.diagnostics import confusion_causes
+
+    p = params or DiagnosticsParams()
+    rag = answers[(answers["system"] == system) & (answers["set"] == "rag")]
+    if "retrieval_ok" in rag:
+        rag = rag[rag["retrieval_ok"].fillna(False).astype(bool)]
+    rag = rag.merge(jury_scores(scores, system, judges), on="question_id", how="left")
+    q = questions.set_index("question_id")
+    rag["question"] = rag["question_id"].map(q["question"]) if "question" in q else ""
+    rag["asked_field"] = rag["question_id"].map(q["asked_field"]).fillna("") if "asked_field" in q else ""
+    rag["style"] = rag["question_id"].map(q["style"]).fillna("").replace("", "(llm or file)") if "style" in q \
+        else "(none)"
+    c = corpus.set_index(corpus["doc_id"].astype(str))
+    gold = rag["doc_id"].astype(str)
+    rag["department"] = gold.map(c["department"]).fillna("").replace("", "(none)") if "department" in c else "(none)"
+    texts = gold.map(c["text"]).fillna("") if "text" in c else pd.Series("", index=rag.index)
+    causes = confusion_causes(rag, corpus)["cause"].tolist()
+    rag["low"] = rag["score"] < p.low_score_below
+    patterns, primary = [], []
+    for i, (_, row) in enumerate(rag.iterrows()):
+        if not row["low"]:
+            patterns.append([])
+            primary.append("")
+            continue
+        field = row["asked_field"]
+        value = str(c.at[str(row["doc_id"]), field]) if field and field in c and str(row["doc_id"]) in c.index else ""
+        found = evidence(row, str(texts.iloc[i]), "" if _blank(value) else value, causes[i], p)
+        patterns.append(found)
+        primary.append(found[0] if found else UNEXPLAINED)
+    rag["patterns"] = patterns
+    rag["primary"] = primary
+    keep = ["question_id", "doc_id", "system", "question", "answer", "rank", "score", "spread", "low", "patterns",
+            "primary", "style", "department", "asked_field"]
+    return rag[[k for k in keep if k in rag]].reset_index(drop=True)
+
+
+def pattern_table(classified: pd.DataFrame, examples: int = 2) -> pd.DataFrame:
+    """One row per pattern (and `unexplained`): `count` (primary), `any` (answers where it holds),
+    `share` of the low answers, `examples` (question ids) and the `suggestion`; most frequent first."""
+    low = classified[classified["low"]]
+    rows = []
+    for pat in (*PATTERNS, UNEXPLAINED):
+        prim = low[low["primary"] == pat]
+        holds = low["patterns"].map(lambda ps, pat=pat: pat in ps) if pat != UNEXPLAINED else low["primary"] == pat
+        rows.append({"pattern": pat, "count": len(prim), "any": int(holds.sum()),
+                     "share": len(prim) / len(low) if len(low) else np.nan,
+                     "examples": ", ".join(map(str, prim["question_id"].head(examples))),
+                     "suggestion": SUGGESTIONS[pat]})
+    out = pd.DataFrame(rows)
+    return out.sort_values(["count", "any"], ascending=False, kind="stable").reset_index(drop=True)
+
+
+def examples_table(classified: pd.DataFrame, per_pattern: int = 2, width: int = 80) -> pd.DataFrame:
+    """Two example answers per primary pattern (question, answer cut to `width`, score, rank)."""
+    low = classified[classified["low"]]
+    parts = [g.head(per_pattern) for _, g in low.groupby("primary", sort=True)]
+    if not parts:
+        return pd.DataFrame(columns=["primary", "question_id", "question", "answer", "rank", "score"])
+    out = pd.concat(parts)[["primary", "question_id", "question", "answer", "rank", "score"]].copy()
+    for col in ("question", "answer"):
+        out[col] = out[col].fillna("").astype(str).map(lambda t: t[:width] + "…" * (len(t) > width))
+    return out.reset_index(drop=True)
+
+
+def by_category(classified: pd.DataFrame, by: str) -> pd.DataFrame:
+    """Low answers per value of `by` and primary pattern (`by, pattern, count`); sums to the low answers."""
+    low = classified[classified["low"]]
+    return low.groupby([by, "primary"]).size().rename("count").reset_index().rename(columns={"primary": "pattern"})
+
+
+def top_patterns(classified: pd.DataFrame, n: int = 3) -> list[dict[str, Any]]:
+    """The `n` most frequent primary patterns (count > 0) for the decision page."""
+    t = pattern_table(classified)
+    t = t[(t["count"] > 0) & (t["pattern"] != UNEXPLAINED)].head(n)
+    return [{"pattern": r.pattern, "count": int(r.count), "share": float(r.share), "suggestion": r.suggestion,
+             "examples": r.examples} for r in t.itertuples()]
+
+
+def summary(classified: pd.DataFrame, params: Any = None) -> dict[str, Any]:
+    """For `results.json`: how many answers were low and the count of each primary pattern."""
+    from cube.config import DiagnosticsParams
+
+    p = params or DiagnosticsParams()
+    low = classified[classified["low"]]
+    scored = int(classified["score"].notna().sum())
+    return {"answers": len(classified), "scored": scored, "low": len(low), "low_score_below": p.low_score_below,
+            "patterns": {k: int(v) for k, v in low["primary"].value_counts().items()},
+            "top": top_patterns(classified)}
+
+
+def patterns_sentence(result: dict[str, Any]) -> str:
+    """The top patterns in one sentence for the decision page."""
+    if not result.get("scored"):
+        return "No rag answer has a jury score, so no failure pattern can be computed."
+    if not result["low"]:
+        return f"No rag answer scores below {result['low_score_below']:g} of 10 on the jury: no failure pattern."
+    top = "; ".join(f"{t['pattern'].replace('_', ' ')} {t['count']} ({t['share']:.0%})" for t in result["top"])
+    return (f"{result['low']} of {result['scored']} rag answers score below {result['low_score_below']:g} of 10; "
+            f"top failure patterns: {top or 'none identified'}.")

@@ -1,0 +1,112 @@
+"""Refusal questions: questions the knowledge base cannot answer, and how the systems handle them.
+
+Three deterministic templates (`KINDS`), from the corpus itself:
+
+- `absent_item`: a plausible government service that no document names (`ABSENT_ITEMS`, the
+  ones whose name occurs in no item name of the corpus), asked in the named style;
+- `other_province`: a real item of the corpus asked for a province the corpus does not cover
+  (`PROVINCES`, the first one no document mentions);
+- `absent_field`: a real item asked about a field no document has (last year's case count,
+  the satisfaction rating, the window's queue length).
+
+The questions have no gold document (`doc_id` ""), so they are answered by each system's `rag`
+path only, never enter CuBE's bounds, and are reported beside CuBE: refusal accuracy (share of
+these questions the system declined, by `cube.refusal.is_refusal`) and, on the ordinary rag
+answers, the false-refusal rate (share of answerable questions declined).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from cube.refusal import is_refusal, refusal_accuracy
+
+KINDS: tuple[str, ...] = ("absent_item", "other_province", "absent_field")
+ABSENT_ITEMS = {
+    "zh": ["游艇驾驶证核发", "宠物医院执业许可", "无人机飞行作业备案", "民宿经营许可", "网约车驾驶员证核发",
+           "潜水教练资格认定", "滑翔伞飞行场地审批", "古董拍卖经营许可", "太空旅游备案", "私人动物园设立审批"],
+    "en": ["Yacht pilot licence issuance", "Pet hospital practice permit", "Drone flight operation filing",
+           "Homestay operation permit", "Ride-hailing driver certificate issuance", "Diving instructor qualification",
+           "Paragliding site approval", "Antique auction business permit", "Space tourism filing",
+           "Private zoo establishment approval"],
+}
+PROVINCES = {"zh": ["海南省", "青海省", "贵州省", "吉林省", "甘肃省", "福建省"],
+             "en": ["Hainan Province", "Qinghai Province", "Guizhou Province", "Jilin Province"]}
+TEMPLATES = {
+    "zh": {"absent_item": "{item}需要什么材料？",
+           "other_province": "我在{province}，{item}在哪里办理？",
+           "absent_field": "{item}去年一共办理了多少件，群众满意度评分是多少？"},
+    "en": {"absent_item": "What materials are needed for {item}?",
+           "other_province": "I live in {province}. Where do I apply for {item}?",
+           "absent_field": "How many {item} cases were handled last year, and what is its satisfaction rating?"},
+}
+
+
+def build_refusal_questions(corpus: pd.DataFrame, lang: str = "zh", n: int = 30, seed: int = 0) -> pd.DataFrame:
+    """`n` refusal questions (kinds in turn): `question_id` (R00001...), `doc_id` "", `question`,
+    `kind`, `style` "refusal", `generator` "template". Fewer when the corpus leaves no absent item."""
+    if n <= 0:
+        return pd.DataFrame(columns=["question_id", "doc_id", "question", "kind", "style", "generator"])
+    names = corpus["item_name"].fillna("").astype(str)
+    text = corpus["text"].fillna("").astype(str) if "text" in corpus else names
+    absent = [i for i in ABSENT_ITEMS[lang] if not names.str.contains(i, regex=False).any()]
+    province = next((p for p in PROVINCES[lang] if not text.str.contains(p, regex=False).any()), None)
+    rng = np.random.default_rng(seed)
+    real = names[names != ""].drop_duplicates().tolist()
+    rows = []
+    for i in range(n):
+        kind = KINDS[i % len(KINDS)]
+        if kind == "absent_item" and absent:
+            item = absent[(i // len(KINDS)) % len(absent)]
+        elif kind == "other_province" and province and real:
+            item = real[int(rng.integers(len(real)))]
+        elif kind == "absent_field" and real:
+            item = real[int(rng.integers(len(real)))]
+        else:
+            continue
+        q = TEMPLATES[lang][kind].format(item=item, province=province or "")
+        rows.append({"question_id": f"R{len(rows) + 1:05d}", "doc_id": "", "question": q, "kind": kind,
+                     "style": "refusal", "generator": "template"})
+    return pd.DataFrame(rows, columns=["question_id", "doc_id", "question", "kind", "style", "generator"])
+
+
+def refusal_answers(params, corpus: pd.DataFrame, questions: pd.DataFrame, cache_path) -> pd.DataFrame:
+    """Every system's `rag` answers to the refusal questions, with `kind` and `declined`."""
+    from cube.config import BuiltinSystem
+    from cube.systems import make_system
+
+    parts = []
+    for sp in params.systems:
+        if not isinstance(sp, BuiltinSystem):
+            continue  # an imported file holds no answers to these questions; a RAGFlow call is left to the user
+        df = make_system(sp, params, cache_path).answer(questions, corpus, progress=False)
+        parts.append(df.merge(questions[["question_id", "question", "kind"]], on="question_id", how="left"))
+    if not parts:
+        return pd.DataFrame(columns=["question_id", "system", "answer", "kind", "declined"])
+    out = pd.concat(parts, ignore_index=True)
+    out["declined"] = out["answer"].map(is_refusal)
+    return out
+
+
+def refusal_report(refusals: pd.DataFrame, answers: pd.DataFrame) -> dict[str, dict]:
+    """Per system: refusal accuracy on the refusal questions (and by kind), false-refusal rate
+    on its ordinary rag answers; NaN (null) over no questions."""
+    out = {}
+    rag = answers[answers["set"] == "rag"]
+    for system, r in refusals.groupby("system", sort=True):
+        ordinary = rag[rag["system"] == system]["answer"].map(is_refusal).tolist()
+        figures = refusal_accuracy(list(r["declined"]) + ordinary, [False] * len(r) + [True] * len(ordinary))
+        figures["by_kind"] = {k: float(g["declined"].mean()) for k, g in r.groupby("kind", sort=True)}
+        out[str(system)] = figures
+    return out
+
+
+def refusal_sentence(system: str, figures: dict) -> str:
+    acc, fr = figures.get("refusal_accuracy"), figures.get("false_refusal_rate")
+    if acc is None or not np.isfinite(acc):
+        return f"{system}: no refusal question was answered, so refusal accuracy is undefined."
+    kinds = ", ".join(f"{k.replace('_', ' ')} {v:.0%}" for k, v in figures.get("by_kind", {}).items())
+    return (f"Refusal: {system} declined {acc:.0%} of {figures['n_unanswerable']} questions the knowledge base "
+            f"cannot answer ({kinds}) and wrongly declined {fr:.1%} of {figures['n_answerable']} answerable ones "
+            "(reported beside CuBE, not in it).")

@@ -1,0 +1,114 @@
+"""Failure patterns of low-scoring answers (`cube.failures`), each on a hand-made case."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from cube import failures
+from cube.config import DiagnosticsParams
+
+GOLD = "事项名称：护照签发\n收费标准：20元/件\n承诺时限：5个工作日\n办理地点：丹江市政务服务中心1楼"
+CORPUS = pd.DataFrame({
+    "doc_id": ["g", "sib", "other"],
+    "item_name": ["护照签发", "护照签发", "残疾人证换领"],
+    "region": ["丹江市", "北岭市", "丹江市"],
+    "department": ["公安局", "公安局", "残联"],
+    "fee_standard": ["20元/件", "30元/件", "不收费"],
+    "text": [GOLD, GOLD.replace("20元", "30元"), "事项名称：残疾人证换领\n收费标准：不收费"],
+})
+GOOD = "关于“护照签发”，根据办事指南：收费标准：20元/件"
+# case id -> (retrieved list, answer, finish_reason, error, judge scores a, b)
+CASES = {
+    "empty": (["g"], "", "", "", 1, 1),
+    "truncated": (["g"], GOOD[:12], "length", "", 2, 2),
+    "wrong_near_duplicate": (["sib", "g"], GOOD, "", "", 3, 3),
+    "retrieval_miss": (["other"], GOOD, "", "", 3, 3),
+    "refusal_despite_gold": (["g"], "抱歉，我无法回答这个问题。", "", "", 2, 2),
+    "low_rank": (["other", "other2", "other3", "g"], GOOD, "", "", 3, 3),
+    "field_missing": (["g"], "关于“护照签发”，根据办事指南：办理地点：丹江市政务服务中心1楼", "", "", 3, 3),
+    "number_mismatch": (["g"], "关于“护照签发”，根据办事指南：收费标准：35元/件", "", "", 3, 3),
+    "unsupported": (["g"], "护照签发收费20元/件。护照可以在任何银行网点办理。办理时请携带户口本和结婚证。当天即可取件无需等待。", "", "", 3, 3),
+    "judge_disagreement": (["g"], GOOD, "", "", 0, 8),
+    "fine": (["g"], GOOD, "", "", 9, 9),
+}
+
+
+def _tables(cases=CASES):
+    rows, scores, questions = [], [], []
+    for qid, (docs, answer, finish, error, a, b) in cases.items():
+        gold = "g"
+        rank = docs.index(gold) + 1 if gold in docs else 0
+        rows.append({"question_id": qid, "doc_id": gold, "system": "s", "set": "rag", "answer": answer,
+                     "retrieved_doc_ids": docs, "rank": rank, "n_retrieved": len(docs), "retrieval_ok": True,
+                     "error": error, "finish_reason": finish})
+        questions.append({"question_id": qid, "doc_id": gold, "question": "护照签发收费多少？",
+                          "asked_field": "fee_standard", "style": "named" if len(qid) % 2 else "colloquial"})
+        for judge, score in (("a", a), ("b", b)):
+            for dim in ("relevance", "quality"):
+                scores.append({"question_id": qid, "system": "s", "set": "rag", "judge": judge, "dimension": dim,
+                               "score": float(score)})
+    return pd.DataFrame(rows), pd.DataFrame(scores), pd.DataFrame(questions)
+
+
+@pytest.fixture(scope="module")
+def classified():
+    answers, scores, questions = _tables()
+    return failures.classify(answers, scores, CORPUS, questions, "s", DiagnosticsParams())
+
+
+@pytest.mark.parametrize("pattern", [p for p in failures.PATTERNS])
+def test_each_pattern_is_the_primary_on_its_hand_made_case(classified, pattern):
+    row = classified.set_index("question_id").loc[pattern]
+    assert row["low"]
+    assert row["primary"] == pattern, row["patterns"]
+
+
+def test_a_good_answer_is_not_low_and_counts_sum_to_the_low_answers(classified):
+    row = classified.set_index("question_id").loc["fine"]
+    assert not row["low"] and row["primary"] == "" and row["patterns"] == []
+    table = failures.pattern_table(classified)
+    assert table["count"].sum() == int(classified["low"].sum()) == len(failures.PATTERNS)
+    assert set(table.loc[table["count"] > 0, "pattern"]) == set(failures.PATTERNS)
+    assert (table["suggestion"] != "").all()
+    for by in ("style", "department"):
+        cat = failures.by_category(classified, by)
+        assert cat["count"].sum() == int(classified["low"].sum())
+
+
+def test_unexplained_when_no_evidence_and_thresholds_come_from_params():
+    answers, scores, questions = _tables({"q": (["g"], GOOD, "", "", 3, 3)})
+    out = failures.classify(answers, scores, CORPUS, questions, "s")
+    assert out.loc[0, "primary"] == failures.UNEXPLAINED
+    lenient = failures.classify(answers, scores, CORPUS, questions, "s", DiagnosticsParams(low_score_below=2))
+    assert not lenient.loc[0, "low"]
+
+
+def test_summary_top_patterns_and_sentence(classified):
+    s = failures.summary(classified)
+    assert s["low"] == len(failures.PATTERNS) and s["scored"] == len(CASES)
+    assert len(s["top"]) == 3 and all(t["count"] == 1 for t in s["top"])
+    assert "10 of 11 rag answers score below 5" in failures.patterns_sentence(s)
+    ex = failures.examples_table(classified)
+    assert ex.groupby("primary").size().max() <= 2
+
+
+def test_unscored_answers_give_no_pattern_and_say_so():
+    answers, scores, questions = _tables({"q": (["g"], GOOD, "", "", 3, 3)})
+    scores["score"] = float("nan")
+    out = failures.classify(answers, scores, CORPUS, questions, "s")
+    assert not out["low"].any()
+    assert "no failure pattern can be computed" in failures.patterns_sentence(failures.summary(out))
+
+
+def test_decision_page_lists_the_top_three_patterns_and_the_curve(classified):
+    from cube import lta
+    from cube.retrieval_metrics import metrics_from_ranks
+
+    extra = lta.diagnosis_sentences("s", {"retrieval": metrics_from_ranks([1, 2, 0], 4),
+                                          "failure_patterns": failures.summary(classified)})
+    md = lta.decision_markdown({"verdict": "fair", "sentence": "x", "suggestions": ["y"], **extra})
+    assert "R@k curve of s: R@1 = 33.3%" in md and extra["retrieval"]["curve"][-1] == 2 / 3
+    listed = [line for line in md.splitlines() if line.startswith("- ") and "consider:" in line]
+    assert len(listed) == 3 and "top failure patterns" in md
+    assert lta.diagnosis_sentences("s", {}) == {}
