@@ -36,14 +36,16 @@ class Stage:
 STAGES: dict[str, Stage] = {
     "00_paper_tables": Stage((), ()),
     "01_dataset_prep": Stage(("lang", "corpus"), (), ("corpus",)),
-    "02_qa_sets": Stage(("lang", "models", "questions", "answerer", "systems"), ("01_dataset_prep",),
-                        ("questions", "answers", "questions_failed")),
+    "02_qa_sets": Stage(("lang", "models", "questions", "answerer", "systems", "diagnostics"), ("01_dataset_prep",),
+                        ("questions", "answers", "questions_failed", "refusal_answers")),
     "03_scoring_sets": Stage(("models", "dimensions", "judges"), ("02_qa_sets",), ("scores",)),
     "04_rank_correlation": Stage(("analysis",), ("03_scoring_sets",)),
     "05_bounds_and_weights": Stage(("analysis",), ("03_scoring_sets",)),
-    "06_cube_score": Stage(("analysis",), ("03_scoring_sets",)),
+    "06_cube_score": Stage(("analysis", "diagnostics"), ("03_scoring_sets",)),  # the decision states the diagnosis
     "07_human_agreement": Stage(("lang", "human", "analysis"), ("03_scoring_sets",), ("human_ratings",)),
     "08_bleu_rouge": Stage(("lang", "lexical", "human"), ("03_scoring_sets",), ("lexical",)),
+    "09_compare": Stage(("analysis",), ("03_scoring_sets",)),
+    "10_diagnostics": Stage(("analysis", "diagnostics"), ("03_scoring_sets", "06_cube_score")),  # reads 06's sweep reading
 }
 # Sections no stage's data depend on: the report's title, where outputs go.
 NOT_STAGE_INPUTS = ("run", "title", "outputs_dir", "cache_path")

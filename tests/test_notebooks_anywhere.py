@@ -160,7 +160,7 @@ def _write(tmp_path: Path, name: str, data: dict) -> Path:
 
 def test_data_of_other_params_are_never_mixed(tmp_path):
     three = _write(tmp_path, "three.yaml", {"run": "same", "outputs_dir": str(tmp_path / "out"), "judges": [
-        *JUDGES, {"name": "third", "model": {"provider": "offline", "model": "rubric-strict"}}]})
+        *JUDGES, {"name": "third", "model": {"provider": "offline", "model": "rubric-strict"}, "samples": 2}]})
     two = _write(tmp_path, "two.yaml", {"run": "same", "outputs_dir": str(tmp_path / "out"), "judges": JUDGES})
     run3 = open_run(three)
     run3.save("answers", pd.DataFrame({"x": [1]}))
@@ -173,8 +173,8 @@ def test_data_of_other_params_are_never_mixed(tmp_path):
     msg = str(err.value)
     assert "judges (3 entries in the data, 2 in the params)" in msg and "03_scoring_sets" in msg
     assert "--force" in msg and "own `run:` name" in msg
-    with pytest.raises(ParamsMismatchError, match=r"analysis.trim_proportion|judges\[0\]\.model"):
-        open_run(three, overrides=["judges[0].model.model=rubric-lenient"]).load("scores")
+    with pytest.raises(ParamsMismatchError, match=r"judges\[0\]\.samples"):
+        open_run(three, overrides=["judges[0].samples=3"]).load("scores")
 
 
 def test_missing_stages_are_named_all_at_once_in_order(tmp_path):
@@ -203,12 +203,14 @@ def test_stage_sets_after_edits():
         after = stage_fingerprints(parse_params(edited), NOTEBOOKS, ROOT)
         return [n[:2] for n in stages_affected(before, after)]
 
-    add_judge = lambda js: [*js, {"name": "extra", "model": {"provider": "offline", "model": "rubric-strict"}}]  # noqa: E731
-    assert rerun(judges=add_judge) == ["03", "04", "05", "06", "07", "08"]
-    assert rerun(analysis__trim_proportion=0.2) == ["04", "05", "06", "07"]
+    add_judge = lambda js: [*js, {"name": "extra", "model": {"provider": "offline", "model": "rubric-strict"},  # noqa: E731
+                                  "samples": 2}]  # a twin of an existing judge is refused: it samples twice
+    assert rerun(judges=add_judge) == ["03", "04", "05", "06", "07", "08", "09", "10"]
+    assert rerun(analysis__trim_proportion=0.2) == ["04", "05", "06", "07", "09", "10"]
     assert rerun(lexical__tokenizer="char") == ["08"]
     assert rerun(human__sample_size=10) == ["07", "08"]
-    assert rerun(corpus__seed=11) == ["01", "02", "03", "04", "05", "06", "07", "08"]
+    assert rerun(diagnostics__low_score_below=4.0) == ["02", "03", "04", "05", "06", "07", "08", "09", "10"]
+    assert rerun(corpus__seed=11) == ["01", "02", "03", "04", "05", "06", "07", "08", "09", "10"]
     assert rerun(title="Another title") == []
     assert rerun(run="renamed") == []
 

@@ -56,7 +56,7 @@ def test_a_stale_decision_is_forgotten_whole_when_an_earlier_stage_re_executes(t
     out = {"cube_score": 1.0, "recall_at_k": 0.5, "weighted_score": 2.0, "verdict": "withheld",
            "withheld_reasons": ["judging failed"], "judging_failed": True}
     monkeypatch.setattr(cube.lta, "assess", lambda *a, **k: out)
-    for name in ("offline_judges", "bound_answerer_note", "retrieval_quality"):
+    for name in ("offline_judges", "bound_answerer_note", "retrieval_quality", "_diagnosis"):
         monkeypatch.setattr(pipeline, name, lambda *a, **k: None)
     pipeline.decision(FakeRun(), {})
     assert {"verdict", "judging_failed", "withheld_reasons"} <= set(recorded)
