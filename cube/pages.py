@@ -195,6 +195,7 @@ def write_index(params: Params, paths: RunPaths, pages: list[dict[str, Any]],
     html = template.render(
         params=params, results=results, decision=results.get("decision"), manifest=manifest, pages=pages,
         attempt=attempt, last_run=LAST_RUN, groups=_groups(paths, pages),
+        browser="judgments.html" if (paths.report / "judgments.html").exists() else None,
     )
     paths.report.mkdir(parents=True, exist_ok=True)
     index = paths.report / "index.html"
