@@ -100,3 +100,18 @@ def test_without_pushback_the_limit_stays_at_max_concurrency():
     assert all(r.ok for r in out)
     assert model.concurrency["cuts"] == 0 and model.concurrency["final_limit"] == 8
     assert server.max_in_flight == model.concurrency["peak_in_flight"] == 8
+
+
+def test_the_documented_start_and_cut_are_the_ones_the_code_uses():
+    from pathlib import Path
+
+    from cube import concurrency
+
+    fields = ModelSpec.model_fields
+    text = fields["max_concurrency"].description + " " + fields["min_concurrency"].description
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8").split())
+    for doc in (text, readme):
+        assert f"starts at {concurrency.SLOW_START}" in doc
+        assert f"cut to {round(concurrency.DECREASE * 100)} %" in doc
+    assert "halv" not in text and "starts here" not in text
+    assert AdaptiveLimit(1, 16).limit == concurrency.SLOW_START
