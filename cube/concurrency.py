@@ -4,8 +4,10 @@
 model's replicas share it). An endpoint that never pushes back
 reaches `max_concurrency` within a few windows of calls (slow start from 4, doubling per window, as
 TCP does). When the endpoint says it is overloaded (HTTP 429, or a timeout) the limit is cut to 70 %,
-at most once per window of calls (the calls already in flight when it was cut
-return their own 429s and must not cut it again), never below `min_concurrency`; each successful
+never below `min_concurrency`. Every slot taken gets a sequence number (`acquire` returns it) and a
+cut records the last number handed out: congestion reported by a call that started before the cut
+is ignored (the calls already in flight when it was cut return their own 429s and must not cut it
+again), while a call started after it that is still refused cuts again. Each successful
 call then adds 1/limit (about +1 per window of calls), up to `max_concurrency`. The retry delay
 after a 429 honours the server's Retry-After (`Endpoints._delay`). `peak` is the most calls that
 were in flight at once, `limit` the current limit; the pipeline records them per judge.
@@ -32,7 +34,8 @@ class AdaptiveLimit:
         self.peak = 0
         self.lowest = float(max_limit)
         self.cuts = 0
-        self._since_cut = max_limit  # calls finished since the last cut
+        self._seq = 0  # sequence number of the last slot taken
+        self._cut_seq = -1  # `_seq` when the limit was last cut: congestion from calls up to it is ignored
         self._cond = asyncio.Condition()
 
     def _free(self) -> int:
@@ -43,19 +46,21 @@ class AdaptiveLimit:
             await self._cond.wait_for(lambda: self.in_flight < int(self.limit))
             self.in_flight += 1
             self.peak = max(self.peak, self.in_flight)
+            self._seq += 1
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         async with self._cond:
             self.in_flight -= 1
-            self._since_cut += 1
             free = self._free()
             if free:
                 self._cond.notify(free)
 
-    async def acquire(self) -> None:
-        """Take a slot (as `async with`), for callers that may give it back before using it."""
+    async def acquire(self) -> int:
+        """Take a slot (as `async with`), for callers that may give it back before using it.
+        Returns the slot's sequence number, to pass to `congested`."""
         await self.__aenter__()
+        return self._seq
 
     async def release(self) -> None:
         await self.__aexit__(None, None, None)
@@ -66,13 +71,15 @@ class AdaptiveLimit:
         if self.limit < self.hi:
             self.limit = min(float(self.hi), self.limit + (1.0 if not self.cuts else 1.0 / self.limit))
 
-    def congested(self) -> None:
-        """A 429 or a timeout: halve the limit, once per window of calls."""
-        if self._since_cut >= int(self.limit) and self.limit > self.lo:
+    def congested(self, seq: int | None = None) -> None:
+        """A 429 or a timeout for the call whose slot had sequence number `seq` (default: the
+        last slot taken): cut the limit to 70 %, unless that call started before the last cut."""
+        seq = self._seq if seq is None else seq
+        if seq > self._cut_seq and self.limit > self.lo:
             self.limit = max(float(self.lo), self.limit * DECREASE)
             self.lowest = min(self.lowest, self.limit)
             self.cuts += 1
-            self._since_cut = 0
+            self._cut_seq = self._seq
 
     def summary(self) -> dict[str, float | int]:
         return {"min": self.lo, "max": self.hi, "peak_in_flight": self.peak, "final_limit": int(self.limit),

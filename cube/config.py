@@ -112,10 +112,13 @@ class ModelSpec(_Strict):
         default_factory=dict, description="Extra JSON fields sent with every request (e.g. vLLM chat_template_kwargs)."
     )
     timeout_s: float = 60.0
-    max_concurrency: int = Field(16, ge=1, description="Most calls in flight (the adaptive limit starts here).")
+    max_concurrency: int = Field(
+        16, ge=1, description="Most calls in flight: the adaptive limit starts at 4 (or min_concurrency if "
+        "larger, at most this) and doubles per window of answered calls up to this.")
     min_concurrency: int = Field(
-        1, ge=1, description="Fewest calls in flight the adaptive limit goes down to: it halves on HTTP 429 or a "
-        "timeout and grows back by one per window of answered calls (cube/concurrency.py).")
+        1, ge=1, description="Fewest calls in flight the adaptive limit goes down to: it is cut to 70 % on HTTP 429 "
+        "or a timeout (once for the calls in flight at the cut) and grows back by one per window of answered calls "
+        "(cube/concurrency.py).")
     max_attempts: int = Field(5, ge=1, description="Attempts per call, retries included.")
     backoff_base_s: float = Field(0.5, gt=0, description="First retry delay; doubles each attempt, with jitter.")
     backoff_max_s: float = Field(30.0, gt=0)

@@ -242,10 +242,11 @@ class Endpoints:
                     self._wake.set()
 
     @contextlib.asynccontextmanager
-    async def _slot(self, state: dict[str, bool]) -> AsyncIterator[None]:
-        """A concurrency slot for one attempt; a call's first attempt also passes the suspicion gate."""
+    async def _slot(self, state: dict[str, bool]) -> AsyncIterator[int]:
+        """A concurrency slot for one attempt (yields its sequence number for `AdaptiveLimit.congested`);
+        a call's first attempt also passes the suspicion gate."""
         while True:
-            await self.sem.acquire()
+            seq = await self.sem.acquire()
             if state["started"] or not (self._suspect() and self._active > 0):
                 break
             await self.sem.release()
@@ -255,7 +256,7 @@ class Endpoints:
             state["started"] = True
             self._active += 1
         try:
-            yield
+            yield seq
         finally:
             await self.sem.release()
 
@@ -309,7 +310,7 @@ class Endpoints:
         for attempt in range(1, spec.max_attempts + 1):
             retry_after = None
             t0.waiting()
-            async with self._slot(state):  # held only while a request is in flight, not while backing off
+            async with self._slot(state) as seq:  # held only while a request is in flight, not while backing off
                 t0.acquired()
                 picked = self._pick()
                 if picked is None:
@@ -338,7 +339,7 @@ class Endpoints:
                     self._no_answer(ep)
                 except openai.APITimeoutError:
                     label, detail = "timeout", f"no answer within {spec.timeout_s:g} s"
-                    self.sem.congested()
+                    self.sem.congested(seq)
                     self._attempt_failed(ep)
                     self._no_answer(ep)
                 except openai.APIConnectionError as exc:
@@ -354,7 +355,7 @@ class Endpoints:
                             self._stop(ep, reason)
                         return self._failure(reason, attempt, t0, ep)
                     if exc.status_code == 429:
-                        self.sem.congested()
+                        self.sem.congested(seq)
                     retry_after = _retry_after(exc)  # 429 and 5xx: the server says it is busy or
                     # hiccuped, which retries are for; neither counts toward nor resets the streak
                 except openai.OpenAIError as exc:  # anything else the client raises: not transient

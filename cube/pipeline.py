@@ -98,15 +98,16 @@ def evaluate_run(run: Run, *, bootstrap: bool = True) -> dict[str, CubeResult]:
     """`cube.analysis.evaluate` for every system of the run (warnings kept in each result).
 
     Computed once per run: notebooks 03-05 ask for the same evaluation, so the results are kept in
-    `<run>/cache/evaluate-<key>.pkl`, keyed by the sha256 of the answers and scores files, the
-    analysis params, systems, judges, dimensions and the package's analysis code; any change of
-    those is a new key (a stale result cannot be read back). The folder holds only what this code
-    wrote."""
+    `evaluations/<key>.pkl` next to the call cache (`<outputs>/cache.sqlite`), keyed by the sha256
+    of the answers and scores files, the analysis params, systems, judges, dimensions and the
+    package's analysis code; any change of those is a new key (a stale result cannot be read back).
+    Never inside the run folder: a pickle executes code when loaded, and a run folder may come
+    from someone else; the outputs folder's cache directory holds only what this code wrote."""
     run.require("answers", "scores")
     ap = run.params.analysis if bootstrap else run.params.analysis.model_copy(update={"bootstrap": 0})
     judges, dims, top_n = [j.name for j in run.params.judges], run.params.dimension_names(), system_top_n(run.params)
     key = _evaluation_key(run, ap, judges, dims, top_n)
-    cached = run.paths.root / "cache" / f"evaluate-{key[:24]}.pkl"
+    cached = evaluation_cache_dir(run) / f"{key}.pkl"
     if cached.exists():
         try:
             with cached.open("rb") as f:
@@ -124,6 +125,11 @@ def evaluate_run(run: Run, *, bootstrap: bool = True) -> dict[str, CubeResult]:
         pickle.dump(out, f, protocol=pickle.HIGHEST_PROTOCOL)
     tmp.replace(cached)
     return out
+
+
+def evaluation_cache_dir(run: Run) -> Path:
+    """Where `evaluate_run` keeps its results: beside the call cache, outside every run folder."""
+    return run.paths.cache.parent / "evaluations"
 
 
 _EVALUATION_CODE = ("analysis.py", "evaluation.py", "bootstrap.py", "normalise.py", "gate.py", "lta.py",

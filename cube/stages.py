@@ -114,6 +114,36 @@ def _module_imports(path: Path) -> frozenset[str]:
     return _imports_in(path.read_text(encoding="utf-8"), _module_name(path))
 
 
+@cache
+def _module_data(path: Path) -> frozenset[str]:
+    """The package folders whose data files (prompts, templates, tables) a Python file reads: named by a string in `resources.files(...)`, `.joinpath(...)`,
+    `PackageLoader(...)`, or joined to a path built from `__file__`."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except SyntaxError:
+        return frozenset()
+    folders = {d.name for d in PACKAGE.iterdir() if d.is_dir() and d.name != "__pycache__"}
+    found: set[str] = set()
+
+    def names(nodes: list[ast.expr]) -> set[str]:
+        out = set()
+        for n in nodes:
+            if isinstance(n, ast.Constant) and isinstance(n.value, str):
+                out.add(n.value.removeprefix("cube."))
+        return out & folders
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            called = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            if called in ("files", "joinpath", "PackageLoader"):
+                found |= names(node.args)
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            if any(isinstance(n, ast.Name) and n.id == "__file__" for n in ast.walk(node.left)):
+                found |= names([node.right])
+    return frozenset(found)
+
+
 def _module_name(path: Path) -> str:
     rel = path.relative_to(PACKAGE.parent).with_suffix("")
     parts = list(rel.parts)
@@ -123,6 +153,8 @@ def _module_name(path: Path) -> str:
 
 
 def _imports_in(source: str, current: str = "") -> frozenset[str]:
+    """`cube` modules a source imports: import statements, and module names given as strings
+    (`importlib.import_module("cube.judges.rubric")`)."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -139,6 +171,11 @@ def _imports_in(source: str, current: str = "") -> frozenset[str]:
             if base.split(".")[0] == "cube":
                 found.add(base)
                 found |= {f"{base}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("cube.") \
+                and all(p.isidentifier() for p in node.value.split(".")):
+            found.add(node.value)
+    # importing a module runs its parent packages' __init__ first
+    found |= {".".join(m.split(".")[:i]) for m in found for i in range(1, m.count(".") + 1)}
     return frozenset(found)
 
 
@@ -150,8 +187,9 @@ def _module_file(name: str) -> list[Path]:
 
 
 def modules_read(notebook_source: str) -> list[Path]:
-    """The package files a notebook's code reads: its `cube` imports, followed transitively (a
-    package's data files beside a module, e.g. prompts and templates, count with it)."""
+    """The package files a notebook's code reads: `cube/__init__.py`, its `cube` imports followed
+    transitively (a package's `__init__` counts with each of its modules, not its whole folder),
+    and the package data folders those modules read (e.g. `cube/prompts/` for the judges)."""
     todo, seen = set(_imports_in(notebook_source)) | {"cube"}, set()
     files: set[Path] = set()
     while todo:
@@ -162,12 +200,9 @@ def modules_read(notebook_source: str) -> list[Path]:
         for f in _module_file(name):
             files.add(f)
             todo |= _module_imports(f)
-            if f.name == "__init__.py":  # a subpackage: every file in it
-                for g in f.parent.rglob("*"):
-                    if g.is_file() and "__pycache__" not in g.parts:
-                        files.add(g)
-                        if g.suffix == ".py":
-                            todo |= _module_imports(g)
+            for folder in _module_data(f):
+                files |= {g for g in (PACKAGE / folder).rglob("*")
+                          if g.is_file() and g.suffix != ".py" and "__pycache__" not in g.parts}
     return sorted(files)
 
 

@@ -1,4 +1,4 @@
-"""Adaptive concurrency (AIMD): the limit halves on 429/timeouts once per window and grows back."""
+"""Adaptive concurrency (AIMD): the limit is cut to 70 % on 429/timeouts (once for the calls in flight) and grows back."""
 
 from __future__ import annotations
 
@@ -29,12 +29,32 @@ def test_slow_start_then_cut_once_per_window_and_additive_growth_within_bounds()
     lim.success()
     assert lim.limit == pytest.approx(before + 1 / before)  # additive increase after a cut
     for _ in range(20):
-        lim._since_cut = 100  # a window of calls returned
+        lim._seq += 1  # a call started after the last cut is refused too
         lim.congested()
     assert lim.limit == 2 and lim.lowest == 2  # never below min_concurrency
     assert AdaptiveLimit(8, 8).limit == 8 and AdaptiveLimit(1, 2).limit == 2
     with pytest.raises(ValueError, match="min_concurrency"):
         AdaptiveLimit(5, 4)
+
+
+def test_429s_from_calls_in_flight_at_the_cut_cut_once_and_later_calls_cut_again():
+    async def main() -> AdaptiveLimit:
+        lim = AdaptiveLimit(1, 16)
+        lim.limit = 16.0
+        tickets = [await lim.acquire() for _ in range(16)]  # one window, all in flight
+        for t in tickets:  # each returns a 429 in turn, interleaved with releases
+            lim.congested(t)
+            await lim.release()
+        assert lim.cuts == 1 and lim.limit == pytest.approx(16 * 0.7)
+        late = await lim.acquire()  # started after the cut: its 429 says the endpoint is still busy
+        lim.congested(tickets[0])  # a straggler from before the cut still changes nothing
+        assert lim.cuts == 1
+        lim.congested(late)
+        await lim.release()
+        assert lim.cuts == 2 and lim.limit == pytest.approx(16 * 0.7 * 0.7)
+        return lim
+
+    assert asyncio.run(main()).in_flight == 0
 
 
 def test_at_most_limit_calls_in_flight_and_waiters_wake_up():
@@ -80,3 +100,18 @@ def test_without_pushback_the_limit_stays_at_max_concurrency():
     assert all(r.ok for r in out)
     assert model.concurrency["cuts"] == 0 and model.concurrency["final_limit"] == 8
     assert server.max_in_flight == model.concurrency["peak_in_flight"] == 8
+
+
+def test_the_documented_start_and_cut_are_the_ones_the_code_uses():
+    from pathlib import Path
+
+    from cube import concurrency
+
+    fields = ModelSpec.model_fields
+    text = fields["max_concurrency"].description + " " + fields["min_concurrency"].description
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8").split())
+    for doc in (text, readme):
+        assert f"starts at {concurrency.SLOW_START}" in doc
+        assert f"cut to {round(concurrency.DECREASE * 100)} %" in doc
+    assert "halv" not in text and "starts here" not in text
+    assert AdaptiveLimit(1, 16).limit == concurrency.SLOW_START

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import pickle
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -244,6 +247,16 @@ def test_judges_whose_calls_differ_are_accepted(change):
 
 
 # ------------------------------------------------------------------ evaluate_run once per run
+class _Poison:
+    """Creates a marker folder when unpickled (stands for arbitrary code)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __reduce__(self):
+        return (os.mkdir, (self.path,))
+
+
 def test_evaluate_run_is_computed_once_and_recomputed_when_an_input_changes(tmp_path, monkeypatch):
     from cube import pipeline
     from cube.notebook import open_run
@@ -265,9 +278,21 @@ analysis: {{bootstrap: 50}}
     calls = []
     real = pipeline.evaluate_systems
     monkeypatch.setattr(pipeline, "evaluate_systems", lambda *a, **k: calls.append(1) or real(*a, **k))
+    # A run folder received from someone else may hold a pickle where the old code looked for its
+    # cache: it must never be loaded (loading a pickle runs code).
+    ap = run.params.analysis.model_copy(update={"bootstrap": 0})
+    key = pipeline._evaluation_key(run, ap, ["s", "l"], run.params.dimension_names(), {"bm25": 4})
+    marker = tmp_path / "pwned"
+    planted = run.paths.root / "cache" / f"evaluate-{key[:24]}.pkl"
+    planted.parent.mkdir(parents=True, exist_ok=True)
+    planted.write_bytes(pickle.dumps(_Poison(str(marker))))
     first = pipeline.evaluate_run(run, bootstrap=False)
     again = pipeline.evaluate_run(run, bootstrap=False)
     assert len(calls) == 1 and list(again) == list(first) == ["bm25"]
+    assert not marker.exists()
+    assert sorted(p.name for p in run.paths.root.rglob("*.pkl")) == [planted.name]  # nothing written in the run
+    assert [p.name for p in pipeline.evaluation_cache_dir(run).glob("*.pkl")] == [f"{key}.pkl"]
+    assert pipeline.evaluation_cache_dir(run).parent == run.paths.cache.parent
     from pandas.testing import assert_frame_equal
 
     assert_frame_equal(again["bm25"].jury, first["bm25"].jury)
