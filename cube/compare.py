@@ -15,7 +15,11 @@ numbers the two reports publish when they are restricted to the common questions
   then B (row of A' = [1 − M, M], of B' = [M, 1 − M] for a swap mask M), so every permutation
   is computed in one vectorised pass. Two-sided p = (1 + #{|Δ*| >= |Δ|}) / (1 + P).
 - **Jury**: the mean over the judges that pass the validity gate (`cube.gate`) on both sides,
-  as the decision does; judges present on one side only are listed and left out.
+  as the decision does; judges present on one side only are listed and left out. As in
+  `cube.bootstrap.bootstrap_cube`, a resample or permutation where one jury member is undefined
+  is undefined for the jury (never a mean of fewer judges); the share of defined resamples and
+  permutations is reported (`valid_resample_share`, `valid_permutation_share`) and flagged when
+  below `MIN_VALID_SHARE` (the interval and p-value then rest on a selection of resamples).
 - **Power** (`mde`, `questions_needed`): the bootstrap standard error of ΔCuBE, se, gives the
   per-question standard deviation σ = se·√n of the paired difference (a CuBE difference behaves
   like a mean of n per-question contributions). A two-sided test at level α with power 1 − β
@@ -39,7 +43,7 @@ import pandas as pd
 from scipy import stats
 
 from cube import analysis as A
-from cube.bootstrap import _prepare, _Prepared, cube_from_counts
+from cube.bootstrap import MIN_VALID_SHARE, _prepare, _Prepared, cube_from_counts
 
 HEADLINE = ("cube_score", "weighted_score", "recall_at_k")
 _CHUNK = 200  # resamples / permutations per vectorised pass (memory at paper scale)
@@ -60,6 +64,8 @@ class PairComparison:
     deltas: pd.DataFrame  # judge, metric, a, b, delta, lo, hi, se, p_value, n_valid
     settings: dict[str, Any] = field(default_factory=dict)
     power: dict[str, float] = field(default_factory=dict)
+    valid_share: dict[str, float | None] = field(default_factory=dict)  # resamples / permutations
+    flags: list[str] = field(default_factory=list)
 
     def row(self, judge: str = "jury", metric: str = "cube_score") -> dict[str, Any]:
         d = self.deltas[(self.deltas["judge"] == judge) & (self.deltas["metric"] == metric)]
@@ -71,7 +77,9 @@ class PairComparison:
                 "delta_cube_ci": [_num(r.get("lo")), _num(r.get("hi"))], "p_value": _num(r.get("p_value")),
                 "mde": _num(self.power.get("mde")), "n_questions": self.n_questions,
                 "n_only_a": len(self.only_a), "n_only_b": len(self.only_b), "jury_judges": self.jury_judges,
-                "excluded_judges": self.excluded_judges}
+                "excluded_judges": self.excluded_judges,
+                "valid_resample_share": _num(self.valid_share.get("resamples")),
+                "valid_permutation_share": _num(self.valid_share.get("permutations")), "flags": self.flags}
 
 
 def _num(x: Any) -> float | None:
@@ -137,11 +145,11 @@ def _stats(p: _Prepared, C: np.ndarray, jury: list[int]) -> dict[tuple[str, str]
             part[(judge, "weighted_score")] = res["weighted_score"][j]
             for d, dim in enumerate(p.dims):
                 part[(judge, f"N_{dim}")] = nd[j, d]
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            for m in ["cube_score", "weighted_score", *(f"N_{d}" for d in p.dims)]:
-                vals = np.array([part[(p.judges[j], m)] for j in jury]) if jury else None
-                part[("jury", m)] = np.nanmean(vals, axis=0) if jury else np.full(len(res["recall_at_k"]), np.nan)
+        for m in ["cube_score", "weighted_score", *(f"N_{d}" for d in p.dims)]:
+            # As in `cube.bootstrap.bootstrap_cube`: the jury always averages the same judges, so a
+            # resample (or permutation) where one member is undefined is undefined for the jury.
+            vals = np.array([part[(p.judges[j], m)] for j in jury]) if jury else None
+            part[("jury", m)] = np.mean(vals, axis=0) if jury else np.full(len(res["recall_at_k"]), np.nan)
         part[("jury", "recall_at_k")] = res["recall_at_k"]
         for k, v in part.items():
             out.setdefault(k, []).append(np.asarray(v, float))  # type: ignore[arg-type]
@@ -245,6 +253,15 @@ def compare_pair(a_answers: pd.DataFrame, a_scores: pd.DataFrame, b_answers: pd.
                          settings={"n_resamples": n_resamples, "n_permutations": n_permutations, "seed": seed,
                                    "confidence": ap.confidence, "alpha": alpha, "power": power,
                                    "top_n_a": na, "top_n_b": nb, "dimensions": dims})
+    jury_boot = boot_d.get(("jury", "cube_score"))
+    jury_perm = perm_d.get(("jury", "cube_score"))
+    cmp.valid_share = {"resamples": float(np.isfinite(jury_boot).mean()) if jury_boot is not None else None,
+                       "permutations": float(np.isfinite(jury_perm).mean()) if jury_perm is not None else None}
+    for what, share in cmp.valid_share.items():
+        if share is not None and share < MIN_VALID_SHARE:
+            cmp.flags.append(f"jury ΔCuBE defined in only {share:.0%} of the {what} (fewer than "
+                             f"{MIN_VALID_SHARE:.0%}): the {'interval' if what == 'resamples' else 'p-value'} "
+                             "rests on a selection of them")
     se = cmp.row().get("se", np.nan)
     if se is not None and math.isfinite(se) and se > 0:
         sd_q = float(se * math.sqrt(n))

@@ -142,3 +142,32 @@ def test_bootstrap_se_of_delta_cube_matches_its_spread_over_simulated_runs():
             ses.append(c.power["se"])
     ratio = float(np.mean(ses)) / float(np.std(deltas, ddof=1))
     assert 0.6 <= ratio <= 1.6, ratio
+
+
+def test_jury_resample_is_undefined_when_a_member_is_and_the_valid_share_is_flagged(monkeypatch):
+    """A resample where one jury judge is undefined is undefined for the jury (as in
+    `bootstrap_cube`), not the mean of the remaining judges; the valid share is reported and flagged."""
+    import cube.compare as C
+
+    real = C.cube_from_counts
+
+    def one_judge_undefined_in_every_fourth(p, counts):
+        res = real(p, counts)
+        if counts.shape[0] > 1:  # resamples / permutations, not the point estimate
+            res["cube_score"] = res["cube_score"].copy()
+            res["cube_score"][1, ::4] = np.nan
+        return res
+
+    monkeypatch.setattr(C, "cube_from_counts", one_judge_undefined_in_every_fourth)
+    ans, sc = make_tables(40, seed=8)
+    c = compare_pair(*_side(ans, sc, "a"), *_side(ans, sc, "b"),
+                     n_resamples=200, n_permutations=0)
+    assert c.jury_judges == ["judge-a", "judge-b"]
+    assert c.row("judge-a", "cube_score")["n_valid"] == 200
+    assert c.row("jury", "cube_score")["n_valid"] == 150  # nanmean would have kept all 200
+    head = c.headline()
+    assert head["valid_resample_share"] == 0.75 and head["valid_permutation_share"] is None
+    assert len(head["flags"]) == 1 and "75%" in head["flags"][0] and "resamples" in head["flags"][0]
+    monkeypatch.undo()
+    ok = compare_pair(*_side(ans, sc, "a"), *_side(ans, sc, "b"), n_resamples=40, n_permutations=19).headline()
+    assert ok["valid_resample_share"] == 1.0 and ok["valid_permutation_share"] == 1.0 and ok["flags"] == []
