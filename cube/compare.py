@@ -156,24 +156,50 @@ def _stats(p: _Prepared, C: np.ndarray, jury: list[int]) -> dict[tuple[str, str]
     return {k: np.concatenate(v) for k, v in out.items()}  # type: ignore[arg-type]
 
 
+# Analysis settings that do not enter the numbers being compared: resampling settings of the
+# comparison itself (taken from side A) and presentation thresholds; `top_n` is per side.
+_NOT_DEFINITION = frozenset({"top_n", "bootstrap", "confidence", "seed", "verdict_thresholds",
+                             "weak_dimension_below", "low_recall_below", "max_interval_width"})
+
+
+def definition_differences(ap_a: Any, ap_b: Any) -> list[str]:
+    """The analysis keys (other than per-side `top_n` and resampling/presentation settings) whose
+    values differ between the two sides, as `key: A=.. B=..` lines (empty: one definition of CuBE)."""
+    da, db = ap_a.model_dump(), ap_b.model_dump()
+    return [f"{k}: A={da[k]!r} B={db.get(k)!r}" for k in da if k not in _NOT_DEFINITION and da[k] != db.get(k)]
+
+
 def compare_pair(a_answers: pd.DataFrame, a_scores: pd.DataFrame, b_answers: pd.DataFrame,
-                 b_scores: pd.DataFrame, analysis_params: Any = None, *, top_n_a: int | None = None,
-                 top_n_b: int | None = None, labels: tuple[str, str] | None = None,
+                 b_scores: pd.DataFrame, analysis_params: Any = None, *, analysis_params_b: Any = None,
+                 top_n_a: int | None = None, top_n_b: int | None = None, labels: tuple[str, str] | None = None,
                  dimensions: list[str] | None = None, n_resamples: int | None = None,
                  n_permutations: int = 1000, seed: int | None = None, alpha: float = 0.05,
                  power: float = 0.8) -> PairComparison:
     """ΔCuBE, ΔW, ΔR@k and every ΔN_d (B − A) per judge and jury, with a paired bootstrap
-    interval, a paired permutation p-value and the power figures (see the module docstring)."""
+    interval, a paired permutation p-value and the power figures (see the module docstring).
+
+    `analysis_params` are side A's analysis settings, `analysis_params_b` side B's (default: the
+    same, e.g. two systems of one run). Each side uses its own TOP-N (its params' `top_n`, else
+    `top_n_a` / `top_n_b`, else 8); every other setting that enters CuBE (trim, subset, weights,
+    gate, ...) must be the same on both sides, otherwise a `ValueError` names the differing keys
+    (a paired Δ needs one definition of CuBE). Resampling settings (`bootstrap`, `confidence`,
+    `seed`) are side A's."""
     from cube.config import AnalysisParams
 
     ap = analysis_params or AnalysisParams()
+    ap_b = analysis_params_b or ap
+    diff = definition_differences(ap, ap_b)
+    if diff:
+        raise ValueError("compare: the two sides' analysis settings differ, so their CuBE scores are not "
+                         "one definition and a paired delta would mix them; align these keys in the params "
+                         "(analysis section): " + "; ".join(diff))
     n_resamples = ap.bootstrap if n_resamples is None else n_resamples
     seed = ap.seed if seed is None else seed
     A.validate_answers(a_answers, "answers (A)")
     A.validate_answers(b_answers, "answers (B)")
     label_a = labels[0] if labels else str(a_answers["system"].iloc[0])
     label_b = labels[1] if labels else str(b_answers["system"].iloc[0])
-    na, nb = ap.top_n or top_n_a or 8, ap.top_n or top_n_b or 8
+    na, nb = ap.top_n or top_n_a or 8, ap_b.top_n or top_n_b or 8
     qa, qb = _known_questions(a_answers, na), _known_questions(b_answers, nb)
     common = qa & qb
     only_a, only_b = sorted(qa - qb, key=str), sorted(qb - qa, key=str)
@@ -194,7 +220,7 @@ def compare_pair(a_answers: pd.DataFrame, a_scores: pd.DataFrame, b_answers: pd.
 
     a_ans, a_sc = restrict(a_answers, a_scores)
     b_ans, b_sc = restrict(b_answers, b_scores)
-    quiet = ap.model_copy(update={"bootstrap": 0})
+    quiet = ap.model_copy(update={"bootstrap": 0, "top_n": None})  # each side's N is passed explicitly
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", A.CubeWarning)
         ra = A.evaluate(a_ans, a_sc, quiet, na, judges=judges, dimensions=dims)

@@ -171,3 +171,38 @@ def test_jury_resample_is_undefined_when_a_member_is_and_the_valid_share_is_flag
     monkeypatch.undo()
     ok = compare_pair(*_side(ans, sc, "a"), *_side(ans, sc, "b"), n_resamples=40, n_permutations=19).headline()
     assert ok["valid_resample_share"] == 1.0 and ok["valid_permutation_share"] == 1.0 and ok["flags"] == []
+
+
+def test_each_side_uses_its_own_top_n():
+    """Two runs at TOP-N 4 and 16 whose params set `analysis.top_n`: B is scored at its own N
+    (side A's N made B's rank 16 crash: "rank 16 exceeds top_n 4")."""
+    from cube.config import AnalysisParams
+
+    a_ans, a_sc = make_tables(60, seed=1, top_n=4, system="a")
+    b_ans, b_sc = make_tables(60, seed=2, top_n=16, system="b")
+    c = compare_pair(a_ans, a_sc, b_ans, b_sc, AnalysisParams(top_n=4), analysis_params_b=AnalysisParams(top_n=16),
+                     n_resamples=30, n_permutations=19)
+    assert c.settings["top_n_a"] == 4 and c.settings["top_n_b"] == 16
+    quiet = AnalysisParams(bootstrap=0)
+    for side, ans, sc, n in (("a", a_ans, a_sc, 4), ("b", b_ans, b_sc, 16)):
+        res = A.evaluate(ans, sc, quiet, n)
+        assert c.row("jury", "recall_at_k")[side] == pytest.approx(res.recall_at_k)
+        for judge in ("judge-a", "judge-b"):
+            own = res.cube_table.at[judge, "cube_score"]
+            assert c.row(judge, "cube_score")[side] == pytest.approx(own)
+
+
+def test_sides_with_different_cube_definitions_are_refused_naming_every_key():
+    from cube.config import AnalysisParams
+
+    ans, sc = make_tables(30, seed=9)
+    a, b = _side(ans, sc, "a"), _side(ans, sc, "b")
+    with pytest.raises(ValueError, match="analysis settings differ") as err:
+        compare_pair(*a, *b, AnalysisParams(top_n=8), n_resamples=10, n_permutations=9,
+                     analysis_params_b=AnalysisParams(top_n=16, trim_proportion=0.2, weights="equal"))
+    msg = str(err.value)
+    assert "trim_proportion: A=0.1 B=0.2" in msg and "weights: A='rank_correlation' B='equal'" in msg
+    assert "top_n" not in msg
+    # resampling settings (bootstrap, seed) are not part of the definition: no refusal
+    compare_pair(*a, *b, AnalysisParams(), analysis_params_b=AnalysisParams(bootstrap=7, seed=3),
+                 n_resamples=10, n_permutations=9)
