@@ -179,8 +179,8 @@ def compare_pair(a_answers: pd.DataFrame, a_scores: pd.DataFrame, b_answers: pd.
     interval, a paired permutation p-value and the power figures (see the module docstring).
 
     `analysis_params` are side A's analysis settings, `analysis_params_b` side B's (default: the
-    same, e.g. two systems of one run). Each side uses its own TOP-N (its params' `top_n`, else
-    `top_n_a` / `top_n_b`, else 8); every other setting that enters CuBE (trim, subset, weights,
+    same, e.g. two systems of one run). Each side uses its own TOP-N (`top_n_a` / `top_n_b`: the
+    N the side was evaluated at, else its params' `top_n`, else 8); every other setting that enters CuBE (trim, subset, weights,
     gate, ...) must be the same on both sides, otherwise a `ValueError` names the differing keys
     (a paired Δ needs one definition of CuBE). Resampling settings (`bootstrap`, `confidence`,
     `seed`) are side A's."""
@@ -199,7 +199,7 @@ def compare_pair(a_answers: pd.DataFrame, a_scores: pd.DataFrame, b_answers: pd.
     A.validate_answers(b_answers, "answers (B)")
     label_a = labels[0] if labels else str(a_answers["system"].iloc[0])
     label_b = labels[1] if labels else str(b_answers["system"].iloc[0])
-    na, nb = ap.top_n or top_n_a or 8, ap_b.top_n or top_n_b or 8
+    na, nb = top_n_a or ap.top_n or 8, top_n_b or ap_b.top_n or 8
     qa, qb = _known_questions(a_answers, na), _known_questions(b_answers, nb)
     common = qa & qb
     only_a, only_b = sorted(qa - qb, key=str), sorted(qb - qa, key=str)
@@ -308,10 +308,12 @@ def compare_all(answers: pd.DataFrame, scores: pd.DataFrame, analysis_params: An
     the jury ΔCuBE with Holm-adjusted p-values over the pairs (`p_holm`)."""
     systems = systems or list(dict.fromkeys(answers["system"].dropna()))
     out: dict[tuple[str, str], PairComparison] = {}
+    run_n = getattr(analysis_params, "top_n", None)  # the run's `analysis.top_n` wins over each system's N
     for a, b in itertools.combinations(systems, 2):
         out[(a, b)] = compare_pair(answers[answers["system"] == a], scores[scores["system"] == a],
                                    answers[answers["system"] == b], scores[scores["system"] == b], analysis_params,
-                                   top_n_a=(top_n or {}).get(a), top_n_b=(top_n or {}).get(b), **kwargs)
+                                   top_n_a=run_n or (top_n or {}).get(a), top_n_b=run_n or (top_n or {}).get(b),
+                                   **kwargs)
     summary = pd.DataFrame([{**{k: v for k, v in c.headline().items() if k not in ("jury_judges", "excluded_judges")}}
                             for c in out.values()])
     if len(summary):

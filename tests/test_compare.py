@@ -183,6 +183,10 @@ def test_each_side_uses_its_own_top_n():
     c = compare_pair(a_ans, a_sc, b_ans, b_sc, AnalysisParams(top_n=4), analysis_params_b=AnalysisParams(top_n=16),
                      n_resamples=30, n_permutations=19)
     assert c.settings["top_n_a"] == 4 and c.settings["top_n_b"] == 16
+    # side A's params with an explicit N for B (the review's repro): B is still scored at 16
+    c2 = compare_pair(a_ans, a_sc, b_ans, b_sc, AnalysisParams(top_n=4), top_n_a=4, top_n_b=16,
+                      n_resamples=30, n_permutations=19)
+    assert c2.settings["top_n_b"] == 16 and c2.row("jury", "cube_score")["b"] == c.row("jury", "cube_score")["b"]
     quiet = AnalysisParams(bootstrap=0)
     for side, ans, sc, n in (("a", a_ans, a_sc, 4), ("b", b_ans, b_sc, 16)):
         res = A.evaluate(ans, sc, quiet, n)
