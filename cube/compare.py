@@ -15,7 +15,11 @@ numbers the two reports publish when they are restricted to the common questions
   then B (row of A' = [1 − M, M], of B' = [M, 1 − M] for a swap mask M), so every permutation
   is computed in one vectorised pass. Two-sided p = (1 + #{|Δ*| >= |Δ|}) / (1 + P).
 - **Jury**: the mean over the judges that pass the validity gate (`cube.gate`) on both sides,
-  as the decision does; judges present on one side only are listed and left out.
+  as the decision does; judges present on one side only are listed and left out. As in
+  `cube.bootstrap.bootstrap_cube`, a resample or permutation where one jury member is undefined
+  is undefined for the jury (never a mean of fewer judges); the share of defined resamples and
+  permutations is reported (`valid_resample_share`, `valid_permutation_share`) and flagged when
+  below `MIN_VALID_SHARE` (the interval and p-value then rest on a selection of resamples).
 - **Power** (`mde`, `questions_needed`): the bootstrap standard error of ΔCuBE, se, gives the
   per-question standard deviation σ = se·√n of the paired difference (a CuBE difference behaves
   like a mean of n per-question contributions). A two-sided test at level α with power 1 − β
@@ -39,7 +43,7 @@ import pandas as pd
 from scipy import stats
 
 from cube import analysis as A
-from cube.bootstrap import _prepare, _Prepared, cube_from_counts
+from cube.bootstrap import MIN_VALID_SHARE, _prepare, _Prepared, cube_from_counts
 
 HEADLINE = ("cube_score", "weighted_score", "recall_at_k")
 _CHUNK = 200  # resamples / permutations per vectorised pass (memory at paper scale)
@@ -60,6 +64,8 @@ class PairComparison:
     deltas: pd.DataFrame  # judge, metric, a, b, delta, lo, hi, se, p_value, n_valid
     settings: dict[str, Any] = field(default_factory=dict)
     power: dict[str, float] = field(default_factory=dict)
+    valid_share: dict[str, float | None] = field(default_factory=dict)  # resamples / permutations
+    flags: list[str] = field(default_factory=list)
 
     def row(self, judge: str = "jury", metric: str = "cube_score") -> dict[str, Any]:
         d = self.deltas[(self.deltas["judge"] == judge) & (self.deltas["metric"] == metric)]
@@ -71,7 +77,9 @@ class PairComparison:
                 "delta_cube_ci": [_num(r.get("lo")), _num(r.get("hi"))], "p_value": _num(r.get("p_value")),
                 "mde": _num(self.power.get("mde")), "n_questions": self.n_questions,
                 "n_only_a": len(self.only_a), "n_only_b": len(self.only_b), "jury_judges": self.jury_judges,
-                "excluded_judges": self.excluded_judges}
+                "excluded_judges": self.excluded_judges,
+                "valid_resample_share": _num(self.valid_share.get("resamples")),
+                "valid_permutation_share": _num(self.valid_share.get("permutations")), "flags": self.flags}
 
 
 def _num(x: Any) -> float | None:
@@ -137,35 +145,61 @@ def _stats(p: _Prepared, C: np.ndarray, jury: list[int]) -> dict[tuple[str, str]
             part[(judge, "weighted_score")] = res["weighted_score"][j]
             for d, dim in enumerate(p.dims):
                 part[(judge, f"N_{dim}")] = nd[j, d]
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            for m in ["cube_score", "weighted_score", *(f"N_{d}" for d in p.dims)]:
-                vals = np.array([part[(p.judges[j], m)] for j in jury]) if jury else None
-                part[("jury", m)] = np.nanmean(vals, axis=0) if jury else np.full(len(res["recall_at_k"]), np.nan)
+        for m in ["cube_score", "weighted_score", *(f"N_{d}" for d in p.dims)]:
+            # As in `cube.bootstrap.bootstrap_cube`: the jury always averages the same judges, so a
+            # resample (or permutation) where one member is undefined is undefined for the jury.
+            vals = np.array([part[(p.judges[j], m)] for j in jury]) if jury else None
+            part[("jury", m)] = np.mean(vals, axis=0) if jury else np.full(len(res["recall_at_k"]), np.nan)
         part[("jury", "recall_at_k")] = res["recall_at_k"]
         for k, v in part.items():
             out.setdefault(k, []).append(np.asarray(v, float))  # type: ignore[arg-type]
     return {k: np.concatenate(v) for k, v in out.items()}  # type: ignore[arg-type]
 
 
+# Analysis settings that do not enter the numbers being compared: resampling settings of the
+# comparison itself (taken from side A) and presentation thresholds; `top_n` is per side.
+_NOT_DEFINITION = frozenset({"top_n", "bootstrap", "confidence", "seed", "verdict_thresholds",
+                             "weak_dimension_below", "low_recall_below", "max_interval_width"})
+
+
+def definition_differences(ap_a: Any, ap_b: Any) -> list[str]:
+    """The analysis keys (other than per-side `top_n` and resampling/presentation settings) whose
+    values differ between the two sides, as `key: A=.. B=..` lines (empty: one definition of CuBE)."""
+    da, db = ap_a.model_dump(), ap_b.model_dump()
+    return [f"{k}: A={da[k]!r} B={db.get(k)!r}" for k in da if k not in _NOT_DEFINITION and da[k] != db.get(k)]
+
+
 def compare_pair(a_answers: pd.DataFrame, a_scores: pd.DataFrame, b_answers: pd.DataFrame,
-                 b_scores: pd.DataFrame, analysis_params: Any = None, *, top_n_a: int | None = None,
-                 top_n_b: int | None = None, labels: tuple[str, str] | None = None,
+                 b_scores: pd.DataFrame, analysis_params: Any = None, *, analysis_params_b: Any = None,
+                 top_n_a: int | None = None, top_n_b: int | None = None, labels: tuple[str, str] | None = None,
                  dimensions: list[str] | None = None, n_resamples: int | None = None,
                  n_permutations: int = 1000, seed: int | None = None, alpha: float = 0.05,
                  power: float = 0.8) -> PairComparison:
     """ΔCuBE, ΔW, ΔR@k and every ΔN_d (B − A) per judge and jury, with a paired bootstrap
-    interval, a paired permutation p-value and the power figures (see the module docstring)."""
+    interval, a paired permutation p-value and the power figures (see the module docstring).
+
+    `analysis_params` are side A's analysis settings, `analysis_params_b` side B's (default: the
+    same, e.g. two systems of one run). Each side uses its own TOP-N (`top_n_a` / `top_n_b`: the
+    N the side was evaluated at, else its params' `top_n`, else 8); every other setting that enters CuBE (trim, subset, weights,
+    gate, ...) must be the same on both sides, otherwise a `ValueError` names the differing keys
+    (a paired Δ needs one definition of CuBE). Resampling settings (`bootstrap`, `confidence`,
+    `seed`) are side A's."""
     from cube.config import AnalysisParams
 
     ap = analysis_params or AnalysisParams()
+    ap_b = analysis_params_b or ap
+    diff = definition_differences(ap, ap_b)
+    if diff:
+        raise ValueError("compare: the two sides' analysis settings differ, so their CuBE scores are not "
+                         "one definition and a paired delta would mix them; align these keys in the params "
+                         "(analysis section): " + "; ".join(diff))
     n_resamples = ap.bootstrap if n_resamples is None else n_resamples
     seed = ap.seed if seed is None else seed
     A.validate_answers(a_answers, "answers (A)")
     A.validate_answers(b_answers, "answers (B)")
     label_a = labels[0] if labels else str(a_answers["system"].iloc[0])
     label_b = labels[1] if labels else str(b_answers["system"].iloc[0])
-    na, nb = ap.top_n or top_n_a or 8, ap.top_n or top_n_b or 8
+    na, nb = top_n_a or ap.top_n or 8, top_n_b or ap_b.top_n or 8
     qa, qb = _known_questions(a_answers, na), _known_questions(b_answers, nb)
     common = qa & qb
     only_a, only_b = sorted(qa - qb, key=str), sorted(qb - qa, key=str)
@@ -186,7 +220,7 @@ def compare_pair(a_answers: pd.DataFrame, a_scores: pd.DataFrame, b_answers: pd.
 
     a_ans, a_sc = restrict(a_answers, a_scores)
     b_ans, b_sc = restrict(b_answers, b_scores)
-    quiet = ap.model_copy(update={"bootstrap": 0})
+    quiet = ap.model_copy(update={"bootstrap": 0, "top_n": None})  # each side's N is passed explicitly
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", A.CubeWarning)
         ra = A.evaluate(a_ans, a_sc, quiet, na, judges=judges, dimensions=dims)
@@ -245,6 +279,15 @@ def compare_pair(a_answers: pd.DataFrame, a_scores: pd.DataFrame, b_answers: pd.
                          settings={"n_resamples": n_resamples, "n_permutations": n_permutations, "seed": seed,
                                    "confidence": ap.confidence, "alpha": alpha, "power": power,
                                    "top_n_a": na, "top_n_b": nb, "dimensions": dims})
+    jury_boot = boot_d.get(("jury", "cube_score"))
+    jury_perm = perm_d.get(("jury", "cube_score"))
+    cmp.valid_share = {"resamples": float(np.isfinite(jury_boot).mean()) if jury_boot is not None else None,
+                       "permutations": float(np.isfinite(jury_perm).mean()) if jury_perm is not None else None}
+    for what, share in cmp.valid_share.items():
+        if share is not None and share < MIN_VALID_SHARE:
+            cmp.flags.append(f"jury ΔCuBE defined in only {share:.0%} of the {what} (fewer than "
+                             f"{MIN_VALID_SHARE:.0%}): the {'interval' if what == 'resamples' else 'p-value'} "
+                             "rests on a selection of them")
     se = cmp.row().get("se", np.nan)
     if se is not None and math.isfinite(se) and se > 0:
         sd_q = float(se * math.sqrt(n))
@@ -265,10 +308,12 @@ def compare_all(answers: pd.DataFrame, scores: pd.DataFrame, analysis_params: An
     the jury ΔCuBE with Holm-adjusted p-values over the pairs (`p_holm`)."""
     systems = systems or list(dict.fromkeys(answers["system"].dropna()))
     out: dict[tuple[str, str], PairComparison] = {}
+    run_n = getattr(analysis_params, "top_n", None)  # the run's `analysis.top_n` wins over each system's N
     for a, b in itertools.combinations(systems, 2):
         out[(a, b)] = compare_pair(answers[answers["system"] == a], scores[scores["system"] == a],
                                    answers[answers["system"] == b], scores[scores["system"] == b], analysis_params,
-                                   top_n_a=(top_n or {}).get(a), top_n_b=(top_n or {}).get(b), **kwargs)
+                                   top_n_a=run_n or (top_n or {}).get(a), top_n_b=run_n or (top_n or {}).get(b),
+                                   **kwargs)
     summary = pd.DataFrame([{**{k: v for k, v in c.headline().items() if k not in ("jury_judges", "excluded_judges")}}
                             for c in out.values()])
     if len(summary):

@@ -91,7 +91,10 @@ def compare_sides(a: Side, b: Side, out_dir: Path, *, n_permutations: int = 1000
     ap = a.params.analysis if a.params is not None else None
     dims = list(a.params.dimensions) if a.params is not None and a.params.dimensions else None
     dims = [d if isinstance(d, str) else getattr(d, "name", str(d)) for d in dims] if dims else None
-    cmp = compare_pair(ans_a, sc_a, ans_b, sc_b, ap, top_n_a=a.top_n, top_n_b=b.top_n,
+    ap_b = b.params.analysis if b.params is not None else None
+    n_a = (ap.top_n if ap is not None else None) or a.top_n  # the N each run evaluated its side at
+    n_b = (ap_b.top_n if ap_b is not None else None) or b.top_n
+    cmp = compare_pair(ans_a, sc_a, ans_b, sc_b, ap, analysis_params_b=ap_b, top_n_a=n_a, top_n_b=n_b,
                        labels=(a.label, b.label), n_permutations=n_permutations, seed=seed, dimensions=dims)
     changes = question_changes(ans_a, sc_a, ans_b, sc_b, cmp.jury_judges)
     questions = a.load("questions") if a.paths.data_file("questions").exists() else None

@@ -142,3 +142,71 @@ def test_bootstrap_se_of_delta_cube_matches_its_spread_over_simulated_runs():
             ses.append(c.power["se"])
     ratio = float(np.mean(ses)) / float(np.std(deltas, ddof=1))
     assert 0.6 <= ratio <= 1.6, ratio
+
+
+def test_jury_resample_is_undefined_when_a_member_is_and_the_valid_share_is_flagged(monkeypatch):
+    """A resample where one jury judge is undefined is undefined for the jury (as in
+    `bootstrap_cube`), not the mean of the remaining judges; the valid share is reported and flagged."""
+    import cube.compare as C
+
+    real = C.cube_from_counts
+
+    def one_judge_undefined_in_every_fourth(p, counts):
+        res = real(p, counts)
+        if counts.shape[0] > 1:  # resamples / permutations, not the point estimate
+            res["cube_score"] = res["cube_score"].copy()
+            res["cube_score"][1, ::4] = np.nan
+        return res
+
+    monkeypatch.setattr(C, "cube_from_counts", one_judge_undefined_in_every_fourth)
+    ans, sc = make_tables(40, seed=8)
+    c = compare_pair(*_side(ans, sc, "a"), *_side(ans, sc, "b"),
+                     n_resamples=200, n_permutations=0)
+    assert c.jury_judges == ["judge-a", "judge-b"]
+    assert c.row("judge-a", "cube_score")["n_valid"] == 200
+    assert c.row("jury", "cube_score")["n_valid"] == 150  # nanmean would have kept all 200
+    head = c.headline()
+    assert head["valid_resample_share"] == 0.75 and head["valid_permutation_share"] is None
+    assert len(head["flags"]) == 1 and "75%" in head["flags"][0] and "resamples" in head["flags"][0]
+    monkeypatch.undo()
+    ok = compare_pair(*_side(ans, sc, "a"), *_side(ans, sc, "b"), n_resamples=40, n_permutations=19).headline()
+    assert ok["valid_resample_share"] == 1.0 and ok["valid_permutation_share"] == 1.0 and ok["flags"] == []
+
+
+def test_each_side_uses_its_own_top_n():
+    """Two runs at TOP-N 4 and 16 whose params set `analysis.top_n`: B is scored at its own N
+    (side A's N made B's rank 16 crash: "rank 16 exceeds top_n 4")."""
+    from cube.config import AnalysisParams
+
+    a_ans, a_sc = make_tables(60, seed=1, top_n=4, system="a")
+    b_ans, b_sc = make_tables(60, seed=2, top_n=16, system="b")
+    c = compare_pair(a_ans, a_sc, b_ans, b_sc, AnalysisParams(top_n=4), analysis_params_b=AnalysisParams(top_n=16),
+                     n_resamples=30, n_permutations=19)
+    assert c.settings["top_n_a"] == 4 and c.settings["top_n_b"] == 16
+    # side A's params with an explicit N for B (the review's repro): B is still scored at 16
+    c2 = compare_pair(a_ans, a_sc, b_ans, b_sc, AnalysisParams(top_n=4), top_n_a=4, top_n_b=16,
+                      n_resamples=30, n_permutations=19)
+    assert c2.settings["top_n_b"] == 16 and c2.row("jury", "cube_score")["b"] == c.row("jury", "cube_score")["b"]
+    quiet = AnalysisParams(bootstrap=0)
+    for side, ans, sc, n in (("a", a_ans, a_sc, 4), ("b", b_ans, b_sc, 16)):
+        res = A.evaluate(ans, sc, quiet, n)
+        assert c.row("jury", "recall_at_k")[side] == pytest.approx(res.recall_at_k)
+        for judge in ("judge-a", "judge-b"):
+            own = res.cube_table.at[judge, "cube_score"]
+            assert c.row(judge, "cube_score")[side] == pytest.approx(own)
+
+
+def test_sides_with_different_cube_definitions_are_refused_naming_every_key():
+    from cube.config import AnalysisParams
+
+    ans, sc = make_tables(30, seed=9)
+    a, b = _side(ans, sc, "a"), _side(ans, sc, "b")
+    with pytest.raises(ValueError, match="analysis settings differ") as err:
+        compare_pair(*a, *b, AnalysisParams(top_n=8), n_resamples=10, n_permutations=9,
+                     analysis_params_b=AnalysisParams(top_n=16, trim_proportion=0.2, weights="equal"))
+    msg = str(err.value)
+    assert "trim_proportion: A=0.1 B=0.2" in msg and "weights: A='rank_correlation' B='equal'" in msg
+    assert "top_n" not in msg
+    # resampling settings (bootstrap, seed) are not part of the definition: no refusal
+    compare_pair(*a, *b, AnalysisParams(), analysis_params_b=AnalysisParams(bootstrap=7, seed=3),
+                 n_resamples=10, n_permutations=9)

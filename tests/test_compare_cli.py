@@ -82,3 +82,28 @@ def test_cube_compare_same_run_needs_two_systems(runs, capsys):
     tmp, a, _ = runs
     assert main(["compare", str(a), str(a)]) == 2
     assert "only the system(s)" in capsys.readouterr().err
+
+
+def test_a_comparison_resting_on_few_valid_resamples_is_flagged_in_json_and_page(runs, monkeypatch, tmp_path):
+    import numpy as np
+
+    import cube.compare as C
+
+    real = C.cube_from_counts
+
+    def undefined_in_every_second(p, counts):
+        res = real(p, counts)
+        if counts.shape[0] > 1:  # resamples and permutations, not the point estimate
+            res["cube_score"] = res["cube_score"].copy()
+            res["cube_score"][:, ::2] = np.nan
+        return res
+
+    monkeypatch.setattr(C, "cube_from_counts", undefined_in_every_second)
+    _, a, b = runs
+    assert main(["compare", str(a), str(b), "--permutations", "20", "--outputs", str(tmp_path)]) == 0
+    out = next(tmp_path.rglob("comparison.json"))
+    head = json.loads(out.read_text(encoding="utf-8"))
+    assert head["valid_resample_share"] == 0.5 and head["valid_permutation_share"] == 0.5
+    assert len(head["flags"]) == 2 and all("50%" in f for f in head["flags"])
+    html = (out.parent / "index.html").read_text(encoding="utf-8")
+    assert html.count('class="warn flag"') == 2

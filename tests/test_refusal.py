@@ -18,6 +18,10 @@ DECLINES = [
     "该问题超出了我的服务范围，请咨询相关部门。",
     "未检索到相关信息。",
     "目前无法确定该事项的办理时限。",
+    "无法回答该问题，请咨询12345热线。",
+    "您好，暂无相关信息。",
+    "该事项我无法提供准确答复。",
+    "I cannot find any information about this permit.",
     "I don't know the answer to that question.",
     "I'm sorry, but I cannot provide information about this service.",
     "I do not have information about the fees for this permit.",
@@ -36,6 +40,10 @@ NON_DECLINES = [
     "The permit costs 20 yuan and is issued within 6 working days.",
     'Regarding "Foundation registration", according to the service guide: fee: free of charge.',
     "You need your ID card; if you cannot attend in person, a proxy with a power of attorney may apply.",
+    "申请人需提供没有违法记录的证明",
+    "该事项没有收费规定",
+    "如无法提供原件，可提供经公证的复印件",
+    "I cannot find a cheaper option: the fee is 200 yuan",
     "",
 ]
 
