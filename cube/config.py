@@ -625,15 +625,21 @@ def parse_params(data: dict[str, Any], source: str = "<params>") -> Params:
         raise ParamsError(_format_validation_error(err, source)) from None
 
 
-def load_params(path: str | Path, overrides: dict[str, Any] | None = None) -> Params:
-    """Load and validate a params YAML file. `overrides` are merged (deeply) before validation."""
+def read_params_yaml(path: str | Path) -> Any:
+    """The YAML of a params file, unvalidated; `ParamsError` naming the file when it is missing
+    or not YAML (`parse_params` checks its shape)."""
     path = Path(path)
     if not path.is_file():
         raise ParamsError(f"{path}: params file not found")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as err:
         raise ParamsError(f"{path}: not valid YAML: {err}") from None
+
+
+def load_params(path: str | Path, overrides: dict[str, Any] | None = None) -> Params:
+    """Load and validate a params YAML file. `overrides` are merged (deeply) before validation."""
+    data = read_params_yaml(path)
     if overrides:
         data = _deep_merge(data, overrides)
     return parse_params(data, str(path))

@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from cube.config import Params, ParamsError, parse_params
+from cube.config import Params, ParamsError, parse_params, read_params_yaml
 
 _STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 
@@ -94,12 +94,7 @@ def apply_overrides(data: dict[str, Any], overrides: Any) -> dict[str, Any]:
 def load_params_with_overrides(path: str | Path, overrides: Any = None) -> Params:
     """Load a params file, apply `overrides`, validate the result like the file."""
     path = Path(path)
-    if not path.is_file():
-        raise ParamsError(f"{path}: params file not found")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as err:
-        raise ParamsError(f"{path}: not valid YAML: {err}") from None
+    data = read_params_yaml(path)
     if not isinstance(data, dict):
         raise ParamsError(f"{path}: expected a YAML mapping at the top level, got {type(data).__name__}")
     changes = parse_overrides(overrides)
