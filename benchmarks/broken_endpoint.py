@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import socket
 import sys
 import time
 from pathlib import Path
@@ -24,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from openai_server import OpenAIServer  # noqa: E402
+from openai_server import OpenAIServer, broken_endpoint  # noqa: E402
 
 from cube.config import ModelSpec, parse_params  # noqa: E402
 from cube.llm import Request, make_model  # noqa: E402
@@ -32,22 +31,9 @@ from cube.llm import Request, make_model  # noqa: E402
 CASES = ("401", "refused", "no_choices", "unknown_model")
 
 
-def closed_port_url() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return f"http://127.0.0.1:{port}/v1"
-
-
 def run_case(case: str, n: int, concurrency: int) -> dict[str, float]:
     with OpenAIServer(strict_model=True) as server:
-        url, model = server.url, "test-model"
-        if case == "refused":
-            url = closed_port_url()
-        elif case == "unknown_model":
-            model = "no-such-model"
-        else:
-            server.fail(case, times=None)
+        url, model = broken_endpoint(server, case, "test-model")
         spec = ModelSpec(model=model, base_url=url, max_concurrency=concurrency)
         requests = [Request(messages=({"role": "user", "content": f"judge {i}"},)) for i in range(n)]
         t0 = time.perf_counter()

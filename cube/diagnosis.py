@@ -33,15 +33,20 @@ def failure_patterns(run: Run, system: str) -> pd.DataFrame:
 
 def category_reports(run: Run, system: str, classified: pd.DataFrame,
                      by: tuple[str, ...] = ("department", "style")) -> dict[str, pd.DataFrame]:
-    """`cube.categories.category_report` of one system by each of `by`."""
+    """`cube.categories.category_report` of one system by each of `by`, also recorded in
+    `results.json` → `categories` (one list of records per breakdown)."""
+    import json
+
     from cube.categories import category_report
     from cube.retrieval_metrics import question_groups
 
     groups = question_groups(run.load("questions"), run.load("corpus"))
     answers, scores = run.load("answers"), run.load("scores")
-    return {b: category_report(answers, scores, groups, classified, system, _top_n(run)[system], b,
-                               run.params.analysis, judges=[j.name for j in run.params.judges],
-                               dimensions=run.params.dimension_names()) for b in by}
+    reports = {b: category_report(answers, scores, groups, classified, system, _top_n(run)[system], b,
+                                  run.params.analysis, judges=[j.name for j in run.params.judges],
+                                  dimensions=run.params.dimension_names()) for b in by}
+    run.record(categories={b: json.loads(t.to_json(orient="records", force_ascii=False)) for b, t in reports.items()})
+    return reports
 
 
 def top_n_sweep(run: Run, results: dict[str, Any]) -> tuple[str, pd.DataFrame, dict[str, Any]] | None:

@@ -50,6 +50,28 @@ Reply = Callable[[dict[str, Any]], str]
 FAULT_KINDS = ("429", "500", "503", "400", "401", "404", "slow", "malformed", "garbage", "no_choices")
 
 
+def closed_port_url() -> str:
+    """A `/v1` URL on 127.0.0.1 where nothing listens (a port just bound and released)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
+def broken_endpoint(server: OpenAIServer, case: str, model: str, **fail: Any) -> tuple[str, str]:
+    """`(base_url, model)` for one broken-endpoint case against `server`: "refused" (a closed
+    port), "unknown_model" (a model the server does not list; needs `strict_model=True`), or a
+    fault kind injected for every request (`fail` passes e.g. `delay_s`)."""
+    if case == "refused":
+        return closed_port_url(), model
+    if case == "unknown_model":
+        return server.url, "no-such-model"
+    server.fail(case, times=None, **fail)
+    return server.url, model
+
+
 def last_user_message(body: dict[str, Any]) -> str:
     """The content of the last `user` message of a chat request body ('' if none)."""
     for m in reversed(body.get("messages") or []):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from openai_server import OpenAIServer
+from openai_server import OpenAIServer, broken_endpoint, closed_port_url
 
 from cube.config import ModelSpec
 from cube.llm import (
@@ -219,13 +219,6 @@ def test_api_key_never_stored_returned_or_logged(
     assert KEY.encode() not in blob and b"echo: question 0" in blob
 
 
-def _closed_port_url() -> str:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return f"http://127.0.0.1:{port}/v1"
 
 
 @pytest.mark.parametrize(("case", "reason"), [
@@ -240,13 +233,7 @@ def test_circuit_breaker_stops_sending_to_a_broken_endpoint(
     # Before the breaker every one of the 60 calls was sent (x3 attempts for refused / empty choices).
     n, conc = 60, 4
     with OpenAIServer(strict_model=True, model="m") as server:
-        url, model = server.url, "m"
-        if case == "refused":
-            url = _closed_port_url()
-        elif case == "unknown_model":
-            model = "no-such-model"
-        else:
-            server.fail(case, times=None)
+        url, model = broken_endpoint(server, case, "m")
         spec = spec_for(url, model=model, max_concurrency=conc, max_attempts=3)
         llm = make_model(spec, tmp_path / "c.sqlite")
         with caplog.at_level(logging.INFO, logger="cube"):
@@ -312,7 +299,7 @@ def test_a_brief_outage_does_not_trip_the_breaker_retries_get_through(tmp_path: 
     # Review finding 1: 16 calls refused at the same moment by a restarting server used to count
     # as "5 connection failures in a row" and stop the endpoint after one attempt each (50 of 50
     # failed, the server saw none). Only calls that used up their retries count now.
-    url = _closed_port_url()
+    url = closed_port_url()
     port = int(url.rsplit(":", 1)[1].split("/")[0])
     box: dict[str, OpenAIServer] = {}
 
@@ -342,7 +329,7 @@ def test_a_dead_endpoint_costs_the_attempts_of_the_calls_already_started_not_of_
     # attempts before five calls had used up theirs: 181 calls to a closed port made 729 attempts.
     # Once every attempt in a row fails, calls that have not sent anything wait for the started
     # ones to settle; the breaker then stops the endpoint and the rest fail unsent.
-    spec = spec_for(_closed_port_url(), max_concurrency=16, backoff_base_s=0.05, backoff_max_s=0.2)
+    spec = spec_for(closed_port_url(), max_concurrency=16, backoff_base_s=0.05, backoff_max_s=0.2)
     model = make_model(spec, tmp_path / "c.sqlite")
     rs = model.complete(reqs(181), role="judging", progress=False)
     attempts = sum(r.attempts for r in rs)

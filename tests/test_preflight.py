@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from openai_server import OpenAIServer
+from openai_server import OpenAIServer, broken_endpoint, closed_port_url
 
 from cube.cli import main
 from cube.config import parse_params
@@ -26,13 +25,6 @@ def params_for(url: str, *, model: str = "test-model", key_env: str | None = "CU
         **extra,
     }
     return parse_params(data, "pf.yaml")
-
-
-def closed_port_url() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return f"http://127.0.0.1:{port}/v1"  # nothing listens there once the socket is closed
 
 
 @pytest.fixture(autouse=True)
@@ -73,13 +65,7 @@ def test_a_working_endpoint_passes_with_one_request(openai_server: OpenAIServer)
 ])
 def test_broken_endpoint_gives_one_line_naming_judge_model_endpoint_and_reason(case: str, expected: str) -> None:
     with OpenAIServer(strict_model=True) as server:
-        url, model = server.url, "test-model"
-        if case == "refused":
-            url = closed_port_url()
-        elif case == "unknown_model":
-            model = "no-such-model"
-        elif case in ("401", "no_choices", "slow"):
-            server.fail(case, times=None, delay_s=3.0)
+        url, model = broken_endpoint(server, case, "test-model", delay_s=3.0)
         problems = check_endpoints(params_for(url, model=model), timeout_s=0.5)
         sent = server.requests_total
     assert len(problems) == 1, problems
