@@ -93,7 +93,7 @@ def refusal_stage(run: Run) -> pd.DataFrame:
     questions = build_refusal_questions(corpus, run.params.lang, run.params.diagnostics.refusal_questions,
                                         seed=run.params.questions.seed)
     out = refusal_answers(run.params, corpus, questions, run.paths.cache) if len(questions) else \
-        pd.DataFrame(columns=["question_id", "system", "answer", "kind", "declined"])
+        pd.DataFrame(columns=["question_id", "system", "answer", "kind", "outcome", "declined"])
     run.save("refusal_answers", out)
     run.record(refusal=_json_safe(refusal_report(out, run.load("answers"))))
     return out

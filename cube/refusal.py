@@ -30,7 +30,11 @@ declines and non-declines (tests/test_refusal.py).
 
 from __future__ import annotations
 
+import math
 import re
+from typing import Any
+
+import pandas as pd
 
 OPENING_CHARS = 160
 
@@ -109,11 +113,45 @@ def is_refusal(answer: str | None) -> bool:
     return bool(_DECLINE.search(head)) or _framed_decline(head)
 
 
-def refusal_accuracy(declined: list[bool], answerable: list[bool]) -> dict[str, float | int]:
-    """Refusal accuracy (share of unanswerable questions the system declined) and the
-    false-refusal rate (share of answerable questions it declined); NaN over no questions."""
-    un = [d for d, a in zip(declined, answerable, strict=True) if not a]
-    ans = [d for d, a in zip(declined, answerable, strict=True) if a]
+def answer_outcome(answer: object, error: object = None) -> str:
+    """"failed" when the answering call failed (an error is recorded: there is no answer), "empty"
+    when it returned a blank answer, else "answered". Only answered questions can be declined or not."""
+    def blank(v: object) -> bool:
+        return v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)) or str(v).strip() == ""
+
+    if not blank(error):
+        return "failed"
+    return "empty" if blank(answer) else "answered"
+
+
+def refusal_accuracy(declined: list[bool], answerable: list[bool],
+                     outcomes: list[str] | None = None) -> dict[str, Any]:
+    """Refusal accuracy (share of answered unanswerable questions the system declined) and the
+    false-refusal rate (share of answered answerable questions it declined); NaN over no questions.
+
+    A question whose answering call failed or came back empty (`outcomes`, see `answer_outcome`) is
+    neither a refusal nor a non-refusal: it is left out of both rates and counted in
+    `failed_unanswerable` / `empty_unanswerable` / `failed_answerable` / `empty_answerable`; `flag`
+    then says how many, since the rates describe only the answered questions."""
+    outcomes = outcomes if outcomes is not None else ["answered"] * len(declined)
+    rows = list(zip(declined, answerable, outcomes, strict=True))
+    un = [bool(d) for d, a, o in rows if not a and o == "answered"]
+    ans = [bool(d) for d, a, o in rows if a and o == "answered"]
+    count = {f"{o}_{'answerable' if want else 'unanswerable'}": sum(1 for _, a, oo in rows if a == want and oo == o)
+             for want in (False, True) for o in ("failed", "empty")}
     nan = float("nan")
-    return {"refusal_accuracy": sum(un) / len(un) if un else nan, "n_unanswerable": len(un),
-            "false_refusal_rate": sum(ans) / len(ans) if ans else nan, "n_answerable": len(ans)}
+    out: dict[str, Any] = {"refusal_accuracy": sum(un) / len(un) if un else nan, "n_unanswerable": len(un),
+                           "false_refusal_rate": sum(ans) / len(ans) if ans else nan, "n_answerable": len(ans),
+                           **count}
+    out["flag"] = no_answer_flag(count)
+    return out
+
+
+def no_answer_flag(count: dict[str, int]) -> str:
+    """The caveat a refusal figure carries when some questions got no answer ("" when none)."""
+    parts = []
+    for group, name in (("unanswerable", "refusal accuracy"), ("answerable", "false-refusal rate")):
+        failed, empty = count.get(f"failed_{group}", 0), count.get(f"empty_{group}", 0)
+        if failed or empty:
+            parts.append(f"{name} leaves out {failed} failed and {empty} empty answer(s) of {group} questions")
+    return "; ".join(parts) + " (neither refusals nor non-refusals)" if parts else ""

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from cube.refusal import is_refusal, refusal_accuracy
+from cube.refusal import answer_outcome, is_refusal, refusal_accuracy
 
 KINDS: tuple[str, ...] = ("absent_item", "other_province", "absent_field")
 ABSENT_ITEMS = {
@@ -83,21 +83,36 @@ def refusal_answers(params, corpus: pd.DataFrame, questions: pd.DataFrame, cache
         df = make_system(sp, params, cache_path).answer(questions, corpus, progress=False)
         parts.append(df.merge(questions[["question_id", "question", "kind"]], on="question_id", how="left"))
     if not parts:
-        return pd.DataFrame(columns=["question_id", "system", "answer", "kind", "declined"])
-    out = pd.concat(parts, ignore_index=True)
-    out["declined"] = out["answer"].map(is_refusal)
+        return pd.DataFrame(columns=["question_id", "system", "answer", "kind", "outcome", "declined"])
+    return mark_declined(pd.concat(parts, ignore_index=True))
+
+
+def mark_declined(answers: pd.DataFrame) -> pd.DataFrame:
+    """`outcome` ("answered", "failed", "empty": `cube.refusal.answer_outcome`) and `declined`
+    (nullable boolean: NA when there is no answer to judge, never False)."""
+    out = answers.copy()
+    errors = out["error"] if "error" in out else pd.Series(None, index=out.index, dtype=object)
+    out["outcome"] = [answer_outcome(a, e) for a, e in zip(out["answer"], errors, strict=True)]
+    declined = [is_refusal(a) if o == "answered" else pd.NA for a, o in zip(out["answer"], out["outcome"], strict=True)]
+    out["declined"] = pd.array(declined, dtype="boolean")
     return out
 
 
 def refusal_report(refusals: pd.DataFrame, answers: pd.DataFrame) -> dict[str, dict]:
     """Per system: refusal accuracy on the refusal questions (and by kind), false-refusal rate
-    on its ordinary rag answers; NaN (null) over no questions."""
+    on its ordinary rag answers; NaN (null) over no questions. Failed and empty answers are in
+    neither rate: they are counted and flagged (`cube.refusal.refusal_accuracy`)."""
     out = {}
     rag = answers[answers["set"] == "rag"]
     for system, r in refusals.groupby("system", sort=True):
-        ordinary = rag[rag["system"] == system]["answer"].map(is_refusal).tolist()
-        figures = refusal_accuracy(list(r["declined"]) + ordinary, [False] * len(r) + [True] * len(ordinary))
-        figures["by_kind"] = {k: float(g["declined"].mean()) for k, g in r.groupby("kind", sort=True)}
+        r = r if "outcome" in r else mark_declined(r)
+        ordinary = mark_declined(rag[rag["system"] == system])
+        both = pd.concat([r[["declined", "outcome"]], ordinary[["declined", "outcome"]]], ignore_index=True)
+        figures = refusal_accuracy(both["declined"].fillna(False).astype(bool).tolist(),
+                                   [False] * len(r) + [True] * len(ordinary), both["outcome"].tolist())
+        answered = r[r["outcome"] == "answered"]
+        figures["by_kind"] = {k: float(g["declined"].astype(bool).mean())
+                              for k, g in answered.groupby("kind", sort=True)}
         out[str(system)] = figures
     return out
 
@@ -107,6 +122,8 @@ def refusal_sentence(system: str, figures: dict) -> str:
     if acc is None or not np.isfinite(acc):
         return f"{system}: no refusal question was answered, so refusal accuracy is undefined."
     kinds = ", ".join(f"{k.replace('_', ' ')} {v:.0%}" for k, v in figures.get("by_kind", {}).items())
+    wrong = (f"wrongly declined {fr:.1%} of {figures['n_answerable']} answerable ones" if fr is not None
+             and np.isfinite(fr) else "has no answered answerable question, so no false-refusal rate")
+    caution = f" Caution: {figures['flag']}." if figures.get("flag") else ""
     return (f"Refusal: {system} declined {acc:.0%} of {figures['n_unanswerable']} questions the knowledge base "
-            f"cannot answer ({kinds}) and wrongly declined {fr:.1%} of {figures['n_answerable']} answerable ones "
-            "(reported beside CuBE, not in it).")
+            f"cannot answer ({kinds}) and {wrong} (reported beside CuBE, not in it).{caution}")

@@ -12,6 +12,7 @@ from cube.refusal import is_refusal
 from cube.refusal_questions import (
     KINDS,
     build_refusal_questions,
+    mark_declined,
     refusal_answers,
     refusal_report,
     refusal_sentence,
@@ -50,14 +51,14 @@ def test_refusal_answers_and_report_beside_cube():
                     systems=[BuiltinSystem(name="b", top_n=4)])
     q = build_refusal_questions(CORPUS, "zh", n=6)
     out = refusal_answers(params, CORPUS, q, None)
-    assert len(out) == 6 and out["declined"].dtype == bool
+    assert len(out) == 6 and out["declined"].dtype == "boolean" and (out["outcome"] == "answered").all()
     by_kind = out.groupby("kind")["declined"].mean()
     assert by_kind["absent_item"] == 1.0 and by_kind["other_province"] == 1.0
     ordinary = pd.DataFrame({"system": "b", "set": ["rag", "rag", "zero"],
                              "answer": ["关于“x”，根据办事指南：收费标准：不收费", "抱歉，我无法回答。", "抱歉，我无法回答。"]})
     rep = refusal_report(out, ordinary)["b"]
     assert rep["n_unanswerable"] == 6 and rep["n_answerable"] == 2 and rep["false_refusal_rate"] == 0.5
-    assert rep["refusal_accuracy"] == out["declined"].mean()
+    assert rep["refusal_accuracy"] == out["declined"].astype(bool).mean() and rep["flag"] == ""
     assert "wrongly declined 50.0% of 2 answerable" in refusal_sentence("b", rep)
     assert "undefined" in refusal_sentence("b", {"refusal_accuracy": math.nan})
 
@@ -68,3 +69,23 @@ def test_a_citizens_own_words_name_no_item_so_the_answer_is_not_a_decline():
     assert named_item("游艇驾驶证核发需要什么材料？", "zh") == "游艇驾驶证核发"
     answer, _ = extractive_answer("要是想给装好的锅炉登记，有什么条件要求吗？", [CORPUS["text"].iloc[0]], "zh")
     assert not is_refusal(answer)
+
+
+def test_failed_answering_calls_are_left_out_of_both_refusal_rates_and_flagged():
+    refusals = pd.DataFrame({"question_id": ["R1", "R2", "R3", "R4"], "system": "b", "kind": "absent_item",
+                             "answer": ["抱歉，我无法回答。", "", "", "关于“x”，根据办事指南：收费标准：不收费"],
+                             "error": [None, "HTTP 500: server error", None, None]})
+    ordinary = pd.DataFrame({"question_id": ["Q1", "Q2", "Q3"], "system": "b", "set": "rag",
+                             "answer": ["关于“x”，根据办事指南：收费标准：不收费", "", "抱歉，我无法回答。"],
+                             "error": [None, "timeout", None]})
+    rep = refusal_report(refusals, ordinary)["b"]
+    # before: the failed/empty refusal questions counted as "not declined" (1/4) and the failed
+    # answerable call as "not wrongly declined" (1/3)
+    assert rep["refusal_accuracy"] == 0.5 and rep["n_unanswerable"] == 2
+    assert rep["false_refusal_rate"] == 0.5 and rep["n_answerable"] == 2
+    assert (rep["failed_unanswerable"], rep["empty_unanswerable"], rep["failed_answerable"]) == (1, 1, 1)
+    assert rep["by_kind"] == {"absent_item": 0.5}
+    sentence = refusal_sentence("b", rep)
+    assert "Caution: refusal accuracy leaves out 1 failed and 1 empty" in sentence
+    marked = mark_declined(refusals)
+    assert marked["declined"].isna().tolist() == [False, True, True, False]
