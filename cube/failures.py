@@ -20,7 +20,9 @@ low_rank                   the gold document was retrieved at rank >= `diagnosti
 field_missing              the gold was retrieved but the asked field's value (gold document) is
                            not in the answer (rapidfuzz partial_ratio < `field_match_below`)
 number_mismatch            the answer states a number (fee, time, count) found neither in the gold
-                           document nor in the question
+                           document nor in the question; list markers ("1.", "2、", "（1）", "(2)",
+                           "第3步", "①", "Step 2") are numbering, not numbers claimed from the source
+                           (`claimed_numbers`); "1,000" = "1000", "15.0" = "15"
 unsupported                more than `unsupported_share_above` of the answer's clauses are not
                            found in the gold document (under half of a clause's character bigrams)
 judge_disagreement         the judges' scores of the answer differ by more than
@@ -60,6 +62,21 @@ SUGGESTIONS: dict[str, str] = {
     UNEXPLAINED: "read these answers in the judgment browser: no evidence-based pattern applies",
 }
 _NUM = re.compile(r"\d+(?:\.\d+)?")
+# List numbering, removed before numbers are compared with the source: an item number opening a
+# line (after blanks or a bullet) closed by ". 、 ) ）" (not a decimal point: "1.5" stays a number);
+# after a separator (：；，。！？) only when closed by "、 ) ）" or by "." with the item's text right
+# behind it ("：1.身份证"; "Fee: 50. Time…" keeps its 50); a parenthesised item number; a step
+# ("第3步", "Step 2"); a circled digit.
+_CJK = "\u4e00-\u9fff"
+_LIST_MARKERS = re.compile("|".join((
+    r"^[ \t>*\-•]*\d{1,2}[ \t]*[.．、)）](?!\d)",
+    r"[：:；;，,。！？!?][ \t]*\d{1,2}(?:[、)）]|[.．](?=[" + _CJK + r"A-Za-z]))",
+    r"[（(][ \t]*\d{1,2}[ \t]*[)）]",
+    r"第[ \t]*\d{1,2}[ \t]*(?:步|点|项要求|个步骤)",
+    r"\bstep[ \t]*\d{1,2}\b",
+    r"[\u2460-\u2473\u2776-\u277f\u2780-\u2793]",
+)), re.IGNORECASE | re.MULTILINE)
+_WIDE = str.maketrans("０１２３４５６７８９．，", "0123456789.,")
 _SENT = re.compile(r"[。！？!?\n；;：:]+|(?<=[a-z])\.\s")
 _WORD = re.compile(r"[\W_]+")
 
@@ -79,6 +96,22 @@ def jury_scores(scores: pd.DataFrame, system: str, judges: Sequence[str] | None 
     out = pd.DataFrame({"score": per_judge.mean(axis=1),
                         "spread": (per_judge.max(axis=1) - per_judge.min(axis=1)).where(per_judge.count(axis=1) > 1)})
     return out.reset_index()
+
+
+def _numbers(text: str) -> set[float]:
+    t = re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", text.translate(_WIDE))
+    return {float(n) for n in _NUM.findall(t)}
+
+
+def claimed_numbers(answer: str, question: str = "") -> set[float]:
+    """The numbers an answer claims (fees, time limits, counts): every number in it except its list
+    numbering (`_LIST_MARKERS`) and the numbers the question itself states."""
+    return _numbers(_LIST_MARKERS.sub(" ", answer.translate(_WIDE))) - _numbers(question)
+
+
+def number_mismatch(answer: str, gold: str, question: str = "") -> set[float]:
+    """The claimed numbers of `answer` (`claimed_numbers`) that the gold document does not state."""
+    return claimed_numbers(answer, question) - _numbers(gold)
 
 
 def _bigrams(text: str) -> set[str]:
@@ -119,8 +152,7 @@ def evidence(row: pd.Series, gold_text: str, field_value: str, confusion: str, p
             and fuzz.partial_ratio(field_value[:120], answer) < params.field_match_below:
         found.append("field_missing")
     if answer and gold_text:
-        extra = set(_NUM.findall(answer)) - set(_NUM.findall(gold_text)) - set(_NUM.findall(str(row.get("question", ""))))
-        if extra:
+        if number_mismatch(answer, gold_text, str(row.get("question", "") or "")):
             found.append("number_mismatch")
         if not is_refusal(answer) and 1 - _supported_share(answer, gold_text) > params.unsupported_share_above:
             found.append("unsupported")

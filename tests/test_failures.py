@@ -112,3 +112,45 @@ def test_decision_page_lists_the_top_three_patterns_and_the_curve(classified):
     listed = [line for line in md.splitlines() if line.startswith("- ") and "consider:" in line]
     assert len(listed) == 3 and "top failure patterns" in md
     assert lta.diagnosis_sentences("s", {}) == {}
+
+
+GOLD_ZH = ("事项名称：护照签发\n收费标准：按件收取，每本120元\n承诺时限：7个工作日\n申请材料：居民身份证原件；近期免冠照片1张\n"
+           "办理地点：市出入境接待大厅（人民路8号）")
+GOLD_EN = ("Item: Passport issuance\nFee: 120 yuan per passport\nTime limit: 7 working days\n"
+           "Materials: resident ID card; 1 recent photo\nPlace: Exit-Entry Hall, 8 Renmin Road\nFine: 1,000 yuan")
+# (answer, question, gold, claimed numbers not in the gold): list numbering and the question's own
+# numbers are no claim; a changed fee, time limit or count still is.
+NUMBER_CASES = [
+    ("所需材料：\n1. 居民身份证原件\n2. 近期免冠照片1张\n3. 申请表", "护照签发要什么材料？", GOLD_ZH, set()),
+    ("办理流程：1、网上预约；2、现场提交材料；3、缴纳费用120元；4、7个工作日后领取", "护照怎么办？", GOLD_ZH, set()),
+    ("（1）携带身份证；（2）拍摄照片1张；（3）缴费120元。", "护照怎么办？", GOLD_ZH, set()),
+    ("第一，准备材料；第二，现场办理。第3步：领取护照。", "护照怎么办？", GOLD_ZH, set()),
+    ("①预约 ②提交材料 ③缴费120元 ④领证", "护照怎么办？", GOLD_ZH, set()),
+    ("需要：1.身份证原件；2.照片1张", "护照要带什么？", GOLD_ZH, set()),
+    ("Step 1: book online. Step 2: bring your ID card and 1 photo. Step 3: pay 120 yuan.",
+     "How do I get a passport?", GOLD_EN, set()),
+    ("1) Resident ID card\n2) 1 recent photo\n3) Fee: 120 yuan", "What do I need?", GOLD_EN, set()),
+    ("The fine is 1000 yuan.", "What is the fine?", GOLD_EN, set()),
+    ("我已经等了10天了，按规定7个工作日内办结，可以催办。", "我等了10天还没拿到护照怎么办？", GOLD_ZH, set()),
+    ("收费标准：每本１２０元。", "护照多少钱？", GOLD_ZH, set()),
+    # true mismatches still fire, inside lists too
+    ("收费标准：每本200元，承诺时限7个工作日。", "护照多少钱？", GOLD_ZH, {200.0}),
+    ("办理流程：1、预约；2、缴费120元；3、15个工作日后领取", "护照怎么办？", GOLD_ZH, {15.0}),
+    ("（1）身份证；（2）照片2张", "护照要带什么？", GOLD_ZH, {2.0}),
+    ("Fee: 50. Time limit: 7 working days.", "How much is it?", GOLD_EN, {50.0}),
+    ("1. Pay 150 yuan\n2. Wait 7 working days", "How do I apply?", GOLD_EN, {150.0}),
+    ("The fee is 120.5 yuan.", "How much?", GOLD_EN, {120.5}),
+]
+
+
+@pytest.mark.parametrize(("answer", "question", "gold", "expected"), NUMBER_CASES)
+def test_number_mismatch_ignores_list_numbering_and_the_questions_numbers(answer, question, gold, expected):
+    assert failures.number_mismatch(answer, gold, question) == expected
+
+
+def test_list_numbering_alone_no_longer_makes_a_number_mismatch_pattern():
+    row = pd.Series({"answer": "所需材料：\n1. 居民身份证原件\n2. 近期免冠照片\n3. 申请表\n4. 户口簿", "rank": 1,
+                     "question": "护照签发要什么材料？"})
+    assert "number_mismatch" not in failures.evidence(row, GOLD_ZH, "", "", DiagnosticsParams())
+    row["answer"] = "收费标准：每本200元"
+    assert "number_mismatch" in failures.evidence(row, GOLD_ZH, "", "", DiagnosticsParams())
