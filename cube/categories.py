@@ -10,6 +10,12 @@ A category with fewer than `min_questions` questions gets no W / CuBE (NaN) and 
 `note`: a trimmed mean and a correlation on a handful of questions would be a plausible wrong
 figure. The categories of one breakdown partition the questions, so their `questions` sum to
 the system's total.
+
+With `refusal` (`cube.refusal_categories.refusal_by_category` of the same breakdown) each row
+also carries refusal accuracy on the category's refusal questions and the false-refusal rate on
+its answerable ones, with Wilson intervals (`REFUSAL_COLUMNS`); a category that only refusal
+questions have (an item no document names: "(not in corpus)"; the "refusal" style) gets a row
+of its own with 0 `questions` and NaN for the other figures.
 """
 
 from __future__ import annotations
@@ -25,12 +31,14 @@ from cube.retrieval_metrics import wilson
 
 COLUMNS = ["questions", "R@N", "R@N_lo", "R@N_hi", "W", "W_lo", "W_hi", "CuBE", "CuBE_lo", "CuBE_hi", "low",
            "top_pattern", "note"]
+REFUSAL_COLUMNS = ["unanswerable", "refusal_accuracy", "refusal_lo", "refusal_hi", "false_refusal_rate",
+                   "false_refusal_lo", "false_refusal_hi", "no_answer"]
 
 
 def category_report(answers: pd.DataFrame, scores: pd.DataFrame, groups: pd.DataFrame, classified: pd.DataFrame,
                     system: str, top_n: int, by: str, analysis_params: Any = None, *, min_questions: int = 20,
                     bootstrap: int = 100, judges: list[str] | None = None,
-                    dimensions: list[str] | None = None) -> pd.DataFrame:
+                    dimensions: list[str] | None = None, refusal: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per value of `by` (a column of `cube.retrieval_metrics.question_groups`), most
     questions first. `classified`: `cube.failures.classify` of the same system."""
     from cube.config import AnalysisParams
@@ -67,4 +75,12 @@ def category_report(answers: pd.DataFrame, scores: pd.DataFrame, groups: pd.Data
         row["top_pattern"] = str(mine["primary"].value_counts().index[0]) if len(mine) else ""
         rows.append(row)
     out = pd.DataFrame(rows, columns=[by, *COLUMNS])
+    if refusal is not None:
+        out = out.merge(refusal[[by, *REFUSAL_COLUMNS]].astype({by: object}), on=by, how="outer")
+        only = out["questions"].isna()
+        out.loc[only, ["questions", "low"]] = 0
+        out.loc[only, ["top_pattern"]] = ""
+        out.loc[only, "note"] = "refusal questions only"
+        out = out.astype({"questions": int, "low": int, "unanswerable": "Int64", "no_answer": "Int64"})
+        out[["unanswerable", "no_answer"]] = out[["unanswerable", "no_answer"]].fillna(0).astype(int)
     return out.sort_values(["questions", by], ascending=[False, True], kind="stable").reset_index(drop=True)

@@ -33,8 +33,10 @@ def failure_patterns(run: Run, system: str) -> pd.DataFrame:
 
 def category_reports(run: Run, system: str, classified: pd.DataFrame,
                      by: tuple[str, ...] = ("department", "style")) -> dict[str, pd.DataFrame]:
-    """`cube.categories.category_report` of one system by each of `by`, also recorded in
-    `results.json` → `categories` (one list of records per breakdown)."""
+    """`cube.categories.category_report` of one system by each of `by`, with refusal accuracy and
+    the false-refusal rate per category when the run has refusal answers, also recorded in
+    `results.json` → `categories` (one list of records per breakdown); plus, with refusal answers,
+    `kind` (refusal questions by kind, `results.json` → `refusal_by_kind`)."""
     import json
 
     from cube.categories import category_report
@@ -42,11 +44,36 @@ def category_reports(run: Run, system: str, classified: pd.DataFrame,
 
     groups = question_groups(run.load("questions"), run.load("corpus"))
     answers, scores = run.load("answers"), run.load("scores")
+    refusal = refusal_categories(run, system, (*by, "kind"))
     reports = {b: category_report(answers, scores, groups, classified, system, _top_n(run)[system], b,
                                   run.params.analysis, judges=[j.name for j in run.params.judges],
-                                  dimensions=run.params.dimension_names()) for b in by}
-    run.record(categories={b: json.loads(t.to_json(orient="records", force_ascii=False)) for b, t in reports.items()})
+                                  dimensions=run.params.dimension_names(), refusal=refusal.get(b)) for b in by}
+    def records(t: pd.DataFrame) -> list[dict[str, Any]]:
+        return json.loads(t.to_json(orient="records", force_ascii=False))
+
+    run.record(categories={b: records(t) for b, t in reports.items()})
+    if "kind" in refusal:
+        reports["kind"] = refusal["kind"]
+        run.record(refusal_by_kind={"system": system, "rows": records(refusal["kind"])})
     return reports
+
+
+def refusal_categories(run: Run, system: str, by: tuple[str, ...] = ("department", "style", "kind")
+                       ) -> dict[str, pd.DataFrame]:
+    """`cube.refusal_categories.refusal_by_category` of one system by each of `by` ({} when the run
+    has no refusal answers of that system)."""
+    from cube.refusal_categories import refusal_by_category
+    from cube.retrieval_metrics import question_groups
+
+    if not run.has("refusal_answers"):
+        return {}
+    refusals = run.load("refusal_answers")
+    if not (refusals["system"] == system).any():
+        return {}
+    corpus = run.load("corpus")
+    groups = question_groups(run.load("questions"), corpus)
+    return {b: refusal_by_category(refusals, run.load("answers"), groups, corpus, system, b,
+                                   run.params.analysis.confidence) for b in by}
 
 
 def top_n_sweep(run: Run, results: dict[str, Any]) -> tuple[str, pd.DataFrame, dict[str, Any]] | None:

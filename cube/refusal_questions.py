@@ -23,6 +23,7 @@ import pandas as pd
 from cube.refusal import answer_outcome, is_refusal, refusal_accuracy
 
 KINDS: tuple[str, ...] = ("absent_item", "other_province", "absent_field")
+COLUMNS = ["question_id", "doc_id", "question", "kind", "style", "generator", "item"]
 ABSENT_ITEMS = {
     "zh": ["游艇驾驶证核发", "宠物医院执业许可", "无人机飞行作业备案", "民宿经营许可", "网约车驾驶员证核发",
            "潜水教练资格认定", "滑翔伞飞行场地审批", "古董拍卖经营许可", "太空旅游备案", "私人动物园设立审批"],
@@ -45,9 +46,10 @@ TEMPLATES = {
 
 def build_refusal_questions(corpus: pd.DataFrame, lang: str = "zh", n: int = 30, seed: int = 0) -> pd.DataFrame:
     """`n` refusal questions (kinds in turn): `question_id` (R00001...), `doc_id` "", `question`,
-    `kind`, `style` "refusal", `generator` "template". Fewer when the corpus leaves no absent item."""
+    `kind`, `style` "refusal", `generator` "template", `item` (the service asked about). Fewer
+    when the corpus leaves no absent item."""
     if n <= 0:
-        return pd.DataFrame(columns=["question_id", "doc_id", "question", "kind", "style", "generator"])
+        return pd.DataFrame(columns=COLUMNS)
     names = corpus["item_name"].fillna("").astype(str)
     text = corpus["text"].fillna("").astype(str) if "text" in corpus else names
     absent = [i for i in ABSENT_ITEMS[lang] if not names.str.contains(i, regex=False).any()]
@@ -67,8 +69,8 @@ def build_refusal_questions(corpus: pd.DataFrame, lang: str = "zh", n: int = 30,
             continue
         q = TEMPLATES[lang][kind].format(item=item, province=province or "")
         rows.append({"question_id": f"R{len(rows) + 1:05d}", "doc_id": "", "question": q, "kind": kind,
-                     "style": "refusal", "generator": "template"})
-    return pd.DataFrame(rows, columns=["question_id", "doc_id", "question", "kind", "style", "generator"])
+                     "style": "refusal", "generator": "template", "item": item})
+    return pd.DataFrame(rows, columns=COLUMNS)
 
 
 def refusal_answers(params, corpus: pd.DataFrame, questions: pd.DataFrame, cache_path) -> pd.DataFrame:
@@ -81,7 +83,8 @@ def refusal_answers(params, corpus: pd.DataFrame, questions: pd.DataFrame, cache
         if not isinstance(sp, BuiltinSystem):
             continue  # an imported file holds no answers to these questions; a RAGFlow call is left to the user
         df = make_system(sp, params, cache_path).answer(questions, corpus, progress=False)
-        parts.append(df.merge(questions[["question_id", "question", "kind"]], on="question_id", how="left"))
+        keep = [c for c in ("question_id", "question", "kind", "style", "item", "generator") if c in questions]
+        parts.append(df.merge(questions[keep], on="question_id", how="left"))
     if not parts:
         return pd.DataFrame(columns=["question_id", "system", "answer", "kind", "outcome", "declined"])
     return mark_declined(pd.concat(parts, ignore_index=True))
