@@ -484,6 +484,19 @@ class DiagnosticsParams(_Strict):
         30, ge=0, description="Questions the knowledge base cannot answer (cube.refusal_questions), answered by "
         "the builtin systems and reported beside CuBE as refusal accuracy (0: none)."
     )
+    refusal_generator: Literal["template", "llm"] = Field(
+        "template", description="Who writes the refusal questions: template (offline: an absent item, another "
+        "province, an absent field) or llm (a model plays a citizen asking about services the knowledge base does "
+        "not cover; cube.refusal_llm; questions naming a corpus item are dropped)."
+    )
+    refusal_model: ModelRef | None = Field(None, description="Model writing the refusal questions (refusal_generator: llm).")
+
+    @model_validator(mode="after")
+    def _refusal_model(self) -> DiagnosticsParams:
+        if self.refusal_generator == "llm" and self.refusal_model is None:
+            raise ValueError("diagnostics.refusal_generator 'llm' needs diagnostics.refusal_model (a name under "
+                             "`models:` or an inline spec)")
+        return self
 
 
 class Params(_Strict):
@@ -540,7 +553,8 @@ class Params(_Strict):
         jnames = [j.name for j in self.judges]
         if len(set(jnames)) != len(jnames):
             raise ValueError(f"judges: duplicate judge names {jnames}")
-        refs = [("answerer", self.answerer), ("questions.model", self.questions.model)]
+        refs = [("answerer", self.answerer), ("questions.model", self.questions.model),
+                ("diagnostics.refusal_model", self.diagnostics.refusal_model)]
         twins = self._twin_judges()
         if twins:
             raise ValueError(

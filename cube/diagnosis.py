@@ -111,18 +111,19 @@ def recorded_sweep(run: Run) -> tuple[str, pd.DataFrame, dict[str, Any]] | None:
 
 
 def refusal_stage(run: Run) -> pd.DataFrame:
-    """Write and answer the refusal questions (`diagnostics.refusal_questions`), save them as
-    `data/refusal_answers.parquet` and record the refusal figures of every system."""
-    from cube.refusal_questions import build_refusal_questions, refusal_answers, refusal_report
+    """Write and answer the refusal questions (`diagnostics.refusal_questions`, by
+    `diagnostics.refusal_generator`), save them as `data/refusal_answers.parquet` and record the
+    refusal figures of every system and how the questions were made (`refusal_generation`: for
+    the LLM generator its calls, failed ones with their reason, and the questions dropped)."""
+    from cube.refusal_questions import build_refusal_set, refusal_answers, refusal_report
 
     run.require("corpus", "answers")
     corpus = run.load("corpus")
-    questions = build_refusal_questions(corpus, run.params.lang, run.params.diagnostics.refusal_questions,
-                                        seed=run.params.questions.seed)
+    questions, made = build_refusal_set(run.params, corpus, run.paths.cache)
     out = refusal_answers(run.params, corpus, questions, run.paths.cache) if len(questions) else \
         pd.DataFrame(columns=["question_id", "system", "answer", "kind", "outcome", "declined"])
     run.save("refusal_answers", out)
-    run.record(refusal=_json_safe(refusal_report(out, run.load("answers"))))
+    run.record(refusal=_json_safe(refusal_report(out, run.load("answers"))), refusal_generation=made)
     return out
 
 

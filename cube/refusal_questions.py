@@ -1,6 +1,8 @@
 """Refusal questions: questions the knowledge base cannot answer, and how the systems handle them.
 
-Three deterministic templates (`KINDS`), from the corpus itself:
+Three deterministic templates (`KINDS`), from the corpus itself (the default,
+`diagnostics.refusal_generator: template`; `llm` has a model role-play a citizen asking about
+services the knowledge base does not cover instead, `cube.refusal_llm`):
 
 - `absent_item`: a plausible government service that no document names (`ABSENT_ITEMS`, the
   ones whose name occurs in no item name of the corpus), asked in the named style;
@@ -71,6 +73,18 @@ def build_refusal_questions(corpus: pd.DataFrame, lang: str = "zh", n: int = 30,
         rows.append({"question_id": f"R{len(rows) + 1:05d}", "doc_id": "", "question": q, "kind": kind,
                      "style": "refusal", "generator": "template", "item": item})
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def build_refusal_set(params, corpus: pd.DataFrame, cache_path=None) -> tuple[pd.DataFrame, dict]:
+    """The run's refusal questions by `diagnostics.refusal_generator` (`template`: the kinds above;
+    `llm`: role-play questions, `cube.refusal_llm`) and a record of how they were made."""
+    d = params.diagnostics
+    if d.refusal_generator == "llm":
+        from cube.refusal_llm import build_llm_refusal_questions
+
+        return build_llm_refusal_questions(params, corpus, d.refusal_questions, cache_path)
+    q = build_refusal_questions(corpus, params.lang, d.refusal_questions, seed=params.questions.seed)
+    return q, {"generator": "template", "requested": d.refusal_questions, "questions": len(q)}
 
 
 def refusal_answers(params, corpus: pd.DataFrame, questions: pd.DataFrame, cache_path) -> pd.DataFrame:

@@ -1,0 +1,212 @@
+"""LLM role-play refusal questions (`diagnostics.refusal_generator: llm`).
+
+A model (`diagnostics.refusal_model`, a name under `models:` or an inline spec) plays a citizen
+and writes questions about government services the knowledge base does NOT cover (prompt
+`cube/prompts/<lang>/refusal_generation.txt`). So that it stays out of scope it is given what
+the knowledge base covers: its departments and its item names without variants (`base_name`),
+the first `MAX_LISTED` of them in corpus order, delimited as untrusted content.
+
+- Calls: `ceil(n / PER_CALL)` calls asking for `PER_CALL` questions each (call k is sample k, so
+  each is its own cache entry), then up to `EXTRA_CALLS` more while duplicates or in-corpus
+  questions leave fewer than `n`. Calls go through `cube.llm` (cached, concurrent, costed, role
+  `question_generation`); a re-run is served by the cache.
+- Parsing (`parse_questions`): a JSON array of strings (or of objects with a `question` key, or
+  `{"questions": [...]}`), also inside a ```json fence or surrounded by prose; otherwise one
+  question per line with its numbering ("1.", "2、", "（3）", "-", "•") and quotes removed, keeping
+  only lines that read as a question (end with "?"/"？", or hold an interrogative: 吗, 怎么, 哪,
+  什么, 多少, 是否, 请问 ..., how, what, where, can, do ... at the start) and are no decline
+  (`cube.refusal.is_refusal`): "Here are ten questions:" or "抱歉，我不能帮助你。" is no question.
+- Deduplication: questions equal once lower-cased with spaces and punctuation removed, or with a
+  rapidfuzz `ratio` of at least `DUPLICATE_AT`, are kept once (the first).
+- In-corpus check (`corpus_item`), deterministic: a question is dropped when it contains a corpus
+  item name or that name without its variant (zh: as a substring; en: case-insensitive, on
+  word boundaries), names of fewer than `MIN_NAME_CHARS` characters ignored. A question that
+  only paraphrases a covered item is not caught: a detector of names, not of meaning.
+- A failed call (or a reply with no question in it) is recorded in `calls` with its reason and
+  produces no question; nothing is made up in its place.
+
+The questions are of kind `role_play`, style `role-play`, with no known item (`item` ""), and are
+answered and scored like the template ones (`cube.refusal_questions`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+KIND = "role_play"
+STYLE = "role-play"
+ROLE = "question_generation"
+PER_CALL = 10
+EXTRA_CALLS = 2
+MAX_LISTED = 300
+DUPLICATE_AT = 90.0
+MIN_NAME_CHARS = {"zh": 4, "en": 8}
+_MARKER = re.compile(r"^\s*(?:[-*•·]+|\d{1,3}\s*[.、．)）:：]|[（(]\s*\d{1,3}\s*[)）]|[\u2460-\u2473])\s*")
+_PREFIX = re.compile(r"^(?:问题|提问|question|q)\s*\d*\s*[:：]\s*", re.IGNORECASE)
+_QUOTES = " \t\"'“”‘’「」『』`*,，"
+_PUNCT = re.compile(r"[\W_]+")
+_QUESTION = re.compile(r"[?？]$|吗|呢|怎么|如何|哪|什么|多少|是否|能否|请问|"
+                       r"^(how|what|where|when|which|who|whom|why|can|could|do|does|is|are|should|may|i want|i'd like)\b",
+                       re.IGNORECASE)
+
+
+def refusal_prompt_template(lang: str) -> str:
+    """The packaged role-play prompt (`cube/prompts/<lang>/refusal_generation.txt`)."""
+    if lang not in MIN_NAME_CHARS:
+        raise ValueError(f"no refusal-generation prompt for lang {lang!r}; expected one of {sorted(MIN_NAME_CHARS)}")
+    return resources.files("cube").joinpath("prompts", lang, "refusal_generation.txt").read_text(encoding="utf-8")
+
+
+def covered(corpus: pd.DataFrame) -> tuple[list[str], list[str]]:
+    """The knowledge base's departments and item names without variants, each once, corpus order."""
+    from cube.phrasing import base_name
+
+    def unique(values: Any) -> list[str]:
+        return list(dict.fromkeys(v for v in (str(x).strip() for x in values if not pd.isna(x)) if v))
+
+    departments = unique(corpus["department"]) if "department" in corpus else []
+    return departments, unique(base_name(n) for n in corpus["item_name"].fillna(""))
+
+
+def render_refusal_prompt(template: str, corpus: pd.DataFrame, lang: str, n: int) -> str:
+    """Fill `{n}`, `{departments}` and `{items}` in one pass; the list cannot close its delimiter."""
+    departments, items = covered(corpus)
+    sep = "、" if lang == "zh" else ", "
+    values = {"n": str(n), "departments": sep.join(departments) or "-",
+              "items": "\n".join(f"- {i}" for i in items[:MAX_LISTED]) or "-"}
+    values = {k: v.replace("</covered>", "</ covered>") for k, v in values.items()}
+    return re.sub(r"\{(n|departments|items)\}", lambda m: values[m.group(1)], template)
+
+
+def _clean(text: str) -> str:
+    q = str(text).strip()
+    for _ in range(2):
+        q = _PREFIX.sub("", _MARKER.sub("", q)).strip(_QUOTES)
+    return q
+
+
+def _json_questions(reply: str) -> list[str] | None:
+    start, end = reply.find("["), reply.rfind("]")
+    candidates = [reply[start:end + 1]] if 0 <= start < end else []
+    brace = reply.find("{"), reply.rfind("}")
+    if 0 <= brace[0] < brace[1]:
+        candidates.append(reply[brace[0]:brace[1] + 1])
+    for text in candidates:
+        try:
+            got = json.loads(text)
+        except ValueError:
+            continue
+        if isinstance(got, dict):
+            got = got.get("questions")
+        if isinstance(got, list):
+            out = [x.get("question", "") if isinstance(x, dict) else x for x in got]
+            return [_clean(x) for x in out if isinstance(x, str) and _clean(x)]
+    return None
+
+
+def parse_questions(reply: str) -> list[str]:
+    """The questions in a model's reply (see the module doc); [] when there are none."""
+    text = re.sub(r"```(?:json)?", "", reply or "", flags=re.IGNORECASE)
+    got = _json_questions(text)
+    if got is not None:
+        return got
+    from cube.refusal import is_refusal
+
+    lines = [_clean(line) for line in text.splitlines()]
+    return [q for q in lines if len(q) >= 4 and _QUESTION.search(q) and not is_refusal(q)]
+
+
+def corpus_item(question: str, names: list[str], lang: str) -> str | None:
+    """The corpus item name (or name without variant) the question contains, else None."""
+    from cube.phrasing import base_name
+
+    low = question.lower()
+    for name in names:
+        for n in dict.fromkeys((name, base_name(name))):
+            if len(n) < MIN_NAME_CHARS[lang]:
+                continue
+            if lang == "zh" and n in question:
+                return name
+            if lang != "zh" and re.search(r"(?<!\w)" + re.escape(n.lower()) + r"(?!\w)", low):
+                return name
+    return None
+
+
+def dedupe(questions: list[str]) -> list[str]:
+    """Each question once (see the module doc), first occurrence kept, order kept."""
+    from rapidfuzz import fuzz
+
+    kept: list[str] = []
+    keys: list[str] = []
+    for q in questions:
+        key = _PUNCT.sub("", q.lower())
+        if key and not any(key == k or fuzz.ratio(key, k) >= DUPLICATE_AT for k in keys):
+            kept.append(q)
+            keys.append(key)
+    return kept
+
+
+def build_llm_refusal_questions(params: Any, corpus: pd.DataFrame, n: int, cache_path: Path | None = None
+                                ) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Up to `n` role-play refusal questions (the columns of `cube.refusal_questions.COLUMNS`,
+    `generator` "llm:<model>") and a record of the generation for `results.json`: the calls
+    (ok, error, tokens, cost, cached), questions parsed, duplicates and in-corpus questions
+    dropped (with the item each named)."""
+    from cube.llm import Request, make_model
+    from cube.refusal_questions import COLUMNS
+    from cube.usage import response_accounting
+
+    ref = params.diagnostics.refusal_model
+    if ref is None:
+        raise ValueError("diagnostics.refusal_generator 'llm' needs diagnostics.refusal_model")
+    lang = params.lang
+    model = make_model(params.model(ref), cache_path)
+    template = refusal_prompt_template(lang)
+    version = "refusal_generation/" + hashlib.sha256(template.encode()).hexdigest()[:12]
+    prompt = render_refusal_prompt(template, corpus, lang, PER_CALL)
+    names = corpus["item_name"].fillna("").astype(str).tolist()
+    first = math.ceil(n / PER_CALL) if n > 0 else 0
+    parsed: list[str] = []
+    calls: list[dict[str, Any]] = []
+    kept: list[str] = []
+    in_corpus: list[dict[str, str]] = []
+    batch = list(range(first))
+    while batch:
+        requests = [Request(messages=({"role": "user", "content": prompt},), template_version=version, sample=k,
+                            context={"task": "refusal_generation", "lang": lang, "n": PER_CALL}) for k in batch]
+        for k, resp in zip(batch, model.complete(requests, role=ROLE, desc="refusal questions", progress=False),
+                           strict=True):
+            got = parse_questions(resp.text or "") if resp.ok else []
+            error = "" if resp.ok else (resp.error or "no reply")
+            if resp.ok and not got:
+                error = "no question in the reply"
+            calls.append({"sample": k, "ok": not error, "error": error, "questions": len(got),
+                          **response_accounting(resp, ROLE)})
+            parsed += got
+        unique = dedupe(parsed)
+        kept, in_corpus = [], []
+        for q in unique:
+            item = corpus_item(q, names, lang)
+            if item is None:
+                kept.append(q)
+            else:
+                in_corpus.append({"question": q, "item": item})
+        nxt = len(calls)
+        batch = [nxt] if len(kept) < n and nxt < first + EXTRA_CALLS else []
+    kept = kept[:n]
+    rows = [{"question_id": f"R{i + 1:05d}", "doc_id": "", "question": q, "kind": KIND, "style": STYLE,
+             "generator": f"llm:{model.name}", "item": ""} for i, q in enumerate(kept)]
+    record = {"generator": "llm", "model": model.name, "requested": n, "questions": len(kept),
+              "parsed": len(parsed), "duplicates": len(parsed) - len(dedupe(parsed)),
+              "in_corpus": in_corpus, "failed_calls": sum(not c["ok"] for c in calls),
+              "calls": [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in c.items()}
+                        for c in calls]}
+    return pd.DataFrame(rows, columns=COLUMNS), record
