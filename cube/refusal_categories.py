@@ -98,7 +98,7 @@ def refusal_figure(tables: dict[str, pd.DataFrame], system: str, top: int = 12) 
                 ax.errorbar(v, y[ok] + dy, xerr=err, fmt="o", capsize=3, color=colour, label=label)
         ax.set_yticks(y, [f"{_display_text(str(v), by)} ({u}/{a})" for v, u, a in
                           zip(t[by], t["unanswerable"], t["answerable"], strict=True)])
-        ax.set(xlabel="share declined (95% Wilson interval)", xlim=(-0.02, 1.02), title=f"by {by}")
+        ax.set(xlabel="share declined (Wilson interval)", xlim=(-0.02, 1.02), title=f"by {by}")
         ax.grid(axis="x", alpha=0.3)
     if len(names):
         axes[0, 0].legend(loc="lower right", fontsize="small")
