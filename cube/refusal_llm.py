@@ -7,11 +7,12 @@ the knowledge base covers: its departments and its item names without variants (
 the first `MAX_LISTED` of them in corpus order, delimited as untrusted content.
 
 - Calls: `ceil(n / PER_CALL)` calls asking for `PER_CALL` questions each (call k is sample k, so
-  each is its own cache entry), then up to `EXTRA_CALLS` more while duplicates or in-corpus
+  each is its own cache entry, and suggests a life area `THEMES[k]`, so each prompt differs), then up to `EXTRA_CALLS` more while duplicates or in-corpus
   questions leave fewer than `n`. Calls go through `cube.llm` (cached, concurrent, costed, role
   `question_generation`); a re-run is served by the cache.
 - Parsing (`parse_questions`): a JSON array of strings (or of objects with a `question` key, or
-  `{"questions": [...]}`), also inside a ```json fence or surrounded by prose; otherwise one
+  `{"questions": [...]}`), also inside a ```json fence or surrounded by prose, or an array cut
+  short at the token limit (its complete strings; the cut one is dropped); otherwise one
   question per line with its numbering ("1.", "2、", "（3）", "-", "•") and quotes removed, keeping
   only lines that read as a question (end with "?"/"？", or hold an interrogative: 吗, 怎么, 哪,
   什么, 多少, 是否, 请问 ..., how, what, where, can, do ... at the start) and are no decline
@@ -49,10 +50,20 @@ EXTRA_CALLS = 2
 MAX_LISTED = 300
 DUPLICATE_AT = 90.0
 MIN_NAME_CHARS = {"zh": 4, "en": 8}
+# Call k asks about life area THEMES[lang][k % len]: the calls' prompts differ, so a model sampled
+# at temperature 0 (same prompt, same reply) still gives new questions in each call.
+THEMES = {
+    "zh": ["交通出行", "医疗健康", "子女教育", "文化体育", "宠物与动物", "户外运动", "金融保险", "旅游度假", "婚育家庭",
+           "养老服务", "新兴行业经营", "海洋与渔业"],
+    "en": ["transport", "health care", "children's education", "culture and sport", "pets and animals",
+           "outdoor activities", "finance and insurance", "travel", "marriage and family", "elderly care",
+           "new kinds of business", "sea and fishing"],
+}
 _MARKER = re.compile(r"^\s*(?:[-*•·]+|\d{1,3}\s*[.、．)）:：]|[（(]\s*\d{1,3}\s*[)）]|[\u2460-\u2473])\s*")
 _PREFIX = re.compile(r"^(?:问题|提问|question|q)\s*\d*\s*[:：]\s*", re.IGNORECASE)
 _QUOTES = " \t\"'“”‘’「」『』`*,，"
 _PUNCT = re.compile(r"[\W_]+")
+_STRING = re.compile(r'"((?:[^"\\\n]|\\.)*)"(?=\s*[,\]])')
 _QUESTION = re.compile(r"[?？]$|吗|呢|怎么|如何|哪|什么|多少|是否|能否|请问|"
                        r"^(how|what|where|when|which|who|whom|why|can|could|do|does|is|are|should|may|i want|i'd like)\b",
                        re.IGNORECASE)
@@ -76,14 +87,15 @@ def covered(corpus: pd.DataFrame) -> tuple[list[str], list[str]]:
     return departments, unique(base_name(n) for n in corpus["item_name"].fillna(""))
 
 
-def render_refusal_prompt(template: str, corpus: pd.DataFrame, lang: str, n: int) -> str:
-    """Fill `{n}`, `{departments}` and `{items}` in one pass; the list cannot close its delimiter."""
+def render_refusal_prompt(template: str, corpus: pd.DataFrame, lang: str, n: int, call: int = 0) -> str:
+    """Fill `{n}`, `{theme}` (`THEMES`, by `call`), `{departments}` and `{items}` in one pass; the
+    list cannot close its delimiter."""
     departments, items = covered(corpus)
     sep = "、" if lang == "zh" else ", "
-    values = {"n": str(n), "departments": sep.join(departments) or "-",
+    values = {"n": str(n), "theme": THEMES[lang][call % len(THEMES[lang])], "departments": sep.join(departments) or "-",
               "items": "\n".join(f"- {i}" for i in items[:MAX_LISTED]) or "-"}
     values = {k: v.replace("</covered>", "</ covered>") for k, v in values.items()}
-    return re.sub(r"\{(n|departments|items)\}", lambda m: values[m.group(1)], template)
+    return re.sub(r"\{(n|theme|departments|items)\}", lambda m: values[m.group(1)], template)
 
 
 def _clean(text: str) -> str:
@@ -109,6 +121,9 @@ def _json_questions(reply: str) -> list[str] | None:
         if isinstance(got, list):
             out = [x.get("question", "") if isinstance(x, dict) else x for x in got]
             return [_clean(x) for x in out if isinstance(x, str) and _clean(x)]
+    if 0 <= start and (end < start or not candidates):  # an array cut short (the token limit): its whole strings
+        whole = [json.loads(f'"{m}"') for m in _STRING.findall(reply[start:])]
+        return [_clean(x) for x in whole if _clean(x)] or None
     return None
 
 
@@ -171,7 +186,6 @@ def build_llm_refusal_questions(params: Any, corpus: pd.DataFrame, n: int, cache
     model = make_model(params.model(ref), cache_path)
     template = refusal_prompt_template(lang)
     version = "refusal_generation/" + hashlib.sha256(template.encode()).hexdigest()[:12]
-    prompt = render_refusal_prompt(template, corpus, lang, PER_CALL)
     names = corpus["item_name"].fillna("").astype(str).tolist()
     first = math.ceil(n / PER_CALL) if n > 0 else 0
     parsed: list[str] = []
@@ -180,8 +194,10 @@ def build_llm_refusal_questions(params: Any, corpus: pd.DataFrame, n: int, cache
     in_corpus: list[dict[str, str]] = []
     batch = list(range(first))
     while batch:
-        requests = [Request(messages=({"role": "user", "content": prompt},), template_version=version, sample=k,
-                            context={"task": "refusal_generation", "lang": lang, "n": PER_CALL}) for k in batch]
+        prompts = [render_refusal_prompt(template, corpus, lang, PER_CALL, k) for k in batch]
+        requests = [Request(messages=({"role": "user", "content": p},), template_version=version, sample=k,
+                            context={"task": "refusal_generation", "lang": lang, "n": PER_CALL})
+                    for k, p in zip(batch, prompts, strict=True)]
         for k, resp in zip(batch, model.complete(requests, role=ROLE, desc="refusal questions", progress=False),
                            strict=True):
             got = parse_questions(resp.text or "") if resp.ok else []

@@ -38,8 +38,10 @@ PARSE_CASES = [
     ("Here are two questions:\n- How do I get a yacht pilot licence?\n* Where do I file a drone flight plan?",
      ["How do I get a yacht pilot licence?", "Where do I file a drone flight plan?"]),
     ("Question 1: How do I register a private zoo?", ["How do I register a private zoo?"]),
+    ('["游艇驾驶证怎么考？", "宠物医院\\"执业\\"许可要什么材料？", "民宿经营许', ["游艇驾驶证怎么考？", '宠物医院"执业"许可要什么材料？']),
     ("", []),
     ("好的。", []),
+    ("抱歉，我不能帮助你。", []),
 ]
 
 
@@ -92,6 +94,7 @@ def _scripted(replies: list[str]):
             seen.append(prompt)
             return replies[min(len(seen), len(replies)) - 1]
 
+    reply.prompts = seen  # type: ignore[attr-defined]
     return reply
 
 
@@ -107,11 +110,13 @@ def test_role_play_questions_through_an_openai_server_are_deduplicated_filtered_
     second = "\n".join(f"{i + 1}. {q}" for i, q in enumerate([*OUT_OF_SCOPE[8:13], OUT_OF_SCOPE[0]]))
     third = "```json\n" + json.dumps({"questions": OUT_OF_SCOPE[13:]}, ensure_ascii=False) + "\n```"
     cache = tmp_path / "cache.sqlite"
-    with OpenAIServer(reply=_scripted([first, second, third])) as server:
+    scripted = _scripted([first, second, third])
+    with OpenAIServer(reply=scripted) as server:
         params = _params(server.url, 15)
         q, made = build_refusal_set(params, CORPUS, cache)
         # two calls of 10 leave 13 once a duplicate and an in-corpus question are dropped: one more call
         assert server.requests_total == 3 and len(made["calls"]) == 3 and made["failed_calls"] == 0
+        assert len(set(scripted.prompts)) == 3 and "交通出行" in scripted.prompts[0]  # each call its own life area
         assert list(q.columns) == COLUMNS and len(q) == 15 and q["question"].tolist() == OUT_OF_SCOPE[:15]
         assert (q["kind"] == KIND).all() and (q["generator"] == "llm:qwen-test").all() and (q["doc_id"] == "").all()
         assert made["duplicates"] == 2 and made["in_corpus"] == [{"question": f"{NAMES[1]}要交多少钱？", "item": NAMES[1]}]
