@@ -225,4 +225,12 @@ def build_llm_refusal_questions(params: Any, corpus: pd.DataFrame, n: int, cache
               "in_corpus": in_corpus, "failed_calls": sum(not c["ok"] for c in calls),
               "calls": [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in c.items()}
                         for c in calls]}
+    if record["failed_calls"] or len(kept) < n:
+        import warnings
+
+        first_error = next((c["error"] for c in calls if c["error"]), "")
+        warnings.warn(f"refusal questions ({model.name}): {len(kept)} of {n} asked for; {record['failed_calls']} of "
+                      f"{len(calls)} calls failed or gave no question{f' (first: {first_error})' if first_error else ''}; "
+                      f"{record['duplicates']} duplicate(s) and {len(in_corpus)} naming a corpus item dropped",
+                      stacklevel=2)
     return pd.DataFrame(rows, columns=COLUMNS), record

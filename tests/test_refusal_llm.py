@@ -133,17 +133,21 @@ def test_role_play_questions_through_an_openai_server_are_deduplicated_filtered_
 def test_failed_calls_are_recorded_with_their_reason_and_make_up_nothing(tmp_path: Path):
     with OpenAIServer(reply=_scripted([json.dumps(OUT_OF_SCOPE[:3], ensure_ascii=False)])) as server:
         server.fail("500", times=1)
-        q, made = build_refusal_set(_params(server.url, 12), CORPUS, tmp_path / "c.sqlite")
+        with pytest.warns(UserWarning, match=r"3 of 12 asked for; 1 of 4 calls failed or gave no question "
+                                             r"\(first: HTTP 500"):
+            q, made = build_refusal_set(_params(server.url, 12), CORPUS, tmp_path / "c.sqlite")
         # 2 calls planned: one failed, one gave 3 questions; 2 extra calls (same reply: duplicates)
         assert made["failed_calls"] == 1 and len(made["calls"]) == 4
         failed = [c for c in made["calls"] if not c["ok"]]
         assert failed[0]["error"].startswith("HTTP 500") and failed[0]["questions"] == 0
         assert q["question"].tolist() == OUT_OF_SCOPE[:3]  # fewer than asked for, none invented
         server.fail("500", times=None)
-        q, made = build_refusal_set(_params(server.url, 5, model="other"), CORPUS, tmp_path / "c.sqlite")
+        with pytest.warns(UserWarning, match="0 of 5 asked for; 3 of 3 calls failed"):
+            q, made = build_refusal_set(_params(server.url, 5, model="other"), CORPUS, tmp_path / "c.sqlite")
         assert q.empty and made["failed_calls"] == len(made["calls"]) == 3
     with OpenAIServer(reply=lambda body: "抱歉，我不能帮助你。") as server:
-        q, made = build_refusal_set(_params(server.url, 3), CORPUS, None)
+        with pytest.warns(UserWarning, match="first: no question in the reply"):
+            q, made = build_refusal_set(_params(server.url, 3), CORPUS, None)
         assert q.empty and made["calls"][0]["error"] == "no question in the reply"
 
 
