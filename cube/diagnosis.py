@@ -123,7 +123,7 @@ def refusal_stage(run: Run) -> pd.DataFrame:
     out = refusal_answers(run.params, corpus, questions, run.paths.cache) if len(questions) else \
         pd.DataFrame(columns=["question_id", "system", "answer", "kind", "outcome", "declined"])
     run.save("refusal_answers", out)
-    run.record(refusal=_json_safe(refusal_report(out, run.load("answers"))), refusal_generation=made)
+    run.record(refusal=_json_safe(refusal_report(out, run.load("answers"), run.params.analysis.confidence)), refusal_generation=made)
     return out
 
 
@@ -132,6 +132,8 @@ def _json_safe(v: Any) -> Any:
 
     if isinstance(v, dict):
         return {str(k): _json_safe(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_json_safe(x) for x in v]
     return None if isinstance(v, float) and math.isnan(v) else v
 
 
@@ -150,7 +152,7 @@ def for_decision(run: Run, system: str, results: dict[str, Any] | None = None) -
     if run.has("refusal_answers") and run.has("answers"):
         from cube.refusal_questions import refusal_report
 
-        report = refusal_report(run.load("refusal_answers"), run.load("answers"))
+        report = refusal_report(run.load("refusal_answers"), run.load("answers"), run.params.analysis.confidence)
         if system in report:
             out["refusal"] = _json_safe(report[system])
     swept = top_n_sweep(run, results) if results else None

@@ -115,10 +115,13 @@ def mark_declined(answers: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def refusal_report(refusals: pd.DataFrame, answers: pd.DataFrame) -> dict[str, dict]:
+def refusal_report(refusals: pd.DataFrame, answers: pd.DataFrame, confidence: float = 0.95) -> dict[str, dict]:
     """Per system: refusal accuracy on the refusal questions (and by kind), false-refusal rate
-    on its ordinary rag answers; NaN (null) over no questions. Failed and empty answers are in
-    neither rate: they are counted and flagged (`cube.refusal.refusal_accuracy`)."""
+    on its ordinary rag answers, each with its Wilson interval (`refusal_ci`, `false_refusal_ci`);
+    NaN (null) over no questions. Failed and empty answers are in neither rate: they are counted
+    and flagged (`cube.refusal.refusal_accuracy`)."""
+    from cube.retrieval_metrics import wilson
+
     out = {}
     rag = answers[answers["set"] == "rag"]
     for system, r in refusals.groupby("system", sort=True):
@@ -127,6 +130,10 @@ def refusal_report(refusals: pd.DataFrame, answers: pd.DataFrame) -> dict[str, d
         both = pd.concat([r[["declined", "outcome"]], ordinary[["declined", "outcome"]]], ignore_index=True)
         figures = refusal_accuracy(both["declined"].fillna(False).astype(bool).tolist(),
                                    [False] * len(r) + [True] * len(ordinary), both["outcome"].tolist())
+        for rate, n, key in (("refusal_accuracy", "n_unanswerable", "refusal_ci"),
+                             ("false_refusal_rate", "n_answerable", "false_refusal_ci")):
+            hits = round(figures[rate] * figures[n]) if figures[n] else 0
+            figures[key] = list(wilson(hits, figures[n], confidence))
         answered = r[r["outcome"] == "answered"]
         figures["by_kind"] = {k: float(g["declined"].astype(bool).mean())
                               for k, g in answered.groupby("kind", sort=True)}
@@ -134,13 +141,22 @@ def refusal_report(refusals: pd.DataFrame, answers: pd.DataFrame) -> dict[str, d
     return out
 
 
+def _ci(figures: dict, key: str, digits: int) -> str:
+    lo, hi = ([*(figures.get(key) or []), None, None])[:2]
+    ok = all(v is not None and np.isfinite(v) for v in (lo, hi))
+    return f" [{lo:.{digits}%}, {hi:.{digits}%}]" if ok else ""
+
+
 def refusal_sentence(system: str, figures: dict) -> str:
+    """The refusal figures in one sentence (with their Wilson intervals and the no-answer caution)."""
     acc, fr = figures.get("refusal_accuracy"), figures.get("false_refusal_rate")
     if acc is None or not np.isfinite(acc):
         return f"{system}: no refusal question was answered, so refusal accuracy is undefined."
     kinds = ", ".join(f"{k.replace('_', ' ')} {v:.0%}" for k, v in figures.get("by_kind", {}).items())
-    wrong = (f"wrongly declined {fr:.1%} of {figures['n_answerable']} answerable ones" if fr is not None
-             and np.isfinite(fr) else "has no answered answerable question, so no false-refusal rate")
+    wrong = (f"wrongly declined {fr:.1%}{_ci(figures, 'false_refusal_ci', 1)} of {figures['n_answerable']} answerable "
+             "ones" if fr is not None and np.isfinite(fr) else "has no answered answerable question, so no "
+             "false-refusal rate")
     caution = f" Caution: {figures['flag']}." if figures.get("flag") else ""
-    return (f"Refusal: {system} declined {acc:.0%} of {figures['n_unanswerable']} questions the knowledge base "
-            f"cannot answer ({kinds}) and {wrong} (reported beside CuBE, not in it).{caution}")
+    return (f"Refusal: {system} declined {acc:.0%}{_ci(figures, 'refusal_ci', 0)} of {figures['n_unanswerable']} "
+            f"questions the knowledge base cannot answer ({kinds}) and {wrong} (reported beside CuBE, not in it; "
+            f"Wilson intervals).{caution}")

@@ -59,7 +59,10 @@ def test_refusal_answers_and_report_beside_cube():
     rep = refusal_report(out, ordinary)["b"]
     assert rep["n_unanswerable"] == 6 and rep["n_answerable"] == 2 and rep["false_refusal_rate"] == 0.5
     assert rep["refusal_accuracy"] == out["declined"].astype(bool).mean() and rep["flag"] == ""
-    assert "wrongly declined 50.0% of 2 answerable" in refusal_sentence("b", rep)
+    assert rep["false_refusal_ci"][0] < 0.5 < rep["false_refusal_ci"][1]
+    assert rep["refusal_ci"][0] <= rep["refusal_accuracy"] <= rep["refusal_ci"][1]
+    lo, hi = rep["false_refusal_ci"]
+    assert f"wrongly declined 50.0% [{lo:.1%}, {hi:.1%}] of 2 answerable" in refusal_sentence("b", rep)
     assert "undefined" in refusal_sentence("b", {"refusal_accuracy": math.nan})
 
 
