@@ -77,7 +77,8 @@ def refusal_by_category(refusals: pd.DataFrame, answers: pd.DataFrame, groups: p
 def refusal_figure(tables: dict[str, pd.DataFrame], system: str, top: int = 12) -> Figure:
     """Refusal accuracy (refusal questions) and false-refusal rate (answerable questions) with
     their Wilson intervals, one panel per breakdown of `tables` (`refusal_by_category`), the `top`
-    largest categories each; a category without questions of a kind has no point for it."""
+    largest categories each (and `NOT_IN_CORPUS`); a category without questions of a kind has no
+    point for it."""
     import numpy as np
 
     from cube.plots import _display_text, _figure, _titled
@@ -86,7 +87,8 @@ def refusal_figure(tables: dict[str, pd.DataFrame], system: str, top: int = 12) 
     height = 0.3 * max([min(len(t), top) for t in tables.values()] + [3]) + 1.2
     fig, axes = _figure(1, len(names), (5.2, height))
     for ax, by in zip(axes[0], names, strict=True):
-        t = tables[by].head(top).iloc[::-1]
+        full = tables[by]
+        t = pd.concat([full.head(top), full.iloc[top:][full.iloc[top:][by] == NOT_IN_CORPUS]]).iloc[::-1]
         y = np.arange(len(t))
         for col, lo, hi, label, colour, dy in (
                 ("refusal_accuracy", "refusal_lo", "refusal_hi", "refusal accuracy", "#1565c0", 0.12),

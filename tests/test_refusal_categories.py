@@ -56,6 +56,10 @@ def test_by_kind_and_by_style():
     fig = refusal_figure({"department": refusal_by_category(REFUSALS, ANSWERS, GROUPS, CORPUS, "s", "department"),
                           "kind": kind.reset_index()}, "s")
     assert len(fig.axes) == 2
+    one = refusal_figure({"department": refusal_by_category(REFUSALS, ANSWERS, GROUPS, CORPUS, "s", "department")}, "s",
+                         top=1)  # the largest category, and the items no document names
+    labels = [t.get_text() for t in one.axes[0].get_yticklabels()]
+    assert len(labels) == 2 and any(label.startswith(NOT_IN_CORPUS) for label in labels)
 
 
 def test_the_category_report_carries_the_refusal_figures_and_still_sums_to_the_whole():
