@@ -112,6 +112,7 @@ class RunSummary:
     stages: list[StageOutcome] = field(default_factory=list)
     interrupted: str = ""  # the signal's name when the run was interrupted
     committed: bool = False
+    removed: bool = False  # a failed attempt on a new run name: the run folder it created was removed
 
     @property
     def index(self) -> Path:
@@ -163,6 +164,7 @@ def execute_run(params_path: str | Path, *, notebooks_dir: Path | None = None, o
         from cube.stages import check_run_folder
 
         check_run_folder(published.data, params, display_path(params_path, root), display_path(published.root, root))
+    created = [d for d in (published.root, published.root.parent) if not d.exists()]
     with run_lock(published.root, log=log):
         finish_interrupted_commit(published.root, log=log)
         staging = prepare_staging(published.root, params_to_yaml(params), log=log)
@@ -178,17 +180,41 @@ def execute_run(params_path: str | Path, *, notebooks_dir: Path | None = None, o
             _record_attempt(params, params_path, paths, summary, started, "interrupted")
             raise
         if not summary.ok:
-            _record_attempt(params, params_path, paths, summary, started, "failed")
+            if not created or any(s.status == "executed" for s in summary.stages):
+                _record_attempt(params, params_path, paths, summary, started, "failed")
+                return summary
+            summary.removed = True  # a new run name whose first stage failed: nothing worth keeping
+        else:
+            _publish(params, params_path, paths, published, summary, started, notebooks_dir, log)
             return summary
-        write_manifest(params, paths, summary, started, status="committed", params_file=params_path)
-        commit_staging(published.root)
-        summary.committed = True
-        write_last_run(published.report, status="committed", params_path=Path(display_path(params_path)),
-                       stages=_stage_dicts(summary),
-                       message="Every selected stage succeeded; the report shows this run.")
-        publish(params, published, notebooks_dir=notebooks_dir)
-        log(f"[cube] report: {summary.index}")
-        return summary
+    _remove_created(created)  # after the lock is released
+    log(f"[cube] {display_path(published.root, root)}: removed (this attempt created it and completed no stage)")
+    return summary
+
+
+def _publish(params: Params, params_path: Path, paths: RunPaths, published: RunPaths, summary: RunSummary,
+             started: dt.datetime, notebooks_dir: Path | None, log) -> None:
+    """Every selected stage succeeded: commit the staging copy and publish the report."""
+    write_manifest(params, paths, summary, started, status="committed", params_file=params_path)
+    commit_staging(published.root)
+    summary.committed = True
+    write_last_run(published.report, status="committed", params_path=Path(display_path(params_path)),
+                   stages=_stage_dicts(summary),
+                   message="Every selected stage succeeded; the report shows this run.")
+    publish(params, published, notebooks_dir=notebooks_dir)
+    log(f"[cube] report: {summary.index}")
+
+
+def _remove_created(created: list[Path]) -> None:
+    """Remove the run folder (and the outputs folder) a failed attempt created: only when what is
+    left is the attempt's own bookkeeping (staging copy, lock) and no file any stage computed."""
+    import shutil
+
+    run_folder, *parents = created
+    shutil.rmtree(run_folder, ignore_errors=True)
+    for folder in parents:  # the outputs folder, if this attempt created it and it is empty now
+        if folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
 
 
 def _run_stages(params: Params, params_path: Path, paths: RunPaths, notebooks: list[Path], chosen: set[Path],

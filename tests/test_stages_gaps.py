@@ -1,0 +1,101 @@
+"""Issue 12's remaining gaps: a failed attempt leaves no new empty run folder; no absolute path in
+outputs when the params file or outputs folder lies outside the project; a stage's fingerprint reads
+only the models it calls (not their prices); a notebook run alone is seen by `cube run`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cube.report import execute_run, list_notebooks
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = list_notebooks(ROOT / "notebooks")
+JUDGES = [{"name": "strict", "model": {"provider": "offline", "model": "rubric-strict"}},
+          {"name": "lenient", "model": {"provider": "offline", "model": "rubric-lenient"}}]
+
+
+def _project(tmp_path: Path, notebooks: tuple[str, ...]) -> Path:
+    """A project folder with the root markers, the default params and some notebooks."""
+    root = tmp_path / "project"
+    (root / "params").mkdir(parents=True)
+    (root / "notebooks").mkdir()
+    (root / "pyproject.toml").write_text("[project]\nname = 'x'\n", encoding="utf-8")
+    (root / "cube").symlink_to(ROOT / "cube", target_is_directory=True)
+    (root / "params" / "default.yaml").write_text((ROOT / "params" / "default.yaml").read_text(encoding="utf-8"),
+                                                  encoding="utf-8")
+    for nb in NOTEBOOKS:
+        if nb.name[:2] in notebooks:
+            (root / "notebooks" / nb.name).write_text(nb.read_text(encoding="utf-8"), encoding="utf-8")
+    return root
+
+
+def _kernel_env(monkeypatch, root: Path) -> None:
+    monkeypatch.delenv("CUBE_PROJECT_ROOT", raising=False)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.chdir(root)
+
+
+def _write(path: Path, data: dict) -> Path:
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+# ------------------------------------------------------------ 1. a failed attempt leaves nothing
+def test_a_failed_papermill_attempt_on_a_new_run_name_leaves_no_run_folder(tmp_path, monkeypatch):
+    import papermill as pm
+
+    root = _project(tmp_path, ("06",))
+    _kernel_env(monkeypatch, root)
+    nb = str(root / "notebooks" / "06_cube_score.ipynb")
+    with pytest.raises(pm.PapermillExecutionError, match="MissingStageError"):
+        pm.execute_notebook(nb, str(tmp_path / "out.ipynb"), progress_bar=False, kernel_name="python3",
+                            parameters={"overrides": '["run=fresh"]'})
+    assert not (root / "outputs").exists()  # neither outputs/fresh/ nor the outputs/ folder it would have made
+    # A run folder that existed before is never touched, even when it holds only what open_run writes.
+    good = root / "outputs" / "good"
+    (good / "tables").mkdir(parents=True)
+    (good / "tables" / "kept.csv").write_text("a\n1\n", encoding="utf-8")
+    bare = root / "outputs" / "bare"
+    bare.mkdir()
+    for run in ("good", "bare"):
+        with pytest.raises(pm.PapermillExecutionError, match="MissingStageError"):
+            pm.execute_notebook(nb, str(tmp_path / "out.ipynb"), progress_bar=False, kernel_name="python3",
+                                parameters={"overrides": f'["run={run}"]'})
+    assert (good / "tables" / "kept.csv").read_text(encoding="utf-8") == "a\n1\n"
+    assert (bare / "params.yaml").exists()
+
+
+def test_a_notebook_whose_failed_cell_removed_the_empty_folder_writes_it_again(tmp_path, monkeypatch):
+    import pandas as pd
+
+    from cube.config import RunPaths, parse_params
+    from cube.notebook import Run, remove_if_empty
+
+    params = parse_params({"run": "again", "judges": JUDGES})
+    paths = RunPaths(root=tmp_path / "outputs" / "again", cache=tmp_path / "outputs" / "cache.sqlite").ensure()
+    paths.params.write_text("run: again\n", encoding="utf-8")
+    assert remove_if_empty(paths, [paths.root, paths.root.parent])
+    assert not (tmp_path / "outputs").exists()
+    run = Run(params=params, paths=paths, params_path=tmp_path / "p.yaml")
+    run.table("t", pd.DataFrame({"x": [1]}))  # the next cell of the kernel writes: the folder is made again
+    assert (paths.tables / "t.csv").exists() and yaml.safe_load(paths.params.read_text())["run"] == "again"
+    assert not remove_if_empty(paths, [paths.root])  # it holds a table now: never removed
+
+
+def test_cube_run_on_a_new_run_name_whose_first_stage_fails_leaves_no_run_folder(tmp_path, monkeypatch):
+    root = _project(tmp_path, ("00", "01"))
+    _kernel_env(monkeypatch, root)
+    bad = _write(root / "params" / "bad.yaml", {"run": "badrun", "corpus": {"source": "file", "path": "kb.csv"},
+                                                "judges": JUDGES})
+    summary = execute_run(bad, notebooks_dir=root / "notebooks", only="01", log=lambda _: None)
+    assert not summary.ok and summary.removed and [s.status for s in summary.stages] == ["failed"]
+    assert "kb.csv" in summary.stages[0].error
+    assert not (root / "outputs").exists()
+    # A stage completed before the failure: the attempt is kept (staging resumes it, last_run.html says why).
+    summary = execute_run(bad, notebooks_dir=root / "notebooks", only="00..01", log=lambda _: None)
+    assert not summary.ok and not summary.removed
+    assert (root / "outputs" / "badrun" / "report" / "last_run.html").exists()
