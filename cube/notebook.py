@@ -26,15 +26,18 @@ from typing import Any
 
 import pandas as pd
 
-from cube.config import Params, ParamsError, RunPaths, record_results, write_resolved_params
+from cube.config import Params, ParamsError, RunPaths, record_results
 from cube.display import table as shown_table
-from cube.project import display_path, find_marked_root, project_root, resolve
+from cube.project import display_path, find_marked_root, project_root, resolve, shared_values
 from cube.runstate import STAGING
 from cube.stages import STAGES, check_provenance, record_provenance
 
 # Which notebook writes which data file: used to tell a reader what to run first.
 PRODUCED_BY = {name: stage for stage, spec in STAGES.items() for name in spec.writes if name != "questions_failed"}
 STAGING_ENV = "CUBE_STAGING_DIR"  # set by `cube run`: the staging folder its kernels write into
+# set by `cube run`: {path as given to the notebook: local path}, so that a params file or run folder
+# outside the project reaches the kernel while the executed notebook shows only its name
+LOCAL_PATHS_ENV = "CUBE_LOCAL_PATHS"
 
 # The one parameters cell of every notebook (`apply_parameters_cell` writes it into each of them).
 PARAMETERS_CELL = """\
@@ -122,7 +125,7 @@ class Run:
         """The run folder with its resolved params, made again if a failed cell removed it as empty."""
         if not self.paths.params.exists():
             self.paths.ensure()
-            write_resolved_params(self.params, self.paths)
+            write_shared_params(self.params, self.paths)
 
     def data_path(self, name: str) -> Path:
         return self.paths.data_file(name)
@@ -199,6 +202,7 @@ def open_run(params_path: str | Path = "params/default.yaml", run_dir: str | Pat
     from cube.overrides import load_params_with_overrides
 
     _refuse_injected_params_keys()
+    params_path, run_dir = local_path(params_path), local_path(run_dir)
     root = project_root()
     if _kernel_namespace() is not None and find_marked_root() is not None and Path.cwd().resolve() != root:
         os.chdir(root)  # JupyterLab / nbconvert start kernels in notebooks/
@@ -218,12 +222,40 @@ def open_run(params_path: str | Path = "params/default.yaml", run_dir: str | Pat
         paths = RunPaths(root=target, cache=cache)
     created = [d for d in (paths.root, paths.cache.parent) if not d.exists()]
     paths.ensure()
-    write_resolved_params(params, paths)
+    write_shared_params(params, paths)
     if created:
         _forget_on_failure(paths, created)
     pd.set_option("display.max_colwidth", 120)
     pd.set_option("display.precision", 4)
     return Run(params=params, paths=paths, params_path=params_file)
+
+
+def local_path(shown: str | Path | None) -> str | Path | None:
+    """The local path behind a path `cube run` gave a notebook by its shown form (`LOCAL_PATHS_ENV`)."""
+    if shown is None:
+        return None
+    try:
+        mapping = json.loads(os.environ.get(LOCAL_PATHS_ENV) or "{}")
+    except ValueError:
+        mapping = {}
+    return mapping.get(str(shown), shown)
+
+
+def shared_params_yaml(params: Params) -> str:
+    """The resolved params as published in `params.yaml`: local paths relative to the project root;
+    one outside it (an `outputs_dir` elsewhere) by its name only, with a note naming the keys."""
+    import yaml
+
+    data, cut = shared_values(json.loads(params.model_dump_json()), project_root())
+    note = (f"# Outside the project, shown by name only (the local path is not published): {', '.join(cut)}\n"
+            if cut else "")
+    return note + yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+
+
+def write_shared_params(params: Params, paths: RunPaths) -> Path:
+    paths.root.mkdir(parents=True, exist_ok=True)
+    paths.params.write_text(shared_params_yaml(params), encoding="utf-8")
+    return paths.params
 
 
 # ------------------------------------------------------------------ a failed attempt leaves nothing

@@ -31,9 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cube.config import Params, RunPaths, load_params, params_to_yaml, write_resolved_params
+from cube.config import Params, RunPaths, load_params
+from cube.notebook import LOCAL_PATHS_ENV, shared_params_yaml, write_shared_params
 from cube.pages import export_html, publish, write_index  # noqa: F401 (the publishing half, re-exported)
-from cube.project import ROOT_ENV, display_path, project_root, resolve
+from cube.project import ROOT_ENV, display_path, project_root, resolve, shared_values
 from cube.runstate import (
     RunInterrupted,
     commit_staging,
@@ -167,13 +168,18 @@ def execute_run(params_path: str | Path, *, notebooks_dir: Path | None = None, o
     created = [d for d in (published.root, published.root.parent) if not d.exists()]
     with run_lock(published.root, log=log):
         finish_interrupted_commit(published.root, log=log)
-        staging = prepare_staging(published.root, params_to_yaml(params), log=log)
+        staging = prepare_staging(published.root, shared_params_yaml(params), log=log)
         paths = RunPaths(root=staging, cache=published.cache).ensure()
-        write_resolved_params(params, paths)
+        write_shared_params(params, paths)
         summary = RunSummary(published)
         started = dt.datetime.now(dt.UTC)
+        # The notebooks are given the params file and run folder by their shown paths (relative to
+        # the project root, or their name when outside it); the kernel maps them back to local paths.
+        local = {_param_path(params_path, root): str(params_path),
+                 _param_path(published.root, root): str(published.root.resolve())}
         try:
-            _run_stages(params, params_path, paths, notebooks, chosen, force, summary, log)
+            with _kernel_env(**{LOCAL_PATHS_ENV: json.dumps(local)}):
+                _run_stages(params, params_path, paths, notebooks, chosen, force, summary, log)
         except (RunInterrupted, KeyboardInterrupt) as exc:
             kill_child_kernels()
             summary.interrupted = getattr(exc, "signame", "SIGINT")
@@ -315,11 +321,10 @@ def _relative_papermill_paths(executed: Path, source: Path, root: Path) -> None:
 
 
 def _param_path(path: Path, root: Path) -> str:
-    """A path given to a notebook: relative to the project root when inside it, else absolute."""
-    try:
-        return path.resolve().relative_to(root.resolve()).as_posix()
-    except ValueError:
-        return str(path.resolve())
+    """A path given to a notebook (and so shown in its executed copy and pages): relative to the
+    project root when inside it, else its name only; `execute_run` maps it back to the local path
+    for the kernel (`cube.notebook.LOCAL_PATHS_ENV`)."""
+    return display_path(path.resolve(), root)
 
 
 def _stage_dicts(summary: RunSummary) -> list[dict[str, Any]]:
@@ -409,7 +414,7 @@ def write_manifest(params: Params, paths: RunPaths, summary: RunSummary, started
         "versions": versions,
         "stages": [stages[k] for k in sorted(stages)],
         "usage": _usage(paths),
-        "params": json.loads(params.model_dump_json()),
+        "params": shared_values(json.loads(params.model_dump_json()))[0],
     }
     paths.manifest.write_text(json.dumps(manifest, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
     return paths.manifest

@@ -99,3 +99,46 @@ def test_cube_run_on_a_new_run_name_whose_first_stage_fails_leaves_no_run_folder
     summary = execute_run(bad, notebooks_dir=root / "notebooks", only="00..01", log=lambda _: None)
     assert not summary.ok and not summary.removed
     assert (root / "outputs" / "badrun" / "report" / "last_run.html").exists()
+
+
+# ------------------------------------------ 2. no absolute path when params or outputs lie outside
+def test_params_and_outputs_outside_the_project_leave_no_local_path_in_outputs(tmp_path, monkeypatch):
+    from cube.project import shared_values
+
+    monkeypatch.delenv("CUBE_PROJECT_ROOT", raising=False)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.chdir(ROOT)  # the project is this repository; params and outputs are elsewhere
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    params = _write(elsewhere / "mine.yaml", {"run": "outside", "outputs_dir": str(elsewhere / "out"),
+                                              "judges": JUDGES, "corpus": {"n_items": 12}})
+    summary = execute_run(params, only="00..01", log=lambda _: None)
+    assert summary.ok and summary.committed
+    run = elsewhere / "out" / "outside"
+    published = [f for f in run.rglob("*") if f.is_file() and f.suffix in {".html", ".json", ".yaml", ".csv", ".ipynb"}]
+    assert {f.suffix for f in published} >= {".html", ".json", ".yaml", ".csv", ".ipynb"}
+    for f in published:
+        text = f.read_text(encoding="utf-8", errors="replace")
+        assert str(tmp_path) not in text and str(Path.home()) + os.sep not in text and str(ROOT) not in text, f
+    shown = yaml.safe_load((run / "params.yaml").read_text(encoding="utf-8"))
+    assert shown["outputs_dir"] == "out" and "/" in shown["corpus"]["empty_values"]  # values stay values
+    assert "shown by name only" in (run / "params.yaml").read_text(encoding="utf-8").splitlines()[0]
+    executed = (run / "notebooks" / "01_dataset_prep.ipynb").read_text(encoding="utf-8")
+    assert 'params_path = \\"mine.yaml\\"' in executed and 'run_dir = \\"outside\\"' in executed
+    again = execute_run(params, only="00..01", log=lambda _: None)  # the published params.yaml still resumes
+    assert [s.status for s in again.stages] == ["up to date", "up to date"]
+    inside, cut = shared_values({"outputs_dir": str(ROOT / "outputs"), "corpus": {"path": "/elsewhere/kb.csv"}},
+                                ROOT)
+    assert inside == {"outputs_dir": "outputs", "corpus": {"path": "kb.csv"}} and cut == ["corpus.path"]
+
+
+def test_the_last_run_page_shows_no_local_path(tmp_path, monkeypatch):
+    from cube.runstate import write_last_run
+
+    monkeypatch.setenv("CUBE_PROJECT_ROOT", str(tmp_path))
+    page = write_last_run(tmp_path / "report", status="failed", params_path=Path("p.yaml"),
+                          stages=[{"notebook": "01", "status": "failed", "seconds": 1,
+                                   "error": f"CorpusError: {tmp_path}/data/kb.csv: not found"}],
+                          message=f"see {Path.home()}/notes")
+    text = page.read_text(encoding="utf-8")
+    assert "CorpusError: data/kb.csv: not found" in text and str(tmp_path) not in text and "see ~/notes" in text
