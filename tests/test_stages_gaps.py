@@ -142,3 +142,55 @@ def test_the_last_run_page_shows_no_local_path(tmp_path, monkeypatch):
                           message=f"see {Path.home()}/notes")
     text = page.read_text(encoding="utf-8")
     assert "CorpusError: data/kb.csv: not found" in text and str(tmp_path) not in text and "see ~/notes" in text
+
+
+# ------------------------------------- 3. a stage reads only the models it calls, not their prices
+def _stage_set(file: str, edit) -> list[str]:
+    import copy
+
+    from cube.config import parse_params
+    from cube.stages import stage_fingerprints, stages_affected
+
+    base = yaml.safe_load((ROOT / "params" / file).read_text(encoding="utf-8"))
+    edited = copy.deepcopy(base)
+    edit(edited)
+    before = stage_fingerprints(parse_params(base), NOTEBOOKS, ROOT)
+    return [n[:2] for n in stages_affected(before, stage_fingerprints(parse_params(edited), NOTEBOOKS, ROOT))]
+
+
+def test_stage_sets_after_model_edits():
+    from_03 = ["03", "04", "05", "06", "07", "08", "09", "10"]
+    new_model = {"provider": "openai", "model": "claude-x", "base_url": "http://127.0.0.1:9/v1", "price_input_per_m": 3.0}
+
+    def add_llm_judge(d):
+        d["models"]["claude-x"] = new_model
+        d["judges"].append({"name": "Claude-X", "model": "claude-x"})
+
+    assert _stage_set("llm_jury.yaml", add_llm_judge) == from_03
+    assert _stage_set("llm_jury.yaml", lambda d: d["models"].update({"claude-x": new_model})) == []  # referred to by none
+    for field, value in [("price_input_per_m", 5.0), ("price_output_per_m", 0.0), ("currency", "CNY"),
+                         ("max_concurrency", 2), ("timeout_s", 5.0), ("max_attempts", 2), ("api_key_env", "OTHER_KEY")]:
+        assert _stage_set("llm_jury.yaml", lambda d, f=field, v=value: d["models"]["gpt-4o"].update({f: v})) == [], field
+    # what identifies a judge's calls re-runs from 03; the answerer's (qwen also judges) from 02
+    assert _stage_set("llm_jury.yaml", lambda d: d["models"]["gpt-4o"].update(temperature=0.5)) == from_03
+    assert _stage_set("llm_jury.yaml", lambda d: d["models"]["deepseek-v3"].update(base_url="http://h/v1")) == from_03
+    assert _stage_set("llm_jury.yaml", lambda d: d["models"]["qwen2.5-32b"].update(seed=1)) == ["02", *from_03]
+    # an inline spec: its price is not what it reads either, its model name is
+    assert _stage_set("default.yaml", lambda d: d["answerer"].update(price_input_per_m=1.0)) == []
+    assert _stage_set("default.yaml", lambda d: d["judges"][0]["model"].update(price_output_per_m=1.0)) == []
+    assert _stage_set("default.yaml", lambda d: d["judges"][0]["model"].update(model="rubric")) == from_03
+
+
+def test_a_price_edit_does_not_make_the_data_disagree_with_the_params(tmp_path):
+    import pandas as pd
+
+    from cube.notebook import open_run
+    from cube.stages import ParamsMismatchError
+
+    data = yaml.safe_load((ROOT / "params" / "llm_jury.yaml").read_text(encoding="utf-8"))
+    data["outputs_dir"] = str(tmp_path / "out")
+    params = _write(tmp_path / "jury.yaml", data)
+    open_run(params).save("scores", pd.DataFrame({"x": [1]}))
+    open_run(params, overrides=["models.gpt-4o.price_input_per_m=9.0"]).load("scores")  # no mismatch
+    with pytest.raises(ParamsMismatchError, match=r"models\.gpt-4o\.temperature"):
+        open_run(params, overrides=["models.gpt-4o.temperature=0.7"]).load("scores")
