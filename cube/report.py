@@ -4,7 +4,9 @@
 skipping a notebook whose inputs are unchanged since its last successful execution (its
 fingerprint, `cube.stages`: the notebook, the params sections and package modules it reads, the
 files those sections name and the fingerprints of the stages it takes data from; `force=True`
-re-executes). Re-executing a stage makes the stages reading its data stale: they re-execute in
+re-executes). A stage that a notebook run alone changed since (other params in its data's provenance,
+an executed notebook that `cube run` did not write, `params.yaml` of other values) is not up to
+date either. Re-executing a stage makes the stages reading its data stale: they re-execute in
 this run when selected, else in the next run that selects them (make-like; LLM calls are served
 from the cache either way). Paths resolve against the project root (`cube.project`); outputs show
 them relative to it. A stage whose
@@ -171,6 +173,8 @@ def execute_run(params_path: str | Path, *, notebooks_dir: Path | None = None, o
         staging = prepare_staging(published.root, shared_params_yaml(params), log=log)
         paths = RunPaths(root=staging, cache=published.cache).ensure()
         write_shared_params(params, paths)
+        if not force:
+            _forget_stages_run_outside(params, published, paths, notebooks, params_path, root, log)
         summary = RunSummary(published)
         started = dt.datetime.now(dt.UTC)
         # The notebooks are given the params file and run folder by their shown paths (relative to
@@ -196,6 +200,26 @@ def execute_run(params_path: str | Path, *, notebooks_dir: Path | None = None, o
     _remove_created(created)  # after the lock is released
     log(f"[cube] {display_path(published.root, root)}: removed (this attempt created it and completed no stage)")
     return summary
+
+
+def _forget_stages_run_outside(params: Params, published: RunPaths, paths: RunPaths, notebooks: list[Path],
+                               params_path: Path, root: Path, log) -> None:
+    """A notebook run alone into the published run (other overrides, another params file) makes its
+    stage and the stages reading its data out of date, whatever `cube run`'s fingerprints say:
+    drop their fingerprints from the staging copy so that they re-execute."""
+    from cube.stages import stages_run_outside
+
+    injected = {"params_path": _param_path(params_path, root), "run_dir": _param_path(published.root, root)}
+    stems = [nb.stem for nb in notebooks]
+    outside = stages_run_outside(published.root, params, shared_params_yaml(params), injected, stems)
+    prints_file = paths.notebooks / ".fingerprints.json"
+    prints = json.loads(prints_file.read_text(encoding="utf-8")) if prints_file.exists() else {}
+    dropped = {nb.name: outside[nb.stem] for nb in notebooks if nb.stem in outside and nb.name in prints}
+    for name, why in dropped.items():
+        prints.pop(name)
+        log(f"[cube] {name[:-6]}: out of date ({why})")
+    if dropped:
+        prints_file.write_text(json.dumps(prints, indent=1), encoding="utf-8")
 
 
 def _publish(params: Params, params_path: Path, paths: RunPaths, published: RunPaths, summary: RunSummary,

@@ -121,7 +121,10 @@ def section_values(params: Params, sections: list[str] | tuple[str, ...]) -> dic
     data record them. Model specs count without their `NOT_CALL_FIELDS`, and `models` holds only the
     entries the other listed sections refer to (the answerers for 02, the judges for 03): adding a
     judge with its own `models:` entry, or editing a price, leaves the answers' stage alone."""
-    data = json.loads(params.model_dump_json())
+    return _values(json.loads(params.model_dump_json()), sections)
+
+
+def _values(data: dict[str, Any], sections: list[str] | tuple[str, ...]) -> dict[str, Any]:
     out = {s: _calls_only(data.get(s)) for s in sections}
     if "models" in sections:
         models = data.get("models") or {}
@@ -372,3 +375,42 @@ def check_run_folder(data_dir: Path, params: Params, params_file: str, run_label
             f"{run_label}: this run folder holds data produced by another params file with other values; "
             f"{params_file!r} differs in: " + "; ".join(problems) + ". Not replacing them silently: give "
             f"{params_file!r} its own `run:` name, or pass --force to re-run every stage with it in this folder.")
+
+
+def stages_run_outside(run_root: Path, params: Params, shared_yaml: str, injected: dict[str, str],
+                       stems: list[str]) -> dict[str, str]:
+    """Stages of a published run that a notebook run alone (papermill, nbconvert, Jupyter) changed
+    since `cube run` recorded their fingerprints, with the reason, plus every stage reading their
+    data: `cube run` must not take them as up to date. Seen three ways: a data file whose provenance
+    differs from these params; an executed notebook in `notebooks/` whose papermill parameters are
+    not the ones `cube run` gives (`injected`); the run's `params.yaml` (written by the last notebook
+    run) differing from these params in a section the stage reads."""
+    import yaml
+
+    found: dict[str, str] = {}
+    for name, entry in sorted(read_provenance(run_root / "data").items()):
+        recorded = entry.get("params", {})
+        if entry.get("stage") and diff_keys(recorded, section_values(params, list(recorded))):
+            found.setdefault(entry["stage"], f"data/{name}.parquet was written with other params")
+    for nb in sorted((run_root / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        try:
+            meta = json.loads(nb.read_text(encoding="utf-8")).get("metadata", {}).get("papermill") or {}
+        except (OSError, ValueError):
+            meta = {}
+        if meta.get("parameters") != injected:
+            found.setdefault(nb.stem, f"notebooks/{nb.name} was not executed by `cube run` with these params")
+    try:
+        published = yaml.safe_load((run_root / "params.yaml").read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        published = None
+    if isinstance(published, dict):
+        current = yaml.safe_load(shared_yaml)
+        for stem in stems:
+            sections = stage_spec(stem, [s for s in stems if s < stem]).sections
+            if _values(published, sections) != _values(current, sections):
+                found.setdefault(stem, "params.yaml shows a notebook ran with other params")
+    for stem in stems:  # and every stage reading their data, in order
+        spec = stage_spec(stem, [s for s in stems if s < stem])
+        if stem not in found and (inp := next((i for i in spec.inputs if i in found), None)):
+            found[stem] = f"it reads the data of {inp}"
+    return found

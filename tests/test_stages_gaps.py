@@ -194,3 +194,40 @@ def test_a_price_edit_does_not_make_the_data_disagree_with_the_params(tmp_path):
     open_run(params, overrides=["models.gpt-4o.price_input_per_m=9.0"]).load("scores")  # no mismatch
     with pytest.raises(ParamsMismatchError, match=r"models\.gpt-4o\.temperature"):
         open_run(params, overrides=["models.gpt-4o.temperature=0.7"]).load("scores")
+
+
+# ----------------------------------------------------- 4. a notebook run alone is seen by `cube run`
+def test_cube_run_re_executes_a_stage_a_notebook_run_alone_changed_and_the_stages_reading_it(tmp_path, monkeypatch):
+    import pandas as pd
+    import papermill as pm
+
+    monkeypatch.delenv("CUBE_PROJECT_ROOT", raising=False)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.chdir(ROOT)
+    params = _write(tmp_path / "p.yaml", {"run": "alone", "outputs_dir": str(tmp_path / "out"), "judges": JUDGES,
+                                          "corpus": {"n_items": 12, "seed": 1}, "questions": {"limit": 6}})
+    run = tmp_path / "out" / "alone"
+    first = execute_run(params, only="00..02", log=lambda _: None)
+    assert first.ok and [s.status for s in first.stages] == ["executed"] * 3
+    nb = str(ROOT / "notebooks" / "01_dataset_prep.ipynb")
+    # the same params, output saved elsewhere: nothing changed, everything stays up to date
+    pm.execute_notebook(nb, str(tmp_path / "same.ipynb"), progress_bar=False, kernel_name="python3",
+                        parameters={"params_path": str(params)})
+    same = execute_run(params, only="00..02", log=lambda _: None)
+    assert [s.status for s in same.stages] == ["up to date"] * 3
+    # 01 alone with another corpus seed writes its data into the run: 01 and 02 (reading it) re-execute
+    pm.execute_notebook(nb, str(tmp_path / "seed3.ipynb"), progress_bar=False, kernel_name="python3",
+                        parameters={"params_path": str(params), "overrides": ["corpus.seed=3"]})
+    logged: list[str] = []
+    again = execute_run(params, only="00..02", log=logged.append)
+    assert [s.status for s in again.stages] == ["up to date", "executed", "executed"]
+    assert any("01_dataset_prep: out of date (data/corpus.parquet was written with other params)" in m
+               for m in logged)
+    from cube.stages import read_provenance
+    assert read_provenance(run / "data")["corpus"]["params"]["corpus"]["seed"] == 1
+    assert len(pd.read_parquet(run / "data" / "corpus.parquet")) == 12
+    # an executed notebook saved into the run by papermill (not by `cube run`) is not taken as up to date
+    pm.execute_notebook(str(ROOT / "notebooks" / "00_paper_tables.ipynb"), str(run / "notebooks" / "00_paper_tables.ipynb"),
+                        progress_bar=False, kernel_name="python3", parameters={"params_path": str(params)})
+    last = execute_run(params, only="00..02", log=lambda _: None)
+    assert [s.status for s in last.stages] == ["executed", "up to date", "up to date"]
