@@ -231,3 +231,27 @@ def test_cube_run_re_executes_a_stage_a_notebook_run_alone_changed_and_the_stage
                         progress_bar=False, kernel_name="python3", parameters={"params_path": str(params)})
     last = execute_run(params, only="00..02", log=lambda _: None)
     assert [s.status for s in last.stages] == ["executed", "up to date", "up to date"]
+
+
+# ---------------------------------------------------- 5. `cube report` where only some notebooks ran
+def test_cube_report_lists_the_pages_that_exist_and_names_the_stages_not_run(tmp_path, monkeypatch, capsys):
+    import papermill as pm
+
+    from cube.cli import main
+
+    root = _project(tmp_path, ("00", "01", "02"))
+    _kernel_env(monkeypatch, root)
+    run = root / "outputs" / "default"
+    (run / "notebooks").mkdir(parents=True)
+    pm.execute_notebook(str(root / "notebooks" / "00_paper_tables.ipynb"), str(run / "notebooks" / "00_paper_tables.ipynb"),
+                        progress_bar=False, kernel_name="python3")
+    assert main(["report", "params/default.yaml"]) == 0
+    assert "report: outputs/default/report/index.html" in capsys.readouterr().out
+    index = (run / "report" / "index.html").read_text(encoding="utf-8")
+    assert 'href="00_paper_tables.html"' in index and "freshness unknown" in index
+    assert (run / "report" / "00_paper_tables.html").exists()
+    start = index.index('id="missing-pages"')
+    missing = index[start:index.index("</div>", start)]
+    assert "(2 of 3 stages)" in missing and "01_dataset_prep" in missing and "02_qa_sets" in missing
+    assert "cube run PARAMS.yaml --only 01" in missing and "00_paper_tables" not in missing
+    assert 'href="01_dataset_prep.html"' not in index
