@@ -255,3 +255,21 @@ def test_cube_report_lists_the_pages_that_exist_and_names_the_stages_not_run(tmp
     assert "(2 of 3 stages)" in missing and "01_dataset_prep" in missing and "02_qa_sets" in missing
     assert "cube run PARAMS.yaml --only 01" in missing and "00_paper_tables" not in missing
     assert 'href="01_dataset_prep.html"' not in index
+
+
+def test_cube_report_takes_a_run_folder_of_a_papermill_sweep_and_refuses_a_run_never_made(tmp_path, monkeypatch,
+                                                                                         capsys):
+    import papermill as pm
+
+    from cube.cli import main
+
+    root = _project(tmp_path, ("00",))
+    _kernel_env(monkeypatch, root)
+    assert main(["report", "params/default.yaml"]) == 2  # nothing ran: no index of an empty run is made
+    assert "outputs/default: no run here yet" in capsys.readouterr().err and not (root / "outputs").exists()
+    pm.execute_notebook(str(root / "notebooks" / "00_paper_tables.ipynb"), "/dev/null", progress_bar=False,
+                        kernel_name="python3", parameters={"overrides": '["run=seed1", "corpus.seed=1"]'})
+    assert main(["report", "outputs/seed1"]) == 0  # the README's papermill sweep names runs by overrides only
+    assert "report: outputs/seed1/report/index.html" in capsys.readouterr().out
+    index = (root / "outputs" / "seed1" / "report" / "index.html").read_text(encoding="utf-8")
+    assert "paper_table4_reproduced.csv" in index and "00_paper_tables" in index[index.index('id="missing-pages"'):]
