@@ -291,11 +291,6 @@ def _run(args: argparse.Namespace) -> int:
         return 130
     if not summary.ok:
         failed = next((s for s in summary.stages if s.status == "failed"), None)
-        if summary.removed:
-            print(f"cube: stage {failed.notebook if failed else '?'} failed: {failed.error if failed else ''}\n"
-                  f"cube: no stage completed, so the new run folder {display_path(summary.paths.root)} was removed",
-                  file=sys.stderr)
-            return 1
         print(f"cube: stage {failed.notebook if failed else '?'} failed; nothing was published, the report still "
               f"shows the last successful run (see {display_path(summary.paths.report / 'last_run.html')})",
               file=sys.stderr)

@@ -115,7 +115,6 @@ class RunSummary:
     stages: list[StageOutcome] = field(default_factory=list)
     interrupted: str = ""  # the signal's name when the run was interrupted
     committed: bool = False
-    removed: bool = False  # a failed attempt on a new run name: the run folder it created was removed
 
     @property
     def index(self) -> Path:
@@ -167,7 +166,6 @@ def execute_run(params_path: str | Path, *, notebooks_dir: Path | None = None, o
         from cube.stages import check_run_folder
 
         check_run_folder(published.data, params, display_path(params_path, root), display_path(published.root, root))
-    created = [d for d in (published.root, published.root.parent) if not d.exists()]
     with run_lock(published.root, log=log):
         finish_interrupted_commit(published.root, log=log)
         staging = prepare_staging(published.root, shared_params_yaml(params), log=log)
@@ -189,17 +187,11 @@ def execute_run(params_path: str | Path, *, notebooks_dir: Path | None = None, o
             summary.interrupted = getattr(exc, "signame", "SIGINT")
             _record_attempt(params, params_path, paths, summary, started, "interrupted")
             raise
-        if not summary.ok:
-            if not created or any(s.status == "executed" for s in summary.stages):
-                _record_attempt(params, params_path, paths, summary, started, "failed")
-                return summary
-            summary.removed = True  # a new run name whose first stage failed: nothing worth keeping
-        else:
-            _publish(params, params_path, paths, published, summary, started, notebooks_dir, log)
+        if not summary.ok:  # a first run's failure is published (index and last_run.html say why)
+            _record_attempt(params, params_path, paths, summary, started, "failed")
             return summary
-    _remove_created(created)  # after the lock is released
-    log(f"[cube] {display_path(published.root, root)}: removed (this attempt created it and completed no stage)")
-    return summary
+        _publish(params, params_path, paths, published, summary, started, notebooks_dir, log)
+        return summary
 
 
 def _forget_stages_run_outside(params: Params, published: RunPaths, paths: RunPaths, notebooks: list[Path],
@@ -233,18 +225,6 @@ def _publish(params: Params, params_path: Path, paths: RunPaths, published: RunP
                    message="Every selected stage succeeded; the report shows this run.")
     publish(params, published, notebooks_dir=notebooks_dir)
     log(f"[cube] report: {summary.index}")
-
-
-def _remove_created(created: list[Path]) -> None:
-    """Remove the run folder (and the outputs folder) a failed attempt created: only when what is
-    left is the attempt's own bookkeeping (staging copy, lock) and no file any stage computed."""
-    import shutil
-
-    run_folder, *parents = created
-    shutil.rmtree(run_folder, ignore_errors=True)
-    for folder in parents:  # the outputs folder, if this attempt created it and it is empty now
-        if folder.is_dir() and not any(folder.iterdir()):
-            folder.rmdir()
 
 
 def _run_stages(params: Params, params_path: Path, paths: RunPaths, notebooks: list[Path], chosen: set[Path],

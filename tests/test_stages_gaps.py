@@ -86,19 +86,22 @@ def test_a_notebook_whose_failed_cell_removed_the_empty_folder_writes_it_again(t
     assert not remove_if_empty(paths, [paths.root])  # it holds a table now: never removed
 
 
-def test_cube_run_on_a_new_run_name_whose_first_stage_fails_leaves_no_run_folder(tmp_path, monkeypatch):
+def test_cube_run_on_a_new_run_name_failing_at_validation_or_preflight_leaves_no_run_folder(tmp_path, monkeypatch,
+                                                                                           capsys):
+    from cube.cli import main
+
     root = _project(tmp_path, ("00", "01"))
     _kernel_env(monkeypatch, root)
-    bad = _write(root / "params" / "bad.yaml", {"run": "badrun", "corpus": {"source": "file", "path": "kb.csv"},
-                                                "judges": JUDGES})
-    summary = execute_run(bad, notebooks_dir=root / "notebooks", only="01", log=lambda _: None)
-    assert not summary.ok and summary.removed and [s.status for s in summary.stages] == ["failed"]
-    assert "kb.csv" in summary.stages[0].error
+    _write(root / "params" / "typo.yaml", {"run": "typo", "judges": JUDGES, "analysis": {"trim_proportoin": 0.2}})
+    _write(root / "params" / "key.yaml", {"run": "key", "judges": [{"name": "j", "model": {
+        "provider": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1", "api_key_env": "CUBE_TEST_UNSET_KEY"}}]})
+    _write(root / "params" / "ok.yaml", {"run": "ok", "judges": JUDGES})
+    monkeypatch.delenv("CUBE_TEST_UNSET_KEY", raising=False)
+    assert main(["run", "params/typo.yaml"]) == 2 and main(["run", "params/key.yaml"]) == 2
+    assert main(["run", "params/ok.yaml", "--only", "42"]) == 2  # a selection matching no notebook
+    err = capsys.readouterr().err
+    assert "trim_proportoin" in err and "CUBE_TEST_UNSET_KEY" in err and "--only 42" in err
     assert not (root / "outputs").exists()
-    # A stage completed before the failure: the attempt is kept (staging resumes it, last_run.html says why).
-    summary = execute_run(bad, notebooks_dir=root / "notebooks", only="00..01", log=lambda _: None)
-    assert not summary.ok and not summary.removed
-    assert (root / "outputs" / "badrun" / "report" / "last_run.html").exists()
 
 
 # ------------------------------------------ 2. no absolute path when params or outputs lie outside
