@@ -182,6 +182,10 @@ def test_stage_sets_after_model_edits():
     assert _stage_set("default.yaml", lambda d: d["answerer"].update(price_input_per_m=1.0)) == []
     assert _stage_set("default.yaml", lambda d: d["judges"][0]["model"].update(price_output_per_m=1.0)) == []
     assert _stage_set("default.yaml", lambda d: d["judges"][0]["model"].update(model="rubric")) == from_03
+    # a reference under any key naming a model (e.g. a refusal question writer's `refusal_model`) counts
+    from cube.stages import _model_refs
+    section = {"refusal_model": "qwen", "refusal_generator": "qwen", "nested": [{"answerer": "gpt"}], "model": "nope"}
+    assert _model_refs(section, {"qwen", "gpt"}, "diagnostics") == {"qwen", "gpt"}
 
 
 def test_a_price_edit_does_not_make_the_data_disagree_with_the_params(tmp_path):
