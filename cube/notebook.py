@@ -13,6 +13,10 @@ Paths resolve against the project root (`cube.project`), so a notebook runs the 
 repository root, from `notebooks/` (JupyterLab, nbconvert) and under papermill or `cube run`. A notebook
 run alone writes into the run folder exactly as under `cube run`; `cube report` then publishes it when
 its executed copy is saved as `outputs/<run>/notebooks/<name>.ipynb` (see README, "papermill").
+A failed attempt on a new run name leaves nothing: in a kernel, when a cell fails while the run
+folder `open_run` created holds only its `params.yaml`, the folder is removed (and made again by the
+next write). Outputs show no local path: `params.yaml` shows path keys relative to the project root,
+or by name when outside it; `cube run` gives notebooks such paths by name (`LOCAL_PATHS_ENV`).
 """
 
 from __future__ import annotations
