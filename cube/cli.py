@@ -68,7 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "index and the previous/next page, and index.html lists the decision, the pages and every "
                          "table and figure grouped by page, out-of-date ones marked. The pages load nothing from the "
                          "network: the report folder can be sent and read offline.")
-    rep.add_argument("params", type=Path, help="params YAML file of the run (e.g. params/default.yaml)")
+    rep.add_argument("params", type=Path, help="params YAML file of the run (e.g. params/default.yaml), or a run "
+                     "folder (e.g. outputs/seed1, made by a papermill sweep with `-p overrides '[\"run=seed1\"]'`)")
 
     v = sub.add_parser("validate", help="check a params file, its key variables and every data file it names",
                        description="Check a params file, print it resolved, check that every key variable the run "
@@ -190,8 +191,16 @@ def _main(args: argparse.Namespace) -> int:
         if args.command == "report":
             from cube.report import publish
 
-            params = load_params(args.params)
-            paths = RunPaths.for_params(params, resolve(params.outputs_dir))
+            if args.params.is_dir():  # a run folder: the params its notebooks ran with are in its params.yaml
+                params = load_params(args.params / "params.yaml")
+                paths = RunPaths(root=args.params, cache=args.params.parent / "cache.sqlite")
+            else:
+                params = load_params(args.params)
+                paths = RunPaths.for_params(params, resolve(params.outputs_dir))
+            if not paths.notebooks.is_dir() and not paths.data.is_dir():
+                print(f"error: {display_path(paths.root)}: no run here yet (no notebooks/ nor data/); run `cube run "
+                      f"{display_path(args.params)}` or a notebook first", file=sys.stderr)
+                return 2
             print(f"report: {display_path(publish(params, paths))}")
             return 0
         if args.command == "validate":
@@ -283,7 +292,8 @@ def _run(args: argparse.Namespace) -> int:
     if not summary.ok:
         failed = next((s for s in summary.stages if s.status == "failed"), None)
         print(f"cube: stage {failed.notebook if failed else '?'} failed; nothing was published, the report still "
-              f"shows the last successful run (see {summary.paths.report / 'last_run.html'})", file=sys.stderr)
+              f"shows the last successful run (see {display_path(summary.paths.report / 'last_run.html')})",
+              file=sys.stderr)
         return 1
     decision = _decision(summary.paths)
     if decision.get("judging_failed"):

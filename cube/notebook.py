@@ -13,6 +13,10 @@ Paths resolve against the project root (`cube.project`), so a notebook runs the 
 repository root, from `notebooks/` (JupyterLab, nbconvert) and under papermill or `cube run`. A notebook
 run alone writes into the run folder exactly as under `cube run`; `cube report` then publishes it when
 its executed copy is saved as `outputs/<run>/notebooks/<name>.ipynb` (see README, "papermill").
+A failed attempt on a new run name leaves nothing: in a kernel, when a cell fails while the run
+folder `open_run` created holds only its `params.yaml`, the folder is removed (and made again by the
+next write). Outputs show no local path: `params.yaml` shows path keys relative to the project root,
+or by name when outside it; `cube run` gives notebooks such paths by name (`LOCAL_PATHS_ENV`).
 """
 
 from __future__ import annotations
@@ -26,15 +30,18 @@ from typing import Any
 
 import pandas as pd
 
-from cube.config import Params, ParamsError, RunPaths, record_results, write_resolved_params
+from cube.config import Params, ParamsError, RunPaths, record_results
 from cube.display import table as shown_table
-from cube.project import display_path, find_marked_root, project_root, resolve
+from cube.project import display_path, find_marked_root, project_root, resolve, shared_values
 from cube.runstate import STAGING
 from cube.stages import STAGES, check_provenance, record_provenance
 
 # Which notebook writes which data file: used to tell a reader what to run first.
 PRODUCED_BY = {name: stage for stage, spec in STAGES.items() for name in spec.writes if name != "questions_failed"}
 STAGING_ENV = "CUBE_STAGING_DIR"  # set by `cube run`: the staging folder its kernels write into
+# set by `cube run`: {path as given to the notebook: local path}, so that a params file or run folder
+# outside the project reaches the kernel while the executed notebook shows only its name
+LOCAL_PATHS_ENV = "CUBE_LOCAL_PATHS"
 
 # The one parameters cell of every notebook (`apply_parameters_cell` writes it into each of them).
 PARAMETERS_CELL = """\
@@ -96,6 +103,7 @@ class Run:
 
     def table(self, name: str, df: pd.DataFrame, index: bool | None = None, digits: int = 2) -> pd.DataFrame:
         """Write `tables/<name>.csv` (raw values) and return the frame, displayed for people."""
+        self._folder()
         self.paths.tables.mkdir(parents=True, exist_ok=True)
         keep_index = index if index is not None else not isinstance(df.index, pd.RangeIndex)
         df.to_csv(self.paths.tables / f"{name}.csv", index=keep_index)
@@ -106,6 +114,7 @@ class Run:
         its HTML page and the published file show the same image."""
         from IPython.display import Image
 
+        self._folder()
         self.paths.figures.mkdir(parents=True, exist_ok=True)
         path = self.paths.figures / f"{name}.png"
         fig.savefig(path, dpi=150, bbox_inches="tight", metadata={"Software": None})
@@ -113,7 +122,14 @@ class Run:
 
     def record(self, **figures: Any) -> dict[str, Any]:
         """Merge headline figures into `results.json`."""
+        self._folder()
         return record_results(self.paths, **figures)
+
+    def _folder(self) -> None:
+        """The run folder with its resolved params, made again if a failed cell removed it as empty."""
+        if not self.paths.params.exists():
+            self.paths.ensure()
+            write_shared_params(self.params, self.paths)
 
     def data_path(self, name: str) -> Path:
         return self.paths.data_file(name)
@@ -151,6 +167,7 @@ class Run:
     def save(self, name: str, df: pd.DataFrame) -> Path:
         """Write `data/<name>.parquet` atomically (a killed run never leaves half a file), recording
         which params produced it (`data/.provenance.json`)."""
+        self._folder()
         path = self.data_path(name)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".parquet.tmp")
@@ -189,6 +206,7 @@ def open_run(params_path: str | Path = "params/default.yaml", run_dir: str | Pat
     from cube.overrides import load_params_with_overrides
 
     _refuse_injected_params_keys()
+    params_path, run_dir = local_path(params_path), local_path(run_dir)
     root = project_root()
     if _kernel_namespace() is not None and find_marked_root() is not None and Path.cwd().resolve() != root:
         os.chdir(root)  # JupyterLab / nbconvert start kernels in notebooks/
@@ -206,11 +224,90 @@ def open_run(params_path: str | Path = "params/default.yaml", run_dir: str | Pat
         outputs = target.parent.parent if target.name == STAGING else target.parent
         cache = resolve(params.cache_path, root) if params.cache_path else outputs / "cache.sqlite"
         paths = RunPaths(root=target, cache=cache)
+    created = [d for d in (paths.root, paths.cache.parent) if not d.exists()]
     paths.ensure()
-    write_resolved_params(params, paths)
+    write_shared_params(params, paths)
+    if created:
+        _forget_on_failure(paths, created)
     pd.set_option("display.max_colwidth", 120)
     pd.set_option("display.precision", 4)
     return Run(params=params, paths=paths, params_path=params_file)
+
+
+def local_path(shown: str | Path | None) -> str | Path | None:
+    """The local path behind a path `cube run` gave a notebook by its shown form (`LOCAL_PATHS_ENV`)."""
+    if shown is None:
+        return None
+    try:
+        mapping = json.loads(os.environ.get(LOCAL_PATHS_ENV) or "{}")
+    except ValueError:
+        mapping = {}
+    return mapping.get(str(shown), shown)
+
+
+def shared_params_yaml(params: Params) -> str:
+    """The resolved params as published in `params.yaml`: local paths relative to the project root;
+    one outside it (an `outputs_dir` elsewhere) by its name only, with a note naming the keys."""
+    import yaml
+
+    data, cut = shared_values(json.loads(params.model_dump_json()), project_root())
+    note = (f"# Outside the project, shown by name only (the local path is not published): {', '.join(cut)}\n"
+            if cut else "")
+    return note + yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+
+
+def write_shared_params(params: Params, paths: RunPaths) -> Path:
+    paths.root.mkdir(parents=True, exist_ok=True)
+    paths.params.write_text(shared_params_yaml(params), encoding="utf-8")
+    return paths.params
+
+
+# ------------------------------------------------------------------ a failed attempt leaves nothing
+_WATCHED: dict[Path, tuple[RunPaths, list[Path]]] = {}  # run folder -> (paths, folders open_run created)
+
+
+def holds_nothing(paths: RunPaths) -> bool:
+    """The run folder holds only what `open_run` wrote before any stage output: the resolved
+    params and empty folders."""
+    if not paths.root.is_dir():
+        return False
+    return all(f == paths.params for f in paths.root.rglob("*") if not f.is_dir())
+
+
+def remove_if_empty(paths: RunPaths, created: list[Path]) -> bool:
+    """Remove a run folder that `open_run` created and that still holds nothing (and the outputs
+    folder when it was created too and is empty now). Returns whether the run folder was removed."""
+    import shutil
+
+    if not holds_nothing(paths):
+        return False
+    shutil.rmtree(paths.root)
+    for folder in created:
+        if folder != paths.root and folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
+    return True
+
+
+def _forget_on_failure(paths: RunPaths, created: list[Path]) -> None:
+    """In a kernel (papermill, nbconvert, Jupyter): when a cell fails while the run folder this
+    `open_run` created holds nothing yet (a missing predecessor stage, a bad input), remove it, so a
+    failed attempt on a new run name leaves no empty `outputs/<run>/`. A folder that existed before
+    is never touched, nor one holding anything a stage wrote."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
+    if shell is None or not hasattr(shell, "events"):
+        return
+    if not _WATCHED:
+        shell.events.register("post_run_cell", _after_cell)
+    _WATCHED[paths.root] = (paths, created)
+
+
+def _after_cell(result: Any) -> None:
+    if getattr(result, "error_in_exec", None) is None and getattr(result, "error_before_exec", None) is None:
+        return
+    for root, (paths, created) in list(_WATCHED.items()):
+        if remove_if_empty(paths, created):
+            del _WATCHED[root]
 
 
 # ------------------------------------------------------------------------- parameters cell

@@ -140,7 +140,10 @@ def publish(params: Params, paths: RunPaths, attempt: dict[str, str] | None = No
     from cube.browser import write_browser  # issue 13: report/judgments.html, every judgment
 
     write_browser(paths)
-    return write_index(params, paths, pages, attempt)
+    ran = {e.name for e in executed_nbs}
+    missing = [{"name": name[:-6], "number": name[:2], "title": _notebook_title(src)}
+               for name, src in sources.items() if name not in ran]
+    return write_index(params, paths, pages, attempt, missing=missing)
 
 
 def list_notebooks_or_none(folder: Path) -> list[Path]:
@@ -184,7 +187,10 @@ def _groups(paths: RunPaths, pages: list[dict[str, Any]]) -> list[dict[str, Any]
 
 
 def write_index(params: Params, paths: RunPaths, pages: list[dict[str, Any]],
-                attempt: dict[str, str] | None = None) -> Path:
+                attempt: dict[str, str] | None = None, missing: list[dict[str, str]] | None = None) -> Path:
+    """`report/index.html`: the decision, the pages that exist (a run where only some notebooks ran
+    lists those), the stages not run in this folder yet (`missing`: name, number, title) with the
+    command running them, and the tables and figures grouped by page."""
     import jinja2
 
     results = json.loads(paths.results.read_text(encoding="utf-8")) if paths.results.exists() else {}
@@ -194,7 +200,7 @@ def write_index(params: Params, paths: RunPaths, pages: list[dict[str, Any]],
     template = env.from_string(resources.files("cube.templates").joinpath("index.html.j2").read_text("utf-8"))
     html = template.render(
         params=params, results=results, decision=results.get("decision"), manifest=manifest, pages=pages,
-        attempt=attempt, last_run=LAST_RUN, groups=_groups(paths, pages),
+        attempt=attempt, last_run=LAST_RUN, groups=_groups(paths, pages), missing=missing or [],
         browser="judgments.html" if (paths.report / "judgments.html").exists() else None,
     )
     paths.report.mkdir(parents=True, exist_ok=True)

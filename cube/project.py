@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 ROOT_ENV = "CUBE_PROJECT_ROOT"
 
@@ -73,3 +75,40 @@ def working_dir(folder: Path) -> Iterator[Path]:
         yield folder
     finally:
         os.chdir(old)
+
+
+# The params keys holding a local path (outputs_dir, cache_path, corpus.path, questions.path,
+# systems[].path, dimensions[].prompt_file, human.ratings); other strings are values, never rewritten.
+PATH_KEYS = ("outputs_dir", "cache_path", "path", "prompt_file", "ratings")
+
+
+def _is_local_path(value: str) -> bool:
+    return value.startswith("/") or bool(re.match(r"[A-Za-z]:[\\/]", value))
+
+
+def shared_values(value: Any, root: Path | None = None, where: str = "") -> tuple[Any, list[str]]:
+    """A copy of a JSON-like value (the dumped params) with every absolute local path (`PATH_KEYS`) shown by
+    `display_path` (relative to the project root, else its last name), and the dotted keys of the
+    paths outside the project that were cut to their name (for a note beside them)."""
+    if isinstance(value, dict):
+        out, cut = {}, []
+        for k, v in value.items():
+            out[k], more = shared_values(v, root, f"{where}.{k}" if where else str(k))
+            cut += more
+        return out, cut
+    if isinstance(value, list):
+        items = [shared_values(v, root, f"{where}[{i}]") for i, v in enumerate(value)]
+        return [v for v, _ in items], [c for _, more in items for c in more]
+    if isinstance(value, str) and _is_local_path(value) and where.rsplit(".", 1)[-1] in PATH_KEYS:
+        shown = display_path(value, root)
+        return shown, [] if Path(value).resolve().is_relative_to((root or project_root()).resolve()) else [where]
+    return value, []
+
+
+def scrub_local_paths(text: str, root: Path | None = None) -> str:
+    """A message with the project root's absolute path removed (paths become relative to it) and the
+    home folder shown as `~`, for a published page (e.g. an error naming a missing file)."""
+    base = str((root or project_root()).resolve())
+    text = text.replace(base + os.sep, "").replace(base, ".")
+    home = str(Path.home())
+    return text.replace(home, "~") if len(home) > 1 else text

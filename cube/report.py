@@ -4,7 +4,9 @@
 skipping a notebook whose inputs are unchanged since its last successful execution (its
 fingerprint, `cube.stages`: the notebook, the params sections and package modules it reads, the
 files those sections name and the fingerprints of the stages it takes data from; `force=True`
-re-executes). Re-executing a stage makes the stages reading its data stale: they re-execute in
+re-executes). A stage that a notebook run alone changed since (other params in its data's provenance,
+an executed notebook that `cube run` did not write, `params.yaml` of other values) is not up to
+date either. Re-executing a stage makes the stages reading its data stale: they re-execute in
 this run when selected, else in the next run that selects them (make-like; LLM calls are served
 from the cache either way). Paths resolve against the project root (`cube.project`); outputs show
 them relative to it. A stage whose
@@ -31,9 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cube.config import Params, RunPaths, load_params, params_to_yaml, write_resolved_params
+from cube.config import Params, RunPaths, load_params
+from cube.notebook import LOCAL_PATHS_ENV, shared_params_yaml, write_shared_params
 from cube.pages import export_html, publish, write_index  # noqa: F401 (the publishing half, re-exported)
-from cube.project import ROOT_ENV, display_path, project_root, resolve
+from cube.project import ROOT_ENV, display_path, project_root, resolve, shared_values
 from cube.runstate import (
     RunInterrupted,
     commit_staging,
@@ -165,30 +168,63 @@ def execute_run(params_path: str | Path, *, notebooks_dir: Path | None = None, o
         check_run_folder(published.data, params, display_path(params_path, root), display_path(published.root, root))
     with run_lock(published.root, log=log):
         finish_interrupted_commit(published.root, log=log)
-        staging = prepare_staging(published.root, params_to_yaml(params), log=log)
+        staging = prepare_staging(published.root, shared_params_yaml(params), log=log)
         paths = RunPaths(root=staging, cache=published.cache).ensure()
-        write_resolved_params(params, paths)
+        write_shared_params(params, paths)
+        if not force:
+            _forget_stages_run_outside(params, published, paths, notebooks, params_path, root, log)
         summary = RunSummary(published)
         started = dt.datetime.now(dt.UTC)
+        # The notebooks are given the params file and run folder by their shown paths (relative to
+        # the project root, or their name when outside it); the kernel maps them back to local paths.
+        local = {_param_path(params_path, root): str(params_path),
+                 _param_path(published.root, root): str(published.root.resolve())}
         try:
-            _run_stages(params, params_path, paths, notebooks, chosen, force, summary, log)
+            with _kernel_env(**{LOCAL_PATHS_ENV: json.dumps(local)}):
+                _run_stages(params, params_path, paths, notebooks, chosen, force, summary, log)
         except (RunInterrupted, KeyboardInterrupt) as exc:
             kill_child_kernels()
             summary.interrupted = getattr(exc, "signame", "SIGINT")
             _record_attempt(params, params_path, paths, summary, started, "interrupted")
             raise
-        if not summary.ok:
+        if not summary.ok:  # a first run's failure is published (index and last_run.html say why)
             _record_attempt(params, params_path, paths, summary, started, "failed")
             return summary
-        write_manifest(params, paths, summary, started, status="committed", params_file=params_path)
-        commit_staging(published.root)
-        summary.committed = True
-        write_last_run(published.report, status="committed", params_path=Path(display_path(params_path)),
-                       stages=_stage_dicts(summary),
-                       message="Every selected stage succeeded; the report shows this run.")
-        publish(params, published, notebooks_dir=notebooks_dir)
-        log(f"[cube] report: {summary.index}")
+        _publish(params, params_path, paths, published, summary, started, notebooks_dir, log)
         return summary
+
+
+def _forget_stages_run_outside(params: Params, published: RunPaths, paths: RunPaths, notebooks: list[Path],
+                               params_path: Path, root: Path, log) -> None:
+    """A notebook run alone into the published run (other overrides, another params file) makes its
+    stage and the stages reading its data out of date, whatever `cube run`'s fingerprints say:
+    drop their fingerprints from the staging copy so that they re-execute."""
+    from cube.stages import stages_run_outside
+
+    injected = {"params_path": _param_path(params_path, root), "run_dir": _param_path(published.root, root)}
+    stems = [nb.stem for nb in notebooks]
+    outside = stages_run_outside(published.root, params, shared_params_yaml(params), injected, stems)
+    prints_file = paths.notebooks / ".fingerprints.json"
+    prints = json.loads(prints_file.read_text(encoding="utf-8")) if prints_file.exists() else {}
+    dropped = {nb.name: outside[nb.stem] for nb in notebooks if nb.stem in outside and nb.name in prints}
+    for name, why in dropped.items():
+        prints.pop(name)
+        log(f"[cube] {name[:-6]}: out of date ({why})")
+    if dropped:
+        prints_file.write_text(json.dumps(prints, indent=1), encoding="utf-8")
+
+
+def _publish(params: Params, params_path: Path, paths: RunPaths, published: RunPaths, summary: RunSummary,
+             started: dt.datetime, notebooks_dir: Path | None, log) -> None:
+    """Every selected stage succeeded: commit the staging copy and publish the report."""
+    write_manifest(params, paths, summary, started, status="committed", params_file=params_path)
+    commit_staging(published.root)
+    summary.committed = True
+    write_last_run(published.report, status="committed", params_path=Path(display_path(params_path)),
+                   stages=_stage_dicts(summary),
+                   message="Every selected stage succeeded; the report shows this run.")
+    publish(params, published, notebooks_dir=notebooks_dir)
+    log(f"[cube] report: {summary.index}")
 
 
 def _run_stages(params: Params, params_path: Path, paths: RunPaths, notebooks: list[Path], chosen: set[Path],
@@ -289,11 +325,10 @@ def _relative_papermill_paths(executed: Path, source: Path, root: Path) -> None:
 
 
 def _param_path(path: Path, root: Path) -> str:
-    """A path given to a notebook: relative to the project root when inside it, else absolute."""
-    try:
-        return path.resolve().relative_to(root.resolve()).as_posix()
-    except ValueError:
-        return str(path.resolve())
+    """A path given to a notebook (and so shown in its executed copy and pages): relative to the
+    project root when inside it, else its name only; `execute_run` maps it back to the local path
+    for the kernel (`cube.notebook.LOCAL_PATHS_ENV`)."""
+    return display_path(path.resolve(), root)
 
 
 def _stage_dicts(summary: RunSummary) -> list[dict[str, Any]]:
@@ -383,7 +418,7 @@ def write_manifest(params: Params, paths: RunPaths, summary: RunSummary, started
         "versions": versions,
         "stages": [stages[k] for k in sorted(stages)],
         "usage": _usage(paths),
-        "params": json.loads(params.model_dump_json()),
+        "params": shared_values(json.loads(params.model_dump_json()))[0],
     }
     paths.manifest.write_text(json.dumps(manifest, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
     return paths.manifest

@@ -271,7 +271,11 @@ def interrupts_raise() -> Iterator[None]:
 def write_last_run(report_dir: Path, *, status: str, params_path: Path, stages: list[dict[str, Any]],
                    message: str) -> Path:
     """`report/last_run.html`: how the last attempt ended (committed | failed | interrupted)."""
+    from cube.project import scrub_local_paths
+
     report_dir.mkdir(parents=True, exist_ok=True)
+    message = scrub_local_paths(message)
+    stages = [{**s, "error": scrub_local_paths(str(s.get("error") or ""))} for s in stages]
     rows = "".join(
         f"<tr><td>{escape(s['notebook'])}</td><td>{escape(s['status'])}</td>"
         f"<td>{float(s.get('seconds') or 0):.1f}</td><td>{escape(str(s.get('error') or ''))}</td></tr>"

@@ -6,6 +6,10 @@
   through their own `cube` imports), the notebook file, and the fingerprints of the stages it
   takes data from. So adding a judge re-runs from 03, changing `analysis` re-runs 04-07,
   changing `lexical` re-runs 08 only; 00 (the paper's published tables) reads no params at all.
+  Of `models:` a stage reads only the entries its sections refer to (02 the answerers' and the
+  question writer's, 03 the judges'), and of a model spec only what identifies its calls (not its
+  prices, key variable, timeouts, retries or concurrency): adding a judge with its own `models:`
+  entry re-runs from 03, a price edit re-runs nothing.
   A notebook not listed here (a new one) reads every section and every earlier stage.
 - **Provenance.** `data/.provenance.json` records, for each data file, the stage that wrote it and
   the params sections that produced it (its own and its inputs'). Reading a data file under params
@@ -23,7 +27,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from cube.config import Params
+from cube.config import ModelSpec, Params
 
 
 @dataclass(frozen=True)
@@ -71,9 +75,62 @@ def upstream_sections(name: str) -> list[str]:
     return seen + [s for s in spec.sections if s not in seen]
 
 
+# The fields of a model spec that change no reply (`cube.cache.key_payload` leaves them out too):
+# prices, the API key's variable, headers' variables, timeouts, retries and concurrency. No stage
+# depends on them; every other field (model, endpoints, sampling, max tokens, extra body, an offline
+# algorithm's options, and any field added later) identifies the calls. A call's cost is recorded
+# when it is made and a cached call keeps its original cost, so re-running a stage after a price
+# edit would not change any cost shown either.
+NOT_CALL_FIELDS = frozenset({
+    "price_input_per_m", "price_output_per_m", "batch_price_input_per_m", "batch_price_output_per_m", "currency",
+    "api_key_env", "header_env", "timeout_s", "max_concurrency", "min_concurrency", "max_attempts",
+    "backoff_base_s", "backoff_max_s", "breaker_threshold"})
+_SPEC_FIELDS = frozenset(ModelSpec.model_fields)
+
+
+def _is_spec(value: Any) -> bool:
+    return isinstance(value, dict) and _SPEC_FIELDS <= set(value)
+
+
+def _calls_only(value: Any) -> Any:
+    """A dumped section with each inline model spec without its `NOT_CALL_FIELDS`."""
+    if _is_spec(value):
+        return {k: v for k, v in value.items() if k not in NOT_CALL_FIELDS}
+    if isinstance(value, dict):
+        return {k: _calls_only(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_calls_only(v) for v in value]
+    return value
+
+
+def _model_refs(value: Any, names: set[str], key: str = "") -> set[str]:
+    """Names of `models:` entries a dumped section refers to: a string value naming an entry under
+    a key that holds a model reference (`model`, `answerer`, `*_model`, `*_answerer`)."""
+    if isinstance(value, str):
+        refers = key in ("model", "answerer") or key.endswith(("_model", "_answerer"))
+        return {value} if refers and value in names else set()
+    if isinstance(value, dict) and not _is_spec(value):
+        return set().union(*(_model_refs(v, names, k) for k, v in value.items())) if value else set()
+    if isinstance(value, list):
+        return set().union(*(_model_refs(v, names, key) for v in value)) if value else set()
+    return set()
+
+
 def section_values(params: Params, sections: list[str] | tuple[str, ...]) -> dict[str, Any]:
-    data = json.loads(params.model_dump_json())
-    return {s: data.get(s) for s in sections}
+    """The values of the params sections a stage reads, as its fingerprint and the provenance of its
+    data record them. Model specs count without their `NOT_CALL_FIELDS`, and `models` holds only the
+    entries the other listed sections refer to (the answerers for 02, the judges for 03): adding a
+    judge with its own `models:` entry, or editing a price, leaves the answers' stage alone."""
+    return _values(json.loads(params.model_dump_json()), sections)
+
+
+def _values(data: dict[str, Any], sections: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    out = {s: _calls_only(data.get(s)) for s in sections}
+    if "models" in sections:
+        models = data.get("models") or {}
+        used = set().union(*(_model_refs(data.get(s), set(models), s) for s in sections if s != "models"))
+        out["models"] = {name: _calls_only(models[name]) for name in sorted(used)}
+    return out
 
 
 # ------------------------------------------------------------------------------ fingerprints
@@ -318,3 +375,42 @@ def check_run_folder(data_dir: Path, params: Params, params_file: str, run_label
             f"{run_label}: this run folder holds data produced by another params file with other values; "
             f"{params_file!r} differs in: " + "; ".join(problems) + ". Not replacing them silently: give "
             f"{params_file!r} its own `run:` name, or pass --force to re-run every stage with it in this folder.")
+
+
+def stages_run_outside(run_root: Path, params: Params, shared_yaml: str, injected: dict[str, str],
+                       stems: list[str]) -> dict[str, str]:
+    """Stages of a published run that a notebook run alone (papermill, nbconvert, Jupyter) changed
+    since `cube run` recorded their fingerprints, with the reason, plus every stage reading their
+    data: `cube run` must not take them as up to date. Seen three ways: a data file whose provenance
+    differs from these params; an executed notebook in `notebooks/` whose papermill parameters are
+    not the ones `cube run` gives (`injected`); the run's `params.yaml` (written by the last notebook
+    run) differing from these params in a section the stage reads."""
+    import yaml
+
+    found: dict[str, str] = {}
+    for name, entry in sorted(read_provenance(run_root / "data").items()):
+        recorded = entry.get("params", {})
+        if entry.get("stage") and diff_keys(recorded, section_values(params, list(recorded))):
+            found.setdefault(entry["stage"], f"data/{name}.parquet was written with other params")
+    for nb in sorted((run_root / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        try:
+            meta = json.loads(nb.read_text(encoding="utf-8")).get("metadata", {}).get("papermill") or {}
+        except (OSError, ValueError):
+            meta = {}
+        if meta.get("parameters") != injected:
+            found.setdefault(nb.stem, f"notebooks/{nb.name} was not executed by `cube run` with these params")
+    try:
+        published = yaml.safe_load((run_root / "params.yaml").read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        published = None
+    if isinstance(published, dict):
+        current = yaml.safe_load(shared_yaml)
+        for stem in stems:
+            sections = stage_spec(stem, [s for s in stems if s < stem]).sections
+            if _values(published, sections) != _values(current, sections):
+                found.setdefault(stem, "params.yaml shows a notebook ran with other params")
+    for stem in stems:  # and every stage reading their data, in order
+        spec = stage_spec(stem, [s for s in stems if s < stem])
+        if stem not in found and (inp := next((i for i in spec.inputs if i in found), None)):
+            found[stem] = f"it reads the data of {inp}"
+    return found
