@@ -82,12 +82,15 @@ def compare_sides(a: Side, b: Side, out_dir: Path, *, n_permutations: int = 1000
                   seed: int | None = None, browser: str | None = None) -> dict[str, Any]:
     """Compare two sides and write the comparison folder; returns the `comparison.json` content."""
     from cube.compare import compare_pair
-    from cube.regressions import details, question_changes, ranked
+    from cube.regressions import check_answers, details, question_changes, ranked
 
     ans_a, sc_a = a.load("answers"), a.load("scores")
     ans_b, sc_b = (ans_a, sc_a) if a.paths.root == b.paths.root else (b.load("answers"), b.load("scores"))
     ans_a, sc_a = ans_a[ans_a["system"] == a.system], sc_a[sc_a["system"] == a.system]
     ans_b, sc_b = ans_b[ans_b["system"] == b.system], sc_b[sc_b["system"] == b.system]
+    tables = tuple(f"{s.paths.data_file('answers')} (system {s.system})" for s in (a, b))
+    check_answers(ans_a, tables[0])  # every bad row at once, naming the file, before any statistic
+    check_answers(ans_b, tables[1])
     ap = a.params.analysis if a.params is not None else None
     dims = list(a.params.dimensions) if a.params is not None and a.params.dimensions else None
     dims = [d if isinstance(d, str) else getattr(d, "name", str(d)) for d in dims] if dims else None
@@ -96,7 +99,7 @@ def compare_sides(a: Side, b: Side, out_dir: Path, *, n_permutations: int = 1000
     n_b = (ap_b.top_n if ap_b is not None else None) or b.top_n
     cmp = compare_pair(ans_a, sc_a, ans_b, sc_b, ap, analysis_params_b=ap_b, top_n_a=n_a, top_n_b=n_b,
                        labels=(a.label, b.label), n_permutations=n_permutations, seed=seed, dimensions=dims)
-    changes = question_changes(ans_a, sc_a, ans_b, sc_b, cmp.jury_judges)
+    changes = question_changes(ans_a, sc_a, ans_b, sc_b, cmp.jury_judges, tables=tables)
     questions = a.load("questions") if a.paths.data_file("questions").exists() else None
     corpus = a.load("corpus") if a.paths.data_file("corpus").exists() else None
     reg, imp = ranked(changes, "regressions", k), ranked(changes, "improvements", k)
