@@ -48,26 +48,53 @@ def _systems(params: Params | None, answers_path: Path) -> list[str]:
     return list(dict.fromkeys(pd.read_parquet(answers_path, columns=["system"])["system"].astype(str)))
 
 
-def resolve_side(spec: str | Path, system: str | None = None, *, default_index: int = 0) -> Side:
-    """A params file or a run folder, and a system of it (default: the `default_index`-th system)."""
-    spec = Path(spec)
+def _is_run_root(folder: Path) -> bool:
+    return (folder / "data" / "answers.parquet").is_file() or (
+        (folder / "params.yaml").is_file() and (folder / "data").is_dir())
+
+
+def run_root(folder: str | Path) -> Path:
+    """The run folder holding `folder` (itself or the nearest parent with the run's `data/`),
+    absolute and resolved, so two spellings of one run compare equal; `folder` itself if none."""
+    here = Path(folder).expanduser().resolve()
+    return next((f for f in (here, *here.parents) if _is_run_root(f)), here)
+
+
+def resolve_side(spec: str | Path, system: str | None = None, *, default_index: int = 0,
+                 avoid: str | None = None) -> Side:
+    """A params file or a run folder (or a folder inside it), and a system of it (default: the
+    `default_index`-th system, or with `avoid` the first system other than `avoid`). The run
+    root is resolved: a params file's `outputs_dir` is read from the project root, and a run's
+    own `params.yaml` copy stands for its folder."""
+    from cube.project import resolve
+
+    spec = Path(spec).expanduser()
     if spec.is_file():
         params = load_params(spec)
-        paths = RunPaths.for_params(params)
+        folder = spec.resolve().parent
+        if spec.name == "params.yaml" and _is_run_root(folder):  # the run's own copy, wherever it moved
+            paths = RunPaths(root=folder, cache=folder.parent / "cache.sqlite")
+        else:
+            paths = RunPaths.for_params(params, resolve(params.outputs_dir))
+            paths = RunPaths(root=paths.root.resolve(), cache=paths.cache)
     elif spec.is_dir():
-        params = load_params(spec / "params.yaml") if (spec / "params.yaml").exists() else None
-        paths = RunPaths(root=spec, cache=spec.parent / "cache.sqlite")
+        root = run_root(spec)
+        params = load_params(root / "params.yaml") if (root / "params.yaml").exists() else None
+        paths = RunPaths(root=root, cache=root.parent / "cache.sqlite")
     else:
         raise FileNotFoundError(f"{spec}: neither a params file nor a run folder")
     systems = _systems(params, paths.data_file("answers"))
     if system is None:
-        if default_index >= len(systems):
-            raise ValueError(f"{spec}: run has only the system(s) {systems}; name the systems to compare")
-        system = systems[default_index]
+        choices = [s for s in systems if s != avoid] if avoid is not None else systems[default_index:]
+        if not choices:
+            same = f"side B is the same run as side A (system {avoid!r}), and " if avoid is not None else ""
+            raise ValueError(f"{spec}: {same}run {paths.root.name!r} has only the system(s) {systems}; a comparison "
+                             "needs two systems: give two runs, or name two systems (--system-a / --system-b)")
+        system = choices[0]
     elif system not in systems:
         raise ValueError(f"{spec}: no system {system!r}; the run has {systems}")
     top_n = {s.name: s.top_n for s in params.systems}.get(system) if params is not None else None
-    return Side(params.run if params is not None else spec.name, system, paths, params, top_n)
+    return Side(params.run if params is not None else paths.root.name, system, paths, params, top_n)
 
 
 def _slug(s: str) -> str:
@@ -177,17 +204,37 @@ def _page(payload: dict[str, Any], path: Path) -> None:
 
 def run_compare(spec_a: str | Path, spec_b: str | Path, *, system_a: str | None = None,
                 system_b: str | None = None, outputs: Path | None = None, **kwargs: Any) -> Path:
-    """`cube compare`: resolve both sides and write `outputs/compare/<a>__vs__<b>/`."""
+    """`cube compare`: resolve both sides to their run root and write `outputs/compare/<a>__vs__<b>/`.
+    When both name the same run (any spelling: params file, its folder, a subfolder), B defaults
+    to the run's first system other than A's; a system compared with itself is refused."""
+    from cube.project import resolve
+
     a = resolve_side(spec_a, system_a)
-    same = Path(spec_a).resolve() == Path(spec_b).resolve()
-    b = resolve_side(spec_b, system_b, default_index=1 if same and system_b is None else 0)
+    same = run_root_of(spec_b) == a.paths.root
+    b = resolve_side(spec_b, system_b, avoid=a.system if same and system_b is None else None)
     if a.paths.root == b.paths.root and a.system == b.system:
-        raise ValueError(f"both sides are system {a.system!r} of run {a.run!r}: name two different systems")
+        raise ValueError(f"both sides are system {a.system!r} of run {a.run!r} (A {spec_a} and B {spec_b} are the "
+                         f"same run folder {a.paths.root}): a system compared with itself has Δ 0 by construction; "
+                         "name two different systems (--system-a / --system-b) or give two runs")
     base = Path(outputs) if outputs is not None else (
-        Path(a.params.outputs_dir) if a.params is not None else a.paths.root.parent)
+        resolve(a.params.outputs_dir) if a.params is not None else a.paths.root.parent)
     out = base / "compare" / f"{side_name(a, b)}__vs__{side_name(b, a)}"
     compare_sides(a, b, out, **kwargs)
     return out
+
+
+def run_root_of(spec: str | Path) -> Path:
+    """The run root a side's spec (params file or folder) resolves to, without choosing a system."""
+    from cube.project import resolve
+
+    spec = Path(spec).expanduser()
+    if spec.is_file():
+        folder = spec.resolve().parent
+        if spec.name == "params.yaml" and _is_run_root(folder):
+            return folder
+        params = load_params(spec)
+        return RunPaths.for_params(params, resolve(params.outputs_dir)).root.resolve()
+    return run_root(spec)
 
 
 def compare_in_run(run: Any, *, n_permutations: int = 1000, k: int = 20) -> list[dict[str, Any]]:
