@@ -76,6 +76,7 @@ def test_cube_compare_two_runs_writes_the_comparison(runs, capsys):
     assert parser.scripts == 0 and "&lt;script&gt;" in html
     printed = capsys.readouterr().out
     assert printed.startswith("bm25-top16 vs bm25-top4: ΔCuBE ") and "comparison: " in printed
+    assert "flag" not in printed and not head["flags"]
 
 
 def test_cube_compare_same_run_needs_two_systems(runs, capsys):
@@ -84,7 +85,8 @@ def test_cube_compare_same_run_needs_two_systems(runs, capsys):
     assert "only the system(s)" in capsys.readouterr().err
 
 
-def test_a_comparison_resting_on_few_valid_resamples_is_flagged_in_json_and_page(runs, monkeypatch, tmp_path):
+def test_a_comparison_resting_on_few_valid_resamples_is_flagged_in_json_page_and_summary(runs, monkeypatch, tmp_path,
+                                                                                         capsys):
     import numpy as np
 
     import cube.compare as C
@@ -107,3 +109,6 @@ def test_a_comparison_resting_on_few_valid_resamples_is_flagged_in_json_and_page
     assert len(head["flags"]) == 2 and all("50%" in f for f in head["flags"])
     html = (out.parent / "index.html").read_text(encoding="utf-8")
     assert html.count('class="warn flag"') == 2
+    printed = capsys.readouterr().out.splitlines()  # the summary carries the flags right under its headline
+    assert printed[0].startswith("bm25-top16 vs bm25-top4: ΔCuBE ") and printed[0].endswith("(2 flags below)")
+    assert printed[1:3] == [f"  flag: {f}" for f in head["flags"]] and printed[3].startswith("comparison: ")
