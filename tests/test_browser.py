@@ -149,3 +149,125 @@ def test_regression_filter_uses_the_run_comparisons(tmp_path):
     expected = sorted(ranked(ch, "regressions", None)["question_id"])
     assert expected and dom.cards == expected[:50] and dom.count == str(len(expected))
     assert "regression vs v1: jury rag score change" in dom.html  # type: ignore[attr-defined]
+
+
+class _Anchors(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.hrefs: dict[str, str] = {}
+        self._href: str | None = None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "a":
+            self._href = dict(attrs).get("href")
+
+    def handle_data(self, data):
+        if self._href is not None:
+            self.hrefs[data] = self._href  # the parser has unescaped the attribute, as a browser does
+            self._href = None
+
+
+def _dom_at(url: str) -> _Dom:
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed (apt-get install -y chromium; .ci/run installs it when missing)")
+    out = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                          "--virtual-time-budget=20000", "--dump-dom", url],
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    dom = _Dom()
+    dom.feed(out)
+    dom.html = out  # type: ignore[attr-defined]
+    return dom
+
+
+@pytest.fixture(scope="module")
+def categorised(tmp_path_factory):
+    """Two systems; questions with styles, gold documents in departments whose names need escaping."""
+    root = tmp_path_factory.mktemp("links") / "run"
+    paths = RunPaths(root=root, cache=root / "cache.sqlite").ensure()
+    ans, sc = make_tables(24, seed=12)
+    answers = pd.concat([ans.assign(system="v1"), ans.assign(system="v 2&#")], ignore_index=True)
+    scores = pd.concat([sc.assign(system="v1"), sc.assign(system="v 2&#")], ignore_index=True)
+    answers.to_parquet(paths.data_file("answers"))
+    scores.to_parquet(paths.data_file("scores"))
+    qids = sorted(ans["question_id"].unique())
+    depts = ["民政 & 社保 #1", "公安?a=b", "<b>交通</b>"]
+    pd.DataFrame({"question_id": qids, "doc_id": [f"gold-{q}" for q in qids], "question": "问题",
+                  "style": ["named", "", "colloquial"] * 8}).to_parquet(paths.data_file("questions"))
+    pd.DataFrame({"doc_id": [f"gold-{q}" for q in qids], "item_name": "事项", "text": "正文",
+                  "department": [depts[i % 3] for i in range(len(qids))]}).to_parquet(paths.data_file("corpus"))
+    write_browser(paths)
+    return paths, answers, scores
+
+
+def _open(paths: RunPaths, page: str, href: str) -> _Dom:
+    """Follow `href` as a browser does from a page at `page` (relative to the run root)."""
+    from urllib.parse import urljoin
+
+    assert not href.startswith(("/", "file:", "http")), href  # relative: the folder can be sent on
+    return _dom_at(urljoin((paths.root / page).as_uri(), href))
+
+
+def _exported(paths: RunPaths, html: str) -> dict[str, dict[str, str]]:
+    """The links of a table shown by notebook 10, where people click them: in the executed
+    notebook (`notebooks/`) and in its two HTML exports (`report/`, `report/code/`)."""
+    import nbformat
+
+    from cube.pages import export_html
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("table", outputs=[
+        nbformat.v4.new_output("execute_result", {"text/html": html}, execution_count=1)])])
+    executed = paths.notebooks / "10_diagnostics.ipynb"
+    nbformat.write(nb, executed)
+    out = {"notebooks/10_diagnostics.ipynb": html}
+    for page, code in (("report/10_diagnostics.html", False), ("report/code/10_diagnostics.html", True)):
+        out[page] = export_html(executed, paths.root / page, with_code=code).read_text(encoding="utf-8")
+    found = {}
+    for page, text in out.items():
+        anchors = _Anchors()
+        anchors.feed(text)
+        found[page] = anchors.hrefs
+    return found
+
+
+def test_question_links_from_a_table_open_the_filtered_rows_from_every_page_depth(categorised):
+    from cube.browser import FROM_PAGES, linked_questions
+
+    paths, _, scores = categorised
+    table = pd.DataFrame({"primary": ["wrong_item", "unexplained"], "examples": ["q003, q017", "q005"]})
+    html = linked_questions(table, "v 2&#", column="examples", sep=", ")._repr_html_()
+    assert "&amp;" in html and "<td" in html
+    pages = _exported(paths, html)
+    assert list(pages["notebooks/10_diagnostics.ipynb"]) == ["q003", "q017", "q005"]
+    assert all(h.startswith(FROM_PAGES + "#") for h in pages["notebooks/10_diagnostics.ipynb"].values())
+    assert pages["report/10_diagnostics.html"]["q017"].startswith("judgments.html#")  # inside the report folder
+    expected = scores[(scores["question_id"] == "q017") & (scores["system"] == "v 2&#") & (scores["set"] == "rag")]
+    for page, hrefs in pages.items():
+        dom = _open(paths, page, hrefs["q017"])
+        assert dom.body.get("data-loaded") == "all" and dom.cards == ["q017"] and dom.count == "1", page
+        assert 'data-system="v 2&amp;#"' in dom.html and len(dom.rows) == len(expected)  # type: ignore[attr-defined]
+
+
+def test_category_links_open_exactly_the_questions_of_the_category(categorised):
+    from cube.browser import linked_categories
+    from cube.retrieval_metrics import question_groups
+
+    paths, _, _ = categorised
+    groups = question_groups(pd.read_parquet(paths.data_file("questions")), pd.read_parquet(paths.data_file("corpus")))
+    for by in ("department", "style"):
+        counts = groups.groupby(by).size().rename("questions").reset_index()
+        hrefs = _exported(paths, linked_categories(counts, by, "v1")._repr_html_())["report/10_diagnostics.html"]
+        assert set(hrefs) == set(counts[by])
+        for value, n in zip(counts[by], counts["questions"], strict=True):
+            dom = _open(paths, "report/10_diagnostics.html", hrefs[value])
+            expected = sorted(groups.loc[groups[by] == value, "question_id"])
+            assert dom.count == str(n) and dom.cards == expected, (by, value)
+
+
+def test_a_link_naming_a_value_the_run_lacks_shows_nothing_and_says_so(categorised):
+    from cube.browser import FROM_INDEX, link
+
+    paths, _, _ = categorised
+    dom = _open(paths, "report/index.html", link(FROM_INDEX, system="v3", q="q001"))
+    assert dom.count == "0" and dom.cards == [] and 'this run has no system "v3"' in dom.html  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match="unknown filter"):
+        link(FROM_INDEX, sytem="v1")
