@@ -16,7 +16,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import pandas as pd
 
@@ -107,7 +106,11 @@ def side_name(side: Side, other: Side) -> str:
 
 def compare_sides(a: Side, b: Side, out_dir: Path, *, n_permutations: int = 1000, k: int = 20,
                   seed: int | None = None, browser: str | None = None) -> dict[str, Any]:
-    """Compare two sides and write the comparison folder; returns the `comparison.json` content."""
+    """Compare two sides and write the comparison folder; returns the `comparison.json` content.
+    Each listed regression / improvement links to its records in the judgment browser of each
+    side's run (`_browsers`); `browser` (default: side B's regressions in its run's browser, when
+    both sides are of the run holding `out_dir`) is the page's link to all of them."""
+    from cube.browser import link
     from cube.compare import compare_pair
     from cube.regressions import check_answers, details, question_changes, ranked
 
@@ -130,6 +133,19 @@ def compare_sides(a: Side, b: Side, out_dir: Path, *, n_permutations: int = 1000
     questions = a.load("questions") if a.paths.data_file("questions").exists() else None
     corpus = a.load("corpus") if a.paths.data_file("corpus").exists() else None
     reg, imp = ranked(changes, "regressions", k), ranked(changes, "improvements", k)
+    href_a, href_b = _browsers((a, b), out_dir)
+    if browser is None and href_b is not None and a.paths.root == b.paths.root:
+        browser = link(href_b, system=b.system, change="regression")
+
+    def listed(rows: pd.DataFrame) -> list[dict[str, Any]]:
+        out = []
+        for _, r in rows.iterrows():
+            d = details(r, ans_a, sc_a, ans_b, sc_b, questions, corpus)
+            d["links"] = {side: link(href, system=sd.system, set="rag", q=str(r["question_id"])) if href else None
+                          for side, sd, href in (("a", a, href_a), ("b", b, href_b))}
+            out.append(d)
+        return out
+
     counts = {"regressions": int(len(ranked(changes, "regressions", None))),
               "improvements": int(len(ranked(changes, "improvements", None)))}
     payload = {
@@ -139,8 +155,7 @@ def compare_sides(a: Side, b: Side, out_dir: Path, *, n_permutations: int = 1000
         "only_a": [str(q) for q in cmp.only_a], "only_b": [str(q) for q in cmp.only_b],
         "n_regressions": counts["regressions"], "n_improvements": counts["improvements"],
         "retrieval_changes": {str(k2): int(v) for k2, v in changes["retrieval_change"].value_counts().items()},
-        "regressions": [details(r, ans_a, sc_a, ans_b, sc_b, questions, corpus) for _, r in reg.iterrows()],
-        "improvements": [details(r, ans_a, sc_a, ans_b, sc_b, questions, corpus) for _, r in imp.iterrows()],
+        "regressions": listed(reg), "improvements": listed(imp),
         "deltas": [{k2: _clean(v) for k2, v in r.items()} for r in cmp.deltas.to_dict("records")],
         "browser": browser,
     }
@@ -156,6 +171,19 @@ def compare_sides(a: Side, b: Side, out_dir: Path, *, n_permutations: int = 1000
                                              encoding="utf-8")
     _page(payload, out_dir / "index.html")
     return payload
+
+
+def _browsers(sides: tuple[Side, Side], out_dir: Path) -> list[str | None]:
+    """Per side, the relative link from `out_dir` to its run's judgment browser: when the browser
+    exists, or when `out_dir` lies inside the run (published with it); else None (no link)."""
+    from cube.browser import PAGE, href_from
+
+    out: list[str | None] = []
+    for side in sides:
+        root = side.paths.root.resolve()
+        inside = Path(out_dir).resolve().is_relative_to(root)
+        out.append(href_from(out_dir, root) if inside or (root / "report" / PAGE).exists() else None)
+    return out
 
 
 def _clean(v: Any) -> Any:
@@ -246,8 +274,7 @@ def compare_in_run(run: Any, *, n_permutations: int = 1000, k: int = 20) -> list
         sides = [Side(run.params.run, s, run.paths, run.params, {x.name: x.top_n for x in run.params.systems}[s])
                  for s in (names[0], other)]
         folder = run.paths.root / "compare" / f"{_slug(names[0])}__vs__{_slug(other)}"
-        link = f"../../report/judgments.html#system={quote(other)}&change=regression"
-        payload = compare_sides(*sides, folder, n_permutations=n_permutations, k=k, browser=link)
+        payload = compare_sides(*sides, folder, n_permutations=n_permutations, k=k)
         out.append({key: payload[key] for key in ("a", "b", "delta_cube", "delta_cube_ci", "p_value", "mde",
                                                   "n_questions", "n_regressions", "n_improvements")}
                    | {"page": str(folder.relative_to(run.paths.root) / "index.html")})

@@ -163,7 +163,7 @@ class _Anchors(HTMLParser):
 
     def handle_data(self, data):
         if self._href is not None:
-            self.hrefs[data] = self._href  # the parser has unescaped the attribute, as a browser does
+            self.hrefs.setdefault(data, self._href)  # the first; the parser unescapes it, as a browser does
             self._href = None
 
 
@@ -271,3 +271,30 @@ def test_a_link_naming_a_value_the_run_lacks_shows_nothing_and_says_so(categoris
     assert dom.count == "0" and dom.cards == [] and 'this run has no system "v3"' in dom.html  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match="unknown filter"):
         link(FROM_INDEX, sytem="v1")
+
+
+def test_compare_page_regressions_link_to_both_sides_records(tmp_path):
+    from cube.compare_report import Side, compare_sides
+
+    paths = RunPaths(root=tmp_path / "run", cache=tmp_path / "c.sqlite").ensure()
+    ans, sc = make_tables(30, seed=13)
+    sc_b = sc.assign(score=np.clip(sc["score"] - np.random.default_rng(1).integers(0, 3, len(sc)), 0, 10))
+    pd.concat([ans.assign(system="v1"), ans.assign(system="v2")], ignore_index=True).to_parquet(paths.data_file("answers"))
+    pd.concat([sc.assign(system="v1"), sc_b.assign(system="v2")], ignore_index=True).to_parquet(paths.data_file("scores"))
+    page = "compare/v1__vs__v2/index.html"
+    head = compare_sides(Side("run", "v1", paths, None, 8), Side("run", "v2", paths, None, 8),
+                         (paths.root / page).parent, n_permutations=9, k=3)
+    write_browser(paths)
+    worst = head["regressions"][0]["question_id"]
+    html = (paths.root / page).read_text(encoding="utf-8")
+    anchors = _Anchors()
+    anchors.feed(html[html.index('id="regressions"'):])
+    assert anchors.hrefs["A"].startswith("../../report/judgments.html#")  # the first listed: the largest regression
+    for side, system in (("A", "v1"), ("B", "v2")):
+        dom = _open(paths, page, anchors.hrefs[side])
+        assert dom.cards == [worst] and f'data-system="{system}"' in dom.html  # type: ignore[attr-defined]
+        assert dom.rows and len(dom.rows) == len(sc[(sc["question_id"] == worst) & (sc["set"] == "rag")])
+    all_regressions = _Anchors()
+    all_regressions.feed(html)
+    dom = _open(paths, page, all_regressions.hrefs["judgment browser"])
+    assert dom.count == str(head["n_regressions"]) and head["n_regressions"] >= 3
