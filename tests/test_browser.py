@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from html.parser import HTMLParser
@@ -16,6 +17,7 @@ from cube.browser import CHUNK, page_size, write_browser
 from cube.config import RunPaths
 
 SCRIPT = "<script>alert('x')</script>"
+ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
@@ -207,7 +209,7 @@ def _open(paths: RunPaths, page: str, href: str) -> _Dom:
     return _dom_at(urljoin((paths.root / page).as_uri(), href))
 
 
-def _exported(paths: RunPaths, html: str) -> dict[str, dict[str, str]]:
+def _exported(paths: RunPaths, html: str, mime: str = "text/html") -> dict[str, dict[str, str]]:
     """The links of a table shown by notebook 10, where people click them: in the executed
     notebook (`notebooks/`) and in its two HTML exports (`report/`, `report/code/`)."""
     import nbformat
@@ -215,7 +217,7 @@ def _exported(paths: RunPaths, html: str) -> dict[str, dict[str, str]]:
     from cube.pages import export_html
 
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("table", outputs=[
-        nbformat.v4.new_output("execute_result", {"text/html": html}, execution_count=1)])])
+        nbformat.v4.new_output("execute_result", {mime: html}, execution_count=1)])])
     executed = paths.notebooks / "10_diagnostics.ipynb"
     nbformat.write(nb, executed)
     out = {"notebooks/10_diagnostics.ipynb": html}
@@ -298,3 +300,31 @@ def test_compare_page_regressions_link_to_both_sides_records(tmp_path):
     all_regressions.feed(html)
     dom = _open(paths, page, all_regressions.hrefs["judgment browser"])
     assert dom.count == str(head["n_regressions"]) and head["n_regressions"] >= 3
+
+
+def test_decision_examples_link_to_their_judgments_on_both_decision_pages(categorised):
+    """The decision's failure-pattern examples: notebook 06's Markdown and the report index."""
+    from cube.config import load_params
+    from cube.lta import decision_markdown
+    from cube.pages import write_index
+
+    paths, _, scores = categorised
+    decision = {"verdict": "fair", "sentence": "s", "system": "v 2&#", "suggestions": [], "cube_score": 50.0,
+                "cube_ci": [40.0, 60.0], "confidence": 0.95, "recall_at_k": 0.8, "top_n": 8, "weighted_score": 62.5,
+                "cost_total": None, "tokens_total": 0, "calls_total": 0, "calls_cached": 0,
+                "patterns_sentence": "2 of 24 rag answers score low", "n_judges": 2, "judges_used": [],
+                "failure_patterns": {"top": [{"pattern": "wrong_item", "count": 2, "share": 0.5,
+                                              "suggestion": "check <retrieval>", "examples": "q003, q017"}]}}
+    pages = _exported(paths, decision_markdown(decision), "text/markdown")
+    assert set(pages["report/code/10_diagnostics.html"]) >= {"q003", "q017"}
+    paths.results.write_text(json.dumps({"decision": decision}), encoding="utf-8")
+    index = write_index(load_params(ROOT / "params" / "default.yaml"), paths, [])
+    anchors = _Anchors()
+    text = index.read_text(encoding="utf-8")
+    anchors.feed(text[text.index('id="pattern-examples"'):])
+    pages["report/index.html"] = anchors.hrefs
+    expected = len(scores[(scores["question_id"] == "q003") & (scores["system"] == "v 2&#") & (scores["set"] == "rag")])
+    for page, hrefs in pages.items():
+        dom = _open(paths, page, hrefs["q003"])
+        assert dom.cards == ["q003"] and 'data-system="v 2&amp;#"' in dom.html, page  # type: ignore[attr-defined]
+        assert len(dom.rows) == expected, page
