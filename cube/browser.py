@@ -132,6 +132,21 @@ def _ids(v: Any) -> list[str]:
     return [str(x) for x in v] if isinstance(v, (list, tuple)) or hasattr(v, "__len__") else [str(v)]
 
 
+def _categories(qi: pd.DataFrame, corpus: pd.DataFrame | None) -> tuple[dict[Any, str], dict[Any, str]]:
+    """Per question id, its style and its gold document's department, named exactly as the
+    per-category report names them (`cube.retrieval_metrics.question_groups`, without its
+    near-duplicate family sizes, which cost seconds at paper scale and the browser does not use)."""
+    style = (qi["style"].fillna("").replace("", "(llm or file)") if "style" in qi
+             else pd.Series("(none)", index=qi.index)).astype(str).to_dict()
+    if corpus is None or not len(corpus) or "doc_id" not in corpus or "doc_id" not in qi:
+        return style, {}
+    gold = qi["doc_id"].astype(str)
+    if "department" not in corpus:
+        return style, dict.fromkeys(qi.index, "(none)")
+    dept = corpus.drop_duplicates("doc_id").set_index(corpus.drop_duplicates("doc_id")["doc_id"].astype(str))["department"]
+    return style, gold.map(dept).fillna("").replace("", "(none)").astype(str).to_dict()
+
+
 def build_records(answers: pd.DataFrame, scores: pd.DataFrame, questions: pd.DataFrame | None = None,
                   corpus: pd.DataFrame | None = None, changes: dict[tuple[str, str], list[list[Any]]] | None = None,
                   ) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
@@ -146,13 +161,7 @@ def build_records(answers: pd.DataFrame, scores: pd.DataFrame, questions: pd.Dat
     if questions is not None and len(questions):
         qi = questions.drop_duplicates("question_id").set_index("question_id")
         qtext = qi["question"].to_dict() if "question" in qi else {}
-        if corpus is not None and len(corpus) and "doc_id" in corpus and "doc_id" in questions:
-            from cube.retrieval_metrics import question_groups  # the per-category report's categories
-
-            g = question_groups(questions.drop_duplicates("question_id"), corpus).set_index("question_id")
-            qstyle, qdept = g["style"].to_dict(), g["department"].to_dict()
-        elif "style" in qi:
-            qstyle = qi["style"].fillna("").replace("", "(llm or file)").to_dict()
+        qstyle, qdept = _categories(qi, corpus)
     unknown = "(unknown)" if qstyle else ""  # as the category report names a question it cannot place
     docs: dict[str, Any] = {}
     if corpus is not None and len(corpus) and "doc_id" in corpus:
