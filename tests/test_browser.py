@@ -312,6 +312,9 @@ def test_decision_examples_link_to_their_judgments_on_both_decision_pages(catego
     decision = {"verdict": "fair", "sentence": "s", "system": "v 2&#", "suggestions": [], "cube_score": 50.0,
                 "cube_ci": [40.0, 60.0], "confidence": 0.95, "recall_at_k": 0.8, "top_n": 8, "weighted_score": 62.5,
                 "cost_total": None, "tokens_total": 0, "calls_total": 0, "calls_cached": 0,
+                "weakest": [{"dimension": "relevance", "score": 40.0, "sd": 2.0}],
+                "systems": [{"system": s, "cube_score": 50.0, "cube_ci": None, "recall_at_k": 0.8, "weighted_score": 60.0,
+                             "verdict": "fair"} for s in ("v1", "v 2&#")],
                 "patterns_sentence": "2 of 24 rag answers score low", "n_judges": 2, "judges_used": [],
                 "failure_patterns": {"top": [{"pattern": "wrong_item", "count": 2, "share": 0.5,
                                               "suggestion": "check <retrieval>", "examples": "q003, q017"}]}}
@@ -328,3 +331,12 @@ def test_decision_examples_link_to_their_judgments_on_both_decision_pages(catego
         dom = _open(paths, page, hrefs["q003"])
         assert dom.cards == ["q003"] and 'data-system="v 2&amp;#"' in dom.html, page  # type: ignore[attr-defined]
         assert len(dom.rows) == expected, page
+    anchors = _Anchors()  # the weakest dimension opens its lowest rag scores; each system its records
+    anchors.feed(text)
+    dom = _open(paths, "report/index.html", anchors.hrefs["relevance"])
+    rel = scores[(scores["system"] == "v 2&#") & (scores["set"] == "rag") & (scores["dimension"] == "relevance")]
+    lowest = rel.groupby("question_id")["score"].min()
+    assert dom.count == str(len(lowest)) and len(dom.rows) == len(rel.query("question_id in @dom.cards"))
+    assert dom.cards[0] in set(lowest[lowest == lowest.min()].index)
+    dom = _open(paths, "report/index.html", anchors.hrefs["v1"])
+    assert dom.count == str(scores["question_id"].nunique()) and 'data-system="v 2&amp;#"' not in dom.html
