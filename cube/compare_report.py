@@ -1,8 +1,11 @@
 """`cube compare A B` and notebook 09: resolve the two sides, compare, write the folder.
 
-A side is a params file (its run folder `outputs/<run>`) or a run folder, and optionally a
-system of that run (default: the run's primary system; when both sides are the same run, B
-defaults to its second system). The comparison folder holds `comparison.json` (the headline:
+A side is a params file (its run folder `outputs/<run>`, `outputs_dir` read from the project
+root) or a run folder (or a folder inside it), and optionally a system of that run (default:
+the run's primary system). Both sides are resolved to their run root, so two spellings of one
+run are the same run: B then defaults to the run's first system other than A's, and a system
+compared with itself is refused. Each listed regression and improvement links to its records in
+each side's judgment browser. The comparison folder holds `comparison.json` (the headline:
 `delta_cube`, `delta_cube_ci`, `p_value`, `mde`, `n_questions`, `regressions`, `improvements`),
 `tables/*.csv`, `figures/*.png` (a forest plot of Δ by dimension and judge, a scatter of the
 per-question jury scores A vs B) and `index.html` in the report style (all text escaped).
