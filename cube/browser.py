@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -71,10 +72,10 @@ def link(target: str = FROM_PAGES, **filters: Any) -> str:
 
 
 def rebase_links(page_html: str, up: str) -> str:
-    """A notebook's HTML export with its `FROM_PAGES`-style links (`../report/...`, right for
-    `notebooks/`) rebased for a page `up` below `report/` ("" for `report/*.html`, "../" for
-    `report/code/*.html`), so the exported pages link inside the report folder."""
-    return page_html.replace('href="../report/', f'href="{up}')
+    """A notebook's HTML export with its run-relative links (`../report/...`, `../compare/...`:
+    right for `notebooks/`) rebased for a page `up` below `report/` ("" for `report/*.html`,
+    "../" for `report/code/*.html`): links into the report stay inside the report folder."""
+    return re.sub(r'href="\.\./(report/)?', lambda m: f'href="{up}' if m.group(1) else f'href="{up}../', page_html)
 
 
 def href_from(folder: str | Path, run_root: str | Path) -> str:

@@ -301,4 +301,13 @@ def notebook_compare(run: Any, side_a: str | None = None, side_b: str | None = N
                 | {"page": str(out / "index.html")}]
     cols = ["a", "b", "delta_cube", "delta_cube_ci", "p_value", "mde", "n_questions", "n_regressions",
             "n_improvements", "page"]
-    return run.table("comparisons", pd.DataFrame(rows, columns=cols))
+    shown = run.table("comparisons", pd.DataFrame(rows, columns=cols))
+    if side_a is not None or side_b is not None:
+        return shown
+    from cube.browser import FROM_PAGES, link
+    from cube.display import table
+
+    # inside the run: each comparison's page, and B's regressions in the judgment browser
+    return table(shown, links={"page": lambda r: f"../{r['page']}",
+                               "n_regressions": lambda r: link(FROM_PAGES, system=r["b"], change="regression"),
+                               "n_improvements": lambda r: link(FROM_PAGES, system=r["b"], change="improvement")})

@@ -86,3 +86,25 @@ def test_comparing_a_system_with_itself_is_refused(project, capsys):
     err = capsys.readouterr().err
     assert "both sides are system 'sys-b' of run 'two'" in err and str(two.resolve()) in err
     assert not (project / "out" / "compare").exists()
+
+
+def test_notebook_09_table_links_each_comparison_and_its_regressions(project):
+    from test_browser import _exported, _open
+
+    from cube.browser import write_browser
+    from cube.compare_report import notebook_compare
+    from cube.notebook import open_run
+
+    run = open_run(_run(project, "three", ["sys-a", "sys-b", "sys-c"]))
+    shown = notebook_compare(run, n_permutations=9, k=2)
+    write_browser(run.paths)
+    pages = _exported(run.paths, shown._repr_html_())
+    first = run.paths.root / "compare" / "sys-a__vs__sys-b" / "comparison.json"  # the table's first row
+    head = json.loads(first.read_text(encoding="utf-8"))
+    for page, hrefs in pages.items():
+        target = _open(run.paths, page, hrefs[str(head["n_regressions"])])
+        assert target.count == str(head["n_regressions"]) and set(target.cards) >= {
+            q["question_id"] for q in head["regressions"]}, page
+        assert hrefs["compare/sys-a__vs__sys-c/index.html"].endswith("compare/sys-a__vs__sys-c/index.html")
+    code = pages["report/code/10_diagnostics.html"]["compare/sys-a__vs__sys-c/index.html"]
+    assert code == "../../compare/sys-a__vs__sys-c/index.html"
