@@ -6,6 +6,7 @@ browser into a temporary run folder, opens it in headless Chromium and reads the
 records on <body>: first render (first data file rendered) and everything loaded.
 
     python benchmarks/browser_scale.py [--questions 6111]
+    python benchmarks/browser_scale.py --run outputs/default   # a finished run's own data (copied)
 """
 
 from __future__ import annotations
@@ -61,18 +62,28 @@ def tables(n: int, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFr
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--questions", type=int, default=6111)
+    ap.add_argument("--run", type=Path, default=None, help="a finished run folder: its data and comparisons "
+                    "are copied to a temporary run (the run itself is left unchanged)")
     args = ap.parse_args()
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     with tempfile.TemporaryDirectory() as tmp:
         paths = RunPaths(root=Path(tmp) / "run", cache=Path(tmp) / "c.sqlite").ensure()
-        ans, sc, q, corpus = tables(args.questions)
-        ans.to_parquet(paths.data_file("answers"))
-        sc.to_parquet(paths.data_file("scores"))
-        q.to_parquet(paths.data_file("questions"))
-        corpus.to_parquet(paths.data_file("corpus"))
+        if args.run is not None:
+            for name in ("answers", "scores", "questions", "corpus"):
+                if (args.run / "data" / f"{name}.parquet").exists():
+                    shutil.copy(args.run / "data" / f"{name}.parquet", paths.data_file(name))
+            for f in sorted(args.run.glob("compare/*/comparison.json")):  # the regression marks
+                target = paths.root / f.parent.relative_to(args.run)
+                (target / "tables").mkdir(parents=True)
+                shutil.copy(f, target / f.name)
+                shutil.copy(f.parent / "tables" / "question_changes.csv", target / "tables")
+        else:
+            for name, table in zip(("answers", "scores", "questions", "corpus"), tables(args.questions), strict=True):
+                table.to_parquet(paths.data_file(name))
+        n_judgments = len(pd.read_parquet(paths.data_file("scores"), columns=["judge"]))
         t = time.perf_counter()
         write_browser(paths)
-        print(f"judgments: {len(sc)}")
+        print(f"judgments: {n_judgments}")
         print(f"write_browser_s: {time.perf_counter() - t:.1f}")
         size = page_size(paths.report)
         for k, v in size.items():

@@ -14,16 +14,31 @@ rank and retrieved list, the zero / rag / full answers, and every judgment
 JSON, with `<`, `>` and `&` escaped as `\\u003c` ... so no string can close a script tag.
 
 Filters (also readable from the URL hash, e.g. `#judge=rubric-strict&min=3&max=6`): system,
-set, judge, dimension, style, retrieved or not, failed judgments only, score range, and text;
-sort by question, rank or the lowest / highest matching score.
+set, judge, dimension, style, department, retrieved or not, failed judgments only, score range,
+text and exact question ids (`q`, repeatable); sort by question, rank or the lowest / highest
+matching score. Style and department are the categories of the per-category report
+(`cube.retrieval_metrics.question_groups`), so a category row links to exactly its questions.
+
+`link(**filters)` builds a link into the browser (filters in the hash, percent-encoded; escape
+the link when writing it into HTML). Links are relative, for the folder the linking page is in:
+`FROM_PAGES` (`../report/judgments.html`) works from the executed notebooks (`notebooks/`), and
+their HTML exports (`report/`, `report/code/`) rebase it (`rebase_links`, called by
+`cube.pages.export_html`) to stay inside the report folder; `FROM_INDEX` from `report/index.html`,
+`FROM_RUN_COMPARE` from a run's comparison pages (`compare/<a>__vs__<b>/`); `href_from(folder,
+run_root)` computes one for any other folder (e.g. `outputs/compare/...` to each side's run).
+`linked_questions` and `linked_categories` display a table with its question ids or category
+values linked (the CSV keeps the raw values).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pandas as pd
 
@@ -31,6 +46,68 @@ from cube.config import RunPaths
 
 CHUNK = 100  # records per data file (the first one is all the first render waits for)
 SETS = ("zero", "rag", "full")
+PAGE = "judgments.html"
+FROM_PAGES = f"../report/{PAGE}"  # notebooks/*.ipynb, report/*.html and report/code/*.html alike
+FROM_INDEX = PAGE
+FROM_RUN_COMPARE = f"../../report/{PAGE}"
+# The hash keys the page reads (see the template's fromHash); `q` may repeat.
+FILTERS = ("system", "set", "judge", "dimension", "style", "department", "retrieved", "change", "failed", "min",
+           "max", "text", "sort", "q")
+
+
+def link(target: str = FROM_PAGES, **filters: Any) -> str:
+    """`target#key=value&...` opening the browser with these filters (keys: `FILTERS`; a list
+    value repeats its key; None is left out). Values are percent-encoded; escape the result
+    when writing it into HTML."""
+    unknown = sorted(set(filters) - set(FILTERS))
+    if unknown:
+        raise ValueError(f"browser link: unknown filter(s) {unknown}; expected some of {list(FILTERS)}")
+    parts = []
+    for key in FILTERS:
+        value = filters.get(key)
+        for v in value if isinstance(value, (list, tuple)) else [value]:
+            if v is not None:
+                parts.append(f"{key}={quote(str(v), safe='')}")
+    return f"{target}#{'&'.join(parts)}" if parts else target
+
+
+def rebase_links(page_html: str, up: str) -> str:
+    """A notebook's HTML export with its run-relative links (`../report/...`, `../compare/...`:
+    right for `notebooks/`) rebased for a page `up` below `report/` ("" for `report/*.html`,
+    "../" for `report/code/*.html`): links into the report stay inside the report folder."""
+    return re.sub(r'href="\.\./(report/)?', lambda m: f'href="{up}' if m.group(1) else f'href="{up}../', page_html)
+
+
+def href_from(folder: str | Path, run_root: str | Path) -> str:
+    """The relative link from a page in `folder` to the browser of the run at `run_root`."""
+    rel = os.path.relpath(Path(run_root).resolve() / "report" / PAGE, Path(folder).resolve())
+    return Path(rel).as_posix()
+
+
+def linked_questions(table: pd.DataFrame, system: str | None = None, *, column: str = "question_id",
+                     sep: str | None = None, target: str = FROM_PAGES, set_: str | None = "rag") -> Any:
+    """`table` displayed with the question ids of `column` linked to their records in the browser
+    (of `system`, on the `set_` judgments); `sep`: the cell holds several ids joined by it (as
+    `cube.failures.pattern_table`'s `examples`, sep ", ")."""
+    from cube.display import table as shown
+
+    def ids(row: dict[str, Any]) -> list[tuple[str, str]]:
+        v = _text(row.get(column))
+        qs = [x.strip() for x in v.split(sep.strip() or sep)] if sep else [v]
+        return [(q, link(target, system=system, set=set_, q=q)) for q in qs if q]
+
+    return shown(table, getattr(table, "_cube_digits", 2) or 2, links={column: ids})
+
+
+def linked_categories(table: pd.DataFrame, by: str, system: str | None = None, *, target: str = FROM_PAGES) -> Any:
+    """A per-category table (`cube.categories.category_report`, `by` = style or department)
+    displayed with each category linked to its questions' rag judgments in the browser."""
+    from cube.display import table as shown
+
+    if by not in ("style", "department"):
+        raise ValueError(f"linked_categories: the browser filters by style or department, not {by!r}")
+    return shown(table, getattr(table, "_cube_digits", 2) or 2,
+                 links={by: lambda row: link(target, system=system, set="rag", **{by: _text(row.get(by))})})
 
 
 def _js(obj: Any) -> str:
@@ -56,6 +133,21 @@ def _ids(v: Any) -> list[str]:
     return [str(x) for x in v] if isinstance(v, (list, tuple)) or hasattr(v, "__len__") else [str(v)]
 
 
+def _categories(qi: pd.DataFrame, corpus: pd.DataFrame | None) -> tuple[dict[Any, str], dict[Any, str]]:
+    """Per question id, its style and its gold document's department, named exactly as the
+    per-category report names them (`cube.retrieval_metrics.question_groups`, without its
+    near-duplicate family sizes, which cost seconds at paper scale and the browser does not use)."""
+    style = (qi["style"].fillna("").replace("", "(llm or file)") if "style" in qi
+             else pd.Series("(none)", index=qi.index)).astype(str).to_dict()
+    if corpus is None or not len(corpus) or "doc_id" not in corpus or "doc_id" not in qi:
+        return style, {}
+    gold = qi["doc_id"].astype(str)
+    if "department" not in corpus:
+        return style, dict.fromkeys(qi.index, "(none)")
+    dept = corpus.drop_duplicates("doc_id").set_index(corpus.drop_duplicates("doc_id")["doc_id"].astype(str))["department"]
+    return style, gold.map(dept).fillna("").replace("", "(none)").astype(str).to_dict()
+
+
 def build_records(answers: pd.DataFrame, scores: pd.DataFrame, questions: pd.DataFrame | None = None,
                   corpus: pd.DataFrame | None = None, changes: dict[tuple[str, str], list[list[Any]]] | None = None,
                   ) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
@@ -64,11 +156,14 @@ def build_records(answers: pd.DataFrame, scores: pd.DataFrame, questions: pd.Dat
     systems = [str(s) for s in dict.fromkeys(answers["system"].astype(str))]
     judges = sorted(scores["judge"].astype(str).unique()) if len(scores) else []
     dims = list(dict.fromkeys(scores["dimension"].astype(str))) if len(scores) else []
-    qtext = qstyle = {}
+    qtext: dict[Any, Any] = {}
+    qstyle: dict[Any, Any] = {}
+    qdept: dict[Any, Any] = {}
     if questions is not None and len(questions):
         qi = questions.drop_duplicates("question_id").set_index("question_id")
         qtext = qi["question"].to_dict() if "question" in qi else {}
-        qstyle = qi["style"].to_dict() if "style" in qi else {}
+        qstyle, qdept = _categories(qi, corpus)
+    unknown = "(unknown)" if qstyle else ""  # as the category report names a question it cannot place
     docs: dict[str, Any] = {}
     if corpus is not None and len(corpus) and "doc_id" in corpus:
         ci = corpus.drop_duplicates("doc_id").set_index("doc_id")
@@ -90,7 +185,9 @@ def build_records(answers: pd.DataFrame, scores: pd.DataFrame, questions: pd.Dat
         rec = recs.get((q, s))
         if rec is None:
             rec = recs[(q, s)] = {"q": q, "s": systems.index(s), "d": _text(getattr(row, "doc_id", "")),
-                                  "t": _text(qtext.get(row.question_id, "")), "st": _text(qstyle.get(row.question_id, "")),
+                                  "t": _text(qtext.get(row.question_id, "")),
+                                  "st": _text(qstyle.get(row.question_id, unknown)),
+                                  "dp": _text(qdept.get(row.question_id, "(unknown)" if qdept else "")),
                                   "rk": None, "r": [], "a": ["", "", ""], "e": ["", "", ""], "j": judg.get((q, s), [])}
         i = sidx.get(str(row.set))
         if i is None:
@@ -106,7 +203,9 @@ def build_records(answers: pd.DataFrame, scores: pd.DataFrame, questions: pd.Dat
             recs[(q, s)]["c"] = marks
     records = sorted(recs.values(), key=lambda r: (r["q"], r["s"]))
     styles = sorted({r["st"] for r in records if r["st"]})
+    departments = sorted({r["dp"] for r in records if r["dp"]})
     meta = {"systems": systems, "judges": judges, "dimensions": dims, "sets": list(SETS), "styles": styles,
+            "departments": departments,
             "n_records": len(records), "n_judgments": int(len(sc))}
     return meta, records, docs
 

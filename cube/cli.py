@@ -254,7 +254,9 @@ def _main(args: argparse.Namespace) -> int:
             print(f"{head['b']} vs {head['a']}: ΔCuBE {_fmt(head['delta_cube'])} "
                   f"[{_fmt(ci[0])}, {_fmt(ci[1])}], p = {_fmt(head['p_value'], 3)}, MDE {_fmt(head['mde'])}, "
                   f"{head['n_questions']} questions, {head['n_regressions']} regressions, "
-                  f"{head['n_improvements']} improvements")
+                  f"{head['n_improvements']} improvements" + _flags_note(head.get("flags") or []))
+            for flag in head.get("flags") or []:  # as the page: the interval or p-value rests on a selection
+                print(f"  flag: {flag}")
             print(f"comparison: {out / 'index.html'}")
             return 0
         if args.command == "params-reference":
@@ -301,6 +303,10 @@ def _run(args: argparse.Namespace) -> int:
         print(f"cube: decision withheld: judging failed ({reasons})", file=sys.stderr)
         return 3
     return 0
+
+
+def _flags_note(flags: list[str]) -> str:
+    return f" ({len(flags)} flag{'s' if len(flags) != 1 else ''} below)" if flags else ""
 
 
 def _fmt(v: float | None, digits: int = 2) -> str:

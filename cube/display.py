@@ -5,7 +5,10 @@ DataFrames) whose notebook/HTML display has human headers (`trim_proportion` -> 
 numbers rounded (2 decimals; whole numbers without decimals), no index column (a meaningful index
 becomes ordinary columns), missing values as an empty cell in text columns and "n/a" in numeric
 ones, booleans as yes/no, lists joined, long text wrapped with its line breaks kept, and every
-column shown. The CSV written by `Run.table` keeps the raw values.
+column shown. The CSV written by `Run.table` keeps the raw values. `links` turn the cells of a
+column into links (e.g. question ids into the judgment browser, `cube.browser`): per column, a
+function of the row giving the cell's href, or a list of (text, href) pairs, or None (no link);
+text and href are both escaped.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import html
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -82,7 +86,19 @@ def np_float():
     return np.floating
 
 
-def to_html(df: pd.DataFrame, digits: int = 2, caption: str = "", max_rows: int = MAX_ROWS) -> str:
+Links = dict[str, Callable[[dict[str, Any]], "str | list[tuple[str, str]] | None"]]
+
+
+def _linked(text: str, target: str | list[tuple[str, str]] | None) -> str:
+    if target is None:
+        return html.escape(text)
+    if isinstance(target, str):
+        return f'<a href="{html.escape(target)}">{html.escape(text)}</a>' if text else ""
+    return ", ".join(f'<a href="{html.escape(h)}">{html.escape(t)}</a>' for t, h in target)
+
+
+def to_html(df: pd.DataFrame, digits: int = 2, caption: str = "", max_rows: int = MAX_ROWS,
+            links: Links | None = None) -> str:
     """The table as HTML for people (see the module docstring). Every value is escaped."""
     frame = df
     if not isinstance(frame.index, pd.RangeIndex) or frame.index.name is not None:
@@ -92,11 +108,13 @@ def to_html(df: pd.DataFrame, digits: int = 2, caption: str = "", max_rows: int 
     rows = []
     for values in frame.head(max_rows).itertuples(index=False, name=None):
         tds = []
+        row = dict(zip(frame.columns, values, strict=True)) if links else {}
         for col, value in zip(frame.columns, values, strict=True):
             text, cls = cell(value, digits)
             if col in numeric and text == "":
                 text, cls = "n/a", "num"
-            tds.append(f'<td class="{cls}">{html.escape(text)}</td>')
+            inner = _linked(text, links[col](row)) if links and col in links and text else html.escape(text)
+            tds.append(f'<td class="{cls}">{inner}</td>')
         rows.append("<tr>" + "".join(tds) + "</tr>")
     more = len(frame) - max_rows
     note = f"{len(frame)} rows; the first {max_rows} are shown (all are in the CSV)." if more > 0 else ""
@@ -109,18 +127,19 @@ def to_html(df: pd.DataFrame, digits: int = 2, caption: str = "", max_rows: int 
 class ShownTable(pd.DataFrame):
     """A DataFrame displayed by `to_html` in notebooks; anything computed from it is a plain DataFrame."""
 
-    _metadata = ["_cube_digits"]
+    _metadata = ["_cube_digits", "_cube_links"]
 
     @property
     def _constructor(self):  # noqa: D401 (pandas hook)
         return pd.DataFrame
 
     def _repr_html_(self) -> str:
-        return to_html(self, getattr(self, "_cube_digits", 2) or 2)
+        return to_html(self, getattr(self, "_cube_digits", 2) or 2, links=getattr(self, "_cube_links", None))
 
 
-def table(df: pd.DataFrame, digits: int = 2) -> ShownTable:
-    """`df` unchanged, displayed for people (see the module docstring)."""
+def table(df: pd.DataFrame, digits: int = 2, links: Links | None = None) -> ShownTable:
+    """`df` unchanged, displayed for people (see the module docstring), with `links` if given."""
     shown = ShownTable(df)
     shown._cube_digits = digits
+    shown._cube_links = links
     return shown

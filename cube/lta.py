@@ -386,10 +386,15 @@ def decision_markdown(decision: dict[str, Any]) -> str:
     if decision.get("refusal_sentence"):
         lines += [esc(decision["refusal_sentence"]), ""]
     if decision.get("patterns_sentence"):
+        from cube.browser import FROM_PAGES, link
+
         lines.append(esc(decision["patterns_sentence"]))
         for t in (decision.get("failure_patterns") or {}).get("top", []):
+            examples = ", ".join(  # each example opens its rag judgments in the judgment browser
+                f'<a href="{esc(link(FROM_PAGES, system=decision.get("system"), set="rag", q=q))}">{esc(q)}</a>'
+                for q in str(t["examples"]).split(", ") if q)
             lines.append(f"- {esc(t['pattern'].replace('_', ' '))}: {t['count']} ({t['share']:.0%}), e.g. "
-                         f"{esc(t['examples'])}; consider: {esc(t['suggestion'])}.")
+                         f"{examples}; consider: {esc(t['suggestion'])}.")
         lines.append("")
     lines.append("Suggestions:")
     lines += [f"- {esc(s)}" for s in decision["suggestions"]]

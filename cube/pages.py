@@ -48,7 +48,9 @@ def export_html(executed: Path, target: Path, *, with_code: bool) -> Path:
                             exclude_output_prompt=True)
     body, _ = exporter.from_notebook_node(nbformat.read(executed, as_version=4))
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(offline_html(body), encoding="utf-8")
+    from cube.browser import rebase_links  # links into the judgment browser, from report/ or report/code/
+
+    target.write_text(rebase_links(offline_html(body), "../" if with_code else ""), encoding="utf-8")
     return target
 
 

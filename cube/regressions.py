@@ -19,6 +19,24 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cube.schema import SchemaError, require_columns
+
+_NEEDED = ("question_id", "set", "rank")
+
+
+def check_answers(answers: pd.DataFrame, table: str = "answers") -> None:
+    """Raise `SchemaError` naming `table` (the file) and every row whose `rank` is not an integer
+    >= 0 (0 = gold not retrieved), with its question and set; missing columns are named first."""
+    require_columns(answers, _NEEDED, table)
+    ranks = pd.to_numeric(answers["rank"], errors="coerce")
+    bad = ranks.isna() | (ranks < 0) | (ranks != ranks.round())
+    if bad.any():
+        rows = [f"row {i} (question_id {q}, set {s}): {v!r}" for i, q, s, v in
+                zip(answers.index[bad], answers.loc[bad, "question_id"], answers.loc[bad, "set"],
+                    answers.loc[bad, "rank"], strict=True)]
+        raise SchemaError(f"{table}: column 'rank' must be an integer >= 0 (0 = gold document not retrieved); "
+                          f"{len(rows)} bad row(s): " + "; ".join(rows))
+
 
 def _rag(answers: pd.DataFrame) -> pd.DataFrame:
     rag = answers[answers["set"] == "rag"].drop_duplicates("question_id").set_index("question_id")
@@ -45,9 +63,13 @@ def _retrieval_change(ra: int, rb: int) -> str:
 
 
 def question_changes(a_answers: pd.DataFrame, a_scores: pd.DataFrame, b_answers: pd.DataFrame,
-                     b_scores: pd.DataFrame, jury_judges: list[str]) -> pd.DataFrame:
+                     b_scores: pd.DataFrame, jury_judges: list[str], *,
+                     tables: tuple[str, str] = ("answers (A)", "answers (B)")) -> pd.DataFrame:
     """One row per common question: `question_id, doc_id, rank_a, rank_b, retrieval_change`,
-    `score_a:<judge>`, `score_b:<judge>`, `delta:<judge>` per judge and `jury_a, jury_b, delta`."""
+    `score_a:<judge>`, `score_b:<judge>`, `delta:<judge>` per judge and `jury_a, jury_b, delta`.
+    `tables` name the two answers tables (their files) in a `SchemaError` (`check_answers`)."""
+    check_answers(a_answers, tables[0])
+    check_answers(b_answers, tables[1])
     ra, rb = _rag(a_answers), _rag(b_answers)
     qids = sorted(set(ra.index) & set(rb.index), key=str)
     out = pd.DataFrame({"question_id": qids})

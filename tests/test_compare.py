@@ -210,3 +210,44 @@ def test_sides_with_different_cube_definitions_are_refused_naming_every_key():
     # resampling settings (bootstrap, seed) are not part of the definition: no refusal
     compare_pair(*a, *b, AnalysisParams(), analysis_params_b=AnalysisParams(bootstrap=7, seed=3),
                  n_resamples=10, n_permutations=9)
+
+
+def test_regressions_name_every_bad_rank_row_of_the_answers_file():
+    """Review repro i13_b part 2: a NaN rank gave a bare "cannot convert float NaN to integer"."""
+    from cube.regressions import question_changes
+    from cube.schema import SchemaError
+
+    ans, sc = make_tables(20, seed=6)
+    bad = ans.copy()
+    rag = bad["set"] == "rag"
+    bad.loc[rag & bad["question_id"].isin(["q001", "q007"]), "rank"] = np.nan
+    bad.loc[rag & (bad["question_id"] == "q004"), "rank"] = -2
+    rows = sorted(bad.index[rag & bad["question_id"].isin(["q001", "q004", "q007"])])
+    with pytest.raises(SchemaError) as err:
+        question_changes(ans, sc, bad, sc, ["judge-a"], tables=("a/answers.parquet", "b/answers.parquet"))
+    msg = str(err.value)
+    assert msg.startswith("b/answers.parquet: column 'rank'") and "integer >= 0" in msg
+    for row, qid in zip(rows, ("q001", "q004", "q007"), strict=True):
+        assert f"row {row} (question_id {qid}, set rag)" in msg
+    assert "a/answers.parquet" not in msg
+    with pytest.raises(SchemaError, match=r"answers \(A\): missing column\(s\) \['rank'\]"):
+        question_changes(ans.drop(columns="rank"), sc, ans, sc, ["judge-a"])
+
+
+def test_compare_sides_refuses_a_bad_rank_naming_the_file_before_writing(tmp_path):
+    from cube.compare_report import Side, compare_sides
+    from cube.config import RunPaths
+    from cube.schema import SchemaError
+
+    paths = RunPaths(root=tmp_path / "run", cache=tmp_path / "c.sqlite").ensure()
+    ans, sc = make_tables(20, seed=3)
+    answers = pd.concat([ans.assign(system="v1"), ans.assign(system="v2")], ignore_index=True)
+    bad = answers.index[(answers["system"] == "v2") & (answers["set"] == "rag") & (answers["question_id"] == "q002")]
+    answers.loc[bad, "rank"] = np.nan
+    answers.to_parquet(paths.data_file("answers"))
+    pd.concat([sc.assign(system="v1"), sc.assign(system="v2")], ignore_index=True).to_parquet(paths.data_file("scores"))
+    out = tmp_path / "cmp"
+    with pytest.raises(SchemaError) as err:
+        compare_sides(Side("run", "v1", paths, None, 8), Side("run", "v2", paths, None, 8), out, n_permutations=9)
+    assert str(err.value).startswith(f"{paths.data_file('answers')} (system v2): column 'rank'")
+    assert f"row {bad[0]} (question_id q002, set rag): nan" in str(err.value) and not out.exists()

@@ -76,6 +76,7 @@ def test_cube_compare_two_runs_writes_the_comparison(runs, capsys):
     assert parser.scripts == 0 and "&lt;script&gt;" in html
     printed = capsys.readouterr().out
     assert printed.startswith("bm25-top16 vs bm25-top4: ΔCuBE ") and "comparison: " in printed
+    assert "flag" not in printed and not head["flags"]
 
 
 def test_cube_compare_same_run_needs_two_systems(runs, capsys):
@@ -84,7 +85,8 @@ def test_cube_compare_same_run_needs_two_systems(runs, capsys):
     assert "only the system(s)" in capsys.readouterr().err
 
 
-def test_a_comparison_resting_on_few_valid_resamples_is_flagged_in_json_and_page(runs, monkeypatch, tmp_path):
+def test_a_comparison_resting_on_few_valid_resamples_is_flagged_in_json_page_and_summary(runs, monkeypatch, tmp_path,
+                                                                                         capsys):
     import numpy as np
 
     import cube.compare as C
@@ -107,3 +109,32 @@ def test_a_comparison_resting_on_few_valid_resamples_is_flagged_in_json_and_page
     assert len(head["flags"]) == 2 and all("50%" in f for f in head["flags"])
     html = (out.parent / "index.html").read_text(encoding="utf-8")
     assert html.count('class="warn flag"') == 2
+    printed = capsys.readouterr().out.splitlines()  # the summary carries the flags right under its headline
+    assert printed[0].startswith("bm25-top16 vs bm25-top4: ΔCuBE ") and printed[0].endswith("(2 flags below)")
+    assert printed[1:3] == [f"  flag: {f}" for f in head["flags"]] and printed[3].startswith("comparison: ")
+
+
+def test_two_runs_compare_page_links_each_side_to_its_own_run_browser(runs, tmp_path):
+    from urllib.parse import unquote, urljoin, urlparse
+
+    from cube.browser import write_browser
+    from cube.config import RunPaths
+
+    tmp, a, b = runs
+    out_none = tmp_path / "before"
+    assert main(["compare", str(a), str(b), "--permutations", "9", "--top", "2", "--outputs", str(out_none)]) == 0
+    head = json.loads(next(out_none.rglob("comparison.json")).read_text(encoding="utf-8"))
+    assert head["browser"] is None and all(q["links"] == {"a": None, "b": None} for q in head["improvements"])
+    for run in ("v1", "v2"):  # the runs' reports are published: the comparison links into both
+        root = tmp / "outputs" / run
+        write_browser(RunPaths(root=root, cache=root.parent / "cache.sqlite"))
+    assert main(["compare", str(a), str(b), "--permutations", "9", "--top", "2"]) == 0
+    out = tmp / "outputs" / "compare" / "v1-bm25-top4__vs__v2-bm25-top16"
+    head = json.loads((out / "comparison.json").read_text(encoding="utf-8"))
+    q = head["improvements"][0]
+    for side, run, system in (("a", "v1", "bm25-top4"), ("b", "v2", "bm25-top16")):
+        href = q["links"][side]
+        assert href.startswith(f"../../{run}/report/judgments.html#")
+        target = urlparse(urljoin((out / "index.html").as_uri(), href))
+        assert Path(unquote(target.path)) == (tmp / "outputs" / run / "report" / "judgments.html").resolve()
+        assert f"system={system}" in target.fragment and f"q={q['question_id']}" in target.fragment
