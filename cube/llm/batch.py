@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cube.cache import CallCache, _canonical, cache_key, key_payload
-from cube.calls import Request, Response
 from cube.config import ModelSpec
-from cube.endpoints import _Malformed, _parse_completion, call_cost
+from cube.llm.cache import CallCache, _canonical, cache_key, key_payload
+from cube.llm.calls import Request, Response
+from cube.llm.endpoints import _Malformed, _parse_completion, call_cost
 
 STAGES = ("03",)
 URL = "/v1/chat/completions"

@@ -38,7 +38,7 @@ def add_batch_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def batch_main(args: argparse.Namespace) -> int:
-    from cube import batch
+    from cube.llm import batch
 
     if args.batch_command == "export":
         from cube.config import RunPaths, load_params
@@ -52,6 +52,6 @@ def batch_main(args: argparse.Namespace) -> int:
         for line in report.lines():
             print(line, file=sys.stderr if line.startswith(("failed", "refused")) else sys.stdout)
         return 0 if not report.problems else 2
-    from cube import batch_remote
+    from cube.llm import batch_remote
 
     return batch_remote.command(args)

@@ -16,7 +16,7 @@ from pathlib import Path
 import openai
 
 from cube.config import load_params
-from cube.endpoints import NO_KEY
+from cube.llm.endpoints import NO_KEY
 
 
 def client(params_path: Path, model: str) -> openai.OpenAI:

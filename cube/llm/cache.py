@@ -24,8 +24,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from cube.calls import Request, Response
 from cube.config import ModelSpec
+from cube.llm.calls import Request, Response
 
 _HOST = socket.gethostname()
 

@@ -33,9 +33,9 @@ from typing import Any
 
 import openai
 
-from cube.calls import Request, Response
-from cube.concurrency import AdaptiveLimit
 from cube.config import ModelSpec
+from cube.llm.calls import Request, Response
+from cube.llm.concurrency import AdaptiveLimit
 
 log = logging.getLogger("cube.llm")
 RETRY_STATUS = frozenset({408, 409, 429})  # plus every 5xx; other 4xx are the caller's fault

@@ -32,9 +32,9 @@ at the token limit (`detail["finish_reason"] == "length"`) is kept, not an error
 with such replies logs one warning ("m: 12 of 300 replies were cut at max_tokens=512; raise
 max_tokens").
 
-Modules behind it: `cube.calls` (Request, Response), `cube.endpoints` (HTTP, retries),
-`cube.cache` (the SQLite cache), `cube.usage` (accounting); their public names are
-re-exported here.
+Modules behind it (all in `cube.llm`): `calls` (Request, Response), `endpoints` (HTTP, retries),
+`cache` (the SQLite cache), `usage` (accounting), `concurrency` (AIMD); their public names are
+re-exported by `cube.llm`.
 """
 
 from __future__ import annotations
@@ -54,18 +54,18 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from cube.cache import CLAIM_LEASE_S, _cached_response, _canonical, _endpoint_id
-from cube.cache import CacheError as CacheError
-from cube.cache import CallCache as CallCache
-from cube.cache import cache_key as cache_key
-from cube.cache import key_payload as key_payload
-from cube.calls import Request as Request
-from cube.calls import Response as Response
 from cube.config import ModelSpec, redact_url
-from cube.endpoints import NO_KEY, Endpoints
-from cube.endpoints import call_cost as call_cost
-from cube.usage import response_accounting as response_accounting
-from cube.usage import usage_summary as usage_summary
+from cube.llm.cache import CLAIM_LEASE_S, _cached_response, _canonical, _endpoint_id
+from cube.llm.cache import CacheError as CacheError
+from cube.llm.cache import CallCache as CallCache
+from cube.llm.cache import cache_key as cache_key
+from cube.llm.cache import key_payload as key_payload
+from cube.llm.calls import Request as Request
+from cube.llm.calls import Response as Response
+from cube.llm.endpoints import NO_KEY, Endpoints
+from cube.llm.endpoints import call_cost as call_cost
+from cube.llm.usage import response_accounting as response_accounting
+from cube.llm.usage import usage_summary as usage_summary
 
 
 def progress_bar(iterable: Any = None, **kwargs: Any) -> Any:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import openai
 
 from cube.config import ModelSpec, Params, RagflowSystem, redact_url
-from cube.endpoints import NO_KEY, _Malformed, _parse_completion, _status_detail, connection_reason, scrub
+from cube.llm.endpoints import NO_KEY, _Malformed, _parse_completion, _status_detail, connection_reason, scrub
 
 
 @dataclass
@@ -152,7 +152,7 @@ def check_endpoints(params: Params, timeout_s: float = 10.0) -> list[str]:
     async def run() -> list[str | None]:
         return await asyncio.gather(*(_probe(u.spec, url, timeout_s) for u, url in todo))
 
-    from cube.llm import run_sync
+    from cube.llm.models import run_sync
 
     reasons = run_sync(run()) if todo else []
     return [

@@ -23,7 +23,7 @@ import pandas as pd
 from cube.schema import ACCOUNTING_COLUMNS, ROLES
 
 if TYPE_CHECKING:
-    from cube.calls import Response
+    from cube.llm.calls import Response
 
 SUMMARY_COLUMNS: tuple[str, ...] = (
     "role", "model", "calls", "cached_calls", "failed_calls", "input_tokens", "output_tokens",
