@@ -4,10 +4,12 @@ For runs that outgrow one machine's live calls. The round trip:
 
 1. `cube batch export PARAMS --stage 03 --out calls.jsonl` writes every judging call of the run
    that is not in the call cache yet, one JSON line each in the OpenAI Batch API request format
-   (`custom_id`, `method`, `url`, `body`). The file also runs unchanged on vLLM's
+   (`custom_id`, `method`, `url`, `body`), one file per (endpoint, model), named after both
+   (`calls.gpt-4o@api.openai.com.jsonl`, `calls.deepseek-chat@api.deepseek.com.jsonl`): a batch
+   runs on one endpoint, so `cube batch submit` refuses a file with another model's lines. The file also runs unchanged on vLLM's
    `python -m vllm.entrypoints.openai.run_batch -i calls.jsonl -o results.jsonl` (one GPU node, or
    a Ray cluster for many), or through `cube batch submit/status/fetch` on OpenAI's Batch API.
-2. `cube batch import PARAMS results.jsonl` stores every successful reply in the call cache under
+2. `cube batch import PARAMS results.jsonl [more.jsonl ...]` (any model's results) stores every successful reply in the call cache under
    its `custom_id`, which IS the call's cache key (`cube.cache.cache_key`): the reply lands exactly
    where `cube run` looks. Every `custom_id` is checked against the calls the run makes now
    (an unknown one, e.g. from another run or older params, is refused and named, nothing of that
@@ -26,9 +28,11 @@ The call cost of an imported reply uses the model's batch prices (`batch_price_i
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from cube.config import ModelSpec
 from cube.llm.cache import CallCache, _canonical, cache_key, key_payload
@@ -88,31 +92,89 @@ def stage_calls(params_path: str | Path, stage: str = "03") -> tuple[list[Pendin
     return list(calls.values()), run.paths.cache
 
 
-def pending_calls(params_path: str | Path, stage: str = "03") -> tuple[list[Pending], Path]:
-    """`stage_calls` without those already in the call cache."""
+def pending_calls(params_path: str | Path, stage: str = "03", every: bool = False) -> tuple[list, Path]:
+    """`stage_calls` without those already in the call cache; with `every`, all calls as
+    (call, pending) pairs."""
     calls, cache_path = stage_calls(params_path, stage)
-    if not calls or not cache_path.exists():
-        return calls, cache_path
-    cache = CallCache(cache_path)
-    try:
-        done = cache.get_many(c.custom_id for c in calls)
-    finally:
-        cache.close()
+    done: dict[str, Any] = {}
+    if calls and cache_path.exists():
+        cache = CallCache(cache_path)
+        try:
+            done = cache.get_many(c.custom_id for c in calls)
+        finally:
+            cache.close()
+    if every:
+        return [(c, c.custom_id not in done) for c in calls], cache_path
     return [c for c in calls if c.custom_id not in done], cache_path
 
 
-def export_batch(params_path: str | Path, out: str | Path, stage: str = "03") -> int:
-    """Write the pending calls as OpenAI Batch API JSONL; returns how many (0: nothing to do)."""
-    calls, _ = pending_calls(params_path, stage)
+def batch_target(spec: ModelSpec) -> str:
+    """`model@host[:port]`: the model and endpoint a batch file goes to (its first base URL)."""
+    url = urlsplit(spec.endpoints()[0])
+    host = (url.hostname or "") + (f":{url.port}" if url.port is not None else "")
+    return f"{spec.model}@{host}"
+
+
+def batch_file(out: Path, spec: ModelSpec) -> Path:
+    """The export file of the calls to `spec`'s (endpoint, model): `<out stem>.<model>@<host>.jsonl`
+    beside `out`, the name made safe for a file system (e.g. `03.gpt-4o@api.openai.com.jsonl`)."""
+    target = re.sub(r"[^A-Za-z0-9._@-]+", "-", batch_target(spec).replace(":", "-"))
+    return out.with_name(f"{out.stem}.{target}.jsonl")
+
+
+def export_batch(params_path: str | Path, out: str | Path, stage: str = "03") -> dict[Path, int]:
+    """Write the pending calls as OpenAI Batch API JSONL, one file per (endpoint, model) (`batch_file`
+    of `out`): a batch is submitted to one endpoint and its lines name one model. Returns {file: number
+    of calls} of the files written (empty: nothing to do). A group with nothing pending any more has
+    its earlier export file removed, so no stale file is submitted twice."""
+    calls, _ = pending_calls(params_path, stage, every=True)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        for c in calls:
-            line = {"custom_id": c.custom_id, "method": "POST", "url": URL, "body": request_body(c.spec, c.request)}
-            f.write(json.dumps(line, ensure_ascii=False) + "\n")
-    tmp.replace(out)
-    return len(calls)
+    groups: dict[Path, list[Pending]] = {}
+    for c, pending in calls:
+        groups.setdefault(batch_file(out, c.spec), [])
+        if pending:
+            groups[batch_file(out, c.spec)].append(c)
+    written = {}
+    for path, group in groups.items():
+        if not group:
+            path.unlink(missing_ok=True)
+            continue
+        tmp = path.with_name(path.name + ".tmp")
+        with tmp.open("w", encoding="utf-8") as f:
+            for c in group:
+                line = {"custom_id": c.custom_id, "method": "POST", "url": URL, "body": request_body(c.spec, c.request)}
+                f.write(json.dumps(line, ensure_ascii=False) + "\n")
+        tmp.replace(path)
+        written[path] = len(group)
+    return written
+
+
+def check_batch_file(path: Path, spec: ModelSpec) -> None:
+    """Refuse a request file that is not all for `spec`'s model: every line's `body.model` must be
+    `spec.model` (a batch runs on one endpoint, which serves one model). Names every other model
+    found, with its line numbers (the first few), and every line that is not a request."""
+    if not path.exists():
+        raise BatchError(f"{path}: no such file")
+    others: dict[str, list[int]] = {}
+    broken: list[str] = []
+    for n, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not raw.strip():
+            continue
+        try:
+            line = json.loads(raw)
+            model = line["body"]["model"]
+        except (ValueError, KeyError, TypeError) as exc:
+            broken.append(f"line {n}: not a Batch API request line with body.model ({type(exc).__name__}: {exc})")
+            continue
+        if model != spec.model:
+            others.setdefault(str(model), []).append(n)
+    problems = [f"{len(lines)} line(s) for model {m!r} (lines {', '.join(map(str, lines[:5]))}"
+                f"{', ...' if len(lines) > 5 else ''})" for m, lines in others.items()] + broken
+    if problems:
+        raise BatchError(f"{path}: refused, the endpoint {batch_target(spec)} serves model {spec.model!r} but "
+                         + "; ".join(problems) + " (export writes one file per model: submit each with its own "
+                         "--model)")
 
 
 @dataclass

@@ -1,10 +1,12 @@
 """`cube batch submit/status/fetch`: drive an OpenAI-compatible Batch API with the `openai` client.
 
 submit uploads a request file (`files.create(purpose="batch")`) and creates a batch on
-`/v1/chat/completions` with a 24 h completion window; status prints the batch's state and request
+`/v1/chat/completions` with a 24 h completion window, after checking that every line's `body.model` is
+the `--model`'s model (export writes one file per model; a mixed file is refused, naming the models); status prints the batch's state and request
 counts; fetch downloads the output file (and the error file, whose lines `cube batch import`
 records as failures) into one results file for `cube batch import`. The endpoint and the key come
-from the model named by `--model` under `models:` (`base_url`, `api_key_env`), as for live calls.
+from the model named by `--model` (a name under `models:`, or a judge's name) (`base_url`,
+`api_key_env`), as for live calls.
 """
 
 from __future__ import annotations
@@ -15,15 +17,25 @@ from pathlib import Path
 
 import openai
 
-from cube.config import load_params
+from cube.config import ModelSpec, load_params
+from cube.llm.batch import check_batch_file
 from cube.llm.endpoints import NO_KEY
 
 
-def client(params_path: Path, model: str) -> openai.OpenAI:
+def model_spec(params_path: Path, model: str) -> ModelSpec:
+    """The spec `--model` names: a model under `models:`, else a judge (whose model may be inline)."""
     params = load_params(params_path)
-    if model not in params.models:
-        raise ValueError(f"--model {model!r}: not defined under `models:` ({sorted(params.models)})")
-    spec = params.models[model]
+    if model in params.models:
+        return params.models[model]
+    judges = {j.name: j for j in params.judges}
+    if model in judges:
+        return params.model(judges[model].model)
+    raise ValueError(f"--model {model!r}: neither a model under `models:` ({sorted(params.models)}) nor a judge "
+                     f"({sorted(judges)})")
+
+
+def client(params_path: Path, model: str) -> tuple[openai.OpenAI, ModelSpec]:
+    spec = model_spec(params_path, model)
     if spec.provider != "openai":
         raise ValueError(f"--model {model!r}: an offline model has no batch API")
     key = NO_KEY
@@ -31,7 +43,7 @@ def client(params_path: Path, model: str) -> openai.OpenAI:
         key = os.environ.get(spec.api_key_env, "")
         if not key:
             raise ValueError(f"--model {model!r}: the environment variable {spec.api_key_env} (api_key_env) is not set")
-    return openai.OpenAI(api_key=key, base_url=spec.endpoints()[0], timeout=spec.timeout_s, max_retries=2)
+    return openai.OpenAI(api_key=key, base_url=spec.endpoints()[0], timeout=spec.timeout_s, max_retries=2), spec
 
 
 def submit(c: openai.OpenAI, path: Path) -> str:
@@ -64,8 +76,9 @@ def fetch(c: openai.OpenAI, batch_id: str, out: Path) -> int:
 
 
 def command(args: argparse.Namespace) -> int:
-    c = client(args.params, args.model)
+    c, spec = client(args.params, args.model)
     if args.batch_command == "submit":
+        check_batch_file(args.file, spec)  # before any upload: a mixed or foreign file is refused, models named
         print(f"batch {submit(c, args.file)} submitted (check it with `cube batch status`)")
     elif args.batch_command == "status":
         print(status(c, args.batch_id))
