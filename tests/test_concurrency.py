@@ -115,3 +115,35 @@ def test_the_documented_start_and_cut_are_the_ones_the_code_uses():
         assert f"cut to {round(concurrency.DECREASE * 100)} %" in doc
     assert "halv" not in text and "starts here" not in text
     assert AdaptiveLimit(1, 16).limit == concurrency.SLOW_START
+
+
+@pytest.mark.parametrize(("urls", "expected"), [
+    (["http://127.0.0.1:8000/v1"], 64), (["http://localhost:11434/v1"], 64), (["http://[::1]:8000/v1"], 64),
+    (["http://10.1.2.3/v1", "http://192.168.0.7:8000/v1"], 64), (["http://vllm:8000/v1"], 64),
+    (["https://api.openai.com/v1"], 16), (["https://8.8.8.8/v1"], 16),
+    (["http://127.0.0.1:8000/v1", "https://api.deepseek.com/v1"], 16),  # one remote replica: the remote default
+])
+def test_default_max_concurrency_is_64_for_local_endpoints_and_16_elsewhere(urls, expected):
+    spec = ModelSpec(model="m", **({"base_url": urls[0]} if len(urls) == 1 else {"base_urls": urls}))
+    assert spec.max_concurrency == expected
+    assert AdaptiveLimit(spec.min_concurrency, spec.max_concurrency).hi == expected
+
+
+def test_an_explicit_max_concurrency_always_wins_and_the_default_is_documented():
+    from pathlib import Path
+
+    from cube.config import LOCAL_MAX_CONCURRENCY, REMOTE_MAX_CONCURRENCY
+
+    assert ModelSpec(model="m", base_url="http://127.0.0.1/v1", max_concurrency=8).max_concurrency == 8
+    assert ModelSpec(model="m", base_url="https://api.openai.com/v1", max_concurrency=200).max_concurrency == 200
+    doc = ModelSpec.model_fields["max_concurrency"].description
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8").split())
+    for text in (doc, readme):
+        assert f"{LOCAL_MAX_CONCURRENCY} when every base URL is local" in text and f"else {REMOTE_MAX_CONCURRENCY}" in text
+    # through params too: a model under `models:` and an inline judge model
+    from cube.config import parse_params
+
+    params = parse_params({"run": "c", "models": {"near": {"model": "q", "base_url": "http://127.0.0.1:8000/v1"}},
+                           "judges": [{"name": "a", "model": "near"},
+                                      {"name": "b", "model": {"model": "g", "base_url": "https://api.openai.com/v1"}}]})
+    assert [params.model(j.model).max_concurrency for j in params.judges] == [64, 16]
