@@ -30,6 +30,8 @@ class AdaptiveLimit:
             raise ValueError(f"concurrency: expected 1 <= min_concurrency <= max_concurrency, got {min_limit}, {max_limit}")
         self.lo, self.hi = min_limit, max_limit
         self.limit = float(min(max_limit, max(min_limit, SLOW_START)))
+        self.start = int(self.limit)
+        self.pushback = {"http_429": 0, "timeouts": 0}  # congestion signals seen (each, cut or not)
         self.in_flight = 0
         self.peak = 0
         self.lowest = float(max_limit)
@@ -71,9 +73,11 @@ class AdaptiveLimit:
         if self.limit < self.hi:
             self.limit = min(float(self.hi), self.limit + (1.0 if not self.cuts else 1.0 / self.limit))
 
-    def congested(self, seq: int | None = None) -> None:
-        """A 429 or a timeout for the call whose slot had sequence number `seq` (default: the
-        last slot taken): cut the limit to 70 %, unless that call started before the last cut."""
+    def congested(self, seq: int | None = None, why: str = "http_429") -> None:
+        """A 429 (`why="http_429"`) or a timeout (`why="timeouts"`) for the call whose slot had
+        sequence number `seq` (default: the last slot taken): counted, and the limit is cut to 70 %,
+        unless that call started before the last cut."""
+        self.pushback[why] += 1
         seq = self._seq if seq is None else seq
         if seq > self._cut_seq and self.limit > self.lo:
             self.limit = max(float(self.lo), self.limit * DECREASE)
@@ -82,5 +86,21 @@ class AdaptiveLimit:
             self._cut_seq = self._seq
 
     def summary(self) -> dict[str, float | int]:
-        return {"min": self.lo, "max": self.hi, "peak_in_flight": self.peak, "final_limit": int(self.limit),
-                "lowest_limit": int(self.lowest), "cuts": self.cuts}
+        """The limit's course: bounds, start, calls in flight reached, final and lowest limit, cuts,
+        and the 429s and timeouts that pushed back."""
+        return {"min": self.lo, "max": self.hi, "start": self.start, "peak_in_flight": self.peak,
+                "final_limit": int(self.limit), "lowest_limit": int(self.lowest), "cuts": self.cuts, **self.pushback}
+
+
+def merge_summaries(before: dict[str, float | int], after: dict[str, float | int]) -> dict[str, float | int]:
+    """Two batches' `summary()` of one model as one: the first start, the highest peak, the lowest
+    limit, the last final limit, cuts and pushback added up."""
+    if not before:
+        return dict(after)
+    out = dict(after)
+    out["start"] = before["start"]
+    out["peak_in_flight"] = max(before["peak_in_flight"], after["peak_in_flight"])
+    out["lowest_limit"] = min(before["lowest_limit"], after["lowest_limit"])
+    for k in ("cuts", "http_429", "timeouts"):
+        out[k] = before.get(k, 0) + after.get(k, 0)
+    return out

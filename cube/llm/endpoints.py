@@ -339,7 +339,7 @@ class Endpoints:
                     self._no_answer(ep)
                 except openai.APITimeoutError:
                     label, detail = "timeout", f"no answer within {spec.timeout_s:g} s"
-                    self.sem.congested(seq)
+                    self.sem.congested(seq, "timeouts")
                     self._attempt_failed(ep)
                     self._no_answer(ep)
                 except openai.APIConnectionError as exc:
@@ -355,7 +355,7 @@ class Endpoints:
                             self._stop(ep, reason)
                         return self._failure(reason, attempt, t0, ep)
                     if exc.status_code == 429:
-                        self.sem.congested(seq)
+                        self.sem.congested(seq, "http_429")
                     retry_after = _retry_after(exc)  # 429 and 5xx: the server says it is busy or
                     # hiccuped, which retries are for; neither counts toward nor resets the streak
                 except openai.OpenAIError as exc:  # anything else the client raises: not transient

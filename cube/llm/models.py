@@ -62,6 +62,7 @@ from cube.llm.cache import cache_key as cache_key
 from cube.llm.cache import key_payload as key_payload
 from cube.llm.calls import Request as Request
 from cube.llm.calls import Response as Response
+from cube.llm.concurrency import merge_summaries
 from cube.llm.endpoints import NO_KEY, Endpoints
 from cube.llm.endpoints import call_cost as call_cost
 from cube.llm.usage import response_accounting as response_accounting
@@ -256,7 +257,8 @@ class OpenAIModel(Model):
         self.counts: Counter[str] = Counter()  # requests, cache_hits, calls, failed (all batches)
         self.stopped: dict[str, str] = {}  # endpoints the circuit breaker stopped, for every later batch too
         self.stopped_at: dict[str, float] = {}  # ... and when: each gets a trial call after its cool-down
-        self.concurrency: dict[str, float | int] = {}  # AdaptiveLimit.summary() of the last batch that sent calls
+        # AdaptiveLimit.summary() over every batch that sent calls (merge_summaries), plus where
+        self.concurrency: dict[str, Any] = {}
 
     def api_key(self) -> str:
         """The key from the variable named by `api_key_env` ("EMPTY" when there is none)."""
@@ -361,7 +363,8 @@ class OpenAIModel(Model):
                 cache.release(owner)  # interrupted or failed: leave nothing claimed
             bar.close()
             await pool.close()
-            self.concurrency = pool.sem.summary()  # the adaptive limit's course (cube.concurrency)
+            self.concurrency = {**merge_summaries(self.concurrency, pool.sem.summary()),  # the limit's course
+                                "model": self.spec.model, "endpoints": [redact_url(e) for e in self.endpoints]}
         failed = [out[w[0]] for w in todo.values() if not out[w[0]].ok]  # type: ignore[union-attr]
         for ep, why in pool.stopped.items():  # one line per stopped endpoint and batch, not one per call
             _say(f"{label}: model {self.name} at {redact_url(ep)}: stopped sending: {why}; "
