@@ -203,3 +203,15 @@ def test_pushback_is_counted_by_kind_and_batches_of_one_model_add_up():
     m = merge_summaries(s, later.summary())
     assert (m["http_429"], m["timeouts"], m["cuts"], m["peak_in_flight"], m["start"]) == (2, 2, 2, 9, 4)
     assert m["final_limit"] == later.summary()["final_limit"] and merge_summaries({}, s) == s
+
+
+def test_256_calls_are_all_in_flight_at_once():
+    """One httpx pool of 256 connections scanned all of them for every request (CPU per call grew
+    with the pool), so a client reached ~84 in flight at 256; pools of 16 reach every slot."""
+    with OpenAIServer(reply=lambda body: "Score: 7", latency_s=1.0) as server:
+        spec = ModelSpec(model="m", base_url=server.url, max_concurrency=256, min_concurrency=256)
+        model = make_model(spec)
+        out = model.complete([Request(({"role": "user", "content": f"q{i}"},)) for i in range(256)],
+                             role="judging", progress=False)
+    assert all(r.ok for r in out) and server.requests_total == 256
+    assert server.max_in_flight == model.concurrency["peak_in_flight"] == 256

@@ -12,13 +12,16 @@ call then adds 1/limit (about +1 per window of calls), up to `max_concurrency`. 
 after a 429 honours the server's Retry-After (`Endpoints._delay`). `peak` is the most calls that
 were in flight at once, `limit` the current limit; the pipeline records them per judge.
 
-Waking is O(1) per released slot (`Condition.notify(k)` for the k free slots), so thousands of
-queued calls cost no more client CPU than a semaphore.
+A released slot is handed straight to the first waiter (FIFO; a future per waiter, set by the
+releaser), O(1) per slot. The `asyncio.Condition` this replaced re-checked every waiter already
+woken but not yet run on each notify and made each woken waiter re-take its lock: a burst of k
+answers cost O(k^2), most of the client's CPU per call at 256 in flight (issue 15).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 
 SLOW_START = 4  # the first limit (or min_concurrency if larger); it doubles per window until a 429
 DECREASE = 0.7  # the cut: gentler than halving, so the limit oscillates closer to what the endpoint allows
@@ -38,40 +41,53 @@ class AdaptiveLimit:
         self.cuts = 0
         self._seq = 0  # sequence number of the last slot taken
         self._cut_seq = -1  # `_seq` when the limit was last cut: congestion from calls up to it is ignored
-        self._cond = asyncio.Condition()
+        self._waiters: deque[asyncio.Future[int]] = deque()  # FIFO; each gets its slot's sequence number
 
-    def _free(self) -> int:
-        return max(0, int(self.limit) - self.in_flight)
+    def _take(self) -> int:
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        self._seq += 1
+        return self._seq
 
-    async def __aenter__(self) -> AdaptiveLimit:
-        async with self._cond:
-            await self._cond.wait_for(lambda: self.in_flight < int(self.limit))
-            self.in_flight += 1
-            self.peak = max(self.peak, self.in_flight)
-            self._seq += 1
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        async with self._cond:
-            self.in_flight -= 1
-            free = self._free()
-            if free:
-                self._cond.notify(free)
+    def _wake(self) -> None:
+        """Hand free slots to the waiters, first come first served."""
+        while self._waiters and self.in_flight < int(self.limit):
+            fut = self._waiters.popleft()
+            if not fut.done():  # a cancelled waiter is skipped
+                fut.set_result(self._take())
 
     async def acquire(self) -> int:
         """Take a slot (as `async with`), for callers that may give it back before using it.
         Returns the slot's sequence number, to pass to `congested`."""
-        await self.__aenter__()
-        return self._seq
+        if not self._waiters and self.in_flight < int(self.limit):
+            return self._take()
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
+        try:
+            return await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():  # a slot was handed over as we were cancelled: give it back
+                self.in_flight -= 1
+                self._wake()
+            raise
 
     async def release(self) -> None:
-        await self.__aexit__(None, None, None)
+        self.in_flight -= 1
+        self._wake()
+
+    async def __aenter__(self) -> AdaptiveLimit:
+        await self.acquire()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.release()
 
     def success(self) -> None:
         """A call the endpoint answered: +1 per call until the first cut (slow start: the limit
         doubles every window of calls), then additive increase (+1/limit, about +1 per window)."""
         if self.limit < self.hi:
             self.limit = min(float(self.hi), self.limit + (1.0 if not self.cuts else 1.0 / self.limit))
+            self._wake()  # a slot more: a waiter need not wait for the next release
 
     def congested(self, seq: int | None = None, why: str = "http_429") -> None:
         """A 429 (`why="http_429"`) or a timeout (`why="timeouts"`) for the call whose slot had
