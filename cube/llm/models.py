@@ -19,7 +19,7 @@ An LLM reads `Request.messages`; an offline algorithm reads the structured
 so no pipeline branches on "offline".
 
 `provider: openai` models (`OpenAIModel`) go through `openai.AsyncOpenAI` (its own retries
-off): at most `max_concurrency` requests in flight, spread over `base_urls` (least busy
+off; HTTP over aiohttp when installed, see `cube.llm.endpoints`): at most `max_concurrency` requests in flight, spread over `base_urls` (least busy
 first); retries with exponential backoff and jitter on 429, 5xx, timeouts, connection errors
 and unusable 200 answers, honouring Retry-After (capped by `backoff_max_s`); other 4xx fail at
 once. A failure is a Response whose `error` says why ("HTTP 429 after 5 attempts: ...") and
