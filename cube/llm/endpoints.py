@@ -162,7 +162,7 @@ def connection_reason(exc: openai.APIError) -> str:
         cause = cause.__cause__ or cause.__context__
     if refused or "refused" in low or "errno 111" in low:
         return "connection refused"
-    if "name or service not known" in low or "nodename nor servname" in low or "getaddrinfo" in low:
+    if any(s in low for s in ("name or service not known", "nodename nor servname", "getaddrinfo", "name resolution")):
         return "host not found"
     return f"{exc.message} ({text[:200]})" if text else exc.message
 
