@@ -9,7 +9,7 @@ from pathlib import Path
 
 def add_batch_parser(sub: argparse._SubParsersAction) -> None:
     b = sub.add_parser("batch", help="judge through a batch API: export pending calls, import the replies",
-                       description="Batch judging for runs that outgrow live calls (see cube/batch.py). "
+                       description="Batch judging for runs that outgrow live calls (see cube/llm/batch.py). "
                        "export writes the pending judging calls as OpenAI Batch API JSONL (also vLLM run-batch "
                        "input); import loads a results file into the call cache, after which `cube run` sends no "
                        "request for them; submit/status/fetch drive an OpenAI-compatible Batch API.")
