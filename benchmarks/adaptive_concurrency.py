@@ -4,7 +4,7 @@ The server (tests/openai_server.py, a child process, keep-alive HTTP/1.1) answer
 latency and rate-limits at R requests per second (a token bucket of 0.1 s; beyond it, HTTP 429
 with `retry-after-ms`). N distinct calls go through `cube.llm` at `max_concurrency` C (default 64,
 far above the R x latency the limit allows), so the client must find the right concurrency
-itself (cube/concurrency.py: AIMD). Printed: achieved calls/s over R, the 429s as a share of all
+itself (cube/llm/concurrency.py: AIMD). Printed: achieved calls/s over R, the 429s as a share of all
 requests, and the limit's course (peak in flight, lowest and final limit, cuts).
 
     python benchmarks/adaptive_concurrency.py [--n 2000] [--rps 100] [--latency 0.1] [--concurrency 64]

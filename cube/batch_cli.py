@@ -1,57 +1,11 @@
-"""`cube batch ...`: the command-line side of `cube.batch` (export, import, submit, status, fetch)."""
+"""Compatibility shim: this module moved to `cube.llm.batch_cli` (the LLM layer subpackage).
 
-from __future__ import annotations
+`import cube.batch_cli` yields that very module object (not a copy), so attribute reads, private
+names and monkeypatches behave exactly as before the move. New code imports `cube.llm.batch_cli`.
+"""
 
-import argparse
 import sys
-from pathlib import Path
 
+import cube.llm.batch_cli as _moved
 
-def add_batch_parser(sub: argparse._SubParsersAction) -> None:
-    b = sub.add_parser("batch", help="judge through a batch API: export pending calls, import the replies",
-                       description="Batch judging for runs that outgrow live calls (see cube/batch.py). "
-                       "export writes the pending judging calls as OpenAI Batch API JSONL (also vLLM run-batch "
-                       "input); import loads a results file into the call cache, after which `cube run` sends no "
-                       "request for them; submit/status/fetch drive an OpenAI-compatible Batch API.")
-    bs = b.add_subparsers(dest="batch_command", required=True, metavar="ACTION")
-    e = bs.add_parser("export", help="write the calls of a stage that are not cached yet as Batch API JSONL")
-    e.add_argument("params", type=Path)
-    e.add_argument("--stage", default="03", help="stage whose calls to export (03: judging)")
-    e.add_argument("--out", type=Path, default=None, help="output file (default: outputs/<run>/batch/03.jsonl)")
-    i = bs.add_parser("import", help="store a Batch API results file in the call cache")
-    i.add_argument("params", type=Path)
-    i.add_argument("file", type=Path)
-    i.add_argument("--stage", default="03")
-    s = bs.add_parser("submit", help="upload a request file and create a batch on the model's endpoint")
-    s.add_argument("params", type=Path)
-    s.add_argument("file", type=Path)
-    s.add_argument("--model", required=True, help="name under `models:` whose endpoint and key to use")
-    st = bs.add_parser("status", help="print a batch's status and request counts")
-    st.add_argument("params", type=Path)
-    st.add_argument("batch_id")
-    st.add_argument("--model", required=True)
-    f = bs.add_parser("fetch", help="download a completed batch's results (and errors) to a file")
-    f.add_argument("params", type=Path)
-    f.add_argument("batch_id")
-    f.add_argument("--model", required=True)
-    f.add_argument("--out", type=Path, required=True)
-
-
-def batch_main(args: argparse.Namespace) -> int:
-    from cube import batch
-
-    if args.batch_command == "export":
-        from cube.config import RunPaths, load_params
-
-        out = args.out or RunPaths.for_params(load_params(args.params)).root / "batch" / f"{args.stage}.jsonl"
-        n = batch.export_batch(args.params, out, args.stage)
-        print(f"{n} pending call(s) written to {out}" if n else f"nothing to export: every call is cached ({out})")
-        return 0
-    if args.batch_command == "import":
-        report = batch.import_batch(args.params, args.file, args.stage)
-        for line in report.lines():
-            print(line, file=sys.stderr if line.startswith(("failed", "refused")) else sys.stdout)
-        return 0 if not report.problems else 2
-    from cube import batch_remote
-
-    return batch_remote.command(args)
+sys.modules[__name__] = _moved

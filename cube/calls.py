@@ -1,44 +1,11 @@
-"""The two values every model call exchanges: a `Request` and its `Response`."""
+"""Compatibility shim: this module moved to `cube.llm.calls` (the LLM layer subpackage).
 
-from __future__ import annotations
+`import cube.calls` yields that very module object (not a copy), so attribute reads, private
+names and monkeypatches behave exactly as before the move. New code imports `cube.llm.calls`.
+"""
 
-from dataclasses import dataclass, field
-from typing import Any
+import sys
 
+import cube.llm.calls as _moved
 
-@dataclass(frozen=True)
-class Request:
-    """One chat call. `messages` for LLMs; `context` (structured inputs) for offline models.
-
-    `template_version` and `sample` enter the cache key: a changed prompt template or a
-    repeated judgment (`samples: n`) is a different call. `context` does not (it is derived
-    from the same inputs as the messages).
-    """
-
-    messages: tuple[dict[str, str], ...]
-    context: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
-    template_version: str = ""
-    sample: int = 0
-
-
-@dataclass
-class Response:
-    """The outcome of one call: `text` on success, `error` (with its reason) on failure."""
-
-    text: str | None
-    error: str | None = None
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost: float | None = None
-    latency_s: float = 0.0  # time holding a concurrency slot (the requests), not waiting for one
-    queue_s: float = 0.0  # time waiting for a concurrency slot
-    cached: bool = False
-    attempts: int = 0
-    model: str = ""
-    endpoint: str = ""
-    detail: dict[str, Any] | None = None
-    call_id: str = ""  # identifies the call: the cache key (LLM) or a hash of the inputs (offline)
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and self.text is not None
+sys.modules[__name__] = _moved

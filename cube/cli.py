@@ -7,7 +7,7 @@
     cube annotate PARAMS.yaml [--out FILE]           export the human annotation sheet
     cube sweep PARAMS.yaml --grid key=v1,v2 ...      one run per combination, plus an index linking them
     cube params-reference                            print the params reference (Markdown)
-    cube batch export|import|submit|status|fetch     judge through a batch API (cube/batch.py)
+    cube batch export|import|submit|status|fetch     judge through a batch API (cube/llm/batch.py)
     cube compare A B                                 paired comparison of two systems or runs
 """
 

@@ -1,86 +1,11 @@
-"""Adaptive concurrency: additive increase, multiplicative decrease (AIMD) of the calls in flight.
+"""Compatibility shim: this module moved to `cube.llm.concurrency` (the LLM layer subpackage).
 
-`AdaptiveLimit` replaces a fixed semaphore in `cube.endpoints.Endpoints` (one per model; the
-model's replicas share it). An endpoint that never pushes back
-reaches `max_concurrency` within a few windows of calls (slow start from 4, doubling per window, as
-TCP does). When the endpoint says it is overloaded (HTTP 429, or a timeout) the limit is cut to 70 %,
-never below `min_concurrency`. Every slot taken gets a sequence number (`acquire` returns it) and a
-cut records the last number handed out: congestion reported by a call that started before the cut
-is ignored (the calls already in flight when it was cut return their own 429s and must not cut it
-again), while a call started after it that is still refused cuts again. Each successful
-call then adds 1/limit (about +1 per window of calls), up to `max_concurrency`. The retry delay
-after a 429 honours the server's Retry-After (`Endpoints._delay`). `peak` is the most calls that
-were in flight at once, `limit` the current limit; the pipeline records them per judge.
-
-Waking is O(1) per released slot (`Condition.notify(k)` for the k free slots), so thousands of
-queued calls cost no more client CPU than a semaphore.
+`import cube.concurrency` yields that very module object (not a copy), so attribute reads, private
+names and monkeypatches behave exactly as before the move. New code imports `cube.llm.concurrency`.
 """
 
-from __future__ import annotations
+import sys
 
-import asyncio
+import cube.llm.concurrency as _moved
 
-SLOW_START = 4  # the first limit (or min_concurrency if larger); it doubles per window until a 429
-DECREASE = 0.7  # the cut: gentler than halving, so the limit oscillates closer to what the endpoint allows
-
-
-class AdaptiveLimit:
-    def __init__(self, min_limit: int, max_limit: int):
-        if not 1 <= min_limit <= max_limit:
-            raise ValueError(f"concurrency: expected 1 <= min_concurrency <= max_concurrency, got {min_limit}, {max_limit}")
-        self.lo, self.hi = min_limit, max_limit
-        self.limit = float(min(max_limit, max(min_limit, SLOW_START)))
-        self.in_flight = 0
-        self.peak = 0
-        self.lowest = float(max_limit)
-        self.cuts = 0
-        self._seq = 0  # sequence number of the last slot taken
-        self._cut_seq = -1  # `_seq` when the limit was last cut: congestion from calls up to it is ignored
-        self._cond = asyncio.Condition()
-
-    def _free(self) -> int:
-        return max(0, int(self.limit) - self.in_flight)
-
-    async def __aenter__(self) -> AdaptiveLimit:
-        async with self._cond:
-            await self._cond.wait_for(lambda: self.in_flight < int(self.limit))
-            self.in_flight += 1
-            self.peak = max(self.peak, self.in_flight)
-            self._seq += 1
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        async with self._cond:
-            self.in_flight -= 1
-            free = self._free()
-            if free:
-                self._cond.notify(free)
-
-    async def acquire(self) -> int:
-        """Take a slot (as `async with`), for callers that may give it back before using it.
-        Returns the slot's sequence number, to pass to `congested`."""
-        await self.__aenter__()
-        return self._seq
-
-    async def release(self) -> None:
-        await self.__aexit__(None, None, None)
-
-    def success(self) -> None:
-        """A call the endpoint answered: +1 per call until the first cut (slow start: the limit
-        doubles every window of calls), then additive increase (+1/limit, about +1 per window)."""
-        if self.limit < self.hi:
-            self.limit = min(float(self.hi), self.limit + (1.0 if not self.cuts else 1.0 / self.limit))
-
-    def congested(self, seq: int | None = None) -> None:
-        """A 429 or a timeout for the call whose slot had sequence number `seq` (default: the
-        last slot taken): cut the limit to 70 %, unless that call started before the last cut."""
-        seq = self._seq if seq is None else seq
-        if seq > self._cut_seq and self.limit > self.lo:
-            self.limit = max(float(self.lo), self.limit * DECREASE)
-            self.lowest = min(self.lowest, self.limit)
-            self.cuts += 1
-            self._cut_seq = self._seq
-
-    def summary(self) -> dict[str, float | int]:
-        return {"min": self.lo, "max": self.hi, "peak_in_flight": self.peak, "final_limit": int(self.limit),
-                "lowest_limit": int(self.lowest), "cuts": self.cuts}
+sys.modules[__name__] = _moved

@@ -80,6 +80,28 @@ def redact_url(url: str) -> str:
     return urlunsplit((parts.scheme, host, parts.path, "", "")) if parts.scheme else url.split("?")[0].split("@")[-1]
 
 
+LOCAL_MAX_CONCURRENCY = 64  # default max_concurrency when every base URL is local (a vLLM / Ollama next door)
+REMOTE_MAX_CONCURRENCY = 16  # elsewhere (a hosted API's rate limits)
+
+
+def local_url(url: str) -> bool:
+    """True when `url`'s host is local: `localhost` (or `*.localhost`), a loopback, private or
+    link-local address, or a one-word host name (a Docker / Kubernetes service, e.g. `vllm`)."""
+    import ipaddress
+
+    try:
+        host = urlsplit(url).hostname or ""
+    except ValueError:
+        return False
+    if host == "localhost" or host.endswith(".localhost") or (host and "." not in host and ":" not in host):
+        return True
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return ip.is_loopback or ip.is_private or ip.is_link_local
+
+
 class ModelSpec(_Strict):
     """One model: an OpenAI-compatible endpoint, or an offline deterministic algorithm.
 
@@ -112,13 +134,15 @@ class ModelSpec(_Strict):
         default_factory=dict, description="Extra JSON fields sent with every request (e.g. vLLM chat_template_kwargs)."
     )
     timeout_s: float = 60.0
-    max_concurrency: int = Field(
-        16, ge=1, description="Most calls in flight: the adaptive limit starts at 4 (or min_concurrency if "
-        "larger, at most this) and doubles per window of answered calls up to this.")
+    max_concurrency: int | None = Field(
+        None, ge=1, description=f"Most calls in flight: the adaptive limit starts at 4 (or min_concurrency if "
+        f"larger, at most this) and doubles per window of answered calls up to this. Default: "
+        f"{LOCAL_MAX_CONCURRENCY} when every base URL is local (localhost, a loopback or private address, or a "
+        f"one-word host name such as a Docker service), else {REMOTE_MAX_CONCURRENCY}; a value given always wins.")
     min_concurrency: int = Field(
         1, ge=1, description="Fewest calls in flight the adaptive limit goes down to: it is cut to 70 % on HTTP 429 "
         "or a timeout (once for the calls in flight at the cut) and grows back by one per window of answered calls "
-        "(cube/concurrency.py).")
+        "(cube/llm/concurrency.py).")
     max_attempts: int = Field(5, ge=1, description="Attempts per call, retries included.")
     backoff_base_s: float = Field(0.5, gt=0, description="First retry delay; doubles each attempt, with jitter.")
     backoff_max_s: float = Field(30.0, gt=0)
@@ -152,6 +176,15 @@ class ModelSpec(_Strict):
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_max_concurrency(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("max_concurrency") is None:
+            urls = data.get("base_urls") or [data.get("base_url")]
+            local = bool(urls) and all(isinstance(u, str) and local_url(u) for u in urls)
+            data = {**data, "max_concurrency": LOCAL_MAX_CONCURRENCY if local else REMOTE_MAX_CONCURRENCY}
+        return data
 
     @model_validator(mode="after")
     def _endpoint(self) -> ModelSpec:

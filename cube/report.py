@@ -418,6 +418,7 @@ def write_manifest(params: Params, paths: RunPaths, summary: RunSummary, started
         "versions": versions,
         "stages": [stages[k] for k in sorted(stages)],
         "usage": _usage(paths),
+        "concurrency": _concurrency(paths),
         "params": shared_values(json.loads(params.model_dump_json()))[0],
     }
     paths.manifest.write_text(json.dumps(manifest, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
@@ -439,6 +440,14 @@ def _usage(paths: RunPaths) -> list[dict[str, Any]]:
     if not tables:
         return []
     return json.loads(usage_summary(tables).to_json(orient="records"))
+
+
+def _concurrency(paths: RunPaths) -> dict[str, Any]:
+    """The adaptive concurrency each LLM judge reached, per judge (its model and endpoints): start,
+    peak in flight, final and lowest limit, cuts, 429s and timeouts (`cube.llm.concurrency`). Recorded
+    by the judging stage (in results.json) when it sent calls; a run whose calls were all cached has none."""
+    results = json.loads(paths.results.read_text(encoding="utf-8")) if paths.results.exists() else {}
+    return results.get("judge_concurrency") or {}
 
 
 def _git_commit() -> str | None:

@@ -61,9 +61,12 @@ def prepared(tmp_path, monkeypatch):
 
 def test_export_import_then_the_run_judges_with_zero_requests(prepared, tmp_path):
     params, run, server = prepared
-    requests = tmp_path / "calls.jsonl"
     answers = run.load("answers")
-    n = batch.export_batch(params, requests)
+    written = batch.export_batch(params, tmp_path / "calls.jsonl")
+    port = server.url.split(":")[-1].split("/")[0]
+    requests = tmp_path / f"calls.test-model@127.0.0.1-{port}.jsonl"  # one LLM judge: one file, named after it
+    assert list(written) == [requests]
+    n = written[requests]
     judged = int(answers["answer"].notna().sum())
     lines = [json.loads(x) for x in requests.read_text(encoding="utf-8").splitlines()]
     # the LLM judge's calls only (2 dimensions; the offline judge makes none), identical calls once
@@ -84,11 +87,12 @@ def test_export_import_then_the_run_judges_with_zero_requests(prepared, tmp_path
     failures = [json.loads(x) for x in (tmp_path / "results.failures.jsonl").read_text().splitlines()]
     assert failures == report.failed and failures[0]["custom_id"] == lines[1]["custom_id"]
 
-    assert batch.export_batch(params, requests) == 1  # the failed call is still pending, and only it
+    assert batch.export_batch(params, tmp_path / "calls.jsonl") == {requests: 1}  # the failed call, and only it
     assert json.loads(requests.read_text())["custom_id"] == lines[1]["custom_id"]
     run_batch(requests, results, server.url)
     assert batch.import_batch(params, results).stored == 1
-    assert batch.export_batch(params, requests) == 0
+    assert batch.export_batch(params, tmp_path / "calls.jsonl") == {}
+    assert not requests.exists()  # the stale export (all imported now) is gone: nothing to submit twice
 
     server.reset_stats()
     scores = pipeline.scores_stage(run)
@@ -112,7 +116,8 @@ def test_cli_export_and_import(prepared, tmp_path, capsys):
     params, run, server = prepared
     assert cli(["batch", "export", str(params), "--out", str(tmp_path / "c.jsonl")]) == 0
     assert "pending call(s) written" in capsys.readouterr().out
-    run_batch(tmp_path / "c.jsonl", tmp_path / "r.jsonl", server.url)
+    (exported,) = tmp_path.glob("c.test-model@*.jsonl")
+    run_batch(exported, tmp_path / "r.jsonl", server.url)
     (tmp_path / "bad.jsonl").write_text('{"custom_id": "nope"}\nnot json\n', encoding="utf-8")
     assert cli(["batch", "import", str(params), str(tmp_path / "bad.jsonl")]) == 2
     err = capsys.readouterr().err
@@ -140,8 +145,8 @@ def test_submit_status_fetch_through_a_local_batch_api(tmp_path, monkeypatch, ca
         run = open_run(params)
         for stage in (pipeline.corpus_stage, pipeline.questions_stage, pipeline.answers_stage):
             stage(run)
-        calls = tmp_path / "calls.jsonl"
-        assert cli(["batch", "export", str(params), "--out", str(calls)]) == 0
+        assert cli(["batch", "export", str(params), "--out", str(tmp_path / "calls.jsonl")]) == 0
+        (calls,) = tmp_path.glob("calls.test-model@*.jsonl")
         n = len(calls.read_text().splitlines())
         capsys.readouterr()
         assert cli(["batch", "submit", str(params), str(calls), "--model", "m"]) == 0
@@ -172,3 +177,86 @@ def test_imported_replies_cost_batch_prices_when_given():
     assert call_cost(batch._batch_spec(cheap), 1_000_000, 500_000) == pytest.approx(3.0)
     assert call_cost(batch._batch_spec(spec.model_copy(update={"batch_price_output_per_m": 4.0})),
                      1_000_000, 500_000) == pytest.approx(4.0)
+
+
+TWO_MODELS = PARAMS.replace(
+    "  - {{name: rubric,",
+    "  - {{name: other, model: {{provider: openai, model: other-model, base_url: \"{url}\", max_tokens: 16}}}}\n"
+    "  - {{name: remote, model: {{provider: openai, model: test-model, base_url: \"{url2}\", max_tokens: 16}}}}\n"
+    "  - {{name: rubric,")
+
+
+def test_export_writes_one_file_per_endpoint_and_model_and_import_takes_them_all(tmp_path, monkeypatch, capsys):
+    """One export file mixed every LLM judge, so a submit sent every model's lines to one endpoint."""
+    from tests.batch_server import BatchServer
+
+    monkeypatch.chdir(tmp_path)
+    with BatchServer(reply=score_reply) as server, OpenAIServer(reply=score_reply) as second:
+        params = tmp_path / "p.yaml"
+        params.write_text(TWO_MODELS.format(out=tmp_path / "out", url=server.url, url2=second.url), encoding="utf-8")
+        run = open_run(params)
+        for stage in (pipeline.corpus_stage, pipeline.questions_stage, pipeline.answers_stage):
+            stage(run)
+        assert cli(["batch", "export", str(params)]) == 0
+        out = capsys.readouterr().out
+        folder = run.paths.root / "batch"
+        port1, port2 = (u.split(":")[-1].split("/")[0] for u in (server.url, second.url))
+        files = {f.name: [json.loads(x) for x in f.read_text().splitlines()] for f in folder.glob("*.jsonl")}
+        # same server, two models: two files; same model, another endpoint: a third
+        assert set(files) == {f"03.test-model@127.0.0.1-{port1}.jsonl", f"03.other-model@127.0.0.1-{port1}.jsonl",
+                              f"03.test-model@127.0.0.1-{port2}.jsonl"}
+        for name, lines in files.items():
+            assert {x["body"]["model"] for x in lines} == {name.split(".")[1].split("@")[0]} and name in out
+        assert "3 files, one per (model, endpoint)" in out
+        # the two test-model files hold different calls (another endpoint is another cache key)
+        ids = {name: {x["custom_id"] for x in lines} for name, lines in files.items()}
+        assert not ids[f"03.test-model@127.0.0.1-{port1}.jsonl"] & ids[f"03.test-model@127.0.0.1-{port2}.jsonl"]
+
+        results = []
+        for name in sorted(files):
+            results.append(tmp_path / ("r." + name))
+            run_batch(folder / name, results[-1], server.url)
+        assert cli(["batch", "import", str(params), *map(str, results)]) == 0  # any model's results, all at once
+        out = capsys.readouterr().out
+        assert all(f"{r}: {len(files[r.name[2:]])} replies stored" in out for r in results)
+        assert cli(["batch", "export", str(params)]) == 0
+        assert "nothing to export" in capsys.readouterr().out and not list(folder.glob("*.jsonl"))
+        server.reset_stats()
+        second.reset_stats()
+        scores = pipeline.scores_stage(run)
+        assert server.requests_total == second.requests_total == 0
+        assert set(scores["judge"]) == {"llm", "other", "remote", "rubric"} and (scores["error_kind"] == "").all()
+
+
+def test_submit_refuses_a_file_of_another_or_several_models_naming_them(tmp_path, monkeypatch, capsys):
+    from tests.batch_server import BatchServer
+
+    monkeypatch.chdir(tmp_path)
+    with BatchServer(reply=score_reply) as server:
+        params = tmp_path / "p.yaml"
+        params.write_text(TWO_MODELS.format(out=tmp_path / "out", url=server.url,
+                                            url2="http://127.0.0.1:1/v1"), encoding="utf-8")
+        run = open_run(params)
+        for stage in (pipeline.corpus_stage, pipeline.questions_stage, pipeline.answers_stage):
+            stage(run)
+        written = batch.export_batch(params, tmp_path / "c.jsonl")
+        other = tmp_path / f"c.other-model@127.0.0.1-{server.url.split(':')[-1].split('/')[0]}.jsonl"
+        mine = next(p for p in written if p != other)
+        capsys.readouterr()
+        # another model's file to this judge's endpoint: refused before any upload, the model named
+        assert cli(["batch", "submit", str(params), str(other), "--model", "llm"]) == 2
+        err = capsys.readouterr().err
+        assert "serves model 'test-model'" in err and f"{written[other]} line(s) for model 'other-model'" in err
+        mixed = tmp_path / "mixed.jsonl"
+        mixed.write_text(mine.read_text() + other.read_text() + "{}\n", encoding="utf-8")
+        assert cli(["batch", "submit", str(params), str(mixed), "--model", "llm"]) == 2
+        err = capsys.readouterr().err
+        first_other = written[mine] + 1
+        assert f"for model 'other-model' (lines {first_other}," in err and "test-model' (" not in err
+        assert f"line {written[mine] + written[other] + 1}: not a Batch API request line" in err
+        assert not server.files and server.batch_requests == 0  # nothing uploaded
+        # the right file with its judge's name (an inline model): accepted
+        assert cli(["batch", "submit", str(params), str(other), "--model", "other"]) == 0
+        assert server.files["file-1"] == other.read_bytes()
+        assert cli(["batch", "submit", str(params), str(other), "--model", "nobody"]) == 2
+        assert "neither a model under `models:`" in capsys.readouterr().err

@@ -115,3 +115,103 @@ def test_the_documented_start_and_cut_are_the_ones_the_code_uses():
         assert f"cut to {round(concurrency.DECREASE * 100)} %" in doc
     assert "halv" not in text and "starts here" not in text
     assert AdaptiveLimit(1, 16).limit == concurrency.SLOW_START
+
+
+@pytest.mark.parametrize(("urls", "expected"), [
+    (["http://127.0.0.1:8000/v1"], 64), (["http://localhost:11434/v1"], 64), (["http://[::1]:8000/v1"], 64),
+    (["http://10.1.2.3/v1", "http://192.168.0.7:8000/v1"], 64), (["http://vllm:8000/v1"], 64),
+    (["https://api.openai.com/v1"], 16), (["https://8.8.8.8/v1"], 16),
+    (["http://127.0.0.1:8000/v1", "https://api.deepseek.com/v1"], 16),  # one remote replica: the remote default
+])
+def test_default_max_concurrency_is_64_for_local_endpoints_and_16_elsewhere(urls, expected):
+    spec = ModelSpec(model="m", **({"base_url": urls[0]} if len(urls) == 1 else {"base_urls": urls}))
+    assert spec.max_concurrency == expected
+    assert AdaptiveLimit(spec.min_concurrency, spec.max_concurrency).hi == expected
+
+
+def test_an_explicit_max_concurrency_always_wins_and_the_default_is_documented():
+    from pathlib import Path
+
+    from cube.config import LOCAL_MAX_CONCURRENCY, REMOTE_MAX_CONCURRENCY
+
+    assert ModelSpec(model="m", base_url="http://127.0.0.1/v1", max_concurrency=8).max_concurrency == 8
+    assert ModelSpec(model="m", base_url="https://api.openai.com/v1", max_concurrency=200).max_concurrency == 200
+    doc = ModelSpec.model_fields["max_concurrency"].description
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8").split())
+    for text in (doc, readme):
+        assert f"{LOCAL_MAX_CONCURRENCY} when every base URL is local" in text and f"else {REMOTE_MAX_CONCURRENCY}" in text
+    # through params too: a model under `models:` and an inline judge model
+    from cube.config import parse_params
+
+    params = parse_params({"run": "c", "models": {"near": {"model": "q", "base_url": "http://127.0.0.1:8000/v1"}},
+                           "judges": [{"name": "a", "model": "near"},
+                                      {"name": "b", "model": {"model": "g", "base_url": "https://api.openai.com/v1"}}]})
+    assert [params.model(j.model).max_concurrency for j in params.judges] == [64, 16]
+
+
+def test_the_concurrency_reached_is_in_the_run_manifest(tmp_path, monkeypatch):
+    """It was only in results.json; the manifest (what produced the report) now has it per judge."""
+    import datetime as dt
+    import json
+
+    from cube import pipeline
+    from cube.notebook import open_run
+    from cube.report import RunSummary, write_manifest
+    from tests.openai_server import score_reply
+
+    monkeypatch.chdir(tmp_path)
+    with OpenAIServer(reply=score_reply, latency_s=0.02, rate_limit_rps=60) as server:
+        params = tmp_path / "p.yaml"
+        params.write_text(f"""run: m
+outputs_dir: {tmp_path / 'out'}
+corpus: {{source: demo, n_items: 12, seed: 1}}
+questions: {{generator: template, seed: 1}}
+systems: [{{kind: builtin, name: bm25, top_n: 4}}]
+dimensions: [relevance, completeness]
+judges:
+  - {{name: llm, model: {{provider: openai, model: test-model, base_url: "{server.url}", max_tokens: 16,
+                         max_attempts: 20, backoff_max_s: 2}}}}
+  - {{name: rubric, model: {{provider: offline, model: rubric-strict}}}}
+""", encoding="utf-8")
+        run = open_run(params)
+        for stage in (pipeline.corpus_stage, pipeline.questions_stage, pipeline.answers_stage, pipeline.scores_stage):
+            stage(run)
+        write_manifest(run.params, run.paths, RunSummary(run.paths), dt.datetime.now(dt.UTC))
+    manifest = json.loads(run.paths.manifest.read_text(encoding="utf-8"))
+    c = manifest["concurrency"]
+    assert set(c) == {"llm"}  # the offline judge has no endpoint
+    llm = c["llm"]
+    assert llm["model"] == "test-model" and llm["endpoints"] == [server.url]
+    assert llm["start"] == 4 and llm["max"] == 64 and llm["min"] == 1  # a local endpoint: the default max is 64
+    assert llm["http_429"] == server.rate_limited >= 1 and llm["timeouts"] == 0
+    assert llm["cuts"] >= 1 and llm["lowest_limit"] <= llm["final_limit"] <= 64
+    assert 1 <= llm["peak_in_flight"] <= 64
+
+
+def test_pushback_is_counted_by_kind_and_batches_of_one_model_add_up():
+    from cube.llm.concurrency import merge_summaries
+
+    lim = AdaptiveLimit(1, 32)
+    lim.congested(None, "http_429")
+    lim.congested(None, "http_429")  # same window: counted, not cut again
+    lim.congested(None, "timeouts")
+    s = lim.summary()
+    assert (s["http_429"], s["timeouts"], s["cuts"], s["start"]) == (2, 1, 1, 4)
+    later = AdaptiveLimit(1, 32)
+    later.peak = 9
+    later.congested(None, "timeouts")
+    m = merge_summaries(s, later.summary())
+    assert (m["http_429"], m["timeouts"], m["cuts"], m["peak_in_flight"], m["start"]) == (2, 2, 2, 9, 4)
+    assert m["final_limit"] == later.summary()["final_limit"] and merge_summaries({}, s) == s
+
+
+def test_256_calls_are_all_in_flight_at_once():
+    """One httpx pool of 256 connections scanned all of them for every request (CPU per call grew
+    with the pool), so a client reached ~84 in flight at 256; pools of 16 reach every slot."""
+    with OpenAIServer(reply=lambda body: "Score: 7", latency_s=1.0) as server:
+        spec = ModelSpec(model="m", base_url=server.url, max_concurrency=256, min_concurrency=256)
+        model = make_model(spec)
+        out = model.complete([Request(({"role": "user", "content": f"q{i}"},)) for i in range(256)],
+                             role="judging", progress=False)
+    assert all(r.ok for r in out) and server.requests_total == 256
+    assert server.max_in_flight == model.concurrency["peak_in_flight"] == 256

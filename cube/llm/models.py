@@ -19,7 +19,7 @@ An LLM reads `Request.messages`; an offline algorithm reads the structured
 so no pipeline branches on "offline".
 
 `provider: openai` models (`OpenAIModel`) go through `openai.AsyncOpenAI` (its own retries
-off): at most `max_concurrency` requests in flight, spread over `base_urls` (least busy
+off; HTTP over aiohttp when installed, see `cube.llm.endpoints`): at most `max_concurrency` requests in flight, spread over `base_urls` (least busy
 first); retries with exponential backoff and jitter on 429, 5xx, timeouts, connection errors
 and unusable 200 answers, honouring Retry-After (capped by `backoff_max_s`); other 4xx fail at
 once. A failure is a Response whose `error` says why ("HTTP 429 after 5 attempts: ...") and
@@ -32,9 +32,9 @@ at the token limit (`detail["finish_reason"] == "length"`) is kept, not an error
 with such replies logs one warning ("m: 12 of 300 replies were cut at max_tokens=512; raise
 max_tokens").
 
-Modules behind it: `cube.calls` (Request, Response), `cube.endpoints` (HTTP, retries),
-`cube.cache` (the SQLite cache), `cube.usage` (accounting); their public names are
-re-exported here.
+Modules behind it (all in `cube.llm`): `calls` (Request, Response), `endpoints` (HTTP, retries),
+`cache` (the SQLite cache), `usage` (accounting), `concurrency` (AIMD); their public names are
+re-exported by `cube.llm`.
 """
 
 from __future__ import annotations
@@ -54,18 +54,19 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from cube.cache import CLAIM_LEASE_S, _cached_response, _canonical, _endpoint_id
-from cube.cache import CacheError as CacheError
-from cube.cache import CallCache as CallCache
-from cube.cache import cache_key as cache_key
-from cube.cache import key_payload as key_payload
-from cube.calls import Request as Request
-from cube.calls import Response as Response
 from cube.config import ModelSpec, redact_url
-from cube.endpoints import NO_KEY, Endpoints
-from cube.endpoints import call_cost as call_cost
-from cube.usage import response_accounting as response_accounting
-from cube.usage import usage_summary as usage_summary
+from cube.llm.cache import CLAIM_LEASE_S, _cached_response, _canonical, _endpoint_id
+from cube.llm.cache import CacheError as CacheError
+from cube.llm.cache import CallCache as CallCache
+from cube.llm.cache import cache_key as cache_key
+from cube.llm.cache import key_payload as key_payload
+from cube.llm.calls import Request as Request
+from cube.llm.calls import Response as Response
+from cube.llm.concurrency import merge_summaries
+from cube.llm.endpoints import NO_KEY, Endpoints
+from cube.llm.endpoints import call_cost as call_cost
+from cube.llm.usage import response_accounting as response_accounting
+from cube.llm.usage import usage_summary as usage_summary
 
 
 def progress_bar(iterable: Any = None, **kwargs: Any) -> Any:
@@ -256,7 +257,8 @@ class OpenAIModel(Model):
         self.counts: Counter[str] = Counter()  # requests, cache_hits, calls, failed (all batches)
         self.stopped: dict[str, str] = {}  # endpoints the circuit breaker stopped, for every later batch too
         self.stopped_at: dict[str, float] = {}  # ... and when: each gets a trial call after its cool-down
-        self.concurrency: dict[str, float | int] = {}  # AdaptiveLimit.summary() of the last batch that sent calls
+        # AdaptiveLimit.summary() over every batch that sent calls (merge_summaries), plus where
+        self.concurrency: dict[str, Any] = {}
 
     def api_key(self) -> str:
         """The key from the variable named by `api_key_env` ("EMPTY" when there is none)."""
@@ -361,7 +363,8 @@ class OpenAIModel(Model):
                 cache.release(owner)  # interrupted or failed: leave nothing claimed
             bar.close()
             await pool.close()
-            self.concurrency = pool.sem.summary()  # the adaptive limit's course (cube.concurrency)
+            self.concurrency = {**merge_summaries(self.concurrency, pool.sem.summary()),  # the limit's course
+                                "model": self.spec.model, "endpoints": [redact_url(e) for e in self.endpoints]}
         failed = [out[w[0]] for w in todo.values() if not out[w[0]].ok]  # type: ignore[union-attr]
         for ep, why in pool.stopped.items():  # one line per stopped endpoint and batch, not one per call
             _say(f"{label}: model {self.name} at {redact_url(ep)}: stopped sending: {why}; "

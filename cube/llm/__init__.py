@@ -1,0 +1,61 @@
+"""The LLM layer: one interface for every model (OpenAI-compatible endpoints and offline
+algorithms), its cache, accounting, adaptive concurrency, batch judging and pre-flight checks.
+
+Modules:
+    models       Model, OfflineModel, OpenAIModel, make_model, register_offline (the interface)
+    calls        Request, Response
+    endpoints    HTTP to OpenAI-compatible endpoints: retries, Retry-After, breaker, cost
+    concurrency  AdaptiveLimit (AIMD on 429s and timeouts)
+    cache        CallCache (SQLite, one row per call; claims between processes), cache_key
+    usage        response_accounting, usage_summary (calls, tokens, cost per role and model)
+    batch        export pending calls as OpenAI Batch JSONL / import results into the cache
+    batch_remote submit/status/fetch through OpenAI's Batch API
+    batch_cli    the `cube batch` command
+    preflight    API keys present and endpoints answering before a run starts
+
+The public names other modules use are re-exported here (`from cube.llm import Request,
+make_model`). The old flat modules (`cube.calls`, `cube.endpoints`, ...) remain importable as
+compatibility shims that are these very modules.
+"""
+
+from cube.llm.cache import CacheError, CallCache, cache_key, key_payload
+from cube.llm.calls import Request, Response
+from cube.llm.endpoints import NO_KEY, Endpoints, call_cost
+from cube.llm.models import (
+    LLMConfigError,
+    Model,
+    OfflineModel,
+    OpenAIModel,
+    make_model,
+    offline_names,
+    progress_bar,
+    register_offline,
+    run_sync,
+    warn_truncated,
+)
+from cube.llm.usage import no_call_accounting, response_accounting, usage_summary
+
+__all__ = [
+    "NO_KEY",
+    "CacheError",
+    "CallCache",
+    "Endpoints",
+    "LLMConfigError",
+    "Model",
+    "OfflineModel",
+    "OpenAIModel",
+    "Request",
+    "Response",
+    "cache_key",
+    "call_cost",
+    "key_payload",
+    "make_model",
+    "no_call_accounting",
+    "offline_names",
+    "progress_bar",
+    "register_offline",
+    "response_accounting",
+    "run_sync",
+    "usage_summary",
+    "warn_truncated",
+]

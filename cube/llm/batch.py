@@ -1,0 +1,269 @@
+"""Batch judging: the pending LLM calls of a stage as an OpenAI Batch API file, and the replies back.
+
+For runs that outgrow one machine's live calls. The round trip:
+
+1. `cube batch export PARAMS --stage 03 --out calls.jsonl` writes every judging call of the run
+   that is not in the call cache yet, one JSON line each in the OpenAI Batch API request format
+   (`custom_id`, `method`, `url`, `body`), one file per (endpoint, model), named after both
+   (`calls.gpt-4o@api.openai.com.jsonl`, `calls.deepseek-chat@api.deepseek.com.jsonl`): a batch
+   runs on one endpoint, so `cube batch submit` refuses a file with another model's lines. The file also runs unchanged on vLLM's
+   `python -m vllm.entrypoints.openai.run_batch -i calls.jsonl -o results.jsonl` (one GPU node, or
+   a Ray cluster for many), or through `cube batch submit/status/fetch` on OpenAI's Batch API.
+2. `cube batch import PARAMS results.jsonl [more.jsonl ...]` (any model's results) stores every successful reply in the call cache under
+   its `custom_id`, which IS the call's cache key (`cube.cache.cache_key`): the reply lands exactly
+   where `cube run` looks. Every `custom_id` is checked against the calls the run makes now
+   (an unknown one, e.g. from another run or older params, is refused and named, nothing of that
+   line is stored); a failed line (an `error`, a non-200 status, a body without a usable answer)
+   is recorded with its reason in `results.failures.jsonl` and stays pending (a live `cube run`
+   makes it, or export again).
+3. `cube run PARAMS` then finds every call in the cache and sends no request.
+
+Only stage 03 (judging) is exported: questions and answers written by an LLM are few next to the
+judgments (one per question and set against sets x dimensions x judges x samples). A judge's
+`retry_unscored` re-asks are not exported (they depend on the first replies); they happen live.
+The call cost of an imported reply uses the model's batch prices (`batch_price_input_per_m`,
+`batch_price_output_per_m`) when given, else its ordinary prices.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from cube.config import ModelSpec
+from cube.llm.cache import CallCache, _canonical, cache_key, key_payload
+from cube.llm.calls import Request, Response
+from cube.llm.endpoints import _Malformed, _parse_completion, call_cost
+
+STAGES = ("03",)
+URL = "/v1/chat/completions"
+
+
+class BatchError(ValueError):
+    """A batch file or request that cannot be used (the message names the file and line)."""
+
+
+@dataclass
+class Pending:
+    custom_id: str  # the cache key
+    judge: str
+    spec: ModelSpec
+    request: Request
+
+
+def request_body(spec: ModelSpec, request: Request) -> dict[str, Any]:
+    """The chat-completions body the live client sends for this call (`cube.endpoints.Endpoints`)."""
+    body: dict[str, Any] = {"model": spec.model, "temperature": spec.temperature}
+    for name in ("top_p", "seed"):
+        if getattr(spec, name) is not None:
+            body[name] = getattr(spec, name)
+    if spec.max_tokens is not None:
+        body[spec.max_tokens_param] = spec.max_tokens
+    body.update(spec.extra_body)
+    body["messages"] = list(request.messages)
+    return body
+
+
+def stage_calls(params_path: str | Path, stage: str = "03") -> tuple[list[Pending], Path]:
+    """Every LLM call of `stage` for the run of these params (deduplicated), and the cache path."""
+    from cube.judges import load_dimensions, make_judges
+    from cube.judges.scoring import _inputs, judge_requests
+    from cube.notebook import open_run
+
+    if stage not in STAGES:
+        raise BatchError(f"--stage {stage}: only {', '.join(STAGES)} (judging) can be exported as a batch")
+    run = open_run(params_path)
+    run.require("corpus", "questions", "answers")
+    corpus, questions, answers = run.load("corpus"), run.load("questions"), run.load("answers")
+    dimensions = load_dimensions(run.params, base_dir=Path.cwd())
+    records = _inputs(answers, corpus, questions).to_dict("records")
+    calls: dict[str, Pending] = {}
+    for judge in make_judges(run.params, run.paths.cache):
+        if judge.model.offline:
+            continue
+        spec = judge.model.spec
+        for request in judge_requests(judge, records, dimensions)[1]:
+            key = cache_key(spec, request)
+            calls.setdefault(key, Pending(key, judge.name, spec, request))
+    return list(calls.values()), run.paths.cache
+
+
+def pending_calls(params_path: str | Path, stage: str = "03", every: bool = False) -> tuple[list, Path]:
+    """`stage_calls` without those already in the call cache; with `every`, all calls as
+    (call, pending) pairs."""
+    calls, cache_path = stage_calls(params_path, stage)
+    done: dict[str, Any] = {}
+    if calls and cache_path.exists():
+        cache = CallCache(cache_path)
+        try:
+            done = cache.get_many(c.custom_id for c in calls)
+        finally:
+            cache.close()
+    if every:
+        return [(c, c.custom_id not in done) for c in calls], cache_path
+    return [c for c in calls if c.custom_id not in done], cache_path
+
+
+def batch_target(spec: ModelSpec) -> str:
+    """`model@host[:port]`: the model and endpoint a batch file goes to (its first base URL)."""
+    url = urlsplit(spec.endpoints()[0])
+    host = (url.hostname or "") + (f":{url.port}" if url.port is not None else "")
+    return f"{spec.model}@{host}"
+
+
+def batch_file(out: Path, spec: ModelSpec) -> Path:
+    """The export file of the calls to `spec`'s (endpoint, model): `<out stem>.<model>@<host>.jsonl`
+    beside `out`, the name made safe for a file system (e.g. `03.gpt-4o@api.openai.com.jsonl`)."""
+    target = re.sub(r"[^A-Za-z0-9._@-]+", "-", batch_target(spec).replace(":", "-"))
+    return out.with_name(f"{out.stem}.{target}.jsonl")
+
+
+def export_batch(params_path: str | Path, out: str | Path, stage: str = "03") -> dict[Path, int]:
+    """Write the pending calls as OpenAI Batch API JSONL, one file per (endpoint, model) (`batch_file`
+    of `out`): a batch is submitted to one endpoint and its lines name one model. Returns {file: number
+    of calls} of the files written (empty: nothing to do). A group with nothing pending any more has
+    its earlier export file removed, so no stale file is submitted twice."""
+    calls, _ = pending_calls(params_path, stage, every=True)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    groups: dict[Path, list[Pending]] = {}
+    for c, pending in calls:
+        groups.setdefault(batch_file(out, c.spec), [])
+        if pending:
+            groups[batch_file(out, c.spec)].append(c)
+    written = {}
+    for path, group in groups.items():
+        if not group:
+            path.unlink(missing_ok=True)
+            continue
+        tmp = path.with_name(path.name + ".tmp")
+        with tmp.open("w", encoding="utf-8") as f:
+            for c in group:
+                line = {"custom_id": c.custom_id, "method": "POST", "url": URL, "body": request_body(c.spec, c.request)}
+                f.write(json.dumps(line, ensure_ascii=False) + "\n")
+        tmp.replace(path)
+        written[path] = len(group)
+    return written
+
+
+def check_batch_file(path: Path, spec: ModelSpec) -> None:
+    """Refuse a request file that is not all for `spec`'s model: every line's `body.model` must be
+    `spec.model` (a batch runs on one endpoint, which serves one model). Names every other model
+    found, with its line numbers (the first few), and every line that is not a request."""
+    if not path.exists():
+        raise BatchError(f"{path}: no such file")
+    others: dict[str, list[int]] = {}
+    broken: list[str] = []
+    for n, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not raw.strip():
+            continue
+        try:
+            line = json.loads(raw)
+            model = line["body"]["model"]
+        except (ValueError, KeyError, TypeError) as exc:
+            broken.append(f"line {n}: not a Batch API request line with body.model ({type(exc).__name__}: {exc})")
+            continue
+        if model != spec.model:
+            others.setdefault(str(model), []).append(n)
+    problems = [f"{len(lines)} line(s) for model {m!r} (lines {', '.join(map(str, lines[:5]))}"
+                f"{', ...' if len(lines) > 5 else ''})" for m, lines in others.items()] + broken
+    if problems:
+        raise BatchError(f"{path}: refused, the endpoint {batch_target(spec)} serves model {spec.model!r} but "
+                         + "; ".join(problems) + " (export writes one file per model: submit each with its own "
+                         "--model)")
+
+
+@dataclass
+class ImportReport:
+    stored: int = 0
+    already: int = 0
+    failed: list[dict[str, str]] = field(default_factory=list)  # custom_id, judge, reason
+    problems: list[str] = field(default_factory=list)  # lines that could not be used at all
+
+    def lines(self) -> list[str]:
+        out = [f"{self.stored} repl{'y' if self.stored == 1 else 'ies'} stored in the call cache"
+               + (f", {self.already} already there" if self.already else "")]
+        out += [f"failed: {f['custom_id'][:12]}… ({f['judge']}): {f['reason']}" for f in self.failed]
+        out += [f"refused: {p}" for p in self.problems]
+        return out
+
+
+def _batch_spec(spec: ModelSpec) -> ModelSpec:
+    """The spec whose prices are the batch prices where the model gives them."""
+    update = {"price_input_per_m": spec.batch_price_input_per_m} if spec.batch_price_input_per_m is not None else {}
+    if spec.batch_price_output_per_m is not None:
+        update["price_output_per_m"] = spec.batch_price_output_per_m
+    return spec.model_copy(update=update) if update else spec
+
+
+def _reply(line: dict[str, Any]) -> tuple[str | None, str]:
+    """(completion body as JSON text, "") or (None, why the line holds no answer)."""
+    if line.get("error"):
+        err = line["error"]
+        return None, f"batch error: {err.get('message', err) if isinstance(err, dict) else err}"
+    response = line.get("response")
+    if not isinstance(response, dict):
+        return None, "no `response` object"
+    status = response.get("status_code")
+    body = response.get("body")
+    if status != 200:
+        detail = body.get("error", body) if isinstance(body, dict) else body
+        return None, f"HTTP {status}: {str(detail)[:200]}"
+    return (body if isinstance(body, str) else json.dumps(body)), ""
+
+
+def import_batch(params_path: str | Path, results: str | Path, stage: str = "03") -> ImportReport:
+    """Store the successful replies of a Batch API output file in the call cache (see module)."""
+    results = Path(results)
+    if not results.exists():
+        raise BatchError(f"{results}: no such file")
+    calls, cache_path = stage_calls(params_path, stage)
+    by_id = {c.custom_id: c for c in calls}
+    report = ImportReport()
+    cache = CallCache(cache_path)
+    try:
+        stored = cache.get_many(by_id)
+        for n, raw in enumerate(results.read_text(encoding="utf-8").splitlines(), 1):
+            if not raw.strip():
+                continue
+            where = f"{results}: line {n}"
+            try:
+                line = json.loads(raw)
+            except ValueError as exc:
+                report.problems.append(f"{where}: not JSON ({exc})")
+                continue
+            cid = line.get("custom_id") if isinstance(line, dict) else None
+            if not isinstance(cid, str) or cid not in by_id:
+                report.problems.append(f"{where}: custom_id {cid!r} is not a call of this run's stage {stage} "
+                                       "(another run, or params changed since the export?)")
+                continue
+            call = by_id[cid]
+            if cid in stored:
+                report.already += 1
+                continue
+            body, why = _reply(line)
+            if body is not None:
+                try:
+                    text, n_in, n_out, finish, served = _parse_completion(body)
+                except _Malformed as exc:
+                    why = f"malformed response: {exc}"
+                else:
+                    resp = Response(text=text, input_tokens=n_in, output_tokens=n_out,
+                                    cost=call_cost(_batch_spec(call.spec), n_in, n_out), attempts=1,
+                                    model=call.spec.model, endpoint="batch",
+                                    detail={"finish_reason": finish, "served_model": served})
+                    cache.put(cid, resp, _canonical(key_payload(call.spec, call.request)))
+                    stored[cid] = {}
+                    report.stored += 1
+                    continue
+            report.failed.append({"custom_id": cid, "judge": call.judge, "reason": why})
+    finally:
+        cache.close()
+    failures = results.with_name(results.stem + ".failures.jsonl")
+    if report.failed:
+        failures.write_text("".join(json.dumps(f, ensure_ascii=False) + "\n" for f in report.failed), encoding="utf-8")
+    return report

@@ -1,0 +1,162 @@
+"""Preflight: what a run needs from the outside world, checked before any stage runs.
+
+    check_keys(params) -> list[str]                 every key variable the run needs and lacks
+    check_endpoints(params, timeout_s=10) -> list[str]  one tiny request per distinct LLM endpoint
+
+Each returned line names who uses it (judge / answerer / question generator / system), the
+model, the endpoint without credentials, and the reason ("unauthorised (HTTP 401)",
+"connection refused", "unknown model (HTTP 404)", "empty choices", "timeout"). An empty list
+means the check passed. Offline models need neither keys nor endpoints and are skipped.
+`cube validate` checks keys (and endpoints with `--check-endpoints`); `cube run` checks both
+at its start when the params use LLM models, so a dead or unauthorised endpoint fails in
+seconds instead of after stages 00-02 and hundreds of failed calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass, field
+
+import openai
+
+from cube.config import ModelSpec, Params, RagflowSystem, redact_url
+from cube.llm.endpoints import NO_KEY, _Malformed, _parse_completion, _status_detail, connection_reason, scrub
+
+
+@dataclass
+class _Use:
+    """One model spec and every place of the params that uses it."""
+
+    spec: ModelSpec
+    users: list[str] = field(default_factory=list)
+
+
+def model_uses(params: Params) -> list[_Use]:
+    """The LLM (`provider: openai`) specs a run would call, each with the places using it."""
+    refs: list[tuple[str, object]] = []
+    if params.questions.generator == "llm" and params.questions.model is not None:
+        refs.append(("question generator", params.questions.model))
+    for s in params.systems:
+        refs.append((f"system '{s.name}' answerer", params.system_answerer(s)))
+    refs += [(f"judge '{j.name}'", j.model) for j in params.judges]
+    uses: dict[str, _Use] = {}
+    for who, ref in refs:
+        spec = params.model(ref)  # type: ignore[arg-type]
+        if spec.provider != "openai":
+            continue
+        key = spec.model_dump_json()
+        uses.setdefault(key, _Use(spec)).users.append(who)
+    return list(uses.values())
+
+
+def uses_llm(params: Params) -> bool:
+    """True when the run would call an LLM endpoint (then `cube run` checks endpoints first)."""
+    return bool(model_uses(params))
+
+
+def check_keys(params: Params) -> list[str]:
+    """One line per key variable the run needs that is unset or empty (all of them at once)."""
+    need: dict[tuple[str, str], list[str]] = {}  # (variable, params key) -> users
+    for use in model_uses(params):
+        vars_ = [(use.spec.api_key_env, "api_key_env")] + [(v, "header_env") for v in use.spec.header_env.values()]
+        for var, where in vars_:
+            if var:
+                need.setdefault((var, where), []).extend(f"{w} (model {use.spec.model})" for w in use.users)
+    for s in params.systems:
+        if isinstance(s, RagflowSystem):
+            need.setdefault((s.api_key_env, "api_key_env"), []).append(
+                f"system '{s.name}' (RAGFlow at {redact_url(s.base_url)})")
+    return [
+        f"environment variable {var} ({where}) is not set or empty; needed by {', '.join(dict.fromkeys(users))}; "
+        f"export {var}=<your {'API key' if where == 'api_key_env' else 'header value'}>"
+        for (var, where), users in need.items()
+        if not os.environ.get(var)
+    ]
+
+
+def _reason(exc: BaseException, timeout_s: float) -> str:
+    if isinstance(exc, openai.APITimeoutError):
+        return f"timeout (no answer within {timeout_s:g} s)"
+    if isinstance(exc, openai.APIConnectionError):
+        return connection_reason(exc)
+    if isinstance(exc, openai.APIStatusError):
+        code, detail = exc.status_code, _status_detail(exc)[:200]
+        if code in (401, 403):
+            return f"unauthorised (HTTP {code}): check the key in the api_key_env variable"
+        if code == 404:
+            return f"unknown model or wrong base_url (HTTP 404): {detail}"
+        return f"HTTP {code}: {detail}"
+    return f"{type(exc).__name__}: {str(exc)[:200]}"
+
+
+def _has_message(body: str) -> bool:
+    """A chat completion whose first choice has a message object (its content may be null)."""
+    import json
+
+    try:
+        choice = json.loads(body)["choices"][0]
+    except (ValueError, KeyError, IndexError, TypeError):
+        return False
+    return isinstance(choice, dict) and isinstance(choice.get("message"), dict)
+
+
+async def _probe(spec: ModelSpec, url: str, timeout_s: float) -> str | None:
+    """None when one tiny chat request to `url` gives a usable answer, else the reason."""
+    key = os.environ.get(spec.api_key_env or "", "") or NO_KEY
+    headers = {h: os.environ.get(v, "") for h, v in spec.header_env.items()}
+    secrets = [v for v in (key, *headers.values()) if v and v != NO_KEY]
+    client = openai.AsyncOpenAI(api_key=key, base_url=url, timeout=timeout_s, max_retries=0,
+                                default_headers=headers or None)
+    body = {**spec.extra_body, "model": spec.model, "temperature": spec.temperature,
+            "messages": [{"role": "user", "content": "Reply with OK."}], spec.max_tokens_param: 16}
+    try:
+        text = await asyncio.wait_for(client.post("/chat/completions", body=body, cast_to=str), timeout_s + 1)
+        try:
+            _parse_completion(text)
+        except _Malformed as exc:
+            msg = str(exc)
+            if "no choices" in msg:
+                return "empty choices (the answer has no choices)"
+            if _has_message(text):  # e.g. a reasoning model spent the tiny budget thinking: content
+                return None  # null, but the protocol is right, so the endpoint is reachable
+            return scrub(f"unusable answer ({msg})", secrets)
+        return None
+    except TimeoutError:
+        return f"timeout (no answer within {timeout_s:g} s)"
+    except openai.RateLimitError:
+        return None  # reachable and authorised; the run's retries honour the rate limit
+    except openai.OpenAIError as exc:
+        return scrub(_reason(exc, timeout_s), secrets)
+    finally:
+        await client.close()
+
+
+def check_endpoints(params: Params, timeout_s: float = 10.0) -> list[str]:
+    """One tiny request per distinct (model, base_url), all at once; one line per problem.
+
+    A model whose key variable is unset is left to `check_keys` (its line says so).
+    """
+    probes: dict[tuple[str, str, str, str], tuple[_Use, str]] = {}  # (model, url, credentials) -> probe
+    for use in model_uses(params):
+        if any(v and not os.environ.get(v) for v in (use.spec.api_key_env, *use.spec.header_env.values())):
+            continue
+        for url in use.spec.endpoints():
+            ident = (use.spec.model, url.rstrip("/"), use.spec.api_key_env or "", repr(sorted(use.spec.header_env.items())))
+            if ident in probes:  # e.g. the same model at two temperatures: one request, every user named
+                probes[ident][0].users.extend(u for u in use.users if u not in probes[ident][0].users)
+            else:
+                probes[ident] = (_Use(use.spec, list(use.users)), url)
+    todo = list(probes.values())
+
+    async def run() -> list[str | None]:
+        return await asyncio.gather(*(_probe(u.spec, url, timeout_s) for u, url in todo))
+
+    from cube.llm.models import run_sync
+
+    reasons = run_sync(run()) if todo else []
+    return [
+        f"{', '.join(u.users)}: model {u.spec.model} at {redact_url(url)}: {reason}"
+        for (u, url), reason in zip(todo, reasons, strict=True)
+        if reason is not None
+    ]

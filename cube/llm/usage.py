@@ -1,0 +1,176 @@
+"""Token, call and cost accounting: every table row produced by a model call carries its own.
+
+A run's usage is a sum over its tables (questions, answers, scores), split by role, the
+"generation cost vs evaluation cost" of the RAG-evaluation README in shared/reference. Rows
+that share a `call_id` came from one call (a bound set reused by several systems, or one
+all-dimensions judge call filling several rows) and are counted once.
+
+The convention for rows that came from NO model call (template or file questions, imported
+answers, human ratings, a judgment skipped because its answer is missing): `call_id` "",
+no tokens and cost 0.0 (`no_call_accounting`). They are not calls: `usage_summary` counts them
+as `skipped`, never as calls, failed calls or unknown costs. A real call whose price is
+unknown (a RAGFlow answer: RAGFlow reports no tokens) has a unique `call_id` and cost NaN.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from cube.schema import ACCOUNTING_COLUMNS, ROLES
+
+if TYPE_CHECKING:
+    from cube.llm.calls import Response
+
+SUMMARY_COLUMNS: tuple[str, ...] = (
+    "role", "model", "calls", "cached_calls", "failed_calls", "input_tokens", "output_tokens",
+    "cost_this_run", "cost_total", "skipped", "truncated", "latency_s_median", "queue_s_median",
+)
+OPTIONAL_ACCOUNTING = ("queue_s",)  # absent from tables written before it existed: NaN
+
+
+def response_accounting(resp: Response, role: str) -> dict[str, Any]:
+    """The `ACCOUNTING_COLUMNS` of a table row produced by `resp` in `role`."""
+    if role not in ROLES:
+        raise ValueError(f"role {role!r} is not one of {list(ROLES)}")
+    return {
+        "model": resp.model, "role": role, "input_tokens": int(resp.input_tokens),
+        "output_tokens": int(resp.output_tokens), "cost": float("nan") if resp.cost is None else float(resp.cost),
+        "latency_s": float(resp.latency_s), "queue_s": float(resp.queue_s), "cached": bool(resp.cached),
+        "call_id": resp.call_id,
+    }
+
+
+def no_call_accounting(model: str, role: str, *, latency_s: float = 0.0) -> dict[str, Any]:
+    """The `ACCOUNTING_COLUMNS` of a row that no model call produced: call_id "", no tokens, cost 0.0.
+
+    Args:
+        model: what produced the row (e.g. "template", "human", the imported file's answerer).
+        role: one of `ROLES`.
+        latency_s: NaN when the time is unknown rather than nil (a human rating).
+    """
+    if role not in ROLES:
+        raise ValueError(f"role {role!r} is not one of {list(ROLES)}")
+    values = {"model": model, "role": role, "input_tokens": 0, "output_tokens": 0, "cost": 0.0,
+              "latency_s": float(latency_s), "queue_s": 0.0, "cached": False, "call_id": ""}
+    return {c: values[c] for c in ACCOUNTING_COLUMNS}
+
+
+def _failed(df: pd.DataFrame) -> pd.Series:
+    """Rows whose call failed: `error_kind` 'call' where that column exists, else a non-empty `error`."""
+    if "error_kind" in df.columns:
+        return df["error_kind"].fillna("").astype(str).eq("call")
+    if "error" not in df.columns:
+        return pd.Series(False, index=df.index)
+    err = df["error"].astype(object)
+    return err.notna() & (err.astype(str).str.strip() != "")
+
+
+def _folded_calls(df: pd.DataFrame) -> tuple[list[int], list[int]]:
+    """Per row: how many calls its accounting adds up, and how many of the extra ones failed.
+    1 and 0, except a judge row whose unparsed reply was asked again (`retry_unscored`): its
+    `detail` JSON holds "calls" and "failed_calls" (`cube.judges.scoring._reask_unscored`)."""
+    import json
+
+    calls, failed = [1] * len(df), [0] * len(df)
+    if "detail" in df.columns:
+        for n, text in enumerate(df["detail"].tolist()):
+            if isinstance(text, str) and '"calls"' in text:
+                try:
+                    d = json.loads(text)
+                    calls[n], failed[n] = int(d.get("calls", 1)), int(d.get("failed_calls", 0))
+                except (ValueError, TypeError, AttributeError):
+                    pass
+    return calls, failed
+
+
+def usage_summary(tables: Iterable[pd.DataFrame]) -> pd.DataFrame:
+    """Calls, tokens and cost per (role, model) over every row that carries accounting columns.
+
+    A call is a distinct non-empty `call_id` (rows sharing one are one call: a bound set
+    replicated to several systems, an all-dimensions judge call filling one row per dimension).
+    Rows with an empty `call_id` came from no call and are only counted in `skipped`; their
+    tokens and costs are ignored. Columns (`SUMMARY_COLUMNS`):
+
+    - `calls`, `cached_calls` (every row of the call was served from the cache); a judge row
+      asked again (`retry_unscored`) adds up several calls: its `detail` says how many;
+      `failed_calls` (any row of the call has `error_kind` 'call' where that column exists, else
+      a non-empty `error`; a judge reply that could not be parsed was still a successful call);
+    - `input_tokens`, `output_tokens`: summed once per call;
+    - `cost_this_run` sums the calls not served from the cache (what this run spent),
+      `cost_total` all calls (cached ones at their original price); NaN (unknown) when any
+      call of that (role, model) has no price, 0.0 when there is no call;
+    - `skipped`: rows that came from no call (template/file questions, imported answers,
+      human ratings, judgments skipped because the answer was missing);
+    - `truncated`: calls with `finish_reason` 'length' (cut at max_tokens), counted in tables
+      that have a `finish_reason` column (0 elsewhere);
+    - `latency_s_median`: median time a call of this run held a concurrency slot (its requests),
+      `queue_s_median`: median time it waited for one (NaN when no call was sent this run, or
+      for `queue_s` in tables written before that column existed).
+
+    Tables without accounting columns are skipped.
+    """
+    from cube.schema import require_columns
+
+    parts = []
+    for n, df in enumerate(tables):
+        if not any(c in df.columns for c in ACCOUNTING_COLUMNS):
+            continue
+        require_columns(df, [c for c in ACCOUNTING_COLUMNS if c not in OPTIONAL_ACCOUNTING], f"usage_summary: table #{n}")
+        part = pd.DataFrame({c: df[c].astype(object).to_numpy() if c in df.columns else float("nan")
+                             for c in ACCOUNTING_COLUMNS})
+        part["failed"] = _failed(df).to_numpy(dtype=bool)
+        part["n_calls"], part["n_failed"] = _folded_calls(df)
+        finish = df["finish_reason"] if "finish_reason" in df.columns else pd.Series("", index=df.index)
+        part["truncated"] = finish.fillna("").astype(str).eq("length").to_numpy(dtype=bool)
+        parts.append(part)
+    if not parts:
+        return pd.DataFrame({c: [] for c in SUMMARY_COLUMNS})
+    rows = pd.concat(parts, ignore_index=True)
+    for c in ("role", "model", "call_id"):
+        rows[c] = rows[c].map(lambda v: "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v))
+    rows["call_id"] = rows["call_id"].str.strip()
+    rows["cached"] = rows["cached"].map(lambda v: bool(v) if not pd.isna(v) else False)
+    rows["cost"] = pd.to_numeric(rows["cost"], errors="coerce")
+    for c in ("input_tokens", "output_tokens"):
+        rows[c] = pd.to_numeric(rows[c], errors="coerce").fillna(0).astype("int64")
+    for c in ("latency_s", "queue_s"):
+        rows[c] = pd.to_numeric(rows[c], errors="coerce")
+
+    is_call = rows["call_id"] != ""
+    calls = rows[is_call].copy()
+    by_call = calls.groupby("call_id", sort=False)
+    # A call paid in this run shows as not cached on at least one of its rows.
+    calls["cached"] = by_call["cached"].transform("all")
+    calls["failed"] = by_call["failed"].transform("any")
+    calls["truncated"] = by_call["truncated"].transform("any")
+    calls = calls.drop_duplicates("call_id").assign(_call=True)
+    no_call = rows[~is_call].assign(_call=False)
+    every = pd.concat([calls, no_call], ignore_index=True)
+
+    def known_sum(costs: pd.Series) -> float:
+        return float(costs.sum()) if costs.notna().all() else float("nan")
+
+    out = []
+    for (role, model), g in every.groupby(["role", "model"], sort=False):
+        c = g[g["_call"].astype(bool)]
+        cached = c["cached"].astype(bool)
+        out.append({
+            "role": role, "model": model, "calls": int(c["n_calls"].sum()),
+            "cached_calls": int(c.loc[cached, "n_calls"].sum()),
+            "failed_calls": int(c["failed"].astype(bool).sum() + c["n_failed"].sum()),
+            "input_tokens": int(c["input_tokens"].sum()),
+            "output_tokens": int(c["output_tokens"].sum()), "cost_this_run": known_sum(c.loc[~cached, "cost"]),
+            "cost_total": known_sum(c["cost"]), "skipped": int(len(g) - len(c)),
+            "truncated": int(c["truncated"].astype(bool).sum()),
+            # of the requests this run sent (cached calls took no time now)
+            "latency_s_median": float(c.loc[~cached, "latency_s"].median()),
+            "queue_s_median": float(c.loc[~cached, "queue_s"].median()),
+        })
+    order = {r: i for i, r in enumerate(ROLES)}
+    summary = pd.DataFrame(out, columns=list(SUMMARY_COLUMNS))
+    summary["_o"] = summary["role"].map(lambda r: order.get(r, len(order)))
+    return summary.sort_values(["_o", "model"], kind="stable").drop(columns="_o").reset_index(drop=True)
