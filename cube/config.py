@@ -5,7 +5,8 @@ A params file is YAML validated by pydantic models that forbid unknown keys, so 
 setting. Loaded params are frozen. API keys are never params: a model names the environment
 variable that holds its key (`api_key_env`), and only `cube.llm` reads it, at call time.
 
-This module owns every path of a run (cookiecutter-data-science: one module owns the layout):
+The run layout (every path of a run; `cube.runpaths` owns it, re-exported here with the model
+spec of `cube.model_spec`):
 
     outputs/<run>/params.yaml   the resolved params actually used (no secrets)
     outputs/<run>/data/         corpus, questions, answers, scores (parquet, long format)
@@ -23,13 +24,23 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+# re-exported: the model spec and the run layout live in their own modules
+from cube.model_spec import LOCAL_MAX_CONCURRENCY as LOCAL_MAX_CONCURRENCY
+from cube.model_spec import REMOTE_MAX_CONCURRENCY as REMOTE_MAX_CONCURRENCY
+from cube.model_spec import SECRET_FIELDS, ModelRef, ModelSpec, _Strict
+from cube.model_spec import env_name_problem as env_name_problem
+from cube.model_spec import local_url as local_url
+from cube.model_spec import redact_url as redact_url
+from cube.model_spec import url_credential_problem as url_credential_problem
+from cube.runpaths import RunPaths as RunPaths
+from cube.runpaths import record_results as record_results
+from cube.runpaths import write_resolved_params as write_resolved_params
 
 PAPER_DIMENSIONS = ("relevance", "specificity", "completeness", "quality")
 SETS = ("zero", "rag", "full")
@@ -37,188 +48,6 @@ SETS = ("zero", "rag", "full")
 
 class ParamsError(ValueError):
     """A params file that cannot be used: the message names the file and the key."""
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-# --------------------------------------------------------------------------- models (LLM access)
-_SECRET_QUERY = re.compile(r"(key|token|secret|password|passwd|auth|sig|signature|credential)", re.I)
-
-
-def url_credential_problem(url: str) -> str | None:
-    """Why `url` must not be a params value (it carries credentials), or None.
-
-    User-info (`http://user:pass@host/v1`) would be written to params.yaml, the manifest and
-    the cache, and httpx turns it into Basic auth that replaces the API key; a query token
-    (`?api_key=...`) would be written likewise. The message never repeats the secret.
-    """
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "is not a valid URL"
-    if parts.username is not None or parts.password is not None:
-        return ("contains credentials (user:password@host); remove them and put the key in an environment "
-                "variable named by api_key_env (or a header's value in one named by header_env)")
-    bad = sorted({k for k, _ in parse_qsl(parts.query, keep_blank_values=True) if _SECRET_QUERY.search(k)})
-    if bad:
-        return (f"carries a credential in its query ({', '.join(bad)}=...); remove it and put the key in an "
-                "environment variable named by api_key_env (or header_env)")
-    return None
-
-
-def redact_url(url: str) -> str:
-    """`url` without user-info, query and fragment: safe to print, log and store."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        if parts.port is not None:
-            host = f"{host}:{parts.port}"
-    except ValueError:
-        return "<unparseable URL>"
-    return urlunsplit((parts.scheme, host, parts.path, "", "")) if parts.scheme else url.split("?")[0].split("@")[-1]
-
-
-LOCAL_MAX_CONCURRENCY = 64  # default max_concurrency when every base URL is local (a vLLM / Ollama next door)
-REMOTE_MAX_CONCURRENCY = 16  # elsewhere (a hosted API's rate limits)
-
-
-def local_url(url: str) -> bool:
-    """True when `url`'s host is local: `localhost` (or `*.localhost`), a loopback, private or
-    link-local address, or a one-word host name (a Docker / Kubernetes service, e.g. `vllm`)."""
-    import ipaddress
-
-    try:
-        host = urlsplit(url).hostname or ""
-    except ValueError:
-        return False
-    if host == "localhost" or host.endswith(".localhost") or (host and "." not in host and ":" not in host):
-        return True
-    try:
-        ip = ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return ip.is_loopback or ip.is_private or ip.is_link_local
-
-
-class ModelSpec(_Strict):
-    """One model: an OpenAI-compatible endpoint, or an offline deterministic algorithm.
-
-    `provider: openai` covers OpenAI, DeepSeek, vLLM, Ollama and any server speaking
-    `/v1/chat/completions`. `provider: offline` names a built-in algorithm (`extractive`
-    answerer, `rubric` judge); they are not LLMs and say so in every table they fill.
-    """
-
-    provider: Literal["openai", "offline"] = "openai"
-    model: str = Field(description="Model name sent to the endpoint, or the offline algorithm's name.")
-    base_url: str | None = Field(None, description="Endpoint base URL, e.g. https://api.openai.com/v1.")
-    base_urls: list[str] | None = Field(
-        None, description="Several replicas of one model; requests are spread across them."
-    )
-    api_key_env: str | None = Field(
-        None, description="NAME of the environment variable holding the API key (never the key)."
-    )
-    header_env: dict[str, str] = Field(
-        default_factory=dict, description="Extra HTTP headers whose values are secrets: header name -> NAME of the "
-        "environment variable holding the value (e.g. {api-key: AZURE_KEY}).",
-    )
-    temperature: float = 0.0
-    top_p: float | None = None
-    seed: int | None = None
-    max_tokens: int | None = 512
-    max_tokens_param: Literal["max_tokens", "max_completion_tokens"] = Field(
-        "max_tokens", description="Request field for max_tokens: OpenAI's o-series models want max_completion_tokens."
-    )
-    extra_body: dict[str, Any] = Field(
-        default_factory=dict, description="Extra JSON fields sent with every request (e.g. vLLM chat_template_kwargs)."
-    )
-    timeout_s: float = 60.0
-    max_concurrency: int | None = Field(
-        None, ge=1, description=f"Most calls in flight: the adaptive limit starts at 4 (or min_concurrency if "
-        f"larger, at most this) and doubles per window of answered calls up to this. Default: "
-        f"{LOCAL_MAX_CONCURRENCY} when every base URL is local (localhost, a loopback or private address, or a "
-        f"one-word host name such as a Docker service), else {REMOTE_MAX_CONCURRENCY}; a value given always wins.")
-    min_concurrency: int = Field(
-        1, ge=1, description="Fewest calls in flight the adaptive limit goes down to: it is cut to 70 % on HTTP 429 "
-        "or a timeout (once for the calls in flight at the cut) and grows back by one per window of answered calls "
-        "(cube/llm/concurrency.py).")
-    max_attempts: int = Field(5, ge=1, description="Attempts per call, retries included.")
-    backoff_base_s: float = Field(0.5, gt=0, description="First retry delay; doubles each attempt, with jitter.")
-    backoff_max_s: float = Field(30.0, gt=0)
-    breaker_threshold: int = Field(
-        5, ge=0, description="Stop sending to an endpoint after this many calls in a row used up all their "
-        "attempts on connection errors, timeouts or unusable answers (401/403/404 stop it at once); one trial "
-        "call after a 30 s cool-down resumes it; 0: never.",
-    )
-    price_input_per_m: float | None = Field(None, ge=0, description="Price per million input tokens.")
-    price_output_per_m: float | None = Field(None, ge=0, description="Price per million output tokens.")
-    batch_price_input_per_m: float | None = Field(
-        None, ge=0, description="Price per million input tokens of replies imported by `cube batch import` "
-        "(batch APIs are often cheaper; default: price_input_per_m).")
-    batch_price_output_per_m: float | None = Field(
-        None, ge=0, description="Price per million output tokens of batch replies (default: price_output_per_m).")
-    currency: str = "USD"
-    options: dict[str, Any] = Field(default_factory=dict, description="Options of an offline algorithm.")
-
-    # Model validators, not field validators: a field validator's error would echo the value,
-    # which may be a key pasted where its variable's name belongs (`_format_validation_error`
-    # never shows the input of these fields either).
-    @model_validator(mode="after")
-    def _env_names(self) -> ModelSpec:
-        problems = []
-        if self.api_key_env is not None and (why := env_name_problem(self.api_key_env)):
-            problems.append(f"api_key_env {why}")
-        bad = [h for h, v in self.header_env.items() if env_name_problem(v)]
-        if bad:
-            problems.append(f"header_env[{', '.join(bad)}] must be the NAME of an environment variable, not a value "
-                            "(the value is not repeated here)")
-        if problems:
-            raise ValueError("; ".join(problems))
-        return self
-
-    @model_validator(mode="before")
-    @classmethod
-    def _default_max_concurrency(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("max_concurrency") is None:
-            urls = data.get("base_urls") or [data.get("base_url")]
-            local = bool(urls) and all(isinstance(u, str) and local_url(u) for u in urls)
-            data = {**data, "max_concurrency": LOCAL_MAX_CONCURRENCY if local else REMOTE_MAX_CONCURRENCY}
-        return data
-
-    @model_validator(mode="after")
-    def _endpoint(self) -> ModelSpec:
-        if self.provider == "openai" and not (self.base_url or self.base_urls):
-            raise ValueError("an openai-compatible model needs base_url (or base_urls)")
-        urls = [("base_url", self.base_url)] + [(f"base_urls[{i}]", u) for i, u in enumerate(self.base_urls or [])]
-        problems = [f"{where} {redact_url(u)} {why}" for where, u in urls if u and (why := url_credential_problem(u))]
-        if problems:
-            raise ValueError("; ".join(problems))
-        return self
-
-    def endpoints(self) -> list[str]:
-        return list(self.base_urls or [self.base_url or ""])
-
-
-_KEY_PREFIX = re.compile(r"(sk|pk|rk|hf|ghp|gho|ghs|github_pat|glpat|xox[abpr]|AIza|AKIA|nvapi|gsk|r8)[-_]?[A-Za-z0-9]",
-                         re.IGNORECASE)
-SECRET_FIELDS = ("api_key_env", "header_env")  # their input is never echoed in an error
-
-
-def env_name_problem(name: str) -> str | None:
-    """Why `name` is no environment variable name, or looks like a secret itself; None if fine.
-    The message never repeats `name` (it may be a key pasted in the wrong place)."""
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-        return "must be the NAME of an environment variable (e.g. OPENAI_API_KEY), not a key (the value is not repeated here)"
-    mixed = any(c.islower() for c in name) and any(c.isupper() for c in name) and any(c.isdigit() for c in name)
-    keyish = _KEY_PREFIX.match(name) and len(name) >= 20 and any(c.isdigit() for c in name) and name != name.upper()
-    if keyish or (len(name) >= 24 and mixed):
-        return ("looks like a key, not the NAME of an environment variable (the value is not repeated here): "
-                "put the key in a variable, e.g. export OPENAI_API_KEY=..., and give its name (OPENAI_API_KEY)")
-    return None
-
-
-ModelRef = str | ModelSpec  # a name from the `models:` section, or an inline spec
 
 
 # --------------------------------------------------------------------------- data side
@@ -703,82 +532,3 @@ def params_to_yaml(params: Params) -> str:
     """The resolved params as YAML (keys never appear: params hold only variable names)."""
     data = json.loads(params.model_dump_json())
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
-
-
-# --------------------------------------------------------------------------- run layout
-@dataclass(frozen=True)
-class RunPaths:
-    """Every path of one run. Create with `RunPaths.for_params` or `RunPaths(run_dir)`."""
-
-    root: Path
-    cache: Path
-
-    @classmethod
-    def for_params(cls, params: Params, base: str | Path | None = None) -> RunPaths:
-        outputs = Path(base) if base is not None else Path(params.outputs_dir)
-        cache = Path(params.cache_path) if params.cache_path else outputs / "cache.sqlite"
-        return cls(root=outputs / params.run, cache=cache)
-
-    @property
-    def params(self) -> Path:
-        return self.root / "params.yaml"
-
-    @property
-    def data(self) -> Path:
-        return self.root / "data"
-
-    @property
-    def tables(self) -> Path:
-        return self.root / "tables"
-
-    @property
-    def figures(self) -> Path:
-        return self.root / "figures"
-
-    @property
-    def notebooks(self) -> Path:
-        return self.root / "notebooks"
-
-    @property
-    def report(self) -> Path:
-        return self.root / "report"
-
-    @property
-    def results(self) -> Path:
-        return self.root / "results.json"
-
-    @property
-    def annotation(self) -> Path:
-        """The published `annotation/` also when running in the staging copy: raters fill its
-        sheet in place, so it is never staged nor replaced by a commit."""
-        root = self.root.parent if self.root.name == ".staging" else self.root
-        return root / "annotation"
-
-    @property
-    def manifest(self) -> Path:
-        return self.root / "manifest.json"
-
-    def data_file(self, name: str) -> Path:
-        """`data/<name>.parquet` (name without extension: corpus, questions, answers, scores...)."""
-        return self.data / f"{name}.parquet"
-
-    def ensure(self) -> RunPaths:
-        for d in (self.data, self.tables, self.figures, self.notebooks, self.report):
-            d.mkdir(parents=True, exist_ok=True)
-        self.cache.parent.mkdir(parents=True, exist_ok=True)
-        return self
-
-
-def write_resolved_params(params: Params, paths: RunPaths) -> Path:
-    paths.root.mkdir(parents=True, exist_ok=True)
-    paths.params.write_text(params_to_yaml(params), encoding="utf-8")
-    return paths.params
-
-
-def record_results(paths: RunPaths, **figures: Any) -> dict[str, Any]:
-    """Merge headline figures into `results.json` (read back by tests and the report)."""
-    current = json.loads(paths.results.read_text(encoding="utf-8")) if paths.results.exists() else {}
-    current.update(figures)
-    paths.root.mkdir(parents=True, exist_ok=True)
-    paths.results.write_text(json.dumps(current, indent=2, ensure_ascii=False, default=float), encoding="utf-8")
-    return current

@@ -28,7 +28,7 @@ SECTIONS: list[tuple[str, type[BaseModel]]] = [
 
 def _type_name(annotation: typing.Any) -> str:
     text = repr(annotation) if not isinstance(annotation, type) else annotation.__name__
-    for prefix in ("typing.", "cube.config.", "<class '", "'>"):
+    for prefix in ("typing.", "cube.config.", "cube.model_spec.", "<class '", "'>"):
         text = text.replace(prefix, "")
     if "Annotated[" in text:  # the discriminated union of systems
         return "list[builtin \\| ragflow \\| imported]"
