@@ -1,0 +1,136 @@
+"""One warm Jupyter kernel for the stages of a run (issue 15: `make run`'s stage time).
+
+Starting a kernel and importing `cube`, pandas, scipy and matplotlib in it cost ~4-6 s per
+notebook, most of the default run's stage time. `WarmKernel` starts ONE kernel for a run (lazily,
+when the first stage executes) and papermill executes every stage in it through the `cube-warm`
+engine, which first resets the kernel as a fresh one would be: the user namespace and output
+history are cleared (`InteractiveShell.reset(new_session=True)`, so execution counts restart at 1),
+open matplotlib figures are closed, the working directory is restored and garbage is collected.
+Imported modules stay imported (that is the saving), so no notebook can see another's variables,
+but module-level caches survive; the notebooks themselves are unchanged and still run alone in a
+fresh kernel (Jupyter, papermill). Each stage keeps its own executed notebook, papermill metadata,
+failure (the loop stops at the first failed stage) and interrupt handling (the kernel is a child
+process: `cube.runstate.kill_child_kernels` kills it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any
+
+ENGINE = "cube-warm"
+KERNEL_NAME = "python3"
+
+
+def reset_code(cwd: Path) -> str:
+    """What runs (silently, outside the history) in the kernel before each stage."""
+    return "\n".join([
+        "import sys as _s, os as _o",
+        "if 'matplotlib.pyplot' in _s.modules: _s.modules['matplotlib.pyplot'].close('all')",
+        f"_o.chdir({str(cwd)!r})",
+        "get_ipython().reset(new_session=True)",  # drops _s and _o too
+        "__import__('gc').collect()",
+    ])
+
+
+def _register_engine() -> None:
+    from papermill.clientwrap import PapermillNotebookClient
+    from papermill.engines import NBClientEngine, papermill_engines
+
+    class _ResetClient(PapermillNotebookClient):
+        """papermill's client, resetting the shared kernel before the notebook's first cell."""
+
+        def __init__(self, nb_man: Any, reset: str = "", **kw: Any) -> None:
+            super().__init__(nb_man, **kw)
+            self._reset = reset
+
+        def papermill_execute_cells(self) -> None:
+            if self._reset:
+                assert self.kc is not None
+                msg_id = self.kc.execute(self._reset, silent=True, store_history=False, allow_stdin=False)
+                reply = self.wait_for_reply(msg_id)
+                if reply is None or reply["content"].get("status") != "ok":
+                    content = (reply or {}).get("content", {})
+                    raise RuntimeError(f"resetting the run's kernel failed: {content.get('ename')}: "
+                                       f"{content.get('evalue')}")
+            super().papermill_execute_cells()
+
+    class WarmEngine(NBClientEngine):
+        """papermill's nbclient engine on a kernel it does not own (`km=`): the kernel stays up;
+        the notebook's kernel client is closed when the notebook ends."""
+
+        @classmethod
+        def execute_managed_notebook(cls, nb_man: Any, kernel_name: str, log_output: bool = False,
+                                     stdout_file: Any = None, stderr_file: Any = None, start_timeout: int = 60,
+                                     execution_timeout: int | None = None, **kwargs: Any) -> Any:
+            kwargs = {k: v for k, v in kwargs.items() if k not in ("input_path", "timeout", "startup_timeout")}
+            client = _ResetClient(nb_man, timeout=execution_timeout, startup_timeout=start_timeout,
+                                  kernel_name=kernel_name, log_output=log_output, stdout_file=stdout_file,
+                                  stderr_file=stderr_file, **kwargs)
+            try:
+                return client.execute()
+            finally:
+                if client.kc is not None:
+                    client.kc.stop_channels()
+
+    papermill_engines.register(ENGINE, WarmEngine)
+
+
+class WarmKernel:
+    """A kernel started on first use and shut down by `close` (or the `with` block's end)."""
+
+    def __init__(self, cwd: Path, extra_arguments: list[str]) -> None:
+        self.cwd = Path(cwd)
+        self.extra_arguments = list(extra_arguments)
+        self.km: Any = None
+        self.used = 0
+
+    def __enter__(self) -> WarmKernel:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _start(self) -> None:
+        """Start the kernel with the current environment (the caller sets the kernel's variables)."""
+        import nbformat
+        from nbclient import NotebookClient
+
+        _register_engine()
+        starter = NotebookClient(nbformat.v4.new_notebook(), kernel_name=KERNEL_NAME,
+                                 extra_arguments=self.extra_arguments)
+        self.km = starter.create_kernel_manager()
+        starter.start_new_kernel(cwd=str(self.cwd))
+
+    def execute(self, notebook: Path, output: Path, parameters: dict[str, Any]) -> None:
+        """papermill `execute_notebook` of one stage in the warm kernel (raises as papermill does)."""
+        import papermill as pm
+
+        if self.km is None or not self.alive():
+            self.close()
+            self._start()
+        reset = reset_code(self.cwd) if self.used else ""
+        self.used += 1
+        pm.execute_notebook(str(notebook), str(output), parameters=parameters, cwd=str(self.cwd),
+                            progress_bar=False, log_output=False, kernel_name=KERNEL_NAME,
+                            engine_name=ENGINE, km=self.km, reset=reset)
+
+    def alive(self) -> bool:
+        from jupyter_core.utils import run_sync
+
+        try:
+            return bool(run_sync(self.km.is_alive)())
+        except Exception:  # noqa: BLE001 - a kernel we cannot query is treated as dead
+            return False
+
+    def close(self) -> None:
+        if self.km is None:
+            return
+        from jupyter_core.utils import run_sync
+
+        km, self.km, self.used = self.km, None, 0
+        with contextlib.suppress(Exception):  # already dead (killed by an interrupt, crashed)
+            run_sync(km.shutdown_kernel)(now=True)
+        with contextlib.suppress(Exception):
+            run_sync(km.cleanup_resources)()
