@@ -16,6 +16,8 @@ process: `cube.runstate.kill_child_kernels` kills it).
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -116,21 +118,39 @@ class WarmKernel:
                             progress_bar=False, log_output=False, kernel_name=KERNEL_NAME,
                             engine_name=ENGINE, km=self.km, reset=reset)
 
-    def alive(self) -> bool:
-        from jupyter_core.utils import run_sync
+    def _process(self) -> Any:
+        return getattr(getattr(self.km, "provisioner", None), "process", None)
 
-        try:
-            return bool(run_sync(self.km.is_alive)())
-        except Exception:  # noqa: BLE001 - a kernel we cannot query is treated as dead
-            return False
+    def alive(self) -> bool:
+        proc = self._process()
+        return proc is not None and proc.poll() is None
 
     def close(self) -> None:
+        """Shut the kernel down (graceful: the event loop of the last notebook has finished)."""
         if self.km is None:
             return
         from jupyter_core.utils import run_sync
 
-        km, self.km, self.used = self.km, None, 0
-        with contextlib.suppress(Exception):  # already dead (killed by an interrupt, crashed)
+        km = self.km
+        with contextlib.suppress(Exception):  # already dead (crashed, killed)
             run_sync(km.shutdown_kernel)(now=True)
+        self.kill()
+
+    def kill(self) -> None:
+        """Kill the kernel without running the event loop: after an interrupt, the interrupted
+        notebook's cell task is still pending on it and would report the dead kernel on stderr."""
+        if self.km is None:
+            return
+        km, self.km, self.used = self.km, None, 0
+        proc = getattr(getattr(km, "provisioner", None), "process", None)
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(OSError):
+                group = os.getpgid(proc.pid)
+                if group != os.getpgid(0):  # the kernel has a session of its own: end what it started
+                    os.killpg(group, signal.SIGKILL)
+            with contextlib.suppress(Exception):
+                proc.kill()
+                proc.wait(timeout=5)
         with contextlib.suppress(Exception):
-            run_sync(km.cleanup_resources)()
+            km.cleanup_connection_file()
+            km.cleanup_ipc_files()

@@ -267,6 +267,9 @@ def _run_stages(params: Params, params_path: Path, paths: RunPaths, notebooks: l
             prints_file.write_text(json.dumps(prints, indent=1))
             summary.stages.append(StageOutcome(nb.stem, "executed", time.perf_counter() - t0, failed_calls=failed))
             log(f"[cube] {nb.stem}: done in {time.perf_counter() - t0:.1f} s{note}")
+    except BaseException:
+        kernel.kill()  # interrupted: no event loop may run again (see `WarmKernel.kill`)
+        raise
     finally:
         kernel.close()
         prints_file.write_text(json.dumps(prints, indent=1))
