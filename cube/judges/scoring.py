@@ -164,8 +164,9 @@ def score_answers(
         raise ValueError("score_answers: no dimensions given")
     df = _inputs(answers, corpus, questions)
     records = df.to_dict("records")
-    rows: list[dict[str, Any]] = []
+    frames: list[pd.DataFrame] = []  # one per judge: 293k row dicts at once were the paper scale's peak memory
     for judge in judges:
+        rows: list[dict[str, Any]] = []
         units, requests, skipped = judge_requests(judge, records, dimensions)
         responses = judge.model.complete(
             requests, role="judging", desc=f"judging: {judge.name}", progress=progress
@@ -178,11 +179,17 @@ def score_answers(
         rounds = judge.retry_unscored if retry_unscored is None else retry_unscored
         if rounds and not judge.model.offline:  # an offline scorer is deterministic: asking again changes nothing
             _reask_unscored(judge, units, requests, unit_rows, rounds, progress)
+        del requests, responses
         rows += [r for rs in unit_rows for r in rs]
+        del unit_rows
         for rec, d, s in skipped:  # not judged: no call was made, so none failed and nothing was spent
             rows.append(_row(judge, rec, d.name, s, None, "", "answer is missing (no answer to judge)", "skipped",
                              "", no_call_accounting(judge.model.name, "judging")))
-    out = pd.DataFrame(rows, columns=list(SCORES_TABLE_COLUMNS))
+        frames.append(pd.DataFrame(rows, columns=list(SCORES_TABLE_COLUMNS)))
+        del rows
+    out = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0] if frames else \
+        pd.DataFrame([], columns=list(SCORES_TABLE_COLUMNS))
+    del frames
     out["score"] = out["score"].astype("float64")
     out["sample"] = out["sample"].astype("int64")
     for c in ("input_tokens", "output_tokens"):
