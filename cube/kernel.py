@@ -23,6 +23,10 @@ from typing import Any
 
 ENGINE = "cube-warm"
 KERNEL_NAME = "python3"
+# A kernel still holding more than this after a stage and its reset is replaced by a fresh one
+# (a fresh kernel with cube's imports holds ~200-250 MB); keeps the run's peak memory that of
+# its largest stage.
+RESTART_RSS = 600 * 2**20
 
 
 def reset_code(cwd: Path) -> str:
@@ -33,6 +37,10 @@ def reset_code(cwd: Path) -> str:
         f"_o.chdir({str(cwd)!r})",
         "get_ipython().reset(new_session=True)",  # drops _s and _o too
         "__import__('gc').collect()",
+        "try:",  # glibc keeps freed heap pages; give them back so the next stage starts small
+        "    __import__('ctypes').CDLL('libc.so.6').malloc_trim(0)",
+        "except (OSError, AttributeError):",
+        "    pass",
     ])
 
 
@@ -43,20 +51,26 @@ def _register_engine() -> None:
     class _ResetClient(PapermillNotebookClient):
         """papermill's client, resetting the shared kernel before the notebook's first cell."""
 
-        def __init__(self, nb_man: Any, reset: str = "", **kw: Any) -> None:
+        def __init__(self, nb_man: Any, reset: str = "", fresh: bool = True, **kw: Any) -> None:
             super().__init__(nb_man, **kw)
-            self._reset = reset
+            self._reset, self._fresh = reset, fresh
+
+        def _run_reset(self) -> str:
+            """Run the reset code; '' when it succeeded, else why it did not."""
+            assert self.kc is not None
+            msg_id = self.kc.execute(self._reset, silent=True, store_history=False, allow_stdin=False)
+            reply = self.wait_for_reply(msg_id)
+            content = (reply or {}).get("content", {})
+            return "" if content.get("status") == "ok" else f"{content.get('ename')}: {content.get('evalue')}"
 
         def papermill_execute_cells(self) -> None:
-            if self._reset:
-                assert self.kc is not None
-                msg_id = self.kc.execute(self._reset, silent=True, store_history=False, allow_stdin=False)
-                reply = self.wait_for_reply(msg_id)
-                if reply is None or reply["content"].get("status") != "ok":
-                    content = (reply or {}).get("content", {})
-                    raise RuntimeError(f"resetting the run's kernel failed: {content.get('ename')}: "
-                                       f"{content.get('evalue')}")
+            if not self._fresh:  # a previous notebook ran here; its reset at the end is checked again
+                why = self._run_reset()
+                if why:
+                    raise RuntimeError(f"resetting the run's kernel failed: {why}")
             super().papermill_execute_cells()
+            with contextlib.suppress(Exception):  # frees the notebook's memory now; never fails the stage
+                self._run_reset()
 
     class WarmEngine(NBClientEngine):
         """papermill's nbclient engine on a kernel it does not own (`km=`): the kernel stays up;
@@ -112,11 +126,23 @@ class WarmKernel:
         if self.km is None or not self.alive():
             self.close()
             self._start()
-        reset = reset_code(self.cwd) if self.used else ""
+        fresh = not self.used
         self.used += 1
         pm.execute_notebook(str(notebook), str(output), parameters=parameters, cwd=str(self.cwd),
                             progress_bar=False, log_output=False, kernel_name=KERNEL_NAME,
-                            engine_name=ENGINE, km=self.km, reset=reset)
+                            engine_name=ENGINE, km=self.km, reset=reset_code(self.cwd), fresh=fresh)
+        if self.rss() > RESTART_RSS:  # what the stage left behind (module caches): start afresh
+            self.close()
+
+    def rss(self) -> int:
+        """Resident memory of the kernel process (bytes; 0 when it is not running)."""
+        import psutil
+
+        proc = self._process()
+        try:
+            return psutil.Process(proc.pid).memory_info().rss if proc is not None else 0
+        except psutil.Error:
+            return 0
 
     def _process(self) -> Any:
         return getattr(getattr(self.km, "provisioner", None), "process", None)
