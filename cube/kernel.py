@@ -35,7 +35,13 @@ def reset_code(cwd: Path) -> str:
         "import sys as _s, os as _o",
         "if 'matplotlib.pyplot' in _s.modules: _s.modules['matplotlib.pyplot'].close('all')",
         f"_o.chdir({str(cwd)!r})",
-        "get_ipython().reset(new_session=True)",  # drops _s and _o too
+        # cube's own memoised functions (e.g. the rubric's tokenisations, ~0.3 GB at the paper's
+        # scale) are emptied as a fresh kernel's would be: no stage sees what another computed
+        "_f = __import__('functools')._lru_cache_wrapper",
+        "for _m in [m for n, m in list(_s.modules.items()) if n == 'cube' or n.startswith('cube.')]:",
+        "    for _c in [v for v in vars(_m).values() if isinstance(v, _f)]:",
+        "        _c.cache_clear()",
+        "get_ipython().reset(new_session=True)",  # drops the names above too
         "__import__('gc').collect()",
         "try:",  # glibc keeps freed heap pages; give them back so the next stage starts small
         "    __import__('ctypes').CDLL('libc.so.6').malloc_trim(0)",
