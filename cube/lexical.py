@@ -229,10 +229,18 @@ def lexical_scores(
     if unknown:
         raise ValueError(f"{source}: no row for {unknown[:10]} referenced by the answers")
     scorer = _scorer(tokenizer)
-    cache: dict[str, tuple] = {}
-    scored = [
-        _text_scores(a, lookup[k], tokenizer, scorer, cache) for a, k in zip(answers["answer"], keys, strict=True)
-    ]
+    # The answers of one reference together: its words and n-grams are computed once and dropped
+    # before the next reference (a cache of every gold document's n-grams was ~0.5 GB at the
+    # paper's scale).
+    texts, refs = answers["answer"].tolist(), keys.tolist()
+    by_reference: dict[str, list[int]] = {}
+    for i, k in enumerate(refs):
+        by_reference.setdefault(k, []).append(i)
+    scored: list[tuple[dict[str, float], str]] = [({}, "")] * len(refs)
+    for k, rows in by_reference.items():
+        cache: dict[str, tuple] = {}
+        for i in rows:
+            scored[i] = _text_scores(texts[i], lookup[k], tokenizer, scorer, cache)
     out = pd.DataFrame([m for m, _ in scored], columns=list(METRICS), dtype=float)
     out.insert(0, "set", answers["set"].astype(str).to_numpy())
     out.insert(0, "system", answers["system"].astype(str).to_numpy())
