@@ -304,3 +304,14 @@ analysis: {{bootstrap: 50}}
     run.save("scores", scores)
     pipeline.evaluate_run(run, bootstrap=False)  # changed scores: recomputed, never the stale result
     assert len(calls) == 3
+
+
+@pytest.mark.parametrize(("n", "resamples"), [(7, 5), (300, 130), (1, 3)])
+def test_resample_counts_are_the_counts_of_one_draws_matrix(n, resamples):
+    from cube.bootstrap import resample_counts
+
+    draws = np.random.default_rng(11).integers(0, n, size=(resamples, n))
+    expected = np.zeros((resamples, n))
+    np.add.at(expected, (np.repeat(np.arange(resamples), n), draws.ravel()), 1.0)
+    got = resample_counts(n, resamples, np.random.default_rng(11), chunk=4)
+    assert np.array_equal(got, expected) and got.sum(axis=1).tolist() == [n] * resamples
