@@ -43,10 +43,13 @@ def reset_code(cwd: Path) -> str:
         "        _c.cache_clear()",
         "get_ipython().reset(new_session=True)",  # drops the names above too
         "__import__('gc').collect()",
+        "_s = __import__('sys')",
+        "if 'pyarrow' in _s.modules: _s.modules['pyarrow'].default_memory_pool().release_unused()",
         "try:",  # glibc keeps freed heap pages; give them back so the next stage starts small
         "    __import__('ctypes').CDLL('libc.so.6').malloc_trim(0)",
         "except (OSError, AttributeError):",
         "    pass",
+        "del _s",
     ])
 
 

@@ -163,7 +163,12 @@ def score_answers(
     if not dimensions:
         raise ValueError("score_answers: no dimensions given")
     df = _inputs(answers, corpus, questions)
-    records = df.to_dict("records")
+    # Only what a judge reads becomes Python objects, each gold document's text one shared string.
+    records = df[[c for c in _RECORD_COLUMNS if c in df.columns]].to_dict("records")
+    shared: dict[str, str] = {}
+    for rec in records:
+        rec["_document"] = shared.setdefault(rec["_document"], rec["_document"])
+    del shared
     frames: list[pd.DataFrame] = []  # built a slice at a time: 293k row dicts at once were the paper scale's peak
     for judge in judges:
         # An offline judge scores a slice of the answers at a time (its calls are local and
@@ -208,6 +213,8 @@ def score_answers(
     return out
 
 
+_RECORD_COLUMNS = ("question_id", "doc_id", "system", "set", "answer", "question", "asked_field", "_document",
+                   "_item_name")
 OFFLINE_SLICE = 4096  # answers an offline judge scores at a time (x dimensions x samples calls)
 
 Unit = tuple[dict[str, Any], list[Dimension], int]  # (answer row, dimensions of one call, sample)
