@@ -315,3 +315,30 @@ def test_resample_counts_are_the_counts_of_one_draws_matrix(n, resamples):
     np.add.at(expected, (np.repeat(np.arange(resamples), n), draws.ravel()), 1.0)
     got = resample_counts(n, resamples, np.random.default_rng(11), chunk=4)
     assert np.array_equal(got, expected) and got.sum(axis=1).tolist() == [n] * resamples
+
+
+_SEG_CHARS = st.sampled_from(list("的办理材料工作日元收费不个年月申请人营业执照") + list("ab9Z.+#&%-_") + list("，。、；：！？()（）¥ \n\r\t"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_SEG_CHARS, max_size=60).map("".join), st.booleans())
+def test_segment_is_jiebas_lcut_with_blocks_cut_once(text, hmm):
+    import jieba
+
+    from cube.text import jieba_module, segment
+
+    jieba_module()
+    assert segment(text, hmm) == tuple(w for w in jieba.lcut(text, HMM=hmm) if w.strip())
+
+
+def test_segment_equals_jieba_on_demo_documents():
+    import jieba
+
+    from cube.text import jieba_module, segment
+
+    jieba_module()
+    texts = generate_demo_corpus(40, "zh", seed=3)["text"].tolist()
+    answers = [extractive_answer("办理时限是多少？", [t], "zh")[0] for t in texts[:10]]
+    for text in texts + answers:
+        for hmm in (True, False):
+            assert segment(text, hmm) == tuple(w for w in jieba.lcut(text, HMM=hmm) if w.strip())
