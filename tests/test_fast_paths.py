@@ -57,6 +57,15 @@ def test_rouge_l_equals_rouge_score_on_random_token_lists(target, prediction):
     assert lexical._rouge_l(target, prediction) == expected
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from("abcdefg"), min_size=1, max_size=40),
+       st.lists(st.sampled_from("abcdefgh"), min_size=1, max_size=40))
+def test_bleu_against_a_reference_counted_once_equals_sentence_bleu(hyp, ref):
+    reference = lexical._bleu_reference(ref)
+    assert lexical._bleu_cached(hyp, reference) == lexical._bleu(hyp, ref)
+    assert lexical._bleu_cached(ref, reference) == lexical._bleu(ref, ref)
+
+
 # ------------------------------------------------------------------ agreement bootstrap
 def _old_question_draws(question_ids, n, seed):
     qs = sorted(set(question_ids))
