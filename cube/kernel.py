@@ -5,10 +5,13 @@ notebook, most of the default run's stage time. `WarmKernel` starts ONE kernel f
 when the first stage executes) and papermill executes every stage in it through the `cube-warm`
 engine, which first resets the kernel as a fresh one would be: the user namespace and output
 history are cleared (`InteractiveShell.reset(new_session=True)`, so execution counts restart at 1),
-open matplotlib figures are closed, the working directory is restored and garbage is collected.
-Imported modules stay imported (that is the saving), so no notebook can see another's variables,
-but module-level caches survive; the notebooks themselves are unchanged and still run alone in a
-fresh kernel (Jupyter, papermill). Each stage keeps its own executed notebook, papermill metadata,
+open matplotlib figures are closed, cube's memoised functions are emptied, the working directory
+is restored, and garbage is collected and freed memory returned (glibc, Arrow's pool). Imported
+modules stay imported (that is the saving), so no notebook sees another's variables; the notebooks
+themselves are unchanged and still run alone in a fresh kernel (Jupyter, papermill). Memory: a
+kernel still holding > `RESTART_RSS` after a stage is replaced, and once a stage has grown it by
+> `LARGE_STAGE_GROWTH` (large data, e.g. the paper's scale) every later stage gets a fresh kernel,
+so the run's peak is its largest stage's, not that plus what the shared kernel holds. Each stage keeps its own executed notebook, papermill metadata,
 failure (the loop stops at the first failed stage) and interrupt handling (the kernel is a child
 process: `cube.runstate.kill_child_kernels` kills it).
 """
@@ -27,6 +30,11 @@ KERNEL_NAME = "python3"
 # (a fresh kernel with cube's imports holds ~200-250 MB); keeps the run's peak memory that of
 # its largest stage.
 RESTART_RSS = 600 * 2**20
+# A stage that grew the kernel by more than this (its peak over its starting memory) says the run's
+# data are large: each later stage then gets a fresh kernel, so that no stage's peak adds to what
+# the shared kernel holds (imports, allocator pools). Then a kernel start costs a few seconds
+# against stages of tens; the default run's stages grow it by < 300 MB and all share one kernel.
+LARGE_STAGE_GROWTH = 350 * 2**20
 
 
 def reset_code(cwd: Path) -> str:
@@ -110,6 +118,7 @@ class WarmKernel:
         self.extra_arguments = list(extra_arguments)
         self.km: Any = None
         self.used = 0
+        self.large = False  # set by a stage that grew the kernel by > LARGE_STAGE_GROWTH
 
     def __enter__(self) -> WarmKernel:
         return self
@@ -137,11 +146,23 @@ class WarmKernel:
             self._start()
         fresh = not self.used
         self.used += 1
+        before = self.rss()
         pm.execute_notebook(str(notebook), str(output), parameters=parameters, cwd=str(self.cwd),
                             progress_bar=False, log_output=False, kernel_name=KERNEL_NAME,
                             engine_name=ENGINE, km=self.km, reset=reset_code(self.cwd), fresh=fresh)
-        if self.rss() > RESTART_RSS:  # what the stage left behind (module caches): start afresh
+        if self.peak_rss() - before > LARGE_STAGE_GROWTH:
+            self.large = True
+        if self.large or self.rss() > RESTART_RSS:  # large data, or what the stage left behind: start afresh
             self.close()
+
+    def peak_rss(self) -> int:
+        """The kernel process's peak resident memory so far (bytes; 0 when unknown)."""
+        proc = self._process()
+        try:
+            with open(f"/proc/{proc.pid}/status", encoding="ascii") as f:
+                return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+        except (AttributeError, OSError, StopIteration, ValueError):
+            return 0
 
     def rss(self) -> int:
         """Resident memory of the kernel process (bytes; 0 when it is not running)."""

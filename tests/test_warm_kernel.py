@@ -74,3 +74,16 @@ def test_a_kernel_still_holding_too_much_memory_is_replaced(tmp_path, monkeypatc
         assert k.km is None  # replaced: the next stage starts a fresh kernel
         k.execute(nb, tmp_path / "2.ipynb", {})
     assert _outputs(tmp_path / "1.ipynb") != _outputs(tmp_path / "2.ipynb")
+
+
+@pytest.mark.timeout(180)
+def test_after_a_stage_that_grew_the_kernel_a_lot_every_stage_gets_a_fresh_one(tmp_path, monkeypatch):
+    monkeypatch.setattr(kernel_mod, "LARGE_STAGE_GROWTH", -1)  # any stage counts as large
+    nb = _notebook(tmp_path / "a.ipynb", "import os\nprint(os.getpid())")
+    with WarmKernel(tmp_path, ARGS) as k:
+        k.execute(nb, tmp_path / "1.ipynb", {})
+        assert k.large and k.km is None
+        monkeypatch.setattr(kernel_mod, "LARGE_STAGE_GROWTH", 2**40)  # once large, the run stays large
+        k.execute(nb, tmp_path / "2.ipynb", {})
+        assert k.km is None
+    assert _outputs(tmp_path / "1.ipynb") != _outputs(tmp_path / "2.ipynb")
