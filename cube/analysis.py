@@ -450,7 +450,13 @@ def sample_variance(scores: pd.DataFrame) -> pd.DataFrame:
     validate_scores(scores)
     keys = ["question_id", "system", "set", "judge", "dimension"]
     s = scores.assign(score=pd.to_numeric(scores["score"], errors="coerce"))
-    per_item = s.groupby(keys, sort=False)["score"].agg(samples="count", sd=lambda v: v.std(ddof=1))
+    grouped = s.groupby(keys, sort=False)["score"]
+    per_item = grouped.count().rename("samples").to_frame()
+    # The SD only where an item has two valid samples (else it is NaN below anyway): with one
+    # sample per judgment, the usual case, no per-item Python call is made.
+    several = s[grouped.transform("count") >= 2]
+    sd = several.groupby(keys, sort=False)["score"].agg(lambda v: v.std(ddof=1)) if len(several) else None
+    per_item["sd"] = sd.reindex(per_item.index) if sd is not None else np.nan
     per_item = per_item.reset_index()
     per_item["compared"] = per_item["samples"] >= 2
     per_item.loc[~per_item["compared"], "sd"] = np.nan

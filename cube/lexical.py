@@ -40,6 +40,7 @@ import json
 import math
 import unicodedata
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 
 import numpy as np
 import pandas as pd
@@ -90,9 +91,14 @@ def words(text: str, tokenizer: str = "jieba", metric: str = "rouge") -> list[st
     _check_tokenizer(tokenizer)
     out: list[str] = []
     for token in _SEGMENT[metric][tokenizer](unicodedata.normalize("NFKC", text)):
-        cleaned = "".join(" " if _is_mark(c) else c for c in token).casefold()
-        out.extend(cleaned.split())
+        out.extend(_clean(token))
     return out
+
+
+@lru_cache(maxsize=200_000)
+def _clean(token: str) -> tuple[str, ...]:
+    """A token's words: marks (punctuation, symbols) become spaces, casefolded (tokens repeat a lot)."""
+    return tuple("".join(" " if _is_mark(c) else c for c in token).casefold().split())
 
 
 class _WhitespaceTokenizer(tokenizers.Tokenizer):
@@ -141,6 +147,27 @@ def _bleu(hyp: list[str], ref: list[str]) -> float:
     return min(sacrebleu.sentence_bleu(" ".join(hyp), [" ".join(ref)], tokenize="none").score / 100.0, 1.0)
 
 
+@lru_cache(maxsize=1)
+def _bleu_metric() -> sacrebleu.BLEU:
+    """The metric `sacrebleu.sentence_bleu(..., tokenize="none")` builds on every call."""
+    return sacrebleu.BLEU(lowercase=False, tokenize="none", force=False, smooth_method="exp",
+                          smooth_value=None, effective_order=True)
+
+
+def _bleu_reference(ref: list[str]) -> dict:
+    """sacrebleu's n-gram counts and length of a reference (its `sentence_score` recounts them per call)."""
+    metric = _bleu_metric()
+    return metric._extract_reference_info([metric._preprocess_segment(" ".join(ref))])
+
+
+def _bleu_cached(hyp: list[str], reference: dict) -> float:
+    """`_bleu` against a reference counted once by `_bleu_reference`: sacrebleu's `sentence_score`
+    steps (segment statistics, then the score) without recounting the reference."""
+    metric = _bleu_metric()
+    stats = metric._compute_segment_statistics(metric._preprocess_segment(" ".join(hyp)), reference)
+    return min(metric._compute_score_from_stats(stats).score / 100.0, 1.0)
+
+
 def text_scores(hypothesis: str, reference: str, tokenizer: str = "jieba") -> dict[str, float]:
     """BLEU (0-1) and ROUGE-1/2/L F-measures of one text against one reference (NaN if either
     has no word)."""
@@ -157,19 +184,20 @@ def _text_scores(hypothesis: object, reference: object, tokenizer: str, scorer,
         if not isinstance(text, str):
             return nan, f"missing {name}"
     hyp_b, hyp_r, hyp_n = _reference_words(hypothesis, tokenizer)
-    if cache is None:
-        ref_b, ref_r, ref_n = _reference_words(reference, tokenizer)
-    elif (known := cache.get(reference)) is not None:
-        ref_b, ref_r, ref_n = known
+    if cache is not None and (known := cache.get(reference)) is not None:
+        ref_b, ref_r, ref_n, ref_bleu = known
     else:
-        ref_b, ref_r, ref_n = cache[reference] = _reference_words(reference, tokenizer)
+        ref_b, ref_r, ref_n = _reference_words(reference, tokenizer)
+        ref_bleu = _bleu_reference(ref_b) if ref_b else {}
+        if cache is not None:
+            cache[reference] = (ref_b, ref_r, ref_n, ref_bleu)
     for name, toks, more in (("answer", hyp_r, hyp_b), ("reference", ref_r, ref_b)):
         if not toks or not more:
             return nan, f"empty {name}"
     # rouge-score's own n-gram functions (its `score` with a whitespace tokenizer does exactly
     # this), with the reference's n-grams counted once: (target, prediction) order
     return {
-        "bleu": _bleu(hyp_b, ref_b),
+        "bleu": _bleu_cached(hyp_b, ref_bleu),
         "rouge1": float(rouge_scorer._score_ngrams(ref_n[0], hyp_n[0]).fmeasure),
         "rouge2": float(rouge_scorer._score_ngrams(ref_n[1], hyp_n[1]).fmeasure),
         "rougeL": _rouge_l(ref_r, hyp_r),
@@ -229,10 +257,18 @@ def lexical_scores(
     if unknown:
         raise ValueError(f"{source}: no row for {unknown[:10]} referenced by the answers")
     scorer = _scorer(tokenizer)
-    cache: dict[str, tuple] = {}
-    scored = [
-        _text_scores(a, lookup[k], tokenizer, scorer, cache) for a, k in zip(answers["answer"], keys, strict=True)
-    ]
+    # The answers of one reference together: its words and n-grams are computed once and dropped
+    # before the next reference (a cache of every gold document's n-grams was ~0.5 GB at the
+    # paper's scale).
+    texts, refs = answers["answer"].tolist(), keys.tolist()
+    by_reference: dict[str, list[int]] = {}
+    for i, k in enumerate(refs):
+        by_reference.setdefault(k, []).append(i)
+    scored: list[tuple[dict[str, float], str]] = [({}, "")] * len(refs)
+    for k, rows in by_reference.items():
+        cache: dict[str, tuple] = {}
+        for i in rows:
+            scored[i] = _text_scores(texts[i], lookup[k], tokenizer, scorer, cache)
     out = pd.DataFrame([m for m, _ in scored], columns=list(METRICS), dtype=float)
     out.insert(0, "set", answers["set"].astype(str).to_numpy())
     out.insert(0, "system", answers["system"].astype(str).to_numpy())

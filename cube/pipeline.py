@@ -114,7 +114,7 @@ def evaluate_run(run: Run, *, bootstrap: bool = True) -> dict[str, CubeResult]:
                 return pickle.load(f)
         except Exception:  # noqa: BLE001 - an unreadable cache entry is recomputed
             pass
-    answers, scores = run.load("answers"), run.load("scores")
+    answers, scores = run.load("answers"), _load_columns(run, "scores", ANALYSIS_SCORE_COLUMNS)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CubeWarning)  # shown by the notebooks from result.warnings
         results = evaluate_systems(answers, scores, ap, top_n, judges=judges, dimensions=dims)
@@ -125,6 +125,24 @@ def evaluate_run(run: Run, *, bootstrap: bool = True) -> dict[str, CubeResult]:
         pickle.dump(out, f, protocol=pickle.HIGHEST_PROTOCOL)
     tmp.replace(cached)
     return out
+
+
+# What `evaluate` reads of the scores table; the raw replies, criterion details and call accounting
+# (13 more columns) were most of its memory at the paper's scale.
+ANALYSIS_SCORE_COLUMNS = ("question_id", "system", "set", "judge", "dimension", "sample", "score", "error_kind")
+
+
+def _load_columns(run: Run, name: str, columns: tuple[str, ...]) -> pd.DataFrame:
+    """`run.load(name)` reading only `columns` (those the file has), with the same checks."""
+    import pyarrow.parquet as pq
+
+    from cube.stages import check_provenance
+
+    run.require(name)
+    check_provenance(run.paths.data, name, run.params, run.params_label, run.label)
+    path = run.data_path(name)
+    present = set(pq.read_schema(path).names)
+    return pd.read_parquet(path, columns=[c for c in columns if c in present])
 
 
 def evaluation_cache_dir(run: Run) -> Path:

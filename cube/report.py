@@ -229,8 +229,7 @@ def _publish(params: Params, params_path: Path, paths: RunPaths, published: RunP
 
 def _run_stages(params: Params, params_path: Path, paths: RunPaths, notebooks: list[Path], chosen: set[Path],
                 force: bool, summary: RunSummary, log) -> None:
-    import papermill as pm
-
+    from cube.kernel import WarmKernel
     from cube.notebook import STAGING_ENV
     from cube.stages import stage_fingerprints, stage_spec
 
@@ -262,6 +261,7 @@ def _run_stages(params: Params, params_path: Path, paths: RunPaths, notebooks: l
     # The parameters the notebooks receive: paths relative to the project root (the executed
     # notebooks are published); the staging folder is named by an environment variable.
     injected = {"params_path": _param_path(params_path, root), "run_dir": _param_path(paths.root.parent, root)}
+    kernel = WarmKernel(root, ["--IPKernelApp.capture_fd_output=False", "--IPKernelApp.log_level=CRITICAL"])
     try:
         for nb in notebooks:
             if nb not in chosen:
@@ -283,15 +283,11 @@ def _run_stages(params: Params, params_path: Path, paths: RunPaths, notebooks: l
                 # Progress bars go to the terminal of `cube run`, not into the published pages: the
                 # kernel writes them to its inherited stderr, which it is told not to capture. Its
                 # own log (transport warnings, shutdown noise) is silenced: errors reach the notebook.
+                # Every stage runs in the run's one warm kernel, reset before each (`cube.kernel`).
                 with _kernel_env(CUBE_PROGRESS="terminal", PYTHONWARNINGS="ignore:IProgress not found",
                                  **kernel_thread_limits(),
                                  **{STAGING_ENV: str(paths.root.resolve()), ROOT_ENV: str(root)}):
-                    pm.execute_notebook(
-                        str(nb), str(out), parameters=injected, cwd=str(root),
-                        progress_bar=False, log_output=False, kernel_name="python3",
-                        extra_arguments=["--IPKernelApp.capture_fd_output=False",
-                                         "--IPKernelApp.log_level=CRITICAL"],
-                    )
+                    kernel.execute(nb, out, injected)
             except Exception as exc:  # keep what earlier stages computed; publish the failure
                 _relative_papermill_paths(out, nb, root)
                 summary.stages.append(StageOutcome(nb.stem, "failed", time.perf_counter() - t0, _short(exc)))
@@ -307,7 +303,11 @@ def _run_stages(params: Params, params_path: Path, paths: RunPaths, notebooks: l
             prints_file.write_text(json.dumps(prints, indent=1))
             summary.stages.append(StageOutcome(nb.stem, "executed", time.perf_counter() - t0, failed_calls=failed))
             log(f"[cube] {nb.stem}: done in {time.perf_counter() - t0:.1f} s{note}")
+    except BaseException:
+        kernel.kill()  # interrupted: no event loop may run again (see `WarmKernel.kill`)
+        raise
     finally:
+        kernel.close()
         prints_file.write_text(json.dumps(prints, indent=1))
 
 

@@ -29,5 +29,25 @@ def jieba_module() -> ModuleType:
 @lru_cache(maxsize=200_000)
 def segment(text: str, hmm: bool = True) -> tuple[str, ...]:
     """jieba's words of `text` (whitespace tokens dropped). `hmm=False` keeps dictionary words
-    only (faster, and stable for repeated phrases)."""
-    return tuple(w for w in jieba_module().lcut(text, HMM=hmm) if w.strip())
+    only (faster, and stable for repeated phrases).
+
+    `jieba.lcut` itself, with each run of Chinese/alphanumeric characters cut once: jieba splits
+    a text at punctuation and spaces and cuts each such run on its own (the loop below is
+    `jieba.Tokenizer.cut`'s), so an answer quoting its document's sentences reuses their cuts."""
+    jieba = jieba_module()
+    han, skip = jieba.re_han_default, jieba.re_skip_default
+    words: list[str] = []
+    for block in han.split(text):
+        if not block:
+            continue
+        if han.match(block):
+            words.extend(_cut_block(block, hmm))
+        else:  # punctuation and spaces: jieba yields whitespace runs whole and anything else per character
+            for part in skip.split(block):
+                words.extend([part] if skip.match(part) else part)
+    return tuple(w for w in words if w.strip())
+
+
+@lru_cache(maxsize=400_000)
+def _cut_block(block: str, hmm: bool) -> tuple[str, ...]:
+    return tuple(jieba_module().lcut(block, HMM=hmm))

@@ -57,6 +57,15 @@ def test_rouge_l_equals_rouge_score_on_random_token_lists(target, prediction):
     assert lexical._rouge_l(target, prediction) == expected
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from("abcdefg"), min_size=1, max_size=40),
+       st.lists(st.sampled_from("abcdefgh"), min_size=1, max_size=40))
+def test_bleu_against_a_reference_counted_once_equals_sentence_bleu(hyp, ref):
+    reference = lexical._bleu_reference(ref)
+    assert lexical._bleu_cached(hyp, reference) == lexical._bleu(hyp, ref)
+    assert lexical._bleu_cached(ref, reference) == lexical._bleu(ref, ref)
+
+
 # ------------------------------------------------------------------ agreement bootstrap
 def _old_question_draws(question_ids, n, seed):
     qs = sorted(set(question_ids))
@@ -304,3 +313,41 @@ analysis: {{bootstrap: 50}}
     run.save("scores", scores)
     pipeline.evaluate_run(run, bootstrap=False)  # changed scores: recomputed, never the stale result
     assert len(calls) == 3
+
+
+@pytest.mark.parametrize(("n", "resamples"), [(7, 5), (300, 130), (1, 3)])
+def test_resample_counts_are_the_counts_of_one_draws_matrix(n, resamples):
+    from cube.bootstrap import resample_counts
+
+    draws = np.random.default_rng(11).integers(0, n, size=(resamples, n))
+    expected = np.zeros((resamples, n))
+    np.add.at(expected, (np.repeat(np.arange(resamples), n), draws.ravel()), 1.0)
+    got = resample_counts(n, resamples, np.random.default_rng(11), chunk=4)
+    assert np.array_equal(got, expected) and got.sum(axis=1).tolist() == [n] * resamples
+
+
+_SEG_CHARS = st.sampled_from(list("的办理材料工作日元收费不个年月申请人营业执照") + list("ab9Z.+#&%-_") + list("，。、；：！？()（）¥ \n\r\t"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_SEG_CHARS, max_size=60).map("".join), st.booleans())
+def test_segment_is_jiebas_lcut_with_blocks_cut_once(text, hmm):
+    import jieba
+
+    from cube.text import jieba_module, segment
+
+    jieba_module()
+    assert segment(text, hmm) == tuple(w for w in jieba.lcut(text, HMM=hmm) if w.strip())
+
+
+def test_segment_equals_jieba_on_demo_documents():
+    import jieba
+
+    from cube.text import jieba_module, segment
+
+    jieba_module()
+    texts = generate_demo_corpus(40, "zh", seed=3)["text"].tolist()
+    answers = [extractive_answer("办理时限是多少？", [t], "zh")[0] for t in texts[:10]]
+    for text in texts + answers:
+        for hmm in (True, False):
+            assert segment(text, hmm) == tuple(w for w in jieba.lcut(text, HMM=hmm) if w.strip())

@@ -330,3 +330,17 @@ def test_a_failed_re_ask_is_counted_as_a_failed_call(tmp_path: Path) -> None:
     usage = usage_summary([retried]).set_index("role").loc["judging"]
     assert usage["calls"] == 2 * len(first) and usage["failed_calls"] == len(first)
     assert usage["cached_calls"] == 0  # each row's calls were not all served from the cache
+
+
+def test_offline_judges_scored_a_slice_at_a_time_give_the_same_table(monkeypatch) -> None:
+    import cube.judges.scoring as scoring
+
+    answers, corpus = tiny_tables()
+    answers.loc[1, "answer"] = None  # a skipped row: still after the judge's judged rows
+    dims = load_dimensions(params())
+    whole = score_answers(answers, rubric_judges(), dims, corpus, progress=False)
+    monkeypatch.setattr(scoring, "OFFLINE_SLICE", 4)  # 12 answers: 3 slices per judge
+    sliced = score_answers(answers, rubric_judges(), dims, corpus, progress=False)
+    timing = ["latency_s", "queue_s"]  # measured, so never equal between two runs
+    pd.testing.assert_frame_equal(sliced.drop(columns=timing), whole.drop(columns=timing))
+    assert (whole["error_kind"] == "skipped").sum() == 8 and whole["error_kind"].iloc[-1] == "skipped"

@@ -163,26 +163,46 @@ def score_answers(
     if not dimensions:
         raise ValueError("score_answers: no dimensions given")
     df = _inputs(answers, corpus, questions)
-    records = df.to_dict("records")
-    rows: list[dict[str, Any]] = []
+    # Only what a judge reads becomes Python objects, each gold document's text one shared string.
+    records = df[[c for c in _RECORD_COLUMNS if c in df.columns]].to_dict("records")
+    shared: dict[str, str] = {}
+    for rec in records:
+        rec["_document"] = shared.setdefault(rec["_document"], rec["_document"])
+    del shared
+    frames: list[pd.DataFrame] = []  # built a slice at a time: 293k row dicts at once were the paper scale's peak
     for judge in judges:
-        units, requests, skipped = judge_requests(judge, records, dimensions)
-        responses = judge.model.complete(
-            requests, role="judging", desc=f"judging: {judge.name}", progress=progress
-        ) if requests else []
-        if len(responses) != len(requests):
-            raise RuntimeError(
-                f"judge {judge.name!r}: model returned {len(responses)} responses for {len(requests)} requests"
-            )
-        unit_rows = [_rows_for(judge, rec, dims, s, resp) for (rec, dims, s), resp in zip(units, responses, strict=True)]
-        rounds = judge.retry_unscored if retry_unscored is None else retry_unscored
-        if rounds and not judge.model.offline:  # an offline scorer is deterministic: asking again changes nothing
-            _reask_unscored(judge, units, requests, unit_rows, rounds, progress)
-        rows += [r for rs in unit_rows for r in rs]
-        for rec, d, s in skipped:  # not judged: no call was made, so none failed and nothing was spent
-            rows.append(_row(judge, rec, d.name, s, None, "", "answer is missing (no answer to judge)", "skipped",
-                             "", no_call_accounting(judge.model.name, "judging")))
-    out = pd.DataFrame(rows, columns=list(SCORES_TABLE_COLUMNS))
+        # An offline judge scores a slice of the answers at a time (its calls are local and
+        # deterministic, nothing is lost by not sending them together); an LLM judge's calls go
+        # to the model together (concurrency, retries of the unscored).
+        step = OFFLINE_SLICE if judge.model.offline else max(1, len(records))
+        n_slices = -(-len(records) // step)
+        skipped_rows: list[dict[str, Any]] = []
+        for k, start in enumerate(range(0, len(records), step)):
+            units, requests, skipped = judge_requests(judge, records[start:start + step], dimensions)
+            desc = f"judging: {judge.name}" + (f" ({k + 1}/{n_slices})" if n_slices > 1 else "")
+            responses = judge.model.complete(requests, role="judging", desc=desc, progress=progress) \
+                if requests else []
+            if len(responses) != len(requests):
+                raise RuntimeError(
+                    f"judge {judge.name!r}: model returned {len(responses)} responses for {len(requests)} requests"
+                )
+            unit_rows = [_rows_for(judge, rec, dims, s, resp)
+                         for (rec, dims, s), resp in zip(units, responses, strict=True)]
+            rounds = judge.retry_unscored if retry_unscored is None else retry_unscored
+            if rounds and not judge.model.offline:  # an offline scorer is deterministic: asking again changes nothing
+                _reask_unscored(judge, units, requests, unit_rows, rounds, progress)
+            del requests, responses
+            if unit_rows:
+                frames.append(pd.DataFrame([r for rs in unit_rows for r in rs], columns=list(SCORES_TABLE_COLUMNS)))
+            del unit_rows
+            for rec, d, s in skipped:  # not judged: no call was made, so none failed and nothing was spent
+                skipped_rows.append(_row(judge, rec, d.name, s, None, "", "answer is missing (no answer to judge)",
+                                         "skipped", "", no_call_accounting(judge.model.name, "judging")))
+        if skipped_rows:  # after the judge's judged rows, as when its calls were made at once
+            frames.append(pd.DataFrame(skipped_rows, columns=list(SCORES_TABLE_COLUMNS)))
+    out = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0] if frames else \
+        pd.DataFrame([], columns=list(SCORES_TABLE_COLUMNS))
+    del frames
     out["score"] = out["score"].astype("float64")
     out["sample"] = out["sample"].astype("int64")
     for c in ("input_tokens", "output_tokens"):
@@ -192,6 +212,10 @@ def score_answers(
     out["cached"] = out["cached"].astype(bool)
     return out
 
+
+_RECORD_COLUMNS = ("question_id", "doc_id", "system", "set", "answer", "question", "asked_field", "_document",
+                   "_item_name")
+OFFLINE_SLICE = 4096  # answers an offline judge scores at a time (x dimensions x samples calls)
 
 Unit = tuple[dict[str, Any], list[Dimension], int]  # (answer row, dimensions of one call, sample)
 

@@ -1,0 +1,212 @@
+"""One warm Jupyter kernel for the stages of a run (issue 15: `make run`'s stage time).
+
+Starting a kernel and importing `cube`, pandas, scipy and matplotlib in it cost ~4-6 s per
+notebook, most of the default run's stage time. `WarmKernel` starts ONE kernel for a run (lazily,
+when the first stage executes) and papermill executes every stage in it through the `cube-warm`
+engine, which first resets the kernel as a fresh one would be: the user namespace and output
+history are cleared (`InteractiveShell.reset(new_session=True)`, so execution counts restart at 1),
+open matplotlib figures are closed, cube's memoised functions are emptied, the working directory
+is restored, and garbage is collected and freed memory returned (glibc, Arrow's pool). Imported
+modules stay imported (that is the saving), so no notebook sees another's variables; the notebooks
+themselves are unchanged and still run alone in a fresh kernel (Jupyter, papermill). Memory: a
+kernel still holding > `RESTART_RSS` after a stage is replaced, and once a stage has grown it by
+> `LARGE_STAGE_GROWTH` (large data, e.g. the paper's scale) every later stage gets a fresh kernel,
+so the run's peak is its largest stage's, not that plus what the shared kernel holds. Each stage keeps its own executed notebook, papermill metadata,
+failure (the loop stops at the first failed stage) and interrupt handling (the kernel is a child
+process: `cube.runstate.kill_child_kernels` kills it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+ENGINE = "cube-warm"
+KERNEL_NAME = "python3"
+# A kernel still holding more than this after a stage and its reset is replaced by a fresh one
+# (a fresh kernel with cube's imports holds ~200-250 MB); keeps the run's peak memory that of
+# its largest stage.
+RESTART_RSS = 600 * 2**20
+# A stage that grew the kernel by more than this (its peak over its starting memory) says the run's
+# data are large: each later stage then gets a fresh kernel, so that no stage's peak adds to what
+# the shared kernel holds (imports, allocator pools). Then a kernel start costs a few seconds
+# against stages of tens; the default run's stages grow it by < 300 MB and all share one kernel.
+LARGE_STAGE_GROWTH = 350 * 2**20
+
+
+def reset_code(cwd: Path) -> str:
+    """What runs (silently, outside the history) in the kernel before each stage."""
+    return "\n".join([
+        "import sys as _s, os as _o",
+        "if 'matplotlib.pyplot' in _s.modules: _s.modules['matplotlib.pyplot'].close('all')",
+        f"_o.chdir({str(cwd)!r})",
+        # cube's own memoised functions (e.g. the rubric's tokenisations, ~0.3 GB at the paper's
+        # scale) are emptied as a fresh kernel's would be: no stage sees what another computed
+        "_f = __import__('functools')._lru_cache_wrapper",
+        "for _m in [m for n, m in list(_s.modules.items()) if n == 'cube' or n.startswith('cube.')]:",
+        "    for _c in [v for v in vars(_m).values() if isinstance(v, _f)]:",
+        "        _c.cache_clear()",
+        "get_ipython().reset(new_session=True)",  # drops the names above too
+        "__import__('gc').collect()",
+        "_s = __import__('sys')",
+        "if 'pyarrow' in _s.modules: _s.modules['pyarrow'].default_memory_pool().release_unused()",
+        "try:",  # glibc keeps freed heap pages; give them back so the next stage starts small
+        "    __import__('ctypes').CDLL('libc.so.6').malloc_trim(0)",
+        "except (OSError, AttributeError):",
+        "    pass",
+        "del _s",
+    ])
+
+
+def _register_engine() -> None:
+    from papermill.clientwrap import PapermillNotebookClient
+    from papermill.engines import NBClientEngine, papermill_engines
+
+    class _ResetClient(PapermillNotebookClient):
+        """papermill's client, resetting the shared kernel before the notebook's first cell."""
+
+        def __init__(self, nb_man: Any, reset: str = "", fresh: bool = True, **kw: Any) -> None:
+            super().__init__(nb_man, **kw)
+            self._reset, self._fresh = reset, fresh
+
+        def _run_reset(self) -> str:
+            """Run the reset code; '' when it succeeded, else why it did not."""
+            assert self.kc is not None
+            msg_id = self.kc.execute(self._reset, silent=True, store_history=False, allow_stdin=False)
+            reply = self.wait_for_reply(msg_id)
+            content = (reply or {}).get("content", {})
+            return "" if content.get("status") == "ok" else f"{content.get('ename')}: {content.get('evalue')}"
+
+        def papermill_execute_cells(self) -> None:
+            if not self._fresh:  # a previous notebook ran here; its reset at the end is checked again
+                why = self._run_reset()
+                if why:
+                    raise RuntimeError(f"resetting the run's kernel failed: {why}")
+            super().papermill_execute_cells()
+            with contextlib.suppress(Exception):  # frees the notebook's memory now; never fails the stage
+                self._run_reset()
+
+    class WarmEngine(NBClientEngine):
+        """papermill's nbclient engine on a kernel it does not own (`km=`): the kernel stays up;
+        the notebook's kernel client is closed when the notebook ends."""
+
+        @classmethod
+        def execute_managed_notebook(cls, nb_man: Any, kernel_name: str, log_output: bool = False,
+                                     stdout_file: Any = None, stderr_file: Any = None, start_timeout: int = 60,
+                                     execution_timeout: int | None = None, **kwargs: Any) -> Any:
+            kwargs = {k: v for k, v in kwargs.items() if k not in ("input_path", "timeout", "startup_timeout")}
+            client = _ResetClient(nb_man, timeout=execution_timeout, startup_timeout=start_timeout,
+                                  kernel_name=kernel_name, log_output=log_output, stdout_file=stdout_file,
+                                  stderr_file=stderr_file, **kwargs)
+            try:
+                return client.execute()
+            finally:
+                if client.kc is not None:
+                    client.kc.stop_channels()
+
+    papermill_engines.register(ENGINE, WarmEngine)
+
+
+class WarmKernel:
+    """A kernel started on first use and shut down by `close` (or the `with` block's end)."""
+
+    def __init__(self, cwd: Path, extra_arguments: list[str]) -> None:
+        self.cwd = Path(cwd)
+        self.extra_arguments = list(extra_arguments)
+        self.km: Any = None
+        self.used = 0
+        self.large = False  # set by a stage that grew the kernel by > LARGE_STAGE_GROWTH
+
+    def __enter__(self) -> WarmKernel:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _start(self) -> None:
+        """Start the kernel with the current environment (the caller sets the kernel's variables)."""
+        import nbformat
+        from nbclient import NotebookClient
+
+        _register_engine()
+        starter = NotebookClient(nbformat.v4.new_notebook(), kernel_name=KERNEL_NAME,
+                                 extra_arguments=self.extra_arguments)
+        self.km = starter.create_kernel_manager()
+        starter.start_new_kernel(cwd=str(self.cwd))
+
+    def execute(self, notebook: Path, output: Path, parameters: dict[str, Any]) -> None:
+        """papermill `execute_notebook` of one stage in the warm kernel (raises as papermill does)."""
+        import papermill as pm
+
+        if self.km is None or not self.alive():
+            self.close()
+            self._start()
+        fresh = not self.used
+        self.used += 1
+        before = self.rss()
+        pm.execute_notebook(str(notebook), str(output), parameters=parameters, cwd=str(self.cwd),
+                            progress_bar=False, log_output=False, kernel_name=KERNEL_NAME,
+                            engine_name=ENGINE, km=self.km, reset=reset_code(self.cwd), fresh=fresh)
+        if self.peak_rss() - before > LARGE_STAGE_GROWTH:
+            self.large = True
+        if self.large or self.rss() > RESTART_RSS:  # large data, or what the stage left behind: start afresh
+            self.close()
+
+    def peak_rss(self) -> int:
+        """The kernel process's peak resident memory so far (bytes; 0 when unknown)."""
+        proc = self._process()
+        try:
+            with open(f"/proc/{proc.pid}/status", encoding="ascii") as f:
+                return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+        except (AttributeError, OSError, StopIteration, ValueError):
+            return 0
+
+    def rss(self) -> int:
+        """Resident memory of the kernel process (bytes; 0 when it is not running)."""
+        import psutil
+
+        proc = self._process()
+        try:
+            return psutil.Process(proc.pid).memory_info().rss if proc is not None else 0
+        except psutil.Error:
+            return 0
+
+    def _process(self) -> Any:
+        return getattr(getattr(self.km, "provisioner", None), "process", None)
+
+    def alive(self) -> bool:
+        proc = self._process()
+        return proc is not None and proc.poll() is None
+
+    def close(self) -> None:
+        """Shut the kernel down (graceful: the event loop of the last notebook has finished)."""
+        if self.km is None:
+            return
+        from jupyter_core.utils import run_sync
+
+        km = self.km
+        with contextlib.suppress(Exception):  # already dead (crashed, killed)
+            run_sync(km.shutdown_kernel)(now=True)
+        self.kill()
+
+    def kill(self) -> None:
+        """Kill the kernel without running the event loop: after an interrupt, the interrupted
+        notebook's cell task is still pending on it and would report the dead kernel on stderr."""
+        if self.km is None:
+            return
+        km, self.km, self.used = self.km, None, 0
+        proc = getattr(getattr(km, "provisioner", None), "process", None)
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(OSError):
+                group = os.getpgid(proc.pid)
+                if group != os.getpgid(0):  # the kernel has a session of its own: end what it started
+                    os.killpg(group, signal.SIGKILL)
+            with contextlib.suppress(Exception):
+                proc.kill()
+                proc.wait(timeout=5)
+        with contextlib.suppress(Exception):
+            km.cleanup_connection_file()
+            km.cleanup_ipc_files()
