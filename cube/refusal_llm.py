@@ -10,9 +10,12 @@ the first `MAX_LISTED` of them in corpus order, delimited as untrusted content.
   each is its own cache entry, and suggests a life area `THEMES[k]`, so each prompt differs), then up to `EXTRA_CALLS` more while duplicates or in-corpus
   questions leave fewer than `n`. Calls go through `cube.llm` (cached, concurrent, costed, role
   `question_generation`); a re-run is served by the cache.
-- Parsing (`parse_questions`): a JSON array of strings (or of objects with a `question` key, or
-  `{"questions": [...]}`), also inside a ```json fence or surrounded by prose, or an array cut
-  short at the token limit (its complete strings; the cut one is dropped); otherwise one
+- Parsing (`parse_questions`): a JSON array of strings (or of objects with a `question` key, else
+  `q`/`text`/`content`/`问题`, else their only string value, or `{"questions": [...]}`), also inside
+  a ```json fence or surrounded by prose: the first "[" or "{" at which valid JSON holding a
+  question starts (`json.JSONDecoder.raw_decode`, so a "[note]" before it or a "// [end]" after it
+  does not matter), or an array cut short at the token limit (its complete strings; the cut one
+  is dropped); otherwise one
   question per line with its numbering ("1.", "2、", "（3）", "-", "•") and quotes removed, keeping
   only lines that read as a question (end with "?"/"？", or hold an interrogative: 吗, 怎么, 哪,
   什么, 多少, 是否, 请问 ..., how, what, where, can, do ... at the start) and are no decline
@@ -61,6 +64,7 @@ THEMES = {
 }
 _MARKER = re.compile(r"^\s*(?:[-*•·]+|\d{1,3}\s*[.、．)）:：]|[（(]\s*\d{1,3}\s*[)）]|[\u2460-\u2473])\s*")
 _PREFIX = re.compile(r"^(?:问题|提问|question|q)\s*\d*\s*[:：]\s*", re.IGNORECASE)
+_ITEM_KEYS = ("question", "q", "text", "content", "问题")
 _QUOTES = " \t\"'“”‘’「」『』`*,，"
 _PUNCT = re.compile(r"[\W_]+")
 _STRING = re.compile(r'"((?:[^"\\\n]|\\.)*)"(?=\s*[,\]])')
@@ -105,24 +109,34 @@ def _clean(text: str) -> str:
     return q
 
 
+def _item_text(item: Any) -> Any:
+    """A question of a JSON array: the string itself, or an object's `question` (else `q`, `text`,
+    `content`, `问题`) value, or an object's only string value."""
+    if not isinstance(item, dict):
+        return item
+    for key in _ITEM_KEYS:
+        if isinstance(item.get(key), str):
+            return item[key]
+    strings = [v for v in item.values() if isinstance(v, str)]
+    return strings[0] if len(strings) == 1 else None
+
+
 def _json_questions(reply: str) -> list[str] | None:
-    start, end = reply.find("["), reply.rfind("]")
-    candidates = [reply[start:end + 1]] if 0 <= start < end else []
-    brace = reply.find("{"), reply.rfind("}")
-    if 0 <= brace[0] < brace[1]:
-        candidates.append(reply[brace[0]:brace[1] + 1])
-    for text in candidates:
+    decoder = json.JSONDecoder()
+    for m in re.finditer(r"[\[{]", reply):  # the first "[" / "{" that opens JSON holding questions
         try:
-            got = json.loads(text)
+            got, _ = decoder.raw_decode(reply, m.start())
         except ValueError:
             continue
         if isinstance(got, dict):
             got = got.get("questions")
         if isinstance(got, list):
-            out = [x.get("question", "") if isinstance(x, dict) else x for x in got]
-            return [_clean(x) for x in out if isinstance(x, str) and _clean(x)]
-    if 0 <= start and (end < start or not candidates):  # an array cut short (the token limit): its whole strings
-        whole = [json.loads(f'"{m}"') for m in _STRING.findall(reply[start:])]
+            out = [_clean(x) for x in map(_item_text, got) if isinstance(x, str)]
+            if any(out):
+                return [x for x in out if x]
+    cut = re.search(r'\[\s*"', reply)  # an array cut short (the token limit): its whole strings
+    if cut:
+        whole = [json.loads(f'"{m}"') for m in _STRING.findall(reply[cut.start():])]
         return [_clean(x) for x in whole if _clean(x)] or None
     return None
 

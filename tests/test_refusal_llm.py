@@ -42,6 +42,25 @@ PARSE_CASES = [
     ("", []),
     ("好的。", []),
     ("抱歉，我不能帮助你。", []),
+    # valid JSON with a "[" in the prose before it or a "]" after it (a bracketed note, a comment)
+    ('Sure [as requested]:\n["How do I register a fishing boat?", "Where can I renew a yacht licence?"]',
+     ["How do I register a fishing boat?", "Where can I renew a yacht licence?"]),
+    ('["How do I register a drone?", "Where is the yacht licence office?"]\n// 2 questions [end]',
+     ["How do I register a drone?", "Where is the yacht licence office?"]),
+    ('["What does form [A-3] cost for a yacht licence?", "How do I register a private zoo?"]',
+     ["What does form [A-3] cost for a yacht licence?", "How do I register a private zoo?"]),
+    ('好的[见下]，共2个：\n["游艇驾驶证怎么考？", "民宿经营许可在哪里办？"]\n（注：[1] 均不在知识库中）',
+     ["游艇驾驶证怎么考？", "民宿经营许可在哪里办？"]),
+    ('See note [1].\n{"questions": ["How do I license a food truck?"]} [done]', ["How do I license a food truck?"]),
+    ('[{"q": "How do I register a drone?"}, {"q": "Can I get a pet-hospital permit?"}]',
+     ["How do I register a drone?", "Can I get a pet-hospital permit?"]),
+    ('[{"id": 1, "text": "潜水教练资格怎么认定？"}]', ["潜水教练资格怎么认定？"]),
+    ("１．如何办理游艇驾驶证？\n２．宠物医院执业许可怎么申请？", ["如何办理游艇驾驶证？", "宠物医院执业许可怎么申请？"]),
+    ("**1.** How do I apply for a drone flight permit?\n**2.** Where do I register a private zoo?",
+     ["How do I apply for a drone flight permit?", "Where do I register a private zoo?"]),
+    ('Scores [1, 2] then:\n["How do I register a drone?"]', ["How do I register a drone?"]),
+    ("[]", []),
+    ('Note [a]: cut short\n["游艇驾驶证怎么考？", "民宿经营', ["游艇驾驶证怎么考？"]),
 ]
 
 
