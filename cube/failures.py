@@ -21,8 +21,10 @@ field_missing              the gold was retrieved but the asked field's value (g
                            not in the answer (rapidfuzz partial_ratio < `field_match_below`)
 number_mismatch            the answer states a number (fee, time, count) found neither in the gold
                            document nor in the question; list markers ("1.", "2、", "（1）", "(2)",
-                           "第3步", "①", "Step 2") are numbering, not numbers claimed from the source
-                           (`claimed_numbers`); "1,000" = "1000", "15.0" = "15"
+                           "第3步", "①", "Step 2") are numbering, not numbers claimed from the source,
+                           when item text follows them or they run 1, 2, 3 ("收费标准：30、60元",
+                           "40. 个工作日", "费用(15)元" claim 30, 40, 15; `claimed_numbers`);
+                           "1,000" = "1000", "15.0" = "15"
 unsupported                more than `unsupported_share_above` of the answer's clauses are not
                            found in the gold document (under half of a clause's character bigrams)
 judge_disagreement         the judges' scores of the answer differ by more than
@@ -62,20 +64,33 @@ SUGGESTIONS: dict[str, str] = {
     UNEXPLAINED: "read these answers in the judgment browser: no evidence-based pattern applies",
 }
 _NUM = re.compile(r"\d+(?:\.\d+)?")
-# List numbering, removed before numbers are compared with the source: an item number opening a
-# line (after blanks or a bullet) closed by ". 、 ) ）" (not a decimal point: "1.5" stays a number);
-# after a separator (：；，。！？) only when closed by "、 ) ）" or by "." with the item's text right
-# behind it ("：1.身份证"; "Fee: 50. Time…" keeps its 50); a parenthesised item number; a step
-# ("第3步", "Step 2"); a circled digit.
+# List numbering, removed before numbers are compared with the source. Candidates: an item number
+# opening a line (after blanks or a bullet) closed by ". 、 ) ）" (not a decimal point: "1.5" stays
+# a number); after a separator (：；，。！？) closed by "、 ) ）" or by "." with the item's text right
+# behind it ("：1.身份证"; "Fee: 50. Time…" keeps its 50); a parenthesised number. A candidate is
+# numbering only when item text follows it (not another number or a unit: "收费标准：30、60元",
+# "40. 个工作日", "12.Yuan" claim 30, 40, 12) or it belongs to a run of candidates (n-1 before it or
+# n+1 after it: "1. 30元\n2. 身份证", "…；4、7个工作日后领取"); a parenthesised one also needs to
+# stand at a line start, after a separator or a blank, or in a run ("费用(15)元" claims 15). A step
+# ("第3步", "Step 2") and a circled digit are always numbering.
 _CJK = "\u4e00-\u9fff"
-_LIST_MARKERS = re.compile("|".join((
-    r"^[ \t>*\-•]*\d{1,2}[ \t]*[.．、)）](?!\d)",
-    r"[：:；;，,。！？!?][ \t]*\d{1,2}(?:[、)）]|[.．](?=[" + _CJK + r"A-Za-z]))",
-    r"[（(][ \t]*\d{1,2}[ \t]*[)）]",
+_SEPARATORS = "：:；;，,。！？!?"
+_CANDIDATES = re.compile("|".join((
+    r"^[ \t>*\-•]*(?P<line>\d{1,2})[ \t]*[.．、)）](?!\d)",
+    r"[" + _SEPARATORS + r"][ \t]*(?P<sep>\d{1,2})(?:[、)）]|[.．](?=[" + _CJK + r"A-Za-z]))",
+    r"[（(][ \t]*(?P<par>\d{1,2})[ \t]*[)）]",
+)), re.MULTILINE)
+_ALWAYS_MARKERS = re.compile("|".join((
     r"第[ \t]*\d{1,2}[ \t]*(?:步|点|项要求|个步骤)",
     r"\bstep[ \t]*\d{1,2}\b",
     r"[\u2460-\u2473\u2776-\u277f\u2780-\u2793]",
-)), re.IGNORECASE | re.MULTILINE)
+)), re.IGNORECASE)
+# What can follow a number but never opens an item's text: another number, a currency, a time or a
+# count unit ("1、本人身份证", "1、年满18周岁", "1、周一至周五" are item text).
+_NOT_ITEM_TEXT = re.compile(
+    r"[ \t]*(?:$|[\d%％]|[.．]\d|元|块钱|角|天|日内|工作日|个(?:工作日|自然日|月|小时|星期|季度)|小时|分钟|周岁|岁|倍|万|千|百|亿"
+    r"|张|份|页|次|(?:yuan|rmb|cny|usd|dollars?|days?|(?:working|business|calendar)[ \t]+days?|hours?|minutes?"
+    r"|weeks?|months?|years?|pages?|cop(?:y|ies)|times|percent|per)\b)", re.IGNORECASE | re.MULTILINE)
 _WIDE = str.maketrans("０１２３４５６７８９．，", "0123456789.,")
 _SENT = re.compile(r"[。！？!?\n；;：:]+|(?<=[a-z])\.\s")
 _WORD = re.compile(r"[\W_]+")
@@ -105,8 +120,25 @@ def _numbers(text: str) -> set[float]:
 
 def claimed_numbers(answer: str, question: str = "") -> set[float]:
     """The numbers an answer claims (fees, time limits, counts): every number in it except its list
-    numbering (`_LIST_MARKERS`) and the numbers the question itself states."""
-    return _numbers(_LIST_MARKERS.sub(" ", answer.translate(_WIDE))) - _numbers(question)
+    numbering (`strip_list_numbering`) and the numbers the question itself states."""
+    return _numbers(strip_list_numbering(answer.translate(_WIDE))) - _numbers(question)
+
+
+def strip_list_numbering(text: str) -> str:
+    """`text` with its list numbering blanked (see `_CANDIDATES`): what remains are claimed numbers."""
+    found = []  # (start, end, item number, numbering on its own)
+    for m in _CANDIDATES.finditer(text):
+        kind = m.lastgroup
+        alone = not _NOT_ITEM_TEXT.match(text, m.end())
+        if kind == "par":
+            before = text[m.start() - 1] if m.start() else "\n"
+            alone = alone and (before.isspace() or before in _SEPARATORS or before in ">*-•")
+        found.append((m.start(), m.end(), int(m.group(kind)), alone))
+    keep = list(text)
+    for i, (start, end, n, alone) in enumerate(found):
+        if alone or any(f[2] == n - 1 for f in found[:i]) or any(f[2] == n + 1 for f in found[i + 1:]):
+            keep[start:end] = " " * (end - start)
+    return _ALWAYS_MARKERS.sub(" ", "".join(keep))
 
 
 def number_mismatch(answer: str, gold: str, question: str = "") -> set[float]:

@@ -140,6 +140,24 @@ NUMBER_CASES = [
     ("Fee: 50. Time limit: 7 working days.", "How much is it?", GOLD_EN, {50.0}),
     ("1. Pay 150 yuan\n2. Wait 7 working days", "How do I apply?", GOLD_EN, {150.0}),
     ("The fee is 120.5 yuan.", "How much?", GOLD_EN, {120.5}),
+    # a number after a separator, a line start or in brackets is numbering only when item text follows
+    # it (not another number or a unit) or it belongs to a run of item numbers (n-1 before or n+1 after)
+    ("收费标准：30、60元。", "多少钱？", "收费标准：20、60元。", {30.0}),
+    ("收费标准：30、60、90元。", "多少钱？", "收费标准：20、60元。", {30.0, 90.0}),
+    ("办理时限：5、10个工作日", "要多久？", "办理时限：7、10个工作日", {5.0}),
+    ("费用(15)元", "多少钱？", "费用20元", {15.0}),
+    ("费用（15）元，7个工作日办结", "多少钱？", GOLD_ZH, {15.0}),
+    ("Fee: (15) yuan per copy", "How much?", GOLD_EN, {15.0}),
+    ("Fees: 25, 40) per copy", "How much?", "Fees: 20, 40 per copy", {25.0}),
+    ("40. 个工作日内办结", "要多久？", "20个工作日内办结", {40.0}),
+    ("需缴纳：12.Yuan per page", "How much?", "需缴纳：10 Yuan per page", {12.0}),
+    ("Time limit: 12.days", "How long?", GOLD_EN, {12.0}),
+    ("材料清单：\n1. 30元工本费\n2. 身份证原件", "要什么？", GOLD_ZH, {30.0}),
+    ("所需材料：1、本人身份证；2、近期免冠照片1张", "要什么？", GOLD_ZH, set()),
+    ("需要（1）身份证（2）照片1张", "要什么？", GOLD_ZH, set()),
+    ("You need: (1) your ID card, (2) 1 recent photo", "What do I need?", GOLD_EN, set()),
+    ("1) 120 yuan\n2) 7 working days", "How much and how long?", GOLD_EN, set()),
+    ("办理条件：1、年满18周岁；2、持有身份证", "条件？", "申请人须年满16周岁", {18.0}),
 ]
 
 
