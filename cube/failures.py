@@ -65,20 +65,29 @@ SUGGESTIONS: dict[str, str] = {
 }
 _NUM = re.compile(r"\d+(?:\.\d+)?")
 # List numbering, removed before numbers are compared with the source. Candidates: an item number
-# opening a line (after blanks or a bullet) closed by ". 、 ) ）" (not a decimal point: "1.5" stays
-# a number); after a separator (：；，。！？) closed by "、 ) ）" or by "." with the item's text right
-# behind it ("：1.身份证"; "Fee: 50. Time…" keeps its 50); a parenthesised number. A candidate is
-# numbering only when item text follows it (not another number or a unit: "收费标准：30、60元",
-# "40. 个工作日", "12.Yuan" claim 30, 40, 12) or it belongs to a run of candidates (n-1 before it or
-# n+1 after it: "1. 30元\n2. 身份证", "…；4、7个工作日后领取"); a parenthesised one also needs to
-# stand at a line start, after a separator or a blank, or in a run ("费用(15)元" claims 15). A step
-# ("第3步", "Step 2") and a circled digit are always numbering.
+# opening a line (after blanks, a bullet or a markdown "#") closed by ". 、 ) ）" (not a decimal
+# point: "1.5" stays a number); after a separator (：；，。！？) closed by "、 ) ）" or by "." with
+# the item's text right behind it ("：1.身份证"; "Fee: 50. Time…" keeps its 50; a colon after a
+# digit is a clock time: "9:30、" keeps its 30); a parenthesised number. A candidate is numbering
+# only when item text follows it (not another number or a unit: "收费标准：30、60元",
+# "40. 个工作日", "12.Yuan" claim 30, 40, 12) or it belongs to a run of candidates (n-1 before it
+# or n+1 after it: "1. 30元\n2. 身份证", "…；4、7个工作日后领取"); a parenthesised one also needs
+# to stand at a line start, after a separator or a blank, or in a run ("费用(15)元" claims 15).
+# Weaker candidates, numbering only in a run: after a blank inside a line ("：1.身份证 2.照片",
+# "1) ID card 2) 1 photo"), or, with item text behind it, after a separator closed by "." and a
+# blank ("Steps: 1. book; 2. pay"). A number in square brackets ("【1】", a citation "[2]") is
+# numbering unless a unit follows it ("[15]元"). A step ("第3步", "Step 2") and a circled digit
+# are always numbering.
 _CJK = "\u4e00-\u9fff"
 _SEPARATORS = "：:；;，,。！？!?"
+_AFTER_SEPARATOR = r"(?:(?<!\d)[：:]|[；;，,。！？!?])"  # "9:30": a clock time, not a separator
 _CANDIDATES = re.compile("|".join((
-    r"^[ \t>*\-•]*(?P<line>\d{1,2})[ \t]*[.．、)）](?!\d)",
-    r"[" + _SEPARATORS + r"][ \t]*(?P<sep>\d{1,2})(?:[、)）]|[.．](?=[" + _CJK + r"A-Za-z]))",
+    r"^[ \t>*\-•#]*(?P<line>\d{1,2})[ \t]*[.．、)）](?!\d)",
+    _AFTER_SEPARATOR + r"[ \t]*(?P<sep>\d{1,2})(?:[、)）]|[.．](?=[" + _CJK + r"A-Za-z]))",
+    _AFTER_SEPARATOR + r"[ \t]*(?P<sepdot>\d{1,2})[.．](?=[ \t])",
+    r"(?<=[ \t])(?P<blank>\d{1,2})(?:[、)）]|[.．](?![\d.．]))",
     r"[（(][ \t]*(?P<par>\d{1,2})[ \t]*[)）]",
+    r"[\[【][ \t]*(?P<square>\d{1,2})[ \t]*[\]】]",
 )), re.MULTILINE)
 _ALWAYS_MARKERS = re.compile("|".join((
     r"第[ \t]*\d{1,2}[ \t]*(?:步|点|项要求|个步骤)",
@@ -87,10 +96,11 @@ _ALWAYS_MARKERS = re.compile("|".join((
 )), re.IGNORECASE)
 # What can follow a number but never opens an item's text: another number, a currency, a time or a
 # count unit ("1、本人身份证", "1、年满18周岁", "1、周一至周五" are item text).
-_NOT_ITEM_TEXT = re.compile(
-    r"[ \t]*(?:$|[\d%％]|[.．]\d|元|块钱|角|天|日内|工作日|个(?:工作日|自然日|月|小时|星期|季度)|小时|分钟|周岁|岁|倍|万|千|百|亿"
+_UNITS = (r"元|块钱|角|天|日内|工作日|个(?:工作日|自然日|月|小时|星期|季度)|小时|分钟|周岁|岁|倍|万|千|百|亿"
     r"|张|份|页|次|(?:yuan|rmb|cny|usd|dollars?|days?|(?:working|business|calendar)[ \t]+days?|hours?|minutes?"
-    r"|weeks?|months?|years?|pages?|cop(?:y|ies)|times|percent|per)\b)", re.IGNORECASE | re.MULTILINE)
+    r"|weeks?|months?|years?|pages?|cop(?:y|ies)|times|percent|per)\b")
+_UNIT = re.compile(r"[ \t]*(?:[%％]|" + _UNITS + ")", re.IGNORECASE)
+_NOT_ITEM_TEXT = re.compile(r"[ \t]*(?:$|[\d%％]|[.．]\d|" + _UNITS + ")", re.IGNORECASE | re.MULTILINE)
 _WIDE = str.maketrans("０１２３４５６７８９．，", "0123456789.,")
 _SENT = re.compile(r"[。！？!?\n；;：:]+|(?<=[a-z])\.\s")
 _WORD = re.compile(r"[\W_]+")
@@ -126,17 +136,26 @@ def claimed_numbers(answer: str, question: str = "") -> set[float]:
 
 def strip_list_numbering(text: str) -> str:
     """`text` with its list numbering blanked (see `_CANDIDATES`): what remains are claimed numbers."""
-    found = []  # (start, end, item number, numbering on its own)
+    found = []  # (start, end, item number, kind, item text follows)
     for m in _CANDIDATES.finditer(text):
-        kind = m.lastgroup
-        alone = not _NOT_ITEM_TEXT.match(text, m.end())
+        kind = str(m.lastgroup)
+        text_follows = not _NOT_ITEM_TEXT.match(text, m.end())
         if kind == "par":
             before = text[m.start() - 1] if m.start() else "\n"
-            alone = alone and (before.isspace() or before in _SEPARATORS or before in ">*-•")
-        found.append((m.start(), m.end(), int(m.group(kind)), alone))
+            text_follows = text_follows and (before.isspace() or before in _SEPARATORS or before in ">*-•")
+        found.append((m.start(), m.end(), int(m.group(kind)), kind, text_follows))
     keep = list(text)
-    for i, (start, end, n, alone) in enumerate(found):
-        if alone or any(f[2] == n - 1 for f in found[:i]) or any(f[2] == n + 1 for f in found[i + 1:]):
+    for i, (start, end, n, kind, text_follows) in enumerate(found):
+        in_run = any(f[2] == n - 1 for f in found[:i]) or any(f[2] == n + 1 for f in found[i + 1:])
+        if kind == "square":
+            numbering = not _UNIT.match(text, end)
+        elif kind == "blank":
+            numbering = in_run
+        elif kind == "sepdot":
+            numbering = text_follows and in_run
+        else:
+            numbering = text_follows or in_run
+        if numbering:
             keep[start:end] = " " * (end - start)
     return _ALWAYS_MARKERS.sub(" ", "".join(keep))
 

@@ -158,6 +158,22 @@ NUMBER_CASES = [
     ("You need: (1) your ID card, (2) 1 recent photo", "What do I need?", GOLD_EN, set()),
     ("1) 120 yuan\n2) 7 working days", "How much and how long?", GOLD_EN, set()),
     ("办理条件：1、年满18周岁；2、持有身份证", "条件？", "申请人须年满16周岁", {18.0}),
+    # items on one line after a blank, markdown headings, bracketed numbering and citations
+    ("申请材料包括：1.居民身份证原件 2.近期免冠照片1张", "要什么？", GOLD_ZH, set()),
+    ("材料：1、身份证 2、照片1张 3、申请表", "要什么？", GOLD_ZH, set()),
+    ("材料：1、身份证 2、照片3张 3、申请表", "要什么？", GOLD_ZH, {3.0}),
+    ("### 1. 所需材料\n身份证原件\n### 2. 费用\n120元", "要什么？", GOLD_ZH, set()),
+    ("Steps: 1. book online; 2. pay 120 yuan; 3. collect after 7 working days", "How?", GOLD_EN, set()),
+    ("Steps: 1. book online; 2. pay 150 yuan", "How?", GOLD_EN, {150.0}),
+    ("You need: 1) your ID card 2) 1 photo", "What do I need?", GOLD_EN, set()),
+    ("【1】身份证原件【2】照片1张", "要什么？", GOLD_ZH, set()),
+    ("根据办事指南[1]，收费标准为每本120元[2]。", "多少钱？", GOLD_ZH, set()),
+    ("The fee is 120 yuan [3].", "How much?", GOLD_EN, set()),
+    ("费用[15]元", "多少钱？", GOLD_ZH, {15.0}),
+    ("Fee is 2. Bring your ID card.", "How much?", GOLD_EN, {2.0}),
+    # a colon inside a clock time is no separator: "9:30、" is no item 30
+    ("受理时间：上午9:30、下午2:00", "几点？", "受理时间：上午9:00、下午2:00", {30.0}),
+    ("Office hours: 9:30) to 17:00", "When?", "Office hours: 9:00 to 17:00", {30.0}),
 ]
 
 
