@@ -23,8 +23,8 @@ number_mismatch            the answer states a number (fee, time, count) found n
                            document nor in the question; list markers ("1.", "2、", "（1）", "(2)",
                            "第3步", "①", "Step 2") are numbering, not numbers claimed from the source,
                            when item text follows them or they run 1, 2, 3 ("收费标准：30、60元",
-                           "40. 个工作日", "费用(15)元" claim 30, 40, 15; `claimed_numbers`);
-                           "1,000" = "1000", "15.0" = "15"
+                           "40. 个工作日", "费用(15)元" claim 30, 40, 15; `claimed_numbers`), and
+                           so are citations "[2]", "【3】"; "1,000" = "1000", "15.0" = "15"
 unsupported                more than `unsupported_share_above` of the answer's clauses are not
                            found in the gold document (under half of a clause's character bigrams)
 judge_disagreement         the judges' scores of the answer differ by more than
