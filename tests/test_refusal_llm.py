@@ -60,6 +60,18 @@ PARSE_CASES = [
      ["How do I apply for a drone flight permit?", "Where do I register a private zoo?"]),
     ('Scores [1, 2] then:\n["How do I register a drone?"]', ["How do I register a drone?"]),
     ("[]", []),
+    # a Python list, a reasoning model's thinking, a markdown table, theme labels around a question
+    ("['How do I register a drone?', 'Where is the yacht licence office?']",
+     ["How do I register a drone?", "Where is the yacht licence office?"]),
+    ("<think>用户要我写[10]个问题，比如游艇怎么考？想想别的。</think>\n1. 民宿经营许可在哪里办？\n2. 潜水教练资格怎么认定？",
+     ["民宿经营许可在哪里办？", "潜水教练资格怎么认定？"]),
+    ("<think>I could ask how do I register a drone", []),
+    ("| # | 问题 |\n|---|---|\n| 1 | 游艇驾驶证怎么考？ |\n| 2 | 民宿经营许可在哪里办？ |",
+     ["游艇驾驶证怎么考？", "民宿经营许可在哪里办？"]),
+    ("1. 游艇驾驶证怎么考？（交通出行）\n2. [旅游度假] 民宿经营许可在哪里办？\n3. 【婚育家庭】结婚登记要预约吗？",
+     ["游艇驾驶证怎么考？", "民宿经营许可在哪里办？", "结婚登记要预约吗？"]),
+    ("1. How do I register a drone? (transport)\n2. What does form [A-3] cost?",
+     ["How do I register a drone?", "What does form [A-3] cost?"]),
     ('Note [a]: cut short\n["游艇驾驶证怎么考？", "民宿经营', ["游艇驾驶证怎么考？"]),
 ]
 
