@@ -24,7 +24,8 @@ number_mismatch            the answer states a number (fee, time, count) found n
                            "第3步", "①", "Step 2") are numbering, not numbers claimed from the source,
                            when item text follows them or they run 1, 2, 3 ("收费标准：30、60元",
                            "40. 个工作日", "费用(15)元" claim 30, 40, 15; `claimed_numbers`), and
-                           so are citations "[2]", "【3】"; "1,000" = "1000", "15.0" = "15"
+                           so are citations "[2]", "【3】"; "1,000" = "1000", "15.0" = "15",
+                           "七个工作日" = "7个工作日" (a Chinese numeral with a unit)
 unsupported                more than `unsupported_share_above` of the answer's clauses are not
                            found in the gold document (under half of a clause's character bigrams)
 judge_disagreement         the judges' scores of the answer differ by more than
@@ -101,6 +102,12 @@ _UNITS = (r"元|块钱|角|天|日内|工作日|个(?:工作日|自然日|月|�
     r"|weeks?|months?|years?|pages?|cop(?:y|ies)|times|percent|per)\b")
 _UNIT = re.compile(r"[ \t]*(?:[%％]|" + _UNITS + ")", re.IGNORECASE)
 _NOT_ITEM_TEXT = re.compile(r"[ \t]*(?:$|[\d%％]|[.．]\d|" + _UNITS + ")", re.IGNORECASE | re.MULTILINE)
+# A Chinese numeral with a time, money or count unit ("七个工作日", "一百二十元", "两张") is a number;
+# without one it is no claim ("一次性告知", "一个窗口", "第一").
+_CN_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
+_CN_UNITS = {"十": 10, "百": 100, "千": 1000}
+_CN_NUMERAL = re.compile("([" + "".join(_CN_DIGITS) + "十][" + "".join(_CN_DIGITS) + "十百千万]*)"
+                         "(?=个(?:工作日|自然日|月|小时)|工作日|小时|分钟|天|日内|元|年内|周岁|岁|张|份|页)")
 _WIDE = str.maketrans("０１２３４５６７８９．，", "0123456789.,")
 _SENT = re.compile(r"[。！？!?\n；;：:]+|(?<=[a-z])\.\s")
 _WORD = re.compile(r"[\W_]+")
@@ -123,8 +130,24 @@ def jury_scores(scores: pd.DataFrame, system: str, judges: Sequence[str] | None 
     return out.reset_index()
 
 
+def _chinese_value(numeral: str) -> int:
+    """The value of a Chinese numeral ("十五" 15, "一百零五" 105, "两万" 20000)."""
+    total = section = digit = 0
+    for ch in numeral:
+        if ch in _CN_DIGITS:
+            digit = _CN_DIGITS[ch]
+        elif ch == "万":
+            total += (section + digit) * 10000
+            section = digit = 0
+        else:
+            section += (digit or 1) * _CN_UNITS[ch]
+            digit = 0
+    return total + section + digit
+
+
 def _numbers(text: str) -> set[float]:
-    t = re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", text.translate(_WIDE))
+    t = _CN_NUMERAL.sub(lambda m: str(_chinese_value(m.group(1))), text)
+    t = re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", t.translate(_WIDE))
     return {float(n) for n in _NUM.findall(t)}
 
 
