@@ -25,7 +25,8 @@ number_mismatch            the answer states a number (fee, time, count) found n
                            when item text follows them or they run 1, 2, 3 ("收费标准：30、60元",
                            "40. 个工作日", "费用(15)元" claim 30, 40, 15; `claimed_numbers`), and
                            so are citations "[2]", "【3】"; "1,000" = "1000", "15.0" = "15",
-                           "七个工作日" = "7个工作日" (a Chinese numeral with a unit)
+                           "七个工作日" = "7个工作日", "seven days" = "7 days" (a number word with
+                           a unit)
 unsupported                more than `unsupported_share_above` of the answer's clauses are not
                            found in the gold document (under half of a clause's character bigrams)
 judge_disagreement         the judges' scores of the answer differ by more than
@@ -102,12 +103,20 @@ _UNITS = (r"元|块钱|角|天|日内|工作日|个(?:工作日|自然日|月|�
     r"|weeks?|months?|years?|pages?|cop(?:y|ies)|times|percent|per)\b")
 _UNIT = re.compile(r"[ \t]*(?:[%％]|" + _UNITS + ")", re.IGNORECASE)
 _NOT_ITEM_TEXT = re.compile(r"[ \t]*(?:$|[\d%％]|[.．]\d|" + _UNITS + ")", re.IGNORECASE | re.MULTILINE)
-# A Chinese numeral with a time, money or count unit ("七个工作日", "一百二十元", "两张") is a number;
-# without one it is no claim ("一次性告知", "一个窗口", "第一").
+# A Chinese numeral or an English number word with a time, money or count unit ("七个工作日",
+# "一百二十元", "两张", "twenty-five days") is a number; without one it is no claim ("一次性告知",
+# "一个窗口", "第一", "one of the documents").
 _CN_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
 _CN_UNITS = {"十": 10, "百": 100, "千": 1000}
 _CN_NUMERAL = re.compile("([" + "".join(_CN_DIGITS) + "十][" + "".join(_CN_DIGITS) + "十百千万]*)"
                          "(?=个(?:工作日|自然日|月|小时)|工作日|小时|分钟|天|日内|元|年内|周岁|岁|张|份|页)")
+_EN_WORDS = {w: i for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve thirteen "
+                                         "fourteen fifteen sixteen seventeen eighteen nineteen".split())}
+_EN_TENS = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90}
+_EN_NUMERAL = re.compile(r"\b(?:(?P<tens>" + "|".join(_EN_TENS) + r")(?:[ -](?P<ones>one|two|three|four|five|six|seven"
+                         r"|eight|nine))?|(?P<word>" + "|".join(sorted(_EN_WORDS, key=len, reverse=True)) + r"))"
+                         r"(?=[ \t-]+(?:(?:working|business|calendar)[ \t]+)?(?:days?|yuan|hours?|weeks?|months?|years?"
+                         r"|minutes?|cop(?:y|ies)|photos?|pages?)\b)", re.IGNORECASE)
 _WIDE = str.maketrans("０１２３４５６７８９．，", "0123456789.,")
 _SENT = re.compile(r"[。！？!?\n；;：:]+|(?<=[a-z])\.\s")
 _WORD = re.compile(r"[\W_]+")
@@ -145,8 +154,15 @@ def _chinese_value(numeral: str) -> int:
     return total + section + digit
 
 
+def _english_value(m: re.Match[str]) -> str:
+    if m.group("word"):
+        return str(_EN_WORDS[m.group("word").lower()])
+    return str(_EN_TENS[m.group("tens").lower()] + _EN_WORDS[(m.group("ones") or "zero").lower()])
+
+
 def _numbers(text: str) -> set[float]:
     t = _CN_NUMERAL.sub(lambda m: str(_chinese_value(m.group(1))), text)
+    t = _EN_NUMERAL.sub(_english_value, t)
     t = re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", t.translate(_WIDE))
     return {float(n) for n in _NUM.findall(t)}
 

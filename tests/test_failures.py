@@ -180,6 +180,12 @@ NUMBER_CASES = [
     ("罚款5万元，或一万二千元", "罚多少？", "罚款：5万元或12000元", set()),
     ("罚款3万元", "罚多少？", "罚款：5万元", {3.0}),
     ("一次性告知所需材料，需要到一个窗口办理，7个工作日办结。", "要多久？", "承诺时限：7个工作日", set()),
+    # English number words with a unit too ("seven working days" = "7 working days")
+    ("It takes 7 working days and costs 120 yuan.", "How long?", "Time limit: seven working days\nFee: 120 yuan", set()),
+    ("It takes twenty-five days.", "How long?", "Time limit: 25 days", set()),
+    ("It takes ten working days.", "How long?", GOLD_EN, {10.0}),
+    ("It takes five-six days or thirty days.", "How long?", "Time limit: 5 days", {6.0, 30.0}),
+    ("One of the documents is your ID card; it takes seven days.", "What?", "Time limit: 7 days", set()),
     # a colon inside a clock time is no separator: "9:30、" is no item 30
     ("受理时间：上午9:30、下午2:00", "几点？", "受理时间：上午9:00、下午2:00", {30.0}),
     ("Office hours: 9:30) to 17:00", "When?", "Office hours: 9:00 to 17:00", {30.0}),
