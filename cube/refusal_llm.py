@@ -21,7 +21,8 @@ the first `MAX_LISTED` of them in corpus order, delimited as untrusted content.
   什么, 多少, 是否, 请问 ..., how, what, where, can, do ... at the start) and are no decline
   (`cube.refusal.is_refusal`): "Here are ten questions:" or "抱歉，我不能帮助你。" is no question.
   A markdown table is read cell by cell. A reasoning model's `<think>…</think>` (or a thinking cut
-  short) is ignored, and a theme label around a question ("[旅游度假] …", "…？（交通出行）") removed.
+  short) is ignored, and a theme label around a question ("[旅游度假] …", "…？（交通出行）") or a
+  note after its question mark ("…？——该事项由…主管", "…? — handled by …") removed.
 - Deduplication: questions equal once lower-cased with spaces and punctuation removed, or with a
   rapidfuzz `ratio` of at least `DUPLICATE_AT`, are kept once (the first).
 - In-corpus check (`corpus_item`), deterministic: a question is dropped when it contains a corpus
@@ -70,6 +71,8 @@ _PREFIX = re.compile(r"^(?:问题|提问|question|q)\s*\d*\s*[:：]\s*", re.IGNO
 # A theme label the model put before a question ("[旅游度假] …", "【婚育家庭】…") or after its
 # question mark ("…？（交通出行）", "…? (transport)"); a label has no digit ("[A-3]" stays).
 _LABEL = re.compile(r"^[\[【][^\]】\d\n]{1,20}[\]】]\s*(?=\S)|(?<=[?？])\s*[（(【\[][^）)】\]\d\n]{1,20}[）)】\]]$")
+# A note the model put after the question mark ("…？——该事项由…主管", "…? — handled by …", "…？理由：…").
+_NOTE = re.compile(r"(?<=[?？])\s*(?:[—–]+|-{1,2}|(?:理由|说明|原因|备注|注|reason|note|because)\s*[:：]).*$", re.IGNORECASE)
 _THINKING = re.compile(r"<think>.*?(?:</think>|\Z)", re.IGNORECASE | re.DOTALL)  # a reasoning model's thinking
 _ITEM_KEYS = ("question", "q", "text", "content", "问题")
 _QUOTES = " \t\"'“”‘’「」『』`*,，"
@@ -112,7 +115,7 @@ def render_refusal_prompt(template: str, corpus: pd.DataFrame, lang: str, n: int
 def _clean(text: str) -> str:
     q = str(text).strip()
     for _ in range(2):
-        q = _LABEL.sub("", _PREFIX.sub("", _MARKER.sub("", q))).strip(_QUOTES)
+        q = _LABEL.sub("", _NOTE.sub("", _PREFIX.sub("", _MARKER.sub("", q)))).strip(_QUOTES)
     return q
 
 

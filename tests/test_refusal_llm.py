@@ -72,6 +72,10 @@ PARSE_CASES = [
      ["游艇驾驶证怎么考？", "民宿经营许可在哪里办？", "结婚登记要预约吗？"]),
     ("1. How do I register a drone? (transport)\n2. What does form [A-3] cost?",
      ["How do I register a drone?", "What does form [A-3] cost?"]),
+    ("1. 游艇驾驶证怎么考？——该事项由海事部门主管\n2. 民宿经营许可在哪里办？ - 文旅部门\n3. 结婚登记要预约吗？理由：清单中没有",
+     ["游艇驾驶证怎么考？", "民宿经营许可在哪里办？", "结婚登记要预约吗？"]),
+    ("1. How do I register a drone? — handled by the aviation authority\n2. Is a yacht licence needed? Note: not listed",
+     ["How do I register a drone?", "Is a yacht licence needed?"]),
     ('Note [a]: cut short\n["游艇驾驶证怎么考？", "民宿经营', ["游艇驾驶证怎么考？"]),
 ]
 
