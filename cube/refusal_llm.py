@@ -12,9 +12,10 @@ the first `MAX_LISTED` of them in corpus order, delimited as untrusted content.
   `question_generation`); a re-run is served by the cache.
 - Parsing (`parse_questions`): a JSON array of strings (or of objects with a `question` key, else
   `q`/`text`/`content`/`问题`, else their only string value, or `{"questions": [...]}`), also inside
-  a ```json fence or surrounded by prose: the first "[" or "{" at which valid JSON holding a
-  question starts (`json.JSONDecoder.raw_decode`, so a "[note]" before it or a "// [end]" after it
-  does not matter), or an array cut short at the token limit (its complete strings; the cut one
+  a ```json fence or surrounded by prose: the first "[" or "{" at which valid JSON holding
+  strings starts (`json.JSONDecoder.raw_decode`, so a "[note]" before it or a "// [end]" after
+  it does not matter; an array whose strings read as questions, see below, wins over an earlier
+  one whose strings do not, as a '["transport"]' theme), or an array cut short at the token limit (its complete strings; the cut one
   is dropped), or a Python list of single-quoted strings; otherwise one
   question per line with its numbering ("1.", "2、", "（3）", "-", "•") and quotes removed, keeping
   only lines that read as a question (end with "?"/"？", or hold an interrogative: 吗, 怎么, 哪,
@@ -156,13 +157,17 @@ def _python_list(reply: str) -> list[str]:
 
 def _json_questions(reply: str) -> list[str] | None:
     decoder = json.JSONDecoder()
+    first: list[str] = []  # strings none of which reads as a question: kept unless a later array has one
     for m in re.finditer(r"[\[{]", reply):  # the first "[" / "{" that opens JSON holding questions
         try:
-            got, _ = decoder.raw_decode(reply, m.start())
+            got = _listed(decoder.raw_decode(reply, m.start())[0])
         except ValueError:
             continue
-        if _listed(got):
-            return _listed(got)
+        if any(_QUESTION.search(q) for q in got):
+            return got
+        first = first or got
+    if first:
+        return first
     cut = re.search(r'\[\s*"', reply)  # an array cut short (the token limit): its whole strings
     if cut:
         whole = [json.loads(f'"{m}"') for m in _STRING.findall(reply[cut.start():])]

@@ -60,6 +60,9 @@ PARSE_CASES = [
      ["How do I apply for a drone flight permit?", "Where do I register a private zoo?"]),
     ('Scores [1, 2] then:\n["How do I register a drone?"]', ["How do I register a drone?"]),
     ("[]", []),
+    ('Theme ["transport"], 2 questions:\n["How do I register a drone?", "Where is the yacht licence office?"]',
+     ["How do I register a drone?", "Where is the yacht licence office?"]),
+    ('["游艇驾驶证考试", "民宿经营许可办理"]', ["游艇驾驶证考试", "民宿经营许可办理"]),
     # a Python list, a reasoning model's thinking, a markdown table, theme labels around a question
     ("['How do I register a drone?', 'Where is the yacht licence office?']",
      ["How do I register a drone?", "Where is the yacht licence office?"]),
