@@ -17,8 +17,8 @@ the first `MAX_LISTED` of them in corpus order, delimited as untrusted content.
   it does not matter; an array whose strings read as questions, see below, wins over an earlier
   one whose strings do not, as a '["transport"]' theme), or an array cut short at the token
   limit (its complete strings; the cut one is dropped), or a Python list of single-quoted
-  strings; otherwise one question per line with its numbering ("1.", "2、", "（3）", "-", "•") and quotes removed, keeping
-  only lines that read as a question (end with "?"/"？", or hold an interrogative: 吗, 怎么, 哪,
+  strings; otherwise one question per line with its numbering ("1.", "2、", "（3）", "-", "•")
+  and quotes removed, keeping only lines that read as a question (end with "?"/"？", or hold an interrogative: 吗, 怎么, 哪,
   什么, 多少, 是否, 请问 ..., how, what, where, can, do ... at the start) and are no decline
   (`cube.refusal.is_refusal`): "Here are ten questions:" or "抱歉，我不能帮助你。" is no question.
   A markdown table is read cell by cell. A reasoning model's `<think>…</think>` (or a thinking cut
