@@ -18,8 +18,9 @@ the first `MAX_LISTED` of them in corpus order, delimited as untrusted content.
   one whose strings do not, as a '["transport"]' theme), or an array cut short at the token
   limit (its complete strings; the cut one is dropped), or a Python list of single-quoted
   strings; otherwise one question per line with its numbering ("1.", "2、", "（3）", "-", "•")
-  and quotes removed, keeping only lines that read as a question (end with "?"/"？", or hold an interrogative: 吗, 怎么, 哪,
-  什么, 多少, 是否, 请问 ..., how, what, where, can, do ... at the start) and are no decline
+  and quotes removed, keeping only lines that read as a question (end with "?"/"？", or hold an
+  interrogative: 吗, 怎么, 哪, 什么, 多少, 是否, 请问 ..., how, what, where, can, do ... at the
+  start) and are no decline
   (`cube.refusal.is_refusal`): "Here are ten questions:" or "抱歉，我不能帮助你。" is no question.
   A markdown table is read cell by cell. A reasoning model's `<think>…</think>` (or a thinking cut
   short) is ignored, and a theme label around a question ("[旅游度假] …", "…？（交通出行）") or a
