@@ -101,13 +101,21 @@ def linked_questions(table: pd.DataFrame, system: str | None = None, *, column: 
 
 def linked_categories(table: pd.DataFrame, by: str, system: str | None = None, *, target: str = FROM_PAGES) -> Any:
     """A per-category table (`cube.categories.category_report`, `by` = style or department)
-    displayed with each category linked to its questions' rag judgments in the browser."""
+    displayed with each category linked to its questions' rag judgments in the browser. A row with
+    0 `questions` (a category only refusal questions have: "(not in corpus)", the "refusal" style)
+    has no rag judgment to show: its category is not linked."""
     from cube.display import table as shown
 
     if by not in ("style", "department"):
         raise ValueError(f"linked_categories: the browser filters by style or department, not {by!r}")
-    return shown(table, getattr(table, "_cube_digits", 2) or 2,
-                 links={by: lambda row: link(target, system=system, set="rag", **{by: _text(row.get(by))})})
+
+    def href(row: dict[str, Any]) -> str | None:
+        n = pd.to_numeric(pd.Series([row.get("questions")]), errors="coerce").iloc[0]
+        if "questions" in row and not (n > 0):
+            return None
+        return link(target, system=system, set="rag", **{by: _text(row.get(by))})
+
+    return shown(table, getattr(table, "_cube_digits", 2) or 2, links={by: href})
 
 
 def _js(obj: Any) -> str:

@@ -21,8 +21,12 @@ field_missing              the gold was retrieved but the asked field's value (g
                            not in the answer (rapidfuzz partial_ratio < `field_match_below`)
 number_mismatch            the answer states a number (fee, time, count) found neither in the gold
                            document nor in the question; list markers ("1.", "2、", "（1）", "(2)",
-                           "第3步", "①", "Step 2") are numbering, not numbers claimed from the source
-                           (`claimed_numbers`); "1,000" = "1000", "15.0" = "15"
+                           "第3步", "①", "Step 2") are numbering, not numbers claimed from the source,
+                           when item text follows them or they run 1, 2, 3 ("收费标准：30、60元",
+                           "40. 个工作日", "费用(15)元" claim 30, 40, 15; `claimed_numbers`), and
+                           so are citations "[2]", "【3】"; "1,000" = "1000", "15.0" = "15",
+                           "七个工作日" = "7个工作日", "seven days" = "7 days" (a number word with
+                           a unit)
 unsupported                more than `unsupported_share_above` of the answer's clauses are not
                            found in the gold document (under half of a clause's character bigrams)
 judge_disagreement         the judges' scores of the answer differ by more than
@@ -62,20 +66,57 @@ SUGGESTIONS: dict[str, str] = {
     UNEXPLAINED: "read these answers in the judgment browser: no evidence-based pattern applies",
 }
 _NUM = re.compile(r"\d+(?:\.\d+)?")
-# List numbering, removed before numbers are compared with the source: an item number opening a
-# line (after blanks or a bullet) closed by ". 、 ) ）" (not a decimal point: "1.5" stays a number);
-# after a separator (：；，。！？) only when closed by "、 ) ）" or by "." with the item's text right
-# behind it ("：1.身份证"; "Fee: 50. Time…" keeps its 50); a parenthesised item number; a step
-# ("第3步", "Step 2"); a circled digit.
+# List numbering, removed before numbers are compared with the source. Candidates: an item number
+# opening a line (after blanks, a bullet or a markdown "#") closed by ". 、 ) ）" (not a decimal
+# point: "1.5" stays a number); after a separator (：；，。！？) closed by "、 ) ）" or by "." with
+# the item's text right behind it ("：1.身份证"; "Fee: 50. Time…" keeps its 50; a colon after a
+# digit is a clock time: "9:30、" keeps its 30); a parenthesised number. A candidate is numbering
+# only when item text follows it (not another number or a unit: "收费标准：30、60元",
+# "40. 个工作日", "12.Yuan" claim 30, 40, 12) or it belongs to a run of candidates (n-1 before it
+# or n+1 after it: "1. 30元\n2. 身份证", "…；4、7个工作日后领取"); a parenthesised one also needs
+# to stand at a line start, after a separator or a blank, or in a run ("费用(15)元" claims 15).
+# Weaker candidates, numbering only in a run: after a blank inside a line ("：1.身份证 2.照片",
+# "1) ID card 2) 1 photo"), or, with item text behind it, after a separator closed by "." and a
+# blank ("Steps: 1. book; 2. pay"). A number in square brackets ("【1】", a citation "[2]") is
+# numbering unless a unit follows it ("[15]元"). A step ("第3步", "Step 2") and a circled digit
+# are always numbering.
 _CJK = "\u4e00-\u9fff"
-_LIST_MARKERS = re.compile("|".join((
-    r"^[ \t>*\-•]*\d{1,2}[ \t]*[.．、)）](?!\d)",
-    r"[：:；;，,。！？!?][ \t]*\d{1,2}(?:[、)）]|[.．](?=[" + _CJK + r"A-Za-z]))",
-    r"[（(][ \t]*\d{1,2}[ \t]*[)）]",
+_SEPARATORS = "：:；;，,。！？!?"
+_AFTER_SEPARATOR = r"(?:(?<!\d)[：:]|[；;，,。！？!?])"  # "9:30": a clock time, not a separator
+_CANDIDATES = re.compile("|".join((
+    r"^[ \t>*\-•#]*(?P<line>\d{1,2})[ \t]*[.．、)）](?!\d)",
+    _AFTER_SEPARATOR + r"[ \t]*(?P<sep>\d{1,2})(?:[、)）]|[.．](?=[" + _CJK + r"A-Za-z]))",
+    _AFTER_SEPARATOR + r"[ \t]*(?P<sepdot>\d{1,2})[.．](?=[ \t])",
+    r"(?<=[ \t])(?P<blank>\d{1,2})(?:[、)）]|[.．](?![\d.．]))",
+    r"[（(][ \t]*(?P<par>\d{1,2})[ \t]*[)）]",
+    r"[\[【][ \t]*(?P<square>\d{1,2})[ \t]*[\]】]",
+)), re.MULTILINE)
+_ALWAYS_MARKERS = re.compile("|".join((
     r"第[ \t]*\d{1,2}[ \t]*(?:步|点|项要求|个步骤)",
     r"\bstep[ \t]*\d{1,2}\b",
     r"[\u2460-\u2473\u2776-\u277f\u2780-\u2793]",
-)), re.IGNORECASE | re.MULTILINE)
+)), re.IGNORECASE)
+# What can follow a number but never opens an item's text: another number, a currency, a time or a
+# count unit ("1、本人身份证", "1、年满18周岁", "1、周一至周五" are item text).
+_UNITS = (r"元|块钱|角|天|日内|工作日|个(?:工作日|自然日|月|小时|星期|季度)|小时|分钟|周岁|岁|倍|万|千|百|亿"
+    r"|张|份|页|次|(?:yuan|rmb|cny|usd|dollars?|days?|(?:working|business|calendar)[ \t]+days?|hours?|minutes?"
+    r"|weeks?|months?|years?|pages?|cop(?:y|ies)|times|percent|per)\b")
+_UNIT = re.compile(r"[ \t]*(?:[%％]|" + _UNITS + ")", re.IGNORECASE)
+_NOT_ITEM_TEXT = re.compile(r"[ \t]*(?:$|[\d%％]|[.．]\d|" + _UNITS + ")", re.IGNORECASE | re.MULTILINE)
+# A Chinese numeral or an English number word with a time, money or count unit ("七个工作日",
+# "一百二十元", "两张", "twenty-five days") is a number; without one it is no claim ("一次性告知",
+# "一个窗口", "第一", "one of the documents").
+_CN_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
+_CN_UNITS = {"十": 10, "百": 100, "千": 1000}
+_CN_NUMERAL = re.compile("([" + "".join(_CN_DIGITS) + "十][" + "".join(_CN_DIGITS) + "十百千万]*)"
+                         "(?=个(?:工作日|自然日|月|小时)|工作日|小时|分钟|天|日内|元|年内|周岁|岁|张|份|页)")
+_EN_WORDS = {w: i for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve thirteen "
+                                         "fourteen fifteen sixteen seventeen eighteen nineteen".split())}
+_EN_TENS = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90}
+_EN_NUMERAL = re.compile(r"\b(?:(?P<tens>" + "|".join(_EN_TENS) + r")(?:[ -](?P<ones>one|two|three|four|five|six|seven"
+                         r"|eight|nine))?|(?P<word>" + "|".join(sorted(_EN_WORDS, key=len, reverse=True)) + r"))"
+                         r"(?=[ \t-]+(?:(?:working|business|calendar)[ \t]+)?(?:days?|yuan|hours?|weeks?|months?|years?"
+                         r"|minutes?|cop(?:y|ies)|photos?|pages?)\b)", re.IGNORECASE)
 _WIDE = str.maketrans("０１２３４５６７８９．，", "0123456789.,")
 _SENT = re.compile(r"[。！？!?\n；;：:]+|(?<=[a-z])\.\s")
 _WORD = re.compile(r"[\W_]+")
@@ -98,15 +139,64 @@ def jury_scores(scores: pd.DataFrame, system: str, judges: Sequence[str] | None 
     return out.reset_index()
 
 
+def _chinese_value(numeral: str) -> int:
+    """The value of a Chinese numeral ("十五" 15, "一百零五" 105, "两万" 20000)."""
+    total = section = digit = 0
+    for ch in numeral:
+        if ch in _CN_DIGITS:
+            digit = _CN_DIGITS[ch]
+        elif ch == "万":
+            total += (section + digit) * 10000
+            section = digit = 0
+        else:
+            section += (digit or 1) * _CN_UNITS[ch]
+            digit = 0
+    return total + section + digit
+
+
+def _english_value(m: re.Match[str]) -> str:
+    if m.group("word"):
+        return str(_EN_WORDS[m.group("word").lower()])
+    return str(_EN_TENS[m.group("tens").lower()] + _EN_WORDS[(m.group("ones") or "zero").lower()])
+
+
 def _numbers(text: str) -> set[float]:
-    t = re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", text.translate(_WIDE))
+    t = _CN_NUMERAL.sub(lambda m: str(_chinese_value(m.group(1))), text)
+    t = _EN_NUMERAL.sub(_english_value, t)
+    t = re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", t.translate(_WIDE))
     return {float(n) for n in _NUM.findall(t)}
 
 
 def claimed_numbers(answer: str, question: str = "") -> set[float]:
     """The numbers an answer claims (fees, time limits, counts): every number in it except its list
-    numbering (`_LIST_MARKERS`) and the numbers the question itself states."""
-    return _numbers(_LIST_MARKERS.sub(" ", answer.translate(_WIDE))) - _numbers(question)
+    numbering (`strip_list_numbering`) and the numbers the question itself states."""
+    return _numbers(strip_list_numbering(answer.translate(_WIDE))) - _numbers(question)
+
+
+def strip_list_numbering(text: str) -> str:
+    """`text` with its list numbering blanked (see `_CANDIDATES`): what remains are claimed numbers."""
+    found = []  # (start, end, item number, kind, item text follows)
+    for m in _CANDIDATES.finditer(text):
+        kind = str(m.lastgroup)
+        text_follows = not _NOT_ITEM_TEXT.match(text, m.end())
+        if kind == "par":
+            before = text[m.start() - 1] if m.start() else "\n"
+            text_follows = text_follows and (before.isspace() or before in _SEPARATORS or before in ">*-•")
+        found.append((m.start(), m.end(), int(m.group(kind)), kind, text_follows))
+    keep = list(text)
+    for i, (start, end, n, kind, text_follows) in enumerate(found):
+        in_run = any(f[2] == n - 1 for f in found[:i]) or any(f[2] == n + 1 for f in found[i + 1:])
+        if kind == "square":
+            numbering = not _UNIT.match(text, end)
+        elif kind == "blank":
+            numbering = in_run
+        elif kind == "sepdot":
+            numbering = text_follows and in_run
+        else:
+            numbering = text_follows or in_run
+        if numbering:
+            keep[start:end] = " " * (end - start)
+    return _ALWAYS_MARKERS.sub(" ", "".join(keep))
 
 
 def number_mismatch(answer: str, gold: str, question: str = "") -> set[float]:

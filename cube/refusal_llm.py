@@ -10,13 +10,21 @@ the first `MAX_LISTED` of them in corpus order, delimited as untrusted content.
   each is its own cache entry, and suggests a life area `THEMES[k]`, so each prompt differs), then up to `EXTRA_CALLS` more while duplicates or in-corpus
   questions leave fewer than `n`. Calls go through `cube.llm` (cached, concurrent, costed, role
   `question_generation`); a re-run is served by the cache.
-- Parsing (`parse_questions`): a JSON array of strings (or of objects with a `question` key, or
-  `{"questions": [...]}`), also inside a ```json fence or surrounded by prose, or an array cut
-  short at the token limit (its complete strings; the cut one is dropped); otherwise one
-  question per line with its numbering ("1.", "2、", "（3）", "-", "•") and quotes removed, keeping
-  only lines that read as a question (end with "?"/"？", or hold an interrogative: 吗, 怎么, 哪,
-  什么, 多少, 是否, 请问 ..., how, what, where, can, do ... at the start) and are no decline
+- Parsing (`parse_questions`): a JSON array of strings (or of objects with a `question` key, else
+  `q`/`text`/`content`/`问题`, else their only string value, or `{"questions": [...]}`), also inside
+  a ```json fence or surrounded by prose: the first "[" or "{" at which valid JSON holding
+  strings starts (`json.JSONDecoder.raw_decode`, so a "[note]" before it or a "// [end]" after
+  it does not matter; an array whose strings read as questions, see below, wins over an earlier
+  one whose strings do not, as a '["transport"]' theme), or an array cut short at the token
+  limit (its complete strings; the cut one is dropped), or a Python list of single-quoted
+  strings; otherwise one question per line with its numbering ("1.", "2、", "（3）", "-", "•")
+  and quotes removed, keeping only lines that read as a question (end with "?"/"？", or hold an
+  interrogative: 吗, 怎么, 哪, 什么, 多少, 是否, 请问 ..., how, what, where, can, do ... at the
+  start) and are no decline
   (`cube.refusal.is_refusal`): "Here are ten questions:" or "抱歉，我不能帮助你。" is no question.
+  A markdown table is read cell by cell. A reasoning model's `<think>…</think>` (or a thinking cut
+  short) is ignored, and a theme label around a question ("[旅游度假] …", "…？（交通出行）") or a
+  note after its question mark ("…？——该事项由…主管", "…? — handled by …") removed.
 - Deduplication: questions equal once lower-cased with spaces and punctuation removed, or with a
   rapidfuzz `ratio` of at least `DUPLICATE_AT`, are kept once (the first).
 - In-corpus check (`corpus_item`), deterministic: a question is dropped when it contains a corpus
@@ -32,6 +40,7 @@ answered and scored like the template ones (`cube.refusal_questions`).
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import math
@@ -61,6 +70,13 @@ THEMES = {
 }
 _MARKER = re.compile(r"^\s*(?:[-*•·]+|\d{1,3}\s*[.、．)）:：]|[（(]\s*\d{1,3}\s*[)）]|[\u2460-\u2473])\s*")
 _PREFIX = re.compile(r"^(?:问题|提问|question|q)\s*\d*\s*[:：]\s*", re.IGNORECASE)
+# A theme label the model put before a question ("[旅游度假] …", "【婚育家庭】…") or after its
+# question mark ("…？（交通出行）", "…? (transport)"); a label has no digit ("[A-3]" stays).
+_LABEL = re.compile(r"^[\[【][^\]】\d\n]{1,20}[\]】]\s*(?=\S)|(?<=[?？])\s*[（(【\[][^）)】\]\d\n]{1,20}[）)】\]]$")
+# A note the model put after the question mark ("…？——该事项由…主管", "…? — handled by …", "…？理由：…").
+_NOTE = re.compile(r"(?<=[?？])\s*(?:[—–]+|-{1,2}|(?:理由|说明|原因|备注|注|reason|note|because)\s*[:：]).*$", re.IGNORECASE)
+_THINKING = re.compile(r"<think>.*?(?:</think>|\Z)", re.IGNORECASE | re.DOTALL)  # a reasoning model's thinking
+_ITEM_KEYS = ("question", "q", "text", "content", "问题")
 _QUOTES = " \t\"'“”‘’「」『』`*,，"
 _PUNCT = re.compile(r"[\W_]+")
 _STRING = re.compile(r'"((?:[^"\\\n]|\\.)*)"(?=\s*[,\]])')
@@ -101,41 +117,77 @@ def render_refusal_prompt(template: str, corpus: pd.DataFrame, lang: str, n: int
 def _clean(text: str) -> str:
     q = str(text).strip()
     for _ in range(2):
-        q = _PREFIX.sub("", _MARKER.sub("", q)).strip(_QUOTES)
+        q = _LABEL.sub("", _NOTE.sub("", _PREFIX.sub("", _MARKER.sub("", q)))).strip(_QUOTES)
     return q
 
 
+def _item_text(item: Any) -> Any:
+    """A question of a JSON array: the string itself, or an object's `question` (else `q`, `text`,
+    `content`, `问题`) value, or an object's only string value."""
+    if not isinstance(item, dict):
+        return item
+    for key in _ITEM_KEYS:
+        if isinstance(item.get(key), str):
+            return item[key]
+    strings = [v for v in item.values() if isinstance(v, str)]
+    return strings[0] if len(strings) == 1 else None
+
+
+def _listed(got: Any) -> list[str]:
+    """The questions of a decoded JSON value (an array, or an object with a `questions` array)."""
+    if isinstance(got, dict):
+        got = got.get("questions")
+    if not isinstance(got, list):
+        return []
+    return [q for q in (_clean(x) for x in map(_item_text, got) if isinstance(x, str)) if q]
+
+
+def _python_list(reply: str) -> list[str]:
+    """The questions of a Python list literal of strings (['…', '…']: single quotes, not JSON)."""
+    for m in re.finditer(r"\[\s*'", reply):
+        for close in re.finditer(r"\]", reply[m.start():]):
+            try:
+                got = ast.literal_eval(reply[m.start():m.start() + close.end()])
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                continue
+            if _listed(got):
+                return _listed(got)
+            break
+    return []
+
+
 def _json_questions(reply: str) -> list[str] | None:
-    start, end = reply.find("["), reply.rfind("]")
-    candidates = [reply[start:end + 1]] if 0 <= start < end else []
-    brace = reply.find("{"), reply.rfind("}")
-    if 0 <= brace[0] < brace[1]:
-        candidates.append(reply[brace[0]:brace[1] + 1])
-    for text in candidates:
+    decoder = json.JSONDecoder()
+    first: list[str] = []  # strings none of which reads as a question: kept unless a later array has one
+    for m in re.finditer(r"[\[{]", reply):  # the first "[" / "{" that opens JSON holding questions
         try:
-            got = json.loads(text)
+            got = _listed(decoder.raw_decode(reply, m.start())[0])
         except ValueError:
             continue
-        if isinstance(got, dict):
-            got = got.get("questions")
-        if isinstance(got, list):
-            out = [x.get("question", "") if isinstance(x, dict) else x for x in got]
-            return [_clean(x) for x in out if isinstance(x, str) and _clean(x)]
-    if 0 <= start and (end < start or not candidates):  # an array cut short (the token limit): its whole strings
-        whole = [json.loads(f'"{m}"') for m in _STRING.findall(reply[start:])]
+        if any(_QUESTION.search(q) for q in got):
+            return got
+        first = first or got
+    if first:
+        return first
+    cut = re.search(r'\[\s*"', reply)  # an array cut short (the token limit): its whole strings
+    if cut:
+        whole = [json.loads(f'"{m}"') for m in _STRING.findall(reply[cut.start():])]
         return [_clean(x) for x in whole if _clean(x)] or None
-    return None
+    return _python_list(reply) or None
 
 
 def parse_questions(reply: str) -> list[str]:
     """The questions in a model's reply (see the module doc); [] when there are none."""
     text = re.sub(r"```(?:json)?", "", reply or "", flags=re.IGNORECASE)
+    text = _THINKING.sub("", text)
     got = _json_questions(text)
     if got is not None:
         return got
     from cube.refusal import is_refusal
 
-    lines = [_clean(line) for line in text.splitlines()]
+    cells = [c for line in text.splitlines()
+             for c in (line.strip().strip("|").split("|") if line.lstrip().startswith("|") else [line])]
+    lines = [_clean(c) for c in cells]
     return [q for q in lines if len(q) >= 4 and _QUESTION.search(q) and not is_refusal(q)]
 
 

@@ -265,6 +265,17 @@ def test_category_links_open_exactly_the_questions_of_the_category(categorised):
             assert dom.count == str(n) and dom.cards == expected, (by, value)
 
 
+def test_a_category_only_refusal_questions_have_gets_no_link_to_an_empty_view():
+    from cube.browser import linked_categories
+
+    counts = pd.DataFrame({"style": ["exact", "refusal"], "questions": [12, 0], "refusal_accuracy": [None, 0.9]})
+    html = linked_categories(counts, "style", "v1")._repr_html_()
+    assert html.count("<a ") == 1 and ">exact</a>" in html and ">refusal</td>" in html
+    dept = pd.DataFrame({"department": ["(not in corpus)", "Tax"], "questions": [0, 3]})
+    html = linked_categories(dept, "department", "v1")._repr_html_()
+    assert html.count("<a ") == 1 and ">Tax</a>" in html and ">(not in corpus)</td>" in html
+
+
 def test_a_link_naming_a_value_the_run_lacks_shows_nothing_and_says_so(categorised):
     from cube.browser import FROM_INDEX, link
 
