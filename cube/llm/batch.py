@@ -5,7 +5,7 @@ For runs that outgrow one machine's live calls. The round trip:
 1. `cube batch export PARAMS --stage 03 --out calls.jsonl` writes every judging call of the run
    that is not in the call cache yet, one JSON line each in the OpenAI Batch API request format
    (`custom_id`, `method`, `url`, `body`), one file per (endpoint, model), named after both
-   (`calls.gpt-4o@api.openai.com.jsonl`, `calls.deepseek-chat@api.deepseek.com.jsonl`): a batch
+   and a short hash of the exact pair (`calls.gpt-4o@api.openai.com.3f9c2a1b.jsonl`, `batch_file`): a batch
    runs on one endpoint, so `cube batch submit` refuses a file with another model's lines. The file also runs unchanged on vLLM's
    `python -m vllm.entrypoints.openai.run_batch -i calls.jsonl -o results.jsonl` (one GPU node, or
    a Ray cluster for many), or through `cube batch submit/status/fetch` on OpenAI's Batch API.
@@ -27,6 +27,7 @@ The call cost of an imported reply uses the model's batch prices (`batch_price_i
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -116,10 +117,14 @@ def batch_target(spec: ModelSpec) -> str:
 
 
 def batch_file(out: Path, spec: ModelSpec) -> Path:
-    """The export file of the calls to `spec`'s (endpoint, model): `<out stem>.<model>@<host>.jsonl`
-    beside `out`, the name made safe for a file system (e.g. `03.gpt-4o@api.openai.com.jsonl`)."""
-    target = re.sub(r"[^A-Za-z0-9._@-]+", "-", batch_target(spec).replace(":", "-"))
-    return out.with_name(f"{out.stem}.{target}.jsonl")
+    """The export file of the calls to `spec`'s (endpoint, model): `<out stem>.<model>@<host>.<hash>.jsonl`
+    beside `out` (e.g. `03.gpt-4o@api.openai.com.3f9c2a1b.jsonl`). The readable part is made safe for a
+    file system (letters, digits, `._@-`; anything else becomes `-`), which can make two pairs alike
+    ('qwen2.5:7b' and 'qwen2.5-7b', 'org/model' and 'org-model', one host's two endpoint paths): the
+    8 hex digits of sha256 over the exact model and endpoint URL keep their calls in separate files."""
+    target = re.sub(r"[^\w.@-]+", "-", batch_target(spec).replace(":", "-"))
+    exact = hashlib.sha256(f"{spec.model}\n{spec.endpoints()[0].rstrip('/')}".encode()).hexdigest()[:8]
+    return out.with_name(f"{out.stem}.{target}.{exact}.jsonl")
 
 
 def export_batch(params_path: str | Path, out: str | Path, stage: str = "03") -> dict[Path, int]:

@@ -18,8 +18,8 @@ def add_batch_parser(sub: argparse._SubParsersAction) -> None:
     e.add_argument("params", type=Path)
     e.add_argument("--stage", default="03", help="stage whose calls to export (03: judging)")
     e.add_argument("--out", type=Path, default=None,
-                   help="base name of the output files, one per (endpoint, model): OUT's stem + .<model>@<host>.jsonl "
-                   "(default: outputs/<run>/batch/03.jsonl, i.e. outputs/<run>/batch/03.<model>@<host>.jsonl)")
+                   help="base name of the output files, one per (endpoint, model): OUT's stem + .<model>@<host>.<hash>.jsonl "
+                   "(default: outputs/<run>/batch/03.jsonl, i.e. outputs/<run>/batch/03.<model>@<host>.<hash>.jsonl)")
     i = bs.add_parser("import", help="store Batch API results files (of any model) in the call cache")
     i.add_argument("params", type=Path)
     i.add_argument("file", type=Path, nargs="+")
