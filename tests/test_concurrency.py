@@ -119,8 +119,14 @@ def test_the_documented_start_and_cut_are_the_ones_the_code_uses():
 
 @pytest.mark.parametrize(("urls", "expected"), [
     (["http://127.0.0.1:8000/v1"], 64), (["http://localhost:11434/v1"], 64), (["http://[::1]:8000/v1"], 64),
-    (["http://10.1.2.3/v1", "http://192.168.0.7:8000/v1"], 64), (["http://vllm:8000/v1"], 64),
-    (["https://api.openai.com/v1"], 16), (["https://8.8.8.8/v1"], 16),
+    (["http://10.1.2.3/v1", "http://192.168.0.7:8000/v1"], 64), (["http://[fd00::1]:8000/v1"], 64),
+    (["http://0.0.0.0:8000/v1"], 64), (["http://100.64.1.2:8000/v1"], 64),  # CGNAT / Tailscale (100.64.0.0/10)
+    (["http://host.docker.internal:11434/v1"], 64), (["http://vllm.default.svc.cluster.local:8000/v1"], 64),
+    (["http://gpu-box.local:8000/v1"], 64), (["http://app.localhost:8000/v1"], 64),
+    # a one-word name may be a corporate gateway reached through the DNS search domain: hosted, not local
+    (["https://llm-gateway/v1"], 16), (["http://vllm:8000/v1"], 16),
+    (["https://api.openai.com/v1"], 16), (["https://8.8.8.8/v1"], 16), (["http://100.128.0.1/v1"], 16),
+    (["http://local.example.com/v1"], 16), (["http://internal.example.com/v1"], 16),
     (["http://127.0.0.1:8000/v1", "https://api.deepseek.com/v1"], 16),  # one remote replica: the remote default
 ])
 def test_default_max_concurrency_is_64_for_local_endpoints_and_16_elsewhere(urls, expected):
