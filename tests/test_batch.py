@@ -287,3 +287,52 @@ def test_two_models_or_endpoints_never_share_an_export_file(one, other):
         assert f.name.startswith("03.") and f.name.endswith(".jsonl")
         assert model[-2:] in f.name and f"@{url.split('/')[2].replace(':', '-')}." in f.name
     assert batch_file(out, ModelSpec(model=one[0], base_url=one[1])) == fa  # the same pair: the same file
+
+
+def test_a_partial_import_says_which_exported_calls_are_still_pending_and_cube_run_says_it_before_sending(
+        tmp_path, monkeypatch, capsys):
+    """`cube batch import` of a results file answering only part of an export said nothing about the
+    rest, so the next `cube run` silently sent them as live (paid) requests."""
+    import cube.report
+
+    monkeypatch.chdir(tmp_path)
+    with OpenAIServer(reply=score_reply) as server:
+        params = tmp_path / "p.yaml"
+        params.write_text(PARAMS.format(out=tmp_path / "out", url=server.url), encoding="utf-8")
+        run = open_run(params)
+        for stage in (pipeline.corpus_stage, pipeline.questions_stage, pipeline.answers_stage):
+            stage(run)
+        assert cli(["batch", "export", str(params)]) == 0  # outputs/<run>/batch/03.<model>@<host>.<hash>.jsonl
+        (exported,) = (run.paths.root / "batch").glob("03.*.jsonl")
+        n = len(exported.read_text(encoding="utf-8").splitlines())
+        full = tmp_path / "full.jsonl"
+        run_batch(exported, full, server.url, broken={0})  # line 0 failed on the batch side
+        part = tmp_path / "results.jsonl"  # only part of the export came back
+        part.write_text("".join(full.read_text(encoding="utf-8").splitlines(keepends=True)[: n - 3]), encoding="utf-8")
+        capsys.readouterr()
+        assert cli(["batch", "import", str(params), str(part)]) == 0
+        out = capsys.readouterr().out
+        assert f"{n - 4} replies stored" in out
+        assert f"pending: 4 exported call(s) still not in the call cache (4 of {exported.name})" in out
+        assert "`cube run` would send them live" in out and str(tmp_path) not in out
+
+        seen = []
+
+        def execute_run(*args, **kwargs):  # what `cube run` printed before it would start sending
+            seen.append(capsys.readouterr().err)
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(cube.report, "execute_run", execute_run)
+        assert cli(["run", str(params), "--no-preflight"]) == 130
+        (line,) = [x for x in seen[0].splitlines() if "batch" in x]
+        assert line.startswith(f"cube: 4 call(s) of the batch export ({exported.name}) are not in the call cache")
+        assert "live" in line
+
+        rest = tmp_path / "rest.jsonl"  # the rest comes back (the failed line answered this time)
+        run_batch(exported, rest, server.url)
+        assert cli(["batch", "import", str(params), str(rest)]) == 0
+        out = capsys.readouterr().out
+        assert "pending:" not in out and "every call of stage 03 is in the call cache" in out
+        seen.clear()
+        assert cli(["run", str(params), "--no-preflight"]) == 130
+        assert not [x for x in seen[0].splitlines() if "batch" in x]

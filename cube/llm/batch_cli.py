@@ -64,6 +64,12 @@ def batch_main(args: argparse.Namespace) -> int:
                 out = sys.stderr if line.startswith(("failed", "refused")) else sys.stdout
                 print(f"{file}: {line}" if len(args.file) > 1 else line, file=out)
             problems = problems or bool(report.problems)
+        # what is still pending after this import: `cube run` would send it live (paid) requests
+        from cube.config import RunPaths, load_params
+
+        folders = [RunPaths.for_params(load_params(args.params)).root / "batch", *(Path(f).parent for f in args.file)]
+        for line in batch.pending_after_import(args.params, folders, args.stage):
+            print(line)
         return 2 if problems else 0
     from cube.llm import batch_remote
 
