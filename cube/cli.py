@@ -187,6 +187,7 @@ def _main(args: argparse.Namespace) -> int:
         if args.command == "run":
             if not args.no_preflight and _preflight(load_params(args.params), endpoints=None):
                 return 2
+            _batch_pending(args)
             return _run(args)
         if args.command == "report":
             from cube.report import publish
@@ -274,6 +275,19 @@ def _main(args: argparse.Namespace) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     return 1
+
+
+def _batch_pending(args: argparse.Namespace) -> None:
+    """One line before `cube run` sends anything: calls of the run's batch export not in the call cache
+    (e.g. after a partial `cube batch import`) would go out as live, paid requests."""
+    from cube.llm.batch import unanswered_exports
+
+    params = load_params(args.params)
+    left = unanswered_exports(RunPaths.for_params(params, args.outputs or resolve(params.outputs_dir)))
+    if left:
+        print(f"cube: {sum(left.values())} call(s) of the batch export ({', '.join(p.name for p in left)}) are not "
+              "in the call cache: this run sends those it needs as live requests (import their results first with "
+              "`cube batch import` to avoid that)", file=sys.stderr)
 
 
 def _run(args: argparse.Namespace) -> int:

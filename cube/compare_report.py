@@ -136,7 +136,7 @@ def compare_sides(a: Side, b: Side, out_dir: Path, *, n_permutations: int = 1000
     questions = a.load("questions") if a.paths.data_file("questions").exists() else None
     corpus = a.load("corpus") if a.paths.data_file("corpus").exists() else None
     reg, imp = ranked(changes, "regressions", k), ranked(changes, "improvements", k)
-    href_a, href_b = _browsers((a, b), out_dir)
+    (href_a, href_b), browser_notes = _browsers((a, b), out_dir)
     if browser is None and href_b is not None and a.paths.root == b.paths.root:
         browser = link(href_b, system=b.system, change="regression")
 
@@ -160,7 +160,7 @@ def compare_sides(a: Side, b: Side, out_dir: Path, *, n_permutations: int = 1000
         "retrieval_changes": {str(k2): int(v) for k2, v in changes["retrieval_change"].value_counts().items()},
         "regressions": listed(reg), "improvements": listed(imp),
         "deltas": [{k2: _clean(v) for k2, v in r.items()} for r in cmp.deltas.to_dict("records")],
-        "browser": browser,
+        "browser": browser, "browser_notes": browser_notes,
     }
     out_dir = Path(out_dir)
     (out_dir / "tables").mkdir(parents=True, exist_ok=True)
@@ -176,17 +176,34 @@ def compare_sides(a: Side, b: Side, out_dir: Path, *, n_permutations: int = 1000
     return payload
 
 
-def _browsers(sides: tuple[Side, Side], out_dir: Path) -> list[str | None]:
+def _browsers(sides: tuple[Side, Side], out_dir: Path) -> tuple[list[str | None], list[dict[str, str]]]:
     """Per side, the relative link from `out_dir` to its run's judgment browser: when the browser
-    exists, or when `out_dir` lies inside the run (published with it); else None (no link)."""
+    exists, or when `out_dir` lies inside the run (published with it); else None (no link).
+
+    A link never leaves the folder holding `compare/` (the outputs folder for `cube compare`, the
+    run for notebook 09): a run elsewhere would be reached by one `..` per level and then every
+    folder name down to it, publishing the local layout (a home folder, a user name). Such a side
+    gets no link and a note (second value: `{"side", "note"}` per side left unlinked)."""
     from cube.browser import PAGE, href_from
 
-    out: list[str | None] = []
-    for side in sides:
+    out_dir = Path(out_dir).resolve()
+    common = out_dir.parent.parent  # <common>/compare/<a>__vs__<b>/
+    links: list[str | None] = []
+    notes: list[dict[str, str]] = []
+    for name, side in zip("ab", sides, strict=True):
         root = side.paths.root.resolve()
-        inside = Path(out_dir).resolve().is_relative_to(root)
-        out.append(href_from(out_dir, root) if inside or (root / "report" / PAGE).exists() else None)
-    return out
+        inside = out_dir.is_relative_to(root)
+        if not (inside or (root / "report" / PAGE).exists()):
+            links.append(None)
+        elif root.is_relative_to(common):
+            links.append(href_from(out_dir, root))
+        else:
+            links.append(None)
+            notes.append({"side": name, "note": (
+                f"side {name.upper()}'s run ({root.name}) is outside the folder holding this comparison: its "
+                f"judgment browser is not linked (a link would spell out the local folder layout); open "
+                f"report/{PAGE} in that run's folder")})
+    return links, notes
 
 
 def _clean(v: Any) -> Any:

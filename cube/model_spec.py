@@ -58,22 +58,30 @@ LOCAL_MAX_CONCURRENCY = 64  # default max_concurrency when every base URL is loc
 REMOTE_MAX_CONCURRENCY = 16  # elsewhere (a hosted API's rate limits)
 
 
+LOCAL_SUFFIXES = (".localhost", ".local", ".internal", ".cluster.local")  # mDNS, Docker / cloud, Kubernetes
+SHARED_ADDRESS_SPACE = "100.64.0.0/10"  # carrier-grade NAT, Tailscale: a machine of one's own network
+
+
 def local_url(url: str) -> bool:
-    """True when `url`'s host is local: `localhost` (or `*.localhost`), a loopback, private or
-    link-local address, or a one-word host name (a Docker / Kubernetes service, e.g. `vllm`)."""
+    """True when `url`'s host is local: `localhost` or a name ending in `.localhost`, `.local`
+    (mDNS, e.g. `gpu-box.local`), `.internal` (`host.docker.internal`) or `.cluster.local` (a Kubernetes
+    service); or a loopback, private (10/8, 172.16/12, 192.168/16, fc00::/7), link-local, unspecified
+    (`0.0.0.0`) or shared (100.64.0.0/10) address. Any other name is not local, a one-word one
+    included: it may be a corporate gateway reached through the DNS search domain."""
     import ipaddress
 
     try:
-        host = urlsplit(url).hostname or ""
+        host = (urlsplit(url).hostname or "").rstrip(".").lower()
     except ValueError:
         return False
-    if host == "localhost" or host.endswith(".localhost") or (host and "." not in host and ":" not in host):
+    if host == "localhost" or host.endswith(LOCAL_SUFFIXES):
         return True
     try:
         ip = ipaddress.ip_address(host)
     except ValueError:
         return False
-    return ip.is_loopback or ip.is_private or ip.is_link_local
+    return (ip.is_loopback or ip.is_private or ip.is_link_local or ip.is_unspecified
+            or (ip.version == 4 and ip in ipaddress.ip_network(SHARED_ADDRESS_SPACE)))
 
 
 class ModelSpec(_Strict):
@@ -111,8 +119,10 @@ class ModelSpec(_Strict):
     max_concurrency: int | None = Field(
         None, ge=1, description=f"Most calls in flight: the adaptive limit starts at 4 (or min_concurrency if "
         f"larger, at most this) and doubles per window of answered calls up to this. Default: "
-        f"{LOCAL_MAX_CONCURRENCY} when every base URL is local (localhost, a loopback or private address, or a "
-        f"one-word host name such as a Docker service), else {REMOTE_MAX_CONCURRENCY}; a value given always wins.")
+        f"{LOCAL_MAX_CONCURRENCY} when every base URL is local (localhost or a host name ending in .localhost, "
+        ".local, .internal or .cluster.local; a loopback, private, link-local, 0.0.0.0 or 100.64.0.0/10 address), "
+        f"else {REMOTE_MAX_CONCURRENCY} (a one-word host name included: it may be a gateway); a value given always "
+        "wins.")
     min_concurrency: int = Field(
         1, ge=1, description="Fewest calls in flight the adaptive limit goes down to: it is cut to 70 % on HTTP 429 "
         "or a timeout (once for the calls in flight at the cut) and grows back by one per window of answered calls "

@@ -83,9 +83,10 @@ def scores_stage(run: Run) -> pd.DataFrame:
     dimensions = load_dimensions(run.params, base_dir=run.base_dir)
     scores = score_answers(answers, judges, dimensions, corpus, questions=questions)
     run.save("scores", scores)
-    concurrency = {j.name: j.model.concurrency for j in judges if getattr(j.model, "concurrency", None)}
-    run.record(scores=len(scores), scores_unscored=int(scores["score"].isna().sum()),
-               **({"judge_concurrency": concurrency} if concurrency else {}))  # calls in flight reached (issue 15)
+    # calls in flight reached (issue 15), per judge with an endpoint; always written, so that a re-run
+    # whose calls were all cached does not keep the previous run's figures (record() merges keys)
+    concurrency = {j.name: j.model.concurrency_record() for j in judges if hasattr(j.model, "concurrency_record")}
+    run.record(scores=len(scores), scores_unscored=int(scores["score"].isna().sum()), judge_concurrency=concurrency)
     return scores
 
 

@@ -444,8 +444,9 @@ def _usage(paths: RunPaths) -> list[dict[str, Any]]:
 
 def _concurrency(paths: RunPaths) -> dict[str, Any]:
     """The adaptive concurrency each LLM judge reached, per judge (its model and endpoints): start,
-    peak in flight, final and lowest limit, cuts, 429s and timeouts (`cube.llm.concurrency`). Recorded
-    by the judging stage (in results.json) when it sent calls; a run whose calls were all cached has none."""
+    peak in flight, final and lowest limit, cuts, 429s and timeouts (`cube.llm.concurrency`) and
+    `calls_sent`. Written by every run of the judging stage (in results.json): a judge whose calls were
+    all cached has `calls_sent: 0` and a note, never the figures of an earlier run."""
     results = json.loads(paths.results.read_text(encoding="utf-8")) if paths.results.exists() else {}
     return results.get("judge_concurrency") or {}
 

@@ -4,6 +4,7 @@ Batch API would, import the results, and the run judges with zero requests."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from urllib.request import Request as UrlRequest
 from urllib.request import urlopen
@@ -64,8 +65,9 @@ def test_export_import_then_the_run_judges_with_zero_requests(prepared, tmp_path
     answers = run.load("answers")
     written = batch.export_batch(params, tmp_path / "calls.jsonl")
     port = server.url.split(":")[-1].split("/")[0]
-    requests = tmp_path / f"calls.test-model@127.0.0.1-{port}.jsonl"  # one LLM judge: one file, named after it
-    assert list(written) == [requests]
+    (requests,) = written  # one LLM judge: one file, named after it and a hash of its exact (model, endpoint)
+    assert re.fullmatch(rf"calls\.test-model@127\.0\.0\.1-{port}\.[0-9a-f]{{8}}\.jsonl", requests.name)
+    assert requests.parent == tmp_path
     n = written[requests]
     judged = int(answers["answer"].notna().sum())
     lines = [json.loads(x) for x in requests.read_text(encoding="utf-8").splitlines()]
@@ -202,15 +204,17 @@ def test_export_writes_one_file_per_endpoint_and_model_and_import_takes_them_all
         folder = run.paths.root / "batch"
         port1, port2 = (u.split(":")[-1].split("/")[0] for u in (server.url, second.url))
         files = {f.name: [json.loads(x) for x in f.read_text().splitlines()] for f in folder.glob("*.jsonl")}
+        readable = {re.sub(r"\.[0-9a-f]{8}\.jsonl$", ".jsonl", n): n for n in files}  # without the pair's hash
+        assert len(readable) == len(files)
         # same server, two models: two files; same model, another endpoint: a third
-        assert set(files) == {f"03.test-model@127.0.0.1-{port1}.jsonl", f"03.other-model@127.0.0.1-{port1}.jsonl",
+        assert set(readable) == {f"03.test-model@127.0.0.1-{port1}.jsonl", f"03.other-model@127.0.0.1-{port1}.jsonl",
                               f"03.test-model@127.0.0.1-{port2}.jsonl"}
         for name, lines in files.items():
             assert {x["body"]["model"] for x in lines} == {name.split(".")[1].split("@")[0]} and name in out
         assert "3 files, one per (model, endpoint)" in out
         # the two test-model files hold different calls (another endpoint is another cache key)
         ids = {name: {x["custom_id"] for x in lines} for name, lines in files.items()}
-        assert not ids[f"03.test-model@127.0.0.1-{port1}.jsonl"] & ids[f"03.test-model@127.0.0.1-{port2}.jsonl"]
+        assert not ids[readable[f"03.test-model@127.0.0.1-{port1}.jsonl"]] & ids[readable[f"03.test-model@127.0.0.1-{port2}.jsonl"]]
 
         results = []
         for name in sorted(files):
@@ -240,7 +244,8 @@ def test_submit_refuses_a_file_of_another_or_several_models_naming_them(tmp_path
         for stage in (pipeline.corpus_stage, pipeline.questions_stage, pipeline.answers_stage):
             stage(run)
         written = batch.export_batch(params, tmp_path / "c.jsonl")
-        other = tmp_path / f"c.other-model@127.0.0.1-{server.url.split(':')[-1].split('/')[0]}.jsonl"
+        (other,) = (p for p in written if p.name.startswith(
+            f"c.other-model@127.0.0.1-{server.url.split(':')[-1].split('/')[0]}."))
         mine = next(p for p in written if p != other)
         capsys.readouterr()
         # another model's file to this judge's endpoint: refused before any upload, the model named
@@ -260,3 +265,74 @@ def test_submit_refuses_a_file_of_another_or_several_models_naming_them(tmp_path
         assert server.files["file-1"] == other.read_bytes()
         assert cli(["batch", "submit", str(params), str(other), "--model", "nobody"]) == 2
         assert "neither a model under `models:`" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("one, other", [
+    (("通义千问-max", "http://10.0.0.5:8000/v1"), ("文心一言-max", "http://10.0.0.5:8000/v1")),
+    (("qwen2.5:7b", "http://10.0.0.5:8000/v1"), ("qwen2.5-7b", "http://10.0.0.5:8000/v1")),
+    (("org/model", "http://10.0.0.5:8000/v1"), ("org-model", "http://10.0.0.5:8000/v1")),
+    (("m", "http://gw:8000/a/v1"), ("m", "http://gw:8000/b/v1")),  # one host, two endpoints behind it
+    (("m", "http://gw/v1"), ("m", "https://gw/v1")),
+])
+def test_two_models_or_endpoints_never_share_an_export_file(one, other):
+    """Names made safe for a file system collided ('通义千问-max' and '文心一言-max' both '-max'), putting two
+    models' calls in one file; a short hash of the exact (model, endpoint) pair keeps them apart."""
+    from cube.config import ModelSpec
+    from cube.llm.batch import batch_file
+
+    out = Path("outputs/run/batch/03.jsonl")
+    fa, fb = (batch_file(out, ModelSpec(model=m, base_url=u)) for m, u in (one, other))
+    assert fa != fb and fa.parent == fb.parent == out.parent
+    for f, (model, url) in ((fa, one), (fb, other)):  # the readable part is kept: model (ASCII part) @ host
+        assert f.name.startswith("03.") and f.name.endswith(".jsonl")
+        assert model[-2:] in f.name and f"@{url.split('/')[2].replace(':', '-')}." in f.name
+    assert batch_file(out, ModelSpec(model=one[0], base_url=one[1])) == fa  # the same pair: the same file
+
+
+def test_a_partial_import_says_which_exported_calls_are_still_pending_and_cube_run_says_it_before_sending(
+        tmp_path, monkeypatch, capsys):
+    """`cube batch import` of a results file answering only part of an export said nothing about the
+    rest, so the next `cube run` silently sent them as live (paid) requests."""
+    import cube.report
+
+    monkeypatch.chdir(tmp_path)
+    with OpenAIServer(reply=score_reply) as server:
+        params = tmp_path / "p.yaml"
+        params.write_text(PARAMS.format(out=tmp_path / "out", url=server.url), encoding="utf-8")
+        run = open_run(params)
+        for stage in (pipeline.corpus_stage, pipeline.questions_stage, pipeline.answers_stage):
+            stage(run)
+        assert cli(["batch", "export", str(params)]) == 0  # outputs/<run>/batch/03.<model>@<host>.<hash>.jsonl
+        (exported,) = (run.paths.root / "batch").glob("03.*.jsonl")
+        n = len(exported.read_text(encoding="utf-8").splitlines())
+        full = tmp_path / "full.jsonl"
+        run_batch(exported, full, server.url, broken={0})  # line 0 failed on the batch side
+        part = tmp_path / "results.jsonl"  # only part of the export came back
+        part.write_text("".join(full.read_text(encoding="utf-8").splitlines(keepends=True)[: n - 3]), encoding="utf-8")
+        capsys.readouterr()
+        assert cli(["batch", "import", str(params), str(part)]) == 0
+        out = capsys.readouterr().out
+        assert f"{n - 4} replies stored" in out
+        assert f"pending: 4 exported call(s) still not in the call cache (4 of {exported.name})" in out
+        assert "`cube run` would send them live" in out and str(tmp_path) not in out
+
+        seen = []
+
+        def execute_run(*args, **kwargs):  # what `cube run` printed before it would start sending
+            seen.append(capsys.readouterr().err)
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(cube.report, "execute_run", execute_run)
+        assert cli(["run", str(params), "--no-preflight"]) == 130
+        (line,) = [x for x in seen[0].splitlines() if "batch" in x]
+        assert line.startswith(f"cube: 4 call(s) of the batch export ({exported.name}) are not in the call cache")
+        assert "live" in line
+
+        rest = tmp_path / "rest.jsonl"  # the rest comes back (the failed line answered this time)
+        run_batch(exported, rest, server.url)
+        assert cli(["batch", "import", str(params), str(rest)]) == 0
+        out = capsys.readouterr().out
+        assert "pending:" not in out and "every call of stage 03 is in the call cache" in out
+        seen.clear()
+        assert cli(["run", str(params), "--no-preflight"]) == 130
+        assert not [x for x in seen[0].splitlines() if "batch" in x]

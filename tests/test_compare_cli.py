@@ -138,3 +138,31 @@ def test_two_runs_compare_page_links_each_side_to_its_own_run_browser(runs, tmp_
         target = urlparse(urljoin((out / "index.html").as_uri(), href))
         assert Path(unquote(target.path)) == (tmp / "outputs" / run / "report" / "judgments.html").resolve()
         assert f"system={system}" in target.fragment and f"q={q['question_id']}" in target.fragment
+
+
+def test_a_run_outside_the_outputs_folder_is_not_linked_and_its_local_layout_is_not_published(runs, tmp_path):
+    """A link from outputs/compare/... to a run elsewhere spelled out the local folder layout
+    (../../../../home-alice-.../v2/report/judgments.html): such a side gets no link and a note."""
+    import html
+    import shutil
+
+    from cube.browser import write_browser
+    from cube.config import RunPaths
+
+    tmp, a, _ = runs
+    private = tmp_path / "home-alice-private-runs"
+    b = private / "v2"
+    shutil.copytree(tmp / "outputs" / "v2", b)
+    for root in (tmp / "outputs" / "v1", b):
+        write_browser(RunPaths(root=root, cache=root.parent / "cache.sqlite"))
+    assert main(["compare", str(a), str(b), "--permutations", "9", "--top", "2"]) == 0
+    out = tmp / "outputs" / "compare" / "v1-bm25-top4__vs__v2-bm25-top16"
+    text = (out / "comparison.json").read_text(encoding="utf-8")
+    page = (out / "index.html").read_text(encoding="utf-8")
+    head = json.loads(text)
+    listed = head["improvements"] + head["regressions"]
+    assert listed and all(q["links"]["b"] is None for q in listed)
+    assert all(q["links"]["a"].startswith("../../v1/report/judgments.html#") for q in listed)  # inside: linked
+    assert private.name not in text and private.name not in page
+    assert [n["side"] for n in head["browser_notes"]] == ["b"]
+    assert "outside" in head["browser_notes"][0]["note"] and head["browser_notes"][0]["note"] in html.unescape(page)

@@ -119,8 +119,14 @@ def test_the_documented_start_and_cut_are_the_ones_the_code_uses():
 
 @pytest.mark.parametrize(("urls", "expected"), [
     (["http://127.0.0.1:8000/v1"], 64), (["http://localhost:11434/v1"], 64), (["http://[::1]:8000/v1"], 64),
-    (["http://10.1.2.3/v1", "http://192.168.0.7:8000/v1"], 64), (["http://vllm:8000/v1"], 64),
-    (["https://api.openai.com/v1"], 16), (["https://8.8.8.8/v1"], 16),
+    (["http://10.1.2.3/v1", "http://192.168.0.7:8000/v1"], 64), (["http://[fd00::1]:8000/v1"], 64),
+    (["http://0.0.0.0:8000/v1"], 64), (["http://100.64.1.2:8000/v1"], 64),  # CGNAT / Tailscale (100.64.0.0/10)
+    (["http://host.docker.internal:11434/v1"], 64), (["http://vllm.default.svc.cluster.local:8000/v1"], 64),
+    (["http://gpu-box.local:8000/v1"], 64), (["http://app.localhost:8000/v1"], 64),
+    # a one-word name may be a corporate gateway reached through the DNS search domain: hosted, not local
+    (["https://llm-gateway/v1"], 16), (["http://vllm:8000/v1"], 16),
+    (["https://api.openai.com/v1"], 16), (["https://8.8.8.8/v1"], 16), (["http://100.128.0.1/v1"], 16),
+    (["http://local.example.com/v1"], 16), (["http://internal.example.com/v1"], 16),
     (["http://127.0.0.1:8000/v1", "https://api.deepseek.com/v1"], 16),  # one remote replica: the remote default
 ])
 def test_default_max_concurrency_is_64_for_local_endpoints_and_16_elsewhere(urls, expected):
@@ -215,3 +221,44 @@ def test_256_calls_are_all_in_flight_at_once():
                              role="judging", progress=False)
     assert all(r.ok for r in out) and server.requests_total == 256
     assert server.max_in_flight == model.concurrency["peak_in_flight"] == 256
+
+
+def test_a_fully_cached_rerun_reports_no_calls_sent_not_the_previous_runs_concurrency(tmp_path, monkeypatch):
+    """results.json merges keys: a re-run of stage 03 whose calls all came from the cache kept the previous
+    run's judge_concurrency, and the new manifest reported a peak in flight this run never reached."""
+    import datetime as dt
+    import json
+
+    from cube import pipeline
+    from cube.notebook import open_run
+    from cube.report import RunSummary, write_manifest
+    from tests.openai_server import score_reply
+
+    monkeypatch.chdir(tmp_path)
+    with OpenAIServer(reply=score_reply) as server:
+        params = tmp_path / "p.yaml"
+        params.write_text(f"""run: m
+outputs_dir: {tmp_path / 'out'}
+corpus: {{source: demo, n_items: 8, seed: 1}}
+questions: {{generator: template, seed: 1}}
+systems: [{{kind: builtin, name: bm25, top_n: 4}}]
+dimensions: [relevance]
+judges:
+  - {{name: llm, model: {{provider: openai, model: test-model, base_url: "{server.url}", max_tokens: 16}}}}
+  - {{name: rubric, model: {{provider: offline, model: rubric-strict}}}}
+""", encoding="utf-8")
+        run = open_run(params)
+        for stage in (pipeline.corpus_stage, pipeline.questions_stage, pipeline.answers_stage, pipeline.scores_stage):
+            stage(run)
+        first = json.loads(run.paths.results.read_text(encoding="utf-8"))["judge_concurrency"]["llm"]
+        assert first["calls_sent"] == server.requests_total > 0 and first["peak_in_flight"] >= 1
+        sent = server.requests_total
+        rerun = open_run(params)
+        pipeline.scores_stage(rerun)  # every call is in the cache now
+        assert server.requests_total == sent
+        write_manifest(rerun.params, rerun.paths, RunSummary(rerun.paths), dt.datetime.now(dt.UTC))
+    c = json.loads(rerun.paths.manifest.read_text(encoding="utf-8"))["concurrency"]
+    assert set(c) == {"llm"}
+    assert c["llm"]["calls_sent"] == 0 and "peak_in_flight" not in c["llm"]
+    assert c["llm"]["model"] == "test-model" and c["llm"]["endpoints"] == [server.url]
+    assert "cache" in c["llm"]["note"]

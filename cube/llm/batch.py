@@ -5,7 +5,7 @@ For runs that outgrow one machine's live calls. The round trip:
 1. `cube batch export PARAMS --stage 03 --out calls.jsonl` writes every judging call of the run
    that is not in the call cache yet, one JSON line each in the OpenAI Batch API request format
    (`custom_id`, `method`, `url`, `body`), one file per (endpoint, model), named after both
-   (`calls.gpt-4o@api.openai.com.jsonl`, `calls.deepseek-chat@api.deepseek.com.jsonl`): a batch
+   and a short hash of the exact pair (`calls.gpt-4o@api.openai.com.3f9c2a1b.jsonl`, `batch_file`): a batch
    runs on one endpoint, so `cube batch submit` refuses a file with another model's lines. The file also runs unchanged on vLLM's
    `python -m vllm.entrypoints.openai.run_batch -i calls.jsonl -o results.jsonl` (one GPU node, or
    a Ray cluster for many), or through `cube batch submit/status/fetch` on OpenAI's Batch API.
@@ -15,7 +15,10 @@ For runs that outgrow one machine's live calls. The round trip:
    (an unknown one, e.g. from another run or older params, is refused and named, nothing of that
    line is stored); a failed line (an `error`, a non-200 status, a body without a usable answer)
    is recorded with its reason in `results.failures.jsonl` and stays pending (a live `cube run`
-   makes it, or export again).
+   makes it, or export again). It then says how many calls of the export files (in the run's
+   `batch/` folder and beside the results files) are still not cached, per file, and how many
+   pending calls are in no export (`pending_after_import`); `cube run` says the same in one line
+   before it starts (`unanswered_exports`), since it would send them as live, paid requests.
 3. `cube run PARAMS` then finds every call in the cache and sends no request.
 
 Only stage 03 (judging) is exported: questions and answers written by an LLM are few next to the
@@ -27,6 +30,7 @@ The call cost of an imported reply uses the model's batch prices (`batch_price_i
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -116,10 +120,14 @@ def batch_target(spec: ModelSpec) -> str:
 
 
 def batch_file(out: Path, spec: ModelSpec) -> Path:
-    """The export file of the calls to `spec`'s (endpoint, model): `<out stem>.<model>@<host>.jsonl`
-    beside `out`, the name made safe for a file system (e.g. `03.gpt-4o@api.openai.com.jsonl`)."""
-    target = re.sub(r"[^A-Za-z0-9._@-]+", "-", batch_target(spec).replace(":", "-"))
-    return out.with_name(f"{out.stem}.{target}.jsonl")
+    """The export file of the calls to `spec`'s (endpoint, model): `<out stem>.<model>@<host>.<hash>.jsonl`
+    beside `out` (e.g. `03.gpt-4o@api.openai.com.3f9c2a1b.jsonl`). The readable part is made safe for a
+    file system (letters, digits, `._@-`; anything else becomes `-`), which can make two pairs alike
+    ('qwen2.5:7b' and 'qwen2.5-7b', 'org/model' and 'org-model', one host's two endpoint paths): the
+    8 hex digits of sha256 over the exact model and endpoint URL keep their calls in separate files."""
+    target = re.sub(r"[^\w.@-]+", "-", batch_target(spec).replace(":", "-"))
+    exact = hashlib.sha256(f"{spec.model}\n{spec.endpoints()[0].rstrip('/')}".encode()).hexdigest()[:8]
+    return out.with_name(f"{out.stem}.{target}.{exact}.jsonl")
 
 
 def export_batch(params_path: str | Path, out: str | Path, stage: str = "03") -> dict[Path, int]:
@@ -267,3 +275,71 @@ def import_batch(params_path: str | Path, results: str | Path, stage: str = "03"
     if report.failed:
         failures.write_text("".join(json.dumps(f, ensure_ascii=False) + "\n" for f in report.failed), encoding="utf-8")
     return report
+
+
+def export_ids(path: Path) -> list[str] | None:
+    """The `custom_id`s of a Batch API request file (an export), None when `path` is not one (a results,
+    failures or any other JSONL file: the first line that is not a request line says so)."""
+    ids: list[str] = []
+    try:
+        with path.open(encoding="utf-8") as f:
+            for raw in f:
+                if not raw.strip():
+                    continue
+                line = json.loads(raw)
+                if not (isinstance(line, dict) and isinstance(line.get("custom_id"), str)
+                        and "method" in line and isinstance(line.get("body"), dict)):
+                    return None
+                ids.append(line["custom_id"])
+    except (OSError, ValueError):
+        return None
+    return ids or None
+
+
+def export_files(folders: Any) -> dict[Path, list[str]]:
+    """Every export file (`export_ids`) among the `*.jsonl` of `folders`, with its `custom_id`s."""
+    found: dict[Path, list[str]] = {}
+    for folder in dict.fromkeys(Path(f).resolve() for f in folders):
+        for path in sorted(folder.glob("*.jsonl")) if folder.is_dir() else []:
+            if (ids := export_ids(path)) is not None:
+                found[path] = ids
+    return found
+
+
+def pending_after_import(params_path: str | Path, folders: Any, stage: str = "03") -> list[str]:
+    """What `cube batch import` says after storing the replies: the calls of the export files in
+    `folders` still not in the call cache, per file, and the stage's pending calls in no export;
+    `cube run` would send both live. One line each (none pending: one line saying so)."""
+    pending, _ = pending_calls(params_path, stage)
+    ids = {c.custom_id for c in pending}
+    per_file: dict[str, int] = {}
+    exported: set[str] = set()
+    for path, file_ids in export_files(folders).items():
+        if mine := ids.intersection(file_ids):
+            per_file[path.name] = len(mine)  # the name only: no local folder layout in what is printed
+            exported |= mine
+    lines = []
+    if per_file:
+        lines.append(f"pending: {len(exported)} exported call(s) still not in the call cache ("
+                     + ", ".join(f"{n} of {name}" for name, n in per_file.items())
+                     + "): `cube run` would send them live; import their results first (or export again)")
+    if never := len(ids - exported):
+        lines.append(f"pending: {never} call(s) of stage {stage} are in no export file and not in the call cache: "
+                     "`cube run` would send them live (`cube batch export` writes them)")
+    return lines or [f"every call of stage {stage} is in the call cache: `cube run` sends no request for it"]
+
+
+def unanswered_exports(paths: Any) -> dict[Path, int]:
+    """Before `cube run`: the export files of the run's `batch/` folder with calls not in the call
+    cache (file -> how many). The run sends those it still needs as live requests."""
+    files = export_files([Path(paths.root) / "batch"])
+    if not files:
+        return {}
+    done: dict[str, Any] = {}
+    if Path(paths.cache).exists():
+        cache = CallCache(paths.cache)
+        try:
+            done = cache.get_many(i for ids in files.values() for i in ids)
+        finally:
+            cache.close()
+    return {p: n for p, ids in files.items() if (n := len(set(ids) - done.keys()))}

@@ -18,8 +18,8 @@ def add_batch_parser(sub: argparse._SubParsersAction) -> None:
     e.add_argument("params", type=Path)
     e.add_argument("--stage", default="03", help="stage whose calls to export (03: judging)")
     e.add_argument("--out", type=Path, default=None,
-                   help="base name of the output files, one per (endpoint, model): OUT's stem + .<model>@<host>.jsonl "
-                   "(default: outputs/<run>/batch/03.jsonl, i.e. outputs/<run>/batch/03.<model>@<host>.jsonl)")
+                   help="base name of the output files, one per (endpoint, model): OUT's stem + .<model>@<host>.<hash>.jsonl "
+                   "(default: outputs/<run>/batch/03.jsonl, i.e. outputs/<run>/batch/03.<model>@<host>.<hash>.jsonl)")
     i = bs.add_parser("import", help="store Batch API results files (of any model) in the call cache")
     i.add_argument("params", type=Path)
     i.add_argument("file", type=Path, nargs="+")
@@ -64,6 +64,12 @@ def batch_main(args: argparse.Namespace) -> int:
                 out = sys.stderr if line.startswith(("failed", "refused")) else sys.stdout
                 print(f"{file}: {line}" if len(args.file) > 1 else line, file=out)
             problems = problems or bool(report.problems)
+        # what is still pending after this import: `cube run` would send it live (paid) requests
+        from cube.config import RunPaths, load_params
+
+        folders = [RunPaths.for_params(load_params(args.params)).root / "batch", *(Path(f).parent for f in args.file)]
+        for line in batch.pending_after_import(args.params, folders, args.stage):
+            print(line)
         return 2 if problems else 0
     from cube.llm import batch_remote
 

@@ -149,10 +149,15 @@ def scrub(text: str, secrets: list[str]) -> str:
 
 
 def connection_reason(exc: openai.APIError) -> str:
-    """'connection refused', 'host not found' or the client's message with its causes."""
-    cause, text = exc.__cause__, ""
-    while cause is not None and len(text) < 400:
-        text, cause = f"{text} {cause}".strip(), cause.__cause__ or cause.__context__
+    """'connection refused', 'host not found' or the client's message with its causes (each cause's
+    text once). A connection error aiohttp raised as a timeout (`_not_a_timeout`) is named by its
+    causes alone ('Server disconnected'): the client's 'Request timed out.' would be untrue."""
+    cause, parts = exc.__cause__, []
+    while cause is not None and sum(map(len, parts)) < 400:
+        if str(cause) and str(cause) not in parts:
+            parts.append(str(cause))
+        cause = cause.__cause__ or cause.__context__
+    text = " ".join(parts)
     low = text.lower()
     refused, cause = False, exc.__cause__
     for _ in range(10):  # aiohttp's message ("Connect call failed") does not say refused; its errno does
@@ -164,6 +169,8 @@ def connection_reason(exc: openai.APIError) -> str:
         return "connection refused"
     if any(s in low for s in ("name or service not known", "nodename nor servname", "getaddrinfo", "name resolution")):
         return "host not found"
+    if isinstance(exc, openai.APITimeoutError):  # only reached for aiohttp's dropped connections
+        return text[:200] or "connection closed without an answer"
     return f"{exc.message} ({text[:200]})" if text else exc.message
 
 

@@ -260,6 +260,15 @@ class OpenAIModel(Model):
         # AdaptiveLimit.summary() over every batch that sent calls (merge_summaries), plus where
         self.concurrency: dict[str, Any] = {}
 
+    def concurrency_record(self) -> dict[str, Any]:
+        """What this model's calls reached, for the run manifest: the adaptive limit's course over every
+        batch that sent calls (`cube.llm.concurrency`) with `calls_sent`, or, when every call was
+        served from the cache, `calls_sent: 0` and a note (never an earlier run's figures)."""
+        where = {"model": self.spec.model, "endpoints": [redact_url(e) for e in self.endpoints]}
+        if not self.counts["calls"]:
+            return {**where, "calls_sent": 0, "note": "every call was served from the cache: no request sent"}
+        return {**self.concurrency, **where, "calls_sent": self.counts["calls"]}
+
     def api_key(self) -> str:
         """The key from the variable named by `api_key_env` ("EMPTY" when there is none)."""
         name = self.spec.api_key_env
