@@ -10,6 +10,8 @@ latency L, compared with the ideal C / L. Per C:
 - `steady`: the adaptive limit starts at C (`min_concurrency = C`): what the client sustains;
 - `slow start`: the default start at 4, doubling per window of answered calls (~log2(C/4) x L
   before C is in flight): what a run of this size gets;
+- `bare openai SDK`: the same number of calls through `AsyncOpenAI` and a semaphore alone, the
+  floor of CPU per call for any client that uses the SDK (as this project must);
 - client CPU per call: this process's CPU time (the server is another process) / calls, through
   the pipeline, and the same judgments re-run fully cached (the pipeline without HTTP).
 
@@ -65,6 +67,31 @@ def timed_run(spec: ModelSpec, cache: Path | None, inputs: tuple[pd.DataFrame, .
     return elapsed, cpu, int((scores["error_kind"] == "call").sum()), len(scores), judge.model.concurrency
 
 
+def bare_sdk(url: str, concurrency: int, n: int) -> tuple[float, float]:
+    """The floor any client of the `openai` SDK pays: (wall s, CPU s) of n bare chat calls through
+    `AsyncOpenAI` (aiohttp transport when installed) and a semaphore, without cube (no prompts,
+    cache, parsing or adaptive limit)."""
+    import asyncio
+
+    import openai
+
+    async def go() -> None:
+        http = openai.DefaultAioHttpClient() if hasattr(openai, "DefaultAioHttpClient") else None
+        client = openai.AsyncOpenAI(base_url=url, api_key="EMPTY", http_client=http, max_retries=0)
+        gate = asyncio.Semaphore(concurrency)
+
+        async def one(i: int) -> None:
+            async with gate:
+                await client.chat.completions.create(model="judge", messages=[{"role": "user", "content": f"q{i}"}])
+
+        await asyncio.gather(*(one(i) for i in range(n)))
+        await client.close()
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    asyncio.run(go())
+    return time.perf_counter() - t0, time.process_time() - c0
+
+
 def measure(concurrency: int, latency: float, windows: int, dims: list, tmp: Path) -> float:
     n_answers = max(1, windows * concurrency // len(dims))
     with ServerProcess(latency_s=latency, reply="score") as server:
@@ -89,6 +116,10 @@ def measure(concurrency: int, latency: float, windows: int, dims: list, tmp: Pat
                 cached_elapsed, cached_cpu, _, _, _ = timed_run(spec, cache, batch, dims)
                 print(f"  cached re-run: {cached_cpu / n * 1000:.2f} ms CPU/call (the pipeline without HTTP), "
                       f"{server.stats()['requests_total'] - stats['requests_total']} requests sent")
+        n = n_answers * len(dims)
+        elapsed, cpu = bare_sdk(server.url, concurrency, n)
+        print(f"  bare openai SDK + semaphore (no cube): {n / elapsed / ideal:.2f} of ideal; "
+              f"client CPU {cpu / n * 1000:.2f} ms/call")
         return ratios["steady"]
 
 
