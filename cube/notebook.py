@@ -226,7 +226,8 @@ def open_run(params_path: str | Path = "params/default.yaml", run_dir: str | Pat
         paths = RunPaths(root=target, cache=cache)
     created = [d for d in (paths.root, paths.cache.parent) if not d.exists()]
     paths.ensure()
-    write_shared_params(params, paths)
+    if paths.params.resolve() != params_file.resolve():  # never overwrite the params file being used
+        write_shared_params(params, paths)
     if created:
         _forget_on_failure(paths, created)
     pd.set_option("display.max_colwidth", 120)
@@ -275,17 +276,19 @@ def holds_nothing(paths: RunPaths) -> bool:
 
 
 def remove_if_empty(paths: RunPaths, created: list[Path]) -> bool:
-    """Remove a run folder that `open_run` created and that still holds nothing (and the outputs
-    folder when it was created too and is empty now). Returns whether the run folder was removed."""
+    """Remove a run folder that `open_run` created (it is in `created`) and that still holds
+    nothing, and the other folders it created (outputs, cache folder) that are empty now. A run
+    folder that existed before is never removed, whatever it holds (e.g. the user's own params file
+    kept in it). Returns whether the run folder was removed."""
     import shutil
 
-    if not holds_nothing(paths):
-        return False
-    shutil.rmtree(paths.root)
-    for folder in created:
+    removed = paths.root in created and holds_nothing(paths)
+    if removed:
+        shutil.rmtree(paths.root)
+    for folder in created:  # deepest first: a created cache folder inside a created outputs folder
         if folder != paths.root and folder.is_dir() and not any(folder.iterdir()):
             folder.rmdir()
-    return True
+    return removed
 
 
 def _forget_on_failure(paths: RunPaths, created: list[Path]) -> None:

