@@ -12,7 +12,8 @@
   entry re-runs from 03, a price edit re-runs nothing.
   A notebook not listed here (a new one) reads every section and every earlier stage.
 - **Provenance.** `data/.provenance.json` records, for each data file, the stage that wrote it and
-  the params sections that produced it (its own and its inputs'). Reading a data file under params
+  the params sections that produced it (its own and its inputs'), in `comparable_values` form (no
+  local absolute path: outside the project a path is kept as its name and a hash). Reading a data file under params
   that differ there raises `ParamsMismatchError` naming the differing keys, so data of two params
   files are never mixed in one run folder.
 """
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from cube.config import ModelSpec, Params
+from cube.project import project_root, shared_values
 
 
 @dataclass(frozen=True)
@@ -143,8 +145,8 @@ def _files_for(params: Params, section: str) -> list[str]:
         return [p for s in params.systems if (p := getattr(s, "path", None))]
     if section == "dimensions":
         return [d.prompt_file for d in params.dimension_list() if d.prompt_file]
-    if section == "human" and params.human.ratings:
-        return [params.human.ratings]
+    if section == "human":
+        return [p for p in (params.human.ratings, params.human.key) if p]
     return []
 
 
@@ -331,11 +333,31 @@ def read_provenance(data_dir: Path) -> dict[str, Any]:
         return {}
 
 
+def comparable_values(data: dict[str, Any], sections: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """Dumped params sections as records keep and compare them: local paths relative to the project
+    root, or outside it by `path_identity` (name and hash: no local folder layout in a run folder),
+    model specs by their call fields, `models` by the entries the sections refer to. Applied to both
+    sides of a comparison, so a record written by an earlier version (absolute paths, whole `models:`
+    entries with prices and concurrency) agrees with unchanged params."""
+    return _values(shared_values(data, project_root(), identify=True)[0], sections)
+
+
+def _params_differ(entry: dict[str, Any], params: Params) -> list[str]:
+    """Dotted keys where a provenance entry's params differ from `params`."""
+    recorded = entry.get("params") or {}
+    if not isinstance(recorded, dict):
+        return ["params"]
+    sections = list(recorded)
+    return diff_keys(comparable_values(recorded, sections),
+                     comparable_values(json.loads(params.model_dump_json()), sections))
+
+
 def record_provenance(data_dir: Path, name: str, params: Params, params_file: str) -> None:
     stage = producer(name)
     sections = upstream_sections(stage) if stage else [k for k in Params.model_fields if k not in NOT_STAGE_INPUTS]
     prov = read_provenance(data_dir)
-    prov[name] = {"stage": stage, "params_file": params_file, "params": section_values(params, sections)}
+    prov[name] = {"stage": stage, "params_file": params_file,
+                  "params": comparable_values(json.loads(params.model_dump_json()), sections)}
     tmp = data_dir / (PROVENANCE + ".tmp")
     tmp.write_text(json.dumps(prov, indent=1, ensure_ascii=False, default=str), encoding="utf-8")
     tmp.replace(data_dir / PROVENANCE)
@@ -346,8 +368,7 @@ def check_provenance(data_dir: Path, name: str, params: Params, params_file: str
     entry = read_provenance(data_dir).get(name)
     if not entry:
         return
-    recorded = entry.get("params", {})
-    differing = diff_keys(recorded, section_values(params, list(recorded)))
+    differing = _params_differ(entry, params)
     if differing:
         stage = entry.get("stage") or "an earlier stage"
         raise ParamsMismatchError(
@@ -366,8 +387,7 @@ def check_run_folder(data_dir: Path, params: Params, params_file: str, run_label
         other = entry.get("params_file")
         if other == params_file:
             continue
-        recorded = entry.get("params", {})
-        differing = diff_keys(recorded, section_values(params, list(recorded)))
+        differing = _params_differ(entry, params)
         if differing:
             problems.append(f"data/{name}.parquet (from {other!r}): {', '.join(differing)}")
     if problems:
@@ -389,8 +409,7 @@ def stages_run_outside(run_root: Path, params: Params, shared_yaml: str, injecte
 
     found: dict[str, str] = {}
     for name, entry in sorted(read_provenance(run_root / "data").items()):
-        recorded = entry.get("params", {})
-        if entry.get("stage") and diff_keys(recorded, section_values(params, list(recorded))):
+        if entry.get("stage") and _params_differ(entry, params):
             found.setdefault(entry["stage"], f"data/{name}.parquet was written with other params")
     for nb in sorted((run_root / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         try:

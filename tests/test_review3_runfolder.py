@@ -54,3 +54,55 @@ def test_a_failed_cell_removes_a_run_folder_open_run_created(tmp_path, monkeypat
     assert (root / "outputs" / "fresh" / "params.yaml").exists()
     assert remove_if_empty(run.paths, [run.paths.root, root / "outputs"])
     assert not (root / "outputs").exists()
+
+
+# ------------------------------------------------- 4. no local absolute path in published records
+def test_provenance_holds_no_local_path_and_still_tells_two_files_of_one_name_apart(tmp_path, monkeypatch):
+    import json
+
+    import pytest
+
+    from cube.config import parse_params
+    from cube.stages import ParamsMismatchError, check_provenance, record_provenance
+
+    root = _project(tmp_path, monkeypatch)
+    elsewhere = tmp_path / "private" / "kb.csv"
+    inside = root / "data" / "kb.csv"
+    data = root / "outputs" / "r" / "data"
+    data.mkdir(parents=True)
+
+    def params(path: Path):
+        return parse_params({"run": "r", "judges": JUDGES, "corpus": {"source": "file", "path": str(path)},
+                             "human": {"key": str(tmp_path / "private" / "key.csv")}})
+
+    record_provenance(data, "corpus", params(elsewhere), "params/p.yaml")
+    text = (data / ".provenance.json").read_text(encoding="utf-8")
+    assert str(tmp_path) not in text and "kb.csv" in text
+    check_provenance(data, "corpus", params(elsewhere), "params/p.yaml", "outputs/r")  # unchanged: no error
+    with pytest.raises(ParamsMismatchError, match="corpus.path"):  # same name, other folder
+        check_provenance(data, "corpus", params(tmp_path / "other" / "kb.csv"), "params/p.yaml", "outputs/r")
+    record_provenance(data, "corpus", params(inside), "params/p.yaml")
+    recorded = json.loads((data / ".provenance.json").read_text(encoding="utf-8"))["corpus"]["params"]
+    assert recorded["corpus"]["path"] == "data/kb.csv"
+    # a record written before this change, with the absolute path, still agrees with unchanged params
+    recorded["corpus"]["path"] = str(inside)
+    (data / ".provenance.json").write_text(json.dumps({"corpus": {"stage": "01_dataset_prep",
+                                                                  "params_file": "params/p.yaml",
+                                                                  "params": recorded}}), encoding="utf-8")
+    check_provenance(data, "corpus", params(inside), "params/p.yaml", "outputs/r")
+
+
+def test_the_human_key_path_is_shown_by_name_in_params_yaml_and_the_manifest():
+    import json
+
+    from cube.config import parse_params
+    from cube.notebook import shared_params_yaml
+    from cube.project import shared_values
+
+    p = parse_params({"run": "r", "judges": JUDGES, "human": {"ratings": "/home/alice/private/ratings.csv",
+                                                             "key": "/home/alice/private/annotation_key.csv"}})
+    shown = yaml.safe_load(shared_params_yaml(p).split("\n", 1)[1])["human"]
+    assert shown["ratings"] == "ratings.csv" and shown["key"] == "annotation_key.csv"
+    assert shared_values(json.loads(p.model_dump_json()))[0]["human"]["key"] == "annotation_key.csv"
+    # a value under another `key` is a value, never rewritten as a path
+    assert shared_values({"x": {"key": "/not/a/path"}})[0] == {"x": {"key": "/not/a/path"}}
