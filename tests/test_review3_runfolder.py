@@ -106,3 +106,28 @@ def test_the_human_key_path_is_shown_by_name_in_params_yaml_and_the_manifest():
     assert shared_values(json.loads(p.model_dump_json()))[0]["human"]["key"] == "annotation_key.csv"
     # a value under another `key` is a value, never rewritten as a path
     assert shared_values({"x": {"key": "/not/a/path"}})[0] == {"x": {"key": "/not/a/path"}}
+
+
+# ---------------------------------------- S1. provenance recorded by an earlier version still agrees
+def test_a_provenance_record_of_an_earlier_version_agrees_with_unchanged_params(tmp_path):
+    import json
+
+    import pytest
+
+    from cube.config import load_params
+    from cube.stages import ParamsMismatchError, check_provenance, check_run_folder, upstream_sections
+
+    params = load_params(ROOT / "params" / "llm_jury.yaml")
+    assert params.models  # whole `models:` entries, prices and concurrency included, as recorded before
+    dumped = json.loads(params.model_dump_json())
+    old = {s: dumped.get(s) for s in upstream_sections("03_scoring_sets")}  # the earlier section_values
+    (tmp_path / ".provenance.json").write_text(json.dumps({"scores": {
+        "stage": "03_scoring_sets", "params_file": "params/llm_jury.yaml", "params": old}}), encoding="utf-8")
+    check_provenance(tmp_path, "scores", params, "params/llm_jury.yaml", "outputs/llm_jury")
+    check_run_folder(tmp_path, params, "params/other.yaml", "outputs/llm_jury")
+    judge_model = next(iter(old["models"]))
+    old["models"][judge_model]["model"] = "another-model"  # a real difference is still seen
+    (tmp_path / ".provenance.json").write_text(json.dumps({"scores": {
+        "stage": "03_scoring_sets", "params_file": "params/llm_jury.yaml", "params": old}}), encoding="utf-8")
+    with pytest.raises(ParamsMismatchError, match=f"models.{judge_model}.model"):
+        check_provenance(tmp_path, "scores", params, "params/llm_jury.yaml", "outputs/llm_jury")
