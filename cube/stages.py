@@ -4,7 +4,9 @@
   sections listed in `STAGES`, the user files those sections name (corpus, question file,
   imported answers, prompt files, ratings), the `cube` modules the notebook imports (followed
   through their own `cube` imports), the notebook file, and the fingerprints of the stages it
-  takes data from. So adding a judge re-runs from 03, changing `analysis` re-runs 04-07,
+  takes data from. A section may be a subset of one's keys (`diagnostics.refusal_*`: 02 reads only the
+  refusal questions' keys, a failure threshold re-runs 06 and 10). So adding a judge re-runs from 03,
+  changing `analysis` re-runs 04-07,
   changing `lexical` re-runs 08 only; 00 (the paper's published tables) reads no params at all.
   Of `models:` a stage reads only the entries its sections refer to (02 the answerers' and the
   question writer's, 03 the judges'), and of a model spec only what identifies its calls (not its
@@ -24,6 +26,7 @@ import ast
 import hashlib
 import json
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -34,7 +37,9 @@ from cube.project import project_root, shared_values
 
 @dataclass(frozen=True)
 class Stage:
-    sections: tuple[str, ...]  # top-level params keys the stage reads
+    # params keys the stage reads: a top-level section, or keys of one (`diagnostics.refusal_*`:
+    # a dotted name with a glob for the sub-keys), so a key only later stages read re-runs only them
+    sections: tuple[str, ...]
     inputs: tuple[str, ...]  # stages whose data it reads
     writes: tuple[str, ...] = ()  # data files it writes (data/<name>.parquet)
 
@@ -42,7 +47,8 @@ class Stage:
 STAGES: dict[str, Stage] = {
     "00_paper_tables": Stage((), ()),
     "01_dataset_prep": Stage(("lang", "corpus"), (), ("corpus",)),
-    "02_qa_sets": Stage(("lang", "models", "questions", "answerer", "systems", "diagnostics"), ("01_dataset_prep",),
+    "02_qa_sets": Stage(("lang", "models", "questions", "answerer", "systems", "diagnostics.refusal_*"),
+                        ("01_dataset_prep",),
                         ("questions", "answers", "questions_failed", "refusal_answers")),
     "03_scoring_sets": Stage(("models", "dimensions", "judges"), ("02_qa_sets",), ("scores",)),
     "04_rank_correlation": Stage(("analysis",), ("03_scoring_sets",)),
@@ -126,11 +132,22 @@ def section_values(params: Params, sections: list[str] | tuple[str, ...]) -> dic
     return _values(json.loads(params.model_dump_json()), sections)
 
 
+def _section(data: dict[str, Any], section: str) -> Any:
+    """A section's value in dumped params (or in a record already keyed by section): a dotted
+    `top.glob` section holds the keys of `top` matching the glob."""
+    if section in data or "." not in section:
+        return data.get(section)
+    top, pattern = section.split(".", 1)
+    value = data.get(top)
+    return {k: v for k, v in value.items() if fnmatchcase(k, pattern)} if isinstance(value, dict) else value
+
+
 def _values(data: dict[str, Any], sections: list[str] | tuple[str, ...]) -> dict[str, Any]:
-    out = {s: _calls_only(data.get(s)) for s in sections}
+    out = {s: _calls_only(_section(data, s)) for s in sections}
     if "models" in sections:
         models = data.get("models") or {}
-        used = set().union(*(_model_refs(data.get(s), set(models), s) for s in sections if s != "models"))
+        used = set().union(*(_model_refs(_section(data, s), set(models), s.split(".")[0])
+                             for s in sections if s != "models"))
         out["models"] = {name: _calls_only(models[name]) for name in sorted(used)}
     return out
 

@@ -120,7 +120,8 @@ def test_a_provenance_record_of_an_earlier_version_agrees_with_unchanged_params(
     params = load_params(ROOT / "params" / "llm_jury.yaml")
     assert params.models  # whole `models:` entries, prices and concurrency included, as recorded before
     dumped = json.loads(params.model_dump_json())
-    old = {s: dumped.get(s) for s in upstream_sections("03_scoring_sets")}  # the earlier section_values
+    sections = {s.split(".")[0]: None for s in upstream_sections("03_scoring_sets")}  # whole sections then
+    old = {s: dumped.get(s) for s in sections}  # the earlier section_values
     (tmp_path / ".provenance.json").write_text(json.dumps({"scores": {
         "stage": "03_scoring_sets", "params_file": "params/llm_jury.yaml", "params": old}}), encoding="utf-8")
     check_provenance(tmp_path, "scores", params, "params/llm_jury.yaml", "outputs/llm_jury")
@@ -131,3 +132,55 @@ def test_a_provenance_record_of_an_earlier_version_agrees_with_unchanged_params(
         "stage": "03_scoring_sets", "params_file": "params/llm_jury.yaml", "params": old}}), encoding="utf-8")
     with pytest.raises(ParamsMismatchError, match=f"models.{judge_model}.model"):
         check_provenance(tmp_path, "scores", params, "params/llm_jury.yaml", "outputs/llm_jury")
+
+
+# ------------------------------------- S2. a diagnostics threshold re-runs only the stages reading it
+def _stage_set(edit) -> list[str]:
+    import copy
+
+    from cube.config import parse_params
+    from cube.report import list_notebooks
+    from cube.stages import stage_fingerprints, stages_affected
+
+    notebooks = list_notebooks(ROOT / "notebooks")
+    base = yaml.safe_load((ROOT / "params" / "default.yaml").read_text(encoding="utf-8"))
+    edited = copy.deepcopy(base)
+    edit(edited.setdefault("diagnostics", {}))
+    before = stage_fingerprints(parse_params(base), notebooks, ROOT)
+    return [n[:2] for n in stages_affected(before, stage_fingerprints(parse_params(edited), notebooks, ROOT))]
+
+
+def test_a_diagnostics_threshold_re_runs_the_decision_and_diagnostics_stages_only():
+    assert _stage_set(lambda d: d.update(judge_disagreement_above=5.0)) == ["06", "10"]
+    assert _stage_set(lambda d: d.update(low_rank_from=6)) == ["06", "10"]
+    # what stage 02 reads of `diagnostics` (the refusal questions) re-runs it and every stage after it
+    assert _stage_set(lambda d: d.update(refusal_questions=3)) == ["02", "03", "04", "05", "06", "07", "08", "09",
+                                                                   "10"]
+
+
+def test_answers_recorded_before_a_threshold_edit_still_agree_with_the_params(tmp_path, monkeypatch):
+    import pytest
+
+    from cube.config import parse_params
+    from cube.stages import ParamsMismatchError, check_provenance, record_provenance
+
+    _project(tmp_path, monkeypatch)
+    record_provenance(tmp_path, "answers", parse_params({"run": "r", "judges": JUDGES}), "params/p.yaml")
+    edited = parse_params({"run": "r", "judges": JUDGES, "diagnostics": {"judge_disagreement_above": 5.0}})
+    check_provenance(tmp_path, "answers", edited, "params/p.yaml", "outputs/r")  # 02 does not read it
+    refusals = parse_params({"run": "r", "judges": JUDGES, "diagnostics": {"refusal_questions": 3}})
+    with pytest.raises(ParamsMismatchError, match="refusal_questions"):
+        check_provenance(tmp_path, "answers", refusals, "params/p.yaml", "outputs/r")
+
+
+def test_the_stage_reruns_benchmark_counts_a_diagnostics_threshold_edit(capsys):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("stage_reruns", ROOT / "benchmarks" / "stage_reruns.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.main()
+    lines = capsys.readouterr().out.splitlines()
+    line = next(x for x in lines if x.startswith("diagnostics.judge_disagreement_above"))
+    assert line.endswith("now 2: ['06', '10']"), line
+    assert lines[-1].startswith("stages_rerun_after_adding_a_judge_with_its_own_models_entry: ")
