@@ -77,6 +77,11 @@ class Run:
     params: Params
     paths: RunPaths
     params_path: Path
+    # a notebook run outside `cube run`: its stage (None when not recognised) is recorded with its
+    # params at its first write (`cube.ran_alone`), so that `cube run` sees what it changed
+    alone: bool = False
+    stage: str | None = None
+    _noted: bool = False
 
     @property
     def root(self) -> Path:
@@ -126,10 +131,16 @@ class Run:
         return record_results(self.paths, **figures)
 
     def _folder(self) -> None:
-        """The run folder with its resolved params, made again if a failed cell removed it as empty."""
+        """The run folder with its resolved params, made again if a failed cell removed it as empty;
+        run alone, the first write records the stage's params (`cube.ran_alone`)."""
         if not self.paths.params.exists():
             self.paths.ensure()
             write_shared_params(self.params, self.paths)
+        if self.alone and not self._noted:
+            from cube.ran_alone import note_ran_alone
+
+            note_ran_alone(self.paths.notebooks, self.stage, self.params, self.params_label)
+            self._noted = True
 
     def data_path(self, name: str) -> Path:
         return self.paths.data_file(name)
@@ -215,11 +226,13 @@ def open_run(params_path: str | Path = "params/default.yaml", run_dir: str | Pat
     paths = RunPaths.for_params(params, resolve(params.outputs_dir, root))
     if params.cache_path:
         paths = RunPaths(root=paths.root, cache=resolve(params.cache_path, root))
+    alone = True
     if run_dir is not None:
         target = resolve(run_dir, root)
         staging = os.environ.get(STAGING_ENV)
         if staging and Path(staging).parent.resolve() == target.resolve():
             target = Path(staging)  # under `cube run`: write into its staging copy
+            alone = False
         # The outputs folder (and the shared cache) is the run folder's parent (two levels up from staging).
         outputs = target.parent.parent if target.name == STAGING else target.parent
         cache = resolve(params.cache_path, root) if params.cache_path else outputs / "cache.sqlite"
@@ -232,7 +245,12 @@ def open_run(params_path: str | Path = "params/default.yaml", run_dir: str | Pat
         _forget_on_failure(paths, created)
     pd.set_option("display.max_colwidth", 120)
     pd.set_option("display.precision", 4)
-    return Run(params=params, paths=paths, params_path=params_file)
+    stage = None
+    if alone:
+        from cube.ran_alone import running_notebook
+
+        stage = running_notebook(root / "notebooks")
+    return Run(params=params, paths=paths, params_path=params_file, alone=alone, stage=stage)
 
 
 def local_path(shown: str | Path | None) -> str | Path | None:

@@ -418,13 +418,17 @@ def stages_run_outside(run_root: Path, params: Params, shared_yaml: str, injecte
                        stems: list[str]) -> dict[str, str]:
     """Stages of a published run that a notebook run alone (papermill, nbconvert, Jupyter) changed
     since `cube run` recorded their fingerprints, with the reason, plus every stage reading their
-    data: `cube run` must not take them as up to date. Seen three ways: a data file whose provenance
+    data: `cube run` must not take them as up to date. Seen four ways: the params a notebook run
+    alone recorded at its first write (`cube.ran_alone`, for every stage, also those writing no
+    data) differing from these in a section the stage reads; a data file whose provenance
     differs from these params; an executed notebook in `notebooks/` whose papermill parameters are
     not the ones `cube run` gives (`injected`); the run's `params.yaml` (written by the last notebook
     run) differing from these params in a section the stage reads."""
     import yaml
 
-    found: dict[str, str] = {}
+    from cube.ran_alone import stages_ran_alone
+
+    found: dict[str, str] = stages_ran_alone(run_root / "notebooks", params, stems)
     for name, entry in sorted(read_provenance(run_root / "data").items()):
         if entry.get("stage") and _params_differ(entry, params):
             found.setdefault(entry["stage"], f"data/{name}.parquet was written with other params")

@@ -184,3 +184,109 @@ def test_the_stage_reruns_benchmark_counts_a_diagnostics_threshold_edit(capsys):
     line = next(x for x in lines if x.startswith("diagnostics.judge_disagreement_above"))
     assert line.endswith("now 2: ['06', '10']"), line
     assert lines[-1].startswith("stages_rerun_after_adding_a_judge_with_its_own_models_entry: ")
+
+
+# ------------------------------ 1. a notebook run alone is recorded, also when it writes no data
+def _code(nb: Path) -> list[str]:
+    import json
+
+    cells = json.loads(nb.read_text(encoding="utf-8"))["cells"]
+    return ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+
+
+def test_the_running_notebook_is_recognised_from_the_cells_its_kernel_executed():
+    from cube.notebook import PARAMETERS_CELL
+    from cube.ran_alone import identify_notebook
+
+    folder = ROOT / "notebooks"
+    notebooks = sorted(folder.glob("[0-9][0-9]_*.ipynb"))
+    assert len(notebooks) >= 10
+    for nb in notebooks:
+        cells = _code(nb)
+        injected = '# Parameters\nparams_path = "params/x.yaml"\noverrides = ["analysis.trim_proportion=0.3"]\n'
+        assert identify_notebook([cells[0], cells[1], injected, cells[2]], folder) == nb.stem, nb
+    assert identify_notebook([PARAMETERS_CELL], folder) is None  # common to every notebook: not telling
+    assert identify_notebook(["print('my own cell')"], folder) is None
+
+
+def test_cube_run_sees_a_stage_run_alone_with_other_params_that_wrote_no_data(tmp_path, monkeypatch):
+    import pandas as pd
+
+    from cube.config import RunPaths, parse_params
+    from cube.notebook import Run, shared_params_yaml, write_shared_params
+    from cube.ran_alone import RAN_ALONE, forget_ran_alone, stages_ran_alone
+    from cube.stages import stages_run_outside
+
+    _project(tmp_path, monkeypatch)
+    stems = [nb.stem for nb in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))]
+    mine = parse_params({"run": "r", "judges": JUDGES})
+    other = parse_params({"run": "r", "judges": JUDGES, "analysis": {"trim_proportion": 0.3}})
+    paths = RunPaths(root=tmp_path / "out" / "r", cache=tmp_path / "out" / "cache.sqlite").ensure()
+
+    def outside(params=mine):
+        return stages_run_outside(paths.root, params, shared_params_yaml(params), {}, stems)
+
+    Run(params=other, paths=paths, params_path=tmp_path / "p.yaml", alone=True, stage="06_cube_score").record(x=1)
+    # 07 then runs alone with the file's params: params.yaml no longer shows 06's overrides
+    Run(params=mine, paths=paths, params_path=tmp_path / "p.yaml", alone=True, stage="07_human_agreement").table(
+        "t", pd.DataFrame({"x": [1]}))
+    write_shared_params(mine, paths)  # as 07's open_run did
+    assert str(tmp_path) not in (paths.notebooks / RAN_ALONE).read_text(encoding="utf-8")
+    found = outside()
+    assert "analysis.trim_proportion" in found["06_cube_score"] and "notebook 06_cube_score" in found["06_cube_score"]
+    assert found["10_diagnostics"] == "it reads the data of 06_cube_score"
+    assert "07_human_agreement" not in found and "04_rank_correlation" not in found
+    assert set(stages_ran_alone(paths.notebooks, other, stems)) == {"07_human_agreement"}  # under 06's params
+    forget_ran_alone(paths.notebooks, {"06_cube_score"})
+    assert "06_cube_score" not in outside()
+    # a notebook not recognised counts for every stage reading what differs
+    Run(params=other, paths=paths, params_path=tmp_path / "p.yaml", alone=True).figure(
+        "f", __import__("matplotlib.pyplot").pyplot.figure())
+    assert {"04_rank_correlation", "05_bounds_and_weights", "06_cube_score", "09_compare"} <= set(outside())
+    assert "01_dataset_prep" not in outside() and "not recognised" in outside()["04_rank_correlation"]
+    forget_ran_alone(paths.notebooks)
+    assert not (paths.notebooks / RAN_ALONE).exists()
+    # a Run of `cube run` (not alone) records nothing
+    Run(params=other, paths=paths, params_path=tmp_path / "p.yaml").record(y=1)
+    assert not (paths.notebooks / RAN_ALONE).exists()
+
+
+def test_cube_run_re_executes_a_stage_papermill_ran_alone_with_overrides_though_it_wrote_no_data(tmp_path,
+                                                                                                  monkeypatch):
+    import json
+    import os
+
+    import papermill as pm
+
+    from cube.report import execute_run
+
+    monkeypatch.delenv("CUBE_PROJECT_ROOT", raising=False)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.chdir(ROOT)
+    params = tmp_path / "p.yaml"
+    params.write_text(yaml.safe_dump({"run": "alone", "outputs_dir": str(tmp_path / "out"), "judges": JUDGES,
+                                      "corpus": {"n_items": 12, "seed": 1}, "questions": {"limit": 6},
+                                      "analysis": {"bootstrap": 50}}), encoding="utf-8")
+    run = tmp_path / "out" / "alone"
+    first = execute_run(params, only="00..04", log=lambda _: None)
+    assert first.ok and [s.status for s in first.stages] == ["executed"] * 5
+    table = (run / "tables").glob("*.csv")
+    published = {f.name: f.read_text(encoding="utf-8") for f in table}
+    # 04 alone with an override, its executed copy saved elsewhere: it writes tables, no data file
+    pm.execute_notebook(str(ROOT / "notebooks" / "04_rank_correlation.ipynb"), str(tmp_path / "04.ipynb"),
+                        progress_bar=False, kernel_name="python3",
+                        parameters={"params_path": str(params), "overrides": ["analysis.trim_proportion=0.3"]})
+    # then 01 alone with the file's params: params.yaml shows the file's params again
+    pm.execute_notebook(str(ROOT / "notebooks" / "01_dataset_prep.ipynb"), str(tmp_path / "01.ipynb"),
+                        progress_bar=False, kernel_name="python3", parameters={"params_path": str(params)})
+    records = json.loads((run / "notebooks" / ".ran_alone.json").read_text(encoding="utf-8"))
+    assert set(records) == {"04_rank_correlation", "01_dataset_prep"}  # recognised under papermill
+    logged: list[str] = []
+    again = execute_run(params, only="00..04", log=logged.append)
+    assert [s.status for s in again.stages] == ["up to date"] * 4 + ["executed"]
+    assert any("04_rank_correlation: out of date (notebook 04_rank_correlation ran alone" in m
+               and "analysis.trim_proportion" in m for m in logged), logged
+    assert {f.name: f.read_text(encoding="utf-8") for f in (run / "tables").glob("*.csv")} == published
+    assert not (run / "notebooks" / ".ran_alone.json").exists()
+    last = execute_run(params, only="00..04", log=lambda _: None)
+    assert [s.status for s in last.stages] == ["up to date"] * 5
