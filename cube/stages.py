@@ -428,7 +428,7 @@ def stages_run_outside(run_root: Path, params: Params, shared_yaml: str, injecte
 
     from cube.ran_alone import stages_ran_alone
 
-    found: dict[str, str] = stages_ran_alone(run_root / "notebooks", params, stems)
+    found: dict[str, str] = {}
     for name, entry in sorted(read_provenance(run_root / "data").items()):
         if entry.get("stage") and _params_differ(entry, params):
             found.setdefault(entry["stage"], f"data/{name}.parquet was written with other params")
@@ -449,6 +449,8 @@ def stages_run_outside(run_root: Path, params: Params, shared_yaml: str, injecte
             sections = stage_spec(stem, [s for s in stems if s < stem]).sections
             if _values(published, sections) != _values(current, sections):
                 found.setdefault(stem, "params.yaml shows a notebook ran with other params")
+    for stem, why in stages_ran_alone(run_root / "notebooks", params, stems).items():
+        found.setdefault(stem, why)
     for stem in stems:  # and every stage reading their data, in order
         spec = stage_spec(stem, [s for s in stems if s < stem])
         if stem not in found and (inp := next((i for i in spec.inputs if i in found), None)):
