@@ -5,8 +5,8 @@ skipping a notebook whose inputs are unchanged since its last successful executi
 fingerprint, `cube.stages`: the notebook, the params sections and package modules it reads, the
 files those sections name and the fingerprints of the stages it takes data from; `force=True`
 re-executes). A stage that a notebook run alone changed since (other params in its data's provenance,
-an executed notebook that `cube run` did not write, `params.yaml` of other values) is not up to
-date either. Re-executing a stage makes the stages reading its data stale: they re-execute in
+an executed notebook that `cube run` did not write, `params.yaml` of other values, or the params
+the notebook recorded in `notebooks/.ran_alone.json`, `cube.ran_alone`) is not up to date either. Re-executing a stage makes the stages reading its data stale: they re-execute in
 this run when selected, else in the next run that selects them (make-like; LLM calls are served
 from the cache either way). Paths resolve against the project root (`cube.project`); outputs show
 them relative to it. A stage whose
