@@ -9,7 +9,8 @@ differ) and under the new one. No notebook is executed.
     .venv/bin/python benchmarks/stage_reruns.py
 
 The edits include `params/llm_jury.yaml` ones: a judge with its own `models:` entry, a price, a
-sampling setting, a concurrency setting. The last line is the headline:
+sampling setting, a concurrency setting; and a diagnostics threshold only
+the decision (06) and diagnostics (10) stages read. The last line is the headline:
 `stages_rerun_after_adding_a_judge_with_its_own_models_entry: <n>`.
 """
 
@@ -51,6 +52,8 @@ def _edits() -> dict[str, tuple[str, Callable[[dict], None]]]:
                                                lambda d: d["models"]["qwen2.5-32b"].update(max_concurrency=8)),
         "analysis.trim_proportion": ("default.yaml",
                                      lambda d: d.setdefault("analysis", {}).update(trim_proportion=0.2)),
+        "diagnostics.judge_disagreement_above": ("default.yaml", lambda d: d.setdefault("diagnostics", {}).update(
+            judge_disagreement_above=5.0)),  # read by 06 and 10 only (02 reads diagnostics.refusal_*)
         "lexical.tokenizer": ("default.yaml", lambda d: d.setdefault("lexical", {}).update(tokenizer="char")),
         "human.sample_size": ("default.yaml", lambda d: d.setdefault("human", {}).update(sample_size=10)),
         "corpus.seed": ("default.yaml", lambda d: d.setdefault("corpus", {}).update(seed=11)),

@@ -77,6 +77,11 @@ class Run:
     params: Params
     paths: RunPaths
     params_path: Path
+    # a notebook run outside `cube run`: its stage (None when not recognised) is recorded with its
+    # params at its first write (`cube.ran_alone`), so that `cube run` sees what it changed
+    alone: bool = False
+    stage: str | None = None
+    _noted: bool = False
 
     @property
     def root(self) -> Path:
@@ -126,10 +131,16 @@ class Run:
         return record_results(self.paths, **figures)
 
     def _folder(self) -> None:
-        """The run folder with its resolved params, made again if a failed cell removed it as empty."""
+        """The run folder with its resolved params, made again if a failed cell removed it as empty;
+        run alone, the first write records the stage's params (`cube.ran_alone`)."""
         if not self.paths.params.exists():
             self.paths.ensure()
             write_shared_params(self.params, self.paths)
+        if self.alone and not self._noted:
+            from cube.ran_alone import note_ran_alone
+
+            note_ran_alone(self.paths.notebooks, self.stage, self.params, self.params_label)
+            self._noted = True
 
     def data_path(self, name: str) -> Path:
         return self.paths.data_file(name)
@@ -215,23 +226,31 @@ def open_run(params_path: str | Path = "params/default.yaml", run_dir: str | Pat
     paths = RunPaths.for_params(params, resolve(params.outputs_dir, root))
     if params.cache_path:
         paths = RunPaths(root=paths.root, cache=resolve(params.cache_path, root))
+    alone = True
     if run_dir is not None:
         target = resolve(run_dir, root)
         staging = os.environ.get(STAGING_ENV)
         if staging and Path(staging).parent.resolve() == target.resolve():
             target = Path(staging)  # under `cube run`: write into its staging copy
+            alone = False
         # The outputs folder (and the shared cache) is the run folder's parent (two levels up from staging).
         outputs = target.parent.parent if target.name == STAGING else target.parent
         cache = resolve(params.cache_path, root) if params.cache_path else outputs / "cache.sqlite"
         paths = RunPaths(root=target, cache=cache)
     created = [d for d in (paths.root, paths.cache.parent) if not d.exists()]
     paths.ensure()
-    write_shared_params(params, paths)
+    if paths.params.resolve() != params_file.resolve():  # never overwrite the params file being used
+        write_shared_params(params, paths)
     if created:
         _forget_on_failure(paths, created)
     pd.set_option("display.max_colwidth", 120)
     pd.set_option("display.precision", 4)
-    return Run(params=params, paths=paths, params_path=params_file)
+    stage = None
+    if alone:
+        from cube.ran_alone import running_notebook
+
+        stage = running_notebook(root / "notebooks")
+    return Run(params=params, paths=paths, params_path=params_file, alone=alone, stage=stage)
 
 
 def local_path(shown: str | Path | None) -> str | Path | None:
@@ -275,17 +294,19 @@ def holds_nothing(paths: RunPaths) -> bool:
 
 
 def remove_if_empty(paths: RunPaths, created: list[Path]) -> bool:
-    """Remove a run folder that `open_run` created and that still holds nothing (and the outputs
-    folder when it was created too and is empty now). Returns whether the run folder was removed."""
+    """Remove a run folder that `open_run` created (it is in `created`) and that still holds
+    nothing, and the other folders it created (outputs, cache folder) that are empty now. A run
+    folder that existed before is never removed, whatever it holds (e.g. the user's own params file
+    kept in it). Returns whether the run folder was removed."""
     import shutil
 
-    if not holds_nothing(paths):
-        return False
-    shutil.rmtree(paths.root)
-    for folder in created:
+    removed = paths.root in created and holds_nothing(paths)
+    if removed:
+        shutil.rmtree(paths.root)
+    for folder in created:  # deepest first: a created cache folder inside a created outputs folder
         if folder != paths.root and folder.is_dir() and not any(folder.iterdir()):
             folder.rmdir()
-    return True
+    return removed
 
 
 def _forget_on_failure(paths: RunPaths, created: list[Path]) -> None:

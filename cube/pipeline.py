@@ -341,7 +341,7 @@ def human_agreement(run: Run) -> HumanSection:
         msg = (f"No human ratings were given (params `human.ratings` is empty), so none are shown: this notebook "
                f"never invents them. The annotation sheet ({n_rows} rows: "
                f"{_sheet_size(run.params.human.sample_size, sheet)}) is "
-               f"ready in `{annotation_dir(run.paths)}`; fill it in (or hand it to raters), then set "
+               f"ready in `{run.shown_path(annotation_dir(run.paths))}/`; fill it in (or hand it to raters), then set "
                "`human: {ratings: <the filled file or folder>}` in the params and re-run notebooks 07-08. "
                f"Meanwhile, the judges are compared with each other, taking {reference} as the reference.")
         both = scores

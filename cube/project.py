@@ -17,6 +17,7 @@ can be sent to someone else without the local folder layout in it.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 from collections.abc import Iterator
@@ -77,31 +78,48 @@ def working_dir(folder: Path) -> Iterator[Path]:
         os.chdir(old)
 
 
-# The params keys holding a local path (outputs_dir, cache_path, corpus.path, questions.path,
-# systems[].path, dimensions[].prompt_file, human.ratings); other strings are values, never rewritten.
-PATH_KEYS = ("outputs_dir", "cache_path", "path", "prompt_file", "ratings")
+# The params keys holding a local path: by their last name (outputs_dir, cache_path, corpus.path,
+# questions.path, systems[].path, dimensions[].prompt_file, human.ratings) or, for a name other
+# sections use for values, by their dotted key (human.key); other strings are values, never rewritten.
+PATH_KEYS = ("outputs_dir", "cache_path", "path", "prompt_file", "ratings", "human.key")
 
 
 def _is_local_path(value: str) -> bool:
     return value.startswith("/") or bool(re.match(r"[A-Za-z]:[\\/]", value))
 
 
-def shared_values(value: Any, root: Path | None = None, where: str = "") -> tuple[Any, list[str]]:
+def is_path_key(where: str) -> bool:
+    """Whether the dotted key `where` (`systems[0].path`, `human.key`) names a local path (`PATH_KEYS`)."""
+    plain = re.sub(r"\[\d+\]", "", where)
+    return any(plain.rsplit(".", 1)[-1] == k if "." not in k else plain == k or plain.endswith("." + k)
+               for k in PATH_KEYS)
+
+
+def path_identity(path: str) -> str:
+    """An absolute path outside the project as records compare it without publishing it: its name
+    and a short hash of the whole path (two files of one name in other folders differ)."""
+    return f"{Path(path).name}#{hashlib.sha256(str(Path(path).resolve()).encode()).hexdigest()[:12]}"
+
+
+def shared_values(value: Any, root: Path | None = None, where: str = "",
+                  identify: bool = False) -> tuple[Any, list[str]]:
     """A copy of a JSON-like value (the dumped params) with every absolute local path (`PATH_KEYS`) shown by
-    `display_path` (relative to the project root, else its last name), and the dotted keys of the
-    paths outside the project that were cut to their name (for a note beside them)."""
+    `display_path` (relative to the project root, else its last name, or with `identify` its
+    `path_identity`), and the dotted keys of the paths outside the project that were cut (for a
+    note beside them)."""
     if isinstance(value, dict):
         out, cut = {}, []
         for k, v in value.items():
-            out[k], more = shared_values(v, root, f"{where}.{k}" if where else str(k))
+            out[k], more = shared_values(v, root, f"{where}.{k}" if where else str(k), identify)
             cut += more
         return out, cut
     if isinstance(value, list):
-        items = [shared_values(v, root, f"{where}[{i}]") for i, v in enumerate(value)]
+        items = [shared_values(v, root, f"{where}[{i}]", identify) for i, v in enumerate(value)]
         return [v for v, _ in items], [c for _, more in items for c in more]
-    if isinstance(value, str) and _is_local_path(value) and where.rsplit(".", 1)[-1] in PATH_KEYS:
-        shown = display_path(value, root)
-        return shown, [] if Path(value).resolve().is_relative_to((root or project_root()).resolve()) else [where]
+    if isinstance(value, str) and _is_local_path(value) and is_path_key(where):
+        if Path(value).resolve().is_relative_to((root or project_root()).resolve()):
+            return display_path(value, root), []
+        return (path_identity(value) if identify else display_path(value, root)), [where]
     return value, []
 
 

@@ -5,8 +5,8 @@ skipping a notebook whose inputs are unchanged since its last successful executi
 fingerprint, `cube.stages`: the notebook, the params sections and package modules it reads, the
 files those sections name and the fingerprints of the stages it takes data from; `force=True`
 re-executes). A stage that a notebook run alone changed since (other params in its data's provenance,
-an executed notebook that `cube run` did not write, `params.yaml` of other values) is not up to
-date either. Re-executing a stage makes the stages reading its data stale: they re-execute in
+an executed notebook that `cube run` did not write, `params.yaml` of other values, or the params
+the notebook recorded in `notebooks/.ran_alone.json`, `cube.ran_alone`) is not up to date either. Re-executing a stage makes the stages reading its data stale: they re-execute in
 this run when selected, else in the next run that selects them (make-like; LLM calls are served
 from the cache either way). Paths resolve against the project root (`cube.project`); outputs show
 them relative to it. A stage whose
@@ -173,6 +173,10 @@ def execute_run(params_path: str | Path, *, notebooks_dir: Path | None = None, o
         write_shared_params(params, paths)
         if not force:
             _forget_stages_run_outside(params, published, paths, notebooks, params_path, root, log)
+        else:  # the stages forced now no longer hold what a notebook run alone wrote
+            from cube.ran_alone import forget_ran_alone
+
+            forget_ran_alone(paths.notebooks, {nb.stem for nb in chosen})
         summary = RunSummary(published)
         started = dt.datetime.now(dt.UTC)
         # The notebooks are given the params file and run folder by their shown paths (relative to
@@ -199,6 +203,7 @@ def _forget_stages_run_outside(params: Params, published: RunPaths, paths: RunPa
     """A notebook run alone into the published run (other overrides, another params file) makes its
     stage and the stages reading its data out of date, whatever `cube run`'s fingerprints say:
     drop their fingerprints from the staging copy so that they re-execute."""
+    from cube.ran_alone import forget_ran_alone
     from cube.stages import stages_run_outside
 
     injected = {"params_path": _param_path(params_path, root), "run_dir": _param_path(published.root, root)}
@@ -212,6 +217,9 @@ def _forget_stages_run_outside(params: Params, published: RunPaths, paths: RunPa
         log(f"[cube] {name[:-6]}: out of date ({why})")
     if dropped:
         prints_file.write_text(json.dumps(prints, indent=1), encoding="utf-8")
+    # What notebooks run alone recorded is now in the staging copy's fingerprints (a stage without
+    # one re-executes when selected): the commit publishes the run without those records.
+    forget_ran_alone(paths.notebooks)
 
 
 def _publish(params: Params, params_path: Path, paths: RunPaths, published: RunPaths, summary: RunSummary,

@@ -4,7 +4,9 @@
   sections listed in `STAGES`, the user files those sections name (corpus, question file,
   imported answers, prompt files, ratings), the `cube` modules the notebook imports (followed
   through their own `cube` imports), the notebook file, and the fingerprints of the stages it
-  takes data from. So adding a judge re-runs from 03, changing `analysis` re-runs 04-07,
+  takes data from. A section may be a subset of one's keys (`diagnostics.refusal_*`: 02 reads only the
+  refusal questions' keys, a failure threshold re-runs 06 and 10). So adding a judge re-runs from 03,
+  changing `analysis` re-runs 04-07,
   changing `lexical` re-runs 08 only; 00 (the paper's published tables) reads no params at all.
   Of `models:` a stage reads only the entries its sections refer to (02 the answerers' and the
   question writer's, 03 the judges'), and of a model spec only what identifies its calls (not its
@@ -12,7 +14,8 @@
   entry re-runs from 03, a price edit re-runs nothing.
   A notebook not listed here (a new one) reads every section and every earlier stage.
 - **Provenance.** `data/.provenance.json` records, for each data file, the stage that wrote it and
-  the params sections that produced it (its own and its inputs'). Reading a data file under params
+  the params sections that produced it (its own and its inputs'), in `comparable_values` form (no
+  local absolute path: outside the project a path is kept as its name and a hash). Reading a data file under params
   that differ there raises `ParamsMismatchError` naming the differing keys, so data of two params
   files are never mixed in one run folder.
 """
@@ -23,16 +26,20 @@ import ast
 import hashlib
 import json
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from cube.config import ModelSpec, Params
+from cube.project import project_root, shared_values
 
 
 @dataclass(frozen=True)
 class Stage:
-    sections: tuple[str, ...]  # top-level params keys the stage reads
+    # params keys the stage reads: a top-level section, or keys of one (`diagnostics.refusal_*`:
+    # a dotted name with a glob for the sub-keys), so a key only later stages read re-runs only them
+    sections: tuple[str, ...]
     inputs: tuple[str, ...]  # stages whose data it reads
     writes: tuple[str, ...] = ()  # data files it writes (data/<name>.parquet)
 
@@ -40,7 +47,8 @@ class Stage:
 STAGES: dict[str, Stage] = {
     "00_paper_tables": Stage((), ()),
     "01_dataset_prep": Stage(("lang", "corpus"), (), ("corpus",)),
-    "02_qa_sets": Stage(("lang", "models", "questions", "answerer", "systems", "diagnostics"), ("01_dataset_prep",),
+    "02_qa_sets": Stage(("lang", "models", "questions", "answerer", "systems", "diagnostics.refusal_*"),
+                        ("01_dataset_prep",),
                         ("questions", "answers", "questions_failed", "refusal_answers")),
     "03_scoring_sets": Stage(("models", "dimensions", "judges"), ("02_qa_sets",), ("scores",)),
     "04_rank_correlation": Stage(("analysis",), ("03_scoring_sets",)),
@@ -124,11 +132,22 @@ def section_values(params: Params, sections: list[str] | tuple[str, ...]) -> dic
     return _values(json.loads(params.model_dump_json()), sections)
 
 
+def _section(data: dict[str, Any], section: str) -> Any:
+    """A section's value in dumped params (or in a record already keyed by section): a dotted
+    `top.glob` section holds the keys of `top` matching the glob."""
+    if section in data or "." not in section:
+        return data.get(section)
+    top, pattern = section.split(".", 1)
+    value = data.get(top)
+    return {k: v for k, v in value.items() if fnmatchcase(k, pattern)} if isinstance(value, dict) else value
+
+
 def _values(data: dict[str, Any], sections: list[str] | tuple[str, ...]) -> dict[str, Any]:
-    out = {s: _calls_only(data.get(s)) for s in sections}
+    out = {s: _calls_only(_section(data, s)) for s in sections}
     if "models" in sections:
         models = data.get("models") or {}
-        used = set().union(*(_model_refs(data.get(s), set(models), s) for s in sections if s != "models"))
+        used = set().union(*(_model_refs(_section(data, s), set(models), s.split(".")[0])
+                             for s in sections if s != "models"))
         out["models"] = {name: _calls_only(models[name]) for name in sorted(used)}
     return out
 
@@ -143,8 +162,8 @@ def _files_for(params: Params, section: str) -> list[str]:
         return [p for s in params.systems if (p := getattr(s, "path", None))]
     if section == "dimensions":
         return [d.prompt_file for d in params.dimension_list() if d.prompt_file]
-    if section == "human" and params.human.ratings:
-        return [params.human.ratings]
+    if section == "human":
+        return [p for p in (params.human.ratings, params.human.key) if p]
     return []
 
 
@@ -331,11 +350,31 @@ def read_provenance(data_dir: Path) -> dict[str, Any]:
         return {}
 
 
+def comparable_values(data: dict[str, Any], sections: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """Dumped params sections as records keep and compare them: local paths relative to the project
+    root, or outside it by `path_identity` (name and hash: no local folder layout in a run folder),
+    model specs by their call fields, `models` by the entries the sections refer to. Applied to both
+    sides of a comparison, so a record written by an earlier version (absolute paths, whole `models:`
+    entries with prices and concurrency) agrees with unchanged params."""
+    return _values(shared_values(data, project_root(), identify=True)[0], sections)
+
+
+def _params_differ(entry: dict[str, Any], params: Params) -> list[str]:
+    """Dotted keys where a provenance entry's params differ from `params`."""
+    recorded = entry.get("params") or {}
+    if not isinstance(recorded, dict):
+        return ["params"]
+    sections = list(recorded)
+    return diff_keys(comparable_values(recorded, sections),
+                     comparable_values(json.loads(params.model_dump_json()), sections))
+
+
 def record_provenance(data_dir: Path, name: str, params: Params, params_file: str) -> None:
     stage = producer(name)
     sections = upstream_sections(stage) if stage else [k for k in Params.model_fields if k not in NOT_STAGE_INPUTS]
     prov = read_provenance(data_dir)
-    prov[name] = {"stage": stage, "params_file": params_file, "params": section_values(params, sections)}
+    prov[name] = {"stage": stage, "params_file": params_file,
+                  "params": comparable_values(json.loads(params.model_dump_json()), sections)}
     tmp = data_dir / (PROVENANCE + ".tmp")
     tmp.write_text(json.dumps(prov, indent=1, ensure_ascii=False, default=str), encoding="utf-8")
     tmp.replace(data_dir / PROVENANCE)
@@ -346,8 +385,7 @@ def check_provenance(data_dir: Path, name: str, params: Params, params_file: str
     entry = read_provenance(data_dir).get(name)
     if not entry:
         return
-    recorded = entry.get("params", {})
-    differing = diff_keys(recorded, section_values(params, list(recorded)))
+    differing = _params_differ(entry, params)
     if differing:
         stage = entry.get("stage") or "an earlier stage"
         raise ParamsMismatchError(
@@ -366,8 +404,7 @@ def check_run_folder(data_dir: Path, params: Params, params_file: str, run_label
         other = entry.get("params_file")
         if other == params_file:
             continue
-        recorded = entry.get("params", {})
-        differing = diff_keys(recorded, section_values(params, list(recorded)))
+        differing = _params_differ(entry, params)
         if differing:
             problems.append(f"data/{name}.parquet (from {other!r}): {', '.join(differing)}")
     if problems:
@@ -381,16 +418,19 @@ def stages_run_outside(run_root: Path, params: Params, shared_yaml: str, injecte
                        stems: list[str]) -> dict[str, str]:
     """Stages of a published run that a notebook run alone (papermill, nbconvert, Jupyter) changed
     since `cube run` recorded their fingerprints, with the reason, plus every stage reading their
-    data: `cube run` must not take them as up to date. Seen three ways: a data file whose provenance
+    data: `cube run` must not take them as up to date. Seen four ways: the params a notebook run
+    alone recorded at its first write (`cube.ran_alone`, for every stage, also those writing no
+    data) differing from these in a section the stage reads; a data file whose provenance
     differs from these params; an executed notebook in `notebooks/` whose papermill parameters are
     not the ones `cube run` gives (`injected`); the run's `params.yaml` (written by the last notebook
     run) differing from these params in a section the stage reads."""
     import yaml
 
+    from cube.ran_alone import stages_ran_alone
+
     found: dict[str, str] = {}
     for name, entry in sorted(read_provenance(run_root / "data").items()):
-        recorded = entry.get("params", {})
-        if entry.get("stage") and diff_keys(recorded, section_values(params, list(recorded))):
+        if entry.get("stage") and _params_differ(entry, params):
             found.setdefault(entry["stage"], f"data/{name}.parquet was written with other params")
     for nb in sorted((run_root / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         try:
@@ -409,6 +449,8 @@ def stages_run_outside(run_root: Path, params: Params, shared_yaml: str, injecte
             sections = stage_spec(stem, [s for s in stems if s < stem]).sections
             if _values(published, sections) != _values(current, sections):
                 found.setdefault(stem, "params.yaml shows a notebook ran with other params")
+    for stem, why in stages_ran_alone(run_root / "notebooks", params, stems).items():
+        found.setdefault(stem, why)
     for stem in stems:  # and every stage reading their data, in order
         spec = stage_spec(stem, [s for s in stems if s < stem])
         if stem not in found and (inp := next((i for i in spec.inputs if i in found), None)):

@@ -180,6 +180,15 @@ def test_secrets_never_reach_outputs(e2e):
     assert KEY.encode() not in (e2e["tmp"] / "outputs" / "cache.sqlite").read_bytes()
 
 
+def test_no_published_file_holds_a_local_path(e2e):
+    """Outputs outside the project (the fixture's tmp folder) and the project root itself: no published
+    text shows either (e.g. page 07 naming the annotation folder, the provenance of imported answers)."""
+    for f in e2e["root"].rglob("*"):
+        if f.is_file() and f.suffix in {".html", ".json", ".yaml", ".csv", ".ipynb", ".txt", ".md"}:
+            text = f.read_text(encoding="utf-8", errors="replace")
+            assert str(e2e["tmp"]) not in text and str(ROOT) not in text, f
+
+
 def test_forced_rerun_is_served_from_the_cache(e2e):
     before = e2e["server"].requests_total
     assert before > 0

@@ -209,7 +209,7 @@ def test_stage_sets_after_edits():
     assert rerun(analysis__trim_proportion=0.2) == ["04", "05", "06", "07", "09", "10"]
     assert rerun(lexical__tokenizer="char") == ["08"]
     assert rerun(human__sample_size=10) == ["07", "08"]
-    assert rerun(diagnostics__low_score_below=4.0) == ["02", "03", "04", "05", "06", "07", "08", "09", "10"]
+    assert rerun(diagnostics__low_score_below=4.0) == ["06", "10"]  # 02 reads only diagnostics.refusal_*
     assert rerun(corpus__seed=11) == ["01", "02", "03", "04", "05", "06", "07", "08", "09", "10"]
     assert rerun(title="Another title") == []
     assert rerun(run="renamed") == []

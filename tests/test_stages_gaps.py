@@ -113,12 +113,17 @@ def test_params_and_outputs_outside_the_project_leave_no_local_path_in_outputs(t
     monkeypatch.chdir(ROOT)  # the project is this repository; params and outputs are elsewhere
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
+    from cube.demo_corpus import generate_demo_corpus
+
+    generate_demo_corpus(12, "zh", seed=7).to_csv(elsewhere / "kb.csv", index=False)  # a file corpus outside
     params = _write(elsewhere / "mine.yaml", {"run": "outside", "outputs_dir": str(elsewhere / "out"),
-                                              "judges": JUDGES, "corpus": {"n_items": 12}})
+                                              "judges": JUDGES, "corpus": {"source": "file",
+                                                                           "path": str(elsewhere / "kb.csv")}})
     summary = execute_run(params, only="00..01", log=lambda _: None)
     assert summary.ok and summary.committed
     run = elsewhere / "out" / "outside"
     published = [f for f in run.rglob("*") if f.is_file() and f.suffix in {".html", ".json", ".yaml", ".csv", ".ipynb"}]
+    assert run / "data" / ".provenance.json" in published
     assert {f.suffix for f in published} >= {".html", ".json", ".yaml", ".csv", ".ipynb"}
     for f in published:
         text = f.read_text(encoding="utf-8", errors="replace")
