@@ -232,7 +232,8 @@ def _score_slice(judge: Judge, records: list[dict[str, Any]], dimensions: list[D
 
 _RECORD_COLUMNS = ("question_id", "doc_id", "system", "set", "answer", "question", "asked_field", "_document",
                    "_item_name")
-OFFLINE_SLICE = 4096  # answers an offline judge scores at a time (x dimensions x samples calls)
+OFFLINE_SLICE = 1024  # answers the offline judges score at a time (x dimensions x samples calls); a slice's
+# requests, replies, rows and rubric analyses are what stage 03 holds on top of its tables (4096: +60 MB)
 
 Unit = tuple[dict[str, Any], list[Dimension], int]  # (answer row, dimensions of one call, sample)
 
