@@ -448,7 +448,11 @@ def lexical_example(run: Run, lexical: pd.DataFrame, scores: pd.DataFrame) -> di
 
 @dataclass
 class SystemData:
-    """One system's answers and (once notebook 03 has run) scores, and its list length N."""
+    """One system's answers and (once notebook 03 has run) scores, and its list length N.
+
+    `scores` holds the columns the analysis and its figures read (`ANALYSIS_SCORE_COLUMNS`), not
+    the raw replies, criterion details and call accounting (`run.load("scores")` has them): a
+    second whole copy of the table beside notebook 03's was that stage's peak at the paper's scale."""
 
     answers: pd.DataFrame
     scores: pd.DataFrame | None
@@ -458,7 +462,7 @@ class SystemData:
 def system_data(run: Run, system: str | None = None) -> SystemData:
     system = system or primary_system(run)
     answers = run.load("answers")
-    scores = run.load("scores") if run.has("scores") else None
+    scores = _load_columns(run, "scores", ANALYSIS_SCORE_COLUMNS) if run.has("scores") else None
     return SystemData(answers[answers["system"] == system],
                       None if scores is None else scores[scores["system"] == system],
                       system_top_n(run.params)[system])
