@@ -84,6 +84,7 @@ class Sampler(threading.Thread):
         self.stop = threading.Event()
         self.cpu: dict[str, float] = {}
         self.rss: dict[str, int] = {}
+        self.tree: dict[str, int] = {}  # stage -> peak of the summed RSS of the whole process tree
         self.first: dict[str, float] = {}
         self.last: dict[str, float] = {}
         self.seen: dict[int, tuple[str, float]] = {}  # pid -> (stage, cpu already attributed)
@@ -104,6 +105,7 @@ class Sampler(threading.Thread):
             now = time.monotonic()
             self.first.setdefault(stage, now)
             self.last[stage] = now
+            total = 0
             for pid in [self.pid, *_children(self.pid)]:
                 s = _stat(pid)
                 if s is None:
@@ -113,6 +115,8 @@ class Sampler(threading.Thread):
                 self.cpu[stage] = self.cpu.get(stage, 0.0) + cpu - done
                 self.seen[pid] = (stage, cpu)
                 self.rss[stage] = max(self.rss.get(stage, 0), rss)
+                total += rss
+            self.tree[stage] = max(self.tree.get(stage, 0), total)
             self.stop.wait(0.1)
 
 
@@ -133,13 +137,16 @@ def run_once(params: Path, outputs: Path, label: str, *extra: str) -> float:
         print(out[-3000:], file=sys.stderr)
         raise SystemExit(f"cube run failed ({proc.returncode})")
     print(f"--- {label}: cube run exit {proc.returncode}")
-    print(f"{'stage':8} {'wall_s':>8} {'cpu_s':>8} {'rss_mb':>8}   (sampled every 0.1 s)")
+    print(f"{'stage':8} {'wall_s':>8} {'cpu_s':>8} {'rss_mb':>8} {'tree_mb':>8}   (sampled every 0.1 s)")
     for stage in sorted(sampler.cpu):  # "runner": the cube process between stages (its wall: the whole run)
         span = sampler.last[stage] - sampler.first[stage]
-        print(f"{stage:8} {span:8.1f} {sampler.cpu[stage]:8.1f} {sampler.rss.get(stage, 0) / 2**20:8.0f}")
+        print(f"{stage:8} {span:8.1f} {sampler.cpu[stage]:8.1f} {sampler.rss.get(stage, 0) / 2**20:8.0f} "
+              f"{sampler.tree.get(stage, 0) / 2**20:8.0f}")
     cpu = usage.ru_utime + usage.ru_stime
     print(f"{label}_cpu_s: {cpu:.1f}")
-    print(f"{label}_peak_rss_mb: {usage.ru_maxrss / 1024:.0f}")
+    print(f"{label}_peak_rss_mb: {usage.ru_maxrss / 1024:.0f}")  # the largest single process (exact)
+    # every process alive at once (the runner, the kernel and its children), sampled
+    print(f"{label}_tree_peak_rss_mb: {max(sampler.tree.values(), default=0) / 2**20:.0f}")
     print(f"{label}_wall_s: {wall:.1f}")
     return wall
 

@@ -29,6 +29,7 @@ import pandas as pd
 from cube.analysis import CubeResult, CubeWarning, evaluate_systems
 from cube.config import Params, RunPaths
 from cube.notebook import Run
+from cube.schema import ACCOUNTING_COLUMNS
 
 
 def corpus_stage(run: Run) -> pd.DataFrame:
@@ -131,6 +132,11 @@ def evaluate_run(run: Run, *, bootstrap: bool = True) -> dict[str, CubeResult]:
 # What `evaluate` reads of the scores table; the raw replies, criterion details and call accounting
 # (13 more columns) were most of its memory at the paper's scale.
 ANALYSIS_SCORE_COLUMNS = ("question_id", "system", "set", "judge", "dimension", "sample", "score", "error_kind")
+
+
+# What `cube.llm.usage_summary` reads of the scores table: the call accounting, whether the call
+# failed (`error_kind`, else `error`), the retries folded into a row (`detail`) and cut replies.
+USAGE_SCORE_COLUMNS = (*ACCOUNTING_COLUMNS, "error", "error_kind", "detail", "finish_reason")
 
 
 def _load_columns(run: Run, name: str, columns: tuple[str, ...]) -> pd.DataFrame:
@@ -257,12 +263,15 @@ def decision(run: Run, results: dict[str, CubeResult]) -> dict[str, Any]:
     from cube.llm import usage_summary
     from cube.lta import assess
 
-    tables = [run.load(n) for n in ("questions", "answers", "scores") if run.has(n)]
-    usage = usage_summary(tables) if tables else None
+    # One table at a time, the scores with only what `usage_summary` reads (its replies, keys and
+    # scores are most of a paper-scale table): the three whole tables at once were stage 06's peak.
+    names = [n for n in ("questions", "answers", "scores") if run.has(n)]
+    usage = usage_summary(_load_columns(run, n, USAGE_SCORE_COLUMNS) if n == "scores" else run.load(n)
+                          for n in names) if names else None
     corpus_synthetic = bool(run.load("corpus").get("synthetic", pd.Series([False])).all()) if run.has("corpus") \
         else False
     offline = offline_judges(run)
-    scores = run.load("scores")
+    scores = _load_columns(run, "scores", ("error_kind",))
     kind = scores["error_kind"].fillna("") if "error_kind" in scores else pd.Series("", index=scores.index)
     out = assess(results, run.params, usage=usage, synthetic=corpus_synthetic, offline_judges=offline,
                  call_failure_share=float((kind == "call").mean()) if len(scores) else 0.0,
@@ -440,7 +449,11 @@ def lexical_example(run: Run, lexical: pd.DataFrame, scores: pd.DataFrame) -> di
 
 @dataclass
 class SystemData:
-    """One system's answers and (once notebook 03 has run) scores, and its list length N."""
+    """One system's answers and (once notebook 03 has run) scores, and its list length N.
+
+    `scores` holds the columns the analysis and its figures read (`ANALYSIS_SCORE_COLUMNS`), not
+    the raw replies, criterion details and call accounting (`run.load("scores")` has them): a
+    second whole copy of the table beside notebook 03's was that stage's peak at the paper's scale."""
 
     answers: pd.DataFrame
     scores: pd.DataFrame | None
@@ -450,7 +463,7 @@ class SystemData:
 def system_data(run: Run, system: str | None = None) -> SystemData:
     system = system or primary_system(run)
     answers = run.load("answers")
-    scores = run.load("scores") if run.has("scores") else None
+    scores = _load_columns(run, "scores", ANALYSIS_SCORE_COLUMNS) if run.has("scores") else None
     return SystemData(answers[answers["system"] == system],
                       None if scores is None else scores[scores["system"] == system],
                       system_top_n(run.params)[system])

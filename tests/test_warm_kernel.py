@@ -87,3 +87,16 @@ def test_after_a_stage_that_grew_the_kernel_a_lot_every_stage_gets_a_fresh_one(t
         k.execute(nb, tmp_path / "2.ipynb", {})
         assert k.km is None
     assert _outputs(tmp_path / "1.ipynb") != _outputs(tmp_path / "2.ipynb")
+
+
+@pytest.mark.timeout(180)
+def test_a_kernel_peaking_far_above_its_first_stage_memory_makes_the_run_large(tmp_path, monkeypatch):
+    monkeypatch.setattr(kernel_mod, "LARGE_OVER_BASE", -1)  # any later stage peaks above the base
+    monkeypatch.setattr(kernel_mod, "RESTART_RSS", 2**40)
+    nb = _notebook(tmp_path / "a.ipynb", "import os\nprint(os.getpid())")
+    with WarmKernel(tmp_path, ARGS) as k:
+        k.execute(nb, tmp_path / "1.ipynb", {})
+        assert not k.large and k.km is not None and k.base > 0  # the first stage measures the base
+        k.execute(nb, tmp_path / "2.ipynb", {})
+        assert k.large and k.km is None and k.base == 0
+    assert _outputs(tmp_path / "1.ipynb") == _outputs(tmp_path / "2.ipynb")  # the same kernel ran both

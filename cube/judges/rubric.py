@@ -33,7 +33,8 @@ offline models "rubric-lenient", "rubric-strict" and "rubric" (`options: {preset
 default lenient).
 
 Tokenisation and per-text analyses are cached (LRU, per process): a document is judged
-3 sets x 4 dimensions times and an answer 4 times, so each is segmented once.
+3 sets x 4 dimensions times and an answer 4 times, so each is segmented once; `score_answers`
+empties the caches after each slice of answers (`RubricJudge.release_caches`).
 """
 
 from __future__ import annotations
@@ -414,6 +415,12 @@ class RubricJudge(OfflineModel):
                             detail={d: pts for d, (_, pts) in results.items()})
         total, points = judge(ctx, self.preset, str(ctx.get("dimension")))
         return Response(text=str(int(total)), detail=points)
+
+    def release_caches(self) -> None:
+        """Forget the cached analyses: `score_answers` calls it after each slice of answers has been
+        scored by every offline judge (the next slice's texts are others), so that the caches hold
+        one slice's texts, not the whole run's (~0.3 GB at the paper's scale)."""
+        clear_caches()
 
 
 @register_offline("rubric")

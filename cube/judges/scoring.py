@@ -169,40 +169,37 @@ def score_answers(
     for rec in records:
         rec["_document"] = shared.setdefault(rec["_document"], rec["_document"])
     del shared
-    frames: list[pd.DataFrame] = []  # built a slice at a time: 293k row dicts at once were the paper scale's peak
-    for judge in judges:
-        # An offline judge scores a slice of the answers at a time (its calls are local and
-        # deterministic, nothing is lost by not sending them together); an LLM judge's calls go
-        # to the model together (concurrency, retries of the unscored).
-        step = OFFLINE_SLICE if judge.model.offline else max(1, len(records))
-        n_slices = -(-len(records) // step)
-        skipped_rows: list[dict[str, Any]] = []
-        for k, start in enumerate(range(0, len(records), step)):
-            units, requests, skipped = judge_requests(judge, records[start:start + step], dimensions)
+    # Built a slice at a time: 293k row dicts at once were the paper scale's peak. Offline judges
+    # score the same slice of answers one after the other, then the slice's text analyses are
+    # released (`release_caches`): an answer's three sets are adjacent rows, so each document and
+    # answer is still analysed once, and the caches never hold more than one slice's texts.
+    offline = [j for j in judges if j.model.offline]
+    frames: dict[int, list[pd.DataFrame]] = {id(j): [] for j in judges}
+    skipped_rows: dict[int, list[dict[str, Any]]] = {id(j): [] for j in judges}
+    n_slices = -(-len(records) // OFFLINE_SLICE)
+    for k, start in enumerate(range(0, len(records), OFFLINE_SLICE)):
+        for judge in offline:
             desc = f"judging: {judge.name}" + (f" ({k + 1}/{n_slices})" if n_slices > 1 else "")
-            responses = judge.model.complete(requests, role="judging", desc=desc, progress=progress) \
-                if requests else []
-            if len(responses) != len(requests):
-                raise RuntimeError(
-                    f"judge {judge.name!r}: model returned {len(responses)} responses for {len(requests)} requests"
-                )
-            unit_rows = [_rows_for(judge, rec, dims, s, resp)
-                         for (rec, dims, s), resp in zip(units, responses, strict=True)]
+            _score_slice(judge, records[start:start + OFFLINE_SLICE], dimensions, desc, progress, 0,
+                         frames[id(judge)], skipped_rows[id(judge)])
+        for model in {id(j.model): j.model for j in offline}.values():
+            release = getattr(model, "release_caches", None)
+            if release is not None:
+                release()
+    for judge in judges:  # an LLM judge's calls go to the model together (concurrency, retries of the unscored)
+        if not judge.model.offline:
             rounds = judge.retry_unscored if retry_unscored is None else retry_unscored
-            if rounds and not judge.model.offline:  # an offline scorer is deterministic: asking again changes nothing
-                _reask_unscored(judge, units, requests, unit_rows, rounds, progress)
-            del requests, responses
-            if unit_rows:
-                frames.append(pd.DataFrame([r for rs in unit_rows for r in rs], columns=list(SCORES_TABLE_COLUMNS)))
-            del unit_rows
-            for rec, d, s in skipped:  # not judged: no call was made, so none failed and nothing was spent
-                skipped_rows.append(_row(judge, rec, d.name, s, None, "", "answer is missing (no answer to judge)",
-                                         "skipped", "", no_call_accounting(judge.model.name, "judging")))
-        if skipped_rows:  # after the judge's judged rows, as when its calls were made at once
-            frames.append(pd.DataFrame(skipped_rows, columns=list(SCORES_TABLE_COLUMNS)))
-    out = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0] if frames else \
+            _score_slice(judge, records, dimensions, f"judging: {judge.name}", progress, rounds,
+                         frames[id(judge)], skipped_rows[id(judge)])
+    parts: list[pd.DataFrame] = []
+    for judge in judges:  # in the jury's order; a judge's skipped rows after its judged ones
+        parts += frames.pop(id(judge))
+        if skipped_rows[id(judge)]:
+            parts.append(pd.DataFrame(skipped_rows[id(judge)], columns=list(SCORES_TABLE_COLUMNS)))
+    del frames, skipped_rows
+    out = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0] if parts else \
         pd.DataFrame([], columns=list(SCORES_TABLE_COLUMNS))
-    del frames
+    del parts
     out["score"] = out["score"].astype("float64")
     out["sample"] = out["sample"].astype("int64")
     for c in ("input_tokens", "output_tokens"):
@@ -213,9 +210,30 @@ def score_answers(
     return out
 
 
+def _score_slice(judge: Judge, records: list[dict[str, Any]], dimensions: list[Dimension], desc: str,
+                 progress: bool, rounds: int, frames: list[pd.DataFrame], skipped_rows: list[dict[str, Any]]) -> None:
+    """Score `records` with one judge: its rows as one frame appended to `frames`, the rows of
+    missing answers (not judged) to `skipped_rows`."""
+    units, requests, skipped = judge_requests(judge, records, dimensions)
+    responses = judge.model.complete(requests, role="judging", desc=desc, progress=progress) if requests else []
+    if len(responses) != len(requests):
+        raise RuntimeError(f"judge {judge.name!r}: model returned {len(responses)} responses for {len(requests)} requests")
+    unit_rows = [_rows_for(judge, rec, dims, s, resp) for (rec, dims, s), resp in zip(units, responses, strict=True)]
+    if rounds and not judge.model.offline:  # an offline scorer is deterministic: asking again changes nothing
+        _reask_unscored(judge, units, requests, unit_rows, rounds, progress)
+    del requests, responses
+    if unit_rows:
+        frames.append(pd.DataFrame([r for rs in unit_rows for r in rs], columns=list(SCORES_TABLE_COLUMNS)))
+    del unit_rows
+    for rec, d, s in skipped:  # not judged: no call was made, so none failed and nothing was spent
+        skipped_rows.append(_row(judge, rec, d.name, s, None, "", "answer is missing (no answer to judge)",
+                                 "skipped", "", no_call_accounting(judge.model.name, "judging")))
+
+
 _RECORD_COLUMNS = ("question_id", "doc_id", "system", "set", "answer", "question", "asked_field", "_document",
                    "_item_name")
-OFFLINE_SLICE = 4096  # answers an offline judge scores at a time (x dimensions x samples calls)
+OFFLINE_SLICE = 1024  # answers the offline judges score at a time (x dimensions x samples calls); a slice's
+# requests, replies, rows and rubric analyses are what stage 03 holds on top of its tables (4096: +60 MB)
 
 Unit = tuple[dict[str, Any], list[Dimension], int]  # (answer row, dimensions of one call, sample)
 
