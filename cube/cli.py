@@ -282,7 +282,10 @@ def _batch_pending(args: argparse.Namespace) -> None:
     (e.g. after a partial `cube batch import`) would go out as live, paid requests."""
     from cube.llm.batch import unanswered_exports
 
-    params = load_params(args.params)
+    try:
+        params = load_params(args.params)
+    except ParamsError:  # said by the run itself, with every other problem of the file
+        return
     left = unanswered_exports(RunPaths.for_params(params, args.outputs or resolve(params.outputs_dir)))
     if left:
         print(f"cube: {sum(left.values())} call(s) of the batch export ({', '.join(p.name for p in left)}) are not "
