@@ -44,11 +44,48 @@ LARGE_STAGE_GROWTH = 350 * 2**20
 LARGE_OVER_BASE = 350 * 2**20
 
 
+# Run once in a fresh kernel before its first stage: the process state a fresh kernel starts with,
+# restored by every reset (`reset_code`). matplotlib and cube's font set-up are imported here so that
+# their rcParams are those of a fresh kernel that imported them, not what a stage left behind.
+SNAPSHOT_CODE = "\n".join([
+    "import sys as _s",
+    "_s._cube_fresh_state = {}",
+    "try:",
+    "    import matplotlib.pyplot as _p, cube.fonts",
+    "    _s._cube_fresh_state['rc'] = dict(_p.rcParams.copy())",
+    "except Exception:",  # no matplotlib or cube here: nothing of theirs to restore
+    "    pass",
+    "del _s",
+])
+
+
 def reset_code(cwd: Path) -> str:
-    """What runs (silently, outside the history) in the kernel before each stage."""
+    """What runs (silently, outside the history) in the kernel before each stage. Besides the
+    namespace, figures, cwd and caches, the state a fresh kernel would start with is restored:
+    every module's 'warned once' registry is emptied (a warning a stage raises shows on its own
+    page even if an earlier stage raised it from the same line), matplotlib's rcParams are those
+    after its and cube's font set-up imports (`SNAPSHOT_CODE`), pandas' options their defaults,
+    and the global `random` / `numpy.random` generators are reseeded from the OS as a fresh
+    process's are. Not restored (libraries change them when imported, which a restore would undo):
+    warnings filters, `os.environ`, `sys.path`; nor attributes set on imported modules or words
+    added to jieba's dictionary (`cube.text.segment` caches jieba's cuts). No notebook of the
+    sequence changes any of these; a notebook of your own added to the sequence should not either."""
     return "\n".join([
         "import sys as _s, os as _o",
         "if 'matplotlib.pyplot' in _s.modules: _s.modules['matplotlib.pyplot'].close('all')",
+        "_st = getattr(_s, '_cube_fresh_state', None)",
+        "for _m in list(_s.modules.values()):",
+        "    _r = getattr(_m, '__warningregistry__', None)",
+        "    if isinstance(_r, dict):",
+        "        _r.clear()",
+        "if _st and 'rc' in _st and 'matplotlib' in _s.modules:",  # as matplotlib's rc_context restores them
+        "    dict.update(_s.modules['matplotlib'].rcParams, _st['rc'])",
+        "if 'pandas' in _s.modules:",
+        "    with _s.modules['warnings'].catch_warnings():",
+        "        _s.modules['warnings'].simplefilter('ignore')",
+        "        _s.modules['pandas'].reset_option('all')",
+        "__import__('random').seed()",
+        "if 'numpy' in _s.modules: _s.modules['numpy'].random.seed()",
         f"_o.chdir({str(cwd)!r})",
         # cube's own memoised functions (e.g. the rubric's tokenisations, ~0.3 GB at the paper's
         # scale) are emptied as a fresh kernel's would be: no stage sees what another computed
@@ -80,18 +117,20 @@ def _register_engine() -> None:
             self._reset, self._fresh = reset, fresh
 
         def _run_reset(self) -> str:
-            """Run the reset code; '' when it succeeded, else why it did not."""
+            return self._run_silently(self._reset)
+
+        def _run_silently(self, code: str) -> str:
+            """Run `code` outside the history; '' when it succeeded, else why it did not."""
             assert self.kc is not None
-            msg_id = self.kc.execute(self._reset, silent=True, store_history=False, allow_stdin=False)
+            msg_id = self.kc.execute(code, silent=True, store_history=False, allow_stdin=False)
             reply = self.wait_for_reply(msg_id)
             content = (reply or {}).get("content", {})
             return "" if content.get("status") == "ok" else f"{content.get('ename')}: {content.get('evalue')}"
 
         def papermill_execute_cells(self) -> None:
-            if not self._fresh:  # a previous notebook ran here; its reset at the end is checked again
-                why = self._run_reset()
-                if why:
-                    raise RuntimeError(f"resetting the run's kernel failed: {why}")
+            why = self._run_silently(SNAPSHOT_CODE) if self._fresh else self._run_reset()
+            if why:  # a previous notebook ran here; its reset at the end is checked again
+                raise RuntimeError(f"preparing the run's kernel failed: {why}")
             super().papermill_execute_cells()
             with contextlib.suppress(Exception):  # frees the notebook's memory now; never fails the stage
                 self._run_reset()
@@ -163,6 +202,7 @@ class WarmKernel:
             self._start()
         fresh = not self.used
         self.used += 1
+        self._reset_peak()
         before = self.rss()
         pm.execute_notebook(str(notebook), str(output), parameters=parameters, cwd=str(self.cwd),
                             progress_bar=False, log_output=False, kernel_name=KERNEL_NAME,
@@ -175,8 +215,16 @@ class WarmKernel:
         if self.large or self.rss() > RESTART_RSS:  # large data, or what the stage left behind: start afresh
             self.close()
 
+    def _reset_peak(self) -> None:
+        """Reset the kernel's peak memory (VmHWM) to its current size, so that `peak_rss` after a
+        stage is that stage's, not an earlier stage's (Linux: clear_refs 5; elsewhere a no-op)."""
+        proc = self._process()
+        with contextlib.suppress(AttributeError, OSError):
+            with open(f"/proc/{proc.pid}/clear_refs", "w", encoding="ascii") as f:
+                f.write("5")
+
     def peak_rss(self) -> int:
-        """The kernel process's peak resident memory so far (bytes; 0 when unknown)."""
+        """The kernel process's peak resident memory since the stage began (bytes; 0 when unknown)."""
         proc = self._process()
         try:
             with open(f"/proc/{proc.pid}/status", encoding="ascii") as f:

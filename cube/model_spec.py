@@ -60,6 +60,9 @@ REMOTE_MAX_CONCURRENCY = 16  # elsewhere (a hosted API's rate limits)
 
 LOCAL_SUFFIXES = (".localhost", ".local", ".internal", ".cluster.local")  # mDNS, Docker / cloud, Kubernetes
 SHARED_ADDRESS_SPACE = "100.64.0.0/10"  # carrier-grade NAT, Tailscale: a machine of one's own network
+# The private networks, listed (not `ipaddress.is_private`, which also counts documentation, benchmark
+# and reserved ranges such as 198.18/15, 240/4, 2001:db8::/32)
+LOCAL_NETWORKS = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", SHARED_ADDRESS_SPACE, "fc00::/7")
 
 
 def local_url(url: str) -> bool:
@@ -80,8 +83,8 @@ def local_url(url: str) -> bool:
         ip = ipaddress.ip_address(host)
     except ValueError:
         return False
-    return (ip.is_loopback or ip.is_private or ip.is_link_local or ip.is_unspecified
-            or (ip.version == 4 and ip in ipaddress.ip_network(SHARED_ADDRESS_SPACE)))
+    return ip.is_loopback or ip.is_link_local or ip.is_unspecified or any(
+        ip in ipaddress.ip_network(net) for net in LOCAL_NETWORKS if ipaddress.ip_network(net).version == ip.version)
 
 
 class ModelSpec(_Strict):

@@ -33,7 +33,10 @@ def segment(text: str, hmm: bool = True) -> tuple[str, ...]:
 
     `jieba.lcut` itself, with each run of Chinese/alphanumeric characters cut once: jieba splits
     a text at punctuation and spaces and cuts each such run on its own (the loop below is
-    `jieba.Tokenizer.cut`'s), so an answer quoting its document's sentences reuses their cuts."""
+    `jieba.Tokenizer.cut`'s), so an answer quoting its document's sentences reuses their cuts.
+    Both caches hold cuts made with jieba's dictionary as it was: after `jieba.add_word` or
+    `jieba.load_userdict`, call `segment.cache_clear()` and `_cut_block.cache_clear()` (cube itself
+    never changes jieba's dictionary)."""
     jieba = jieba_module()
     han, skip = jieba.re_han_default, jieba.re_skip_default
     words: list[str] = []

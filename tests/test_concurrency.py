@@ -128,6 +128,9 @@ def test_the_documented_start_and_cut_are_the_ones_the_code_uses():
     (["https://api.openai.com/v1"], 16), (["https://8.8.8.8/v1"], 16), (["http://100.128.0.1/v1"], 16),
     (["http://local.example.com/v1"], 16), (["http://internal.example.com/v1"], 16),
     (["http://127.0.0.1:8000/v1", "https://api.deepseek.com/v1"], 16),  # one remote replica: the remote default
+    # review4: ipaddress's is_private also counts benchmark, reserved and documentation ranges
+    (["http://198.18.0.1/v1"], 16), (["http://240.1.2.3/v1"], 16), (["http://[2001:db8::1]/v1"], 16),
+    (["http://169.254.3.4/v1"], 64), (["http://172.20.0.3:8000/v1"], 64),
 ])
 def test_default_max_concurrency_is_64_for_local_endpoints_and_16_elsewhere(urls, expected):
     spec = ModelSpec(model="m", **({"base_url": urls[0]} if len(urls) == 1 else {"base_urls": urls}))

@@ -50,3 +50,17 @@ def test_a_server_closing_the_connection_is_a_connection_error_named_as_such_not
     assert "timed out" not in resp.error.lower() and "disconnected" in resp.error.lower()
     assert resp.error.lower().count("disconnected") == 1  # the cause chain's repeats are said once
     assert pushback["timeouts"] == 0  # not congestion: no AIMD cut
+
+
+def test_a_loop_among_an_errors_causes_ends_the_reason_instead_of_hanging():
+    """review4: the de-duplicated cause walk never reached its length bound on a cycle."""
+    import httpx
+    import openai
+
+    from cube.llm.endpoints import connection_reason
+
+    a, b = OSError("Server disconnected"), ConnectionError("reset")
+    a.__cause__, b.__cause__ = b, a
+    exc = openai.APIConnectionError(request=httpx.Request("POST", "http://127.0.0.1/v1/chat/completions"))
+    exc.__cause__ = a
+    assert connection_reason(exc) == "Connection error. (Server disconnected reset)"

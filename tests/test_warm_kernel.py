@@ -100,3 +100,33 @@ def test_a_kernel_peaking_far_above_its_first_stage_memory_makes_the_run_large(t
         k.execute(nb, tmp_path / "2.ipynb", {})
         assert k.large and k.km is None and k.base == 0
     assert _outputs(tmp_path / "1.ipynb") == _outputs(tmp_path / "2.ipynb")  # the same kernel ran both
+
+
+@pytest.mark.timeout(180)
+def test_process_state_a_notebook_changed_is_that_of_a_fresh_kernel_for_the_next(tmp_path):
+    """Review4 S3: the 'warned once' registry, rcParams and pandas' options changed by one notebook
+    were inherited by the next in the shared kernel (warnings filters, os.environ and sys.path are
+    left alone on purpose: libraries set them on import; see `reset_code`)."""
+    first = _notebook(tmp_path / "a.ipynb",
+                      "import os, sys, warnings\nimport matplotlib.pyplot as plt\nimport pandas as pd\n"
+                      "from cube import fonts\n"
+                      "print('family', plt.rcParams['font.family'])",
+                      "plt.rcParams['lines.linewidth'] = 9\npd.set_option('display.max_rows', 3)",
+                      "import cube.fonts as f\nwarnings.simplefilter('default')\n"
+                      "warnings.warn_explicit('once here', UserWarning, 'mod.py', 7, module='cube.fonts', "
+                      "registry=f.__dict__.setdefault('__warningregistry__', {}))")
+    second = _notebook(tmp_path / "b.ipynb",
+                       "import os, sys, warnings\nimport matplotlib.pyplot as plt\nimport pandas as pd\n"
+                       "import cube.fonts as f\n"
+                       "print('state', plt.rcParams['lines.linewidth'], pd.get_option('display.max_rows'), "
+                       "len(f.__dict__.get('__warningregistry__', {})))",
+                       "print('family', plt.rcParams['font.family'])")
+    with WarmKernel(tmp_path, ARGS) as k:
+        k.execute(first, tmp_path / "a_out.ipynb", {})
+        k.execute(second, tmp_path / "b_out.ipynb", {})
+    a, b = _outputs(tmp_path / "a_out.ipynb"), _outputs(tmp_path / "b_out.ipynb")
+    import matplotlib
+    import pandas as pd
+    fresh_width, fresh_rows = matplotlib.rcParamsDefault["lines.linewidth"], pd.get_option("display.max_rows")
+    assert b[0].split() == ["state", str(fresh_width), str(fresh_rows), "0"]
+    assert b[1] == a[0]  # cube's CJK font set-up (rcParams at its import) is kept

@@ -152,8 +152,9 @@ def connection_reason(exc: openai.APIError) -> str:
     """'connection refused', 'host not found' or the client's message with its causes (each cause's
     text once). A connection error aiohttp raised as a timeout (`_not_a_timeout`) is named by its
     causes alone ('Server disconnected'): the client's 'Request timed out.' would be untrue."""
-    cause, parts = exc.__cause__, []
-    while cause is not None and sum(map(len, parts)) < 400:
+    cause, parts, seen = exc.__cause__, [], set()
+    while cause is not None and id(cause) not in seen and sum(map(len, parts)) < 400:  # causes may form a loop
+        seen.add(id(cause))
         if str(cause) and str(cause) not in parts:
             parts.append(str(cause))
         cause = cause.__cause__ or cause.__context__
