@@ -5,7 +5,10 @@ of every stage drops the record of a notebook not recognised."""
 from __future__ import annotations
 
 import multiprocessing as mp
+import shutil
 from pathlib import Path
+
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 STAGES = ["04_rank_correlation", "05_bounds_and_weights", "06_cube_score", "07_human_agreement"]
@@ -64,3 +67,39 @@ def test_data_files_written_in_parallel_keep_every_provenance_entry(tmp_path):
         assert _parallel(_provenance, folder, NAMES) == []
         assert set(read_provenance(folder)) == set(NAMES)
         assert [p.name for p in folder.iterdir()] == [".provenance.json"]
+
+
+def test_a_forced_run_of_every_stage_drops_the_record_of_a_notebook_not_recognised(tmp_path, monkeypatch):
+    import os
+
+    from cube.config import RunPaths, parse_params
+    from cube.notebook import Run
+    from cube.ran_alone import RAN_ALONE, UNKNOWN, read_ran_alone
+    from cube.report import execute_run
+
+    monkeypatch.delenv("CUBE_PROJECT_ROOT", raising=False)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.chdir(ROOT)
+    notebooks = tmp_path / "notebooks"
+    notebooks.mkdir()
+    for nb in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))[:2]:  # 00 and 01
+        shutil.copy(nb, notebooks / nb.name)
+    judges = [{"name": "strict", "model": {"provider": "offline", "model": "rubric-strict"}},
+              {"name": "lenient", "model": {"provider": "offline", "model": "rubric-lenient"}}]
+    raw = {"run": "forced", "outputs_dir": str(tmp_path / "out"), "judges": judges,
+           "corpus": {"n_items": 12, "seed": 1}, "questions": {"limit": 6}}
+    params_file = tmp_path / "p.yaml"
+    params_file.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    run = tmp_path / "out" / "forced"
+    assert execute_run(params_file, notebooks_dir=notebooks, log=lambda _: None).ok
+    other = parse_params({**raw, "corpus": {"n_items": 12, "seed": 2}})
+    paths = RunPaths(root=run, cache=tmp_path / "out" / "cache.sqlite")
+    Run(params=other, paths=paths, params_path=params_file, alone=True).record(x=1)  # stage not recognised
+    unknown = [k for k in read_ran_alone(run / "notebooks") if k.startswith(UNKNOWN)]
+    assert len(unknown) == 1
+    # forcing some stages only: the unrecognised notebook may still have changed the others
+    assert execute_run(params_file, notebooks_dir=notebooks, only="00", force=True, log=lambda _: None).ok
+    assert unknown[0] in read_ran_alone(run / "notebooks")
+    # forcing every stage: every stage now holds what this run wrote
+    assert execute_run(params_file, notebooks_dir=notebooks, force=True, log=lambda _: None).ok
+    assert not (run / "notebooks" / RAN_ALONE).exists()
