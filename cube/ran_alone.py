@@ -24,6 +24,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from cube.jsonfile import read_json_dict, update_json
+
 RAN_ALONE = ".ran_alone.json"
 UNKNOWN = "?"  # prefix of the record of a notebook not recognised
 
@@ -75,20 +77,13 @@ def note_ran_alone(notebooks_dir: Path, stage: str | None, params: Any, params_f
 
     values = comparable_values(json.loads(params.model_dump_json()), every_section())
     key = stage or UNKNOWN + hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:12]
-    records = read_ran_alone(notebooks_dir)
-    records[key] = {"params_file": params_file, "params": values}
-    notebooks_dir.mkdir(parents=True, exist_ok=True)
-    tmp = notebooks_dir / (RAN_ALONE + ".tmp")
-    tmp.write_text(json.dumps(records, indent=1, ensure_ascii=False, default=str), encoding="utf-8")
-    tmp.replace(notebooks_dir / RAN_ALONE)
+    # notebooks run alone in parallel (a papermill batch) each add their record: locked update
+    update_json(notebooks_dir / RAN_ALONE, lambda records: {**records, key: {"params_file": params_file,
+                                                                             "params": values}})
 
 
 def read_ran_alone(notebooks_dir: Path) -> dict[str, Any]:
-    try:
-        records = json.loads((notebooks_dir / RAN_ALONE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return records if isinstance(records, dict) else {}
+    return read_json_dict(notebooks_dir / RAN_ALONE)
 
 
 def stages_ran_alone(notebooks_dir: Path, params: Any, stems: list[str]) -> dict[str, str]:
@@ -121,11 +116,4 @@ def forget_ran_alone(notebooks_dir: Path, stems: set[str] | None = None) -> None
     if stems is None:
         (notebooks_dir / RAN_ALONE).unlink(missing_ok=True)
         return
-    records = read_ran_alone(notebooks_dir)
-    kept = {k: v for k, v in records.items() if k not in stems}
-    if kept == records:
-        return
-    if kept:
-        (notebooks_dir / RAN_ALONE).write_text(json.dumps(kept, indent=1, ensure_ascii=False), encoding="utf-8")
-    else:
-        (notebooks_dir / RAN_ALONE).unlink(missing_ok=True)
+    update_json(notebooks_dir / RAN_ALONE, lambda records: {k: v for k, v in records.items() if k not in stems})

@@ -173,10 +173,11 @@ def execute_run(params_path: str | Path, *, notebooks_dir: Path | None = None, o
         write_shared_params(params, paths)
         if not force:
             _forget_stages_run_outside(params, published, paths, notebooks, params_path, root, log)
-        else:  # the stages forced now no longer hold what a notebook run alone wrote
+        else:  # the stages forced now no longer hold what a notebook run alone wrote; when every
+            # stage is forced, neither does any (a notebook not recognised counted for them all)
             from cube.ran_alone import forget_ran_alone
 
-            forget_ran_alone(paths.notebooks, {nb.stem for nb in chosen})
+            forget_ran_alone(paths.notebooks, None if chosen >= set(notebooks) else {nb.stem for nb in chosen})
         summary = RunSummary(published)
         started = dt.datetime.now(dt.UTC)
         # The notebooks are given the params file and run folder by their shown paths (relative to

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from cube.config import ModelSpec, Params
+from cube.jsonfile import update_json
 from cube.project import project_root, shared_values
 
 
@@ -372,12 +373,10 @@ def _params_differ(entry: dict[str, Any], params: Params) -> list[str]:
 def record_provenance(data_dir: Path, name: str, params: Params, params_file: str) -> None:
     stage = producer(name)
     sections = upstream_sections(stage) if stage else [k for k in Params.model_fields if k not in NOT_STAGE_INPUTS]
-    prov = read_provenance(data_dir)
-    prov[name] = {"stage": stage, "params_file": params_file,
-                  "params": comparable_values(json.loads(params.model_dump_json()), sections)}
-    tmp = data_dir / (PROVENANCE + ".tmp")
-    tmp.write_text(json.dumps(prov, indent=1, ensure_ascii=False, default=str), encoding="utf-8")
-    tmp.replace(data_dir / PROVENANCE)
+    entry = {"stage": stage, "params_file": params_file,
+             "params": comparable_values(json.loads(params.model_dump_json()), sections)}
+    # notebooks run alone in parallel into one run folder each add their entries: locked update
+    update_json(data_dir / PROVENANCE, lambda prov: {**prov, name: entry})
 
 
 def check_provenance(data_dir: Path, name: str, params: Params, params_file: str, run_label: str) -> None:
