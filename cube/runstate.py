@@ -118,14 +118,11 @@ def _guard(root: Path) -> Iterator[None]:
     """An exclusive flock on the run folder itself for the block: taking over a stale lock is
     read, unlink, create, and two runs doing that at once would both get it. The kernel drops
     the flock when its process dies, so the guard itself never goes stale (and adds no file)."""
-    import fcntl
+    from cube.jsonfile import folder_lock
 
-    fd = os.open(root, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with folder_lock(root):
         yield
-    finally:
-        os.close(fd)  # releases the flock
+
 
 
 # ------------------------------------------------------------------------------------ staging

@@ -34,3 +34,24 @@ def make_tables(n_questions: int = 80, judges: tuple[str, ...] = ("judge-a", "ju
                     rows.append({"question_id": q, "system": system, "set": s, "judge": judge,
                                  "dimension": dim, "score": float(np.round(v)), "sample": 0})
     return pd.DataFrame(answers), pd.DataFrame(rows)
+
+
+def make_project(tmp_path, notebooks: tuple[str, ...] = ("00",)):
+    """A project folder with the root markers (pyproject.toml, cube/), the default params and some
+    of the repository's notebooks (by their two-digit prefix)."""
+    from pathlib import Path
+
+    from cube.report import list_notebooks
+
+    repo = Path(__file__).resolve().parents[1]
+    root = tmp_path / "project"
+    (root / "params").mkdir(parents=True)
+    (root / "notebooks").mkdir()
+    (root / "pyproject.toml").write_text("[project]\nname = 'x'\n", encoding="utf-8")
+    (root / "cube").symlink_to(repo / "cube", target_is_directory=True)
+    (root / "params" / "default.yaml").write_text((repo / "params" / "default.yaml").read_text(encoding="utf-8"),
+                                                  encoding="utf-8")
+    for nb in list_notebooks(repo / "notebooks"):
+        if nb.name[:2] in notebooks:
+            (root / "notebooks" / nb.name).write_text(nb.read_text(encoding="utf-8"), encoding="utf-8")
+    return root

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from factories import make_project
 
 from cube.report import execute_run, list_notebooks
 
@@ -19,18 +20,7 @@ JUDGES = [{"name": "strict", "model": {"provider": "offline", "model": "rubric-s
 
 
 def _project(tmp_path: Path, notebooks: tuple[str, ...]) -> Path:
-    """A project folder with the root markers, the default params and some notebooks."""
-    root = tmp_path / "project"
-    (root / "params").mkdir(parents=True)
-    (root / "notebooks").mkdir()
-    (root / "pyproject.toml").write_text("[project]\nname = 'x'\n", encoding="utf-8")
-    (root / "cube").symlink_to(ROOT / "cube", target_is_directory=True)
-    (root / "params" / "default.yaml").write_text((ROOT / "params" / "default.yaml").read_text(encoding="utf-8"),
-                                                  encoding="utf-8")
-    for nb in NOTEBOOKS:
-        if nb.name[:2] in notebooks:
-            (root / "notebooks" / nb.name).write_text(nb.read_text(encoding="utf-8"), encoding="utf-8")
-    return root
+    return make_project(tmp_path, notebooks)
 
 
 def _kernel_env(monkeypatch, root: Path) -> None:
