@@ -170,10 +170,18 @@ class Run:
             f"Run {', '.join(ordered[:-1]) + ' and ' + ordered[-1] if len(ordered) > 1 else ordered[0]} first, in "
             f"this order (or `cube run {self.params_label}` for the whole sequence).")
 
-    def load(self, name: str) -> pd.DataFrame:
+    def load(self, name: str, columns: tuple[str, ...] | None = None) -> pd.DataFrame:
+        """`data/<name>.parquet` (checked: present, produced by these params), whole or only the
+        `columns` the file has (a paper-scale scores table is ~0.5 GB whole)."""
         self.require(name)
         check_provenance(self.paths.data, name, self.params, self.params_label, self.label)
-        return pd.read_parquet(self.data_path(name))
+        path = self.data_path(name)
+        if columns is None:
+            return pd.read_parquet(path)
+        import pyarrow.parquet as pq
+
+        present = set(pq.read_schema(path).names)
+        return pd.read_parquet(path, columns=[c for c in columns if c in present])
 
     def save(self, name: str, df: pd.DataFrame) -> Path:
         """Write `data/<name>.parquet` atomically (a killed run never leaves half a file), recording

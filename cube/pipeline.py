@@ -116,7 +116,7 @@ def evaluate_run(run: Run, *, bootstrap: bool = True) -> dict[str, CubeResult]:
                 return pickle.load(f)
         except Exception:  # noqa: BLE001 - an unreadable cache entry is recomputed
             pass
-    answers, scores = run.load("answers"), _load_columns(run, "scores", ANALYSIS_SCORE_COLUMNS)
+    answers, scores = run.load("answers"), run.load("scores", ANALYSIS_SCORE_COLUMNS)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CubeWarning)  # shown by the notebooks from result.warnings
         results = evaluate_systems(answers, scores, ap, top_n, judges=judges, dimensions=dims)
@@ -138,18 +138,6 @@ ANALYSIS_SCORE_COLUMNS = ("question_id", "system", "set", "judge", "dimension", 
 # failed (`error_kind`, else `error`), the retries folded into a row (`detail`) and cut replies.
 USAGE_SCORE_COLUMNS = (*ACCOUNTING_COLUMNS, "error", "error_kind", "detail", "finish_reason")
 
-
-def _load_columns(run: Run, name: str, columns: tuple[str, ...]) -> pd.DataFrame:
-    """`run.load(name)` reading only `columns` (those the file has), with the same checks."""
-    import pyarrow.parquet as pq
-
-    from cube.stages import check_provenance
-
-    run.require(name)
-    check_provenance(run.paths.data, name, run.params, run.params_label, run.label)
-    path = run.data_path(name)
-    present = set(pq.read_schema(path).names)
-    return pd.read_parquet(path, columns=[c for c in columns if c in present])
 
 
 def evaluation_cache_dir(run: Run) -> Path:
@@ -266,12 +254,12 @@ def decision(run: Run, results: dict[str, CubeResult]) -> dict[str, Any]:
     # One table at a time, the scores with only what `usage_summary` reads (its replies, keys and
     # scores are most of a paper-scale table): the three whole tables at once were stage 06's peak.
     names = [n for n in ("questions", "answers", "scores") if run.has(n)]
-    usage = usage_summary(_load_columns(run, n, USAGE_SCORE_COLUMNS) if n == "scores" else run.load(n)
+    usage = usage_summary(run.load(n, USAGE_SCORE_COLUMNS) if n == "scores" else run.load(n)
                           for n in names) if names else None
     corpus_synthetic = bool(run.load("corpus").get("synthetic", pd.Series([False])).all()) if run.has("corpus") \
         else False
     offline = offline_judges(run)
-    scores = _load_columns(run, "scores", ("error_kind",))
+    scores = run.load("scores", ("error_kind",))
     kind = scores["error_kind"].fillna("") if "error_kind" in scores else pd.Series("", index=scores.index)
     out = assess(results, run.params, usage=usage, synthetic=corpus_synthetic, offline_judges=offline,
                  call_failure_share=float((kind == "call").mean()) if len(scores) else 0.0,
@@ -463,7 +451,7 @@ class SystemData:
 def system_data(run: Run, system: str | None = None) -> SystemData:
     system = system or primary_system(run)
     answers = run.load("answers")
-    scores = _load_columns(run, "scores", ANALYSIS_SCORE_COLUMNS) if run.has("scores") else None
+    scores = run.load("scores", ANALYSIS_SCORE_COLUMNS) if run.has("scores") else None
     return SystemData(answers[answers["system"] == system],
                       None if scores is None else scores[scores["system"] == system],
                       system_top_n(run.params)[system])

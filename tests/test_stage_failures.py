@@ -47,7 +47,7 @@ def test_a_stale_decision_is_forgotten_whole_when_an_earlier_stage_re_executes(t
         def has(self, name):
             return name == "scores"
 
-        def load(self, name):
+        def load(self, name, columns=None):
             return pd.DataFrame({"error_kind": ["", "call"]})
 
         def record(self, **figures):
