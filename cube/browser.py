@@ -43,6 +43,7 @@ from urllib.parse import quote
 import pandas as pd
 
 from cube.config import RunPaths
+from cube.systems.imported import parse_doc_list
 
 CHUNK = 100  # records per data file (the first one is all the first render waits for)
 SETS = ("zero", "rag", "full")
@@ -130,16 +131,6 @@ def _text(v: Any) -> str:
     return str(v)
 
 
-def _ids(v: Any) -> list[str]:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return []
-    if isinstance(v, str):
-        try:
-            v = json.loads(v)
-        except ValueError:
-            return [v] if v else []
-    return [str(x) for x in v] if isinstance(v, (list, tuple)) or hasattr(v, "__len__") else [str(v)]
-
 
 def _categories(qi: pd.DataFrame, corpus: pd.DataFrame | None) -> tuple[dict[Any, str], dict[Any, str]]:
     """Per question id, its style and its gold document's department, named exactly as the
@@ -205,7 +196,7 @@ def build_records(answers: pd.DataFrame, scores: pd.DataFrame, questions: pd.Dat
         if row.set == "rag":
             ok = bool(getattr(row, "retrieval_ok", True)) if not pd.isna(getattr(row, "retrieval_ok", True)) else False
             rec["rk"] = int(row.rank) if ok else None
-            rec["r"] = _ids(getattr(row, "retrieved_doc_ids", None))
+            rec["r"] = parse_doc_list(getattr(row, "retrieved_doc_ids", None))
     for (q, s), marks in (changes or {}).items():
         if (q, s) in recs:
             recs[(q, s)]["c"] = marks

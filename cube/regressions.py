@@ -13,13 +13,13 @@ scores per dimension with the raw reply and any failure reason.
 from __future__ import annotations
 
 import difflib
-import json
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from cube.schema import SchemaError, require_columns
+from cube.systems.imported import parse_doc_list
 
 _NEEDED = ("question_id", "set", "rank")
 
@@ -136,17 +136,6 @@ def _sentences(s: str) -> list[str]:
     return [*parts, cur] if cur else parts
 
 
-def _list(x: Any) -> list[Any]:
-    if x is None or (isinstance(x, float) and np.isnan(x)):
-        return []
-    if isinstance(x, str):
-        try:
-            v = json.loads(x)
-            return list(v) if isinstance(v, list) else [x]
-        except ValueError:
-            return [x] if x else []
-    return list(x)
-
 
 def details(row: pd.Series, a_answers: pd.DataFrame, a_scores: pd.DataFrame, b_answers: pd.DataFrame,
             b_scores: pd.DataFrame, questions: pd.DataFrame | None = None,
@@ -165,8 +154,8 @@ def details(row: pd.Series, a_answers: pd.DataFrame, a_scores: pd.DataFrame, b_a
         info["gold_item"] = str(m["item_name"].iloc[0]) if len(m) and "item_name" in m else None
     info["answer_a"], info["answer_b"] = (str(r.at[q, "answer"]) if "answer" in r else "" for r in (ra, rb))
     info["diff"] = answer_diff(info["answer_a"], info["answer_b"])
-    info["retrieved_a"] = [str(x) for x in _list(ra.at[q, "retrieved_doc_ids"])] if "retrieved_doc_ids" in ra else []
-    info["retrieved_b"] = [str(x) for x in _list(rb.at[q, "retrieved_doc_ids"])] if "retrieved_doc_ids" in rb else []
+    info["retrieved_a"] = parse_doc_list(ra.at[q, "retrieved_doc_ids"]) if "retrieved_doc_ids" in ra else []
+    info["retrieved_b"] = parse_doc_list(rb.at[q, "retrieved_doc_ids"]) if "retrieved_doc_ids" in rb else []
     judgments = []
     for side, sc in (("a", a_scores), ("b", b_scores)):
         s = sc[(sc["question_id"] == q) & (sc["set"] == "rag")]
