@@ -29,7 +29,6 @@ import pandas as pd
 from cube.analysis import CubeResult, CubeWarning, evaluate_systems
 from cube.config import Params, RunPaths
 from cube.notebook import Run
-from cube.schema import ACCOUNTING_COLUMNS
 
 
 def corpus_stage(run: Run) -> pd.DataFrame:
@@ -133,10 +132,6 @@ def evaluate_run(run: Run, *, bootstrap: bool = True) -> dict[str, CubeResult]:
 # (13 more columns) were most of its memory at the paper's scale.
 ANALYSIS_SCORE_COLUMNS = ("question_id", "system", "set", "judge", "dimension", "sample", "score", "error_kind")
 
-
-# What `cube.llm.usage_summary` reads of the scores table: the call accounting, whether the call
-# failed (`error_kind`, else `error`), the retries folded into a row (`detail`) and cut replies.
-USAGE_SCORE_COLUMNS = (*ACCOUNTING_COLUMNS, "error", "error_kind", "detail", "finish_reason")
 
 
 
@@ -249,12 +244,13 @@ def retrieval_quality(run: Run, results: dict[str, CubeResult]) -> dict[str, Any
 def decision(run: Run, results: dict[str, CubeResult]) -> dict[str, Any]:
     """The Lightweight Targeted Assessment of the run, also written to `results.json`."""
     from cube.llm import usage_summary
+    from cube.llm.usage import USAGE_COLUMNS
     from cube.lta import assess
 
     # One table at a time, the scores with only what `usage_summary` reads (its replies, keys and
     # scores are most of a paper-scale table): the three whole tables at once were stage 06's peak.
     names = [n for n in ("questions", "answers", "scores") if run.has(n)]
-    usage = usage_summary(run.load(n, USAGE_SCORE_COLUMNS) if n == "scores" else run.load(n)
+    usage = usage_summary(run.load(n, USAGE_COLUMNS) if n == "scores" else run.load(n)
                           for n in names) if names else None
     corpus_synthetic = bool(run.load("corpus").get("synthetic", pd.Series([False])).all()) if run.has("corpus") \
         else False

@@ -439,11 +439,11 @@ def _usage(paths: RunPaths) -> list[dict[str, Any]]:
     import pyarrow.parquet as pq
 
     from cube.llm import usage_summary
-    from cube.schema import ACCOUNTING_COLUMNS
+    from cube.llm.usage import USAGE_COLUMNS
 
-    def accounting(p: Path) -> pd.DataFrame:  # only the accounting columns: a paper-scale table is ~0.5 GB
+    def accounting(p: Path) -> pd.DataFrame:  # what usage_summary reads: a paper-scale table is ~0.5 GB whole
         present = set(pq.read_schema(p).names)
-        return pd.read_parquet(p, columns=[c for c in ACCOUNTING_COLUMNS if c in present])
+        return pd.read_parquet(p, columns=[c for c in USAGE_COLUMNS if c in present])
 
     tables = [accounting(p) for n in ("questions", "answers", "scores") if (p := paths.data_file(n)).exists()]
     if not tables:

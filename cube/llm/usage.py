@@ -22,6 +22,11 @@ import pandas as pd
 
 from cube.schema import ACCOUNTING_COLUMNS, ROLES
 
+# What `usage_summary` reads of a table: the call accounting, whether the call failed (`error_kind`,
+# else `error`), the retries folded into a row (`detail`) and cut replies (`finish_reason`). Readers
+# of large tables (the decision, the manifest) load only these.
+USAGE_COLUMNS = (*ACCOUNTING_COLUMNS, "error", "error_kind", "detail", "finish_reason")
+
 if TYPE_CHECKING:
     from cube.llm.calls import Response
 
