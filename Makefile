@@ -34,8 +34,10 @@ run: $(VENV)/.installed
 test: $(VENV)/.installed-dev lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
+## lint: ruff, and the package's layers (import-linter contracts in pyproject.toml; see DESIGN.md)
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check cube tests benchmarks
+	$(BIN)/lint-imports
 
 ## bench: the benchmark scripts (they print their headline figure last)
 bench: $(VENV)/.installed-dev

@@ -24,7 +24,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from openai_server import ServerProcess  # noqa: E402
 
-from cube.config import ModelSpec  # noqa: E402
+from cube.config.model_spec import ModelSpec  # noqa: E402
 from cube.llm import Request, make_model  # noqa: E402
 
 

@@ -4,7 +4,7 @@ For each broken-endpoint case (401, connection refused, empty choices, unknown m
 of N judge calls goes through `cube.llm` with the default ModelSpec retry settings against a
 local OpenAI-compatible server (tests/openai_server.py) on 127.0.0.1; the script reports how
 many requests the client tried and how many reached the server, how many calls failed and how long the batch took. It also
-times the preflight check (`cube.preflight.check_endpoints`), and a whole `cube run` of the
+times the preflight check (`cube.llm.preflight.check_endpoints`), and a whole `cube run` of the
 default params with an LLM judge on that endpoint (it now exits 2 at its preflight).
 
     .venv/bin/python benchmarks/broken_endpoint.py [--n 181] [--concurrency 16]
@@ -25,7 +25,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from openai_server import OpenAIServer, broken_endpoint  # noqa: E402
 
-from cube.config import ModelSpec, parse_params  # noqa: E402
+from cube.config.model_spec import ModelSpec  # noqa: E402
+from cube.config.params import parse_params  # noqa: E402
 from cube.llm import Request, make_model  # noqa: E402
 
 CASES = ("401", "refused", "no_choices", "unknown_model")
@@ -43,7 +44,7 @@ def run_case(case: str, n: int, concurrency: int) -> dict[str, float]:
         failed = sum(not r.ok for r in out)
         attempts = sum(r.attempts for r in out)  # requests tried, counted by the client (refused: none arrive)
         try:
-            from cube.preflight import check_endpoints
+            from cube.llm.preflight import check_endpoints
         except ImportError:  # before the preflight existed
             preflight_s = float("nan")
         else:

@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from cube.browser import page_size, write_browser  # noqa: E402
-from cube.config import RunPaths  # noqa: E402
+from cube.config.runpaths import RunPaths  # noqa: E402
+from cube.pages.browser import page_size, write_browser  # noqa: E402
 
 JUDGES = ("judge-1", "judge-2", "judge-3", "judge-4")
 DIMS = ("relevance", "specificity", "completeness", "quality")

@@ -25,7 +25,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 
 def worker(url: str, cache: str, n: int, concurrency: int) -> None:
-    from cube.config import ModelSpec
+    from cube.config.model_spec import ModelSpec
     from cube.llm import Request, make_model
 
     spec = ModelSpec(model="m", base_url=url, max_concurrency=concurrency)

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cube.corpus import export_txt_folder, load_corpus_file
-from cube.demo_corpus import generate_demo_corpus
+from cube.kb.corpus import export_txt_folder, load_corpus_file
+from cube.kb.demo import generate_demo_corpus
 
 N_ITEMS = 6111
 

@@ -3,7 +3,7 @@
 Runs `cube run params/default.yaml` (the offline default: 300 synthetic items, two rubric judges,
 the TOP-N sweep, 11 notebooks) in a subprocess with its outputs in a temporary folder, then an
 unchanged re-run, and prints each stage's time as `cube run` logs it. Since issue 15 the stages
-share one warm kernel (`cube.kernel`): the kernel starts once and the imports are paid once.
+share one warm kernel (`cube.run.kernel`): the kernel starts once and the imports are paid once.
 
     .venv/bin/python benchmarks/default_run_stages.py [--keep DIR]
 

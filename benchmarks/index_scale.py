@@ -15,13 +15,14 @@ import time
 
 import numpy as np
 
-from cube.analysis import rank_of
-from cube.config import BuiltinSystem, JudgeParams, ModelSpec, Params
-from cube.demo_corpus import generate_demo_corpus
-from cube.questions import build_questions
+from cube.config.model_spec import ModelSpec
+from cube.config.params import BuiltinSystem, JudgeParams, Params
+from cube.kb.demo import generate_demo_corpus
+from cube.kb.questions import build_questions
+from cube.kb.text import jieba_module
 from cube.systems import make_system
+from cube.systems.base import rank_of
 from cube.systems.retrieval import BM25Index
-from cube.text import jieba_module
 
 
 def _params(lang: str) -> Params:

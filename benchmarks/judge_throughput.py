@@ -40,9 +40,10 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 import pandas as pd  # noqa: E402
 from openai_server import ServerProcess  # noqa: E402
 
-from cube.config import ModelSpec, parse_params  # noqa: E402
-from cube.demo_corpus import generate_demo_corpus  # noqa: E402
+from cube.config.model_spec import ModelSpec  # noqa: E402
+from cube.config.params import parse_params  # noqa: E402
 from cube.judges import Judge, load_dimensions, score_answers  # noqa: E402
+from cube.kb.demo import generate_demo_corpus  # noqa: E402
 from cube.llm import make_model  # noqa: E402
 
 

@@ -19,9 +19,9 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from cube.config import load_params
-from cube.report import execute_run
-from cube.validate import validate_data
+from cube.config.params import load_params
+from cube.run.execute import execute_run
+from cube.run.validate import validate_data
 
 ROOT = Path(__file__).resolve().parents[1]
 

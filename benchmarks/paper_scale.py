@@ -6,7 +6,7 @@ rubric judges (the lenient and strict presets, each under two model names so tha
 share a model spec) = 6,111 x 3 x 4 x 4 = 293,328 judgments, 1,000 bootstrap resamples.
 
 The params are written to a temporary folder and `cube run` is executed in a subprocess (the
-same entry point as `make run`). The stages share a warm Jupyter kernel (`cube.kernel`; at this
+same entry point as `make run`). The stages share a warm Jupyter kernel (`cube.run.kernel`; at this
 scale each stage after the first large one gets a fresh kernel); a sampler thread
 reads /proc every 0.1 s and attributes every descendant process's CPU time and resident memory to
 the stage running at that moment (the stage is the newest `outputs/<run>/.staging/notebooks/*`

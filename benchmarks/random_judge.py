@@ -26,8 +26,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 import yaml  # noqa: E402
 from openai_server import OpenAIServer, body_digest  # noqa: E402
 
-from cube import pipeline  # noqa: E402
-from cube.notebook import open_run  # noqa: E402
+from cube.run import pipeline  # noqa: E402
+from cube.run.notebook import open_run  # noqa: E402
 
 
 def _bucket(body: dict) -> int:

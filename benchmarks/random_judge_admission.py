@@ -6,7 +6,7 @@ score is an independent integer 0-10. Each run is evaluated with the default ana
 test (a') and how often it enters the jury. The last line is `random_judge_admission: <rate>`
 (share of runs where the random judge has a defined W and is admitted to the jury).
 
-    PYTHONPATH=. python benchmarks/random_judge_admission.py [--runs 40]  (the figures in cube/gate.py: --runs 150) [--questions 60]
+    PYTHONPATH=. python benchmarks/random_judge_admission.py [--runs 40]  (the figures in cube/method/gate.py: --runs 150) [--questions 60]
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from factories import make_tables  # noqa: E402
 
-from cube.analysis import evaluate  # noqa: E402
-from cube.config import AnalysisParams  # noqa: E402
+from cube.config.params import AnalysisParams  # noqa: E402
+from cube.method.evaluation import evaluate  # noqa: E402
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """Region-aware retrieval (`region_filter: question`) against no filter, on the demo corpus.
 
 For zh and en and two corpus sizes (300 items, seed 7 as params/default.yaml; 2,000 items):
-R@1, R@8 and the near-duplicate confusion rate (`cube.diagnostics`, split by cause) of the
+R@1, R@8 and the near-duplicate confusion rate (`cube.diagnose.near_duplicates`, split by cause) of the
 builtin system (bm25s, top 8) on the template questions of the default style mix, without
 and with the filter, plus how many questions named a region (filtered) and how many did not.
 
@@ -12,10 +12,11 @@ the gold service in another region, with the filter).
 
 from __future__ import annotations
 
-from cube.config import BuiltinSystem, JudgeParams, ModelSpec, Params, QuestionParams
-from cube.demo_corpus import generate_demo_corpus
-from cube.diagnostics import near_duplicate_confusion
-from cube.questions import build_questions
+from cube.config.model_spec import ModelSpec
+from cube.config.params import BuiltinSystem, JudgeParams, Params, QuestionParams
+from cube.diagnose.near_duplicates import near_duplicate_confusion
+from cube.kb.demo import generate_demo_corpus
+from cube.kb.questions import build_questions
 from cube.systems import make_system
 
 

@@ -4,7 +4,7 @@ One judgment = scoring one (answer, dimension) pair. The workload is a judge's r
 for every document, three answers (zero: the extractive answerer without documents; rag: with
 the gold document's near-duplicate sibling or a neighbour ranked first; full: with the gold
 document) x the four paper dimensions, sent through `Model.complete` as the pipeline does.
-Documents are synthetic demo guides (cube.demo_corpus) whose application-material lists are
+Documents are synthetic demo guides (cube.kb.demo) whose application-material lists are
 extended with their neighbours' materials to reach ~1,000 characters.
 
 Two figures per preset, on one core (this process):
@@ -26,9 +26,9 @@ import time
 
 import jieba
 
-from cube.config import ModelSpec
-from cube.demo_corpus import generate_demo_corpus
+from cube.config.model_spec import ModelSpec
 from cube.judges import rubric
+from cube.kb.demo import generate_demo_corpus
 from cube.llm import Request, make_model
 from cube.systems.extractive import extractive_answer
 

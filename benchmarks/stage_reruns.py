@@ -2,7 +2,7 @@
 
 Before issue 12 a stage's fingerprint was the whole resolved params plus the package source, so
 any edit re-executed every stage; now each stage's fingerprint covers only what it reads
-(`cube.stages`). For each edit of `params/default.yaml` the script prints the stages whose
+(`cube.run.stages`). For each edit of `params/default.yaml` the script prints the stages whose
 fingerprint changes, the count under the old rule (every stage whenever the resolved params
 differ) and under the new one. No notebook is executed.
 
@@ -22,9 +22,9 @@ from pathlib import Path
 
 import yaml
 
-from cube.config import params_to_yaml, parse_params
-from cube.report import list_notebooks
-from cube.stages import stage_fingerprints, stages_affected
+from cube.config.params import params_to_yaml, parse_params
+from cube.config.project import list_notebooks
+from cube.run.stages import stage_fingerprints, stages_affected
 
 ROOT = Path(__file__).resolve().parents[1]
 

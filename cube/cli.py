@@ -20,11 +20,12 @@ import os
 import sys
 from pathlib import Path
 
-from cube.config import Params, ParamsError, RunPaths, load_params, params_to_yaml
-from cube.notebook import MissingStageError
-from cube.project import ROOT_ENV, display_path, find_marked_root, project_root, resolve, working_dir
-from cube.runstate import RunInterrupted, RunLocked, interrupts_raise
-from cube.stages import ParamsMismatchError
+from cube.config.params import Params, ParamsError, load_params, params_to_yaml
+from cube.config.project import ROOT_ENV, display_path, find_marked_root, project_root, resolve, working_dir
+from cube.config.runpaths import RunPaths
+from cube.run.notebook import MissingStageError
+from cube.run.stages import ParamsMismatchError
+from cube.run.state import RunInterrupted, RunLocked, interrupts_raise
 
 EPILOG = """examples:
   cube run params/default.yaml                 the whole sequence, offline, on the demo corpus
@@ -118,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("params-reference", help="print the params reference generated from the schema (Markdown)")
 
-    from cube.batch_cli import add_batch_parser  # issue 15: cube batch export/import/submit/status/fetch
+    from cube.run.batch_cli import add_batch_parser  # issue 15: cube batch export/import/submit/status/fetch
 
     add_batch_parser(sub)
     cmp = sub.add_parser("compare", help="paired comparison of two systems or runs (delta, CI, p-value, MDE, regressions)",
@@ -142,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _preflight(params: Params, *, endpoints: bool | None, timeout_s: float = 10.0) -> list[str]:
     """Print every preflight problem (missing key variables, failing LLM endpoints) to stderr
     and return them. `endpoints=None`: check endpoints when the params use LLM models."""
-    from cube.preflight import check_endpoints, check_keys, uses_llm
+    from cube.llm.preflight import check_endpoints, check_keys, uses_llm
 
     problems = check_keys(params)
     if endpoints or (endpoints is None and uses_llm(params)):
@@ -190,7 +191,7 @@ def _main(args: argparse.Namespace) -> int:
             _batch_pending(args)
             return _run(args)
         if args.command == "report":
-            from cube.report import publish
+            from cube.run.execute import publish
 
             if args.params.is_dir():  # a run folder: the params its notebooks ran with are in its params.yaml
                 params = load_params(args.params / "params.yaml")
@@ -205,7 +206,7 @@ def _main(args: argparse.Namespace) -> int:
             print(f"report: {display_path(publish(params, paths))}")
             return 0
         if args.command == "validate":
-            from cube.validate import validate_data
+            from cube.run.validate import validate_data
 
             params = load_params(args.params)
             if args.print_params:
@@ -215,14 +216,14 @@ def _main(args: argparse.Namespace) -> int:
             print("\n".join(data.lines()))
             return 0 if data.ok and not problems else 2
         if args.command == "example-kb":
-            from cube.example_kb import write_example_kb
+            from cube.kb.example import write_example_kb
 
             print(write_example_kb(args.path, seed=args.seed))
             return 0
         if args.command == "annotate":
             import time
 
-            from cube.pipeline import export_annotation
+            from cube.run.pipeline import export_annotation
 
             params = load_params(args.params)
             started = time.time() - 1
@@ -237,16 +238,16 @@ def _main(args: argparse.Namespace) -> int:
                       "pass --overwrite to replace it")
             return 0
         if args.command == "sweep":
-            from cube.sweep import run_sweep
+            from cube.run.sweep import run_sweep
 
             print(f"sweep: {display_path(run_sweep(args.params, args.grid, only=args.only, force=args.force))}")
             return 0
         if args.command == "batch":
-            from cube.batch_cli import batch_main
+            from cube.run.batch_cli import batch_main
 
             return batch_main(args)
         if args.command == "compare":
-            from cube.compare_report import run_compare
+            from cube.run.compare import run_compare
 
             out = run_compare(args.a, args.b, system_a=args.system_a, system_b=args.system_b, outputs=args.outputs,
                               n_permutations=args.permutations, k=args.top)
@@ -261,7 +262,7 @@ def _main(args: argparse.Namespace) -> int:
             print(f"comparison: {out / 'index.html'}")
             return 0
         if args.command == "params-reference":
-            from cube.params_doc import params_reference
+            from cube.config.reference import params_reference
 
             print(params_reference())
             return 0
@@ -296,7 +297,7 @@ def _batch_pending(args: argparse.Namespace) -> None:
 def _run(args: argparse.Namespace) -> int:
     """`cube run`: 0 committed, 1 a stage failed, 2 bad input or the run folder is locked,
     3 judging failed wholesale (decision withheld), 130 interrupted."""
-    from cube.report import execute_run
+    from cube.run.execute import execute_run
 
     try:
         with interrupts_raise():

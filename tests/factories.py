@@ -41,7 +41,7 @@ def make_project(tmp_path, notebooks: tuple[str, ...] = ("00",)):
     of the repository's notebooks (by their two-digit prefix)."""
     from pathlib import Path
 
-    from cube.report import list_notebooks
+    from cube.config.project import list_notebooks
 
     repo = Path(__file__).resolve().parents[1]
     root = tmp_path / "project"

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from factories import make_tables
 
-from cube.analysis import evaluate
-from cube.config import AnalysisParams
+from cube.config.params import AnalysisParams
+from cube.method.evaluation import evaluate
 
 
 def _evaluate(answers, scores, ap, **kw):

@@ -6,7 +6,8 @@ import pytest
 from test_judges_rubric import CASES, ctx
 
 import cube.judges.rubric as rubric
-from cube.config import JudgeParams, ModelSpec, Params
+from cube.config.model_spec import ModelSpec
+from cube.config.params import JudgeParams, Params
 from cube.judges.dimensions import load_dimensions
 
 
@@ -42,9 +43,9 @@ def test_half_grade_when_a_number_is_wrong_but_the_item_and_aspect_are_right():
 
 
 def test_accuracy_is_scored_in_the_jury_like_the_other_dimensions():
-    from cube.demo_corpus import generate_demo_corpus
     from cube.judges import make_judges, score_answers
-    from cube.questions import build_questions
+    from cube.kb.demo import generate_demo_corpus
+    from cube.kb.questions import build_questions
     from cube.systems import build_answers
 
     params = Params(run="t", dimensions=["relevance", "accuracy"], systems=[{"kind": "builtin", "name": "b"}],

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cube.agreement import (
+from cube.method.agreement import (
     agreement_table,
     krippendorff_alpha,
     pairwise_agreement,

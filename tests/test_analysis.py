@@ -8,10 +8,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cube import analysis as A
-from cube.bootstrap import _prepare, bootstrap_cube, cube_from_counts
-from cube.config import AnalysisParams
-from cube.schema import SchemaError
+from cube.config.params import AnalysisParams
+from cube.config.schema import SchemaError
+from cube.method import analysis as A
+from cube.method import evaluation as E
+from cube.method import normalise as N
+from cube.method.bootstrap import bootstrap_cube, cube_from_counts, prepare
+from cube.systems.base import rank_of
 from tests.factories import DIMS, make_tables
 
 NO_BOOT = AnalysisParams(bootstrap=0)
@@ -20,7 +23,7 @@ NO_BOOT = AnalysisParams(bootstrap=0)
 def _quiet_evaluate(answers, scores, ap=NO_BOOT):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", A.CubeWarning)
-        return A.evaluate(answers, scores, ap)
+        return E.evaluate(answers, scores, ap)
 
 
 # ------------------------------------------------------------------------------------ rank
@@ -30,7 +33,7 @@ def _quiet_evaluate(answers, scores, ap=NO_BOOT):
      ("g", ["a", "g", "g"], 2)],
 )
 def test_rank_of(gold, docs, want):
-    assert A.rank_of(gold, docs) == want
+    assert rank_of(gold, docs) == want
 
 
 def test_rank_score_paper_transform():
@@ -123,7 +126,7 @@ def test_zero_denominator_is_nan_and_flagged():
                        for s, v in (("zero", 5.0), ("rag", 6.0), ("full", 5.0))])
     w = pd.DataFrame({"judge": ["j"], "dimension": ["relevance"], "weight": [1.0]})
     with pytest.warns(A.CubeWarning, match="zero denominator"):
-        t = A.cube_scores(tm, w, 0.9)
+        t = N.cube_scores(tm, w, 0.9)
     assert np.isnan(t.at["j", "relevance"]) and np.isnan(t.at["j", "cube_score"])
     assert t.at["j", "flag_zero_denominator"]
 
@@ -133,7 +136,7 @@ def test_out_of_bounds_is_kept_and_flagged():
                        for s, v in (("zero", 5.0), ("rag", 9.0), ("full", 8.0))])
     w = pd.DataFrame({"judge": ["j"], "dimension": ["relevance"], "weight": [1.0]})
     with pytest.warns(A.CubeWarning, match="outside"):
-        t = A.cube_scores(tm, w, 1.0)
+        t = N.cube_scores(tm, w, 1.0)
     assert t.at["j", "relevance"] == pytest.approx(400 / 3) and t.at["j", "flag_out_of_bounds"]
 
 
@@ -201,7 +204,7 @@ def test_bad_inputs_are_clear_errors():
 def test_bootstrap_identity_resample_reproduces_evaluate():
     answers, scores = make_tables(n_questions=70, seed=10)
     res = _quiet_evaluate(answers, scores)
-    p = _prepare(answers, scores, proportion=0.1, subset="retrieved", mode="rank_correlation", custom=None,
+    p = prepare(answers, scores, proportion=0.1, subset="retrieved", mode="rank_correlation", custom=None,
                  top_n=8)
     point = cube_from_counts(p, np.ones((1, len(p.rank_score))))
     for j, judge in enumerate(p.judges):
@@ -215,7 +218,7 @@ def test_bootstrap_matches_a_direct_resample():
     rng = np.random.default_rng(0)
     qids = answers[answers.set == "rag"]["question_id"].tolist()
     draw = rng.integers(0, len(qids), len(qids))
-    p = _prepare(answers, scores, proportion=0.1, subset="retrieved", mode="rank_correlation", custom=None,
+    p = prepare(answers, scores, proportion=0.1, subset="retrieved", mode="rank_correlation", custom=None,
                  top_n=8)
     C = np.bincount(draw, minlength=len(qids))[None, :].astype(float)
     via_counts = cube_from_counts(p, C)["cube_score"][:, 0]

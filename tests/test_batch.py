@@ -11,9 +11,10 @@ from urllib.request import urlopen
 
 import pytest
 
-from cube import batch, pipeline
 from cube.cli import main as cli
-from cube.notebook import open_run
+from cube.llm import batch as llm_batch
+from cube.run import batch, pipeline
+from cube.run.notebook import open_run
 from tests.openai_server import OpenAIServer, score_reply
 
 PARAMS = """run: b
@@ -170,14 +171,14 @@ def test_submit_status_fetch_through_a_local_batch_api(tmp_path, monkeypatch, ca
 
 
 def test_imported_replies_cost_batch_prices_when_given():
-    from cube.config import ModelSpec
-    from cube.endpoints import call_cost
+    from cube.config.model_spec import ModelSpec
+    from cube.llm.endpoints import call_cost
 
     spec = ModelSpec(model="m", base_url="http://127.0.0.1:1/v1", price_input_per_m=2.0, price_output_per_m=8.0)
-    assert batch._batch_spec(spec) is spec
+    assert llm_batch._batch_spec(spec) is spec
     cheap = spec.model_copy(update={"batch_price_input_per_m": 1.0, "batch_price_output_per_m": 4.0})
-    assert call_cost(batch._batch_spec(cheap), 1_000_000, 500_000) == pytest.approx(3.0)
-    assert call_cost(batch._batch_spec(spec.model_copy(update={"batch_price_output_per_m": 4.0})),
+    assert call_cost(llm_batch._batch_spec(cheap), 1_000_000, 500_000) == pytest.approx(3.0)
+    assert call_cost(llm_batch._batch_spec(spec.model_copy(update={"batch_price_output_per_m": 4.0})),
                      1_000_000, 500_000) == pytest.approx(4.0)
 
 
@@ -277,7 +278,7 @@ def test_submit_refuses_a_file_of_another_or_several_models_naming_them(tmp_path
 def test_two_models_or_endpoints_never_share_an_export_file(one, other):
     """Names made safe for a file system collided ('通义千问-max' and '文心一言-max' both '-max'), putting two
     models' calls in one file; a short hash of the exact (model, endpoint) pair keeps them apart."""
-    from cube.config import ModelSpec
+    from cube.config.model_spec import ModelSpec
     from cube.llm.batch import batch_file
 
     out = Path("outputs/run/batch/03.jsonl")
@@ -293,7 +294,7 @@ def test_a_partial_import_says_which_exported_calls_are_still_pending_and_cube_r
         tmp_path, monkeypatch, capsys):
     """`cube batch import` of a results file answering only part of an export said nothing about the
     rest, so the next `cube run` silently sent them as live (paid) requests."""
-    import cube.report
+    import cube.run.execute
 
     monkeypatch.chdir(tmp_path)
     with OpenAIServer(reply=score_reply) as server:
@@ -322,7 +323,7 @@ def test_a_partial_import_says_which_exported_calls_are_still_pending_and_cube_r
             seen.append(capsys.readouterr().err)
             raise KeyboardInterrupt
 
-        monkeypatch.setattr(cube.report, "execute_run", execute_run)
+        monkeypatch.setattr(cube.run.execute, "execute_run", execute_run)
         assert cli(["run", str(params), "--no-preflight"]) == 130
         (line,) = [x for x in seen[0].splitlines() if "batch" in x]
         assert line.startswith(f"cube: 4 call(s) of the batch export ({exported.name}) are not in the call cache")

@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 from factories import make_tables
 
-from cube.browser import CHUNK, page_size, write_browser
-from cube.config import RunPaths
+from cube.config.runpaths import RunPaths
+from cube.pages.browser import CHUNK, page_size, write_browser
 
 SCRIPT = "<script>alert('x')</script>"
 ROOT = Path(__file__).resolve().parents[1]
@@ -131,8 +131,8 @@ def test_several_data_files_load_in_order_and_the_first_page_is_shown(tmp_path):
 
 
 def test_regression_filter_uses_the_run_comparisons(tmp_path):
-    from cube.compare_report import Side, compare_sides
-    from cube.regressions import question_changes, ranked
+    from cube.diagnose.regressions import question_changes, ranked
+    from cube.run.compare import Side, compare_sides
 
     paths = RunPaths(root=tmp_path / "run", cache=tmp_path / "c.sqlite").ensure()
     ans, sc = make_tables(40, seed=11)
@@ -214,7 +214,7 @@ def _exported(paths: RunPaths, html: str, mime: str = "text/html") -> dict[str, 
     notebook (`notebooks/`) and in its two HTML exports (`report/`, `report/code/`)."""
     import nbformat
 
-    from cube.pages import export_html
+    from cube.pages.publish import export_html
 
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("table", outputs=[
         nbformat.v4.new_output("execute_result", {mime: html}, execution_count=1)])])
@@ -232,7 +232,7 @@ def _exported(paths: RunPaths, html: str, mime: str = "text/html") -> dict[str, 
 
 
 def test_question_links_from_a_table_open_the_filtered_rows_from_every_page_depth(categorised):
-    from cube.browser import FROM_PAGES, linked_questions
+    from cube.pages.browser import FROM_PAGES, linked_questions
 
     paths, _, scores = categorised
     table = pd.DataFrame({"primary": ["wrong_item", "unexplained"], "examples": ["q003, q017", "q005"]})
@@ -250,8 +250,8 @@ def test_question_links_from_a_table_open_the_filtered_rows_from_every_page_dept
 
 
 def test_category_links_open_exactly_the_questions_of_the_category(categorised):
-    from cube.browser import linked_categories
-    from cube.retrieval_metrics import question_groups
+    from cube.diagnose.retrieval import question_groups
+    from cube.pages.browser import linked_categories
 
     paths, _, _ = categorised
     groups = question_groups(pd.read_parquet(paths.data_file("questions")), pd.read_parquet(paths.data_file("corpus")))
@@ -266,7 +266,7 @@ def test_category_links_open_exactly_the_questions_of_the_category(categorised):
 
 
 def test_a_category_only_refusal_questions_have_gets_no_link_to_an_empty_view():
-    from cube.browser import linked_categories
+    from cube.pages.browser import linked_categories
 
     counts = pd.DataFrame({"style": ["exact", "refusal"], "questions": [12, 0], "refusal_accuracy": [None, 0.9]})
     html = linked_categories(counts, "style", "v1")._repr_html_()
@@ -277,7 +277,7 @@ def test_a_category_only_refusal_questions_have_gets_no_link_to_an_empty_view():
 
 
 def test_a_link_naming_a_value_the_run_lacks_shows_nothing_and_says_so(categorised):
-    from cube.browser import FROM_INDEX, link
+    from cube.pages.browser import FROM_INDEX, link
 
     paths, _, _ = categorised
     dom = _open(paths, "report/index.html", link(FROM_INDEX, system="v3", q="q001"))
@@ -287,7 +287,7 @@ def test_a_link_naming_a_value_the_run_lacks_shows_nothing_and_says_so(categoris
 
 
 def test_compare_page_regressions_link_to_both_sides_records(tmp_path):
-    from cube.compare_report import Side, compare_sides
+    from cube.run.compare import Side, compare_sides
 
     paths = RunPaths(root=tmp_path / "run", cache=tmp_path / "c.sqlite").ensure()
     ans, sc = make_tables(30, seed=13)
@@ -315,9 +315,9 @@ def test_compare_page_regressions_link_to_both_sides_records(tmp_path):
 
 def test_decision_examples_link_to_their_judgments_on_both_decision_pages(categorised):
     """The decision's failure-pattern examples: notebook 06's Markdown and the report index."""
-    from cube.config import load_params
-    from cube.lta import decision_markdown
-    from cube.pages import write_index
+    from cube.config.params import load_params
+    from cube.pages.decision import decision_markdown
+    from cube.pages.publish import write_index
 
     paths, _, scores = categorised
     decision = {"verdict": "fair", "sentence": "s", "system": "v 2&#", "suggestions": [], "cube_score": 50.0,

@@ -1,4 +1,4 @@
-"""The per-category report (`cube.categories`)."""
+"""The per-category report (`cube.diagnose.categories`)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import math
 import pandas as pd
 from factories import make_tables
 
-from cube.analysis import evaluate
-from cube.categories import category_report
-from cube.config import AnalysisParams
+from cube.config.params import AnalysisParams
+from cube.diagnose.categories import category_report
+from cube.method.evaluation import evaluate
 
 
 def test_categories_sum_to_the_whole_small_ones_say_why_and_one_category_equals_the_whole():

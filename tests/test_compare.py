@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 from factories import make_tables
 
-from cube import analysis as A
-from cube.compare import compare_all, compare_pair, holm, mde, questions_needed
+from cube.method import evaluation as E
+from cube.method.compare import compare_all, compare_pair, holm, mde, questions_needed
 
 
 def _side(answers: pd.DataFrame, scores: pd.DataFrame, name: str) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -31,7 +31,7 @@ def test_constant_shift_of_rag_scores_gives_the_shift():
     sc_a = sc.assign(score=np.where(rag, np.minimum(sc["score"], 9.0), sc["score"]))
     sc_b = sc_a.assign(score=np.where(rag, sc_a["score"] + 1.0, sc_a["score"]))
     c = compare_pair(*_side(ans, sc_a, "a"), *_side(ans, sc_b, "b"), n_resamples=300, n_permutations=199)
-    res = A.evaluate(ans.assign(system="a"), sc_a.assign(system="a"))
+    res = E.evaluate(ans.assign(system="a"), sc_a.assign(system="a"))
     tot = res.weighted_totals.pivot(index="judge", columns="set", values="weighted_total")
     tm = res.trimmed_means.pivot_table(index=["judge", "dimension"], columns="set", values="trimmed_mean")
     for judge in ("judge-a", "judge-b"):
@@ -110,7 +110,7 @@ def test_holm_and_all_pairs():
 
 
 def test_regressions_ranked_with_retrieval_change_and_diff():
-    from cube.regressions import answer_diff, question_changes, ranked
+    from cube.diagnose.regressions import answer_diff, question_changes, ranked
 
     ans, sc = make_tables(20, seed=6)
     ans_b, sc_b = ans.copy(), sc.copy()
@@ -147,7 +147,7 @@ def test_bootstrap_se_of_delta_cube_matches_its_spread_over_simulated_runs():
 def test_jury_resample_is_undefined_when_a_member_is_and_the_valid_share_is_flagged(monkeypatch):
     """A resample where one jury judge is undefined is undefined for the jury (as in
     `bootstrap_cube`), not the mean of the remaining judges; the valid share is reported and flagged."""
-    import cube.compare as C
+    import cube.method.compare as C
 
     real = C.cube_from_counts
 
@@ -176,7 +176,7 @@ def test_jury_resample_is_undefined_when_a_member_is_and_the_valid_share_is_flag
 def test_each_side_uses_its_own_top_n():
     """Two runs at TOP-N 4 and 16 whose params set `analysis.top_n`: B is scored at its own N
     (side A's N made B's rank 16 crash: "rank 16 exceeds top_n 4")."""
-    from cube.config import AnalysisParams
+    from cube.config.params import AnalysisParams
 
     a_ans, a_sc = make_tables(60, seed=1, top_n=4, system="a")
     b_ans, b_sc = make_tables(60, seed=2, top_n=16, system="b")
@@ -189,7 +189,7 @@ def test_each_side_uses_its_own_top_n():
     assert c2.settings["top_n_b"] == 16 and c2.row("jury", "cube_score")["b"] == c.row("jury", "cube_score")["b"]
     quiet = AnalysisParams(bootstrap=0)
     for side, ans, sc, n in (("a", a_ans, a_sc, 4), ("b", b_ans, b_sc, 16)):
-        res = A.evaluate(ans, sc, quiet, n)
+        res = E.evaluate(ans, sc, quiet, n)
         assert c.row("jury", "recall_at_k")[side] == pytest.approx(res.recall_at_k)
         for judge in ("judge-a", "judge-b"):
             own = res.cube_table.at[judge, "cube_score"]
@@ -197,7 +197,7 @@ def test_each_side_uses_its_own_top_n():
 
 
 def test_sides_with_different_cube_definitions_are_refused_naming_every_key():
-    from cube.config import AnalysisParams
+    from cube.config.params import AnalysisParams
 
     ans, sc = make_tables(30, seed=9)
     a, b = _side(ans, sc, "a"), _side(ans, sc, "b")
@@ -214,8 +214,8 @@ def test_sides_with_different_cube_definitions_are_refused_naming_every_key():
 
 def test_regressions_name_every_bad_rank_row_of_the_answers_file():
     """Review repro i13_b part 2: a NaN rank gave a bare "cannot convert float NaN to integer"."""
-    from cube.regressions import question_changes
-    from cube.schema import SchemaError
+    from cube.config.schema import SchemaError
+    from cube.diagnose.regressions import question_changes
 
     ans, sc = make_tables(20, seed=6)
     bad = ans.copy()
@@ -235,9 +235,9 @@ def test_regressions_name_every_bad_rank_row_of_the_answers_file():
 
 
 def test_compare_sides_refuses_a_bad_rank_naming_the_file_before_writing(tmp_path):
-    from cube.compare_report import Side, compare_sides
-    from cube.config import RunPaths
-    from cube.schema import SchemaError
+    from cube.config.runpaths import RunPaths
+    from cube.config.schema import SchemaError
+    from cube.run.compare import Side, compare_sides
 
     paths = RunPaths(root=tmp_path / "run", cache=tmp_path / "c.sqlite").ensure()
     ans, sc = make_tables(20, seed=3)

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from cube import pipeline
 from cube.cli import main
-from cube.notebook import open_run
+from cube.run import pipeline
+from cube.run.notebook import open_run
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = "<script>alert('x')</script>"
@@ -89,7 +89,7 @@ def test_a_comparison_resting_on_few_valid_resamples_is_flagged_in_json_page_and
                                                                                          capsys):
     import numpy as np
 
-    import cube.compare as C
+    import cube.method.compare as C
 
     real = C.cube_from_counts
 
@@ -117,8 +117,8 @@ def test_a_comparison_resting_on_few_valid_resamples_is_flagged_in_json_page_and
 def test_two_runs_compare_page_links_each_side_to_its_own_run_browser(runs, tmp_path):
     from urllib.parse import unquote, urljoin, urlparse
 
-    from cube.browser import write_browser
-    from cube.config import RunPaths
+    from cube.config.runpaths import RunPaths
+    from cube.pages.browser import write_browser
 
     tmp, a, b = runs
     out_none = tmp_path / "before"
@@ -146,8 +146,8 @@ def test_a_run_outside_the_outputs_folder_is_not_linked_and_its_local_layout_is_
     import html
     import shutil
 
-    from cube.browser import write_browser
-    from cube.config import RunPaths
+    from cube.config.runpaths import RunPaths
+    from cube.pages.browser import write_browser
 
     tmp, a, _ = runs
     private = tmp_path / "home-alice-private-runs"

@@ -13,7 +13,7 @@ import yaml
 from factories import make_tables
 
 from cube.cli import main
-from cube.compare_report import resolve_side, run_compare
+from cube.run.compare import resolve_side, run_compare
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -91,9 +91,9 @@ def test_comparing_a_system_with_itself_is_refused(project, capsys):
 def test_notebook_09_table_links_each_comparison_and_its_regressions(project):
     from test_browser import _exported, _open
 
-    from cube.browser import write_browser
-    from cube.compare_report import notebook_compare
-    from cube.notebook import open_run
+    from cube.pages.browser import write_browser
+    from cube.run.compare import notebook_compare
+    from cube.run.notebook import open_run
 
     run = open_run(_run(project, "three", ["sys-a", "sys-b", "sys-c"]))
     shown = notebook_compare(run, n_permutations=9, k=2)

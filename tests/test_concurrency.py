@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from cube.concurrency import AdaptiveLimit
-from cube.config import ModelSpec
+from cube.config.model_spec import ModelSpec
 from cube.llm import Request, make_model
+from cube.llm.concurrency import AdaptiveLimit
 from tests.openai_server import OpenAIServer
 
 
@@ -105,7 +105,7 @@ def test_without_pushback_the_limit_stays_at_max_concurrency():
 def test_the_documented_start_and_cut_are_the_ones_the_code_uses():
     from pathlib import Path
 
-    from cube import concurrency
+    from cube.llm import concurrency
 
     fields = ModelSpec.model_fields
     text = fields["max_concurrency"].description + " " + fields["min_concurrency"].description
@@ -141,7 +141,7 @@ def test_default_max_concurrency_is_64_for_local_endpoints_and_16_elsewhere(urls
 def test_an_explicit_max_concurrency_always_wins_and_the_default_is_documented():
     from pathlib import Path
 
-    from cube.config import LOCAL_MAX_CONCURRENCY, REMOTE_MAX_CONCURRENCY
+    from cube.config.model_spec import LOCAL_MAX_CONCURRENCY, REMOTE_MAX_CONCURRENCY
 
     assert ModelSpec(model="m", base_url="http://127.0.0.1/v1", max_concurrency=8).max_concurrency == 8
     assert ModelSpec(model="m", base_url="https://api.openai.com/v1", max_concurrency=200).max_concurrency == 200
@@ -150,7 +150,7 @@ def test_an_explicit_max_concurrency_always_wins_and_the_default_is_documented()
     for text in (doc, readme):
         assert f"{LOCAL_MAX_CONCURRENCY} when every base URL is local" in text and f"else {REMOTE_MAX_CONCURRENCY}" in text
     # through params too: a model under `models:` and an inline judge model
-    from cube.config import parse_params
+    from cube.config.params import parse_params
 
     params = parse_params({"run": "c", "models": {"near": {"model": "q", "base_url": "http://127.0.0.1:8000/v1"}},
                            "judges": [{"name": "a", "model": "near"},
@@ -163,9 +163,9 @@ def test_the_concurrency_reached_is_in_the_run_manifest(tmp_path, monkeypatch):
     import datetime as dt
     import json
 
-    from cube import pipeline
-    from cube.notebook import open_run
-    from cube.report import RunSummary, write_manifest
+    from cube.run import pipeline
+    from cube.run.execute import RunSummary, write_manifest
+    from cube.run.notebook import open_run
     from tests.openai_server import score_reply
 
     monkeypatch.chdir(tmp_path)
@@ -232,9 +232,9 @@ def test_a_fully_cached_rerun_reports_no_calls_sent_not_the_previous_runs_concur
     import datetime as dt
     import json
 
-    from cube import pipeline
-    from cube.notebook import open_run
-    from cube.report import RunSummary, write_manifest
+    from cube.run import pipeline
+    from cube.run.execute import RunSummary, write_manifest
+    from cube.run.notebook import open_run
     from tests.openai_server import score_reply
 
     monkeypatch.chdir(tmp_path)

@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cube.config import ParamsError, RunPaths, load_params, params_to_yaml, parse_params
+from cube.config.params import ParamsError, load_params, params_to_yaml, parse_params
+from cube.config.runpaths import RunPaths
 
 ROOT = Path(__file__).resolve().parents[1]
 MINIMAL = {"run": "t", "judges": [{"name": "r", "model": {"provider": "offline", "model": "rubric-lenient"}}]}
@@ -95,7 +96,7 @@ def test_environment_yml_names_the_same_dependencies_as_pyproject():
 
 
 def test_readme_params_reference_is_generated_from_the_schema():
-    from cube.params_doc import params_reference
+    from cube.config.reference import params_reference
 
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     block = text.split("<!-- params-reference:start -->\n")[1].split("<!-- params-reference:end -->")[0]

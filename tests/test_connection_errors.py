@@ -7,7 +7,7 @@ import asyncio
 import socket
 import threading
 
-from cube.config import ModelSpec
+from cube.config.model_spec import ModelSpec
 from cube.llm import Request
 from cube.llm.endpoints import Endpoints
 

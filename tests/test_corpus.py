@@ -10,20 +10,17 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from cube.config import parse_params
-from cube.corpus import (
-    CORPUS_COLUMNS,
+from cube.config.params import parse_params
+from cube.config.schema import CORPUS_FIELDS, FIELD_LABELS
+from cube.kb.corpus import (
     FILE_EXTRA_COLUMNS,
-    CorpusError,
     build_corpus,
     corpus_stats,
     export_txt_folder,
     family_comparison,
     load_corpus_file,
-    parse_document,
-    render_document,
 )
-from cube.demo_corpus import (
+from cube.kb.demo import (
     DEMO_DOMAIN,
     DEMO_EXTRA_COLUMNS,
     SERVICES,
@@ -31,7 +28,7 @@ from cube.demo_corpus import (
     generate_demo_corpus,
     service_aliases,
 )
-from cube.schema import CORPUS_FIELDS, FIELD_LABELS
+from cube.kb.document import CORPUS_COLUMNS, CorpusError, parse_document, render_document
 
 JUDGES = [{"name": "r", "model": {"provider": "offline", "model": "rubric"}}]
 

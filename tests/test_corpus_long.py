@@ -9,10 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cube.config import ParamsError, parse_params
-from cube.corpus import CorpusError, build_corpus, load_corpus_file, load_corpus_report, parse_document
-from cube.corpus_map import sample_items
-from cube.example_kb import EXAMPLE_COLUMNS, example_kb, write_example_kb
+from cube.config.params import ParamsError, parse_params
+from cube.kb.corpus import build_corpus, load_corpus_file, load_corpus_report
+from cube.kb.document import CorpusError, parse_document
+from cube.kb.example import EXAMPLE_COLUMNS, example_kb, write_example_kb
+from cube.kb.mapping import sample_items
 
 JUDGES = [{"name": "r", "model": {"provider": "offline", "model": "rubric"}}]
 COLUMNS = {"region": "区划名称", "parent_region": "上级区划名称", "family_id": "主项名称", "item_name": "业务办理项名称",
@@ -138,7 +139,7 @@ def test_params_reject_sample_with_limit():
 
 
 def test_corpus_structure_counts_duplicates_and_families(kb_path: Path):
-    from cube.corpus import corpus_structure, duplicate_table
+    from cube.kb.corpus import corpus_structure, duplicate_table
 
     grouped = load_corpus_file(kb_path, columns=COLUMNS, group_by=GROUP)
     s = corpus_structure(grouped)
@@ -158,7 +159,7 @@ def test_corpus_structure_counts_duplicates_and_families(kb_path: Path):
 
 
 def test_render_variant_parent_region_and_extras():
-    from cube.corpus import render_document
+    from cube.kb.document import render_document
 
     rec = {"region": "云岗区", "parent_region": "青石市", "item_name": "残疾人证换领（残损换新（户籍地））",
            "variant": "委托代办", "fee_standard": "否"}
@@ -173,7 +174,7 @@ def test_render_variant_parent_region_and_extras():
 
 
 def test_a_saved_corpus_reloads_without_its_text_column_rendered(tmp_path: Path):
-    from cube.demo_corpus import generate_demo_corpus
+    from cube.kb.demo import generate_demo_corpus
 
     demo = generate_demo_corpus(20, "zh", 0.4, seed=2)
     demo.to_csv(tmp_path / "kb.csv", index=False)
@@ -190,7 +191,7 @@ _names = st.sampled_from(["甲", "乙", "丙（一（二））", "丁"])
                           st.sampled_from(["申请书", "身份证", "照片", "无", "合同"])), min_size=1, max_size=25),
        st.randoms(use_true_random=False))
 def test_grouping_properties(rows, rnd):
-    from cube.corpus_map import map_table
+    from cube.kb.mapping import map_table
 
     raw = pd.DataFrame(rows, columns=["区", "名", "情形", "材料"])
     cols = {"region": "区", "item_name": "名", "variant": "情形", "application_materials": "材料"}
@@ -212,8 +213,8 @@ def test_grouping_properties(rows, rnd):
 
 def test_numbered_cells_of_a_long_format_item_are_numbered_once():
     # Review finding 11: rows "1. 身份证", "2. 户口本" of one item rendered as "1. 1. 身份证".
-    from cube.corpus import field_text, render_document
-    from cube.corpus_map import map_table
+    from cube.kb.document import field_text, render_document
+    from cube.kb.mapping import map_table
 
     raw = pd.DataFrame({"事项名称": ["户口迁移", "户口迁移", "户口迁移", "户口迁移", "护照"],
                         "材料": ["1. 身份证", "2. 户口本", "（3）照片\n4、体检表 1.5 页", "身份证", "身份证\n户口本"]})

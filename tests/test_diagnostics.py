@@ -1,4 +1,4 @@
-"""The near-duplicate confusion rate (`cube.diagnostics`)."""
+"""The near-duplicate confusion rate (`cube.diagnose.near_duplicates`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,12 @@ import math
 
 import pandas as pd
 
-from cube.diagnostics import confusion_by_system, confusion_note, confusion_table, near_duplicate_confusion
+from cube.diagnose.near_duplicates import (
+    confusion_by_system,
+    confusion_note,
+    confusion_table,
+    near_duplicate_confusion,
+)
 
 CORPUS = pd.DataFrame({
     "doc_id": ["g", "r", "v", "n", "d", "o"],
@@ -58,14 +63,14 @@ def test_by_system_table_and_note():
 
 
 def test_for_results_writes_null_for_nan():
-    from cube.diagnostics import for_results
+    from cube.diagnose.near_duplicates import for_results
 
     by = confusion_by_system(_answers([("g", [])], "a", ok=False), CORPUS)
     assert for_results(by) == {"a": {"rate": None, "count": 0, "n": 0, "region": 0, "variant": 0, "duplicate": 0}}
 
 
 def test_confusion_by_item_names_the_real_items_most_confused_first():
-    from cube.diagnostics import confusion_by_item
+    from cube.diagnose.near_duplicates import confusion_by_item
 
     answers = _answers([("g", ["r"]), ("g", ["v"]), ("g", ["g"]), ("r", ["g"]), ("o", ["g"]), ("o", ["o"])])
     table = confusion_by_item(answers, CORPUS, "s")

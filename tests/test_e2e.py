@@ -3,7 +3,7 @@
 The run has 30 synthetic items, two systems (the builtin BM25 RAG and an imported QA file
 whose answers contain HTML), two rubric judges and one LLM judge served by a local
 OpenAI-compatible server. It checks that every declared table and figure exists, that the
-tables agree with `cube.analysis` recomputed from the saved scores, that the report escapes
+tables agree with `cube.method.analysis` recomputed from the saved scores, that the report escapes
 system text, that a forced re-run is served from the LLM cache, and that notebooks 07-08
 work with human ratings filled into the exported sheet.
 """
@@ -21,10 +21,11 @@ import pytest
 import yaml
 from openai_server import OpenAIServer, last_user_message
 
-from cube import analysis as A
-from cube.config import load_params
-from cube.demo_corpus import generate_demo_corpus
-from cube.report import execute_run
+from cube.config.params import load_params
+from cube.kb.demo import generate_demo_corpus
+from cube.method import analysis as A
+from cube.method import evaluation as E
+from cube.run.execute import execute_run
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[1]
@@ -133,7 +134,7 @@ def test_tables_agree_with_the_analysis_of_the_saved_scores(e2e):
     params = load_params(e2e["params_path"])
     table4 = pd.read_csv(root / "tables" / "table4_cube_scores.csv")
     for system, top_n in (("bm25-top8", 8), ("imported", 8)):
-        direct = A.evaluate(answers[answers.system == system], scores[scores.system == system],
+        direct = E.evaluate(answers[answers.system == system], scores[scores.system == system],
                             params.analysis.model_copy(update={"bootstrap": 0}), top_n)
         mine = table4[table4.system == system].set_index("judge")
         for judge in direct.cube_table.index:

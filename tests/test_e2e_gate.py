@@ -14,7 +14,7 @@ import pytest
 import yaml
 from openai_server import OpenAIServer, body_digest
 
-from cube.report import execute_run
+from cube.run.execute import execute_run
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,12 +1,12 @@
-"""Failure patterns of low-scoring answers (`cube.failures`), each on a hand-made case."""
+"""Failure patterns of low-scoring answers (`cube.diagnose.failures`), each on a hand-made case."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from cube import failures
-from cube.config import DiagnosticsParams
+from cube.config.params import DiagnosticsParams
+from cube.diagnose import failures
 
 GOLD = "事项名称：护照签发\n收费标准：20元/件\n承诺时限：5个工作日\n办理地点：丹江市政务服务中心1楼"
 CORPUS = pd.DataFrame({
@@ -102,12 +102,13 @@ def test_unscored_answers_give_no_pattern_and_say_so():
 
 
 def test_decision_page_lists_the_top_three_patterns_and_the_curve(classified):
-    from cube import lta
-    from cube.retrieval_metrics import metrics_from_ranks
+    from cube.diagnose import lta
+    from cube.diagnose.retrieval import metrics_from_ranks
+    from cube.pages.decision import decision_markdown
 
     extra = lta.diagnosis_sentences("s", {"retrieval": metrics_from_ranks([1, 2, 0], 4),
                                           "failure_patterns": failures.summary(classified)})
-    md = lta.decision_markdown({"verdict": "fair", "sentence": "x", "suggestions": ["y"], **extra})
+    md = decision_markdown({"verdict": "fair", "sentence": "x", "suggestions": ["y"], **extra})
     assert "R@k curve of s: R@1 = 33.3%" in md and extra["retrieval"]["curve"][-1] == 2 / 3
     listed = [line for line in md.splitlines() if line.startswith("- ") and "consider:" in line]
     assert len(listed) == 3 and "top failure patterns" in md

@@ -11,8 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rouge_score import rouge_scorer
 
-from cube import agreement, agreement_fast, bootstrap, lexical
-from cube.demo_corpus import generate_demo_corpus
+from cube.kb.demo import generate_demo_corpus
+from cube.kb.text import segment
+from cube.method import agreement, agreement_fast, bootstrap, lexical
 from cube.systems.extractive import extractive_answer
 
 _REF = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], tokenizer=lexical._WhitespaceTokenizer())
@@ -20,8 +21,8 @@ _REF = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], tokenizer=lexica
 
 def _reference_scores(hyp: str, ref: str, tokenizer: str) -> dict[str, float]:
     """The metrics as before issue 15: rouge-score for all three ROUGEs, every text segmented anew."""
-    hyp_r, ref_r = lexical.words(hyp, tokenizer, "rouge"), lexical.words(ref, tokenizer, "rouge")
-    hyp_b, ref_b = lexical.words(hyp, tokenizer, "bleu"), lexical.words(ref, tokenizer, "bleu")
+    hyp_r, ref_r = (lexical.words(t, tokenizer, "rouge", segment=segment) for t in (hyp, ref))
+    hyp_b, ref_b = (lexical.words(t, tokenizer, "bleu", segment=segment) for t in (hyp, ref))
     if not hyp_r or not ref_r or not hyp_b or not ref_b:
         return dict.fromkeys(lexical.METRICS, float("nan"))
     r = _REF.score(" ".join(ref_r), " ".join(hyp_r))
@@ -44,7 +45,7 @@ def test_lexical_scores_equal_rouge_score_on_a_table(tokenizer):
     scorer = lexical._scorer(tokenizer)
     cache: dict = {}
     for hyp, ref in _table():
-        new, _ = lexical._text_scores(hyp, ref, tokenizer, scorer, cache)
+        new, _ = lexical._text_scores(hyp, ref, lexical._words_of(tokenizer, segment), scorer, cache)
         old = _reference_scores(hyp, ref, tokenizer)
         for k in lexical.METRICS:
             assert (np.isnan(new[k]) and np.isnan(old[k])) or new[k] == old[k], (k, hyp[:20], ref[:20])
@@ -168,7 +169,7 @@ def test_value_count_trimmed_means_equal_the_per_element_ones(kind, proportion):
 
 # ------------------------------------------------------------------ offline call ids
 def test_offline_call_ids_identify_the_inputs_with_long_texts_digested():
-    from cube.config import ModelSpec
+    from cube.config.model_spec import ModelSpec
     from cube.llm import Request, make_model
 
     model = make_model(ModelSpec(provider="offline", model="rubric-strict"))
@@ -189,9 +190,9 @@ def test_offline_call_ids_identify_the_inputs_with_long_texts_digested():
 def test_manifest_usage_reads_only_accounting_columns_and_equals_the_full_tables(tmp_path):
     import pandas as pd
 
-    from cube.report import _usage
-    from cube.schema import ACCOUNTING_COLUMNS
-    from cube.usage import usage_summary
+    from cube.config.schema import ACCOUNTING_COLUMNS
+    from cube.llm.usage import usage_summary
+    from cube.run.execute import _usage
 
     rows = []
     for i in range(30):
@@ -215,7 +216,7 @@ def test_manifest_usage_reads_only_accounting_columns_and_equals_the_full_tables
 
 
 def test_kernels_get_one_blas_thread_unless_the_user_chose(monkeypatch):
-    from cube.report import THREAD_VARS, kernel_thread_limits
+    from cube.run.execute import THREAD_VARS, kernel_thread_limits
 
     for v in THREAD_VARS:
         monkeypatch.delenv(v, raising=False)
@@ -226,7 +227,7 @@ def test_kernels_get_one_blas_thread_unless_the_user_chose(monkeypatch):
 
 # ------------------------------------------------------------------ duplicate judges
 def _params(judges, models=None):
-    from cube.config import Params
+    from cube.config.params import Params
 
     return Params.model_validate({"run": "t", "judges": judges, "models": models or {}})
 
@@ -267,8 +268,8 @@ class _Poison:
 
 
 def test_evaluate_run_is_computed_once_and_recomputed_when_an_input_changes(tmp_path, monkeypatch):
-    from cube import pipeline
-    from cube.notebook import open_run
+    from cube.run import evaluate, pipeline
+    from cube.run.notebook import open_run
 
     monkeypatch.chdir(tmp_path)
     params = tmp_path / "p.yaml"
@@ -285,12 +286,12 @@ analysis: {{bootstrap: 50}}
     for stage in (pipeline.corpus_stage, pipeline.questions_stage, pipeline.answers_stage, pipeline.scores_stage):
         stage(run)
     calls = []
-    real = pipeline.evaluate_systems
-    monkeypatch.setattr(pipeline, "evaluate_systems", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = evaluate.evaluate_systems
+    monkeypatch.setattr(evaluate, "evaluate_systems", lambda *a, **k: calls.append(1) or real(*a, **k))
     # A run folder received from someone else may hold a pickle where the old code looked for its
     # cache: it must never be loaded (loading a pickle runs code).
     ap = run.params.analysis.model_copy(update={"bootstrap": 0})
-    key = pipeline._evaluation_key(run, ap, ["s", "l"], run.params.dimension_names(), {"bm25": 4})
+    key = evaluate._evaluation_key(run, ap, ["s", "l"], run.params.dimension_names(), {"bm25": 4})
     marker = tmp_path / "pwned"
     planted = run.paths.root / "cache" / f"evaluate-{key[:24]}.pkl"
     planted.parent.mkdir(parents=True, exist_ok=True)
@@ -300,8 +301,8 @@ analysis: {{bootstrap: 50}}
     assert len(calls) == 1 and list(again) == list(first) == ["bm25"]
     assert not marker.exists()
     assert sorted(p.name for p in run.paths.root.rglob("*.pkl")) == [planted.name]  # nothing written in the run
-    assert [p.name for p in pipeline.evaluation_cache_dir(run).glob("*.pkl")] == [f"{key}.pkl"]
-    assert pipeline.evaluation_cache_dir(run).parent == run.paths.cache.parent
+    assert [p.name for p in evaluate.evaluation_cache_dir(run).glob("*.pkl")] == [f"{key}.pkl"]
+    assert evaluate.evaluation_cache_dir(run).parent == run.paths.cache.parent
     from pandas.testing import assert_frame_equal
 
     assert_frame_equal(again["bm25"].jury, first["bm25"].jury)
@@ -317,7 +318,7 @@ analysis: {{bootstrap: 50}}
 
 @pytest.mark.parametrize(("n", "resamples"), [(7, 5), (300, 130), (1, 3)])
 def test_resample_counts_are_the_counts_of_one_draws_matrix(n, resamples):
-    from cube.bootstrap import resample_counts
+    from cube.method.bootstrap import resample_counts
 
     draws = np.random.default_rng(11).integers(0, n, size=(resamples, n))
     expected = np.zeros((resamples, n))
@@ -334,7 +335,7 @@ _SEG_CHARS = st.sampled_from(list("的办理材料工作日元收费不个年月
 def test_segment_is_jiebas_lcut_with_blocks_cut_once(text, hmm):
     import jieba
 
-    from cube.text import jieba_module, segment
+    from cube.kb.text import jieba_module, segment
 
     jieba_module()
     assert segment(text, hmm) == tuple(w for w in jieba.lcut(text, HMM=hmm) if w.strip())
@@ -343,7 +344,7 @@ def test_segment_is_jiebas_lcut_with_blocks_cut_once(text, hmm):
 def test_segment_equals_jieba_on_demo_documents():
     import jieba
 
-    from cube.text import jieba_module, segment
+    from cube.kb.text import jieba_module, segment
 
     jieba_module()
     texts = generate_demo_corpus(40, "zh", seed=3)["text"].tolist()

@@ -10,18 +10,18 @@ import openpyxl
 import pandas as pd
 import pytest
 
-from cube.human import (
+from cube.judges import dimension_criteria
+from cube.judges.annotation import (
     RatingsError,
     annotation_sample,
     export_annotation_sheet,
-    import_ratings,
     item_id,
     key_path,
     rating_columns,
 )
-from cube.judges import dimension_criteria
+from cube.judges.human import import_ratings
 from cube.judges.scoring import SCORES_TABLE_COLUMNS
-from cube.usage import usage_summary
+from cube.llm.usage import usage_summary
 
 DIMS = ["relevance", "completeness"]
 RAG_RANKS = [1, 3, 0, 2, 0, 1, 0, 4, 1, 2]  # 7 of 10 questions retrieved

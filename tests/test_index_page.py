@@ -3,8 +3,9 @@ withheld, the diagnosis lines, links to the comparisons and the judgment browser
 
 import json
 
-from cube.config import RunPaths, parse_params
-from cube.pages import write_index
+from cube.config.params import parse_params
+from cube.config.runpaths import RunPaths
+from cube.pages.publish import write_index
 
 JUDGES = [{"name": "lenient", "model": {"provider": "offline", "model": "rubric-lenient"}}]
 

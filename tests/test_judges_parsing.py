@@ -188,7 +188,7 @@ def test_the_conventions_table_covers_what_the_issue_names() -> None:
 
 
 def test_declared_format_comes_from_params_or_the_prompt(tmp_path) -> None:
-    from cube.config import parse_params
+    from cube.config.params import parse_params
     from cube.judges.dimensions import DimensionError, load_dimensions
     from cube.judges.parsing import declared_format
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 import cube.judges.rubric as rubric
-from cube.config import ModelSpec
+from cube.config.model_spec import ModelSpec
 from cube.llm import Request, make_model
 
 DIMS = ("relevance", "specificity", "completeness", "quality")

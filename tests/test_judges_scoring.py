@@ -13,18 +13,12 @@ import pytest
 from openai_server import OpenAIServer, last_user_message
 from test_judges_rubric import CASES, GOLD_ZH, ITEM_ZH
 
-from cube.config import ModelSpec, parse_params
-from cube.judges import (
-    DimensionError,
-    Judge,
-    dimension_criteria,
-    failure_rates,
-    load_dimensions,
-    make_judges,
-    score_answers,
-)
+from cube.config.model_spec import ModelSpec
+from cube.config.params import parse_params
+from cube.judges import DimensionError, Judge, dimension_criteria, load_dimensions, make_judges, score_answers
 from cube.judges.dimensions import all_dimensions_prompt, fill_template, packaged_template
 from cube.llm import make_model, usage_summary
+from cube.method.gate import failure_rates
 
 PAPER_RELEVANCE_START = (
     "You are a rigorous evaluation assistant responsible for assessing whether the response content of a RAG "

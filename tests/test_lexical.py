@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -11,19 +12,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cube.config import ParamsError, parse_params
+from cube.config.params import ParamsError, parse_params
 from cube.judges import dimension_criteria
-from cube.lexical import (
-    METRICS,
-    excluded_note,
-    lexical_correlations,
-    lexical_scores,
-    summary,
-    table6_example,
-    table7_criteria,
-    text_scores,
-    words,
-)
+from cube.judges.human import table7_criteria
+from cube.kb.text import segment
+from cube.method import lexical
+from cube.method.lexical import METRICS, excluded_note, lexical_correlations, summary, table6_example
+
+# the pure module cuts no Chinese itself: the run hands it jieba's segmenter (cube.kb.text)
+text_scores = partial(lexical.text_scores, segment=segment)
+lexical_scores = partial(lexical.lexical_scores, segment=segment)
+words = partial(lexical.words, segment=segment)
 
 ZH_REF = "办理营业执照需要携带身份证和申请表，到市政务服务中心窗口提交。"
 ZH_PART = "办理营业执照需要身份证，请到政务服务中心办理。"
@@ -175,7 +174,7 @@ def test_correlations_and_tables_6_7():
 
 
 def test_reading_states_the_numbers_and_the_offline_caveat():
-    from cube.lexical import reading
+    from cube.method.lexical import reading
 
     corr = pd.DataFrame({"metric": ["bleu", "rougeL", "bleu", "rougeL"], "judge": ["a", "a", "r", "r"],
                          "dimension": ["completeness"] * 4, "n": [10] * 4, "pearson": [0.1, 0.3, 0.2, 0.5],
@@ -255,8 +254,14 @@ def test_correlations_are_per_set_unless_pooling_is_asked():
     out = lexical_correlations(lexical, scores, sets=["rag", "pooled"]).set_index(["metric", "set"])
     assert out.loc[("rougeL", "pooled"), "spearman"] > 0.8 and out.loc[("rougeL", "pooled"), "n"] == 75
     assert abs(out.loc[("rougeL", "rag"), "spearman"]) < 0.5 and out.loc[("rougeL", "rag"), "n"] == 25
-    from cube.lexical import reading
+    from cube.method.lexical import reading
 
     assert "on the rag set" in reading(lexical_correlations(lexical, scores))
     with pytest.raises(ValueError, match="sets"):
         lexical_correlations(lexical, scores, sets=["nowhere"])
+
+
+def test_the_jieba_tokenizer_without_a_segmenter_is_refused_by_name():
+    with pytest.raises(ValueError, match="tokenizer 'jieba' needs the segmenter: pass segment=cube.kb.text.segment"):
+        lexical.text_scores(ZH_PART, ZH_REF, "jieba")
+    assert lexical.text_scores(ZH_PART, ZH_REF, "char")["rouge1"] > 0  # the other tokenizers need none

@@ -18,7 +18,8 @@ import pandas as pd
 import pytest
 from openai_server import OpenAIServer, broken_endpoint, closed_port_url
 
-from cube.config import ModelSpec
+from cube.config.model_spec import ModelSpec
+from cube.config.schema import ACCOUNTING_COLUMNS
 from cube.llm import (
     LLMConfigError,
     Request,
@@ -28,7 +29,6 @@ from cube.llm import (
     response_accounting,
     usage_summary,
 )
-from cube.schema import ACCOUNTING_COLUMNS
 
 KEY = "sk-test-DO-NOT-LEAK-7f3a9c21"
 ROOT = Path(__file__).resolve().parents[1]
@@ -341,9 +341,9 @@ def test_a_dead_endpoint_costs_the_attempts_of_the_calls_already_started_not_of_
 def test_a_stopped_endpoint_gets_one_trial_after_its_cool_down_and_resumes(
     openai_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import cube.endpoints
+    import cube.llm.endpoints
 
-    monkeypatch.setattr(cube.endpoints, "BREAKER_COOLDOWN_S", 0.3)
+    monkeypatch.setattr(cube.llm.endpoints, "BREAKER_COOLDOWN_S", 0.3)
     openai_server.fail("no_choices", times=None)
     model = make_model(spec_for(openai_server.url, max_concurrency=1, max_attempts=1, breaker_threshold=1))
     rs = model.complete(reqs(4, "a"), role="judging", progress=False)
@@ -392,7 +392,7 @@ def test_models_route(openai_server: OpenAIServer) -> None:
 
 KILL_SCRIPT = """
 import json, sys
-from cube.config import ModelSpec
+from cube.config.params import ModelSpec
 from cube.llm import Request, make_model
 url, cache, out = sys.argv[1:4]
 spec = ModelSpec(model="m", base_url=url, api_key_env="CUBE_TEST_KEY", max_concurrency=4)
@@ -595,7 +595,7 @@ def test_concurrent_batches_sharing_a_cache_send_each_call_once(tmp_path: Path) 
 
 
 def test_a_live_claim_is_waited_for_and_a_dead_one_taken_over(openai_server: OpenAIServer, tmp_path: Path) -> None:
-    from cube.cache import CallCache
+    from cube.llm.cache import CallCache
 
     spec, path = spec_for(openai_server.url), tmp_path / "c.sqlite"
     (req,) = reqs(1)

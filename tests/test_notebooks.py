@@ -6,8 +6,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cube.notebook import PARAMETERS_CELL
-from cube.report import execute_run, list_notebooks, select_notebooks
+from cube.config.project import list_notebooks
+from cube.run.execute import execute_run, select_notebooks
+from cube.run.notebook import PARAMETERS_CELL
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = list_notebooks(ROOT / "notebooks")
@@ -24,7 +25,7 @@ def test_committed_notebook_is_clean(path):
     assert len(tagged) == 1, "papermill needs exactly one cell tagged 'parameters'"
     source = "".join(tagged[0]["source"])
     assert source.startswith(PARAMETERS_CELL.rstrip("\n")), \
-        "parameters cell differs from cube.notebook.PARAMETERS_CELL: run `python -m cube.notebook`"
+        "parameters cell differs from cube.run.notebook.PARAMETERS_CELL: run `python -m cube.run.notebook`"
     own = {line.split("=")[0].split(":")[0].strip() for line in source[len(PARAMETERS_CELL):].splitlines()
            if "=" in line and not line.lstrip().startswith("#")}
     assert own == EXTRA_PARAMETERS.get(path.name, set())  # a notebook's own parameters follow the common ones

@@ -16,12 +16,13 @@ import pytest
 import yaml
 from factories import make_project
 
-from cube.config import ParamsError, parse_params
-from cube.display import header, table, to_html
-from cube.notebook import PARAMETERS_CELL, MissingStageError, apply_parameters_cell, open_run
-from cube.overrides import load_params_with_overrides, parse_overrides
-from cube.report import execute_run, list_notebooks
-from cube.stages import ParamsMismatchError, stage_fingerprints, stages_affected
+from cube.config.overrides import load_params_with_overrides, parse_overrides
+from cube.config.params import ParamsError, parse_params
+from cube.config.project import list_notebooks
+from cube.pages.display import header, table, to_html
+from cube.run.execute import execute_run
+from cube.run.notebook import PARAMETERS_CELL, MissingStageError, apply_parameters_cell, open_run
+from cube.run.stages import ParamsMismatchError, stage_fingerprints, stages_affected
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = list_notebooks(ROOT / "notebooks")
@@ -60,8 +61,8 @@ def test_nbconvert_executes_a_notebook_with_its_defaults_from_notebooks_and_from
 
 
 def test_relative_paths_inside_params_resolve_against_the_root_not_the_working_directory(tmp_path, monkeypatch):
-    from cube import pipeline
-    from cube.demo_corpus import generate_demo_corpus
+    from cube.kb.demo import generate_demo_corpus
+    from cube.run import pipeline
 
     monkeypatch.delenv("CUBE_PROJECT_ROOT", raising=False)
     root = _project(tmp_path, notebooks=())
@@ -82,7 +83,7 @@ def test_every_notebook_carries_the_one_parameters_cell_and_it_can_be_reapplied(
         assert len(cells) == 1 and cells[0].source.startswith(PARAMETERS_CELL.rstrip("\n")), nb.name
     old = tmp_path / "09_new.ipynb"
     nb = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_code_cell("from cube.notebook import open_run"),
+        nbformat.v4.new_code_cell("from cube.run.notebook import open_run"),
         nbformat.v4.new_code_cell('params_path = "params/default.yaml"\nrun_dir = None',
                                   metadata={"tags": ["parameters"]}),
         nbformat.v4.new_code_cell("run = open_run(params_path, run_dir)")])
@@ -262,8 +263,9 @@ def test_published_run_has_no_absolute_path_no_remote_script_and_a_header_on_eve
     data = yaml.safe_load(params.read_text())
     data["corpus"] = {"seed": 5}
     params.write_text(yaml.safe_dump(data), encoding="utf-8")
-    from cube.config import RunPaths, load_params
-    from cube.report import publish
+    from cube.config.params import load_params
+    from cube.config.runpaths import RunPaths
+    from cube.run.execute import publish
 
     publish(load_params(params), RunPaths.for_params(load_params(params)), notebooks_dir=ROOT / "notebooks")
     index = (run / "report" / "index.html").read_text(encoding="utf-8")
@@ -271,7 +273,7 @@ def test_published_run_has_no_absolute_path_no_remote_script_and_a_header_on_eve
 
 
 def test_sweep_runs_one_folder_per_combination_and_links_them(tmp_path, monkeypatch):
-    from cube.sweep import parse_grid, run_sweep
+    from cube.run.sweep import parse_grid, run_sweep
 
     monkeypatch.chdir(ROOT)
     params = _write(tmp_path, "p.yaml", {"run": "sw", "outputs_dir": str(tmp_path / "out"), "judges": JUDGES})

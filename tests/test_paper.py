@@ -2,7 +2,7 @@
 
 import pytest
 
-from cube import paper
+from cube.method import paper
 
 EXPECTED = {  # METHOD.md "Check against the paper"
     "Qwen2.5-32B": (81.52, 100.00, 81.18, 41.87, 81.20, 65.29),

@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from cube import pipeline
-from cube.lta import assess, verdict
-from cube.notebook import open_run
+from cube.diagnose.lta import assess, verdict
+from cube.run import pipeline
+from cube.run.notebook import open_run
 
 JUDGES = [{"name": "lenient", "model": {"provider": "offline", "model": "rubric-lenient"}},
           {"name": "strict", "model": {"provider": "offline", "model": "rubric-strict"}}]
@@ -59,8 +59,8 @@ def test_decision_names_offline_bounds_and_subset_wording(run):
 
 
 def test_a_larger_top_n_system_is_reported_with_its_numbers():
-    from cube.analysis import evaluate
-    from cube.config import AnalysisParams, parse_params
+    from cube.config.params import AnalysisParams, parse_params
+    from cube.method.evaluation import evaluate
     from tests.factories import make_tables
 
     params = parse_params({"run": "two", "judges": JUDGES, "analysis": {"low_recall_below": 0.99},
@@ -89,9 +89,9 @@ def test_agreement_is_on_the_rag_set_unless_other_sets_are_asked(run):
 
 
 def test_decision_reports_r_at_1_and_near_duplicate_confusion_from_the_run(run):
-    from cube import tables
-    from cube.diagnostics import near_duplicate_confusion
-    from cube.lta import decision_markdown
+    from cube.diagnose.near_duplicates import near_duplicate_confusion
+    from cube.method import tables
+    from cube.pages.decision import decision_markdown
 
     results = pipeline.evaluate_run(run)
     out = pipeline.decision(run, results)
@@ -106,7 +106,7 @@ def test_decision_reports_r_at_1_and_near_duplicate_confusion_from_the_run(run):
 
 
 def test_without_a_bootstrap_the_decision_says_its_precision_is_unknown_and_the_table_says_why(run):
-    from cube import tables
+    from cube.method import tables
 
     results = pipeline.evaluate_run(run, bootstrap=False)
     out = assess(results, run.params)
@@ -116,7 +116,7 @@ def test_without_a_bootstrap_the_decision_says_its_precision_is_unknown_and_the_
 
 
 def test_duplicate_texts_and_high_confusion_become_suggestions(run):
-    from cube.lta import _retrieval_suggestions
+    from cube.diagnose.lta import _retrieval_suggestions
 
     tips = _retrieval_suggestions({"duplicate_texts": 3, "near_duplicate_confusion":
                                    {"rate": 0.4, "count": 4, "n": 10, "region": 3, "variant": 1, "duplicate": 0}})

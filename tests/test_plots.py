@@ -17,11 +17,11 @@ from factories import DIMS, make_tables  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 
-from cube import plots  # noqa: E402
-from cube.agreement import pairwise_agreement  # noqa: E402
-from cube.analysis import evaluate  # noqa: E402
-from cube.config import AnalysisParams  # noqa: E402
-from cube.lexical import lexical_scores  # noqa: E402
+from cube.config.params import AnalysisParams  # noqa: E402
+from cube.method.agreement import pairwise_agreement  # noqa: E402
+from cube.method.evaluation import evaluate  # noqa: E402
+from cube.method.lexical import lexical_scores  # noqa: E402
+from cube.pages import plots, plots_cube, style  # noqa: E402
 
 CJK_JUDGE = "评委甲"
 
@@ -76,9 +76,9 @@ def _all_figures(answers: pd.DataFrame, scores: pd.DataFrame) -> dict[str, tuple
         "correlation_retrieved": (plots.correlation_heatmap(scores, answers, judges[0], "retrieved"), 2),
         "correlation_grid": (plots.correlation_grid(scores, answers), len(judges) + 1),
         "rank_distribution": (plots.rank_distribution(answers), 1),
-        "bounds": (plots.bounds(result), nd),
-        "cube_forest": (plots.cube_forest(result, {"excellent": 80, "good": 60, "fair": 40}), 1),
-        "normalised_dimensions": (plots.normalised_dimensions(result), 1),
+        "bounds": (plots_cube.bounds(result), nd),
+        "cube_forest": (plots_cube.cube_forest(result, {"excellent": 80, "good": 60, "fair": 40}), 1),
+        "normalised_dimensions": (plots_cube.normalised_dimensions(result), 1),
         "judge_vs_human": (plots.judge_vs_human(both), len(judges) * nd),
         "bland_altman": (plots.bland_altman(both, judges[0]), nd),
         "agreement_heatmap": (plots.agreement_heatmap(pairwise_agreement(both), "Spearman rho"), 2),
@@ -149,13 +149,13 @@ def test_rank_distribution_counts_and_recall_in_title():
 def test_bounds_and_forest_show_the_result_values():
     answers, scores = make_tables(n_questions=40)
     result = evaluate(answers, scores, AnalysisParams(bootstrap=30))
-    texts = _texts(plots.bounds(result))
+    texts = _texts(plots_cube.bounds(result))
     n_rel = result.cube_table.at["judge-a", "relevance"]
     assert f"N = {n_rel:.0f}" in texts
-    forest = plots.cube_forest(result, {"good": 60, "fair": 40})
+    forest = plots_cube.cube_forest(result, {"good": 60, "fair": 40})
     assert {"good", "fair", "jury mean", f"{result.jury_cube():.1f}"} <= set(_texts(forest))
     no_boot = evaluate(answers, scores, AnalysisParams(bootstrap=0))
-    assert "no bootstrap interval" in plots.cube_forest(no_boot).get_suptitle()
+    assert "no bootstrap interval" in plots_cube.cube_forest(no_boot).get_suptitle()
 
 
 def test_human_figures_report_n_and_r():
@@ -188,7 +188,7 @@ def _glyph_warnings(fig: Figure) -> list[str]:
 
 
 def test_the_packaged_cjk_font_is_registered():
-    from cube import fonts
+    from cube.pages import fonts
 
     assert plots.CJK_FONT == "Noto Sans CJK SC"  # from the noto-cjk-sans-otc dependency, not the system
     assert matplotlib.rcParams["font.family"][-1] == plots.CJK_FONT
@@ -197,7 +197,7 @@ def test_the_packaged_cjk_font_is_registered():
     assert fonts.CJK_FONT == plots.CJK_FONT
 
 
-@pytest.mark.filterwarnings("ignore::cube.analysis.CubeWarning")
+@pytest.mark.filterwarnings("ignore::cube.method.analysis.CubeWarning")
 def test_chinese_judge_and_system_names_are_drawn_as_they_are():
     answers, scores = make_tables(n_questions=30, judges=(CJK_JUDGE, "judge-b"))
     answers["system"] = CJK_SYSTEM
@@ -253,16 +253,16 @@ def test_bland_altman_bias_and_limits_in_titles():
     assert title == f"quality (n = 12)\nbias {diff.mean():+.2f}, LoA [{lo:+.2f}, {hi:+.2f}]"
 
 
-@pytest.mark.filterwarnings("ignore::cube.analysis.CubeWarning")
+@pytest.mark.filterwarnings("ignore::cube.method.analysis.CubeWarning")
 def test_runaway_score_is_marked_off_scale_not_squashing_the_axis():
     # the factory's sixth judge has zero = full = 8, so its normalised scores explode
     answers, scores = make_tables(n_questions=40, judges=tuple(f"j{i}" for i in range(6)))
     result = evaluate(answers, scores, AnalysisParams(bootstrap=20))
     assert not np.all(np.abs(result.cube_table["cube_score"]) <= 110)
-    forest = plots.cube_forest(result)
+    forest = plots_cube.cube_forest(result)
     assert forest.axes[0].get_xlim() == (-10.0, 110.0)
     assert any(t.endswith("(off scale)") for t in _texts(forest))
-    bars = plots.normalised_dimensions(result)
+    bars = plots_cube.normalised_dimensions(result)
     assert bars.axes[0].get_ylim()[1] <= 126  # bounded (a row of jury-mean labels above 110)
     assert "Hatched bars are cut at the axis" in bars.get_supxlabel()
 
@@ -278,7 +278,7 @@ def test_agreement_heatmap_picks_the_scale_of_the_statistic():
 
 def test_palette_is_fixed_by_sorted_names_and_humans_are_black():
     p = plots.judge_palette(["b", "human", "a", "human:r1"])
-    assert p["a"] != p["b"] and p["human"] == plots.HUMAN_COLOR
+    assert p["a"] != p["b"] and p["human"] == style.HUMAN_COLOR
     assert plots.judge_palette(["a", "b"]) == {k: p[k] for k in ("a", "b")}
     labels = plots.display_labels(["gpt-4o", "评委", "human:张三"])
     assert labels == {"gpt-4o": "gpt-4o", "评委": "评委", "human:张三": "human:张三"}
@@ -319,7 +319,7 @@ def two_systems() -> dict:
 def test_cube_figures_show_every_system(two_systems):
     names = list(two_systems)
     judges = sorted(two_systems[names[0]].cube_table.index)
-    bounds = plots.bounds(two_systems)
+    bounds = plots_cube.bounds(two_systems)
     for ax in bounds.axes:
         ticks = [t.get_text() for t in ax.get_yticklabels()]
         assert ticks == [names[0], *judges, names[1], *judges]  # a heading row per system, then its judges
@@ -330,7 +330,7 @@ def test_cube_figures_show_every_system(two_systems):
         n_d = two_systems[name].cube_table.at[judges[0], "relevance"]
         assert f"N = {n_d:.0f}" in _texts(bounds)
 
-    forest = plots.cube_forest(two_systems, {"excellent": 80, "good": 60, "fair": 40})
+    forest = plots_cube.cube_forest(two_systems, {"excellent": 80, "good": 60, "fair": 40})
     (ax,) = forest.axes
     ticks = [t.get_text() for t in ax.get_yticklabels()]
     assert ticks == [f"{n} (R@k {two_systems[n].recall_at_k:.1%})" if k % (len(judges) + 2) == 0 else t
@@ -344,34 +344,34 @@ def test_cube_figures_show_every_system(two_systems):
         assert f"{r.jury_cube():.1f}" in _texts(forest)
     assert all(n in forest.get_suptitle() for n in names)
 
-    bars = plots.normalised_dimensions(two_systems)
+    bars = plots_cube.normalised_dimensions(two_systems)
     assert [ax.get_title() for ax in bars.axes] == names  # one panel per system
     for ax, r in zip(bars.axes, two_systems.values(), strict=True):
         n_bars = len([p for p in ax.patches if p.get_height() != 0 or p.get_width() != 0])
         assert n_bars == len(judges) * (len(DIMS) + 1)
         assert f"{r.jury.at['mean', 'weighted_score']:.1f}" in [t.get_text() for t in ax.texts]
     # one result still works, and is the same figure as a one-entry mapping
-    one = plots.cube_forest(two_systems[names[0]])
+    one = plots_cube.cube_forest(two_systems[names[0]])
     assert [t.get_text() for t in one.axes[0].get_yticklabels()] == [*judges, "jury mean"]
     with pytest.raises(ValueError, match="no CuBE result"):
-        plots.bounds({})
+        plots_cube.bounds({})
 
 
 def test_verdict_bands_include_poor_below_every_threshold(two_systems):
     result = next(iter(two_systems.values()))
-    forest = plots.cube_forest(result, {"excellent": 80, "good": 60, "fair": 40})
+    forest = plots_cube.cube_forest(result, {"excellent": 80, "good": 60, "fair": 40})
     ax = forest.axes[0]
     labels = [t.get_text() for t in ax.texts]
     assert labels[:4] == ["poor", "fair", "good", "excellent"]  # then the score labels
     spans = sorted((p.get_x(), p.get_x() + p.get_width()) for p in ax.patches)
     assert spans == [(-10.0, 40.0), (40.0, 60.0), (60.0, 80.0), (80.0, 110.0)]  # the axis' left end is poor
-    from cube.lta import verdict
+    from cube.diagnose.lta import verdict
 
     assert verdict(39.9, {"excellent": 80, "good": 60, "fair": 40}) == "poor"  # the name the page uses
 
 
 def test_normalised_dimension_mean_labels_touch_no_bar(two_systems):
-    fig = plots.normalised_dimensions(two_systems)
+    fig = plots_cube.normalised_dimensions(two_systems)
     renderer = _drawn(fig)
     for ax in fig.axes:
         labels = [t for t in ax.texts if t.get_text() not in ("", " zero bound", " full bound")]
@@ -416,7 +416,7 @@ def test_fig1_title_names_the_system():
 
 def test_cube_forest_verdict_badges(two_systems):
     names = list(two_systems)
-    fig = plots.cube_forest(two_systems, {"good": 60, "fair": 40}, verdicts={names[0]: "fair"})
+    fig = plots_cube.cube_forest(two_systems, {"good": 60, "fair": 40}, verdicts={names[0]: "fair"})
     badges = [t for t in fig.axes[0].texts if t.get_text().startswith("verdict: ")]
     assert [b.get_text() for b in badges] == ["verdict: fair"]  # only the system that has one
     ticks = [t.get_text() for t in fig.axes[0].get_yticklabels()]

@@ -10,8 +10,8 @@ import yaml
 from openai_server import OpenAIServer, broken_endpoint, closed_port_url
 
 from cube.cli import main
-from cube.config import parse_params
-from cube.preflight import check_endpoints, check_keys, uses_llm
+from cube.config.params import parse_params
+from cube.llm.preflight import check_endpoints, check_keys, uses_llm
 
 KEY = "sk-preflight-DO-NOT-LEAK-91ab"
 

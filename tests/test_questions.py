@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 from openai_server import OpenAIServer, last_user_message
 
-from cube.config import ParamsError, parse_params
-from cube.demo_corpus import generate_demo_corpus
-from cube.llm import OfflineModel, Request, Response, register_offline
-from cube.questions import (
+from cube.config.params import ParamsError, parse_params
+from cube.config.schema import ACCOUNTING_COLUMNS, CORPUS_FIELDS
+from cube.kb.demo import generate_demo_corpus
+from cube.kb.questions import (
     QUESTION_TABLE_COLUMNS,
     STYLES,
     QuestionError,
@@ -25,7 +25,7 @@ from cube.questions import (
     render_question_prompt,
     usable_questions,
 )
-from cube.schema import ACCOUNTING_COLUMNS, CORPUS_FIELDS
+from cube.llm import OfflineModel, Request, Response, register_offline
 
 JUDGES = [{"name": "r", "model": {"provider": "offline", "model": "rubric"}}]
 

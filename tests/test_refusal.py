@@ -1,4 +1,4 @@
-"""The refusal detector (`cube.refusal`) on real-world decline phrasings and non-declines."""
+"""The refusal detector (`cube.diagnose.refusal`) on real-world decline phrasings and non-declines."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from cube.refusal import answer_outcome, is_refusal, refusal_accuracy
+from cube.diagnose.refusal import answer_outcome, is_refusal, refusal_accuracy
 from cube.systems.extractive import GENERIC_ANSWER
 
 DECLINES = [

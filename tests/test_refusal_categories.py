@@ -1,4 +1,4 @@
-"""Refusal accuracy and the false-refusal rate by category (`cube.refusal_categories`)."""
+"""Refusal accuracy and the false-refusal rate by category (`cube.diagnose.refusal_categories`)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ import math
 import pandas as pd
 from factories import make_tables
 
-from cube.categories import category_report
-from cube.config import AnalysisParams
-from cube.refusal_categories import NOT_IN_CORPUS, refusal_by_category, refusal_figure
+from cube.config.params import AnalysisParams
+from cube.diagnose.categories import category_report
+from cube.diagnose.refusal_categories import NOT_IN_CORPUS, refusal_by_category
+from cube.pages.diag_plots import refusal_figure
 
 CORPUS = pd.DataFrame({"doc_id": ["d1", "d2"], "item_name": ["护照签发", "残疾人证换领"], "department": ["公安局", "残联"]})
 DECLINE, ANSWER = "抱歉，我无法回答。", "关于“护照签发”，根据办事指南：收费标准：20元/件"

@@ -1,4 +1,4 @@
-"""LLM role-play refusal questions (`cube.refusal_llm`), against the local OpenAI-protocol server."""
+"""LLM role-play refusal questions (`cube.kb.refusal_llm`), against the local OpenAI-protocol server."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 from openai_server import OpenAIServer, last_user_message
 
-from cube.config import BuiltinSystem, ParamsError, parse_params
-from cube.demo_corpus import generate_demo_corpus
-from cube.refusal_llm import (
+from cube.config.params import BuiltinSystem, ParamsError, parse_params
+from cube.diagnose.refusal import is_refusal, mark_declined, refusal_report
+from cube.kb.demo import generate_demo_corpus
+from cube.kb.refusal_llm import (
     KIND,
     PER_CALL,
     corpus_item,
@@ -21,7 +22,8 @@ from cube.refusal_llm import (
     refusal_prompt_template,
     render_refusal_prompt,
 )
-from cube.refusal_questions import COLUMNS, build_refusal_set, refusal_answers, refusal_report
+from cube.kb.refusal_questions import COLUMNS, build_refusal_set
+from cube.systems import refusal_answers
 
 CORPUS = generate_demo_corpus(60, "zh")
 NAMES = CORPUS["item_name"].tolist()
@@ -85,7 +87,7 @@ PARSE_CASES = [
 
 @pytest.mark.parametrize(("reply", "expected"), PARSE_CASES)
 def test_replies_are_parsed_from_json_or_numbered_lines(reply: str, expected: list[str]):
-    assert parse_questions(reply) == expected
+    assert parse_questions(reply, reject=is_refusal) == expected
 
 
 def test_in_corpus_questions_are_found_by_item_name_and_name_without_variant():
@@ -162,7 +164,7 @@ def test_role_play_questions_through_an_openai_server_are_deduplicated_filtered_
         again, made2 = build_refusal_set(params, CORPUS, cache)
         assert server.requests_total == 3 and all(c["cached"] for c in made2["calls"])
         assert again["question"].tolist() == q["question"].tolist()
-    out = refusal_answers(params, CORPUS, q, cache)  # answered by the offline builtin system like the templates
+    out = mark_declined(refusal_answers(params, CORPUS, q, cache))  # answered by the offline builtin system like the templates
     assert len(out) == 15 and set(out["kind"]) == {KIND} and (out["outcome"] == "answered").all()
     rep = refusal_report(out, out.iloc[:0].assign(set=[]))["b"]
     assert rep["n_unanswerable"] == 15 and set(rep["by_kind"]) == {KIND}

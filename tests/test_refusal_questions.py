@@ -6,17 +6,12 @@ import math
 
 import pandas as pd
 
-from cube.config import BuiltinSystem, JudgeParams, ModelSpec, Params
-from cube.demo_corpus import generate_demo_corpus
-from cube.refusal import is_refusal
-from cube.refusal_questions import (
-    KINDS,
-    build_refusal_questions,
-    mark_declined,
-    refusal_answers,
-    refusal_report,
-    refusal_sentence,
-)
+from cube.config.model_spec import ModelSpec
+from cube.config.params import BuiltinSystem, JudgeParams, Params
+from cube.diagnose.refusal import is_refusal, mark_declined, refusal_report, refusal_sentence
+from cube.kb.demo import generate_demo_corpus
+from cube.kb.refusal_questions import KINDS, build_refusal_questions
+from cube.systems import refusal_answers
 from cube.systems.extractive import extractive_answer, named_item
 
 CORPUS = generate_demo_corpus(60, "zh")
@@ -50,7 +45,7 @@ def test_refusal_answers_and_report_beside_cube():
     params = Params(run="t", judges=[JudgeParams(name="j", model=ModelSpec(provider="offline", model="rubric"))],
                     systems=[BuiltinSystem(name="b", top_n=4)])
     q = build_refusal_questions(CORPUS, "zh", n=6)
-    out = refusal_answers(params, CORPUS, q, None)
+    out = mark_declined(refusal_answers(params, CORPUS, q, None))
     assert len(out) == 6 and out["declined"].dtype == "boolean" and (out["outcome"] == "answered").all()
     by_kind = out.groupby("kind")["declined"].mean()
     assert by_kind["absent_item"] == 1.0 and by_kind["other_province"] == 1.0

@@ -7,10 +7,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cube.config import BuiltinSystem, JudgeParams, ModelSpec, Params, QuestionParams
-from cube.demo_corpus import generate_demo_corpus
-from cube.diagnostics import near_duplicate_confusion
-from cube.questions import build_questions
+from cube.config.model_spec import ModelSpec
+from cube.config.params import BuiltinSystem, JudgeParams, Params, QuestionParams
+from cube.diagnose.near_duplicates import near_duplicate_confusion
+from cube.kb.demo import generate_demo_corpus
+from cube.kb.questions import build_questions
 from cube.systems import make_system
 from cube.systems.region_filter import RegionFilter
 
@@ -110,7 +111,7 @@ def test_readme_examples_of_region_filter_and_llm_questions_are_valid_params():
 
     import yaml
 
-    from cube.config import parse_params
+    from cube.config.params import parse_params
 
     root = Path(__file__).resolve().parents[1]
     text = (root / "README.md").read_text(encoding="utf-8")

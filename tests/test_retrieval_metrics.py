@@ -1,4 +1,4 @@
-"""Retrieval metrics from ranks (`cube.retrieval_metrics`), on hand-computed cases."""
+"""Retrieval metrics from ranks (`cube.diagnose.retrieval`), on hand-computed cases."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cube import retrieval_metrics as rm
+from cube.diagnose import retrieval as rm
 
 
 def test_hand_computed_case():

@@ -25,7 +25,7 @@ def _project(tmp_path: Path, monkeypatch) -> Path:
 
 # ---------------------------------------------- 2. a failed cell deletes only what open_run created
 def test_a_failed_cell_keeps_an_existing_run_folder_and_the_params_file_kept_in_it(tmp_path, monkeypatch):
-    from cube.notebook import open_run, remove_if_empty
+    from cube.run.notebook import open_run, remove_if_empty
 
     root = _project(tmp_path, monkeypatch)
     run_folder = root / "outputs" / "exp1"
@@ -46,7 +46,7 @@ def test_a_failed_cell_keeps_an_existing_run_folder_and_the_params_file_kept_in_
 
 
 def test_a_failed_cell_removes_a_run_folder_open_run_created(tmp_path, monkeypatch):
-    from cube.notebook import open_run, remove_if_empty
+    from cube.run.notebook import open_run, remove_if_empty
 
     root = _project(tmp_path, monkeypatch)
     (root / "params" / "p.yaml").write_text(yaml.safe_dump({"run": "fresh", "judges": JUDGES}), encoding="utf-8")
@@ -62,8 +62,8 @@ def test_provenance_holds_no_local_path_and_still_tells_two_files_of_one_name_ap
 
     import pytest
 
-    from cube.config import parse_params
-    from cube.stages import ParamsMismatchError, check_provenance, record_provenance
+    from cube.config.params import parse_params
+    from cube.run.stages import ParamsMismatchError, check_provenance, record_provenance
 
     root = _project(tmp_path, monkeypatch)
     elsewhere = tmp_path / "private" / "kb.csv"
@@ -95,9 +95,9 @@ def test_provenance_holds_no_local_path_and_still_tells_two_files_of_one_name_ap
 def test_the_human_key_path_is_shown_by_name_in_params_yaml_and_the_manifest():
     import json
 
-    from cube.config import parse_params
-    from cube.notebook import shared_params_yaml
-    from cube.project import shared_values
+    from cube.config.params import parse_params
+    from cube.config.project import shared_values
+    from cube.run.notebook import shared_params_yaml
 
     p = parse_params({"run": "r", "judges": JUDGES, "human": {"ratings": "/home/alice/private/ratings.csv",
                                                              "key": "/home/alice/private/annotation_key.csv"}})
@@ -114,8 +114,8 @@ def test_a_provenance_record_of_an_earlier_version_agrees_with_unchanged_params(
 
     import pytest
 
-    from cube.config import load_params
-    from cube.stages import ParamsMismatchError, check_provenance, check_run_folder, upstream_sections
+    from cube.config.params import load_params
+    from cube.run.stages import ParamsMismatchError, check_provenance, check_run_folder, upstream_sections
 
     params = load_params(ROOT / "params" / "llm_jury.yaml")
     assert params.models  # whole `models:` entries, prices and concurrency included, as recorded before
@@ -138,9 +138,9 @@ def test_a_provenance_record_of_an_earlier_version_agrees_with_unchanged_params(
 def _stage_set(edit) -> list[str]:
     import copy
 
-    from cube.config import parse_params
-    from cube.report import list_notebooks
-    from cube.stages import stage_fingerprints, stages_affected
+    from cube.config.params import parse_params
+    from cube.config.project import list_notebooks
+    from cube.run.stages import stage_fingerprints, stages_affected
 
     notebooks = list_notebooks(ROOT / "notebooks")
     base = yaml.safe_load((ROOT / "params" / "default.yaml").read_text(encoding="utf-8"))
@@ -161,8 +161,8 @@ def test_a_diagnostics_threshold_re_runs_the_decision_and_diagnostics_stages_onl
 def test_answers_recorded_before_a_threshold_edit_still_agree_with_the_params(tmp_path, monkeypatch):
     import pytest
 
-    from cube.config import parse_params
-    from cube.stages import ParamsMismatchError, check_provenance, record_provenance
+    from cube.config.params import parse_params
+    from cube.run.stages import ParamsMismatchError, check_provenance, record_provenance
 
     _project(tmp_path, monkeypatch)
     record_provenance(tmp_path, "answers", parse_params({"run": "r", "judges": JUDGES}), "params/p.yaml")
@@ -195,8 +195,8 @@ def _code(nb: Path) -> list[str]:
 
 
 def test_the_running_notebook_is_recognised_from_the_cells_its_kernel_executed():
-    from cube.notebook import PARAMETERS_CELL
-    from cube.ran_alone import identify_notebook
+    from cube.run.notebook import PARAMETERS_CELL
+    from cube.run.ran_alone import identify_notebook
 
     folder = ROOT / "notebooks"
     notebooks = sorted(folder.glob("[0-9][0-9]_*.ipynb"))
@@ -212,10 +212,10 @@ def test_the_running_notebook_is_recognised_from_the_cells_its_kernel_executed()
 def test_cube_run_sees_a_stage_run_alone_with_other_params_that_wrote_no_data(tmp_path, monkeypatch):
     import pandas as pd
 
-    from cube.config import RunPaths, parse_params
-    from cube.notebook import Run, shared_params_yaml, write_shared_params
-    from cube.ran_alone import RAN_ALONE, forget_ran_alone, stages_ran_alone
-    from cube.stages import stages_run_outside
+    from cube.config.params import parse_params
+    from cube.config.runpaths import RunPaths
+    from cube.run.notebook import Run, shared_params_yaml, write_shared_params
+    from cube.run.ran_alone import RAN_ALONE, forget_ran_alone, stages_ran_alone, stages_run_outside
 
     _project(tmp_path, monkeypatch)
     stems = [nb.stem for nb in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))]
@@ -258,7 +258,7 @@ def test_cube_run_re_executes_a_stage_papermill_ran_alone_with_overrides_though_
 
     import papermill as pm
 
-    from cube.report import execute_run
+    from cube.run.execute import execute_run
 
     monkeypatch.delenv("CUBE_PROJECT_ROOT", raising=False)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))

@@ -16,8 +16,8 @@ NAMES = ["answers.parquet", "judgements.parquet", "x_a.parquet", "x_b.parquet"]
 
 
 def _note(args: tuple[str, str]) -> str | None:
-    from cube.config import load_params
-    from cube.ran_alone import note_ran_alone
+    from cube.config.params import load_params
+    from cube.run.ran_alone import note_ran_alone
 
     folder, stage = args
     params = load_params(ROOT / "params" / "default.yaml")
@@ -30,8 +30,8 @@ def _note(args: tuple[str, str]) -> str | None:
 
 
 def _provenance(args: tuple[str, str]) -> str | None:
-    from cube.config import load_params
-    from cube.stages import record_provenance
+    from cube.config.params import load_params
+    from cube.run.stages import record_provenance
 
     folder, name = args
     params = load_params(ROOT / "params" / "default.yaml")
@@ -49,7 +49,7 @@ def _parallel(worker, folder: Path, keys: list[str]) -> list[str]:
 
 
 def test_notebooks_run_alone_in_parallel_keep_every_record(tmp_path):
-    from cube.ran_alone import read_ran_alone
+    from cube.run.ran_alone import read_ran_alone
 
     for trial in range(3):
         folder = tmp_path / f"t{trial}" / "notebooks"
@@ -59,7 +59,7 @@ def test_notebooks_run_alone_in_parallel_keep_every_record(tmp_path):
 
 
 def test_data_files_written_in_parallel_keep_every_provenance_entry(tmp_path):
-    from cube.stages import read_provenance
+    from cube.run.stages import read_provenance
 
     for trial in range(3):
         folder = tmp_path / f"t{trial}" / "data"
@@ -72,10 +72,11 @@ def test_data_files_written_in_parallel_keep_every_provenance_entry(tmp_path):
 def test_a_forced_run_of_every_stage_drops_the_record_of_a_notebook_not_recognised(tmp_path, monkeypatch):
     import os
 
-    from cube.config import RunPaths, parse_params
-    from cube.notebook import Run
-    from cube.ran_alone import RAN_ALONE, UNKNOWN, read_ran_alone
-    from cube.report import execute_run
+    from cube.config.params import parse_params
+    from cube.config.runpaths import RunPaths
+    from cube.run.execute import execute_run
+    from cube.run.notebook import Run
+    from cube.run.ran_alone import RAN_ALONE, UNKNOWN, read_ran_alone
 
     monkeypatch.delenv("CUBE_PROJECT_ROOT", raising=False)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from factories import make_tables
 
-from cube.analysis import evaluate
-from cube.config import AnalysisParams
+from cube.config.params import AnalysisParams
+from cube.method.evaluation import evaluate
 
 
 def _evaluate(answers, scores, ap, **kw):
@@ -65,7 +65,7 @@ def test_every_system_call_failed_gives_nan_and_a_withheld_verdict():
     rows"). It now gives NaN figures, a flag, and no judge in the jury, with the cause."""
     from types import SimpleNamespace
 
-    from cube.lta import withheld_reasons
+    from cube.diagnose.lta import withheld_reasons
 
     answers, scores = make_tables(n_questions=20, seed=1)
     answers = answers.assign(retrieval_ok=False, rank=0)
@@ -111,7 +111,7 @@ def _sparse_member_tables():
 def test_bootstrap_jury_resample_is_undefined_when_a_member_is():
     """S1: the jury's resample averaged whichever members were defined (fewer judges in some
     resamples); a resample with an undefined member is now undefined for the jury."""
-    from cube.bootstrap import bootstrap_cube
+    from cube.method.bootstrap import bootstrap_cube
 
     answers, scores = _sparse_member_tables()
     b = bootstrap_cube(answers, scores, n_resamples=200, weights="equal", seed=1).set_index(["judge", "metric"])
@@ -125,7 +125,7 @@ def test_verdict_withheld_when_few_resamples_define_the_jury():
     """S1: an interval from fewer than 90 % of the resamples is not a basis for a verdict."""
     from types import SimpleNamespace
 
-    from cube.lta import withheld_reasons
+    from cube.diagnose.lta import withheld_reasons
 
     answers, scores = _sparse_member_tables()
     ap = AnalysisParams(bootstrap=200, weights="equal", seed=1, gate_max_failure_rate=1.0, gate_alpha=0.5,

@@ -18,8 +18,8 @@ import yaml
 from openai_server import OpenAIServer, body_digest, score_reply
 
 from cube import cli
-from cube.config import RunPaths
-from cube.report import RunSummary, execute_run
+from cube.config.runpaths import RunPaths
+from cube.run.execute import RunSummary, execute_run
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "sk-planted-secret-4f9a1c77e2"
@@ -167,7 +167,7 @@ def test_judging_failed_withholds_the_decision_with_exit_3(tmp_path, monkeypatch
     decision = {"verdict": "withheld", "judging_failed": True,
                 "withheld_reasons": ["judge GPT-4o has no scores (HTTP 401)"]}
     paths.results.write_text(json.dumps({"decision": decision}))
-    monkeypatch.setattr("cube.report.execute_run", lambda *a, **k: RunSummary(paths, committed=True))
+    monkeypatch.setattr("cube.run.execute.execute_run", lambda *a, **k: RunSummary(paths, committed=True))
     assert cli.main(["run", str(tmp_path / "p.yaml"), "--no-preflight"]) == 3  # no params file: execute_run is mocked
     assert capsys.readouterr().err.strip() == (
         "cube: decision withheld: judging failed (judge GPT-4o has no scores (HTTP 401))")

@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cube.demo_corpus import generate_demo_corpus
-from cube.report import execute_run
-from cube.stages import ParamsMismatchError
+from cube.kb.demo import generate_demo_corpus
+from cube.run.execute import execute_run
+from cube.run.stages import ParamsMismatchError
 
 ROOT = Path(__file__).resolve().parents[1]
 JUDGES = [{"name": "r", "model": {"provider": "offline", "model": "rubric-strict"}}]

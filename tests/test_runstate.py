@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from cube.runstate import (
+from cube.run.state import (
     STAGING,
     RunInterrupted,
     RunLocked,
@@ -84,8 +84,9 @@ def test_sigterm_inside_a_run_raises_run_interrupted_and_restores_the_handlers(t
 def test_staged_tables_are_linked_and_a_re_save_in_staging_leaves_the_published_table_alone(tmp_path):
     import pandas as pd
 
-    from cube.config import RunPaths, parse_params
-    from cube.notebook import Run
+    from cube.config.params import parse_params
+    from cube.config.runpaths import RunPaths
+    from cube.run.notebook import Run
 
     _published(tmp_path)
     (tmp_path / "data").mkdir()
@@ -107,9 +108,9 @@ def test_staged_tables_are_linked_and_a_re_save_in_staging_leaves_the_published_
 def test_publishing_never_replaces_the_annotation_sheet_a_rater_fills_in_place(tmp_path):
     # Review finding 2: annotation/ was staged, so a commit moved the sheet copied at the start
     # of the run over the one a rater had filled during it (an afternoon of ratings lost).
-    from cube.config import RunPaths
-    from cube.pipeline import annotation_dir
-    from cube.runstate import commit_staging
+    from cube.config.runpaths import RunPaths
+    from cube.run.pipeline import annotation_dir
+    from cube.run.state import commit_staging
 
     _published(tmp_path)
     sheet = tmp_path / "annotation" / "annotation_sheet.csv"
@@ -170,7 +171,7 @@ def test_a_staging_copy_cut_short_is_made_again_not_resumed(tmp_path, monkeypatc
     # Review S2: params.yaml is copied first, so a copy interrupted after it looked resumable.
     import shutil
 
-    import cube.runstate as rs
+    import cube.run.state as rs
 
     _published(tmp_path)
     (tmp_path / "params.yaml").write_text("run: new\n")  # the same params as the next run
@@ -194,7 +195,7 @@ def test_an_interrupt_during_the_commit_waits_until_it_is_done(tmp_path, monkeyp
     # Review S2: SIGINT during commit_staging left some entries replaced and others not.
     from pathlib import Path
 
-    from cube.runstate import commit_staging
+    from cube.run.state import commit_staging
 
     _published(tmp_path)
     staging = prepare_staging(tmp_path, "run: new\n", log=lambda _: None)

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cube.analysis import sample_variance
+from cube.method.analysis import sample_variance
 
 
 def _rows(judge: str, item: int, samples: list[float]) -> list[dict]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from cube.config import RunPaths
-from cube.report import call_failures
+from cube.config.runpaths import RunPaths
+from cube.run.execute import call_failures
 
 
 def test_failed_answer_and_question_calls_make_their_stage_out_of_date(tmp_path):
@@ -35,9 +35,9 @@ def test_a_stale_decision_is_forgotten_whole_when_an_earlier_stage_re_executes(t
     # then worked could still read "judging failed" (exit 3) from the previous decision.
     import json
 
-    import cube.lta
-    import cube.pipeline as pipeline
-    from cube.report import _forget_decision
+    import cube.diagnose.lta
+    import cube.run.pipeline as pipeline
+    from cube.run.execute import _forget_decision
 
     recorded: dict = {}
 
@@ -55,7 +55,7 @@ def test_a_stale_decision_is_forgotten_whole_when_an_earlier_stage_re_executes(t
 
     out = {"cube_score": 1.0, "recall_at_k": 0.5, "weighted_score": 2.0, "verdict": "withheld",
            "withheld_reasons": ["judging failed"], "judging_failed": True}
-    monkeypatch.setattr(cube.lta, "assess", lambda *a, **k: out)
+    monkeypatch.setattr(cube.diagnose.lta, "assess", lambda *a, **k: out)
     for name in ("offline_judges", "bound_answerer_note", "retrieval_quality", "_diagnosis"):
         monkeypatch.setattr(pipeline, name, lambda *a, **k: None)
     pipeline.decision(FakeRun(), {})

@@ -1,11 +1,11 @@
-"""Every data file a stage saves is declared in `cube.stages.STAGES`, so its provenance records
+"""Every data file a stage saves is declared in `cube.run.stages.STAGES`, so its provenance records
 only what produced it (an undeclared file records every params section, and then any params edit
 makes a later stage refuse it as produced by other params)."""
 
 import re
 from pathlib import Path
 
-from cube.stages import STAGES, producer
+from cube.run.stages import STAGES, producer
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -11,7 +11,8 @@ import pytest
 import yaml
 from factories import make_project
 
-from cube.report import execute_run, list_notebooks
+from cube.config.project import list_notebooks
+from cube.run.execute import execute_run
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = list_notebooks(ROOT / "notebooks")
@@ -62,8 +63,9 @@ def test_a_failed_papermill_attempt_on_a_new_run_name_leaves_no_run_folder(tmp_p
 def test_a_notebook_whose_failed_cell_removed_the_empty_folder_writes_it_again(tmp_path, monkeypatch):
     import pandas as pd
 
-    from cube.config import RunPaths, parse_params
-    from cube.notebook import Run, remove_if_empty
+    from cube.config.params import parse_params
+    from cube.config.runpaths import RunPaths
+    from cube.run.notebook import Run, remove_if_empty
 
     params = parse_params({"run": "again", "judges": JUDGES})
     paths = RunPaths(root=tmp_path / "outputs" / "again", cache=tmp_path / "outputs" / "cache.sqlite").ensure()
@@ -96,14 +98,14 @@ def test_cube_run_on_a_new_run_name_failing_at_validation_or_preflight_leaves_no
 
 # ------------------------------------------ 2. no absolute path when params or outputs lie outside
 def test_params_and_outputs_outside_the_project_leave_no_local_path_in_outputs(tmp_path, monkeypatch):
-    from cube.project import shared_values
+    from cube.config.project import shared_values
 
     monkeypatch.delenv("CUBE_PROJECT_ROOT", raising=False)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     monkeypatch.chdir(ROOT)  # the project is this repository; params and outputs are elsewhere
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    from cube.demo_corpus import generate_demo_corpus
+    from cube.kb.demo import generate_demo_corpus
 
     generate_demo_corpus(12, "zh", seed=7).to_csv(elsewhere / "kb.csv", index=False)  # a file corpus outside
     params = _write(elsewhere / "mine.yaml", {"run": "outside", "outputs_dir": str(elsewhere / "out"),
@@ -131,7 +133,7 @@ def test_params_and_outputs_outside_the_project_leave_no_local_path_in_outputs(t
 
 
 def test_the_last_run_page_shows_no_local_path(tmp_path, monkeypatch):
-    from cube.runstate import write_last_run
+    from cube.run.state import write_last_run
 
     monkeypatch.setenv("CUBE_PROJECT_ROOT", str(tmp_path))
     page = write_last_run(tmp_path / "report", status="failed", params_path=Path("p.yaml"),
@@ -146,8 +148,8 @@ def test_the_last_run_page_shows_no_local_path(tmp_path, monkeypatch):
 def _stage_set(file: str, edit) -> list[str]:
     import copy
 
-    from cube.config import parse_params
-    from cube.stages import stage_fingerprints, stages_affected
+    from cube.config.params import parse_params
+    from cube.run.stages import stage_fingerprints, stages_affected
 
     base = yaml.safe_load((ROOT / "params" / file).read_text(encoding="utf-8"))
     edited = copy.deepcopy(base)
@@ -178,7 +180,7 @@ def test_stage_sets_after_model_edits():
     assert _stage_set("default.yaml", lambda d: d["judges"][0]["model"].update(price_output_per_m=1.0)) == []
     assert _stage_set("default.yaml", lambda d: d["judges"][0]["model"].update(model="rubric")) == from_03
     # a reference under any key naming a model (e.g. a refusal question writer's `refusal_model`) counts
-    from cube.stages import _model_refs
+    from cube.run.stages import _model_refs
     section = {"refusal_model": "qwen", "refusal_generator": "qwen", "nested": [{"answerer": "gpt"}], "model": "nope"}
     assert _model_refs(section, {"qwen", "gpt"}, "diagnostics") == {"qwen", "gpt"}
 
@@ -186,8 +188,8 @@ def test_stage_sets_after_model_edits():
 def test_a_price_edit_does_not_make_the_data_disagree_with_the_params(tmp_path):
     import pandas as pd
 
-    from cube.notebook import open_run
-    from cube.stages import ParamsMismatchError
+    from cube.run.notebook import open_run
+    from cube.run.stages import ParamsMismatchError
 
     data = yaml.safe_load((ROOT / "params" / "llm_jury.yaml").read_text(encoding="utf-8"))
     data["outputs_dir"] = str(tmp_path / "out")
@@ -225,7 +227,7 @@ def test_cube_run_re_executes_a_stage_a_notebook_run_alone_changed_and_the_stage
     assert [s.status for s in again.stages] == ["up to date", "executed", "executed"]
     assert any("01_dataset_prep: out of date (data/corpus.parquet was written with other params)" in m
                for m in logged)
-    from cube.stages import read_provenance
+    from cube.run.stages import read_provenance
     assert read_provenance(run / "data")["corpus"]["params"]["corpus"]["seed"] == 1
     assert len(pd.read_parquet(run / "data" / "corpus.parquet")) == 12
     # an executed notebook saved into the run by papermill (not by `cube run`) is not taken as up to date

@@ -9,10 +9,11 @@ from openai_server import OpenAIServer
 from test_llm import CuttingServer
 
 import cube.systems as systems
-from cube.config import BuiltinSystem, ImportedSystem, JudgeParams, ModelSpec, Params, QuestionParams
-from cube.demo_corpus import generate_demo_corpus
+from cube.config.model_spec import ModelSpec
+from cube.config.params import BuiltinSystem, ImportedSystem, JudgeParams, Params, QuestionParams
+from cube.kb.demo import generate_demo_corpus
+from cube.kb.questions import build_questions
 from cube.llm import make_model
-from cube.questions import build_questions
 from cube.systems import ANSWERS_COLUMNS, answer_bounds, build_answers, make_system
 from cube.systems.extractive import GENERIC_ANSWER, extractive_answer
 from cube.systems.retrieval import BM25Index, region_mask

@@ -7,9 +7,10 @@ import json
 import pandas as pd
 import pytest
 
-from cube.config import ImportedSystem
+from cube.config.params import ImportedSystem
+from cube.config.schema import parse_doc_list
 from cube.llm import usage_summary
-from cube.systems.imported import ImportedAnswers, ImportedFileError, parse_doc_list
+from cube.systems.imported import ImportedAnswers, ImportedFileError
 
 
 def _corpus() -> pd.DataFrame:

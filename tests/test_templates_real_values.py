@@ -1,5 +1,5 @@
 """Template questions and extractive answers on real-export values: placeholders, yes/no fees,
-bare time limits, variants with nested brackets (`cube.phrasing`, `cube.questions`)."""
+bare time limits, variants with nested brackets (`cube.config.phrasing`, `cube.kb.questions`)."""
 
 from __future__ import annotations
 
@@ -8,16 +8,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from cube.phrasing import PLACEHOLDERS, is_missing, phrase_value
-from cube.questions import (
-    TEMPLATES,
-    _template_rows,
-    assign_styles,
-    base_name,
-    plan_questions,
-    strip_variant,
-    template_question,
-)
+from cube.config.phrasing import PLACEHOLDERS, base_name, is_missing, phrase_value, strip_variant
+from cube.kb.questions import TEMPLATES, _template_rows, assign_styles, plan_questions, template_question
 from cube.systems.extractive import extractive_answer
 
 # Names are drawn from characters that are never part of a placeholder, so a placeholder

@@ -7,18 +7,11 @@ import pytest
 
 import cube.systems as systems
 import cube.systems.bounds as bounds_mod
-from cube import topn_sweep as sweep
-from cube.config import (
-    BuiltinSystem,
-    JudgeParams,
-    ModelSpec,
-    Params,
-    ParamsError,
-    QuestionParams,
-    parse_params,
-)
-from cube.demo_corpus import generate_demo_corpus
-from cube.questions import build_questions
+from cube.config.model_spec import ModelSpec
+from cube.config.params import BuiltinSystem, JudgeParams, Params, ParamsError, QuestionParams, parse_params
+from cube.diagnose import topn_sweep as sweep
+from cube.kb.demo import generate_demo_corpus
+from cube.kb.questions import build_questions
 from cube.systems.retrieval import BM25Index
 
 JUDGE = JudgeParams(name="j", model=ModelSpec(provider="offline", model="rubric"))

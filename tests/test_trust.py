@@ -12,10 +12,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cube import analysis as A
-from cube import lta, plots, tables
-from cube.bootstrap import _prepare, cube_from_counts
-from cube.config import AnalysisParams, parse_params
+from cube.config.params import AnalysisParams, parse_params
+from cube.diagnose import lta
+from cube.method import analysis as A
+from cube.method import evaluation as E
+from cube.method import normalise as N
+from cube.method import tables
+from cube.method.bootstrap import cube_from_counts, prepare
+from cube.pages import plots
+from cube.pages.decision import decision_markdown
 from tests.factories import DIMS, make_tables
 
 NO_BOOT = AnalysisParams(bootstrap=0)
@@ -25,7 +30,7 @@ JUDGES = [{"name": "judge-a", "model": {"provider": "offline", "model": "rubric-
 def _eval(answers, scores, ap=NO_BOOT, **kw):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return A.evaluate(answers, scores, ap, **kw)
+        return E.evaluate(answers, scores, ap, **kw)
 
 
 def _params(**analysis):
@@ -131,7 +136,7 @@ def test_the_issues_inverted_dimension_is_not_100():
                        for s, v in (("zero", 8.0), ("rag", 7.0), ("full", 7.0))])
     w = pd.DataFrame({"judge": ["j"], "dimension": ["relevance"], "weight": [1.0]})
     with pytest.warns(A.CubeWarning, match="inverted bounds"):
-        t = A.cube_scores(tm, w, 1.0)
+        t = N.cube_scores(tm, w, 1.0)
     assert np.isnan(t.at["j", "relevance"]) and t.at["j", "flag_inverted_bounds"]
 
 
@@ -149,7 +154,7 @@ def test_a_zero_range_dimension_leaves_w_and_the_bootstrap_agrees():
     msg = res.flags[(res.flags.judge == "judge-a") & (res.flags.code == "w_dimension_left_out")].message.iloc[0]
     assert "quality left W" in msg
     assert "zero range" in " ".join(res.flags[res.flags.dimension == "quality"].message)
-    p = _prepare(answers, scores, proportion=0.1, subset="retrieved", mode="equal", custom=None, top_n=8)
+    p = prepare(answers, scores, proportion=0.1, subset="retrieved", mode="equal", custom=None, top_n=8)
     point = cube_from_counts(p, np.ones((1, len(p.rank_score))))
     assert point["weighted_score"][p.judges.index("judge-a"), 0] == pytest.approx(t.at["judge-a", "weighted_score"])
 
@@ -249,7 +254,7 @@ def test_no_verdict_outside_the_bounds_beyond_tolerance_and_none_without_gated_j
     out = _assess(none)
     assert out["verdict"] == "withheld" and out["judging_failed"] and out["n_judges"] == 0
     assert any("no judge passed the validity gate" in r and "has no scores" in r for r in out["withheld_reasons"])
-    md = lta.decision_markdown({**out, "suggestions": []})
+    md = decision_markdown({**out, "suggestions": []})
     assert "<span style=" in md and "WITHHELD" in md and "excluded: judge-a" in md
 
 
@@ -257,7 +262,7 @@ def test_the_decision_page_lists_used_and_excluded_judges_with_a_badge():
     answers, scores = make_tables(n_questions=60, seed=30)
     res = _eval(answers, _random_judge(scores, 1), AnalysisParams(bootstrap=100))
     out = _assess(res)
-    md = lta.decision_markdown(out)
+    md = decision_markdown(out)
     assert out["judges_used"] == ["judge-a", "judge-b"] and "judge-r" in out["judges_excluded"]
     assert "Judges in the jury (2): judge-a, judge-b." in md and "- excluded: judge-r (" in md
     assert f"{out['verdict'].upper()}</span>" in md

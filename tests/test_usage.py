@@ -1,4 +1,4 @@
-"""`cube.usage`: calls, tokens and costs summed over a run's tables, worked out by hand.
+"""`cube.llm.usage`: calls, tokens and costs summed over a run's tables, worked out by hand.
 
 The convention under test: a row produced by a model call carries that call's accounting and
 `call_id` (rows sharing a call_id are one call); a row that came from no call has call_id "",
@@ -14,11 +14,12 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from cube.config import JudgeParams, ModelSpec, Params
-from cube.demo_corpus import generate_demo_corpus
-from cube.questions import build_questions
-from cube.schema import ACCOUNTING_COLUMNS
-from cube.usage import SUMMARY_COLUMNS, no_call_accounting, usage_summary
+from cube.config.model_spec import ModelSpec
+from cube.config.params import JudgeParams, Params
+from cube.config.schema import ACCOUNTING_COLUMNS
+from cube.kb.demo import generate_demo_corpus
+from cube.kb.questions import build_questions
+from cube.llm.usage import SUMMARY_COLUMNS, no_call_accounting, usage_summary
 
 
 def call(model: str, role: str, call_id: str, n_in: int, n_out: int, cost: float, cached: bool = False,

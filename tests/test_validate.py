@@ -9,9 +9,9 @@ import pytest
 import yaml
 
 from cube.cli import main
-from cube.config import load_params, parse_params
-from cube.example_kb import example_kb, write_example_kb
-from cube.validate import validate_data
+from cube.config.params import load_params, parse_params
+from cube.kb.example import example_kb, write_example_kb
+from cube.run.validate import validate_data
 
 ROOT = Path(__file__).resolve().parents[1]
 JUDGES = [{"name": "r", "model": {"provider": "offline", "model": "rubric-strict"}}]

@@ -1,4 +1,4 @@
-"""The run's warm kernel (`cube.kernel`): notebooks share one kernel, never each other's state."""
+"""The run's warm kernel (`cube.run.kernel`): notebooks share one kernel, never each other's state."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import nbformat
 import pytest
 from papermill.exceptions import PapermillExecutionError
 
-import cube.kernel as kernel_mod
-from cube.kernel import WarmKernel
+import cube.run.kernel as kernel_mod
+from cube.run.kernel import WarmKernel
 
 ARGS = ["--IPKernelApp.capture_fd_output=False", "--IPKernelApp.log_level=CRITICAL"]
 
@@ -109,15 +109,15 @@ def test_process_state_a_notebook_changed_is_that_of_a_fresh_kernel_for_the_next
     left alone on purpose: libraries set them on import; see `reset_code`)."""
     first = _notebook(tmp_path / "a.ipynb",
                       "import os, sys, warnings\nimport matplotlib.pyplot as plt\nimport pandas as pd\n"
-                      "from cube import fonts\n"
+                      "from cube.pages import fonts\n"
                       "print('family', plt.rcParams['font.family'])",
                       "plt.rcParams['lines.linewidth'] = 9\npd.set_option('display.max_rows', 3)",
-                      "import cube.fonts as f\nwarnings.simplefilter('default')\n"
-                      "warnings.warn_explicit('once here', UserWarning, 'mod.py', 7, module='cube.fonts', "
+                      "import cube.pages.fonts as f\nwarnings.simplefilter('default')\n"
+                      "warnings.warn_explicit('once here', UserWarning, 'mod.py', 7, module='cube.pages.fonts', "
                       "registry=f.__dict__.setdefault('__warningregistry__', {}))")
     second = _notebook(tmp_path / "b.ipynb",
                        "import os, sys, warnings\nimport matplotlib.pyplot as plt\nimport pandas as pd\n"
-                       "import cube.fonts as f\n"
+                       "import cube.pages.fonts as f\n"
                        "print('state', plt.rcParams['lines.linewidth'], pd.get_option('display.max_rows'), "
                        "len(f.__dict__.get('__warningregistry__', {})))",
                        "print('family', plt.rcParams['font.family'])")

@@ -4,7 +4,9 @@ Public API (others call these names):
 
     Dimension, load_dimensions, dimension_criteria        (cube.judges.dimensions)
     parse_score, parse_scores_json                        (cube.judges.parsing)
-    Judge, make_judges, score_answers, failure_rates      (cube.judges.scoring)
+    Judge, make_judges, score_answers                     (cube.judges.scoring)
+
+A judge's failure rates are read by the validity gate: `cube.method.gate.failure_rates`.
 
 The deterministic, non-LLM `rubric` judge lives in `cube.judges.rubric` and registers itself
 as the offline models "rubric", "rubric-lenient" and "rubric-strict".
@@ -12,14 +14,13 @@ as the offline models "rubric", "rubric-lenient" and "rubric-strict".
 
 from cube.judges.dimensions import Dimension, DimensionError, dimension_criteria, load_dimensions
 from cube.judges.parsing import parse_score, parse_scores_json
-from cube.judges.scoring import Judge, failure_rates, make_judges, score_answers
+from cube.judges.scoring import Judge, make_judges, score_answers
 
 __all__ = [
     "Dimension",
     "DimensionError",
     "Judge",
     "dimension_criteria",
-    "failure_rates",
     "load_dimensions",
     "make_judges",
     "parse_score",

@@ -30,7 +30,7 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from cube.config import PAPER_DIMENSIONS, Params
+from cube.config.params import PAPER_DIMENSIONS, Params
 from cube.judges.parsing import declared_format, format_pattern
 
 LANGS = ("zh", "en")

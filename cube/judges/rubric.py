@@ -14,7 +14,7 @@ What it can see:
   long; the question generator's `asked_field` is not passed by the judging pipeline, since
   an LLM judge never sees it), and how much of those fields' text the answer
   reproduces; the documents are key-value lines "标签：值" / "Label: value" with the labels of
-  `cube.schema.FIELD_LABELS`;
+  `cube.config.schema.FIELD_LABELS`;
 - whether the answer names the item of the gold document or a near-duplicate sibling of its
   family ("抽水蓄能电站项目核准（新建）" vs "（变更）");
 - clarity signals: length, numbered steps and lists, repeated sentences, sentence length,
@@ -46,10 +46,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from cube.config import ModelSpec
+from cube.config.model_spec import ModelSpec
+from cube.config.schema import FIELD_LABELS
+from cube.kb.text import segment
 from cube.llm import OfflineModel, Request, Response, register_offline
-from cube.schema import FIELD_LABELS
-from cube.text import segment
 
 CRITERIA: dict[str, tuple[str, ...]] = {
     "relevance": ("accurate_quote", "core_consistent", "reasoning_supported", "key_info_covered", "no_distortion"),

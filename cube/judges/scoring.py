@@ -15,7 +15,7 @@ Nothing is dropped and nothing is invented: a failed call is a row with score Na
 `error_kind` "call"; an unparseable reply is a row with score NaN, `error_kind` "parse" and
 the raw reply kept; an answer that is missing (its answering call failed) is not judged: a
 row with score NaN, `error_kind` "skipped", that reason, and no call (`call_id` "", cost 0.0;
-`cube.usage.usage_summary` counts it as skipped, not as a failed call of the judge).
+`cube.llm.usage.usage_summary` counts it as skipped, not as a failed call of the judge).
 With `retry_unscored: n` (per judge, or the `score_answers` argument) an LLM judge's calls
 whose reply did not parse (a transient "I cannot evaluate this.") are asked again with a fresh
 sample index, up to n times; the cache keeps every reply (see `_reask_unscored`).
@@ -36,11 +36,12 @@ from typing import Any
 import pandas as pd
 
 import cube.llm as llm
-from cube.config import Params
+from cube.config.params import Params
+from cube.config.schema import ACCOUNTING_COLUMNS, SCORE_COLUMNS, SchemaError, require_columns
+from cube.judges import rubric  # noqa: F401  (registers the offline rubric judges with cube.llm)
 from cube.judges.dimensions import Dimension, all_dimensions_prompt
 from cube.judges.parsing import parse_score, parse_scores_json
-from cube.schema import ACCOUNTING_COLUMNS, SCORE_COLUMNS, SchemaError, require_columns
-from cube.usage import no_call_accounting
+from cube.llm.usage import no_call_accounting
 
 SCORES_TABLE_COLUMNS: tuple[str, ...] = (
     *SCORE_COLUMNS[:5],
@@ -99,7 +100,7 @@ def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA
 
 
-def _inputs(answers: pd.DataFrame, corpus: pd.DataFrame, questions: pd.DataFrame | None) -> pd.DataFrame:
+def judge_inputs(answers: pd.DataFrame, corpus: pd.DataFrame, questions: pd.DataFrame | None) -> pd.DataFrame:
     """Answers joined with the question text, gold document text, item name and asked field."""
     require_columns(answers, ("question_id", "doc_id", "system", "set", "answer"), "answers")
     require_columns(corpus, ("doc_id", "text"), "corpus")
@@ -162,7 +163,7 @@ def score_answers(
     """
     if not dimensions:
         raise ValueError("score_answers: no dimensions given")
-    df = _inputs(answers, corpus, questions)
+    df = judge_inputs(answers, corpus, questions)
     # Only what a judge reads becomes Python objects, each gold document's text one shared string.
     records = df[[c for c in _RECORD_COLUMNS if c in df.columns]].to_dict("records")
     shared: dict[str, str] = {}
@@ -241,10 +242,10 @@ Unit = tuple[dict[str, Any], list[Dimension], int]  # (answer row, dimensions of
 def judge_requests(
     judge: Judge, records: list[dict[str, Any]], dimensions: list[Dimension]
 ) -> tuple[list[Unit], list[llm.Request], list[tuple[dict[str, Any], Dimension, int]]]:
-    """One judge's calls over the answer rows of `_inputs(...)`: (units, requests, skipped).
+    """One judge's calls over the answer rows of `judge_inputs(...)`: (units, requests, skipped).
 
     `units[i]` is the (answer row, dimensions, sample) of `requests[i]`; `skipped` lists the
-    (row, dimension, sample) not judged because the answer is missing. `cube.batch` exports the
+    (row, dimension, sample) not judged because the answer is missing. `cube.llm.batch` exports the
     same requests, so a batch reply lands on the cache key the run looks up."""
     names = [d.name for d in dimensions]
     all_dimensions_version = all_dimensions_prompt(dimensions, "", "", "")[1]
@@ -307,7 +308,7 @@ def _rows_for(
     judge: Judge, rec: dict[str, Any], dims: list[Dimension], sample: int, resp: llm.Response
 ) -> list[dict[str, Any]]:
     # Every row of an all-dimensions call carries that call's accounting and call_id;
-    # cube.usage.usage_summary counts the call once.
+    # cube.llm.usage.usage_summary counts the call once.
     accs = [_accounting(resp)] * len(dims)
     finish = str((resp.detail or {}).get("finish_reason") or "")
     if not resp.ok:
@@ -349,7 +350,7 @@ def _reask_unscored(
     no better, leaves the rows as they were. Either way every call made is accounted: the rows
     add up the tokens, cost and latency of all the calls of their unit, and `detail` says how
     many calls that is (`"calls"`) and how many of the re-asks failed (`"failed_calls"`), which
-    `cube.usage.usage_summary` counts (offline judges are never asked again).
+    `cube.llm.usage.usage_summary` counts (offline judges are never asked again).
     """
     for k in range(1, rounds + 1):
         redo = [i for i, rows in enumerate(unit_rows) if _n_parse(rows)]
@@ -378,29 +379,3 @@ def _reask_unscored(
                 row["cost"] = row["cost"] + extra["cost"]  # NaN (unknown price) stays NaN
                 row["cached"] = bool(row["cached"] and extra["cached"])
             unit_rows[i] = kept
-
-
-def failure_rates(scores: pd.DataFrame, by_dimension: bool = False) -> pd.DataFrame:
-    """Call and parse failures per judge (and per dimension when `by_dimension`).
-
-    Rows skipped because the answer was missing (`error_kind` 'skipped') are not the judge's
-    failures: they are counted in `skipped` and left out of the rates.
-
-    Returns:
-        Columns: judge[, dimension], n (rows), skipped, call_failures, parse_failures,
-        call_failure_rate, parse_failure_rate (shares of the n - skipped judged rows; NaN when
-        none was judged).
-    """
-    require_columns(scores, ("judge", "dimension", "error_kind"), "scores")
-    keys = ["judge", "dimension"] if by_dimension else ["judge"]
-    kind = scores["error_kind"].fillna("").astype(str)
-    tmp = scores[keys].assign(_call=(kind == "call").astype(int), _parse=(kind == "parse").astype(int),
-                              _skip=(kind == "skipped").astype(int))
-    out = tmp.groupby(keys, sort=True).agg(
-        n=("_call", "size"), skipped=("_skip", "sum"), call_failures=("_call", "sum"),
-        parse_failures=("_parse", "sum"),
-    ).reset_index()
-    judged = (out["n"] - out["skipped"]).where(lambda x: x > 0)
-    out["call_failure_rate"] = out["call_failures"] / judged
-    out["parse_failure_rate"] = out["parse_failures"] / judged
-    return out

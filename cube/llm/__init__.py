@@ -8,14 +8,13 @@ Modules:
     concurrency  AdaptiveLimit (AIMD on 429s and timeouts)
     cache        CallCache (SQLite, one row per call; claims between processes), cache_key
     usage        response_accounting, usage_summary (calls, tokens, cost per role and model)
-    batch        export pending calls as OpenAI Batch JSONL / import results into the cache
+    batch        write given calls as OpenAI Batch JSONL / store results in the cache (the calls
+                 themselves are built by the judges: `cube.run.batch`)
     batch_remote submit/status/fetch through OpenAI's Batch API
-    batch_cli    the `cube batch` command
     preflight    API keys present and endpoints answering before a run starts
 
 The public names other modules use are re-exported here (`from cube.llm import Request,
-make_model`). The old flat modules (`cube.calls`, `cube.endpoints`, ...) remain importable as
-compatibility shims that are these very modules.
+make_model`). This layer knows requests, not judges, questions or runs: it imports only `cube.config`.
 """
 
 from cube.llm.cache import CacheError, CallCache, cache_key, key_payload

@@ -10,7 +10,7 @@ For runs that outgrow one machine's live calls. The round trip:
    `python -m vllm.entrypoints.openai.run_batch -i calls.jsonl -o results.jsonl` (one GPU node, or
    a Ray cluster for many), or through `cube batch submit/status/fetch` on OpenAI's Batch API.
 2. `cube batch import PARAMS results.jsonl [more.jsonl ...]` (any model's results) stores every successful reply in the call cache under
-   its `custom_id`, which IS the call's cache key (`cube.cache.cache_key`): the reply lands exactly
+   its `custom_id`, which IS the call's cache key (`cube.llm.cache.cache_key`): the reply lands exactly
    where `cube run` looks. Every `custom_id` is checked against the calls the run makes now
    (an unknown one, e.g. from another run or older params, is refused and named, nothing of that
    line is stored); a failed line (an `error`, a non-200 status, a body without a usable answer)
@@ -38,12 +38,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from cube.config import ModelSpec
-from cube.llm.cache import CallCache, _canonical, cache_key, key_payload
+from cube.config.model_spec import ModelSpec
+from cube.llm.cache import CallCache, canonical_json, key_payload
 from cube.llm.calls import Request, Response
-from cube.llm.endpoints import _Malformed, _parse_completion, call_cost
+from cube.llm.endpoints import MalformedReply, call_cost, parse_completion
 
-STAGES = ("03",)
 URL = "/v1/chat/completions"
 
 
@@ -60,7 +59,7 @@ class Pending:
 
 
 def request_body(spec: ModelSpec, request: Request) -> dict[str, Any]:
-    """The chat-completions body the live client sends for this call (`cube.endpoints.Endpoints`)."""
+    """The chat-completions body the live client sends for this call (`cube.llm.endpoints.Endpoints`)."""
     body: dict[str, Any] = {"model": spec.model, "temperature": spec.temperature}
     for name in ("top_p", "seed"):
         if getattr(spec, name) is not None:
@@ -72,44 +71,19 @@ def request_body(spec: ModelSpec, request: Request) -> dict[str, Any]:
     return body
 
 
-def stage_calls(params_path: str | Path, stage: str = "03") -> tuple[list[Pending], Path]:
-    """Every LLM call of `stage` for the run of these params (deduplicated), and the cache path."""
-    from cube.judges import load_dimensions, make_judges
-    from cube.judges.scoring import _inputs, judge_requests
-    from cube.notebook import open_run
-
-    if stage not in STAGES:
-        raise BatchError(f"--stage {stage}: only {', '.join(STAGES)} (judging) can be exported as a batch")
-    run = open_run(params_path)
-    run.require("corpus", "questions", "answers")
-    corpus, questions, answers = run.load("corpus"), run.load("questions"), run.load("answers")
-    dimensions = load_dimensions(run.params, base_dir=Path.cwd())
-    records = _inputs(answers, corpus, questions).to_dict("records")
-    calls: dict[str, Pending] = {}
-    for judge in make_judges(run.params, run.paths.cache):
-        if judge.model.offline:
-            continue
-        spec = judge.model.spec
-        for request in judge_requests(judge, records, dimensions)[1]:
-            key = cache_key(spec, request)
-            calls.setdefault(key, Pending(key, judge.name, spec, request))
-    return list(calls.values()), run.paths.cache
-
-
-def pending_calls(params_path: str | Path, stage: str = "03", every: bool = False) -> tuple[list, Path]:
-    """`stage_calls` without those already in the call cache; with `every`, all calls as
+def pending_of(calls: list[Pending], cache_path: Path, every: bool = False) -> list:
+    """`calls` without those already in the call cache at `cache_path`; with `every`, all calls as
     (call, pending) pairs."""
-    calls, cache_path = stage_calls(params_path, stage)
     done: dict[str, Any] = {}
-    if calls and cache_path.exists():
+    if calls and Path(cache_path).exists():
         cache = CallCache(cache_path)
         try:
             done = cache.get_many(c.custom_id for c in calls)
         finally:
             cache.close()
     if every:
-        return [(c, c.custom_id not in done) for c in calls], cache_path
-    return [c for c in calls if c.custom_id not in done], cache_path
+        return [(c, c.custom_id not in done) for c in calls]
+    return [c for c in calls if c.custom_id not in done]
 
 
 def batch_target(spec: ModelSpec) -> str:
@@ -130,12 +104,12 @@ def batch_file(out: Path, spec: ModelSpec) -> Path:
     return out.with_name(f"{out.stem}.{target}.{exact}.jsonl")
 
 
-def export_batch(params_path: str | Path, out: str | Path, stage: str = "03") -> dict[Path, int]:
+def export_batch(calls: list[tuple[Pending, bool]], out: str | Path) -> dict[Path, int]:
     """Write the pending calls as OpenAI Batch API JSONL, one file per (endpoint, model) (`batch_file`
     of `out`): a batch is submitted to one endpoint and its lines name one model. Returns {file: number
     of calls} of the files written (empty: nothing to do). A group with nothing pending any more has
-    its earlier export file removed, so no stale file is submitted twice."""
-    calls, _ = pending_calls(params_path, stage, every=True)
+    its earlier export file removed, so no stale file is submitted twice. `calls`: every call of
+    the stage as (call, still pending) pairs (`pending_of(..., every=True)`)."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     groups: dict[Path, list[Pending]] = {}
@@ -224,12 +198,12 @@ def _reply(line: dict[str, Any]) -> tuple[str | None, str]:
     return (body if isinstance(body, str) else json.dumps(body)), ""
 
 
-def import_batch(params_path: str | Path, results: str | Path, stage: str = "03") -> ImportReport:
-    """Store the successful replies of a Batch API output file in the call cache (see module)."""
+def import_batch(calls: list[Pending], cache_path: Path, results: str | Path, stage: str = "03") -> ImportReport:
+    """Store the successful replies of a Batch API output file in the call cache (see module);
+    `calls`: the calls the run makes now (a reply to any other is refused)."""
     results = Path(results)
     if not results.exists():
         raise BatchError(f"{results}: no such file")
-    calls, cache_path = stage_calls(params_path, stage)
     by_id = {c.custom_id: c for c in calls}
     report = ImportReport()
     cache = CallCache(cache_path)
@@ -256,15 +230,15 @@ def import_batch(params_path: str | Path, results: str | Path, stage: str = "03"
             body, why = _reply(line)
             if body is not None:
                 try:
-                    text, n_in, n_out, finish, served = _parse_completion(body)
-                except _Malformed as exc:
+                    text, n_in, n_out, finish, served = parse_completion(body)
+                except MalformedReply as exc:
                     why = f"malformed response: {exc}"
                 else:
                     resp = Response(text=text, input_tokens=n_in, output_tokens=n_out,
                                     cost=call_cost(_batch_spec(call.spec), n_in, n_out), attempts=1,
                                     model=call.spec.model, endpoint="batch",
                                     detail={"finish_reason": finish, "served_model": served})
-                    cache.put(cid, resp, _canonical(key_payload(call.spec, call.request)))
+                    cache.put(cid, resp, canonical_json(key_payload(call.spec, call.request)))
                     stored[cid] = {}
                     report.stored += 1
                     continue
@@ -306,11 +280,11 @@ def export_files(folders: Any) -> dict[Path, list[str]]:
     return found
 
 
-def pending_after_import(params_path: str | Path, folders: Any, stage: str = "03") -> list[str]:
+def pending_after_import(pending: list[Pending], folders: Any, stage: str = "03") -> list[str]:
     """What `cube batch import` says after storing the replies: the calls of the export files in
     `folders` still not in the call cache, per file, and the stage's pending calls in no export;
-    `cube run` would send both live. One line each (none pending: one line saying so)."""
-    pending, _ = pending_calls(params_path, stage)
+    `cube run` would send both live. One line each (none pending: one line saying so). `pending`:
+    the stage's calls not in the call cache."""
     ids = {c.custom_id for c in pending}
     per_file: dict[str, int] = {}
     exported: set[str] = set()

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import openai
 
-from cube.config import ModelSpec, load_params
+from cube.config.model_spec import ModelSpec
+from cube.config.params import load_params
 from cube.llm.batch import check_batch_file
 from cube.llm.endpoints import NO_KEY
 

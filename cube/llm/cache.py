@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from cube.config import ModelSpec
+from cube.config.model_spec import ModelSpec
 from cube.llm.calls import Request, Response
 
 _HOST = socket.gethostname()
@@ -52,11 +52,11 @@ class CacheError(ValueError):
     """A cache file that SQLite cannot use."""
 
 
-def _endpoint_id(url: str) -> str:
+def endpoint_id(url: str) -> str:
     return url.rstrip("/")
 
 
-def _canonical(obj: Any) -> str:
+def canonical_json(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -68,7 +68,7 @@ def key_payload(spec: ModelSpec, request: Request) -> dict[str, Any]:
     """
     return {
         "model": spec.model,
-        "endpoints": sorted(_endpoint_id(u) for u in spec.endpoints()),
+        "endpoints": sorted(endpoint_id(u) for u in spec.endpoints()),
         "messages": list(request.messages),
         "temperature": spec.temperature,
         "top_p": spec.top_p,
@@ -82,7 +82,7 @@ def key_payload(spec: ModelSpec, request: Request) -> dict[str, Any]:
 
 def cache_key(spec: ModelSpec, request: Request) -> str:
     """sha256 of the canonical JSON of `key_payload`."""
-    return hashlib.sha256(_canonical(key_payload(spec, request)).encode()).hexdigest()
+    return hashlib.sha256(canonical_json(key_payload(spec, request)).encode()).hexdigest()
 
 
 _CLAIMS = """CREATE TABLE IF NOT EXISTS claims (
@@ -214,7 +214,7 @@ class CallCache:
         self.conn.close()
 
 
-def _cached_response(row: dict[str, Any], key: str) -> Response:
+def cached_response(row: dict[str, Any], key: str) -> Response:
     return Response(
         text=row["text"], input_tokens=row["input_tokens"], output_tokens=row["output_tokens"], cost=row["cost"],
         latency_s=row["latency_s"], cached=True, attempts=0, model=row["model"], endpoint=row["endpoint"],

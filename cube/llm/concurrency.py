@@ -1,6 +1,6 @@
 """Adaptive concurrency: additive increase, multiplicative decrease (AIMD) of the calls in flight.
 
-`AdaptiveLimit` replaces a fixed semaphore in `cube.endpoints.Endpoints` (one per model; the
+`AdaptiveLimit` replaces a fixed semaphore in `cube.llm.endpoints.Endpoints` (one per model; the
 model's replicas share it). An endpoint that never pushes back
 reaches `max_concurrency` within a few windows of calls (slow start from 4, doubling per window, as
 TCP does). When the endpoint says it is overloaded (HTTP 429, or a timeout) the limit is cut to 70 %,

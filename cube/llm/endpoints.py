@@ -36,7 +36,7 @@ from typing import Any
 
 import openai
 
-from cube.config import ModelSpec
+from cube.config.model_spec import ModelSpec
 from cube.llm.calls import Request, Response
 from cube.llm.concurrency import AdaptiveLimit
 
@@ -92,27 +92,27 @@ def call_cost(spec: ModelSpec, input_tokens: int, output_tokens: int) -> float |
     return (spec.price_input_per_m or 0.0) * input_tokens / 1e6 + (spec.price_output_per_m or 0.0) * output_tokens / 1e6
 
 
-class _Malformed(Exception):
+class MalformedReply(Exception):
     """A 200 answer we cannot use (not JSON, no choices): treated as a transient fault."""
 
 
-def _parse_completion(body: str) -> tuple[str, int, int, str | None, str | None]:
+def parse_completion(body: str) -> tuple[str, int, int, str | None, str | None]:
     try:
         data = json.loads(body)
     except ValueError:
-        raise _Malformed(f"not JSON: {body[:80]!r}") from None
+        raise MalformedReply(f"not JSON: {body[:80]!r}") from None
     if not isinstance(data, dict) or not data.get("choices"):
         err = data.get("error") if isinstance(data, dict) else None
-        raise _Malformed(f"no choices in the answer{f' (error: {err})' if err else ''}")
+        raise MalformedReply(f"no choices in the answer{f' (error: {err})' if err else ''}")
     choice = data["choices"][0] if isinstance(data["choices"], list) else None
     content = (choice.get("message") or {}).get("content") if isinstance(choice, dict) else None
     if not isinstance(content, str):
-        raise _Malformed("the first choice has no message content")
+        raise MalformedReply("the first choice has no message content")
     usage = data.get("usage") or {}
     try:
         n_in, n_out = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
     except (AttributeError, TypeError, ValueError):
-        raise _Malformed(f"unreadable usage {usage!r}") from None
+        raise MalformedReply(f"unreadable usage {usage!r}") from None
     return content, n_in, n_out, choice.get("finish_reason"), data.get("model")
 
 
@@ -133,7 +133,7 @@ def _retry_after(exc: openai.APIStatusError) -> float | None:
         return None
 
 
-def _status_detail(exc: openai.APIStatusError) -> str:
+def status_detail(exc: openai.APIStatusError) -> str:
     body = exc.body
     if isinstance(body, dict) and body.get("message"):
         return str(body["message"])
@@ -399,7 +399,7 @@ class Endpoints:
                     # `chat.completions.create` without its per-call param transform and model
                     # parsing, which cost more CPU than the rest of a call; we parse the body.
                     body = await self._post(ep, request)
-                    text, n_in, n_out, finish, served = _parse_completion(body)
+                    text, n_in, n_out, finish, served = parse_completion(body)
                     self._healthy(ep)
                     self.sem.success()
                     t0.released()
@@ -408,7 +408,7 @@ class Endpoints:
                         latency_s=t0.latency_s, queue_s=t0.queue_s, attempts=attempt, model=spec.model, endpoint=ep,
                         detail={"finish_reason": finish, "served_model": served},
                     )
-                except _Malformed as exc:
+                except MalformedReply as exc:
                     label, detail = "malformed response", str(exc)
                     self._attempt_failed(ep)
                     self._no_answer(ep)
@@ -425,7 +425,7 @@ class Endpoints:
                     self._attempt_failed(ep)
                     self._no_answer(ep)
                 except openai.APIStatusError as exc:
-                    label, detail = f"HTTP {exc.status_code}", _status_detail(exc)
+                    label, detail = f"HTTP {exc.status_code}", status_detail(exc)
                     self._attempt_failed(ep)
                     if exc.status_code not in RETRY_STATUS and exc.status_code < 500:
                         reason = f"{label} (not retried): {detail}"

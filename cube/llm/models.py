@@ -54,8 +54,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from cube.config import ModelSpec, redact_url
-from cube.llm.cache import CLAIM_LEASE_S, _cached_response, _canonical, _endpoint_id
+from cube.config.model_spec import ModelSpec, redact_url
+from cube.llm.cache import CLAIM_LEASE_S, cached_response, canonical_json, endpoint_id
 from cube.llm.cache import CacheError as CacheError
 from cube.llm.cache import CallCache as CallCache
 from cube.llm.cache import cache_key as cache_key
@@ -118,7 +118,7 @@ class OfflineModel(Model):
         context = {k: _text_digest(v) if isinstance(v, str) and len(v) > 64 else v
                    for k, v in request.context.items()}
         return hashlib.sha256(
-            _canonical([self.name, self.spec.options, context, request.template_version, request.sample],
+            canonical_json([self.name, self.spec.options, context, request.template_version, request.sample],
                        ).encode()
         ).hexdigest()
 
@@ -177,30 +177,19 @@ def register_offline(name: str) -> Callable[[type[OfflineModel]], type[OfflineMo
 
 
 def offline_names() -> list[str]:
-    _load_builtin_offline_models()
+    """The offline algorithms registered so far (a module registers its own when imported: the
+    judges package registers the rubric judges, the systems package the extractive answerer)."""
     return sorted(_OFFLINE)
-
-
-def _load_builtin_offline_models() -> None:
-    # Importing these modules registers their algorithms (extractive answerer, rubric judge).
-    import importlib
-
-    for mod in ("cube.systems.extractive", "cube.judges.rubric"):
-        try:
-            importlib.import_module(mod)
-        except ModuleNotFoundError as exc:  # pragma: no cover - only while a module is absent
-            if exc.name != mod:
-                raise
 
 
 def make_model(spec: ModelSpec, cache_path: Path | None = None) -> Model:
     """The model a spec describes. Offline names are looked up in the registry."""
     if spec.provider == "offline":
-        _load_builtin_offline_models()
         if spec.model not in _OFFLINE:
             raise ValueError(
-                f"unknown offline model '{spec.model}'; available: {sorted(_OFFLINE)} "
-                "(for an LLM use provider: openai with a base_url)"
+                f"unknown offline model '{spec.model}'; registered: {sorted(_OFFLINE)} (an offline algorithm "
+                "registers when its module is imported: `import cube.judges` for the rubric judges, "
+                "`import cube.systems` for the extractive answerer; for an LLM use provider: openai with a base_url)"
             )
         return _OFFLINE[spec.model](spec)
     return OpenAIModel(spec, cache_path=cache_path)
@@ -253,7 +242,7 @@ class OpenAIModel(Model):
     def __init__(self, spec: ModelSpec, cache_path: Path | None = None):
         super().__init__(spec)
         self.cache_path = Path(cache_path) if cache_path is not None else None
-        self.endpoints = [_endpoint_id(u) for u in spec.endpoints()]
+        self.endpoints = [endpoint_id(u) for u in spec.endpoints()]
         self.counts: Counter[str] = Counter()  # requests, cache_hits, calls, failed (all batches)
         self.stopped: dict[str, str] = {}  # endpoints the circuit breaker stopped, for every later batch too
         self.stopped_at: dict[str, float] = {}  # ... and when: each gets a trial call after its cool-down
@@ -308,7 +297,7 @@ class OpenAIModel(Model):
             hits = cache.get_many(keys) if cache else {}
             for i, k in enumerate(keys):
                 if k in hits:
-                    out[i] = _cached_response(hits[k], k)
+                    out[i] = cached_response(hits[k], k)
                 else:
                     todo.setdefault(k, []).append(i)
             self.counts.update(requests=len(requests), cache_hits=len(requests) - sum(map(len, todo.values())))
@@ -342,7 +331,7 @@ class OpenAIModel(Model):
             if state == "theirs":  # another process is sending it: wait for its answer (or take over)
                 state = await _claim(cache, key, owner)  # type: ignore[arg-type]
             if state == "done":  # another process answered it
-                resp = _cached_response(cache.get_many([key])[key], key)  # type: ignore[union-attr]
+                resp = cached_response(cache.get_many([key])[key], key)  # type: ignore[union-attr]
                 self.counts.update(peer_hits=1)
             else:
                 resp = await pool.call(requests[where[0]])
@@ -350,7 +339,7 @@ class OpenAIModel(Model):
                 resp.call_id = key
                 if cache is not None and resp.ok:
                     # its claim stays until the batch ends (one DELETE): a stored answer outranks any claim
-                    cache.put(key, resp, _canonical(key_payload(self.spec, requests[where[0]])))
+                    cache.put(key, resp, canonical_json(key_payload(self.spec, requests[where[0]])))
                 elif cache is not None:
                     cache.release(owner, [key])
                 self.counts.update(calls=1, failed=int(not resp.ok))

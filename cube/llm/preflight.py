@@ -20,8 +20,16 @@ from dataclasses import dataclass, field
 
 import openai
 
-from cube.config import ModelSpec, Params, RagflowSystem, redact_url
-from cube.llm.endpoints import NO_KEY, _Malformed, _parse_completion, _status_detail, connection_reason, scrub
+from cube.config.model_spec import ModelSpec, redact_url
+from cube.config.params import Params, RagflowSystem
+from cube.llm.endpoints import (
+    NO_KEY,
+    MalformedReply,
+    connection_reason,
+    parse_completion,
+    scrub,
+    status_detail,
+)
 
 
 @dataclass
@@ -81,7 +89,7 @@ def _reason(exc: BaseException, timeout_s: float) -> str:
     if isinstance(exc, openai.APIConnectionError):
         return connection_reason(exc)
     if isinstance(exc, openai.APIStatusError):
-        code, detail = exc.status_code, _status_detail(exc)[:200]
+        code, detail = exc.status_code, status_detail(exc)[:200]
         if code in (401, 403):
             return f"unauthorised (HTTP {code}): check the key in the api_key_env variable"
         if code == 404:
@@ -113,8 +121,8 @@ async def _probe(spec: ModelSpec, url: str, timeout_s: float) -> str | None:
     try:
         text = await asyncio.wait_for(client.post("/chat/completions", body=body, cast_to=str), timeout_s + 1)
         try:
-            _parse_completion(text)
-        except _Malformed as exc:
+            parse_completion(text)
+        except MalformedReply as exc:
             msg = str(exc)
             if "no choices" in msg:
                 return "empty choices (the answer has no choices)"

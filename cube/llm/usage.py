@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from cube.schema import ACCOUNTING_COLUMNS, ROLES
+from cube.config.schema import ACCOUNTING_COLUMNS, ROLES
 
 # What `usage_summary` reads of a table: the call accounting, whether the call failed (`error_kind`,
 # else `error`), the retries folded into a row (`detail`) and cut replies (`finish_reason`). Readers
@@ -64,7 +64,7 @@ def no_call_accounting(model: str, role: str, *, latency_s: float = 0.0) -> dict
     return {c: values[c] for c in ACCOUNTING_COLUMNS}
 
 
-def _failed(df: pd.DataFrame) -> pd.Series:
+def failed_calls(df: pd.DataFrame) -> pd.Series:
     """Rows whose call failed: `error_kind` 'call' where that column exists, else a non-empty `error`."""
     if "error_kind" in df.columns:
         return df["error_kind"].fillna("").astype(str).eq("call")
@@ -118,7 +118,7 @@ def usage_summary(tables: Iterable[pd.DataFrame]) -> pd.DataFrame:
 
     Tables without accounting columns are skipped.
     """
-    from cube.schema import require_columns
+    from cube.config.schema import require_columns
 
     parts = []
     for n, df in enumerate(tables):
@@ -127,7 +127,7 @@ def usage_summary(tables: Iterable[pd.DataFrame]) -> pd.DataFrame:
         require_columns(df, [c for c in ACCOUNTING_COLUMNS if c not in OPTIONAL_ACCOUNTING], f"usage_summary: table #{n}")
         part = pd.DataFrame({c: df[c].astype(object).to_numpy() if c in df.columns else float("nan")
                              for c in ACCOUNTING_COLUMNS})
-        part["failed"] = _failed(df).to_numpy(dtype=bool)
+        part["failed"] = failed_calls(df).to_numpy(dtype=bool)
         part["n_calls"], part["n_failed"] = _folded_calls(df)
         finish = df["finish_reason"] if "finish_reason" in df.columns else pd.Series("", index=df.index)
         part["truncated"] = finish.fillna("").astype(str).eq("length").to_numpy(dtype=bool)

@@ -31,20 +31,16 @@ question agree on the system's retrieval outcome (the analysis groups by it), wh
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from cube.analysis import rank_of
-from cube.config import BuiltinSystem, ImportedSystem, Params, RagflowSystem
-from cube.llm import Response, make_model, response_accounting
-from cube.schema import ACCOUNTING_COLUMNS, ANSWER_COLUMNS, QUESTION_COLUMNS, require_columns
-
-ANSWERS_COLUMNS: tuple[str, ...] = (
-    *ANSWER_COLUMNS, "n_retrieved", "retrieval_ok", "error", "finish_reason", "answerer", *ACCOUNTING_COLUMNS
-)
+from cube.config.params import BuiltinSystem, ImportedSystem, Params, RagflowSystem
+from cube.config.schema import QUESTION_COLUMNS, require_columns
+from cube.llm import make_model
+from cube.systems import extractive  # noqa: F401  (registers the offline extractive answerer with cube.llm)
+from cube.systems.base import ANSWERS_COLUMNS, System, answers_frame
 
 __all__ = [
     "ANSWERS_COLUMNS",
@@ -53,76 +49,8 @@ __all__ = [
     "answers_frame",
     "build_answers",
     "make_system",
+    "refusal_answers",
 ]
-
-
-class System:
-    """A system under test: answers a question set, recording what it retrieved."""
-
-    kind: str = ""
-
-    def __init__(self, name: str):
-        self.name = name
-
-    def answer(self, questions: pd.DataFrame, corpus: pd.DataFrame, *, progress: bool = True) -> pd.DataFrame:
-        """The `rag` answers table (`ANSWERS_COLUMNS`) for every question, failures included."""
-        raise NotImplementedError
-
-
-def answers_frame(
-    questions: pd.DataFrame,
-    *,
-    system: str,
-    set_name: str,
-    responses: Sequence[Response],
-    retrieved: Sequence[Sequence[str]],
-    answerer: str,
-    retrieval_ok: Sequence[bool] | None = None,
-) -> pd.DataFrame:
-    """Assemble answers rows from aligned questions, responses and retrieved lists.
-
-    Args:
-        questions: question rows (`question_id`, `doc_id`), aligned with the other sequences.
-        system: the system name ('' for bound rows not yet assigned to a system).
-        set_name: `zero`, `rag` or `full`.
-        responses: one `cube.llm.Response` per question (a failed one keeps its error).
-        retrieved: one ranked doc id list per question.
-        answerer: the answering model's name.
-        retrieval_ok: per question, whether the retrieval outcome is known (module docstring);
-            None: known for every question.
-    """
-    if retrieval_ok is None:
-        retrieval_ok = [True] * len(questions)
-    if not (len(questions) == len(responses) == len(retrieved) == len(retrieval_ok)):
-        raise ValueError(
-            f"answers_frame: {len(questions)} questions, {len(responses)} responses, {len(retrieved)} retrieved lists, "
-            f"{len(retrieval_ok)} retrieval_ok flags"
-        )
-    rows: list[dict[str, Any]] = []
-    for (qid, gold), resp, docs, known in zip(
-        questions[["question_id", "doc_id"]].itertuples(index=False), responses, retrieved, retrieval_ok, strict=True
-    ):
-        docs = [str(d) for d in docs]
-        ok = resp.error is None and resp.text is not None
-        rows.append(
-            {
-                "question_id": str(qid),
-                "doc_id": str(gold),
-                "system": system,
-                "set": set_name,
-                "answer": resp.text if ok else None,
-                "retrieved_doc_ids": docs,
-                "rank": rank_of(str(gold), docs),
-                "n_retrieved": len(docs),
-                "retrieval_ok": bool(known),
-                "error": "" if ok else (resp.error or "empty response"),
-                "finish_reason": str((resp.detail or {}).get("finish_reason") or ""),
-                "answerer": answerer,
-                **response_accounting(resp, "answering"),
-            }
-        )
-    df = pd.DataFrame(rows, columns=list(ANSWERS_COLUMNS))
-    return df.astype({"rank": "int64", "n_retrieved": "int64", "retrieval_ok": bool})
 
 
 def make_system(
@@ -248,3 +176,18 @@ def build_answers(
     out.attrs["unmapped"] = unmapped
     out.attrs["region_filter"] = region_filter
     return out
+
+
+def refusal_answers(params, corpus: pd.DataFrame, questions: pd.DataFrame, cache_path) -> pd.DataFrame:
+    """Every builtin system's `rag` answers to the refusal questions, with their `kind`; whether
+    each declined is for `cube.diagnose.refusal.mark_declined` to say."""
+    parts = []
+    for sp in params.systems:
+        if not isinstance(sp, BuiltinSystem):
+            continue  # an imported file holds no answers to these questions; a RAGFlow call is left to the user
+        df = make_system(sp, params, cache_path).answer(questions, corpus, progress=False)
+        keep = [c for c in ("question_id", "question", "kind", "style", "item", "generator") if c in questions]
+        parts.append(df.merge(questions[keep], on="question_id", how="left"))
+    if not parts:
+        return pd.DataFrame(columns=["question_id", "system", "answer", "kind", "error"])
+    return pd.concat(parts, ignore_index=True)

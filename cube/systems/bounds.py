@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import pandas as pd
 
+from cube.config.schema import require_columns
 from cube.llm import Model
-from cube.schema import require_columns
-from cube.systems import answers_frame
+from cube.systems.base import answers_frame
 from cube.systems.builtin import answer_request
 
 

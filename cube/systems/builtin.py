@@ -20,10 +20,10 @@ from importlib import resources
 
 import pandas as pd
 
-from cube.config import BuiltinSystem
+from cube.config.params import BuiltinSystem
+from cube.config.schema import require_columns
 from cube.llm import Model, Request
-from cube.schema import require_columns
-from cube.systems import System, answers_frame
+from cube.systems.base import System, answers_frame
 from cube.systems.region_filter import RegionFilter
 from cube.systems.retrieval import BM25Index
 

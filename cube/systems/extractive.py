@@ -13,7 +13,7 @@ service guides in rank order) and never the chat messages:
    therefore wins a question about the base item: the confusion real systems show.
 3. Answer: a sentence naming the chosen item, then each asked field's value copied from the
    guide (numbered lists kept); a field the guide lacks, or fills with a placeholder (无, /),
-   is said to be missing; a yes/no flag or a bare time limit is phrased (`cube.phrasing`:
+   is said to be missing; a yes/no flag or a bare time limit is phrased (`cube.config.phrasing`:
    "收费标准：需要收费", "承诺办结时限：10个工作日").
 4. Decline (the answer says it cannot answer, `DECLINE`): when the question names an item
    (`named_item`: a leading name ending in an item suffix such as 许可/核发/登记/备案, not in a
@@ -35,10 +35,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from cube.corpus import parse_document as corpus_parse
+from cube.config.phrasing import phrase_value
+from cube.config.schema import CORPUS_FIELDS, FIELD_LABELS
+from cube.kb.document import parse_document as corpus_parse
 from cube.llm import OfflineModel, Request, Response, register_offline
-from cube.phrasing import phrase_value
-from cube.schema import CORPUS_FIELDS, FIELD_LABELS
 
 # Keyword -> fields. Order matters only for the order fields are written in the answer.
 FIELD_KEYWORDS: dict[str, dict[str, tuple[str, ...]]] = {
@@ -101,7 +101,7 @@ _EN_STOP = frozenset("a an the of for to and or in on at by with from is are do 
 
 
 def parse_document(text: str) -> dict[str, str]:
-    """Field values of a rendered key-value guide (`cube.corpus.parse_document`, lenient)."""
+    """Field values of a rendered key-value guide (`cube.kb.corpus.parse_document`, lenient)."""
     return corpus_parse(text, strict=False)
 
 
@@ -135,7 +135,7 @@ def pick_document(question: str, docs: list[dict[str, str]], lang: str) -> int:
 
 
 def _format_field(field: str, value: str | None, lang: str) -> str:
-    """"label：value", the value said as `cube.phrasing.phrase_value` says it (是 -> 收费, 10 -> 10个工作日,
+    """"label：value", the value said as `cube.config.phrasing.phrase_value` says it (是 -> 收费, 10 -> 10个工作日,
     a placeholder such as 无 -> not stated), the way the template questions ask it."""
     label = FIELD_LABELS[lang][field]
     value = phrase_value(field, value, lang) or _MISSING[lang]
@@ -170,7 +170,7 @@ def decline_reason(question: str, documents: list[str], parsed: list[dict[str, s
     """What the retrieved guides do not cover (the named item or province), or None (see step 4)."""
     item = named_item(question, lang)
     if item:
-        from cube.phrasing import base_name
+        from cube.config.phrasing import base_name
 
         names = [n for p in parsed for n in {p.get("item_name", ""), base_name(p.get("item_name", ""))} if n]
         if not any(item in n or n in item for n in names):

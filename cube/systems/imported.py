@@ -22,13 +22,11 @@ RAGFlow; lists still longer than `top_n` (>= 1) are cut at `top_n` (counted in
 `retrieval_ok` is False for a row that records an `error` and gives no retrieved list (the
 system failed; nothing is known about its retrieval, so it is not a retrieval miss); an empty
 list without an error is a known empty retrieval. Imported answers came from no call of this
-run: accounting `call_id` "", no tokens, cost 0.0 (`cube.usage.no_call_accounting`).
+run: accounting `call_id` "", no tokens, cost 0.0 (`cube.llm.usage.no_call_accounting`).
 """
 
 from __future__ import annotations
 
-import json
-import re
 import warnings
 from pathlib import Path
 from typing import Any
@@ -36,11 +34,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cube.config import ImportedSystem
+from cube.config.params import ImportedSystem
+from cube.config.schema import parse_doc_list, require_columns
 from cube.llm import Response
-from cube.schema import require_columns
-from cube.systems import System, answers_frame
-from cube.usage import no_call_accounting
+from cube.llm.usage import no_call_accounting
+from cube.systems.base import System, answers_frame
 
 LIST_COLUMNS = ("retrieved_doc_ids", "retrieved", "document_list", "doc_list")
 
@@ -61,26 +59,6 @@ def read_table(path: Path) -> pd.DataFrame:
     if suffix in (".parquet", ".pq"):
         return pd.read_parquet(path)
     raise ImportedFileError(f"{path}: unsupported extension {suffix!r}; expected .csv, .jsonl or .parquet")
-
-
-def parse_doc_list(value: Any) -> list[str]:
-    """A retrieved-documents cell as a list of doc ids (JSON list, list, or `|`/`;` string)."""
-    if value is None or (isinstance(value, float) and np.isnan(value)):
-        return []
-    if isinstance(value, list | tuple | np.ndarray):
-        return [str(v).strip() for v in value if str(v).strip()]
-    text = str(value).strip()
-    if not text:
-        return []
-    if text.startswith("["):
-        try:
-            parsed = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"not a valid JSON list ({exc.msg})") from None
-        if not isinstance(parsed, list):
-            raise ValueError("expected a JSON list")
-        return [str(v).strip() for v in parsed if str(v).strip()]
-    return [p.strip() for p in re.split(r"[|;]", text) if p.strip()]
 
 
 def _text(value: Any) -> str:

@@ -57,10 +57,10 @@ import pandas as pd
 from ragflow_sdk import RAGFlow
 from ragflow_sdk.modules.chat import Chat
 
-from cube.config import RagflowSystem
+from cube.config.params import RagflowSystem
+from cube.config.schema import require_columns
 from cube.llm import Response, progress_bar
-from cube.schema import require_columns
-from cube.systems import System, answers_frame
+from cube.systems.base import System, answers_frame
 
 
 class RagflowError(RuntimeError):

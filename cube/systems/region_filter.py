@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from cube.phrasing import clean
+from cube.config.phrasing import clean
 
 MIN_REGION_CHARS = 2
 

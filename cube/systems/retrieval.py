@@ -24,8 +24,8 @@ import bm25s
 import numpy as np
 import pandas as pd
 
+from cube.kb.text import segment
 from cube.systems.region_filter import RegionPlan
-from cube.text import segment
 
 _WORD = re.compile(r"\w", re.UNICODE)
 # Function words that carry no retrieval signal; BM25's idf discounts the rest.

@@ -1,0 +1,149 @@
+"""Where a run's relative paths are read from: the project root, never the working directory.
+
+A notebook opened in JupyterLab runs in `notebooks/`, nbconvert and papermill run where they are
+started, `cube run` may be started from any folder: all of them resolve `params/default.yaml`,
+`outputs/<run>` and the relative paths inside params (`corpus.path`, `questions.path`, ...)
+against the same folder, the project root:
+
+1. `$CUBE_PROJECT_ROOT` when set;
+2. else the nearest folder, from the working directory upwards (or from `start`), holding the
+   markers `pyproject.toml` and `cube/` (a checkout of this repository);
+3. else the working directory (a project of one's own, with cube installed as a package).
+
+Paths written into outputs are shown relative to the root (`display_path`), so a report folder
+can be sent to someone else without the local folder layout in it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+ROOT_ENV = "CUBE_PROJECT_ROOT"
+
+
+def is_project_root(folder: Path) -> bool:
+    return (folder / "pyproject.toml").is_file() and (folder / "cube").is_dir()
+
+
+def find_marked_root(start: str | Path | None = None) -> Path | None:
+    """The nearest folder from `start` (default: the working directory) upwards with the markers."""
+    here = Path(start if start is not None else Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if is_project_root(folder):
+            return folder
+    return None
+
+
+def project_root(start: str | Path | None = None) -> Path:
+    """The folder relative paths are resolved against (see the module docstring)."""
+    env = os.environ.get(ROOT_ENV)
+    if env:
+        return Path(env).resolve()
+    return find_marked_root(start) or Path.cwd().resolve()
+
+
+def resolve(path: str | Path, root: Path | None = None) -> Path:
+    """An absolute path: `path` itself when absolute, else under the project root."""
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else (root or project_root()) / p
+
+
+def display_path(path: str | Path, root: Path | None = None) -> str:
+    """`path` relative to the project root when it lies inside it, else its file name only
+    (outputs never carry the local folder layout)."""
+    p = Path(path)
+    if not p.is_absolute():
+        return p.as_posix()
+    base = root or project_root()
+    try:
+        return p.resolve().relative_to(base.resolve()).as_posix()
+    except ValueError:
+        return p.name
+
+
+@contextlib.contextmanager
+def working_dir(folder: Path) -> Iterator[Path]:
+    """Run the block with `folder` as working directory (restored afterwards)."""
+    old = Path.cwd()
+    os.chdir(folder)
+    try:
+        yield folder
+    finally:
+        os.chdir(old)
+
+
+# The params keys holding a local path: by their last name (outputs_dir, cache_path, corpus.path,
+# questions.path, systems[].path, dimensions[].prompt_file, human.ratings) or, for a name other
+# sections use for values, by their dotted key (human.key); other strings are values, never rewritten.
+PATH_KEYS = ("outputs_dir", "cache_path", "path", "prompt_file", "ratings", "human.key")
+
+
+def _is_local_path(value: str) -> bool:
+    return value.startswith("/") or bool(re.match(r"[A-Za-z]:[\\/]", value))
+
+
+def is_path_key(where: str) -> bool:
+    """Whether the dotted key `where` (`systems[0].path`, `human.key`) names a local path (`PATH_KEYS`)."""
+    plain = re.sub(r"\[\d+\]", "", where)
+    return any(plain.rsplit(".", 1)[-1] == k if "." not in k else plain == k or plain.endswith("." + k)
+               for k in PATH_KEYS)
+
+
+def path_identity(path: str) -> str:
+    """An absolute path outside the project as records compare it without publishing it: its name
+    and a short hash of the whole path (two files of one name in other folders differ)."""
+    return f"{Path(path).name}#{hashlib.sha256(str(Path(path).resolve()).encode()).hexdigest()[:12]}"
+
+
+def shared_values(value: Any, root: Path | None = None, where: str = "",
+                  identify: bool = False) -> tuple[Any, list[str]]:
+    """A copy of a JSON-like value (the dumped params) with every absolute local path (`PATH_KEYS`) shown by
+    `display_path` (relative to the project root, else its last name, or with `identify` its
+    `path_identity`), and the dotted keys of the paths outside the project that were cut (for a
+    note beside them)."""
+    if isinstance(value, dict):
+        out, cut = {}, []
+        for k, v in value.items():
+            out[k], more = shared_values(v, root, f"{where}.{k}" if where else str(k), identify)
+            cut += more
+        return out, cut
+    if isinstance(value, list):
+        items = [shared_values(v, root, f"{where}[{i}]", identify) for i, v in enumerate(value)]
+        return [v for v, _ in items], [c for _, more in items for c in more]
+    if isinstance(value, str) and _is_local_path(value) and is_path_key(where):
+        if Path(value).resolve().is_relative_to((root or project_root()).resolve()):
+            return display_path(value, root), []
+        return (path_identity(value) if identify else display_path(value, root)), [where]
+    return value, []
+
+
+def scrub_local_paths(text: str, root: Path | None = None) -> str:
+    """A message with the project root's absolute path removed (paths become relative to it) and the
+    home folder shown as `~`, for a published page (e.g. an error naming a missing file)."""
+    base = str((root or project_root()).resolve())
+    text = text.replace(base + os.sep, "").replace(base, ".")
+    home = str(Path.home())
+    return text.replace(home, "~") if len(home) > 1 else text
+
+
+# ---------------------------------------------------------------------- the notebooks folder
+NOTEBOOK_GLOB = "[0-9][0-9]_*.ipynb"
+
+
+def default_notebooks_dir() -> Path:
+    """`notebooks/` of the project root when present, else the repository's beside the package."""
+    here = project_root() / "notebooks"
+    return here if here.is_dir() else Path(__file__).resolve().parents[2] / "notebooks"
+
+
+def list_notebooks(notebooks_dir: Path) -> list[Path]:
+    found = sorted(Path(notebooks_dir).glob(NOTEBOOK_GLOB))
+    if not found:
+        raise FileNotFoundError(f"{notebooks_dir}: no notebooks matching {NOTEBOOK_GLOB}")
+    return found

@@ -1,0 +1,326 @@
+"""The Lightweight Targeted Assessment (paper 5.5): one number, a verdict, and what to do next.
+
+`assess` turns the CuBE results of a run into the decision page's content for non-technical
+readers: the jury's CuBE score with its interval, R@k, the weighted score on retrieved
+cases, a verdict from the thresholds in params, the weakest dimensions, and suggestions
+derived from the numbers (never from a fixed list: each one names the figure behind it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from cube.config.params import Params
+from cube.method.evaluation import CubeResult
+
+ADVICE = {
+    "relevance": "answers drift from the source guide: instruct the answering model to answer only from the "
+                 "retrieved guide and to quote its fields",
+    "specificity": "answers are not targeted at the question asked: ask the model to answer the asked point "
+                   "first, and make near-duplicate item names (e.g. new construction / modification) explicit "
+                   "in the documents",
+    "completeness": "answers omit required details: revise the answering prompt to ask for every material, time "
+                    "limit, fee and step of the named item",
+    "quality": "answers are hard to read: revise the answering prompt to ask for short sentences and numbered "
+               "steps",
+}
+
+
+def verdict(score: float, thresholds: dict[str, float]) -> str:
+    """The highest verdict whose lower bound the score reaches (`poor` below all of them)."""
+    if not np.isfinite(score):
+        return "undetermined"
+    for name, low in sorted(thresholds.items(), key=lambda kv: -kv[1]):
+        if score >= low:
+            return name
+    return "poor"
+
+
+def _usage_figures(usage: pd.DataFrame | None) -> dict[str, Any]:
+    if usage is None or usage.empty:
+        return {"cost_total": 0.0, "tokens_total": 0, "calls_total": 0, "calls_cached": 0, "cost_note": ""}
+    priced = usage["cost_total"].notna() | (usage["calls"] == 0)
+    unpriced = sorted(set(usage.loc[~priced, "model"].astype(str)))
+    return {
+        "cost_total": None if unpriced else float(usage["cost_total"].fillna(0).sum()),
+        "cost_this_run": None if unpriced else float(usage["cost_this_run"].fillna(0).sum()),
+        "tokens_total": int((usage["input_tokens"] + usage["output_tokens"]).sum()),
+        "calls_total": int(usage["calls"].sum()),
+        "calls_cached": int(usage["cached_calls"].sum()),
+        "cost_note": f"no price set for {', '.join(unpriced)}" if unpriced else "",
+    }
+
+
+def withheld_reasons(result: CubeResult, params: Params) -> tuple[list[str], bool]:
+    """Why the verdict must be withheld (empty: a verdict may be given), and whether judging failed
+    wholesale (no judge has usable scores, or every judge fails the gate because of failures)."""
+    ap = params.analysis
+    reasons: list[str] = []
+    excluded = result.excluded_judges
+    table = result.cube_table
+    failed = "judging_failed" in table and len(table) > 0 and bool(table["judging_failed"].astype(bool).all())
+    unknown = int(result.settings.get("retrieval_unknown") or 0)
+    if result.n_questions == 0 and unknown:  # every system call failed: the judges are not at fault
+        reasons.append(f"retrieval unknown for all {unknown} questions (system calls failed)")
+    elif not result.jury_judges:
+        detail = "; ".join(f"{j}: {r}" for j, r in excluded.items()) or "no judge"
+        reasons.append(f"no judge passed the validity gate ({detail})")
+    cube = result.jury_cube()
+    lo, hi = result.interval("jury", "cube_score")
+    tol = ap.bounds_tolerance
+    if result.jury_judges and not np.isfinite(cube):
+        reasons.append("the jury CuBE score is undefined (see the flags)")
+    elif np.isfinite(cube) and not -tol <= cube <= 100 + tol:
+        reasons.append(f"the jury CuBE {cube:.1f} leaves [0, 100] by more than analysis.bounds_tolerance = {tol:g}")
+    boot, n_boot = result.bootstrap, int(result.settings.get("bootstrap") or 0)  # the resamples drawn
+    if boot is not None and len(boot) and n_boot > 0:
+        from cube.method.bootstrap import MIN_VALID_SHARE
+
+        row = boot[(boot["judge"] == "jury") & (boot["metric"] == "cube_score")]
+        n_valid = int(row["n_valid"].iloc[0]) if len(row) else 0
+        if result.jury_judges and n_valid < MIN_VALID_SHARE * n_boot:
+            reasons.append(f"only {n_valid} of {n_boot} bootstrap resamples give a defined jury CuBE (fewer "
+                           f"than {MIN_VALID_SHARE:.0%}): the interval rests on a selection of resamples")
+    if np.isfinite(lo) and np.isfinite(hi):
+        if lo < -tol or hi > 100 + tol:
+            reasons.append(f"the {ap.confidence:.0%} interval {lo:.1f}-{hi:.1f} leaves [0, 100] by more than "
+                           f"analysis.bounds_tolerance = {tol:g}")
+        if hi - lo > ap.max_interval_width:
+            reasons.append(f"the {ap.confidence:.0%} interval {lo:.1f}-{hi:.1f} is {hi - lo:.1f} points wide, more "
+                           f"than analysis.max_interval_width = {ap.max_interval_width:g}")
+    return reasons, failed
+
+
+def _clip_note(head: dict[str, Any], params: Params) -> str:
+    values = [head["cube_score"], *(head["cube_ci"] or [])]
+    if all(0 <= v <= 100 for v in values if np.isfinite(v)):
+        return ""
+    return (f" (values outside [0, 100] by at most analysis.bounds_tolerance = {params.analysis.bounds_tolerance:g} "
+            "points are read at the nearest bound)")
+
+
+def _system_figures(result: CubeResult, params: Params) -> dict[str, Any]:
+    cube = result.jury_cube()
+    lo, hi = result.interval("jury", "cube_score")
+    reasons, failed = withheld_reasons(result, params)
+    # within the tolerance, a value just outside [0, 100] is read at the nearest bound for the verdict
+    shown = float(np.clip(cube, 0, 100)) if np.isfinite(cube) else cube
+    return {
+        "system": result.system,
+        "cube_score": cube,
+        "cube_ci": [lo, hi] if np.isfinite(lo) else None,
+        "recall_at_k": result.recall_at_k,
+        "weighted_score": float(result.jury.at["mean", "weighted_score"]),
+        "verdict": "withheld" if reasons else verdict(shown, params.analysis.verdict_thresholds),
+        "withheld_reasons": reasons,
+        "judging_failed": bool(failed and not result.jury_judges),
+        "n_judges": len(result.jury_judges),
+        "judges_used": result.jury_judges,
+        "judges_excluded": result.excluded_judges,
+    }
+
+
+def suggestions(result: CubeResult, params: Params, top_n: int, call_failure_share: float = 0.0,
+                parse_failure_share: float = 0.0, skipped_share: float = 0.0,
+                others: dict[str, tuple[int, CubeResult]] | None = None) -> list[str]:
+    """Suggestions derived from the numbers, each naming the figure behind it. `others`: the
+    run's other systems with their top_n, to report what a larger TOP-N actually did."""
+    ap = params.analysis
+    out: list[str] = []
+    if result.recall_at_k < ap.low_recall_below:
+        out.append(f"Retrieval misses the gold document for {1 - result.recall_at_k:.0%} of questions "
+                   f"(R@{top_n} = {result.recall_at_k:.1%}): raise TOP-N above {top_n} or improve retrieval "
+                   "(item-name matching, hybrid search).")
+        r_all = result.correlations_all["r"].mean()
+        r_ret = result.correlations_retrieved["r"].mean()
+        if np.isfinite(r_all) and np.isfinite(r_ret) and r_ret < r_all - 0.1:
+            out.append(f"Once the gold document is retrieved its rank matters little (mean correlation with rank "
+                       f"{r_all:.2f} on all questions, {r_ret:.2f} on retrieved ones), so a larger TOP-N should "
+                       "cost little answer quality; verify with a second system at a larger top_n.")
+        for name, (n, other) in (others or {}).items():
+            if n > top_n:
+                w0, w1 = result.jury.at["mean", "weighted_score"], other.jury.at["mean", "weighted_score"]
+                out.append(f"In this run {name} (TOP-N {n}) retrieved {other.recall_at_k:.1%} (vs "
+                           f"{result.recall_at_k:.1%}) with a weighted score of {w1:.1f} (vs {w0:.1f}): CuBE "
+                           f"{other.jury_cube():.1f} vs {result.jury_cube():.1f}.")
+    jury = result.jury
+    dims = [c for c in result.cube_table.columns if c in set(result.weights["dimension"])]
+    for d in sorted(dims, key=lambda d: (not np.isfinite(jury.at["mean", d]), jury.at["mean", d])):
+        score = jury.at["mean", d]
+        if np.isfinite(score) and score < ap.weak_dimension_below:
+            advice = ADVICE.get(d, f"raise {d}: revise the answering prompt for it")
+            out.append(f"{d.capitalize()} is weak ({score:.1f} of 100 between the bounds): {advice}.")
+    sd = jury.at["sd", "cube_score"]
+    lo, hi = result.interval()
+    if (np.isfinite(sd) and sd > 10) or (np.isfinite(hi - lo) and hi - lo > 20):
+        out.append(f"The judges disagree (SD of CuBE across judges {sd:.1f}, interval {lo:.1f}-{hi:.1f}): add "
+                   "judges or human ratings (notebook 07) before a deployment decision.")
+    flagged = result.cube_table.index[result.cube_table["flags"] != ""].tolist()
+    if flagged:
+        out.append(f"Bounds anomalies for {', '.join(map(str, flagged))} (a score outside its zero-full range or a "
+                   "zero denominator): inspect the bound sets of those judges in notebook 05.")
+    if call_failure_share > 0.02:
+        out.append(f"{call_failure_share:.1%} of judgments failed at the call (after retries): re-execute the scoring "
+                   "with `cube run PARAMS --only 03.. --force` to retry them; answered calls come from the cache.")
+    if parse_failure_share > 0.02:
+        out.append(f"{parse_failure_share:.1%} of judge replies held no usable 0-10 score: re-running returns the same "
+                   "cached replies, so adjust the judge's prompt or max_tokens, or add samples.")
+    if skipped_share > 0.02:
+        out.append(f"{skipped_share:.1%} of judgments were skipped because the answer itself is missing (the answering "
+                   "call failed): re-run the answering stage with `--only 02.. --force`.")
+    unknown = result.settings.get("retrieval_unknown", 0)
+    if unknown:
+        out.append(f"{unknown} question(s) are left out because the system call failed (retrieval unknown): "
+                   "re-run the answering stage (`--only 02.. --force`) once the system is reachable.")
+    if not out:
+        out.append("No dimension is below the threshold and retrieval is above target: keep this configuration "
+                   "and re-evaluate on a fresh question set before each release.")
+    return out
+
+
+def assess(results: dict[str, CubeResult], params: Params, *, usage: pd.DataFrame | None = None,
+           synthetic: bool = False, offline_judges: list[str] | None = None, call_failure_share: float = 0.0,
+           parse_failure_share: float = 0.0, skipped_share: float = 0.0, bound_note: str = "",
+           retrieval: dict[str, Any] | None = None, diagnosis: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The decision page's content for the run's first system (and a row for every system).
+
+    `retrieval` (from `pipeline.retrieval_quality`): the primary system's `r_at_1`, its
+    `near_duplicate_confusion` and the knowledge base's `duplicate_texts`, shown beside R@k
+    with a suggestion when the confusion is high or the knowledge base holds duplicates.
+    `diagnosis`: `cube.run.diagnosis.for_decision` (R@k curve, failure patterns, refusal, TOP-N
+    sweep), stated in sentences."""
+    primary = params.systems[0].name
+    result = results[primary]
+    top_n = params.systems[0].top_n
+    head = _system_figures(result, params)
+    dims = [c for c in result.cube_table.columns if c in set(result.weights["dimension"])]
+    means = result.jury.loc["mean", dims].astype(float)
+    sds = result.jury.loc["sd", dims].astype(float)
+    known = means.dropna()
+    weak = [d for d in known.sort_values().index if known[d] < params.analysis.weak_dimension_below]
+    if not weak and len(known):
+        weak = [known.idxmin()]
+    ci = head["cube_ci"]
+    ci_text = f" ({params.analysis.confidence:.0%} interval {ci[0]:.1f}-{ci[1]:.1f})" if ci else ""
+    on = "on those" if params.analysis.subset == "retrieved" else "over all questions"
+    jury_text = f"{head['n_judges']} of {len(result.cube_table)} judges"
+    if head["verdict"] == "withheld":
+        sentence = (
+            f"{primary}: verdict withheld ({'; '.join(head['withheld_reasons'])}). The jury of {jury_text} gives a "
+            f"CuBE score of {head['cube_score']:.1f}{ci_text}, which is not a reliable basis for a decision. "
+            f"Retrieval found the gold document for {result.recall_at_k:.1%} of questions (R@{top_n})."
+        )
+    else:
+        sentence = (
+            f"{primary} achieved a CuBE score of {head['cube_score']:.1f}{ci_text} across {', '.join(dims)} "
+            f"(jury of {jury_text}): {head['verdict']}{_clip_note(head, params)}. Retrieval found the gold document for "
+            f"{result.recall_at_k:.1%} of questions (R@{top_n}), and {on} the answers reach "
+            f"{head['weighted_score']:.1f} of 100 on the scale from the no-document bound (0) to the "
+            "gold-document bound (100)."
+        )
+    if not ci and np.isfinite(head["cube_score"]):
+        sentence += (" No interval was computed (analysis.bootstrap = 0), so the precision of this score is "
+                     "unknown.")
+    notes = []
+    if synthetic:
+        notes.append("This run uses the SYNTHETIC demo knowledge base (generated, not real service guides).")
+    if offline_judges:
+        notes.append(f"Judges {', '.join(offline_judges)} are deterministic rubric algorithms, not LLMs.")
+    if bound_note:
+        notes.append(bound_note)
+    return {
+        **head,
+        "top_n": top_n,
+        "confidence": params.analysis.confidence,
+        "sentence": sentence,
+        "weakest": [{"dimension": d, "score": float(means[d]), "sd": float(sds[d])} for d in weak],
+        "suggestions": _retrieval_suggestions(retrieval or {})
+        + suggestions(result, params, top_n, call_failure_share, parse_failure_share, skipped_share,
+                      others={s.name: (s.top_n, results[s.name]) for s in params.systems[1:] if s.name in results}),
+        "retrieval_quality": _json_safe(retrieval or {}),
+        "weighted_label": "Answer quality when retrieved" if params.analysis.subset == "retrieved"
+        else "Answer quality (all questions)",
+        "judges": [str(j) for j in result.cube_table.index],
+        "n_questions": result.n_questions,
+        "systems": [_system_figures(r, params) for r in results.values()],
+        "synthetic_data": " ".join(notes),
+        "method_note": "CuBE = weighted score × R@k; each dimension is placed between the same answering model "
+                       "without documents (0) and with the gold document alone (100), which cancels each judge's "
+                       "own leniency.",
+        "currency": next((m.currency for m in params.models.values()), "USD"),
+        **_usage_figures(usage),
+        **diagnosis_sentences(primary, diagnosis or {}),
+    }
+
+
+def _json_safe(value: Any) -> Any:
+    """NaN as null, so `results.json` stays strict JSON."""
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    return value
+
+
+def _retrieval_suggestions(retrieval: dict[str, Any]) -> list[str]:
+    from cube.diagnose.near_duplicates import confusion_note
+
+    out = []
+    dup = retrieval.get("duplicate_texts") or 0
+    if dup:
+        out.append(f"The knowledge base holds {dup} document(s) whose text duplicates another's, so their questions "
+                   "cannot reach rank 1: deduplicate it (`cube validate` lists them; a long-format file needs "
+                   "corpus.group_by).")
+    note = confusion_note(retrieval.get("near_duplicate_confusion") or {})
+    if note:
+        out.append(note[0].upper() + note[1:])
+    return out
+
+
+def diagnosis_sentences(system: str, diagnosis: dict[str, Any]) -> dict[str, Any]:
+    """The diagnostics of the decision page: `retrieval_sentence` (the R@k curve) and
+    `failure_patterns` (the top three with counts and suggestions) with `patterns_sentence`."""
+    from cube.diagnose.failures import patterns_sentence
+    from cube.diagnose.retrieval import curve_sentence, for_results
+
+    out: dict[str, Any] = {}
+    if diagnosis.get("retrieval"):
+        out["retrieval_sentence"] = curve_sentence(system, diagnosis["retrieval"])
+        out["retrieval"] = {**for_results(diagnosis["retrieval"]), "system": system}
+    if diagnosis.get("failure_patterns"):
+        out["failure_patterns"] = diagnosis["failure_patterns"]
+        out["patterns_sentence"] = patterns_sentence(diagnosis["failure_patterns"])
+    if diagnosis.get("refusal"):
+        from cube.diagnose.refusal import refusal_sentence
+
+        out["refusal"] = diagnosis["refusal"]
+        out["refusal_sentence"] = refusal_sentence(system, {k: (float("nan") if v is None else v)
+                                                            for k, v in diagnosis["refusal"].items()})
+    if diagnosis.get("top_n_sweep"):
+        out["top_n_sweep"] = diagnosis["top_n_sweep"]
+        out["sweep_sentence"] = diagnosis["top_n_sweep"]["sentence"]
+    return out
+
+
+def correlation_reading(result: CubeResult) -> str:
+    """The paper's 5.3 reading, stated from this run's data whatever it shows."""
+    ca, cr = result.correlations_all, result.correlations_retrieved
+    r_all, r_ret = ca["r"].mean(), cr["r"].mean()
+    if not (np.isfinite(r_all) and np.isfinite(r_ret)):
+        return ("The correlation with rank is undefined for this run (a constant score or rank, or too few "
+                "questions), so the paper's reading cannot be checked here.")
+    per_judge = ca.groupby("judge")["r"].mean() - cr.groupby("judge")["r"].mean()
+    dropped = int((per_judge > 0.1).sum())
+    text = (f"Mean Pearson r between rank_score and the dimension scores: {r_all:.2f} over all "
+            f"{result.n_questions} questions, {r_ret:.2f} over the {result.n_retrieved} retrieved ones; "
+            f"the correlation falls by more than 0.1 for {dropped} of {len(per_judge)} judges. ")
+    if r_ret < r_all - 0.1:
+        text += ("As in the paper, the correlation collapses once the gold document is retrieved: whether the "
+                 "document is found matters far more than its position in the top N.")
+    else:
+        text += ("Unlike the paper, the correlation does not collapse on retrieved questions: in this run the "
+                 "rank of the gold document still matters once it is retrieved.")
+    return text

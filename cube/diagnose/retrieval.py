@@ -1,0 +1,188 @@
+"""Retrieval metrics from ranks: R@k, P@k, MRR, nDCG@k, hit rate and the R@k curve.
+
+Every figure comes from one retrieval per question: the 1-based rank of the gold document in
+the system's list (0 = not retrieved), as `cube.method.analysis.retrieval_outcomes` gives it (questions
+whose system call failed are left out, never counted as misses). Each question has exactly one
+relevant document (its gold), so, over the n questions of known outcome:
+
+    R@k      = share of questions with 1 <= rank <= k
+    P@k      = R@k / k                        (relevant documents in the top k, divided by k)
+    MRR      = mean of 1 / rank               (0 for a miss)
+    nDCG@k   = mean of 1 / log2(rank + 1)     for 1 <= rank <= k, else 0 (the ideal DCG is 1)
+    hit rate = R@TOP-N                        (the gold anywhere in the list)
+    curve    = [R@1, R@2, ..., R@TOP-N]       (non-decreasing; its last point is the hit rate)
+
+A metric over no questions is NaN, never 0. Breakdowns (`by_group`) give the same figures per
+question style, department, region or near-duplicate family size, with a Wilson interval on R@k.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from cube.method.analysis import retrieval_outcomes
+
+DEFAULT_KS: tuple[int, ...] = (1, 3, 5)
+
+
+def _ranks(ranks: Sequence[int] | pd.Series) -> np.ndarray:
+    r = np.asarray(pd.to_numeric(pd.Series(list(ranks), dtype=object)), dtype=float)
+    if len(r) and (np.isnan(r).any() or (r < 0).any() or (r != np.floor(r)).any()):
+        raise ValueError("ranks must be whole numbers >= 0 (0 = gold document not retrieved)")
+    return r.astype(int)
+
+
+def recall_curve(ranks: Sequence[int] | pd.Series, top_n: int) -> list[float]:
+    """[R@1, ..., R@top_n] from the gold ranks (NaN everywhere when there are no questions)."""
+    r = _ranks(ranks)
+    if top_n < 1:
+        raise ValueError(f"top_n must be >= 1, got {top_n}")
+    if len(r) and r.max() > top_n:
+        raise ValueError(f"rank {int(r.max())} exceeds top_n {top_n}: set the system's top_n to its list length")
+    if not len(r):
+        return [math.nan] * top_n
+    hits = np.bincount(r[r > 0], minlength=top_n + 1)[1:top_n + 1]
+    return (np.cumsum(hits) / len(r)).tolist()
+
+
+def metrics_from_ranks(ranks: Sequence[int] | pd.Series, top_n: int,
+                       ks: Sequence[int] = DEFAULT_KS) -> dict[str, Any]:
+    """The retrieval metrics of a list of gold ranks (0 = miss) for a system returning `top_n`.
+
+    Returns `{"n", "top_n", "r_at_k", "p_at_k", "ndcg_at_k", "mrr", "hit_rate", "curve"}`; the
+    `*_at_k` entries map k (every k of `ks` up to top_n, and top_n itself) to the value."""
+    r = _ranks(ranks)
+    curve = recall_curve(r, top_n)
+    k_list = sorted({*(k for k in ks if 1 <= k <= top_n), top_n})
+    n = len(r)
+    hit = r > 0
+    gain = np.where(hit, 1.0 / np.log2(np.where(hit, r, 1) + 1.0), 0.0)
+    return {
+        "n": n,
+        "top_n": top_n,
+        "r_at_k": {k: curve[k - 1] for k in k_list},
+        "p_at_k": {k: curve[k - 1] / k for k in k_list},
+        "ndcg_at_k": {k: float(np.mean(np.where(r <= k, gain, 0.0))) if n else math.nan for k in k_list},
+        "mrr": float(np.mean(np.where(hit, 1.0 / np.where(hit, r, 1), 0.0))) if n else math.nan,
+        "hit_rate": curve[-1],
+        "curve": curve,
+    }
+
+
+def system_metrics(answers: pd.DataFrame, top_n: int, ks: Sequence[int] = DEFAULT_KS) -> dict[str, Any]:
+    """`metrics_from_ranks` of one system's answers (via `retrieval_outcomes`), with `unknown`:
+    the number of questions left out because the system call failed."""
+    out = retrieval_outcomes(answers, top_n)
+    return {**metrics_from_ranks(out.ranks["rank"], top_n, ks), "unknown": out.n_unknown}
+
+
+def run_metrics(answers: pd.DataFrame, top_n: Mapping[str, int], ks: Sequence[int] = DEFAULT_KS) -> dict[str, dict]:
+    """`system_metrics` of every system in `answers`, by name."""
+    return {str(s): system_metrics(a, top_n.get(s, 8), ks) for s, a in answers.groupby("system", sort=True)}
+
+
+def for_results(metrics: dict[str, Any]) -> dict[str, Any]:
+    """Strict-JSON form: NaN -> null, integer k keys as strings."""
+    def clean(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {str(k): clean(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [clean(x) for x in v]
+        if isinstance(v, float) and math.isnan(v):
+            return None
+        return v
+    return clean(metrics)
+
+
+def wilson(hits: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a proportion (NaN, NaN when n is 0)."""
+    if n == 0:
+        return (math.nan, math.nan)
+    from scipy.stats import binomtest
+
+    ci = binomtest(int(hits), int(n)).proportion_ci(confidence_level=confidence, method="wilson")
+    return (float(ci.low), float(ci.high))
+
+
+def family_sizes(corpus: pd.DataFrame) -> pd.Series:
+    """doc_id -> number of documents in its near-duplicate family (itself included; 1 = no sibling),
+    families as `cube.diagnose.near_duplicates` defines them (same family_id, or same base item name)."""
+    from cube.diagnose.near_duplicates import doc_info
+
+    info = doc_info(corpus)
+    members: dict[tuple[str, str], set[str]] = {}
+    for doc, (keys, *_rest) in info.items():
+        for key in keys:
+            members.setdefault(key, set()).add(doc)
+    sizes = {doc: len(set().union(*(members[k] for k in keys)) | {doc}) for doc, (keys, *_r) in info.items()}
+    return pd.Series(sizes, name="family_size")
+
+
+def size_band(size: int) -> str:
+    return "1 (unique)" if size <= 1 else "2-3" if size <= 3 else "4-9" if size <= 9 else "10+"
+
+
+def question_groups(questions: pd.DataFrame, corpus: pd.DataFrame) -> pd.DataFrame:
+    """Per question: `style`, the gold's `department` and `region` and its `family_size` band."""
+    q = questions[["question_id", "doc_id"]].copy()
+    q["style"] = questions["style"].fillna("").replace("", "(llm or file)") if "style" in questions else "(none)"
+    c = corpus.set_index(corpus["doc_id"].astype(str))
+    gold = q["doc_id"].astype(str)
+    for col in ("department", "region"):
+        q[col] = gold.map(c[col]).fillna("").replace("", "(none)") if col in c else "(none)"
+    q["family_size"] = gold.map(family_sizes(corpus)).fillna(1).astype(int).map(size_band)
+    return q
+
+
+def by_group(answers: pd.DataFrame, groups: pd.DataFrame, by: str, top_n: Mapping[str, int],
+             k: int | None = None, confidence: float = 0.95) -> pd.DataFrame:
+    """R@k (k = 1 and the system's TOP-N), MRR and nDCG@TOP-N per system and value of `by`
+    (a column of `question_groups`), with the Wilson interval of R@TOP-N. Rows with more
+    questions first; the groups of a system sum to its questions."""
+    rows = []
+    for system, a in answers.groupby("system", sort=True):
+        n_top = top_n.get(system, 8)
+        ranks = retrieval_outcomes(a, n_top).ranks.merge(groups[["question_id", by]], on="question_id", how="left")
+        ranks[by] = ranks[by].fillna("(unknown)")
+        for value, g in ranks.groupby(by, sort=True):
+            m = metrics_from_ranks(g["rank"], n_top, (1, k or 1))
+            hits = int(((g["rank"] > 0) & (g["rank"] <= n_top)).sum())
+            lo, hi = wilson(hits, len(g), confidence)
+            rows.append({"system": system, by: value, "questions": len(g), "R@1": m["r_at_k"][1],
+                         **({f"R@{k}": m["r_at_k"][k]} if k and k < n_top else {}),
+                         "R@N": m["hit_rate"], "R@N_lo": lo, "R@N_hi": hi, "MRR": m["mrr"],
+                         "nDCG@N": m["ndcg_at_k"][n_top], "top_n": n_top})
+    out = pd.DataFrame(rows)
+    return out.sort_values(["system", "questions", by], ascending=[True, False, True], kind="stable") \
+        .reset_index(drop=True) if len(out) else out
+
+
+def metrics_table(metrics: Mapping[str, dict[str, Any]]) -> pd.DataFrame:
+    """One row per system: questions, R@k, P@k, nDCG@k, MRR and the hit rate."""
+    rows = []
+    for system, m in metrics.items():
+        row: dict[str, Any] = {"system": system, "questions": m["n"], "unknown": m.get("unknown", 0),
+                               "top_n": m["top_n"]}
+        row.update({f"R@{k}": v for k, v in m["r_at_k"].items()})
+        row.update({f"P@{k}": v for k, v in m["p_at_k"].items()})
+        row.update({f"nDCG@{k}": v for k, v in m["ndcg_at_k"].items()})
+        row.update({"MRR": m["mrr"], "hit_rate": m["hit_rate"]})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def curve_sentence(system: str, m: Mapping[str, Any]) -> str:
+    """The R@k curve in one sentence for the decision page."""
+    curve = m["curve"]
+    if not curve or not np.isfinite(curve[-1]):
+        return f"{system}: no question has a known retrieval outcome, so the R@k curve is undefined."
+    n = m["top_n"]
+    half = next((k for k, v in enumerate(curve, 1) if v >= curve[-1] / 2), n)
+    return (f"R@k curve of {system}: R@1 = {curve[0]:.1%}, R@{min(3, n)} = {curve[min(3, n) - 1]:.1%}, "
+            f"R@{n} = {curve[-1]:.1%} (MRR {m['mrr']:.2f}); half of the gold documents found are "
+            + ("first in the list." if half == 1 else f"within the top {half}."))

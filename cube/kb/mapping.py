@@ -1,0 +1,254 @@
+"""From a user's raw table to knowledge-base items: field mapping, long format, placeholders, sampling.
+
+A real export is rarely one row per item. `map_table` turns the raw table (as read by
+`cube.kb.corpus.read_table`) into one record per item:
+
+- `columns` maps field keys (`MAPPABLE`, labels in `FIELD_KEY_LABELS`) to the user's columns;
+  an unmapped key falls back to a same-named column;
+- `group_by` (long format: one row per material) makes one item per distinct combination of
+  those columns, in order of first appearance; every other column keeps its distinct non-empty
+  values in order: a list field (`LIST_FIELDS`: materials, procedure) becomes a list (rendered
+  as numbered lines), any other field with several values joins them with "；" (and a note says so);
+- placeholders (`empty_values`: 无, 无情形, 暂无, /, ...) are missing values, everywhere;
+- columns no key reads are kept under their own label (`extra_columns: render`) or dropped
+  (`drop`), and either way the notes name them;
+- without a `doc_id`, ids are derived stably: from the group key, or from the row's content.
+
+It never raises: it returns every problem found (each naming the file, the rows and the column)
+with the notes, so `cube validate` can list them all at once and the loader can raise them all.
+`sample_items` draws the deterministic stratified sample of `corpus.sample`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from cube.config.schema import (
+    MAPPABLE,
+    REQUIRED_FIELDS,
+    field_keys_help,
+    key_label,
+)
+
+LIST_FIELDS: tuple[str, ...] = ("procedure", "application_materials")
+_NUMBERING = re.compile(r"^\s*(?:\d+\s*[.、．)）](?!\d)|[（(]\d+[)）])\s*")  # "1. ", "2、", "（3）", not "1.5"
+
+
+def strip_numbering(text: str) -> str:
+    """`text` without a leading list number ("1. 身份证", "2、户口本", "（3）照片" -> the item)."""
+    return _NUMBERING.sub("", str(text), count=1).strip()
+DEFAULT_EMPTY_VALUES: tuple[str, ...] = ("无", "无情形", "暂无", "/", "-", "—", "N/A")
+JOIN = "；"
+_TRUE = {"true", "1", "yes", "y", "是", "t"}
+
+
+def _cell(value: Any) -> Any:
+    """A raw cell as stripped text ("" for missing); lists (JSONL) stay lists of text."""
+    if isinstance(value, list | tuple | np.ndarray):
+        return [str(v).strip() for v in value if str(v).strip()]
+    if value is None or value is pd.NA:
+        return ""
+    if isinstance(value, float):
+        if math.isnan(value):
+            return ""
+        return str(int(value)) if value.is_integer() else str(value)
+    return str(value).strip()
+
+
+def _rows(where: Sequence[str], idx: Iterable[int], limit: int | None = None) -> str:
+    hits = [where[i] for i in idx]
+    shown = hits if limit is None else hits[:limit]
+    return ", ".join(shown) + (f" and {len(hits) - len(shown)} more" if len(hits) > len(shown) else "")
+
+
+def _digest(parts: Iterable[Any]) -> str:
+    return hashlib.sha1("\x1f".join(map(str, parts)).encode("utf-8")).hexdigest()[:10]
+
+
+def check_mapping(raw_columns: Sequence[str], columns: Mapping[str, str], group_by: Sequence[str],
+                  source: str) -> list[str]:
+    """Every problem of the mapping itself: unknown keys, mapped or grouping columns the file lacks."""
+    found = [str(c) for c in raw_columns]
+    problems = []
+    unknown = [k for k in columns if k not in MAPPABLE]
+    if unknown:
+        problems.append(f"corpus.columns: unknown field key(s) {unknown}; valid keys: {field_keys_help()}")
+    for key, col in columns.items():
+        if key in MAPPABLE and col not in found:
+            problems.append(f"{source}: corpus.columns maps '{key}' to column '{col}', which the file does not have; "
+                            f"columns found: {found}")
+    for col in group_by:
+        if col not in found:
+            problems.append(f"{source}: corpus.group_by names column '{col}', which the file does not have; "
+                            f"columns found: {found}")
+    for key in REQUIRED_FIELDS:
+        if key not in columns and key not in found:
+            problems.append(f"{source}: no column for required field '{key}' (add a '{key}' column or map it with "
+                            f"corpus.columns.{key}: <your column>, e.g. {key_label(key, 'zh')}); columns found: {found}")
+    return problems
+
+
+def map_table(raw: pd.DataFrame, where: Sequence[str], columns: Mapping[str, str], source: str, *,
+              group_by: Sequence[str] = (), empty_values: Iterable[str] = DEFAULT_EMPTY_VALUES,
+              extra_columns: str = "render") -> tuple[pd.DataFrame | None, list[str], list[str]]:
+    """Map a raw table to one record per item.
+
+    Args:
+        raw: the user's table, every column as read; `where` locates each row ("row 3 (line 4)").
+        columns: field key -> the user's column. group_by: the columns that identify an item.
+        empty_values: placeholders meaning "missing" (compared after stripping, case-insensitive).
+        extra_columns: "render" (keep unread columns under their own label) or "drop".
+
+    Returns:
+        (records, problems, notes): `records` has `doc_id`, every key of `MAPPABLE`, `synthetic`,
+        `extras` (list of (label, value) of unread columns) and `source_rows` (where the item
+        comes from); None when a problem prevents mapping. `problems` lists every error, each
+        naming the file, rows and column; `notes` says what was done (grouping, derived ids,
+        placeholders, joined values, extra columns).
+    """
+    raw = raw.reset_index(drop=True)
+    raw.columns = [str(c) for c in raw.columns]
+    problems = check_mapping(list(raw.columns), columns, group_by, source)
+    if problems:
+        return None, problems, []
+    notes: list[str] = []
+    empty = {str(v).strip().lower() for v in empty_values} | {""}
+    cells = raw.map(_cell)
+    is_placeholder = cells.map(lambda v: isinstance(v, str) and v != "" and v.lower() in empty)
+    if is_placeholder.to_numpy().any():
+        counts = pd.Series(cells.to_numpy()[is_placeholder.to_numpy()]).value_counts()
+        notes.append(f"placeholders read as missing: {int(counts.sum())} cells ("
+                     + ", ".join(f"{v!r} ×{n}" for v, n in counts.items()) + ")")
+        cells = cells.mask(is_placeholder, "")
+    cells = cells.map(lambda v: [x for x in v if x.lower() not in empty] if isinstance(v, list) else v)
+    cols = {c: cells[c].tolist() for c in cells.columns}  # plain lists: per-cell access stays fast
+
+    src = {k: columns.get(k, k) for k in MAPPABLE if columns.get(k, k) in raw.columns}
+    used = set(src.values()) | {"synthetic", "text"}
+    if "text" in raw.columns and "text" not in columns.values():
+        notes.append("column 'text' ignored: each document is rendered from its fields")
+    extra = [c for c in raw.columns if c not in used]
+    if extra:
+        notes.append(f"columns not mapped to a field: {extra}: "
+                     + ("rendered into each document under their own label (corpus.extra_columns: render)"
+                        if extra_columns == "render" else "dropped (corpus.extra_columns: drop)"))
+    if extra_columns != "render":
+        extra = []
+
+    if group_by:
+        keys = list(zip(*([("\n".join(v) if isinstance(v, list) else v) for v in cols[c]] for c in group_by),
+                        strict=True))
+        groups: dict[tuple[str, ...], list[int]] = {}
+        for i, k in enumerate(keys):
+            groups.setdefault(k, []).append(i)
+        members = list(groups.values())
+        notes.append(f"long format: {len(raw)} rows grouped by {list(group_by)} into {len(members)} items")
+    else:
+        members = [[i] for i in range(len(raw))]
+
+    joined: dict[str, int] = {}
+
+    def values(col: str, idx: list[int]) -> list[str]:
+        out: list[str] = []
+        for v in (cols[col][i] for i in idx):
+            out.extend(v if isinstance(v, list) else [v] if v else [])
+        return list(dict.fromkeys(out))
+
+    def merge(key: str, col: str, idx: list[int]) -> Any:
+        vals = values(col, idx)
+        if key in LIST_FIELDS:
+            if len(idx) == 1:
+                return cols[col][idx[0]]
+            # one item per line of every row, without the rows' own numbering ("1. 身份证"),
+            # which rendering replaces by the merged list's
+            lines = [strip_numbering(ln) for v in vals for ln in str(v).splitlines()]
+            return list(dict.fromkeys(ln for ln in lines if ln))
+        if len(vals) > 1:
+            joined[col] = joined.get(col, 0) + 1
+        return JOIN.join(vals)
+
+    records = []
+    for idx in members:
+        rec: dict[str, Any] = {k: merge(k, col, idx) for k, col in src.items()}
+        rec["extras"] = [(col, v) for col in extra if (v := merge("", col, idx))]
+        rec["source_rows"] = _rows(where, idx, 3)
+        rec["_idx"] = idx
+        records.append(rec)
+    if joined:
+        notes.append("several distinct values within one item, joined with '；': "
+                     + ", ".join(f"column '{c}' in {n} items" for c, n in joined.items()))
+
+    # -- ids
+    if "doc_id" in src:
+        if group_by:
+            for rec in records:
+                ids = values(src["doc_id"], rec["_idx"])
+                if len(ids) > 1:
+                    problems.append(f"{source}: column '{src['doc_id']}' (doc_id) has several values {ids[:5]} within "
+                                    f"one item at {_rows(where, rec['_idx'])}; group_by must identify one id")
+    elif group_by:
+        for rec, key in zip(records, groups, strict=True):
+            rec["doc_id"] = "K" + _digest(key)
+        notes.append(f"doc_id not mapped: ids derived from the group key {list(group_by)} "
+                     "(K + 10 hex digits of its SHA-1: stable across runs and row order)")
+    else:
+        seen: dict[str, int] = {}
+        for rec in records:
+            base = "R" + _digest(cols[c][rec["_idx"][0]] for c in raw.columns)
+            seen[base] = seen.get(base, 0) + 1
+            rec["doc_id"] = base if seen[base] == 1 else f"{base}-{seen[base]}"
+        notes.append("doc_id not mapped: ids derived from each row's content (R + 10 hex digits of its SHA-1; "
+                     "identical rows get -2, -3, ...)")
+    out = pd.DataFrame.from_records(records)
+    for k in MAPPABLE:
+        if k not in out.columns:
+            out[k] = ""
+    for key in ("doc_id", *REQUIRED_FIELDS):
+        bad = [i for i, v in enumerate(out[key]) if not (v if isinstance(v, list) else str(v).strip())]
+        if bad:
+            rows = [j for i in bad for j in records[i]["_idx"]]
+            problems.append(f"{source}: empty '{key}' (column '{src.get(key, key)}') at {_rows(where, rows)} "
+                            f"(every item needs a {key})")
+    dup = out["doc_id"].astype(str).duplicated(keep=False) & out["doc_id"].astype(str).ne("")
+    if dup.any():
+        parts = []
+        for d in dict.fromkeys(out.loc[dup, "doc_id"].astype(str)):
+            rows = [j for i in np.flatnonzero(out["doc_id"].astype(str).eq(d)) for j in records[i]["_idx"]]
+            parts.append(f"'{d}' at {_rows(where, rows)}")
+        problems.append(f"{source}: duplicate doc_id(s): " + "; ".join(parts))
+    first = [r["_idx"][0] for r in records]
+    flags = raw["synthetic"].iloc[first].tolist() if "synthetic" in raw.columns else [False] * len(records)
+    out["synthetic"] = [v if isinstance(v, bool | np.bool_) else str(v).strip().lower() in _TRUE for v in flags]
+    return (None if problems else out.drop(columns="_idx")), problems, notes
+
+
+def sample_items(corpus: pd.DataFrame, n: int, seed: int = 0, by: str = "region") -> pd.DataFrame:
+    """A deterministic sample of `n` items stratified by `by` (proportional, largest remainders).
+
+    Strata are the values of `by` (falling back to `department`, then to no strata, when the
+    column is empty); within a stratum items are drawn at random with `seed`. The sample keeps
+    the corpus order. All items when `n` >= the corpus size.
+    """
+    if n >= len(corpus):
+        return corpus.reset_index(drop=True)
+    col = next((c for c in (by, "department") if c in corpus and corpus[c].astype(str).str.strip().ne("").any()), None)
+    strata = corpus[col].astype(str) if col else pd.Series("", index=corpus.index)
+    sizes = strata.value_counts(sort=False)
+    quota = sizes / len(corpus) * n
+    take = np.floor(quota).astype(int)
+    rest = (quota - take).sort_values(ascending=False, kind="stable")
+    for s in rest.index[: n - int(take.sum())]:
+        take[s] += 1
+    rng = np.random.default_rng(seed)
+    chosen: list[int] = []
+    for s in sizes.index:
+        pos = np.flatnonzero(strata.to_numpy() == s)
+        chosen.extend(rng.choice(pos, size=int(take[s]), replace=False).tolist())
+    return corpus.iloc[sorted(chosen)].reset_index(drop=True)

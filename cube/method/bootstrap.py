@@ -1,0 +1,204 @@
+"""Percentile bootstrap of the CuBE score, resampling questions, vectorised.
+
+A resample draws questions with replacement; the three sets of a question travel together
+(paired), so the bounds and the system are always compared on the same questions. Each
+resample recomputes the whole chain: R@k, the rank correlations and hence the weights (when
+weights come from correlations), the trimmed means on the evaluation subset, the normalised
+dimensions, the weighted score and CuBE, for every judge and for the jury mean.
+
+A resample is represented by how many times it draws each question (a counts matrix C,
+resamples x questions), so each statistic is a matrix product instead of a Python loop:
+correlations from count-weighted moments, trimmed means from the cumulative counts of the
+sorted scores (the elements that `scipy.stats.trim_mean` keeps are the positions
+[floor(p n), n - floor(p n)) of the sorted resample), summed per distinct score value (scores
+take at most a few dozen values, so this is a resamples x values matrix, not x questions). With C = all ones the computation
+reproduces `cube.method.analysis.evaluate` exactly (tested).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from cube.method import analysis as A
+from cube.method.normalise import effective_weights
+
+METRICS = ("cube_score", "weighted_score", "recall_at_k")
+MIN_VALID_SHARE = 0.9  # below this share of defined jury resamples the interval is no basis for a verdict
+
+
+@dataclass(frozen=True)
+class Prepared:
+    judges: list[str]
+    dims: list[str]
+    rank_score: np.ndarray  # (n,)
+    retrieved: np.ndarray  # (n,) bool
+    scores: np.ndarray  # (J, 3 sets, D, n) NaN = unscored / missing
+    proportion: float
+    subset: str
+    mode: str
+    custom: dict[str, float] | None
+    paired: bool
+    fallback: str = "none"
+
+
+def prepare(answers: pd.DataFrame, scores: pd.DataFrame, *, proportion: float, subset: str,
+             mode: str, custom: dict[str, float] | None, top_n: int, paired: bool = True,
+             judges: list[str] | None = None, dimensions: list[str] | None = None,
+             fallback: str = "none") -> Prepared:
+    # Sorted by question id, so the same seed draws the same questions whatever the row order.
+    # The same grid as cube.method.analysis (absent rows are NaN) and the same known-retrieval questions.
+    outcomes = A.retrieval_outcomes(answers, top_n)
+    ranks = outcomes.ranks.sort_values("question_id", kind="stable").reset_index(drop=True)
+    qids = ranks["question_id"].tolist()
+    grid = A.score_grid(scores, judges=judges, dimensions=dimensions, questions=qids)
+    judges_all = sorted(grid["judge"].unique(), key=str)
+    dims = list(dict.fromkeys(grid["dimension"]))
+    cube = grid.set_index(["judge", "set", "dimension", "question_id"])["score"].reindex(
+        pd.MultiIndex.from_product([judges_all, list(A.SETS), dims, qids])).to_numpy(float)
+    cube = cube.reshape(len(judges_all), len(A.SETS), len(dims), len(qids))
+    return Prepared(judges_all, dims, ranks["rank_score"].to_numpy(float), ranks["retrieved"].to_numpy(bool),
+                     cube, proportion, subset, mode, custom, paired, fallback)
+
+
+def _weighted_pearson(C: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    m = ~np.isnan(y)
+    y0 = np.where(m, y, 0.0)
+    xm = np.where(m, x, 0.0)
+    n = C @ m.astype(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sx, sy = C @ xm / n, C @ y0 / n
+        vx = C @ (xm * xm) / n - sx**2
+        vy = C @ (y0 * y0) / n - sy**2
+        cov = C @ (xm * y0) / n - sx * sy
+        r = cov / np.sqrt(vx * vy)
+    scale = np.maximum(1.0, np.maximum(np.abs(sx), np.abs(sy))) ** 2
+    r[(n < 3) | (vx <= 1e-12 * scale) | (vy <= 1e-12 * scale)] = np.nan
+    return r
+
+
+def _weighted_trim_mean(C: np.ndarray, v: np.ndarray, keep: np.ndarray, proportion: float) -> np.ndarray:
+    """Trimmed mean of `v[keep]` (NaN skipped) in every resample. Scores take few distinct values,
+    so the counts are summed per distinct value first (`C @ one-hot`, k columns instead of n) and
+    the trimming works on k sorted values with their counts; the sum over a run of equal values
+    of what each copy keeps is what the run keeps, so the result is the per-element one's."""
+    ok = keep & ~np.isnan(v)
+    values, inverse = np.unique(v[ok], return_inverse=True)
+    if len(values) <= _MAX_DISTINCT:
+        onehot = np.zeros((len(v), len(values)))
+        onehot[np.flatnonzero(ok), inverse] = 1.0
+        return _trim_sorted(C @ onehot, values, proportion)
+    idx = np.flatnonzero(ok)
+    order = idx[np.argsort(v[idx], kind="stable")]
+    return _trim_sorted(C[:, order], v[order], proportion)
+
+
+_MAX_DISTINCT = 256  # more distinct values than this: per element (sorting the columns of C)
+
+
+def _trim_sorted(Cs: np.ndarray, vals: np.ndarray, proportion: float) -> np.ndarray:
+    """Trimmed means from counts `Cs` (resamples x sorted values `vals`)."""
+    cum = np.cumsum(Cs, axis=1)
+    prev = cum - Cs
+    nobs = cum[:, -1] if cum.shape[1] else np.zeros(Cs.shape[0])
+    low = np.floor(proportion * nobs)
+    high = nobs - low
+    take = np.clip(np.minimum(cum, high[:, None]) - np.maximum(prev, low[:, None]), 0, None)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(high - low > 0, (take @ vals) / (high - low), np.nan)
+
+
+def cube_from_counts(p: Prepared, C: np.ndarray) -> dict[str, np.ndarray]:
+    """Every judge's weighted score and CuBE for each row of the counts matrix C (B x n)."""
+    B = C.shape[0]
+    J, D = len(p.judges), len(p.dims)
+    recall = C @ p.retrieved.astype(float) / C.sum(axis=1)
+    keep = p.retrieved if p.subset == "retrieved" else np.ones_like(p.retrieved)
+    rag = A.SETS.index("rag")
+    w = np.empty((J, D, B))
+    tm = np.empty((J, len(A.SETS), D, B))
+    for j in range(J):
+        for d in range(D):
+            if p.mode == "rank_correlation":
+                r = _weighted_pearson(C, p.rank_score, p.scores[j, rag, d])
+                w[j, d] = np.where(np.isnan(r) | (r < 0), 0.0, r)
+            elif p.mode == "equal":
+                w[j, d] = 1.0
+            else:
+                w[j, d] = float((p.custom or {})[p.dims[d]])
+            # paired: only questions this judge scored in all three sets (as cube.method.analysis.trimmed_means)
+            keep_jd = keep & ~np.isnan(p.scores[j, :, d]).any(axis=0) if p.paired else keep
+            for s in range(len(A.SETS)):
+                tm[j, s, d] = _weighted_trim_mean(C, p.scores[j, s, d], keep_jd, p.proportion)
+    total_w = w.sum(axis=1, keepdims=True)
+    if p.fallback == "equal":  # undefined weights -> 1/D (analysis.weights_fallback), as dimension_weights
+        w = np.where(total_w > 1e-12, w, 1.0)
+    zero, full = A.SETS.index("zero"), A.SETS.index("full")
+    W = np.empty((J, B))
+    for j in range(J):  # the rules of cube.method.normalise: missing weighted dimension -> NaN, no range -> leaves W
+        we = effective_weights(w[j], tm[j, zero], tm[j, rag], tm[j, full])  # (D, B)
+        T = np.where(we[None] == 0, 0.0, we[None] * tm[j]).sum(axis=1)  # (sets, B)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            den = T[full] - T[zero]
+            W[j] = np.where(den > 1e-12, 100 * (T[rag] - T[zero]) / den, np.nan)
+    cube = np.where(recall[None, :] == 0, 0.0, W * recall[None, :])  # nothing retrieved: CuBE = 0
+    return {"weighted_score": W, "cube_score": cube, "recall_at_k": recall, "trimmed_means": tm, "weights": w}
+
+
+def resample_counts(n: int, n_resamples: int, rng: np.random.Generator, chunk: int = 64) -> np.ndarray:
+    """The counts matrix (resamples x n) of `n_resamples` draws of n items with replacement: the
+    draws of `rng.integers(0, n, size=(n_resamples, n))`, made and counted a few rows at a time
+    (the whole draws matrix and its scatter indices were ~150 MB at the paper's scale)."""
+    C = np.empty((n_resamples, n))
+    for start in range(0, n_resamples, chunk):
+        rows = min(chunk, n_resamples - start)
+        draws = rng.integers(0, n, size=(rows, n))
+        flat = (draws + (np.arange(rows) * n)[:, None]).ravel()
+        C[start:start + rows] = np.bincount(flat, minlength=rows * n).reshape(rows, n)
+    return C
+
+
+def bootstrap_cube(answers: pd.DataFrame, scores: pd.DataFrame, *, n_resamples: int = 1000,
+                   confidence: float = 0.95, seed: int = 0, proportion: float = 0.1,
+                   subset: str = "retrieved", weights: str = "rank_correlation",
+                   custom_weights: dict[str, float] | None = None, top_n: int = 8,
+                   paired: bool = True, judges: list[str] | None = None, dimensions: list[str] | None = None,
+                   jury_judges: list[str] | None = None, weights_fallback: str = "none") -> pd.DataFrame:
+    """Percentile intervals of each judge's and the jury's CuBE score, weighted score and R@k.
+
+    The jury averages `jury_judges` only (the judges that passed the validity gate; default:
+    every judge), and a resample where one of them is undefined is undefined for the jury.
+    Returns `judge, metric, estimate, lo, hi, n_valid` (the jury row is named `jury`; `n_valid`
+    counts resamples where the value was defined, e.g. no zero denominator; the verdict is
+    withheld when the jury's is below `MIN_VALID_SHARE` of the resamples, `cube.diagnose.lta`)."""
+    p = prepare(answers, scores, proportion=proportion, subset=subset, mode=weights,
+                 custom=custom_weights, top_n=top_n, paired=paired, judges=judges, dimensions=dimensions,
+                 fallback=weights_fallback)
+    n = len(p.rank_score)
+    point = cube_from_counts(p, np.ones((1, n)))
+    boot = cube_from_counts(p, resample_counts(n, n_resamples, np.random.default_rng(seed)))
+    alpha = (1 - confidence) / 2
+    rows = []
+
+    def add(judge: str, metric: str, est: float, sample: np.ndarray) -> None:
+        ok = sample[np.isfinite(sample)]
+        lo, hi = (np.quantile(ok, [alpha, 1 - alpha]) if len(ok) else (np.nan, np.nan))
+        rows.append({"judge": judge, "metric": metric, "estimate": float(est), "lo": float(lo),
+                     "hi": float(hi), "n_valid": int(len(ok))})
+
+    for j, judge in enumerate(p.judges):
+        for m in ("cube_score", "weighted_score"):
+            add(judge, m, point[m][j, 0], boot[m][j])
+        add(judge, "recall_at_k", point["recall_at_k"][0], boot["recall_at_k"])
+    members = [i for i, j in enumerate(p.judges) if jury_judges is None or j in set(jury_judges)]
+    for m in ("cube_score", "weighted_score"):
+        # The jury mean always averages the same judges: a resample where a member is undefined is
+        # undefined for the jury (not a mean of fewer judges); `n_valid` counts the defined ones.
+        if members:
+            add("jury", m, np.mean(point[m][members, 0]), np.mean(boot[m][members], axis=0))
+        else:
+            add("jury", m, np.nan, np.full(n_resamples, np.nan))
+    add("jury", "recall_at_k", point["recall_at_k"][0], boot["recall_at_k"])
+    return pd.DataFrame(rows)

@@ -1,0 +1,455 @@
+"""Lexical overlap metrics (BLEU, ROUGE) beside judge scores: the paper's section 5.7.
+
+BLEU is sacrebleu's sentence BLEU (its defaults: exponential smoothing, effective order),
+reported on a 0-1 scale like the paper's 0.0711. ROUGE-1/2/L are rouge-score F-measures.
+The reference of an answer is its gold document (the paper's choice) or a reference-answer
+column of the question set.
+
+Both metrics count *words*, so every text goes through the same steps before either library
+sees it (they then get whitespace-separated tokens: sacrebleu with `tokenize="none"`,
+rouge-score with a whitespace tokenizer, so their metric definitions are unchanged; ROUGE-L's
+longest common subsequence is computed by rapidfuzz's compiled `LCSseq` on the same tokens, with
+rouge-score's precision/recall/F formula, which gives rouge-score's value exactly ~500x faster;
+each reference is segmented once per call, however many answers share it):
+
+1. Unicode NFKC normalisation (full-width letters, digits and punctuation become their
+   ordinary forms);
+2. segmentation by the `tokenizer` parameter (a column of the output):
+
+   - `"jieba"` (default): jieba words, for BLEU and ROUGE;
+   - `"zh"`: sacrebleu's `zh` tokenizer for BLEU, single characters for ROUGE;
+   - `"char"`: single characters for both;
+   - `"13a"`: English: sacrebleu's `13a` for BLEU and ROUGE (rouge-score's own tokenizer
+     drops every non-ASCII character; 13a keeps accented words). It cannot segment Chinese
+     (a whole clause becomes one token), so `lang: zh` with `tokenizer: 13a` is refused when
+     the params are validated (`cube.config.params.LEXICAL_INCOMPATIBLE`);
+
+3. punctuation and symbols (Unicode categories P* and S*, e.g. "：", "，", "。", "%", "$")
+   become spaces, so "state-of-the-art" gives four words and a token of punctuation only
+   disappears (two sentences sharing only "，" and "。" no longer overlap);
+4. case folding (`str.casefold`; Chinese is unaffected).
+
+An answer or reference that is missing, or has no word left after these steps (empty, only
+punctuation), gives NaN metrics, never 0, and the `excluded` column says why; `summary`
+counts them.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+import sacrebleu
+from rapidfuzz.distance import LCSseq
+from rouge_score import rouge_scorer, tokenizers
+from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
+from sacrebleu.tokenizers.tokenizer_zh import TokenizerZh
+from scipy import stats
+
+from cube.config.params import LEXICAL_INCOMPATIBLE
+from cube.config.schema import HUMAN, require_columns
+from cube.method.agreement import POOLED, judge_means, with_human_consensus
+
+TOKENIZERS = ("jieba", "zh", "char", "13a")
+METRICS = ("bleu", "rouge1", "rouge2", "rougeL")
+METRIC_LABELS = {"bleu": "BLEU", "rouge1": "ROUGE-1", "rouge2": "ROUGE-2", "rougeL": "ROUGE-L"}
+
+
+def _chars(text: str) -> list[str]:
+    return [c for c in text if not c.isspace()]
+
+
+_SACRE = {"zh": TokenizerZh(), "13a": Tokenizer13a()}
+_SEGMENT: dict[str, dict[str, Callable[[str], list[str]]]] = {
+    "bleu": {
+        "jieba": None,  # the caller's segmenter (`segment=`: jieba, `cube.kb.text.segment`)
+        "char": _chars,
+        "zh": lambda t: _SACRE["zh"](t).split(),
+        "13a": lambda t: _SACRE["13a"](t).split(),
+    },
+    "rouge": {
+        "jieba": None,
+        "char": _chars,
+        "zh": _chars,
+        "13a": lambda t: _SACRE["13a"](t).split(),
+    },
+}
+
+
+def _is_mark(ch: str) -> bool:
+    return unicodedata.category(ch)[0] in "PS"
+
+
+class _Words(NamedTuple):
+    """How a tokenizer cuts a text for each metric."""
+
+    tokenizer: str
+    bleu: Callable[[str], Sequence[str]]
+    rouge: Callable[[str], Sequence[str]]
+
+
+def _words_of(tokenizer: str, segment: Callable[[str], Sequence[str]] | None) -> _Words:
+    """The cutting functions of `tokenizer`; `"jieba"` cuts with the caller's `segment` (this module
+    computes and reads no dictionary: the run passes `cube.kb.text.segment`)."""
+    _check_tokenizer(tokenizer)
+    if tokenizer == "jieba":
+        if segment is None:
+            raise ValueError("tokenizer 'jieba' needs the segmenter: pass segment=cube.kb.text.segment "
+                             "(or choose tokenizer 'zh', 'char' or '13a')")
+        return _Words(tokenizer, segment, segment)
+    return _Words(tokenizer, _SEGMENT["bleu"][tokenizer], _SEGMENT["rouge"][tokenizer])  # type: ignore[arg-type]
+
+
+def words(text: str, tokenizer: str = "jieba", metric: str = "rouge",
+          segment: Callable[[str], Sequence[str]] | None = None) -> list[str]:
+    """The words BLEU (`metric="bleu"`) or ROUGE (`"rouge"`) count in `text` (module steps 1-4);
+    `segment`: the word segmenter of the `"jieba"` tokenizer."""
+    return _cut(text, getattr(_words_of(tokenizer, segment), metric))
+
+
+def _cut(text: str, cut: Callable[[str], Sequence[str]]) -> list[str]:
+    out: list[str] = []
+    for token in cut(unicodedata.normalize("NFKC", text)):
+        out.extend(_clean(token))
+    return out
+
+
+@lru_cache(maxsize=200_000)
+def _clean(token: str) -> tuple[str, ...]:
+    """A token's words: marks (punctuation, symbols) become spaces, casefolded (tokens repeat a lot)."""
+    return tuple("".join(" " if _is_mark(c) else c for c in token).casefold().split())
+
+
+class _WhitespaceTokenizer(tokenizers.Tokenizer):
+    """rouge-score tokenizer for text already reduced to space-separated words."""
+
+    def tokenize(self, text: str) -> list[str]:
+        return text.split()
+
+
+def _check_tokenizer(tokenizer: str) -> None:
+    if tokenizer not in TOKENIZERS:
+        raise ValueError(f"tokenizer: expected one of {list(TOKENIZERS)}, got {tokenizer!r}")
+
+
+def _scorer(tokenizer: str) -> rouge_scorer.RougeScorer:
+    """rouge-score's scorer for ROUGE-1/2 (`_text_scores` calls the n-gram functions its `score` uses
+    directly, to count a reference's n-grams once); ROUGE-L is `_rouge_l` (same definition, compiled LCS)."""
+    return rouge_scorer.RougeScorer(["rouge1", "rouge2"], tokenizer=_WhitespaceTokenizer())
+
+
+def _rouge_l(target: list[str], prediction: list[str]) -> float:
+    """rouge-score's ROUGE-L F-measure (`rouge_scorer._score_lcs`), the LCS length from rapidfuzz.
+
+    Tokens are mapped to integers first, so equal tokens (and only those) compare equal."""
+    if not target or not prediction:
+        return 0.0
+    ids: dict[str, int] = {}
+    lcs = LCSseq.similarity([ids.setdefault(t, len(ids)) for t in target],
+                            [ids.setdefault(t, len(ids)) for t in prediction])
+    precision = lcs / len(prediction)
+    recall = lcs / len(target)
+    return 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
+
+
+_SAME_WORDS = ("jieba", "char", "13a")  # BLEU and ROUGE see the same words with these tokenizers
+
+
+def _both_words(text: str, cut: _Words) -> tuple[list[str], list[str]]:
+    """(BLEU words, ROUGE words) of a text, segmenting it once when the two agree."""
+    rouge = _cut(text, cut.rouge)
+    return (rouge if cut.tokenizer in _SAME_WORDS else _cut(text, cut.bleu)), rouge
+
+
+def _bleu(hyp: list[str], ref: list[str]) -> float:
+    # min: sacrebleu returns 100.00000000000004 for identical texts (float rounding)
+    return min(sacrebleu.sentence_bleu(" ".join(hyp), [" ".join(ref)], tokenize="none").score / 100.0, 1.0)
+
+
+@lru_cache(maxsize=1)
+def _bleu_metric() -> sacrebleu.BLEU:
+    """The metric `sacrebleu.sentence_bleu(..., tokenize="none")` builds on every call."""
+    return sacrebleu.BLEU(lowercase=False, tokenize="none", force=False, smooth_method="exp",
+                          smooth_value=None, effective_order=True)
+
+
+def _bleu_reference(ref: list[str]) -> dict:
+    """sacrebleu's n-gram counts and length of a reference (its `sentence_score` recounts them per call)."""
+    metric = _bleu_metric()
+    return metric._extract_reference_info([metric._preprocess_segment(" ".join(ref))])
+
+
+def _bleu_cached(hyp: list[str], reference: dict) -> float:
+    """`_bleu` against a reference counted once by `_bleu_reference`: sacrebleu's `sentence_score`
+    steps (segment statistics, then the score) without recounting the reference."""
+    metric = _bleu_metric()
+    stats = metric._compute_segment_statistics(metric._preprocess_segment(" ".join(hyp)), reference)
+    return min(metric._compute_score_from_stats(stats).score / 100.0, 1.0)
+
+
+def text_scores(hypothesis: str, reference: str, tokenizer: str = "jieba",
+                segment: Callable[[str], Sequence[str]] | None = None) -> dict[str, float]:
+    """BLEU (0-1) and ROUGE-1/2/L F-measures of one text against one reference (NaN if either
+    has no word); `segment`: the word segmenter of the `"jieba"` tokenizer."""
+    cut = _words_of(tokenizer, segment)
+    return _text_scores(hypothesis, reference, cut, _scorer(tokenizer))[0]
+
+
+def _text_scores(hypothesis: object, reference: object, cut: _Words, scorer,
+                 cache: dict[str, tuple] | None = None) -> tuple[dict[str, float], str]:
+    """The metrics and, when they are NaN, why (`""` when scored). `cache` keeps the references'
+    words between calls (a gold document is the reference of all its answers)."""
+    nan = dict.fromkeys(METRICS, float("nan"))
+    for name, text in (("answer", hypothesis), ("reference", reference)):
+        if not isinstance(text, str):
+            return nan, f"missing {name}"
+    hyp_b, hyp_r, hyp_n = _reference_words(hypothesis, cut)
+    if cache is not None and (known := cache.get(reference)) is not None:
+        ref_b, ref_r, ref_n, ref_bleu = known
+    else:
+        ref_b, ref_r, ref_n = _reference_words(reference, cut)
+        ref_bleu = _bleu_reference(ref_b) if ref_b else {}
+        if cache is not None:
+            cache[reference] = (ref_b, ref_r, ref_n, ref_bleu)
+    for name, toks, more in (("answer", hyp_r, hyp_b), ("reference", ref_r, ref_b)):
+        if not toks or not more:
+            return nan, f"empty {name}"
+    # rouge-score's own n-gram functions (its `score` with a whitespace tokenizer does exactly
+    # this), with the reference's n-grams counted once: (target, prediction) order
+    return {
+        "bleu": _bleu_cached(hyp_b, ref_bleu),
+        "rouge1": float(rouge_scorer._score_ngrams(ref_n[0], hyp_n[0]).fmeasure),
+        "rouge2": float(rouge_scorer._score_ngrams(ref_n[1], hyp_n[1]).fmeasure),
+        "rougeL": _rouge_l(ref_r, hyp_r),
+    }, ""
+
+
+def _reference_words(text: str, cut: _Words) -> tuple[list[str], list[str], tuple]:
+    """BLEU words, ROUGE words and ROUGE's unigram and bigram counts of a text."""
+    bleu, rouge = _both_words(text, cut)
+    return bleu, rouge, (rouge_scorer._create_ngrams(rouge, 1), rouge_scorer._create_ngrams(rouge, 2))
+
+
+def lexical_scores(
+    answers: pd.DataFrame,
+    corpus: pd.DataFrame,
+    *,
+    tokenizer: str = "jieba",
+    reference: str = "gold_document",
+    questions: pd.DataFrame | None = None,
+    lang: str | None = None,
+    segment: Callable[[str], Sequence[str]] | None = None,
+) -> pd.DataFrame:
+    """BLEU and ROUGE of every answer against its reference.
+
+    Args:
+        answers: answers table.
+        corpus: corpus table (`doc_id`, `text`).
+        tokenizer: `"jieba"`, `"zh"`, `"char"` or `"13a"` (see module docstring).
+        reference: `"gold_document"` (corpus `text` of the answer's `doc_id`), or the name
+            of a column of `questions` holding a reference answer.
+        questions: question set; needed when `reference` is a question column.
+        lang: the texts' language (`"zh"`, `"en"`); when given, a tokenizer that cannot segment
+            it is refused (`LEXICAL_INCOMPATIBLE`, the same rule as params validation).
+        segment: the word segmenter of the `"jieba"` tokenizer (`cube.kb.text.segment`; this
+            pure module cuts no Chinese itself).
+
+    Returns:
+        Columns `question_id, system, set, bleu, rouge1, rouge2, rougeL, tokenizer, excluded`;
+        `excluded` is `""` for a scored answer, else why its metrics are NaN (`missing answer`,
+        `empty answer`, `missing reference`, `empty reference`).
+    """
+    cut = _words_of(tokenizer, segment)
+    if (lang, tokenizer) in LEXICAL_INCOMPATIBLE:
+        raise ValueError(f"lexical.tokenizer: {tokenizer!r} cannot be used with lang: {lang!r}: "
+                         f"{LEXICAL_INCOMPATIBLE[lang, tokenizer]}")
+    require_columns(answers, ("question_id", "doc_id", "system", "set", "answer"), "answers")
+    if reference == "gold_document":
+        require_columns(corpus, ("doc_id", "text"), "corpus")
+        lookup = dict(zip(corpus["doc_id"].astype(str), corpus["text"], strict=False))
+        keys = answers["doc_id"].astype(str)
+        source = "corpus doc_id"
+    else:
+        if questions is None:
+            raise ValueError(f"reference={reference!r} is a question column: pass `questions`")
+        require_columns(questions, ("question_id", reference), "questions")
+        lookup = dict(zip(questions["question_id"].astype(str), questions[reference], strict=False))
+        keys = answers["question_id"].astype(str)
+        source = "questions question_id"
+    unknown = sorted(set(keys) - set(lookup))
+    if unknown:
+        raise ValueError(f"{source}: no row for {unknown[:10]} referenced by the answers")
+    scorer = _scorer(tokenizer)
+    # The answers of one reference together: its words and n-grams are computed once and dropped
+    # before the next reference (a cache of every gold document's n-grams was ~0.5 GB at the
+    # paper's scale).
+    texts, refs = answers["answer"].tolist(), keys.tolist()
+    by_reference: dict[str, list[int]] = {}
+    for i, k in enumerate(refs):
+        by_reference.setdefault(k, []).append(i)
+    scored: list[tuple[dict[str, float], str]] = [({}, "")] * len(refs)
+    for k, rows in by_reference.items():
+        cache: dict[str, tuple] = {}
+        for i in rows:
+            scored[i] = _text_scores(texts[i], lookup[k], cut, scorer, cache)
+    out = pd.DataFrame([m for m, _ in scored], columns=list(METRICS), dtype=float)
+    out.insert(0, "set", answers["set"].astype(str).to_numpy())
+    out.insert(0, "system", answers["system"].astype(str).to_numpy())
+    out.insert(0, "question_id", answers["question_id"].astype(str).to_numpy())
+    out["tokenizer"] = tokenizer
+    out["excluded"] = [why for _, why in scored]
+    return out
+
+
+def _judge_table(scores: pd.DataFrame) -> pd.DataFrame:
+    """Per-judge means per unit (samples averaged) and the human consensus as `"human"`."""
+    return with_human_consensus(judge_means(scores))
+
+
+def _corr(x: np.ndarray, y: np.ndarray, func) -> float:
+    if len(x) < 2 or np.all(x == x[0]) or np.all(y == y[0]):
+        return float("nan")  # undefined for a constant side; scipy would warn
+    return float(func(x, y)[0])
+
+
+def lexical_correlations(
+    lexical: pd.DataFrame,
+    scores: pd.DataFrame,
+    *,
+    dimensions: list[str] | None = None,
+    sets: Sequence[str] | str = ("rag",),
+) -> pd.DataFrame:
+    """Correlation of each lexical metric with each judge's scores (and the humans'), per answer
+    set and dimension.
+
+    Pairs are matched on (question_id, system, set); NaN pairs are dropped. Sets are not pooled
+    unless asked (`"pooled"`), for the reason `cube.method.agreement` gives: zero-set answers are short
+    and low-scored, full-set ones long and high-scored, so pooling them manufactures a
+    correlation between overlap and score that no set shows.
+
+    Returns:
+        Columns `metric, judge, set, dimension, n, pearson, spearman`.
+    """
+    require_columns(lexical, ("question_id", "system", "set", *METRICS), "lexical")
+    means = _judge_table(scores)
+    if dimensions is not None:
+        means = means[means["dimension"].isin(dimensions)]
+    lex = lexical.loc[:, ["question_id", "system", "set", *METRICS]].astype(
+        {"question_id": str, "system": str, "set": str}
+    )
+    merged = means.merge(lex, on=["question_id", "system", "set"])
+    labels = [sets] if isinstance(sets, str) else list(sets)
+    present = sorted(set(lex["set"]) | set(means["set"]))
+    unknown = [x for x in labels if x != POOLED and x not in present]
+    if not labels or unknown:
+        raise ValueError(f"sets: expected one or more of {present + [POOLED]}; got {labels!r}")
+    rows = []
+    for label in labels:
+        part = merged if label == POOLED else merged[merged["set"] == label]
+        for (judge, dim), g in part.groupby(["judge", "dimension"], sort=True):
+            for metric in METRICS:
+                ok = g["score"].notna() & g[metric].notna()
+                x, y = g.loc[ok, metric].to_numpy(float), g.loc[ok, "score"].to_numpy(float)
+                rows.append(
+                    {
+                        "metric": metric,
+                        "judge": judge,
+                        "set": label,
+                        "dimension": dim,
+                        "n": int(ok.sum()),
+                        "pearson": _corr(x, y, stats.pearsonr),
+                        "spearman": _corr(x, y, stats.spearmanr),
+                    }
+                )
+    return pd.DataFrame(rows, columns=["metric", "judge", "set", "dimension", "n", "pearson", "spearman"])
+
+
+def _select(df: pd.DataFrame, question_id: str, system: str, set_name: str) -> pd.DataFrame:
+    return df[
+        (df["question_id"].astype(str) == str(question_id))
+        & (df["system"].astype(str) == str(system))
+        & (df["set"].astype(str) == str(set_name))
+    ]
+
+
+def table6_example(
+    lexical: pd.DataFrame,
+    scores: pd.DataFrame,
+    question_id: str,
+    system: str,
+    set: str,  # noqa: A002 - the paper's and the tables' name
+    dimension: str = "completeness",
+) -> pd.DataFrame:
+    """The paper's Table 6 for one answer: every judge's score (human first), then BLEU/ROUGE.
+
+    Returns:
+        Columns `name, kind, value`; `kind` is `human`, `judge` or `lexical`. Judge scores
+        are on their 0-10 scale (samples averaged), lexical metrics on 0-1.
+    """
+    means = _judge_table(scores)
+    means = _select(means[means["dimension"] == dimension], question_id, system, set)
+    lex = _select(lexical, question_id, system, set)
+    if means.empty and lex.empty:
+        raise KeyError(
+            f"no score and no lexical row for ({question_id!r}, {system!r}, {set!r}, {dimension!r})"
+        )
+    means = means[~means["judge"].str.startswith(HUMAN + ":")]  # the consensus stands for the raters
+    means = means.assign(_order=(means["judge"] != HUMAN).astype(int)).sort_values(["_order", "judge"])
+    rows = [
+        {"name": j, "kind": "human" if j == HUMAN else "judge", "value": s}
+        for j, s in zip(means["judge"], means["score"], strict=True)
+    ]
+    if not lex.empty:
+        first = lex.iloc[0]
+        rows += [{"name": METRIC_LABELS[m], "kind": "lexical", "value": float(first[m])} for m in METRICS]
+    return pd.DataFrame(rows, columns=["name", "kind", "value"])
+
+
+def summary(lexical: pd.DataFrame) -> pd.DataFrame:
+    """Mean BLEU and ROUGE per system and set (the zero, rag and full answers side by side), over
+    the scored answers; `answers` counts all, `excluded` those with NaN metrics (see `excluded_note`)."""
+    keys = ["system", "set", "tokenizer"]
+    out = lexical.groupby(keys, sort=True)[list(METRICS)].mean().reset_index()
+    grouped = lexical.groupby(keys, sort=True)
+    out["answers"] = grouped.size().to_numpy()
+    excluded = lexical["excluded"].fillna("").ne("") if "excluded" in lexical else lexical["bleu"].isna()
+    out["excluded"] = excluded.groupby([lexical[k] for k in keys], sort=True).sum().to_numpy().astype(int)
+    return out
+
+
+def excluded_note(lexical: pd.DataFrame) -> str:
+    """One sentence counting the answers without BLEU/ROUGE, by cause."""
+    reasons = lexical["excluded"].fillna("") if "excluded" in lexical else pd.Series("", index=lexical.index)
+    counts = reasons[reasons != ""].value_counts()
+    if counts.empty:
+        return f"All {len(lexical)} answers have BLEU/ROUGE."
+    causes = ", ".join(f"{n} {why}" for why, n in sorted(counts.items()))
+    return (f"{int(counts.sum())} of {len(lexical)} answers have no BLEU/ROUGE (NaN, left out of the means and "
+            f"correlations): {causes}. Punctuation and symbols are not words, so a text of only those is empty.")
+
+
+def reading(correlations: pd.DataFrame, offline_judges: list[str] | None = None) -> str:
+    """What the correlations of BLEU/ROUGE with the judges say (on the first set of the table),
+    stated from the data."""
+    where = ""
+    if "set" in correlations and len(correlations):
+        first = str(correlations["set"].iloc[0])
+        correlations = correlations[correlations["set"] == first]
+        where = " on all sets pooled" if first == POOLED else f" on the {first} set"
+    if correlations.empty or correlations["spearman"].isna().all():
+        return f"The correlations are undefined for this run{where} (too few or constant scores)."
+    mean = correlations.groupby("metric")["spearman"].mean()
+    best, worst = mean.idxmax(), mean.idxmin()
+    text = (f"Mean Spearman correlation with the judges' scores{where}: "
+            f"{', '.join(f'{METRIC_LABELS.get(m, m)} {v:.2f}' for m, v in mean.items())}"
+            f" (highest {METRIC_LABELS.get(best, best)}, lowest {METRIC_LABELS.get(worst, worst)}). ")
+    offline = sorted(set(offline_judges or []) & set(correlations["judge"]))
+    if offline:
+        text += (f"Caution: {', '.join(offline)} are offline rubric judges that themselves score surface overlap with "
+                 "the source, so agreement with BLEU/ROUGE is built in here; the paper's point (lexical overlap misses "
+                 "what judges and humans see) can only be tested with LLM judges or human ratings.")
+    return text

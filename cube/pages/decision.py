@@ -1,0 +1,80 @@
+"""The decision page's text: the verdict badge and the decision as Markdown, with links into the
+judgment browser. `cube.diagnose.lta.assess` decides (it returns data); this module only writes
+what it decided.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from cube.pages.browser import FROM_PAGES, link
+
+
+def retrieval_line(decision: dict[str, Any]) -> str:
+    """One line on retrieval beyond R@k (R@1, near-duplicate confusion), '' when not known."""
+    r = decision.get("retrieval_quality") or {}
+    parts = []
+    if r.get("r_at_1") is not None:
+        parts.append(f"R@1 {r['r_at_1']:.1%}")
+    conf = r.get("near_duplicate_confusion") or {}
+    if conf.get("rate") is not None and conf.get("n"):
+        parts.append(f"near-duplicate confusion {conf['rate']:.1%} ({conf['count']} of {conf['n']} questions "
+                     f"retrieved a sibling of the gold document first: {conf.get('region', 0)} wrong region, "
+                     f"{conf.get('variant', 0)} wrong variant, {conf.get('duplicate', 0)} duplicate)")
+    return ("Retrieval: " + "; ".join(parts) + ".") if parts else ""
+
+
+BADGE_COLOURS = {"excellent": "#1b5e20", "good": "#2e7d32", "fair": "#f9a825", "poor": "#c62828",
+                 "withheld": "#616161", "undetermined": "#616161"}
+
+
+def verdict_badge(name: str) -> str:
+    """The verdict as an HTML badge (a coloured span), shown in Markdown and HTML alike."""
+    colour = BADGE_COLOURS.get(name, "#37474f")
+    return (f'<span style="background:{colour};color:#fff;padding:2px 10px;border-radius:10px;'
+            f'font-weight:bold">{html.escape(name.upper())}</span>')
+
+
+def decision_markdown(decision: dict[str, Any]) -> str:
+    """The decision as Markdown for the notebook (text from params is escaped): the verdict
+    badge, the judges used and excluded with reasons, and why a verdict was withheld."""
+    esc = html.escape
+    lines = [f"Verdict: {verdict_badge(decision['verdict'])}", "", f"**{esc(decision['sentence'])}**", ""]
+    if decision.get("withheld_reasons"):
+        lines.append("Why the verdict is withheld:")
+        lines += [f"- {esc(r)}" for r in decision["withheld_reasons"]]
+        lines.append("")
+    used = decision.get("judges_used")
+    if used is not None:
+        lines.append(f"Judges in the jury ({decision.get('n_judges', len(used))}): "
+                     + (", ".join(esc(j) for j in used) or "none") + ".")
+        for j, why in (decision.get("judges_excluded") or {}).items():
+            lines.append(f"- excluded: {esc(j)} ({esc(why)})")
+        lines.append("")
+    if decision.get("synthetic_data"):
+        lines += [f"> {esc(decision['synthetic_data'])}", ""]
+    if retrieval_line(decision):
+        lines += [esc(retrieval_line(decision)), ""]
+    if decision.get("weakest"):
+        lines.append("Weakest dimensions: " + ", ".join(
+            f"{esc(w['dimension'])} ({w['score']:.1f})" for w in decision["weakest"]) + ".")
+        lines.append("")
+    if decision.get("retrieval_sentence"):
+        lines += [esc(decision["retrieval_sentence"]), ""]
+    if decision.get("sweep_sentence"):
+        lines += [esc(decision["sweep_sentence"]), ""]
+    if decision.get("refusal_sentence"):
+        lines += [esc(decision["refusal_sentence"]), ""]
+    if decision.get("patterns_sentence"):
+        lines.append(esc(decision["patterns_sentence"]))
+        for t in (decision.get("failure_patterns") or {}).get("top", []):
+            examples = ", ".join(  # each example opens its rag judgments in the judgment browser
+                f'<a href="{esc(link(FROM_PAGES, system=decision.get("system"), set="rag", q=q))}">{esc(q)}</a>'
+                for q in str(t["examples"]).split(", ") if q)
+            lines.append(f"- {esc(t['pattern'].replace('_', ' '))}: {t['count']} ({t['share']:.0%}), e.g. "
+                         f"{examples}; consider: {esc(t['suggestion'])}.")
+        lines.append("")
+    lines.append("Suggestions:")
+    lines += [f"- {esc(s)}" for s in decision["suggestions"]]
+    return "\n".join(lines)

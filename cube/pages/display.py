@@ -1,0 +1,145 @@
+"""Tables formatted for people in notebooks and published pages.
+
+`table(df)` returns the same data as a `ShownTable` (a DataFrame: computations on it give plain
+DataFrames) whose notebook/HTML display has human headers (`trim_proportion` -> "Trim proportion"),
+numbers rounded (2 decimals; whole numbers without decimals), no index column (a meaningful index
+becomes ordinary columns), missing values as an empty cell in text columns and "n/a" in numeric
+ones, booleans as yes/no, lists joined, long text wrapped with its line breaks kept, and every
+column shown. The CSV written by `Run.table` keeps the raw values. `links` turn the cells of a
+column into links (e.g. question ids into the judgment browser, `cube.pages.browser`): per column, a
+function of the row giving the cell's href, or a list of (text, href) pairs, or None (no link);
+text and href are both escaped.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pandas as pd
+
+MAX_ROWS = 200
+# Abbreviations kept as written in headers.
+KEEP = {"id": "ID", "sd": "SD", "ci": "CI", "llm": "LLM", "bm25": "BM25", "r@k": "R@k", "cube": "CuBE", "w": "W",
+        "ndcg": "nDCG", "mrr": "MRR", "bleu": "BLEU", "rouge": "ROUGE", "kb": "KB", "n": "n", "qa": "QA",
+        "icc": "ICC", "p": "p", "rag": "rag", "top": "top"}
+# `!important`: JupyterLab's and nbconvert's own table styles right-align every cell.
+STYLE = ("<style>.cube-table{border-collapse:collapse;font-size:.9rem;margin:.4em 0}"
+         ".cube-table th,.cube-table td{border:1px solid #d9dde3;padding:4px 8px;vertical-align:top;"
+         "text-align:left!important}.cube-table th{background:#eef1f5}.cube-table td.num{text-align:right!important;"
+         "font-variant-numeric:tabular-nums;white-space:nowrap}.cube-table td.text{white-space:pre-wrap;"
+         "max-width:42em;overflow-wrap:anywhere}"
+         ".cube-table caption{caption-side:bottom;color:#5b6472;text-align:left;font-size:.85rem}</style>")
+
+
+def header(name: Any) -> str:
+    """`snake_case` (or a tuple of MultiIndex levels) as a header a person reads."""
+    if isinstance(name, tuple):
+        return " · ".join(header(n) for n in name if str(n) != "")
+    text = str(name)
+    if not re.fullmatch(r"[A-Za-z0-9_@]+", text):
+        return text  # already a phrase, or a name (a judge, a system) to show as written
+    words = [KEEP.get(w.lower(), w) for w in text.split("_") if w]
+    if words and words[0] == words[0].lower() and words[0] not in KEEP.values():
+        words[0] = words[0][:1].upper() + words[0][1:]
+    return " ".join(words)
+
+
+def cell(value: Any, digits: int = 2) -> tuple[str, str]:
+    """(text, css class) of one value."""
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA or value is pd.NaT:
+        return "", "text"
+    if isinstance(value, bool | np_bool()):
+        return ("yes" if value else "no"), "text"
+    if isinstance(value, int | np_int()):
+        return f"{int(value):,}".replace(",", " ") if abs(int(value)) >= 10_000 else str(int(value)), "num"
+    if isinstance(value, float | np_float()):
+        v = float(value)
+        if math.isinf(v):
+            return ("∞" if v > 0 else "-∞"), "num"
+        if v.is_integer() and abs(v) < 1e15:
+            return str(int(v)), "num"
+        return (f"{v:.{digits}f}" if abs(v) >= 10 ** -digits else f"{v:.2g}"), "num"
+    if isinstance(value, list | tuple | set) or type(value).__name__ == "ndarray":
+        return ", ".join(cell(v, digits)[0] for v in value), "text"
+    return str(value), "text"
+
+
+def np_bool():
+    import numpy as np
+
+    return np.bool_
+
+
+def np_int():
+    import numpy as np
+
+    return np.integer
+
+
+def np_float():
+    import numpy as np
+
+    return np.floating
+
+
+Links = dict[str, Callable[[dict[str, Any]], "str | list[tuple[str, str]] | None"]]
+
+
+def _linked(text: str, target: str | list[tuple[str, str]] | None) -> str:
+    if target is None:
+        return html.escape(text)
+    if isinstance(target, str):
+        return f'<a href="{html.escape(target)}">{html.escape(text)}</a>' if text else ""
+    return ", ".join(f'<a href="{html.escape(h)}">{html.escape(t)}</a>' for t, h in target)
+
+
+def to_html(df: pd.DataFrame, digits: int = 2, caption: str = "", max_rows: int = MAX_ROWS,
+            links: Links | None = None) -> str:
+    """The table as HTML for people (see the module docstring). Every value is escaped."""
+    frame = df
+    if not isinstance(frame.index, pd.RangeIndex) or frame.index.name is not None:
+        frame = frame.reset_index()
+    numeric = {c for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c]) and
+               not pd.api.types.is_bool_dtype(frame[c])}
+    rows = []
+    for values in frame.head(max_rows).itertuples(index=False, name=None):
+        tds = []
+        row = dict(zip(frame.columns, values, strict=True)) if links else {}
+        for col, value in zip(frame.columns, values, strict=True):
+            text, cls = cell(value, digits)
+            if col in numeric and text == "":
+                text, cls = "n/a", "num"
+            inner = _linked(text, links[col](row)) if links and col in links and text else html.escape(text)
+            tds.append(f'<td class="{cls}">{inner}</td>')
+        rows.append("<tr>" + "".join(tds) + "</tr>")
+    more = len(frame) - max_rows
+    note = f"{len(frame)} rows; the first {max_rows} are shown (all are in the CSV)." if more > 0 else ""
+    cap = " ".join(x for x in (caption, note) if x)
+    heads = "".join(f"<th>{html.escape(header(c))}</th>" for c in frame.columns)
+    return (f'{STYLE}<table class="cube-table">' + (f"<caption>{html.escape(cap)}</caption>" if cap else "")
+            + f"<thead><tr>{heads}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+
+
+class ShownTable(pd.DataFrame):
+    """A DataFrame displayed by `to_html` in notebooks; anything computed from it is a plain DataFrame."""
+
+    _metadata = ["_cube_digits", "_cube_links"]
+
+    @property
+    def _constructor(self):  # noqa: D401 (pandas hook)
+        return pd.DataFrame
+
+    def _repr_html_(self) -> str:
+        return to_html(self, getattr(self, "_cube_digits", 2) or 2, links=getattr(self, "_cube_links", None))
+
+
+def table(df: pd.DataFrame, digits: int = 2, links: Links | None = None) -> ShownTable:
+    """`df` unchanged, displayed for people (see the module docstring), with `links` if given."""
+    shown = ShownTable(df)
+    shown._cube_digits = digits
+    shown._cube_links = links
+    return shown

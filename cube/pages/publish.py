@@ -1,0 +1,222 @@
+"""Publishing a run as pages people can share: HTML pages of the executed notebooks and the index.
+
+Each executed notebook in `outputs/<run>/notebooks/` (by `cube run`, or saved there by papermill)
+is exported twice, `report/<name>.html` without code and `report/code/<name>.html` with code, each
+with a header linking the index and the previous/next page. No script or stylesheet is loaded from
+the network (require.js and MathJax are dropped), so the report folder works offline. `index.html`
+opens on the decision, lists the pages and, grouped by the page that made them, every table and
+figure with its caption (the Markdown heading before the cell that writes it); pages whose inputs
+changed since they ran, and their files, are marked stale. Everything that came from a system or a
+judge is escaped (jinja2 autoescape; `cube.pages.display` escapes table cells).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from cube.config.params import Params
+from cube.config.runpaths import LAST_RUN, RunPaths
+
+NAV_START, NAV_END = "<!-- cube-nav -->", "<!-- /cube-nav -->"
+NAV_STYLE = ("<style>.cube-nav{font:14px system-ui,sans-serif;background:#eef1f5;border-bottom:1px solid #d9dde3;"
+             "padding:8px 16px;display:flex;gap:18px;flex-wrap:wrap;align-items:baseline}.cube-nav a{color:#2f6fdf}"
+             ".cube-nav .here{font-weight:600}.cube-nav .stale{color:#9a6700}</style>")
+_REMOTE_SCRIPT = re.compile(r"<script\b[^>]*\bsrc=[\"']?(?:https?:)?//[^>]*>\s*</script>", re.I)
+_REMOTE_LINK = re.compile(r"<link\b[^>]*\bhref=[\"']?(?:https?:)?//[^>]*>", re.I)
+_MATHJAX_CONFIG = re.compile(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->", re.S)
+
+
+def offline_html(body: str) -> str:
+    """Drop every script and stylesheet loaded from the network (require.js and MathJax from a CDN):
+    the pages are self-contained and work on an offline network. Formulas in Markdown cells then
+    show as their TeX source."""
+    body = _MATHJAX_CONFIG.sub("", body)
+    return _REMOTE_LINK.sub("", _REMOTE_SCRIPT.sub("", body))
+
+
+def export_html(executed: Path, target: Path, *, with_code: bool) -> Path:
+    """One executed notebook as a standalone, offline HTML page (nbconvert, in-process)."""
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    exporter = HTMLExporter(template_name="lab", exclude_input=not with_code, exclude_input_prompt=not with_code,
+                            exclude_output_prompt=True)
+    body, _ = exporter.from_notebook_node(nbformat.read(executed, as_version=4))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    from cube.pages.browser import (
+        rebase_links,  # links into the judgment browser, from report/ or report/code/
+    )
+
+    target.write_text(rebase_links(offline_html(body), "../" if with_code else ""), encoding="utf-8")
+    return target
+
+
+def set_nav(page: Path, nav: str) -> None:
+    """Put (or replace) the header `nav` at the top of a page's body."""
+    text = page.read_text(encoding="utf-8")
+    block = f"{NAV_START}{NAV_STYLE}{nav}{NAV_END}"
+    if NAV_START in text:
+        text = re.sub(re.escape(NAV_START) + ".*?" + re.escape(NAV_END), lambda _: block, text, count=1, flags=re.S)
+    else:
+        text = re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + block, text, count=1)
+    page.write_text(text, encoding="utf-8")
+
+
+def _nav(pages: list[dict[str, Any]], i: int, up: str) -> str:
+    from html import escape
+
+    page = pages[i]
+    parts = [f'<a href="{up}index.html">&#8962; Report index</a>']
+    if i > 0:  # a page and its code version have the same file name in their folders
+        parts.append(f'<a href="{pages[i - 1]["href"]}" rel="prev">&larr; {escape(pages[i - 1]["title"])}</a>')
+    parts.append(f'<span class="here">{escape(page["title"])}</span>')
+    if i + 1 < len(pages):
+        parts.append(f'<a href="{pages[i + 1]["href"]}" rel="next">{escape(pages[i + 1]["title"])} &rarr;</a>')
+    if page.get("stale"):
+        parts.append(f'<span class="stale">{escape(page["stale"])}</span>')
+    other = (f'<a href="{up}{page["href"]}">without code</a>' if up
+             else f'<a href="{page["code_href"]}">with code</a>')
+    return f'<nav class="cube-nav" id="cube-nav">{"".join(parts)}{other}</nav>'
+
+
+_OUTPUT_CALL = re.compile(r"run\.(table|figure)\(\s*[\"']([^\"']+)[\"']")
+
+
+def page_outputs(executed: Path) -> list[dict[str, str]]:
+    """The tables and figures a notebook writes (`run.table("name", ...)`, `run.figure(...)`), in
+    order, each with a caption: the heading or first line of the Markdown cell before it."""
+    nb = json.loads(executed.read_text(encoding="utf-8"))
+    caption, found = "", []
+    for cell in nb.get("cells", []):
+        source = "".join(cell.get("source", ""))
+        if cell.get("cell_type") == "markdown":
+            lines = [ln.strip().lstrip("#").strip() for ln in source.splitlines() if ln.strip()]
+            caption = lines[0] if lines else caption
+            continue
+        for kind, name in _OUTPUT_CALL.findall(source):
+            found.append({"kind": kind, "name": name, "caption": caption})
+    return found
+
+
+def publish(params: Params, paths: RunPaths, attempt: dict[str, str] | None = None,
+            notebooks_dir: Path | None = None,
+            fingerprints: Callable[[list[Path]], dict[str, str]] | None = None) -> Path:
+    """Export every executed notebook found in `notebooks/` (by `cube run`, or saved there by
+    papermill) and write `report/index.html`. A page is marked out of date when what its stage
+    reads changed since it ran, or of unknown freshness when it was not executed by `cube run`.
+    `fingerprints` gives the current fingerprint of each of the source notebooks it is handed (the
+    run's `cube.run.stages.stage_fingerprints`; None: freshness is not checked). `attempt` (status,
+    message) is shown when an attempt ended without anything published yet."""
+    from cube.config.project import NOTEBOOK_GLOB, default_notebooks_dir
+
+    prints_file = paths.notebooks / ".fingerprints.json"
+    recorded = json.loads(prints_file.read_text()) if prints_file.exists() else {}
+    sources = {p.name: p for p in list_notebooks_or_none(notebooks_dir or default_notebooks_dir())}
+    executed_nbs = sorted(paths.notebooks.glob(NOTEBOOK_GLOB))
+    known = [sources[e.name] for e in executed_nbs if e.name in sources]
+    try:
+        current = fingerprints(known) if known and fingerprints else {}
+    except OSError:
+        current = {}
+    pages = []
+    for executed in executed_nbs:
+        html = paths.report / f"{executed.stem}.html"
+        code = paths.report / "code" / f"{executed.stem}.html"
+        if not html.exists() or html.stat().st_mtime < executed.stat().st_mtime or not code.exists():
+            export_html(executed, html, with_code=False)
+            export_html(executed, code, with_code=True)
+        if executed.name not in recorded:
+            stale = "freshness unknown: not executed by `cube run`"
+        elif current.get(executed.name) not in (None, recorded[executed.name]):
+            stale = "out of date: what this page reads changed since it ran"
+        else:
+            stale = ""
+        pages.append({"name": executed.stem, "title": _notebook_title(executed), "href": html.name,
+                      "code_href": f"code/{code.name}", "stale": stale, "outputs": page_outputs(executed),
+                      "html": html, "code": code})
+    for i, page in enumerate(pages):
+        set_nav(page["html"], _nav(pages, i, ""))
+        set_nav(page["code"], _nav(pages, i, "../"))
+    from cube.pages.browser import write_browser  # issue 13: report/judgments.html, every judgment
+
+    write_browser(paths)
+    ran = {e.name for e in executed_nbs}
+    missing = [{"name": name[:-6], "number": name[:2], "title": _notebook_title(src)}
+               for name, src in sources.items() if name not in ran]
+    return write_index(params, paths, pages, attempt, missing=missing)
+
+
+def list_notebooks_or_none(folder: Path) -> list[Path]:
+    from cube.config.project import NOTEBOOK_GLOB
+
+    return sorted(Path(folder).glob(NOTEBOOK_GLOB)) if Path(folder).is_dir() else []
+
+
+def _notebook_title(path: Path) -> str:
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") == "markdown":
+            for line in "".join(cell.get("source", "")).splitlines():
+                if line.startswith("#"):
+                    return line.lstrip("#").strip()
+    return path.stem
+
+
+def _groups(paths: RunPaths, pages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tables and figures grouped by the page that writes them, with captions and stale marks;
+    files no page claims are listed last."""
+    rel = lambda p: (Path("..") / p.relative_to(paths.root)).as_posix()  # noqa: E731
+    claimed: set[Path] = set()
+    groups = []
+    for page in pages:
+        items = []
+        for out in page["outputs"]:
+            f = (paths.tables / f"{out['name']}.csv") if out["kind"] == "table" else \
+                (paths.figures / f"{out['name']}.png")
+            if f.exists() and f not in claimed:
+                claimed.add(f)
+                items.append({**out, "href": rel(f), "file": f.name})
+        if items:
+            groups.append({"title": page["title"], "href": page["href"], "stale": page["stale"], "items": items})
+    rest = [{"kind": "table" if f.suffix == ".csv" else "figure", "name": f.stem, "caption": "", "href": rel(f),
+             "file": f.name} for f in sorted([*paths.tables.glob("*.csv"), *paths.figures.glob("*.png")])
+            if f not in claimed]
+    if rest:
+        groups.append({"title": "Other files", "href": "", "stale": "", "items": rest})
+    return groups
+
+
+def write_index(params: Params, paths: RunPaths, pages: list[dict[str, Any]],
+                attempt: dict[str, str] | None = None, missing: list[dict[str, str]] | None = None) -> Path:
+    """`report/index.html`: the decision, the pages that exist (a run where only some notebooks ran
+    lists those), the stages not run in this folder yet (`missing`: name, number, title) with the
+    command running them, and the tables and figures grouped by page."""
+    import jinja2
+
+    results = json.loads(paths.results.read_text(encoding="utf-8")) if paths.results.exists() else {}
+    manifest = json.loads(paths.manifest.read_text(encoding="utf-8")) if paths.manifest.exists() else {}
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.ChainableUndefined)
+    env.filters["num"] = _num
+    template = env.from_string(resources.files("cube.pages").joinpath("templates", "index.html.j2").read_text("utf-8"))
+    html = template.render(
+        params=params, results=results, decision=results.get("decision"), manifest=manifest, pages=pages,
+        attempt=attempt, last_run=LAST_RUN, groups=_groups(paths, pages), missing=missing or [],
+        browser="judgments.html" if (paths.report / "judgments.html").exists() else None,
+    )
+    paths.report.mkdir(parents=True, exist_ok=True)
+    index = paths.report / "index.html"
+    index.write_text(html, encoding="utf-8")
+    return index
+
+
+def _num(value: Any, digits: int = 2) -> str:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return "n/a"
+    return "n/a" if v != v else f"{v:.{digits}f}"

@@ -1,0 +1,68 @@
+"""Batch judging of a run: the judging calls of its stage 03, built by its judges, handed to
+`cube.llm.batch` to export, import and count (the LLM layer knows requests, not judges).
+
+The round trip is described in `cube.llm.batch`; `cube batch` (`cube.run.batch_cli`) calls these.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from cube.llm import batch
+from cube.llm.batch import BatchError, ImportReport, Pending
+from cube.llm.cache import cache_key
+
+STAGES = ("03",)
+
+
+def stage_calls(params_path: str | Path, stage: str = "03") -> tuple[list[Pending], Path]:
+    """Every LLM call of `stage` for the run of these params (deduplicated), and the cache path."""
+    from cube.judges import load_dimensions, make_judges
+    from cube.judges.scoring import judge_inputs, judge_requests
+    from cube.run.notebook import open_run
+
+    if stage not in STAGES:
+        raise BatchError(f"--stage {stage}: only {', '.join(STAGES)} (judging) can be exported as a batch")
+    run = open_run(params_path)
+    run.require("corpus", "questions", "answers")
+    corpus, questions, answers = run.load("corpus"), run.load("questions"), run.load("answers")
+    dimensions = load_dimensions(run.params, base_dir=Path.cwd())
+    records = judge_inputs(answers, corpus, questions).to_dict("records")
+    calls: dict[str, Pending] = {}
+    for judge in make_judges(run.params, run.paths.cache):
+        if judge.model.offline:
+            continue
+        spec = judge.model.spec
+        for request in judge_requests(judge, records, dimensions)[1]:
+            key = cache_key(spec, request)
+            calls.setdefault(key, Pending(key, judge.name, spec, request))
+    return list(calls.values()), run.paths.cache
+
+
+def pending_calls(params_path: str | Path, stage: str = "03", every: bool = False) -> tuple[list, Path]:
+    """`stage_calls` without those already in the call cache; with `every`, all calls as
+    (call, pending) pairs."""
+    calls, cache_path = stage_calls(params_path, stage)
+    return batch.pending_of(calls, cache_path, every), cache_path
+
+
+def export_batch(params_path: str | Path, out: str | Path, stage: str = "03") -> dict[Path, int]:
+    """`cube batch export`: the stage's pending calls as Batch API files (`cube.llm.batch.export_batch`)."""
+    calls, _ = pending_calls(params_path, stage, every=True)
+    return batch.export_batch(calls, out)
+
+
+def import_batch(params_path: str | Path, results: str | Path, stage: str = "03") -> ImportReport:
+    """`cube batch import`: store a results file's replies to the calls the run makes now."""
+    results = Path(results)
+    if not results.exists():
+        raise BatchError(f"{results}: no such file")
+    calls, cache_path = stage_calls(params_path, stage)
+    return batch.import_batch(calls, cache_path, results, stage)
+
+
+def pending_after_import(params_path: str | Path, folders: Any, stage: str = "03") -> list[str]:
+    """What `cube batch import` says afterwards (`cube.llm.batch.pending_after_import`)."""
+    pending, _ = pending_calls(params_path, stage)
+    return batch.pending_after_import(pending, folders, stage)

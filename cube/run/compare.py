@@ -1,0 +1,331 @@
+"""`cube compare A B` and notebook 09: resolve the two sides, compare, write the folder.
+
+A side is a params file (its run folder `outputs/<run>`, `outputs_dir` read from the project
+root) or a run folder (or a folder inside it), and optionally a system of that run (default:
+the run's primary system). Both sides are resolved to their run root, so two spellings of one
+run are the same run: B then defaults to the run's first system other than A's, and a system
+compared with itself is refused. Each listed regression and improvement links to its records in
+each side's judgment browser. The comparison folder holds `comparison.json` (the headline:
+`delta_cube`, `delta_cube_ci`, `p_value`, `mde`, `n_questions`, `regressions`, `improvements`),
+`tables/*.csv`, `figures/*.png` (a forest plot of Δ by dimension and judge, a scatter of the
+per-question jury scores A vs B) and `index.html` in the report style (all text escaped).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from cube.config.params import Params, load_params
+from cube.config.runpaths import RunPaths
+
+
+@dataclass
+class Side:
+    run: str
+    system: str
+    paths: RunPaths
+    params: Params | None
+    top_n: int | None
+
+    @property
+    def label(self) -> str:
+        return self.system
+
+    def load(self, name: str) -> pd.DataFrame:
+        path = self.paths.data_file(name)
+        if not path.exists():
+            raise FileNotFoundError(f"{path}: missing; run the stages of run {self.run!r} first (cube run)")
+        return pd.read_parquet(path)
+
+
+def _systems(params: Params | None, answers_path: Path) -> list[str]:
+    if params is not None:
+        return [s.name for s in params.systems]
+    return list(dict.fromkeys(pd.read_parquet(answers_path, columns=["system"])["system"].astype(str)))
+
+
+def _is_run_root(folder: Path) -> bool:
+    return (folder / "data" / "answers.parquet").is_file() or (
+        (folder / "params.yaml").is_file() and (folder / "data").is_dir())
+
+
+def run_root(folder: str | Path) -> Path:
+    """The run folder holding `folder` (itself or the nearest parent with the run's `data/`),
+    absolute and resolved, so two spellings of one run compare equal; `folder` itself if none."""
+    here = Path(folder).expanduser().resolve()
+    return next((f for f in (here, *here.parents) if _is_run_root(f)), here)
+
+
+def resolve_side(spec: str | Path, system: str | None = None, *, default_index: int = 0,
+                 avoid: str | None = None) -> Side:
+    """A params file or a run folder (or a folder inside it), and a system of it (default: the
+    `default_index`-th system, or with `avoid` the first system other than `avoid`). The run
+    root is resolved: a params file's `outputs_dir` is read from the project root, and a run's
+    own `params.yaml` copy stands for its folder."""
+    from cube.config.project import resolve
+
+    spec = Path(spec).expanduser()
+    if spec.is_file():
+        params = load_params(spec)
+        folder = spec.resolve().parent
+        if spec.name == "params.yaml" and _is_run_root(folder):  # the run's own copy, wherever it moved
+            paths = RunPaths(root=folder, cache=folder.parent / "cache.sqlite")
+        else:
+            paths = RunPaths.for_params(params, resolve(params.outputs_dir))
+            paths = RunPaths(root=paths.root.resolve(), cache=paths.cache)
+    elif spec.is_dir():
+        root = run_root(spec)
+        params = load_params(root / "params.yaml") if (root / "params.yaml").exists() else None
+        paths = RunPaths(root=root, cache=root.parent / "cache.sqlite")
+    else:
+        raise FileNotFoundError(f"{spec}: neither a params file nor a run folder")
+    systems = _systems(params, paths.data_file("answers"))
+    if system is None:
+        choices = [s for s in systems if s != avoid] if avoid is not None else systems[default_index:]
+        if not choices:
+            same = f"side B is the same run as side A (system {avoid!r}), and " if avoid is not None else ""
+            raise ValueError(f"{spec}: {same}run {paths.root.name!r} has only the system(s) {systems}; a comparison "
+                             "needs two systems: give two runs, or name two systems (--system-a / --system-b)")
+        system = choices[0]
+    elif system not in systems:
+        raise ValueError(f"{spec}: no system {system!r}; the run has {systems}")
+    top_n = {s.name: s.top_n for s in params.systems}.get(system) if params is not None else None
+    return Side(params.run if params is not None else paths.root.name, system, paths, params, top_n)
+
+
+def _slug(s: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", s).strip("-") or "side"
+
+
+def side_name(side: Side, other: Side) -> str:
+    return _slug(side.system if side.run == other.run else f"{side.run}-{side.system}")
+
+
+def compare_sides(a: Side, b: Side, out_dir: Path, *, n_permutations: int = 1000, k: int = 20,
+                  seed: int | None = None, browser: str | None = None) -> dict[str, Any]:
+    """Compare two sides and write the comparison folder; returns the `comparison.json` content.
+    Each listed regression / improvement links to its records in the judgment browser of each
+    side's run (`_browsers`); `browser` (default: side B's regressions in its run's browser, when
+    both sides are of the run holding `out_dir`) is the page's link to all of them."""
+    from cube.diagnose.regressions import check_answers, details, question_changes, ranked
+    from cube.method.compare import compare_pair
+    from cube.pages.browser import link
+
+    ans_a, sc_a = a.load("answers"), a.load("scores")
+    ans_b, sc_b = (ans_a, sc_a) if a.paths.root == b.paths.root else (b.load("answers"), b.load("scores"))
+    ans_a, sc_a = ans_a[ans_a["system"] == a.system], sc_a[sc_a["system"] == a.system]
+    ans_b, sc_b = ans_b[ans_b["system"] == b.system], sc_b[sc_b["system"] == b.system]
+    tables = tuple(f"{s.paths.data_file('answers')} (system {s.system})" for s in (a, b))
+    check_answers(ans_a, tables[0])  # every bad row at once, naming the file, before any statistic
+    check_answers(ans_b, tables[1])
+    ap = a.params.analysis if a.params is not None else None
+    dims = list(a.params.dimensions) if a.params is not None and a.params.dimensions else None
+    dims = [d if isinstance(d, str) else getattr(d, "name", str(d)) for d in dims] if dims else None
+    ap_b = b.params.analysis if b.params is not None else None
+    n_a = (ap.top_n if ap is not None else None) or a.top_n  # the N each run evaluated its side at
+    n_b = (ap_b.top_n if ap_b is not None else None) or b.top_n
+    cmp = compare_pair(ans_a, sc_a, ans_b, sc_b, ap, analysis_params_b=ap_b, top_n_a=n_a, top_n_b=n_b,
+                       labels=(a.label, b.label), n_permutations=n_permutations, seed=seed, dimensions=dims)
+    changes = question_changes(ans_a, sc_a, ans_b, sc_b, cmp.jury_judges, tables=tables)
+    questions = a.load("questions") if a.paths.data_file("questions").exists() else None
+    corpus = a.load("corpus") if a.paths.data_file("corpus").exists() else None
+    reg, imp = ranked(changes, "regressions", k), ranked(changes, "improvements", k)
+    (href_a, href_b), browser_notes = _browsers((a, b), out_dir)
+    if browser is None and href_b is not None and a.paths.root == b.paths.root:
+        browser = link(href_b, system=b.system, change="regression")
+
+    def listed(rows: pd.DataFrame) -> list[dict[str, Any]]:
+        out = []
+        for _, r in rows.iterrows():
+            d = details(r, ans_a, sc_a, ans_b, sc_b, questions, corpus)
+            d["links"] = {side: link(href, system=sd.system, set="rag", q=str(r["question_id"])) if href else None
+                          for side, sd, href in (("a", a, href_a), ("b", b, href_b))}
+            out.append(d)
+        return out
+
+    counts = {"regressions": int(len(ranked(changes, "regressions", None))),
+              "improvements": int(len(ranked(changes, "improvements", None)))}
+    payload = {
+        **cmp.headline(), "side_a": {"run": a.run, "system": a.system, "folder": a.paths.root.name},
+        "side_b": {"run": b.run, "system": b.system, "folder": b.paths.root.name},
+        "power": {k2: _clean(v) for k2, v in cmp.power.items()}, "settings": cmp.settings,
+        "only_a": [str(q) for q in cmp.only_a], "only_b": [str(q) for q in cmp.only_b],
+        "n_regressions": counts["regressions"], "n_improvements": counts["improvements"],
+        "retrieval_changes": {str(k2): int(v) for k2, v in changes["retrieval_change"].value_counts().items()},
+        "regressions": listed(reg), "improvements": listed(imp),
+        "deltas": [{k2: _clean(v) for k2, v in r.items()} for r in cmp.deltas.to_dict("records")],
+        "browser": browser, "browser_notes": browser_notes,
+    }
+    out_dir = Path(out_dir)
+    (out_dir / "tables").mkdir(parents=True, exist_ok=True)
+    (out_dir / "figures").mkdir(parents=True, exist_ok=True)
+    cmp.deltas.to_csv(out_dir / "tables" / "deltas.csv", index=False)
+    changes.to_csv(out_dir / "tables" / "question_changes.csv", index=False)
+    reg.to_csv(out_dir / "tables" / "regressions.csv", index=False)
+    imp.to_csv(out_dir / "tables" / "improvements.csv", index=False)
+    _figures(cmp.deltas, changes, a.label, b.label, out_dir / "figures")
+    (out_dir / "comparison.json").write_text(json.dumps(payload, ensure_ascii=False, indent=1, default=str),
+                                             encoding="utf-8")
+    _page(payload, out_dir / "index.html")
+    return payload
+
+
+def _browsers(sides: tuple[Side, Side], out_dir: Path) -> tuple[list[str | None], list[dict[str, str]]]:
+    """Per side, the relative link from `out_dir` to its run's judgment browser: when the browser
+    exists, or when `out_dir` lies inside the run (published with it); else None (no link).
+
+    A link never leaves the folder holding `compare/` (the outputs folder for `cube compare`, the
+    run for notebook 09): a run elsewhere would be reached by one `..` per level and then every
+    folder name down to it, publishing the local layout (a home folder, a user name). Such a side
+    gets no link and a note (second value: `{"side", "note"}` per side left unlinked)."""
+    from cube.pages.browser import PAGE, href_from
+
+    out_dir = Path(out_dir).resolve()
+    common = out_dir.parent.parent  # <common>/compare/<a>__vs__<b>/
+    links: list[str | None] = []
+    notes: list[dict[str, str]] = []
+    for name, side in zip("ab", sides, strict=True):
+        root = side.paths.root.resolve()
+        inside = out_dir.is_relative_to(root)
+        if not (inside or (root / "report" / PAGE).exists()):
+            links.append(None)
+        elif root.is_relative_to(common):
+            links.append(href_from(out_dir, root))
+        else:
+            links.append(None)
+            notes.append({"side": name, "note": (
+                f"side {name.upper()}'s run ({root.name}) is outside the folder holding this comparison: its "
+                f"judgment browser is not linked (a link would spell out the local folder layout); open "
+                f"report/{PAGE} in that run's folder")})
+    return links, notes
+
+
+def _clean(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v.item() if hasattr(v, "item") else v
+
+
+def _figures(deltas: pd.DataFrame, changes: pd.DataFrame, la: str, lb: str, folder: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    d = deltas[deltas["metric"] != "recall_at_k"].reset_index(drop=True)
+    fig, ax = plt.subplots(figsize=(7, 0.32 * len(d) + 1.2))
+    y = range(len(d))[::-1]
+    for yy, (_, r) in zip(y, d.iterrows(), strict=True):
+        color = "black" if r["judge"] == "jury" else "tab:blue"
+        ax.errorbar(r["delta"], yy, xerr=[[max(r["delta"] - r["lo"], 0)], [max(r["hi"] - r["delta"], 0)]]
+                    if pd.notna(r["lo"]) else None, fmt="o", color=color, capsize=3)
+    ax.set_yticks(list(y), [f"{j} · {m}" for j, m in zip(d["judge"], d["metric"], strict=True)], fontsize=8)
+    ax.axvline(0, color="grey", lw=0.8)
+    ax.set_xlabel(f"Δ ({lb} − {la}), points, with paired bootstrap interval")
+    fig.tight_layout()
+    fig.savefig(folder / "forest.png", dpi=110)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(4.8, 4.6))
+    ax.scatter(changes["jury_a"], changes["jury_b"], s=10, alpha=0.5,
+               c=changes["retrieval_change"].map({"lost": "tab:red", "found": "tab:green"}).fillna("tab:blue"))
+    ax.plot([0, 10], [0, 10], color="grey", lw=0.8)
+    ax.set_xlabel(f"{la}: jury rag score per question (mean over dimensions)")
+    ax.set_ylabel(f"{lb}: jury rag score per question")
+    fig.tight_layout()
+    fig.savefig(folder / "scatter.png", dpi=110)
+    plt.close(fig)
+
+
+def _page(payload: dict[str, Any], path: Path) -> None:
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.PackageLoader("cube.pages", "templates"), autoescape=True)
+    env.filters["num"] = lambda v, d=2: "n/a" if v is None else (f"{v:.{d}f}" if isinstance(v, float) else str(v))
+    path.write_text(env.get_template("compare.html.j2").render(c=payload), encoding="utf-8")
+
+
+def run_compare(spec_a: str | Path, spec_b: str | Path, *, system_a: str | None = None,
+                system_b: str | None = None, outputs: Path | None = None, **kwargs: Any) -> Path:
+    """`cube compare`: resolve both sides to their run root and write `outputs/compare/<a>__vs__<b>/`.
+    When both name the same run (any spelling: params file, its folder, a subfolder), B defaults
+    to the run's first system other than A's; a system compared with itself is refused."""
+    from cube.config.project import resolve
+
+    a = resolve_side(spec_a, system_a)
+    same = run_root_of(spec_b) == a.paths.root
+    b = resolve_side(spec_b, system_b, avoid=a.system if same and system_b is None else None)
+    if a.paths.root == b.paths.root and a.system == b.system:
+        raise ValueError(f"both sides are system {a.system!r} of run {a.run!r} (A {spec_a} and B {spec_b} are the "
+                         f"same run folder {a.paths.root}): a system compared with itself has Δ 0 by construction; "
+                         "name two different systems (--system-a / --system-b) or give two runs")
+    base = Path(outputs) if outputs is not None else (
+        resolve(a.params.outputs_dir) if a.params is not None else a.paths.root.parent)
+    out = base / "compare" / f"{side_name(a, b)}__vs__{side_name(b, a)}"
+    compare_sides(a, b, out, **kwargs)
+    return out
+
+
+def run_root_of(spec: str | Path) -> Path:
+    """The run root a side's spec (params file or folder) resolves to, without choosing a system."""
+    from cube.config.project import resolve
+
+    spec = Path(spec).expanduser()
+    if spec.is_file():
+        folder = spec.resolve().parent
+        if spec.name == "params.yaml" and _is_run_root(folder):
+            return folder
+        params = load_params(spec)
+        return RunPaths.for_params(params, resolve(params.outputs_dir)).root.resolve()
+    return run_root(spec)
+
+
+def compare_in_run(run: Any, *, n_permutations: int = 1000, k: int = 20) -> list[dict[str, Any]]:
+    """Notebook 09 inside a run: the primary system vs each other system, written to
+    `<run>/compare/<primary>__vs__<other>/` (published with the run). Returns the headlines."""
+    names = [s.name for s in run.params.systems]
+    out = []
+    for other in names[1:]:
+        sides = [Side(run.params.run, s, run.paths, run.params, {x.name: x.top_n for x in run.params.systems}[s])
+                 for s in (names[0], other)]
+        folder = run.paths.root / "compare" / f"{_slug(names[0])}__vs__{_slug(other)}"
+        payload = compare_sides(*sides, folder, n_permutations=n_permutations, k=k)
+        out.append({key: payload[key] for key in ("a", "b", "delta_cube", "delta_cube_ci", "p_value", "mde",
+                                                  "n_questions", "n_regressions", "n_improvements")}
+                   | {"page": str(folder.relative_to(run.paths.root) / "index.html")})
+    return out
+
+
+def notebook_compare(run: Any, side_a: str | None = None, side_b: str | None = None, *,
+                     system_a: str | None = None, system_b: str | None = None,
+                     n_permutations: int = 1000, k: int = 20) -> pd.DataFrame:
+    """Notebook 09: with no sides, the run's primary system vs each other system (inside the run,
+    linked from `results.json` → `comparisons`); with sides, `cube compare side_a side_b`."""
+    if side_a is None and side_b is None:
+        rows = compare_in_run(run, n_permutations=n_permutations, k=k)
+        run.record(comparisons=rows)
+    else:
+        out = run_compare(side_a or run.paths.root, side_b or run.paths.root, system_a=system_a,
+                          system_b=system_b, n_permutations=n_permutations, k=k)
+        payload = json.loads((out / "comparison.json").read_text(encoding="utf-8"))
+        rows = [{key: payload[key] for key in ("a", "b", "delta_cube", "delta_cube_ci", "p_value", "mde",
+                                                "n_questions", "n_regressions", "n_improvements")}
+                | {"page": str(out / "index.html")}]
+    cols = ["a", "b", "delta_cube", "delta_cube_ci", "p_value", "mde", "n_questions", "n_regressions",
+            "n_improvements", "page"]
+    shown = run.table("comparisons", pd.DataFrame(rows, columns=cols))
+    if side_a is not None or side_b is not None:
+        return shown
+    from cube.pages.browser import FROM_PAGES, link
+    from cube.pages.display import table
+
+    # inside the run: each comparison's page, and B's regressions in the judgment browser
+    return table(shown, links={"page": lambda r: f"../{r['page']}",
+                               "n_regressions": lambda r: link(FROM_PAGES, system=r["b"], change="regression"),
+                               "n_improvements": lambda r: link(FROM_PAGES, system=r["b"], change="improvement")})

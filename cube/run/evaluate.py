@@ -1,0 +1,86 @@
+"""The run's evaluation, computed once per attempt: `evaluate_run` (notebooks 04-06, the decision,
+the diagnostics) and the TOP-N of each system.
+
+Below `cube.run.pipeline` and `cube.run.diagnosis`, which both read it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pickle
+import warnings
+from pathlib import Path
+from typing import Any
+
+from cube.config.params import Params
+from cube.method.analysis import CubeWarning
+from cube.method.evaluation import CubeResult, evaluate_systems
+from cube.run.notebook import Run
+from cube.run.stages import modules_digest
+
+_EVALUATION_CODE = "import cube.method.evaluation"
+
+
+def system_top_n(params: Params) -> dict[str, int]:
+    """N of each system's retrieved list (for `rank_score`)."""
+    return {s.name: s.top_n for s in params.systems}
+
+
+def evaluate_run(run: Run, *, bootstrap: bool = True) -> dict[str, CubeResult]:
+    """`cube.method.analysis.evaluate` for every system of the run (warnings kept in each result).
+
+    Computed once per run: notebooks 03-05 ask for the same evaluation, so the results are kept in
+    `evaluations/<key>.pkl` next to the call cache (`<outputs>/cache.sqlite`), keyed by the sha256
+    of the answers and scores files, the analysis params, systems, judges, dimensions and the
+    package code `evaluate` runs (`cube.method.evaluation` and every module it imports, followed by
+    `cube.run.stages.modules_digest`, so no list of files can go stale); any change of those is a new key (a stale result cannot be read back).
+    Never inside the run folder: a pickle executes code when loaded, and a run folder may come
+    from someone else; the outputs folder's cache directory holds only what this code wrote."""
+    run.require("answers", "scores")
+    ap = run.params.analysis if bootstrap else run.params.analysis.model_copy(update={"bootstrap": 0})
+    judges, dims, top_n = [j.name for j in run.params.judges], run.params.dimension_names(), system_top_n(run.params)
+    key = _evaluation_key(run, ap, judges, dims, top_n)
+    cached = evaluation_cache_dir(run) / f"{key}.pkl"
+    if cached.exists():
+        try:
+            with cached.open("rb") as f:
+                return pickle.load(f)
+        except Exception:  # noqa: BLE001 - an unreadable cache entry is recomputed
+            pass
+    answers, scores = run.load("answers"), run.load("scores", ANALYSIS_SCORE_COLUMNS)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CubeWarning)  # shown by the notebooks from result.warnings
+        results = evaluate_systems(answers, scores, ap, top_n, judges=judges, dimensions=dims)
+    out = {s.name: results[s.name] for s in run.params.systems if s.name in results}  # params order
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cached.with_suffix(f".tmp{os.getpid()}")
+    with tmp.open("wb") as f:
+        pickle.dump(out, f, protocol=pickle.HIGHEST_PROTOCOL)
+    tmp.replace(cached)
+    return out
+
+
+# What `evaluate` reads of the scores table; the raw replies, criterion details and call accounting
+# (13 more columns) were most of its memory at the paper's scale.
+ANALYSIS_SCORE_COLUMNS = ("question_id", "system", "set", "judge", "dimension", "sample", "score", "error_kind")
+
+
+
+
+def evaluation_cache_dir(run: Run) -> Path:
+    """Where `evaluate_run` keeps its results: beside the call cache, outside every run folder."""
+    return run.paths.cache.parent / "evaluations"
+
+
+def _evaluation_key(run: Run, ap: Any, judges: list[str], dims: list[str], top_n: dict[str, int]) -> str:
+    h = hashlib.sha256()
+    for name in ("answers", "scores"):
+        with run.data_path(name).open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):  # noqa: B023 - f is bound for the loop
+                h.update(block)
+    h.update(json.dumps([ap.model_dump(mode="json"), judges, dims, top_n, [s.name for s in run.params.systems]],
+                        sort_keys=True, default=str).encode())
+    h.update(modules_digest(_EVALUATION_CODE).encode())  # the code the result depends on, imports followed
+    return h.hexdigest()

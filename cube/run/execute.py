@@ -1,0 +1,476 @@
+"""Executing the notebook sequence (papermill) and publishing it as HTML (nbconvert, in-process).
+
+`execute_run` runs `notebooks/[0-9][0-9]_*.ipynb` in order into `outputs/<run>/notebooks/`,
+skipping a notebook whose inputs are unchanged since its last successful execution (its
+fingerprint, `cube.run.stages`: the notebook, the params sections and package modules it reads, the
+files those sections name and the fingerprints of the stages it takes data from; `force=True`
+re-executes). A stage that a notebook run alone changed since (other params in its data's provenance,
+an executed notebook that `cube run` did not write, `params.yaml` of other values, or the params
+the notebook recorded in `notebooks/.ran_alone.json`, `cube.run.ran_alone`) is not up to date either. Re-executing a stage makes the stages reading its data stale: they re-execute in
+this run when selected, else in the next run that selects them (make-like; LLM calls are served
+from the cache either way). Paths resolve against the project root (`cube.config.project`); outputs show
+them relative to it. A stage whose
+data hold failed calls is never up to date. Stages run in the run's staging copy, published only
+when every selected stage succeeded (`cube.run.state`: lock, staging, interrupts). Each executed notebook is
+exported twice: `report/<name>.html` without code (for readers) and `report/code/<name>.html`
+with code, each with a header linking the index and the previous/next page, and no script
+loaded from the network (the pages work offline). `index.html` opens on the decision page
+(`cube.diagnose.lta`), then lists the pages and, grouped by the page that made them, every table and figure
+with its caption, stale ones marked. Everything that came from a system or a judge is escaped (jinja2 autoescape;
+pandas escapes DataFrame cells).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cube.config.params import Params, load_params
+from cube.config.project import (
+    ROOT_ENV,
+    default_notebooks_dir,
+    display_path,
+    list_notebooks,
+    project_root,
+    resolve,
+    shared_values,
+)
+from cube.config.runpaths import RunPaths
+from cube.pages.publish import publish as publish_pages
+from cube.run.notebook import LOCAL_PATHS_ENV, shared_params_yaml, write_shared_params
+from cube.run.state import (
+    RunInterrupted,
+    commit_staging,
+    finish_interrupted_commit,
+    kill_child_kernels,
+    prepare_staging,
+    run_lock,
+    write_last_run,
+)
+
+
+def publish(params: Params, paths: RunPaths, attempt: dict[str, str] | None = None,
+            notebooks_dir: Path | None = None) -> Path:
+    """The run's report (`cube.pages.publish.publish`), its pages' freshness read from this run's
+    stage fingerprints (`cube.run.stages.stage_fingerprints`)."""
+    def fingerprints(known: list[Path]) -> dict[str, str]:
+        from cube.run.stages import stage_fingerprints
+
+        return stage_fingerprints(params, known, project_root())
+
+    return publish_pages(params, paths, attempt, notebooks_dir, fingerprints=fingerprints)
+
+
+def select_notebooks(notebooks: list[Path], only: str | None) -> list[Path]:
+    """Pick notebooks by number: `03`, `03..06`, `..04`, `05..`, or a comma list `01,03..04`."""
+    if not only:
+        return notebooks
+    numbers = {p: int(p.name[:2]) for p in notebooks}
+    wanted: set[int] = set()
+    for part in only.split(","):
+        part = part.strip()
+        m = re.fullmatch(r"(\d+)?\s*\.\.\s*(\d+)?", part)
+        if m:
+            lo = int(m.group(1)) if m.group(1) else 0
+            hi = int(m.group(2)) if m.group(2) else 99
+            wanted |= set(range(lo, hi + 1))
+        elif part.isdigit():
+            wanted.add(int(part))
+        else:
+            raise ValueError(f"--only: cannot read {part!r}; use e.g. 03, 03..06, ..04, 05.. or 01,03")
+    chosen = [p for p in notebooks if numbers[p] in wanted]
+    if not chosen:
+        raise ValueError(f"--only {only}: matches none of {[p.name for p in notebooks]}")
+    return chosen
+
+
+DECISION_STAGE = "06_cube_score"  # writes the decision; a stage it reads re-executing makes it stale
+# every key `pipeline.decision` records: a stale `judging_failed` would make `cube run` exit 3
+HEADLINE_KEYS = ("decision", "cube_score", "recall_at_k", "weighted_score", "verdict", "withheld_reasons",
+                 "judging_failed")
+
+
+def _forget_decision(paths: RunPaths) -> None:
+    if paths.results.exists():
+        results = json.loads(paths.results.read_text(encoding="utf-8"))
+        for key in HEADLINE_KEYS:
+            results.pop(key, None)
+        paths.results.write_text(json.dumps(results, indent=2, ensure_ascii=False), encoding="utf-8")
+
+
+@dataclass
+class StageOutcome:
+    notebook: str
+    status: str  # executed | up to date | failed
+    seconds: float
+    error: str = ""
+    failed_calls: int = 0
+
+
+@dataclass
+class RunSummary:
+    paths: RunPaths  # the published run (stages ran in its staging folder)
+    stages: list[StageOutcome] = field(default_factory=list)
+    interrupted: str = ""  # the signal's name when the run was interrupted
+    committed: bool = False
+
+    @property
+    def index(self) -> Path:
+        return self.paths.report / "index.html"
+
+    @property
+    def ok(self) -> bool:
+        return not self.interrupted and all(s.status != "failed" for s in self.stages)
+
+
+def call_failures(paths: RunPaths, stage: str) -> int:
+    """Failed calls in the data files the stage writes (answers, questions, scores...), by the rule
+    of `usage_summary`: `error_kind == "call"` where that column exists, else a non-empty `error`.
+    A stage holding failed calls is never up to date, so a plain re-run retries exactly those
+    calls (successful ones are served from the cache; failures are never cached)."""
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    from cube.llm.usage import failed_calls
+    from cube.run.notebook import PRODUCED_BY
+
+    failed = 0
+    for name, producer in PRODUCED_BY.items():
+        path = paths.data_file(name)
+        if producer == stage and path.exists():
+            columns = [c for c in ("error_kind", "error") if c in pq.read_schema(path).names]
+            if columns:
+                failed += int(failed_calls(pd.read_parquet(path, columns=columns)).sum())
+    return failed
+
+
+def execute_run(params_path: str | Path, *, notebooks_dir: Path | None = None, only: str | None = None,
+                force: bool = False, outputs_dir: str | Path | None = None, log=print) -> RunSummary:
+    """Execute the notebook sequence for a params file and publish the report.
+
+    The run folder is locked for the duration (`RunLocked` if another run holds it); stages run
+    in its staging copy, committed over the published run only when every selected stage
+    succeeded (see `cube.run.state`). SIGINT/SIGTERM (`RunInterrupted`, `KeyboardInterrupt`) kill
+    the kernel, record the attempt and propagate."""
+    params_path = Path(params_path).resolve()
+    params = load_params(params_path)
+    root = project_root()
+    published = RunPaths.for_params(params, resolve(outputs_dir or params.outputs_dir, root))
+    if params.cache_path:
+        published = RunPaths(root=published.root, cache=resolve(params.cache_path, root))
+    notebooks = list_notebooks(notebooks_dir or default_notebooks_dir())
+    chosen = set(select_notebooks(notebooks, only))
+    if not force:  # a copied params file that kept the `run:` name never replaces another's data silently
+        from cube.run.stages import check_run_folder
+
+        check_run_folder(published.data, params, display_path(params_path, root), display_path(published.root, root))
+    with run_lock(published.root, log=log):
+        finish_interrupted_commit(published.root, log=log)
+        staging = prepare_staging(published.root, shared_params_yaml(params), log=log)
+        paths = RunPaths(root=staging, cache=published.cache).ensure()
+        write_shared_params(params, paths)
+        if not force:
+            _forget_stages_run_outside(params, published, paths, notebooks, params_path, root, log)
+        else:  # the stages forced now no longer hold what a notebook run alone wrote; when every
+            # stage is forced, neither does any (a notebook not recognised counted for them all)
+            from cube.run.ran_alone import forget_ran_alone
+
+            forget_ran_alone(paths.notebooks, None if chosen >= set(notebooks) else {nb.stem for nb in chosen})
+        summary = RunSummary(published)
+        started = dt.datetime.now(dt.UTC)
+        # The notebooks are given the params file and run folder by their shown paths (relative to
+        # the project root, or their name when outside it); the kernel maps them back to local paths.
+        local = {_param_path(params_path, root): str(params_path),
+                 _param_path(published.root, root): str(published.root.resolve())}
+        try:
+            with _kernel_env(**{LOCAL_PATHS_ENV: json.dumps(local)}):
+                _run_stages(params, params_path, paths, notebooks, chosen, force, summary, log)
+        except (RunInterrupted, KeyboardInterrupt) as exc:
+            kill_child_kernels()
+            summary.interrupted = getattr(exc, "signame", "SIGINT")
+            _record_attempt(params, params_path, paths, summary, started, "interrupted")
+            raise
+        if not summary.ok:  # a first run's failure is published (index and last_run.html say why)
+            _record_attempt(params, params_path, paths, summary, started, "failed")
+            return summary
+        _publish(params, params_path, paths, published, summary, started, notebooks_dir, log)
+        return summary
+
+
+def _forget_stages_run_outside(params: Params, published: RunPaths, paths: RunPaths, notebooks: list[Path],
+                               params_path: Path, root: Path, log) -> None:
+    """A notebook run alone into the published run (other overrides, another params file) makes its
+    stage and the stages reading its data out of date, whatever `cube run`'s fingerprints say:
+    drop their fingerprints from the staging copy so that they re-execute."""
+    from cube.run.ran_alone import forget_ran_alone, stages_run_outside
+
+    injected = {"params_path": _param_path(params_path, root), "run_dir": _param_path(published.root, root)}
+    stems = [nb.stem for nb in notebooks]
+    outside = stages_run_outside(published.root, params, shared_params_yaml(params), injected, stems)
+    prints_file = paths.notebooks / ".fingerprints.json"
+    prints = json.loads(prints_file.read_text(encoding="utf-8")) if prints_file.exists() else {}
+    dropped = {nb.name: outside[nb.stem] for nb in notebooks if nb.stem in outside and nb.name in prints}
+    for name, why in dropped.items():
+        prints.pop(name)
+        log(f"[cube] {name[:-6]}: out of date ({why})")
+    if dropped:
+        prints_file.write_text(json.dumps(prints, indent=1), encoding="utf-8")
+    # What notebooks run alone recorded is now in the staging copy's fingerprints (a stage without
+    # one re-executes when selected): the commit publishes the run without those records.
+    forget_ran_alone(paths.notebooks)
+
+
+def _publish(params: Params, params_path: Path, paths: RunPaths, published: RunPaths, summary: RunSummary,
+             started: dt.datetime, notebooks_dir: Path | None, log) -> None:
+    """Every selected stage succeeded: commit the staging copy and publish the report."""
+    write_manifest(params, paths, summary, started, status="committed", params_file=params_path)
+    commit_staging(published.root)
+    summary.committed = True
+    write_last_run(published.report, status="committed", params_path=Path(display_path(params_path)),
+                   stages=_stage_dicts(summary),
+                   message="Every selected stage succeeded; the report shows this run.")
+    publish(params, published, notebooks_dir=notebooks_dir)
+    log(f"[cube] report: {summary.index}")
+
+
+def _run_stages(params: Params, params_path: Path, paths: RunPaths, notebooks: list[Path], chosen: set[Path],
+                force: bool, summary: RunSummary, log) -> None:
+    from cube.run.kernel import WarmKernel
+    from cube.run.notebook import STAGING_ENV
+    from cube.run.stages import stage_fingerprints, stage_spec
+
+    root = project_root()
+    prints_file = paths.notebooks / ".fingerprints.json"
+    prints = json.loads(prints_file.read_text()) if prints_file.exists() else {}
+    current = stage_fingerprints(params, notebooks, root)
+    stems = [nb.stem for nb in notebooks]
+    executed: set[str] = set()  # stages re-executed in this run: the stages reading their data must too
+
+    def reads_executed(stem: str) -> bool:
+        todo, seen = list(stage_spec(stem, [s for s in stems if s < stem]).inputs), set()
+        while todo:
+            s = todo.pop()
+            if s in executed:
+                return True
+            if s not in seen:
+                seen.add(s)
+                todo += stage_spec(s, [x for x in stems if x < s]).inputs
+        return False
+
+    feeds_decision: set[str] = set()  # the stages whose data the decision is computed from
+    todo = list(stage_spec(DECISION_STAGE, stems).inputs)
+    while todo:
+        s = todo.pop()
+        if s not in feeds_decision:
+            feeds_decision.add(s)
+            todo += stage_spec(s, [x for x in stems if x < s]).inputs
+    # The parameters the notebooks receive: paths relative to the project root (the executed
+    # notebooks are published); the staging folder is named by an environment variable.
+    injected = {"params_path": _param_path(params_path, root), "run_dir": _param_path(paths.root.parent, root)}
+    kernel = WarmKernel(root, ["--IPKernelApp.capture_fd_output=False", "--IPKernelApp.log_level=CRITICAL"])
+    try:
+        for nb in notebooks:
+            if nb not in chosen:
+                if reads_executed(nb.stem):
+                    prints.pop(nb.name, None)  # stale: re-executed by the next run that selects it
+                continue
+            out = paths.notebooks / nb.name
+            if (not force and not reads_executed(nb.stem) and prints.get(nb.name) == current[nb.name]
+                    and out.exists() and not call_failures(paths, nb.stem)):
+                summary.stages.append(StageOutcome(nb.stem, "up to date", 0.0))
+                log(f"[cube] {nb.stem}: up to date")
+                continue
+            t0 = time.perf_counter()
+            prints.pop(nb.name, None)
+            executed.add(nb.stem)
+            if nb.stem == DECISION_STAGE or nb.stem in feeds_decision:  # stale until 06 runs again
+                _forget_decision(paths)
+            try:
+                # Progress bars go to the terminal of `cube run`, not into the published pages: the
+                # kernel writes them to its inherited stderr, which it is told not to capture. Its
+                # own log (transport warnings, shutdown noise) is silenced: errors reach the notebook.
+                # Every stage runs in the run's one warm kernel, reset before each (`cube.run.kernel`).
+                with _kernel_env(CUBE_PROGRESS="terminal", PYTHONWARNINGS="ignore:IProgress not found",
+                                 **kernel_thread_limits(),
+                                 **{STAGING_ENV: str(paths.root.resolve()), ROOT_ENV: str(root)}):
+                    kernel.execute(nb, out, injected)
+            except Exception as exc:  # keep what earlier stages computed; publish the failure
+                _relative_papermill_paths(out, nb, root)
+                summary.stages.append(StageOutcome(nb.stem, "failed", time.perf_counter() - t0, _short(exc)))
+                log(f"[cube] {nb.stem}: FAILED after {time.perf_counter() - t0:.1f} s: {_short(exc)}")
+                break
+            _relative_papermill_paths(out, nb, root)
+            failed = call_failures(paths, nb.stem)
+            note = ""
+            if failed:  # not fingerprinted: a plain re-run retries exactly the failed calls
+                note = f" ({failed} rows hold a failed call; a plain `cube run` retries those calls)"
+            else:
+                prints[nb.name] = current[nb.name]
+            prints_file.write_text(json.dumps(prints, indent=1))
+            summary.stages.append(StageOutcome(nb.stem, "executed", time.perf_counter() - t0, failed_calls=failed))
+            log(f"[cube] {nb.stem}: done in {time.perf_counter() - t0:.1f} s{note}")
+    except BaseException:
+        kernel.kill()  # interrupted: no event loop may run again (see `WarmKernel.kill`)
+        raise
+    finally:
+        kernel.close()
+        prints_file.write_text(json.dumps(prints, indent=1))
+
+
+def _relative_papermill_paths(executed: Path, source: Path, root: Path) -> None:
+    """papermill records the input and output paths in the executed notebook's metadata: keep
+    them relative to the project root (the published run never holds local absolute paths)."""
+    if not executed.exists():
+        return
+    nb = json.loads(executed.read_text(encoding="utf-8"))
+    meta = nb.get("metadata", {}).get("papermill")
+    if isinstance(meta, dict):
+        meta["input_path"] = display_path(source, root)
+        meta["output_path"] = f"notebooks/{executed.name}"
+        executed.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def _param_path(path: Path, root: Path) -> str:
+    """A path given to a notebook (and so shown in its executed copy and pages): relative to the
+    project root when inside it, else its name only; `execute_run` maps it back to the local path
+    for the kernel (`cube.run.notebook.LOCAL_PATHS_ENV`)."""
+    return display_path(path.resolve(), root)
+
+
+def _stage_dicts(summary: RunSummary) -> list[dict[str, Any]]:
+    return [s.__dict__ for s in summary.stages]
+
+
+def _record_attempt(params: Params, params_path: Path, paths: RunPaths, summary: RunSummary,
+                    started: dt.datetime, status: str) -> None:
+    """A failed or interrupted attempt: its manifest in the staging folder, `report/last_run.html`
+    in the published run; the published params, results, tables and index stay as they were
+    (an index is written only when nothing was published yet)."""
+    write_manifest(params, paths, summary, started, status=status, params_file=params_path)
+    failed = next((s for s in summary.stages if s.status == "failed"), None)
+    if status == "interrupted":
+        message = (f"Interrupted ({summary.interrupted}). Nothing was published by this attempt; its "
+                   f"completed stages are kept in {display_path(paths.root)} and `cube run "
+                   f"{display_path(params_path)}` resumes them "
+                   "(LLM calls already made are served from the cache).")
+    else:
+        message = (f"Stage {failed.notebook if failed else '?'} failed: {failed.error if failed else ''}. "
+                   f"Nothing was published by this attempt; the report still shows the last successful run. "
+                   f"Fix the cause and run `cube run {display_path(params_path)}` again: completed stages are kept.")
+    published = summary.paths
+    write_last_run(published.report, status=status, params_path=Path(display_path(params_path)),
+                   stages=_stage_dicts(summary), message=message)
+    if not (published.report / "index.html").exists():
+        publish(params, published, attempt={"status": status, "message": message})
+
+
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def kernel_thread_limits() -> dict[str, str]:
+    """One BLAS/OpenMP thread per kernel, unless the user set these variables: the stages' matrix
+    products are small, and spinning BLAS threads doubled their CPU time for no speed-up."""
+    return {v: "1" for v in THREAD_VARS if v not in os.environ}
+
+
+@contextlib.contextmanager
+def _kernel_env(**values: str) -> Iterator[None]:
+    """Environment variables for the kernels started inside the block (they inherit ours)."""
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return (text[-1] if text else type(exc).__name__)[:500]
+
+
+# --------------------------------------------------------------------------------- manifest
+def write_manifest(params: Params, paths: RunPaths, summary: RunSummary, started: dt.datetime,
+                   status: str = "committed", params_file: Path | None = None) -> Path:
+    """`manifest.json`: what produced this report (params, commit, versions, usage, timing).
+
+    Stage timings are merged with the previous manifest's: a stage that was not executed this
+    time (not selected, or up to date) keeps the entry of the run that executed it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    versions = {}
+    for pkg in ("cube", "pandas", "numpy", "scipy", "openai", "papermill", "nbconvert", "bm25s", "jieba",
+                "sacrebleu", "rouge-score", "ragflow-sdk"):
+        try:
+            versions[pkg] = version(pkg)
+        except PackageNotFoundError:
+            versions[pkg] = None
+    previous = json.loads(paths.manifest.read_text(encoding="utf-8")) if paths.manifest.exists() else {}
+    stages = {s["notebook"]: s for s in previous.get("stages", []) if isinstance(s, dict) and "notebook" in s}
+    for s in summary.stages:
+        if s.status != "up to date" or s.notebook not in stages:
+            stages[s.notebook] = dict(s.__dict__)
+    manifest = {
+        "run": params.run,
+        "status": status if not summary.interrupted else f"interrupted ({summary.interrupted})",
+        "params_file": display_path(params_file) if params_file else None,
+        "started": started.isoformat(timespec="seconds"),
+        "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "git_commit": _git_commit(),
+        "versions": versions,
+        "stages": [stages[k] for k in sorted(stages)],
+        "usage": _usage(paths),
+        "concurrency": _concurrency(paths),
+        "params": shared_values(json.loads(params.model_dump_json()))[0],
+    }
+    paths.manifest.write_text(json.dumps(manifest, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
+    return paths.manifest
+
+
+def _usage(paths: RunPaths) -> list[dict[str, Any]]:
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    from cube.llm import usage_summary
+    from cube.llm.usage import USAGE_COLUMNS
+
+    def accounting(p: Path) -> pd.DataFrame:  # what usage_summary reads: a paper-scale table is ~0.5 GB whole
+        present = set(pq.read_schema(p).names)
+        return pd.read_parquet(p, columns=[c for c in USAGE_COLUMNS if c in present])
+
+    tables = [accounting(p) for n in ("questions", "answers", "scores") if (p := paths.data_file(n)).exists()]
+    if not tables:
+        return []
+    return json.loads(usage_summary(tables).to_json(orient="records"))
+
+
+def _concurrency(paths: RunPaths) -> dict[str, Any]:
+    """The adaptive concurrency each LLM judge reached, per judge (its model and endpoints): start,
+    peak in flight, final and lowest limit, cuts, 429s and timeouts (`cube.llm.concurrency`) and
+    `calls_sent`. Written by every run of the judging stage (in results.json): a judge whose calls were
+    all cached has `calls_sent: 0` and a note, never the figures of an earlier run."""
+    results = json.loads(paths.results.read_text(encoding="utf-8")) if paths.results.exists() else {}
+    return results.get("judge_concurrency") or {}
+
+
+def _git_commit() -> str | None:
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                             cwd=Path(__file__).resolve().parents[2])
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None

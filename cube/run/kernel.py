@@ -1,0 +1,280 @@
+"""One warm Jupyter kernel for the stages of a run (issue 15: `make run`'s stage time).
+
+Starting a kernel and importing `cube`, pandas, scipy and matplotlib in it cost ~4-6 s per
+notebook, most of the default run's stage time. `WarmKernel` starts ONE kernel for a run (lazily,
+when the first stage executes) and papermill executes every stage in it through the `cube-warm`
+engine, which first resets the kernel as a fresh one would be: the user namespace and output
+history are cleared (`InteractiveShell.reset(new_session=True)`, so execution counts restart at 1),
+open matplotlib figures are closed, cube's memoised functions are emptied, the working directory
+is restored, and garbage is collected and freed memory returned (glibc, Arrow's pool). Imported
+modules stay imported (that is the saving), so no notebook sees another's variables; the notebooks
+themselves are unchanged and still run alone in a fresh kernel (Jupyter, papermill). Memory: a
+kernel still holding > `RESTART_RSS` after a stage is replaced, and once a stage has grown it by
+> `LARGE_STAGE_GROWTH`, or peaked > `LARGE_OVER_BASE` above what it held after its first stage
+(large data, e.g. the paper's scale) every later stage gets a fresh kernel,
+so the run's peak is its largest stage's, not that plus what the shared kernel holds. Each stage keeps its own executed notebook, papermill metadata,
+failure (the loop stops at the first failed stage) and interrupt handling (the kernel is a child
+process: `cube.run.state.kill_child_kernels` kills it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+ENGINE = "cube-warm"
+KERNEL_NAME = "python3"
+# A kernel still holding more than this after a stage and its reset is replaced by a fresh one
+# (a fresh kernel with cube's imports holds ~200-250 MB); keeps the run's peak memory that of
+# its largest stage.
+RESTART_RSS = 600 * 2**20
+# A stage that grew the kernel by more than this (its peak over its starting memory) says the run's
+# data are large: each later stage then gets a fresh kernel, so that no stage's peak adds to what
+# the shared kernel holds (imports, allocator pools). Then a kernel start costs a few seconds
+# against stages of tens; the default run's stages grow it by < 300 MB and all share one kernel.
+LARGE_STAGE_GROWTH = 350 * 2**20
+# The same, measured from what the kernel held after its first stage (cube's imports): a run whose
+# stages each grow the kernel a little but together keep it large is large too (the paper's scale:
+# 02 peaks ~410 MB above that, then 03 started warm and peaked at 0.9-1.15 GB). The default run
+# (300 items) peaks at most ~280 MB above it (04, after 02 loaded jieba); tripping it costs only
+# kernel start-ups.
+LARGE_OVER_BASE = 350 * 2**20
+
+
+# Run once in a fresh kernel before its first stage: the process state a fresh kernel starts with,
+# restored by every reset (`reset_code`). matplotlib and cube's font set-up are imported here so that
+# their rcParams are those of a fresh kernel that imported them, not what a stage left behind.
+SNAPSHOT_CODE = "\n".join([
+    "import sys as _s",
+    "_s._cube_fresh_state = {}",
+    "try:",
+    "    import matplotlib.pyplot as _p, cube.pages.fonts",
+    "    _s._cube_fresh_state['rc'] = dict(_p.rcParams.copy())",
+    "except Exception:",  # no matplotlib or cube here: nothing of theirs to restore
+    "    pass",
+    "del _s",
+])
+
+
+def reset_code(cwd: Path) -> str:
+    """What runs (silently, outside the history) in the kernel before each stage. Besides the
+    namespace, figures, cwd and caches, the state a fresh kernel would start with is restored:
+    every module's 'warned once' registry is emptied (a warning a stage raises shows on its own
+    page even if an earlier stage raised it from the same line), matplotlib's rcParams are those
+    after its and cube's font set-up imports (`SNAPSHOT_CODE`), pandas' options their defaults,
+    and the global `random` / `numpy.random` generators are reseeded from the OS as a fresh
+    process's are. Not restored (libraries change them when imported, which a restore would undo):
+    warnings filters, `os.environ`, `sys.path`; nor attributes set on imported modules or words
+    added to jieba's dictionary (`cube.kb.text.segment` caches jieba's cuts). No notebook of the
+    sequence changes any of these; a notebook of your own added to the sequence should not either."""
+    return "\n".join([
+        "import sys as _s, os as _o",
+        "if 'matplotlib.pyplot' in _s.modules: _s.modules['matplotlib.pyplot'].close('all')",
+        "_st = getattr(_s, '_cube_fresh_state', None)",
+        "for _m in list(_s.modules.values()):",
+        "    _r = getattr(_m, '__warningregistry__', None)",
+        "    if isinstance(_r, dict):",
+        "        _r.clear()",
+        "if _st and 'rc' in _st and 'matplotlib' in _s.modules:",  # as matplotlib's rc_context restores them
+        "    dict.update(_s.modules['matplotlib'].rcParams, _st['rc'])",
+        "if 'pandas' in _s.modules:",
+        "    with _s.modules['warnings'].catch_warnings():",
+        "        _s.modules['warnings'].simplefilter('ignore')",
+        "        _s.modules['pandas'].reset_option('all')",
+        "__import__('random').seed()",
+        "if 'numpy' in _s.modules: _s.modules['numpy'].random.seed()",
+        f"_o.chdir({str(cwd)!r})",
+        # cube's own memoised functions (e.g. the rubric's tokenisations, ~0.3 GB at the paper's
+        # scale) are emptied as a fresh kernel's would be: no stage sees what another computed
+        "_f = __import__('functools')._lru_cache_wrapper",
+        "for _m in [m for n, m in list(_s.modules.items()) if n == 'cube' or n.startswith('cube.')]:",
+        "    for _c in [v for v in vars(_m).values() if isinstance(v, _f)]:",
+        "        _c.cache_clear()",
+        "get_ipython().reset(new_session=True)",  # drops the names above too
+        "__import__('gc').collect()",
+        "_s = __import__('sys')",
+        "if 'pyarrow' in _s.modules: _s.modules['pyarrow'].default_memory_pool().release_unused()",
+        "try:",  # glibc keeps freed heap pages; give them back so the next stage starts small
+        "    __import__('ctypes').CDLL('libc.so.6').malloc_trim(0)",
+        "except (OSError, AttributeError):",
+        "    pass",
+        "del _s",
+    ])
+
+
+def _register_engine() -> None:
+    from papermill.clientwrap import PapermillNotebookClient
+    from papermill.engines import NBClientEngine, papermill_engines
+
+    class _ResetClient(PapermillNotebookClient):
+        """papermill's client, resetting the shared kernel before the notebook's first cell."""
+
+        def __init__(self, nb_man: Any, reset: str = "", fresh: bool = True, **kw: Any) -> None:
+            super().__init__(nb_man, **kw)
+            self._reset, self._fresh = reset, fresh
+
+        def _run_reset(self) -> str:
+            return self._run_silently(self._reset)
+
+        def _run_silently(self, code: str) -> str:
+            """Run `code` outside the history; '' when it succeeded, else why it did not."""
+            assert self.kc is not None
+            msg_id = self.kc.execute(code, silent=True, store_history=False, allow_stdin=False)
+            reply = self.wait_for_reply(msg_id)
+            content = (reply or {}).get("content", {})
+            return "" if content.get("status") == "ok" else f"{content.get('ename')}: {content.get('evalue')}"
+
+        def papermill_execute_cells(self) -> None:
+            why = self._run_silently(SNAPSHOT_CODE) if self._fresh else self._run_reset()
+            if why:  # a previous notebook ran here; its reset at the end is checked again
+                raise RuntimeError(f"preparing the run's kernel failed: {why}")
+            super().papermill_execute_cells()
+            with contextlib.suppress(Exception):  # frees the notebook's memory now; never fails the stage
+                self._run_reset()
+
+    class WarmEngine(NBClientEngine):
+        """papermill's nbclient engine on a kernel it does not own (`km=`): the kernel stays up;
+        the notebook's kernel client is closed when the notebook ends."""
+
+        @classmethod
+        def execute_managed_notebook(cls, nb_man: Any, kernel_name: str, log_output: bool = False,
+                                     stdout_file: Any = None, stderr_file: Any = None, start_timeout: int = 60,
+                                     execution_timeout: int | None = None, **kwargs: Any) -> Any:
+            kwargs = {k: v for k, v in kwargs.items() if k not in ("input_path", "timeout", "startup_timeout")}
+            client = _ResetClient(nb_man, timeout=execution_timeout, startup_timeout=start_timeout,
+                                  kernel_name=kernel_name, log_output=log_output, stdout_file=stdout_file,
+                                  stderr_file=stderr_file, **kwargs)
+            try:
+                return client.execute()
+            finally:
+                if client.kc is not None:
+                    client.kc.stop_channels()
+
+    papermill_engines.register(ENGINE, WarmEngine)
+
+
+class WarmKernel:
+    """A kernel started on first use and shut down by `close` (or the `with` block's end)."""
+
+    def __init__(self, cwd: Path, extra_arguments: list[str]) -> None:
+        self.cwd = Path(cwd)
+        self.extra_arguments = list(extra_arguments)
+        self.km: Any = None
+        self.used = 0
+        self.large = False  # set by a stage that grew the kernel by > LARGE_STAGE_GROWTH
+        self.base = 0  # the kernel's memory after its first stage (imports), 0 before
+
+    def __enter__(self) -> WarmKernel:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _start(self) -> None:
+        """Start the kernel with the current environment (the caller sets the kernel's variables)."""
+        import nbformat
+        from nbclient import NotebookClient
+
+        _register_engine()
+        starter = NotebookClient(nbformat.v4.new_notebook(), kernel_name=KERNEL_NAME,
+                                 extra_arguments=self.extra_arguments)
+        self.km = starter.create_kernel_manager()
+        # Memory (results are unchanged; a value the user set is kept): Arrow allocates from glibc's
+        # heap, not its own mimalloc pool, so that the memory a stage's tables free is reused by its
+        # Python objects and returned by the reset's malloc_trim (stage 06 at the paper's scale:
+        # 874 -> 770 MB); and glibc's mmap threshold stays at its 128 KiB default instead of
+        # growing after each freed large array, so that freed tables and arrays go back to the
+        # system rather than fragmenting the heap (06: 770 -> 685 MB, 03: 729 -> 680 MB).
+        env = {**os.environ}
+        env.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+        env.setdefault("MALLOC_MMAP_THRESHOLD_", str(128 * 1024))
+        starter.start_new_kernel(cwd=str(self.cwd), env=env)
+
+    def execute(self, notebook: Path, output: Path, parameters: dict[str, Any]) -> None:
+        """papermill `execute_notebook` of one stage in the warm kernel (raises as papermill does)."""
+        import papermill as pm
+
+        if self.km is None or not self.alive():
+            self.close()
+            self._start()
+        fresh = not self.used
+        self.used += 1
+        self._reset_peak()
+        before = self.rss()
+        pm.execute_notebook(str(notebook), str(output), parameters=parameters, cwd=str(self.cwd),
+                            progress_bar=False, log_output=False, kernel_name=KERNEL_NAME,
+                            engine_name=ENGINE, km=self.km, reset=reset_code(self.cwd), fresh=fresh)
+        peak = self.peak_rss()
+        if peak - before > LARGE_STAGE_GROWTH or (self.base and peak - self.base > LARGE_OVER_BASE):
+            self.large = True
+        if fresh:
+            self.base = self.rss()
+        if self.large or self.rss() > RESTART_RSS:  # large data, or what the stage left behind: start afresh
+            self.close()
+
+    def _reset_peak(self) -> None:
+        """Reset the kernel's peak memory (VmHWM) to its current size, so that `peak_rss` after a
+        stage is that stage's, not an earlier stage's (Linux: clear_refs 5; elsewhere a no-op)."""
+        proc = self._process()
+        with contextlib.suppress(AttributeError, OSError):
+            with open(f"/proc/{proc.pid}/clear_refs", "w", encoding="ascii") as f:
+                f.write("5")
+
+    def peak_rss(self) -> int:
+        """The kernel process's peak resident memory since the stage began (bytes; 0 when unknown)."""
+        proc = self._process()
+        try:
+            with open(f"/proc/{proc.pid}/status", encoding="ascii") as f:
+                return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+        except (AttributeError, OSError, StopIteration, ValueError):
+            return 0
+
+    def rss(self) -> int:
+        """Resident memory of the kernel process (bytes; 0 when it is not running)."""
+        import psutil
+
+        proc = self._process()
+        try:
+            return psutil.Process(proc.pid).memory_info().rss if proc is not None else 0
+        except psutil.Error:
+            return 0
+
+    def _process(self) -> Any:
+        return getattr(getattr(self.km, "provisioner", None), "process", None)
+
+    def alive(self) -> bool:
+        proc = self._process()
+        return proc is not None and proc.poll() is None
+
+    def close(self) -> None:
+        """Shut the kernel down (graceful: the event loop of the last notebook has finished)."""
+        if self.km is None:
+            return
+        from jupyter_core.utils import run_sync
+
+        km = self.km
+        with contextlib.suppress(Exception):  # already dead (crashed, killed)
+            run_sync(km.shutdown_kernel)(now=True)
+        self.kill()
+
+    def kill(self) -> None:
+        """Kill the kernel without running the event loop: after an interrupt, the interrupted
+        notebook's cell task is still pending on it and would report the dead kernel on stderr."""
+        if self.km is None:
+            return
+        km, self.km, self.used, self.base = self.km, None, 0, 0
+        proc = getattr(getattr(km, "provisioner", None), "process", None)
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(OSError):
+                group = os.getpgid(proc.pid)
+                if group != os.getpgid(0):  # the kernel has a session of its own: end what it started
+                    os.killpg(group, signal.SIGKILL)
+            with contextlib.suppress(Exception):
+                proc.kill()
+                proc.wait(timeout=5)
+        with contextlib.suppress(Exception):
+            km.cleanup_connection_file()
+            km.cleanup_ipc_files()

@@ -1,0 +1,384 @@
+"""The stages of a run, one function each: read the run directory, compute, write it back.
+
+    corpus_stage      params.corpus            -> data/corpus.parquet          (notebook 01)
+    questions_stage   corpus                   -> data/questions.parquet       (notebook 02)
+    answers_stage     corpus, questions        -> data/answers.parquet         (notebook 02)
+    scores_stage      answers                  -> data/scores.parquet          (notebook 03)
+    evaluate_run      answers, scores          -> {system: CubeResult}         (notebooks 04-06)
+    human_stage       params.human.ratings     -> data/human_ratings.parquet   (notebook 07)
+
+Each stage reads only files of the run directory, so every notebook also runs standalone
+once the earlier stages' files exist (`Run.require` says which notebook to run first). LLM
+work is resumable through the call cache (`outputs/cache.sqlite`): a re-executed stage only
+pays for calls it has never made.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from cube.config.params import Params
+from cube.config.runpaths import RunPaths
+from cube.method.evaluation import CubeResult
+from cube.run.evaluate import ANALYSIS_SCORE_COLUMNS, evaluate_run, system_top_n  # noqa: F401  (stages of notebooks 02-06)
+from cube.run.notebook import Run
+
+
+def corpus_stage(run: Run) -> pd.DataFrame:
+    """Build the knowledge base (demo generator or the user's file) and save it."""
+    from cube.kb.corpus import build_corpus
+
+    corpus = build_corpus(run.params, base_dir=run.base_dir)
+    run.save("corpus", corpus)
+    run.record(corpus_items=len(corpus), corpus_synthetic=bool(corpus.get("synthetic", pd.Series([False])).all()))
+    return corpus
+
+
+def questions_stage(run: Run) -> pd.DataFrame:
+    """Write the question set (template, LLM role-play or a file) and save it.
+
+    Questions whose generation failed are dropped here, counted in `results.json`."""
+    from cube.kb.questions import build_questions
+
+    corpus = run.load("corpus")
+    questions = build_questions(run.params, corpus, run.paths.cache)
+    failed = questions["question"].fillna("").astype(str).str.strip().eq("")
+    if failed.any():
+        warnings.warn(f"{int(failed.sum())} question(s) could not be generated and are left out "
+                      "(see the error column of data/questions_failed.parquet)", stacklevel=2)
+        run.save("questions_failed", questions[failed])
+    questions = questions[~failed].reset_index(drop=True)
+    run.save("questions", questions)
+    run.record(questions=len(questions), questions_failed=int(failed.sum()))
+    return questions
+
+
+def answers_stage(run: Run) -> pd.DataFrame:
+    """Answer the question set with every system (`rag`) and write the two bound sets."""
+    from cube.systems import build_answers
+
+    run.require("corpus", "questions")  # one message naming every stage to run first
+    corpus, questions = run.load("corpus"), run.load("questions")
+    answers = build_answers(run.params, corpus, questions, run.paths.cache)
+    run.save("answers", answers)
+    run.record(answers=len(answers), answers_failed=int((answers["error"].fillna("") != "").sum()),
+               answers_dropped={k: int(v) for k, v in answers.attrs.get("dropped", {}).items()})
+    return answers
+
+
+def scores_stage(run: Run) -> pd.DataFrame:
+    """Score every answer of the three sets with every judge on every dimension."""
+    from cube.judges import load_dimensions, make_judges, score_answers
+
+    run.require("corpus", "questions", "answers")
+    corpus, questions, answers = run.load("corpus"), run.load("questions"), run.load("answers")
+    judges = make_judges(run.params, run.paths.cache)
+    dimensions = load_dimensions(run.params, base_dir=run.base_dir)
+    scores = score_answers(answers, judges, dimensions, corpus, questions=questions)
+    run.save("scores", scores)
+    # calls in flight reached (issue 15), per judge with an endpoint; always written, so that a re-run
+    # whose calls were all cached does not keep the previous run's figures (record() merges keys)
+    concurrency = {j.name: j.model.concurrency_record() for j in judges if hasattr(j.model, "concurrency_record")}
+    run.record(scores=len(scores), scores_unscored=int(scores["score"].isna().sum()), judge_concurrency=concurrency)
+    return scores
+
+
+def bound_answerer_note(params: Params) -> str:
+    """A caveat when the bound sets of the primary system are not written by an LLM like the system's."""
+    system = params.systems[0]
+    spec = params.model(params.system_answerer(system))
+    if spec.provider == "offline":
+        return (f"The zero and full bound sets of {system.name} are written by the offline {spec.model} algorithm, "
+                "not by an LLM.")
+    return ""
+
+
+def offline_judges(run: Run) -> list[str]:
+    """Judges whose model is an offline algorithm (not an LLM), for the caveats the report states."""
+    return [j.name for j in run.params.judges if run.params.model(j.model).provider == "offline"]
+
+
+def primary_system(run: Run) -> str:
+    """The system the decision page is about: the first of `params.systems`."""
+    return run.params.systems[0].name
+
+
+# ------------------------------------------------------------------------------ human ratings
+def annotation_dir(paths: RunPaths) -> Path:
+    return paths.annotation  # the published folder, also from staging (cube.run.state)
+
+
+def export_annotation(params: Params, out: Path | None = None, raters: list[str] | None = None,
+                      paths: RunPaths | None = None, overwrite: bool = False) -> list[Path]:
+    """Export the blind annotation sheet (CSV, criteria CSV, Excel) and its key file for a run's answers.
+
+    An existing sheet is kept unless `overwrite`: raters may be filling it in place, and the
+    sample is deterministic, so writing it again could only erase their work."""
+    from cube.judges.annotation import export_annotation_sheet, key_path
+
+    paths = paths or RunPaths.for_params(params)
+    target = out or annotation_dir(paths) / "annotation_sheet"
+    key = key_path(target)  # `x_key.csv` for a sheet `x`: matched by the glob below, listed once, last
+    existing = sorted(p for p in target.parent.glob(f"{target.name}*") if p != key) if target.parent.exists() else []
+    if existing and not overwrite:
+        return existing + [key] * key.exists()
+    run = Run(params=params, paths=paths, params_path=Path("."))
+    answers, questions, corpus = run.load("answers"), run.load("questions"), run.load("corpus")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    export_annotation_sheet(answers, questions, corpus, params.dimension_names(), params.lang, target,
+                            size=params.human.sample_size, seed=params.human.seed, raters=raters, paired=True)
+    return sorted(p for p in target.parent.glob(f"{target.name}*") if p != key) + [key]
+
+
+def human_stage(run: Run) -> tuple[pd.DataFrame, dict[str, Any]] | None:
+    """Import the filled annotation sheet(s) named by `human.ratings`; None when there are none."""
+    from cube.judges.annotation import key_path
+    from cube.judges.human import import_ratings
+
+    if not run.params.human.ratings:
+        return None
+    answers = run.load("answers")
+    ratings = Path(run.params.human.ratings)
+    key = Path(run.params.human.key) if run.params.human.key else key_path(annotation_dir(run.paths) / "annotation_sheet")
+    if not run.params.human.key and (not key.exists() or (ratings.is_dir() and any(ratings.glob("*_key.csv")))):
+        key = None  # the ratings folder's own key, or a sheet written before blinding
+    human, report = import_ratings(ratings, answers, run.params.dimension_names(),
+                                   per_rater=run.params.human.per_rater_judges, key=key)
+    run.save("human_ratings", human)
+    return human, report
+
+
+# ------------------------------------------------------------------------------ decision (06)
+def retrieval_quality(run: Run, results: dict[str, CubeResult]) -> dict[str, Any]:
+    """What the decision says about the primary system's retrieval beyond R@k: R@1, the
+    near-duplicate confusion rate (top-1 is the gold's sibling: wrong region or variant) and the
+    knowledge base's exact-duplicate texts (a duplicate makes the gold unfindable at rank 1)."""
+    from cube.diagnose.near_duplicates import near_duplicate_confusion
+    from cube.kb.corpus import corpus_structure
+
+    primary = primary_system(run)
+    ranks = results[primary].ranks
+    out: dict[str, Any] = {"r_at_1": float((ranks["rank"] == 1).mean()) if len(ranks) else float("nan")}
+    if run.has("corpus"):
+        corpus = run.load("corpus")
+        out["near_duplicate_confusion"] = near_duplicate_confusion(run.load("answers"), corpus, system=primary)
+        out["duplicate_texts"] = corpus_structure(corpus)["duplicate_texts"]
+    return out
+
+
+def decision(run: Run, results: dict[str, CubeResult]) -> dict[str, Any]:
+    """The Lightweight Targeted Assessment of the run, also written to `results.json`."""
+    from cube.diagnose.lta import assess
+    from cube.llm import usage_summary
+    from cube.llm.usage import USAGE_COLUMNS
+
+    # One table at a time, the scores with only what `usage_summary` reads (its replies, keys and
+    # scores are most of a paper-scale table): the three whole tables at once were stage 06's peak.
+    names = [n for n in ("questions", "answers", "scores") if run.has(n)]
+    usage = usage_summary(run.load(n, USAGE_COLUMNS) if n == "scores" else run.load(n)
+                          for n in names) if names else None
+    corpus_synthetic = bool(run.load("corpus").get("synthetic", pd.Series([False])).all()) if run.has("corpus") \
+        else False
+    offline = offline_judges(run)
+    scores = run.load("scores", ("error_kind",))
+    kind = scores["error_kind"].fillna("") if "error_kind" in scores else pd.Series("", index=scores.index)
+    out = assess(results, run.params, usage=usage, synthetic=corpus_synthetic, offline_judges=offline,
+                 call_failure_share=float((kind == "call").mean()) if len(scores) else 0.0,
+                 parse_failure_share=float((kind == "parse").mean()) if len(scores) else 0.0,
+                 skipped_share=float((kind == "skipped").mean()) if len(scores) else 0.0,
+                 bound_note=bound_answerer_note(run.params), retrieval=retrieval_quality(run, results),
+                 diagnosis=_diagnosis(run, results))
+    run.record(decision=out, cube_score=out["cube_score"], recall_at_k=out["recall_at_k"],
+               weighted_score=out["weighted_score"], verdict=out["verdict"],
+               withheld_reasons=out["withheld_reasons"], judging_failed=out["judging_failed"])
+    return out
+
+
+def _diagnosis(run: Run, results: dict[str, CubeResult]) -> dict[str, Any]:
+    from cube.run.diagnosis import for_decision
+
+    return for_decision(run, primary_system(run), results)
+
+
+# ------------------------------------------------------------------------ human agreement (07)
+@dataclass
+class HumanSection:
+    """What notebook 07 shows: with ratings, human-vs-judge agreement and Table 5; without,
+    the sheet to fill in and judge-vs-judge agreement (never invented ratings)."""
+
+    has_ratings: bool
+    message: str
+    sheet: list[Path]
+    sheet_preview: pd.DataFrame | None
+    import_report: dict[str, Any] | None
+    agreement: pd.DataFrame
+    reliability: pd.DataFrame
+    pairwise: pd.DataFrame
+    table5: pd.DataFrame | None
+    scores: pd.DataFrame  # LLM judges' scores on the compared items, with human rows when rated
+    sets: list[str]  # the answer sets the agreement is computed on (`human.agreement_sets`, present ones)
+    agreement_note: str  # which sets the statistics are on and what was left out
+    set_scores: pd.DataFrame  # `scores` in the first of `sets` (all of them when it is "pooled"): the figures
+
+
+def _sheet_size(sample_size: int, files: list[Path]) -> str:
+    """What the sheet's rows are, from its key file: '40 sampled question-system pairs x 3 answer sets
+    (zero, rag, full), shuffled, with blind ids'."""
+    key = next((p for p in files if p.stem.endswith("_key")), None)
+    if key is None:  # a sheet written before blinding
+        return f"{sample_size} sampled question-system pairs, each in all its answer sets"
+    k = pd.read_csv(key, dtype=str, keep_default_na=False, encoding="utf-8-sig")
+    pairs = k[["question_id", "system"]].drop_duplicates().shape[0]
+    sets = sorted(k["set"].unique(), key=["zero", "rag", "full"].index) if set(k["set"]) <= {"zero", "rag", "full"} \
+        else sorted(k["set"].unique())
+    return (f"{pairs} sampled question-system pairs × {len(sets)} answer sets ({', '.join(sets)}), shuffled; "
+            f"raters see only the question, the gold document and the answer under an opaque id, and "
+            f"`{key.name}` maps the ids back")
+
+
+def human_agreement(run: Run) -> HumanSection:
+    from cube.method import agreement as ag
+    from cube.method.tables import table5_human_vs_cube
+
+    scores = run.load("scores")
+    answers = run.load("answers")
+    sheet = export_annotation(run.params, paths=run.paths)
+    sheet_csv = next(p for p in sheet if p.suffix == ".csv" and not p.stem.endswith(("_criteria", "_key")))
+    preview = pd.read_csv(sheet_csv, dtype=str, keep_default_na=False, encoding="utf-8-sig")
+    n_rows = len(preview)
+    preview = preview.head(5)
+    first = run.params.dimension_names()[0]
+    preview = preview[[c for c in ("item_id", "question", "answer", "rater") if c in preview.columns]
+                      + [c for c in preview.columns if c.startswith(f"{first}.")]]
+    preview[["question", "answer"]] = preview[["question", "answer"]].map(lambda t: t[:60] + "…" * (len(t) > 60))
+    imported = human_stage(run)
+    judges = sorted(scores["judge"].unique())
+    ap = run.params.analysis
+    if imported is None:
+        reference = judges[0]
+        msg = (f"No human ratings were given (params `human.ratings` is empty), so none are shown: this notebook "
+               f"never invents them. The annotation sheet ({n_rows} rows: "
+               f"{_sheet_size(run.params.human.sample_size, sheet)}) is "
+               f"ready in `{run.shown_path(annotation_dir(run.paths))}/`; fill it in (or hand it to raters), then set "
+               "`human: {ratings: <the filled file or folder>}` in the params and re-run notebooks 07-08. "
+               f"Meanwhile, the judges are compared with each other, taking {reference} as the reference.")
+        both = scores
+        groups = {"LLM/offline judges": judges}
+        t5 = None
+        report = None
+    else:
+        human, report = imported
+        reference = "human"
+        rated = set(zip(human["question_id"], human["system"], human["set"], strict=True))
+        key = list(zip(scores["question_id"], scores["system"], scores["set"], strict=True))
+        both = pd.concat([scores[[k in rated for k in key]], human], ignore_index=True)
+        raters = sorted(j for j in human["judge"].unique())
+        groups = {"human raters": raters, "judges": judges}
+        full_recall = {s: r.recall_at_k for s, r in evaluate_run(run, bootstrap=False).items()}
+        t5 = table5_human_vs_cube(answers, scores, human, ap, system_top_n(run.params), full_recall)
+        msg = (f"{len(raters)} human rater(s) rated {human[['question_id', 'system', 'set']].drop_duplicates().shape[0]}"
+               f" answers; {int(human['score'].isna().sum())} cells were left blank and are reported, not guessed.")
+    sets, note = _agreement_sets(run.params.human.agreement_sets, both)
+    agreement = ag.agreement_table(both, reference_judge=reference, sets=sets, bootstrap=min(ap.bootstrap, 200),
+                                   confidence=ap.confidence, seed=ap.seed)
+    reliability = ag.reliability_table(both, {k: v for k, v in groups.items() if len(v) > 1}, sets=sets) \
+        if any(len(v) > 1 for v in groups.values()) else pd.DataFrame()
+    unpaired = int(agreement["n_missing"].sum()) if len(agreement) else 0
+    note += (f" {unpaired} (judge, answer, dimension) pair(s) where a side is unscored are left out and counted in "
+             "`n_missing`." if unpaired else "")
+    first = sets[0]
+    set_scores = both if first == ag.POOLED else both[both["set"].astype(str) == first]
+    return HumanSection(imported is not None, msg, sheet, preview, report, agreement, reliability,
+                        ag.pairwise_agreement(both, set_name=first), t5, both, sets, note, set_scores)
+
+
+def _agreement_sets(requested: list[str], scores: pd.DataFrame) -> tuple[list[str], str]:
+    """The requested agreement sets that have scores, and a one-paragraph note saying which sets the
+    statistics are on and which were left out (never pooled unless `pooled` is requested)."""
+    present = sorted(scores["set"].astype(str).unique())
+    sets = [s for s in dict.fromkeys(requested) if s == "pooled" or s in present]
+    absent = [s for s in dict.fromkeys(requested) if s not in sets]
+    if not sets:
+        raise ValueError(f"human.agreement_sets: none of {requested} has scores in this run; sets present: "
+                         f"{present}")
+    named = ", ".join("all sets pooled" if s == "pooled" else f"the {s} set" for s in sets)
+    left = [s for s in present if s not in sets and "pooled" not in sets]
+    note = (f"Agreement is computed on {named} (`human.agreement_sets`), each separately"
+            + (", never pooled across sets" if "pooled" not in sets else "")
+            + "; bootstrap intervals resample questions (all answers of a question move together).")
+    if left:
+        note += f" Not included: the {', '.join(left)} set(s)."
+    if absent:
+        note += f" Requested but without scores: {', '.join(absent)}."
+    return sets, note
+
+
+# --------------------------------------------------------------------------- lexical (08)
+def lexical_stage(run: Run) -> pd.DataFrame:
+    """Sentence BLEU and ROUGE of every answer against its reference; saved as data/lexical.parquet."""
+    from cube.kb.text import segment
+    from cube.method.lexical import lexical_scores
+
+    lex = lexical_scores(run.load("answers"), run.load("corpus"), tokenizer=run.params.lexical.tokenizer,
+                         reference=run.params.lexical.reference, questions=run.load("questions"),
+                         lang=run.params.lang, segment=segment)
+    run.save("lexical", lex)
+    return lex
+
+
+def scores_with_human(run: Run) -> pd.DataFrame:
+    """The judges' scores plus the imported human ratings, when notebook 07 imported them."""
+    scores = run.load("scores")
+    if run.params.human.ratings and run.has("human_ratings"):
+        human = run.load("human_ratings")
+        return pd.concat([scores, human[[c for c in human.columns if c in scores.columns]]], ignore_index=True)
+    return scores
+
+
+def lexical_example(run: Run, lexical: pd.DataFrame, scores: pd.DataFrame) -> dict[str, Any]:
+    """The answer for Tables 6-7: `lexical.example_question_id` if set, else the first human-rated
+    rag answer of the primary system, else its first retrieved rag answer."""
+    system = primary_system(run)
+    questions = run.load("questions").set_index("question_id")
+    rated = scores[scores["judge"].astype(str).str.startswith("human") & (scores["system"] == system)
+                   & (scores["set"] == "rag") & (scores["dimension"] == "completeness")]
+    qid = run.params.lexical.example_question_id
+    if qid is None:
+        if len(rated):
+            qid = str(sorted(rated["question_id"].astype(str))[0])
+        else:
+            answers = run.load("answers")
+            rag = answers[(answers["system"] == system) & (answers["set"] == "rag")].sort_values("question_id")
+            pick = rag[rag["rank"] > 0]
+            qid = str((pick if len(pick) else rag)["question_id"].iloc[0])
+    if qid not in questions.index:
+        raise KeyError(f"lexical.example_question_id: {qid!r} is not a question of this run")
+    return {"question_id": qid, "system": system, "set": "rag", "question": str(questions.at[qid, "question"]),
+            "rated": bool((rated["question_id"].astype(str) == qid).any())}
+
+
+@dataclass
+class SystemData:
+    """One system's answers and (once notebook 03 has run) scores, and its list length N.
+
+    `scores` holds the columns the analysis and its figures read (`ANALYSIS_SCORE_COLUMNS`), not
+    the raw replies, criterion details and call accounting (`run.load("scores")` has them): a
+    second whole copy of the table beside notebook 03's was that stage's peak at the paper's scale."""
+
+    answers: pd.DataFrame
+    scores: pd.DataFrame | None
+    top_n: int
+
+
+def system_data(run: Run, system: str | None = None) -> SystemData:
+    system = system or primary_system(run)
+    answers = run.load("answers")
+    scores = run.load("scores", ANALYSIS_SCORE_COLUMNS) if run.has("scores") else None
+    return SystemData(answers[answers["system"] == system],
+                      None if scores is None else scores[scores["system"] == system],
+                      system_top_n(run.params)[system])

@@ -1,0 +1,164 @@
+"""Which params each notebook run alone (papermill, nbconvert, Jupyter) last wrote a run folder with.
+
+A notebook run outside `cube run` writes into the published run folder: its tables, figures and
+`results.json` (stages 04-06, 09 and 10 write no data file, so no provenance records them), and
+`params.yaml`, which the next notebook run alone rewrites. So at its first write, a `Run` opened
+outside `cube run` records in `notebooks/.ran_alone.json`, under the notebook's stage, the params
+sections it ran with (`cube.run.stages.comparable_values`: no local path). `cube run` compares every
+stage's record with its own params, over the sections the stage reads (`stages_ran_alone`): a
+stage run alone with other values is out of date, and so is every stage reading its data. Once
+`cube run` has taken the records into its fingerprints, it drops the file from its staging copy.
+
+The stage is the notebook's name: from the kernel's `__session__` (JupyterLab) or
+`__vsc_ipynb_file__` (VS Code) when it names a notebook of the project, else recognised from the
+cells the kernel executed (papermill and nbconvert do not tell a kernel which notebook it runs): the
+project notebook holding the most of them, if exactly one does. A notebook not recognised is
+recorded as unknown, and compared with every stage.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from cube.config.jsonfile import read_json_dict, update_json
+from cube.config.params import Params
+
+RAN_ALONE = ".ran_alone.json"
+UNKNOWN = "?"  # prefix of the record of a notebook not recognised
+
+
+def _code_cells(path: Path) -> set[str]:
+    try:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return set()
+    return {"".join(c.get("source", "")).strip() for c in nb.get("cells", []) if c.get("cell_type") == "code"} - {""}
+
+
+def identify_notebook(executed: list[str], folder: Path) -> str | None:
+    """The stem of the notebook of `folder` holding the most of the `executed` cells (at least one
+    not common to every notebook), or None when none or several do."""
+    cells = {nb.stem: _code_cells(nb) for nb in sorted(folder.glob("[0-9][0-9]_*.ipynb"))}
+    common = set.intersection(*cells.values()) if len(cells) > 1 else set()  # the parameters cell
+    ran = {c.strip() for c in executed} - {""} - common
+    counts = {stem: len(ran & own) for stem, own in cells.items()}
+    best = max(counts.values(), default=0)
+    winners = [stem for stem, n in counts.items() if n == best]
+    return winners[0] if best and len(winners) == 1 else None
+
+
+def running_notebook(folder: Path) -> str | None:
+    """The stem of the project notebook this kernel runs (see the module docstring), else None."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
+    if shell is None:
+        return None
+    for var in ("__session__", "__vsc_ipynb_file__"):
+        named = shell.user_ns.get(var)
+        if isinstance(named, str) and named.endswith(".ipynb") and (folder / Path(named).name).is_file():
+            return Path(named).stem
+    history = getattr(getattr(shell, "history_manager", None), "input_hist_raw", None) or []
+    return identify_notebook([c for c in history if isinstance(c, str)], folder)
+
+
+def every_section() -> list[str]:
+    from cube.config.params import Params
+    from cube.run.stages import NOT_STAGE_INPUTS
+
+    return [k for k in Params.model_fields if k not in NOT_STAGE_INPUTS]
+
+
+def note_ran_alone(notebooks_dir: Path, stage: str | None, params: Any, params_file: str) -> None:
+    """Record that notebook `stage` (None: not recognised) wrote this run folder with `params`."""
+    from cube.run.stages import comparable_values
+
+    values = comparable_values(json.loads(params.model_dump_json()), every_section())
+    key = stage or UNKNOWN + hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:12]
+    # notebooks run alone in parallel (a papermill batch) each add their record: locked update
+    update_json(notebooks_dir / RAN_ALONE, lambda records: {**records, key: {"params_file": params_file,
+                                                                             "params": values}})
+
+
+def read_ran_alone(notebooks_dir: Path) -> dict[str, Any]:
+    return read_json_dict(notebooks_dir / RAN_ALONE)
+
+
+def stages_ran_alone(notebooks_dir: Path, params: Any, stems: list[str]) -> dict[str, str]:
+    """Stages whose notebook, run alone, last wrote the run folder with values other than `params`
+    in a section the stage reads (an unrecognised notebook counts for every stage), with the reason."""
+    from cube.run.stages import STAGES, comparable_values, diff_keys, stage_spec
+
+    current = json.loads(params.model_dump_json())
+    found: dict[str, str] = {}
+    for key, entry in sorted(read_ran_alone(notebooks_dir).items()):
+        recorded = entry.get("params") if isinstance(entry, dict) else None
+        if not isinstance(recorded, dict):
+            continue
+        # a stage of this sequence; a known stage this sequence leaves out: none; else (not
+        # recognised, or a notebook of another name, e.g. a copy) every stage
+        targets = [key] if key in stems else [] if key in STAGES else stems
+        who = "a notebook not recognised" if key.startswith(UNKNOWN) else f"notebook {key}"
+        for stem in targets:
+            sections = stage_spec(stem, [s for s in stems if s < stem]).sections
+            differing = diff_keys(comparable_values(recorded, sections), comparable_values(current, sections))
+            if differing and stem not in found:
+                shown = ", ".join(differing[:4]) + (", ..." if len(differing) > 4 else "")
+                found[stem] = f"{who} ran alone into this run folder with other params: {shown}"
+    return found
+
+
+def forget_ran_alone(notebooks_dir: Path, stems: set[str] | None = None) -> None:
+    """Drop the records of `stems` (None: every record) once `cube run` has taken them into account;
+    an unrecognised notebook's record goes only with every record."""
+    if stems is None:
+        (notebooks_dir / RAN_ALONE).unlink(missing_ok=True)
+        return
+    update_json(notebooks_dir / RAN_ALONE, lambda records: {k: v for k, v in records.items() if k not in stems})
+
+
+def stages_run_outside(run_root: Path, params: Params, shared_yaml: str, injected: dict[str, str],
+                       stems: list[str]) -> dict[str, str]:
+    """Stages of a published run that a notebook run alone (papermill, nbconvert, Jupyter) changed
+    since `cube run` recorded their fingerprints, with the reason, plus every stage reading their
+    data: `cube run` must not take them as up to date. Seen four ways: the params a notebook run
+    alone recorded at its first write (`cube.run.ran_alone`, for every stage, also those writing no
+    data) differing from these in a section the stage reads; a data file whose provenance
+    differs from these params; an executed notebook in `notebooks/` whose papermill parameters are
+    not the ones `cube run` gives (`injected`); the run's `params.yaml` (written by the last notebook
+    run) differing from these params in a section the stage reads."""
+    import yaml
+
+    from cube.run.stages import dumped_section_values, params_differ, read_provenance, stage_spec
+
+    found: dict[str, str] = {}
+    for name, entry in sorted(read_provenance(run_root / "data").items()):
+        if entry.get("stage") and params_differ(entry, params):
+            found.setdefault(entry["stage"], f"data/{name}.parquet was written with other params")
+    for nb in sorted((run_root / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        try:
+            meta = json.loads(nb.read_text(encoding="utf-8")).get("metadata", {}).get("papermill") or {}
+        except (OSError, ValueError):
+            meta = {}
+        if meta.get("parameters") != injected:
+            found.setdefault(nb.stem, f"notebooks/{nb.name} was not executed by `cube run` with these params")
+    try:
+        published = yaml.safe_load((run_root / "params.yaml").read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        published = None
+    if isinstance(published, dict):
+        current = yaml.safe_load(shared_yaml)
+        for stem in stems:
+            sections = stage_spec(stem, [s for s in stems if s < stem]).sections
+            if dumped_section_values(published, sections) != dumped_section_values(current, sections):
+                found.setdefault(stem, "params.yaml shows a notebook ran with other params")
+    for stem, why in stages_ran_alone(run_root / "notebooks", params, stems).items():
+        found.setdefault(stem, why)
+    for stem in stems:  # and every stage reading their data, in order
+        spec = stage_spec(stem, [s for s in stems if s < stem])
+        if stem not in found and (inp := next((i for i in spec.inputs if i in found), None)):
+            found[stem] = f"it reads the data of {inp}"
+    return found

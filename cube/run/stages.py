@@ -1,0 +1,418 @@
+"""What each stage (notebook) reads, its fingerprint, and which params produced a run's data.
+
+- **Per-stage fingerprints.** A stage's fingerprint covers only what it reads: the params
+  sections listed in `STAGES`, the user files those sections name (corpus, question file,
+  imported answers, prompt files, ratings), the `cube` modules the notebook imports (followed
+  through their own `cube` imports), the notebook file, and the fingerprints of the stages it
+  takes data from. A section may be a subset of one's keys (`diagnostics.refusal_*`: 02 reads only the
+  refusal questions' keys, a failure threshold re-runs 06 and 10). So adding a judge re-runs from 03,
+  changing `analysis` re-runs 04-07,
+  changing `lexical` re-runs 08 only; 00 (the paper's published tables) reads no params at all.
+  Of `models:` a stage reads only the entries its sections refer to (02 the answerers' and the
+  question writer's, 03 the judges'), and of a model spec only what identifies its calls (not its
+  prices, key variable, timeouts, retries or concurrency): adding a judge with its own `models:`
+  entry re-runs from 03, a price edit re-runs nothing.
+  A notebook not listed here (a new one) reads every section and every earlier stage.
+- **Provenance.** `data/.provenance.json` records, for each data file, the stage that wrote it and
+  the params sections that produced it (its own and its inputs'), in `comparable_values` form (no
+  local absolute path: outside the project a path is kept as its name and a hash). Reading a data file under params
+  that differ there raises `ParamsMismatchError` naming the differing keys, so data of two params
+  files are never mixed in one run folder.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from cube.config.jsonfile import update_json
+from cube.config.model_spec import ModelSpec
+from cube.config.params import Params
+from cube.config.project import project_root, shared_values
+
+
+@dataclass(frozen=True)
+class Stage:
+    # params keys the stage reads: a top-level section, or keys of one (`diagnostics.refusal_*`:
+    # a dotted name with a glob for the sub-keys), so a key only later stages read re-runs only them
+    sections: tuple[str, ...]
+    inputs: tuple[str, ...]  # stages whose data it reads
+    writes: tuple[str, ...] = ()  # data files it writes (data/<name>.parquet)
+
+
+STAGES: dict[str, Stage] = {
+    "00_paper_tables": Stage((), ()),
+    "01_dataset_prep": Stage(("lang", "corpus"), (), ("corpus",)),
+    "02_qa_sets": Stage(("lang", "models", "questions", "answerer", "systems", "diagnostics.refusal_*"),
+                        ("01_dataset_prep",),
+                        ("questions", "answers", "questions_failed", "refusal_answers")),
+    "03_scoring_sets": Stage(("models", "dimensions", "judges"), ("02_qa_sets",), ("scores",)),
+    "04_rank_correlation": Stage(("analysis",), ("03_scoring_sets",)),
+    "05_bounds_and_weights": Stage(("analysis",), ("03_scoring_sets",)),
+    "06_cube_score": Stage(("analysis", "diagnostics"), ("03_scoring_sets",)),  # the decision states the diagnosis
+    "07_human_agreement": Stage(("lang", "human", "analysis"), ("03_scoring_sets",), ("human_ratings",)),
+    "08_bleu_rouge": Stage(("lang", "lexical", "human"), ("03_scoring_sets",), ("lexical",)),
+    "09_compare": Stage(("analysis",), ("03_scoring_sets",)),
+    "10_diagnostics": Stage(("analysis", "diagnostics"), ("03_scoring_sets", "06_cube_score")),  # reads 06's sweep reading
+}
+# Sections no stage's data depend on: the report's title, where outputs go.
+NOT_STAGE_INPUTS = ("run", "title", "outputs_dir", "cache_path")
+
+
+def stage_spec(name: str, earlier: list[str] | None = None) -> Stage:
+    """The stage's spec; an unknown notebook reads every section and every earlier stage."""
+    if name in STAGES:
+        return STAGES[name]
+    every = tuple(k for k in Params.model_fields if k not in NOT_STAGE_INPUTS)
+    return Stage(every, tuple(earlier or [s for s in STAGES if s < name]))
+
+
+def producer(data_name: str) -> str | None:
+    return next((s for s, spec in STAGES.items() if data_name in spec.writes), None)
+
+
+def upstream_sections(name: str) -> list[str]:
+    """The sections a stage's data depend on: its own and, transitively, its inputs'."""
+    spec, seen = stage_spec(name), []
+    for inp in spec.inputs:
+        seen += [s for s in upstream_sections(inp) if s not in seen]
+    return seen + [s for s in spec.sections if s not in seen]
+
+
+# The fields of a model spec that change no reply (`cube.llm.cache.key_payload` leaves them out too):
+# prices, the API key's variable, headers' variables, timeouts, retries and concurrency. No stage
+# depends on them; every other field (model, endpoints, sampling, max tokens, extra body, an offline
+# algorithm's options, and any field added later) identifies the calls. A call's cost is recorded
+# when it is made and a cached call keeps its original cost, so re-running a stage after a price
+# edit would not change any cost shown either.
+NOT_CALL_FIELDS = frozenset({
+    "price_input_per_m", "price_output_per_m", "batch_price_input_per_m", "batch_price_output_per_m", "currency",
+    "api_key_env", "header_env", "timeout_s", "max_concurrency", "min_concurrency", "max_attempts",
+    "backoff_base_s", "backoff_max_s", "breaker_threshold"})
+_SPEC_FIELDS = frozenset(ModelSpec.model_fields)
+
+
+def _is_spec(value: Any) -> bool:
+    return isinstance(value, dict) and _SPEC_FIELDS <= set(value)
+
+
+def _calls_only(value: Any) -> Any:
+    """A dumped section with each inline model spec without its `NOT_CALL_FIELDS`."""
+    if _is_spec(value):
+        return {k: v for k, v in value.items() if k not in NOT_CALL_FIELDS}
+    if isinstance(value, dict):
+        return {k: _calls_only(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_calls_only(v) for v in value]
+    return value
+
+
+def _model_refs(value: Any, names: set[str], key: str = "") -> set[str]:
+    """Names of `models:` entries a dumped section refers to: a string value naming an entry under
+    a key that holds a model reference (`model`, `answerer`, `*_model`, `*_answerer`)."""
+    if isinstance(value, str):
+        refers = key in ("model", "answerer") or key.endswith(("_model", "_answerer"))
+        return {value} if refers and value in names else set()
+    if isinstance(value, dict) and not _is_spec(value):
+        return set().union(*(_model_refs(v, names, k) for k, v in value.items())) if value else set()
+    if isinstance(value, list):
+        return set().union(*(_model_refs(v, names, key) for v in value)) if value else set()
+    return set()
+
+
+def section_values(params: Params, sections: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """The values of the params sections a stage reads, as its fingerprint and the provenance of its
+    data record them. Model specs count without their `NOT_CALL_FIELDS`, and `models` holds only the
+    entries the other listed sections refer to (the answerers for 02, the judges for 03): adding a
+    judge with its own `models:` entry, or editing a price, leaves the answers' stage alone."""
+    return dumped_section_values(json.loads(params.model_dump_json()), sections)
+
+
+def _section(data: dict[str, Any], section: str) -> Any:
+    """A section's value in dumped params (or in a record already keyed by section): a dotted
+    `top.glob` section holds the keys of `top` matching the glob."""
+    if section in data or "." not in section:
+        return data.get(section)
+    top, pattern = section.split(".", 1)
+    value = data.get(top)
+    return {k: v for k, v in value.items() if fnmatchcase(k, pattern)} if isinstance(value, dict) else value
+
+
+def dumped_section_values(data: dict[str, Any], sections: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """`section_values` of params already dumped to a dict (a record, a params.yaml)."""
+    out = {s: _calls_only(_section(data, s)) for s in sections}
+    if "models" in sections:
+        models = data.get("models") or {}
+        used = set().union(*(_model_refs(_section(data, s), set(models), s.split(".")[0])
+                             for s in sections if s != "models"))
+        out["models"] = {name: _calls_only(models[name]) for name in sorted(used)}
+    return out
+
+
+# ------------------------------------------------------------------------------ fingerprints
+def _files_for(params: Params, section: str) -> list[str]:
+    if section == "corpus" and params.corpus.source == "file" and params.corpus.path:
+        return [str(params.corpus.path)]
+    if section == "questions" and params.questions.generator == "file" and params.questions.path:
+        return [params.questions.path]
+    if section == "systems":
+        return [p for s in params.systems if (p := getattr(s, "path", None))]
+    if section == "dimensions":
+        return [d.prompt_file for d in params.dimension_list() if d.prompt_file]
+    if section == "human":
+        return [p for p in (params.human.ratings, params.human.key) if p]
+    return []
+
+
+def files_digest(params: Params, sections: tuple[str, ...], root: Path) -> str:
+    """Contents of the user files the sections name: replacing one at the same path makes the
+    stages reading it out of date."""
+    h = hashlib.sha256()
+    for section in sections:
+        for name in _files_for(params, section):
+            path = Path(name) if Path(name).is_absolute() else root / name
+            files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+            for f in files:
+                h.update(name.encode())
+                h.update(f.read_bytes() if f.is_file() else b"<missing>")
+    return h.hexdigest()
+
+
+PACKAGE = Path(__file__).resolve().parents[1]
+
+
+@cache
+def _module_imports(path: Path) -> frozenset[str]:
+    """`cube` modules imported by a Python file (by module name, e.g. 'cube.method.analysis')."""
+    return _imports_in(path.read_text(encoding="utf-8"), _module_name(path))
+
+
+@cache
+def _module_data(path: Path) -> frozenset[str]:
+    """The package folders (paths relative to `cube/`) whose data files (prompts, templates, tables) a Python file reads: named by a string in `resources.files(...)`, `.joinpath(...)`,
+    `PackageLoader(...)`, or joined to a path built from `__file__`."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except SyntaxError:
+        return frozenset()
+    found: set[str] = set()
+
+    def names(nodes: list[ast.expr]) -> set[str]:
+        """Package folders (relative to `cube/`) a string names: a dotted package (`"cube.pages"`),
+        a top-level data folder (`"prompts"`) or a folder beside the module (`"templates"`)."""
+        out = set()
+        for n in nodes:
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value:
+                for folder in (PACKAGE / n.value.removeprefix("cube.").replace(".", "/"), path.parent / n.value):
+                    if folder.is_dir() and folder.resolve().is_relative_to(PACKAGE) and folder.resolve() != PACKAGE:
+                        out.add(folder.resolve().relative_to(PACKAGE).as_posix())
+        return out
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            called = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            if called in ("files", "joinpath", "PackageLoader"):
+                found |= names(node.args)
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            if any(isinstance(n, ast.Name) and n.id == "__file__" for n in ast.walk(node.left)):
+                found |= names([node.right])
+    return frozenset(found)
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports_in(source: str, current: str = "") -> frozenset[str]:
+    """`cube` modules a source imports: import statements, and module names given as strings
+    (`importlib.import_module("cube.judges.rubric")`)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return frozenset()
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.split(".")[0] == "cube"}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative import inside the package
+                pkg = current.split(".")[: -node.level] if current else ["cube"]
+                base = ".".join([*pkg, base] if base else pkg)
+            if base.split(".")[0] == "cube":
+                found.add(base)
+                found |= {f"{base}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("cube.") \
+                and all(p.isidentifier() for p in node.value.split(".")):
+            found.add(node.value)
+    # importing a module runs its parent packages' __init__ first
+    found |= {".".join(m.split(".")[:i]) for m in found for i in range(1, m.count(".") + 1)}
+    return frozenset(found)
+
+
+def _module_file(name: str) -> list[Path]:
+    rel = Path(*name.split(".")[1:]) if "." in name else Path()
+    candidates = [PACKAGE / rel.with_suffix(".py"), PACKAGE / rel / "__init__.py"] if rel.parts else \
+        [PACKAGE / "__init__.py"]
+    return [p for p in candidates if p.is_file()]
+
+
+def modules_read(notebook_source: str) -> list[Path]:
+    """The package files a notebook's code reads: `cube/__init__.py`, its `cube` imports followed
+    transitively (a package's `__init__` counts with each of its modules, not its whole folder),
+    and the package data folders those modules read (e.g. `cube/prompts/` for the judges)."""
+    todo, seen = set(_imports_in(notebook_source)) | {"cube"}, set()
+    files: set[Path] = set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for f in _module_file(name):
+            files.add(f)
+            todo |= _module_imports(f)
+            for folder in _module_data(f):
+                files |= {g for g in (PACKAGE / folder).rglob("*")
+                          if g.is_file() and g.suffix != ".py" and "__pycache__" not in g.parts}
+    return sorted(files)
+
+
+def modules_digest(notebook_source: str) -> str:
+    h = hashlib.sha256()
+    for f in modules_read(notebook_source):
+        h.update(str(f.relative_to(PACKAGE)).encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def notebook_code(path: Path) -> str:
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    return "\n".join("".join(c.get("source", "")) for c in nb.get("cells", []) if c.get("cell_type") == "code")
+
+
+def stage_fingerprints(params: Params, notebooks: list[Path], root: Path) -> dict[str, str]:
+    """Fingerprint of every notebook (by file name) from what it reads (see the module docstring)."""
+    prints: dict[str, str] = {}
+    by_stem: dict[str, str] = {}
+    for nb in notebooks:
+        spec = stage_spec(nb.stem, [p.stem for p in notebooks if p.stem < nb.stem])
+        h = hashlib.sha256()
+        h.update(nb.read_text(encoding="utf-8").encode())
+        h.update(json.dumps(section_values(params, spec.sections), sort_keys=True).encode())
+        h.update(files_digest(params, spec.sections, root).encode())
+        h.update(modules_digest(notebook_code(nb)).encode())
+        for inp in spec.inputs:
+            h.update(by_stem.get(inp, f"<{inp} absent>").encode())
+        by_stem[nb.stem] = prints[nb.name] = h.hexdigest()
+    return prints
+
+
+def stages_affected(before: dict[str, str], after: dict[str, str]) -> list[str]:
+    """Notebooks whose fingerprint differs between two fingerprint maps (in order)."""
+    return [name for name in sorted(after) if before.get(name) != after[name]]
+
+
+# -------------------------------------------------------------------------------- provenance
+PROVENANCE = ".provenance.json"
+
+
+class ParamsMismatchError(RuntimeError):
+    """The params differ from those that produced a data file of the run folder."""
+
+
+def diff_keys(old: Any, new: Any, prefix: str = "") -> list[str]:
+    """Dotted keys whose values differ (lists by index; a different length names the list)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for k in list(old) + [k for k in new if k not in old]:
+            out += diff_keys(old.get(k), new.get(k), f"{prefix}.{k}" if prefix else str(k))
+        return out
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        out = []
+        for i, (a, b) in enumerate(zip(old, new, strict=True)):
+            out += diff_keys(a, b, f"{prefix}[{i}]")
+        return out
+    if isinstance(old, list) and isinstance(new, list):
+        return [f"{prefix} ({len(old)} entries in the data, {len(new)} in the params)"]
+    return [] if old == new else [prefix]
+
+
+def read_provenance(data_dir: Path) -> dict[str, Any]:
+    path = data_dir / PROVENANCE
+    try:
+        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    except ValueError:
+        return {}
+
+
+def comparable_values(data: dict[str, Any], sections: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """Dumped params sections as records keep and compare them: local paths relative to the project
+    root, or outside it by `path_identity` (name and hash: no local folder layout in a run folder),
+    model specs by their call fields, `models` by the entries the sections refer to. Applied to both
+    sides of a comparison, so a record written by an earlier version (absolute paths, whole `models:`
+    entries with prices and concurrency) agrees with unchanged params."""
+    return dumped_section_values(shared_values(data, project_root(), identify=True)[0], sections)
+
+
+def params_differ(entry: dict[str, Any], params: Params) -> list[str]:
+    """Dotted keys where a provenance entry's params differ from `params`."""
+    recorded = entry.get("params") or {}
+    if not isinstance(recorded, dict):
+        return ["params"]
+    sections = list(recorded)
+    return diff_keys(comparable_values(recorded, sections),
+                     comparable_values(json.loads(params.model_dump_json()), sections))
+
+
+def record_provenance(data_dir: Path, name: str, params: Params, params_file: str) -> None:
+    stage = producer(name)
+    sections = upstream_sections(stage) if stage else [k for k in Params.model_fields if k not in NOT_STAGE_INPUTS]
+    entry = {"stage": stage, "params_file": params_file,
+             "params": comparable_values(json.loads(params.model_dump_json()), sections)}
+    # notebooks run alone in parallel into one run folder each add their entries: locked update
+    update_json(data_dir / PROVENANCE, lambda prov: {**prov, name: entry})
+
+
+def check_provenance(data_dir: Path, name: str, params: Params, params_file: str, run_label: str) -> None:
+    """Raise `ParamsMismatchError` when `data/<name>` was produced under other params."""
+    entry = read_provenance(data_dir).get(name)
+    if not entry:
+        return
+    differing = params_differ(entry, params)
+    if differing:
+        stage = entry.get("stage") or "an earlier stage"
+        raise ParamsMismatchError(
+            f"{run_label}: data/{name}.parquet was produced by {stage} with params {entry.get('params_file')!r} "
+            f"that differ from {params_file!r} in: {', '.join(differing)}. Not mixing them: re-run {stage} "
+            f"with these params (`cube run {params_file} --only {stage[:2]}..` or --force), or give this params "
+            "file its own `run:` name.")
+
+
+def check_run_folder(data_dir: Path, params: Params, params_file: str, run_label: str) -> None:
+    """Before `cube run`: refuse a run folder whose data another params file produced with other
+    values (a copied params file that kept the `run:` name), naming every differing key; the same
+    params file, edited, simply re-runs the stages its edit touches."""
+    problems = []
+    for name, entry in sorted(read_provenance(data_dir).items()):
+        other = entry.get("params_file")
+        if other == params_file:
+            continue
+        differing = params_differ(entry, params)
+        if differing:
+            problems.append(f"data/{name}.parquet (from {other!r}): {', '.join(differing)}")
+    if problems:
+        raise ParamsMismatchError(
+            f"{run_label}: this run folder holds data produced by another params file with other values; "
+            f"{params_file!r} differs in: " + "; ".join(problems) + ". Not replacing them silently: give "
+            f"{params_file!r} its own `run:` name, or pass --force to re-run every stage with it in this folder.")
