@@ -16,7 +16,8 @@ import time
 import numpy as np
 
 from cube.config.model_spec import ModelSpec
-from cube.config.params import BuiltinSystem, JudgeParams, Params
+from cube.config.params import Params
+from cube.config.sections import BuiltinSystem, JudgeParams
 from cube.kb.demo import generate_demo_corpus
 from cube.kb.questions import build_questions
 from cube.kb.text import jieba_module

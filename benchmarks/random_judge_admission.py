@@ -23,7 +23,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from factories import make_tables  # noqa: E402
 
-from cube.config.params import AnalysisParams  # noqa: E402
+from cube.config.sections import AnalysisParams  # noqa: E402
 from cube.method.evaluation import evaluate  # noqa: E402
 
 

@@ -13,7 +13,8 @@ the gold service in another region, with the filter).
 from __future__ import annotations
 
 from cube.config.model_spec import ModelSpec
-from cube.config.params import BuiltinSystem, JudgeParams, Params, QuestionParams
+from cube.config.params import Params
+from cube.config.sections import BuiltinSystem, JudgeParams, QuestionParams
 from cube.diagnose.near_duplicates import near_duplicate_confusion
 from cube.kb.demo import generate_demo_corpus
 from cube.kb.questions import build_questions

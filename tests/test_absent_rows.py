@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from factories import make_tables
 
-from cube.config.params import AnalysisParams
+from cube.config.sections import AnalysisParams
 from cube.method.evaluation import evaluate
 
 

@@ -7,7 +7,8 @@ from test_judges_rubric import CASES, ctx
 
 import cube.judges.rubric as rubric
 from cube.config.model_spec import ModelSpec
-from cube.config.params import JudgeParams, Params
+from cube.config.params import Params
+from cube.config.sections import JudgeParams
 from cube.judges.dimensions import load_dimensions
 
 

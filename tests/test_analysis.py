@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cube.config.params import AnalysisParams
 from cube.config.schema import SchemaError
+from cube.config.sections import AnalysisParams
 from cube.method import analysis as A
 from cube.method import evaluation as E
 from cube.method import normalise as N

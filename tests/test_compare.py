@@ -176,7 +176,7 @@ def test_jury_resample_is_undefined_when_a_member_is_and_the_valid_share_is_flag
 def test_each_side_uses_its_own_top_n():
     """Two runs at TOP-N 4 and 16 whose params set `analysis.top_n`: B is scored at its own N
     (side A's N made B's rank 16 crash: "rank 16 exceeds top_n 4")."""
-    from cube.config.params import AnalysisParams
+    from cube.config.sections import AnalysisParams
 
     a_ans, a_sc = make_tables(60, seed=1, top_n=4, system="a")
     b_ans, b_sc = make_tables(60, seed=2, top_n=16, system="b")
@@ -197,7 +197,7 @@ def test_each_side_uses_its_own_top_n():
 
 
 def test_sides_with_different_cube_definitions_are_refused_naming_every_key():
-    from cube.config.params import AnalysisParams
+    from cube.config.sections import AnalysisParams
 
     ans, sc = make_tables(30, seed=9)
     a, b = _side(ans, sc, "a"), _side(ans, sc, "b")

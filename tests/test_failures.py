@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from cube.config.params import DiagnosticsParams
+from cube.config.sections import DiagnosticsParams
 from cube.diagnose import failures
 
 GOLD = "事项名称：护照签发\n收费标准：20元/件\n承诺时限：5个工作日\n办理地点：丹江市政务服务中心1楼"

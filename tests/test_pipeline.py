@@ -59,7 +59,8 @@ def test_decision_names_offline_bounds_and_subset_wording(run):
 
 
 def test_a_larger_top_n_system_is_reported_with_its_numbers():
-    from cube.config.params import AnalysisParams, parse_params
+    from cube.config.params import parse_params
+    from cube.config.sections import AnalysisParams
     from cube.method.evaluation import evaluate
     from tests.factories import make_tables
 

@@ -17,7 +17,7 @@ from factories import DIMS, make_tables  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 
-from cube.config.params import AnalysisParams  # noqa: E402
+from cube.config.sections import AnalysisParams  # noqa: E402
 from cube.method.agreement import pairwise_agreement  # noqa: E402
 from cube.method.evaluation import evaluate  # noqa: E402
 from cube.method.lexical import lexical_scores  # noqa: E402

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from openai_server import OpenAIServer, last_user_message
 
-from cube.config.params import BuiltinSystem, ParamsError, parse_params
+from cube.config.params import ParamsError, parse_params
+from cube.config.sections import BuiltinSystem
 from cube.diagnose.refusal import is_refusal, mark_declined, refusal_report
 from cube.kb.demo import generate_demo_corpus
 from cube.kb.refusal_llm import (

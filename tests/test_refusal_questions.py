@@ -7,7 +7,8 @@ import math
 import pandas as pd
 
 from cube.config.model_spec import ModelSpec
-from cube.config.params import BuiltinSystem, JudgeParams, Params
+from cube.config.params import Params
+from cube.config.sections import BuiltinSystem, JudgeParams
 from cube.diagnose.refusal import is_refusal, mark_declined, refusal_report, refusal_sentence
 from cube.kb.demo import generate_demo_corpus
 from cube.kb.refusal_questions import KINDS, build_refusal_questions

@@ -10,7 +10,8 @@ from test_llm import CuttingServer
 
 import cube.systems as systems
 from cube.config.model_spec import ModelSpec
-from cube.config.params import BuiltinSystem, ImportedSystem, JudgeParams, Params, QuestionParams
+from cube.config.params import Params
+from cube.config.sections import BuiltinSystem, ImportedSystem, JudgeParams, QuestionParams
 from cube.kb.demo import generate_demo_corpus
 from cube.kb.questions import build_questions
 from cube.llm import make_model

@@ -7,8 +7,8 @@ import json
 import pandas as pd
 import pytest
 
-from cube.config.params import ImportedSystem
 from cube.config.schema import parse_doc_list
+from cube.config.sections import ImportedSystem
 from cube.llm import usage_summary
 from cube.systems.imported import ImportedAnswers, ImportedFileError
 

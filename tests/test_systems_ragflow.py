@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from ragflow_server import GENERATIONS, RagflowTestServer, ReplyError
 
-from cube.config.params import RagflowSystem
+from cube.config.sections import RagflowSystem
 from cube.llm import usage_summary
 from cube.systems.ragflow import RagflowAssistant, RagflowError
 

@@ -8,7 +8,8 @@ import pytest
 import cube.systems as systems
 import cube.systems.bounds as bounds_mod
 from cube.config.model_spec import ModelSpec
-from cube.config.params import BuiltinSystem, JudgeParams, Params, ParamsError, QuestionParams, parse_params
+from cube.config.params import Params, ParamsError, parse_params
+from cube.config.sections import BuiltinSystem, JudgeParams, QuestionParams
 from cube.diagnose import topn_sweep as sweep
 from cube.kb.demo import generate_demo_corpus
 from cube.kb.questions import build_questions

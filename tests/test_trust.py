@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cube.config.params import AnalysisParams, parse_params
+from cube.config.params import parse_params
+from cube.config.sections import AnalysisParams
 from cube.diagnose import lta
 from cube.method import analysis as A
 from cube.method import evaluation as E

@@ -15,8 +15,9 @@ import pandas as pd
 import pytest
 
 from cube.config.model_spec import ModelSpec
-from cube.config.params import JudgeParams, Params
+from cube.config.params import Params
 from cube.config.schema import ACCOUNTING_COLUMNS
+from cube.config.sections import JudgeParams
 from cube.kb.demo import generate_demo_corpus
 from cube.kb.questions import build_questions
 from cube.llm.usage import SUMMARY_COLUMNS, no_call_accounting, usage_summary

@@ -20,8 +20,17 @@ from cube.config.model_spec import (
     url_credential_problem,
 )
 from cube.config.params import (
+    Params,
+    ParamsError,
+    load_params,
+    params_to_yaml,
+    parse_params,
+    read_params_yaml,
+)
+from cube.config.runpaths import RunPaths, record_results, write_resolved_params
+from cube.config.schema import SETS
+from cube.config.sections import (
     PAPER_DIMENSIONS,
-    SETS,
     AnalysisParams,
     BuiltinSystem,
     CorpusParams,
@@ -31,16 +40,9 @@ from cube.config.params import (
     ImportedSystem,
     JudgeParams,
     LexicalParams,
-    Params,
-    ParamsError,
     QuestionParams,
     RagflowSystem,
-    load_params,
-    params_to_yaml,
-    parse_params,
-    read_params_yaml,
 )
-from cube.config.runpaths import RunPaths, record_results, write_resolved_params
 
 __all__ = [
     "LOCAL_MAX_CONCURRENCY", "REMOTE_MAX_CONCURRENCY", "ModelSpec", "env_name_problem", "local_url", "redact_url",

@@ -22,10 +22,9 @@ re-exports it with these params and the model spec of `cube.config.model_spec`):
 from __future__ import annotations
 
 import json
-import math
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -35,327 +34,29 @@ from cube.config.model_spec import (
     ModelRef,
     ModelSpec,
     StrictModel,
-    redact_url,
-    url_credential_problem,
 )
-
-PAPER_DIMENSIONS = ("relevance", "specificity", "completeness", "quality")
-SETS = ("zero", "rag", "full")
+from cube.config.sections import (
+    LEXICAL_INCOMPATIBLE,
+    PAPER_DIMENSIONS,
+    AnalysisParams,
+    BuiltinSystem,
+    CorpusParams,
+    DiagnosticsParams,
+    DimensionParams,
+    HumanParams,
+    ImportedSystem,
+    JudgeParams,
+    LexicalParams,
+    QuestionParams,
+    RagflowSystem,
+    SystemParams,
+    expand_sweeps,
+)
 
 
 class ParamsError(ValueError):
     """A params file that cannot be used: the message names the file and the key."""
 
-
-# --------------------------------------------------------------------------- data side
-class CorpusParams(StrictModel):
-    source: Literal["demo", "file"] = "demo"
-    n_items: int = Field(300, ge=1, le=100_000, description="Demo corpus size (the paper: 6,111).")
-    family_share: float = Field(0.33, ge=0, le=1, description="Share of demo items in near-duplicate families.")
-    seed: int = Field(0, description="Seed of the demo corpus and of `sample`.")
-    path: str | None = Field(None, description="Your knowledge base: a CSV/JSONL/Parquet/Excel file or a folder of TXT files.")
-    format: Literal["auto", "csv", "jsonl", "parquet", "excel", "txt"] = "auto"
-    columns: dict[str, str] = Field(
-        default_factory=dict,
-        description="Map from field keys to your column names. Keys: doc_id, the 18 fields (region, item_name, "
-        "fee_standard, application_materials, ...), family_id, variant, parent_region, aliases: see the field "
-        "table in README.md ('Your knowledge base').",
-    )
-    group_by: list[str] = Field(
-        default_factory=list,
-        description="Long format (one row per material): your columns that identify one item, e.g. "
-        "[区划名称, 业务办理项名称, 情形]; one document per group.",
-    )
-    empty_values: list[str] = Field(
-        default_factory=lambda: ["无", "无情形", "暂无", "/", "-", "—", "N/A"],
-        description="Placeholder cell values read as missing (an empty cell always is).",
-    )
-    extra_columns: Literal["render", "drop"] = Field(
-        "render", description="Columns no key maps: rendered under their own label, or dropped (both reported)."
-    )
-    sheet: str | int | None = None
-    encoding: str = "utf-8"
-    sample: int | None = Field(
-        None, ge=1, description="Use a deterministic sample of N items, stratified by `sample_by` (seeded by `seed`)."
-    )
-    sample_by: Literal["region", "department"] = "region"
-    limit: int | None = Field(None, ge=1, description="Use only the first N items (in file order; see `sample`).")
-
-    @model_validator(mode="after")
-    def _file_needs_path(self) -> CorpusParams:
-        if self.source == "file" and not self.path:
-            raise ValueError("corpus.source 'file' needs corpus.path")
-        if self.sample is not None and self.limit is not None:
-            raise ValueError("set corpus.sample (a stratified sample) or corpus.limit (the first N), not both")
-        return self
-
-
-class QuestionParams(StrictModel):
-    generator: Literal["template", "llm", "file"] = "template"
-    model: ModelRef | None = Field(None, description="Question-writing model (generator: llm).")
-    path: str | None = Field(None, description="An existing question set (generator: file).")
-    per_doc: int = Field(1, ge=1)
-    limit: int | None = Field(None, ge=1, description="Use at most N questions (sampled deterministically).")
-    seed: int = 0
-    styles: dict[str, float] = Field(
-        default_factory=lambda: {"named": 0.4, "colloquial": 0.45, "ambiguous": 0.15},
-        description="Share of template questions per style: named, colloquial, ambiguous.",
-    )
-
-    @field_validator("styles")
-    @classmethod
-    def _styles(cls, v: dict[str, float]) -> dict[str, float]:
-        known = ("named", "colloquial", "ambiguous")
-        unknown = sorted(set(v) - set(known))
-        if unknown:
-            raise ValueError(f"unknown style(s) {unknown}; expected keys among {list(known)}")
-        if any(not math.isfinite(x) or x < 0 for x in v.values()) or sum(v.values()) <= 0:
-            raise ValueError(f"style shares must be finite, >= 0 and sum to > 0, got {v}")
-        total = sum(v.values())
-        return {s: v.get(s, 0.0) / total for s in known}  # normalised; a missing style gets 0
-
-
-class BuiltinSystem(StrictModel):
-    kind: Literal["builtin"] = "builtin"
-    name: str
-    top_n: int = Field(8, ge=1)
-    answerer: ModelRef | None = Field(None, description="Answering model; default: the top-level `answerer`.")
-    region: str | None = Field(None, description="Restrict retrieval to one region's items.")
-    region_filter: Literal["none", "question"] = Field(
-        "none", description="question: search only the knowledge base of the region the question names "
-        "(longest corpus region value in the question, with enclosing levels); none: search everything."
-    )
-    k1: float = 1.5
-    b: float = 0.75
-    top_n_sweep: list[int] | None = Field(
-        None, description="Evaluate this retriever at several TOP-N in one run (e.g. [2, 4, 8, 16]): the entry "
-        "becomes one system per N (`top_n` keeps `name`, the others `<name>@top<N>`, or bm25-top8 -> bm25-top16), sharing one retrieval at the "
-        "largest N and the bound sets; notebook 10 and the decision page test the TOP-N hypothesis."
-    )
-    sweep_of: str | None = Field(None, description="Set by `top_n_sweep`: the sweep this system belongs to.")
-
-    @field_validator("top_n_sweep")
-    @classmethod
-    def _sweep(cls, v: list[int] | None) -> list[int] | None:
-        if v is not None and (len(v) < 2 or min(v) < 1 or len(set(v)) != len(v)):
-            raise ValueError(f"top_n_sweep: give at least two distinct TOP-N values >= 1, got {v}")
-        return v
-
-
-def expand_sweeps(systems: list[Any]) -> list[Any]:
-    """Each builtin entry with `top_n_sweep` becomes one system per N: first the entry's own
-    `top_n` (keeping its name, so it stays the primary system when listed first), then the
-    other N in ascending order named `<name>@top<N>` (or, when the name ends in `top<top_n>`,
-    with that number replaced: bm25-top8 -> bm25-top16); all carry `sweep_of: <name>`."""
-    out: list[Any] = []
-    for s in systems:
-        if not isinstance(s, BuiltinSystem) or not s.top_n_sweep:
-            out.append(s)
-            continue
-        base = s.model_copy(update={"top_n_sweep": None, "sweep_of": s.name})
-        out.append(base)
-        suffix = f"top{s.top_n}"
-        stem = s.name[:-len(suffix)] if s.name.endswith(suffix) and len(s.name) > len(suffix) else f"{s.name}@"
-        out += [base.model_copy(update={"name": f"{stem}top{n}", "top_n": n})
-                for n in sorted(set(s.top_n_sweep) - {s.top_n})]
-    return out
-
-
-class RagflowSystem(StrictModel):
-    kind: Literal["ragflow"] = "ragflow"
-    name: str
-    base_url: str
-    api_key_env: str = "RAGFLOW_API_KEY"
-    assistant: str = Field(description="Chat assistant name or id.")
-    doc_mapping: Literal["document_name", "document_id"] = "document_name"
-    doc_name_pattern: str = Field(
-        r"^(?P<doc_id>[^.]+)", description="Regex whose `doc_id` group extracts our doc_id from a RAGFlow document name."
-    )
-    top_n: int = Field(8, ge=1)
-    answerer: ModelRef | None = Field(None, description="Model that writes the zero/full bound sets (RAGFlow's own LLM).")
-    max_concurrency: int = Field(4, ge=1)
-
-    @model_validator(mode="after")  # not a field validator: its error would echo the URL
-    def _no_credentials(self) -> RagflowSystem:
-        why = url_credential_problem(self.base_url)
-        if why:
-            raise ValueError(f"base_url {redact_url(self.base_url)} {why}")
-        return self
-
-
-class ImportedSystem(StrictModel):
-    kind: Literal["imported"] = "imported"
-    name: str
-    path: str
-    on_invalid: Literal["error", "drop"] = "error"
-    top_n: int = Field(8, ge=1)
-    answerer: ModelRef | None = None
-
-
-SystemParams = Annotated[BuiltinSystem | RagflowSystem | ImportedSystem, Field(discriminator="kind")]
-
-
-# --------------------------------------------------------------------------- judging
-class DimensionParams(StrictModel):
-    name: str
-    description: str = ""
-    prompt: str | None = Field(None, description="Inline prompt template (overrides the packaged one).")
-    prompt_file: str | None = Field(None, description="Prompt template file (overrides the packaged one).")
-    criteria: list[str] | None = Field(None, description="The five 2-point criteria, for annotation sheets.")
-    score_format: str | None = Field(
-        None, description="The judge's reply format with one {score}, e.g. 'Verdict: {score}' (default: the "
-        "prompt's first line holding {score}, if any). Tried before the usual forms ([[8]], [RESULT] 8, ...)."
-    )
-
-
-class JudgeParams(StrictModel):
-    name: str
-    model: ModelRef
-    samples: int = Field(1, ge=1, description="Repeats per judgment, to measure run-to-run variance.")
-    all_dimensions: bool = Field(False, description="Score all dimensions in one call (LLM-Eval style).")
-    role: str = Field("", description="Free text shown in reports, e.g. 'the system's own model'.")
-    retry_unscored: int = Field(
-        0, ge=0, le=5, description="Ask a call whose reply did not parse again, up to N times (fresh sample index; "
-        "the cache keeps both replies).",
-    )
-
-
-class AnalysisParams(StrictModel):
-    trim_proportion: float = Field(0.1, ge=0, lt=0.5, description="Trimmed-mean cut per tail.")
-    subset: Literal["retrieved", "all"] = Field(
-        "retrieved", description="Questions of the trimmed means: retrieved ones (the paper); 'all' is refused "
-        "because CuBE = W x R@k would count retrieval twice."
-    )
-    paired: bool = Field(
-        True, description="Per judge and dimension, use only questions scored in all three sets."
-    )
-    weights: Literal["rank_correlation", "equal", "custom"] = "rank_correlation"
-    custom_weights: dict[str, float] | None = None
-    top_n: int | None = Field(None, ge=1, description="N of rank_score; default: the system's top_n.")
-    bootstrap: int = Field(1000, ge=0, description="Bootstrap resamples for confidence intervals (0: none).")
-    confidence: float = Field(0.95, gt=0, lt=1)
-    seed: int = 0
-    verdict_thresholds: dict[str, float] = Field(
-        default_factory=lambda: {"excellent": 80.0, "good": 60.0, "fair": 40.0},
-        description="Lower bounds of each verdict on the CuBE score (0-100).",
-    )
-    weak_dimension_below: float = Field(60.0, description="A normalised dimension below this is 'weak'.")
-    low_recall_below: float = Field(0.85, description="R@k below this triggers the retrieval suggestion.")
-    weights_fallback: Literal["none", "equal"] = Field(
-        "none", description="Weights when a judge's rank-correlation weights are undefined: none (W is NaN "
-        "with the cause) or equal (1/D, flagged).",
-    )
-    gate_alpha: float = Field(
-        0.05, gt=0, lt=1,
-        description="Judge gate: level of its one-sided tests (Wilcoxon full > zero; Pearson with rank_score).",
-    )
-    gate_min_separation: float = Field(
-        0.5, ge=0, description="Judge gate: minimum full - zero weighted total, in points of the 0-10 scale."
-    )
-    gate_max_failure_rate: float = Field(
-        0.2, ge=0, le=1, description="Judge gate: largest share of call + parse failures among judged rows."
-    )
-    gate_band_tolerance: float = Field(
-        25.0, ge=0, description="Judge gate: W must lie within [-tol, 100 + tol]."
-    )
-    bounds_tolerance: float = Field(
-        5.0, ge=0, description="Verdict withheld when the jury CuBE or its interval leaves [0, 100] by more."
-    )
-    max_interval_width: float = Field(
-        30.0, gt=0, description="Verdict withheld when the jury CuBE interval is wider (points)."
-    )
-
-    @model_validator(mode="after")
-    def _custom(self) -> AnalysisParams:
-        if self.weights == "custom" and not self.custom_weights:
-            raise ValueError("analysis.weights 'custom' needs analysis.custom_weights")
-        if self.subset == "all":
-            raise ValueError(
-                "analysis.subset: 'all' is refused for CuBE: the weighted score over all questions already "
-                "counts the answers whose gold document was not retrieved, so CuBE = W x R@k would count "
-                "retrieval twice; use 'retrieved' (the paper's subset)")
-        return self
-
-
-class HumanParams(StrictModel):
-    ratings: str | None = Field(None, description="Filled annotation sheet(s): a CSV/Excel file or a folder.")
-    key: str | None = Field(
-        None,
-        description="Key file mapping the blind sheet's ids to answers; default the run's "
-        "annotation/annotation_key.csv, or the *_key.csv inside the `ratings` folder.",
-    )
-    sample_size: int = Field(
-        40,
-        ge=1,
-        description="(question, system) pairs sampled for the sheet; each appears in its three answer sets "
-        "(zero, rag, full), so the sheet has 3 x sample_size rows (per rater).",
-    )
-    seed: int = 0
-    per_rater_judges: bool = Field(False, description="One judge per rater instead of one 'human' consensus.")
-    agreement_sets: list[Literal["rag", "zero", "full", "pooled"]] = Field(
-        default_factory=lambda: ["rag"],
-        min_length=1,
-        description="Answer sets on which agreement (notebook 07) is computed, one row group each; the first "
-        "also feeds the heatmap. 'pooled' = all sets together, only when listed: the gap between sets "
-        "would otherwise pass for agreement.",
-    )
-
-
-# (lang, lexical.tokenizer) pairs that cannot work, with the reason (see cube.method.lexical)
-LEXICAL_INCOMPATIBLE = {
-    ("zh", "13a"): "13a splits on spaces and punctuation only, so a Chinese clause is one token "
-    "(ROUGE 0 even for near-identical texts); use jieba, zh or char",
-}
-
-
-class LexicalParams(StrictModel):
-    tokenizer: Literal["jieba", "zh", "char", "13a"] = Field(
-        "jieba", description="Word segmentation for BLEU/ROUGE: jieba words, zh (sacrebleu zh / characters), "
-        "char, or 13a (English only; refused with lang: zh). Punctuation and symbols are stripped, Latin is "
-        "case-folded.")
-    reference: Literal["gold_document", "reference_answer"] = "gold_document"
-    example_question_id: str | None = None
-    correlation_sets: list[Literal["rag", "zero", "full", "pooled"]] = Field(
-        default_factory=lambda: ["rag"],
-        min_length=1,
-        description="Answer sets on which BLEU/ROUGE are correlated with the judges (notebook 08), one row group "
-        "each; 'pooled' = all sets together, only when listed (the gap between sets inflates the correlation).",
-    )
-
-
-class DiagnosticsParams(StrictModel):
-    low_score_below: float = Field(
-        5.0, ge=0, le=10, description="A rag answer whose jury score (mean over judges and dimensions, 0-10) is "
-        "below this is classified into failure patterns."
-    )
-    low_rank_from: int = Field(4, ge=2, description="Pattern low_rank: the gold document retrieved at this rank or lower.")
-    judge_disagreement_above: float = Field(
-        3.0, ge=0, le=10, description="Pattern judge_disagreement: judges' mean scores of one answer differ by more."
-    )
-    field_match_below: float = Field(
-        60.0, ge=0, le=100, description="Pattern field_missing: the asked field's value matches the answer below "
-        "this rapidfuzz partial_ratio."
-    )
-    unsupported_share_above: float = Field(
-        0.5, ge=0, le=1, description="Pattern unsupported: share of answer clauses not found in the gold document."
-    )
-    refusal_questions: int = Field(
-        30, ge=0, description="Questions the knowledge base cannot answer (cube.kb.refusal_questions), answered by "
-        "the builtin systems and reported beside CuBE as refusal accuracy (0: none)."
-    )
-    refusal_generator: Literal["template", "llm"] = Field(
-        "template", description="Who writes the refusal questions: template (offline: an absent item, another "
-        "province, an absent field) or llm (a model plays a citizen asking about services the knowledge base does "
-        "not cover; cube.kb.refusal_llm; questions naming a corpus item are dropped)."
-    )
-    refusal_model: ModelRef | None = Field(None, description="Model writing the refusal questions (refusal_generator: llm).")
-
-    @model_validator(mode="after")
-    def _refusal_model(self) -> DiagnosticsParams:
-        if self.refusal_generator == "llm" and self.refusal_model is None:
-            raise ValueError("diagnostics.refusal_generator 'llm' needs diagnostics.refusal_model (a name under "
-                             "`models:` or an inline spec)")
-        return self
 
 
 class Params(StrictModel):

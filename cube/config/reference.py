@@ -7,28 +7,29 @@ import typing
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from cube.config import params as C
+from cube.config import model_spec, params, sections
 
 SECTIONS: list[tuple[str, type[BaseModel]]] = [
-    ("(top level)", C.Params),
-    ("models.<name> / any model reference", C.ModelSpec),
-    ("corpus", C.CorpusParams),
-    ("questions", C.QuestionParams),
-    ("systems[] (kind: builtin)", C.BuiltinSystem),
-    ("systems[] (kind: ragflow)", C.RagflowSystem),
-    ("systems[] (kind: imported)", C.ImportedSystem),
-    ("dimensions[] (a name, or)", C.DimensionParams),
-    ("judges[]", C.JudgeParams),
-    ("analysis", C.AnalysisParams),
-    ("human", C.HumanParams),
-    ("lexical", C.LexicalParams),
-    ("diagnostics", C.DiagnosticsParams),
+    ("(top level)", params.Params),
+    ("models.<name> / any model reference", model_spec.ModelSpec),
+    ("corpus", sections.CorpusParams),
+    ("questions", sections.QuestionParams),
+    ("systems[] (kind: builtin)", sections.BuiltinSystem),
+    ("systems[] (kind: ragflow)", sections.RagflowSystem),
+    ("systems[] (kind: imported)", sections.ImportedSystem),
+    ("dimensions[] (a name, or)", sections.DimensionParams),
+    ("judges[]", sections.JudgeParams),
+    ("analysis", sections.AnalysisParams),
+    ("human", sections.HumanParams),
+    ("lexical", sections.LexicalParams),
+    ("diagnostics", sections.DiagnosticsParams),
 ]
 
 
 def _type_name(annotation: typing.Any) -> str:
     text = repr(annotation) if not isinstance(annotation, type) else annotation.__name__
-    for prefix in ("typing.", "cube.config.params.", "cube.config.model_spec.", "<class '", "'>"):
+    for prefix in ("typing.", "cube.config.params.", "cube.config.sections.", "cube.config.model_spec.", "<class '",
+                   "'>"):
         text = text.replace(prefix, "")
     if "Annotated[" in text:  # the discriminated union of systems
         return "list[builtin \\| ragflow \\| imported]"
@@ -57,7 +58,7 @@ def params_reference() -> str:
             desc = (info.description or "").replace("|", "\\|")
             out.append(f"| `{name}` | {_type_name(info.annotation)} | {_default(info)} | {desc} |")
         out.append("")
-        if model is C.CorpusParams:
+        if model is sections.CorpusParams:
             from cube.config.schema import field_key_table
 
             out += ["Field keys of `corpus.columns` (a column no key maps is rendered under its own label, or "

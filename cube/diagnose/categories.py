@@ -42,7 +42,7 @@ def category_report(answers: pd.DataFrame, scores: pd.DataFrame, groups: pd.Data
                     dimensions: list[str] | None = None, refusal: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per value of `by` (a column of `cube.diagnose.retrieval.question_groups`), most
     questions first. `classified`: `cube.diagnose.failures.classify` of the same system."""
-    from cube.config.params import AnalysisParams
+    from cube.config.sections import AnalysisParams
 
     given = analysis_params or AnalysisParams()
     ap = given.model_copy(update={"bootstrap": min(bootstrap, given.bootstrap)})  # 0 stays 0

@@ -259,7 +259,7 @@ def classify(answers: pd.DataFrame, scores: pd.DataFrame, corpus: pd.DataFrame, 
     the question's `style`, the gold's `department` and the `question` text.
 
     `params`: a `cube.config.params.DiagnosticsParams` (defaults when None)."""
-    from cube.config.params import DiagnosticsParams
+    from cube.config.sections import DiagnosticsParams
     from cube.diagnose.near_duplicates import confusion_causes
 
     p = params or DiagnosticsParams()
@@ -340,7 +340,7 @@ def top_patterns(classified: pd.DataFrame, n: int = 3) -> list[dict[str, Any]]:
 
 def summary(classified: pd.DataFrame, params: Any = None) -> dict[str, Any]:
     """For `results.json`: how many answers were low and the count of each primary pattern."""
-    from cube.config.params import DiagnosticsParams
+    from cube.config.sections import DiagnosticsParams
 
     p = params or DiagnosticsParams()
     low = classified[classified["low"]]

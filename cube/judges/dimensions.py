@@ -30,7 +30,8 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from cube.config.params import PAPER_DIMENSIONS, Params
+from cube.config.params import Params
+from cube.config.sections import PAPER_DIMENSIONS
 from cube.judges.parsing import declared_format, format_pattern
 
 LANGS = ("zh", "en")

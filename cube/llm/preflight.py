@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 import openai
 
 from cube.config.model_spec import ModelSpec, redact_url
-from cube.config.params import Params, RagflowSystem
+from cube.config.params import Params
+from cube.config.sections import RagflowSystem
 from cube.llm.endpoints import (
     NO_KEY,
     MalformedReply,

@@ -38,8 +38,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from cube.config.params import PAPER_DIMENSIONS
 from cube.config.schema import SETS, SchemaError, require_columns
+from cube.config.sections import PAPER_DIMENSIONS
 
 ANSWER_REQUIRED = ("question_id", "system", "set", "rank")
 SCORE_REQUIRED = ("question_id", "system", "set", "judge", "dimension", "score")

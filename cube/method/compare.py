@@ -185,7 +185,7 @@ def compare_pair(a_answers: pd.DataFrame, a_scores: pd.DataFrame, b_answers: pd.
     gate, ...) must be the same on both sides, otherwise a `ValueError` names the differing keys
     (a paired Δ needs one definition of CuBE). Resampling settings (`bootstrap`, `confidence`,
     `seed`) are side A's."""
-    from cube.config.params import AnalysisParams
+    from cube.config.sections import AnalysisParams
 
     ap = analysis_params or AnalysisParams()
     ap_b = analysis_params_b or ap

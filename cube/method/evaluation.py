@@ -120,7 +120,7 @@ def evaluate(answers: pd.DataFrame, scores: pd.DataFrame, analysis_params: Any =
     still gets its (NaN, flagged) rows. Scores are read on the full judge x set x dimension x
     question grid (questions: the rag questions of known retrieval outcome), so absent rows
     count as unscored; each judge then passes or fails the validity gate (`cube.method.gate`)."""
-    from cube.config.params import AnalysisParams
+    from cube.config.sections import AnalysisParams
     from cube.method.bootstrap import bootstrap_cube
     from cube.method.gate import judge_gate
 

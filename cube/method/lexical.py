@@ -50,8 +50,8 @@ from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 from sacrebleu.tokenizers.tokenizer_zh import TokenizerZh
 from scipy import stats
 
-from cube.config.params import LEXICAL_INCOMPATIBLE
 from cube.config.schema import HUMAN, require_columns
+from cube.config.sections import LEXICAL_INCOMPATIBLE
 from cube.method.agreement import POOLED, judge_means, with_human_consensus
 
 TOKENIZERS = ("jieba", "zh", "char", "13a")

@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from scipy import stats
 
-from cube.config.params import PAPER_DIMENSIONS
+from cube.config.sections import PAPER_DIMENSIONS
 from cube.method.agreement import is_human
 from cube.pages.fonts import renderable
 

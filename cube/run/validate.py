@@ -23,8 +23,9 @@ from typing import Any
 
 import pandas as pd
 
-from cube.config.params import ImportedSystem, Params
+from cube.config.params import Params
 from cube.config.schema import CORPUS_FIELDS, MAPPABLE
+from cube.config.sections import ImportedSystem
 from cube.kb.corpus import read_table
 from cube.kb.document import CorpusError, field_text, render_document
 from cube.kb.mapping import check_mapping, map_table

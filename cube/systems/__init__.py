@@ -36,8 +36,9 @@ from typing import Any
 
 import pandas as pd
 
-from cube.config.params import BuiltinSystem, ImportedSystem, Params, RagflowSystem
+from cube.config.params import Params
 from cube.config.schema import QUESTION_COLUMNS, require_columns
+from cube.config.sections import BuiltinSystem, ImportedSystem, RagflowSystem
 from cube.llm import make_model
 from cube.systems import extractive  # noqa: F401  (registers the offline extractive answerer with cube.llm)
 from cube.systems.base import ANSWERS_COLUMNS, System, answers_frame

@@ -20,8 +20,8 @@ from importlib import resources
 
 import pandas as pd
 
-from cube.config.params import BuiltinSystem
 from cube.config.schema import require_columns
+from cube.config.sections import BuiltinSystem
 from cube.llm import Model, Request
 from cube.systems.base import System, answers_frame
 from cube.systems.region_filter import RegionFilter

@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cube.config.params import ImportedSystem
 from cube.config.schema import parse_doc_list, require_columns
+from cube.config.sections import ImportedSystem
 from cube.llm import Response
 from cube.llm.usage import no_call_accounting
 from cube.systems.base import System, answers_frame

@@ -57,8 +57,8 @@ import pandas as pd
 from ragflow_sdk import RAGFlow
 from ragflow_sdk.modules.chat import Chat
 
-from cube.config.params import RagflowSystem
 from cube.config.schema import require_columns
+from cube.config.sections import RagflowSystem
 from cube.llm import Response, progress_bar
 from cube.systems.base import System, answers_frame
 
