@@ -62,6 +62,19 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--no-preflight", action="store_true",
                    help="skip the start-of-run check of key variables and LLM endpoints (e.g. a fully cached re-run)")
 
+    pl = sub.add_parser("plan", help="what a run will send, before any call: calls, tokens, cost and time per role "
+                        "and model", description="Count the calls a run of the params makes, per role and model, from "
+                        "the same corpus, questions, systems, judges, dimensions and samples the stages use (no call "
+                        "is sent); prompt tokens by the model's tokenizer where one is known (a local server's tokenize "
+                        "route, tiktoken) or a stated estimate; completion tokens estimated (and their max_tokens "
+                        "ceiling); cost at the params' prices (judges also at the batch prices); time at the model's "
+                        "concurrency and the median latency of its cached calls (or of --pilot calls). `cube run` "
+                        "records the same plan and the manifest sets it beside what the run reported.")
+    pl.add_argument("params", type=Path, help="params YAML file")
+    pl.add_argument("--pilot", type=int, default=0, metavar="N", help="send up to N of each LLM model's planned "
+                    "calls to measure its latency when the cache holds none (they are cached: the run reuses them)")
+    pl.add_argument("--json", action="store_true", help="print the plan as JSON records")
+
     rep = sub.add_parser("report", help="re-export the executed notebooks to HTML and rewrite index.html",
                          description="Publish outputs/<run>/report/ from what the run folder holds, without executing "
                          "anything: every executed notebook in outputs/<run>/notebooks/ (written by `cube run`, or saved "
@@ -190,6 +203,15 @@ def _main(args: argparse.Namespace) -> int:
                 return 2
             _batch_pending(args)
             return _run(args)
+        if args.command == "plan":
+            from cube.run.plan import build_plan, plan_text
+
+            params = load_params(args.params)
+            cache = resolve(params.cache_path) if params.cache_path else \
+                RunPaths.for_params(params, resolve(params.outputs_dir)).cache
+            plan = build_plan(params, base_dir=project_root(), cache_path=cache, pilot=args.pilot)
+            print(plan.to_json(orient="records", indent=1) if args.json else plan_text(plan))
+            return 0
         if args.command == "report":
             from cube.run.execute import publish
 

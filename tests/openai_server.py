@@ -126,12 +126,18 @@ class OpenAIServer:
         rate_limit_rps: answer 429 (with `retry-after-ms` until the next free slot) to requests
             beyond this many per second (a token bucket holding `rate_burst` requests, default
             0.1 s worth), as a provider's rate limiter does; `rate_limited` counts them.
+        tokenize: answer llama-cpp-python's `POST /extras/tokenize {"input"}` with one token per
+            whitespace word (the count `usage.prompt_tokens` reports); `tokenize_requests` counts them.
+        cached_tokens: report this many of each prompt's tokens (at most all) as served from a prompt
+            cache (`usage.prompt_tokens_details.cached_tokens`, as OpenAI does).
     """
 
     def __init__(
         self, reply: Reply | None = None, *, latency_s: float = 0.0, model: str = "test-model", port: int = 0,
         strict_model: bool = False, rate_limit_rps: float | None = None, rate_burst: float | None = None,
+        tokenize: bool = False, cached_tokens: int = 0,
     ):
+        self.tokenize, self.cached_tokens, self.tokenize_requests = tokenize, cached_tokens, 0
         self.reply = reply or echo_reply
         self.rate_limit_rps = rate_limit_rps
         self._burst = rate_burst or max(1.0, (rate_limit_rps or 0) * 0.1)
@@ -254,6 +260,8 @@ class OpenAIServer:
                 "prompt_tokens": prompt_tokens,
                 "completion_tokens": completion_tokens,
                 "total_tokens": prompt_tokens + completion_tokens,
+                **({"prompt_tokens_details": {"cached_tokens": min(self.cached_tokens, prompt_tokens)}}
+                   if self.cached_tokens else {}),
             },
         }
 
@@ -298,6 +306,11 @@ class OpenAIServer:
                     server.reset_stats()
                     server.clear_faults()
                     return self._send(200, b"{}")
+                if self.path == "/extras/tokenize" and server.tokenize:
+                    with server._lock:
+                        server.tokenize_requests += 1
+                    words = str(json.loads(raw).get("input", "")).split()
+                    return self._send(200, json.dumps({"tokens": list(range(len(words)))}).encode())
                 if self.path.rstrip("/") != "/v1/chat/completions":
                     return self._error(404, f"no route POST {self.path}")
                 try:

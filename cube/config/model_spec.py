@@ -140,6 +140,9 @@ class ModelSpec(StrictModel):
     )
     price_input_per_m: float | None = Field(None, ge=0, description="Price per million input tokens.")
     price_output_per_m: float | None = Field(None, ge=0, description="Price per million output tokens.")
+    price_cached_input_per_m: float | None = Field(
+        None, ge=0, description="Price per million input tokens the provider reports as served from its prompt cache "
+        "(`usage.prompt_tokens_details.cached_tokens`; default: price_input_per_m).")
     batch_price_input_per_m: float | None = Field(
         None, ge=0, description="Price per million input tokens of replies imported by `cube batch import` "
         "(batch APIs are often cheaper; default: price_input_per_m).")

@@ -120,6 +120,7 @@ ACCOUNTING_COLUMNS: tuple[str, ...] = (
     "role",
     "input_tokens",
     "output_tokens",
+    "cached_input_tokens",
     "cost",
     "latency_s",
     "queue_s",

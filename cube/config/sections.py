@@ -74,6 +74,12 @@ class QuestionParams(StrictModel):
         default_factory=lambda: {"named": 0.4, "colloquial": 0.45, "ambiguous": 0.15},
         description="Share of template questions per style: named, colloquial, ambiguous.",
     )
+    screen: bool = Field(
+        True, description="Screen LLM-written questions (instruction echoes, URLs, non-questions, near-duplicates, "
+        "questions naming no service: cube/kb/screen.py); the ones failing it are left out and counted on page 02.")
+    min_usable_share: float = Field(
+        0.5, ge=0, le=1, description="Stop the run (one line naming the screen's reasons) when fewer than this share "
+        "of the LLM-written questions are usable after the screen; 0: never stop.")
 
     @field_validator("styles")
     @classmethod
@@ -191,6 +197,14 @@ class JudgeParams(StrictModel):
         0, ge=0, le=5, description="Ask a call whose reply did not parse again, up to N times (fresh sample index; "
         "the cache keeps both replies).",
     )
+    pilot: int = Field(
+        20, ge=0, description="An LLM judge's first N calls are its pilot: when fewer than `pilot_min_parsed` of "
+        "the pilot's replies parse, the judge is stopped, its remaining calls never sent (rows 'skipped', with the "
+        "reason) and the pilot's replies shown on page 03; 0: no pilot.")
+    pilot_min_parsed: float = Field(
+        0.5, ge=0, le=1, description="Share of the pilot's replies (calls that answered) that must parse.")
+    insist: bool = Field(
+        False, description="Send every call even when the pilot would stop the judge (the pilot is still reported).")
 
 
 class AnalysisParams(StrictModel):

@@ -67,6 +67,11 @@ class Judge:
         all_dimensions: Score every dimension in one call with a JSON reply.
         role: Free text shown in reports (e.g. "the system's own model").
         retry_unscored: Times a call whose reply did not parse is asked again (LLM judges).
+        pilot: An LLM judge's first calls that decide whether it goes on (0: no pilot).
+        pilot_min_parsed: Share of the pilot's replies that must parse for the judge to go on.
+        insist: Go on whatever the pilot says.
+        pilot_report: Filled by `score_answers`: the pilot's calls, replies, parsed replies, decision,
+            calls not sent and example replies (None when no pilot ran).
     """
 
     name: str
@@ -75,6 +80,10 @@ class Judge:
     all_dimensions: bool = False
     role: str = ""
     retry_unscored: int = 0
+    pilot: int = 0
+    pilot_min_parsed: float = 0.5
+    insist: bool = False
+    pilot_report: dict[str, Any] | None = None
 
 
 def make_judges(params: Params, cache_path: Path | None) -> list[Judge]:
@@ -87,6 +96,9 @@ def make_judges(params: Params, cache_path: Path | None) -> list[Judge]:
             all_dimensions=j.all_dimensions,
             role=j.role,
             retry_unscored=j.retry_unscored,
+            pilot=j.pilot,
+            pilot_min_parsed=j.pilot_min_parsed,
+            insist=j.insist,
         )
         for j in params.judges
     ]
@@ -203,7 +215,7 @@ def score_answers(
     del parts
     out["score"] = out["score"].astype("float64")
     out["sample"] = out["sample"].astype("int64")
-    for c in ("input_tokens", "output_tokens"):
+    for c in ("input_tokens", "output_tokens", "cached_input_tokens"):
         out[c] = out[c].astype("int64")
     for c in ("cost", "latency_s", "queue_s"):
         out[c] = out[c].astype("float64")
@@ -216,19 +228,53 @@ def _score_slice(judge: Judge, records: list[dict[str, Any]], dimensions: list[D
     """Score `records` with one judge: its rows as one frame appended to `frames`, the rows of
     missing answers (not judged) to `skipped_rows`."""
     units, requests, skipped = judge_requests(judge, records, dimensions)
-    responses = judge.model.complete(requests, role="judging", desc=desc, progress=progress) if requests else []
-    if len(responses) != len(requests):
-        raise RuntimeError(f"judge {judge.name!r}: model returned {len(responses)} responses for {len(requests)} requests")
-    unit_rows = [_rows_for(judge, rec, dims, s, resp) for (rec, dims, s), resp in zip(units, responses, strict=True)]
+    n_pilot = min(judge.pilot, len(requests)) if not judge.model.offline else 0
+    responses = judge.model.complete(requests[:n_pilot], role="judging", desc=f"{desc} (pilot)",
+                                     progress=progress) if n_pilot else []
+    unit_rows = [_rows_for(judge, *unit, resp) for unit, resp in zip(units, responses, strict=False)]
+    if n_pilot:
+        judge.pilot_report = pilot_decision(judge, unit_rows, len(requests) - n_pilot)
+    if n_pilot and judge.pilot_report["decision"] == "stopped":  # the rest is never sent: rows 'skipped'
+        reason = judge.pilot_report["reason"]
+        skipped += [(rec, d, s, reason) for rec, dims, s in units[n_pilot:] for d in dims]
+        units, requests = units[:n_pilot], requests[:n_pilot]
+    elif len(requests) > n_pilot:
+        rest = judge.model.complete(requests[n_pilot:], role="judging", desc=desc, progress=progress)
+        if len(rest) != len(requests) - n_pilot:
+            raise RuntimeError(f"judge {judge.name!r}: model returned {len(rest)} responses for "
+                               f"{len(requests) - n_pilot} requests")
+        unit_rows += [_rows_for(judge, *unit, resp) for unit, resp in zip(units[n_pilot:], rest, strict=True)]
+        del rest
     if rounds and not judge.model.offline:  # an offline scorer is deterministic: asking again changes nothing
         _reask_unscored(judge, units, requests, unit_rows, rounds, progress)
     del requests, responses
     if unit_rows:
         frames.append(pd.DataFrame([r for rs in unit_rows for r in rs], columns=list(SCORES_TABLE_COLUMNS)))
     del unit_rows
-    for rec, d, s in skipped:  # not judged: no call was made, so none failed and nothing was spent
-        skipped_rows.append(_row(judge, rec, d.name, s, None, "", "answer is missing (no answer to judge)",
-                                 "skipped", "", no_call_accounting(judge.model.name, "judging")))
+    for rec, d, s, *why in skipped:  # not judged: no call was made, so none failed and nothing was spent
+        skipped_rows.append(_row(judge, rec, d.name, s, None, "", why[0] if why else "answer is missing (no answer "
+                                 "to judge)", "skipped", "", no_call_accounting(judge.model.name, "judging")))
+
+
+PILOT_EXAMPLES = 3
+
+
+def pilot_decision(judge: Judge, pilot_rows: list[list[dict[str, Any]]], remaining: int) -> dict[str, Any]:
+    """Whether an LLM judge goes on after its pilot: the share of the pilot's replies (calls that
+    answered) whose every dimension parsed, against `judge.pilot_min_parsed`. Calls that failed are
+    not replies (the retries and the breaker deal with them); a pilot without any reply decides
+    nothing ("continued"). `insist` sends the rest whatever the share."""
+    replies = [rows for rows in pilot_rows if rows and rows[0]["error_kind"] != "call"]
+    parsed = sum(not _n_parse(rows) for rows in replies)
+    share = parsed / len(replies) if replies else float("nan")
+    low = bool(replies) and share < judge.pilot_min_parsed
+    examples = [rows[0]["raw"][:200] for rows in replies if _n_parse(rows)][:PILOT_EXAMPLES]
+    reason = (f"not sent: judge {judge.name!r} was stopped by its pilot ({parsed} of {len(replies)} replies "
+              f"parsed, under {judge.pilot_min_parsed:.0%})")
+    return {"judge": judge.name, "pilot_calls": len(pilot_rows), "replies": len(replies), "parsed": parsed,
+            "parsed_share": share, "decision": "stopped" if low and not judge.insist else
+            "continued (insist)" if low else "continued", "calls_not_sent": remaining if low and not judge.insist else 0,
+            "reason": reason, "examples": examples}
 
 
 _RECORD_COLUMNS = ("question_id", "doc_id", "system", "set", "answer", "question", "asked_field", "_document",
@@ -374,7 +420,7 @@ def _reask_unscored(
                           "first_call_id": first.get("first_call_id", old["call_id"]), **tally}
             for row in kept:
                 row["detail"] = json.dumps(record, ensure_ascii=False)
-                for c in ("input_tokens", "output_tokens", "latency_s", "queue_s"):
+                for c in ("input_tokens", "output_tokens", "cached_input_tokens", "latency_s", "queue_s"):
                     row[c] = row[c] + extra[c]
                 row["cost"] = row["cost"] + extra["cost"]  # NaN (unknown price) stays NaN
                 row["cached"] = bool(row["cached"] and extra["cached"])

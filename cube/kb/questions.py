@@ -345,11 +345,12 @@ def clean_question(reply: str) -> str:
     return ""
 
 
-def _llm_rows(params: Params, corpus: pd.DataFrame, slots: pd.DataFrame, cache_path: Path | None) -> list[dRecord]:
+def question_requests(params: Params, corpus: pd.DataFrame, slots: pd.DataFrame) -> tuple[list[Request], list[str]]:
+    """The LLM generator's calls for the question slots (`plan_questions`), and each one's asked field:
+    what `build_questions` sends, and what `cube plan` counts."""
     if params.questions.model is None:
         raise QuestionError("questions.generator 'llm' needs questions.model (a name under `models:` or an inline spec)")
     lang, seed = params.lang, params.questions.seed
-    model = make_model(params.model(params.questions.model), cache_path)
     template = question_prompt_template(lang)
     version = "question_generation/" + hashlib.sha256(template.encode()).hexdigest()[:12]
     records = {str(r["doc_id"]): r for r in corpus.to_dict("records")}
@@ -365,6 +366,12 @@ def _llm_rows(params: Params, corpus: pd.DataFrame, slots: pd.DataFrame, cache_p
             context={"task": ROLE, "doc_id": doc_id, "item_name": rec["item_name"], "document": rec["text"],
                      "lang": lang, "asked_field": field, "record": rec}))
         fields.append(field)
+    return requests, fields
+
+
+def _llm_rows(params: Params, corpus: pd.DataFrame, slots: pd.DataFrame, cache_path: Path | None) -> list[dRecord]:
+    requests, fields = question_requests(params, corpus, slots)
+    model = make_model(params.model(params.questions.model), cache_path)  # type: ignore[arg-type]
     responses = model.complete(requests, role=ROLE, desc="questions")
     rows = []
     for (qid, doc_id, _k), field, resp in zip(slots.itertuples(index=False), fields, responses, strict=True):

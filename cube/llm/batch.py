@@ -230,12 +230,12 @@ def import_batch(calls: list[Pending], cache_path: Path, results: str | Path, st
             body, why = _reply(line)
             if body is not None:
                 try:
-                    text, n_in, n_out, finish, served = parse_completion(body)
+                    text, n_in, n_out, finish, served, n_cached = parse_completion(body)
                 except MalformedReply as exc:
                     why = f"malformed response: {exc}"
                 else:
-                    resp = Response(text=text, input_tokens=n_in, output_tokens=n_out,
-                                    cost=call_cost(_batch_spec(call.spec), n_in, n_out), attempts=1,
+                    resp = Response(text=text, input_tokens=n_in, output_tokens=n_out, cached_input_tokens=n_cached,
+                                    cost=call_cost(_batch_spec(call.spec), n_in, n_out, n_cached), attempts=1,
                                     model=call.spec.model, endpoint="batch",
                                     detail={"finish_reason": finish, "served_model": served})
                     cache.put(cid, resp, canonical_json(key_payload(call.spec, call.request)))

@@ -92,7 +92,8 @@ CLAIM_LEASE_S = 30.0  # a claim not renewed for this long is taken over (its own
 _SCHEMA = """CREATE TABLE IF NOT EXISTS calls (
     key TEXT PRIMARY KEY, model TEXT NOT NULL, endpoint TEXT NOT NULL, text TEXT NOT NULL,
     input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL, cost REAL, latency_s REAL NOT NULL,
-    attempts INTEGER NOT NULL, finish_reason TEXT, request TEXT NOT NULL, created_at TEXT NOT NULL)"""
+    attempts INTEGER NOT NULL, finish_reason TEXT, request TEXT NOT NULL, created_at TEXT NOT NULL,
+    cached_input_tokens INTEGER NOT NULL DEFAULT 0)"""
 
 
 class CallCache:
@@ -113,13 +114,17 @@ class CallCache:
             self.conn.execute("PRAGMA synchronous=NORMAL")
             self.conn.execute(_SCHEMA)
             self.conn.execute(_CLAIMS)
+            if "cached_input_tokens" not in {r[1] for r in self.conn.execute("PRAGMA table_info(calls)")}:
+                # a cache written before the provider's cached-token counts were kept: its calls count 0
+                self.conn.execute("ALTER TABLE calls ADD COLUMN cached_input_tokens INTEGER NOT NULL DEFAULT 0")
         except sqlite3.DatabaseError as exc:
             raise CacheError(f"{self.path}: cannot use as the LLM call cache (SQLite): {exc}") from None
 
     def get_many(self, keys: Iterable[str]) -> dict[str, dict[str, Any]]:
         keys = list(dict.fromkeys(keys))
         found: dict[str, dict[str, Any]] = {}
-        cols = "key, model, endpoint, text, input_tokens, output_tokens, cost, latency_s, finish_reason, created_at"
+        cols = ("key, model, endpoint, text, input_tokens, output_tokens, cost, latency_s, finish_reason, created_at, "
+                "cached_input_tokens")
         for i in range(0, len(keys), 500):  # stay under SQLite's bound-parameter limit
             chunk = keys[i : i + 500]
             cur = self.conn.execute(f"SELECT {cols} FROM calls WHERE key IN ({','.join('?' * len(chunk))})", chunk)
@@ -131,9 +136,11 @@ class CallCache:
         """Store a successful call (one committed row; a stored answer outranks any claim)."""
         finish = (resp.detail or {}).get("finish_reason")
         self.conn.execute(
-            "INSERT OR REPLACE INTO calls VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            "INSERT OR REPLACE INTO calls (key, model, endpoint, text, input_tokens, output_tokens, cost, latency_s, "
+            "attempts, finish_reason, request, created_at, cached_input_tokens) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (key, resp.model, resp.endpoint, resp.text, resp.input_tokens, resp.output_tokens, resp.cost,
-             resp.latency_s, resp.attempts, finish, request_json, datetime.now(UTC).isoformat(timespec="seconds")),
+             resp.latency_s, resp.attempts, finish, request_json, datetime.now(UTC).isoformat(timespec="seconds"),
+             resp.cached_input_tokens),
         )
 
     # -- in-flight claims: processes sharing this cache send each call once ----------------
@@ -217,6 +224,7 @@ class CallCache:
 def cached_response(row: dict[str, Any], key: str) -> Response:
     return Response(
         text=row["text"], input_tokens=row["input_tokens"], output_tokens=row["output_tokens"], cost=row["cost"],
+        cached_input_tokens=int(row.get("cached_input_tokens") or 0),
         latency_s=row["latency_s"], cached=True, attempts=0, model=row["model"], endpoint=row["endpoint"],
         detail={"finish_reason": row["finish_reason"], "created_at": row["created_at"], "cache_key": key},
         call_id=key,

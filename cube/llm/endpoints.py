@@ -84,19 +84,40 @@ def _ssl_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
-def call_cost(spec: ModelSpec, input_tokens: int, output_tokens: int) -> float | None:
-    """price_in * in / 1e6 + price_out * out / 1e6; None when the spec sets no price (an unset
-    one of the two prices counts as free)."""
+def call_cost(spec: ModelSpec, input_tokens: int, output_tokens: int, cached_input_tokens: int = 0) -> float | None:
+    """price_in * (in - cached) / 1e6 + price_cached * cached / 1e6 + price_out * out / 1e6; None when
+    the spec sets no price (an unset one of the two prices counts as free). `cached_input_tokens` are
+    the input tokens the provider served from its prompt cache, priced at `price_cached_input_per_m`
+    (default: the input price)."""
     if spec.price_input_per_m is None and spec.price_output_per_m is None:
         return None
-    return (spec.price_input_per_m or 0.0) * input_tokens / 1e6 + (spec.price_output_per_m or 0.0) * output_tokens / 1e6
+    price_in = spec.price_input_per_m or 0.0
+    cached = min(max(cached_input_tokens, 0), input_tokens)
+    price_cached = price_in if spec.price_cached_input_per_m is None else spec.price_cached_input_per_m
+    return (price_in * (input_tokens - cached) + price_cached * cached
+            + (spec.price_output_per_m or 0.0) * output_tokens) / 1e6
+
+
+def cached_prompt_tokens(usage: dict) -> int:
+    """Prompt tokens the provider served from its prompt cache: OpenAI's
+    `usage.prompt_tokens_details.cached_tokens` (vLLM and llama.cpp's server report it the same way
+    when they do), DeepSeek's `prompt_cache_hit_tokens`; 0 when not reported."""
+    details = usage.get("prompt_tokens_details") or {}
+    value = details.get("cached_tokens") if isinstance(details, dict) else None
+    if value is None:
+        value = usage.get("prompt_cache_hit_tokens")
+    try:
+        return max(0, int(value or 0))
+    except (TypeError, ValueError):
+        return 0
 
 
 class MalformedReply(Exception):
     """A 200 answer we cannot use (not JSON, no choices): treated as a transient fault."""
 
 
-def parse_completion(body: str) -> tuple[str, int, int, str | None, str | None]:
+def parse_completion(body: str) -> tuple[str, int, int, str | None, str | None, int]:
+    """(text, prompt tokens, completion tokens, finish reason, served model, cached prompt tokens)."""
     try:
         data = json.loads(body)
     except ValueError:
@@ -113,7 +134,7 @@ def parse_completion(body: str) -> tuple[str, int, int, str | None, str | None]:
         n_in, n_out = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
     except (AttributeError, TypeError, ValueError):
         raise MalformedReply(f"unreadable usage {usage!r}") from None
-    return content, n_in, n_out, choice.get("finish_reason"), data.get("model")
+    return content, n_in, n_out, choice.get("finish_reason"), data.get("model"), cached_prompt_tokens(usage)
 
 
 def _retry_after(exc: openai.APIStatusError) -> float | None:
@@ -399,12 +420,13 @@ class Endpoints:
                     # `chat.completions.create` without its per-call param transform and model
                     # parsing, which cost more CPU than the rest of a call; we parse the body.
                     body = await self._post(ep, request)
-                    text, n_in, n_out, finish, served = parse_completion(body)
+                    text, n_in, n_out, finish, served, n_cached = parse_completion(body)
                     self._healthy(ep)
                     self.sem.success()
                     t0.released()
                     return Response(
-                        text=text, input_tokens=n_in, output_tokens=n_out, cost=call_cost(spec, n_in, n_out),
+                        text=text, input_tokens=n_in, output_tokens=n_out, cached_input_tokens=n_cached,
+                        cost=call_cost(spec, n_in, n_out, n_cached),
                         latency_s=t0.latency_s, queue_s=t0.queue_s, attempts=attempt, model=spec.model, endpoint=ep,
                         detail={"finish_reason": finish, "served_model": served},
                     )

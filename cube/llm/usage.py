@@ -31,10 +31,11 @@ if TYPE_CHECKING:
     from cube.llm.calls import Response
 
 SUMMARY_COLUMNS: tuple[str, ...] = (
-    "role", "model", "calls", "cached_calls", "failed_calls", "input_tokens", "output_tokens",
+    "role", "model", "calls", "cached_calls", "failed_calls", "input_tokens", "output_tokens", "cached_input_tokens",
     "cost_this_run", "cost_total", "skipped", "truncated", "latency_s_median", "queue_s_median",
 )
-OPTIONAL_ACCOUNTING = ("queue_s",)  # absent from tables written before it existed: NaN
+# absent from tables written before they existed: NaN (queue_s), 0 (cached_input_tokens)
+OPTIONAL_ACCOUNTING = ("queue_s", "cached_input_tokens")
 
 
 def response_accounting(resp: Response, role: str) -> dict[str, Any]:
@@ -43,7 +44,7 @@ def response_accounting(resp: Response, role: str) -> dict[str, Any]:
         raise ValueError(f"role {role!r} is not one of {list(ROLES)}")
     return {
         "model": resp.model, "role": role, "input_tokens": int(resp.input_tokens),
-        "output_tokens": int(resp.output_tokens), "cost": float("nan") if resp.cost is None else float(resp.cost),
+        "output_tokens": int(resp.output_tokens), "cached_input_tokens": int(resp.cached_input_tokens), "cost": float("nan") if resp.cost is None else float(resp.cost),
         "latency_s": float(resp.latency_s), "queue_s": float(resp.queue_s), "cached": bool(resp.cached),
         "call_id": resp.call_id,
     }
@@ -59,7 +60,7 @@ def no_call_accounting(model: str, role: str, *, latency_s: float = 0.0) -> dict
     """
     if role not in ROLES:
         raise ValueError(f"role {role!r} is not one of {list(ROLES)}")
-    values = {"model": model, "role": role, "input_tokens": 0, "output_tokens": 0, "cost": 0.0,
+    values = {"model": model, "role": role, "input_tokens": 0, "output_tokens": 0, "cached_input_tokens": 0, "cost": 0.0,
               "latency_s": float(latency_s), "queue_s": 0.0, "cached": False, "call_id": ""}
     return {c: values[c] for c in ACCOUNTING_COLUMNS}
 
@@ -104,7 +105,8 @@ def usage_summary(tables: Iterable[pd.DataFrame]) -> pd.DataFrame:
       asked again (`retry_unscored`) adds up several calls: its `detail` says how many;
       `failed_calls` (any row of the call has `error_kind` 'call' where that column exists, else
       a non-empty `error`; a judge reply that could not be parsed was still a successful call);
-    - `input_tokens`, `output_tokens`: summed once per call;
+    - `input_tokens`, `output_tokens`: summed once per call; `cached_input_tokens`: of the input
+      tokens, those the provider reported as served from its prompt cache (0 when not reported);
     - `cost_this_run` sums the calls not served from the cache (what this run spent),
       `cost_total` all calls (cached ones at their original price); NaN (unknown) when any
       call of that (role, model) has no price, 0.0 when there is no call;
@@ -140,7 +142,7 @@ def usage_summary(tables: Iterable[pd.DataFrame]) -> pd.DataFrame:
     rows["call_id"] = rows["call_id"].str.strip()
     rows["cached"] = rows["cached"].map(lambda v: bool(v) if not pd.isna(v) else False)
     rows["cost"] = pd.to_numeric(rows["cost"], errors="coerce")
-    for c in ("input_tokens", "output_tokens"):
+    for c in ("input_tokens", "output_tokens", "cached_input_tokens"):
         rows[c] = pd.to_numeric(rows[c], errors="coerce").fillna(0).astype("int64")
     for c in ("latency_s", "queue_s"):
         rows[c] = pd.to_numeric(rows[c], errors="coerce")
@@ -168,7 +170,8 @@ def usage_summary(tables: Iterable[pd.DataFrame]) -> pd.DataFrame:
             "cached_calls": int(c.loc[cached, "n_calls"].sum()),
             "failed_calls": int(c["failed"].astype(bool).sum() + c["n_failed"].sum()),
             "input_tokens": int(c["input_tokens"].sum()),
-            "output_tokens": int(c["output_tokens"].sum()), "cost_this_run": known_sum(c.loc[~cached, "cost"]),
+            "output_tokens": int(c["output_tokens"].sum()),
+            "cached_input_tokens": int(c["cached_input_tokens"].sum()), "cost_this_run": known_sum(c.loc[~cached, "cost"]),
             "cost_total": known_sum(c["cost"]), "skipped": int(len(g) - len(c)),
             "truncated": int(c["truncated"].astype(bool).sum()),
             # of the requests this run sent (cached calls took no time now)

@@ -186,6 +186,7 @@ def execute_run(params_path: str | Path, *, notebooks_dir: Path | None = None, o
             forget_ran_alone(paths.notebooks, None if chosen >= set(notebooks) else {nb.stem for nb in chosen})
         summary = RunSummary(published)
         started = dt.datetime.now(dt.UTC)
+        _record_plan(params, paths, root, log)
         # The notebooks are given the params file and run folder by their shown paths (relative to
         # the project root, or their name when outside it); the kernel maps them back to local paths.
         local = {_param_path(params_path, root): str(params_path),
@@ -422,6 +423,8 @@ def write_manifest(params: Params, paths: RunPaths, summary: RunSummary, started
     for s in summary.stages:
         if s.status != "up to date" or s.notebook not in stages:
             stages[s.notebook] = dict(s.__dict__)
+    usage = _usage(paths)
+    plan, vs_actual = _plan_vs_actual(paths, usage)
     manifest = {
         "run": params.run,
         "status": status if not summary.interrupted else f"interrupted ({summary.interrupted})",
@@ -431,12 +434,39 @@ def write_manifest(params: Params, paths: RunPaths, summary: RunSummary, started
         "git_commit": _git_commit(),
         "versions": versions,
         "stages": [stages[k] for k in sorted(stages)],
-        "usage": _usage(paths),
+        "usage": usage,
+        "plan": plan,
+        "plan_vs_actual": vs_actual,
         "concurrency": _concurrency(paths),
         "params": shared_values(json.loads(params.model_dump_json()))[0],
     }
     paths.manifest.write_text(json.dumps(manifest, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
     return paths.manifest
+
+
+def _record_plan(params: Params, paths: RunPaths, root: Path, log) -> None:
+    """`cube plan` before any call of the run, into results.json (`plan`): the manifest sets it beside
+    the usage the run reports. A plan that cannot be made (an input the stages will reject anyway)
+    is recorded as its reason and never stops the run."""
+    from cube.config.runpaths import record_results
+    from cube.run.plan import build_plan
+
+    try:
+        plan = build_plan(params, base_dir=root, cache_path=paths.cache)
+        rows: Any = json.loads(plan.to_json(orient="records"))
+        log(f"[cube] plan: {int(plan['calls'].sum())} calls, {int(plan['to_send'].sum())} to send "
+            f"(`cube plan` shows them per role and model)")
+    except Exception as exc:  # noqa: BLE001  the stages report the input's problem themselves
+        rows = {"error": _short(exc)}
+    record_results(paths, plan=rows)
+
+
+def _plan_vs_actual(paths: RunPaths, usage: list[dict[str, Any]]) -> tuple[Any, list[dict[str, Any]]]:
+    from cube.run.plan import plan_vs_actual
+
+    results = json.loads(paths.results.read_text(encoding="utf-8")) if paths.results.exists() else {}
+    plan = results.get("plan")
+    return plan, plan_vs_actual(plan, usage) if isinstance(plan, list) else []
 
 
 def _usage(paths: RunPaths) -> list[dict[str, Any]]:
@@ -450,7 +480,9 @@ def _usage(paths: RunPaths) -> list[dict[str, Any]]:
         present = set(pq.read_schema(p).names)
         return pd.read_parquet(p, columns=[c for c in USAGE_COLUMNS if c in present])
 
-    tables = [accounting(p) for n in ("questions", "answers", "scores") if (p := paths.data_file(n)).exists()]
+    # every table holding calls: questions that failed or the screen rejected, the refusal answers too
+    tables = [accounting(p) for n in ("questions", "questions_failed", "answers", "refusal_answers", "scores")
+              if (p := paths.data_file(n)).exists()]
     if not tables:
         return []
     return json.loads(usage_summary(tables).to_json(orient="records"))

@@ -42,19 +42,48 @@ def corpus_stage(run: Run) -> pd.DataFrame:
 def questions_stage(run: Run) -> pd.DataFrame:
     """Write the question set (template, LLM role-play or a file) and save it.
 
-    Questions whose generation failed are dropped here, counted in `results.json`."""
-    from cube.kb.questions import build_questions
+    Questions whose generation failed, and LLM-written ones the screen rejects (`cube.kb.screen`,
+    `questions.screen`), are dropped here, counted in `results.json` (`question_screen`) and kept in
+    `data/questions_failed.parquet` with the reason in `error`. Fewer usable LLM-written questions
+    than `questions.min_usable_share` stops the run with one line naming the reasons. The returned
+    frame's `attrs["screen"]` is page 02's screen table (one row saying why when no screen applied)."""
+    from cube.kb.questions import QuestionError, build_questions, question_prompt_template
+    from cube.kb.screen import screen_questions, screen_table
 
     corpus = run.load("corpus")
     questions = build_questions(run.params, corpus, run.paths.cache)
-    failed = questions["question"].fillna("").astype(str).str.strip().eq("")
+    qp, table = run.params.questions, None
+    if qp.generator == "llm" and qp.screen and len(questions):
+        reasons = screen_questions(questions, corpus, question_prompt_template(run.params.lang))
+        table = screen_table(questions, reasons)
+        hit = reasons.ne("")
+        questions.loc[hit, "error"] = "screen: " + reasons[hit]
+        usable = int((questions["error"].fillna("").eq("")).sum())
+        counts = {r: int(n) for r, n in reasons[hit].value_counts().items()}
+        run.record(question_screen={"questions": len(questions), "usable": usable, "reasons": counts,
+                                    "examples": {r: questions.loc[reasons == r, "question"].head(3).tolist()
+                                                 for r in counts}})
+        if usable < qp.min_usable_share * len(questions):
+            run.save("questions_failed", questions[questions["error"].fillna("").ne("")])
+            why = ", ".join(f"{r} {n}" for r, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+            raise QuestionError(
+                f"only {usable} of {len(questions)} generated questions are usable ({why}; "
+                f"questions.min_usable_share {qp.min_usable_share:g}): stopped before answering them; "
+                "examples in data/questions_failed.parquet")
+    failed = questions["question"].fillna("").astype(str).str.strip().eq("") | \
+        questions["error"].fillna("").astype(str).str.startswith("screen: ")
     if failed.any():
-        warnings.warn(f"{int(failed.sum())} question(s) could not be generated and are left out "
-                      "(see the error column of data/questions_failed.parquet)", stacklevel=2)
+        warnings.warn(f"{int(failed.sum())} question(s) could not be generated or failed the screen and are left "
+                      "out (see the error column of data/questions_failed.parquet)", stacklevel=2)
         run.save("questions_failed", questions[failed])
+    elif run.data_path("questions_failed").exists():  # an earlier run's failures are not this run's
+        run.data_path("questions_failed").unlink()
     questions = questions[~failed].reset_index(drop=True)
     run.save("questions", questions)
     run.record(questions=len(questions), questions_failed=int(failed.sum()))
+    why = "the screen reads LLM-written questions only" if qp.generator != "llm" else "questions.screen is off"
+    questions.attrs["screen"] = table if table is not None else pd.DataFrame(
+        [{"reason": f"not screened: {why}", "questions": len(questions), "share": float("nan"), "examples": ""}])
     return questions
 
 
@@ -72,7 +101,11 @@ def answers_stage(run: Run) -> pd.DataFrame:
 
 
 def scores_stage(run: Run) -> pd.DataFrame:
-    """Score every answer of the three sets with every judge on every dimension."""
+    """Score every answer of the three sets with every judge on every dimension.
+
+    Each LLM judge starts with its pilot (`judges[].pilot`, `cube.judges.scoring.pilot_decision`); the
+    pilots' decisions go to `results.json` (`judge_pilot`) and the returned frame's `attrs["pilot"]`
+    (page 03), a stopped judge also to a warning with example replies."""
     from cube.judges import load_dimensions, make_judges, score_answers
 
     run.require("corpus", "questions", "answers")
@@ -84,7 +117,16 @@ def scores_stage(run: Run) -> pd.DataFrame:
     # calls in flight reached (issue 15), per judge with an endpoint; always written, so that a re-run
     # whose calls were all cached does not keep the previous run's figures (record() merges keys)
     concurrency = {j.name: j.model.concurrency_record() for j in judges if hasattr(j.model, "concurrency_record")}
-    run.record(scores=len(scores), scores_unscored=int(scores["score"].isna().sum()), judge_concurrency=concurrency)
+    pilots = [j.pilot_report for j in judges if j.pilot_report]
+    run.record(scores=len(scores), scores_unscored=int(scores["score"].isna().sum()), judge_concurrency=concurrency,
+               judge_pilot={p["judge"]: {k: v for k, v in p.items() if k != "judge"} for p in pilots})
+    for p in pilots:
+        if p["decision"] == "stopped":
+            warnings.warn(f"{p['reason']}; {p['calls_not_sent']} calls not sent (set judges[].insist: true to send "
+                          f"them anyway). Replies: {p['examples']}", stacklevel=2)
+    scores.attrs["pilot"] = pd.DataFrame(
+        [{**{k: v for k, v in p.items() if k not in ("reason", "examples")}, "examples": " | ".join(p["examples"])}
+         for p in pilots] or [{"judge": "(no LLM judge: no pilot)"}])
     return scores
 
 

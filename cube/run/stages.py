@@ -92,7 +92,7 @@ def upstream_sections(name: str) -> list[str]:
 # when it is made and a cached call keeps its original cost, so re-running a stage after a price
 # edit would not change any cost shown either.
 NOT_CALL_FIELDS = frozenset({
-    "price_input_per_m", "price_output_per_m", "batch_price_input_per_m", "batch_price_output_per_m", "currency",
+    "price_input_per_m", "price_output_per_m", "price_cached_input_per_m", "batch_price_input_per_m", "batch_price_output_per_m", "currency",
     "api_key_env", "header_env", "timeout_s", "max_concurrency", "min_concurrency", "max_attempts",
     "backoff_base_s", "backoff_max_s", "breaker_threshold"})
 _SPEC_FIELDS = frozenset(ModelSpec.model_fields)

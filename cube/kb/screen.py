@@ -1,0 +1,163 @@
+"""The screen of generated questions: garbage is caught before anything answers or judges it.
+
+A small model asked to write a citizen's question often writes something else: the prompt's own
+instructions echoed back ("The question must be answerable from this guide ..."), a URL, a
+statement, the same question twice, or a question about nothing in particular. Issue 22 measured
+it on a 135M model: 15 of 20 "questions" were instruction echoes and 2 were URLs; none was
+rejected, and the run went on to answer and judge them for 40 minutes.
+
+`screen_questions` gives every question the first reason it fails on, "" when usable:
+
+- `instruction_echo`: half or more of its word 3-grams (Chinese: character 4-grams) appear in the
+  question-writing prompt's own text (the template without the document);
+- `url`: it holds a web address (http://, www., or a host name ending in a common top-level domain);
+- `not_a_question`: no question mark and no question word at its start (English) / no question
+  word or particle anywhere (Chinese), or longer than `MAX_WORDS` words (`MAX_CHARS` characters
+  in Chinese): the prompt asks for one sentence of at most 30 words;
+- `near_duplicate`: its words (Chinese: character bigrams) are those of an earlier usable question,
+  or, for the same gold document, overlap them by a Jaccard similarity of `DUPLICATE_JACCARD` or more
+  (the later one is dropped). Across documents only the same words count: questions about a family's
+  variants ("... (Modification)?", "... (Cancellation)?") differ in one word and are different questions;
+- `names_no_service`: it shares no content word (Chinese: no character bigram) with the name of the
+  service its gold document describes (`item_name`); skipped when the corpus has no item names. The
+  prompt asks the citizen to name the service item; a question that does not can be about anything.
+
+Only LLM-written questions are screened: the template generator's colloquial style deliberately
+avoids the official name, and a user's own question file is theirs. The share of usable questions
+below `questions.min_usable_share` stops the run with one line (`cube.run.pipeline.questions_stage`).
+Measured error rate on known-truth cases: `benchmarks/question_screen.py` (README).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import pandas as pd
+
+SCREEN_REASONS: tuple[str, ...] = ("instruction_echo", "url", "not_a_question", "near_duplicate",
+                                   "names_no_service")
+ECHO_SHARE = 0.5
+DUPLICATE_JACCARD = 0.8
+MAX_WORDS = 60
+MAX_CHARS = 120
+EXAMPLES = 3  # examples per reason on page 02
+
+_URL = re.compile(r"https?://|www\.|\b[\w-]+\.(?:com|org|net|gov|edu|io|cn|uk|de|info)(?:/|\b)", re.IGNORECASE)
+_WORD = re.compile(r"[a-z0-9]+")
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+_EN_QUESTION_WORDS = frozenset(
+    "what how where when which who whom whose why can could do does did is are am was were should shall may "
+    "might will would must have has any tell please".split())
+_ZH_QUESTION_MARKS = ("吗", "呢", "什么", "怎么", "怎样", "如何", "哪", "几", "多少", "多久", "多长", "是否", "能否",
+                      "可否", "可以", "需要", "要不要", "有没有", "是不是", "为什么", "请问")
+_EN_STOPWORDS = frozenset(
+    "a an the of for and or to in on at by with from as is are be this that these those my our your its it i we "
+    "you he she they me us do does did can could what how where when which who why apply application service "
+    "services new".split())
+
+
+def _zh(text: str) -> bool:
+    return bool(_CJK.search(text))
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+def _bigrams(text: str) -> set[str]:
+    chars = "".join(_CJK.findall(text))
+    return {chars[i:i + 2] for i in range(len(chars) - 1)}
+
+
+def _shingles(text: str) -> list[str]:
+    """Word 3-grams (Chinese: character 4-grams) of a text, in order."""
+    if _zh(text):
+        chars = re.sub(r"\s+", "", text)
+        return [chars[i:i + 4] for i in range(len(chars) - 3)]
+    w = _words(text)
+    return [" ".join(w[i:i + 3]) for i in range(len(w) - 2)]
+
+
+def _tokens(text: str) -> set[str]:
+    """The words of a question for near-duplicate comparison (Chinese: character bigrams)."""
+    return _bigrams(text) | set(_words(text)) if _zh(text) else set(_words(text))
+
+
+def _content(text: str) -> set[str]:
+    """Content words of a service name (Chinese: character bigrams)."""
+    if _zh(text):
+        return _bigrams(text) | {w for w in _words(text) if len(w) >= 3}
+    return {w for w in _words(text) if len(w) >= 3 and w not in _EN_STOPWORDS}
+
+
+def instruction_shingles(prompt_template: str) -> frozenset[str]:
+    """The prompt's own text as shingles (its `{document}` and `{focus}` placeholders left out)."""
+    own = re.sub(r"<document>.*?</document>|\{document\}|\{focus\}", " ", prompt_template, flags=re.DOTALL)
+    return frozenset(_shingles(own))
+
+
+def _not_a_question(q: str) -> bool:
+    if _zh(q):
+        return len(re.sub(r"\s+", "", q)) > MAX_CHARS or not (
+            q.rstrip().endswith(("?", "？")) or any(m in q for m in _ZH_QUESTION_MARKS))
+    words = _words(q)
+    if not words or len(words) > MAX_WORDS:
+        return True
+    return not (q.rstrip().endswith("?") or words[0] in _EN_QUESTION_WORDS)
+
+
+def screen_questions(questions: pd.DataFrame, corpus: pd.DataFrame, prompt_template: str) -> pd.Series:
+    """Per question (index of `questions`): the first screen reason it fails on, "" when usable.
+
+    Args:
+        questions: `question` and `doc_id` columns (rows with an empty question are left "": they
+            failed before the screen and say why in their own `error`).
+        corpus: `doc_id` and, when present, `item_name` (the service a gold document describes).
+        prompt_template: the question-writing prompt the questions came from.
+    """
+    echo = instruction_shingles(prompt_template)
+    names = dict(zip(corpus["doc_id"].astype(str), corpus["item_name"].fillna("").astype(str), strict=True)) \
+        if "item_name" in corpus.columns else {}
+    texts = questions["question"].fillna("").astype(str).str.strip().tolist()
+    docs = questions["doc_id"].astype(str).tolist()
+    token_sets = [_tokens(t) for t in texts]
+    freq = Counter(t for s in token_sets for t in s)
+    buckets: dict[str, list[int]] = {}  # a question's two rarest tokens -> earlier usable questions holding them
+    reasons = []
+    for i, q in enumerate(texts):
+        reason = ""
+        if q:
+            shingles = _shingles(q)
+            if shingles and sum(s in echo for s in shingles) >= ECHO_SHARE * len(shingles):
+                reason = "instruction_echo"
+            elif _URL.search(q):
+                reason = "url"
+            elif _not_a_question(q):
+                reason = "not_a_question"
+            else:
+                mine = token_sets[i]
+                keys = sorted(mine, key=lambda t: (freq[t], t))[:2]
+                seen = {j for k in keys for j in buckets.get(k, [])}
+                if any(mine == token_sets[j] or (docs[i] == docs[j] and len(mine & token_sets[j])
+                                                 >= DUPLICATE_JACCARD * len(mine | token_sets[j])) for j in seen):
+                    reason = "near_duplicate"
+                elif names.get(docs[i]) and _content(names[docs[i]]) and not (_content(names[docs[i]]) & _tokens(q)):
+                    reason = "names_no_service"
+                else:
+                    for k in keys:
+                        buckets.setdefault(k, []).append(i)
+        reasons.append(reason)
+    return pd.Series(reasons, index=questions.index, dtype=object, name="screen")
+
+
+def screen_table(questions: pd.DataFrame, reasons: pd.Series) -> pd.DataFrame:
+    """Page 02's table: per reason (and `usable`), the count, the share and up to `EXAMPLES` examples."""
+    n = len(questions)
+    rows = []
+    for reason in ("", *SCREEN_REASONS):
+        hit = reasons == reason
+        examples = questions.loc[hit, "question"].astype(str).head(EXAMPLES).map(lambda s: s[:120]).tolist()
+        rows.append({"reason": reason or "usable", "questions": int(hit.sum()),
+                     "share": float(hit.sum() / n) if n else float("nan"), "examples": " | ".join(examples)})
+    return pd.DataFrame(rows)

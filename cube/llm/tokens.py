@@ -1,0 +1,107 @@
+"""Counting a model's prompt tokens before any call, for `cube plan`.
+
+Where a real tokenizer is known it is used, else a stated estimate (`TokenCount.method` says which):
+
+- a local llama.cpp server (every base URL local, `cube.config.model_spec.local_url`): its own
+  tokenizer through its tokenize route (`POST /extras/tokenize {"input"}` of llama-cpp-python's server,
+  `POST /tokenize {"content"}` of llama.cpp's `llama-server`);
+- an OpenAI model: `tiktoken` when it is installed and its encoding loads (it downloads the encoding
+  file once; offline without it, the estimate is used);
+- otherwise `estimate`: one token per CJK character plus one per four other characters (the rule of
+  thumb of OpenAI's tokenizer page for English).
+
+A tokenizer that needs a request per text counts at most `SAMPLE` texts and scales the estimate of
+the rest by the ratio it measured on them (`method` then says so). Chat templates add a few tokens
+per message that no tokenize route sees: counts are of the messages' contents.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from cube.config.model_spec import ModelSpec, local_url
+
+SAMPLE = 200
+_CJK = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]")
+
+
+@dataclass(frozen=True)
+class TokenCount:
+    counts: list[int]
+    method: str  # "server tokenize route", "tiktoken <encoding>", "estimate (...)", or a scaled mix
+
+
+def estimate_tokens(text: str) -> int:
+    """One token per CJK character plus one per four other characters (at least 1 for a non-empty text)."""
+    cjk = len(_CJK.findall(text))
+    other = len(text) - cjk
+    return cjk + -(-other // 4) if text else 0
+
+
+ESTIMATE = "estimate (1 per CJK character + 1 per 4 other characters)"
+
+
+def _server_counter(spec: ModelSpec, timeout_s: float = 10.0) -> Callable[[str], int] | None:
+    """A function counting a text's tokens with the local server's tokenizer, or None when no
+    tokenize route answers."""
+    import httpx
+
+    base = (spec.endpoints()[0] or "").rstrip("/")
+    root = base[:-3] if base.endswith("/v1") else base
+    routes = ((f"{root}/extras/tokenize", lambda t: {"input": t, "model": spec.model}),
+              (f"{root}/tokenize", lambda t: {"content": t}))
+    client = httpx.Client(timeout=timeout_s)
+    for url, body in routes:
+        try:
+            r = client.post(url, json=body("probe"))
+            if r.status_code == 200 and isinstance(r.json().get("tokens"), list):
+                def count(text: str, url: str = url, body: Callable = body) -> int:
+                    got = client.post(url, json=body(text))
+                    got.raise_for_status()
+                    return len(got.json()["tokens"])
+                return count
+        except (httpx.HTTPError, ValueError, AttributeError):
+            continue
+    client.close()
+    return None
+
+
+def _tiktoken_counter(model: str) -> tuple[Callable[[str], int], str] | None:
+    try:
+        import tiktoken  # optional: not a dependency of cube
+
+        enc = tiktoken.encoding_for_model(model)
+        return (lambda t: len(enc.encode(t, disallowed_special=()))), f"tiktoken {enc.name}"
+    except Exception:  # noqa: BLE001  not installed, unknown model, or the encoding file cannot be fetched
+        return None
+
+
+def count_prompt_tokens(spec: ModelSpec, texts: Sequence[str]) -> TokenCount:
+    """Tokens of each text (a call's messages joined) under the model's tokenizer, or the estimate."""
+    texts = list(texts)
+    if spec.provider == "offline":
+        return TokenCount([0] * len(texts), "offline (no tokens)")
+    estimates = [estimate_tokens(t) for t in texts]
+    urls = [u for u in spec.endpoints() if u]
+    if urls and all(local_url(u) for u in urls):
+        counter = _server_counter(spec)
+        if counter is not None:
+            try:
+                if len(texts) <= SAMPLE:
+                    return TokenCount([counter(t) for t in texts], "server tokenize route")
+                step = len(texts) / SAMPLE
+                picked = [int(i * step) for i in range(SAMPLE)]
+                measured = sum(counter(texts[i]) for i in picked)
+                ratio = measured / max(1, sum(estimates[i] for i in picked))
+                return TokenCount([round(e * ratio) for e in estimates],
+                                  f"server tokenize route on {SAMPLE} of {len(texts)} prompts, the rest scaled "
+                                  f"(x{ratio:.2f} the estimate)")
+            except Exception:  # noqa: BLE001  the route stopped answering: fall back to the estimate
+                pass
+    found = _tiktoken_counter(spec.model)
+    if found is not None:
+        counter, name = found
+        return TokenCount([counter(t) for t in texts], name)
+    return TokenCount(estimates, ESTIMATE)

@@ -1,0 +1,315 @@
+"""`cube plan PARAMS`: what a run will send, before it sends anything.
+
+Per role and model: calls, prompt and completion tokens, cost at the params' prices (and at the
+batch prices for judges, which `cube batch` can send), and time at the model's concurrency.
+
+- **Calls** are counted from the same inputs the stages use: the corpus is built, template or file
+  questions are built, and the requests of the question writer (`cube.kb.questions.question_requests`),
+  of every builtin system (its BM25 retrieval is run: offline, no call), of the bound sets and of every
+  judge (`cube.judges.scoring.judge_requests`) are built as the stages build them. The count is exact
+  for what the stages send when every call answers: LLM-written questions the screen rejects are
+  neither answered nor judged, an answer whose call failed is not judged, `retry_unscored` re-asks add
+  calls, a judge's pilot may stop it, and an LLM refusal-question writer's calls depend on its replies
+  (not planned: the row says so). Calls already in the cache are counted in `cached_calls` (they cost
+  nothing now) wherever the request is known before the run.
+- **Prompt tokens**: the built requests' texts through the model's tokenizer (`cube.llm.tokens`: a local
+  server's tokenize route, tiktoken, or a stated estimate; `tokens_by` says which). Where a text is not
+  known before the run (an LLM-written question, an answer a judge will read), a stand-in is used: the
+  gold item's name for a question, `ANSWER_TOKENS` tokens for an answer; `exact` says whether every
+  prompt of the row was the real one.
+- **Completion tokens** are an estimate per call (`COMPLETION_ESTIMATE`, at most the model's
+  `max_tokens`); `completion_tokens_max` is `max_tokens` x calls, the ceiling of the cost.
+- **Time**: the calls to send x the median latency of this model's calls in the cache (or of the
+  `--pilot` calls just sent, which the run then reuses from the cache) / its `max_concurrency`.
+
+The plan is written into the run's manifest beside the usage actually reported (`plan_vs_actual`).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from cube.config.model_spec import ModelSpec
+from cube.config.params import Params
+from cube.config.sections import BuiltinSystem, ImportedSystem, RagflowSystem
+
+COMPLETION_ESTIMATE = {"question_generation": 40, "answering": 200, "judging": 6}
+ANSWER_TOKENS = COMPLETION_ESTIMATE["answering"]
+PLAN_COLUMNS = ("role", "model", "calls", "cached_calls", "to_send", "prompt_tokens", "completion_tokens",
+                "completion_tokens_max", "tokens_by", "exact", "cost", "batch_cost", "currency", "concurrency",
+                "latency_s", "latency_from", "time_s", "note")
+
+
+@dataclass
+class _Group:
+    role: str
+    spec: ModelSpec
+    calls: int = 0
+    requests: list[Any] = field(default_factory=list)  # built requests (LLM models only)
+    exact: bool = True  # every request is the real one (no stand-in question or answer)
+    extra_prompt_tokens: int = 0  # the stand-in answers' tokens, added to the counted prompts
+    completion_per_call: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def _text(request: Any) -> str:
+    return "\n".join(str(m.get("content", "")) for m in request.messages)
+
+
+class _Plan:
+    def __init__(self, params: Params) -> None:
+        self.params = params
+        self.groups: dict[tuple[str, str], _Group] = {}
+
+    def add(self, role: str, spec: ModelSpec, requests: list[Any], *, calls: int | None = None,
+            exact: bool = True, extra_tokens: int = 0, per_call: int | None = None) -> _Group:
+        g = self.groups.setdefault((role, spec.model), _Group(role, spec))
+        n = len(requests) if calls is None else calls
+        g.calls += n
+        if spec.provider != "offline":
+            g.requests += requests
+            g.exact = g.exact and exact
+            g.extra_prompt_tokens += extra_tokens
+            estimate = COMPLETION_ESTIMATE[role] if per_call is None else per_call
+            g.completion_per_call = min(estimate, spec.max_tokens or estimate)
+        return g
+
+
+def _stand_in_questions(corpus: pd.DataFrame, slots: pd.DataFrame) -> pd.DataFrame:
+    names = corpus.set_index(corpus["doc_id"].astype(str))["item_name" if "item_name" in corpus else "text"]
+    q = slots[["question_id", "doc_id"]].copy()
+    q["question"] = q["doc_id"].astype(str).map(names).fillna("").astype(str).str.slice(0, 200)
+    return q
+
+
+def build_plan(params: Params, *, base_dir: Path, cache_path: Path | None = None,
+               pilot: int = 0) -> pd.DataFrame:
+    """The plan (`PLAN_COLUMNS`, one row per role and model) of a run of `params`. No call is sent
+    unless `pilot` > 0: then up to `pilot` of each LLM model's planned requests are sent (and cached,
+    so the run reuses them) when the cache holds no call of that model to take its latency from."""
+    from cube.judges.dimensions import load_dimensions
+    from cube.judges.scoring import Judge, judge_inputs, judge_requests
+    from cube.kb.corpus import build_corpus
+    from cube.kb.questions import build_questions, plan_questions, question_requests
+    from cube.llm import make_model
+    from cube.systems.builtin import BuiltinRAG, answer_request
+
+    plan = _Plan(params)
+    corpus = build_corpus(params, base_dir=base_dir)
+    qp, lang = params.questions, params.lang
+    if qp.generator == "llm":
+        slots = plan_questions(corpus, qp.per_doc, qp.limit, qp.seed)
+        requests, _ = question_requests(params, corpus, slots)
+        g = plan.add("question_generation", params.model(qp.model), requests)  # type: ignore[arg-type]
+        if qp.screen:
+            g.notes.append("the later stages assume every question passes the screen")
+        questions, known_questions = _stand_in_questions(corpus, slots), False
+    else:
+        questions, known_questions = build_questions(params, corpus, None, base_dir), True
+    texts = dict(zip(corpus["doc_id"].astype(str), corpus["text"].fillna("").astype(str), strict=True))
+    qtexts, golds = questions["question"].astype(str).tolist(), questions["doc_id"].astype(str).tolist()
+
+    answer_rows = []
+    bound_specs: set[str] = set()
+    refusal = _refusal_questions(params, corpus)
+    for sp in params.systems:
+        if isinstance(sp, ImportedSystem):  # its answers are read from the file: no call; its bounds are answered
+            spec = params.model(params.system_answerer(sp))
+            answer_rows.append(questions.assign(system=sp.name, set="rag", answer=""))
+            plan.add("answering", spec, [], calls=0).notes.append(
+                f"system {sp.name}: the bounds assume its file answers every question")
+        elif isinstance(sp, RagflowSystem):
+            spec = ModelSpec(provider="offline", model=f"ragflow:{sp.name}")
+            g = plan.add("answering", spec, [], calls=len(questions))
+            g.notes.append("RAGFlow reports no tokens")
+            answer_rows.append(questions.assign(system=sp.name, set="rag", answer=""))
+        elif isinstance(sp, BuiltinSystem):
+            spec = params.model(params.system_answerer(sp))
+            if spec.provider == "offline":
+                plan.add("answering", spec, [], calls=len(questions) + len(refusal))
+            else:
+                system = BuiltinRAG(sp, make_model(spec), lang=lang)
+                retrieved = system.retrieve(questions, corpus)
+                reqs = [answer_request(q, [texts[d] for d in docs], lang) for q, docs in zip(qtexts, retrieved,
+                                                                                               strict=True)]
+                if len(refusal):
+                    reqs += [answer_request(q, [texts[d] for d in docs], lang) for q, docs in zip(
+                        refusal["question"].astype(str), system.retrieve(refusal, corpus), strict=True)]
+                plan.add("answering", spec, reqs, exact=known_questions)
+            answer_rows.append(questions.assign(system=sp.name, set="rag", answer=""))
+        else:
+            continue
+        key = spec.model_dump_json()
+        if key not in bound_specs:  # the bound sets are answered once per distinct answering model
+            bound_specs.add(key)
+            if spec.provider == "offline":
+                plan.add("answering", spec, [], calls=2 * len(questions))
+            else:
+                reqs = [answer_request(q, [], lang) for q in qtexts] + \
+                    [answer_request(q, [texts[g]], lang) for q, g in zip(qtexts, golds, strict=True)]
+                plan.add("answering", spec, reqs, exact=known_questions)
+        answer_rows += [questions.assign(system=sp.name, set=s, answer="") for s in ("zero", "full")]
+    if params.diagnostics.refusal_generator == "llm" and params.diagnostics.refusal_questions:
+        spec = params.model(params.diagnostics.refusal_model)  # type: ignore[arg-type]
+        g = plan.add("question_generation", spec, [], calls=0)
+        g.notes.append("refusal questions by an LLM: their calls depend on its replies (not planned); the "
+                       "builtin systems' answers to them are not counted either")
+
+    answers = pd.concat(answer_rows, ignore_index=True) if answer_rows else pd.DataFrame(
+        columns=["question_id", "doc_id", "system", "set", "answer"])
+    dimensions = load_dimensions(params, base_dir=base_dir)
+    records = judge_inputs(answers[["question_id", "doc_id", "system", "set", "answer"]], corpus,
+                           questions).to_dict("records") if len(answers) else []
+    for j in params.judges:
+        spec = params.model(j.model)
+        per_answer = (1 if j.all_dimensions else len(dimensions)) * j.samples
+        if spec.provider == "offline":
+            plan.add("judging", spec, [], calls=len(records) * per_answer)
+            continue
+        judge = Judge(name=j.name, model=make_model(spec), samples=j.samples, all_dimensions=j.all_dimensions)
+        _, reqs, _ = judge_requests(judge, records, dimensions)
+        per_call = COMPLETION_ESTIMATE["judging"] * (len(dimensions) if j.all_dimensions else 1)
+        g = plan.add("judging", spec, reqs, exact=False, extra_tokens=len(reqs) * ANSWER_TOKENS, per_call=per_call)
+        if j.retry_unscored:
+            g.notes.append(f"judge {j.name}: up to {j.retry_unscored} re-asks per unscored reply not counted")
+        if j.pilot and not j.insist:
+            g.notes.append(f"judge {j.name}: its pilot ({j.pilot} calls) may stop it")
+    return _table(plan, cache_path, pilot)
+
+
+def _refusal_questions(params: Params, corpus: pd.DataFrame) -> pd.DataFrame:
+    d = params.diagnostics
+    if not d.refusal_questions or d.refusal_generator == "llm":
+        return pd.DataFrame(columns=["question_id", "question"])
+    from cube.kb.refusal_questions import build_refusal_set
+
+    return build_refusal_set(params, corpus)[0]
+
+
+def _cache_facts(cache_path: Path | None, groups: dict[tuple[str, str], _Group]) -> tuple[dict, dict]:
+    """Per (role, model): how many of its built requests the cache holds; per model: the latencies
+    of its cached calls (the latest 200)."""
+    from cube.llm import CallCache, cache_key
+
+    cached: dict[tuple[str, str], int] = {}
+    latencies: dict[str, list[float]] = {}
+    if cache_path is None or not Path(cache_path).exists():
+        return cached, latencies
+    cache = CallCache(cache_path)
+    try:
+        for key, g in groups.items():
+            if g.spec.provider == "offline":
+                continue
+            keys = [cache_key(g.spec, r) for r in g.requests]
+            stored = cache.get_many(keys)
+            cached[key] = sum(k in stored for k in keys)
+            rows = cache.conn.execute("SELECT latency_s FROM calls WHERE model = ? ORDER BY created_at DESC LIMIT 200",
+                                      (g.spec.model,)).fetchall()
+            latencies[key[1]] = [r[0] for r in rows if r[0]]
+    finally:
+        cache.close()
+    return cached, latencies
+
+
+def _table(plan: _Plan, cache_path: Path | None, pilot: int) -> pd.DataFrame:
+    from cube.llm import make_model
+    from cube.llm.tokens import count_prompt_tokens
+
+    in_cache, seen = _cache_facts(cache_path, plan.groups)
+    latency: dict[str, tuple[float, str]] = {}
+    for (role, model), g in plan.groups.items():
+        if g.spec.provider == "offline" or model in latency:
+            continue
+        if seen.get(model):
+            latency[model] = (statistics.median(seen[model]), f"median of {len(seen[model])} cached calls")
+        elif pilot and g.requests:  # the model's first planned calls (its first role's)
+            sent = make_model(g.spec, cache_path).complete(g.requests[:pilot], role=role, progress=False)
+            times = [r.latency_s for r in sent if r.ok and not r.cached]
+            if times:
+                latency[model] = (statistics.median(times), f"median of {len(times)} pilot calls")
+    rows = []
+    for (role, model), g in plan.groups.items():
+        spec = g.spec
+        offline = spec.provider == "offline"
+        counted = count_prompt_tokens(spec, [_text(r) for r in g.requests]) if g.requests else None
+        prompt = (sum(counted.counts) + g.extra_prompt_tokens) if counted else 0
+        # keys of the built requests already in the cache: only real requests can be (stand-ins are not)
+        cached = in_cache.get((role, model), 0) if g.exact and not offline else 0
+        cached = min(cached, g.calls)
+        completion = g.completion_per_call * g.calls
+        to_send = g.calls - cached
+        share = to_send / g.calls if g.calls else 0.0
+        lat, lat_from = latency.get(model, (float("nan"), "unknown: no cached call (cube plan --pilot N)"))
+        conc = spec.max_concurrency or 1
+        rows.append({
+            "role": role, "model": model, "calls": g.calls, "cached_calls": cached, "to_send": to_send,
+            "prompt_tokens": prompt, "completion_tokens": completion,
+            "completion_tokens_max": (spec.max_tokens or 0) * g.calls if not offline else 0,
+            "tokens_by": "offline (no tokens)" if offline else counted.method if counted else "",
+            "exact": bool(g.exact) if not offline else True,
+            "cost": _cost(spec, prompt * share, completion * share, batch=False),
+            "batch_cost": _cost(spec, prompt * share, completion * share, batch=True) if role == "judging"
+            else float("nan"),
+            "currency": spec.currency, "concurrency": conc if not offline else float("nan"),
+            "latency_s": lat if not offline else float("nan"), "latency_from": "" if offline else lat_from,
+            "time_s": to_send * lat / min(conc, max(to_send, 1)) if not offline and not math.isnan(lat)
+            else float("nan"),
+            "note": "; ".join(g.notes),
+        })
+    return pd.DataFrame(rows, columns=list(PLAN_COLUMNS))
+
+
+def _cost(spec: ModelSpec, prompt: float, completion: float, *, batch: bool) -> float:
+    """Cost at the spec's prices (0 offline, NaN when no price is set); `batch`: its batch prices."""
+    if spec.provider == "offline":
+        return 0.0
+    p_in, p_out = spec.price_input_per_m, spec.price_output_per_m
+    if batch:
+        p_in = spec.batch_price_input_per_m if spec.batch_price_input_per_m is not None else p_in
+        p_out = spec.batch_price_output_per_m if spec.batch_price_output_per_m is not None else p_out
+    if p_in is None and p_out is None:
+        return float("nan")
+    return ((p_in or 0.0) * prompt + (p_out or 0.0) * completion) / 1e6
+
+
+def plan_vs_actual(plan: list[dict[str, Any]], usage: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per role and model: planned calls, tokens and cost beside those the run's tables report."""
+    used = {(u.get("role"), u.get("model")): u for u in usage}
+    planned = {(p.get("role"), p.get("model")): p for p in plan}
+    out = []
+    for key in list(planned) + [k for k in used if k not in planned]:
+        p, u = planned.get(key, {}), used.get(key, {})
+        out.append({"role": key[0], "model": key[1], "planned_calls": p.get("calls"), "calls": u.get("calls"),
+                    "planned_prompt_tokens": p.get("prompt_tokens"), "input_tokens": u.get("input_tokens"),
+                    "planned_completion_tokens": p.get("completion_tokens"), "output_tokens": u.get("output_tokens"),
+                    "planned_cost": p.get("cost"), "cost_this_run": u.get("cost_this_run"),
+                    "planned_time_s": p.get("time_s")})
+    return out
+
+
+def plan_text(plan: pd.DataFrame) -> str:
+    """The plan as `cube plan` prints it: one line per role and model, then the totals."""
+    lines = []
+    for r in plan.to_dict("records"):
+        cost = "n/a" if pd.isna(r["cost"]) else f"{r['cost']:.4f} {r['currency']}"
+        batch = "" if pd.isna(r["batch_cost"]) else f" (batch {r['batch_cost']:.4f})"
+        t = "n/a" if pd.isna(r["time_s"]) else f"{r['time_s']:.0f} s"
+        lines.append(f"{r['role']:<20} {r['model']:<28} calls {r['calls']:>7} (cached {r['cached_calls']}, to send "
+                     f"{r['to_send']})  prompt tokens {r['prompt_tokens']:>10}{'' if r['exact'] else '*'}  completion "
+                     f"~{r['completion_tokens']} (max {r['completion_tokens_max']})  cost {cost}{batch}  time {t}")
+        details = [x for x in (r["tokens_by"], r["latency_from"], r["note"]) if x]
+        if details and not str(r["tokens_by"]).startswith("offline"):
+            lines.append(" " * 22 + "; ".join(details))
+    costs = plan["cost"]
+    total = "n/a" if costs.isna().any() else f"{costs.sum():.4f}"
+    times = plan["time_s"].dropna()
+    lines.append(f"total: calls {int(plan['calls'].sum())}, to send {int(plan['to_send'].sum())}, cost {total}, "
+                 f"time {'n/a' if times.empty else f'{times.sum():.0f} s (roles one after another)'}"
+                 + ("; * prompts with stand-ins for text not known before the run" if not plan["exact"].all() else ""))
+    return "\n".join(lines)

@@ -1,0 +1,330 @@
+"""`cube plan` against a run whose calls are counted, the question screen, the judge pilot and
+cached prompt tokens: fake endpoints (tests/openai_server.py) returning what a small real model
+returned in issue 22 (instruction echoes and URLs for questions, prose without a score for judges)."""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+import yaml
+from openai_server import OpenAIServer, last_user_message
+
+from cube.config.model_spec import ModelSpec
+from cube.config.params import parse_params
+from cube.judges import load_dimensions, make_judges, score_answers
+from cube.kb.corpus import build_corpus
+from cube.kb.questions import QuestionError, build_questions, question_prompt_template
+from cube.kb.screen import screen_questions
+from cube.llm import usage_summary
+from cube.llm.endpoints import call_cost
+from cube.llm.tokens import ESTIMATE, count_prompt_tokens, estimate_tokens
+from cube.run.plan import build_plan, plan_text, plan_vs_actual
+from cube.systems import build_answers
+
+ECHO = ("The question must be answerable from this guide. Name the service item in the question, so the staff "
+        "know exactly which item you mean.")
+PROSE = "The item is not a command or instruction to apply for the service. It's an answerable question."
+
+
+class _Replies:
+    """Replies in turn, safe for the server's request threads."""
+
+    def __init__(self, replies: list[str]):
+        self.replies, self.n, self.lock = replies, 0, threading.Lock()
+
+    def __call__(self, body: dict[str, Any]) -> str:
+        with self.lock:
+            self.n += 1
+            return self.replies[(self.n - 1) % len(self.replies)]
+
+
+def _kind(body: dict[str, Any]) -> str:
+    text = last_user_message(body)
+    if "member of the public" in text:
+        return "question"
+    if "<answer>" in text:
+        return "judge"
+    return "answer"
+
+
+def _good_reply(body: dict[str, Any]) -> str:
+    kind, text = _kind(body), last_user_message(body)
+    if kind == "question":
+        name = re.search(r"^Item Name: (.+)$", text, re.MULTILINE).group(1)
+        return f"What documents do I need for {name}?"
+    if kind == "judge":
+        return "Score: 7"
+    # distinct answers per set (0, 1 or 2 documents seen): identical judge prompts would be one cached call
+    seen = str(body["messages"][0].get("content", "")).count("<document index")
+    return f"You need your ID card and {seen} application forms."
+
+
+def _params(url: str, tmp_path: Path, **over: Any) -> Any:
+    spec = {"model": "m", "base_url": url, "price_input_per_m": 2.0, "price_output_per_m": 8.0,
+            "batch_price_input_per_m": 1.0, "batch_price_output_per_m": 4.0, "max_tokens": 64}
+    data = {"run": "plan", "lang": "en", "corpus": {"source": "demo", "n_items": 6, "seed": 3},
+            "models": {"m": spec}, "questions": {"generator": "llm", "model": "m"},
+            "answerer": "m", "systems": [{"kind": "builtin", "name": "bm25", "top_n": 2}],
+            "dimensions": ["relevance", "quality"],
+            "judges": [{"name": "llm", "model": "m", "samples": 2},
+                       {"name": "rubric", "model": {"provider": "offline", "model": "rubric-lenient"}}],
+            "diagnostics": {"refusal_questions": 3}, "cache_path": str(tmp_path / "cache.sqlite")}
+    data.update(over)
+    return parse_params(data)
+
+
+def _run_counted(params: Any, cache: Path) -> dict[tuple[str, str], int]:
+    """The stages' calls (questions, answers with refusal answers, scores) as usage_summary counts them."""
+    from cube.kb.refusal_questions import build_refusal_set
+    from cube.systems import refusal_answers
+
+    corpus = build_corpus(params)
+    questions = build_questions(params, corpus, cache)
+    answers = build_answers(params, corpus, questions, cache, progress=False)
+    refusals = refusal_answers(params, corpus, build_refusal_set(params, corpus)[0], cache)
+    scores = score_answers(answers, make_judges(params, cache), load_dimensions(params), corpus, questions=questions,
+                           progress=False)
+    usage = usage_summary([questions, answers, refusals, scores])
+    return {(r["role"], r["model"]): r for r in usage.to_dict("records")}
+
+
+def test_plan_equals_the_calls_a_run_sends(tmp_path: Path):
+    with OpenAIServer(reply=_good_reply, tokenize=True) as server:
+        params = _params(server.url, tmp_path)
+        cache = Path(params.cache_path)
+        plan = build_plan(params, base_dir=tmp_path, cache_path=cache)
+        assert server.requests_total == 0  # planning sends no call
+        assert server.tokenize_requests > 0
+        used = _run_counted(params, cache)
+        rows = {(r["role"], r["model"]): r for r in plan.to_dict("records")}
+        assert set(rows) == set(used)
+        for key, r in rows.items():
+            assert r["calls"] == used[key]["calls"], key
+        # every LLM call reached the server once: planned to send == sent
+        assert int(plan.loc[plan["model"] == "m", "to_send"].sum()) == server.requests_total
+        q = rows[("question_generation", "m")]
+        # the question prompts are known before the run: the server's tokenizer counts what it reports
+        assert q["tokens_by"] == "server tokenize route" and q["exact"]
+        assert q["prompt_tokens"] == used[("question_generation", "m")]["input_tokens"]
+        assert not rows[("judging", "m")]["exact"]  # judges read answers not written yet: stand-ins
+        # 6 questions x (rag + zero + full) x 1 system, + 3 refusal questions answered by the system
+        assert rows[("answering", "m")]["calls"] == 6 * 3 + 3
+        # 18 answers x 2 dimensions x 2 samples
+        assert rows[("judging", "m")]["calls"] == 18 * 2 * 2
+        assert rows[("judging", "rubric-lenient")]["calls"] == 18 * 2
+
+        again = build_plan(params, base_dir=tmp_path, cache_path=cache)  # after the run: the cache holds them
+    q2 = again.set_index(["role", "model"]).loc[("question_generation", "m")]
+    assert q2["cached_calls"] == q2["calls"] == 6 and q2["to_send"] == 0 and q2["cost"] == 0.0
+    assert str(q2["latency_from"]).startswith("median of")
+    j = again.set_index(["role", "model"]).loc[("judging", "m")]
+    assert j["to_send"] == j["calls"]  # judge prompts hold stand-in answers: never taken as cached
+
+
+def test_plan_arithmetic(tmp_path: Path):
+    with OpenAIServer(reply=_good_reply, tokenize=True) as server:
+        params = _params(server.url, tmp_path)
+        plan = build_plan(params, base_dir=tmp_path, cache_path=None).set_index(["role", "model"])
+    j = plan.loc[("judging", "m")]
+    assert j["cost"] == pytest.approx((2.0 * j["prompt_tokens"] + 8.0 * j["completion_tokens"]) / 1e6)
+    assert j["batch_cost"] == pytest.approx((1.0 * j["prompt_tokens"] + 4.0 * j["completion_tokens"]) / 1e6)
+    assert j["completion_tokens_max"] == 64 * j["calls"]
+    assert math.isnan(plan.loc[("answering", "m"), "batch_cost"])  # only judges are sent as batches
+    assert math.isnan(j["time_s"]) and "no cached call" in j["latency_from"]  # no latency measured: no time
+    assert plan.loc[("judging", "rubric-lenient"), "cost"] == 0.0
+    assert "total: calls" in plan_text(plan.reset_index())
+
+
+def test_plan_time_from_pilot_calls(tmp_path: Path):
+    with OpenAIServer(reply=_good_reply, latency_s=0.05) as server:
+        params = _params(server.url, tmp_path, questions={"generator": "llm", "model": "m"})
+        plan = build_plan(params, base_dir=tmp_path, cache_path=tmp_path / "c.sqlite", pilot=2)
+        sent = server.requests_total
+    r = plan.set_index(["role", "model"]).loc[("question_generation", "m")]
+    assert sent == 2 and r["latency_from"] == "median of 2 pilot calls" and r["latency_s"] >= 0.05
+    conc = r["concurrency"]
+    assert r["time_s"] == pytest.approx(r["to_send"] * r["latency_s"] / min(conc, r["to_send"]))
+    assert r["cached_calls"] == 0  # the pilot ran after the cache was read: it takes no call off the plan
+
+
+def test_plan_vs_actual_pairs_roles_and_models():
+    plan = [{"role": "judging", "model": "m", "calls": 4, "prompt_tokens": 100, "completion_tokens": 8,
+             "cost": 0.1, "time_s": 2.0}]
+    usage = [{"role": "judging", "model": "m", "calls": 4, "input_tokens": 98, "output_tokens": 9,
+              "cost_this_run": 0.09}, {"role": "answering", "model": "x", "calls": 3}]
+    out = plan_vs_actual(plan, usage)
+    assert out[0]["planned_calls"] == out[0]["calls"] == 4 and out[0]["input_tokens"] == 98
+    assert out[1]["model"] == "x" and out[1]["planned_calls"] is None and out[1]["calls"] == 3
+
+
+def test_token_estimate_is_stated_without_a_tokenizer():
+    spec = ModelSpec(model="some-remote-model", base_url="https://llm.example.com/v1")
+    got = count_prompt_tokens(spec, ["abcdefgh", "办理材料"])
+    assert got.method == ESTIMATE and got.counts == [2, 4] == [estimate_tokens("abcdefgh"), estimate_tokens("办理材料")]
+
+
+# ----------------------------------------------------------------------------------- cached tokens
+def test_cached_prompt_tokens_recorded_and_priced(tmp_path: Path):
+    with OpenAIServer(reply=lambda body: "Score: 7", cached_tokens=3) as server:
+        spec = ModelSpec(model="m", base_url=server.url, price_input_per_m=1.0, price_cached_input_per_m=0.1,
+                         price_output_per_m=0.0)
+        from cube.llm import Request, make_model
+
+        model = make_model(spec, tmp_path / "c.sqlite")
+        resp = model.complete([Request(({"role": "user", "content": "one two three four five"},))],
+                              role="judging", progress=False)[0]
+        replay = model.complete([Request(({"role": "user", "content": "one two three four five"},))],
+                                role="judging", progress=False)[0]
+    assert resp.input_tokens == 5 and resp.cached_input_tokens == 3
+    assert resp.cost == pytest.approx((2 * 1.0 + 3 * 0.1) / 1e6)
+    assert replay.cached and replay.cached_input_tokens == 3 and replay.cost == pytest.approx(resp.cost)
+    assert call_cost(spec.model_copy(update={"price_cached_input_per_m": None}), 5, 0, 3) == pytest.approx(5e-6)
+    from cube.llm import response_accounting
+
+    table = pd.DataFrame([{**response_accounting(resp, "judging")}])
+    assert usage_summary([table]).loc[0, "cached_input_tokens"] == 3
+
+
+def test_judge_prompts_keep_their_fixed_part_first():
+    """Provider prefix caches hit only on a shared prefix: the template's own text comes before any
+    filled value, and the three sets of one question (same question and document) differ only at the end."""
+    params = parse_params({"run": "t", "lang": "en", "dimensions": ["relevance", "specificity", "completeness",
+                                                                    "quality"],
+                           "judges": [{"name": "r", "model": {"provider": "offline", "model": "rubric"}}]})
+    from cube.judges.dimensions import fill_template
+
+    for d in load_dimensions(params):
+        first = min(d.template.index(p) for p in ("{question}", "{document}", "{answer}"))
+        before_answer = fill_template(d.template.split("{answer}")[0], question="Q?", document="DOC")
+        assert first > 200, d.name  # the instructions come first
+        assert d.fill("Q?", "DOC", "answer one").startswith(before_answer)
+        assert d.fill("Q?", "DOC", "another").startswith(before_answer)
+        assert len(before_answer) > 0.8 * len(d.fill("Q?", "DOC", "")), d.name  # the answer comes (nearly) last
+
+
+# ----------------------------------------------------------------------------------- the screen
+ISSUE_QUESTIONS = [ECHO] * 10 + [
+    "Requirements: the question must be answerable from this guide, and one question, one sentence, at most 30 words.",
+    "Output only the question itself: no numbering, quotation marks, explanation or answer.",
+    "Use natural, everyday English: one question, one sentence.",
+    "Name the service item in the question so the staff know exactly which item you mean.",
+    "As that citizen, write the one question you would most likely ask when applying for this service.",
+    "https://www.gov.example.com/services/guide",
+    "www.example.org",
+]
+
+
+def test_screen_catches_what_a_small_model_wrote():
+    corpus = build_corpus(parse_params({"run": "t", "lang": "en", "corpus": {"n_items": 20, "seed": 1},
+                                        "judges": [{"name": "r", "model": {"provider": "offline", "model": "rubric"}}]}))
+    names = corpus["item_name"].tolist()
+    texts = ISSUE_QUESTIONS + [f"What documents do I need for {names[17]}?", f"How long does {names[18]} take?",
+                               f"What documents do I need for {names[17]}?"]
+    q = pd.DataFrame({"question": texts, "doc_id": corpus["doc_id"].tolist()[:20]})
+    q.loc[19, "doc_id"] = corpus["doc_id"].iloc[17]
+    reasons = screen_questions(q, corpus, question_prompt_template("en"))
+    assert reasons.iloc[:15].eq("instruction_echo").all(), reasons.iloc[:15].tolist()
+    assert reasons.iloc[15:17].eq("url").all()
+    assert reasons.iloc[17:19].eq("").all()
+    assert reasons.iloc[19] == "near_duplicate"
+    more = pd.DataFrame({"question": ["I like this office", "What time is it?"], "doc_id": corpus["doc_id"][:2]})
+    assert screen_questions(more, corpus, question_prompt_template("en")).tolist() == ["not_a_question",
+                                                                                         "names_no_service"]
+
+
+def _write_params(tmp_path: Path, url: str, **over: Any) -> Path:
+    data = {"run": "screen", "lang": "en", "corpus": {"source": "demo", "n_items": 20, "seed": 1},
+            "models": {"m": {"model": "m", "base_url": url}}, "questions": {"generator": "llm", "model": "m"},
+            "judges": [{"name": "r", "model": {"provider": "offline", "model": "rubric"}}],
+            "outputs_dir": str(tmp_path / "out"), "cache_path": str(tmp_path / "cache.sqlite")}
+    data.update(over)
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+def test_run_stops_with_one_line_when_questions_are_garbage(tmp_path: Path):
+    """Issue 22: 15 of 20 'questions' echoed the prompt, 2 were URLs; the run went on for 40 minutes."""
+    from cube.run import pipeline
+    from cube.run.notebook import open_run
+
+    with OpenAIServer(reply=_Replies(ISSUE_QUESTIONS + ["What documents do I need for the licence?"] * 3)) as server:
+        run = open_run(str(_write_params(tmp_path, server.url)), None)
+        pipeline.corpus_stage(run)
+        with pytest.raises(QuestionError) as err:
+            pipeline.questions_stage(run)
+        assert server.requests_total == 20
+    msg = str(err.value)
+    assert "\n" not in msg and "of 20 generated questions are usable" in msg and "instruction_echo 15" in msg
+    assert "url 2" in msg
+    assert not run.data_path("questions").exists()  # nothing is answered
+    failed = pd.read_parquet(run.data_path("questions_failed"))
+    assert failed["error"].str.startswith("screen: ").sum() >= 17
+
+
+def test_screen_counts_on_page_02_and_good_questions_pass(tmp_path: Path):
+    from cube.run import pipeline
+    from cube.run.notebook import open_run
+
+    with OpenAIServer(reply=_good_reply) as server:
+        run = open_run(str(_write_params(tmp_path, server.url)), None)
+        pipeline.corpus_stage(run)
+        questions = pipeline.questions_stage(run)
+    table = questions.attrs["screen"].set_index("reason")
+    assert table.loc["usable", "questions"] == len(questions) == 20
+    assert table["questions"].sum() == 20
+
+
+# ----------------------------------------------------------------------------------- the judge pilot
+def _answers(n: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    corpus = build_corpus(parse_params({"run": "t", "lang": "en", "corpus": {"n_items": n, "seed": 2},
+                                        "judges": [{"name": "r", "model": {"provider": "offline", "model": "rubric"}}]}))
+    rows = [{"question_id": f"Q{i:03d}", "doc_id": d, "system": "s", "set": s, "answer": f"Bring your ID card ({s}).",
+             "question": f"What do I need for {name}?"}
+            for i, (d, name) in enumerate(zip(corpus["doc_id"], corpus["item_name"], strict=True))
+            for s in ("zero", "rag", "full")]
+    return pd.DataFrame(rows), corpus
+
+
+@pytest.mark.parametrize("insist", [False, True])
+def test_pilot_stops_a_judge_whose_replies_do_not_parse(tmp_path: Path, insist: bool):
+    """Issue 22: 235 of 240 judge replies were prose without a score, judged for 26 minutes."""
+    answers, corpus = _answers(20)  # 60 answers x 4 dimensions = 240 calls
+    with OpenAIServer(reply=lambda body: PROSE) as server:
+        params = parse_params({
+            "run": "t", "lang": "en", "models": {"m": {"model": "m", "base_url": server.url}},
+            "judges": [{"name": "small", "model": "m", "insist": insist},
+                       {"name": "rubric", "model": {"provider": "offline", "model": "rubric"}}]})
+        judges = make_judges(params, tmp_path / "c.sqlite")
+        scores = score_answers(answers, judges, load_dimensions(params), corpus, progress=False)
+        sent = server.requests_total
+    report = judges[0].pilot_report
+    assert report["pilot_calls"] == 20 and report["parsed"] == 0 and report["examples"][0] == PROSE
+    small = scores[scores["judge"] == "small"]
+    assert len(small) == 240 and len(scores[scores["judge"] == "rubric"]) == 240
+    if insist:
+        assert sent == 240 and report["decision"] == "continued (insist)" and report["calls_not_sent"] == 0
+        assert small["error_kind"].eq("parse").all()
+    else:
+        assert sent == 20 and report["decision"] == "stopped" and report["calls_not_sent"] == 220
+        assert small["error_kind"].eq("skipped").sum() == 220 and small["error_kind"].eq("parse").sum() == 20
+        assert small.loc[small["error_kind"] == "skipped", "error"].str.contains("stopped by its pilot").all()
+        assert usage_summary([small]).loc[0, "calls"] == 20  # the calls not sent are not calls
+
+
+def test_pilot_lets_a_judge_whose_replies_parse_go_on(tmp_path: Path):
+    answers, corpus = _answers(10)
+    with OpenAIServer(reply=_Replies(["Score: 7", PROSE])) as server:  # half of them parse: not under half
+        params = parse_params({"run": "t", "lang": "en", "models": {"m": {"model": "m", "base_url": server.url,
+                                                                         "max_concurrency": 1}},
+                               "dimensions": ["relevance"], "judges": [{"name": "small", "model": "m", "pilot": 10}]})
+        judges = make_judges(params, tmp_path / "c.sqlite")
+        score_answers(answers, judges, load_dimensions(params), corpus, progress=False)
+        assert server.requests_total == 30
+    assert judges[0].pilot_report["decision"] == "continued" and judges[0].pilot_report["parsed"] == 5
