@@ -10,6 +10,8 @@
 2. The judge pilot (`judges[].pilot`, default 20 calls, stop under 50 % parsed): the chance that it
    stops a judge whose replies parse at a true rate p (binomial, scipy), at p = 0.6, 0.7, 0.8, 0.9
    (a wrong stop) and p = 0.05, 0.2, 0.4 (a right one).
+3. The cost of `names_no_service` on questions in a citizen's own words (the template's colloquial
+   style, which avoids the official name on purpose): good questions the screen rejects.
 
 Usage: python benchmarks/question_screen.py  (a few seconds; headline: the screen's false rejections)
 """
@@ -74,6 +76,16 @@ def main() -> None:
             m[1] += len(g)
         print(f"{lang}: {int(good.sum())} good questions, {int(got[good].ne('').sum())} rejected "
               f"({got[good][got[good].ne('')].value_counts().to_dict()})")
+    # the cost of `names_no_service`: questions in a citizen's own words (the template's colloquial style,
+    # which avoids the official name on purpose) are good questions the screen rejects
+    params = parse_params({"run": "b", "lang": "zh", "corpus": {"n_items": 300, "seed": 3}, "judges": JUDGES,
+                           "questions": {"styles": {"colloquial": 1.0}, "seed": 3}})
+    corpus = build_corpus(params)
+    colloquial = build_questions(params, corpus)
+    colloquial = colloquial[colloquial["style"] == "colloquial"]
+    got = screen_questions(colloquial, corpus, question_prompt_template("zh"))
+    print(f"colloquial (zh) questions rejected: {got.ne('').mean():.3f} of {len(got)} "
+          f"({got[got.ne('')].value_counts().to_dict()})")
     for truth, (missed, n) in sorted(misses.items()):
         print(f"screen miss rate {truth}: {missed / n:.3f} ({missed} of {n} let through)")
     for p in (0.05, 0.2, 0.4, 0.6, 0.7, 0.8, 0.9):

@@ -67,7 +67,7 @@ def test_template_questions_are_no_calls() -> None:
     assert len(rec) == 1 and math.isnan(rec[0].pop("latency_s_median")) and math.isnan(rec[0].pop("queue_s_median"))
     assert rec == [{
         "role": "question_generation", "model": "template", "calls": 0, "cached_calls": 0, "failed_calls": 0,
-        "input_tokens": 0, "output_tokens": 0, "cost_this_run": 0.0, "cost_total": 0.0,
+        "input_tokens": 0, "output_tokens": 0, "cached_input_tokens": 0, "cost_this_run": 0.0, "cost_total": 0.0,
         "skipped": len(questions), "truncated": 0,
     }]
 
