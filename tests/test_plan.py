@@ -70,7 +70,8 @@ def _params(url: str, tmp_path: Path, **over: Any) -> Any:
             "batch_price_input_per_m": 1.0, "batch_price_output_per_m": 4.0, "max_tokens": 64}
     data = {"run": "plan", "lang": "en", "corpus": {"source": "demo", "n_items": 6, "seed": 3},
             "models": {"m": spec}, "questions": {"generator": "llm", "model": "m"},
-            "answerer": "m", "systems": [{"kind": "builtin", "name": "bm25", "top_n": 2}],
+            "answerer": "m", "systems": [{"kind": "builtin", "name": "bm25", "top_n": 2},
+                                         {"kind": "builtin", "name": "bm25-3", "top_n": 3}],
             "dimensions": ["relevance", "quality"],
             "judges": [{"name": "llm", "model": "m", "samples": 2},
                        {"name": "rubric", "model": {"provider": "offline", "model": "rubric-lenient"}}],
@@ -113,11 +114,12 @@ def test_plan_equals_the_calls_a_run_sends(tmp_path: Path):
         assert q["tokens_by"] == "server tokenize route" and q["exact"]
         assert q["prompt_tokens"] == used[("question_generation", "m")]["input_tokens"]
         assert not rows[("judging", "m")]["exact"]  # judges read answers not written yet: stand-ins
-        # 6 questions x (rag + zero + full) x 1 system, + 3 refusal questions answered by the system
-        assert rows[("answering", "m")]["calls"] == 6 * 3 + 3
-        # 18 answers x 2 dimensions x 2 samples
-        assert rows[("judging", "m")]["calls"] == 18 * 2 * 2
-        assert rows[("judging", "rubric-lenient")]["calls"] == 18 * 2
+        # 6 questions x (rag of 2 systems + zero + full, the bounds shared by both systems' answerer),
+        # + 3 refusal questions answered by each system; a request both systems send (the same documents
+        # retrieved) is one call, and its answer is judged once
+        dup = 6 * 4 + 3 * 2 - rows[("answering", "m")]["calls"]
+        assert 0 < dup < 6  # top-2 and top-3 retrieve the same from this 6-item corpus now and then
+        assert rows[("judging", "m")]["calls"] == 2 * rows[("judging", "rubric-lenient")]["calls"]  # 2 samples
 
         again = build_plan(params, base_dir=tmp_path, cache_path=cache)  # after the run: the cache holds them
     q2 = again.set_index(["role", "model"]).loc[("question_generation", "m")]

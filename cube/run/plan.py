@@ -9,8 +9,12 @@ batch prices for judges, which `cube batch` can send), and time at the model's c
   judge (`cube.judges.scoring.judge_requests`) are built as the stages build them. The count is exact
   for what the stages send when every call answers: LLM-written questions the screen rejects are
   neither answered nor judged, an answer whose call failed is not judged, `retry_unscored` re-asks add
-  calls, a judge's pilot may stop it, and an LLM refusal-question writer's calls depend on its replies
-  (not planned: the row says so). Calls already in the cache are counted in `cached_calls` (they cost
+  calls, a judge's pilot may stop it, an LLM refusal-question writer's calls depend on its replies
+  (not planned: the row says so), and two systems that happen to give the same answer to different
+  requests have it judged once (an answer the plan knows to be shared is counted once: a bound answer
+  of the systems of one answering model, a rag answer to the same request by two LLM systems; an
+  offline answerer's identical answers are not foreseen).
+  Identical requests are one call, as in the stages. Calls already in the cache are counted in `cached_calls` (they cost
   nothing now) wherever the request is known before the run.
 - **Prompt tokens**: the built requests' texts through the model's tokenizer (`cube.llm.tokens`: a local
   server's tokenize route, tiktoken, or a stated estimate; `tokens_by` says which). Where a text is not
@@ -97,7 +101,7 @@ def build_plan(params: Params, *, base_dir: Path, cache_path: Path | None = None
     from cube.judges.scoring import Judge, judge_inputs, judge_requests
     from cube.kb.corpus import build_corpus
     from cube.kb.questions import build_questions, plan_questions, question_requests
-    from cube.llm import make_model
+    from cube.llm import cache_key, make_model
     from cube.systems.builtin import BuiltinRAG, answer_request
 
     plan = _Plan(params)
@@ -121,16 +125,17 @@ def build_plan(params: Params, *, base_dir: Path, cache_path: Path | None = None
     for sp in params.systems:
         if isinstance(sp, ImportedSystem):  # its answers are read from the file: no call; its bounds are answered
             spec = params.model(params.system_answerer(sp))
-            answer_rows.append(questions.assign(system=sp.name, set="rag", answer=""))
+            answer_rows.append(questions.assign(system=sp.name, set="rag", answer="", source=sp.name))
             plan.add("answering", spec, [], calls=0).notes.append(
                 f"system {sp.name}: the bounds assume its file answers every question")
         elif isinstance(sp, RagflowSystem):
             spec = ModelSpec(provider="offline", model=f"ragflow:{sp.name}")
             g = plan.add("answering", spec, [], calls=len(questions))
             g.notes.append("RAGFlow reports no tokens")
-            answer_rows.append(questions.assign(system=sp.name, set="rag", answer=""))
+            answer_rows.append(questions.assign(system=sp.name, set="rag", answer="", source=sp.name))
         elif isinstance(sp, BuiltinSystem):
             spec = params.model(params.system_answerer(sp))
+            source: Any = sp.name
             if spec.provider == "offline":
                 plan.add("answering", spec, [], calls=len(questions) + len(refusal))
             else:
@@ -138,11 +143,13 @@ def build_plan(params: Params, *, base_dir: Path, cache_path: Path | None = None
                 retrieved = system.retrieve(questions, corpus)
                 reqs = [answer_request(q, [texts[d] for d in docs], lang) for q, docs in zip(qtexts, retrieved,
                                                                                                strict=True)]
+                # two systems sending the same request (the same documents retrieved) get one answer: judged once
+                source = [cache_key(spec, r) for r in reqs]
                 if len(refusal):
                     reqs += [answer_request(q, [texts[d] for d in docs], lang) for q, docs in zip(
                         refusal["question"].astype(str), system.retrieve(refusal, corpus), strict=True)]
                 plan.add("answering", spec, reqs, exact=known_questions)
-            answer_rows.append(questions.assign(system=sp.name, set="rag", answer=""))
+            answer_rows.append(questions.assign(system=sp.name, set="rag", answer="", source=source))
         else:
             continue
         key = spec.model_dump_json()
@@ -154,7 +161,8 @@ def build_plan(params: Params, *, base_dir: Path, cache_path: Path | None = None
                 reqs = [answer_request(q, [], lang) for q in qtexts] + \
                     [answer_request(q, [texts[g]], lang) for q, g in zip(qtexts, golds, strict=True)]
                 plan.add("answering", spec, reqs, exact=known_questions)
-        answer_rows += [questions.assign(system=sp.name, set=s, answer="") for s in ("zero", "full")]
+        # a bound answer is one answer for every system sharing its answering model: judged once
+        answer_rows += [questions.assign(system=sp.name, set=s, answer="", source=key) for s in ("zero", "full")]
     if params.diagnostics.refusal_generator == "llm" and params.diagnostics.refusal_questions:
         spec = params.model(params.diagnostics.refusal_model)  # type: ignore[arg-type]
         g = plan.add("question_generation", spec, [], calls=0)
@@ -164,6 +172,7 @@ def build_plan(params: Params, *, base_dir: Path, cache_path: Path | None = None
     answers = pd.concat(answer_rows, ignore_index=True) if answer_rows else pd.DataFrame(
         columns=["question_id", "doc_id", "system", "set", "answer"])
     dimensions = load_dimensions(params, base_dir=base_dir)
+    answers = answers.drop_duplicates(["question_id", "set", "source"]) if len(answers) else answers
     records = judge_inputs(answers[["question_id", "doc_id", "system", "set", "answer"]], corpus,
                            questions).to_dict("records") if len(answers) else []
     for j in params.judges:
@@ -218,9 +227,16 @@ def _cache_facts(cache_path: Path | None, groups: dict[tuple[str, str], _Group])
 
 
 def _table(plan: _Plan, cache_path: Path | None, pilot: int) -> pd.DataFrame:
-    from cube.llm import make_model
+    from cube.llm import cache_key, make_model
     from cube.llm.tokens import count_prompt_tokens
 
+    for g in plan.groups.values():
+        # identical requests are one call (one cache key); a judge's prompts hold stand-in answers, alike
+        # where the real ones differ (its answers are told apart by `source` above instead)
+        if g.role != "judging" and g.requests and g.spec.provider != "offline":
+            unique = {cache_key(g.spec, r): r for r in g.requests}
+            g.calls -= len(g.requests) - len(unique)
+            g.requests = list(unique.values())
     in_cache, seen = _cache_facts(cache_path, plan.groups)
     latency: dict[str, tuple[float, str]] = {}
     for (role, model), g in plan.groups.items():
