@@ -278,7 +278,7 @@ def test_screen_counts_on_page_02_and_good_questions_pass(tmp_path: Path):
         run = open_run(str(_write_params(tmp_path, server.url)), None)
         pipeline.corpus_stage(run)
         questions = pipeline.questions_stage(run)
-    table = questions.attrs["screen"].set_index("reason")
+    table = pipeline.question_screen_table(run).set_index("reason")
     assert table.loc["usable", "questions"] == len(questions) == 20
     assert table["questions"].sum() == 20
 

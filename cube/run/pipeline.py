@@ -45,24 +45,24 @@ def questions_stage(run: Run) -> pd.DataFrame:
     Questions whose generation failed, and LLM-written ones the screen rejects (`cube.kb.screen`,
     `questions.screen`), are dropped here, counted in `results.json` (`question_screen`) and kept in
     `data/questions_failed.parquet` with the reason in `error`. Fewer usable LLM-written questions
-    than `questions.min_usable_share` stops the run with one line naming the reasons. The returned
-    frame's `attrs["screen"]` is page 02's screen table (one row saying why when no screen applied)."""
+    than `questions.min_usable_share` stops the run with one line naming the reasons. Page 02 shows
+    the screen's counts and examples (`question_screen_table`)."""
     from cube.kb.questions import QuestionError, build_questions, question_prompt_template
     from cube.kb.screen import screen_questions, screen_table
 
     corpus = run.load("corpus")
     questions = build_questions(run.params, corpus, run.paths.cache)
-    qp, table = run.params.questions, None
+    qp = run.params.questions
+    why = "the screen reads LLM-written questions only" if qp.generator != "llm" else "questions.screen is off"
+    run.record(question_screen={"screened": False, "why": why, "questions": len(questions)})
     if qp.generator == "llm" and qp.screen and len(questions):
         reasons = screen_questions(questions, corpus, question_prompt_template(run.params.lang))
-        table = screen_table(questions, reasons)
         hit = reasons.ne("")
         questions.loc[hit, "error"] = "screen: " + reasons[hit]
         usable = int((questions["error"].fillna("").eq("")).sum())
         counts = {r: int(n) for r, n in reasons[hit].value_counts().items()}
-        run.record(question_screen={"questions": len(questions), "usable": usable, "reasons": counts,
-                                    "examples": {r: questions.loc[reasons == r, "question"].head(3).tolist()
-                                                 for r in counts}})
+        run.record(question_screen={"screened": True, "questions": len(questions), "usable": usable,
+                                    "reasons": counts, "table": screen_table(questions, reasons).to_dict("records")})
         if usable < qp.min_usable_share * len(questions):
             run.save("questions_failed", questions[questions["error"].fillna("").ne("")])
             why = ", ".join(f"{r} {n}" for r, n in sorted(counts.items(), key=lambda kv: -kv[1]))
@@ -81,10 +81,28 @@ def questions_stage(run: Run) -> pd.DataFrame:
     questions = questions[~failed].reset_index(drop=True)
     run.save("questions", questions)
     run.record(questions=len(questions), questions_failed=int(failed.sum()))
-    why = "the screen reads LLM-written questions only" if qp.generator != "llm" else "questions.screen is off"
-    questions.attrs["screen"] = table if table is not None else pd.DataFrame(
-        [{"reason": f"not screened: {why}", "questions": len(questions), "share": float("nan"), "examples": ""}])
     return questions
+
+
+def question_screen_table(run: Run) -> pd.DataFrame:
+    """Page 02's screen table: per reason (and `usable`) the questions, their share and examples; one
+    row saying why when the run's questions were not screened."""
+    rec = run.record().get("question_screen") or {}
+    if rec.get("screened"):
+        return pd.DataFrame(rec["table"])
+    why = rec.get("why", "questions_stage has not run")
+    return pd.DataFrame([{"reason": f"not screened: {why}", "questions": rec.get("questions"), "share": float("nan"),
+                          "examples": ""}])
+
+
+def judge_pilot_table(run: Run) -> pd.DataFrame:
+    """Page 03's table of the LLM judges' pilots: calls, replies, parsed replies and their share, the
+    decision, the calls not sent and example replies that did not parse."""
+    pilots = run.record().get("judge_pilot") or {}
+    if not pilots:
+        return pd.DataFrame([{"judge": "(no LLM judge with a pilot)"}])
+    return pd.DataFrame([{"judge": name, **{k: v for k, v in p.items() if k not in ("reason", "examples")},
+                          "examples": " | ".join(p.get("examples") or [])} for name, p in pilots.items()])
 
 
 def answers_stage(run: Run) -> pd.DataFrame:
@@ -104,8 +122,8 @@ def scores_stage(run: Run) -> pd.DataFrame:
     """Score every answer of the three sets with every judge on every dimension.
 
     Each LLM judge starts with its pilot (`judges[].pilot`, `cube.judges.scoring.pilot_decision`); the
-    pilots' decisions go to `results.json` (`judge_pilot`) and the returned frame's `attrs["pilot"]`
-    (page 03), a stopped judge also to a warning with example replies."""
+    pilots' decisions go to `results.json` (`judge_pilot`, shown on page 03 by `judge_pilot_table`), a
+    stopped judge also to a warning with example replies."""
     from cube.judges import load_dimensions, make_judges, score_answers
 
     run.require("corpus", "questions", "answers")
@@ -124,9 +142,6 @@ def scores_stage(run: Run) -> pd.DataFrame:
         if p["decision"] == "stopped":
             warnings.warn(f"{p['reason']}; {p['calls_not_sent']} calls not sent (set judges[].insist: true to send "
                           f"them anyway). Replies: {p['examples']}", stacklevel=2)
-    scores.attrs["pilot"] = pd.DataFrame(
-        [{**{k: v for k, v in p.items() if k not in ("reason", "examples")}, "examples": " | ".join(p["examples"])}
-         for p in pilots] or [{"judge": "(no LLM judge: no pilot)"}])
     return scores
 
 
