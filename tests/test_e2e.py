@@ -171,6 +171,10 @@ def test_report_decision_page_and_escaping(e2e):
     manifest = json.loads((e2e["root"] / "manifest.json").read_text())
     judging = [u for u in manifest["usage"] if u["role"] == "judging" and u["model"] == "test-model"]
     assert judging and judging[0]["cost_total"] > 0 and judging[0]["failed_calls"] == 0
+    # `cube plan` before the run counted the LLM judge's calls the run then made (issue 22)
+    vs = {(p["role"], p["model"]): p for p in manifest["plan_vs_actual"]}
+    assert vs[("judging", "test-model")]["planned_calls"] == vs[("judging", "test-model")]["calls"] > 0
+    assert 'id="plan"' in index
 
 
 def test_secrets_never_reach_outputs(e2e):

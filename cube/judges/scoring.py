@@ -231,6 +231,8 @@ def _score_slice(judge: Judge, records: list[dict[str, Any]], dimensions: list[D
     n_pilot = min(judge.pilot, len(requests)) if not judge.model.offline else 0
     responses = judge.model.complete(requests[:n_pilot], role="judging", desc=f"{desc} (pilot)",
                                      progress=progress) if n_pilot else []
+    if len(responses) != n_pilot:
+        raise RuntimeError(f"judge {judge.name!r}: model returned {len(responses)} responses for {n_pilot} requests")
     unit_rows = [_rows_for(judge, *unit, resp) for unit, resp in zip(units, responses, strict=False)]
     if n_pilot:
         judge.pilot_report = pilot_decision(judge, unit_rows, len(requests) - n_pilot)

@@ -88,7 +88,9 @@ class _Plan:
 def _stand_in_questions(corpus: pd.DataFrame, slots: pd.DataFrame) -> pd.DataFrame:
     names = corpus.set_index(corpus["doc_id"].astype(str))["item_name" if "item_name" in corpus else "text"]
     q = slots[["question_id", "doc_id"]].copy()
-    q["question"] = q["doc_id"].astype(str).map(names).fillna("").astype(str).str.slice(0, 200)
+    # the item's name, and the question id so that two items of one name do not pass for one request
+    q["question"] = q["doc_id"].astype(str).map(names).fillna("").astype(str).str.slice(0, 200) + " " + \
+        q["question_id"].astype(str)
     return q
 
 
