@@ -13,7 +13,9 @@ batch prices for judges, which `cube batch` can send), and time at the model's c
   (not planned: the row says so), and two systems that happen to give the same answer to different
   requests have it judged once (an answer the plan knows to be shared is counted once: a bound answer
   of the systems of one answering model, a rag answer to the same request by two LLM systems; an
-  offline answerer's identical answers are not foreseen).
+  offline answerer's identical answers are not foreseen: an offline algorithm's count is an upper bound,
+  e.g. 7,200 planned and 2,964 computed per rubric judge on params/default.yaml, whose TOP-N sweep
+  gives many equal extractive answers; it costs nothing either way).
   Identical requests are one call, as in the stages. Calls already in the cache are counted in `cached_calls` (they cost
   nothing now) wherever the request is known before the run.
 - **Prompt tokens**: the built requests' texts through the model's tokenizer (`cube.llm.tokens`: a local
@@ -278,7 +280,9 @@ def _table(plan: _Plan, cache_path: Path | None, pilot: int) -> pd.DataFrame:
             "latency_s": lat if not offline else float("nan"), "latency_from": "" if offline else lat_from,
             "time_s": to_send * lat / min(conc, max(to_send, 1)) if not offline and not math.isnan(lat)
             else float("nan"),
-            "note": "; ".join(g.notes),
+            "note": "; ".join(g.notes + (["an offline algorithm computes identical inputs once (two systems' equal "
+                                          "answers, say): an upper bound"] if offline and role != "question_generation"
+                                         else [])),
         })
     return pd.DataFrame(rows, columns=list(PLAN_COLUMNS))
 
@@ -321,8 +325,9 @@ def plan_text(plan: pd.DataFrame) -> str:
         lines.append(f"{r['role']:<20} {r['model']:<28} calls {r['calls']:>7} (cached {r['cached_calls']}, to send "
                      f"{r['to_send']})  prompt tokens {r['prompt_tokens']:>10}{'' if r['exact'] else '*'}  completion "
                      f"~{r['completion_tokens']} (max {r['completion_tokens_max']})  cost {cost}{batch}  time {t}")
-        details = [x for x in (r["tokens_by"], r["latency_from"], r["note"]) if x]
-        if details and not str(r["tokens_by"]).startswith("offline"):
+        offline = str(r["tokens_by"]).startswith("offline")
+        details = [x for x in ((r["note"],) if offline else (r["tokens_by"], r["latency_from"], r["note"])) if x]
+        if details:
             lines.append(" " * 22 + "; ".join(details))
     costs = plan["cost"]
     total = "n/a" if costs.isna().any() else f"{costs.sum():.4f}"
