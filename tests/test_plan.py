@@ -330,3 +330,22 @@ def test_pilot_lets_a_judge_whose_replies_parse_go_on(tmp_path: Path):
         score_answers(answers, judges, load_dimensions(params), corpus, progress=False)
         assert server.requests_total == 30
     assert judges[0].pilot_report["decision"] == "continued" and judges[0].pilot_report["parsed"] == 5
+
+
+def test_plan_reads_the_answers_an_offline_answerer_gives(tmp_path: Path):
+    """Template questions and an offline answerer: the plan computes the answers an LLM judge will read
+    (no call), so equal answers of two systems are judged once there too, and the prompts are real."""
+    with OpenAIServer(reply=_good_reply, tokenize=True) as server:
+        params = _params(server.url, tmp_path, questions={"generator": "template", "seed": 3},
+                         answerer={"provider": "offline", "model": "extractive"},
+                         systems=[{"kind": "builtin", "name": "top2", "top_n": 2},
+                                  {"kind": "builtin", "name": "top8", "top_n": 8}])
+        cache = Path(params.cache_path)
+        plan = build_plan(params, base_dir=tmp_path, cache_path=cache)
+        used = _run_counted(params, cache)
+        sent = server.requests_total
+    rows = {(r["role"], r["model"]): r for r in plan.to_dict("records")}
+    judge = rows[("judging", "m")]
+    assert judge["exact"] and judge["calls"] == used[("judging", "m")]["calls"] == judge["to_send"] == sent
+    assert judge["prompt_tokens"] == used[("judging", "m")]["input_tokens"]  # the server's own count
+    assert judge["calls"] < 6 * 4 * 2 * 2  # some answers of top-2 and top-8 are equal: judged once

@@ -106,6 +106,7 @@ def build_plan(params: Params, *, base_dir: Path, cache_path: Path | None = None
     from cube.kb.corpus import build_corpus
     from cube.kb.questions import build_questions, plan_questions, question_requests
     from cube.llm import cache_key, make_model
+    from cube.systems import answer_bounds
     from cube.systems.builtin import BuiltinRAG, answer_request
 
     plan = _Plan(params)
@@ -126,12 +127,25 @@ def build_plan(params: Params, *, base_dir: Path, cache_path: Path | None = None
     answer_rows = []
     bound_specs: set[str] = set()
     refusal = _refusal_questions(params, corpus)
+    # Answers an LLM judge will read are computed when that costs no call (an offline answerer, an
+    # imported file, questions known before the run): its calls and prompts are then the real ones.
+    real = known_questions and any(params.model(j.model).provider != "offline" for j in params.judges)
+
+    def known(rows: pd.DataFrame, system: str) -> pd.DataFrame:
+        return rows[["question_id", "doc_id", "set", "answer"]].assign(system=system, source="", known=True)
+
     for sp in params.systems:
         if isinstance(sp, ImportedSystem):  # its answers are read from the file: no call; its bounds are answered
+            from cube.systems.imported import ImportedAnswers
+
             spec = params.model(params.system_answerer(sp))
-            answer_rows.append(questions.assign(system=sp.name, set="rag", answer="", source=sp.name))
-            plan.add("answering", spec, [], calls=0).notes.append(
-                f"system {sp.name}: the bounds assume its file answers every question")
+            plan.add("answering", spec, [], calls=0)
+            if real:
+                answer_rows.append(known(ImportedAnswers(sp).answer(questions, corpus, progress=False), sp.name))
+            else:
+                answer_rows.append(questions.assign(system=sp.name, set="rag", answer="", source=sp.name))
+                plan.groups[("answering", spec.model)].notes.append(
+                    f"system {sp.name}: the bounds assume its file answers every question")
         elif isinstance(sp, RagflowSystem):
             spec = ModelSpec(provider="offline", model=f"ragflow:{sp.name}")
             g = plan.add("answering", spec, [], calls=len(questions))
@@ -142,6 +156,9 @@ def build_plan(params: Params, *, base_dir: Path, cache_path: Path | None = None
             source: Any = sp.name
             if spec.provider == "offline":
                 plan.add("answering", spec, [], calls=len(questions) + len(refusal))
+                if real:
+                    system = BuiltinRAG(sp, make_model(spec), lang=lang)
+                    answer_rows.append(known(system.answer(questions, corpus, progress=False), sp.name))
             else:
                 system = BuiltinRAG(sp, make_model(spec), lang=lang)
                 retrieved = system.retrieve(questions, corpus)
@@ -153,7 +170,8 @@ def build_plan(params: Params, *, base_dir: Path, cache_path: Path | None = None
                     reqs += [answer_request(q, [texts[d] for d in docs], lang) for q, docs in zip(
                         refusal["question"].astype(str), system.retrieve(refusal, corpus), strict=True)]
                 plan.add("answering", spec, reqs, exact=known_questions)
-            answer_rows.append(questions.assign(system=sp.name, set="rag", answer="", source=source))
+            if not (real and spec.provider == "offline"):
+                answer_rows.append(questions.assign(system=sp.name, set="rag", answer="", source=source))
         else:
             continue
         key = spec.model_dump_json()
@@ -161,12 +179,16 @@ def build_plan(params: Params, *, base_dir: Path, cache_path: Path | None = None
             bound_specs.add(key)
             if spec.provider == "offline":
                 plan.add("answering", spec, [], calls=2 * len(questions))
+                if real:
+                    bounds = answer_bounds(questions, corpus, make_model(spec), lang=lang, progress=False)
+                    answer_rows.append(known(bounds, sp.name))
             else:
                 reqs = [answer_request(q, [], lang) for q in qtexts] + \
                     [answer_request(q, [texts[g]], lang) for q, g in zip(qtexts, golds, strict=True)]
                 plan.add("answering", spec, reqs, exact=known_questions)
         # a bound answer is one answer for every system sharing its answering model: judged once
-        answer_rows += [questions.assign(system=sp.name, set=s, answer="", source=key) for s in ("zero", "full")]
+        if not (real and spec.provider == "offline"):
+            answer_rows += [questions.assign(system=sp.name, set=s, answer="", source=key) for s in ("zero", "full")]
     if params.diagnostics.refusal_generator == "llm" and params.diagnostics.refusal_questions:
         spec = params.model(params.diagnostics.refusal_model)  # type: ignore[arg-type]
         g = plan.add("question_generation", spec, [], calls=0)
@@ -176,7 +198,12 @@ def build_plan(params: Params, *, base_dir: Path, cache_path: Path | None = None
     answers = pd.concat(answer_rows, ignore_index=True) if answer_rows else pd.DataFrame(
         columns=["question_id", "doc_id", "system", "set", "answer"])
     dimensions = load_dimensions(params, base_dir=base_dir)
-    answers = answers.drop_duplicates(["question_id", "set", "source"]) if len(answers) else answers
+    if len(answers):
+        answers["known"] = answers["known"].fillna(False).astype(bool) if "known" in answers else False
+        # a real answer is judged once per question (the same prompt is one call); a stand-in once per source
+        answers = pd.concat([answers[answers["known"]].drop_duplicates(["question_id", "answer"]),
+                             answers[~answers["known"]].drop_duplicates(["question_id", "set", "source"])])
+    n_stand_in = int((~answers["known"]).sum()) if len(answers) else 0
     records = judge_inputs(answers[["question_id", "doc_id", "system", "set", "answer"]], corpus,
                            questions).to_dict("records") if len(answers) else []
     for j in params.judges:
@@ -188,7 +215,8 @@ def build_plan(params: Params, *, base_dir: Path, cache_path: Path | None = None
         judge = Judge(name=j.name, model=make_model(spec), samples=j.samples, all_dimensions=j.all_dimensions)
         _, reqs, _ = judge_requests(judge, records, dimensions)
         per_call = COMPLETION_ESTIMATE["judging"] * (len(dimensions) if j.all_dimensions else 1)
-        g = plan.add("judging", spec, reqs, exact=False, extra_tokens=len(reqs) * ANSWER_TOKENS, per_call=per_call)
+        g = plan.add("judging", spec, reqs, exact=not n_stand_in, per_call=per_call,
+                     extra_tokens=n_stand_in * per_answer * ANSWER_TOKENS)
         if j.retry_unscored:
             g.notes.append(f"judge {j.name}: up to {j.retry_unscored} re-asks per unscored reply not counted")
         if j.pilot and not j.insist:
@@ -237,7 +265,7 @@ def _table(plan: _Plan, cache_path: Path | None, pilot: int) -> pd.DataFrame:
     for g in plan.groups.values():
         # identical requests are one call (one cache key); a judge's prompts hold stand-in answers, alike
         # where the real ones differ (its answers are told apart by `source` above instead)
-        if g.role != "judging" and g.requests and g.spec.provider != "offline":
+        if (g.role != "judging" or g.exact) and g.requests and g.spec.provider != "offline":
             unique = {cache_key(g.spec, r): r for r in g.requests}
             g.calls -= len(g.requests) - len(unique)
             g.requests = list(unique.values())
