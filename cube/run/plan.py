@@ -20,9 +20,10 @@ batch prices for judges, which `cube batch` can send), and time at the model's c
   nothing now) wherever the request is known before the run.
 - **Prompt tokens**: the built requests' texts through the model's tokenizer (`cube.llm.tokens`: a local
   server's tokenize route, tiktoken, or a stated estimate; `tokens_by` says which). Where a text is not
-  known before the run (an LLM-written question, an answer a judge will read), a stand-in is used: the
-  gold item's name for a question, `ANSWER_TOKENS` tokens for an answer; `exact` says whether every
-  prompt of the row was the real one.
+  known before the run (an LLM-written question, an LLM's answer a judge will read), a stand-in is used:
+  the gold item's name for a question, `ANSWER_TOKENS` tokens for an answer; `exact` says whether every
+  prompt of the row was the real one. Answers that cost no call (an offline answerer's, an imported
+  file's, to questions known before the run) are computed when an LLM judge will read them.
 - **Completion tokens** are an estimate per call (`COMPLETION_ESTIMATE`, at most the model's
   `max_tokens`); `completion_tokens_max` is `max_tokens` x calls, the ceiling of the cost.
 - **Time**: the calls to send x the median latency of this model's calls in the cache (or of the
