@@ -11,6 +11,7 @@ bias of the human-calibrated and of the judge-only CuBE, and `ratings_needed` fo
 interval. The last line is `ppi_coverage_<world>_<n>: <share>` of the last configuration.
 
     PYTHONPATH=. python benchmarks/ppi_coverage.py [--runs 200] [--questions 300] [--rated 30 100]
+        [--worlds lenient biased] [--seed 0]
 """
 
 from __future__ import annotations
@@ -70,14 +71,16 @@ def main() -> None:
     ap.add_argument("--questions", type=int, default=300)
     ap.add_argument("--rated", type=int, nargs="+", default=[30, 100])
     ap.add_argument("--resamples", type=int, default=500)
+    ap.add_argument("--worlds", nargs="+", default=["lenient", "biased"], choices=["lenient", "biased"])
+    ap.add_argument("--seed", type=int, default=0, help="offset of the runs' seeds (a second, independent batch)")
     args = ap.parse_args()
     true = truth(0.8, np.random.default_rng(0))
     print(f"truth: CuBE {true:.2f} (human-scale population means, R@k 0.8)")
     last = ""
-    for biased in (False, True):
-        name = "biased" if biased else "lenient"
+    for name in args.worlds:
+        biased = name == "biased"
         for n_rated in args.rated:
-            rng = np.random.default_rng(1000 * n_rated + biased)
+            rng = np.random.default_rng(1000 * n_rated + biased + 7919 * args.seed)
             cover, width, bias, jbias, need = [], [], [], [], []
             for r in range(args.runs):
                 res = ppi_cube(*world(args.questions, n_rated, biased, rng), n_resamples=args.resamples, seed=r)

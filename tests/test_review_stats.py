@@ -154,3 +154,21 @@ def test_undefined_bootstrap_draws_are_counted():
     sc.loc[sc["question_id"].isin(["q02", "q03", "q04", "q05"]), "score"] = 5.0
     row = agreement_table(sc, bootstrap=200, seed=1).iloc[0]
     assert 0 < row["boot_undefined"] < 200
+
+
+# ------------------------------------------------------------- one reading of an unknown outcome
+def test_an_unknown_retrieval_outcome_nan_is_left_out_by_diagnostics_and_analysis_alike():
+    from cube.diagnose.near_duplicates import near_duplicate_confusion
+    from cube.method.analysis import retrieval_outcomes
+    from tests.test_diagnostics import CORPUS
+
+    rows = [("g", ["r", "g"]), ("g", ["g"]), ("g", ["v"]), ("g", [])]
+    answers = pd.DataFrame({"system": "s", "set": "rag", "doc_id": [g for g, _ in rows], "question_id": list("abcd"),
+                            "retrieved_doc_ids": [d for _, d in rows], "rank": [2, 1, 0, 0],
+                            "retrieval_ok": pd.Series([True, True, np.nan, np.nan], dtype=object)})
+    unknown_as_false = answers.assign(retrieval_ok=[True, True, False, False])
+    # before: near_duplicate_confusion read NaN as True (known: the 'v' confusion counted), the analysis as unknown
+    assert near_duplicate_confusion(answers, CORPUS) == near_duplicate_confusion(unknown_as_false, CORPUS)
+    assert near_duplicate_confusion(answers, CORPUS)["n"] == 2
+    out = retrieval_outcomes(answers)
+    assert out.n_unknown == 2 and out.recall() == 1.0

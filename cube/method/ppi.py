@@ -104,6 +104,12 @@ def _wmean(C: np.ndarray, v: np.ndarray) -> np.ndarray:
         return np.where(n > 0, C @ np.where(m, v, 0.0) / n, np.nan)
 
 
+def _var(x: np.ndarray) -> float:
+    """Variance (ddof 1) of the finite values; NaN with fewer than two."""
+    x = x[np.isfinite(x)]
+    return float(np.var(x, ddof=1)) if len(x) > 1 else float("nan")
+
+
 def _estimate(f_all: np.ndarray, f_lab: np.ndarray, y_lab: np.ndarray, C_all: np.ndarray, C_lab: np.ndarray,
               lam: str | float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """PPI means per (set, dim) and resample: (theta, judge-only means, lambda), each (S, D, B)."""
@@ -209,6 +215,10 @@ def ppi_cube(answers: pd.DataFrame, scores: pd.DataFrame, human: pd.DataFrame, *
     one = np.ones((1, n_all)), np.ones((1, len(rated)))
     point, judge_means, (theta, lams) = run(*one)
     judge_fig = _cube(judge_means, w, point["recall_at_k"])
+    if rated and not flags and not np.isfinite(point["weighted_score"][0]):
+        z, f = theta[SETS.index("zero"), :, 0], theta[SETS.index("full"), :, 0]
+        flags.append("no weighted dimension has full > zero on the human scale (" + ", ".join(
+            f"{d}: zero {z[i]:.2f}, full {f[i]:.2f}" for i, d in enumerate(dims)) + "): W undefined")
     interval = {m: (float("nan"), float("nan")) for m in METRICS}
     n_valid, var_lab, var_all = 0, float("nan"), float("nan")
     if n_resamples > 0 and rated and n_all:
@@ -223,8 +233,8 @@ def ppi_cube(answers: pd.DataFrame, scores: pd.DataFrame, human: pd.DataFrame, *
                 interval[m] = tuple(float(x) for x in np.quantile(ok, [a, 1 - a]))
         n_valid = int(np.isfinite(boot["cube_score"]).sum())
         # each sample alone (the other fixed at its observed values): the parts of the variance
-        var_lab = float(np.nanvar(run(np.ones((n_resamples, n_all)), C_lab)[0]["cube_score"], ddof=1))
-        var_all = float(np.nanvar(run(C_all, np.ones((n_resamples, len(rated))))[0]["cube_score"], ddof=1))
+        var_lab = _var(run(np.ones((n_resamples, n_all)), C_lab)[0]["cube_score"])
+        var_all = _var(run(C_all, np.ones((n_resamples, len(rated))))[0]["cube_score"])
         if n_valid < 0.9 * n_resamples:
             flags.append(f"only {n_valid} of {n_resamples} resamples give a defined CuBE: the interval rests on "
                          "a selection of resamples")
