@@ -200,7 +200,8 @@ def decision(run: Run, results: dict[str, CubeResult]) -> dict[str, Any]:
         out["human_calibrated"] = calibrated[2].get(out["system"]) or {}
         out["human_sentence"] = human_sentence(out["human_calibrated"])
     run.record(decision=out, cube_score=out["cube_score"], recall_at_k=out["recall_at_k"],
-               weighted_score=out["weighted_score"], verdict=out["verdict"],
+               weighted_score=out["weighted_score"], verdict=out["verdict"], verdict_label=out["verdict_label"],
+               provisional=out["provisional"],
                withheld_reasons=out["withheld_reasons"], judging_failed=out["judging_failed"])
     return out
 
