@@ -129,7 +129,7 @@ def provisional_reason(result: CubeResult, params: Params) -> str:
         why = "no interval was computed (analysis.bootstrap = 0)"
     else:
         why = "the interval is undefined"
-    return (f"{why}, so the precision of the score is unknown and neither analysis.max_interval_width nor the "
+    return (f"{why}, so the precision of this score is unknown and neither analysis.max_interval_width nor the "
             "[0, 100] rule on the interval could be checked")
 
 

@@ -193,12 +193,8 @@ def decision(run: Run, results: dict[str, CubeResult]) -> dict[str, Any]:
                  skipped_share=float((kind == "skipped").mean()) if len(scores) else 0.0,
                  bound_note=bound_answerer_note(run.params), retrieval=retrieval_quality(run, results),
                  diagnosis=_diagnosis(run, results))
-    calibrated = human_calibration(run, results)
-    if calibrated is not None:
-        from cube.diagnose.lta import human_sentence
-
-        out["human_calibrated"] = calibrated[2].get(out["system"]) or {}
-        out["human_sentence"] = human_sentence(out["human_calibrated"])
+    if run.params.human.ratings:  # notebook 07's human-calibrated CuBE, when it ran (it reads `human`, 06 not)
+        _attach_human(out, _recorded(run).get("human_calibrated") or {})
     run.record(decision=out, cube_score=out["cube_score"], recall_at_k=out["recall_at_k"],
                weighted_score=out["weighted_score"], verdict=out["verdict"], verdict_label=out["verdict_label"],
                provisional=out["provisional"],
@@ -210,7 +206,8 @@ def human_calibration(run: Run, results: dict[str, CubeResult] | None = None,
                       imported: tuple[pd.DataFrame, Any] | None = None) -> tuple[pd.DataFrame, dict[str, Any], dict[str, dict[str, Any]]] | None:
     """The human-calibrated CuBE of every rated system (`cube.method.ppi`), None without ratings:
     the table of notebook 07, the `PPIResult` per system and their `results.json` headlines
-    (also recorded as `human_calibrated`)."""
+    (recorded as `human_calibrated`, and in the decision recorded by notebook 06, whose page
+    then says "With N human ratings: CuBE X [lo, hi]"; a later run of 06 carries it over)."""
     from cube.method.ppi import calibrate_systems
 
     if not run.params.human.ratings:
@@ -223,8 +220,26 @@ def human_calibration(run: Run, results: dict[str, CubeResult] | None = None,
     table, per = calibrate_systems(run.load("answers"), run.load("scores"), imported[0], results, ap,
                                    system_top_n(run.params), widths=(10.0, ap.max_interval_width))
     heads = {s: p.headline() for s, p in per.items()}
-    run.record(human_calibrated=heads)
+    decision = _recorded(run).get("decision")
+    run.record(human_calibrated=heads, **({"decision": _attach_human(decision, heads)} if decision else {}))
     return table, per, heads
+
+
+def _recorded(run: Run) -> dict[str, Any]:
+    """`results.json` as recorded so far ({} before the first record)."""
+    import json
+
+    path = run.paths.results
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+
+def _attach_human(decision: dict[str, Any], heads: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The decision with its system's human-calibrated CuBE and the sentence the page shows."""
+    from cube.diagnose.lta import human_sentence
+
+    decision["human_calibrated"] = heads.get(str(decision.get("system"))) or {}
+    decision["human_sentence"] = human_sentence(decision["human_calibrated"])
+    return decision
 
 
 def _diagnosis(run: Run, results: dict[str, CubeResult]) -> dict[str, Any]:
