@@ -240,6 +240,9 @@ def test_human_ratings_flow_through_notebooks_07_and_08(e2e):
     table5 = pd.read_csv(root / "tables" / "table5_human_vs_cube.csv")
     assert set(table5.group) == {"CuBE (judges)", "Human rating"}
     assert (root / "tables" / "table7_criteria.csv").exists()
+    calibrated = pd.read_csv(root / "tables" / "human_calibrated_cube.csv")
+    results = json.loads((root / "results.json").read_text(encoding="utf-8"))
+    assert set(calibrated["system"]) == set(results["human_calibrated"]) and (calibrated["n_rated"] > 0).all()
     page = (root / "report" / "07_human_agreement.html").read_text(encoding="utf-8")
     assert "never invents" not in page.split("<main>")[-1] or "human rater" in page
 

@@ -47,3 +47,18 @@ def test_an_index_without_a_decision_says_so_and_still_links_the_browser(tmp_pat
     (paths.report / "judgments.html").write_text("<html></html>", encoding="utf-8")
     html = write_index(parse_params({"run": "run", "judges": JUDGES}, "p.yaml"), paths, []).read_text("utf-8")
     assert 'id="no-decision"' in html and 'href="judgments.html"' in html and "badge" not in html.split("<body")[1]
+
+
+def test_the_index_shows_holm_adjusted_p_values_the_band_range_and_the_human_calibrated_cube(tmp_path):
+    from cube.run.compare import with_holm
+
+    rows = with_holm([{"a": "s1", "b": b, "delta_cube": 1.0, "delta_cube_ci": [0.1, 2.0], "p_value": p, "mde": 2.0,
+                       "n_regressions": 1, "n_improvements": 2, "page": f"compare/s1__vs__{b}/index.html"}
+                      for b, p in (("s2", 0.01), ("s3", 0.04))])
+    assert [r["p_holm"] for r in rows] == [0.02, 0.04] and rows[0]["n_comparisons"] == 2
+    decision = {**DECISION, "verdict": "good", "verdict_label": "good to excellent", "withheld_reasons": [],
+                "human_sentence": "With 30 human ratings: CuBE 61.0 [52.0, 70.0]"}
+    html = _index(tmp_path, decision, comparisons=rows)
+    assert "p = 0.010 (Holm-adjusted over 2 comparisons: 0.020)" in html
+    assert '<span class="badge good">GOOD TO EXCELLENT</span>' in html
+    assert "With 30 human ratings: CuBE 61.0 [52.0, 70.0]" in html

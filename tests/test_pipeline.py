@@ -1,6 +1,7 @@
 """Stages called directly (no papermill): the annotation sheet is never overwritten, and the
 decision survives undefined numbers."""
 
+import json
 import warnings
 
 import numpy as np
@@ -150,6 +151,16 @@ def test_the_sheet_is_blind_and_the_page_counts_its_rows(run, tmp_path):
     assert report["key"] == str(key_file) and (scores["score"] == 4.0).all()
     got = set(zip(scores["question_id"], scores["system"], scores["set"], strict=True))
     assert got == set(zip(key["question_id"], key["system"], key["set"], strict=True))
+    # every rating 4 in every set: no range between the human bounds, so no human-calibrated CuBE, said why
+    system = sorted(key["system"])[0]
+    run.record(decision={"system": system, "verdict": "good"})  # as notebook 06 leaves it
+    table, per, heads = pipeline.human_calibration(rated)
+    assert set(table["system"]) == set(key["system"]) and (table["n_rated"] > 0).all()
+    assert table["human_calibrated_cube"].isna().all() and all(h["cube_score"] is None for h in heads.values())
+    results = json.loads(run.paths.results.read_text(encoding="utf-8"))
+    assert results["human_calibrated"] == heads and results["decision"]["human_calibrated"] == heads[system]
+    assert results["decision"]["human_sentence"].startswith(f"With {heads[system]['n_rated']} human ratings: the "
+                                                            "human-calibrated CuBE is undefined (no weighted dimension")
 
 
 def test_a_sheet_named_by_the_user_lists_its_key_once(run, tmp_path):

@@ -198,9 +198,15 @@ def test_a_random_judge_is_excluded_and_the_jury_stays_in_the_two_judge_interval
     three = _eval(answers, _random_judge(scores, seed), ap)
     assert not three.cube_table.at["judge-r", "in_jury"], three.cube_table.at["judge-r", "excluded_reason"]
     assert three.cube_table.loc[["judge-a", "judge-b"], "in_jury"].all()
-    lo, hi = two.interval()
-    assert lo <= three.jury_cube() <= hi
+    # the jury is exactly the two-judge jury: the random judge moves neither the point nor the interval
+    # (before, "lo <= three.jury_cube() <= hi" held for any jury whose point stayed in its own interval)
+    assert three.jury_cube() == pytest.approx(two.jury_cube(), abs=1e-9)
+    assert three.interval() == pytest.approx(two.interval(), abs=1e-9)
     assert three.jury.at["mean", "n_judges"] == 2
+    # and the test can tell: with the random judge in the jury (when its CuBE is defined) the mean would move
+    random_cube = three.cube_table.at["judge-r", "cube_score"]
+    if np.isfinite(random_cube):
+        assert three.cube_table["cube_score"].mean() != pytest.approx(two.jury_cube(), abs=1e-6)
     # the bootstrap's jury averages the gated judges only
     pd.testing.assert_frame_equal(two.bootstrap[two.bootstrap.judge == "jury"].reset_index(drop=True),
                                   three.bootstrap[three.bootstrap.judge == "jury"].reset_index(drop=True))

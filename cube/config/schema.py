@@ -146,6 +146,15 @@ def require_columns(df: pd.DataFrame, columns: Iterable[str], table: str) -> Non
         )
 
 
+def known_retrieval(rows: pd.DataFrame) -> pd.Series:
+    """Rows whose retrieval outcome is known: `retrieval_ok` True. The one reading of an unknown
+    outcome everywhere (analysis and diagnostics): False, None or NaN is unknown (a failed system
+    call), left out and counted, never read as retrieved nor as missed. No column: all known."""
+    if "retrieval_ok" not in rows:
+        return pd.Series(True, index=rows.index)
+    return rows["retrieval_ok"].map(lambda v: v is True or (not pd.isna(v) and bool(v))).astype(bool)
+
+
 def require_sets(df: pd.DataFrame, table: str) -> None:
     bad = sorted(set(df["set"].astype(str)) - set(SETS))
     if bad:

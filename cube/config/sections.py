@@ -251,6 +251,11 @@ class AnalysisParams(StrictModel):
     max_interval_width: float = Field(
         30.0, gt=0, description="Verdict withheld when the jury CuBE interval is wider (points)."
     )
+    max_system_failure_rate: float = Field(
+        0.2, ge=0, le=1,
+        description="Verdict withheld when a larger share of the system-under-test's calls failed (retrieval "
+        "unknown); the count is given.",
+    )
 
     @model_validator(mode="after")
     def _custom(self) -> AnalysisParams:

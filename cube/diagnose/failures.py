@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cube.config.schema import known_retrieval
 from cube.diagnose.refusal import is_refusal
 
 PATTERNS: tuple[str, ...] = ("empty", "truncated", "wrong_near_duplicate", "retrieval_miss", "refusal_despite_gold",
@@ -265,7 +266,7 @@ def classify(answers: pd.DataFrame, scores: pd.DataFrame, corpus: pd.DataFrame, 
     p = params or DiagnosticsParams()
     rag = answers[(answers["system"] == system) & (answers["set"] == "rag")]
     if "retrieval_ok" in rag:
-        rag = rag[rag["retrieval_ok"].fillna(False).astype(bool)]
+        rag = rag[known_retrieval(rag)]
     rag = rag.merge(jury_scores(scores, system, judges), on="question_id", how="left")
     q = questions.set_index("question_id")
     rag["question"] = rag["question_id"].map(q["question"]) if "question" in q else ""

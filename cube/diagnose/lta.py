@@ -39,6 +39,17 @@ def verdict(score: float, thresholds: dict[str, float]) -> str:
     return "poor"
 
 
+def verdict_bands(lo: float, hi: float, thresholds: dict[str, float]) -> list[str]:
+    """Every verdict band the interval [lo, hi] touches, lowest first (one band when it stays in
+    one); empty when the interval is undefined."""
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return []
+    names = [name for name, _ in sorted(thresholds.items(), key=lambda kv: kv[1])]
+    out = [verdict(float(np.clip(lo, 0, 100)), thresholds), verdict(float(np.clip(hi, 0, 100)), thresholds)]
+    order = ["poor", *names]
+    return order[order.index(out[0]):order.index(out[1]) + 1]
+
+
 def _usage_figures(usage: pd.DataFrame | None) -> dict[str, Any]:
     if usage is None or usage.empty:
         return {"cost_total": 0.0, "tokens_total": 0, "calls_total": 0, "calls_cached": 0, "cost_note": ""}
@@ -63,20 +74,29 @@ def withheld_reasons(result: CubeResult, params: Params) -> tuple[list[str], boo
     table = result.cube_table
     failed = "judging_failed" in table and len(table) > 0 and bool(table["judging_failed"].astype(bool).all())
     unknown = int(result.settings.get("retrieval_unknown") or 0)
+    asked = result.n_questions + unknown
     if result.n_questions == 0 and unknown:  # every system call failed: the judges are not at fault
         reasons.append(f"retrieval unknown for all {unknown} questions (system calls failed)")
-    elif not result.jury_judges:
+    elif asked and unknown / asked > ap.max_system_failure_rate:
+        reasons.append(f"{unknown} of {asked} calls to the system under test failed ({unknown / asked:.0%}, more "
+                       f"than analysis.max_system_failure_rate = {ap.max_system_failure_rate:.0%}): the figures "
+                       f"rest on the {result.n_questions} questions it answered, which need not be typical")
+    if nothing_retrieved(result):
+        pass  # CuBE = W x 0 = 0 whatever the judges: the retriever, not the judges, decides (retriever_note)
+    elif not result.jury_judges and not (result.n_questions == 0 and unknown):
         detail = "; ".join(f"{j}: {r}" for j, r in excluded.items()) or "no judge"
         reasons.append(f"no judge passed the validity gate ({detail})")
     cube = result.jury_cube()
     lo, hi = result.interval("jury", "cube_score")
     tol = ap.bounds_tolerance
+    if nothing_retrieved(result):
+        cube = 0.0
     if result.jury_judges and not np.isfinite(cube):
         reasons.append("the jury CuBE score is undefined (see the flags)")
     elif np.isfinite(cube) and not -tol <= cube <= 100 + tol:
         reasons.append(f"the jury CuBE {cube:.1f} leaves [0, 100] by more than analysis.bounds_tolerance = {tol:g}")
     boot, n_boot = result.bootstrap, int(result.settings.get("bootstrap") or 0)  # the resamples drawn
-    if boot is not None and len(boot) and n_boot > 0:
+    if boot is not None and len(boot) and n_boot > 0 and not nothing_retrieved(result):
         from cube.method.bootstrap import MIN_VALID_SHARE
 
         row = boot[(boot["judge"] == "jury") & (boot["metric"] == "cube_score")]
@@ -94,6 +114,49 @@ def withheld_reasons(result: CubeResult, params: Params) -> tuple[list[str], boo
     return reasons, failed
 
 
+def nothing_retrieved(result: CubeResult) -> bool:
+    """R@k = 0 on questions of known retrieval: CuBE = W x R@k is 0 whatever the judges say."""
+    return result.n_questions > 0 and result.recall_at_k == 0
+
+
+def provisional_reason(result: CubeResult, params: Params) -> str:
+    """Why a verdict is provisional ('' when it is not): without an interval neither the width
+    rule nor the [0, 100] rule on the interval could be checked."""
+    lo, hi = result.interval("jury", "cube_score")
+    if nothing_retrieved(result) or (np.isfinite(lo) and np.isfinite(hi)):
+        return ""
+    if int(result.settings.get("bootstrap") or 0) == 0:
+        why = "no interval was computed (analysis.bootstrap = 0)"
+    else:
+        why = "the interval is undefined"
+    return (f"{why}, so the precision of this score is unknown and neither analysis.max_interval_width nor the "
+            "[0, 100] rule on the interval could be checked")
+
+
+def retriever_note(result: CubeResult, top_n: int) -> str:
+    """The cause named when nothing was retrieved ('' otherwise)."""
+    if not nothing_retrieved(result):
+        return ""
+    return (f"the retriever found the gold document for none of the {result.n_questions} questions (R@{top_n} = 0), "
+            "so CuBE = W × R@k = 0 whatever the judges score: the cause is retrieval, not the judges")
+
+
+def human_sentence(calibrated: dict[str, Any] | None) -> str:
+    """'With N human ratings: CuBE X [lo, hi]' (a `PPIResult.headline()`), '' without ratings."""
+    h = calibrated or {}
+    if not h.get("n_rated"):
+        return ""
+    if h.get("cube_score") is None:
+        return (f"With {h['n_rated']} human ratings: the human-calibrated CuBE is undefined ("
+                + "; ".join(h.get("flags") or ["see notebook 07"]) + ").")
+    ci = (f" [{h['cube_lo']:.1f}, {h['cube_hi']:.1f}] ({h['confidence']:.0%} interval over both samples)"
+          if h.get("cube_lo") is not None else " (no interval)")
+    judge = h.get("judge_only_cube")
+    beside = f"; the judges alone, on the same means: {judge:.1f}" if judge is not None else ""
+    return (f"With {h['n_rated']} human ratings: CuBE {h['cube_score']:.1f}{ci}, the judges calibrated to the "
+            f"raters by prediction-powered inference{beside}.")
+
+
 def _clip_note(head: dict[str, Any], params: Params) -> str:
     values = [head["cube_score"], *(head["cube_ci"] or [])]
     if all(0 <= v <= 100 for v in values if np.isfinite(v)):
@@ -102,19 +165,31 @@ def _clip_note(head: dict[str, Any], params: Params) -> str:
             "points are read at the nearest bound)")
 
 
-def _system_figures(result: CubeResult, params: Params) -> dict[str, Any]:
-    cube = result.jury_cube()
+def _system_figures(result: CubeResult, params: Params, top_n: int = 8) -> dict[str, Any]:
+    cube = 0.0 if nothing_retrieved(result) else result.jury_cube()
     lo, hi = result.interval("jury", "cube_score")
     reasons, failed = withheld_reasons(result, params)
     # within the tolerance, a value just outside [0, 100] is read at the nearest bound for the verdict
     shown = float(np.clip(cube, 0, 100)) if np.isfinite(cube) else cube
+    thresholds = params.analysis.verdict_thresholds
+    name = "withheld" if reasons else verdict(shown, thresholds)
+    provisional = "" if reasons else provisional_reason(result, params)
+    bands = [] if reasons or nothing_retrieved(result) else verdict_bands(lo, hi, thresholds)
+    label = " to ".join(bands) if len(bands) > 1 else name
+    if provisional:
+        label += " (provisional)"
     return {
         "system": result.system,
         "cube_score": cube,
         "cube_ci": [lo, hi] if np.isfinite(lo) else None,
         "recall_at_k": result.recall_at_k,
         "weighted_score": float(result.jury.at["mean", "weighted_score"]),
-        "verdict": "withheld" if reasons else verdict(shown, params.analysis.verdict_thresholds),
+        "verdict": name,
+        "verdict_label": label,
+        "verdict_bands": bands or [name],
+        "provisional": bool(provisional),
+        "provisional_reason": provisional,
+        "retriever_note": retriever_note(result, top_n),
         "withheld_reasons": reasons,
         "judging_failed": bool(failed and not result.jury_judges),
         "n_judges": len(result.jury_judges),
@@ -195,7 +270,7 @@ def assess(results: dict[str, CubeResult], params: Params, *, usage: pd.DataFram
     primary = params.systems[0].name
     result = results[primary]
     top_n = params.systems[0].top_n
-    head = _system_figures(result, params)
+    head = _system_figures(result, params, top_n)
     dims = [c for c in result.cube_table.columns if c in set(result.weights["dimension"])]
     means = result.jury.loc["mean", dims].astype(float)
     sds = result.jury.loc["sd", dims].astype(float)
@@ -213,17 +288,21 @@ def assess(results: dict[str, CubeResult], params: Params, *, usage: pd.DataFram
             f"CuBE score of {head['cube_score']:.1f}{ci_text}, which is not a reliable basis for a decision. "
             f"Retrieval found the gold document for {result.recall_at_k:.1%} of questions (R@{top_n})."
         )
+    elif head["retriever_note"]:
+        sentence = f"{primary}: CuBE 0.0, {head['verdict']}: {head['retriever_note']}."
     else:
         sentence = (
             f"{primary} achieved a CuBE score of {head['cube_score']:.1f}{ci_text} across {', '.join(dims)} "
-            f"(jury of {jury_text}): {head['verdict']}{_clip_note(head, params)}. Retrieval found the gold document for "
+            f"(jury of {jury_text}): {head['verdict_label']}{_clip_note(head, params)}. Retrieval found the gold document for "
             f"{result.recall_at_k:.1%} of questions (R@{top_n}), and {on} the answers reach "
             f"{head['weighted_score']:.1f} of 100 on the scale from the no-document bound (0) to the "
             "gold-document bound (100)."
         )
-    if not ci and np.isfinite(head["cube_score"]):
-        sentence += (" No interval was computed (analysis.bootstrap = 0), so the precision of this score is "
-                     "unknown.")
+    if head["provisional"]:
+        sentence += f" The verdict is provisional: {head['provisional_reason']}."
+    if len(head["verdict_bands"]) > 1:
+        sentence += (f" The {params.analysis.confidence:.0%} interval spans the verdicts "
+                     f"{', '.join(head['verdict_bands'])}, so the verdict is given as \"{' to '.join(head['verdict_bands'])}\".")
     notes = []
     if synthetic:
         notes.append("This run uses the SYNTHETIC demo knowledge base (generated, not real service guides).")
@@ -245,7 +324,8 @@ def assess(results: dict[str, CubeResult], params: Params, *, usage: pd.DataFram
         else "Answer quality (all questions)",
         "judges": [str(j) for j in result.cube_table.index],
         "n_questions": result.n_questions,
-        "systems": [_system_figures(r, params) for r in results.values()],
+        "systems": [_system_figures(r, params, next((s.top_n for s in params.systems if s.name == n), top_n))
+                    for n, r in results.items()],
         "synthetic_data": " ".join(notes),
         "method_note": "CuBE = weighted score × R@k; each dimension is placed between the same answering model "
                        "without documents (0) and with the gold document alone (100), which cancels each judge's "

@@ -28,6 +28,7 @@ from typing import Any
 import pandas as pd
 
 from cube.config.phrasing import base_name
+from cube.config.schema import known_retrieval
 
 CAUSES: tuple[str, ...] = ("region", "variant", "duplicate")
 HIGH_CONFUSION = 0.10  # a share of questions above which the decision page suggests a remedy
@@ -58,7 +59,7 @@ def _rag_rows(answers: pd.DataFrame, system: str | None) -> pd.DataFrame:
     if system is not None:
         rows = rows[rows["system"] == system]
     if "retrieval_ok" in rows.columns:
-        rows = rows[rows["retrieval_ok"].astype(bool)]
+        rows = rows[known_retrieval(rows)]  # NaN is unknown, as in the analysis
     return rows
 
 

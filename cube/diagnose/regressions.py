@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cube.config.schema import SchemaError, parse_doc_list, require_columns
+from cube.config.schema import SchemaError, known_retrieval, parse_doc_list, require_columns
 
 _NEEDED = ("question_id", "set", "rank")
 
@@ -40,7 +40,7 @@ def check_answers(answers: pd.DataFrame, table: str = "answers") -> None:
 def _rag(answers: pd.DataFrame) -> pd.DataFrame:
     rag = answers[answers["set"] == "rag"].drop_duplicates("question_id").set_index("question_id")
     if "retrieval_ok" in rag:
-        rag = rag[rag["retrieval_ok"].fillna(False).astype(bool)]
+        rag = rag[known_retrieval(rag)]
     return rag
 
 

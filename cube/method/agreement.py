@@ -178,6 +178,19 @@ def _statistics(judge: np.ndarray, ref: np.ndarray) -> dict[str, float]:
     return out
 
 
+def _bootstrap_draws(x: np.ndarray, y: np.ndarray, func: Callable[[np.ndarray, np.ndarray], dict[str, float]],
+                     counts: np.ndarray) -> dict[str, np.ndarray]:
+    """Every statistic in every resample; `counts` (resamples x units) says how often each
+    matched unit is drawn, i.e. how often its question is (see `question_draws`)."""
+    draws: dict[str, list[float]] = {}
+    units = np.arange(len(x))
+    for row in counts:
+        idx = np.repeat(units, row)
+        for key, value in func(x[idx], y[idx]).items():
+            draws.setdefault(key, []).append(value)
+    return {k: np.asarray(v, float) for k, v in draws.items()}
+
+
 def _bootstrap(
     x: np.ndarray,
     y: np.ndarray,
@@ -185,35 +198,20 @@ def _bootstrap(
     counts: np.ndarray,
     confidence: float,
 ) -> dict[str, tuple[float, float]]:
-    """Percentile intervals of every statistic; `counts` (resamples x units) says how often
-    each matched unit is drawn, i.e. how often its question is (see `question_draws`)."""
-    draws: dict[str, list[float]] = {}
-    units = np.arange(len(x))
-    for row in counts:
-        idx = np.repeat(units, row)
-        for key, value in func(x[idx], y[idx]).items():
-            draws.setdefault(key, []).append(value)
-    tail = (1 - confidence) / 2
-    out = {}
-    for key, values in draws.items():
-        arr = np.asarray(values, float)
-        arr = arr[np.isfinite(arr)]
-        out[key] = (
-            (float(np.quantile(arr, tail)), float(np.quantile(arr, 1 - tail)))
-            if len(arr)
-            else (np.nan, np.nan)
-        )
-    return out
+    """Percentile intervals of every statistic over its defined resamples."""
+    return agreement_fast.percentile_intervals(_bootstrap_draws(x, y, func, counts), confidence)
 
 
 def _bootstrap_statistics(x: np.ndarray, y: np.ndarray, counts: np.ndarray,
-                          confidence: float) -> dict[str, tuple[float, float]]:
-    """`_bootstrap` of `_statistics`, all resamples at once from value-pair tables
-    (`cube.method.agreement_fast`); the loop when the values are too varied for small tables."""
+                          confidence: float) -> tuple[dict[str, tuple[float, float]], int]:
+    """Percentile intervals of `_statistics`, all resamples at once from value-pair tables
+    (`cube.method.agreement_fast`; the loop when the values are too varied for small tables),
+    and the most resamples any statistic is undefined in (e.g. a constant resample has no
+    correlation): the intervals rest on the others, and that count is reported."""
     tables = agreement_fast.pair_tables(x, y, counts)
-    if tables is None:
-        return _bootstrap(x, y, _statistics, counts, confidence)
-    return agreement_fast.percentile_intervals(agreement_fast.statistics(*tables), confidence)
+    draws = _bootstrap_draws(x, y, _statistics, counts) if tables is None else agreement_fast.statistics(*tables)
+    undefined = max((int((~np.isfinite(v)).sum()) for v in draws.values()), default=0)
+    return agreement_fast.percentile_intervals(draws, confidence), undefined
 
 
 def _matched(a: pd.DataFrame, b: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int]:
@@ -224,7 +222,9 @@ def _matched(a: pd.DataFrame, b: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, 
 
 def _matched_with_questions(a: pd.DataFrame, b: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
     """`_matched` plus the question id of every matched pair."""
-    m = a.loc[:, [*UNIT, "score"]].merge(b.loc[:, [*UNIT, "score"]], on=list(UNIT), suffixes=("_a", "_b"))
+    # outer: a unit scored on one side only is a missing pair too, counted like a NaN one
+    m = a.loc[:, [*UNIT, "score"]].merge(b.loc[:, [*UNIT, "score"]], on=list(UNIT), how="outer",
+                                         suffixes=("_a", "_b"))
     m = m.sort_values(list(UNIT))  # row order of the input never matters (bootstrap included)
     ok = m["score_a"].notna() & m["score_b"].notna()
     return (m.loc[ok, "score_a"].to_numpy(float), m.loc[ok, "score_b"].to_numpy(float), int((~ok).sum()),
@@ -254,7 +254,10 @@ def agreement_table(
 
     Returns:
         Columns `judge, set, dimension, n, n_missing, pearson, spearman, kendall, weighted_kappa,
-        mean_abs_diff, bias` (+ intervals); `bias = mean(judge - reference)`. Human raters
+        mean_abs_diff, bias` (+ `boot_undefined` and the intervals); `bias = mean(judge - reference)`.
+        `n_missing` counts the units either side left unscored or never scored (absent on one
+        side); `boot_undefined` the most resamples in which a statistic was undefined (its
+        interval rests on the others). Human raters
         forming the human consensus are not compared with it (use `pairwise_agreement`).
     """
     means = judge_means(scores)
@@ -277,12 +280,13 @@ def agreement_table(
                 row.update(_statistics(x, y))
                 if bootstrap > 0 and len(x) > 0:
                     unit_counts = counts[:, [code[q] for q in qids]]
-                    for key, (lo, hi) in _bootstrap_statistics(x, y, unit_counts, confidence).items():
+                    intervals, row["boot_undefined"] = _bootstrap_statistics(x, y, unit_counts, confidence)
+                    for key, (lo, hi) in intervals.items():
                         row[f"{key}_lo"], row[f"{key}_hi"] = lo, hi
                 rows.append(row)
     columns = ["judge", "set", "dimension", "n", "n_missing", *STATISTICS]
     if bootstrap > 0:
-        columns += [f"{s}_{side}" for s in STATISTICS for side in ("lo", "hi")]
+        columns += ["boot_undefined", *(f"{s}_{side}" for s in STATISTICS for side in ("lo", "hi"))]
     return pd.DataFrame(rows).reindex(columns=columns)
 
 

@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from cube.config.schema import SETS, SchemaError, require_columns
+from cube.config.schema import SETS, SchemaError, known_retrieval, require_columns
 from cube.config.sections import PAPER_DIMENSIONS
 
 ANSWER_REQUIRED = ("question_id", "system", "set", "rank")
@@ -172,7 +172,7 @@ def retrieval_outcomes(answers: pd.DataFrame, top_n: int = 8) -> RetrievalOutcom
         raise SchemaError("answers: no 'rag' rows (the system under test's answers)")
     unknown: list[Any] = []
     if "retrieval_ok" in rag:
-        bad = ~rag["retrieval_ok"].fillna(False).astype(bool)
+        bad = ~known_retrieval(rag)
         unknown = sorted(set(rag.loc[bad, "question_id"]), key=str)
         rag = rag[~bad]
     if rag.empty:

@@ -22,7 +22,7 @@ numbers the two reports publish when they are restricted to the common questions
   below `MIN_VALID_SHARE` (the interval and p-value then rest on a selection of resamples).
 - **Power** (`mde`, `questions_needed`): the bootstrap standard error of ΔCuBE, se, gives the
   per-question standard deviation σ = se·√n of the paired difference (a CuBE difference behaves
-  like a mean of n per-question contributions). A two-sided test at level α with power 1 − β
+  like a mean of n per-question contributions). A two-sided test at level α (default 1 − `analysis.confidence`, the interval's) with power 1 − β
   detects |Δ| >= (z_{1−α/2} + z_{1−β}) · σ / √n (the minimum detectable difference, MDE), and
   needs n = ((z_{1−α/2} + z_{1−β}) · σ / Δ)² questions for a given Δ.
 - **Several systems**: `compare_all` compares every pair and adjusts the jury ΔCuBE p-values
@@ -174,7 +174,7 @@ def compare_pair(a_answers: pd.DataFrame, a_scores: pd.DataFrame, b_answers: pd.
                  b_scores: pd.DataFrame, analysis_params: Any = None, *, analysis_params_b: Any = None,
                  top_n_a: int | None = None, top_n_b: int | None = None, labels: tuple[str, str] | None = None,
                  dimensions: list[str] | None = None, n_resamples: int | None = None,
-                 n_permutations: int = 1000, seed: int | None = None, alpha: float = 0.05,
+                 n_permutations: int = 1000, seed: int | None = None, alpha: float | None = None,
                  power: float = 0.8) -> PairComparison:
     """ΔCuBE, ΔW, ΔR@k and every ΔN_d (B − A) per judge and jury, with a paired bootstrap
     interval, a paired permutation p-value and the power figures (see the module docstring).
@@ -184,10 +184,12 @@ def compare_pair(a_answers: pd.DataFrame, a_scores: pd.DataFrame, b_answers: pd.
     N the side was evaluated at, else its params' `top_n`, else 8); every other setting that enters CuBE (trim, subset, weights,
     gate, ...) must be the same on both sides, otherwise a `ValueError` names the differing keys
     (a paired Δ needs one definition of CuBE). Resampling settings (`bootstrap`, `confidence`,
-    `seed`) are side A's."""
+    `seed`) are side A's. The MDE's level `alpha` defaults to the interval's, `1 - confidence`,
+    so the MDE and the printed interval answer the same question."""
     from cube.config.sections import AnalysisParams
 
     ap = analysis_params or AnalysisParams()
+    alpha = 1 - ap.confidence if alpha is None else alpha
     ap_b = analysis_params_b or ap
     diff = definition_differences(ap, ap_b)
     if diff:

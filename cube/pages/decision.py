@@ -29,18 +29,22 @@ BADGE_COLOURS = {"excellent": "#1b5e20", "good": "#2e7d32", "fair": "#f9a825", "
                  "withheld": "#616161", "undetermined": "#616161"}
 
 
-def verdict_badge(name: str) -> str:
-    """The verdict as an HTML badge (a coloured span), shown in Markdown and HTML alike."""
+def verdict_badge(name: str, label: str | None = None) -> str:
+    """The verdict as an HTML badge (a coloured span), shown in Markdown and HTML alike; `label`
+    (e.g. "good to excellent", "fair (provisional)") is the text, `name` the colour."""
     colour = BADGE_COLOURS.get(name, "#37474f")
     return (f'<span style="background:{colour};color:#fff;padding:2px 10px;border-radius:10px;'
-            f'font-weight:bold">{html.escape(name.upper())}</span>')
+            f'font-weight:bold">{html.escape((label or name).upper())}</span>')
 
 
 def decision_markdown(decision: dict[str, Any]) -> str:
     """The decision as Markdown for the notebook (text from params is escaped): the verdict
     badge, the judges used and excluded with reasons, and why a verdict was withheld."""
     esc = html.escape
-    lines = [f"Verdict: {verdict_badge(decision['verdict'])}", "", f"**{esc(decision['sentence'])}**", ""]
+    lines = [f"Verdict: {verdict_badge(decision['verdict'], decision.get('verdict_label'))}", "",
+             f"**{esc(decision['sentence'])}**", ""]
+    if decision.get("human_sentence"):
+        lines += [esc(decision["human_sentence"]), ""]
     if decision.get("withheld_reasons"):
         lines.append("Why the verdict is withheld:")
         lines += [f"- {esc(r)}" for r in decision["withheld_reasons"]]

@@ -299,7 +299,17 @@ def compare_in_run(run: Any, *, n_permutations: int = 1000, k: int = 20) -> list
         out.append({key: payload[key] for key in ("a", "b", "delta_cube", "delta_cube_ci", "p_value", "mde",
                                                   "n_questions", "n_regressions", "n_improvements")}
                    | {"page": str(folder.relative_to(run.paths.root) / "index.html")})
-    return out
+    return with_holm(out)
+
+
+def with_holm(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each comparison's p-value adjusted over all of them (Holm's step-down, `p_holm`) and the
+    number of comparisons it is adjusted over: several pairs shown at once are several tests."""
+    from cube.method.compare import holm
+
+    adjusted = holm([float("nan") if r.get("p_value") is None else float(r["p_value"]) for r in rows])
+    return [r | {"p_holm": None if p != p else p, "n_comparisons": len(rows)}
+            for r, p in zip(rows, adjusted, strict=True)]
 
 
 def notebook_compare(run: Any, side_a: str | None = None, side_b: str | None = None, *,
@@ -317,8 +327,9 @@ def notebook_compare(run: Any, side_a: str | None = None, side_b: str | None = N
         rows = [{key: payload[key] for key in ("a", "b", "delta_cube", "delta_cube_ci", "p_value", "mde",
                                                 "n_questions", "n_regressions", "n_improvements")}
                 | {"page": str(out / "index.html")}]
-    cols = ["a", "b", "delta_cube", "delta_cube_ci", "p_value", "mde", "n_questions", "n_regressions",
-            "n_improvements", "page"]
+        rows = with_holm(rows)
+    cols = ["a", "b", "delta_cube", "delta_cube_ci", "p_value", "p_holm", "n_comparisons", "mde", "n_questions",
+            "n_regressions", "n_improvements", "page"]
     shown = run.table("comparisons", pd.DataFrame(rows, columns=cols))
     if side_a is not None or side_b is not None:
         return shown

@@ -250,10 +250,53 @@ def decision(run: Run, results: dict[str, CubeResult]) -> dict[str, Any]:
                  skipped_share=float((kind == "skipped").mean()) if len(scores) else 0.0,
                  bound_note=bound_answerer_note(run.params), retrieval=retrieval_quality(run, results),
                  diagnosis=_diagnosis(run, results))
+    if run.params.human.ratings:  # notebook 07's human-calibrated CuBE, when it ran (it reads `human`, 06 not)
+        _attach_human(out, _recorded(run).get("human_calibrated") or {})
     run.record(decision=out, cube_score=out["cube_score"], recall_at_k=out["recall_at_k"],
-               weighted_score=out["weighted_score"], verdict=out["verdict"],
+               weighted_score=out["weighted_score"], verdict=out["verdict"], verdict_label=out["verdict_label"],
+               provisional=out["provisional"],
                withheld_reasons=out["withheld_reasons"], judging_failed=out["judging_failed"])
     return out
+
+
+def human_calibration(run: Run, results: dict[str, CubeResult] | None = None,
+                      imported: tuple[pd.DataFrame, Any] | None = None) -> tuple[pd.DataFrame, dict[str, Any], dict[str, dict[str, Any]]] | None:
+    """The human-calibrated CuBE of every rated system (`cube.method.ppi`), None without ratings:
+    the table of notebook 07, the `PPIResult` per system and their `results.json` headlines
+    (recorded as `human_calibrated`, and in the decision recorded by notebook 06, whose page
+    then says "With N human ratings: CuBE X [lo, hi]"; a later run of 06 carries it over)."""
+    from cube.method.ppi import calibrate_systems
+
+    if not run.params.human.ratings:
+        return None
+    imported = imported or human_stage(run)
+    if imported is None:
+        return None
+    results = results if results is not None else evaluate_run(run)
+    ap = run.params.analysis
+    table, per = calibrate_systems(run.load("answers"), run.load("scores"), imported[0], results, ap,
+                                   system_top_n(run.params), widths=(10.0, ap.max_interval_width))
+    heads = {s: p.headline() for s, p in per.items()}
+    decision = _recorded(run).get("decision")
+    run.record(human_calibrated=heads, **({"decision": _attach_human(decision, heads)} if decision else {}))
+    return table, per, heads
+
+
+def _recorded(run: Run) -> dict[str, Any]:
+    """`results.json` as recorded so far ({} before the first record)."""
+    import json
+
+    path = run.paths.results
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+
+def _attach_human(decision: dict[str, Any], heads: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The decision with its system's human-calibrated CuBE and the sentence the page shows."""
+    from cube.diagnose.lta import human_sentence
+
+    decision["human_calibrated"] = heads.get(str(decision.get("system"))) or {}
+    decision["human_sentence"] = human_sentence(decision["human_calibrated"])
+    return decision
 
 
 def _diagnosis(run: Run, results: dict[str, CubeResult]) -> dict[str, Any]:
@@ -281,6 +324,8 @@ class HumanSection:
     sets: list[str]  # the answer sets the agreement is computed on (`human.agreement_sets`, present ones)
     agreement_note: str  # which sets the statistics are on and what was left out
     set_scores: pd.DataFrame  # `scores` in the first of `sets` (all of them when it is "pooled"): the figures
+    calibrated: pd.DataFrame | None = None  # human-calibrated CuBE per rated system (cube.method.ppi)
+    calibrated_means: pd.DataFrame | None = None  # its per (system, set, dimension) means: judge, human, PPI
 
 
 def _sheet_size(sample_size: int, files: list[Path]) -> str:
@@ -328,6 +373,7 @@ def human_agreement(run: Run) -> HumanSection:
         groups = {"LLM/offline judges": judges}
         t5 = None
         report = None
+        calibrated = None
     else:
         human, report = imported
         reference = "human"
@@ -338,6 +384,7 @@ def human_agreement(run: Run) -> HumanSection:
         groups = {"human raters": raters, "judges": judges}
         full_recall = {s: r.recall_at_k for s, r in evaluate_run(run, bootstrap=False).items()}
         t5 = table5_human_vs_cube(answers, scores, human, ap, system_top_n(run.params), full_recall)
+        calibrated = human_calibration(run, imported=imported)
         msg = (f"{len(raters)} human rater(s) rated {human[['question_id', 'system', 'set']].drop_duplicates().shape[0]}"
                f" answers; {int(human['score'].isna().sum())} cells were left blank and are reported, not guessed.")
     sets, note = _agreement_sets(run.params.human.agreement_sets, both)
@@ -350,8 +397,11 @@ def human_agreement(run: Run) -> HumanSection:
              "`n_missing`." if unpaired else "")
     first = sets[0]
     set_scores = both if first == ag.POOLED else both[both["set"].astype(str) == first]
+    cal_means = None if calibrated is None else pd.concat(
+        [p.means.assign(system=s) for s, p in calibrated[1].items()], ignore_index=True)
     return HumanSection(imported is not None, msg, sheet, preview, report, agreement, reliability,
-                        ag.pairwise_agreement(both, set_name=first), t5, both, sets, note, set_scores)
+                        ag.pairwise_agreement(both, set_name=first), t5, both, sets, note, set_scores,
+                        None if calibrated is None else calibrated[0], cal_means)
 
 
 def _agreement_sets(requested: list[str], scores: pd.DataFrame) -> tuple[list[str], str]:

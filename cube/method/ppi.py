@@ -1,0 +1,328 @@
+"""Human-calibrated CuBE by prediction-powered inference (PPI / PPI++; issue 21 item 2).
+
+Human ratings of a small sample correct the judges' bias on *every* question: per answer set s
+(zero, rag, full) and dimension d, the human-scale mean over the evaluation subset (questions
+whose gold document was retrieved, as CuBE) is estimated by
+
+    theta[s, d] = mean_n(y) + lambda * (mean_N(f) - mean_n(f))
+
+where f is the jury's score of an answer (mean over the given judges), y the human score (mean
+over raters), n the rated (labelled) retrieved questions and N all retrieved questions
+(Angelopoulos et al. 2023, "Prediction-powered inference"; PPI++ 2024 for lambda). `lambda = 1`
+is plain PPI, `lambda = 0` the human ratings alone, `"auto"` the PPI++ power-tuned
+`lambda = Cov_n(y, f) / ((1 + n / N) Var_n(f))`, clipped to [0, 1] and estimated per (set,
+dimension) in every resample. Means, not trimmed means: PPI's rectifier is a mean; the
+judge-only figure of this module (`judge_only`) uses the same means so the two are comparable.
+
+From theta: `N_d = 100 (theta_rag - theta_zero) / (theta_full - theta_zero)`,
+`W = 100 (T_rag - T_zero) / (T_full - T_zero)` with `T = sum_d w_d theta_d` and `CuBE = W * R@k`
+(R@k over all questions of known retrieval, no human needed). A dimension with no positive
+range (full <= zero) leaves W as in `cube.method.normalise`.
+
+Interval: the percentile bootstrap over **both samples**, drawn independently (the PPBoot of
+Zrnic & Candes 2024): all questions with replacement (judge means and R@k) and the rated ones
+with replacement (rectifier). `ratings_needed` splits the bootstrap variance of CuBE into the
+part from the rated sample (shrinking as 1/n) and the part from the questions (fixed), and
+inverts it for a target interval width.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from cube.config.schema import SETS, SchemaError, require_columns
+from cube.method.analysis import dimension_order, retrieval_outcomes
+from cube.method.bootstrap import resample_counts
+
+_EPS = 1e-12
+METRICS = ("cube_score", "weighted_score")
+
+
+@dataclass
+class PPIResult:
+    """A human-calibrated CuBE (see the module docstring).
+
+    `cube_score`, `weighted_score`, `recall_at_k` and `dimensions` (N_d per dimension) on the
+    human scale; `interval[metric] = (lo, hi)` at `confidence`; `judge_only` the same figures
+    from the judges' means alone (no human correction); `means`: one row per (set, dimension)
+    with `judge_mean` (all N), `judge_mean_rated` and `human_mean` (the n rated), `ppi_mean`,
+    `lam`; `n_rated` (retrieved questions with a human rating), `n_retrieved`, `n_questions`;
+    `var_rated` / `var_questions`: bootstrap variances of CuBE from each sample alone (used by
+    `ratings_needed`); `n_valid`: resamples with a defined CuBE; `flags`: why a figure is NaN."""
+
+    cube_score: float
+    weighted_score: float
+    recall_at_k: float
+    dimensions: dict[str, float]
+    interval: dict[str, tuple[float, float]]
+    judge_only: dict[str, float]
+    means: pd.DataFrame
+    n_rated: int
+    n_retrieved: int
+    n_questions: int
+    confidence: float
+    n_resamples: int
+    n_valid: int
+    var_rated: float = float("nan")
+    var_questions: float = float("nan")
+    lam: str | float = "auto"
+    flags: list[str] = field(default_factory=list)
+
+    def headline(self) -> dict[str, Any]:
+        """The figures for `results.json` (NaN as None)."""
+        lo, hi = self.interval.get("cube_score", (float("nan"), float("nan")))
+        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in {
+            "cube_score": self.cube_score, "cube_lo": lo, "cube_hi": hi, "weighted_score": self.weighted_score,
+            "recall_at_k": self.recall_at_k, "judge_only_cube": self.judge_only.get("cube_score", float("nan")),
+            "n_rated": self.n_rated, "n_retrieved": self.n_retrieved, "confidence": self.confidence,
+            "n_resamples": self.n_resamples, "n_valid": self.n_valid, "lambda": self.lam,
+        }.items()} | {"flags": list(self.flags)}
+
+
+def _item_means(df: pd.DataFrame, qids: list[Any], dims: list[str], judges: Sequence[str] | None) -> np.ndarray:
+    """(sets, dims, questions) array of the mean score over the rows' judges (NaN when none)."""
+    if judges is not None:
+        df = df[df["judge"].astype(str).isin([str(j) for j in judges])]
+    s = df.assign(score=pd.to_numeric(df["score"], errors="coerce"))
+    per = s.groupby(["set", "dimension", "question_id"])["score"].mean()
+    idx = pd.MultiIndex.from_product([list(SETS), dims, qids])
+    return per.reindex(idx).to_numpy(float).reshape(len(SETS), len(dims), len(qids))
+
+
+def _wmean(C: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Weighted mean of v (NaN skipped) per row of C."""
+    m = ~np.isnan(v)
+    n = C @ m.astype(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(n > 0, C @ np.where(m, v, 0.0) / n, np.nan)
+
+
+def _var(x: np.ndarray) -> float:
+    """Variance (ddof 1) of the finite values; NaN with fewer than two."""
+    x = x[np.isfinite(x)]
+    return float(np.var(x, ddof=1)) if len(x) > 1 else float("nan")
+
+
+def _estimate(f_all: np.ndarray, f_lab: np.ndarray, y_lab: np.ndarray, C_all: np.ndarray, C_lab: np.ndarray,
+              lam: str | float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """PPI means per (set, dim) and resample: (theta, judge-only means, lambda), each (S, D, B)."""
+    S, D = f_all.shape[:2]
+    B = C_all.shape[0]
+    theta, judge, lams = (np.full((S, D, B), np.nan) for _ in range(3))
+    for s in range(S):
+        for d in range(D):
+            both = ~np.isnan(f_lab[s, d]) & ~np.isnan(y_lab[s, d])
+            f, y = np.where(both, f_lab[s, d], np.nan), np.where(both, y_lab[s, d], np.nan)
+            mf_all = _wmean(C_all, f_all[s, d])
+            mf, my = _wmean(C_lab, f), _wmean(C_lab, y)
+            if lam == "auto":
+                n = C_lab @ both.astype(float)
+                N = C_all @ (~np.isnan(f_all[s, d])).astype(float)
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    cov = _wmean(C_lab, f * y) - mf * my
+                    var = _wmean(C_lab, f * f) - mf ** 2
+                    lt = np.where(var > _EPS, cov / ((1 + n / N) * var), 0.0)
+                lt = np.clip(np.nan_to_num(lt, nan=0.0), 0.0, 1.0)
+            else:
+                lt = np.full(B, float(lam))
+            theta[s, d] = my + lt * (mf_all - mf)
+            judge[s, d], lams[s, d] = mf_all, lt
+    return theta, judge, lams
+
+
+def _cube(theta: np.ndarray, w: np.ndarray, recall: np.ndarray) -> dict[str, np.ndarray]:
+    """N_d, W and CuBE from (S, D, B) means; a dimension without positive range leaves W."""
+    z, r, f = (theta[SETS.index(s)] for s in ("zero", "rag", "full"))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rng = f - z
+        ok = np.nan_to_num(rng, nan=0.0) > _EPS
+        nd = np.where(ok, 100 * (r - z) / np.where(ok, rng, 1.0), np.nan)
+        missing = ((w[:, None] > 0) & (np.isnan(z) | np.isnan(r) | np.isnan(f))).any(axis=0)
+        we = np.where(ok, w[:, None], 0.0)
+        tot = we.sum(axis=0)
+        we = np.where(tot > _EPS, we / np.where(tot > _EPS, tot, 1.0), np.nan)
+        T = [np.where(we == 0, 0.0, we * v).sum(axis=0) for v in (z, r, f)]
+        den = T[2] - T[0]
+        W = np.where((den > _EPS) & ~missing, 100 * (T[1] - T[0]) / np.where(den > _EPS, den, 1.0), np.nan)
+    cube = np.where(recall == 0, 0.0, W * recall)
+    return {"dimensions": nd, "weighted_score": W, "cube_score": cube}
+
+
+def ppi_cube(answers: pd.DataFrame, scores: pd.DataFrame, human: pd.DataFrame, *,
+             judges: Sequence[str] | None = None, weights: Mapping[str, float] | None = None,
+             dimensions: Sequence[str] | None = None, confidence: float = 0.95, n_resamples: int = 1000,
+             seed: int = 0, lam: Literal["auto"] | float = "auto", top_n: int = 8) -> PPIResult:
+    """The human-calibrated CuBE of one system (module docstring for the estimator and interval).
+
+    Args:
+        answers: one system's answers (`question_id, system, set, rank`, optional `retrieval_ok`,
+            as `cube.method.analysis.evaluate`); only the rag rows' retrieval outcome is read.
+        scores: the judges' scores of that system (`question_id, set, judge, dimension, score`).
+        human: human ratings of that system in the same long format; several raters (any `judge`
+            values) are averaged per answer. Only retrieved questions rated in the set count.
+        judges: the judges whose mean is the prediction f (default: every judge in `scores`;
+            pass the jury, i.e. the judges that passed the validity gate).
+        weights: dimension weights of W (default: equal); normalised to sum 1.
+        dimensions: the dimensions (default: those of `scores`).
+        confidence, n_resamples, seed: the bootstrap interval (0 resamples: no interval).
+        lam: `"auto"` (PPI++ power tuning), 1.0 (plain PPI) or 0.0 (human ratings alone).
+        top_n: N of the system's retrieved list (for the rank transform only).
+
+    Returns:
+        A `PPIResult`; figures are NaN with a flag when undefined (no rated retrieved question,
+        a set or dimension without ratings, no positive range between the bounds).
+    """
+    check_human(human)
+    require_columns(scores, ("question_id", "set", "judge", "dimension", "score"), "scores")
+    if lam != "auto" and not (isinstance(lam, int | float) and 0 <= float(lam) <= 1):
+        raise ValueError(f"lam must be 'auto' or a number in [0, 1], got {lam!r}")
+    outcomes = retrieval_outcomes(answers, top_n)
+    ranks = outcomes.ranks.sort_values("question_id", kind="stable")
+    qids = [q for q, hit in zip(ranks["question_id"], ranks["retrieved"], strict=True) if hit]
+    retrieved = ranks["retrieved"].to_numpy(bool)
+    dims = dimension_order(dimensions if dimensions is not None else scores["dimension"].unique())
+    w = np.array([float((weights or {}).get(d, 1.0 if weights is None else 0.0)) for d in dims])
+    if not (w >= 0).all() or w.sum() <= 0:
+        raise ValueError(f"weights must be >= 0 with a positive sum, got {dict(zip(dims, w, strict=True))}")
+    w = w / w.sum()
+    f_all = _item_means(scores, qids, dims, judges)
+    h_all = _item_means(human, qids, dims, None)
+    rated = [i for i in range(len(qids)) if (~np.isnan(h_all[:, :, i])).any()]
+    f_lab, y_lab = f_all[:, :, rated], h_all[:, :, rated]
+    flags: list[str] = []
+    if not rated:
+        flags.append("no retrieved question has a human rating: the human-calibrated CuBE is undefined")
+    for s in range(len(SETS)):
+        for d, dim in enumerate(dims):
+            if rated and w[d] > 0 and (np.isnan(y_lab[s, d]) | np.isnan(f_lab[s, d])).all():
+                flags.append(f"no {SETS[s]} answer has both a human and a judge score on {dim}: W undefined")
+
+    def run(C_all: np.ndarray, C_lab: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+        # C_all over all known questions; the means use its retrieved columns, R@k all of them
+        with np.errstate(divide="ignore", invalid="ignore"):
+            recall = C_all @ retrieved.astype(float) / C_all.sum(axis=1)
+        theta, judge, lams = _estimate(f_all, f_lab, y_lab, C_all[:, retrieved], C_lab, lam)
+        return {**_cube(theta, w, recall), "recall_at_k": recall}, judge, (theta, lams)
+
+    n_all = len(retrieved)
+    one = np.ones((1, n_all)), np.ones((1, len(rated)))
+    point, judge_means, (theta, lams) = run(*one)
+    judge_fig = _cube(judge_means, w, point["recall_at_k"])
+    if rated and not flags and not np.isfinite(point["weighted_score"][0]):
+        z, f = theta[SETS.index("zero"), :, 0], theta[SETS.index("full"), :, 0]
+        flags.append("no weighted dimension has full > zero on the human scale (" + ", ".join(
+            f"{d}: zero {z[i]:.2f}, full {f[i]:.2f}" for i, d in enumerate(dims)) + "): W undefined")
+    interval = {m: (float("nan"), float("nan")) for m in METRICS}
+    n_valid, var_lab, var_all = 0, float("nan"), float("nan")
+    if n_resamples > 0 and rated and n_all:
+        rng = np.random.default_rng(seed)
+        C_all = resample_counts(n_all, n_resamples, rng)
+        C_lab = resample_counts(len(rated), n_resamples, rng)
+        boot = run(C_all, C_lab)[0]
+        a = (1 - confidence) / 2
+        for m in METRICS:
+            ok = boot[m][np.isfinite(boot[m])]
+            if len(ok):
+                interval[m] = tuple(float(x) for x in np.quantile(ok, [a, 1 - a]))
+        n_valid = int(np.isfinite(boot["cube_score"]).sum())
+        # each sample alone (the other fixed at its observed values): the parts of the variance
+        var_lab = _var(run(np.ones((n_resamples, n_all)), C_lab)[0]["cube_score"])
+        var_all = _var(run(C_all, np.ones((n_resamples, len(rated))))[0]["cube_score"])
+        if n_valid < 0.9 * n_resamples:
+            flags.append(f"only {n_valid} of {n_resamples} resamples give a defined CuBE: the interval rests on "
+                         "a selection of resamples")
+    n_human = (~np.isnan(y_lab)).sum(axis=2)
+    means = pd.DataFrame([
+        {"set": s, "dimension": dim, "judge_mean": float(judge_means[i, d, 0]),
+         "judge_mean_rated": float(np.nanmean(f_lab[i, d])) if (~np.isnan(f_lab[i, d])).any() else np.nan,
+         "human_mean": float(np.nanmean(y_lab[i, d])) if n_human[i, d] else np.nan,
+         "ppi_mean": float(theta[i, d, 0]), "lam": float(lams[i, d, 0]), "n_rated": int(n_human[i, d])}
+        for i, s in enumerate(SETS) for d, dim in enumerate(dims)])
+    return PPIResult(
+        cube_score=float(point["cube_score"][0]), weighted_score=float(point["weighted_score"][0]),
+        recall_at_k=float(point["recall_at_k"][0]),
+        dimensions={dim: float(point["dimensions"][d, 0]) for d, dim in enumerate(dims)},
+        interval=interval, judge_only={"cube_score": float(judge_fig["cube_score"][0]),
+                                       "weighted_score": float(judge_fig["weighted_score"][0])},
+        means=means, n_rated=len(rated), n_retrieved=len(qids), n_questions=n_all, confidence=confidence,
+        n_resamples=n_resamples, n_valid=n_valid, var_rated=var_lab, var_questions=var_all, lam=lam, flags=flags)
+
+
+def ratings_needed(result: PPIResult, width: float) -> float:
+    """Rated questions needed for a CuBE interval of `width` points (at the result's confidence).
+
+    The bootstrap variance splits as `var_rated * n / n' + var_questions` for n' ratings (the
+    questions fixed): n' = var_rated n / ((width / 2z)^2 - var_questions). Returns inf when the
+    questions alone make the interval wider than `width` (more questions needed, not ratings)
+    and NaN when the variances are unknown (no interval). An approximation: lambda and the
+    judge-human relation are taken as measured on the current sample."""
+    if width <= 0:
+        raise ValueError(f"width must be > 0, got {width}")
+    if not (math.isfinite(result.var_rated) and math.isfinite(result.var_questions)) or result.n_rated == 0:
+        return float("nan")
+    z = stats.norm.ppf(1 - (1 - result.confidence) / 2)
+    room = (width / (2 * z)) ** 2 - result.var_questions
+    if room <= 0:
+        return float("inf")
+    return float(math.ceil(result.var_rated * result.n_rated / room))
+
+
+def check_human(human: pd.DataFrame, table: str = "human") -> None:
+    """Raise `SchemaError` listing every bad row of a human ratings table at once."""
+    require_columns(human, ("question_id", "set", "dimension", "score"), table)
+    s = pd.to_numeric(human["score"], errors="coerce")
+    bad = (human["score"].notna() & s.isna()) | (s < 0) | (s > 10) | ~human["set"].isin(SETS)
+    if bad.any():
+        raise SchemaError(f"{table}: rows {list(human.index[bad][:10])} need a set in {list(SETS)} and a score "
+                          "in [0, 10] or empty")
+
+
+def jury_weights(result: Any) -> dict[str, float]:
+    """The dimension weights of the human-calibrated W: the mean of the jury judges' weights
+    (their configured or rank-correlation weights), equal when none is defined."""
+    w = result.weights
+    w = w[w["judge"].astype(str).isin(result.jury_judges)].groupby("dimension")["weight"].mean()
+    w = w.fillna(0.0).clip(lower=0.0)
+    if w.sum() <= 0:
+        return {str(d): 1.0 for d in result.weights["dimension"].unique()}
+    return {str(d): float(v) for d, v in w.items()}
+
+
+def calibrate_systems(answers: pd.DataFrame, scores: pd.DataFrame, human: pd.DataFrame, results: Mapping[str, Any],
+                      analysis_params: Any, top_n: Mapping[str, int], widths: Sequence[float] = (10.0,),
+                      ) -> tuple[pd.DataFrame, dict[str, PPIResult]]:
+    """`ppi_cube` for every system with human ratings, beside its judge-only CuBE.
+
+    `results`: each system's `CubeResult` (its jury gives the predicting judges and the weights).
+    Returns a table (one row per system: `n_rated`, the judge-only jury CuBE and its interval, the
+    judge-only CuBE on means, the human-calibrated CuBE and interval, `ratings_for_<w>_points`
+    for each width in `widths`) and the `PPIResult` per system."""
+    ap = analysis_params
+    rows, out = [], {}
+    for system, h in human.groupby("system", sort=True):
+        if system not in results:
+            continue
+        res = results[system]
+        a, s = answers[answers["system"] == system], scores[scores["system"] == system]
+        p = ppi_cube(a, s, h, judges=res.jury_judges or None, weights=jury_weights(res),
+                     confidence=ap.confidence, n_resamples=ap.bootstrap, seed=ap.seed,
+                     top_n=ap.top_n or top_n.get(system, 8))
+        out[str(system)] = p
+        lo, hi = res.interval("jury", "cube_score")
+        plo, phi = p.interval["cube_score"]
+        row = {"system": system, "n_rated": p.n_rated, "n_retrieved": p.n_retrieved,
+               "judge_cube": res.jury_cube(), "judge_lo": lo, "judge_hi": hi,
+               "judge_cube_means": p.judge_only["cube_score"], "human_calibrated_cube": p.cube_score,
+               "human_lo": plo, "human_hi": phi, "human_width": phi - plo,
+               "weighted_score": p.weighted_score, "recall_at_k": p.recall_at_k,
+               **{f"ratings_for_{w:g}_points": ratings_needed(p, w) for w in widths},
+               "flags": "; ".join(p.flags)}
+        rows.append(row)
+    return pd.DataFrame(rows), out

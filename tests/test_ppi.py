@@ -1,0 +1,111 @@
+"""Human-calibrated CuBE (cube.method.ppi): prediction-powered means, interval, ratings needed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cube.config.schema import SchemaError
+from cube.method.ppi import ppi_cube, ratings_needed
+
+DIMS = ("relevance", "quality")
+TRUE = {"zero": 3.0, "rag": 6.0, "full": 8.0}  # human-scale means: W = 100 * 3 / 5 = 60 on both dimensions
+
+
+def _world(n: int = 400, n_rated: int = 100, seed: int = 0, recall: float = 0.8, lenient_rag: float = 1.5):
+    """A system with known human-scale truth (W = 60, CuBE = 60 * R@k) and a judge that is
+    lenient on the rag set only (+`lenient_rag` points): a bias the bounds cannot cancel."""
+    rng = np.random.default_rng(seed)
+    qids = [f"q{i:04d}" for i in range(n)]
+    rank = np.where(rng.random(n) < recall, 1, 0)
+    answers = pd.DataFrame([{"question_id": q, "system": "s", "set": s, "rank": int(r), "n_retrieved": 8}
+                            for q, r in zip(qids, rank, strict=True) for s in TRUE])
+    truth = {(q, s, d): TRUE[s] + rng.normal(0, 1.0) for q in qids for s in TRUE for d in DIMS}
+    scores = pd.DataFrame([{"question_id": q, "system": "s", "set": s, "judge": "j", "dimension": d,
+                            "score": t + (lenient_rag if s == "rag" else 0.0) + rng.normal(0, 0.7)}
+                           for (q, s, d), t in truth.items()])
+    rated = set(rng.choice(qids, n_rated, replace=False))
+    human = pd.DataFrame([{"question_id": q, "system": "s", "set": s, "judge": "human", "dimension": d,
+                           "score": float(np.clip(t + rng.normal(0, 0.5), 0, 10))}
+                          for (q, s, d), t in truth.items() if q in rated])
+    return answers, scores, human, float(np.mean(rank > 0))
+
+
+def test_ppi_removes_a_judge_bias_the_bounds_cannot():
+    answers, scores, human, r = _world()
+    res = ppi_cube(answers, scores, human, n_resamples=300, seed=1)
+    truth = 60.0 * r
+    lo, hi = res.interval["cube_score"]
+    # judge-only: rag means 7.5 on the 3..8 bounds -> W = 90, CuBE = 90 R@k; far outside the PPI interval
+    assert res.judge_only["cube_score"] == pytest.approx(90 * r, abs=4)
+    assert lo <= truth <= hi
+    assert not lo <= res.judge_only["cube_score"] <= hi
+    assert res.recall_at_k == pytest.approx(r)
+    assert res.n_rated == int(human.loc[human["question_id"].isin(
+        answers.loc[(answers["rank"] > 0), "question_id"]), "question_id"].nunique())
+
+
+def test_lambda_zero_is_the_human_ratings_alone():
+    answers, scores, human, r = _world(n=120, n_rated=40, seed=3)
+    res = ppi_cube(answers, scores, human, lam=0.0, n_resamples=0)
+    hit = set(answers.loc[answers["rank"] > 0, "question_id"])
+    h = human[human["question_id"].isin(hit)].groupby(["set", "dimension"])["score"].mean()
+    W = [100 * (h["rag", d] - h["zero", d]) / (h["full", d] - h["zero", d]) for d in DIMS]
+    T = {s: np.mean([h[s, d] for d in DIMS]) for s in TRUE}  # equal weights
+    assert res.dimensions == pytest.approx(dict(zip(DIMS, W, strict=True)))
+    assert res.cube_score == pytest.approx(100 * (T["rag"] - T["zero"]) / (T["full"] - T["zero"]) * r)
+    assert np.isnan(res.interval["cube_score"]).all()  # no resamples: NaN interval, not a guess
+
+
+def test_plain_ppi_equals_the_rectified_mean_formula():
+    answers, scores, human, _ = _world(n=100, n_rated=30, seed=4)
+    res = ppi_cube(answers, scores, human, lam=1.0, n_resamples=0)
+    hit = set(answers.loc[answers["rank"] > 0, "question_id"])
+    rated = set(human["question_id"]) & hit
+    f = scores[scores["question_id"].isin(hit)].groupby(["set", "dimension"])["score"].mean()
+    fl = scores[scores["question_id"].isin(rated)].groupby(["set", "dimension"])["score"].mean()
+    y = human[human["question_id"].isin(rated)].groupby(["set", "dimension"])["score"].mean()
+    expect = (y + f - fl).rename("expect").reset_index()
+    got = res.means.merge(expect, on=["set", "dimension"])
+    assert np.allclose(got["ppi_mean"], got["expect"])
+
+
+def test_interval_covers_the_truth_at_about_its_level():
+    # 40 small replicates: a 95 % interval should miss a handful at most (binomial 40, 0.05: P(miss > 6) < 1 %)
+    misses = 0
+    for seed in range(40):
+        answers, scores, human, r = _world(n=150, n_rated=30, seed=100 + seed)
+        lo, hi = ppi_cube(answers, scores, human, n_resamples=200, seed=seed).interval["cube_score"]
+        misses += not lo <= 60.0 * r <= hi
+    assert misses <= 6
+
+
+def test_ratings_needed_shrinks_with_the_width_and_matches_the_current_width():
+    answers, scores, human, _ = _world(n=300, n_rated=40, seed=5)
+    res = ppi_cube(answers, scores, human, n_resamples=400, seed=0)
+    lo, hi = res.interval["cube_score"]
+    now = ratings_needed(res, hi - lo)
+    assert 0.5 * res.n_rated <= now <= 2 * res.n_rated  # the current width needs about the current ratings
+    assert ratings_needed(res, (hi - lo) / 2) > now > ratings_needed(res, 2 * (hi - lo))
+    assert ratings_needed(res, 1e-3) == float("inf")  # the questions alone are wider than that
+    with pytest.raises(ValueError):
+        ratings_needed(res, 0)
+
+
+def test_no_rated_retrieved_question_is_flagged_not_guessed():
+    answers, scores, human, _ = _world(n=60, n_rated=10, seed=6)
+    missed = set(answers.loc[answers["rank"] == 0, "question_id"])
+    res = ppi_cube(answers, scores, human[human["question_id"].isin(missed)], n_resamples=50)
+    assert np.isnan(res.cube_score) and res.n_rated == 0
+    assert "no retrieved question has a human rating" in res.flags[0]
+    assert np.isnan(ratings_needed(res, 10))
+
+
+def test_bad_human_rows_are_all_named():
+    answers, scores, human, _ = _world(n=30, n_rated=5, seed=7)
+    bad = human.copy()
+    bad.loc[bad.index[0], "score"] = 11
+    bad.loc[bad.index[3], "set"] = "gold"
+    with pytest.raises(SchemaError, match=rf"{bad.index[0]}, {bad.index[3]}"):
+        ppi_cube(answers, scores, bad)
