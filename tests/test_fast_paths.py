@@ -169,6 +169,7 @@ def test_value_count_trimmed_means_equal_the_per_element_ones(kind, proportion):
 
 # ------------------------------------------------------------------ offline call ids
 def test_offline_call_ids_identify_the_inputs_with_long_texts_digested():
+    import cube.judges  # noqa: F401  (importing the judges registers the offline rubric judges)
     from cube.config.model_spec import ModelSpec
     from cube.llm import Request, make_model
 
