@@ -112,8 +112,10 @@ def test_decision_page_lists_the_top_three_patterns_and_the_curve(classified):
                                           "failure_patterns": failures.summary(classified)})
     md = decision_markdown({"verdict": "fair", "sentence": "x", "suggestions": ["y"], **extra})
     assert "R@k curve of s: R@1 = 33.3%" in md and extra["retrieval"]["curve"][-1] == 2 / 3
-    listed = [line for line in md.splitlines() if line.startswith("- ") and "consider:" in line]
+    listed = [line for line in md.splitlines() if line.startswith("- ") and ", e.g. " in line]
     assert len(listed) == 3 and "top failure patterns" in md
+    # the patterns' remedies are in the one ordered list of suggestions, not beside each pattern
+    assert "consider:" not in md and "1. y" in md
     assert lta.diagnosis_sentences("s", {}) == {}
 
 
