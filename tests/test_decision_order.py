@@ -44,3 +44,27 @@ def test_the_page_opens_with_the_verdict_score_interval_and_recall():
     assert md.rstrip().endswith("1. a\n2. b")
     withheld = headline({"verdict": "withheld", "cube_score": float("nan"), "cube_ci": None})
     assert "WITHHELD" in withheld and "CuBE" not in withheld  # no score shown when there is none
+
+
+def test_a_wide_table_is_shown_in_parts_that_repeat_the_name_columns_and_names_do_not_break():
+    import re
+
+    import pandas as pd
+
+    from cube.pages.display import MAX_COLUMNS, to_html
+
+    wide = pd.DataFrame({"system": ["bm25-top8"], "judge": ["rubric-lenient"],
+                         **{f"metric_{i}": [float(i)] for i in range(23)}})
+    html = to_html(wide, caption="Table 4")
+    tables = re.findall(r"<table.*?</table>", html, re.S)
+    assert len(tables) == 3 and 'class="cube-parts"' in html
+    for t in tables:
+        heads = re.findall(r"<th>(.*?)</th>", t)
+        assert heads[:2] == ["System", "Judge"] and len(heads) <= MAX_COLUMNS
+    shown = [h for t in tables for h in re.findall(r"<th>(.*?)</th>", t)[2:]]
+    assert shown == [f"Metric {i}" for i in range(23)]  # every column once, in order
+    assert "Part 3 of 3" in tables[2] and "Table 4" in tables[2] and "Table 4" not in tables[0]
+    assert '<td class="text name">rubric-lenient</td>' in html and "white-space:nowrap" in html
+    assert "overflow-wrap:anywhere" not in html  # what broke "rubric-lenien / t"
+    narrow = to_html(wide.iloc[:, :MAX_COLUMNS])
+    assert narrow.count("<table") == 1 and 'class="cube-parts"' not in narrow
