@@ -118,7 +118,8 @@ def column_parts(frame: pd.DataFrame, numeric: set[Any], max_columns: int = MAX_
             break
         keys.append(i)
     rest = [i for i in range(n) if i not in keys]
-    size = max_columns - len(keys)
+    count = math.ceil(len(rest) / (max_columns - len(keys)))
+    size = math.ceil(len(rest) / count)  # balanced parts: 9 columns as 5 + 4, not 8 + 1
     return [keys + rest[j:j + size] for j in range(0, len(rest), size)]
 
 
