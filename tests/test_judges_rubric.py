@@ -206,3 +206,26 @@ def test_all_dimensions_reply_and_unknown_dimension() -> None:
 def test_docstring_says_it_is_not_an_llm() -> None:
     doc = rubric.__doc__ or ""
     assert "NOT an LLM" in doc and "cannot see" in doc
+
+
+# issue 23: a correct one-line answer identical to the gold field scored 4.6 of 10 (mean of the four
+# dimensions and two presets); the asked field's content, said alone or after the item name and the
+# field's label, is the top of the scale.
+@pytest.mark.parametrize("question, answer", [
+    ("抽水蓄能电站项目核准（新建）收费吗？", "不收费"),
+    ("抽水蓄能电站项目核准（新建）收费吗？", "抽水蓄能电站项目核准（新建）的收费标准：不收费。"),
+    ("抽水蓄能电站项目核准（新建）在哪里办理？", "办理地点：明川市政务服务中心3楼12号窗口"),
+])
+@pytest.mark.parametrize("preset", sorted(rubric.PRESETS))
+def test_an_answer_equal_to_the_asked_field_scores_the_top_of_the_scale(question, answer, preset):
+    ctx = {"answer": answer, "document": GOLD_ZH, "question": question, "item_name": ITEM_ZH, "lang": "zh"}
+    assert {d: rubric.judge(ctx, rubric.PRESETS[preset], d)[0] for d in DIMS} == dict.fromkeys(DIMS, 10)
+    assert rubric.judge(ctx, rubric.PRESETS[preset], "accuracy")[0] == 10
+
+
+@pytest.mark.parametrize("answer", ["需要收费", "不收费，办理地点：明川市政务服务中心3楼12号窗口", "收费标准：不收费，另需缴纳工本费"])
+def test_a_wrong_or_longer_answer_does_not_take_the_equal_field_rule(answer):
+    # the opposite value, or the field plus something more, is judged by the usual evidence
+    ctx = {"answer": answer, "document": GOLD_ZH, "question": "抽水蓄能电站项目核准（新建）收费吗？", "item_name": ITEM_ZH}
+    assert rubric.judge(ctx, rubric.PRESETS["strict"], "accuracy")[0] < 10
+    assert sum(rubric.judge(ctx, rubric.PRESETS["strict"], d)[0] for d in DIMS) < 40

@@ -325,8 +325,10 @@ class DiagnosticsParams(StrictModel):
         3.0, ge=0, le=10, description="Pattern judge_disagreement: judges' mean scores of one answer differ by more."
     )
     field_match_below: float = Field(
-        60.0, ge=0, le=100, description="Pattern field_missing: the asked field's value matches the answer below "
-        "this rapidfuzz partial_ratio."
+        80.0, ge=0, le=100, description="Pattern field_missing: a segment of the asked field's value (split at "
+        "、，；。 and line breaks) counts as said when it matches the answer at this rapidfuzz partial_ratio or above; "
+        "the field is missing when under 80 % of its segments are said (yes/no, fee and numeric values are compared "
+        "by meaning: cube.diagnose.failures.field_stated)."
     )
     unsupported_share_above: float = Field(
         0.5, ge=0, le=1, description="Pattern unsupported: share of answer clauses not found in the gold document."

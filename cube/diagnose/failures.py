@@ -17,8 +17,6 @@ retrieval_miss             the gold document is not in the retrieved list (rank 
 refusal_despite_gold       the gold document was retrieved, yet the answer declines
                            (`cube.diagnose.refusal.is_refusal`)
 low_rank                   the gold document was retrieved at rank >= `diagnostics.low_rank_from`
-field_missing              the gold was retrieved but the asked field's value (gold document) is
-                           not in the answer (rapidfuzz partial_ratio < `field_match_below`)
 number_mismatch            the answer states a number (fee, time, count) found neither in the gold
                            document nor in the question; list markers ("1.", "2、", "（1）", "(2)",
                            "第3步", "①", "Step 2") are numbering, not numbers claimed from the source,
@@ -27,6 +25,14 @@ number_mismatch            the answer states a number (fee, time, count) found n
                            so are citations "[2]", "【3】"; "1,000" = "1000", "15.0" = "15",
                            "七个工作日" = "7个工作日", "seven days" = "7 days" (a number word with
                            a unit)
+field_missing              the gold was retrieved but the answer does not say what the asked field's
+                           value (gold document) means (`field_stated`): a yes/no or fee value by
+                           its sense ("否" = "不收费" = "免费" = "no fee"), a value's numbers by value
+                           with their units ("10" = "10个工作日" = "十个工作日"), other text by its
+                           segments (split at 、，；。 and line breaks; at least 80 % of them, so all
+                           of up to four, found with rapidfuzz partial_ratio >= `field_match_below`
+                           in the answer, both without blanks, punctuation and list numbering);
+                           a placeholder value (无, 暂无, /) has nothing to miss
 unsupported                more than `unsupported_share_above` of the answer's clauses are not
                            found in the gold document (under half of a clause's character bigrams)
 judge_disagreement         the judges' scores of the answer differ by more than
@@ -43,11 +49,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cube.config.phrasing import YES_NO_FIELDS, is_missing, yes_no
 from cube.config.schema import known_retrieval
 from cube.diagnose.refusal import is_refusal
 
 PATTERNS: tuple[str, ...] = ("empty", "truncated", "wrong_near_duplicate", "retrieval_miss", "refusal_despite_gold",
-                             "low_rank", "field_missing", "number_mismatch", "unsupported", "judge_disagreement")
+                             "low_rank", "number_mismatch", "field_missing", "unsupported", "judge_disagreement")
 UNEXPLAINED = "unexplained"
 SUGGESTIONS: dict[str, str] = {
     "empty": "inspect the answering calls' errors and re-run the answering stage (`--only 02.. --force`)",
@@ -205,6 +212,54 @@ def number_mismatch(answer: str, gold: str, question: str = "") -> set[float]:
     return claimed_numbers(answer, question) - _numbers(gold)
 
 
+# Sayings of "no fee" / "a fee is charged" and "online" / "not online" (checked negation first).
+_SAYS_NO = {
+    "fee_standard": re.compile(r"不收费|不收取|免费|免收|无需(?:缴|交|收|付)?费|不需要?(?:缴|交|收|付)费|无(?:任何)?费用|没有(?:任何)?费用"
+                               r"|零收费|不用(?:缴|交|付)?(?:钱|费)|\bno (?:fee|charge|cost)s?\b|free of charge|\bfree\b"
+                               r"|not charged|without charge", re.IGNORECASE),
+    "online_handling": re.compile(r"不(?:能|可|可以|支持|提供)(?:在)?(?:网上|线上|在线)|无法(?:在)?(?:网上|线上|在线)|仅(?:限)?(?:窗口|现场)"
+                                  r"|cannot be (?:handled|done|applied for) online|not (?:available )?online"
+                                  r"|in person only", re.IGNORECASE),
+}
+_SAYS_YES = {
+    "fee_standard": re.compile(r"(?<![不免])(?:需要|需)?(?:缴|交|收|付)费|收取|\d\s*元|\byuan\b|\bfee (?:is|are) charged"
+                               r"|\bcharges?\b|\bcosts?\b", re.IGNORECASE),
+    "online_handling": re.compile(r"(?<![不能可无])(?:可以?|能|支持)?(?:在)?(?:网上|线上|在线)(?:办理|申请|提交|办)|网办"
+                                  r"|can be (?:handled|done|applied for) online|\bonline\b", re.IGNORECASE),
+}
+_PUNCT = re.compile(r"[\W_]+")
+_SEGMENT = re.compile(r"[、，,；;。\n]+")
+
+
+def _plain(text: str) -> str:
+    """Text without list numbering, blanks and punctuation, lower case (full-width digits read)."""
+    return _PUNCT.sub("", strip_list_numbering(text.translate(_WIDE)).lower())
+
+
+def field_stated(field: str, value: str, answer: str, match_from: float = 80.0) -> bool:
+    """True when `answer` says what `value` (the gold's `field`) means; the rules are in the module
+    doc (pattern field_missing). A missing or placeholder value has nothing to miss (True)."""
+    from rapidfuzz import fuzz
+
+    if is_missing(value):
+        return True
+    flag = yes_no(value) if field in YES_NO_FIELDS else None
+    if flag is not None:  # a yes/no or free/charged value: compare the sense
+        says_no = bool(_SAYS_NO[field].search(answer))
+        says_yes = bool(_SAYS_YES[field].search(_SAYS_NO[field].sub(" ", answer)))
+        return says_no if flag is False else (says_yes and not says_no)
+    wanted = claimed_numbers(value)
+    if wanted:  # a value with numbers (fee, time limit): its numbers, said in any form, must be there
+        if not wanted <= _numbers(answer.translate(_WIDE)):
+            return False
+        if len(_plain(_NUM.sub("", value.translate(_WIDE)))) <= 8:  # the numbers are the value ("10个工作日")
+            return True
+    plain_answer = _plain(answer)
+    segments = [p for p in (_plain(s) for s in _SEGMENT.split(value)) if len(p) >= 2] or [_plain(value)]
+    found = [fuzz.partial_ratio(p[:120], plain_answer) >= match_from for p in segments if p]
+    return sum(found) >= 0.8 * len(found)
+
+
 def _bigrams(text: str) -> set[str]:
     t = _WORD.sub("", text.lower())
     return {t[i:i + 2] for i in range(len(t) - 1)}
@@ -220,10 +275,10 @@ def _supported_share(answer: str, gold: str) -> float:
     return float(np.mean([len(b & ref) / len(b) >= 0.5 for b in clauses]))
 
 
-def evidence(row: pd.Series, gold_text: str, field_value: str, confusion: str, params: Any) -> list[str]:
-    """The patterns that hold for one answer (see the module doc), in `PATTERNS` order."""
-    from rapidfuzz import fuzz
-
+def evidence(row: pd.Series, gold_text: str, field_value: str, confusion: str, params: Any,
+             field: str = "") -> list[str]:
+    """The patterns that hold for one answer (see the module doc), in `PATTERNS` order; `field` is
+    the asked field's key (its `field_value` in the gold document is judged by `field_stated`)."""
     answer = "" if _blank(row.get("answer")) else str(row["answer"])
     rank = int(row.get("rank", 0) or 0)
     found: list[str] = []
@@ -239,12 +294,12 @@ def evidence(row: pd.Series, gold_text: str, field_value: str, confusion: str, p
         found.append("refusal_despite_gold")
     if rank >= params.low_rank_from:
         found.append("low_rank")
-    if rank > 0 and answer and field_value and "refusal_despite_gold" not in found \
-            and fuzz.partial_ratio(field_value[:120], answer) < params.field_match_below:
+    if answer and gold_text and number_mismatch(answer, gold_text, str(row.get("question", "") or "")):
+        found.append("number_mismatch")  # a wrong number is the more specific cause than a missing field
+    if rank > 0 and answer and field and "refusal_despite_gold" not in found \
+            and not field_stated(field, field_value, answer, params.field_match_below):
         found.append("field_missing")
     if answer and gold_text:
-        if number_mismatch(answer, gold_text, str(row.get("question", "") or "")):
-            found.append("number_mismatch")
         if not is_refusal(answer) and 1 - _supported_share(answer, gold_text) > params.unsupported_share_above:
             found.append("unsupported")
     spread = row.get("spread")
@@ -287,7 +342,7 @@ def classify(answers: pd.DataFrame, scores: pd.DataFrame, corpus: pd.DataFrame, 
             continue
         field = row["asked_field"]
         value = str(c.at[str(row["doc_id"]), field]) if field and field in c and str(row["doc_id"]) in c.index else ""
-        found = evidence(row, str(texts.iloc[i]), "" if _blank(value) else value, causes[i], p)
+        found = evidence(row, str(texts.iloc[i]), "" if _blank(value) else value, causes[i], p, field)
         patterns.append(found)
         primary.append(found[0] if found else UNEXPLAINED)
     rag["patterns"] = patterns

@@ -201,8 +201,9 @@ def _system_figures(result: CubeResult, params: Params, top_n: int = 8) -> dict[
 def suggestions(result: CubeResult, params: Params, top_n: int, call_failure_share: float = 0.0,
                 parse_failure_share: float = 0.0, skipped_share: float = 0.0,
                 others: dict[str, tuple[int, CubeResult]] | None = None) -> list[str]:
-    """Suggestions derived from the numbers, each naming the figure behind it. `others`: the
-    run's other systems with their top_n, to report what a larger TOP-N actually did."""
+    """Suggestions derived from the numbers, each naming the figure behind it (none when no number
+    calls for a change: `ordered_suggestions` decides whether to keep the configuration). `others`:
+    the run's other systems with their top_n, to report what a larger TOP-N actually did."""
     ap = params.analysis
     out: list[str] = []
     if result.recall_at_k < ap.low_recall_below:
@@ -211,7 +212,8 @@ def suggestions(result: CubeResult, params: Params, top_n: int, call_failure_sha
                    "(item-name matching, hybrid search).")
         r_all = result.correlations_all["r"].mean()
         r_ret = result.correlations_retrieved["r"].mean()
-        if np.isfinite(r_all) and np.isfinite(r_ret) and r_ret < r_all - 0.1:
+        measured = any(n > top_n for n, _ in (others or {}).values())  # a measurement beats a prediction
+        if np.isfinite(r_all) and np.isfinite(r_ret) and r_ret < r_all - 0.1 and not measured:
             out.append(f"Once the gold document is retrieved its rank matters little (mean correlation with rank "
                        f"{r_all:.2f} on all questions, {r_ret:.2f} on retrieved ones), so a larger TOP-N should "
                        "cost little answer quality; verify with a second system at a larger top_n.")
@@ -250,10 +252,39 @@ def suggestions(result: CubeResult, params: Params, top_n: int, call_failure_sha
     if unknown:
         out.append(f"{unknown} question(s) are left out because the system call failed (retrieval unknown): "
                    "re-run the answering stage (`--only 02.. --force`) once the system is reachable.")
-    if not out:
-        out.append("No dimension is below the threshold and retrieval is above target: keep this configuration "
-                   "and re-evaluate on a fresh question set before each release.")
     return out
+
+
+KEEP = ("No dimension is below the threshold, retrieval is above target and no failure pattern or data problem "
+        "calls for a change: keep this configuration and re-evaluate on a fresh question set before each release.")
+# A failure pattern whose remedy a number-based suggestion already gives (said once, by the number).
+_SAID_BY = {"retrieval_miss": "Retrieval misses", "wrong_near_duplicate": "retrieved a near-duplicate",
+            "judge_disagreement": "The judges disagree"}
+# low_rank's own remedy ("put fewer documents in the prompt") contradicts "raise TOP-N": with low
+# recall, re-ranking is what keeps a larger TOP-N from pushing the gold document down.
+_LOW_RANK_WITH_RAISE = ("re-rank the retrieved list (a cross-encoder) so that the gold document found by a larger "
+                        "TOP-N comes first, rather than putting fewer documents in the prompt")
+
+
+def ordered_suggestions(retrieval_tips: list[str], number_tips: list[str],
+                        patterns: dict[str, Any] | None = None) -> list[str]:
+    """The decision's one list of suggestions, in order and without contradictions: data and
+    knowledge-base problems and retrieval first (`retrieval_tips`, then `number_tips` from
+    `suggestions`), then the remedies of the top failure patterns (each with its count) that no
+    number-based suggestion already gives. "Keep this configuration" only when nothing else is
+    suggested; "put fewer documents in the prompt" (low_rank) yields to "raise TOP-N" (re-rank instead)."""
+    out = [*retrieval_tips, *number_tips]
+    raise_top_n = any("raise TOP-N" in t for t in out)
+    low = (patterns or {}).get("low") or 0
+    for t in (patterns or {}).get("top", []):
+        said = _SAID_BY.get(t["pattern"])
+        if said and any(said in o for o in out):
+            continue
+        remedy = _LOW_RANK_WITH_RAISE if t["pattern"] == "low_rank" and raise_top_n else t["suggestion"]
+        name = t["pattern"].replace("_", " ")
+        out.append(f"{name[0].upper() + name[1:]} explains {t['count']} of the {low} low-scoring answers "
+                   f"({t['share']:.0%}): {remedy}.")
+    return out or [KEEP]
 
 
 def assess(results: dict[str, CubeResult], params: Params, *, usage: pd.DataFrame | None = None,
@@ -316,9 +347,11 @@ def assess(results: dict[str, CubeResult], params: Params, *, usage: pd.DataFram
         "confidence": params.analysis.confidence,
         "sentence": sentence,
         "weakest": [{"dimension": d, "score": float(means[d]), "sd": float(sds[d])} for d in weak],
-        "suggestions": _retrieval_suggestions(retrieval or {})
-        + suggestions(result, params, top_n, call_failure_share, parse_failure_share, skipped_share,
-                      others={s.name: (s.top_n, results[s.name]) for s in params.systems[1:] if s.name in results}),
+        "suggestions": ordered_suggestions(
+            _retrieval_suggestions(retrieval or {}),
+            suggestions(result, params, top_n, call_failure_share, parse_failure_share, skipped_share,
+                        others={s.name: (s.top_n, results[s.name]) for s in params.systems[1:] if s.name in results}),
+            (diagnosis or {}).get("failure_patterns")),
         "retrieval_quality": _json_safe(retrieval or {}),
         "weighted_label": "Answer quality when retrieved" if params.analysis.subset == "retrieved"
         else "Answer quality (all questions)",

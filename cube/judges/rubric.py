@@ -20,6 +20,11 @@ What it can see:
 - clarity signals: length, numbered steps and lists, repeated sentences, sentence length,
   hedging and boilerplate phrases.
 
+An answer that states exactly the asked field's content (the gold document's value, or its
+phrasing "否" -> "不收费", optionally after the item's name and the field's label: "收费标准：
+不收费") scores the top of the scale on every dimension (`equals_field`): nothing in it is
+unsupported, nothing asked is left out, and a one-line answer to a one-field question is clear.
+
 What it cannot see: whether reasoning is sound, whether anything beyond the document is true,
 paraphrases that use different words (a correct paraphrase loses points), numbers written in
 words (五个工作日), tone, or whether an omitted detail mattered to this user. Treat it as a
@@ -47,6 +52,7 @@ from functools import lru_cache
 from typing import Any
 
 from cube.config.model_spec import ModelSpec
+from cube.config.phrasing import phrase_value
 from cube.config.schema import FIELD_LABELS
 from cube.kb.text import segment
 from cube.llm import OfflineModel, Request, Response, register_offline
@@ -253,6 +259,37 @@ def item_match(answer_norm: str, item_name: str, answer_tokens: frozenset[str], 
     return 0.5 * len(item_toks & answer_tokens) / len(item_toks) if item_toks else 0.0
 
 
+_FILLERS = ("根据办事指南", "办事指南", "根据指南", "关于", "您好", "的", "是", "为", "答", "accordingto", "theguide",
+            "the", "is", "are", "for")
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"[\W_]+", "", unicodedata.normalize("NFKC", text)).lower()
+
+
+def equals_field(answer: str, fields: dict[str, str], asked: tuple[str, ...], item_name: str, lang: str) -> str:
+    """The asked field whose content the answer states and nothing else ("" when none): the answer,
+    without blanks and punctuation, is the field's value (or its phrasing: 否 -> 不收费), optionally
+    after the item's name, the field's label and fillers ("关于…的收费标准：不收费")."""
+    said = _squash(answer)
+    if not said:
+        return ""
+    for f in asked:
+        value = fields.get(f, "")
+        if not _squash(value):
+            continue
+        for form in {_squash(value), _squash(phrase_value(f, value, lang))} - {""}:
+            if not said.endswith(form):
+                continue
+            rest = said[: len(said) - len(form)]
+            for filler in (_squash(item_name), *(_squash(FIELD_LABELS[k].get(f, "")) for k in FIELD_LABELS), *_FILLERS):
+                if filler:
+                    rest = rest.replace(filler, "")
+            if not rest:
+                return f
+    return ""
+
+
 def _recall(part: frozenset[str], whole: frozenset[str]) -> float:
     return len(part & whole) / len(part) if part else 0.0
 
@@ -279,6 +316,7 @@ def _features(answer: str, document: str, question: str, item_name: str, asked: 
     name = item_name or d.fields.get("item_name", "")
     return {
         "empty": not answer.strip(),
+        "equals_field": equals_field(answer, d.fields, tuple(fields), name, lang) if len(fields) == 1 else "",
         "overlaps": overlaps,
         "precision": _recall(a.tokens, d.tokens),
         "claims": len(claims) + conflicts,
@@ -323,6 +361,8 @@ def criterion_points(dimension: str, x: dict[str, Any], p: Preset, lang: str) ->
         return accuracy_grade(x, p)[1]
     if x["empty"]:
         return dict.fromkeys(CRITERIA[dimension], 0)
+    if x["equals_field"]:  # the asked field's content itself: right, complete, to the point, clear
+        return dict.fromkeys(CRITERIA[dimension], 2)
     ov = x["overlaps"]
     supported = sum(o >= p.support for o in ov) / len(ov) if ov else 0.0
     num_ok = x["agree"] / x["claims"] if x["claims"] else None
@@ -367,6 +407,8 @@ def accuracy_grade(x: dict[str, Any], p: Preset) -> tuple[int, dict[str, int]]:
     item, the asked aspect and the absence of contradiction hold, else 0. No floor."""
     if x["empty"]:
         return 0, dict.fromkeys(CRITERIA["accuracy"], 0)
+    if x["equals_field"]:
+        return 10, dict.fromkeys(CRITERIA["accuracy"], 1)
     ov = x["overlaps"]
     supported = sum(o >= p.support for o in ov) / len(ov) if ov else 0.0
     checks = {"right_item": x["item"] >= p.hi, "asked_aspect": x["asked_cov"] >= p.lo,

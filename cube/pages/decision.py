@@ -37,12 +37,28 @@ def verdict_badge(name: str, label: str | None = None) -> str:
             f'font-weight:bold">{html.escape((label or name).upper())}</span>')
 
 
+def headline(decision: dict[str, Any]) -> str:
+    """The page's first line: the verdict badge, the CuBE score with its interval, and R@k."""
+    parts = [f"Verdict: {verdict_badge(decision['verdict'], decision.get('verdict_label'))}"]
+    score = decision.get("cube_score")
+    if isinstance(score, int | float) and score == score:
+        ci = decision.get("cube_ci")
+        conf = decision.get("confidence")
+        interval = (f" ({conf:.0%} interval {ci[0]:.1f}–{ci[1]:.1f})" if ci and isinstance(conf, int | float)
+                    else f" (interval {ci[0]:.1f}–{ci[1]:.1f})" if ci else " (no interval computed)")
+        parts.append(f"CuBE score <b>{score:.1f}</b>{interval}")
+    if isinstance(decision.get("recall_at_k"), int | float):
+        parts.append(f"R@{html.escape(str(decision.get('top_n', 'k')))} {decision['recall_at_k']:.1%}")
+    return '<p style="font-size:1.25em;line-height:1.6">' + " · ".join(parts) + "</p>"
+
+
 def decision_markdown(decision: dict[str, Any]) -> str:
-    """The decision as Markdown for the notebook (text from params is escaped): the verdict
-    badge, the judges used and excluded with reasons, and why a verdict was withheld."""
+    """The decision as Markdown for the notebook (text from params is escaped), the decision first:
+    the verdict badge with the score, its interval and R@k, the sentence, why a verdict was
+    withheld, the judges used and excluded with reasons, the diagnostics, and one ordered list of
+    what to do next."""
     esc = html.escape
-    lines = [f"Verdict: {verdict_badge(decision['verdict'], decision.get('verdict_label'))}", "",
-             f"**{esc(decision['sentence'])}**", ""]
+    lines = [headline(decision), "", f"**{esc(decision['sentence'])}**", ""]
     if decision.get("human_sentence"):
         lines += [esc(decision["human_sentence"]), ""]
     if decision.get("withheld_reasons"):
@@ -76,9 +92,9 @@ def decision_markdown(decision: dict[str, Any]) -> str:
             examples = ", ".join(  # each example opens its rag judgments in the judgment browser
                 f'<a href="{esc(link(FROM_PAGES, system=decision.get("system"), set="rag", q=q))}">{esc(q)}</a>'
                 for q in str(t["examples"]).split(", ") if q)
-            lines.append(f"- {esc(t['pattern'].replace('_', ' '))}: {t['count']} ({t['share']:.0%}), e.g. "
-                         f"{examples}; consider: {esc(t['suggestion'])}.")
+            lines.append(f"- {esc(t['pattern'].replace('_', ' '))}: {t['count']} ({t['share']:.0%}), e.g. {examples}")
         lines.append("")
-    lines.append("Suggestions:")
-    lines += [f"- {esc(s)}" for s in decision["suggestions"]]
+    lines.append("What to do next, in order (one list; no two suggestions contradict):")
+    lines.append("")
+    lines += [f"{i}. {esc(s)}" for i, s in enumerate(decision["suggestions"], 1)]
     return "\n".join(lines)

@@ -4,8 +4,11 @@
 DataFrames) whose notebook/HTML display has human headers (`trim_proportion` -> "Trim proportion"),
 numbers rounded (2 decimals; whole numbers without decimals), no index column (a meaningful index
 becomes ordinary columns), missing values as an empty cell in text columns and "n/a" in numeric
-ones, booleans as yes/no, lists joined, long text wrapped with its line breaks kept, and every
-column shown. The CSV written by `Run.table` keeps the raw values. `links` turn the cells of a
+ones, booleans as yes/no, lists joined, long text wrapped with its line breaks kept (at blanks, a
+word broken only when it alone is wider than the column), names (short text without a blank:
+"rubric-lenient") and headers never broken mid-word, and every column shown: a table of more
+than `MAX_COLUMNS` columns in parts one under the other, each repeating the name columns, so
+nothing is cut off at a 1280 px page. The CSV written by `Run.table` keeps the raw values. `links` turn the cells of a
 column into links (e.g. question ids into the judgment browser, `cube.pages.browser`): per column, a
 function of the row giving the cell's href, or a list of (text, href) pairs, or None (no link);
 text and href are both escaped.
@@ -22,6 +25,10 @@ from typing import Any
 import pandas as pd
 
 MAX_ROWS = 200
+# A table wider than this many columns is shown in parts, each repeating the leading name columns
+# (system, judge, ...), so that no column is cut off at a 1280 px page width.
+MAX_COLUMNS = 10
+NAME_CHARS = 40  # a text cell this short without a blank is a name: never broken across lines
 # Abbreviations kept as written in headers.
 KEEP = {"id": "ID", "sd": "SD", "ci": "CI", "llm": "LLM", "bm25": "BM25", "r@k": "R@k", "cube": "CuBE", "w": "W",
         "ndcg": "nDCG", "mrr": "MRR", "bleu": "BLEU", "rouge": "ROUGE", "kb": "KB", "n": "n", "qa": "QA",
@@ -31,7 +38,9 @@ STYLE = ("<style>.cube-table{border-collapse:collapse;font-size:.9rem;margin:.4e
          ".cube-table th,.cube-table td{border:1px solid #d9dde3;padding:4px 8px;vertical-align:top;"
          "text-align:left!important}.cube-table th{background:#eef1f5}.cube-table td.num{text-align:right!important;"
          "font-variant-numeric:tabular-nums;white-space:nowrap}.cube-table td.text{white-space:pre-wrap;"
-         "max-width:42em;overflow-wrap:anywhere}"
+         "max-width:42em;overflow-wrap:break-word}.cube-table td.name{white-space:nowrap}"
+         ".cube-table th{overflow-wrap:normal;word-break:normal;hyphens:none}"
+         ".cube-parts{overflow-x:auto;max-width:100%}"
          ".cube-table caption{caption-side:bottom;color:#5b6472;text-align:left;font-size:.85rem}</style>")
 
 
@@ -97,15 +106,33 @@ def _linked(text: str, target: str | list[tuple[str, str]] | None) -> str:
     return ", ".join(f'<a href="{html.escape(h)}">{html.escape(t)}</a>' for t, h in target)
 
 
+def column_parts(frame: pd.DataFrame, numeric: set[Any], max_columns: int = MAX_COLUMNS) -> list[list[int]]:
+    """Column positions of each part of a wide table: all columns when they fit in `max_columns`,
+    else the leading name columns (up to two text columns) repeated before each slice of the rest."""
+    n = len(frame.columns)
+    if n <= max_columns:
+        return [list(range(n))]
+    keys = []
+    for i, c in enumerate(frame.columns[:2]):
+        if c in numeric:
+            break
+        keys.append(i)
+    rest = [i for i in range(n) if i not in keys]
+    count = math.ceil(len(rest) / (max_columns - len(keys)))
+    size = math.ceil(len(rest) / count)  # balanced parts: 9 columns as 5 + 4, not 8 + 1
+    return [keys + rest[j:j + size] for j in range(0, len(rest), size)]
+
+
 def to_html(df: pd.DataFrame, digits: int = 2, caption: str = "", max_rows: int = MAX_ROWS,
             links: Links | None = None) -> str:
-    """The table as HTML for people (see the module docstring). Every value is escaped."""
+    """The table as HTML for people (see the module docstring). Every value is escaped. A table of
+    more than `MAX_COLUMNS` columns is shown in parts (`column_parts`), one under the other."""
     frame = df
     if not isinstance(frame.index, pd.RangeIndex) or frame.index.name is not None:
         frame = frame.reset_index()
     numeric = {c for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c]) and
                not pd.api.types.is_bool_dtype(frame[c])}
-    rows = []
+    cells = []  # per row: the <td> of each column
     for values in frame.head(max_rows).itertuples(index=False, name=None):
         tds = []
         row = dict(zip(frame.columns, values, strict=True)) if links else {}
@@ -113,15 +140,27 @@ def to_html(df: pd.DataFrame, digits: int = 2, caption: str = "", max_rows: int 
             text, cls = cell(value, digits)
             if col in numeric and text == "":
                 text, cls = "n/a", "num"
+            if cls == "text" and text and len(text) <= NAME_CHARS and not any(ch.isspace() for ch in text):
+                cls = "text name"
             inner = _linked(text, links[col](row)) if links and col in links and text else html.escape(text)
             tds.append(f'<td class="{cls}">{inner}</td>')
-        rows.append("<tr>" + "".join(tds) + "</tr>")
+        cells.append(tds)
     more = len(frame) - max_rows
     note = f"{len(frame)} rows; the first {max_rows} are shown (all are in the CSV)." if more > 0 else ""
-    cap = " ".join(x for x in (caption, note) if x)
-    heads = "".join(f"<th>{html.escape(header(c))}</th>" for c in frame.columns)
-    return (f'{STYLE}<table class="cube-table">' + (f"<caption>{html.escape(cap)}</caption>" if cap else "")
-            + f"<thead><tr>{heads}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+    heads = [f"<th>{html.escape(header(c))}</th>" for c in frame.columns]
+    parts = column_parts(frame, numeric)
+    tables = []
+    for k, cols in enumerate(parts, 1):
+        split = (f"Part {k} of {len(parts)} of a table of {len(frame.columns)} columns (the first columns repeated)"
+                 + ("; continued below." if k < len(parts) else ".")) if len(parts) > 1 else ""
+        cap = " ".join(x for x in ((caption, note) if k == len(parts) else ()) if x)
+        cap = " ".join(x for x in (split, cap) if x)
+        body = "".join("<tr>" + "".join(tds[i] for i in cols) + "</tr>" for tds in cells)
+        tables.append('<table class="cube-table">' + (f"<caption>{html.escape(cap)}</caption>" if cap else "")
+                      + f"<thead><tr>{''.join(heads[i] for i in cols)}</tr></thead><tbody>{body}</tbody></table>")
+    if len(tables) == 1:
+        return STYLE + tables[0]
+    return f'{STYLE}<div class="cube-parts">{"".join(tables)}</div>'
 
 
 class ShownTable(pd.DataFrame):

@@ -39,6 +39,22 @@ def _packaged_cjk_font() -> tuple[str, Path] | None:
     return ("Noto Sans CJK SC" if "Noto Sans CJK SC" in families else families[0]), path
 
 
+def web_font_source() -> tuple[Path, int] | None:
+    """(file, face number) of the packaged font's Simplified Chinese face, for the HTML pages'
+    embedded web font (`cube.pages.webfont`); None without the package."""
+    try:
+        import noto_cjk_sans_otc
+    except ImportError:
+        return None
+    path = Path(str(noto_cjk_sans_otc.FONT_PATH))
+    if not path.is_file():
+        return None
+    from fontTools.ttLib import TTCollection
+
+    names = [f["name"].getDebugName(1) for f in TTCollection(str(path), lazy=True).fonts]
+    return path, names.index("Noto Sans CJK SC") if "Noto Sans CJK SC" in names else 0
+
+
 def _system_cjk_font() -> tuple[str, Path] | None:
     for family in _SYSTEM_CJK:
         for f in font_manager.fontManager.ttflist:

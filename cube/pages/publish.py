@@ -148,7 +148,22 @@ def publish(params: Params, paths: RunPaths, attempt: dict[str, str] | None = No
     ran = {e.name for e in executed_nbs}
     missing = [{"name": name[:-6], "number": name[:2], "title": _notebook_title(src)}
                for name, src in sources.items() if name not in ran]
-    return write_index(params, paths, pages, attempt, missing=missing)
+    index = write_index(params, paths, pages, attempt, missing=missing)
+    embed_fonts(paths.report)
+    return index
+
+
+def embed_fonts(report: Path) -> dict[Path, int]:
+    """Chinese in every browser: each HTML page of `report/` carries the CJK characters it shows as
+    an embedded web font (`cube.pages.webfont`; the judgment browser's with those of its data files).
+    Returns the embedded font's bytes per page."""
+    from cube.pages.fonts import web_font_source
+    from cube.pages.webfont import embed_cjk_font
+
+    pages = sorted([*report.glob("*.html"), *report.glob("code/*.html")])
+    browser = report / "judgments.html"
+    data = {browser: "".join(f.read_text(encoding="utf-8") for f in sorted((report / "judgments").glob("*.js")))}
+    return embed_cjk_font(pages, web_font_source(), data)
 
 
 def list_notebooks_or_none(folder: Path) -> list[Path]:

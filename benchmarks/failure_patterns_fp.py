@@ -1,0 +1,70 @@
+"""The failure pattern `field_missing` on a hand-checked sample: false-positive rate before and after.
+
+The sample (tests/fixtures/field_missing_labelled.csv, 87 rows) holds rag answers whose gold document
+was retrieved, from the default demo run (params/default.yaml) and the example spreadsheet run
+(params/own_kb.yaml, stages ..02): every answer that the former rule or the current one flags
+(63), plus 24 that neither flags (a random control sample). Each row was labelled by reading the
+field's value and the answer: `missing` 1 when the answer does not say the gold's value (another
+value, "not stated", or a clause or material of a list left out), 0 when it says it (in any form:
+"否" said as "不收费"). The sample contains only flags from these two offline runs: its rates describe
+the extractive answerer's phrasing, not an LLM's.
+
+- before: the former rule, rapidfuzz partial_ratio(value[:120], answer) < 60 (restated here);
+- after: `cube.diagnose.failures.field_stated` (yes/no and fee values by meaning, numbers with
+  their units, text by segments) at the default `diagnostics.field_match_below`.
+
+Printed per source and overall: flags, false positives (flagged, labelled said) and their share
+of the flags, misses (labelled missing, not flagged). Last line: the current false-positive rate.
+
+    python benchmarks/failure_patterns_fp.py
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from cube.config.sections import DiagnosticsParams  # noqa: E402
+from cube.diagnose.failures import field_stated  # noqa: E402
+
+SAMPLE = ROOT / "tests" / "fixtures" / "field_missing_labelled.csv"
+
+
+def former_rule(value: str, answer: str) -> bool:
+    from rapidfuzz import fuzz
+
+    return bool(value.strip()) and fuzz.partial_ratio(value[:120], answer) < 60
+
+
+def rates(flags: pd.Series, missing: pd.Series) -> dict[str, float]:
+    fp = int((flags & ~missing).sum())
+    return {"flags": int(flags.sum()), "false_pos": fp, "fp_rate": fp / flags.sum() if flags.sum() else float("nan"),
+            "misses": int((~flags & missing).sum()), "missing": int(missing.sum())}
+
+
+def main() -> float:
+    sample = pd.read_csv(SAMPLE, keep_default_na=False)
+    missing = sample["missing"].astype(int).astype(bool)
+    match = DiagnosticsParams().field_match_below
+    before = sample.apply(lambda r: former_rule(str(r.field_value), str(r.answer)), axis=1)
+    after = sample.apply(lambda r: not field_stated(r.asked_field, str(r.field_value), str(r.answer), match), axis=1)
+    rows = []
+    for source, part in [*sample.groupby("source"), ("all", sample)]:
+        idx = part.index
+        for name, flags in (("before", before), ("after", after)):
+            rows.append({"source": source, "rule": name, "rows": len(part), **rates(flags[idx], missing[idx])})
+    table = pd.DataFrame(rows)
+    print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    overall = table[(table["source"] == "all")].set_index("rule")
+    print(f"field_missing_false_positive_rate_before: {overall.at['before', 'fp_rate']:.3f}")
+    print(f"field_missing_false_positive_rate: {overall.at['after', 'fp_rate']:.3f}")
+    return float(overall.at["after", "fp_rate"])
+
+
+if __name__ == "__main__":
+    main()

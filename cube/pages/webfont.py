@@ -1,0 +1,106 @@
+"""Chinese in every browser: the report's HTML pages carry their own CJK web font.
+
+The figures embed the bundled Noto Sans CJK font (`cube.pages.fonts`), but an HTML page names
+fonts the reader's machine must have: a browser without a CJK system font shows every Chinese
+character as a box. `embed_cjk_font` puts into each page a subset of the bundled font holding
+exactly the CJK characters that page uses (fontTools' subsetter; WOFF, zlib-compressed, as a
+base64 `@font-face` with a CJK `unicode-range`), and puts that face first in the page's font
+stacks: Latin text keeps the page's own fonts, CJK text uses the embedded face, and no system
+font is needed. The report's pages are subset from one font built for all of them (loading the
+19 MB collection once), so each page costs its own characters only (about 100-150 bytes of
+base64 per character). Re-embedding replaces the previous block, so it is idempotent.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import re
+from pathlib import Path
+
+FAMILY = "CuBE CJK"
+START, END = "<!-- cube-cjk-font -->", "<!-- /cube-cjk-font -->"
+# CJK radicals and symbols, kana, CJK ideographs (and extension A), compatibility ideographs and
+# forms, full-width forms: the ranges the embedded face serves.
+UNICODE_RANGE = "U+2E80-9FFF, U+F900-FAFF, U+FE30-FE4F, U+FF00-FFEF"
+_CJK = re.compile("[\u2e80-\u9fff\uf900-\ufaff\ufe30-\ufe4f\uff00-\uffef]")
+_BLOCK = re.compile(re.escape(START) + ".*?" + re.escape(END), re.S)
+_UI = '"{f}",system-ui,-apple-system,"Segoe UI",helvetica,arial,sans-serif'
+_MONO = 'menlo,consolas,"DejaVu Sans Mono","{f}",monospace'
+
+
+def cjk_characters(page: str) -> str:
+    """The CJK characters a page uses (its text, attributes and embedded data), sorted, without
+    those of an embedded font block."""
+    return "".join(sorted(set(_CJK.findall(_BLOCK.sub("", page)))))
+
+
+def subset(font: Path | bytes, characters: str, font_number: int = 0) -> bytes:
+    """A WOFF subset of `font` (a file, or WOFF/OTF bytes) holding `characters` only, without
+    hinting or layout features (Chinese text needs neither)."""
+    from fontTools import subset as ft_subset
+    from fontTools.ttLib import TTFont
+
+    source = io.BytesIO(font) if isinstance(font, bytes) else str(font)
+    tt = TTFont(source, fontNumber=font_number, lazy=True)
+    options = ft_subset.Options()
+    options.flavor = "woff"
+    options.layout_features = []
+    options.hinting = False
+    options.name_IDs = [1, 2]
+    options.notdef_outline = True
+    sub = ft_subset.Subsetter(options)
+    sub.populate(text=characters)
+    sub.subset(tt)
+    out = io.BytesIO()
+    tt.flavor = "woff"
+    tt.save(out)
+    return out.getvalue()
+
+
+def font_block(woff: bytes) -> str:
+    """The page's `<style>`: the embedded face, and the page's font stacks (JupyterLab's variables,
+    the body, the navigation bar, tables and form fields) with the face first."""
+    data = base64.b64encode(woff).decode("ascii")
+    ui, mono = _UI.format(f=FAMILY), _MONO.format(f=FAMILY)
+    return (f'{START}<style>@font-face{{font-family:"{FAMILY}";src:url(data:font/woff;base64,{data}) format("woff");'
+            f"unicode-range:{UNICODE_RANGE};font-display:swap}}"
+            f":root{{--jp-ui-font-family:{ui};--jp-content-font-family:{ui};--jp-code-font-family:{mono}}}"
+            f"body,.cube-nav,table,input,select,button,textarea{{font-family:{ui}}}"
+            f"pre,code,kbd,samp{{font-family:{mono}}}</style>{END}")
+
+
+def _insert(page: str, block: str) -> str:
+    if START in page:
+        return _BLOCK.sub(lambda _: block, page, count=1)
+    if "</body>" in page:  # last in the page: its rules follow the page's own styles
+        i = page.rindex("</body>")
+        return page[:i] + block + page[i:]
+    return page + block
+
+
+def embed_cjk_font(pages: list[Path], font: tuple[Path, int] | None,
+                   data: dict[Path, str] | None = None) -> dict[Path, int]:
+    """Embed in each page (HTML file, rewritten in place) the subset of `font` (file, face number)
+    for the CJK characters it uses, in its own text and in `data[page]` (text its scripts load, e.g.
+    the judgment browser's data files); a page without CJK text gets none (a block it had is
+    removed). Returns each page's embedded font size in bytes (0: none). `font` None: nothing is
+    embedded."""
+    if font is None:
+        return {}
+    texts = {p: p.read_text(encoding="utf-8") for p in pages}
+    chars = {p: cjk_characters(t + (data or {}).get(p, "")) for p, t in texts.items()}
+    union = "".join(sorted(set("".join(chars.values()))))
+    base = subset(font[0], union, font[1]) if union else b""
+    sizes: dict[Path, int] = {}
+    for page, text in texts.items():
+        if chars[page]:
+            woff = base if chars[page] == union else subset(base, chars[page])
+            new = _insert(text, font_block(woff))
+            sizes[page] = len(woff)
+        else:
+            new = _BLOCK.sub("", text)
+            sizes[page] = 0
+        if new != text:
+            page.write_text(new, encoding="utf-8")
+    return sizes
