@@ -137,6 +137,8 @@ def read_table(path: Path, fmt: str = "auto", *, sheet: str | int | None = None,
     elif fmt == "txt":
         df, where = _read_txt(path, encoding, labels)
     else:
+        if fmt == "excel" and sheet is not None:
+            _check_sheet(path, sheet)
         try:
             if fmt == "parquet":
                 df = pd.read_parquet(path)
@@ -150,6 +152,21 @@ def read_table(path: Path, fmt: str = "auto", *, sheet: str | int | None = None,
     if df.empty:
         raise CorpusError(f"{path}: the {what} file is empty (expected one row, line or .txt file per item)")
     return df, where
+
+
+class SheetError(CorpusError):
+    """`corpus.sheet` names a sheet the workbook does not have (the message lists the ones it has)."""
+
+
+def _check_sheet(path: Path, sheet: str | int) -> None:
+    try:
+        names = [str(n) for n in pd.ExcelFile(path).sheet_names]
+    except Exception:  # unreadable: said by the reader below, with its own cause
+        return
+    if (isinstance(sheet, int) and not 0 <= sheet < len(names)) or (isinstance(sheet, str) and sheet not in names):
+        raise SheetError(f"{path}: no sheet {sheet!r} (corpus.sheet); the file has {len(names)} sheet(s): "
+                         + ", ".join(repr(n) for n in names)
+                         + " (corpus.sheet takes a sheet's name or its number, 0 for the first)")
 
 
 # --------------------------------------------------------------------------- mapping and loading

@@ -193,10 +193,27 @@ def aliases_of(record: dRecord) -> list[str]:
     return [a.strip() for a in str(clean(record.get("aliases"))).splitlines() if not is_missing(a)]
 
 
-def assign_styles(corpus: pd.DataFrame, slots: pd.DataFrame, shares: dict[str, float], seed: int) -> list[str]:
+def situations_of(record: dRecord, lang: str) -> list[str]:
+    """What a citizen wants, to build a colloquial question from: the `aliases`, else (zh) the
+    keyword form of the official name (`keyword_form`) with its qualifier said plainly; [] when
+    neither exists."""
+    aliases = aliases_of(record)
+    if aliases or lang != "zh":
+        return aliases
+    name = clean(record.get("item_name"))
+    form = keyword_form(base_name(name))
+    if not form:
+        return []
+    qualifier = qualifier_of(name, clean(record.get("variant")))
+    return [f"{form}，属于{qualifier}的情况" if qualifier else form]
+
+
+def assign_styles(corpus: pd.DataFrame, slots: pd.DataFrame, shares: dict[str, float], seed: int,
+                  lang: str = "zh") -> list[str]:
     """One style per slot: quotas from `shares` (largest remainder), slots drawn in a seeded order.
 
-    Only a family variant can get an `ambiguous` question and only an item with `aliases` a
+    Only a family variant can get an `ambiguous` question and only an item a citizen can be made to
+    describe (`situations_of`: its `aliases`, or in Chinese the keyword form of its name) a
     `colloquial` one; a quota that finds too few such slots falls back to `named` with a warning.
     """
     n = len(slots)
@@ -208,7 +225,7 @@ def assign_styles(corpus: pd.DataFrame, slots: pd.DataFrame, shares: dict[str, f
     ids = corpus["doc_id"].astype(str)
     # A placeholder variant (无) is no variant; aliases that are all placeholders are none.
     has = {"ambiguous": [not is_missing(v) for v in corpus["variant"]] if "variant" in corpus else [False] * len(ids),
-           "colloquial": [bool(aliases_of(r)) for r in corpus.to_dict("records")]}
+           "colloquial": [bool(situations_of(r, lang)) for r in corpus.to_dict("records")]}
     capable = {s: dict(zip(ids, flags, strict=True)) for s, flags in has.items()}
     order = list(range(n))
     random.Random(f"{seed}|styles").shuffle(order)
@@ -219,10 +236,65 @@ def assign_styles(corpus: pd.DataFrame, slots: pd.DataFrame, shares: dict[str, f
         for i in picked:
             styles[i] = style
         if len(picked) < quota[style]:
-            why = "family variants" if style == "ambiguous" else "items with aliases"
+            why = "family variants" if style == "ambiguous" else "items with aliases or a keyword form"
             warnings.warn(f"questions.styles: {quota[style]} {style} questions asked for, but only {len(picked)} "
                           f"slots are {why}; the other {quota[style] - len(picked)} are named", stacklevel=3)
     return styles
+
+
+# How a citizen says an official name ending in one of these verbs ({o}: the rest of the name), longest first:
+# "机动车驾驶证补领" -> "补办机动车驾驶证", "最低生活保障审核确认" -> "申请最低生活保障".
+KEYWORD_FORMS: tuple[tuple[str, str], ...] = (
+    ("参保登记", "参加{o}"), ("设立登记", "注册{o}"), ("变更登记", "变更{o}的登记"), ("注销登记", "注销{o}"),
+    ("资料查询", "查{o}资料"), ("审核确认", "申请{o}"), ("核发", "办{o}"), ("换领", "换{o}"), ("补领", "补办{o}"),
+    ("补办", "补办{o}"), ("新办", "新办{o}"), ("迁移", "迁移{o}"), ("许可", "办{o}许可证"), ("适配", "配{o}"),
+    ("查询", "查{o}"), ("审批", "报批{o}"), ("核准", "报批{o}"), ("备案", "报备{o}"), ("认定", "申请认定{o}"),
+    ("注销", "注销{o}"), ("变更", "变更{o}"), ("延续", "延续{o}"), ("申请", "申请{o}"), ("登记", "登记{o}"),
+)  # every form but 许可's rewords the name: a citizen asks for a 许可证 by the permit's own name
+
+
+def keyword_form(base: str) -> str:
+    """The official name (without qualifiers) as a citizen says it: its closing verb first and
+    colloquial ("残疾人证换领" -> "换残疾人证"); "" when the name ends in no verb of `KEYWORD_FORMS`
+    or nothing is left besides it."""
+    for suffix, form in KEYWORD_FORMS:
+        if base.endswith(suffix) and len(base) > len(suffix) + 1:
+            return form.replace("{o}", base[: -len(suffix)])
+    return ""
+
+
+def flatten_brackets(text: str) -> str:
+    """Nested brackets said at one level: an inner "（" becomes "、", an inner "）" disappears
+    ("残损换新（户籍地）" inside a qualifier -> "残损换新、户籍地")."""
+    out, depth = [], 0
+    for ch in text:
+        if ch in "（(":
+            depth += 1
+            if depth > 1:
+                if out and out[-1] not in "、，,":
+                    out.append("、")
+                continue
+        elif ch in "）)":
+            depth -= 1
+            if depth >= 1:
+                continue
+        out.append(ch)
+    return "".join(out)
+
+
+def qualifier_of(name: str, variant: str = "") -> str:
+    """The bracketed qualifier of an official name, said at one level ("（残损换新（户籍地））" ->
+    "残损换新、户籍地"), or the variant when the name holds none; "" for neither."""
+    base = base_name(name)
+    if base != name:
+        return flatten_brackets(name[len(base):].strip())[1:-1].strip("、 ")
+    return variant
+
+
+def tidy_question(text: str) -> str:
+    """A question without doubled particles ("的的", "，，") that joining phrases can produce."""
+    text = re.sub(r"的{2,}", "的", text)
+    return re.sub(r"([，、。？])\1+", r"\1", text)
 
 
 def _with_variant(base: str, variant: str, lang: str) -> str:
@@ -242,6 +314,7 @@ def _name_phrase(record: dRecord, lang: str, rng: random.Random, style: str, nam
             name = f"{variant}{base}" if lang == "zh" else f"{base} for {variant.lower()}"
     elif variant and variant not in name:  # the exact item: a variant kept in its own column is said
         name = _with_variant(name, variant, lang)
+    name = flatten_brackets(name)  # "换领（残损换新（户籍地））" is said "换领（残损换新、户籍地）"
     region = clean(record.get("region"))
     if name_region and region:  # the same service offered by several regions: say which one
         return f"{region}的{name}" if lang == "zh" else f"{name} in {region}"
@@ -249,7 +322,7 @@ def _name_phrase(record: dRecord, lang: str, rng: random.Random, style: str, nam
 
 
 def _situation(record: dRecord, lang: str, rng: random.Random) -> str:
-    alias = rng.choice(aliases_of(record))
+    alias = rng.choice(situations_of(record, lang))
     variant = clean(record.get("variant"))
     if variant in _VARIANT_SITUATION and rng.random() < 0.75:
         return _VARIANT_SITUATION[variant].replace("{a}", alias)
@@ -279,9 +352,9 @@ def template_question(record: dRecord, field: str, lang: str, seed: int, k: int,
         # A citizen says where they live only sometimes, the official name of the service never.
         region = clean(record.get("region"))
         say_region = name_region and rng.random() < _SAY_REGION and bool(region)
-        return (_REGION[lang].replace("{r}", region) if say_region else "") + text
+        return tidy_question((_REGION[lang].replace("{r}", region) if say_region else "") + text)
     phrasings = _phrasings(TEMPLATES[field][1 if zh else 2], yes_no_fee)
-    return rng.choice(phrasings).replace("{name}", _name_phrase(record, lang, rng, style, name_region))
+    return tidy_question(rng.choice(phrasings).replace("{name}", _name_phrase(record, lang, rng, style, name_region)))
 
 
 def _phrasings(options: tuple[str, ...], yes_no_fee: bool) -> tuple[str, ...]:
@@ -456,7 +529,7 @@ def build_questions(params: Params, corpus: pd.DataFrame, cache_path: Path | Non
     if qp.generator == "template":
         # Styles are dealt over the full plan, so a question keeps its style (and text) under `limit`.
         full = plan_questions(corpus, qp.per_doc, None, qp.seed)
-        styles = dict(zip(full["question_id"], assign_styles(corpus, full, qp.styles, qp.seed), strict=True))
+        styles = dict(zip(full["question_id"], assign_styles(corpus, full, qp.styles, qp.seed, params.lang), strict=True))
         rows = _template_rows(corpus, slots, styles, params.lang, qp.seed)
     else:
         rows = _llm_rows(params, corpus, slots, cache_path)

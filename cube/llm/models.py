@@ -73,14 +73,16 @@ def progress_bar(iterable: Any = None, **kwargs: Any) -> Any:
     """A tqdm progress bar with rate and ETA. Inside a notebook executed by `cube run` (which
     sets CUBE_PROGRESS=terminal) it draws on the kernel's inherited terminal instead of the
     notebook, so long LLM work is visible where `cube run` was started and the published
-    report is not cluttered with progress lines."""
+    report is not cluttered with progress lines; there, bars are drawn only when that stderr is a
+    terminal (a redirected log holds one line per stage)."""
     import os
     import sys
 
     if os.environ.get("CUBE_PROGRESS") == "terminal":
         from tqdm import tqdm
 
-        return tqdm(iterable, file=sys.__stderr__, mininterval=2.0, **kwargs)
+        # drawn only on a terminal (disable=None): a log file of `make run` gets the stage lines, not bars
+        return tqdm(iterable, file=sys.__stderr__, mininterval=2.0, **{"disable": None, **kwargs})
     from tqdm.auto import tqdm
 
     return tqdm(iterable, **kwargs)
