@@ -99,3 +99,33 @@ def test_a_missing_sheet_lists_the_sheets_and_names_corpus_sheet(tmp_path: Path)
     report = validate_data(_params(path, columns=OWN_KB, group_by=GROUP, sheet="事项清单"))
     [error] = report.errors
     assert "no sheet '事项清单' (corpus.sheet)" in error and "'Sheet1'" in error and "corpus.path" not in error
+
+
+def test_a_mis_mapped_knowledge_base_is_flagged_in_results_and_on_the_decision(export_path: Path):
+    """The wrong fix reaches the run: corpus_structure (page 01, results.json) counts the merged and
+    placeholder-named documents, and the decision's first suggestion is a warning naming them."""
+    import warnings
+
+    from cube.config.sections import AnalysisParams
+    from cube.diagnose.lta import assess
+    from cube.kb.corpus import build_corpus, corpus_structure
+    from cube.method.evaluation import evaluate
+    from tests.factories import make_tables
+
+    params = _params(export_path, columns=OWN_KB, group_by=GROUP, empty_values=["无情形"])
+    wrong = corpus_structure(build_corpus(params))
+    n_regions = city_export().query("业务办理项名称 == '无'")["区划名称"].nunique()
+    assert wrong["documents_merging_services"] == wrong["documents_named_placeholder"] == n_regions
+    right = corpus_structure(build_corpus(_params(export_path, columns=dict(OWN_KB, item_name="主项名称",
+                                                  variant="业务办理项名称"), group_by=["区划名称", "主项名称", "业务办理项名称"])))
+    assert right["documents_merging_services"] == right["documents_named_placeholder"] == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = {"bm25-top8": evaluate(*make_tables(60, seed=1, recall=0.9, system="bm25-top8"),
+                                         AnalysisParams(bootstrap=0), 8)}
+    first = assess(results, params, retrieval={k: wrong[k] for k in ("documents_merging_services",
+                                                                      "documents_named_placeholder")})["suggestions"][0]
+    assert first.startswith("Warning: the knowledge base looks mis-mapped") and f"{n_regions} document(s)" in first
+    clean = assess(results, params, retrieval={k: right[k] for k in ("documents_merging_services",
+                                                                     "documents_named_placeholder")})["suggestions"]
+    assert not any("mis-mapped" in s for s in clean)

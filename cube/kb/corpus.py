@@ -32,7 +32,7 @@ from cube.config.params import Params
 from cube.config.schema import CORPUS_FIELDS, MAPPABLE
 from cube.kb.demo import generate_demo_corpus
 from cube.kb.document import CORPUS_COLUMNS, CorpusError, field_text, parse_document, render_document
-from cube.kb.mapping import DEFAULT_EMPTY_VALUES, map_table, sample_items
+from cube.kb.mapping import DEFAULT_EMPTY_VALUES, JOIN, SERVICE_MERGE_MIN, map_table, sample_items
 
 # Columns a loaded file adds after CORPUS_COLUMNS. `aliases`: optional colloquial names of an item
 # (newline-separated), used only by the template question generator's colloquial style; never
@@ -314,7 +314,11 @@ def corpus_structure(corpus: pd.DataFrame) -> dict[str, Any]:
         `duplicate_groups`; `families` (distinct non-empty `family_id`), `documents_in_families`,
         `family_size_min/median/max` (None without families), `families_across_regions`
         (members in more than one region: the same item offered by several regions) and
-        `families_with_variants` (more than one item name or variant within one region).
+        `families_with_variants` (more than one item name or variant within one region);
+        signs of a wrong mapping (`cube.kb.mapping`'s warnings, computed from the corpus itself so the
+        decision page can show them): `documents_merging_services` (a `family_id` joining
+        SERVICE_MERGE_MIN or more services: group_by did not separate them) and
+        `documents_named_placeholder` (an item named 无, /, ...).
     """
     text = corpus["text"].astype(str)
     fam = corpus.get("family_id", pd.Series("", index=corpus.index)).fillna("").astype(str)
@@ -333,6 +337,9 @@ def corpus_structure(corpus: pd.DataFrame) -> dict[str, Any]:
         "family_size_max": int(sizes.max()) if sizes.size else None,
         "families_across_regions": int((members.groupby("_fam")["region"].nunique() > 1).sum()) if sizes.size else 0,
         "families_with_variants": int((per_region.nunique() > 1).groupby(level=0).any().sum()) if sizes.size else 0,
+        "documents_merging_services": int(fam.str.split(JOIN).map(len).ge(SERVICE_MERGE_MIN).sum()),
+        "documents_named_placeholder": int(corpus["item_name"].astype(str).str.strip().str.casefold()
+                                           .isin({v.casefold() for v in DEFAULT_EMPTY_VALUES}).sum()),
     }
 
 
