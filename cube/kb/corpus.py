@@ -226,7 +226,7 @@ def build_corpus(params: Params, base_dir: Path = Path(".")) -> pd.DataFrame:
     if c.source == "demo":
         df = generate_demo_corpus(c.n_items, params.lang, c.family_share, c.seed)
     else:
-        path = Path(str(c.path))
+        path = Path(str(c.path)).expanduser()
         df, notes = load_corpus_report(path if path.is_absolute() else Path(base_dir) / path, format=c.format,
                                        columns=c.columns, sheet=c.sheet, encoding=c.encoding, lang=params.lang,
                                        group_by=c.group_by, empty_values=c.empty_values,

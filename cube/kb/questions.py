@@ -520,7 +520,7 @@ def build_questions(params: Params, corpus: pd.DataFrame, cache_path: Path | Non
     if qp.generator == "file":
         if not qp.path:
             raise QuestionError("questions.generator 'file' needs questions.path")
-        path = Path(qp.path)
+        path = Path(qp.path).expanduser()
         df = load_questions_file(path if path.is_absolute() else Path(base_dir) / path, corpus)
         if qp.limit is not None and qp.limit < len(df):
             df = df.sample(n=qp.limit, random_state=qp.seed).sort_index()

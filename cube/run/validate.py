@@ -61,7 +61,7 @@ class DataReport:
 
 
 def _resolve(path: str, base_dir: Path) -> Path:
-    p = Path(path)
+    p = Path(path).expanduser()
     return p if p.is_absolute() else base_dir / p
 
 
