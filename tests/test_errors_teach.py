@@ -87,3 +87,10 @@ def test_recorded_params_keep_a_file_in_the_home_folder_re_runnable(tmp_path, mo
     assert report.ok, report.errors
     elsewhere = shared_values({"corpus": {"path": str(tmp_path / "x.csv")}}, project)  # neither project nor home
     assert elsewhere == ({"corpus": {"path": "x.csv"}}, ["corpus.path"])
+
+
+def test_a_comparison_written_in_the_staging_copy_names_the_run_folder():
+    from cube.run.compare import run_folder_name
+
+    assert run_folder_name(Path("/x/outputs/own_kb/.staging")) == "own_kb"
+    assert run_folder_name(Path("/x/outputs/own_kb")) == "own_kb"

@@ -10,7 +10,8 @@ from cube.config.params import parse_params
 from cube.config.phrasing import clean
 from cube.kb.corpus import load_corpus_file
 from cube.kb.example import write_example_kb
-from cube.kb.questions import build_questions, flatten_brackets, keyword_form, qualifier_of, tidy_question
+from cube.kb.naming import flatten_brackets, keyword_form, qualifier_of, tidy_question
+from cube.kb.questions import build_questions
 from tests.test_export_shape import GROUP, OWN_KB
 
 NESTED = re.compile(r"[（(][^（()）]*[（(]")

@@ -14,6 +14,7 @@ from cube.config.params import ParamsError, parse_params
 from cube.config.phrasing import base_name
 from cube.config.schema import ACCOUNTING_COLUMNS, CORPUS_FIELDS
 from cube.kb.demo import generate_demo_corpus
+from cube.kb.naming import keyword_form
 from cube.kb.questions import (
     QUESTION_TABLE_COLUMNS,
     STYLES,
@@ -21,7 +22,6 @@ from cube.kb.questions import (
     assign_styles,
     build_questions,
     clean_question,
-    keyword_form,
     plan_questions,
     question_prompt_template,
     render_question_prompt,

@@ -14,7 +14,9 @@ Three generators (`questions.generator`):
   - `named`: the exact item, including a family member's variant ("...（新建）"), so
     retrieval must pick the right near-duplicate;
   - `colloquial`: what a citizen says instead of the official name, built from the corpus
-    column `aliases` ("我想开小饭馆，需要准备哪些材料？"); the official name never appears,
+    column `aliases` ("我想开小饭馆，需要准备哪些材料？") or, without one (Chinese), from the name's
+    keyword form, its closing verb said first ("机动车驾驶证补领" -> "我想补办机动车驾驶证，…",
+    `KEYWORD_FORMS`); the official name does not appear (but for a 许可, asked for by its name),
     so a keyword retriever has to get by on the words a citizen uses (the paper's system
     found the gold guide for 80.41 % of its LLM-written questions). A family member's
     situation is often said in the citizen's words ("证快到期了，想续办");
@@ -23,8 +25,9 @@ Three generators (`questions.generator`):
     the question separates the near-duplicates.
   A service offered by several regions is asked together with its region. Styles are dealt
   by quota over the full plan (`assign_styles`): only family variants can be ambiguous and
-  only items with aliases (the demo corpus; a user's corpus has none) colloquial, the rest
-  falling back to named with a warning.
+  only items with aliases or a keyword form colloquial, the rest falling back to named with a
+  warning. Every name is said at one bracket level ("换领（残损换新（户籍地））" -> "换领（残损换新、
+  户籍地）") and doubled particles ("的的") are removed (`tidy_question`).
 - `file`: a user's question set (CSV/JSONL/Parquet/Excel with `question` and `doc_id`
   columns, `question_id`, `asked_field` and `style` optional), validated against the corpus.
 
@@ -49,6 +52,7 @@ from cube.config.phrasing import base_name, clean, is_flag, is_missing, short_va
 from cube.config.schema import ACCOUNTING_COLUMNS, CORPUS_FIELDS, FIELD_LABELS, QUESTION_COLUMNS
 from cube.kb.corpus import read_table
 from cube.kb.document import CorpusError
+from cube.kb.naming import flatten_brackets, keyword_form, qualifier_of, tidy_question
 from cube.llm import Request, make_model, response_accounting
 from cube.llm.usage import no_call_accounting
 
@@ -240,61 +244,6 @@ def assign_styles(corpus: pd.DataFrame, slots: pd.DataFrame, shares: dict[str, f
             warnings.warn(f"questions.styles: {quota[style]} {style} questions asked for, but only {len(picked)} "
                           f"slots are {why}; the other {quota[style] - len(picked)} are named", stacklevel=3)
     return styles
-
-
-# How a citizen says an official name ending in one of these verbs ({o}: the rest of the name), longest first:
-# "机动车驾驶证补领" -> "补办机动车驾驶证", "最低生活保障审核确认" -> "申请最低生活保障".
-KEYWORD_FORMS: tuple[tuple[str, str], ...] = (
-    ("参保登记", "参加{o}"), ("设立登记", "注册{o}"), ("变更登记", "变更{o}的登记"), ("注销登记", "注销{o}"),
-    ("资料查询", "查{o}资料"), ("审核确认", "申请{o}"), ("核发", "办{o}"), ("换领", "换{o}"), ("补领", "补办{o}"),
-    ("补办", "补办{o}"), ("新办", "新办{o}"), ("迁移", "迁移{o}"), ("许可", "办{o}许可证"), ("适配", "配{o}"),
-    ("查询", "查{o}"), ("审批", "报批{o}"), ("核准", "报批{o}"), ("备案", "报备{o}"), ("认定", "申请认定{o}"),
-    ("注销", "注销{o}"), ("变更", "变更{o}"), ("延续", "延续{o}"), ("申请", "申请{o}"), ("登记", "登记{o}"),
-)  # every form but 许可's rewords the name: a citizen asks for a 许可证 by the permit's own name
-
-
-def keyword_form(base: str) -> str:
-    """The official name (without qualifiers) as a citizen says it: its closing verb first and
-    colloquial ("残疾人证换领" -> "换残疾人证"); "" when the name ends in no verb of `KEYWORD_FORMS`
-    or nothing is left besides it."""
-    for suffix, form in KEYWORD_FORMS:
-        if base.endswith(suffix) and len(base) > len(suffix) + 1:
-            return form.replace("{o}", base[: -len(suffix)])
-    return ""
-
-
-def flatten_brackets(text: str) -> str:
-    """Nested brackets said at one level: an inner "（" becomes "、", an inner "）" disappears
-    ("残损换新（户籍地）" inside a qualifier -> "残损换新、户籍地")."""
-    out, depth = [], 0
-    for ch in text:
-        if ch in "（(":
-            depth += 1
-            if depth > 1:
-                if out and out[-1] not in "、，,":
-                    out.append("、")
-                continue
-        elif ch in "）)":
-            depth -= 1
-            if depth >= 1:
-                continue
-        out.append(ch)
-    return "".join(out)
-
-
-def qualifier_of(name: str, variant: str = "") -> str:
-    """The bracketed qualifier of an official name, said at one level ("（残损换新（户籍地））" ->
-    "残损换新、户籍地"), or the variant when the name holds none; "" for neither."""
-    base = base_name(name)
-    if base != name:
-        return flatten_brackets(name[len(base):].strip())[1:-1].strip("、 ")
-    return variant
-
-
-def tidy_question(text: str) -> str:
-    """A question without doubled particles ("的的", "，，") that joining phrases can produce."""
-    text = re.sub(r"的{2,}", "的", text)
-    return re.sub(r"([，、。？])\1+", r"\1", text)
 
 
 def _with_variant(base: str, variant: str, lang: str) -> str:
