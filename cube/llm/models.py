@@ -81,8 +81,10 @@ def progress_bar(iterable: Any = None, **kwargs: Any) -> Any:
     if os.environ.get("CUBE_PROGRESS") == "terminal":
         from tqdm import tqdm
 
-        # drawn only on a terminal (disable=None): a log file of `make run` gets the stage lines, not bars
-        return tqdm(iterable, file=sys.__stderr__, mininterval=2.0, **{"disable": None, **kwargs})
+        # drawn only on a terminal (disable=None: tqdm asks isatty): a log of `make run` gets the stage lines
+        if not kwargs.get("disable"):
+            kwargs["disable"] = None
+        return tqdm(iterable, file=sys.__stderr__, mininterval=2.0, **kwargs)
     from tqdm.auto import tqdm
 
     return tqdm(iterable, **kwargs)
