@@ -94,3 +94,17 @@ def test_a_comparison_written_in_the_staging_copy_names_the_run_folder():
 
     assert run_folder_name(Path("/x/outputs/own_kb/.staging")) == "own_kb"
     assert run_folder_name(Path("/x/outputs/own_kb")) == "own_kb"
+
+
+def test_progress_bars_under_cube_run_are_drawn_only_on_a_terminal(monkeypatch):
+    import sys
+
+    import pytest
+
+    from cube.llm.models import progress_bar
+
+    if sys.__stderr__.isatty():
+        pytest.skip("stderr is a terminal here: bars are drawn, as they should be")
+    monkeypatch.setenv("CUBE_PROGRESS", "terminal")
+    assert progress_bar(range(3), disable=False).disable  # a log file gets no bars, whatever the caller asked
+    assert progress_bar(range(3), disable=True).disable
