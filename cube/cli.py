@@ -50,7 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "outputs/<run>/report/, and write report/index.html. Stages whose inputs did not "
                        "change since their last execution are skipped; LLM calls are served from the cache. Stages run in "
                        "outputs/<run>/.staging/ and are published only when all succeed. Exit codes: 0 published, "
-                       "1 a stage failed (nothing published; see report/last_run.html), 2 bad params, a preflight "
+                       "1 a stage failed (nothing published; see report/last_run.html), 2 bad params or data (`cube validate`'s "
+                       "errors, checked before any stage runs), a preflight "
                        "problem (unset key variable, broken LLM endpoint) or the run folder is locked by another "
                        "run, 3 decision withheld because judging failed, "
                        "130 interrupted (re-run to resume).")
@@ -172,6 +173,8 @@ def _preflight(params: Params, *, endpoints: bool | None, timeout_s: float = 10.
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     params_file = getattr(args, "params", None)
+    # the params file as typed (folder included), for the commands a message tells the user to run
+    args.params_typed = " ".join(_quote(str(params_file))) if isinstance(params_file, Path) else ""
     for name in ("params", "notebooks", "outputs", "out", "path"):  # paths typed on the command line are
         if isinstance(getattr(args, name, None), Path):              # read from the current folder
             setattr(args, name, getattr(args, name).resolve())
@@ -319,23 +322,31 @@ def _batch_pending(args: argparse.Namespace) -> None:
 def _run(args: argparse.Namespace) -> int:
     """`cube run`: 0 committed, 1 a stage failed, 2 bad input or the run folder is locked,
     3 judging failed wholesale (decision withheld), 130 interrupted."""
-    from cube.run.execute import execute_run
+    from cube.run.execute import InputError, execute_run
 
     try:
         with interrupts_raise():
             summary = execute_run(args.params, notebooks_dir=args.notebooks, only=args.only, force=args.force,
                                   outputs_dir=args.outputs)
+    except InputError as err:  # validate's errors, found before any stage ran
+        print(f"error: {args.params_typed}: the run's data inputs have problems:\n{err}\n"
+              f"(`cube validate {args.params_typed}` lists them with the warnings and notes)", file=sys.stderr)
+        return 2
     except (RunInterrupted, KeyboardInterrupt) as exc:
         signame = getattr(exc, "signame", "SIGINT")
         print(f"\ncube: interrupted ({signame}); the published run is unchanged and the notebook kernel was stopped. "
-              f"Resume with `cube run {args.params}` (completed stages and cached LLM calls are kept).",
+              f"Resume with `cube run {args.params_typed}` (completed stages and cached LLM calls are kept).",
               file=sys.stderr)
         return 130
     if not summary.ok:
+        from cube.run.execute import has_published_run
+
         failed = next((s for s in summary.stages if s.status == "failed"), None)
-        print(f"cube: stage {failed.notebook if failed else '?'} failed; nothing was published, the report still "
-              f"shows the last successful run (see {display_path(summary.paths.report / 'last_run.html')})",
-              file=sys.stderr)
+        shown = ("the report still shows the last successful run" if has_published_run(summary.paths)
+                 else "no run of these params has succeeded yet")
+        print(f"cube: stage {failed.notebook if failed else '?'} failed; nothing was published, {shown} "
+              f"(see {display_path(summary.paths.report / 'last_run.html')}); fix the cause and run "
+              f"`cube run {args.params_typed}` again (completed stages are kept)", file=sys.stderr)
         return 1
     decision = _decision(summary.paths)
     if decision.get("judging_failed"):
@@ -343,6 +354,12 @@ def _run(args: argparse.Namespace) -> int:
         print(f"cube: decision withheld: judging failed ({reasons})", file=sys.stderr)
         return 3
     return 0
+
+
+def _quote(text: str) -> list[str]:
+    import shlex
+
+    return [shlex.quote(text)]
 
 
 def _flags_note(flags: list[str]) -> str:

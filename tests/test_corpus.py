@@ -122,7 +122,8 @@ def test_load_parquet_and_excel(tmp_path: Path):
         pd.DataFrame({"x": [1]}).to_excel(xw, sheet_name="notes", index=False)
         df.to_excel(xw, sheet_name="items", index=False)
     _check_loaded(load_corpus_file(tmp_path / "kb.xlsx", columns=MAPPING, sheet="items"))
-    with pytest.raises(CorpusError, match=r"kb\.xlsx: cannot read as excel \(sheet 'nope'\)"):
+    with pytest.raises(CorpusError, match=r"kb\.xlsx: no sheet 'nope' \(corpus\.sheet\); the file has 2 sheet\(s\): "
+                       r"'notes', 'items'"):
         load_corpus_file(tmp_path / "kb.xlsx", columns=MAPPING, sheet="nope")
 
 

@@ -11,8 +11,10 @@ import pytest
 from openai_server import OpenAIServer, last_user_message
 
 from cube.config.params import ParamsError, parse_params
+from cube.config.phrasing import base_name
 from cube.config.schema import ACCOUNTING_COLUMNS, CORPUS_FIELDS
 from cube.kb.demo import generate_demo_corpus
+from cube.kb.naming import keyword_form
 from cube.kb.questions import (
     QUESTION_TABLE_COLUMNS,
     STYLES,
@@ -131,9 +133,19 @@ def test_template_style_fallbacks_warn(corpus_zh: pd.DataFrame):
     with pytest.warns(UserWarning, match=rf"300 ambiguous questions asked for, but only {n_variants} slots"):
         q = build_questions(_params(styles={"ambiguous": 1}), corpus_zh)
     assert q["style"].value_counts().to_dict() == {"named": 300 - n_variants, "ambiguous": n_variants}
-    no_aliases = corpus_zh.drop(columns="aliases")  # a user's knowledge base has no aliases
-    with pytest.warns(UserWarning, match="only 0 slots are items with aliases"):
-        q = build_questions(_params(styles={"colloquial": 3, "named": 1}), no_aliases.head(40))
+    no_aliases = corpus_zh.drop(columns="aliases")  # a user's knowledge base has no aliases:
+    # names ending in a verb a citizen rephrases ("...核准" -> "办...核准") still give colloquial questions
+    has_form = no_aliases.head(40)["item_name"].map(lambda n: bool(keyword_form(base_name(n))))
+    with pytest.warns(UserWarning, match=f"only {int(has_form.sum())} slots are items with aliases or a keyword form"):
+        q = build_questions(_params(styles={"colloquial": 1}), no_aliases.head(40))
+    assert (q["style"] == "colloquial").sum() == has_form.sum() > 0
+    names = dict(zip(no_aliases["doc_id"], no_aliases["item_name"], strict=True))
+    colloquial = q[q["style"] == "colloquial"]
+    quoted = [names[d] for d, t in zip(colloquial["doc_id"], colloquial["question"], strict=True) if names[d] in t]
+    assert all(n.endswith("许可") for n in quoted)  # "办...许可证": a permit is asked for by its own name
+    nameless = no_aliases.head(40).assign(item_name=[f"第{i}号服务中心" for i in range(40)])  # no verb to rephrase
+    with pytest.warns(UserWarning, match="only 0 slots are items with aliases or a keyword form"):
+        q = build_questions(_params(styles={"colloquial": 3, "named": 1}), nameless)
     assert (q["style"] == "named").all()
     slots = plan_questions(corpus_zh.head(4), 1, None, 0)
     assert assign_styles(corpus_zh.head(4), slots, {"named": 1.0}, 0) == ["named"] * 4

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from cube.kb.demo import generate_demo_corpus
-from cube.run.execute import execute_run
+from cube.run.execute import InputError, execute_run
 from cube.run.stages import ParamsMismatchError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,6 +43,11 @@ def test_a_failing_rerun_leaves_the_last_good_run_byte_identical(tmp_path, monke
             "tables/paper_table4_reproduced.csv"} <= set(before)
 
     broken = _params(tmp_path, tmp_path / "missing.csv", "broken.yaml")
+    with pytest.raises(InputError, match=r"missing\.csv: knowledge-base file or folder not found"):
+        execute_run(broken, only="00..01", force=True, log=lambda _: None)  # validated before any stage
+    assert _snapshot(root) == before and not (root / ".staging").exists()
+    # A stage failing on what validation cannot see (here: validation skipped) keeps the last good run.
+    monkeypatch.setattr("cube.run.execute.check_inputs", lambda *a, **k: None)
     with pytest.raises(ParamsMismatchError, match=r"corpus.path"):  # another params file, same `run:` name
         execute_run(broken, only="00..01", log=lambda _: None)
     failed = execute_run(broken, only="00..01", force=True, log=lambda _: None)
@@ -66,6 +71,7 @@ def test_a_failing_rerun_leaves_the_last_good_run_byte_identical(tmp_path, monke
 
 def test_a_first_run_that_fails_publishes_its_failure_and_no_decision(tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)
+    monkeypatch.setattr("cube.run.execute.check_inputs", lambda *a, **k: None)  # a failure validation misses
     params = _params(tmp_path, tmp_path / "missing.csv")
     summary = execute_run(params, only="01", log=lambda _: None)
     root = tmp_path / "out" / "runner"

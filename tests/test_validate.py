@@ -67,7 +67,8 @@ def test_missing_path_and_unknown_sheet(tmp_path: Path, capsys, monkeypatch):
     write_example_kb(tmp_path / "kb.xlsx")
     p = _params(tmp_path, {"source": "file", "path": "kb.xlsx", "sheet": "Sheet9", "columns": {"item_name": "x"}})
     assert main(["validate", str(p)]) == 2
-    assert "cannot read as excel (sheet 'Sheet9')" in capsys.readouterr().out
+    out = capsys.readouterr().out  # the sheets the file has, and the key to change
+    assert "no sheet 'Sheet9' (corpus.sheet); the file has 1 sheet(s): '事项清单'" in out and "corpus.path" not in out
 
 
 def test_naive_rows_warn_about_long_format_and_duplicates(tmp_path: Path):

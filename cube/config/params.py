@@ -173,20 +173,83 @@ class Params(StrictModel):
 
 
 # --------------------------------------------------------------------------- loading
-def _format_validation_error(err: ValidationError, source: str) -> str:
-    lines = [f"{source}: invalid params ({err.error_count()} problem(s))"]
+def _schema_keys(model: Any = None, seen: set[Any] | None = None) -> set[str]:
+    """Every key the params schema knows (of every section and nested model), for "did you mean"."""
+    import typing
+
+    from pydantic import BaseModel
+
+    model, seen = model or Params, seen if seen is not None else set()
+    if model in seen:
+        return set()
+    seen.add(model)
+    keys: set[str] = set()
+    for name, f in model.model_fields.items():
+        keys.add(name)
+        todo = [f.annotation]
+        while todo:
+            t = todo.pop()
+            if isinstance(t, type) and issubclass(t, BaseModel):
+                keys |= _schema_keys(t, seen)
+            todo += list(typing.get_args(t))
+    return keys
+
+
+def _did_you_mean(key: str) -> str:
+    import difflib
+
+    known = sorted(_schema_keys())
+    folded = {k.casefold(): k for k in known}
+    if key.casefold() in folded:
+        return f"; did you mean '{folded[key.casefold()]}'?"
+    close = difflib.get_close_matches(key, known, n=2, cutoff=0.75)
+    return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+
+
+def _user_key(loc: tuple[Any, ...], data: Any) -> str | None:
+    """The key path as the user wrote it ("systems[bm25-top8].top_N"): the keys and list items of the
+    YAML, without the schema's own steps (a system's `kind` tag such as `builtin`, a union member such
+    as `ModelSpec`); None for an error about a union member that does not apply (a mapping is no `str`)."""
+    parts: list[str] = []
+    node = data
+    for i, p in enumerate(loc):
+        last = i == len(loc) - 1
+        if isinstance(node, dict) and p in node:
+            parts.append(str(p))
+            node = node[p]
+        elif isinstance(node, list) and isinstance(p, int) and 0 <= p < len(node):
+            item = node[p]
+            name = item.get("name") if isinstance(item, dict) else None
+            label = f"[{name}]" if isinstance(name, str) and name else f"[{p}]"
+            parts[-1:] = [(parts[-1] if parts else "") + label]
+            node = item
+        elif last and p not in ("str",):
+            parts.append(str(p))
+        elif p == "str" and isinstance(node, dict):
+            return None
+    return ".".join(parts) or "(top level)"
+
+
+def _format_validation_error(err: ValidationError, source: str, data: Any = None) -> str:
+    lines: list[str] = []
     for e in err.errors():
-        key = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        key = _user_key(tuple(e["loc"]), data) if data is not None else ".".join(str(p) for p in e["loc"])
+        if key is None:
+            continue
+        key = key or "(top level)"
         if e["type"] == "extra_forbidden":
-            lines.append(f"  - {key}: unknown key (check the spelling; see the params reference in README.md)")
+            line = (f"  - {key}: unknown key{_did_you_mean(str(e['loc'][-1]))} (see the params reference in "
+                    "README.md, or `cube params-reference`)")
         elif e["type"] == "missing":
-            lines.append(f"  - {key}: required key is missing")
+            line = f"  - {key}: required key is missing"
         else:
             got = e.get("input")
             secret = any(str(p) in SECRET_FIELDS for p in e["loc"])
             shown = "" if isinstance(got, dict | list) or secret else f" (got {got!r})"
-            lines.append(f"  - {key}: {e['msg']}{shown}")
-    return "\n".join(lines)
+            line = f"  - {key}: {e['msg']}{shown}"
+        if line not in lines:
+            lines.append(line)
+    return "\n".join([f"{source}: invalid params ({len(lines)} problem(s))", *lines])
 
 
 def parse_params(data: dict[str, Any], source: str = "<params>") -> Params:
@@ -196,7 +259,7 @@ def parse_params(data: dict[str, Any], source: str = "<params>") -> Params:
     try:
         return Params.model_validate(data)
     except ValidationError as err:
-        raise ParamsError(_format_validation_error(err, source)) from None
+        raise ParamsError(_format_validation_error(err, source, data)) from None
 
 
 def read_params_yaml(path: str | Path) -> Any:

@@ -104,8 +104,8 @@ def path_identity(path: str) -> str:
 def shared_values(value: Any, root: Path | None = None, where: str = "",
                   identify: bool = False) -> tuple[Any, list[str]]:
     """A copy of a JSON-like value (the dumped params) with every absolute local path (`PATH_KEYS`) shown by
-    `display_path` (relative to the project root, else its last name, or with `identify` its
-    `path_identity`), and the dotted keys of the paths outside the project that were cut (for a
+    `display_path` (relative to the project root), else in the home folder as `~/...` (`home_path`), else
+    by its last name (or with `identify` its `path_identity`), and the dotted keys of the paths outside the project that were cut (for a
     note beside them)."""
     if isinstance(value, dict):
         out, cut = {}, []
@@ -119,8 +119,21 @@ def shared_values(value: Any, root: Path | None = None, where: str = "",
     if isinstance(value, str) and _is_local_path(value) and is_path_key(where):
         if Path(value).resolve().is_relative_to((root or project_root()).resolve()):
             return display_path(value, root), []
+        if (home := home_path(value)) is not None:  # re-runnable here, and no user name published
+            return home, []
         return (path_identity(value) if identify else display_path(value, root)), [where]
     return value, []
+
+
+def home_path(path: str | Path) -> str | None:
+    """A path inside the home folder as `~/...` (every loader expands `~`), else None. The recorded
+    params of a run (`outputs/<run>/params.yaml`) keep a file outside the project but in the home
+    folder this way, so the recorded file runs again as recorded without publishing the user name."""
+    home = Path.home().resolve()
+    p = Path(path).resolve()
+    if len(home.parts) < 2 or not p.is_relative_to(home) or p == home:
+        return None
+    return "~/" + p.relative_to(home).as_posix()
 
 
 def scrub_local_paths(text: str, root: Path | None = None) -> str:

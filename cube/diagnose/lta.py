@@ -382,6 +382,13 @@ def _retrieval_suggestions(retrieval: dict[str, Any]) -> list[str]:
     from cube.diagnose.near_duplicates import confusion_note
 
     out = []
+    merged, named = retrieval.get("documents_merging_services") or 0, retrieval.get("documents_named_placeholder") or 0
+    if merged or named:  # a mapping that ran but is wrong: the score describes a broken knowledge base
+        what = [f"{merged} document(s) each merge 3 or more services (family_id)"] if merged else []
+        what += [f"{named} document(s) are named by a placeholder (无, /...)"] if named else []
+        out.append("Warning: the knowledge base looks mis-mapped: " + " and ".join(what) + "; the score is about "
+                   "those merged documents, not your services. Fix corpus.columns / group_by as `cube validate` "
+                   "suggests (page 01 lists the warnings).")
     dup = retrieval.get("duplicate_texts") or 0
     if dup:
         out.append(f"The knowledge base holds {dup} document(s) whose text duplicates another's, so their questions "

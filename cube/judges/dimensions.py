@@ -173,7 +173,7 @@ def fill_template(template: str, **values: str) -> str:
 
 
 def _read_prompt_file(name: str, path_text: str, base_dir: Path) -> str:
-    path = Path(path_text)
+    path = Path(path_text).expanduser()
     if not path.is_absolute():
         path = base_dir / path
     if not path.is_file():

@@ -32,7 +32,7 @@ from cube.config.params import Params
 from cube.config.schema import CORPUS_FIELDS, MAPPABLE
 from cube.kb.demo import generate_demo_corpus
 from cube.kb.document import CORPUS_COLUMNS, CorpusError, field_text, parse_document, render_document
-from cube.kb.mapping import DEFAULT_EMPTY_VALUES, map_table, sample_items
+from cube.kb.mapping import DEFAULT_EMPTY_VALUES, JOIN, SERVICE_MERGE_MIN, map_table, sample_items
 
 # Columns a loaded file adds after CORPUS_COLUMNS. `aliases`: optional colloquial names of an item
 # (newline-separated), used only by the template question generator's colloquial style; never
@@ -137,6 +137,8 @@ def read_table(path: Path, fmt: str = "auto", *, sheet: str | int | None = None,
     elif fmt == "txt":
         df, where = _read_txt(path, encoding, labels)
     else:
+        if fmt == "excel" and sheet is not None:
+            _check_sheet(path, sheet)
         try:
             if fmt == "parquet":
                 df = pd.read_parquet(path)
@@ -150,6 +152,21 @@ def read_table(path: Path, fmt: str = "auto", *, sheet: str | int | None = None,
     if df.empty:
         raise CorpusError(f"{path}: the {what} file is empty (expected one row, line or .txt file per item)")
     return df, where
+
+
+class SheetError(CorpusError):
+    """`corpus.sheet` names a sheet the workbook does not have (the message lists the ones it has)."""
+
+
+def _check_sheet(path: Path, sheet: str | int) -> None:
+    try:
+        names = [str(n) for n in pd.ExcelFile(path).sheet_names]
+    except Exception:  # unreadable: said by the reader below, with its own cause
+        return
+    if (isinstance(sheet, int) and not 0 <= sheet < len(names)) or (isinstance(sheet, str) and sheet not in names):
+        raise SheetError(f"{path}: no sheet {sheet!r} (corpus.sheet); the file has {len(names)} sheet(s): "
+                         + ", ".join(repr(n) for n in names)
+                         + " (corpus.sheet takes a sheet's name or its number, 0 for the first)")
 
 
 # --------------------------------------------------------------------------- mapping and loading
@@ -209,7 +226,7 @@ def build_corpus(params: Params, base_dir: Path = Path(".")) -> pd.DataFrame:
     if c.source == "demo":
         df = generate_demo_corpus(c.n_items, params.lang, c.family_share, c.seed)
     else:
-        path = Path(str(c.path))
+        path = Path(str(c.path)).expanduser()
         df, notes = load_corpus_report(path if path.is_absolute() else Path(base_dir) / path, format=c.format,
                                        columns=c.columns, sheet=c.sheet, encoding=c.encoding, lang=params.lang,
                                        group_by=c.group_by, empty_values=c.empty_values,
@@ -297,7 +314,11 @@ def corpus_structure(corpus: pd.DataFrame) -> dict[str, Any]:
         `duplicate_groups`; `families` (distinct non-empty `family_id`), `documents_in_families`,
         `family_size_min/median/max` (None without families), `families_across_regions`
         (members in more than one region: the same item offered by several regions) and
-        `families_with_variants` (more than one item name or variant within one region).
+        `families_with_variants` (more than one item name or variant within one region);
+        signs of a wrong mapping (`cube.kb.mapping`'s warnings, computed from the corpus itself so the
+        decision page can show them): `documents_merging_services` (a `family_id` joining
+        SERVICE_MERGE_MIN or more services: group_by did not separate them) and
+        `documents_named_placeholder` (an item named 无, /, ...).
     """
     text = corpus["text"].astype(str)
     fam = corpus.get("family_id", pd.Series("", index=corpus.index)).fillna("").astype(str)
@@ -316,6 +337,9 @@ def corpus_structure(corpus: pd.DataFrame) -> dict[str, Any]:
         "family_size_max": int(sizes.max()) if sizes.size else None,
         "families_across_regions": int((members.groupby("_fam")["region"].nunique() > 1).sum()) if sizes.size else 0,
         "families_with_variants": int((per_region.nunique() > 1).groupby(level=0).any().sum()) if sizes.size else 0,
+        "documents_merging_services": int(fam.str.split(JOIN).map(len).ge(SERVICE_MERGE_MIN).sum()),
+        "documents_named_placeholder": int(corpus["item_name"].astype(str).str.strip().str.casefold()
+                                           .isin({v.casefold() for v in DEFAULT_EMPTY_VALUES}).sum()),
     }
 
 

@@ -62,7 +62,12 @@ def _cell(value: Any) -> Any:
     return str(value).strip()
 
 
-def _rows(where: Sequence[str], idx: Iterable[int], limit: int | None = None) -> str:
+ROWS_SHOWN = 5  # a list of rows in a message: the first few, then "and N more"
+WARNING = "warning: "  # a note that is a warning: `cube validate` lists it with the warnings
+SERVICE_MERGE_MIN = 3  # distinct service names in one grouped document that make it a merged document
+
+
+def _rows(where: Sequence[str], idx: Iterable[int], limit: int | None = ROWS_SHOWN) -> str:
     hits = [where[i] for i in idx]
     shown = hits if limit is None else hits[:limit]
     return ", ".join(shown) + (f" and {len(hits) - len(shown)} more" if len(hits) > len(shown) else "")
@@ -214,19 +219,98 @@ def map_table(raw: pd.DataFrame, where: Sequence[str], columns: Mapping[str, str
         bad = [i for i, v in enumerate(out[key]) if not (v if isinstance(v, list) else str(v).strip())]
         if bad:
             rows = [j for i in bad for j in records[i]["_idx"]]
-            problems.append(f"{source}: empty '{key}' (column '{src.get(key, key)}') at {_rows(where, rows)} "
-                            f"(every item needs a {key})")
+            problems.append(_empty_name_problem(key, src.get(key, key), rows, raw, where, columns, group_by, source,
+                                                placeholders=[raw[src[key]].iloc[j] for j in rows] if key in src else []))
+    notes += [WARNING + w for w in _name_warnings(raw, cols, records, src, group_by, extra, columns, source)]
     dup = out["doc_id"].astype(str).duplicated(keep=False) & out["doc_id"].astype(str).ne("")
     if dup.any():
         parts = []
-        for d in dict.fromkeys(out.loc[dup, "doc_id"].astype(str)):
+        dups = list(dict.fromkeys(out.loc[dup, "doc_id"].astype(str)))
+        for d in dups[:ROWS_SHOWN]:
             rows = [j for i in np.flatnonzero(out["doc_id"].astype(str).eq(d)) for j in records[i]["_idx"]]
             parts.append(f"'{d}' at {_rows(where, rows)}")
-        problems.append(f"{source}: duplicate doc_id(s): " + "; ".join(parts))
+        more = f"; and {len(dups) - ROWS_SHOWN} more" if len(dups) > ROWS_SHOWN else ""
+        problems.append(f"{source}: duplicate doc_id(s): " + "; ".join(parts) + more)
     first = [r["_idx"][0] for r in records]
     flags = raw["synthetic"].iloc[first].tolist() if "synthetic" in raw.columns else [False] * len(records)
     out["synthetic"] = [v if isinstance(v, bool | np.bool_) else str(v).strip().lower() in _TRUE for v in flags]
     return (None if problems else out.drop(columns="_idx")), problems, notes
+
+
+def _service_column(raw: pd.DataFrame, columns: Mapping[str, str], name_col: str, rows: Sequence[int]) -> str | None:
+    """The column that names the service of the rows whose item name is missing: the one mapped to
+    `family_id`, else a column other than the name's with a value in every one of those rows and fewer
+    distinct values than the name column (主项名称 beside 业务办理项名称)."""
+    fam = columns.get("family_id")
+    if fam in raw.columns and fam != name_col:
+        return fam
+    cells = raw.iloc[list(rows)].astype(str).apply(lambda s: s.str.strip())
+    names = raw[name_col].astype(str).nunique() if name_col in raw.columns else len(raw)
+    mapped = {v for k, v in columns.items() if k not in ("item_name", "family_id")}
+    for col in raw.columns:
+        if col == name_col or col in mapped:
+            continue
+        vals = cells[col]
+        if vals.ne("").all() and not vals.isin(DEFAULT_EMPTY_VALUES).any() and 1 < raw[col].nunique() < names:
+            return str(col)
+    return None
+
+
+def _empty_name_problem(key: str, col: str, rows: list[int], raw: pd.DataFrame, where: Sequence[str],
+                        columns: Mapping[str, str], group_by: Sequence[str], source: str,
+                        placeholders: list[Any]) -> str:
+    """One line for a required field that is empty in some rows; when its cells hold a placeholder
+    (无: the service has no sub-item), the count and the mapping that fits such an export."""
+    head = f"{source}: empty '{key}' (column '{col}') at {_rows(where, rows)} ({len(rows)} of {len(raw)} rows)"
+    held = pd.Series([_cell(v) for v in placeholders], dtype=object)
+    held = held[held.ne("")]
+    if key != "item_name" or held.empty:
+        return head + f" (every item needs a {key})"
+    counts = ", ".join(f"'{v}' ×{n}" for v, n in held.value_counts().items())
+    line = (f"{head}. These cells hold the placeholder {counts} (corpus.empty_values): the rows' service has no "
+            f"sub-item, so '{col}' names a sub-item, not the service")
+    service = _service_column(raw, columns, col, rows)
+    if service is None:
+        return line + f"; map the column naming the service as item_name and '{col}' as variant"
+    keys = [c for g in group_by for c in ((service, col) if g == col else (g,) if g != service else ())]
+    grouping = f", group_by: {keys if col in group_by else [*keys, service, col]}" if group_by else ""
+    was = columns.get("variant")
+    kept = f" ('{was}', now mapped as variant, stays in group_by and is rendered under its own label)" \
+        if was and was != col else ""
+    return (line + f". Suggested mapping: corpus.columns item_name: {service}, variant: {col}{grouping}{kept} "
+            f"(one document per service and sub-item; README: 'One row per material, sub-items 无')")
+
+
+def _name_warnings(raw: pd.DataFrame, cols: Mapping[str, list[Any]], records: list[dict[str, Any]],
+                   src: Mapping[str, str], group_by: Sequence[str], extra: Sequence[str],
+                   columns: Mapping[str, str], source: str) -> list[str]:
+    """Signs of a mapping that runs but is wrong: documents named by a placeholder (无 kept as a
+    name), and grouped documents that merge several services (>= SERVICE_MERGE_MIN distinct values of
+    the family_id column, or of an unmapped column naming items, e.g. 主项名称, in one document)."""
+    out = []
+    names = [str(r.get("item_name", "")).strip() for r in records]
+    placeholder_named = [n for n in names if n.casefold() in {p.casefold() for p in DEFAULT_EMPTY_VALUES}]
+    if placeholder_named:
+        out.append(f"{source}: {len(placeholder_named)} document(s) are named by a placeholder "
+                   f"({', '.join(repr(v) for v in dict.fromkeys(placeholder_named))}, column "
+                   f"'{src.get('item_name', 'item_name')}'): a placeholder names no service; keep it in "
+                   "corpus.empty_values and map the service column as item_name (the placeholder column as variant)")
+    if not group_by:
+        return out
+    service_cols = [c for c in (src.get("family_id"), *extra) if c and c in cols
+                    and (c == src.get("family_id") or ("名称" in c and ("主项" in c or "事项" in c)))]
+    for col in dict.fromkeys(service_cols):
+        counts = [len({v for i in r["_idx"] for v in ([cols[col][i]] if not isinstance(cols[col][i], list)
+                                                      else cols[col][i]) if v}) for r in records]
+        merged = [i for i, n in enumerate(counts) if n >= SERVICE_MERGE_MIN]
+        if merged:
+            worst = max(merged, key=lambda i: counts[i])
+            out.append(f"{source}: {len(merged)} of {len(records)} documents each merge {SERVICE_MERGE_MIN} or more "
+                       f"services (distinct values of column '{col}'; up to {counts[worst]} in the document named "
+                       f"'{names[worst] or '(no name)'}' at {records[worst]['source_rows']}): group_by {list(group_by)} does not "
+                       "separate services, so retrieval and every score built on these documents mean little; "
+                       "map the column naming the service as item_name and add it to group_by")
+    return out
 
 
 def sample_items(corpus: pd.DataFrame, n: int, seed: int = 0, by: str = "region") -> pd.DataFrame:

@@ -14,7 +14,9 @@ Three generators (`questions.generator`):
   - `named`: the exact item, including a family member's variant ("...（新建）"), so
     retrieval must pick the right near-duplicate;
   - `colloquial`: what a citizen says instead of the official name, built from the corpus
-    column `aliases` ("我想开小饭馆，需要准备哪些材料？"); the official name never appears,
+    column `aliases` ("我想开小饭馆，需要准备哪些材料？") or, without one (Chinese), from the name's
+    keyword form, its closing verb said first ("机动车驾驶证补领" -> "我想补办机动车驾驶证，…",
+    `KEYWORD_FORMS`); the official name does not appear (but for a 许可, asked for by its name),
     so a keyword retriever has to get by on the words a citizen uses (the paper's system
     found the gold guide for 80.41 % of its LLM-written questions). A family member's
     situation is often said in the citizen's words ("证快到期了，想续办");
@@ -23,8 +25,9 @@ Three generators (`questions.generator`):
     the question separates the near-duplicates.
   A service offered by several regions is asked together with its region. Styles are dealt
   by quota over the full plan (`assign_styles`): only family variants can be ambiguous and
-  only items with aliases (the demo corpus; a user's corpus has none) colloquial, the rest
-  falling back to named with a warning.
+  only items with aliases or a keyword form colloquial, the rest falling back to named with a
+  warning. Every name is said at one bracket level ("换领（残损换新（户籍地））" -> "换领（残损换新、
+  户籍地）") and doubled particles ("的的") are removed (`tidy_question`).
 - `file`: a user's question set (CSV/JSONL/Parquet/Excel with `question` and `doc_id`
   columns, `question_id`, `asked_field` and `style` optional), validated against the corpus.
 
@@ -49,6 +52,7 @@ from cube.config.phrasing import base_name, clean, is_flag, is_missing, short_va
 from cube.config.schema import ACCOUNTING_COLUMNS, CORPUS_FIELDS, FIELD_LABELS, QUESTION_COLUMNS
 from cube.kb.corpus import read_table
 from cube.kb.document import CorpusError
+from cube.kb.naming import flatten_brackets, keyword_form, qualifier_of, tidy_question
 from cube.llm import Request, make_model, response_accounting
 from cube.llm.usage import no_call_accounting
 
@@ -193,10 +197,27 @@ def aliases_of(record: dRecord) -> list[str]:
     return [a.strip() for a in str(clean(record.get("aliases"))).splitlines() if not is_missing(a)]
 
 
-def assign_styles(corpus: pd.DataFrame, slots: pd.DataFrame, shares: dict[str, float], seed: int) -> list[str]:
+def situations_of(record: dRecord, lang: str) -> list[str]:
+    """What a citizen wants, to build a colloquial question from: the `aliases`, else (zh) the
+    keyword form of the official name (`keyword_form`) with its qualifier said plainly; [] when
+    neither exists."""
+    aliases = aliases_of(record)
+    if aliases or lang != "zh":
+        return aliases
+    name = clean(record.get("item_name"))
+    form = keyword_form(base_name(name))
+    if not form:
+        return []
+    qualifier = qualifier_of(name, clean(record.get("variant")))
+    return [f"{form}，属于{qualifier}的情况" if qualifier else form]
+
+
+def assign_styles(corpus: pd.DataFrame, slots: pd.DataFrame, shares: dict[str, float], seed: int,
+                  lang: str = "zh") -> list[str]:
     """One style per slot: quotas from `shares` (largest remainder), slots drawn in a seeded order.
 
-    Only a family variant can get an `ambiguous` question and only an item with `aliases` a
+    Only a family variant can get an `ambiguous` question and only an item a citizen can be made to
+    describe (`situations_of`: its `aliases`, or in Chinese the keyword form of its name) a
     `colloquial` one; a quota that finds too few such slots falls back to `named` with a warning.
     """
     n = len(slots)
@@ -208,7 +229,7 @@ def assign_styles(corpus: pd.DataFrame, slots: pd.DataFrame, shares: dict[str, f
     ids = corpus["doc_id"].astype(str)
     # A placeholder variant (无) is no variant; aliases that are all placeholders are none.
     has = {"ambiguous": [not is_missing(v) for v in corpus["variant"]] if "variant" in corpus else [False] * len(ids),
-           "colloquial": [bool(aliases_of(r)) for r in corpus.to_dict("records")]}
+           "colloquial": [bool(situations_of(r, lang)) for r in corpus.to_dict("records")]}
     capable = {s: dict(zip(ids, flags, strict=True)) for s, flags in has.items()}
     order = list(range(n))
     random.Random(f"{seed}|styles").shuffle(order)
@@ -219,7 +240,7 @@ def assign_styles(corpus: pd.DataFrame, slots: pd.DataFrame, shares: dict[str, f
         for i in picked:
             styles[i] = style
         if len(picked) < quota[style]:
-            why = "family variants" if style == "ambiguous" else "items with aliases"
+            why = "family variants" if style == "ambiguous" else "items with aliases or a keyword form"
             warnings.warn(f"questions.styles: {quota[style]} {style} questions asked for, but only {len(picked)} "
                           f"slots are {why}; the other {quota[style] - len(picked)} are named", stacklevel=3)
     return styles
@@ -242,6 +263,7 @@ def _name_phrase(record: dRecord, lang: str, rng: random.Random, style: str, nam
             name = f"{variant}{base}" if lang == "zh" else f"{base} for {variant.lower()}"
     elif variant and variant not in name:  # the exact item: a variant kept in its own column is said
         name = _with_variant(name, variant, lang)
+    name = flatten_brackets(name)  # "换领（残损换新（户籍地））" is said "换领（残损换新、户籍地）"
     region = clean(record.get("region"))
     if name_region and region:  # the same service offered by several regions: say which one
         return f"{region}的{name}" if lang == "zh" else f"{name} in {region}"
@@ -249,7 +271,7 @@ def _name_phrase(record: dRecord, lang: str, rng: random.Random, style: str, nam
 
 
 def _situation(record: dRecord, lang: str, rng: random.Random) -> str:
-    alias = rng.choice(aliases_of(record))
+    alias = rng.choice(situations_of(record, lang))
     variant = clean(record.get("variant"))
     if variant in _VARIANT_SITUATION and rng.random() < 0.75:
         return _VARIANT_SITUATION[variant].replace("{a}", alias)
@@ -279,9 +301,9 @@ def template_question(record: dRecord, field: str, lang: str, seed: int, k: int,
         # A citizen says where they live only sometimes, the official name of the service never.
         region = clean(record.get("region"))
         say_region = name_region and rng.random() < _SAY_REGION and bool(region)
-        return (_REGION[lang].replace("{r}", region) if say_region else "") + text
+        return tidy_question((_REGION[lang].replace("{r}", region) if say_region else "") + text)
     phrasings = _phrasings(TEMPLATES[field][1 if zh else 2], yes_no_fee)
-    return rng.choice(phrasings).replace("{name}", _name_phrase(record, lang, rng, style, name_region))
+    return tidy_question(rng.choice(phrasings).replace("{name}", _name_phrase(record, lang, rng, style, name_region)))
 
 
 def _phrasings(options: tuple[str, ...], yes_no_fee: bool) -> tuple[str, ...]:
@@ -454,7 +476,7 @@ def build_questions(params: Params, corpus: pd.DataFrame, cache_path: Path | Non
     if qp.generator == "file":
         if not qp.path:
             raise QuestionError("questions.generator 'file' needs questions.path")
-        path = Path(qp.path)
+        path = Path(qp.path).expanduser()
         df = load_questions_file(path if path.is_absolute() else Path(base_dir) / path, corpus)
         if qp.limit is not None and qp.limit < len(df):
             df = df.sample(n=qp.limit, random_state=qp.seed).sort_index()
@@ -463,7 +485,7 @@ def build_questions(params: Params, corpus: pd.DataFrame, cache_path: Path | Non
     if qp.generator == "template":
         # Styles are dealt over the full plan, so a question keeps its style (and text) under `limit`.
         full = plan_questions(corpus, qp.per_doc, None, qp.seed)
-        styles = dict(zip(full["question_id"], assign_styles(corpus, full, qp.styles, qp.seed), strict=True))
+        styles = dict(zip(full["question_id"], assign_styles(corpus, full, qp.styles, qp.seed, params.lang), strict=True))
         rows = _template_rows(corpus, slots, styles, params.lang, qp.seed)
     else:
         rows = _llm_rows(params, corpus, slots, cache_path)

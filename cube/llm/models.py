@@ -73,13 +73,17 @@ def progress_bar(iterable: Any = None, **kwargs: Any) -> Any:
     """A tqdm progress bar with rate and ETA. Inside a notebook executed by `cube run` (which
     sets CUBE_PROGRESS=terminal) it draws on the kernel's inherited terminal instead of the
     notebook, so long LLM work is visible where `cube run` was started and the published
-    report is not cluttered with progress lines."""
+    report is not cluttered with progress lines; there, bars are drawn only when that stderr is a
+    terminal (a redirected log holds one line per stage)."""
     import os
     import sys
 
     if os.environ.get("CUBE_PROGRESS") == "terminal":
         from tqdm import tqdm
 
+        # drawn only on a terminal (disable=None: tqdm asks isatty): a log of `make run` gets the stage lines
+        if not kwargs.get("disable"):
+            kwargs["disable"] = None
         return tqdm(iterable, file=sys.__stderr__, mininterval=2.0, **kwargs)
     from tqdm.auto import tqdm
 

@@ -24,6 +24,7 @@ import pandas as pd
 
 from cube.config.params import Params, load_params
 from cube.config.runpaths import RunPaths
+from cube.run.state import STAGING
 
 
 @dataclass
@@ -91,13 +92,19 @@ def resolve_side(spec: str | Path, system: str | None = None, *, default_index: 
         choices = [s for s in systems if s != avoid] if avoid is not None else systems[default_index:]
         if not choices:
             same = f"side B is the same run as side A (system {avoid!r}), and " if avoid is not None else ""
-            raise ValueError(f"{spec}: {same}run {paths.root.name!r} has only the system(s) {systems}; a comparison "
+            raise ValueError(f"{spec}: {same}run {run_folder_name(paths.root)!r} has only the system(s) {systems}; a comparison "
                              "needs two systems: give two runs, or name two systems (--system-a / --system-b)")
         system = choices[0]
     elif system not in systems:
         raise ValueError(f"{spec}: no system {system!r}; the run has {systems}")
     top_n = {s.name: s.top_n for s in params.systems}.get(system) if params is not None else None
-    return Side(params.run if params is not None else paths.root.name, system, paths, params, top_n)
+    return Side(params.run if params is not None else run_folder_name(paths.root), system, paths, params, top_n)
+
+
+def run_folder_name(root: Path) -> str:
+    """The run folder's name as published: under `cube run` a stage works in `<run>/.staging`,
+    which is committed as `<run>`, so a comparison written there names `<run>`."""
+    return root.parent.name if root.name == STAGING else root.name
 
 
 def _slug(s: str) -> str:
@@ -153,8 +160,8 @@ def compare_sides(a: Side, b: Side, out_dir: Path, *, n_permutations: int = 1000
     counts = {"regressions": int(len(ranked(changes, "regressions", None))),
               "improvements": int(len(ranked(changes, "improvements", None)))}
     payload = {
-        **cmp.headline(), "side_a": {"run": a.run, "system": a.system, "folder": a.paths.root.name},
-        "side_b": {"run": b.run, "system": b.system, "folder": b.paths.root.name},
+        **cmp.headline(), "side_a": {"run": a.run, "system": a.system, "folder": run_folder_name(a.paths.root)},
+        "side_b": {"run": b.run, "system": b.system, "folder": run_folder_name(b.paths.root)},
         "power": {k2: _clean(v) for k2, v in cmp.power.items()}, "settings": cmp.settings,
         "only_a": [str(q) for q in cmp.only_a], "only_b": [str(q) for q in cmp.only_b],
         "n_regressions": counts["regressions"], "n_improvements": counts["improvements"],
@@ -201,7 +208,7 @@ def _browsers(sides: tuple[Side, Side], out_dir: Path) -> tuple[list[str | None]
         else:
             links.append(None)
             notes.append({"side": name, "note": (
-                f"side {name.upper()}'s run ({root.name}) is outside the folder holding this comparison: its "
+                f"side {name.upper()}'s run ({run_folder_name(root)}) is outside the folder holding this comparison: its "
                 f"judgment browser is not linked (a link would spell out the local folder layout); open "
                 f"report/{PAGE} in that run's folder")})
     return links, notes

@@ -168,6 +168,7 @@ def execute_run(params_path: str | Path, *, notebooks_dir: Path | None = None, o
         published = RunPaths(root=published.root, cache=resolve(params.cache_path, root))
     notebooks = list_notebooks(notebooks_dir or default_notebooks_dir())
     chosen = set(select_notebooks(notebooks, only))
+    check_inputs(params, root, log)
     if not force:  # a copied params file that kept the `run:` name never replaces another's data silently
         from cube.run.stages import check_run_folder
 
@@ -204,6 +205,24 @@ def execute_run(params_path: str | Path, *, notebooks_dir: Path | None = None, o
             return summary
         _publish(params, params_path, paths, published, summary, started, notebooks_dir, log)
         return summary
+
+
+class InputError(ValueError):
+    """The run's data inputs have problems (`cube validate`'s errors): nothing was run."""
+
+
+def check_inputs(params: Params, root: Path, log=print) -> None:
+    """`cube validate`'s data checks before any stage runs: a bad knowledge base, question file or
+    imported QA file stops the run here (`InputError`, every problem at once) instead of in the
+    stage that reads it; the warnings are logged, one line each, and the run goes on."""
+    from cube.run.validate import validate_data
+
+    report = validate_data(params, root)
+    for warning in report.warnings:
+        log(f"[cube] warning: {warning}")
+    if not report.ok:
+        raise InputError("\n".join([*(f"  - {e}" for e in report.errors),
+                                     f"{report.summary()}; nothing was run"]))
 
 
 def _forget_stages_run_outside(params: Params, published: RunPaths, paths: RunPaths, notebooks: list[Path],
@@ -363,14 +382,26 @@ def _record_attempt(params: Params, params_path: Path, paths: RunPaths, summary:
                    f"{display_path(params_path)}` resumes them "
                    "(LLM calls already made are served from the cache).")
     else:
+        before = ("the report still shows the last successful run" if has_published_run(summary.paths)
+                  else "no run of these params has succeeded yet")
         message = (f"Stage {failed.notebook if failed else '?'} failed: {failed.error if failed else ''}. "
-                   f"Nothing was published by this attempt; the report still shows the last successful run. "
+                   f"Nothing was published by this attempt; {before}. "
                    f"Fix the cause and run `cube run {display_path(params_path)}` again: completed stages are kept.")
     published = summary.paths
     write_last_run(published.report, status=status, params_path=Path(display_path(params_path)),
                    stages=_stage_dicts(summary), message=message)
     if not (published.report / "index.html").exists():
         publish(params, published, attempt={"status": status, "message": message})
+
+
+def has_published_run(paths: RunPaths) -> bool:
+    """A run of this folder was committed before (its manifest says so): the report shows it."""
+    if not paths.manifest.exists():
+        return False
+    try:
+        return json.loads(paths.manifest.read_text(encoding="utf-8")).get("status") == "committed"
+    except (OSError, ValueError):
+        return False
 
 
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")

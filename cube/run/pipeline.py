@@ -224,7 +224,9 @@ def retrieval_quality(run: Run, results: dict[str, CubeResult]) -> dict[str, Any
     if run.has("corpus"):
         corpus = run.load("corpus")
         out["near_duplicate_confusion"] = near_duplicate_confusion(run.load("answers"), corpus, system=primary)
-        out["duplicate_texts"] = corpus_structure(corpus)["duplicate_texts"]
+        structure = corpus_structure(corpus)
+        for key in ("duplicate_texts", "documents_merging_services", "documents_named_placeholder"):
+            out[key] = structure[key]
     return out
 
 

@@ -176,7 +176,7 @@ def files_digest(params: Params, sections: tuple[str, ...], root: Path) -> str:
     h = hashlib.sha256()
     for section in sections:
         for name in _files_for(params, section):
-            path = Path(name) if Path(name).is_absolute() else root / name
+            path = Path(name).expanduser() if Path(name).expanduser().is_absolute() else root / name
             files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
             for f in files:
                 h.update(name.encode())

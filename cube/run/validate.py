@@ -26,9 +26,9 @@ import pandas as pd
 from cube.config.params import Params
 from cube.config.schema import CORPUS_FIELDS, MAPPABLE
 from cube.config.sections import ImportedSystem
-from cube.kb.corpus import read_table
+from cube.kb.corpus import SheetError, read_table
 from cube.kb.document import CorpusError, field_text, render_document
-from cube.kb.mapping import check_mapping, map_table
+from cube.kb.mapping import WARNING, check_mapping, map_table
 
 _NAME_ONLY = {"item_name", "region", "parent_region", "variant"}
 
@@ -61,7 +61,7 @@ class DataReport:
 
 
 def _resolve(path: str, base_dir: Path) -> Path:
-    p = Path(path)
+    p = Path(path).expanduser()
     return p if p.is_absolute() else base_dir / p
 
 
@@ -82,13 +82,17 @@ def check_corpus(params: Params, base_dir: Path, report: DataReport) -> pd.DataF
         report.errors.append(check_mapping([], unknown, (), str(path))[0])
     try:
         raw, where = read_table(path, c.format, sheet=c.sheet, encoding=c.encoding, labels=list(c.columns.values()))
+    except SheetError as err:  # names corpus.sheet itself
+        report.errors.append(str(err))
+        return None
     except CorpusError as err:
         report.errors.append(f"{err} (corpus.path)")
         return None
     out, problems, notes = map_table(raw, where, c.columns, str(path), group_by=c.group_by,
                                      empty_values=c.empty_values, extra_columns=c.extra_columns)
     report.errors.extend(p for p in problems if p not in report.errors)
-    report.notes.extend(notes)
+    report.warnings.extend(n.removeprefix(WARNING) for n in notes if n.startswith(WARNING))
+    report.notes.extend(n for n in notes if not n.startswith(WARNING))
     raw_cols = [str(x) for x in raw.columns]
     mapped = [k for k in MAPPABLE if c.columns.get(k, k) in raw_cols]
     report.figures.update(rows=len(raw), fields_mapped=len(mapped))

@@ -87,7 +87,7 @@ class ImportedAnswers(System):
         if spec.top_n < 1:  # config validates it; `docs[:0]` or `docs[:-1]` would cut silently
             raise ImportedFileError(f"systems[{spec.name}].top_n: must be >= 1, got {spec.top_n}")
         self.spec = spec
-        self.path = Path(spec.path)
+        self.path = Path(spec.path).expanduser()
 
     def _problem(self, message: str, bad: set[int], drop: set[int]) -> None:
         if not bad:

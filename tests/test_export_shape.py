@@ -1,0 +1,131 @@
+"""A real city's export shape (issue 23): placeholder sub-items, one row per material, 情形 constant.
+
+The fixture (`tests/city_export.py`) is generated: 24 regions, 33 services, the sub-item column
+业务办理项名称 holding 无 for half of the services. Each mapping a new user plausibly tries is
+checked for what `cube validate` says about it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cube.config.params import parse_params
+from cube.kb.mapping import SERVICE_MERGE_MIN, map_table
+from cube.run.validate import validate_data
+from tests.city_export import N_SERVICES, PLACEHOLDER, REGIONS, city_export
+
+JUDGES = [{"name": "r", "model": {"provider": "offline", "model": "rubric"}}]
+# params/own_kb.yaml's mapping, as a user copies it
+OWN_KB = {"region": "区划名称", "parent_region": "上级区划名称", "family_id": "主项名称", "item_name": "业务办理项名称",
+          "committed_time_limit": "承诺办结时限", "fee_standard": "是否收费", "requirements": "受理条件",
+          "processing_location": "办理地点", "processing_time": "办理时间", "consultation_method": "咨询方式",
+          "variant": "情形", "application_materials": "材料名称"}
+GROUP = ["区划名称", "业务办理项名称", "情形"]
+
+
+@pytest.fixture(scope="module")
+def export_path(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("city") / "export.csv"  # CSV: reading 4,000 Excel rows takes seconds
+    city_export().to_csv(path, index=False)
+    return path
+
+
+def _params(path: Path, **corpus) -> object:
+    return parse_params({"run": "city", "corpus": {"source": "file", "path": str(path), **corpus}, "judges": JUDGES})
+
+
+def test_the_fixture_has_the_export_shape():
+    df = city_export()
+    assert df["区划名称"].nunique() == len(REGIONS) == 24
+    assert df["主项名称"].nunique() == N_SERVICES == 33
+    assert (df["情形"] == "无情形").all()
+    share = (df["业务办理项名称"] == PLACEHOLDER).mean()
+    assert 0.2 < share < 0.5, share  # the real export: 833 of 3,058 rows
+    assert df.groupby(["区划名称", "主项名称", "业务办理项名称"]).size().min() >= 2  # one row per material
+
+
+def test_copying_own_kb_gives_one_short_line_with_the_count_and_the_mapping(export_path: Path):
+    report = validate_data(_params(export_path, columns=OWN_KB, group_by=GROUP))
+    assert not report.ok
+    [line] = [e for e in report.errors if "empty 'item_name'" in e]
+    rows = int((city_export()["业务办理项名称"] == PLACEHOLDER).sum())
+    assert f"({rows} of {len(city_export())} rows)" in line
+    assert f"and {rows - 5} more" in line  # the first five rows, then a count: not every row
+    assert f"'{PLACEHOLDER}' ×{rows}" in line
+    assert "item_name: 主项名称, variant: 业务办理项名称" in line
+    assert "group_by: ['区划名称', '主项名称', '业务办理项名称', '情形']" in line
+    assert len(line) < 900, len(line)  # was 22,067 characters on the real export
+    assert all(len(e) < 1200 for e in report.errors)
+
+
+def test_the_suggested_mapping_validates_with_one_document_per_service_and_sub_item(export_path: Path):
+    columns = dict(OWN_KB, item_name="主项名称", variant="业务办理项名称")
+    report = validate_data(_params(export_path, columns=columns, group_by=["区划名称", "主项名称", "业务办理项名称"]))
+    assert report.ok, report.errors
+    df = city_export()
+    assert report.figures["items"] == df.groupby(["区划名称", "主项名称", "业务办理项名称"]).ngroups
+    assert not [w for w in report.warnings if "merge" in w or "placeholder" in w]
+
+
+def test_keeping_the_placeholder_as_a_name_warns_twice(export_path: Path):
+    """The plausible wrong fix (无 removed from empty_values): it validates, but the documents named
+    无 each merge every service without sub-items of their region, and validate says both."""
+    report = validate_data(_params(export_path, columns=OWN_KB, group_by=GROUP, empty_values=["无情形"]))
+    assert report.ok
+    named = [w for w in report.warnings if "named by a placeholder" in w]
+    merged = [w for w in report.warnings if "merge" in w]
+    assert len(named) == 1 and "'无'" in named[0]
+    assert len(merged) == 1 and "column '主项名称'" in merged[0] and "map the column naming the service" in merged[0]
+    n_regions = city_export().query("业务办理项名称 == '无'")["区划名称"].nunique()
+    assert f"{n_regions} of " in merged[0]
+
+
+def test_merged_services_are_found_in_an_unmapped_service_column_too():
+    df = city_export()
+    cols = dict(OWN_KB)
+    cols.pop("family_id")  # 主项名称 not mapped: rendered as an extra column, still a service name
+    where = [f"row {i + 1}" for i in range(len(df))]
+    out, problems, notes = map_table(df, where, cols, "export.xlsx", group_by=GROUP, empty_values=["无情形"])
+    assert not problems and out is not None
+    assert any(n.startswith("warning: ") and "column '主项名称'" in n and f"{SERVICE_MERGE_MIN} or more" in n
+               for n in notes)
+
+
+def test_a_missing_sheet_lists_the_sheets_and_names_corpus_sheet(tmp_path: Path):
+    path = tmp_path / "export.xlsx"
+    city_export(n_services=2).to_excel(path, index=False, sheet_name="Sheet1")
+    report = validate_data(_params(path, columns=OWN_KB, group_by=GROUP, sheet="事项清单"))
+    [error] = report.errors
+    assert "no sheet '事项清单' (corpus.sheet)" in error and "'Sheet1'" in error and "corpus.path" not in error
+
+
+def test_a_mis_mapped_knowledge_base_is_flagged_in_results_and_on_the_decision(export_path: Path):
+    """The wrong fix reaches the run: corpus_structure (page 01, results.json) counts the merged and
+    placeholder-named documents, and the decision's first suggestion is a warning naming them."""
+    import warnings
+
+    from cube.config.sections import AnalysisParams
+    from cube.diagnose.lta import assess
+    from cube.kb.corpus import build_corpus, corpus_structure
+    from cube.method.evaluation import evaluate
+    from tests.factories import make_tables
+
+    params = _params(export_path, columns=OWN_KB, group_by=GROUP, empty_values=["无情形"])
+    wrong = corpus_structure(build_corpus(params))
+    n_regions = city_export().query("业务办理项名称 == '无'")["区划名称"].nunique()
+    assert wrong["documents_merging_services"] == wrong["documents_named_placeholder"] == n_regions
+    right = corpus_structure(build_corpus(_params(export_path, columns=dict(OWN_KB, item_name="主项名称",
+                                                  variant="业务办理项名称"), group_by=["区划名称", "主项名称", "业务办理项名称"])))
+    assert right["documents_merging_services"] == right["documents_named_placeholder"] == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = {"bm25-top8": evaluate(*make_tables(60, seed=1, recall=0.9, system="bm25-top8"),
+                                         AnalysisParams(bootstrap=0), 8)}
+    first = assess(results, params, retrieval={k: wrong[k] for k in ("documents_merging_services",
+                                                                      "documents_named_placeholder")})["suggestions"][0]
+    assert first.startswith("Warning: the knowledge base looks mis-mapped") and f"{n_regions} document(s)" in first
+    clean = assess(results, params, retrieval={k: right[k] for k in ("documents_merging_services",
+                                                                     "documents_named_placeholder")})["suggestions"]
+    assert not any("mis-mapped" in s for s in clean)
