@@ -71,7 +71,9 @@ def plain_loop(url: str, spec: ModelSpec, bodies: list[dict]) -> tuple[float, in
 def measure(url: str, n_answers: int) -> float:
     spec = ModelSpec(model="local", base_url=url, max_concurrency=1, temperature=0, max_tokens=16, timeout_s=300,
                      structured_output="on")
-    params = parse_params({"lang": "en", "dimensions": ["relevance", "specificity", "completeness", "quality"]})
+    params = parse_params({"run": "bench", "lang": "en", "judges": [
+        {"name": "j", "model": {"provider": "offline", "model": "rubric"}}],
+        "dimensions": ["relevance", "specificity", "completeness", "quality"]})
     dims = load_dimensions(params)
     corpus, questions, answers = inputs(n_answers)
     judge = Judge(name="SmolLM2-135M", model=make_model(spec))

@@ -295,14 +295,27 @@ def _main(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     """`cube serve`: 0 stopped by Ctrl-C, 2 cannot start, else the server's own exit code."""
+    import signal
+
     from cube.llm.local import LocalServer, LocalServerError, params_snippet
 
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    # Ctrl-C, `kill` and a closed terminal all stop the server (its own process group gets no signal of
+    # the terminal's); SIGINT is set explicitly, as a shell starting `cube serve &` ignores it.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, interrupt)
     server = LocalServer(args.model, args.port, n_ctx=args.n_ctx, threads=args.threads, log=args.log)
     try:
         server.start()
     except LocalServerError as err:
         print(f"cube serve: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        server.stop()
+        print("cube serve: stopped before the server answered", file=sys.stderr)
+        return 0
     try:
         print(f"serving {server.model} (context {args.n_ctx} tokens) as model '{server.alias}'")
         print(f"base_url: {server.base_url}")

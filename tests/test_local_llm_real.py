@@ -122,6 +122,9 @@ def test_cube_run_local_llm_yaml_end_to_end(server: LocalServer, tmp_path: Path,
     for m in params["models"].values():
         m["base_url"] = server.base_url
     params["outputs_dir"] = str(tmp_path / "outputs")
+    # smaller than the params file, for CI: 8 questions, one system, two dimensions, two refusal questions
+    params["dimensions"] = ["relevance", "completeness"]
+    params["diagnostics"]["refusal_questions"] = 2
     path = tmp_path / "local_llm.yaml"
     path.write_text(yaml.safe_dump(params, allow_unicode=True), encoding="utf-8")
     monkeypatch.chdir(ROOT)

@@ -23,7 +23,7 @@ and where the endpoint refuses that type (an HTTP 4xx/5xx whose message names `r
 or `json_schema`; llama-cpp-python answers 500 "Input should be 'text' or 'json_object'") as
 llama.cpp's `{"type": "json_object", "schema": ...}`, then (auto) as free text, which the caller
 parses as before. A refusal moves the whole `Endpoints` to the next form at once (the refused
-attempt is not counted against the endpoint and is re-sent without a backoff). `on` fails the
+request uses one of its call's attempts, but no backoff and nothing toward the breaker). `on` fails the
 calls instead of sending free text. `formats_refused` lists what was refused and why.
 """
 

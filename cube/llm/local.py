@@ -152,14 +152,18 @@ class LocalServer:
         self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      start_new_session=True)
         deadline = time.monotonic() + self.ready_timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                code = self.proc.returncode
-                self.stop()
-                raise LocalServerError(f"the server exited with code {code} before answering{self._tail()}")
-            if self.answers():
-                return self
-            time.sleep(0.2)
+        try:
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    code = self.proc.returncode
+                    self.stop()
+                    raise LocalServerError(f"the server exited with code {code} before answering{self._tail()}")
+                if self.answers():
+                    return self
+                time.sleep(0.2)
+        except BaseException:  # interrupted while waiting: no server left behind
+            self.stop()
+            raise
         self.stop()
         raise LocalServerError(f"the server did not answer within {self.ready_timeout_s:g} s{self._tail()}")
 
