@@ -132,6 +132,11 @@ def test_cube_run_local_llm_yaml_end_to_end(server: LocalServer, tmp_path: Path,
     path.write_text(yaml.safe_dump(params, allow_unicode=True), encoding="utf-8")
     monkeypatch.chdir(ROOT)
     logs: list[str] = []
+
+    def server_log() -> str:
+        return server.log_path.read_text(errors="replace") if server.log_path else ""
+
+    before = len(server_log())  # the module's server: count only this test's requests
     t0 = time.perf_counter()
     summary = execute_run(path, log=logs.append)
     minutes = (time.perf_counter() - t0) / 60
@@ -152,5 +157,15 @@ def test_cube_run_local_llm_yaml_end_to_end(server: LocalServer, tmp_path: Path,
     print("\n" + gate.to_string(max_colwidth=120))
     rate = small.assign(parsed=scored).groupby("dimension").parsed.mean().round(3).to_dict()
     per_call = small.latency_s.sum() / max(1, small.call_id.nunique())
+    made = {}  # model calls recorded per table (not from the cache), against the requests the server logged
+    for table in sorted((root / "data").glob("*.parquet")):
+        df = pd.read_parquet(table)
+        if {"call_id", "cached", "model"} <= set(df.columns):
+            mine = df[(df.model == "local") & ~df.cached.astype(bool)]
+            made[table.stem] = int(mine.call_id.nunique())
+    log = server_log()[before:]
+    ok, refused = (log.count(f'POST /v1/chat/completions HTTP/1.1" {code}') for code in (200, 500))
+    print(f"\ncalls recorded {made} = {sum(made.values())}; requests the server answered: {ok} (200), "
+          f"{refused} (500: the json_schema form refused)")
     print(f"\nlocal run: {minutes:.1f} min; SmolLM2 judge rows {len(small)}, parse rate per dimension {rate}, "
           f"{per_call:.2f} s per judge call")
