@@ -60,6 +60,7 @@ def server(tmp_path_factory: pytest.TempPathFactory):
         yield s
 
 
+@pytest.mark.timeout(900)
 def test_structured_judge_replies_parse_and_an_overlong_prompt_fails_with_its_reason(server: LocalServer) -> None:
     model = make_model(local_spec(server.base_url, structured_output="auto"))
     reqs = [Request(messages=({"role": "user", "content": JUDGE_PROMPT.format(answer=a)},), schema=score_schema())
@@ -85,6 +86,7 @@ def _answered(cache: Path) -> int:
         return 0
 
 
+@pytest.mark.timeout(900)
 def test_a_server_killed_mid_batch_fails_the_rest_and_a_restart_sends_only_the_missing_calls(tmp_path: Path) -> None:
     need_server()
     port, cache = free_port(), tmp_path / "cache.sqlite"
@@ -117,6 +119,7 @@ def test_a_server_killed_mid_batch_fails_the_rest_and_a_restart_sends_only_the_m
           f"after the restart {sent} sent, {len(done)} from the cache")
 
 
+@pytest.mark.timeout(3600)  # ~85 calls: a few minutes on an idle 2-core machine, far longer on a loaded one
 def test_cube_run_local_llm_yaml_end_to_end(server: LocalServer, tmp_path: Path, monkeypatch) -> None:
     from cube.run.execute import execute_run
 
