@@ -133,6 +133,7 @@ def test_schema_constrained_replies_parse_for_one_and_for_all_dimensions() -> No
 def test_the_question_writer_reads_its_structured_reply() -> None:
     assert clean_question('{"question": "How do I renew my passport?"}') == "How do I renew my passport?"
     assert clean_question("Question: How do I renew my passport?\nThanks") == "How do I renew my passport?"
+    assert clean_question('{"question": "How do I renew my passport at the') == "How do I renew my passport at the"
 
 
 def test_local_server_refuses_to_start_naming_every_problem(tmp_path: Path) -> None:

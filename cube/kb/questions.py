@@ -334,6 +334,7 @@ _PREFIX = re.compile(r"^(?:[*#>\s]*)(?:用户问题|问题|提问|咨询|questio
 _QUOTES = " \t\"'“”‘’「」『』`*"
 
 
+_CUT_JSON = re.compile(r'^\s*\{\s*"question"\s*:\s*"((?:[^"\\]|\\.)*)', re.S)
 QUESTION_SCHEMA = {"type": "object", "properties": {"question": {"type": "string", "minLength": 1}},
                    "required": ["question"], "additionalProperties": False}  # sent where structured_output allows
 
@@ -347,6 +348,8 @@ def clean_question(reply: str) -> str:
         data = None
     if isinstance(data, dict) and isinstance(data.get("question"), str):
         reply = data["question"]
+    elif cut := _CUT_JSON.match(reply):  # constrained JSON cut off by max_tokens: the question so far
+        reply = cut.group(1)
     for line in reply.splitlines():
         q = line.strip()
         for _ in range(2):  # '"问题：..."' and '问题："..."' both occur
