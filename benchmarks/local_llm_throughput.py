@@ -8,9 +8,8 @@ judge calls (the packaged English prompts of the four dimensions over N syntheti
 
 - `plain loop`: urllib POSTs of the request bodies, one after another (no client library, no parsing);
 - `pipeline`: the real judging path, `cube.judges.score_answers` (a `cube.llm` model with
-  `max_concurrency: 1`, `structured_output: on` (no json_schema probe: llama.cpp's json_object at
-  once is what `auto` settles on after one refused request), a fresh cache, reply parsing, the
-  scores table).
+  `max_concurrency: 1`, `structured_output: on`: one json_schema request refused in milliseconds,
+  then llama.cpp's json_object, as the loop sends; a fresh cache, reply parsing, the scores table).
 
 The loop runs before and after the pipeline (the machine is shared: its load drifts); the ratio is the
 pipeline's calls per second over the mean of the two loops'. Also printed: seconds per call, the
