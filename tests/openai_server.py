@@ -111,6 +111,7 @@ class _Rule:
     retry_after: float | None
     delay_s: float
     when: Callable[[dict[str, Any]], bool] | None
+    message: str | None = None
 
 
 class OpenAIServer:
@@ -130,14 +131,16 @@ class OpenAIServer:
             whitespace word (the count `usage.prompt_tokens` reports); `tokenize_requests` counts them.
         cached_tokens: report this many of each prompt's tokens (at most all) as served from a prompt
             cache (`usage.prompt_tokens_details.cached_tokens`, as OpenAI does).
+        serial: answer one request at a time, the others queueing (llama-cpp-python's server).
     """
 
     def __init__(
         self, reply: Reply | None = None, *, latency_s: float = 0.0, model: str = "test-model", port: int = 0,
         strict_model: bool = False, rate_limit_rps: float | None = None, rate_burst: float | None = None,
-        tokenize: bool = False, cached_tokens: int = 0,
+        tokenize: bool = False, cached_tokens: int = 0, serial: bool = False,
     ):
         self.tokenize, self.cached_tokens, self.tokenize_requests = tokenize, cached_tokens, 0
+        self._serial = threading.Lock() if serial else None
         self.reply = reply or echo_reply
         self.rate_limit_rps = rate_limit_rps
         self._burst = rate_burst or max(1.0, (rate_limit_rps or 0) * 0.1)
@@ -185,15 +188,17 @@ class OpenAIServer:
         retry_after: float | None = None,
         delay_s: float = 5.0,
         when: Callable[[dict[str, Any]], bool] | None = None,
+        message: str | None = None,
     ) -> None:
         """Answer the next `times` matching requests (None: all of them) with fault `kind`.
 
-        Rules apply in the order added; `when` (request JSON -> bool) restricts a rule.
+        Rules apply in the order added; `when` (request JSON -> bool) restricts a rule; `message`
+        replaces the error message of an HTTP fault (e.g. a real server's context-window error).
         """
         if kind not in FAULT_KINDS:
             raise ValueError(f"unknown fault kind {kind!r}; expected one of {FAULT_KINDS}")
         with self._lock:
-            self._rules.append(_Rule(kind, times, retry_after, delay_s, when))
+            self._rules.append(_Rule(kind, times, retry_after, delay_s, when, message))
 
     def clear_faults(self) -> None:
         with self._lock:
@@ -326,7 +331,11 @@ class OpenAIServer:
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
                 try:
-                    self._answer(body)
+                    if server._serial is not None:
+                        with server._serial:
+                            self._answer(body)
+                    else:
+                        self._answer(body)
                 finally:
                     with server._lock:
                         server.in_flight -= 1
@@ -346,7 +355,7 @@ class OpenAIServer:
                     headers = {} if rule.retry_after is None else {"Retry_After": f"{rule.retry_after:g}"}
                     return self._error(429, "Rate limit reached (test fault)", **headers)
                 if kind in ("500", "503", "400", "404"):
-                    return self._error(int(kind), f"HTTP {kind} (test fault)")
+                    return self._error(int(kind), rule.message or f"HTTP {kind} (test fault)")
                 if kind == "401":
                     # Like providers that echo the credential they rejected (and gateways that echo headers).
                     extra = {k: v for k, v in self.headers.items()

@@ -118,6 +118,11 @@ class ModelSpec(StrictModel):
     extra_body: dict[str, Any] = Field(
         default_factory=dict, description="Extra JSON fields sent with every request (e.g. vLLM chat_template_kwargs)."
     )
+    structured_output: Literal["auto", "on", "off"] = Field(
+        "off", description="Ask for JSON that a schema constrains where a caller gives one (the judges' score): "
+        "`response_format` json_schema (OpenAI, vLLM), else llama.cpp's schema-constrained json_object. auto: the "
+        "first the endpoint accepts, free text when it refuses both; on: the same, but calls fail when it refuses "
+        "both; off: free text only (and the cache keys of earlier runs).")
     timeout_s: float = 60.0
     max_concurrency: int | None = Field(
         None, ge=1, description=f"Most calls in flight: the adaptive limit starts at 4 (or min_concurrency if "

@@ -262,6 +262,19 @@ def parse_score(text: str, score_format: str | None = None) -> Parsed:
     return None, "no score found"
 
 
+def score_schema(dimensions: list[str] | None = None) -> dict[str, Any]:
+    """The JSON schema of a judge's reply, for endpoints that constrain replies to one
+    (`structured_output`): `{"score": <integer 0-10>}`, or one such key per dimension of an
+    all-dimensions call. Both parse with `parse_score` / `parse_scores_json` like any JSON reply.
+    Whether the constrained score means anything is the audit's business, not the parser's. The
+    range is an `enum`: llama.cpp's grammar ignores `minimum`/`maximum` (SmolLM2 answered
+    `{"score": 30}` under them) but keeps to an enum."""
+    score = {"type": "integer", "enum": list(range(11))}
+    keys = dimensions or ["score"]
+    return {"type": "object", "properties": dict.fromkeys(keys, score), "required": list(keys),
+            "additionalProperties": False}
+
+
 def parse_scores_json(text: str, dimensions: list[str]) -> dict[str, Parsed]:
     """Scores of several dimensions from one JSON reply (the all-dimensions-in-one-call mode).
 

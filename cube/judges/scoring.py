@@ -40,7 +40,7 @@ from cube.config.params import Params
 from cube.config.schema import ACCOUNTING_COLUMNS, SCORE_COLUMNS, SchemaError, require_columns
 from cube.judges import rubric  # noqa: F401  (registers the offline rubric judges with cube.llm)
 from cube.judges.dimensions import Dimension, all_dimensions_prompt
-from cube.judges.parsing import parse_score, parse_scores_json
+from cube.judges.parsing import parse_score, parse_scores_json, score_schema
 from cube.llm.usage import no_call_accounting
 
 SCORES_TABLE_COLUMNS: tuple[str, ...] = (
@@ -298,6 +298,7 @@ def judge_requests(
     names = [d.name for d in dimensions]
     all_dimensions_version = all_dimensions_prompt(dimensions, "", "", "")[1]
     offline = judge.model.offline
+    one_schema, all_schema = score_schema(), score_schema(names)  # sent where structured_output allows
     units: list[Unit] = []
     requests: list[llm.Request] = []
     skipped: list[tuple[dict[str, Any], Dimension, int]] = []
@@ -319,14 +320,15 @@ def judge_requests(
                 messages = () if offline else ({"role": "user", "content": all_dimensions_prompt(
                     dimensions, base_ctx["question"], base_ctx["document"], base_ctx["answer"])[0]},)
                 ctx = {**base_ctx, "dimension": None, "dimensions": names}
-                requests.append(llm.Request(messages, ctx, version, s))
+                requests.append(llm.Request(messages, ctx, version, s, schema=None if offline else all_schema))
                 units.append((rec, dimensions, s))
             else:
                 for d in dimensions:
                     messages = () if offline else ({"role": "user", "content": d.fill(
                         base_ctx["question"], base_ctx["document"], base_ctx["answer"])},)
                     ctx = {**base_ctx, "dimension": d.name}
-                    requests.append(llm.Request(messages, ctx, d.template_version, s))
+                    requests.append(llm.Request(messages, ctx, d.template_version, s,
+                                                schema=None if offline else one_schema))
                     units.append((rec, [d], s))
     return units, requests, skipped
 

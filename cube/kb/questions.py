@@ -38,6 +38,7 @@ Question ids ("Q00001"...) number the full plan (documents x per_doc, corpus ord
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 import re
 import warnings
@@ -355,8 +356,22 @@ _PREFIX = re.compile(r"^(?:[*#>\s]*)(?:用户问题|问题|提问|咨询|questio
 _QUOTES = " \t\"'“”‘’「」『』`*"
 
 
+_CUT_JSON = re.compile(r'^\s*\{\s*"question"\s*:\s*"((?:[^"\\]|\\.)*)', re.S)
+QUESTION_SCHEMA = {"type": "object", "properties": {"question": {"type": "string", "minLength": 1}},
+                   "required": ["question"], "additionalProperties": False}  # sent where structured_output allows
+
+
 def clean_question(reply: str) -> str:
-    """The question in a model's reply: first non-empty line, without "问题：" prefixes, numbering or quotes."""
+    """The question in a model's reply: its `{"question": ...}` JSON (structured output), else the first
+    non-empty line, without "问题：" prefixes, numbering or quotes."""
+    try:
+        data = json.loads(reply)
+    except ValueError:
+        data = None
+    if isinstance(data, dict) and isinstance(data.get("question"), str):
+        reply = data["question"]
+    elif cut := _CUT_JSON.match(reply):  # constrained JSON cut off by max_tokens: the question so far
+        reply = cut.group(1)
     for line in reply.splitlines():
         q = line.strip()
         for _ in range(2):  # '"问题：..."' and '问题："..."' both occur
@@ -384,7 +399,7 @@ def question_requests(params: Params, corpus: pd.DataFrame, slots: pd.DataFrame)
         field = "" if k == 0 or not focus else focus[(k - 1) % len(focus)]
         prompt = render_question_prompt(template, str(rec["text"]), lang, field)
         requests.append(Request(
-            messages=({"role": "user", "content": prompt},), template_version=version, sample=k,
+            messages=({"role": "user", "content": prompt},), template_version=version, sample=k, schema=QUESTION_SCHEMA,
             context={"task": ROLE, "doc_id": doc_id, "item_name": rec["item_name"], "document": rec["text"],
                      "lang": lang, "asked_field": field, "record": rec}))
         fields.append(field)

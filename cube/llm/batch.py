@@ -42,6 +42,7 @@ from cube.config.model_spec import ModelSpec
 from cube.llm.cache import CallCache, canonical_json, key_payload
 from cube.llm.calls import Request, Response
 from cube.llm.endpoints import MalformedReply, call_cost, parse_completion
+from cube.llm.endpoints import request_body as endpoint_body
 
 URL = "/v1/chat/completions"
 
@@ -59,16 +60,10 @@ class Pending:
 
 
 def request_body(spec: ModelSpec, request: Request) -> dict[str, Any]:
-    """The chat-completions body the live client sends for this call (`cube.llm.endpoints.Endpoints`)."""
-    body: dict[str, Any] = {"model": spec.model, "temperature": spec.temperature}
-    for name in ("top_p", "seed"):
-        if getattr(spec, name) is not None:
-            body[name] = getattr(spec, name)
-    if spec.max_tokens is not None:
-        body[spec.max_tokens_param] = spec.max_tokens
-    body.update(spec.extra_body)
-    body["messages"] = list(request.messages)
-    return body
+    """The chat-completions body the live client sends for this call (`cube.llm.endpoints.Endpoints`);
+    with `structured_output` on or auto, a schema-constrained reply as OpenAI's `json_schema` (which
+    the Batch API and vLLM's run_batch take)."""
+    return endpoint_body(spec, request, "json_schema" if spec.structured_output != "off" else "text")
 
 
 def pending_of(calls: list[Pending], cache_path: Path, every: bool = False) -> list:

@@ -77,6 +77,9 @@ def key_payload(spec: ModelSpec, request: Request) -> dict[str, Any]:
         **({"extra_body": spec.extra_body} if spec.extra_body else {}),  # absent when empty: old keys stay valid
         "template_version": request.template_version,
         "sample": request.sample,
+        # absent unless a schema is asked for and may be sent: old keys stay valid
+        **({"structured_output": spec.structured_output, "schema": request.schema}
+           if request.schema is not None and spec.structured_output != "off" else {}),
     }
 
 

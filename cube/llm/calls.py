@@ -12,13 +12,16 @@ class Request:
 
     `template_version` and `sample` enter the cache key: a changed prompt template or a
     repeated judgment (`samples: n`) is a different call. `context` does not (it is derived
-    from the same inputs as the messages).
+    from the same inputs as the messages). `schema`: the JSON schema the reply should follow,
+    sent as a constrained `response_format` where the model's `structured_output` allows it
+    (`cube.llm.endpoints`); it enters the cache key then.
     """
 
     messages: tuple[dict[str, str], ...]
     context: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     template_version: str = ""
     sample: int = 0
+    schema: dict[str, Any] | None = field(default=None, compare=False, hash=False)
 
 
 @dataclass

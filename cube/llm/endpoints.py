@@ -16,6 +16,15 @@ A stop is not forever: `BREAKER_COOLDOWN_S` after it (or after its last failed t
 let through as a trial (half-open); its success resumes the endpoint, its failure re-arms the
 cool-down. `Endpoints.stopped` holds the reasons and `Endpoints.unsent` how many calls each stopped
 endpoint refused.
+
+Structured output (`structured_output: auto | on` and a request with a `schema`): the request asks
+for JSON the schema constrains, first as OpenAI's `response_format` `json_schema` (OpenAI, vLLM),
+and where the endpoint refuses that type (an HTTP 4xx/5xx whose message names `response_format`
+or `json_schema`; llama-cpp-python answers 500 "Input should be 'text' or 'json_object'") as
+llama.cpp's `{"type": "json_object", "schema": ...}`, then (auto) as free text, which the caller
+parses as before. A refusal moves the whole `Endpoints` to the next form at once (the refused
+request uses one of its call's attempts, but no backoff and nothing toward the breaker). `on` fails the
+calls instead of sending free text. `formats_refused` lists what was refused and why.
 """
 
 from __future__ import annotations
@@ -46,6 +55,38 @@ BREAKER_STATUS = frozenset({401, 403, 404})  # the endpoint, not the request, is
 BREAKER_COOLDOWN_S = 30.0  # a stopped endpoint gets one trial call this long after its stop
 POOL_SHARD = 16  # connections per httpx pool (see Endpoints.__init__)
 NO_KEY = "EMPTY"  # placeholder key for endpoints without auth (vLLM, Ollama accept it)
+FORMATS = ("json_schema", "json_object", "text")  # structured-output forms, tried in this order
+
+
+def response_format(form: str, schema: dict[str, Any]) -> dict[str, Any] | None:
+    """The `response_format` request field of one structured-output form (None: free text)."""
+    if form == "json_schema":
+        return {"type": "json_schema", "json_schema": {"name": "reply", "schema": schema, "strict": True}}
+    if form == "json_object":  # llama.cpp (llama-cpp-python's server): a grammar built from the schema
+        return {"type": "json_object", "schema": schema}
+    return None
+
+
+def request_body(spec: ModelSpec, request: Request, form: str = "text") -> dict[str, Any]:
+    """The chat-completions body of one call (the live client's and a batch file's), with the
+    `response_format` of structured-output `form` when the request has a schema."""
+    body: dict[str, Any] = {"model": spec.model, "temperature": spec.temperature}
+    for name in ("top_p", "seed"):
+        if getattr(spec, name) is not None:
+            body[name] = getattr(spec, name)
+    if spec.max_tokens is not None:
+        body[spec.max_tokens_param] = spec.max_tokens
+    body.update(spec.extra_body)
+    body["messages"] = list(request.messages)
+    if request.schema is not None and (fmt := response_format(form, request.schema)) is not None:
+        body["response_format"] = fmt
+    return body
+
+
+def format_refused(status: int, detail: str) -> bool:
+    """An error answer that refuses the request's response_format (not the request as a whole)."""
+    low = detail.lower()
+    return status != 429 and status >= 400 and ("response_format" in low or "json_schema" in low)
 
 
 @functools.cache
@@ -263,29 +304,38 @@ class Endpoints:
             for ep in endpoints
         }
         self._shard_busy = {ep: [0] * shards for ep in endpoints}
-        self.kwargs: dict[str, Any] = {"model": spec.model, "temperature": spec.temperature}
-        for name in ("top_p", "seed"):
-            if getattr(spec, name) is not None:
-                self.kwargs[name] = getattr(spec, name)
-        if spec.max_tokens is not None:
-            self.kwargs[spec.max_tokens_param] = spec.max_tokens
-        self.kwargs.update(spec.extra_body)
+        # structured output: the form sent now (FORMATS), and the forms the endpoint refused -> why
+        self.format = FORMATS[0] if spec.structured_output != "off" else "text"
+        self.formats_refused: dict[str, str] = {}
 
     async def close(self) -> None:
         for shards in self.clients.values():
             for client in shards:
                 await client.close()
 
-    async def _post(self, ep: str, request: Request) -> str:
+    def _form(self, request: Request) -> str:
+        return self.format if request.schema is not None else "text"
+
+    def _refuse_format(self, form: str, detail: str) -> None:
+        """The endpoint refused `form`: later requests use the next form (once, however many calls
+        saw the refusal at the same time)."""
+        if form == self.format and form != "text":
+            self.formats_refused[form] = self._scrub(detail)[:200]
+            self.format = FORMATS[FORMATS.index(form) + 1]
+            if self.format == "text" and self.spec.structured_output == "on":
+                self.format = "refused"
+            log.warning("%s: the endpoint refused response_format %s (%s); next: %s", self.spec.model, form,
+                        self.formats_refused[form][:80], self.format)
+
+    async def _post(self, ep: str, request: Request, form: str = "text") -> str:
         """POST the chat completion through the least busy connection pool of `ep` (never more in
         flight than its size, as the calls in flight never exceed `max_concurrency`)."""
         busy = self._shard_busy[ep]
         shard = busy.index(min(busy))
         busy[shard] += 1
         try:
-            return await self.clients[ep][shard].post(
-                "/chat/completions", body={**self.kwargs, "messages": list(request.messages)}, cast_to=str
-            )
+            return await self.clients[ep][shard].post("/chat/completions", body=request_body(self.spec, request, form),
+                                                      cast_to=str)
         finally:
             busy[shard] -= 1
 
@@ -410,6 +460,11 @@ class Endpoints:
             t0.waiting()
             async with self._slot(state) as seq:  # held only while a request is in flight, not while backing off
                 t0.acquired()
+                form = self._form(request)  # read with the slot held: a refusal seen meanwhile counts
+                if form == "refused":
+                    return self._failure(f"not sent: structured_output is on and the endpoint refused every "
+                                         f"structured form ({'; '.join(self.formats_refused.values())})", attempt - 1,
+                                         t0, ep, quiet=True)
                 picked = self._pick()
                 if picked is None:
                     return self._unsent(attempt - 1, t0, ep)
@@ -419,7 +474,7 @@ class Endpoints:
                     # The documented raw route (`post`, cast_to=str): the same HTTP call as
                     # `chat.completions.create` without its per-call param transform and model
                     # parsing, which cost more CPU than the rest of a call; we parse the body.
-                    body = await self._post(ep, request)
+                    body = await self._post(ep, request, form)
                     text, n_in, n_out, finish, served, n_cached = parse_completion(body)
                     self._healthy(ep)
                     self.sem.success()
@@ -428,7 +483,8 @@ class Endpoints:
                         text=text, input_tokens=n_in, output_tokens=n_out, cached_input_tokens=n_cached,
                         cost=call_cost(spec, n_in, n_out, n_cached),
                         latency_s=t0.latency_s, queue_s=t0.queue_s, attempts=attempt, model=spec.model, endpoint=ep,
-                        detail={"finish_reason": finish, "served_model": served},
+                        detail={"finish_reason": finish, "served_model": served,
+                                **({"response_format": form} if request.schema is not None else {})},
                     )
                 except MalformedReply as exc:
                     label, detail = "malformed response", str(exc)
@@ -449,6 +505,9 @@ class Endpoints:
                 except openai.APIStatusError as exc:
                     label, detail = f"HTTP {exc.status_code}", status_detail(exc)
                     self._attempt_failed(ep)
+                    if form != "text" and format_refused(exc.status_code, detail):
+                        self._refuse_format(form, detail)
+                        continue  # the next form at once: a refused form is no fault of the endpoint
                     if exc.status_code not in RETRY_STATUS and exc.status_code < 500:
                         reason = f"{label} (not retried): {detail}"
                         if exc.status_code in BREAKER_STATUS:

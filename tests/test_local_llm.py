@@ -1,0 +1,174 @@
+"""A real local model server (issue 22): structured output, context-window errors, rambling replies,
+`cube serve`, against tests/openai_server.py fakes; the same paths end to end against llama-cpp-python's
+server are in tests/test_local_llm_real.py (marker `local_llm`)."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+from openai_server import OpenAIServer
+
+from cube.cli import main
+from cube.config.model_spec import ModelSpec
+from cube.judges.parsing import parse_score, parse_scores_json, score_schema
+from cube.kb.questions import clean_question
+from cube.llm import Request, cache_key, make_model
+from cube.llm.local import LocalServer, LocalServerError, params_snippet
+
+# llama-cpp-python 0.3.36's answer to response_format {"type": "json_schema", ...} (HTTP 500, measured)
+LLAMA_CPP_REFUSAL = ("1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
+                     "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema'}")
+# its answer to a prompt longer than the context window (HTTP 400, measured)
+CONTEXT_ERROR = ("This model's maximum context length is 2048 tokens. However, you requested 3052 tokens (3036 in "
+                 "the messages, 16 in the completion). Please reduce the length of the messages or completion.")
+
+
+def spec(url: str, **kw: object) -> ModelSpec:
+    return ModelSpec(**{"model": "test-model", "base_url": url, "backoff_base_s": 0.01, "backoff_max_s": 0.02, **kw})
+
+
+def judge_requests(n: int, prefix: str = "grade") -> list[Request]:
+    return [Request(messages=({"role": "user", "content": f"{prefix} {i}"},), schema=score_schema()) for i in range(n)]
+
+
+def forms(server: OpenAIServer) -> list[str]:
+    return [(b.get("response_format") or {}).get("type", "text") for b in server.bodies]
+
+
+def json_score_reply(body: dict) -> str:
+    return '{"score": 7}' if body.get("response_format") else "I think the answer is quite good."
+
+
+def test_auto_falls_back_from_json_schema_to_llama_cpp_json_object() -> None:
+    with OpenAIServer(reply=json_score_reply) as server:
+        server.fail("500", times=None, message=LLAMA_CPP_REFUSAL,
+                    when=lambda b: (b.get("response_format") or {}).get("type") == "json_schema")
+        model = make_model(spec(server.url, structured_output="auto", max_concurrency=1))
+        rs = model.complete(judge_requests(4), role="judging", progress=False)
+    assert [r.text for r in rs] == ['{"score": 7}'] * 4 and all(r.error is None for r in rs)
+    # one refused request, then every call as json_object with the schema; the refusal cost no retry
+    assert forms(server) == ["json_schema", "json_object", "json_object", "json_object", "json_object"]
+    assert server.bodies[1]["response_format"]["schema"] == score_schema()
+    assert [r.detail["response_format"] for r in rs] == ["json_object"] * 4
+    assert [parse_score(r.text) for r in rs] == [(7.0, None)] * 4
+
+
+def test_auto_sends_free_text_where_every_structured_form_is_refused_and_on_fails_the_calls() -> None:
+    refused = "response_format is not supported by this server"
+    with OpenAIServer(reply=json_score_reply) as server:
+        server.fail("400", times=None, message=refused, when=lambda b: "response_format" in b)
+        auto = make_model(spec(server.url, structured_output="auto", max_concurrency=1))
+        rs = auto.complete(judge_requests(3), role="judging", progress=False)
+        assert [r.text for r in rs] == ["I think the answer is quite good."] * 3
+        assert forms(server) == ["json_schema", "json_object", "text", "text", "text"]
+        server.reset_stats()
+        on = make_model(spec(server.url, structured_output="on", max_concurrency=1))
+        rs = on.complete(judge_requests(3, "other"), role="judging", progress=False)
+    assert all(r.text is None for r in rs)
+    assert all("structured_output is on and the endpoint refused every structured form" in r.error for r in rs)
+    assert refused in rs[0].error
+    assert forms(server) == ["json_schema", "json_object"]  # nothing sent after both were refused
+
+
+def test_off_sends_no_response_format_and_keeps_the_cache_key_of_earlier_runs(openai_server: OpenAIServer) -> None:
+    off = spec(openai_server.url)
+    assert off.structured_output == "off"
+    plain = Request(messages=({"role": "user", "content": "q"},))
+    with_schema = Request(messages=plain.messages, schema=score_schema())
+    assert cache_key(off, with_schema) == cache_key(off, plain)  # a schema changes nothing while off
+    assert cache_key(spec(openai_server.url, structured_output="auto"), with_schema) != cache_key(off, plain)
+    make_model(off).complete([with_schema], role="judging", progress=False)
+    assert forms(openai_server) == ["text"]
+
+
+def test_a_prompt_longer_than_the_context_window_fails_alone_with_the_servers_reason() -> None:
+    with OpenAIServer(reply=lambda b: "Score: 6") as server:
+        server.fail("400", times=None, message=CONTEXT_ERROR, when=lambda b: "LONG" in b["messages"][0]["content"])
+        reqs = judge_requests(3) + [Request(messages=({"role": "user", "content": "LONG " * 50},))]
+        rs = make_model(spec(server.url, max_concurrency=1)).complete(reqs, role="judging", progress=False)
+        total = server.requests_total
+    assert [r.text for r in rs[:3]] == ["Score: 6"] * 3
+    assert rs[3].text is None and rs[3].error == f"HTTP 400 (not retried): {CONTEXT_ERROR}"
+    assert total == 4  # not retried; the endpoint not stopped (the next calls went through)
+
+
+def test_a_one_at_a_time_server_gets_one_call_at_a_time_and_every_call_answered() -> None:
+    with OpenAIServer(reply=lambda b: "Score: 5", latency_s=0.02, serial=True) as server:
+        rs = make_model(spec(server.url, max_concurrency=1)).complete(judge_requests(12), role="judging",
+                                                                      progress=False)
+        assert server.max_in_flight == 1 and server.requests_total == 12
+    assert all(r.ok for r in rs)
+
+
+# Replies SmolLM2-135M-Instruct gave on this machine to the English judge prompts (issue 22):
+# free text rambles, the json_object form answers the schema.
+SMOLLM2_FREE_TEXT = [
+    ("10\n", 10.0),
+    ("You've been awarded a 10-point grade based on the three factors:\n\n1. Does the answer address the "
+     "question?\n2. Does it respond to the aspect of the question asked?", None),
+    ("The answer I'm about to provide is not part of the evaluation.\nHowever, if you'd like, you can request "
+     "that I focus on your personal evaluation", None),
+    # a labelled score in prose is read as one (whether it means anything is the audit's business)
+    ("The integer score of 0.5 is the highest possible, and it's not a valid answer to the question", 0.5),
+]
+
+
+@pytest.mark.parametrize(("reply", "expected"), SMOLLM2_FREE_TEXT)
+def test_rambling_small_model_replies_are_scored_only_when_one_score_is_clear(reply: str, expected: float) -> None:
+    score, reason = parse_score(reply)
+    assert score == expected
+    assert (reason is None) == (expected is not None)
+
+
+def test_schema_constrained_replies_parse_for_one_and_for_all_dimensions() -> None:
+    assert parse_score('{ "score": 10 }') == (10.0, None)
+    schema = score_schema(["relevance", "quality"])
+    assert schema["required"] == ["relevance", "quality"] and not schema["additionalProperties"]
+    assert parse_scores_json('{"relevance": 8, "quality": 3}', ["relevance", "quality"]) == {
+        "relevance": (8.0, None), "quality": (3.0, None)}
+
+
+def test_the_question_writer_reads_its_structured_reply() -> None:
+    assert clean_question('{"question": "How do I renew my passport?"}') == "How do I renew my passport?"
+    assert clean_question("Question: How do I renew my passport?\nThanks") == "How do I renew my passport?"
+    assert clean_question('{"question": "How do I renew my passport at the') == "How do I renew my passport at the"
+
+
+def test_local_server_refuses_to_start_naming_every_problem(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        server = LocalServer(tmp_path / "missing.gguf", port)
+        with pytest.raises(LocalServerError) as err:
+            server.start()
+    text = str(err.value)
+    assert f"{tmp_path / 'missing.gguf'}: no such file (expected a .gguf model file)" in text
+    assert f"port {port} on 127.0.0.1 is in use" in text
+    assert server.proc is None
+
+
+def test_cube_serve_says_why_it_cannot_start_and_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "--model", str(tmp_path / "nope.gguf"), "--port", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("cube serve: ") and "nope.gguf: no such file" in err
+
+
+def test_the_printed_snippet_is_a_valid_model_spec() -> None:
+    import yaml
+
+    entry = yaml.safe_load(params_snippet("http://127.0.0.1:8765/v1"))["models"]["local"]
+    model = ModelSpec(**entry)
+    assert model.max_concurrency == 1 and model.structured_output == "auto" and model.base_url.endswith(":8765/v1")
+
+
+def test_params_local_llm_validates() -> None:
+    from cube.config.params import load_params
+
+    params = load_params(Path(__file__).resolve().parents[1] / "params" / "local_llm.yaml")
+    assert params.lang == "en" and params.questions.generator == "llm"
+    llm_judges = [j for j in params.judges if params.model(j.model).provider != "offline"]
+    assert len(llm_judges) == 1 and len(params.judges) == 3
+    assert params.model(llm_judges[0].model).structured_output == "auto"
