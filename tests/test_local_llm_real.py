@@ -154,7 +154,7 @@ def test_cube_run_local_llm_yaml_end_to_end(server: LocalServer, tmp_path: Path,
     assert (small[small.error_kind == "parse"].raw.astype(str).str.len() > 0).all()
     assert small.input_tokens.sum() > 0  # the server's own token counts
     questions = pd.read_parquet(root / "data" / "questions.parquet")
-    assert len(questions) == n_questions and questions.generator.str.startswith("llm:").all()
+    assert len(questions) == n_questions and (questions.generator == "template").all()
     gate = pd.read_csv(root / "tables" / "jury_gate.csv")
     assert len(gate) > 0  # the gate's verdict on every judge, the small one included, is stated
     print("\n" + gate.to_string(max_colwidth=120))
@@ -172,3 +172,32 @@ def test_cube_run_local_llm_yaml_end_to_end(server: LocalServer, tmp_path: Path,
           f"{refused} (500: the json_schema form refused)")
     print(f"\nlocal run: {minutes:.1f} min; SmolLM2 judge rows {len(small)}, parse rate per dimension {rate}, "
           f"{per_call:.2f} s per judge call")
+
+
+@pytest.mark.timeout(1800)
+def test_the_small_models_role_play_questions_are_caught_by_the_screen_before_anything_answers_them(
+        server: LocalServer, tmp_path: Path, monkeypatch) -> None:
+    """The params file's question writer switched to the LLM: SmolLM2-135M echoes its prompt, and the
+    run stops at stage 02 with one line naming the reasons, before a single answer or judge call."""
+    from cube.run.execute import execute_run
+
+    params = yaml.safe_load((ROOT / "params" / "local_llm.yaml").read_text(encoding="utf-8"))
+    for m in params["models"].values():
+        m["base_url"] = server.base_url
+    params["outputs_dir"] = str(tmp_path / "outputs")
+    params["questions"].update(generator="llm", limit=int(os.environ.get("CUBE_LOCAL_LLM_QUESTIONS", "8")))
+    path = tmp_path / "local_llm_questions.yaml"
+    path.write_text(yaml.safe_dump(params, allow_unicode=True), encoding="utf-8")
+    monkeypatch.chdir(ROOT)
+    logs: list[str] = []
+    before = len(server.log_path.read_text(errors="replace")) if server.log_path else 0
+    summary = execute_run(path, log=logs.append)
+    assert not summary.ok
+    stopped = [line for line in logs if "generated questions are usable" in line]
+    assert stopped, logs[-10:]
+    print("\n" + stopped[0])
+    assert "questions.min_usable_share" in stopped[0] and "stopped before answering them" in stopped[0]
+    log = server.log_path.read_text(errors="replace")[before:] if server.log_path else ""
+    calls = log.count("POST /v1/chat/completions")
+    assert calls <= 3 * params["questions"]["limit"]  # the question writer's calls only (and its refused forms)
+    assert not (tmp_path / "outputs" / "local_llm" / "data" / "answers.parquet").exists()
