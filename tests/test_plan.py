@@ -349,3 +349,23 @@ def test_plan_reads_the_answers_an_offline_answerer_gives(tmp_path: Path):
     assert judge["exact"] and judge["calls"] == used[("judging", "m")]["calls"] == judge["to_send"] == sent
     assert judge["prompt_tokens"] == used[("judging", "m")]["input_tokens"]  # the server's own count
     assert judge["calls"] < 6 * 4 * 2 * 2  # some answers of top-2 and top-8 are equal: judged once
+
+
+def test_pilot_decides_on_the_share_of_dimension_scores_that_parse():
+    """An all-dimensions judge missing one of four dimension scores in 12 of 20 replies parses 85 % of
+    its scores: the gate counts failures per score row, so the pilot must not stop it (it did: 8 of 20
+    replies had every dimension)."""
+    from types import SimpleNamespace
+
+    from cube.judges.scoring import pilot_decision
+
+    def reply(n_parse_failures: int) -> list[dict[str, Any]]:
+        return [{"error_kind": "parse" if d < n_parse_failures else "", "raw": '{"relevance": 7}'} for d in range(4)]
+
+    judge = SimpleNamespace(name="all4", pilot_min_parsed=0.5, insist=False)
+    report = pilot_decision(judge, [reply(1)] * 12 + [reply(0)] * 8, remaining=100)
+    assert report["decision"] == "continued" and report["parsed_share"] == pytest.approx(68 / 80)
+    assert report["parsed"] == 68 and report["scores"] == 80 and report["replies"] == 20
+    low = pilot_decision(judge, [reply(3)] * 20, remaining=100)  # 20 of 80 scores parse: stopped
+    assert low["decision"] == "stopped" and low["parsed_share"] == pytest.approx(0.25)
+    assert "20 of 80 dimension scores" in low["reason"]
