@@ -369,3 +369,18 @@ def test_pilot_decides_on_the_share_of_dimension_scores_that_parse():
     low = pilot_decision(judge, [reply(3)] * 20, remaining=100)  # 20 of 80 scores parse: stopped
     assert low["decision"] == "stopped" and low["parsed_share"] == pytest.approx(0.25)
     assert "20 of 80 dimension scores" in low["reason"]
+
+
+def test_screen_table_counts_failed_generations_apart_from_usable():
+    """Failed generations (empty question, `error` "call failed: ...") are not usable: page 02 said
+    usable 3, share 1.0, while results.json said 1."""
+    from cube.kb.screen import screen_table
+
+    q = pd.DataFrame({"question": ["What do I need for the licence?", "", ""],
+                      "error": ["", "call failed: timeout", "call failed: timeout"]})
+    table = screen_table(q, pd.Series(["", "", ""], index=q.index)).set_index("reason")
+    assert table.loc["usable", "questions"] == 1 and table.loc["usable", "share"] == pytest.approx(1 / 3)
+    assert table.loc["generation_failed", "questions"] == 2
+    assert "call failed: timeout" in table.loc["generation_failed", "examples"]
+    assert table["questions"].sum() == 3
+

@@ -152,12 +152,20 @@ def screen_questions(questions: pd.DataFrame, corpus: pd.DataFrame, prompt_templ
 
 
 def screen_table(questions: pd.DataFrame, reasons: pd.Series) -> pd.DataFrame:
-    """Page 02's table: per reason (and `usable`), the count, the share and up to `EXAMPLES` examples."""
+    """Page 02's table: per reason, the count, the share and up to `EXAMPLES` examples. `usable` is a
+    question with no screen reason and no `error`; `generation_failed` one without a screen reason
+    whose generation failed (its `error`, such as "call failed: timeout", is its example)."""
     n = len(questions)
+    errors = questions["error"].fillna("").astype(str) if "error" in questions.columns else \
+        pd.Series("", index=questions.index)
+    failed = reasons.eq("") & errors.ne("") & ~errors.str.startswith("screen: ")
     rows = []
-    for reason in ("", *SCREEN_REASONS):
-        hit = reasons == reason
-        examples = questions.loc[hit, "question"].astype(str).head(EXAMPLES).map(lambda s: s[:120]).tolist()
+    for reason in ("", "generation_failed", *SCREEN_REASONS):
+        if reason == "generation_failed":
+            hit, shown = failed, errors
+        else:
+            hit, shown = (reasons == reason) & ~failed, questions["question"].astype(str)
+        examples = shown[hit].head(EXAMPLES).map(lambda s: s[:120]).tolist()
         rows.append({"reason": reason or "usable", "questions": int(hit.sum()),
                      "share": float(hit.sum() / n) if n else float("nan"), "examples": " | ".join(examples)})
     return pd.DataFrame(rows)
