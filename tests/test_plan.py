@@ -384,3 +384,19 @@ def test_screen_table_counts_failed_generations_apart_from_usable():
     assert "call failed: timeout" in table.loc["generation_failed", "examples"]
     assert table["questions"].sum() == 3
 
+
+def test_screen_drops_a_near_copy_of_the_same_document_that_adds_rare_words():
+    """A near-copy with one rare character more (Jaccard >= 0.8 with an earlier question of the same
+    document) is dropped although its rarest tokens are new; across documents only the same words count."""
+    from cube.kb import screen
+
+    corpus = pd.DataFrame({"doc_id": ["D1", "D2"], "item_name": ["居民身份证换领", "居民身份证换领"]})
+    first = "请问居民身份证换领需要带哪些材料？"
+    copy = "请问居民身份证换领需要携带哪些材料？"  # 携: two new bigrams, the copy's rarest tokens
+    q = pd.DataFrame({"question": [first, "居民身份证换领要多久？", copy, first, copy],
+                      "doc_id": ["D1", "D1", "D1", "D2", "D2"]})
+    a, b = screen._tokens(first), screen._tokens(copy)
+    assert len(a & b) / len(a | b) >= screen.DUPLICATE_JACCARD
+    reasons = screen_questions(q, corpus, question_prompt_template("zh"))
+    # row 3: the same words as row 0 on another document; row 4: a near copy of row 0 only (another document)
+    assert reasons.tolist() == ["", "", "near_duplicate", "near_duplicate", ""]
