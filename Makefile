@@ -14,12 +14,18 @@ BIN     = $(VENV)/bin
 .PHONY: run test lint bench clean-outputs print-python local-llm test-local-llm
 
 # Installing: uv (a package of the package index, put into the venv) resolves and installs the
-# dependencies several times faster than pip and prints only errors (no build-backend warnings);
-# where uv cannot be had, pip does it. `make ... INSTALLER=pip` forces pip.
+# dependencies several times faster than pip and prints only errors (no build-backend warnings).
+# pip does it where uv cannot be had, where pip is configured with an index, find-links or
+# constraints of its own (`pip config list` not empty, or PIP_INDEX_URL, PIP_EXTRA_INDEX_URL,
+# PIP_FIND_LINKS, PIP_CONSTRAINT set: uv reads none of them), and whenever `uv pip install` fails.
+# `make ... INSTALLER=pip` forces pip.
 INSTALLER ?= uv
 define install
-	@if [ "$(INSTALLER)" = uv ] && $(BIN)/python -m uv --version >/dev/null 2>&1; then \
-		$(BIN)/python -m uv pip install -q --python $(BIN)/python $(1); \
+	@if [ "$(INSTALLER)" = uv ] && $(BIN)/python -m uv --version >/dev/null 2>&1 \
+		&& [ -z "$$PIP_INDEX_URL$$PIP_EXTRA_INDEX_URL$$PIP_FIND_LINKS$$PIP_CONSTRAINT" ] \
+		&& [ -z "$$($(BIN)/python -m pip config list 2>/dev/null)" ]; then \
+		$(BIN)/python -m uv pip install -q --python $(BIN)/python $(1) \
+		|| { echo "make: uv pip install failed, installing with pip" >&2; $(BIN)/python -m pip install -q $(1); }; \
 	else $(BIN)/python -m pip install -q $(1); fi
 endef
 

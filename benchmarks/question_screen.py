@@ -7,9 +7,13 @@
    question, and good questions moved to another item's document (naming no service of their gold
    document). Printed: the share of good questions rejected (false rejections) and, per defect, the
    share let through (misses).
-2. The judge pilot (`judges[].pilot`, default 20 calls, stop under 50 % parsed): the chance that it
-   stops a judge whose replies parse at a true rate p (binomial, scipy), at p = 0.6, 0.7, 0.8, 0.9
-   (a wrong stop) and p = 0.05, 0.2, 0.4 (a right one).
+2. The judge pilot (`judges[].pilot`, default 20 calls, stop when under 50 % of the dimension
+   scores in the replies parse): the chance that it stops a judge whose dimension scores parse at a
+   true rate p, at p = 0.6, 0.7, 0.8, 0.9 (a wrong stop) and p = 0.05, 0.2, 0.4 (a right one).
+   A per-dimension judge has one score per call: 20 scores, binomial (scipy). An all-dimensions
+   judge (4 dimensions) has 80 scores in 20 replies: binomial over 80 when its scores fail
+   independently; when a reply's scores fail together it is the 20-call figure, so its true chance
+   lies between the two.
 3. The cost of `names_no_service` on questions in a citizen's own words (the template's colloquial
    style, which avoids the official name on purpose): good questions the screen rejects.
 
@@ -89,8 +93,10 @@ def main() -> None:
     for truth, (missed, n) in sorted(misses.items()):
         print(f"screen miss rate {truth}: {missed / n:.3f} ({missed} of {n} let through)")
     for p in (0.05, 0.2, 0.4, 0.6, 0.7, 0.8, 0.9):
-        stop = stats.binom.cdf(9, 20, p)  # fewer than 10 of 20 parse
-        print(f"pilot (20 calls, stop under 50 %) stops a judge parsing {p:.0%} of its replies: {stop:.4f}")
+        per_dimension = stats.binom.cdf(9, 20, p)  # fewer than 10 of 20 scores parse
+        all_dimensions = stats.binom.cdf(39, 80, p)  # fewer than 40 of 80 scores parse (independent)
+        print(f"pilot (20 calls, stop under 50 % of scores) stops a judge parsing {p:.0%} of its dimension scores: "
+              f"{per_dimension:.4f} (1 score per call), {all_dimensions:.4f} (4 per call, independent)")
     print(f"screen_false_rejection_rate: {false_rejections / good_total:.4f}")
 
 

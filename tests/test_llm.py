@@ -622,3 +622,35 @@ def test_a_live_claim_is_waited_for_and_a_dead_one_taken_over(openai_server: Ope
     (r2,) = make_model(spec, path).complete([req2], role="judging", progress=False)
     assert r2.ok and not r2.cached and openai_server.requests_total == 1
     other.close()
+
+
+def test_two_processes_upgrading_an_old_cache_at_once_both_open_it(tmp_path: Path, monkeypatch):
+    """Both read the old columns, both ALTER TABLE: the second gets 'duplicate column name', which
+    means the upgrade is done, not that the cache is unusable (it was a CacheError)."""
+    from cube.llm import cache as cache_module
+
+    path = tmp_path / "old.sqlite"
+    with sqlite3.connect(path) as old:  # a cache written before cached_input_tokens was kept
+        old.execute(cache_module._SCHEMA.replace(",\n    cached_input_tokens INTEGER NOT NULL DEFAULT 0", ""))
+    assert "cached_input_tokens" not in {r[1] for r in sqlite3.connect(path).execute("PRAGMA table_info(calls)")}
+    real_connect = sqlite3.connect
+
+    class OtherProcessFirst:  # the other process's ALTER lands between this one's check and its ALTER
+        def __init__(self, conn):
+            self.conn = conn
+
+        def execute(self, sql, *args):
+            if sql.startswith("ALTER TABLE"):
+                other = real_connect(path, isolation_level=None)
+                other.execute(sql)
+                other.close()
+            return self.conn.execute(sql, *args)
+
+        def __getattr__(self, name):
+            return getattr(self.conn, name)
+
+    monkeypatch.setattr(cache_module.sqlite3, "connect", lambda *a, **k: OtherProcessFirst(real_connect(*a, **k)))
+    cache = cache_module.CallCache(path)
+    monkeypatch.undo()
+    assert cache.get_many(["nothing"]) == {}
+    assert "cached_input_tokens" in {r[1] for r in sqlite3.connect(path).execute("PRAGMA table_info(calls)")}

@@ -287,3 +287,32 @@ def test_sweep_runs_one_folder_per_combination_and_links_them(tmp_path, monkeypa
         parse_grid(["corpus.seed", "=1"])
     with pytest.raises(ParamsError, match="corpus.n_item: unknown key"):
         run_sweep(params, ["corpus.n_item=6"], log=lambda _: None)
+
+
+def test_sweep_records_a_combination_with_bad_inputs_as_failed_and_goes_on(tmp_path, monkeypatch):
+    """execute_run checks the inputs before any stage (InputError): one bad combination must not stop
+    the sweep; its row says failed with the message, the others run, the index is written."""
+    from types import SimpleNamespace
+
+    from cube.run import execute
+    from cube.run.sweep import run_sweep
+
+    ran = []
+
+    def fake_execute_run(path, **_):
+        name = yaml.safe_load(Path(path).read_text(encoding="utf-8"))["run"]
+        ran.append(name)
+        if name.endswith("n_items-6"):
+            raise execute.InputError("  - corpus: kb.csv: no such file\n1 error, 0 warnings; nothing was run")
+        results = tmp_path / f"{name}.json"
+        results.write_text(json.dumps({"decision": {"cube_score": 71.5, "verdict": "good"}}), encoding="utf-8")
+        return SimpleNamespace(ok=True, paths=SimpleNamespace(results=results))
+
+    monkeypatch.setattr(execute, "execute_run", fake_execute_run)
+    params = _write(tmp_path, "p.yaml", {"run": "sw", "outputs_dir": str(tmp_path / "out"), "judges": JUDGES})
+    index = run_sweep(params, ["corpus.n_items=6,8,10"], log=lambda _: None)
+    assert ran == ["sw__n_items-6", "sw__n_items-8", "sw__n_items-10"]
+    page = index.read_text(encoding="utf-8")
+    bad = page.split("sw__n_items-6</a>")[1].split("</tr>")[0]
+    assert "failed" in bad and "kb.csv: no such file" in bad
+    assert page.count("71.5") == 2 and page.count("published") == 2

@@ -349,3 +349,54 @@ def test_plan_reads_the_answers_an_offline_answerer_gives(tmp_path: Path):
     assert judge["exact"] and judge["calls"] == used[("judging", "m")]["calls"] == judge["to_send"] == sent
     assert judge["prompt_tokens"] == used[("judging", "m")]["input_tokens"]  # the server's own count
     assert judge["calls"] < 6 * 4 * 2 * 2  # some answers of top-2 and top-8 are equal: judged once
+
+
+def test_pilot_decides_on_the_share_of_dimension_scores_that_parse():
+    """An all-dimensions judge missing one of four dimension scores in 12 of 20 replies parses 85 % of
+    its scores: the gate counts failures per score row, so the pilot must not stop it (it did: 8 of 20
+    replies had every dimension)."""
+    from types import SimpleNamespace
+
+    from cube.judges.scoring import pilot_decision
+
+    def reply(n_parse_failures: int) -> list[dict[str, Any]]:
+        return [{"error_kind": "parse" if d < n_parse_failures else "", "raw": '{"relevance": 7}'} for d in range(4)]
+
+    judge = SimpleNamespace(name="all4", pilot_min_parsed=0.5, insist=False)
+    report = pilot_decision(judge, [reply(1)] * 12 + [reply(0)] * 8, remaining=100)
+    assert report["decision"] == "continued" and report["parsed_share"] == pytest.approx(68 / 80)
+    assert report["parsed"] == 68 and report["scores"] == 80 and report["replies"] == 20
+    low = pilot_decision(judge, [reply(3)] * 20, remaining=100)  # 20 of 80 scores parse: stopped
+    assert low["decision"] == "stopped" and low["parsed_share"] == pytest.approx(0.25)
+    assert "20 of 80 dimension scores" in low["reason"]
+
+
+def test_screen_table_counts_failed_generations_apart_from_usable():
+    """Failed generations (empty question, `error` "call failed: ...") are not usable: page 02 said
+    usable 3, share 1.0, while results.json said 1."""
+    from cube.kb.screen import screen_table
+
+    q = pd.DataFrame({"question": ["What do I need for the licence?", "", ""],
+                      "error": ["", "call failed: timeout", "call failed: timeout"]})
+    table = screen_table(q, pd.Series(["", "", ""], index=q.index)).set_index("reason")
+    assert table.loc["usable", "questions"] == 1 and table.loc["usable", "share"] == pytest.approx(1 / 3)
+    assert table.loc["generation_failed", "questions"] == 2
+    assert "call failed: timeout" in table.loc["generation_failed", "examples"]
+    assert table["questions"].sum() == 3
+
+
+def test_screen_drops_a_near_copy_of_the_same_document_that_adds_rare_words():
+    """A near-copy with one rare character more (Jaccard >= 0.8 with an earlier question of the same
+    document) is dropped although its rarest tokens are new; across documents only the same words count."""
+    from cube.kb import screen
+
+    corpus = pd.DataFrame({"doc_id": ["D1", "D2"], "item_name": ["居民身份证换领", "居民身份证换领"]})
+    first = "请问居民身份证换领需要带哪些材料？"
+    copy = "请问居民身份证换领需要携带哪些材料？"  # 携: two new bigrams, the copy's rarest tokens
+    q = pd.DataFrame({"question": [first, "居民身份证换领要多久？", copy, first, copy],
+                      "doc_id": ["D1", "D1", "D1", "D2", "D2"]})
+    a, b = screen._tokens(first), screen._tokens(copy)
+    assert len(a & b) / len(a | b) >= screen.DUPLICATE_JACCARD
+    reasons = screen_questions(q, corpus, question_prompt_template("zh"))
+    # row 3: the same words as row 0 on another document; row 4: a near copy of row 0 only (another document)
+    assert reasons.tolist() == ["", "", "near_duplicate", "near_duplicate", ""]

@@ -17,6 +17,11 @@ question generator (`cube.kb.questions`) and the offline extractive answerer
   and 法定办结时限 in working days, and an export that drops the unit drops exactly that one;
   0 is said as immediate (即办). A value with any unit or text of its own is kept as it is.
 
+An answer that is only the value: `says_only_value` (the rubric judge's `equals_field` and the
+failure pattern `field_missing` share it) accepts the value or its phrasing, optionally after the
+field's label in any language (`FIELD_LABELS`, and the yes/no question labels of `LABEL_ALIASES`:
+"是否收费：否") and the caller's fillers, compared without blanks, punctuation and case.
+
 Item names: `base_name` / `strip_variant` take a variant off a name (nested brackets
 included: "残疾人证换领（残损换新（户籍地））" -> "残疾人证换领"), for ambiguous questions and for
 grouping near-duplicates (`cube.diagnose.near_duplicates`).
@@ -26,7 +31,11 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
+from collections.abc import Iterable
 from typing import Any
+
+from cube.config.schema import FIELD_LABELS
 
 PLACEHOLDERS: tuple[str, ...] = ("无", "无情形", "暂无", "/", "-", "—", "N/A")
 _PLACEHOLDER_KEYS = frozenset(p.casefold() for p in PLACEHOLDERS) | {"", "n/a", "na", "none", "null", "nan", "／", "－"}
@@ -141,3 +150,41 @@ def phrase_value(field: str, value: Any, lang: str) -> str:
             return f"{num}个工作日"
         return f"{num} working day" + ("" if num == "1" else "s")
     return text
+
+
+# Labels a yes/no field is also asked by ("是否收费：否"), besides its `FIELD_LABELS`.
+LABEL_ALIASES: dict[str, tuple[str, ...]] = {
+    "fee_standard": ("是否收费", "是否需要收费", "是否需要缴费", "收费", "fee", "fees", "charged"),
+    "online_handling": ("是否可以网上办理", "是否可以网办", "是否网上办理", "网上办理", "网办", "online"),
+}
+
+
+def squash(text: str) -> str:
+    """`text` compared as a value: NFKC, lower case, without blanks, punctuation and underscores."""
+    return re.sub(r"[\W_]+", "", unicodedata.normalize("NFKC", str(text))).lower()
+
+
+def says_only_value(answer: str, field: str, value: Any, lang: str | None = None,
+                    names: Iterable[str] = (), fillers: Iterable[str] = ()) -> bool:
+    """True when `answer` states `field`'s `value` and nothing else: after `squash`, it ends with the
+    value or its phrasing (`phrase_value`, in `lang` or, when None, every language: 否 -> 不收费), and
+    what precedes it is made only of, removed in this order, `names` (the item's name), the field's
+    labels in every language and its `LABEL_ALIASES`, and `fillers` ("根据办事指南"); names and
+    fillers are squashed. An empty value is never said."""
+    said = squash(answer)
+    if not said or not squash(value):
+        return False
+    langs = (lang,) if lang else tuple(_PHRASES)
+    forms = ({squash(value)} | {squash(phrase_value(field, value, lg)) for lg in langs}) - {""}
+    labels = [squash(FIELD_LABELS[k].get(field, "")) for k in FIELD_LABELS]
+    labels += sorted((squash(a) for a in LABEL_ALIASES.get(field, ())), key=len, reverse=True)
+    for form in forms:
+        if not said.endswith(form):
+            continue
+        rest = said[: len(said) - len(form)]
+        for filler in (*(squash(n) for n in names), *labels, *(squash(f) for f in fillers)):
+            if filler:
+                rest = rest.replace(filler, "")
+        if not rest:
+            return True
+    return False

@@ -199,10 +199,11 @@ class JudgeParams(StrictModel):
     )
     pilot: int = Field(
         20, ge=0, description="An LLM judge's first N calls are its pilot: when fewer than `pilot_min_parsed` of "
-        "the pilot's replies parse, the judge is stopped, its remaining calls never sent (rows 'skipped', with the "
+        "the dimension scores in the pilot's replies parse, the judge is stopped, its remaining calls never sent (rows 'skipped', with the "
         "reason) and the pilot's replies shown on page 03; 0: no pilot.")
     pilot_min_parsed: float = Field(
-        0.5, ge=0, le=1, description="Share of the pilot's replies (calls that answered) that must parse.")
+        0.5, ge=0, le=1, description="Share of the dimension scores (score rows) of the pilot's replies (calls that "
+        "answered) that must parse: an all-dimensions reply missing one of four scores counts 3 of 4.")
     insist: bool = Field(
         False, description="Send every call even when the pilot would stop the judge (the pilot is still reported).")
 

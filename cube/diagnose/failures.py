@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cube.config.phrasing import YES_NO_FIELDS, is_missing, yes_no
+from cube.config.phrasing import YES_NO_FIELDS, is_missing, says_only_value, yes_no
 from cube.config.schema import known_retrieval
 from cube.diagnose.refusal import is_refusal
 
@@ -215,6 +215,7 @@ def number_mismatch(answer: str, gold: str, question: str = "") -> set[float]:
 # Sayings of "no fee" / "a fee is charged" and "online" / "not online" (checked negation first).
 _SAYS_NO = {
     "fee_standard": re.compile(r"不收费|不收取|免费|免收|无需(?:缴|交|收|付)?费|不需要?(?:缴|交|收|付)费|无(?:任何)?费用|没有(?:任何)?费用"
+                               r"|(?:不需要?|无需|无须|不用|不必)(?:缴纳|交纳|支付|缴|交)[^\W\d_]{0,4}?费用"
                                r"|零收费|不用(?:缴|交|付)?(?:钱|费)|\bno (?:fee|charge|cost)s?\b|free of charge|\bfree\b"
                                r"|not charged|without charge", re.IGNORECASE),
     "online_handling": re.compile(r"不(?:能|可|可以|支持|提供)(?:在)?(?:网上|线上|在线)|无法(?:在)?(?:网上|线上|在线)|仅(?:限)?(?:窗口|现场)"
@@ -222,7 +223,8 @@ _SAYS_NO = {
                                   r"|in person only", re.IGNORECASE),
 }
 _SAYS_YES = {
-    "fee_standard": re.compile(r"(?<![不免])(?:需要|需)?(?:缴|交|收|付)费|收取|\d\s*元|\byuan\b|\bfee (?:is|are) charged"
+    "fee_standard": re.compile(r"(?<![不免])(?:需要|需)?(?:缴|交|收|付)费|(?:缴纳|交纳|支付|缴|交)[^\W\d_]{0,4}?费用"
+                               r"|收取|\d\s*元|\byuan\b|\bfee (?:is|are) charged"
                                r"|\bcharges?\b|\bcosts?\b", re.IGNORECASE),
     "online_handling": re.compile(r"(?<![不能可无])(?:可以?|能|支持)?(?:在)?(?:网上|线上|在线)(?:办理|申请|提交|办)|网办"
                                   r"|can be (?:handled|done|applied for) online|\bonline\b", re.IGNORECASE),
@@ -243,8 +245,12 @@ def field_stated(field: str, value: str, answer: str, match_from: float = 80.0) 
 
     if is_missing(value):
         return True
+    if says_only_value(answer, field, value):  # the value itself, maybe after the field's label ("是否收费：否")
+        return True
     flag = yes_no(value) if field in YES_NO_FIELDS else None
     if flag is not None:  # a yes/no or free/charged value: compare the sense
+        if says_only_value(answer, field, "否" if flag else "是"):  # the other flag after a label ("是否收费：是")
+            return False
         says_no = bool(_SAYS_NO[field].search(answer))
         says_yes = bool(_SAYS_YES[field].search(_SAYS_NO[field].sub(" ", answer)))
         return says_no if flag is False else (says_yes and not says_no)

@@ -52,7 +52,7 @@ from functools import lru_cache
 from typing import Any
 
 from cube.config.model_spec import ModelSpec
-from cube.config.phrasing import phrase_value
+from cube.config.phrasing import says_only_value, squash
 from cube.config.schema import FIELD_LABELS
 from cube.kb.text import segment
 from cube.llm import OfflineModel, Request, Response, register_offline
@@ -263,30 +263,15 @@ _FILLERS = ("根据办事指南", "办事指南", "根据指南", "关于", "您
             "the", "is", "are", "for")
 
 
-def _squash(text: str) -> str:
-    return re.sub(r"[\W_]+", "", unicodedata.normalize("NFKC", text)).lower()
-
-
 def equals_field(answer: str, fields: dict[str, str], asked: tuple[str, ...], item_name: str, lang: str) -> str:
     """The asked field whose content the answer states and nothing else ("" when none): the answer,
     without blanks and punctuation, is the field's value (or its phrasing: 否 -> 不收费), optionally
     after the item's name, the field's label and fillers ("关于…的收费标准：不收费")."""
-    said = _squash(answer)
-    if not said:
+    if not squash(answer):
         return ""
     for f in asked:
-        value = fields.get(f, "")
-        if not _squash(value):
-            continue
-        for form in {_squash(value), _squash(phrase_value(f, value, lang))} - {""}:
-            if not said.endswith(form):
-                continue
-            rest = said[: len(said) - len(form)]
-            for filler in (_squash(item_name), *(_squash(FIELD_LABELS[k].get(f, "")) for k in FIELD_LABELS), *_FILLERS):
-                if filler:
-                    rest = rest.replace(filler, "")
-            if not rest:
-                return f
+        if says_only_value(answer, f, fields.get(f, ""), lang, names=(item_name,), fillers=_FILLERS):
+            return f
     return ""
 
 

@@ -262,19 +262,22 @@ PILOT_EXAMPLES = 3
 
 
 def pilot_decision(judge: Judge, pilot_rows: list[list[dict[str, Any]]], remaining: int) -> dict[str, Any]:
-    """Whether an LLM judge goes on after its pilot: the share of the pilot's replies (calls that
-    answered) whose every dimension parsed, against `judge.pilot_min_parsed`. Calls that failed are
-    not replies (the retries and the breaker deal with them); a pilot without any reply decides
-    nothing ("continued"). `insist` sends the rest whatever the share."""
+    """Whether an LLM judge goes on after its pilot: the share of the dimension scores (score rows)
+    of the pilot's replies (calls that answered) that parsed, against `judge.pilot_min_parsed`. The
+    unit is the row, as in the gate's failure rate: an all-dimensions reply missing one of four
+    scores counts 3 of 4, not 0. Calls that failed are not replies (the retries and the breaker deal
+    with them); a pilot without any reply decides nothing ("continued"). `insist` sends the rest
+    whatever the share."""
     replies = [rows for rows in pilot_rows if rows and rows[0]["error_kind"] != "call"]
-    parsed = sum(not _n_parse(rows) for rows in replies)
-    share = parsed / len(replies) if replies else float("nan")
-    low = bool(replies) and share < judge.pilot_min_parsed
+    scores = sum(len(rows) for rows in replies)
+    parsed = scores - sum(_n_parse(rows) for rows in replies)
+    share = parsed / scores if scores else float("nan")
+    low = bool(scores) and share < judge.pilot_min_parsed
     examples = [rows[0]["raw"][:200] for rows in replies if _n_parse(rows)][:PILOT_EXAMPLES]
-    reason = (f"not sent: judge {judge.name!r} was stopped by its pilot ({parsed} of {len(replies)} replies "
-              f"parsed, under {judge.pilot_min_parsed:.0%})")
-    return {"judge": judge.name, "pilot_calls": len(pilot_rows), "replies": len(replies), "parsed": parsed,
-            "parsed_share": share, "decision": "stopped" if low and not judge.insist else
+    reason = (f"not sent: judge {judge.name!r} was stopped by its pilot ({parsed} of {scores} dimension scores "
+              f"in {len(replies)} replies parsed, under {judge.pilot_min_parsed:.0%})")
+    return {"judge": judge.name, "pilot_calls": len(pilot_rows), "replies": len(replies), "scores": scores,
+            "parsed": parsed, "parsed_share": share, "decision": "stopped" if low and not judge.insist else
             "continued (insist)" if low else "continued", "calls_not_sent": remaining if low and not judge.insist else 0,
             "reason": reason, "examples": examples}
 

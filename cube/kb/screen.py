@@ -124,6 +124,7 @@ def screen_questions(questions: pd.DataFrame, corpus: pd.DataFrame, prompt_templ
     token_sets = [_tokens(t) for t in texts]
     freq = Counter(t for s in token_sets for t in s)
     buckets: dict[str, list[int]] = {}  # a question's two rarest tokens -> earlier usable questions holding them
+    by_doc: dict[str, list[int]] = {}  # a gold document -> its earlier usable questions (a few each)
     reasons = []
     for i, q in enumerate(texts):
         reason = ""
@@ -138,26 +139,37 @@ def screen_questions(questions: pd.DataFrame, corpus: pd.DataFrame, prompt_templ
             else:
                 mine = token_sets[i]
                 keys = sorted(mine, key=lambda t: (freq[t], t))[:2]
-                seen = {j for k in keys for j in buckets.get(k, [])}
-                if any(mine == token_sets[j] or (docs[i] == docs[j] and len(mine & token_sets[j])
-                                                 >= DUPLICATE_JACCARD * len(mine | token_sets[j])) for j in seen):
+                # the same words anywhere share the rarest tokens; a near copy of the same document may
+                # not (a rare word added makes new rarest tokens), so it is compared with all of them
+                same_words = any(mine == token_sets[j] for k in keys for j in buckets.get(k, []))
+                if same_words or any(len(mine & token_sets[j]) >= DUPLICATE_JACCARD * len(mine | token_sets[j])
+                                     for j in by_doc.get(docs[i], [])):
                     reason = "near_duplicate"
                 elif names.get(docs[i]) and _content(names[docs[i]]) and not (_content(names[docs[i]]) & _tokens(q)):
                     reason = "names_no_service"
                 else:
                     for k in keys:
                         buckets.setdefault(k, []).append(i)
+                    by_doc.setdefault(docs[i], []).append(i)
         reasons.append(reason)
     return pd.Series(reasons, index=questions.index, dtype=object, name="screen")
 
 
 def screen_table(questions: pd.DataFrame, reasons: pd.Series) -> pd.DataFrame:
-    """Page 02's table: per reason (and `usable`), the count, the share and up to `EXAMPLES` examples."""
+    """Page 02's table: per reason, the count, the share and up to `EXAMPLES` examples. `usable` is a
+    question with no screen reason and no `error`; `generation_failed` one without a screen reason
+    whose generation failed (its `error`, such as "call failed: timeout", is its example)."""
     n = len(questions)
+    errors = questions["error"].fillna("").astype(str) if "error" in questions.columns else \
+        pd.Series("", index=questions.index)
+    failed = reasons.eq("") & errors.ne("") & ~errors.str.startswith("screen: ")
     rows = []
-    for reason in ("", *SCREEN_REASONS):
-        hit = reasons == reason
-        examples = questions.loc[hit, "question"].astype(str).head(EXAMPLES).map(lambda s: s[:120]).tolist()
+    for reason in ("", "generation_failed", *SCREEN_REASONS):
+        if reason == "generation_failed":
+            hit, shown = failed, errors
+        else:
+            hit, shown = (reasons == reason) & ~failed, questions["question"].astype(str)
+        examples = shown[hit].head(EXAMPLES).map(lambda s: s[:120]).tolist()
         rows.append({"reason": reason or "usable", "questions": int(hit.sum()),
                      "share": float(hit.sum() / n) if n else float("nan"), "examples": " | ".join(examples)})
     return pd.DataFrame(rows)

@@ -119,7 +119,11 @@ class CallCache:
             self.conn.execute(_CLAIMS)
             if "cached_input_tokens" not in {r[1] for r in self.conn.execute("PRAGMA table_info(calls)")}:
                 # a cache written before the provider's cached-token counts were kept: its calls count 0
-                self.conn.execute("ALTER TABLE calls ADD COLUMN cached_input_tokens INTEGER NOT NULL DEFAULT 0")
+                try:
+                    self.conn.execute("ALTER TABLE calls ADD COLUMN cached_input_tokens INTEGER NOT NULL DEFAULT 0")
+                except sqlite3.OperationalError as exc:  # another process opening it upgraded it first: done
+                    if "duplicate column name" not in str(exc):
+                        raise
         except sqlite3.DatabaseError as exc:
             raise CacheError(f"{self.path}: cannot use as the LLM call cache (SQLite): {exc}") from None
 

@@ -96,8 +96,8 @@ def question_screen_table(run: Run) -> pd.DataFrame:
 
 
 def judge_pilot_table(run: Run) -> pd.DataFrame:
-    """Page 03's table of the LLM judges' pilots: calls, replies, parsed replies and their share, the
-    decision, the calls not sent and example replies that did not parse."""
+    """Page 03's table of the LLM judges' pilots: calls, replies, their dimension scores, the parsed
+    scores and their share, the decision, the calls not sent and example replies that did not parse."""
     pilots = run.record().get("judge_pilot") or {}
     if not pilots:
         return pd.DataFrame([{"judge": "(no LLM judge with a pilot)"}])

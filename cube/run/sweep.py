@@ -66,7 +66,7 @@ def sweep_runs(params_path: Path, grid: list[tuple[str, list[Any]]]) -> list[tup
 def run_sweep(params_path: Path, grid_items: list[str], *, only: str | None = None, force: bool = False,
               notebooks_dir: Path | None = None, log: Callable[[str], None] = print) -> Path:
     """Execute every combination; return the sweep's index.html."""
-    from cube.run.execute import execute_run
+    from cube.run.execute import InputError, execute_run
 
     grid = parse_grid(grid_items)
     runs = sweep_runs(params_path, grid)
@@ -79,12 +79,19 @@ def run_sweep(params_path: Path, grid_items: list[str], *, only: str | None = No
         path = folder / "params" / f"{data['run']}.yaml"
         path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
         log(f"[cube] sweep: {data['run']} ({', '.join(f'{k}={v}' for k, v in values.items())})")
-        summary = execute_run(path, only=only, force=force, notebooks_dir=notebooks_dir, log=log)
+        href = f"../{data['run']}/report/index.html"
+        try:
+            summary = execute_run(path, only=only, force=force, notebooks_dir=notebooks_dir, log=log)
+        except InputError as err:  # checked before any stage: this combination failed, the sweep goes on
+            log(f"[cube] sweep: {data['run']} failed, nothing was run:\n{err}")
+            rows.append({"run": data["run"], "values": values, "ok": False, "href": f"params/{data['run']}.yaml",
+                         "cube": None, "verdict": "", "error": str(err)})  # no report: link its params
+            continue
         results_file = summary.paths.results
         results = json.loads(results_file.read_text(encoding="utf-8")) if results_file.exists() else {}
         decision = results.get("decision") if isinstance(results.get("decision"), dict) else {}
-        rows.append({"run": data["run"], "values": values, "ok": summary.ok,
-                     "href": f"../{data['run']}/report/index.html", "cube": decision.get("cube_score"),
+        rows.append({"run": data["run"], "values": values, "ok": summary.ok, "href": href,
+                     "cube": decision.get("cube_score"),
                      "verdict": decision.get("verdict", "")})
     index = folder / "index.html"
     index.write_text(_index_html(base, grid, rows), encoding="utf-8")
@@ -98,9 +105,10 @@ def _index_html(base: str, grid: list[tuple[str, list[Any]]], rows: list[dict[st
     for r in rows:
         cube = "n/a" if r["cube"] is None else f"{float(r['cube']):.1f}"
         cells = "".join(f"<td>{html.escape(str(r['values'][k]))}</td>" for k in keys)
-        status = "published" if r["ok"] else "failed (see its last_run.html)"
+        status = "published" if r["ok"] else f"failed: {r['error']}" if r.get("error") else \
+            "failed (see its last_run.html)"
         body += (f'<tr><td><a href="{html.escape(r["href"])}">{html.escape(r["run"])}</a></td>{cells}'
-                 f"<td>{cube}</td><td>{html.escape(str(r['verdict'] or ''))}</td><td>{status}</td></tr>")
+                 f"<td>{cube}</td><td>{html.escape(str(r['verdict'] or ''))}</td><td>{html.escape(status)}</td></tr>")
     return ("<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>Sweep " + html.escape(base) + "</title>"
             "<style>body{font-family:system-ui,sans-serif;margin:24px}table{border-collapse:collapse}"
             "td,th{border:1px solid #d9dde3;padding:4px 10px;text-align:left}th{background:#eef1f5}</style>"
