@@ -221,14 +221,14 @@ class AnalysisParams(StrictModel):
     gate_alpha: float = Field(
         0.05, gt=0, lt=1,
         description="Judge gate: level of its one-sided tests (Wilcoxon full > zero; Mann-Whitney rag retrieved > "
-        "missed; the audit's sign test).",
+        "missed; the audit's signed-rank test).",
     )
     gate_min_separation: float = Field(
         0.0, ge=0, description="Judge gate: optional floor on the full - zero weighted total, in points of the "
         "0-10 scale (0: off; the one-sided test decides, not a point threshold)."
     )
     gate_max_failure_rate: float = Field(
-        0.2, ge=0, le=1, description="Judge gate: largest share of call + parse failures among judged rows."
+        0.2, ge=0, le=1, description="Judge gate: largest share of unscored items (call, parse, blank or absent) among judged ones."
     )
     gate_band_tolerance: float = Field(
         25.0, ge=0, description="Judge gate: W must lie within [-tol, 100 + tol]."
@@ -254,8 +254,8 @@ class AnalysisParams(StrictModel):
 
 class AuditParams(StrictModel):
     questions: int = Field(
-        40, ge=0, description="Questions sampled for the judge audit (0: off). Each gets one length-matched worse "
-        "probe (corrupted facts, the sibling's answer, another question's answer, in turn) and one not-worse probe "
+        40, ge=0, description="Questions sampled for the judge audit (0: off). Each gets two length-matched worse "
+        "probes (two of corrupted facts, the sibling's answer, another question's answer, in turn) and one not-worse probe "
         "(padded, authority line, reordered, in turn), judged by every judge under the role 'audit'.",
     )
     min_pairs: int = Field(

@@ -171,3 +171,19 @@ def self_preference(scores: pd.DataFrame, judge: Any, confidence: float = 0.95) 
     m, lo, hi = _mean_interval(d, confidence)
     return {"self_preference": m, "self_preference_lo": lo, "self_preference_hi": hi,
             "items": int(np.isfinite(d).sum())}
+
+
+def probe_table(scores: pd.DataFrame, probes: pd.DataFrame, original_system: Any) -> pd.DataFrame:
+    """The audit's input from a scores table: the probe answers' scores (rows of systems `audit:<kind>`,
+    `cube.systems.probes.build_probes`) and, as `original`, the full-set scores of `original_system`
+    on the same questions. Returns `PROBE_REQUIRED` columns."""
+    require_columns(scores, ("question_id", "system", "set", "judge", "dimension", "score"), "scores")
+    require_columns(probes, ("question_id", "system", "probe", "expect"), "probes")
+    keys = probes[["question_id", "system", "probe", "expect"]].drop_duplicates(["question_id", "system"])
+    keys = keys.assign(question_id=keys["question_id"].astype(str))
+    s = scores.assign(question_id=scores["question_id"].astype(str))
+    probe = s.merge(keys, on=["question_id", "system"])
+    orig = s[(s["system"] == original_system) & (s["set"] == "full") & s["question_id"].isin(set(keys["question_id"]))]
+    orig = orig.assign(probe="original", expect="same")
+    cols = list(PROBE_REQUIRED)
+    return pd.concat([orig[cols], probe[cols]], ignore_index=True)
