@@ -294,11 +294,14 @@ def _fallback_flags(flags: pd.DataFrame, causes: dict[str, str]) -> pd.DataFrame
 
 def evaluate_systems(answers: pd.DataFrame, scores: pd.DataFrame, analysis_params: Any = None,
                      top_n: Mapping[str, int] | int | None = None, *, judges: Sequence[str] | None = None,
-                     dimensions: Sequence[str] | None = None) -> dict[str, CubeResult]:
-    """`evaluate` for every system of the tables (several systems or versions in one run)."""
+                     dimensions: Sequence[str] | None = None, audit: pd.DataFrame | None = None,
+                     audit_min_pairs: int = 10) -> dict[str, CubeResult]:
+    """`evaluate` for every system of the tables (several systems or versions in one run); `audit`:
+    the judge audit's probe scores, one audit of the judges for every system."""
     out = {}
     for system in sorted(answers["system"].dropna().unique()):
         n = top_n.get(system) if isinstance(top_n, Mapping) else top_n
         out[system] = evaluate(answers[answers["system"] == system], scores[scores["system"] == system],
-                               analysis_params, n, judges=judges, dimensions=dimensions)
+                               analysis_params, n, judges=judges, dimensions=dimensions, audit=audit,
+                               audit_min_pairs=audit_min_pairs)
     return out
