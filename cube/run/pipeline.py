@@ -243,8 +243,21 @@ def decision(run: Run, results: dict[str, CubeResult]) -> dict[str, Any]:
                  diagnosis=_diagnosis(run, results))
     run.record(decision=out, cube_score=out["cube_score"], recall_at_k=out["recall_at_k"],
                weighted_score=out["weighted_score"], verdict=out["verdict"],
-               withheld_reasons=out["withheld_reasons"], judging_failed=out["judging_failed"])
+               withheld_reasons=out["withheld_reasons"], judging_failed=out["judging_failed"],
+               audit=_audit_record(run))
     return out
+
+
+def _audit_record(run: Run) -> dict[str, Any]:
+    """`results.json` `audit`: per judge its discrimination, biases and verdict (`ran: false` when it did not run)."""
+    report = audit_report(run)
+    if report.empty:
+        return {"ran": False}
+    keep = ["pairs", "discrimination", "discrimination_lo", "discrimination_hi", "discrimination_p_value",
+            "verbosity_bias", "authority_bias", "order_bias", "leniency", "modal_share", "content_blind", "audit"]
+    import json
+
+    return {"ran": True, "judges": json.loads(report[keep].to_json(orient="index"))}  # NaN as null, plain types
 
 
 def _diagnosis(run: Run, results: dict[str, CubeResult]) -> dict[str, Any]:
