@@ -3,10 +3,10 @@
 A judge counts only if, on this run, every test that has the data to decide says it reads the
 content. A test without the data to decide is reported, never a cause of exclusion:
 
-(a) it **separates the bounds**: per question, the weighted full - zero difference over the
-    dimensions scored in both sets (W's weights renormalised over those dimensions, or equal
-    weights while W's are undefined; each dimension is paired on its own, so a parse failure in
-    one dimension no longer drops the question), one-sided Wilcoxon signed-rank test
+(a) it **separates the bounds**: per question, the mean full - zero difference over the
+    dimensions scored in both sets (equal weights: rank-correlation weights are noise when the
+    ranks carry no signal, e.g. a perfect retriever; each dimension is paired on its own, so a
+    parse failure in one dimension no longer drops the question), one-sided Wilcoxon signed-rank test
     (`scipy.stats.wilcoxon`, alternative `greater`) at `analysis.gate_alpha` (default 0.05) on
     every question of known retrieval (the full and zero answers do not depend on retrieval).
     `analysis.gate_min_separation` (default 0: off) is an optional floor on the trimmed-mean
@@ -229,7 +229,7 @@ def judge_gate(grid: pd.DataFrame, scores: pd.DataFrame, cube_table: pd.DataFram
                 blind = True
                 reasons.append(said)
             dims = sorted(set(grid.loc[grid["judge"] == judge, "dimension"]))
-            tw = w if len(w) else pd.Series(1.0, index=pd.Index(dims, name="dimension"))
+            tw = pd.Series(1.0, index=pd.Index(dims, name="dimension"))  # equal: W's weights may be noise
             sep = float(tot.get((judge, "full"), np.nan) - tot.get((judge, "zero"), np.nan))
             p_value, nq = bounds_test(grid, judge, tw)
             evidence.append(f"bounds test on {nq} questions")
