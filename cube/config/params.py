@@ -39,6 +39,7 @@ from cube.config.sections import (
     LEXICAL_INCOMPATIBLE,
     PAPER_DIMENSIONS,
     AnalysisParams,
+    AuditParams,
     BuiltinSystem,
     CorpusParams,
     DiagnosticsParams,
@@ -84,6 +85,9 @@ class Params(StrictModel):
     lexical: LexicalParams = Field(default_factory=LexicalParams, description="BLEU/ROUGE settings (paper 5.7).")
     diagnostics: DiagnosticsParams = Field(
         default_factory=DiagnosticsParams, description="Failure patterns of low-scoring answers (notebook 10)."
+    )
+    audit: AuditParams = Field(
+        default_factory=AuditParams, description="The judge audit by counterfactual probes (notebook 11)."
     )
 
     @field_validator("run")

@@ -235,13 +235,15 @@ class AnalysisParams(StrictModel):
     )
     gate_alpha: float = Field(
         0.05, gt=0, lt=1,
-        description="Judge gate: level of its one-sided tests (Wilcoxon full > zero; Pearson with rank_score).",
+        description="Judge gate: level of its one-sided tests (Wilcoxon full > zero; Mann-Whitney rag retrieved > "
+        "missed; the audit's signed-rank test).",
     )
     gate_min_separation: float = Field(
-        0.5, ge=0, description="Judge gate: minimum full - zero weighted total, in points of the 0-10 scale."
+        0.0, ge=0, description="Judge gate: optional floor on the full - zero weighted total, in points of the "
+        "0-10 scale (0: off; the one-sided test decides, not a point threshold)."
     )
     gate_max_failure_rate: float = Field(
-        0.2, ge=0, le=1, description="Judge gate: largest share of call + parse failures among judged rows."
+        0.2, ge=0, le=1, description="Judge gate: largest share of unscored items (call, parse, blank or absent) among judged ones."
     )
     gate_band_tolerance: float = Field(
         25.0, ge=0, description="Judge gate: W must lie within [-tol, 100 + tol]."
@@ -268,6 +270,19 @@ class AnalysisParams(StrictModel):
                 "counts the answers whose gold document was not retrieved, so CuBE = W x R@k would count "
                 "retrieval twice; use 'retrieved' (the paper's subset)")
         return self
+
+
+class AuditParams(StrictModel):
+    questions: int = Field(
+        40, ge=0, description="Questions sampled for the judge audit (0: off). Each gets two length-matched worse "
+        "probes (two of corrupted facts, the sibling's answer, another question's answer, in turn) and one not-worse probe "
+        "(padded, authority line, reordered, in turn), judged by every judge under the role 'audit'.",
+    )
+    min_pairs: int = Field(
+        10, ge=1, description="Scored (original, worse probe) pairs a judge needs before the audit may exclude "
+        "it; with fewer the gate gives no audit verdict (never an exclusion).",
+    )
+    seed: int = Field(0, description="Seed of the audit's question sample and probe choices.")
 
 
 class HumanParams(StrictModel):

@@ -195,6 +195,8 @@ def _system_figures(result: CubeResult, params: Params, top_n: int = 8) -> dict[
         "n_judges": len(result.jury_judges),
         "judges_used": result.jury_judges,
         "judges_excluded": result.excluded_judges,
+        "judge_evidence": {str(j): str(e) for j, e in result.cube_table["gate_evidence"].items()}
+        if "gate_evidence" in result.cube_table else {},
     }
 
 

@@ -392,12 +392,17 @@ def jury_summary(cube_table: pd.DataFrame) -> pd.DataFrame:
     """Mean and SD (ddof = 1) across judges of every numeric column (Table 4's last row),
     over the judges that passed the validity gate when the table has an `in_jury` column.
 
+    A column undefined (NaN) for a member of the jury is undefined for the jury (issue 20): the
+    mean of the others would be reported as the whole jury's (`n_judges` judges) when fewer stand
+    behind it, and the decision's weakest dimensions read these means.
+
     Returns a frame indexed `mean`, `sd` (SD is NaN with a single judge, everything NaN with
     none), with `n_judges`: how many judges the mean averages."""
     table = cube_table[cube_table["in_jury"].astype(bool)] if "in_jury" in cube_table else cube_table
-    skip = [c for c in cube_table if c.startswith(("flag_", "gate_")) or c in ("failure_rate", "judging_failed")]
+    skip = [c for c in cube_table if c.startswith(("flag_", "gate_")) or c in ("failure_rate", "judging_failed",
+                                                                              "content_blind")]
     num = table.select_dtypes(include="number").drop(columns=skip, errors="ignore")
-    out = pd.DataFrame({"mean": num.mean(), "sd": num.std(ddof=1)}).T
+    out = pd.DataFrame({"mean": num.mean(skipna=False), "sd": num.std(ddof=1, skipna=False)}).T
     out["n_judges"] = [len(table), np.nan]
     return out
 

@@ -111,7 +111,8 @@ def weight_causes(ranks: pd.DataFrame, correlations: pd.DataFrame) -> dict[str, 
 
 def evaluate(answers: pd.DataFrame, scores: pd.DataFrame, analysis_params: Any = None,
              top_n: int | None = None, *, judges: Sequence[str] | None = None,
-             dimensions: Sequence[str] | None = None) -> CubeResult:
+             dimensions: Sequence[str] | None = None, audit: pd.DataFrame | None = None,
+             audit_min_pairs: int = 10) -> CubeResult:
     """The whole CuBE computation for one system, so a notebook makes one call.
 
     `analysis_params` is a `cube.config.params.AnalysisParams` (defaults when None); `top_n` is the
@@ -119,8 +120,11 @@ def evaluate(answers: pd.DataFrame, scores: pd.DataFrame, analysis_params: Any =
     `judges` / `dimensions`: the configured ones, so a judge or dimension without any score row
     still gets its (NaN, flagged) rows. Scores are read on the full judge x set x dimension x
     question grid (questions: the rag questions of known retrieval outcome), so absent rows
-    count as unscored; each judge then passes or fails the validity gate (`cube.method.gate`)."""
+    count as unscored; each judge then passes or fails the validity gate (`cube.method.gate`), which
+    reads the judge audit's probe scores when given (`audit`: the input of `cube.method.audit`; None:
+    the audit did not run, and the gate says so)."""
     from cube.config.sections import AnalysisParams
+    from cube.method.audit import audit_summary
     from cube.method.bootstrap import bootstrap_cube
     from cube.method.gate import judge_gate
 
@@ -174,8 +178,9 @@ def evaluate(answers: pd.DataFrame, scores: pd.DataFrame, analysis_params: Any =
             for f in few:
                 table.at[f["judge"], "flags"] = "; ".join(m for m in [table.at[f["judge"], "flags"], f["message"]] if m)
         totals = weighted_totals(tm, weights)
+        summary = audit_summary(audit, ap.confidence) if audit is not None and len(audit) else None
         gate = judge_gate(grid, scores, table, effective_weight_table(tm, weights), totals, retrieved_ids, ap,
-                          ranks=ranks)
+                          ranks=ranks, audit=summary, audit_min_pairs=audit_min_pairs)
     table = table.join(gate)
     for w in caught:  # recorded in the result and still shown to the reader
         warnings.warn(w.message, CubeWarning, stacklevel=2)
@@ -232,7 +237,8 @@ def _all_retrieval_unknown(system: str, outcomes: Any, scores: pd.DataFrame, jud
                          flag_out_of_bounds=False, flag_inverted_bounds=False,
                          flags=[f"judge {j} · W: undefined: {cause}" for j in judges])
     gate = pd.DataFrame({c: np.nan for c in GATE_COLUMNS[1:]}, index=table.index).assign(
-        in_jury=False, excluded_reason=cause, judging_failed=False, gate_questions=0)
+        in_jury=False, excluded_reason=cause, judging_failed=False, gate_questions=0, gate_rank_applied=False,
+        content_blind=False, gate_evidence=cause)
     table = table.join(gate[GATE_COLUMNS[1:]])
     flags = pd.DataFrame([{"judge": j, "dimension": "W", "code": "retrieval_unknown", "message": m}
                           for j, m in zip(judges, table["flags"], strict=True)], columns=FLAG_COLUMNS)
@@ -288,11 +294,14 @@ def _fallback_flags(flags: pd.DataFrame, causes: dict[str, str]) -> pd.DataFrame
 
 def evaluate_systems(answers: pd.DataFrame, scores: pd.DataFrame, analysis_params: Any = None,
                      top_n: Mapping[str, int] | int | None = None, *, judges: Sequence[str] | None = None,
-                     dimensions: Sequence[str] | None = None) -> dict[str, CubeResult]:
-    """`evaluate` for every system of the tables (several systems or versions in one run)."""
+                     dimensions: Sequence[str] | None = None, audit: pd.DataFrame | None = None,
+                     audit_min_pairs: int = 10) -> dict[str, CubeResult]:
+    """`evaluate` for every system of the tables (several systems or versions in one run); `audit`:
+    the judge audit's probe scores, one audit of the judges for every system."""
     out = {}
     for system in sorted(answers["system"].dropna().unique()):
         n = top_n.get(system) if isinstance(top_n, Mapping) else top_n
         out[system] = evaluate(answers[answers["system"] == system], scores[scores["system"] == system],
-                               analysis_params, n, judges=judges, dimensions=dimensions)
+                               analysis_params, n, judges=judges, dimensions=dimensions, audit=audit,
+                               audit_min_pairs=audit_min_pairs)
     return out

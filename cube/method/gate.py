@@ -1,37 +1,40 @@
-"""The judge validity gate: which judges count in the jury mean and the verdict (issue 9 item 3).
+"""The judge validity gate: which judges count in the jury mean and the verdict (issues 9 and 20).
 
-A judge counts only if, on this run,
+A judge counts only if, on this run, every test that has the data to decide says it reads the
+content. A test without the data to decide is reported, never a cause of exclusion:
 
-(a) it **discriminates**: its full-set weighted total exceeds its zero-set one credibly. Per
-    question of the evaluation subset, the weighted total `T(q) = sum_d w_d s_d(q)` (the
-    weights W uses) of the full and zero answers are compared with a one-sided Wilcoxon
-    signed-rank test (`scipy.stats.wilcoxon`, alternative `greater`) at
-    `analysis.gate_alpha` (default 0.05, the conventional level: a judge that ignores the
-    answer passes it 5 % of the time, and then usually fails (c)); AND the separation of the
-    trimmed-mean totals `T_full - T_zero` (the denominator of W) is at least
-    `analysis.gate_min_separation` points of the 0-10 scale (default 0.5: half of the
-    smallest step of an integer judge, so W is never a ratio of rounding noise; the paper's
-    judges separate the bounds by 2-5 points);
-(a') its rag-set score **follows the retrieval outcome**: the one-sided Pearson test of the
-    per-question rag total against `rank_score` (all questions of known retrieval) at the same
-    level. The total uses weights fixed before looking at the data: equal weights over the
-    judge's scored dimensions under `weights: rank_correlation` (W's own weights are derived
-    from these very correlations, so testing with them would be optimistic: a judge that
-    ignores the answer then passed (a') in 23.6 % of seeded runs instead of the nominal 5 %),
-    W's weights under `equal` / `custom`. Measured by `benchmarks/random_judge_admission.py`
-    (`--runs 150`, 60 questions): a random judge passes (a') in 7.5 % of the 106 runs where its
-    W is defined (23.6 % before) and enters the jury in 0.7 % of the runs (1 of 150; 2.0 % before). Not applied
-    when `rank_score` is constant: no correlation exists, see the flags;
-(b) its call + parse **failure rate** (`error_kind` `call` / `parse` among the rows it was
-    asked to judge; rows `skipped` for a missing answer are not its failures) is at most
-    `analysis.gate_max_failure_rate` (default 0.2: above that the surviving questions are a
-    selection, not the question set). Without an `error_kind` column the share of unscored
-    (NaN or absent) items is used;
-(c) its **W stays in a sane band**, [-tol, 100 + tol] with tol = `analysis.gate_band_tolerance`
-    (default 25 points: a real system can sit a little outside its bounds, a judge whose
-    W is far outside them is measuring noise over a tiny denominator), and W is defined.
+(a) it **separates the bounds**: per question, the mean full - zero difference over the
+    dimensions scored in both sets (equal weights: rank-correlation weights are noise when the
+    ranks carry no signal, e.g. a perfect retriever; each dimension is paired on its own, so a
+    parse failure in one dimension no longer drops the question), one-sided Wilcoxon signed-rank test
+    (`scipy.stats.wilcoxon`, alternative `greater`) at `analysis.gate_alpha` (default 0.05) on
+    every question of known retrieval (the full and zero answers do not depend on retrieval).
+    `analysis.gate_min_separation` (default 0: off) is an optional floor on the trimmed-mean
+    separation `T_full - T_zero`; by default the test decides, not a point threshold;
+(b) its rag-set score **follows retrieval**, where that test has power: the one-sided
+    Mann-Whitney test that the rag total (equal weights under `weights: rank_correlation`, whose
+    weights come from these very correlations; W's weights otherwise) of questions whose gold
+    document was retrieved exceeds that of the missed ones, applied only with at least
+    `RANK_TEST_MIN_GROUP` questions in each group. With fewer misses (a good or perfect
+    retriever) it is reported (`gate_rank_r`: rank-biserial r, `gate_rank_p_value`), not applied;
+(c) its scores **vary within a set**: a judge that gives, in every dimension, one score to all
+    (at least `VARY_MIN_QUESTIONS`) questions of a set, e.g. full = 10, zero = 0, rag = 7
+    whatever the answer, is content-blind;
+(d) it **passes the audit** (`cube.method.audit.audit_verdict`): correct answers beat their
+    length-matched corrupted twins beyond chance. Without probe scores (audit off, `evaluate` on
+    tables alone) or with too few pairs there is no audit verdict: `gate_evidence` says so and
+    the gate never excludes for it;
+(e) its **failure rate** is at most `analysis.gate_max_failure_rate` (default 0.2: above that the
+    surviving questions are a selection): among its items of the judge x set x dimension x
+    question grid, every item without a score is a failure (a `call` or `parse` error, a blank
+    `error_kind`, an absent row), except rows `skipped` for a missing answer (not its failures);
+(f) its **W is defined and stays in a sane band**, [-tol, 100 + tol] with tol =
+    `analysis.gate_band_tolerance` (default 25 points).
 
-Excluded judges keep their rows everywhere, with `in_jury` False and `excluded_reason`.
+Operating characteristics measured by `benchmarks/gate_operating.py` (judges simulated from the
+paper's Table 2 bounds and content-blind ones; the table is in README "How to read the
+decision"). Excluded judges keep their rows everywhere, with `in_jury` False and an
+`excluded_reason` naming the evidence.
 """
 
 from __future__ import annotations
@@ -43,9 +46,13 @@ import pandas as pd
 from scipy import stats
 
 from cube.config.schema import require_columns
+from cube.method.audit import audit_verdict
 
 GATE_COLUMNS = ["judge", "in_jury", "excluded_reason", "judging_failed", "gate_p_value", "gate_separation",
-                "gate_questions", "gate_rank_r", "gate_rank_p_value", "failure_rate"]
+                "gate_questions", "gate_rank_r", "gate_rank_p_value", "gate_rank_applied", "failure_rate",
+                "content_blind", "gate_evidence"]
+RANK_TEST_MIN_GROUP = 20  # questions per group (retrieved, missed) before the retrieval test may exclude
+VARY_MIN_QUESTIONS = 5  # scored questions in a set before "one score for all" means content-blind
 
 
 def failure_rates(scores: pd.DataFrame, by_dimension: bool = False) -> pd.DataFrame:
@@ -75,93 +82,129 @@ def failure_rates(scores: pd.DataFrame, by_dimension: bool = False) -> pd.DataFr
 
 
 def failure_table(scores: pd.DataFrame, grid: pd.DataFrame, judges: list[Any]) -> pd.DataFrame:
-    """Per judge: `rows`, `judged`, `call_failures`, `parse_failures`, `failure_rate`, `scored_items`,
-    `by_kind` (False without an `error_kind` column: the rate is then the share of unscored items)."""
-    scored = grid.groupby("judge")["score"].apply(lambda s: int(s.notna().sum()))
-    if "error_kind" in scores and len(scores):
-        fr = failure_rates(scores).set_index("judge")
-        out = pd.DataFrame(index=pd.Index(judges, name="judge"))
-        out["rows"] = fr["n"].reindex(out.index).fillna(0).astype(int)
-        out["judged"] = (fr["n"] - fr["skipped"]).reindex(out.index).fillna(0).astype(int)
-        out["call_failures"] = fr["call_failures"].reindex(out.index).fillna(0).astype(int)
-        out["parse_failures"] = fr["parse_failures"].reindex(out.index).fillna(0).astype(int)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out["failure_rate"] = (out["call_failures"] + out["parse_failures"]) / out["judged"].where(
-                out["judged"] > 0)
+    """Per judge, over its items of the score grid (`cube.method.analysis.score_grid`): `rows`,
+    `skipped` (answer missing: not its failure), `judged`, `call_failures`, `parse_failures`,
+    `other_failures` (unscored with a blank `error_kind`, or absent), `failure_rate` (failures of
+    the judged items), `scored_items`, `by_kind` (False without an `error_kind` column: then every
+    unscored item counts as a failure of unknown kind)."""
+    keys = ["judge", "set", "dimension", "question_id"]
+    by_kind = "error_kind" in scores and len(scores) > 0
+    g = grid[keys + ["score"]]
+    if by_kind:
+        kind = scores[keys].assign(kind=scores["error_kind"].fillna("").astype(str))
+        kind = kind[kind["kind"] != ""].drop_duplicates(keys)
+        g = g.merge(kind, on=keys, how="left")
+        k = g["kind"].fillna("")
     else:
-        size = grid.groupby("judge")["score"].size()
-        out = pd.DataFrame(index=pd.Index(judges, name="judge"))
-        out["rows"] = size.reindex(out.index).fillna(0).astype(int)
-        out["judged"] = out["rows"]
-        out["call_failures"] = 0
-        out["parse_failures"] = 0
-        out["failure_rate"] = 1 - scored.reindex(out.index).fillna(0) / out["rows"].where(out["rows"] > 0)
-    out["by_kind"] = "error_kind" in scores and len(scores) > 0
-    out["scored_items"] = scored.reindex(out.index).fillna(0).astype(int)
+        k = pd.Series("", index=g.index)
+    unscored = g["score"].isna()
+    tmp = pd.DataFrame({"judge": g["judge"], "scored": ~unscored, "skipped": unscored & (k == "skipped"),
+                        "call": unscored & (k == "call"), "parse": unscored & (k == "parse")})
+    tmp["other"] = unscored & ~tmp["skipped"] & ~tmp["call"] & ~tmp["parse"]
+    agg = tmp.groupby("judge").agg(rows=("scored", "size"), scored_items=("scored", "sum"),
+                                   skipped=("skipped", "sum"), call_failures=("call", "sum"),
+                                   parse_failures=("parse", "sum"), other_failures=("other", "sum"))
+    out = agg.reindex(pd.Index(judges, name="judge")).fillna(0).astype(int)
+    out["judged"] = out["rows"] - out["skipped"]
+    failures = out["call_failures"] + out["parse_failures"] + out["other_failures"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["failure_rate"] = failures / out["judged"].where(out["judged"] > 0)
+    out["by_kind"] = by_kind
     return out
 
 
-def _rank_test(grid: pd.DataFrame, judge: Any, weights: pd.Series, ranks: pd.DataFrame) -> tuple[float, float]:
-    """Pearson r and one-sided p of the weighted rag total against rank_score (NaN if undefined)."""
-    qt = _question_totals(grid, judge, weights, None, sets=("rag",))
-    rs = ranks.set_index("question_id")["rank_score"].astype(float)
-    both = pd.DataFrame({"t": qt["rag"], "rs": rs.reindex(qt.index)}).dropna()
-    if len(both) < 3 or both["rs"].nunique() < 2 or both["t"].nunique() < 2:
-        return float("nan"), float("nan")
-    res = stats.pearsonr(both["rs"], both["t"], alternative="greater")
-    return float(res.statistic), float(res.pvalue)
+def _failure_counts(f: pd.Series, sep: str = ", ") -> str:
+    if not f["by_kind"]:
+        return f"{int(f['judged'] - f['scored_items'])} of {int(f['judged'])} items unscored or absent"
+    return (f"{int(f['call_failures'])} call{sep}{int(f['parse_failures'])} parse{sep}{int(f['other_failures'])} "
+            f"absent or unexplained{' failures' if sep != ', ' else ''} of {int(f['judged'])} judgments")
+
+
+def _wide(grid: pd.DataFrame, judge: Any, dims: pd.Index) -> pd.DataFrame:
+    g = grid[(grid["judge"] == judge) & grid["dimension"].isin(dims)]
+    return g.set_index(["question_id", "dimension", "set"])["score"].unstack("set")
+
+
+def _weighted(values: pd.Series, weights: pd.Series) -> pd.Series:
+    """Per question, the weighted mean of the dimensions present (weights renormalised over them)."""
+    values = values.dropna()
+    w = pd.Series(values.index.get_level_values("dimension").map(weights).to_numpy(float), index=values.index)
+    num = (values * w).groupby(level="question_id").sum()
+    den = w.groupby(level="question_id").sum()
+    return (num / den.where(den > 0)).dropna()
+
+
+def bounds_test(grid: pd.DataFrame, judge: Any, weights: pd.Series) -> tuple[float, int]:
+    """One-sided Wilcoxon p (full > zero) of the per-question weighted difference, each dimension
+    paired on its own, and the number of questions it uses (p = 1 when every difference is 0)."""
+    wide = _wide(grid, judge, weights.index)
+    if not {"full", "zero"} <= set(wide.columns):
+        return float("nan"), 0
+    d = _weighted(wide["full"] - wide["zero"], weights)
+    nonzero = d[np.abs(d) > 1e-12].to_numpy(float)
+    return (float(stats.wilcoxon(nonzero, alternative="greater").pvalue) if len(nonzero) else 1.0), len(d)
+
+
+def retrieval_test(grid: pd.DataFrame, judge: Any, weights: pd.Series,
+                   ranks: pd.DataFrame) -> tuple[float, float, int, int]:
+    """(rank-biserial r, one-sided Mann-Whitney p, n retrieved, n missed) of the rag total of
+    questions whose gold document was retrieved against the missed ones (NaN when a group is empty)."""
+    wide = _wide(grid, judge, weights.index)
+    if "rag" not in wide:
+        return float("nan"), float("nan"), 0, 0
+    t = _weighted(wide["rag"], weights)
+    hit = ranks.set_index("question_id")["retrieved"].reindex(t.index)
+    a, b = t[hit.eq(True)].to_numpy(float), t[hit.eq(False)].to_numpy(float)
+    if not len(a) or not len(b):
+        return float("nan"), float("nan"), len(a), len(b)
+    res = stats.mannwhitneyu(a, b, alternative="greater")
+    return float(2 * res.statistic / (len(a) * len(b)) - 1), float(res.pvalue), len(a), len(b)
+
+
+def constant_sets(grid: pd.DataFrame, judge: Any) -> list[str]:
+    """The sets in which the judge gives one score to all (>= VARY_MIN_QUESTIONS) questions in every dimension."""
+    g = grid[(grid["judge"] == judge)].dropna(subset=["score"])
+    out = []
+    for set_, s in g.groupby("set", sort=False):
+        per_dim = s.groupby("dimension")["score"].agg(["nunique", "size"])
+        if len(per_dim) and (per_dim["size"] >= VARY_MIN_QUESTIONS).all() and (per_dim["nunique"] <= 1).all():
+            out.append(f"{set_} = {s['score'].iloc[0]:g}")
+    return out
 
 
 def _rank_test_weights(grid: pd.DataFrame, judge: Any, w: pd.Series, ap: Any) -> pd.Series:
-    """Weights of the rank test (a'), independent of the correlations it tests: equal over the
+    """Weights of the retrieval test (b), independent of the correlations it tests: equal over the
     judge's dimensions with a rag-set score under rank-correlation weights, else W's weights."""
-    if getattr(ap, "weights", "rank_correlation") != "rank_correlation":
+    if getattr(ap, "weights", "rank_correlation") != "rank_correlation" and len(w):
         return w
     g = grid[(grid["judge"] == judge) & (grid["set"] == "rag")]
     dims = [d for d, s in g.groupby("dimension", sort=False)["score"] if s.notna().any()]
     return pd.Series(1.0 / len(dims), index=pd.Index(dims, name="dimension")) if dims else w
 
 
-def _question_totals(grid: pd.DataFrame, judge: Any, weights: pd.Series, qids: set[Any] | None,
-                     sets: tuple[str, ...] = ("zero", "full")) -> pd.DataFrame:
-    g = grid[(grid["judge"] == judge) & grid["dimension"].isin(weights.index)]
-    if qids is not None:
-        g = g[g["question_id"].isin(qids)]
-    wide = g.pivot_table(index="question_id", columns=["set", "dimension"], values="score", aggfunc="first",
-                         dropna=False)
-    out = {}
-    for s in sets:
-        part = wide[s] if s in wide.columns.get_level_values(0) else pd.DataFrame(index=wide.index)
-        part = part.reindex(columns=list(weights.index))
-        complete = part.notna().all(axis=1)
-        out[s] = (part.fillna(0.0) * weights.to_numpy(float)).sum(axis=1).where(complete)
-    return pd.DataFrame(out).dropna()
-
-
-def _failure_counts(f: pd.Series, sep: str = ", ") -> str:
-    if not f["by_kind"]:
-        return f"{int(f['rows'] - f['scored_items'])} of {int(f['rows'])} items unscored or absent"
-    return (f"{int(f['call_failures'])} call{sep}{int(f['parse_failures'])} parse"
-            f"{' failures' if sep != ', ' else ''} of {int(f['judged'])} judgments")
-
-
 def judge_gate(grid: pd.DataFrame, scores: pd.DataFrame, cube_table: pd.DataFrame, effective: pd.DataFrame,
                totals: pd.DataFrame, evaluation_questions: set[Any] | None, ap: Any,
-               ranks: pd.DataFrame | None = None) -> pd.DataFrame:
+               ranks: pd.DataFrame | None = None, audit: pd.DataFrame | None = None,
+               audit_min_pairs: int = 10) -> pd.DataFrame:
     """The gate's decision per judge (module docstring). `grid`: `cube.method.analysis.score_grid`;
-    `effective`: `judge, dimension, effective_weight`; `totals`: `judge, set, weighted_total`."""
+    `effective`: `judge, dimension, effective_weight`; `totals`: `judge, set, weighted_total`;
+    `audit`: `cube.method.audit.audit_summary` (None: the audit did not run). `evaluation_questions`
+    is kept for callers; the bounds test uses every question of the grid."""
     judges = list(cube_table.index)
     fails = failure_table(scores, grid, judges)
     tot = totals.set_index(["judge", "set"])["weighted_total"]
+    aud = audit.set_index("judge") if audit is not None and len(audit) else None
+    present = set(scores["judge"].unique()) if "judge" in scores else set()
     rows = []
     for judge in judges:
         reasons: list[str] = []
+        evidence: list[str] = []
         failed = False
         f = fails.loc[judge]
         rate = float(f["failure_rate"]) if np.isfinite(f["failure_rate"]) else float("nan")
         if f["scored_items"] == 0:
             failed = True
-            if f["rows"] == 0:
+            if judge not in present:
                 reasons.append(f"judge {judge} has no scores (no score rows for this system)")
             else:
                 reasons.append(f"judge {judge} has no scores ({_failure_counts(f, ' and ')})")
@@ -170,34 +213,54 @@ def judge_gate(grid: pd.DataFrame, scores: pd.DataFrame, cube_table: pd.DataFram
             reasons.append(f"failure rate {rate:.0%} > {ap.gate_max_failure_rate:.0%} ({_failure_counts(f)})")
         w = effective[effective["judge"] == judge].set_index("dimension")["effective_weight"]
         w = w[w.fillna(0) > 0]
-        p_value, sep, nq, rank_r, rank_p = float("nan"), float("nan"), 0, float("nan"), float("nan")
+        p_value, sep, nq, rank_r, rank_p, applied = float("nan"), float("nan"), 0, float("nan"), float("nan"), False
+        blind = False
         W = float(cube_table.at[judge, "weighted_score"])
         if not failed:
+            flat = constant_sets(grid, judge)
+            if flat:
+                blind = True
+                reasons.append(f"content-blind: its scores do not vary within a set ({', '.join(flat)} for every "
+                               "question and dimension)")
+            row = aud.loc[judge] if aud is not None and judge in aud.index else None
+            verdict, said = audit_verdict(row, ap.gate_alpha, audit_min_pairs)
+            evidence.append(said if verdict is not True else "audit: failed")
+            if verdict:
+                blind = True
+                reasons.append(said)
+            dims = sorted(set(grid.loc[grid["judge"] == judge, "dimension"]))
+            tw = pd.Series(1.0, index=pd.Index(dims, name="dimension"))  # equal: W's weights may be noise
+            sep = float(tot.get((judge, "full"), np.nan) - tot.get((judge, "zero"), np.nan))
+            p_value, nq = bounds_test(grid, judge, tw)
+            evidence.append(f"bounds test on {nq} questions")
+            floor = ap.gate_min_separation
+            if not p_value < ap.gate_alpha or (floor > 0 and not sep >= floor):
+                reasons.append(f"does not separate the bounds: one-sided Wilcoxon p = {p_value:.3g} on {nq} "
+                               f"questions (level {ap.gate_alpha:g}), full - zero = {sep:.2f} points"
+                               + (f" (minimum {floor:g})" if floor > 0 else ""))
+            if ranks is not None:
+                rank_r, rank_p, n_hit, n_miss = retrieval_test(grid, judge, _rank_test_weights(grid, judge, w, ap),
+                                                               ranks)
+                applied = min(n_hit, n_miss) >= RANK_TEST_MIN_GROUP
+                if applied:
+                    evidence.append(f"retrieval test on {n_hit} retrieved and {n_miss} missed questions")
+                    if not rank_p < ap.gate_alpha:
+                        reasons.append(f"its rag-set score does not follow retrieval: rag total of {n_hit} retrieved "
+                                       f"vs {n_miss} missed questions, rank-biserial r = {rank_r:.2f}, one-sided "
+                                       f"Mann-Whitney p = {rank_p:.3g} (level {ap.gate_alpha:g})")
+                else:
+                    evidence.append(f"retrieval test not applied ({n_hit} retrieved, {n_miss} missed; "
+                                    f"{RANK_TEST_MIN_GROUP} of each needed)")
             if len(w) == 0 or not np.isfinite(W):
                 cause = str(cube_table.at[judge, "flags"]) if "flags" in cube_table else ""
                 reasons.append("W undefined" + (f" ({cause})" if cause else ""))
             else:
-                sep = float(tot.get((judge, "full"), np.nan) - tot.get((judge, "zero"), np.nan))
-                qt = _question_totals(grid, judge, w, evaluation_questions)
-                nq = len(qt)
-                diff = (qt["full"] - qt["zero"]).to_numpy(float)
-                nonzero = diff[np.abs(diff) > 1e-12]
-                p_value = float(stats.wilcoxon(nonzero, alternative="greater").pvalue) if len(nonzero) else 1.0
-                if not (p_value < ap.gate_alpha and sep >= ap.gate_min_separation):
-                    reasons.append(f"does not separate the bounds credibly: full - zero = {sep:.2f} points "
-                                   f"(minimum {ap.gate_min_separation:g}), one-sided Wilcoxon p = {p_value:.3g} "
-                                   f"on {nq} questions (level {ap.gate_alpha:g})")
-                if ranks is not None:
-                    rank_r, rank_p = _rank_test(grid, judge, _rank_test_weights(grid, judge, w, ap), ranks)
-                    if np.isfinite(rank_p) and not rank_p < ap.gate_alpha:
-                        reasons.append(f"its weighted rag-set score does not follow retrieval: Pearson r with "
-                                       f"rank_score = {rank_r:.2f}, one-sided p = {rank_p:.3g} (level {ap.gate_alpha:g})")
                 tol = ap.gate_band_tolerance
                 if not -tol <= W <= 100 + tol:
                     reasons.append(f"W = {W:.1f} outside the sane band [{-tol:g}, {100 + tol:g}]")
         rows.append({"judge": judge, "in_jury": not reasons, "excluded_reason": "; ".join(reasons),
                      "judging_failed": failed, "gate_p_value": p_value, "gate_separation": sep,
                      "gate_questions": nq, "gate_rank_r": rank_r, "gate_rank_p_value": rank_p,
-                     "failure_rate": rate})
+                     "gate_rank_applied": applied, "failure_rate": rate, "content_blind": blind,
+                     "gate_evidence": "; ".join(evidence)})
     return pd.DataFrame(rows, columns=GATE_COLUMNS).set_index("judge")
-

@@ -71,6 +71,8 @@ def decision_markdown(decision: dict[str, Any]) -> str:
                      + (", ".join(esc(j) for j in used) or "none") + ".")
         for j, why in (decision.get("judges_excluded") or {}).items():
             lines.append(f"- excluded: {esc(j)} ({esc(why)})")
+        for j, evidence in (decision.get("judge_evidence") or {}).items():  # what the gate read (issue 20)
+            lines.append(f"- evidence for {esc(j)}: {esc(evidence)}")
         lines.append("")
     if decision.get("synthetic_data"):
         lines += [f"> {esc(decision['synthetic_data'])}", ""]

@@ -14,6 +14,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from cube.config.params import Params
 from cube.method.analysis import CubeWarning
 from cube.method.evaluation import CubeResult, evaluate_systems
@@ -50,9 +52,11 @@ def evaluate_run(run: Run, *, bootstrap: bool = True) -> dict[str, CubeResult]:
         except Exception:  # noqa: BLE001 - an unreadable cache entry is recomputed
             pass
     answers, scores = run.load("answers"), run.load("scores", ANALYSIS_SCORE_COLUMNS)
+    audit = audit_probe_scores(run, scores)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CubeWarning)  # shown by the notebooks from result.warnings
-        results = evaluate_systems(answers, scores, ap, top_n, judges=judges, dimensions=dims)
+        results = evaluate_systems(answers, scores, ap, top_n, judges=judges, dimensions=dims, audit=audit,
+                                   audit_min_pairs=run.params.audit.min_pairs)
     out = {s.name: results[s.name] for s in run.params.systems if s.name in results}  # params order
     cached.parent.mkdir(parents=True, exist_ok=True)
     tmp = cached.with_suffix(f".tmp{os.getpid()}")
@@ -69,6 +73,20 @@ ANALYSIS_SCORE_COLUMNS = ("question_id", "system", "set", "judge", "dimension", 
 
 
 
+def audit_probe_scores(run: Run, scores: pd.DataFrame) -> pd.DataFrame | None:
+    """The judge audit's probe scores with the primary system's full-set scores as originals
+    (`cube.method.audit.probe_table`); None when the audit did not run (no data/audit_scores, or empty)."""
+    from cube.method.audit import probe_table
+
+    if not run.has("audit_scores"):
+        return None
+    probes = run.load("audit_scores")
+    if probes.empty:
+        return None
+    return probe_table(pd.concat([scores, probes[list(ANALYSIS_SCORE_COLUMNS)]], ignore_index=True), probes,
+                       run.params.systems[0].name)
+
+
 def evaluation_cache_dir(run: Run) -> Path:
     """Where `evaluate_run` keeps its results: beside the call cache, outside every run folder."""
     return run.paths.cache.parent / "evaluations"
@@ -76,7 +94,7 @@ def evaluation_cache_dir(run: Run) -> Path:
 
 def _evaluation_key(run: Run, ap: Any, judges: list[str], dims: list[str], top_n: dict[str, int]) -> str:
     h = hashlib.sha256()
-    for name in ("answers", "scores"):
+    for name in ("answers", "scores", *(("audit_scores",) if run.has("audit_scores") else ())):
         with run.data_path(name).open("rb") as f:
             for block in iter(lambda: f.read(1 << 20), b""):  # noqa: B023 - f is bound for the loop
                 h.update(block)

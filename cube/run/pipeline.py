@@ -132,17 +132,65 @@ def scores_stage(run: Run) -> pd.DataFrame:
     dimensions = load_dimensions(run.params, base_dir=run.base_dir)
     scores = score_answers(answers, judges, dimensions, corpus, questions=questions)
     run.save("scores", scores)
+    audit = audit_stage(run, judges, dimensions, corpus, questions, answers)
     # calls in flight reached (issue 15), per judge with an endpoint; always written, so that a re-run
     # whose calls were all cached does not keep the previous run's figures (record() merges keys)
     concurrency = {j.name: j.model.concurrency_record() for j in judges if hasattr(j.model, "concurrency_record")}
     pilots = [j.pilot_report for j in judges if j.pilot_report]
     run.record(scores=len(scores), scores_unscored=int(scores["score"].isna().sum()), judge_concurrency=concurrency,
-               judge_pilot={p["judge"]: {k: v for k, v in p.items() if k != "judge"} for p in pilots})
+               judge_pilot={p["judge"]: {k: v for k, v in p.items() if k != "judge"} for p in pilots},
+               audit_judgments=len(audit), audit_share_of_judgments=round(len(audit) / max(len(scores), 1), 4))
     for p in pilots:
         if p["decision"] == "stopped":
             warnings.warn(f"{p['reason']}; {p['calls_not_sent']} calls not sent (set judges[].insist: true to send "
                           f"them anyway). Replies: {p['examples']}", stacklevel=2)
     return scores
+
+
+AUDIT_COLUMNS = ("question_id", "system", "set", "judge", "dimension", "sample", "score", "error_kind", "probe",
+                 "expect")
+
+
+def audit_stage(run: Run, judges: list[Any], dimensions: list[Any], corpus: pd.DataFrame, questions: pd.DataFrame,
+                answers: pd.DataFrame) -> pd.DataFrame:
+    """The judge audit (issue 20): probes of the primary system's full answers (`cube.systems.probes`)
+    judged by every judge, their accounting under the role 'audit'; saved as data/audit_scores
+    (empty with `audit.questions: 0`)."""
+    from cube.judges import score_answers
+    from cube.systems.probes import build_probes
+
+    a = run.params.audit
+    full = answers[(answers["system"] == primary_system(run)) & (answers["set"] == "full")]
+    probes = build_probes(full, corpus, questions, a.questions, a.seed, run.params.lang)
+    if probes.empty:
+        out = pd.DataFrame({c: pd.Series(dtype=float if c == "score" else object) for c in AUDIT_COLUMNS})
+    else:
+        out = score_answers(probes.drop(columns=["probe", "expect"]), judges, dimensions, corpus, questions=questions)
+        if "role" in out:
+            out["role"] = "audit"
+        out = out.merge(probes[["question_id", "system", "probe", "expect"]], on=["question_id", "system"])
+    run.save("audit_scores", out)
+    return out
+
+
+def audit_report(run: Run) -> pd.DataFrame:
+    """Per judge: the audit's figures (`cube.method.audit.audit_summary`), its verdict for the gate and
+    whether the judge is in the primary system's jury (notebook 11). Empty when the audit did not run."""
+    from cube.method.audit import audit_summary, audit_verdict
+    from cube.run.evaluate import audit_probe_scores
+
+    run.require("scores")
+    probes = audit_probe_scores(run, run.load("scores", ANALYSIS_SCORE_COLUMNS))
+    if probes is None:
+        return pd.DataFrame(columns=["judge", "audit"])
+    summary = audit_summary(probes, run.params.analysis.confidence)
+    a, ap = run.params.audit, run.params.analysis
+    verdicts = [audit_verdict(row, ap.gate_alpha, a.min_pairs) for _, row in summary.iterrows()]
+    summary["content_blind"] = [v for v, _ in verdicts]
+    summary["audit"] = [why for _, why in verdicts]
+    table = evaluate_run(run, bootstrap=False)[primary_system(run)].cube_table
+    summary["in_jury"] = summary["judge"].map(table["in_jury"]) if "in_jury" in table else None
+    return summary.set_index("judge")
 
 
 def bound_answerer_note(params: Params) -> str:
@@ -257,7 +305,8 @@ def decision(run: Run, results: dict[str, CubeResult]) -> dict[str, Any]:
     run.record(decision=out, cube_score=out["cube_score"], recall_at_k=out["recall_at_k"],
                weighted_score=out["weighted_score"], verdict=out["verdict"], verdict_label=out["verdict_label"],
                provisional=out["provisional"],
-               withheld_reasons=out["withheld_reasons"], judging_failed=out["judging_failed"])
+               withheld_reasons=out["withheld_reasons"], judging_failed=out["judging_failed"],
+               audit=_audit_record(run))
     return out
 
 
@@ -299,6 +348,18 @@ def _attach_human(decision: dict[str, Any], heads: dict[str, dict[str, Any]]) ->
     decision["human_calibrated"] = heads.get(str(decision.get("system"))) or {}
     decision["human_sentence"] = human_sentence(decision["human_calibrated"])
     return decision
+
+
+def _audit_record(run: Run) -> dict[str, Any]:
+    """`results.json` `audit`: per judge its discrimination, biases and verdict (`ran: false` when it did not run)."""
+    report = audit_report(run)
+    if report.empty:
+        return {"ran": False}
+    keep = ["pairs", "discrimination", "discrimination_lo", "discrimination_hi", "discrimination_p_value",
+            "verbosity_bias", "authority_bias", "order_bias", "leniency", "modal_share", "content_blind", "audit"]
+    import json
+
+    return {"ran": True, "judges": json.loads(report[keep].to_json(orient="index"))}  # NaN as null, plain types
 
 
 def _diagnosis(run: Run, results: dict[str, CubeResult]) -> dict[str, Any]:

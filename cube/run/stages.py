@@ -52,7 +52,7 @@ STAGES: dict[str, Stage] = {
     "02_qa_sets": Stage(("lang", "models", "questions", "answerer", "systems", "diagnostics.refusal_*"),
                         ("01_dataset_prep",),
                         ("questions", "answers", "questions_failed", "refusal_answers")),
-    "03_scoring_sets": Stage(("models", "dimensions", "judges"), ("02_qa_sets",), ("scores",)),
+    "03_scoring_sets": Stage(("models", "dimensions", "judges", "audit"), ("02_qa_sets",), ("scores", "audit_scores")),
     "04_rank_correlation": Stage(("analysis",), ("03_scoring_sets",)),
     "05_bounds_and_weights": Stage(("analysis",), ("03_scoring_sets",)),
     "06_cube_score": Stage(("analysis", "diagnostics"), ("03_scoring_sets",)),  # the decision states the diagnosis
@@ -60,6 +60,7 @@ STAGES: dict[str, Stage] = {
     "08_bleu_rouge": Stage(("lang", "lexical", "human"), ("03_scoring_sets",), ("lexical",)),
     "09_compare": Stage(("analysis",), ("03_scoring_sets",)),
     "10_diagnostics": Stage(("analysis", "diagnostics"), ("03_scoring_sets", "06_cube_score")),  # reads 06's sweep reading
+    "11_judge_audit": Stage(("audit", "analysis"), ("03_scoring_sets",)),
 }
 # Sections no stage's data depend on: the report's title, where outputs go.
 NOT_STAGE_INPUTS = ("run", "title", "outputs_dir", "cache_path")

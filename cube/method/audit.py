@@ -1,0 +1,189 @@
+"""The judge audit by counterfactual probes (issue 20): does a judge read the content, and how is it biased?
+
+Input, **probe scores** (one row per audit question, judge, probe and dimension): `question_id`,
+`judge`, `probe` (`original` = the full answer as written; a probe kind below), `expect`
+(`same` for the original, `worse` or `not_worse`: known by construction), `dimension`, `score`
+(0-10, NaN = unscored). A probe's score on a question is the mean of its scored dimensions.
+
+- *worse* probes: `corrupted_facts` (numbers and names replaced by a sibling item's),
+  `sibling_answer` (the answer of the gold document's near-duplicate sibling), `other_question`
+  (an answer to another question) are **length-matched**: a judge that reads only the length
+  cannot tell them from the original, so the discrimination test uses them alone; `empty` and
+  `truncated` are reported apart (a judge failing even these is blind, but length finds them).
+- *not worse* probes: `padded` (courtesy sentences, the question restated), `authority` (an
+  authority line), `reordered` (sentences in another order).
+
+Per judge (`audit_summary`): **discrimination**, the share of (original, length-matched worse)
+pairs in which the original scores strictly higher, ties counting half, with a Wilson interval,
+and the one-sided Wilcoxon signed-rank test (`scipy.stats.wilcoxon`) that the original scores
+above its worse twins, on one value per question (its pairs share the original: the mean
+difference), questions whose pairs all tie dropped; **verbosity, authority and order bias**, the mean score of the padded /
+authority / reordered probe minus its original, in points, with a t interval; **leniency**, the
+judge's mean over every probe minus the mean of all judges on the same items; **clustering**,
+the share of its modal score. `audit_verdict` turns that into the gate's evidence: a judge with
+at least `min_pairs` pairs is content-blind when its scores never change with the content (every
+pair tied) or when the signed-rank test is not significant at `alpha`; with fewer pairs (or no audit)
+there is no verdict, never an exclusion.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from cube.config.schema import SchemaError, require_columns
+
+PROBE_REQUIRED = ("question_id", "judge", "probe", "expect", "dimension", "score")
+LENGTH_MATCHED_WORSE = ("corrupted_facts", "sibling_answer", "other_question")
+OTHER_WORSE = ("empty", "truncated")
+NOT_WORSE = ("padded", "authority", "reordered")
+BIAS = {"padded": "verbosity_bias", "authority": "authority_bias", "reordered": "order_bias"}
+EXPECT = {"original": "same", **{k: "worse" for k in (*LENGTH_MATCHED_WORSE, *OTHER_WORSE)},
+          **{k: "not_worse" for k in NOT_WORSE}}
+AUDIT_COLUMNS = ["judge", "pairs", "wins", "ties", "losses", "discrimination", "discrimination_lo",
+                 "discrimination_hi", "discrimination_p_value", "empty_truncated_pairs", "empty_truncated_wins",
+                 "verbosity_bias", "verbosity_bias_lo", "verbosity_bias_hi", "authority_bias", "authority_bias_lo",
+                 "authority_bias_hi", "order_bias", "order_bias_lo", "order_bias_hi", "leniency", "modal_share",
+                 "probes_scored", "probes_unscored"]
+
+
+def validate_probes(probes: pd.DataFrame, table: str = "probe scores") -> None:
+    """Raise `SchemaError` naming every bad row: missing columns, unknown probe kinds, expectations
+    that disagree with the kind, scores outside 0-10."""
+    require_columns(probes, PROBE_REQUIRED, table)
+    problems = []
+    unknown = sorted({str(p) for p in probes["probe"].unique()} - set(EXPECT))
+    if unknown:
+        problems.append(f"unknown probe kind(s) {unknown}; expected one of {sorted(EXPECT)}")
+    known = probes["probe"].isin(list(EXPECT))
+    wrong = known & (probes["expect"] != probes["probe"].map(EXPECT))
+    if wrong.any():
+        problems.append(f"'expect' disagrees with the probe kind in rows {list(probes.index[wrong][:5])} "
+                        f"(expected {EXPECT})")
+    s = pd.to_numeric(probes["score"], errors="coerce")
+    bad = (probes["score"].notna() & s.isna()) | (s < 0) | (s > 10)
+    if bad.any():
+        problems.append(f"'score' must be a number in [0, 10] or NaN; bad rows {list(probes.index[bad][:5])}")
+    if problems:
+        raise SchemaError(f"{table}: " + "; ".join(problems))
+
+
+def probe_totals(probes: pd.DataFrame) -> pd.DataFrame:
+    """One row per (judge, question, probe): the mean of the scored dimensions (NaN when none is)."""
+    validate_probes(probes)
+    p = probes.assign(score=pd.to_numeric(probes["score"], errors="coerce"))
+    return p.groupby(["judge", "question_id", "probe"], sort=False)["score"].mean().unstack("probe")
+
+
+def _wilson(k: float, n: int, confidence: float) -> tuple[float, float]:
+    if n == 0:
+        return float("nan"), float("nan")
+    ci = stats.binomtest(int(round(k)), n).proportion_ci(confidence, method="wilson")
+    return float(ci.low), float(ci.high)
+
+
+def _mean_interval(d: np.ndarray, confidence: float) -> tuple[float, float, float]:
+    d = d[np.isfinite(d)]
+    if len(d) == 0:
+        return float("nan"), float("nan"), float("nan")
+    m = float(d.mean())
+    if len(d) < 2:
+        return m, float("nan"), float("nan")
+    if np.ptp(d) == 0:  # every pair moved by the same amount: no spread to put an interval on
+        return m, m, m
+    ci = stats.ttest_1samp(d, 0.0).confidence_interval(confidence)
+    return m, float(ci.low), float(ci.high)
+
+
+def audit_summary(probes: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
+    """Per judge: discrimination (with interval and sign test), biases (with intervals), leniency and
+    clustering (module docstring). Columns `AUDIT_COLUMNS`, indexed by nothing (a `judge` column)."""
+    tot = probe_totals(probes)
+    jury_mean = tot.groupby(level="question_id").mean()  # per question and probe, over judges
+    rows = []
+    raw = probes.assign(score=pd.to_numeric(probes["score"], errors="coerce"))
+    for judge, t in tot.groupby(level="judge", sort=False):
+        t = t.droplevel("judge")
+        orig = t["original"] if "original" in t else pd.Series(np.nan, index=t.index)
+        diffs = pd.concat([orig - t[k] for k in LENGTH_MATCHED_WORSE if k in t], axis=1) \
+            if any(k in t for k in LENGTH_MATCHED_WORSE) else pd.DataFrame(index=t.index)
+        d = diffs.stack().dropna().to_numpy(float)
+        wins, losses = int((d > 0).sum()), int((d < 0).sum())
+        ties = len(d) - wins - losses
+        per_q = diffs.mean(axis=1).dropna().to_numpy(float)  # a question's pairs share its original: one value each
+        per_q = per_q[np.abs(per_q) > 1e-12]
+        p = float(stats.wilcoxon(per_q, alternative="greater").pvalue) if len(per_q) else float("nan")
+        share = (wins + ties / 2) / len(d) if len(d) else float("nan")
+        lo, hi = _wilson(wins + ties / 2, len(d), confidence)
+        et = [orig - t[k] for k in OTHER_WORSE if k in t]
+        e = pd.concat(et).dropna().to_numpy(float) if et else np.array([])
+        row: dict[str, Any] = {"judge": judge, "pairs": len(d), "wins": wins, "ties": ties, "losses": losses,
+                               "discrimination": share, "discrimination_lo": lo, "discrimination_hi": hi,
+                               "discrimination_p_value": p, "empty_truncated_pairs": len(e),
+                               "empty_truncated_wins": int((e > 0).sum())}
+        for kind, name in BIAS.items():
+            b = (t[kind] - orig).to_numpy(float) if kind in t else np.array([])
+            row[name], row[f"{name}_lo"], row[f"{name}_hi"] = _mean_interval(b, confidence)
+        j_items = t.stack()
+        row["leniency"] = float((j_items - jury_mean.stack().reindex(j_items.index)).mean()) if len(j_items) else np.nan
+        s = raw.loc[raw["judge"] == judge, "score"].dropna()
+        row["modal_share"] = float(s.value_counts().iloc[0] / len(s)) if len(s) else float("nan")
+        row["probes_scored"] = int(len(s))
+        row["probes_unscored"] = int(raw.loc[raw["judge"] == judge, "score"].isna().sum())
+        rows.append(row)
+    return pd.DataFrame(rows, columns=AUDIT_COLUMNS)
+
+
+def audit_verdict(summary: pd.Series | None, alpha: float, min_pairs: int) -> tuple[bool | None, str]:
+    """(content_blind, evidence) of one judge's audit row: True with the evidence when the audit
+    shows it does not read the content, False when it discriminates, None (no verdict) when the
+    audit did not run or has fewer than `min_pairs` scored pairs."""
+    if summary is None:
+        return None, "audit did not run"
+    n = int(summary["pairs"])
+    if n < min_pairs:
+        return None, f"audit inconclusive: {n} scored probe pairs (at least {min_pairs} needed)"
+    w, t, lo = int(summary["wins"]), int(summary["ties"]), int(summary["losses"])
+    if w + lo == 0:
+        return True, (f"content-blind: its score did not change when the facts were corrupted or the answer "
+                      f"replaced (all {n} probe pairs tied)")
+    p = float(summary["discrimination_p_value"])
+    what = (f"correct answers scored above their corrupted twins in {w} of {n} pairs ({t} tied, {lo} below), "
+            f"one-sided Wilcoxon p = {p:.3g}")
+    if not p < alpha:
+        return True, f"content-blind: does not tell correct from corrupted answers beyond chance: {what} (level {alpha:g})"
+    return False, f"audit: {what}"
+
+
+def self_preference(scores: pd.DataFrame, judge: Any, confidence: float = 0.95) -> dict[str, float]:
+    """A judge's scores on answers of its own model against the other judges' on the same items:
+    mean difference (points) with a t interval. `scores`: `question_id, set, judge, dimension, score`
+    of the answers its model wrote."""
+    require_columns(scores, ("question_id", "set", "judge", "dimension", "score"), "scores")
+    s = scores.assign(score=pd.to_numeric(scores["score"], errors="coerce"))
+    keys = ["question_id", "set", "dimension"]
+    own = s[s["judge"] == judge].groupby(keys)["score"].mean()
+    others = s[s["judge"] != judge].groupby(keys)["score"].mean()
+    d = (own - others.reindex(own.index)).to_numpy(float)
+    m, lo, hi = _mean_interval(d, confidence)
+    return {"self_preference": m, "self_preference_lo": lo, "self_preference_hi": hi,
+            "items": int(np.isfinite(d).sum())}
+
+
+def probe_table(scores: pd.DataFrame, probes: pd.DataFrame, original_system: Any) -> pd.DataFrame:
+    """The audit's input from a scores table: the probe answers' scores (rows of systems `audit:<kind>`,
+    `cube.systems.probes.build_probes`) and, as `original`, the full-set scores of `original_system`
+    on the same questions. Returns `PROBE_REQUIRED` columns."""
+    require_columns(scores, ("question_id", "system", "set", "judge", "dimension", "score"), "scores")
+    require_columns(probes, ("question_id", "system", "probe", "expect"), "probes")
+    keys = probes[["question_id", "system", "probe", "expect"]].drop_duplicates(["question_id", "system"])
+    keys = keys.assign(question_id=keys["question_id"].astype(str))
+    s = scores.assign(question_id=scores["question_id"].astype(str))
+    probe = s.merge(keys, on=["question_id", "system"])
+    orig = s[(s["system"] == original_system) & (s["set"] == "full") & s["question_id"].isin(set(keys["question_id"]))]
+    orig = orig.assign(probe="original", expect="same")
+    cols = list(PROBE_REQUIRED)
+    return pd.concat([orig[cols], probe[cols]], ignore_index=True)

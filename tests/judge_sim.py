@@ -1,0 +1,118 @@
+"""Simulated judges with known truth, for the gate's tests and benchmarks/gate_operating.py (seeded, no I/O).
+
+Decent judges are built from the CuBE paper's Table 2 bounds (`cube.method.paper.table2`): on a
+question, a dimension's score is `round(mean + N(0, noise))` clipped to 0-10, with mean the judge's
+zero-set trimmed mean for the zero answer, its full-set one for the full answer, and for the rag
+answer the zero mean when the gold document was missed and `zero + rag_share * (full - zero)`
+when it was retrieved (the rank does not matter: a perfect retriever gives no rank signal).
+Content-blind judges ignore the answer: `random` (uniform integers 0-10), `constant` (full = 10,
+zero = 0, rag = 7 whatever the answer), `length` (scores the answer's length; lengths are drawn
+from one distribution for every set, the zero answers of the paper's models being as long as
+the others), `question` (a score per question, the same in every set).
+
+`simulate_probes` gives the audit's probe scores for the same judges: per audit question the
+original (full) answer, two length-matched worse probes (two of corrupted facts, sibling's answer
+and another question's answer, in turn) and one not-worse probe (padded, authority line, reordered,
+in turn). A decent judge scores a worse probe like its zero-set bound (a wrong fee or phone number
+is worth no more than the answer written without the document: an assumption, stated in the
+README), a not-worse probe like the original; the length judge sees the padded answer as longer and the others as equally
+long.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from cube.method.paper import DIMENSIONS, table2
+
+DECENT = {"gpt-4o": "GPT-4o", "deepseek": "Deepseek-V3", "gpt-4.1-nano": "GPT-4.1-nano", "qwen2.5-32b": "Qwen2.5-32B"}
+BLIND = ("random", "constant", "length", "question")
+WORSE = ("corrupted_facts", "sibling_answer", "other_question")
+NOT_WORSE = ("padded", "authority", "reordered")
+
+
+def bounds() -> dict[str, pd.DataFrame]:
+    """Per paper judge: a frame indexed by set (zero, full, rag) with the four dimensions' means."""
+    t2 = table2()
+    return {name: t2[t2["judge"] == paper].set_index("set")[list(DIMENSIONS)] for name, paper in DECENT.items()}
+
+
+def retrieval(n: int, recall: float, rng: np.random.Generator, top_n: int = 8) -> np.ndarray:
+    """Ranks of n questions: round(recall * n) retrieved at ranks spread uniformly over 1..top_n, 0 = missed."""
+    hit = np.zeros(n, bool)
+    hit[rng.permutation(n)[: int(round(recall * n))]] = True
+    return np.where(hit, rng.integers(1, top_n + 1, n), 0)
+
+
+def simulate(n: int, recall: float, seed: int, judges: tuple[str, ...] = (*DECENT, *BLIND), noise: float = 1.0,
+             rag_share: float = 0.8, top_n: int = 8) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(answers, scores) of one system, in the shapes `cube.method.evaluation.evaluate` reads."""
+    rng = np.random.default_rng(seed)
+    qids = np.array([f"q{i:04d}" for i in range(n)])
+    rank = retrieval(n, recall, rng, top_n)
+    answers = pd.DataFrame({"question_id": np.repeat(qids, 3), "system": "sys",
+                            "set": np.tile(["zero", "rag", "full"], n), "rank": np.repeat(rank, 3),
+                            "n_retrieved": top_n})
+    b = bounds()
+    length = rng.lognormal(0, 0.4, (n, 3))  # one length distribution for every set
+    per_question = rng.integers(3, 11, n).astype(float)
+    parts = []
+    for judge in judges:
+        for dim in DIMENSIONS:
+            for s, set_ in enumerate(("zero", "rag", "full")):
+                if judge in b:
+                    z, f = b[judge].at["zero", dim], b[judge].at["full", dim]
+                    mean = {"zero": np.full(n, z), "full": np.full(n, f),
+                            "rag": np.where(rank > 0, z + rag_share * (f - z), z)}[set_]
+                    score = np.clip(np.round(mean + rng.normal(0, noise, n)), 0, 10)
+                elif judge == "random":
+                    score = rng.integers(0, 11, n).astype(float)
+                elif judge == "constant":
+                    score = np.full(n, {"zero": 0.0, "rag": 7.0, "full": 10.0}[set_])
+                elif judge == "length":
+                    score = np.clip(np.round(2.5 * length[:, s] + 2), 0, 10)
+                elif judge == "question":
+                    score = per_question.copy()
+                else:
+                    raise ValueError(f"unknown simulated judge {judge!r}")
+                parts.append(pd.DataFrame({"question_id": qids, "system": "sys", "set": set_, "judge": judge,
+                                           "dimension": dim, "score": score}))
+    scores = pd.concat(parts, ignore_index=True)
+    scores["error_kind"] = ""
+    return answers, scores
+
+
+def simulate_probes(n_audit: int, seed: int, judges: tuple[str, ...] = (*DECENT, *BLIND),
+                    noise: float = 1.0) -> pd.DataFrame:
+    """Probe scores (`question_id, judge, probe, expect, dimension, score`) of n_audit questions."""
+    rng = np.random.default_rng(seed + 7919)
+    b = bounds()
+    rows = []
+    length = rng.lognormal(0, 0.4, n_audit)
+    for i in range(n_audit):
+        q = f"q{i:04d}"
+        kinds = (("original", "same"), (WORSE[i % 3], "worse"), (WORSE[(i + 1) % 3], "worse"),
+                 (NOT_WORSE[i % 3], "not_worse"))
+        other_len = rng.lognormal(0, 0.4)
+        for judge in judges:
+            const = rng.integers(3, 11)
+            for probe, expect in kinds:
+                for dim in DIMENSIONS:
+                    if judge in b:
+                        z, f = b[judge].at["zero", dim], b[judge].at["full", dim]
+                        mean = z if expect == "worse" else f
+                        score = float(np.clip(np.round(mean + rng.normal(0, noise)), 0, 10))
+                    elif judge == "random":
+                        score = float(rng.integers(0, 11))
+                    elif judge == "constant":
+                        score = 10.0
+                    elif judge == "length":
+                        ln = {"padded": 1.5 * length[i], "other_question": other_len,
+                              "sibling_answer": other_len}.get(probe, length[i])
+                        score = float(np.clip(np.round(2.5 * ln + 2), 0, 10))
+                    else:  # question-only: the same score for every answer to the question
+                        score = float(const)
+                    rows.append({"question_id": q, "judge": judge, "probe": probe, "expect": expect,
+                                 "dimension": dim, "score": score})
+    return pd.DataFrame(rows)
