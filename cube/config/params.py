@@ -49,6 +49,7 @@ from cube.config.sections import (
     LexicalParams,
     QuestionParams,
     RagflowSystem,
+    SimulationParams,
     SystemParams,
     expand_sweeps,
 )
@@ -84,6 +85,9 @@ class Params(StrictModel):
     lexical: LexicalParams = Field(default_factory=LexicalParams, description="BLEU/ROUGE settings (paper 5.7).")
     diagnostics: DiagnosticsParams = Field(
         default_factory=DiagnosticsParams, description="Failure patterns of low-scoring answers (notebook 10)."
+    )
+    simulation: SimulationParams = Field(
+        default_factory=SimulationParams, description="The simulation study (notebook 12, `cube simulate`)."
     )
 
     @field_validator("run")
