@@ -23,6 +23,7 @@ SECTIONS: list[tuple[str, type[BaseModel]]] = [
     ("human", sections.HumanParams),
     ("lexical", sections.LexicalParams),
     ("diagnostics", sections.DiagnosticsParams),
+    ("simulation", sections.SimulationParams),
 ]
 
 

@@ -27,6 +27,7 @@ and `cube.method.compare.compare_pair`, run by `cube.method.simulate_study`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -191,11 +192,13 @@ def _long(scores: np.ndarray, judges: list[str], dims: tuple[str, ...], qids: np
                          "dimension": np.asarray(dims)[idx[2]], "score": scores.ravel(), "sample": 0})
 
 
+@functools.lru_cache(maxsize=64)  # the model is frozen (hashable); the study asks for the same truth again
 def truth(model: RunModel, *, n: int = TRUTH_QUESTIONS, seed: int = 12345, proportion: float = 0.1,
           weights: str = "rank_correlation") -> pd.DataFrame:
     """The estimand of each judge's W and CuBE and of R@k: the point estimate of the estimator's own
     arithmetic (`cube.method.bootstrap.cube_from_counts`, which reproduces `evaluate`) on `n` questions
-    drawn from the model. Columns `judge, weighted_score, cube_score, recall_at_k`; R@k is the model's."""
+    drawn from the model. Columns `judge, weighted_score, cube_score, recall_at_k`; R@k is the model's.
+    Cached: do not modify the returned frame."""
     rng = np.random.default_rng(seed)
     q = draw_questions(model, n, rng)
     rank = draw_ranks(model.system, n, rng)
