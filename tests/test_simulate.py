@@ -162,3 +162,19 @@ def _ap():
     from cube.config.sections import AnalysisParams
 
     return AnalysisParams()
+
+
+def test_analysis_interval_bca_changes_only_the_interval_of_the_evaluation():
+    from cube.config.sections import AnalysisParams
+    from tests.factories import make_tables
+
+    answers, scores = make_tables(n_questions=50, seed=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pct = evaluate(answers, scores, AnalysisParams(bootstrap=300), 8)
+        bca = evaluate(answers, scores, AnalysisParams(bootstrap=300, interval="bca"), 8)
+    pd.testing.assert_frame_equal(pct.cube_table, bca.cube_table)
+    pd.testing.assert_frame_equal(pct.bootstrap[["judge", "metric", "estimate", "n_valid"]],
+                                  bca.bootstrap[["judge", "metric", "estimate", "n_valid"]])
+    assert not np.allclose(pct.bootstrap["lo"], bca.bootstrap["lo"])  # the same resamples, other quantiles
+    assert bca.settings["interval"] == "bca"

@@ -207,6 +207,10 @@ class AnalysisParams(StrictModel):
     top_n: int | None = Field(None, ge=1, description="N of rank_score; default: the system's top_n.")
     bootstrap: int = Field(1000, ge=0, description="Bootstrap resamples for confidence intervals (0: none).")
     confidence: float = Field(0.95, gt=0, lt=1)
+    interval: Literal["percentile", "bca"] = Field(
+        "percentile", description="Bootstrap interval of CuBE, W and R@k: percentile, or bca (bias-corrected and "
+        "accelerated; coverage of both measured by `cube simulate` and benchmarks/simulation_coverage.py)."
+    )
     seed: int = 0
     verdict_thresholds: dict[str, float] = Field(
         default_factory=lambda: {"excellent": 80.0, "good": 60.0, "fair": 40.0},
