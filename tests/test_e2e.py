@@ -38,13 +38,13 @@ TABLES = [
     "table2_trimmed_means", "table3_weights", "table4_cube_scores", "cube_bootstrap_intervals", "agreement",
     "lexical_by_set", "table6_example", "lexical_correlations",
     "retrieval_metrics", "refusal_answers", "failure_patterns", "failure_examples", "category_by_style",
-    "category_by_department",
+    "category_by_department", "sim_coverage", "sim_pvalues", "sim_gate", "sim_truth",
 ]
 FIGURES = [
     "fig_rank_distribution", "fig1_score_distributions", "fig2_correlation_all", "fig3_correlation_retrieved",
     "fig4_correlation_judges", "fig_bounds", "fig_cube_scores", "fig_normalised_dimensions",
     "fig5_agreement_heatmap", "fig5_judge_vs_reference", "fig_lexical_vs_judges",
-    "fig_recall_curve", "fig_diag_recall_curve", "fig_failure_patterns",
+    "fig_recall_curve", "fig_diag_recall_curve", "fig_failure_patterns", "fig_sim_coverage", "fig_sim_pvalues",
 ]
 
 

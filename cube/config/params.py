@@ -50,6 +50,7 @@ from cube.config.sections import (
     LexicalParams,
     QuestionParams,
     RagflowSystem,
+    SimulationParams,
     SystemParams,
     expand_sweeps,
 )
@@ -88,6 +89,9 @@ class Params(StrictModel):
     )
     audit: AuditParams = Field(
         default_factory=AuditParams, description="The judge audit by counterfactual probes (notebook 11)."
+    )
+    simulation: SimulationParams = Field(
+        default_factory=SimulationParams, description="The simulation study (notebook 12, `cube simulate`)."
     )
 
     @field_validator("run")

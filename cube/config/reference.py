@@ -24,6 +24,8 @@ SECTIONS: list[tuple[str, type[BaseModel]]] = [
     ("lexical", sections.LexicalParams),
     ("diagnostics", sections.DiagnosticsParams),
     ("audit", sections.AuditParams),
+
+    ("simulation", sections.SimulationParams),
 ]
 
 

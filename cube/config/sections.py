@@ -222,6 +222,10 @@ class AnalysisParams(StrictModel):
     top_n: int | None = Field(None, ge=1, description="N of rank_score; default: the system's top_n.")
     bootstrap: int = Field(1000, ge=0, description="Bootstrap resamples for confidence intervals (0: none).")
     confidence: float = Field(0.95, gt=0, lt=1)
+    interval: Literal["percentile", "bca"] = Field(
+        "percentile", description="Bootstrap interval of CuBE, W and R@k: percentile, or bca (bias-corrected and "
+        "accelerated; coverage of both measured by `cube simulate` and benchmarks/simulation_coverage.py)."
+    )
     seed: int = 0
     verdict_thresholds: dict[str, float] = Field(
         default_factory=lambda: {"excellent": 80.0, "good": 60.0, "fair": 40.0},
@@ -366,3 +370,33 @@ class DiagnosticsParams(StrictModel):
             raise ValueError("diagnostics.refusal_generator 'llm' needs diagnostics.refusal_model (a name under "
                              "`models:` or an inline spec)")
         return self
+
+
+class SimulationParams(StrictModel):
+    """The simulation study of notebook 12 and `cube simulate` (`cube.method.simulate`): the run's own
+    estimator on replicates of a generative model whose truth is known. The defaults keep notebook 12
+    within seconds in `cube run`; `cube simulate` scales them up from its command line."""
+
+    replicates: int = Field(8, ge=1, description="Simulated runs per question-set size (Monte Carlo error "
+                            "of a 95 % coverage: about sqrt(0.95 x 0.05 / replicates)).")
+    questions: list[int] = Field(default_factory=lambda: [40], description="Question-set sizes simulated.")
+    bootstrap: int = Field(200, ge=10, description="Bootstrap resamples per simulated run (the run's own "
+                           "`analysis.bootstrap` is not used: the study repeats the estimator many times).")
+    permutations: int = Field(200, ge=10, description="Permutations of compare's p-value per simulated pair.")
+    power: bool = Field(False, description="Also simulate pairs whose true difference is the printed MDE "
+                        "(power at the MDE; `cube simulate` does by default).")
+    recall: float = Field(0.8041, ge=0, le=1, description="R@k of the simulated system (the paper's: 0.8041; a "
+                          "value k/n of the simulated sizes would make R@k's closed intervals cover more often).")
+    cluster_size: int = Field(1, ge=1, description="Questions sharing one difficulty (near-duplicate families; "
+                              "1: independent questions, the bootstrap's assumption).")
+    judge_bias: float = Field(0.0, description="Points the second simulated judge adds to rag answers only "
+                              "(a bias the zero/full bounds do not remove).")
+    seed: int = 0
+
+    @field_validator("questions")
+    @classmethod
+    def _sizes(cls, v: list[int]) -> list[int]:
+        bad = [n for n in v if n < 10]
+        if not v or bad:
+            raise ValueError(f"simulation.questions: one or more sizes of at least 10 questions, got {v}")
+        return v

@@ -165,7 +165,8 @@ def bootstrap_cube(answers: pd.DataFrame, scores: pd.DataFrame, *, n_resamples: 
                    subset: str = "retrieved", weights: str = "rank_correlation",
                    custom_weights: dict[str, float] | None = None, top_n: int = 8,
                    paired: bool = True, judges: list[str] | None = None, dimensions: list[str] | None = None,
-                   jury_judges: list[str] | None = None, weights_fallback: str = "none") -> pd.DataFrame:
+                   jury_judges: list[str] | None = None, weights_fallback: str = "none",
+                   method: str = "percentile") -> pd.DataFrame:
     """Percentile intervals of each judge's and the jury's CuBE score, weighted score and R@k.
 
     The jury averages `jury_judges` only (the judges that passed the validity gate; default:
@@ -176,29 +177,78 @@ def bootstrap_cube(answers: pd.DataFrame, scores: pd.DataFrame, *, n_resamples: 
     p = prepare(answers, scores, proportion=proportion, subset=subset, mode=weights,
                  custom=custom_weights, top_n=top_n, paired=paired, judges=judges, dimensions=dimensions,
                  fallback=weights_fallback)
+    return bootstrap_prepared(p, n_resamples=n_resamples, confidence=confidence, seed=seed, jury_judges=jury_judges,
+                              method=method)
+
+
+INTERVAL_METHODS = ("percentile", "bca")
+
+
+def bootstrap_prepared(p: Prepared, *, n_resamples: int = 1000, confidence: float = 0.95, seed: int = 0,
+                       jury_judges: list[str] | None = None, method: str = "percentile") -> pd.DataFrame:
+    """`bootstrap_cube` on prepared arrays (the simulation study calls it on simulated arrays).
+
+    `method`: `percentile` (the alpha/2 and 1 - alpha/2 quantiles of the resamples) or `bca` (Efron's
+    bias-corrected and accelerated percentiles: the bias correction z0 from the share of resamples
+    below the estimate, the acceleration from the jackknife, each leave-one-question-out value computed
+    by the same `cube_from_counts`)."""
+    if method not in INTERVAL_METHODS:
+        raise ValueError(f"bootstrap interval method {method!r}: expected one of {INTERVAL_METHODS}")
     n = len(p.rank_score)
     point = cube_from_counts(p, np.ones((1, n)))
     boot = cube_from_counts(p, resample_counts(n, n_resamples, np.random.default_rng(seed)))
+    jack = _jackknife(p) if method == "bca" else None
     alpha = (1 - confidence) / 2
     rows = []
+    members = [i for i, j in enumerate(p.judges) if jury_judges is None or j in set(jury_judges)]
 
-    def add(judge: str, metric: str, est: float, sample: np.ndarray) -> None:
+    def values(res: dict[str, np.ndarray], j: int | None, m: str) -> np.ndarray:
+        if m == "recall_at_k":
+            return res[m]
+        if j is not None:
+            return res[m][j]
+        # The jury mean always averages the same judges: a resample where a member is undefined is
+        # undefined for the jury (not a mean of fewer judges); `n_valid` counts the defined ones.
+        return np.mean(res[m][members], axis=0) if members else np.full(res[m].shape[-1], np.nan)
+
+    def add(judge: str, j: int | None, metric: str) -> None:
+        est = float(values(point, j, metric)[0])
+        sample = values(boot, j, metric)
         ok = sample[np.isfinite(sample)]
-        lo, hi = (np.quantile(ok, [alpha, 1 - alpha]) if len(ok) else (np.nan, np.nan))
-        rows.append({"judge": judge, "metric": metric, "estimate": float(est), "lo": float(lo),
+        q = [alpha, 1 - alpha]
+        if method == "bca" and len(ok) and np.isfinite(est):
+            q = _bca_levels(est, ok, values(jack, j, metric), alpha)  # type: ignore[arg-type]
+        lo, hi = (np.quantile(ok, q) if len(ok) and np.all(np.isfinite(q)) else (np.nan, np.nan))
+        rows.append({"judge": judge, "metric": metric, "estimate": est, "lo": float(lo),
                      "hi": float(hi), "n_valid": int(len(ok))})
 
     for j, judge in enumerate(p.judges):
-        for m in ("cube_score", "weighted_score"):
-            add(judge, m, point[m][j, 0], boot[m][j])
-        add(judge, "recall_at_k", point["recall_at_k"][0], boot["recall_at_k"])
-    members = [i for i, j in enumerate(p.judges) if jury_judges is None or j in set(jury_judges)]
+        for m in ("cube_score", "weighted_score", "recall_at_k"):
+            add(judge, j if m != "recall_at_k" else None, m)
     for m in ("cube_score", "weighted_score"):
-        # The jury mean always averages the same judges: a resample where a member is undefined is
-        # undefined for the jury (not a mean of fewer judges); `n_valid` counts the defined ones.
-        if members:
-            add("jury", m, np.mean(point[m][members, 0]), np.mean(boot[m][members], axis=0))
-        else:
-            add("jury", m, np.nan, np.full(n_resamples, np.nan))
-    add("jury", "recall_at_k", point["recall_at_k"][0], boot["recall_at_k"])
+        add("jury", None, m)
+    add("jury", None, "recall_at_k")
     return pd.DataFrame(rows)
+
+
+def _jackknife(p: Prepared, chunk: int = 256) -> dict[str, np.ndarray]:
+    """`cube_from_counts` with each question left out once (counts = ones minus one question)."""
+    n = len(p.rank_score)
+    parts = [cube_from_counts(p, 1.0 - np.eye(n)[s:s + chunk]) for s in range(0, n, chunk)]
+    return {k: np.concatenate([x[k] for x in parts], axis=-1) for k in ("cube_score", "weighted_score", "recall_at_k")}
+
+
+def _bca_levels(est: float, sample: np.ndarray, jack: np.ndarray, alpha: float) -> list[float]:
+    """The BCa quantile levels of the bootstrap `sample` for a two-sided interval at level 1 - 2 alpha."""
+    from scipy.stats import norm
+
+    share = (np.sum(sample < est) + 0.5 * np.sum(sample == est)) / len(sample)
+    if not 0 < share < 1:
+        return [np.nan, np.nan]
+    z0 = norm.ppf(share)
+    jack = jack[np.isfinite(jack)]
+    d = jack.mean() - jack if len(jack) > 2 else np.zeros(1)
+    den = 6.0 * np.sum(d**2) ** 1.5
+    acc = float(np.sum(d**3) / den) if den > 0 else 0.0
+    z = norm.ppf([alpha, 1 - alpha])
+    return list(norm.cdf(z0 + (z0 + z) / (1 - acc * (z0 + z))))

@@ -159,7 +159,7 @@ def _stats(p: Prepared, C: np.ndarray, jury: list[int]) -> dict[tuple[str, str],
 
 # Analysis settings that do not enter the numbers being compared: resampling settings of the
 # comparison itself (taken from side A) and presentation thresholds; `top_n` is per side.
-_NOT_DEFINITION = frozenset({"top_n", "bootstrap", "confidence", "seed", "verdict_thresholds",
+_NOT_DEFINITION = frozenset({"top_n", "bootstrap", "confidence", "interval", "seed", "verdict_thresholds",
                              "weak_dimension_below", "low_recall_below", "max_interval_width"})
 
 

@@ -191,7 +191,7 @@ def evaluate(answers: pd.DataFrame, scores: pd.DataFrame, analysis_params: Any =
                               weights=ap.weights, custom_weights=ap.custom_weights, top_n=n_top,
                               paired=ap.paired, judges=judge_names, dimensions=dimensions,
                               jury_judges=[j for j in table.index if table.at[j, "in_jury"]],
-                              weights_fallback=ap.weights_fallback)
+                              weights_fallback=ap.weights_fallback, method=ap.interval)
     return CubeResult(
         system=system,
         recall_at_k=recall,
@@ -209,8 +209,8 @@ def evaluate(answers: pd.DataFrame, scores: pd.DataFrame, analysis_params: Any =
         retrieved_summary=judge_summary(scores[scores["question_id"].isin(retrieved_ids)]),
         bootstrap=boot,
         settings={"trim_proportion": ap.trim_proportion, "subset": ap.subset, "weights": ap.weights,
-                  "top_n": n_top, "bootstrap": ap.bootstrap, "confidence": ap.confidence, "paired": ap.paired,
-                  "retrieval_unknown": outcomes.n_unknown},
+                  "top_n": n_top, "bootstrap": ap.bootstrap, "confidence": ap.confidence, "interval": ap.interval,
+                  "paired": ap.paired, "retrieval_unknown": outcomes.n_unknown},
         warnings=[str(w.message) for w in caught],
         flags=flags,
         unknown_retrieval=outcomes.unknown,

@@ -61,6 +61,8 @@ STAGES: dict[str, Stage] = {
     "09_compare": Stage(("analysis",), ("03_scoring_sets",)),
     "10_diagnostics": Stage(("analysis", "diagnostics"), ("03_scoring_sets", "06_cube_score")),  # reads 06's sweep reading
     "11_judge_audit": Stage(("audit", "analysis"), ("03_scoring_sets",)),
+
+    "12_validation": Stage(("analysis", "simulation"), ()),  # simulated runs only: no data of the run
 }
 # Sections no stage's data depend on: the report's title, where outputs go.
 NOT_STAGE_INPUTS = ("run", "title", "outputs_dir", "cache_path")

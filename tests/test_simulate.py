@@ -1,0 +1,180 @@
+"""The simulation study (issue 21 A): the generative model, its truth, the summaries and `cube simulate`.
+
+The study's own figures (coverage, power) are measured, not asserted: `cube simulate` and
+benchmarks/simulation_coverage.py print them. These tests check the pieces on cases whose answer is
+known by construction or by hand.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cube.method.bootstrap import bootstrap_cube
+from cube.method.evaluation import evaluate
+from cube.method.simulate import JudgeModel, RunModel, simulate_run, truth
+from cube.method.simulate_study import coverage_table, gate_table, jury_truth, pvalue_table, quality_shift_for
+
+
+def test_a_simulated_run_is_a_run_the_estimator_reads_with_its_drawn_recall():
+    model = RunModel()
+    run = simulate_run(model, 60, seed=3, human_questions=10)
+    assert set(run.answers["set"]) == {"zero", "rag", "full"} and len(run.answers) == 180
+    assert len(run.scores) == 2 * 3 * 4 * 60 and run.scores["score"].between(0, 10).all()
+    assert (run.scores["score"] == run.scores["score"].round()).all()  # integer judges
+    # ratings by 2 raters of 10 questions in 3 sets and 4 dimensions, named human:<rater>
+    assert len(run.human) == 2 * 10 * 3 * 4 and set(run.human["judge"]) == {"human:rater-1", "human:rater-2"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = evaluate(run.answers, run.scores, None, 8)
+    assert res.recall_at_k == pytest.approx(float((run.rank > 0).mean()))
+    assert res.n_questions == 60
+
+
+def test_same_questions_give_two_systems_the_same_difficulties_and_seeds_reproduce():
+    from cube.method.simulate import draw_questions
+
+    model = RunModel()
+    q = draw_questions(model, 30, np.random.default_rng(1))
+    a = simulate_run(model, 30, 5, questions=q)
+    b = simulate_run(model.with_system(name="b"), 30, 6, questions=q)
+    # the zero set's true level depends on the question only, not on the system
+    np.testing.assert_allclose(a.levels[0], b.levels[0])
+    pd.testing.assert_frame_equal(simulate_run(model, 30, 5).scores, simulate_run(model, 30, 5).scores)
+
+
+def test_truth_of_a_system_as_good_as_the_gold_document_is_100_and_cube_is_w_times_recall():
+    # answer_quality 1, full gain, no rank effect: a retrieved rag answer has the full answer's level, so every
+    # judge's rag and full scores have one distribution and W's estimand is 100 (up to the truth's MC error)
+    model = dataclasses.replace(RunModel(), retrieval_gain=(1.0,) * 4).with_system(answer_quality=1.0, rank_effect=0.0,
+                                                                          recall=0.6)
+    t = truth(model, n=100_000)
+    assert t["weighted_score"].to_numpy() == pytest.approx([100.0, 100.0], abs=0.6)
+    assert t["cube_score"].to_numpy() == pytest.approx(0.6 * t["weighted_score"].to_numpy())
+    assert (t["recall_at_k"] == 0.6).all()
+
+
+def test_leniency_and_scale_leave_the_truth_nearly_unchanged_but_a_rag_bias_does_not():
+    # the bounds remove leniency and scale (up to the rounding and clipping of integer scores);
+    # a judge that adds points to rag answers only is not corrected
+    fair = JudgeModel("fair", 0.0, 1.0, 1.0)
+    model = RunModel(judges=(fair, JudgeModel("lenient", 1.5, 0.8, 1.0), JudgeModel("biased", 0.0, 1.0, 1.0, 1.0)))
+    w = truth(model, n=100_000).set_index("judge")["weighted_score"]
+    assert abs(w["lenient"] - w["fair"]) < 3.0
+    assert w["biased"] - w["fair"] > 10.0  # one point of 5 between the bounds: about 20 W points
+
+
+def test_model_errors_are_reported_together():
+    with pytest.raises(ValueError) as err:
+        RunModel(judges=(JudgeModel("a"), JudgeModel("a")), dimension_offset=(0.0,),
+                 system=RunModel().system.__class__(recall=1.5))
+    msg = str(err.value)
+    assert "names must be distinct" in msg and "dimension_offset" in msg and "system.recall" in msg
+
+
+def test_coverage_table_by_hand():
+    # 4 replicates of one interval: truth 10 covered by 3 of them (the last is [11, 12])
+    reps = pd.DataFrame({"n_questions": 40, "judge": "jury", "metric": "cube_score", "interval": "bootstrap",
+                         "replicate": range(4), "estimate": [9.0, 10.0, 11.0, 12.0], "lo": [8.0, 9.0, 10.0, 11.0],
+                         "hi": [12.0, 11.0, 12.0, 12.0], "truth": 10.0, "in_jury": True})
+    row = coverage_table(reps).iloc[0]
+    assert row["coverage"] == 0.75
+    assert row["coverage_mc_se"] == pytest.approx(math.sqrt(0.75 * 0.25 / 4))
+    assert row["mean_width"] == pytest.approx((4 + 2 + 2 + 1) / 4)
+    assert row["bias"] == pytest.approx((-1 + 0 + 1 + 2) / 4)  # errors -1, 0, 1, 2
+    assert row["rmse"] == pytest.approx(math.sqrt((1 + 0 + 1 + 4) / 4))
+    # 2 x MC SE at the nominal level: 2 sqrt(0.95 x 0.05 / 4) = 0.218 < |0.75 - 0.95| = 0.20? no: 0.20 < 0.218
+    assert not row["misses"]
+    reps.loc[1, "hi"] = 9.5  # now 2 of 4: 0.5 is 0.45 from 0.95, more than 0.218
+    assert coverage_table(reps).iloc[0]["misses"]
+
+
+def test_coverage_leaves_out_undefined_intervals_and_judges_outside_the_jury():
+    reps = pd.DataFrame({"n_questions": 40, "judge": "a", "metric": "cube_score", "interval": "bootstrap",
+                         "replicate": range(3), "estimate": [1.0, 2.0, 3.0], "lo": [0.0, np.nan, 0.0],
+                         "hi": [5.0, np.nan, 5.0], "truth": 2.0, "in_jury": [True, True, False]})
+    row = coverage_table(reps).iloc[0]
+    assert (row["replicates"], row["undefined"], row["coverage"]) == (1, 1, 1.0)
+    gate = gate_table(reps).iloc[0]
+    assert gate["excluded_rate"] == pytest.approx(1 / 3) and gate["replicates"] == 3
+
+
+def test_pvalue_table_ks_rejection_and_delta_coverage():
+    p = np.linspace(0.01, 0.99, 50)  # evenly spread: uniform, 2 of 50 at or below 0.05
+    null = pd.DataFrame({"n_questions": 100, "p_value": p, "lo": -1.0, "hi": np.where(p < 0.1, -0.5, 1.0),
+                         "truth": 0.0, "mde": 5.0})
+    row = pvalue_table(null, 0.05).iloc[0]
+    assert row["ks_p_value"] > 0.9 and row["rejection_rate"] == pytest.approx(3 / 50)  # 0.01, 0.03, 0.05
+    assert row["delta_coverage"] == pytest.approx(1 - 5 / 50) and row["mean_mde"] == 5.0
+    skewed = null.assign(p_value=p**3)
+    assert pvalue_table(skewed, 0.05).iloc[0]["ks_p_value"] < 1e-3
+
+
+def test_quality_shift_reaches_the_asked_true_difference():
+    model = RunModel()
+    ap = _ap()
+    shift = quality_shift_for(model, -10.0, ap, n=20_000)
+    moved = model.with_system(answer_quality=model.system.answer_quality + shift)
+    assert jury_truth(moved, ap, 20_000) - jury_truth(model, ap, 20_000) == pytest.approx(-10.0, abs=0.05)
+
+
+def test_bca_interval_of_recall_matches_scipy_and_keeps_the_estimates():
+    from scipy import stats
+
+    from tests.factories import make_tables
+
+    answers, scores = make_tables(n_questions=60, seed=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pct = bootstrap_cube(answers, scores, n_resamples=4000, seed=1)
+        bca = bootstrap_cube(answers, scores, n_resamples=4000, seed=1, method="bca")
+    assert (pct["estimate"].fillna(-1) == bca["estimate"].fillna(-1)).all()
+    # R@k is a mean of 0/1 outcomes: our BCa from counts and scipy's BCa agree up to resampling noise
+    hits = answers[answers["set"] == "rag"].sort_values("question_id")["rank"].gt(0).to_numpy(float)
+    ref = stats.bootstrap((hits,), np.mean, n_resamples=20000, method="BCa", rng=np.random.default_rng(0))
+    row = bca[(bca["judge"] == "jury") & (bca["metric"] == "recall_at_k")].iloc[0]
+    assert row["lo"] == pytest.approx(ref.confidence_interval.low, abs=0.02)
+    assert row["hi"] == pytest.approx(ref.confidence_interval.high, abs=0.02)
+    with pytest.raises(ValueError, match="percentile"):
+        bootstrap_cube(answers, scores, n_resamples=10, method="studentised")
+
+
+def test_cube_simulate_prints_every_interval_and_writes_its_tables(tmp_path, capsys):
+    from cube.cli import main
+
+    out = tmp_path / "sim"
+    assert main(["simulate", "params/default.yaml", "--replicates", "2", "--questions", "20", "--bootstrap", "20",
+                 "--permutations", "20", "--no-power", "--workers", "1", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    for label in ("judge-a", "judge-b", "jury", "wilson", "KS p", "left out of the jury"):
+        assert label in text
+    cov = pd.read_csv(out / "sim_coverage.csv")
+    assert set(cov["metric"]) == {"cube_score", "weighted_score", "recall_at_k"} and (cov["replicates"] <= 2).all()
+    assert (out / "fig_sim_coverage.png").stat().st_size > 0 and (out / "sim_pvalues.csv").exists()
+
+
+def _ap():
+    from cube.config.sections import AnalysisParams
+
+    return AnalysisParams()
+
+
+def test_analysis_interval_bca_changes_only_the_interval_of_the_evaluation():
+    from cube.config.sections import AnalysisParams
+    from tests.factories import make_tables
+
+    answers, scores = make_tables(n_questions=50, seed=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pct = evaluate(answers, scores, AnalysisParams(bootstrap=300), 8)
+        bca = evaluate(answers, scores, AnalysisParams(bootstrap=300, interval="bca"), 8)
+    pd.testing.assert_frame_equal(pct.cube_table, bca.cube_table)
+    pd.testing.assert_frame_equal(pct.bootstrap[["judge", "metric", "estimate", "n_valid"]],
+                                  bca.bootstrap[["judge", "metric", "estimate", "n_valid"]])
+    assert not np.allclose(pct.bootstrap["lo"], bca.bootstrap["lo"])  # the same resamples, other quantiles
+    assert bca.settings["interval"] == "bca"
