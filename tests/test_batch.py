@@ -71,10 +71,11 @@ def test_export_import_then_the_run_judges_with_zero_requests(prepared, tmp_path
     assert requests.parent == tmp_path
     n = written[requests]
     judged = int(answers["answer"].notna().sum())
+    probed = len(pipeline.audit_probes(run, run.load("corpus"), run.load("questions"), answers))  # the audit's
     lines = [json.loads(x) for x in requests.read_text(encoding="utf-8").splitlines()]
     # the LLM judge's calls only (2 dimensions; the offline judge makes none), identical calls once
     # (a rag answer equal to the full one is the same call)
-    assert 0 < n == len(lines) == len({x["custom_id"] for x in lines}) <= judged * 2
+    assert 0 < n == len(lines) == len({x["custom_id"] for x in lines}) <= (judged + probed) * 2
     assert {tuple(sorted(x)) for x in lines} == {("body", "custom_id", "method", "url")}
     assert all(x["body"]["model"] == "test-model" and x["body"]["max_tokens"] == 16 and x["body"]["messages"]
                for x in lines)

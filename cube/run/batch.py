@@ -21,6 +21,7 @@ def stage_calls(params_path: str | Path, stage: str = "03") -> tuple[list[Pendin
     from cube.judges import load_dimensions, make_judges
     from cube.judges.scoring import judge_inputs, judge_requests
     from cube.run.notebook import open_run
+    from cube.run.pipeline import audit_probes
 
     if stage not in STAGES:
         raise BatchError(f"--stage {stage}: only {', '.join(STAGES)} (judging) can be exported as a batch")
@@ -29,6 +30,9 @@ def stage_calls(params_path: str | Path, stage: str = "03") -> tuple[list[Pendin
     corpus, questions, answers = run.load("corpus"), run.load("questions"), run.load("answers")
     dimensions = load_dimensions(run.params, base_dir=Path.cwd())
     records = judge_inputs(answers, corpus, questions).to_dict("records")
+    probes = audit_probes(run, corpus, questions, answers)  # the judge audit's calls are stage 03's too
+    if not probes.empty:
+        records += judge_inputs(probes.drop(columns=["probe", "expect"]), corpus, questions).to_dict("records")
     calls: dict[str, Pending] = {}
     for judge in make_judges(run.params, run.paths.cache):
         if judge.model.offline:

@@ -151,17 +151,24 @@ AUDIT_COLUMNS = ("question_id", "system", "set", "judge", "dimension", "sample",
                  "expect")
 
 
+def audit_probes(run: Run, corpus: pd.DataFrame, questions: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
+    """The audit's probes (`cube.systems.probes.build_probes` of the primary system's full answers,
+    `audit.questions` of them): judged by stage 03, exported with its calls by `cube batch`."""
+    from cube.systems.probes import build_probes
+
+    a = run.params.audit
+    full = answers[(answers["system"] == primary_system(run)) & (answers["set"] == "full")]
+    return build_probes(full, corpus, questions, a.questions, a.seed, run.params.lang)
+
+
 def audit_stage(run: Run, judges: list[Any], dimensions: list[Any], corpus: pd.DataFrame, questions: pd.DataFrame,
                 answers: pd.DataFrame) -> pd.DataFrame:
     """The judge audit (issue 20): probes of the primary system's full answers (`cube.systems.probes`)
     judged by every judge, their accounting under the role 'audit'; saved as data/audit_scores
     (empty with `audit.questions: 0`)."""
     from cube.judges import score_answers
-    from cube.systems.probes import build_probes
 
-    a = run.params.audit
-    full = answers[(answers["system"] == primary_system(run)) & (answers["set"] == "full")]
-    probes = build_probes(full, corpus, questions, a.questions, a.seed, run.params.lang)
+    probes = audit_probes(run, corpus, questions, answers)
     if probes.empty:
         out = pd.DataFrame({c: pd.Series(dtype=float if c == "score" else object) for c in AUDIT_COLUMNS})
     else:
