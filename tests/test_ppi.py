@@ -109,3 +109,30 @@ def test_bad_human_rows_are_all_named():
     bad.loc[bad.index[3], "set"] = "gold"
     with pytest.raises(SchemaError, match=rf"{bad.index[0]}, {bad.index[3]}"):
         ppi_cube(answers, scores, bad)
+
+
+def test_every_question_rated_plain_ppi_interval_is_the_human_only_interval():
+    # rated = all retrieved questions: theta = mean(y) + mean_N(f) - mean_n(f) = mean(y) exactly, and
+    # in every resample too when the rated columns come from the same draw of the questions (issue 21
+    # review: the rated sample was drawn independently of the questions, so f's two means did not cancel)
+    answers, scores, human, _ = _world(n=80, n_rated=80, seed=8)
+    plain = ppi_cube(answers, scores, human, lam=1.0, n_resamples=200, seed=3)
+    alone = ppi_cube(answers, scores, human, lam=0.0, n_resamples=200, seed=3)
+    assert plain.cube_score == pytest.approx(alone.cube_score)
+    assert plain.interval["cube_score"] == pytest.approx(alone.interval["cube_score"], abs=1e-9)
+
+
+def test_auto_lambda_is_cov_over_var_for_a_rated_subset_of_the_questions():
+    # nested samples (rated within all): theta = ybar_n - c fbar_n + c fbar_u, c = lam (1 - n/N), has
+    # its least variance at c = Cov (N - n) / (N Var f), i.e. lam = Cov(y, f) / Var(f): no (1 + n/N)
+    answers, scores, human, _ = _world(n=200, n_rated=120, seed=9)
+    res = ppi_cube(answers, scores, human, n_resamples=0)
+    hit = set(answers.loc[answers["rank"] > 0, "question_id"])
+    h = human[human["question_id"].isin(hit)].groupby(["set", "dimension", "question_id"])["score"].mean()
+    f = scores.groupby(["set", "dimension", "question_id"])["score"].mean().reindex(h.index)
+    for (s, d), y in h.groupby(level=[0, 1]):
+        x = f.loc[y.index].to_numpy()
+        y = y.to_numpy()
+        lam = np.clip(np.mean(x * y) - x.mean() * y.mean(), 0, None) / np.var(x)
+        got = res.means.set_index(["set", "dimension"]).loc[(s, d), "lam"]
+        assert got == pytest.approx(min(lam, 1.0))

@@ -9,9 +9,13 @@ whose gold document was retrieved, as CuBE) is estimated by
 where f is the jury's score of an answer (mean over the given judges), y the human score (mean
 over raters), n the rated (labelled) retrieved questions and N all retrieved questions
 (Angelopoulos et al. 2023, "Prediction-powered inference"; PPI++ 2024 for lambda). `lambda = 1`
-is plain PPI, `lambda = 0` the human ratings alone, `"auto"` the PPI++ power-tuned
-`lambda = Cov_n(y, f) / ((1 + n / N) Var_n(f))`, clipped to [0, 1] and estimated per (set,
-dimension) in every resample. Means, not trimmed means: PPI's rectifier is a mean; the
+is plain PPI, `lambda = 0` the human ratings alone, `"auto"` the power-tuned
+`lambda = Cov_n(y, f) / Var_n(f)`, clipped to [0, 1] and estimated per (set, dimension) in every
+resample. That is the optimum here because the rated questions are a *subset* of the N (not a
+second, independent sample as in PPI++'s `n / N` factor): writing the estimate as
+`mean_n(y) - c mean_n(f) + c mean_u(f)` over the rated and the unrated questions, with
+`c = lambda (1 - n / N)`, its variance is least at `c = Cov (N - n) / (N Var f)`, i.e.
+`lambda = Cov / Var f` whatever n / N. Means, not trimmed means: PPI's rectifier is a mean; the
 judge-only figure of this module (`judge_only`) uses the same means so the two are comparable.
 
 From theta: `N_d = 100 (theta_rag - theta_zero) / (theta_full - theta_zero)`,
@@ -19,11 +23,15 @@ From theta: `N_d = 100 (theta_rag - theta_zero) / (theta_full - theta_zero)`,
 (R@k over all questions of known retrieval, no human needed). A dimension with no positive
 range (full <= zero) leaves W as in `cube.method.normalise`.
 
-Interval: the percentile bootstrap over **both samples**, drawn independently (the PPBoot of
-Zrnic & Candes 2024): all questions with replacement (judge means and R@k) and the rated ones
-with replacement (rectifier). `ratings_needed` splits the bootstrap variance of CuBE into the
-part from the rated sample (shrinking as 1/n) and the part from the questions (fixed), and
-inverts it for a target interval width.
+Interval: the percentile bootstrap over the **questions**: PPI++ with the labelled set a subset of
+the full set, so one resample draws all questions with replacement (judge means and R@k) and the
+rated questions' rectifier is read from the *same* draw (a rated question drawn twice counts twice
+in both means). Drawing the rated questions independently of the questions (the two-sample
+PPBoot of Zrnic & Candes 2024, for disjoint samples) ignores that `mean_N(f)` contains the rated
+questions and made the interval too narrow (coverage 0.88-0.90 at 95 % with a scale-squeezing
+judge and n / N >= 2/3; issue 21 review). `ratings_needed` splits the bootstrap variance of CuBE
+into the part from the rated sample's rectifier (shrinking as 1/n) and the rest (fixed for the
+N questions), and inverts it for a target interval width.
 """
 
 from __future__ import annotations
@@ -123,12 +131,10 @@ def _estimate(f_all: np.ndarray, f_lab: np.ndarray, y_lab: np.ndarray, C_all: np
             mf_all = _wmean(C_all, f_all[s, d])
             mf, my = _wmean(C_lab, f), _wmean(C_lab, y)
             if lam == "auto":
-                n = C_lab @ both.astype(float)
-                N = C_all @ (~np.isnan(f_all[s, d])).astype(float)
                 with np.errstate(divide="ignore", invalid="ignore"):
                     cov = _wmean(C_lab, f * y) - mf * my
                     var = _wmean(C_lab, f * f) - mf ** 2
-                    lt = np.where(var > _EPS, cov / ((1 + n / N) * var), 0.0)
+                    lt = np.where(var > _EPS, cov / var, 0.0)
                 lt = np.clip(np.nan_to_num(lt, nan=0.0), 0.0, 1.0)
             else:
                 lt = np.full(B, float(lam))
@@ -204,16 +210,18 @@ def ppi_cube(answers: pd.DataFrame, scores: pd.DataFrame, human: pd.DataFrame, *
             if rated and w[d] > 0 and (np.isnan(y_lab[s, d]) | np.isnan(f_lab[s, d])).all():
                 flags.append(f"no {SETS[s]} answer has both a human and a judge score on {dim}: W undefined")
 
-    def run(C_all: np.ndarray, C_lab: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
-        # C_all over all known questions; the means use its retrieved columns, R@k all of them
+    def run(C_all: np.ndarray, C_lab: np.ndarray | None = None) -> tuple[dict[str, np.ndarray], np.ndarray, Any]:
+        # C_all over all known questions; the means use its retrieved columns, R@k all of them; the
+        # rated questions' counts are those of the same draw unless given (the variance split below)
+        if C_lab is None:
+            C_lab = C_all[:, retrieved][:, rated]
         with np.errstate(divide="ignore", invalid="ignore"):
             recall = C_all @ retrieved.astype(float) / C_all.sum(axis=1)
         theta, judge, lams = _estimate(f_all, f_lab, y_lab, C_all[:, retrieved], C_lab, lam)
         return {**_cube(theta, w, recall), "recall_at_k": recall}, judge, (theta, lams)
 
     n_all = len(retrieved)
-    one = np.ones((1, n_all)), np.ones((1, len(rated)))
-    point, judge_means, (theta, lams) = run(*one)
+    point, judge_means, (theta, lams) = run(np.ones((1, n_all)))
     judge_fig = _cube(judge_means, w, point["recall_at_k"])
     if rated and not flags and not np.isfinite(point["weighted_score"][0]):
         z, f = theta[SETS.index("zero"), :, 0], theta[SETS.index("full"), :, 0]
@@ -223,18 +231,18 @@ def ppi_cube(answers: pd.DataFrame, scores: pd.DataFrame, human: pd.DataFrame, *
     n_valid, var_lab, var_all = 0, float("nan"), float("nan")
     if n_resamples > 0 and rated and n_all:
         rng = np.random.default_rng(seed)
-        C_all = resample_counts(n_all, n_resamples, rng)
-        C_lab = resample_counts(len(rated), n_resamples, rng)
-        boot = run(C_all, C_lab)[0]
+        boot = run(resample_counts(n_all, n_resamples, rng))[0]
         a = (1 - confidence) / 2
         for m in METRICS:
             ok = boot[m][np.isfinite(boot[m])]
             if len(ok):
                 interval[m] = tuple(float(x) for x in np.quantile(ok, [a, 1 - a]))
         n_valid = int(np.isfinite(boot["cube_score"]).sum())
-        # each sample alone (the other fixed at its observed values): the parts of the variance
+        # the rated questions' rectifier alone (the questions' judge means and R@k fixed): the part
+        # of the variance that shrinks as 1/n; the rest, fixed for these questions, is the remainder
+        C_lab = resample_counts(len(rated), n_resamples, rng)
         var_lab = _var(run(np.ones((n_resamples, n_all)), C_lab)[0]["cube_score"])
-        var_all = _var(run(C_all, np.ones((n_resamples, len(rated))))[0]["cube_score"])
+        var_all = max(_var(boot["cube_score"]) - var_lab, 0.0) if math.isfinite(var_lab) else float("nan")
         if n_valid < 0.9 * n_resamples:
             flags.append(f"only {n_valid} of {n_resamples} resamples give a defined CuBE: the interval rests on "
                          "a selection of resamples")
