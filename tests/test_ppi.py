@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from cube.config.schema import SchemaError
-from cube.method.ppi import ppi_cube, ratings_needed
+from cube.method.ppi import ppi_cube, ratings_needed, ratings_plan
 
 DIMS = ("relevance", "quality")
 TRUE = {"zero": 3.0, "rag": 6.0, "full": 8.0}  # human-scale means: W = 100 * 3 / 5 = 60 on both dimensions
@@ -117,6 +117,20 @@ def test_ratings_needed_shrinks_with_the_width_and_matches_the_current_width():
     assert ratings_needed(res, 1e-3) == float("inf")  # the questions alone are wider than that
     with pytest.raises(ValueError):
         ratings_needed(res, 0)
+
+
+def test_ratings_needed_never_exceeds_the_retrieved_questions():
+    # 11 of 161 retrieved questions rated: a 9-point interval needed 343 ratings (issue 21 review:
+    # 58, 100, 277, 1500 before the joint draw), more than there are questions to rate
+    answers, scores, human, _ = _world(n=200, n_rated=15, seed=5)
+    res = ppi_cube(answers, scores, human, n_resamples=400, seed=0)
+    needs = {w: ratings_needed(res, w) for w in (14, 12, 10, 9, 8, 7.5)}
+    assert all(v <= res.n_retrieved or v == float("inf") for v in needs.values()), needs
+    assert needs[9] == float("inf") and needs[14] < res.n_retrieved
+    need, why = ratings_plan(res, 9)
+    assert need == float("inf") and f"all {res.n_retrieved} retrieved questions" in why
+    assert ratings_plan(res, 14)[1] == ""
+    assert "questions alone" in ratings_plan(res, 1e-3)[1]
 
 
 def test_no_rated_retrieved_question_is_flagged_not_guessed():

@@ -29,9 +29,10 @@ rated questions' rectifier is read from the *same* draw (a rated question drawn 
 in both means). Drawing the rated questions independently of the questions (the two-sample
 PPBoot of Zrnic & Candes 2024, for disjoint samples) ignores that `mean_N(f)` contains the rated
 questions and made the interval too narrow (coverage 0.88-0.90 at 95 % with a scale-squeezing
-judge and n / N >= 2/3; issue 21 review). `ratings_needed` splits the bootstrap variance of CuBE
-into the part from the rated sample's rectifier (shrinking as 1/n) and the rest (fixed for the
-N questions), and inverts it for a target interval width.
+judge and n / N >= 2/3; issue 21 review). `ratings_plan` (`ratings_needed`) splits the bootstrap
+variance of CuBE into the part from the rated sample's rectifier (shrinking as 1/n) and the rest
+(fixed for the N questions), and inverts it for a target interval width, never beyond the
+retrieved questions.
 """
 
 from __future__ import annotations
@@ -263,23 +264,40 @@ def ppi_cube(answers: pd.DataFrame, scores: pd.DataFrame, human: pd.DataFrame, *
         n_resamples=n_resamples, n_valid=n_valid, var_rated=var_lab, var_questions=var_all, lam=lam, flags=flags)
 
 
-def ratings_needed(result: PPIResult, width: float) -> float:
-    """Rated questions needed for a CuBE interval of `width` points (at the result's confidence).
+def ratings_plan(result: PPIResult, width: float) -> tuple[float, str]:
+    """Rated questions needed for a CuBE interval of `width` points (at the result's confidence),
+    and why it is inf ('' when finite).
 
-    The bootstrap variance splits as `var_rated * n / n' + var_questions` for n' ratings (the
-    questions fixed): n' = var_rated n / ((width / 2z)^2 - var_questions). Returns inf when the
-    questions alone make the interval wider than `width` (more questions needed, not ratings)
-    and NaN when the variances are unknown (no interval). An approximation: lambda and the
-    judge-human relation are taken as measured on the current sample."""
+    The joint bootstrap's variance of CuBE splits as `var_rated * n / n' + var_questions` for n'
+    rated questions among the same retrieved ones: `var_rated` is the rated questions' rectifier
+    (`mean_n(y) - lambda mean_n(f)`, shrinking as 1/n), `var_questions` the rest (the judges' mean
+    over the N retrieved questions, its covariance with the rectifier, R@k), fixed for these
+    questions; so n' = var_rated n / ((width / 2z)^2 - var_questions). Only the retrieved questions
+    can be rated: inf when the questions alone make the interval wider than `width`, or when n'
+    exceeds the retrieved questions (rating all of them is not enough); more questions are needed
+    then, not ratings. NaN when the variances are unknown (no interval). An approximation: lambda
+    and the judge-human relation are taken as measured on the current sample."""
     if width <= 0:
         raise ValueError(f"width must be > 0, got {width}")
     if not (math.isfinite(result.var_rated) and math.isfinite(result.var_questions)) or result.n_rated == 0:
-        return float("nan")
+        return float("nan"), "no interval: the variances are unknown"
     z = stats.norm.ppf(1 - (1 - result.confidence) / 2)
     room = (width / (2 * z)) ** 2 - result.var_questions
     if room <= 0:
-        return float("inf")
-    return float(math.ceil(result.var_rated * result.n_rated / room))
+        return float("inf"), (f"the questions alone make the interval wider than {width:g} points: more "
+                              "questions are needed, not ratings")
+    need = math.ceil(result.var_rated * result.n_rated / room)
+    if need > result.n_retrieved:
+        best = 2 * z * math.sqrt(result.var_rated * result.n_rated / max(result.n_retrieved, 1) + result.var_questions)
+        return float("inf"), (f"a {width:g}-point interval would need {need} rated questions, but rating all "
+                              f"{result.n_retrieved} retrieved questions gives about {best:.1f} points: more "
+                              "questions are needed")
+    return float(need), ""
+
+
+def ratings_needed(result: PPIResult, width: float) -> float:
+    """The number of `ratings_plan` (inf or NaN with the reason there)."""
+    return ratings_plan(result, width)[0]
 
 
 def check_human(human: pd.DataFrame, table: str = "human") -> None:
@@ -311,7 +329,7 @@ def calibrate_systems(answers: pd.DataFrame, scores: pd.DataFrame, human: pd.Dat
     `results`: each system's `CubeResult` (its jury gives the predicting judges and the weights).
     Returns a table (one row per system: `n_rated`, the judge-only jury CuBE and its interval, the
     judge-only CuBE on means, the human-calibrated CuBE and interval, `ratings_for_<w>_points`
-    for each width in `widths`) and the `PPIResult` per system."""
+    for each width in `widths`, inf with the reason in `flags` when ratings alone cannot reach it) and the `PPIResult` per system."""
     ap = analysis_params
     rows, out = [], {}
     for system, h in human.groupby("system", sort=True):
@@ -325,12 +343,14 @@ def calibrate_systems(answers: pd.DataFrame, scores: pd.DataFrame, human: pd.Dat
         out[str(system)] = p
         lo, hi = res.interval("jury", "cube_score")
         plo, phi = p.interval["cube_score"]
+        plans = {w: ratings_plan(p, w) for w in widths}
         row = {"system": system, "n_rated": p.n_rated, "n_retrieved": p.n_retrieved,
                "judge_cube": res.jury_cube(), "judge_lo": lo, "judge_hi": hi,
                "judge_cube_means": p.judge_only["cube_score"], "human_calibrated_cube": p.cube_score,
                "human_lo": plo, "human_hi": phi, "human_width": phi - plo,
                "weighted_score": p.weighted_score, "recall_at_k": p.recall_at_k,
-               **{f"ratings_for_{w:g}_points": ratings_needed(p, w) for w in widths},
-               "flags": "; ".join(p.flags)}
+               **{f"ratings_for_{w:g}_points": plans[w][0] for w in widths},
+               "flags": "; ".join([*p.flags, *dict.fromkeys(why for need, why in plans.values()
+                                                            if why and math.isinf(need))])}
         rows.append(row)
     return pd.DataFrame(rows), out
