@@ -176,3 +176,15 @@ def test_auto_lambda_is_cov_over_var_for_a_rated_subset_of_the_questions():
         lam = np.clip(np.mean(x * y) - x.mean() * y.mean(), 0, None) / np.var(x)
         got = res.means.set_index(["set", "dimension"]).loc[(s, d), "lam"]
         assert got == pytest.approx(min(lam, 1.0))
+
+
+def test_a_weighted_dimension_without_human_range_is_flagged_as_left_out_of_w():
+    # the raters score every full answer 0 on quality: full <= zero on the human scale, so W is over
+    # relevance alone; it was computed silently (issue 21 review, drop.py), normalise flags it
+    answers, scores, human, _ = _world(n=200, n_rated=60, seed=5)
+    bad = (human["dimension"] == "quality") & (human["set"] == "full")
+    res = ppi_cube(answers, scores, human.assign(score=human["score"].mask(bad, 0.0)), n_resamples=0)
+    assert np.isfinite(res.weighted_score) and np.isnan(res.dimensions["quality"])
+    assert res.weighted_score == pytest.approx(res.dimensions["relevance"])
+    left = [f for f in res.flags if f.startswith("w_dimension_left_out")]
+    assert len(left) == 1 and "quality" in left[0] and "over relevance" in left[0]

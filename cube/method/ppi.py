@@ -21,7 +21,7 @@ judge-only figure of this module (`judge_only`) uses the same means so the two a
 From theta: `N_d = 100 (theta_rag - theta_zero) / (theta_full - theta_zero)`,
 `W = 100 (T_rag - T_zero) / (T_full - T_zero)` with `T = sum_d w_d theta_d` and `CuBE = W * R@k`
 (R@k over all questions of known retrieval, no human needed). A dimension with no positive
-range (full <= zero) leaves W as in `cube.method.normalise`.
+range (full <= zero) leaves W as in `cube.method.normalise`, flagged `w_dimension_left_out`.
 
 Interval: the percentile bootstrap over the **questions**: PPI++ with the labelled set a subset of
 the full set, so one resample draws all questions with replacement (judge means and R@k) and the
@@ -228,6 +228,13 @@ def ppi_cube(answers: pd.DataFrame, scores: pd.DataFrame, human: pd.DataFrame, *
         z, f = theta[SETS.index("zero"), :, 0], theta[SETS.index("full"), :, 0]
         flags.append("no weighted dimension has full > zero on the human scale (" + ", ".join(
             f"{d}: zero {z[i]:.2f}, full {f[i]:.2f}" for i, d in enumerate(dims)) + "): W undefined")
+    z, f = theta[SETS.index("zero"), :, 0], theta[SETS.index("full"), :, 0]
+    left = [i for i in range(len(dims)) if w[i] > 0 and not np.nan_to_num(f[i] - z[i], nan=0.0) > _EPS]
+    if np.isfinite(point["weighted_score"][0]) and left:  # as `cube.method.normalise` flags it
+        flags.append("w_dimension_left_out: W computed over " + ", ".join(
+            d for i, d in enumerate(dims) if w[i] > 0 and i not in left) + "; " + ", ".join(
+            f"{dims[i]} (zero {z[i]:.2f}, full {f[i]:.2f})" for i in left) + " left W (no positive range between "
+            "zero and full on the human scale) and the remaining weights were renormalised")
     interval = {m: (float("nan"), float("nan")) for m in METRICS}
     n_valid, var_lab, var_all = 0, float("nan"), float("nan")
     if n_resamples > 0 and rated and n_all:
