@@ -188,3 +188,15 @@ def test_a_weighted_dimension_without_human_range_is_flagged_as_left_out_of_w():
     assert res.weighted_score == pytest.approx(res.dimensions["relevance"])
     left = [f for f in res.flags if f.startswith("w_dimension_left_out")]
     assert len(left) == 1 and "quality" in left[0] and "over relevance" in left[0]
+
+
+def test_the_human_sentence_shows_the_flags_of_a_defined_score():
+    from cube.diagnose.lta import human_sentence
+
+    answers, scores, human, _ = _world(n=200, n_rated=60, seed=5)
+    bad = (human["dimension"] == "quality") & (human["set"] == "full")
+    head = ppi_cube(answers, scores, human.assign(score=human["score"].mask(bad, 0.0)), n_resamples=50).headline()
+    text = human_sentence(head)
+    assert head["cube_score"] is not None and text.startswith(f"With {head['n_rated']} human ratings: CuBE ")
+    assert "w_dimension_left_out" in text and "quality" in text
+    assert "Note" not in human_sentence(head | {"flags": []})
