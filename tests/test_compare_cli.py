@@ -166,3 +166,22 @@ def test_a_run_outside_the_outputs_folder_is_not_linked_and_its_local_layout_is_
     assert private.name not in text and private.name not in page
     assert [n["side"] for n in head["browser_notes"]] == ["b"]
     assert "outside" in head["browser_notes"][0]["note"] and head["browser_notes"][0]["note"] in html.unescape(page)
+
+
+def test_the_compare_page_adjusts_its_p_values_with_holm_over_the_rows_shown(runs):
+    from cube.method.compare import holm
+
+    tmp, a, _ = runs
+    assert main(["compare", str(a), str(tmp / "outputs" / "v2"), "--permutations", "99", "--top", "5"]) == 0
+    out = tmp / "outputs" / "compare" / "v1-bm25-top4__vs__v2-bm25-top16"
+    head = json.loads((out / "comparison.json").read_text(encoding="utf-8"))
+    p = [r["p_value"] for r in head["deltas"]]
+    shown = [x for x in p if x is not None]
+    assert len(shown) > 1
+    expect = holm([float("nan") if x is None else x for x in p])
+    assert [r["p_holm"] for r in head["deltas"]] == pytest.approx(
+        [None if x != x else x for x in expect], nan_ok=True)
+    assert pd.read_csv(out / "tables" / "deltas.csv")["p_holm"].notna().sum() == len(shown)
+    html = (out / "index.html").read_text(encoding="utf-8")
+    assert "<th>p (Holm)</th>" in html
+    assert f"over the {len(shown)} p-values of this table" in html

@@ -171,3 +171,41 @@ def test_a_sheet_named_by_the_user_lists_its_key_once(run, tmp_path):
     assert names[-1] == "ratings_round2_key.csv" and names.count("ratings_round2_key.csv") == 1
     again = pipeline.export_annotation(run.params, out=tmp_path / "ratings_round2", paths=run.paths)
     assert again == files  # kept, not rewritten, and still listed once
+
+
+def test_a_human_calibrated_figure_reaches_only_the_decision_it_was_computed_for(run, tmp_path):
+    # issue 21 review: notebook 06 attached whatever `human_calibrated` results.json held, so a figure
+    # computed by 07 from earlier ratings (or scores, or jury) was shown beside a new decision
+    import dataclasses
+
+    files = pipeline.export_annotation(run.params, paths=run.paths)
+    sheet = pd.read_csv(next(p for p in files if p.name == "annotation_sheet.csv"), dtype=str, keep_default_na=False)
+    key = pd.read_csv(next(p for p in files if p.name == "annotation_key.csv"), dtype=str, keep_default_na=False)
+    on = [c for c in key.columns if c in sheet.columns]
+    sets = sheet.merge(key, on=on, how="left")["set"]
+
+    def rated(values: dict[str, str], name: str):
+        filled = sheet.assign(rater="ann")
+        for d in run.params.dimension_names():
+            filled[f"{d}.total"] = sets.map(values).to_numpy()
+        filled.to_csv(tmp_path / name, index=False)
+        human = run.params.human.model_copy(update={"ratings": str(tmp_path / name)})
+        return dataclasses.replace(run, params=run.params.model_copy(update={"human": human}))
+
+    first = rated({"zero": "2", "rag": "5", "full": "8"}, "first.csv")
+    results = pipeline.evaluate_run(first)
+    _, _, heads = pipeline.human_calibration(first, results)
+    out = pipeline.decision(first, results)
+    assert out["human_calibrated"] == heads[out["system"]] and out["human_calibrated"]["basis"]
+    assert out["human_sentence"].startswith("With ")
+    # new ratings imported (notebook 07's import), the calibration not yet re-run: the recorded
+    # figure rests on the first ratings and must not be attached to a new decision
+    second = rated({"zero": "3", "rag": "3", "full": "7"}, "second.csv")
+    pipeline.human_stage(second)
+    out = pipeline.decision(second, results)
+    assert out["human_calibrated"] == {} and "re-run notebook 07" in out["human_sentence"]
+    # the calibration re-run on the new ratings is attached again
+    _, _, heads = pipeline.human_calibration(second, results)
+    assert json.loads(run.paths.results.read_text(encoding="utf-8"))["decision"]["human_calibrated"] == \
+        heads[out["system"]]
+    assert pipeline.decision(second, results)["human_calibrated"] == heads[out["system"]]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pandas as pd
 
 from cube.config.runpaths import RunPaths
@@ -42,7 +44,7 @@ def test_a_stale_decision_is_forgotten_whole_when_an_earlier_stage_re_executes(t
     recorded: dict = {}
 
     class FakeRun:  # captures what pipeline.decision records
-        params = None
+        params = SimpleNamespace(human=SimpleNamespace(ratings=None))
 
         def has(self, name):
             return name == "scores"
@@ -54,12 +56,13 @@ def test_a_stale_decision_is_forgotten_whole_when_an_earlier_stage_re_executes(t
             recorded.update(figures)
 
     out = {"cube_score": 1.0, "recall_at_k": 0.5, "weighted_score": 2.0, "verdict": "withheld",
-           "withheld_reasons": ["judging failed"], "judging_failed": True}
+           "verdict_label": "withheld", "provisional": "no interval", "withheld_reasons": ["judging failed"],
+           "judging_failed": True}
     monkeypatch.setattr(cube.diagnose.lta, "assess", lambda *a, **k: out)
     for name in ("offline_judges", "bound_answerer_note", "retrieval_quality", "_diagnosis"):
         monkeypatch.setattr(pipeline, name, lambda *a, **k: None)
     pipeline.decision(FakeRun(), {})
-    assert {"verdict", "judging_failed", "withheld_reasons"} <= set(recorded)
+    assert {"verdict", "verdict_label", "provisional", "judging_failed", "withheld_reasons"} <= set(recorded)
     paths = RunPaths(root=tmp_path / "run", cache=tmp_path / "c.sqlite").ensure()
     paths.results.write_text(json.dumps({**recorded, "answers": 3}, default=str), encoding="utf-8")
     _forget_decision(paths)

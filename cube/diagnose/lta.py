@@ -142,19 +142,22 @@ def retriever_note(result: CubeResult, top_n: int) -> str:
 
 
 def human_sentence(calibrated: dict[str, Any] | None) -> str:
-    """'With N human ratings: CuBE X [lo, hi]' (a `PPIResult.headline()`), '' without ratings."""
+    """'With N human ratings: CuBE X [lo, hi]' (a `PPIResult.headline()`), '' without ratings; its
+    flags follow whenever there are any (why the score is undefined, or what a defined one rests on)."""
     h = calibrated or {}
     if not h.get("n_rated"):
         return ""
+    flags = list(h.get("flags") or [])
     if h.get("cube_score") is None:
         return (f"With {h['n_rated']} human ratings: the human-calibrated CuBE is undefined ("
-                + "; ".join(h.get("flags") or ["see notebook 07"]) + ").")
-    ci = (f" [{h['cube_lo']:.1f}, {h['cube_hi']:.1f}] ({h['confidence']:.0%} interval over both samples)"
-          if h.get("cube_lo") is not None else " (no interval)")
+                + "; ".join(flags or ["see notebook 07"]) + ").")
+    ci = (f" [{h['cube_lo']:.1f}, {h['cube_hi']:.1f}] ({h['confidence']:.0%} interval, bootstrap over the questions "
+          "and their ratings)" if h.get("cube_lo") is not None else " (no interval)")
     judge = h.get("judge_only_cube")
     beside = f"; the judges alone, on the same means: {judge:.1f}" if judge is not None else ""
+    note = (" Note: " + "; ".join(flags) + ".") if flags else ""
     return (f"With {h['n_rated']} human ratings: CuBE {h['cube_score']:.1f}{ci}, the judges calibrated to the "
-            f"raters by prediction-powered inference{beside}.")
+            f"raters by prediction-powered inference{beside}.{note}")
 
 
 def _clip_note(head: dict[str, Any], params: Params) -> str:

@@ -13,7 +13,9 @@ numbers the two reports publish when they are restricted to the common questions
 - **Paired permutation test**: under H0 (A and B are exchangeable per question) the side labels
   of each question can be swapped. A swap is again a counts matrix, over the 2n questions of A
   then B (row of A' = [1 − M, M], of B' = [M, 1 − M] for a swap mask M), so every permutation
-  is computed in one vectorised pass. Two-sided p = (1 + #{|Δ*| >= |Δ|}) / (1 + P).
+  is computed in one vectorised pass. Two-sided p = (1 + #{|Δ*| >= |Δ|}) / (1 + P); `p_holm` is
+  each row's p adjusted by Holm's step-down method over every (judge, metric) row with a p-value
+  (the rows the comparison page shows).
 - **Jury**: the mean over the judges that pass the validity gate (`cube.method.gate`) on both sides,
   as the decision does; judges present on one side only are listed and left out. As in
   `cube.method.bootstrap.bootstrap_cube`, a resample or permutation where one jury member is undefined
@@ -62,7 +64,7 @@ class PairComparison:
     judges: list[str]
     jury_judges: list[str]
     excluded_judges: dict[str, str]
-    deltas: pd.DataFrame  # judge, metric, a, b, delta, lo, hi, se, p_value, n_valid
+    deltas: pd.DataFrame  # judge, metric, a, b, delta, lo, hi, se, p_value, n_valid, p_holm
     settings: dict[str, Any] = field(default_factory=dict)
     power: dict[str, float] = field(default_factory=dict)
     valid_share: dict[str, float | None] = field(default_factory=dict)  # resamples / permutations
@@ -278,6 +280,8 @@ def compare_pair(a_answers: pd.DataFrame, a_scores: pd.DataFrame, b_answers: pd.
     deltas = deltas.assign(_j=deltas["judge"].map(lambda j: (j != "jury", str(j))),
                            _m=deltas["metric"].map(order)).sort_values(["_j", "_m"]).drop(columns=["_j", "_m"])
     deltas = deltas.reset_index(drop=True)
+    # the comparison page shows every row's p-value: adjusted over all of them (the family it shows)
+    deltas["p_holm"] = holm(deltas["p_value"].astype(float).tolist())
     cmp = PairComparison(label_a, label_b, n, only_a, only_b, judges, jury_judges, excluded, deltas,
                          settings={"n_resamples": n_resamples, "n_permutations": n_permutations, "seed": seed,
                                    "confidence": ap.confidence, "alpha": alpha, "power": power,

@@ -9,21 +9,30 @@ whose gold document was retrieved, as CuBE) is estimated by
 where f is the jury's score of an answer (mean over the given judges), y the human score (mean
 over raters), n the rated (labelled) retrieved questions and N all retrieved questions
 (Angelopoulos et al. 2023, "Prediction-powered inference"; PPI++ 2024 for lambda). `lambda = 1`
-is plain PPI, `lambda = 0` the human ratings alone, `"auto"` the PPI++ power-tuned
-`lambda = Cov_n(y, f) / ((1 + n / N) Var_n(f))`, clipped to [0, 1] and estimated per (set,
-dimension) in every resample. Means, not trimmed means: PPI's rectifier is a mean; the
+is plain PPI, `lambda = 0` the human ratings alone, `"auto"` the power-tuned
+`lambda = Cov_n(y, f) / Var_n(f)`, clipped to [0, 1] and estimated per (set, dimension) in every
+resample. That is the optimum here because the rated questions are a *subset* of the N (not a
+second, independent sample as in PPI++'s `n / N` factor): writing the estimate as
+`mean_n(y) - c mean_n(f) + c mean_u(f)` over the rated and the unrated questions, with
+`c = lambda (1 - n / N)`, its variance is least at `c = Cov (N - n) / (N Var f)`, i.e.
+`lambda = Cov / Var f` whatever n / N. Means, not trimmed means: PPI's rectifier is a mean; the
 judge-only figure of this module (`judge_only`) uses the same means so the two are comparable.
 
 From theta: `N_d = 100 (theta_rag - theta_zero) / (theta_full - theta_zero)`,
 `W = 100 (T_rag - T_zero) / (T_full - T_zero)` with `T = sum_d w_d theta_d` and `CuBE = W * R@k`
 (R@k over all questions of known retrieval, no human needed). A dimension with no positive
-range (full <= zero) leaves W as in `cube.method.normalise`.
+range (full <= zero) leaves W as in `cube.method.normalise`, flagged `w_dimension_left_out`.
 
-Interval: the percentile bootstrap over **both samples**, drawn independently (the PPBoot of
-Zrnic & Candes 2024): all questions with replacement (judge means and R@k) and the rated ones
-with replacement (rectifier). `ratings_needed` splits the bootstrap variance of CuBE into the
-part from the rated sample (shrinking as 1/n) and the part from the questions (fixed), and
-inverts it for a target interval width.
+Interval: the percentile bootstrap over the **questions**: PPI++ with the labelled set a subset of
+the full set, so one resample draws all questions with replacement (judge means and R@k) and the
+rated questions' rectifier is read from the *same* draw (a rated question drawn twice counts twice
+in both means). Drawing the rated questions independently of the questions (the two-sample
+PPBoot of Zrnic & Candes 2024, for disjoint samples) ignores that `mean_N(f)` contains the rated
+questions and made the interval too narrow (coverage 0.88-0.90 at 95 % with a scale-squeezing
+judge and n / N >= 2/3; issue 21 review). `ratings_plan` (`ratings_needed`) splits the bootstrap
+variance of CuBE into the part from the rated sample's rectifier (shrinking as 1/n) and the rest
+(fixed for the N questions), and inverts it for a target interval width, never beyond the
+retrieved questions.
 """
 
 from __future__ import annotations
@@ -123,12 +132,10 @@ def _estimate(f_all: np.ndarray, f_lab: np.ndarray, y_lab: np.ndarray, C_all: np
             mf_all = _wmean(C_all, f_all[s, d])
             mf, my = _wmean(C_lab, f), _wmean(C_lab, y)
             if lam == "auto":
-                n = C_lab @ both.astype(float)
-                N = C_all @ (~np.isnan(f_all[s, d])).astype(float)
                 with np.errstate(divide="ignore", invalid="ignore"):
                     cov = _wmean(C_lab, f * y) - mf * my
                     var = _wmean(C_lab, f * f) - mf ** 2
-                    lt = np.where(var > _EPS, cov / ((1 + n / N) * var), 0.0)
+                    lt = np.where(var > _EPS, cov / var, 0.0)
                 lt = np.clip(np.nan_to_num(lt, nan=0.0), 0.0, 1.0)
             else:
                 lt = np.full(B, float(lam))
@@ -204,37 +211,46 @@ def ppi_cube(answers: pd.DataFrame, scores: pd.DataFrame, human: pd.DataFrame, *
             if rated and w[d] > 0 and (np.isnan(y_lab[s, d]) | np.isnan(f_lab[s, d])).all():
                 flags.append(f"no {SETS[s]} answer has both a human and a judge score on {dim}: W undefined")
 
-    def run(C_all: np.ndarray, C_lab: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
-        # C_all over all known questions; the means use its retrieved columns, R@k all of them
+    def run(C_all: np.ndarray, C_lab: np.ndarray | None = None) -> tuple[dict[str, np.ndarray], np.ndarray, Any]:
+        # C_all over all known questions; the means use its retrieved columns, R@k all of them; the
+        # rated questions' counts are those of the same draw unless given (the variance split below)
+        if C_lab is None:
+            C_lab = C_all[:, retrieved][:, rated]
         with np.errstate(divide="ignore", invalid="ignore"):
             recall = C_all @ retrieved.astype(float) / C_all.sum(axis=1)
         theta, judge, lams = _estimate(f_all, f_lab, y_lab, C_all[:, retrieved], C_lab, lam)
         return {**_cube(theta, w, recall), "recall_at_k": recall}, judge, (theta, lams)
 
     n_all = len(retrieved)
-    one = np.ones((1, n_all)), np.ones((1, len(rated)))
-    point, judge_means, (theta, lams) = run(*one)
+    point, judge_means, (theta, lams) = run(np.ones((1, n_all)))
     judge_fig = _cube(judge_means, w, point["recall_at_k"])
     if rated and not flags and not np.isfinite(point["weighted_score"][0]):
         z, f = theta[SETS.index("zero"), :, 0], theta[SETS.index("full"), :, 0]
         flags.append("no weighted dimension has full > zero on the human scale (" + ", ".join(
             f"{d}: zero {z[i]:.2f}, full {f[i]:.2f}" for i, d in enumerate(dims)) + "): W undefined")
+    z, f = theta[SETS.index("zero"), :, 0], theta[SETS.index("full"), :, 0]
+    left = [i for i in range(len(dims)) if w[i] > 0 and not np.nan_to_num(f[i] - z[i], nan=0.0) > _EPS]
+    if np.isfinite(point["weighted_score"][0]) and left:  # as `cube.method.normalise` flags it
+        flags.append("w_dimension_left_out: W computed over " + ", ".join(
+            d for i, d in enumerate(dims) if w[i] > 0 and i not in left) + "; " + ", ".join(
+            f"{dims[i]} (zero {z[i]:.2f}, full {f[i]:.2f})" for i in left) + " left W (no positive range between "
+            "zero and full on the human scale) and the remaining weights were renormalised")
     interval = {m: (float("nan"), float("nan")) for m in METRICS}
     n_valid, var_lab, var_all = 0, float("nan"), float("nan")
     if n_resamples > 0 and rated and n_all:
         rng = np.random.default_rng(seed)
-        C_all = resample_counts(n_all, n_resamples, rng)
-        C_lab = resample_counts(len(rated), n_resamples, rng)
-        boot = run(C_all, C_lab)[0]
+        boot = run(resample_counts(n_all, n_resamples, rng))[0]
         a = (1 - confidence) / 2
         for m in METRICS:
             ok = boot[m][np.isfinite(boot[m])]
             if len(ok):
                 interval[m] = tuple(float(x) for x in np.quantile(ok, [a, 1 - a]))
         n_valid = int(np.isfinite(boot["cube_score"]).sum())
-        # each sample alone (the other fixed at its observed values): the parts of the variance
+        # the rated questions' rectifier alone (the questions' judge means and R@k fixed): the part
+        # of the variance that shrinks as 1/n; the rest, fixed for these questions, is the remainder
+        C_lab = resample_counts(len(rated), n_resamples, rng)
         var_lab = _var(run(np.ones((n_resamples, n_all)), C_lab)[0]["cube_score"])
-        var_all = _var(run(C_all, np.ones((n_resamples, len(rated))))[0]["cube_score"])
+        var_all = max(_var(boot["cube_score"]) - var_lab, 0.0) if math.isfinite(var_lab) else float("nan")
         if n_valid < 0.9 * n_resamples:
             flags.append(f"only {n_valid} of {n_resamples} resamples give a defined CuBE: the interval rests on "
                          "a selection of resamples")
@@ -255,23 +271,40 @@ def ppi_cube(answers: pd.DataFrame, scores: pd.DataFrame, human: pd.DataFrame, *
         n_resamples=n_resamples, n_valid=n_valid, var_rated=var_lab, var_questions=var_all, lam=lam, flags=flags)
 
 
-def ratings_needed(result: PPIResult, width: float) -> float:
-    """Rated questions needed for a CuBE interval of `width` points (at the result's confidence).
+def ratings_plan(result: PPIResult, width: float) -> tuple[float, str]:
+    """Rated questions needed for a CuBE interval of `width` points (at the result's confidence),
+    and why it is inf ('' when finite).
 
-    The bootstrap variance splits as `var_rated * n / n' + var_questions` for n' ratings (the
-    questions fixed): n' = var_rated n / ((width / 2z)^2 - var_questions). Returns inf when the
-    questions alone make the interval wider than `width` (more questions needed, not ratings)
-    and NaN when the variances are unknown (no interval). An approximation: lambda and the
-    judge-human relation are taken as measured on the current sample."""
+    The joint bootstrap's variance of CuBE splits as `var_rated * n / n' + var_questions` for n'
+    rated questions among the same retrieved ones: `var_rated` is the rated questions' rectifier
+    (`mean_n(y) - lambda mean_n(f)`, shrinking as 1/n), `var_questions` the rest (the judges' mean
+    over the N retrieved questions, its covariance with the rectifier, R@k), fixed for these
+    questions; so n' = var_rated n / ((width / 2z)^2 - var_questions). Only the retrieved questions
+    can be rated: inf when the questions alone make the interval wider than `width`, or when n'
+    exceeds the retrieved questions (rating all of them is not enough); more questions are needed
+    then, not ratings. NaN when the variances are unknown (no interval). An approximation: lambda
+    and the judge-human relation are taken as measured on the current sample."""
     if width <= 0:
         raise ValueError(f"width must be > 0, got {width}")
     if not (math.isfinite(result.var_rated) and math.isfinite(result.var_questions)) or result.n_rated == 0:
-        return float("nan")
+        return float("nan"), "no interval: the variances are unknown"
     z = stats.norm.ppf(1 - (1 - result.confidence) / 2)
     room = (width / (2 * z)) ** 2 - result.var_questions
     if room <= 0:
-        return float("inf")
-    return float(math.ceil(result.var_rated * result.n_rated / room))
+        return float("inf"), (f"the questions alone make the interval wider than {width:g} points: more "
+                              "questions are needed, not ratings")
+    need = math.ceil(result.var_rated * result.n_rated / room)
+    if need > result.n_retrieved:
+        best = 2 * z * math.sqrt(result.var_rated * result.n_rated / max(result.n_retrieved, 1) + result.var_questions)
+        return float("inf"), (f"a {width:g}-point interval would need {need} rated questions, but rating all "
+                              f"{result.n_retrieved} retrieved questions gives about {best:.1f} points: more "
+                              "questions are needed")
+    return float(need), ""
+
+
+def ratings_needed(result: PPIResult, width: float) -> float:
+    """The number of `ratings_plan` (inf or NaN with the reason there)."""
+    return ratings_plan(result, width)[0]
 
 
 def check_human(human: pd.DataFrame, table: str = "human") -> None:
@@ -303,7 +336,7 @@ def calibrate_systems(answers: pd.DataFrame, scores: pd.DataFrame, human: pd.Dat
     `results`: each system's `CubeResult` (its jury gives the predicting judges and the weights).
     Returns a table (one row per system: `n_rated`, the judge-only jury CuBE and its interval, the
     judge-only CuBE on means, the human-calibrated CuBE and interval, `ratings_for_<w>_points`
-    for each width in `widths`) and the `PPIResult` per system."""
+    for each width in `widths`, inf with the reason in `flags` when ratings alone cannot reach it) and the `PPIResult` per system."""
     ap = analysis_params
     rows, out = [], {}
     for system, h in human.groupby("system", sort=True):
@@ -317,12 +350,14 @@ def calibrate_systems(answers: pd.DataFrame, scores: pd.DataFrame, human: pd.Dat
         out[str(system)] = p
         lo, hi = res.interval("jury", "cube_score")
         plo, phi = p.interval["cube_score"]
+        plans = {w: ratings_plan(p, w) for w in widths}
         row = {"system": system, "n_rated": p.n_rated, "n_retrieved": p.n_retrieved,
                "judge_cube": res.jury_cube(), "judge_lo": lo, "judge_hi": hi,
                "judge_cube_means": p.judge_only["cube_score"], "human_calibrated_cube": p.cube_score,
                "human_lo": plo, "human_hi": phi, "human_width": phi - plo,
                "weighted_score": p.weighted_score, "recall_at_k": p.recall_at_k,
-               **{f"ratings_for_{w:g}_points": ratings_needed(p, w) for w in widths},
-               "flags": "; ".join(p.flags)}
+               **{f"ratings_for_{w:g}_points": plans[w][0] for w in widths},
+               "flags": "; ".join([*p.flags, *dict.fromkeys(why for need, why in plans.values()
+                                                            if why and math.isinf(need))])}
         rows.append(row)
     return pd.DataFrame(rows), out

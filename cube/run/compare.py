@@ -168,6 +168,7 @@ def compare_sides(a: Side, b: Side, out_dir: Path, *, n_permutations: int = 1000
         "retrieval_changes": {str(k2): int(v) for k2, v in changes["retrieval_change"].value_counts().items()},
         "regressions": listed(reg), "improvements": listed(imp),
         "deltas": [{k2: _clean(v) for k2, v in r.items()} for r in cmp.deltas.to_dict("records")],
+        "n_holm": int(cmp.deltas["p_value"].notna().sum()),
         "browser": browser, "browser_notes": browser_notes,
     }
     out_dir = Path(out_dir)

@@ -94,8 +94,8 @@ def select_notebooks(notebooks: list[Path], only: str | None) -> list[Path]:
 
 DECISION_STAGE = "06_cube_score"  # writes the decision; a stage it reads re-executing makes it stale
 # every key `pipeline.decision` records: a stale `judging_failed` would make `cube run` exit 3
-HEADLINE_KEYS = ("decision", "cube_score", "recall_at_k", "weighted_score", "verdict", "withheld_reasons",
-                 "judging_failed")
+HEADLINE_KEYS = ("decision", "cube_score", "recall_at_k", "weighted_score", "verdict", "verdict_label",
+                 "provisional", "withheld_reasons", "judging_failed")
 
 
 def _forget_decision(paths: RunPaths) -> None:

@@ -308,7 +308,7 @@ def decision(run: Run, results: dict[str, CubeResult]) -> dict[str, Any]:
                  bound_note=bound_answerer_note(run.params), retrieval=retrieval_quality(run, results),
                  diagnosis=_diagnosis(run, results))
     if run.params.human.ratings:  # notebook 07's human-calibrated CuBE, when it ran (it reads `human`, 06 not)
-        _attach_human(out, _recorded(run).get("human_calibrated") or {})
+        _attach_human(out, _recorded(run).get("human_calibrated") or {}, run=run, results=results)
     run.record(decision=out, cube_score=out["cube_score"], recall_at_k=out["recall_at_k"],
                weighted_score=out["weighted_score"], verdict=out["verdict"], verdict_label=out["verdict_label"],
                provisional=out["provisional"],
@@ -332,9 +332,11 @@ def human_calibration(run: Run, results: dict[str, CubeResult] | None = None,
         return None
     results = results if results is not None else evaluate_run(run)
     ap = run.params.analysis
-    table, per = calibrate_systems(run.load("answers"), run.load("scores"), imported[0], results, ap,
+    answers, scores = run.load("answers"), run.load("scores")
+    table, per = calibrate_systems(answers, scores, imported[0], results, ap,
                                    system_top_n(run.params), widths=(10.0, ap.max_interval_width))
-    heads = {s: p.headline() for s, p in per.items()}
+    heads = {s: p.headline() | {"basis": human_basis(answers, scores, imported[0], results, s)}
+             for s, p in per.items()}
     decision = _recorded(run).get("decision")
     run.record(human_calibrated=heads, **({"decision": _attach_human(decision, heads)} if decision else {}))
     return table, per, heads
@@ -348,12 +350,60 @@ def _recorded(run: Run) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
 
 
-def _attach_human(decision: dict[str, Any], heads: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """The decision with its system's human-calibrated CuBE and the sentence the page shows."""
+HUMAN_BASIS_COLUMNS = ("question_id", "system", "set", "judge", "dimension", "score", "rank", "retrieval_ok")
+
+
+def human_basis(answers: pd.DataFrame, scores: pd.DataFrame, human: pd.DataFrame | None,
+                results: dict[str, CubeResult], system: str) -> str:
+    """A fingerprint of what a system's human-calibrated CuBE is computed from: its answers'
+    retrieval outcomes, the judges' scores, the human ratings, the jury and its weights. Notebook
+    07 stamps the figure with it; the decision (06) shows the figure only when it still matches."""
+    import hashlib
+    import json
+
+    from cube.method.ppi import jury_weights
+
+    digest = hashlib.sha256()
+    for table in (answers, scores, human):
+        if table is None or "system" not in table:
+            digest.update(b"-")
+            continue
+        t = table.loc[table["system"].astype(str) == system, [c for c in HUMAN_BASIS_COLUMNS if c in table]]
+        t = t.astype({c: str for c in t.columns if c != "score"})
+        if "score" in t:
+            t["score"] = pd.to_numeric(t["score"], errors="coerce")
+        t = t.sort_values(list(t.columns), kind="stable").reset_index(drop=True)
+        digest.update(",".join(t.columns).encode() + pd.util.hash_pandas_object(t, index=False).to_numpy().tobytes())
+    res = results.get(system)
+    jury = sorted(str(j) for j in res.jury_judges) if res is not None else None
+    weights = jury_weights(res) if res is not None else None
+    digest.update(json.dumps([system, jury, weights], sort_keys=True, default=str).encode())
+    return digest.hexdigest()[:16]
+
+
+def _attach_human(decision: dict[str, Any], heads: dict[str, dict[str, Any]], run: Run | None = None,
+                  results: dict[str, CubeResult] | None = None) -> dict[str, Any]:
+    """The decision with its system's human-calibrated CuBE and the sentence the page shows. Given
+    the run and its results (notebook 06 carrying over what 07 recorded), a figure whose `basis`
+    no longer matches the run's answers, scores, ratings and jury is not attached: it was computed
+    for another decision."""
     from cube.diagnose.lta import human_sentence
 
-    decision["human_calibrated"] = heads.get(str(decision.get("system"))) or {}
-    decision["human_sentence"] = human_sentence(decision["human_calibrated"])
+    system = str(decision.get("system"))
+    head = heads.get(system) or {}
+    if head and run is not None and results is not None:
+        human = run.load("human_ratings") if run.has("human_ratings") else None
+        now = human_basis(run.load("answers", HUMAN_BASIS_COLUMNS), run.load("scores", HUMAN_BASIS_COLUMNS),
+                          human, results, system)
+        if head.get("basis") != now:
+            decision["human_calibrated"] = {}
+            decision["human_sentence"] = (
+                "The human-calibrated CuBE recorded by notebook 07 was computed from other answers, judges' "
+                "scores, human ratings or jury than this decision's, so it is not shown: re-run notebook 07 "
+                "(cube run PARAMS --only 07..08) for the figure that goes with this decision.")
+            return decision
+    decision["human_calibrated"] = head
+    decision["human_sentence"] = human_sentence(head)
     return decision
 
 
