@@ -315,9 +315,16 @@ def test_pilot_stops_a_judge_whose_replies_do_not_parse(tmp_path: Path, insist: 
         assert small["error_kind"].eq("parse").all()
     else:
         assert sent == 20 and report["decision"] == "stopped" and report["calls_not_sent"] == 220
-        assert small["error_kind"].eq("skipped").sum() == 220 and small["error_kind"].eq("parse").sum() == 20
-        assert small.loc[small["error_kind"] == "skipped", "error"].str.contains("stopped by its pilot").all()
+        assert small["error_kind"].eq("pilot").sum() == 220 and small["error_kind"].eq("parse").sum() == 20
+        assert small.loc[small["error_kind"] == "pilot", "error"].str.contains("stopped by its pilot").all()
         assert usage_summary([small]).loc[0, "calls"] == 20  # the calls not sent are not calls
+        # the gate excludes a judge its pilot stopped, naming the pilot (its few pilot rows are no jury member)
+        from cube.config.sections import AnalysisParams
+        from cube.method.evaluation import evaluate
+
+        ranked = answers.assign(rank=1, n_retrieved=1, retrieval_ok=True)
+        result = evaluate(ranked, scores, AnalysisParams(bootstrap=0), 8)
+        assert "small" not in result.jury_judges and "stopped by its pilot" in result.excluded_judges["small"]
 
 
 def test_pilot_lets_a_judge_whose_replies_parse_go_on(tmp_path: Path):

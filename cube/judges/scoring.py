@@ -169,7 +169,7 @@ def score_answers(
     Returns:
         The long scores table, one row per (answer, judge, dimension, sample), columns
         `SCORES_TABLE_COLUMNS`: score (float 0-10, NaN = unscored), raw reply, error,
-        error_kind ('' | 'call' | 'parse' | 'skipped'), detail (JSON of an offline scorer's
+        error_kind ('' | 'call' | 'parse' | 'skipped' | 'pilot': not sent, its judge stopped by its pilot), detail (JSON of an offline scorer's
         per-criterion points, else ''), finish_reason, and the call accounting columns (role
         'judging').
     """
@@ -236,9 +236,9 @@ def _score_slice(judge: Judge, records: list[dict[str, Any]], dimensions: list[D
     unit_rows = [_rows_for(judge, *unit, resp) for unit, resp in zip(units, responses, strict=False)]
     if n_pilot:
         judge.pilot_report = pilot_decision(judge, unit_rows, len(requests) - n_pilot)
-    if n_pilot and judge.pilot_report["decision"] == "stopped":  # the rest is never sent: rows 'skipped'
-        reason = judge.pilot_report["reason"]
-        skipped += [(rec, d, s, reason) for rec, dims, s in units[n_pilot:] for d in dims]
+    if n_pilot and judge.pilot_report["decision"] == "stopped":  # the rest is never sent: rows 'pilot'
+        reason = judge.pilot_report["reason"]  # (the gate excludes a judge stopped by its pilot, naming it)
+        skipped += [(rec, d, s, reason, "pilot") for rec, dims, s in units[n_pilot:] for d in dims]
         units, requests = units[:n_pilot], requests[:n_pilot]
     elif len(requests) > n_pilot:
         rest = judge.model.complete(requests[n_pilot:], role="judging", desc=desc, progress=progress)
@@ -255,7 +255,8 @@ def _score_slice(judge: Judge, records: list[dict[str, Any]], dimensions: list[D
     del unit_rows
     for rec, d, s, *why in skipped:  # not judged: no call was made, so none failed and nothing was spent
         skipped_rows.append(_row(judge, rec, d.name, s, None, "", why[0] if why else "answer is missing (no answer "
-                                 "to judge)", "skipped", "", no_call_accounting(judge.model.name, "judging")))
+                                 "to judge)", why[1] if len(why) > 1 else "skipped", "",
+                                 no_call_accounting(judge.model.name, "judging")))
 
 
 PILOT_EXAMPLES = 3

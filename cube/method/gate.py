@@ -70,7 +70,7 @@ def failure_rates(scores: pd.DataFrame, by_dimension: bool = False) -> pd.DataFr
     keys = ["judge", "dimension"] if by_dimension else ["judge"]
     kind = scores["error_kind"].fillna("").astype(str)
     tmp = scores[keys].assign(_call=(kind == "call").astype(int), _parse=(kind == "parse").astype(int),
-                              _skip=(kind == "skipped").astype(int))
+                              _skip=kind.isin(("skipped", "pilot")).astype(int))
     out = tmp.groupby(keys, sort=True).agg(
         n=("_call", "size"), skipped=("_skip", "sum"), call_failures=("_call", "sum"),
         parse_failures=("_parse", "sum"),
@@ -98,12 +98,14 @@ def failure_table(scores: pd.DataFrame, grid: pd.DataFrame, judges: list[Any]) -
     else:
         k = pd.Series("", index=g.index)
     unscored = g["score"].isna()
-    tmp = pd.DataFrame({"judge": g["judge"], "scored": ~unscored, "skipped": unscored & (k == "skipped"),
-                        "call": unscored & (k == "call"), "parse": unscored & (k == "parse")})
+    tmp = pd.DataFrame({"judge": g["judge"], "scored": ~unscored, "skipped": unscored & k.isin(("skipped", "pilot")),
+                        "pilot": unscored & (k == "pilot"), "call": unscored & (k == "call"),
+                        "parse": unscored & (k == "parse")})
     tmp["other"] = unscored & ~tmp["skipped"] & ~tmp["call"] & ~tmp["parse"]
     agg = tmp.groupby("judge").agg(rows=("scored", "size"), scored_items=("scored", "sum"),
-                                   skipped=("skipped", "sum"), call_failures=("call", "sum"),
-                                   parse_failures=("parse", "sum"), other_failures=("other", "sum"))
+                                   skipped=("skipped", "sum"), pilot_not_sent=("pilot", "sum"),
+                                   call_failures=("call", "sum"), parse_failures=("parse", "sum"),
+                                   other_failures=("other", "sum"))
     out = agg.reindex(pd.Index(judges, name="judge")).fillna(0).astype(int)
     out["judged"] = out["rows"] - out["skipped"]
     failures = out["call_failures"] + out["parse_failures"] + out["other_failures"]
@@ -202,7 +204,11 @@ def judge_gate(grid: pd.DataFrame, scores: pd.DataFrame, cube_table: pd.DataFram
         failed = False
         f = fails.loc[judge]
         rate = float(f["failure_rate"]) if np.isfinite(f["failure_rate"]) else float("nan")
-        if f["scored_items"] == 0:
+        if f["pilot_not_sent"] > 0:  # its replies did not parse in its pilot: the rest was never sent
+            failed = True
+            reasons.append(f"stopped by its pilot ({int(f['pilot_not_sent'])} score rows not sent: its first replies "
+                           "did not parse; judges[].insist sends them anyway)")
+        elif f["scored_items"] == 0:
             failed = True
             if judge not in present:
                 reasons.append(f"judge {judge} has no scores (no score rows for this system)")
