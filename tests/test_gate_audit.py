@@ -47,6 +47,17 @@ def test_the_set_aware_constant_judge_is_excluded_as_content_blind(weights):
     assert t.at["gpt-4o", "in_jury"]
 
 
+def test_a_judge_constant_in_one_set_only_is_not_content_blind():
+    """Review C1: a reading judge gives the demo's one zero-set text ("I cannot answer ...") the same
+    score on every question; one constant set is no evidence of blindness while the others vary."""
+    answers, scores = simulate(100, 0.8, 2, judges=("gpt-4o", "deepseek"))
+    scores = scores.copy()
+    scores.loc[(scores["judge"] == "gpt-4o") & (scores["set"] == "zero"), "score"] = 0.0
+    t = run(answers, scores, weights="equal")
+    assert not t.at["gpt-4o", "content_blind"], t.at["gpt-4o", "excluded_reason"]
+    assert "do not vary within a set" not in t.at["gpt-4o", "excluded_reason"]
+
+
 def test_the_audit_excludes_a_length_judge_and_names_it_content_blind():
     answers, scores = simulate(100, 0.8, 2, judges=("gpt-4o", "length"))
     probes = simulate_probes(40, 2, judges=("gpt-4o", "length"))

@@ -164,7 +164,9 @@ def retrieval_test(grid: pd.DataFrame, judge: Any, weights: pd.Series,
 
 
 def constant_sets(grid: pd.DataFrame, judge: Any) -> list[str]:
-    """The sets in which the judge gives one score to all (>= VARY_MIN_QUESTIONS) questions in every dimension."""
+    """The sets in which the judge gives one score to all (>= VARY_MIN_QUESTIONS) questions in every dimension.
+    The gate calls a judge content-blind only when this holds in every set it scored: one set alone may
+    be constant for a reason (identical answers, e.g. a zero-set answerer that always declines)."""
     g = grid[(grid["judge"] == judge)].dropna(subset=["score"])
     out = []
     for set_, s in g.groupby("set", sort=False):
@@ -224,8 +226,9 @@ def judge_gate(grid: pd.DataFrame, scores: pd.DataFrame, cube_table: pd.DataFram
         W = float(cube_table.at[judge, "weighted_score"])
         if not failed:
             flat = constant_sets(grid, judge)
-            if flat:
-                blind = True
+            sets_scored = set(grid.loc[(grid["judge"] == judge) & grid["score"].notna(), "set"])
+            if flat and len(flat) == len(sets_scored):  # one score per set whatever it reads (a set alone can be
+                blind = True                             # constant for a reason: the demo's zero answers are one text)
                 reasons.append(f"content-blind: its scores do not vary within a set ({', '.join(flat)} for every "
                                "question and dimension)")
             row = aud.loc[judge] if aud is not None and judge in aud.index else None
