@@ -178,3 +178,15 @@ def test_analysis_interval_bca_changes_only_the_interval_of_the_evaluation():
                                   bca.bootstrap[["judge", "metric", "estimate", "n_valid"]])
     assert not np.allclose(pct.bootstrap["lo"], bca.bootstrap["lo"])  # the same resamples, other quantiles
     assert bca.settings["interval"] == "bca"
+
+
+def test_custom_weights_of_the_run_do_not_crash_the_study_which_weights_its_own_dimensions_equally():
+    """Review C2: `analysis.weights: custom` crashed notebook 12 (a bare KeyError), so every such run failed."""
+    from cube.config.params import parse_params
+    from cube.run.simulate import study
+
+    params = parse_params({"run": "t", "judges": [{"name": "r", "model": {"provider": "offline", "model": "rubric"}}],
+                           "dimensions": ["relevance", "completeness"],
+                           "analysis": {"weights": "custom", "custom_weights": {"relevance": 1, "completeness": 2}}})
+    result = study(params, replicates=2, questions=[20], bootstrap=20, permutations=20, power=False)
+    assert "weights them equally" in result.settings["weights_note"]

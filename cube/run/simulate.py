@@ -81,8 +81,18 @@ def study(params: Params, *, replicates: int | None = None, questions: list[int]
     do_power = sp.power if power is None else power
     pair_sizes = power_questions or [sorted(sizes)[len(sizes) // 2]]
     ap = params.analysis.model_copy(update={"bootstrap": B})
+    weights_note = ""
+    if ap.weights == "custom":  # custom weights name the run's dimensions; the simulated judges score their own
+        ap = ap.model_copy(update={"weights": "equal", "custom_weights": None})
+        weights_note = ("analysis.weights is custom: the simulated judges score the simulation's own dimensions, "
+                        "so the study weights them equally")
+        say_later = weights_note
+    else:
+        say_later = ""
     model = model_from(params)
     say = log or (lambda _m: None)
+    if say_later:
+        say(say_later)
     t0 = time.time()
     true = truth(model, proportion=ap.trim_proportion, weights=ap.weights)
     rows = _map(S.coverage_replicate, [(model, n, r, ap, true, sp.seed) for n in sizes for r in range(R)], workers)
@@ -105,7 +115,7 @@ def study(params: Params, *, replicates: int | None = None, questions: list[int]
         power_tab.insert(1, "printed_mde", [shifts[int(n)][1] for n in power_tab["n_questions"]])
         pairs = pd.concat([pairs, alt.assign(case="B worse by the MDE")], ignore_index=True)
         say(f"power at the MDE: {len(shifts)} sizes x {R} pairs in {time.time() - t0:.0f} s")
-    settings = {"replicates": R, "questions": sizes, "pair_questions": pair_sizes, "bootstrap": B,
+    settings = {"weights_note": weights_note, "replicates": R, "questions": sizes, "pair_questions": pair_sizes, "bootstrap": B,
                 "permutations": P, "confidence": ap.confidence, "seed": sp.seed, "workers": workers,
                 "seconds": round(time.time() - t0, 1), "model": dataclasses.asdict(model)}
     return SimulationResult(S.coverage_table(reps, ap.confidence), S.gate_table(reps), pvalues, power_tab,
