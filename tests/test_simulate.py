@@ -84,7 +84,7 @@ def test_coverage_table_by_hand():
                          "hi": [12.0, 11.0, 12.0, 12.0], "truth": 10.0, "in_jury": True})
     row = coverage_table(reps).iloc[0]
     assert row["coverage"] == 0.75
-    assert row["coverage_mc_se"] == pytest.approx(math.sqrt(0.75 * 0.25 / 4))
+    assert row["coverage_mc_se"] == pytest.approx(math.sqrt(0.625 * 0.375 / 8))  # Agresti-Coull: (3 + 2) / (4 + 4)
     assert row["mean_width"] == pytest.approx((4 + 2 + 2 + 1) / 4)
     assert row["bias"] == pytest.approx((-1 + 0 + 1 + 2) / 4)  # errors -1, 0, 1, 2
     assert row["rmse"] == pytest.approx(math.sqrt((1 + 0 + 1 + 4) / 4))
@@ -190,3 +190,14 @@ def test_custom_weights_of_the_run_do_not_crash_the_study_which_weights_its_own_
                            "analysis": {"weights": "custom", "custom_weights": {"relevance": 1, "completeness": 2}}})
     result = study(params, replicates=2, questions=[20], bootstrap=20, permutations=20, power=False)
     assert "weights them equally" in result.settings["weights_note"]
+
+
+def test_a_monte_carlo_error_is_never_zero_at_0_or_100_percent():
+    """Review C3: 8 of 8 covered was published with Monte Carlo SE 0.000."""
+    from cube.method.simulate_study import _rate
+
+    share, se, n = _rate(pd.Series([1.0] * 8))
+    assert share == 1.0 and n == 8 and 0.05 < se < 0.2
+    share, se, _ = _rate(pd.Series([0.0] * 8))
+    assert share == 0.0 and se > 0.05
+    assert _rate(pd.Series([1.0, 0.0] * 200))[1] == pytest.approx(math.sqrt(0.25 / 404))
