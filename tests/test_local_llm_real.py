@@ -131,6 +131,7 @@ def test_cube_run_local_llm_yaml_end_to_end(server: LocalServer, tmp_path: Path,
     params["dimensions"] = ["relevance", "completeness"]
     params["questions"]["limit"] = n_questions = int(os.environ.get("CUBE_LOCAL_LLM_QUESTIONS", "8"))
     params["diagnostics"]["refusal_questions"] = 2
+    params.setdefault("audit", {})["questions"] = n_questions  # the judge audit on as many questions (its probes)
     path = tmp_path / "local_llm.yaml"
     path.write_text(yaml.safe_dump(params, allow_unicode=True), encoding="utf-8")
     monkeypatch.chdir(ROOT)
