@@ -196,13 +196,13 @@ def test_stage_sets_after_edits():
 
     add_judge = lambda js: [*js, {"name": "extra", "model": {"provider": "offline", "model": "rubric-strict"},  # noqa: E731
                                   "samples": 2}]  # a twin of an existing judge is refused: it samples twice
-    assert rerun(judges=add_judge) == ["03", "04", "05", "06", "07", "08", "09", "10"]
-    assert rerun(analysis__trim_proportion=0.2) == ["04", "05", "06", "07", "09", "10", "12"]
+    assert rerun(judges=add_judge) == ["03", "04", "05", "06", "07", "08", "09", "10", "11"]
+    assert rerun(analysis__trim_proportion=0.2) == ["04", "05", "06", "07", "09", "10", "11", "12"]
     assert rerun(simulation__replicates=20) == ["12"]  # the simulation study reads no data of the run
     assert rerun(lexical__tokenizer="char") == ["08"]
     assert rerun(human__sample_size=10) == ["07", "08"]
     assert rerun(diagnostics__low_score_below=4.0) == ["06", "10"]  # 02 reads only diagnostics.refusal_*
-    assert rerun(corpus__seed=11) == ["01", "02", "03", "04", "05", "06", "07", "08", "09", "10"]
+    assert rerun(corpus__seed=11) == ["01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "11"]
     assert rerun(title="Another title") == []
     assert rerun(run="renamed") == []
 

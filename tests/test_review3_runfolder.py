@@ -155,7 +155,7 @@ def test_a_diagnostics_threshold_re_runs_the_decision_and_diagnostics_stages_onl
     assert _stage_set(lambda d: d.update(low_rank_from=6)) == ["06", "10"]
     # what stage 02 reads of `diagnostics` (the refusal questions) re-runs it and every stage after it
     assert _stage_set(lambda d: d.update(refusal_questions=3)) == ["02", "03", "04", "05", "06", "07", "08", "09",
-                                                                   "10"]
+                                                                   "10", "11"]
 
 
 def test_answers_recorded_before_a_threshold_edit_still_agree_with_the_params(tmp_path, monkeypatch):

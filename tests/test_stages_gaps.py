@@ -159,7 +159,7 @@ def _stage_set(file: str, edit) -> list[str]:
 
 
 def test_stage_sets_after_model_edits():
-    from_03 = ["03", "04", "05", "06", "07", "08", "09", "10"]
+    from_03 = ["03", "04", "05", "06", "07", "08", "09", "10", "11"]
     new_model = {"provider": "openai", "model": "claude-x", "base_url": "http://127.0.0.1:9/v1", "price_input_per_m": 3.0}
 
     def add_llm_judge(d):

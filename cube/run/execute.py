@@ -95,7 +95,7 @@ def select_notebooks(notebooks: list[Path], only: str | None) -> list[Path]:
 DECISION_STAGE = "06_cube_score"  # writes the decision; a stage it reads re-executing makes it stale
 # every key `pipeline.decision` records: a stale `judging_failed` would make `cube run` exit 3
 HEADLINE_KEYS = ("decision", "cube_score", "recall_at_k", "weighted_score", "verdict", "verdict_label",
-                 "provisional", "withheld_reasons", "judging_failed")
+                 "provisional", "withheld_reasons", "judging_failed", "audit")
 
 
 def _forget_decision(paths: RunPaths) -> None:
@@ -187,7 +187,8 @@ def execute_run(params_path: str | Path, *, notebooks_dir: Path | None = None, o
             forget_ran_alone(paths.notebooks, None if chosen >= set(notebooks) else {nb.stem for nb in chosen})
         summary = RunSummary(published)
         started = dt.datetime.now(dt.UTC)
-        _record_plan(params, paths, root, log)
+        if any(nb.name[:2] in ("02", "03") for nb in chosen):  # the stages that call models (questions,
+            _record_plan(params, paths, root, log)               # answers, judgments): `--only 00` plans nothing
         # The notebooks are given the params file and run folder by their shown paths (relative to
         # the project root, or their name when outside it); the kernel maps them back to local paths.
         local = {_param_path(params_path, root): str(params_path),
