@@ -23,14 +23,20 @@ _SYSTEM_CJK = ("Noto Sans CJK SC", "Source Han Sans SC", "WenQuanYi Zen Hei", "W
                "Microsoft YaHei", "PingFang SC", "SimHei", "Noto Sans CJK JP")
 
 
-def _packaged_cjk_font() -> tuple[str, Path] | None:
-    """(family, file) of the Noto Sans CJK collection shipped by `noto-cjk-sans-otc`, registered."""
+def _packaged_font_file() -> Path | None:
+    """The Noto Sans CJK collection shipped by `noto-cjk-sans-otc`; None without the package or file."""
     try:
         import noto_cjk_sans_otc
     except ImportError:
         return None
     path = Path(str(noto_cjk_sans_otc.FONT_PATH))
-    if not path.is_file():
+    return path if path.is_file() else None
+
+
+def _packaged_cjk_font() -> tuple[str, Path] | None:
+    """(family, file) of the Noto Sans CJK collection shipped by `noto-cjk-sans-otc`, registered."""
+    path = _packaged_font_file()
+    if path is None:
         return None
     font_manager.fontManager.addfont(str(path))
     families = [f.name for f in font_manager.fontManager.ttflist if Path(f.fname) == path]
@@ -42,12 +48,8 @@ def _packaged_cjk_font() -> tuple[str, Path] | None:
 def web_font_source() -> tuple[Path, int] | None:
     """(file, face number) of the packaged font's Simplified Chinese face, for the HTML pages'
     embedded web font (`cube.pages.webfont`); None without the package."""
-    try:
-        import noto_cjk_sans_otc
-    except ImportError:
-        return None
-    path = Path(str(noto_cjk_sans_otc.FONT_PATH))
-    if not path.is_file():
+    path = _packaged_font_file()
+    if path is None:
         return None
     from fontTools.ttLib import TTCollection
 
