@@ -59,7 +59,8 @@ def test_the_random_judge_is_excluded_with_its_reason_on_the_decision_page(gated
     decision = results["decision"]
     assert decision["judges_used"] == ["rubric-lenient", "rubric-strict"] and decision["n_judges"] == 2
     reason = decision["judges_excluded"]["random-llm"]
-    assert "does not separate the bounds credibly" in reason or "does not follow retrieval" in reason
+    # the gate's evidence (issue 20): the audit finds it content-blind and the bounds test finds no separation
+    assert "does not separate the bounds" in reason or "does not follow retrieval" in reason or "content-blind" in reason
     assert results["judging_failed"] is False and "withheld_reasons" in results
     lo, hi = decision["cube_ci"]
     assert 0 <= lo <= decision["cube_score"] <= hi <= 100  # the verdict rests on an interval inside [0, 100]
