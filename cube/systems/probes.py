@@ -20,7 +20,8 @@ From each sampled question's full answer (the answering model with the gold docu
 Each question gets two worse, length-matched probes, one of empty and truncated and one not-worse
 probe, the kinds in turn (`kinds_for`), so an audit of 40 questions costs 160 judgments per judge
 and dimension (`PROBES_PER_QUESTION`). A probe that cannot be made (no number to corrupt, a single
-sentence to reorder, too little text to match a length) falls back to the next kind of its group;
+sentence to reorder, too little text to match a length, a text equal to the original) falls back to
+the next kind of its group (none left: the question has fewer probes);
 the row says which kind it is. Rows: `question_id, doc_id, system`
 (`audit:<kind>`, so the scoring pipeline keeps them apart), `set` (`full`), `answer`, `probe`,
 `expect`, `rank` (0).
@@ -195,6 +196,8 @@ def build_probes(full: pd.DataFrame, corpus: pd.DataFrame, questions: pd.DataFra
             "authority": AUTHORITY.get(lang, AUTHORITY["en"]) + answer,
             "reordered": reorder(answer),
         }
+        # a probe that reads as the original is no probe: its known truth ("worse") would be wrong
+        made = {k: v if v is None or v.strip() != answer.strip() else None for k, v in made.items()}
         worse_a, worse_b, cut, fine = kinds_for(i)
         chosen = _pick(made, [worse_a, *WORSE_MATCHED], 2, first_two=(worse_a, worse_b)) + \
             _pick(made, [cut, *WORSE_UNMATCHED], 1) + _pick(made, [fine, *NOT_WORSE], 1)
