@@ -74,11 +74,10 @@ def test_each_question_gets_two_length_matched_worse_one_empty_or_truncated_and_
     assert (p["answer"].str.strip().str.len() > 0).all()  # a blank answer would not be judged at all
 
 
-def test_the_length_matched_probes_are_within_ten_percent_of_the_original(audited):
+def test_the_length_matched_probes_have_exactly_the_original_length(audited):
     p, full = audited["probes"], audited["full"].set_index("question_id")["answer"].str.strip().str.len()
     matched = p[p["probe"].isin(["corrupted_facts", "sibling_answer", "other_question"])]
-    ratio = matched["answer"].str.len() / matched["question_id"].map(full)
-    assert len(matched) == 80 and ratio.between(0.9, 1.1).all(), ratio.describe()
+    assert len(matched) == 80 and (matched["answer"].str.len() == matched["question_id"].map(full)).all()
 
 
 def test_truncated_probes_lose_facts_and_empty_probes_say_nothing(audited):

@@ -63,15 +63,14 @@ def test_near_empty_is_a_reply_without_facts():
         assert near_empty(lang).strip() and not re.search(r"\d", near_empty(lang))
 
 
-def test_match_length_trims_at_a_sentence_or_pads_with_other_answers_within_tolerance():
+def test_match_length_gives_exactly_the_original_length_cut_or_padded_with_other_answers():
     long = "第一句话比较长一些。第二句话也很长很长。第三句话还要更长一些。"
-    out = match_length(long, 20, [], "zh")
-    assert out == "第一句话比较长一些。第二句话也很长很长。"
-    short = match_length("短的答案。", 30, ["其他答案的第一句。其他答案的第二句比较长一点。"], "zh")
-    assert short.startswith("短的答案。其他答案的第一句。") and 27 <= len(short) <= 33
+    assert match_length(long, 20, [], "zh") == long[:20]
+    short = match_length("短的答案。", 25, ["其他答案的第一句。其他答案的第二句比较长一点。"], "zh")
+    assert short.startswith("短的答案。其他答案的第一句。其他") and len(short) == 25
     assert match_length("短。", 100, ["也短。"], "zh") is None  # the filler runs out: no probe
     en = match_length("A short answer.", 60, ["Another answer's first sentence. And a second one."], "en")
-    assert 54 <= len(en) <= 66
+    assert en.startswith("A short answer. Another answer's first sentence.") and len(en) == 60
 
 
 def test_the_audit_sample_is_capped_by_its_share_of_the_judge_calls():

@@ -3,9 +3,9 @@
 From each sampled question's full answer (the answering model with the gold document alone),
 `build_probes` derives variants whose quality relative to it is known by construction:
 
-- worse, length-matched (within `LENGTH_TOLERANCE`, 10 %, of the original's characters: sentences
-  dropped from the end, or sentences of other answers appended, then cut; `match_length`), so that a
-  judge reading only the length cannot tell them from the original: `corrupted_facts` (every fact
+- worse, length-matched (exactly the original's length in characters: cut, after sentences of other
+  answers are appended when it is shorter; `match_length`), so that a judge reading only the length
+  cannot tell them from the original: `corrupted_facts` (every fact
   number replaced, by the sibling item's numbers in turn when the gold document has a near-duplicate
   sibling, else by shifted ones, and the item's name by the sibling's; list markers and ordinals,
   "1." "2、" "（1）" "第3条" "Step 2", are kept: `fact_numbers`), `sibling_answer` (the full answer of
@@ -21,8 +21,7 @@ Each question gets two worse, length-matched probes, one of empty and truncated 
 probe, the kinds in turn (`kinds_for`), so an audit of 40 questions costs 160 judgments per judge
 and dimension (`PROBES_PER_QUESTION`). A probe that cannot be made (no number to corrupt, a single
 sentence to reorder, too little text to match a length, a text equal to the original) falls back to
-the next kind of its group (none left: the question has fewer probes);
-the row says which kind it is. Rows: `question_id, doc_id, system`
+the next kind of its group (none left: the question has fewer probes); the row says which kind it is. Rows: `question_id, doc_id, system`
 (`audit:<kind>`, so the scoring pipeline keeps them apart), `set` (`full`), `answer`, `probe`,
 `expect`, `rank` (0).
 """
@@ -55,7 +54,6 @@ _MARKER = re.compile(r"(?:(?:^|(?<=[\n。；;：:！？!?]))[ \t]*\d{1,2}(?:[.�
                      r"|[（(]\d{1,2}[)）]|第\d+(?=[条款项步章节点次])|\b\d+(?:st|nd|rd|th)\b|\b[Ss]tep \d+",
                      re.MULTILINE)
 _SENT = re.compile(r"(?<=[。！？!?.；;])\s*")
-LENGTH_TOLERANCE = 0.1  # a length-matched probe's length (characters) is within 10 % of its original's
 
 
 def calls_per_question(params: Params) -> int:
@@ -122,24 +120,19 @@ def near_empty(lang: str) -> str:
     return PADDING.get(lang, PADDING["en"])[0]
 
 
-def match_length(text: str, target: int, filler: list[str], lang: str,
-                 tolerance: float = LENGTH_TOLERANCE) -> str | None:
-    """`text` brought within `tolerance` of `target` characters: cut after a sentence, or
-    sentences of `filler` (other answers) appended, then cut at `target` when still outside; None
-    when the filler runs out first."""
-    lo, hi = target * (1 - tolerance), target * (1 + tolerance)
+def match_length(text: str, target: int, filler: list[str], lang: str) -> str | None:
+    """`text` at exactly `target` characters: cut there, or first lengthened by sentences of `filler`
+    (other answers); None when the filler runs out first. Exactly, not nearly: a judge that prefers
+    the longer answer would win every pair a shorter probe lost."""
     sep = "" if lang == "zh" else " "
     out = text.strip()
-    if len(out) > hi:  # the longest run of whole sentences that fits, its line breaks kept
-        ends = [m.start() for m in _SENT.finditer(out) if lo <= m.start() <= hi]
-        out = out[:ends[-1]].rstrip() if ends else out
     for extra in (x for f in filler for x in sentences(f)):
-        if len(out) >= lo:
+        if len(out) >= target:
             break
         out = sep.join([out, extra]) if out else extra
-    if len(out) < lo:
+    if len(out) < target:
         return None  # not enough filler: the probe cannot be matched (the next kind is used)
-    return out[:target] if len(out) > hi else out
+    return out[:target]
 
 
 def sentences(text: str) -> list[str]:
