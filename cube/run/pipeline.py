@@ -207,12 +207,13 @@ def audit_sample_note(run: Run) -> str:
 
 
 def role_calls(table: pd.DataFrame, role: str = "judging") -> int:
-    """The calls of `role` in a table (the run's judgments: 'judging'; its audit: 'audit'), as the
-    manifest's usage counts them (`cube.llm.usage_summary`)."""
-    from cube.llm import usage_summary
-
-    u = usage_summary([table])
-    return int(u.loc[u["role"] == role, "calls"].sum()) if len(u) else 0
+    """The calls of `role` in a table (the run's judgments: 'judging'; its audit: 'audit'): its distinct
+    call ids, as the manifest's usage counts them (`cube.llm.usage_summary`) less the re-asks of
+    `retry_unscored`, which neither `cube plan` nor `cube batch` can foresee (so all three cap alike)."""
+    if not {"role", "call_id"} <= set(table.columns):
+        return 0
+    ids = table.loc[table["role"] == role, "call_id"].fillna("").astype(str).str.strip()
+    return int(ids[ids != ""].nunique())
 
 
 def audit_stage(run: Run, judges: list[Any], dimensions: list[Any], corpus: pd.DataFrame, questions: pd.DataFrame,
