@@ -7,6 +7,7 @@ package's functions, the probes by `cube.systems.probes`, the scoring by `cube.j
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -63,12 +64,37 @@ def audited(tmp_path_factory):
     return {"probes": probes, "summary": audit_summary(table).set_index("judge"), "full": full}
 
 
-def test_the_probes_are_two_length_matched_worse_and_one_not_worse_per_question(audited):
+def test_each_question_gets_two_length_matched_worse_one_empty_or_truncated_and_one_not_worse(audited):
     p = audited["probes"]
-    per_q = p.groupby("question_id")["expect"].agg(lambda e: (int((e == "worse").sum()), int((e == "not_worse").sum())))
-    assert len(per_q) == 40 and set(per_q) == {(2, 1)}
-    assert set(p["probe"]) <= {"corrupted_facts", "sibling_answer", "other_question", "padded", "authority", "reordered"}
-    assert (p["answer"].str.len() > 0).all()
+    matched = p["probe"].isin(["corrupted_facts", "sibling_answer", "other_question"])
+    cut = p["probe"].isin(["empty", "truncated"])
+    per_q = p.assign(m=matched, c=cut, n=p["expect"] == "not_worse").groupby("question_id")[["m", "c", "n"]].sum()
+    assert len(per_q) == 40 and (per_q["m"] == 2).all() and (per_q["c"] == 1).all() and (per_q["n"] == 1).all()
+    assert set(p.loc[cut, "probe"]) == {"empty", "truncated"} and (p.loc[cut, "expect"] == "worse").all()
+    assert (p["answer"].str.strip().str.len() > 0).all()  # a blank answer would not be judged at all
+
+
+def test_the_length_matched_probes_have_exactly_the_original_length(audited):
+    p, full = audited["probes"], audited["full"].set_index("question_id")["answer"].str.strip().str.len()
+    matched = p[p["probe"].isin(["corrupted_facts", "sibling_answer", "other_question"])]
+    assert len(matched) == 80 and (matched["answer"].str.len() == matched["question_id"].map(full)).all()
+
+
+def test_truncated_probes_lose_facts_and_empty_probes_say_nothing(audited):
+    p, full = audited["probes"], audited["full"].set_index("question_id")["answer"].str.strip()
+    t = p[p["probe"] == "truncated"]
+    for q, a in zip(t["question_id"], t["answer"], strict=True):
+        assert full[q].startswith(a) and len(a) <= len(full[q]) / 3 + 1
+        assert not set(re.findall(r"\d+", full[q][len(a):])) <= set(re.findall(r"\d+", a)) or \
+            not re.search(r"\d", full[q])  # at least one fact number is gone (when there was one)
+    assert (p.loc[p["probe"] == "empty", "answer"].str.len() < 20).all()
+
+
+def test_the_rubric_judges_score_empty_and_truncated_answers_below_the_original(audited):
+    s = audited["summary"]
+    for judge in ("rubric-lenient", "rubric-strict"):
+        assert s.at[judge, "empty_truncated_pairs"] == 40
+        assert s.at[judge, "empty_truncated_wins"] >= 36, s.loc[judge]
 
 
 def test_the_rubric_judges_read_the_content_and_pass_the_audit(audited):

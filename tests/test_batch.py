@@ -27,6 +27,7 @@ dimensions: [relevance, completeness]
 judges:
   - {{name: llm, model: {{provider: openai, model: test-model, base_url: "{url}", max_tokens: 16}}}}
   - {{name: rubric, model: {{provider: offline, model: rubric-strict}}}}
+audit: {{max_share: 1.0}}  # 5 items: at the default share no audit question fits; its calls are exported too
 """
 
 
@@ -71,7 +72,7 @@ def test_export_import_then_the_run_judges_with_zero_requests(prepared, tmp_path
     assert requests.parent == tmp_path
     n = written[requests]
     judged = int(answers["answer"].notna().sum())
-    probed = len(pipeline.audit_probes(run, run.load("corpus"), run.load("questions"), answers))  # the audit's
+    probed = len(pipeline.audit_probes(run.params, run.load("corpus"), run.load("questions"), answers, 10**9))  # at most
     lines = [json.loads(x) for x in requests.read_text(encoding="utf-8").splitlines()]
     # the LLM judge's calls only (2 dimensions; the offline judge makes none), identical calls once
     # (a rag answer equal to the full one is the same call)

@@ -24,6 +24,7 @@ from cube.kb.screen import screen_questions
 from cube.llm import usage_summary
 from cube.llm.endpoints import call_cost
 from cube.llm.tokens import ESTIMATE, count_prompt_tokens, estimate_tokens
+from cube.run.pipeline import judge_audit
 from cube.run.plan import build_plan, plan_text, plan_vs_actual
 from cube.systems import build_answers
 
@@ -89,9 +90,10 @@ def _run_counted(params: Any, cache: Path) -> dict[tuple[str, str], int]:
     questions = build_questions(params, corpus, cache)
     answers = build_answers(params, corpus, questions, cache, progress=False)
     refusals = refusal_answers(params, corpus, build_refusal_set(params, corpus)[0], cache)
-    scores = score_answers(answers, make_judges(params, cache), load_dimensions(params), corpus, questions=questions,
-                           progress=False)
-    usage = usage_summary([questions, answers, refusals, scores])
+    judges, dims = make_judges(params, cache), load_dimensions(params)
+    scores = score_answers(answers, judges, dims, corpus, questions=questions, progress=False)
+    audit, _ = judge_audit(params, judges, dims, corpus, questions, answers, scores, progress=False)  # stage 03's too
+    usage = usage_summary([questions, answers, refusals, scores, audit])
     return {(r["role"], r["model"]): r for r in usage.to_dict("records")}
 
 
@@ -127,6 +129,29 @@ def test_plan_equals_the_calls_a_run_sends(tmp_path: Path):
     assert str(q2["latency_from"]).startswith("median of")
     j = again.set_index(["role", "model"]).loc[("judging", "m")]
     assert j["to_send"] == j["calls"]  # judge prompts hold stand-in answers: never taken as cached
+
+
+def test_plan_counts_the_audit_calls_the_run_sends_capped_by_its_share(tmp_path: Path):
+    """Real answers (template questions, an offline answerer): the audit's calls (role 'audit') are
+    planned as stage 03 sends them, for the LLM judge and the offline one, capped by audit.max_share."""
+    with OpenAIServer(reply=_good_reply, tokenize=True) as server:
+        params = _params(server.url, tmp_path, questions={"generator": "template", "seed": 3},
+                         answerer={"provider": "offline", "model": "extractive"},
+                         systems=[{"kind": "builtin", "name": "top2", "top_n": 2}],
+                         audit={"questions": 40, "max_share": 0.5})
+        cache = Path(params.cache_path)
+        plan = build_plan(params, base_dir=tmp_path, cache_path=cache)
+        used = _run_counted(params, cache)
+    rows = {(r["role"], r["model"]): r for r in plan.to_dict("records")}
+    for model in ("m", "rubric-lenient"):
+        assert rows[("audit", model)]["calls"] == used[("audit", model)]["calls"] > 0, model
+    llm = rows[("audit", "m")]  # its prompts stand in: not exact, never taken as cached
+    assert not llm["exact"] and llm["to_send"] == llm["calls"] and llm["prompt_tokens"] > 0
+    planned_judging = rows[("judging", "m")]["calls"] + rows[("judging", "rubric-lenient")]["calls"]
+    planned_audit = rows[("audit", "m")]["calls"] + rows[("audit", "rubric-lenient")]["calls"]
+    assert planned_audit <= 0.5 * planned_judging  # the cap
+    assert "capped at 50% of the judge calls" in rows[("audit", "m")]["note"]
+    assert rows[("audit", "m")]["batch_cost"] > 0  # `cube batch` exports the audit's calls too
 
 
 def test_plan_arithmetic(tmp_path: Path):

@@ -114,7 +114,7 @@ FIELD_LABELS: dict[str, dict[str, str]] = {
 }
 
 SETS: tuple[str, ...] = ("zero", "rag", "full")
-ROLES: tuple[str, ...] = ("question_generation", "answering", "judging")
+ROLES: tuple[str, ...] = ("question_generation", "answering", "judging", "audit")
 ACCOUNTING_COLUMNS: tuple[str, ...] = (
     "model",
     "role",

@@ -279,8 +279,14 @@ class AnalysisParams(StrictModel):
 class AuditParams(StrictModel):
     questions: int = Field(
         40, ge=0, description="Questions sampled for the judge audit (0: off). Each gets two length-matched worse "
-        "probes (two of corrupted facts, the sibling's answer, another question's answer, in turn) and one not-worse probe "
-        "(padded, authority line, reordered, in turn), judged by every judge under the role 'audit'.",
+        "probes (two of corrupted facts, the sibling's answer, another question's answer, in turn), one of an empty and a "
+        "truncated answer (in turn) and one not-worse probe (padded, authority line, reordered, in turn), judged by every "
+        "judge under the role 'audit'. Fewer when `max_share` caps them.",
+    )
+    max_share: float = Field(
+        0.15, gt=0, le=1, description="The audit's calls are at most this share of the run's judge calls (role "
+        "'judging'): the sample shrinks to fit (`cube plan` counts it so, notebook 11 says so); with too few probe "
+        "pairs left the audit gives no verdict (never an exclusion).",
     )
     min_pairs: int = Field(
         10, ge=1, description="Scored (original, worse probe) pairs a judge needs before the audit may exclude "

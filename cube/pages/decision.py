@@ -52,6 +52,17 @@ def headline(decision: dict[str, Any]) -> str:
     return '<p style="font-size:1.25em;line-height:1.6">' + " · ".join(parts) + "</p>"
 
 
+def self_preference_text(sp: dict[str, Any]) -> str:
+    """A judge's scores on its own model's answers against the other judges' (`results.json` `audit`)."""
+    m, lo, hi, n = (sp.get(k) for k in ("self_preference", "self_preference_lo", "self_preference_hi",
+                                        "self_preference_items"))
+    if m is None or not n:
+        return "its model wrote the answers, but no other judge scored the same items: not measured"
+    ci = f" [{lo:+.2f}, {hi:+.2f}]" if lo is not None and hi is not None else ""
+    return (f"{m:+.2f} points{ci} on its own model's answers against the other judges' scores of the same "
+            f"{n} items")
+
+
 def decision_markdown(decision: dict[str, Any]) -> str:
     """The decision as Markdown for the notebook (text from params is escaped), the decision first:
     the verdict badge with the score, its interval and R@k, the sentence, why a verdict was
@@ -73,6 +84,8 @@ def decision_markdown(decision: dict[str, Any]) -> str:
             lines.append(f"- excluded: {esc(j)} ({esc(why)})")
         for j, evidence in (decision.get("judge_evidence") or {}).items():  # what the gate read (issue 20)
             lines.append(f"- evidence for {esc(j)}: {esc(evidence)}")
+        for j, sp in (decision.get("self_preference") or {}).items():  # a judge whose model wrote the answers
+            lines.append(f"- self-preference of {esc(j)}: {self_preference_text(sp)}")
         lines.append("")
     if decision.get("synthetic_data"):
         lines += [f"> {esc(decision['synthetic_data'])}", ""]

@@ -30,18 +30,38 @@ def stage_calls(params_path: str | Path, stage: str = "03") -> tuple[list[Pendin
     corpus, questions, answers = run.load("corpus"), run.load("questions"), run.load("answers")
     dimensions = load_dimensions(run.params, base_dir=Path.cwd())
     records = judge_inputs(answers, corpus, questions).to_dict("records")
-    probes = audit_probes(run, corpus, questions, answers)  # the judge audit's calls are stage 03's too
+    judges = make_judges(run.params, run.paths.cache)
+    requests = {j.name: judge_requests(j, records, dimensions)[1] for j in judges}
+    # the judge audit's calls are stage 03's too, capped by the run's judge calls as stage 03 caps them
+    probes = audit_probes(run.params, corpus, questions, answers, judge_calls(judges, requests))
     if not probes.empty:
-        records += judge_inputs(probes.drop(columns=["probe", "expect"]), corpus, questions).to_dict("records")
+        probe_records = judge_inputs(probes.drop(columns=["probe", "expect"]), corpus, questions).to_dict("records")
+        for j in judges:
+            requests[j.name] += judge_requests(j, probe_records, dimensions)[1]
     calls: dict[str, Pending] = {}
-    for judge in make_judges(run.params, run.paths.cache):
+    for judge in judges:
         if judge.model.offline:
             continue
         spec = judge.model.spec
-        for request in judge_requests(judge, records, dimensions)[1]:
+        for request in requests[judge.name]:
             key = cache_key(spec, request)
             calls.setdefault(key, Pending(key, judge.name, spec, request))
     return list(calls.values()), run.paths.cache
+
+
+def judge_calls(judges: list[Any], requests: dict[str, list[Any]]) -> int:
+    """The judge calls stage 03 makes of these requests: identical requests of a judge are one call
+    (an LLM's cache key; an offline algorithm's inputs)."""
+    import json
+
+    n = 0
+    for j in judges:
+        if j.model.offline:
+            n += len({json.dumps([r.context, r.template_version, r.sample], sort_keys=True, default=str)
+                      for r in requests[j.name]})
+        else:
+            n += len({cache_key(j.model.spec, r) for r in requests[j.name]})
+    return n
 
 
 def pending_calls(params_path: str | Path, stage: str = "03", every: bool = False) -> tuple[list, Path]:

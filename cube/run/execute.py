@@ -512,8 +512,9 @@ def _usage(paths: RunPaths) -> list[dict[str, Any]]:
         present = set(pq.read_schema(p).names)
         return pd.read_parquet(p, columns=[c for c in USAGE_COLUMNS if c in present])
 
-    # every table holding calls: questions that failed or the screen rejected, the refusal answers too
-    tables = [accounting(p) for n in ("questions", "questions_failed", "answers", "refusal_answers", "scores")
+    # every table holding calls: questions that failed or the screen rejected, the refusal answers, the audit too
+    tables = [accounting(p) for n in ("questions", "questions_failed", "answers", "refusal_answers", "scores",
+                                      "audit_scores")
               if (p := paths.data_file(n)).exists()]
     if not tables:
         return []

@@ -20,10 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from cube.config.params import Params
 from cube.config.runpaths import RunPaths
+from cube.config.schema import ACCOUNTING_COLUMNS
 from cube.method.evaluation import CubeResult
 from cube.run.evaluate import ANALYSIS_SCORE_COLUMNS, evaluate_run, system_top_n  # noqa: F401  (stages of notebooks 02-06)
 from cube.run.notebook import Run
@@ -132,14 +134,16 @@ def scores_stage(run: Run) -> pd.DataFrame:
     dimensions = load_dimensions(run.params, base_dir=run.base_dir)
     scores = score_answers(answers, judges, dimensions, corpus, questions=questions)
     run.save("scores", scores)
-    audit = audit_stage(run, judges, dimensions, corpus, questions, answers)
+    audit = audit_stage(run, judges, dimensions, corpus, questions, answers, scores)
     # calls in flight reached (issue 15), per judge with an endpoint; always written, so that a re-run
     # whose calls were all cached does not keep the previous run's figures (record() merges keys)
     concurrency = {j.name: j.model.concurrency_record() for j in judges if hasattr(j.model, "concurrency_record")}
     pilots = [j.pilot_report for j in judges if j.pilot_report]
+    n_audit, n_judge = role_calls(audit, "audit"), role_calls(scores)
     run.record(scores=len(scores), scores_unscored=int(scores["score"].isna().sum()), judge_concurrency=concurrency,
                judge_pilot={p["judge"]: {k: v for k, v in p.items() if k != "judge"} for p in pilots},
-               audit_judgments=len(audit), audit_share_of_judgments=round(len(audit) / max(len(scores), 1), 4))
+               audit_judgments=len(audit), audit_calls=n_audit,
+               audit_share_of_judge_calls=round(n_audit / n_judge, 4) if n_judge else None)
     for p in pilots:
         if p["decision"] == "stopped":
             warnings.warn(f"{p['reason']}; {p['calls_not_sent']} calls not sent (set judges[].insist: true to send "
@@ -151,33 +155,98 @@ AUDIT_COLUMNS = ("question_id", "system", "set", "judge", "dimension", "sample",
                  "expect")
 
 
-def audit_probes(run: Run, corpus: pd.DataFrame, questions: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
-    """The audit's probes (`cube.systems.probes.build_probes` of the primary system's full answers,
-    `audit.questions` of them): judged by stage 03, exported with its calls by `cube batch`."""
+def audit_probes(params: Params, corpus: pd.DataFrame, questions: pd.DataFrame, answers: pd.DataFrame,
+                 judge_calls: int) -> pd.DataFrame:
+    """The audit's probes (`cube.systems.probes.build_probes` of the primary system's full answers):
+    `audit.questions` of them, fewer when their calls would exceed `audit.max_share` of the run's
+    `judge_calls` (`audit_sample`). Judged by stage 03, exported with its calls by `cube batch`."""
     from cube.systems.probes import build_probes
 
-    a = run.params.audit
-    full = answers[(answers["system"] == primary_system(run)) & (answers["set"] == "full")]
-    return build_probes(full, corpus, questions, a.questions, a.seed, run.params.lang)
+    full = answers[(answers["system"] == params.systems[0].name) & (answers["set"] == "full")]
+    n = audit_sample(params, judge_calls)["questions"]
+    return build_probes(full, corpus, questions, n, params.audit.seed, params.lang)
+
+
+def audit_sample(params: Params, judge_calls: int) -> dict[str, Any]:
+    """How many questions the audit samples: `audit.questions`, capped so that its calls are at most
+    `audit.max_share` of the run's judge calls (`cube.systems.probes.capped_questions`; `cube plan`
+    counts the same). Recorded in results.json (`audit_sample`) and said by notebook 11."""
+    from cube.systems.probes import calls_per_question, capped_questions
+
+    a = params.audit
+    per_q = calls_per_question(params)
+    n = capped_questions(a.questions, judge_calls, per_q, a.max_share)
+    return {"requested": a.questions, "questions": n, "capped": n < a.questions, "max_share": a.max_share,
+            "judge_calls": int(judge_calls), "calls_per_question": per_q, "audit_calls": n * per_q}
+
+
+def audit_sample_sentence(sample: dict[str, Any] | None) -> str:
+    """What notebook 11 and the audit's verdicts say of the sample (empty when it was not capped)."""
+    if not sample or not sample.get("capped") or not sample.get("requested"):
+        return ""
+    return (f"the audit sample shrank from {sample['requested']} to {sample['questions']} questions: "
+            f"{sample['calls_per_question']} judge calls per question, at most {sample['max_share']:.0%} of "
+            f"the run's {sample['judge_calls']} judge calls (audit.max_share)")
+
+
+def audit_sample_note(run: Run) -> str:
+    """Notebook 11's sentence on the audit's sample: how many questions, their calls against the run's
+    judge calls, and whether `audit.max_share` shrank it (what stage 03 recorded)."""
+    rec = _recorded(run)
+    sample = rec.get("audit_sample")
+    if not sample:
+        return "The audit's sample was not recorded: re-run stage 03 (cube run PARAMS --only 03)."
+    if not sample["requested"]:
+        return "The audit is off (audit.questions: 0)."
+    head = (f"The audit sampled {sample['questions']} questions: {rec.get('audit_calls', sample['audit_calls'])} "
+            f"judge calls, {rec.get('audit_share_of_judge_calls') or 0:.1%} of the run's {sample['judge_calls']} "
+            f"judge calls (at most {sample['max_share']:.0%}, audit.max_share).")
+    note = audit_sample_sentence(sample)
+    return head + (f" Capped: {note}; with fewer than audit.min_pairs ({run.params.audit.min_pairs}) probe pairs "
+                   "a judge gets no audit verdict (never an exclusion)." if note else "")
+
+
+def role_calls(table: pd.DataFrame, role: str = "judging") -> int:
+    """The calls of `role` in a table (the run's judgments: 'judging'; its audit: 'audit'): its distinct
+    call ids, as the manifest's usage counts them (`cube.llm.usage_summary`) less the re-asks of
+    `retry_unscored`, which neither `cube plan` nor `cube batch` can foresee (so all three cap alike)."""
+    if not {"role", "call_id"} <= set(table.columns):
+        return 0
+    ids = table.loc[table["role"] == role, "call_id"].fillna("").astype(str).str.strip()
+    return int(ids[ids != ""].nunique())
 
 
 def audit_stage(run: Run, judges: list[Any], dimensions: list[Any], corpus: pd.DataFrame, questions: pd.DataFrame,
-                answers: pd.DataFrame) -> pd.DataFrame:
-    """The judge audit (issue 20): probes of the primary system's full answers (`cube.systems.probes`)
-    judged by every judge, their accounting under the role 'audit'; saved as data/audit_scores
-    (empty with `audit.questions: 0`)."""
+                answers: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
+    """The judge audit (issue 20) of stage 03 (`judge_audit`): saved as data/audit_scores, its sample
+    recorded (`audit_sample` in results.json)."""
+    out, sample = judge_audit(run.params, judges, dimensions, corpus, questions, answers, scores)
+    run.record(audit_sample=sample)
+    run.save("audit_scores", out)
+    return out
+
+
+def judge_audit(params: Params, judges: list[Any], dimensions: list[Any], corpus: pd.DataFrame,
+                questions: pd.DataFrame, answers: pd.DataFrame, scores: pd.DataFrame,
+                progress: bool = True) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Probes of the primary system's full answers (`cube.systems.probes`) judged by every judge, their
+    accounting under the role 'audit' (empty with `audit.questions: 0`, or when the cap leaves no
+    question), and the sample (`audit_sample`): `scores` are the run's judgments, whose calls cap the audit's."""
     from cube.judges import score_answers
 
-    probes = audit_probes(run, corpus, questions, answers)
+    judge_calls = role_calls(scores)
+    sample = audit_sample(params, judge_calls)
+    probes = audit_probes(params, corpus, questions, answers, judge_calls)
     if probes.empty:
-        out = pd.DataFrame({c: pd.Series(dtype=float if c == "score" else object) for c in AUDIT_COLUMNS})
+        out = pd.DataFrame({c: pd.Series(dtype=float if c == "score" else object)
+                            for c in (*AUDIT_COLUMNS, *ACCOUNTING_COLUMNS)})
     else:
-        out = score_answers(probes.drop(columns=["probe", "expect"]), judges, dimensions, corpus, questions=questions)
+        out = score_answers(probes.drop(columns=["probe", "expect"]), judges, dimensions, corpus, questions=questions,
+                            progress=progress)
         if "role" in out:
             out["role"] = "audit"
         out = out.merge(probes[["question_id", "system", "probe", "expect"]], on=["question_id", "system"])
-    run.save("audit_scores", out)
-    return out
+    return out, sample
 
 
 def audit_report(run: Run) -> pd.DataFrame:
@@ -195,9 +264,59 @@ def audit_report(run: Run) -> pd.DataFrame:
     verdicts = [audit_verdict(row, ap.gate_alpha, a.min_pairs) for _, row in summary.iterrows()]
     summary["content_blind"] = [v for v, _ in verdicts]
     summary["audit"] = [why for _, why in verdicts]
+    note = audit_sample_sentence(_recorded(run).get("audit_sample"))
+    summary["audit"] = [f"{why} ({note})" if note and v is None else why for v, why in verdicts]
     table = evaluate_run(run, bootstrap=False)[primary_system(run)].cube_table
     summary["in_jury"] = summary["judge"].map(table["in_jury"]) if "in_jury" in table else None
+    own = self_preference_table(run)
+    for c in SELF_PREFERENCE_COLUMNS:
+        summary[c] = summary["judge"].map(own[c]) if c in own else np.nan
     return summary.set_index("judge")
+
+
+SELF_PREFERENCE_COLUMNS = ("self_preference", "self_preference_lo", "self_preference_hi", "self_preference_items")
+
+
+def self_judges(params: Params, system: str) -> dict[str, tuple[str, ...]]:
+    """The judges whose model wrote `system`'s answers (the same `models:` entry, or the same provider,
+    endpoint and model), each with the answer sets that model wrote: every set of a builtin system,
+    the bound sets of another (its rag answers come from a file or RAGFlow)."""
+    from cube.config.sections import BuiltinSystem
+
+    sp = next((x for x in params.systems if x.name == system), None)
+    if sp is None:
+        return {}
+    ref = params.system_answerer(sp)
+    spec = params.model(ref)
+
+    def same(r: Any) -> bool:
+        if isinstance(ref, str) and isinstance(r, str):
+            return r == ref
+        o = params.model(r)
+        return (o.provider, o.base_url, tuple(o.base_urls or ()), o.model) == \
+            (spec.provider, spec.base_url, tuple(spec.base_urls or ()), spec.model)
+
+    sets = ("zero", "rag", "full") if isinstance(sp, BuiltinSystem) else ("zero", "full")
+    return {j.name: sets for j in params.judges if same(j.model)}
+
+
+def self_preference_table(run: Run) -> pd.DataFrame:
+    """Per judge whose model answered the primary system (`self_judges`): its scores on those answers
+    against the other judges' on the same items (`cube.method.audit.self_preference`: points, t
+    interval, items). Empty (no row, never a 0) when no judge answered."""
+    from cube.method.audit import self_preference
+
+    own = self_judges(run.params, primary_system(run))
+    if not own:
+        return pd.DataFrame(columns=list(SELF_PREFERENCE_COLUMNS))
+    scores = run.load("scores", ANALYSIS_SCORE_COLUMNS)
+    mine = scores[scores["system"] == primary_system(run)]
+    rows = {}
+    for judge, sets in own.items():
+        r = self_preference(mine[mine["set"].isin(sets)], judge, run.params.analysis.confidence)
+        rows[judge] = {"self_preference": r["self_preference"], "self_preference_lo": r["self_preference_lo"],
+                       "self_preference_hi": r["self_preference_hi"], "self_preference_items": r["items"]}
+    return pd.DataFrame.from_dict(rows, orient="index", columns=list(SELF_PREFERENCE_COLUMNS))
 
 
 def bound_answerer_note(params: Params) -> str:
@@ -309,11 +428,16 @@ def decision(run: Run, results: dict[str, CubeResult]) -> dict[str, Any]:
                  diagnosis=_diagnosis(run, results))
     if run.params.human.ratings:  # notebook 07's human-calibrated CuBE, when it ran (it reads `human`, 06 not)
         _attach_human(out, _recorded(run).get("human_calibrated") or {}, run=run, results=results)
+    audit = _audit_record(run)
+    own = {j: {k: v[k] for k in SELF_PREFERENCE_COLUMNS} for j, v in (audit.get("judges") or {}).items()
+           if "self_preference" in v}
+    if own:  # the decision page's line per judge whose model wrote the answers it judged
+        out["self_preference"] = own
     run.record(decision=out, cube_score=out["cube_score"], recall_at_k=out["recall_at_k"],
                weighted_score=out["weighted_score"], verdict=out["verdict"], verdict_label=out["verdict_label"],
                provisional=out["provisional"],
                withheld_reasons=out["withheld_reasons"], judging_failed=out["judging_failed"],
-               audit=_audit_record(run))
+               audit=audit)
     return out
 
 
@@ -409,14 +533,22 @@ def _attach_human(decision: dict[str, Any], heads: dict[str, dict[str, Any]], ru
 
 def _audit_record(run: Run) -> dict[str, Any]:
     """`results.json` `audit`: per judge its discrimination, biases and verdict (`ran: false` when it did not run)."""
-    report = audit_report(run)
-    if report.empty:
-        return {"ran": False}
-    keep = ["pairs", "discrimination", "discrimination_lo", "discrimination_hi", "discrimination_p_value",
-            "verbosity_bias", "authority_bias", "order_bias", "leniency", "modal_share", "content_blind", "audit"]
     import json
 
-    return {"ran": True, "judges": json.loads(report[keep].to_json(orient="index"))}  # NaN as null, plain types
+    report = audit_report(run)
+    sample = _recorded(run).get("audit_sample")
+    if report.empty:
+        return {"ran": False, **({"sample": sample} if sample else {})}
+    keep = ["pairs", "discrimination", "discrimination_lo", "discrimination_hi", "discrimination_p_value",
+            "empty_truncated_pairs", "empty_truncated_wins", "verbosity_bias", "authority_bias", "order_bias",
+            "leniency", "modal_share", "content_blind", "audit"]
+    judges = json.loads(report[keep].to_json(orient="index"))  # NaN as null, plain types
+    # self-preference only for a judge whose model answered (absent, never 0, for the others)
+    own = json.loads(report.loc[report["self_preference_items"].notna(), list(SELF_PREFERENCE_COLUMNS)].to_json(
+        orient="index"))
+    for judge, values in own.items():
+        judges[judge].update(values)
+    return {"ran": True, "judges": judges, **({"sample": sample} if sample else {})}
 
 
 def _diagnosis(run: Run, results: dict[str, CubeResult]) -> dict[str, Any]:

@@ -18,6 +18,9 @@ batch prices for judges, which `cube batch` can send), and time at the model's c
   gives many equal extractive answers; it costs nothing either way).
   Identical requests are one call, as in the stages. Calls already in the cache are counted in `cached_calls` (they cost
   nothing now) wherever the request is known before the run.
+- **The judge audit** (role `audit`): `audit.questions` capped by `audit.max_share` of the judge calls
+  counted here, as stage 03 caps them with the judge calls it made (`cube.run.pipeline.audit_sample`):
+  equal where the judging count is exact (an offline judge's is an upper bound, and so is its audit's).
 - **Prompt tokens**: the built requests' texts through the model's tokenizer (`cube.llm.tokens`: a local
   server's tokenize route, tiktoken, or a stated estimate; `tokens_by` says which). Where a text is not
   known before the run (an LLM-written question, an LLM's answer a judge will read), a stand-in is used:
@@ -46,7 +49,7 @@ from cube.config.model_spec import ModelSpec
 from cube.config.params import Params
 from cube.config.sections import BuiltinSystem, ImportedSystem, RagflowSystem
 
-COMPLETION_ESTIMATE = {"question_generation": 40, "answering": 200, "judging": 6}
+COMPLETION_ESTIMATE = {"question_generation": 40, "answering": 200, "judging": 6, "audit": 6}
 ANSWER_TOKENS = COMPLETION_ESTIMATE["answering"]
 PLAN_COLUMNS = ("role", "model", "calls", "cached_calls", "to_send", "prompt_tokens", "completion_tokens",
                 "completion_tokens_max", "tokens_by", "exact", "cost", "batch_cost", "currency", "concurrency",
@@ -207,22 +210,55 @@ def build_plan(params: Params, *, base_dir: Path, cache_path: Path | None = None
     n_stand_in = int((~answers["known"]).sum()) if len(answers) else 0
     records = judge_inputs(answers[["question_id", "doc_id", "system", "set", "answer"]], corpus,
                            questions).to_dict("records") if len(answers) else []
+    judge_calls, audit_inputs = 0, []
     for j in params.judges:
         spec = params.model(j.model)
         per_answer = (1 if j.all_dimensions else len(dimensions)) * j.samples
         if spec.provider == "offline":
             plan.add("judging", spec, [], calls=len(records) * per_answer)
+            judge_calls += len(records) * per_answer
+            audit_inputs.append((spec, per_answer, [], 0))
             continue
         judge = Judge(name=j.name, model=make_model(spec), samples=j.samples, all_dimensions=j.all_dimensions)
         _, reqs, _ = judge_requests(judge, records, dimensions)
         per_call = COMPLETION_ESTIMATE["judging"] * (len(dimensions) if j.all_dimensions else 1)
         g = plan.add("judging", spec, reqs, exact=not n_stand_in, per_call=per_call,
                      extra_tokens=n_stand_in * per_answer * ANSWER_TOKENS)
+        # identical requests are one call (as `_table` counts an exact row)
+        judge_calls += len({cache_key(spec, r) for r in reqs}) if not n_stand_in else len(reqs)
+        audit_inputs.append((spec, per_answer, reqs, per_call))
         if j.retry_unscored:
             g.notes.append(f"judge {j.name}: up to {j.retry_unscored} re-asks per unscored reply not counted")
         if j.pilot and not j.insist:
             g.notes.append(f"judge {j.name}: its pilot ({j.pilot} calls) may stop it")
+    _plan_audit(plan, params, audit_inputs, judge_calls, len(questions))
     return _table(plan, cache_path, pilot)
+
+
+def _plan_audit(plan: _Plan, params: Params, judges: list[tuple[ModelSpec, int, list[Any], int]], judge_calls: int,
+                n_questions: int) -> None:
+    """The judge audit's calls (role 'audit'), as stage 03 sends them: `audit.questions` capped by
+    `audit.max_share` of the judge calls planned above (`cube.run.pipeline.audit_sample`), x
+    `PROBES_PER_QUESTION` probes x each judge's calls per answer. Its prompts stand in as the judge's
+    own prompts in turn (the probes are length-matched to the answers they replace, give or take the
+    empty and truncated ones): not exact, never counted as cached."""
+    from cube.run.pipeline import audit_sample
+    from cube.systems.probes import PROBES_PER_QUESTION
+
+    sample = audit_sample(params, judge_calls)
+    n = sample["questions"] if n_questions >= 2 else 0  # the probes need two answered questions
+    n = min(n, n_questions)
+    if not n:
+        return
+    for spec, per_answer, reqs, per_call in judges:
+        calls = n * PROBES_PER_QUESTION * per_answer
+        stand_in = [reqs[i % len(reqs)] for i in range(calls)] if reqs else []
+        g = plan.add("audit", spec, stand_in, calls=calls, exact=False, per_call=per_call or None)
+        note = f"judge audit: {n} questions x {PROBES_PER_QUESTION} probes"
+        if sample["capped"]:
+            note += f" (audit.questions {sample['requested']} capped at {sample['max_share']:.0%} of the judge calls)"
+        if note not in g.notes:
+            g.notes.append(note)
 
 
 def _refusal_questions(params: Params, corpus: pd.DataFrame) -> pd.DataFrame:
@@ -266,7 +302,7 @@ def _table(plan: _Plan, cache_path: Path | None, pilot: int) -> pd.DataFrame:
     for g in plan.groups.values():
         # identical requests are one call (one cache key); a judge's prompts hold stand-in answers, alike
         # where the real ones differ (its answers are told apart by `source` above instead)
-        if (g.role != "judging" or g.exact) and g.requests and g.spec.provider != "offline":
+        if (g.role not in ("judging", "audit") or g.exact) and g.requests and g.spec.provider != "offline":
             unique = {cache_key(g.spec, r): r for r in g.requests}
             g.calls -= len(g.requests) - len(unique)
             g.requests = list(unique.values())
@@ -303,7 +339,7 @@ def _table(plan: _Plan, cache_path: Path | None, pilot: int) -> pd.DataFrame:
             "tokens_by": "offline (no tokens)" if offline else counted.method if counted else "",
             "exact": bool(g.exact) if not offline else True,
             "cost": _cost(spec, prompt * share, completion * share, batch=False),
-            "batch_cost": _cost(spec, prompt * share, completion * share, batch=True) if role == "judging"
+            "batch_cost": _cost(spec, prompt * share, completion * share, batch=True) if role in ("judging", "audit")
             else float("nan"),
             "currency": spec.currency, "concurrency": conc if not offline else float("nan"),
             "latency_s": lat if not offline else float("nan"), "latency_from": "" if offline else lat_from,

@@ -3,19 +3,25 @@
 From each sampled question's full answer (the answering model with the gold document alone),
 `build_probes` derives variants whose quality relative to it is known by construction:
 
-- worse, length-matched: `corrupted_facts` (every number replaced by another: the sibling item's
-  numbers in turn when the gold document has a near-duplicate sibling, else shifted ones; the
-  item's name replaced by the sibling's), `sibling_answer` (the full answer of the question whose
-  gold document is a member of the same family, `family_id` in the corpus; else of the most
-  similar other item by name), `other_question` (the full answer of another question);
-- worse, not length-matched: `empty`, `truncated` (the first third of the answer);
+- worse, length-matched (exactly the original's length in characters: cut, after sentences of other
+  answers are appended when it is shorter; `match_length`), so that a judge reading only the length
+  cannot tell them from the original: `corrupted_facts` (every fact
+  number replaced, by the sibling item's numbers in turn when the gold document has a near-duplicate
+  sibling, else by shifted ones, and the item's name by the sibling's; list markers and ordinals,
+  "1." "2、" "（1）" "第3条" "Step 2", are kept: `fact_numbers`), `sibling_answer` (the full answer of
+  the question whose gold document is a member of the same family, `family_id` in the corpus; else
+  of another question), `other_question` (the full answer of another question);
+- worse, not length-matched: `empty` (a near-empty reply: the courtesy sentence alone; a blank
+  answer would not be judged), `truncated` (cut at a third of its characters, earlier when that
+  would keep every fact, so at least its last fact number is lost);
 - not worse: `padded` (a courtesy sentence, the question restated, a closing sentence),
   `authority` (a line citing the official regulations), `reordered` (sentences in reverse order).
 
-Each question gets two worse, length-matched probes and one not-worse probe, the kinds in turn
-(`kinds_for`), so an audit of 40 questions costs 120 judgments per judge and dimension. A
-probe that cannot be made (no number to corrupt, a single sentence to reorder) falls back to the
-next kind of its group; the row says which kind it is. Rows: `question_id, doc_id, system`
+Each question gets two worse, length-matched probes, one of empty and truncated and one not-worse
+probe, the kinds in turn (`kinds_for`), so an audit of 40 questions costs 160 judgments per judge
+and dimension (`PROBES_PER_QUESTION`). A probe that cannot be made (no number to corrupt, a single
+sentence to reorder, too little text to match a length, a text equal to the original) falls back to
+the next kind of its group (none left: the question has fewer probes); the row says which kind it is. Rows: `question_id, doc_id, system`
 (`audit:<kind>`, so the scoring pipeline keeps them apart), `set` (`full`), `answer`, `probe`,
 `expect`, `rank` (0).
 """
@@ -28,9 +34,12 @@ from typing import Any
 
 import pandas as pd
 
+from cube.config.params import Params
 from cube.config.schema import require_columns
 
 WORSE_MATCHED = ("corrupted_facts", "sibling_answer", "other_question")
+WORSE_UNMATCHED = ("empty", "truncated")
+PROBES_PER_QUESTION = 4  # `kinds_for`: what one audit question costs per judge, answer and dimension
 NOT_WORSE = ("padded", "authority", "reordered")
 PADDING = {
     "zh": ("您好，感谢您的咨询。", "您问的是：{q}", "希望以上信息对您有所帮助，如有其他问题欢迎随时咨询。"),
@@ -39,32 +48,91 @@ PADDING = {
 }
 AUTHORITY = {"zh": "根据官方发布的有关规定，", "en": "According to the official regulations, "}
 _NUM = re.compile(r"\d+(?:\.\d+)?")
+# List markers and ordinals are not facts: "1." "2、" "3)" at the start of a line or after a
+# sentence's end, "（1）" "(2)", "第3条", "1st", "Step 2" keep their numbers when facts are corrupted.
+_MARKER = re.compile(r"(?:(?:^|(?<=[\n。；;：:！？!?]))[ \t]*\d{1,2}(?:[.．、)）](?!\d)))"
+                     r"|[（(]\d{1,2}[)）]|第\d+(?=[条款项步章节点次])|\b\d+(?:st|nd|rd|th)\b|\b[Ss]tep \d+",
+                     re.MULTILINE)
 _SENT = re.compile(r"(?<=[。！？!?.；;])\s*")
 
 
-def kinds_for(i: int) -> tuple[str, str, str]:
-    """The probes of the i-th audit question: two length-matched worse kinds and one not-worse kind."""
-    return WORSE_MATCHED[i % 3], WORSE_MATCHED[(i + 1) % 3], NOT_WORSE[i % 3]
+def calls_per_question(params: Params) -> int:
+    """The judge calls one audit question costs: `PROBES_PER_QUESTION` probes x every judge's calls
+    per answer (one per dimension, or one for all, x its samples), as `cube.judges.score_answers` sends them."""
+    dims = len(params.dimension_names())
+    return PROBES_PER_QUESTION * sum((1 if j.all_dimensions else dims) * j.samples for j in params.judges)
+
+
+def capped_questions(requested: int, judge_calls: int, calls_per_question: int, max_share: float) -> int:
+    """How many audit questions the run sends: `requested`, fewer when their calls
+    (`calls_per_question`: `PROBES_PER_QUESTION` x every judge's calls per answer) would exceed
+    `max_share` of the run's `judge_calls` (role 'judging'). `cube plan` and stage 03 both call it."""
+    if requested <= 0 or calls_per_question <= 0:
+        return 0
+    return max(0, min(requested, int(max_share * judge_calls // calls_per_question)))
+
+
+def kinds_for(i: int) -> tuple[str, str, str, str]:
+    """The probes of the i-th audit question: two length-matched worse kinds, one of empty and
+    truncated, and one not-worse kind, each in turn."""
+    return WORSE_MATCHED[i % 3], WORSE_MATCHED[(i + 1) % 3], WORSE_UNMATCHED[i % 2], NOT_WORSE[i % 3]
+
+
+def fact_numbers(text: str) -> list[re.Match[str]]:
+    """The numbers of `text` that are facts (fees, amounts, time limits, phone numbers, addresses):
+    every number but those of list markers and ordinals (`_MARKER`)."""
+    marked = [m.span() for m in _MARKER.finditer(text)]
+    return [m for m in _NUM.finditer(text) if not any(a <= m.start() < b for a, b in marked)]
 
 
 def corrupt_facts(answer: str, sibling: str = "", name: str = "", sibling_name: str = "") -> str | None:
-    """Numbers replaced (by the sibling's in turn, else shifted) and the item name by the sibling's;
-    None when nothing changes."""
-    pool = [m for m in _NUM.findall(sibling) if m]
-    count = iter(range(10**6))
-
-    def swap(m: re.Match[str]) -> str:
-        k = next(count)
-        for off in range(len(pool)):
-            cand = pool[(k + off) % len(pool)]
-            if cand != m.group(0):
-                return cand
-        return str(int(float(m.group(0))) + 3 + k % 7)
-
-    out = _NUM.sub(swap, answer)
+    """The facts' numbers replaced (by the sibling's in turn, else shifted) and the item name by the
+    sibling's; list markers and ordinals kept (`fact_numbers`). None when nothing changes."""
+    pool = [m.group(0) for m in fact_numbers(sibling)]
+    parts, last = [], 0
+    for k, m in enumerate(fact_numbers(answer)):
+        new = next((c for c in (pool[(k + off) % len(pool)] for off in range(len(pool))) if c != m.group(0)),
+                   str(int(float(m.group(0))) + 3 + k % 7))
+        parts += [answer[last:m.start()], new]
+        last = m.end()
+    out = "".join(parts) + answer[last:]
     if name and sibling_name and name != sibling_name:
         out = out.replace(name, sibling_name)
     return out if out != answer else None
+
+
+def truncate(answer: str) -> str | None:
+    """The answer cut mid-way (at a third of its characters, earlier when that would keep every fact)
+    so that key facts are lost: at least its last fact number, else its last two thirds. None when
+    the answer is too short to cut (under 6 characters)."""
+    text = answer.strip()
+    if len(text) < 6:
+        return None
+    cut = len(text) // 3
+    facts = fact_numbers(text)
+    if facts and facts[-1].start() < cut:
+        cut = max(facts[-1].start(), 1)
+    return text[:cut].rstrip() or None
+
+
+def near_empty(lang: str) -> str:
+    """An empty reply that is still a reply (a judge skips a blank answer): the courtesy sentence alone."""
+    return PADDING.get(lang, PADDING["en"])[0]
+
+
+def match_length(text: str, target: int, filler: list[str], lang: str) -> str | None:
+    """`text` at exactly `target` characters: cut there, or first lengthened by sentences of `filler`
+    (other answers); None when the filler runs out first. Exactly, not nearly: a judge that prefers
+    the longer answer would win every pair a shorter probe lost."""
+    sep = "" if lang == "zh" else " "
+    out = text.strip()
+    for extra in (x for f in filler for x in sentences(f)):
+        if len(out) >= target:
+            break
+        out = sep.join([out, extra]) if out else extra
+    if len(out) < target:
+        return None  # not enough filler: the probe cannot be matched (the next kind is used)
+    return out[:target]
 
 
 def sentences(text: str) -> list[str]:
@@ -106,22 +174,30 @@ def build_probes(full: pd.DataFrame, corpus: pd.DataFrame, questions: pd.DataFra
         answer, doc = str(by_q.at[q, "answer"]), str(by_q.at[q, "doc_id"])
         sib_q = _sibling_question(doc, docs, doc_q, q, rng, ids)
         other_q = rng.choice([x for x in ids if x not in (q, sib_q)] or [sib_q])
+        target = len(answer.strip())
+        filler = [str(by_q.at[x, "answer"]) for x in rng.sample(ids, min(len(ids), 8)) if x not in (q, sib_q)]
+        corrupted = corrupt_facts(answer, str(by_q.at[sib_q, "answer"]), _name(docs, doc),
+                                  _name(docs, str(by_q.at[sib_q, "doc_id"])))
         made: dict[str, str | None] = {
-            "corrupted_facts": corrupt_facts(answer, str(by_q.at[sib_q, "answer"]), _name(docs, doc),
-                                             _name(docs, str(by_q.at[sib_q, "doc_id"]))),
-            "sibling_answer": str(by_q.at[sib_q, "answer"]) if sib_q != q else None,
-            "other_question": str(by_q.at[other_q, "answer"]),
+            "corrupted_facts": corrupted and match_length(corrupted, target, filler, lang),
+            "sibling_answer": match_length(str(by_q.at[sib_q, "answer"]), target, filler, lang)
+            if sib_q != q else None,
+            "other_question": match_length(str(by_q.at[other_q, "answer"]), target, filler, lang),
+            "empty": near_empty(lang),
+            "truncated": truncate(answer),
             "padded": pad(answer, str(qtext.get(q, "")), lang),
             "authority": AUTHORITY.get(lang, AUTHORITY["en"]) + answer,
             "reordered": reorder(answer),
         }
-        worse_a, worse_b, fine = kinds_for(i)
+        # a probe that reads as the original is no probe: its known truth ("worse") would be wrong
+        made = {k: v if v is None or v.strip() != answer.strip() else None for k, v in made.items()}
+        worse_a, worse_b, cut, fine = kinds_for(i)
         chosen = _pick(made, [worse_a, *WORSE_MATCHED], 2, first_two=(worse_a, worse_b)) + \
-            _pick(made, [fine, *NOT_WORSE], 1)
+            _pick(made, [cut, *WORSE_UNMATCHED], 1) + _pick(made, [fine, *NOT_WORSE], 1)
         for kind in chosen:
             rows.append({"question_id": q, "doc_id": doc, "system": f"audit:{kind}", "set": "full",
                          "answer": made[kind], "probe": kind,
-                         "expect": "worse" if kind in WORSE_MATCHED else "not_worse", "rank": 0})
+                         "expect": "not_worse" if kind in NOT_WORSE else "worse", "rank": 0})
     return pd.DataFrame(rows, columns=cols)
 
 

@@ -1,0 +1,136 @@
+"""Issue 20: the judge audit inside a run: self-preference of a judge whose model answered, and the
+audit's cost capped by `audit.max_share` of the run's judge calls (what stage 03 records, what
+notebook 11, the decision page and results.json say).
+
+A local OpenAI-compatible server (127.0.0.1, tests/openai_server.py) is both the answering model
+and two LLM judges: `self` on the answerer's own `models:` entry, `other` on another model name;
+`self` scores every answer 9, `other` by a hash of its prompt, so `self` prefers its model's answers."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+from openai_server import OpenAIServer, last_user_message
+
+from cube.config.params import parse_params
+from cube.pages.decision import decision_markdown
+from cube.run import pipeline
+from cube.run.evaluate import evaluate_run
+from cube.run.notebook import open_run
+
+PARAMS = """run: a
+lang: zh
+outputs_dir: {out}
+corpus: {{source: demo, n_items: 12, seed: 1}}
+questions: {{generator: template, seed: 1}}
+models:
+  ans: {{provider: openai, model: ans, base_url: "{url}", max_tokens: 64}}
+  other: {{provider: openai, model: other, base_url: "{url}", max_tokens: 16}}
+answerer: ans
+systems: [{{kind: builtin, name: bm25, top_n: 4}}]
+dimensions: [relevance, completeness]
+judges:
+  - {{name: self, model: ans}}
+  - {{name: other, model: other}}
+  - {{name: rubric, model: {{provider: offline, model: rubric-strict}}}}
+analysis: {{bootstrap: 0}}
+audit: {{questions: {questions}, max_share: {share}}}
+"""
+
+
+def reply(body: dict) -> str:
+    text = last_user_message(body)
+    if "<answer>" in text or "Score" in text and "0-10" in text:  # a judge's prompt
+        if body.get("model") == "ans":
+            return "Score: 9"
+        return f"Score: {hashlib.sha256(text.encode()).digest()[0] % 8}"
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    n = int(digest[:4], 16)
+    return f"根据办事指南，办理该事项需要{n % 30 + 1}个工作日。收费标准为每件{n % 97}元。咨询电话0571-{n:05d}。"
+
+
+def _run(tmp_path: Path, questions: int = 40, share: float = 1.0):
+    server = OpenAIServer(reply=reply)
+    server.__enter__()
+    params = tmp_path / "p.yaml"
+    params.write_text(PARAMS.format(out=tmp_path / "out", url=server.url, questions=questions, share=share),
+                      encoding="utf-8")
+    run = open_run(params)
+    for stage in (pipeline.corpus_stage, pipeline.questions_stage, pipeline.answers_stage, pipeline.scores_stage):
+        stage(run)
+    return run, server
+
+
+@pytest.fixture(scope="module")
+def uncapped(tmp_path_factory):
+    run, server = _run(tmp_path_factory.mktemp("self"))
+    try:
+        yield run
+    finally:
+        server.__exit__(None, None, None)
+
+
+def test_a_judge_whose_model_answered_is_measured_for_self_preference(uncapped):
+    run = uncapped
+    assert pipeline.self_judges(run.params, "bm25") == {"self": ("zero", "rag", "full")}
+    report = pipeline.audit_report(run)
+    sp = report.loc["self"]
+    assert sp["self_preference_items"] > 20 and sp["self_preference"] > 1.0
+    assert sp["self_preference_lo"] <= sp["self_preference"] <= sp["self_preference_hi"]
+    # the other judges did not answer: no figure, not a 0
+    assert math.isnan(report.at["other", "self_preference"]) and math.isnan(report.at["rubric", "self_preference"])
+
+
+def test_self_preference_reaches_results_json_and_the_decision_page_only_for_that_judge(uncapped):
+    run = uncapped
+    out = pipeline.decision(run, evaluate_run(run, bootstrap=False))
+    recorded = json.loads(run.paths.results.read_text(encoding="utf-8"))["audit"]["judges"]
+    assert recorded["self"]["self_preference"] > 1.0 and recorded["self"]["self_preference_items"] > 20
+    assert "self_preference" not in recorded["other"] and "self_preference" not in recorded["rubric"]
+    assert set(out["self_preference"]) == {"self"}
+    lines = [x for x in decision_markdown(out).splitlines() if "self-preference" in x]
+    assert len(lines) == 1 and lines[0].startswith("- self-preference of self: +") and "other judges" in lines[0]
+
+
+def test_no_self_preference_when_no_judge_answered():
+    data = {"run": "x", "answerer": {"provider": "offline", "model": "extractive"},
+            "systems": [{"kind": "builtin", "name": "bm25", "top_n": 4}],
+            "judges": [{"name": "rubric", "model": {"provider": "offline", "model": "rubric-strict"}},
+                       {"name": "llm", "model": {"provider": "openai", "model": "extractive",
+                                                 "base_url": "http://127.0.0.1:9/v1"}}]}
+    assert pipeline.self_judges(parse_params(data), "bm25") == {}  # same model name, another provider: not the same
+    same = dict(data, judges=[{"name": "twin", "model": {"provider": "offline", "model": "extractive"}}])
+    assert pipeline.self_judges(parse_params(same), "bm25") == {"twin": ("zero", "rag", "full")}
+
+
+def test_at_max_share_1_the_audit_costs_at_most_the_judging_and_the_records_say_so(uncapped):
+    rec = json.loads(uncapped.paths.results.read_text(encoding="utf-8"))
+    sample = rec["audit_sample"]
+    # one system: 3 answers a question judged, 4 probes a question audited, so even share 1 caps it
+    assert sample["questions"] == min(40, sample["judge_calls"] // sample["calls_per_question"]) > 0
+    assert 0.15 < rec["audit_share_of_judge_calls"] <= 1.0 and rec["audit_calls"] == sample["audit_calls"]
+
+
+def test_the_audit_is_capped_at_its_share_of_the_judge_calls(tmp_path):
+    run, server = _run(tmp_path, questions=40, share=0.5)
+    try:
+        rec = json.loads(run.paths.results.read_text(encoding="utf-8"))
+        sample = rec["audit_sample"]
+        assert sample["capped"] and 0 < sample["questions"] < 12
+        # measured from the run's own records: the audit's calls against the judges'
+        assert 0 < rec["audit_calls"] <= 0.5 * sample["judge_calls"]
+        assert rec["audit_share_of_judge_calls"] <= 0.5
+        note = pipeline.audit_sample_note(run)
+        assert re.search(r"shrank from 40 to \d+ questions", note) and "audit.max_share" in note
+        report = pipeline.audit_report(run)
+        # too few pairs left: no verdict (the gate reads it as no evidence), and the verdict names the cap
+        few = report[report["pairs"] < run.params.audit.min_pairs]
+        assert len(few) and few["content_blind"].isna().all()
+        assert few["audit"].str.contains("audit inconclusive").all() and few["audit"].str.contains("shrank").all()
+    finally:
+        server.__exit__(None, None, None)
