@@ -19,6 +19,9 @@ of its deciders is a heuristic; here each meets mappings whose truth is known:
 - and the suggestion of the placeholder error (placeholder kept in empty_values): does it name the
   column that truly names the service (`service_column`)?
 
+The heuristics were fixed with the city seeds 0-59, the example and the demos in view (in-sample);
+the city seeds 1000-1059 were drawn after the last change (held-out): both are printed.
+
 Printed: per kind, cases, warned, false negatives (broken, no warning) or false positives (correct,
 some warning), with the warnings' first words for the misses. Last line: the overall error rate
 (false positives + false negatives over all cases).
@@ -45,6 +48,7 @@ from cube.kb.mapping import DEFAULT_EMPTY_VALUES, WARNING, map_table  # noqa: E4
 from tests.city_export import ENGLISH, EXTRA_COLUMNS, city_export  # noqa: E402
 
 N_EXPORTS = 60
+HELD_OUT = 1000  # seeds 0-59 were in view while the heuristics were fixed; seeds 1000-1059 never were
 # field key -> the city export's column (Chinese); ENGLISH renames them
 CITY = {"region": "区划名称", "parent_region": "上级区划名称", "committed_time_limit": "承诺办结时限",
         "fee_standard": "是否收费", "requirements": "受理条件", "processing_location": "办理地点",
@@ -124,6 +128,7 @@ def demo_cases(lang: str) -> list[tuple[str, pd.DataFrame, dict[str, str], list[
 
 def main() -> float:
     sources = [(f"city (seed {s})", city_cases(s)) for s in range(N_EXPORTS)]
+    sources += [(f"city held-out (seed {s})", city_cases(s)) for s in range(HELD_OUT, HELD_OUT + N_EXPORTS)]
     sources += [("example spreadsheet", example_cases()), ("demo zh", demo_cases("zh")), ("demo en", demo_cases("en"))]
     tally: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])  # (family, kind) -> [cases, errors]
     misses: dict[str, list[str]] = defaultdict(list)
@@ -151,13 +156,15 @@ def main() -> float:
         print(f"-- {kind}: {len(lines)} wrong, e.g.")
         for line in lines[:4]:
             print("   ", line)
-    per_kind = pd.DataFrame([(k, n, e) for (_, k), (n, e) in tally.items()], columns=["kind", "n", "e"])
+    per_kind = pd.DataFrame([(k, n, e) for (f, k), (n, e) in tally.items() if f == "city held-out"],
+                            columns=["kind", "n", "e"])
+    print("held-out city exports (seeds never seen while fixing):")
     per_kind = per_kind.groupby("kind").sum()
     for kind, r in per_kind.iterrows():
         label = "false_positive_rate" if kind == "correct" else "error_rate"
         print(f"{kind} {label}: {r.e / r.n:.3f} ({r.e} of {r.n})")
     total = per_kind["e"].sum() / per_kind["n"].sum()
-    print(f"mapping_warnings_error_rate: {total:.3f}")
+    print(f"mapping_warnings_error_rate_held_out: {total:.3f}")
     return float(total)
 
 

@@ -70,9 +70,10 @@ NOT_NAMES_SHARE = 0.5  # documents whose name is a number, yes/no, phone, senten
 REGION_NAMES_SHARE = 0.8  # documents whose name holds its own region's name (an office, an address)
 _SERVICE_HEADER = re.compile(r"service|item|matter")
 _NOT_NAME = re.compile(r"^[\d\s.,:：/~～\-–+()（）]*\d[\d\s.,:：/~～\-–+()（）]*(?:个?工作日|天|日|working days?|days?)?$"
-                       r"|\d{7,}|\d{3,4}-\d{6,8}|https?://|www\.|[。！？!?]|[.;；]\s*$", re.IGNORECASE)
+                       r"|\d{7,}|\d{3,4}-\d{6,8}|https?://|www\.|[。！？!?]|[.;；]\s*$"
+                       r"|^(?:free of charge|no charge|not charged|不收费|免费|收费)", re.IGNORECASE)
 _REGION_NAME = re.compile(r"(?:省|市|区|县|镇|乡|街道|province|city|district|county|town)$", re.IGNORECASE)
-_REGION_UNIT = re.compile(r"[^,，\s省市区县]+(?:省|市|区|县)|[^,，]+$")
+_REGION_UNIT = re.compile(r"[^,，\s省市区县]+(?:省|市|区|县)")  # 明川省瑶台市瑶南区 -> ..., 瑶南区
 
 
 def _has_letters(value: str) -> bool:
@@ -367,8 +368,10 @@ def _name_column_warnings(names: list[str], records: list[dict[str, Any]], cols:
     several = len({str(r.get("region", "")) for r in records}) > 1  # a single region may prefix every name
     regional = []
     for n, r in zip(names, records, strict=True):
-        units = _REGION_UNIT.findall(str(r.get("region", "")).strip())
-        if n and ((_REGION_NAME.search(n) and len(n) <= 12) or (several and units and units[-1].strip() in n)):
+        region = str(r.get("region", "")).strip()
+        # its smallest unit: "Yaonan District, Yaotai City, ..." -> the first part; "明川省瑶台市瑶南区" -> the last
+        units = [region.split(",")[0].strip()] if "," in region else _REGION_UNIT.findall(region) or [region]
+        if n and ((_REGION_NAME.search(n) and len(n) <= 12) or (several and units[-1] and units[-1] in n)):
             regional.append(n)
     if len(set(regional)) > 1 and len(regional) >= REGION_NAMES_SHARE * len(records):
         return [f"{source}: {len(regional)} of {len(records)} documents are named by a region or hold their own region's "

@@ -41,6 +41,8 @@ ECHO_SHARE = 0.5
 DUPLICATE_JACCARD = 0.8
 MAX_WORDS = 60
 MAX_CHARS = 120
+DISTINCT_SHARE = 0.05  # a word in at most this share of the documents tells services apart
+ANOTHER_MIN = 2  # distinctive words of a question that one other document holds: it is that one's question
 EXAMPLES = 3  # examples per reason on page 02
 
 _URL = re.compile(r"https?://|www\.|\b[\w-]+\.(?:com|org|net|gov|edu|io|cn|uk|de|info)(?:/|\b)", re.IGNORECASE)
@@ -107,6 +109,38 @@ def _not_a_question(q: str) -> bool:
     return not (q.rstrip().endswith("?") or words[0] in _EN_QUESTION_WORDS)
 
 
+def service_words(corpus: pd.DataFrame) -> dict[str, tuple[set[str], set[str]]]:
+    """Per document: the content words of its service's name and colloquial names (`aliases`), and
+    those of its whole text (`text`, when present); empty without item names."""
+    if "item_name" not in corpus.columns:
+        return {}
+    out = {}
+    for rec in corpus.to_dict("records"):
+        names = " ".join(str(rec.get(k) or "") for k in ("item_name", "aliases"))
+        body = " ".join(str(rec.get(k) or "") for k in ("item_name", "aliases", "text"))
+        if _content(names):
+            out[str(rec["doc_id"])] = (_content(names), _content(body) | _tokens(body))
+    return out
+
+
+def _names_another_service(words: set[str], doc: str, service: dict[str, tuple[set[str], set[str]]],
+                           df: Counter[str]) -> bool:
+    """True when a question shares no content word with its gold document's service name or aliases,
+    and its distinctive words (those in at most `DISTINCT_SHARE` of the documents) are all absent
+    from the gold document while another document holds `ANOTHER_MIN` of them: it asks about that
+    other service. A question in a
+    citizen's own words whose distinctive words the gold document holds, or that uses no word of the
+    corpus's at all ("开网咖"), names its service its own way and passes."""
+    name, body = service[doc]
+    if name & words:
+        return False
+    cap = max(1, DISTINCT_SHARE * len(service))
+    distinctive = {w for w in words if 0 < df.get(w, 0) <= cap}
+    if len(distinctive) < ANOTHER_MIN or distinctive & body:
+        return False
+    return any(len(distinctive & other) >= ANOTHER_MIN for d, (_, other) in service.items() if d != doc)
+
+
 def screen_questions(questions: pd.DataFrame, corpus: pd.DataFrame, prompt_template: str) -> pd.Series:
     """Per question (index of `questions`): the first screen reason it fails on, "" when usable.
 
@@ -117,8 +151,8 @@ def screen_questions(questions: pd.DataFrame, corpus: pd.DataFrame, prompt_templ
         prompt_template: the question-writing prompt the questions came from.
     """
     echo = instruction_shingles(prompt_template)
-    names = dict(zip(corpus["doc_id"].astype(str), corpus["item_name"].fillna("").astype(str), strict=True)) \
-        if "item_name" in corpus.columns else {}
+    names = service_words(corpus)
+    df = Counter(w for _, body in names.values() for w in body)  # in how many documents each word is
     texts = questions["question"].fillna("").astype(str).str.strip().tolist()
     docs = questions["doc_id"].astype(str).tolist()
     token_sets = [_tokens(t) for t in texts]
@@ -145,7 +179,7 @@ def screen_questions(questions: pd.DataFrame, corpus: pd.DataFrame, prompt_templ
                 if same_words or any(len(mine & token_sets[j]) >= DUPLICATE_JACCARD * len(mine | token_sets[j])
                                      for j in by_doc.get(docs[i], [])):
                     reason = "near_duplicate"
-                elif names.get(docs[i]) and _content(names[docs[i]]) and not (_content(names[docs[i]]) & _tokens(q)):
+                elif docs[i] in names and _names_another_service(mine, docs[i], names, df):
                     reason = "names_no_service"
                 else:
                     for k in keys:
