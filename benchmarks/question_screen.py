@@ -79,6 +79,9 @@ def cases(lang: str, seed: int, params_file: str | None = None) -> tuple[pd.Data
             {"question": other["question"], "doc_id": g["doc_id"], "truth": "names_no_service",
              "style": other["style"]},  # another service's question (any style) put on this document
         ]
+        if other["style"] == "colloquial":  # the same, counted apart: a citizen's words are harder to place
+            bad.append({"question": other["question"], "doc_id": g["doc_id"], "style": "colloquial",
+                        "truth": "names_no_service_colloquial"})
     # a copy comes after its original: the original (good) is screened first
     return pd.concat([good, pd.DataFrame(bad)], ignore_index=True), corpus
 
@@ -94,6 +97,10 @@ def main() -> None:
         if "aliases" in corpus.columns and seed > 2:  # seeds 3, 4: a corpus without colloquial names, as most are
             corpus, source = corpus.drop(columns="aliases"), f"{source} without aliases"
         got = screen_questions(q, corpus, question_prompt_template(lang))
+        # a moved question would be caught as a copy of its own original, screened first: screen them alone
+        for truth in ("names_no_service", "names_no_service_colloquial"):
+            moved = q["truth"].eq(truth)
+            got[moved] = screen_questions(q[moved], corpus, question_prompt_template(lang))
         good = q["truth"].eq("")
         for style, g in q[good].groupby("style"):
             r = rejected.setdefault(f"{source} {style}", [0, 0])

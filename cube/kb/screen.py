@@ -53,6 +53,7 @@ _EN_QUESTION_WORDS = frozenset(
     "might will would must have has any tell please".split())
 _ZH_QUESTION_MARKS = ("吗", "呢", "什么", "怎么", "怎样", "如何", "哪", "几", "多少", "多久", "多长", "是否", "能否",
                       "可否", "可以", "需要", "要不要", "有没有", "是不是", "为什么", "请问")
+_ZH_FUNCTION_CHARS = frozenset("我你您他她的了吗呢吧啊么什怎哪几多少请问想要需可以是否能该得去在有没这那个些和")
 _EN_STOPWORDS = frozenset(
     "a an the of for and or to in on at by with from as is are be this that these those my our your its it i we "
     "you he she they me us do does did can could what how where when which who why apply application service "
@@ -123,19 +124,35 @@ def service_words(corpus: pd.DataFrame) -> dict[str, tuple[set[str], set[str]]]:
     return out
 
 
+def _content_word(word: str) -> bool:
+    """A word that can name something: English, 3+ letters and no stopword; Chinese, a bigram of
+    neither a question word's nor a pronoun's character."""
+    if _zh(word):
+        return not (set(word) & _ZH_FUNCTION_CHARS)
+    return len(word) >= 3 and word not in _EN_STOPWORDS and word not in _EN_QUESTION_WORDS
+
+
 def _names_another_service(words: set[str], doc: str, service: dict[str, tuple[set[str], set[str]]],
-                           df: Counter[str]) -> bool:
-    """True when a question shares no content word with its gold document's service name or aliases,
-    and its distinctive words (those in at most `DISTINCT_SHARE` of the documents) are all absent
+                           df: Counter[str], name_df: Counter[str]) -> bool:
+    """True when a question shares no content word with its gold document's service name or aliases
+    and names another service (shares `ANOTHER_MIN` of its words that few names hold with another
+    document's name or aliases); or its distinctive words (those in at most `DISTINCT_SHARE` of the documents) are all absent
     from the gold document while another document holds `ANOTHER_MIN` of them: it asks about that
-    other service. A question in a
-    citizen's own words whose distinctive words the gold document holds, or that uses no word of the
-    corpus's at all ("开网咖"), names its service its own way and passes."""
+    other service; or it holds no distinctive word and no content word unknown to the corpus (it
+    names nothing in particular: "What time is it?"). A question in a citizen's own words whose
+    distinctive words the gold document holds, or whose words the corpus does not use ("开网咖"),
+    names its service its own way and passes."""
     name, body = service[doc]
     if name & words:
         return False
     cap = max(1, DISTINCT_SHARE * len(service))
+    named = {w for w in words if 0 < name_df.get(w, 0) <= cap}  # words that name some services, not most
+    if len(named) >= ANOTHER_MIN and any(len(named & other) >= ANOTHER_MIN
+                                          for d, (other, _) in service.items() if d != doc):
+        return True  # it names another service
     distinctive = {w for w in words if 0 < df.get(w, 0) <= cap}
+    if not distinctive:  # only common words ("What time is it?") names nothing; its own words ("开网咖") do
+        return not any(df.get(w, 0) == 0 and _content_word(w) for w in words)
     if len(distinctive) < ANOTHER_MIN or distinctive & body:
         return False
     return any(len(distinctive & other) >= ANOTHER_MIN for d, (_, other) in service.items() if d != doc)
@@ -153,6 +170,7 @@ def screen_questions(questions: pd.DataFrame, corpus: pd.DataFrame, prompt_templ
     echo = instruction_shingles(prompt_template)
     names = service_words(corpus)
     df = Counter(w for _, body in names.values() for w in body)  # in how many documents each word is
+    name_df = Counter(w for name, _ in names.values() for w in name)  # in how many service names
     texts = questions["question"].fillna("").astype(str).str.strip().tolist()
     docs = questions["doc_id"].astype(str).tolist()
     token_sets = [_tokens(t) for t in texts]
@@ -179,7 +197,7 @@ def screen_questions(questions: pd.DataFrame, corpus: pd.DataFrame, prompt_templ
                 if same_words or any(len(mine & token_sets[j]) >= DUPLICATE_JACCARD * len(mine | token_sets[j])
                                      for j in by_doc.get(docs[i], [])):
                     reason = "near_duplicate"
-                elif docs[i] in names and _names_another_service(mine, docs[i], names, df):
+                elif docs[i] in names and _names_another_service(mine, docs[i], names, df, name_df):
                     reason = "names_no_service"
                 else:
                     for k in keys:
