@@ -35,6 +35,32 @@ from cube.config.sections import DiagnosticsParams  # noqa: E402
 from cube.diagnose.failures import field_stated  # noqa: E402
 
 SAMPLE = ROOT / "tests" / "fixtures" / "field_missing_labelled.csv"
+HELD_OUT = ROOT / "tests" / "fixtures" / "field_missing_heldout.csv"
+DRAW_SEED, DRAW_FLAGGED, DRAW_UNFLAGGED = 2026, 20, 15
+
+
+def draw(run_dir: Path, system: str = "bm25-top8") -> pd.DataFrame:
+    """The held-out draw from one run's data (stages ..02): every rag answer of `system` whose gold was
+    retrieved, whose question asks a field, and whose gold value for it is not a placeholder; of these
+    DRAW_FLAGGED that `field_stated` flags and DRAW_UNFLAGGED it does not, at random (DRAW_SEED).
+    The `missing` column is left for a reader to fill in."""
+    from cube.config.phrasing import is_missing
+
+    data = run_dir / "data"
+    answers, questions = pd.read_parquet(data / "answers.parquet"), pd.read_parquet(data / "questions.parquet")
+    corpus = pd.read_parquet(data / "corpus.parquet").set_index("doc_id")
+    rag = answers[(answers["system"] == system) & (answers["set"] == "rag") & (answers["rank"] > 0)]
+    rag = rag.merge(questions[["question_id", "asked_field"]], on="question_id")
+    rag = rag[rag["asked_field"].fillna("").isin(corpus.columns)].copy()
+    rag["field_value"] = [str(corpus.at[d, f]) for d, f in zip(rag["doc_id"], rag["asked_field"], strict=True)]
+    rag = rag[~rag["field_value"].map(is_missing)]
+    match = DiagnosticsParams().field_match_below
+    rag["flagged"] = [not field_stated(f, v, str(a), match)
+                      for f, v, a in zip(rag["asked_field"], rag["field_value"], rag["answer"], strict=True)]
+    picked = pd.concat([rag[rag["flagged"]].sample(min(DRAW_FLAGGED, int(rag["flagged"].sum())), random_state=DRAW_SEED),
+                        rag[~rag["flagged"]].sample(DRAW_UNFLAGGED, random_state=DRAW_SEED)])
+    return picked.assign(source=run_dir.name, missing="", note="")[
+        ["source", "question_id", "asked_field", "field_value", "answer", "flagged", "missing", "note"]]
 
 
 def former_rule(value: str, answer: str) -> bool:
