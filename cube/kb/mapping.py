@@ -67,6 +67,7 @@ ROWS_SHOWN = 5  # a list of rows in a message: the first few, then "and N more"
 WARNING = "warning: "  # a note that is a warning: `cube validate` lists it with the warnings
 SERVICE_MERGE_MIN = 3  # distinct service names in one grouped document that make it a merged document
 NOT_NAMES_SHARE = 0.5  # documents whose name is a number, yes/no, phone, sentence or joined list: a wrong name column
+SHARE_MIN_DOCUMENTS = 5  # fewer documents: the share-based name checks stay silent
 REGION_NAMES_SHARE = 0.8  # documents whose name holds its own region's name (an office, an address)
 _SERVICE_HEADER = re.compile(r"service|item|matter")
 _NOT_NAME = re.compile(r"^[\d\s.,:：/~～\-–+()（）]*\d[\d\s.,:：/~～\-–+()（）]*(?:个?工作日|天|日|working days?|days?)?$"
@@ -348,7 +349,8 @@ def _name_column_warnings(names: list[str], records: list[dict[str, Any]], cols:
     """An item_name column that names no service: the column is also mapped to a field that is no name
     (region, fee, address, ...); or NOT_NAMES_SHARE or more of the documents are named by a number,
     a yes/no value, a phone number, a web address, a sentence or several values joined; or
-    REGION_NAMES_SHARE or more are named by a region or hold their own region's name (an office)."""
+    REGION_NAMES_SHARE or more are named by a region or hold their own region's name (an office);
+    the two shares only from SHARE_MIN_DOCUMENTS documents on."""
     col = src.get("item_name")
     if not col or not records:
         return []
@@ -358,6 +360,8 @@ def _name_column_warnings(names: list[str], records: list[dict[str, Any]], cols:
     if also:
         return [f"{source}: column '{col}' is mapped both as item_name and as {also}: a document's name must name "
                 f"its service, not its {key_label(also[0], 'en')}; {fix}"]
+    if len(records) < SHARE_MIN_DOCUMENTS:
+        return []  # a share of 2 documents says nothing about a column
     joined = [len({v for i in r["_idx"] for v in ([cols[col][i]] if not isinstance(cols[col][i], list)
                                                   else cols[col][i]) if v}) > 1 for r in records]
     odd = [n for n, j in zip(names, joined, strict=True) if n and (j or yes_no(n) is not None or _NOT_NAME.search(n)
