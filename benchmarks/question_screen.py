@@ -17,8 +17,9 @@
    judge (4 dimensions) has 80 scores in 20 replies: binomial over 80 when its scores fail
    independently; when a reply's scores fail together it is the 20-call figure, so its true chance
    lies between the two.
-The rule of `names_no_service` was changed with seeds 1-4 in view; `python benchmarks/question_screen.py 100`
-draws the demo corpora and questions with seeds 101-104, which it never saw (held-out).
+The rule of `names_no_service` was changed with seeds 1-4, 101-104 and 201-204 (`... 100`, `... 200`)
+in view; `python benchmarks/question_screen.py 300` draws the demo corpora and questions with seeds
+301-304, drawn once after the last change (held-out).
 
 Usage: python benchmarks/question_screen.py  (a few seconds; headline: the screen's false rejections)
 """
