@@ -316,8 +316,8 @@ def corpus_structure(corpus: pd.DataFrame) -> dict[str, Any]:
         (members in more than one region: the same item offered by several regions) and
         `families_with_variants` (more than one item name or variant within one region);
         signs of a wrong mapping (`cube.kb.mapping`'s warnings, computed from the corpus itself so the
-        decision page can show them): `documents_merging_services` (a `family_id` joining
-        SERVICE_MERGE_MIN or more services: group_by did not separate them) and
+        decision page can show them): `documents_merging_services` (a `family_id` or an `item_name`
+        joining SERVICE_MERGE_MIN or more services: group_by did not separate them) and
         `documents_named_placeholder` (an item named 无, /, ...).
     """
     text = corpus["text"].astype(str)
@@ -337,7 +337,9 @@ def corpus_structure(corpus: pd.DataFrame) -> dict[str, Any]:
         "family_size_max": int(sizes.max()) if sizes.size else None,
         "families_across_regions": int((members.groupby("_fam")["region"].nunique() > 1).sum()) if sizes.size else 0,
         "families_with_variants": int((per_region.nunique() > 1).groupby(level=0).any().sum()) if sizes.size else 0,
-        "documents_merging_services": int(fam.str.split(JOIN).map(len).ge(SERVICE_MERGE_MIN).sum()),
+        "documents_merging_services": int((fam.str.split(JOIN).map(len).ge(SERVICE_MERGE_MIN)
+                                           | corpus["item_name"].astype(str).str.split(JOIN).map(len)
+                                           .ge(SERVICE_MERGE_MIN)).sum()),
         "documents_named_placeholder": int(corpus["item_name"].astype(str).str.strip().str.casefold()
                                            .isin({v.casefold() for v in DEFAULT_EMPTY_VALUES}).sum()),
     }

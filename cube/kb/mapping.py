@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cube.config.phrasing import yes_no
 from cube.config.schema import (
     MAPPABLE,
     REQUIRED_FIELDS,
@@ -65,6 +66,19 @@ def _cell(value: Any) -> Any:
 ROWS_SHOWN = 5  # a list of rows in a message: the first few, then "and N more"
 WARNING = "warning: "  # a note that is a warning: `cube validate` lists it with the warnings
 SERVICE_MERGE_MIN = 3  # distinct service names in one grouped document that make it a merged document
+NOT_NAMES_SHARE = 0.5  # documents whose name is a number, yes/no, phone, sentence or joined list: a wrong name column
+SHARE_MIN_DOCUMENTS = 5  # fewer documents: the share-based name checks stay silent
+REGION_NAMES_SHARE = 0.8  # documents whose name holds its own region's name (an office, an address)
+_SERVICE_HEADER = re.compile(r"service|item|matter")
+_NOT_NAME = re.compile(r"^[\d\s.,:：/~～\-–+()（）]*\d[\d\s.,:：/~～\-–+()（）]*(?:个?工作日|天|日|working days?|days?)?$"
+                       r"|\d{7,}|\d{3,4}-\d{6,8}|https?://|www\.|[。！？!?]|[.;；]\s*$"
+                       r"|^(?:free of charge|no charge|not charged|不收费|免费|收费)", re.IGNORECASE)
+_REGION_NAME = re.compile(r"(?:省|市|区|县|镇|乡|街道|province|city|district|county|town)$", re.IGNORECASE)
+_REGION_UNIT = re.compile(r"[^,，\s省市区县]+(?:省|市|区|县)")  # 明川省瑶台市瑶南区 -> ..., 瑶南区
+
+
+def _has_letters(value: str) -> bool:
+    return any(ch.isalpha() for ch in value)
 
 
 def _rows(where: Sequence[str], idx: Iterable[int], limit: int | None = ROWS_SHOWN) -> str:
@@ -237,23 +251,36 @@ def map_table(raw: pd.DataFrame, where: Sequence[str], columns: Mapping[str, str
     return (None if problems else out.drop(columns="_idx")), problems, notes
 
 
+def _names_service(header: str) -> bool:
+    """A column header that names services or items (主项名称, 事项名称, 业务办理项名称, service_name, item)."""
+    h = header.casefold()
+    return ("名称" in h and ("项" in h or "服务" in h)) or bool(_SERVICE_HEADER.search(h))
+
+
 def _service_column(raw: pd.DataFrame, columns: Mapping[str, str], name_col: str, rows: Sequence[int]) -> str | None:
     """The column that names the service of the rows whose item name is missing: the one mapped to
-    `family_id`, else a column other than the name's with a value in every one of those rows and fewer
-    distinct values than the name column (主项名称 beside 业务办理项名称)."""
+    `family_id`, else the column (not mapped to another field) with a text value in every one of those
+    rows that each named item belongs to one value of (sub-item -> service), the most distinct values
+    among those (a service, not its department), a header naming services first; codes ("110001000")
+    are not names."""
     fam = columns.get("family_id")
     if fam in raw.columns and fam != name_col:
         return fam
-    cells = raw.iloc[list(rows)].astype(str).apply(lambda s: s.str.strip())
-    names = raw[name_col].astype(str).nunique() if name_col in raw.columns else len(raw)
+    text = raw.astype(str).apply(lambda s: s.str.strip())
+    named = text[name_col].ne("") & ~text[name_col].isin(DEFAULT_EMPTY_VALUES) if name_col in raw.columns else None
     mapped = {v for k, v in columns.items() if k not in ("item_name", "family_id")}
+    ranked = []
     for col in raw.columns:
         if col == name_col or col in mapped:
             continue
-        vals = cells[col]
-        if vals.ne("").all() and not vals.isin(DEFAULT_EMPTY_VALUES).any() and 1 < raw[col].nunique() < names:
-            return str(col)
-    return None
+        vals = text[col].iloc[list(rows)]
+        if not vals.ne("").all() or vals.isin(DEFAULT_EMPTY_VALUES).any() or not vals.map(_has_letters).all():
+            continue
+        if named is not None and named.any() and text.loc[named].groupby(name_col)[col].nunique().max() > 1:
+            continue  # varies within one named item: a material, a remark, not the service
+        if text[col].nunique() > 1:
+            ranked.append((_names_service(str(col)), text[col].nunique(), str(col)))
+    return max(ranked)[2] if ranked else None
 
 
 def _empty_name_problem(key: str, col: str, rows: list[int], raw: pd.DataFrame, where: Sequence[str],
@@ -285,8 +312,10 @@ def _name_warnings(raw: pd.DataFrame, cols: Mapping[str, list[Any]], records: li
                    src: Mapping[str, str], group_by: Sequence[str], extra: Sequence[str],
                    columns: Mapping[str, str], source: str) -> list[str]:
     """Signs of a mapping that runs but is wrong: documents named by a placeholder (无 kept as a
-    name), and grouped documents that merge several services (>= SERVICE_MERGE_MIN distinct values of
-    the family_id column, or of an unmapped column naming items, e.g. 主项名称, in one document)."""
+    name); grouped documents that merge several services (>= SERVICE_MERGE_MIN distinct values of
+    the family_id column, of the item_name column, or of an unmapped column whose header names
+    services, e.g. 主项名称 or service_name, in one document); and an item_name column that names no
+    service (`_name_column_warnings`). Measured on known-truth mappings: benchmarks/mapping_warnings.py."""
     out = []
     names = [str(r.get("item_name", "")).strip() for r in records]
     placeholder_named = [n for n in names if n.casefold() in {p.casefold() for p in DEFAULT_EMPTY_VALUES}]
@@ -295,10 +324,11 @@ def _name_warnings(raw: pd.DataFrame, cols: Mapping[str, list[Any]], records: li
                    f"({', '.join(repr(v) for v in dict.fromkeys(placeholder_named))}, column "
                    f"'{src.get('item_name', 'item_name')}'): a placeholder names no service; keep it in "
                    "corpus.empty_values and map the service column as item_name (the placeholder column as variant)")
+    out += _name_column_warnings(names, records, cols, src, columns, source)
     if not group_by:
         return out
-    service_cols = [c for c in (src.get("family_id"), *extra) if c and c in cols
-                    and (c == src.get("family_id") or ("名称" in c and ("主项" in c or "事项" in c)))]
+    service_cols = [c for c in (src.get("family_id"), src.get("item_name"), *extra)
+                    if c and c in cols and (c in (src.get("family_id"), src.get("item_name")) or _names_service(c))]
     for col in dict.fromkeys(service_cols):
         counts = [len({v for i in r["_idx"] for v in ([cols[col][i]] if not isinstance(cols[col][i], list)
                                                       else cols[col][i]) if v}) for r in records]
@@ -307,10 +337,50 @@ def _name_warnings(raw: pd.DataFrame, cols: Mapping[str, list[Any]], records: li
             worst = max(merged, key=lambda i: counts[i])
             out.append(f"{source}: {len(merged)} of {len(records)} documents each merge {SERVICE_MERGE_MIN} or more "
                        f"services (distinct values of column '{col}'; up to {counts[worst]} in the document named "
-                       f"'{names[worst] or '(no name)'}' at {records[worst]['source_rows']}): group_by {list(group_by)} does not "
-                       "separate services, so retrieval and every score built on these documents mean little; "
-                       "map the column naming the service as item_name and add it to group_by")
+                       f"'{(names[worst] or '(no name)')[:60]}' at {records[worst]['source_rows']}): group_by "
+                       f"{list(group_by)} does not separate services, so retrieval and every score built on these "
+                       "documents mean little; map the column naming the service as item_name and add it to group_by")
+            break  # one line: the first column that shows it
     return out
+
+
+def _name_column_warnings(names: list[str], records: list[dict[str, Any]], cols: Mapping[str, list[Any]],
+                          src: Mapping[str, str], columns: Mapping[str, str], source: str) -> list[str]:
+    """An item_name column that names no service: the column is also mapped to a field that is no name
+    (region, fee, address, ...); or NOT_NAMES_SHARE or more of the documents are named by a number,
+    a yes/no value, a phone number, a web address, a sentence or several values joined; or
+    REGION_NAMES_SHARE or more are named by a region or hold their own region's name (an office);
+    the two shares only from SHARE_MIN_DOCUMENTS documents on."""
+    col = src.get("item_name")
+    if not col or not records:
+        return []
+    also = [k for k, v in columns.items() if v == col and k not in ("item_name", "family_id", "doc_id", "variant",
+                                                                     "aliases")]
+    fix = "map the column that names each service (主项名称, 事项名称, service name) as item_name"
+    if also:
+        return [f"{source}: column '{col}' is mapped both as item_name and as {also}: a document's name must name "
+                f"its service, not its {key_label(also[0], 'en')}; {fix}"]
+    if len(records) < SHARE_MIN_DOCUMENTS:
+        return []  # a share of 2 documents says nothing about a column
+    joined = [len({v for i in r["_idx"] for v in ([cols[col][i]] if not isinstance(cols[col][i], list)
+                                                  else cols[col][i]) if v}) > 1 for r in records]
+    odd = [n for n, j in zip(names, joined, strict=True) if n and (j or yes_no(n) is not None or _NOT_NAME.search(n)
+                                                                   or len(n) > 80)]
+    if len(odd) >= NOT_NAMES_SHARE * len(records):
+        return [f"{source}: {len(odd)} of {len(records)} documents are named by a number, yes/no value, phone number, "
+                f"sentence or several values of column '{col}' (e.g. {odd[0][:40]!r}): item_name names no service; {fix}"]
+    several = len({str(r.get("region", "")) for r in records}) > 1  # a single region may prefix every name
+    regional = []
+    for n, r in zip(names, records, strict=True):
+        region = str(r.get("region", "")).strip()
+        # its smallest unit: "Yaonan District, Yaotai City, ..." -> the first part; "明川省瑶台市瑶南区" -> the last
+        units = [region.split(",")[0].strip()] if "," in region else _REGION_UNIT.findall(region) or [region]
+        if n and ((_REGION_NAME.search(n) and len(n) <= 12) or (several and units[-1] and units[-1] in n)):
+            regional.append(n)
+    if len(set(regional)) > 1 and len(regional) >= REGION_NAMES_SHARE * len(records):
+        return [f"{source}: {len(regional)} of {len(records)} documents are named by a region or hold their own region's "
+                f"name (column '{col}', e.g. {regional[0][:40]!r}): an office or a region names no service; {fix}"]
+    return []
 
 
 def sample_items(corpus: pd.DataFrame, n: int, seed: int = 0, by: str = "region") -> pd.DataFrame:
