@@ -341,7 +341,8 @@ def assess(results: dict[str, CubeResult], params: Params, *, usage: pd.DataFram
                      f"{', '.join(head['verdict_bands'])}, so the verdict is given as \"{' to '.join(head['verdict_bands'])}\".")
     notes = []
     if synthetic:
-        notes.append("This run uses the SYNTHETIC demo knowledge base (generated, not real service guides).")
+        notes.append("This run uses a SYNTHETIC knowledge base (every row marked synthetic: generated, not real service "
+                     "guides).")
     if offline_judges:
         notes.append(f"Judges {', '.join(offline_judges)} are deterministic rubric algorithms, not LLMs.")
     if bound_note:
