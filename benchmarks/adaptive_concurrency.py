@@ -10,6 +10,13 @@ requests, and the limit's course (peak in flight, lowest and final limit, cuts).
     python benchmarks/adaptive_concurrency.py [--n 2000] [--rps 100] [--latency 0.1] [--concurrency 64]
 
 The last line is the headline figure: `adaptive_share_of_limit: <achieved / R>`.
+
+With `--base-url` (a running `cube serve`, which answers one request at a time) N distinct short
+judge-like calls go to that server instead, at the default `max_concurrency` of a local URL (64), in
+batches of `--batch` (the model's later batches start where the earlier settled). Printed: the limit's
+course per batch, and last `settled_limit: <final limit>` (goal: 1-2).
+
+    python benchmarks/adaptive_concurrency.py --base-url http://127.0.0.1:8765/v1 [--n 60] [--batch 30]
 """
 
 from __future__ import annotations
@@ -34,7 +41,11 @@ def main() -> None:
     ap.add_argument("--rps", type=float, default=100.0)
     ap.add_argument("--latency", type=float, default=0.1)
     ap.add_argument("--concurrency", type=int, default=64)
+    ap.add_argument("--base-url", default=None, help="a real one-at-a-time server (cube serve) instead")
+    ap.add_argument("--batch", type=int, default=30)
     args = ap.parse_args()
+    if args.base_url:
+        return real_server(args.base_url, args.n, args.batch)
     with ServerProcess(latency_s=args.latency, reply="score", rate_limit_rps=args.rps) as server:
         spec = ModelSpec(model="m", base_url=server.url, max_concurrency=args.concurrency, min_concurrency=1,
                          max_attempts=50, backoff_max_s=5, timeout_s=30)
@@ -52,6 +63,22 @@ def main() -> None:
     print(f"concurrency: {model.concurrency}")
     print(f"429_share_of_requests: {stats['rate_limited'] / max(total, 1):.3f} ({stats['rate_limited']} of {total})")
     print(f"adaptive_share_of_limit: {ok / wall / args.rps:.2f}")
+
+
+def real_server(url: str, n: int, batch: int) -> None:
+    model = make_model(ModelSpec(model="local", base_url=url, temperature=0, max_tokens=8, timeout_s=300))
+    reqs = [Request(({"role": "user", "content": f"Rate from 0 to 10 how well '{i} apples' answers 'how many "
+                                                  f"apples are there?'. Reply with the score only."},))
+            for i in range(n)]
+    t0 = time.perf_counter()
+    for k in range(0, n, batch):
+        out = model.complete(reqs[k:k + batch], role="judging", progress=False)
+        s = model.concurrency
+        print(f"batch {k // batch + 1}: {sum(r.ok for r in out)} of {len(out)} ok, {time.perf_counter() - t0:.0f} s; "
+              f"peak in flight {s['peak_in_flight']}, final limit {s['final_limit']}, flat steps {s['flat_steps']}, "
+              f"timeouts {s['timeouts']}")
+    print(f"concurrency: {model.concurrency}")
+    print(f"settled_limit: {model.concurrency['final_limit']}")
 
 
 if __name__ == "__main__":
