@@ -18,10 +18,12 @@ also watches throughput (Little's law): each window of `max(WINDOW, limit)` answ
 time-weighted mean of the calls in flight (its level) and the answered calls per second (its rate).
 Between two windows whose levels differ by a ratio of at least `LEVEL_STEP`, the elasticity
 g = ln(rate ratio) / ln(level ratio) is ~1 on a server that runs calls in parallel and ~0 on one that
-queues them. Rising with g < `FLAT`: the limit steps back to half the level and probes down, halving
-while the rate stays flat (g < `FLAT`); where the rate falls with the level it settles at the level
-before (or at `min_concurrency`). Settled, it probes twice its level every `HOLD` windows (the load
-may have changed) and grows again only if the rate rose with it. A window opens once the calls in
+queues them. Rising with g < `FLAT`: the limit drops straight to `min_concurrency` for one window (the
+widest level ratio, the least noisy comparison): if the rate there is as high (g < `FLAT`) the server
+queues and the limit settles at the floor, else it goes back to the limit where the rate was flat.
+Settled, its windows pool into one baseline, and every `HOLD` windows it probes twice the limit for
+a window twice as long, kept (settled there) only if the rate rose with it (g >= `FLAT`). The
+detector's error rate on known truth: `benchmarks/adaptive_concurrency.py --trials`. A window opens once the calls in
 flight fit under the limit (after a step down they drain first). A 429 or timeout cuts as above in
 every mode.
 
@@ -73,7 +75,8 @@ class AdaptiveLimit:
         self._area = 0.0  # integral of `in_flight` over time
         self._w: tuple[float, float, int] | None = None  # (start time, `_area` then, size) of the open window
         self._w_done = 0  # answered calls in the open window
-        self._prev: tuple[float, float, float] | None = None  # (level, rate, limit) of the last window judged
+        # (level, rate, limit, answered calls, seconds) of the last window judged (settled: of them all)
+        self._prev: tuple[float, float, float, int, float] | None = None
         self._held = 0  # windows spent settled
         self._settled = self.limit  # the limit a probe goes back to
 
@@ -146,7 +149,8 @@ class AdaptiveLimit:
         self._tick()
         if self._w is None:
             if self.in_flight <= int(self.limit):  # drained after a step down: the window opens now
-                self._w, self._w_done = (self._t, self._area, max(WINDOW, int(self.limit))), 0
+                size = max(WINDOW, int(self.limit)) * (2 if self.mode == "probe" else 1)  # a probe: twice as long
+                self._w, self._w_done = (self._t, self._area, size), 0
             return
         self._w_done += 1
         t0, a0, size = self._w
@@ -156,14 +160,18 @@ class AdaptiveLimit:
         self._w, self._w_done = (self._t, self._area, max(WINDOW, int(self.limit))), 0
         level = (self._area - a0) / elapsed if elapsed > 0 else 0.0
         if level >= 0.5:  # else nothing measurably in flight: no evidence
-            self._judge(level, n / elapsed)
+            self._judge(level, n, elapsed)
         elif self.mode == "up" and not self.cuts:
             self._set(2 * self.limit)
 
-    def _judge(self, level: float, rate: float) -> None:
+    def _judge(self, level: float, n: int, elapsed: float) -> None:
         """One window's level and rate against the last judged window's (the module's docstring)."""
-        prev, self._prev = self._prev, (level, rate, self.limit)
+        rate = n / elapsed
+        prev, self._prev = self._prev, (level, rate, self.limit, n, elapsed)
         if self.mode == "hold":
+            if prev is not None and prev[2] == self.limit:  # settled windows pool into one baseline (less noise)
+                t = prev[4] + elapsed
+                self._prev = ((prev[0] * prev[4] + level * elapsed) / t, (prev[3] + n) / t, self.limit, prev[3] + n, t)
             self._held += 1
             if self._held >= HOLD and self.limit < self.hi:  # probe twice the level
                 self.mode, self._held, self._settled = "probe", 0, self.limit
@@ -177,21 +185,19 @@ class AdaptiveLimit:
                 if self.mode == "probe":  # the probe bought nothing: back to the settled limit
                     self.mode = "hold"
                     self._set(self._settled)
-                else:
+                else:  # straight down to the floor: the widest level ratio, the least noisy comparison
                     self.mode = "down"
-                    self._set(self.limit / 2)
-            elif self.mode == "probe":
-                self.mode = "up" if g is not None and step > 1 else "hold"  # no rise in level: no demand, settle
+                    self._set(self.lo)
+            elif self.mode == "probe":  # throughput rose with the probe (or no demand to tell): keep it, settled
+                self.mode = "hold"
             elif not self.cuts and (g is None or step > 1):
                 self._set(2 * self.limit)  # slow start
         elif self.mode == "down":
-            if g is not None and step < 1 and g >= FLAT:  # the rate fell with the level: that level was needed
-                self.mode = "hold"
+            # the floor's rate against the rate where it stayed flat: if it fell with the level the server
+            # does run calls in parallel (back to that limit: flat there, so enough), else settle at the floor
+            self.mode = "hold"
+            if g is not None and step < 1 and g >= FLAT:
                 self._set(prev[2])
-            elif self.limit <= self.lo:
-                self.mode = "hold"
-            else:
-                self._set(self.limit / 2)
 
     def settled_limit(self) -> int | None:
         """The limit to start the model's next batch at (`settled`), or None while it is growing."""
