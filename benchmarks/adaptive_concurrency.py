@@ -20,12 +20,12 @@ course per batch, and last `settled_limit: <final limit>` (goal: 1-2).
 
 With `--trials T` the flat-rate detector's error rate on known truth, simulated in asyncio (no HTTP):
 T servers that answer one call at a time and T that answer all at once, each call's service time
-drawn log-normal (median 5 ms, sigma 1: spread like LLM calls of 0.4-15 s), 160 calls per trial at
+drawn log-normal (median 5 ms, `--sigma` 1 by default: spread like LLM calls of 0.4-15 s), 160 calls per trial at
 max_concurrency 64. A miss: a one-at-a-time server whose last 60 calls had more than 2 in flight at
 some answer; a false alarm: a parallel server whose limit ended below 8. Last line:
 `flat_detector_error_rate: <(misses + false alarms) / 2T>`.
 
-    python benchmarks/adaptive_concurrency.py --trials 40
+    python benchmarks/adaptive_concurrency.py --trials 40 [--sigma 1.0]
 """
 
 from __future__ import annotations
@@ -57,9 +57,10 @@ def main() -> None:
     ap.add_argument("--base-url", default=None, help="a real one-at-a-time server (cube serve) instead")
     ap.add_argument("--batch", type=int, default=30)
     ap.add_argument("--trials", type=int, default=0, help="simulated known-truth trials of the flat-rate detector")
+    ap.add_argument("--sigma", type=float, default=1.0, help="log-normal sigma of the simulated service times")
     args = ap.parse_args()
     if args.trials:
-        return detector(args.trials)
+        return detector(args.trials, args.sigma)
     if args.base_url:
         return real_server(args.base_url, args.n, args.batch)
     with ServerProcess(latency_s=args.latency, reply="score", rate_limit_rps=args.rps) as server:
@@ -81,9 +82,9 @@ def main() -> None:
     print(f"adaptive_share_of_limit: {ok / wall / args.rps:.2f}")
 
 
-async def _simulate(serial: bool, rng: random.Random, n: int = 160) -> tuple[AdaptiveLimit, list[int]]:
+async def _simulate(serial: bool, rng: random.Random, sigma: float, n: int = 160) -> tuple[AdaptiveLimit, list[int]]:
     lim, server, seen = AdaptiveLimit(1, 64), asyncio.Lock(), []
-    times = [rng.lognormvariate(math.log(0.005), SIGMA) for _ in range(n)]
+    times = [rng.lognormvariate(math.log(0.005), sigma) for _ in range(n)]
 
     async def one(t: float) -> None:
         async with lim:
@@ -99,14 +100,11 @@ async def _simulate(serial: bool, rng: random.Random, n: int = 160) -> tuple[Ada
     return lim, seen
 
 
-SIGMA = float(__import__("os").environ.get("SIGMA", "1.0"))
-
-
-def detector(trials: int) -> None:
+def detector(trials: int, sigma: float) -> None:
     rng = random.Random(7)
-    misses = [max(seen[-60:]) > 2 for lim, seen in (asyncio.run(_simulate(True, rng)) for _ in range(trials))]
-    alarms = [lim.limit < 8 for lim, seen in (asyncio.run(_simulate(False, rng)) for _ in range(trials))]
-    print(f"{trials} one-at-a-time servers: {sum(misses)} not settled at <= 2 in flight over their last 60 calls")
+    misses = [max(seen[-60:]) > 2 for lim, seen in (asyncio.run(_simulate(True, rng, sigma)) for _ in range(trials))]
+    alarms = [lim.limit < 8 for lim, seen in (asyncio.run(_simulate(False, rng, sigma)) for _ in range(trials))]
+    print(f"service time sigma {sigma:g}; {trials} one-at-a-time servers: {sum(misses)} not settled at <= 2 in flight over their last 60 calls")
     print(f"{trials} parallel servers: {sum(alarms)} ended with a limit below 8")
     print(f"flat_detector_error_rate: {(sum(misses) + sum(alarms)) / (2 * trials):.3f}")
 
