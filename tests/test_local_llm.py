@@ -249,3 +249,36 @@ def test_planned_prompt_tokens_add_the_chat_templates_tokens_measured_on_answere
     assert "not counted" in unmeasured.method and "--pilot" in unmeasured.method
     assert planned.counts == reported == [3 + 7, 6 + 11]
     assert "7 for user" in planned.method and "11 for system+user" in planned.method
+
+
+def test_a_judges_calls_after_its_pilot_go_in_prompt_order_and_each_score_lands_on_its_row() -> None:
+    """Sent in the order of their prompt texts (one dimension's calls together, one question's three
+    answers after each other: what a prefix cache reuses), answered in any order, every score is
+    still the one its own request got: here the reply is the digit the answer holds."""
+    import re
+
+    import pandas as pd
+
+    from cube.config.params import parse_params
+    from cube.judges import Judge, load_dimensions, score_answers
+
+    def reply(body: dict) -> str:
+        found = re.search(r"<answer>\s*answer (\d)", body["messages"][-1]["content"])
+        return f"Score: {found.group(1)}"
+
+    corpus = pd.DataFrame({"doc_id": ["d1", "d2"], "text": ["Dog licence: 20 a year.", "Passport: bring a photo."],
+                           "item_name": ["dog licence", "passport"]})
+    questions = pd.DataFrame({"question_id": ["q1", "q2"], "doc_id": ["d1", "d2"],
+                              "question": ["What does a dog licence cost?", "How do I renew a passport?"]})
+    answers = pd.DataFrame({"question_id": ["q2", "q1", "q2", "q1", "q2", "q1"], "doc_id": ["d2", "d1"] * 3,
+                            "system": "s", "set": ["zero", "zero", "rag", "rag", "full", "full"],
+                            "answer": [f"answer {k}" for k in (1, 2, 3, 4, 5, 6)]})
+    dims = load_dimensions(parse_params({"run": "t", "lang": "en", "judges": [
+        {"name": "j", "model": {"provider": "offline", "model": "rubric"}}]}))
+    with OpenAIServer(reply=reply) as server:
+        judge = Judge(name="m", model=make_model(spec(server.url, max_concurrency=1)), pilot=4)
+        scores = score_answers(answers, [judge], dims, corpus, questions=questions, progress=False)
+        prompts = [b["messages"][-1]["content"] for b in server.bodies]
+    assert len(prompts) == 6 * len(dims) and prompts[4:] == sorted(prompts[4:])  # the pilot first, as built
+    got = scores.merge(answers, on=["question_id", "set"])
+    assert (got["score"] == got["answer"].str[-1].astype(float)).all() and len(got) == 6 * len(dims)
