@@ -5,12 +5,14 @@ the next prompt; it reports no `cached_tokens`, but its log (verbose, the defaul
 "Llama.generate: N prefix-match hit, remaining M prompt tokens to eval" for each reuse. Here a server
 is started on a free port with its log in a temporary file (`cube serve`'s `LocalServer`, the
 SmolLM2-135M GGUF), and the judge calls of N questions x 3 answer sets (zero, rag, full: the same
-question and document, three answers) x 4 dimensions go to it through `cube.llm` (fresh cache, the
-default adaptive limit) twice:
+question and document, three answers) x 4 dimensions go to it (fresh cache each, the default
+adaptive limit) twice:
 
-- `pipeline order`: as `cube.judges.judge_requests` builds them (per answer, its four dimensions);
-- `prefix order`: the same requests sorted by their prompt text (per dimension, then question, so
-  the three answers of one question and dimension follow each other).
+- `built order`: as `cube.judges.judge_requests` builds them (per answer, its four dimensions),
+  through `cube.llm` as they are (how the judge sent them before it sorted them);
+- `judge's order`: through `cube.judges.score_answers`, which sends a judge's calls (its pilot's,
+  then the rest) in prompt-text order, so one dimension's calls follow each other and so do the
+  three answers of one question.
 
 Printed per order: the prompt tokens the server reported (usage), the tokens it reused, and their
 share. The judge prompts put their fixed part first (instructions, then question, source and answer
@@ -20,7 +22,7 @@ instruction block), so a cache can only hit when the same dimension's prompts fo
     .venv/bin/python benchmarks/local_llm_prefix_cache.py [--questions 2]
 
 Needs `make local-llm` (else a NaN headline). Last line: `prefix_cache_hit_share: x`, in the
-pipeline's order.
+judge's order.
 """
 
 from __future__ import annotations
@@ -39,12 +41,11 @@ import pandas as pd  # noqa: E402
 
 from cube.config.model_spec import ModelSpec  # noqa: E402
 from cube.config.params import parse_params  # noqa: E402
-from cube.judges import Judge, load_dimensions  # noqa: E402
+from cube.judges import Judge, load_dimensions, score_answers  # noqa: E402
 from cube.judges.scoring import judge_inputs, judge_requests  # noqa: E402
 from cube.kb.demo import generate_demo_corpus  # noqa: E402
 from cube.llm import make_model  # noqa: E402
 from cube.llm.local import LocalServer, missing_parts  # noqa: E402
-from cube.llm.tokens import prompt_text  # noqa: E402
 
 HIT = re.compile(r"Llama\.generate: (\d+) prefix-match hit, remaining (\d+) prompt tokens")
 
@@ -91,16 +92,25 @@ def main() -> None:
                          structured_output="on")
         records = judge_inputs(answers, corpus, questions).to_dict("records")
         _, requests, _ = judge_requests(Judge(name="SmolLM2-135M", model=make_model(spec)), records, dims)
-        orders = {"pipeline order": requests, "prefix order": sorted(requests, key=prompt_text)}
-        for k, (name, reqs) in enumerate(orders.items()):
+
+        def built(cache: Path) -> list[int]:
+            out = make_model(spec, cache).complete(requests, role="judging", progress=False)
+            return [r.input_tokens for r in out if r.ok]
+
+        def judged(cache: Path) -> list[int]:
+            judge = Judge(name="SmolLM2-135M", model=make_model(spec, cache))
+            scores = score_answers(answers, [judge], dims, corpus, questions=questions, progress=False)
+            return [int(n) for n in scores.loc[scores["error_kind"] != "call", "input_tokens"]]
+
+        for k, (name, send) in enumerate((("built order", built), ("judge's order", judged))):
             start = len(log.read_text(encoding="utf-8", errors="replace"))
-            out = make_model(spec, Path(tmp) / f"cache{k}.sqlite").complete(reqs, role="judging", progress=False)
-            total = sum(r.input_tokens or 0 for r in out if r.ok)
-            reused = hits(log, start)
+            tokens = send(Path(tmp) / f"cache{k}.sqlite")
+            total, reused = sum(tokens), hits(log, start)
             shares[name] = reused / total if total else float("nan")
-            print(f"{name}: {len(reqs)} calls, {sum(r.ok for r in out)} ok; prompt tokens {total}, reused from the "
+            print(f"{name}: {len(tokens)} calls answered of {len(requests)}; prompt tokens {total}, reused from the "
                   f"prefix cache {reused}: share {shares[name]:.3f}", flush=True)
-    print(f"prefix_cache_hit_share: {shares['pipeline order']:.3f}")
+    share = shares["judge's order"]
+    print(f"prefix_cache_hit_share: {share:.3f}")
 
 
 if __name__ == "__main__":

@@ -253,8 +253,8 @@ def test_planned_prompt_tokens_add_the_chat_templates_tokens_measured_on_answere
 
 def test_a_judges_calls_after_its_pilot_go_in_prompt_order_and_each_score_lands_on_its_row() -> None:
     """Sent in the order of their prompt texts (one dimension's calls together, one question's three
-    answers after each other: what a prefix cache reuses), answered in any order, every score is
-    still the one its own request got: here the reply is the digit the answer holds."""
+    answers after each other: what a prefix cache reuses), the pilot's calls (the first built) first,
+    every score is still the one its own request got: here the reply is the digit the answer holds."""
     import re
 
     import pandas as pd
@@ -279,6 +279,7 @@ def test_a_judges_calls_after_its_pilot_go_in_prompt_order_and_each_score_lands_
         judge = Judge(name="m", model=make_model(spec(server.url, max_concurrency=1)), pilot=4)
         scores = score_answers(answers, [judge], dims, corpus, questions=questions, progress=False)
         prompts = [b["messages"][-1]["content"] for b in server.bodies]
-    assert len(prompts) == 6 * len(dims) and prompts[4:] == sorted(prompts[4:])  # the pilot first, as built
+    assert len(prompts) == 6 * len(dims) and prompts[4:] == sorted(prompts[4:])  # after the pilot: text order
+    assert prompts[:4] == sorted(prompts[:4]) and prompts[:4] != sorted(prompts)[:4]  # the pilot's own calls
     got = scores.merge(answers, on=["question_id", "set"])
     assert (got["score"] == got["answer"].str[-1].astype(float)).all() and len(got) == 6 * len(dims)
