@@ -20,7 +20,7 @@ course per batch, and last `settled_limit: <final limit>` (goal: 1-2).
 
 With `--trials T` the flat-rate detector's error rate on known truth, simulated in asyncio (no HTTP):
 T servers that answer one call at a time and T that answer all at once, each call's service time
-drawn log-normal (median 5 ms, `--sigma` 1 by default: spread like LLM calls of 0.4-15 s), 160 calls per trial at
+drawn log-normal (median 20 ms, `--sigma` 1 by default: spread like LLM calls of 0.4-15 s), 160 calls per trial at
 max_concurrency 64. A miss: a one-at-a-time server whose last 60 calls had more than 2 in flight at
 some answer; a false alarm: a parallel server whose limit ended below 8. Last line:
 `flat_detector_error_rate: <(misses + false alarms) / 2T>`.
@@ -84,7 +84,7 @@ def main() -> None:
 
 async def _simulate(serial: bool, rng: random.Random, sigma: float, n: int = 160) -> tuple[AdaptiveLimit, list[int]]:
     lim, server, seen = AdaptiveLimit(1, 64), asyncio.Lock(), []
-    times = [rng.lognormvariate(math.log(0.005), sigma) for _ in range(n)]
+    times = [rng.lognormvariate(math.log(0.02), sigma) for _ in range(n)]
 
     async def one(t: float) -> None:
         async with lim:

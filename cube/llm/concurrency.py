@@ -188,8 +188,10 @@ class AdaptiveLimit:
                 else:  # straight down to the floor: the widest level ratio, the least noisy comparison
                     self.mode = "down"
                     self._set(self.lo)
-            elif self.mode == "probe":  # throughput rose with the probe (or no demand to tell): keep it, settled
-                self.mode = "hold"
+            elif self.mode == "probe":  # the rate rose with the probe: settled there; no rise in level
+                self.mode = "hold"     # (too few calls waiting to tell): back to the settled limit
+                if g is None:
+                    self._set(self._settled)
             elif not self.cuts and (g is None or step > 1):
                 self._set(2 * self.limit)  # slow start
         elif self.mode == "down":
