@@ -19,7 +19,7 @@ share. The judge prompts put their fixed part first (instructions, then question
 last; tests/test_local_llm.py checks that two prompts for different questions share the whole
 instruction block), so a cache can only hit when the same dimension's prompts follow each other.
 
-    .venv/bin/python benchmarks/local_llm_prefix_cache.py [--questions 2]
+    .venv/bin/python benchmarks/local_llm_prefix_cache.py [--questions 1]
 
 Needs `make local-llm` (else a NaN headline). Last line: `prefix_cache_hit_share: x`, in the
 judge's order.
@@ -70,7 +70,7 @@ def hits(log: Path, start: int) -> int:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--questions", type=int, default=2, help="questions (x 3 sets x 4 dimensions calls per order)")
+    ap.add_argument("--questions", type=int, default=1, help="questions (x 3 sets x 4 dimensions calls per order)")
     args = ap.parse_args()
     missing = missing_parts()
     if missing:

@@ -18,7 +18,7 @@ of the loops just before and after it; printed: each ratio, their median and spr
 seconds per call, the server's prompt tokens beside `cube plan`'s count of the same prompts
 (`cube.llm.tokens.count_prompt_tokens`), and the small judge's parse rate per dimension.
 
-    .venv/bin/python benchmarks/local_llm_throughput.py [--answers 2] [--rounds 3] [--base-url http://127.0.0.1:8765/v1]
+    .venv/bin/python benchmarks/local_llm_throughput.py [--answers 1] [--rounds 3] [--base-url http://127.0.0.1:8765/v1]
 
 Needs `make local-llm` (else it says what is missing and prints a NaN headline). Last line:
 `throughput_ratio: x`, the median ratio (goal >= 0.9).
@@ -132,7 +132,7 @@ def measure(url: str, n_answers: int, rounds: int) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--answers", type=int, default=2, help="answers judged on 4 dimensions (default 2: 8 calls)")
+    ap.add_argument("--answers", type=int, default=1, help="answers judged on 4 dimensions (default 1: 4 calls)")
     ap.add_argument("--rounds", type=int, default=3, help="pipeline runs, each between two plain loops")
     ap.add_argument("--base-url", default=None, help="a running server (default: start one on a free port)")
     args = ap.parse_args()
