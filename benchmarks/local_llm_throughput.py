@@ -7,24 +7,28 @@ judge calls (the packaged English prompts of the four dimensions over N syntheti
 `response_format` json_object with the score schema, max_tokens 16, temperature 0) go through:
 
 - `plain loop`: urllib POSTs of the request bodies, one after another (no client library, no parsing);
-- `pipeline`: the real judging path, `cube.judges.score_answers` (a `cube.llm` model with
-  `max_concurrency: 1`, `structured_output: on`: one json_schema request refused in milliseconds,
-  then llama.cpp's json_object, as the loop sends; a fresh cache, reply parsing, the scores table).
+- `pipeline`: the real judging path, `cube.judges.score_answers` (a `cube.llm` model at the default
+  `max_concurrency` of a local URL, the adaptive limit finding the one-at-a-time server itself;
+  `structured_output: on`: one json_schema request refused in milliseconds, then llama.cpp's
+  json_object, as the loop sends; a fresh cache each round, reply parsing, the scores table).
 
-The loop runs before and after the pipeline (the machine is shared: its load drifts); the ratio is the
-pipeline's calls per second over the mean of the two loops'. Also printed: seconds per call, the
-server's prompt and completion tokens, and the parse rate of the small judge per dimension.
+The machine is shared and its load drifts, so the two run interleaved, `--rounds` times: loop,
+pipeline, loop, pipeline, ..., loop. Each pipeline round's ratio is its calls per second over the mean
+of the loops just before and after it; printed: each ratio, their median and spread (min-max),
+seconds per call, the server's prompt tokens beside `cube plan`'s count of the same prompts
+(`cube.llm.tokens.count_prompt_tokens`), and the small judge's parse rate per dimension.
 
-    .venv/bin/python benchmarks/local_llm_throughput.py [--answers 6] [--base-url http://127.0.0.1:8765/v1]
+    .venv/bin/python benchmarks/local_llm_throughput.py [--answers 1] [--rounds 3] [--base-url http://127.0.0.1:8765/v1]
 
-Needs `make local-llm` (else it says what is missing and prints a NaN headline). Last line: `throughput_ratio: x`
-(goal >= 0.9).
+Needs `make local-llm` (else it says what is missing and prints a NaN headline). Last line:
+`throughput_ratio: x`, the median ratio (goal >= 0.9).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import tempfile
 import time
@@ -44,6 +48,7 @@ from cube.kb.demo import generate_demo_corpus  # noqa: E402
 from cube.llm import make_model  # noqa: E402
 from cube.llm.endpoints import response_format  # noqa: E402
 from cube.llm.local import LocalServer, missing_parts  # noqa: E402
+from cube.llm.tokens import count_prompt_tokens, prompt_text  # noqa: E402
 
 
 def inputs(n: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -55,21 +60,32 @@ def inputs(n: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     return corpus, questions, answers
 
 
-def plain_loop(url: str, spec: ModelSpec, bodies: list[dict]) -> tuple[float, int, int]:
-    """(seconds, prompt tokens, completion tokens) of the bodies POSTed one after another."""
-    t0, n_in, n_out = time.perf_counter(), 0, 0
+def plain_loop(url: str, spec: ModelSpec, bodies: list[dict]) -> tuple[float, list[int], int]:
+    """(seconds, prompt tokens per body, completion tokens) of the bodies POSTed one after another."""
+    t0, n_in, n_out = time.perf_counter(), [], 0
     for body in bodies:
         req = urllib.request.Request(f"{url}/chat/completions", data=json.dumps(body).encode(),
                                      headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=spec.timeout_s) as r:
             usage = json.loads(r.read())["usage"]
-        n_in, n_out = n_in + usage["prompt_tokens"], n_out + usage["completion_tokens"]
+        n_in, n_out = [*n_in, usage["prompt_tokens"]], n_out + usage["completion_tokens"]
     return time.perf_counter() - t0, n_in, n_out
 
 
-def measure(url: str, n_answers: int) -> float:
-    spec = ModelSpec(model="local", base_url=url, max_concurrency=1, temperature=0, max_tokens=16, timeout_s=300,
-                     structured_output="on")
+def pipeline(spec: ModelSpec, answers: pd.DataFrame, corpus: pd.DataFrame, questions: pd.DataFrame,
+             dims: list) -> tuple[float, pd.DataFrame, dict]:
+    """(seconds, scores, the limit's course) of one judging run through a fresh cache."""
+    with tempfile.TemporaryDirectory() as tmp:
+        model = make_model(spec, Path(tmp) / "cache.sqlite")
+        judge = Judge(name="SmolLM2-135M", model=model)
+        t0 = time.perf_counter()
+        scores = score_answers(answers, [judge], dims, corpus, questions=questions, progress=False)
+        return time.perf_counter() - t0, scores, model.concurrency
+
+
+def measure(url: str, n_answers: int, rounds: int) -> float:
+    spec = ModelSpec(model="local", base_url=url, temperature=0, max_tokens=16, timeout_s=300,
+                     structured_output="on")  # max_concurrency: the default of a local URL (64)
     params = parse_params({"run": "bench", "lang": "en", "judges": [
         {"name": "j", "model": {"provider": "offline", "model": "rubric"}}],
         "dimensions": ["relevance", "specificity", "completeness", "quality"]})
@@ -82,32 +98,46 @@ def measure(url: str, n_answers: int) -> float:
                "messages": list(r.messages), "response_format": response_format("json_object", r.schema)}
               for r in requests]
     n = len(bodies)
-    print(f"{n} judge calls ({n_answers} answers x {len(dims)} dimensions), one at a time, server {url}")
-    loop1, n_in, n_out = plain_loop(url, spec, bodies)
-    print(f"plain loop (before): {loop1:.1f} s, {n / loop1:.3f} calls/s; server tokens {n_in} in, {n_out} out")
-    with tempfile.TemporaryDirectory() as tmp:
-        judge = Judge(name="SmolLM2-135M", model=make_model(spec, Path(tmp) / "cache.sqlite"))
-        t0 = time.perf_counter()
-        scores = score_answers(answers, [judge], dims, corpus, questions=questions, progress=False)
-        pipe = time.perf_counter() - t0
-    failed = int((scores["error_kind"] == "call").sum())
-    print(f"pipeline: {pipe:.1f} s, {n / pipe:.3f} calls/s, {failed} failed calls; tokens "
-          f"{int(scores.input_tokens.sum())} in, {int(scores.output_tokens.sum())} out")
-    loop2, _, _ = plain_loop(url, spec, bodies)
-    print(f"plain loop (after): {loop2:.1f} s, {n / loop2:.3f} calls/s")
+    print(f"{n} judge calls ({n_answers} answers x {len(dims)} dimensions), server {url}, {rounds} rounds interleaved")
+    loops, pipes, n_in, n_out, scores = [], [], [], 0, None
+    for k in range(rounds + 1):
+        t, n_in, n_out = plain_loop(url, spec, bodies)
+        loops.append(t)
+        print(f"plain loop {k + 1}: {t:.1f} s, {n / t:.3f} calls/s; server tokens {sum(n_in)} in, {n_out} out", flush=True)
+        if k == rounds:
+            break
+        t, scores, conc = pipeline(spec, answers, corpus, questions, dims)
+        pipes.append(t)
+        failed = int((scores["error_kind"] == "call").sum())
+        print(f"pipeline {k + 1}: {t:.1f} s, {n / t:.3f} calls/s, {failed} failed calls; tokens "
+              f"{int(scores.input_tokens.sum())} in, {int(scores.output_tokens.sum())} out; peak in flight "
+              f"{conc.get('peak_in_flight')}, final limit {conc.get('final_limit')}", flush=True)
+    ratios = [((loops[k] + loops[k + 1]) / 2) / pipes[k] for k in range(rounds)]
+    med = statistics.median(ratios)
+    print("ratios (pipeline calls/s over the mean of the loops around it): " + ", ".join(f"{r:.2f}" for r in ratios))
+    print(f"median ratio {med:.2f}, spread {min(ratios):.2f}-{max(ratios):.2f}")
+    # cube plan's count of the same prompts: contents only, then with the chat template's tokens
+    # measured on one answered call (as `cube plan` does on its cache or pilot calls)
+    texts, roles = [prompt_text(r) for r in requests], [tuple(m["role"] for m in r.messages) for r in requests]
+    for label, counted in (("contents only", count_prompt_tokens(spec, texts)),
+                           ("with the template's tokens", count_prompt_tokens(spec, texts, roles,
+                                                                              [(bodies[0]["messages"], n_in[0])]))):
+        print(f"prompt tokens planned ({label}): {sum(counted.counts)}, server {sum(n_in)}: planned/server "
+              f"{sum(counted.counts) / max(sum(n_in), 1):.3f} [{counted.method}]")
     rate = scores.assign(parsed=scores.score.notna()).groupby("dimension").parsed.mean()
     print("parse rate per dimension: " + ", ".join(f"{d} {v:.0%}" for d, v in rate.items()))
-    print(f"seconds per call: pipeline {pipe / n:.2f}, plain loop {(loop1 + loop2) / 2 / n:.2f}")
-    return (n / pipe) / (n / ((loop1 + loop2) / 2))
+    print(f"seconds per call: pipeline {statistics.median(pipes) / n:.2f}, plain loop {statistics.median(loops) / n:.2f}")
+    return med
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--answers", type=int, default=6, help="answers judged on 4 dimensions (default 6: 24 calls)")
+    ap.add_argument("--answers", type=int, default=1, help="answers judged on 4 dimensions (default 1: 4 calls)")
+    ap.add_argument("--rounds", type=int, default=3, help="pipeline runs, each between two plain loops")
     ap.add_argument("--base-url", default=None, help="a running server (default: start one on a free port)")
     args = ap.parse_args()
     if args.base_url:
-        ratio = measure(args.base_url.rstrip("/"), args.answers)
+        ratio = measure(args.base_url.rstrip("/"), args.answers, args.rounds)
     else:
         missing = missing_parts()
         if missing:  # not measured: said, and the headline is NaN (`make bench` goes on)
@@ -120,7 +150,7 @@ def main() -> None:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
         with LocalServer(port=port) as server:
-            ratio = measure(server.base_url, args.answers)
+            ratio = measure(server.base_url, args.answers, args.rounds)
     print(f"throughput_ratio: {ratio:.2f}")
 
 

@@ -132,13 +132,17 @@ class OpenAIServer:
         cached_tokens: report this many of each prompt's tokens (at most all) as served from a prompt
             cache (`usage.prompt_tokens_details.cached_tokens`, as OpenAI does).
         serial: answer one request at a time, the others queueing (llama-cpp-python's server).
+        template_tokens: (per message, per call) tokens a chat template adds to `usage.prompt_tokens`
+            beyond the messages' words (what a tokenize route never sees), e.g. ChatML's role markers.
     """
 
     def __init__(
         self, reply: Reply | None = None, *, latency_s: float = 0.0, model: str = "test-model", port: int = 0,
         strict_model: bool = False, rate_limit_rps: float | None = None, rate_burst: float | None = None,
         tokenize: bool = False, cached_tokens: int = 0, serial: bool = False,
+        template_tokens: tuple[int, int] = (0, 0),
     ):
+        self.template_tokens = template_tokens
         self.tokenize, self.cached_tokens, self.tokenize_requests = tokenize, cached_tokens, 0
         self._serial = threading.Lock() if serial else None
         self.reply = reply or echo_reply
@@ -253,7 +257,10 @@ class OpenAIServer:
 
     # -- protocol ----------------------------------------------------------------------
     def _completion(self, body: dict[str, Any], text: str) -> dict[str, Any]:
-        prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
+        messages = body.get("messages", [])
+        per_message, per_call = self.template_tokens
+        prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in messages)
+        prompt_tokens += (per_message * len(messages) + per_call) if messages else 0
         completion_tokens = len(text.split())
         return {
             "id": f"chatcmpl-{body_digest(body)}",

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from cube.config.model_spec import ModelSpec
-from cube.llm import Request, make_model
+from cube.llm import Request, concurrency, make_model
 from cube.llm.concurrency import AdaptiveLimit
 from tests.openai_server import OpenAIServer
 
@@ -15,9 +15,9 @@ from tests.openai_server import OpenAIServer
 def test_slow_start_then_cut_once_per_window_and_additive_growth_within_bounds():
     lim = AdaptiveLimit(2, 16)
     assert lim.limit == 4  # slow start
-    for _ in range(4):
+    for _ in range(1 + concurrency.WINDOW):  # the first answer opens a window, WINDOW more close it
         lim.success()
-    assert lim.limit == 8  # +1 per answer before the first cut: doubles per window
+    assert lim.limit == 8  # doubles per window before the first cut (nothing measured in flight here)
     for _ in range(100):
         lim.success()
     assert lim.limit == 16  # never above max_concurrency
@@ -265,3 +265,60 @@ judges:
     assert c["llm"]["calls_sent"] == 0 and "peak_in_flight" not in c["llm"]
     assert c["llm"]["model"] == "test-model" and c["llm"]["endpoints"] == [server.url]
     assert "cache" in c["llm"]["note"]
+
+
+async def _drive(lim: AdaptiveLimit, n: int, service_s: float, serial: bool) -> list[int]:
+    """`n` calls through `lim` to a simulated server with a fixed service time that serves one call at
+    a time (`serial`) or all at once; returns the calls in flight at each answer, in order."""
+    server = asyncio.Lock()
+    seen: list[int] = []
+
+    async def serve() -> None:
+        await asyncio.sleep(service_s)
+
+    async def one() -> None:
+        async with lim:
+            if serial:
+                async with server:
+                    await serve()
+            else:
+                await serve()
+            seen.append(lim.in_flight)
+            lim.success()
+
+    await asyncio.gather(*(one() for _ in range(n)))
+    return seen
+
+
+def test_a_one_at_a_time_server_settles_at_most_two_in_flight_and_a_parallel_one_gets_many():
+    """Latency grows with the calls in flight on a serial server while the rate stays flat: the
+    limit steps back to 1-2 within 60 answers (4 -> 8 flat -> 4 -> 2 -> 1, then probes of 2);
+    a server that answers in parallel doubles it 4 -> 8 -> 16 -> ... (the rate doubles too)."""
+    lim = AdaptiveLimit(1, 64)
+    seen = asyncio.run(_drive(lim, 160, 0.01, serial=True))
+    assert max(seen[60:]) <= 2 and lim.limit <= 2 and lim.flat_steps >= 1, (seen, lim.summary())
+    assert lim.summary()["flat_steps"] == lim.flat_steps
+    par = AdaptiveLimit(1, 64)
+    seen = asyncio.run(_drive(par, 160, 0.02, serial=False))
+    assert par.limit >= 8 and par.peak >= 8 and max(seen) >= 8, (seen, par.summary())
+
+
+def test_the_http_path_finds_a_one_at_a_time_server_without_max_concurrency():
+    """Through `cube.llm` and HTTP, default max_concurrency (64 for a local URL): every call is
+    answered and the limit ends at 1-2 on a serial server (the model's next batch starts there: at
+    most 2 requests at the server at once), at least 8 on a parallel one."""
+    reqs = [Request(({"role": "user", "content": f"q{i}"},)) for i in range(120)]
+    with OpenAIServer(reply=lambda body: "Score: 7", latency_s=0.01, serial=True) as server:
+        model = make_model(ModelSpec(model="m", base_url=server.url))
+        out = model.complete(reqs, role="judging", progress=False)
+        c = model.concurrency
+        assert all(r.ok for r in out) and c["max"] == 64 and c["final_limit"] <= 2 and c["flat_steps"] >= 1, c
+        server.reset_stats()
+        later = model.complete([Request(({"role": "user", "content": f"p{i}"},)) for i in range(12)],
+                               role="judging", progress=False)
+        assert all(r.ok for r in later) and server.max_in_flight <= 2 and model.settled is not None
+    with OpenAIServer(reply=lambda body: "Score: 7", latency_s=0.05) as server:
+        model = make_model(ModelSpec(model="m", base_url=server.url))
+        out = model.complete(reqs, role="judging", progress=False)
+    c = model.concurrency
+    assert all(r.ok for r in out) and c["final_limit"] >= 8 and server.max_in_flight >= 8, c

@@ -183,3 +183,103 @@ def test_the_server_gets_no_host_port_or_key_from_the_environment():
     env = server_env({"HOST": "0.0.0.0", "PORT": "9", "API_KEY": "x", "CONFIG_FILE": "c.json", "OPENAI_API_KEY": "sk",
                       "HF_TOKEN": "t", "PATH": "/usr/bin", "HOME": "/root", "port": "1"})
     assert env == {"PATH": "/usr/bin", "HOME": "/root"}
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_judge_prompts_put_their_fixed_part_first_so_a_prefix_cache_can_hit(lang: str) -> None:
+    """A server's prefix cache (llama.cpp's last-prompt KV, a provider's cached input) reuses only a
+    common *leading* part: two prompts of one dimension for different questions, documents and
+    answers share the whole instruction block (everything before the question), and the three answers
+    of one question share everything up to the answer (question and source too)."""
+    import os
+
+    import pandas as pd
+
+    from cube.config.params import parse_params
+    from cube.judges import Judge, load_dimensions
+    from cube.judges.scoring import judge_requests as build
+
+    params = parse_params({"run": "t", "lang": lang, "judges": [{"name": "j", "model": {"provider": "offline",
+                                                                                         "model": "rubric"}}]})
+    dims = load_dimensions(params)
+    records = [{"question": q, "_document": d, "answer": a, "_item_name": "x"} for q, d, a in [
+        ("How do I renew a passport?", "Passport renewal: bring the old passport and a photo.", "Bring a photo."),
+        ("What does a dog licence cost?", "Dog licence: 20 a year, paid at the town hall.", "20 a year."),
+        ("What does a dog licence cost?", "Dog licence: 20 a year, paid at the town hall.", "I do not know."),
+    ]]
+    judge = Judge(name="m", model=make_model(ModelSpec(model="m", base_url="http://127.0.0.1:9/v1")))
+    _, reqs, _ = build(judge, pd.DataFrame(records).to_dict("records"), dims)
+    by = {d.name: [r.messages[0]["content"] for r in reqs if r.context["dimension"] == d.name] for d in dims}
+    for d in dims:
+        fixed = d.template.split("{question}")[0]
+        p1, p2, p3 = by[d.name]
+        assert len(fixed) >= 0.6 * len(d.template)  # the instructions are most of the template...
+        assert os.path.commonprefix([p1, p2]) == fixed  # ...and come first, whatever the question
+        shared = os.path.commonprefix([p2, p3])
+        assert shared.startswith(fixed) and records[1]["_document"] in shared  # same question: source shared too
+
+
+def test_planned_prompt_tokens_add_the_chat_templates_tokens_measured_on_answered_calls() -> None:
+    """The tokenize route sees the contents only; the server's usage also counts its chat template
+    (here 4 per message + 3 per call, as ChatML-like markers). Calls already answered (the cache's, a
+    pilot's) measure it per role sequence, no new call: user only -> 4 + 3 = 7, system+user ->
+    2 x 4 + 3 = 11, so planned == reported for every call of another batch."""
+    from cube.llm.tokens import count_prompt_tokens, prompt_text
+
+    def reqs(tag: str) -> list[Request]:
+        return [Request(({"role": "user", "content": f"{tag} two three"},)),
+                Request(({"role": "system", "content": "be brief"}, {"role": "user", "content": f"{tag} five six seven"}))]
+
+    with OpenAIServer(reply=lambda b: "Score: 5", tokenize=True, template_tokens=(4, 3)) as server:
+        s = spec(server.url)
+        model = make_model(s)
+        answered = [(list(q.messages), r.input_tokens)
+                    for q, r in zip(reqs("a"), model.complete(reqs("a"), role="judging", progress=False), strict=True)]
+        assert [n for _, n in answered] == [3 + 7, 6 + 11]
+        later = reqs("b")
+        roles = [tuple(m["role"] for m in r.messages) for r in later]
+        texts = [prompt_text(r) for r in later]
+        bare = count_prompt_tokens(s, texts)
+        unmeasured = count_prompt_tokens(s, texts, roles)
+        planned = count_prompt_tokens(s, texts, roles, answered)
+        sent = server.requests_total
+        reported = [r.input_tokens for r in model.complete(later, role="judging", progress=False)]
+        assert server.requests_total == sent + 2  # counting sent no call
+    assert bare.counts == unmeasured.counts == [3, 6]  # contents only (the second: 2 + 4 words joined)
+    assert "not counted" in unmeasured.method and "--pilot" in unmeasured.method
+    assert planned.counts == reported == [3 + 7, 6 + 11]
+    assert "7 for user" in planned.method and "11 for system+user" in planned.method
+
+
+def test_a_judges_calls_after_its_pilot_go_in_prompt_order_and_each_score_lands_on_its_row() -> None:
+    """Sent in the order of their prompt texts (one dimension's calls together, one question's three
+    answers after each other: what a prefix cache reuses), the pilot's calls (the first built) first,
+    every score is still the one its own request got: here the reply is the digit the answer holds."""
+    import re
+
+    import pandas as pd
+
+    from cube.config.params import parse_params
+    from cube.judges import Judge, load_dimensions, score_answers
+
+    def reply(body: dict) -> str:
+        found = re.search(r"<answer>\s*answer (\d)", body["messages"][-1]["content"])
+        return f"Score: {found.group(1)}"
+
+    corpus = pd.DataFrame({"doc_id": ["d1", "d2"], "text": ["Dog licence: 20 a year.", "Passport: bring a photo."],
+                           "item_name": ["dog licence", "passport"]})
+    questions = pd.DataFrame({"question_id": ["q1", "q2"], "doc_id": ["d1", "d2"],
+                              "question": ["What does a dog licence cost?", "How do I renew a passport?"]})
+    answers = pd.DataFrame({"question_id": ["q2", "q1", "q2", "q1", "q2", "q1"], "doc_id": ["d2", "d1"] * 3,
+                            "system": "s", "set": ["zero", "zero", "rag", "rag", "full", "full"],
+                            "answer": [f"answer {k}" for k in (1, 2, 3, 4, 5, 6)]})
+    dims = load_dimensions(parse_params({"run": "t", "lang": "en", "judges": [
+        {"name": "j", "model": {"provider": "offline", "model": "rubric"}}]}))
+    with OpenAIServer(reply=reply) as server:
+        judge = Judge(name="m", model=make_model(spec(server.url, max_concurrency=1)), pilot=4)
+        scores = score_answers(answers, [judge], dims, corpus, questions=questions, progress=False)
+        prompts = [b["messages"][-1]["content"] for b in server.bodies]
+    assert len(prompts) == 6 * len(dims) and prompts[4:] == sorted(prompts[4:])  # after the pilot: text order
+    assert prompts[:4] == sorted(prompts[:4]) and prompts[:4] != sorted(prompts)[:4]  # the pilot's own calls
+    got = scores.merge(answers, on=["question_id", "set"])
+    assert (got["score"] == got["answer"].str[-1].astype(float)).all() and len(got) == 6 * len(dims)

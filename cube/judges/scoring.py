@@ -229,8 +229,7 @@ def _score_slice(judge: Judge, records: list[dict[str, Any]], dimensions: list[D
     missing answers (not judged) to `skipped_rows`."""
     units, requests, skipped = judge_requests(judge, records, dimensions)
     n_pilot = min(judge.pilot, len(requests)) if not judge.model.offline else 0
-    responses = judge.model.complete(requests[:n_pilot], role="judging", desc=f"{desc} (pilot)",
-                                     progress=progress) if n_pilot else []
+    responses = _complete_prefix_order(judge, requests[:n_pilot], f"{desc} (pilot)", progress) if n_pilot else []
     if len(responses) != n_pilot:
         raise RuntimeError(f"judge {judge.name!r}: model returned {len(responses)} responses for {n_pilot} requests")
     unit_rows = [_rows_for(judge, *unit, resp) for unit, resp in zip(units, responses, strict=False)]
@@ -241,7 +240,7 @@ def _score_slice(judge: Judge, records: list[dict[str, Any]], dimensions: list[D
         skipped += [(rec, d, s, reason, "pilot") for rec, dims, s in units[n_pilot:] for d in dims]
         units, requests = units[:n_pilot], requests[:n_pilot]
     elif len(requests) > n_pilot:
-        rest = judge.model.complete(requests[n_pilot:], role="judging", desc=desc, progress=progress)
+        rest = _complete_prefix_order(judge, requests[n_pilot:], desc, progress)
         if len(rest) != len(requests) - n_pilot:
             raise RuntimeError(f"judge {judge.name!r}: model returned {len(rest)} responses for "
                                f"{len(requests) - n_pilot} requests")
@@ -257,6 +256,23 @@ def _score_slice(judge: Judge, records: list[dict[str, Any]], dimensions: list[D
         skipped_rows.append(_row(judge, rec, d.name, s, None, "", why[0] if why else "answer is missing (no answer "
                                  "to judge)", why[1] if len(why) > 1 else "skipped", "",
                                  no_call_accounting(judge.model.name, "judging")))
+
+
+def _complete_prefix_order(judge: Judge, requests: list[llm.Request], desc: str, progress: bool) -> list[llm.Response]:
+    """The judge's calls (its pilot's, then the rest) sent in the order of their prompt texts, the
+    responses returned in the requests' order. A judge prompt puts its fixed part first (instructions, then question and source,
+    the answer last), so in text order the calls of one dimension follow each other and the answers
+    of one question share everything up to the answer: a server's prefix cache (llama.cpp reuses
+    the last prompt's) then serves most prompt tokens (measured on SmolLM2: 57 % of them, against
+    11 % in the per-answer order; benchmarks/local_llm_prefix_cache.py)."""
+    order = sorted(range(len(requests)), key=lambda i: llm.prompt_text(requests[i]))
+    sent = judge.model.complete([requests[i] for i in order], role="judging", desc=desc, progress=progress)
+    if len(sent) != len(requests):
+        return sent  # the caller names the mismatch
+    out: list[llm.Response] = [sent[0]] * len(requests)
+    for k, i in enumerate(order):
+        out[i] = sent[k]
+    return out
 
 
 PILOT_EXAMPLES = 3

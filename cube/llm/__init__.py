@@ -32,6 +32,7 @@ from cube.llm.models import (
     run_sync,
     warn_truncated,
 )
+from cube.llm.tokens import prompt_text
 from cube.llm.usage import no_call_accounting, response_accounting, usage_summary
 
 __all__ = [
@@ -52,6 +53,7 @@ __all__ = [
     "no_call_accounting",
     "offline_names",
     "progress_bar",
+    "prompt_text",
     "register_offline",
     "response_accounting",
     "run_sync",

@@ -12,6 +12,21 @@ call then adds 1/limit (about +1 per window of calls), up to `max_concurrency`. 
 after a 429 honours the server's Retry-After (`Endpoints._delay`). `peak` is the most calls that
 were in flight at once, `limit` the current limit; the pipeline records them per judge.
 
+A server that serves one request at a time (llama-cpp-python's, issue 22) never pushes back: it
+queues, so latency grows with the calls in flight while throughput stays flat. The limit therefore
+also watches throughput (Little's law): each window of `max(WINDOW, limit)` answered calls gives the
+time-weighted mean of the calls in flight (its level) and the answered calls per second (its rate).
+Between two windows whose levels differ by a ratio of at least `LEVEL_STEP`, the elasticity
+g = ln(rate ratio) / ln(level ratio) is ~1 on a server that runs calls in parallel and ~0 on one that
+queues them. Rising with g < `FLAT`: the limit drops straight to `min_concurrency` for one window (the
+widest level ratio, the least noisy comparison): if the rate there is as high (g < `FLAT`) the server
+queues and the limit settles at the floor, else it goes back to the limit where the rate was flat.
+Settled, its windows pool into one baseline, and every `HOLD` windows it probes twice the limit for
+a window twice as long, kept (settled there) only if the rate rose with it (g >= `FLAT`). The
+detector's error rate on known truth: `benchmarks/adaptive_concurrency.py --trials`. A window opens once the calls in
+flight fit under the limit (after a step down they drain first). A 429 or timeout cuts as above in
+every mode.
+
 A released slot is handed straight to the first waiter (FIFO; a future per waiter, set by the
 releaser), O(1) per slot. The `asyncio.Condition` this replaced re-checked every waiter already
 woken but not yet run on each notify and made each woken waiter re-take its lock: a burst of k
@@ -21,18 +36,28 @@ answers cost O(k^2), most of the client's CPU per call at 256 in flight (issue 1
 from __future__ import annotations
 
 import asyncio
+import math
+import time
 from collections import deque
+from collections.abc import Callable
 
 SLOW_START = 4  # the first limit (or min_concurrency if larger); it doubles per window until a 429
 DECREASE = 0.7  # the cut: gentler than halving, so the limit oscillates closer to what the endpoint allows
+WINDOW = 8  # fewest answered calls per throughput window (fewer are too noisy with calls of 0.4-15 s)
+LEVEL_STEP = 1.3  # two windows' levels must differ by this ratio for their rates to be compared
+FLAT = 0.5  # elasticity of the rate to the level below which the server counts as saturated
+HOLD = 4  # windows spent at a settled level before probing twice that level
 
 
 class AdaptiveLimit:
-    def __init__(self, min_limit: int, max_limit: int):
+    def __init__(self, min_limit: int, max_limit: int, clock: Callable[[], float] = time.monotonic,
+                 settled: int | None = None):
+        """`settled`: the limit an earlier batch of the same model settled at for a flat rate; this
+        batch starts there, settled (it probes twice that every `HOLD` windows), not at `SLOW_START`."""
         if not 1 <= min_limit <= max_limit:
             raise ValueError(f"concurrency: expected 1 <= min_concurrency <= max_concurrency, got {min_limit}, {max_limit}")
         self.lo, self.hi = min_limit, max_limit
-        self.limit = float(min(max_limit, max(min_limit, SLOW_START)))
+        self.limit = float(min(max_limit, max(min_limit, SLOW_START if settled is None else settled)))
         self.start = int(self.limit)
         self.pushback = {"http_429": 0, "timeouts": 0}  # congestion signals seen (each, cut or not)
         self.in_flight = 0
@@ -42,8 +67,26 @@ class AdaptiveLimit:
         self._seq = 0  # sequence number of the last slot taken
         self._cut_seq = -1  # `_seq` when the limit was last cut: congestion from calls up to it is ignored
         self._waiters: deque[asyncio.Future[int]] = deque()  # FIFO; each gets its slot's sequence number
+        # throughput windows (the module's docstring)
+        self.mode = "up" if settled is None else "hold"  # "up": growing; "down": halving while the rate stays flat; "hold": settled
+        self.flat_steps = 0  # steps back taken because the rate stayed flat as the level rose
+        self._clock = clock
+        self._t = clock()  # time of the last change of `in_flight`
+        self._area = 0.0  # integral of `in_flight` over time
+        self._w: tuple[float, float, int] | None = None  # (start time, `_area` then, size) of the open window
+        self._w_done = 0  # answered calls in the open window
+        # (level, rate, limit, answered calls, seconds) of the last window judged (settled: of them all)
+        self._prev: tuple[float, float, float, int, float] | None = None
+        self._held = 0  # windows spent settled
+        self._settled = self.limit  # the limit a probe goes back to
+
+    def _tick(self) -> None:
+        now = self._clock()
+        self._area += self.in_flight * (now - self._t)
+        self._t = now
 
     def _take(self) -> int:
+        self._tick()
         self.in_flight += 1
         self.peak = max(self.peak, self.in_flight)
         self._seq += 1
@@ -67,11 +110,13 @@ class AdaptiveLimit:
             return await fut
         except asyncio.CancelledError:
             if fut.done() and not fut.cancelled():  # a slot was handed over as we were cancelled: give it back
+                self._tick()
                 self.in_flight -= 1
                 self._wake()
             raise
 
     async def release(self) -> None:
+        self._tick()
         self.in_flight -= 1
         self._wake()
 
@@ -83,11 +128,84 @@ class AdaptiveLimit:
         await self.release()
 
     def success(self) -> None:
-        """A call the endpoint answered: +1 per call until the first cut (slow start: the limit
-        doubles every window of calls), then additive increase (+1/limit, about +1 per window)."""
-        if self.limit < self.hi:
-            self.limit = min(float(self.hi), self.limit + (1.0 if not self.cuts else 1.0 / self.limit))
+        """A call the endpoint answered (its slot still held). Before the first cut the limit
+        doubles at the end of each window whose rate rose with its level (slow start); after a cut
+        it grows by 1/limit per answered call (additive increase, about +1 per window); neither
+        while probing down or settled. Every `max(WINDOW, limit)` answered calls close a window."""
+        if self.mode == "up" and self.cuts and self.limit < self.hi:
+            self.limit = min(float(self.hi), self.limit + 1.0 / self.limit)
             self._wake()  # a slot more: a waiter need not wait for the next release
+        if self.lo < self.hi:
+            self._count()
+
+    def _set(self, limit: float) -> None:
+        self.limit = min(float(self.hi), max(float(self.lo), limit))
+        if self.mode != "up":  # a step back (slow start's doublings are no low point)
+            self.lowest = min(self.lowest, self.limit)
+        self._w = None  # the next window opens once the calls in flight fit under the new limit
+        self._wake()
+
+    def _count(self) -> None:
+        self._tick()
+        if self._w is None:
+            if self.in_flight <= int(self.limit):  # drained after a step down: the window opens now
+                size = max(WINDOW, int(self.limit)) * (2 if self.mode == "probe" else 1)  # a probe: twice as long
+                self._w, self._w_done = (self._t, self._area, size), 0
+            return
+        self._w_done += 1
+        t0, a0, size = self._w
+        if self._w_done < size:
+            return
+        elapsed, n = self._t - t0, self._w_done
+        self._w, self._w_done = (self._t, self._area, max(WINDOW, int(self.limit))), 0
+        level = (self._area - a0) / elapsed if elapsed > 0 else 0.0
+        if level >= 0.5:  # else nothing measurably in flight: no evidence
+            self._judge(level, n, elapsed)
+        elif self.mode == "up" and not self.cuts:
+            self._set(2 * self.limit)
+
+    def _judge(self, level: float, n: int, elapsed: float) -> None:
+        """One window's level and rate against the last judged window's (the module's docstring)."""
+        rate = n / elapsed
+        prev, self._prev = self._prev, (level, rate, self.limit, n, elapsed)
+        if self.mode == "hold":
+            if prev is not None and prev[2] == self.limit:  # settled windows pool into one baseline (less noise)
+                t = prev[4] + elapsed
+                self._prev = ((prev[0] * prev[4] + level * elapsed) / t, (prev[3] + n) / t, self.limit, prev[3] + n, t)
+            self._held += 1
+            if self._held >= HOLD and self.limit < self.hi:  # probe twice the level
+                self.mode, self._held, self._settled = "probe", 0, self.limit
+                self._set(2 * self.limit)
+            return
+        step = level / prev[0] if prev is not None else 1.0
+        g = math.log(rate / prev[1]) / math.log(step) if prev is not None and abs(math.log(step)) >= math.log(LEVEL_STEP) else None
+        if self.mode in ("up", "probe"):
+            if g is not None and step > 1 and g < FLAT:  # more in flight, no more answered per second
+                self.flat_steps += 1
+                if self.mode == "probe":  # the probe bought nothing: back to the settled limit
+                    self.mode = "hold"
+                    self._set(self._settled)
+                else:  # straight down to the floor: the widest level ratio, the least noisy comparison
+                    self.mode = "down"
+                    self._set(self.lo)
+            elif self.mode == "probe":  # the rate rose with the probe: settled there; no rise in level
+                self.mode = "hold"     # (too few calls waiting to tell): back to the settled limit
+                if g is None:
+                    self._set(self._settled)
+            elif not self.cuts and (g is None or step > 1):
+                self._set(2 * self.limit)  # slow start
+        elif self.mode == "down":
+            # the floor's rate against the rate where it stayed flat: if it fell with the level the server
+            # does run calls in parallel (back to that limit: flat there, so enough), else settle at the floor
+            self.mode = "hold"
+            if g is not None and step < 1 and g >= FLAT:
+                self._set(prev[2])
+
+    def settled_limit(self) -> int | None:
+        """The limit to start the model's next batch at (`settled`), or None while it is growing."""
+        if self.mode == "up":
+            return None
+        return int(self._settled if self.mode == "probe" else self.limit)
 
     def congested(self, seq: int | None = None, why: str = "http_429") -> None:
         """A 429 (`why="http_429"`) or a timeout (`why="timeouts"`) for the call whose slot had
@@ -103,9 +221,10 @@ class AdaptiveLimit:
 
     def summary(self) -> dict[str, float | int]:
         """The limit's course: bounds, start, calls in flight reached, final and lowest limit, cuts,
-        and the 429s and timeouts that pushed back."""
+        the 429s and timeouts that pushed back, and the steps back for a flat rate."""
         return {"min": self.lo, "max": self.hi, "start": self.start, "peak_in_flight": self.peak,
-                "final_limit": int(self.limit), "lowest_limit": int(self.lowest), "cuts": self.cuts, **self.pushback}
+                "final_limit": int(self.limit), "lowest_limit": int(self.lowest), "cuts": self.cuts, **self.pushback,
+                "flat_steps": self.flat_steps}
 
 
 def merge_summaries(before: dict[str, float | int], after: dict[str, float | int]) -> dict[str, float | int]:
@@ -117,6 +236,6 @@ def merge_summaries(before: dict[str, float | int], after: dict[str, float | int
     out["start"] = before["start"]
     out["peak_in_flight"] = max(before["peak_in_flight"], after["peak_in_flight"])
     out["lowest_limit"] = min(before["lowest_limit"], after["lowest_limit"])
-    for k in ("cuts", "http_429", "timeouts"):
+    for k in ("cuts", "http_429", "timeouts", "flat_steps"):
         out[k] = before.get(k, 0) + after.get(k, 0)
     return out

@@ -267,11 +267,13 @@ class Endpoints:
     def __init__(
         self, spec: ModelSpec, endpoints: list[str], api_key: str, stopped: dict[str, str] | None = None,
         headers: dict[str, str] | None = None, stopped_at: dict[str, float] | None = None,
+        settled: int | None = None,
     ):
         self.spec, self.endpoints, self.key = spec, endpoints, api_key
         self.headers = dict(headers or {})  # secret header values (header_env): sent, scrubbed, never stored
         self._secrets = [v for v in (api_key, *self.headers.values()) if v and v != NO_KEY]
-        self.sem = AdaptiveLimit(min(spec.min_concurrency, spec.max_concurrency), spec.max_concurrency)
+        # `settled`: where an earlier batch of this model settled for a flat rate (a one-at-a-time server)
+        self.sem = AdaptiveLimit(min(spec.min_concurrency, spec.max_concurrency), spec.max_concurrency, settled=settled)
         self.busy = dict.fromkeys(endpoints, 0)
         self._next = 0
         # endpoint -> why no more requests go to it (shared by the batches of one model)

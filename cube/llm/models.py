@@ -252,6 +252,7 @@ class OpenAIModel(Model):
         self.stopped_at: dict[str, float] = {}  # ... and when: each gets a trial call after its cool-down
         # AdaptiveLimit.summary() over every batch that sent calls (merge_summaries), plus where
         self.concurrency: dict[str, Any] = {}
+        self.settled: int | None = None  # the limit the last batch settled at (a flat rate), the next starts there
 
     def concurrency_record(self) -> dict[str, Any]:
         """What this model's calls reached, for the run manifest: the adaptive limit's course over every
@@ -324,7 +325,8 @@ class OpenAIModel(Model):
         cache: CallCache | None, label: str, bar: Any,
     ) -> None:
         # the key and secret headers are needed only now (a fully cached batch needs none)
-        pool = Endpoints(self.spec, self.endpoints, self.api_key(), self.stopped, self.headers(), self.stopped_at)
+        pool = Endpoints(self.spec, self.endpoints, self.api_key(), self.stopped, self.headers(), self.stopped_at,
+                         settled=self.settled)
 
         owner = f"{uuid.uuid4().hex}"  # this batch's in-flight claims in the shared cache
 
@@ -365,6 +367,7 @@ class OpenAIModel(Model):
                 cache.release(owner)  # interrupted or failed: leave nothing claimed
             bar.close()
             await pool.close()
+            self.settled = pool.sem.settled_limit()
             self.concurrency = {**merge_summaries(self.concurrency, pool.sem.summary()),  # the limit's course
                                 "model": self.spec.model, "endpoints": [redact_url(e) for e in self.endpoints]}
         failed = [out[w[0]] for w in todo.values() if not out[w[0]].ok]  # type: ignore[union-attr]

@@ -11,15 +11,25 @@ Where a real tokenizer is known it is used, else a stated estimate (`TokenCount.
   thumb of OpenAI's tokenizer page for English).
 
 A tokenizer that needs a request per text counts at most `SAMPLE` texts and scales the estimate of
-the rest by the ratio it measured on them (`method` then says so). Chat templates add a few tokens
-per message that no tokenize route sees: counts are of the messages' contents.
+the rest by the ratio it measured on them (`method` then says so).
+
+Chat templates add tokens that no tokenize route sees (role markers per message; SmolLM2's template
+adds a whole default system prompt when there is none: ~35 tokens on a ~950-token judge prompt).
+Given each request's message roles (`roles`) and calls of the model already answered (`observed`:
+their messages and the `usage.prompt_tokens` the server reported, e.g. from the cache or `cube plan
+--pilot`), a local server's template tokens are measured per role sequence without any new call:
+reported minus the contents as tokenized (the median of up to `OBSERVED` calls), and added to each
+count. For tiktoken the documented chat format's 3 tokens per message and 3 per call are added.
+Otherwise counts are of the contents alone and `method` says so.
 """
 
 from __future__ import annotations
 
 import re
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from cube.config.model_spec import ModelSpec, local_url
 
@@ -31,6 +41,11 @@ _CJK = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]")
 class TokenCount:
     counts: list[int]
     method: str  # "server tokenize route", "tiktoken <encoding>", "estimate (...)", or a scaled mix
+
+
+def prompt_text(request: Any) -> str:
+    """A request's messages' contents, joined: the text `count_prompt_tokens` counts for one call."""
+    return "\n".join(str(m.get("content", "")) for m in request.messages)
 
 
 def estimate_tokens(text: str) -> int:
@@ -68,6 +83,22 @@ def _server_counter(spec: ModelSpec, timeout_s: float = 10.0) -> Callable[[str],
     return None
 
 
+OBSERVED = 5  # answered calls per role sequence that measure a chat template's tokens
+
+
+def template_tokens(count: Callable[[str], int],
+                    observed: Sequence[tuple[Sequence[dict[str, Any]], int]]) -> dict[tuple[str, ...], int]:
+    """Per role sequence: the median of (reported prompt tokens - the messages' contents counted)
+    over up to `OBSERVED` answered calls (see the module's docstring)."""
+    seen: dict[tuple[str, ...], list[int]] = {}
+    for messages, reported in observed:
+        roles = tuple(str(m.get("role", "")) for m in messages)
+        got = seen.setdefault(roles, [])
+        if len(got) < OBSERVED and reported:
+            got.append(int(reported) - sum(count(str(m.get("content", ""))) for m in messages))
+    return {r: max(0, round(statistics.median(v))) for r, v in seen.items() if v}
+
+
 def _tiktoken_counter(model: str) -> tuple[Callable[[str], int], str] | None:
     try:
         import tiktoken  # optional: not a dependency of cube
@@ -78,9 +109,31 @@ def _tiktoken_counter(model: str) -> tuple[Callable[[str], int], str] | None:
         return None
 
 
-def count_prompt_tokens(spec: ModelSpec, texts: Sequence[str]) -> TokenCount:
-    """Tokens of each text (a call's messages joined) under the model's tokenizer, or the estimate."""
+def count_prompt_tokens(spec: ModelSpec, texts: Sequence[str], roles: Sequence[tuple[str, ...]] | None = None,
+                        observed: Sequence[tuple[Sequence[dict[str, Any]], int]] = ()) -> TokenCount:
+    """Tokens of each text (a call's messages joined, `prompt_text`) under the model's tokenizer, or
+    the estimate; with `roles` (each call's message roles) the chat template's tokens are added
+    where they are known (the module's docstring)."""
     texts = list(texts)
+    counted = _count_contents(spec, texts)
+    if roles is None or not texts or counted.method.startswith(("offline", "estimate")):
+        return counted
+    roles = [tuple(r) for r in roles]
+    if counted.method.startswith("tiktoken"):
+        return TokenCount([c + 3 * len(r) + 3 for c, r in zip(counted.counts, roles, strict=True)],
+                          counted.method + " + 3 tokens per message and 3 per call (the chat format)")
+    counter = _server_counter(spec) if observed else None
+    extra = template_tokens(counter, observed) if counter else {}
+    missing = sorted({r for r in roles if r not in extra})
+    if missing:
+        return TokenCount(counted.counts, counted.method + "; the chat template's tokens not counted (no answered "
+                          "call of this model to measure them: cube plan --pilot N)")
+    shown = ", ".join(f"{extra[r]} for {'+'.join(r)}" for r in sorted(set(roles)))
+    return TokenCount([c + extra[r] for c, r in zip(counted.counts, roles, strict=True)],
+                      f"{counted.method} + the chat template's tokens per call ({shown}; measured on answered calls)")
+
+
+def _count_contents(spec: ModelSpec, texts: list[str]) -> TokenCount:
     if spec.provider == "offline":
         return TokenCount([0] * len(texts), "offline (no tokens)")
     estimates = [estimate_tokens(t) for t in texts]

@@ -22,7 +22,9 @@ batch prices for judges, which `cube batch` can send), and time at the model's c
   counted here, as stage 03 caps them with the judge calls it made (`cube.run.pipeline.audit_sample`):
   equal where the judging count is exact (an offline judge's is an upper bound, and so is its audit's).
 - **Prompt tokens**: the built requests' texts through the model's tokenizer (`cube.llm.tokens`: a local
-  server's tokenize route, tiktoken, or a stated estimate; `tokens_by` says which). Where a text is not
+  server's tokenize route, tiktoken, or a stated estimate; `tokens_by` says which), plus the chat
+  template's tokens per call (a local server's measured by one probe call per role sequence,
+  tiktoken's documented 3 per message and 3 per call). Where a text is not
   known before the run (an LLM-written question, an LLM's answer a judge will read), a stand-in is used:
   the gold item's name for a question, `ANSWER_TOKENS` tokens for an answer; `exact` says whether every
   prompt of the row was the real one. Answers that cost no call (an offline answerer's, an imported
@@ -37,6 +39,7 @@ The plan is written into the run's manifest beside the usage actually reported (
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -66,10 +69,6 @@ class _Group:
     extra_prompt_tokens: int = 0  # the stand-in answers' tokens, added to the counted prompts
     completion_per_call: int = 0
     notes: list[str] = field(default_factory=list)
-
-
-def _text(request: Any) -> str:
-    return "\n".join(str(m.get("content", "")) for m in request.messages)
 
 
 class _Plan:
@@ -270,15 +269,17 @@ def _refusal_questions(params: Params, corpus: pd.DataFrame) -> pd.DataFrame:
     return build_refusal_set(params, corpus)[0]
 
 
-def _cache_facts(cache_path: Path | None, groups: dict[tuple[str, str], _Group]) -> tuple[dict, dict]:
+def _cache_facts(cache_path: Path | None, groups: dict[tuple[str, str], _Group]) -> tuple[dict, dict, dict]:
     """Per (role, model): how many of its built requests the cache holds; per model: the latencies
-    of its cached calls (the latest 200)."""
+    of its cached calls (the latest 200), and the messages and reported prompt tokens of its latest
+    cached calls (`observed`, for the chat template's tokens: `cube.llm.tokens.count_prompt_tokens`)."""
     from cube.llm import CallCache, cache_key
 
     cached: dict[tuple[str, str], int] = {}
     latencies: dict[str, list[float]] = {}
+    observed: dict[str, list[tuple[list[dict], int]]] = {}
     if cache_path is None or not Path(cache_path).exists():
-        return cached, latencies
+        return cached, latencies, observed
     cache = CallCache(cache_path)
     try:
         for key, g in groups.items():
@@ -290,14 +291,17 @@ def _cache_facts(cache_path: Path | None, groups: dict[tuple[str, str], _Group])
             rows = cache.conn.execute("SELECT latency_s FROM calls WHERE model = ? ORDER BY created_at DESC LIMIT 200",
                                       (g.spec.model,)).fetchall()
             latencies[key[1]] = [r[0] for r in rows if r[0]]
+            rows = cache.conn.execute("SELECT request, input_tokens FROM calls WHERE model = ? ORDER BY created_at DESC "
+                                      "LIMIT 200", (g.spec.model,)).fetchall()
+            observed[key[1]] = [(json.loads(r[0]).get("messages") or [], r[1]) for r in rows]
     finally:
         cache.close()
-    return cached, latencies
+    return cached, latencies, observed
 
 
 def _table(plan: _Plan, cache_path: Path | None, pilot: int) -> pd.DataFrame:
     from cube.llm import cache_key, make_model
-    from cube.llm.tokens import count_prompt_tokens
+    from cube.llm.tokens import count_prompt_tokens, prompt_text
 
     for g in plan.groups.values():
         # identical requests are one call (one cache key); a judge's prompts hold stand-in answers, alike
@@ -306,7 +310,7 @@ def _table(plan: _Plan, cache_path: Path | None, pilot: int) -> pd.DataFrame:
             unique = {cache_key(g.spec, r): r for r in g.requests}
             g.calls -= len(g.requests) - len(unique)
             g.requests = list(unique.values())
-    in_cache, seen = _cache_facts(cache_path, plan.groups)
+    in_cache, seen, observed = _cache_facts(cache_path, plan.groups)
     latency: dict[str, tuple[float, str]] = {}
     for (role, model), g in plan.groups.items():
         if g.spec.provider == "offline" or model in latency:
@@ -316,13 +320,17 @@ def _table(plan: _Plan, cache_path: Path | None, pilot: int) -> pd.DataFrame:
         elif pilot and g.requests:  # the model's first planned calls (its first role's)
             sent = make_model(g.spec, cache_path).complete(g.requests[:pilot], role=role, progress=False)
             times = [r.latency_s for r in sent if r.ok and not r.cached]
+            observed.setdefault(model, []).extend((list(q.messages), r.input_tokens)
+                                                  for q, r in zip(g.requests[:pilot], sent, strict=True) if r.ok)
             if times:
                 latency[model] = (statistics.median(times), f"median of {len(times)} pilot calls")
     rows = []
     for (role, model), g in plan.groups.items():
         spec = g.spec
         offline = spec.provider == "offline"
-        counted = count_prompt_tokens(spec, [_text(r) for r in g.requests]) if g.requests else None
+        counted = count_prompt_tokens(spec, [prompt_text(r) for r in g.requests],
+                                      [tuple(str(m.get("role", "")) for m in r.messages) for r in g.requests],
+                                      observed.get(model, ())) if g.requests else None
         prompt = (sum(counted.counts) + g.extra_prompt_tokens) if counted else 0
         # keys of the built requests already in the cache: only real requests can be (stand-ins are not)
         cached = in_cache.get((role, model), 0) if g.exact and not offline else 0
