@@ -218,3 +218,22 @@ def test_a_monte_carlo_error_is_never_zero_at_0_or_100_percent():
     share, se, _ = mc_rate(pd.Series([0.0] * 8))
     assert share == 0.0 and se > 0.05
     assert mc_rate(pd.Series([1.0, 0.0] * 200))[1] == pytest.approx(math.sqrt(0.25 / 404))
+
+
+def test_basic_interval_is_the_percentile_interval_reflected_about_the_estimate():
+    """`basic` (benchmarks/simulation_coverage.py --methods basic) moves a biased estimator's interval
+    back over the truth: from the same resamples it is [2 est - hi, 2 est - lo] of the percentile one."""
+    from tests.factories import make_tables
+
+    answers, scores = make_tables(n_questions=40, seed=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pct = bootstrap_cube(answers, scores, n_resamples=300, seed=2)
+        basic = bootstrap_cube(answers, scores, n_resamples=300, seed=2, method="basic")
+    ok = pct["lo"].notna()
+    assert ok.sum() >= 5
+    assert np.allclose(basic.loc[ok, "lo"], 2 * pct.loc[ok, "estimate"] - pct.loc[ok, "hi"])
+    assert np.allclose(basic.loc[ok, "hi"], 2 * pct.loc[ok, "estimate"] - pct.loc[ok, "lo"])
+    skewed = ok & ((pct["hi"] - pct["estimate"]) - (pct["estimate"] - pct["lo"])).abs().gt(1e-6)
+    assert skewed.any()  # the reflection differs from the percentile interval, not a copy of it
+    assert not np.allclose(basic.loc[skewed, "lo"], pct.loc[skewed, "lo"])
