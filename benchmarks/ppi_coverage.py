@@ -11,7 +11,7 @@ bias of the human-calibrated and of the judge-only CuBE, and `ratings_needed` fo
 interval. The last line is `ppi_coverage_<world>_<n>: <share>` of the last configuration.
 
     PYTHONPATH=. python benchmarks/ppi_coverage.py [--runs 200] [--questions 300] [--rated 30 100]
-        [--worlds lenient biased] [--seed 0]
+        [--worlds lenient biased] [--seed 0] [--lam auto]
 """
 
 from __future__ import annotations
@@ -73,6 +73,8 @@ def main() -> None:
     ap.add_argument("--resamples", type=int, default=500)
     ap.add_argument("--worlds", nargs="+", default=["lenient", "biased"], choices=["lenient", "biased"])
     ap.add_argument("--seed", type=int, default=0, help="offset of the runs' seeds (a second, independent batch)")
+    ap.add_argument("--lam", default="auto", help="PPI's lambda: auto (PPI++ power tuning, the default) or a number in "
+                    "[0, 1] (1: plain PPI); the same seeds draw the same worlds, so two values compare paired")
     args = ap.parse_args()
     true = truth(0.8, np.random.default_rng(0))
     print(f"truth: CuBE {true:.2f} (human-scale population means, R@k 0.8)")
@@ -83,7 +85,8 @@ def main() -> None:
             rng = np.random.default_rng(1000 * n_rated + biased + 7919 * args.seed)
             cover, width, bias, jbias, need = [], [], [], [], []
             for r in range(args.runs):
-                res = ppi_cube(*world(args.questions, n_rated, biased, rng), n_resamples=args.resamples, seed=r)
+                res = ppi_cube(*world(args.questions, n_rated, biased, rng), n_resamples=args.resamples, seed=r,
+                               lam=args.lam if args.lam == "auto" else float(args.lam))
                 lo, hi = res.interval["cube_score"]
                 cover.append(lo <= true <= hi)
                 width.append(hi - lo)

@@ -8,7 +8,17 @@ resamples. Prints one line per (questions, judge, metric, method): coverage with
 standard error, mean width; the headline last: the jury CuBE coverage of the default interval at the
 middle size. `cube simulate` runs the whole study through `evaluate` and `compare_pair` (slower).
 
+`--compare R` also measures compare's paired bootstrap (`cube.method.compare.compare_pair`'s arithmetic:
+one counts matrix for both systems, the jury ΔCuBE of `cube_from_counts`, its percentile interval and
+its SE, the SE the printed MDE = 2.80 SE rests on) on R pairs of systems drawn on the same questions
+exactly as `cube simulate` draws them (`simulate_study.compare_replicate`: the questions from one seed,
+each system from its own), at each size: under no difference (SD of ΔCuBE over the pairs against the
+mean bootstrap SE, coverage of 0, rejection rate at 5 %), then with system B worse by the mean printed
+MDE (power, nominal 80 %, and the SE there). Not the permutation p-value (exact under exchangeable
+systems by construction); `cube simulate` measures it through `compare_pair`.
+
     PYTHONPATH=. python benchmarks/simulation_coverage.py [--replicates 200] [--questions 40,100,300]
+        [--compare 400]
 """
 
 from __future__ import annotations
@@ -24,19 +34,69 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from cube.config.sections import AnalysisParams  # noqa: E402
 from cube.method import simulate_study as S  # noqa: E402
-from cube.method.bootstrap import Prepared, bootstrap_prepared  # noqa: E402
-from cube.method.simulate import RunModel, draw_questions, draw_ranks, judge_scores, true_levels, truth  # noqa: E402
+from cube.method.bootstrap import Prepared, bootstrap_prepared, cube_from_counts, resample_counts  # noqa: E402
+from cube.method.compare import mde  # noqa: E402
+from cube.method.simulate import (  # noqa: E402
+    Questions,
+    RunModel,
+    draw_questions,
+    draw_ranks,
+    judge_scores,
+    true_levels,
+    truth,
+)
+
+
+def pair(model: RunModel, model_b: RunModel, n: int, r: int, B: int, seed: int) -> dict:
+    """Jury ΔCuBE (B - A), its paired-bootstrap SE and percentile interval, for one pair drawn as
+    `simulate_study.compare_replicate` draws it."""
+    rs = S.replicate_seed(seed, n, r, 7)
+    q = draw_questions(model, n, np.random.default_rng(rs))
+    pa, pb = prepared(model, q, np.random.default_rng(rs + 1)), prepared(model_b, q, np.random.default_rng(rs + 2))
+    one = np.ones((1, n))
+    delta = float(cube_from_counts(pb, one)["cube_score"].mean(0)[0] - cube_from_counts(pa, one)["cube_score"].mean(0)[0])
+    C = resample_counts(n, B, np.random.default_rng(S.replicate_seed(seed, n, r, 8)))
+    d = cube_from_counts(pb, C)["cube_score"].mean(0) - cube_from_counts(pa, C)["cube_score"].mean(0)
+    d = d[np.isfinite(d)]
+    lo, hi = np.quantile(d, [0.025, 0.975])
+    return {"n_questions": n, "delta": delta, "se": float(d.std(ddof=1)), "lo": float(lo), "hi": float(hi)}
+
+
+def compare_study(model: RunModel, sizes: list[int], R: int, B: int) -> None:
+    """Size and power of compare's paired bootstrap interval (module docstring), printed per size."""
+    ap = AnalysisParams()
+    for n in sizes:
+        null = pd.DataFrame([pair(model, model.with_system(name="sys-b"), n, r, B, 0) for r in range(R)])
+        printed = float(mde(null["se"].mean()))
+        shift = S.quality_shift_for(model, -printed, ap)
+        model_b = model.with_system(name="sys-b", answer_quality=model.system.answer_quality + shift)
+        true = S.jury_truth(model_b, ap) - S.jury_truth(model, ap)
+        alt = pd.DataFrame([pair(model, model_b, n, r, B, 1) for r in range(R)])
+        for case, g, t in (("no difference", null, 0.0), (f"B worse by the MDE ({true:+.2f})", alt, true)):
+            cover, cover_se, k = S.mc_rate((g["lo"] <= t) & (t <= g["hi"]))
+            rej, rej_se, _ = S.mc_rate((g["hi"] < 0) | (g["lo"] > 0))
+            sd, se = float(g["delta"].std(ddof=1)), float(g["se"].mean())
+            print(f"compare {n:>4} q, {case}: R={k} SD of ΔCuBE {sd:.2f} (MC SE {sd / np.sqrt(2 * (k - 1)):.2f}), mean "
+                  f"bootstrap SE {se:.2f}, interval covers the truth {cover:.1%} (MC SE {cover_se:.1%}), excludes 0 in "
+                  f"{rej:.1%} (MC SE {rej_se:.1%}); printed MDE {mde(se):.2f}")
+        print(f"compare_power_at_mde_{n}q: {S.mc_rate((alt['hi'] < 0) | (alt['lo'] > 0))[0]:.3f}")
+
+
+def prepared(model: RunModel, q: Questions, rng: np.random.Generator) -> Prepared:
+    """One system's simulated run on the questions `q`, as the estimator's arrays."""
+    n = len(q.difficulty)
+    rank = draw_ranks(model.system, n, rng)
+    scores = judge_scores(model, true_levels(model, model.system, q, rank), rng)
+    rank_score = np.where(rank > 0, model.system.top_n + 2 - rank, 0).astype(float)
+    return Prepared([j.name for j in model.judges], list(model.dimensions), rank_score, rank > 0, scores, 0.1,
+                    "retrieved", "rank_correlation", None, True)
 
 
 def replicate(model: RunModel, n: int, r: int, B: int, methods: list[str]) -> list[dict]:
     rng = np.random.default_rng(S.replicate_seed(0, n, r))
-    q = draw_questions(model, n, rng)
-    rank = draw_ranks(model.system, n, rng)
-    scores = judge_scores(model, true_levels(model, model.system, q, rank), rng)
-    rank_score = np.where(rank > 0, model.system.top_n + 2 - rank, 0).astype(float)
-    p = Prepared([j.name for j in model.judges], list(model.dimensions), rank_score, rank > 0, scores, 0.1,
-                 "retrieved", "rank_correlation", None, True)
+    p = prepared(model, draw_questions(model, n, rng), rng)
     rows = []
     for m in methods:
         b = bootstrap_prepared(p, n_resamples=B, seed=r, method=m)
@@ -50,12 +110,17 @@ def main() -> None:
     ap.add_argument("--questions", default="40,100,300")
     ap.add_argument("--bootstrap", type=int, default=1000)
     ap.add_argument("--methods", default="percentile,bca")
+    ap.add_argument("--compare", type=int, default=0, help="pairs per size for compare's size and power (0: none)")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     model = RunModel()
     sizes = [int(x) for x in args.questions.split(",")]
     methods = args.methods.split(",")
     t0 = time.time()
+    if args.compare:
+        compare_study(model, sizes, args.compare, args.bootstrap)
+        if not args.replicates:
+            return
     true = truth(model).set_index("judge")
     rows = [x for n in sizes for r in range(args.replicates) for x in replicate(model, n, r, args.bootstrap, methods)]
     reps = pd.DataFrame(rows)

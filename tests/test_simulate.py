@@ -18,7 +18,14 @@ import pytest
 from cube.method.bootstrap import bootstrap_cube
 from cube.method.evaluation import evaluate
 from cube.method.simulate import JudgeModel, RunModel, simulate_run, truth
-from cube.method.simulate_study import coverage_table, gate_table, jury_truth, pvalue_table, quality_shift_for
+from cube.method.simulate_study import (
+    coverage_table,
+    gate_table,
+    jury_truth,
+    pvalue_table,
+    quality_shift_for,
+    se_check,
+)
 
 
 def test_a_simulated_run_is_a_run_the_estimator_reads_with_its_drawn_recall():
@@ -115,6 +122,16 @@ def test_pvalue_table_ks_rejection_and_delta_coverage():
     assert pvalue_table(skewed, 0.05).iloc[0]["ks_p_value"] < 1e-3
 
 
+def test_se_check_sets_the_spread_of_delta_beside_the_bootstrap_se():
+    # deltas -1, 0, 1, 2: SD = sqrt(5/3) = 1.291; its MC error 1.291 / sqrt(2 x 3) = 0.527; mean SE 1.5
+    pairs = pd.DataFrame({"delta": [-1.0, 0.0, 1.0, 2.0], "se": [1.0, 2.0, 1.0, 2.0]})
+    got = se_check(pairs)
+    assert got["delta_sd"] == pytest.approx(math.sqrt(5 / 3))
+    assert got["delta_sd_mc_se"] == pytest.approx(math.sqrt(5 / 3) / math.sqrt(6))
+    assert got["mean_se"] == pytest.approx(1.5)
+    assert math.isnan(se_check(pairs.drop(columns="se"))["mean_se"])
+
+
 def test_quality_shift_reaches_the_asked_true_difference():
     model = RunModel()
     ap = _ap()
@@ -194,10 +211,29 @@ def test_custom_weights_of_the_run_do_not_crash_the_study_which_weights_its_own_
 
 def test_a_monte_carlo_error_is_never_zero_at_0_or_100_percent():
     """Review C3: 8 of 8 covered was published with Monte Carlo SE 0.000."""
-    from cube.method.simulate_study import _rate
+    from cube.method.simulate_study import mc_rate
 
-    share, se, n = _rate(pd.Series([1.0] * 8))
+    share, se, n = mc_rate(pd.Series([1.0] * 8))
     assert share == 1.0 and n == 8 and 0.05 < se < 0.2
-    share, se, _ = _rate(pd.Series([0.0] * 8))
+    share, se, _ = mc_rate(pd.Series([0.0] * 8))
     assert share == 0.0 and se > 0.05
-    assert _rate(pd.Series([1.0, 0.0] * 200))[1] == pytest.approx(math.sqrt(0.25 / 404))
+    assert mc_rate(pd.Series([1.0, 0.0] * 200))[1] == pytest.approx(math.sqrt(0.25 / 404))
+
+
+def test_basic_interval_is_the_percentile_interval_reflected_about_the_estimate():
+    """`basic` (benchmarks/simulation_coverage.py --methods basic) moves a biased estimator's interval
+    back over the truth: from the same resamples it is [2 est - hi, 2 est - lo] of the percentile one."""
+    from tests.factories import make_tables
+
+    answers, scores = make_tables(n_questions=40, seed=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pct = bootstrap_cube(answers, scores, n_resamples=300, seed=2)
+        basic = bootstrap_cube(answers, scores, n_resamples=300, seed=2, method="basic")
+    ok = pct["lo"].notna()
+    assert ok.sum() >= 5
+    assert np.allclose(basic.loc[ok, "lo"], 2 * pct.loc[ok, "estimate"] - pct.loc[ok, "hi"])
+    assert np.allclose(basic.loc[ok, "hi"], 2 * pct.loc[ok, "estimate"] - pct.loc[ok, "lo"])
+    skewed = ok & ((pct["hi"] - pct["estimate"]) - (pct["estimate"] - pct["lo"])).abs().gt(1e-6)
+    assert skewed.any()  # the reflection differs from the percentile interval, not a copy of it
+    assert not np.allclose(basic.loc[skewed, "lo"], pct.loc[skewed, "lo"])

@@ -181,17 +181,20 @@ def bootstrap_cube(answers: pd.DataFrame, scores: pd.DataFrame, *, n_resamples: 
                               method=method)
 
 
-INTERVAL_METHODS = ("percentile", "bca")
+INTERVAL_METHODS = ("percentile", "bca", "basic")
 
 
 def bootstrap_prepared(p: Prepared, *, n_resamples: int = 1000, confidence: float = 0.95, seed: int = 0,
                        jury_judges: list[str] | None = None, method: str = "percentile") -> pd.DataFrame:
     """`bootstrap_cube` on prepared arrays (the simulation study calls it on simulated arrays).
 
-    `method`: `percentile` (the alpha/2 and 1 - alpha/2 quantiles of the resamples) or `bca` (Efron's
+    `method`: `percentile` (the alpha/2 and 1 - alpha/2 quantiles of the resamples), `bca` (Efron's
     bias-corrected and accelerated percentiles: the bias correction z0 from the share of resamples
     below the estimate, the acceleration from the jackknife, each leave-one-question-out value computed
-    by the same `cube_from_counts`)."""
+    by the same `cube_from_counts`) or `basic` (the percentile interval reflected about the estimate,
+    [2 est - q_hi, 2 est - q_lo]: where the estimator is biased the resamples repeat the bias, so the
+    percentile interval sits twice the bias from the truth and the basic one about on it; measured by
+    benchmarks/simulation_coverage.py, not offered in the params)."""
     if method not in INTERVAL_METHODS:
         raise ValueError(f"bootstrap interval method {method!r}: expected one of {INTERVAL_METHODS}")
     n = len(p.rank_score)
@@ -219,6 +222,8 @@ def bootstrap_prepared(p: Prepared, *, n_resamples: int = 1000, confidence: floa
         if method == "bca" and len(ok) and np.isfinite(est):
             q = _bca_levels(est, ok, values(jack, j, metric), alpha)  # type: ignore[arg-type]
         lo, hi = (np.quantile(ok, q) if len(ok) and np.all(np.isfinite(q)) else (np.nan, np.nan))
+        if method == "basic":
+            lo, hi = 2 * est - hi, 2 * est - lo
         rows.append({"judge": judge, "metric": metric, "estimate": est, "lo": float(lo),
                      "hi": float(hi), "n_valid": int(len(ok))})
 

@@ -60,7 +60,10 @@ def coverage_replicate(model: RunModel, n: int, replicate: int, analysis_params:
 
     rep_seed = replicate_seed(seed, n, replicate)
     run = simulate_run(model, n, rep_seed)
-    res = _quiet(evaluate, run.answers, run.scores, analysis_params.model_copy(update={"seed": rep_seed}),
+    # the bootstrap's own seed: seeded with the data's, its first draws would be the bits that made the
+    # questions' difficulties, so which questions a resample draws would depend on the data it resamples
+    res = _quiet(evaluate, run.answers, run.scores,
+                 analysis_params.model_copy(update={"seed": replicate_seed(seed, n, replicate, 1)}),
                  model.system.top_n, dimensions=list(model.dimensions))
     true = true.set_index("judge")
     jury = res.jury_judges
@@ -111,7 +114,8 @@ def compare_replicate(model: RunModel, n: int, replicate: int, analysis_params: 
                       true_delta: float = 0.0, n_permutations: int = 1000, seed: int = 0) -> dict[str, Any]:
     """Compare's jury ΔCuBE (B − A) for one pair of systems drawn on the same questions: B is A's model
     (no difference, `shift` 0) or A's with `answer_quality` changed by `shift` (true ΔCuBE `true_delta`).
-    Returns `n_questions, replicate, delta, lo, hi, p_value, mde, truth, shift`."""
+    Returns `n_questions, replicate, delta, lo, hi, p_value, mde, se, truth, shift` (`se`: the bootstrap SE
+    of ΔCuBE that the MDE rests on)."""
     from cube.method.compare import compare_pair
 
     model_b = model.with_system(name="sys-b", answer_quality=model.system.answer_quality + shift)
@@ -120,16 +124,17 @@ def compare_replicate(model: RunModel, n: int, replicate: int, analysis_params: 
     a = simulate_run(model, n, rep_seed + 1, questions=q)
     b = simulate_run(model_b, n, rep_seed + 2, questions=q)
     c = _quiet(compare_pair, a.answers, a.scores, b.answers, b.scores,
-               analysis_params.model_copy(update={"seed": rep_seed}), top_n_a=model.system.top_n,
+               analysis_params.model_copy(update={"seed": replicate_seed(seed, n, replicate, 8)}),
+               top_n_a=model.system.top_n,
                top_n_b=model.system.top_n, dimensions=list(model.dimensions), n_permutations=n_permutations)
     row = c.row()
     return {"n_questions": n, "replicate": replicate, "delta": row.get("delta"), "lo": row.get("lo"),
-            "hi": row.get("hi"), "p_value": row.get("p_value"), "mde": c.power.get("mde"),
+            "hi": row.get("hi"), "p_value": row.get("p_value"), "mde": c.power.get("mde"), "se": c.power.get("se"),
             "truth": true_delta, "shift": shift}
 
 
 # ---------------------------------------------------------------------------------- summaries
-def _rate(x: pd.Series) -> tuple[float, float, int]:
+def mc_rate(x: pd.Series) -> tuple[float, float, int]:
     """The share of hits, its Monte Carlo SE and the runs behind it. The SE is Agresti-Coull's (two
     hits and two misses added): the plain sqrt(c(1 - c)/R) is 0 at 0 % or 100 %, which a study of 8
     runs reaches most of the time and which would read as an exact figure (8 of 8 is [68 %, 100 %])."""
@@ -150,7 +155,7 @@ def coverage_table(reps: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame
     for key, g in reps.groupby(["n_questions", "judge", "metric", "interval"], sort=False):
         g = g[g["in_jury"]]
         ok = g[np.isfinite(g["lo"]) & np.isfinite(g["hi"]) & np.isfinite(g["truth"])]
-        cover, cover_se, k = _rate((ok["lo"] <= ok["truth"]) & (ok["truth"] <= ok["hi"]))
+        cover, cover_se, k = mc_rate((ok["lo"] <= ok["truth"]) & (ok["truth"] <= ok["hi"]))
         err = (g["estimate"] - g["truth"]).dropna()
         width = ok["hi"] - ok["lo"]
         rmse = float(np.sqrt((err**2).mean())) if len(err) else math.nan
@@ -172,38 +177,52 @@ def gate_table(reps: pd.DataFrame) -> pd.DataFrame:
     g = reps[(reps["judge"] != JURY) & (reps["metric"] == "cube_score")]
     rows = []
     for (n, judge), x in g.groupby(["n_questions", "judge"], sort=False):
-        rate, se, k = _rate(~x["in_jury"].astype(bool))
+        rate, se, k = mc_rate(~x["in_jury"].astype(bool))
         rows.append({"n_questions": n, "judge": judge, "replicates": k, "excluded_rate": rate, "excluded_mc_se": se})
     return pd.DataFrame(rows)
+
+
+def se_check(g: pd.DataFrame) -> dict[str, float]:
+    """The spread of ΔCuBE over the simulated pairs (`delta_sd`, with its MC error sd / sqrt(2 (R - 1)))
+    beside the mean bootstrap SE the interval and the MDE rest on (`mean_se`): calibrated when they agree."""
+    d = g["delta"].dropna().astype(float) if "delta" in g else pd.Series(dtype=float)
+    sd = float(d.std(ddof=1)) if len(d) > 1 else math.nan
+    se = g["se"].dropna().astype(float) if "se" in g else pd.Series(dtype=float)
+    return {"delta_sd": sd, "delta_sd_mc_se": sd / math.sqrt(2 * (len(d) - 1)) if len(d) > 1 else math.nan,
+            "mean_se": float(se.mean()) if len(se) else math.nan}
 
 
 def pvalue_table(null: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
     """Per n, under no difference: the KS test of the p-values against uniform, the rejection rate at
     `alpha` (nominal: alpha) and the coverage of compare's ΔCuBE interval (truth 0), with MC errors,
-    and the mean printed MDE."""
+    the SD of ΔCuBE against the mean bootstrap SE (`se_check`), and the mean printed MDE."""
     rows = []
     for n, g in null.groupby("n_questions", sort=False):
         p = g["p_value"].dropna().astype(float)
         ks = stats.kstest(p, "uniform") if len(p) > 1 else None
-        rej, rej_se, k = _rate(p <= alpha)
+        rej, rej_se, k = mc_rate(p <= alpha)
         ok = g.dropna(subset=["lo", "hi"])
-        cov, cov_se, kc = _rate((ok["lo"] <= ok["truth"]) & (ok["truth"] <= ok["hi"]))
+        cov, cov_se, kc = mc_rate((ok["lo"] <= ok["truth"]) & (ok["truth"] <= ok["hi"]))
         rows.append({"n_questions": n, "replicates": k, "ks_statistic": ks.statistic if ks else math.nan,
                      "ks_p_value": ks.pvalue if ks else math.nan, "rejection_rate": rej, "rejection_mc_se": rej_se,
-                     "delta_coverage": cov, "delta_coverage_mc_se": cov_se,
+                     "delta_coverage": cov, "delta_coverage_mc_se": cov_se, **se_check(g),
                      "mean_mde": float(g["mde"].mean()), "mde_mc_se": float(g["mde"].std(ddof=1) / math.sqrt(len(g)))})
     return pd.DataFrame(rows)
 
 
 def power_table(alt: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
     """Per n, with B worse by the printed MDE: the rejection rate at `alpha` (the power; nominal 0.8)
-    and the coverage of the ΔCuBE interval (truth from the model), with MC errors."""
+    and the coverage of the ΔCuBE interval (truth from the model), with MC errors; the SD of ΔCuBE
+    against the mean bootstrap SE (`se_check`) and the MDE these pairs print (`mde_printed_here`): the
+    MDE of a no-difference comparison assumes the SE at the MDE is the SE at 0, and where it is smaller
+    (a worse system's CuBE varies less) the power at that MDE exceeds 80 %."""
     rows = []
     for n, g in alt.groupby("n_questions", sort=False):
-        pw, pw_se, k = _rate(g["p_value"].dropna() <= alpha)
+        pw, pw_se, k = mc_rate(g["p_value"].dropna() <= alpha)
         ok = g.dropna(subset=["lo", "hi"])
-        cov, cov_se, _ = _rate((ok["lo"] <= ok["truth"]) & (ok["truth"] <= ok["hi"]))
+        cov, cov_se, _ = mc_rate((ok["lo"] <= ok["truth"]) & (ok["truth"] <= ok["hi"]))
         rows.append({"n_questions": n, "replicates": k, "true_delta": float(g["truth"].iloc[0]),
                      "quality_shift": float(g["shift"].iloc[0]), "power": pw, "power_mc_se": pw_se,
-                     "delta_coverage": cov, "delta_coverage_mc_se": cov_se})
+                     "delta_coverage": cov, "delta_coverage_mc_se": cov_se, **se_check(g),
+                     "mde_printed_here": float(g["mde"].mean())})
     return pd.DataFrame(rows)

@@ -157,12 +157,15 @@ def summary_lines(result: SimulationResult) -> list[str]:
     for r in result.pvalues.itertuples():
         lines.append(f"compare, no difference, {r.n_questions} questions, {r.replicates} pairs: KS p = {r.ks_p_value:.3f} "
                      f"(uniform p-values), rejection rate {r.rejection_rate:.1%} ({r.rejection_mc_se:.1%}), ΔCuBE "
-                     f"interval coverage {r.delta_coverage:.1%} ({r.delta_coverage_mc_se:.1%}), printed MDE "
+                     f"interval coverage {r.delta_coverage:.1%} ({r.delta_coverage_mc_se:.1%}), SD of ΔCuBE "
+                     f"{r.delta_sd:.2f} ({r.delta_sd_mc_se:.2f}) vs mean bootstrap SE {r.mean_se:.2f}, printed MDE "
                      f"{r.mean_mde:.2f}")
     for r in result.power.itertuples():
         lines.append(f"compare, B worse by the MDE (true ΔCuBE {r.true_delta:.2f}), {r.n_questions} questions, "
                      f"{r.replicates} pairs: power {r.power:.1%} ({r.power_mc_se:.1%}; nominal 80%), ΔCuBE interval "
-                     f"coverage {r.delta_coverage:.1%} ({r.delta_coverage_mc_se:.1%})")
+                     f"coverage {r.delta_coverage:.1%} ({r.delta_coverage_mc_se:.1%}), SD of ΔCuBE {r.delta_sd:.2f} "
+                     f"({r.delta_sd_mc_se:.2f}) vs mean bootstrap SE {r.mean_se:.2f}, MDE printed by these pairs "
+                     f"{r.mde_printed_here:.2f}")
     for r in result.gate.itertuples():
         lines.append(f"gate, {r.n_questions} questions: {r.judge} left out of the jury in {r.excluded_rate:.1%} "
                      f"({r.excluded_mc_se:.1%}) of {r.replicates} runs")
