@@ -33,7 +33,7 @@ import argparse
 import sys
 import time
 import warnings
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -98,17 +98,32 @@ def main() -> None:
     parser.add_argument("--sizes", default="20,40,100,300")
     parser.add_argument("--recalls", default="0.5,0.8,0.95,1.0")
     parser.add_argument("--audit-questions", type=int, default=40)
-    parser.add_argument("--csv", default="", help="also write the long table here")
+    parser.add_argument("--csv", default="", help="append each finished cell's rows here (a partial grid survives)")
+    parser.add_argument("--report", default="", help="only print the tables of a CSV written by --csv")
     args = parser.parse_args()
+    t0 = time.perf_counter()
+    if args.report:
+        out = pd.read_csv(args.report)
+        report(out, int(out["runs"].min()), time.perf_counter() - t0)
+        return
     sizes = [int(x) for x in args.sizes.split(",")]
     recalls = [float(x) for x in args.recalls.split(",")]
-    t0 = time.perf_counter()
     cells = [(n, r, args.runs, args.audit_questions) for n in sizes for r in recalls]
-    cells.sort(key=lambda c: -c[0])  # the slow large cells first, so the two workers finish together
+    # goal cells first, the hard ones (few misses) before the others, the 20-question cells last
+    cells.sort(key=lambda c: (c[0] < 40, -c[1], c[0]))
+    rows: list[dict] = []
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        out = pd.DataFrame([row for rows in pool.map(cell, cells) for row in rows])
-    if args.csv:
-        out.to_csv(args.csv, index=False)
+        for future in as_completed([pool.submit(cell, c) for c in cells]):
+            part = future.result()
+            rows += part
+            if args.csv:
+                pd.DataFrame(part).to_csv(args.csv, mode="a", header=not Path(args.csv).exists(), index=False)
+    report(pd.DataFrame(rows), args.runs, time.perf_counter() - t0)
+
+
+def report(out: pd.DataFrame, runs: int, seconds: float) -> None:
+    """The tables, the goal cells that miss, and the headline line."""
+    args = SimpleNamespace(runs=runs)
     pd.set_option("display.width", 220)
     titles = {"with_audit": "excluded, with the audit", "tables_only": "excluded, tables only (no audit)",
               "kept_withheld": "kept, with a cause to withhold the verdict that is not the judge's"}
@@ -133,7 +148,7 @@ def main() -> None:
               f"{100 * m['with_audit']:.0f} % (goal {m['goal']}, SE {m['se']:.3f})")
     print(f"decent judges, worst goal cell: {out.loc[decent, 'with_audit'].max():.3f} (goal <= 0.05)")
     print(f"content-blind judges, worst goal cell: {out.loc[blind, 'with_audit'].min():.3f} (goal >= 0.95)")
-    print(f"seconds: {time.perf_counter() - t0:.0f}")
+    print(f"seconds: {seconds:.0f}")
     print(f"gate_goals_met: {goal['met'].mean():.3f}")
 
 

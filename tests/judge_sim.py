@@ -100,8 +100,10 @@ def simulate(n: int, recall: float, seed: int, judges: tuple[str, ...] = (*DECEN
 
 
 def simulate_probes(n_audit: int, seed: int, judges: tuple[str, ...] = (*DECENT, *BLIND),
-                    noise: float = 1.0) -> pd.DataFrame:
-    """Probe scores (`question_id, judge, probe, expect, dimension, score`) of n_audit questions."""
+                    noise: float = 1.0, worse_at_zero: bool = False) -> pd.DataFrame:
+    """Probe scores (`question_id, judge, probe, expect, dimension, score`) of n_audit questions.
+    `worse_at_zero`: the earlier, optimistic assumption (every worse probe at the zero bound on
+    every dimension), kept to measure what it overstated (benchmarks/audit_probe_power.py)."""
     rng = np.random.default_rng(seed + 7919)
     b = bounds()
     rows = []
@@ -114,7 +116,8 @@ def simulate_probes(n_audit: int, seed: int, judges: tuple[str, ...] = (*DECENT,
         for judge in judges:
             const = rng.integers(3, 11)
             for probe, expect in kinds:
-                lowered, (u_lo, u_hi) = WORSE_DROP.get(probe, ((), (0.0, 0.0)))
+                lowered, (u_lo, u_hi) = WORSE_DROP["other_question" if worse_at_zero and expect == "worse"
+                                                   else probe] if expect == "worse" else ((), (0.0, 0.0))
                 u = rng.uniform(u_lo, u_hi)  # how much worse this probe is, the same for its dimensions
                 for dim in DIMENSIONS:
                     if judge in b:
