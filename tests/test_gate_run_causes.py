@@ -121,3 +121,20 @@ def test_the_content_blind_judges_are_still_excluded_with_the_realistic_probes()
     assert not t.loc[list(BLIND), "in_jury"].any(), t["excluded_reason"].to_dict()
     assert t.loc[["gpt-4o", "deepseek"], "in_jury"].all()
     assert "content-blind" in t.at["length", "excluded_reason"]
+
+
+def test_compare_names_a_kept_judge_whose_rank_weights_are_undefined_and_does_not_crash():
+    """Found end to end: a kept judge with W undefined made the jury delta NaN and `questions_needed`
+    raise ('need a finite non-zero delta'), failing notebook 09."""
+    from cube.method.compare import compare_pair
+
+    answers, scores = simulate(40, 1.0, 10, judges=("gpt-4o", "qwen2.5-32b"))  # gpt-4o: weights undefined
+    b_answers, b_scores = simulate(40, 0.8, 12, judges=("gpt-4o", "qwen2.5-32b"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cmp = compare_pair(answers, scores, b_answers.assign(system="b"), b_scores.assign(system="b"),
+                           AnalysisParams(bootstrap=30), n_resamples=30, n_permutations=30)
+    assert any(f.startswith("A: judge gpt-4o: W undefined: its rank-correlation weights are undefined")
+               for f in cmp.flags), cmp.flags
+    assert not np.isfinite(cmp.row()["delta"])
+    assert cmp.power.get("questions_for_observed_delta") is None
