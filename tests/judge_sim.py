@@ -13,10 +13,21 @@ the others), `question` (a score per question, the same in every set).
 `simulate_probes` gives the audit's probe scores for the same judges: per audit question the
 original (full) answer, two length-matched worse probes (two of corrupted facts, sibling's answer
 and another question's answer, in turn) and one not-worse probe (padded, authority line, reordered,
-in turn). A decent judge scores a worse probe like its zero-set bound (a wrong fee or phone number
-is worth no more than the answer written without the document: an assumption, stated in the
-README), a not-worse probe like the original; the length judge sees the padded answer as longer and the others as equally
-long.
+in turn). A decent judge scores a not-worse probe like the original and a worse probe somewhat
+below it, each score with the judge's noise (issue 20: scoring every worse probe at the zero bound
+made the audit look stronger than it is):
+- `corrupted_facts` (one fact wrong): on the correctness-type dimensions (`CORRECTNESS`: relevance,
+  completeness) a share u ~ U(0.25, 0.75) of the way from the judge's full bound down to its zero
+  bound (GPT-4o-like: 1.2-3.5 points on relevance, 0.4-1.1 on completeness); specificity and quality
+  unchanged. A judge cannot be expected to see one wrong fact more sharply than the absence of the
+  whole document, so a judge whose bounds barely differ (Qwen-like) barely sees it either;
+- `sibling_answer` (the near-duplicate item's answer): u ~ U(0.5, 1.0) of the way down on
+  relevance, specificity and completeness (the right form of answer to the wrong item);
+- `other_question` (an answer to another question): at the zero bound on every dimension.
+Content-blind judges stay what they are: random scores at random, the set-aware constant judge gives
+every probe its full-set 10, the length judge scores each probe by its length (the corrupted and
+sibling answers are length-matched to the original, the padded one longer, the other question's
+answer of its own length) and the question-only judge gives every answer to a question one score.
 """
 
 from __future__ import annotations
@@ -30,6 +41,11 @@ DECENT = {"gpt-4o": "GPT-4o", "deepseek": "Deepseek-V3", "gpt-4.1-nano": "GPT-4.
 BLIND = ("random", "constant", "length", "question")
 WORSE = ("corrupted_facts", "sibling_answer", "other_question")
 NOT_WORSE = ("padded", "authority", "reordered")
+CORRECTNESS = ("relevance", "completeness")  # the dimensions one wrong fact lowers
+# per worse probe: (dimensions it lowers, range of the share u of the way from the full to the zero bound)
+WORSE_DROP = {"corrupted_facts": (CORRECTNESS, (0.25, 0.75)),
+              "sibling_answer": (("relevance", "specificity", "completeness"), (0.5, 1.0)),
+              "other_question": (tuple(DIMENSIONS), (1.0, 1.0))}
 
 
 def bounds() -> dict[str, pd.DataFrame]:
@@ -84,8 +100,10 @@ def simulate(n: int, recall: float, seed: int, judges: tuple[str, ...] = (*DECEN
 
 
 def simulate_probes(n_audit: int, seed: int, judges: tuple[str, ...] = (*DECENT, *BLIND),
-                    noise: float = 1.0) -> pd.DataFrame:
-    """Probe scores (`question_id, judge, probe, expect, dimension, score`) of n_audit questions."""
+                    noise: float = 1.0, worse_at_zero: bool = False) -> pd.DataFrame:
+    """Probe scores (`question_id, judge, probe, expect, dimension, score`) of n_audit questions.
+    `worse_at_zero`: the earlier, optimistic assumption (every worse probe at the zero bound on
+    every dimension), kept to measure what it overstated (benchmarks/audit_probe_power.py)."""
     rng = np.random.default_rng(seed + 7919)
     b = bounds()
     rows = []
@@ -98,10 +116,13 @@ def simulate_probes(n_audit: int, seed: int, judges: tuple[str, ...] = (*DECENT,
         for judge in judges:
             const = rng.integers(3, 11)
             for probe, expect in kinds:
+                lowered, (u_lo, u_hi) = WORSE_DROP["other_question" if worse_at_zero and expect == "worse"
+                                                   else probe] if expect == "worse" else ((), (0.0, 0.0))
+                u = rng.uniform(u_lo, u_hi)  # how much worse this probe is, the same for its dimensions
                 for dim in DIMENSIONS:
                     if judge in b:
                         z, f = b[judge].at["zero", dim], b[judge].at["full", dim]
-                        mean = z if expect == "worse" else f
+                        mean = f - u * (f - z) if dim in lowered else f
                         score = float(np.clip(np.round(mean + rng.normal(0, noise)), 0, 10))
                     elif judge == "random":
                         score = float(rng.integers(0, 11))

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cube.diagnose.lta import gate_withhold_reasons
 from cube.diagnose.retrieval import wilson
 from cube.method.analysis import CubeWarning, retrieval_outcomes
 from cube.method.evaluation import evaluate
@@ -71,6 +72,8 @@ def category_report(answers: pd.DataFrame, scores: pd.DataFrame, groups: pd.Data
             row["CuBE_lo"], row["CuBE_hi"] = r.interval("jury", "cube_score")
             if not r.jury_judges:
                 row["note"] = "no judge passed the validity gate on this category"
+            elif causes := gate_withhold_reasons(r):  # kept judges whose W the run's ranks made unusable
+                row["note"] = "; ".join(causes)
         mine = low[low[by] == value]
         row["low"] = len(mine)
         row["top_pattern"] = str(mine["primary"].value_counts().index[0]) if len(mine) else ""

@@ -15,6 +15,7 @@ import pandas as pd
 
 from cube.config.params import Params
 from cube.method.evaluation import CubeResult
+from cube.method.gate import WITHHOLD_SEP
 
 ADVICE = {
     "relevance": "answers drift from the source guide: instruct the answering model to answer only from the "
@@ -86,12 +87,14 @@ def withheld_reasons(result: CubeResult, params: Params) -> tuple[list[str], boo
     elif not result.jury_judges and not (result.n_questions == 0 and unknown):
         detail = "; ".join(f"{j}: {r}" for j, r in excluded.items()) or "no judge"
         reasons.append(f"no judge passed the validity gate ({detail})")
+    not_the_judges = gate_withhold_reasons(result)
+    reasons += not_the_judges
     cube = result.jury_cube()
     lo, hi = result.interval("jury", "cube_score")
     tol = ap.bounds_tolerance
     if nothing_retrieved(result):
         cube = 0.0
-    if result.jury_judges and not np.isfinite(cube):
+    if result.jury_judges and not np.isfinite(cube) and not not_the_judges:
         reasons.append("the jury CuBE score is undefined (see the flags)")
     elif np.isfinite(cube) and not -tol <= cube <= 100 + tol:
         reasons.append(f"the jury CuBE {cube:.1f} leaves [0, 100] by more than analysis.bounds_tolerance = {tol:g}")
@@ -112,6 +115,23 @@ def withheld_reasons(result: CubeResult, params: Params) -> tuple[list[str], boo
             reasons.append(f"the {ap.confidence:.0%} interval {lo:.1f}-{hi:.1f} is {hi - lo:.1f} points wide, more "
                            f"than analysis.max_interval_width = {ap.max_interval_width:g}")
     return reasons, failed
+
+
+def gate_withhold_reasons(result: CubeResult) -> list[str]:
+    """The gate's causes to withhold the verdict that are facts about the run, not the judges
+    (`gate_withhold` of the jury's members: a run too small for the bounds test, W undefined or
+    outside the band because of rank-correlation weights), each said once with the judges it concerns."""
+    table = result.cube_table
+    if "gate_withhold" not in table or nothing_retrieved(result):
+        return []
+    by_cause: dict[str, list[str]] = {}
+    for judge in result.jury_judges:
+        for cause in filter(None, str(table.at[judge, "gate_withhold"] or "").split(WITHHOLD_SEP)):
+            if cause.startswith("the bounds test cannot decide"):
+                by_cause.setdefault(f"no judge could be validated: {cause}", []).append(judge)
+            else:
+                by_cause.setdefault(f"judge {judge}: {cause}", []).append(judge)
+    return list(by_cause)
 
 
 def nothing_retrieved(result: CubeResult) -> bool:

@@ -286,6 +286,12 @@ def compare_pair(a_answers: pd.DataFrame, a_scores: pd.DataFrame, b_answers: pd.
                          settings={"n_resamples": n_resamples, "n_permutations": n_permutations, "seed": seed,
                                    "confidence": ap.confidence, "alpha": alpha, "power": power,
                                    "top_n_a": na, "top_n_b": nb, "dimensions": dims})
+    for side, r in (("A", ra), ("B", rb)):  # a kept judge the verdict is withheld for (gate_withhold)
+        t = r.cube_table
+        for j in jury_judges:
+            cause = str(t.at[j, "gate_withhold"]) if "gate_withhold" in t and j in t.index else ""
+            if cause and cause != "nan":
+                cmp.flags.append(f"{side}: judge {j}: {cause}")
     jury_boot = boot_d.get(("jury", "cube_score"))
     jury_perm = perm_d.get(("jury", "cube_score"))
     cmp.valid_share = {"resamples": float(np.isfinite(jury_boot).mean()) if jury_boot is not None else None,
@@ -301,7 +307,8 @@ def compare_pair(a_answers: pd.DataFrame, a_scores: pd.DataFrame, b_answers: pd.
         cmp.power = {"se": float(se), "sd_per_question": sd_q, "mde": mde(se, alpha, power), "alpha": alpha,
                      "power": power, "n_questions": n,
                      "questions_for_observed_delta": (questions_needed(cmp.row()["delta"], sd_q, alpha, power)
-                                                      if cmp.row()["delta"] else None)}
+                                                      if np.isfinite(cmp.row()["delta"]) and cmp.row()["delta"]
+                                                      else None)}
     else:
         cmp.power = {"se": float("nan"), "mde": float("nan"), "alpha": alpha, "power": power, "n_questions": n,
                      "note": "no bootstrap spread of the jury ΔCuBE (no resamples, identical sides or undefined CuBE)"}

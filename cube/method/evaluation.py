@@ -180,7 +180,8 @@ def evaluate(answers: pd.DataFrame, scores: pd.DataFrame, analysis_params: Any =
         totals = weighted_totals(tm, weights)
         summary = audit_summary(audit, ap.confidence) if audit is not None and len(audit) else None
         gate = judge_gate(grid, scores, table, effective_weight_table(tm, weights), totals, retrieved_ids, ap,
-                          ranks=ranks, audit=summary, audit_min_pairs=audit_min_pairs)
+                          ranks=ranks, audit=summary, audit_min_pairs=audit_min_pairs,
+                          trimmed=tm if ap.weights == "rank_correlation" else None, weight_causes=causes)
     table = table.join(gate)
     for w in caught:  # recorded in the result and still shown to the reader
         warnings.warn(w.message, CubeWarning, stacklevel=2)

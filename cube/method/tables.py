@@ -127,7 +127,7 @@ def jury_gate_table(results: Mapping[str, CubeResult]) -> pd.DataFrame:
     """The judge validity gate per system and judge: in the jury or excluded, and why."""
     cols = ["in_jury", "excluded_reason", "gate_separation", "gate_p_value", "gate_questions", "gate_rank_r",
             "gate_rank_p_value", "failure_rate",
-            "weighted_score"]
+            "weighted_score", "gate_withhold"]
     parts = [r.cube_table[[c for c in cols if c in r.cube_table]].reset_index().assign(system=name)
              for name, r in results.items()]
     out = pd.concat(parts, ignore_index=True)
