@@ -75,26 +75,72 @@ def uncapped(tmp_path_factory):
         server.__exit__(None, None, None)
 
 
-def test_a_judge_whose_model_answered_is_measured_for_self_preference(uncapped):
+def test_a_judge_whose_model_answered_is_not_measured_without_answers_of_another_model(uncapped):
+    # one system, answered by the judge's own model: no control, so leniency (self scores every answer 9)
+    # cannot be told from self-preference: not measurable with the cause, never a number (was +7.10)
     run = uncapped
     assert pipeline.self_judges(run.params, "bm25") == {"self": ("zero", "rag", "full")}
     report = pipeline.audit_report(run)
     sp = report.loc["self"]
-    assert sp["self_preference_items"] > 20 and sp["self_preference"] > 1.0
-    assert sp["self_preference_lo"] <= sp["self_preference"] <= sp["self_preference_hi"]
+    assert sp["self_preference_items"] > 20 and sp["self_preference_control_items"] == 0
+    assert math.isnan(sp["self_preference"]) and "another model" in sp["self_preference_note"]
+    assert sp["leniency"] > 2  # what the old figure measured
     # the other judges did not answer: no figure, not a 0
     assert math.isnan(report.at["other", "self_preference"]) and math.isnan(report.at["rubric", "self_preference"])
 
 
-def test_self_preference_reaches_results_json_and_the_decision_page_only_for_that_judge(uncapped):
+def test_not_measurable_self_preference_reaches_results_json_and_the_decision_page_only_for_that_judge(uncapped):
     run = uncapped
     out = pipeline.decision(run, evaluate_run(run, bootstrap=False))
     recorded = json.loads(run.paths.results.read_text(encoding="utf-8"))["audit"]["judges"]
-    assert recorded["self"]["self_preference"] > 1.0 and recorded["self"]["self_preference_items"] > 20
+    assert recorded["self"]["self_preference"] is None and "another model" in recorded["self"]["self_preference_note"]
     assert "self_preference" not in recorded["other"] and "self_preference" not in recorded["rubric"]
     assert set(out["self_preference"]) == {"self"}
     lines = [x for x in decision_markdown(out).splitlines() if "self-preference" in x]
-    assert len(lines) == 1 and lines[0].startswith("- self-preference of self: +") and "other judges" in lines[0]
+    assert len(lines) == 1 and lines[0].startswith("- self-preference of self: not measurable")
+    assert "+" not in lines[0].split(":", 1)[1]
+
+
+TWO_MODELS = PARAMS.replace("systems: [{{kind: builtin, name: bm25, top_n: 4}}]",
+                            "systems: [{{kind: builtin, name: bm25, top_n: 4}}, "
+                            "{{kind: builtin, name: bm25-other, top_n: 4, answerer: other}}]")
+
+
+def test_a_lenient_judge_is_not_reported_as_self_preferring_when_another_model_answered_too(tmp_path):
+    # `self` scores every answer 9, its model's and the other model's alike: leniency, not self-preference
+    server = OpenAIServer(reply=reply)
+    server.__enter__()
+    try:
+        params = tmp_path / "p.yaml"
+        params.write_text(TWO_MODELS.format(out=tmp_path / "out", url=server.url, questions=40, share=1.0),
+                          encoding="utf-8")
+        run = open_run(params)
+        for stage in (pipeline.corpus_stage, pipeline.questions_stage, pipeline.answers_stage, pipeline.scores_stage):
+            stage(run)
+        report = pipeline.audit_report(run)
+        sp = report.loc["self"]
+        assert sp["leniency"] > 2 and sp["self_preference_items"] > 20 and sp["self_preference_control_items"] > 20
+        assert abs(sp["self_preference"]) < 1.0 and sp["self_preference_lo"] <= 0 <= sp["self_preference_hi"]
+        assert sp["self_preference_note"] == ""
+    finally:
+        server.__exit__(None, None, None)
+
+
+def test_two_models_entries_of_one_provider_endpoint_and_model_are_the_same_model():
+    # temperature 0.7 to answer, 0 to judge: the same model judging its own answers (was missed)
+    data = {"run": "x",
+            "models": {"gpt_answer": {"provider": "openai", "model": "gpt-4o", "base_url": "https://api.openai.com/v1",
+                                      "temperature": 0.7},
+                       "gpt_judge": {"provider": "openai", "model": "gpt-4o", "base_url": "https://api.openai.com/v1",
+                                     "temperature": 0.0},
+                       "gpt_mini": {"provider": "openai", "model": "gpt-4o-mini",
+                                    "base_url": "https://api.openai.com/v1"}},
+            "answerer": "gpt_answer",
+            "systems": [{"kind": "builtin", "name": "bm25", "top_n": 4}],
+            "judges": [{"name": "named", "model": "gpt_judge"}, {"name": "mini", "model": "gpt_mini"},
+                       {"name": "same_entry", "model": "gpt_answer"}]}
+    assert pipeline.self_judges(parse_params(data), "bm25") == {"named": ("zero", "rag", "full"),
+                                                                "same_entry": ("zero", "rag", "full")}
 
 
 def test_no_self_preference_when_no_judge_answered():

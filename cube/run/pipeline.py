@@ -274,48 +274,61 @@ def audit_report(run: Run) -> pd.DataFrame:
     return summary.set_index("judge")
 
 
-SELF_PREFERENCE_COLUMNS = ("self_preference", "self_preference_lo", "self_preference_hi", "self_preference_items")
+SELF_PREFERENCE_COLUMNS = ("self_preference", "self_preference_lo", "self_preference_hi", "self_preference_items",
+                           "self_preference_control_items", "self_preference_note")
+
+
+def same_model(params: Params, a: Any, b: Any) -> bool:
+    """Whether two model references (a `models:` entry name or an inline spec) are one model: the same
+    provider, endpoints and model, whatever else differs (two entries at temperature 0.7 and 0 are one)."""
+    x, y = params.model(a), params.model(b)
+    return (x.provider, x.base_url, tuple(x.base_urls or ()), x.model) == \
+        (y.provider, y.base_url, tuple(y.base_urls or ()), y.model)
+
+
+def answerer_sets(params: Params, system: Any) -> tuple[str, ...]:
+    """The answer sets a system's answerer writes: every set of a builtin system, the bound sets of
+    another (its rag answers come from a file or RAGFlow, by a model the run does not know)."""
+    from cube.config.sections import BuiltinSystem
+
+    return ("zero", "rag", "full") if isinstance(system, BuiltinSystem) else ("zero", "full")
 
 
 def self_judges(params: Params, system: str) -> dict[str, tuple[str, ...]]:
-    """The judges whose model wrote `system`'s answers (the same `models:` entry, or the same provider,
-    endpoint and model), each with the answer sets that model wrote: every set of a builtin system,
-    the bound sets of another (its rag answers come from a file or RAGFlow)."""
-    from cube.config.sections import BuiltinSystem
-
+    """The judges whose model wrote `system`'s answers (`same_model` as its answerer), each with the
+    answer sets that model wrote (`answerer_sets`)."""
     sp = next((x for x in params.systems if x.name == system), None)
     if sp is None:
         return {}
     ref = params.system_answerer(sp)
-    spec = params.model(ref)
-
-    def same(r: Any) -> bool:
-        if isinstance(ref, str) and isinstance(r, str):
-            return r == ref
-        o = params.model(r)
-        return (o.provider, o.base_url, tuple(o.base_urls or ()), o.model) == \
-            (spec.provider, spec.base_url, tuple(spec.base_urls or ()), spec.model)
-
-    sets = ("zero", "rag", "full") if isinstance(sp, BuiltinSystem) else ("zero", "full")
-    return {j.name: sets for j in params.judges if same(j.model)}
+    return {j.name: answerer_sets(params, sp) for j in params.judges if same_model(params, j.model, ref)}
 
 
 def self_preference_table(run: Run) -> pd.DataFrame:
-    """Per judge whose model answered the primary system (`self_judges`): its scores on those answers
-    against the other judges' on the same items (`cube.method.audit.self_preference`: points, t
-    interval, items). Empty (no row, never a 0) when no judge answered."""
+    """Per judge whose model answered the primary system (`self_judges`): its preference for those
+    answers apart from its leniency (`cube.method.audit.self_preference`, a difference in differences
+    against the answers of the run's other systems written by another model: points, interval, answers,
+    control answers, and the cause when not measurable). Empty (no row, never a 0) when no judge answered."""
     from cube.method.audit import self_preference
 
-    own = self_judges(run.params, primary_system(run))
+    primary = primary_system(run)
+    own = self_judges(run.params, primary)
     if not own:
         return pd.DataFrame(columns=list(SELF_PREFERENCE_COLUMNS))
     scores = run.load("scores", ANALYSIS_SCORE_COLUMNS)
-    mine = scores[scores["system"] == primary_system(run)]
+    models = {j.name: j.model for j in run.params.judges}
     rows = {}
     for judge, sets in own.items():
-        r = self_preference(mine[mine["set"].isin(sets)], judge, run.params.analysis.confidence)
+        mine = (scores["system"] == primary) & scores["set"].isin(sets)
+        control = pd.Series(False, index=scores.index)
+        for sp in run.params.systems[1:]:  # answers known to be written by another model
+            if not same_model(run.params, run.params.system_answerer(sp), models[judge]):
+                control |= (scores["system"] == sp.name) & scores["set"].isin(answerer_sets(run.params, sp))
+        r = self_preference(scores[mine | control].assign(own=mine[mine | control]), judge,
+                            run.params.analysis.confidence)
         rows[judge] = {"self_preference": r["self_preference"], "self_preference_lo": r["self_preference_lo"],
-                       "self_preference_hi": r["self_preference_hi"], "self_preference_items": r["items"]}
+                       "self_preference_hi": r["self_preference_hi"], "self_preference_items": r["items"],
+                       "self_preference_control_items": r["control_items"], "self_preference_note": r["note"]}
     return pd.DataFrame.from_dict(rows, orient="index", columns=list(SELF_PREFERENCE_COLUMNS))
 
 
