@@ -180,3 +180,74 @@ def test_the_audit_is_capped_at_its_share_of_the_judge_calls(tmp_path):
         assert few["audit"].str.contains("audit inconclusive").all() and few["audit"].str.contains("shrank").all()
     finally:
         server.__exit__(None, None, None)
+
+
+def _batch_judge_calls(run, params: Path, monkeypatch) -> int:
+    """The judge calls `cube batch` caps the audit with (what it hands `audit_probes`)."""
+    from cube.run.batch import stage_calls
+
+    seen = {}
+    real = pipeline.audit_probes
+
+    def spy(params_, corpus, questions, answers, judge_calls):
+        seen["judge_calls"] = judge_calls
+        return real(params_, corpus, questions, answers, judge_calls)
+
+    monkeypatch.setattr(pipeline, "audit_probes", spy)
+    monkeypatch.chdir(params.parent)
+    stage_calls(params)
+    return seen["judge_calls"]
+
+
+def test_the_recorded_pilot_is_the_judging_pilot_not_the_audits(tmp_path, monkeypatch):
+    # `other`'s first 20 judging replies do not parse: its pilot stops it; the audit's scoring must not
+    # overwrite that record (it did: 'calls_not_sent' 0, no warning)
+    seen = {"n": 0}
+
+    def shy(body: dict) -> str:
+        r = reply(body)
+        if body.get("model") == "other" and r.startswith("Score"):
+            seen["n"] += 1
+            if seen["n"] <= 20:
+                return "I would rather not say."
+        return r
+
+    server = OpenAIServer(reply=shy)
+    server.__enter__()
+    try:
+        params = tmp_path / "p.yaml"
+        params.write_text(PARAMS.format(out=tmp_path / "out", url=server.url, questions=40, share=1.0), encoding="utf-8")
+        run = open_run(params)
+        for stage in (pipeline.corpus_stage, pipeline.questions_stage, pipeline.answers_stage):
+            stage(run)
+        with pytest.warns(UserWarning, match="calls not sent"):
+            pipeline.scores_stage(run)
+        scores = run.load("scores")
+        not_sent = int(((scores["judge"] == "other") & (scores["error_kind"] == "pilot")).sum())
+        pilot = json.loads(run.paths.results.read_text(encoding="utf-8"))["judge_pilot"]["other"]
+        assert not_sent > 0 and pilot["decision"] == "stopped" and pilot["calls_not_sent"] == not_sent
+        # a stopped judge is not audited: its audit calls would never be read
+        assert not (run.load("audit_scores")["judge"] == "other").any()
+        # its unsent calls still count among the run's judge calls that cap the audit, as cube batch counts them
+        rec = json.loads(run.paths.results.read_text(encoding="utf-8"))["audit_sample"]
+        assert rec["judge_calls"] == _batch_judge_calls(run, params, monkeypatch)
+    finally:
+        server.__exit__(None, None, None)
+
+
+def test_stage_03_and_cube_batch_cap_the_audit_on_the_same_count_of_judge_calls(tmp_path, monkeypatch):
+    # two judges on one model, differing only in `samples`: their first sample is one cached call for
+    # stage 03 but two requests for cube batch and cube plan; all three count per judge
+    server = OpenAIServer(reply=reply)
+    server.__enter__()
+    try:
+        params = tmp_path / "p.yaml"
+        text = PARAMS.replace("  - {{name: other, model: other}}\n", "  - {{name: self2, model: ans, samples: 2}}\n")
+        params.write_text(text.format(out=tmp_path / "out", url=server.url, questions=40, share=1.0), encoding="utf-8")
+        run = open_run(params)
+        for stage in (pipeline.corpus_stage, pipeline.questions_stage, pipeline.answers_stage, pipeline.scores_stage):
+            stage(run)
+        recorded = json.loads(run.paths.results.read_text(encoding="utf-8"))["audit_sample"]
+        assert recorded["judge_calls"] == _batch_judge_calls(run, params, monkeypatch)
+    finally:
+        server.__exit__(None, None, None)

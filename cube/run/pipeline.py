@@ -134,12 +134,13 @@ def scores_stage(run: Run) -> pd.DataFrame:
     dimensions = load_dimensions(run.params, base_dir=run.base_dir)
     scores = score_answers(answers, judges, dimensions, corpus, questions=questions)
     run.save("scores", scores)
-    audit = audit_stage(run, judges, dimensions, corpus, questions, answers, scores)
+    # the judging pilots' reports, taken before the audit scores its probes with the same judges
+    pilots = [j.pilot_report for j in judges if j.pilot_report]
+    n_judge = judge_calls(judges, stage_requests(judges, answers, corpus, questions, dimensions))
+    audit, n_audit = audit_stage(run, judges, dimensions, corpus, questions, answers, n_judge)
     # calls in flight reached (issue 15), per judge with an endpoint; always written, so that a re-run
     # whose calls were all cached does not keep the previous run's figures (record() merges keys)
     concurrency = {j.name: j.model.concurrency_record() for j in judges if hasattr(j.model, "concurrency_record")}
-    pilots = [j.pilot_report for j in judges if j.pilot_report]
-    n_audit, n_judge = role_calls(audit, "audit"), role_calls(scores)
     run.record(scores=len(scores), scores_unscored=int(scores["score"].isna().sum()), judge_concurrency=concurrency,
                judge_pilot={p["judge"]: {k: v for k, v in p.items() if k != "judge"} for p in pilots},
                audit_judgments=len(audit), audit_calls=n_audit,
@@ -206,47 +207,71 @@ def audit_sample_note(run: Run) -> str:
                    "a judge gets no audit verdict (never an exclusion)." if note else "")
 
 
-def role_calls(table: pd.DataFrame, role: str = "judging") -> int:
-    """The calls of `role` in a table (the run's judgments: 'judging'; its audit: 'audit'): its distinct
-    call ids, as the manifest's usage counts them (`cube.llm.usage_summary`) less the re-asks of
-    `retry_unscored`, which neither `cube plan` nor `cube batch` can foresee (so all three cap alike)."""
-    if not {"role", "call_id"} <= set(table.columns):
-        return 0
-    ids = table.loc[table["role"] == role, "call_id"].fillna("").astype(str).str.strip()
-    return int(ids[ids != ""].nunique())
+def stage_requests(judges: list[Any], answers: pd.DataFrame, corpus: pd.DataFrame, questions: pd.DataFrame,
+                   dimensions: list[Any]) -> dict[str, list[Any]]:
+    """Per judge, the requests stage 03 makes of these answers (`cube.judges.scoring.judge_requests`)."""
+    from cube.judges.scoring import judge_inputs, judge_requests
+
+    records = judge_inputs(answers, corpus, questions).to_dict("records")
+    return {j.name: judge_requests(j, records, dimensions)[1] for j in judges}
+
+
+def judge_calls(judges: list[Any], requests: dict[str, list[Any]]) -> int:
+    """The judge calls of these requests, counted per judge: identical requests of one judge are one
+    call (an LLM's cache key; an offline algorithm's inputs). Stage 03, `cube batch` and `cube plan`
+    cap the audit with this count: neither the call cache (two judges on one model share their first
+    sample's calls) nor a pilot that stopped a judge (its calls not sent) changes it, and the re-asks of
+    `retry_unscored`, which none can foresee, are not in it."""
+    import json
+
+    from cube.llm.cache import cache_key
+
+    n = 0
+    for j in judges:
+        if j.model.offline:
+            n += len({json.dumps([r.context, r.template_version, r.sample], sort_keys=True, default=str)
+                      for r in requests[j.name]})
+        else:
+            n += len({cache_key(j.model.spec, r) for r in requests[j.name]})
+    return n
 
 
 def audit_stage(run: Run, judges: list[Any], dimensions: list[Any], corpus: pd.DataFrame, questions: pd.DataFrame,
-                answers: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
+                answers: pd.DataFrame, n_judge: int) -> tuple[pd.DataFrame, int]:
     """The judge audit (issue 20) of stage 03 (`judge_audit`): saved as data/audit_scores, its sample
-    recorded (`audit_sample` in results.json)."""
-    out, sample = judge_audit(run.params, judges, dimensions, corpus, questions, answers, scores)
+    recorded (`audit_sample` in results.json); returns it with its judge calls (`judge_calls`)."""
+    out, sample, n_audit = judge_audit(run.params, judges, dimensions, corpus, questions, answers, n_judge)
     run.record(audit_sample=sample)
     run.save("audit_scores", out)
-    return out
+    return out, n_audit
 
 
 def judge_audit(params: Params, judges: list[Any], dimensions: list[Any], corpus: pd.DataFrame,
-                questions: pd.DataFrame, answers: pd.DataFrame, scores: pd.DataFrame,
-                progress: bool = True) -> tuple[pd.DataFrame, dict[str, Any]]:
+                questions: pd.DataFrame, answers: pd.DataFrame, n_judge: int,
+                progress: bool = True) -> tuple[pd.DataFrame, dict[str, Any], int]:
     """Probes of the primary system's full answers (`cube.systems.probes`) judged by every judge, their
     accounting under the role 'audit' (empty with `audit.questions: 0`, or when the cap leaves no
-    question), and the sample (`audit_sample`): `scores` are the run's judgments, whose calls cap the audit's."""
+    question), the sample (`audit_sample`, capped by the run's `n_judge` judge calls, `judge_calls`)
+    and the audit's judge calls. The audit has no pilot of its own (the judging pilot decided: a judge
+    it stopped is not audited, and the judges' `pilot_report` stays the judging pilot's)."""
+    from dataclasses import replace
+
     from cube.judges import score_answers
 
-    judge_calls = role_calls(scores)
-    sample = audit_sample(params, judge_calls)
-    probes = audit_probes(params, corpus, questions, answers, judge_calls)
-    if probes.empty:
+    sample = audit_sample(params, n_judge)
+    probes = audit_probes(params, corpus, questions, answers, n_judge)
+    audited = [replace(j, pilot=0, pilot_report=None) for j in judges
+               if not (j.pilot_report and j.pilot_report.get("decision") == "stopped")]
+    if probes.empty or not audited:
         out = pd.DataFrame({c: pd.Series(dtype=float if c == "score" else object)
                             for c in (*AUDIT_COLUMNS, *ACCOUNTING_COLUMNS)})
-    else:
-        out = score_answers(probes.drop(columns=["probe", "expect"]), judges, dimensions, corpus, questions=questions,
-                            progress=progress)
-        if "role" in out:
-            out["role"] = "audit"
-        out = out.merge(probes[["question_id", "system", "probe", "expect"]], on=["question_id", "system"])
-    return out, sample
+        return out, sample, 0
+    inputs = probes.drop(columns=["probe", "expect"])
+    out = score_answers(inputs, audited, dimensions, corpus, questions=questions, progress=progress)
+    if "role" in out:
+        out["role"] = "audit"
+    out = out.merge(probes[["question_id", "system", "probe", "expect"]], on=["question_id", "system"])
+    return out, sample, judge_calls(audited, stage_requests(audited, inputs, corpus, questions, dimensions))
 
 
 def audit_report(run: Run) -> pd.DataFrame:
