@@ -14,6 +14,7 @@ import math
 import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from openai_server import OpenAIServer, last_user_message
 
@@ -49,9 +50,22 @@ def reply(body: dict) -> str:
         if body.get("model") == "ans":
             return "Score: 9"
         return f"Score: {hashlib.sha256(text.encode()).digest()[0] % 8}"
+    if body.get("model") != "ans":  # another answering model writes other answers
+        n = int(hashlib.sha256(("other" + text).encode()).hexdigest()[:4], 16)
+        return f"依据相关规定，该事项在{n % 30 + 1}个工作日内办结，每件收费{n % 97}元，电话0571-{n:05d}。"
     digest = hashlib.sha256(text.encode()).hexdigest()
     n = int(digest[:4], 16)
     return f"根据办事指南，办理该事项需要{n % 30 + 1}个工作日。收费标准为每件{n % 97}元。咨询电话0571-{n:05d}。"
+
+
+def partial(body: dict) -> str:
+    """`reply`, but the `ans` judge scores like the others plus 3 on its own model's answers (the
+    phrase only they have): self-preference of 3 points, no leniency elsewhere."""
+    text = last_user_message(body)
+    if body.get("model") == "ans" and ("<answer>" in text or "Score" in text and "0-10" in text):
+        base = hashlib.sha256(text.encode()).digest()[0] % 6
+        return f"Score: {base + 3 * ('根据办事指南' in text)}"
+    return reply(body)
 
 
 def _run(tmp_path: Path, questions: int = 40, share: float = 1.0):
@@ -106,9 +120,8 @@ TWO_MODELS = PARAMS.replace("systems: [{{kind: builtin, name: bm25, top_n: 4}}]"
                             "{{kind: builtin, name: bm25-other, top_n: 4, answerer: other}}]")
 
 
-def test_a_lenient_judge_is_not_reported_as_self_preferring_when_another_model_answered_too(tmp_path):
-    # `self` scores every answer 9, its model's and the other model's alike: leniency, not self-preference
-    server = OpenAIServer(reply=reply)
+def _two_models_report(tmp_path: Path, judge_reply) -> pd.DataFrame:
+    server = OpenAIServer(reply=judge_reply)
     server.__enter__()
     try:
         params = tmp_path / "p.yaml"
@@ -117,13 +130,23 @@ def test_a_lenient_judge_is_not_reported_as_self_preferring_when_another_model_a
         run = open_run(params)
         for stage in (pipeline.corpus_stage, pipeline.questions_stage, pipeline.answers_stage, pipeline.scores_stage):
             stage(run)
-        report = pipeline.audit_report(run)
-        sp = report.loc["self"]
-        assert sp["leniency"] > 2 and sp["self_preference_items"] > 20 and sp["self_preference_control_items"] > 20
-        assert abs(sp["self_preference"]) < 1.0 and sp["self_preference_lo"] <= 0 <= sp["self_preference_hi"]
-        assert sp["self_preference_note"] == ""
+        return pipeline.audit_report(run)
     finally:
         server.__exit__(None, None, None)
+
+
+def test_a_lenient_judge_is_not_reported_as_self_preferring_when_another_model_answered_too(tmp_path):
+    # `self` scores every answer 9, its model's and the other model's alike: leniency, not self-preference
+    report = _two_models_report(tmp_path, reply)
+    sp = report.loc["self"]
+    assert sp["leniency"] > 2 and sp["self_preference_items"] > 20 and sp["self_preference_control_items"] > 20
+    assert abs(sp["self_preference"]) < 1.0 and sp["self_preference_lo"] <= 0 <= sp["self_preference_hi"]
+    assert sp["self_preference_note"] == ""
+
+
+def test_a_judge_adding_3_points_to_its_own_models_answers_is_measured_at_about_3(tmp_path):
+    sp = _two_models_report(tmp_path, partial).loc["self"]
+    assert sp["self_preference"] == pytest.approx(3.0, abs=1.0) and sp["self_preference_lo"] > 0
 
 
 def test_two_models_entries_of_one_provider_endpoint_and_model_are_the_same_model():
