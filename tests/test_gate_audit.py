@@ -4,6 +4,7 @@ Simulated tables (tests/judge_sim.py: the paper's Table 2 bounds, content-blind 
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -163,8 +164,56 @@ def test_bad_probe_tables_name_every_problem():
     assert "unknown probe kind(s) ['shouted']" in msg and "'expect' disagrees" in msg and "bad rows [1]" in msg
 
 
-def test_self_preference_is_the_mean_difference_with_the_other_judges():
-    rows = [{"question_id": f"q{i}", "set": "rag", "judge": j, "dimension": "quality",
-             "score": float(7 + (j == "self") * 2 + (i % 2))} for i in range(10) for j in ("self", "other")]
-    sp = self_preference(pd.DataFrame(rows), "self")
-    assert sp["self_preference"] == pytest.approx(2.0) and sp["items"] == 10
+def _own_and_control(n: int, lenient: float, own_bonus: float, seed: int = 0) -> pd.DataFrame:
+    """`n` answers by the judge's model (own) and `n` by another model, two dimensions each, scored by
+    `self` (the other judges' score + `lenient` everywhere + `own_bonus` on its own model's answers)
+    and by two other judges (a per-answer quality plus noise)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for own in (True, False):
+        for i in range(n):
+            quality = rng.uniform(2, 8)
+            for dim in ("relevance", "completeness"):
+                base = quality + rng.normal(0, 0.5)
+                for j in ("a", "b"):
+                    rows.append({"question_id": f"q{i}", "system": "mine" if own else "theirs", "set": "full",
+                                 "judge": j, "dimension": dim, "score": float(np.clip(base + rng.normal(0, 1), 0, 10)),
+                                 "own": own})
+                rows.append({"question_id": f"q{i}", "system": "mine" if own else "theirs", "set": "full",
+                             "judge": "self", "dimension": dim, "own": own,
+                             "score": float(np.clip(base + lenient + own_bonus * own + rng.normal(0, 1), 0, 10))})
+    return pd.DataFrame(rows)
+
+
+def test_a_lenient_judge_that_does_not_prefer_its_own_model_has_no_self_preference():
+    # the reviewer's case: +4 on every answer is leniency, not self-preference (it was published as +4)
+    sp = self_preference(_own_and_control(40, lenient=4.0, own_bonus=0.0), "self")
+    assert abs(sp["self_preference"]) < 0.5 and sp["self_preference_lo"] <= 0 <= sp["self_preference_hi"]
+    assert sp["items"] == 40 and sp["control_items"] == 40 and sp["note"] == ""  # one value per answer
+
+
+def test_a_judge_adding_3_points_to_its_own_models_answers_has_a_self_preference_of_3():
+    sp = self_preference(_own_and_control(40, lenient=1.0, own_bonus=3.0, seed=1), "self")
+    assert sp["self_preference"] == pytest.approx(3.0, abs=0.5)
+    assert 0 < sp["self_preference_lo"] < 3.0 < sp["self_preference_hi"]
+
+
+def test_self_preference_is_clustered_by_answer_not_by_dimension():
+    # two dimensions of one answer are not two items: the interval of 20 answers x 2 dimensions is the
+    # interval of 20 values, as wide as the same answers' per-answer means give
+    scores = _own_and_control(20, lenient=0.0, own_bonus=1.0, seed=2)
+    one_dim = scores.groupby(["question_id", "system", "set", "judge", "own"], as_index=False)["score"].mean() \
+        .assign(dimension="mean")
+    a, b = self_preference(scores, "self"), self_preference(one_dim, "self")
+    assert a["items"] == 20
+    assert a["self_preference_hi"] - a["self_preference_lo"] == pytest.approx(
+        b["self_preference_hi"] - b["self_preference_lo"])
+
+
+def test_self_preference_without_a_control_is_not_measurable_with_the_cause():
+    scores = _own_and_control(20, lenient=4.0, own_bonus=0.0)
+    no_other_model = self_preference(scores[scores["own"]], "self")
+    assert math.isnan(no_other_model["self_preference"]) and math.isnan(no_other_model["self_preference_lo"])
+    assert "no answer written by another model" in no_other_model["note"]
+    alone = self_preference(scores[scores["judge"] == "self"], "self")
+    assert math.isnan(alone["self_preference"]) and "no other judge" in alone["note"]

@@ -24,7 +24,7 @@ from cube.kb.screen import screen_questions
 from cube.llm import usage_summary
 from cube.llm.endpoints import call_cost
 from cube.llm.tokens import ESTIMATE, count_prompt_tokens, estimate_tokens
-from cube.run.pipeline import judge_audit
+from cube.run.pipeline import judge_audit, judge_calls, stage_requests
 from cube.run.plan import build_plan, plan_text, plan_vs_actual
 from cube.systems import build_answers
 
@@ -92,7 +92,8 @@ def _run_counted(params: Any, cache: Path) -> dict[tuple[str, str], int]:
     refusals = refusal_answers(params, corpus, build_refusal_set(params, corpus)[0], cache)
     judges, dims = make_judges(params, cache), load_dimensions(params)
     scores = score_answers(answers, judges, dims, corpus, questions=questions, progress=False)
-    audit, _ = judge_audit(params, judges, dims, corpus, questions, answers, scores, progress=False)  # stage 03's too
+    n_judge = judge_calls(judges, stage_requests(judges, answers, corpus, questions, dims))
+    audit, _, _ = judge_audit(params, judges, dims, corpus, questions, answers, n_judge, progress=False)  # stage 03's too
     usage = usage_summary([questions, answers, refusals, scores, audit])
     return {(r["role"], r["model"]): r for r in usage.to_dict("records")}
 

@@ -158,19 +158,46 @@ def audit_verdict(summary: pd.Series | None, alpha: float, min_pairs: int) -> tu
     return False, f"audit: {what}"
 
 
-def self_preference(scores: pd.DataFrame, judge: Any, confidence: float = 0.95) -> dict[str, float]:
-    """A judge's scores on answers of its own model against the other judges' on the same items:
-    mean difference (points) with a t interval. `scores`: `question_id, set, judge, dimension, score`
-    of the answers its model wrote."""
-    require_columns(scores, ("question_id", "set", "judge", "dimension", "score"), "scores")
-    s = scores.assign(score=pd.to_numeric(scores["score"], errors="coerce"))
-    keys = ["question_id", "set", "dimension"]
-    own = s[s["judge"] == judge].groupby(keys)["score"].mean()
-    others = s[s["judge"] != judge].groupby(keys)["score"].mean()
-    d = (own - others.reindex(own.index)).to_numpy(float)
-    m, lo, hi = _mean_interval(d, confidence)
-    return {"self_preference": m, "self_preference_lo": lo, "self_preference_hi": hi,
-            "items": int(np.isfinite(d).sum())}
+SELF_PREFERENCE_KEYS = ("question_id", "system", "set")  # one answer
+
+
+def self_preference(scores: pd.DataFrame, judge: Any, confidence: float = 0.95) -> dict[str, Any]:
+    """A judge's preference for its own model's answers, apart from its leniency: a difference in
+    differences. Per answer (`question_id, system, set`) the judge's score minus the other judges' mean,
+    on the same dimensions, averaged over the dimensions (one value per answer: its dimensions are not
+    independent items); the mean of those on answers its model wrote (`own` True) minus the mean on
+    answers another model wrote (`own` False), with a Welch t interval over the answers. A judge that
+    is merely lenient scores both groups up alike: about 0. Without an answer by another model or
+    without another judge there is no control: NaN with the cause in `note`, never a number.
+    `scores`: `question_id, system, set, judge, dimension, score, own`."""
+    require_columns(scores, ("question_id", "system", "set", "judge", "dimension", "score", "own"), "scores")
+    s = scores.assign(score=pd.to_numeric(scores["score"], errors="coerce"), own=scores["own"].astype(bool))
+    keys = [*SELF_PREFERENCE_KEYS, "dimension"]
+    mine = s[s["judge"] == judge].groupby([*keys, "own"])["score"].mean()
+    others = s[s["judge"] != judge].groupby([*keys, "own"])["score"].mean()
+    d = (mine - others.reindex(mine.index)).dropna()
+    per_answer = d.groupby(level=[*SELF_PREFERENCE_KEYS, "own"]).mean()
+    own = per_answer[per_answer.index.get_level_values("own")].to_numpy(float)
+    ctrl = per_answer[~per_answer.index.get_level_values("own")].to_numpy(float)
+    nan = float("nan")
+    out: dict[str, Any] = {"self_preference": nan, "self_preference_lo": nan, "self_preference_hi": nan,
+                           "items": int(len(own)), "control_items": int(len(ctrl)), "note": ""}
+    if not (s["judge"] != judge).any() or (not len(own) and not len(ctrl)):
+        out["note"] = "not measurable: no other judge scored the same answers"
+    elif not (~s["own"]).any() or not len(ctrl):
+        out["note"] = ("not measurable: no answer written by another model was scored by this judge and another "
+                       "(without that control, leniency cannot be told from self-preference)")
+    elif not len(own):
+        out["note"] = "not measurable: no answer of its own model was scored by this judge and another"
+    if out["note"]:
+        return out
+    out["self_preference"] = float(own.mean() - ctrl.mean())
+    if len(own) >= 2 and len(ctrl) >= 2 and (np.ptp(own) > 0 or np.ptp(ctrl) > 0):
+        ci = stats.ttest_ind(own, ctrl, equal_var=False).confidence_interval(confidence)
+        out["self_preference_lo"], out["self_preference_hi"] = float(ci.low), float(ci.high)
+    elif len(own) >= 2 and len(ctrl) >= 2:  # no spread at all: the difference is exact
+        out["self_preference_lo"] = out["self_preference_hi"] = out["self_preference"]
+    return out
 
 
 def probe_table(scores: pd.DataFrame, probes: pd.DataFrame, original_system: Any) -> pd.DataFrame:

@@ -53,14 +53,15 @@ def headline(decision: dict[str, Any]) -> str:
 
 
 def self_preference_text(sp: dict[str, Any]) -> str:
-    """A judge's scores on its own model's answers against the other judges' (`results.json` `audit`)."""
-    m, lo, hi, n = (sp.get(k) for k in ("self_preference", "self_preference_lo", "self_preference_hi",
-                                        "self_preference_items"))
-    if m is None or not n:
-        return "its model wrote the answers, but no other judge scored the same items: not measured"
+    """A judge's preference for its own model's answers apart from its leniency (`results.json` `audit`):
+    the difference in differences with its interval, or why it is not measurable."""
+    m, lo, hi, n, c = (sp.get(k) for k in ("self_preference", "self_preference_lo", "self_preference_hi",
+                                           "self_preference_items", "self_preference_control_items"))
+    if m is None or not n or not c:
+        return html.escape(sp.get("self_preference_note") or "not measurable: no other judge scored the same answers")
     ci = f" [{lo:+.2f}, {hi:+.2f}]" if lo is not None and hi is not None else ""
-    return (f"{m:+.2f} points{ci} on its own model's answers against the other judges' scores of the same "
-            f"{n} items")
+    return (f"{m:+.2f} points{ci}: its margin over the other judges on {n} answers of its own model, less its "
+            f"margin on {c} answers of other models (leniency alone gives 0)")
 
 
 def decision_markdown(decision: dict[str, Any]) -> str:

@@ -19,9 +19,8 @@ STAGES = ("03",)
 def stage_calls(params_path: str | Path, stage: str = "03") -> tuple[list[Pending], Path]:
     """Every LLM call of `stage` for the run of these params (deduplicated), and the cache path."""
     from cube.judges import load_dimensions, make_judges
-    from cube.judges.scoring import judge_inputs, judge_requests
     from cube.run.notebook import open_run
-    from cube.run.pipeline import audit_probes
+    from cube.run.pipeline import audit_probes, judge_calls, stage_requests
 
     if stage not in STAGES:
         raise BatchError(f"--stage {stage}: only {', '.join(STAGES)} (judging) can be exported as a batch")
@@ -29,15 +28,15 @@ def stage_calls(params_path: str | Path, stage: str = "03") -> tuple[list[Pendin
     run.require("corpus", "questions", "answers")
     corpus, questions, answers = run.load("corpus"), run.load("questions"), run.load("answers")
     dimensions = load_dimensions(run.params, base_dir=Path.cwd())
-    records = judge_inputs(answers, corpus, questions).to_dict("records")
     judges = make_judges(run.params, run.paths.cache)
-    requests = {j.name: judge_requests(j, records, dimensions)[1] for j in judges}
+    requests = stage_requests(judges, answers, corpus, questions, dimensions)
     # the judge audit's calls are stage 03's too, capped by the run's judge calls as stage 03 caps them
+    # (`cube.run.pipeline.judge_calls`, the one count of the three)
     probes = audit_probes(run.params, corpus, questions, answers, judge_calls(judges, requests))
     if not probes.empty:
-        probe_records = judge_inputs(probes.drop(columns=["probe", "expect"]), corpus, questions).to_dict("records")
+        audit = stage_requests(judges, probes.drop(columns=["probe", "expect"]), corpus, questions, dimensions)
         for j in judges:
-            requests[j.name] += judge_requests(j, probe_records, dimensions)[1]
+            requests[j.name] += audit[j.name]
     calls: dict[str, Pending] = {}
     for judge in judges:
         if judge.model.offline:
@@ -47,21 +46,6 @@ def stage_calls(params_path: str | Path, stage: str = "03") -> tuple[list[Pendin
             key = cache_key(spec, request)
             calls.setdefault(key, Pending(key, judge.name, spec, request))
     return list(calls.values()), run.paths.cache
-
-
-def judge_calls(judges: list[Any], requests: dict[str, list[Any]]) -> int:
-    """The judge calls stage 03 makes of these requests: identical requests of a judge are one call
-    (an LLM's cache key; an offline algorithm's inputs)."""
-    import json
-
-    n = 0
-    for j in judges:
-        if j.model.offline:
-            n += len({json.dumps([r.context, r.template_version, r.sample], sort_keys=True, default=str)
-                      for r in requests[j.name]})
-        else:
-            n += len({cache_key(j.model.spec, r) for r in requests[j.name]})
-    return n
 
 
 def pending_calls(params_path: str | Path, stage: str = "03", every: bool = False) -> tuple[list, Path]:

@@ -134,12 +134,13 @@ def scores_stage(run: Run) -> pd.DataFrame:
     dimensions = load_dimensions(run.params, base_dir=run.base_dir)
     scores = score_answers(answers, judges, dimensions, corpus, questions=questions)
     run.save("scores", scores)
-    audit = audit_stage(run, judges, dimensions, corpus, questions, answers, scores)
+    # the judging pilots' reports, taken before the audit scores its probes with the same judges
+    pilots = [j.pilot_report for j in judges if j.pilot_report]
+    n_judge = judge_calls(judges, stage_requests(judges, answers, corpus, questions, dimensions))
+    audit, n_audit = audit_stage(run, judges, dimensions, corpus, questions, answers, n_judge)
     # calls in flight reached (issue 15), per judge with an endpoint; always written, so that a re-run
     # whose calls were all cached does not keep the previous run's figures (record() merges keys)
     concurrency = {j.name: j.model.concurrency_record() for j in judges if hasattr(j.model, "concurrency_record")}
-    pilots = [j.pilot_report for j in judges if j.pilot_report]
-    n_audit, n_judge = role_calls(audit, "audit"), role_calls(scores)
     run.record(scores=len(scores), scores_unscored=int(scores["score"].isna().sum()), judge_concurrency=concurrency,
                judge_pilot={p["judge"]: {k: v for k, v in p.items() if k != "judge"} for p in pilots},
                audit_judgments=len(audit), audit_calls=n_audit,
@@ -206,47 +207,71 @@ def audit_sample_note(run: Run) -> str:
                    "a judge gets no audit verdict (never an exclusion)." if note else "")
 
 
-def role_calls(table: pd.DataFrame, role: str = "judging") -> int:
-    """The calls of `role` in a table (the run's judgments: 'judging'; its audit: 'audit'): its distinct
-    call ids, as the manifest's usage counts them (`cube.llm.usage_summary`) less the re-asks of
-    `retry_unscored`, which neither `cube plan` nor `cube batch` can foresee (so all three cap alike)."""
-    if not {"role", "call_id"} <= set(table.columns):
-        return 0
-    ids = table.loc[table["role"] == role, "call_id"].fillna("").astype(str).str.strip()
-    return int(ids[ids != ""].nunique())
+def stage_requests(judges: list[Any], answers: pd.DataFrame, corpus: pd.DataFrame, questions: pd.DataFrame,
+                   dimensions: list[Any]) -> dict[str, list[Any]]:
+    """Per judge, the requests stage 03 makes of these answers (`cube.judges.scoring.judge_requests`)."""
+    from cube.judges.scoring import judge_inputs, judge_requests
+
+    records = judge_inputs(answers, corpus, questions).to_dict("records")
+    return {j.name: judge_requests(j, records, dimensions)[1] for j in judges}
+
+
+def judge_calls(judges: list[Any], requests: dict[str, list[Any]]) -> int:
+    """The judge calls of these requests, counted per judge: identical requests of one judge are one
+    call (an LLM's cache key; an offline algorithm's inputs). Stage 03, `cube batch` and `cube plan`
+    cap the audit with this count: neither the call cache (two judges on one model share their first
+    sample's calls) nor a pilot that stopped a judge (its calls not sent) changes it, and the re-asks of
+    `retry_unscored`, which none can foresee, are not in it."""
+    import json
+
+    from cube.llm.cache import cache_key
+
+    n = 0
+    for j in judges:
+        if j.model.offline:
+            n += len({json.dumps([r.context, r.template_version, r.sample], sort_keys=True, default=str)
+                      for r in requests[j.name]})
+        else:
+            n += len({cache_key(j.model.spec, r) for r in requests[j.name]})
+    return n
 
 
 def audit_stage(run: Run, judges: list[Any], dimensions: list[Any], corpus: pd.DataFrame, questions: pd.DataFrame,
-                answers: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
+                answers: pd.DataFrame, n_judge: int) -> tuple[pd.DataFrame, int]:
     """The judge audit (issue 20) of stage 03 (`judge_audit`): saved as data/audit_scores, its sample
-    recorded (`audit_sample` in results.json)."""
-    out, sample = judge_audit(run.params, judges, dimensions, corpus, questions, answers, scores)
+    recorded (`audit_sample` in results.json); returns it with its judge calls (`judge_calls`)."""
+    out, sample, n_audit = judge_audit(run.params, judges, dimensions, corpus, questions, answers, n_judge)
     run.record(audit_sample=sample)
     run.save("audit_scores", out)
-    return out
+    return out, n_audit
 
 
 def judge_audit(params: Params, judges: list[Any], dimensions: list[Any], corpus: pd.DataFrame,
-                questions: pd.DataFrame, answers: pd.DataFrame, scores: pd.DataFrame,
-                progress: bool = True) -> tuple[pd.DataFrame, dict[str, Any]]:
+                questions: pd.DataFrame, answers: pd.DataFrame, n_judge: int,
+                progress: bool = True) -> tuple[pd.DataFrame, dict[str, Any], int]:
     """Probes of the primary system's full answers (`cube.systems.probes`) judged by every judge, their
     accounting under the role 'audit' (empty with `audit.questions: 0`, or when the cap leaves no
-    question), and the sample (`audit_sample`): `scores` are the run's judgments, whose calls cap the audit's."""
+    question), the sample (`audit_sample`, capped by the run's `n_judge` judge calls, `judge_calls`)
+    and the audit's judge calls. The audit has no pilot of its own (the judging pilot decided: a judge
+    it stopped is not audited, and the judges' `pilot_report` stays the judging pilot's)."""
+    from dataclasses import replace
+
     from cube.judges import score_answers
 
-    judge_calls = role_calls(scores)
-    sample = audit_sample(params, judge_calls)
-    probes = audit_probes(params, corpus, questions, answers, judge_calls)
-    if probes.empty:
+    sample = audit_sample(params, n_judge)
+    probes = audit_probes(params, corpus, questions, answers, n_judge)
+    audited = [replace(j, pilot=0, pilot_report=None) for j in judges
+               if not (j.pilot_report and j.pilot_report.get("decision") == "stopped")]
+    if probes.empty or not audited:
         out = pd.DataFrame({c: pd.Series(dtype=float if c == "score" else object)
                             for c in (*AUDIT_COLUMNS, *ACCOUNTING_COLUMNS)})
-    else:
-        out = score_answers(probes.drop(columns=["probe", "expect"]), judges, dimensions, corpus, questions=questions,
-                            progress=progress)
-        if "role" in out:
-            out["role"] = "audit"
-        out = out.merge(probes[["question_id", "system", "probe", "expect"]], on=["question_id", "system"])
-    return out, sample
+        return out, sample, 0
+    inputs = probes.drop(columns=["probe", "expect"])
+    out = score_answers(inputs, audited, dimensions, corpus, questions=questions, progress=progress)
+    if "role" in out:
+        out["role"] = "audit"
+    out = out.merge(probes[["question_id", "system", "probe", "expect"]], on=["question_id", "system"])
+    return out, sample, judge_calls(audited, stage_requests(audited, inputs, corpus, questions, dimensions))
 
 
 def audit_report(run: Run) -> pd.DataFrame:
@@ -274,48 +299,61 @@ def audit_report(run: Run) -> pd.DataFrame:
     return summary.set_index("judge")
 
 
-SELF_PREFERENCE_COLUMNS = ("self_preference", "self_preference_lo", "self_preference_hi", "self_preference_items")
+SELF_PREFERENCE_COLUMNS = ("self_preference", "self_preference_lo", "self_preference_hi", "self_preference_items",
+                           "self_preference_control_items", "self_preference_note")
+
+
+def same_model(params: Params, a: Any, b: Any) -> bool:
+    """Whether two model references (a `models:` entry name or an inline spec) are one model: the same
+    provider, endpoints and model, whatever else differs (two entries at temperature 0.7 and 0 are one)."""
+    x, y = params.model(a), params.model(b)
+    return (x.provider, x.base_url, tuple(x.base_urls or ()), x.model) == \
+        (y.provider, y.base_url, tuple(y.base_urls or ()), y.model)
+
+
+def answerer_sets(params: Params, system: Any) -> tuple[str, ...]:
+    """The answer sets a system's answerer writes: every set of a builtin system, the bound sets of
+    another (its rag answers come from a file or RAGFlow, by a model the run does not know)."""
+    from cube.config.sections import BuiltinSystem
+
+    return ("zero", "rag", "full") if isinstance(system, BuiltinSystem) else ("zero", "full")
 
 
 def self_judges(params: Params, system: str) -> dict[str, tuple[str, ...]]:
-    """The judges whose model wrote `system`'s answers (the same `models:` entry, or the same provider,
-    endpoint and model), each with the answer sets that model wrote: every set of a builtin system,
-    the bound sets of another (its rag answers come from a file or RAGFlow)."""
-    from cube.config.sections import BuiltinSystem
-
+    """The judges whose model wrote `system`'s answers (`same_model` as its answerer), each with the
+    answer sets that model wrote (`answerer_sets`)."""
     sp = next((x for x in params.systems if x.name == system), None)
     if sp is None:
         return {}
     ref = params.system_answerer(sp)
-    spec = params.model(ref)
-
-    def same(r: Any) -> bool:
-        if isinstance(ref, str) and isinstance(r, str):
-            return r == ref
-        o = params.model(r)
-        return (o.provider, o.base_url, tuple(o.base_urls or ()), o.model) == \
-            (spec.provider, spec.base_url, tuple(spec.base_urls or ()), spec.model)
-
-    sets = ("zero", "rag", "full") if isinstance(sp, BuiltinSystem) else ("zero", "full")
-    return {j.name: sets for j in params.judges if same(j.model)}
+    return {j.name: answerer_sets(params, sp) for j in params.judges if same_model(params, j.model, ref)}
 
 
 def self_preference_table(run: Run) -> pd.DataFrame:
-    """Per judge whose model answered the primary system (`self_judges`): its scores on those answers
-    against the other judges' on the same items (`cube.method.audit.self_preference`: points, t
-    interval, items). Empty (no row, never a 0) when no judge answered."""
+    """Per judge whose model answered the primary system (`self_judges`): its preference for those
+    answers apart from its leniency (`cube.method.audit.self_preference`, a difference in differences
+    against the answers of the run's other systems written by another model: points, interval, answers,
+    control answers, and the cause when not measurable). Empty (no row, never a 0) when no judge answered."""
     from cube.method.audit import self_preference
 
-    own = self_judges(run.params, primary_system(run))
+    primary = primary_system(run)
+    own = self_judges(run.params, primary)
     if not own:
         return pd.DataFrame(columns=list(SELF_PREFERENCE_COLUMNS))
     scores = run.load("scores", ANALYSIS_SCORE_COLUMNS)
-    mine = scores[scores["system"] == primary_system(run)]
+    models = {j.name: j.model for j in run.params.judges}
     rows = {}
     for judge, sets in own.items():
-        r = self_preference(mine[mine["set"].isin(sets)], judge, run.params.analysis.confidence)
+        mine = (scores["system"] == primary) & scores["set"].isin(sets)
+        control = pd.Series(False, index=scores.index)
+        for sp in run.params.systems[1:]:  # answers known to be written by another model
+            if not same_model(run.params, run.params.system_answerer(sp), models[judge]):
+                control |= (scores["system"] == sp.name) & scores["set"].isin(answerer_sets(run.params, sp))
+        r = self_preference(scores[mine | control].assign(own=mine[mine | control]), judge,
+                            run.params.analysis.confidence)
         rows[judge] = {"self_preference": r["self_preference"], "self_preference_lo": r["self_preference_lo"],
-                       "self_preference_hi": r["self_preference_hi"], "self_preference_items": r["items"]}
+                       "self_preference_hi": r["self_preference_hi"], "self_preference_items": r["items"],
+                       "self_preference_control_items": r["control_items"], "self_preference_note": r["note"]}
     return pd.DataFrame.from_dict(rows, orient="index", columns=list(SELF_PREFERENCE_COLUMNS))
 
 

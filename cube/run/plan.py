@@ -109,6 +109,7 @@ def build_plan(params: Params, *, base_dir: Path, cache_path: Path | None = None
     from cube.kb.corpus import build_corpus
     from cube.kb.questions import build_questions, plan_questions, question_requests
     from cube.llm import cache_key, make_model
+    from cube.run.pipeline import judge_calls as count_judge_calls
     from cube.systems import answer_bounds
     from cube.systems.builtin import BuiltinRAG, answer_request
 
@@ -223,8 +224,8 @@ def build_plan(params: Params, *, base_dir: Path, cache_path: Path | None = None
         per_call = COMPLETION_ESTIMATE["judging"] * (len(dimensions) if j.all_dimensions else 1)
         g = plan.add("judging", spec, reqs, exact=not n_stand_in, per_call=per_call,
                      extra_tokens=n_stand_in * per_answer * ANSWER_TOKENS)
-        # identical requests are one call (as `_table` counts an exact row)
-        judge_calls += len({cache_key(spec, r) for r in reqs}) if not n_stand_in else len(reqs)
+        # identical requests of a judge are one call, counted as stage 03 and cube batch count them
+        judge_calls += count_judge_calls([judge], {judge.name: reqs}) if not n_stand_in else len(reqs)
         audit_inputs.append((spec, per_answer, reqs, per_call))
         if j.retry_unscored:
             g.notes.append(f"judge {j.name}: up to {j.retry_unscored} re-asks per unscored reply not counted")
