@@ -194,6 +194,12 @@ def _city_named():
     return pd.DataFrame(rows), {"item_name": "service", "region": "city", "fee_standard": "fee"}
 
 
+def _city_named_venues():
+    rows = [{"city": c, "service": f"{c} {s}"} for c in ("Springfield", "Shelbyville", "Ogdenville")
+            for s in ("Recreation Center Membership", "Town Hall Room Hire", "Community Centre Booking")]
+    return pd.DataFrame(rows), {"item_name": "service", "region": "city"}
+
+
 def _coded_regions():
     rows = [{"district": str(d), "service": f"Form {d}0{k} filing", "fee": "none"} for d in range(1, 4)
             for k in range(1, 4)]
@@ -212,7 +218,7 @@ def _zh_city_named():
     return pd.DataFrame(rows), {"item_name": "事项", "region": "区划", "fee_standard": "收费"}
 
 
-@pytest.mark.parametrize("shape", [_faq, _city_named, _coded_regions, _form_numbers, _zh_city_named],
+@pytest.mark.parametrize("shape", [_faq, _city_named, _city_named_venues, _coded_regions, _form_numbers, _zh_city_named],
                          ids=lambda f: f.__name__.strip("_"))
 def test_an_ordinary_correct_corpus_gets_no_name_warning(shape):
     df, cols = shape()

@@ -77,8 +77,9 @@ _REGION_NAME = re.compile(r"(?:省|市|区|县|镇|乡|街道|province|city|dist
 _REGION_UNIT = re.compile(r"[^,，\s省市区县]+(?:省|市|区|县)")  # 明川省瑶台市瑶南区 -> ..., 瑶南区
 _IDENTIFIER = re.compile(r"\d{3,6}")  # a bare 3-6 digit number names a form or a code (1040, 941), not a count
 # what is left of a name without its region when it names an office or an agency, not a service
-_OFFICE = re.compile(r"(?:局|委|办|中心|窗口|大厅|服务站|办事处)$|窗口|\b(?:bureau|office|department|agency|centre|center"
-                     r"|commission|committee|window|counter|hall|administration)\b", re.IGNORECASE)
+# at its end ("… Window 23", "…3号窗口"): "Recreation Center Membership" is a service
+_OFFICE = re.compile(r"(?:(?:局|委|办|中心|窗口|大厅|服务站|办事处)|\b(?:bureau|office|department|agency|centre|center"
+                     r"|commission|committee|window|counter|hall|administration)\b)[\s\d#号,.\-]*$", re.IGNORECASE)
 _FILLER = re.compile(r"[\W_]+")
 
 
