@@ -239,3 +239,14 @@ def test_a_region_office_or_agency_as_item_name_still_warns(column: str):
     cols = {"region": "region", "item_name": column}
     said = _warnings(df, cols, [])
     assert any("region" in w and f"column '{column}'" in w for w in said), said
+
+
+@pytest.mark.parametrize("regions", [["Meiling County, Dongling City, Mingchuan Province",
+                                      "Shazhou District, Baisha City, Mingchuan Province", "Danjiang City, Mingchuan Province"],
+                                     ["明川省东陵市梅岭县", "明川省白沙市沙洲区", "明川省丹江市"]])
+def test_a_multi_level_region_column_as_item_name_still_warns(regions: list[str]):
+    """The region column read both as region (same-named column) and as item_name: a name that is its
+    whole region, every level of it, names no service (benchmarks/mapping_warnings.py, demo en)."""
+    df = pd.DataFrame([{"region": r, "service": s} for r in regions for s in ("Dog Licence", "Building Permit")])
+    said = _warnings(df, {"item_name": "region"}, [])
+    assert any("named by a region" in w and "column 'region'" in w for w in said), said

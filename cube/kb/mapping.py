@@ -381,9 +381,9 @@ def _name_column_warnings(names: list[str], records: list[dict[str, Any]], cols:
     regional = []
     for n, r in zip(names, records, strict=True):
         region = str(r.get("region", "")).strip()
-        # its smallest unit: "Yaonan District, Yaotai City, ..." -> the first part; "明川省瑶台市瑶南区" -> the last
-        units = [region.split(",")[0].strip()] if "," in region else _REGION_UNIT.findall(region) or [region]
-        if n and ((_REGION_NAME.search(n) and len(n) <= 12) or (several and _office_of(n, units[-1]))):
+        # its units, the smallest last: "Yaonan District, Yaotai City, ..." reversed; "明川省瑶台市瑶南区" -> [..., 瑶南区]
+        units = [u.strip() for u in region.split(",")][::-1] if "," in region else _REGION_UNIT.findall(region) or [region]
+        if n and ((_REGION_NAME.search(n) and len(n) <= 12) or (several and _office_of(n, units))):
             regional.append(n)
     if len(set(regional)) > 1 and len(regional) >= REGION_NAMES_SHARE * len(records):
         return [f"{source}: {len(regional)} of {len(records)} documents are named by a region or hold their own region's "
@@ -391,16 +391,19 @@ def _name_column_warnings(names: list[str], records: list[dict[str, Any]], cols:
     return []
 
 
-def _office_of(name: str, unit: str) -> bool:
-    """`name` holds its region's smallest `unit` and, without it, is empty or an office or an agency
-    ("瑶南区政务服务中心3号窗口", "Meiling County Housing Bureau"); "Springfield Dog Licence" is a service.
-    A unit of fewer than 2 letters (a district coded "1") is no evidence; a Latin unit matches whole words."""
-    if sum(ch.isalpha() for ch in unit) < 2:
+def _office_of(name: str, units: Sequence[str]) -> bool:
+    """`name` holds its region's smallest unit (`units[-1]`) and, without its region's units, is empty
+    or an office or an agency ("瑶南区政务服务中心3号窗口", "Meiling County Housing Bureau"); "Springfield
+    Dog Licence" is a service. A unit of fewer than 2 letters (a district coded "1") is no evidence; a
+    Latin unit matches whole words."""
+    def pattern(unit: str) -> str:
+        return re.escape(unit) if not unit.isascii() else rf"(?<!\w){re.escape(unit)}(?!\w)"
+    units = [u for u in units if sum(ch.isalpha() for ch in u) >= 2]
+    if not units or not re.search(pattern(units[-1]), name, flags=re.IGNORECASE):
         return False
-    pattern = re.escape(unit) if not unit.isascii() else rf"(?<!\w){re.escape(unit)}(?!\w)"
-    if not re.search(pattern, name, flags=re.IGNORECASE):
-        return False
-    rest = re.sub(pattern, " ", name, flags=re.IGNORECASE)
+    rest = name
+    for unit in sorted(units, key=len, reverse=True):
+        rest = re.sub(pattern(unit), " ", rest, flags=re.IGNORECASE)
     return not _FILLER.sub("", rest) or bool(_OFFICE.search(rest.strip()))
 
 
