@@ -71,10 +71,16 @@ SHARE_MIN_DOCUMENTS = 5  # fewer documents: the share-based name checks stay sil
 REGION_NAMES_SHARE = 0.8  # documents whose name holds its own region's name (an office, an address)
 _SERVICE_HEADER = re.compile(r"service|item|matter")
 _NOT_NAME = re.compile(r"^[\d\s.,:：/~～\-–+()（）]*\d[\d\s.,:：/~～\-–+()（）]*(?:个?工作日|天|日|working days?|days?)?$"
-                       r"|\d{7,}|\d{3,4}-\d{6,8}|https?://|www\.|[。！？!?]|[.;；]\s*$"
+                       r"|\d{7,}|\d{3,4}-\d{6,8}|https?://|www\.|[。！!]|[.;；]\s*$"
                        r"|^(?:free of charge|no charge|not charged|不收费|免费|收费)", re.IGNORECASE)
 _REGION_NAME = re.compile(r"(?:省|市|区|县|镇|乡|街道|province|city|district|county|town)$", re.IGNORECASE)
 _REGION_UNIT = re.compile(r"[^,，\s省市区县]+(?:省|市|区|县)")  # 明川省瑶台市瑶南区 -> ..., 瑶南区
+_IDENTIFIER = re.compile(r"\d{3,6}")  # a bare 3-6 digit number names a form or a code (1040, 941), not a count
+# what is left of a name without its region when it names an office or an agency, not a service
+# at its end ("… Window 23", "…3号窗口"): "Recreation Center Membership" is a service
+_OFFICE = re.compile(r"(?:(?:局|委|办|中心|窗口|大厅|服务站|办事处)|\b(?:bureau|office|department|agency|centre|center"
+                     r"|commission|committee|window|counter|hall|administration)\b)[\s\d#号,.\-]*$", re.IGNORECASE)
+_FILLER = re.compile(r"[\W_]+")
 
 
 def _has_letters(value: str) -> bool:
@@ -347,10 +353,12 @@ def _name_warnings(raw: pd.DataFrame, cols: Mapping[str, list[Any]], records: li
 def _name_column_warnings(names: list[str], records: list[dict[str, Any]], cols: Mapping[str, list[Any]],
                           src: Mapping[str, str], columns: Mapping[str, str], source: str) -> list[str]:
     """An item_name column that names no service: the column is also mapped to a field that is no name
-    (region, fee, address, ...); or NOT_NAMES_SHARE or more of the documents are named by a number,
-    a yes/no value, a phone number, a web address, a sentence or several values joined; or
-    REGION_NAMES_SHARE or more are named by a region or hold their own region's name (an office);
-    the two shares only from SHARE_MIN_DOCUMENTS documents on."""
+    (region, fee, address, ...); or NOT_NAMES_SHARE or more of the documents are named by a number
+    (a count, an amount, a time limit; a bare 3-6 digit number is a form or code number, not counted),
+    a yes/no value, a phone number, a web address, a sentence (ending with 。/!/./;, not a question:
+    FAQ titles are names) or several values joined; or REGION_NAMES_SHARE or more are named by a
+    region or by their own region plus an office or agency word (`_office_of`; "<city> <service>" is
+    a name); the two shares only from SHARE_MIN_DOCUMENTS documents on."""
     col = src.get("item_name")
     if not col or not records:
         return []
@@ -364,8 +372,8 @@ def _name_column_warnings(names: list[str], records: list[dict[str, Any]], cols:
         return []  # a share of 2 documents says nothing about a column
     joined = [len({v for i in r["_idx"] for v in ([cols[col][i]] if not isinstance(cols[col][i], list)
                                                   else cols[col][i]) if v}) > 1 for r in records]
-    odd = [n for n, j in zip(names, joined, strict=True) if n and (j or yes_no(n) is not None or _NOT_NAME.search(n)
-                                                                   or len(n) > 80)]
+    odd = [n for n, j in zip(names, joined, strict=True)
+           if n and (j or yes_no(n) is not None or len(n) > 80 or (_NOT_NAME.search(n) and not _IDENTIFIER.fullmatch(n)))]
     if len(odd) >= NOT_NAMES_SHARE * len(records):
         return [f"{source}: {len(odd)} of {len(records)} documents are named by a number, yes/no value, phone number, "
                 f"sentence or several values of column '{col}' (e.g. {odd[0][:40]!r}): item_name names no service; {fix}"]
@@ -373,14 +381,30 @@ def _name_column_warnings(names: list[str], records: list[dict[str, Any]], cols:
     regional = []
     for n, r in zip(names, records, strict=True):
         region = str(r.get("region", "")).strip()
-        # its smallest unit: "Yaonan District, Yaotai City, ..." -> the first part; "明川省瑶台市瑶南区" -> the last
-        units = [region.split(",")[0].strip()] if "," in region else _REGION_UNIT.findall(region) or [region]
-        if n and ((_REGION_NAME.search(n) and len(n) <= 12) or (several and units[-1] and units[-1] in n)):
+        # its units, the smallest last: "Yaonan District, Yaotai City, ..." reversed; "明川省瑶台市瑶南区" -> [..., 瑶南区]
+        units = [u.strip() for u in region.split(",")][::-1] if "," in region else _REGION_UNIT.findall(region) or [region]
+        if n and ((_REGION_NAME.search(n) and len(n) <= 12) or (several and _office_of(n, units))):
             regional.append(n)
     if len(set(regional)) > 1 and len(regional) >= REGION_NAMES_SHARE * len(records):
         return [f"{source}: {len(regional)} of {len(records)} documents are named by a region or hold their own region's "
                 f"name (column '{col}', e.g. {regional[0][:40]!r}): an office or a region names no service; {fix}"]
     return []
+
+
+def _office_of(name: str, units: Sequence[str]) -> bool:
+    """`name` holds its region's smallest unit (`units[-1]`) and, without its region's units, is empty
+    or an office or an agency ("瑶南区政务服务中心3号窗口", "Meiling County Housing Bureau"); "Springfield
+    Dog Licence" is a service. A unit of fewer than 2 letters (a district coded "1") is no evidence; a
+    Latin unit matches whole words."""
+    def pattern(unit: str) -> str:
+        return re.escape(unit) if not unit.isascii() else rf"(?<!\w){re.escape(unit)}(?!\w)"
+    units = [u for u in units if sum(ch.isalpha() for ch in u) >= 2]
+    if not units or not re.search(pattern(units[-1]), name, flags=re.IGNORECASE):
+        return False
+    rest = name
+    for unit in sorted(units, key=len, reverse=True):
+        rest = re.sub(pattern(unit), " ", rest, flags=re.IGNORECASE)
+    return not _FILLER.sub("", rest) or bool(_OFFICE.search(rest.strip()))
 
 
 def sample_items(corpus: pd.DataFrame, n: int, seed: int = 0, by: str = "region") -> pd.DataFrame:
