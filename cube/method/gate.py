@@ -32,19 +32,25 @@ content. A test without the data to decide is reported, never a cause of exclusi
     `analysis.gate_band_tolerance` (default 25 points), unless the weights are the cause: under
     `weights: rank_correlation` the weights come from the run's ranks, and without a rank signal
     (a perfect retriever, few questions) they are noise, undefined when no correlation is
-    positive. When the judge's W with equal weights is defined and in the band, W undefined or
-    outside it is a fact about the run's ranks, not the judge: the judge keeps its place and
-    `gate_withhold` names the cause and the remedy (`analysis.weights: equal`, or
+    positive. When the judge's W with equal weights is defined and in the band and there is
+    evidence that the judge reads the content (the audit passed it, or the retrieval test applied
+    and passed: a length-only judge passes the bounds test, so that is not enough), W undefined
+    or outside the band is put down to the weights: the judge keeps its place, `gate_w_unusable`
+    is set (the jury's W and CuBE are then undefined: `cube.method.analysis.jury_summary`), and
+    `gate_withhold` states both W and the evidence and names the remedy (`analysis.weights: equal`, or
     `analysis.weights_fallback: equal` for undefined weights); the verdict is withheld with it
     (`cube.diagnose.lta.withheld_reasons`). Measured on simulated perfect retrievers (the paper's
     four judges, 20 seeded runs each at 40 and 100 questions): all 9 W outside the band under
     rank-correlation weights were in it with equal weights (Qwen-like -310 to 400 -> 47 to 104).
 
 A test that cannot decide at this run's size never excludes: with n questions the one-sided
-Wilcoxon test cannot go below p = 2^-n, so with 2^-n >= `analysis.gate_alpha` (n <= 4 at 0.05)
-no judge can be validated; `gate_withhold` says so and the verdict is withheld with that cause.
+Wilcoxon test cannot go below p = 2^-n, n the questions with a nonzero difference (the test drops
+ties), so with 2^-n >= `analysis.gate_alpha` (n <= 4 at 0.05) no judge can be validated; `gate_withhold` says so and the verdict is withheld with that cause.
 Rule (f) then does not exclude either (W on so few questions is noise); it is reported in
-`gate_evidence`. The failure rate and content-blindness still exclude: they are facts about the judge.
+`gate_evidence` and sets `gate_w_unusable`. The failure rate still excludes. Content-blindness excludes
+only where it can be tested (`constant_sets` needs `VARY_MIN_QUESTIONS` questions per set, the audit
+`audit_min_pairs` pairs): at n <= 4 a content-blind judge may stay untested, `gate_validated` False
+(no test passed it), and the decision page lists it as not validated.
 
 Operating characteristics measured by `benchmarks/gate_operating.py --runs 40` (judges simulated
 from the paper's Table 2 bounds and content-blind ones, 20 / 40 / 100 / 300 questions x R@k 0.5 /
