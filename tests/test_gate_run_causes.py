@@ -271,3 +271,16 @@ def test_a_category_publishes_no_jury_cube_when_a_jury_judge_is_withheld():
     row = out.iloc[0]
     assert "the bounds test cannot decide on 4 questions" in row["note"], row["note"]
     assert all(np.isnan(row[k]) for k in ("W", "CuBE", "W_lo", "CuBE_lo")), row.to_dict()
+
+
+def test_human_calibration_does_not_average_a_kept_judges_noise_weights():
+    """Before: `jury_weights` averaged the rank-correlation weights of the jury, including those of a kept
+    judge whose W they made noise (seed 3, perfect retriever), so the human-calibrated CuBE used them."""
+    from cube.method.ppi import jury_weights
+
+    judges = ("gpt-4o", "qwen2.5-32b")
+    answers, scores = simulate(40, 1.0, 3, judges=judges)
+    r, _ = result(answers, scores, simulate_probes(40, 3, judges=judges))
+    assert r.cube_table.at["qwen2.5-32b", "gate_w_unusable"]
+    w = jury_weights(r)
+    assert set(w) == set(r.weights["dimension"]) and len(set(w.values())) == 1
