@@ -117,7 +117,9 @@ def test_the_bounds_test_pairs_each_dimension_so_parse_failures_do_not_drop_ques
     scores.loc[hit, "score"] = np.nan
     scores.loc[hit, "error_kind"] = "parse"
     t = run(answers, scores, weights="equal", gate_max_failure_rate=0.5)
-    assert t.at["gpt-4.1-nano", "gate_questions"] == 60
+    # the questions with a nonzero full - zero difference (Wilcoxon drops ties): 55 of the 60 here, where
+    # keeping only complete questions left about 60 x 0.9^8 = 26
+    assert t.at["gpt-4.1-nano", "gate_questions"] == 55
     assert t.at["gpt-4.1-nano", "in_jury"]
 
 

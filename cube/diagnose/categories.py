@@ -72,8 +72,9 @@ def category_report(answers: pd.DataFrame, scores: pd.DataFrame, groups: pd.Data
             row["CuBE_lo"], row["CuBE_hi"] = r.interval("jury", "cube_score")
             if not r.jury_judges:
                 row["note"] = "no judge passed the validity gate on this category"
-            elif causes := gate_withhold_reasons(r):  # kept judges whose W the run's ranks made unusable
-                row["note"] = "; ".join(causes)
+            elif causes := gate_withhold_reasons(r):  # kept judges the verdict is withheld for: nothing published
+                row["note"] = "; ".join(causes) + ": W and CuBE not published"
+                row.update({k: np.nan for k in ("W", "W_lo", "W_hi", "CuBE", "CuBE_lo", "CuBE_hi")})
         mine = low[low[by] == value]
         row["low"] = len(mine)
         row["top_pattern"] = str(mine["primary"].value_counts().index[0]) if len(mine) else ""

@@ -89,6 +89,9 @@ def withheld_reasons(result: CubeResult, params: Params) -> tuple[list[str], boo
         reasons.append(f"no judge passed the validity gate ({detail})")
     not_the_judges = gate_withhold_reasons(result)
     reasons += not_the_judges
+    if noise := noise_w_judges(result):
+        reasons.append(f"the jury CuBE and W are undefined: the W of {', '.join(noise)} is noise on this run (the "
+                       "causes above), so no mean including it is published; per-judge values are shown per judge")
     cube = result.jury_cube()
     lo, hi = result.interval("jury", "cube_score")
     tol = ap.bounds_tolerance
@@ -132,6 +135,24 @@ def gate_withhold_reasons(result: CubeResult) -> list[str]:
             else:
                 by_cause.setdefault(f"judge {judge}: {cause}", []).append(judge)
     return list(by_cause)
+
+
+def noise_w_judges(result: CubeResult) -> list[str]:
+    """The jury members the gate kept although their W fails rule (f) for a cause that is not theirs
+    (`gate_w_unusable`): `jury_summary` leaves the jury's W and CuBE undefined for them."""
+    table = result.cube_table
+    if "gate_w_unusable" not in table or nothing_retrieved(result):
+        return []
+    return [j for j in result.jury_judges if bool(table.at[j, "gate_w_unusable"])]
+
+
+def not_validated_judges(result: CubeResult) -> list[str]:
+    """Jury members no test could validate on this run (`gate_validated` False: the bounds test could not
+    decide and neither the audit nor the retrieval test passed them): kept, not validated."""
+    table = result.cube_table
+    if "gate_validated" not in table:
+        return []
+    return [j for j in result.jury_judges if not bool(table.at[j, "gate_validated"])]
 
 
 def nothing_retrieved(result: CubeResult) -> bool:
@@ -217,6 +238,7 @@ def _system_figures(result: CubeResult, params: Params, top_n: int = 8) -> dict[
         "judging_failed": bool(failed and not result.jury_judges),
         "n_judges": len(result.jury_judges),
         "judges_used": result.jury_judges,
+        "judges_not_validated": not_validated_judges(result),
         "judges_excluded": result.excluded_judges,
         "judge_evidence": {str(j): str(e) for j, e in result.cube_table["gate_evidence"].items()}
         if "gate_evidence" in result.cube_table else {},
@@ -340,9 +362,10 @@ def assess(results: dict[str, CubeResult], params: Params, *, usage: pd.DataFram
     jury_text = f"{head['n_judges']} of {len(result.cube_table)} judges"
     if head["verdict"] == "withheld":
         sentence = (
-            f"{primary}: verdict withheld ({'; '.join(head['withheld_reasons'])}). The jury of {jury_text} gives a "
-            f"CuBE score of {head['cube_score']:.1f}{ci_text}, which is not a reliable basis for a decision. "
-            f"Retrieval found the gold document for {result.recall_at_k:.1%} of questions (R@{top_n})."
+            f"{primary}: verdict withheld ({'; '.join(head['withheld_reasons'])}). "
+            + (f"The jury of {jury_text} gives a CuBE score of {head['cube_score']:.1f}{ci_text}, which is not a "
+               "reliable basis for a decision. " if np.isfinite(head["cube_score"]) else "")
+            + f"Retrieval found the gold document for {result.recall_at_k:.1%} of questions (R@{top_n})."
         )
     elif head["retriever_note"]:
         sentence = f"{primary}: CuBE 0.0, {head['verdict']}: {head['retriever_note']}."

@@ -388,13 +388,18 @@ def trimmed_means(
     return _order(pd.DataFrame(rows, columns=cols), dims)
 
 
+JURY_W_METRICS = ("weighted_score", "cube_score")  # undefined for the jury when a member's W is noise
+
+
 def jury_summary(cube_table: pd.DataFrame) -> pd.DataFrame:
     """Mean and SD (ddof = 1) across judges of every numeric column (Table 4's last row),
     over the judges that passed the validity gate when the table has an `in_jury` column.
 
     A column undefined (NaN) for a member of the jury is undefined for the jury (issue 20): the
     mean of the others would be reported as the whole jury's (`n_judges` judges) when fewer stand
-    behind it, and the decision's weakest dimensions read these means.
+    behind it, and the decision's weakest dimensions read these means. W and CuBE are undefined
+    for the jury when a member kept by the gate has `gate_w_unusable` (its W is noise: the
+    per-judge values stay in the cube table, the cause in its `gate_withhold` / `gate_evidence`).
 
     Returns a frame indexed `mean`, `sd` (SD is NaN with a single judge, everything NaN with
     none), with `n_judges`: how many judges the mean averages."""
@@ -403,6 +408,10 @@ def jury_summary(cube_table: pd.DataFrame) -> pd.DataFrame:
                                                                               "content_blind")]
     num = table.select_dtypes(include="number").drop(columns=skip, errors="ignore")
     out = pd.DataFrame({"mean": num.mean(skipna=False), "sd": num.std(ddof=1, skipna=False)}).T
+    if "gate_w_unusable" in table and table["gate_w_unusable"].fillna(False).astype(bool).any():
+        # a kept member's W fails rule (f) for a cause that is not the judge's (noise weights, too few
+        # questions): that W is noise, so the jury's W and CuBE are undefined, never a mean of it
+        out.loc[["mean", "sd"], [c for c in JURY_W_METRICS if c in out]] = np.nan
     out["n_judges"] = [len(table), np.nan]
     return out
 

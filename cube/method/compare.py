@@ -286,12 +286,22 @@ def compare_pair(a_answers: pd.DataFrame, a_scores: pd.DataFrame, b_answers: pd.
                          settings={"n_resamples": n_resamples, "n_permutations": n_permutations, "seed": seed,
                                    "confidence": ap.confidence, "alpha": alpha, "power": power,
                                    "top_n_a": na, "top_n_b": nb, "dimensions": dims})
+    withheld = False
     for side, r in (("A", ra), ("B", rb)):  # a kept judge the verdict is withheld for (gate_withhold)
         t = r.cube_table
         for j in jury_judges:
             cause = str(t.at[j, "gate_withhold"]) if "gate_withhold" in t and j in t.index else ""
             if cause and cause != "nan":
                 cmp.flags.append(f"{side}: judge {j}: {cause}")
+                withheld = True
+    if withheld:  # the jury delta rests on a judge no test validated or a W that is noise: not published
+        jury = (cmp.deltas["judge"] == "jury") & cmp.deltas["metric"].isin(("cube_score", "weighted_score"))
+        cmp.deltas.loc[jury, [c for c in ("delta", "lo", "hi", "se", "p_value", "p_holm") if c in cmp.deltas]] = np.nan
+        cmp.deltas["p_holm"] = holm(cmp.deltas["p_value"].astype(float).tolist())
+        cmp.flags.append("jury ΔCuBE and ΔW undefined: a jury judge's verdict is withheld on a side (the causes "
+                         "above); the per-judge deltas are shown per judge")
+        boot_d.pop(("jury", "cube_score"), None)
+        perm_d.pop(("jury", "cube_score"), None)
     jury_boot = boot_d.get(("jury", "cube_score"))
     jury_perm = perm_d.get(("jury", "cube_score"))
     cmp.valid_share = {"resamples": float(np.isfinite(jury_boot).mean()) if jury_boot is not None else None,

@@ -84,6 +84,20 @@ class CubeResult:
         return (float(row["lo"].iloc[0]), float(row["hi"].iloc[0])) if len(row) else (float("nan"),) * 2
 
 
+def _undefined_jury_interval(boot: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
+    """The jury's W and CuBE intervals are undefined when `jury_summary` leaves the jury's W and CuBE
+    undefined (a kept member's W is noise): resamples of a mean over noise are no interval."""
+    from cube.method.analysis import JURY_W_METRICS
+
+    member = table["in_jury"].astype(bool) & table["gate_w_unusable"].fillna(False).astype(bool)
+    if not member.any():
+        return boot
+    boot = boot.copy()
+    rows = (boot["judge"] == "jury") & boot["metric"].isin(JURY_W_METRICS)
+    boot.loc[rows, [c for c in ("estimate", "lo", "hi") if c in boot]] = np.nan
+    return boot
+
+
 def weight_causes(ranks: pd.DataFrame, correlations: pd.DataFrame) -> dict[str, str]:
     """Why a judge's rank-correlation weights are all undefined (no positive r), one line per judge."""
     out: dict[str, str] = {}
@@ -193,6 +207,8 @@ def evaluate(answers: pd.DataFrame, scores: pd.DataFrame, analysis_params: Any =
                               paired=ap.paired, judges=judge_names, dimensions=dimensions,
                               jury_judges=[j for j in table.index if table.at[j, "in_jury"]],
                               weights_fallback=ap.weights_fallback, method=ap.interval)
+    if boot is not None and "gate_w_unusable" in table:
+        boot = _undefined_jury_interval(boot, table)
     return CubeResult(
         system=system,
         recall_at_k=recall,
@@ -239,7 +255,7 @@ def _all_retrieval_unknown(system: str, outcomes: Any, scores: pd.DataFrame, jud
                          flags=[f"judge {j} · W: undefined: {cause}" for j in judges])
     gate = pd.DataFrame({c: np.nan for c in GATE_COLUMNS[1:]}, index=table.index).assign(
         in_jury=False, excluded_reason=cause, judging_failed=False, gate_questions=0, gate_rank_applied=False,
-        content_blind=False, gate_evidence=cause)
+        content_blind=False, gate_evidence=cause, gate_w_unusable=False, gate_validated=False)
     table = table.join(gate[GATE_COLUMNS[1:]])
     flags = pd.DataFrame([{"judge": j, "dimension": "W", "code": "retrieval_unknown", "message": m}
                           for j, m in zip(judges, table["flags"], strict=True)], columns=FLAG_COLUMNS)

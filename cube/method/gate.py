@@ -32,19 +32,25 @@ content. A test without the data to decide is reported, never a cause of exclusi
     `analysis.gate_band_tolerance` (default 25 points), unless the weights are the cause: under
     `weights: rank_correlation` the weights come from the run's ranks, and without a rank signal
     (a perfect retriever, few questions) they are noise, undefined when no correlation is
-    positive. When the judge's W with equal weights is defined and in the band, W undefined or
-    outside it is a fact about the run's ranks, not the judge: the judge keeps its place and
-    `gate_withhold` names the cause and the remedy (`analysis.weights: equal`, or
+    positive. When the judge's W with equal weights is defined and in the band and there is
+    evidence that the judge reads the content (the audit passed it, or the retrieval test applied
+    and passed: a length-only judge passes the bounds test, so that is not enough), W undefined
+    or outside the band is put down to the weights: the judge keeps its place, `gate_w_unusable`
+    is set (the jury's W and CuBE are then undefined: `cube.method.analysis.jury_summary`), and
+    `gate_withhold` states both W and the evidence and names the remedy (`analysis.weights: equal`, or
     `analysis.weights_fallback: equal` for undefined weights); the verdict is withheld with it
     (`cube.diagnose.lta.withheld_reasons`). Measured on simulated perfect retrievers (the paper's
     four judges, 20 seeded runs each at 40 and 100 questions): all 9 W outside the band under
     rank-correlation weights were in it with equal weights (Qwen-like -310 to 400 -> 47 to 104).
 
 A test that cannot decide at this run's size never excludes: with n questions the one-sided
-Wilcoxon test cannot go below p = 2^-n, so with 2^-n >= `analysis.gate_alpha` (n <= 4 at 0.05)
-no judge can be validated; `gate_withhold` says so and the verdict is withheld with that cause.
+Wilcoxon test cannot go below p = 2^-n, n the questions with a nonzero difference (the test drops
+ties), so with 2^-n >= `analysis.gate_alpha` (n <= 4 at 0.05) no judge can be validated; `gate_withhold` says so and the verdict is withheld with that cause.
 Rule (f) then does not exclude either (W on so few questions is noise); it is reported in
-`gate_evidence`. The failure rate and content-blindness still exclude: they are facts about the judge.
+`gate_evidence` and sets `gate_w_unusable`. The failure rate still excludes. Content-blindness excludes
+only where it can be tested (`constant_sets` needs `VARY_MIN_QUESTIONS` questions per set, the audit
+`audit_min_pairs` pairs): at n <= 4 a content-blind judge may stay untested, `gate_validated` False
+(no test passed it), and the decision page lists it as not validated.
 
 Operating characteristics measured by `benchmarks/gate_operating.py --runs 40` (judges simulated
 from the paper's Table 2 bounds and content-blind ones, 20 / 40 / 100 / 300 questions x R@k 0.5 /
@@ -74,7 +80,7 @@ from cube.method.normalise import cube_scores
 
 GATE_COLUMNS = ["judge", "in_jury", "excluded_reason", "judging_failed", "gate_p_value", "gate_separation",
                 "gate_questions", "gate_rank_r", "gate_rank_p_value", "gate_rank_applied", "failure_rate",
-                "content_blind", "gate_evidence", "gate_withhold"]
+                "content_blind", "gate_evidence", "gate_withhold", "gate_w_unusable", "gate_validated"]
 RANK_TEST_MIN_GROUP = 20  # questions per group (retrieved, missed) before the retrieval test may exclude
 VARY_MIN_QUESTIONS = 5  # scored questions in a set before "one score for all" means content-blind
 WITHHOLD_SEP = " | "  # between the causes in `gate_withhold`
@@ -163,13 +169,14 @@ def _weighted(values: pd.Series, weights: pd.Series) -> pd.Series:
 
 def bounds_test(grid: pd.DataFrame, judge: Any, weights: pd.Series) -> tuple[float, int]:
     """One-sided Wilcoxon p (full > zero) of the per-question weighted difference, each dimension
-    paired on its own, and the number of questions it uses (p = 1 when every difference is 0)."""
+    paired on its own, and the number of questions with a nonzero difference: the ones the test uses
+    (Wilcoxon drops zero differences; p = 1 when every difference is 0)."""
     wide = _wide(grid, judge, weights.index)
     if not {"full", "zero"} <= set(wide.columns):
         return float("nan"), 0
     d = _weighted(wide["full"] - wide["zero"], weights)
     nonzero = d[np.abs(d) > 1e-12].to_numpy(float)
-    return (float(stats.wilcoxon(nonzero, alternative="greater").pvalue) if len(nonzero) else 1.0), len(d)
+    return (float(stats.wilcoxon(nonzero, alternative="greater").pvalue) if len(nonzero) else 1.0), len(nonzero)
 
 
 def retrieval_test(grid: pd.DataFrame, judge: Any, weights: pd.Series,
@@ -227,7 +234,8 @@ def min_questions(alpha: float) -> int:
 
 def bounds_test_undecidable(n: int, alpha: float) -> str:
     """The cause named when the bounds test cannot decide on n questions."""
-    return (f"the bounds test cannot decide on {n} question{'s' if n != 1 else ''} (smallest attainable one-sided "
+    return (f"the bounds test cannot decide on {n} question{'s' if n != 1 else ''} with a nonzero full - zero "
+            f"difference (smallest attainable one-sided "
             f"Wilcoxon p = 2^-{n} = {0.5 ** n:.3g}, not below the level {alpha:g}: at least {min_questions(alpha)} "
             "questions are needed)")
 
@@ -255,10 +263,11 @@ def equal_weight_w(trimmed: pd.DataFrame, judge: Any) -> float:
 
 
 def _weights_cause(judge: Any, problem: str, trimmed: pd.DataFrame | None, causes: dict[str, str],
-                   ap: Any) -> str:
-    """When rank-correlation weights, not the judge, make W fail rule (f): the sentence naming that
-    cause and the remedy ('' when the judge's W with equal weights fails too, or weights are fixed)."""
-    if getattr(ap, "weights", "rank_correlation") != "rank_correlation" or trimmed is None:
+                   ap: Any, reads_content: str) -> str:
+    """When rank-correlation weights, not the judge, make W fail rule (f): the sentence stating what
+    was measured and the remedy ('' when the judge's W with equal weights fails too, the weights are
+    fixed, or nothing shows the judge reads the content: `reads_content`, the evidence that it does)."""
+    if getattr(ap, "weights", "rank_correlation") != "rank_correlation" or trimmed is None or not reads_content:
         return ""
     eq = equal_weight_w(trimmed, judge)
     tol = ap.gate_band_tolerance
@@ -270,8 +279,7 @@ def _weights_cause(judge: Any, problem: str, trimmed: pd.DataFrame | None, cause
     else:
         what = (problem if problem.startswith("W =") else "W undefined") + " under rank-correlation weights"
         remedy = "analysis.weights: equal"
-    return (f"{what}, but {eq:.1f} with equal weights: the weights follow this run's ranks, which carry no usable "
-            f"signal, not the judge (remedy: {remedy})")
+    return f"{what}, but {eq:.1f} with equal weights, and {reads_content} (remedy: {remedy})"
 
 
 def judge_gate(grid: pd.DataFrame, scores: pd.DataFrame, cube_table: pd.DataFrame, effective: pd.DataFrame,
@@ -315,7 +323,8 @@ def judge_gate(grid: pd.DataFrame, scores: pd.DataFrame, cube_table: pd.DataFram
         w = effective[effective["judge"] == judge].set_index("dimension")["effective_weight"]
         w = w[w.fillna(0) > 0]
         p_value, sep, nq, rank_r, rank_p, applied = float("nan"), float("nan"), 0, float("nan"), float("nan"), False
-        blind = False
+        blind = bounds_passed = w_unusable = False
+        reads: list[str] = []  # the evidence that it reads the content
         W = float(cube_table.at[judge, "weighted_score"])
         if not failed:
             flat = constant_sets(grid, judge)
@@ -326,6 +335,8 @@ def judge_gate(grid: pd.DataFrame, scores: pd.DataFrame, cube_table: pd.DataFram
                                "question and dimension)")
             row = aud.loc[judge] if aud is not None and judge in aud.index else None
             verdict, said = audit_verdict(row, ap.gate_alpha, audit_min_pairs)
+            if verdict is False:
+                reads.append("the audit shows it reads the content")
             evidence.append(said if verdict is not True else "audit: failed")
             if verdict:
                 blind = True
@@ -346,13 +357,16 @@ def judge_gate(grid: pd.DataFrame, scores: pd.DataFrame, cube_table: pd.DataFram
                                + (f" (minimum {floor:g})" if floor > 0 else ""))
             else:
                 evidence.append(f"bounds test on {nq} questions")
+                bounds_passed = True
             if ranks is not None:
                 rank_r, rank_p, n_hit, n_miss = retrieval_test(grid, judge, _rank_test_weights(grid, judge, w, ap),
                                                                ranks)
                 applied = min(n_hit, n_miss) >= RANK_TEST_MIN_GROUP
                 if applied:
                     evidence.append(f"retrieval test on {n_hit} retrieved and {n_miss} missed questions")
-                    if not rank_p < ap.gate_alpha:
+                    if rank_p < ap.gate_alpha:
+                        reads.append("its rag-set score follows retrieval")
+                    else:
                         reasons.append(f"its rag-set score does not follow retrieval: rag total of {n_hit} retrieved "
                                        f"vs {n_miss} missed questions, rank-biserial r = {rank_r:.2f}, one-sided "
                                        f"Mann-Whitney p = {rank_p:.3g} (level {ap.gate_alpha:g})")
@@ -361,17 +375,27 @@ def judge_gate(grid: pd.DataFrame, scores: pd.DataFrame, cube_table: pd.DataFram
                                     f"{RANK_TEST_MIN_GROUP} of each needed)")
             problem = _w_problem(judge, W, len(w) > 0, cube_table, ap.gate_band_tolerance)
             if problem:
-                weights_said = _weights_cause(judge, problem, trimmed, weight_causes or {}, ap)
+                weights_said = _weights_cause(judge, problem, trimmed, weight_causes or {}, ap, " and ".join(reads))
                 if too_small:  # W on so few questions is no evidence either
                     evidence.append(f"{problem}, on {nq} questions: too few to tell the judge from noise")
+                    w_unusable = True
                 elif weights_said:
                     evidence.append(weights_said)
                     withhold.append(weights_said)
+                    w_unusable = True
                 else:
+                    if trimmed is not None and getattr(ap, "weights", "rank_correlation") == "rank_correlation" \
+                            and not reads:
+                        evidence.append("W's failure is not put down to the rank-correlation weights: no evidence "
+                                        "that it reads the content (the audit did not pass it and the retrieval "
+                                        "test did not apply or did not pass; a length-only judge passes the bounds "
+                                        "test)")
                     reasons.append(problem)
         rows.append({"judge": judge, "in_jury": not reasons, "excluded_reason": "; ".join(reasons),
                      "judging_failed": failed, "gate_p_value": p_value, "gate_separation": sep,
                      "gate_questions": nq, "gate_rank_r": rank_r, "gate_rank_p_value": rank_p,
                      "gate_rank_applied": applied, "failure_rate": rate, "content_blind": blind,
-                     "gate_evidence": "; ".join(evidence), "gate_withhold": WITHHOLD_SEP.join(withhold)})
+                     "gate_evidence": "; ".join(evidence), "gate_withhold": WITHHOLD_SEP.join(withhold),
+                     "gate_w_unusable": w_unusable,
+                     "gate_validated": bounds_passed or bool(reads)})
     return pd.DataFrame(rows, columns=GATE_COLUMNS).set_index("judge")

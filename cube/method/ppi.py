@@ -319,7 +319,13 @@ def check_human(human: pd.DataFrame, table: str = "human") -> None:
 
 def jury_weights(result: Any) -> dict[str, float]:
     """The dimension weights of the human-calibrated W: the mean of the jury judges' weights
-    (their configured or rank-correlation weights), equal when none is defined."""
+    (their configured or rank-correlation weights), equal when none is defined or when a jury
+    member's W is noise (`gate_w_unusable`: the rank-correlation weights of this run carry no usable
+    signal, and equal weights are the remedy the gate names)."""
+    t = result.cube_table
+    if "gate_w_unusable" in t and t.loc[t.index.astype(str).isin(result.jury_judges), "gate_w_unusable"].fillna(
+            False).astype(bool).any():
+        return {str(d): 1.0 for d in result.weights["dimension"].unique()}
     w = result.weights
     w = w[w["judge"].astype(str).isin(result.jury_judges)].groupby("dimension")["weight"].mean()
     w = w.fillna(0.0).clip(lower=0.0)

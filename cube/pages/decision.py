@@ -79,8 +79,14 @@ def decision_markdown(decision: dict[str, Any]) -> str:
         lines.append("")
     used = decision.get("judges_used")
     if used is not None:
-        lines.append(f"Judges in the jury ({decision.get('n_judges', len(used))}): "
-                     + (", ".join(esc(j) for j in used) or "none") + ".")
+        untested = [j for j in decision.get("judges_not_validated") or [] if j in used]
+        tested = [j for j in used if j not in untested]
+        if tested or not untested:
+            lines.append(f"Judges in the jury ({len(tested) if untested else decision.get('n_judges', len(used))}): "
+                         + (", ".join(esc(j) for j in tested) or "none") + ".")
+        if untested:  # kept because no test could decide on this run, not because one passed them
+            lines.append(f"Judges not validated ({len(untested)}): " + ", ".join(esc(j) for j in untested)
+                         + ": the gate could not test them on this run (kept, and the verdict withheld).")
         for j, why in (decision.get("judges_excluded") or {}).items():
             lines.append(f"- excluded: {esc(j)} ({esc(why)})")
         for j, evidence in (decision.get("judge_evidence") or {}).items():  # what the gate read (issue 20)
