@@ -410,3 +410,21 @@ def test_after_a_cut_the_limit_only_follows_429s_and_timeouts():
     assert all(0 <= b - a <= 1 / a + 1e-9 for a, b in zip(after, after[1:], strict=False)), after  # additive only
     assert lim.settled_limit() is None
 
+
+
+def test_the_documented_growth_after_a_cut_and_flat_step_are_the_ones_the_code_uses():
+    """review: README and `min_concurrency` said the limit "grows back by one per window" after a
+    429, while it grows by 1/limit per answered call, and only congestion moves it from then on."""
+    from pathlib import Path
+
+    text = ModelSpec.model_fields["min_concurrency"].description
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8").split())
+    for doc in (text, readme):
+        assert "by one per window" not in doc
+        assert "1/limit per answered call" in doc and "only 429s and timeouts" in doc
+        assert "two windows in a row" in doc
+    lim = AdaptiveLimit(1, 64)
+    lim.limit = 10.0
+    lim.congested()
+    lim.success()
+    assert lim.limit == pytest.approx(7 + 1 / 7)
