@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 
 import pytest
 
@@ -322,3 +323,108 @@ def test_the_http_path_finds_a_one_at_a_time_server_without_max_concurrency():
         out = model.complete(reqs, role="judging", progress=False)
     c = model.concurrency
     assert all(r.ok for r in out) and c["final_limit"] >= 8 and server.max_in_flight >= 8, c
+
+
+def _virtual(services: list[float], *, slots: int | None = None, hi: int = 64, settled: int | None = None,
+             stop=None) -> tuple[AdaptiveLimit, float, list[float]]:
+    """Calls with the given service times (in send order) through an `AdaptiveLimit` on a virtual
+    clock, to a server with `slots` calls in service at once (the rest queue FIFO) or unbounded
+    (None). Stops early when `stop(lim)` holds after an answer. Returns the limit, the virtual time
+    taken and the limit after each answer."""
+    import heapq
+
+    now = [0.0]
+    lim = AdaptiveLimit(1, hi, clock=lambda: now[0], settled=settled)
+    done: list[tuple[float, int]] = []  # (finish time, call)
+    pending, queue, busy, limits = list(range(len(services)))[::-1], deque(), [0], []
+
+    def dispatch() -> None:
+        while queue and (slots is None or busy[0] < slots):
+            i = queue.popleft()
+            busy[0] += 1
+            heapq.heappush(done, (now[0] + services[i], i))
+
+    def send() -> None:
+        while pending and lim.in_flight < int(lim.limit):
+            lim._take()
+            queue.append(pending.pop())
+        dispatch()
+
+    send()
+    while done:
+        now[0], _ = heapq.heappop(done)
+        busy[0] -= 1
+        dispatch()
+        lim.success()
+        lim._tick()
+        lim.in_flight -= 1
+        limits.append(lim.limit)
+        if stop is not None and stop(lim):
+            break
+        send()
+    return lim, now[0], limits
+
+
+def _lognormal(n: int, seed: int, sigma: float = 1.0) -> list[float]:
+    import math
+    import random
+
+    rng = random.Random(seed)
+    return [rng.lognormvariate(math.log(3.0), sigma) for _ in range(n)]
+
+
+def test_a_batch_that_ends_during_the_floor_test_hands_on_the_limit_before_the_drop():
+    """review C2: a judge's 20-call pilot often ended in mode "down" (the one window at the floor
+    unfinished) and its main batch started at 1 on a parallel endpoint (mean time 187 s -> 253 s)."""
+    lim, _, _ = _virtual([1.0] * 200, slots=1, stop=lambda lim: lim.mode == "down")
+    assert lim.mode == "down" and lim.limit == 1
+    assert lim.settled_limit() >= 8, lim.summary()  # the limit the rate was judged flat at, not the floor
+
+
+def test_a_parallel_server_rarely_takes_a_false_flat_step():
+    """review C2: one noisy window pair (log-normal service times, sigma 1) sent a parallel server
+    to the floor in 29-51 % of batches; a step back now needs two flat judgements in a row."""
+    runs = [_virtual(_lognormal(300, seed), slots=None)[0] for seed in range(60)]
+    false_steps = sum(lim.flat_steps > 0 for lim in runs)
+    assert false_steps <= 6, false_steps  # <= 10 %
+    assert sum(lim.limit >= 32 for lim in runs) >= 54, [lim.limit for lim in runs]
+
+
+def test_after_a_cut_the_limit_only_follows_429s_and_timeouts():
+    """review C3: a rate-limited API's flat rate set off the flat detector and its 2x probes ran
+    into the limiter (share of the rate limit 0.78 against 0.95). Once a 429 or timeout has cut the
+    limit, it grows by 1/limit per answer and drops only on congestion: no flat step, no probe."""
+    cut = {}
+
+    def stop(lim: AdaptiveLimit) -> bool:
+        if lim.limit >= 16 and not lim.cuts:
+            lim.congested()  # a 429 at 16 in flight
+            cut["at"] = len(seen)
+        seen.append(lim.limit)
+        return False
+
+    seen: list[float] = []
+    lim, _, _ = _virtual([0.5] * 600, slots=4, stop=stop)  # the rate is flat beyond 4 in flight
+    after = seen[cut["at"]:]
+    assert lim.cuts == 1 and lim.mode == "up", lim.summary()
+    assert all(0 <= b - a <= 1 / a + 1e-9 for a, b in zip(after, after[1:], strict=False)), after  # additive only
+    assert lim.settled_limit() is None
+
+
+
+def test_the_documented_growth_after_a_cut_and_flat_step_are_the_ones_the_code_uses():
+    """review: README and `min_concurrency` said the limit "grows back by one per window" after a
+    429, while it grows by 1/limit per answered call, and only congestion moves it from then on."""
+    from pathlib import Path
+
+    text = ModelSpec.model_fields["min_concurrency"].description
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8").split())
+    for doc in (text, readme):
+        assert "by one per window" not in doc
+        assert "1/limit per answered call" in doc and "only 429s and timeouts" in doc
+        assert "two windows in a row" in doc
+    lim = AdaptiveLimit(1, 64)
+    lim.limit = 10.0
+    lim.congested()
+    lim.success()
+    assert lim.limit == pytest.approx(7 + 1 / 7)

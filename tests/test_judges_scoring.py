@@ -338,3 +338,19 @@ def test_offline_judges_scored_a_slice_at_a_time_give_the_same_table(monkeypatch
     timing = ["latency_s", "queue_s"]  # measured, so never equal between two runs
     pd.testing.assert_frame_equal(sliced.drop(columns=timing), whole.drop(columns=timing))
     assert (whole["error_kind"] == "skipped").sum() == 8 and whole["error_kind"].iloc[-1] == "skipped"
+
+
+def test_sort_key_of_judge_calls_reuses_the_message_strings_in_text_order():
+    """review S1: the prefix order sorted on each call's joined prompt text (150-300 MB of keys at
+    paper scale); the key is now the tuple of the message contents themselves."""
+    from cube.judges.scoring import _prefix_key
+    from cube.llm import Request
+    from cube.llm.tokens import prompt_text
+
+    reqs = [Request(({"role": "system", "content": s}, {"role": "user", "content": u}))
+            for s in ("Judge relevance.", "Judge completeness.", "Judge relevance")
+            for u in ("Q: b\nA: x", "Q: a\nA: y", "Q: a\nA: x", "Q: a")]
+    order = sorted(range(len(reqs)), key=lambda i: _prefix_key(reqs[i]))
+    assert order == sorted(range(len(reqs)), key=lambda i: prompt_text(reqs[i]))
+    key = _prefix_key(reqs[0])
+    assert all(k is m["content"] for k, m in zip(key, reqs[0].messages, strict=True))

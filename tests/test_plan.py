@@ -435,3 +435,14 @@ def test_screen_drops_a_near_copy_of_the_same_document_that_adds_rare_words():
     reasons = screen_questions(q, corpus, question_prompt_template("zh"))
     # row 3: the same words as row 0 on another document; row 4: a near copy of row 0 only (another document)
     assert reasons.tolist() == ["", "", "near_duplicate", "near_duplicate", ""]
+
+
+def test_the_documented_template_token_source_is_the_one_the_code_uses():
+    """review: the module said a local server's chat-template tokens are "measured by one probe call
+    per role sequence"; they come from calls already answered (the cache's, or `--pilot`'s), no new call."""
+    from cube.llm.tokens import OBSERVED
+    from cube.run import plan
+
+    doc = " ".join(plan.__doc__.split())
+    assert "probe call" not in doc
+    assert f"median of up to {OBSERVED} calls already answered per role sequence" in doc

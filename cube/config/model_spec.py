@@ -133,9 +133,10 @@ class ModelSpec(StrictModel):
         "wins.")
     min_concurrency: int = Field(
         1, ge=1, description="Fewest calls in flight the adaptive limit goes down to: it is cut to 70 % on HTTP 429 "
-        "or a timeout (once for the calls in flight at the cut) and grows back by one per window of answered calls; "
-        "it steps back when the answered calls per second stay flat as the calls in flight rise, as on a "
-        "server that answers one request at a time (cube/llm/concurrency.py).")
+        "or a timeout (once for the calls in flight at the cut) and then grows by 1/limit per answered call, only "
+        "429s and timeouts moving it from then on; before any cut it steps back here when the answered calls per "
+        "second stay flat as the calls in flight rise two windows in a row, as on a server that answers one "
+        "request at a time (cube/llm/concurrency.py).")
     max_attempts: int = Field(5, ge=1, description="Attempts per call, retries included.")
     backoff_base_s: float = Field(0.5, gt=0, description="First retry delay; doubles each attempt, with jitter.")
     backoff_max_s: float = Field(30.0, gt=0)

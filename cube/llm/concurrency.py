@@ -18,14 +18,19 @@ also watches throughput (Little's law): each window of `max(WINDOW, limit)` answ
 time-weighted mean of the calls in flight (its level) and the answered calls per second (its rate).
 Between two windows whose levels differ by a ratio of at least `LEVEL_STEP`, the elasticity
 g = ln(rate ratio) / ln(level ratio) is ~1 on a server that runs calls in parallel and ~0 on one that
-queues them. Rising with g < `FLAT`: the limit drops straight to `min_concurrency` for one window (the
+queues them. One window rising with g < `FLAT` may be noise (it was in 29-51 % of batches on a
+parallel server with log-normal service times): slow start doubles once more, and only a second
+flat judgement in a row steps back. Then the limit drops straight to `min_concurrency` for one window (the
 widest level ratio, the least noisy comparison): if the rate there is as high (g < `FLAT`) the server
-queues and the limit settles at the floor, else it goes back to the limit where the rate was flat.
-Settled, its windows pool into one baseline, and every `HOLD` windows it probes twice the limit for
+queues and the limit settles at the floor, else the flat steps were noise and slow start goes on
+from the limit before the drop (also what `settled_limit` hands a next batch while that window is
+unfinished). Settled, its windows pool into one baseline, and every `HOLD` windows it probes twice the limit for
 a window twice as long, kept (settled there) only if the rate rose with it (g >= `FLAT`). The
 detector's error rate on known truth: `benchmarks/adaptive_concurrency.py --trials`. A window opens once the calls in
 flight fit under the limit (after a step down they drain first). A 429 or timeout cuts as above in
-every mode.
+every mode, and from the first cut on the congestion signals alone drive the limit (additive increase,
+cuts; no flat steps, no probes): a rate limiter also keeps the rate flat, and probing twice the limit
+there only runs into it (share of the rate limit 0.78 against 0.95 with them).
 
 A released slot is handed straight to the first waiter (FIFO; a future per waiter, set by the
 releaser), O(1) per slot. The `asyncio.Condition` this replaced re-checked every waiter already
@@ -68,7 +73,9 @@ class AdaptiveLimit:
         self._cut_seq = -1  # `_seq` when the limit was last cut: congestion from calls up to it is ignored
         self._waiters: deque[asyncio.Future[int]] = deque()  # FIFO; each gets its slot's sequence number
         # throughput windows (the module's docstring)
-        self.mode = "up" if settled is None else "hold"  # "up": growing; "down": halving while the rate stays flat; "hold": settled
+        # "up": growing; "down": the one window at the floor after two flat judgements; "hold": settled;
+        # "probe": a window at twice the settled limit
+        self.mode = "up" if settled is None else "hold"
         self.flat_steps = 0  # steps back taken because the rate stayed flat as the level rose
         self._clock = clock
         self._t = clock()  # time of the last change of `in_flight`
@@ -78,7 +85,8 @@ class AdaptiveLimit:
         # (level, rate, limit, answered calls, seconds) of the last window judged (settled: of them all)
         self._prev: tuple[float, float, float, int, float] | None = None
         self._held = 0  # windows spent settled
-        self._settled = self.limit  # the limit a probe goes back to
+        self._settled = self.limit  # the limit a probe goes back to; while "down", the one before the drop
+        self._flat_once = False  # the last judgement in slow start found the rate flat (a second confirms)
 
     def _tick(self) -> None:
         now = self._clock()
@@ -166,6 +174,8 @@ class AdaptiveLimit:
 
     def _judge(self, level: float, n: int, elapsed: float) -> None:
         """One window's level and rate against the last judged window's (the module's docstring)."""
+        if self.cuts:  # 429s or timeouts have cut the limit: they are the signal (AIMD), not the rate
+            return
         rate = n / elapsed
         prev, self._prev = self._prev, (level, rate, self.limit, n, elapsed)
         if self.mode == "hold":
@@ -180,32 +190,43 @@ class AdaptiveLimit:
         step = level / prev[0] if prev is not None else 1.0
         g = math.log(rate / prev[1]) / math.log(step) if prev is not None and abs(math.log(step)) >= math.log(LEVEL_STEP) else None
         if self.mode in ("up", "probe"):
-            if g is not None and step > 1 and g < FLAT:  # more in flight, no more answered per second
+            flat = g is not None and step > 1 and g < FLAT  # more in flight, no more answered per second
+            if flat and self.mode == "up" and not self._flat_once:  # once may be noise: judge another window
+                self._flat_once = True
+                if self.limit < self.hi:
+                    self._set(2 * self.limit)  # against this one
+                else:
+                    self._prev = prev  # at the ceiling: against the same earlier window
+            elif flat:
                 self.flat_steps += 1
                 if self.mode == "probe":  # the probe bought nothing: back to the settled limit
                     self.mode = "hold"
                     self._set(self._settled)
                 else:  # straight down to the floor: the widest level ratio, the least noisy comparison
-                    self.mode = "down"
+                    self.mode, self._settled = "down", self.limit
                     self._set(self.lo)
             elif self.mode == "probe":  # the rate rose with the probe: settled there; no rise in level
                 self.mode = "hold"     # (too few calls waiting to tell): back to the settled limit
                 if g is None:
                     self._set(self._settled)
-            elif not self.cuts and (g is None or step > 1):
+            elif g is None or step > 1:
+                self._flat_once = False
                 self._set(2 * self.limit)  # slow start
         elif self.mode == "down":
             # the floor's rate against the rate where it stayed flat: if it fell with the level the server
-            # does run calls in parallel (back to that limit: flat there, so enough), else settle at the floor
-            self.mode = "hold"
+            # does run calls in parallel (the flat steps were noise: back to that limit, growing again),
+            # else settle at the floor
             if g is not None and step < 1 and g >= FLAT:
+                self.mode, self._flat_once = "up", False
                 self._set(prev[2])
+            else:
+                self.mode = "hold"
 
     def settled_limit(self) -> int | None:
         """The limit to start the model's next batch at (`settled`), or None while it is growing."""
         if self.mode == "up":
             return None
-        return int(self._settled if self.mode == "probe" else self.limit)
+        return int(self._settled if self.mode in ("probe", "down") else self.limit)
 
     def congested(self, seq: int | None = None, why: str = "http_429") -> None:
         """A 429 (`why="http_429"`) or a timeout (`why="timeouts"`) for the call whose slot had
@@ -218,6 +239,8 @@ class AdaptiveLimit:
             self.lowest = min(self.lowest, self.limit)
             self.cuts += 1
             self._cut_seq = self._seq
+            self.mode = "up"  # from now on additive increase, cut on congestion only (no flat steps, no probes)
+            self._w = None
 
     def summary(self) -> dict[str, float | int]:
         """The limit's course: bounds, start, calls in flight reached, final and lowest limit, cuts,

@@ -23,7 +23,9 @@ batch prices for judges, which `cube batch` can send), and time at the model's c
   equal where the judging count is exact (an offline judge's is an upper bound, and so is its audit's).
 - **Prompt tokens**: the built requests' texts through the model's tokenizer (`cube.llm.tokens`: a local
   server's tokenize route, tiktoken, or a stated estimate; `tokens_by` says which), plus the chat
-  template's tokens per call (a local server's measured by one probe call per role sequence,
+  template's tokens per call (a local server's measured without any new call: reported prompt tokens
+  minus the contents as tokenized, the median of up to 5 calls already answered per role sequence, the
+  cache's or `--pilot`'s, `cube.llm.tokens.template_tokens`; with none, not counted and `tokens_by` says so;
   tiktoken's documented 3 per message and 3 per call). Where a text is not
   known before the run (an LLM-written question, an LLM's answer a judge will read), a stand-in is used:
   the gold item's name for a question, `ANSWER_TOKENS` tokens for an answer; `exact` says whether every
