@@ -3,7 +3,7 @@
 Each replicate draws a run from `cube.method.simulate`'s model and computes the bootstrap intervals
 with the estimator's own arithmetic (`cube.method.bootstrap.bootstrap_prepared` on the simulated arrays:
 `cube_from_counts`, which reproduces `evaluate`; every simulated judge in the jury, as the gate admits
-them, see `cube simulate`'s gate table), both as percentile and as BCa intervals from the same
+them, see `cube simulate`'s gate table), both as BCa (the default) and as percentile intervals from the same
 resamples. Prints one line per (questions, judge, metric, method): coverage with its Monte Carlo
 standard error, mean width; the headline last: the jury CuBE coverage of the default interval at the
 middle size. `cube simulate` runs the whole study through `evaluate` and `compare_pair` (slower).
@@ -130,7 +130,7 @@ def main() -> None:
     ap.add_argument("--replicates", type=int, default=200)
     ap.add_argument("--questions", default="40,100,300")
     ap.add_argument("--bootstrap", type=int, default=1000)
-    ap.add_argument("--methods", default="percentile,bca")
+    ap.add_argument("--methods", default="bca,percentile", help="intervals; the first (the default, bca) is the headline")
     ap.add_argument("--compare", type=int, default=0, help="pairs per size for compare's size and power (0: none)")
     ap.add_argument("--better", action="store_true", help="--compare: also the power with B better by the MDE")
     ap.add_argument("--pvalues", type=int, default=0,
