@@ -252,7 +252,6 @@ def test_bca_with_the_grouped_jackknife_gives_the_full_jackknifes_interval(monke
         full = bootstrap_cube(answers, scores, n_resamples=2000, seed=3, method="bca")
         monkeypatch.setattr(BS, "JACKKNIFE_GROUPS", 200)  # pairs of questions
         grouped = bootstrap_cube(answers, scores, n_resamples=2000, seed=3, method="bca")
-        pct = bootstrap_cube(answers, scores, n_resamples=2000, seed=3)
     width = full["hi"] - full["lo"]
     shift = (grouped[["lo", "hi"]] - full[["lo", "hi"]]).abs().max(axis=1)
     # measured: at most 0.4 % of the width with 200 groups; 20 groups move it up to 3.6 %, the
