@@ -188,8 +188,8 @@ def test_analysis_interval_bca_changes_only_the_interval_of_the_evaluation():
     answers, scores = make_tables(n_questions=50, seed=2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        pct = evaluate(answers, scores, AnalysisParams(bootstrap=300), 8)
-        bca = evaluate(answers, scores, AnalysisParams(bootstrap=300, interval="bca"), 8)
+        pct = evaluate(answers, scores, AnalysisParams(bootstrap=300, interval="percentile"), 8)
+        bca = evaluate(answers, scores, AnalysisParams(bootstrap=300), 8)  # bca is the default
     pd.testing.assert_frame_equal(pct.cube_table, bca.cube_table)
     pd.testing.assert_frame_equal(pct.bootstrap[["judge", "metric", "estimate", "n_valid"]],
                                   bca.bootstrap[["judge", "metric", "estimate", "n_valid"]])
