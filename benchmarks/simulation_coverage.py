@@ -88,6 +88,38 @@ def compare_study(model: RunModel, sizes: list[int], R: int, B: int, better: boo
                   f"{rej:.1%} (MC SE {rej_se:.1%}); printed MDE {mde(se):.2f}")
 
 
+def permutation_p(model: RunModel, n: int, r: int, P: int, seed: int = 0) -> float:
+    """`compare_pair`'s permutation p-value of the jury ΔCuBE for pair r under no difference, from the
+    arrays (`pair`'s drawing, `compare_pair`'s swap masks when it draws no resamples: the same value)."""
+    from cube.method.compare import _concat
+
+    rs = S.replicate_seed(seed, n, r, 7)
+    q = draw_questions(model, n, np.random.default_rng(rs))
+    model_b = model.with_system(name="sys-b")
+    pa, pb = prepared(model, q, np.random.default_rng(rs + 1)), prepared(model_b, q, np.random.default_rng(rs + 2))
+    one = np.ones((1, n))
+    delta = float(cube_from_counts(pb, one)["cube_score"].mean(0)[0] - cube_from_counts(pa, one)["cube_score"].mean(0)[0])
+    M = (np.random.default_rng(S.replicate_seed(seed, n, r, 8)).random((P, n)) < 0.5).astype(float)
+    pab = _concat(pa, pb)
+    d = (cube_from_counts(pab, np.hstack([M, 1 - M]))["cube_score"].mean(0)
+         - cube_from_counts(pab, np.hstack([1 - M, M]))["cube_score"].mean(0))
+    d = d[np.isfinite(d)]
+    return float((1 + np.sum(np.abs(d) >= abs(delta) - 1e-9 * max(1.0, abs(delta)))) / (1 + len(d)))
+
+
+def fast_pvalue_study(model: RunModel, n: int, R: int, start: int, P: int) -> None:
+    """`pvalue_study` from the arrays (`permutation_p`), about ten times faster; pairs' p-values equal."""
+    from scipy import stats
+
+    p = pd.Series([permutation_p(model, n, r, P) for r in range(start, start + R)], dtype=float)
+    for a in (0.01, 0.05, 0.10):
+        rate, se, k = S.mc_rate(p <= a)
+        print(f"permutation (arrays) {n} q, no difference, pairs {start}..{start + R - 1}: R={k} p <= {a:.2f} in "
+              f"{rate:.1%} (MC SE {se:.1%}, {int((p <= a).sum())} pairs)")
+    print(f"KS against uniform: p = {stats.kstest(p, 'uniform').pvalue:.3f}")
+    print(f"permutation_rejection_5pct_{n}q: {float((p <= 0.05).mean()):.3f}")
+
+
 def pvalue_study(model: RunModel, n: int, R: int, start: int, P: int) -> None:
     """Compare's permutation p-value under no difference, through `compare_pair` itself
     (`simulate_study.compare_replicate` with `P` permutations and no bootstrap, which the p-value does
@@ -139,6 +171,7 @@ def main() -> None:
     ap.add_argument("--better", action="store_true", help="--compare: also the power with B better by the MDE")
     ap.add_argument("--pvalues", type=int, default=0,
                     help="pairs per size for the permutation p-value under no difference, through compare_pair")
+    ap.add_argument("--arrays", action="store_true", help="--pvalues from the arrays (compare_pair's values, faster)")
     ap.add_argument("--permutations", type=int, default=200, help="--pvalues: permutations per pair")
     ap.add_argument("--start", type=int, default=0, help="first pair of --pvalues (a later batch: new pairs)")
     args = ap.parse_args()
@@ -149,7 +182,7 @@ def main() -> None:
     t0 = time.time()
     if args.pvalues:
         for n in sizes:
-            pvalue_study(model, n, args.pvalues, args.start, args.permutations)
+            (fast_pvalue_study if args.arrays else pvalue_study)(model, n, args.pvalues, args.start, args.permutations)
         if not args.replicates and not args.compare:
             return
     if args.compare:
