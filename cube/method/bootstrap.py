@@ -1,4 +1,5 @@
-"""Percentile bootstrap of the CuBE score, resampling questions, vectorised.
+"""Bootstrap of the CuBE score, resampling questions, vectorised; BCa (`analysis.interval`'s default) or
+percentile intervals.
 
 A resample draws questions with replacement; the three sets of a question travel together
 (paired), so the bounds and the system are always compared on the same questions. Each
@@ -167,7 +168,7 @@ def bootstrap_cube(answers: pd.DataFrame, scores: pd.DataFrame, *, n_resamples: 
                    paired: bool = True, judges: list[str] | None = None, dimensions: list[str] | None = None,
                    jury_judges: list[str] | None = None, weights_fallback: str = "none",
                    method: str = "percentile") -> pd.DataFrame:
-    """Percentile intervals of each judge's and the jury's CuBE score, weighted score and R@k.
+    """Intervals (`method`, see `bootstrap_prepared`) of each judge's and the jury's CuBE, W and R@k.
 
     The jury averages `jury_judges` only (the judges that passed the validity gate; default:
     every judge), and a resample where one of them is undefined is undefined for the jury.
