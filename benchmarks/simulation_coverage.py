@@ -3,7 +3,7 @@
 Each replicate draws a run from `cube.method.simulate`'s model and computes the bootstrap intervals
 with the estimator's own arithmetic (`cube.method.bootstrap.bootstrap_prepared` on the simulated arrays:
 `cube_from_counts`, which reproduces `evaluate`; every simulated judge in the jury, as the gate admits
-them, see `cube simulate`'s gate table), both as percentile and as BCa intervals from the same
+them, see `cube simulate`'s gate table), both as BCa (the default) and as percentile intervals from the same
 resamples. Prints one line per (questions, judge, metric, method): coverage with its Monte Carlo
 standard error, mean width; the headline last: the jury CuBE coverage of the default interval at the
 middle size. `cube simulate` runs the whole study through `evaluate` and `compare_pair` (slower).
@@ -64,24 +64,81 @@ def pair(model: RunModel, model_b: RunModel, n: int, r: int, B: int, seed: int) 
     return {"n_questions": n, "delta": delta, "se": float(d.std(ddof=1)), "lo": float(lo), "hi": float(hi)}
 
 
-def compare_study(model: RunModel, sizes: list[int], R: int, B: int) -> None:
-    """Size and power of compare's paired bootstrap interval (module docstring), printed per size."""
+def compare_study(model: RunModel, sizes: list[int], R: int, B: int, better: bool = False) -> None:
+    """Size and power of compare's paired bootstrap interval (module docstring), printed per size;
+    `better`: the power with B better by the MDE too (a better system's CuBE varies more)."""
     ap = AnalysisParams()
     for n in sizes:
         null = pd.DataFrame([pair(model, model.with_system(name="sys-b"), n, r, B, 0) for r in range(R)])
         printed = float(mde(null["se"].mean()))
-        shift = S.quality_shift_for(model, -printed, ap)
-        model_b = model.with_system(name="sys-b", answer_quality=model.system.answer_quality + shift)
-        true = S.jury_truth(model_b, ap) - S.jury_truth(model, ap)
-        alt = pd.DataFrame([pair(model, model_b, n, r, B, 1) for r in range(R)])
-        for case, g, t in (("no difference", null, 0.0), (f"B worse by the MDE ({true:+.2f})", alt, true)):
+        cases = [("no difference", null, 0.0)]
+        for sign, word, seed in ((-1, "worse", 1), (1, "better", 2))[:2 if better else 1]:
+            shift = S.quality_shift_for(model, sign * printed, ap)
+            model_b = model.with_system(name="sys-b", answer_quality=model.system.answer_quality + shift)
+            true = S.jury_truth(model_b, ap) - S.jury_truth(model, ap)
+            alt = pd.DataFrame([pair(model, model_b, n, r, B, seed) for r in range(R)])
+            cases.append((f"B {word} by the MDE ({true:+.2f})", alt, true))
+            print(f"compare_power_at_mde_{word}_{n}q: {S.mc_rate((alt['hi'] < 0) | (alt['lo'] > 0))[0]:.3f}")
+        for case, g, t in cases:
             cover, cover_se, k = S.mc_rate((g["lo"] <= t) & (t <= g["hi"]))
             rej, rej_se, _ = S.mc_rate((g["hi"] < 0) | (g["lo"] > 0))
             sd, se = float(g["delta"].std(ddof=1)), float(g["se"].mean())
             print(f"compare {n:>4} q, {case}: R={k} SD of ΔCuBE {sd:.2f} (MC SE {sd / np.sqrt(2 * (k - 1)):.2f}), mean "
                   f"bootstrap SE {se:.2f}, interval covers the truth {cover:.1%} (MC SE {cover_se:.1%}), excludes 0 in "
                   f"{rej:.1%} (MC SE {rej_se:.1%}); printed MDE {mde(se):.2f}")
-        print(f"compare_power_at_mde_{n}q: {S.mc_rate((alt['hi'] < 0) | (alt['lo'] > 0))[0]:.3f}")
+
+
+def permutation_p(model: RunModel, n: int, r: int, P: int, seed: int = 0) -> float:
+    """`compare_pair`'s permutation p-value of the jury ΔCuBE for pair r under no difference, from the
+    arrays (`pair`'s drawing, `compare_pair`'s swap masks when it draws no resamples: the same value)."""
+    from cube.method.compare import _concat
+
+    rs = S.replicate_seed(seed, n, r, 7)
+    q = draw_questions(model, n, np.random.default_rng(rs))
+    model_b = model.with_system(name="sys-b")
+    pa, pb = prepared(model, q, np.random.default_rng(rs + 1)), prepared(model_b, q, np.random.default_rng(rs + 2))
+    one = np.ones((1, n))
+    delta = float(cube_from_counts(pb, one)["cube_score"].mean(0)[0] - cube_from_counts(pa, one)["cube_score"].mean(0)[0])
+    M = (np.random.default_rng(S.replicate_seed(seed, n, r, 8)).random((P, n)) < 0.5).astype(float)
+    pab = _concat(pa, pb)
+    d = (cube_from_counts(pab, np.hstack([M, 1 - M]))["cube_score"].mean(0)
+         - cube_from_counts(pab, np.hstack([1 - M, M]))["cube_score"].mean(0))
+    d = d[np.isfinite(d)]
+    return float((1 + np.sum(np.abs(d) >= abs(delta) - 1e-9 * max(1.0, abs(delta)))) / (1 + len(d)))
+
+
+def fast_pvalue_study(model: RunModel, n: int, R: int, start: int, P: int) -> None:
+    """`pvalue_study` from the arrays (`permutation_p`), about ten times faster; pairs' p-values equal."""
+    from scipy import stats
+
+    p = pd.Series([permutation_p(model, n, r, P) for r in range(start, start + R)], dtype=float)
+    for a in (0.01, 0.05, 0.10):
+        rate, se, k = S.mc_rate(p <= a)
+        print(f"permutation (arrays) {n} q, no difference, pairs {start}..{start + R - 1}: R={k} p <= {a:.2f} in "
+              f"{rate:.1%} (MC SE {se:.1%}, {int((p <= a).sum())} pairs)")
+    print(f"KS against uniform: p = {stats.kstest(p, 'uniform').pvalue:.3f}")
+    print(f"permutation_rejection_5pct_{n}q: {float((p <= 0.05).mean()):.3f}")
+
+
+def pvalue_study(model: RunModel, n: int, R: int, start: int, P: int) -> None:
+    """Compare's permutation p-value under no difference, through `compare_pair` itself
+    (`simulate_study.compare_replicate` with `P` permutations and no bootstrap, which the p-value does
+    not use) on pairs `start`..`start + R - 1`, each pair's p-value printed as it comes: the rejection
+    rate at 1, 5 and 10 % with its MC error, and the KS test against uniform."""
+    from scipy import stats
+
+    ap = AnalysisParams().model_copy(update={"bootstrap": 0})
+    values = []
+    for r in range(start, start + R):
+        values.append(S.compare_replicate(model, n, r, ap, n_permutations=P)["p_value"])
+        print(f"pair {r} p {values[-1]:.4f}", flush=True)
+    p = pd.Series(values, dtype=float).dropna()
+    for a in (0.01, 0.05, 0.10):
+        rate, se, k = S.mc_rate(p <= a)
+        print(f"permutation {n} q, no difference, pairs {start}..{start + R - 1}: R={k} p <= {a:.2f} in "
+              f"{rate:.1%} (MC SE {se:.1%}, {int((p <= a).sum())} pairs)")
+    print(f"KS against uniform: p = {stats.kstest(p, 'uniform').pvalue:.3f}")
+    print(f"permutation_rejection_5pct_{n}q: {float((p <= 0.05).mean()):.3f}")
 
 
 def prepared(model: RunModel, q: Questions, rng: np.random.Generator) -> Prepared:
@@ -109,16 +166,27 @@ def main() -> None:
     ap.add_argument("--replicates", type=int, default=200)
     ap.add_argument("--questions", default="40,100,300")
     ap.add_argument("--bootstrap", type=int, default=1000)
-    ap.add_argument("--methods", default="percentile,bca")
+    ap.add_argument("--methods", default="bca,percentile", help="intervals; the first (the default, bca) is the headline")
     ap.add_argument("--compare", type=int, default=0, help="pairs per size for compare's size and power (0: none)")
+    ap.add_argument("--better", action="store_true", help="--compare: also the power with B better by the MDE")
+    ap.add_argument("--pvalues", type=int, default=0,
+                    help="pairs per size for the permutation p-value under no difference, through compare_pair")
+    ap.add_argument("--arrays", action="store_true", help="--pvalues from the arrays (compare_pair's values, faster)")
+    ap.add_argument("--permutations", type=int, default=200, help="--pvalues: permutations per pair")
+    ap.add_argument("--start", type=int, default=0, help="first pair of --pvalues (a later batch: new pairs)")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     model = RunModel()
     sizes = [int(x) for x in args.questions.split(",")]
     methods = args.methods.split(",")
     t0 = time.time()
+    if args.pvalues:
+        for n in sizes:
+            (fast_pvalue_study if args.arrays else pvalue_study)(model, n, args.pvalues, args.start, args.permutations)
+        if not args.replicates and not args.compare:
+            return
     if args.compare:
-        compare_study(model, sizes, args.compare, args.bootstrap)
+        compare_study(model, sizes, args.compare, args.bootstrap, args.better)
         if not args.replicates:
             return
     true = truth(model).set_index("judge")

@@ -319,7 +319,8 @@ def _main(args: argparse.Namespace) -> int:
             head = json.loads((out / "comparison.json").read_text(encoding="utf-8"))
             ci = head["delta_cube_ci"]
             print(f"{head['b']} vs {head['a']}: ΔCuBE {_fmt(head['delta_cube'])} "
-                  f"[{_fmt(ci[0])}, {_fmt(ci[1])}], p = {_fmt(head['p_value'], 3)}, MDE {_fmt(head['mde'])}, "
+                  f"[{_fmt(ci[0])}, {_fmt(ci[1])}], p = {_fmt(head['p_value'], 3)}, "
+                  f"MDE {_fmt(head['mde'])} (about 80 % power: see the page), "
                   f"{head['n_questions']} questions, {head['n_regressions']} regressions, "
                   f"{head['n_improvements']} improvements" + _flags_note(head.get("flags") or []))
             for flag in head.get("flags") or []:  # as the page: the interval or p-value rests on a selection

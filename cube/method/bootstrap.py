@@ -1,4 +1,5 @@
-"""Percentile bootstrap of the CuBE score, resampling questions, vectorised.
+"""Bootstrap of the CuBE score, resampling questions, vectorised; BCa (`analysis.interval`'s default) or
+percentile intervals.
 
 A resample draws questions with replacement; the three sets of a question travel together
 (paired), so the bounds and the system are always compared on the same questions. Each
@@ -167,7 +168,7 @@ def bootstrap_cube(answers: pd.DataFrame, scores: pd.DataFrame, *, n_resamples: 
                    paired: bool = True, judges: list[str] | None = None, dimensions: list[str] | None = None,
                    jury_judges: list[str] | None = None, weights_fallback: str = "none",
                    method: str = "percentile") -> pd.DataFrame:
-    """Percentile intervals of each judge's and the jury's CuBE score, weighted score and R@k.
+    """Intervals (`method`, see `bootstrap_prepared`) of each judge's and the jury's CuBE, W and R@k.
 
     The jury averages `jury_judges` only (the judges that passed the validity gate; default:
     every judge), and a resample where one of them is undefined is undefined for the jury.
@@ -236,10 +237,28 @@ def bootstrap_prepared(p: Prepared, *, n_resamples: int = 1000, confidence: floa
     return pd.DataFrame(rows)
 
 
+JACKKNIFE_GROUPS = 200  # at most this many leave-out groups for BCa's acceleration (one CuBE computation each)
+
+
+def jackknife_groups(n: int, max_groups: int) -> np.ndarray:
+    """The leave-out group of each of n questions (in the prepared order, sorted by question id): one
+    question per group up to `max_groups` questions, else `max_groups` contiguous blocks of n // max_groups
+    or one more questions."""
+    return np.arange(n) if n <= max_groups else np.arange(n) * max_groups // n
+
+
 def _jackknife(p: Prepared, chunk: int = 256) -> dict[str, np.ndarray]:
-    """`cube_from_counts` with each question left out once (counts = ones minus one question)."""
+    """`cube_from_counts` with each group of questions left out once (counts = ones minus the group).
+
+    With one question per group this is the jackknife; from `max_groups` questions on, the grouped
+    (delete-m) jackknife, whose leave-out differences are sums of about m questions' influences: their
+    skewness ratio, BCa's acceleration, estimates the same quantity (E[(sum of m)^3] = m E[U^3], E[(sum of
+    m)^2] = m E[U^2]) at a cost of `JACKKNIFE_GROUPS` CuBE computations instead of n (6,111 at the paper's
+    scale, six times its 1,000 resamples)."""
     n = len(p.rank_score)
-    parts = [cube_from_counts(p, 1.0 - np.eye(n)[s:s + chunk]) for s in range(0, n, chunk)]
+    g = jackknife_groups(n, JACKKNIFE_GROUPS)
+    leave_out = (g[None, :] == np.arange(g.max() + 1)[:, None]).astype(float)
+    parts = [cube_from_counts(p, 1.0 - leave_out[s:s + chunk]) for s in range(0, len(leave_out), chunk)]
     return {k: np.concatenate([x[k] for x in parts], axis=-1) for k in ("cube_score", "weighted_score", "recall_at_k")}
 
 

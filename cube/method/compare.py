@@ -26,7 +26,12 @@ numbers the two reports publish when they are restricted to the common questions
   per-question standard deviation σ = se·√n of the paired difference (a CuBE difference behaves
   like a mean of n per-question contributions). A two-sided test at level α (default 1 − `analysis.confidence`, the interval's) with power 1 − β
   detects |Δ| >= (z_{1−α/2} + z_{1−β}) · σ / √n (the minimum detectable difference, MDE), and
-  needs n = ((z_{1−α/2} + z_{1−β}) · σ / Δ)² questions for a given Δ.
+  needs n = ((z_{1−α/2} + z_{1−β}) · σ / Δ)² questions for a given Δ. The power is 1 − β only if
+  the SE at a difference of the MDE is the SE measured on the data, which one comparison cannot check:
+  a system's CuBE varies more the higher it is, so on simulated pairs at 100 questions (benchmarks/
+  simulation_coverage.py --compare 1000 --better) a B worse by the printed MDE is detected in 87 %, a B
+  better by it in 73 % (README). The MDE is the size of difference the comparison resolves, not a
+  guarantee of 80 %.
 - **Several systems**: `compare_all` compares every pair and adjusts the jury ΔCuBE p-values
   with Holm's step-down correction (`p_holm`).
 """
