@@ -59,8 +59,9 @@ def test_a_stale_decision_is_forgotten_whole_when_an_earlier_stage_re_executes(t
            "verdict_label": "withheld", "provisional": "no interval", "withheld_reasons": ["judging failed"],
            "judging_failed": True}
     monkeypatch.setattr(cube.diagnose.lta, "assess", lambda *a, **k: out)
-    for name in ("offline_judges", "bound_answerer_note", "retrieval_quality", "_diagnosis", "_audit_record"):
+    for name in ("offline_judges", "bound_answerer_note", "retrieval_quality", "_diagnosis"):
         monkeypatch.setattr(pipeline, name, lambda *a, **k: None)
+    monkeypatch.setattr(pipeline, "_audit_record", lambda *a, **k: {"ran": False})
     pipeline.decision(FakeRun(), {})
     assert {"verdict", "verdict_label", "provisional", "judging_failed", "withheld_reasons"} <= set(recorded)
     paths = RunPaths(root=tmp_path / "run", cache=tmp_path / "c.sqlite").ensure()
