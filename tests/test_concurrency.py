@@ -94,7 +94,10 @@ def test_a_rate_limited_endpoint_cuts_the_limit_and_every_call_succeeds():
 
 
 def test_without_pushback_the_limit_stays_at_max_concurrency():
-    with OpenAIServer(reply=lambda body: "ok", latency_s=0.05) as server:
+    # 0.2 s per call: a parallel server's throughput doubles with the calls in flight by far more than a
+    # CPU-starved client's own overhead, so the flat-throughput detector has nothing to mistake (at 0.05 s
+    # it took a false flat step once on a loaded machine)
+    with OpenAIServer(reply=lambda body: "ok", latency_s=0.2) as server:
         model = make_model(ModelSpec(model="m", base_url=server.url, max_concurrency=8))
         out = model.complete([Request(({"role": "user", "content": f"q{i}"},)) for i in range(40)],
                              role="judging", progress=False)
