@@ -109,12 +109,18 @@ def permutation_p(model: RunModel, n: int, r: int, P: int, seed: int = 0) -> flo
 
 def fast_pvalue_study(model: RunModel, n: int, R: int, start: int, P: int) -> None:
     """`pvalue_study` from the arrays (`permutation_p`), about ten times faster; pairs' p-values equal."""
-    from scipy import stats
 
     p = pd.Series([permutation_p(model, n, r, P) for r in range(start, start + R)], dtype=float)
+    _print_rejections(p, "permutation (arrays)", n, start, R)
+
+
+def _print_rejections(p: pd.Series, label: str, n: int, start: int, R: int) -> None:
+    """The rejection rate at 1, 5 and 10 % with its MC error, the KS test against uniform, the headline."""
+    from scipy import stats
+
     for a in (0.01, 0.05, 0.10):
         rate, se, k = S.mc_rate(p <= a)
-        print(f"permutation (arrays) {n} q, no difference, pairs {start}..{start + R - 1}: R={k} p <= {a:.2f} in "
+        print(f"{label} {n} q, no difference, pairs {start}..{start + R - 1}: R={k} p <= {a:.2f} in "
               f"{rate:.1%} (MC SE {se:.1%}, {int((p <= a).sum())} pairs)")
     print(f"KS against uniform: p = {stats.kstest(p, 'uniform').pvalue:.3f}")
     print(f"permutation_rejection_5pct_{n}q: {float((p <= 0.05).mean()):.3f}")
@@ -125,20 +131,13 @@ def pvalue_study(model: RunModel, n: int, R: int, start: int, P: int) -> None:
     (`simulate_study.compare_replicate` with `P` permutations and no bootstrap, which the p-value does
     not use) on pairs `start`..`start + R - 1`, each pair's p-value printed as it comes: the rejection
     rate at 1, 5 and 10 % with its MC error, and the KS test against uniform."""
-    from scipy import stats
 
     ap = AnalysisParams().model_copy(update={"bootstrap": 0})
     values = []
     for r in range(start, start + R):
         values.append(S.compare_replicate(model, n, r, ap, n_permutations=P)["p_value"])
         print(f"pair {r} p {values[-1]:.4f}", flush=True)
-    p = pd.Series(values, dtype=float).dropna()
-    for a in (0.01, 0.05, 0.10):
-        rate, se, k = S.mc_rate(p <= a)
-        print(f"permutation {n} q, no difference, pairs {start}..{start + R - 1}: R={k} p <= {a:.2f} in "
-              f"{rate:.1%} (MC SE {se:.1%}, {int((p <= a).sum())} pairs)")
-    print(f"KS against uniform: p = {stats.kstest(p, 'uniform').pvalue:.3f}")
-    print(f"permutation_rejection_5pct_{n}q: {float((p <= 0.05).mean()):.3f}")
+    _print_rejections(pd.Series(values, dtype=float).dropna(), "permutation", n, start, R)
 
 
 def prepared(model: RunModel, q: Questions, rng: np.random.Generator) -> Prepared:
