@@ -8,10 +8,12 @@ to integers and clipped to 0-10. The truth is the CuBE of the population means (
 200,000 draws of the same generator). For each number of rated questions we report the share of
 runs whose 95 % interval covers the truth (with its Monte Carlo SE), the mean width, the mean
 bias of the human-calibrated and of the judge-only CuBE, and `ratings_needed` for a 10-point
-interval. The last line is `ppi_coverage_<world>_<n>: <share>` of the last configuration.
+interval, per bootstrap interval (`--intervals`, on the same worlds and resamples: BCa, the default,
+and the percentile interval), with how often the interval lies wholly below / above the truth. The
+last line is `ppi_coverage_<world>_<n>_<interval>: <share>` of the first configuration.
 
     PYTHONPATH=. python benchmarks/ppi_coverage.py [--runs 200] [--questions 300] [--rated 30 100]
-        [--worlds lenient biased] [--seed 0] [--lam auto]
+        [--worlds lenient biased] [--seed 0] [--lam auto] [--intervals bca,percentile]
 """
 
 from __future__ import annotations
@@ -73,6 +75,8 @@ def main() -> None:
     ap.add_argument("--resamples", type=int, default=500)
     ap.add_argument("--worlds", nargs="+", default=["lenient", "biased"], choices=["lenient", "biased"])
     ap.add_argument("--seed", type=int, default=0, help="offset of the runs' seeds (a second, independent batch)")
+    ap.add_argument("--intervals", default="bca,percentile",
+                    help="bootstrap intervals measured on the same worlds and resamples (bca: the default)")
     ap.add_argument("--lam", default="auto", help="PPI's lambda: auto (PPI++ power tuning, the default) or a number in "
                     "[0, 1] (1: plain PPI); the same seeds draw the same worlds, so two values compare paired")
     args = ap.parse_args()
@@ -83,22 +87,24 @@ def main() -> None:
         biased = name == "biased"
         for n_rated in args.rated:
             rng = np.random.default_rng(1000 * n_rated + biased + 7919 * args.seed)
-            cover, width, bias, jbias, need = [], [], [], [], []
+            rows = []
             for r in range(args.runs):
-                res = ppi_cube(*world(args.questions, n_rated, biased, rng), n_resamples=args.resamples, seed=r,
-                               lam=args.lam if args.lam == "auto" else float(args.lam))
-                lo, hi = res.interval["cube_score"]
-                cover.append(lo <= true <= hi)
-                width.append(hi - lo)
-                bias.append(res.cube_score - true)
-                jbias.append(res.judge_only["cube_score"] - true)
-                need.append(ratings_needed(res, 10.0))
-            c = float(np.mean(cover))
-            se = float(np.sqrt(c * (1 - c) / len(cover)))
-            print(f"{name:8s} n_rated {n_rated:4d}: coverage {c:.3f} ± {se:.3f} (MC SE), width {np.mean(width):.1f}, "
-                  f"bias PPI {np.mean(bias):+.2f}, bias judge-only {np.mean(jbias):+.2f}, ratings for a 10-point "
-                  f"interval (median) {np.median(need):.0f}")
-            last = f"ppi_coverage_{name}_{n_rated}: {c:.3f}"
+                w = world(args.questions, n_rated, biased, rng)
+                for method in args.intervals.split(","):
+                    res = ppi_cube(*w, n_resamples=args.resamples, seed=r, method=method,
+                                   lam=args.lam if args.lam == "auto" else float(args.lam))
+                    lo, hi = res.interval["cube_score"]
+                    rows.append({"interval": method, "below": hi < true, "above": lo > true, "width": hi - lo,
+                                 "bias": res.cube_score - true, "jbias": res.judge_only["cube_score"] - true,
+                                 "need": ratings_needed(res, 10.0)})
+            for method, g in pd.DataFrame(rows).groupby("interval", sort=False):
+                c = float(1 - (g["below"] | g["above"]).mean())
+                se = float(np.sqrt(c * (1 - c) / len(g)))
+                print(f"{name:8s} n_rated {n_rated:4d} {method:10s}: coverage {c:.3f} ± {se:.3f} (MC SE, {len(g)} runs; "
+                      f"wholly below the truth {g['below'].mean():.1%}, above {g['above'].mean():.1%}), width "
+                      f"{g['width'].mean():.1f}, bias PPI {g['bias'].mean():+.2f}, bias judge-only {g['jbias'].mean():+.2f}, "
+                      f"ratings for a 10-point interval (median) {g['need'].median():.0f}", flush=True)
+                last = last or f"ppi_coverage_{name}_{n_rated}_{method}: {c:.3f}"
     print(last)
 
 

@@ -200,3 +200,32 @@ def test_the_human_sentence_shows_the_flags_of_a_defined_score():
     assert head["cube_score"] is not None and text.startswith(f"With {head['n_rated']} human ratings: CuBE ")
     assert "w_dimension_left_out" in text and "quality" in text
     assert "Note" not in human_sentence(head | {"flags": []})
+
+
+def test_bca_interval_reads_the_leave_one_question_out_estimates(monkeypatch: pytest.MonkeyPatch):
+    """BCa (the default, as `analysis.interval`): its acceleration comes from the jackknife of the PPI
+    estimate itself, i.e. ppi_cube's point estimate with one question removed (all its rows, rated or
+    not), computed here independently; the interval is the bootstrap's quantiles at the BCa levels."""
+    import cube.method.ppi as P
+    from cube.method.bootstrap import bca_levels
+
+    answers, scores, human, _ = _world(n=60, n_rated=25, seed=5)
+    seen = {}
+
+    def spy(est, sample, jack, alpha):
+        seen.setdefault("calls", []).append((est, np.sort(sample), np.asarray(jack)))
+        return bca_levels(est, sample, jack, alpha)
+
+    monkeypatch.setattr(P, "bca_levels", spy)
+    res = ppi_cube(answers, scores, human, n_resamples=300, seed=2)
+    est, sample, jack = seen["calls"][0]  # cube_score first
+    assert est == pytest.approx(res.cube_score)
+    qids = sorted(answers["question_id"].unique())
+    loo = [ppi_cube(*(t[t["question_id"] != q] for t in (answers, scores, human)), n_resamples=0).cube_score
+           for q in qids]
+    np.testing.assert_allclose(jack, loo, rtol=1e-9, atol=1e-9)
+    lo, hi = np.quantile(sample, bca_levels(est, sample, jack, 0.025))
+    assert res.interval["cube_score"] == pytest.approx((lo, hi))
+    pct = ppi_cube(answers, scores, human, n_resamples=300, seed=2, method="percentile").interval["cube_score"]
+    assert pct == pytest.approx(tuple(np.quantile(sample, [0.025, 0.975])))
+    assert pct != pytest.approx(res.interval["cube_score"])  # the levels moved (z0 and the acceleration)

@@ -221,7 +221,7 @@ def bootstrap_prepared(p: Prepared, *, n_resamples: int = 1000, confidence: floa
         ok = sample[np.isfinite(sample)]
         q = [alpha, 1 - alpha]
         if method == "bca" and len(ok) and np.isfinite(est):
-            q = _bca_levels(est, ok, values(jack, j, metric), alpha)  # type: ignore[arg-type]
+            q = bca_levels(est, ok, values(jack, j, metric), alpha)  # type: ignore[arg-type]
         lo, hi = (np.quantile(ok, q) if len(ok) and np.all(np.isfinite(q)) else (np.nan, np.nan))
         if method == "basic":
             lo, hi = 2 * est - hi, 2 * est - lo
@@ -262,7 +262,7 @@ def _jackknife(p: Prepared, chunk: int = 256) -> dict[str, np.ndarray]:
     return {k: np.concatenate([x[k] for x in parts], axis=-1) for k in ("cube_score", "weighted_score", "recall_at_k")}
 
 
-def _bca_levels(est: float, sample: np.ndarray, jack: np.ndarray, alpha: float) -> list[float]:
+def bca_levels(est: float, sample: np.ndarray, jack: np.ndarray, alpha: float) -> list[float]:
     """The BCa quantile levels of the bootstrap `sample` for a two-sided interval at level 1 - 2 alpha."""
     from scipy.stats import norm
 
