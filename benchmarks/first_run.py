@@ -2,7 +2,8 @@
 
 Clones the repository at each `--ref` into a temporary folder and times `make run` there: a new
 virtual environment, the install (uv, or pip where pip has an index of its own; the package caches
-as the machine has them, or empty with `--cold`: every package downloaded), then the notebook
+as the machine has them, or empty with `--cold`: every package fetched from the indexes pip or uv is
+configured with, which may include a mirror on local disk), then the notebook
 stages of the offline default. Refs are run in turn, `--rounds` times (interleaved, so that a change
 of the machine's load falls on both), and each run prints its wall time split into the install
 (from the start to the first stage line) and the stages (`[cube] NN: done in S s`, summed).
@@ -33,7 +34,9 @@ def first_run(ref: str, keep: bool, cold: bool = False) -> dict[str, float]:
     """One fresh clone of `ref` and its `make run`: wall, install and stage seconds; `cold`: with empty
     pip and uv caches (every package downloaded, as on a fresh machine)."""
     tmp = Path(tempfile.mkdtemp(prefix="cube-first-run-"))
-    env = dict(os.environ, PIP_CACHE_DIR=str(tmp / "pip-cache"), UV_CACHE_DIR=str(tmp / "uv-cache")) if cold else None
+    # the caches' home, not PIP_CACHE_DIR: a PIP_* variable shows in `pip config list`, which makes the
+    # Makefile choose pip over uv
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp / "cache")) if cold else None
     try:
         subprocess.run(["git", "clone", "-q", str(ROOT), str(tmp / "repo")], check=True)
         subprocess.run(["git", "-C", str(tmp / "repo"), "checkout", "-q", ref], check=True)
@@ -49,8 +52,9 @@ def first_run(ref: str, keep: bool, cold: bool = False) -> dict[str, float]:
                 if first_stage is None:  # the install ended where the first stage began
                     first_stage = time.monotonic() - t0 - stages[0]
         wall = time.monotonic() - t0
-        if proc.wait() not in (0, 3):
-            raise SystemExit(f"make run failed at {ref} ({proc.returncode}); clone kept in {tmp}")
+        if proc.wait() != 0:  # make exits 2 whatever cube run's own code was
+            keep = True
+            raise SystemExit(f"make run failed at {ref} (make exit {proc.returncode}); clone kept in {tmp}")
         return {"wall": wall, "install": first_stage or float("nan"), "stages": sum(stages), "n_stages": len(stages)}
     finally:
         if not keep:

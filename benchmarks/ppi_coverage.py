@@ -94,14 +94,16 @@ def main() -> None:
                     res = ppi_cube(*w, n_resamples=args.resamples, seed=r, method=method,
                                    lam=args.lam if args.lam == "auto" else float(args.lam))
                     lo, hi = res.interval["cube_score"]
-                    rows.append({"interval": method, "below": hi < true, "above": lo > true, "width": hi - lo,
+                    rows.append({"interval": method, "below": hi < true, "above": lo > true,
+                                 "undefined": not (np.isfinite(lo) and np.isfinite(hi)), "width": hi - lo,
                                  "bias": res.cube_score - true, "jbias": res.judge_only["cube_score"] - true,
                                  "need": ratings_needed(res, 10.0)})
             for method, g in pd.DataFrame(rows).groupby("interval", sort=False):
-                c = float(1 - (g["below"] | g["above"]).mean())
+                c = float(1 - (g["below"] | g["above"] | g["undefined"]).mean())  # no interval covers nothing
                 se = float(np.sqrt(c * (1 - c) / len(g)))
                 print(f"{name:8s} n_rated {n_rated:4d} {method:10s}: coverage {c:.3f} ± {se:.3f} (MC SE, {len(g)} runs; "
-                      f"wholly below the truth {g['below'].mean():.1%}, above {g['above'].mean():.1%}), width "
+                      f"wholly below the truth {g['below'].mean():.1%}, above {g['above'].mean():.1%}, no interval "
+                      f"{int(g['undefined'].sum())}), width "
                       f"{g['width'].mean():.1f}, bias PPI {g['bias'].mean():+.2f}, bias judge-only {g['jbias'].mean():+.2f}, "
                       f"ratings for a 10-point interval (median) {g['need'].median():.0f}", flush=True)
                 last = last or f"ppi_coverage_{name}_{n_rated}_{method}: {c:.3f}"

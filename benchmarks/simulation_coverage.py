@@ -18,7 +18,7 @@ MDE (power, nominal 80 %, and the SE there). Not the permutation p-value (exact 
 systems by construction); `cube simulate` measures it through `compare_pair`.
 
     PYTHONPATH=. python benchmarks/simulation_coverage.py [--replicates 200] [--questions 40,100,300]
-        [--compare 400]
+        [--compare 400] [--start K: runs K.. instead of 0.., a later batch of new runs]
 """
 
 from __future__ import annotations
@@ -172,7 +172,7 @@ def main() -> None:
                     help="pairs per size for the permutation p-value under no difference, through compare_pair")
     ap.add_argument("--arrays", action="store_true", help="--pvalues from the arrays (compare_pair's values, faster)")
     ap.add_argument("--permutations", type=int, default=200, help="--pvalues: permutations per pair")
-    ap.add_argument("--start", type=int, default=0, help="first pair of --pvalues (a later batch: new pairs)")
+    ap.add_argument("--start", type=int, default=0, help="first pair of --pvalues, first run of --replicates (a later batch: new runs)")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     model = RunModel()
@@ -189,7 +189,7 @@ def main() -> None:
         if not args.replicates:
             return
     true = truth(model).set_index("judge")
-    rows = [x for n in sizes for r in range(args.replicates) for x in replicate(model, n, r, args.bootstrap, methods)]
+    rows = [x for n in sizes for r in range(args.start, args.start + args.replicates) for x in replicate(model, n, r, args.bootstrap, methods)]
     reps = pd.DataFrame(rows)
     reps["truth"] = [model.system.recall if m == "recall_at_k" else
                      float(true[m].mean() if j == "jury" else true.at[j, m])

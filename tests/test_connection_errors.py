@@ -54,13 +54,13 @@ def test_a_server_closing_the_connection_is_a_connection_error_named_as_such_not
 
 def test_a_loop_among_an_errors_causes_ends_the_reason_instead_of_hanging():
     """review4: the de-duplicated cause walk never reached its length bound on a cycle."""
-    import httpx
     import openai
 
     from cube.llm.endpoints import connection_reason
+    from cube.llm.http import httpx_module
 
     a, b = OSError("Server disconnected"), ConnectionError("reset")
     a.__cause__, b.__cause__ = b, a
-    exc = openai.APIConnectionError(request=httpx.Request("POST", "http://127.0.0.1/v1/chat/completions"))
+    exc = openai.APIConnectionError(request=httpx_module().Request("POST", "http://127.0.0.1/v1/chat/completions"))
     exc.__cause__ = a
     assert connection_reason(exc) == "Connection error. (Server disconnected reset)"

@@ -223,7 +223,7 @@ class AnalysisParams(StrictModel):
     bootstrap: int = Field(1000, ge=0, description="Bootstrap resamples for confidence intervals (0: none).")
     confidence: float = Field(0.95, gt=0, lt=1)
     interval: Literal["percentile", "bca"] = Field(
-        "bca", description="Bootstrap interval of CuBE, W and R@k: bca (bias-corrected and accelerated, the "
+        "bca", description="Bootstrap interval of CuBE, W and R@k, and of the human-calibrated CuBE: bca (bias-corrected and accelerated, the "
         "acceleration from a jackknife of at most 200 question groups) or percentile (it covers CuBE about "
         "93.6-93.9 % at 40-100 questions: the estimator's upward bias, repeated by the resamples; coverage of "
         "both measured by `cube simulate` and benchmarks/simulation_coverage.py)."

@@ -48,6 +48,7 @@ import openai
 from cube.config.model_spec import ModelSpec
 from cube.llm.calls import Request, Response
 from cube.llm.concurrency import AdaptiveLimit
+from cube.llm.http import httpx_module
 
 log = logging.getLogger("cube.llm")
 RETRY_STATUS = frozenset({408, 409, 429})  # plus every 5xx; other 4xx are the caller's fault
@@ -118,11 +119,7 @@ def _not_a_timeout(exc: openai.APITimeoutError) -> bool:
 def _ssl_context() -> ssl.SSLContext:
     """The TLS context every client shares: httpx's default (its CA bundle), built once per process.
     Each client building its own loaded the CA bundle again (~65 ms of CPU per pool and batch)."""
-    try:
-        import httpx2 as httpx  # the HTTP library of openai >= 3
-    except ImportError:
-        import httpx
-    return httpx.create_ssl_context()
+    return httpx_module().create_ssl_context()
 
 
 def call_cost(spec: ModelSpec, input_tokens: int, output_tokens: int, cached_input_tokens: int = 0) -> float | None:

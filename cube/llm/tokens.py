@@ -61,8 +61,9 @@ ESTIMATE = "estimate (1 per CJK character + 1 per 4 other characters)"
 def _server_counter(spec: ModelSpec, timeout_s: float = 10.0) -> Callable[[str], int] | None:
     """A function counting a text's tokens with the local server's tokenizer, or None when no
     tokenize route answers."""
-    import httpx
+    from cube.llm.http import httpx_module
 
+    httpx = httpx_module()
     base = (spec.endpoints()[0] or "").rstrip("/")
     root = base[:-3] if base.endswith("/v1") else base
     routes = ((f"{root}/extras/tokenize", lambda t: {"input": t, "model": spec.model}),

@@ -25,8 +25,8 @@ range (full <= zero) leaves W as in `cube.method.normalise`, flagged `w_dimensio
 
 Interval: the bootstrap over the **questions**, BCa by default (`method`, as `analysis.interval`: the
 percentile interval's levels moved by the share of resamples below the estimate and by an acceleration
-from a jackknife of at most `JACKKNIFE_GROUPS` question groups, as `cube.method.bootstrap`; the
-percentile interval covered a lenient judge's CuBE 94.0 % with its misses leaning below, README):
+from a jackknife of at most `JACKKNIFE_GROUPS` question groups, as `cube.method.bootstrap`; both
+intervals' coverage is measured by benchmarks/ppi_coverage.py, README "Human-calibrated CuBE"):
 PPI++ with the labelled set a subset of
 the full set, so one resample draws all questions with replacement (judge means and R@k) and the
 rated questions' rectifier is read from the *same* draw (a rated question drawn twice counts twice
@@ -196,6 +196,8 @@ def ppi_cube(answers: pd.DataFrame, scores: pd.DataFrame, human: pd.DataFrame, *
     require_columns(scores, ("question_id", "set", "judge", "dimension", "score"), "scores")
     if lam != "auto" and not (isinstance(lam, int | float) and 0 <= float(lam) <= 1):
         raise ValueError(f"lam must be 'auto' or a number in [0, 1], got {lam!r}")
+    if method not in ("bca", "percentile"):
+        raise ValueError(f"method must be 'bca' or 'percentile', got {method!r}")
     outcomes = retrieval_outcomes(answers, top_n)
     ranks = outcomes.ranks.sort_values("question_id", kind="stable")
     qids = [q for q, hit in zip(ranks["question_id"], ranks["retrieved"], strict=True) if hit]
@@ -255,6 +257,9 @@ def ppi_cube(answers: pd.DataFrame, scores: pd.DataFrame, human: pd.DataFrame, *
                           else bca_levels(float(point[m][0]), ok, jack[m], a))
                 if np.isfinite(levels).all():
                     interval[m] = tuple(float(x) for x in np.quantile(ok, levels))
+                elif m == "cube_score":
+                    flags.append("no BCa interval: every resample's CuBE lies on one side of the estimate (its bias "
+                                 "correction is undefined); analysis.interval: percentile gives the percentile one")
         n_valid = int(np.isfinite(boot["cube_score"]).sum())
         # the rated questions' rectifier alone (the questions' judge means and R@k fixed): the part
         # of the variance that shrinks as 1/n; the rest, fixed for these questions, is the remainder
