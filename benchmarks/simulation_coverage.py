@@ -154,8 +154,8 @@ def replicate(model: RunModel, n: int, r: int, B: int, methods: list[str]) -> li
     rng = np.random.default_rng(S.replicate_seed(0, n, r))
     p = prepared(model, draw_questions(model, n, rng), rng)
     rows = []
-    for m in methods:
-        b = bootstrap_prepared(p, n_resamples=B, seed=r, method=m)
+    for m in methods:  # "<method>-plain": without the small-sample expansion of the levels (the default before)
+        b = bootstrap_prepared(p, n_resamples=B, seed=r, method=m.removesuffix("-plain"), expand=not m.endswith("-plain"))
         rows += [{"n_questions": n, "replicate": r, "interval": m, **x} for x in b.to_dict("records")]
     return rows
 
@@ -165,7 +165,8 @@ def main() -> None:
     ap.add_argument("--replicates", type=int, default=200)
     ap.add_argument("--questions", default="40,100,300")
     ap.add_argument("--bootstrap", type=int, default=1000)
-    ap.add_argument("--methods", default="bca,percentile", help="intervals; the first (the default, bca) is the headline")
+    ap.add_argument("--methods", default="bca,percentile", help="intervals (bca, percentile, basic; '<name>-plain' without the small-sample expansion); the first "
+                    "(the default, bca) is the headline")
     ap.add_argument("--compare", type=int, default=0, help="pairs per size for compare's size and power (0: none)")
     ap.add_argument("--better", action="store_true", help="--compare: also the power with B better by the MDE")
     ap.add_argument("--pvalues", type=int, default=0,

@@ -167,8 +167,8 @@ def bootstrap_cube(answers: pd.DataFrame, scores: pd.DataFrame, *, n_resamples: 
                    custom_weights: dict[str, float] | None = None, top_n: int = 8,
                    paired: bool = True, judges: list[str] | None = None, dimensions: list[str] | None = None,
                    jury_judges: list[str] | None = None, weights_fallback: str = "none",
-                   method: str = "percentile") -> pd.DataFrame:
-    """Intervals (`method`, see `bootstrap_prepared`) of each judge's and the jury's CuBE, W and R@k.
+                   method: str = "percentile", expand: bool = True) -> pd.DataFrame:
+    """Intervals (`method`, `expand`: see `bootstrap_prepared`) of each judge's and the jury's CuBE, W and R@k.
 
     The jury averages `jury_judges` only (the judges that passed the validity gate; default:
     every judge), and a resample where one of them is undefined is undefined for the jury.
@@ -179,14 +179,32 @@ def bootstrap_cube(answers: pd.DataFrame, scores: pd.DataFrame, *, n_resamples: 
                  custom=custom_weights, top_n=top_n, paired=paired, judges=judges, dimensions=dimensions,
                  fallback=weights_fallback)
     return bootstrap_prepared(p, n_resamples=n_resamples, confidence=confidence, seed=seed, jury_judges=jury_judges,
-                              method=method)
+                              method=method, expand=expand)
 
 
 INTERVAL_METHODS = ("percentile", "bca", "basic")
 
 
+def expanded_alpha(alpha: float, n: int) -> float:
+    """One tail's level of a bootstrap interval widened for a sample of n units: Phi(-t_{n-1}(1 - alpha))
+    instead of alpha, i.e. the interval reaches as far into the resamples as Student's t quantile with
+    n - 1 degrees of freedom reaches beyond z. A bootstrap interval is as wide as a z interval with a
+    plug-in SE; with the SE estimated from n units it covers less than its confidence on a few dozen
+    units (measured for the jury CuBE's BCa interval: 94.0 % at 40 questions on 4,000 simulated runs,
+    95.2 % at 100, README). Hesterberg's expanded percentile interval (2015, "What teachers should know
+    about the bootstrap") also multiplies t by sqrt(n / (n - 1)); measured on the same runs it over-covered
+    at 100 questions (95.7-95.9 %). Levels: 2.16 / 97.84 % at n = 40, 2.36 / 97.64 % at n = 100,
+    2.45 / 97.55 % at n = 300; n < 3: unchanged."""
+    if n < 3:
+        return alpha
+    from scipy.stats import norm, t
+
+    return float(norm.cdf(-t.ppf(1 - alpha, n - 1)))
+
+
 def bootstrap_prepared(p: Prepared, *, n_resamples: int = 1000, confidence: float = 0.95, seed: int = 0,
-                       jury_judges: list[str] | None = None, method: str = "percentile") -> pd.DataFrame:
+                       jury_judges: list[str] | None = None, method: str = "percentile",
+                       expand: bool = True) -> pd.DataFrame:
     """`bootstrap_cube` on prepared arrays (the simulation study calls it on simulated arrays).
 
     `method`: `percentile` (the alpha/2 and 1 - alpha/2 quantiles of the resamples), `bca` (Efron's
@@ -195,7 +213,11 @@ def bootstrap_prepared(p: Prepared, *, n_resamples: int = 1000, confidence: floa
     by the same `cube_from_counts`) or `basic` (the percentile interval reflected about the estimate,
     [2 est - q_hi, 2 est - q_lo]: where the estimator is biased the resamples repeat the bias, so the
     percentile interval sits twice the bias from the truth and the basic one about on it; measured by
-    benchmarks/simulation_coverage.py, not offered in the params)."""
+    benchmarks/simulation_coverage.py, not offered in the params).
+
+    `expand` (default): the tails' levels of CuBE and W are `expanded_alpha` of the n questions resampled,
+    so the interval does not fall short of its confidence on a few dozen questions; R@k's are not (its
+    plain interval covered 94.7-95.8 % at 40-100 questions, README)."""
     if method not in INTERVAL_METHODS:
         raise ValueError(f"bootstrap interval method {method!r}: expected one of {INTERVAL_METHODS}")
     n = len(p.rank_score)
@@ -203,6 +225,8 @@ def bootstrap_prepared(p: Prepared, *, n_resamples: int = 1000, confidence: floa
     boot = cube_from_counts(p, resample_counts(n, n_resamples, np.random.default_rng(seed)))
     jack = _jackknife(p) if method == "bca" else None
     alpha = (1 - confidence) / 2
+    tail = {m: expanded_alpha(alpha, n) if expand and m != "recall_at_k" else alpha
+            for m in ("cube_score", "weighted_score", "recall_at_k")}
     rows = []
     members = [i for i, j in enumerate(p.judges) if jury_judges is None or j in set(jury_judges)]
 
@@ -219,9 +243,9 @@ def bootstrap_prepared(p: Prepared, *, n_resamples: int = 1000, confidence: floa
         est = float(values(point, j, metric)[0])
         sample = values(boot, j, metric)
         ok = sample[np.isfinite(sample)]
-        q = [alpha, 1 - alpha]
+        q = [tail[metric], 1 - tail[metric]]
         if method == "bca" and len(ok) and np.isfinite(est):
-            q = bca_levels(est, ok, values(jack, j, metric), alpha)  # type: ignore[arg-type]
+            q = bca_levels(est, ok, values(jack, j, metric), tail[metric])  # type: ignore[arg-type]
         lo, hi = (np.quantile(ok, q) if len(ok) and np.all(np.isfinite(q)) else (np.nan, np.nan))
         if method == "basic":
             lo, hi = 2 * est - hi, 2 * est - lo
