@@ -259,7 +259,7 @@ def test_bca_with_the_grouped_jackknife_gives_the_full_jackknifes_interval(monke
     assert (shift <= 0.01 * width).all(), shift / width
 
 
-def test_the_expanded_levels_bring_a_small_samples_bootstrap_interval_to_its_confidence():
+def test_the_t_levels_bring_a_small_samples_bootstrap_interval_toward_its_confidence():
     """`expanded_alpha` (Student's t levels): on 4,000 samples of 12 normal values the percentile interval
     of the mean covers 90.5 % (a z interval with the plug-in SE), at the t levels 93.4 % (Hesterberg's
     sqrt(n / (n - 1)) on top would give 94.4 %; MC SE 0.4 points); from the resamples' counts, as
@@ -303,3 +303,28 @@ def test_bootstrap_intervals_of_cube_and_w_are_expanded_by_the_questions_resampl
         assert (row["lo"], row["hi"]) == pytest.approx(tuple(np.quantile(sample, [level, 1 - level]))), metric
     ok = plain["lo"].notna() & (plain["metric"] != "recall_at_k")
     assert ok.sum() >= 4 and (wide.loc[ok, "hi"] - wide.loc[ok, "lo"] > plain.loc[ok, "hi"] - plain.loc[ok, "lo"]).all()
+
+
+def test_bca_moves_from_the_widened_tails_of_cube_and_w_and_the_plain_tails_of_recall(monkeypatch):
+    """The default (BCa, widened): `bca_levels` gets CuBE's and W's tail `expanded_alpha(0.025, n)` and
+    R@k's 0.025; with `expand=False` every figure's 0.025."""
+    import cube.method.bootstrap as Bm
+    from cube.method.bootstrap import expanded_alpha, prepare
+    from tests.factories import make_tables
+
+    answers, scores = make_tables(n_questions=30, seed=4)
+    seen: list[float] = []
+    real = Bm.bca_levels
+    monkeypatch.setattr(Bm, "bca_levels", lambda est, sample, jack, alpha: seen.append(alpha) or real(est, sample, jack, alpha))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        p = prepare(answers, scores, proportion=0.1, subset="retrieved", mode="rank_correlation", custom=None, top_n=8)
+        out = bootstrap_prepared(p, n_resamples=200, seed=1, method="bca")
+        called = list(seen)
+        seen.clear()
+        bootstrap_prepared(p, n_resamples=200, seed=1, method="bca", expand=False)
+    a = expanded_alpha(0.025, 30)
+    n_recall = int(((out["metric"] == "recall_at_k") & out["lo"].notna()).sum())
+    assert n_recall >= 1 and sorted(np.round(called, 12)) == sorted(
+        [0.025] * n_recall + [round(a, 12)] * (len(called) - n_recall)), called
+    assert seen and set(np.round(seen, 12)) == {0.025}

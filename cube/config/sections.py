@@ -225,10 +225,10 @@ class AnalysisParams(StrictModel):
     interval: Literal["percentile", "bca"] = Field(
         "bca", description="Bootstrap interval of CuBE, W and R@k, and of the human-calibrated CuBE: bca (bias-corrected and accelerated, the "
         "acceleration from a jackknife of at most 200 question groups) or percentile (the estimator's upward bias, "
-        "repeated by the resamples, left it short); CuBE's and W's at levels widened by Student's t for the "
-        "number of questions (2.16 / 97.84 % at 40 questions, 2.45 / 97.55 % at 300), as a bootstrap interval "
-        "falls short of its confidence on a few dozen questions; coverage measured by `cube simulate` and "
-        "benchmarks/simulation_coverage.py."
+        "repeated by the resamples, left it short); the judge-only CuBE's and W's at levels widened by Student's "
+        "t for the number of questions (2.16 / 97.84 % at 40 questions, 2.45 / 97.55 % at 300), as a bootstrap "
+        "interval falls short of its confidence on a few dozen questions (the human-calibrated CuBE's and "
+        "compare's are not widened); coverage measured by `cube simulate` and benchmarks/simulation_coverage.py."
     )
     seed: int = 0
     verdict_thresholds: dict[str, float] = Field(
