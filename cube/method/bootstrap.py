@@ -271,6 +271,13 @@ def jackknife_groups(n: int, max_groups: int) -> np.ndarray:
     return np.arange(n) if n <= max_groups else np.arange(n) * max_groups // n
 
 
+def leave_out_rows(n: int) -> np.ndarray:
+    """The jackknife's leave-out rows over n questions: row k is 1 on the questions of group k
+    (`jackknife_groups`, at most `JACKKNIFE_GROUPS` groups); counts = 1 - row leave that group out."""
+    g = jackknife_groups(n, JACKKNIFE_GROUPS)
+    return (g[None, :] == np.arange(g.max() + 1)[:, None]).astype(float)
+
+
 def _jackknife(p: Prepared, chunk: int = 256) -> dict[str, np.ndarray]:
     """`cube_from_counts` with each group of questions left out once (counts = ones minus the group).
 
@@ -279,9 +286,7 @@ def _jackknife(p: Prepared, chunk: int = 256) -> dict[str, np.ndarray]:
     skewness ratio, BCa's acceleration, estimates the same quantity (E[(sum of m)^3] = m E[U^3], E[(sum of
     m)^2] = m E[U^2]) at a cost of `JACKKNIFE_GROUPS` CuBE computations instead of n (6,111 at the paper's
     scale, six times its 1,000 resamples)."""
-    n = len(p.rank_score)
-    g = jackknife_groups(n, JACKKNIFE_GROUPS)
-    leave_out = (g[None, :] == np.arange(g.max() + 1)[:, None]).astype(float)
+    leave_out = leave_out_rows(len(p.rank_score))
     parts = [cube_from_counts(p, 1.0 - leave_out[s:s + chunk]) for s in range(0, len(leave_out), chunk)]
     return {k: np.concatenate([x[k] for x in parts], axis=-1) for k in ("cube_score", "weighted_score", "recall_at_k")}
 

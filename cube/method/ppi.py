@@ -52,7 +52,7 @@ from scipy import stats
 
 from cube.config.schema import SETS, SchemaError, require_columns
 from cube.method.analysis import dimension_order, retrieval_outcomes
-from cube.method.bootstrap import JACKKNIFE_GROUPS, bca_levels, jackknife_groups, resample_counts
+from cube.method.bootstrap import bca_levels, leave_out_rows, resample_counts
 
 _EPS = 1e-12
 METRICS = ("cube_score", "weighted_score")
@@ -249,7 +249,7 @@ def ppi_cube(answers: pd.DataFrame, scores: pd.DataFrame, human: pd.DataFrame, *
         rng = np.random.default_rng(seed)
         boot = run(resample_counts(n_all, n_resamples, rng))[0]
         a = (1 - confidence) / 2
-        jack = run(1.0 - _leave_out(n_all))[0] if method == "bca" else None
+        jack = run(1.0 - leave_out_rows(n_all))[0] if method == "bca" else None
         for m in METRICS:
             ok = boot[m][np.isfinite(boot[m])]
             if len(ok):
@@ -284,13 +284,6 @@ def ppi_cube(answers: pd.DataFrame, scores: pd.DataFrame, human: pd.DataFrame, *
                                        "weighted_score": float(judge_fig["weighted_score"][0])},
         means=means, n_rated=len(rated), n_retrieved=len(qids), n_questions=n_all, confidence=confidence,
         n_resamples=n_resamples, n_valid=n_valid, var_rated=var_lab, var_questions=var_all, lam=lam, flags=flags)
-
-
-def _leave_out(n: int) -> np.ndarray:
-    """The jackknife's leave-out rows over n questions (one group per row, `jackknife_groups`): BCa's
-    acceleration, as `cube.method.bootstrap` computes it for the judge-only CuBE."""
-    g = jackknife_groups(n, JACKKNIFE_GROUPS)
-    return (g[None, :] == np.arange(g.max() + 1)[:, None]).astype(float)
 
 
 def ratings_plan(result: PPIResult, width: float) -> tuple[float, str]:
