@@ -54,18 +54,34 @@ def main() -> None:
     ap.add_argument("--rps", type=float, default=100.0)
     ap.add_argument("--latency", type=float, default=0.1)
     ap.add_argument("--concurrency", type=int, default=64)
-    ap.add_argument("--base-url", default=None, help="a real one-at-a-time server (cube serve) instead")
+    ap.add_argument(
+        "--base-url", default=None, help="a real one-at-a-time server (cube serve) instead"
+    )
     ap.add_argument("--batch", type=int, default=30)
-    ap.add_argument("--trials", type=int, default=0, help="simulated known-truth trials of the flat-rate detector")
-    ap.add_argument("--sigma", type=float, default=1.0, help="log-normal sigma of the simulated service times")
+    ap.add_argument(
+        "--trials",
+        type=int,
+        default=0,
+        help="simulated known-truth trials of the flat-rate detector",
+    )
+    ap.add_argument(
+        "--sigma", type=float, default=1.0, help="log-normal sigma of the simulated service times"
+    )
     args = ap.parse_args()
     if args.trials:
         return detector(args.trials, args.sigma)
     if args.base_url:
         return real_server(args.base_url, args.n, args.batch)
     with ServerProcess(latency_s=args.latency, reply="score", rate_limit_rps=args.rps) as server:
-        spec = ModelSpec(model="m", base_url=server.url, max_concurrency=args.concurrency, min_concurrency=1,
-                         max_attempts=50, backoff_max_s=5, timeout_s=30)
+        spec = ModelSpec(
+            model="m",
+            base_url=server.url,
+            max_concurrency=args.concurrency,
+            min_concurrency=1,
+            max_attempts=50,
+            backoff_max_s=5,
+            timeout_s=30,
+        )
         model = make_model(spec)
         requests = [Request(({"role": "user", "content": f"call {i}"},)) for i in range(args.n)]
         t0, c0 = time.perf_counter(), time.process_time()
@@ -74,15 +90,21 @@ def main() -> None:
         stats = server.stats()
     ok = sum(r.ok for r in out)
     total = stats["requests_total"]
-    print(f"{args.n} calls, {ok} ok, rate limit {args.rps:g}/s, latency {args.latency * 1000:.0f} ms, "
-          f"max_concurrency {args.concurrency} (ideal in flight {args.rps * args.latency:.0f})")
+    print(
+        f"{args.n} calls, {ok} ok, rate limit {args.rps:g}/s, latency {args.latency * 1000:.0f} ms, "
+        f"max_concurrency {args.concurrency} (ideal in flight {args.rps * args.latency:.0f})"
+    )
     print(f"wall {wall:.1f} s, client CPU {cpu / args.n * 1000:.2f} ms per call")
     print(f"concurrency: {model.concurrency}")
-    print(f"429_share_of_requests: {stats['rate_limited'] / max(total, 1):.3f} ({stats['rate_limited']} of {total})")
+    print(
+        f"429_share_of_requests: {stats['rate_limited'] / max(total, 1):.3f} ({stats['rate_limited']} of {total})"
+    )
     print(f"adaptive_share_of_limit: {ok / wall / args.rps:.2f}")
 
 
-async def _simulate(serial: bool, rng: random.Random, sigma: float, n: int = 160) -> tuple[AdaptiveLimit, list[int]]:
+async def _simulate(
+    serial: bool, rng: random.Random, sigma: float, n: int = 160
+) -> tuple[AdaptiveLimit, list[int]]:
     lim, server, seen = AdaptiveLimit(1, 64), asyncio.Lock(), []
     times = [rng.lognormvariate(math.log(0.02), sigma) for _ in range(n)]
 
@@ -102,25 +124,46 @@ async def _simulate(serial: bool, rng: random.Random, sigma: float, n: int = 160
 
 def detector(trials: int, sigma: float) -> None:
     rng = random.Random(7)
-    misses = [max(seen[-60:]) > 2 for lim, seen in (asyncio.run(_simulate(True, rng, sigma)) for _ in range(trials))]
-    alarms = [lim.limit < 8 for lim, seen in (asyncio.run(_simulate(False, rng, sigma)) for _ in range(trials))]
-    print(f"service time sigma {sigma:g}; {trials} one-at-a-time servers: {sum(misses)} not settled at <= 2 in flight over their last 60 calls")
+    misses = [
+        max(seen[-60:]) > 2
+        for lim, seen in (asyncio.run(_simulate(True, rng, sigma)) for _ in range(trials))
+    ]
+    alarms = [
+        lim.limit < 8
+        for lim, seen in (asyncio.run(_simulate(False, rng, sigma)) for _ in range(trials))
+    ]
+    print(
+        f"service time sigma {sigma:g}; {trials} one-at-a-time servers: {sum(misses)} not settled at <= 2 in flight over their last 60 calls"
+    )
     print(f"{trials} parallel servers: {sum(alarms)} ended with a limit below 8")
     print(f"flat_detector_error_rate: {(sum(misses) + sum(alarms)) / (2 * trials):.3f}")
 
 
 def real_server(url: str, n: int, batch: int) -> None:
-    model = make_model(ModelSpec(model="local", base_url=url, temperature=0, max_tokens=8, timeout_s=300))
-    reqs = [Request(({"role": "user", "content": f"Rate from 0 to 10 how well '{i} apples' answers 'how many "
-                                                  f"apples are there?'. Reply with the score only."},))
-            for i in range(n)]
+    model = make_model(
+        ModelSpec(model="local", base_url=url, temperature=0, max_tokens=8, timeout_s=300)
+    )
+    reqs = [
+        Request(
+            (
+                {
+                    "role": "user",
+                    "content": f"Rate from 0 to 10 how well '{i} apples' answers 'how many "
+                    f"apples are there?'. Reply with the score only.",
+                },
+            )
+        )
+        for i in range(n)
+    ]
     t0 = time.perf_counter()
     for k in range(0, n, batch):
-        out = model.complete(reqs[k:k + batch], role="judging", progress=False)
+        out = model.complete(reqs[k : k + batch], role="judging", progress=False)
         s = model.concurrency
-        print(f"batch {k // batch + 1}: {sum(r.ok for r in out)} of {len(out)} ok, {time.perf_counter() - t0:.0f} s; "
-              f"peak in flight {s['peak_in_flight']}, final limit {s['final_limit']}, flat steps {s['flat_steps']}, "
-              f"timeouts {s['timeouts']}")
+        print(
+            f"batch {k // batch + 1}: {sum(r.ok for r in out)} of {len(out)} ok, {time.perf_counter() - t0:.0f} s; "
+            f"peak in flight {s['peak_in_flight']}, final limit {s['final_limit']}, flat steps {s['flat_steps']}, "
+            f"timeouts {s['timeouts']}"
+        )
     print(f"concurrency: {model.concurrency}")
     print(f"settled_limit: {model.concurrency['final_limit']}")
 

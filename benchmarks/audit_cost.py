@@ -42,12 +42,18 @@ def calls_by_role(run_dir: Path) -> tuple[dict[str, int], str]:
 
     from cube.llm import usage_summary
 
-    tables = [pd.read_parquet(p) for n in ("scores", "audit_scores") if (p := run_dir / "data" / f"{n}.parquet").exists()]
+    tables = [
+        pd.read_parquet(p)
+        for n in ("scores", "audit_scores")
+        if (p := run_dir / "data" / f"{n}.parquet").exists()
+    ]
     audit = [t for t in tables if "probe" in t.columns]
     for t in audit:
         t["role"] = "audit"  # older runs: the audit's rows carry the role its stage set
     u = usage_summary(tables)
-    return {r: int(g["calls"].sum()) for r, g in u.groupby("role")}, "tables (the manifest does not count the audit)"
+    return {
+        r: int(g["calls"].sum()) for r, g in u.groupby("role")
+    }, "tables (the manifest does not count the audit)"
 
 
 def measure(label: str, data: dict, work: Path) -> float:
@@ -55,8 +61,23 @@ def measure(label: str, data: dict, work: Path) -> float:
     params = work / f"{label}.yaml"
     params.write_text(yaml.safe_dump(data, allow_unicode=True, sort_keys=False), encoding="utf-8")
     env = dict(os.environ, PYTHONPATH=os.environ.get("PYTHONPATH", str(ROOT)))
-    proc = subprocess.run([sys.executable, "-m", "cube.cli", "run", str(params), "--only", "00..03",
-                           "--no-preflight"], cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cube.cli",
+            "run",
+            str(params),
+            "--only",
+            "00..03",
+            "--no-preflight",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if proc.returncode not in (0, 3):
         print(proc.stdout[-3000:], proc.stderr[-3000:], file=sys.stderr)
         raise SystemExit(f"cube run {label} failed ({proc.returncode})")
@@ -70,17 +91,24 @@ def measure(label: str, data: dict, work: Path) -> float:
     for r in results.get("plan") or []:
         if isinstance(r, dict):
             planned[r["role"]] = planned.get(r["role"], 0) + int(r["calls"])
-    print(f"--- {label}: judge calls {judge}, audit calls {audit} (from {source}); audit questions "
-          f"{sample.get('questions', 'not recorded')} of {data.get('audit', {}).get('questions', 40)} requested"
-          f"{', capped by audit.max_share' if sample.get('capped') else ''}; planned audit calls "
-          f"{planned.get('audit', 'none')}" + ("" if planned else " (no plan recorded)"))
+    print(
+        f"--- {label}: judge calls {judge}, audit calls {audit} (from {source}); audit questions "
+        f"{sample.get('questions', 'not recorded')} of {data.get('audit', {}).get('questions', 40)} requested"
+        f"{', capped by audit.max_share' if sample.get('capped') else ''}; planned audit calls "
+        f"{planned.get('audit', 'none')}" + ("" if planned else " (no plan recorded)")
+    )
     print(f"{label}_audit_share_of_judge_calls: {share:.4f}")
     return share
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--keep", type=Path, default=None, help="run in this folder and keep it (default: a temp dir)")
+    ap.add_argument(
+        "--keep",
+        type=Path,
+        default=None,
+        help="run in this folder and keep it (default: a temp dir)",
+    )
     ap.add_argument("--small-only", action="store_true", help="only the small run (40 demo items)")
     args = ap.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="cube-audit-cost-"))

@@ -31,7 +31,9 @@ JUDGES = (*DECENT, *BLIND)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--questions", default="10,20,40")
     args = parser.parse_args()
@@ -40,18 +42,27 @@ def main() -> None:
     for n in (int(x) for x in args.questions.split(",")):
         for model, at_zero in (("zero bound", True), ("realistic", False)):
             for seed in range(args.runs):
-                summary = audit_summary(simulate_probes(n, seed, JUDGES, worse_at_zero=at_zero)).set_index("judge")
+                summary = audit_summary(
+                    simulate_probes(n, seed, JUDGES, worse_at_zero=at_zero)
+                ).set_index("judge")
                 for j in JUDGES:
                     blind, _ = audit_verdict(summary.loc[j], 0.05, 10)
-                    rows.append({"judge": j, "questions": n, "model": model, "excluded": bool(blind)})
-    out = pd.DataFrame(rows).pivot_table(index="judge", columns=["model", "questions"], values="excluded",
-                                         sort=False)
-    print(f"audit calls the judge content-blind (% of {args.runs} seeded runs; MC SE <= "
-          f"{50 / args.runs ** 0.5:.1f} points):")
+                    rows.append(
+                        {"judge": j, "questions": n, "model": model, "excluded": bool(blind)}
+                    )
+    out = pd.DataFrame(rows).pivot_table(
+        index="judge", columns=["model", "questions"], values="excluded", sort=False
+    )
+    print(
+        f"audit calls the judge content-blind (% of {args.runs} seeded runs; MC SE <= "
+        f"{50 / args.runs**0.5:.1f} points):"
+    )
     print(out.reindex(list(JUDGES)).map(lambda v: f"{100 * v:.1f}").to_string())
     print(f"seconds: {time.perf_counter() - t0:.0f}")
     last = out.get(("realistic", 40))
-    print(f"qwen_audit_excluded_40q_realistic: {float(last['qwen2.5-32b']) if last is not None else float('nan'):.3f}")
+    print(
+        f"qwen_audit_excluded_40q_realistic: {float(last['qwen2.5-32b']) if last is not None else float('nan'):.3f}"
+    )
 
 
 if __name__ == "__main__":

@@ -34,25 +34,51 @@ from cube.systems.probes import build_probes
 
 
 def one_seed(seed: int, lang: str, n: int) -> pd.DataFrame:
-    params = parse_params({"run": "bench", "lang": lang, "corpus": {"source": "demo", "n_items": 120, "seed": seed},
-                           "questions": {"generator": "template", "seed": seed},
-                           "dimensions": ["relevance", "specificity", "completeness", "quality"],
-                           "judges": [{"name": n, "model": {"provider": "offline", "model": n}}
-                                      for n in ("rubric-lenient", "rubric-strict")]})
+    params = parse_params(
+        {
+            "run": "bench",
+            "lang": lang,
+            "corpus": {"source": "demo", "n_items": 120, "seed": seed},
+            "questions": {"generator": "template", "seed": seed},
+            "dimensions": ["relevance", "specificity", "completeness", "quality"],
+            "judges": [
+                {"name": n, "model": {"provider": "offline", "model": n}}
+                for n in ("rubric-lenient", "rubric-strict")
+            ],
+        }
+    )
     corpus = generate_demo_corpus(n_items=120, lang=lang, seed=seed)
     questions = build_questions(params, corpus)
     text = corpus.set_index("doc_id")["text"]
-    full = pd.DataFrame([{"question_id": q, "doc_id": d, "system": "sys", "set": "full", "rank": 0,
-                          "answer": extractive_answer(question, [text[d]], lang)[0]}
-                         for q, d, question in zip(questions["question_id"], questions["doc_id"],
-                                                   questions["question"], strict=True)])
+    full = pd.DataFrame(
+        [
+            {
+                "question_id": q,
+                "doc_id": d,
+                "system": "sys",
+                "set": "full",
+                "rank": 0,
+                "answer": extractive_answer(question, [text[d]], lang)[0],
+            }
+            for q, d, question in zip(
+                questions["question_id"], questions["doc_id"], questions["question"], strict=True
+            )
+        ]
+    )
     probes = build_probes(full, corpus, questions, n=n, seed=seed, lang=lang)
     both = pd.concat([full, probes.drop(columns=["probe", "expect"])], ignore_index=True)
-    scores = score_answers(both, make_judges(params, None), load_dimensions(params), corpus, questions=questions,
-                           progress=False)
+    scores = score_answers(
+        both,
+        make_judges(params, None),
+        load_dimensions(params),
+        corpus,
+        questions=questions,
+        progress=False,
+    )
     longest = both["answer"].str.len().max()
-    length = scores[scores["judge"] == "rubric-lenient"].merge(both[["question_id", "system", "answer"]],
-                                                               on=["question_id", "system"])
+    length = scores[scores["judge"] == "rubric-lenient"].merge(
+        both[["question_id", "system", "answer"]], on=["question_id", "system"]
+    )
     length = length.assign(judge="length-only", score=10 * length["answer"].str.len() / longest)
     scores = pd.concat([scores, length.drop(columns=["answer"])], ignore_index=True)
     summary = audit_summary(probe_table(scores, probes, "sys"))
@@ -64,18 +90,29 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--lang", default="zh")
-    ap.add_argument("--questions", type=int, default=40, help="audited questions (the default run's cap leaves 27)")
+    ap.add_argument(
+        "--questions",
+        type=int,
+        default=40,
+        help="audited questions (the default run's cap leaves 27)",
+    )
     args = ap.parse_args()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        runs = pd.concat([one_seed(s, args.lang, args.questions) for s in range(args.seeds)], ignore_index=True)
-    print(f"{args.seeds} seeded demo knowledge bases (120 items, {args.questions} audited questions, lang {args.lang})")
+        runs = pd.concat(
+            [one_seed(s, args.lang, args.questions) for s in range(args.seeds)], ignore_index=True
+        )
+    print(
+        f"{args.seeds} seeded demo knowledge bases (120 items, {args.questions} audited questions, lang {args.lang})"
+    )
     for judge, g in runs.groupby("judge", sort=False):
         blind = g["content_blind"].astype(bool).mean()
-        print(f"{judge:16} named content-blind in {blind:.0%} of seeds; discrimination mean "
-              f"{g['discrimination'].mean():.3f} (min {g['discrimination'].min():.3f}, max "
-              f"{g['discrimination'].max():.3f}); pairs {int(g['pairs'].mean())}; empty/truncated probes below the "
-              f"original in {g['empty_truncated_wins'].sum()} of {g['empty_truncated_pairs'].sum()}")
+        print(
+            f"{judge:16} named content-blind in {blind:.0%} of seeds; discrimination mean "
+            f"{g['discrimination'].mean():.3f} (min {g['discrimination'].min():.3f}, max "
+            f"{g['discrimination'].max():.3f}); pairs {int(g['pairs'].mean())}; empty/truncated probes below the "
+            f"original in {g['empty_truncated_wins'].sum()} of {g['empty_truncated_pairs'].sum()}"
+        )
     rubric = runs[runs["judge"].str.startswith("rubric")]
     print(f"rubric_judges_falsely_excluded: {rubric['content_blind'].astype(bool).mean():.3f}")
     detected = runs.loc[runs["judge"] == "length-only", "content_blind"].astype(bool).mean()

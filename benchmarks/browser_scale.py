@@ -28,7 +28,11 @@ from cube.pages.browser import page_size, write_browser  # noqa: E402
 
 JUDGES = ("judge-1", "judge-2", "judge-3", "judge-4")
 DIMS = ("relevance", "specificity", "completeness", "quality")
-CHARS = np.array(list("的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可主发年动同工也能下过子说产种面而方后多定行学法所民得经"))
+CHARS = np.array(
+    list(
+        "的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可主发年动同工也能下过子说产种面而方后多定行学法所民得经"
+    )
+)
 
 
 def _texts(rng: np.random.Generator, n: int, length: int) -> list[str]:
@@ -41,29 +45,58 @@ def tables(n: int, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFr
     qids = [f"Q{i:05d}" for i in range(n)]
     docs = [f"D{i:05d}" for i in range(n)]
     rank = np.where(rng.random(n) < 0.8, rng.integers(1, 9, n), 0)
-    retrieved = [[docs[(i + k) % n] if k + 1 != r else docs[i] for k in range(8)] for i, r in enumerate(rank)]
-    ans = pd.DataFrame({"question_id": np.repeat(qids, 3), "doc_id": np.repeat(docs, 3), "system": "sys",
-                        "set": np.tile(["zero", "rag", "full"], n), "answer": _texts(rng, 3 * n, 150),
-                        "rank": np.repeat(rank, 3), "retrieved_doc_ids": [x for x in retrieved for _ in range(3)],
-                        "retrieval_ok": True, "error": ""})
+    retrieved = [
+        [docs[(i + k) % n] if k + 1 != r else docs[i] for k in range(8)] for i, r in enumerate(rank)
+    ]
+    ans = pd.DataFrame(
+        {
+            "question_id": np.repeat(qids, 3),
+            "doc_id": np.repeat(docs, 3),
+            "system": "sys",
+            "set": np.tile(["zero", "rag", "full"], n),
+            "answer": _texts(rng, 3 * n, 150),
+            "rank": np.repeat(rank, 3),
+            "retrieved_doc_ids": [x for x in retrieved for _ in range(3)],
+            "retrieval_ok": True,
+            "error": "",
+        }
+    )
     m = n * 3 * len(DIMS) * len(JUDGES)
     score = rng.integers(0, 11, m).astype(float)
-    sc = pd.DataFrame({"question_id": np.repeat(qids, m // n), "system": "sys",
-                       "set": np.tile(np.repeat(["zero", "rag", "full"], len(DIMS) * len(JUDGES)), n),
-                       "judge": np.tile(np.repeat(JUDGES, len(DIMS)), 3 * n), "dimension": np.tile(DIMS, m // len(DIMS)),
-                       "score": score, "raw": [f"评分：{int(v)}。理由：" + t for v, t in zip(score, _texts(rng, m, 50),
-                                                                                     strict=True)],
-                       "error": ""})
-    questions = pd.DataFrame({"question_id": qids, "question": _texts(rng, n, 30), "style": "named"})
-    corpus = pd.DataFrame({"doc_id": docs, "item_name": _texts(rng, n, 10), "text": _texts(rng, n, 600)})
+    sc = pd.DataFrame(
+        {
+            "question_id": np.repeat(qids, m // n),
+            "system": "sys",
+            "set": np.tile(np.repeat(["zero", "rag", "full"], len(DIMS) * len(JUDGES)), n),
+            "judge": np.tile(np.repeat(JUDGES, len(DIMS)), 3 * n),
+            "dimension": np.tile(DIMS, m // len(DIMS)),
+            "score": score,
+            "raw": [
+                f"评分：{int(v)}。理由：" + t
+                for v, t in zip(score, _texts(rng, m, 50), strict=True)
+            ],
+            "error": "",
+        }
+    )
+    questions = pd.DataFrame(
+        {"question_id": qids, "question": _texts(rng, n, 30), "style": "named"}
+    )
+    corpus = pd.DataFrame(
+        {"doc_id": docs, "item_name": _texts(rng, n, 10), "text": _texts(rng, n, 600)}
+    )
     return ans, sc, questions, corpus
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--questions", type=int, default=6111)
-    ap.add_argument("--run", type=Path, default=None, help="a finished run folder: its data and comparisons "
-                    "are copied to a temporary run (the run itself is left unchanged)")
+    ap.add_argument(
+        "--run",
+        type=Path,
+        default=None,
+        help="a finished run folder: its data and comparisons "
+        "are copied to a temporary run (the run itself is left unchanged)",
+    )
     args = ap.parse_args()
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     with tempfile.TemporaryDirectory() as tmp:
@@ -78,7 +111,9 @@ def main() -> None:
                 shutil.copy(f, target / f.name)
                 shutil.copy(f.parent / "tables" / "question_changes.csv", target / "tables")
         else:
-            for name, table in zip(("answers", "scores", "questions", "corpus"), tables(args.questions), strict=True):
+            for name, table in zip(
+                ("answers", "scores", "questions", "corpus"), tables(args.questions), strict=True
+            ):
                 table.to_parquet(paths.data_file(name))
         n_judgments = len(pd.read_parquet(paths.data_file("scores"), columns=["judge"]))
         t = time.perf_counter()
@@ -92,12 +127,23 @@ def main() -> None:
             print("chromium: not installed, no render time")
             return
         t = time.perf_counter()
-        dom = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",
-                              "--disable-background-networking", "--dump-dom",
-                              (paths.report / "judgments.html").as_uri()],
-                             capture_output=True, text=True, timeout=600, check=True).stdout
+        dom = subprocess.run(
+            [
+                chromium,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--dump-dom",
+                (paths.report / "judgments.html").as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=True,
+        ).stdout
         wall = time.perf_counter() - t
-        body = dom[dom.index("<body"):dom.index(">", dom.index("<body"))]
+        body = dom[dom.index("<body") : dom.index(">", dom.index("<body"))]
         print(f"chromium_wall_s: {wall:.1f}")
         print(f"body: {body}")
         first = body.split('data-first-render-ms="')[1].split('"')[0]

@@ -48,8 +48,17 @@ def main() -> None:
 
     with ServerProcess(latency_s=args.latency) as server, tempfile.TemporaryDirectory() as tmp:
         cache = str(Path(tmp) / "cache.sqlite")
-        cmd = [sys.executable, __file__, "--n", str(args.n), "--concurrency", str(args.concurrency),
-               "--worker", server.url, cache]
+        cmd = [
+            sys.executable,
+            __file__,
+            "--n",
+            str(args.n),
+            "--concurrency",
+            str(args.concurrency),
+            "--worker",
+            server.url,
+            cache,
+        ]
         t0 = time.perf_counter()
         procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) for _ in range(2)]
         outs = [p.communicate(timeout=600)[0].split() for p in procs]

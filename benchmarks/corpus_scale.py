@@ -40,7 +40,9 @@ def main() -> None:
         t, df = best_of(args.repeats, lambda lang=lang: generate_demo_corpus(N_ITEMS, lang))
         seconds[lang] = t
         chars = df["text"].str.len().mean()
-        print(f"generate {N_ITEMS} items ({lang}): {t:.3f} s  ({N_ITEMS / t:,.0f} items/s, mean document {chars:.0f} chars)")
+        print(
+            f"generate {N_ITEMS} items ({lang}): {t:.3f} s  ({N_ITEMS / t:,.0f} items/s, mean document {chars:.0f} chars)"
+        )
     with tempfile.TemporaryDirectory() as tmp:
         df = generate_demo_corpus(N_ITEMS, "zh")
         t0 = time.perf_counter()
@@ -49,7 +51,9 @@ def main() -> None:
         t0 = time.perf_counter()
         back = load_corpus_file(Path(tmp) / "kb", lang="zh")
         t_load = time.perf_counter() - t0
-        print(f"export {N_ITEMS} TXT files: {t_export:.3f} s; load the TXT folder back: {t_load:.3f} s ({len(back)} items)")
+        print(
+            f"export {N_ITEMS} TXT files: {t_export:.3f} s; load the TXT folder back: {t_load:.3f} s ({len(back)} items)"
+        )
     print(f"corpus_6111_seconds: {max(seconds.values()):.3f}")
 
 

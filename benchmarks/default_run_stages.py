@@ -31,8 +31,14 @@ STAGE = re.compile(r"\[cube\] (\S+): done in ([0-9.]+) s")
 def run(params: Path, label: str) -> float:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "cube.cli", "run", str(params), "--no-preflight"], cwd=ROOT,
-                          env=env, capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "cube.cli", "run", str(params), "--no-preflight"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     wall = time.monotonic() - t0
     if proc.returncode not in (0, 3):
         print(proc.stdout[-3000:], proc.stderr[-3000:], file=sys.stderr)
@@ -48,7 +54,12 @@ def run(params: Path, label: str) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--keep", type=Path, default=None, help="run in this folder and keep it (default: a temp dir)")
+    ap.add_argument(
+        "--keep",
+        type=Path,
+        default=None,
+        help="run in this folder and keep it (default: a temp dir)",
+    )
     args = ap.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="cube-default-"))
     work.mkdir(parents=True, exist_ok=True)

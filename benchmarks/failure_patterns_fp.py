@@ -58,20 +58,43 @@ def draw(run_dir: Path, system: str = "bm25-top8") -> pd.DataFrame:
     from cube.config.phrasing import is_missing
 
     data = run_dir / "data"
-    answers, questions = pd.read_parquet(data / "answers.parquet"), pd.read_parquet(data / "questions.parquet")
+    answers, questions = (
+        pd.read_parquet(data / "answers.parquet"),
+        pd.read_parquet(data / "questions.parquet"),
+    )
     corpus = pd.read_parquet(data / "corpus.parquet").set_index("doc_id")
     rag = answers[(answers["system"] == system) & (answers["set"] == "rag") & (answers["rank"] > 0)]
     rag = rag.merge(questions[["question_id", "asked_field"]], on="question_id")
     rag = rag[rag["asked_field"].fillna("").isin(corpus.columns)].copy()
-    rag["field_value"] = [str(corpus.at[d, f]) for d, f in zip(rag["doc_id"], rag["asked_field"], strict=True)]
+    rag["field_value"] = [
+        str(corpus.at[d, f]) for d, f in zip(rag["doc_id"], rag["asked_field"], strict=True)
+    ]
     rag = rag[~rag["field_value"].map(is_missing)]
     match = DiagnosticsParams().field_match_below
-    rag["flagged"] = [not field_stated(f, v, str(a), match)
-                      for f, v, a in zip(rag["asked_field"], rag["field_value"], rag["answer"], strict=True)]
-    picked = pd.concat([rag[rag["flagged"]].sample(min(DRAW_FLAGGED, int(rag["flagged"].sum())), random_state=DRAW_SEED),
-                        rag[~rag["flagged"]].sample(DRAW_UNFLAGGED, random_state=DRAW_SEED)])
+    rag["flagged"] = [
+        not field_stated(f, v, str(a), match)
+        for f, v, a in zip(rag["asked_field"], rag["field_value"], rag["answer"], strict=True)
+    ]
+    picked = pd.concat(
+        [
+            rag[rag["flagged"]].sample(
+                min(DRAW_FLAGGED, int(rag["flagged"].sum())), random_state=DRAW_SEED
+            ),
+            rag[~rag["flagged"]].sample(DRAW_UNFLAGGED, random_state=DRAW_SEED),
+        ]
+    )
     return picked.assign(source=run_dir.name, missing="", note="")[
-        ["source", "question_id", "asked_field", "field_value", "answer", "flagged", "missing", "note"]]
+        [
+            "source",
+            "question_id",
+            "asked_field",
+            "field_value",
+            "answer",
+            "flagged",
+            "missing",
+            "note",
+        ]
+    ]
 
 
 def former_rule(value: str, answer: str) -> bool:
@@ -82,8 +105,13 @@ def former_rule(value: str, answer: str) -> bool:
 
 def rates(flags: pd.Series, missing: pd.Series) -> dict[str, float]:
     fp = int((flags & ~missing).sum())
-    return {"flags": int(flags.sum()), "false_pos": fp, "fp_rate": fp / flags.sum() if flags.sum() else float("nan"),
-            "misses": int((~flags & missing).sum()), "missing": int(missing.sum())}
+    return {
+        "flags": int(flags.sum()),
+        "false_pos": fp,
+        "fp_rate": fp / flags.sum() if flags.sum() else float("nan"),
+        "misses": int((~flags & missing).sum()),
+        "missing": int(missing.sum()),
+    }
 
 
 def main() -> float:
@@ -91,28 +119,46 @@ def main() -> float:
     missing = sample["missing"].astype(int).astype(bool)
     match = DiagnosticsParams().field_match_below
     before = sample.apply(lambda r: former_rule(str(r.field_value), str(r.answer)), axis=1)
-    after = sample.apply(lambda r: not field_stated(r.asked_field, str(r.field_value), str(r.answer), match), axis=1)
+    after = sample.apply(
+        lambda r: not field_stated(r.asked_field, str(r.field_value), str(r.answer), match), axis=1
+    )
     rows = []
     for source, part in [*sample.groupby("source"), ("all", sample)]:
         idx = part.index
         for name, flags in (("before", before), ("after", after)):
-            rows.append({"source": source, "rule": name, "rows": len(part), **rates(flags[idx], missing[idx])})
+            rows.append(
+                {
+                    "source": source,
+                    "rule": name,
+                    "rows": len(part),
+                    **rates(flags[idx], missing[idx]),
+                }
+            )
     table = pd.DataFrame(rows)
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     overall = table[(table["source"] == "all")].set_index("rule")
     print(f"field_missing_false_positive_rate_before: {overall.at['before', 'fp_rate']:.3f}")
     print(f"field_missing_false_positive_rate_in_sample: {overall.at['after', 'fp_rate']:.3f}")
     held = pd.read_csv(HELD_OUT, keep_default_na=False)
-    flagged, missing = held["flagged"].astype(str).eq("True"), held["missing"].astype(int).astype(bool)
-    now = held.apply(lambda r: not field_stated(r.asked_field, str(r.field_value), str(r.answer), match), axis=1)
+    flagged, missing = (
+        held["flagged"].astype(str).eq("True"),
+        held["missing"].astype(int).astype(bool),
+    )
+    now = held.apply(
+        lambda r: not field_stated(r.asked_field, str(r.field_value), str(r.answer), match), axis=1
+    )
     if not now.equals(flagged):
-        print(f"note: the rule now flags {int((now != flagged).sum())} held-out answers differently from the draw")
+        print(
+            f"note: the rule now flags {int((now != flagged).sum())} held-out answers differently from the draw"
+        )
     for source, part in [*held.groupby("source"), ("all", held)]:
         f, m = now[part.index], missing[part.index]
         fp, fn = int((f & ~m).sum()), int((~f & m).sum())
-        print(f"held-out {source}: {fp} false positives of {int(f.sum())} flags (95 % upper bound "
-              f"{stats.beta.ppf(0.975, fp + 1, max(int(f.sum()) - fp, 1)):.3f}); {fn} misses of {int((~f).sum())} "
-              "unflagged answers" + "".join(f"; missed: {n}" for n in part.loc[~f & m, "note"]))
+        print(
+            f"held-out {source}: {fp} false positives of {int(f.sum())} flags (95 % upper bound "
+            f"{stats.beta.ppf(0.975, fp + 1, max(int(f.sum()) - fp, 1)):.3f}); {fn} misses of {int((~f).sum())} "
+            "unflagged answers" + "".join(f"; missed: {n}" for n in part.loc[~f & m, "note"])
+        )
     rate = float((now & ~missing).sum() / now.sum())
     print(f"field_missing_false_positive_rate_held_out: {rate:.3f}")
     return rate

@@ -41,8 +41,14 @@ def first_run(ref: str, keep: bool, cold: bool = False) -> dict[str, float]:
         subprocess.run(["git", "clone", "-q", str(ROOT), str(tmp / "repo")], check=True)
         subprocess.run(["git", "-C", str(tmp / "repo"), "checkout", "-q", ref], check=True)
         t0 = time.monotonic()
-        proc = subprocess.Popen(["make", "run"], cwd=tmp / "repo", stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, env=env)
+        proc = subprocess.Popen(
+            ["make", "run"],
+            cwd=tmp / "repo",
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+        )
         first_stage, stages = None, []
         assert proc.stdout is not None
         for line in proc.stdout:
@@ -54,19 +60,30 @@ def first_run(ref: str, keep: bool, cold: bool = False) -> dict[str, float]:
         wall = time.monotonic() - t0
         if proc.wait() != 0:  # make exits 2 whatever cube run's own code was
             keep = True
-            raise SystemExit(f"make run failed at {ref} (make exit {proc.returncode}); clone kept in {tmp}")
-        return {"wall": wall, "install": first_stage or float("nan"), "stages": sum(stages), "n_stages": len(stages)}
+            raise SystemExit(
+                f"make run failed at {ref} (make exit {proc.returncode}); clone kept in {tmp}"
+            )
+        return {
+            "wall": wall,
+            "install": first_stage or float("nan"),
+            "stages": sum(stages),
+            "n_stages": len(stages),
+        }
     finally:
         if not keep:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--ref", action="append", help="a commit to clone (repeatable; default HEAD)")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--keep", action="store_true", help="keep the clones (their outputs and venvs)")
-    ap.add_argument("--cold", action="store_true", help="empty pip and uv caches: every package downloaded")
+    ap.add_argument(
+        "--cold", action="store_true", help="empty pip and uv caches: every package downloaded"
+    )
     args = ap.parse_args()
     refs = args.ref or ["HEAD"]
     walls: dict[str, list[float]] = {r: [] for r in refs}
@@ -74,8 +91,11 @@ def main() -> None:
         for ref in refs:
             r = first_run(ref, args.keep, args.cold)
             walls[ref].append(r["wall"])
-            print(f"round {k + 1} {ref}: make run {r['wall']:.1f} s = install {r['install']:.1f} s + stages "
-                  f"{r['stages']:.1f} s ({r['n_stages']} stages) + the rest", flush=True)
+            print(
+                f"round {k + 1} {ref}: make run {r['wall']:.1f} s = install {r['install']:.1f} s + stages "
+                f"{r['stages']:.1f} s ({r['n_stages']} stages) + the rest",
+                flush=True,
+            )
     for ref in refs:
         print(f"{ref}: median {statistics.median(walls[ref]):.1f} s over {len(walls[ref])} runs")
     print(f"first_make_run_s: {statistics.median(walls[refs[0]]):.1f}")

@@ -53,7 +53,9 @@ JUDGES = (*DECENT, *BLIND)
 MEASURES = ("with_audit", "tables_only", "kept_withheld", "panel_withheld")
 
 
-def one_run(n: int, r: float, seed: int, audit_questions: int, ap: AnalysisParams) -> dict[str, np.ndarray | bool]:
+def one_run(
+    n: int, r: float, seed: int, audit_questions: int, ap: AnalysisParams
+) -> dict[str, np.ndarray | bool]:
     answers, scores = simulate(n, r, seed=100_000 * n + 1000 * int(100 * r) + seed, judges=JUDGES)
     probes = simulate_probes(min(audit_questions, n), seed=seed, judges=JUDGES)
     with warnings.catch_warnings():
@@ -63,13 +65,18 @@ def one_run(n: int, r: float, seed: int, audit_questions: int, ap: AnalysisParam
     summary = audit_summary(probes, ap.confidence).set_index("judge")
     without_audit = []  # the tables-only decision: the same reasons less the audit's own sentence
     for j in JUDGES:
-        blind, said = audit_verdict(summary.loc[j] if j in summary.index else None, ap.gate_alpha, 10)
+        blind, said = audit_verdict(
+            summary.loc[j] if j in summary.index else None, ap.gate_alpha, 10
+        )
         reason = str(t.at[j, "excluded_reason"])
         without_audit.append(reason.replace(said, "").strip("; ") if blind else reason)
     kept = t["in_jury"].astype(bool).to_numpy()
-    return {"with_audit": ~kept, "tables_only": np.array([bool(x) for x in without_audit]),
-            "kept_withheld": kept & t["gate_withhold"].astype(str).str.len().gt(0).to_numpy(),
-            "panel_withheld": bool(withheld_reasons(result, SimpleNamespace(analysis=ap))[0])}
+    return {
+        "with_audit": ~kept,
+        "tables_only": np.array([bool(x) for x in without_audit]),
+        "kept_withheld": kept & t["gate_withhold"].astype(str).str.len().gt(0).to_numpy(),
+        "panel_withheld": bool(withheld_reasons(result, SimpleNamespace(analysis=ap))[0]),
+    }
 
 
 def cell(spec: tuple[int, float, int, int]) -> list[dict]:
@@ -81,8 +88,16 @@ def cell(spec: tuple[int, float, int, int]) -> list[dict]:
         out = one_run(n, r, seed, audit_questions, ap)
         for m in MEASURES:
             acc[m] += np.asarray(out[m], float)
-    return [{"judge": judge, "questions": n, "recall": r, "runs": runs, **{m: acc[m][j] / runs for m in MEASURES}}
-            for j, judge in enumerate(JUDGES)]
+    return [
+        {
+            "judge": judge,
+            "questions": n,
+            "recall": r,
+            "runs": runs,
+            **{m: acc[m][j] / runs for m in MEASURES},
+        }
+        for j, judge in enumerate(JUDGES)
+    ]
 
 
 def agresti_coull_se(p: float, runs: int) -> float:
@@ -92,14 +107,27 @@ def agresti_coull_se(p: float, runs: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=40, help="seeded runs per cell (Monte Carlo SE <= 0.5/sqrt(runs))")
-    parser.add_argument("--jobs", type=int, default=2, help="worker processes (one cell of the grid at a time each)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--runs",
+        type=int,
+        default=40,
+        help="seeded runs per cell (Monte Carlo SE <= 0.5/sqrt(runs))",
+    )
+    parser.add_argument(
+        "--jobs", type=int, default=2, help="worker processes (one cell of the grid at a time each)"
+    )
     parser.add_argument("--sizes", default="20,40,100,300")
     parser.add_argument("--recalls", default="0.5,0.8,0.95,1.0")
     parser.add_argument("--audit-questions", type=int, default=40)
-    parser.add_argument("--csv", default="", help="append each finished cell's rows here (a partial grid survives)")
-    parser.add_argument("--report", default="", help="only print the tables of a CSV written by --csv")
+    parser.add_argument(
+        "--csv", default="", help="append each finished cell's rows here (a partial grid survives)"
+    )
+    parser.add_argument(
+        "--report", default="", help="only print the tables of a CSV written by --csv"
+    )
     args = parser.parse_args()
     t0 = time.perf_counter()
     if args.report:
@@ -117,7 +145,9 @@ def main() -> None:
             part = future.result()
             rows += part
             if args.csv:
-                pd.DataFrame(part).to_csv(args.csv, mode="a", header=not Path(args.csv).exists(), index=False)
+                pd.DataFrame(part).to_csv(
+                    args.csv, mode="a", header=not Path(args.csv).exists(), index=False
+                )
     report(pd.DataFrame(rows), args.runs, time.perf_counter() - t0)
 
 
@@ -125,29 +155,54 @@ def report(out: pd.DataFrame, runs: int, seconds: float) -> None:
     """The tables, the goal cells that miss, and the headline line."""
     args = SimpleNamespace(runs=runs)
     pd.set_option("display.width", 220)
-    titles = {"with_audit": "excluded, with the audit", "tables_only": "excluded, tables only (no audit)",
-              "kept_withheld": "kept, with a cause to withhold the verdict that is not the judge's"}
+    titles = {
+        "with_audit": "excluded, with the audit",
+        "tables_only": "excluded, tables only (no audit)",
+        "kept_withheld": "kept, with a cause to withhold the verdict that is not the judge's",
+    }
     for col, title in titles.items():
-        print(f"\n{title} (% of {args.runs} runs per cell; MC SE <= {50 / np.sqrt(args.runs):.1f} points):")
-        wide = out.pivot_table(index="judge", columns=["questions", "recall"], values=col, sort=True)
+        print(
+            f"\n{title} (% of {args.runs} runs per cell; MC SE <= {50 / np.sqrt(args.runs):.1f} points):"
+        )
+        wide = out.pivot_table(
+            index="judge", columns=["questions", "recall"], values=col, sort=True
+        )
         print(wide.reindex(list(JUDGES)).map(lambda v: f"{100 * v:.0f}").to_string())
-    panel = out.drop_duplicates(["questions", "recall"]).pivot_table(index="questions", columns="recall",
-                                                                     values="panel_withheld")
+    panel = out.drop_duplicates(["questions", "recall"]).pivot_table(
+        index="questions", columns="recall", values="panel_withheld"
+    )
     print(f"\nverdict withheld for the panel of eight judges (% of {args.runs} runs):")
     print(panel.map(lambda v: f"{100 * v:.0f}").to_string())
-    decent = out["judge"].isin(list(DECENT)) & (out["questions"] >= 40) & \
-        ((out["judge"] != "qwen2.5-32b") | (out["questions"] >= 100))
+    decent = (
+        out["judge"].isin(list(DECENT))
+        & (out["questions"] >= 40)
+        & ((out["judge"] != "qwen2.5-32b") | (out["questions"] >= 100))
+    )
     blind = out["judge"].isin(list(BLIND)) & (out["questions"] >= 40)
-    goal = pd.concat([out[decent].assign(goal="<= 5 %", met=out.loc[decent, "with_audit"] <= 0.05),
-                      out[blind].assign(goal=">= 95 %", met=out.loc[blind, "with_audit"] >= 0.95)])
-    goal["se"] = [agresti_coull_se(p, r) for p, r in zip(goal["with_audit"], goal["runs"], strict=True)]
-    print(f"\ngoal cells: {len(goal)}; largest Monte Carlo SE (Agresti-Coull) {goal['se'].max():.3f}")
+    goal = pd.concat(
+        [
+            out[decent].assign(goal="<= 5 %", met=out.loc[decent, "with_audit"] <= 0.05),
+            out[blind].assign(goal=">= 95 %", met=out.loc[blind, "with_audit"] >= 0.95),
+        ]
+    )
+    goal["se"] = [
+        agresti_coull_se(p, r) for p, r in zip(goal["with_audit"], goal["runs"], strict=True)
+    ]
+    print(
+        f"\ngoal cells: {len(goal)}; largest Monte Carlo SE (Agresti-Coull) {goal['se'].max():.3f}"
+    )
     miss = goal[~goal["met"]]
     for _, m in miss.iterrows():
-        print(f"  misses: {m['judge']} at {m['questions']} questions, R@k {m['recall']:g}: excluded in "
-              f"{100 * m['with_audit']:.0f} % (goal {m['goal']}, SE {m['se']:.3f})")
-    print(f"decent judges, worst goal cell: {out.loc[decent, 'with_audit'].max():.3f} (goal <= 0.05)")
-    print(f"content-blind judges, worst goal cell: {out.loc[blind, 'with_audit'].min():.3f} (goal >= 0.95)")
+        print(
+            f"  misses: {m['judge']} at {m['questions']} questions, R@k {m['recall']:g}: excluded in "
+            f"{100 * m['with_audit']:.0f} % (goal {m['goal']}, SE {m['se']:.3f})"
+        )
+    print(
+        f"decent judges, worst goal cell: {out.loc[decent, 'with_audit'].max():.3f} (goal <= 0.05)"
+    )
+    print(
+        f"content-blind judges, worst goal cell: {out.loc[blind, 'with_audit'].min():.3f} (goal >= 0.95)"
+    )
     print(f"seconds: {seconds:.0f}")
     print(f"gate_goals_met: {goal['met'].mean():.3f}")
 

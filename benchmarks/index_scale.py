@@ -27,7 +27,11 @@ from cube.systems.retrieval import BM25Index
 
 
 def _params(lang: str) -> Params:
-    return Params(run="bench", lang=lang, judges=[JudgeParams(name="j", model=ModelSpec(provider="offline", model="rubric"))])
+    return Params(
+        run="bench",
+        lang=lang,
+        judges=[JudgeParams(name="j", model=ModelSpec(provider="offline", model="rubric"))],
+    )
 
 
 def main() -> None:
@@ -48,7 +52,9 @@ def main() -> None:
             t0 = time.perf_counter()
             retrieved = system.retrieve(questions, corpus)  # builds its own index, then searches
             t_ret = time.perf_counter() - t0
-            ranks = np.array([rank_of(g, r) for g, r in zip(questions["doc_id"], retrieved, strict=True)])
+            ranks = np.array(
+                [rank_of(g, r) for g, r in zip(questions["doc_id"], retrieved, strict=True)]
+            )
             fam = questions["doc_id"].map(corpus.set_index("doc_id")["family_id"]).ne("").to_numpy()
             print(
                 f"{lang} n={n:5d}: generate {t_gen:6.2f} s | index {t_idx:6.2f} s | index+search {len(questions)} "

@@ -47,25 +47,48 @@ from cube.kb.demo import generate_demo_corpus  # noqa: E402
 from cube.llm import make_model  # noqa: E402
 
 
-def judging_inputs(n_answers: int, offset: int = 0) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def judging_inputs(
+    n_answers: int, offset: int = 0
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """A synthetic corpus, its template questions and one answer per question (rag set)."""
-    corpus = generate_demo_corpus(n_answers + offset, "zh", seed=1).iloc[offset:].reset_index(drop=True)
-    questions = pd.DataFrame({"question_id": [f"Q{i:05d}" for i in range(offset, offset + n_answers)],
-                              "doc_id": corpus["doc_id"], "question": corpus["item_name"] + "需要什么材料？"})
-    answers = pd.DataFrame({"question_id": questions["question_id"], "doc_id": corpus["doc_id"], "system": "bench",
-                            "set": "rag", "answer": corpus["application_materials"].str[:200]})
+    corpus = (
+        generate_demo_corpus(n_answers + offset, "zh", seed=1).iloc[offset:].reset_index(drop=True)
+    )
+    questions = pd.DataFrame(
+        {
+            "question_id": [f"Q{i:05d}" for i in range(offset, offset + n_answers)],
+            "doc_id": corpus["doc_id"],
+            "question": corpus["item_name"] + "需要什么材料？",
+        }
+    )
+    answers = pd.DataFrame(
+        {
+            "question_id": questions["question_id"],
+            "doc_id": corpus["doc_id"],
+            "system": "bench",
+            "set": "rag",
+            "answer": corpus["application_materials"].str[:200],
+        }
+    )
     return corpus, questions, answers
 
 
-def timed_run(spec: ModelSpec, cache: Path | None, inputs: tuple[pd.DataFrame, ...], dims: list
-              ) -> tuple[float, float, int, int, dict]:
+def timed_run(
+    spec: ModelSpec, cache: Path | None, inputs: tuple[pd.DataFrame, ...], dims: list
+) -> tuple[float, float, int, int, dict]:
     """(wall s, client CPU s, failed calls, judgments, the model's concurrency summary)."""
     corpus, questions, answers = inputs
     judge = Judge(name="bench", model=make_model(spec, cache))
     t0, c0 = time.perf_counter(), time.process_time()
     scores = score_answers(answers, [judge], dims, corpus, questions=questions, progress=False)
     elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
-    return elapsed, cpu, int((scores["error_kind"] == "call").sum()), len(scores), judge.model.concurrency
+    return (
+        elapsed,
+        cpu,
+        int((scores["error_kind"] == "call").sum()),
+        len(scores),
+        judge.model.concurrency,
+    )
 
 
 def bare_sdk(url: str, concurrency: int, n: int) -> tuple[float, float]:
@@ -83,7 +106,9 @@ def bare_sdk(url: str, concurrency: int, n: int) -> tuple[float, float]:
 
         async def one(i: int) -> None:
             async with gate:
-                await client.chat.completions.create(model="judge", messages=[{"role": "user", "content": f"q{i}"}])
+                await client.chat.completions.create(
+                    model="judge", messages=[{"role": "user", "content": f"q{i}"}]
+                )
 
         await asyncio.gather(*(one(i) for i in range(n)))
         await client.close()
@@ -97,47 +122,71 @@ def measure(concurrency: int, latency: float, windows: int, dims: list, tmp: Pat
     n_answers = max(1, windows * concurrency // len(dims))
     with ServerProcess(latency_s=latency, reply="score") as server:
         spec = ModelSpec(model="judge", base_url=server.url, max_concurrency=concurrency)
-        timed_run(spec, None, judging_inputs(1, offset=2 * n_answers + 1), dims)  # warm-up imports and jieba
+        timed_run(
+            spec, None, judging_inputs(1, offset=2 * n_answers + 1), dims
+        )  # warm-up imports and jieba
         ideal = concurrency / latency
-        print(f"concurrency {concurrency}, server latency {latency * 1000:.0f} ms: ideal {ideal:.0f} calls/s, "
-              f"{n_answers * len(dims)} judgments per run")
+        print(
+            f"concurrency {concurrency}, server latency {latency * 1000:.0f} ms: ideal {ideal:.0f} calls/s, "
+            f"{n_answers * len(dims)} judgments per run"
+        )
         ratios = {}
         for label, start, offset in (("steady", concurrency, 0), ("slow start", 1, n_answers)):
             server.reset()
-            batch = judging_inputs(n_answers, offset=offset)  # other answers: nothing cached between runs
+            batch = judging_inputs(
+                n_answers, offset=offset
+            )  # other answers: nothing cached between runs
             cache = tmp / f"c{concurrency}-{offset}.sqlite"
-            elapsed, cpu, failed, n, conc = timed_run(spec.model_copy(update={"min_concurrency": start}),
-                                                      cache, batch, dims)
+            elapsed, cpu, failed, n, conc = timed_run(
+                spec.model_copy(update={"min_concurrency": start}), cache, batch, dims
+            )
             stats = server.stats()
             ratios[label] = n / elapsed / ideal
-            print(f"  {label:10}: {n / elapsed:7.1f} calls/s = {ratios[label]:.2f} of ideal; {elapsed:.2f} s; "
-                  f"server max in flight {stats['max_in_flight']}, client peak {conc.get('peak_in_flight')}; "
-                  f"client CPU {cpu / n * 1000:.2f} ms/call; failed {failed}")
+            print(
+                f"  {label:10}: {n / elapsed:7.1f} calls/s = {ratios[label]:.2f} of ideal; {elapsed:.2f} s; "
+                f"server max in flight {stats['max_in_flight']}, client peak {conc.get('peak_in_flight')}; "
+                f"client CPU {cpu / n * 1000:.2f} ms/call; failed {failed}"
+            )
             if label == "steady":
                 cached_elapsed, cached_cpu, _, _, _ = timed_run(spec, cache, batch, dims)
-                print(f"  cached re-run: {cached_cpu / n * 1000:.2f} ms CPU/call (the pipeline without HTTP), "
-                      f"{server.stats()['requests_total'] - stats['requests_total']} requests sent")
+                print(
+                    f"  cached re-run: {cached_cpu / n * 1000:.2f} ms CPU/call (the pipeline without HTTP), "
+                    f"{server.stats()['requests_total'] - stats['requests_total']} requests sent"
+                )
         n = n_answers * len(dims)
         elapsed, cpu = bare_sdk(server.url, concurrency, n)
-        print(f"  bare openai SDK + semaphore (no cube): {n / elapsed / ideal:.2f} of ideal; "
-              f"client CPU {cpu / n * 1000:.2f} ms/call")
+        print(
+            f"  bare openai SDK + semaphore (no cube): {n / elapsed / ideal:.2f} of ideal; "
+            f"client CPU {cpu / n * 1000:.2f} ms/call"
+        )
         return ratios["steady"]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--concurrency", default="32,256", help="comma-separated concurrencies")
-    ap.add_argument("--latency", default="0.1,1.0", help="server latency (s) per concurrency, comma-separated")
+    ap.add_argument(
+        "--latency", default="0.1,1.0", help="server latency (s) per concurrency, comma-separated"
+    )
     ap.add_argument("--windows", type=int, default=60, help="calls per run = windows x concurrency")
     args = ap.parse_args()
     concs = [int(x) for x in args.concurrency.split(",")]
     lats = [float(x) for x in args.latency.split(",")]
     if len(lats) != len(concs):
         raise SystemExit(f"--latency: {len(lats)} value(s) for {len(concs)} concurrencies")
-    dims = load_dimensions(parse_params({"run": "bench", "judges": [
-        {"name": "j", "model": {"provider": "offline", "model": "rubric"}}]}))
+    dims = load_dimensions(
+        parse_params(
+            {
+                "run": "bench",
+                "judges": [{"name": "j", "model": {"provider": "offline", "model": "rubric"}}],
+            }
+        )
+    )
     with tempfile.TemporaryDirectory() as tmp:
-        steady = [measure(c, lat, args.windows, dims, Path(tmp)) for c, lat in zip(concs, lats, strict=True)]
+        steady = [
+            measure(c, lat, args.windows, dims, Path(tmp))
+            for c, lat in zip(concs, lats, strict=True)
+        ]
     print(f"throughput_ratio: {min(steady):.2f}")
 
 

@@ -53,13 +53,33 @@ HIT = re.compile(r"Llama\.generate: (\d+) prefix-match hit, remaining (\d+) prom
 def inputs(n: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """n questions, each answered three ways (zero: a refusal, rag: the materials, full: the fee)."""
     corpus = generate_demo_corpus(n, "en", seed=3)
-    questions = pd.DataFrame({"question_id": [f"Q{i:05d}" for i in range(n)], "doc_id": corpus["doc_id"],
-                              "question": "What do I need to bring to apply for " + corpus["item_name"] + "?"})
-    sets = {"zero": pd.Series("I do not know.", index=corpus.index),
-            "rag": corpus["application_materials"].str[:200], "full": corpus["fee_standard"].astype(str).str[:200]}
-    answers = pd.concat([pd.DataFrame({"question_id": questions["question_id"], "doc_id": corpus["doc_id"],
-                                       "system": "bench", "set": k, "answer": v}) for k, v in sets.items()],
-                        ignore_index=True)
+    questions = pd.DataFrame(
+        {
+            "question_id": [f"Q{i:05d}" for i in range(n)],
+            "doc_id": corpus["doc_id"],
+            "question": "What do I need to bring to apply for " + corpus["item_name"] + "?",
+        }
+    )
+    sets = {
+        "zero": pd.Series("I do not know.", index=corpus.index),
+        "rag": corpus["application_materials"].str[:200],
+        "full": corpus["fee_standard"].astype(str).str[:200],
+    }
+    answers = pd.concat(
+        [
+            pd.DataFrame(
+                {
+                    "question_id": questions["question_id"],
+                    "doc_id": corpus["doc_id"],
+                    "system": "bench",
+                    "set": k,
+                    "answer": v,
+                }
+            )
+            for k, v in sets.items()
+        ],
+        ignore_index=True,
+    )
     return corpus, questions, answers
 
 
@@ -70,28 +90,49 @@ def hits(log: Path, start: int) -> int:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--questions", type=int, default=1, help="questions (x 3 sets x 4 dimensions calls per order)")
+    ap.add_argument(
+        "--questions",
+        type=int,
+        default=1,
+        help="questions (x 3 sets x 4 dimensions calls per order)",
+    )
     args = ap.parse_args()
     missing = missing_parts()
     if missing:
         print("local_llm_prefix_cache: not measured: " + "; ".join(missing), file=sys.stderr)
         print("prefix_cache_hit_share: nan")
         return
-    params = parse_params({"run": "bench", "lang": "en", "judges": [
-        {"name": "j", "model": {"provider": "offline", "model": "rubric"}}],
-        "dimensions": ["relevance", "specificity", "completeness", "quality"]})
+    params = parse_params(
+        {
+            "run": "bench",
+            "lang": "en",
+            "judges": [{"name": "j", "model": {"provider": "offline", "model": "rubric"}}],
+            "dimensions": ["relevance", "specificity", "completeness", "quality"],
+        }
+    )
     dims = load_dimensions(params)
     corpus, questions, answers = inputs(args.questions)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     shares = {}
-    with tempfile.TemporaryDirectory() as tmp, LocalServer(port=port, log=Path(tmp) / "server.log") as server:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        LocalServer(port=port, log=Path(tmp) / "server.log") as server,
+    ):
         log = Path(tmp) / "server.log"
-        spec = ModelSpec(model="local", base_url=server.base_url, temperature=0, max_tokens=16, timeout_s=300,
-                         structured_output="on")
+        spec = ModelSpec(
+            model="local",
+            base_url=server.base_url,
+            temperature=0,
+            max_tokens=16,
+            timeout_s=300,
+            structured_output="on",
+        )
         records = judge_inputs(answers, corpus, questions).to_dict("records")
-        _, requests, _ = judge_requests(Judge(name="SmolLM2-135M", model=make_model(spec)), records, dims)
+        _, requests, _ = judge_requests(
+            Judge(name="SmolLM2-135M", model=make_model(spec)), records, dims
+        )
 
         def built(cache: Path) -> list[int]:
             out = make_model(spec, cache).complete(requests, role="judging", progress=False)
@@ -99,7 +140,9 @@ def main() -> None:
 
         def judged(cache: Path) -> list[int]:
             judge = Judge(name="SmolLM2-135M", model=make_model(spec, cache))
-            scores = score_answers(answers, [judge], dims, corpus, questions=questions, progress=False)
+            scores = score_answers(
+                answers, [judge], dims, corpus, questions=questions, progress=False
+            )
             return [int(n) for n in scores.loc[scores["error_kind"] != "call", "input_tokens"]]
 
         for k, (name, send) in enumerate((("built order", built), ("judge's order", judged))):
@@ -107,8 +150,11 @@ def main() -> None:
             tokens = send(Path(tmp) / f"cache{k}.sqlite")
             total, reused = sum(tokens), hits(log, start)
             shares[name] = reused / total if total else float("nan")
-            print(f"{name}: {len(tokens)} calls answered of {len(requests)}; prompt tokens {total}, reused from the "
-                  f"prefix cache {reused}: share {shares[name]:.3f}", flush=True)
+            print(
+                f"{name}: {len(tokens)} calls answered of {len(requests)}; prompt tokens {total}, reused from the "
+                f"prefix cache {reused}: share {shares[name]:.3f}",
+                flush=True,
+            )
     share = shares["judge's order"]
     print(f"prefix_cache_hit_share: {share:.3f}")
 

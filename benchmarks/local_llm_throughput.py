@@ -53,10 +53,22 @@ from cube.llm.tokens import count_prompt_tokens, prompt_text  # noqa: E402
 
 def inputs(n: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     corpus = generate_demo_corpus(n, "en", seed=3)
-    questions = pd.DataFrame({"question_id": [f"Q{i:05d}" for i in range(n)], "doc_id": corpus["doc_id"],
-                              "question": "What do I need to bring to apply for " + corpus["item_name"] + "?"})
-    answers = pd.DataFrame({"question_id": questions["question_id"], "doc_id": corpus["doc_id"], "system": "bench",
-                            "set": "rag", "answer": corpus["application_materials"].str[:200]})
+    questions = pd.DataFrame(
+        {
+            "question_id": [f"Q{i:05d}" for i in range(n)],
+            "doc_id": corpus["doc_id"],
+            "question": "What do I need to bring to apply for " + corpus["item_name"] + "?",
+        }
+    )
+    answers = pd.DataFrame(
+        {
+            "question_id": questions["question_id"],
+            "doc_id": corpus["doc_id"],
+            "system": "bench",
+            "set": "rag",
+            "answer": corpus["application_materials"].str[:200],
+        }
+    )
     return corpus, questions, answers
 
 
@@ -64,16 +76,24 @@ def plain_loop(url: str, spec: ModelSpec, bodies: list[dict]) -> tuple[float, li
     """(seconds, prompt tokens per body, completion tokens) of the bodies POSTed one after another."""
     t0, n_in, n_out = time.perf_counter(), [], 0
     for body in bodies:
-        req = urllib.request.Request(f"{url}/chat/completions", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            f"{url}/chat/completions",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(req, timeout=spec.timeout_s) as r:
             usage = json.loads(r.read())["usage"]
         n_in, n_out = [*n_in, usage["prompt_tokens"]], n_out + usage["completion_tokens"]
     return time.perf_counter() - t0, n_in, n_out
 
 
-def pipeline(spec: ModelSpec, answers: pd.DataFrame, corpus: pd.DataFrame, questions: pd.DataFrame,
-             dims: list) -> tuple[float, pd.DataFrame, dict]:
+def pipeline(
+    spec: ModelSpec,
+    answers: pd.DataFrame,
+    corpus: pd.DataFrame,
+    questions: pd.DataFrame,
+    dims: list,
+) -> tuple[float, pd.DataFrame, dict]:
     """(seconds, scores, the limit's course) of one judging run through a fresh cache."""
     with tempfile.TemporaryDirectory() as tmp:
         model = make_model(spec, Path(tmp) / "cache.sqlite")
@@ -84,57 +104,103 @@ def pipeline(spec: ModelSpec, answers: pd.DataFrame, corpus: pd.DataFrame, quest
 
 
 def measure(url: str, n_answers: int, rounds: int) -> float:
-    spec = ModelSpec(model="local", base_url=url, temperature=0, max_tokens=16, timeout_s=300,
-                     structured_output="on")  # max_concurrency: the default of a local URL (64)
-    params = parse_params({"run": "bench", "lang": "en", "judges": [
-        {"name": "j", "model": {"provider": "offline", "model": "rubric"}}],
-        "dimensions": ["relevance", "specificity", "completeness", "quality"]})
+    spec = ModelSpec(
+        model="local",
+        base_url=url,
+        temperature=0,
+        max_tokens=16,
+        timeout_s=300,
+        structured_output="on",
+    )  # max_concurrency: the default of a local URL (64)
+    params = parse_params(
+        {
+            "run": "bench",
+            "lang": "en",
+            "judges": [{"name": "j", "model": {"provider": "offline", "model": "rubric"}}],
+            "dimensions": ["relevance", "specificity", "completeness", "quality"],
+        }
+    )
     dims = load_dimensions(params)
     corpus, questions, answers = inputs(n_answers)
     judge = Judge(name="SmolLM2-135M", model=make_model(spec))
     records = judge_inputs(answers, corpus, questions).to_dict("records")
     _, requests, _ = judge_requests(judge, records, dims)
-    bodies = [{"model": spec.model, "temperature": spec.temperature, "max_tokens": spec.max_tokens,
-               "messages": list(r.messages), "response_format": response_format("json_object", r.schema)}
-              for r in requests]
+    bodies = [
+        {
+            "model": spec.model,
+            "temperature": spec.temperature,
+            "max_tokens": spec.max_tokens,
+            "messages": list(r.messages),
+            "response_format": response_format("json_object", r.schema),
+        }
+        for r in requests
+    ]
     n = len(bodies)
-    print(f"{n} judge calls ({n_answers} answers x {len(dims)} dimensions), server {url}, {rounds} rounds interleaved")
+    print(
+        f"{n} judge calls ({n_answers} answers x {len(dims)} dimensions), server {url}, {rounds} rounds interleaved"
+    )
     loops, pipes, n_in, n_out, scores = [], [], [], 0, None
     for k in range(rounds + 1):
         t, n_in, n_out = plain_loop(url, spec, bodies)
         loops.append(t)
-        print(f"plain loop {k + 1}: {t:.1f} s, {n / t:.3f} calls/s; server tokens {sum(n_in)} in, {n_out} out", flush=True)
+        print(
+            f"plain loop {k + 1}: {t:.1f} s, {n / t:.3f} calls/s; server tokens {sum(n_in)} in, {n_out} out",
+            flush=True,
+        )
         if k == rounds:
             break
         t, scores, conc = pipeline(spec, answers, corpus, questions, dims)
         pipes.append(t)
         failed = int((scores["error_kind"] == "call").sum())
-        print(f"pipeline {k + 1}: {t:.1f} s, {n / t:.3f} calls/s, {failed} failed calls; tokens "
-              f"{int(scores.input_tokens.sum())} in, {int(scores.output_tokens.sum())} out; peak in flight "
-              f"{conc.get('peak_in_flight')}, final limit {conc.get('final_limit')}", flush=True)
+        print(
+            f"pipeline {k + 1}: {t:.1f} s, {n / t:.3f} calls/s, {failed} failed calls; tokens "
+            f"{int(scores.input_tokens.sum())} in, {int(scores.output_tokens.sum())} out; peak in flight "
+            f"{conc.get('peak_in_flight')}, final limit {conc.get('final_limit')}",
+            flush=True,
+        )
     ratios = [((loops[k] + loops[k + 1]) / 2) / pipes[k] for k in range(rounds)]
     med = statistics.median(ratios)
-    print("ratios (pipeline calls/s over the mean of the loops around it): " + ", ".join(f"{r:.2f}" for r in ratios))
+    print(
+        "ratios (pipeline calls/s over the mean of the loops around it): "
+        + ", ".join(f"{r:.2f}" for r in ratios)
+    )
     print(f"median ratio {med:.2f}, spread {min(ratios):.2f}-{max(ratios):.2f}")
     # cube plan's count of the same prompts: contents only, then with the chat template's tokens
     # measured on one answered call (as `cube plan` does on its cache or pilot calls)
-    texts, roles = [prompt_text(r) for r in requests], [tuple(m["role"] for m in r.messages) for r in requests]
-    for label, counted in (("contents only", count_prompt_tokens(spec, texts)),
-                           ("with the template's tokens", count_prompt_tokens(spec, texts, roles,
-                                                                              [(bodies[0]["messages"], n_in[0])]))):
-        print(f"prompt tokens planned ({label}): {sum(counted.counts)}, server {sum(n_in)}: planned/server "
-              f"{sum(counted.counts) / max(sum(n_in), 1):.3f} [{counted.method}]")
+    texts, roles = (
+        [prompt_text(r) for r in requests],
+        [tuple(m["role"] for m in r.messages) for r in requests],
+    )
+    for label, counted in (
+        ("contents only", count_prompt_tokens(spec, texts)),
+        (
+            "with the template's tokens",
+            count_prompt_tokens(spec, texts, roles, [(bodies[0]["messages"], n_in[0])]),
+        ),
+    ):
+        print(
+            f"prompt tokens planned ({label}): {sum(counted.counts)}, server {sum(n_in)}: planned/server "
+            f"{sum(counted.counts) / max(sum(n_in), 1):.3f} [{counted.method}]"
+        )
     rate = scores.assign(parsed=scores.score.notna()).groupby("dimension").parsed.mean()
     print("parse rate per dimension: " + ", ".join(f"{d} {v:.0%}" for d, v in rate.items()))
-    print(f"seconds per call: pipeline {statistics.median(pipes) / n:.2f}, plain loop {statistics.median(loops) / n:.2f}")
+    print(
+        f"seconds per call: pipeline {statistics.median(pipes) / n:.2f}, plain loop {statistics.median(loops) / n:.2f}"
+    )
     return med
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--answers", type=int, default=1, help="answers judged on 4 dimensions (default 1: 4 calls)")
-    ap.add_argument("--rounds", type=int, default=3, help="pipeline runs, each between two plain loops")
-    ap.add_argument("--base-url", default=None, help="a running server (default: start one on a free port)")
+    ap.add_argument(
+        "--answers", type=int, default=1, help="answers judged on 4 dimensions (default 1: 4 calls)"
+    )
+    ap.add_argument(
+        "--rounds", type=int, default=3, help="pipeline runs, each between two plain loops"
+    )
+    ap.add_argument(
+        "--base-url", default=None, help="a running server (default: start one on a free port)"
+    )
     args = ap.parse_args()
     if args.base_url:
         ratio = measure(args.base_url.rstrip("/"), args.answers, args.rounds)

@@ -46,15 +46,21 @@ def measure(params_file: Path, outputs: Path) -> tuple[float, dict]:
     answers = pd.read_parquet(root / "data" / "answers.parquet")
     rag = answers[answers["set"].eq("rag")]
     s = results["corpus_structure"]
-    return seconds, {"documents": s["documents"], "duplicate_texts": s["duplicate_texts"],
-                     "r_at_1": round(float(rag["rank"].eq(1).mean()), 3),
-                     "r_at_k": round(float(results["recall_at_k"]), 3),
-                     "cube": round(float(results["cube_score"]), 1), "verdict": results["verdict"]}
+    return seconds, {
+        "documents": s["documents"],
+        "duplicate_texts": s["duplicate_texts"],
+        "r_at_1": round(float(rag["rank"].eq(1).mean()), 3),
+        "r_at_k": round(float(results["recall_at_k"]), 3),
+        "cube": round(float(results["cube_score"]), 1),
+        "verdict": results["verdict"],
+    }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--skip-rows", action="store_true", help="time only the walkthrough, not the rows baseline")
+    ap.add_argument(
+        "--skip-rows", action="store_true", help="time only the walkthrough, not the rows baseline"
+    )
     args = ap.parse_args()
     data = yaml.safe_load((ROOT / "params" / "own_kb.yaml").read_text(encoding="utf-8"))
     data["corpus"]["path"] = str(ROOT / data["corpus"]["path"])
@@ -64,10 +70,18 @@ def main() -> None:
         seconds = {}
         for name, params in variants:
             path = tmp_path / f"{name}.yaml"
-            path.write_text(yaml.safe_dump({**params, "cache_path": str(tmp_path / "cache.sqlite")},
-                                           allow_unicode=True), encoding="utf-8")
+            path.write_text(
+                yaml.safe_dump(
+                    {**params, "cache_path": str(tmp_path / "cache.sqlite")}, allow_unicode=True
+                ),
+                encoding="utf-8",
+            )
             seconds[name], figures = measure(path, tmp_path / "outputs")
-            print(f"{name}: " + ", ".join(f"{k} {v}" for k, v in figures.items()) + f" ({seconds[name]:.1f} s)")
+            print(
+                f"{name}: "
+                + ", ".join(f"{k} {v}" for k, v in figures.items())
+                + f" ({seconds[name]:.1f} s)"
+            )
     print(f"own_kb_walkthrough_seconds: {seconds['group_by']:.1f}")
 
 

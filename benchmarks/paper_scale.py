@@ -90,7 +90,11 @@ class Sampler(threading.Thread):
         self.seen: dict[int, tuple[str, float]] = {}  # pid -> (stage, cpu already attributed)
 
     def stage(self) -> str:
-        nbs = list((self.staging / "notebooks").glob("*.ipynb")) if (self.staging / "notebooks").exists() else []
+        nbs = (
+            list((self.staging / "notebooks").glob("*.ipynb"))
+            if (self.staging / "notebooks").exists()
+            else []
+        )
         newest = max(nbs, key=lambda p: p.stat().st_mtime, default=None)
         if newest is None or time.time() - newest.stat().st_mtime > 600:
             return "runner"
@@ -123,8 +127,13 @@ class Sampler(threading.Thread):
 def run_once(params: Path, outputs: Path, label: str, *extra: str) -> float:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     started = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "cube.cli", "run", str(params), "--no-preflight", *extra],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cube.cli", "run", str(params), "--no-preflight", *extra],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     sampler = Sampler(proc.pid, outputs / "paper" / ".staging")
     sampler.start()
     _, status, usage = os.wait4(proc.pid, 0)
@@ -137,14 +146,22 @@ def run_once(params: Path, outputs: Path, label: str, *extra: str) -> float:
         print(out[-3000:], file=sys.stderr)
         raise SystemExit(f"cube run failed ({proc.returncode})")
     print(f"--- {label}: cube run exit {proc.returncode}")
-    print(f"{'stage':8} {'wall_s':>8} {'cpu_s':>8} {'rss_mb':>8} {'tree_mb':>8}   (sampled every 0.1 s)")
-    for stage in sorted(sampler.cpu):  # "runner": the cube process between stages (its wall: the whole run)
+    print(
+        f"{'stage':8} {'wall_s':>8} {'cpu_s':>8} {'rss_mb':>8} {'tree_mb':>8}   (sampled every 0.1 s)"
+    )
+    for stage in sorted(
+        sampler.cpu
+    ):  # "runner": the cube process between stages (its wall: the whole run)
         span = sampler.last[stage] - sampler.first[stage]
-        print(f"{stage:8} {span:8.1f} {sampler.cpu[stage]:8.1f} {sampler.rss.get(stage, 0) / 2**20:8.0f} "
-              f"{sampler.tree.get(stage, 0) / 2**20:8.0f}")
+        print(
+            f"{stage:8} {span:8.1f} {sampler.cpu[stage]:8.1f} {sampler.rss.get(stage, 0) / 2**20:8.0f} "
+            f"{sampler.tree.get(stage, 0) / 2**20:8.0f}"
+        )
     cpu = usage.ru_utime + usage.ru_stime
     print(f"{label}_cpu_s: {cpu:.1f}")
-    print(f"{label}_peak_rss_mb: {usage.ru_maxrss / 1024:.0f}")  # the largest single process (exact)
+    print(
+        f"{label}_peak_rss_mb: {usage.ru_maxrss / 1024:.0f}"
+    )  # the largest single process (exact)
     # every process alive at once (the runner, the kernel and its children), sampled
     print(f"{label}_tree_peak_rss_mb: {max(sampler.tree.values(), default=0) / 2**20:.0f}")
     print(f"{label}_wall_s: {wall:.1f}")
@@ -154,16 +171,25 @@ def run_once(params: Path, outputs: Path, label: str, *extra: str) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--items", type=int, default=6111)
-    ap.add_argument("--force-too", action="store_true", help="also time `cube run --force` and a no-op re-run")
-    ap.add_argument("--keep", type=Path, default=None, help="run in this folder and keep it (default: a temp dir)")
+    ap.add_argument(
+        "--force-too", action="store_true", help="also time `cube run --force` and a no-op re-run"
+    )
+    ap.add_argument(
+        "--keep",
+        type=Path,
+        default=None,
+        help="run in this folder and keep it (default: a temp dir)",
+    )
     args = ap.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="cube-paper-"))
     work.mkdir(parents=True, exist_ok=True)
     outputs = work / "outputs"
     params = work / "paper.yaml"
     params.write_text(PARAMS.format(items=args.items, outputs=outputs), encoding="utf-8")
-    print(f"paper scale: {args.items} items x 3 sets x 4 dimensions x 4 judges = {args.items * 48:,} judgments; "
-          f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start")
+    print(
+        f"paper scale: {args.items} items x 3 sets x 4 dimensions x 4 judges = {args.items * 48:,} judgments; "
+        f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start"
+    )
     try:
         wall = run_once(params, outputs, "first")
         if args.force_too:

@@ -40,21 +40,31 @@ def measure(params_file: str) -> dict[str, float]:
         questions = build_questions(params, corpus, None, ROOT)
     names = dict(zip(corpus["doc_id"].astype(str), corpus["item_name"].map(clean), strict=True))
     q = questions["question"].astype(str)
-    full = [bool(names[d]) and names[d] in text for d, text in zip(questions["doc_id"].astype(str), q, strict=True)]
+    full = [
+        bool(names[d]) and names[d] in text
+        for d, text in zip(questions["doc_id"].astype(str), q, strict=True)
+    ]
     system = next(s for s in params.systems if s.kind == "builtin")
     rag = BuiltinRAG(system, make_model(params.model(params.answerer), None), lang=params.lang)
     ranked = rag.retrieve(questions, corpus)
     hit = [d in r for d, r in zip(questions["doc_id"].astype(str), ranked, strict=True)]
-    out = {"questions": len(q), "full_official_name": sum(full) / len(q),
-           "nested_brackets": float(q.str.contains(NESTED).mean()), "de_de": float(q.str.contains("的的").mean()),
-           f"recall_at_{system.top_n}": sum(hit) / len(hit)}
+    out = {
+        "questions": len(q),
+        "full_official_name": sum(full) / len(q),
+        "nested_brackets": float(q.str.contains(NESTED).mean()),
+        "de_de": float(q.str.contains("的的").mean()),
+        f"recall_at_{system.top_n}": sum(hit) / len(hit),
+    }
     for style, share in questions["style"].value_counts(normalize=True).items():
         out[f"style_{style}"] = float(share)
     return out
 
 
 def main() -> None:
-    rows = {name: measure(f) for name, f in (("demo", "params/default.yaml"), ("example", "params/own_kb.yaml"))}
+    rows = {
+        name: measure(f)
+        for name, f in (("demo", "params/default.yaml"), ("example", "params/own_kb.yaml"))
+    }
     print(pd.DataFrame(rows).round(3).to_string())
     print(f"example_full_official_name_share: {rows['example']['full_official_name']:.3f}")
 

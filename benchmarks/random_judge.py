@@ -39,6 +39,7 @@ def random_reply(faults: float):
         if faults and _bucket(body) < 100 * faults and _bucket(body) >= 50 * faults:
             return "I would rather not give a number for this answer."  # a parse failure
         return f"Score: {random.Random(body_digest(body)).randint(0, 10)}"
+
     return reply
 
 
@@ -47,18 +48,31 @@ def run_case(tmp: Path, faults: float, items: int, bootstrap: int, down: bool = 
         if down:
             server.fail("500", times=None)
         elif faults:
-            server.fail("500", times=None, when=lambda b: _bucket(b) < 50 * faults)  # a call failure
+            server.fail(
+                "500", times=None, when=lambda b: _bucket(b) < 50 * faults
+            )  # a call failure
         params = yaml.safe_load((ROOT / "params" / "default.yaml").read_text(encoding="utf-8"))
-        params.update({
-            "run": "random-judge", "outputs_dir": str(tmp / "outputs"),
-            "corpus": {"source": "demo", "n_items": items, "seed": 3},
-            "questions": {"generator": "template", "seed": 3},
-            "systems": [{"kind": "builtin", "name": "bm25-top8", "top_n": 8}],
-            "models": {"random": {"provider": "openai", "model": "random", "base_url": server.url,
-                                  "api_key_env": "CUBE_RANDOM_KEY", "max_attempts": 1, "max_concurrency": 8}},
-            "judges": params["judges"] + [{"name": "random-llm", "model": "random"}],
-            "analysis": {**params["analysis"], "bootstrap": bootstrap},
-        })
+        params.update(
+            {
+                "run": "random-judge",
+                "outputs_dir": str(tmp / "outputs"),
+                "corpus": {"source": "demo", "n_items": items, "seed": 3},
+                "questions": {"generator": "template", "seed": 3},
+                "systems": [{"kind": "builtin", "name": "bm25-top8", "top_n": 8}],
+                "models": {
+                    "random": {
+                        "provider": "openai",
+                        "model": "random",
+                        "base_url": server.url,
+                        "api_key_env": "CUBE_RANDOM_KEY",
+                        "max_attempts": 1,
+                        "max_concurrency": 8,
+                    }
+                },
+                "judges": params["judges"] + [{"name": "random-llm", "model": "random"}],
+                "analysis": {**params["analysis"], "bootstrap": bootstrap},
+            }
+        )
         path = tmp / "p.yaml"
         path.write_text(yaml.safe_dump(params, allow_unicode=True), encoding="utf-8")
         import os
@@ -67,14 +81,22 @@ def run_case(tmp: Path, faults: float, items: int, bootstrap: int, down: bool = 
         run = open_run(path, tmp / "run")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            for stage in (pipeline.corpus_stage, pipeline.questions_stage, pipeline.answers_stage,
-                          pipeline.scores_stage):
+            for stage in (
+                pipeline.corpus_stage,
+                pipeline.questions_stage,
+                pipeline.answers_stage,
+                pipeline.scores_stage,
+            ):
                 stage(run)
             results = pipeline.evaluate_run(run)
             decision = pipeline.decision(run, results)
-    return {"decision": decision, "results": results, "results_json": json.loads(
-        (run.paths.root / "results.json").read_text(encoding="utf-8")) if (run.paths.root / "results.json").exists()
-        else {}}
+    return {
+        "decision": decision,
+        "results": results,
+        "results_json": json.loads((run.paths.root / "results.json").read_text(encoding="utf-8"))
+        if (run.paths.root / "results.json").exists()
+        else {},
+    }
 
 
 def main() -> None:
@@ -92,8 +114,10 @@ def main() -> None:
     cols = [c for c in ("weighted_score", "cube_score", "in_jury", "excluded_reason") if c in table]
     print(table[cols].to_string())
     ci = d.get("cube_ci") or [float("nan"), float("nan")]
-    print(f"verdict: {d['verdict']}; withheld because: {d.get('withheld_reasons')}; "
-          f"judges used: {d.get('judges_used', list(table.index))}; judging_failed: {d.get('judging_failed')}")
+    print(
+        f"verdict: {d['verdict']}; withheld because: {d.get('withheld_reasons')}; "
+        f"judges used: {d.get('judges_used', list(table.index))}; judging_failed: {d.get('judging_failed')}"
+    )
     print(f"decision_cube: {d['cube_score']:.1f} [{ci[0]:.1f}, {ci[1]:.1f}] {d['verdict']}")
 
 

@@ -35,12 +35,16 @@ def main() -> None:
     ap = AnalysisParams(bootstrap=0)
     defined = rank_pass = both = admitted = 0
     for seed in range(args.runs):
-        answers, scores = make_tables(n_questions=args.questions, seed=1000 + seed, judges=("judge-a",))
+        answers, scores = make_tables(
+            n_questions=args.questions, seed=1000 + seed, judges=("judge-a",)
+        )
         rng = np.random.default_rng(seed)
         rnd = scores.assign(judge="judge-r", score=rng.integers(0, 11, len(scores)).astype(float))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            g = evaluate(answers, pd.concat([scores, rnd], ignore_index=True), ap).cube_table.loc["judge-r"]
+            g = evaluate(answers, pd.concat([scores, rnd], ignore_index=True), ap).cube_table.loc[
+                "judge-r"
+            ]
         if not np.isfinite(g["weighted_score"]):
             continue
         defined += 1
@@ -49,8 +53,10 @@ def main() -> None:
         both += bool(a and b)
         admitted += bool(g["in_jury"])
     print(f"runs: {args.runs}; random judge with a defined W: {defined}")
-    print(f"rank test (a') passes: {rank_pass / max(defined, 1):.3f} (nominal {ap.gate_alpha:g}); "
-          f"(a) and (a') both: {both / max(defined, 1):.3f}")
+    print(
+        f"rank test (a') passes: {rank_pass / max(defined, 1):.3f} (nominal {ap.gate_alpha:g}); "
+        f"(a) and (a') both: {both / max(defined, 1):.3f}"
+    )
     print(f"random_judge_admission: {admitted / args.runs:.4f}")
 
 

@@ -22,8 +22,12 @@ from cube.systems import make_system
 
 
 def _params(lang: str) -> Params:
-    return Params(run="bench", lang=lang, questions=QuestionParams(seed=7),
-                  judges=[JudgeParams(name="j", model=ModelSpec(provider="offline", model="rubric"))])
+    return Params(
+        run="bench",
+        lang=lang,
+        questions=QuestionParams(seed=7),
+        judges=[JudgeParams(name="j", model=ModelSpec(provider="offline", model="rubric"))],
+    )
 
 
 def main() -> None:
@@ -33,14 +37,18 @@ def main() -> None:
             corpus = generate_demo_corpus(n, lang, 0.33, seed=7)
             questions = build_questions(_params(lang), corpus)
             for mode in ("none", "question"):
-                system = make_system(BuiltinSystem(name=mode, region_filter=mode), _params(lang), None)
+                system = make_system(
+                    BuiltinSystem(name=mode, region_filter=mode), _params(lang), None
+                )
                 answers = system.answer(questions, corpus, progress=False)
                 c = near_duplicate_confusion(answers, corpus)
                 counts = system.region_counts or {"filtered": 0, "unfiltered": len(questions)}
-                print(f"{lang} n={n} filter={mode:8s} R@1 {(answers['rank'] == 1).mean():.3f} "
-                      f"R@8 {(answers['rank'] > 0).mean():.3f} confusion {c['rate']:.3f} "
-                      f"(region {c['region']}, variant {c['variant']}, duplicate {c['duplicate']} of {c['n']}) "
-                      f"filtered {counts['filtered']} unfiltered {counts['unfiltered']}")
+                print(
+                    f"{lang} n={n} filter={mode:8s} R@1 {(answers['rank'] == 1).mean():.3f} "
+                    f"R@8 {(answers['rank'] > 0).mean():.3f} confusion {c['rate']:.3f} "
+                    f"(region {c['region']}, variant {c['variant']}, duplicate {c['duplicate']} of {c['n']}) "
+                    f"filtered {counts['filtered']} unfiltered {counts['unfiltered']}"
+                )
                 if (lang, n, mode) == ("zh", 300, "question"):
                     last = c["region"] / c["n"]
     print(f"region_confusion_300_zh_with_filter: {last:.4f}")

@@ -33,7 +33,13 @@ from cube.llm import Request, make_model
 from cube.systems.extractive import extractive_answer
 
 DIMS = ("relevance", "specificity", "completeness", "quality")
-ASKS = ("需要准备哪些申请材料？", "收费吗？收费标准是什么？", "多久能办完？", "在哪里办理？", "办理流程是怎样的？")
+ASKS = (
+    "需要准备哪些申请材料？",
+    "收费吗？收费标准是什么？",
+    "多久能办完？",
+    "在哪里办理？",
+    "办理流程是怎样的？",
+)
 
 
 def documents(n: int) -> tuple[list[str], list[str], list[str]]:
@@ -52,8 +58,14 @@ def documents(n: int) -> tuple[list[str], list[str], list[str]]:
             j += 1
         long_texts.append(t + "".join(extra))
     fam = corpus["family_id"].tolist()
-    rag = [long_texts[i - 1] if fam[i] and i > 0 and fam[i - 1] == fam[i] else long_texts[(i + 7) % n]
-           if i % 5 == 0 else long_texts[i] for i in range(n)]
+    rag = [
+        long_texts[i - 1]
+        if fam[i] and i > 0 and fam[i - 1] == fam[i]
+        else long_texts[(i + 7) % n]
+        if i % 5 == 0
+        else long_texts[i]
+        for i in range(n)
+    ]
     return long_texts, names, rag
 
 
@@ -65,8 +77,14 @@ def requests(n: int) -> list[Request]:
         for retrieved in ([], [rag[i]], [doc]):
             answer = extractive_answer(q, retrieved, "zh")[0]
             for d in DIMS:
-                ctx = {"question": q, "document": doc, "answer": answer, "item_name": name, "lang": "zh",
-                       "dimension": d}
+                ctx = {
+                    "question": q,
+                    "document": doc,
+                    "answer": answer,
+                    "item_name": name,
+                    "lang": "zh",
+                    "dimension": d,
+                }
                 out.append(Request(messages=(), context=ctx))
     return out
 
@@ -81,8 +99,10 @@ def main() -> None:
     reqs = requests(args.docs)
     doc_len = sum(len(r.context["document"]) for r in reqs[::12]) / (len(reqs) / 12)
     ans_len = sum(len(r.context["answer"]) for r in reqs[::4]) / (len(reqs) / 4)
-    print(f"documents: {args.docs} (mean {doc_len:.0f} chars), answers: {len(reqs) // 4} (mean {ans_len:.0f} chars), "
-          f"judgments per pass: {len(reqs)}")
+    print(
+        f"documents: {args.docs} (mean {doc_len:.0f} chars), answers: {len(reqs) // 4} (mean {ans_len:.0f} chars), "
+        f"judgments per pass: {len(reqs)}"
+    )
     headline = 0.0
     for preset in ("lenient", "strict"):
         model = make_model(ModelSpec(provider="offline", model=f"rubric-{preset}"))
@@ -96,7 +116,9 @@ def main() -> None:
         warm = model.complete(reqs, role="judging", progress=False)
         warm_rate = len(reqs) / (time.perf_counter() - t)
         assert all(r.ok for r in cold) and [r.text for r in cold] == [r.text for r in warm]
-        print(f"{preset}: cold caches {cold_rate:,.0f} judgments/s, warm caches {warm_rate:,.0f} judgments/s")
+        print(
+            f"{preset}: cold caches {cold_rate:,.0f} judgments/s, warm caches {warm_rate:,.0f} judgments/s"
+        )
         headline = cold_rate
     print(f"rubric_judgments_per_s: {headline:.0f}")
 

@@ -54,14 +54,28 @@ def pair(model: RunModel, model_b: RunModel, n: int, r: int, B: int, seed: int) 
     `simulate_study.compare_replicate` draws it."""
     rs = S.replicate_seed(seed, n, r, 7)
     q = draw_questions(model, n, np.random.default_rng(rs))
-    pa, pb = prepared(model, q, np.random.default_rng(rs + 1)), prepared(model_b, q, np.random.default_rng(rs + 2))
+    pa, pb = (
+        prepared(model, q, np.random.default_rng(rs + 1)),
+        prepared(model_b, q, np.random.default_rng(rs + 2)),
+    )
     one = np.ones((1, n))
-    delta = float(cube_from_counts(pb, one)["cube_score"].mean(0)[0] - cube_from_counts(pa, one)["cube_score"].mean(0)[0])
+    delta = float(
+        cube_from_counts(pb, one)["cube_score"].mean(0)[0]
+        - cube_from_counts(pa, one)["cube_score"].mean(0)[0]
+    )
     C = resample_counts(n, B, np.random.default_rng(S.replicate_seed(seed, n, r, 8)))
-    d = cube_from_counts(pb, C)["cube_score"].mean(0) - cube_from_counts(pa, C)["cube_score"].mean(0)
+    d = cube_from_counts(pb, C)["cube_score"].mean(0) - cube_from_counts(pa, C)["cube_score"].mean(
+        0
+    )
     d = d[np.isfinite(d)]
     lo, hi = np.quantile(d, [0.025, 0.975])
-    return {"n_questions": n, "delta": delta, "se": float(d.std(ddof=1)), "lo": float(lo), "hi": float(hi)}
+    return {
+        "n_questions": n,
+        "delta": delta,
+        "se": float(d.std(ddof=1)),
+        "lo": float(lo),
+        "hi": float(hi),
+    }
 
 
 def compare_study(model: RunModel, sizes: list[int], R: int, B: int, better: bool = False) -> None:
@@ -69,23 +83,31 @@ def compare_study(model: RunModel, sizes: list[int], R: int, B: int, better: boo
     `better`: the power with B better by the MDE too (a better system's CuBE varies more)."""
     ap = AnalysisParams()
     for n in sizes:
-        null = pd.DataFrame([pair(model, model.with_system(name="sys-b"), n, r, B, 0) for r in range(R)])
+        null = pd.DataFrame(
+            [pair(model, model.with_system(name="sys-b"), n, r, B, 0) for r in range(R)]
+        )
         printed = float(mde(null["se"].mean()))
         cases = [("no difference", null, 0.0)]
-        for sign, word, seed in ((-1, "worse", 1), (1, "better", 2))[:2 if better else 1]:
+        for sign, word, seed in ((-1, "worse", 1), (1, "better", 2))[: 2 if better else 1]:
             shift = S.quality_shift_for(model, sign * printed, ap)
-            model_b = model.with_system(name="sys-b", answer_quality=model.system.answer_quality + shift)
+            model_b = model.with_system(
+                name="sys-b", answer_quality=model.system.answer_quality + shift
+            )
             true = S.jury_truth(model_b, ap) - S.jury_truth(model, ap)
             alt = pd.DataFrame([pair(model, model_b, n, r, B, seed) for r in range(R)])
             cases.append((f"B {word} by the MDE ({true:+.2f})", alt, true))
-            print(f"compare_power_at_mde_{word}_{n}q: {S.mc_rate((alt['hi'] < 0) | (alt['lo'] > 0))[0]:.3f}")
+            print(
+                f"compare_power_at_mde_{word}_{n}q: {S.mc_rate((alt['hi'] < 0) | (alt['lo'] > 0))[0]:.3f}"
+            )
         for case, g, t in cases:
             cover, cover_se, k = S.mc_rate((g["lo"] <= t) & (t <= g["hi"]))
             rej, rej_se, _ = S.mc_rate((g["hi"] < 0) | (g["lo"] > 0))
             sd, se = float(g["delta"].std(ddof=1)), float(g["se"].mean())
-            print(f"compare {n:>4} q, {case}: R={k} SD of ΔCuBE {sd:.2f} (MC SE {sd / np.sqrt(2 * (k - 1)):.2f}), mean "
-                  f"bootstrap SE {se:.2f}, interval covers the truth {cover:.1%} (MC SE {cover_se:.1%}), excludes 0 in "
-                  f"{rej:.1%} (MC SE {rej_se:.1%}); printed MDE {mde(se):.2f}")
+            print(
+                f"compare {n:>4} q, {case}: R={k} SD of ΔCuBE {sd:.2f} (MC SE {sd / np.sqrt(2 * (k - 1)):.2f}), mean "
+                f"bootstrap SE {se:.2f}, interval covers the truth {cover:.1%} (MC SE {cover_se:.1%}), excludes 0 in "
+                f"{rej:.1%} (MC SE {rej_se:.1%}); printed MDE {mde(se):.2f}"
+            )
 
 
 def permutation_p(model: RunModel, n: int, r: int, P: int, seed: int = 0) -> float:
@@ -96,13 +118,20 @@ def permutation_p(model: RunModel, n: int, r: int, P: int, seed: int = 0) -> flo
     rs = S.replicate_seed(seed, n, r, 7)
     q = draw_questions(model, n, np.random.default_rng(rs))
     model_b = model.with_system(name="sys-b")
-    pa, pb = prepared(model, q, np.random.default_rng(rs + 1)), prepared(model_b, q, np.random.default_rng(rs + 2))
+    pa, pb = (
+        prepared(model, q, np.random.default_rng(rs + 1)),
+        prepared(model_b, q, np.random.default_rng(rs + 2)),
+    )
     one = np.ones((1, n))
-    delta = float(cube_from_counts(pb, one)["cube_score"].mean(0)[0] - cube_from_counts(pa, one)["cube_score"].mean(0)[0])
+    delta = float(
+        cube_from_counts(pb, one)["cube_score"].mean(0)[0]
+        - cube_from_counts(pa, one)["cube_score"].mean(0)[0]
+    )
     M = (np.random.default_rng(S.replicate_seed(seed, n, r, 8)).random((P, n)) < 0.5).astype(float)
     pab = _concat(pa, pb)
-    d = (cube_from_counts(pab, np.hstack([M, 1 - M]))["cube_score"].mean(0)
-         - cube_from_counts(pab, np.hstack([1 - M, M]))["cube_score"].mean(0))
+    d = cube_from_counts(pab, np.hstack([M, 1 - M]))["cube_score"].mean(0) - cube_from_counts(
+        pab, np.hstack([1 - M, M])
+    )["cube_score"].mean(0)
     d = d[np.isfinite(d)]
     return float((1 + np.sum(np.abs(d) >= abs(delta) - 1e-9 * max(1.0, abs(delta)))) / (1 + len(d)))
 
@@ -120,8 +149,10 @@ def _print_rejections(p: pd.Series, label: str, n: int, start: int, R: int) -> N
 
     for a in (0.01, 0.05, 0.10):
         rate, se, k = S.mc_rate(p <= a)
-        print(f"{label} {n} q, no difference, pairs {start}..{start + R - 1}: R={k} p <= {a:.2f} in "
-              f"{rate:.1%} (MC SE {se:.1%}, {int((p <= a).sum())} pairs)")
+        print(
+            f"{label} {n} q, no difference, pairs {start}..{start + R - 1}: R={k} p <= {a:.2f} in "
+            f"{rate:.1%} (MC SE {se:.1%}, {int((p <= a).sum())} pairs)"
+        )
     print(f"KS against uniform: p = {stats.kstest(p, 'uniform').pvalue:.3f}")
     print(f"permutation_rejection_5pct_{n}q: {float((p <= 0.05).mean()):.3f}")
 
@@ -146,34 +177,82 @@ def prepared(model: RunModel, q: Questions, rng: np.random.Generator) -> Prepare
     rank = draw_ranks(model.system, n, rng)
     scores = judge_scores(model, true_levels(model, model.system, q, rank), rng)
     rank_score = np.where(rank > 0, model.system.top_n + 2 - rank, 0).astype(float)
-    return Prepared([j.name for j in model.judges], list(model.dimensions), rank_score, rank > 0, scores, 0.1,
-                    "retrieved", "rank_correlation", None, True)
+    return Prepared(
+        [j.name for j in model.judges],
+        list(model.dimensions),
+        rank_score,
+        rank > 0,
+        scores,
+        0.1,
+        "retrieved",
+        "rank_correlation",
+        None,
+        True,
+    )
 
 
 def replicate(model: RunModel, n: int, r: int, B: int, methods: list[str]) -> list[dict]:
     rng = np.random.default_rng(S.replicate_seed(0, n, r))
     p = prepared(model, draw_questions(model, n, rng), rng)
     rows = []
-    for m in methods:  # "<method>-plain": without the small-sample expansion of the levels (the default before)
-        b = bootstrap_prepared(p, n_resamples=B, seed=r, method=m.removesuffix("-plain"), expand=not m.endswith("-plain"))
-        rows += [{"n_questions": n, "replicate": r, "interval": m, **x} for x in b.to_dict("records")]
+    for m in (
+        methods
+    ):  # "<method>-plain": without the small-sample expansion of the levels (the default before)
+        b = bootstrap_prepared(
+            p,
+            n_resamples=B,
+            seed=r,
+            method=m.removesuffix("-plain"),
+            expand=not m.endswith("-plain"),
+        )
+        rows += [
+            {"n_questions": n, "replicate": r, "interval": m, **x} for x in b.to_dict("records")
+        ]
     return rows
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--replicates", type=int, default=200)
     ap.add_argument("--questions", default="40,100,300")
     ap.add_argument("--bootstrap", type=int, default=1000)
-    ap.add_argument("--methods", default="bca,percentile", help="intervals (bca, percentile, basic; '<name>-plain' without the small-sample expansion); the first "
-                    "(the default, bca) is the headline")
-    ap.add_argument("--compare", type=int, default=0, help="pairs per size for compare's size and power (0: none)")
-    ap.add_argument("--better", action="store_true", help="--compare: also the power with B better by the MDE")
-    ap.add_argument("--pvalues", type=int, default=0,
-                    help="pairs per size for the permutation p-value under no difference, through compare_pair")
-    ap.add_argument("--arrays", action="store_true", help="--pvalues from the arrays (compare_pair's values, faster)")
-    ap.add_argument("--permutations", type=int, default=200, help="--pvalues: permutations per pair")
-    ap.add_argument("--start", type=int, default=0, help="first pair of --pvalues, first run of --replicates (a later batch: new runs)")
+    ap.add_argument(
+        "--methods",
+        default="bca,percentile",
+        help="intervals (bca, percentile, basic; '<name>-plain' without the small-sample expansion); the first "
+        "(the default, bca) is the headline",
+    )
+    ap.add_argument(
+        "--compare",
+        type=int,
+        default=0,
+        help="pairs per size for compare's size and power (0: none)",
+    )
+    ap.add_argument(
+        "--better", action="store_true", help="--compare: also the power with B better by the MDE"
+    )
+    ap.add_argument(
+        "--pvalues",
+        type=int,
+        default=0,
+        help="pairs per size for the permutation p-value under no difference, through compare_pair",
+    )
+    ap.add_argument(
+        "--arrays",
+        action="store_true",
+        help="--pvalues from the arrays (compare_pair's values, faster)",
+    )
+    ap.add_argument(
+        "--permutations", type=int, default=200, help="--pvalues: permutations per pair"
+    )
+    ap.add_argument(
+        "--start",
+        type=int,
+        default=0,
+        help="first pair of --pvalues, first run of --replicates (a later batch: new runs)",
+    )
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     model = RunModel()
@@ -182,7 +261,9 @@ def main() -> None:
     t0 = time.time()
     if args.pvalues:
         for n in sizes:
-            (fast_pvalue_study if args.arrays else pvalue_study)(model, n, args.pvalues, args.start, args.permutations)
+            (fast_pvalue_study if args.arrays else pvalue_study)(
+                model, n, args.pvalues, args.start, args.permutations
+            )
         if not args.replicates and not args.compare:
             return
     if args.compare:
@@ -190,24 +271,38 @@ def main() -> None:
         if not args.replicates:
             return
     true = truth(model).set_index("judge")
-    rows = [x for n in sizes for r in range(args.start, args.start + args.replicates) for x in replicate(model, n, r, args.bootstrap, methods)]
+    rows = [
+        x
+        for n in sizes
+        for r in range(args.start, args.start + args.replicates)
+        for x in replicate(model, n, r, args.bootstrap, methods)
+    ]
     reps = pd.DataFrame(rows)
-    reps["truth"] = [model.system.recall if m == "recall_at_k" else
-                     float(true[m].mean() if j == "jury" else true.at[j, m])
-                     for j, m in zip(reps["judge"], reps["metric"], strict=True)]
+    reps["truth"] = [
+        model.system.recall
+        if m == "recall_at_k"
+        else float(true[m].mean() if j == "jury" else true.at[j, m])
+        for j, m in zip(reps["judge"], reps["metric"], strict=True)
+    ]
     reps["in_jury"] = True
     reps = reps[~((reps["metric"] == "recall_at_k") & (reps["judge"] != "jury"))]
     table = S.coverage_table(reps)
     print(f"model: {model}")
     print(f"truth (200,000 simulated questions): {true.to_dict()}")
     for r in table.itertuples():
-        print(f"{r.n_questions:>4} {r.judge:<8} {r.metric:<15} {r.interval:<10} R={r.replicates:<4} coverage "
-              f"{r.coverage:6.1%} (MC SE {r.coverage_mc_se:4.1%}) width {r.mean_width:6.2f} bias {r.bias:+.2f} "
-              f"rmse {r.rmse:.2f}{'  <- misses' if r.misses else ''}")
+        print(
+            f"{r.n_questions:>4} {r.judge:<8} {r.metric:<15} {r.interval:<10} R={r.replicates:<4} coverage "
+            f"{r.coverage:6.1%} (MC SE {r.coverage_mc_se:4.1%}) width {r.mean_width:6.2f} bias {r.bias:+.2f} "
+            f"rmse {r.rmse:.2f}{'  <- misses' if r.misses else ''}"
+        )
     print(f"seconds: {time.time() - t0:.0f}")
     mid = sorted(sizes)[len(sizes) // 2]
-    head = table[(table["n_questions"] == mid) & (table["judge"] == "jury") & (table["metric"] == "cube_score")
-                 & (table["interval"] == methods[0])]
+    head = table[
+        (table["n_questions"] == mid)
+        & (table["judge"] == "jury")
+        & (table["metric"] == "cube_score")
+        & (table["interval"] == methods[0])
+    ]
     print(f"jury_cube_coverage_{methods[0]}_{mid}q: {float(head['coverage'].iloc[0]):.3f}")
 
 

@@ -29,12 +29,19 @@ from cube.run.stages import stage_fingerprints, stages_affected
 ROOT = Path(__file__).resolve().parents[1]
 
 
-NEW_JUDGE_MODEL = {"provider": "openai", "model": "claude-x", "base_url": "http://127.0.0.1:9/v1",
-                   "temperature": 0, "price_input_per_m": 3.0, "price_output_per_m": 15.0}
+NEW_JUDGE_MODEL = {
+    "provider": "openai",
+    "model": "claude-x",
+    "base_url": "http://127.0.0.1:9/v1",
+    "temperature": 0,
+    "price_input_per_m": 3.0,
+    "price_output_per_m": 15.0,
+}
 
 
 def _edits() -> dict[str, tuple[str, Callable[[dict], None]]]:
     """Each edit: the params file it applies to, and the change."""
+
     def add_llm_judge(d: dict) -> None:
         d["models"]["claude-x"] = NEW_JUDGE_MODEL
         d["judges"].append({"name": "Claude-X", "model": "claude-x"})
@@ -43,19 +50,42 @@ def _edits() -> dict[str, tuple[str, Callable[[dict], None]]]:
         d["models"]["gpt-4o"]["price_input_per_m"] = 5.0
 
     return {
-        "adding_a_judge": ("default.yaml", lambda d: d["judges"].append(
-            {"name": "extra", "model": {"provider": "offline", "model": "rubric-strict"}, "samples": 2})),
+        "adding_a_judge": (
+            "default.yaml",
+            lambda d: d["judges"].append(
+                {
+                    "name": "extra",
+                    "model": {"provider": "offline", "model": "rubric-strict"},
+                    "samples": 2,
+                }
+            ),
+        ),
         "adding_a_judge_with_its_own_models_entry": ("llm_jury.yaml", add_llm_judge),
         "editing_a_price": ("llm_jury.yaml", edit_price),
-        "models.gpt-4o.temperature": ("llm_jury.yaml", lambda d: d["models"]["gpt-4o"].update(temperature=0.5)),
-        "models.qwen2.5-32b.max_concurrency": ("llm_jury.yaml",
-                                               lambda d: d["models"]["qwen2.5-32b"].update(max_concurrency=8)),
-        "analysis.trim_proportion": ("default.yaml",
-                                     lambda d: d.setdefault("analysis", {}).update(trim_proportion=0.2)),
-        "diagnostics.judge_disagreement_above": ("default.yaml", lambda d: d.setdefault("diagnostics", {}).update(
-            judge_disagreement_above=5.0)),  # read by 06 and 10 only (02 reads diagnostics.refusal_*)
-        "lexical.tokenizer": ("default.yaml", lambda d: d.setdefault("lexical", {}).update(tokenizer="char")),
-        "human.sample_size": ("default.yaml", lambda d: d.setdefault("human", {}).update(sample_size=10)),
+        "models.gpt-4o.temperature": (
+            "llm_jury.yaml",
+            lambda d: d["models"]["gpt-4o"].update(temperature=0.5),
+        ),
+        "models.qwen2.5-32b.max_concurrency": (
+            "llm_jury.yaml",
+            lambda d: d["models"]["qwen2.5-32b"].update(max_concurrency=8),
+        ),
+        "analysis.trim_proportion": (
+            "default.yaml",
+            lambda d: d.setdefault("analysis", {}).update(trim_proportion=0.2),
+        ),
+        "diagnostics.judge_disagreement_above": (
+            "default.yaml",
+            lambda d: d.setdefault("diagnostics", {}).update(judge_disagreement_above=5.0),
+        ),  # read by 06 and 10 only (02 reads diagnostics.refusal_*)
+        "lexical.tokenizer": (
+            "default.yaml",
+            lambda d: d.setdefault("lexical", {}).update(tokenizer="char"),
+        ),
+        "human.sample_size": (
+            "default.yaml",
+            lambda d: d.setdefault("human", {}).update(sample_size=10),
+        ),
         "corpus.seed": ("default.yaml", lambda d: d.setdefault("corpus", {}).update(seed=11)),
         "title": ("default.yaml", lambda d: d.update(title="Another title")),
     }
@@ -70,13 +100,19 @@ def main() -> None:
         data = copy.deepcopy(base)
         edit(data)
         after = parse_params(data)
-        new = stages_affected(stage_fingerprints(before, notebooks, ROOT), stage_fingerprints(after, notebooks, ROOT))
+        new = stages_affected(
+            stage_fingerprints(before, notebooks, ROOT), stage_fingerprints(after, notebooks, ROOT)
+        )
         old = len(notebooks) if params_to_yaml(after) != params_to_yaml(before) else 0
         counts[name] = len(new)
-        print(f"{name} ({file}): whole-params rule {old} of {len(notebooks)} stages, now {len(new)}: "
-              f"{[n[:2] for n in new]}")
-    print(f"stages_rerun_after_adding_a_judge_with_its_own_models_entry: "
-          f"{counts['adding_a_judge_with_its_own_models_entry']}")
+        print(
+            f"{name} ({file}): whole-params rule {old} of {len(notebooks)} stages, now {len(new)}: "
+            f"{[n[:2] for n in new]}"
+        )
+    print(
+        f"stages_rerun_after_adding_a_judge_with_its_own_models_entry: "
+        f"{counts['adding_a_judge_with_its_own_models_entry']}"
+    )
 
 
 if __name__ == "__main__":

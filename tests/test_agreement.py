@@ -20,7 +20,9 @@ from cube.method.agreement import (
 DIMS = ("relevance", "completeness")
 
 
-def _row(q: int, judge: str, dim: str, score: float, sample: int = 0, set_name: str = "rag") -> dict:
+def _row(
+    q: int, judge: str, dim: str, score: float, sample: int = 0, set_name: str = "rag"
+) -> dict:
     return {
         "question_id": f"q{q}",
         "system": "sys",
@@ -102,7 +104,9 @@ def test_weighted_kappa_hand_computed():
     #   sum w*E = [0^2*1 + 10^2*2 + 1^2*1 + 9^2*2 + 10^2*1 + 0^2*2] / 3 = 463 / 3
     # kappa = 1 - 81 / (463/3) = 1 - 243/463 = 220/463 = 0.47516...
     # (sklearn on the observed labels only would treat 0, 1, 10 as equally spaced: 0.8.)
-    assert weighted_kappa(np.array([0.0, 1, 10]), np.array([0.0, 10, 10])) == pytest.approx(220 / 463)
+    assert weighted_kappa(np.array([0.0, 1, 10]), np.array([0.0, 10, 10])) == pytest.approx(
+        220 / 463
+    )
     # a = [0, 1, 2], b = [0, 2, 2]: sum w*O = 1; sum w*E = (8/3 + 1 + 4/3) = 5; kappa = 1 - 1/5
     assert weighted_kappa(np.array([0.0, 1, 2]), np.array([0.0, 2, 2])) == pytest.approx(0.8)
     assert np.isnan(weighted_kappa(np.array([1.5, 2, 3]), np.array([1.0, 2, 3])))  # not integers
@@ -121,7 +125,9 @@ def test_kappa_in_table_and_any_numeric_scale():
     )
     assert out.loc["llm100", "pearson"] == pytest.approx(out.loc["llm", "pearson"])
     assert out.loc["llm100", "spearman"] == pytest.approx(out.loc["llm", "spearman"])
-    assert out.loc["llm100", "bias"] == pytest.approx(np.mean(10 * np.array(llm) + 3 - np.array(human)))
+    assert out.loc["llm100", "bias"] == pytest.approx(
+        np.mean(10 * np.array(llm) + 3 - np.array(human))
+    )
 
 
 def test_constant_inputs_give_nan_without_warnings():
@@ -148,7 +154,8 @@ def test_bootstrap_intervals_deterministic_and_order_free(table):
     for stat in ("pearson", "mean_abs_diff", "bias"):
         assert (first[f"{stat}_lo"] <= first[f"{stat}_hi"]).all()
         assert (
-            (first[f"{stat}_lo"] <= first[stat] + 1e-9) & (first[stat] <= first[f"{stat}_hi"] + 1e-9)
+            (first[f"{stat}_lo"] <= first[stat] + 1e-9)
+            & (first[stat] <= first[f"{stat}_hi"] + 1e-9)
         ).all()
 
 
@@ -168,7 +175,11 @@ def test_consensus_row_used_only_without_raters():
         _row(0, "human:b", "quality", 6),
         _row(0, "human", "quality", 9),
     ]
-    rows += [_row(1, "human", "quality", 7), _row(0, "llm", "quality", 5), _row(1, "llm", "quality", 8)]
+    rows += [
+        _row(1, "human", "quality", 7),
+        _row(0, "llm", "quality", 5),
+        _row(1, "llm", "quality", 8),
+    ]
     out = agreement_table(pd.DataFrame(rows)).set_index("judge")
     assert out.loc["llm", "bias"] == pytest.approx(((5 - 5) + (8 - 7)) / 2)
 
@@ -194,7 +205,9 @@ def test_krippendorff_alpha_with_missing_values_hand_computed():
     ]
     rows.append(_row(1, "A", "relevance", 0.0))  # another dimension, excluded by `dimension`
     scores = pd.DataFrame(rows)
-    assert krippendorff_alpha(scores, ["A", "B", "C"], dimension="quality") == pytest.approx(11 / 17)
+    assert krippendorff_alpha(scores, ["A", "B", "C"], dimension="quality") == pytest.approx(
+        11 / 17
+    )
     assert krippendorff_alpha(scores, dimension="quality", level="ordinal") <= 1.0
     assert np.isnan(krippendorff_alpha(scores, ["A"], dimension="quality"))  # a single rater
     with pytest.raises(ValueError, match="'Z'"):
@@ -203,7 +216,9 @@ def test_krippendorff_alpha_with_missing_values_hand_computed():
 
 def test_reliability_table_groups(table):
     scores, _ = table
-    out = reliability_table(scores, {"humans": ["human:a", "human:b"], "llm": ["llm"]}, bootstrap=30)
+    out = reliability_table(
+        scores, {"humans": ["human:a", "human:b"], "llm": ["llm"]}, bootstrap=30
+    )
     humans = out[out["group"] == "humans"].set_index("dimension")
     assert list(humans["n_raters"]) == [2, 2] and list(humans["n_units"]) == [8, 8]
     for d in DIMS:
@@ -221,7 +236,9 @@ def test_pairwise_agreement_matrix(table):
     np.testing.assert_allclose(matrix.to_numpy(), matrix.to_numpy().T)
     assert (np.diag(matrix.to_numpy()) == 1).all()
     table_value = (
-        agreement_table(scores).set_index(["judge", "dimension"]).loc[("llm", "relevance"), "spearman"]
+        agreement_table(scores)
+        .set_index(["judge", "dimension"])
+        .loc[("llm", "relevance"), "spearman"]
     )
     assert matrix.loc["llm", "human"] == pytest.approx(table_value)
     mae = pairwise_agreement(scores, dimension="relevance", stat="mae")
@@ -230,7 +247,9 @@ def test_pairwise_agreement_matrix(table):
         np.mean(
             np.abs(
                 ref["ref"]
-                - scores.query("judge == 'human:a' and dimension == 'relevance'")["score"].to_numpy()
+                - scores.query("judge == 'human:a' and dimension == 'relevance'")[
+                    "score"
+                ].to_numpy()
             )
         )
     )
@@ -249,17 +268,26 @@ def _set_separating_table(rng_seed: int = 11, n: int = 30) -> pd.DataFrame:
         human = np.clip(np.round(c + rng.normal(0, 1.5, n)), 0, 10)
         judge = np.full(n, c) if s == "rag" else np.clip(np.round(c + rng.normal(0, 1.0, n)), 0, 10)
         for q in range(n):
-            rows += [_row(q, "human", "quality", human[q], set_name=s), _row(q, "llm", "quality", judge[q], set_name=s)]
+            rows += [
+                _row(q, "human", "quality", human[q], set_name=s),
+                _row(q, "llm", "quality", judge[q], set_name=s),
+            ]
     return pd.DataFrame(rows)
 
 
 def test_a_judge_that_only_separates_sets_does_not_agree_on_the_rag_set():
     scores = _set_separating_table()
-    out = agreement_table(scores, sets=["rag", "zero", "full", "pooled"]).set_index(["judge", "set"])
+    out = agreement_table(scores, sets=["rag", "zero", "full", "pooled"]).set_index(
+        ["judge", "set"]
+    )
     pooled = out.loc[("llm", "pooled")]
-    assert pooled["pearson"] > 0.7 and pooled["n"] == 90  # the gap between sets manufactures agreement
+    assert (
+        pooled["pearson"] > 0.7 and pooled["n"] == 90
+    )  # the gap between sets manufactures agreement
     rag = out.loc[("llm", "rag")]
-    assert rag["n"] == 30 and np.isnan(rag["pearson"]) and np.isnan(rag["spearman"])  # constant on rag
+    assert (
+        rag["n"] == 30 and np.isnan(rag["pearson"]) and np.isnan(rag["spearman"])
+    )  # constant on rag
     for s in ("zero", "full"):  # noise within a set: no real agreement
         assert abs(out.loc[("llm", s), "pearson"]) < 0.45
     # the default is the rag set alone; pooling only when asked
@@ -271,13 +299,17 @@ def test_a_judge_that_only_separates_sets_does_not_agree_on_the_rag_set():
     )
     assert np.isnan(pairwise_agreement(scores).loc["llm", "human"])
     assert pairwise_agreement(scores, set_name="pooled").loc["llm", "human"] > 0.7
-    rel = reliability_table(scores, {"all": ["human", "llm"]}, sets=["rag", "pooled"]).set_index("set")
+    rel = reliability_table(scores, {"all": ["human", "llm"]}, sets=["rag", "pooled"]).set_index(
+        "set"
+    )
     assert rel.loc["rag", "alpha"] < rel.loc["pooled", "alpha"]
 
 
 def test_unknown_set_is_refused_with_the_sets_present():
     scores = _set_separating_table(n=5)
-    with pytest.raises(ValueError, match=r"sets: expected one or more of \['full', 'rag', 'zero', 'pooled'\]"):
+    with pytest.raises(
+        ValueError, match=r"sets: expected one or more of \['full', 'rag', 'zero', 'pooled'\]"
+    ):
         agreement_table(scores, sets=["rag", "mixed"])
     with pytest.raises(ValueError, match="sets"):
         reliability_table(scores, {"all": ["human", "llm"]}, sets=[])
@@ -300,7 +332,9 @@ def test_bootstrap_resamples_questions_not_units():
             assert out.loc[s, f"{stat}_lo"] == pytest.approx(out.loc[s, stat])
             assert out.loc[s, f"{stat}_hi"] == pytest.approx(out.loc[s, stat])
     rel = reliability_table(scores, {"all": ["human", "llm"]}, sets="pooled", bootstrap=20).iloc[0]
-    assert rel["alpha_lo"] == pytest.approx(rel["alpha"]) and rel["alpha_hi"] == pytest.approx(rel["alpha"])
+    assert rel["alpha_lo"] == pytest.approx(rel["alpha"]) and rel["alpha_hi"] == pytest.approx(
+        rel["alpha"]
+    )
 
 
 def test_question_draws_are_shared_by_every_row():

@@ -29,8 +29,14 @@ def _quiet_evaluate(answers, scores, ap=NO_BOOT):
 # ------------------------------------------------------------------------------------ rank
 @pytest.mark.parametrize(
     ("gold", "docs", "want"),
-    [("g", ["a", "g", "b"], 2), ("g", ["g"], 1), ("g", ["a", "b"], 0), ("g", [], 0), ("g", None, 0),
-     ("g", ["a", "g", "g"], 2)],
+    [
+        ("g", ["a", "g", "b"], 2),
+        ("g", ["g"], 1),
+        ("g", ["a", "b"], 0),
+        ("g", [], 0),
+        ("g", None, 0),
+        ("g", ["a", "g", "g"], 2),
+    ],
 )
 def test_rank_of(gold, docs, want):
     assert rank_of(gold, docs) == want
@@ -71,11 +77,17 @@ def test_positive_affine_invariance(a, b_share, seed):
     b = b_share * (10 - 10 * a)  # keeps a*s + b inside [0, 10]: no clipping
     before = _quiet_evaluate(answers, scores)
     after = _quiet_evaluate(answers, _affine(scores, "judge-a", a, b))
-    pd.testing.assert_frame_equal(before.correlations_all, after.correlations_all, rtol=1e-7, atol=1e-9)
+    pd.testing.assert_frame_equal(
+        before.correlations_all, after.correlations_all, rtol=1e-7, atol=1e-9
+    )
     pd.testing.assert_frame_equal(before.weights, after.weights, rtol=1e-7, atol=1e-9)
     cols = [*DIMS, "weighted_score", "cube_score"]
-    np.testing.assert_allclose(before.cube_table[cols].to_numpy(float), after.cube_table[cols].to_numpy(float),
-                               rtol=1e-7, atol=1e-7)
+    np.testing.assert_allclose(
+        before.cube_table[cols].to_numpy(float),
+        after.cube_table[cols].to_numpy(float),
+        rtol=1e-7,
+        atol=1e-7,
+    )
 
 
 def _copy_set(scores, source, target):
@@ -95,17 +107,23 @@ def test_rag_identical_to_full_gives_100_and_to_zero_gives_0():
 def test_row_order_and_question_labels_change_nothing():
     answers, scores = make_tables(n_questions=50, seed=4)
     base = _quiet_evaluate(answers, scores).cube_table
-    shuffled = _quiet_evaluate(answers.sample(frac=1, random_state=1), scores.sample(frac=1, random_state=2))
+    shuffled = _quiet_evaluate(
+        answers.sample(frac=1, random_state=1), scores.sample(frac=1, random_state=2)
+    )
     relabel = {q: f"renamed-{i}" for i, q in enumerate(reversed(answers["question_id"].unique()))}
-    renamed = _quiet_evaluate(answers.assign(question_id=answers.question_id.map(relabel)),
-                              scores.assign(question_id=scores.question_id.map(relabel)))
+    renamed = _quiet_evaluate(
+        answers.assign(question_id=answers.question_id.map(relabel)),
+        scores.assign(question_id=scores.question_id.map(relabel)),
+    )
     pd.testing.assert_frame_equal(base, shuffled.cube_table)
     pd.testing.assert_frame_equal(base, renamed.cube_table)
 
 
 # ------------------------------------------------------------------------------ edge cases
 def test_negative_correlation_gives_zero_weight_and_a_warning():
-    corr = pd.DataFrame({"judge": ["j"] * 4, "dimension": list(DIMS), "r": [0.5, -0.2, np.nan, 0.3]})
+    corr = pd.DataFrame(
+        {"judge": ["j"] * 4, "dimension": list(DIMS), "r": [0.5, -0.2, np.nan, 0.3]}
+    )
     with pytest.warns(A.CubeWarning, match="weight is set to 0"):
         w = A.dimension_weights(corr).set_index("dimension")["weight"]
     assert w["specificity"] == 0 and w["completeness"] == 0
@@ -122,8 +140,12 @@ def test_weight_modes():
 
 
 def test_zero_denominator_is_nan_and_flagged():
-    tm = pd.DataFrame([{"judge": "j", "set": s, "dimension": "relevance", "trimmed_mean": v}
-                       for s, v in (("zero", 5.0), ("rag", 6.0), ("full", 5.0))])
+    tm = pd.DataFrame(
+        [
+            {"judge": "j", "set": s, "dimension": "relevance", "trimmed_mean": v}
+            for s, v in (("zero", 5.0), ("rag", 6.0), ("full", 5.0))
+        ]
+    )
     w = pd.DataFrame({"judge": ["j"], "dimension": ["relevance"], "weight": [1.0]})
     with pytest.warns(A.CubeWarning, match="zero denominator"):
         t = N.cube_scores(tm, w, 0.9)
@@ -132,8 +154,12 @@ def test_zero_denominator_is_nan_and_flagged():
 
 
 def test_out_of_bounds_is_kept_and_flagged():
-    tm = pd.DataFrame([{"judge": "j", "set": s, "dimension": "relevance", "trimmed_mean": v}
-                       for s, v in (("zero", 5.0), ("rag", 9.0), ("full", 8.0))])
+    tm = pd.DataFrame(
+        [
+            {"judge": "j", "set": s, "dimension": "relevance", "trimmed_mean": v}
+            for s, v in (("zero", 5.0), ("rag", 9.0), ("full", 8.0))
+        ]
+    )
     w = pd.DataFrame({"judge": ["j"], "dimension": ["relevance"], "weight": [1.0]})
     with pytest.warns(A.CubeWarning, match="outside"):
         t = N.cube_scores(tm, w, 1.0)
@@ -151,8 +177,10 @@ def test_nan_scores_are_excluded_and_counted():
     assert tm.at[("judge-a", "rag", "quality"), "n"] == 26
     kept = scores.drop(idx)
     assert tm.at[("judge-a", "rag", "quality"), "trimmed_mean"] == pytest.approx(
-        A.trimmed_means(kept).set_index(["judge", "set", "dimension"]).at[("judge-a", "rag", "quality"),
-                                                                           "trimmed_mean"])
+        A.trimmed_means(kept)
+        .set_index(["judge", "set", "dimension"])
+        .at[("judge-a", "rag", "quality"), "trimmed_mean"]
+    )
 
 
 def test_samples_are_averaged_before_trimming():
@@ -164,7 +192,9 @@ def test_samples_are_averaged_before_trimming():
 def test_judge_summary_is_mean_and_sd_ddof1():
     _, scores = make_tables(n_questions=30, seed=7)
     t = A.judge_summary(scores).set_index(["judge", "dimension"])
-    raw = scores[(scores.set == "rag") & (scores.judge == "judge-b") & (scores.dimension == "quality")]["score"]
+    raw = scores[
+        (scores.set == "rag") & (scores.judge == "judge-b") & (scores.dimension == "quality")
+    ]["score"]
     assert t.at[("judge-b", "quality"), "mean"] == pytest.approx(raw.mean())
     assert t.at[("judge-b", "quality"), "sd"] == pytest.approx(raw.std(ddof=1))
 
@@ -175,12 +205,15 @@ def test_evaluate_uses_the_retrieved_subset_by_default():
     assert res.n_retrieved == int((answers[answers.set == "rag"]["rank"] > 0).sum())
     assert (res.trimmed_means["n"] <= res.n_retrieved).all()
     # subset 'all' is refused: W over all questions already counts the misses, CuBE = W x R@k would count them twice
-    with pytest.raises(ValueError, match=r"analysis.subset: 'all' is refused for CuBE.*count retrieval twice"):
+    with pytest.raises(
+        ValueError, match=r"analysis.subset: 'all' is refused for CuBE.*count retrieval twice"
+    ):
         AnalysisParams(bootstrap=0, subset="all")
     every = A.trimmed_means(scores)  # the trimmed means themselves can still use every question
     assert (every["n"] == 60).all()
     assert res.cube_table.at["judge-a", "cube_score"] == pytest.approx(
-        res.cube_table.at["judge-a", "weighted_score"] * res.recall_at_k)
+        res.cube_table.at["judge-a", "weighted_score"] * res.recall_at_k
+    )
 
 
 # ------------------------------------------------------------------------------- bad input
@@ -204,12 +237,23 @@ def test_bad_inputs_are_clear_errors():
 def test_bootstrap_identity_resample_reproduces_evaluate():
     answers, scores = make_tables(n_questions=70, seed=10)
     res = _quiet_evaluate(answers, scores)
-    p = prepare(answers, scores, proportion=0.1, subset="retrieved", mode="rank_correlation", custom=None,
-                 top_n=8)
+    p = prepare(
+        answers,
+        scores,
+        proportion=0.1,
+        subset="retrieved",
+        mode="rank_correlation",
+        custom=None,
+        top_n=8,
+    )
     point = cube_from_counts(p, np.ones((1, len(p.rank_score))))
     for j, judge in enumerate(p.judges):
-        assert point["cube_score"][j, 0] == pytest.approx(res.cube_table.at[judge, "cube_score"], abs=1e-8)
-        assert point["weighted_score"][j, 0] == pytest.approx(res.cube_table.at[judge, "weighted_score"], abs=1e-8)
+        assert point["cube_score"][j, 0] == pytest.approx(
+            res.cube_table.at[judge, "cube_score"], abs=1e-8
+        )
+        assert point["weighted_score"][j, 0] == pytest.approx(
+            res.cube_table.at[judge, "weighted_score"], abs=1e-8
+        )
 
 
 def test_bootstrap_matches_a_direct_resample():
@@ -218,8 +262,15 @@ def test_bootstrap_matches_a_direct_resample():
     rng = np.random.default_rng(0)
     qids = answers[answers.set == "rag"]["question_id"].tolist()
     draw = rng.integers(0, len(qids), len(qids))
-    p = prepare(answers, scores, proportion=0.1, subset="retrieved", mode="rank_correlation", custom=None,
-                 top_n=8)
+    p = prepare(
+        answers,
+        scores,
+        proportion=0.1,
+        subset="retrieved",
+        mode="rank_correlation",
+        custom=None,
+        top_n=8,
+    )
     C = np.bincount(draw, minlength=len(qids))[None, :].astype(float)
     via_counts = cube_from_counts(p, C)["cube_score"][:, 0]
     parts_a, parts_s = [], []
@@ -247,10 +298,20 @@ def test_sample_variance_measures_run_to_run_noise():
     _, scores = make_tables(n_questions=10, seed=13)
     once = A.sample_variance(scores)
     assert once["samples"].eq(1).all() and once["mean_within_sd"].isna().all()
-    again = scores.assign(sample=1, score=lambda d: np.where(d.judge == "judge-a", np.clip(d.score + 1, 0, 10), d.score))
-    both = A.sample_variance(pd.concat([scores, again], ignore_index=True)).set_index(["judge", "dimension"])
-    assert both.loc["judge-b", "mean_within_sd"].eq(0).all() and both.loc["judge-b", "share_disagreeing"].eq(0).all()
-    assert (both.loc["judge-a", "mean_within_sd"] > 0).all() and both.at[("judge-a", "quality"), "samples"] == 2
+    again = scores.assign(
+        sample=1,
+        score=lambda d: np.where(d.judge == "judge-a", np.clip(d.score + 1, 0, 10), d.score),
+    )
+    both = A.sample_variance(pd.concat([scores, again], ignore_index=True)).set_index(
+        ["judge", "dimension"]
+    )
+    assert (
+        both.loc["judge-b", "mean_within_sd"].eq(0).all()
+        and both.loc["judge-b", "share_disagreeing"].eq(0).all()
+    )
+    assert (both.loc["judge-a", "mean_within_sd"] > 0).all() and both.at[
+        ("judge-a", "quality"), "samples"
+    ] == 2
 
 
 # --------------------------------------------------------- failure paths (independent review)
@@ -263,11 +324,18 @@ def test_a_weighted_dimension_without_scores_makes_w_undefined_not_smaller():
     assert np.isnan(res.cube_table.at["judge-a", "weighted_score"])
     assert "undefined" in res.cube_table.at["judge-a", "flags"]
     boot = bootstrap_cube(answers, scores, n_resamples=20, weights="equal")
-    assert np.isnan(boot[(boot.judge == "judge-a") & (boot.metric == "weighted_score")]["estimate"].iloc[0])
+    assert np.isnan(
+        boot[(boot.judge == "judge-a") & (boot.metric == "weighted_score")]["estimate"].iloc[0]
+    )
     # a dimension of weight 0 contributes nothing, with or without scores
-    custom = AnalysisParams(bootstrap=0, weights="custom", custom_weights={"relevance": 1, "specificity": 1,
-                                                                            "completeness": 1, "quality": 0})
-    assert np.isfinite(_quiet_evaluate(answers, scores, custom).cube_table.at["judge-a", "weighted_score"])
+    custom = AnalysisParams(
+        bootstrap=0,
+        weights="custom",
+        custom_weights={"relevance": 1, "specificity": 1, "completeness": 1, "quality": 0},
+    )
+    assert np.isfinite(
+        _quiet_evaluate(answers, scores, custom).cube_table.at["judge-a", "weighted_score"]
+    )
 
 
 def test_nothing_retrieved_gives_cube_zero_with_a_flag():
@@ -280,11 +348,18 @@ def test_nothing_retrieved_gives_cube_zero_with_a_flag():
 def test_pairing_uses_only_questions_scored_in_all_three_sets():
     answers, scores = make_tables(n_questions=30, seed=16)
     scores = scores.copy()
-    lost = (scores.judge == "judge-a") & (scores.dimension == "relevance") & (scores.set == "rag") \
+    lost = (
+        (scores.judge == "judge-a")
+        & (scores.dimension == "relevance")
+        & (scores.set == "rag")
         & scores.question_id.isin(["q000", "q001"])
+    )
     scores.loc[lost, "score"] = np.nan
     tm = A.trimmed_means(scores).set_index(["judge", "set", "dimension"])
-    assert tm.at[("judge-a", "zero", "relevance"), "n"] == 28 and tm.at[("judge-a", "zero", "relevance"), "n_unpaired"] == 2
+    assert (
+        tm.at[("judge-a", "zero", "relevance"), "n"] == 28
+        and tm.at[("judge-a", "zero", "relevance"), "n_unpaired"] == 2
+    )
     assert tm.at[("judge-a", "rag", "relevance"), "n_unscored"] == 2
     assert tm.at[("judge-b", "zero", "relevance"), "n"] == 30  # other judges keep every question
     unpaired = A.trimmed_means(scores, paired=False).set_index(["judge", "set", "dimension"])
@@ -304,6 +379,10 @@ def test_failed_system_calls_are_not_retrieval_misses():
 def test_bootstrap_does_not_depend_on_row_order():
     answers, scores = make_tables(n_questions=40, seed=18)
     a = bootstrap_cube(answers, scores, n_resamples=100, seed=1)
-    b = bootstrap_cube(answers.sample(frac=1, random_state=3), scores.sample(frac=1, random_state=4),
-                       n_resamples=100, seed=1)
+    b = bootstrap_cube(
+        answers.sample(frac=1, random_state=3),
+        scores.sample(frac=1, random_state=4),
+        n_resamples=100,
+        seed=1,
+    )
     pd.testing.assert_frame_equal(a, b)

@@ -72,10 +72,17 @@ def _run(tmp_path: Path, questions: int = 40, share: float = 1.0):
     server = OpenAIServer(reply=reply)
     server.__enter__()
     params = tmp_path / "p.yaml"
-    params.write_text(PARAMS.format(out=tmp_path / "out", url=server.url, questions=questions, share=share),
-                      encoding="utf-8")
+    params.write_text(
+        PARAMS.format(out=tmp_path / "out", url=server.url, questions=questions, share=share),
+        encoding="utf-8",
+    )
     run = open_run(params)
-    for stage in (pipeline.corpus_stage, pipeline.questions_stage, pipeline.answers_stage, pipeline.scores_stage):
+    for stage in (
+        pipeline.corpus_stage,
+        pipeline.questions_stage,
+        pipeline.answers_stage,
+        pipeline.scores_stage,
+    ):
         stage(run)
     return run, server
 
@@ -100,24 +107,35 @@ def test_a_judge_whose_model_answered_is_not_measured_without_answers_of_another
     assert math.isnan(sp["self_preference"]) and "another model" in sp["self_preference_note"]
     assert sp["leniency"] > 2  # what the old figure measured
     # the other judges did not answer: no figure, not a 0
-    assert math.isnan(report.at["other", "self_preference"]) and math.isnan(report.at["rubric", "self_preference"])
+    assert math.isnan(report.at["other", "self_preference"]) and math.isnan(
+        report.at["rubric", "self_preference"]
+    )
 
 
-def test_not_measurable_self_preference_reaches_results_json_and_the_decision_page_only_for_that_judge(uncapped):
+def test_not_measurable_self_preference_reaches_results_json_and_the_decision_page_only_for_that_judge(
+    uncapped,
+):
     run = uncapped
     out = pipeline.decision(run, evaluate_run(run, bootstrap=False))
     recorded = json.loads(run.paths.results.read_text(encoding="utf-8"))["audit"]["judges"]
-    assert recorded["self"]["self_preference"] is None and "another model" in recorded["self"]["self_preference_note"]
-    assert "self_preference" not in recorded["other"] and "self_preference" not in recorded["rubric"]
+    assert (
+        recorded["self"]["self_preference"] is None
+        and "another model" in recorded["self"]["self_preference_note"]
+    )
+    assert (
+        "self_preference" not in recorded["other"] and "self_preference" not in recorded["rubric"]
+    )
     assert set(out["self_preference"]) == {"self"}
     lines = [x for x in decision_markdown(out).splitlines() if "self-preference" in x]
     assert len(lines) == 1 and lines[0].startswith("- self-preference of self: not measurable")
     assert "+" not in lines[0].split(":", 1)[1]
 
 
-TWO_MODELS = PARAMS.replace("systems: [{{kind: builtin, name: bm25, top_n: 4}}]",
-                            "systems: [{{kind: builtin, name: bm25, top_n: 4}}, "
-                            "{{kind: builtin, name: bm25-other, top_n: 4, answerer: other}}]")
+TWO_MODELS = PARAMS.replace(
+    "systems: [{{kind: builtin, name: bm25, top_n: 4}}]",
+    "systems: [{{kind: builtin, name: bm25, top_n: 4}}, "
+    "{{kind: builtin, name: bm25-other, top_n: 4, answerer: other}}]",
+)
 
 
 def _two_models_report(tmp_path: Path, judge_reply) -> pd.DataFrame:
@@ -125,22 +143,38 @@ def _two_models_report(tmp_path: Path, judge_reply) -> pd.DataFrame:
     server.__enter__()
     try:
         params = tmp_path / "p.yaml"
-        params.write_text(TWO_MODELS.format(out=tmp_path / "out", url=server.url, questions=40, share=1.0),
-                          encoding="utf-8")
+        params.write_text(
+            TWO_MODELS.format(out=tmp_path / "out", url=server.url, questions=40, share=1.0),
+            encoding="utf-8",
+        )
         run = open_run(params)
-        for stage in (pipeline.corpus_stage, pipeline.questions_stage, pipeline.answers_stage, pipeline.scores_stage):
+        for stage in (
+            pipeline.corpus_stage,
+            pipeline.questions_stage,
+            pipeline.answers_stage,
+            pipeline.scores_stage,
+        ):
             stage(run)
         return pipeline.audit_report(run)
     finally:
         server.__exit__(None, None, None)
 
 
-def test_a_lenient_judge_is_not_reported_as_self_preferring_when_another_model_answered_too(tmp_path):
+def test_a_lenient_judge_is_not_reported_as_self_preferring_when_another_model_answered_too(
+    tmp_path,
+):
     # `self` scores every answer 9, its model's and the other model's alike: leniency, not self-preference
     report = _two_models_report(tmp_path, reply)
     sp = report.loc["self"]
-    assert sp["leniency"] > 2 and sp["self_preference_items"] > 20 and sp["self_preference_control_items"] > 20
-    assert abs(sp["self_preference"]) < 1.0 and sp["self_preference_lo"] <= 0 <= sp["self_preference_hi"]
+    assert (
+        sp["leniency"] > 2
+        and sp["self_preference_items"] > 20
+        and sp["self_preference_control_items"] > 20
+    )
+    assert (
+        abs(sp["self_preference"]) < 1.0
+        and sp["self_preference_lo"] <= 0 <= sp["self_preference_hi"]
+    )
     assert sp["self_preference_note"] == ""
 
 
@@ -151,29 +185,64 @@ def test_a_judge_adding_3_points_to_its_own_models_answers_is_measured_at_about_
 
 def test_two_models_entries_of_one_provider_endpoint_and_model_are_the_same_model():
     # temperature 0.7 to answer, 0 to judge: the same model judging its own answers (was missed)
-    data = {"run": "x",
-            "models": {"gpt_answer": {"provider": "openai", "model": "gpt-4o", "base_url": "https://api.openai.com/v1",
-                                      "temperature": 0.7},
-                       "gpt_judge": {"provider": "openai", "model": "gpt-4o", "base_url": "https://api.openai.com/v1",
-                                     "temperature": 0.0},
-                       "gpt_mini": {"provider": "openai", "model": "gpt-4o-mini",
-                                    "base_url": "https://api.openai.com/v1"}},
-            "answerer": "gpt_answer",
-            "systems": [{"kind": "builtin", "name": "bm25", "top_n": 4}],
-            "judges": [{"name": "named", "model": "gpt_judge"}, {"name": "mini", "model": "gpt_mini"},
-                       {"name": "same_entry", "model": "gpt_answer"}]}
-    assert pipeline.self_judges(parse_params(data), "bm25") == {"named": ("zero", "rag", "full"),
-                                                                "same_entry": ("zero", "rag", "full")}
+    data = {
+        "run": "x",
+        "models": {
+            "gpt_answer": {
+                "provider": "openai",
+                "model": "gpt-4o",
+                "base_url": "https://api.openai.com/v1",
+                "temperature": 0.7,
+            },
+            "gpt_judge": {
+                "provider": "openai",
+                "model": "gpt-4o",
+                "base_url": "https://api.openai.com/v1",
+                "temperature": 0.0,
+            },
+            "gpt_mini": {
+                "provider": "openai",
+                "model": "gpt-4o-mini",
+                "base_url": "https://api.openai.com/v1",
+            },
+        },
+        "answerer": "gpt_answer",
+        "systems": [{"kind": "builtin", "name": "bm25", "top_n": 4}],
+        "judges": [
+            {"name": "named", "model": "gpt_judge"},
+            {"name": "mini", "model": "gpt_mini"},
+            {"name": "same_entry", "model": "gpt_answer"},
+        ],
+    }
+    assert pipeline.self_judges(parse_params(data), "bm25") == {
+        "named": ("zero", "rag", "full"),
+        "same_entry": ("zero", "rag", "full"),
+    }
 
 
 def test_no_self_preference_when_no_judge_answered():
-    data = {"run": "x", "answerer": {"provider": "offline", "model": "extractive"},
-            "systems": [{"kind": "builtin", "name": "bm25", "top_n": 4}],
-            "judges": [{"name": "rubric", "model": {"provider": "offline", "model": "rubric-strict"}},
-                       {"name": "llm", "model": {"provider": "openai", "model": "extractive",
-                                                 "base_url": "http://127.0.0.1:9/v1"}}]}
-    assert pipeline.self_judges(parse_params(data), "bm25") == {}  # same model name, another provider: not the same
-    same = dict(data, judges=[{"name": "twin", "model": {"provider": "offline", "model": "extractive"}}])
+    data = {
+        "run": "x",
+        "answerer": {"provider": "offline", "model": "extractive"},
+        "systems": [{"kind": "builtin", "name": "bm25", "top_n": 4}],
+        "judges": [
+            {"name": "rubric", "model": {"provider": "offline", "model": "rubric-strict"}},
+            {
+                "name": "llm",
+                "model": {
+                    "provider": "openai",
+                    "model": "extractive",
+                    "base_url": "http://127.0.0.1:9/v1",
+                },
+            },
+        ],
+    }
+    assert (
+        pipeline.self_judges(parse_params(data), "bm25") == {}
+    )  # same model name, another provider: not the same
+    same = dict(
+        data, judges=[{"name": "twin", "model": {"provider": "offline", "model": "extractive"}}]
+    )
     assert pipeline.self_judges(parse_params(same), "bm25") == {"twin": ("zero", "rag", "full")}
 
 
@@ -182,7 +251,10 @@ def test_at_max_share_1_the_audit_costs_at_most_the_judging_and_the_records_say_
     sample = rec["audit_sample"]
     # one system: 3 answers a question judged, 4 probes a question audited, so even share 1 caps it
     assert sample["questions"] == min(40, sample["judge_calls"] // sample["calls_per_question"]) > 0
-    assert 0.15 < rec["audit_share_of_judge_calls"] <= 1.0 and rec["audit_calls"] == sample["audit_calls"]
+    assert (
+        0.15 < rec["audit_share_of_judge_calls"] <= 1.0
+        and rec["audit_calls"] == sample["audit_calls"]
+    )
 
 
 def test_the_audit_is_capped_at_its_share_of_the_judge_calls(tmp_path):
@@ -200,7 +272,10 @@ def test_the_audit_is_capped_at_its_share_of_the_judge_calls(tmp_path):
         # too few pairs left: no verdict (the gate reads it as no evidence), and the verdict names the cap
         few = report[report["pairs"] < run.params.audit.min_pairs]
         assert len(few) and few["content_blind"].isna().all()
-        assert few["audit"].str.contains("audit inconclusive").all() and few["audit"].str.contains("shrank").all()
+        assert (
+            few["audit"].str.contains("audit inconclusive").all()
+            and few["audit"].str.contains("shrank").all()
+        )
     finally:
         server.__exit__(None, None, None)
 
@@ -239,7 +314,10 @@ def test_the_recorded_pilot_is_the_judging_pilot_not_the_audits(tmp_path, monkey
     server.__enter__()
     try:
         params = tmp_path / "p.yaml"
-        params.write_text(PARAMS.format(out=tmp_path / "out", url=server.url, questions=40, share=1.0), encoding="utf-8")
+        params.write_text(
+            PARAMS.format(out=tmp_path / "out", url=server.url, questions=40, share=1.0),
+            encoding="utf-8",
+        )
         run = open_run(params)
         for stage in (pipeline.corpus_stage, pipeline.questions_stage, pipeline.answers_stage):
             stage(run)
@@ -248,7 +326,9 @@ def test_the_recorded_pilot_is_the_judging_pilot_not_the_audits(tmp_path, monkey
         scores = run.load("scores")
         not_sent = int(((scores["judge"] == "other") & (scores["error_kind"] == "pilot")).sum())
         pilot = json.loads(run.paths.results.read_text(encoding="utf-8"))["judge_pilot"]["other"]
-        assert not_sent > 0 and pilot["decision"] == "stopped" and pilot["calls_not_sent"] == not_sent
+        assert (
+            not_sent > 0 and pilot["decision"] == "stopped" and pilot["calls_not_sent"] == not_sent
+        )
         # a stopped judge is not audited: its audit calls would never be read
         assert not (run.load("audit_scores")["judge"] == "other").any()
         # its unsent calls still count among the run's judge calls that cap the audit, as cube batch counts them
@@ -258,17 +338,29 @@ def test_the_recorded_pilot_is_the_judging_pilot_not_the_audits(tmp_path, monkey
         server.__exit__(None, None, None)
 
 
-def test_stage_03_and_cube_batch_cap_the_audit_on_the_same_count_of_judge_calls(tmp_path, monkeypatch):
+def test_stage_03_and_cube_batch_cap_the_audit_on_the_same_count_of_judge_calls(
+    tmp_path, monkeypatch
+):
     # two judges on one model, differing only in `samples`: their first sample is one cached call for
     # stage 03 but two requests for cube batch and cube plan; all three count per judge
     server = OpenAIServer(reply=reply)
     server.__enter__()
     try:
         params = tmp_path / "p.yaml"
-        text = PARAMS.replace("  - {{name: other, model: other}}\n", "  - {{name: self2, model: ans, samples: 2}}\n")
-        params.write_text(text.format(out=tmp_path / "out", url=server.url, questions=40, share=1.0), encoding="utf-8")
+        text = PARAMS.replace(
+            "  - {{name: other, model: other}}\n", "  - {{name: self2, model: ans, samples: 2}}\n"
+        )
+        params.write_text(
+            text.format(out=tmp_path / "out", url=server.url, questions=40, share=1.0),
+            encoding="utf-8",
+        )
         run = open_run(params)
-        for stage in (pipeline.corpus_stage, pipeline.questions_stage, pipeline.answers_stage, pipeline.scores_stage):
+        for stage in (
+            pipeline.corpus_stage,
+            pipeline.questions_stage,
+            pipeline.answers_stage,
+            pipeline.scores_stage,
+        ):
             stage(run)
         recorded = json.loads(run.paths.results.read_text(encoding="utf-8"))["audit_sample"]
         assert recorded["judge_calls"] == _batch_judge_calls(run, params, monkeypatch)

@@ -13,13 +13,25 @@ def test_help_explains_every_command(capsys):
     sub = next(a for a in parser._actions if a.dest == "command")
     for name, p in sub.choices.items():
         assert p.format_help().strip(), name
-    assert "--only" in sub.choices["run"].format_help() and "--force" in sub.choices["run"].format_help()
+    assert (
+        "--only" in sub.choices["run"].format_help()
+        and "--force" in sub.choices["run"].format_help()
+    )
 
 
 def test_validate_prints_resolved_params_or_names_the_bad_key(tmp_path, capsys):
     good = tmp_path / "good.yaml"
-    good.write_text(yaml.safe_dump({"run": "x", "judges": [
-        {"name": "r", "model": {"provider": "offline", "model": "rubric-strict"}}]}), encoding="utf-8")
+    good.write_text(
+        yaml.safe_dump(
+            {
+                "run": "x",
+                "judges": [
+                    {"name": "r", "model": {"provider": "offline", "model": "rubric-strict"}}
+                ],
+            }
+        ),
+        encoding="utf-8",
+    )
     assert main(["validate", str(good)]) == 0
     out = capsys.readouterr().out
     assert "trim_proportion" not in out and out.strip().splitlines()[-1].startswith("validate: OK")
@@ -35,8 +47,17 @@ def test_validate_prints_resolved_params_or_names_the_bad_key(tmp_path, capsys):
 def test_annotate_before_any_run_says_which_stage_is_missing(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     params = tmp_path / "p.yaml"
-    params.write_text(yaml.safe_dump({"run": "fresh", "judges": [
-        {"name": "r", "model": {"provider": "offline", "model": "rubric-strict"}}]}), encoding="utf-8")
+    params.write_text(
+        yaml.safe_dump(
+            {
+                "run": "fresh",
+                "judges": [
+                    {"name": "r", "model": {"provider": "offline", "model": "rubric-strict"}}
+                ],
+            }
+        ),
+        encoding="utf-8",
+    )
     assert main(["annotate", str(params)]) == 2
     err = capsys.readouterr().err
     assert "02_qa_sets" in err and "answers.parquet" in err
@@ -51,7 +72,10 @@ def test_params_reference_is_markdown(capsys):
 def test_report_and_validate_help_describe_themselves(capsys):
     import pytest
 
-    for command, words in (("report", "without executing anything"), ("validate", "Ends with one line")):
+    for command, words in (
+        ("report", "without executing anything"),
+        ("validate", "Ends with one line"),
+    ):
         with pytest.raises(SystemExit):
             main([command, "--help"])
         out = " ".join(capsys.readouterr().out.split())
@@ -61,8 +85,17 @@ def test_report_and_validate_help_describe_themselves(capsys):
 def test_annotate_on_an_existing_sheet_says_it_kept_it(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     params = tmp_path / "p.yaml"
-    params.write_text(yaml.safe_dump({"run": "kept", "judges": [
-        {"name": "r", "model": {"provider": "offline", "model": "rubric-strict"}}]}), encoding="utf-8")
+    params.write_text(
+        yaml.safe_dump(
+            {
+                "run": "kept",
+                "judges": [
+                    {"name": "r", "model": {"provider": "offline", "model": "rubric-strict"}}
+                ],
+            }
+        ),
+        encoding="utf-8",
+    )
     sheet = tmp_path / "outputs" / "kept" / "annotation" / "annotation_sheet.csv"
     sheet.parent.mkdir(parents=True)
     sheet.write_text("question_id,relevance.c1\nq1,2\n", encoding="utf-8")
@@ -73,5 +106,7 @@ def test_annotate_on_an_existing_sheet_says_it_kept_it(tmp_path, capsys, monkeyp
     os.utime(sheet, (old, old))
     assert main(["annotate", str(params)]) == 0
     out = capsys.readouterr().out
-    assert "outputs/kept/annotation/annotation_sheet.csv" in out and "kept the existing sheet" in out
+    assert (
+        "outputs/kept/annotation/annotation_sheet.csv" in out and "kept the existing sheet" in out
+    )
     assert "--overwrite" in out and sheet.read_text(encoding="utf-8").endswith("q1,2\n")

@@ -11,7 +11,9 @@ from cube.method import evaluation as E
 from cube.method.compare import compare_all, compare_pair, holm, mde, questions_needed
 
 
-def _side(answers: pd.DataFrame, scores: pd.DataFrame, name: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _side(
+    answers: pd.DataFrame, scores: pd.DataFrame, name: str
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     return answers.assign(system=name), scores.assign(system=name)
 
 
@@ -30,10 +32,14 @@ def test_constant_shift_of_rag_scores_gives_the_shift():
     rag = sc["set"] == "rag"
     sc_a = sc.assign(score=np.where(rag, np.minimum(sc["score"], 9.0), sc["score"]))
     sc_b = sc_a.assign(score=np.where(rag, sc_a["score"] + 1.0, sc_a["score"]))
-    c = compare_pair(*_side(ans, sc_a, "a"), *_side(ans, sc_b, "b"), n_resamples=300, n_permutations=199)
+    c = compare_pair(
+        *_side(ans, sc_a, "a"), *_side(ans, sc_b, "b"), n_resamples=300, n_permutations=199
+    )
     res = E.evaluate(ans.assign(system="a"), sc_a.assign(system="a"))
     tot = res.weighted_totals.pivot(index="judge", columns="set", values="weighted_total")
-    tm = res.trimmed_means.pivot_table(index=["judge", "dimension"], columns="set", values="trimmed_mean")
+    tm = res.trimmed_means.pivot_table(
+        index=["judge", "dimension"], columns="set", values="trimmed_mean"
+    )
     for judge in ("judge-a", "judge-b"):
         dw = c.row(judge, "weighted_score")
         expected = 100.0 / (tot.at[judge, "full"] - tot.at[judge, "zero"])  # ΔT_rag = 1 exactly
@@ -41,7 +47,9 @@ def test_constant_shift_of_rag_scores_gives_the_shift():
         assert dw["lo"] > 0 and dw["p_value"] < 0.05
         for dim in ("relevance", "quality"):
             dn = c.row(judge, f"N_{dim}")["delta"]
-            assert dn == pytest.approx(100.0 / (tm.at[(judge, dim), "full"] - tm.at[(judge, dim), "zero"]))
+            assert dn == pytest.approx(
+                100.0 / (tm.at[(judge, dim), "full"] - tm.at[(judge, dim), "zero"])
+            )
         assert c.row(judge, "cube_score")["delta"] == pytest.approx(expected * res.recall_at_k)
     assert c.row("jury", "recall_at_k")["delta"] == 0.0
     head = c.headline()
@@ -51,9 +59,12 @@ def test_constant_shift_of_rag_scores_gives_the_shift():
 def test_questions_in_one_side_only_are_counted_and_excluded():
     ans, sc = make_tables(50, seed=3)
     drop = {"q000", "q001", "q002"}
-    c = compare_pair(*_side(ans, sc, "a"), *_side(ans[~ans["question_id"].isin(drop)],
-                                                  sc[~sc["question_id"].isin(drop)], "b"),
-                     n_resamples=50, n_permutations=49)
+    c = compare_pair(
+        *_side(ans, sc, "a"),
+        *_side(ans[~ans["question_id"].isin(drop)], sc[~sc["question_id"].isin(drop)], "b"),
+        n_resamples=50,
+        n_permutations=49,
+    )
     assert c.n_questions == 47 and c.only_a == sorted(drop) and c.only_b == []
     assert np.allclose(c.deltas["delta"].dropna(), 0.0)
 
@@ -62,7 +73,9 @@ def test_no_common_questions_is_a_clear_error():
     ans, sc = make_tables(10, seed=4)
     other = ans.assign(question_id="x" + ans["question_id"])
     with pytest.raises(ValueError, match="no question id in common"):
-        compare_pair(*_side(ans, sc, "a"), *_side(other, sc.assign(question_id="x" + sc["question_id"]), "b"))
+        compare_pair(
+            *_side(ans, sc, "a"), *_side(other, sc.assign(question_id="x" + sc["question_id"]), "b")
+        )
 
 
 def _null_pair(rng: np.random.Generator, n: int) -> tuple[pd.DataFrame, ...]:
@@ -70,16 +83,22 @@ def _null_pair(rng: np.random.Generator, n: int) -> tuple[pd.DataFrame, ...]:
     ans, sc = make_tables(n, seed=int(rng.integers(1 << 30)))
     rag = sc["set"] == "rag"
     sc_b = sc.copy()
-    sc_b.loc[rag, "score"] = np.clip(np.round(sc.loc[rag, "score"] + rng.normal(0, 1.0, rag.sum())), 0, 10)
+    sc_b.loc[rag, "score"] = np.clip(
+        np.round(sc.loc[rag, "score"] + rng.normal(0, 1.0, rag.sum())), 0, 10
+    )
     sc_a = sc.copy()
-    sc_a.loc[rag, "score"] = np.clip(np.round(sc.loc[rag, "score"] + rng.normal(0, 1.0, rag.sum())), 0, 10)
+    sc_a.loc[rag, "score"] = np.clip(
+        np.round(sc.loc[rag, "score"] + rng.normal(0, 1.0, rag.sum())), 0, 10
+    )
     return (*_side(ans, sc_a, "a"), *_side(ans, sc_b, "b"))
 
 
 def test_permutation_type_one_error_is_near_nominal():
     rng = np.random.default_rng(13)
-    p = [compare_pair(*_null_pair(rng, 30), n_resamples=0, n_permutations=99).headline()["p_value"]
-         for _ in range(80)]
+    p = [
+        compare_pair(*_null_pair(rng, 30), n_resamples=0, n_permutations=99).headline()["p_value"]
+        for _ in range(80)
+    ]
     rate = float(np.mean(np.asarray(p) <= 0.10))
     assert 0.02 <= rate <= 0.22, rate  # nominal 0.10; binomial SD over 80 simulations ~0.034
 
@@ -125,8 +144,11 @@ def test_regressions_ranked_with_retrieval_change_and_diff():
     expected = sc[worst].groupby("judge")["score"].mean().mean()
     assert reg.iloc[0]["question_id"] == "q005" and reg.iloc[0]["delta"] == pytest.approx(-expected)
     assert hit in set(reg["question_id"]) and ranked(ch, "improvements").empty
-    assert answer_diff("甲。乙。", "甲。丙。") == [{"op": " ", "text": "甲。"}, {"op": "-", "text": "乙。"},
-                                                  {"op": "+", "text": "丙。"}]
+    assert answer_diff("甲。乙。", "甲。丙。") == [
+        {"op": " ", "text": "甲。"},
+        {"op": "-", "text": "乙。"},
+        {"op": "+", "text": "丙。"},
+    ]
 
 
 def test_bootstrap_se_of_delta_cube_matches_its_spread_over_simulated_runs():
@@ -160,8 +182,7 @@ def test_jury_resample_is_undefined_when_a_member_is_and_the_valid_share_is_flag
 
     monkeypatch.setattr(C, "cube_from_counts", one_judge_undefined_in_every_fourth)
     ans, sc = make_tables(40, seed=8)
-    c = compare_pair(*_side(ans, sc, "a"), *_side(ans, sc, "b"),
-                     n_resamples=200, n_permutations=0)
+    c = compare_pair(*_side(ans, sc, "a"), *_side(ans, sc, "b"), n_resamples=200, n_permutations=0)
     assert c.jury_judges == ["judge-a", "judge-b"]
     assert c.row("judge-a", "cube_score")["n_valid"] == 200
     assert c.row("jury", "cube_score")["n_valid"] == 150  # nanmean would have kept all 200
@@ -169,8 +190,14 @@ def test_jury_resample_is_undefined_when_a_member_is_and_the_valid_share_is_flag
     assert head["valid_resample_share"] == 0.75 and head["valid_permutation_share"] is None
     assert len(head["flags"]) == 1 and "75%" in head["flags"][0] and "resamples" in head["flags"][0]
     monkeypatch.undo()
-    ok = compare_pair(*_side(ans, sc, "a"), *_side(ans, sc, "b"), n_resamples=40, n_permutations=19).headline()
-    assert ok["valid_resample_share"] == 1.0 and ok["valid_permutation_share"] == 1.0 and ok["flags"] == []
+    ok = compare_pair(
+        *_side(ans, sc, "a"), *_side(ans, sc, "b"), n_resamples=40, n_permutations=19
+    ).headline()
+    assert (
+        ok["valid_resample_share"] == 1.0
+        and ok["valid_permutation_share"] == 1.0
+        and ok["flags"] == []
+    )
 
 
 def test_each_side_uses_its_own_top_n():
@@ -180,13 +207,33 @@ def test_each_side_uses_its_own_top_n():
 
     a_ans, a_sc = make_tables(60, seed=1, top_n=4, system="a")
     b_ans, b_sc = make_tables(60, seed=2, top_n=16, system="b")
-    c = compare_pair(a_ans, a_sc, b_ans, b_sc, AnalysisParams(top_n=4), analysis_params_b=AnalysisParams(top_n=16),
-                     n_resamples=30, n_permutations=19)
+    c = compare_pair(
+        a_ans,
+        a_sc,
+        b_ans,
+        b_sc,
+        AnalysisParams(top_n=4),
+        analysis_params_b=AnalysisParams(top_n=16),
+        n_resamples=30,
+        n_permutations=19,
+    )
     assert c.settings["top_n_a"] == 4 and c.settings["top_n_b"] == 16
     # side A's params with an explicit N for B (the review's repro): B is still scored at 16
-    c2 = compare_pair(a_ans, a_sc, b_ans, b_sc, AnalysisParams(top_n=4), top_n_a=4, top_n_b=16,
-                      n_resamples=30, n_permutations=19)
-    assert c2.settings["top_n_b"] == 16 and c2.row("jury", "cube_score")["b"] == c.row("jury", "cube_score")["b"]
+    c2 = compare_pair(
+        a_ans,
+        a_sc,
+        b_ans,
+        b_sc,
+        AnalysisParams(top_n=4),
+        top_n_a=4,
+        top_n_b=16,
+        n_resamples=30,
+        n_permutations=19,
+    )
+    assert (
+        c2.settings["top_n_b"] == 16
+        and c2.row("jury", "cube_score")["b"] == c.row("jury", "cube_score")["b"]
+    )
     quiet = AnalysisParams(bootstrap=0)
     for side, ans, sc, n in (("a", a_ans, a_sc, 4), ("b", b_ans, b_sc, 16)):
         res = E.evaluate(ans, sc, quiet, n)
@@ -202,14 +249,28 @@ def test_sides_with_different_cube_definitions_are_refused_naming_every_key():
     ans, sc = make_tables(30, seed=9)
     a, b = _side(ans, sc, "a"), _side(ans, sc, "b")
     with pytest.raises(ValueError, match="analysis settings differ") as err:
-        compare_pair(*a, *b, AnalysisParams(top_n=8), n_resamples=10, n_permutations=9,
-                     analysis_params_b=AnalysisParams(top_n=16, trim_proportion=0.2, weights="equal"))
+        compare_pair(
+            *a,
+            *b,
+            AnalysisParams(top_n=8),
+            n_resamples=10,
+            n_permutations=9,
+            analysis_params_b=AnalysisParams(top_n=16, trim_proportion=0.2, weights="equal"),
+        )
     msg = str(err.value)
-    assert "trim_proportion: A=0.1 B=0.2" in msg and "weights: A='rank_correlation' B='equal'" in msg
+    assert (
+        "trim_proportion: A=0.1 B=0.2" in msg and "weights: A='rank_correlation' B='equal'" in msg
+    )
     assert "top_n" not in msg
     # resampling settings (bootstrap, seed) are not part of the definition: no refusal
-    compare_pair(*a, *b, AnalysisParams(), analysis_params_b=AnalysisParams(bootstrap=7, seed=3),
-                 n_resamples=10, n_permutations=9)
+    compare_pair(
+        *a,
+        *b,
+        AnalysisParams(),
+        analysis_params_b=AnalysisParams(bootstrap=7, seed=3),
+        n_resamples=10,
+        n_permutations=9,
+    )
 
 
 def test_regressions_name_every_bad_rank_row_of_the_answers_file():
@@ -224,7 +285,9 @@ def test_regressions_name_every_bad_rank_row_of_the_answers_file():
     bad.loc[rag & (bad["question_id"] == "q004"), "rank"] = -2
     rows = sorted(bad.index[rag & bad["question_id"].isin(["q001", "q004", "q007"])])
     with pytest.raises(SchemaError) as err:
-        question_changes(ans, sc, bad, sc, ["judge-a"], tables=("a/answers.parquet", "b/answers.parquet"))
+        question_changes(
+            ans, sc, bad, sc, ["judge-a"], tables=("a/answers.parquet", "b/answers.parquet")
+        )
     msg = str(err.value)
     assert msg.startswith("b/answers.parquet: column 'rank'") and "integer >= 0" in msg
     for row, qid in zip(rows, ("q001", "q004", "q007"), strict=True):
@@ -242,12 +305,21 @@ def test_compare_sides_refuses_a_bad_rank_naming_the_file_before_writing(tmp_pat
     paths = RunPaths(root=tmp_path / "run", cache=tmp_path / "c.sqlite").ensure()
     ans, sc = make_tables(20, seed=3)
     answers = pd.concat([ans.assign(system="v1"), ans.assign(system="v2")], ignore_index=True)
-    bad = answers.index[(answers["system"] == "v2") & (answers["set"] == "rag") & (answers["question_id"] == "q002")]
+    bad = answers.index[
+        (answers["system"] == "v2") & (answers["set"] == "rag") & (answers["question_id"] == "q002")
+    ]
     answers.loc[bad, "rank"] = np.nan
     answers.to_parquet(paths.data_file("answers"))
-    pd.concat([sc.assign(system="v1"), sc.assign(system="v2")], ignore_index=True).to_parquet(paths.data_file("scores"))
+    pd.concat([sc.assign(system="v1"), sc.assign(system="v2")], ignore_index=True).to_parquet(
+        paths.data_file("scores")
+    )
     out = tmp_path / "cmp"
     with pytest.raises(SchemaError) as err:
-        compare_sides(Side("run", "v1", paths, None, 8), Side("run", "v2", paths, None, 8), out, n_permutations=9)
+        compare_sides(
+            Side("run", "v1", paths, None, 8),
+            Side("run", "v2", paths, None, 8),
+            out,
+            n_permutations=9,
+        )
     assert str(err.value).startswith(f"{paths.data_file('answers')} (system v2): column 'rank'")
     assert f"row {bad[0]} (question_id q002, set rag): nan" in str(err.value) and not out.exists()

@@ -18,7 +18,9 @@ def test_slow_start_then_cut_once_per_window_and_additive_growth_within_bounds()
     assert lim.limit == 4  # slow start
     for _ in range(1 + concurrency.WINDOW):  # the first answer opens a window, WINDOW more close it
         lim.success()
-    assert lim.limit == 8  # doubles per window before the first cut (nothing measured in flight here)
+    assert (
+        lim.limit == 8
+    )  # doubles per window before the first cut (nothing measured in flight here)
     for _ in range(100):
         lim.success()
     assert lim.limit == 16  # never above max_concurrency
@@ -72,6 +74,7 @@ def test_at_most_limit_calls_in_flight_and_waiters_wake_up():
                 most = max(most, now)
                 await asyncio.sleep(0.001)
                 now -= 1
+
         await asyncio.gather(*(one() for _ in range(50)))
         assert most == 3
         return lim
@@ -82,8 +85,14 @@ def test_at_most_limit_calls_in_flight_and_waiters_wake_up():
 
 def test_a_rate_limited_endpoint_cuts_the_limit_and_every_call_succeeds():
     with OpenAIServer(reply=lambda body: "Score: 7", latency_s=0.02, rate_limit_rps=100) as server:
-        spec = ModelSpec(model="m", base_url=server.url, max_concurrency=32, min_concurrency=2,
-                         max_attempts=20, backoff_max_s=2)
+        spec = ModelSpec(
+            model="m",
+            base_url=server.url,
+            max_concurrency=32,
+            min_concurrency=2,
+            max_attempts=20,
+            backoff_max_s=2,
+        )
         model = make_model(spec)
         requests = [Request(({"role": "user", "content": f"q{i}"},)) for i in range(150)]
         out = model.complete(requests, role="judging", progress=False)
@@ -99,8 +108,11 @@ def test_without_pushback_the_limit_stays_at_max_concurrency():
     # it took a false flat step once on a loaded machine)
     with OpenAIServer(reply=lambda body: "ok", latency_s=0.2) as server:
         model = make_model(ModelSpec(model="m", base_url=server.url, max_concurrency=8))
-        out = model.complete([Request(({"role": "user", "content": f"q{i}"},)) for i in range(40)],
-                             role="judging", progress=False)
+        out = model.complete(
+            [Request(({"role": "user", "content": f"q{i}"},)) for i in range(40)],
+            role="judging",
+            progress=False,
+        )
     assert all(r.ok for r in out)
     assert model.concurrency["cuts"] == 0 and model.concurrency["final_limit"] == 8
     assert server.max_in_flight == model.concurrency["peak_in_flight"] == 8
@@ -113,7 +125,9 @@ def test_the_documented_start_and_cut_are_the_ones_the_code_uses():
 
     fields = ModelSpec.model_fields
     text = fields["max_concurrency"].description + " " + fields["min_concurrency"].description
-    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8").split())
+    readme = " ".join(
+        (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8").split()
+    )
     for doc in (text, readme):
         assert f"starts at {concurrency.SLOW_START}" in doc
         assert f"cut to {round(concurrency.DECREASE * 100)} %" in doc
@@ -121,23 +135,44 @@ def test_the_documented_start_and_cut_are_the_ones_the_code_uses():
     assert AdaptiveLimit(1, 16).limit == concurrency.SLOW_START
 
 
-@pytest.mark.parametrize(("urls", "expected"), [
-    (["http://127.0.0.1:8000/v1"], 64), (["http://localhost:11434/v1"], 64), (["http://[::1]:8000/v1"], 64),
-    (["http://10.1.2.3/v1", "http://192.168.0.7:8000/v1"], 64), (["http://[fd00::1]:8000/v1"], 64),
-    (["http://0.0.0.0:8000/v1"], 64), (["http://100.64.1.2:8000/v1"], 64),  # CGNAT / Tailscale (100.64.0.0/10)
-    (["http://host.docker.internal:11434/v1"], 64), (["http://vllm.default.svc.cluster.local:8000/v1"], 64),
-    (["http://gpu-box.local:8000/v1"], 64), (["http://app.localhost:8000/v1"], 64),
-    # a one-word name may be a corporate gateway reached through the DNS search domain: hosted, not local
-    (["https://llm-gateway/v1"], 16), (["http://vllm:8000/v1"], 16),
-    (["https://api.openai.com/v1"], 16), (["https://8.8.8.8/v1"], 16), (["http://100.128.0.1/v1"], 16),
-    (["http://local.example.com/v1"], 16), (["http://internal.example.com/v1"], 16),
-    (["http://127.0.0.1:8000/v1", "https://api.deepseek.com/v1"], 16),  # one remote replica: the remote default
-    # review4: ipaddress's is_private also counts benchmark, reserved and documentation ranges
-    (["http://198.18.0.1/v1"], 16), (["http://240.1.2.3/v1"], 16), (["http://[2001:db8::1]/v1"], 16),
-    (["http://169.254.3.4/v1"], 64), (["http://172.20.0.3:8000/v1"], 64),
-])
+@pytest.mark.parametrize(
+    ("urls", "expected"),
+    [
+        (["http://127.0.0.1:8000/v1"], 64),
+        (["http://localhost:11434/v1"], 64),
+        (["http://[::1]:8000/v1"], 64),
+        (["http://10.1.2.3/v1", "http://192.168.0.7:8000/v1"], 64),
+        (["http://[fd00::1]:8000/v1"], 64),
+        (["http://0.0.0.0:8000/v1"], 64),
+        (["http://100.64.1.2:8000/v1"], 64),  # CGNAT / Tailscale (100.64.0.0/10)
+        (["http://host.docker.internal:11434/v1"], 64),
+        (["http://vllm.default.svc.cluster.local:8000/v1"], 64),
+        (["http://gpu-box.local:8000/v1"], 64),
+        (["http://app.localhost:8000/v1"], 64),
+        # a one-word name may be a corporate gateway reached through the DNS search domain: hosted, not local
+        (["https://llm-gateway/v1"], 16),
+        (["http://vllm:8000/v1"], 16),
+        (["https://api.openai.com/v1"], 16),
+        (["https://8.8.8.8/v1"], 16),
+        (["http://100.128.0.1/v1"], 16),
+        (["http://local.example.com/v1"], 16),
+        (["http://internal.example.com/v1"], 16),
+        (
+            ["http://127.0.0.1:8000/v1", "https://api.deepseek.com/v1"],
+            16,
+        ),  # one remote replica: the remote default
+        # review4: ipaddress's is_private also counts benchmark, reserved and documentation ranges
+        (["http://198.18.0.1/v1"], 16),
+        (["http://240.1.2.3/v1"], 16),
+        (["http://[2001:db8::1]/v1"], 16),
+        (["http://169.254.3.4/v1"], 64),
+        (["http://172.20.0.3:8000/v1"], 64),
+    ],
+)
 def test_default_max_concurrency_is_64_for_local_endpoints_and_16_elsewhere(urls, expected):
-    spec = ModelSpec(model="m", **({"base_url": urls[0]} if len(urls) == 1 else {"base_urls": urls}))
+    spec = ModelSpec(
+        model="m", **({"base_url": urls[0]} if len(urls) == 1 else {"base_urls": urls})
+    )
     assert spec.max_concurrency == expected
     assert AdaptiveLimit(spec.min_concurrency, spec.max_concurrency).hi == expected
 
@@ -147,18 +182,37 @@ def test_an_explicit_max_concurrency_always_wins_and_the_default_is_documented()
 
     from cube.config.model_spec import LOCAL_MAX_CONCURRENCY, REMOTE_MAX_CONCURRENCY
 
-    assert ModelSpec(model="m", base_url="http://127.0.0.1/v1", max_concurrency=8).max_concurrency == 8
-    assert ModelSpec(model="m", base_url="https://api.openai.com/v1", max_concurrency=200).max_concurrency == 200
+    assert (
+        ModelSpec(model="m", base_url="http://127.0.0.1/v1", max_concurrency=8).max_concurrency == 8
+    )
+    assert (
+        ModelSpec(
+            model="m", base_url="https://api.openai.com/v1", max_concurrency=200
+        ).max_concurrency
+        == 200
+    )
     doc = ModelSpec.model_fields["max_concurrency"].description
-    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8").split())
+    readme = " ".join(
+        (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8").split()
+    )
     for text in (doc, readme):
-        assert f"{LOCAL_MAX_CONCURRENCY} when every base URL is local" in text and f"else {REMOTE_MAX_CONCURRENCY}" in text
+        assert (
+            f"{LOCAL_MAX_CONCURRENCY} when every base URL is local" in text
+            and f"else {REMOTE_MAX_CONCURRENCY}" in text
+        )
     # through params too: a model under `models:` and an inline judge model
     from cube.config.params import parse_params
 
-    params = parse_params({"run": "c", "models": {"near": {"model": "q", "base_url": "http://127.0.0.1:8000/v1"}},
-                           "judges": [{"name": "a", "model": "near"},
-                                      {"name": "b", "model": {"model": "g", "base_url": "https://api.openai.com/v1"}}]})
+    params = parse_params(
+        {
+            "run": "c",
+            "models": {"near": {"model": "q", "base_url": "http://127.0.0.1:8000/v1"}},
+            "judges": [
+                {"name": "a", "model": "near"},
+                {"name": "b", "model": {"model": "g", "base_url": "https://api.openai.com/v1"}},
+            ],
+        }
+    )
     assert [params.model(j.model).max_concurrency for j in params.judges] == [64, 16]
 
 
@@ -175,8 +229,9 @@ def test_the_concurrency_reached_is_in_the_run_manifest(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with OpenAIServer(reply=score_reply, latency_s=0.02, rate_limit_rps=60) as server:
         params = tmp_path / "p.yaml"
-        params.write_text(f"""run: m
-outputs_dir: {tmp_path / 'out'}
+        params.write_text(
+            f"""run: m
+outputs_dir: {tmp_path / "out"}
 corpus: {{source: demo, n_items: 12, seed: 1}}
 questions: {{generator: template, seed: 1}}
 systems: [{{kind: builtin, name: bm25, top_n: 4}}]
@@ -185,9 +240,16 @@ judges:
   - {{name: llm, model: {{provider: openai, model: test-model, base_url: "{server.url}", max_tokens: 16,
                          max_attempts: 20, backoff_max_s: 2}}}}
   - {{name: rubric, model: {{provider: offline, model: rubric-strict}}}}
-""", encoding="utf-8")
+""",
+            encoding="utf-8",
+        )
         run = open_run(params)
-        for stage in (pipeline.corpus_stage, pipeline.questions_stage, pipeline.answers_stage, pipeline.scores_stage):
+        for stage in (
+            pipeline.corpus_stage,
+            pipeline.questions_stage,
+            pipeline.answers_stage,
+            pipeline.scores_stage,
+        ):
             stage(run)
         write_manifest(run.params, run.paths, RunSummary(run.paths), dt.datetime.now(dt.UTC))
     manifest = json.loads(run.paths.manifest.read_text(encoding="utf-8"))
@@ -195,7 +257,9 @@ judges:
     assert set(c) == {"llm"}  # the offline judge has no endpoint
     llm = c["llm"]
     assert llm["model"] == "test-model" and llm["endpoints"] == [server.url]
-    assert llm["start"] == 4 and llm["max"] == 64 and llm["min"] == 1  # a local endpoint: the default max is 64
+    assert (
+        llm["start"] == 4 and llm["max"] == 64 and llm["min"] == 1
+    )  # a local endpoint: the default max is 64
     assert llm["http_429"] == server.rate_limited >= 1 and llm["timeouts"] == 0
     assert llm["cuts"] >= 1 and llm["lowest_limit"] <= llm["final_limit"] <= 64
     assert 1 <= llm["peak_in_flight"] <= 64
@@ -214,7 +278,13 @@ def test_pushback_is_counted_by_kind_and_batches_of_one_model_add_up():
     later.peak = 9
     later.congested(None, "timeouts")
     m = merge_summaries(s, later.summary())
-    assert (m["http_429"], m["timeouts"], m["cuts"], m["peak_in_flight"], m["start"]) == (2, 2, 2, 9, 4)
+    assert (m["http_429"], m["timeouts"], m["cuts"], m["peak_in_flight"], m["start"]) == (
+        2,
+        2,
+        2,
+        9,
+        4,
+    )
     assert m["final_limit"] == later.summary()["final_limit"] and merge_summaries({}, s) == s
 
 
@@ -224,13 +294,18 @@ def test_256_calls_are_all_in_flight_at_once():
     with OpenAIServer(reply=lambda body: "Score: 7", latency_s=1.0) as server:
         spec = ModelSpec(model="m", base_url=server.url, max_concurrency=256, min_concurrency=256)
         model = make_model(spec)
-        out = model.complete([Request(({"role": "user", "content": f"q{i}"},)) for i in range(256)],
-                             role="judging", progress=False)
+        out = model.complete(
+            [Request(({"role": "user", "content": f"q{i}"},)) for i in range(256)],
+            role="judging",
+            progress=False,
+        )
     assert all(r.ok for r in out) and server.requests_total == 256
     assert server.max_in_flight == model.concurrency["peak_in_flight"] == 256
 
 
-def test_a_fully_cached_rerun_reports_no_calls_sent_not_the_previous_runs_concurrency(tmp_path, monkeypatch):
+def test_a_fully_cached_rerun_reports_no_calls_sent_not_the_previous_runs_concurrency(
+    tmp_path, monkeypatch
+):
     """results.json merges keys: a re-run of stage 03 whose calls all came from the cache kept the previous
     run's judge_concurrency, and the new manifest reported a peak in flight this run never reached."""
     import datetime as dt
@@ -244,8 +319,9 @@ def test_a_fully_cached_rerun_reports_no_calls_sent_not_the_previous_runs_concur
     monkeypatch.chdir(tmp_path)
     with OpenAIServer(reply=score_reply) as server:
         params = tmp_path / "p.yaml"
-        params.write_text(f"""run: m
-outputs_dir: {tmp_path / 'out'}
+        params.write_text(
+            f"""run: m
+outputs_dir: {tmp_path / "out"}
 corpus: {{source: demo, n_items: 8, seed: 1}}
 questions: {{generator: template, seed: 1}}
 systems: [{{kind: builtin, name: bm25, top_n: 4}}]
@@ -253,11 +329,20 @@ dimensions: [relevance]
 judges:
   - {{name: llm, model: {{provider: openai, model: test-model, base_url: "{server.url}", max_tokens: 16}}}}
   - {{name: rubric, model: {{provider: offline, model: rubric-strict}}}}
-""", encoding="utf-8")
+""",
+            encoding="utf-8",
+        )
         run = open_run(params)
-        for stage in (pipeline.corpus_stage, pipeline.questions_stage, pipeline.answers_stage, pipeline.scores_stage):
+        for stage in (
+            pipeline.corpus_stage,
+            pipeline.questions_stage,
+            pipeline.answers_stage,
+            pipeline.scores_stage,
+        ):
             stage(run)
-        first = json.loads(run.paths.results.read_text(encoding="utf-8"))["judge_concurrency"]["llm"]
+        first = json.loads(run.paths.results.read_text(encoding="utf-8"))["judge_concurrency"][
+            "llm"
+        ]
         assert first["calls_sent"] == server.requests_total > 0 and first["peak_in_flight"] >= 1
         sent = server.requests_total
         rerun = open_run(params)
@@ -316,10 +401,18 @@ def test_the_http_path_finds_a_one_at_a_time_server_without_max_concurrency():
         model = make_model(ModelSpec(model="m", base_url=server.url))
         out = model.complete(reqs, role="judging", progress=False)
         c = model.concurrency
-        assert all(r.ok for r in out) and c["max"] == 64 and c["final_limit"] <= 2 and c["flat_steps"] >= 1, c
+        assert (
+            all(r.ok for r in out)
+            and c["max"] == 64
+            and c["final_limit"] <= 2
+            and c["flat_steps"] >= 1
+        ), c
         server.reset_stats()
-        later = model.complete([Request(({"role": "user", "content": f"p{i}"},)) for i in range(12)],
-                               role="judging", progress=False)
+        later = model.complete(
+            [Request(({"role": "user", "content": f"p{i}"},)) for i in range(12)],
+            role="judging",
+            progress=False,
+        )
         assert all(r.ok for r in later) and server.max_in_flight <= 2 and model.settled is not None
     with OpenAIServer(reply=lambda body: "Score: 7", latency_s=0.05) as server:
         model = make_model(ModelSpec(model="m", base_url=server.url))
@@ -328,8 +421,14 @@ def test_the_http_path_finds_a_one_at_a_time_server_without_max_concurrency():
     assert all(r.ok for r in out) and c["final_limit"] >= 8 and server.max_in_flight >= 8, c
 
 
-def _virtual(services: list[float], *, slots: int | None = None, hi: int = 64, settled: int | None = None,
-             stop=None) -> tuple[AdaptiveLimit, float, list[float]]:
+def _virtual(
+    services: list[float],
+    *,
+    slots: int | None = None,
+    hi: int = 64,
+    settled: int | None = None,
+    stop=None,
+) -> tuple[AdaptiveLimit, float, list[float]]:
     """Calls with the given service times (in send order) through an `AdaptiveLimit` on a virtual
     clock, to a server with `slots` calls in service at once (the rest queue FIFO) or unbounded
     (None). Stops early when `stop(lim)` holds after an answer. Returns the limit, the virtual time
@@ -381,7 +480,9 @@ def test_a_batch_that_ends_during_the_floor_test_hands_on_the_limit_before_the_d
     unfinished) and its main batch started at 1 on a parallel endpoint (mean time 187 s -> 253 s)."""
     lim, _, _ = _virtual([1.0] * 200, slots=1, stop=lambda lim: lim.mode == "down")
     assert lim.mode == "down" and lim.limit == 1
-    assert lim.settled_limit() >= 8, lim.summary()  # the limit the rate was judged flat at, not the floor
+    assert lim.settled_limit() >= 8, (
+        lim.summary()
+    )  # the limit the rate was judged flat at, not the floor
 
 
 def test_a_parallel_server_rarely_takes_a_false_flat_step():
@@ -408,11 +509,12 @@ def test_after_a_cut_the_limit_only_follows_429s_and_timeouts():
 
     seen: list[float] = []
     lim, _, _ = _virtual([0.5] * 600, slots=4, stop=stop)  # the rate is flat beyond 4 in flight
-    after = seen[cut["at"]:]
+    after = seen[cut["at"] :]
     assert lim.cuts == 1 and lim.mode == "up", lim.summary()
-    assert all(0 <= b - a <= 1 / a + 1e-9 for a, b in zip(after, after[1:], strict=False)), after  # additive only
+    assert all(0 <= b - a <= 1 / a + 1e-9 for a, b in zip(after, after[1:], strict=False)), (
+        after
+    )  # additive only
     assert lim.settled_limit() is None
-
 
 
 def test_the_documented_growth_after_a_cut_and_flat_step_are_the_ones_the_code_uses():
@@ -421,7 +523,9 @@ def test_the_documented_growth_after_a_cut_and_flat_step_are_the_ones_the_code_u
     from pathlib import Path
 
     text = ModelSpec.model_fields["min_concurrency"].description
-    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8").split())
+    readme = " ".join(
+        (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8").split()
+    )
     for doc in (text, readme):
         assert "by one per window" not in doc
         assert "1/limit per answered call" in doc and "only 429s and timeouts" in doc

@@ -10,7 +10,10 @@ from cube.config.params import ParamsError, load_params, params_to_yaml, parse_p
 from cube.config.runpaths import RunPaths
 
 ROOT = Path(__file__).resolve().parents[1]
-MINIMAL = {"run": "t", "judges": [{"name": "r", "model": {"provider": "offline", "model": "rubric-lenient"}}]}
+MINIMAL = {
+    "run": "t",
+    "judges": [{"name": "r", "model": {"provider": "offline", "model": "rubric-lenient"}}],
+}
 
 
 def _write(tmp_path, data, name="p.yaml"):
@@ -61,13 +64,27 @@ def test_references_and_names_are_checked():
 
 def test_api_key_is_never_a_param():
     with pytest.raises(ParamsError, match="NAME of an environment variable"):
-        parse_params({**MINIMAL, "models": {"m": {"model": "x", "base_url": "http://h/v1",
-                                                   "api_key_env": "sk-live-abcdef123456-xyz"}}})
+        parse_params(
+            {
+                **MINIMAL,
+                "models": {
+                    "m": {
+                        "model": "x",
+                        "base_url": "http://h/v1",
+                        "api_key_env": "sk-live-abcdef123456-xyz",
+                    }
+                },
+            }
+        )
 
 
 def test_params_are_frozen_and_resolved_yaml_round_trips(tmp_path):
-    p = parse_params({**MINIMAL, "models": {"m": {"model": "x", "base_url": "http://h/v1",
-                                                   "api_key_env": "MY_KEY"}}})
+    p = parse_params(
+        {
+            **MINIMAL,
+            "models": {"m": {"model": "x", "base_url": "http://h/v1", "api_key_env": "MY_KEY"}},
+        }
+    )
     with pytest.raises(Exception, match="frozen"):
         p.run = "other"
     again = parse_params(yaml.safe_load(params_to_yaml(p)))
@@ -78,7 +95,15 @@ def test_params_are_frozen_and_resolved_yaml_round_trips(tmp_path):
 
 def test_environment_yml_names_the_same_dependencies_as_pyproject():
     def name(req: str) -> str:
-        return req.split(";")[0].split("[")[0].split(">")[0].split("<")[0].split("=")[0].strip().lower()
+        return (
+            req.split(";")[0]
+            .split("[")[0]
+            .split(">")[0]
+            .split("<")[0]
+            .split("=")[0]
+            .strip()
+            .lower()
+        )
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     env = yaml.safe_load((ROOT / "environment.yml").read_text())["dependencies"]
@@ -91,7 +116,8 @@ def test_environment_yml_names_the_same_dependencies_as_pyproject():
     spec = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
     assert spec == ">=3.11,<3.14"
     assert sorted(d for d in pip if d.startswith("ragflow-sdk")) == sorted(
-        d for d in project if d.startswith("ragflow-sdk"))
+        d for d in project if d.startswith("ragflow-sdk")
+    )
     assert "-e ." in pip
 
 
@@ -99,8 +125,12 @@ def test_readme_params_reference_is_generated_from_the_schema():
     from cube.config.reference import params_reference
 
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    block = text.split("<!-- params-reference:start -->\n")[1].split("<!-- params-reference:end -->")[0]
-    assert block.strip() == params_reference().strip(), "run: cube params-reference, paste into README.md"
+    block = text.split("<!-- params-reference:start -->\n")[1].split(
+        "<!-- params-reference:end -->"
+    )[0]
+    assert block.strip() == params_reference().strip(), (
+        "run: cube params-reference, paste into README.md"
+    )
     assert "make run" in text and "make test" in text
 
 
@@ -108,8 +138,20 @@ def test_ragflow_and_imported_systems_must_name_their_answering_model():
     system = {"kind": "imported", "name": "mine", "path": "qa.csv"}
     with pytest.raises(ParamsError, match=r"systems\[mine\] \(imported\): set `answerer`"):
         parse_params({**MINIMAL, "systems": [system]})
-    parse_params({**MINIMAL, "systems": [{**system, "answerer": {"provider": "offline", "model": "extractive"}}]})
-    parse_params({**MINIMAL, "answerer": {"provider": "offline", "model": "extractive"}, "systems": [system]})
+    parse_params(
+        {
+            **MINIMAL,
+            "systems": [{**system, "answerer": {"provider": "offline", "model": "extractive"}}],
+        }
+    )
+    parse_params(
+        {**MINIMAL, "answerer": {"provider": "offline", "model": "extractive"}, "systems": [system]}
+    )
     with pytest.raises(ParamsError, match="greater than or equal to 1"):
-        parse_params({**MINIMAL, "answerer": {"provider": "offline", "model": "extractive"},
-                      "systems": [{**system, "top_n": 0}]})
+        parse_params(
+            {
+                **MINIMAL,
+                "answerer": {"provider": "offline", "model": "extractive"},
+                "systems": [{**system, "top_n": 0}],
+            }
+        )

@@ -38,7 +38,9 @@ def test_a_server_closing_the_connection_is_a_connection_error_named_as_such_not
     async def one():
         pool = Endpoints(spec, spec.endpoints(), "k")
         try:
-            return await pool.call(Request(messages=({"role": "user", "content": "hi"},))), pool.sem.pushback
+            return await pool.call(
+                Request(messages=({"role": "user", "content": "hi"},))
+            ), pool.sem.pushback
         finally:
             await pool.close()
 
@@ -61,6 +63,8 @@ def test_a_loop_among_an_errors_causes_ends_the_reason_instead_of_hanging():
 
     a, b = OSError("Server disconnected"), ConnectionError("reset")
     a.__cause__, b.__cause__ = b, a
-    exc = openai.APIConnectionError(request=httpx_module().Request("POST", "http://127.0.0.1/v1/chat/completions"))
+    exc = openai.APIConnectionError(
+        request=httpx_module().Request("POST", "http://127.0.0.1/v1/chat/completions")
+    )
     exc.__cause__ = a
     assert connection_reason(exc) == "Connection error. (Server disconnected reset)"

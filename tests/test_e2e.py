@@ -33,18 +33,52 @@ KEY = "sk-e2e-secret-value-123456"
 SCRIPT = "<script>alert('x')</script>"
 
 TABLES = [
-    "paper_table4_reproduced", "corpus_overview", "corpus_family_example", "questions_by_field", "retrieval",
-    "qa_example", "judge_failure_rates", "table1_judge_summary", "rank_correlations", "retrieved_summary",
-    "table2_trimmed_means", "table3_weights", "table4_cube_scores", "cube_bootstrap_intervals", "agreement",
-    "lexical_by_set", "table6_example", "lexical_correlations",
-    "retrieval_metrics", "refusal_answers", "failure_patterns", "failure_examples", "category_by_style",
-    "category_by_department", "sim_coverage", "sim_pvalues", "sim_gate", "sim_truth",
+    "paper_table4_reproduced",
+    "corpus_overview",
+    "corpus_family_example",
+    "questions_by_field",
+    "retrieval",
+    "qa_example",
+    "judge_failure_rates",
+    "table1_judge_summary",
+    "rank_correlations",
+    "retrieved_summary",
+    "table2_trimmed_means",
+    "table3_weights",
+    "table4_cube_scores",
+    "cube_bootstrap_intervals",
+    "agreement",
+    "lexical_by_set",
+    "table6_example",
+    "lexical_correlations",
+    "retrieval_metrics",
+    "refusal_answers",
+    "failure_patterns",
+    "failure_examples",
+    "category_by_style",
+    "category_by_department",
+    "sim_coverage",
+    "sim_pvalues",
+    "sim_gate",
+    "sim_truth",
 ]
 FIGURES = [
-    "fig_rank_distribution", "fig1_score_distributions", "fig2_correlation_all", "fig3_correlation_retrieved",
-    "fig4_correlation_judges", "fig_bounds", "fig_cube_scores", "fig_normalised_dimensions",
-    "fig5_agreement_heatmap", "fig5_judge_vs_reference", "fig_lexical_vs_judges",
-    "fig_recall_curve", "fig_diag_recall_curve", "fig_failure_patterns", "fig_sim_coverage", "fig_sim_pvalues",
+    "fig_rank_distribution",
+    "fig1_score_distributions",
+    "fig2_correlation_all",
+    "fig3_correlation_retrieved",
+    "fig4_correlation_judges",
+    "fig_bounds",
+    "fig_cube_scores",
+    "fig_normalised_dimensions",
+    "fig5_agreement_heatmap",
+    "fig5_judge_vs_reference",
+    "fig_lexical_vs_judges",
+    "fig_recall_curve",
+    "fig_diag_recall_curve",
+    "fig_failure_patterns",
+    "fig_sim_coverage",
+    "fig_sim_pvalues",
 ]
 
 
@@ -76,30 +110,51 @@ def e2e(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("e2e")
     corpus = generate_demo_corpus(30, "zh", seed=3)
     gold = corpus["doc_id"].tolist()
-    imported = pd.DataFrame({
-        "question_id": [f"Q{i + 1:05d}" for i in range(30)],
-        "answer": [f"{SCRIPT} 请携带身份证到政务服务大厅办理。" if i % 2 else corpus["text"].iloc[i][:120]
-                   for i in range(30)],
-        "retrieved_doc_ids": [json.dumps([gold[(i + 1) % 30], gold[i]] if i % 3 else [gold[(i + 5) % 30]])
-                              for i in range(30)],
-    })
+    imported = pd.DataFrame(
+        {
+            "question_id": [f"Q{i + 1:05d}" for i in range(30)],
+            "answer": [
+                f"{SCRIPT} 请携带身份证到政务服务大厅办理。"
+                if i % 2
+                else corpus["text"].iloc[i][:120]
+                for i in range(30)
+            ],
+            "retrieved_doc_ids": [
+                json.dumps([gold[(i + 1) % 30], gold[i]] if i % 3 else [gold[(i + 5) % 30]])
+                for i in range(30)
+            ],
+        }
+    )
     imported_path = tmp / "imported.csv"
     imported.to_csv(imported_path, index=False)
     server = OpenAIServer(reply=overlap_judge).start()
     params = yaml.safe_load((ROOT / "params" / "default.yaml").read_text(encoding="utf-8"))
-    params.update({
-        "run": "e2e", "outputs_dir": str(tmp / "outputs"),
-        "corpus": {"source": "demo", "n_items": 30, "seed": 3},
-        "questions": {"generator": "template", "seed": 3},
-        "models": {"local": {"provider": "openai", "model": "test-model", "base_url": server.url,
-                             "api_key_env": "CUBE_E2E_KEY", "max_concurrency": 8, "price_input_per_m": 1.0,
-                             "price_output_per_m": 2.0}},
-        "systems": [{"kind": "imported", "name": "imported", "path": str(imported_path)},
-                    {"kind": "builtin", "name": "bm25-top8", "top_n": 8}],
-        "judges": params["judges"] + [{"name": "local-llm", "model": "local"}],
-        "analysis": {**params["analysis"], "bootstrap": 100},
-        "human": {"sample_size": 12, "seed": 1},
-    })
+    params.update(
+        {
+            "run": "e2e",
+            "outputs_dir": str(tmp / "outputs"),
+            "corpus": {"source": "demo", "n_items": 30, "seed": 3},
+            "questions": {"generator": "template", "seed": 3},
+            "models": {
+                "local": {
+                    "provider": "openai",
+                    "model": "test-model",
+                    "base_url": server.url,
+                    "api_key_env": "CUBE_E2E_KEY",
+                    "max_concurrency": 8,
+                    "price_input_per_m": 1.0,
+                    "price_output_per_m": 2.0,
+                }
+            },
+            "systems": [
+                {"kind": "imported", "name": "imported", "path": str(imported_path)},
+                {"kind": "builtin", "name": "bm25-top8", "top_n": 8},
+            ],
+            "judges": params["judges"] + [{"name": "local-llm", "model": "local"}],
+            "analysis": {**params["analysis"], "bootstrap": 100},
+            "human": {"sample_size": 12, "seed": 1},
+        }
+    )
     path = tmp / "e2e.yaml"
     path.write_text(yaml.safe_dump(params, allow_unicode=True), encoding="utf-8")
     mp = pytest.MonkeyPatch()
@@ -107,8 +162,14 @@ def e2e(tmp_path_factory):
     mp.chdir(ROOT)
     logs: list[str] = []
     summary = execute_run(path, log=logs.append)
-    yield {"summary": summary, "root": tmp / "outputs" / "e2e", "server": server, "params_path": path,
-           "logs": logs, "tmp": tmp}
+    yield {
+        "summary": summary,
+        "root": tmp / "outputs" / "e2e",
+        "server": server,
+        "params_path": path,
+        "logs": logs,
+        "tmp": tmp,
+    }
     mp.undo()
     server.stop()
 
@@ -117,14 +178,20 @@ def test_every_stage_ran_and_every_table_and_figure_exists(e2e):
     n_notebooks = len(list((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")))
     assert [s.status for s in e2e["summary"].stages] == ["executed"] * n_notebooks, e2e["logs"]
     root = e2e["root"]
-    assert len(list(root.glob("compare/*__vs__*/comparison.json"))) == 1  # notebook 09: primary vs the other
-    assert (root / "report" / "judgments.html").exists() and (root / "report" / "judgments" / "index.js").exists()
+    assert (
+        len(list(root.glob("compare/*__vs__*/comparison.json"))) == 1
+    )  # notebook 09: primary vs the other
+    assert (root / "report" / "judgments.html").exists() and (
+        root / "report" / "judgments" / "index.js"
+    ).exists()
     for name in TABLES:
         assert (root / "tables" / f"{name}.csv").exists(), name
     for name in FIGURES:
         assert (root / "figures" / f"{name}.png").stat().st_size > 5_000, name
     for nb in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
-        assert (root / "report" / f"{nb.stem}.html").exists() and (root / "report" / "code" / f"{nb.stem}.html").exists()
+        assert (root / "report" / f"{nb.stem}.html").exists() and (
+            root / "report" / "code" / f"{nb.stem}.html"
+        ).exists()
 
 
 def test_tables_agree_with_the_analysis_of_the_saved_scores(e2e):
@@ -134,27 +201,43 @@ def test_tables_agree_with_the_analysis_of_the_saved_scores(e2e):
     params = load_params(e2e["params_path"])
     table4 = pd.read_csv(root / "tables" / "table4_cube_scores.csv")
     for system, top_n in (("bm25-top8", 8), ("imported", 8)):
-        direct = E.evaluate(answers[answers.system == system], scores[scores.system == system],
-                            params.analysis.model_copy(update={"bootstrap": 0}), top_n)
+        direct = E.evaluate(
+            answers[answers.system == system],
+            scores[scores.system == system],
+            params.analysis.model_copy(update={"bootstrap": 0}),
+            top_n,
+        )
         mine = table4[table4.system == system].set_index("judge")
         for judge in direct.cube_table.index:
             for col in ("relevance", "completeness", "weighted_score", "recall_at_k", "cube_score"):
                 want, got = direct.cube_table.at[judge, col], mine.at[judge, col]
-                assert (np.isnan(want) and np.isnan(got)) or got == pytest.approx(want, abs=1e-9), (system, judge, col)
+                assert (np.isnan(want) and np.isnan(got)) or got == pytest.approx(want, abs=1e-9), (
+                    system,
+                    judge,
+                    col,
+                )
         # NaN when no judge passes the validity gate (the imported system's odd answers): NaN on both sides
-        assert mine.at["Jury mean", "cube_score"] == pytest.approx(direct.jury.at["mean", "cube_score"], abs=1e-9,
-                                                                   nan_ok=True)
+        assert mine.at["Jury mean", "cube_score"] == pytest.approx(
+            direct.jury.at["mean", "cube_score"], abs=1e-9, nan_ok=True
+        )
     t2 = pd.read_csv(root / "tables" / "table2_trimmed_means.csv")
-    tm = A.trimmed_means(scores[scores.system == "bm25-top8"], params.analysis.trim_proportion,
-                         A.question_ranks(answers[answers.system == "bm25-top8"]).query("retrieved")["question_id"])
+    tm = A.trimmed_means(
+        scores[scores.system == "bm25-top8"],
+        params.analysis.trim_proportion,
+        A.question_ranks(answers[answers.system == "bm25-top8"]).query("retrieved")["question_id"],
+    )
     row = t2[(t2.system == "bm25-top8") & (t2.judge == "local-llm") & (t2.set == "rag")].iloc[0]
-    want = tm[(tm.judge == "local-llm") & (tm.set == "rag") & (tm.dimension == "quality")]["trimmed_mean"].iloc[0]
+    want = tm[(tm.judge == "local-llm") & (tm.set == "rag") & (tm.dimension == "quality")][
+        "trimmed_mean"
+    ].iloc[0]
     assert row["quality"] == pytest.approx(want)
     results = json.loads((root / "results.json").read_text())
     assert results["decision"]["system"] == "imported"
     assert "failure_patterns" in results["decision"] and "retrieval_sentence" in results["decision"]
-    assert results["cube_score"] == pytest.approx(table4[(table4.system == "imported")].set_index("judge").at[
-        "Jury mean", "cube_score"], nan_ok=True)
+    assert results["cube_score"] == pytest.approx(
+        table4[(table4.system == "imported")].set_index("judge").at["Jury mean", "cube_score"],
+        nan_ok=True,
+    )
 
 
 def test_report_decision_page_and_escaping(e2e):
@@ -162,23 +245,39 @@ def test_report_decision_page_and_escaping(e2e):
     index = (report / "index.html").read_text(encoding="utf-8")
     ids = _Ids()
     ids.feed(index)
-    assert {"decision", "cube-score", "recall", "weighted-score", "cost", "verdict", "suggestions", "pages",
-            "files", "systems"} <= ids.ids
+    assert {
+        "decision",
+        "cube-score",
+        "recall",
+        "weighted-score",
+        "cost",
+        "verdict",
+        "suggestions",
+        "pages",
+        "files",
+        "systems",
+    } <= ids.ids
     assert ids.scripts == 0
     assert "SYNTHETIC" in index and "not LLMs" in index
     qa_page = (report / "02_qa_sets.html").read_text(encoding="utf-8")
     assert "&lt;script&gt;alert" in qa_page and SCRIPT not in qa_page
     manifest = json.loads((e2e["root"] / "manifest.json").read_text())
-    judging = [u for u in manifest["usage"] if u["role"] == "judging" and u["model"] == "test-model"]
+    judging = [
+        u for u in manifest["usage"] if u["role"] == "judging" and u["model"] == "test-model"
+    ]
     assert judging and judging[0]["cost_total"] > 0 and judging[0]["failed_calls"] == 0
     # `cube plan` before the run counted the LLM judge's calls the run then made (issue 22)
     vs = {(p["role"], p["model"]): p for p in manifest["plan_vs_actual"]}
-    assert vs[("judging", "test-model")]["planned_calls"] == vs[("judging", "test-model")]["calls"] > 0
+    assert (
+        vs[("judging", "test-model")]["planned_calls"] == vs[("judging", "test-model")]["calls"] > 0
+    )
     assert 'id="plan"' in index
 
 
 def test_secrets_never_reach_outputs(e2e):
-    assert e2e["server"].authorizations and all(a == f"Bearer {KEY}" for a in e2e["server"].authorizations)
+    assert e2e["server"].authorizations and all(
+        a == f"Bearer {KEY}" for a in e2e["server"].authorizations
+    )
     for f in e2e["root"].rglob("*"):
         if f.is_file():
             assert KEY.encode() not in f.read_bytes(), f
@@ -201,7 +300,10 @@ def test_forced_rerun_is_served_from_the_cache(e2e):
     assert [s.status for s in again.stages] == ["executed"]
     assert e2e["server"].requests_total == before  # every judge call came from outputs/cache.sqlite
     stale = execute_run(e2e["params_path"], only="04..05", log=e2e["logs"].append)
-    assert [s.status for s in stale.stages] == ["executed", "executed"]  # 03 re-ran: later stages are stale
+    assert [s.status for s in stale.stages] == [
+        "executed",
+        "executed",
+    ]  # 03 re-ran: later stages are stale
     fresh = execute_run(e2e["params_path"], only="04..05", log=e2e["logs"].append)
     assert [s.status for s in fresh.stages] == ["up to date", "up to date"]
 
@@ -214,15 +316,19 @@ def test_human_ratings_flow_through_notebooks_07_and_08(e2e):
     key = pd.read_csv(root / "annotation" / "annotation_key.csv", dtype=str)
     sheet = sheet.merge(key, on="item_id", how="left", validate="one_to_one")
     scores = pd.read_parquet(root / "data" / "scores.parquet")
-    llm = scores[scores.judge == "local-llm"].set_index(["question_id", "system", "set", "dimension"])["score"]
+    llm = scores[scores.judge == "local-llm"].set_index(
+        ["question_id", "system", "set", "dimension"]
+    )["score"]
     rng = np.random.default_rng(0)
     filled = []
     for rater in ("r1", "r2"):
         part = sheet.copy()
         part["rater"] = rater
         for dim in ("relevance", "specificity", "completeness", "quality"):
-            base = [llm.get((q, s, st, dim), 5.0) for q, s, st in zip(part.question_id, part.system, part.set,
-                                                                       strict=True)]
+            base = [
+                llm.get((q, s, st, dim), 5.0)
+                for q, s, st in zip(part.question_id, part.system, part.set, strict=True)
+            ]
             total = np.clip(np.round(np.asarray(base) + rng.integers(-1, 2, len(part))), 0, 10)
             for c in range(1, 6):
                 part[f"{dim}.c{c}"] = np.clip(total - 2 * (c - 1), 0, 2)
@@ -242,7 +348,10 @@ def test_human_ratings_flow_through_notebooks_07_and_08(e2e):
     assert (root / "tables" / "table7_criteria.csv").exists()
     calibrated = pd.read_csv(root / "tables" / "human_calibrated_cube.csv")
     results = json.loads((root / "results.json").read_text(encoding="utf-8"))
-    assert set(calibrated["system"]) == set(results["human_calibrated"]) and (calibrated["n_rated"] > 0).all()
+    assert (
+        set(calibrated["system"]) == set(results["human_calibrated"])
+        and (calibrated["n_rated"] > 0).all()
+    )
     page = (root / "report" / "07_human_agreement.html").read_text(encoding="utf-8")
     assert "never invents" not in page.split("<main>")[-1] or "human rater" in page
 
@@ -250,11 +359,19 @@ def test_human_ratings_flow_through_notebooks_07_and_08(e2e):
 def test_results_carry_the_diagnostics(e2e):
     results = json.loads((e2e["root"] / "results.json").read_text())
     ret = results["retrieval"]
-    assert ret["system"] == "imported" and set(ret) >= {"r_at_k", "mrr", "ndcg_at_k", "p_at_k", "curve"}
+    assert ret["system"] == "imported" and set(ret) >= {
+        "r_at_k",
+        "mrr",
+        "ndcg_at_k",
+        "p_at_k",
+        "curve",
+    }
     assert ret["curve"][-1] == ret["hit_rate"] and len(ret["curve"]) == ret["top_n"]
     patterns = results["failure_patterns"]
     assert sum(patterns["patterns"].values()) == patterns["low"]
     for rows in results["categories"].values():
         assert sum(r["questions"] for r in rows) == ret["n"]
-    refusal = results["refusal"]["bm25-top8"]  # the imported system holds no answers to refusal questions
+    refusal = results["refusal"][
+        "bm25-top8"
+    ]  # the imported system holds no answers to refusal questions
     assert refusal["n_unanswerable"] == 30 and 0 <= refusal["refusal_accuracy"] <= 1

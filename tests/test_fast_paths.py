@@ -16,7 +16,9 @@ from cube.kb.text import segment
 from cube.method import agreement, agreement_fast, bootstrap, lexical
 from cube.systems.extractive import extractive_answer
 
-_REF = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], tokenizer=lexical._WhitespaceTokenizer())
+_REF = rouge_scorer.RougeScorer(
+    ["rouge1", "rouge2", "rougeL"], tokenizer=lexical._WhitespaceTokenizer()
+)
 
 
 def _reference_scores(hyp: str, ref: str, tokenizer: str) -> dict[str, float]:
@@ -26,7 +28,10 @@ def _reference_scores(hyp: str, ref: str, tokenizer: str) -> dict[str, float]:
     if not hyp_r or not ref_r or not hyp_b or not ref_b:
         return dict.fromkeys(lexical.METRICS, float("nan"))
     r = _REF.score(" ".join(ref_r), " ".join(hyp_r))
-    return {"bleu": lexical._bleu(hyp_b, ref_b), **{k: float(r[k].fmeasure) for k in ("rouge1", "rouge2", "rougeL")}}
+    return {
+        "bleu": lexical._bleu(hyp_b, ref_b),
+        **{k: float(r[k].fmeasure) for k in ("rouge1", "rouge2", "rougeL")},
+    }
 
 
 def _table() -> list[tuple[str, str]]:
@@ -34,9 +39,16 @@ def _table() -> list[tuple[str, str]]:
     texts = corpus["text"].tolist()
     pairs = []
     for i, doc in enumerate(texts):
-        answer, _ = extractive_answer(f"{corpus['item_name'].iloc[i]}需要什么材料？", [doc, texts[(i + 5) % len(texts)]], "zh")
+        answer, _ = extractive_answer(
+            f"{corpus['item_name'].iloc[i]}需要什么材料？", [doc, texts[(i + 5) % len(texts)]], "zh"
+        )
         pairs += [(answer, doc), (texts[(i + 1) % len(texts)], doc), (doc, doc), (doc[:30], doc)]
-    pairs += [("完全 无关 的 文字", "另 一段 话"), ("a b a b a", "b a b"), ("，。", "文本"), ("", "文本")]
+    pairs += [
+        ("完全 无关 的 文字", "另 一段 话"),
+        ("a b a b a", "b a b"),
+        ("，。", "文本"),
+        ("", "文本"),
+    ]
     return pairs
 
 
@@ -45,22 +57,33 @@ def test_lexical_scores_equal_rouge_score_on_a_table(tokenizer):
     scorer = lexical._scorer(tokenizer)
     cache: dict = {}
     for hyp, ref in _table():
-        new, _ = lexical._text_scores(hyp, ref, lexical._words_of(tokenizer, segment), scorer, cache)
+        new, _ = lexical._text_scores(
+            hyp, ref, lexical._words_of(tokenizer, segment), scorer, cache
+        )
         old = _reference_scores(hyp, ref, tokenizer)
         for k in lexical.METRICS:
-            assert (np.isnan(new[k]) and np.isnan(old[k])) or new[k] == old[k], (k, hyp[:20], ref[:20])
+            assert (np.isnan(new[k]) and np.isnan(old[k])) or new[k] == old[k], (
+                k,
+                hyp[:20],
+                ref[:20],
+            )
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.sampled_from("abcdefg"), max_size=40), st.lists(st.sampled_from("abcdefgh"), max_size=40))
+@given(
+    st.lists(st.sampled_from("abcdefg"), max_size=40),
+    st.lists(st.sampled_from("abcdefgh"), max_size=40),
+)
 def test_rouge_l_equals_rouge_score_on_random_token_lists(target, prediction):
     expected = rouge_scorer._score_lcs(target, prediction).fmeasure
     assert lexical._rouge_l(target, prediction) == expected
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.sampled_from("abcdefg"), min_size=1, max_size=40),
-       st.lists(st.sampled_from("abcdefgh"), min_size=1, max_size=40))
+@given(
+    st.lists(st.sampled_from("abcdefg"), min_size=1, max_size=40),
+    st.lists(st.sampled_from("abcdefgh"), min_size=1, max_size=40),
+)
 def test_bleu_against_a_reference_counted_once_equals_sentence_bleu(hyp, ref):
     reference = lexical._bleu_reference(ref)
     assert lexical._bleu_cached(hyp, reference) == lexical._bleu(hyp, ref)
@@ -77,7 +100,9 @@ def _old_question_draws(question_ids, n, seed):
     return {q: i for i, q in enumerate(qs)}, counts
 
 
-@pytest.mark.parametrize(("q", "n", "seed"), [(1, 5, 0), (37, 200, 3), (500, 20, 11), (0, 4, 1), (5, 0, 1)])
+@pytest.mark.parametrize(
+    ("q", "n", "seed"), [(1, 5, 0), (37, 200, 3), (500, 20, 11), (0, 4, 1), (5, 0, 1)]
+)
 def test_question_draws_are_the_loops_draws(q, n, seed):
     ids = [f"q{i}" for i in range(q)]
     code, counts = agreement.question_draws(ids, n, seed)
@@ -119,7 +144,10 @@ def test_vectorised_agreement_bootstrap_equals_the_loop(kind, n):
         expected = agreement._statistics(x[idx], y[idx])
         for key, value in expected.items():
             got = draws[key][b]
-            assert (np.isnan(value) and np.isnan(got)) or got == pytest.approx(value, abs=1e-9), (key, b)
+            assert (np.isnan(value) and np.isnan(got)) or got == pytest.approx(value, abs=1e-9), (
+                key,
+                b,
+            )
     new, _ = agreement._bootstrap_statistics(x, y, counts, 0.95)
     for key in old:
         assert np.allclose(old[key], new[key], atol=1e-9, equal_nan=True), key
@@ -133,9 +161,13 @@ def test_bincount_kappa_equals_sklearn():
         a = rng.integers(0, 11, 40)
         b = np.clip(a + rng.integers(-4, 5, 40), 0, 10)
         labels = list(range(min(a.min(), b.min()), max(a.max(), b.max()) + 1))
-        tables, xv, yv = agreement_fast.pair_tables(a.astype(float), b.astype(float), np.ones((1, 40)))
+        tables, xv, yv = agreement_fast.pair_tables(
+            a.astype(float), b.astype(float), np.ones((1, 40))
+        )
         got = agreement_fast.statistics(tables, xv, yv)["weighted_kappa"][0]
-        assert got == pytest.approx(cohen_kappa_score(a, b, labels=labels, weights="quadratic"), abs=1e-12)
+        assert got == pytest.approx(
+            cohen_kappa_score(a, b, labels=labels, weights="quadratic"), abs=1e-12
+        )
 
 
 # ------------------------------------------------------------------ bootstrap trimmed means
@@ -153,8 +185,12 @@ def test_value_count_trimmed_means_equal_the_per_element_ones(kind, proportion):
 
     rng = np.random.default_rng(7)
     n = 300
-    v = {"integers": rng.integers(0, 11, n).astype(float), "halves": rng.integers(0, 21, n) / 2,
-         "continuous": rng.random(n) * 10, "empty": np.full(n, np.nan)}[kind]
+    v = {
+        "integers": rng.integers(0, 11, n).astype(float),
+        "halves": rng.integers(0, 21, n) / 2,
+        "continuous": rng.random(n) * 10,
+        "empty": np.full(n, np.nan),
+    }[kind]
     v[rng.random(n) < 0.1] = np.nan
     keep = rng.random(n) < 0.8
     C = rng.multinomial(n, np.full(n, 1 / n), size=200).astype(float)
@@ -175,16 +211,30 @@ def test_offline_call_ids_identify_the_inputs_with_long_texts_digested():
 
     model = make_model(ModelSpec(provider="offline", model="rubric-strict"))
     doc = "事项名称：测试\n" + "材料" * 200
-    ctx = {"question": "要带什么？", "document": doc, "answer": "身份证", "item_name": "测试", "lang": "zh",
-           "dimension": "completeness"}
+    ctx = {
+        "question": "要带什么？",
+        "document": doc,
+        "answer": "身份证",
+        "item_name": "测试",
+        "lang": "zh",
+        "dimension": "completeness",
+    }
     a = model._call_id(Request((), ctx, "v1", 0))
-    assert a == model._call_id(Request((), {**ctx, "document": "".join(list(doc))}, "v1", 0))  # equal text, new object
+    assert a == model._call_id(
+        Request((), {**ctx, "document": "".join(list(doc))}, "v1", 0)
+    )  # equal text, new object
     for changed in ({"document": doc + "。"}, {"answer": "户口本"}, {"dimension": "quality"}):
         assert model._call_id(Request((), {**ctx, **changed}, "v1", 0)) != a
-    assert model._call_id(Request((), ctx, "v1", 1)) != a and model._call_id(Request((), ctx, "v2", 0)) != a
+    assert (
+        model._call_id(Request((), ctx, "v1", 1)) != a
+        and model._call_id(Request((), ctx, "v2", 0)) != a
+    )
     responses = model.complete([Request((), ctx, "v1", 0)] * 2, role="judging", progress=False)
     assert responses[0].ok and responses[0].call_id == responses[1].call_id == a
-    assert responses[0].detail == responses[1].detail and responses[0].detail is not responses[1].detail
+    assert (
+        responses[0].detail == responses[1].detail
+        and responses[0].detail is not responses[1].detail
+    )
 
 
 # ------------------------------------------------------------------ manifest usage
@@ -197,10 +247,23 @@ def test_manifest_usage_reads_only_accounting_columns_and_equals_the_full_tables
 
     rows = []
     for i in range(30):
-        rows.append({"question_id": f"q{i}", "text": "长文本" * 50, "model": "m" if i % 3 else "n",
-                     "role": "judging", "input_tokens": i, "output_tokens": 2 * i, "cost": 0.01 * i,
-                     "latency_s": 0.5, "queue_s": 0.1, "cached": bool(i % 2), "attempts": 1,
-                     "endpoint": "http://127.0.0.1:1/v1", "call_id": f"c{i // 2}"})
+        rows.append(
+            {
+                "question_id": f"q{i}",
+                "text": "长文本" * 50,
+                "model": "m" if i % 3 else "n",
+                "role": "judging",
+                "input_tokens": i,
+                "output_tokens": 2 * i,
+                "cost": 0.01 * i,
+                "latency_s": 0.5,
+                "queue_s": 0.1,
+                "cached": bool(i % 2),
+                "attempts": 1,
+                "endpoint": "http://127.0.0.1:1/v1",
+                "call_id": f"c{i // 2}",
+            }
+        )
     full = pd.DataFrame(rows).reindex(columns=["question_id", "text", *ACCOUNTING_COLUMNS])
     path = tmp_path / "scores.parquet"
     full.to_parquet(path)
@@ -223,7 +286,10 @@ def test_kernels_get_one_blas_thread_unless_the_user_chose(monkeypatch):
         monkeypatch.delenv(v, raising=False)
     assert kernel_thread_limits() == dict.fromkeys(THREAD_VARS, "1")
     monkeypatch.setenv("OMP_NUM_THREADS", "4")
-    assert "OMP_NUM_THREADS" not in kernel_thread_limits() and kernel_thread_limits()["MKL_NUM_THREADS"] == "1"
+    assert (
+        "OMP_NUM_THREADS" not in kernel_thread_limits()
+        and kernel_thread_limits()["MKL_NUM_THREADS"] == "1"
+    )
 
 
 # ------------------------------------------------------------------ duplicate judges
@@ -236,24 +302,66 @@ def _params(judges, models=None):
 def test_two_judges_making_the_same_calls_are_refused_naming_both():
     from pydantic import ValidationError
 
-    gpt = {"provider": "openai", "model": "gpt-4o", "base_url": "https://api.openai.com/v1", "api_key_env": "K"}
+    gpt = {
+        "provider": "openai",
+        "model": "gpt-4o",
+        "base_url": "https://api.openai.com/v1",
+        "api_key_env": "K",
+    }
     with pytest.raises(ValidationError) as err:
-        _params([{"name": "A", "model": "g"}, {"name": "B", "model": {**gpt, "base_url": "https://api.openai.com/v1/",
-                                                                    "max_concurrency": 4}},
-                 {"name": "C", "model": {"provider": "offline", "model": "rubric-strict"}},
-                 {"name": "D", "model": {"provider": "offline", "model": "rubric-strict"}}], {"g": gpt})
+        _params(
+            [
+                {"name": "A", "model": "g"},
+                {
+                    "name": "B",
+                    "model": {
+                        **gpt,
+                        "base_url": "https://api.openai.com/v1/",
+                        "max_concurrency": 4,
+                    },
+                },
+                {"name": "C", "model": {"provider": "offline", "model": "rubric-strict"}},
+                {"name": "D", "model": {"provider": "offline", "model": "rubric-strict"}},
+            ],
+            {"g": gpt},
+        )
     text = str(err.value)
     assert "'A' and 'B'" in text and "'C' and 'D'" in text and "identical" in text
 
 
-@pytest.mark.parametrize("change", [{"samples": 2}, {"all_dimensions": True}, {"model": {"temperature": 0.7}},
-                                    {"model": {"seed": 1}}, {"model": {"model": "gpt-4o-mini"}}])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"samples": 2},
+        {"all_dimensions": True},
+        {"model": {"temperature": 0.7}},
+        {"model": {"seed": 1}},
+        {"model": {"model": "gpt-4o-mini"}},
+    ],
+)
 def test_judges_whose_calls_differ_are_accepted(change):
-    gpt = {"provider": "openai", "model": "gpt-4o", "base_url": "https://api.openai.com/v1", "api_key_env": "K"}
-    second = {"name": "B", "model": {**gpt, **change.get("model", {})}, **{k: v for k, v in change.items() if k != "model"}}
+    gpt = {
+        "provider": "openai",
+        "model": "gpt-4o",
+        "base_url": "https://api.openai.com/v1",
+        "api_key_env": "K",
+    }
+    second = {
+        "name": "B",
+        "model": {**gpt, **change.get("model", {})},
+        **{k: v for k, v in change.items() if k != "model"},
+    }
     assert [j.name for j in _params([{"name": "A", "model": gpt}, second]).judges] == ["A", "B"]
-    offline = [{"name": "L", "model": {"provider": "offline", "model": "rubric", "options": {"preset": "lenient"}}},
-               {"name": "S", "model": {"provider": "offline", "model": "rubric", "options": {"preset": "strict"}}}]
+    offline = [
+        {
+            "name": "L",
+            "model": {"provider": "offline", "model": "rubric", "options": {"preset": "lenient"}},
+        },
+        {
+            "name": "S",
+            "model": {"provider": "offline", "model": "rubric", "options": {"preset": "strict"}},
+        },
+    ]
     assert len(_params(offline).judges) == 2
 
 
@@ -274,21 +382,31 @@ def test_evaluate_run_is_computed_once_and_recomputed_when_an_input_changes(tmp_
 
     monkeypatch.chdir(tmp_path)
     params = tmp_path / "p.yaml"
-    params.write_text(f"""run: e
-outputs_dir: {tmp_path / 'out'}
+    params.write_text(
+        f"""run: e
+outputs_dir: {tmp_path / "out"}
 corpus: {{source: demo, n_items: 12, seed: 2}}
 systems: [{{kind: builtin, name: bm25, top_n: 4}}]
 judges:
   - {{name: s, model: {{provider: offline, model: rubric-strict}}}}
   - {{name: l, model: {{provider: offline, model: rubric-lenient}}}}
 analysis: {{bootstrap: 50}}
-""", encoding="utf-8")
+""",
+        encoding="utf-8",
+    )
     run = open_run(params)
-    for stage in (pipeline.corpus_stage, pipeline.questions_stage, pipeline.answers_stage, pipeline.scores_stage):
+    for stage in (
+        pipeline.corpus_stage,
+        pipeline.questions_stage,
+        pipeline.answers_stage,
+        pipeline.scores_stage,
+    ):
         stage(run)
     calls = []
     real = evaluate.evaluate_systems
-    monkeypatch.setattr(evaluate, "evaluate_systems", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(
+        evaluate, "evaluate_systems", lambda *a, **k: calls.append(1) or real(*a, **k)
+    )
     # A run folder received from someone else may hold a pickle where the old code looked for its
     # cache: it must never be loaded (loading a pickle runs code).
     ap = run.params.analysis.model_copy(update={"bootstrap": 0})
@@ -301,7 +419,9 @@ analysis: {{bootstrap: 50}}
     again = pipeline.evaluate_run(run, bootstrap=False)
     assert len(calls) == 1 and list(again) == list(first) == ["bm25"]
     assert not marker.exists()
-    assert sorted(p.name for p in run.paths.root.rglob("*.pkl")) == [planted.name]  # nothing written in the run
+    assert sorted(p.name for p in run.paths.root.rglob("*.pkl")) == [
+        planted.name
+    ]  # nothing written in the run
     assert [p.name for p in evaluate.evaluation_cache_dir(run).glob("*.pkl")] == [f"{key}.pkl"]
     assert evaluate.evaluation_cache_dir(run).parent == run.paths.cache.parent
     from pandas.testing import assert_frame_equal
@@ -313,7 +433,9 @@ analysis: {{bootstrap: 50}}
     scores = run.load("scores")
     scores.loc[0, "score"] = 10.0 - scores.loc[0, "score"] if scores.loc[0, "score"] != 5 else 0.0
     run.save("scores", scores)
-    pipeline.evaluate_run(run, bootstrap=False)  # changed scores: recomputed, never the stale result
+    pipeline.evaluate_run(
+        run, bootstrap=False
+    )  # changed scores: recomputed, never the stale result
     assert len(calls) == 3
 
 
@@ -328,7 +450,11 @@ def test_resample_counts_are_the_counts_of_one_draws_matrix(n, resamples):
     assert np.array_equal(got, expected) and got.sum(axis=1).tolist() == [n] * resamples
 
 
-_SEG_CHARS = st.sampled_from(list("的办理材料工作日元收费不个年月申请人营业执照") + list("ab9Z.+#&%-_") + list("，。、；：！？()（）¥ \n\r\t"))
+_SEG_CHARS = st.sampled_from(
+    list("的办理材料工作日元收费不个年月申请人营业执照")
+    + list("ab9Z.+#&%-_")
+    + list("，。、；：！？()（）¥ \n\r\t")
+)
 
 
 @settings(max_examples=300, deadline=None)

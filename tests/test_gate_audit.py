@@ -64,8 +64,13 @@ def test_the_audit_excludes_a_length_judge_and_names_it_content_blind():
     probes = simulate_probes(40, 2, judges=("gpt-4o", "length"))
     t = run(answers, scores, probes, weights="equal")
     assert not t.at["length", "in_jury"]
-    assert "content-blind: does not tell correct from corrupted answers" in t.at["length", "excluded_reason"]
-    assert t.at["gpt-4o", "in_jury"] and t.at["gpt-4o", "gate_evidence"].startswith("audit: correct answers")
+    assert (
+        "content-blind: does not tell correct from corrupted answers"
+        in t.at["length", "excluded_reason"]
+    )
+    assert t.at["gpt-4o", "in_jury"] and t.at["gpt-4o", "gate_evidence"].startswith(
+        "audit: correct answers"
+    )
 
 
 def test_few_audit_pairs_give_no_verdict_and_no_exclusion():
@@ -77,7 +82,9 @@ def test_few_audit_pairs_give_no_verdict_and_no_exclusion():
 
 
 def test_the_retrieval_test_applies_only_with_enough_misses_and_then_excludes_a_judge_blind_to_retrieval():
-    answers, scores = simulate(100, 0.5, 4, judges=("gpt-4o",))  # rows: judge, dimension, set, question
+    answers, scores = simulate(
+        100, 0.5, 4, judges=("gpt-4o",)
+    )  # rows: judge, dimension, set, question
     # a judge that scores each rag answer as it scored the zero answer: separates the bounds, ignores retrieval
     fake = scores.copy()
     fake["judge"] = "rag-blind"
@@ -87,7 +94,10 @@ def test_the_retrieval_test_applies_only_with_enough_misses_and_then_excludes_a_
     assert not t.at["rag-blind", "in_jury"]
     assert "does not follow retrieval" in t.at["rag-blind", "excluded_reason"]
     few = simulate(100, 0.9, 4, judges=("gpt-4o",))  # 10 misses < RANK_TEST_MIN_GROUP
-    assert RANK_TEST_MIN_GROUP > 10 and not run(*few, weights="equal").at["gpt-4o", "gate_rank_applied"]
+    assert (
+        RANK_TEST_MIN_GROUP > 10
+        and not run(*few, weights="equal").at["gpt-4o", "gate_rank_applied"]
+    )
 
 
 def test_the_failure_rate_counts_absent_rows_and_blank_error_kinds():
@@ -97,15 +107,23 @@ def test_the_failure_rate_counts_absent_rows_and_blank_error_kinds():
     qs = sorted(scores["question_id"].unique())[:20]  # 40 % of its questions
     absent = scores[~(ds & scores["question_id"].isin(qs))]
     t = run(answers, absent, weights="equal")
-    assert not t.at["deepseek", "in_jury"] and t.at["deepseek", "failure_rate"] == pytest.approx(0.4)
+    assert not t.at["deepseek", "in_jury"] and t.at["deepseek", "failure_rate"] == pytest.approx(
+        0.4
+    )
     assert "20 call, 0 parse" not in t.at["deepseek", "excluded_reason"]
     assert "absent or unexplained" in t.at["deepseek", "excluded_reason"]
     blank = scores.copy()
-    blank.loc[ds & blank["question_id"].isin(qs), "score"] = np.nan  # unscored, error_kind left blank
+    blank.loc[ds & blank["question_id"].isin(qs), "score"] = (
+        np.nan
+    )  # unscored, error_kind left blank
     t2 = run(answers, blank, weights="equal")
-    assert t2.at["deepseek", "failure_rate"] == pytest.approx(0.4) and not t2.at["deepseek", "in_jury"]
+    assert (
+        t2.at["deepseek", "failure_rate"] == pytest.approx(0.4) and not t2.at["deepseek", "in_jury"]
+    )
     skipped = blank.copy()
-    skipped.loc[ds & skipped["question_id"].isin(qs), "error_kind"] = "skipped"  # a missing answer: not its failure
+    skipped.loc[ds & skipped["question_id"].isin(qs), "error_kind"] = (
+        "skipped"  # a missing answer: not its failure
+    )
     assert run(answers, skipped, weights="equal").at["deepseek", "failure_rate"] == 0
 
 
@@ -127,13 +145,23 @@ def test_the_bounds_test_pairs_each_dimension_so_parse_failures_do_not_drop_ques
 def test_judges_that_ignore_the_answer_do_not_separate_the_bounds(judge):
     answers, scores = simulate(100, 1.0, 7, judges=("gpt-4o", judge))
     t = run(answers, scores, weights="equal")
-    assert not t.at[judge, "in_jury"] and "does not separate the bounds" in t.at[judge, "excluded_reason"]
+    assert (
+        not t.at[judge, "in_jury"]
+        and "does not separate the bounds" in t.at[judge, "excluded_reason"]
+    )
 
 
 def test_a_dimension_undefined_for_a_member_is_undefined_for_the_jury():
     """Before: the jury averaged a dimension over the judges that had it and still said n_judges 2."""
-    table = pd.DataFrame({"relevance": [80.0, 70.0], "quality": [90.0, np.nan], "cube_score": [60.0, 50.0],
-                          "in_jury": [True, True]}, index=pd.Index(["a", "b"], name="judge"))
+    table = pd.DataFrame(
+        {
+            "relevance": [80.0, 70.0],
+            "quality": [90.0, np.nan],
+            "cube_score": [60.0, 50.0],
+            "in_jury": [True, True],
+        },
+        index=pd.Index(["a", "b"], name="judge"),
+    )
     jury = jury_summary(table)
     assert np.isnan(jury.at["mean", "quality"]) and jury.at["mean", "relevance"] == 75.0
     assert jury.at["mean", "n_judges"] == 2
@@ -143,27 +171,54 @@ def test_audit_summary_counts_pairs_and_measures_the_biases():
     rows = []
     for i in range(12):
         q = f"q{i}"
-        for probe, expect, score in [("original", "same", 8), ("corrupted_facts", "worse", 8 if i < 2 else 3),
-                                     ("padded", "not_worse", 9)]:
-            rows.append({"question_id": q, "judge": "j", "probe": probe, "expect": expect,
-                         "dimension": "quality", "score": float(score)})
+        for probe, expect, score in [
+            ("original", "same", 8),
+            ("corrupted_facts", "worse", 8 if i < 2 else 3),
+            ("padded", "not_worse", 9),
+        ]:
+            rows.append(
+                {
+                    "question_id": q,
+                    "judge": "j",
+                    "probe": probe,
+                    "expect": expect,
+                    "dimension": "quality",
+                    "score": float(score),
+                }
+            )
     s = audit_summary(pd.DataFrame(rows)).set_index("judge").loc["j"]
     assert (s["pairs"], s["wins"], s["ties"], s["losses"]) == (12, 10, 2, 0)
     assert s["discrimination"] == pytest.approx(11 / 12)
-    assert s["verbosity_bias"] == pytest.approx(1.0) and s["verbosity_bias_lo"] == pytest.approx(1.0)
-    assert s["modal_share"] == pytest.approx(14 / 36)  # 8: the 12 originals and the 2 tied corruptions
+    assert s["verbosity_bias"] == pytest.approx(1.0) and s["verbosity_bias_lo"] == pytest.approx(
+        1.0
+    )
+    assert s["modal_share"] == pytest.approx(
+        14 / 36
+    )  # 8: the 12 originals and the 2 tied corruptions
     blind, why = audit_verdict(s, 0.05, 10)
     assert blind is False and "10 of 12 pairs" in why
     assert audit_verdict(None, 0.05, 10) == (None, "audit did not run")
 
 
 def test_bad_probe_tables_name_every_problem():
-    bad = pd.DataFrame({"question_id": ["q1", "q2"], "judge": ["j", "j"], "probe": ["shouted", "padded"],
-                        "expect": ["worse", "worse"], "dimension": ["quality"] * 2, "score": [3.0, 11.0]})
+    bad = pd.DataFrame(
+        {
+            "question_id": ["q1", "q2"],
+            "judge": ["j", "j"],
+            "probe": ["shouted", "padded"],
+            "expect": ["worse", "worse"],
+            "dimension": ["quality"] * 2,
+            "score": [3.0, 11.0],
+        }
+    )
     with pytest.raises(SchemaError) as e:
         validate_probes(bad)
     msg = str(e.value)
-    assert "unknown probe kind(s) ['shouted']" in msg and "'expect' disagrees" in msg and "bad rows [1]" in msg
+    assert (
+        "unknown probe kind(s) ['shouted']" in msg
+        and "'expect' disagrees" in msg
+        and "bad rows [1]" in msg
+    )
 
 
 def _own_and_control(n: int, lenient: float, own_bonus: float, seed: int = 0) -> pd.DataFrame:
@@ -178,20 +233,43 @@ def _own_and_control(n: int, lenient: float, own_bonus: float, seed: int = 0) ->
             for dim in ("relevance", "completeness"):
                 base = quality + rng.normal(0, 0.5)
                 for j in ("a", "b"):
-                    rows.append({"question_id": f"q{i}", "system": "mine" if own else "theirs", "set": "full",
-                                 "judge": j, "dimension": dim, "score": float(np.clip(base + rng.normal(0, 1), 0, 10)),
-                                 "own": own})
-                rows.append({"question_id": f"q{i}", "system": "mine" if own else "theirs", "set": "full",
-                             "judge": "self", "dimension": dim, "own": own,
-                             "score": float(np.clip(base + lenient + own_bonus * own + rng.normal(0, 1), 0, 10))})
+                    rows.append(
+                        {
+                            "question_id": f"q{i}",
+                            "system": "mine" if own else "theirs",
+                            "set": "full",
+                            "judge": j,
+                            "dimension": dim,
+                            "score": float(np.clip(base + rng.normal(0, 1), 0, 10)),
+                            "own": own,
+                        }
+                    )
+                rows.append(
+                    {
+                        "question_id": f"q{i}",
+                        "system": "mine" if own else "theirs",
+                        "set": "full",
+                        "judge": "self",
+                        "dimension": dim,
+                        "own": own,
+                        "score": float(
+                            np.clip(base + lenient + own_bonus * own + rng.normal(0, 1), 0, 10)
+                        ),
+                    }
+                )
     return pd.DataFrame(rows)
 
 
 def test_a_lenient_judge_that_does_not_prefer_its_own_model_has_no_self_preference():
     # the reviewer's case: +4 on every answer is leniency, not self-preference (it was published as +4)
     sp = self_preference(_own_and_control(40, lenient=4.0, own_bonus=0.0), "self")
-    assert abs(sp["self_preference"]) < 0.5 and sp["self_preference_lo"] <= 0 <= sp["self_preference_hi"]
-    assert sp["items"] == 40 and sp["control_items"] == 40 and sp["note"] == ""  # one value per answer
+    assert (
+        abs(sp["self_preference"]) < 0.5
+        and sp["self_preference_lo"] <= 0 <= sp["self_preference_hi"]
+    )
+    assert (
+        sp["items"] == 40 and sp["control_items"] == 40 and sp["note"] == ""
+    )  # one value per answer
 
 
 def test_a_judge_adding_3_points_to_its_own_models_answers_has_a_self_preference_of_3():
@@ -204,18 +282,24 @@ def test_self_preference_is_clustered_by_answer_not_by_dimension():
     # two dimensions of one answer are not two items: the interval of 20 answers x 2 dimensions is the
     # interval of 20 values, as wide as the same answers' per-answer means give
     scores = _own_and_control(20, lenient=0.0, own_bonus=1.0, seed=2)
-    one_dim = scores.groupby(["question_id", "system", "set", "judge", "own"], as_index=False)["score"].mean() \
+    one_dim = (
+        scores.groupby(["question_id", "system", "set", "judge", "own"], as_index=False)["score"]
+        .mean()
         .assign(dimension="mean")
+    )
     a, b = self_preference(scores, "self"), self_preference(one_dim, "self")
     assert a["items"] == 20
     assert a["self_preference_hi"] - a["self_preference_lo"] == pytest.approx(
-        b["self_preference_hi"] - b["self_preference_lo"])
+        b["self_preference_hi"] - b["self_preference_lo"]
+    )
 
 
 def test_self_preference_without_a_control_is_not_measurable_with_the_cause():
     scores = _own_and_control(20, lenient=4.0, own_bonus=0.0)
     no_other_model = self_preference(scores[scores["own"]], "self")
-    assert math.isnan(no_other_model["self_preference"]) and math.isnan(no_other_model["self_preference_lo"])
+    assert math.isnan(no_other_model["self_preference"]) and math.isnan(
+        no_other_model["self_preference_lo"]
+    )
     assert "no answer written by another model" in no_other_model["note"]
     alone = self_preference(scores[scores["judge"] == "self"], "self")
     assert math.isnan(alone["self_preference"]) and "no other judge" in alone["note"]

@@ -44,7 +44,11 @@ def tables() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     )
     rows = []
     for i, rank in enumerate(RAG_RANKS):
-        for set_name, r, ids in (("zero", 0, []), ("rag", rank, ["d9", f"d{i}"]), ("full", 1, [f"d{i}"])):
+        for set_name, r, ids in (
+            ("zero", 0, []),
+            ("rag", rank, ["d9", f"d{i}"]),
+            ("full", 1, [f"d{i}"]),
+        ):
             rows.append(
                 {
                     "question_id": f"q{i}",
@@ -69,7 +73,9 @@ def test_annotation_sample_stratified_and_deterministic(tables):
     # 30 answers in 6 strata (3 sets x retrieved 7 / not 3): quotas 12 * 7/30 = 2.8 and
     # 12 * 3/30 = 1.2; floors 2 and 1 sum to 9, the 3 left go to the largest remainders (0.8)
     counts = sample.groupby(["set", "retrieved"]).size()
-    assert counts.to_dict() == {(s, r): 3 if r else 1 for s in ("full", "rag", "zero") for r in (False, True)}
+    assert counts.to_dict() == {
+        (s, r): 3 if r else 1 for s in ("full", "rag", "zero") for r in (False, True)
+    }
     shuffled = answers.sample(frac=1, random_state=5)
     again = annotation_sample(shuffled, 12, seed=1)
     pd.testing.assert_frame_equal(
@@ -86,7 +92,9 @@ def test_annotation_sample_paired_keeps_all_sets(tables):
     sample = annotation_sample(tables[0], 4, seed=0, paired=True)
     assert len(sample) == 12
     assert (sample.groupby("question_id")["set"].nunique() == 3).all()
-    assert sample.drop_duplicates("question_id")["retrieved"].sum() == 3  # quotas 4 * 7/10 = 2.8, 1.2
+    assert (
+        sample.drop_duplicates("question_id")["retrieved"].sum() == 3
+    )  # quotas 4 * 7/10 = 2.8, 1.2
 
 
 def _fill(sheet: pd.DataFrame, seed: int) -> tuple[pd.DataFrame, dict]:
@@ -120,11 +128,21 @@ def _check_scores(scores: pd.DataFrame, expected: dict, answers: pd.DataFrame) -
 def test_round_trip(tables, tmp_path: Path, fmt: str):
     answers, questions, corpus = tables
     sheet = export_annotation_sheet(
-        answers, questions, corpus, DIMS, "zh", tmp_path / "sheet", size=6, seed=0, raters=["alice", "bob"]
+        answers,
+        questions,
+        corpus,
+        DIMS,
+        "zh",
+        tmp_path / "sheet",
+        size=6,
+        seed=0,
+        raters=["alice", "bob"],
     )
     assert len(sheet) == 12 and list(sheet.columns[5:]) == rating_columns(DIMS)
     assert (tmp_path / "sheet_criteria.csv").exists()
-    key = pd.read_csv(tmp_path / "sheet_key.csv", dtype=str, keep_default_na=False, encoding="utf-8-sig")
+    key = pd.read_csv(
+        tmp_path / "sheet_key.csv", dtype=str, keep_default_na=False, encoding="utf-8-sig"
+    )
     assert len(key) == 6 and list(key["item_id"]) == list(sheet["item_id"][:6])
     crit = pd.read_csv(tmp_path / "sheet_criteria.csv", encoding="utf-8-sig")
     assert list(crit.loc[crit["dimension"] == "completeness", "wording"]) == dimension_criteria(
@@ -136,19 +154,25 @@ def test_round_trip(tables, tmp_path: Path, fmt: str):
     assert (
         first["gold_document"]
         == corpus.set_index("doc_id").loc[
-            answers.set_index(["question_id", "set"]).loc[(first_key["question_id"], first_key["set"]), "doc_id"],
+            answers.set_index(["question_id", "set"]).loc[
+                (first_key["question_id"], first_key["set"]), "doc_id"
+            ],
             "text",
         ]
     )
 
     if fmt == "csv":
-        on_disk = pd.read_csv(tmp_path / "sheet.csv", dtype=str, keep_default_na=False, encoding="utf-8-sig")
+        on_disk = pd.read_csv(
+            tmp_path / "sheet.csv", dtype=str, keep_default_na=False, encoding="utf-8-sig"
+        )
         filled, expected = _fill(on_disk, seed=4)
         target = tmp_path / "filled" / "ratings.csv"
         target.parent.mkdir()
         filled.to_csv(target, index=False)
-        expected = {(r, key.set_index("item_id").loc[i].pipe(lambda k: item_id(*k)), d): v
-                    for (r, i, d), v in expected.items()}
+        expected = {
+            (r, key.set_index("item_id").loc[i].pipe(lambda k: item_id(*k)), d): v
+            for (r, i, d), v in expected.items()
+        }
     else:
         ws = book["ratings"]
         header = [c.value for c in ws[1]]
@@ -157,24 +181,35 @@ def test_round_trip(tables, tmp_path: Path, fmt: str):
         for r, row in enumerate(filled.itertuples(index=False), start=2):
             for c, col in enumerate(header, start=1):
                 if "." in col and row[c - 1] != "":
-                    ws.cell(row=r, column=c, value=int(row[c - 1]))  # numbers, as a rater would type
+                    ws.cell(
+                        row=r, column=c, value=int(row[c - 1])
+                    )  # numbers, as a rater would type
         target = tmp_path / "filled" / "ratings.xlsx"
         target.parent.mkdir()
         book.save(target)
-        expected = {(r, key.set_index("item_id").loc[i].pipe(lambda k: item_id(*k)), d): v
-                    for (r, i, d), v in expected.items()}
+        expected = {
+            (r, key.set_index("item_id").loc[i].pipe(lambda k: item_id(*k)), d): v
+            for (r, i, d), v in expected.items()
+        }
 
     with pytest.raises(RatingsError, match="no key file given"):
         import_ratings(target.parent, answers, DIMS)  # opaque ids need the key
-    per_rater, report = import_ratings(target.parent, answers, DIMS, per_rater=True, key=tmp_path / "sheet_key.csv")
+    per_rater, report = import_ratings(
+        target.parent, answers, DIMS, per_rater=True, key=tmp_path / "sheet_key.csv"
+    )
     _check_scores(per_rater, expected, answers)
     assert report["raters"] == ["alice", "bob"] and report["items"] == 6
-    assert report["raters_per_item"] == {2: 6} and report["missing"] == {"relevance": 0, "completeness": 0}
+    assert report["raters_per_item"] == {2: 6} and report["missing"] == {
+        "relevance": 0,
+        "completeness": 0,
+    }
     alice = per_rater[per_rater["judge"] == "human:alice"].iloc[0]
     detail = json.loads(alice["detail"])
     assert sum(detail["criteria"].values()) == alice["score"]
 
-    (tmp_path / "sheet_key.csv").rename(target.parent / "sheet_key.csv")  # a key inside the folder is found
+    (tmp_path / "sheet_key.csv").rename(
+        target.parent / "sheet_key.csv"
+    )  # a key inside the folder is found
     consensus, report = import_ratings(target.parent, answers, DIMS)
     assert report["key"] == str(target.parent / "sheet_key.csv")
     assert set(consensus["judge"]) == {"human"} and len(consensus) == 6 * len(DIMS)
@@ -182,9 +217,17 @@ def test_round_trip(tables, tmp_path: Path, fmt: str):
     got = consensus.set_index(["question_id", "system", "set", "dimension"])["score"]
     pd.testing.assert_series_equal(got.sort_index(), mean.sort_index(), check_names=False)
     # the judges' table shape; a rating is no model call: skipped in the usage, cost 0, not a call
-    assert set(consensus.columns) == set(SCORES_TABLE_COLUMNS) and (consensus["finish_reason"] == "").all()
+    assert (
+        set(consensus.columns) == set(SCORES_TABLE_COLUMNS)
+        and (consensus["finish_reason"] == "").all()
+    )
     usage = usage_summary([per_rater]).iloc[0]
-    assert (usage["model"], usage["calls"], usage["skipped"], usage["cost_total"]) == ("human", 0, len(per_rater), 0.0)
+    assert (usage["model"], usage["calls"], usage["skipped"], usage["cost_total"]) == (
+        "human",
+        0,
+        len(per_rater),
+        0.0,
+    )
 
 
 @pytest.fixture
@@ -232,7 +275,9 @@ def test_invalid_sheets_name_file_row_and_column(tables, blank_sheet, tmp_path: 
         bad.loc[0, f"relevance.c{k}"] = "1"  # criteria sum 5 ...
     bad.loc[0, "relevance.total"] = "7"  # ... but the total says 7
     msg = _errors(bad, answers, tmp_path / "sum.csv")
-    assert "sum.csv, row 2, column 'relevance.total': total 7 disagrees with the criteria sum 5" in msg
+    assert (
+        "sum.csv, row 2, column 'relevance.total': total 7 disagrees with the criteria sum 5" in msg
+    )
     assert isinstance(RatingsError(["x"]), ValueError)
 
 
@@ -277,13 +322,31 @@ def test_sheet_is_blind(tables, tmp_path: Path):
     text or cell that reveals them; the key file maps the ids back."""
     answers, questions, corpus = tables
     answers = pd.concat([answers, answers.assign(system="dense-top4")], ignore_index=True)
-    sheet = export_annotation_sheet(answers, questions, corpus, DIMS, "en", tmp_path / "annotation_sheet",
-                                    size=8, seed=3, paired=True)
+    sheet = export_annotation_sheet(
+        answers,
+        questions,
+        corpus,
+        DIMS,
+        "en",
+        tmp_path / "annotation_sheet",
+        size=8,
+        seed=3,
+        paired=True,
+    )
     key = pd.read_csv(key_path(tmp_path / "annotation_sheet"), dtype=str, keep_default_na=False)
     assert key_path(tmp_path / "annotation_sheet").name == "annotation_key.csv"
-    for frame in (sheet, pd.read_csv(tmp_path / "annotation_sheet.csv", dtype=str, keep_default_na=False),
-                  pd.read_excel(tmp_path / "annotation_sheet.xlsx", sheet_name="ratings", dtype=str)):
-        assert list(frame.columns[:5]) == ["item_id", "question", "gold_document", "answer", "rater"]
+    for frame in (
+        sheet,
+        pd.read_csv(tmp_path / "annotation_sheet.csv", dtype=str, keep_default_na=False),
+        pd.read_excel(tmp_path / "annotation_sheet.xlsx", sheet_name="ratings", dtype=str),
+    ):
+        assert list(frame.columns[:5]) == [
+            "item_id",
+            "question",
+            "gold_document",
+            "answer",
+            "rater",
+        ]
         assert not {"system", "set", "question_id", "doc_id", "retrieved"} & set(frame.columns)
         assert frame["item_id"].str.fullmatch(r"A\d{3}").all() and frame["item_id"].is_unique
         cells = frame[["item_id", "rater"]].fillna("").astype(str).to_numpy().ravel()
@@ -295,25 +358,37 @@ def test_sheet_is_blind(tables, tmp_path: Path):
     assert list(sheet["item_id"]) == sorted(sheet["item_id"])  # ids follow the shuffled order ...
     assert list(key["set"][:6]) != sorted(key["set"][:6])  # ... which does not group the sets
     answer_of = answers.set_index(["question_id", "system", "set"])["answer"]
-    assert [answer_of[tuple(k)] for k in key[["question_id", "system", "set"]].to_numpy()] == list(sheet["answer"])
+    assert [answer_of[tuple(k)] for k in key[["question_id", "system", "set"]].to_numpy()] == list(
+        sheet["answer"]
+    )
 
 
 def test_old_unblinded_sheet_still_imports(tables, tmp_path: Path):
     """A sheet filled before blinding (item ids question::system::set, system/set columns) needs no key."""
     answers = tables[0]
     rows = answers.iloc[:4]
-    old = pd.DataFrame({
-        "item_id": [item_id(q, s, t) for q, s, t in rows[["question_id", "system", "set"]].to_numpy()],
-        "question_id": rows["question_id"], "system": rows["system"], "set": rows["set"],
-        "question": "?", "gold_document": "", "answer": rows["answer"], "rater": "old",
-    })
+    old = pd.DataFrame(
+        {
+            "item_id": [
+                item_id(q, s, t) for q, s, t in rows[["question_id", "system", "set"]].to_numpy()
+            ],
+            "question_id": rows["question_id"],
+            "system": rows["system"],
+            "set": rows["set"],
+            "question": "?",
+            "gold_document": "",
+            "answer": rows["answer"],
+            "rater": "old",
+        }
+    )
     for d in DIMS:
         old[f"{d}.total"] = "6"
     old.to_csv(tmp_path / "old.csv", index=False)
     scores, report = import_ratings(tmp_path / "old.csv", answers, DIMS)
     assert report["key"] is None and len(scores) == 4 * len(DIMS) and (scores["score"] == 6.0).all()
     assert set(zip(scores["question_id"], scores["set"], strict=True)) == set(
-        zip(rows["question_id"], rows["set"], strict=True))
+        zip(rows["question_id"], rows["set"], strict=True)
+    )
 
 
 def test_bad_key_rows_are_reported(tables, tmp_path: Path):
@@ -328,6 +403,8 @@ def test_bad_key_rows_are_reported(tables, tmp_path: Path):
         import_ratings(tmp_path / "r.csv", answers, DIMS, key=tmp_path / "s_key.csv")
     msg = str(info.value)
     assert "s_key.csv, row 3: (" in msg and "nope" in msg and "is not in the answers" in msg
-    assert f"unknown item id {sheet.loc[1, 'item_id']!r}" in msg  # and the row that needed it, together
+    assert (
+        f"unknown item id {sheet.loc[1, 'item_id']!r}" in msg
+    )  # and the row that needed it, together
     with pytest.raises(RatingsError, match="key file not found"):
         import_ratings(tmp_path / "r.csv", answers, DIMS, key=tmp_path / "absent_key.csv")

@@ -35,7 +35,10 @@ SCORED = [
     ("综合考虑，该回答得分为8分。", 8.0),
     ("我给出的评分是：7", 7.0),
     ("The answer quotes the fee and the time limit correctly.\nScore: 8", 8.0),
-    ("(1) 2分 (2) 2分 (3) 1分 (4) 2分 (5) 1分\n总分：8", 8.0),  # per-criterion points, then the total
+    (
+        "(1) 2分 (2) 2分 (3) 1分 (4) 2分 (5) 1分\n总分：8",
+        8.0,
+    ),  # per-criterion points, then the total
     ("Final score: 7 (relevance 2 points, clarity 1 point)", 7.0),
     ("10", 10.0),
     ("0", 0.0),
@@ -100,7 +103,10 @@ def test_json_mode_all_dimensions() -> None:
 
 def test_json_mode_nested_and_garbage() -> None:
     nested = '{"scores": {"relevance": {"score": 6, "reason": "ok"}, "quality": 9}}'
-    assert parse_scores_json(nested, ["relevance", "quality"]) == {"relevance": (6.0, None), "quality": (9.0, None)}
+    assert parse_scores_json(nested, ["relevance", "quality"]) == {
+        "relevance": (6.0, None),
+        "quality": (9.0, None),
+    }
     garbage = parse_scores_json("relevance 8, quality 9", ["relevance", "quality"])
     assert all(s is None and r == "reply is not a JSON object" for s, r in garbage.values())
     assert parse_scores_json("", ["relevance"]) == {"relevance": (None, "empty reply")}
@@ -112,24 +118,40 @@ def test_json_mode_nested_and_garbage() -> None:
 CONVENTIONS = [
     ("Rating: [[8]]", 8.0, None),
     ("[[8]]", 8.0, None),
-    ("The assistant's answer quotes the fee (50 yuan) and 3 of the 5 steps, but omits the deadline.\n\n"
-     "Rating: [[6]]", 6.0, None),  # reasoning with other numbers before the marker
+    (
+        "The assistant's answer quotes the fee (50 yuan) and 3 of the 5 steps, but omits the deadline.\n\n"
+        "Rating: [[6]]",
+        6.0,
+        None,
+    ),  # reasoning with other numbers before the marker
     ("Explanation: covers 4 out of 5 required points.\nRating: [[7]]", 7.0, None),
     ("**Rating: [[9]]**", 9.0, None),  # markdown bold
     ("Rating: [[ 7.5 ]]", 7.5, None),
     ("Rating: [[8/10]]", 8.0, None),
     ("评价：回答准确，但缺少办理时限。\n评分：[[7]]", 7.0, None),
     ("评分：［［８］］", 8.0, None),  # full-width brackets and digit
-    ("Feedback: The response addresses every criterion of the rubric clearly. [RESULT] 8", 8.0, None),
+    (
+        "Feedback: The response addresses every criterion of the rubric clearly. [RESULT] 8",
+        8.0,
+        None,
+    ),
     ("[RESULT] 10", 10.0, None),
     ("[RESULT]: 0", 0.0, None),
     ("反馈：回答覆盖了全部要点，表达清晰。[RESULT] ９", 9.0, None),
     ("<score>8</score>", 8.0, None),
-    ("<reasoning>The answer gives 2 of the 3 documents required.</reasoning>\n<score>5</score>", 5.0, None),
+    (
+        "<reasoning>The answer gives 2 of the 3 documents required.</reasoning>\n<score>5</score>",
+        5.0,
+        None,
+    ),
     ("<Score> 6 </Score>", 6.0, None),
     ("分析：回答与问题相关。\n<score>７</score>", 7.0, None),
     ("Rating: [[8]]\n\nTo summarise, rating: [[8]]", 8.0, None),  # repeated, same value
-    ("Score: 4 for clarity alone, overall Rating: [[7]]", 7.0, None),  # the marker is the judge's answer
+    (
+        "Score: 4 for clarity alone, overall Rating: [[7]]",
+        7.0,
+        None,
+    ),  # the marker is the judge's answer
     ("Rating: [[7-8]]", None, "range"),
     ("Rating: [[7 or 8]]", None, "range"),
     ("[RESULT] 7-8", None, "range"),
@@ -161,7 +183,9 @@ DECLARED = [
 
 
 @pytest.mark.parametrize(("reply", "expected", "reason_part"), CONVENTIONS)
-def test_judge_prompt_conventions(reply: str, expected: float | None, reason_part: str | None) -> None:
+def test_judge_prompt_conventions(
+    reply: str, expected: float | None, reason_part: str | None
+) -> None:
     score, reason = parse_score(reply)
     assert score == expected
     if expected is None:
@@ -171,7 +195,9 @@ def test_judge_prompt_conventions(reply: str, expected: float | None, reason_par
 
 
 @pytest.mark.parametrize(("score_format", "reply", "expected", "reason_part"), DECLARED)
-def test_declared_reply_format(score_format: str, reply: str, expected: float | None, reason_part: str | None):
+def test_declared_reply_format(
+    score_format: str, reply: str, expected: float | None, reason_part: str | None
+):
     score, reason = parse_score(reply, score_format)
     assert score == expected
     if expected is None:
@@ -192,22 +218,41 @@ def test_declared_format_comes_from_params_or_the_prompt(tmp_path) -> None:
     from cube.judges.dimensions import DimensionError, load_dimensions
     from cube.judges.parsing import declared_format
 
-    prompt = "Rate the answer.\n{question}\n{document}\n{answer}\n(1) a\n(2) b\n(3) c\n(4) d\n(5) e\n" \
-             "Reply with one line: Final mark: {score}.\n"
+    prompt = (
+        "Rate the answer.\n{question}\n{document}\n{answer}\n(1) a\n(2) b\n(3) c\n(4) d\n(5) e\n"
+        "Reply with one line: Final mark: {score}.\n"
+    )
     assert declared_format(prompt) == "Final mark: {score}"
-    for line, declared in [("输出格式：最终分数为 {score} 分", "最终分数为 {score} 分"), ("End with [[{score}]]", "[[ {score}]]"),
-                           ("按以下格式输出：评分：{score}", "评分: {score}"), ("Reply with {score} only", "with {score} only"),
-                           ("{score}", None), ("No placeholder here", None)]:
+    for line, declared in [
+        ("输出格式：最终分数为 {score} 分", "最终分数为 {score} 分"),
+        ("End with [[{score}]]", "[[ {score}]]"),
+        ("按以下格式输出：评分：{score}", "评分: {score}"),
+        ("Reply with {score} only", "with {score} only"),
+        ("{score}", None),
+        ("No placeholder here", None),
+    ]:
         assert declared_format(line) == declared
     judges = [{"name": "r", "model": {"provider": "offline", "model": "rubric-lenient"}}]
-    dims = [{"name": "own", "prompt": prompt}, {"name": "set", "prompt": prompt, "score_format": "Mark={score}"},
-            "relevance"]
-    own, given, packaged = load_dimensions(parse_params({"run": "x", "judges": judges, "dimensions": dims}))
+    dims = [
+        {"name": "own", "prompt": prompt},
+        {"name": "set", "prompt": prompt, "score_format": "Mark={score}"},
+        "relevance",
+    ]
+    own, given, packaged = load_dimensions(
+        parse_params({"run": "x", "judges": judges, "dimensions": dims})
+    )
     assert own.score_format == "Final mark: {score}" and given.score_format == "Mark={score}"
     assert packaged.score_format is None
-    assert parse_score("The fee is right, 2 of 3 steps.\nFinal mark: 7", own.score_format) == (7.0, None)
-    assert parse_score("The fee is right, 2 of 3 steps.\nFinal mark: 7")[0] is None  # undeclared: prose
+    assert parse_score("The fee is right, 2 of 3 steps.\nFinal mark: 7", own.score_format) == (
+        7.0,
+        None,
+    )
+    assert (
+        parse_score("The fee is right, 2 of 3 steps.\nFinal mark: 7")[0] is None
+    )  # undeclared: prose
     for fmt in ("Mark", "{score}", "{score} or {score}"):
         bad = [{"name": "bad", "prompt": prompt, "score_format": fmt}]
-        with pytest.raises(DimensionError, match=r"dimension 'bad': score_format .*expected exactly one \{score\}"):
+        with pytest.raises(
+            DimensionError, match=r"dimension 'bad': score_format .*expected exactly one \{score\}"
+        ):
             load_dimensions(parse_params({"run": "x", "judges": judges, "dimensions": bad}))

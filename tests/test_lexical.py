@@ -17,7 +17,13 @@ from cube.judges import dimension_criteria
 from cube.judges.human import table7_criteria
 from cube.kb.text import segment
 from cube.method import lexical
-from cube.method.lexical import METRICS, excluded_note, lexical_correlations, summary, table6_example
+from cube.method.lexical import (
+    METRICS,
+    excluded_note,
+    lexical_correlations,
+    summary,
+    table6_example,
+)
 
 # the pure module cuts no Chinese itself: the run hands it jieba's segmenter (cube.kb.text)
 text_scores = partial(lexical.text_scores, segment=segment)
@@ -59,10 +65,14 @@ def test_identical_disjoint_partial(tokenizer, ref, part, other):
 def test_partial_rouge1_matches_token_overlap():
     # char tokens: ROUGE-1 F is the F1 of the character multiset overlap, punctuation left out
     chars = lambda s: [c for c in s if not c.isspace() and c not in "，。"]  # noqa: E731
-    assert text_scores(ZH_PART, ZH_REF, "char")["rouge1"] == pytest.approx(_f1(chars(ZH_PART), chars(ZH_REF)))
+    assert text_scores(ZH_PART, ZH_REF, "char")["rouge1"] == pytest.approx(
+        _f1(chars(ZH_PART), chars(ZH_REF))
+    )
     # 13a: lower-case words without the full stop
     words = lambda s: s.lower().replace(".", "").split()  # noqa: E731
-    assert text_scores(EN_PART, EN_REF, "13a")["rouge1"] == pytest.approx(_f1(words(EN_PART), words(EN_REF)))
+    assert text_scores(EN_PART, EN_REF, "13a")["rouge1"] == pytest.approx(
+        _f1(words(EN_PART), words(EN_REF))
+    )
     with pytest.raises(ValueError, match="tokenizer"):
         text_scores("a", "a", "whitespace")
 
@@ -116,7 +126,10 @@ def test_lexical_scores_table(data):
         answers, corpus, reference="reference_answer", questions=questions, tokenizer="char"
     )
     assert by_ref.loc[1, "rougeL"] == pytest.approx(1.0) and (by_ref["tokenizer"] == "char").all()
-    assert by_ref.loc[2, "excluded"] == "empty reference" and by_ref.iloc[2][list(METRICS)].isna().all()
+    assert (
+        by_ref.loc[2, "excluded"] == "empty reference"
+        and by_ref.iloc[2][list(METRICS)].isna().all()
+    )
     with pytest.raises(ValueError, match="pass `questions`"):
         lexical_scores(answers, corpus, reference="reference_answer")
     with pytest.raises(ValueError, match="d2"):
@@ -143,9 +156,13 @@ def test_correlations_and_tables_6_7():
         }
     )
     detail = json.dumps({"criteria": {"c1": 1, "c2": 2, "c3": 1, "c4": 1, "c5": 2}})
-    rows = [(f"q{i}", "bm25", "rag", "gpt-4o", "completeness", s, "") for i, s in enumerate([2, 4, 6, 8])]
+    rows = [
+        (f"q{i}", "bm25", "rag", "gpt-4o", "completeness", s, "")
+        for i, s in enumerate([2, 4, 6, 8])
+    ]
     rows += [
-        (f"q{i}", "bm25", "rag", "human:a", "completeness", s, detail) for i, s in enumerate([1, 2, 3, 7])
+        (f"q{i}", "bm25", "rag", "human:a", "completeness", s, detail)
+        for i, s in enumerate([1, 2, 3, 7])
     ]
     rows += [
         ("q3", "bm25", "rag", "qwen", "completeness", 8.0, ""),
@@ -176,9 +193,16 @@ def test_correlations_and_tables_6_7():
 def test_reading_states_the_numbers_and_the_offline_caveat():
     from cube.method.lexical import reading
 
-    corr = pd.DataFrame({"metric": ["bleu", "rougeL", "bleu", "rougeL"], "judge": ["a", "a", "r", "r"],
-                         "dimension": ["completeness"] * 4, "n": [10] * 4, "pearson": [0.1, 0.3, 0.2, 0.5],
-                         "spearman": [0.1, 0.3, 0.3, 0.5]})
+    corr = pd.DataFrame(
+        {
+            "metric": ["bleu", "rougeL", "bleu", "rougeL"],
+            "judge": ["a", "a", "r", "r"],
+            "dimension": ["completeness"] * 4,
+            "n": [10] * 4,
+            "pearson": [0.1, 0.3, 0.2, 0.5],
+            "spearman": [0.1, 0.3, 0.3, 0.5],
+        }
+    )
     text = reading(corr, offline_judges=["r"])
     assert "BLEU 0.20" in text and "ROUGE-L 0.40" in text and "highest ROUGE-L" in text
     assert "r are offline rubric judges" in text
@@ -197,10 +221,21 @@ def test_sentences_sharing_only_punctuation_do_not_overlap():
 
 
 def test_width_case_and_punctuation_do_not_change_the_words():
-    assert words("ＨＥＬＬＯ，World！State-of-the-art 100%", "13a") == ["hello", "world", "state", "of", "the",
-                                                                     "art", "100"]
-    assert text_scores("ＨＥＬＬＯ，World！", "hello world", "13a") == pytest.approx(dict.fromkeys(METRICS, 1.0))
-    assert text_scores("营业执照（新版）。", "营业执照 新版", "char") == pytest.approx(dict.fromkeys(METRICS, 1.0))
+    assert words("ＨＥＬＬＯ，World！State-of-the-art 100%", "13a") == [
+        "hello",
+        "world",
+        "state",
+        "of",
+        "the",
+        "art",
+        "100",
+    ]
+    assert text_scores("ＨＥＬＬＯ，World！", "hello world", "13a") == pytest.approx(
+        dict.fromkeys(METRICS, 1.0)
+    )
+    assert text_scores("营业执照（新版）。", "营业执照 新版", "char") == pytest.approx(
+        dict.fromkeys(METRICS, 1.0)
+    )
     assert words("Ｑ１：办理？", "zh", "bleu") == ["q1", "办", "理"]
 
 
@@ -208,36 +243,63 @@ def test_width_case_and_punctuation_do_not_change_the_words():
 def test_empty_or_punctuation_only_text_is_nan_and_counted(tokenizer):
     for hyp, ref in (("", EN_REF), ("。，！", ZH_REF), (EN_REF, "  "), (ZH_REF, "……")):
         assert all(np.isnan(v) for v in text_scores(hyp, ref, tokenizer).values())
-    answers = pd.DataFrame({"question_id": ["q0", "q1", "q2"], "doc_id": ["d0", "d0", "d1"], "system": "s",
-                            "set": "rag", "answer": ["", "。", ZH_PART]})
+    answers = pd.DataFrame(
+        {
+            "question_id": ["q0", "q1", "q2"],
+            "doc_id": ["d0", "d0", "d1"],
+            "system": "s",
+            "set": "rag",
+            "answer": ["", "。", ZH_PART],
+        }
+    )
     corpus = pd.DataFrame({"doc_id": ["d0", "d1"], "text": [ZH_REF, "——"]})
     out = lexical_scores(answers, corpus, tokenizer=tokenizer)
     assert list(out["excluded"]) == ["empty answer", "empty answer", "empty reference"]
     assert summary(out)["excluded"].tolist() == [3] and summary(out)["answers"].tolist() == [3]
-    assert excluded_note(out).startswith("3 of 3 answers have no BLEU/ROUGE") and "2 empty answer" in excluded_note(out)
+    assert excluded_note(out).startswith(
+        "3 of 3 answers have no BLEU/ROUGE"
+    ) and "2 empty answer" in excluded_note(out)
 
 
 _WORD = st.text(alphabet="abcdefghij", min_size=1, max_size=5)
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(_WORD, min_size=1, max_size=12), st.lists(_WORD, min_size=1, max_size=12),
-       st.lists(st.sampled_from(["，", "。", "：", ",", ".", "!", "%", "“", "”", "、"]), min_size=12, max_size=12))
+@given(
+    st.lists(_WORD, min_size=1, max_size=12),
+    st.lists(_WORD, min_size=1, max_size=12),
+    st.lists(
+        st.sampled_from(["，", "。", "：", ",", ".", "!", "%", "“", "”", "、"]),
+        min_size=12,
+        max_size=12,
+    ),
+)
 def test_punctuation_and_case_never_change_the_scores(hyp, ref, marks):
-    decorated = " ".join(f"{w.upper() if i % 2 else w}{m}" for i, (w, m) in enumerate(zip(hyp, marks, strict=False)))
+    decorated = " ".join(
+        f"{w.upper() if i % 2 else w}{m}" for i, (w, m) in enumerate(zip(hyp, marks, strict=False))
+    )
     for tokenizer in ("13a", "jieba"):
         assert text_scores(decorated, " ".join(ref), tokenizer) == pytest.approx(
-            text_scores(" ".join(hyp), " ".join(ref), tokenizer))
+            text_scores(" ".join(hyp), " ".join(ref), tokenizer)
+        )
 
 
 def test_a_tokenizer_that_cannot_segment_the_language_is_refused():
     judges = [{"name": "r", "model": {"provider": "offline", "model": "rubric-lenient"}}]
-    with pytest.raises(ParamsError, match=r"lexical.tokenizer: '13a' cannot be used with lang: 'zh'"):
+    with pytest.raises(
+        ParamsError, match=r"lexical.tokenizer: '13a' cannot be used with lang: 'zh'"
+    ):
         parse_params({"run": "x", "judges": judges, "lexical": {"tokenizer": "13a"}})
-    assert parse_params({"run": "x", "lang": "en", "judges": judges, "lexical": {"tokenizer": "13a"}})
-    answers = pd.DataFrame({"question_id": ["q0"], "doc_id": ["d0"], "system": "s", "set": "rag", "answer": [ZH_REF]})
+    assert parse_params(
+        {"run": "x", "lang": "en", "judges": judges, "lexical": {"tokenizer": "13a"}}
+    )
+    answers = pd.DataFrame(
+        {"question_id": ["q0"], "doc_id": ["d0"], "system": "s", "set": "rag", "answer": [ZH_REF]}
+    )
     with pytest.raises(ValueError, match="lexical.tokenizer.*lang: 'zh'"):
-        lexical_scores(answers, pd.DataFrame({"doc_id": ["d0"], "text": [ZH_REF]}), tokenizer="13a", lang="zh")
+        lexical_scores(
+            answers, pd.DataFrame({"doc_id": ["d0"], "text": [ZH_REF]}), tokenizer="13a", lang="zh"
+        )
 
 
 def test_correlations_are_per_set_unless_pooling_is_asked():
@@ -247,13 +309,29 @@ def test_correlations_are_per_set_unless_pooling_is_asked():
     for s, (overlap, score) in {"zero": (0.1, 2.0), "rag": (0.4, 5.0), "full": (0.8, 9.0)}.items():
         for q in range(25):
             value = overlap + rng.uniform(-0.05, 0.05)
-            lex_rows.append({"question_id": f"q{q}", "system": "s", "set": s, "bleu": value, "rouge1": value,
-                             "rouge2": value, "rougeL": value, "tokenizer": "jieba"})
-            score_rows.append((f"q{q}", "s", s, "judge", "completeness", score + rng.integers(-1, 2), ""))
+            lex_rows.append(
+                {
+                    "question_id": f"q{q}",
+                    "system": "s",
+                    "set": s,
+                    "bleu": value,
+                    "rouge1": value,
+                    "rouge2": value,
+                    "rougeL": value,
+                    "tokenizer": "jieba",
+                }
+            )
+            score_rows.append(
+                (f"q{q}", "s", s, "judge", "completeness", score + rng.integers(-1, 2), "")
+            )
     lexical, scores = pd.DataFrame(lex_rows), _scores(score_rows)
     out = lexical_correlations(lexical, scores, sets=["rag", "pooled"]).set_index(["metric", "set"])
-    assert out.loc[("rougeL", "pooled"), "spearman"] > 0.8 and out.loc[("rougeL", "pooled"), "n"] == 75
-    assert abs(out.loc[("rougeL", "rag"), "spearman"]) < 0.5 and out.loc[("rougeL", "rag"), "n"] == 25
+    assert (
+        out.loc[("rougeL", "pooled"), "spearman"] > 0.8 and out.loc[("rougeL", "pooled"), "n"] == 75
+    )
+    assert (
+        abs(out.loc[("rougeL", "rag"), "spearman"]) < 0.5 and out.loc[("rougeL", "rag"), "n"] == 25
+    )
     from cube.method.lexical import reading
 
     assert "on the rag set" in reading(lexical_correlations(lexical, scores))
@@ -262,6 +340,10 @@ def test_correlations_are_per_set_unless_pooling_is_asked():
 
 
 def test_the_jieba_tokenizer_without_a_segmenter_is_refused_by_name():
-    with pytest.raises(ValueError, match="tokenizer 'jieba' needs the segmenter: pass segment=cube.kb.text.segment"):
+    with pytest.raises(
+        ValueError, match="tokenizer 'jieba' needs the segmenter: pass segment=cube.kb.text.segment"
+    ):
         lexical.text_scores(ZH_PART, ZH_REF, "jieba")
-    assert lexical.text_scores(ZH_PART, ZH_REF, "char")["rouge1"] > 0  # the other tokenizers need none
+    assert (
+        lexical.text_scores(ZH_PART, ZH_REF, "char")["rouge1"] > 0
+    )  # the other tokenizers need none

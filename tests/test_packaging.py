@@ -15,13 +15,18 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _package_files() -> set[str]:
-    return {p.relative_to(ROOT).as_posix() for p in (ROOT / "cube").rglob("*")
-            if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}
+    return {
+        p.relative_to(ROOT).as_posix()
+        for p in (ROOT / "cube").rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+    }
 
 
 def test_the_wheel_holds_every_file_of_the_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     backend = tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["build-backend"]
-    monkeypatch.chdir(ROOT)  # the backend reads pyproject.toml from the working directory, as pip runs it
+    monkeypatch.chdir(
+        ROOT
+    )  # the backend reads pyproject.toml from the working directory, as pip runs it
     wheel = tmp_path / importlib.import_module(backend).build_wheel(str(tmp_path))
     names = set(zipfile.ZipFile(wheel).namelist())
     data = {f for f in _package_files() if not f.endswith(".py")}
@@ -34,8 +39,15 @@ def test_the_wheel_holds_every_file_of_the_package(tmp_path: Path, monkeypatch: 
 
 def test_the_default_install_needs_no_jupyterlab():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    names = {d.split(">")[0].split("=")[0].split(";")[0].strip().lower() for d in project["dependencies"]}
-    assert {"papermill", "nbconvert", "ipykernel"} <= names  # what `make run` executes the notebooks with
+    names = {
+        d.split(">")[0].split("=")[0].split(";")[0].strip().lower() for d in project["dependencies"]
+    }
+    assert {
+        "papermill",
+        "nbconvert",
+        "ipykernel",
+    } <= names  # what `make run` executes the notebooks with
     assert not names & {"jupyterlab", "ipywidgets", "notebook"}
-    assert {"jupyterlab", "ipywidgets"} <= {d.split(">")[0].strip().lower()
-                                            for d in project["optional-dependencies"]["lab"]}
+    assert {"jupyterlab", "ipywidgets"} <= {
+        d.split(">")[0].strip().lower() for d in project["optional-dependencies"]["lab"]
+    }

@@ -19,7 +19,9 @@ def test_table4_rows(judge):
     for col, want in zip(COLS, EXPECTED[judge], strict=True):
         assert table.at[judge, col] == pytest.approx(want, abs=0.01), (judge, col)
     assert table.at[judge, "recall_at_k"] == pytest.approx(0.8041)
-    assert not table.at[judge, "flag_out_of_bounds"] and not table.at[judge, "flag_zero_denominator"]
+    assert (
+        not table.at[judge, "flag_out_of_bounds"] and not table.at[judge, "flag_zero_denominator"]
+    )
 
 
 def test_table4_jury_mean_and_sd():
@@ -41,7 +43,9 @@ def test_weighted_total_uses_weights_not_the_printed_column():
 
 def test_comparison_and_check_agree():
     cmp = paper.comparison()
-    assert len(cmp) == 6 * 7 - 1  # 4 judges + Mean + SD rows, 7 columns; the SD of R@k is not printed
+    assert (
+        len(cmp) == 6 * 7 - 1
+    )  # 4 judges + Mean + SD rows, 7 columns; the SD of R@k is not printed
     check = paper.reproduction_check()
     assert check["paper_table4_reproduced"] is True
     assert check["paper_table4_max_abs_difference"] == pytest.approx(cmp["difference"].abs().max())

@@ -37,15 +37,21 @@ def _human(scores: pd.DataFrame, n: int = 20, seed: int = 1) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     base = scores[(scores["judge"] == scores["judge"].iloc[0]) & (scores["set"] == "rag")]
     base = base[base["question_id"].isin(sorted(base["question_id"].unique())[:n])]
-    raters = [base.assign(judge=f"human:{r}",
-                          score=np.clip(base["score"] + rng.integers(-1, 2, len(base)), 0, 10).astype(float))
-              for r in ("r1", "r2")]
+    raters = [
+        base.assign(
+            judge=f"human:{r}",
+            score=np.clip(base["score"] + rng.integers(-1, 2, len(base)), 0, 10).astype(float),
+        )
+        for r in ("r1", "r2")
+    ]
     return pd.concat(raters, ignore_index=True)
 
 
 def _lexical(answers: pd.DataFrame) -> pd.DataFrame:
     corpus = pd.DataFrame({"doc_id": answers["doc_id"].unique()})
-    corpus["text"] = "rag answer to " + corpus["doc_id"].str.removeprefix("gold-") + " with the gold facts"
+    corpus["text"] = (
+        "rag answer to " + corpus["doc_id"].str.removeprefix("gold-") + " with the gold facts"
+    )
     return lexical_scores(answers, corpus, tokenizer="13a")
 
 
@@ -73,20 +79,31 @@ def _all_figures(answers: pd.DataFrame, scores: pd.DataFrame) -> dict[str, tuple
     return {
         "score_distributions": (plots.score_distributions(scores), nd),
         "correlation_heatmap": (plots.correlation_heatmap(scores, answers, judges[0]), 2),
-        "correlation_retrieved": (plots.correlation_heatmap(scores, answers, judges[0], "retrieved"), 2),
+        "correlation_retrieved": (
+            plots.correlation_heatmap(scores, answers, judges[0], "retrieved"),
+            2,
+        ),
         "correlation_grid": (plots.correlation_grid(scores, answers), len(judges) + 1),
         "rank_distribution": (plots.rank_distribution(answers), 1),
         "bounds": (plots_cube.bounds(result), nd),
-        "cube_forest": (plots_cube.cube_forest(result, {"excellent": 80, "good": 60, "fair": 40}), 1),
+        "cube_forest": (
+            plots_cube.cube_forest(result, {"excellent": 80, "good": 60, "fair": 40}),
+            1,
+        ),
         "normalised_dimensions": (plots_cube.normalised_dimensions(result), 1),
         "judge_vs_human": (plots.judge_vs_human(both), len(judges) * nd),
         "bland_altman": (plots.bland_altman(both, judges[0]), nd),
         "agreement_heatmap": (plots.agreement_heatmap(pairwise_agreement(both), "Spearman rho"), 2),
-        "lexical_vs_judges": (plots.lexical_vs_judges(_lexical(answers), both), 2 * (len(judges) + 1)),
+        "lexical_vs_judges": (
+            plots.lexical_vs_judges(_lexical(answers), both),
+            2 * (len(judges) + 1),
+        ),
     }
 
 
-@pytest.mark.parametrize("judges", [("judge-a", "judge-b"), ("solo",)], ids=["two_judges", "single_judge"])
+@pytest.mark.parametrize(
+    "judges", [("judge-a", "judge-b"), ("solo",)], ids=["two_judges", "single_judge"]
+)
 def test_every_figure_has_its_axes_and_data(judges):
     answers, scores = make_tables(n_questions=40, judges=judges)
     for name, (fig, n_axes) in _all_figures(answers, scores).items():
@@ -99,8 +116,13 @@ def test_every_figure_has_its_axes_and_data(judges):
 
 def test_score_distribution_shares_and_unscored_count():
     answers, scores = make_tables(n_questions=30)
-    scores.loc[(scores["judge"] == "judge-a") & (scores["dimension"] == "relevance")
-               & (scores["set"] == "rag") & scores["question_id"].isin(["q000", "q001", "q002"]), "score"] = np.nan
+    scores.loc[
+        (scores["judge"] == "judge-a")
+        & (scores["dimension"] == "relevance")
+        & (scores["set"] == "rag")
+        & scores["question_id"].isin(["q000", "q001", "q002"]),
+        "score",
+    ] = np.nan
     fig = plots.score_distributions(scores)
     relevance = next(ax for ax in fig.axes if ax.get_title() == "relevance")
     labels = [t.get_text() for t in relevance.get_legend().get_texts()]
@@ -108,7 +130,11 @@ def test_score_distribution_shares_and_unscored_count():
     heights = np.array([p.get_height() for p in relevance.patches])
     assert heights[:11].sum() == pytest.approx(1.0) and heights[11:].sum() == pytest.approx(1.0)
     # share of each integer score of judge-a equals the scored answers' frequencies
-    v = scores[(scores["judge"] == "judge-a") & (scores["dimension"] == "relevance") & (scores["set"] == "rag")]
+    v = scores[
+        (scores["judge"] == "judge-a")
+        & (scores["dimension"] == "relevance")
+        & (scores["set"] == "rag")
+    ]
     expected = np.bincount(v["score"].dropna().astype(int), minlength=11) / 27
     assert heights[:11] == pytest.approx(expected)
 
@@ -120,10 +146,16 @@ def test_correlation_heatmap_values_match_pearson_and_handle_nan():
     mesh = fig.axes[0].collections[0]
     values = np.asarray(mesh.get_array()).reshape(len(DIMS) + 1, len(DIMS) + 1)
     assert np.diag(values) == pytest.approx(1.0)
-    rag = scores[(scores["judge"] == "judge-b") & (scores["set"] == "rag") & (scores["dimension"] == "relevance")]
+    rag = scores[
+        (scores["judge"] == "judge-b")
+        & (scores["set"] == "rag")
+        & (scores["dimension"] == "relevance")
+    ]
     rank = answers[answers["set"] == "rag"].set_index("question_id")["rank"]
     rs = np.where(rank > 0, 10 - rank, 0)
-    both = pd.DataFrame({"rs": pd.Series(rs, index=rank.index), "s": rag.set_index("question_id")["score"]})
+    both = pd.DataFrame(
+        {"rs": pd.Series(rs, index=rank.index), "s": rag.set_index("question_id")["score"]}
+    )
     assert values[0, 1] == pytest.approx(both.corr().iloc[0, 1])
     assert "all questions" in fig.get_suptitle()
 
@@ -190,7 +222,9 @@ def _glyph_warnings(fig: Figure) -> list[str]:
 def test_the_packaged_cjk_font_is_registered():
     from cube.pages import fonts
 
-    assert plots.CJK_FONT == "Noto Sans CJK SC"  # from the noto-cjk-sans-otc dependency, not the system
+    assert (
+        plots.CJK_FONT == "Noto Sans CJK SC"
+    )  # from the noto-cjk-sans-otc dependency, not the system
     assert matplotlib.rcParams["font.family"][-1] == plots.CJK_FONT
     assert plots.renderable("残疾人证换领（残损换新（户籍地））") and plots.renderable("judge-b")
     assert not plots.renderable("\U00013000")  # an Egyptian hieroglyph: no registered font has it
@@ -209,7 +243,9 @@ def test_chinese_judge_and_system_names_are_drawn_as_they_are():
     assert f"{CJK_JUDGE} (n = 30, 0 unscored)" in _texts(figures["score_distributions"][0])
     assert any(t.startswith(f"{CJK_JUDGE} - ") for t in _texts(figures["judge_vs_human"][0]))
     assert any(CJK_SYSTEM in t for t in _texts(figures["rank_distribution"][0]))
-    assert not any(t.startswith("judge ") and t[6:9].isdigit() for f, _ in figures.values() for t in _texts(f))
+    assert not any(
+        t.startswith("judge ") and t[6:9].isdigit() for f, _ in figures.values() for t in _texts(f)
+    )
 
 
 def test_a_figure_with_chinese_labels_saves_without_missing_glyphs(tmp_path):
@@ -234,7 +270,11 @@ def test_render_check_detects_a_missing_glyph():
 def test_a_name_no_font_can_draw_gets_a_stable_key():
     name = "评委\U00013000"
     key = plots.display_labels([name])[name]
-    assert key.startswith("judge ") and key.isascii() and key == plots.display_labels([name, "x"])[name]
+    assert (
+        key.startswith("judge ")
+        and key.isascii()
+        and key == plots.display_labels([name, "x"])[name]
+    )
     rater = plots.display_labels(["human:\U00013001"])["human:\U00013001"]
     assert rater.startswith("human:rater ")
 
@@ -243,9 +283,15 @@ def test_bland_altman_bias_and_limits_in_titles():
     answers, scores = make_tables(n_questions=30)
     both = pd.concat([scores, _human(scores, n=12)], ignore_index=True)
     fig = plots.bland_altman(both, "judge-b")
-    judge = scores[(scores["judge"] == "judge-b") & (scores["set"] == "rag") & (scores["dimension"] == "quality")]
+    judge = scores[
+        (scores["judge"] == "judge-b")
+        & (scores["set"] == "rag")
+        & (scores["dimension"] == "quality")
+    ]
     human = _human(scores, n=12)
-    human = human[human["dimension"] == "quality"].groupby("question_id")["score"].mean()  # the consensus
+    human = (
+        human[human["dimension"] == "quality"].groupby("question_id")["score"].mean()
+    )  # the consensus
     diff = judge.set_index("question_id")["score"].reindex(human.index) - human
     title = next(ax.get_title() for ax in fig.axes if ax.get_title().startswith("quality"))
     # hand-checkable: bias = mean(judge - consensus), LoA = bias -+ 1.96 SD (ddof = 1)
@@ -270,10 +316,15 @@ def test_runaway_score_is_marked_off_scale_not_squashing_the_axis():
 def test_agreement_heatmap_picks_the_scale_of_the_statistic():
     _, scores = make_tables(n_questions=20)
     rho = plots.agreement_heatmap(pairwise_agreement(scores, stat="spearman"), "rho")
-    mae = plots.agreement_heatmap(pairwise_agreement(scores, stat="mae"), "mean absolute difference")
+    mae = plots.agreement_heatmap(
+        pairwise_agreement(scores, stat="mae"), "mean absolute difference"
+    )
     assert rho.axes[0].collections[0].get_clim() == (-1, 1)
     assert mae.axes[0].collections[0].get_clim()[0] == 0
-    assert plots.agreement_heatmap(pairwise_agreement(scores), "一致性 Spearman").get_suptitle() == "一致性 Spearman"
+    assert (
+        plots.agreement_heatmap(pairwise_agreement(scores), "一致性 Spearman").get_suptitle()
+        == "一致性 Spearman"
+    )
 
 
 def test_palette_is_fixed_by_sorted_names_and_humans_are_black():
@@ -285,12 +336,28 @@ def test_palette_is_fixed_by_sorted_names_and_humans_are_black():
 
 
 def test_confused_items_shows_real_item_names_stacked_by_cause():
-    table = pd.DataFrame({"item": ["残疾人证换领", "食品经营许可"], "questions": [6, 4], "region": [3, 0],
-                          "variant": [1, 2], "duplicate": [0, 0], "confused": [4, 2]})
+    table = pd.DataFrame(
+        {
+            "item": ["残疾人证换领", "食品经营许可"],
+            "questions": [6, 4],
+            "region": [3, 0],
+            "variant": [1, 2],
+            "duplicate": [0, 0],
+            "confused": [4, 2],
+        }
+    )
     fig = plots.confused_items(table, "绿园区助手")
     ax = fig.axes[0]
-    assert [t.get_text() for t in ax.get_yticklabels()] == ["食品经营许可", "残疾人证换领"]  # most confused on top
-    assert [round(p.get_width()) for p in ax.patches] == [0, 3, 2, 1]  # region bars, then variant bars
+    assert [t.get_text() for t in ax.get_yticklabels()] == [
+        "食品经营许可",
+        "残疾人证换领",
+    ]  # most confused on top
+    assert [round(p.get_width()) for p in ax.patches] == [
+        0,
+        3,
+        2,
+        1,
+    ]  # region bars, then variant bars
     assert "4/6" in _texts(fig) and "绿园区助手" in fig.get_suptitle()
     assert _glyph_warnings(fig) == []
     empty = plots.confused_items(table.iloc[:0], "s")
@@ -312,7 +379,9 @@ def two_systems() -> dict:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         a1, s1 = make_tables(40, seed=1, recall=0.6, system="bm25-top8")
-        a2, s2 = make_tables(40, seed=2, recall=0.9, top_n=16, system="向量检索")  # a Chinese system name
+        a2, s2 = make_tables(
+            40, seed=2, recall=0.9, top_n=16, system="向量检索"
+        )  # a Chinese system name
         return {"bm25-top8": evaluate(a1, s1, ap, 8), "向量检索": evaluate(a2, s2, ap, 16)}
 
 
@@ -322,7 +391,12 @@ def test_cube_figures_show_every_system(two_systems):
     bounds = plots_cube.bounds(two_systems)
     for ax in bounds.axes:
         ticks = [t.get_text() for t in ax.get_yticklabels()]
-        assert ticks == [names[0], *judges, names[1], *judges]  # a heading row per system, then its judges
+        assert ticks == [
+            names[0],
+            *judges,
+            names[1],
+            *judges,
+        ]  # a heading row per system, then its judges
         rag = [c for c in ax.collections if c.get_sizes()[0] == 60]  # the rag points
         assert len(rag) == len(names) * len(judges)
     for name in names:
@@ -333,13 +407,17 @@ def test_cube_figures_show_every_system(two_systems):
     forest = plots_cube.cube_forest(two_systems, {"excellent": 80, "good": 60, "fair": 40})
     (ax,) = forest.axes
     ticks = [t.get_text() for t in ax.get_yticklabels()]
-    assert ticks == [f"{n} (R@k {two_systems[n].recall_at_k:.1%})" if k % (len(judges) + 2) == 0 else t
-                     for k, (n, t) in enumerate(zip([names[0]] * (len(judges) + 2) + [names[1]] * (len(judges) + 2),
-                                                     ticks, strict=True))]
+    assert ticks == [
+        f"{n} (R@k {two_systems[n].recall_at_k:.1%})" if k % (len(judges) + 2) == 0 else t
+        for k, (n, t) in enumerate(
+            zip([names[0]] * (len(judges) + 2) + [names[1]] * (len(judges) + 2), ticks, strict=True)
+        )
+    ]
     assert ticks.count("jury mean") == 2
     diamonds = [ln for ln in ax.lines if ln.get_marker() == "D"]
     assert sorted(round(float(d.get_xdata()[0]), 6) for d in diamonds) == sorted(
-        round(r.jury_cube(), 6) for r in two_systems.values())
+        round(r.jury_cube(), 6) for r in two_systems.values()
+    )
     for r in two_systems.values():
         assert f"{r.jury_cube():.1f}" in _texts(forest)
     assert all(n in forest.get_suptitle() for n in names)
@@ -364,10 +442,17 @@ def test_verdict_bands_include_poor_below_every_threshold(two_systems):
     labels = [t.get_text() for t in ax.texts]
     assert labels[:4] == ["poor", "fair", "good", "excellent"]  # then the score labels
     spans = sorted((p.get_x(), p.get_x() + p.get_width()) for p in ax.patches)
-    assert spans == [(-10.0, 40.0), (40.0, 60.0), (60.0, 80.0), (80.0, 110.0)]  # the axis' left end is poor
+    assert spans == [
+        (-10.0, 40.0),
+        (40.0, 60.0),
+        (60.0, 80.0),
+        (80.0, 110.0),
+    ]  # the axis' left end is poor
     from cube.diagnose.lta import verdict
 
-    assert verdict(39.9, {"excellent": 80, "good": 60, "fair": 40}) == "poor"  # the name the page uses
+    assert (
+        verdict(39.9, {"excellent": 80, "good": 60, "fair": 40}) == "poor"
+    )  # the name the page uses
 
 
 def test_normalised_dimension_mean_labels_touch_no_bar(two_systems):
@@ -379,7 +464,9 @@ def test_normalised_dimension_mean_labels_touch_no_bar(two_systems):
         bars = [p.get_window_extent(renderer) for p in ax.patches]
         from matplotlib.transforms import Bbox
 
-        means = [Bbox(ax.transData.transform(seg)) for c in ax.collections for seg in c.get_segments()]
+        means = [
+            Bbox(ax.transData.transform(seg)) for c in ax.collections for seg in c.get_segments()
+        ]
         assert len(means) == len(DIMS) + 1  # the jury-mean lines, one per group
         for text in labels:
             box = text.get_window_extent(renderer)
@@ -388,7 +475,9 @@ def test_normalised_dimension_mean_labels_touch_no_bar(two_systems):
     assert not legend.overlaps(fig._suptitle.get_window_extent(renderer))
 
 
-@pytest.mark.parametrize("n_judges,dimension", [(1, None), (1, "relevance"), (2, None), (3, "quality")])
+@pytest.mark.parametrize(
+    "n_judges,dimension", [(1, None), (1, "relevance"), (2, None), (3, "quality")]
+)
 def test_fig5_title_clears_the_panel_titles_and_says_judges(n_judges, dimension):
     judges = tuple(f"rubric-{k}" for k in range(n_judges))
     _, scores = make_tables(n_questions=30, judges=(*judges, "ref"))
@@ -400,7 +489,9 @@ def test_fig5_title_clears_the_panel_titles_and_says_judges(n_judges, dimension)
         assert not ax.title.get_window_extent(renderer).overlaps(title), ax.get_title()
     assert fig.get_suptitle().startswith("Figure 5. Judges against ref scores")
     assert "LLM" not in fig.get_suptitle()  # rubric algorithms are not called LLMs
-    llm = plots.judge_vs_human(scores[scores["set"] == "rag"], "ref", dimension=dimension, llm_judges=judges)
+    llm = plots.judge_vs_human(
+        scores[scores["set"] == "rag"], "ref", dimension=dimension, llm_judges=judges
+    )
     assert llm.get_suptitle().startswith("Figure 5. LLM judges against ref scores")
     mixed = plots.judge_vs_human(scores[scores["set"] == "rag"], "ref", llm_judges=judges[:-1])
     assert mixed.get_suptitle().startswith("Figure 5. Judges")  # one of them is not an LLM
@@ -421,6 +512,10 @@ def test_cube_forest_verdict_badges(two_systems):
     assert [b.get_text() for b in badges] == ["verdict: fair"]  # only the system that has one
     ticks = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     jury_rows = [k for k, t in enumerate(ticks) if t == "jury mean"]
-    assert badges[0].xy[1] == fig.axes[0].get_yticks()[jury_rows[0]]  # on the first system's jury row
+    assert (
+        badges[0].xy[1] == fig.axes[0].get_yticks()[jury_rows[0]]
+    )  # on the first system's jury row
     renderer = _drawn(fig)
-    assert badges[0].get_window_extent(renderer).x0 >= fig.axes[0].get_window_extent(renderer).x1  # clear of points
+    assert (
+        badges[0].get_window_extent(renderer).x0 >= fig.axes[0].get_window_extent(renderer).x1
+    )  # clear of points

@@ -10,25 +10,57 @@ from cube.config.schema import SchemaError
 from cube.method.ppi import ppi_cube, ratings_needed, ratings_plan
 
 DIMS = ("relevance", "quality")
-TRUE = {"zero": 3.0, "rag": 6.0, "full": 8.0}  # human-scale means: W = 100 * 3 / 5 = 60 on both dimensions
+TRUE = {
+    "zero": 3.0,
+    "rag": 6.0,
+    "full": 8.0,
+}  # human-scale means: W = 100 * 3 / 5 = 60 on both dimensions
 
 
-def _world(n: int = 400, n_rated: int = 100, seed: int = 0, recall: float = 0.8, lenient_rag: float = 1.5):
+def _world(
+    n: int = 400, n_rated: int = 100, seed: int = 0, recall: float = 0.8, lenient_rag: float = 1.5
+):
     """A system with known human-scale truth (W = 60, CuBE = 60 * R@k) and a judge that is
     lenient on the rag set only (+`lenient_rag` points): a bias the bounds cannot cancel."""
     rng = np.random.default_rng(seed)
     qids = [f"q{i:04d}" for i in range(n)]
     rank = np.where(rng.random(n) < recall, 1, 0)
-    answers = pd.DataFrame([{"question_id": q, "system": "s", "set": s, "rank": int(r), "n_retrieved": 8}
-                            for q, r in zip(qids, rank, strict=True) for s in TRUE])
+    answers = pd.DataFrame(
+        [
+            {"question_id": q, "system": "s", "set": s, "rank": int(r), "n_retrieved": 8}
+            for q, r in zip(qids, rank, strict=True)
+            for s in TRUE
+        ]
+    )
     truth = {(q, s, d): TRUE[s] + rng.normal(0, 1.0) for q in qids for s in TRUE for d in DIMS}
-    scores = pd.DataFrame([{"question_id": q, "system": "s", "set": s, "judge": "j", "dimension": d,
-                            "score": t + (lenient_rag if s == "rag" else 0.0) + rng.normal(0, 0.7)}
-                           for (q, s, d), t in truth.items()])
+    scores = pd.DataFrame(
+        [
+            {
+                "question_id": q,
+                "system": "s",
+                "set": s,
+                "judge": "j",
+                "dimension": d,
+                "score": t + (lenient_rag if s == "rag" else 0.0) + rng.normal(0, 0.7),
+            }
+            for (q, s, d), t in truth.items()
+        ]
+    )
     rated = set(rng.choice(qids, n_rated, replace=False))
-    human = pd.DataFrame([{"question_id": q, "system": "s", "set": s, "judge": "human", "dimension": d,
-                           "score": float(np.clip(t + rng.normal(0, 0.5), 0, 10))}
-                          for (q, s, d), t in truth.items() if q in rated])
+    human = pd.DataFrame(
+        [
+            {
+                "question_id": q,
+                "system": "s",
+                "set": s,
+                "judge": "human",
+                "dimension": d,
+                "score": float(np.clip(t + rng.normal(0, 0.5), 0, 10)),
+            }
+            for (q, s, d), t in truth.items()
+            if q in rated
+        ]
+    )
     return answers, scores, human, float(np.mean(rank > 0))
 
 
@@ -42,8 +74,12 @@ def test_ppi_removes_a_judge_bias_the_bounds_cannot():
     assert lo <= truth <= hi
     assert not lo <= res.judge_only["cube_score"] <= hi
     assert res.recall_at_k == pytest.approx(r)
-    assert res.n_rated == int(human.loc[human["question_id"].isin(
-        answers.loc[(answers["rank"] > 0), "question_id"]), "question_id"].nunique())
+    assert res.n_rated == int(
+        human.loc[
+            human["question_id"].isin(answers.loc[(answers["rank"] > 0), "question_id"]),
+            "question_id",
+        ].nunique()
+    )
 
 
 def test_lambda_zero_is_the_human_ratings_alone():
@@ -54,7 +90,9 @@ def test_lambda_zero_is_the_human_ratings_alone():
     W = [100 * (h["rag", d] - h["zero", d]) / (h["full", d] - h["zero", d]) for d in DIMS]
     T = {s: np.mean([h[s, d] for d in DIMS]) for s in TRUE}  # equal weights
     assert res.dimensions == pytest.approx(dict(zip(DIMS, W, strict=True)))
-    assert res.cube_score == pytest.approx(100 * (T["rag"] - T["zero"]) / (T["full"] - T["zero"]) * r)
+    assert res.cube_score == pytest.approx(
+        100 * (T["rag"] - T["zero"]) / (T["full"] - T["zero"]) * r
+    )
     assert np.isnan(res.interval["cube_score"]).all()  # no resamples: NaN interval, not a guess
 
 
@@ -76,18 +114,43 @@ def _squeezed_world(n: int, n_rated: int, seed: int):
     noise): the judge's mean over all questions then carries much of the estimate's variance."""
     rng = np.random.default_rng(seed)
     q = np.array([f"q{i:04d}" for i in range(n)])
-    answers = pd.DataFrame({"question_id": np.repeat(q, 3), "system": "s", "set": list(TRUE) * n, "rank": 1,
-                            "n_retrieved": 8})
+    answers = pd.DataFrame(
+        {
+            "question_id": np.repeat(q, 3),
+            "system": "s",
+            "set": list(TRUE) * n,
+            "rank": 1,
+            "n_retrieved": 8,
+        }
+    )
     rated = np.zeros(n, bool)
     rated[rng.choice(n, n_rated, replace=False)] = True
     scores, human = [], []
     for s, mu in TRUE.items():
         for d in DIMS:
             t = mu + rng.normal(0, 1.0, n)
-            scores.append(pd.DataFrame({"question_id": q, "set": s, "judge": "j", "dimension": d,
-                                        "score": 2 + 0.5 * t + rng.normal(0, 0.1, n)}))
-            human.append(pd.DataFrame({"question_id": q[rated], "set": s, "judge": "h", "dimension": d,
-                                       "score": np.clip(t[rated] + rng.normal(0, 0.3, n_rated), 0, 10)}))
+            scores.append(
+                pd.DataFrame(
+                    {
+                        "question_id": q,
+                        "set": s,
+                        "judge": "j",
+                        "dimension": d,
+                        "score": 2 + 0.5 * t + rng.normal(0, 0.1, n),
+                    }
+                )
+            )
+            human.append(
+                pd.DataFrame(
+                    {
+                        "question_id": q[rated],
+                        "set": s,
+                        "judge": "h",
+                        "dimension": d,
+                        "score": np.clip(t[rated] + rng.normal(0, 0.3, n_rated), 0, 10),
+                    }
+                )
+            )
     return answers, pd.concat(scores, ignore_index=True), pd.concat(human, ignore_index=True)
 
 
@@ -112,7 +175,9 @@ def test_ratings_needed_shrinks_with_the_width_and_matches_the_current_width():
     res = ppi_cube(answers, scores, human, n_resamples=400, seed=0)
     lo, hi = res.interval["cube_score"]
     now = ratings_needed(res, hi - lo)
-    assert 0.5 * res.n_rated <= now <= 2 * res.n_rated  # the current width needs about the current ratings
+    assert (
+        0.5 * res.n_rated <= now <= 2 * res.n_rated
+    )  # the current width needs about the current ratings
     assert ratings_needed(res, (hi - lo) / 2) > now > ratings_needed(res, 2 * (hi - lo))
     assert ratings_needed(res, 1e-3) == float("inf")  # the questions alone are wider than that
     with pytest.raises(ValueError):
@@ -168,7 +233,11 @@ def test_auto_lambda_is_cov_over_var_for_a_rated_subset_of_the_questions():
     answers, scores, human, _ = _world(n=200, n_rated=120, seed=9)
     res = ppi_cube(answers, scores, human, n_resamples=0)
     hit = set(answers.loc[answers["rank"] > 0, "question_id"])
-    h = human[human["question_id"].isin(hit)].groupby(["set", "dimension", "question_id"])["score"].mean()
+    h = (
+        human[human["question_id"].isin(hit)]
+        .groupby(["set", "dimension", "question_id"])["score"]
+        .mean()
+    )
     f = scores.groupby(["set", "dimension", "question_id"])["score"].mean().reindex(h.index)
     for (s, d), y in h.groupby(level=[0, 1]):
         x = f.loc[y.index].to_numpy()
@@ -183,7 +252,9 @@ def test_a_weighted_dimension_without_human_range_is_flagged_as_left_out_of_w():
     # relevance alone; it was computed silently (issue 21 review, drop.py), normalise flags it
     answers, scores, human, _ = _world(n=200, n_rated=60, seed=5)
     bad = (human["dimension"] == "quality") & (human["set"] == "full")
-    res = ppi_cube(answers, scores, human.assign(score=human["score"].mask(bad, 0.0)), n_resamples=0)
+    res = ppi_cube(
+        answers, scores, human.assign(score=human["score"].mask(bad, 0.0)), n_resamples=0
+    )
     assert np.isfinite(res.weighted_score) and np.isnan(res.dimensions["quality"])
     assert res.weighted_score == pytest.approx(res.dimensions["relevance"])
     left = [f for f in res.flags if f.startswith("w_dimension_left_out")]
@@ -195,9 +266,13 @@ def test_the_human_sentence_shows_the_flags_of_a_defined_score():
 
     answers, scores, human, _ = _world(n=200, n_rated=60, seed=5)
     bad = (human["dimension"] == "quality") & (human["set"] == "full")
-    head = ppi_cube(answers, scores, human.assign(score=human["score"].mask(bad, 0.0)), n_resamples=50).headline()
+    head = ppi_cube(
+        answers, scores, human.assign(score=human["score"].mask(bad, 0.0)), n_resamples=50
+    ).headline()
     text = human_sentence(head)
-    assert head["cube_score"] is not None and text.startswith(f"With {head['n_rated']} human ratings: CuBE ")
+    assert head["cube_score"] is not None and text.startswith(
+        f"With {head['n_rated']} human ratings: CuBE "
+    )
     assert "w_dimension_left_out" in text and "quality" in text
     assert "Note" not in human_sentence(head | {"flags": []})
 
@@ -221,11 +296,19 @@ def test_bca_interval_reads_the_leave_one_question_out_estimates(monkeypatch: py
     est, sample, jack = seen["calls"][0]  # cube_score first
     assert est == pytest.approx(res.cube_score)
     qids = sorted(answers["question_id"].unique())
-    loo = [ppi_cube(*(t[t["question_id"] != q] for t in (answers, scores, human)), n_resamples=0).cube_score
-           for q in qids]
+    loo = [
+        ppi_cube(
+            *(t[t["question_id"] != q] for t in (answers, scores, human)), n_resamples=0
+        ).cube_score
+        for q in qids
+    ]
     np.testing.assert_allclose(jack, loo, rtol=1e-9, atol=1e-9)
     lo, hi = np.quantile(sample, bca_levels(est, sample, jack, 0.025))
     assert res.interval["cube_score"] == pytest.approx((lo, hi))
-    pct = ppi_cube(answers, scores, human, n_resamples=300, seed=2, method="percentile").interval["cube_score"]
+    pct = ppi_cube(answers, scores, human, n_resamples=300, seed=2, method="percentile").interval[
+        "cube_score"
+    ]
     assert pct == pytest.approx(tuple(np.quantile(sample, [0.025, 0.975])))
-    assert pct != pytest.approx(res.interval["cube_score"])  # the levels moved (z0 and the acceleration)
+    assert pct != pytest.approx(
+        res.interval["cube_score"]
+    )  # the levels moved (z0 and the acceleration)

@@ -16,12 +16,17 @@ from cube.llm.preflight import check_endpoints, check_keys, uses_llm
 KEY = "sk-preflight-DO-NOT-LEAK-91ab"
 
 
-def params_for(url: str, *, model: str = "test-model", key_env: str | None = "CUBE_PF_KEY", **extra: Any):
+def params_for(
+    url: str, *, model: str = "test-model", key_env: str | None = "CUBE_PF_KEY", **extra: Any
+):
     spec = {"provider": "openai", "model": model, "base_url": url, "api_key_env": key_env}
     data = {
-        "run": "pf", "models": {"llm": spec},
-        "judges": [{"name": "rubric", "model": {"provider": "offline", "model": "rubric"}},
-                   {"name": "gpt", "model": "llm"}],
+        "run": "pf",
+        "models": {"llm": spec},
+        "judges": [
+            {"name": "rubric", "model": {"provider": "offline", "model": "rubric"}},
+            {"name": "gpt", "model": "llm"},
+        ],
         **extra,
     }
     return parse_params(data, "pf.yaml")
@@ -33,21 +38,36 @@ def _key(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_offline_params_need_nothing() -> None:
-    params = parse_params({"run": "x", "judges": [{"name": "r", "model": {"provider": "offline", "model": "rubric"}}]})
+    params = parse_params(
+        {"run": "x", "judges": [{"name": "r", "model": {"provider": "offline", "model": "rubric"}}]}
+    )
     assert not uses_llm(params) and check_keys(params) == [] and check_endpoints(params) == []
 
 
 def test_every_missing_key_variable_is_listed_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CUBE_PF_KEY")
     monkeypatch.delenv("CUBE_PF_RAGFLOW", raising=False)
-    params = params_for("http://127.0.0.1:9/v1", systems=[
-        {"kind": "builtin", "name": "bm25"},
-        {"kind": "ragflow", "name": "rf", "base_url": "http://127.0.0.1:9", "assistant": "a",
-         "api_key_env": "CUBE_PF_RAGFLOW", "answerer": "llm"},
-    ])
+    params = params_for(
+        "http://127.0.0.1:9/v1",
+        systems=[
+            {"kind": "builtin", "name": "bm25"},
+            {
+                "kind": "ragflow",
+                "name": "rf",
+                "base_url": "http://127.0.0.1:9",
+                "assistant": "a",
+                "api_key_env": "CUBE_PF_RAGFLOW",
+                "answerer": "llm",
+            },
+        ],
+    )
     problems = check_keys(params)
     assert len(problems) == 2
-    assert "CUBE_PF_KEY" in problems[0] and "judge 'gpt'" in problems[0] and "system 'rf' answerer" in problems[0]
+    assert (
+        "CUBE_PF_KEY" in problems[0]
+        and "judge 'gpt'" in problems[0]
+        and "system 'rf' answerer" in problems[0]
+    )
     assert "CUBE_PF_RAGFLOW" in problems[1] and "system 'rf' (RAGFlow" in problems[1]
 
 
@@ -56,14 +76,19 @@ def test_a_working_endpoint_passes_with_one_request(openai_server: OpenAIServer)
     assert openai_server.requests_total == 1 and openai_server.bodies[0]["model"] == "test-model"
 
 
-@pytest.mark.parametrize(("case", "expected"), [
-    ("401", "unauthorised (HTTP 401)"),
-    ("refused", "connection refused"),
-    ("no_choices", "empty choices"),
-    ("unknown_model", "unknown model or wrong base_url (HTTP 404)"),
-    ("slow", "timeout (no answer within 0.5 s)"),
-])
-def test_broken_endpoint_gives_one_line_naming_judge_model_endpoint_and_reason(case: str, expected: str) -> None:
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        ("401", "unauthorised (HTTP 401)"),
+        ("refused", "connection refused"),
+        ("no_choices", "empty choices"),
+        ("unknown_model", "unknown model or wrong base_url (HTTP 404)"),
+        ("slow", "timeout (no answer within 0.5 s)"),
+    ],
+)
+def test_broken_endpoint_gives_one_line_naming_judge_model_endpoint_and_reason(
+    case: str, expected: str
+) -> None:
     with OpenAIServer(strict_model=True) as server:
         url, model = broken_endpoint(server, case, "test-model", delay_s=3.0)
         problems = check_endpoints(params_for(url, model=model), timeout_s=0.5)
@@ -77,36 +102,55 @@ def test_broken_endpoint_gives_one_line_naming_judge_model_endpoint_and_reason(c
 
 def test_endpoint_shared_by_several_users_is_probed_once(openai_server: OpenAIServer) -> None:
     openai_server.fail("401", times=None)
-    warm = {"provider": "openai", "model": "test-model", "base_url": openai_server.url + "/",
-            "api_key_env": "CUBE_PF_KEY", "temperature": 0.7}
-    params = params_for(openai_server.url, answerer="llm", questions={"generator": "llm", "model": warm})
+    warm = {
+        "provider": "openai",
+        "model": "test-model",
+        "base_url": openai_server.url + "/",
+        "api_key_env": "CUBE_PF_KEY",
+        "temperature": 0.7,
+    }
+    params = params_for(
+        openai_server.url, answerer="llm", questions={"generator": "llm", "model": warm}
+    )
     problems = check_endpoints(params)
     assert openai_server.requests_total == 1
-    assert problems == [f"question generator, system 'bm25-top8' answerer, judge 'gpt': model test-model at "
-                        f"{openai_server.url}/: unauthorised (HTTP 401): check the key in the api_key_env variable"]
+    assert problems == [
+        f"question generator, system 'bm25-top8' answerer, judge 'gpt': model test-model at "
+        f"{openai_server.url}/: unauthorised (HTTP 401): check the key in the api_key_env variable"
+    ]
 
 
 def write_params(tmp_path: Path, url: str) -> Path:
     path = tmp_path / "p.yaml"
-    data = {"run": "pf", "outputs_dir": str(tmp_path / "out"),
-            "models": {"llm": {"model": "test-model", "base_url": url, "api_key_env": "CUBE_PF_KEY"}},
-            "judges": [{"name": "gpt", "model": "llm"}]}
+    data = {
+        "run": "pf",
+        "outputs_dir": str(tmp_path / "out"),
+        "models": {"llm": {"model": "test-model", "base_url": url, "api_key_env": "CUBE_PF_KEY"}},
+        "judges": [{"name": "gpt", "model": "llm"}],
+    }
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
     return path
 
 
-def test_cube_run_stops_before_any_stage_on_a_401(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_cube_run_stops_before_any_stage_on_a_401(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     with OpenAIServer() as server:
         server.fail("401", times=None)
         assert main(["run", str(write_params(tmp_path, server.url))]) == 2
         assert server.requests_total == 1
     err = capsys.readouterr().err
-    assert f"cube: preflight: judge 'gpt': model test-model at {server.url}: unauthorised (HTTP 401)" in err
+    assert (
+        f"cube: preflight: judge 'gpt': model test-model at {server.url}: unauthorised (HTTP 401)"
+        in err
+    )
     assert "nothing was run" in err and KEY not in err
     assert not (tmp_path / "out" / "pf").exists()  # no stage ran, nothing was written
 
 
-def test_cube_run_missing_key_exits_2_before_any_request(tmp_path: Path, capsys, monkeypatch) -> None:
+def test_cube_run_missing_key_exits_2_before_any_request(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
     monkeypatch.delenv("CUBE_PF_KEY")
     with OpenAIServer() as server:
         assert main(["run", str(write_params(tmp_path, server.url))]) == 2
@@ -114,7 +158,9 @@ def test_cube_run_missing_key_exits_2_before_any_request(tmp_path: Path, capsys,
     assert "CUBE_PF_KEY (api_key_env) is not set" in capsys.readouterr().err
 
 
-def test_cube_validate_checks_keys_always_and_endpoints_on_request(tmp_path: Path, capsys, monkeypatch) -> None:
+def test_cube_validate_checks_keys_always_and_endpoints_on_request(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
     url = closed_port_url()
     path = write_params(tmp_path, url)
     assert main(["validate", str(path)]) == 0  # keys are set; endpoints are not checked by default

@@ -60,26 +60,54 @@ def test_non_declines_are_not(text):
 
 def test_refusal_accuracy_and_false_refusal_rate():
     out = refusal_accuracy([True, False, True, False, False], [False, False, True, True, True])
-    assert out == {"refusal_accuracy": 0.5, "n_unanswerable": 2, "false_refusal_rate": 1 / 3, "n_answerable": 3,
-                   "failed_unanswerable": 0, "empty_unanswerable": 0, "failed_answerable": 0, "empty_answerable": 0,
-                   "flag": ""}
+    assert out == {
+        "refusal_accuracy": 0.5,
+        "n_unanswerable": 2,
+        "false_refusal_rate": 1 / 3,
+        "n_answerable": 3,
+        "failed_unanswerable": 0,
+        "empty_unanswerable": 0,
+        "failed_answerable": 0,
+        "empty_answerable": 0,
+        "flag": "",
+    }
     assert math.isnan(refusal_accuracy([True], [True])["refusal_accuracy"])
 
 
 def test_a_failed_or_empty_answer_is_neither_a_refusal_nor_a_non_refusal():
-    assert [answer_outcome("抱歉，我无法回答。"), answer_outcome("", "timeout after 3 tries"),
-            answer_outcome(None, float("nan")), answer_outcome("  "), answer_outcome("x", None)] == \
-        ["answered", "failed", "empty", "empty", "answered"]
+    assert [
+        answer_outcome("抱歉，我无法回答。"),
+        answer_outcome("", "timeout after 3 tries"),
+        answer_outcome(None, float("nan")),
+        answer_outcome("  "),
+        answer_outcome("x", None),
+    ] == ["answered", "failed", "empty", "empty", "answered"]
     # unanswerable: 1 declined, 1 answered, 1 failed, 1 empty; answerable: 1 declined, 2 answered, 2 failed
     declined = [True, False, False, False, True, False, False, False, False]
     answerable = [False] * 4 + [True] * 5
-    outcomes = ["answered", "answered", "failed", "empty", "answered", "answered", "answered", "failed", "failed"]
+    outcomes = [
+        "answered",
+        "answered",
+        "failed",
+        "empty",
+        "answered",
+        "answered",
+        "answered",
+        "failed",
+        "failed",
+    ]
     out = refusal_accuracy(declined, answerable, outcomes)
     assert out["refusal_accuracy"] == 0.5 and out["n_unanswerable"] == 2
     assert out["false_refusal_rate"] == 1 / 3 and out["n_answerable"] == 3
-    assert (out["failed_unanswerable"], out["empty_unanswerable"], out["failed_answerable"], out["empty_answerable"]) \
-        == (1, 1, 2, 0)
+    assert (
+        out["failed_unanswerable"],
+        out["empty_unanswerable"],
+        out["failed_answerable"],
+        out["empty_answerable"],
+    ) == (1, 1, 2, 0)
     assert "refusal accuracy leaves out 1 failed and 1 empty" in out["flag"]
     assert "false-refusal rate leaves out 2 failed and 0 empty" in out["flag"]
     every_call_failed = refusal_accuracy([False, False], [False, True], ["failed", "failed"])
-    assert math.isnan(every_call_failed["refusal_accuracy"]) and math.isnan(every_call_failed["false_refusal_rate"])
+    assert math.isnan(every_call_failed["refusal_accuracy"]) and math.isnan(
+        every_call_failed["false_refusal_rate"]
+    )

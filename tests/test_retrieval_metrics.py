@@ -27,14 +27,22 @@ def test_hand_computed_case():
 
 def test_no_questions_is_nan_not_zero_and_bad_ranks_are_refused():
     m = rm.metrics_from_ranks([], top_n=3)
-    assert all(math.isnan(v) for v in m["curve"]) and math.isnan(m["mrr"]) and math.isnan(m["r_at_k"][1])
+    assert (
+        all(math.isnan(v) for v in m["curve"])
+        and math.isnan(m["mrr"])
+        and math.isnan(m["r_at_k"][1])
+    )
     with pytest.raises(ValueError, match="exceeds top_n 2"):
         rm.metrics_from_ranks([3], top_n=2)
     with pytest.raises(ValueError, match="whole numbers >= 0"):
         rm.metrics_from_ranks([-1], top_n=2)
 
 
-@given(st.integers(1, 12).flatmap(lambda n: st.tuples(st.just(n), st.lists(st.integers(0, n), max_size=40))))
+@given(
+    st.integers(1, 12).flatmap(
+        lambda n: st.tuples(st.just(n), st.lists(st.integers(0, n), max_size=40))
+    )
+)
 def test_curve_is_monotone_and_ends_at_r_at_top_n(case):
     n, ranks = case
     m = rm.metrics_from_ranks(ranks, n)
@@ -42,27 +50,55 @@ def test_curve_is_monotone_and_ends_at_r_at_top_n(case):
     assert len(curve) == n
     if ranks:
         assert all(a <= b for a, b in zip(curve, curve[1:], strict=False))
-        assert curve[-1] == m["r_at_k"][n] == m["hit_rate"] == sum(r > 0 for r in ranks) / len(ranks)
+        assert (
+            curve[-1] == m["r_at_k"][n] == m["hit_rate"] == sum(r > 0 for r in ranks) / len(ranks)
+        )
         assert 0 <= m["mrr"] <= curve[-1] and m["ndcg_at_k"][n] <= curve[-1] + 1e-12
 
 
-def _answers(ranks: dict[str, int], system: str = "s", failed: tuple[str, ...] = ()) -> pd.DataFrame:
-    return pd.DataFrame({"question_id": list(ranks), "doc_id": [f"d{q}" for q in ranks], "system": system,
-                         "set": "rag", "answer": "x", "rank": list(ranks.values()),
-                         "n_retrieved": 4, "retrieval_ok": [q not in failed for q in ranks]})
+def _answers(
+    ranks: dict[str, int], system: str = "s", failed: tuple[str, ...] = ()
+) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "question_id": list(ranks),
+            "doc_id": [f"d{q}" for q in ranks],
+            "system": system,
+            "set": "rag",
+            "answer": "x",
+            "rank": list(ranks.values()),
+            "n_retrieved": 4,
+            "retrieval_ok": [q not in failed for q in ranks],
+        }
+    )
 
 
 def test_system_metrics_leave_failed_calls_out_and_groups_sum_to_the_whole():
     answers = _answers({"q1": 1, "q2": 0, "q3": 2, "q4": 0}, failed=("q4",))
     m = rm.system_metrics(answers, 4)
     assert m["n"] == 3 and m["unknown"] == 1 and m["hit_rate"] == pytest.approx(2 / 3)
-    corpus = pd.DataFrame({"doc_id": ["dq1", "dq2", "dq3", "dq4"], "item_name": ["甲", "甲", "乙", "丙"],
-                           "department": ["A", "A", "B", "B"], "region": ["r1", "r2", "r1", "r1"]})
-    questions = pd.DataFrame({"question_id": ["q1", "q2", "q3", "q4"], "doc_id": ["dq1", "dq2", "dq3", "dq4"],
-                              "style": ["named", "colloquial", "named", "named"]})
+    corpus = pd.DataFrame(
+        {
+            "doc_id": ["dq1", "dq2", "dq3", "dq4"],
+            "item_name": ["甲", "甲", "乙", "丙"],
+            "department": ["A", "A", "B", "B"],
+            "region": ["r1", "r2", "r1", "r1"],
+        }
+    )
+    questions = pd.DataFrame(
+        {
+            "question_id": ["q1", "q2", "q3", "q4"],
+            "doc_id": ["dq1", "dq2", "dq3", "dq4"],
+            "style": ["named", "colloquial", "named", "named"],
+        }
+    )
     groups = rm.question_groups(questions, corpus)
-    assert groups.set_index("question_id")["family_size"].to_dict() == \
-        {"q1": "2-3", "q2": "2-3", "q3": "1 (unique)", "q4": "1 (unique)"}
+    assert groups.set_index("question_id")["family_size"].to_dict() == {
+        "q1": "2-3",
+        "q2": "2-3",
+        "q3": "1 (unique)",
+        "q4": "1 (unique)",
+    }
     for by in ("style", "department", "region", "family_size"):
         t = rm.by_group(answers, groups, by, {"s": 4})
         assert t["questions"].sum() == 3

@@ -55,7 +55,9 @@ def test_notebooks_run_alone_in_parallel_keep_every_record(tmp_path):
         folder = tmp_path / f"t{trial}" / "notebooks"
         assert _parallel(_note, folder, STAGES) == []
         assert set(read_ran_alone(folder)) == set(STAGES)
-        assert [p.name for p in folder.iterdir()] == [".ran_alone.json"]  # no temp or lock file left
+        assert [p.name for p in folder.iterdir()] == [
+            ".ran_alone.json"
+        ]  # no temp or lock file left
 
 
 def test_data_files_written_in_parallel_keep_every_provenance_entry(tmp_path):
@@ -69,7 +71,9 @@ def test_data_files_written_in_parallel_keep_every_provenance_entry(tmp_path):
         assert [p.name for p in folder.iterdir()] == [".provenance.json"]
 
 
-def test_a_forced_run_of_every_stage_drops_the_record_of_a_notebook_not_recognised(tmp_path, monkeypatch):
+def test_a_forced_run_of_every_stage_drops_the_record_of_a_notebook_not_recognised(
+    tmp_path, monkeypatch
+):
     import os
 
     from cube.config.params import parse_params
@@ -85,21 +89,32 @@ def test_a_forced_run_of_every_stage_drops_the_record_of_a_notebook_not_recognis
     notebooks.mkdir()
     for nb in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))[:2]:  # 00 and 01
         shutil.copy(nb, notebooks / nb.name)
-    judges = [{"name": "strict", "model": {"provider": "offline", "model": "rubric-strict"}},
-              {"name": "lenient", "model": {"provider": "offline", "model": "rubric-lenient"}}]
-    raw = {"run": "forced", "outputs_dir": str(tmp_path / "out"), "judges": judges,
-           "corpus": {"n_items": 12, "seed": 1}, "questions": {"limit": 6}}
+    judges = [
+        {"name": "strict", "model": {"provider": "offline", "model": "rubric-strict"}},
+        {"name": "lenient", "model": {"provider": "offline", "model": "rubric-lenient"}},
+    ]
+    raw = {
+        "run": "forced",
+        "outputs_dir": str(tmp_path / "out"),
+        "judges": judges,
+        "corpus": {"n_items": 12, "seed": 1},
+        "questions": {"limit": 6},
+    }
     params_file = tmp_path / "p.yaml"
     params_file.write_text(yaml.safe_dump(raw), encoding="utf-8")
     run = tmp_path / "out" / "forced"
     assert execute_run(params_file, notebooks_dir=notebooks, log=lambda _: None).ok
     other = parse_params({**raw, "corpus": {"n_items": 12, "seed": 2}})
     paths = RunPaths(root=run, cache=tmp_path / "out" / "cache.sqlite")
-    Run(params=other, paths=paths, params_path=params_file, alone=True).record(x=1)  # stage not recognised
+    Run(params=other, paths=paths, params_path=params_file, alone=True).record(
+        x=1
+    )  # stage not recognised
     unknown = [k for k in read_ran_alone(run / "notebooks") if k.startswith(UNKNOWN)]
     assert len(unknown) == 1
     # forcing some stages only: the unrecognised notebook may still have changed the others
-    assert execute_run(params_file, notebooks_dir=notebooks, only="00", force=True, log=lambda _: None).ok
+    assert execute_run(
+        params_file, notebooks_dir=notebooks, only="00", force=True, log=lambda _: None
+    ).ok
     assert unknown[0] in read_ran_alone(run / "notebooks")
     # forcing every stage: every stage now holds what this run wrote
     assert execute_run(params_file, notebooks_dir=notebooks, force=True, log=lambda _: None).ok

@@ -37,7 +37,10 @@ def test_rank_test_of_a_random_judge_holds_its_nominal_level():
             defined += 1
             passed += bool(g["gate_rank_p_value"] < ap.gate_alpha)
     assert defined >= 20
-    assert passed / defined <= 0.10, (passed, defined)  # before the fix: 3 of 27 (11 %); nominal 5 %
+    assert passed / defined <= 0.10, (
+        passed,
+        defined,
+    )  # before the fix: 3 of 27 (11 %); nominal 5 %
 
 
 def _cancelling_judge(seed: int, n_questions: int = 60):
@@ -50,13 +53,21 @@ def _cancelling_judge(seed: int, n_questions: int = 60):
     rng = np.random.default_rng(seed)
     hit = answers[answers["set"] == "rag"].set_index("question_id")["rank"].gt(0)
     x = {q: int(rng.integers(4, 11) if h else rng.integers(0, 7)) for q, h in hit.items()}
-    cycle = {q: 2.0 * (k % 5) for grp in (hit[hit].index, hit[~hit].index) for k, q in enumerate(grp)}
-    per_dim = {"relevance": lambda q: float(x[q]), "specificity": lambda q: 10.0 - x[q],
-               "completeness": lambda q: cycle[q], "quality": lambda q: 5.0}
+    cycle = {
+        q: 2.0 * (k % 5) for grp in (hit[hit].index, hit[~hit].index) for k, q in enumerate(grp)
+    }
+    per_dim = {
+        "relevance": lambda q: float(x[q]),
+        "specificity": lambda q: 10.0 - x[q],
+        "completeness": lambda q: cycle[q],
+        "quality": lambda q: 5.0,
+    }
     rnd = scores.assign(judge="judge-r", score=rng.integers(0, 11, len(scores)).astype(float))
     rag = rnd["set"] == "rag"
-    rnd.loc[rag, "score"] = [per_dim[d](q) for d, q in zip(rnd.loc[rag, "dimension"], rnd.loc[rag, "question_id"],
-                                                              strict=True)]
+    rnd.loc[rag, "score"] = [
+        per_dim[d](q)
+        for d, q in zip(rnd.loc[rag, "dimension"], rnd.loc[rag, "question_id"], strict=True)
+    ]
     return answers, pd.concat([scores, rnd], ignore_index=True)
 
 
@@ -83,7 +94,9 @@ def test_rank_test_is_invariant_to_which_dimension_carries_the_rag_score():
     dims = sorted(scores["dimension"].unique())
     rot = scores.copy()
     mask = (rot["judge"] == "judge-r") & (rot["set"] == "rag")
-    wide = rot[mask].pivot_table(index="question_id", columns="dimension", values="score", aggfunc="first")
+    wide = rot[mask].pivot_table(
+        index="question_id", columns="dimension", values="score", aggfunc="first"
+    )
     for i, q in enumerate(wide.index):
         vals = np.roll(wide.loc[q, dims].to_numpy(), i)
         for d, v in zip(dims, vals, strict=True):
@@ -91,7 +104,6 @@ def test_rank_test_is_invariant_to_which_dimension_carries_the_rag_score():
     moved = _evaluate(answers, rot, ap).cube_table.loc["judge-r"]
     assert moved["gate_rank_r"] == pytest.approx(base["gate_rank_r"])
     assert moved["gate_rank_p_value"] == pytest.approx(base["gate_rank_p_value"])
-
 
 
 def test_every_system_call_failed_gives_nan_and_a_withheld_verdict():
@@ -127,10 +139,15 @@ def test_gate_failure_message_without_error_kind_counts_unscored_items():
     r = _evaluate(answers, scores[scores["dimension"] != "quality"], ap, dimensions=list(DIMS))
     reason = r.cube_table.at["judge-a", "excluded_reason"]
     n_items = 3 * len(DIMS) * r.n_questions
-    assert f"failure rate 25% > 20% ({n_items // 4} of {n_items} items unscored or absent)" in reason
+    assert (
+        f"failure rate 25% > 20% ({n_items // 4} of {n_items} items unscored or absent)" in reason
+    )
     assert "0 call" not in reason
     empty = _evaluate(answers, scores.assign(score=np.nan), ap)
-    assert f"({n_items} of {n_items} items unscored or absent)" in empty.cube_table.at["judge-a", "excluded_reason"]
+    assert (
+        f"({n_items} of {n_items} items unscored or absent)"
+        in empty.cube_table.at["judge-a", "excluded_reason"]
+    )
 
 
 def _sparse_member_tables():
@@ -138,7 +155,11 @@ def _sparse_member_tables():
     and its W is undefined there while judge-a's is defined."""
     answers, scores = make_tables(n_questions=30, seed=5)
     keep = set(sorted(answers.loc[answers["rank"] > 0, "question_id"].unique())[:2])
-    thin = (scores["judge"] == "judge-b") & (scores["dimension"] == "quality") & ~scores["question_id"].isin(keep)
+    thin = (
+        (scores["judge"] == "judge-b")
+        & (scores["dimension"] == "quality")
+        & ~scores["question_id"].isin(keep)
+    )
     return answers, scores.assign(score=scores["score"].where(~thin))
 
 
@@ -148,11 +169,15 @@ def test_bootstrap_jury_resample_is_undefined_when_a_member_is():
     from cube.method.bootstrap import bootstrap_cube
 
     answers, scores = _sparse_member_tables()
-    b = bootstrap_cube(answers, scores, n_resamples=200, weights="equal", seed=1).set_index(["judge", "metric"])
+    b = bootstrap_cube(answers, scores, n_resamples=200, weights="equal", seed=1).set_index(
+        ["judge", "metric"]
+    )
     n_b = b.at[("judge-b", "weighted_score"), "n_valid"]
     assert 0 < n_b < 200  # the setup does make judge-b undefined in some resamples
     for m in ("weighted_score", "cube_score"):
-        assert b.at[("jury", m), "n_valid"] <= min(b.at[("judge-a", m), "n_valid"], b.at[("judge-b", m), "n_valid"])
+        assert b.at[("jury", m), "n_valid"] <= min(
+            b.at[("judge-a", m), "n_valid"], b.at[("judge-b", m), "n_valid"]
+        )
 
 
 def test_verdict_withheld_when_few_resamples_define_the_jury():
@@ -162,8 +187,16 @@ def test_verdict_withheld_when_few_resamples_define_the_jury():
     from cube.diagnose.lta import withheld_reasons
 
     answers, scores = _sparse_member_tables()
-    ap = AnalysisParams(bootstrap=200, weights="equal", seed=1, gate_max_failure_rate=1.0, gate_alpha=0.5,
-                        gate_min_separation=0.0, max_interval_width=100.0, bounds_tolerance=100.0)
+    ap = AnalysisParams(
+        bootstrap=200,
+        weights="equal",
+        seed=1,
+        gate_max_failure_rate=1.0,
+        gate_alpha=0.5,
+        gate_min_separation=0.0,
+        max_interval_width=100.0,
+        bounds_tolerance=100.0,
+    )
     r = _evaluate(answers, scores, ap)
     assert r.jury_judges == ["judge-a", "judge-b"]
     n_valid = int(r.bootstrap.set_index(["judge", "metric"]).at[("jury", "cube_score"), "n_valid"])
@@ -176,23 +209,33 @@ def test_rank_mode_flags_a_dimension_whose_rag_set_is_unscored():
     """S5: with rank-correlation weights a dimension whose rag set is entirely unscored has r NaN,
     hence weight 0, and left W without any flag; it is now flagged with the cause."""
     answers, scores = make_tables(n_questions=40, seed=3)
-    gone = (scores["judge"] == "judge-a") & (scores["dimension"] == "quality") & (scores["set"] == "rag")
-    r = _evaluate(answers, scores.assign(score=scores["score"].where(~gone)), AnalysisParams(bootstrap=0))
+    gone = (
+        (scores["judge"] == "judge-a")
+        & (scores["dimension"] == "quality")
+        & (scores["set"] == "rag")
+    )
+    r = _evaluate(
+        answers, scores.assign(score=scores["score"].where(~gone)), AnalysisParams(bootstrap=0)
+    )
     assert np.isfinite(r.cube_table.at["judge-a", "weighted_score"])
     f = r.flags[(r.flags["judge"] == "judge-a") & (r.flags["code"] == "w_dimension_unweighted")]
     assert list(f["dimension"]) == ["quality"]
     assert "no rag-set score" in f["message"].iloc[0]
     assert "quality" in r.cube_table.at["judge-a", "flags"]
     assert not (r.flags["judge"] == "judge-b").any() or "w_dimension_unweighted" not in set(
-        r.flags.loc[r.flags["judge"] == "judge-b", "code"])
+        r.flags.loc[r.flags["judge"] == "judge-b", "code"]
+    )
 
 
-@pytest.mark.parametrize("reply,expected", [
-    ("Score: 8 (on a scale of 1-10)", 8.0),
-    ("Score: 8 (on a scale of 0 to 10)", 8.0),
-    ("Rating: 7 on a 0-10 scale", 7.0),
-    ("[RESULT] 6 (0-10 rubric)", 6.0),
-])
+@pytest.mark.parametrize(
+    "reply,expected",
+    [
+        ("Score: 8 (on a scale of 1-10)", 8.0),
+        ("Score: 8 (on a scale of 0 to 10)", 8.0),
+        ("Rating: 7 on a 0-10 scale", 7.0),
+        ("[RESULT] 6 (0-10 rubric)", 6.0),
+    ],
+)
 def test_parser_reads_a_score_next_to_its_0_10_scale_statement(reply, expected):
     """S6: a stated 0-10 scale is not a range of scores (it was refused as "a range")."""
     from cube.judges.parsing import parse_score
@@ -200,8 +243,10 @@ def test_parser_reads_a_score_next_to_its_0_10_scale_statement(reply, expected):
     assert parse_score(reply) == (expected, None)
 
 
-@pytest.mark.parametrize("reply", ["[RESULT] 4 (1-5 rubric)", "Score: 4 (on a scale of 1-5)",
-                                   "Rating: [[3]] on a 1 to 5 scale"])
+@pytest.mark.parametrize(
+    "reply",
+    ["[RESULT] 4 (1-5 rubric)", "Score: 4 (on a scale of 1-5)", "Rating: [[3]] on a 1 to 5 scale"],
+)
 def test_parser_refuses_a_score_on_another_stated_scale(reply):
     """S6: "[RESULT] 4 (1-5 rubric)" was accepted as 4 on 0-10; another scale is refused."""
     from cube.judges.parsing import parse_score

@@ -26,8 +26,14 @@ def _eval(answers, scores, ap):
 
 
 def _assess(res, **analysis):
-    params = parse_params({"run": "t", "judges": JUDGES, "systems": [{"kind": "builtin", "name": "sys"}],
-                           "analysis": analysis})
+    params = parse_params(
+        {
+            "run": "t",
+            "judges": JUDGES,
+            "systems": [{"kind": "builtin", "name": "sys"}],
+            "analysis": analysis,
+        }
+    )
     return lta.assess({"sys": res}, params)
 
 
@@ -44,9 +50,14 @@ def test_a_system_failing_most_calls_withholds_the_verdict_with_the_count():
     res = _eval(answers, scores, AnalysisParams(bootstrap=100))
     out = _assess(res)
     assert out["verdict"] == "withheld"
-    assert any("150 of 200 calls to the system under test failed" in r and "max_system_failure_rate = 20%" in r
-               for r in out["withheld_reasons"]), out["withheld_reasons"]
-    few = answers.assign(retrieval_ok=~answers["question_id"].isin([f"q{i:03d}" for i in range(20)]))
+    assert any(
+        "150 of 200 calls to the system under test failed" in r
+        and "max_system_failure_rate = 20%" in r
+        for r in out["withheld_reasons"]
+    ), out["withheld_reasons"]
+    few = answers.assign(
+        retrieval_ok=~answers["question_id"].isin([f"q{i:03d}" for i in range(20)])
+    )
     ok = _assess(_eval(few, scores, AnalysisParams(bootstrap=100)))  # 10 % failed: below the limit
     assert not any("calls to the system under test failed" in r for r in ok["withheld_reasons"])
     looser = _assess(res, max_system_failure_rate=0.8)
@@ -58,7 +69,10 @@ def test_without_an_interval_the_verdict_is_provisional_and_says_why():
     answers, scores = make_tables(n_questions=60, seed=42)
     out = _assess(_eval(answers, scores, AnalysisParams(bootstrap=0)), bootstrap=0)
     assert out["verdict"] != "withheld" and out["provisional"]
-    assert "analysis.bootstrap = 0" in out["provisional_reason"] and "max_interval_width" in out["provisional_reason"]
+    assert (
+        "analysis.bootstrap = 0" in out["provisional_reason"]
+        and "max_interval_width" in out["provisional_reason"]
+    )
     assert out["verdict_label"].endswith("(provisional)") and "provisional" in out["sentence"]
     assert "(PROVISIONAL)" in decision_markdown(out)
     boot = _assess(_eval(answers, scores, AnalysisParams(bootstrap=100)))
@@ -82,7 +96,9 @@ def test_the_verdict_shows_every_band_its_interval_touches():
     answers, scores = make_tables(n_questions=60, seed=44)
     res = _eval(answers, scores, AnalysisParams(bootstrap=100))
     res.jury.loc["mean", "cube_score"] = 70.0
-    _set_interval(res, 58.0, 84.0)  # 26 points: accepted by the 30-point width rule, spans three bands
+    _set_interval(
+        res, 58.0, 84.0
+    )  # 26 points: accepted by the 30-point width rule, spans three bands
     out = _assess(res)
     assert out["verdict"] == "good"
     assert out["verdict_bands"] == ["fair", "good", "excellent"]
@@ -91,17 +107,30 @@ def test_the_verdict_shows_every_band_its_interval_touches():
     _set_interval(res, 62.0, 78.0)
     one = _assess(res)
     assert one["verdict_label"] == "good" and one["verdict_bands"] == ["good"]
-    assert lta.verdict_bands(61.0, 85.0, {"excellent": 80.0, "good": 60.0, "fair": 40.0}) == ["good", "excellent"]
-    assert lta.verdict_bands(-3.0, 20.0, {"excellent": 80.0, "good": 60.0, "fair": 40.0}) == ["poor"]
+    assert lta.verdict_bands(61.0, 85.0, {"excellent": 80.0, "good": 60.0, "fair": 40.0}) == [
+        "good",
+        "excellent",
+    ]
+    assert lta.verdict_bands(-3.0, 20.0, {"excellent": 80.0, "good": 60.0, "fair": 40.0}) == [
+        "poor"
+    ]
 
 
 # ---------------------------------------------------------------------- MDE at the interval's alpha
 def test_the_mde_is_at_the_intervals_alpha_and_from_the_bootstrap_se():
     ans, sc = make_tables(60, seed=45)
-    b = sc.assign(system="b", score=np.clip(sc["score"] + np.where(sc["set"] == "rag", 0.5, 0.0), 0, 10))
+    b = sc.assign(
+        system="b", score=np.clip(sc["score"] + np.where(sc["set"] == "rag", 0.5, 0.0), 0, 10)
+    )
     for conf in (0.9, 0.99):
-        cmp = compare_pair(ans, sc, ans.assign(system="b"), b, AnalysisParams(bootstrap=200, confidence=conf),
-                           n_permutations=99)
+        cmp = compare_pair(
+            ans,
+            sc,
+            ans.assign(system="b"),
+            b,
+            AnalysisParams(bootstrap=200, confidence=conf),
+            n_permutations=99,
+        )
         assert cmp.power["alpha"] == pytest.approx(1 - conf)
         se = cmp.row()["se"]  # the bootstrap SD of the jury's ΔCuBE
         assert se > 0 and cmp.power["mde"] == pytest.approx(mde(se, 1 - conf))
@@ -111,14 +140,24 @@ def test_the_mde_is_at_the_intervals_alpha_and_from_the_bootstrap_se():
 
 # ------------------------------------------------------------------------------ Holm, for real
 def test_holm_adjusts_small_p_values_of_several_pairs():
-    assert holm([0.01, 0.02, 0.04]) == pytest.approx([0.03, 0.04, 0.04])  # 3 x 0.01, 2 x 0.02, max(0.04, 1 x 0.04)
+    assert holm([0.01, 0.02, 0.04]) == pytest.approx(
+        [0.03, 0.04, 0.04]
+    )  # 3 x 0.01, 2 x 0.02, max(0.04, 1 x 0.04)
     ans, sc = make_tables(40, seed=46)
-    shifted = [sc.assign(system=s, score=np.clip(sc["score"] + np.where(sc["set"] == "rag", k, 0.0), 0, 10))
-               for s, k in (("s1", 0.0), ("s2", -1.0), ("s3", -2.0))]
+    shifted = [
+        sc.assign(
+            system=s, score=np.clip(sc["score"] + np.where(sc["set"] == "rag", k, 0.0), 0, 10)
+        )
+        for s, k in (("s1", 0.0), ("s2", -1.0), ("s3", -2.0))
+    ]
     answers = pd.concat([ans.assign(system=s) for s in ("s1", "s2", "s3")])
-    pairs, summary = compare_all(answers, pd.concat(shifted), AnalysisParams(bootstrap=50), n_permutations=199)
+    pairs, summary = compare_all(
+        answers, pd.concat(shifted), AnalysisParams(bootstrap=50), n_permutations=199
+    )
     p = summary["p_value"].astype(float).tolist()
-    assert np.isfinite(p).all() and max(p) < 0.05  # real differences: the raw p-values are small, so Holm must change them
+    assert (
+        np.isfinite(p).all() and max(p) < 0.05
+    )  # real differences: the raw p-values are small, so Holm must change them
     assert summary["p_holm"].tolist() == pytest.approx(holm(p))
     assert (summary["p_holm"] > summary["p_value"]).any()
 
@@ -127,9 +166,18 @@ def test_holm_adjusts_small_p_values_of_several_pairs():
 def _agreement_scores(n: int = 30, seed: int = 47) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     truth = rng.integers(2, 9, n).astype(float)
-    rows = [{"judge": j, "question_id": f"q{i:02d}", "system": "s", "set": "rag", "dimension": "quality",
-             "score": float(np.clip(t + (rng.integers(-1, 2) if j == "judge-a" else 0), 0, 10))}
-            for j in ("human", "judge-a") for i, t in enumerate(truth)]
+    rows = [
+        {
+            "judge": j,
+            "question_id": f"q{i:02d}",
+            "system": "s",
+            "set": "rag",
+            "dimension": "quality",
+            "score": float(np.clip(t + (rng.integers(-1, 2) if j == "judge-a" else 0), 0, 10)),
+        }
+        for j in ("human", "judge-a")
+        for i, t in enumerate(truth)
+    ]
     return pd.DataFrame(rows)
 
 
@@ -137,9 +185,13 @@ def test_units_absent_on_one_side_are_counted_as_missing():
     from cube.method.agreement import agreement_table
 
     sc = _agreement_scores()
-    absent = sc[~((sc["judge"] == "judge-a") & sc["question_id"].isin(["q00", "q01", "q02"]))]  # rows absent
+    absent = sc[
+        ~((sc["judge"] == "judge-a") & sc["question_id"].isin(["q00", "q01", "q02"]))
+    ]  # rows absent
     nan = sc.copy()
-    nan.loc[(nan["judge"] == "judge-a") & nan["question_id"].isin(["q03"]), "score"] = np.nan  # a NaN row
+    nan.loc[(nan["judge"] == "judge-a") & nan["question_id"].isin(["q03"]), "score"] = (
+        np.nan
+    )  # a NaN row
     a = agreement_table(absent).iloc[0]
     b = agreement_table(nan).iloc[0]
     assert (a["n"], a["n_missing"]) == (27, 3)
@@ -163,12 +215,22 @@ def test_an_unknown_retrieval_outcome_nan_is_left_out_by_diagnostics_and_analysi
     from tests.test_diagnostics import CORPUS
 
     rows = [("g", ["r", "g"]), ("g", ["g"]), ("g", ["v"]), ("g", [])]
-    answers = pd.DataFrame({"system": "s", "set": "rag", "doc_id": [g for g, _ in rows], "question_id": list("abcd"),
-                            "retrieved_doc_ids": [d for _, d in rows], "rank": [2, 1, 0, 0],
-                            "retrieval_ok": pd.Series([True, True, np.nan, np.nan], dtype=object)})
+    answers = pd.DataFrame(
+        {
+            "system": "s",
+            "set": "rag",
+            "doc_id": [g for g, _ in rows],
+            "question_id": list("abcd"),
+            "retrieved_doc_ids": [d for _, d in rows],
+            "rank": [2, 1, 0, 0],
+            "retrieval_ok": pd.Series([True, True, np.nan, np.nan], dtype=object),
+        }
+    )
     unknown_as_false = answers.assign(retrieval_ok=[True, True, False, False])
     # before: near_duplicate_confusion read NaN as True (known: the 'v' confusion counted), the analysis as unknown
-    assert near_duplicate_confusion(answers, CORPUS) == near_duplicate_confusion(unknown_as_false, CORPUS)
+    assert near_duplicate_confusion(answers, CORPUS) == near_duplicate_confusion(
+        unknown_as_false, CORPUS
+    )
     assert near_duplicate_confusion(answers, CORPUS)["n"] == 2
     out = retrieval_outcomes(answers)
     assert out.n_unknown == 2 and out.recall() == 1.0

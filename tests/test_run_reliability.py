@@ -27,12 +27,21 @@ KEY = "sk-planted-secret-4f9a1c77e2"
 
 def _llm_params(tmp_path: Path, url: str, *, concurrency: int = 4, name: str = "p.yaml") -> Path:
     params = {
-        "run": "rel", "outputs_dir": str(tmp_path / "out"),
+        "run": "rel",
+        "outputs_dir": str(tmp_path / "out"),
         "corpus": {"source": "demo", "n_items": 8, "seed": 3},
         "questions": {"generator": "template", "seed": 3},
         "systems": [{"kind": "builtin", "name": "bm25-top8", "top_n": 8}],
-        "models": {"local": {"provider": "openai", "model": "test-model", "base_url": url,
-                             "api_key_env": "CUBE_REL_KEY", "max_concurrency": concurrency, "max_attempts": 1}},
+        "models": {
+            "local": {
+                "provider": "openai",
+                "model": "test-model",
+                "base_url": url,
+                "api_key_env": "CUBE_REL_KEY",
+                "max_concurrency": concurrency,
+                "max_attempts": 1,
+            }
+        },
         "judges": [{"name": "local-llm", "model": "local"}],
     }
     path = tmp_path / name
@@ -40,7 +49,9 @@ def _llm_params(tmp_path: Path, url: str, *, concurrency: int = 4, name: str = "
     return path
 
 
-def test_a_plain_rerun_retries_exactly_the_failed_calls_and_no_secret_is_written(tmp_path, monkeypatch):
+def test_a_plain_rerun_retries_exactly_the_failed_calls_and_no_secret_is_written(
+    tmp_path, monkeypatch
+):
     monkeypatch.chdir(ROOT)
     monkeypatch.setenv("CUBE_REL_KEY", KEY)
     with OpenAIServer(reply=score_reply) as server:
@@ -92,8 +103,14 @@ def test_sigint_stops_the_kernel_records_the_attempt_and_a_rerun_resumes(tmp_pat
     with OpenAIServer(reply=score_reply, latency_s=0.3) as server:
         params = _llm_params(tmp_path, server.url, concurrency=2)
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        proc = subprocess.Popen([sys.executable, "-m", "cube.cli", "run", str(params), "--only", "01..03"],
-                                cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cube.cli", "run", str(params), "--only", "01..03"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         deadline = time.monotonic() + 200
         while server.requests_total < 4 and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.1)
@@ -113,12 +130,18 @@ def test_sigint_stops_the_kernel_records_the_attempt_and_a_rerun_resumes(tmp_pat
         root = tmp_path / "out" / "rel"
         manifest = json.loads((root / ".staging" / "manifest.json").read_text())
         assert manifest["status"].startswith("interrupted") and not (root / ".lock").exists()
-        assert 'data-status="interrupted"' in (root / "report" / "last_run.html").read_text(encoding="utf-8")
+        assert 'data-status="interrupted"' in (root / "report" / "last_run.html").read_text(
+            encoding="utf-8"
+        )
         assert 'id="failure"' in (root / "report" / "index.html").read_text(encoding="utf-8")
 
         server.latency_s = 0.0
         resumed = execute_run(params, only="01..03", log=lambda _: None)
-        assert [s.status for s in resumed.stages] == ["up to date", "up to date", "executed"] and resumed.ok
+        assert [s.status for s in resumed.stages] == [
+            "up to date",
+            "up to date",
+            "executed",
+        ] and resumed.ok
         repeats = sum(n - 1 for n in server.body_counts.values() if n > 1)
         assert repeats <= 2  # at most the calls in flight at the interrupt (max_concurrency 2)
         print(f"interrupt: sent before SIGINT {sent}, repeated on resume {repeats}")
@@ -126,11 +149,25 @@ def test_sigint_stops_the_kernel_records_the_attempt_and_a_rerun_resumes(tmp_pat
 
 def test_cube_run_prints_one_line_per_stage_and_no_kernel_noise(tmp_path):
     params = tmp_path / "p.yaml"
-    params.write_text(yaml.safe_dump({"run": "quiet", "outputs_dir": str(tmp_path / "out"),
-                                      "judges": [{"name": "r", "model": {"provider": "offline",
-                                                                         "model": "rubric-strict"}}]}))
-    done = subprocess.run([sys.executable, "-m", "cube.cli", "run", str(params), "--only", "00"], cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300)
+    params.write_text(
+        yaml.safe_dump(
+            {
+                "run": "quiet",
+                "outputs_dir": str(tmp_path / "out"),
+                "judges": [
+                    {"name": "r", "model": {"provider": "offline", "model": "rubric-strict"}}
+                ],
+            }
+        )
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "cube.cli", "run", str(params), "--only", "00"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert len(lines) == 2 and lines[0].startswith("[cube] 00_paper_tables: done in "), lines
@@ -139,16 +176,30 @@ def test_cube_run_prints_one_line_per_stage_and_no_kernel_noise(tmp_path):
     assert "[IPKernelApp]" not in done.stderr and "Alternative text" not in done.stderr, done.stderr
 
 
-def test_a_second_run_on_a_locked_folder_exits_2_and_a_stale_lock_is_taken_over(tmp_path, monkeypatch, capsys):
+def test_a_second_run_on_a_locked_folder_exits_2_and_a_stale_lock_is_taken_over(
+    tmp_path, monkeypatch, capsys
+):
     monkeypatch.chdir(ROOT)
     params = tmp_path / "p.yaml"
-    params.write_text(yaml.safe_dump({"run": "locked", "outputs_dir": str(tmp_path / "out"),
-                                      "judges": [{"name": "r", "model": {"provider": "offline",
-                                                                         "model": "rubric-strict"}}]}))
+    params.write_text(
+        yaml.safe_dump(
+            {
+                "run": "locked",
+                "outputs_dir": str(tmp_path / "out"),
+                "judges": [
+                    {"name": "r", "model": {"provider": "offline", "model": "rubric-strict"}}
+                ],
+            }
+        )
+    )
     root = tmp_path / "out" / "locked"
     root.mkdir(parents=True)
-    holder = {"pid": os.getpid(), "host": socket.gethostname(), "started": "2026-01-01T00:00:00+00:00",
-              "command": "cube run other.yaml"}
+    holder = {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "started": "2026-01-01T00:00:00+00:00",
+        "command": "cube run other.yaml",
+    }
     (root / ".lock").write_text(json.dumps(holder))
     assert cli.main(["run", str(params), "--only", "00"]) == 2
     err = capsys.readouterr().err
@@ -167,12 +218,22 @@ def test_a_second_run_on_a_locked_folder_exits_2_and_a_stale_lock_is_taken_over(
 def test_judging_failed_withholds_the_decision_with_exit_3(tmp_path, monkeypatch, capsys):
     paths = RunPaths(root=tmp_path / "run", cache=tmp_path / "cache.sqlite")
     paths.root.mkdir()
-    decision = {"verdict": "withheld", "judging_failed": True,
-                "withheld_reasons": ["judge GPT-4o has no scores (HTTP 401)"]}
+    decision = {
+        "verdict": "withheld",
+        "judging_failed": True,
+        "withheld_reasons": ["judge GPT-4o has no scores (HTTP 401)"],
+    }
     paths.results.write_text(json.dumps({"decision": decision}))
-    monkeypatch.setattr("cube.run.execute.execute_run", lambda *a, **k: RunSummary(paths, committed=True))
-    assert cli.main(["run", str(tmp_path / "p.yaml"), "--no-preflight"]) == 3  # no params file: execute_run is mocked
+    monkeypatch.setattr(
+        "cube.run.execute.execute_run", lambda *a, **k: RunSummary(paths, committed=True)
+    )
+    assert (
+        cli.main(["run", str(tmp_path / "p.yaml"), "--no-preflight"]) == 3
+    )  # no params file: execute_run is mocked
     assert capsys.readouterr().err.strip() == (
-        "cube: decision withheld: judging failed (judge GPT-4o has no scores (HTTP 401))")
-    paths.results.write_text(json.dumps({"decision": {**decision, "judging_failed": False, "verdict": "good"}}))
+        "cube: decision withheld: judging failed (judge GPT-4o has no scores (HTTP 401))"
+    )
+    paths.results.write_text(
+        json.dumps({"decision": {**decision, "judging_failed": False, "verdict": "good"}})
+    )
     assert cli.main(["run", str(tmp_path / "p.yaml"), "--no-preflight"]) == 0

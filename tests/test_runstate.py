@@ -29,18 +29,25 @@ def _published(root):
     (root / "report" / "index.html").write_text("<p>old</p>")
 
 
-def test_staging_copies_the_published_run_and_resumes_only_an_attempt_with_the_same_params(tmp_path):
+def test_staging_copies_the_published_run_and_resumes_only_an_attempt_with_the_same_params(
+    tmp_path,
+):
     _published(tmp_path)
     staging = prepare_staging(tmp_path, "run: new\n", log=lambda _: None)
     assert staging == tmp_path / STAGING
-    assert (staging / "tables" / "t.csv").read_text() == "a\n1\n" and not (staging / "report").exists()
+    assert (staging / "tables" / "t.csv").read_text() == "a\n1\n" and not (
+        staging / "report"
+    ).exists()
     (staging / "params.yaml").write_text("run: new\n")
     (staging / "tables" / "u.csv").write_text("b\n")  # work of an attempt that then failed
     logs: list[str] = []
     assert prepare_staging(tmp_path, "run: new\n", log=logs.append) == staging and logs  # resumed
     assert (staging / "tables" / "u.csv").exists()
     prepare_staging(tmp_path, "run: other\n", log=lambda _: None)  # other params: fresh copy
-    assert not (staging / "tables" / "u.csv").exists() and (staging / "params.yaml").read_text() == "run: old\n"
+    assert (
+        not (staging / "tables" / "u.csv").exists()
+        and (staging / "params.yaml").read_text() == "run: old\n"
+    )
 
 
 def test_commit_replaces_published_entries_and_a_half_done_commit_is_completed(tmp_path):
@@ -66,7 +73,10 @@ def test_the_lock_names_its_holder_and_is_released(tmp_path):
     with run_lock(tmp_path, log=lambda _: None) as lock:
         held = json.loads(lock.read_text())
         assert held["pid"] == os.getpid()
-        with pytest.raises(RunLocked, match=f"pid {os.getpid()}"), run_lock(tmp_path, log=lambda _: None):
+        with (
+            pytest.raises(RunLocked, match=f"pid {os.getpid()}"),
+            run_lock(tmp_path, log=lambda _: None),
+        ):
             pass
         assert lock.exists()  # the refused second holder did not remove the first one's lock
     assert not lock.exists()
@@ -81,7 +91,9 @@ def test_sigterm_inside_a_run_raises_run_interrupted_and_restores_the_handlers(t
     assert signal.getsignal(signal.SIGTERM) is before
 
 
-def test_staged_tables_are_linked_and_a_re_save_in_staging_leaves_the_published_table_alone(tmp_path):
+def test_staged_tables_are_linked_and_a_re_save_in_staging_leaves_the_published_table_alone(
+    tmp_path,
+):
     import pandas as pd
 
     from cube.config.params import parse_params
@@ -94,11 +106,20 @@ def test_staged_tables_are_linked_and_a_re_save_in_staging_leaves_the_published_
     staging = prepare_staging(tmp_path, "run: new\n", log=lambda _: None)
     published, staged = tmp_path / "data" / "scores.parquet", staging / "data" / "scores.parquet"
     assert os.stat(published).st_ino == os.stat(staged).st_ino  # linked, not copied
-    assert os.stat(tmp_path / "tables" / "t.csv").st_ino != os.stat(staging / "tables" / "t.csv").st_ino
-    run = Run.__new__(Run)  # Run.save needs the paths, and the params it records as the data's provenance
+    assert (
+        os.stat(tmp_path / "tables" / "t.csv").st_ino
+        != os.stat(staging / "tables" / "t.csv").st_ino
+    )
+    run = Run.__new__(
+        Run
+    )  # Run.save needs the paths, and the params it records as the data's provenance
     run.paths = RunPaths(root=staging, cache=tmp_path / "cache.sqlite")
-    run.params = parse_params({"run": "new", "judges": [{"name": "r", "model": {"provider": "offline",
-                                                                               "model": "rubric-strict"}}]})
+    run.params = parse_params(
+        {
+            "run": "new",
+            "judges": [{"name": "r", "model": {"provider": "offline", "model": "rubric-strict"}}],
+        }
+    )
     run.params_path = tmp_path / "p.yaml"
     run.save("scores", pd.DataFrame({"x": [9]}))  # the way every stage writes a table
     assert pd.read_parquet(published)["x"].tolist() == [1, 2]
@@ -119,12 +140,21 @@ def test_publishing_never_replaces_the_annotation_sheet_a_rater_fills_in_place(t
     staging = prepare_staging(tmp_path, "run: new\n", log=lambda _: None)
     assert not (staging / "annotation").exists()
     # stages running in staging write the sheet to the published folder, never into staging
-    assert annotation_dir(RunPaths(root=staging, cache=tmp_path / "c.sqlite")) == tmp_path / "annotation"
-    assert annotation_dir(RunPaths(root=tmp_path, cache=tmp_path / "c.sqlite")) == tmp_path / "annotation"
+    assert (
+        annotation_dir(RunPaths(root=staging, cache=tmp_path / "c.sqlite"))
+        == tmp_path / "annotation"
+    )
+    assert (
+        annotation_dir(RunPaths(root=tmp_path, cache=tmp_path / "c.sqlite"))
+        == tmp_path / "annotation"
+    )
     sheet.write_text("q1,8\nq2,7\n")  # the rater's work during the run
     (staging / "params.yaml").write_text("run: new\n")
     commit_staging(tmp_path)
-    assert sheet.read_text() == "q1,8\nq2,7\n" and (tmp_path / "params.yaml").read_text() == "run: new\n"
+    assert (
+        sheet.read_text() == "q1,8\nq2,7\n"
+        and (tmp_path / "params.yaml").read_text() == "run: new\n"
+    )
 
 
 def _take_stale_lock(root, out, go):
@@ -157,7 +187,10 @@ def test_two_runs_finding_the_same_stale_lock_never_both_take_it_over(tmp_path):
     (tmp_path / ".lock").write_text(json.dumps({"pid": dead.pid, "host": socket.gethostname()}))
     go = tmp_path / "go"
     ctx = multiprocessing.get_context("fork")
-    procs = [ctx.Process(target=_take_stale_lock, args=(tmp_path, tmp_path / f"r{i}", go)) for i in range(2)]
+    procs = [
+        ctx.Process(target=_take_stale_lock, args=(tmp_path, tmp_path / f"r{i}", go))
+        for i in range(2)
+    ]
     for p in procs:
         p.start()
     go.write_text("")
@@ -183,12 +216,18 @@ def test_a_staging_copy_cut_short_is_made_again_not_resumed(tmp_path, monkeypatc
     monkeypatch.setattr(rs.shutil, "copytree", interrupted)
     with pytest.raises(KeyboardInterrupt):
         prepare_staging(tmp_path, "run: new\n", log=lambda _: None)
-    assert (tmp_path / STAGING / "params.yaml").exists() and not (tmp_path / STAGING / "tables").exists()
+    assert (tmp_path / STAGING / "params.yaml").exists() and not (
+        tmp_path / STAGING / "tables"
+    ).exists()
     monkeypatch.setattr(rs.shutil, "copytree", real)
     logs: list[str] = []
     staging = prepare_staging(tmp_path, "run: new\n", log=logs.append)
-    assert not logs and (staging / "tables" / "t.csv").read_text() == "a\n1\n"  # a fresh, complete copy
-    assert prepare_staging(tmp_path, "run: new\n", log=logs.append) == staging and logs  # that one resumes
+    assert (
+        not logs and (staging / "tables" / "t.csv").read_text() == "a\n1\n"
+    )  # a fresh, complete copy
+    assert (
+        prepare_staging(tmp_path, "run: new\n", log=logs.append) == staging and logs
+    )  # that one resumes
 
 
 def test_an_interrupt_during_the_commit_waits_until_it_is_done(tmp_path, monkeypatch):

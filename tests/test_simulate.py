@@ -15,7 +15,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cube.method.bootstrap import bootstrap_cube, bootstrap_prepared, cube_from_counts, resample_counts
+from cube.method.bootstrap import (
+    bootstrap_cube,
+    bootstrap_prepared,
+    cube_from_counts,
+    resample_counts,
+)
 from cube.method.evaluation import evaluate
 from cube.method.simulate import JudgeModel, RunModel, simulate_run, truth
 from cube.method.simulate_study import (
@@ -35,7 +40,10 @@ def test_a_simulated_run_is_a_run_the_estimator_reads_with_its_drawn_recall():
     assert len(run.scores) == 2 * 3 * 4 * 60 and run.scores["score"].between(0, 10).all()
     assert (run.scores["score"] == run.scores["score"].round()).all()  # integer judges
     # ratings by 2 raters of 10 questions in 3 sets and 4 dimensions, named human:<rater>
-    assert len(run.human) == 2 * 10 * 3 * 4 and set(run.human["judge"]) == {"human:rater-1", "human:rater-2"}
+    assert len(run.human) == 2 * 10 * 3 * 4 and set(run.human["judge"]) == {
+        "human:rater-1",
+        "human:rater-2",
+    }
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = evaluate(run.answers, run.scores, None, 8)
@@ -52,14 +60,17 @@ def test_same_questions_give_two_systems_the_same_difficulties_and_seeds_reprodu
     b = simulate_run(model.with_system(name="b"), 30, 6, questions=q)
     # the zero set's true level depends on the question only, not on the system
     np.testing.assert_allclose(a.levels[0], b.levels[0])
-    pd.testing.assert_frame_equal(simulate_run(model, 30, 5).scores, simulate_run(model, 30, 5).scores)
+    pd.testing.assert_frame_equal(
+        simulate_run(model, 30, 5).scores, simulate_run(model, 30, 5).scores
+    )
 
 
 def test_truth_of_a_system_as_good_as_the_gold_document_is_100_and_cube_is_w_times_recall():
     # answer_quality 1, full gain, no rank effect: a retrieved rag answer has the full answer's level, so every
     # judge's rag and full scores have one distribution and W's estimand is 100 (up to the truth's MC error)
-    model = dataclasses.replace(RunModel(), retrieval_gain=(1.0,) * 4).with_system(answer_quality=1.0, rank_effect=0.0,
-                                                                          recall=0.6)
+    model = dataclasses.replace(RunModel(), retrieval_gain=(1.0,) * 4).with_system(
+        answer_quality=1.0, rank_effect=0.0, recall=0.6
+    )
     t = truth(model, n=100_000)
     assert t["weighted_score"].to_numpy() == pytest.approx([100.0, 100.0], abs=0.6)
     assert t["cube_score"].to_numpy() == pytest.approx(0.6 * t["weighted_score"].to_numpy())
@@ -70,7 +81,13 @@ def test_leniency_and_scale_leave_the_truth_nearly_unchanged_but_a_rag_bias_does
     # the bounds remove leniency and scale (up to the rounding and clipping of integer scores);
     # a judge that adds points to rag answers only is not corrected
     fair = JudgeModel("fair", 0.0, 1.0, 1.0)
-    model = RunModel(judges=(fair, JudgeModel("lenient", 1.5, 0.8, 1.0), JudgeModel("biased", 0.0, 1.0, 1.0, 1.0)))
+    model = RunModel(
+        judges=(
+            fair,
+            JudgeModel("lenient", 1.5, 0.8, 1.0),
+            JudgeModel("biased", 0.0, 1.0, 1.0, 1.0),
+        )
+    )
     w = truth(model, n=100_000).set_index("judge")["weighted_score"]
     assert abs(w["lenient"] - w["fair"]) < 3.0
     assert w["biased"] - w["fair"] > 10.0  # one point of 5 between the bounds: about 20 W points
@@ -78,20 +95,36 @@ def test_leniency_and_scale_leave_the_truth_nearly_unchanged_but_a_rag_bias_does
 
 def test_model_errors_are_reported_together():
     with pytest.raises(ValueError) as err:
-        RunModel(judges=(JudgeModel("a"), JudgeModel("a")), dimension_offset=(0.0,),
-                 system=RunModel().system.__class__(recall=1.5))
+        RunModel(
+            judges=(JudgeModel("a"), JudgeModel("a")),
+            dimension_offset=(0.0,),
+            system=RunModel().system.__class__(recall=1.5),
+        )
     msg = str(err.value)
     assert "names must be distinct" in msg and "dimension_offset" in msg and "system.recall" in msg
 
 
 def test_coverage_table_by_hand():
     # 4 replicates of one interval: truth 10 covered by 3 of them (the last is [11, 12])
-    reps = pd.DataFrame({"n_questions": 40, "judge": "jury", "metric": "cube_score", "interval": "bootstrap",
-                         "replicate": range(4), "estimate": [9.0, 10.0, 11.0, 12.0], "lo": [8.0, 9.0, 10.0, 11.0],
-                         "hi": [12.0, 11.0, 12.0, 12.0], "truth": 10.0, "in_jury": True})
+    reps = pd.DataFrame(
+        {
+            "n_questions": 40,
+            "judge": "jury",
+            "metric": "cube_score",
+            "interval": "bootstrap",
+            "replicate": range(4),
+            "estimate": [9.0, 10.0, 11.0, 12.0],
+            "lo": [8.0, 9.0, 10.0, 11.0],
+            "hi": [12.0, 11.0, 12.0, 12.0],
+            "truth": 10.0,
+            "in_jury": True,
+        }
+    )
     row = coverage_table(reps).iloc[0]
     assert row["coverage"] == 0.75
-    assert row["coverage_mc_se"] == pytest.approx(math.sqrt(0.625 * 0.375 / 8))  # Agresti-Coull: (3 + 2) / (4 + 4)
+    assert row["coverage_mc_se"] == pytest.approx(
+        math.sqrt(0.625 * 0.375 / 8)
+    )  # Agresti-Coull: (3 + 2) / (4 + 4)
     assert row["mean_width"] == pytest.approx((4 + 2 + 2 + 1) / 4)
     assert row["bias"] == pytest.approx((-1 + 0 + 1 + 2) / 4)  # errors -1, 0, 1, 2
     assert row["rmse"] == pytest.approx(math.sqrt((1 + 0 + 1 + 4) / 4))
@@ -102,9 +135,20 @@ def test_coverage_table_by_hand():
 
 
 def test_coverage_leaves_out_undefined_intervals_and_judges_outside_the_jury():
-    reps = pd.DataFrame({"n_questions": 40, "judge": "a", "metric": "cube_score", "interval": "bootstrap",
-                         "replicate": range(3), "estimate": [1.0, 2.0, 3.0], "lo": [0.0, np.nan, 0.0],
-                         "hi": [5.0, np.nan, 5.0], "truth": 2.0, "in_jury": [True, True, False]})
+    reps = pd.DataFrame(
+        {
+            "n_questions": 40,
+            "judge": "a",
+            "metric": "cube_score",
+            "interval": "bootstrap",
+            "replicate": range(3),
+            "estimate": [1.0, 2.0, 3.0],
+            "lo": [0.0, np.nan, 0.0],
+            "hi": [5.0, np.nan, 5.0],
+            "truth": 2.0,
+            "in_jury": [True, True, False],
+        }
+    )
     row = coverage_table(reps).iloc[0]
     assert (row["replicates"], row["undefined"], row["coverage"]) == (1, 1, 1.0)
     gate = gate_table(reps).iloc[0]
@@ -113,10 +157,20 @@ def test_coverage_leaves_out_undefined_intervals_and_judges_outside_the_jury():
 
 def test_pvalue_table_ks_rejection_and_delta_coverage():
     p = np.linspace(0.01, 0.99, 50)  # evenly spread: uniform, 2 of 50 at or below 0.05
-    null = pd.DataFrame({"n_questions": 100, "p_value": p, "lo": -1.0, "hi": np.where(p < 0.1, -0.5, 1.0),
-                         "truth": 0.0, "mde": 5.0})
+    null = pd.DataFrame(
+        {
+            "n_questions": 100,
+            "p_value": p,
+            "lo": -1.0,
+            "hi": np.where(p < 0.1, -0.5, 1.0),
+            "truth": 0.0,
+            "mde": 5.0,
+        }
+    )
     row = pvalue_table(null, 0.05).iloc[0]
-    assert row["ks_p_value"] > 0.9 and row["rejection_rate"] == pytest.approx(3 / 50)  # 0.01, 0.03, 0.05
+    assert row["ks_p_value"] > 0.9 and row["rejection_rate"] == pytest.approx(
+        3 / 50
+    )  # 0.01, 0.03, 0.05
     assert row["delta_coverage"] == pytest.approx(1 - 5 / 50) and row["mean_mde"] == 5.0
     skewed = null.assign(p_value=p**3)
     assert pvalue_table(skewed, 0.05).iloc[0]["ks_p_value"] < 1e-3
@@ -137,7 +191,9 @@ def test_quality_shift_reaches_the_asked_true_difference():
     ap = _ap()
     shift = quality_shift_for(model, -10.0, ap, n=20_000)
     moved = model.with_system(answer_quality=model.system.answer_quality + shift)
-    assert jury_truth(moved, ap, 20_000) - jury_truth(model, ap, 20_000) == pytest.approx(-10.0, abs=0.05)
+    assert jury_truth(moved, ap, 20_000) - jury_truth(model, ap, 20_000) == pytest.approx(
+        -10.0, abs=0.05
+    )
 
 
 def test_bca_interval_of_recall_matches_scipy_and_keeps_the_estimates():
@@ -149,11 +205,15 @@ def test_bca_interval_of_recall_matches_scipy_and_keeps_the_estimates():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         pct = bootstrap_cube(answers, scores, n_resamples=4000, seed=1)
-        bca = bootstrap_cube(answers, scores, n_resamples=4000, seed=1, method="bca", expand=False)  # scipy's levels
+        bca = bootstrap_cube(
+            answers, scores, n_resamples=4000, seed=1, method="bca", expand=False
+        )  # scipy's levels
     assert (pct["estimate"].fillna(-1) == bca["estimate"].fillna(-1)).all()
     # R@k is a mean of 0/1 outcomes: our BCa from counts and scipy's BCa agree up to resampling noise
     hits = answers[answers["set"] == "rag"].sort_values("question_id")["rank"].gt(0).to_numpy(float)
-    ref = stats.bootstrap((hits,), np.mean, n_resamples=20000, method="BCa", rng=np.random.default_rng(0))
+    ref = stats.bootstrap(
+        (hits,), np.mean, n_resamples=20000, method="BCa", rng=np.random.default_rng(0)
+    )
     row = bca[(bca["judge"] == "jury") & (bca["metric"] == "recall_at_k")].iloc[0]
     assert row["lo"] == pytest.approx(ref.confidence_interval.low, abs=0.02)
     assert row["hi"] == pytest.approx(ref.confidence_interval.high, abs=0.02)
@@ -165,13 +225,36 @@ def test_cube_simulate_prints_every_interval_and_writes_its_tables(tmp_path, cap
     from cube.cli import main
 
     out = tmp_path / "sim"
-    assert main(["simulate", "params/default.yaml", "--replicates", "2", "--questions", "20", "--bootstrap", "20",
-                 "--permutations", "20", "--no-power", "--workers", "1", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "simulate",
+                "params/default.yaml",
+                "--replicates",
+                "2",
+                "--questions",
+                "20",
+                "--bootstrap",
+                "20",
+                "--permutations",
+                "20",
+                "--no-power",
+                "--workers",
+                "1",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     for label in ("judge-a", "judge-b", "jury", "wilson", "KS p", "left out of the jury"):
         assert label in text
     cov = pd.read_csv(out / "sim_coverage.csv")
-    assert set(cov["metric"]) == {"cube_score", "weighted_score", "recall_at_k"} and (cov["replicates"] <= 2).all()
+    assert (
+        set(cov["metric"]) == {"cube_score", "weighted_score", "recall_at_k"}
+        and (cov["replicates"] <= 2).all()
+    )
     assert (out / "fig_sim_coverage.png").stat().st_size > 0 and (out / "sim_pvalues.csv").exists()
 
 
@@ -191,9 +274,13 @@ def test_analysis_interval_bca_changes_only_the_interval_of_the_evaluation():
         pct = evaluate(answers, scores, AnalysisParams(bootstrap=300, interval="percentile"), 8)
         bca = evaluate(answers, scores, AnalysisParams(bootstrap=300), 8)  # bca is the default
     pd.testing.assert_frame_equal(pct.cube_table, bca.cube_table)
-    pd.testing.assert_frame_equal(pct.bootstrap[["judge", "metric", "estimate", "n_valid"]],
-                                  bca.bootstrap[["judge", "metric", "estimate", "n_valid"]])
-    assert not np.allclose(pct.bootstrap["lo"], bca.bootstrap["lo"])  # the same resamples, other quantiles
+    pd.testing.assert_frame_equal(
+        pct.bootstrap[["judge", "metric", "estimate", "n_valid"]],
+        bca.bootstrap[["judge", "metric", "estimate", "n_valid"]],
+    )
+    assert not np.allclose(
+        pct.bootstrap["lo"], bca.bootstrap["lo"]
+    )  # the same resamples, other quantiles
     assert bca.settings["interval"] == "bca"
 
 
@@ -202,9 +289,17 @@ def test_custom_weights_of_the_run_do_not_crash_the_study_which_weights_its_own_
     from cube.config.params import parse_params
     from cube.run.simulate import study
 
-    params = parse_params({"run": "t", "judges": [{"name": "r", "model": {"provider": "offline", "model": "rubric"}}],
-                           "dimensions": ["relevance", "completeness"],
-                           "analysis": {"weights": "custom", "custom_weights": {"relevance": 1, "completeness": 2}}})
+    params = parse_params(
+        {
+            "run": "t",
+            "judges": [{"name": "r", "model": {"provider": "offline", "model": "rubric"}}],
+            "dimensions": ["relevance", "completeness"],
+            "analysis": {
+                "weights": "custom",
+                "custom_weights": {"relevance": 1, "completeness": 2},
+            },
+        }
+    )
     result = study(params, replicates=2, questions=[20], bootstrap=20, permutations=20, power=False)
     assert "weights them equally" in result.settings["weights_note"]
 
@@ -244,11 +339,19 @@ def test_bca_with_the_grouped_jackknife_gives_the_full_jackknifes_interval(monke
     from tests.factories import make_tables
 
     answers, scores = make_tables(n_questions=400, seed=5)
-    assert list(BS.jackknife_groups(5, 200)) == [0, 1, 2, 3, 4]  # up to 200 questions: one per group
+    assert list(BS.jackknife_groups(5, 200)) == [
+        0,
+        1,
+        2,
+        3,
+        4,
+    ]  # up to 200 questions: one per group
     assert sorted(np.bincount(BS.jackknife_groups(401, 200)).tolist()) == [2] * 199 + [3]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        monkeypatch.setattr(BS, "JACKKNIFE_GROUPS", 400)  # one question per group: the full jackknife
+        monkeypatch.setattr(
+            BS, "JACKKNIFE_GROUPS", 400
+        )  # one question per group: the full jackknife
         full = bootstrap_cube(answers, scores, n_resamples=2000, seed=3, method="bca")
         monkeypatch.setattr(BS, "JACKKNIFE_GROUPS", 200)  # pairs of questions
         grouped = bootstrap_cube(answers, scores, n_resamples=2000, seed=3, method="bca")
@@ -269,10 +372,16 @@ def test_the_t_levels_bring_a_small_samples_bootstrap_interval_toward_its_confid
     n, runs, B = 12, 4000, 400
     rng = np.random.default_rng(7)
     x = rng.normal(size=(runs, n))
-    C = resample_counts(n, B, np.random.default_rng(8))  # one draw of counts for every sample: B x n
+    C = resample_counts(
+        n, B, np.random.default_rng(8)
+    )  # one draw of counts for every sample: B x n
     means = x @ C.T / n  # runs x B
     a = expanded_alpha(0.025, n)
-    assert 0.013 < a < 0.015 and expanded_alpha(0.025, 2) == 0.025 and expanded_alpha(0.025, 300) < 0.025
+    assert (
+        0.013 < a < 0.015
+        and expanded_alpha(0.025, 2) == 0.025
+        and expanded_alpha(0.025, 300) < 0.025
+    )
     plain = np.quantile(means, [0.025, 0.975], axis=1)
     wide = np.quantile(means, [a, 1 - a], axis=1)
     cover = lambda q: float(np.mean((q[0] <= 0) & (0 <= q[1])))  # noqa: E731
@@ -288,7 +397,15 @@ def test_bootstrap_intervals_of_cube_and_w_are_expanded_by_the_questions_resampl
     answers, scores = make_tables(n_questions=40, seed=4)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        p = prepare(answers, scores, proportion=0.1, subset="retrieved", mode="rank_correlation", custom=None, top_n=8)
+        p = prepare(
+            answers,
+            scores,
+            proportion=0.1,
+            subset="retrieved",
+            mode="rank_correlation",
+            custom=None,
+            top_n=8,
+        )
         wide = bootstrap_prepared(p, n_resamples=400, seed=3)
         plain = bootstrap_prepared(p, n_resamples=400, seed=3, expand=False)
         res = cube_from_counts(p, resample_counts(len(p.rank_score), 400, np.random.default_rng(3)))
@@ -300,9 +417,16 @@ def test_bootstrap_intervals_of_cube_and_w_are_expanded_by_the_questions_resampl
         sample = res[metric][j] if metric != "recall_at_k" else res[metric]
         sample = sample[np.isfinite(sample)]
         level = 0.025 if metric == "recall_at_k" else a
-        assert (row["lo"], row["hi"]) == pytest.approx(tuple(np.quantile(sample, [level, 1 - level]))), metric
+        assert (row["lo"], row["hi"]) == pytest.approx(
+            tuple(np.quantile(sample, [level, 1 - level]))
+        ), metric
     ok = plain["lo"].notna() & (plain["metric"] != "recall_at_k")
-    assert ok.sum() >= 4 and (wide.loc[ok, "hi"] - wide.loc[ok, "lo"] > plain.loc[ok, "hi"] - plain.loc[ok, "lo"]).all()
+    assert (
+        ok.sum() >= 4
+        and (
+            wide.loc[ok, "hi"] - wide.loc[ok, "lo"] > plain.loc[ok, "hi"] - plain.loc[ok, "lo"]
+        ).all()
+    )
 
 
 def test_bca_moves_from_the_widened_tails_of_cube_and_w_and_the_plain_tails_of_recall(monkeypatch):
@@ -315,10 +439,22 @@ def test_bca_moves_from_the_widened_tails_of_cube_and_w_and_the_plain_tails_of_r
     answers, scores = make_tables(n_questions=30, seed=4)
     seen: list[float] = []
     real = Bm.bca_levels
-    monkeypatch.setattr(Bm, "bca_levels", lambda est, sample, jack, alpha: seen.append(alpha) or real(est, sample, jack, alpha))
+    monkeypatch.setattr(
+        Bm,
+        "bca_levels",
+        lambda est, sample, jack, alpha: seen.append(alpha) or real(est, sample, jack, alpha),
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        p = prepare(answers, scores, proportion=0.1, subset="retrieved", mode="rank_correlation", custom=None, top_n=8)
+        p = prepare(
+            answers,
+            scores,
+            proportion=0.1,
+            subset="retrieved",
+            mode="rank_correlation",
+            custom=None,
+            top_n=8,
+        )
         out = bootstrap_prepared(p, n_resamples=200, seed=1, method="bca")
         called = list(seen)
         seen.clear()
@@ -326,5 +462,6 @@ def test_bca_moves_from_the_widened_tails_of_cube_and_w_and_the_plain_tails_of_r
     a = expanded_alpha(0.025, 30)
     n_recall = int(((out["metric"] == "recall_at_k") & out["lo"].notna()).sum())
     assert n_recall >= 1 and sorted(np.round(called, 12)) == sorted(
-        [0.025] * n_recall + [round(a, 12)] * (len(called) - n_recall)), called
+        [0.025] * n_recall + [round(a, 12)] * (len(called) - n_recall)
+    ), called
     assert seen and set(np.round(seen, 12)) == {0.025}

@@ -14,25 +14,47 @@ def test_failed_answer_and_question_calls_make_their_stage_out_of_date(tmp_path)
     # answers/questions tables carry `error` but no `error_kind`: their failed calls were counted as
     # 0, so `cube run` thought notebook 02 was up to date and never retried them.
     paths = RunPaths(root=tmp_path / "run", cache=tmp_path / "c.sqlite").ensure()
-    pd.DataFrame({"question_id": ["q1", "q2", "q3"], "set": ["rag"] * 3, "answer": [None, "ok", "ok"],
-                  "error": ["HTTP 500 after 5 attempts: boom", "", None]}).to_parquet(paths.data_file("answers"))
-    pd.DataFrame({"question_id": ["q1", "q2"], "question": [None, "x"],
-                  "error": ["connection error after 5 attempts", ""]}).to_parquet(paths.data_file("questions"))
-    pd.DataFrame({"question_id": ["q1", "q2", "q3"], "error": ["bad reply", "timeout", ""],
-                  "error_kind": ["parse", "call", None]}).to_parquet(paths.data_file("scores"))
+    pd.DataFrame(
+        {
+            "question_id": ["q1", "q2", "q3"],
+            "set": ["rag"] * 3,
+            "answer": [None, "ok", "ok"],
+            "error": ["HTTP 500 after 5 attempts: boom", "", None],
+        }
+    ).to_parquet(paths.data_file("answers"))
+    pd.DataFrame(
+        {
+            "question_id": ["q1", "q2"],
+            "question": [None, "x"],
+            "error": ["connection error after 5 attempts", ""],
+        }
+    ).to_parquet(paths.data_file("questions"))
+    pd.DataFrame(
+        {
+            "question_id": ["q1", "q2", "q3"],
+            "error": ["bad reply", "timeout", ""],
+            "error_kind": ["parse", "call", None],
+        }
+    ).to_parquet(paths.data_file("scores"))
     assert call_failures(paths, "02_qa_sets") == 2  # one answer, one question
-    assert call_failures(paths, "03_scoring_sets") == 1  # error_kind decides where present: parse is no call failure
+    assert (
+        call_failures(paths, "03_scoring_sets") == 1
+    )  # error_kind decides where present: parse is no call failure
     assert call_failures(paths, "01_dataset_prep") == 0  # no corpus file
 
 
 def test_a_stage_without_failures_is_clean(tmp_path):
     paths = RunPaths(root=tmp_path / "run", cache=tmp_path / "c.sqlite").ensure()
-    pd.DataFrame({"question_id": ["q1"], "answer": ["ok"], "error": [""]}).to_parquet(paths.data_file("answers"))
+    pd.DataFrame({"question_id": ["q1"], "answer": ["ok"], "error": [""]}).to_parquet(
+        paths.data_file("answers")
+    )
     pd.DataFrame({"question_id": ["q1"], "answer": ["ok"]}).to_parquet(paths.data_file("questions"))
     assert call_failures(paths, "02_qa_sets") == 0
 
 
-def test_a_stale_decision_is_forgotten_whole_when_an_earlier_stage_re_executes(tmp_path, monkeypatch):
+def test_a_stale_decision_is_forgotten_whole_when_an_earlier_stage_re_executes(
+    tmp_path, monkeypatch
+):
     # Review finding 12: withheld_reasons and judging_failed survived, so a re-run whose judging
     # then worked could still read "judging failed" (exit 3) from the previous decision.
     import json
@@ -55,15 +77,24 @@ def test_a_stale_decision_is_forgotten_whole_when_an_earlier_stage_re_executes(t
         def record(self, **figures):
             recorded.update(figures)
 
-    out = {"cube_score": 1.0, "recall_at_k": 0.5, "weighted_score": 2.0, "verdict": "withheld",
-           "verdict_label": "withheld", "provisional": "no interval", "withheld_reasons": ["judging failed"],
-           "judging_failed": True}
+    out = {
+        "cube_score": 1.0,
+        "recall_at_k": 0.5,
+        "weighted_score": 2.0,
+        "verdict": "withheld",
+        "verdict_label": "withheld",
+        "provisional": "no interval",
+        "withheld_reasons": ["judging failed"],
+        "judging_failed": True,
+    }
     monkeypatch.setattr(cube.diagnose.lta, "assess", lambda *a, **k: out)
     for name in ("offline_judges", "bound_answerer_note", "retrieval_quality", "_diagnosis"):
         monkeypatch.setattr(pipeline, name, lambda *a, **k: None)
     monkeypatch.setattr(pipeline, "_audit_record", lambda *a, **k: {"ran": False})
     pipeline.decision(FakeRun(), {})
-    assert {"verdict", "verdict_label", "provisional", "judging_failed", "withheld_reasons"} <= set(recorded)
+    assert {"verdict", "verdict_label", "provisional", "judging_failed", "withheld_reasons"} <= set(
+        recorded
+    )
     paths = RunPaths(root=tmp_path / "run", cache=tmp_path / "c.sqlite").ensure()
     paths.results.write_text(json.dumps({**recorded, "answers": 3}, default=str), encoding="utf-8")
     _forget_decision(paths)

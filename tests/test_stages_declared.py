@@ -12,7 +12,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_every_saved_data_file_has_a_producing_stage():
     sources = [*ROOT.joinpath("cube").rglob("*.py"), *ROOT.joinpath("notebooks").glob("*.ipynb")]
-    saved = {m for p in sources for m in re.findall(r'run\.save\(\\?"(\w+)', p.read_text(encoding="utf-8"))}
+    saved = {
+        m
+        for p in sources
+        for m in re.findall(r'run\.save\(\\?"(\w+)', p.read_text(encoding="utf-8"))
+    }
     assert {"corpus", "questions", "answers", "scores", "refusal_answers"} <= saved
     assert {name: producer(name) for name in saved if producer(name) is None} == {}
 

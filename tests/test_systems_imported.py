@@ -20,7 +20,11 @@ def _corpus() -> pd.DataFrame:
 
 def _questions() -> pd.DataFrame:
     return pd.DataFrame(
-        {"question_id": ["q1", "q2", "q3"], "doc_id": ["D1", "D2", "D3"], "question": ["问题一", "问题二", "问题三"]}
+        {
+            "question_id": ["q1", "q2", "q3"],
+            "doc_id": ["D1", "D2", "D3"],
+            "question": ["问题一", "问题二", "问题三"],
+        }
     )
 
 
@@ -67,8 +71,13 @@ def test_reads_each_format_and_computes_ranks(tmp_path, fmt):
 
 def test_matches_by_question_text(tmp_path):
     path = tmp_path / "qa.csv"
-    pd.DataFrame({"question": [" 问题一", "问题二", "问题三"], "answer": ["a", "b", "c"],
-                  "document_list": ["D1", "D3;D2", "D3"]}).to_csv(path, index=False)
+    pd.DataFrame(
+        {
+            "question": [" 问题一", "问题二", "问题三"],
+            "answer": ["a", "b", "c"],
+            "document_list": ["D1", "D3;D2", "D3"],
+        }
+    ).to_csv(path, index=False)
     df = _system(path).answer(_questions(), _corpus(), progress=False)
     assert df["rank"].tolist() == [1, 2, 1]
 
@@ -79,7 +88,11 @@ def _bad_file(tmp_path) -> str:
         {
             "question_id": ["q1", "q2", "q9"],  # row 3: unknown question; q3 is never answered
             "answer": ["a", "b", "c"],
-            "retrieved": [json.dumps(["D1"]), json.dumps(["D2", "NOPE"]), "D1"],  # row 2: unknown doc id
+            "retrieved": [
+                json.dumps(["D1"]),
+                json.dumps(["D2", "NOPE"]),
+                "D1",
+            ],  # row 2: unknown doc id
         }
     ).to_csv(path, index=False)
     return str(path)
@@ -87,14 +100,20 @@ def _bad_file(tmp_path) -> str:
 
 def test_errors_name_the_file_and_rows(tmp_path):
     path = _bad_file(tmp_path)
-    with pytest.raises(ImportedFileError, match=r"bad\.csv: question_id not in the question set \(data rows 3\)"):
+    with pytest.raises(
+        ImportedFileError, match=r"bad\.csv: question_id not in the question set \(data rows 3\)"
+    ):
         _system(path).answer(_questions(), _corpus(), progress=False)
     good_ids = pd.read_csv(path).iloc[:2]
     good_ids.to_csv(path, index=False)
-    with pytest.raises(ImportedFileError, match=r"not in the corpus, e\.g\. \['NOPE'\] \(data rows 2\)"):
+    with pytest.raises(
+        ImportedFileError, match=r"not in the corpus, e\.g\. \['NOPE'\] \(data rows 2\)"
+    ):
         _system(path).answer(_questions(), _corpus(), progress=False)
     good_ids.iloc[:1].to_csv(path, index=False)
-    with pytest.raises(ImportedFileError, match=r"2 question\(s\) of the question set have no answer.*'q2', 'q3'"):
+    with pytest.raises(
+        ImportedFileError, match=r"2 question\(s\) of the question set have no answer.*'q2', 'q3'"
+    ):
         _system(path).answer(_questions(), _corpus(), progress=False)
 
 
@@ -103,8 +122,13 @@ def test_missing_columns_and_duplicates(tmp_path):
     pd.DataFrame({"question_id": ["q1"], "answer": ["a"]}).to_csv(path, index=False)
     with pytest.raises(ImportedFileError, match="missing column"):
         _system(path).answer(_questions(), _corpus(), progress=False)
-    pd.DataFrame({"question_id": ["q1", "q1", "q2", "q3"], "answer": ["a", "b", "c", ""],
-                  "retrieved_doc_ids": ["D1"] * 4}).to_csv(path, index=False)
+    pd.DataFrame(
+        {
+            "question_id": ["q1", "q1", "q2", "q3"],
+            "answer": ["a", "b", "c", ""],
+            "retrieved_doc_ids": ["D1"] * 4,
+        }
+    ).to_csv(path, index=False)
     with pytest.raises(ImportedFileError, match=r"more than once \(data rows 1, 2\)"):
         _system(path).answer(_questions(), _corpus(), progress=False)
 
@@ -121,8 +145,13 @@ def test_drop_mode_counts_and_warns(tmp_path):
 def test_error_rows_and_top_n_cut(tmp_path):
     path = tmp_path / "qa.jsonl"
     pd.DataFrame(
-        {"question_id": ["q1", "q2", "q3"], "answer": ["a", None, "c"], "error": ["", "timeout", ""],
-         "answerer": ["my-llm"] * 3, "retrieved_doc_ids": [["D4", "D3", "D2", "D1"], [], ["D3"]]}
+        {
+            "question_id": ["q1", "q2", "q3"],
+            "answer": ["a", None, "c"],
+            "error": ["", "timeout", ""],
+            "answerer": ["my-llm"] * 3,
+            "retrieved_doc_ids": [["D4", "D3", "D2", "D1"], [], ["D3"]],
+        }
     ).to_json(path, orient="records", lines=True)
     with pytest.warns(UserWarning, match="cut at top_n"):
         df = _system(path, top_n=2).answer(_questions(), _corpus(), progress=False)
@@ -134,25 +163,45 @@ def test_error_rows_and_top_n_cut(tmp_path):
 def test_retrieval_ok_repeated_documents_and_no_call_accounting(tmp_path):
     path = tmp_path / "qa.jsonl"
     pd.DataFrame(
-        {"question_id": ["q1", "q2", "q3"], "answer": ["a", None, None], "error": ["", "timeout", "HTTP 500"],
-         # q1: chunk-level list (D4 twice); q2: failed, no list; q3: failed after retrieving
-         "retrieved_doc_ids": [["D4", "D4", "D4", "D1"], [], ["D3"]]}
+        {
+            "question_id": ["q1", "q2", "q3"],
+            "answer": ["a", None, None],
+            "error": ["", "timeout", "HTTP 500"],
+            # q1: chunk-level list (D4 twice); q2: failed, no list; q3: failed after retrieving
+            "retrieved_doc_ids": [["D4", "D4", "D4", "D1"], [], ["D3"]],
+        }
     ).to_json(path, orient="records", lines=True)
     df = _system(path, top_n=2).answer(_questions(), _corpus(), progress=False)
     # A document keeps its first rank, and top_n counts documents, not chunks: D1 is still rank 2.
-    assert df["retrieved_doc_ids"].tolist() == [["D4", "D1"], [], ["D3"]] and df["rank"].tolist() == [2, 0, 1]
+    assert df["retrieved_doc_ids"].tolist() == [["D4", "D1"], [], ["D3"]] and df[
+        "rank"
+    ].tolist() == [2, 0, 1]
     assert df.attrs["truncated"] == 0
     assert df["retrieval_ok"].tolist() == [True, False, True] and df["retrieval_ok"].dtype == bool
     # No call of this run produced these answers: no call id, no tokens, cost 0.0 (not unknown).
-    assert (df["call_id"] == "").all() and (df["cost"] == 0.0).all() and (df["input_tokens"] == 0).all()
+    assert (
+        (df["call_id"] == "").all()
+        and (df["cost"] == 0.0).all()
+        and (df["input_tokens"] == 0).all()
+    )
     assert set(df["finish_reason"]) == {""}
     usage = usage_summary([df]).iloc[0]
-    assert (usage["model"], usage["calls"], usage["failed_calls"], usage["skipped"]) == ("imported", 0, 0, 3)
+    assert (usage["model"], usage["calls"], usage["failed_calls"], usage["skipped"]) == (
+        "imported",
+        0,
+        0,
+        3,
+    )
     assert usage["cost_total"] == 0.0
     # An empty list without an error is a known miss.
     path2 = tmp_path / "qa.csv"
-    pd.DataFrame({"question_id": ["q1", "q2", "q3"], "answer": ["a", "b", "c"],
-                  "retrieved_doc_ids": ["", "D2", ""]}).to_csv(path2, index=False)
+    pd.DataFrame(
+        {
+            "question_id": ["q1", "q2", "q3"],
+            "answer": ["a", "b", "c"],
+            "retrieved_doc_ids": ["", "D2", ""],
+        }
+    ).to_csv(path2, index=False)
     assert _system(path2).answer(_questions(), _corpus(), progress=False)["retrieval_ok"].all()
 
 

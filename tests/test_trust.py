@@ -35,24 +35,39 @@ def _eval(answers, scores, ap=NO_BOOT, **kw):
 
 
 def _params(**analysis):
-    return parse_params({"run": "t", "judges": JUDGES, "systems": [{"kind": "builtin", "name": "sys"}],
-                         "analysis": analysis})
+    return parse_params(
+        {
+            "run": "t",
+            "judges": JUDGES,
+            "systems": [{"kind": "builtin", "name": "sys"}],
+            "analysis": analysis,
+        }
+    )
 
 
 def _random_judge(scores, seed, name="judge-r"):
     one = scores[scores["judge"] == "judge-a"]
     rng = np.random.default_rng(seed)
-    return pd.concat([scores, one.assign(judge=name, score=rng.integers(0, 11, len(one)).astype(float))],
-                     ignore_index=True)
+    return pd.concat(
+        [scores, one.assign(judge=name, score=rng.integers(0, 11, len(one)).astype(float))],
+        ignore_index=True,
+    )
 
 
 # ------------------------------------------------------------------------------ one grid
 def test_absent_rows_and_nan_rows_give_identical_results_including_the_bootstrap():
     answers, scores = make_tables(n_questions=40, seed=21)
-    lost = ((scores.judge == "judge-a") & (scores.set == "zero") & (scores.dimension == "relevance")
-            & scores.question_id.isin(["q001", "q004", "q007", "q010", "q013"])) \
-        | ((scores.judge == "judge-b") & (scores.set == "full") & (scores.dimension == "quality")
-           & scores.question_id.isin(["q002", "q003"]))
+    lost = (
+        (scores.judge == "judge-a")
+        & (scores.set == "zero")
+        & (scores.dimension == "relevance")
+        & scores.question_id.isin(["q001", "q004", "q007", "q010", "q013"])
+    ) | (
+        (scores.judge == "judge-b")
+        & (scores.set == "full")
+        & (scores.dimension == "quality")
+        & scores.question_id.isin(["q002", "q003"])
+    )
     as_nan = scores.assign(score=scores["score"].where(~lost))
     absent = scores[~lost]
     ap = AnalysisParams(bootstrap=150, seed=4)
@@ -61,7 +76,9 @@ def test_absent_rows_and_nan_rows_give_identical_results_including_the_bootstrap
     pd.testing.assert_frame_equal(a.trimmed_means, b.trimmed_means)
     pd.testing.assert_frame_equal(a.bootstrap, b.bootstrap)
     tm = b.trimmed_means.set_index(["judge", "set", "dimension"])
-    assert tm.at[("judge-a", "zero", "relevance"), "n_unscored"] >= 1  # absent rows are counted as unscored
+    assert (
+        tm.at[("judge-a", "zero", "relevance"), "n_unscored"] >= 1
+    )  # absent rows are counted as unscored
     boot = b.bootstrap[b.bootstrap.metric == "cube_score"].set_index("judge")
     for judge in ["judge-a", "judge-b", "jury"]:  # the point estimate lies inside its interval
         assert boot.at[judge, "lo"] <= boot.at[judge, "estimate"] <= boot.at[judge, "hi"]
@@ -82,26 +99,39 @@ def test_property_absent_rows_are_nan_rows(seed, share):
     pd.testing.assert_frame_equal(a.bootstrap, b.bootstrap)
     est = b.bootstrap.set_index(["judge", "metric"])["estimate"]
     for judge in b.cube_table.index:  # the bootstrap's point estimate is evaluate()'s, NaN included
-        np.testing.assert_allclose(est[(judge, "weighted_score")], b.cube_table.at[judge, "weighted_score"])
+        np.testing.assert_allclose(
+            est[(judge, "weighted_score")], b.cube_table.at[judge, "weighted_score"]
+        )
 
 
 def test_a_dimension_absent_from_one_set_makes_w_nan_with_its_name_not_a_mixed_sum():
     answers, scores = make_tables(n_questions=40, seed=22)
-    gone = (scores.judge == "judge-a") & (scores.set == "zero") & (scores.dimension == "completeness")
+    gone = (
+        (scores.judge == "judge-a") & (scores.set == "zero") & (scores.dimension == "completeness")
+    )
     res = _eval(answers, scores[~gone], AnalysisParams(bootstrap=60))
     assert np.isnan(res.cube_table.at["judge-a", "weighted_score"])
     flags = res.flags[res.flags.judge == "judge-a"]
     assert "w_missing_dimension" in set(flags.code)
-    assert flags.message.str.contains("completeness").any() and flags.message.str.contains("no trimmed mean").any()
+    assert (
+        flags.message.str.contains("completeness").any()
+        and flags.message.str.contains("no trimmed mean").any()
+    )
     boot = res.bootstrap.set_index(["judge", "metric"])
-    assert np.isnan(boot.at[("judge-a", "weighted_score"), "estimate"])  # the bootstrap agrees: NaN as well
-    assert not res.cube_table.at["judge-a", "in_jury"] and "W undefined" in res.cube_table.at["judge-a",
-                                                                                            "excluded_reason"]
+    assert np.isnan(
+        boot.at[("judge-a", "weighted_score"), "estimate"]
+    )  # the bootstrap agrees: NaN as well
+    assert (
+        not res.cube_table.at["judge-a", "in_jury"]
+        and "W undefined" in res.cube_table.at["judge-a", "excluded_reason"]
+    )
 
 
 def test_a_judge_without_scores_is_named_not_a_key_error():
     answers, scores = make_tables(n_questions=30, seed=23)
-    dead = scores[scores.judge == "judge-a"].assign(judge="judge-c", score=np.nan, error_kind="call")
+    dead = scores[scores.judge == "judge-a"].assign(
+        judge="judge-c", score=np.nan, error_kind="call"
+    )
     scores = pd.concat([scores.assign(error_kind=""), dead], ignore_index=True)
     res = _eval(answers, scores, judges=["judge-a", "judge-b", "judge-c", "judge-d"])
     t = res.cube_table
@@ -121,20 +151,36 @@ def test_a_judge_without_scores_is_named_not_a_key_error():
 def test_inverting_a_judges_zero_and_full_sets_is_flagged_and_the_judge_excluded():
     answers, scores = make_tables(n_questions=40, seed=24)
     a = scores.judge == "judge-a"
-    swapped = scores.assign(set=np.where(a & (scores.set == "zero"), "full",
-                                         np.where(a & (scores.set == "full"), "zero", scores.set)))
+    swapped = scores.assign(
+        set=np.where(
+            a & (scores.set == "zero"),
+            "full",
+            np.where(a & (scores.set == "full"), "zero", scores.set),
+        )
+    )
     res = _eval(answers, swapped)
     f = res.flags[res.flags.judge == "judge-a"]
     assert set(f[f.code == "inverted_bounds"].dimension) == set(DIMS)
-    assert f[f.code == "inverted_bounds"].message.str.match(r"judge judge-a · \w+: inverted bounds \(full").all()
+    assert (
+        f[f.code == "inverted_bounds"]
+        .message.str.match(r"judge judge-a · \w+: inverted bounds \(full")
+        .all()
+    )
     assert res.cube_table.loc["judge-a", list(DIMS)].isna().all()
-    assert res.cube_table.at["judge-a", "flag_inverted_bounds"] and not res.cube_table.at["judge-a", "in_jury"]
+    assert (
+        res.cube_table.at["judge-a", "flag_inverted_bounds"]
+        and not res.cube_table.at["judge-a", "in_jury"]
+    )
     assert res.jury_judges == ["judge-b"]
 
 
 def test_the_issues_inverted_dimension_is_not_100():
-    tm = pd.DataFrame([{"judge": "j", "set": s, "dimension": "relevance", "trimmed_mean": v}
-                       for s, v in (("zero", 8.0), ("rag", 7.0), ("full", 7.0))])
+    tm = pd.DataFrame(
+        [
+            {"judge": "j", "set": s, "dimension": "relevance", "trimmed_mean": v}
+            for s, v in (("zero", 8.0), ("rag", 7.0), ("full", 7.0))
+        ]
+    )
     w = pd.DataFrame({"judge": ["j"], "dimension": ["relevance"], "weight": [1.0]})
     with pytest.warns(A.CubeWarning, match="inverted bounds"):
         t = N.cube_scores(tm, w, 1.0)
@@ -143,21 +189,35 @@ def test_the_issues_inverted_dimension_is_not_100():
 
 def test_a_zero_range_dimension_leaves_w_and_the_bootstrap_agrees():
     answers, scores = make_tables(n_questions=50, seed=25)
-    flat = (scores.judge == "judge-a") & (scores.dimension == "quality") & scores.set.isin(["zero", "full"])
+    flat = (
+        (scores.judge == "judge-a")
+        & (scores.dimension == "quality")
+        & scores.set.isin(["zero", "full"])
+    )
     scores = scores.assign(score=scores["score"].where(~flat, 5.0))
     res = _eval(answers, scores, AnalysisParams(bootstrap=0, weights="equal"))
     t = res.cube_table
     assert np.isnan(t.at["judge-a", "quality"])
     others = [d for d in DIMS if d != "quality"]
-    tm = res.trimmed_means[res.trimmed_means.judge == "judge-a"].set_index(["set", "dimension"])["trimmed_mean"]
+    tm = res.trimmed_means[res.trimmed_means.judge == "judge-a"].set_index(["set", "dimension"])[
+        "trimmed_mean"
+    ]
     T = {s: np.mean([tm[(s, d)] for d in others]) for s in ("zero", "rag", "full")}
-    assert t.at["judge-a", "weighted_score"] == pytest.approx(100 * (T["rag"] - T["zero"]) / (T["full"] - T["zero"]))
-    msg = res.flags[(res.flags.judge == "judge-a") & (res.flags.code == "w_dimension_left_out")].message.iloc[0]
+    assert t.at["judge-a", "weighted_score"] == pytest.approx(
+        100 * (T["rag"] - T["zero"]) / (T["full"] - T["zero"])
+    )
+    msg = res.flags[
+        (res.flags.judge == "judge-a") & (res.flags.code == "w_dimension_left_out")
+    ].message.iloc[0]
     assert "quality left W" in msg
     assert "zero range" in " ".join(res.flags[res.flags.dimension == "quality"].message)
-    p = prepare(answers, scores, proportion=0.1, subset="retrieved", mode="equal", custom=None, top_n=8)
+    p = prepare(
+        answers, scores, proportion=0.1, subset="retrieved", mode="equal", custom=None, top_n=8
+    )
     point = cube_from_counts(p, np.ones((1, len(p.rank_score))))
-    assert point["weighted_score"][p.judges.index("judge-a"), 0] == pytest.approx(t.at["judge-a", "weighted_score"])
+    assert point["weighted_score"][p.judges.index("judge-a"), 0] == pytest.approx(
+        t.at["judge-a", "weighted_score"]
+    )
 
 
 def test_undefined_weights_name_their_cause():
@@ -171,7 +231,9 @@ def test_undefined_weights_name_their_cause():
     rank = answers[answers.set == "rag"].set_index("question_id")["rank"]
     anti = (scores.judge == "judge-a") & (scores.set == "rag")
     r = scores["question_id"].map(rank)
-    scores2 = scores.assign(score=np.where(anti, np.where(r > 0, r, 9), scores["score"]).astype(float))
+    scores2 = scores.assign(
+        score=np.where(anti, np.where(r > 0, r, 9), scores["score"]).astype(float)
+    )
     res = _eval(answers, scores2)
     f = res.flags[(res.flags.judge == "judge-a") & (res.flags.code == "weights_undefined")]
     assert len(f) == 1 and "every correlation with rank is <= 0" in f.message.iloc[0]
@@ -181,12 +243,16 @@ def test_undefined_weights_name_their_cause():
     assert "equal weights used" in eq.cube_table.at["judge-a", "flags"]
     boot = eq.bootstrap.set_index(["judge", "metric"])
     assert boot.at[("judge-a", "weighted_score"), "estimate"] == pytest.approx(
-        eq.cube_table.at["judge-a", "weighted_score"])
+        eq.cube_table.at["judge-a", "weighted_score"]
+    )
     # too few questions
     few_q = ["q000", "q001"]
     res = _eval(answers[answers.question_id.isin(few_q)], scores[scores.question_id.isin(few_q)])
     assert res.flags.message.str.contains(r"too few questions \(2").any()
-    assert "too_few_questions" in set(res.flags.code) and "too few questions" in res.cube_table.at["judge-a", "flags"]
+    assert (
+        "too_few_questions" in set(res.flags.code)
+        and "too few questions" in res.cube_table.at["judge-a", "flags"]
+    )
 
 
 # ------------------------------------------------------------------------------------ gate
@@ -196,7 +262,9 @@ def test_a_random_judge_is_excluded_and_the_jury_stays_in_the_two_judge_interval
     ap = AnalysisParams(bootstrap=200, seed=seed)
     two = _eval(answers, scores, ap)
     three = _eval(answers, _random_judge(scores, seed), ap)
-    assert not three.cube_table.at["judge-r", "in_jury"], three.cube_table.at["judge-r", "excluded_reason"]
+    assert not three.cube_table.at["judge-r", "in_jury"], three.cube_table.at[
+        "judge-r", "excluded_reason"
+    ]
     assert three.cube_table.loc[["judge-a", "judge-b"], "in_jury"].all()
     # the jury is exactly the two-judge jury: the random judge moves neither the point nor the interval
     # (before, "lo <= three.jury_cube() <= hi" held for any jury whose point stayed in its own interval)
@@ -208,8 +276,10 @@ def test_a_random_judge_is_excluded_and_the_jury_stays_in_the_two_judge_interval
     if np.isfinite(random_cube):
         assert three.cube_table["cube_score"].mean() != pytest.approx(two.jury_cube(), abs=1e-6)
     # the bootstrap's jury averages the gated judges only
-    pd.testing.assert_frame_equal(two.bootstrap[two.bootstrap.judge == "jury"].reset_index(drop=True),
-                                  three.bootstrap[three.bootstrap.judge == "jury"].reset_index(drop=True))
+    pd.testing.assert_frame_equal(
+        two.bootstrap[two.bootstrap.judge == "jury"].reset_index(drop=True),
+        three.bootstrap[three.bootstrap.judge == "jury"].reset_index(drop=True),
+    )
 
 
 def test_gate_failure_rate_counts_call_and_parse_not_skipped():
@@ -217,8 +287,12 @@ def test_gate_failure_rate_counts_call_and_parse_not_skipped():
     scores = scores.assign(error_kind="")
     a = scores.index[scores.judge == "judge-a"]
     n = len(a)  # 480 rows: 48 call and 48 parse failures, 96 skipped (not the judge's failures)
-    kinds = np.array(["call"] * (n // 10) + ["parse"] * (n // 10) + ["skipped"] * (n // 5)
-                     + [""] * (n - 2 * (n // 10) - n // 5))
+    kinds = np.array(
+        ["call"] * (n // 10)
+        + ["parse"] * (n // 10)
+        + ["skipped"] * (n // 5)
+        + [""] * (n - 2 * (n // 10) - n // 5)
+    )
     scores.loc[a, "error_kind"] = kinds
     scores.loc[a[kinds != ""], "score"] = np.nan
     res = _eval(answers, scores)
@@ -239,7 +313,9 @@ def test_the_verdict_is_withheld_when_the_interval_is_wider_than_the_limit():
     lo, hi = res.interval()
     wide = _assess(res, max_interval_width=(hi - lo) * 0.9)
     assert wide["verdict"] == "withheld" and not wide["judging_failed"]
-    assert any("points wide, more than analysis.max_interval_width" in r for r in wide["withheld_reasons"])
+    assert any(
+        "points wide, more than analysis.max_interval_width" in r for r in wide["withheld_reasons"]
+    )
     assert "verdict withheld" in wide["sentence"]
     fine = _assess(res, max_interval_width=(hi - lo) * 1.1)
     assert fine["verdict"] != "withheld" and fine["withheld_reasons"] == []
@@ -250,17 +326,23 @@ def test_no_verdict_outside_the_bounds_beyond_tolerance_and_none_without_gated_j
     res = _eval(answers, scores, AnalysisParams(bootstrap=100))
     res.jury.loc["mean", "cube_score"] = 112.0
     out = _assess(res)
-    assert out["verdict"] == "withheld" and any("leaves [0, 100]" in r for r in out["withheld_reasons"])
+    assert out["verdict"] == "withheld" and any(
+        "leaves [0, 100]" in r for r in out["withheld_reasons"]
+    )
     res.jury.loc["mean", "cube_score"] = 103.0  # within the 5-point tolerance: read as 100
-    res.bootstrap.loc[(res.bootstrap.judge == "jury") & (res.bootstrap.metric == "cube_score"), ["lo", "hi"]] = \
-        [90.0, 104.0]
+    res.bootstrap.loc[
+        (res.bootstrap.judge == "jury") & (res.bootstrap.metric == "cube_score"), ["lo", "hi"]
+    ] = [90.0, 104.0]
     out = _assess(res)
     assert out["verdict"] == "excellent" and "nearest bound" in out["sentence"]
     dead = scores.assign(score=np.nan, error_kind="call")
     none = _eval(answers, dead, AnalysisParams(bootstrap=50))
     out = _assess(none)
     assert out["verdict"] == "withheld" and out["judging_failed"] and out["n_judges"] == 0
-    assert any("no judge passed the validity gate" in r and "has no scores" in r for r in out["withheld_reasons"])
+    assert any(
+        "no judge passed the validity gate" in r and "has no scores" in r
+        for r in out["withheld_reasons"]
+    )
     md = decision_markdown({**out, "suggestions": []})
     assert "<span style=" in md and "WITHHELD" in md and "excluded: judge-a" in md
 
@@ -287,10 +369,22 @@ def test_the_same_r_at_k_in_the_retrieval_table_figure_2_data_and_the_decision()
     heights = np.array([p.get_height() for p in fig.axes[0].patches])
     fig_recall = 1 - heights[0] / heights.sum()
     decision = _assess(res)
-    style = tables.retrieval_by_style(answers, pd.DataFrame({"question_id": answers.question_id.unique(),
-                                                             "style": "named"}), {"sys": 8})
+    style = tables.retrieval_by_style(
+        answers,
+        pd.DataFrame({"question_id": answers.question_id.unique(), "style": "named"}),
+        {"sys": 8},
+    )
     assert table.at["sys", "retrieval_unknown"] == 5 and table.at["sys", "questions"] == 35
-    for value in (table.at["sys", "R@8"], fig_recall, decision["recall_at_k"], style["R@N"].iloc[0]):
+    for value in (
+        table.at["sys", "R@8"],
+        fig_recall,
+        decision["recall_at_k"],
+        style["R@N"].iloc[0],
+    ):
         assert value == pytest.approx(res.recall_at_k)
     assert res.recall_at_k != pytest.approx(naive)
-    assert "5 left out" in fig._suptitle.get_text() if fig._suptitle else "5 left out" in fig.axes[0].get_title()
+    assert (
+        "5 left out" in fig._suptitle.get_text()
+        if fig._suptitle
+        else "5 left out" in fig.axes[0].get_title()
+    )

@@ -44,7 +44,9 @@ def read_json_dict(path: Path) -> dict[str, Any]:
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write `data` to `path` through a temp file of this writer's own in the same folder."""
     tmp = path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies, as for write_text
+    fd = os.open(
+        tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666
+    )  # the umask applies, as for write_text
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(data, f, indent=1, ensure_ascii=False, default=str)

@@ -17,8 +17,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+
 # --------------------------------------------------------------------------- models (LLM access)
-_SECRET_QUERY = re.compile(r"(key|token|secret|password|passwd|auth|sig|signature|credential)", re.I)
+_SECRET_QUERY = re.compile(
+    r"(key|token|secret|password|passwd|auth|sig|signature|credential)", re.I
+)
 
 
 def url_credential_problem(url: str) -> str | None:
@@ -33,12 +36,18 @@ def url_credential_problem(url: str) -> str | None:
     except ValueError:
         return "is not a valid URL"
     if parts.username is not None or parts.password is not None:
-        return ("contains credentials (user:password@host); remove them and put the key in an environment "
-                "variable named by api_key_env (or a header's value in one named by header_env)")
-    bad = sorted({k for k, _ in parse_qsl(parts.query, keep_blank_values=True) if _SECRET_QUERY.search(k)})
+        return (
+            "contains credentials (user:password@host); remove them and put the key in an environment "
+            "variable named by api_key_env (or a header's value in one named by header_env)"
+        )
+    bad = sorted(
+        {k for k, _ in parse_qsl(parts.query, keep_blank_values=True) if _SECRET_QUERY.search(k)}
+    )
     if bad:
-        return (f"carries a credential in its query ({', '.join(bad)}=...); remove it and put the key in an "
-                "environment variable named by api_key_env (or header_env)")
+        return (
+            f"carries a credential in its query ({', '.join(bad)}=...); remove it and put the key in an "
+            "environment variable named by api_key_env (or header_env)"
+        )
     return None
 
 
@@ -51,15 +60,28 @@ def redact_url(url: str) -> str:
             host = f"{host}:{parts.port}"
     except ValueError:
         return "<unparseable URL>"
-    return urlunsplit((parts.scheme, host, parts.path, "", "")) if parts.scheme else url.split("?")[0].split("@")[-1]
+    return (
+        urlunsplit((parts.scheme, host, parts.path, "", ""))
+        if parts.scheme
+        else url.split("?")[0].split("@")[-1]
+    )
 
 
-LOCAL_MAX_CONCURRENCY = 64  # default max_concurrency when every base URL is local (a vLLM / Ollama next door)
+LOCAL_MAX_CONCURRENCY = (
+    64  # default max_concurrency when every base URL is local (a vLLM / Ollama next door)
+)
 REMOTE_MAX_CONCURRENCY = 16  # elsewhere (a hosted API's rate limits)
 
 
-LOCAL_SUFFIXES = (".localhost", ".local", ".internal", ".cluster.local")  # mDNS, Docker / cloud, Kubernetes
-SHARED_ADDRESS_SPACE = "100.64.0.0/10"  # carrier-grade NAT, Tailscale: a machine of one's own network
+LOCAL_SUFFIXES = (
+    ".localhost",
+    ".local",
+    ".internal",
+    ".cluster.local",
+)  # mDNS, Docker / cloud, Kubernetes
+SHARED_ADDRESS_SPACE = (
+    "100.64.0.0/10"  # carrier-grade NAT, Tailscale: a machine of one's own network
+)
 # The private networks, listed (not `ipaddress.is_private`, which also counts documentation, benchmark
 # and reserved ranges such as 198.18/15, 240/4, 2001:db8::/32)
 LOCAL_NETWORKS = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", SHARED_ADDRESS_SPACE, "fc00::/7")
@@ -83,8 +105,16 @@ def local_url(url: str) -> bool:
         ip = ipaddress.ip_address(host)
     except ValueError:
         return False
-    return ip.is_loopback or ip.is_link_local or ip.is_unspecified or any(
-        ip in ipaddress.ip_network(net) for net in LOCAL_NETWORKS if ipaddress.ip_network(net).version == ip.version)
+    return (
+        ip.is_loopback
+        or ip.is_link_local
+        or ip.is_unspecified
+        or any(
+            ip in ipaddress.ip_network(net)
+            for net in LOCAL_NETWORKS
+            if ipaddress.ip_network(net).version == ip.version
+        )
+    )
 
 
 class ModelSpec(StrictModel):
@@ -96,8 +126,12 @@ class ModelSpec(StrictModel):
     """
 
     provider: Literal["openai", "offline"] = "openai"
-    model: str = Field(description="Model name sent to the endpoint, or the offline algorithm's name.")
-    base_url: str | None = Field(None, description="Endpoint base URL, e.g. https://api.openai.com/v1.")
+    model: str = Field(
+        description="Model name sent to the endpoint, or the offline algorithm's name."
+    )
+    base_url: str | None = Field(
+        None, description="Endpoint base URL, e.g. https://api.openai.com/v1."
+    )
     base_urls: list[str] | None = Field(
         None, description="Several replicas of one model; requests are spread across them."
     )
@@ -105,7 +139,8 @@ class ModelSpec(StrictModel):
         None, description="NAME of the environment variable holding the API key (never the key)."
     )
     header_env: dict[str, str] = Field(
-        default_factory=dict, description="Extra HTTP headers whose values are secrets: header name -> NAME of the "
+        default_factory=dict,
+        description="Extra HTTP headers whose values are secrets: header name -> NAME of the "
         "environment variable holding the value (e.g. {api-key: AZURE_KEY}).",
     )
     temperature: float = 0.0
@@ -113,50 +148,79 @@ class ModelSpec(StrictModel):
     seed: int | None = None
     max_tokens: int | None = 512
     max_tokens_param: Literal["max_tokens", "max_completion_tokens"] = Field(
-        "max_tokens", description="Request field for max_tokens: OpenAI's o-series models want max_completion_tokens."
+        "max_tokens",
+        description="Request field for max_tokens: OpenAI's o-series models want max_completion_tokens.",
     )
     extra_body: dict[str, Any] = Field(
-        default_factory=dict, description="Extra JSON fields sent with every request (e.g. vLLM chat_template_kwargs)."
+        default_factory=dict,
+        description="Extra JSON fields sent with every request (e.g. vLLM chat_template_kwargs).",
     )
     structured_output: Literal["auto", "on", "off"] = Field(
-        "off", description="Ask for JSON that a schema constrains where a caller gives one (the judges' score): "
+        "off",
+        description="Ask for JSON that a schema constrains where a caller gives one (the judges' score): "
         "`response_format` json_schema (OpenAI, vLLM), else llama.cpp's schema-constrained json_object. auto: the "
         "first the endpoint accepts, free text when it refuses both; on: the same, but calls fail when it refuses "
-        "both; off: free text only (and the cache keys of earlier runs).")
+        "both; off: free text only (and the cache keys of earlier runs).",
+    )
     timeout_s: float = 60.0
     max_concurrency: int | None = Field(
-        None, ge=1, description=f"Most calls in flight: the adaptive limit starts at 4 (or min_concurrency if "
+        None,
+        ge=1,
+        description=f"Most calls in flight: the adaptive limit starts at 4 (or min_concurrency if "
         f"larger, at most this) and doubles per window of answered calls up to this. Default: "
         f"{LOCAL_MAX_CONCURRENCY} when every base URL is local (localhost or a host name ending in .localhost, "
         ".local, .internal or .cluster.local; a loopback, private, link-local, 0.0.0.0 or 100.64.0.0/10 address), "
         f"else {REMOTE_MAX_CONCURRENCY} (a one-word host name included: it may be a gateway); a value given always "
-        "wins.")
+        "wins.",
+    )
     min_concurrency: int = Field(
-        1, ge=1, description="Fewest calls in flight the adaptive limit goes down to: it is cut to 70 % on HTTP 429 "
+        1,
+        ge=1,
+        description="Fewest calls in flight the adaptive limit goes down to: it is cut to 70 % on HTTP 429 "
         "or a timeout (once for the calls in flight at the cut) and then grows by 1/limit per answered call, only "
         "429s and timeouts moving it from then on; before any cut it steps back here when the answered calls per "
         "second stay flat as the calls in flight rise two windows in a row, as on a server that answers one "
-        "request at a time (cube/llm/concurrency.py).")
+        "request at a time (cube/llm/concurrency.py).",
+    )
     max_attempts: int = Field(5, ge=1, description="Attempts per call, retries included.")
-    backoff_base_s: float = Field(0.5, gt=0, description="First retry delay; doubles each attempt, with jitter.")
+    backoff_base_s: float = Field(
+        0.5, gt=0, description="First retry delay; doubles each attempt, with jitter."
+    )
     backoff_max_s: float = Field(30.0, gt=0)
     breaker_threshold: int = Field(
-        5, ge=0, description="Stop sending to an endpoint after this many calls in a row used up all their "
+        5,
+        ge=0,
+        description="Stop sending to an endpoint after this many calls in a row used up all their "
         "attempts on connection errors, timeouts or unusable answers (401/403/404 stop it at once); one trial "
         "call after a 30 s cool-down resumes it; 0: never.",
     )
-    price_input_per_m: float | None = Field(None, ge=0, description="Price per million input tokens.")
-    price_output_per_m: float | None = Field(None, ge=0, description="Price per million output tokens.")
+    price_input_per_m: float | None = Field(
+        None, ge=0, description="Price per million input tokens."
+    )
+    price_output_per_m: float | None = Field(
+        None, ge=0, description="Price per million output tokens."
+    )
     price_cached_input_per_m: float | None = Field(
-        None, ge=0, description="Price per million input tokens the provider reports as served from its prompt cache "
-        "(`usage.prompt_tokens_details.cached_tokens`; default: price_input_per_m).")
+        None,
+        ge=0,
+        description="Price per million input tokens the provider reports as served from its prompt cache "
+        "(`usage.prompt_tokens_details.cached_tokens`; default: price_input_per_m).",
+    )
     batch_price_input_per_m: float | None = Field(
-        None, ge=0, description="Price per million input tokens of replies imported by `cube batch import` "
-        "(batch APIs are often cheaper; default: price_input_per_m).")
+        None,
+        ge=0,
+        description="Price per million input tokens of replies imported by `cube batch import` "
+        "(batch APIs are often cheaper; default: price_input_per_m).",
+    )
     batch_price_output_per_m: float | None = Field(
-        None, ge=0, description="Price per million output tokens of batch replies (default: price_output_per_m).")
+        None,
+        ge=0,
+        description="Price per million output tokens of batch replies (default: price_output_per_m).",
+    )
     currency: str = "USD"
-    options: dict[str, Any] = Field(default_factory=dict, description="Options of an offline algorithm.")
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="Options of an offline algorithm."
+    )
 
     # Model validators, not field validators: a field validator's error would echo the value,
     # which may be a key pasted where its variable's name belongs (`_format_validation_error`
@@ -168,8 +232,10 @@ class ModelSpec(StrictModel):
             problems.append(f"api_key_env {why}")
         bad = [h for h, v in self.header_env.items() if env_name_problem(v)]
         if bad:
-            problems.append(f"header_env[{', '.join(bad)}] must be the NAME of an environment variable, not a value "
-                            "(the value is not repeated here)")
+            problems.append(
+                f"header_env[{', '.join(bad)}] must be the NAME of an environment variable, not a value "
+                "(the value is not repeated here)"
+            )
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -180,15 +246,24 @@ class ModelSpec(StrictModel):
         if isinstance(data, dict) and data.get("max_concurrency") is None:
             urls = data.get("base_urls") or [data.get("base_url")]
             local = bool(urls) and all(isinstance(u, str) and local_url(u) for u in urls)
-            data = {**data, "max_concurrency": LOCAL_MAX_CONCURRENCY if local else REMOTE_MAX_CONCURRENCY}
+            data = {
+                **data,
+                "max_concurrency": LOCAL_MAX_CONCURRENCY if local else REMOTE_MAX_CONCURRENCY,
+            }
         return data
 
     @model_validator(mode="after")
     def _endpoint(self) -> ModelSpec:
         if self.provider == "openai" and not (self.base_url or self.base_urls):
             raise ValueError("an openai-compatible model needs base_url (or base_urls)")
-        urls = [("base_url", self.base_url)] + [(f"base_urls[{i}]", u) for i, u in enumerate(self.base_urls or [])]
-        problems = [f"{where} {redact_url(u)} {why}" for where, u in urls if u and (why := url_credential_problem(u))]
+        urls = [("base_url", self.base_url)] + [
+            (f"base_urls[{i}]", u) for i, u in enumerate(self.base_urls or [])
+        ]
+        problems = [
+            f"{where} {redact_url(u)} {why}"
+            for where, u in urls
+            if u and (why := url_credential_problem(u))
+        ]
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -197,8 +272,10 @@ class ModelSpec(StrictModel):
         return list(self.base_urls or [self.base_url or ""])
 
 
-_KEY_PREFIX = re.compile(r"(sk|pk|rk|hf|ghp|gho|ghs|github_pat|glpat|xox[abpr]|AIza|AKIA|nvapi|gsk|r8)[-_]?[A-Za-z0-9]",
-                         re.IGNORECASE)
+_KEY_PREFIX = re.compile(
+    r"(sk|pk|rk|hf|ghp|gho|ghs|github_pat|glpat|xox[abpr]|AIza|AKIA|nvapi|gsk|r8)[-_]?[A-Za-z0-9]",
+    re.IGNORECASE,
+)
 SECRET_FIELDS = ("api_key_env", "header_env")  # their input is never echoed in an error
 
 
@@ -207,11 +284,22 @@ def env_name_problem(name: str) -> str | None:
     The message never repeats `name` (it may be a key pasted in the wrong place)."""
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         return "must be the NAME of an environment variable (e.g. OPENAI_API_KEY), not a key (the value is not repeated here)"
-    mixed = any(c.islower() for c in name) and any(c.isupper() for c in name) and any(c.isdigit() for c in name)
-    keyish = _KEY_PREFIX.match(name) and len(name) >= 20 and any(c.isdigit() for c in name) and name != name.upper()
+    mixed = (
+        any(c.islower() for c in name)
+        and any(c.isupper() for c in name)
+        and any(c.isdigit() for c in name)
+    )
+    keyish = (
+        _KEY_PREFIX.match(name)
+        and len(name) >= 20
+        and any(c.isdigit() for c in name)
+        and name != name.upper()
+    )
     if keyish or (len(name) >= 24 and mixed):
-        return ("looks like a key, not the NAME of an environment variable (the value is not repeated here): "
-                "put the key in a variable, e.g. export OPENAI_API_KEY=..., and give its name (OPENAI_API_KEY)")
+        return (
+            "looks like a key, not the NAME of an environment variable (the value is not repeated here): "
+            "put the key in a variable, e.g. export OPENAI_API_KEY=..., and give its name (OPENAI_API_KEY)"
+        )
     return None
 
 

@@ -34,28 +34,38 @@ def parse_overrides(overrides: Any) -> list[tuple[str, Any]]:
             loaded = yaml.safe_load(text)
         except yaml.YAMLError:
             loaded = text
-        if isinstance(loaded, str) or (isinstance(loaded, dict) and "=" in text and not text.startswith("{")):
+        if isinstance(loaded, str) or (
+            isinstance(loaded, dict) and "=" in text and not text.startswith("{")
+        ):
             loaded = [text]  # one `key=value` string
         overrides = loaded
     if isinstance(overrides, dict):
         return list(_flatten(overrides))
-    if isinstance(overrides, list | tuple) and all(isinstance(i, tuple) and len(i) == 2 for i in overrides):
+    if isinstance(overrides, list | tuple) and all(
+        isinstance(i, tuple) and len(i) == 2 for i in overrides
+    ):
         return list(overrides)  # already parsed
     if isinstance(overrides, list | tuple):
         out, bad = [], []
         for item in overrides:
             if isinstance(item, str) and "=" in item:
                 key, _, raw = item.partition("=")
-                out.append((key.strip(), yaml.safe_load(raw) if raw.strip() else "")) if key.strip() else bad.append(item)
+                out.append(
+                    (key.strip(), yaml.safe_load(raw) if raw.strip() else "")
+                ) if key.strip() else bad.append(item)
             elif isinstance(item, dict):
                 out.extend(_flatten(item))
             else:
                 bad.append(item)
         if bad:
-            raise ParamsError(f"overrides: cannot read {bad!r}; expected strings like 'corpus.seed=3'")
+            raise ParamsError(
+                f"overrides: cannot read {bad!r}; expected strings like 'corpus.seed=3'"
+            )
         return out
-    raise ParamsError(f"overrides: expected a mapping or a list of 'key.path=value' strings, got "
-                      f"{type(overrides).__name__}")
+    raise ParamsError(
+        f"overrides: expected a mapping or a list of 'key.path=value' strings, got "
+        f"{type(overrides).__name__}"
+    )
 
 
 def _flatten(mapping: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
@@ -71,8 +81,9 @@ def apply_overrides(data: dict[str, Any], overrides: Any) -> dict[str, Any]:
     out = copy.deepcopy(data)
     problems = []
     for key, value in parse_overrides(overrides):
-        steps: list[str | int] = [m.group(1) if m.group(1) is not None else int(m.group(2))
-                                  for m in _STEP.finditer(key)]
+        steps: list[str | int] = [
+            m.group(1) if m.group(1) is not None else int(m.group(2)) for m in _STEP.finditer(key)
+        ]
         if not steps or re.sub(r"[.\[\]]", "", key) != "".join(str(s) for s in steps):
             problems.append(f"{key}: not a key path (use e.g. corpus.seed or judges[0].name)")
             continue
@@ -84,8 +95,10 @@ def apply_overrides(data: dict[str, Any], overrides: Any) -> dict[str, Any]:
                 node = node[step]
             node[steps[-1]] = value
         except (IndexError, KeyError, TypeError, AttributeError):
-            problems.append(f"{key}: no such element in the params file (a list index out of range or a "
-                            "value that is not a mapping)")
+            problems.append(
+                f"{key}: no such element in the params file (a list index out of range or a "
+                "value that is not a mapping)"
+            )
     if problems:
         raise ParamsError("overrides: " + "; ".join(problems))
     return out
@@ -96,7 +109,9 @@ def load_params_with_overrides(path: str | Path, overrides: Any = None) -> Param
     path = Path(path)
     data = read_params_yaml(path)
     if not isinstance(data, dict):
-        raise ParamsError(f"{path}: expected a YAML mapping at the top level, got {type(data).__name__}")
+        raise ParamsError(
+            f"{path}: expected a YAML mapping at the top level, got {type(data).__name__}"
+        )
     changes = parse_overrides(overrides)
     if not changes:
         return parse_params(data, str(path))

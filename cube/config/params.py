@@ -60,38 +60,58 @@ class ParamsError(ValueError):
     """A params file that cannot be used: the message names the file and the key."""
 
 
-
 class Params(StrictModel):
     run: str = Field(description="Run name: outputs go to outputs/<run>/.")
-    lang: Literal["zh", "en"] = Field("zh", description="Language of the corpus, prompts and answers.")
+    lang: Literal["zh", "en"] = Field(
+        "zh", description="Language of the corpus, prompts and answers."
+    )
     title: str = Field("CuBE evaluation", description="Title of the report.")
-    outputs_dir: str = Field("outputs", description="Folder holding run directories and the LLM cache.")
+    outputs_dir: str = Field(
+        "outputs", description="Folder holding run directories and the LLM cache."
+    )
     cache_path: str | None = Field(None, description="Default: <outputs_dir>/cache.sqlite.")
-    models: dict[str, ModelSpec] = Field(default_factory=dict, description="Named models referenced elsewhere.")
-    corpus: CorpusParams = Field(default_factory=CorpusParams, description="The knowledge base (see `corpus`).")
-    questions: QuestionParams = Field(default_factory=QuestionParams, description="The question set (see `questions`).")
+    models: dict[str, ModelSpec] = Field(
+        default_factory=dict, description="Named models referenced elsewhere."
+    )
+    corpus: CorpusParams = Field(
+        default_factory=CorpusParams, description="The knowledge base (see `corpus`)."
+    )
+    questions: QuestionParams = Field(
+        default_factory=QuestionParams, description="The question set (see `questions`)."
+    )
     answerer: ModelRef = Field(
         default_factory=lambda: ModelSpec(provider="offline", model="extractive"),
         description="Model writing the answers (rag of builtin systems, and the zero/full bound sets).",
     )
     systems: list[SystemParams] = Field(
-        default_factory=lambda: [BuiltinSystem(name="bm25-top8")], description="Systems under test (one or more)."
+        default_factory=lambda: [BuiltinSystem(name="bm25-top8")],
+        description="Systems under test (one or more).",
     )
     dimensions: list[str | DimensionParams] = Field(
-        default_factory=lambda: list(PAPER_DIMENSIONS), description="Scoring dimensions: names or full definitions."
+        default_factory=lambda: list(PAPER_DIMENSIONS),
+        description="Scoring dimensions: names or full definitions.",
     )
     judges: list[JudgeParams] = Field(min_length=1, description="The jury: one or more judges.")
-    analysis: AnalysisParams = Field(default_factory=AnalysisParams, description="CuBE computation settings.")
-    human: HumanParams = Field(default_factory=HumanParams, description="Human ratings (paper 5.6).")
-    lexical: LexicalParams = Field(default_factory=LexicalParams, description="BLEU/ROUGE settings (paper 5.7).")
+    analysis: AnalysisParams = Field(
+        default_factory=AnalysisParams, description="CuBE computation settings."
+    )
+    human: HumanParams = Field(
+        default_factory=HumanParams, description="Human ratings (paper 5.6)."
+    )
+    lexical: LexicalParams = Field(
+        default_factory=LexicalParams, description="BLEU/ROUGE settings (paper 5.7)."
+    )
     diagnostics: DiagnosticsParams = Field(
-        default_factory=DiagnosticsParams, description="Failure patterns of low-scoring answers (notebook 10)."
+        default_factory=DiagnosticsParams,
+        description="Failure patterns of low-scoring answers (notebook 10).",
     )
     audit: AuditParams = Field(
-        default_factory=AuditParams, description="The judge audit by counterfactual probes (notebook 11)."
+        default_factory=AuditParams,
+        description="The judge audit by counterfactual probes (notebook 11).",
     )
     simulation: SimulationParams = Field(
-        default_factory=SimulationParams, description="The simulation study (notebook 12, `cube simulate`)."
+        default_factory=SimulationParams,
+        description="The simulation study (notebook 12, `cube simulate`).",
     )
 
     @field_validator("run")
@@ -112,7 +132,11 @@ class Params(StrictModel):
         if len(set(names)) != len(names):
             raise ValueError(f"systems: duplicate system names {names}")
         for s in self.systems:
-            if s.kind != "builtin" and s.answerer is None and "answerer" not in self.model_fields_set:
+            if (
+                s.kind != "builtin"
+                and s.answerer is None
+                and "answerer" not in self.model_fields_set
+            ):
                 raise ValueError(
                     f"systems[{s.name}] ({s.kind}): set `answerer` (on the system, or at the top level) to the LLM "
                     "this system answers with: it writes the zero and full bound sets, which must come from the "
@@ -121,12 +145,17 @@ class Params(StrictModel):
         jnames = [j.name for j in self.judges]
         if len(set(jnames)) != len(jnames):
             raise ValueError(f"judges: duplicate judge names {jnames}")
-        refs = [("answerer", self.answerer), ("questions.model", self.questions.model),
-                ("diagnostics.refusal_model", self.diagnostics.refusal_model)]
+        refs = [
+            ("answerer", self.answerer),
+            ("questions.model", self.questions.model),
+            ("diagnostics.refusal_model", self.diagnostics.refusal_model),
+        ]
         twins = self._twin_judges()
         if twins:
             raise ValueError(
-                "judges: " + "; ".join(f"{a!r} and {b!r}" for a, b in twins) + " would make exactly the same calls "
+                "judges: "
+                + "; ".join(f"{a!r} and {b!r}" for a, b in twins)
+                + " would make exactly the same calls "
                 "(same model spec, sampling settings, samples and all_dimensions), so they share every cached reply "
                 "and their scores would be identical: one judge counted twice. Remove one, or make their calls differ "
                 "(e.g. another seed or temperature; an offline rubric: another preset)"
@@ -135,10 +164,14 @@ class Params(StrictModel):
         refs += [(f"judges[{j.name}].model", j.model) for j in self.judges]
         for where, ref in refs:
             if isinstance(ref, str) and ref not in self.models:
-                raise ValueError(f"{where}: model '{ref}' is not defined under `models:` ({sorted(self.models)})")
+                raise ValueError(
+                    f"{where}: model '{ref}' is not defined under `models:` ({sorted(self.models)})"
+                )
         if (self.lang, self.lexical.tokenizer) in LEXICAL_INCOMPATIBLE:
-            raise ValueError(f"lexical.tokenizer: {self.lexical.tokenizer!r} cannot be used with lang: {self.lang!r}: "
-                             f"{LEXICAL_INCOMPATIBLE[self.lang, self.lexical.tokenizer]}")
+            raise ValueError(
+                f"lexical.tokenizer: {self.lexical.tokenizer!r} cannot be used with lang: {self.lang!r}: "
+                f"{LEXICAL_INCOMPATIBLE[self.lang, self.lexical.tokenizer]}"
+            )
         return self
 
     def _twin_judges(self) -> list[tuple[str, str]]:
@@ -153,8 +186,15 @@ class Params(StrictModel):
             if spec.provider == "offline":
                 ident: list[Any] = ["offline", spec.model, spec.options]
             else:
-                ident = [spec.model, sorted(u.rstrip("/") for u in spec.endpoints()), spec.temperature,
-                         spec.top_p, spec.seed, spec.max_tokens, spec.extra_body]
+                ident = [
+                    spec.model,
+                    sorted(u.rstrip("/") for u in spec.endpoints()),
+                    spec.temperature,
+                    spec.top_p,
+                    spec.seed,
+                    spec.max_tokens,
+                    spec.extra_body,
+                ]
             key = json.dumps([ident, j.samples, j.all_dimensions], sort_keys=True, default=str)
             if key in seen:
                 twins.append((seen[key], j.name))
@@ -241,13 +281,19 @@ def _user_key(loc: tuple[Any, ...], data: Any) -> str | None:
 def _format_validation_error(err: ValidationError, source: str, data: Any = None) -> str:
     lines: list[str] = []
     for e in err.errors():
-        key = _user_key(tuple(e["loc"]), data) if data is not None else ".".join(str(p) for p in e["loc"])
+        key = (
+            _user_key(tuple(e["loc"]), data)
+            if data is not None
+            else ".".join(str(p) for p in e["loc"])
+        )
         if key is None:
             continue
         key = key or "(top level)"
         if e["type"] == "extra_forbidden":
-            line = (f"  - {key}: unknown key{_did_you_mean(str(e['loc'][-1]))} (see the params reference in "
-                    "README.md, or `cube params-reference`)")
+            line = (
+                f"  - {key}: unknown key{_did_you_mean(str(e['loc'][-1]))} (see the params reference in "
+                "README.md, or `cube params-reference`)"
+            )
         elif e["type"] == "missing":
             line = f"  - {key}: required key is missing"
         else:
@@ -263,7 +309,9 @@ def _format_validation_error(err: ValidationError, source: str, data: Any = None
 def parse_params(data: dict[str, Any], source: str = "<params>") -> Params:
     """Validate a params mapping; errors name `source` and every offending key."""
     if not isinstance(data, dict):
-        raise ParamsError(f"{source}: expected a YAML mapping at the top level, got {type(data).__name__}")
+        raise ParamsError(
+            f"{source}: expected a YAML mapping at the top level, got {type(data).__name__}"
+        )
     try:
         return Params.model_validate(data)
     except ValidationError as err:
@@ -293,7 +341,9 @@ def load_params(path: str | Path, overrides: dict[str, Any] | None = None) -> Pa
 def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for k, v in extra.items():
-        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+        out[k] = (
+            _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+        )
     return out
 
 

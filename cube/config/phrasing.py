@@ -38,7 +38,16 @@ from typing import Any
 from cube.config.schema import FIELD_LABELS
 
 PLACEHOLDERS: tuple[str, ...] = ("无", "无情形", "暂无", "/", "-", "—", "N/A")
-_PLACEHOLDER_KEYS = frozenset(p.casefold() for p in PLACEHOLDERS) | {"", "n/a", "na", "none", "null", "nan", "／", "－"}
+_PLACEHOLDER_KEYS = frozenset(p.casefold() for p in PLACEHOLDERS) | {
+    "",
+    "n/a",
+    "na",
+    "none",
+    "null",
+    "nan",
+    "／",
+    "－",
+}
 YES = frozenset({"是", "y", "yes", "true", "收费", "有"})
 NO = frozenset({"否", "n", "no", "false", "不收费", "免费", "无需收费"})
 # Bare flags: values that say yes or no and nothing else (收费/免费 are phrases already).
@@ -47,10 +56,18 @@ YES_NO_FIELDS: tuple[str, ...] = ("fee_standard", "online_handling")
 TIME_FIELDS: tuple[str, ...] = ("committed_time_limit", "statutory_time_limit")
 _BARE_NUMBER = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*$")
 _PHRASES = {
-    "zh": {("fee_standard", True): "需要收费", ("fee_standard", False): "不收费",
-           ("online_handling", True): "可以网上办理", ("online_handling", False): "不能网上办理"},
-    "en": {("fee_standard", True): "a fee is charged", ("fee_standard", False): "free of charge",
-           ("online_handling", True): "can be handled online", ("online_handling", False): "cannot be handled online"},
+    "zh": {
+        ("fee_standard", True): "需要收费",
+        ("fee_standard", False): "不收费",
+        ("online_handling", True): "可以网上办理",
+        ("online_handling", False): "不能网上办理",
+    },
+    "en": {
+        ("fee_standard", True): "a fee is charged",
+        ("fee_standard", False): "free of charge",
+        ("online_handling", True): "can be handled online",
+        ("online_handling", False): "cannot be handled online",
+    },
 }
 
 
@@ -86,10 +103,10 @@ def strip_variant(name: str, variant: str) -> str:
     if not variant:
         return base_name(name)
     base = base_name(name)
-    if base != name and variant in name[len(base):]:
+    if base != name and variant in name[len(base) :]:
         return base
     if name.startswith(variant):  # "变更食品经营许可"
-        return name[len(variant):].strip(" ·-—_") or name
+        return name[len(variant) :].strip(" ·-—_") or name
     return name
 
 
@@ -155,7 +172,14 @@ def phrase_value(field: str, value: Any, lang: str) -> str:
 # Labels a yes/no field is also asked by ("是否收费：否"), besides its `FIELD_LABELS`.
 LABEL_ALIASES: dict[str, tuple[str, ...]] = {
     "fee_standard": ("是否收费", "是否需要收费", "是否需要缴费", "收费", "fee", "fees", "charged"),
-    "online_handling": ("是否可以网上办理", "是否可以网办", "是否网上办理", "网上办理", "网办", "online"),
+    "online_handling": (
+        "是否可以网上办理",
+        "是否可以网办",
+        "是否网上办理",
+        "网上办理",
+        "网办",
+        "online",
+    ),
 }
 
 
@@ -164,8 +188,14 @@ def squash(text: str) -> str:
     return re.sub(r"[\W_]+", "", unicodedata.normalize("NFKC", str(text))).lower()
 
 
-def says_only_value(answer: str, field: str, value: Any, lang: str | None = None,
-                    names: Iterable[str] = (), fillers: Iterable[str] = ()) -> bool:
+def says_only_value(
+    answer: str,
+    field: str,
+    value: Any,
+    lang: str | None = None,
+    names: Iterable[str] = (),
+    fillers: Iterable[str] = (),
+) -> bool:
     """True when `answer` states `field`'s `value` and nothing else: after `squash`, it ends with the
     value or its phrasing (`phrase_value`, in `lang` or, when None, every language: 否 -> 不收费), and
     what precedes it is made only of, removed in this order, `names` (the item's name), the field's

@@ -91,18 +91,23 @@ def _is_local_path(value: str) -> bool:
 def is_path_key(where: str) -> bool:
     """Whether the dotted key `where` (`systems[0].path`, `human.key`) names a local path (`PATH_KEYS`)."""
     plain = re.sub(r"\[\d+\]", "", where)
-    return any(plain.rsplit(".", 1)[-1] == k if "." not in k else plain == k or plain.endswith("." + k)
-               for k in PATH_KEYS)
+    return any(
+        plain.rsplit(".", 1)[-1] == k if "." not in k else plain == k or plain.endswith("." + k)
+        for k in PATH_KEYS
+    )
 
 
 def path_identity(path: str) -> str:
     """An absolute path outside the project as records compare it without publishing it: its name
     and a short hash of the whole path (two files of one name in other folders differ)."""
-    return f"{Path(path).name}#{hashlib.sha256(str(Path(path).resolve()).encode()).hexdigest()[:12]}"
+    return (
+        f"{Path(path).name}#{hashlib.sha256(str(Path(path).resolve()).encode()).hexdigest()[:12]}"
+    )
 
 
-def shared_values(value: Any, root: Path | None = None, where: str = "",
-                  identify: bool = False) -> tuple[Any, list[str]]:
+def shared_values(
+    value: Any, root: Path | None = None, where: str = "", identify: bool = False
+) -> tuple[Any, list[str]]:
     """A copy of a JSON-like value (the dumped params) with every absolute local path (`PATH_KEYS`) shown by
     `display_path` (relative to the project root), else in the home folder as `~/...` (`home_path`), else
     by its last name (or with `identify` its `path_identity`), and the dotted keys of the paths outside the project that were cut (for a

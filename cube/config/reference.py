@@ -24,15 +24,20 @@ SECTIONS: list[tuple[str, type[BaseModel]]] = [
     ("lexical", sections.LexicalParams),
     ("diagnostics", sections.DiagnosticsParams),
     ("audit", sections.AuditParams),
-
     ("simulation", sections.SimulationParams),
 ]
 
 
 def _type_name(annotation: typing.Any) -> str:
     text = repr(annotation) if not isinstance(annotation, type) else annotation.__name__
-    for prefix in ("typing.", "cube.config.params.", "cube.config.sections.", "cube.config.model_spec.", "<class '",
-                   "'>"):
+    for prefix in (
+        "typing.",
+        "cube.config.params.",
+        "cube.config.sections.",
+        "cube.config.model_spec.",
+        "<class '",
+        "'>",
+    ):
         text = text.replace(prefix, "")
     if "Annotated[" in text:  # the discriminated union of systems
         return "list[builtin \\| ragflow \\| imported]"
@@ -54,9 +59,17 @@ def _default(info: FieldInfo) -> str:
 
 def params_reference() -> str:
     """Markdown tables: one per section, one row per key (type, default, description)."""
-    out = ["Every key is validated: an unknown key or a wrong type is an error naming the key and the file.", ""]
+    out = [
+        "Every key is validated: an unknown key or a wrong type is an error naming the key and the file.",
+        "",
+    ]
     for title, model in SECTIONS:
-        out += [f"#### `{title}`", "", "| key | type | default | description |", "|---|---|---|---|"]
+        out += [
+            f"#### `{title}`",
+            "",
+            "| key | type | default | description |",
+            "|---|---|---|---|",
+        ]
         for name, info in model.model_fields.items():
             desc = (info.description or "").replace("|", "\\|")
             out.append(f"| `{name}` | {_type_name(info.annotation)} | {_default(info)} | {desc} |")
@@ -64,6 +77,11 @@ def params_reference() -> str:
         if model is sections.CorpusParams:
             from cube.config.schema import field_key_table
 
-            out += ["Field keys of `corpus.columns` (a column no key maps is rendered under its own label, or "
-                    "dropped with `extra_columns: drop`; `cube validate` lists them):", "", field_key_table(), ""]
+            out += [
+                "Field keys of `corpus.columns` (a column no key maps is rendered under its own label, or "
+                "dropped with `extra_columns: drop`; `cube validate` lists them):",
+                "",
+                field_key_table(),
+                "",
+            ]
     return "\n".join(out)

@@ -89,8 +89,12 @@ def write_resolved_params(params: Params, paths: RunPaths) -> Path:
 
 def record_results(paths: RunPaths, **figures: Any) -> dict[str, Any]:
     """Merge headline figures into `results.json` (read back by tests and the report)."""
-    current = json.loads(paths.results.read_text(encoding="utf-8")) if paths.results.exists() else {}
+    current = (
+        json.loads(paths.results.read_text(encoding="utf-8")) if paths.results.exists() else {}
+    )
     current.update(figures)
     paths.root.mkdir(parents=True, exist_ok=True)
-    paths.results.write_text(json.dumps(current, indent=2, ensure_ascii=False, default=float), encoding="utf-8")
+    paths.results.write_text(
+        json.dumps(current, indent=2, ensure_ascii=False, default=float), encoding="utf-8"
+    )
     return current

@@ -47,7 +47,15 @@ import pandas as pd
 HUMAN = "human"  # the judge name of the human consensus; one rater is "human:<rater>"
 
 # refusal questions (no gold document: `doc_id` ""), whichever generator wrote them
-REFUSAL_QUESTION_COLUMNS: tuple[str, ...] = ("question_id", "doc_id", "question", "kind", "style", "generator", "item")
+REFUSAL_QUESTION_COLUMNS: tuple[str, ...] = (
+    "question_id",
+    "doc_id",
+    "question",
+    "kind",
+    "style",
+    "generator",
+    "item",
+)
 
 CORPUS_FIELDS: tuple[str, ...] = (
     "region",
@@ -152,7 +160,9 @@ def known_retrieval(rows: pd.DataFrame) -> pd.Series:
     call), left out and counted, never read as retrieved nor as missed. No column: all known."""
     if "retrieval_ok" not in rows:
         return pd.Series(True, index=rows.index)
-    return rows["retrieval_ok"].map(lambda v: v is True or (not pd.isna(v) and bool(v))).astype(bool)
+    return (
+        rows["retrieval_ok"].map(lambda v: v is True or (not pd.isna(v) and bool(v))).astype(bool)
+    )
 
 
 def require_sets(df: pd.DataFrame, table: str) -> None:
@@ -168,11 +178,22 @@ REQUIRED_FIELDS: tuple[str, ...] = ("item_name",)  # doc_id is derived when abse
 # Labels of the keys that are not among the 18 document fields (zh, en). `variant` and
 # `parent_region` are rendered into the document under these labels; the others are not.
 EXTRA_LABELS: dict[str, dict[str, str]] = {
-    "zh": {"doc_id": "编号", "family_id": "事项族", "variant": "情形", "parent_region": "上级区划",
-           "aliases": "俗称"},
-    "en": {"doc_id": "ID", "family_id": "Family", "variant": "Variant", "parent_region": "Parent Region",
-           "aliases": "Aliases"},
+    "zh": {
+        "doc_id": "编号",
+        "family_id": "事项族",
+        "variant": "情形",
+        "parent_region": "上级区划",
+        "aliases": "俗称",
+    },
+    "en": {
+        "doc_id": "ID",
+        "family_id": "Family",
+        "variant": "Variant",
+        "parent_region": "Parent Region",
+        "aliases": "Aliases",
+    },
 }
+
 
 def key_label(key: str, lang: str) -> str:
     """A field key's label in `lang` ("region" -> "行政区划")."""
@@ -191,9 +212,9 @@ _ROLES: dict[str, str] = {
     "procedure": "rendered as a numbered list (one step per line or per grouped row)",
     "application_materials": "rendered as a numbered list (one material per line or per grouped row)",
     "family_id": "not rendered; groups near-duplicates (the same item across regions or variants) for the "
-                 "family statistics, ambiguous questions and the near-duplicate confusion rate",
+    "family statistics, ambiguous questions and the near-duplicate confusion rate",
     "variant": "rendered after the item name unless the name already contains it; questions of the "
-               "ambiguous style leave it out",
+    "ambiguous style leave it out",
     "parent_region": "rendered after the region (a district's city); lets a region filter contain its children",
     "aliases": "not rendered; colloquial names (newline-separated) for colloquial template questions",
 }

@@ -24,9 +24,14 @@ PAPER_DIMENSIONS = ("relevance", "specificity", "completeness", "quality")
 class CorpusParams(StrictModel):
     source: Literal["demo", "file"] = "demo"
     n_items: int = Field(300, ge=1, le=100_000, description="Demo corpus size (the paper: 6,111).")
-    family_share: float = Field(0.33, ge=0, le=1, description="Share of demo items in near-duplicate families.")
+    family_share: float = Field(
+        0.33, ge=0, le=1, description="Share of demo items in near-duplicate families."
+    )
     seed: int = Field(0, description="Seed of the demo corpus and of `sample`.")
-    path: str | None = Field(None, description="Your knowledge base: a CSV/JSONL/Parquet/Excel file or a folder of TXT files.")
+    path: str | None = Field(
+        None,
+        description="Your knowledge base: a CSV/JSONL/Parquet/Excel file or a folder of TXT files.",
+    )
     format: Literal["auto", "csv", "jsonl", "parquet", "excel", "txt"] = "auto"
     columns: dict[str, str] = Field(
         default_factory=dict,
@@ -44,22 +49,29 @@ class CorpusParams(StrictModel):
         description="Placeholder cell values read as missing (an empty cell always is).",
     )
     extra_columns: Literal["render", "drop"] = Field(
-        "render", description="Columns no key maps: rendered under their own label, or dropped (both reported)."
+        "render",
+        description="Columns no key maps: rendered under their own label, or dropped (both reported).",
     )
     sheet: str | int | None = None
     encoding: str = "utf-8"
     sample: int | None = Field(
-        None, ge=1, description="Use a deterministic sample of N items, stratified by `sample_by` (seeded by `seed`)."
+        None,
+        ge=1,
+        description="Use a deterministic sample of N items, stratified by `sample_by` (seeded by `seed`).",
     )
     sample_by: Literal["region", "department"] = "region"
-    limit: int | None = Field(None, ge=1, description="Use only the first N items (in file order; see `sample`).")
+    limit: int | None = Field(
+        None, ge=1, description="Use only the first N items (in file order; see `sample`)."
+    )
 
     @model_validator(mode="after")
     def _file_needs_path(self) -> CorpusParams:
         if self.source == "file" and not self.path:
             raise ValueError("corpus.source 'file' needs corpus.path")
         if self.sample is not None and self.limit is not None:
-            raise ValueError("set corpus.sample (a stratified sample) or corpus.limit (the first N), not both")
+            raise ValueError(
+                "set corpus.sample (a stratified sample) or corpus.limit (the first N), not both"
+            )
         return self
 
 
@@ -68,18 +80,26 @@ class QuestionParams(StrictModel):
     model: ModelRef | None = Field(None, description="Question-writing model (generator: llm).")
     path: str | None = Field(None, description="An existing question set (generator: file).")
     per_doc: int = Field(1, ge=1)
-    limit: int | None = Field(None, ge=1, description="Use at most N questions (sampled deterministically).")
+    limit: int | None = Field(
+        None, ge=1, description="Use at most N questions (sampled deterministically)."
+    )
     seed: int = 0
     styles: dict[str, float] = Field(
         default_factory=lambda: {"named": 0.4, "colloquial": 0.45, "ambiguous": 0.15},
         description="Share of template questions per style: named, colloquial, ambiguous.",
     )
     screen: bool = Field(
-        True, description="Screen LLM-written questions (instruction echoes, URLs, non-questions, near-duplicates, "
-        "questions naming no service: cube/kb/screen.py); the ones failing it are left out and counted on page 02.")
+        True,
+        description="Screen LLM-written questions (instruction echoes, URLs, non-questions, near-duplicates, "
+        "questions naming no service: cube/kb/screen.py); the ones failing it are left out and counted on page 02.",
+    )
     min_usable_share: float = Field(
-        0.5, ge=0, le=1, description="Stop the run (one line naming the screen's reasons) when fewer than this share "
-        "of the LLM-written questions are usable after the screen; 0: never stop.")
+        0.5,
+        ge=0,
+        le=1,
+        description="Stop the run (one line naming the screen's reasons) when fewer than this share "
+        "of the LLM-written questions are usable after the screen; 0: never stop.",
+    )
 
     @field_validator("styles")
     @classmethod
@@ -98,20 +118,26 @@ class BuiltinSystem(StrictModel):
     kind: Literal["builtin"] = "builtin"
     name: str
     top_n: int = Field(8, ge=1)
-    answerer: ModelRef | None = Field(None, description="Answering model; default: the top-level `answerer`.")
+    answerer: ModelRef | None = Field(
+        None, description="Answering model; default: the top-level `answerer`."
+    )
     region: str | None = Field(None, description="Restrict retrieval to one region's items.")
     region_filter: Literal["none", "question"] = Field(
-        "none", description="question: search only the knowledge base of the region the question names "
-        "(longest corpus region value in the question, with enclosing levels); none: search everything."
+        "none",
+        description="question: search only the knowledge base of the region the question names "
+        "(longest corpus region value in the question, with enclosing levels); none: search everything.",
     )
     k1: float = 1.5
     b: float = 0.75
     top_n_sweep: list[int] | None = Field(
-        None, description="Evaluate this retriever at several TOP-N in one run (e.g. [2, 4, 8, 16]): the entry "
+        None,
+        description="Evaluate this retriever at several TOP-N in one run (e.g. [2, 4, 8, 16]): the entry "
         "becomes one system per N (`top_n` keeps `name`, the others `<name>@top<N>`, or bm25-top8 -> bm25-top16), sharing one retrieval at the "
-        "largest N and the bound sets; notebook 10 and the decision page test the TOP-N hypothesis."
+        "largest N and the bound sets; notebook 10 and the decision page test the TOP-N hypothesis.",
     )
-    sweep_of: str | None = Field(None, description="Set by `top_n_sweep`: the sweep this system belongs to.")
+    sweep_of: str | None = Field(
+        None, description="Set by `top_n_sweep`: the sweep this system belongs to."
+    )
 
     @field_validator("top_n_sweep")
     @classmethod
@@ -134,9 +160,15 @@ def expand_sweeps(systems: list[Any]) -> list[Any]:
         base = s.model_copy(update={"top_n_sweep": None, "sweep_of": s.name})
         out.append(base)
         suffix = f"top{s.top_n}"
-        stem = s.name[:-len(suffix)] if s.name.endswith(suffix) and len(s.name) > len(suffix) else f"{s.name}@"
-        out += [base.model_copy(update={"name": f"{stem}top{n}", "top_n": n})
-                for n in sorted(set(s.top_n_sweep) - {s.top_n})]
+        stem = (
+            s.name[: -len(suffix)]
+            if s.name.endswith(suffix) and len(s.name) > len(suffix)
+            else f"{s.name}@"
+        )
+        out += [
+            base.model_copy(update={"name": f"{stem}top{n}", "top_n": n})
+            for n in sorted(set(s.top_n_sweep) - {s.top_n})
+        ]
     return out
 
 
@@ -148,10 +180,13 @@ class RagflowSystem(StrictModel):
     assistant: str = Field(description="Chat assistant name or id.")
     doc_mapping: Literal["document_name", "document_id"] = "document_name"
     doc_name_pattern: str = Field(
-        r"^(?P<doc_id>[^.]+)", description="Regex whose `doc_id` group extracts our doc_id from a RAGFlow document name."
+        r"^(?P<doc_id>[^.]+)",
+        description="Regex whose `doc_id` group extracts our doc_id from a RAGFlow document name.",
     )
     top_n: int = Field(8, ge=1)
-    answerer: ModelRef | None = Field(None, description="Model that writes the zero/full bound sets (RAGFlow's own LLM).")
+    answerer: ModelRef | None = Field(
+        None, description="Model that writes the zero/full bound sets (RAGFlow's own LLM)."
+    )
     max_concurrency: int = Field(4, ge=1)
 
     @model_validator(mode="after")  # not a field validator: its error would echo the URL
@@ -171,99 +206,146 @@ class ImportedSystem(StrictModel):
     answerer: ModelRef | None = None
 
 
-SystemParams = Annotated[BuiltinSystem | RagflowSystem | ImportedSystem, Field(discriminator="kind")]
+SystemParams = Annotated[
+    BuiltinSystem | RagflowSystem | ImportedSystem, Field(discriminator="kind")
+]
 
 
 # --------------------------------------------------------------------------- judging
 class DimensionParams(StrictModel):
     name: str
     description: str = ""
-    prompt: str | None = Field(None, description="Inline prompt template (overrides the packaged one).")
-    prompt_file: str | None = Field(None, description="Prompt template file (overrides the packaged one).")
-    criteria: list[str] | None = Field(None, description="The five 2-point criteria, for annotation sheets.")
+    prompt: str | None = Field(
+        None, description="Inline prompt template (overrides the packaged one)."
+    )
+    prompt_file: str | None = Field(
+        None, description="Prompt template file (overrides the packaged one)."
+    )
+    criteria: list[str] | None = Field(
+        None, description="The five 2-point criteria, for annotation sheets."
+    )
     score_format: str | None = Field(
-        None, description="The judge's reply format with one {score}, e.g. 'Verdict: {score}' (default: the "
-        "prompt's first line holding {score}, if any). Tried before the usual forms ([[8]], [RESULT] 8, ...)."
+        None,
+        description="The judge's reply format with one {score}, e.g. 'Verdict: {score}' (default: the "
+        "prompt's first line holding {score}, if any). Tried before the usual forms ([[8]], [RESULT] 8, ...).",
     )
 
 
 class JudgeParams(StrictModel):
     name: str
     model: ModelRef
-    samples: int = Field(1, ge=1, description="Repeats per judgment, to measure run-to-run variance.")
-    all_dimensions: bool = Field(False, description="Score all dimensions in one call (LLM-Eval style).")
+    samples: int = Field(
+        1, ge=1, description="Repeats per judgment, to measure run-to-run variance."
+    )
+    all_dimensions: bool = Field(
+        False, description="Score all dimensions in one call (LLM-Eval style)."
+    )
     role: str = Field("", description="Free text shown in reports, e.g. 'the system's own model'.")
     retry_unscored: int = Field(
-        0, ge=0, le=5, description="Ask a call whose reply did not parse again, up to N times (fresh sample index; "
+        0,
+        ge=0,
+        le=5,
+        description="Ask a call whose reply did not parse again, up to N times (fresh sample index; "
         "the cache keeps both replies).",
     )
     pilot: int = Field(
-        20, ge=0, description="An LLM judge's first N calls are its pilot: when fewer than `pilot_min_parsed` of "
+        20,
+        ge=0,
+        description="An LLM judge's first N calls are its pilot: when fewer than `pilot_min_parsed` of "
         "the dimension scores in the pilot's replies parse, the judge is stopped, its remaining calls never sent (rows 'skipped', with the "
-        "reason) and the pilot's replies shown on page 03; 0: no pilot.")
+        "reason) and the pilot's replies shown on page 03; 0: no pilot.",
+    )
     pilot_min_parsed: float = Field(
-        0.5, ge=0, le=1, description="Share of the dimension scores (score rows) of the pilot's replies (calls that "
-        "answered) that must parse: an all-dimensions reply missing one of four scores counts 3 of 4.")
+        0.5,
+        ge=0,
+        le=1,
+        description="Share of the dimension scores (score rows) of the pilot's replies (calls that "
+        "answered) that must parse: an all-dimensions reply missing one of four scores counts 3 of 4.",
+    )
     insist: bool = Field(
-        False, description="Send every call even when the pilot would stop the judge (the pilot is still reported).")
+        False,
+        description="Send every call even when the pilot would stop the judge (the pilot is still reported).",
+    )
 
 
 class AnalysisParams(StrictModel):
     trim_proportion: float = Field(0.1, ge=0, lt=0.5, description="Trimmed-mean cut per tail.")
     subset: Literal["retrieved", "all"] = Field(
-        "retrieved", description="Questions of the trimmed means: retrieved ones (the paper); 'all' is refused "
-        "because CuBE = W x R@k would count retrieval twice."
+        "retrieved",
+        description="Questions of the trimmed means: retrieved ones (the paper); 'all' is refused "
+        "because CuBE = W x R@k would count retrieval twice.",
     )
     paired: bool = Field(
         True, description="Per judge and dimension, use only questions scored in all three sets."
     )
     weights: Literal["rank_correlation", "equal", "custom"] = "rank_correlation"
     custom_weights: dict[str, float] | None = None
-    top_n: int | None = Field(None, ge=1, description="N of rank_score; default: the system's top_n.")
-    bootstrap: int = Field(1000, ge=0, description="Bootstrap resamples for confidence intervals (0: none).")
+    top_n: int | None = Field(
+        None, ge=1, description="N of rank_score; default: the system's top_n."
+    )
+    bootstrap: int = Field(
+        1000, ge=0, description="Bootstrap resamples for confidence intervals (0: none)."
+    )
     confidence: float = Field(0.95, gt=0, lt=1)
     interval: Literal["percentile", "bca"] = Field(
-        "bca", description="Bootstrap interval of CuBE, W and R@k, and of the human-calibrated CuBE: bca (bias-corrected and accelerated, the "
+        "bca",
+        description="Bootstrap interval of CuBE, W and R@k, and of the human-calibrated CuBE: bca (bias-corrected and accelerated, the "
         "acceleration from a jackknife of at most 200 question groups) or percentile (the estimator's upward bias, "
         "repeated by the resamples, left it short); the judge-only CuBE's and W's at levels widened by Student's "
         "t for the number of questions (2.16 / 97.84 % at 40 questions, 2.45 / 97.55 % at 300), as a bootstrap "
         "interval falls short of its confidence on a few dozen questions (the human-calibrated CuBE's and "
-        "compare's are not widened); coverage measured by `cube simulate` and benchmarks/simulation_coverage.py."
+        "compare's are not widened); coverage measured by `cube simulate` and benchmarks/simulation_coverage.py.",
     )
     seed: int = 0
     verdict_thresholds: dict[str, float] = Field(
         default_factory=lambda: {"excellent": 80.0, "good": 60.0, "fair": 40.0},
         description="Lower bounds of each verdict on the CuBE score (0-100).",
     )
-    weak_dimension_below: float = Field(60.0, description="A normalised dimension below this is 'weak'.")
-    low_recall_below: float = Field(0.85, description="R@k below this triggers the retrieval suggestion.")
+    weak_dimension_below: float = Field(
+        60.0, description="A normalised dimension below this is 'weak'."
+    )
+    low_recall_below: float = Field(
+        0.85, description="R@k below this triggers the retrieval suggestion."
+    )
     weights_fallback: Literal["none", "equal"] = Field(
-        "none", description="Weights when a judge's rank-correlation weights are undefined: none (W is NaN "
+        "none",
+        description="Weights when a judge's rank-correlation weights are undefined: none (W is NaN "
         "with the cause) or equal (1/D, flagged).",
     )
     gate_alpha: float = Field(
-        0.05, gt=0, lt=1,
+        0.05,
+        gt=0,
+        lt=1,
         description="Judge gate: level of its one-sided tests (Wilcoxon full > zero; Mann-Whitney rag retrieved > "
         "missed; the audit's signed-rank test).",
     )
     gate_min_separation: float = Field(
-        0.0, ge=0, description="Judge gate: optional floor on the full - zero weighted total, in points of the "
-        "0-10 scale (0: off; the one-sided test decides, not a point threshold)."
+        0.0,
+        ge=0,
+        description="Judge gate: optional floor on the full - zero weighted total, in points of the "
+        "0-10 scale (0: off; the one-sided test decides, not a point threshold).",
     )
     gate_max_failure_rate: float = Field(
-        0.2, ge=0, le=1, description="Judge gate: largest share of unscored items (call, parse, blank or absent) among judged ones."
+        0.2,
+        ge=0,
+        le=1,
+        description="Judge gate: largest share of unscored items (call, parse, blank or absent) among judged ones.",
     )
     gate_band_tolerance: float = Field(
         25.0, ge=0, description="Judge gate: W must lie within [-tol, 100 + tol]."
     )
     bounds_tolerance: float = Field(
-        5.0, ge=0, description="Verdict withheld when the jury CuBE or its interval leaves [0, 100] by more."
+        5.0,
+        ge=0,
+        description="Verdict withheld when the jury CuBE or its interval leaves [0, 100] by more.",
     )
     max_interval_width: float = Field(
         30.0, gt=0, description="Verdict withheld when the jury CuBE interval is wider (points)."
     )
     max_system_failure_rate: float = Field(
-        0.2, ge=0, le=1,
+        0.2,
+        ge=0,
+        le=1,
         description="Verdict withheld when a larger share of the system-under-test's calls failed (retrieval "
         "unknown); the count is given.",
     )
@@ -276,31 +358,41 @@ class AnalysisParams(StrictModel):
             raise ValueError(
                 "analysis.subset: 'all' is refused for CuBE: the weighted score over all questions already "
                 "counts the answers whose gold document was not retrieved, so CuBE = W x R@k would count "
-                "retrieval twice; use 'retrieved' (the paper's subset)")
+                "retrieval twice; use 'retrieved' (the paper's subset)"
+            )
         return self
 
 
 class AuditParams(StrictModel):
     questions: int = Field(
-        40, ge=0, description="Questions sampled for the judge audit (0: off). Each gets two length-matched worse "
+        40,
+        ge=0,
+        description="Questions sampled for the judge audit (0: off). Each gets two length-matched worse "
         "probes (two of corrupted facts, the sibling's answer, another question's answer, in turn), one of an empty and a "
         "truncated answer (in turn) and one not-worse probe (padded, authority line, reordered, in turn), judged by every "
         "judge under the role 'audit'. Fewer when `max_share` caps them.",
     )
     max_share: float = Field(
-        0.15, gt=0, le=1, description="The audit's calls are at most this share of the run's judge calls (role "
+        0.15,
+        gt=0,
+        le=1,
+        description="The audit's calls are at most this share of the run's judge calls (role "
         "'judging'): the sample shrinks to fit (`cube plan` counts it so, notebook 11 says so); with too few probe "
         "pairs left the audit gives no verdict (never an exclusion).",
     )
     min_pairs: int = Field(
-        10, ge=1, description="Scored (original, worse probe) pairs a judge needs before the audit may exclude "
+        10,
+        ge=1,
+        description="Scored (original, worse probe) pairs a judge needs before the audit may exclude "
         "it; with fewer the gate gives no audit verdict (never an exclusion).",
     )
     seed: int = Field(0, description="Seed of the audit's question sample and probe choices.")
 
 
 class HumanParams(StrictModel):
-    ratings: str | None = Field(None, description="Filled annotation sheet(s): a CSV/Excel file or a folder.")
+    ratings: str | None = Field(
+        None, description="Filled annotation sheet(s): a CSV/Excel file or a folder."
+    )
     key: str | None = Field(
         None,
         description="Key file mapping the blind sheet's ids to answers; default the run's "
@@ -313,7 +405,9 @@ class HumanParams(StrictModel):
         "(zero, rag, full), so the sheet has 3 x sample_size rows (per rater).",
     )
     seed: int = 0
-    per_rater_judges: bool = Field(False, description="One judge per rater instead of one 'human' consensus.")
+    per_rater_judges: bool = Field(
+        False, description="One judge per rater instead of one 'human' consensus."
+    )
     agreement_sets: list[Literal["rag", "zero", "full", "pooled"]] = Field(
         default_factory=lambda: ["rag"],
         min_length=1,
@@ -332,9 +426,11 @@ LEXICAL_INCOMPATIBLE = {
 
 class LexicalParams(StrictModel):
     tokenizer: Literal["jieba", "zh", "char", "13a"] = Field(
-        "jieba", description="Word segmentation for BLEU/ROUGE: jieba words, zh (sacrebleu zh / characters), "
+        "jieba",
+        description="Word segmentation for BLEU/ROUGE: jieba words, zh (sacrebleu zh / characters), "
         "char, or 13a (English only; refused with lang: zh). Punctuation and symbols are stripped, Latin is "
-        "case-folded.")
+        "case-folded.",
+    )
     reference: Literal["gold_document", "reference_answer"] = "gold_document"
     example_question_id: str | None = None
     correlation_sets: list[Literal["rag", "zero", "full", "pooled"]] = Field(
@@ -347,38 +443,59 @@ class LexicalParams(StrictModel):
 
 class DiagnosticsParams(StrictModel):
     low_score_below: float = Field(
-        5.0, ge=0, le=10, description="A rag answer whose jury score (mean over judges and dimensions, 0-10) is "
-        "below this is classified into failure patterns."
+        5.0,
+        ge=0,
+        le=10,
+        description="A rag answer whose jury score (mean over judges and dimensions, 0-10) is "
+        "below this is classified into failure patterns.",
     )
-    low_rank_from: int = Field(4, ge=2, description="Pattern low_rank: the gold document retrieved at this rank or lower.")
+    low_rank_from: int = Field(
+        4, ge=2, description="Pattern low_rank: the gold document retrieved at this rank or lower."
+    )
     judge_disagreement_above: float = Field(
-        3.0, ge=0, le=10, description="Pattern judge_disagreement: judges' mean scores of one answer differ by more."
+        3.0,
+        ge=0,
+        le=10,
+        description="Pattern judge_disagreement: judges' mean scores of one answer differ by more.",
     )
     field_match_below: float = Field(
-        80.0, ge=0, le=100, description="Pattern field_missing: a segment of the asked field's value (split at "
+        80.0,
+        ge=0,
+        le=100,
+        description="Pattern field_missing: a segment of the asked field's value (split at "
         "、，；。 and line breaks) counts as said when it matches the answer at this rapidfuzz partial_ratio or above; "
         "the field is missing when under 80 % of its segments are said (yes/no, fee and numeric values are compared "
-        "by meaning: cube.diagnose.failures.field_stated)."
+        "by meaning: cube.diagnose.failures.field_stated).",
     )
     unsupported_share_above: float = Field(
-        0.5, ge=0, le=1, description="Pattern unsupported: share of answer clauses not found in the gold document."
+        0.5,
+        ge=0,
+        le=1,
+        description="Pattern unsupported: share of answer clauses not found in the gold document.",
     )
     refusal_questions: int = Field(
-        30, ge=0, description="Questions the knowledge base cannot answer (cube.kb.refusal_questions), answered by "
-        "the builtin systems and reported beside CuBE as refusal accuracy (0: none)."
+        30,
+        ge=0,
+        description="Questions the knowledge base cannot answer (cube.kb.refusal_questions), answered by "
+        "the builtin systems and reported beside CuBE as refusal accuracy (0: none).",
     )
     refusal_generator: Literal["template", "llm"] = Field(
-        "template", description="Who writes the refusal questions: template (offline: an absent item, another "
+        "template",
+        description="Who writes the refusal questions: template (offline: an absent item, another "
         "province, an absent field) or llm (a model plays a citizen asking about services the knowledge base does "
-        "not cover; cube.kb.refusal_llm; questions naming a corpus item are dropped)."
+        "not cover; cube.kb.refusal_llm; questions naming a corpus item are dropped).",
     )
-    refusal_model: ModelRef | None = Field(None, description="Model writing the refusal questions (refusal_generator: llm).")
+    refusal_model: ModelRef | None = Field(
+        None, description="Model writing the refusal questions (refusal_generator: llm)."
+    )
 
     @model_validator(mode="after")
     def _refusal_model(self) -> DiagnosticsParams:
         if self.refusal_generator == "llm" and self.refusal_model is None:
-            raise ValueError("diagnostics.refusal_generator 'llm' needs diagnostics.refusal_model (a name under "
-                             "`models:` or an inline spec)")
+            raise ValueError(
+                "diagnostics.refusal_generator 'llm' needs diagnostics.refusal_model (a name under "
+                "`models:` or an inline spec)"
+            )
         return self
 
 
@@ -387,20 +504,47 @@ class SimulationParams(StrictModel):
     estimator on replicates of a generative model whose truth is known. The defaults keep notebook 12
     within seconds in `cube run`; `cube simulate` scales them up from its command line."""
 
-    replicates: int = Field(8, ge=1, description="Simulated runs per question-set size (Monte Carlo error "
-                            "of a 95 % coverage: about sqrt(0.95 x 0.05 / replicates)).")
-    questions: list[int] = Field(default_factory=lambda: [40], description="Question-set sizes simulated.")
-    bootstrap: int = Field(200, ge=10, description="Bootstrap resamples per simulated run (the run's own "
-                           "`analysis.bootstrap` is not used: the study repeats the estimator many times).")
-    permutations: int = Field(200, ge=10, description="Permutations of compare's p-value per simulated pair.")
-    power: bool = Field(False, description="Also simulate pairs whose true difference is the printed MDE "
-                        "(power at the MDE; `cube simulate` does by default).")
-    recall: float = Field(0.8041, ge=0, le=1, description="R@k of the simulated system (the paper's: 0.8041; a "
-                          "value k/n of the simulated sizes would make R@k's closed intervals cover more often).")
-    cluster_size: int = Field(1, ge=1, description="Questions sharing one difficulty (near-duplicate families; "
-                              "1: independent questions, the bootstrap's assumption).")
-    judge_bias: float = Field(0.0, description="Points the second simulated judge adds to rag answers only "
-                              "(a bias the zero/full bounds do not remove).")
+    replicates: int = Field(
+        8,
+        ge=1,
+        description="Simulated runs per question-set size (Monte Carlo error "
+        "of a 95 % coverage: about sqrt(0.95 x 0.05 / replicates)).",
+    )
+    questions: list[int] = Field(
+        default_factory=lambda: [40], description="Question-set sizes simulated."
+    )
+    bootstrap: int = Field(
+        200,
+        ge=10,
+        description="Bootstrap resamples per simulated run (the run's own "
+        "`analysis.bootstrap` is not used: the study repeats the estimator many times).",
+    )
+    permutations: int = Field(
+        200, ge=10, description="Permutations of compare's p-value per simulated pair."
+    )
+    power: bool = Field(
+        False,
+        description="Also simulate pairs whose true difference is the printed MDE "
+        "(power at the MDE; `cube simulate` does by default).",
+    )
+    recall: float = Field(
+        0.8041,
+        ge=0,
+        le=1,
+        description="R@k of the simulated system (the paper's: 0.8041; a "
+        "value k/n of the simulated sizes would make R@k's closed intervals cover more often).",
+    )
+    cluster_size: int = Field(
+        1,
+        ge=1,
+        description="Questions sharing one difficulty (near-duplicate families; "
+        "1: independent questions, the bootstrap's assumption).",
+    )
+    judge_bias: float = Field(
+        0.0,
+        description="Points the second simulated judge adds to rag answers only "
+        "(a bias the zero/full bounds do not remove).",
+    )
     seed: int = 0
 
     @field_validator("questions")
@@ -408,5 +552,7 @@ class SimulationParams(StrictModel):
     def _sizes(cls, v: list[int]) -> list[int]:
         bad = [n for n in v if n < 10]
         if not v or bad:
-            raise ValueError(f"simulation.questions: one or more sizes of at least 10 questions, got {v}")
+            raise ValueError(
+                f"simulation.questions: one or more sizes of at least 10 questions, got {v}"
+            )
         return v

@@ -31,16 +31,49 @@ from cube.diagnose.retrieval import wilson
 from cube.method.analysis import CubeWarning, retrieval_outcomes
 from cube.method.evaluation import evaluate
 
-COLUMNS = ["questions", "R@N", "R@N_lo", "R@N_hi", "W", "W_lo", "W_hi", "CuBE", "CuBE_lo", "CuBE_hi", "low",
-           "top_pattern", "note"]
-REFUSAL_COLUMNS = ["unanswerable", "refusal_accuracy", "refusal_lo", "refusal_hi", "false_refusal_rate",
-                   "false_refusal_lo", "false_refusal_hi", "no_answer"]
+COLUMNS = [
+    "questions",
+    "R@N",
+    "R@N_lo",
+    "R@N_hi",
+    "W",
+    "W_lo",
+    "W_hi",
+    "CuBE",
+    "CuBE_lo",
+    "CuBE_hi",
+    "low",
+    "top_pattern",
+    "note",
+]
+REFUSAL_COLUMNS = [
+    "unanswerable",
+    "refusal_accuracy",
+    "refusal_lo",
+    "refusal_hi",
+    "false_refusal_rate",
+    "false_refusal_lo",
+    "false_refusal_hi",
+    "no_answer",
+]
 
 
-def category_report(answers: pd.DataFrame, scores: pd.DataFrame, groups: pd.DataFrame, classified: pd.DataFrame,
-                    system: str, top_n: int, by: str, analysis_params: Any = None, *, min_questions: int = 20,
-                    bootstrap: int = 100, judges: list[str] | None = None,
-                    dimensions: list[str] | None = None, refusal: pd.DataFrame | None = None) -> pd.DataFrame:
+def category_report(
+    answers: pd.DataFrame,
+    scores: pd.DataFrame,
+    groups: pd.DataFrame,
+    classified: pd.DataFrame,
+    system: str,
+    top_n: int,
+    by: str,
+    analysis_params: Any = None,
+    *,
+    min_questions: int = 20,
+    bootstrap: int = 100,
+    judges: list[str] | None = None,
+    dimensions: list[str] | None = None,
+    refusal: pd.DataFrame | None = None,
+) -> pd.DataFrame:
     """One row per value of `by` (a column of `cube.diagnose.retrieval.question_groups`), most
     questions first. `classified`: `cube.diagnose.failures.classify` of the same system."""
     from cube.config.sections import AnalysisParams
@@ -49,30 +82,55 @@ def category_report(answers: pd.DataFrame, scores: pd.DataFrame, groups: pd.Data
     ap = given.model_copy(update={"bootstrap": min(bootstrap, given.bootstrap)})  # 0 stays 0
     a = answers[answers["system"] == system]
     s = scores[scores["system"] == system]
-    ranks = retrieval_outcomes(a, top_n).ranks.merge(groups[["question_id", by]], on="question_id", how="left")
+    ranks = retrieval_outcomes(a, top_n).ranks.merge(
+        groups[["question_id", by]], on="question_id", how="left"
+    )
     ranks[by] = ranks[by].fillna("(unknown)")
-    low = classified.loc[classified["low"], ["question_id", "primary"]].merge(groups[["question_id", by]], on="question_id", how="left")
+    low = classified.loc[classified["low"], ["question_id", "primary"]].merge(
+        groups[["question_id", by]], on="question_id", how="left"
+    )
     rows = []
     for value, g in ranks.groupby(by, sort=True):
         ids = set(g["question_id"])
         hits = int(((g["rank"] > 0) & (g["rank"] <= top_n)).sum())
         lo, hi = wilson(hits, len(g), ap.confidence)
-        row: dict[str, Any] = {by: value, "questions": len(g), "R@N": hits / len(g), "R@N_lo": lo, "R@N_hi": hi,
-                               "W": np.nan, "W_lo": np.nan, "W_hi": np.nan, "CuBE": np.nan, "CuBE_lo": np.nan,
-                               "CuBE_hi": np.nan, "note": ""}
+        row: dict[str, Any] = {
+            by: value,
+            "questions": len(g),
+            "R@N": hits / len(g),
+            "R@N_lo": lo,
+            "R@N_hi": hi,
+            "W": np.nan,
+            "W_lo": np.nan,
+            "W_hi": np.nan,
+            "CuBE": np.nan,
+            "CuBE_lo": np.nan,
+            "CuBE_hi": np.nan,
+            "note": "",
+        }
         if len(g) < min_questions:
-            row["note"] = f"W and CuBE not computed: {len(g)} question(s), fewer than {min_questions}"
+            row["note"] = (
+                f"W and CuBE not computed: {len(g)} question(s), fewer than {min_questions}"
+            )
         else:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", CubeWarning)
-                r = evaluate(a[a["question_id"].isin(ids)], s[s["question_id"].isin(ids)],
-                             ap, top_n, judges=judges, dimensions=dimensions)
+                r = evaluate(
+                    a[a["question_id"].isin(ids)],
+                    s[s["question_id"].isin(ids)],
+                    ap,
+                    top_n,
+                    judges=judges,
+                    dimensions=dimensions,
+                )
             row.update({"W": float(r.jury.at["mean", "weighted_score"]), "CuBE": r.jury_cube()})
             row["W_lo"], row["W_hi"] = r.interval("jury", "weighted_score")
             row["CuBE_lo"], row["CuBE_hi"] = r.interval("jury", "cube_score")
             if not r.jury_judges:
                 row["note"] = "no judge passed the validity gate on this category"
-            elif causes := gate_withhold_reasons(r):  # kept judges the verdict is withheld for: nothing published
+            elif causes := gate_withhold_reasons(
+                r
+            ):  # kept judges the verdict is withheld for: nothing published
                 row["note"] = "; ".join(causes) + ": W and CuBE not published"
                 row.update({k: np.nan for k in ("W", "W_lo", "W_hi", "CuBE", "CuBE_lo", "CuBE_hi")})
         mine = low[low[by] == value]
@@ -86,6 +144,12 @@ def category_report(answers: pd.DataFrame, scores: pd.DataFrame, groups: pd.Data
         out.loc[only, ["questions", "low"]] = 0
         out.loc[only, ["top_pattern"]] = ""
         out.loc[only, "note"] = "refusal questions only"
-        out = out.astype({"questions": int, "low": int, "unanswerable": "Int64", "no_answer": "Int64"})
-        out[["unanswerable", "no_answer"]] = out[["unanswerable", "no_answer"]].fillna(0).astype(int)
-    return out.sort_values(["questions", by], ascending=[False, True], kind="stable").reset_index(drop=True)
+        out = out.astype(
+            {"questions": int, "low": int, "unanswerable": "Int64", "no_answer": "Int64"}
+        )
+        out[["unanswerable", "no_answer"]] = (
+            out[["unanswerable", "no_answer"]].fillna(0).astype(int)
+        )
+    return out.sort_values(["questions", by], ascending=[False, True], kind="stable").reset_index(
+        drop=True
+    )

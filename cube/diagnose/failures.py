@@ -53,22 +53,32 @@ from cube.config.phrasing import YES_NO_FIELDS, is_missing, says_only_value, yes
 from cube.config.schema import known_retrieval
 from cube.diagnose.refusal import is_refusal
 
-PATTERNS: tuple[str, ...] = ("empty", "truncated", "wrong_near_duplicate", "retrieval_miss", "refusal_despite_gold",
-                             "low_rank", "number_mismatch", "field_missing", "unsupported", "judge_disagreement")
+PATTERNS: tuple[str, ...] = (
+    "empty",
+    "truncated",
+    "wrong_near_duplicate",
+    "retrieval_miss",
+    "refusal_despite_gold",
+    "low_rank",
+    "number_mismatch",
+    "field_missing",
+    "unsupported",
+    "judge_disagreement",
+)
 UNEXPLAINED = "unexplained"
 SUGGESTIONS: dict[str, str] = {
     "empty": "inspect the answering calls' errors and re-run the answering stage (`--only 02.. --force`)",
     "truncated": "raise the answering model's max_tokens or ask for shorter answers",
     "wrong_near_duplicate": "filter retrieval by the region the question names (systems[].region_filter: "
-                            "question) and render the variant into the documents",
+    "question) and render the variant into the documents",
     "retrieval_miss": "improve retrieval (item-name and alias matching, hybrid search) or raise TOP-N",
     "refusal_despite_gold": "tell the answering prompt to answer from the retrieved guides, and check that the "
-                            "gold document's text reaches the model (chunking, context length)",
+    "gold document's text reaches the model (chunking, context length)",
     "low_rank": "re-rank the retrieved list (a cross-encoder) or put fewer, better documents in the prompt",
     "field_missing": "make the prompt answer the asked aspect (fee, time limit, materials) explicitly, quoting "
-                     "the guide's field",
+    "the guide's field",
     "number_mismatch": "quote numbers (fees, time limits) verbatim from the guide; check that neighbouring "
-                       "region documents in the context are not mixed in",
+    "region documents in the context are not mixed in",
     "unsupported": "constrain the answer to the retrieved guides (cite them) and lower the temperature",
     "judge_disagreement": "the score is uncertain: add a judge or human ratings (notebook 07) for these answers",
     UNEXPLAINED: "read these answers in the judgment browser: no evidence-based pattern applies",
@@ -91,40 +101,86 @@ _NUM = re.compile(r"\d+(?:\.\d+)?")
 _CJK = "\u4e00-\u9fff"
 _SEPARATORS = "：:；;，,。！？!?"
 _AFTER_SEPARATOR = r"(?:(?<!\d)[：:]|[；;，,。！？!?])"  # "9:30": a clock time, not a separator
-_CANDIDATES = re.compile("|".join((
-    r"^[ \t>*\-•#]*(?P<line>\d{1,2})[ \t]*[.．、)）](?!\d)",
-    _AFTER_SEPARATOR + r"[ \t]*(?P<sep>\d{1,2})(?:[、)）]|[.．](?=[" + _CJK + r"A-Za-z]))",
-    _AFTER_SEPARATOR + r"[ \t]*(?P<sepdot>\d{1,2})[.．](?=[ \t])",
-    r"(?<=[ \t])(?P<blank>\d{1,2})(?:[、)）]|[.．](?![\d.．]))",
-    r"[（(][ \t]*(?P<par>\d{1,2})[ \t]*[)）]",
-    r"[\[【][ \t]*(?P<square>\d{1,2})[ \t]*[\]】]",
-)), re.MULTILINE)
-_ALWAYS_MARKERS = re.compile("|".join((
-    r"第[ \t]*\d{1,2}[ \t]*(?:步|点|项要求|个步骤)",
-    r"\bstep[ \t]*\d{1,2}\b",
-    r"[\u2460-\u2473\u2776-\u277f\u2780-\u2793]",
-)), re.IGNORECASE)
+_CANDIDATES = re.compile(
+    "|".join(
+        (
+            r"^[ \t>*\-•#]*(?P<line>\d{1,2})[ \t]*[.．、)）](?!\d)",
+            _AFTER_SEPARATOR + r"[ \t]*(?P<sep>\d{1,2})(?:[、)）]|[.．](?=[" + _CJK + r"A-Za-z]))",
+            _AFTER_SEPARATOR + r"[ \t]*(?P<sepdot>\d{1,2})[.．](?=[ \t])",
+            r"(?<=[ \t])(?P<blank>\d{1,2})(?:[、)）]|[.．](?![\d.．]))",
+            r"[（(][ \t]*(?P<par>\d{1,2})[ \t]*[)）]",
+            r"[\[【][ \t]*(?P<square>\d{1,2})[ \t]*[\]】]",
+        )
+    ),
+    re.MULTILINE,
+)
+_ALWAYS_MARKERS = re.compile(
+    "|".join(
+        (
+            r"第[ \t]*\d{1,2}[ \t]*(?:步|点|项要求|个步骤)",
+            r"\bstep[ \t]*\d{1,2}\b",
+            r"[\u2460-\u2473\u2776-\u277f\u2780-\u2793]",
+        )
+    ),
+    re.IGNORECASE,
+)
 # What can follow a number but never opens an item's text: another number, a currency, a time or a
 # count unit ("1、本人身份证", "1、年满18周岁", "1、周一至周五" are item text).
-_UNITS = (r"元|块钱|角|天|日内|工作日|个(?:工作日|自然日|月|小时|星期|季度)|小时|分钟|周岁|岁|倍|万|千|百|亿"
+_UNITS = (
+    r"元|块钱|角|天|日内|工作日|个(?:工作日|自然日|月|小时|星期|季度)|小时|分钟|周岁|岁|倍|万|千|百|亿"
     r"|张|份|页|次|(?:yuan|rmb|cny|usd|dollars?|days?|(?:working|business|calendar)[ \t]+days?|hours?|minutes?"
-    r"|weeks?|months?|years?|pages?|cop(?:y|ies)|times|percent|per)\b")
+    r"|weeks?|months?|years?|pages?|cop(?:y|ies)|times|percent|per)\b"
+)
 _UNIT = re.compile(r"[ \t]*(?:[%％]|" + _UNITS + ")", re.IGNORECASE)
-_NOT_ITEM_TEXT = re.compile(r"[ \t]*(?:$|[\d%％]|[.．]\d|" + _UNITS + ")", re.IGNORECASE | re.MULTILINE)
+_NOT_ITEM_TEXT = re.compile(
+    r"[ \t]*(?:$|[\d%％]|[.．]\d|" + _UNITS + ")", re.IGNORECASE | re.MULTILINE
+)
 # A Chinese numeral or an English number word with a time, money or count unit ("七个工作日",
 # "一百二十元", "两张", "twenty-five days") is a number; without one it is no claim ("一次性告知",
 # "一个窗口", "第一", "one of the documents").
-_CN_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
+_CN_DIGITS = {
+    "零": 0,
+    "〇": 0,
+    "一": 1,
+    "二": 2,
+    "两": 2,
+    "三": 3,
+    "四": 4,
+    "五": 5,
+    "六": 6,
+    "七": 7,
+    "八": 8,
+    "九": 9,
+}
 _CN_UNITS = {"十": 10, "百": 100, "千": 1000}
-_CN_NUMERAL = re.compile("([" + "".join(_CN_DIGITS) + "十][" + "".join(_CN_DIGITS) + "十百千万]*)"
-                         "(?=个(?:工作日|自然日|月|小时)|工作日|小时|分钟|天|日内|元|年内|周岁|岁|张|份|页)")
-_EN_WORDS = {w: i for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve thirteen "
-                                         "fourteen fifteen sixteen seventeen eighteen nineteen".split())}
-_EN_TENS = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90}
-_EN_NUMERAL = re.compile(r"\b(?:(?P<tens>" + "|".join(_EN_TENS) + r")(?:[ -](?P<ones>one|two|three|four|five|six|seven"
-                         r"|eight|nine))?|(?P<word>" + "|".join(sorted(_EN_WORDS, key=len, reverse=True)) + r"))"
-                         r"(?=[ \t-]+(?:(?:working|business|calendar)[ \t]+)?(?:days?|yuan|hours?|weeks?|months?|years?"
-                         r"|minutes?|cop(?:y|ies)|photos?|pages?)\b)", re.IGNORECASE)
+_CN_NUMERAL = re.compile(
+    "([" + "".join(_CN_DIGITS) + "十][" + "".join(_CN_DIGITS) + "十百千万]*)"
+    "(?=个(?:工作日|自然日|月|小时)|工作日|小时|分钟|天|日内|元|年内|周岁|岁|张|份|页)"
+)
+_EN_WORDS = {
+    w: i
+    for i, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen "
+        "fourteen fifteen sixteen seventeen eighteen nineteen".split()
+    )
+}
+_EN_TENS = {
+    "twenty": 20,
+    "thirty": 30,
+    "forty": 40,
+    "fifty": 50,
+    "sixty": 60,
+    "seventy": 70,
+    "eighty": 80,
+    "ninety": 90,
+}
+_EN_NUMERAL = re.compile(
+    r"\b(?:(?P<tens>" + "|".join(_EN_TENS) + r")(?:[ -](?P<ones>one|two|three|four|five|six|seven"
+    r"|eight|nine))?|(?P<word>" + "|".join(sorted(_EN_WORDS, key=len, reverse=True)) + r"))"
+    r"(?=[ \t-]+(?:(?:working|business|calendar)[ \t]+)?(?:days?|yuan|hours?|weeks?|months?|years?"
+    r"|minutes?|cop(?:y|ies)|photos?|pages?)\b)",
+    re.IGNORECASE,
+)
 _WIDE = str.maketrans("０１２３４５６７８９．，", "0123456789.,")
 _SENT = re.compile(r"[。！？!?\n；;：:]+|(?<=[a-z])\.\s")
 _WORD = re.compile(r"[\W_]+")
@@ -134,7 +190,9 @@ def _blank(v: Any) -> bool:
     return v is None or (isinstance(v, float) and np.isnan(v)) or str(v).strip() == ""
 
 
-def jury_scores(scores: pd.DataFrame, system: str, judges: Sequence[str] | None = None) -> pd.DataFrame:
+def jury_scores(
+    scores: pd.DataFrame, system: str, judges: Sequence[str] | None = None
+) -> pd.DataFrame:
     """Per rag question of `system`: `score` (mean over judges of the mean over dimensions, 0-10)
     and `spread` (largest minus smallest judge mean; NaN with fewer than two scored judges)."""
     s = scores[(scores["system"] == system) & (scores["set"] == "rag")]
@@ -142,8 +200,14 @@ def jury_scores(scores: pd.DataFrame, system: str, judges: Sequence[str] | None 
         s = s[s["judge"].isin(list(judges))]
     s = s.assign(score=pd.to_numeric(s["score"], errors="coerce"))
     per_judge = s.groupby(["question_id", "judge"])["score"].mean().unstack("judge")
-    out = pd.DataFrame({"score": per_judge.mean(axis=1),
-                        "spread": (per_judge.max(axis=1) - per_judge.min(axis=1)).where(per_judge.count(axis=1) > 1)})
+    out = pd.DataFrame(
+        {
+            "score": per_judge.mean(axis=1),
+            "spread": (per_judge.max(axis=1) - per_judge.min(axis=1)).where(
+                per_judge.count(axis=1) > 1
+            ),
+        }
+    )
     return out.reset_index()
 
 
@@ -189,11 +253,13 @@ def strip_list_numbering(text: str) -> str:
         text_follows = not _NOT_ITEM_TEXT.match(text, m.end())
         if kind == "par":
             before = text[m.start() - 1] if m.start() else "\n"
-            text_follows = text_follows and (before.isspace() or before in _SEPARATORS or before in ">*-•")
+            text_follows = text_follows and (
+                before.isspace() or before in _SEPARATORS or before in ">*-•"
+            )
         found.append((m.start(), m.end(), int(m.group(kind)), kind, text_follows))
     keep = list(text)
     for i, (start, end, n, kind, text_follows) in enumerate(found):
-        in_run = any(f[2] == n - 1 for f in found[:i]) or any(f[2] == n + 1 for f in found[i + 1:])
+        in_run = any(f[2] == n - 1 for f in found[:i]) or any(f[2] == n + 1 for f in found[i + 1 :])
         if kind == "square":
             numbering = not _UNIT.match(text, end)
         elif kind == "blank":
@@ -214,20 +280,32 @@ def number_mismatch(answer: str, gold: str, question: str = "") -> set[float]:
 
 # Sayings of "no fee" / "a fee is charged" and "online" / "not online" (checked negation first).
 _SAYS_NO = {
-    "fee_standard": re.compile(r"不收费|不收取|免费|免收|无需(?:缴|交|收|付)?费|不需要?(?:缴|交|收|付)费|无(?:任何)?费用|没有(?:任何)?费用"
-                               r"|(?:不需要?|无需|无须|不用|不必)(?:缴纳|交纳|支付|缴|交)[^\W\d_]{0,4}?费用"
-                               r"|零收费|不用(?:缴|交|付)?(?:钱|费)|\bno (?:fee|charge|cost)s?\b|free of charge|\bfree\b"
-                               r"|not charged|without charge", re.IGNORECASE),
-    "online_handling": re.compile(r"不(?:能|可|可以|支持|提供)(?:在)?(?:网上|线上|在线)|无法(?:在)?(?:网上|线上|在线)|仅(?:限)?(?:窗口|现场)"
-                                  r"|cannot be (?:handled|done|applied for) online|not (?:available )?online"
-                                  r"|in person only", re.IGNORECASE),
+    "fee_standard": re.compile(
+        r"不收费|不收取|免费|免收|无需(?:缴|交|收|付)?费|不需要?(?:缴|交|收|付)费|无(?:任何)?费用|没有(?:任何)?费用"
+        r"|(?:不需要?|无需|无须|不用|不必)(?:缴纳|交纳|支付|缴|交)[^\W\d_]{0,4}?费用"
+        r"|零收费|不用(?:缴|交|付)?(?:钱|费)|\bno (?:fee|charge|cost)s?\b|free of charge|\bfree\b"
+        r"|not charged|without charge",
+        re.IGNORECASE,
+    ),
+    "online_handling": re.compile(
+        r"不(?:能|可|可以|支持|提供)(?:在)?(?:网上|线上|在线)|无法(?:在)?(?:网上|线上|在线)|仅(?:限)?(?:窗口|现场)"
+        r"|cannot be (?:handled|done|applied for) online|not (?:available )?online"
+        r"|in person only",
+        re.IGNORECASE,
+    ),
 }
 _SAYS_YES = {
-    "fee_standard": re.compile(r"(?<![不免])(?:需要|需)?(?:缴|交|收|付)费|(?:缴纳|交纳|支付|缴|交)[^\W\d_]{0,4}?费用"
-                               r"|收取|\d\s*元|\byuan\b|\bfee (?:is|are) charged"
-                               r"|\bcharges?\b|\bcosts?\b", re.IGNORECASE),
-    "online_handling": re.compile(r"(?<![不能可无])(?:可以?|能|支持)?(?:在)?(?:网上|线上|在线)(?:办理|申请|提交|办)|网办"
-                                  r"|can be (?:handled|done|applied for) online|\bonline\b", re.IGNORECASE),
+    "fee_standard": re.compile(
+        r"(?<![不免])(?:需要|需)?(?:缴|交|收|付)费|(?:缴纳|交纳|支付|缴|交)[^\W\d_]{0,4}?费用"
+        r"|收取|\d\s*元|\byuan\b|\bfee (?:is|are) charged"
+        r"|\bcharges?\b|\bcosts?\b",
+        re.IGNORECASE,
+    ),
+    "online_handling": re.compile(
+        r"(?<![不能可无])(?:可以?|能|支持)?(?:在)?(?:网上|线上|在线)(?:办理|申请|提交|办)|网办"
+        r"|can be (?:handled|done|applied for) online|\bonline\b",
+        re.IGNORECASE,
+    ),
 }
 _PUNCT = re.compile(r"[\W_]+")
 _SEGMENT = re.compile(r"[、，,；;。\n]+")
@@ -245,30 +323,40 @@ def field_stated(field: str, value: str, answer: str, match_from: float = 80.0) 
 
     if is_missing(value):
         return True
-    if says_only_value(answer, field, value):  # the value itself, maybe after the field's label ("是否收费：否")
+    if says_only_value(
+        answer, field, value
+    ):  # the value itself, maybe after the field's label ("是否收费：否")
         return True
     flag = yes_no(value) if field in YES_NO_FIELDS else None
     if flag is not None:  # a yes/no or free/charged value: compare the sense
-        if says_only_value(answer, field, "否" if flag else "是"):  # the other flag after a label ("是否收费：是")
+        if says_only_value(
+            answer, field, "否" if flag else "是"
+        ):  # the other flag after a label ("是否收费：是")
             return False
         says_no = bool(_SAYS_NO[field].search(answer))
         says_yes = bool(_SAYS_YES[field].search(_SAYS_NO[field].sub(" ", answer)))
         return says_no if flag is False else (says_yes and not says_no)
     wanted = claimed_numbers(value)
-    if wanted:  # a value with numbers (fee, time limit): its numbers, said in any form, must be there
+    if (
+        wanted
+    ):  # a value with numbers (fee, time limit): its numbers, said in any form, must be there
         if not wanted <= _numbers(answer.translate(_WIDE)):
             return False
-        if len(_plain(_NUM.sub("", value.translate(_WIDE)))) <= 8:  # the numbers are the value ("10个工作日")
+        if (
+            len(_plain(_NUM.sub("", value.translate(_WIDE)))) <= 8
+        ):  # the numbers are the value ("10个工作日")
             return True
     plain_answer = _plain(answer)
-    segments = [p for p in (_plain(s) for s in _SEGMENT.split(value)) if len(p) >= 2] or [_plain(value)]
+    segments = [p for p in (_plain(s) for s in _SEGMENT.split(value)) if len(p) >= 2] or [
+        _plain(value)
+    ]
     found = [fuzz.partial_ratio(p[:120], plain_answer) >= match_from for p in segments if p]
     return sum(found) >= 0.8 * len(found)
 
 
 def _bigrams(text: str) -> set[str]:
     t = _WORD.sub("", text.lower())
-    return {t[i:i + 2] for i in range(len(t) - 1)}
+    return {t[i : i + 2] for i in range(len(t) - 1)}
 
 
 def _supported_share(answer: str, gold: str) -> float:
@@ -281,8 +369,9 @@ def _supported_share(answer: str, gold: str) -> float:
     return float(np.mean([len(b & ref) / len(b) >= 0.5 for b in clauses]))
 
 
-def evidence(row: pd.Series, gold_text: str, field_value: str, confusion: str, params: Any,
-             field: str = "") -> list[str]:
+def evidence(
+    row: pd.Series, gold_text: str, field_value: str, confusion: str, params: Any, field: str = ""
+) -> list[str]:
     """The patterns that hold for one answer (see the module doc), in `PATTERNS` order; `field` is
     the asked field's key (its `field_value` in the gold document is judged by `field_stated`)."""
     answer = "" if _blank(row.get("answer")) else str(row["answer"])
@@ -300,13 +389,27 @@ def evidence(row: pd.Series, gold_text: str, field_value: str, confusion: str, p
         found.append("refusal_despite_gold")
     if rank >= params.low_rank_from:
         found.append("low_rank")
-    if answer and gold_text and number_mismatch(answer, gold_text, str(row.get("question", "") or "")):
-        found.append("number_mismatch")  # a wrong number is the more specific cause than a missing field
-    if rank > 0 and answer and field and "refusal_despite_gold" not in found \
-            and not field_stated(field, field_value, answer, params.field_match_below):
+    if (
+        answer
+        and gold_text
+        and number_mismatch(answer, gold_text, str(row.get("question", "") or ""))
+    ):
+        found.append(
+            "number_mismatch"
+        )  # a wrong number is the more specific cause than a missing field
+    if (
+        rank > 0
+        and answer
+        and field
+        and "refusal_despite_gold" not in found
+        and not field_stated(field, field_value, answer, params.field_match_below)
+    ):
         found.append("field_missing")
     if answer and gold_text:
-        if not is_refusal(answer) and 1 - _supported_share(answer, gold_text) > params.unsupported_share_above:
+        if (
+            not is_refusal(answer)
+            and 1 - _supported_share(answer, gold_text) > params.unsupported_share_above
+        ):
             found.append("unsupported")
     spread = row.get("spread")
     if spread is not None and np.isfinite(spread) and spread > params.judge_disagreement_above:
@@ -314,8 +417,15 @@ def evidence(row: pd.Series, gold_text: str, field_value: str, confusion: str, p
     return found
 
 
-def classify(answers: pd.DataFrame, scores: pd.DataFrame, corpus: pd.DataFrame, questions: pd.DataFrame,
-             system: str, params: Any = None, judges: Sequence[str] | None = None) -> pd.DataFrame:
+def classify(
+    answers: pd.DataFrame,
+    scores: pd.DataFrame,
+    corpus: pd.DataFrame,
+    questions: pd.DataFrame,
+    system: str,
+    params: Any = None,
+    judges: Sequence[str] | None = None,
+) -> pd.DataFrame:
     """Every rag answer of `system` with a known retrieval outcome: its jury `score`, `spread`,
     `low`, the `patterns` that hold and the `primary` one (low answers only; "" otherwise), with
     the question's `style`, the gold's `department` and the `question` text.
@@ -331,12 +441,21 @@ def classify(answers: pd.DataFrame, scores: pd.DataFrame, corpus: pd.DataFrame, 
     rag = rag.merge(jury_scores(scores, system, judges), on="question_id", how="left")
     q = questions.set_index("question_id")
     rag["question"] = rag["question_id"].map(q["question"]) if "question" in q else ""
-    rag["asked_field"] = rag["question_id"].map(q["asked_field"]).fillna("") if "asked_field" in q else ""
-    rag["style"] = rag["question_id"].map(q["style"]).fillna("").replace("", "(llm or file)") if "style" in q \
+    rag["asked_field"] = (
+        rag["question_id"].map(q["asked_field"]).fillna("") if "asked_field" in q else ""
+    )
+    rag["style"] = (
+        rag["question_id"].map(q["style"]).fillna("").replace("", "(llm or file)")
+        if "style" in q
         else "(none)"
+    )
     c = corpus.set_index(corpus["doc_id"].astype(str))
     gold = rag["doc_id"].astype(str)
-    rag["department"] = gold.map(c["department"]).fillna("").replace("", "(none)") if "department" in c else "(none)"
+    rag["department"] = (
+        gold.map(c["department"]).fillna("").replace("", "(none)")
+        if "department" in c
+        else "(none)"
+    )
     texts = gold.map(c["text"]).fillna("") if "text" in c else pd.Series("", index=rag.index)
     causes = confusion_causes(rag, corpus)["cause"].tolist()
     rag["low"] = rag["score"] < p.low_score_below
@@ -347,14 +466,34 @@ def classify(answers: pd.DataFrame, scores: pd.DataFrame, corpus: pd.DataFrame, 
             primary.append("")
             continue
         field = row["asked_field"]
-        value = str(c.at[str(row["doc_id"]), field]) if field and field in c and str(row["doc_id"]) in c.index else ""
-        found = evidence(row, str(texts.iloc[i]), "" if _blank(value) else value, causes[i], p, field)
+        value = (
+            str(c.at[str(row["doc_id"]), field])
+            if field and field in c and str(row["doc_id"]) in c.index
+            else ""
+        )
+        found = evidence(
+            row, str(texts.iloc[i]), "" if _blank(value) else value, causes[i], p, field
+        )
         patterns.append(found)
         primary.append(found[0] if found else UNEXPLAINED)
     rag["patterns"] = patterns
     rag["primary"] = primary
-    keep = ["question_id", "doc_id", "system", "question", "answer", "rank", "score", "spread", "low", "patterns",
-            "primary", "style", "department", "asked_field"]
+    keep = [
+        "question_id",
+        "doc_id",
+        "system",
+        "question",
+        "answer",
+        "rank",
+        "score",
+        "spread",
+        "low",
+        "patterns",
+        "primary",
+        "style",
+        "department",
+        "asked_field",
+    ]
     return rag[[k for k in keep if k in rag]].reset_index(drop=True)
 
 
@@ -365,11 +504,21 @@ def pattern_table(classified: pd.DataFrame, examples: int = 2) -> pd.DataFrame:
     rows = []
     for pat in (*PATTERNS, UNEXPLAINED):
         prim = low[low["primary"] == pat]
-        holds = low["patterns"].map(lambda ps, pat=pat: pat in ps) if pat != UNEXPLAINED else low["primary"] == pat
-        rows.append({"pattern": pat, "count": len(prim), "any": int(holds.sum()),
-                     "share": len(prim) / len(low) if len(low) else np.nan,
-                     "examples": ", ".join(map(str, prim["question_id"].head(examples))),
-                     "suggestion": SUGGESTIONS[pat]})
+        holds = (
+            low["patterns"].map(lambda ps, pat=pat: pat in ps)
+            if pat != UNEXPLAINED
+            else low["primary"] == pat
+        )
+        rows.append(
+            {
+                "pattern": pat,
+                "count": len(prim),
+                "any": int(holds.sum()),
+                "share": len(prim) / len(low) if len(low) else np.nan,
+                "examples": ", ".join(map(str, prim["question_id"].head(examples))),
+                "suggestion": SUGGESTIONS[pat],
+            }
+        )
     out = pd.DataFrame(rows)
     return out.sort_values(["count", "any"], ascending=False, kind="stable").reset_index(drop=True)
 
@@ -379,7 +528,9 @@ def examples_table(classified: pd.DataFrame, per_pattern: int = 2, width: int = 
     low = classified[classified["low"]]
     parts = [g.head(per_pattern) for _, g in low.groupby("primary", sort=True)]
     if not parts:
-        return pd.DataFrame(columns=["primary", "question_id", "question", "answer", "rank", "score"])
+        return pd.DataFrame(
+            columns=["primary", "question_id", "question", "answer", "rank", "score"]
+        )
     out = pd.concat(parts)[["primary", "question_id", "question", "answer", "rank", "score"]].copy()
     for col in ("question", "answer"):
         out[col] = out[col].fillna("").astype(str).map(lambda t: t[:width] + "…" * (len(t) > width))
@@ -389,15 +540,29 @@ def examples_table(classified: pd.DataFrame, per_pattern: int = 2, width: int = 
 def by_category(classified: pd.DataFrame, by: str) -> pd.DataFrame:
     """Low answers per value of `by` and primary pattern (`by, pattern, count`); sums to the low answers."""
     low = classified[classified["low"]]
-    return low.groupby([by, "primary"]).size().rename("count").reset_index().rename(columns={"primary": "pattern"})
+    return (
+        low.groupby([by, "primary"])
+        .size()
+        .rename("count")
+        .reset_index()
+        .rename(columns={"primary": "pattern"})
+    )
 
 
 def top_patterns(classified: pd.DataFrame, n: int = 3) -> list[dict[str, Any]]:
     """The `n` most frequent primary patterns (count > 0) for the decision page."""
     t = pattern_table(classified)
     t = t[(t["count"] > 0) & (t["pattern"] != UNEXPLAINED)].head(n)
-    return [{"pattern": r.pattern, "count": int(r.count), "share": float(r.share), "suggestion": r.suggestion,
-             "examples": r.examples} for r in t.itertuples()]
+    return [
+        {
+            "pattern": r.pattern,
+            "count": int(r.count),
+            "share": float(r.share),
+            "suggestion": r.suggestion,
+            "examples": r.examples,
+        }
+        for r in t.itertuples()
+    ]
 
 
 def summary(classified: pd.DataFrame, params: Any = None) -> dict[str, Any]:
@@ -407,9 +572,14 @@ def summary(classified: pd.DataFrame, params: Any = None) -> dict[str, Any]:
     p = params or DiagnosticsParams()
     low = classified[classified["low"]]
     scored = int(classified["score"].notna().sum())
-    return {"answers": len(classified), "scored": scored, "low": len(low), "low_score_below": p.low_score_below,
-            "patterns": {k: int(v) for k, v in low["primary"].value_counts().items()},
-            "top": top_patterns(classified)}
+    return {
+        "answers": len(classified),
+        "scored": scored,
+        "low": len(low),
+        "low_score_below": p.low_score_below,
+        "patterns": {k: int(v) for k, v in low["primary"].value_counts().items()},
+        "top": top_patterns(classified),
+    }
 
 
 def patterns_sentence(result: dict[str, Any]) -> str:
@@ -418,6 +588,10 @@ def patterns_sentence(result: dict[str, Any]) -> str:
         return "No rag answer has a jury score, so no failure pattern can be computed."
     if not result["low"]:
         return f"No rag answer scores below {result['low_score_below']:g} of 10 on the jury: no failure pattern."
-    top = "; ".join(f"{t['pattern'].replace('_', ' ')} {t['count']} ({t['share']:.0%})" for t in result["top"])
-    return (f"{result['low']} of {result['scored']} rag answers score below {result['low_score_below']:g} of 10; "
-            f"top failure patterns: {top or 'none identified'}.")
+    top = "; ".join(
+        f"{t['pattern'].replace('_', ' ')} {t['count']} ({t['share']:.0%})" for t in result["top"]
+    )
+    return (
+        f"{result['low']} of {result['scored']} rag answers score below {result['low_score_below']:g} of 10; "
+        f"top failure patterns: {top or 'none identified'}."
+    )

@@ -42,8 +42,10 @@ def _text(value: Any) -> str:
 
 def doc_info(corpus: pd.DataFrame) -> dict[str, tuple[set[tuple[str, str]], str, str, str]]:
     """doc_id -> (family keys, region, item name, variant)."""
-    cols = {c: corpus[c].tolist() if c in corpus.columns else [""] * len(corpus)
-            for c in ("family_id", "item_name", "region", "variant")}
+    cols = {
+        c: corpus[c].tolist() if c in corpus.columns else [""] * len(corpus)
+        for c in ("family_id", "item_name", "region", "variant")
+    }
     out = {}
     for i, doc_id in enumerate(corpus["doc_id"].astype(str)):
         fam, name = _text(cols["family_id"][i]), _text(cols["item_name"][i])
@@ -63,7 +65,9 @@ def _rag_rows(answers: pd.DataFrame, system: str | None) -> pd.DataFrame:
     return rows
 
 
-def confusion_causes(answers: pd.DataFrame, corpus: pd.DataFrame, system: str | None = None) -> pd.DataFrame:
+def confusion_causes(
+    answers: pd.DataFrame, corpus: pd.DataFrame, system: str | None = None
+) -> pd.DataFrame:
     """Per `rag` row with a known retrieval outcome: the gold `doc_id`, its base `item`, its
     `region` and the `cause` of a near-duplicate confusion ("" when the top-1 document is the
     gold, is outside its family, or nothing was retrieved)."""
@@ -87,7 +91,9 @@ def confusion_causes(answers: pd.DataFrame, corpus: pd.DataFrame, system: str | 
     return pd.DataFrame(out, columns=["doc_id", "item", "region", "cause"])
 
 
-def near_duplicate_confusion(answers: pd.DataFrame, corpus: pd.DataFrame, system: str | None = None) -> dict[str, Any]:
+def near_duplicate_confusion(
+    answers: pd.DataFrame, corpus: pd.DataFrame, system: str | None = None
+) -> dict[str, Any]:
     """The near-duplicate confusion rate of the `rag` answers (one system, or all rows).
 
     Args:
@@ -106,7 +112,9 @@ def near_duplicate_confusion(answers: pd.DataFrame, corpus: pd.DataFrame, system
     return {"rate": count / n if n else math.nan, "count": count, "n": n, **per}
 
 
-def confusion_by_item(answers: pd.DataFrame, corpus: pd.DataFrame, system: str, top: int = 12) -> pd.DataFrame:
+def confusion_by_item(
+    answers: pd.DataFrame, corpus: pd.DataFrame, system: str, top: int = 12
+) -> pd.DataFrame:
     """The base items (real names) most often confused with a sibling: one row per item with
     its `questions`, the confusions per cause and `confused`, most confused first (ties by name)."""
     rows = confusion_causes(answers, corpus, system)
@@ -115,20 +123,27 @@ def confusion_by_item(answers: pd.DataFrame, corpus: pd.DataFrame, system: str, 
     table.insert(0, "questions", table.sum(axis=1))
     table["confused"] = table[list(CAUSES)].sum(axis=1)
     table = table[table["confused"] > 0].drop(columns="other")
-    table = table.reset_index().sort_values(["confused", "item"], ascending=[False, True], kind="stable")
+    table = table.reset_index().sort_values(
+        ["confused", "item"], ascending=[False, True], kind="stable"
+    )
     return table.head(top).reset_index(drop=True)
 
 
 def confusion_by_system(answers: pd.DataFrame, corpus: pd.DataFrame) -> dict[str, dict[str, Any]]:
     """`near_duplicate_confusion` of every system in `answers`, by system name."""
-    return {str(s): near_duplicate_confusion(answers, corpus, system=s)
-            for s in answers.loc[answers["set"] == "rag", "system"].drop_duplicates()}
+    return {
+        str(s): near_duplicate_confusion(answers, corpus, system=s)
+        for s in answers.loc[answers["set"] == "rag", "system"].drop_duplicates()
+    }
 
 
 def confusion_table(by_system: dict[str, dict[str, Any]]) -> pd.DataFrame:
     """One row per system: questions, confused, rate and the count per cause."""
     cols = ["system", "questions", "confused", "rate", *CAUSES]
-    rows = [[name, d["n"], d["count"], d["rate"], *(d[c] for c in CAUSES)] for name, d in by_system.items()]
+    rows = [
+        [name, d["n"], d["count"], d["rate"], *(d[c] for c in CAUSES)]
+        for name, d in by_system.items()
+    ]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -140,16 +155,20 @@ def confusion_note(result: dict[str, Any], lang: str = "en") -> str:
     main = max(CAUSES, key=lambda c: result.get(c, 0))
     remedy = {
         "region": "restrict retrieval to the region the question names (systems[].region_filter: question) "
-                  "or give each region its own knowledge base (systems[].region)",
+        "or give each region its own knowledge base (systems[].region)",
         "variant": "render the variant into the documents and ask questions that name it; "
-                   "near-duplicate variants differ in few words, so a keyword retriever cannot separate them",
+        "near-duplicate variants differ in few words, so a keyword retriever cannot separate them",
         "duplicate": "remove duplicate documents of one item (cube validate lists them)",
     }[main]
-    return (f"{rate:.0%} of the questions retrieved a near-duplicate of the gold document first "
-            f"(mostly: wrong {main}); consider: {remedy}.")
+    return (
+        f"{rate:.0%} of the questions retrieved a near-duplicate of the gold document first "
+        f"(mostly: wrong {main}); consider: {remedy}."
+    )
 
 
 def for_results(by_system: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """`confusion_by_system` for `results.json`: a NaN rate becomes null (strict JSON)."""
-    return {s: {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in d.items()}
-            for s, d in by_system.items()}
+    return {
+        s: {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in d.items()}
+        for s, d in by_system.items()
+    }

@@ -41,8 +41,10 @@ from cube.diagnose.retrieval import wilson
 
 OPENING_CHARS = 160
 
-_INFO_EN = (r"(any |the |relevant |specific |such |further |more )*(information|guidance|details|answer|"
-            r"documents?|guides?|records?|mention|data|anything|reference|source)")
+_INFO_EN = (
+    r"(any |the |relevant |specific |such |further |more )*(information|guidance|details|answer|"
+    r"documents?|guides?|records?|mention|data|anything|reference|source)"
+)
 
 # Phrasings that carry their own decline framing (first person, addressed to the asker, the
 # knowledge source or a search that came back empty): they count wherever they stand in the opening.
@@ -72,7 +74,7 @@ DECLINE_PATTERNS: tuple[str, ...] = (
     r"\bthere is no [^.]{0,40} in the (provided|given|retrieved)",
 )
 # Phrasings that are ordinary guide content as often as declines ("该事项没有收费规定", "申请人需
-#提供没有违法记录的证明", "如无法提供原件，可提供复印件"): they count only when framed as a decline,
+# 提供没有违法记录的证明", "如无法提供原件，可提供复印件"): they count only when framed as a decline,
 # i.e. they open their clause (after an apology or greeting clause: "很抱歉，暂无该事项的办事指南",
 # "无法回答。") or the clause before them names the speaker, the asker or the knowledge at hand
 # (`FRAMING`), and no condition introduces them (`CONDITIONS`: 如, 如果, 若, ...).
@@ -84,8 +86,12 @@ FRAMED_PATTERNS: tuple[str, ...] = (
 FRAMING = r"(我|您|你|本人|目前|暂时|抱歉|对不起|遗憾|现有资料|知识库|资料库|检索|查询)"
 CONDITIONS = r"(如果|如|若|倘若|假如|凡|对于|申请人|当事人|办理人)"
 _OPENERS = r"^(目前|暂时|暂|很|非常|实在)*"
-CONTENT_MARKERS: tuple[str, ...] = ("根据办事指南", "办事指南载明", "according to the service guide",
-                                    "according to the guide")
+CONTENT_MARKERS: tuple[str, ...] = (
+    "根据办事指南",
+    "办事指南载明",
+    "according to the service guide",
+    "according to the guide",
+)
 
 _DECLINE = re.compile("|".join(f"(?:{p})" for p in DECLINE_PATTERNS), re.IGNORECASE)
 _FRAMED = re.compile("|".join(f"(?:{p})" for p in FRAMED_PATTERNS))
@@ -95,7 +101,7 @@ _CLAUSE_END = re.compile(r"[。！？!?；;，,：:\n]")
 def _framed_decline(head: str) -> bool:
     for m in _FRAMED.finditer(head):
         ends = [e.end() for e in _CLAUSE_END.finditer(head, 0, m.start())]
-        prefix = head[ends[-1] if ends else 0:m.start()].strip()
+        prefix = head[ends[-1] if ends else 0 : m.start()].strip()
         if re.search(CONDITIONS, prefix):
             continue
         if not re.sub(_OPENERS, "", prefix) or re.search(FRAMING, prefix):
@@ -117,18 +123,25 @@ def is_refusal(answer: str | None) -> bool:
 
 
 def answer_outcome(answer: object, error: object = None) -> str:
-    """"failed" when the answering call failed (an error is recorded: there is no answer), "empty"
+    """ "failed" when the answering call failed (an error is recorded: there is no answer), "empty"
     when it returned a blank answer, else "answered". Only answered questions can be declined or not."""
+
     def blank(v: object) -> bool:
-        return v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)) or str(v).strip() == ""
+        return (
+            v is None
+            or v is pd.NA
+            or (isinstance(v, float) and math.isnan(v))
+            or str(v).strip() == ""
+        )
 
     if not blank(error):
         return "failed"
     return "empty" if blank(answer) else "answered"
 
 
-def refusal_accuracy(declined: list[bool], answerable: list[bool],
-                     outcomes: list[str] | None = None) -> dict[str, Any]:
+def refusal_accuracy(
+    declined: list[bool], answerable: list[bool], outcomes: list[str] | None = None
+) -> dict[str, Any]:
     """Refusal accuracy (share of answered unanswerable questions the system declined) and the
     false-refusal rate (share of answered answerable questions it declined); NaN over no questions.
 
@@ -140,12 +153,21 @@ def refusal_accuracy(declined: list[bool], answerable: list[bool],
     rows = list(zip(declined, answerable, outcomes, strict=True))
     un = [bool(d) for d, a, o in rows if not a and o == "answered"]
     ans = [bool(d) for d, a, o in rows if a and o == "answered"]
-    count = {f"{o}_{'answerable' if want else 'unanswerable'}": sum(1 for _, a, oo in rows if a == want and oo == o)
-             for want in (False, True) for o in ("failed", "empty")}
+    count = {
+        f"{o}_{'answerable' if want else 'unanswerable'}": sum(
+            1 for _, a, oo in rows if a == want and oo == o
+        )
+        for want in (False, True)
+        for o in ("failed", "empty")
+    }
     nan = float("nan")
-    out: dict[str, Any] = {"refusal_accuracy": sum(un) / len(un) if un else nan, "n_unanswerable": len(un),
-                           "false_refusal_rate": sum(ans) / len(ans) if ans else nan, "n_answerable": len(ans),
-                           **count}
+    out: dict[str, Any] = {
+        "refusal_accuracy": sum(un) / len(un) if un else nan,
+        "n_unanswerable": len(un),
+        "false_refusal_rate": sum(ans) / len(ans) if ans else nan,
+        "n_answerable": len(ans),
+        **count,
+    }
     out["flag"] = no_answer_flag(count)
     return out
 
@@ -156,7 +178,9 @@ def no_answer_flag(count: dict[str, int]) -> str:
     for group, name in (("unanswerable", "refusal accuracy"), ("answerable", "false-refusal rate")):
         failed, empty = count.get(f"failed_{group}", 0), count.get(f"empty_{group}", 0)
         if failed or empty:
-            parts.append(f"{name} leaves out {failed} failed and {empty} empty answer(s) of {group} questions")
+            parts.append(
+                f"{name} leaves out {failed} failed and {empty} empty answer(s) of {group} questions"
+            )
     return "; ".join(parts) + " (neither refusals nor non-refusals)" if parts else ""
 
 
@@ -167,12 +191,17 @@ def mark_declined(answers: pd.DataFrame) -> pd.DataFrame:
     out = answers.copy()
     errors = out["error"] if "error" in out else pd.Series(None, index=out.index, dtype=object)
     out["outcome"] = [answer_outcome(a, e) for a, e in zip(out["answer"], errors, strict=True)]
-    declined = [is_refusal(a) if o == "answered" else pd.NA for a, o in zip(out["answer"], out["outcome"], strict=True)]
+    declined = [
+        is_refusal(a) if o == "answered" else pd.NA
+        for a, o in zip(out["answer"], out["outcome"], strict=True)
+    ]
     out["declined"] = pd.array(declined, dtype="boolean")
     return out
 
 
-def refusal_report(refusals: pd.DataFrame, answers: pd.DataFrame, confidence: float = 0.95) -> dict[str, dict]:
+def refusal_report(
+    refusals: pd.DataFrame, answers: pd.DataFrame, confidence: float = 0.95
+) -> dict[str, dict]:
     """Per system: refusal accuracy on the refusal questions (and by kind), false-refusal rate
     on its ordinary rag answers, each with its Wilson interval (`refusal_ci`, `false_refusal_ci`);
     NaN (null) over no questions. Failed and empty answers are in neither rate: they are counted
@@ -182,16 +211,25 @@ def refusal_report(refusals: pd.DataFrame, answers: pd.DataFrame, confidence: fl
     for system, r in refusals.groupby("system", sort=True):
         r = r if "outcome" in r else mark_declined(r)
         ordinary = mark_declined(rag[rag["system"] == system])
-        both = pd.concat([r[["declined", "outcome"]], ordinary[["declined", "outcome"]]], ignore_index=True)
-        figures = refusal_accuracy(both["declined"].fillna(False).astype(bool).tolist(),
-                                   [False] * len(r) + [True] * len(ordinary), both["outcome"].tolist())
-        for rate, n, key in (("refusal_accuracy", "n_unanswerable", "refusal_ci"),
-                             ("false_refusal_rate", "n_answerable", "false_refusal_ci")):
+        both = pd.concat(
+            [r[["declined", "outcome"]], ordinary[["declined", "outcome"]]], ignore_index=True
+        )
+        figures = refusal_accuracy(
+            both["declined"].fillna(False).astype(bool).tolist(),
+            [False] * len(r) + [True] * len(ordinary),
+            both["outcome"].tolist(),
+        )
+        for rate, n, key in (
+            ("refusal_accuracy", "n_unanswerable", "refusal_ci"),
+            ("false_refusal_rate", "n_answerable", "false_refusal_ci"),
+        ):
             hits = round(figures[rate] * figures[n]) if figures[n] else 0
             figures[key] = list(wilson(hits, figures[n], confidence))
         answered = r[r["outcome"] == "answered"]
-        figures["by_kind"] = {k: float(g["declined"].astype(bool).mean())
-                              for k, g in answered.groupby("kind", sort=True)}
+        figures["by_kind"] = {
+            k: float(g["declined"].astype(bool).mean())
+            for k, g in answered.groupby("kind", sort=True)
+        }
         out[str(system)] = figures
     return out
 
@@ -207,11 +245,18 @@ def refusal_sentence(system: str, figures: dict) -> str:
     acc, fr = figures.get("refusal_accuracy"), figures.get("false_refusal_rate")
     if acc is None or not np.isfinite(acc):
         return f"{system}: no refusal question was answered, so refusal accuracy is undefined."
-    kinds = ", ".join(f"{k.replace('_', ' ')} {v:.0%}" for k, v in figures.get("by_kind", {}).items())
-    wrong = (f"wrongly declined {fr:.1%}{_ci(figures, 'false_refusal_ci', 1)} of {figures['n_answerable']} answerable "
-             "ones" if fr is not None and np.isfinite(fr) else "has no answered answerable question, so no "
-             "false-refusal rate")
+    kinds = ", ".join(
+        f"{k.replace('_', ' ')} {v:.0%}" for k, v in figures.get("by_kind", {}).items()
+    )
+    wrong = (
+        f"wrongly declined {fr:.1%}{_ci(figures, 'false_refusal_ci', 1)} of {figures['n_answerable']} answerable "
+        "ones"
+        if fr is not None and np.isfinite(fr)
+        else "has no answered answerable question, so no false-refusal rate"
+    )
     caution = f" Caution: {figures['flag']}." if figures.get("flag") else ""
-    return (f"Refusal: {system} declined {acc:.0%}{_ci(figures, 'refusal_ci', 0)} of {figures['n_unanswerable']} "
-            f"questions the knowledge base cannot answer ({kinds}) and {wrong} (reported beside CuBE, not in it; "
-            f"Wilson intervals).{caution}")
+    return (
+        f"Refusal: {system} declined {acc:.0%}{_ci(figures, 'refusal_ci', 0)} of {figures['n_unanswerable']} "
+        f"questions the knowledge base cannot answer ({kinds}) and {wrong} (reported beside CuBE, not in it; "
+        f"Wilson intervals).{caution}"
+    )

@@ -30,11 +30,20 @@ def check_answers(answers: pd.DataFrame, table: str = "answers") -> None:
     ranks = pd.to_numeric(answers["rank"], errors="coerce")
     bad = ranks.isna() | (ranks < 0) | (ranks != ranks.round())
     if bad.any():
-        rows = [f"row {i} (question_id {q}, set {s}): {v!r}" for i, q, s, v in
-                zip(answers.index[bad], answers.loc[bad, "question_id"], answers.loc[bad, "set"],
-                    answers.loc[bad, "rank"], strict=True)]
-        raise SchemaError(f"{table}: column 'rank' must be an integer >= 0 (0 = gold document not retrieved); "
-                          f"{len(rows)} bad row(s): " + "; ".join(rows))
+        rows = [
+            f"row {i} (question_id {q}, set {s}): {v!r}"
+            for i, q, s, v in zip(
+                answers.index[bad],
+                answers.loc[bad, "question_id"],
+                answers.loc[bad, "set"],
+                answers.loc[bad, "rank"],
+                strict=True,
+            )
+        ]
+        raise SchemaError(
+            f"{table}: column 'rank' must be an integer >= 0 (0 = gold document not retrieved); "
+            f"{len(rows)} bad row(s): " + "; ".join(rows)
+        )
 
 
 def _rag(answers: pd.DataFrame) -> pd.DataFrame:
@@ -45,7 +54,9 @@ def _rag(answers: pd.DataFrame) -> pd.DataFrame:
 
 
 def _judge_means(scores: pd.DataFrame) -> pd.DataFrame:
-    s = scores[scores["set"] == "rag"].assign(score=lambda d: pd.to_numeric(d["score"], errors="coerce"))
+    s = scores[scores["set"] == "rag"].assign(
+        score=lambda d: pd.to_numeric(d["score"], errors="coerce")
+    )
     return s.groupby(["question_id", "judge"])["score"].mean().unstack("judge")
 
 
@@ -61,9 +72,15 @@ def _retrieval_change(ra: int, rb: int) -> str:
     return "same"
 
 
-def question_changes(a_answers: pd.DataFrame, a_scores: pd.DataFrame, b_answers: pd.DataFrame,
-                     b_scores: pd.DataFrame, jury_judges: list[str], *,
-                     tables: tuple[str, str] = ("answers (A)", "answers (B)")) -> pd.DataFrame:
+def question_changes(
+    a_answers: pd.DataFrame,
+    a_scores: pd.DataFrame,
+    b_answers: pd.DataFrame,
+    b_scores: pd.DataFrame,
+    jury_judges: list[str],
+    *,
+    tables: tuple[str, str] = ("answers (A)", "answers (B)"),
+) -> pd.DataFrame:
     """One row per common question: `question_id, doc_id, rank_a, rank_b, retrieval_change`,
     `score_a:<judge>`, `score_b:<judge>`, `delta:<judge>` per judge and `jury_a, jury_b, delta`.
     `tables` name the two answers tables (their files) in a `SchemaError` (`check_answers`)."""
@@ -75,7 +92,9 @@ def question_changes(a_answers: pd.DataFrame, a_scores: pd.DataFrame, b_answers:
     out["doc_id"] = [ra.at[q, "doc_id"] if "doc_id" in ra else None for q in qids]
     out["rank_a"] = [int(ra.at[q, "rank"]) for q in qids]
     out["rank_b"] = [int(rb.at[q, "rank"]) for q in qids]
-    out["retrieval_change"] = [_retrieval_change(x, y) for x, y in zip(out["rank_a"], out["rank_b"], strict=True)]
+    out["retrieval_change"] = [
+        _retrieval_change(x, y) for x, y in zip(out["rank_a"], out["rank_b"], strict=True)
+    ]
     ma, mb = _judge_means(a_scores).reindex(qids), _judge_means(b_scores).reindex(qids)
     judges = sorted(set(ma.columns) & set(mb.columns), key=str)
     for j in judges:
@@ -98,10 +117,16 @@ def ranked(changes: pd.DataFrame, kind: str = "regressions", k: int | None = 20)
     d = changes["delta"].fillna(0.0)
     if kind == "regressions":
         sel = changes[(d < 0) | (changes["retrieval_change"] == "lost")]
-        key = sel["delta"].fillna(0.0) + sel["retrieval_change"].astype(object).map(_TIE).astype(float) * 1e-6
+        key = (
+            sel["delta"].fillna(0.0)
+            + sel["retrieval_change"].astype(object).map(_TIE).astype(float) * 1e-6
+        )
     elif kind == "improvements":
         sel = changes[(d > 0) | (changes["retrieval_change"] == "found")]
-        key = -(sel["delta"].fillna(0.0) + sel["retrieval_change"].astype(object).map(_TIE).astype(float) * 1e-6)
+        key = -(
+            sel["delta"].fillna(0.0)
+            + sel["retrieval_change"].astype(object).map(_TIE).astype(float) * 1e-6
+        )
     else:
         raise ValueError(f"kind must be 'regressions' or 'improvements', got {kind!r}")
     out = sel.assign(_k=key).sort_values(["_k", "question_id"], kind="stable").drop(columns="_k")
@@ -111,6 +136,7 @@ def ranked(changes: pd.DataFrame, kind: str = "regressions", k: int | None = 20)
 def answer_diff(a: str, b: str) -> list[dict[str, str]]:
     """A readable diff of two answers: `[{op: ' '|'-'|'+', text}]` by line (by sentence when an
     answer is one line, on the Chinese and Latin full stops)."""
+
     def split(s: str) -> list[str]:
         s = "" if s is None else str(s)
         lines = s.splitlines()
@@ -135,15 +161,23 @@ def _sentences(s: str) -> list[str]:
     return [*parts, cur] if cur else parts
 
 
-
-def details(row: pd.Series, a_answers: pd.DataFrame, a_scores: pd.DataFrame, b_answers: pd.DataFrame,
-            b_scores: pd.DataFrame, questions: pd.DataFrame | None = None,
-            corpus: pd.DataFrame | None = None) -> dict[str, Any]:
+def details(
+    row: pd.Series,
+    a_answers: pd.DataFrame,
+    a_scores: pd.DataFrame,
+    b_answers: pd.DataFrame,
+    b_scores: pd.DataFrame,
+    questions: pd.DataFrame | None = None,
+    corpus: pd.DataFrame | None = None,
+) -> dict[str, Any]:
     """Everything a reader needs to judge one question's change (plain data; escape when rendering)."""
     q = row["question_id"]
     ra, rb = _rag(a_answers), _rag(b_answers)
-    info: dict[str, Any] = {k: (None if isinstance(v, float) and np.isnan(v) else v)
-                            for k, v in row.items() if not isinstance(v, (list, dict))}
+    info: dict[str, Any] = {
+        k: (None if isinstance(v, float) and np.isnan(v) else v)
+        for k, v in row.items()
+        if not isinstance(v, (list, dict))
+    }
     info = {k: (v.item() if hasattr(v, "item") else v) for k, v in info.items()}
     if questions is not None and "question" in questions:
         m = questions[questions["question_id"] == q]
@@ -151,18 +185,30 @@ def details(row: pd.Series, a_answers: pd.DataFrame, a_scores: pd.DataFrame, b_a
     if corpus is not None and "doc_id" in corpus:
         m = corpus[corpus["doc_id"] == row.get("doc_id")]
         info["gold_item"] = str(m["item_name"].iloc[0]) if len(m) and "item_name" in m else None
-    info["answer_a"], info["answer_b"] = (str(r.at[q, "answer"]) if "answer" in r else "" for r in (ra, rb))
+    info["answer_a"], info["answer_b"] = (
+        str(r.at[q, "answer"]) if "answer" in r else "" for r in (ra, rb)
+    )
     info["diff"] = answer_diff(info["answer_a"], info["answer_b"])
-    info["retrieved_a"] = parse_doc_list(ra.at[q, "retrieved_doc_ids"]) if "retrieved_doc_ids" in ra else []
-    info["retrieved_b"] = parse_doc_list(rb.at[q, "retrieved_doc_ids"]) if "retrieved_doc_ids" in rb else []
+    info["retrieved_a"] = (
+        parse_doc_list(ra.at[q, "retrieved_doc_ids"]) if "retrieved_doc_ids" in ra else []
+    )
+    info["retrieved_b"] = (
+        parse_doc_list(rb.at[q, "retrieved_doc_ids"]) if "retrieved_doc_ids" in rb else []
+    )
     judgments = []
     for side, sc in (("a", a_scores), ("b", b_scores)):
         s = sc[(sc["question_id"] == q) & (sc["set"] == "rag")]
         for _, r in s.sort_values(["judge", "dimension"]).iterrows():
             score = pd.to_numeric(r["score"], errors="coerce")
-            judgments.append({"side": side, "judge": str(r["judge"]), "dimension": str(r["dimension"]),
-                              "score": None if pd.isna(score) else float(score),
-                              "raw": "" if pd.isna(r.get("raw")) else str(r.get("raw", "")),
-                              "error": "" if pd.isna(r.get("error")) else str(r.get("error", ""))})
+            judgments.append(
+                {
+                    "side": side,
+                    "judge": str(r["judge"]),
+                    "dimension": str(r["dimension"]),
+                    "score": None if pd.isna(score) else float(score),
+                    "raw": "" if pd.isna(r.get("raw")) else str(r.get("raw", "")),
+                    "error": "" if pd.isna(r.get("error")) else str(r.get("error", "")),
+                }
+            )
     info["judgments"] = judgments
     return info

@@ -43,15 +43,18 @@ def recall_curve(ranks: Sequence[int] | pd.Series, top_n: int) -> list[float]:
     if top_n < 1:
         raise ValueError(f"top_n must be >= 1, got {top_n}")
     if len(r) and r.max() > top_n:
-        raise ValueError(f"rank {int(r.max())} exceeds top_n {top_n}: set the system's top_n to its list length")
+        raise ValueError(
+            f"rank {int(r.max())} exceeds top_n {top_n}: set the system's top_n to its list length"
+        )
     if not len(r):
         return [math.nan] * top_n
-    hits = np.bincount(r[r > 0], minlength=top_n + 1)[1:top_n + 1]
+    hits = np.bincount(r[r > 0], minlength=top_n + 1)[1 : top_n + 1]
     return (np.cumsum(hits) / len(r)).tolist()
 
 
-def metrics_from_ranks(ranks: Sequence[int] | pd.Series, top_n: int,
-                       ks: Sequence[int] = DEFAULT_KS) -> dict[str, Any]:
+def metrics_from_ranks(
+    ranks: Sequence[int] | pd.Series, top_n: int, ks: Sequence[int] = DEFAULT_KS
+) -> dict[str, Any]:
     """The retrieval metrics of a list of gold ranks (0 = miss) for a system returning `top_n`.
 
     Returns `{"n", "top_n", "r_at_k", "p_at_k", "ndcg_at_k", "mrr", "hit_rate", "curve"}`; the
@@ -67,27 +70,37 @@ def metrics_from_ranks(ranks: Sequence[int] | pd.Series, top_n: int,
         "top_n": top_n,
         "r_at_k": {k: curve[k - 1] for k in k_list},
         "p_at_k": {k: curve[k - 1] / k for k in k_list},
-        "ndcg_at_k": {k: float(np.mean(np.where(r <= k, gain, 0.0))) if n else math.nan for k in k_list},
+        "ndcg_at_k": {
+            k: float(np.mean(np.where(r <= k, gain, 0.0))) if n else math.nan for k in k_list
+        },
         "mrr": float(np.mean(np.where(hit, 1.0 / np.where(hit, r, 1), 0.0))) if n else math.nan,
         "hit_rate": curve[-1],
         "curve": curve,
     }
 
 
-def system_metrics(answers: pd.DataFrame, top_n: int, ks: Sequence[int] = DEFAULT_KS) -> dict[str, Any]:
+def system_metrics(
+    answers: pd.DataFrame, top_n: int, ks: Sequence[int] = DEFAULT_KS
+) -> dict[str, Any]:
     """`metrics_from_ranks` of one system's answers (via `retrieval_outcomes`), with `unknown`:
     the number of questions left out because the system call failed."""
     out = retrieval_outcomes(answers, top_n)
     return {**metrics_from_ranks(out.ranks["rank"], top_n, ks), "unknown": out.n_unknown}
 
 
-def run_metrics(answers: pd.DataFrame, top_n: Mapping[str, int], ks: Sequence[int] = DEFAULT_KS) -> dict[str, dict]:
+def run_metrics(
+    answers: pd.DataFrame, top_n: Mapping[str, int], ks: Sequence[int] = DEFAULT_KS
+) -> dict[str, dict]:
     """`system_metrics` of every system in `answers`, by name."""
-    return {str(s): system_metrics(a, top_n.get(s, 8), ks) for s, a in answers.groupby("system", sort=True)}
+    return {
+        str(s): system_metrics(a, top_n.get(s, 8), ks)
+        for s, a in answers.groupby("system", sort=True)
+    }
 
 
 def for_results(metrics: dict[str, Any]) -> dict[str, Any]:
     """Strict-JSON form: NaN -> null, integer k keys as strings."""
+
     def clean(v: Any) -> Any:
         if isinstance(v, dict):
             return {str(k): clean(x) for k, x in v.items()}
@@ -96,6 +109,7 @@ def for_results(metrics: dict[str, Any]) -> dict[str, Any]:
         if isinstance(v, float) and math.isnan(v):
             return None
         return v
+
     return clean(metrics)
 
 
@@ -119,7 +133,10 @@ def family_sizes(corpus: pd.DataFrame) -> pd.Series:
     for doc, (keys, *_rest) in info.items():
         for key in keys:
             members.setdefault(key, set()).add(doc)
-    sizes = {doc: len(set().union(*(members[k] for k in keys)) | {doc}) for doc, (keys, *_r) in info.items()}
+    sizes = {
+        doc: len(set().union(*(members[k] for k in keys)) | {doc})
+        for doc, (keys, *_r) in info.items()
+    }
     return pd.Series(sizes, name="family_size")
 
 
@@ -130,7 +147,11 @@ def size_band(size: int) -> str:
 def question_groups(questions: pd.DataFrame, corpus: pd.DataFrame) -> pd.DataFrame:
     """Per question: `style`, the gold's `department` and `region` and its `family_size` band."""
     q = questions[["question_id", "doc_id"]].copy()
-    q["style"] = questions["style"].fillna("").replace("", "(llm or file)") if "style" in questions else "(none)"
+    q["style"] = (
+        questions["style"].fillna("").replace("", "(llm or file)")
+        if "style" in questions
+        else "(none)"
+    )
     c = corpus.set_index(corpus["doc_id"].astype(str))
     gold = q["doc_id"].astype(str)
     for col in ("department", "region"):
@@ -139,35 +160,63 @@ def question_groups(questions: pd.DataFrame, corpus: pd.DataFrame) -> pd.DataFra
     return q
 
 
-def by_group(answers: pd.DataFrame, groups: pd.DataFrame, by: str, top_n: Mapping[str, int],
-             k: int | None = None, confidence: float = 0.95) -> pd.DataFrame:
+def by_group(
+    answers: pd.DataFrame,
+    groups: pd.DataFrame,
+    by: str,
+    top_n: Mapping[str, int],
+    k: int | None = None,
+    confidence: float = 0.95,
+) -> pd.DataFrame:
     """R@k (k = 1 and the system's TOP-N), MRR and nDCG@TOP-N per system and value of `by`
     (a column of `question_groups`), with the Wilson interval of R@TOP-N. Rows with more
     questions first; the groups of a system sum to its questions."""
     rows = []
     for system, a in answers.groupby("system", sort=True):
         n_top = top_n.get(system, 8)
-        ranks = retrieval_outcomes(a, n_top).ranks.merge(groups[["question_id", by]], on="question_id", how="left")
+        ranks = retrieval_outcomes(a, n_top).ranks.merge(
+            groups[["question_id", by]], on="question_id", how="left"
+        )
         ranks[by] = ranks[by].fillna("(unknown)")
         for value, g in ranks.groupby(by, sort=True):
             m = metrics_from_ranks(g["rank"], n_top, (1, k or 1))
             hits = int(((g["rank"] > 0) & (g["rank"] <= n_top)).sum())
             lo, hi = wilson(hits, len(g), confidence)
-            rows.append({"system": system, by: value, "questions": len(g), "R@1": m["r_at_k"][1],
-                         **({f"R@{k}": m["r_at_k"][k]} if k and k < n_top else {}),
-                         "R@N": m["hit_rate"], "R@N_lo": lo, "R@N_hi": hi, "MRR": m["mrr"],
-                         "nDCG@N": m["ndcg_at_k"][n_top], "top_n": n_top})
+            rows.append(
+                {
+                    "system": system,
+                    by: value,
+                    "questions": len(g),
+                    "R@1": m["r_at_k"][1],
+                    **({f"R@{k}": m["r_at_k"][k]} if k and k < n_top else {}),
+                    "R@N": m["hit_rate"],
+                    "R@N_lo": lo,
+                    "R@N_hi": hi,
+                    "MRR": m["mrr"],
+                    "nDCG@N": m["ndcg_at_k"][n_top],
+                    "top_n": n_top,
+                }
+            )
     out = pd.DataFrame(rows)
-    return out.sort_values(["system", "questions", by], ascending=[True, False, True], kind="stable") \
-        .reset_index(drop=True) if len(out) else out
+    return (
+        out.sort_values(
+            ["system", "questions", by], ascending=[True, False, True], kind="stable"
+        ).reset_index(drop=True)
+        if len(out)
+        else out
+    )
 
 
 def metrics_table(metrics: Mapping[str, dict[str, Any]]) -> pd.DataFrame:
     """One row per system: questions, R@k, P@k, nDCG@k, MRR and the hit rate."""
     rows = []
     for system, m in metrics.items():
-        row: dict[str, Any] = {"system": system, "questions": m["n"], "unknown": m.get("unknown", 0),
-                               "top_n": m["top_n"]}
+        row: dict[str, Any] = {
+            "system": system,
+            "questions": m["n"],
+            "unknown": m.get("unknown", 0),
+            "top_n": m["top_n"],
+        }
         row.update({f"R@{k}": v for k, v in m["r_at_k"].items()})
         row.update({f"P@{k}": v for k, v in m["p_at_k"].items()})
         row.update({f"nDCG@{k}": v for k, v in m["ndcg_at_k"].items()})
@@ -180,9 +229,13 @@ def curve_sentence(system: str, m: Mapping[str, Any]) -> str:
     """The R@k curve in one sentence for the decision page."""
     curve = m["curve"]
     if not curve or not np.isfinite(curve[-1]):
-        return f"{system}: no question has a known retrieval outcome, so the R@k curve is undefined."
+        return (
+            f"{system}: no question has a known retrieval outcome, so the R@k curve is undefined."
+        )
     n = m["top_n"]
     half = next((k for k, v in enumerate(curve, 1) if v >= curve[-1] / 2), n)
-    return (f"R@k curve of {system}: R@1 = {curve[0]:.1%}, R@{min(3, n)} = {curve[min(3, n) - 1]:.1%}, "
-            f"R@{n} = {curve[-1]:.1%} (MRR {m['mrr']:.2f}); half of the gold documents found are "
-            + ("first in the list." if half == 1 else f"within the top {half}."))
+    return (
+        f"R@k curve of {system}: R@1 = {curve[0]:.1%}, R@{min(3, n)} = {curve[min(3, n) - 1]:.1%}, "
+        f"R@{n} = {curve[-1]:.1%} (MRR {m['mrr']:.2f}); half of the gold documents found are "
+        + ("first in the list." if half == 1 else f"within the top {half}.")
+    )

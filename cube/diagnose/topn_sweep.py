@@ -40,7 +40,9 @@ def sweeps(params: Any) -> dict[str, list[tuple[str, int]]]:
     return {k: sorted(v, key=lambda t: t[1]) for k, v in out.items()}
 
 
-def sweep_table(results: dict[str, Any], members: list[tuple[str, int]], confidence: float = 0.95) -> pd.DataFrame:
+def sweep_table(
+    results: dict[str, Any], members: list[tuple[str, int]], confidence: float = 0.95
+) -> pd.DataFrame:
     """One row per TOP-N: `system, top_n, questions, R@N (+ _lo/_hi), W, W_lo, W_hi, CuBE, CuBE_lo, CuBE_hi`."""
     rows = []
     for name, n in members:
@@ -51,41 +53,73 @@ def sweep_table(results: dict[str, Any], members: list[tuple[str, int]], confide
         lo, hi = wilson(hits, r.n_questions, confidence)
         w_lo, w_hi = r.interval("jury", "weighted_score")
         c_lo, c_hi = r.interval("jury", "cube_score")
-        rows.append({"system": name, "top_n": n, "questions": r.n_questions, "R@N": r.recall_at_k, "R@N_lo": lo,
-                     "R@N_hi": hi, "W": float(r.jury.at["mean", "weighted_score"]), "W_lo": w_lo, "W_hi": w_hi,
-                     "CuBE": r.jury_cube(), "CuBE_lo": c_lo, "CuBE_hi": c_hi})
+        rows.append(
+            {
+                "system": name,
+                "top_n": n,
+                "questions": r.n_questions,
+                "R@N": r.recall_at_k,
+                "R@N_lo": lo,
+                "R@N_hi": hi,
+                "W": float(r.jury.at["mean", "weighted_score"]),
+                "W_lo": w_lo,
+                "W_hi": w_hi,
+                "CuBE": r.jury_cube(),
+                "CuBE_lo": c_lo,
+                "CuBE_hi": c_hi,
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def hypothesis(table: pd.DataFrame) -> dict[str, Any]:
     """`{"verdict": holds | does not hold | undetermined, "sentence", "recall_rises", "answers_kept"}`."""
     if len(table) < 2:
-        return {"verdict": "undetermined", "recall_rises": None, "answers_kept": None,
-                "sentence": "The TOP-N hypothesis needs a sweep of at least two TOP-N values (systems[].top_n_sweep)."}
+        return {
+            "verdict": "undetermined",
+            "recall_rises": None,
+            "answers_kept": None,
+            "sentence": "The TOP-N hypothesis needs a sweep of at least two TOP-N values (systems[].top_n_sweep).",
+        }
     t = table.sort_values("top_n")
     first, last = t.iloc[0], t.iloc[-1]
     span = f"from TOP-N {int(first.top_n)} to {int(last.top_n)}"
-    figures = (f"R@N {first['R@N']:.1%} → {last['R@N']:.1%}, W {first.W:.1f} → {last.W:.1f}, "
-               f"CuBE {first.CuBE:.1f} → {last.CuBE:.1f}")
+    figures = (
+        f"R@N {first['R@N']:.1%} → {last['R@N']:.1%}, W {first.W:.1f} → {last.W:.1f}, "
+        f"CuBE {first.CuBE:.1f} → {last.CuBE:.1f}"
+    )
     needed = [first["R@N"], last["R@N"], first["R@N_hi"], first.W_lo, *t.W]
     if not all(_finite(v) for v in needed):
-        return {"verdict": "undetermined", "recall_rises": None, "answers_kept": None,
-                "sentence": f"TOP-N hypothesis undetermined on this data ({span}: {figures}): W or an interval is "
-                            "undefined (see the flags), so whether answers are hurt cannot be read."}
+        return {
+            "verdict": "undetermined",
+            "recall_rises": None,
+            "answers_kept": None,
+            "sentence": f"TOP-N hypothesis undetermined on this data ({span}: {figures}): W or an interval is "
+            "undefined (see the flags), so whether answers are hurt cannot be read.",
+        }
     rises = bool(last["R@N"] > first["R@N_hi"])
     hurt = t[t.W < first.W_lo]
     kept = hurt.empty
     if rises and kept:
-        verdict, why = "holds", "recall rises beyond its interval and W stays within or above the smallest TOP-N's"
+        verdict, why = (
+            "holds",
+            "recall rises beyond its interval and W stays within or above the smallest TOP-N's",
+        )
     else:
         parts = [] if rises else ["recall does not rise beyond the smallest TOP-N's interval"]
         if not kept:
-            parts.append(f"W falls below the smallest TOP-N's interval ({first.W_lo:.1f}) at TOP-N "
-                         + ", ".join(str(int(n)) for n in hurt.top_n))
+            parts.append(
+                f"W falls below the smallest TOP-N's interval ({first.W_lo:.1f}) at TOP-N "
+                + ", ".join(str(int(n)) for n in hurt.top_n)
+            )
         verdict, why = "does not hold", "; ".join(parts)
-    return {"verdict": verdict, "recall_rises": rises, "answers_kept": kept,
-            "sentence": f"TOP-N hypothesis (a larger TOP-N raises recall without hurting answers) {verdict} on this "
-                        f"data {span}: {figures}; {why}."}
+    return {
+        "verdict": verdict,
+        "recall_rises": rises,
+        "answers_kept": kept,
+        "sentence": f"TOP-N hypothesis (a larger TOP-N raises recall without hurting answers) {verdict} on this "
+        f"data {span}: {figures}; {why}.",
+    }
 
 
 def for_results(table: pd.DataFrame, reading: dict[str, Any]) -> dict[str, Any]:

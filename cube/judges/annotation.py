@@ -57,7 +57,9 @@ class RatingsError(ValueError):
         self.errors = list(errors)
         shown = self.errors[:50]
         more = f"\n... and {len(self.errors) - 50} more" if len(self.errors) > 50 else ""
-        super().__init__(f"{len(self.errors)} problem(s) in the ratings:\n" + "\n".join(shown) + more)
+        super().__init__(
+            f"{len(self.errors)} problem(s) in the ratings:\n" + "\n".join(shown) + more
+        )
 
 
 def item_id(question_id: Any, system: Any, set_name: Any) -> str:
@@ -87,8 +89,12 @@ def _retrieved(answers: pd.DataFrame) -> pd.Series:
     """
     rank = pd.to_numeric(answers["rank"], errors="coerce").fillna(0)
     rag = answers.assign(_rank=rank)[answers["set"].astype(str) == "rag"]
-    rag_rank = rag.groupby([rag["question_id"].astype(str), rag["system"].astype(str)])["_rank"].max()
-    keys = pd.MultiIndex.from_arrays([answers["question_id"].astype(str), answers["system"].astype(str)])
+    rag_rank = rag.groupby([rag["question_id"].astype(str), rag["system"].astype(str)])[
+        "_rank"
+    ].max()
+    keys = pd.MultiIndex.from_arrays(
+        [answers["question_id"].astype(str), answers["system"].astype(str)]
+    )
     looked_up = pd.Series(rag_rank.reindex(keys).to_numpy(), index=answers.index)
     return looked_up.fillna(rank) > 0
 
@@ -132,12 +138,16 @@ def annotation_sample(
     """
     require_columns(answers, ANSWER_COLUMNS, "answers")
     df = answers.assign(retrieved=_retrieved(answers))
-    df = df.sort_values(["question_id", "system", "set"], key=lambda s: s.astype(str), kind="stable")
+    df = df.sort_values(
+        ["question_id", "system", "set"], key=lambda s: s.astype(str), kind="stable"
+    )
     df = df.reset_index(drop=True)
     strata = tuple(s for s in strata if not (paired and s == "set"))
     for s in strata:
         if s not in df.columns:
-            raise SchemaError(f"answers: stratum column {s!r} not found; columns: {list(df.columns)}")
+            raise SchemaError(
+                f"answers: stratum column {s!r} not found; columns: {list(df.columns)}"
+            )
     units = df.drop_duplicates(["question_id", "system"]) if paired else df
     rng = np.random.default_rng(seed)
     if size >= len(units):
@@ -168,7 +178,9 @@ def _criteria_table(dimensions: list[str], lang: str) -> pd.DataFrame:
     for d in dimensions:
         wording = list(dimension_criteria(d, lang))
         if len(wording) != len(CRITERIA):
-            raise ValueError(f"dimension {d!r}: expected {len(CRITERIA)} criteria, got {len(wording)}")
+            raise ValueError(
+                f"dimension {d!r}: expected {len(CRITERIA)} criteria, got {len(wording)}"
+            )
         rows += [
             {"dimension": d, "criterion": c, "column": f"{d}.{c}", "wording": w, "max_points": 2}
             for c, w in zip(CRITERIA, wording, strict=True)
@@ -212,12 +224,19 @@ def export_annotation_sheet(
     require_columns(corpus, ("doc_id", "text"), "corpus")
     criteria = _criteria_table(dimensions, lang)
     sample = annotation_sample(answers, size, seed, paired=paired)
-    question_text = dict(zip(questions["question_id"].astype(str), questions["question"], strict=False))
+    question_text = dict(
+        zip(questions["question_id"].astype(str), questions["question"], strict=False)
+    )
     gold = dict(zip(corpus["doc_id"].astype(str), corpus["text"], strict=False))
-    for col, lookup, table in (("question_id", question_text, "questions"), ("doc_id", gold, "corpus")):
+    for col, lookup, table in (
+        ("question_id", question_text, "questions"),
+        ("doc_id", gold, "corpus"),
+    ):
         unknown = sorted(set(sample[col].astype(str)) - set(lookup))
         if unknown:
-            raise SchemaError(f"{table}: no row for {col} {unknown[:10]} used by the sampled answers")
+            raise SchemaError(
+                f"{table}: no row for {col} {unknown[:10]} used by the sampled answers"
+            )
     ids = opaque_ids(len(sample))  # the sample is shuffled, so the ids follow no system or set
     key = pd.DataFrame(
         {
@@ -247,7 +266,9 @@ def export_annotation_sheet(
     key.to_csv(key_path(path), index=False, encoding="utf-8-sig")
     criteria.to_csv(path.with_name(f"{path.stem}_criteria.csv"), index=False, encoding="utf-8-sig")
     too_long = [
-        c for c in ("question", "gold_document", "answer") if sheet[c].str.len().max() > EXCEL_CELL_LIMIT
+        c
+        for c in ("question", "gold_document", "answer")
+        if sheet[c].str.len().max() > EXCEL_CELL_LIMIT
     ]
     if too_long:
         raise ValueError(

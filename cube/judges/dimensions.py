@@ -167,8 +167,10 @@ def fill_template(template: str, **values: str) -> str:
     if not keys:
         return template
     pattern = re.compile("|".join(re.escape("{" + k + "}") for k in keys))
-    clean = {k: _neutralise_tags(str(v)) if k in ("question", "document", "answer") else str(v)
-             for k, v in values.items()}
+    clean = {
+        k: _neutralise_tags(str(v)) if k in ("question", "document", "answer") else str(v)
+        for k, v in values.items()
+    }
     return pattern.sub(lambda m: clean[m.group(0)[1:-1]], template)
 
 
@@ -199,7 +201,9 @@ def load_dimensions(params: Params, base_dir: Path = Path(".")) -> list[Dimensio
     dims: list[Dimension] = []
     for d in params.dimension_list():
         if d.prompt is not None and d.prompt_file is not None:
-            raise DimensionError(f"dimension {d.name!r}: give either `prompt` or `prompt_file`, not both")
+            raise DimensionError(
+                f"dimension {d.name!r}: give either `prompt` or `prompt_file`, not both"
+            )
         if d.prompt is not None:
             template = d.prompt
         elif d.prompt_file is not None:
@@ -232,8 +236,17 @@ def load_dimensions(params: Params, base_dir: Path = Path(".")) -> list[Dimensio
                 format_pattern(score_format)
             except ValueError as err:
                 raise DimensionError(f"dimension {d.name!r}: {err}") from None
-        dims.append(Dimension(d.name, description, template, template_version(template), criteria, lang,
-                              score_format))
+        dims.append(
+            Dimension(
+                d.name,
+                description,
+                template,
+                template_version(template),
+                criteria,
+                lang,
+                score_format,
+            )
+        )
     return dims
 
 
@@ -259,6 +272,7 @@ def all_dimensions_prompt(
     spec = "\n\n".join(blocks)
     keys = json.dumps({d.name: "<0-10>" for d in dimensions}, ensure_ascii=False)
     keys = re.sub(r'"<0-10>"', "<0-10>", keys)
-    prompt = fill_template(template, dimensions=spec, keys=keys, question=question, document=document,
-                           answer=answer)
+    prompt = fill_template(
+        template, dimensions=spec, keys=keys, question=question, document=document, answer=answer
+    )
     return prompt, template_version(template + "\n" + spec)

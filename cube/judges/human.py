@@ -60,7 +60,9 @@ def _collect_files(paths: Path | list[Path]) -> tuple[list[Path], list[Path]]:
     keys: list[Path] = []
     for p in items:
         if p.is_dir():
-            keys += sorted(f for f in p.iterdir() if f.suffix.lower() == ".csv" and f.stem.endswith("_key"))
+            keys += sorted(
+                f for f in p.iterdir() if f.suffix.lower() == ".csv" and f.stem.endswith("_key")
+            )
             found = sorted(
                 f
                 for f in p.iterdir()
@@ -72,7 +74,9 @@ def _collect_files(paths: Path | list[Path]) -> tuple[list[Path], list[Path]]:
             for f in found:
                 if f.stem in stems:
                     raise RatingsError(
-                        [f"{p}: both {stems[f.stem].name} and {f.name} found; keep only the filled one"]
+                        [
+                            f"{p}: both {stems[f.stem].name} and {f.name} found; keep only the filled one"
+                        ]
                     )
                 stems[f.stem] = f
             files += found
@@ -89,7 +93,9 @@ def read_key(path: Path, answers_known: dict[str, tuple], errors: list[str]) -> 
     """The key file as `{opaque id: internal item id}`; rows that name no answer are errors."""
     path = Path(path)
     if not path.is_file():
-        errors.append(f"{path}: key file not found; it is written next to the sheet as {key_path(Path('annotation_sheet')).name}")
+        errors.append(
+            f"{path}: key file not found; it is written next to the sheet as {key_path(Path('annotation_sheet')).name}"
+        )
         return {}
     df = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
     missing = [c for c in KEY_COLUMNS if c not in df.columns]
@@ -101,7 +107,9 @@ def read_key(path: Path, answers_known: dict[str, tuple], errors: list[str]) -> 
         where = f"{path}, row {i + 2}"
         internal = item_id(row["question_id"], row["system"], row["set"])
         if internal not in answers_known:
-            errors.append(f"{where}: ({row['question_id']}, {row['system']}, {row['set']}) is not in the answers")
+            errors.append(
+                f"{where}: ({row['question_id']}, {row['system']}, {row['set']}) is not in the answers"
+            )
         elif row["item_id"] in mapping:
             errors.append(f"{where}: item id {row['item_id']!r} appears twice in the key")
         else:
@@ -159,15 +167,23 @@ def _dimension_score(crit: list[float], total: float, where: str, errors: list[s
     filled = [x for x in crit if not math.isnan(x)]
     if len(filled) == len(CRITERIA):
         if not math.isnan(total) and abs(total - sum(filled)) > 1e-9:
-            errors.append(f"{where}: total {total:g} disagrees with the criteria sum {sum(filled):g}")
+            errors.append(
+                f"{where}: total {total:g} disagrees with the criteria sum {sum(filled):g}"
+            )
         return float(sum(filled))
     if not math.isnan(total) and sum(filled) > total + 1e-9:
-        errors.append(f"{where}: total {total:g} is below the sum {sum(filled):g} of the filled criteria")
+        errors.append(
+            f"{where}: total {total:g} is below the sum {sum(filled):g} of the filled criteria"
+        )
     return total
 
 
 def _parse_file(
-    file: Path, dimensions: list[str], known: dict[str, tuple], key: dict[str, str], key_name: str | None,
+    file: Path,
+    dimensions: list[str],
+    known: dict[str, tuple],
+    key: dict[str, str],
+    key_name: str | None,
     errors: list[str],
 ) -> tuple[list[dict], list[dict]]:
     """Per-rater rating records of one file, and its missing-cell reports."""
@@ -188,14 +204,21 @@ def _parse_file(
         cell = _text(row.get("item_id"))
         iid = key.get(cell, cell)  # an opaque id through the key; a pre-blinding id as it is
         if iid not in known:
-            where = f"not in the key {key_name}" if key_name else "no key file given, and not in the answers"
-            errors.append(f"{file}, row {line}, column 'item_id': unknown item id {cell!r} ({where})")
+            where = (
+                f"not in the key {key_name}"
+                if key_name
+                else "no key file given, and not in the answers"
+            )
+            errors.append(
+                f"{file}, row {line}, column 'item_id': unknown item id {cell!r} ({where})"
+            )
             continue
         rater = _text(row.get("rater")) or file.stem
         for d in dimensions:
             where = f"{file}, row {line}, column"
             crit = [
-                _number(row.get(f"{d}.{c}"), CRITERION_MAX, f"{where} '{d}.{c}'", errors) for c in CRITERIA
+                _number(row.get(f"{d}.{c}"), CRITERION_MAX, f"{where} '{d}.{c}'", errors)
+                for c in CRITERIA
             ]
             total = _number(row.get(f"{d}.total"), TOTAL_MAX, f"{where} '{d}.total'", errors)
             base = {"file": str(file), "row": line, "rater": rater, "item_id": iid, "dimension": d}
@@ -228,13 +251,16 @@ def _score_rows(records: pd.DataFrame, known: dict[str, tuple], per_rater: bool)
                 "criteria": crit,  # mean points over the raters who filled the criterion
                 "n_raters": len(scored),
                 "raters": {
-                    r["rater"]: {"criteria": r["criteria"], "total": r["total"]} for r in g.to_dict("records")
+                    r["rater"]: {"criteria": r["criteria"], "total": r["total"]}
+                    for r in g.to_dict("records")
                 },
             }
             score = float(scored["score"].mean()) if len(scored) else float("nan")
             rows.append((iid, "human", dim, score, detail))
     out = pd.DataFrame(rows, columns=["item_id", "judge", "dimension", "score", "detail"])
-    keys = pd.DataFrame([known[i] for i in out["item_id"]], columns=["question_id", "system", "set"])
+    keys = pd.DataFrame(
+        [known[i] for i in out["item_id"]], columns=["question_id", "system", "set"]
+    )
     out = pd.concat([keys, out.drop(columns="item_id")], axis=1)
     out["score"] = out["score"].astype(float)
     out = out.assign(
@@ -248,8 +274,19 @@ def _score_rows(records: pd.DataFrame, known: dict[str, tuple], per_rater: bool)
         # usage_summary, never as a call); latency is unknown, not zero
         **no_call_accounting("human", "judging", latency_s=float("nan")),
     )
-    return out.loc[:, [*SCORE_COLUMNS, "sample", "raw", "error", "error_kind", "detail", "finish_reason",
-                       *ACCOUNTING_COLUMNS]]
+    return out.loc[
+        :,
+        [
+            *SCORE_COLUMNS,
+            "sample",
+            "raw",
+            "error",
+            "error_kind",
+            "detail",
+            "finish_reason",
+            *ACCOUNTING_COLUMNS,
+        ],
+    ]
 
 
 def import_ratings(
@@ -283,17 +320,24 @@ def import_ratings(
         RatingsError: every problem found, each naming file, row and column.
     """
     require_columns(answers, ("question_id", "system", "set"), "answers")
-    known = {item_id(*k): tuple(k) for k in answers[["question_id", "system", "set"]].itertuples(index=False)}
+    known = {
+        item_id(*k): tuple(k)
+        for k in answers[["question_id", "system", "set"]].itertuples(index=False)
+    }
     errors: list[str] = []
     records: list[dict] = []
     missing: list[dict] = []
     files, found_keys = _collect_files(paths)
     if key is None and len(found_keys) > 1:
-        raise RatingsError([f"several key files found ({[str(k) for k in found_keys]}); pass the one to use"])
+        raise RatingsError(
+            [f"several key files found ({[str(k) for k in found_keys]}); pass the one to use"]
+        )
     key = Path(key) if key is not None else (found_keys[0] if found_keys else None)
     mapping = read_key(key, known, errors) if key is not None else {}
     for file in files:
-        recs, miss = _parse_file(file, dimensions, known, mapping, str(key) if key else None, errors)
+        recs, miss = _parse_file(
+            file, dimensions, known, mapping, str(key) if key else None, errors
+        )
         records += recs
         missing += miss
     seen: dict[tuple[str, str], str] = {}
@@ -303,7 +347,9 @@ def import_ratings(
         pair = (r["rater"], r["item_id"])
         here = f"{r['file']}, row {r['row']}"
         if pair in seen:
-            errors.append(f"{here}: rater {pair[0]!r} rated item {pair[1]!r} again (first at {seen[pair]})")
+            errors.append(
+                f"{here}: rater {pair[0]!r} rated item {pair[1]!r} again (first at {seen[pair]})"
+            )
         else:
             seen[pair] = here
     if errors:
@@ -317,7 +363,9 @@ def import_ratings(
         "rows": int(len(table) // len(dimensions)),
         "raters": sorted(table["rater"].unique()),
         "items": int(table["item_id"].nunique()),
-        "raters_per_item": {int(k): int(v) for k, v in per_item.value_counts().sort_index().items()},
+        "raters_per_item": {
+            int(k): int(v) for k, v in per_item.value_counts().sort_index().items()
+        },
         "items_with_several_raters": int((per_item > 1).sum()),
         "missing": {d: sum(m["dimension"] == d for m in missing) for d in dimensions},
         "missing_rows": missing,
@@ -345,13 +393,18 @@ def table7_criteria(
         Columns `criterion, wording, points`; the last row is `total` ("Overall Score").
     """
     rows = human_scores[human_scores["dimension"] == dimension]
-    rows = rows[(rows["question_id"].astype(str) == str(question_id)) & (rows["system"].astype(str) == str(system))
-                & (rows["set"].astype(str) == str(set))]
+    rows = rows[
+        (rows["question_id"].astype(str) == str(question_id))
+        & (rows["system"].astype(str) == str(system))
+        & (rows["set"].astype(str) == str(set))
+    ]
     picked = rows[rows["judge"] == judge]
     if picked.empty and judge == HUMAN:
         picked = rows[rows["judge"].astype(str).str.startswith(HUMAN + ":")]
     if picked.empty:
-        raise KeyError(f"no {judge!r} rating for ({question_id!r}, {system!r}, {set!r}, {dimension!r})")
+        raise KeyError(
+            f"no {judge!r} rating for ({question_id!r}, {system!r}, {set!r}, {dimension!r})"
+        )
     details = [json.loads(d) if isinstance(d, str) and d else {} for d in picked["detail"]]
     wording = dimension_criteria(dimension, lang)
     keys = [f"c{i + 1}" for i in range(len(wording))]

@@ -49,7 +49,9 @@ Parsed = tuple[float | None, str | None]
 
 _NUM = r"-?\d+(?:\.\d+)?"
 _LABELS = r"(?:final\s+score|overall\s+score|score|rating|grade|最终评分|最终得分|综合评分|评分|得分|分数|打分|总分)"
-_FINAL_LABELS = r"(?:final\s+score|overall\s+score|total\s+score|最终评分|最终得分|综合评分|总评分|总分|合计)"
+_FINAL_LABELS = (
+    r"(?:final\s+score|overall\s+score|total\s+score|最终评分|最终得分|综合评分|总评分|总分|合计)"
+)
 _JSON_KEYS = ("score", "rating", "评分", "得分", "分数", "总分")
 
 # A score on another scale ("4/5", "3 out of 5", "满分5分") is not a 0-10 score.
@@ -62,11 +64,15 @@ _SCALE_STATEMENT = re.compile(
     re.IGNORECASE,
 )
 _FULL_MARKS = re.compile(r"[(（\[]?\s*满分\s*(?:为|是)?\s*[:：]?\s*(\d+)\s*分?\s*[)）\]]?")
-_RANGE = re.compile(rf"({_NUM})\s*(?:-|–|—|~|～|到|至|或|or)\s*({_NUM})\s*(?:分|points?\b|/\s*10\b)?", re.IGNORECASE)
+_RANGE = re.compile(
+    rf"({_NUM})\s*(?:-|–|—|~|～|到|至|或|or)\s*({_NUM})\s*(?:分|points?\b|/\s*10\b)?", re.IGNORECASE
+)
 _LABELLED = re.compile(
     rf"{_LABELS}\s*\**\s*[\"']?\s*(?:is|of|was|为|是)?\s*[:：=\-]?\s*\**\s*({_NUM})", re.IGNORECASE
 )
-_FINAL = re.compile(rf"{_FINAL_LABELS}\s*\**\s*(?:is|of|was|为|是)?\s*[:：=\-]?\s*\**\s*({_NUM})", re.IGNORECASE)
+_FINAL = re.compile(
+    rf"{_FINAL_LABELS}\s*\**\s*(?:is|of|was|为|是)?\s*[:：=\-]?\s*\**\s*({_NUM})", re.IGNORECASE
+)
 _WITH_UNIT = re.compile(rf"({_NUM})\s*(?:分(?!之)|points?\b|pts\b|/\s*10(?!\d))", re.IGNORECASE)
 _BARE = re.compile(rf"^\s*{_LABELS}?\s*[:：=]?\s*({_NUM})\s*(?:分|points?|pts)?\s*$", re.IGNORECASE)
 # Explicit markers of common judge prompts: (opening, closing) around the number.
@@ -77,8 +83,12 @@ _MARKER_PARTS = (
     (r"\[\s*RESULT\s*\]\s*[:：]?\s*", r"(?!\s*\d)"),  # Prometheus: [RESULT] 8
     (r"<\s*score\s*>\s*", r"\s*<\s*/\s*score\s*>"),  # <score>8</score>
 )
-_MARKERS = tuple(re.compile(rf"{a}({_NUM}){_SCALE}(?!{_SEP}\d){b}", re.IGNORECASE) for a, b in _MARKER_PARTS)
-_MARKER_RANGES = tuple(re.compile(rf"{a}{_NUM}{_SEP}{_NUM}", re.IGNORECASE) for a, _ in _MARKER_PARTS)
+_MARKERS = tuple(
+    re.compile(rf"{a}({_NUM}){_SCALE}(?!{_SEP}\d){b}", re.IGNORECASE) for a, b in _MARKER_PARTS
+)
+_MARKER_RANGES = tuple(
+    re.compile(rf"{a}{_NUM}{_SEP}{_NUM}", re.IGNORECASE) for a, _ in _MARKER_PARTS
+)
 
 
 def _normalise(text: str) -> str:
@@ -131,8 +141,10 @@ def format_pattern(score_format: str) -> re.Pattern[str]:
         ValueError: the format does not hold exactly one `{score}`.
     """
     if score_format.count("{score}") != 1 or not score_format.replace("{score}", "").strip():
-        raise ValueError(f"score_format {score_format!r}: expected exactly one {{score}} where the number goes, "
-                         "with the text around it (a bare number is read without a format)")
+        raise ValueError(
+            f"score_format {score_format!r}: expected exactly one {{score}} where the number goes, "
+            "with the text around it (a bare number is read without a format)"
+        )
     before, after = (_normalise_format(part) for part in score_format.split("{score}"))
     return re.compile(rf"{before}\s*({_NUM})(?!{_SEP}\d)\s*{after}", re.IGNORECASE)
 
@@ -189,8 +201,10 @@ def _explicit(t: str, score_format: str | None) -> Parsed | None:
         if m:
             return None, f"a range, not one score ({m.group(0).strip()})"
     if score_format:
-        found = _agreeing([m.group(1) for m in format_pattern(score_format).finditer(t)],
-                          f"the declared format {score_format!r}")
+        found = _agreeing(
+            [m.group(1) for m in format_pattern(score_format).finditer(t)],
+            f"the declared format {score_format!r}",
+        )
         if found is not None:
             return found
     values = []
@@ -248,7 +262,9 @@ def parse_score(text: str, score_format: str | None = None) -> Parsed:
     finals = [m.group(1) for m in _FINAL.finditer(t)]
     if finals and len({float(v) for v in finals}) == 1:
         return _in_range(float(finals[0]), finals[0])
-    found = [m.group(1) for m in _LABELLED.finditer(t)] + [m.group(1) for m in _WITH_UNIT.finditer(t)]
+    found = [m.group(1) for m in _LABELLED.finditer(t)] + [
+        m.group(1) for m in _WITH_UNIT.finditer(t)
+    ]
     values = sorted({float(v) for v in found})
     if len(values) == 1:
         return _in_range(values[0], found[0])
@@ -271,8 +287,12 @@ def score_schema(dimensions: list[str] | None = None) -> dict[str, Any]:
     `{"score": 30}` under them) but keeps to an enum."""
     score = {"type": "integer", "enum": list(range(11))}
     keys = dimensions or ["score"]
-    return {"type": "object", "properties": dict.fromkeys(keys, score), "required": list(keys),
-            "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": dict.fromkeys(keys, score),
+        "required": list(keys),
+        "additionalProperties": False,
+    }
 
 
 def parse_scores_json(text: str, dimensions: list[str]) -> dict[str, Parsed]:

@@ -58,8 +58,20 @@ from cube.kb.text import segment
 from cube.llm import OfflineModel, Request, Response, register_offline
 
 CRITERIA: dict[str, tuple[str, ...]] = {
-    "relevance": ("accurate_quote", "core_consistent", "reasoning_supported", "key_info_covered", "no_distortion"),
-    "specificity": ("right_item", "asked_aspect", "concrete_details", "on_topic", "direct_conclusion"),
+    "relevance": (
+        "accurate_quote",
+        "core_consistent",
+        "reasoning_supported",
+        "key_info_covered",
+        "no_distortion",
+    ),
+    "specificity": (
+        "right_item",
+        "asked_aspect",
+        "concrete_details",
+        "on_topic",
+        "direct_conclusion",
+    ),
     "completeness": (
         "coverage_of_requirements",
         "reasoning_and_extension",
@@ -67,7 +79,13 @@ CRITERIA: dict[str, tuple[str, ...]] = {
         "no_omission_of_core_points",
         "closed_loop",
     ),
-    "quality": ("appropriate_length", "organisation", "no_repetition", "fluent_sentences", "precise_wording"),
+    "quality": (
+        "appropriate_length",
+        "organisation",
+        "no_repetition",
+        "fluent_sentences",
+        "precise_wording",
+    ),
     "accuracy": ("right_item", "asked_aspect", "numbers_agree", "no_contradiction", "key_info"),
 }
 
@@ -92,42 +110,132 @@ PRESETS = {
 
 _LABEL_TO_FIELD = {lab.lower(): f for labels in FIELD_LABELS.values() for f, lab in labels.items()}
 _KV = re.compile(r"^\s*([^:：\n]{1,40}?)\s*[:：]\s*(.*)$")
-_LIST_MARK = re.compile(r"(?m)^\s*(?:\d{1,2}\s*[.、)](?!\d)|[(]\d{1,2}[)]|[-*•·]|第[一二三四五六七八九十\d]+步)\s*")
-_INLINE_MARK = re.compile(r"(?:(?<=^)|(?<=[\s;；。,，:：]))(?:\d{1,2}\s*[.、)](?!\d)|[(]\d{1,2}[)])")
+_LIST_MARK = re.compile(
+    r"(?m)^\s*(?:\d{1,2}\s*[.、)](?!\d)|[(]\d{1,2}[)]|[-*•·]|第[一二三四五六七八九十\d]+步)\s*"
+)
+_INLINE_MARK = re.compile(
+    r"(?:(?<=^)|(?<=[\s;；。,，:：]))(?:\d{1,2}\s*[.、)](?!\d)|[(]\d{1,2}[)])"
+)
 _WORDCHAR = re.compile(r"\w")
 _NUM = re.compile(r"\d+(?:\.\d+)?")
 _SENT = re.compile(r"[。！？!?；;\n]+|(?<=[.])\s+")
-_FREE = re.compile(r"免费|不收费|不收取|无需缴费|无收费|free of charge|no fee|\bfree\b", re.IGNORECASE)
+_FREE = re.compile(
+    r"免费|不收费|不收取|无需缴费|无收费|free of charge|no fee|\bfree\b", re.IGNORECASE
+)
 _HEDGES = re.compile(
     r"具体以|为准|请咨询|建议咨询|建议您|可能|一般来说|一般情况|通常|因地区而异|各地|不同地区|大致|左右|"
     r"作为(?:一个)?AI|无法提供|\bmay\b|\bmight\b|typically|generally|usually|depending on|varies|vary by|"
     r"contact your local|please consult|as an ai|approximately",
     re.IGNORECASE,
 )
-_ZH_STOP = frozenset("的 了 和 是 在 及 与 或 等 您 你 我 请 可以 需要 如果 就 都 也 还 对 为 由 将 把 被 这 那 有 并 中 上 下 "
-                     "要 会 能 该 其 之 以 于 后 前 时 个 项 吗 呢 吧 啊".split())
-_EN_STOP = frozenset("a an the of to in on for and or is are be been was were it this that with by as at from "
-                     "you your i we our can will would should do does not no if then than so any all".split())
+_ZH_STOP = frozenset(
+    "的 了 和 是 在 及 与 或 等 您 你 我 请 可以 需要 如果 就 都 也 还 对 为 由 将 把 被 这 那 有 并 中 上 下 "
+    "要 会 能 该 其 之 以 于 后 前 时 个 项 吗 呢 吧 啊".split()
+)
+_EN_STOP = frozenset(
+    "a an the of to in on for and or is are be been was were it this that with by as at from "
+    "you your i we our can will would should do does not no if then than so any all".split()
+)
 
 _ASK_KEYWORDS: dict[str, tuple[str, ...]] = {
-    "fee_standard": ("收费", "费用", "多少钱", "免费", "缴费", "交钱", "fee", "cost", "charge", "pay", "price", "free"),
-    "application_materials": ("材料", "带什么", "准备什么", "提交什么", "证件", "资料", "material", "document",
-                              "bring", "paperwork"),
-    "committed_time_limit": ("多久", "多长时间", "几天", "时限", "办结", "多少天", "how long", "time limit",
-                             "how many days", "deadline"),
+    "fee_standard": (
+        "收费",
+        "费用",
+        "多少钱",
+        "免费",
+        "缴费",
+        "交钱",
+        "fee",
+        "cost",
+        "charge",
+        "pay",
+        "price",
+        "free",
+    ),
+    "application_materials": (
+        "材料",
+        "带什么",
+        "准备什么",
+        "提交什么",
+        "证件",
+        "资料",
+        "material",
+        "document",
+        "bring",
+        "paperwork",
+    ),
+    "committed_time_limit": (
+        "多久",
+        "多长时间",
+        "几天",
+        "时限",
+        "办结",
+        "多少天",
+        "how long",
+        "time limit",
+        "how many days",
+        "deadline",
+    ),
     "processing_location": ("在哪", "哪里", "地点", "地址", "去哪", "where", "location", "address"),
-    "procedure": ("流程", "步骤", "怎么办", "如何办", "怎么申请", "如何申请", "程序", "手续", "procedure", "steps",
-                  "process", "how do i", "how to apply", "how can i"),
-    "requirements": ("条件", "资格", "符合", "谁可以", "requirement", "eligib", "condition", "qualif", "who can"),
+    "procedure": (
+        "流程",
+        "步骤",
+        "怎么办",
+        "如何办",
+        "怎么申请",
+        "如何申请",
+        "程序",
+        "手续",
+        "procedure",
+        "steps",
+        "process",
+        "how do i",
+        "how to apply",
+        "how can i",
+    ),
+    "requirements": (
+        "条件",
+        "资格",
+        "符合",
+        "谁可以",
+        "requirement",
+        "eligib",
+        "condition",
+        "qualif",
+        "who can",
+    ),
     "legal_basis": ("依据", "法律", "法规", "legal basis", "law", "regulation"),
     "online_handling": ("网上", "网办", "线上", "在线", "online", "internet", "website"),
     "consultation_method": ("咨询", "电话", "联系", "contact", "phone", "consult"),
-    "processing_time": ("办理时间", "工作时间", "几点", "opening hours", "office hours", "what time"),
-    "handling_agency": ("哪个部门", "谁负责", "实施主体", "哪个单位", "which department", "agency", "who handles"),
+    "processing_time": (
+        "办理时间",
+        "工作时间",
+        "几点",
+        "opening hours",
+        "office hours",
+        "what time",
+    ),
+    "handling_agency": (
+        "哪个部门",
+        "谁负责",
+        "实施主体",
+        "哪个单位",
+        "which department",
+        "agency",
+        "who handles",
+    ),
 }
 _DEFAULT_ASKED = ("requirements", "application_materials", "procedure")
-_RELATED = ("requirements", "application_materials", "procedure", "committed_time_limit", "fee_standard",
-            "processing_location", "online_handling", "consultation_method")
+_RELATED = (
+    "requirements",
+    "application_materials",
+    "procedure",
+    "committed_time_limit",
+    "fee_standard",
+    "processing_location",
+    "online_handling",
+    "consultation_method",
+)
 _ACTION = ("processing_location", "online_handling", "consultation_method", "procedure")
 
 
@@ -138,15 +246,28 @@ def tokenize(text: str, lang: str) -> tuple[str, ...]:
     text = unicodedata.normalize("NFKC", text).lower()
     if lang == "zh":
         words = segment(text, hmm=False)
-        return tuple(w for w in (w.strip() for w in words)
-                     if w and w not in _ZH_STOP and (len(w) > 1 or w.isdigit()) and _WORDCHAR.search(w))
+        return tuple(
+            w
+            for w in (w.strip() for w in words)
+            if w and w not in _ZH_STOP and (len(w) > 1 or w.isdigit()) and _WORDCHAR.search(w)
+        )
     return tuple(w for w in re.findall(r"[a-z0-9]+(?:\.\d+)?", text) if w not in _EN_STOP)
 
 
-_UNITS = (("wd", r"个?工作日|working\s+days?|business\s+days?"), ("d", r"天|日|days?"), ("h", r"小时|hours?"),
-          ("mo", r"个月|months?"), ("y", r"年|years?"), ("yuan", r"元|yuan|rmb|cny"))
-_QUANTITY = re.compile(r"(?:(cny|rmb|¥)\s*)?(\d+(?:\.\d+)?)\s*(?:(" + "|".join(f"(?P<{k}>{v})" for k, v in _UNITS)
-                       + r")(?![a-z]))?", re.IGNORECASE)
+_UNITS = (
+    ("wd", r"个?工作日|working\s+days?|business\s+days?"),
+    ("d", r"天|日|days?"),
+    ("h", r"小时|hours?"),
+    ("mo", r"个月|months?"),
+    ("y", r"年|years?"),
+    ("yuan", r"元|yuan|rmb|cny"),
+)
+_QUANTITY = re.compile(
+    r"(?:(cny|rmb|¥)\s*)?(\d+(?:\.\d+)?)\s*(?:("
+    + "|".join(f"(?P<{k}>{v})" for k, v in _UNITS)
+    + r")(?![a-z]))?",
+    re.IGNORECASE,
+)
 
 
 def _numbers(text: str) -> frozenset[str]:
@@ -188,7 +309,9 @@ def _doc(text: str, lang: str) -> _Doc:
             current, value = field, m.group(2).strip()
             fields[field] = value
             ftoks[field] = set(tokenize(value, lang))
-        elif current and line.strip():  # a continuation line of a multi-line value (steps, materials)
+        elif (
+            current and line.strip()
+        ):  # a continuation line of a multi-line value (steps, materials)
             fields[current] += "\n" + line.strip()
             ftoks[current].update(tokenize(line.strip(), lang))
         elif line.strip():
@@ -196,8 +319,14 @@ def _doc(text: str, lang: str) -> _Doc:
     fnums = {f: _numbers(v) for f, v in fields.items()}
     fee = fields.get("fee_standard", "")
     frozen = {f: frozenset(t) for f, t in ftoks.items()}
-    return _Doc(fields, frozen, fnums, frozenset(other.union(*frozen.values())), _numbers(text),
-                bool(_FREE.search(fee)) and not fnums.get("fee_standard"))
+    return _Doc(
+        fields,
+        frozen,
+        fnums,
+        frozenset(other.union(*frozen.values())),
+        _numbers(text),
+        bool(_FREE.search(fee)) and not fnums.get("fee_standard"),
+    )
 
 
 @dataclass(frozen=True)
@@ -224,9 +353,18 @@ def _answer(text: str, lang: str) -> _Answer:
     keyed = [re.sub(r"\W", "", s) for s in parts]
     dup = 1 - len(set(keyed)) / len(keyed) if keyed else 0.0
     nums = _numbers(norm)
-    return _Answer(norm, sents, tuple(len(s) for s in parts), frozenset().union(*sents), nums,
-                   list_lines, dup, len(_HEDGES.findall(norm)), bool(_FREE.search(norm)),
-                   frozenset(k for k in nums if k.endswith("|yuan")))
+    return _Answer(
+        norm,
+        sents,
+        tuple(len(s) for s in parts),
+        frozenset().union(*sents),
+        nums,
+        list_lines,
+        dup,
+        len(_HEDGES.findall(norm)),
+        bool(_FREE.search(norm)),
+        frozenset(k for k in nums if k.endswith("|yuan")),
+    )
 
 
 def asked_fields(question: str, asked_field: str = "") -> tuple[str, ...]:
@@ -259,18 +397,37 @@ def item_match(answer_norm: str, item_name: str, answer_tokens: frozenset[str], 
     return 0.5 * len(item_toks & answer_tokens) / len(item_toks) if item_toks else 0.0
 
 
-_FILLERS = ("根据办事指南", "办事指南", "根据指南", "关于", "您好", "的", "是", "为", "答", "accordingto", "theguide",
-            "the", "is", "are", "for")
+_FILLERS = (
+    "根据办事指南",
+    "办事指南",
+    "根据指南",
+    "关于",
+    "您好",
+    "的",
+    "是",
+    "为",
+    "答",
+    "accordingto",
+    "theguide",
+    "the",
+    "is",
+    "are",
+    "for",
+)
 
 
-def equals_field(answer: str, fields: dict[str, str], asked: tuple[str, ...], item_name: str, lang: str) -> str:
+def equals_field(
+    answer: str, fields: dict[str, str], asked: tuple[str, ...], item_name: str, lang: str
+) -> str:
     """The asked field whose content the answer states and nothing else ("" when none): the answer,
     without blanks and punctuation, is the field's value (or its phrasing: 否 -> 不收费), optionally
     after the item's name, the field's label and fillers ("关于…的收费标准：不收费")."""
     if not squash(answer):
         return ""
     for f in asked:
-        if says_only_value(answer, f, fields.get(f, ""), lang, names=(item_name,), fillers=_FILLERS):
+        if says_only_value(
+            answer, f, fields.get(f, ""), lang, names=(item_name,), fillers=_FILLERS
+        ):
             return f
     return ""
 
@@ -280,50 +437,77 @@ def _recall(part: frozenset[str], whole: frozenset[str]) -> float:
 
 
 @lru_cache(maxsize=100_000)
-def _features(answer: str, document: str, question: str, item_name: str, asked: str, lang: str) -> dict[str, Any]:
+def _features(
+    answer: str, document: str, question: str, item_name: str, asked: str, lang: str
+) -> dict[str, Any]:
     """Preset-independent evidence for one answer (shared by its four dimensions)."""
     d, a = _doc(document, lang), _answer(answer, lang)
     q_tokens = frozenset(tokenize(question, lang))
     fields = [f for f in asked_fields(question, asked) if f in d.fields] or [
-        f for f in _DEFAULT_ASKED if f in d.fields]
+        f for f in _DEFAULT_ASKED if f in d.fields
+    ]
     asked_cov = [_recall(d.field_tokens[f], a.tokens) for f in fields]
-    segments = [frozenset(tokenize(seg, lang)) for f in fields
-                for seg in re.split(r"[;；、,，\n]|(?<=[.。])", d.fields[f]) if seg.strip()]
+    segments = [
+        frozenset(tokenize(seg, lang))
+        for f in fields
+        for seg in re.split(r"[;；、,，\n]|(?<=[.。])", d.fields[f])
+        if seg.strip()
+    ]
     segments = [s for s in segments if s]
     claims = a.numbers - _numbers(unicodedata.normalize("NFKC", question))
     agree = len(claims & d.numbers)
     conflicts = int(a.free_claim and not d.free and bool(d.field_numbers.get("fee_standard")))
     conflicts += len(a.fee_numbers) if d.free else 0
     asked_nums = frozenset().union(*(d.field_numbers[f] for f in fields)) if fields else frozenset()
-    topic = q_tokens | frozenset().union(*(d.field_tokens[f] for f in fields)) if fields else q_tokens
+    topic = (
+        q_tokens | frozenset().union(*(d.field_tokens[f] for f in fields)) if fields else q_tokens
+    )
     overlaps = [len(s & d.tokens) / len(s) for s in a.sentences if len(s) >= 2]
     related = [f for f in _RELATED if f in d.fields and f not in fields]
     name = item_name or d.fields.get("item_name", "")
     return {
         "empty": not answer.strip(),
-        "equals_field": equals_field(answer, d.fields, tuple(fields), name, lang) if len(fields) == 1 else "",
+        "equals_field": equals_field(answer, d.fields, tuple(fields), name, lang)
+        if len(fields) == 1
+        else "",
         "overlaps": overlaps,
         "precision": _recall(a.tokens, d.tokens),
         "claims": len(claims) + conflicts,
         "agree": agree,
         "asked_cov": sum(asked_cov) / len(asked_cov) if asked_cov else 0.0,
-        "segments_cov": (sum(_recall(s, a.tokens) >= 0.6 for s in segments) / len(segments)) if segments else 0.0,
+        "segments_cov": (sum(_recall(s, a.tokens) >= 0.6 for s in segments) / len(segments))
+        if segments
+        else 0.0,
         "asked_nums_recall": len(asked_nums & a.numbers) / len(asked_nums) if asked_nums else None,
-        "related_cov": (sum(_recall(d.field_tokens[f], a.tokens) >= 0.3 for f in related) / len(related))
-        if related else 0.0,
-        "action_cov": max([_recall(d.field_tokens[f], a.tokens) for f in _ACTION if f in d.fields], default=0.0),
+        "related_cov": (
+            sum(_recall(d.field_tokens[f], a.tokens) >= 0.3 for f in related) / len(related)
+        )
+        if related
+        else 0.0,
+        "action_cov": max(
+            [_recall(d.field_tokens[f], a.tokens) for f in _ACTION if f in d.fields], default=0.0
+        ),
         "item": item_match(a.norm, name, a.tokens, lang),
         "specific_words": len((a.tokens & d.tokens) - q_tokens),
-        "on_topic": (sum(len(s & topic) >= max(1, 0.2 * len(s)) for s in a.sentences) / len(a.sentences))
-        if a.sentences else 0.0,
-        "lead_overlap": max([_recall(s, d.tokens) * bool(s & topic) for s in a.sentences[:2]], default=0.0),
+        "on_topic": (
+            sum(len(s & topic) >= max(1, 0.2 * len(s)) for s in a.sentences) / len(a.sentences)
+        )
+        if a.sentences
+        else 0.0,
+        "lead_overlap": max(
+            [_recall(s, d.tokens) * bool(s & topic) for s in a.sentences[:2]], default=0.0
+        ),
         "hedge_rate": a.hedges / max(1, len(a.sentences)),
         "chars": len(a.norm.strip()),
         "sentences": len(a.sentences),
         "list_lines": a.list_lines,
         "duplicate_share": a.duplicate_share,
-        "fluent_share": (sum(5 <= n <= (120 if lang == "zh" else 300) for n in a.sentence_chars)
-                         / len(a.sentence_chars)) if a.sentence_chars else 0.0,
+        "fluent_share": (
+            sum(5 <= n <= (120 if lang == "zh" else 300) for n in a.sentence_chars)
+            / len(a.sentence_chars)
+        )
+        if a.sentence_chars
+        else 0.0,
     }
 
 
@@ -341,7 +525,9 @@ def _pts(f: float, p: Preset) -> int:
 def criterion_points(dimension: str, x: dict[str, Any], p: Preset, lang: str) -> dict[str, int]:
     """The five criteria's points (0-2 each) of one dimension, from the evidence `x`."""
     if dimension not in CRITERIA:
-        raise ValueError(f"the rubric judge has rules for {list(CRITERIA)} only, not dimension {dimension!r}")
+        raise ValueError(
+            f"the rubric judge has rules for {list(CRITERIA)} only, not dimension {dimension!r}"
+        )
     if dimension == "accuracy":
         return accuracy_grade(x, p)[1]
     if x["empty"]:
@@ -352,15 +538,32 @@ def criterion_points(dimension: str, x: dict[str, Any], p: Preset, lang: str) ->
     supported = sum(o >= p.support for o in ov) / len(ov) if ov else 0.0
     num_ok = x["agree"] / x["claims"] if x["claims"] else None
     if dimension == "relevance":
-        no_distortion = 0.0 if x["item"] == 0.0 and x["precision"] > 0 else supported * (num_ok if num_ok is not None
-                                                                                         else 1.0)
-        f = (supported, x["precision"], num_ok if num_ok is not None else supported, x["asked_cov"], no_distortion)
+        no_distortion = (
+            0.0
+            if x["item"] == 0.0 and x["precision"] > 0
+            else supported * (num_ok if num_ok is not None else 1.0)
+        )
+        f = (
+            supported,
+            x["precision"],
+            num_ok if num_ok is not None else supported,
+            x["asked_cov"],
+            no_distortion,
+        )
     elif dimension == "specificity":
         concrete = min(1.0, x["specific_words"] / p.concrete_k)
-        f = (x["item"], x["asked_cov"], concrete, x["on_topic"], x["lead_overlap"] * max(0.0, 1 - x["hedge_rate"]))
+        f = (
+            x["item"],
+            x["asked_cov"],
+            concrete,
+            x["on_topic"],
+            x["lead_overlap"] * max(0.0, 1 - x["hedge_rate"]),
+        )
     elif dimension == "completeness":
         nums = x["asked_nums_recall"]
-        integrity = (nums if nums is not None else x["segments_cov"]) * (num_ok if num_ok is not None else 1.0)
+        integrity = (nums if nums is not None else x["segments_cov"]) * (
+            num_ok if num_ok is not None else 1.0
+        )
         f = (x["asked_cov"], x["related_cov"], integrity, x["segments_cov"], x["action_cov"])
     else:
         return dict(zip(CRITERIA["quality"], _quality(x, p, lang), strict=True))
@@ -379,7 +582,13 @@ def _quality(x: dict[str, Any], p: Preset, lang: str) -> tuple[int, ...]:
         length = 2
     else:  # strict never gives 2 for a short answer: brevity alone is not clarity evidence
         length = 1 if x["chars"] >= short or p.name == "lenient" else 0
-    organisation = 2 if x["list_lines"] >= p.list_lines else 1 if x["sentences"] >= (3 if p.name == "strict" else 2) else 0
+    organisation = (
+        2
+        if x["list_lines"] >= p.list_lines
+        else 1
+        if x["sentences"] >= (3 if p.name == "strict" else 2)
+        else 0
+    )
     repetition = _pts(1 - 2 * x["duplicate_share"], p)
     fluent = _pts(x["fluent_share"], p)
     wording = _pts(max(0.0, 1 - x["hedge_rate"] * (2 if p.name == "strict" else 1)), p)
@@ -396,9 +605,13 @@ def accuracy_grade(x: dict[str, Any], p: Preset) -> tuple[int, dict[str, int]]:
         return 10, dict.fromkeys(CRITERIA["accuracy"], 1)
     ov = x["overlaps"]
     supported = sum(o >= p.support for o in ov) / len(ov) if ov else 0.0
-    checks = {"right_item": x["item"] >= p.hi, "asked_aspect": x["asked_cov"] >= p.lo,
-              "numbers_agree": x["claims"] <= x["agree"], "no_contradiction": supported >= p.lo,
-              "key_info": x["asked_cov"] >= p.hi}
+    checks = {
+        "right_item": x["item"] >= p.hi,
+        "asked_aspect": x["asked_cov"] >= p.lo,
+        "numbers_agree": x["claims"] <= x["agree"],
+        "no_contradiction": supported >= p.lo,
+        "key_info": x["asked_cov"] >= p.hi,
+    }
     points = {k: int(v) for k, v in checks.items()}
     if all(checks.values()):
         return 10, points
@@ -408,9 +621,17 @@ def accuracy_grade(x: dict[str, Any], p: Preset) -> tuple[int, dict[str, int]]:
 
 def judge(context: dict[str, Any], preset: Preset, dimension: str) -> tuple[int, dict[str, int]]:
     """Score one answer on one dimension: (total 0-10, per-criterion points [+ lenient_floor])."""
-    lang = context.get("lang") or ("zh" if re.search(r"[\u4e00-\u9fff]", context.get("document", "")) else "en")
-    x = _features(str(context.get("answer", "")), str(context.get("document", "")), str(context.get("question", "")),
-                  str(context.get("item_name") or ""), str(context.get("asked_field") or ""), lang)
+    lang = context.get("lang") or (
+        "zh" if re.search(r"[\u4e00-\u9fff]", context.get("document", "")) else "en"
+    )
+    x = _features(
+        str(context.get("answer", "")),
+        str(context.get("document", "")),
+        str(context.get("question", "")),
+        str(context.get("item_name") or ""),
+        str(context.get("asked_field") or ""),
+        lang,
+    )
     if dimension == "accuracy":
         return accuracy_grade(x, preset)
     points: dict[str, int] = criterion_points(dimension, x, preset, lang)
@@ -430,7 +651,9 @@ class RubricJudge(OfflineModel):
         super().__init__(spec)
         name = self.fixed_preset or str(spec.options.get("preset", "lenient"))
         if name not in PRESETS:
-            raise ValueError(f"model {spec.model!r}: options.preset {name!r} unknown; expected one of {list(PRESETS)}")
+            raise ValueError(
+                f"model {spec.model!r}: options.preset {name!r} unknown; expected one of {list(PRESETS)}"
+            )
         self.preset = PRESETS[name]
 
     def respond(self, request: Request) -> Response:
@@ -438,8 +661,10 @@ class RubricJudge(OfflineModel):
         dims = ctx.get("dimensions")
         if ctx.get("dimension") is None and dims:  # all-dimensions mode: a JSON reply
             results = {d: judge(ctx, self.preset, d) for d in dims}
-            return Response(text=json.dumps({d: s for d, (s, _) in results.items()}),
-                            detail={d: pts for d, (_, pts) in results.items()})
+            return Response(
+                text=json.dumps({d: s for d, (s, _) in results.items()}),
+                detail={d: pts for d, (_, pts) in results.items()},
+            )
         total, points = judge(ctx, self.preset, str(ctx.get("dimension")))
         return Response(text=str(int(total)), detail=points)
 

@@ -112,7 +112,9 @@ def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA
 
 
-def judge_inputs(answers: pd.DataFrame, corpus: pd.DataFrame, questions: pd.DataFrame | None) -> pd.DataFrame:
+def judge_inputs(
+    answers: pd.DataFrame, corpus: pd.DataFrame, questions: pd.DataFrame | None
+) -> pd.DataFrame:
     """Answers joined with the question text, gold document text, item name and asked field."""
     require_columns(answers, ("question_id", "doc_id", "system", "set", "answer"), "answers")
     require_columns(corpus, ("doc_id", "text"), "corpus")
@@ -135,7 +137,9 @@ def judge_inputs(answers: pd.DataFrame, corpus: pd.DataFrame, questions: pd.Data
     docs = corpus.drop_duplicates("doc_id").set_index("doc_id")
     unknown = sorted(set(df["doc_id"].astype(str)) - set(docs.index.astype(str)))
     if unknown:
-        raise SchemaError(f"answers: doc_id(s) {unknown[:5]} not found in the corpus (column doc_id)")
+        raise SchemaError(
+            f"answers: doc_id(s) {unknown[:5]} not found in the corpus (column doc_id)"
+        )
     docs.index = docs.index.astype(str)
     keys = df["doc_id"].astype(str)
     df["_document"] = keys.map(docs["text"]).astype(str).to_numpy()
@@ -193,25 +197,48 @@ def score_answers(
     for k, start in enumerate(range(0, len(records), OFFLINE_SLICE)):
         for judge in offline:
             desc = f"judging: {judge.name}" + (f" ({k + 1}/{n_slices})" if n_slices > 1 else "")
-            _score_slice(judge, records[start:start + OFFLINE_SLICE], dimensions, desc, progress, 0,
-                         frames[id(judge)], skipped_rows[id(judge)])
+            _score_slice(
+                judge,
+                records[start : start + OFFLINE_SLICE],
+                dimensions,
+                desc,
+                progress,
+                0,
+                frames[id(judge)],
+                skipped_rows[id(judge)],
+            )
         for model in {id(j.model): j.model for j in offline}.values():
             release = getattr(model, "release_caches", None)
             if release is not None:
                 release()
-    for judge in judges:  # an LLM judge's calls go to the model together (concurrency, retries of the unscored)
+    for judge in (
+        judges
+    ):  # an LLM judge's calls go to the model together (concurrency, retries of the unscored)
         if not judge.model.offline:
             rounds = judge.retry_unscored if retry_unscored is None else retry_unscored
-            _score_slice(judge, records, dimensions, f"judging: {judge.name}", progress, rounds,
-                         frames[id(judge)], skipped_rows[id(judge)])
+            _score_slice(
+                judge,
+                records,
+                dimensions,
+                f"judging: {judge.name}",
+                progress,
+                rounds,
+                frames[id(judge)],
+                skipped_rows[id(judge)],
+            )
     parts: list[pd.DataFrame] = []
     for judge in judges:  # in the jury's order; a judge's skipped rows after its judged ones
         parts += frames.pop(id(judge))
         if skipped_rows[id(judge)]:
             parts.append(pd.DataFrame(skipped_rows[id(judge)], columns=list(SCORES_TABLE_COLUMNS)))
     del frames, skipped_rows
-    out = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0] if parts else \
-        pd.DataFrame([], columns=list(SCORES_TABLE_COLUMNS))
+    out = (
+        pd.concat(parts, ignore_index=True)
+        if len(parts) > 1
+        else parts[0]
+        if parts
+        else pd.DataFrame([], columns=list(SCORES_TABLE_COLUMNS))
+    )
     del parts
     out["score"] = out["score"].astype("float64")
     out["sample"] = out["sample"].astype("int64")
@@ -223,42 +250,88 @@ def score_answers(
     return out
 
 
-def _score_slice(judge: Judge, records: list[dict[str, Any]], dimensions: list[Dimension], desc: str,
-                 progress: bool, rounds: int, frames: list[pd.DataFrame], skipped_rows: list[dict[str, Any]]) -> None:
+def _score_slice(
+    judge: Judge,
+    records: list[dict[str, Any]],
+    dimensions: list[Dimension],
+    desc: str,
+    progress: bool,
+    rounds: int,
+    frames: list[pd.DataFrame],
+    skipped_rows: list[dict[str, Any]],
+) -> None:
     """Score `records` with one judge: its rows as one frame appended to `frames`, the rows of
     missing answers (not judged) to `skipped_rows`."""
     units, requests, skipped = judge_requests(judge, records, dimensions)
     n_pilot = min(judge.pilot, len(requests)) if not judge.model.offline else 0
-    responses = _complete_prefix_order(judge, requests[:n_pilot], f"{desc} (pilot)", progress) if n_pilot else []
+    responses = (
+        _complete_prefix_order(judge, requests[:n_pilot], f"{desc} (pilot)", progress)
+        if n_pilot
+        else []
+    )
     if len(responses) != n_pilot:
-        raise RuntimeError(f"judge {judge.name!r}: model returned {len(responses)} responses for {n_pilot} requests")
-    unit_rows = [_rows_for(judge, *unit, resp) for unit, resp in zip(units, responses, strict=False)]
+        raise RuntimeError(
+            f"judge {judge.name!r}: model returned {len(responses)} responses for {n_pilot} requests"
+        )
+    unit_rows = [
+        _rows_for(judge, *unit, resp) for unit, resp in zip(units, responses, strict=False)
+    ]
     if n_pilot:
         judge.pilot_report = pilot_decision(judge, unit_rows, len(requests) - n_pilot)
-    if n_pilot and judge.pilot_report["decision"] == "stopped":  # the rest is never sent: rows 'pilot'
-        reason = judge.pilot_report["reason"]  # (the gate excludes a judge stopped by its pilot, naming it)
+    if (
+        n_pilot and judge.pilot_report["decision"] == "stopped"
+    ):  # the rest is never sent: rows 'pilot'
+        reason = judge.pilot_report[
+            "reason"
+        ]  # (the gate excludes a judge stopped by its pilot, naming it)
         skipped += [(rec, d, s, reason, "pilot") for rec, dims, s in units[n_pilot:] for d in dims]
         units, requests = units[:n_pilot], requests[:n_pilot]
     elif len(requests) > n_pilot:
         rest = _complete_prefix_order(judge, requests[n_pilot:], desc, progress)
         if len(rest) != len(requests) - n_pilot:
-            raise RuntimeError(f"judge {judge.name!r}: model returned {len(rest)} responses for "
-                               f"{len(requests) - n_pilot} requests")
-        unit_rows += [_rows_for(judge, *unit, resp) for unit, resp in zip(units[n_pilot:], rest, strict=True)]
+            raise RuntimeError(
+                f"judge {judge.name!r}: model returned {len(rest)} responses for "
+                f"{len(requests) - n_pilot} requests"
+            )
+        unit_rows += [
+            _rows_for(judge, *unit, resp) for unit, resp in zip(units[n_pilot:], rest, strict=True)
+        ]
         del rest
-    if rounds and not judge.model.offline:  # an offline scorer is deterministic: asking again changes nothing
+    if (
+        rounds and not judge.model.offline
+    ):  # an offline scorer is deterministic: asking again changes nothing
         _reask_unscored(judge, units, requests, unit_rows, rounds, progress)
     del requests, responses
     if unit_rows:
-        frames.append(pd.DataFrame([r for rs in unit_rows for r in rs], columns=list(SCORES_TABLE_COLUMNS)))
+        frames.append(
+            pd.DataFrame([r for rs in unit_rows for r in rs], columns=list(SCORES_TABLE_COLUMNS))
+        )
     del unit_rows
-    for rec, d, s, *why in skipped:  # not judged: no call was made, so none failed and nothing was spent
-        skipped_rows.append(_row(judge, rec, d.name, s, None, "", why[0] if why else "answer is missing (no answer "
-                                 "to judge)", why[1] if len(why) > 1 else "skipped", "",
-                                 no_call_accounting(judge.model.name, "judging")))
+    for (
+        rec,
+        d,
+        s,
+        *why,
+    ) in skipped:  # not judged: no call was made, so none failed and nothing was spent
+        skipped_rows.append(
+            _row(
+                judge,
+                rec,
+                d.name,
+                s,
+                None,
+                "",
+                why[0] if why else "answer is missing (no answer to judge)",
+                why[1] if len(why) > 1 else "skipped",
+                "",
+                no_call_accounting(judge.model.name, "judging"),
+            )
+        )
 
 
-def _complete_prefix_order(judge: Judge, requests: list[llm.Request], desc: str, progress: bool) -> list[llm.Response]:
+def _complete_prefix_order(
+    judge: Judge, requests: list[llm.Request], desc: str, progress: bool
+) -> list[llm.Response]:
     """The judge's calls (its pilot's, then the rest) sent in the order of their prompt texts, the
     responses returned in the requests' order. A judge prompt puts its fixed part first (instructions, then question and source,
     the answer last), so in text order the calls of one dimension follow each other and the answers
@@ -266,7 +339,9 @@ def _complete_prefix_order(judge: Judge, requests: list[llm.Request], desc: str,
     the last prompt's) then serves most prompt tokens (measured on SmolLM2: 57 % of them, against
     11 % in the per-answer order; benchmarks/local_llm_prefix_cache.py)."""
     order = sorted(range(len(requests)), key=lambda i: _prefix_key(requests[i]))
-    sent = judge.model.complete([requests[i] for i in order], role="judging", desc=desc, progress=progress)
+    sent = judge.model.complete(
+        [requests[i] for i in order], role="judging", desc=desc, progress=progress
+    )
     if len(sent) != len(requests):
         return sent  # the caller names the mismatch
     out: list[llm.Response] = [sent[0]] * len(requests)
@@ -285,7 +360,9 @@ def _prefix_key(request: llm.Request) -> tuple[str, ...]:
 PILOT_EXAMPLES = 3
 
 
-def pilot_decision(judge: Judge, pilot_rows: list[list[dict[str, Any]]], remaining: int) -> dict[str, Any]:
+def pilot_decision(
+    judge: Judge, pilot_rows: list[list[dict[str, Any]]], remaining: int
+) -> dict[str, Any]:
     """Whether an LLM judge goes on after its pilot: the share of the dimension scores (score rows)
     of the pilot's replies (calls that answered) that parsed, against `judge.pilot_min_parsed`. The
     unit is the row, as in the gate's failure rate: an all-dimensions reply missing one of four
@@ -298,17 +375,42 @@ def pilot_decision(judge: Judge, pilot_rows: list[list[dict[str, Any]]], remaini
     share = parsed / scores if scores else float("nan")
     low = bool(scores) and share < judge.pilot_min_parsed
     examples = [rows[0]["raw"][:200] for rows in replies if _n_parse(rows)][:PILOT_EXAMPLES]
-    reason = (f"not sent: judge {judge.name!r} was stopped by its pilot ({parsed} of {scores} dimension scores "
-              f"in {len(replies)} replies parsed, under {judge.pilot_min_parsed:.0%})")
-    return {"judge": judge.name, "pilot_calls": len(pilot_rows), "replies": len(replies), "scores": scores,
-            "parsed": parsed, "parsed_share": share, "decision": "stopped" if low and not judge.insist else
-            "continued (insist)" if low else "continued", "calls_not_sent": remaining if low and not judge.insist else 0,
-            "reason": reason, "examples": examples}
+    reason = (
+        f"not sent: judge {judge.name!r} was stopped by its pilot ({parsed} of {scores} dimension scores "
+        f"in {len(replies)} replies parsed, under {judge.pilot_min_parsed:.0%})"
+    )
+    return {
+        "judge": judge.name,
+        "pilot_calls": len(pilot_rows),
+        "replies": len(replies),
+        "scores": scores,
+        "parsed": parsed,
+        "parsed_share": share,
+        "decision": "stopped"
+        if low and not judge.insist
+        else "continued (insist)"
+        if low
+        else "continued",
+        "calls_not_sent": remaining if low and not judge.insist else 0,
+        "reason": reason,
+        "examples": examples,
+    }
 
 
-_RECORD_COLUMNS = ("question_id", "doc_id", "system", "set", "answer", "question", "asked_field", "_document",
-                   "_item_name")
-OFFLINE_SLICE = 1024  # answers the offline judges score at a time (x dimensions x samples calls); a slice's
+_RECORD_COLUMNS = (
+    "question_id",
+    "doc_id",
+    "system",
+    "set",
+    "answer",
+    "question",
+    "asked_field",
+    "_document",
+    "_item_name",
+)
+OFFLINE_SLICE = (
+    1024  # answers the offline judges score at a time (x dimensions x samples calls); a slice's
+)
 # requests, replies, rows and rubric analyses are what stage 03 holds on top of its tables (4096: +60 MB)
 
 Unit = tuple[dict[str, Any], list[Dimension], int]  # (answer row, dimensions of one call, sample)
@@ -325,7 +427,10 @@ def judge_requests(
     names = [d.name for d in dimensions]
     all_dimensions_version = all_dimensions_prompt(dimensions, "", "", "")[1]
     offline = judge.model.offline
-    one_schema, all_schema = score_schema(), score_schema(names)  # sent where structured_output allows
+    one_schema, all_schema = (
+        score_schema(),
+        score_schema(names),
+    )  # sent where structured_output allows
     units: list[Unit] = []
     requests: list[llm.Request] = []
     skipped: list[tuple[dict[str, Any], Dimension, int]] = []
@@ -344,25 +449,66 @@ def judge_requests(
             # An offline scorer reads `context` only: its prompt text is never built (no messages).
             if judge.all_dimensions:
                 version = all_dimensions_version
-                messages = () if offline else ({"role": "user", "content": all_dimensions_prompt(
-                    dimensions, base_ctx["question"], base_ctx["document"], base_ctx["answer"])[0]},)
+                messages = (
+                    ()
+                    if offline
+                    else (
+                        {
+                            "role": "user",
+                            "content": all_dimensions_prompt(
+                                dimensions,
+                                base_ctx["question"],
+                                base_ctx["document"],
+                                base_ctx["answer"],
+                            )[0],
+                        },
+                    )
+                )
                 ctx = {**base_ctx, "dimension": None, "dimensions": names}
-                requests.append(llm.Request(messages, ctx, version, s, schema=None if offline else all_schema))
+                requests.append(
+                    llm.Request(messages, ctx, version, s, schema=None if offline else all_schema)
+                )
                 units.append((rec, dimensions, s))
             else:
                 for d in dimensions:
-                    messages = () if offline else ({"role": "user", "content": d.fill(
-                        base_ctx["question"], base_ctx["document"], base_ctx["answer"])},)
+                    messages = (
+                        ()
+                        if offline
+                        else (
+                            {
+                                "role": "user",
+                                "content": d.fill(
+                                    base_ctx["question"], base_ctx["document"], base_ctx["answer"]
+                                ),
+                            },
+                        )
+                    )
                     ctx = {**base_ctx, "dimension": d.name}
-                    requests.append(llm.Request(messages, ctx, d.template_version, s,
-                                                schema=None if offline else one_schema))
+                    requests.append(
+                        llm.Request(
+                            messages,
+                            ctx,
+                            d.template_version,
+                            s,
+                            schema=None if offline else one_schema,
+                        )
+                    )
                     units.append((rec, [d], s))
     return units, requests, skipped
 
 
 def _row(
-    judge: Judge, rec: dict[str, Any], dim: str, sample: int, score: float | None, raw: str, error: str,
-    kind: str, detail: str, acc: dict[str, Any], finish_reason: str = "",
+    judge: Judge,
+    rec: dict[str, Any],
+    dim: str,
+    sample: int,
+    score: float | None,
+    raw: str,
+    error: str,
+    kind: str,
+    detail: str,
+    acc: dict[str, Any],
+    finish_reason: str = "",
 ) -> dict[str, Any]:
     return {
         "question_id": rec["question_id"],
@@ -390,8 +536,10 @@ def _rows_for(
     finish = str((resp.detail or {}).get("finish_reason") or "")
     if not resp.ok:
         reason = resp.error or "no text in the response"
-        return [_row(judge, rec, d.name, sample, None, resp.text or "", reason, "call", "", a, finish)
-                for d, a in zip(dims, accs, strict=True)]
+        return [
+            _row(judge, rec, d.name, sample, None, resp.text or "", reason, "call", "", a, finish)
+            for d, a in zip(dims, accs, strict=True)
+        ]
     text = resp.text or ""
     if len(dims) == 1 and not judge.all_dimensions:
         parsed = {dims[0].name: parse_score(text, dims[0].score_format)}
@@ -404,8 +552,21 @@ def _rows_for(
     for d, a in zip(dims, accs, strict=True):
         score, reason = parsed[d.name]
         detail = details.get(d.name) if judge.model.offline else None
-        rows.append(_row(judge, rec, d.name, sample, score, text, reason or "", "parse" if reason else "",
-                         json.dumps(detail, ensure_ascii=False) if detail else "", a, finish))
+        rows.append(
+            _row(
+                judge,
+                rec,
+                d.name,
+                sample,
+                score,
+                text,
+                reason or "",
+                "parse" if reason else "",
+                json.dumps(detail, ensure_ascii=False) if detail else "",
+                a,
+                finish,
+            )
+        )
     return rows
 
 
@@ -414,8 +575,12 @@ def _n_parse(rows: list[dict[str, Any]]) -> int:
 
 
 def _reask_unscored(
-    judge: Judge, units: list[tuple[dict[str, Any], list[Dimension], int]], requests: list[llm.Request],
-    unit_rows: list[list[dict[str, Any]]], rounds: int, progress: bool,
+    judge: Judge,
+    units: list[tuple[dict[str, Any], list[Dimension], int]],
+    requests: list[llm.Request],
+    unit_rows: list[list[dict[str, Any]]],
+    rounds: int,
+    progress: bool,
 ) -> None:
     """Ask again, up to `rounds` times, the calls whose reply did not parse (in place).
 
@@ -434,24 +599,44 @@ def _reask_unscored(
         if not redo:
             return
         again = [replace(requests[i], sample=requests[i].sample + k * judge.samples) for i in redo]
-        responses = judge.model.complete(again, role="judging", progress=progress,
-                                         desc=f"judging: {judge.name} (asking {len(redo)} unscored again)")
+        responses = judge.model.complete(
+            again,
+            role="judging",
+            progress=progress,
+            desc=f"judging: {judge.name} (asking {len(redo)} unscored again)",
+        )
         for i, resp in zip(redo, responses, strict=True):
             rec, dims, s = units[i]
             new = _rows_for(judge, rec, dims, s, resp)
             old = unit_rows[i][0]
             first = json.loads(old["detail"]) if old["detail"] else {}
-            tally = {"calls": first.get("calls", 1) + 1, "failed_calls": first.get("failed_calls", 0) + (not resp.ok)}
+            tally = {
+                "calls": first.get("calls", 1) + 1,
+                "failed_calls": first.get("failed_calls", 0) + (not resp.ok),
+            }
             if not resp.ok or _n_parse(new) >= _n_parse(unit_rows[i]):
-                kept, extra = unit_rows[i], new[0]  # the re-ask is no better: keep the rows, add its call
+                kept, extra = (
+                    unit_rows[i],
+                    new[0],
+                )  # the re-ask is no better: keep the rows, add its call
                 record = {**first, **tally}
             else:
                 kept, extra = new, old
-                record = {"reasked": k, "first_reply": first.get("first_reply", old["raw"]),
-                          "first_call_id": first.get("first_call_id", old["call_id"]), **tally}
+                record = {
+                    "reasked": k,
+                    "first_reply": first.get("first_reply", old["raw"]),
+                    "first_call_id": first.get("first_call_id", old["call_id"]),
+                    **tally,
+                }
             for row in kept:
                 row["detail"] = json.dumps(record, ensure_ascii=False)
-                for c in ("input_tokens", "output_tokens", "cached_input_tokens", "latency_s", "queue_s"):
+                for c in (
+                    "input_tokens",
+                    "output_tokens",
+                    "cached_input_tokens",
+                    "latency_s",
+                    "queue_s",
+                ):
                     row[c] = row[c] + extra[c]
                 row["cost"] = row["cost"] + extra["cost"]  # NaN (unknown price) stays NaN
                 row["cached"] = bool(row["cached"] and extra["cached"])

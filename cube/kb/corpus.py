@@ -31,7 +31,13 @@ import pandas as pd
 from cube.config.params import Params
 from cube.config.schema import CORPUS_FIELDS, MAPPABLE
 from cube.kb.demo import generate_demo_corpus
-from cube.kb.document import CORPUS_COLUMNS, CorpusError, field_text, parse_document, render_document
+from cube.kb.document import (
+    CORPUS_COLUMNS,
+    CorpusError,
+    field_text,
+    parse_document,
+    render_document,
+)
 from cube.kb.mapping import DEFAULT_EMPTY_VALUES, JOIN, SERVICE_MERGE_MIN, map_table, sample_items
 
 # Columns a loaded file adds after CORPUS_COLUMNS. `aliases`: optional colloquial names of an item
@@ -39,17 +45,28 @@ from cube.kb.mapping import DEFAULT_EMPTY_VALUES, JOIN, SERVICE_MERGE_MIN, map_t
 # rendered into the document. `parent_region`: the region's parent (a district's city), rendered.
 FILE_EXTRA_COLUMNS: tuple[str, ...] = ("aliases", "parent_region")
 FORMATS: dict[str, str] = {
-    ".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet", ".pq": "parquet",
-    ".xlsx": "excel", ".xlsm": "excel", ".xls": "excel", ".txt": "txt",
+    ".csv": "csv",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".xlsx": "excel",
+    ".xlsm": "excel",
+    ".xls": "excel",
+    ".txt": "txt",
 }
+
+
 # --------------------------------------------------------------------------- readers
 def _decode(data: bytes, path: Path, encoding: str) -> str:
     try:
         return data.decode(encoding)
     except UnicodeDecodeError as err:
         line = data.count(b"\n", 0, err.start) + 1
-        raise CorpusError(f"{path}: line {line}: cannot decode as {encoding} ({err.reason}); "
-                          "set corpus.encoding to the file's encoding (e.g. gbk)") from None
+        raise CorpusError(
+            f"{path}: line {line}: cannot decode as {encoding} ({err.reason}); "
+            "set corpus.encoding to the file's encoding (e.g. gbk)"
+        ) from None
     except LookupError:
         raise CorpusError(f"{path}: unknown encoding {encoding!r} (corpus.encoding)") from None
 
@@ -59,7 +76,9 @@ def _read_csv(path: Path, encoding: str) -> tuple[pd.DataFrame, list[str]]:
     try:
         df = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
     except pd.errors.EmptyDataError:
-        raise CorpusError(f"{path}: the file is empty (expected a header row and one row per item)") from None
+        raise CorpusError(
+            f"{path}: the file is empty (expected a header row and one row per item)"
+        ) from None
     except pd.errors.ParserError as err:
         raise CorpusError(f"{path}: not valid CSV: {err}") from None
     lines = _csv_record_lines(text)
@@ -94,14 +113,22 @@ def _read_jsonl(path: Path, encoding: str) -> tuple[pd.DataFrame, list[str]]:
         except json.JSONDecodeError as err:
             raise CorpusError(f"{path}: line {n}: not valid JSON ({err.msg})") from None
         if not isinstance(obj, dict):
-            raise CorpusError(f"{path}: line {n}: expected a JSON object per line, got {type(obj).__name__}")
+            raise CorpusError(
+                f"{path}: line {n}: expected a JSON object per line, got {type(obj).__name__}"
+            )
         records.append(obj)
         where.append(f"line {n}")
     return pd.DataFrame.from_records(records), where
 
 
-def _read_txt(path: Path, encoding: str, extra_labels: Sequence[str]) -> tuple[pd.DataFrame, list[str]]:
-    files = [path] if path.is_file() else sorted(p for p in path.iterdir() if p.suffix.lower() == ".txt")
+def _read_txt(
+    path: Path, encoding: str, extra_labels: Sequence[str]
+) -> tuple[pd.DataFrame, list[str]]:
+    files = (
+        [path]
+        if path.is_file()
+        else sorted(p for p in path.iterdir() if p.suffix.lower() == ".txt")
+    )
     records, where = [], []
     for f in files:
         text = _decode(f.read_bytes(), f, encoding)
@@ -113,8 +140,15 @@ def _read_txt(path: Path, encoding: str, extra_labels: Sequence[str]) -> tuple[p
     return pd.DataFrame.from_records(records), where
 
 
-def read_table(path: Path, fmt: str = "auto", *, sheet: str | int | None = None, encoding: str = "utf-8",
-               labels: Sequence[str] = (), what: str = "knowledge-base") -> tuple[pd.DataFrame, list[str]]:
+def read_table(
+    path: Path,
+    fmt: str = "auto",
+    *,
+    sheet: str | int | None = None,
+    encoding: str = "utf-8",
+    labels: Sequence[str] = (),
+    what: str = "knowledge-base",
+) -> tuple[pd.DataFrame, list[str]]:
     """Read a user's table as raw columns, with a locator ("row 3 (line 4)") per row.
 
     `what` names the kind of file in error messages ("knowledge-base", "question-set").
@@ -124,10 +158,14 @@ def read_table(path: Path, fmt: str = "auto", *, sheet: str | int | None = None,
     if fmt == "auto":
         fmt = "txt" if path.is_dir() else FORMATS.get(path.suffix.lower(), "")
         if not fmt:
-            raise CorpusError(f"{path}: unknown {what} format {path.suffix!r}; expected one of "
-                              f"{sorted(FORMATS)} or a folder of .txt files (or set corpus.format)")
+            raise CorpusError(
+                f"{path}: unknown {what} format {path.suffix!r}; expected one of "
+                f"{sorted(FORMATS)} or a folder of .txt files (or set corpus.format)"
+            )
     if fmt not in set(FORMATS.values()):
-        raise CorpusError(f"{path}: unknown format {fmt!r}; expected one of {sorted(set(FORMATS.values()))}")
+        raise CorpusError(
+            f"{path}: unknown format {fmt!r}; expected one of {sorted(set(FORMATS.values()))}"
+        )
     if path.is_dir() and fmt != "txt":
         raise CorpusError(f"{path}: is a folder; only format 'txt' reads a folder")
     if fmt == "csv":
@@ -146,11 +184,18 @@ def read_table(path: Path, fmt: str = "auto", *, sheet: str | int | None = None,
                 df = pd.read_excel(path, sheet_name=0 if sheet is None else sheet, dtype=str)
         except Exception as err:  # pyarrow/openpyxl raise many types; all mean "unreadable"
             at = f" (sheet {sheet!r})" if fmt == "excel" and sheet is not None else ""
-            raise CorpusError(f"{path}: cannot read as {fmt}{at}: {type(err).__name__}: {err}") from None
+            raise CorpusError(
+                f"{path}: cannot read as {fmt}{at}: {type(err).__name__}: {err}"
+            ) from None
         offset = 2 if fmt == "excel" else 1
-        where = [f"row {i + 1}" + (f" (sheet row {i + offset})" if fmt == "excel" else "") for i in range(len(df))]
+        where = [
+            f"row {i + 1}" + (f" (sheet row {i + offset})" if fmt == "excel" else "")
+            for i in range(len(df))
+        ]
     if df.empty:
-        raise CorpusError(f"{path}: the {what} file is empty (expected one row, line or .txt file per item)")
+        raise CorpusError(
+            f"{path}: the {what} file is empty (expected one row, line or .txt file per item)"
+        )
     return df, where
 
 
@@ -163,40 +208,79 @@ def _check_sheet(path: Path, sheet: str | int) -> None:
         names = [str(n) for n in pd.ExcelFile(path).sheet_names]
     except Exception:  # unreadable: said by the reader below, with its own cause
         return
-    if (isinstance(sheet, int) and not 0 <= sheet < len(names)) or (isinstance(sheet, str) and sheet not in names):
-        raise SheetError(f"{path}: no sheet {sheet!r} (corpus.sheet); the file has {len(names)} sheet(s): "
-                         + ", ".join(repr(n) for n in names)
-                         + " (corpus.sheet takes a sheet's name or its number, 0 for the first)")
+    if (isinstance(sheet, int) and not 0 <= sheet < len(names)) or (
+        isinstance(sheet, str) and sheet not in names
+    ):
+        raise SheetError(
+            f"{path}: no sheet {sheet!r} (corpus.sheet); the file has {len(names)} sheet(s): "
+            + ", ".join(repr(n) for n in names)
+            + " (corpus.sheet takes a sheet's name or its number, 0 for the first)"
+        )
 
 
 # --------------------------------------------------------------------------- mapping and loading
-def map_columns(raw: pd.DataFrame, where: Sequence[str], columns: Mapping[str, str], source: str, *,
-                group_by: Sequence[str] = (), empty_values: Iterable[str] = DEFAULT_EMPTY_VALUES,
-                extra_columns: str = "render") -> tuple[pd.DataFrame, list[str]]:
+def map_columns(
+    raw: pd.DataFrame,
+    where: Sequence[str],
+    columns: Mapping[str, str],
+    source: str,
+    *,
+    group_by: Sequence[str] = (),
+    empty_values: Iterable[str] = DEFAULT_EMPTY_VALUES,
+    extra_columns: str = "render",
+) -> tuple[pd.DataFrame, list[str]]:
     """Apply the mapping (`cube.kb.mapping.map_table`); returns (records, notes).
 
     Raises:
         CorpusError: every problem found, one per line (file, rows and column named).
     """
-    out, problems, notes = map_table(raw, where, columns, source, group_by=group_by, empty_values=empty_values,
-                                     extra_columns=extra_columns)
+    out, problems, notes = map_table(
+        raw,
+        where,
+        columns,
+        source,
+        group_by=group_by,
+        empty_values=empty_values,
+        extra_columns=extra_columns,
+    )
     if problems or out is None:
-        head = f"{source}: {len(problems)} problem(s) with the knowledge base:\n  - " if len(problems) > 1 else ""
+        head = (
+            f"{source}: {len(problems)} problem(s) with the knowledge base:\n  - "
+            if len(problems) > 1
+            else ""
+        )
         raise CorpusError(head + "\n  - ".join(problems))
     for c in MAPPABLE:  # lists (JSONL cells, grouped materials) become numbered text
         out[c] = [field_text(c, v) for v in out[c]]
     return out, notes
 
 
-def load_corpus_report(path: str | Path, *, format: str = "auto", columns: Mapping[str, str] | None = None,
-                       sheet: str | int | None = None, encoding: str = "utf-8", lang: str = "zh",
-                       group_by: Sequence[str] = (), empty_values: Iterable[str] = DEFAULT_EMPTY_VALUES,
-                       extra_columns: str = "render") -> tuple[pd.DataFrame, list[str]]:
+def load_corpus_report(
+    path: str | Path,
+    *,
+    format: str = "auto",
+    columns: Mapping[str, str] | None = None,
+    sheet: str | int | None = None,
+    encoding: str = "utf-8",
+    lang: str = "zh",
+    group_by: Sequence[str] = (),
+    empty_values: Iterable[str] = DEFAULT_EMPTY_VALUES,
+    extra_columns: str = "render",
+) -> tuple[pd.DataFrame, list[str]]:
     """`load_corpus_file` plus its load notes (grouping, derived ids, placeholders, extra columns)."""
     path, columns = Path(path), dict(columns or {})
-    raw, where = read_table(path, format, sheet=sheet, encoding=encoding, labels=list(columns.values()))
-    df, notes = map_columns(raw, where, columns, str(path), group_by=group_by, empty_values=empty_values,
-                            extra_columns=extra_columns)
+    raw, where = read_table(
+        path, format, sheet=sheet, encoding=encoding, labels=list(columns.values())
+    )
+    df, notes = map_columns(
+        raw,
+        where,
+        columns,
+        str(path),
+        group_by=group_by,
+        empty_values=empty_values,
+        extra_columns=extra_columns,
+    )
     df["text"] = [render_document(r, lang, r["extras"]) for r in df.to_dict("records")]
     return df[[*CORPUS_COLUMNS, *FILE_EXTRA_COLUMNS]].copy(), notes
 
@@ -227,12 +311,21 @@ def build_corpus(params: Params, base_dir: Path = Path(".")) -> pd.DataFrame:
         df = generate_demo_corpus(c.n_items, params.lang, c.family_share, c.seed)
     else:
         path = Path(str(c.path)).expanduser()
-        df, notes = load_corpus_report(path if path.is_absolute() else Path(base_dir) / path, format=c.format,
-                                       columns=c.columns, sheet=c.sheet, encoding=c.encoding, lang=params.lang,
-                                       group_by=c.group_by, empty_values=c.empty_values,
-                                       extra_columns=c.extra_columns)
+        df, notes = load_corpus_report(
+            path if path.is_absolute() else Path(base_dir) / path,
+            format=c.format,
+            columns=c.columns,
+            sheet=c.sheet,
+            encoding=c.encoding,
+            lang=params.lang,
+            group_by=c.group_by,
+            empty_values=c.empty_values,
+            extra_columns=c.extra_columns,
+        )
     if c.sample is not None and c.sample < len(df):
-        notes.append(f"corpus.sample: {c.sample} of {len(df)} items, stratified by {c.sample_by} (seed {c.seed})")
+        notes.append(
+            f"corpus.sample: {c.sample} of {len(df)} items, stratified by {c.sample_by} (seed {c.seed})"
+        )
         df = sample_items(df, c.sample, c.seed, c.sample_by)
     if c.limit is not None and c.limit < len(df):
         notes.append(f"corpus.limit: the first {c.limit} of {len(df)} items")
@@ -270,25 +363,46 @@ def corpus_stats(corpus: pd.DataFrame) -> dict[str, pd.DataFrame]:
     fam = corpus.get("family_id", pd.Series("", index=corpus.index)).fillna("").astype(str)
     sizes = fam[fam.ne("")].value_counts()
     synthetic = corpus.get("synthetic", pd.Series(False, index=corpus.index)).astype(bool)
-    overview = pd.DataFrame([{
-        "items": len(corpus), "families": int(sizes.size),
-        "share_in_families": float(fam.ne("").mean()) if len(corpus) else 0.0,
-        "mean_document_chars": float(corpus["text"].astype(str).str.len().mean()) if len(corpus) else 0.0,
-        "synthetic": "yes" if synthetic.all() else "no" if not synthetic.any() else "partly",
-    }])
+    overview = pd.DataFrame(
+        [
+            {
+                "items": len(corpus),
+                "families": int(sizes.size),
+                "share_in_families": float(fam.ne("").mean()) if len(corpus) else 0.0,
+                "mean_document_chars": float(corpus["text"].astype(str).str.len().mean())
+                if len(corpus)
+                else 0.0,
+                "synthetic": "yes"
+                if synthetic.all()
+                else "no"
+                if not synthetic.any()
+                else "partly",
+            }
+        ]
+    )
 
     def per(col: str) -> pd.DataFrame:
         return corpus[col].astype(str).value_counts().rename_axis(col).reset_index(name="items")
 
-    family_sizes = sizes.value_counts().sort_index().rename_axis("size").reset_index(name="families")
+    family_sizes = (
+        sizes.value_counts().sort_index().rename_axis("size").reset_index(name="families")
+    )
     family_sizes["items"] = family_sizes["size"] * family_sizes["families"]
     return {
         "overview": overview,
         "by_region": per("region"),
         "by_department": per("department"),
-        "field_coverage": pd.DataFrame({"field": fields, "non_empty_share": filled.mean().to_numpy()}),
-        "field_lengths": pd.DataFrame({"field": fields, "mean": lengths.mean().to_numpy(),
-                                       "median": lengths.median().to_numpy(), "max": lengths.max().to_numpy()}),
+        "field_coverage": pd.DataFrame(
+            {"field": fields, "non_empty_share": filled.mean().to_numpy()}
+        ),
+        "field_lengths": pd.DataFrame(
+            {
+                "field": fields,
+                "mean": lengths.mean().to_numpy(),
+                "median": lengths.median().to_numpy(),
+                "max": lengths.max().to_numpy(),
+            }
+        ),
         "family_sizes": family_sizes,
     }
 
@@ -301,8 +415,14 @@ def duplicate_table(corpus: pd.DataFrame) -> pd.DataFrame:
     """
     text = corpus["text"].astype(str)
     dup = text.duplicated(keep=False)
-    rows = [{"documents": int(text.eq(t).sum()), "doc_ids": ", ".join(corpus.loc[text.eq(t), "doc_id"].astype(str)),
-             "item_name": str(corpus.loc[text.eq(t), "item_name"].iloc[0])} for t in dict.fromkeys(text[dup])]
+    rows = [
+        {
+            "documents": int(text.eq(t).sum()),
+            "doc_ids": ", ".join(corpus.loc[text.eq(t), "doc_id"].astype(str)),
+            "item_name": str(corpus.loc[text.eq(t), "item_name"].iloc[0]),
+        }
+        for t in dict.fromkeys(text[dup])
+    ]
     return pd.DataFrame(rows, columns=["documents", "doc_ids", "item_name"])
 
 
@@ -325,7 +445,9 @@ def corpus_structure(corpus: pd.DataFrame) -> dict[str, Any]:
     members = corpus[fam.ne("")].assign(_fam=fam[fam.ne("")])
     sizes = members["_fam"].value_counts()
     variant = members.get("variant", pd.Series("", index=members.index)).fillna("").astype(str)
-    per_region = members.assign(_v=members["item_name"].astype(str) + "\x1f" + variant).groupby(["_fam", "region"])["_v"]
+    per_region = members.assign(_v=members["item_name"].astype(str) + "\x1f" + variant).groupby(
+        ["_fam", "region"]
+    )["_v"]
     return {
         "documents": len(corpus),
         "duplicate_texts": int(text.duplicated(keep="first").sum()),
@@ -335,13 +457,26 @@ def corpus_structure(corpus: pd.DataFrame) -> dict[str, Any]:
         "family_size_min": int(sizes.min()) if sizes.size else None,
         "family_size_median": float(sizes.median()) if sizes.size else None,
         "family_size_max": int(sizes.max()) if sizes.size else None,
-        "families_across_regions": int((members.groupby("_fam")["region"].nunique() > 1).sum()) if sizes.size else 0,
-        "families_with_variants": int((per_region.nunique() > 1).groupby(level=0).any().sum()) if sizes.size else 0,
-        "documents_merging_services": int((fam.str.split(JOIN).map(len).ge(SERVICE_MERGE_MIN)
-                                           | corpus["item_name"].astype(str).str.split(JOIN).map(len)
-                                           .ge(SERVICE_MERGE_MIN)).sum()),
-        "documents_named_placeholder": int(corpus["item_name"].astype(str).str.strip().str.casefold()
-                                           .isin({v.casefold() for v in DEFAULT_EMPTY_VALUES}).sum()),
+        "families_across_regions": int((members.groupby("_fam")["region"].nunique() > 1).sum())
+        if sizes.size
+        else 0,
+        "families_with_variants": int((per_region.nunique() > 1).groupby(level=0).any().sum())
+        if sizes.size
+        else 0,
+        "documents_merging_services": int(
+            (
+                fam.str.split(JOIN).map(len).ge(SERVICE_MERGE_MIN)
+                | corpus["item_name"].astype(str).str.split(JOIN).map(len).ge(SERVICE_MERGE_MIN)
+            ).sum()
+        ),
+        "documents_named_placeholder": int(
+            corpus["item_name"]
+            .astype(str)
+            .str.strip()
+            .str.casefold()
+            .isin({v.casefold() for v in DEFAULT_EMPTY_VALUES})
+            .sum()
+        ),
     }
 
 

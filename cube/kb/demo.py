@@ -53,124 +53,337 @@ def _p(*pairs: str) -> list[tuple[str, str]]:
 PROVINCE = ("明川省", "Mingchuan Province")
 # City -> its districts/counties. All names are invented for the fictional province.
 CITIES = {
-    "青石市|Qingshi City": _p("临江区|Linjiang District", "云岗区|Yungang District", "松林县|Songlin County",
-        "东坪县|Dongping County", "茶园县|Chayuan County"),
-    "白沙市|Baisha City": _p("望湖区|Wanghu District", "清河县|Qinghe County", "石桥县|Shiqiao County",
-        "沙洲区|Shazhou District", "横岭县|Hengling County"),
-    "东陵市|Dongling City": _p("石门区|Shimen District", "柳溪县|Liuxi County", "梅岭县|Meiling County",
-        "陵西区|Lingxi District", "杉木县|Shanmu County"),
-    "南浦市|Nanpu City": _p("滨江区|Binjiang District", "红岩县|Hongyan County", "金沙县|Jinsha County",
-        "浦西区|Puxi District", "砚池县|Yanchi County"),
-    "北岭市|Beiling City": _p("岭北区|Lingbei District", "鹤鸣县|Heming County", "桂溪县|Guixi County",
-        "岭南区|Lingnan District", "石城县|Shicheng County"),
-    "雾山市|Wushan City": _p("龙潭区|Longtan District", "新桥县|Xinqiao County", "雁湖县|Yanhu County",
-        "雾峰区|Wufeng District", "兰亭县|Lanting County"),
-    "安和市|Anhe City": _p("安平区|Anping District", "竹园县|Zhuyuan County", "枫林县|Fenglin County",
-        "和丰区|Hefeng District", "云台县|Yuntai County"),
-    "瑶台市|Yaotai City": _p("瑶北区|Yaobei District", "青松县|Qingsong County", "白鹭县|Bailu County",
-        "瑶南区|Yaonan District", "苍梧县|Cangwu County"),
-    "丹江市|Danjiang City": _p("丹北区|Danbei District", "黎平区|Liping District", "长坡县|Changpo County",
-        "江口区|Jiangkou District", "桐木县|Tongmu County"),
+    "青石市|Qingshi City": _p(
+        "临江区|Linjiang District",
+        "云岗区|Yungang District",
+        "松林县|Songlin County",
+        "东坪县|Dongping County",
+        "茶园县|Chayuan County",
+    ),
+    "白沙市|Baisha City": _p(
+        "望湖区|Wanghu District",
+        "清河县|Qinghe County",
+        "石桥县|Shiqiao County",
+        "沙洲区|Shazhou District",
+        "横岭县|Hengling County",
+    ),
+    "东陵市|Dongling City": _p(
+        "石门区|Shimen District",
+        "柳溪县|Liuxi County",
+        "梅岭县|Meiling County",
+        "陵西区|Lingxi District",
+        "杉木县|Shanmu County",
+    ),
+    "南浦市|Nanpu City": _p(
+        "滨江区|Binjiang District",
+        "红岩县|Hongyan County",
+        "金沙县|Jinsha County",
+        "浦西区|Puxi District",
+        "砚池县|Yanchi County",
+    ),
+    "北岭市|Beiling City": _p(
+        "岭北区|Lingbei District",
+        "鹤鸣县|Heming County",
+        "桂溪县|Guixi County",
+        "岭南区|Lingnan District",
+        "石城县|Shicheng County",
+    ),
+    "雾山市|Wushan City": _p(
+        "龙潭区|Longtan District",
+        "新桥县|Xinqiao County",
+        "雁湖县|Yanhu County",
+        "雾峰区|Wufeng District",
+        "兰亭县|Lanting County",
+    ),
+    "安和市|Anhe City": _p(
+        "安平区|Anping District",
+        "竹园县|Zhuyuan County",
+        "枫林县|Fenglin County",
+        "和丰区|Hefeng District",
+        "云台县|Yuntai County",
+    ),
+    "瑶台市|Yaotai City": _p(
+        "瑶北区|Yaobei District",
+        "青松县|Qingsong County",
+        "白鹭县|Bailu County",
+        "瑶南区|Yaonan District",
+        "苍梧县|Cangwu County",
+    ),
+    "丹江市|Danjiang City": _p(
+        "丹北区|Danbei District",
+        "黎平区|Liping District",
+        "长坡县|Changpo County",
+        "江口区|Jiangkou District",
+        "桐木县|Tongmu County",
+    ),
 }
-STREETS = _p("人民路|Renmin Road", "解放路|Jiefang Road", "新华路|Xinhua Road", "世纪大道|Century Avenue",
-             "滨江路|Binjiang Road", "文化路|Wenhua Road", "建设路|Jianshe Road", "环城北路|North Ring Road")
+STREETS = _p(
+    "人民路|Renmin Road",
+    "解放路|Jiefang Road",
+    "新华路|Xinhua Road",
+    "世纪大道|Century Avenue",
+    "滨江路|Binjiang Road",
+    "文化路|Wenhua Road",
+    "建设路|Jianshe Road",
+    "环城北路|North Ring Road",
+)
 
 _VOCAB_FILE = "cube/data/demo_vocab.json"
 
 
 def _load_vocab() -> dict[str, Any]:
     """The package-data vocabulary (sectors and aliases), read once at import."""
-    return json.loads(resources.files("cube").joinpath("data", "demo_vocab.json").read_text(encoding="utf-8"))
+    return json.loads(
+        resources.files("cube").joinpath("data", "demo_vocab.json").read_text(encoding="utf-8")
+    )
 
 
 _VOCAB = _load_vocab()
 # Sector: agency (province level, city/county level), service templates, laws, sector materials.
 # A service template: ("中文模板|English template", kind, for_persons, fillers); "{x}" takes a filler.
 SECTORS: list[dict[str, Any]] = [
-    dict(agency=_p(*sec["agency"]), laws=_p(*sec["laws"]), materials=_p(*sec["materials"]),
-         services=[(s["template"], s["kind"], s["for_persons"], _p(*s["fillers"])) for s in sec["services"]])
+    dict(
+        agency=_p(*sec["agency"]),
+        laws=_p(*sec["laws"]),
+        materials=_p(*sec["materials"]),
+        services=[
+            (s["template"], s["kind"], s["for_persons"], _p(*s["fillers"])) for s in sec["services"]
+        ],
+    )
     for sec in _VOCAB["sectors"]
 ]
 
 # Generic pools shared by all sectors, keyed by the kind of service.
 REQUIREMENTS = {
-    "approval": _p("项目符合国家产业政策和行业准入标准|The project complies with national industrial policy and entry standards",
-                   "项目符合国土空间规划及相关专项规划|The project complies with territorial spatial planning and sector plans",
-                   "项目单位具有相应的资金筹措能力|The project entity can raise the required funds",
-                   "已依法履行环境影响评价等前置手续|Prerequisites such as the environmental impact assessment are completed",
-                   "申请材料真实、完整，符合法定形式|The application materials are true, complete and in the statutory form"),
-    "licence": _p("申请人为依法设立的企业或其他组织|The applicant is a lawfully established enterprise or organisation",
-                  "具有与经营规模相适应的场所、设施和设备|The applicant has premises, facilities and equipment suited to its scale",
-                  "配备符合要求的专业技术人员和管理人员|The applicant employs qualified technical and management staff",
-                  "具有健全的质量安全管理制度|The applicant has sound quality and safety management rules",
-                  "近三年内无重大违法违规记录|The applicant has no serious violation on record in the past three years"),
-    "registration": _p("申请人具有完全民事行为能力或为依法设立的组织|The applicant has full civil capacity or is a lawful organisation",
-                       "申请登记事项符合法律法规规定|The matters to be registered comply with laws and regulations",
-                       "提交的申请材料齐全、符合法定形式|The application materials are complete and in the statutory form",
-                       "不存在权属争议或限制登记的情形|There is no ownership dispute or restriction on registration"),
+    "approval": _p(
+        "项目符合国家产业政策和行业准入标准|The project complies with national industrial policy and entry standards",
+        "项目符合国土空间规划及相关专项规划|The project complies with territorial spatial planning and sector plans",
+        "项目单位具有相应的资金筹措能力|The project entity can raise the required funds",
+        "已依法履行环境影响评价等前置手续|Prerequisites such as the environmental impact assessment are completed",
+        "申请材料真实、完整，符合法定形式|The application materials are true, complete and in the statutory form",
+    ),
+    "licence": _p(
+        "申请人为依法设立的企业或其他组织|The applicant is a lawfully established enterprise or organisation",
+        "具有与经营规模相适应的场所、设施和设备|The applicant has premises, facilities and equipment suited to its scale",
+        "配备符合要求的专业技术人员和管理人员|The applicant employs qualified technical and management staff",
+        "具有健全的质量安全管理制度|The applicant has sound quality and safety management rules",
+        "近三年内无重大违法违规记录|The applicant has no serious violation on record in the past three years",
+    ),
+    "registration": _p(
+        "申请人具有完全民事行为能力或为依法设立的组织|The applicant has full civil capacity or is a lawful organisation",
+        "申请登记事项符合法律法规规定|The matters to be registered comply with laws and regulations",
+        "提交的申请材料齐全、符合法定形式|The application materials are complete and in the statutory form",
+        "不存在权属争议或限制登记的情形|There is no ownership dispute or restriction on registration",
+    ),
 }
-ORG_MATERIALS = _p("申请书|Application form", "营业执照或统一社会信用代码证书|Business licence or unified social credit code certificate",
-                   "法定代表人身份证明|Identity document of the legal representative",
-                   "授权委托书及经办人身份证（委托办理时提供）|Power of attorney and the agent's ID card (when an agent applies)",
-                   "信用承诺书|Credit commitment letter")
-PERSON_MATERIALS = _p("申请表|Application form", "居民身份证|Resident identity card", "近期一寸免冠照片|Recent one-inch photograph",
-                      "户口簿或居住证|Household register or residence permit")
-FORMS = _p("（原件1份）| (1 original)", "（复印件1份）| (1 copy)", "（原件及复印件各1份）| (1 original and 1 copy)", "（电子版）| (electronic)")
+ORG_MATERIALS = _p(
+    "申请书|Application form",
+    "营业执照或统一社会信用代码证书|Business licence or unified social credit code certificate",
+    "法定代表人身份证明|Identity document of the legal representative",
+    "授权委托书及经办人身份证（委托办理时提供）|Power of attorney and the agent's ID card (when an agent applies)",
+    "信用承诺书|Credit commitment letter",
+)
+PERSON_MATERIALS = _p(
+    "申请表|Application form",
+    "居民身份证|Resident identity card",
+    "近期一寸免冠照片|Recent one-inch photograph",
+    "户口簿或居住证|Household register or residence permit",
+)
+FORMS = _p(
+    "（原件1份）| (1 original)",
+    "（复印件1份）| (1 copy)",
+    "（原件及复印件各1份）| (1 original and 1 copy)",
+    "（电子版）| (electronic)",
+)
 # Variants of a family: name, an extra material, an extra requirement, statutory-time factor, free of charge.
 VARIANTS: dict[str, list[tuple[tuple[str, str], tuple[str, str], tuple[str, str], float, bool]]] = {
     "approval": [
-        (("新建", "New Construction"), ("项目可行性研究报告", "Project feasibility study report"),
-         ("项目为新建项目，此前未取得同类核准文件", "The project is new and holds no earlier approval of this kind"), 1.0, False),
-        (("变更", "Modification"), ("变更事项说明及相关证明材料", "Statement of the changes with supporting documents"),
-         ("在原核准文件有效期内申请变更", "The change is requested while the original approval is valid"), 0.5, True),
-        (("改扩建", "Renovation and Expansion"), ("原核准文件及现有设施情况说明", "Original approval and a description of existing facilities"),
-         ("原项目已依法取得核准且正常运行", "The original project was lawfully approved and operates normally"), 1.0, False)],
+        (
+            ("新建", "New Construction"),
+            ("项目可行性研究报告", "Project feasibility study report"),
+            (
+                "项目为新建项目，此前未取得同类核准文件",
+                "The project is new and holds no earlier approval of this kind",
+            ),
+            1.0,
+            False,
+        ),
+        (
+            ("变更", "Modification"),
+            ("变更事项说明及相关证明材料", "Statement of the changes with supporting documents"),
+            (
+                "在原核准文件有效期内申请变更",
+                "The change is requested while the original approval is valid",
+            ),
+            0.5,
+            True,
+        ),
+        (
+            ("改扩建", "Renovation and Expansion"),
+            (
+                "原核准文件及现有设施情况说明",
+                "Original approval and a description of existing facilities",
+            ),
+            (
+                "原项目已依法取得核准且正常运行",
+                "The original project was lawfully approved and operates normally",
+            ),
+            1.0,
+            False,
+        ),
+    ],
     "licence": [
-        (("首次申请", "First Application"), ("场所及设施设备照片", "Photographs of premises, facilities and equipment"),
-         ("申请人此前未取得该许可", "The applicant has not held this licence before"), 1.0, False),
-        (("变更", "Modification"), ("原许可证正副本", "Original and duplicate of the current licence"),
-         ("许可事项发生变化之日起30日内提出申请", "The application is made within 30 days of the change"), 0.5, True),
-        (("延续", "Renewal"), ("许可有效期内经营情况报告", "Report on operations during the licence period"),
-         ("在许可有效期届满30个工作日前提出申请", "The application is made 30 working days before the licence expires"), 1.0, False),
-        (("注销", "Cancellation"), ("注销申请书", "Cancellation request"),
-         ("已停止相关经营活动并结清相关事项", "The activity has ceased and obligations are settled"), 0.5, True)],
+        (
+            ("首次申请", "First Application"),
+            ("场所及设施设备照片", "Photographs of premises, facilities and equipment"),
+            ("申请人此前未取得该许可", "The applicant has not held this licence before"),
+            1.0,
+            False,
+        ),
+        (
+            ("变更", "Modification"),
+            ("原许可证正副本", "Original and duplicate of the current licence"),
+            (
+                "许可事项发生变化之日起30日内提出申请",
+                "The application is made within 30 days of the change",
+            ),
+            0.5,
+            True,
+        ),
+        (
+            ("延续", "Renewal"),
+            ("许可有效期内经营情况报告", "Report on operations during the licence period"),
+            (
+                "在许可有效期届满30个工作日前提出申请",
+                "The application is made 30 working days before the licence expires",
+            ),
+            1.0,
+            False,
+        ),
+        (
+            ("注销", "Cancellation"),
+            ("注销申请书", "Cancellation request"),
+            (
+                "已停止相关经营活动并结清相关事项",
+                "The activity has ceased and obligations are settled",
+            ),
+            0.5,
+            True,
+        ),
+    ],
     "registration": [
-        (("新办", "New Application"), ("相关资格或权属证明", "Proof of the relevant qualification or title"),
-         ("申请人此前未办理同类登记", "The applicant has not completed this registration before"), 1.0, False),
-        (("变更", "Modification"), ("变更前后对照说明", "Comparison of the particulars before and after the change"),
-         ("登记事项发生变化之日起30日内申请", "The application is made within 30 days of the change"), 0.5, True),
-        (("注销", "Cancellation"), ("注销申请书及原登记证明", "Cancellation request and the original registration certificate"),
-         ("已完成清算或不再具备登记条件", "Liquidation is complete or the registration conditions no longer hold"), 0.5, True)],
+        (
+            ("新办", "New Application"),
+            ("相关资格或权属证明", "Proof of the relevant qualification or title"),
+            (
+                "申请人此前未办理同类登记",
+                "The applicant has not completed this registration before",
+            ),
+            1.0,
+            False,
+        ),
+        (
+            ("变更", "Modification"),
+            ("变更前后对照说明", "Comparison of the particulars before and after the change"),
+            (
+                "登记事项发生变化之日起30日内申请",
+                "The application is made within 30 days of the change",
+            ),
+            0.5,
+            True,
+        ),
+        (
+            ("注销", "Cancellation"),
+            (
+                "注销申请书及原登记证明",
+                "Cancellation request and the original registration certificate",
+            ),
+            (
+                "已完成清算或不再具备登记条件",
+                "Liquidation is complete or the registration conditions no longer hold",
+            ),
+            0.5,
+            True,
+        ),
+    ],
 }
-STATUTORY_DAYS = {"approval": (20, 20, 30, 45, 60), "licence": (15, 20, 20, 30), "registration": (5, 10, 15, 20)}
+STATUTORY_DAYS = {
+    "approval": (20, 20, 30, 45, 60),
+    "licence": (15, 20, 20, 30),
+    "registration": (5, 10, 15, 20),
+}
 # Procedure steps: (name, text, kinds it applies to, probability).
 STEPS = [
-    ("申请|Application", "申请人通过明川省政务服务网或到政务服务中心窗口提交申请材料|The applicant submits the materials on the "
-     "Mingchuan Government Service Portal or at the service centre window", "*", 1.0),
-    ("受理|Acceptance", "窗口对材料进行审查，齐全且符合法定形式的予以受理，不全的一次性告知需补正内容|The window checks the materials; "
-     "complete ones are accepted, otherwise everything to be supplemented is notified at once", "*", 1.0),
-    ("审查|Review", "承办处室对申请材料进行实质审查并提出审查意见|The responsible division examines the substance and gives an opinion",
-     "*", 1.0),
-    ("现场核查|On-site inspection", "组织对申请人的场所、设施进行现场核查|The premises and facilities are inspected on site",
-     "licence", 0.6),
-    ("专家评审|Expert review", "组织专家进行技术评审，评审时间不计入办理时限|Experts review the application; review time is not "
-     "counted in the time limit", "approval", 0.6),
-    ("公示|Public notice", "对拟作出的决定进行公示，公示期5个工作日|The proposed decision is published for 5 working days",
-     "approval registration", 0.3),
-    ("决定|Decision", "作出准予或不予办理的决定，不予办理的书面说明理由|A decision is made; a refusal states its reasons in writing",
-     "*", 1.0),
-    ("送达|Delivery", "通过窗口领取、邮寄或电子证照方式送达办理结果|The result is collected at the window, posted, or issued "
-     "as an electronic certificate", "*", 1.0),
+    (
+        "申请|Application",
+        "申请人通过明川省政务服务网或到政务服务中心窗口提交申请材料|The applicant submits the materials on the "
+        "Mingchuan Government Service Portal or at the service centre window",
+        "*",
+        1.0,
+    ),
+    (
+        "受理|Acceptance",
+        "窗口对材料进行审查，齐全且符合法定形式的予以受理，不全的一次性告知需补正内容|The window checks the materials; "
+        "complete ones are accepted, otherwise everything to be supplemented is notified at once",
+        "*",
+        1.0,
+    ),
+    (
+        "审查|Review",
+        "承办处室对申请材料进行实质审查并提出审查意见|The responsible division examines the substance and gives an opinion",
+        "*",
+        1.0,
+    ),
+    (
+        "现场核查|On-site inspection",
+        "组织对申请人的场所、设施进行现场核查|The premises and facilities are inspected on site",
+        "licence",
+        0.6,
+    ),
+    (
+        "专家评审|Expert review",
+        "组织专家进行技术评审，评审时间不计入办理时限|Experts review the application; review time is not "
+        "counted in the time limit",
+        "approval",
+        0.6,
+    ),
+    (
+        "公示|Public notice",
+        "对拟作出的决定进行公示，公示期5个工作日|The proposed decision is published for 5 working days",
+        "approval registration",
+        0.3,
+    ),
+    (
+        "决定|Decision",
+        "作出准予或不予办理的决定，不予办理的书面说明理由|A decision is made; a refusal states its reasons in writing",
+        "*",
+        1.0,
+    ),
+    (
+        "送达|Delivery",
+        "通过窗口领取、邮寄或电子证照方式送达办理结果|The result is collected at the window, posted, or issued "
+        "as an electronic certificate",
+        "*",
+        1.0,
+    ),
 ]
-ORG_OBJECTS = _p("企业法人|Enterprise legal persons", "事业单位法人|Public institution legal persons",
-                 "社会组织法人|Social organisation legal persons", "其他组织|Other organisations")
-HOURS = _p("工作日上午9:00-12:00，下午13:00-17:00（法定节假日除外）|Working days 9:00-12:00 and 13:00-17:00 (except public holidays)",
-           "周一至周五8:30-12:00，14:00-17:30（夏季14:30-18:00）|Monday to Friday 8:30-12:00 and 14:00-17:30 (summer 14:30-18:00)",
-           "工作日9:00-17:00（中午不休息），周六上午提供预约服务|Working days 9:00-17:00 (open at noon); Saturday mornings by appointment")
+ORG_OBJECTS = _p(
+    "企业法人|Enterprise legal persons",
+    "事业单位法人|Public institution legal persons",
+    "社会组织法人|Social organisation legal persons",
+    "其他组织|Other organisations",
+)
+HOURS = _p(
+    "工作日上午9:00-12:00，下午13:00-17:00（法定节假日除外）|Working days 9:00-12:00 and 13:00-17:00 (except public holidays)",
+    "周一至周五8:30-12:00，14:00-17:30（夏季14:30-18:00）|Monday to Friday 8:30-12:00 and 14:00-17:30 (summer 14:30-18:00)",
+    "工作日9:00-17:00（中午不休息），周六上午提供预约服务|Working days 9:00-17:00 (open at noon); Saturday mornings by appointment",
+)
 PORTAL = ("明川省政务服务网", "Mingchuan Government Service Portal")
-ONLINE = _p(f"是（全程网办：{PORTAL[0]} {DEMO_DOMAIN}）|Yes (fully online: {PORTAL[1]}, {DEMO_DOMAIN})",
-            f"是（{PORTAL[0]}网上申报，窗口领取结果）|Yes (apply online at the {PORTAL[1]}; collect the result at the window)",
-            "否（需到窗口现场办理）|No (in person at the service window)")
+ONLINE = _p(
+    f"是（全程网办：{PORTAL[0]} {DEMO_DOMAIN}）|Yes (fully online: {PORTAL[1]}, {DEMO_DOMAIN})",
+    f"是（{PORTAL[0]}网上申报，窗口领取结果）|Yes (apply online at the {PORTAL[1]}; collect the result at the window)",
+    "否（需到窗口现场办理）|No (in person at the service window)",
+)
 _ZH_DIGITS = "零一二三四五六七八九"
 
 
@@ -183,41 +396,82 @@ def _zh_number(n: int) -> str:
 
 def _regions() -> list[dict[str, Any]]:
     """Every region with its names and service centre, in a fixed order (province, cities, districts)."""
-    out = [dict(region=PROVINCE, prefix=("明川省", "Mingchuan Provincial"), level=0,
-                centre=("明川省政务服务中心（青石市临江区世纪大道88号）",
-                        "Mingchuan Provincial Government Service Centre (88 Century Avenue, Linjiang District, Qingshi City)"))]
+    out = [
+        dict(
+            region=PROVINCE,
+            prefix=("明川省", "Mingchuan Provincial"),
+            level=0,
+            centre=(
+                "明川省政务服务中心（青石市临江区世纪大道88号）",
+                "Mingchuan Provincial Government Service Centre (88 Century Avenue, Linjiang District, Qingshi City)",
+            ),
+        )
+    ]
     cities = [(tuple(c.split("|")), d) for c, d in CITIES.items()]
     for ci, (city, _) in enumerate(cities):
         st = STREETS[ci % len(STREETS)]
-        out.append(dict(region=(PROVINCE[0] + city[0], f"{city[1]}, {PROVINCE[1]}"),
-                        prefix=(city[0], city[1].replace(" City", " Municipal")), level=1,
-                        centre=(f"{city[0]}政务服务中心（{city[0]}{st[0]}{20 + 7 * ci}号）",
-                                f"{city[1]} Government Service Centre ({20 + 7 * ci} {st[1]}, {city[1]})")))
+        out.append(
+            dict(
+                region=(PROVINCE[0] + city[0], f"{city[1]}, {PROVINCE[1]}"),
+                prefix=(city[0], city[1].replace(" City", " Municipal")),
+                level=1,
+                centre=(
+                    f"{city[0]}政务服务中心（{city[0]}{st[0]}{20 + 7 * ci}号）",
+                    f"{city[1]} Government Service Centre ({20 + 7 * ci} {st[1]}, {city[1]})",
+                ),
+            )
+        )
     for ci, (city, districts) in enumerate(cities):
         for di, dist in enumerate(districts):
             st = STREETS[(ci + di + 3) % len(STREETS)]
-            out.append(dict(region=(PROVINCE[0] + city[0] + dist[0], f"{dist[1]}, {city[1]}, {PROVINCE[1]}"),
-                            prefix=(city[0] + dist[0], dist[1]), level=2,
-                            centre=(f"{city[0]}{dist[0]}政务服务中心（{dist[0]}{st[0]}{5 + 11 * di}号）",
-                                    f"{dist[1]} Government Service Centre ({5 + 11 * di} {st[1]}, {dist[1]})")))
+            out.append(
+                dict(
+                    region=(
+                        PROVINCE[0] + city[0] + dist[0],
+                        f"{dist[1]}, {city[1]}, {PROVINCE[1]}",
+                    ),
+                    prefix=(city[0] + dist[0], dist[1]),
+                    level=2,
+                    centre=(
+                        f"{city[0]}{dist[0]}政务服务中心（{dist[0]}{st[0]}{5 + 11 * di}号）",
+                        f"{dist[1]} Government Service Centre ({5 + 11 * di} {st[1]}, {dist[1]})",
+                    ),
+                )
+            )
     return out
 
 
 REGIONS = _regions()
 REGION_WEIGHTS = [8.0 if r["level"] == 0 else 2.0 if r["level"] == 1 else 0.6 for r in REGIONS]
-SERVICES = [(si, (tpl.split("|")[0].replace("{x}", x[0]), tpl.split("|")[1].replace("{x}", x[1])), kind, person)
-            for si, sec in enumerate(SECTORS) for tpl, kind, person, fillers in sec["services"] for x in fillers]
+SERVICES = [
+    (
+        si,
+        (tpl.split("|")[0].replace("{x}", x[0]), tpl.split("|")[1].replace("{x}", x[1])),
+        kind,
+        person,
+    )
+    for si, sec in enumerate(SECTORS)
+    for tpl, kind, person, fillers in sec["services"]
+    for x in fillers
+]
 
 
-DEMO_EXTRA_COLUMNS: tuple[str, ...] = ("aliases",)  # after the corpus columns (cube.kb.corpus.CORPUS_COLUMNS)
+DEMO_EXTRA_COLUMNS: tuple[str, ...] = (
+    "aliases",
+)  # after the corpus columns (cube.kb.corpus.CORPUS_COLUMNS)
 
 
 def _alias_table() -> dict[str, dict[str, tuple[str, ...]]]:
     """Official zh base name -> {"zh": aliases, "en": aliases}; every demo service must have both lists."""
-    table = {name: {lang: tuple(entry.get(lang) or ()) for lang in _L} for name, entry in _VOCAB["aliases"].items()}
+    table = {
+        name: {lang: tuple(entry.get(lang) or ()) for lang in _L}
+        for name, entry in _VOCAB["aliases"].items()
+    }
     for _, (zh, _en), _, _ in SERVICES:
         if zh not in table or not all(table[zh].values()):
-            raise ValueError(f"{_VOCAB_FILE}: aliases.{zh!r} is missing or lacks a zh/en list; every demo service needs both")
+            raise ValueError(
+                f"{_VOCAB_FILE}: aliases.{zh!r} is missing or lacks a zh/en list; every demo service needs both"
+            )
     return table
 
 
@@ -249,7 +503,9 @@ def _unit_sizes(n_items: int, family_share: float, rng: random.Random) -> list[i
     return sizes
 
 
-def _pick_materials(rng: random.Random, pool: list[tuple[str, str]], k: int) -> list[tuple[tuple[str, str], tuple[str, str]]]:
+def _pick_materials(
+    rng: random.Random, pool: list[tuple[str, str]], k: int
+) -> list[tuple[tuple[str, str], tuple[str, str]]]:
     return [(m, rng.choice(FORMS)) for m in rng.sample(pool, k)]
 
 
@@ -260,19 +516,37 @@ def _unit(rng: random.Random, ri: int, svc: int, size: int) -> list[dict[str, An
     stat = rng.choice(STATUTORY_DAYS[kind])
     immediate = stat <= 10 and rng.random() < 0.3
     pool = PERSON_MATERIALS if person else ORG_MATERIALS
-    laws = [(law, sorted(rng.sample(range(2, 61), rng.choice((1, 1, 2))))) for law in
-            rng.sample(sec["laws"], rng.choice((1, 2)))]
+    laws = [
+        (law, sorted(rng.sample(range(2, 61), rng.choice((1, 1, 2)))))
+        for law in rng.sample(sec["laws"], rng.choice((1, 2)))
+    ]
     if kind != "registration" and rng.random() < 0.5:
-        laws.append((("中华人民共和国行政许可法", "Administrative Licensing Law of the PRC"), [rng.randint(12, 57)]))
+        laws.append(
+            (
+                ("中华人民共和国行政许可法", "Administrative Licensing Law of the PRC"),
+                [rng.randint(12, 57)],
+            )
+        )
     base = dict(
-        si=si, ri=ri, name=name, service=name, kind=kind, variant=("", ""), stat=stat, immediate=immediate,
+        si=si,
+        ri=ri,
+        name=name,
+        service=name,
+        kind=kind,
+        variant=("", ""),
+        stat=stat,
+        immediate=immediate,
         committed=1 if immediate else rng.randint(max(1, stat // 5), max(1, stat * 3 // 5)),
-        requirements=rng.sample(REQUIREMENTS[kind], rng.choice((2, 3))), laws=laws,
-        objects=[("自然人", "Natural persons")] if person else rng.sample(ORG_OBJECTS, rng.choice((1, 1, 2))),
+        requirements=rng.sample(REQUIREMENTS[kind], rng.choice((2, 3))),
+        laws=laws,
+        objects=[("自然人", "Natural persons")]
+        if person
+        else rng.sample(ORG_OBJECTS, rng.choice((1, 1, 2))),
         online=rng.choices(ONLINE, weights=(65, 20, 15))[0],
         fee=None if rng.random() < 0.8 else rng.choice((10, 20, 50, 100, 200)),
         steps=[s for s in STEPS if s[2] == "*" or (kind in s[2].split() and rng.random() < s[3])],
-        materials=[(pool[0], rng.choice(FORMS))] + _pick_materials(rng, pool[1:], rng.randint(1, 3))
+        materials=[(pool[0], rng.choice(FORMS))]
+        + _pick_materials(rng, pool[1:], rng.randint(1, 3))
         + _pick_materials(rng, sec["materials"], rng.randint(1, 3)),
     )
     members = [base]
@@ -282,12 +556,20 @@ def _unit(rng: random.Random, ri: int, svc: int, size: int) -> list[dict[str, An
         mats = list(base["materials"])
         if len(mats) > 3:  # a variant needs fewer of the base documents
             del mats[rng.randrange(1, len(mats))]
-        members.append(dict(
-            base, name=(f"{name[0]}（{vname[0]}）", f"{name[1]} ({vname[1]})"), variant=vname, stat=stat_v,
-            committed=1 if immediate else rng.randint(max(1, stat_v // 5), max(1, stat_v * 3 // 5)),
-            requirements=base["requirements"] + [requirement], fee=None if free else base["fee"],
-            materials=mats + [(material, rng.choice(FORMS))],
-        ))
+        members.append(
+            dict(
+                base,
+                name=(f"{name[0]}（{vname[0]}）", f"{name[1]} ({vname[1]})"),
+                variant=vname,
+                stat=stat_v,
+                committed=1
+                if immediate
+                else rng.randint(max(1, stat_v // 5), max(1, stat_v * 3 // 5)),
+                requirements=base["requirements"] + [requirement],
+                fee=None if free else base["fee"],
+                materials=mats + [(material, rng.choice(FORMS))],
+            )
+        )
     return members
 
 
@@ -306,7 +588,11 @@ def _localise(m: dict[str, Any], li: int, doc_id: str) -> dict[str, str]:
     def cite(law: tuple[str, str], arts: list[int]) -> str:
         if zh:
             return f"《{law[0]}》" + "、".join(f"第{_zh_number(a)}条" for a in arts)
-        return f"{law[1]}, Article {arts[0]}" if len(arts) == 1 else f"{law[1]}, Articles {arts[0]} and {arts[1]}"
+        return (
+            f"{law[1]}, Article {arts[0]}"
+            if len(arts) == 1
+            else f"{law[1]}, Articles {arts[0]} and {arts[1]}"
+        )
 
     fee = m["fee"]
     return {
@@ -315,29 +601,43 @@ def _localise(m: dict[str, Any], li: int, doc_id: str) -> dict[str, str]:
         "item_name": m["name"][li],
         "handling_agency": region["prefix"][li] + ("" if zh else " ") + agency[li],
         "department": agency[li],
-        "consultation_method": f"咨询电话：{phone}（工作日）；网上咨询：{PORTAL[0]}“我要咨询”栏目" if zh
+        "consultation_method": f"咨询电话：{phone}（工作日）；网上咨询：{PORTAL[0]}“我要咨询”栏目"
+        if zh
         else f"Phone: {phone} (working days); online: the 'Ask Us' section of the {PORTAL[1]}",
         "requirements": sep.join(r[li] for r in m["requirements"]) + end,
         "legal_basis": sep.join(cite(law, arts) for law, arts in m["laws"]),
         "statutory_time_limit": days(m["stat"]),
         "committed_time_limit": days(m["committed"]),
         "service_object": ("、" if zh else ", ").join(o[li] for o in m["objects"]),
-        "processing_type": ("即办件", "Immediate item")[li] if m["immediate"] else ("承诺件", "Commitment item")[li],
+        "processing_type": ("即办件", "Immediate item")[li]
+        if m["immediate"]
+        else ("承诺件", "Commitment item")[li],
         "online_handling": m["online"][li],
         "processing_time": HOURS[ri % len(HOURS)][li],
-        "processing_location": f"{region['centre'][0]}{floor}楼{zone}区{window}号窗口" if zh
+        "processing_location": f"{region['centre'][0]}{floor}楼{zone}区{window}号窗口"
+        if zh
         else f"{region['centre'][1]}, Floor {floor}, Zone {zone}, Window {window}",
-        "fee_standard": ("不收费", "Free of charge")[li] if fee is None
-        else (f"{fee}元/件（按明川省发展和改革委员会、明川省财政厅核定的标准收取）" if zh else
-              f"CNY {fee} per application (schedule approved by the Mingchuan Provincial Development and Reform "
-              "Commission and Department of Finance)"),
-        "procedure": "\n".join(f"{i}. {s[0].split('|')[li]}{'：' if zh else ': '}{s[1].split('|')[li]}{end}"
-                               for i, s in enumerate(m["steps"], 1)),
-        "application_materials": "\n".join(f"{i}. {name[li]}{form[li]}" for i, (name, form) in enumerate(m["materials"], 1)),
+        "fee_standard": ("不收费", "Free of charge")[li]
+        if fee is None
+        else (
+            f"{fee}元/件（按明川省发展和改革委员会、明川省财政厅核定的标准收取）"
+            if zh
+            else f"CNY {fee} per application (schedule approved by the Mingchuan Provincial Development and Reform "
+            "Commission and Department of Finance)"
+        ),
+        "procedure": "\n".join(
+            f"{i}. {s[0].split('|')[li]}{'：' if zh else ': '}{s[1].split('|')[li]}{end}"
+            for i, s in enumerate(m["steps"], 1)
+        ),
+        "application_materials": "\n".join(
+            f"{i}. {name[li]}{form[li]}" for i, (name, form) in enumerate(m["materials"], 1)
+        ),
     }
 
 
-def generate_demo_corpus(n_items: int = 300, lang: str = "zh", family_share: float = 0.33, seed: int = 0) -> pd.DataFrame:
+def generate_demo_corpus(
+    n_items: int = 300, lang: str = "zh", family_share: float = 0.33, seed: int = 0
+) -> pd.DataFrame:
     """Generate a SYNTHETIC knowledge base of government service guides (fictional province).
 
     Args:
@@ -360,12 +660,16 @@ def generate_demo_corpus(n_items: int = 300, lang: str = "zh", family_share: flo
     if lang not in _L:
         raise ValueError(f"demo corpus: lang must be one of {sorted(_L)}, got {lang!r}")
     if n_items < 1 or not 0.0 <= family_share <= 1.0:
-        raise ValueError(f"demo corpus: need n_items >= 1 and 0 <= family_share <= 1, got {n_items}, {family_share}")
+        raise ValueError(
+            f"demo corpus: need n_items >= 1 and 0 <= family_share <= 1, got {n_items}, {family_share}"
+        )
     rng = random.Random(seed)
     sizes = _unit_sizes(n_items, family_share, rng)
     if len(sizes) > demo_capacity():
-        raise ValueError(f"demo corpus: {n_items} items with family_share={family_share} need {len(sizes)} distinct "
-                         f"(region, service) pairs; the generator has {demo_capacity()} (raise family_share or lower n_items)")
+        raise ValueError(
+            f"demo corpus: {n_items} items with family_share={family_share} need {len(sizes)} distinct "
+            f"(region, service) pairs; the generator has {demo_capacity()} (raise family_share or lower n_items)"
+        )
     li = _L[lang]
     queues: dict[int, list[int]] = {}
     available = list(range(len(REGIONS)))
@@ -387,6 +691,8 @@ def generate_demo_corpus(n_items: int = 300, lang: str = "zh", family_share: flo
             row = {"doc_id": doc_id, **_localise(m, li, doc_id)}
             row.update(family_id=family_id, variant=m["variant"][li], synthetic=True)
             row["text"] = render_document(row, lang)
-            row["aliases"] = "\n".join(service_aliases(m["service"][0], lang))  # after rendering: not in the guide
+            row["aliases"] = "\n".join(
+                service_aliases(m["service"][0], lang)
+            )  # after rendering: not in the guide
             rows.append(row)
     return pd.DataFrame(rows, columns=[*CORPUS_COLUMNS, *DEMO_EXTRA_COLUMNS])

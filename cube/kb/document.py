@@ -19,7 +19,14 @@ import pandas as pd
 from cube.config.schema import CORPUS_FIELDS, EXTRA_LABELS, FIELD_LABELS
 from cube.kb.mapping import LIST_FIELDS, strip_numbering
 
-CORPUS_COLUMNS: tuple[str, ...] = ("doc_id", *CORPUS_FIELDS, "family_id", "variant", "synthetic", "text")
+CORPUS_COLUMNS: tuple[str, ...] = (
+    "doc_id",
+    *CORPUS_FIELDS,
+    "family_id",
+    "variant",
+    "synthetic",
+    "text",
+)
 
 _NUMBERED = re.compile(r"^\s*\d+\s*[.、．)）]")
 
@@ -55,7 +62,9 @@ def field_text(field: str, value: Any) -> str:
     return text
 
 
-def render_document(record: Mapping[str, Any], lang: str, extras: Iterable[tuple[str, Any]] = ()) -> str:
+def render_document(
+    record: Mapping[str, Any], lang: str, extras: Iterable[tuple[str, Any]] = ()
+) -> str:
     """Render one item as the paper's key-value document ("label：value" per line).
 
     Empty fields are left out; multi-line values (procedure steps, materials) start on the
@@ -70,9 +79,14 @@ def render_document(record: Mapping[str, Any], lang: str, extras: Iterable[tuple
         extras: (label, value) pairs rendered before the fields.
     """
     if lang not in FIELD_LABELS:
-        raise ValueError(f"render_document: lang must be one of {sorted(FIELD_LABELS)}, got {lang!r}")
+        raise ValueError(
+            f"render_document: lang must be one of {sorted(FIELD_LABELS)}, got {lang!r}"
+        )
     labels, colon = {**FIELD_LABELS[lang], **EXTRA_LABELS[lang]}, "：" if lang == "zh" else ": "
-    name, variant = field_text("item_name", record.get("item_name")), field_text("variant", record.get("variant"))
+    name, variant = (
+        field_text("item_name", record.get("item_name")),
+        field_text("variant", record.get("variant")),
+    )
     order: list[tuple[str, str, Any]] = [("", str(lab), v) for lab, v in extras]
     for f in CORPUS_FIELDS:
         order.append((f, labels[f], record.get(f)))
@@ -101,7 +115,9 @@ def _label_pattern(extra_labels: Iterable[str]) -> tuple[re.Pattern[str], dict[s
 @functools.lru_cache(maxsize=64)
 def _label_pattern_cached(extra_labels: tuple[str, ...]) -> tuple[re.Pattern[str], dict[str, str]]:
     keys = {label: f for lang in FIELD_LABELS.values() for f, label in lang.items()}
-    keys.update({EXTRA_LABELS[lang][f]: f for lang in EXTRA_LABELS for f in ("variant", "parent_region")})
+    keys.update(
+        {EXTRA_LABELS[lang][f]: f for lang in EXTRA_LABELS for f in ("variant", "parent_region")}
+    )
     keys["doc_id"] = "doc_id"
     keys.update({lab: lab for lab in extra_labels if lab not in keys})
     alternatives = "|".join(re.escape(k) for k in sorted(keys, key=len, reverse=True))
@@ -110,8 +126,9 @@ def _label_pattern_cached(extra_labels: tuple[str, ...]) -> tuple[re.Pattern[str
     return re.compile(rf"^\s*(?:[-*]\s*)?(?:\*\*)?({alternatives})(?:\*\*)?\s*[:：]\s?(.*)$"), keys
 
 
-def parse_document(text: str, source: str = "<text>", extra_labels: Iterable[str] = (),
-                   strict: bool = True) -> dict[str, str]:
+def parse_document(
+    text: str, source: str = "<text>", extra_labels: Iterable[str] = (), strict: bool = True
+) -> dict[str, str]:
     """Read one key-value document back into fields (zh or en labels; ":" or "：").
 
     A line starting with a known label opens a field; other lines continue the previous one
@@ -132,14 +149,16 @@ def parse_document(text: str, source: str = "<text>", extra_labels: Iterable[str
         if m:
             current = keys[m.group(1)]
             if current in out and strict:
-                raise CorpusError(f"{source}: line {n}: label '{m.group(1)}' appears a second time (one item per file)")
+                raise CorpusError(
+                    f"{source}: line {n}: label '{m.group(1)}' appears a second time (one item per file)"
+                )
             out[current] = [m.group(2)]
         elif current is not None:
             out[current].append(line)
         elif line.strip() and strict:
-            raise CorpusError(f"{source}: line {n}: expected 'label：value' with a known label "
-                              f"(e.g. {FIELD_LABELS['zh']['item_name']}： or {FIELD_LABELS['en']['item_name']}:), "
-                              f"got {line.strip()[:60]!r}")
+            raise CorpusError(
+                f"{source}: line {n}: expected 'label：value' with a known label "
+                f"(e.g. {FIELD_LABELS['zh']['item_name']}： or {FIELD_LABELS['en']['item_name']}:), "
+                f"got {line.strip()[:60]!r}"
+            )
     return {k: "\n".join(v).strip() for k, v in out.items()}
-
-

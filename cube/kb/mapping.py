@@ -39,12 +39,16 @@ from cube.config.schema import (
 )
 
 LIST_FIELDS: tuple[str, ...] = ("procedure", "application_materials")
-_NUMBERING = re.compile(r"^\s*(?:\d+\s*[.、．)）](?!\d)|[（(]\d+[)）])\s*")  # "1. ", "2、", "（3）", not "1.5"
+_NUMBERING = re.compile(
+    r"^\s*(?:\d+\s*[.、．)）](?!\d)|[（(]\d+[)）])\s*"
+)  # "1. ", "2、", "（3）", not "1.5"
 
 
 def strip_numbering(text: str) -> str:
     """`text` without a leading list number ("1. 身份证", "2、户口本", "（3）照片" -> the item)."""
     return _NUMBERING.sub("", str(text), count=1).strip()
+
+
 DEFAULT_EMPTY_VALUES: tuple[str, ...] = ("无", "无情形", "暂无", "/", "-", "—", "N/A")
 JOIN = "；"
 _TRUE = {"true", "1", "yes", "y", "是", "t"}
@@ -65,21 +69,33 @@ def _cell(value: Any) -> Any:
 
 ROWS_SHOWN = 5  # a list of rows in a message: the first few, then "and N more"
 WARNING = "warning: "  # a note that is a warning: `cube validate` lists it with the warnings
-SERVICE_MERGE_MIN = 3  # distinct service names in one grouped document that make it a merged document
+SERVICE_MERGE_MIN = (
+    3  # distinct service names in one grouped document that make it a merged document
+)
 NOT_NAMES_SHARE = 0.5  # documents whose name is a number, yes/no, phone, sentence or joined list: a wrong name column
 SHARE_MIN_DOCUMENTS = 5  # fewer documents: the share-based name checks stay silent
 REGION_NAMES_SHARE = 0.8  # documents whose name holds its own region's name (an office, an address)
 _SERVICE_HEADER = re.compile(r"service|item|matter")
-_NOT_NAME = re.compile(r"^[\d\s.,:：/~～\-–+()（）]*\d[\d\s.,:：/~～\-–+()（）]*(?:个?工作日|天|日|working days?|days?)?$"
-                       r"|\d{7,}|\d{3,4}-\d{6,8}|https?://|www\.|[。！!]|[.;；]\s*$"
-                       r"|^(?:free of charge|no charge|not charged|不收费|免费|收费)", re.IGNORECASE)
-_REGION_NAME = re.compile(r"(?:省|市|区|县|镇|乡|街道|province|city|district|county|town)$", re.IGNORECASE)
+_NOT_NAME = re.compile(
+    r"^[\d\s.,:：/~～\-–+()（）]*\d[\d\s.,:：/~～\-–+()（）]*(?:个?工作日|天|日|working days?|days?)?$"
+    r"|\d{7,}|\d{3,4}-\d{6,8}|https?://|www\.|[。！!]|[.;；]\s*$"
+    r"|^(?:free of charge|no charge|not charged|不收费|免费|收费)",
+    re.IGNORECASE,
+)
+_REGION_NAME = re.compile(
+    r"(?:省|市|区|县|镇|乡|街道|province|city|district|county|town)$", re.IGNORECASE
+)
 _REGION_UNIT = re.compile(r"[^,，\s省市区县]+(?:省|市|区|县)")  # 明川省瑶台市瑶南区 -> ..., 瑶南区
-_IDENTIFIER = re.compile(r"\d{3,6}")  # a bare 3-6 digit number names a form or a code (1040, 941), not a count
+_IDENTIFIER = re.compile(
+    r"\d{3,6}"
+)  # a bare 3-6 digit number names a form or a code (1040, 941), not a count
 # what is left of a name without its region when it names an office or an agency, not a service
 # at its end ("… Window 23", "…3号窗口"): "Recreation Center Membership" is a service
-_OFFICE = re.compile(r"(?:(?:局|委|办|中心|窗口|大厅|服务站|办事处)|\b(?:bureau|office|department|agency|centre|center"
-                     r"|commission|committee|window|counter|hall|administration)\b)[\s\d#号,.\-]*$", re.IGNORECASE)
+_OFFICE = re.compile(
+    r"(?:(?:局|委|办|中心|窗口|大厅|服务站|办事处)|\b(?:bureau|office|department|agency|centre|center"
+    r"|commission|committee|window|counter|hall|administration)\b)[\s\d#号,.\-]*$",
+    re.IGNORECASE,
+)
 _FILLER = re.compile(r"[\W_]+")
 
 
@@ -90,39 +106,57 @@ def _has_letters(value: str) -> bool:
 def _rows(where: Sequence[str], idx: Iterable[int], limit: int | None = ROWS_SHOWN) -> str:
     hits = [where[i] for i in idx]
     shown = hits if limit is None else hits[:limit]
-    return ", ".join(shown) + (f" and {len(hits) - len(shown)} more" if len(hits) > len(shown) else "")
+    return ", ".join(shown) + (
+        f" and {len(hits) - len(shown)} more" if len(hits) > len(shown) else ""
+    )
 
 
 def _digest(parts: Iterable[Any]) -> str:
     return hashlib.sha1("\x1f".join(map(str, parts)).encode("utf-8")).hexdigest()[:10]
 
 
-def check_mapping(raw_columns: Sequence[str], columns: Mapping[str, str], group_by: Sequence[str],
-                  source: str) -> list[str]:
+def check_mapping(
+    raw_columns: Sequence[str], columns: Mapping[str, str], group_by: Sequence[str], source: str
+) -> list[str]:
     """Every problem of the mapping itself: unknown keys, mapped or grouping columns the file lacks."""
     found = [str(c) for c in raw_columns]
     problems = []
     unknown = [k for k in columns if k not in MAPPABLE]
     if unknown:
-        problems.append(f"corpus.columns: unknown field key(s) {unknown}; valid keys: {field_keys_help()}")
+        problems.append(
+            f"corpus.columns: unknown field key(s) {unknown}; valid keys: {field_keys_help()}"
+        )
     for key, col in columns.items():
         if key in MAPPABLE and col not in found:
-            problems.append(f"{source}: corpus.columns maps '{key}' to column '{col}', which the file does not have; "
-                            f"columns found: {found}")
+            problems.append(
+                f"{source}: corpus.columns maps '{key}' to column '{col}', which the file does not have; "
+                f"columns found: {found}"
+            )
     for col in group_by:
         if col not in found:
-            problems.append(f"{source}: corpus.group_by names column '{col}', which the file does not have; "
-                            f"columns found: {found}")
+            problems.append(
+                f"{source}: corpus.group_by names column '{col}', which the file does not have; "
+                f"columns found: {found}"
+            )
     for key in REQUIRED_FIELDS:
         if key not in columns and key not in found:
-            problems.append(f"{source}: no column for required field '{key}' (add a '{key}' column or map it with "
-                            f"corpus.columns.{key}: <your column>, e.g. {key_label(key, 'zh')}); columns found: {found}")
+            problems.append(
+                f"{source}: no column for required field '{key}' (add a '{key}' column or map it with "
+                f"corpus.columns.{key}: <your column>, e.g. {key_label(key, 'zh')}); columns found: {found}"
+            )
     return problems
 
 
-def map_table(raw: pd.DataFrame, where: Sequence[str], columns: Mapping[str, str], source: str, *,
-              group_by: Sequence[str] = (), empty_values: Iterable[str] = DEFAULT_EMPTY_VALUES,
-              extra_columns: str = "render") -> tuple[pd.DataFrame | None, list[str], list[str]]:
+def map_table(
+    raw: pd.DataFrame,
+    where: Sequence[str],
+    columns: Mapping[str, str],
+    source: str,
+    *,
+    group_by: Sequence[str] = (),
+    empty_values: Iterable[str] = DEFAULT_EMPTY_VALUES,
+    extra_columns: str = "render",
+) -> tuple[pd.DataFrame | None, list[str], list[str]]:
     """Map a raw table to one record per item.
 
     Args:
@@ -149,10 +183,15 @@ def map_table(raw: pd.DataFrame, where: Sequence[str], columns: Mapping[str, str
     is_placeholder = cells.map(lambda v: isinstance(v, str) and v != "" and v.lower() in empty)
     if is_placeholder.to_numpy().any():
         counts = pd.Series(cells.to_numpy()[is_placeholder.to_numpy()]).value_counts()
-        notes.append(f"placeholders read as missing: {int(counts.sum())} cells ("
-                     + ", ".join(f"{v!r} ×{n}" for v, n in counts.items()) + ")")
+        notes.append(
+            f"placeholders read as missing: {int(counts.sum())} cells ("
+            + ", ".join(f"{v!r} ×{n}" for v, n in counts.items())
+            + ")"
+        )
         cells = cells.mask(is_placeholder, "")
-    cells = cells.map(lambda v: [x for x in v if x.lower() not in empty] if isinstance(v, list) else v)
+    cells = cells.map(
+        lambda v: [x for x in v if x.lower() not in empty] if isinstance(v, list) else v
+    )
     cols = {c: cells[c].tolist() for c in cells.columns}  # plain lists: per-cell access stays fast
 
     src = {k: columns.get(k, k) for k in MAPPABLE if columns.get(k, k) in raw.columns}
@@ -161,20 +200,34 @@ def map_table(raw: pd.DataFrame, where: Sequence[str], columns: Mapping[str, str
         notes.append("column 'text' ignored: each document is rendered from its fields")
     extra = [c for c in raw.columns if c not in used]
     if extra:
-        notes.append(f"columns not mapped to a field: {extra}: "
-                     + ("rendered into each document under their own label (corpus.extra_columns: render)"
-                        if extra_columns == "render" else "dropped (corpus.extra_columns: drop)"))
+        notes.append(
+            f"columns not mapped to a field: {extra}: "
+            + (
+                "rendered into each document under their own label (corpus.extra_columns: render)"
+                if extra_columns == "render"
+                else "dropped (corpus.extra_columns: drop)"
+            )
+        )
     if extra_columns != "render":
         extra = []
 
     if group_by:
-        keys = list(zip(*([("\n".join(v) if isinstance(v, list) else v) for v in cols[c]] for c in group_by),
-                        strict=True))
+        keys = list(
+            zip(
+                *(
+                    [("\n".join(v) if isinstance(v, list) else v) for v in cols[c]]
+                    for c in group_by
+                ),
+                strict=True,
+            )
+        )
         groups: dict[tuple[str, ...], list[int]] = {}
         for i, k in enumerate(keys):
             groups.setdefault(k, []).append(i)
         members = list(groups.values())
-        notes.append(f"long format: {len(raw)} rows grouped by {list(group_by)} into {len(members)} items")
+        notes.append(
+            f"long format: {len(raw)} rows grouped by {list(group_by)} into {len(members)} items"
+        )
     else:
         members = [[i] for i in range(len(raw))]
 
@@ -207,8 +260,10 @@ def map_table(raw: pd.DataFrame, where: Sequence[str], columns: Mapping[str, str
         rec["_idx"] = idx
         records.append(rec)
     if joined:
-        notes.append("several distinct values within one item, joined with '；': "
-                     + ", ".join(f"column '{c}' in {n} items" for c, n in joined.items()))
+        notes.append(
+            "several distinct values within one item, joined with '；': "
+            + ", ".join(f"column '{c}' in {n} items" for c, n in joined.items())
+        )
 
     # -- ids
     if "doc_id" in src:
@@ -216,44 +271,76 @@ def map_table(raw: pd.DataFrame, where: Sequence[str], columns: Mapping[str, str
             for rec in records:
                 ids = values(src["doc_id"], rec["_idx"])
                 if len(ids) > 1:
-                    problems.append(f"{source}: column '{src['doc_id']}' (doc_id) has several values {ids[:5]} within "
-                                    f"one item at {_rows(where, rec['_idx'])}; group_by must identify one id")
+                    problems.append(
+                        f"{source}: column '{src['doc_id']}' (doc_id) has several values {ids[:5]} within "
+                        f"one item at {_rows(where, rec['_idx'])}; group_by must identify one id"
+                    )
     elif group_by:
         for rec, key in zip(records, groups, strict=True):
             rec["doc_id"] = "K" + _digest(key)
-        notes.append(f"doc_id not mapped: ids derived from the group key {list(group_by)} "
-                     "(K + 10 hex digits of its SHA-1: stable across runs and row order)")
+        notes.append(
+            f"doc_id not mapped: ids derived from the group key {list(group_by)} "
+            "(K + 10 hex digits of its SHA-1: stable across runs and row order)"
+        )
     else:
         seen: dict[str, int] = {}
         for rec in records:
             base = "R" + _digest(cols[c][rec["_idx"][0]] for c in raw.columns)
             seen[base] = seen.get(base, 0) + 1
             rec["doc_id"] = base if seen[base] == 1 else f"{base}-{seen[base]}"
-        notes.append("doc_id not mapped: ids derived from each row's content (R + 10 hex digits of its SHA-1; "
-                     "identical rows get -2, -3, ...)")
+        notes.append(
+            "doc_id not mapped: ids derived from each row's content (R + 10 hex digits of its SHA-1; "
+            "identical rows get -2, -3, ...)"
+        )
     out = pd.DataFrame.from_records(records)
     for k in MAPPABLE:
         if k not in out.columns:
             out[k] = ""
     for key in ("doc_id", *REQUIRED_FIELDS):
-        bad = [i for i, v in enumerate(out[key]) if not (v if isinstance(v, list) else str(v).strip())]
+        bad = [
+            i for i, v in enumerate(out[key]) if not (v if isinstance(v, list) else str(v).strip())
+        ]
         if bad:
             rows = [j for i in bad for j in records[i]["_idx"]]
-            problems.append(_empty_name_problem(key, src.get(key, key), rows, raw, where, columns, group_by, source,
-                                                placeholders=[raw[src[key]].iloc[j] for j in rows] if key in src else []))
-    notes += [WARNING + w for w in _name_warnings(raw, cols, records, src, group_by, extra, columns, source)]
+            problems.append(
+                _empty_name_problem(
+                    key,
+                    src.get(key, key),
+                    rows,
+                    raw,
+                    where,
+                    columns,
+                    group_by,
+                    source,
+                    placeholders=[raw[src[key]].iloc[j] for j in rows] if key in src else [],
+                )
+            )
+    notes += [
+        WARNING + w
+        for w in _name_warnings(raw, cols, records, src, group_by, extra, columns, source)
+    ]
     dup = out["doc_id"].astype(str).duplicated(keep=False) & out["doc_id"].astype(str).ne("")
     if dup.any():
         parts = []
         dups = list(dict.fromkeys(out.loc[dup, "doc_id"].astype(str)))
         for d in dups[:ROWS_SHOWN]:
-            rows = [j for i in np.flatnonzero(out["doc_id"].astype(str).eq(d)) for j in records[i]["_idx"]]
+            rows = [
+                j
+                for i in np.flatnonzero(out["doc_id"].astype(str).eq(d))
+                for j in records[i]["_idx"]
+            ]
             parts.append(f"'{d}' at {_rows(where, rows)}")
         more = f"; and {len(dups) - ROWS_SHOWN} more" if len(dups) > ROWS_SHOWN else ""
         problems.append(f"{source}: duplicate doc_id(s): " + "; ".join(parts) + more)
     first = [r["_idx"][0] for r in records]
-    flags = raw["synthetic"].iloc[first].tolist() if "synthetic" in raw.columns else [False] * len(records)
-    out["synthetic"] = [v if isinstance(v, bool | np.bool_) else str(v).strip().lower() in _TRUE for v in flags]
+    flags = (
+        raw["synthetic"].iloc[first].tolist()
+        if "synthetic" in raw.columns
+        else [False] * len(records)
+    )
+    out["synthetic"] = [
+        v if isinstance(v, bool | np.bool_) else str(v).strip().lower() in _TRUE for v in flags
+    ]
     return (None if problems else out.drop(columns="_idx")), problems, notes
 
 
@@ -263,7 +350,9 @@ def _names_service(header: str) -> bool:
     return ("名称" in h and ("项" in h or "服务" in h)) or bool(_SERVICE_HEADER.search(h))
 
 
-def _service_column(raw: pd.DataFrame, columns: Mapping[str, str], name_col: str, rows: Sequence[int]) -> str | None:
+def _service_column(
+    raw: pd.DataFrame, columns: Mapping[str, str], name_col: str, rows: Sequence[int]
+) -> str | None:
     """The column that names the service of the rows whose item name is missing: the one mapped to
     `family_id`, else the column (not mapped to another field) with a text value in every one of those
     rows that each named item belongs to one value of (sub-item -> service), the most distinct values
@@ -273,25 +362,45 @@ def _service_column(raw: pd.DataFrame, columns: Mapping[str, str], name_col: str
     if fam in raw.columns and fam != name_col:
         return fam
     text = raw.astype(str).apply(lambda s: s.str.strip())
-    named = text[name_col].ne("") & ~text[name_col].isin(DEFAULT_EMPTY_VALUES) if name_col in raw.columns else None
+    named = (
+        text[name_col].ne("") & ~text[name_col].isin(DEFAULT_EMPTY_VALUES)
+        if name_col in raw.columns
+        else None
+    )
     mapped = {v for k, v in columns.items() if k not in ("item_name", "family_id")}
     ranked = []
     for col in raw.columns:
         if col == name_col or col in mapped:
             continue
         vals = text[col].iloc[list(rows)]
-        if not vals.ne("").all() or vals.isin(DEFAULT_EMPTY_VALUES).any() or not vals.map(_has_letters).all():
+        if (
+            not vals.ne("").all()
+            or vals.isin(DEFAULT_EMPTY_VALUES).any()
+            or not vals.map(_has_letters).all()
+        ):
             continue
-        if named is not None and named.any() and text.loc[named].groupby(name_col)[col].nunique().max() > 1:
+        if (
+            named is not None
+            and named.any()
+            and text.loc[named].groupby(name_col)[col].nunique().max() > 1
+        ):
             continue  # varies within one named item: a material, a remark, not the service
         if text[col].nunique() > 1:
             ranked.append((_names_service(str(col)), text[col].nunique(), str(col)))
     return max(ranked)[2] if ranked else None
 
 
-def _empty_name_problem(key: str, col: str, rows: list[int], raw: pd.DataFrame, where: Sequence[str],
-                        columns: Mapping[str, str], group_by: Sequence[str], source: str,
-                        placeholders: list[Any]) -> str:
+def _empty_name_problem(
+    key: str,
+    col: str,
+    rows: list[int],
+    raw: pd.DataFrame,
+    where: Sequence[str],
+    columns: Mapping[str, str],
+    group_by: Sequence[str],
+    source: str,
+    placeholders: list[Any],
+) -> str:
     """One line for a required field that is empty in some rows; when its cells hold a placeholder
     (无: the service has no sub-item), the count and the mapping that fits such an export."""
     head = f"{source}: empty '{key}' (column '{col}') at {_rows(where, rows)} ({len(rows)} of {len(raw)} rows)"
@@ -300,23 +409,42 @@ def _empty_name_problem(key: str, col: str, rows: list[int], raw: pd.DataFrame, 
     if key != "item_name" or held.empty:
         return head + f" (every item needs a {key})"
     counts = ", ".join(f"'{v}' ×{n}" for v, n in held.value_counts().items())
-    line = (f"{head}. These cells hold the placeholder {counts} (corpus.empty_values): the rows' service has no "
-            f"sub-item, so '{col}' names a sub-item, not the service")
+    line = (
+        f"{head}. These cells hold the placeholder {counts} (corpus.empty_values): the rows' service has no "
+        f"sub-item, so '{col}' names a sub-item, not the service"
+    )
     service = _service_column(raw, columns, col, rows)
     if service is None:
         return line + f"; map the column naming the service as item_name and '{col}' as variant"
-    keys = [c for g in group_by for c in ((service, col) if g == col else (g,) if g != service else ())]
-    grouping = f", group_by: {keys if col in group_by else [*keys, service, col]}" if group_by else ""
+    keys = [
+        c for g in group_by for c in ((service, col) if g == col else (g,) if g != service else ())
+    ]
+    grouping = (
+        f", group_by: {keys if col in group_by else [*keys, service, col]}" if group_by else ""
+    )
     was = columns.get("variant")
-    kept = f" ('{was}', now mapped as variant, stays in group_by and is rendered under its own label)" \
-        if was and was != col else ""
-    return (line + f". Suggested mapping: corpus.columns item_name: {service}, variant: {col}{grouping}{kept} "
-            f"(one document per service and sub-item; README: 'One row per material, sub-items 无')")
+    kept = (
+        f" ('{was}', now mapped as variant, stays in group_by and is rendered under its own label)"
+        if was and was != col
+        else ""
+    )
+    return (
+        line
+        + f". Suggested mapping: corpus.columns item_name: {service}, variant: {col}{grouping}{kept} "
+        f"(one document per service and sub-item; README: 'One row per material, sub-items 无')"
+    )
 
 
-def _name_warnings(raw: pd.DataFrame, cols: Mapping[str, list[Any]], records: list[dict[str, Any]],
-                   src: Mapping[str, str], group_by: Sequence[str], extra: Sequence[str],
-                   columns: Mapping[str, str], source: str) -> list[str]:
+def _name_warnings(
+    raw: pd.DataFrame,
+    cols: Mapping[str, list[Any]],
+    records: list[dict[str, Any]],
+    src: Mapping[str, str],
+    group_by: Sequence[str],
+    extra: Sequence[str],
+    columns: Mapping[str, str],
+    source: str,
+) -> list[str]:
     """Signs of a mapping that runs but is wrong: documents named by a placeholder (无 kept as a
     name); grouped documents that merge several services (>= SERVICE_MERGE_MIN distinct values of
     the family_id column, of the item_name column, or of an unmapped column whose header names
@@ -324,34 +452,62 @@ def _name_warnings(raw: pd.DataFrame, cols: Mapping[str, list[Any]], records: li
     service (`_name_column_warnings`). Measured on known-truth mappings: benchmarks/mapping_warnings.py."""
     out = []
     names = [str(r.get("item_name", "")).strip() for r in records]
-    placeholder_named = [n for n in names if n.casefold() in {p.casefold() for p in DEFAULT_EMPTY_VALUES}]
+    placeholder_named = [
+        n for n in names if n.casefold() in {p.casefold() for p in DEFAULT_EMPTY_VALUES}
+    ]
     if placeholder_named:
-        out.append(f"{source}: {len(placeholder_named)} document(s) are named by a placeholder "
-                   f"({', '.join(repr(v) for v in dict.fromkeys(placeholder_named))}, column "
-                   f"'{src.get('item_name', 'item_name')}'): a placeholder names no service; keep it in "
-                   "corpus.empty_values and map the service column as item_name (the placeholder column as variant)")
+        out.append(
+            f"{source}: {len(placeholder_named)} document(s) are named by a placeholder "
+            f"({', '.join(repr(v) for v in dict.fromkeys(placeholder_named))}, column "
+            f"'{src.get('item_name', 'item_name')}'): a placeholder names no service; keep it in "
+            "corpus.empty_values and map the service column as item_name (the placeholder column as variant)"
+        )
     out += _name_column_warnings(names, records, cols, src, columns, source)
     if not group_by:
         return out
-    service_cols = [c for c in (src.get("family_id"), src.get("item_name"), *extra)
-                    if c and c in cols and (c in (src.get("family_id"), src.get("item_name")) or _names_service(c))]
+    service_cols = [
+        c
+        for c in (src.get("family_id"), src.get("item_name"), *extra)
+        if c
+        and c in cols
+        and (c in (src.get("family_id"), src.get("item_name")) or _names_service(c))
+    ]
     for col in dict.fromkeys(service_cols):
-        counts = [len({v for i in r["_idx"] for v in ([cols[col][i]] if not isinstance(cols[col][i], list)
-                                                      else cols[col][i]) if v}) for r in records]
+        counts = [
+            len(
+                {
+                    v
+                    for i in r["_idx"]
+                    for v in (
+                        [cols[col][i]] if not isinstance(cols[col][i], list) else cols[col][i]
+                    )
+                    if v
+                }
+            )
+            for r in records
+        ]
         merged = [i for i, n in enumerate(counts) if n >= SERVICE_MERGE_MIN]
         if merged:
             worst = max(merged, key=lambda i: counts[i])
-            out.append(f"{source}: {len(merged)} of {len(records)} documents each merge {SERVICE_MERGE_MIN} or more "
-                       f"services (distinct values of column '{col}'; up to {counts[worst]} in the document named "
-                       f"'{(names[worst] or '(no name)')[:60]}' at {records[worst]['source_rows']}): group_by "
-                       f"{list(group_by)} does not separate services, so retrieval and every score built on these "
-                       "documents mean little; map the column naming the service as item_name and add it to group_by")
+            out.append(
+                f"{source}: {len(merged)} of {len(records)} documents each merge {SERVICE_MERGE_MIN} or more "
+                f"services (distinct values of column '{col}'; up to {counts[worst]} in the document named "
+                f"'{(names[worst] or '(no name)')[:60]}' at {records[worst]['source_rows']}): group_by "
+                f"{list(group_by)} does not separate services, so retrieval and every score built on these "
+                "documents mean little; map the column naming the service as item_name and add it to group_by"
+            )
             break  # one line: the first column that shows it
     return out
 
 
-def _name_column_warnings(names: list[str], records: list[dict[str, Any]], cols: Mapping[str, list[Any]],
-                          src: Mapping[str, str], columns: Mapping[str, str], source: str) -> list[str]:
+def _name_column_warnings(
+    names: list[str],
+    records: list[dict[str, Any]],
+    cols: Mapping[str, list[Any]],
+    src: Mapping[str, str],
+    columns: Mapping[str, str],
+    source: str,
+) -> list[str]:
     """An item_name column that names no service: the column is also mapped to a field that is no name
     (region, fee, address, ...); or NOT_NAMES_SHARE or more of the documents are named by a number
     (a count, an amount, a time limit; a bare 3-6 digit number is a form or code number, not counted),
@@ -362,32 +518,66 @@ def _name_column_warnings(names: list[str], records: list[dict[str, Any]], cols:
     col = src.get("item_name")
     if not col or not records:
         return []
-    also = [k for k, v in columns.items() if v == col and k not in ("item_name", "family_id", "doc_id", "variant",
-                                                                     "aliases")]
+    also = [
+        k
+        for k, v in columns.items()
+        if v == col and k not in ("item_name", "family_id", "doc_id", "variant", "aliases")
+    ]
     fix = "map the column that names each service (主项名称, 事项名称, service name) as item_name"
     if also:
-        return [f"{source}: column '{col}' is mapped both as item_name and as {also}: a document's name must name "
-                f"its service, not its {key_label(also[0], 'en')}; {fix}"]
+        return [
+            f"{source}: column '{col}' is mapped both as item_name and as {also}: a document's name must name "
+            f"its service, not its {key_label(also[0], 'en')}; {fix}"
+        ]
     if len(records) < SHARE_MIN_DOCUMENTS:
         return []  # a share of 2 documents says nothing about a column
-    joined = [len({v for i in r["_idx"] for v in ([cols[col][i]] if not isinstance(cols[col][i], list)
-                                                  else cols[col][i]) if v}) > 1 for r in records]
-    odd = [n for n, j in zip(names, joined, strict=True)
-           if n and (j or yes_no(n) is not None or len(n) > 80 or (_NOT_NAME.search(n) and not _IDENTIFIER.fullmatch(n)))]
+    joined = [
+        len(
+            {
+                v
+                for i in r["_idx"]
+                for v in ([cols[col][i]] if not isinstance(cols[col][i], list) else cols[col][i])
+                if v
+            }
+        )
+        > 1
+        for r in records
+    ]
+    odd = [
+        n
+        for n, j in zip(names, joined, strict=True)
+        if n
+        and (
+            j
+            or yes_no(n) is not None
+            or len(n) > 80
+            or (_NOT_NAME.search(n) and not _IDENTIFIER.fullmatch(n))
+        )
+    ]
     if len(odd) >= NOT_NAMES_SHARE * len(records):
-        return [f"{source}: {len(odd)} of {len(records)} documents are named by a number, yes/no value, phone number, "
-                f"sentence or several values of column '{col}' (e.g. {odd[0][:40]!r}): item_name names no service; {fix}"]
-    several = len({str(r.get("region", "")) for r in records}) > 1  # a single region may prefix every name
+        return [
+            f"{source}: {len(odd)} of {len(records)} documents are named by a number, yes/no value, phone number, "
+            f"sentence or several values of column '{col}' (e.g. {odd[0][:40]!r}): item_name names no service; {fix}"
+        ]
+    several = (
+        len({str(r.get("region", "")) for r in records}) > 1
+    )  # a single region may prefix every name
     regional = []
     for n, r in zip(names, records, strict=True):
         region = str(r.get("region", "")).strip()
         # its units, the smallest last: "Yaonan District, Yaotai City, ..." reversed; "明川省瑶台市瑶南区" -> [..., 瑶南区]
-        units = [u.strip() for u in region.split(",")][::-1] if "," in region else _REGION_UNIT.findall(region) or [region]
+        units = (
+            [u.strip() for u in region.split(",")][::-1]
+            if "," in region
+            else _REGION_UNIT.findall(region) or [region]
+        )
         if n and ((_REGION_NAME.search(n) and len(n) <= 12) or (several and _office_of(n, units))):
             regional.append(n)
     if len(set(regional)) > 1 and len(regional) >= REGION_NAMES_SHARE * len(records):
-        return [f"{source}: {len(regional)} of {len(records)} documents are named by a region or hold their own region's "
-                f"name (column '{col}', e.g. {regional[0][:40]!r}): an office or a region names no service; {fix}"]
+        return [
+            f"{source}: {len(regional)} of {len(records)} documents are named by a region or hold their own region's "
+            f"name (column '{col}', e.g. {regional[0][:40]!r}): an office or a region names no service; {fix}"
+        ]
     return []
 
 
@@ -396,8 +586,10 @@ def _office_of(name: str, units: Sequence[str]) -> bool:
     or an office or an agency ("瑶南区政务服务中心3号窗口", "Meiling County Housing Bureau"); "Springfield
     Dog Licence" is a service. A unit of fewer than 2 letters (a district coded "1") is no evidence; a
     Latin unit matches whole words."""
+
     def pattern(unit: str) -> str:
         return re.escape(unit) if not unit.isascii() else rf"(?<!\w){re.escape(unit)}(?!\w)"
+
     units = [u for u in units if sum(ch.isalpha() for ch in u) >= 2]
     if not units or not re.search(pattern(units[-1]), name, flags=re.IGNORECASE):
         return False
@@ -416,7 +608,14 @@ def sample_items(corpus: pd.DataFrame, n: int, seed: int = 0, by: str = "region"
     """
     if n >= len(corpus):
         return corpus.reset_index(drop=True)
-    col = next((c for c in (by, "department") if c in corpus and corpus[c].astype(str).str.strip().ne("").any()), None)
+    col = next(
+        (
+            c
+            for c in (by, "department")
+            if c in corpus and corpus[c].astype(str).str.strip().ne("").any()
+        ),
+        None,
+    )
     strata = corpus[col].astype(str) if col else pd.Series("", index=corpus.index)
     sizes = strata.value_counts(sort=False)
     quota = sizes / len(corpus) * n

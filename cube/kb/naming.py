@@ -19,11 +19,30 @@ from cube.config.phrasing import base_name
 # How a citizen says an official name ending in one of these verbs ({o}: the rest of the name), longest first:
 # "机动车驾驶证补领" -> "补办机动车驾驶证", "最低生活保障审核确认" -> "申请最低生活保障".
 KEYWORD_FORMS: tuple[tuple[str, str], ...] = (
-    ("参保登记", "参加{o}"), ("设立登记", "注册{o}"), ("变更登记", "变更{o}的登记"), ("注销登记", "注销{o}"),
-    ("资料查询", "查{o}资料"), ("审核确认", "申请{o}"), ("核发", "办{o}"), ("换领", "换{o}"), ("补领", "补办{o}"),
-    ("补办", "补办{o}"), ("新办", "新办{o}"), ("迁移", "迁移{o}"), ("许可", "办{o}许可证"), ("适配", "配{o}"),
-    ("查询", "查{o}"), ("审批", "报批{o}"), ("核准", "报批{o}"), ("备案", "报备{o}"), ("认定", "申请认定{o}"),
-    ("注销", "注销{o}"), ("变更", "变更{o}"), ("延续", "延续{o}"), ("申请", "申请{o}"), ("登记", "登记{o}"),
+    ("参保登记", "参加{o}"),
+    ("设立登记", "注册{o}"),
+    ("变更登记", "变更{o}的登记"),
+    ("注销登记", "注销{o}"),
+    ("资料查询", "查{o}资料"),
+    ("审核确认", "申请{o}"),
+    ("核发", "办{o}"),
+    ("换领", "换{o}"),
+    ("补领", "补办{o}"),
+    ("补办", "补办{o}"),
+    ("新办", "新办{o}"),
+    ("迁移", "迁移{o}"),
+    ("许可", "办{o}许可证"),
+    ("适配", "配{o}"),
+    ("查询", "查{o}"),
+    ("审批", "报批{o}"),
+    ("核准", "报批{o}"),
+    ("备案", "报备{o}"),
+    ("认定", "申请认定{o}"),
+    ("注销", "注销{o}"),
+    ("变更", "变更{o}"),
+    ("延续", "延续{o}"),
+    ("申请", "申请{o}"),
+    ("登记", "登记{o}"),
 )  # every form but 许可's rewords the name: a citizen asks for a 许可证 by the permit's own name
 
 
@@ -61,7 +80,7 @@ def qualifier_of(name: str, variant: str = "") -> str:
     "残损换新、户籍地"), or the variant when the name holds none; "" for neither."""
     base = base_name(name)
     if base != name:
-        return flatten_brackets(name[len(base):].strip())[1:-1].strip("、 ")
+        return flatten_brackets(name[len(base) :].strip())[1:-1].strip("、 ")
     return variant
 
 

@@ -58,7 +58,13 @@ from cube.llm import Request, make_model, response_accounting
 from cube.llm.usage import no_call_accounting
 
 # `style`: how a template question names its item (`STYLES`); "" for LLM questions and files without one.
-QUESTION_TABLE_COLUMNS: tuple[str, ...] = (*QUESTION_COLUMNS, "style", *ACCOUNTING_COLUMNS, "error", "raw")
+QUESTION_TABLE_COLUMNS: tuple[str, ...] = (
+    *QUESTION_COLUMNS,
+    "style",
+    *ACCOUNTING_COLUMNS,
+    "error",
+    "raw",
+)
 ROLE = "question_generation"
 dRecord = dict[str, Any]
 
@@ -76,97 +82,223 @@ class QuestionError(ValueError):
 # Field -> (weight, zh phrasings, en phrasings). "" is a general question. {name} is the item.
 # Weights follow the paper (3.2): requirements, procedure and materials are asked most.
 TEMPLATES: dict[str, tuple[float, tuple[str, ...], tuple[str, ...]]] = {
-    "application_materials": (3.0, (
-        "办理{name}需要准备哪些材料？", "我想申请{name}，要带什么资料过去？", "{name}要交哪些申请材料？",
-        "请问{name}的申请材料清单有哪些？"), (
-        "What documents do I need to prepare for {name}?", "I want to apply for {name}. What paperwork should I bring?",
-        "Which application materials are required for {name}?", "Could you list the materials for {name}?")),
-    "procedure": (3.0, (
-        "{name}的办理流程是怎样的？", "想办{name}，具体要走哪些步骤？", "请问{name}怎么办，流程是什么？"), (
-        "What is the procedure for {name}?", "What steps do I go through to get {name} done?",
-        "How does the process for {name} work, step by step?")),
-    "requirements": (3.0, (
-        "申请{name}需要满足什么条件？", "什么情况下才能办理{name}？", "{name}的受理条件有哪些？"), (
-        "What conditions must I meet to apply for {name}?", "Who is eligible for {name}, and under what conditions?",
-        "What are the requirements for {name}?")),
-    "committed_time_limit": (1.5, (
-        "{name}承诺多少个工作日办结？", "申请{name}以后大概多久能拿到结果？", "{name}一般要等几天？"), (
-        "How many working days does {name} take in practice?", "After I apply for {name}, how soon will I get a result?",
-        "What is the committed processing time for {name}?")),
-    "statutory_time_limit": (1.0, (
-        "{name}的法定办结时限是多久？", "按规定，{name}最长多少个工作日要办完？"), (
-        "What is the statutory time limit for {name}?", "By law, what is the longest {name} can take?")),
-    "fee_standard": (1.5, (
-        "办理{name}要收费吗？", "{name}需要交多少钱？", "申请{name}有没有什么费用？"), (
-        "Is there a fee for {name}?", "How much does {name} cost?", "Do I have to pay anything for {name}?")),
-    "processing_location": (1.5, (
-        "{name}在哪里办理？", "去哪个窗口办{name}？", "{name}的办理地点在哪儿？"), (
-        "Where do I go for {name}?", "Which office and window handles {name}?", "Where is {name} processed?")),
-    "online_handling": (1.0, (
-        "{name}可以在网上办理吗？", "{name}能不能网上申请，不用跑窗口？"), (
-        "Can I apply for {name} online?", "Is it possible to do {name} online instead of going to a window?")),
-    "consultation_method": (1.0, (
-        "关于{name}，咨询电话是多少？", "{name}有问题可以打哪个电话咨询？"), (
-        "What number can I call about {name}?", "Who do I contact with questions about {name}?")),
-    "processing_time": (1.0, (
-        "{name}的窗口办理时间是几点到几点？", "什么时间可以去办{name}？"), (
-        "What are the opening hours for {name}?", "When can I go to the window for {name}?")),
-    "legal_basis": (1.0, (
-        "{name}的设定依据是哪些法律法规？", "办理{name}是依据哪部法规？"), (
-        "What is the legal basis for {name}?", "Which laws and regulations govern {name}?")),
+    "application_materials": (
+        3.0,
+        (
+            "办理{name}需要准备哪些材料？",
+            "我想申请{name}，要带什么资料过去？",
+            "{name}要交哪些申请材料？",
+            "请问{name}的申请材料清单有哪些？",
+        ),
+        (
+            "What documents do I need to prepare for {name}?",
+            "I want to apply for {name}. What paperwork should I bring?",
+            "Which application materials are required for {name}?",
+            "Could you list the materials for {name}?",
+        ),
+    ),
+    "procedure": (
+        3.0,
+        (
+            "{name}的办理流程是怎样的？",
+            "想办{name}，具体要走哪些步骤？",
+            "请问{name}怎么办，流程是什么？",
+        ),
+        (
+            "What is the procedure for {name}?",
+            "What steps do I go through to get {name} done?",
+            "How does the process for {name} work, step by step?",
+        ),
+    ),
+    "requirements": (
+        3.0,
+        ("申请{name}需要满足什么条件？", "什么情况下才能办理{name}？", "{name}的受理条件有哪些？"),
+        (
+            "What conditions must I meet to apply for {name}?",
+            "Who is eligible for {name}, and under what conditions?",
+            "What are the requirements for {name}?",
+        ),
+    ),
+    "committed_time_limit": (
+        1.5,
+        (
+            "{name}承诺多少个工作日办结？",
+            "申请{name}以后大概多久能拿到结果？",
+            "{name}一般要等几天？",
+        ),
+        (
+            "How many working days does {name} take in practice?",
+            "After I apply for {name}, how soon will I get a result?",
+            "What is the committed processing time for {name}?",
+        ),
+    ),
+    "statutory_time_limit": (
+        1.0,
+        ("{name}的法定办结时限是多久？", "按规定，{name}最长多少个工作日要办完？"),
+        (
+            "What is the statutory time limit for {name}?",
+            "By law, what is the longest {name} can take?",
+        ),
+    ),
+    "fee_standard": (
+        1.5,
+        ("办理{name}要收费吗？", "{name}需要交多少钱？", "申请{name}有没有什么费用？"),
+        (
+            "Is there a fee for {name}?",
+            "How much does {name} cost?",
+            "Do I have to pay anything for {name}?",
+        ),
+    ),
+    "processing_location": (
+        1.5,
+        ("{name}在哪里办理？", "去哪个窗口办{name}？", "{name}的办理地点在哪儿？"),
+        (
+            "Where do I go for {name}?",
+            "Which office and window handles {name}?",
+            "Where is {name} processed?",
+        ),
+    ),
+    "online_handling": (
+        1.0,
+        ("{name}可以在网上办理吗？", "{name}能不能网上申请，不用跑窗口？"),
+        (
+            "Can I apply for {name} online?",
+            "Is it possible to do {name} online instead of going to a window?",
+        ),
+    ),
+    "consultation_method": (
+        1.0,
+        ("关于{name}，咨询电话是多少？", "{name}有问题可以打哪个电话咨询？"),
+        ("What number can I call about {name}?", "Who do I contact with questions about {name}?"),
+    ),
+    "processing_time": (
+        1.0,
+        ("{name}的窗口办理时间是几点到几点？", "什么时间可以去办{name}？"),
+        ("What are the opening hours for {name}?", "When can I go to the window for {name}?"),
+    ),
+    "legal_basis": (
+        1.0,
+        ("{name}的设定依据是哪些法律法规？", "办理{name}是依据哪部法规？"),
+        ("What is the legal basis for {name}?", "Which laws and regulations govern {name}?"),
+    ),
     "service_object": (0.7, ("哪些人或单位可以申请{name}？",), ("Who can apply for {name}?",)),
-    "handling_agency": (0.7, ("{name}由哪个部门负责办理？",), ("Which agency is responsible for {name}?",)),
-    "": (1.5, ("我想办理{name}，需要做些什么？", "请介绍一下{name}怎么办理。"), (
-        "I need {name}. What do I have to do?", "Can you explain how to get {name}?")),
+    "handling_agency": (
+        0.7,
+        ("{name}由哪个部门负责办理？",),
+        ("Which agency is responsible for {name}?",),
+    ),
+    "": (
+        1.5,
+        ("我想办理{name}，需要做些什么？", "请介绍一下{name}怎么办理。"),
+        ("I need {name}. What do I have to do?", "Can you explain how to get {name}?"),
+    ),
 }
-_FOCUS = {"zh": "这一次请重点询问“{label}”方面的内容。", "en": "This time, ask about the item's {label}."}
+_FOCUS = {
+    "zh": "这一次请重点询问“{label}”方面的内容。",
+    "en": "This time, ask about the item's {label}.",
+}
 
 # Colloquial questions: field -> (zh, en) phrasings; {s} is the citizen's situation built from an
 # alias ("我想开小饭馆" / "I want to open a small restaurant"), never the item's official name.
 COLLOQUIAL: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "application_materials": (("{s}，需要准备哪些材料？", "{s}，得带什么资料去办？", "{s}，要交哪些申请材料？"), (
-        "{s}. What documents do I need to prepare?", "{s}. What paperwork should I bring?",
-        "{s}. Which materials do I have to submit?")),
-    "procedure": (("{s}，要走哪些步骤？", "{s}，具体该怎么申请，流程是怎样的？", "{s}，手续怎么办？"), (
-        "{s}. What steps do I have to go through?", "{s}. How do I apply, step by step?", "{s}. What is the procedure?")),
-    "requirements": (("{s}，需要满足什么条件？", "{s}，有什么条件要求吗？", "{s}，什么情况下才能办？"), (
-        "{s}. What conditions do I have to meet?", "{s}. Am I eligible, and what are the requirements?",
-        "{s}. What criteria must I satisfy?")),
-    "committed_time_limit": (("{s}，办下来大概要多久？", "{s}，一般几天能办好？", "{s}，交了材料以后多久能有结果？"), (
-        "{s}. How long will it take to get a result?", "{s}. How soon can it be done?",
-        "{s}. How many working days does it usually take?")),
-    "statutory_time_limit": (("{s}，按规定最长多少个工作日要办完？", "{s}，法定期限是多久？"), (
-        "{s}. What is the longest it can take by law?", "{s}. What is the statutory time limit?")),
-    "fee_standard": (("{s}，办这个要交钱吗？", "{s}，要花多少钱？", "{s}，收不收费？"), (
-        "{s}. Is there a fee?", "{s}. How much will it cost me?", "{s}. Do I have to pay anything?")),
-    "processing_location": (("{s}，要去哪里办？", "{s}，该去哪个窗口？", "{s}，办理地点在哪儿？"), (
-        "{s}. Where do I go to apply?", "{s}. Which office handles this?", "{s}. What is the address I go to?")),
-    "online_handling": (("{s}，能不能在网上办？", "{s}，可以线上申请吗？"), (
-        "{s}. Can I do it online?", "{s}. Can I apply on the website instead of queuing?")),
-    "consultation_method": (("{s}，有问题可以打哪个电话咨询？", "{s}，找谁咨询，电话多少？"), (
-        "{s}. What number can I call with questions?", "{s}. Who can I contact for advice?")),
-    "processing_time": (("{s}，什么时间可以去窗口办？", "{s}，窗口几点上班？"), (
-        "{s}. What are the opening hours?", "{s}. When can I go to the window?")),
-    "legal_basis": (("{s}，办这个是依据哪些法律法规？", "{s}，有什么政策规定作依据？"), (
-        "{s}. Which laws and regulations apply?", "{s}. What is the legal basis for this?")),
+    "application_materials": (
+        ("{s}，需要准备哪些材料？", "{s}，得带什么资料去办？", "{s}，要交哪些申请材料？"),
+        (
+            "{s}. What documents do I need to prepare?",
+            "{s}. What paperwork should I bring?",
+            "{s}. Which materials do I have to submit?",
+        ),
+    ),
+    "procedure": (
+        ("{s}，要走哪些步骤？", "{s}，具体该怎么申请，流程是怎样的？", "{s}，手续怎么办？"),
+        (
+            "{s}. What steps do I have to go through?",
+            "{s}. How do I apply, step by step?",
+            "{s}. What is the procedure?",
+        ),
+    ),
+    "requirements": (
+        ("{s}，需要满足什么条件？", "{s}，有什么条件要求吗？", "{s}，什么情况下才能办？"),
+        (
+            "{s}. What conditions do I have to meet?",
+            "{s}. Am I eligible, and what are the requirements?",
+            "{s}. What criteria must I satisfy?",
+        ),
+    ),
+    "committed_time_limit": (
+        ("{s}，办下来大概要多久？", "{s}，一般几天能办好？", "{s}，交了材料以后多久能有结果？"),
+        (
+            "{s}. How long will it take to get a result?",
+            "{s}. How soon can it be done?",
+            "{s}. How many working days does it usually take?",
+        ),
+    ),
+    "statutory_time_limit": (
+        ("{s}，按规定最长多少个工作日要办完？", "{s}，法定期限是多久？"),
+        ("{s}. What is the longest it can take by law?", "{s}. What is the statutory time limit?"),
+    ),
+    "fee_standard": (
+        ("{s}，办这个要交钱吗？", "{s}，要花多少钱？", "{s}，收不收费？"),
+        (
+            "{s}. Is there a fee?",
+            "{s}. How much will it cost me?",
+            "{s}. Do I have to pay anything?",
+        ),
+    ),
+    "processing_location": (
+        ("{s}，要去哪里办？", "{s}，该去哪个窗口？", "{s}，办理地点在哪儿？"),
+        (
+            "{s}. Where do I go to apply?",
+            "{s}. Which office handles this?",
+            "{s}. What is the address I go to?",
+        ),
+    ),
+    "online_handling": (
+        ("{s}，能不能在网上办？", "{s}，可以线上申请吗？"),
+        ("{s}. Can I do it online?", "{s}. Can I apply on the website instead of queuing?"),
+    ),
+    "consultation_method": (
+        ("{s}，有问题可以打哪个电话咨询？", "{s}，找谁咨询，电话多少？"),
+        ("{s}. What number can I call with questions?", "{s}. Who can I contact for advice?"),
+    ),
+    "processing_time": (
+        ("{s}，什么时间可以去窗口办？", "{s}，窗口几点上班？"),
+        ("{s}. What are the opening hours?", "{s}. When can I go to the window?"),
+    ),
+    "legal_basis": (
+        ("{s}，办这个是依据哪些法律法规？", "{s}，有什么政策规定作依据？"),
+        ("{s}. Which laws and regulations apply?", "{s}. What is the legal basis for this?"),
+    ),
     "service_object": (("{s}，哪些人或单位可以申请？",), ("{s}. Who can apply for this?",)),
-    "handling_agency": (("{s}，应该找哪个部门办？",), ("{s}. Which agency is responsible for this?",)),
-    "": (("{s}，需要做些什么？", "{s}，该从哪儿着手？"), ("{s}. What do I have to do?", "{s}. Where do I start?")),
+    "handling_agency": (
+        ("{s}，应该找哪个部门办？",),
+        ("{s}. Which agency is responsible for this?",),
+    ),
+    "": (
+        ("{s}，需要做些什么？", "{s}，该从哪儿着手？"),
+        ("{s}. What do I have to do?", "{s}. Where do I start?"),
+    ),
 }
-_SITUATION = {"zh": ("我想{a}", "打算{a}", "准备{a}", "要是想{a}"),
-              "en": ("I want to {a}", "I'm planning to {a}", "We would like to {a}")}
+_SITUATION = {
+    "zh": ("我想{a}", "打算{a}", "准备{a}", "要是想{a}"),
+    "en": ("I want to {a}", "I'm planning to {a}", "We would like to {a}"),
+}
 # A family member's situation in a citizen's words (said in 3 of 4 colloquial questions about a variant).
 _VARIANT_SITUATION = {
-    "新建": "我想{a}，是全新的项目", "New Construction": "I want to {a}; it is a brand-new project",
+    "新建": "我想{a}，是全新的项目",
+    "New Construction": "I want to {a}; it is a brand-new project",
     "变更": "之前为{a}办过手续，现在有些内容要变更",
     "Modification": "I already went through this to {a}, but some of the details have changed",
     "改扩建": "之前为{a}已经批过，现在要改扩建",
     "Renovation and Expansion": "We were approved to {a} before and now want to expand",
-    "首次申请": "我想{a}，以前从没办过", "First Application": "I want to {a} and have never applied before",
+    "首次申请": "我想{a}，以前从没办过",
+    "First Application": "I want to {a} and have never applied before",
     "延续": "之前为{a}办的证快到期了，想续办",
     "Renewal": "The permit I got to {a} is about to expire and I want to keep it",
-    "注销": "之前为{a}办过证，现在不做了想注销", "Cancellation": "I got permission to {a}, but I've stopped and want to cancel it",
-    "新办": "我想{a}，以前没办过", "New Application": "I want to {a} for the first time",
+    "注销": "之前为{a}办过证，现在不做了想注销",
+    "Cancellation": "I got permission to {a}, but I've stopped and want to cancel it",
+    "新办": "我想{a}，以前没办过",
+    "New Application": "I want to {a} for the first time",
 }
 _REGION = {"zh": "我在{r}，", "en": "I live in {r}. "}
 _SAY_REGION = 0.5  # share of colloquial questions about a multi-region service that say the region
@@ -174,10 +306,16 @@ STYLES = ("named", "colloquial", "ambiguous")
 
 
 # --------------------------------------------------------------------------- planning
-def plan_questions(corpus: pd.DataFrame, per_doc: int, limit: int | None, seed: int) -> pd.DataFrame:
+def plan_questions(
+    corpus: pd.DataFrame, per_doc: int, limit: int | None, seed: int
+) -> pd.DataFrame:
     """The (question_id, doc_id, k) slots: `per_doc` per document, then a seeded sample of `limit`."""
-    slots = pd.DataFrame({"doc_id": [d for d in corpus["doc_id"].astype(str) for _ in range(per_doc)],
-                          "k": [k for _ in range(len(corpus)) for k in range(per_doc)]})
+    slots = pd.DataFrame(
+        {
+            "doc_id": [d for d in corpus["doc_id"].astype(str) for _ in range(per_doc)],
+            "k": [k for _ in range(len(corpus)) for k in range(per_doc)],
+        }
+    )
     slots.insert(0, "question_id", [f"Q{i + 1:05d}" for i in range(len(slots))])
     if limit is not None and limit < len(slots):
         slots = slots.sample(n=limit, random_state=seed).sort_index()
@@ -213,8 +351,9 @@ def situations_of(record: dRecord, lang: str) -> list[str]:
     return [f"{form}，属于{qualifier}的情况" if qualifier else form]
 
 
-def assign_styles(corpus: pd.DataFrame, slots: pd.DataFrame, shares: dict[str, float], seed: int,
-                  lang: str = "zh") -> list[str]:
+def assign_styles(
+    corpus: pd.DataFrame, slots: pd.DataFrame, shares: dict[str, float], seed: int, lang: str = "zh"
+) -> list[str]:
     """One style per slot: quotas from `shares` (largest remainder), slots drawn in a seeded order.
 
     Only a family variant can get an `ambiguous` question and only an item a citizen can be made to
@@ -229,21 +368,36 @@ def assign_styles(corpus: pd.DataFrame, slots: pd.DataFrame, shares: dict[str, f
         quota[s] += 1
     ids = corpus["doc_id"].astype(str)
     # A placeholder variant (无) is no variant; aliases that are all placeholders are none.
-    has = {"ambiguous": [not is_missing(v) for v in corpus["variant"]] if "variant" in corpus else [False] * len(ids),
-           "colloquial": [bool(situations_of(r, lang)) for r in corpus.to_dict("records")]}
+    has = {
+        "ambiguous": [not is_missing(v) for v in corpus["variant"]]
+        if "variant" in corpus
+        else [False] * len(ids),
+        "colloquial": [bool(situations_of(r, lang)) for r in corpus.to_dict("records")],
+    }
     capable = {s: dict(zip(ids, flags, strict=True)) for s, flags in has.items()}
     order = list(range(n))
     random.Random(f"{seed}|styles").shuffle(order)
     styles = ["named"] * n
     for style in ("ambiguous", "colloquial"):
-        picked = [i for i in order if styles[i] == "named" and capable[style][str(slots["doc_id"].iloc[i])]]
+        picked = [
+            i
+            for i in order
+            if styles[i] == "named" and capable[style][str(slots["doc_id"].iloc[i])]
+        ]
         picked = picked[: quota[style]]
         for i in picked:
             styles[i] = style
         if len(picked) < quota[style]:
-            why = "family variants" if style == "ambiguous" else "items with aliases or a keyword form"
-            warnings.warn(f"questions.styles: {quota[style]} {style} questions asked for, but only {len(picked)} "
-                          f"slots are {why}; the other {quota[style] - len(picked)} are named", stacklevel=3)
+            why = (
+                "family variants"
+                if style == "ambiguous"
+                else "items with aliases or a keyword form"
+            )
+            warnings.warn(
+                f"questions.styles: {quota[style]} {style} questions asked for, but only {len(picked)} "
+                f"slots are {why}; the other {quota[style] - len(picked)} are named",
+                stacklevel=3,
+            )
     return styles
 
 
@@ -251,18 +405,24 @@ def _with_variant(base: str, variant: str, lang: str) -> str:
     return f"{base}（{variant}）" if lang == "zh" else f"{base} ({variant})"
 
 
-def _name_phrase(record: dRecord, lang: str, rng: random.Random, style: str, name_region: bool) -> str:
+def _name_phrase(
+    record: dRecord, lang: str, rng: random.Random, style: str, name_region: bool
+) -> str:
     """How a question names the item; placeholders (无, /, ...) are never said, a variant never twice."""
     name, variant = clean(record["item_name"]), clean(record.get("variant"))
     if style == "ambiguous":  # the family's base service: the citizen does not say which variant
         name = strip_variant(name, variant)
-    elif variant and rng.random() < 0.4:  # the colloquial form of a family member: "注销食品经营许可"
+    elif (
+        variant and rng.random() < 0.4
+    ):  # the colloquial form of a family member: "注销食品经营许可"
         base = strip_variant(name, variant)
         if not short_variant(variant, lang):
             name = _with_variant(base, variant, lang)
         else:
             name = f"{variant}{base}" if lang == "zh" else f"{base} for {variant.lower()}"
-    elif variant and variant not in name:  # the exact item: a variant kept in its own column is said
+    elif (
+        variant and variant not in name
+    ):  # the exact item: a variant kept in its own column is said
         name = _with_variant(name, variant, lang)
     name = flatten_brackets(name)  # "换领（残损换新（户籍地））" is said "换领（残损换新、户籍地）"
     region = clean(record.get("region"))
@@ -279,8 +439,15 @@ def _situation(record: dRecord, lang: str, rng: random.Random) -> str:
     return rng.choice(_SITUATION[lang]).replace("{a}", alias)
 
 
-def template_question(record: dRecord, field: str, lang: str, seed: int, k: int, style: str = "named",
-                      name_region: bool = False) -> str:
+def template_question(
+    record: dRecord,
+    field: str,
+    lang: str,
+    seed: int,
+    k: int,
+    style: str = "named",
+    name_region: bool = False,
+) -> str:
     """One template question about `field` ("" = general) of one item; deterministic in (seed, doc_id, k).
 
     Args:
@@ -304,7 +471,9 @@ def template_question(record: dRecord, field: str, lang: str, seed: int, k: int,
         say_region = name_region and rng.random() < _SAY_REGION and bool(region)
         return tidy_question((_REGION[lang].replace("{r}", region) if say_region else "") + text)
     phrasings = _phrasings(TEMPLATES[field][1 if zh else 2], yes_no_fee)
-    return tidy_question(rng.choice(phrasings).replace("{name}", _name_phrase(record, lang, rng, style, name_region)))
+    return tidy_question(
+        rng.choice(phrasings).replace("{name}", _name_phrase(record, lang, rng, style, name_region))
+    )
 
 
 def _phrasings(options: tuple[str, ...], yes_no_fee: bool) -> tuple[str, ...]:
@@ -314,16 +483,19 @@ def _phrasings(options: tuple[str, ...], yes_no_fee: bool) -> tuple[str, ...]:
     return tuple(p for p in options if "多少钱" not in p and "how much" not in p.lower()) or options
 
 
-def _template_rows(corpus: pd.DataFrame, slots: pd.DataFrame, styles: dict[str, str], lang: str,
-                   seed: int) -> list[dRecord]:
+def _template_rows(
+    corpus: pd.DataFrame, slots: pd.DataFrame, styles: dict[str, str], lang: str, seed: int
+) -> list[dRecord]:
     records = {str(r["doc_id"]): r for r in corpus.to_dict("records")}
     names = corpus["item_name"].astype(str)
     shared_name = names.map(names.value_counts()) > 1
     # A base service offered by several regions (its items or families exist in more than one).
     bases = names.map(base_name)
     shared_base = bases.map(corpus.groupby(bases)["region"].nunique()) > 1
-    shared = {"named": dict(zip(corpus["doc_id"].astype(str), shared_name, strict=True)),
-              "base": dict(zip(corpus["doc_id"].astype(str), shared_base, strict=True))}
+    shared = {
+        "named": dict(zip(corpus["doc_id"].astype(str), shared_name, strict=True)),
+        "base": dict(zip(corpus["doc_id"].astype(str), shared_base, strict=True)),
+    }
     rows = []
     for qid, doc_id, k in slots.itertuples(index=False):
         rec, style = records[doc_id], styles[qid]
@@ -331,8 +503,19 @@ def _template_rows(corpus: pd.DataFrame, slots: pd.DataFrame, styles: dict[str, 
         field = order[k % len(order)]
         region = shared["named" if style == "named" else "base"][doc_id]
         q = template_question(rec, field, lang, seed, k, style=style, name_region=region)
-        rows.append(dict(question_id=qid, doc_id=doc_id, question=q, asked_field=field, generator="template",
-                         style=style, **_no_call("template"), error="", raw=""))
+        rows.append(
+            dict(
+                question_id=qid,
+                doc_id=doc_id,
+                question=q,
+                asked_field=field,
+                generator="template",
+                style=style,
+                **_no_call("template"),
+                error="",
+                raw="",
+            )
+        )
     return rows
 
 
@@ -340,25 +523,39 @@ def _template_rows(corpus: pd.DataFrame, slots: pd.DataFrame, styles: dict[str, 
 def question_prompt_template(lang: str) -> str:
     """The packaged role-play prompt (`cube/prompts/<lang>/question_generation.txt`)."""
     if lang not in FIELD_LABELS:
-        raise QuestionError(f"no question-generation prompt for lang {lang!r}; expected one of {sorted(FIELD_LABELS)}")
-    return resources.files("cube").joinpath("prompts", lang, "question_generation.txt").read_text(encoding="utf-8")
+        raise QuestionError(
+            f"no question-generation prompt for lang {lang!r}; expected one of {sorted(FIELD_LABELS)}"
+        )
+    return (
+        resources.files("cube")
+        .joinpath("prompts", lang, "question_generation.txt")
+        .read_text(encoding="utf-8")
+    )
 
 
 def render_question_prompt(template: str, document: str, lang: str, asked_field: str = "") -> str:
     """Fill `{document}` and `{focus}` in one pass (a document containing "{focus}" stays literal)."""
     focus = _FOCUS[lang].replace("{label}", FIELD_LABELS[lang][asked_field]) if asked_field else ""
-    safe_doc = document.replace("</document>", "</ document>")  # the guide cannot close its own delimiter
+    safe_doc = document.replace(
+        "</document>", "</ document>"
+    )  # the guide cannot close its own delimiter
     values = {"document": safe_doc, "focus": focus}
     return re.sub(r"\{(document|focus)\}", lambda m: values[m.group(1)], template)
 
 
-_PREFIX = re.compile(r"^(?:[*#>\s]*)(?:用户问题|问题|提问|咨询|question|q)\s*\d*\s*[*]*\s*[:：]\s*", re.IGNORECASE)
+_PREFIX = re.compile(
+    r"^(?:[*#>\s]*)(?:用户问题|问题|提问|咨询|question|q)\s*\d*\s*[*]*\s*[:：]\s*", re.IGNORECASE
+)
 _QUOTES = " \t\"'“”‘’「」『』`*"
 
 
 _CUT_JSON = re.compile(r'^\s*\{\s*"question"\s*:\s*"((?:[^"\\]|\\.)*)', re.S)
-QUESTION_SCHEMA = {"type": "object", "properties": {"question": {"type": "string", "minLength": 1}},
-                   "required": ["question"], "additionalProperties": False}  # sent where structured_output allows
+QUESTION_SCHEMA = {
+    "type": "object",
+    "properties": {"question": {"type": "string", "minLength": 1}},
+    "required": ["question"],
+    "additionalProperties": False,
+}  # sent where structured_output allows
 
 
 def clean_question(reply: str) -> str:
@@ -370,7 +567,9 @@ def clean_question(reply: str) -> str:
         data = None
     if isinstance(data, dict) and isinstance(data.get("question"), str):
         reply = data["question"]
-    elif cut := _CUT_JSON.match(reply):  # constrained JSON cut off by max_tokens: the question so far
+    elif cut := _CUT_JSON.match(
+        reply
+    ):  # constrained JSON cut off by max_tokens: the question so far
         reply = cut.group(1)
     for line in reply.splitlines():
         q = line.strip()
@@ -382,11 +581,15 @@ def clean_question(reply: str) -> str:
     return ""
 
 
-def question_requests(params: Params, corpus: pd.DataFrame, slots: pd.DataFrame) -> tuple[list[Request], list[str]]:
+def question_requests(
+    params: Params, corpus: pd.DataFrame, slots: pd.DataFrame
+) -> tuple[list[Request], list[str]]:
     """The LLM generator's calls for the question slots (`plan_questions`), and each one's asked field:
     what `build_questions` sends, and what `cube plan` counts."""
     if params.questions.model is None:
-        raise QuestionError("questions.generator 'llm' needs questions.model (a name under `models:` or an inline spec)")
+        raise QuestionError(
+            "questions.generator 'llm' needs questions.model (a name under `models:` or an inline spec)"
+        )
     lang, seed = params.lang, params.questions.seed
     template = question_prompt_template(lang)
     version = "question_generation/" + hashlib.sha256(template.encode()).hexdigest()[:12]
@@ -398,27 +601,54 @@ def question_requests(params: Params, corpus: pd.DataFrame, slots: pd.DataFrame)
         focus = [f for f in _field_order(rec, seed) if f]
         field = "" if k == 0 or not focus else focus[(k - 1) % len(focus)]
         prompt = render_question_prompt(template, str(rec["text"]), lang, field)
-        requests.append(Request(
-            messages=({"role": "user", "content": prompt},), template_version=version, sample=k, schema=QUESTION_SCHEMA,
-            context={"task": ROLE, "doc_id": doc_id, "item_name": rec["item_name"], "document": rec["text"],
-                     "lang": lang, "asked_field": field, "record": rec}))
+        requests.append(
+            Request(
+                messages=({"role": "user", "content": prompt},),
+                template_version=version,
+                sample=k,
+                schema=QUESTION_SCHEMA,
+                context={
+                    "task": ROLE,
+                    "doc_id": doc_id,
+                    "item_name": rec["item_name"],
+                    "document": rec["text"],
+                    "lang": lang,
+                    "asked_field": field,
+                    "record": rec,
+                },
+            )
+        )
         fields.append(field)
     return requests, fields
 
 
-def _llm_rows(params: Params, corpus: pd.DataFrame, slots: pd.DataFrame, cache_path: Path | None) -> list[dRecord]:
+def _llm_rows(
+    params: Params, corpus: pd.DataFrame, slots: pd.DataFrame, cache_path: Path | None
+) -> list[dRecord]:
     requests, fields = question_requests(params, corpus, slots)
     model = make_model(params.model(params.questions.model), cache_path)  # type: ignore[arg-type]
     responses = model.complete(requests, role=ROLE, desc="questions")
     rows = []
-    for (qid, doc_id, _k), field, resp in zip(slots.itertuples(index=False), fields, responses, strict=True):
+    for (qid, doc_id, _k), field, resp in zip(
+        slots.itertuples(index=False), fields, responses, strict=True
+    ):
         question = clean_question(resp.text or "") if resp.ok else ""
         error = "" if resp.ok else (resp.error or "no reply")
         if resp.ok and not question:
             error = "empty question after cleaning the reply"
-        rows.append(dict(question_id=qid, doc_id=doc_id, question=question, asked_field=field,
-                         generator=f"llm:{model.name}", style="", **response_accounting(resp, ROLE), error=error,
-                         raw=resp.text or ""))
+        rows.append(
+            dict(
+                question_id=qid,
+                doc_id=doc_id,
+                question=question,
+                asked_field=field,
+                generator=f"llm:{model.name}",
+                style="",
+                **response_accounting(resp, ROLE),
+                error=error,
+                raw=resp.text or "",
+            )
+        )
     return rows
 
 
@@ -439,12 +669,23 @@ def load_questions_file(path: str | Path, corpus: pd.DataFrame) -> pd.DataFrame:
         raise QuestionError(str(err)) from None
     missing = [c for c in ("question", "doc_id") if c not in raw.columns]
     if missing:
-        raise QuestionError(f"{path}: missing column(s) {missing}; expected 'question' and 'doc_id' "
-                            f"('question_id', 'asked_field', 'style' optional); columns found: {[str(c) for c in raw.columns]}")
-    df = pd.DataFrame({c: raw[c].fillna("").astype(str).str.strip() for c in ("question", "doc_id")})
-    df["question_id"] = (raw["question_id"].fillna("").astype(str).str.strip() if "question_id" in raw.columns
-                         else [f"Q{i + 1:05d}" for i in range(len(raw))])
-    df["asked_field"] = raw["asked_field"].fillna("").astype(str).str.strip() if "asked_field" in raw.columns else ""
+        raise QuestionError(
+            f"{path}: missing column(s) {missing}; expected 'question' and 'doc_id' "
+            f"('question_id', 'asked_field', 'style' optional); columns found: {[str(c) for c in raw.columns]}"
+        )
+    df = pd.DataFrame(
+        {c: raw[c].fillna("").astype(str).str.strip() for c in ("question", "doc_id")}
+    )
+    df["question_id"] = (
+        raw["question_id"].fillna("").astype(str).str.strip()
+        if "question_id" in raw.columns
+        else [f"Q{i + 1:05d}" for i in range(len(raw))]
+    )
+    df["asked_field"] = (
+        raw["asked_field"].fillna("").astype(str).str.strip()
+        if "asked_field" in raw.columns
+        else ""
+    )
     df["style"] = raw["style"].fillna("").astype(str).str.strip() if "style" in raw.columns else ""
 
     def rows(mask: pd.Series) -> str:
@@ -454,9 +695,16 @@ def load_questions_file(path: str | Path, corpus: pd.DataFrame) -> pd.DataFrame:
     checks = [
         (df["question"].eq(""), "empty question", None),
         (df["question_id"].eq(""), "empty question_id", None),
-        (~df["doc_id"].isin(set(corpus["doc_id"].astype(str))), "doc_id not in the corpus", "doc_id"),
-        (~df["asked_field"].isin(set(CORPUS_FIELDS) | {""}),
-         f"asked_field not one of {list(CORPUS_FIELDS)} or empty", "asked_field"),
+        (
+            ~df["doc_id"].isin(set(corpus["doc_id"].astype(str))),
+            "doc_id not in the corpus",
+            "doc_id",
+        ),
+        (
+            ~df["asked_field"].isin(set(CORPUS_FIELDS) | {""}),
+            f"asked_field not one of {list(CORPUS_FIELDS)} or empty",
+            "asked_field",
+        ),
     ]
     for mask, what, col in checks:
         if mask.any():
@@ -464,8 +712,10 @@ def load_questions_file(path: str | Path, corpus: pd.DataFrame) -> pd.DataFrame:
             raise QuestionError(f"{path}: {what} at {rows(mask)}{values}")
     dup = df["question_id"].duplicated(keep=False)
     if dup.any():
-        raise QuestionError(f"{path}: duplicate question_id(s) {sorted(set(df.loc[dup, 'question_id']))[:10]} "
-                            f"at {rows(dup)}")
+        raise QuestionError(
+            f"{path}: duplicate question_id(s) {sorted(set(df.loc[dup, 'question_id']))[:10]} "
+            f"at {rows(dup)}"
+        )
     df["generator"] = "file"
     for col, value in _no_call("file").items():
         df[col] = value
@@ -474,8 +724,9 @@ def load_questions_file(path: str | Path, corpus: pd.DataFrame) -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------------- entry points
-def build_questions(params: Params, corpus: pd.DataFrame, cache_path: Path | None = None,
-                    base_dir: Path = Path(".")) -> pd.DataFrame:
+def build_questions(
+    params: Params, corpus: pd.DataFrame, cache_path: Path | None = None, base_dir: Path = Path(".")
+) -> pd.DataFrame:
     """The run's question set (`QUESTION_TABLE_COLUMNS`), by `questions.generator`.
 
     Args:
@@ -500,7 +751,13 @@ def build_questions(params: Params, corpus: pd.DataFrame, cache_path: Path | Non
     if qp.generator == "template":
         # Styles are dealt over the full plan, so a question keeps its style (and text) under `limit`.
         full = plan_questions(corpus, qp.per_doc, None, qp.seed)
-        styles = dict(zip(full["question_id"], assign_styles(corpus, full, qp.styles, qp.seed, params.lang), strict=True))
+        styles = dict(
+            zip(
+                full["question_id"],
+                assign_styles(corpus, full, qp.styles, qp.seed, params.lang),
+                strict=True,
+            )
+        )
         rows = _template_rows(corpus, slots, styles, params.lang, qp.seed)
     else:
         rows = _llm_rows(params, corpus, slots, cache_path)
@@ -509,6 +766,10 @@ def build_questions(params: Params, corpus: pd.DataFrame, cache_path: Path | Non
 
 def usable_questions(questions: pd.DataFrame) -> tuple[pd.DataFrame, int]:
     """The questions that can be asked (non-empty, no error) and how many were dropped."""
-    err = questions["error"].fillna("").astype(str) if "error" in questions.columns else pd.Series("", index=questions.index)
+    err = (
+        questions["error"].fillna("").astype(str)
+        if "error" in questions.columns
+        else pd.Series("", index=questions.index)
+    )
     ok = questions["question"].fillna("").astype(str).str.strip().ne("") & err.eq("")
     return questions[ok].reset_index(drop=True), int((~ok).sum())

@@ -63,34 +63,74 @@ MIN_NAME_CHARS = {"zh": 4, "en": 8}
 # Call k asks about life area THEMES[lang][k % len]: the calls' prompts differ, so a model sampled
 # at temperature 0 (same prompt, same reply) still gives new questions in each call.
 THEMES = {
-    "zh": ["交通出行", "医疗健康", "子女教育", "文化体育", "宠物与动物", "户外运动", "金融保险", "旅游度假", "婚育家庭",
-           "养老服务", "新兴行业经营", "海洋与渔业"],
-    "en": ["transport", "health care", "children's education", "culture and sport", "pets and animals",
-           "outdoor activities", "finance and insurance", "travel", "marriage and family", "elderly care",
-           "new kinds of business", "sea and fishing"],
+    "zh": [
+        "交通出行",
+        "医疗健康",
+        "子女教育",
+        "文化体育",
+        "宠物与动物",
+        "户外运动",
+        "金融保险",
+        "旅游度假",
+        "婚育家庭",
+        "养老服务",
+        "新兴行业经营",
+        "海洋与渔业",
+    ],
+    "en": [
+        "transport",
+        "health care",
+        "children's education",
+        "culture and sport",
+        "pets and animals",
+        "outdoor activities",
+        "finance and insurance",
+        "travel",
+        "marriage and family",
+        "elderly care",
+        "new kinds of business",
+        "sea and fishing",
+    ],
 }
-_MARKER = re.compile(r"^\s*(?:[-*•·]+|\d{1,3}\s*[.、．)）:：]|[（(]\s*\d{1,3}\s*[)）]|[\u2460-\u2473])\s*")
+_MARKER = re.compile(
+    r"^\s*(?:[-*•·]+|\d{1,3}\s*[.、．)）:：]|[（(]\s*\d{1,3}\s*[)）]|[\u2460-\u2473])\s*"
+)
 _PREFIX = re.compile(r"^(?:问题|提问|question|q)\s*\d*\s*[:：]\s*", re.IGNORECASE)
 # A theme label the model put before a question ("[旅游度假] …", "【婚育家庭】…") or after its
 # question mark ("…？（交通出行）", "…? (transport)"); a label has no digit ("[A-3]" stays).
-_LABEL = re.compile(r"^[\[【][^\]】\d\n]{1,20}[\]】]\s*(?=\S)|(?<=[?？])\s*[（(【\[][^）)】\]\d\n]{1,20}[）)】\]]$")
+_LABEL = re.compile(
+    r"^[\[【][^\]】\d\n]{1,20}[\]】]\s*(?=\S)|(?<=[?？])\s*[（(【\[][^）)】\]\d\n]{1,20}[）)】\]]$"
+)
 # A note the model put after the question mark ("…？——该事项由…主管", "…? — handled by …", "…？理由：…").
-_NOTE = re.compile(r"(?<=[?？])\s*(?:[—–]+|-{1,2}|(?:理由|说明|原因|备注|注|reason|note|because)\s*[:：]).*$", re.IGNORECASE)
-_THINKING = re.compile(r"<think>.*?(?:</think>|\Z)", re.IGNORECASE | re.DOTALL)  # a reasoning model's thinking
+_NOTE = re.compile(
+    r"(?<=[?？])\s*(?:[—–]+|-{1,2}|(?:理由|说明|原因|备注|注|reason|note|because)\s*[:：]).*$",
+    re.IGNORECASE,
+)
+_THINKING = re.compile(
+    r"<think>.*?(?:</think>|\Z)", re.IGNORECASE | re.DOTALL
+)  # a reasoning model's thinking
 _ITEM_KEYS = ("question", "q", "text", "content", "问题")
 _QUOTES = " \t\"'“”‘’「」『』`*,，"
 _PUNCT = re.compile(r"[\W_]+")
 _STRING = re.compile(r'"((?:[^"\\\n]|\\.)*)"(?=\s*[,\]])')
-_QUESTION = re.compile(r"[?？]$|吗|呢|怎么|如何|哪|什么|多少|是否|能否|请问|"
-                       r"^(how|what|where|when|which|who|whom|why|can|could|do|does|is|are|should|may|i want|i'd like)\b",
-                       re.IGNORECASE)
+_QUESTION = re.compile(
+    r"[?？]$|吗|呢|怎么|如何|哪|什么|多少|是否|能否|请问|"
+    r"^(how|what|where|when|which|who|whom|why|can|could|do|does|is|are|should|may|i want|i'd like)\b",
+    re.IGNORECASE,
+)
 
 
 def refusal_prompt_template(lang: str) -> str:
     """The packaged role-play prompt (`cube/prompts/<lang>/refusal_generation.txt`)."""
     if lang not in MIN_NAME_CHARS:
-        raise ValueError(f"no refusal-generation prompt for lang {lang!r}; expected one of {sorted(MIN_NAME_CHARS)}")
-    return resources.files("cube").joinpath("prompts", lang, "refusal_generation.txt").read_text(encoding="utf-8")
+        raise ValueError(
+            f"no refusal-generation prompt for lang {lang!r}; expected one of {sorted(MIN_NAME_CHARS)}"
+        )
+    return (
+        resources.files("cube")
+        .joinpath("prompts", lang, "refusal_generation.txt")
+        .read_text(encoding="utf-8")
+    )
 
 
 def covered(corpus: pd.DataFrame) -> tuple[list[str], list[str]]:
@@ -98,19 +138,27 @@ def covered(corpus: pd.DataFrame) -> tuple[list[str], list[str]]:
     from cube.config.phrasing import base_name
 
     def unique(values: Any) -> list[str]:
-        return list(dict.fromkeys(v for v in (str(x).strip() for x in values if not pd.isna(x)) if v))
+        return list(
+            dict.fromkeys(v for v in (str(x).strip() for x in values if not pd.isna(x)) if v)
+        )
 
     departments = unique(corpus["department"]) if "department" in corpus else []
     return departments, unique(base_name(n) for n in corpus["item_name"].fillna(""))
 
 
-def render_refusal_prompt(template: str, corpus: pd.DataFrame, lang: str, n: int, call: int = 0) -> str:
+def render_refusal_prompt(
+    template: str, corpus: pd.DataFrame, lang: str, n: int, call: int = 0
+) -> str:
     """Fill `{n}`, `{theme}` (`THEMES`, by `call`), `{departments}` and `{items}` in one pass; the
     list cannot close its delimiter."""
     departments, items = covered(corpus)
     sep = "、" if lang == "zh" else ", "
-    values = {"n": str(n), "theme": THEMES[lang][call % len(THEMES[lang])], "departments": sep.join(departments) or "-",
-              "items": "\n".join(f"- {i}" for i in items[:MAX_LISTED]) or "-"}
+    values = {
+        "n": str(n),
+        "theme": THEMES[lang][call % len(THEMES[lang])],
+        "departments": sep.join(departments) or "-",
+        "items": "\n".join(f"- {i}" for i in items[:MAX_LISTED]) or "-",
+    }
     values = {k: v.replace("</covered>", "</ covered>") for k, v in values.items()}
     return re.sub(r"\{(n|theme|departments|items)\}", lambda m: values[m.group(1)], template)
 
@@ -146,9 +194,9 @@ def _listed(got: Any) -> list[str]:
 def _python_list(reply: str) -> list[str]:
     """The questions of a Python list literal of strings (['…', '…']: single quotes, not JSON)."""
     for m in re.finditer(r"\[\s*'", reply):
-        for close in re.finditer(r"\]", reply[m.start():]):
+        for close in re.finditer(r"\]", reply[m.start() :]):
             try:
-                got = ast.literal_eval(reply[m.start():m.start() + close.end()])
+                got = ast.literal_eval(reply[m.start() : m.start() + close.end()])
             except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
                 continue
             if _listed(got):
@@ -159,7 +207,9 @@ def _python_list(reply: str) -> list[str]:
 
 def _json_questions(reply: str) -> list[str] | None:
     decoder = json.JSONDecoder()
-    first: list[str] = []  # strings none of which reads as a question: kept unless a later array has one
+    first: list[
+        str
+    ] = []  # strings none of which reads as a question: kept unless a later array has one
     for m in re.finditer(r"[\[{]", reply):  # the first "[" / "{" that opens JSON holding questions
         try:
             got = _listed(decoder.raw_decode(reply, m.start())[0])
@@ -172,7 +222,7 @@ def _json_questions(reply: str) -> list[str] | None:
         return first
     cut = re.search(r'\[\s*"', reply)  # an array cut short (the token limit): its whole strings
     if cut:
-        whole = [json.loads(f'"{m}"') for m in _STRING.findall(reply[cut.start():])]
+        whole = [json.loads(f'"{m}"') for m in _STRING.findall(reply[cut.start() :])]
         return [_clean(x) for x in whole if _clean(x)] or None
     return _python_list(reply) or None
 
@@ -185,8 +235,11 @@ def parse_questions(reply: str, reject: Callable[[str], bool] | None = None) -> 
     got = _json_questions(text)
     if got is not None:
         return got
-    cells = [c for line in text.splitlines()
-             for c in (line.strip().strip("|").split("|") if line.lstrip().startswith("|") else [line])]
+    cells = [
+        c
+        for line in text.splitlines()
+        for c in (line.strip().strip("|").split("|") if line.lstrip().startswith("|") else [line])
+    ]
     lines = [_clean(c) for c in cells]
     return [q for q in lines if len(q) >= 4 and _QUESTION.search(q) and not (reject and reject(q))]
 
@@ -221,8 +274,13 @@ def dedupe(questions: list[str]) -> list[str]:
     return kept
 
 
-def build_llm_refusal_questions(params: Any, corpus: pd.DataFrame, n: int, cache_path: Path | None = None,
-                                reject: Callable[[str], bool] | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
+def build_llm_refusal_questions(
+    params: Any,
+    corpus: pd.DataFrame,
+    n: int,
+    cache_path: Path | None = None,
+    reject: Callable[[str], bool] | None = None,
+) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Up to `n` role-play refusal questions (the columns of `cube.kb.refusal_questions.COLUMNS`,
     `generator` "llm:<model>") and a record of the generation for `results.json`: the calls
     (ok, error, tokens, cost, cached), questions parsed, duplicates and in-corpus questions
@@ -247,17 +305,33 @@ def build_llm_refusal_questions(params: Any, corpus: pd.DataFrame, n: int, cache
     batch = list(range(first))
     while batch:
         prompts = [render_refusal_prompt(template, corpus, lang, PER_CALL, k) for k in batch]
-        requests = [Request(messages=({"role": "user", "content": p},), template_version=version, sample=k,
-                            context={"task": "refusal_generation", "lang": lang, "n": PER_CALL})
-                    for k, p in zip(batch, prompts, strict=True)]
-        for k, resp in zip(batch, model.complete(requests, role=ROLE, desc="refusal questions", progress=False),
-                           strict=True):
+        requests = [
+            Request(
+                messages=({"role": "user", "content": p},),
+                template_version=version,
+                sample=k,
+                context={"task": "refusal_generation", "lang": lang, "n": PER_CALL},
+            )
+            for k, p in zip(batch, prompts, strict=True)
+        ]
+        for k, resp in zip(
+            batch,
+            model.complete(requests, role=ROLE, desc="refusal questions", progress=False),
+            strict=True,
+        ):
             got = parse_questions(resp.text or "", reject) if resp.ok else []
             error = "" if resp.ok else (resp.error or "no reply")
             if resp.ok and not got:
                 error = "no question in the reply"
-            calls.append({"sample": k, "ok": not error, "error": error, "questions": len(got),
-                          **response_accounting(resp, ROLE)})
+            calls.append(
+                {
+                    "sample": k,
+                    "ok": not error,
+                    "error": error,
+                    "questions": len(got),
+                    **response_accounting(resp, ROLE),
+                }
+            )
             parsed += got
         unique = dedupe(parsed)
         kept, in_corpus = [], []
@@ -270,19 +344,40 @@ def build_llm_refusal_questions(params: Any, corpus: pd.DataFrame, n: int, cache
         nxt = len(calls)
         batch = [nxt] if len(kept) < n and nxt < first + EXTRA_CALLS else []
     kept = kept[:n]
-    rows = [{"question_id": f"R{i + 1:05d}", "doc_id": "", "question": q, "kind": KIND, "style": STYLE,
-             "generator": f"llm:{model.name}", "item": ""} for i, q in enumerate(kept)]
-    record = {"generator": "llm", "model": model.name, "requested": n, "questions": len(kept),
-              "parsed": len(parsed), "duplicates": len(parsed) - len(dedupe(parsed)),
-              "in_corpus": in_corpus, "failed_calls": sum(not c["ok"] for c in calls),
-              "calls": [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in c.items()}
-                        for c in calls]}
+    rows = [
+        {
+            "question_id": f"R{i + 1:05d}",
+            "doc_id": "",
+            "question": q,
+            "kind": KIND,
+            "style": STYLE,
+            "generator": f"llm:{model.name}",
+            "item": "",
+        }
+        for i, q in enumerate(kept)
+    ]
+    record = {
+        "generator": "llm",
+        "model": model.name,
+        "requested": n,
+        "questions": len(kept),
+        "parsed": len(parsed),
+        "duplicates": len(parsed) - len(dedupe(parsed)),
+        "in_corpus": in_corpus,
+        "failed_calls": sum(not c["ok"] for c in calls),
+        "calls": [
+            {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in c.items()}
+            for c in calls
+        ],
+    }
     if record["failed_calls"] or len(kept) < n:
         import warnings
 
         first_error = next((c["error"] for c in calls if c["error"]), "")
-        warnings.warn(f"refusal questions ({model.name}): {len(kept)} of {n} asked for; {record['failed_calls']} of "
-                      f"{len(calls)} calls failed or gave no question{f' (first: {first_error})' if first_error else ''}; "
-                      f"{record['duplicates']} duplicate(s) and {len(in_corpus)} naming a corpus item dropped",
-                      stacklevel=2)
+        warnings.warn(
+            f"refusal questions ({model.name}): {len(kept)} of {n} asked for; {record['failed_calls']} of "
+            f"{len(calls)} calls failed or gave no question{f' (first: {first_error})' if first_error else ''}; "
+            f"{record['duplicates']} duplicate(s) and {len(in_corpus)} naming a corpus item dropped",
+            stacklevel=2,
+        )
     return pd.DataFrame(rows, columns=COLUMNS), record

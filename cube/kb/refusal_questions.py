@@ -27,26 +27,52 @@ from cube.config.schema import REFUSAL_QUESTION_COLUMNS
 KINDS: tuple[str, ...] = ("absent_item", "other_province", "absent_field")
 COLUMNS = list(REFUSAL_QUESTION_COLUMNS)
 ABSENT_ITEMS = {
-    "zh": ["游艇驾驶证核发", "宠物医院执业许可", "无人机飞行作业备案", "民宿经营许可", "网约车驾驶员证核发",
-           "潜水教练资格认定", "滑翔伞飞行场地审批", "古董拍卖经营许可", "太空旅游备案", "私人动物园设立审批"],
-    "en": ["Yacht pilot licence issuance", "Pet hospital practice permit", "Drone flight operation filing",
-           "Homestay operation permit", "Ride-hailing driver certificate issuance", "Diving instructor qualification",
-           "Paragliding site approval", "Antique auction business permit", "Space tourism filing",
-           "Private zoo establishment approval"],
+    "zh": [
+        "游艇驾驶证核发",
+        "宠物医院执业许可",
+        "无人机飞行作业备案",
+        "民宿经营许可",
+        "网约车驾驶员证核发",
+        "潜水教练资格认定",
+        "滑翔伞飞行场地审批",
+        "古董拍卖经营许可",
+        "太空旅游备案",
+        "私人动物园设立审批",
+    ],
+    "en": [
+        "Yacht pilot licence issuance",
+        "Pet hospital practice permit",
+        "Drone flight operation filing",
+        "Homestay operation permit",
+        "Ride-hailing driver certificate issuance",
+        "Diving instructor qualification",
+        "Paragliding site approval",
+        "Antique auction business permit",
+        "Space tourism filing",
+        "Private zoo establishment approval",
+    ],
 }
-PROVINCES = {"zh": ["海南省", "青海省", "贵州省", "吉林省", "甘肃省", "福建省"],
-             "en": ["Hainan Province", "Qinghai Province", "Guizhou Province", "Jilin Province"]}
+PROVINCES = {
+    "zh": ["海南省", "青海省", "贵州省", "吉林省", "甘肃省", "福建省"],
+    "en": ["Hainan Province", "Qinghai Province", "Guizhou Province", "Jilin Province"],
+}
 TEMPLATES = {
-    "zh": {"absent_item": "{item}需要什么材料？",
-           "other_province": "我在{province}，{item}在哪里办理？",
-           "absent_field": "{item}去年一共办理了多少件，群众满意度评分是多少？"},
-    "en": {"absent_item": "What materials are needed for {item}?",
-           "other_province": "I live in {province}. Where do I apply for {item}?",
-           "absent_field": "How many {item} cases were handled last year, and what is its satisfaction rating?"},
+    "zh": {
+        "absent_item": "{item}需要什么材料？",
+        "other_province": "我在{province}，{item}在哪里办理？",
+        "absent_field": "{item}去年一共办理了多少件，群众满意度评分是多少？",
+    },
+    "en": {
+        "absent_item": "What materials are needed for {item}?",
+        "other_province": "I live in {province}. Where do I apply for {item}?",
+        "absent_field": "How many {item} cases were handled last year, and what is its satisfaction rating?",
+    },
 }
 
 
-def build_refusal_questions(corpus: pd.DataFrame, lang: str = "zh", n: int = 30, seed: int = 0) -> pd.DataFrame:
+def build_refusal_questions(
+    corpus: pd.DataFrame, lang: str = "zh", n: int = 30, seed: int = 0
+) -> pd.DataFrame:
     """`n` refusal questions (kinds in turn): `question_id` (R00001...), `doc_id` "", `question`,
     `kind`, `style` "refusal", `generator` "template", `item` (the service asked about). Fewer
     when the corpus leaves no absent item."""
@@ -55,7 +81,9 @@ def build_refusal_questions(corpus: pd.DataFrame, lang: str = "zh", n: int = 30,
     names = corpus["item_name"].fillna("").astype(str)
     text = corpus["text"].fillna("").astype(str) if "text" in corpus else names
     absent = [i for i in ABSENT_ITEMS[lang] if not names.str.contains(i, regex=False).any()]
-    province = next((p for p in PROVINCES[lang] if not text.str.contains(p, regex=False).any()), None)
+    province = next(
+        (p for p in PROVINCES[lang] if not text.str.contains(p, regex=False).any()), None
+    )
     rng = np.random.default_rng(seed)
     real = names[names != ""].drop_duplicates().tolist()
     rows = []
@@ -70,12 +98,23 @@ def build_refusal_questions(corpus: pd.DataFrame, lang: str = "zh", n: int = 30,
         else:
             continue
         q = TEMPLATES[lang][kind].format(item=item, province=province or "")
-        rows.append({"question_id": f"R{len(rows) + 1:05d}", "doc_id": "", "question": q, "kind": kind,
-                     "style": "refusal", "generator": "template", "item": item})
+        rows.append(
+            {
+                "question_id": f"R{len(rows) + 1:05d}",
+                "doc_id": "",
+                "question": q,
+                "kind": kind,
+                "style": "refusal",
+                "generator": "template",
+                "item": item,
+            }
+        )
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def build_refusal_set(params, corpus: pd.DataFrame, cache_path=None, reject=None) -> tuple[pd.DataFrame, dict]:
+def build_refusal_set(
+    params, corpus: pd.DataFrame, cache_path=None, reject=None
+) -> tuple[pd.DataFrame, dict]:
     """The run's refusal questions by `diagnostics.refusal_generator` (`template`: the kinds above;
     `llm`: role-play questions, `cube.kb.refusal_llm`) and a record of how they were made.
 
@@ -86,6 +125,10 @@ def build_refusal_set(params, corpus: pd.DataFrame, cache_path=None, reject=None
     if d.refusal_generator == "llm":
         from cube.kb.refusal_llm import build_llm_refusal_questions
 
-        return build_llm_refusal_questions(params, corpus, d.refusal_questions, cache_path, reject=reject)
-    q = build_refusal_questions(corpus, params.lang, d.refusal_questions, seed=params.questions.seed)
+        return build_llm_refusal_questions(
+            params, corpus, d.refusal_questions, cache_path, reject=reject
+        )
+    q = build_refusal_questions(
+        corpus, params.lang, d.refusal_questions, seed=params.questions.seed
+    )
     return q, {"generator": "template", "requested": d.refusal_questions, "questions": len(q)}

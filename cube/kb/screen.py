@@ -37,30 +37,64 @@ from collections import Counter
 
 import pandas as pd
 
-SCREEN_REASONS: tuple[str, ...] = ("instruction_echo", "url", "not_a_question", "near_duplicate",
-                                   "names_no_service")
+SCREEN_REASONS: tuple[str, ...] = (
+    "instruction_echo",
+    "url",
+    "not_a_question",
+    "near_duplicate",
+    "names_no_service",
+)
 ECHO_SHARE = 0.5
 DUPLICATE_JACCARD = 0.8
 MAX_WORDS = 60
 MAX_CHARS = 120
 DISTINCT_SHARE = 0.05  # a word in at most this share of the documents tells services apart
 COMMON_NAME_SHARE = 0.1  # a name word in more of the distinct names (许可, 登记, registration) names no service alone
-ANOTHER_MIN = 2  # distinctive words of a question that one other document holds: it is that one's question
+ANOTHER_MIN = (
+    2  # distinctive words of a question that one other document holds: it is that one's question
+)
 EXAMPLES = 3  # examples per reason on page 02
 
-_URL = re.compile(r"https?://|www\.|\b[\w-]+\.(?:com|org|net|gov|edu|io|cn|uk|de|info)(?:/|\b)", re.IGNORECASE)
+_URL = re.compile(
+    r"https?://|www\.|\b[\w-]+\.(?:com|org|net|gov|edu|io|cn|uk|de|info)(?:/|\b)", re.IGNORECASE
+)
 _WORD = re.compile(r"[a-z0-9]+")
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 _EN_QUESTION_WORDS = frozenset(
     "what how where when which who whom whose why can could do does did is are am was were should shall may "
-    "might will would must have has any tell please".split())
-_ZH_QUESTION_MARKS = ("吗", "呢", "什么", "怎么", "怎样", "如何", "哪", "几", "多少", "多久", "多长", "是否", "能否",
-                      "可否", "可以", "需要", "要不要", "有没有", "是不是", "为什么", "请问")
-_ZH_FUNCTION_CHARS = frozenset("我你您他她的了吗呢吧啊么什怎哪几多少请问想要需可以是否能该得去在有没这那个些和")
+    "might will would must have has any tell please".split()
+)
+_ZH_QUESTION_MARKS = (
+    "吗",
+    "呢",
+    "什么",
+    "怎么",
+    "怎样",
+    "如何",
+    "哪",
+    "几",
+    "多少",
+    "多久",
+    "多长",
+    "是否",
+    "能否",
+    "可否",
+    "可以",
+    "需要",
+    "要不要",
+    "有没有",
+    "是不是",
+    "为什么",
+    "请问",
+)
+_ZH_FUNCTION_CHARS = frozenset(
+    "我你您他她的了吗呢吧啊么什怎哪几多少请问想要需可以是否能该得去在有没这那个些和"
+)
 _EN_STOPWORDS = frozenset(
     "a an the of for and or to in on at by with from as is are be this that these those my our your its it i we "
     "you he she they me us do does did can could what how where when which who why apply application service "
-    "services new".split())
+    "services new".split()
+)
 
 
 def _zh(text: str) -> bool:
@@ -73,16 +107,16 @@ def _words(text: str) -> list[str]:
 
 def _bigrams(text: str) -> set[str]:
     chars = "".join(_CJK.findall(text))
-    return {chars[i:i + 2] for i in range(len(chars) - 1)}
+    return {chars[i : i + 2] for i in range(len(chars) - 1)}
 
 
 def _shingles(text: str) -> list[str]:
     """Word 3-grams (Chinese: character 4-grams) of a text, in order."""
     if _zh(text):
         chars = re.sub(r"\s+", "", text)
-        return [chars[i:i + 4] for i in range(len(chars) - 3)]
+        return [chars[i : i + 4] for i in range(len(chars) - 3)]
     w = _words(text)
-    return [" ".join(w[i:i + 3]) for i in range(len(w) - 2)]
+    return [" ".join(w[i : i + 3]) for i in range(len(w) - 2)]
 
 
 def _tokens(text: str) -> set[str]:
@@ -99,14 +133,17 @@ def _content(text: str) -> set[str]:
 
 def instruction_shingles(prompt_template: str) -> frozenset[str]:
     """The prompt's own text as shingles (its `{document}` and `{focus}` placeholders left out)."""
-    own = re.sub(r"<document>.*?</document>|\{document\}|\{focus\}", " ", prompt_template, flags=re.DOTALL)
+    own = re.sub(
+        r"<document>.*?</document>|\{document\}|\{focus\}", " ", prompt_template, flags=re.DOTALL
+    )
     return frozenset(_shingles(own))
 
 
 def _not_a_question(q: str) -> bool:
     if _zh(q):
         return len(re.sub(r"\s+", "", q)) > MAX_CHARS or not (
-            q.rstrip().endswith(("?", "？")) or any(m in q for m in _ZH_QUESTION_MARKS))
+            q.rstrip().endswith(("?", "？")) or any(m in q for m in _ZH_QUESTION_MARKS)
+        )
     words = _words(q)
     if not words or len(words) > MAX_WORDS:
         return True
@@ -135,8 +172,13 @@ def _content_word(word: str) -> bool:
     return len(word) >= 3 and word not in _EN_STOPWORDS and word not in _EN_QUESTION_WORDS
 
 
-def _names_another_service(words: set[str], doc: str, service: dict[str, tuple[set[str], set[str]]],
-                           df: Counter[str], name_df: Counter[str]) -> bool:
+def _names_another_service(
+    words: set[str],
+    doc: str,
+    service: dict[str, tuple[set[str], set[str]]],
+    df: Counter[str],
+    name_df: Counter[str],
+) -> bool:
     """Whether a question names no service of its gold document (see the module doc):
 
     1. it says a word of its service's name or aliases that at most `COMMON_NAME_SHARE` of the distinct
@@ -164,10 +206,14 @@ def _names_another_service(words: set[str], doc: str, service: dict[str, tuple[s
         return not any(df.get(w, 0) == 0 and _content_word(w) for w in words)
     if len(distinctive) < ANOTHER_MIN or distinctive & body:
         return False
-    return any(len(distinctive & other) >= ANOTHER_MIN for d, (_, other) in service.items() if d != doc)
+    return any(
+        len(distinctive & other) >= ANOTHER_MIN for d, (_, other) in service.items() if d != doc
+    )
 
 
-def screen_questions(questions: pd.DataFrame, corpus: pd.DataFrame, prompt_template: str) -> pd.Series:
+def screen_questions(
+    questions: pd.DataFrame, corpus: pd.DataFrame, prompt_template: str
+) -> pd.Series:
     """Per question (index of `questions`): the first screen reason it fails on, "" when usable.
 
     Args:
@@ -178,16 +224,24 @@ def screen_questions(questions: pd.DataFrame, corpus: pd.DataFrame, prompt_templ
     """
     echo = instruction_shingles(prompt_template)
     names = service_words(corpus)
-    df = Counter(w for _, body in names.values() for w in body)  # in how many documents each word is
-    distinct = {frozenset(name) for name, _ in names.values()}  # a name offered in 50 regions counts once
+    df = Counter(
+        w for _, body in names.values() for w in body
+    )  # in how many documents each word is
+    distinct = {
+        frozenset(name) for name, _ in names.values()
+    }  # a name offered in 50 regions counts once
     name_df = Counter(w for name in distinct for w in name)  # in how many distinct service names
     name_df.total = len(distinct)  # type: ignore[attr-defined]
     texts = questions["question"].fillna("").astype(str).str.strip().tolist()
     docs = questions["doc_id"].astype(str).tolist()
     token_sets = [_tokens(t) for t in texts]
     freq = Counter(t for s in token_sets for t in s)
-    buckets: dict[str, list[int]] = {}  # a question's two rarest tokens -> earlier usable questions holding them
-    by_doc: dict[str, list[int]] = {}  # a gold document -> its earlier usable questions (a few each)
+    buckets: dict[
+        str, list[int]
+    ] = {}  # a question's two rarest tokens -> earlier usable questions holding them
+    by_doc: dict[
+        str, list[int]
+    ] = {}  # a gold document -> its earlier usable questions (a few each)
     reasons = []
     for i, q in enumerate(texts):
         reason = ""
@@ -205,8 +259,10 @@ def screen_questions(questions: pd.DataFrame, corpus: pd.DataFrame, prompt_templ
                 # the same words anywhere share the rarest tokens; a near copy of the same document may
                 # not (a rare word added makes new rarest tokens), so it is compared with all of them
                 same_words = any(mine == token_sets[j] for k in keys for j in buckets.get(k, []))
-                if same_words or any(len(mine & token_sets[j]) >= DUPLICATE_JACCARD * len(mine | token_sets[j])
-                                     for j in by_doc.get(docs[i], [])):
+                if same_words or any(
+                    len(mine & token_sets[j]) >= DUPLICATE_JACCARD * len(mine | token_sets[j])
+                    for j in by_doc.get(docs[i], [])
+                ):
                     reason = "near_duplicate"
                 elif docs[i] in names and _names_another_service(mine, docs[i], names, df, name_df):
                     reason = "names_no_service"
@@ -223,8 +279,11 @@ def screen_table(questions: pd.DataFrame, reasons: pd.Series) -> pd.DataFrame:
     question with no screen reason and no `error`; `generation_failed` one without a screen reason
     whose generation failed (its `error`, such as "call failed: timeout", is its example)."""
     n = len(questions)
-    errors = questions["error"].fillna("").astype(str) if "error" in questions.columns else \
-        pd.Series("", index=questions.index)
+    errors = (
+        questions["error"].fillna("").astype(str)
+        if "error" in questions.columns
+        else pd.Series("", index=questions.index)
+    )
     failed = reasons.eq("") & errors.ne("") & ~errors.str.startswith("screen: ")
     rows = []
     for reason in ("", "generation_failed", *SCREEN_REASONS):
@@ -233,6 +292,12 @@ def screen_table(questions: pd.DataFrame, reasons: pd.Series) -> pd.DataFrame:
         else:
             hit, shown = (reasons == reason) & ~failed, questions["question"].astype(str)
         examples = shown[hit].head(EXAMPLES).map(lambda s: s[:120]).tolist()
-        rows.append({"reason": reason or "usable", "questions": int(hit.sum()),
-                     "share": float(hit.sum() / n) if n else float("nan"), "examples": " | ".join(examples)})
+        rows.append(
+            {
+                "reason": reason or "usable",
+                "questions": int(hit.sum()),
+                "share": float(hit.sum() / n) if n else float("nan"),
+                "examples": " | ".join(examples),
+            }
+        )
     return pd.DataFrame(rows)

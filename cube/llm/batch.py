@@ -63,7 +63,9 @@ def request_body(spec: ModelSpec, request: Request) -> dict[str, Any]:
     """The chat-completions body the live client sends for this call (`cube.llm.endpoints.Endpoints`);
     with `structured_output` on or auto, a schema-constrained reply as OpenAI's `json_schema` (which
     the Batch API and vLLM's run_batch take)."""
-    return endpoint_body(spec, request, "json_schema" if spec.structured_output != "off" else "text")
+    return endpoint_body(
+        spec, request, "json_schema" if spec.structured_output != "off" else "text"
+    )
 
 
 def pending_of(calls: list[Pending], cache_path: Path, every: bool = False) -> list:
@@ -95,7 +97,9 @@ def batch_file(out: Path, spec: ModelSpec) -> Path:
     ('qwen2.5:7b' and 'qwen2.5-7b', 'org/model' and 'org-model', one host's two endpoint paths): the
     8 hex digits of sha256 over the exact model and endpoint URL keep their calls in separate files."""
     target = re.sub(r"[^\w.@-]+", "-", batch_target(spec).replace(":", "-"))
-    exact = hashlib.sha256(f"{spec.model}\n{spec.endpoints()[0].rstrip('/')}".encode()).hexdigest()[:8]
+    exact = hashlib.sha256(f"{spec.model}\n{spec.endpoints()[0].rstrip('/')}".encode()).hexdigest()[
+        :8
+    ]
     return out.with_name(f"{out.stem}.{target}.{exact}.jsonl")
 
 
@@ -120,7 +124,12 @@ def export_batch(calls: list[tuple[Pending, bool]], out: str | Path) -> dict[Pat
         tmp = path.with_name(path.name + ".tmp")
         with tmp.open("w", encoding="utf-8") as f:
             for c in group:
-                line = {"custom_id": c.custom_id, "method": "POST", "url": URL, "body": request_body(c.spec, c.request)}
+                line = {
+                    "custom_id": c.custom_id,
+                    "method": "POST",
+                    "url": URL,
+                    "body": request_body(c.spec, c.request),
+                }
                 f.write(json.dumps(line, ensure_ascii=False) + "\n")
         tmp.replace(path)
         written[path] = len(group)
@@ -142,16 +151,24 @@ def check_batch_file(path: Path, spec: ModelSpec) -> None:
             line = json.loads(raw)
             model = line["body"]["model"]
         except (ValueError, KeyError, TypeError) as exc:
-            broken.append(f"line {n}: not a Batch API request line with body.model ({type(exc).__name__}: {exc})")
+            broken.append(
+                f"line {n}: not a Batch API request line with body.model ({type(exc).__name__}: {exc})"
+            )
             continue
         if model != spec.model:
             others.setdefault(str(model), []).append(n)
-    problems = [f"{len(lines)} line(s) for model {m!r} (lines {', '.join(map(str, lines[:5]))}"
-                f"{', ...' if len(lines) > 5 else ''})" for m, lines in others.items()] + broken
+    problems = [
+        f"{len(lines)} line(s) for model {m!r} (lines {', '.join(map(str, lines[:5]))}"
+        f"{', ...' if len(lines) > 5 else ''})"
+        for m, lines in others.items()
+    ] + broken
     if problems:
-        raise BatchError(f"{path}: refused, the endpoint {batch_target(spec)} serves model {spec.model!r} but "
-                         + "; ".join(problems) + " (export writes one file per model: submit each with its own "
-                         "--model)")
+        raise BatchError(
+            f"{path}: refused, the endpoint {batch_target(spec)} serves model {spec.model!r} but "
+            + "; ".join(problems)
+            + " (export writes one file per model: submit each with its own "
+            "--model)"
+        )
 
 
 @dataclass
@@ -162,16 +179,24 @@ class ImportReport:
     problems: list[str] = field(default_factory=list)  # lines that could not be used at all
 
     def lines(self) -> list[str]:
-        out = [f"{self.stored} repl{'y' if self.stored == 1 else 'ies'} stored in the call cache"
-               + (f", {self.already} already there" if self.already else "")]
-        out += [f"failed: {f['custom_id'][:12]}… ({f['judge']}): {f['reason']}" for f in self.failed]
+        out = [
+            f"{self.stored} repl{'y' if self.stored == 1 else 'ies'} stored in the call cache"
+            + (f", {self.already} already there" if self.already else "")
+        ]
+        out += [
+            f"failed: {f['custom_id'][:12]}… ({f['judge']}): {f['reason']}" for f in self.failed
+        ]
         out += [f"refused: {p}" for p in self.problems]
         return out
 
 
 def _batch_spec(spec: ModelSpec) -> ModelSpec:
     """The spec whose prices are the batch prices where the model gives them."""
-    update = {"price_input_per_m": spec.batch_price_input_per_m} if spec.batch_price_input_per_m is not None else {}
+    update = (
+        {"price_input_per_m": spec.batch_price_input_per_m}
+        if spec.batch_price_input_per_m is not None
+        else {}
+    )
     if spec.batch_price_output_per_m is not None:
         update["price_output_per_m"] = spec.batch_price_output_per_m
     return spec.model_copy(update=update) if update else spec
@@ -193,7 +218,9 @@ def _reply(line: dict[str, Any]) -> tuple[str | None, str]:
     return (body if isinstance(body, str) else json.dumps(body)), ""
 
 
-def import_batch(calls: list[Pending], cache_path: Path, results: str | Path, stage: str = "03") -> ImportReport:
+def import_batch(
+    calls: list[Pending], cache_path: Path, results: str | Path, stage: str = "03"
+) -> ImportReport:
     """Store the successful replies of a Batch API output file in the call cache (see module);
     `calls`: the calls the run makes now (a reply to any other is refused)."""
     results = Path(results)
@@ -215,8 +242,10 @@ def import_batch(calls: list[Pending], cache_path: Path, results: str | Path, st
                 continue
             cid = line.get("custom_id") if isinstance(line, dict) else None
             if not isinstance(cid, str) or cid not in by_id:
-                report.problems.append(f"{where}: custom_id {cid!r} is not a call of this run's stage {stage} "
-                                       "(another run, or params changed since the export?)")
+                report.problems.append(
+                    f"{where}: custom_id {cid!r} is not a call of this run's stage {stage} "
+                    "(another run, or params changed since the export?)"
+                )
                 continue
             call = by_id[cid]
             if cid in stored:
@@ -229,10 +258,17 @@ def import_batch(calls: list[Pending], cache_path: Path, results: str | Path, st
                 except MalformedReply as exc:
                     why = f"malformed response: {exc}"
                 else:
-                    resp = Response(text=text, input_tokens=n_in, output_tokens=n_out, cached_input_tokens=n_cached,
-                                    cost=call_cost(_batch_spec(call.spec), n_in, n_out, n_cached), attempts=1,
-                                    model=call.spec.model, endpoint="batch",
-                                    detail={"finish_reason": finish, "served_model": served})
+                    resp = Response(
+                        text=text,
+                        input_tokens=n_in,
+                        output_tokens=n_out,
+                        cached_input_tokens=n_cached,
+                        cost=call_cost(_batch_spec(call.spec), n_in, n_out, n_cached),
+                        attempts=1,
+                        model=call.spec.model,
+                        endpoint="batch",
+                        detail={"finish_reason": finish, "served_model": served},
+                    )
                     cache.put(cid, resp, canonical_json(key_payload(call.spec, call.request)))
                     stored[cid] = {}
                     report.stored += 1
@@ -242,7 +278,10 @@ def import_batch(calls: list[Pending], cache_path: Path, results: str | Path, st
         cache.close()
     failures = results.with_name(results.stem + ".failures.jsonl")
     if report.failed:
-        failures.write_text("".join(json.dumps(f, ensure_ascii=False) + "\n" for f in report.failed), encoding="utf-8")
+        failures.write_text(
+            "".join(json.dumps(f, ensure_ascii=False) + "\n" for f in report.failed),
+            encoding="utf-8",
+        )
     return report
 
 
@@ -256,8 +295,12 @@ def export_ids(path: Path) -> list[str] | None:
                 if not raw.strip():
                     continue
                 line = json.loads(raw)
-                if not (isinstance(line, dict) and isinstance(line.get("custom_id"), str)
-                        and "method" in line and isinstance(line.get("body"), dict)):
+                if not (
+                    isinstance(line, dict)
+                    and isinstance(line.get("custom_id"), str)
+                    and "method" in line
+                    and isinstance(line.get("body"), dict)
+                ):
                     return None
                 ids.append(line["custom_id"])
     except (OSError, ValueError):
@@ -285,17 +328,25 @@ def pending_after_import(pending: list[Pending], folders: Any, stage: str = "03"
     exported: set[str] = set()
     for path, file_ids in export_files(folders).items():
         if mine := ids.intersection(file_ids):
-            per_file[path.name] = len(mine)  # the name only: no local folder layout in what is printed
+            per_file[path.name] = len(
+                mine
+            )  # the name only: no local folder layout in what is printed
             exported |= mine
     lines = []
     if per_file:
-        lines.append(f"pending: {len(exported)} exported call(s) still not in the call cache ("
-                     + ", ".join(f"{n} of {name}" for name, n in per_file.items())
-                     + "): `cube run` would send them live; import their results first (or export again)")
+        lines.append(
+            f"pending: {len(exported)} exported call(s) still not in the call cache ("
+            + ", ".join(f"{n} of {name}" for name, n in per_file.items())
+            + "): `cube run` would send them live; import their results first (or export again)"
+        )
     if never := len(ids - exported):
-        lines.append(f"pending: {never} call(s) of stage {stage} are in no export file and not in the call cache: "
-                     "`cube run` would send them live (`cube batch export` writes them)")
-    return lines or [f"every call of stage {stage} is in the call cache: `cube run` sends no request for it"]
+        lines.append(
+            f"pending: {never} call(s) of stage {stage} are in no export file and not in the call cache: "
+            "`cube run` would send them live (`cube batch export` writes them)"
+        )
+    return lines or [
+        f"every call of stage {stage} is in the call cache: `cube run` sends no request for it"
+    ]
 
 
 def unanswered_exports(paths: Any) -> dict[Path, int]:

@@ -31,8 +31,10 @@ def model_spec(params_path: Path, model: str) -> ModelSpec:
     judges = {j.name: j for j in params.judges}
     if model in judges:
         return params.model(judges[model].model)
-    raise ValueError(f"--model {model!r}: neither a model under `models:` ({sorted(params.models)}) nor a judge "
-                     f"({sorted(judges)})")
+    raise ValueError(
+        f"--model {model!r}: neither a model under `models:` ({sorted(params.models)}) nor a judge "
+        f"({sorted(judges)})"
+    )
 
 
 def client(params_path: Path, model: str) -> tuple[openai.OpenAI, ModelSpec]:
@@ -43,21 +45,29 @@ def client(params_path: Path, model: str) -> tuple[openai.OpenAI, ModelSpec]:
     if spec.api_key_env:
         key = os.environ.get(spec.api_key_env, "")
         if not key:
-            raise ValueError(f"--model {model!r}: the environment variable {spec.api_key_env} (api_key_env) is not set")
-    return openai.OpenAI(api_key=key, base_url=spec.endpoints()[0], timeout=spec.timeout_s, max_retries=2), spec
+            raise ValueError(
+                f"--model {model!r}: the environment variable {spec.api_key_env} (api_key_env) is not set"
+            )
+    return openai.OpenAI(
+        api_key=key, base_url=spec.endpoints()[0], timeout=spec.timeout_s, max_retries=2
+    ), spec
 
 
 def submit(c: openai.OpenAI, path: Path) -> str:
     with path.open("rb") as f:
         uploaded = c.files.create(file=f, purpose="batch")
-    created = c.batches.create(input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h")
+    created = c.batches.create(
+        input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h"
+    )
     return created.id
 
 
 def status(c: openai.OpenAI, batch_id: str) -> str:
     b = c.batches.retrieve(batch_id)
     counts = b.request_counts
-    done = f", {counts.completed}/{counts.total} completed, {counts.failed} failed" if counts else ""
+    done = (
+        f", {counts.completed}/{counts.total} completed, {counts.failed} failed" if counts else ""
+    )
     return f"{b.id}: {b.status}{done}"
 
 
@@ -79,11 +89,15 @@ def fetch(c: openai.OpenAI, batch_id: str, out: Path) -> int:
 def command(args: argparse.Namespace) -> int:
     c, spec = client(args.params, args.model)
     if args.batch_command == "submit":
-        check_batch_file(args.file, spec)  # before any upload: a mixed or foreign file is refused, models named
+        check_batch_file(
+            args.file, spec
+        )  # before any upload: a mixed or foreign file is refused, models named
         print(f"batch {submit(c, args.file)} submitted (check it with `cube batch status`)")
     elif args.batch_command == "status":
         print(status(c, args.batch_id))
     else:
         n = fetch(c, args.batch_id, args.out)
-        print(f"{n} result line(s) written to {args.out}; load them with `cube batch import {args.params} {args.out}`")
+        print(
+            f"{n} result line(s) written to {args.out}; load them with `cube batch import {args.params} {args.out}`"
+        )
     return 0

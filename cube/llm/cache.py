@@ -74,12 +74,17 @@ def key_payload(spec: ModelSpec, request: Request) -> dict[str, Any]:
         "top_p": spec.top_p,
         "seed": spec.seed,
         "max_tokens": spec.max_tokens,
-        **({"extra_body": spec.extra_body} if spec.extra_body else {}),  # absent when empty: old keys stay valid
+        **(
+            {"extra_body": spec.extra_body} if spec.extra_body else {}
+        ),  # absent when empty: old keys stay valid
         "template_version": request.template_version,
         "sample": request.sample,
         # absent unless a schema is asked for and may be sent: old keys stay valid
-        **({"structured_output": spec.structured_output, "schema": request.schema}
-           if request.schema is not None and spec.structured_output != "off" else {}),
+        **(
+            {"structured_output": spec.structured_output, "schema": request.schema}
+            if request.schema is not None and spec.structured_output != "off"
+            else {}
+        ),
     }
 
 
@@ -117,24 +122,36 @@ class CallCache:
             self.conn.execute("PRAGMA synchronous=NORMAL")
             self.conn.execute(_SCHEMA)
             self.conn.execute(_CLAIMS)
-            if "cached_input_tokens" not in {r[1] for r in self.conn.execute("PRAGMA table_info(calls)")}:
+            if "cached_input_tokens" not in {
+                r[1] for r in self.conn.execute("PRAGMA table_info(calls)")
+            }:
                 # a cache written before the provider's cached-token counts were kept: its calls count 0
                 try:
-                    self.conn.execute("ALTER TABLE calls ADD COLUMN cached_input_tokens INTEGER NOT NULL DEFAULT 0")
-                except sqlite3.OperationalError as exc:  # another process opening it upgraded it first: done
+                    self.conn.execute(
+                        "ALTER TABLE calls ADD COLUMN cached_input_tokens INTEGER NOT NULL DEFAULT 0"
+                    )
+                except (
+                    sqlite3.OperationalError
+                ) as exc:  # another process opening it upgraded it first: done
                     if "duplicate column name" not in str(exc):
                         raise
         except sqlite3.DatabaseError as exc:
-            raise CacheError(f"{self.path}: cannot use as the LLM call cache (SQLite): {exc}") from None
+            raise CacheError(
+                f"{self.path}: cannot use as the LLM call cache (SQLite): {exc}"
+            ) from None
 
     def get_many(self, keys: Iterable[str]) -> dict[str, dict[str, Any]]:
         keys = list(dict.fromkeys(keys))
         found: dict[str, dict[str, Any]] = {}
-        cols = ("key, model, endpoint, text, input_tokens, output_tokens, cost, latency_s, finish_reason, created_at, "
-                "cached_input_tokens")
+        cols = (
+            "key, model, endpoint, text, input_tokens, output_tokens, cost, latency_s, finish_reason, created_at, "
+            "cached_input_tokens"
+        )
         for i in range(0, len(keys), 500):  # stay under SQLite's bound-parameter limit
             chunk = keys[i : i + 500]
-            cur = self.conn.execute(f"SELECT {cols} FROM calls WHERE key IN ({','.join('?' * len(chunk))})", chunk)
+            cur = self.conn.execute(
+                f"SELECT {cols} FROM calls WHERE key IN ({','.join('?' * len(chunk))})", chunk
+            )
             names = [d[0] for d in cur.description]
             found.update({row[0]: dict(zip(names, row, strict=True)) for row in cur})
         return found
@@ -145,9 +162,21 @@ class CallCache:
         self.conn.execute(
             "INSERT OR REPLACE INTO calls (key, model, endpoint, text, input_tokens, output_tokens, cost, latency_s, "
             "attempts, finish_reason, request, created_at, cached_input_tokens) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (key, resp.model, resp.endpoint, resp.text, resp.input_tokens, resp.output_tokens, resp.cost,
-             resp.latency_s, resp.attempts, finish, request_json, datetime.now(UTC).isoformat(timespec="seconds"),
-             resp.cached_input_tokens),
+            (
+                key,
+                resp.model,
+                resp.endpoint,
+                resp.text,
+                resp.input_tokens,
+                resp.output_tokens,
+                resp.cost,
+                resp.latency_s,
+                resp.attempts,
+                finish,
+                request_json,
+                datetime.now(UTC).isoformat(timespec="seconds"),
+                resp.cached_input_tokens,
+            ),
         )
 
     # -- in-flight claims: processes sharing this cache send each call once ----------------
@@ -163,16 +192,22 @@ class CallCache:
         try:
             if self.conn.execute("SELECT 1 FROM calls WHERE key = ?", (key,)).fetchone():
                 return "done"
-            row = self.conn.execute("SELECT owner, host, pid, expires FROM claims WHERE key = ?", (key,)).fetchone()
+            row = self.conn.execute(
+                "SELECT owner, host, pid, expires FROM claims WHERE key = ?", (key,)
+            ).fetchone()
             if row is not None and _live_claim(row, owner, now):
                 return "theirs"
-            self.conn.execute("INSERT OR REPLACE INTO claims VALUES (?,?,?,?,?)",
-                              (key, owner, _HOST, os.getpid(), now + lease_s))
+            self.conn.execute(
+                "INSERT OR REPLACE INTO claims VALUES (?,?,?,?,?)",
+                (key, owner, _HOST, os.getpid(), now + lease_s),
+            )
             return "mine"
         finally:
             self.conn.execute("COMMIT")
 
-    def claim_many(self, keys: list[str], owner: str, lease_s: float = CLAIM_LEASE_S) -> dict[str, str]:
+    def claim_many(
+        self, keys: list[str], owner: str, lease_s: float = CLAIM_LEASE_S
+    ) -> dict[str, str]:
         """`claim` for many keys in one transaction: key -> 'done' | 'mine' | 'theirs'."""
         now, out = time.time(), {}
         self.conn.execute("BEGIN IMMEDIATE")
@@ -180,9 +215,19 @@ class CallCache:
             for i in range(0, len(keys), 500):
                 chunk = keys[i : i + 500]
                 marks = ",".join("?" * len(chunk))
-                done = {k for (k,) in self.conn.execute(f"SELECT key FROM calls WHERE key IN ({marks})", chunk)}
-                held = {k: row for k, *row in self.conn.execute(
-                    f"SELECT key, owner, host, pid, expires FROM claims WHERE key IN ({marks})", chunk)}
+                done = {
+                    k
+                    for (k,) in self.conn.execute(
+                        f"SELECT key FROM calls WHERE key IN ({marks})", chunk
+                    )
+                }
+                held = {
+                    k: row
+                    for k, *row in self.conn.execute(
+                        f"SELECT key, owner, host, pid, expires FROM claims WHERE key IN ({marks})",
+                        chunk,
+                    )
+                }
                 for k in chunk:
                     if k in done:
                         out[k] = "done"
@@ -190,7 +235,9 @@ class CallCache:
                         out[k] = "theirs"
                     else:
                         out[k] = "mine"
-                mine = [(k, owner, _HOST, os.getpid(), now + lease_s) for k in chunk if out[k] == "mine"]
+                mine = [
+                    (k, owner, _HOST, os.getpid(), now + lease_s) for k in chunk if out[k] == "mine"
+                ]
                 self.conn.executemany("INSERT OR REPLACE INTO claims VALUES (?,?,?,?,?)", mine)
             return out
         finally:
@@ -200,14 +247,18 @@ class CallCache:
         """What `claim` would say, without writing: 'done', 'theirs' or 'free' (a cheap poll)."""
         if self.conn.execute("SELECT 1 FROM calls WHERE key = ?", (key,)).fetchone():
             return "done"
-        row = self.conn.execute("SELECT owner, host, pid, expires FROM claims WHERE key = ?", (key,)).fetchone()
+        row = self.conn.execute(
+            "SELECT owner, host, pid, expires FROM claims WHERE key = ?", (key,)
+        ).fetchone()
         if row is not None and _live_claim(row, owner, time.time()):
             return "theirs"
         return "free"
 
     def renew(self, owner: str, lease_s: float = CLAIM_LEASE_S) -> None:
         """Extend the lease of every claim of `owner` (called while its calls are in flight)."""
-        self.conn.execute("UPDATE claims SET expires = ? WHERE owner = ?", (time.time() + lease_s, owner))
+        self.conn.execute(
+            "UPDATE claims SET expires = ? WHERE owner = ?", (time.time() + lease_s, owner)
+        )
 
     def release(self, owner: str, keys: Iterable[str] | None = None) -> None:
         """Drop `owner`'s claims on `keys` (all of them when None): answered, failed or
@@ -218,8 +269,10 @@ class CallCache:
         keys = list(keys)
         for i in range(0, len(keys), 500):
             chunk = keys[i : i + 500]
-            self.conn.execute(f"DELETE FROM claims WHERE owner = ? AND key IN ({','.join('?' * len(chunk))})",
-                              [owner, *chunk])
+            self.conn.execute(
+                f"DELETE FROM claims WHERE owner = ? AND key IN ({','.join('?' * len(chunk))})",
+                [owner, *chunk],
+            )
 
     def __len__(self) -> int:
         return int(self.conn.execute("SELECT COUNT(*) FROM calls").fetchone()[0])
@@ -230,9 +283,20 @@ class CallCache:
 
 def cached_response(row: dict[str, Any], key: str) -> Response:
     return Response(
-        text=row["text"], input_tokens=row["input_tokens"], output_tokens=row["output_tokens"], cost=row["cost"],
+        text=row["text"],
+        input_tokens=row["input_tokens"],
+        output_tokens=row["output_tokens"],
+        cost=row["cost"],
         cached_input_tokens=int(row.get("cached_input_tokens") or 0),
-        latency_s=row["latency_s"], cached=True, attempts=0, model=row["model"], endpoint=row["endpoint"],
-        detail={"finish_reason": row["finish_reason"], "created_at": row["created_at"], "cache_key": key},
+        latency_s=row["latency_s"],
+        cached=True,
+        attempts=0,
+        model=row["model"],
+        endpoint=row["endpoint"],
+        detail={
+            "finish_reason": row["finish_reason"],
+            "created_at": row["created_at"],
+            "cache_key": key,
+        },
         call_id=key,
     )

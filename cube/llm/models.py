@@ -103,7 +103,12 @@ class Model:
         raise NotImplementedError
 
     def complete(
-        self, requests: Sequence[Request], *, role: str, desc: str | None = None, progress: bool = True
+        self,
+        requests: Sequence[Request],
+        *,
+        role: str,
+        desc: str | None = None,
+        progress: bool = True,
     ) -> list[Response]:
         raise NotImplementedError
 
@@ -119,11 +124,14 @@ class OfflineModel(Model):
     def _call_id(self, request: Request) -> str:
         # The inputs' hash, with each long text (a ~1 KB document shared by dozens of calls)
         # replaced by its own digest, computed once per text: the same identity, far less hashing.
-        context = {k: _text_digest(v) if isinstance(v, str) and len(v) > 64 else v
-                   for k, v in request.context.items()}
+        context = {
+            k: _text_digest(v) if isinstance(v, str) and len(v) > 64 else v
+            for k, v in request.context.items()
+        }
         return hashlib.sha256(
-            canonical_json([self.name, self.spec.options, context, request.template_version, request.sample],
-                       ).encode()
+            canonical_json(
+                [self.name, self.spec.options, context, request.template_version, request.sample],
+            ).encode()
         ).hexdigest()
 
     def _one(self, request: Request, call_id: str) -> Response:
@@ -148,7 +156,9 @@ class OfflineModel(Model):
             cid = self._call_id(r)
             if cid not in done:
                 done[cid] = self._one(r, cid)
-            one = copy.copy(done[cid])  # cheaper than dataclasses.replace (no __init__ re-validation)
+            one = copy.copy(
+                done[cid]
+            )  # cheaper than dataclasses.replace (no __init__ re-validation)
             one.detail = dict(one.detail) if one.detail else None
             out.append(one)
         return out
@@ -157,9 +167,16 @@ class OfflineModel(Model):
         return self._batch(requests, lambda x: x)
 
     def complete(
-        self, requests: Sequence[Request], *, role: str, desc: str | None = None, progress: bool = True
+        self,
+        requests: Sequence[Request],
+        *,
+        role: str,
+        desc: str | None = None,
+        progress: bool = True,
     ) -> list[Response]:
-        return self._batch(requests, lambda x: progress_bar(x, desc=desc or self.name, disable=not progress))
+        return self._batch(
+            requests, lambda x: progress_bar(x, desc=desc or self.name, disable=not progress)
+        )
 
 
 @functools.lru_cache(maxsize=65536)
@@ -228,9 +245,18 @@ def warn_truncated(name: str, spec: ModelSpec, responses: Sequence[Response]) ->
     """
     cut = sum((r.detail or {}).get("finish_reason") == "length" for r in responses)
     if cut:
-        limit = (f"{spec.max_tokens_param}={spec.max_tokens}" if spec.max_tokens is not None
-                 else "the server's output limit (max_tokens not set)")
-        log.warning("%s: %d of %d replies were cut at %s; raise max_tokens", name, cut, len(responses), limit)
+        limit = (
+            f"{spec.max_tokens_param}={spec.max_tokens}"
+            if spec.max_tokens is not None
+            else "the server's output limit (max_tokens not set)"
+        )
+        log.warning(
+            "%s: %d of %d replies were cut at %s; raise max_tokens",
+            name,
+            cut,
+            len(responses),
+            limit,
+        )
     return cut
 
 
@@ -248,11 +274,17 @@ class OpenAIModel(Model):
         self.cache_path = Path(cache_path) if cache_path is not None else None
         self.endpoints = [endpoint_id(u) for u in spec.endpoints()]
         self.counts: Counter[str] = Counter()  # requests, cache_hits, calls, failed (all batches)
-        self.stopped: dict[str, str] = {}  # endpoints the circuit breaker stopped, for every later batch too
-        self.stopped_at: dict[str, float] = {}  # ... and when: each gets a trial call after its cool-down
+        self.stopped: dict[
+            str, str
+        ] = {}  # endpoints the circuit breaker stopped, for every later batch too
+        self.stopped_at: dict[
+            str, float
+        ] = {}  # ... and when: each gets a trial call after its cool-down
         # AdaptiveLimit.summary() over every batch that sent calls (merge_summaries), plus where
         self.concurrency: dict[str, Any] = {}
-        self.settled: int | None = None  # the limit the last batch settled at (a flat rate), the next starts there
+        self.settled: int | None = (
+            None  # the limit the last batch settled at (a flat rate), the next starts there
+        )
 
     def concurrency_record(self) -> dict[str, Any]:
         """What this model's calls reached, for the run manifest: the adaptive limit's course over every
@@ -260,7 +292,11 @@ class OpenAIModel(Model):
         served from the cache, `calls_sent: 0` and a note (never an earlier run's figures)."""
         where = {"model": self.spec.model, "endpoints": [redact_url(e) for e in self.endpoints]}
         if not self.counts["calls"]:
-            return {**where, "calls_sent": 0, "note": "every call was served from the cache: no request sent"}
+            return {
+                **where,
+                "calls_sent": 0,
+                "note": "every call was served from the cache: no request sent",
+            }
         return {**self.concurrency, **where, "calls_sent": self.counts["calls"]}
 
     def api_key(self) -> str:
@@ -287,12 +323,22 @@ class OpenAIModel(Model):
         return {h: os.environ[v] for h, v in self.spec.header_env.items()}
 
     def complete(
-        self, requests: Sequence[Request], *, role: str, desc: str | None = None, progress: bool = True
+        self,
+        requests: Sequence[Request],
+        *,
+        role: str,
+        desc: str | None = None,
+        progress: bool = True,
     ) -> list[Response]:
         return run_sync(self.acomplete(requests, role=role, desc=desc, progress=progress))
 
     async def acomplete(
-        self, requests: Sequence[Request], *, role: str, desc: str | None = None, progress: bool = False
+        self,
+        requests: Sequence[Request],
+        *,
+        role: str,
+        desc: str | None = None,
+        progress: bool = False,
     ) -> list[Response]:
         keys = [cache_key(self.spec, r) for r in requests]
         out: list[Response | None] = [None] * len(requests)
@@ -305,12 +351,24 @@ class OpenAIModel(Model):
                     out[i] = cached_response(hits[k], k)
                 else:
                     todo.setdefault(k, []).append(i)
-            self.counts.update(requests=len(requests), cache_hits=len(requests) - sum(map(len, todo.values())))
+            self.counts.update(
+                requests=len(requests), cache_hits=len(requests) - sum(map(len, todo.values()))
+            )
             if todo:
-                await self._send(requests, todo, out, cache, desc or f"{self.name} ({role})", progress_bar(
-                    total=len(requests), initial=len(requests) - sum(map(len, todo.values())),
-                    desc=desc or f"{self.name} ({role})", unit="call", disable=not progress,
-                ))
+                await self._send(
+                    requests,
+                    todo,
+                    out,
+                    cache,
+                    desc or f"{self.name} ({role})",
+                    progress_bar(
+                        total=len(requests),
+                        initial=len(requests) - sum(map(len, todo.values())),
+                        desc=desc or f"{self.name} ({role})",
+                        unit="call",
+                        disable=not progress,
+                    ),
+                )
         finally:
             if cache is not None:
                 cache.close()
@@ -321,12 +379,24 @@ class OpenAIModel(Model):
         return out  # type: ignore[return-value]
 
     async def _send(
-        self, requests: Sequence[Request], todo: dict[str, list[int]], out: list[Response | None],
-        cache: CallCache | None, label: str, bar: Any,
+        self,
+        requests: Sequence[Request],
+        todo: dict[str, list[int]],
+        out: list[Response | None],
+        cache: CallCache | None,
+        label: str,
+        bar: Any,
     ) -> None:
         # the key and secret headers are needed only now (a fully cached batch needs none)
-        pool = Endpoints(self.spec, self.endpoints, self.api_key(), self.stopped, self.headers(), self.stopped_at,
-                         settled=self.settled)
+        pool = Endpoints(
+            self.spec,
+            self.endpoints,
+            self.api_key(),
+            self.stopped,
+            self.headers(),
+            self.stopped_at,
+            settled=self.settled,
+        )
 
         owner = f"{uuid.uuid4().hex}"  # this batch's in-flight claims in the shared cache
 
@@ -334,7 +404,9 @@ class OpenAIModel(Model):
 
         async def one(key: str, where: list[int]) -> None:
             state = claims.get(key, "mine")
-            if state == "theirs":  # another process is sending it: wait for its answer (or take over)
+            if (
+                state == "theirs"
+            ):  # another process is sending it: wait for its answer (or take over)
                 state = await _claim(cache, key, owner)  # type: ignore[arg-type]
             if state == "done":  # another process answered it
                 resp = cached_response(cache.get_many([key])[key], key)  # type: ignore[union-attr]
@@ -368,14 +440,28 @@ class OpenAIModel(Model):
             bar.close()
             await pool.close()
             self.settled = pool.sem.settled_limit()
-            self.concurrency = {**merge_summaries(self.concurrency, pool.sem.summary()),  # the limit's course
-                                "model": self.spec.model, "endpoints": [redact_url(e) for e in self.endpoints]}
+            self.concurrency = {
+                **merge_summaries(self.concurrency, pool.sem.summary()),  # the limit's course
+                "model": self.spec.model,
+                "endpoints": [redact_url(e) for e in self.endpoints],
+            }
         failed = [out[w[0]] for w in todo.values() if not out[w[0]].ok]  # type: ignore[union-attr]
-        for ep, why in pool.stopped.items():  # one line per stopped endpoint and batch, not one per call
-            _say(f"{label}: model {self.name} at {redact_url(ep)}: stopped sending: {why}; "
-                 f"{pool.unsent[ep]} of {len(todo)} calls not sent ({len(failed)} failed in all)")
+        for (
+            ep,
+            why,
+        ) in pool.stopped.items():  # one line per stopped endpoint and batch, not one per call
+            _say(
+                f"{label}: model {self.name} at {redact_url(ep)}: stopped sending: {why}; "
+                f"{pool.unsent[ep]} of {len(todo)} calls not sent ({len(failed)} failed in all)"
+            )
         if failed and not pool.stopped:
-            log.warning("%s: %d of %d calls failed; first: %s", label, len(failed), len(todo), failed[0].error)
+            log.warning(
+                "%s: %d of %d calls failed; first: %s",
+                label,
+                len(failed),
+                len(todo),
+                failed[0].error,
+            )
 
 
 async def _claim(cache: CallCache, key: str, owner: str) -> str:

@@ -68,14 +68,19 @@ def check_keys(params: Params) -> list[str]:
     """One line per key variable the run needs that is unset or empty (all of them at once)."""
     need: dict[tuple[str, str], list[str]] = {}  # (variable, params key) -> users
     for use in model_uses(params):
-        vars_ = [(use.spec.api_key_env, "api_key_env")] + [(v, "header_env") for v in use.spec.header_env.values()]
+        vars_ = [(use.spec.api_key_env, "api_key_env")] + [
+            (v, "header_env") for v in use.spec.header_env.values()
+        ]
         for var, where in vars_:
             if var:
-                need.setdefault((var, where), []).extend(f"{w} (model {use.spec.model})" for w in use.users)
+                need.setdefault((var, where), []).extend(
+                    f"{w} (model {use.spec.model})" for w in use.users
+                )
     for s in params.systems:
         if isinstance(s, RagflowSystem):
             need.setdefault((s.api_key_env, "api_key_env"), []).append(
-                f"system '{s.name}' (RAGFlow at {redact_url(s.base_url)})")
+                f"system '{s.name}' (RAGFlow at {redact_url(s.base_url)})"
+            )
     return [
         f"environment variable {var} ({where}) is not set or empty; needed by {', '.join(dict.fromkeys(users))}; "
         f"export {var}=<your {'API key' if where == 'api_key_env' else 'header value'}>"
@@ -115,12 +120,20 @@ async def _probe(spec: ModelSpec, url: str, timeout_s: float) -> str | None:
     key = os.environ.get(spec.api_key_env or "", "") or NO_KEY
     headers = {h: os.environ.get(v, "") for h, v in spec.header_env.items()}
     secrets = [v for v in (key, *headers.values()) if v and v != NO_KEY]
-    client = openai.AsyncOpenAI(api_key=key, base_url=url, timeout=timeout_s, max_retries=0,
-                                default_headers=headers or None)
-    body = {**spec.extra_body, "model": spec.model, "temperature": spec.temperature,
-            "messages": [{"role": "user", "content": "Reply with OK."}], spec.max_tokens_param: 16}
+    client = openai.AsyncOpenAI(
+        api_key=key, base_url=url, timeout=timeout_s, max_retries=0, default_headers=headers or None
+    )
+    body = {
+        **spec.extra_body,
+        "model": spec.model,
+        "temperature": spec.temperature,
+        "messages": [{"role": "user", "content": "Reply with OK."}],
+        spec.max_tokens_param: 16,
+    }
     try:
-        text = await asyncio.wait_for(client.post("/chat/completions", body=body, cast_to=str), timeout_s + 1)
+        text = await asyncio.wait_for(
+            client.post("/chat/completions", body=body, cast_to=str), timeout_s + 1
+        )
         try:
             parse_completion(text)
         except MalformedReply as exc:
@@ -146,14 +159,28 @@ def check_endpoints(params: Params, timeout_s: float = 10.0) -> list[str]:
 
     A model whose key variable is unset is left to `check_keys` (its line says so).
     """
-    probes: dict[tuple[str, str, str, str], tuple[_Use, str]] = {}  # (model, url, credentials) -> probe
+    probes: dict[
+        tuple[str, str, str, str], tuple[_Use, str]
+    ] = {}  # (model, url, credentials) -> probe
     for use in model_uses(params):
-        if any(v and not os.environ.get(v) for v in (use.spec.api_key_env, *use.spec.header_env.values())):
+        if any(
+            v and not os.environ.get(v)
+            for v in (use.spec.api_key_env, *use.spec.header_env.values())
+        ):
             continue
         for url in use.spec.endpoints():
-            ident = (use.spec.model, url.rstrip("/"), use.spec.api_key_env or "", repr(sorted(use.spec.header_env.items())))
-            if ident in probes:  # e.g. the same model at two temperatures: one request, every user named
-                probes[ident][0].users.extend(u for u in use.users if u not in probes[ident][0].users)
+            ident = (
+                use.spec.model,
+                url.rstrip("/"),
+                use.spec.api_key_env or "",
+                repr(sorted(use.spec.header_env.items())),
+            )
+            if (
+                ident in probes
+            ):  # e.g. the same model at two temperatures: one request, every user named
+                probes[ident][0].users.extend(
+                    u for u in use.users if u not in probes[ident][0].users
+                )
             else:
                 probes[ident] = (_Use(use.spec, list(use.users)), url)
     todo = list(probes.values())

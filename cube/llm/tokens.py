@@ -66,17 +66,21 @@ def _server_counter(spec: ModelSpec, timeout_s: float = 10.0) -> Callable[[str],
     httpx = httpx_module()
     base = (spec.endpoints()[0] or "").rstrip("/")
     root = base[:-3] if base.endswith("/v1") else base
-    routes = ((f"{root}/extras/tokenize", lambda t: {"input": t, "model": spec.model}),
-              (f"{root}/tokenize", lambda t: {"content": t}))
+    routes = (
+        (f"{root}/extras/tokenize", lambda t: {"input": t, "model": spec.model}),
+        (f"{root}/tokenize", lambda t: {"content": t}),
+    )
     client = httpx.Client(timeout=timeout_s)
     for url, body in routes:
         try:
             r = client.post(url, json=body("probe"))
             if r.status_code == 200 and isinstance(r.json().get("tokens"), list):
+
                 def count(text: str, url: str = url, body: Callable = body) -> int:
                     got = client.post(url, json=body(text))
                     got.raise_for_status()
                     return len(got.json()["tokens"])
+
                 return count
         except (httpx.HTTPError, ValueError, AttributeError):
             continue
@@ -87,8 +91,9 @@ def _server_counter(spec: ModelSpec, timeout_s: float = 10.0) -> Callable[[str],
 OBSERVED = 5  # answered calls per role sequence that measure a chat template's tokens
 
 
-def template_tokens(count: Callable[[str], int],
-                    observed: Sequence[tuple[Sequence[dict[str, Any]], int]]) -> dict[tuple[str, ...], int]:
+def template_tokens(
+    count: Callable[[str], int], observed: Sequence[tuple[Sequence[dict[str, Any]], int]]
+) -> dict[tuple[str, ...], int]:
     """Per role sequence: the median of (reported prompt tokens - the messages' contents counted)
     over up to `OBSERVED` answered calls (see the module's docstring)."""
     seen: dict[tuple[str, ...], list[int]] = {}
@@ -110,8 +115,12 @@ def _tiktoken_counter(model: str) -> tuple[Callable[[str], int], str] | None:
         return None
 
 
-def count_prompt_tokens(spec: ModelSpec, texts: Sequence[str], roles: Sequence[tuple[str, ...]] | None = None,
-                        observed: Sequence[tuple[Sequence[dict[str, Any]], int]] = ()) -> TokenCount:
+def count_prompt_tokens(
+    spec: ModelSpec,
+    texts: Sequence[str],
+    roles: Sequence[tuple[str, ...]] | None = None,
+    observed: Sequence[tuple[Sequence[dict[str, Any]], int]] = (),
+) -> TokenCount:
     """Tokens of each text (a call's messages joined, `prompt_text`) under the model's tokenizer, or
     the estimate; with `roles` (each call's message roles) the chat template's tokens are added
     where they are known (the module's docstring)."""
@@ -121,17 +130,24 @@ def count_prompt_tokens(spec: ModelSpec, texts: Sequence[str], roles: Sequence[t
         return counted
     roles = [tuple(r) for r in roles]
     if counted.method.startswith("tiktoken"):
-        return TokenCount([c + 3 * len(r) + 3 for c, r in zip(counted.counts, roles, strict=True)],
-                          counted.method + " + 3 tokens per message and 3 per call (the chat format)")
+        return TokenCount(
+            [c + 3 * len(r) + 3 for c, r in zip(counted.counts, roles, strict=True)],
+            counted.method + " + 3 tokens per message and 3 per call (the chat format)",
+        )
     counter = _server_counter(spec) if observed else None
     extra = template_tokens(counter, observed) if counter else {}
     missing = sorted({r for r in roles if r not in extra})
     if missing:
-        return TokenCount(counted.counts, counted.method + "; the chat template's tokens not counted (no answered "
-                          "call of this model to measure them: cube plan --pilot N)")
+        return TokenCount(
+            counted.counts,
+            counted.method + "; the chat template's tokens not counted (no answered "
+            "call of this model to measure them: cube plan --pilot N)",
+        )
     shown = ", ".join(f"{extra[r]} for {'+'.join(r)}" for r in sorted(set(roles)))
-    return TokenCount([c + extra[r] for c, r in zip(counted.counts, roles, strict=True)],
-                      f"{counted.method} + the chat template's tokens per call ({shown}; measured on answered calls)")
+    return TokenCount(
+        [c + extra[r] for c, r in zip(counted.counts, roles, strict=True)],
+        f"{counted.method} + the chat template's tokens per call ({shown}; measured on answered calls)",
+    )
 
 
 def _count_contents(spec: ModelSpec, texts: list[str]) -> TokenCount:
@@ -149,9 +165,11 @@ def _count_contents(spec: ModelSpec, texts: list[str]) -> TokenCount:
                 picked = [int(i * step) for i in range(SAMPLE)]
                 measured = sum(counter(texts[i]) for i in picked)
                 ratio = measured / max(1, sum(estimates[i] for i in picked))
-                return TokenCount([round(e * ratio) for e in estimates],
-                                  f"server tokenize route on {SAMPLE} of {len(texts)} prompts, the rest scaled "
-                                  f"(x{ratio:.2f} the estimate)")
+                return TokenCount(
+                    [round(e * ratio) for e in estimates],
+                    f"server tokenize route on {SAMPLE} of {len(texts)} prompts, the rest scaled "
+                    f"(x{ratio:.2f} the estimate)",
+                )
             except Exception:  # noqa: BLE001  the route stopped answering: fall back to the estimate
                 pass
     found = _tiktoken_counter(spec.model)

@@ -31,8 +31,20 @@ if TYPE_CHECKING:
     from cube.llm.calls import Response
 
 SUMMARY_COLUMNS: tuple[str, ...] = (
-    "role", "model", "calls", "cached_calls", "failed_calls", "input_tokens", "output_tokens", "cached_input_tokens",
-    "cost_this_run", "cost_total", "skipped", "truncated", "latency_s_median", "queue_s_median",
+    "role",
+    "model",
+    "calls",
+    "cached_calls",
+    "failed_calls",
+    "input_tokens",
+    "output_tokens",
+    "cached_input_tokens",
+    "cost_this_run",
+    "cost_total",
+    "skipped",
+    "truncated",
+    "latency_s_median",
+    "queue_s_median",
 )
 # absent from tables written before they existed: NaN (queue_s), 0 (cached_input_tokens)
 OPTIONAL_ACCOUNTING = ("queue_s", "cached_input_tokens")
@@ -43,9 +55,15 @@ def response_accounting(resp: Response, role: str) -> dict[str, Any]:
     if role not in ROLES:
         raise ValueError(f"role {role!r} is not one of {list(ROLES)}")
     return {
-        "model": resp.model, "role": role, "input_tokens": int(resp.input_tokens),
-        "output_tokens": int(resp.output_tokens), "cached_input_tokens": int(resp.cached_input_tokens), "cost": float("nan") if resp.cost is None else float(resp.cost),
-        "latency_s": float(resp.latency_s), "queue_s": float(resp.queue_s), "cached": bool(resp.cached),
+        "model": resp.model,
+        "role": role,
+        "input_tokens": int(resp.input_tokens),
+        "output_tokens": int(resp.output_tokens),
+        "cached_input_tokens": int(resp.cached_input_tokens),
+        "cost": float("nan") if resp.cost is None else float(resp.cost),
+        "latency_s": float(resp.latency_s),
+        "queue_s": float(resp.queue_s),
+        "cached": bool(resp.cached),
         "call_id": resp.call_id,
     }
 
@@ -60,8 +78,18 @@ def no_call_accounting(model: str, role: str, *, latency_s: float = 0.0) -> dict
     """
     if role not in ROLES:
         raise ValueError(f"role {role!r} is not one of {list(ROLES)}")
-    values = {"model": model, "role": role, "input_tokens": 0, "output_tokens": 0, "cached_input_tokens": 0, "cost": 0.0,
-              "latency_s": float(latency_s), "queue_s": 0.0, "cached": False, "call_id": ""}
+    values = {
+        "model": model,
+        "role": role,
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "cached_input_tokens": 0,
+        "cost": 0.0,
+        "latency_s": float(latency_s),
+        "queue_s": 0.0,
+        "cached": False,
+        "call_id": "",
+    }
     return {c: values[c] for c in ACCOUNTING_COLUMNS}
 
 
@@ -126,19 +154,31 @@ def usage_summary(tables: Iterable[pd.DataFrame]) -> pd.DataFrame:
     for n, df in enumerate(tables):
         if not any(c in df.columns for c in ACCOUNTING_COLUMNS):
             continue
-        require_columns(df, [c for c in ACCOUNTING_COLUMNS if c not in OPTIONAL_ACCOUNTING], f"usage_summary: table #{n}")
-        part = pd.DataFrame({c: df[c].astype(object).to_numpy() if c in df.columns else float("nan")
-                             for c in ACCOUNTING_COLUMNS})
+        require_columns(
+            df,
+            [c for c in ACCOUNTING_COLUMNS if c not in OPTIONAL_ACCOUNTING],
+            f"usage_summary: table #{n}",
+        )
+        part = pd.DataFrame(
+            {
+                c: df[c].astype(object).to_numpy() if c in df.columns else float("nan")
+                for c in ACCOUNTING_COLUMNS
+            }
+        )
         part["failed"] = failed_calls(df).to_numpy(dtype=bool)
         part["n_calls"], part["n_failed"] = _folded_calls(df)
-        finish = df["finish_reason"] if "finish_reason" in df.columns else pd.Series("", index=df.index)
+        finish = (
+            df["finish_reason"] if "finish_reason" in df.columns else pd.Series("", index=df.index)
+        )
         part["truncated"] = finish.fillna("").astype(str).eq("length").to_numpy(dtype=bool)
         parts.append(part)
     if not parts:
         return pd.DataFrame({c: [] for c in SUMMARY_COLUMNS})
     rows = pd.concat(parts, ignore_index=True)
     for c in ("role", "model", "call_id"):
-        rows[c] = rows[c].map(lambda v: "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v))
+        rows[c] = rows[c].map(
+            lambda v: "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
+        )
     rows["call_id"] = rows["call_id"].str.strip()
     rows["cached"] = rows["cached"].map(lambda v: bool(v) if not pd.isna(v) else False)
     rows["cost"] = pd.to_numeric(rows["cost"], errors="coerce")
@@ -165,20 +205,30 @@ def usage_summary(tables: Iterable[pd.DataFrame]) -> pd.DataFrame:
     for (role, model), g in every.groupby(["role", "model"], sort=False):
         c = g[g["_call"].astype(bool)]
         cached = c["cached"].astype(bool)
-        out.append({
-            "role": role, "model": model, "calls": int(c["n_calls"].sum()),
-            "cached_calls": int(c.loc[cached, "n_calls"].sum()),
-            "failed_calls": int(c["failed"].astype(bool).sum() + c["n_failed"].sum()),
-            "input_tokens": int(c["input_tokens"].sum()),
-            "output_tokens": int(c["output_tokens"].sum()),
-            "cached_input_tokens": int(c["cached_input_tokens"].sum()), "cost_this_run": known_sum(c.loc[~cached, "cost"]),
-            "cost_total": known_sum(c["cost"]), "skipped": int(len(g) - len(c)),
-            "truncated": int(c["truncated"].astype(bool).sum()),
-            # of the requests this run sent (cached calls took no time now)
-            "latency_s_median": float(c.loc[~cached, "latency_s"].median()),
-            "queue_s_median": float(c.loc[~cached, "queue_s"].median()),
-        })
+        out.append(
+            {
+                "role": role,
+                "model": model,
+                "calls": int(c["n_calls"].sum()),
+                "cached_calls": int(c.loc[cached, "n_calls"].sum()),
+                "failed_calls": int(c["failed"].astype(bool).sum() + c["n_failed"].sum()),
+                "input_tokens": int(c["input_tokens"].sum()),
+                "output_tokens": int(c["output_tokens"].sum()),
+                "cached_input_tokens": int(c["cached_input_tokens"].sum()),
+                "cost_this_run": known_sum(c.loc[~cached, "cost"]),
+                "cost_total": known_sum(c["cost"]),
+                "skipped": int(len(g) - len(c)),
+                "truncated": int(c["truncated"].astype(bool).sum()),
+                # of the requests this run sent (cached calls took no time now)
+                "latency_s_median": float(c.loc[~cached, "latency_s"].median()),
+                "queue_s_median": float(c.loc[~cached, "queue_s"].median()),
+            }
+        )
     order = {r: i for i, r in enumerate(ROLES)}
     summary = pd.DataFrame(out, columns=list(SUMMARY_COLUMNS))
     summary["_o"] = summary["role"].map(lambda r: order.get(r, len(order)))
-    return summary.sort_values(["_o", "model"], kind="stable").drop(columns="_o").reset_index(drop=True)
+    return (
+        summary.sort_values(["_o", "model"], kind="stable")
+        .drop(columns="_o")
+        .reset_index(drop=True)
+    )

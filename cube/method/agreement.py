@@ -127,7 +127,9 @@ def _in_set(means: pd.DataFrame, label: str) -> pd.DataFrame:
     return means if label == POOLED else means[means["set"] == label]
 
 
-def question_draws(question_ids: Sequence[str], n: int, seed: int) -> tuple[dict[str, int], np.ndarray]:
+def question_draws(
+    question_ids: Sequence[str], n: int, seed: int
+) -> tuple[dict[str, int], np.ndarray]:
     """`n` bootstrap resamples of questions as multiplicities.
 
     Returns:
@@ -178,8 +180,12 @@ def _statistics(judge: np.ndarray, ref: np.ndarray) -> dict[str, float]:
     return out
 
 
-def _bootstrap_draws(x: np.ndarray, y: np.ndarray, func: Callable[[np.ndarray, np.ndarray], dict[str, float]],
-                     counts: np.ndarray) -> dict[str, np.ndarray]:
+def _bootstrap_draws(
+    x: np.ndarray,
+    y: np.ndarray,
+    func: Callable[[np.ndarray, np.ndarray], dict[str, float]],
+    counts: np.ndarray,
+) -> dict[str, np.ndarray]:
     """Every statistic in every resample; `counts` (resamples x units) says how often each
     matched unit is drawn, i.e. how often its question is (see `question_draws`)."""
     draws: dict[str, list[float]] = {}
@@ -202,14 +208,19 @@ def _bootstrap(
     return agreement_fast.percentile_intervals(_bootstrap_draws(x, y, func, counts), confidence)
 
 
-def _bootstrap_statistics(x: np.ndarray, y: np.ndarray, counts: np.ndarray,
-                          confidence: float) -> tuple[dict[str, tuple[float, float]], int]:
+def _bootstrap_statistics(
+    x: np.ndarray, y: np.ndarray, counts: np.ndarray, confidence: float
+) -> tuple[dict[str, tuple[float, float]], int]:
     """Percentile intervals of `_statistics`, all resamples at once from value-pair tables
     (`cube.method.agreement_fast`; the loop when the values are too varied for small tables),
     and the most resamples any statistic is undefined in (e.g. a constant resample has no
     correlation): the intervals rest on the others, and that count is reported."""
     tables = agreement_fast.pair_tables(x, y, counts)
-    draws = _bootstrap_draws(x, y, _statistics, counts) if tables is None else agreement_fast.statistics(*tables)
+    draws = (
+        _bootstrap_draws(x, y, _statistics, counts)
+        if tables is None
+        else agreement_fast.statistics(*tables)
+    )
     undefined = max((int((~np.isfinite(v)).sum()) for v in draws.values()), default=0)
     return agreement_fast.percentile_intervals(draws, confidence), undefined
 
@@ -220,15 +231,22 @@ def _matched(a: pd.DataFrame, b: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, 
     return x, y, dropped
 
 
-def _matched_with_questions(a: pd.DataFrame, b: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
+def _matched_with_questions(
+    a: pd.DataFrame, b: pd.DataFrame
+) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
     """`_matched` plus the question id of every matched pair."""
     # outer: a unit scored on one side only is a missing pair too, counted like a NaN one
-    m = a.loc[:, [*UNIT, "score"]].merge(b.loc[:, [*UNIT, "score"]], on=list(UNIT), how="outer",
-                                         suffixes=("_a", "_b"))
+    m = a.loc[:, [*UNIT, "score"]].merge(
+        b.loc[:, [*UNIT, "score"]], on=list(UNIT), how="outer", suffixes=("_a", "_b")
+    )
     m = m.sort_values(list(UNIT))  # row order of the input never matters (bootstrap included)
     ok = m["score_a"].notna() & m["score_b"].notna()
-    return (m.loc[ok, "score_a"].to_numpy(float), m.loc[ok, "score_b"].to_numpy(float), int((~ok).sum()),
-            m.loc[ok, "question_id"].to_numpy(str))
+    return (
+        m.loc[ok, "score_a"].to_numpy(float),
+        m.loc[ok, "score_b"].to_numpy(float),
+        int((~ok).sum()),
+        m.loc[ok, "question_id"].to_numpy(str),
+    )
 
 
 def agreement_table(
@@ -274,13 +292,22 @@ def agreement_table(
         for label in labels:
             jm, rm = _in_set(means[means["judge"] == judge], label), _in_set(ref, label)
             for dim in sorted(set(jm["dimension"]) & set(rm["dimension"])):
-                x, y, dropped, qids = _matched_with_questions(jm[jm["dimension"] == dim], rm[rm["dimension"] == dim])
-                row: dict[str, object] = {"judge": judge, "set": label, "dimension": dim, "n": len(x),
-                                          "n_missing": dropped}
+                x, y, dropped, qids = _matched_with_questions(
+                    jm[jm["dimension"] == dim], rm[rm["dimension"] == dim]
+                )
+                row: dict[str, object] = {
+                    "judge": judge,
+                    "set": label,
+                    "dimension": dim,
+                    "n": len(x),
+                    "n_missing": dropped,
+                }
                 row.update(_statistics(x, y))
                 if bootstrap > 0 and len(x) > 0:
                     unit_counts = counts[:, [code[q] for q in qids]]
-                    intervals, row["boot_undefined"] = _bootstrap_statistics(x, y, unit_counts, confidence)
+                    intervals, row["boot_undefined"] = _bootstrap_statistics(
+                        x, y, unit_counts, confidence
+                    )
                     for key, (lo, hi) in intervals.items():
                         row[f"{key}_lo"], row[f"{key}_hi"] = lo, hi
                 rows.append(row)
@@ -290,7 +317,9 @@ def agreement_table(
     return pd.DataFrame(rows).reindex(columns=columns)
 
 
-def _reliability_matrix(means: pd.DataFrame, judges: Sequence[str], dimension: str | None) -> np.ndarray:
+def _reliability_matrix(
+    means: pd.DataFrame, judges: Sequence[str], dimension: str | None
+) -> np.ndarray:
     """Raters x units matrix (NaN = missing) for `krippendorff.alpha`."""
     return _reliability_units(means, judges, dimension)[0]
 
@@ -303,7 +332,11 @@ def _reliability_units(
     if dimension is not None:
         df = df[df["dimension"] == dimension]
     wide = df.pivot_table(index="judge", columns=list(UNIT), values="score", aggfunc="mean")
-    questions = wide.columns.get_level_values("question_id").to_numpy(str) if len(wide.columns) else np.array([])
+    questions = (
+        wide.columns.get_level_values("question_id").to_numpy(str)
+        if len(wide.columns)
+        else np.array([])
+    )
     return wide.reindex(index=list(judges)).to_numpy(float), questions
 
 
@@ -387,7 +420,9 @@ def reliability_table(
     means = judge_means(scores)
     labels = _check_sets(means, sets)
     members_all = [j for members in groups.values() for j in _resolve_judges(means, members)]
-    code, counts = question_draws(means.loc[means["judge"].isin(members_all), "question_id"], bootstrap, seed)
+    code, counts = question_draws(
+        means.loc[means["judge"].isin(members_all), "question_id"], bootstrap, seed
+    )
     rows = []
     for group, members in groups.items():
         names = _resolve_judges(means, members)
@@ -408,7 +443,9 @@ def reliability_table(
                 if bootstrap > 0:
                     columns = np.arange(data.shape[1])
                     unit_counts = counts[:, [code[q] for q in questions]]
-                    arr = np.asarray([_alpha(data[:, np.repeat(columns, c)], level) for c in unit_counts], float)
+                    arr = np.asarray(
+                        [_alpha(data[:, np.repeat(columns, c)], level) for c in unit_counts], float
+                    )
                     arr = arr[np.isfinite(arr)]
                     tail = (1 - confidence) / 2
                     row["alpha_lo"] = float(np.quantile(arr, tail)) if len(arr) else np.nan
@@ -431,7 +468,10 @@ def _pair_stat(x: np.ndarray, y: np.ndarray, stat: str) -> float:
 
 
 def pairwise_agreement(
-    scores: pd.DataFrame, dimension: str | None = None, stat: str = "spearman", set_name: str = DEFAULT_SETS[0]
+    scores: pd.DataFrame,
+    dimension: str | None = None,
+    stat: str = "spearman",
+    set_name: str = DEFAULT_SETS[0],
 ) -> pd.DataFrame:
     """Square judge x judge matrix of one agreement statistic (for a heatmap).
 
@@ -454,7 +494,9 @@ def pairwise_agreement(
     if dimension is not None:
         means = means[means["dimension"] == dimension]
     names = sorted(means["judge"].unique())
-    matrix = pd.DataFrame(np.nan, index=pd.Index(names, name="judge"), columns=pd.Index(names, name="judge"))
+    matrix = pd.DataFrame(
+        np.nan, index=pd.Index(names, name="judge"), columns=pd.Index(names, name="judge")
+    )
     by_judge = {j: means[means["judge"] == j] for j in names}
     for i, a in enumerate(names):
         for b in names[i:]:

@@ -25,7 +25,9 @@ import numpy as np
 MAX_CELLS = 2500  # beyond this many distinct value pairs the per-resample loop is used instead
 
 
-def pair_tables(x: np.ndarray, y: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+def pair_tables(
+    x: np.ndarray, y: np.ndarray, counts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """(tables `B x Kx x Ky`, x values, y values), or None when there are too many distinct pairs."""
     xv, xi = np.unique(x, return_inverse=True)
     yv, yi = np.unique(y, return_inverse=True)
@@ -92,8 +94,12 @@ def _kappa(t: np.ndarray, xv: np.ndarray, yv: np.ndarray, n: np.ndarray) -> np.n
     integer_x, integer_y = xv == np.round(xv), yv == np.round(yv)
     ok = (n >= 2) & (rows[:, ~integer_x].sum(axis=1) == 0) & (cols[:, ~integer_y].sum(axis=1) == 0)
     present_x, present_y = rows > 0, cols > 0
-    lo = np.minimum(np.where(present_x, xv, np.inf).min(axis=1), np.where(present_y, yv, np.inf).min(axis=1))
-    hi = np.maximum(np.where(present_x, xv, -np.inf).max(axis=1), np.where(present_y, yv, -np.inf).max(axis=1))
+    lo = np.minimum(
+        np.where(present_x, xv, np.inf).min(axis=1), np.where(present_y, yv, np.inf).min(axis=1)
+    )
+    hi = np.maximum(
+        np.where(present_x, xv, -np.inf).max(axis=1), np.where(present_y, yv, -np.inf).max(axis=1)
+    )
     return np.where(ok & (lo < hi), kappa, np.nan)
 
 
@@ -117,11 +123,17 @@ def statistics(tables: np.ndarray, xv: np.ndarray, yv: np.ndarray) -> dict[str, 
     return out
 
 
-def percentile_intervals(draws: dict[str, np.ndarray], confidence: float) -> dict[str, tuple[float, float]]:
+def percentile_intervals(
+    draws: dict[str, np.ndarray], confidence: float
+) -> dict[str, tuple[float, float]]:
     """Percentile interval of each statistic over its finite draws (NaN, NaN when none)."""
     tail = (1 - confidence) / 2
     out = {}
     for key, values in draws.items():
         arr = values[np.isfinite(values)]
-        out[key] = (float(np.quantile(arr, tail)), float(np.quantile(arr, 1 - tail))) if len(arr) else (np.nan, np.nan)
+        out[key] = (
+            (float(np.quantile(arr, tail)), float(np.quantile(arr, 1 - tail)))
+            if len(arr)
+            else (np.nan, np.nan)
+        )
     return out

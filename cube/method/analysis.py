@@ -76,8 +76,12 @@ def validate_scores(scores: pd.DataFrame, table: str = "scores") -> None:
     out = s.notna() & ((s < 0) | (s > 10))
     if non_numeric.any() or out.any():
         rows = scores.loc[non_numeric | out, list(SCORE_REQUIRED)].head(5).to_dict("records")
-        raise SchemaError(f"{table}: 'score' must be a number in [0, 10] or NaN (unscored); bad rows: {rows}")
-    keys = ["question_id", "system", "set", "judge", "dimension"] + (["sample"] if "sample" in scores else [])
+        raise SchemaError(
+            f"{table}: 'score' must be a number in [0, 10] or NaN (unscored); bad rows: {rows}"
+        )
+    keys = ["question_id", "system", "set", "judge", "dimension"] + (
+        ["sample"] if "sample" in scores else []
+    )
     dup = scores.duplicated(keys, keep=False)
     if dup.any():
         rows = scores.loc[dup, keys].head(5).to_dict("records")
@@ -85,7 +89,9 @@ def validate_scores(scores: pd.DataFrame, table: str = "scores") -> None:
 
 
 def _check_sets(df: pd.DataFrame, table: str) -> None:
-    bad = sorted({str(x) for x in df["set"].unique()} - set(SETS))  # unique() first: 293k rows at paper scale
+    bad = sorted(
+        {str(x) for x in df["set"].unique()} - set(SETS)
+    )  # unique() first: 293k rows at paper scale
     if bad:
         raise SchemaError(f"{table}: unknown set name(s) {bad}; expected one of {list(SETS)}")
 
@@ -109,7 +115,9 @@ def rank_score(rank: int, n_retrieved: int, top_n: int = 8) -> int:
     if rank == 0:
         return 0
     if rank > top_n:
-        raise ValueError(f"rank {rank} exceeds top_n {top_n}: set analysis.top_n to the system's list length")
+        raise ValueError(
+            f"rank {rank} exceeds top_n {top_n}: set analysis.top_n to the system's list length"
+        )
     if rank > n_retrieved:
         raise ValueError(f"rank {rank} exceeds the number of retrieved documents {n_retrieved}")
     if n_retrieved == 1:
@@ -124,7 +132,9 @@ def question_ranks(answers: pd.DataFrame, top_n: int = 8) -> pd.DataFrame:
     rag = answers[answers["set"] == "rag"]
     if rag.empty:
         raise SchemaError("answers: no 'rag' rows (the system under test's answers)")
-    out = pd.DataFrame({"question_id": rag["question_id"].to_numpy(), "rank": rag["rank"].astype(int).to_numpy()})
+    out = pd.DataFrame(
+        {"question_id": rag["question_id"].to_numpy(), "rank": rag["rank"].astype(int).to_numpy()}
+    )
     if "n_retrieved" in rag:
         n = pd.to_numeric(rag["n_retrieved"], errors="coerce").fillna(top_n).astype(int).to_numpy()
     elif "retrieved_doc_ids" in rag:
@@ -133,7 +143,9 @@ def question_ranks(answers: pd.DataFrame, top_n: int = 8) -> pd.DataFrame:
         n = np.full(len(rag), top_n)
     out["n_retrieved"] = n
     out["retrieved"] = out["rank"] > 0
-    out["rank_score"] = [rank_score(r, k, top_n) for r, k in zip(out["rank"], out["n_retrieved"], strict=True)]
+    out["rank_score"] = [
+        rank_score(r, k, top_n) for r, k in zip(out["rank"], out["n_retrieved"], strict=True)
+    ]
     return out
 
 
@@ -176,7 +188,9 @@ def retrieval_outcomes(answers: pd.DataFrame, top_n: int = 8) -> RetrievalOutcom
         unknown = sorted(set(rag.loc[bad, "question_id"]), key=str)
         rag = rag[~bad]
     if rag.empty:
-        ranks = pd.DataFrame({"question_id": [], "rank": [], "n_retrieved": [], "retrieved": [], "rank_score": []})
+        ranks = pd.DataFrame(
+            {"question_id": [], "rank": [], "n_retrieved": [], "retrieved": [], "rank_score": []}
+        )
     else:
         ranks = question_ranks(rag, top_n)
     return RetrievalOutcomes(ranks, unknown, top_n)
@@ -201,8 +215,13 @@ def _per_item(scores: pd.DataFrame) -> pd.DataFrame:
     return s.groupby(keys, as_index=False, sort=False, dropna=False)["score"].mean()
 
 
-def score_grid(scores: pd.DataFrame, *, judges: Iterable[Any] | None = None, dimensions: Iterable[str] | None = None,
-               questions: Iterable[Any] | None = None) -> pd.DataFrame:
+def score_grid(
+    scores: pd.DataFrame,
+    *,
+    judges: Iterable[Any] | None = None,
+    dimensions: Iterable[str] | None = None,
+    questions: Iterable[Any] | None = None,
+) -> pd.DataFrame:
     """Per-item scores of one system reindexed to the full judge x set x dimension x question
     grid, so an absent row is NaN and counted like an unscored one.
 
@@ -212,8 +231,11 @@ def score_grid(scores: pd.DataFrame, *, judges: Iterable[Any] | None = None, dim
     items = _per_item(scores)
     js = list(dict.fromkeys([*(judges or []), *sorted(items["judge"].unique(), key=str)]))
     ds = dimension_order([*(dimensions or []), *items["dimension"].unique()])
-    qs = list(dict.fromkeys(questions)) if questions is not None else \
-        sorted(items["question_id"].unique(), key=str)
+    qs = (
+        list(dict.fromkeys(questions))
+        if questions is not None
+        else sorted(items["question_id"].unique(), key=str)
+    )
     keys = ["judge", "set", "dimension", "question_id"]
     idx = pd.MultiIndex.from_product([js, list(SETS), ds, qs], names=keys)
     grid = items.set_index(keys)["score"]
@@ -231,9 +253,13 @@ def dimension_order(dimensions: Iterable[str]) -> list[str]:
 def _order(df: pd.DataFrame, dims: list[str]) -> pd.DataFrame:
     """Rows by judge, then set (zero, rag, full), then dimension in the order the input gave."""
     keys = ["judge"] + (["set"] if "set" in df else []) + ["dimension"]
-    rank = {"set": {s: i for i, s in enumerate(SETS)}.get, "dimension": {d: i for i, d in enumerate(dims)}.get}
-    return df.sort_values(keys, key=lambda s: s.map(rank[s.name]) if s.name in rank else s,
-                          kind="stable").reset_index(drop=True)
+    rank = {
+        "set": {s: i for i, s in enumerate(SETS)}.get,
+        "dimension": {d: i for i, d in enumerate(dims)}.get,
+    }
+    return df.sort_values(
+        keys, key=lambda s: s.map(rank[s.name]) if s.name in rank else s, kind="stable"
+    ).reset_index(drop=True)
 
 
 def _pearson(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
@@ -269,7 +295,9 @@ def rank_correlations(
         ranks = ranks[ranks["retrieved"]]
     elif subset != "all":
         raise ValueError(f"subset must be 'all' or 'retrieved', got {subset!r}")
-    items = _per_item(scores[scores["set"] == "rag"]).merge(ranks[["question_id", against]], on="question_id")
+    items = _per_item(scores[scores["set"] == "rag"]).merge(
+        ranks[["question_id", against]], on="question_id"
+    )
     rows = []
     groups = dict(tuple(items.groupby(["judge", "dimension"], sort=True)))
     all_judges = sorted({*(judges or []), *scores["judge"].unique()}, key=str)
@@ -326,11 +354,17 @@ def dimension_weights(
     total = out.groupby("judge")["raw"].transform("sum")
     for judge in out.loc[total <= _EPS, "judge"].unique():
         if fallback == "equal":
-            warnings.warn(f"judge {judge!r}: all weights are 0; equal weights used (analysis.weights_fallback)",
-                          CubeWarning, stacklevel=2)
+            warnings.warn(
+                f"judge {judge!r}: all weights are 0; equal weights used (analysis.weights_fallback)",
+                CubeWarning,
+                stacklevel=2,
+            )
         else:
-            warnings.warn(f"judge {judge!r}: all weights are 0; its weighted score is undefined", CubeWarning,
-                          stacklevel=2)
+            warnings.warn(
+                f"judge {judge!r}: all weights are 0; its weighted score is undefined",
+                CubeWarning,
+                stacklevel=2,
+            )
     if fallback == "equal":
         out["raw"] = np.where(total <= _EPS, 1.0, out["raw"])
         total = out.groupby("judge")["raw"].transform("sum")
@@ -340,8 +374,13 @@ def dimension_weights(
 
 # ------------------------------------------------------------------------------ trimmed means
 def trimmed_means(
-    scores: pd.DataFrame, proportion: float = 0.1, question_ids: Iterable[Any] | None = None,
-    paired: bool = True, *, questions: Iterable[Any] | None = None, judges: Iterable[Any] | None = None,
+    scores: pd.DataFrame,
+    proportion: float = 0.1,
+    question_ids: Iterable[Any] | None = None,
+    paired: bool = True,
+    *,
+    questions: Iterable[Any] | None = None,
+    judges: Iterable[Any] | None = None,
     dimensions: Iterable[str] | None = None,
 ) -> pd.DataFrame:
     """`scipy.stats.trim_mean` of each judge's scores per set and dimension, cutting `proportion`
@@ -367,28 +406,56 @@ def trimmed_means(
     cube = cube.reindex(columns=list(SETS))
     ok = cube.notna().all(axis=1) if paired else pd.Series(True, index=cube.index)
     rows = []
-    dims = dimension_order(grid["dimension"].unique()) if len(grid) else list(
-        dict.fromkeys(dimensions or scores["dimension"]))
-    judges_all = list(dict.fromkeys(grid["judge"])) if len(grid) else sorted(scores["judge"].unique(), key=str)
+    dims = (
+        dimension_order(grid["dimension"].unique())
+        if len(grid)
+        else list(dict.fromkeys(dimensions or scores["dimension"]))
+    )
+    judges_all = (
+        list(dict.fromkeys(grid["judge"]))
+        if len(grid)
+        else sorted(scores["judge"].unique(), key=str)
+    )
     by_jd = {k: g for k, g in cube.groupby(level=["judge", "dimension"], sort=False)}
     for judge in judges_all:
         for dim in dims:
             g = by_jd.get((judge, dim))
             for set_ in SETS:
                 if g is None:
-                    rows.append({"judge": judge, "set": set_, "dimension": dim, "trimmed_mean": float("nan"), "n": 0,
-                                 "n_unscored": 0, "n_unpaired": 0})
+                    rows.append(
+                        {
+                            "judge": judge,
+                            "set": set_,
+                            "dimension": dim,
+                            "trimmed_mean": float("nan"),
+                            "n": 0,
+                            "n_unscored": 0,
+                            "n_unpaired": 0,
+                        }
+                    )
                     continue
                 v = g[set_].to_numpy(float)
                 keep = ok.loc[g.index].to_numpy(bool) & ~np.isnan(v)
                 tm = float(stats.trim_mean(v[keep], proportion)) if keep.any() else float("nan")
-                rows.append({"judge": judge, "set": set_, "dimension": dim, "trimmed_mean": tm, "n": int(keep.sum()),
-                             "n_unscored": int(np.isnan(v).sum()), "n_unpaired": int((~keep & ~np.isnan(v)).sum())})
+                rows.append(
+                    {
+                        "judge": judge,
+                        "set": set_,
+                        "dimension": dim,
+                        "trimmed_mean": tm,
+                        "n": int(keep.sum()),
+                        "n_unscored": int(np.isnan(v).sum()),
+                        "n_unpaired": int((~keep & ~np.isnan(v)).sum()),
+                    }
+                )
     cols = ["judge", "set", "dimension", "trimmed_mean", "n", "n_unscored", "n_unpaired"]
     return _order(pd.DataFrame(rows, columns=cols), dims)
 
 
-JURY_W_METRICS = ("weighted_score", "cube_score")  # undefined for the jury when a member's W is noise
+JURY_W_METRICS = (
+    "weighted_score",
+    "cube_score",
+)  # undefined for the jury when a member's W is noise
 
 
 def jury_summary(cube_table: pd.DataFrame) -> pd.DataFrame:
@@ -403,9 +470,15 @@ def jury_summary(cube_table: pd.DataFrame) -> pd.DataFrame:
 
     Returns a frame indexed `mean`, `sd` (SD is NaN with a single judge, everything NaN with
     none), with `n_judges`: how many judges the mean averages."""
-    table = cube_table[cube_table["in_jury"].astype(bool)] if "in_jury" in cube_table else cube_table
-    skip = [c for c in cube_table if c.startswith(("flag_", "gate_")) or c in ("failure_rate", "judging_failed",
-                                                                              "content_blind")]
+    table = (
+        cube_table[cube_table["in_jury"].astype(bool)] if "in_jury" in cube_table else cube_table
+    )
+    skip = [
+        c
+        for c in cube_table
+        if c.startswith(("flag_", "gate_"))
+        or c in ("failure_rate", "judging_failed", "content_blind")
+    ]
     num = table.select_dtypes(include="number").drop(columns=skip, errors="ignore")
     out = pd.DataFrame({"mean": num.mean(skipna=False), "sd": num.std(ddof=1, skipna=False)}).T
     if "gate_w_unusable" in table and table["gate_w_unusable"].fillna(False).astype(bool).any():
@@ -419,8 +492,11 @@ def jury_summary(cube_table: pd.DataFrame) -> pd.DataFrame:
 def format_mean_sd(jury: pd.DataFrame, digits: int = 2) -> pd.Series:
     """`82.76 ± 4.50` strings from `jury_summary` output."""
     return pd.Series(
-        {c: f"{jury.at['mean', c]:.{digits}f} ± {jury.at['sd', c]:.{digits}f}" for c in jury.columns
-         if c != "n_judges"}
+        {
+            c: f"{jury.at['mean', c]:.{digits}f} ± {jury.at['sd', c]:.{digits}f}"
+            for c in jury.columns
+            if c != "n_judges"
+        }
     )
 
 
@@ -453,17 +529,38 @@ def sample_variance(scores: pd.DataFrame) -> pd.DataFrame:
     # The SD only where an item has two valid samples (else it is NaN below anyway): with one
     # sample per judgment, the usual case, no per-item Python call is made.
     several = s[grouped.transform("count") >= 2]
-    sd = several.groupby(keys, sort=False)["score"].agg(lambda v: v.std(ddof=1)) if len(several) else None
+    sd = (
+        several.groupby(keys, sort=False)["score"].agg(lambda v: v.std(ddof=1))
+        if len(several)
+        else None
+    )
     per_item["sd"] = sd.reindex(per_item.index) if sd is not None else np.nan
     per_item = per_item.reset_index()
     per_item["compared"] = per_item["samples"] >= 2
     per_item.loc[~per_item["compared"], "sd"] = np.nan
     per_item["disagree"] = (per_item["sd"] > 0).astype(float).where(per_item["compared"])
-    out = per_item.groupby(["judge", "dimension"]).agg(
-        items=("samples", "size"), samples=("samples", "max"), items_compared=("compared", "sum"),
-        mean_within_sd=("sd", "mean"), share_disagreeing=("disagree", "mean"),
-    ).reset_index()
+    out = (
+        per_item.groupby(["judge", "dimension"])
+        .agg(
+            items=("samples", "size"),
+            samples=("samples", "max"),
+            items_compared=("compared", "sum"),
+            mean_within_sd=("sd", "mean"),
+            share_disagreeing=("disagree", "mean"),
+        )
+        .reset_index()
+    )
     out["items_single"] = out["items"] - out["items_compared"]
-    out = out[["judge", "dimension", "items", "samples", "items_compared", "items_single", "mean_within_sd",
-               "share_disagreeing"]]
+    out = out[
+        [
+            "judge",
+            "dimension",
+            "items",
+            "samples",
+            "items_compared",
+            "items_single",
+            "mean_within_sd",
+            "share_disagreeing",
+        ]
+    ]
     return _order(out, dimension_order(out["dimension"]))

@@ -41,13 +41,37 @@ LENGTH_MATCHED_WORSE = ("corrupted_facts", "sibling_answer", "other_question")
 OTHER_WORSE = ("empty", "truncated")
 NOT_WORSE = ("padded", "authority", "reordered")
 BIAS = {"padded": "verbosity_bias", "authority": "authority_bias", "reordered": "order_bias"}
-EXPECT = {"original": "same", **{k: "worse" for k in (*LENGTH_MATCHED_WORSE, *OTHER_WORSE)},
-          **{k: "not_worse" for k in NOT_WORSE}}
-AUDIT_COLUMNS = ["judge", "pairs", "wins", "ties", "losses", "discrimination", "discrimination_lo",
-                 "discrimination_hi", "discrimination_p_value", "empty_truncated_pairs", "empty_truncated_wins",
-                 "verbosity_bias", "verbosity_bias_lo", "verbosity_bias_hi", "authority_bias", "authority_bias_lo",
-                 "authority_bias_hi", "order_bias", "order_bias_lo", "order_bias_hi", "leniency", "modal_share",
-                 "probes_scored", "probes_unscored"]
+EXPECT = {
+    "original": "same",
+    **{k: "worse" for k in (*LENGTH_MATCHED_WORSE, *OTHER_WORSE)},
+    **{k: "not_worse" for k in NOT_WORSE},
+}
+AUDIT_COLUMNS = [
+    "judge",
+    "pairs",
+    "wins",
+    "ties",
+    "losses",
+    "discrimination",
+    "discrimination_lo",
+    "discrimination_hi",
+    "discrimination_p_value",
+    "empty_truncated_pairs",
+    "empty_truncated_wins",
+    "verbosity_bias",
+    "verbosity_bias_lo",
+    "verbosity_bias_hi",
+    "authority_bias",
+    "authority_bias_lo",
+    "authority_bias_hi",
+    "order_bias",
+    "order_bias_lo",
+    "order_bias_hi",
+    "leniency",
+    "modal_share",
+    "probes_scored",
+    "probes_unscored",
+]
 
 
 def validate_probes(probes: pd.DataFrame, table: str = "probe scores") -> None:
@@ -61,12 +85,16 @@ def validate_probes(probes: pd.DataFrame, table: str = "probe scores") -> None:
     known = probes["probe"].isin(list(EXPECT))
     wrong = known & (probes["expect"] != probes["probe"].map(EXPECT))
     if wrong.any():
-        problems.append(f"'expect' disagrees with the probe kind in rows {list(probes.index[wrong][:5])} "
-                        f"(expected {EXPECT})")
+        problems.append(
+            f"'expect' disagrees with the probe kind in rows {list(probes.index[wrong][:5])} "
+            f"(expected {EXPECT})"
+        )
     s = pd.to_numeric(probes["score"], errors="coerce")
     bad = (probes["score"].notna() & s.isna()) | (s < 0) | (s > 10)
     if bad.any():
-        problems.append(f"'score' must be a number in [0, 10] or NaN; bad rows {list(probes.index[bad][:5])}")
+        problems.append(
+            f"'score' must be a number in [0, 10] or NaN; bad rows {list(probes.index[bad][:5])}"
+        )
     if problems:
         raise SchemaError(f"{table}: " + "; ".join(problems))
 
@@ -108,27 +136,49 @@ def audit_summary(probes: pd.DataFrame, confidence: float = 0.95) -> pd.DataFram
     for judge, t in tot.groupby(level="judge", sort=False):
         t = t.droplevel("judge")
         orig = t["original"] if "original" in t else pd.Series(np.nan, index=t.index)
-        diffs = pd.concat([orig - t[k] for k in LENGTH_MATCHED_WORSE if k in t], axis=1) \
-            if any(k in t for k in LENGTH_MATCHED_WORSE) else pd.DataFrame(index=t.index)
+        diffs = (
+            pd.concat([orig - t[k] for k in LENGTH_MATCHED_WORSE if k in t], axis=1)
+            if any(k in t for k in LENGTH_MATCHED_WORSE)
+            else pd.DataFrame(index=t.index)
+        )
         d = diffs.stack().dropna().to_numpy(float)
         wins, losses = int((d > 0).sum()), int((d < 0).sum())
         ties = len(d) - wins - losses
-        per_q = diffs.mean(axis=1).dropna().to_numpy(float)  # a question's pairs share its original: one value each
+        per_q = (
+            diffs.mean(axis=1).dropna().to_numpy(float)
+        )  # a question's pairs share its original: one value each
         per_q = per_q[np.abs(per_q) > 1e-12]
-        p = float(stats.wilcoxon(per_q, alternative="greater").pvalue) if len(per_q) else float("nan")
+        p = (
+            float(stats.wilcoxon(per_q, alternative="greater").pvalue)
+            if len(per_q)
+            else float("nan")
+        )
         share = (wins + ties / 2) / len(d) if len(d) else float("nan")
         lo, hi = _wilson(wins + ties / 2, len(d), confidence)
         et = [orig - t[k] for k in OTHER_WORSE if k in t]
         e = pd.concat(et).dropna().to_numpy(float) if et else np.array([])
-        row: dict[str, Any] = {"judge": judge, "pairs": len(d), "wins": wins, "ties": ties, "losses": losses,
-                               "discrimination": share, "discrimination_lo": lo, "discrimination_hi": hi,
-                               "discrimination_p_value": p, "empty_truncated_pairs": len(e),
-                               "empty_truncated_wins": int((e > 0).sum())}
+        row: dict[str, Any] = {
+            "judge": judge,
+            "pairs": len(d),
+            "wins": wins,
+            "ties": ties,
+            "losses": losses,
+            "discrimination": share,
+            "discrimination_lo": lo,
+            "discrimination_hi": hi,
+            "discrimination_p_value": p,
+            "empty_truncated_pairs": len(e),
+            "empty_truncated_wins": int((e > 0).sum()),
+        }
         for kind, name in BIAS.items():
             b = (t[kind] - orig).to_numpy(float) if kind in t else np.array([])
             row[name], row[f"{name}_lo"], row[f"{name}_hi"] = _mean_interval(b, confidence)
         j_items = t.stack()
-        row["leniency"] = float((j_items - jury_mean.stack().reindex(j_items.index)).mean()) if len(j_items) else np.nan
+        row["leniency"] = (
+            float((j_items - jury_mean.stack().reindex(j_items.index)).mean())
+            if len(j_items)
+            else np.nan
+        )
         s = raw.loc[raw["judge"] == judge, "score"].dropna()
         row["modal_share"] = float(s.value_counts().iloc[0] / len(s)) if len(s) else float("nan")
         row["probes_scored"] = int(len(s))
@@ -137,7 +187,9 @@ def audit_summary(probes: pd.DataFrame, confidence: float = 0.95) -> pd.DataFram
     return pd.DataFrame(rows, columns=AUDIT_COLUMNS)
 
 
-def audit_verdict(summary: pd.Series | None, alpha: float, min_pairs: int) -> tuple[bool | None, str]:
+def audit_verdict(
+    summary: pd.Series | None, alpha: float, min_pairs: int
+) -> tuple[bool | None, str]:
     """(content_blind, evidence) of one judge's audit row: True with the evidence when the audit
     shows it does not read the content, False when it discriminates, None (no verdict) when the
     audit did not run or has fewer than `min_pairs` scored pairs."""
@@ -148,13 +200,20 @@ def audit_verdict(summary: pd.Series | None, alpha: float, min_pairs: int) -> tu
         return None, f"audit inconclusive: {n} scored probe pairs (at least {min_pairs} needed)"
     w, t, lo = int(summary["wins"]), int(summary["ties"]), int(summary["losses"])
     if w + lo == 0:
-        return True, (f"content-blind: its score did not change when the facts were corrupted or the answer "
-                      f"replaced (all {n} probe pairs tied)")
+        return True, (
+            f"content-blind: its score did not change when the facts were corrupted or the answer "
+            f"replaced (all {n} probe pairs tied)"
+        )
     p = float(summary["discrimination_p_value"])
-    what = (f"correct answers scored above their corrupted twins in {w} of {n} pairs ({t} tied, {lo} below), "
-            f"one-sided Wilcoxon p = {p:.3g}")
+    what = (
+        f"correct answers scored above their corrupted twins in {w} of {n} pairs ({t} tied, {lo} below), "
+        f"one-sided Wilcoxon p = {p:.3g}"
+    )
     if not p < alpha:
-        return True, f"content-blind: does not tell correct from corrupted answers beyond chance: {what} (level {alpha:g})"
+        return (
+            True,
+            f"content-blind: does not tell correct from corrupted answers beyond chance: {what} (level {alpha:g})",
+        )
     return False, f"audit: {what}"
 
 
@@ -170,8 +229,12 @@ def self_preference(scores: pd.DataFrame, judge: Any, confidence: float = 0.95) 
     is merely lenient scores both groups up alike: about 0. Without an answer by another model or
     without another judge there is no control: NaN with the cause in `note`, never a number.
     `scores`: `question_id, system, set, judge, dimension, score, own`."""
-    require_columns(scores, ("question_id", "system", "set", "judge", "dimension", "score", "own"), "scores")
-    s = scores.assign(score=pd.to_numeric(scores["score"], errors="coerce"), own=scores["own"].astype(bool))
+    require_columns(
+        scores, ("question_id", "system", "set", "judge", "dimension", "score", "own"), "scores"
+    )
+    s = scores.assign(
+        score=pd.to_numeric(scores["score"], errors="coerce"), own=scores["own"].astype(bool)
+    )
     keys = [*SELF_PREFERENCE_KEYS, "dimension"]
     mine = s[s["judge"] == judge].groupby([*keys, "own"])["score"].mean()
     others = s[s["judge"] != judge].groupby([*keys, "own"])["score"].mean()
@@ -180,15 +243,25 @@ def self_preference(scores: pd.DataFrame, judge: Any, confidence: float = 0.95) 
     own = per_answer[per_answer.index.get_level_values("own")].to_numpy(float)
     ctrl = per_answer[~per_answer.index.get_level_values("own")].to_numpy(float)
     nan = float("nan")
-    out: dict[str, Any] = {"self_preference": nan, "self_preference_lo": nan, "self_preference_hi": nan,
-                           "items": int(len(own)), "control_items": int(len(ctrl)), "note": ""}
+    out: dict[str, Any] = {
+        "self_preference": nan,
+        "self_preference_lo": nan,
+        "self_preference_hi": nan,
+        "items": int(len(own)),
+        "control_items": int(len(ctrl)),
+        "note": "",
+    }
     if not (s["judge"] != judge).any() or (not len(own) and not len(ctrl)):
         out["note"] = "not measurable: no other judge scored the same answers"
     elif not (~s["own"]).any() or not len(ctrl):
-        out["note"] = ("not measurable: no answer written by another model was scored by this judge and another "
-                       "(without that control, leniency cannot be told from self-preference)")
+        out["note"] = (
+            "not measurable: no answer written by another model was scored by this judge and another "
+            "(without that control, leniency cannot be told from self-preference)"
+        )
     elif not len(own):
-        out["note"] = "not measurable: no answer of its own model was scored by this judge and another"
+        out["note"] = (
+            "not measurable: no answer of its own model was scored by this judge and another"
+        )
     if out["note"]:
         return out
     out["self_preference"] = float(own.mean() - ctrl.mean())
@@ -204,13 +277,21 @@ def probe_table(scores: pd.DataFrame, probes: pd.DataFrame, original_system: Any
     """The audit's input from a scores table: the probe answers' scores (rows of systems `audit:<kind>`,
     `cube.systems.probes.build_probes`) and, as `original`, the full-set scores of `original_system`
     on the same questions. Returns `PROBE_REQUIRED` columns."""
-    require_columns(scores, ("question_id", "system", "set", "judge", "dimension", "score"), "scores")
+    require_columns(
+        scores, ("question_id", "system", "set", "judge", "dimension", "score"), "scores"
+    )
     require_columns(probes, ("question_id", "system", "probe", "expect"), "probes")
-    keys = probes[["question_id", "system", "probe", "expect"]].drop_duplicates(["question_id", "system"])
+    keys = probes[["question_id", "system", "probe", "expect"]].drop_duplicates(
+        ["question_id", "system"]
+    )
     keys = keys.assign(question_id=keys["question_id"].astype(str))
     s = scores.assign(question_id=scores["question_id"].astype(str))
     probe = s.merge(keys, on=["question_id", "system"])
-    orig = s[(s["system"] == original_system) & (s["set"] == "full") & s["question_id"].isin(set(keys["question_id"]))]
+    orig = s[
+        (s["system"] == original_system)
+        & (s["set"] == "full")
+        & s["question_id"].isin(set(keys["question_id"]))
+    ]
     orig = orig.assign(probe="original", expect="same")
     cols = list(PROBE_REQUIRED)
     return pd.concat([orig[cols], probe[cols]], ignore_index=True)

@@ -27,7 +27,9 @@ from cube.method import analysis as A
 from cube.method.normalise import effective_weights
 
 METRICS = ("cube_score", "weighted_score", "recall_at_k")
-MIN_VALID_SHARE = 0.9  # below this share of defined jury resamples the interval is no basis for a verdict
+MIN_VALID_SHARE = (
+    0.9  # below this share of defined jury resamples the interval is no basis for a verdict
+)
 
 
 @dataclass(frozen=True)
@@ -45,10 +47,20 @@ class Prepared:
     fallback: str = "none"
 
 
-def prepare(answers: pd.DataFrame, scores: pd.DataFrame, *, proportion: float, subset: str,
-             mode: str, custom: dict[str, float] | None, top_n: int, paired: bool = True,
-             judges: list[str] | None = None, dimensions: list[str] | None = None,
-             fallback: str = "none") -> Prepared:
+def prepare(
+    answers: pd.DataFrame,
+    scores: pd.DataFrame,
+    *,
+    proportion: float,
+    subset: str,
+    mode: str,
+    custom: dict[str, float] | None,
+    top_n: int,
+    paired: bool = True,
+    judges: list[str] | None = None,
+    dimensions: list[str] | None = None,
+    fallback: str = "none",
+) -> Prepared:
     # Sorted by question id, so the same seed draws the same questions whatever the row order.
     # The same grid as cube.method.analysis (absent rows are NaN) and the same known-retrieval questions.
     outcomes = A.retrieval_outcomes(answers, top_n)
@@ -57,11 +69,25 @@ def prepare(answers: pd.DataFrame, scores: pd.DataFrame, *, proportion: float, s
     grid = A.score_grid(scores, judges=judges, dimensions=dimensions, questions=qids)
     judges_all = sorted(grid["judge"].unique(), key=str)
     dims = list(dict.fromkeys(grid["dimension"]))
-    cube = grid.set_index(["judge", "set", "dimension", "question_id"])["score"].reindex(
-        pd.MultiIndex.from_product([judges_all, list(A.SETS), dims, qids])).to_numpy(float)
+    cube = (
+        grid.set_index(["judge", "set", "dimension", "question_id"])["score"]
+        .reindex(pd.MultiIndex.from_product([judges_all, list(A.SETS), dims, qids]))
+        .to_numpy(float)
+    )
     cube = cube.reshape(len(judges_all), len(A.SETS), len(dims), len(qids))
-    return Prepared(judges_all, dims, ranks["rank_score"].to_numpy(float), ranks["retrieved"].to_numpy(bool),
-                     cube, proportion, subset, mode, custom, paired, fallback)
+    return Prepared(
+        judges_all,
+        dims,
+        ranks["rank_score"].to_numpy(float),
+        ranks["retrieved"].to_numpy(bool),
+        cube,
+        proportion,
+        subset,
+        mode,
+        custom,
+        paired,
+        fallback,
+    )
 
 
 def _weighted_pearson(C: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -80,7 +106,9 @@ def _weighted_pearson(C: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray
     return r
 
 
-def _weighted_trim_mean(C: np.ndarray, v: np.ndarray, keep: np.ndarray, proportion: float) -> np.ndarray:
+def _weighted_trim_mean(
+    C: np.ndarray, v: np.ndarray, keep: np.ndarray, proportion: float
+) -> np.ndarray:
     """Trimmed mean of `v[keep]` (NaN skipped) in every resample. Scores take few distinct values,
     so the counts are summed per distinct value first (`C @ one-hot`, k columns instead of n) and
     the trimming works on k sorted values with their counts; the sum over a run of equal values
@@ -134,21 +162,33 @@ def cube_from_counts(p: Prepared, C: np.ndarray) -> dict[str, np.ndarray]:
             for s in range(len(A.SETS)):
                 tm[j, s, d] = _weighted_trim_mean(C, p.scores[j, s, d], keep_jd, p.proportion)
     total_w = w.sum(axis=1, keepdims=True)
-    if p.fallback == "equal":  # undefined weights -> 1/D (analysis.weights_fallback), as dimension_weights
+    if (
+        p.fallback == "equal"
+    ):  # undefined weights -> 1/D (analysis.weights_fallback), as dimension_weights
         w = np.where(total_w > 1e-12, w, 1.0)
     zero, full = A.SETS.index("zero"), A.SETS.index("full")
     W = np.empty((J, B))
-    for j in range(J):  # the rules of cube.method.normalise: missing weighted dimension -> NaN, no range -> leaves W
+    for j in range(
+        J
+    ):  # the rules of cube.method.normalise: missing weighted dimension -> NaN, no range -> leaves W
         we = effective_weights(w[j], tm[j, zero], tm[j, rag], tm[j, full])  # (D, B)
         T = np.where(we[None] == 0, 0.0, we[None] * tm[j]).sum(axis=1)  # (sets, B)
         with np.errstate(divide="ignore", invalid="ignore"):
             den = T[full] - T[zero]
             W[j] = np.where(den > 1e-12, 100 * (T[rag] - T[zero]) / den, np.nan)
     cube = np.where(recall[None, :] == 0, 0.0, W * recall[None, :])  # nothing retrieved: CuBE = 0
-    return {"weighted_score": W, "cube_score": cube, "recall_at_k": recall, "trimmed_means": tm, "weights": w}
+    return {
+        "weighted_score": W,
+        "cube_score": cube,
+        "recall_at_k": recall,
+        "trimmed_means": tm,
+        "weights": w,
+    }
 
 
-def resample_counts(n: int, n_resamples: int, rng: np.random.Generator, chunk: int = 64) -> np.ndarray:
+def resample_counts(
+    n: int, n_resamples: int, rng: np.random.Generator, chunk: int = 64
+) -> np.ndarray:
     """The counts matrix (resamples x n) of `n_resamples` draws of n items with replacement: the
     draws of `rng.integers(0, n, size=(n_resamples, n))`, made and counted a few rows at a time
     (the whole draws matrix and its scatter indices were ~150 MB at the paper's scale)."""
@@ -157,17 +197,30 @@ def resample_counts(n: int, n_resamples: int, rng: np.random.Generator, chunk: i
         rows = min(chunk, n_resamples - start)
         draws = rng.integers(0, n, size=(rows, n))
         flat = (draws + (np.arange(rows) * n)[:, None]).ravel()
-        C[start:start + rows] = np.bincount(flat, minlength=rows * n).reshape(rows, n)
+        C[start : start + rows] = np.bincount(flat, minlength=rows * n).reshape(rows, n)
     return C
 
 
-def bootstrap_cube(answers: pd.DataFrame, scores: pd.DataFrame, *, n_resamples: int = 1000,
-                   confidence: float = 0.95, seed: int = 0, proportion: float = 0.1,
-                   subset: str = "retrieved", weights: str = "rank_correlation",
-                   custom_weights: dict[str, float] | None = None, top_n: int = 8,
-                   paired: bool = True, judges: list[str] | None = None, dimensions: list[str] | None = None,
-                   jury_judges: list[str] | None = None, weights_fallback: str = "none",
-                   method: str = "percentile", expand: bool = True) -> pd.DataFrame:
+def bootstrap_cube(
+    answers: pd.DataFrame,
+    scores: pd.DataFrame,
+    *,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    proportion: float = 0.1,
+    subset: str = "retrieved",
+    weights: str = "rank_correlation",
+    custom_weights: dict[str, float] | None = None,
+    top_n: int = 8,
+    paired: bool = True,
+    judges: list[str] | None = None,
+    dimensions: list[str] | None = None,
+    jury_judges: list[str] | None = None,
+    weights_fallback: str = "none",
+    method: str = "percentile",
+    expand: bool = True,
+) -> pd.DataFrame:
     """Intervals (`method`, `expand`: see `bootstrap_prepared`) of each judge's and the jury's CuBE, W and R@k.
 
     The jury averages `jury_judges` only (the judges that passed the validity gate; default:
@@ -175,11 +228,28 @@ def bootstrap_cube(answers: pd.DataFrame, scores: pd.DataFrame, *, n_resamples: 
     Returns `judge, metric, estimate, lo, hi, n_valid` (the jury row is named `jury`; `n_valid`
     counts resamples where the value was defined, e.g. no zero denominator; the verdict is
     withheld when the jury's is below `MIN_VALID_SHARE` of the resamples, `cube.diagnose.lta`)."""
-    p = prepare(answers, scores, proportion=proportion, subset=subset, mode=weights,
-                 custom=custom_weights, top_n=top_n, paired=paired, judges=judges, dimensions=dimensions,
-                 fallback=weights_fallback)
-    return bootstrap_prepared(p, n_resamples=n_resamples, confidence=confidence, seed=seed, jury_judges=jury_judges,
-                              method=method, expand=expand)
+    p = prepare(
+        answers,
+        scores,
+        proportion=proportion,
+        subset=subset,
+        mode=weights,
+        custom=custom_weights,
+        top_n=top_n,
+        paired=paired,
+        judges=judges,
+        dimensions=dimensions,
+        fallback=weights_fallback,
+    )
+    return bootstrap_prepared(
+        p,
+        n_resamples=n_resamples,
+        confidence=confidence,
+        seed=seed,
+        jury_judges=jury_judges,
+        method=method,
+        expand=expand,
+    )
 
 
 INTERVAL_METHODS = ("percentile", "bca", "basic")
@@ -202,9 +272,16 @@ def expanded_alpha(alpha: float, n: int) -> float:
     return float(norm.cdf(-t.ppf(1 - alpha, n - 1)))
 
 
-def bootstrap_prepared(p: Prepared, *, n_resamples: int = 1000, confidence: float = 0.95, seed: int = 0,
-                       jury_judges: list[str] | None = None, method: str = "percentile",
-                       expand: bool = True) -> pd.DataFrame:
+def bootstrap_prepared(
+    p: Prepared,
+    *,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    jury_judges: list[str] | None = None,
+    method: str = "percentile",
+    expand: bool = True,
+) -> pd.DataFrame:
     """`bootstrap_cube` on prepared arrays (the simulation study calls it on simulated arrays).
 
     `method`: `percentile` (the alpha/2 and 1 - alpha/2 quantiles of the resamples), `bca` (Efron's
@@ -219,14 +296,18 @@ def bootstrap_prepared(p: Prepared, *, n_resamples: int = 1000, confidence: floa
     so the interval does not fall short of its confidence on a few dozen questions; R@k's are not (its
     plain interval covered 95.0-95.3 % over 8,000 simulated runs at 40-300 questions, README)."""
     if method not in INTERVAL_METHODS:
-        raise ValueError(f"bootstrap interval method {method!r}: expected one of {INTERVAL_METHODS}")
+        raise ValueError(
+            f"bootstrap interval method {method!r}: expected one of {INTERVAL_METHODS}"
+        )
     n = len(p.rank_score)
     point = cube_from_counts(p, np.ones((1, n)))
     boot = cube_from_counts(p, resample_counts(n, n_resamples, np.random.default_rng(seed)))
     jack = _jackknife(p) if method == "bca" else None
     alpha = (1 - confidence) / 2
-    tail = {m: expanded_alpha(alpha, n) if expand and m != "recall_at_k" else alpha
-            for m in ("cube_score", "weighted_score", "recall_at_k")}
+    tail = {
+        m: expanded_alpha(alpha, n) if expand and m != "recall_at_k" else alpha
+        for m in ("cube_score", "weighted_score", "recall_at_k")
+    }
     rows = []
     members = [i for i, j in enumerate(p.judges) if jury_judges is None or j in set(jury_judges)]
 
@@ -246,11 +327,19 @@ def bootstrap_prepared(p: Prepared, *, n_resamples: int = 1000, confidence: floa
         q = [tail[metric], 1 - tail[metric]]
         if method == "bca" and len(ok) and np.isfinite(est):
             q = bca_levels(est, ok, values(jack, j, metric), tail[metric])  # type: ignore[arg-type]
-        lo, hi = (np.quantile(ok, q) if len(ok) and np.all(np.isfinite(q)) else (np.nan, np.nan))
+        lo, hi = np.quantile(ok, q) if len(ok) and np.all(np.isfinite(q)) else (np.nan, np.nan)
         if method == "basic":
             lo, hi = 2 * est - hi, 2 * est - lo
-        rows.append({"judge": judge, "metric": metric, "estimate": est, "lo": float(lo),
-                     "hi": float(hi), "n_valid": int(len(ok))})
+        rows.append(
+            {
+                "judge": judge,
+                "metric": metric,
+                "estimate": est,
+                "lo": float(lo),
+                "hi": float(hi),
+                "n_valid": int(len(ok)),
+            }
+        )
 
     for j, judge in enumerate(p.judges):
         for m in ("cube_score", "weighted_score", "recall_at_k"):
@@ -261,7 +350,9 @@ def bootstrap_prepared(p: Prepared, *, n_resamples: int = 1000, confidence: floa
     return pd.DataFrame(rows)
 
 
-JACKKNIFE_GROUPS = 200  # at most this many leave-out groups for BCa's acceleration (one CuBE computation each)
+JACKKNIFE_GROUPS = (
+    200  # at most this many leave-out groups for BCa's acceleration (one CuBE computation each)
+)
 
 
 def jackknife_groups(n: int, max_groups: int) -> np.ndarray:
@@ -287,8 +378,13 @@ def _jackknife(p: Prepared, chunk: int = 256) -> dict[str, np.ndarray]:
     m)^2] = m E[U^2]) at a cost of `JACKKNIFE_GROUPS` CuBE computations instead of n (6,111 at the paper's
     scale, six times its 1,000 resamples)."""
     leave_out = leave_out_rows(len(p.rank_score))
-    parts = [cube_from_counts(p, 1.0 - leave_out[s:s + chunk]) for s in range(0, len(leave_out), chunk)]
-    return {k: np.concatenate([x[k] for x in parts], axis=-1) for k in ("cube_score", "weighted_score", "recall_at_k")}
+    parts = [
+        cube_from_counts(p, 1.0 - leave_out[s : s + chunk]) for s in range(0, len(leave_out), chunk)
+    ]
+    return {
+        k: np.concatenate([x[k] for x in parts], axis=-1)
+        for k in ("cube_score", "weighted_score", "recall_at_k")
+    }
 
 
 def bca_levels(est: float, sample: np.ndarray, jack: np.ndarray, alpha: float) -> list[float]:
@@ -305,6 +401,8 @@ def bca_levels(est: float, sample: np.ndarray, jack: np.ndarray, alpha: float) -
     acc = float(np.sum(d**3) / den) if den > 0 else 0.0
     z = norm.ppf([alpha, 1 - alpha])
     den = 1 - acc * (z0 + z)
-    if not (den > 0).all():  # an acceleration this large has no BCa interval (the levels would wrap)
+    if not (
+        den > 0
+    ).all():  # an acceleration this large has no BCa interval (the levels would wrap)
         return [np.nan, np.nan]
     return list(norm.cdf(z0 + (z0 + z) / den))

@@ -81,13 +81,22 @@ class PairComparison:
 
     def headline(self) -> dict[str, Any]:
         r = self.row()
-        return {"a": self.a, "b": self.b, "delta_cube": _num(r.get("delta")),
-                "delta_cube_ci": [_num(r.get("lo")), _num(r.get("hi"))], "p_value": _num(r.get("p_value")),
-                "mde": _num(self.power.get("mde")), "n_questions": self.n_questions,
-                "n_only_a": len(self.only_a), "n_only_b": len(self.only_b), "jury_judges": self.jury_judges,
-                "excluded_judges": self.excluded_judges,
-                "valid_resample_share": _num(self.valid_share.get("resamples")),
-                "valid_permutation_share": _num(self.valid_share.get("permutations")), "flags": self.flags}
+        return {
+            "a": self.a,
+            "b": self.b,
+            "delta_cube": _num(r.get("delta")),
+            "delta_cube_ci": [_num(r.get("lo")), _num(r.get("hi"))],
+            "p_value": _num(r.get("p_value")),
+            "mde": _num(self.power.get("mde")),
+            "n_questions": self.n_questions,
+            "n_only_a": len(self.only_a),
+            "n_only_b": len(self.only_b),
+            "jury_judges": self.jury_judges,
+            "excluded_judges": self.excluded_judges,
+            "valid_resample_share": _num(self.valid_share.get("resamples")),
+            "valid_permutation_share": _num(self.valid_share.get("permutations")),
+            "flags": self.flags,
+        }
 
 
 def _num(x: Any) -> float | None:
@@ -104,11 +113,15 @@ def mde(se: float, alpha: float = 0.05, power: float = 0.8) -> float:
     return float((stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)) * se)
 
 
-def questions_needed(delta: float, sd_per_question: float, alpha: float = 0.05, power: float = 0.8) -> int:
+def questions_needed(
+    delta: float, sd_per_question: float, alpha: float = 0.05, power: float = 0.8
+) -> int:
     """Questions needed to detect `delta` (two-sided, level `alpha`, `power`) when the paired
     difference has per-question SD `sd_per_question` (σ = se·√n of a run)."""
     if not (math.isfinite(delta) and math.isfinite(sd_per_question)) or delta == 0:
-        raise ValueError(f"questions_needed: need a finite non-zero delta and SD, got {delta!r}, {sd_per_question!r}")
+        raise ValueError(
+            f"questions_needed: need a finite non-zero delta and SD, got {delta!r}, {sd_per_question!r}"
+        )
     z = stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)
     return int(math.ceil((z * sd_per_question / abs(delta)) ** 2))
 
@@ -132,16 +145,19 @@ def _known_questions(answers: pd.DataFrame, top_n: int) -> set[Any]:
 
 
 def _concat(pa: Prepared, pb: Prepared) -> Prepared:
-    return dataclasses.replace(pa, rank_score=np.concatenate([pa.rank_score, pb.rank_score]),
-                               retrieved=np.concatenate([pa.retrieved, pb.retrieved]),
-                               scores=np.concatenate([pa.scores, pb.scores], axis=3))
+    return dataclasses.replace(
+        pa,
+        rank_score=np.concatenate([pa.rank_score, pb.rank_score]),
+        retrieved=np.concatenate([pa.retrieved, pb.retrieved]),
+        scores=np.concatenate([pa.scores, pb.scores], axis=3),
+    )
 
 
 def _stats(p: Prepared, C: np.ndarray, jury: list[int]) -> dict[tuple[str, str], np.ndarray]:
     """Every (judge, metric) as a vector over the rows of C; metrics: the headline three and `N_<dim>`."""
     out: dict[tuple[str, str], np.ndarray] = {}
     for start in range(0, C.shape[0], _CHUNK):
-        res = cube_from_counts(p, C[start:start + _CHUNK])
+        res = cube_from_counts(p, C[start : start + _CHUNK])
         tm = res["trimmed_means"]  # (J, sets, D, B)
         zero, rag, full = (A.SETS.index(s) for s in ("zero", "rag", "full"))
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -157,7 +173,9 @@ def _stats(p: Prepared, C: np.ndarray, jury: list[int]) -> dict[tuple[str, str],
             # As in `cube.method.bootstrap.bootstrap_cube`: the jury always averages the same judges, so a
             # resample (or permutation) where one member is undefined is undefined for the jury.
             vals = np.array([part[(p.judges[j], m)] for j in jury]) if jury else None
-            part[("jury", m)] = np.mean(vals, axis=0) if jury else np.full(len(res["recall_at_k"]), np.nan)
+            part[("jury", m)] = (
+                np.mean(vals, axis=0) if jury else np.full(len(res["recall_at_k"]), np.nan)
+            )
         part[("jury", "recall_at_k")] = res["recall_at_k"]
         for k, v in part.items():
             out.setdefault(k, []).append(np.asarray(v, float))  # type: ignore[arg-type]
@@ -166,23 +184,50 @@ def _stats(p: Prepared, C: np.ndarray, jury: list[int]) -> dict[tuple[str, str],
 
 # Analysis settings that do not enter the numbers being compared: resampling settings of the
 # comparison itself (taken from side A) and presentation thresholds; `top_n` is per side.
-_NOT_DEFINITION = frozenset({"top_n", "bootstrap", "confidence", "interval", "seed", "verdict_thresholds",
-                             "weak_dimension_below", "low_recall_below", "max_interval_width"})
+_NOT_DEFINITION = frozenset(
+    {
+        "top_n",
+        "bootstrap",
+        "confidence",
+        "interval",
+        "seed",
+        "verdict_thresholds",
+        "weak_dimension_below",
+        "low_recall_below",
+        "max_interval_width",
+    }
+)
 
 
 def definition_differences(ap_a: Any, ap_b: Any) -> list[str]:
     """The analysis keys (other than per-side `top_n` and resampling/presentation settings) whose
     values differ between the two sides, as `key: A=.. B=..` lines (empty: one definition of CuBE)."""
     da, db = ap_a.model_dump(), ap_b.model_dump()
-    return [f"{k}: A={da[k]!r} B={db.get(k)!r}" for k in da if k not in _NOT_DEFINITION and da[k] != db.get(k)]
+    return [
+        f"{k}: A={da[k]!r} B={db.get(k)!r}"
+        for k in da
+        if k not in _NOT_DEFINITION and da[k] != db.get(k)
+    ]
 
 
-def compare_pair(a_answers: pd.DataFrame, a_scores: pd.DataFrame, b_answers: pd.DataFrame,
-                 b_scores: pd.DataFrame, analysis_params: Any = None, *, analysis_params_b: Any = None,
-                 top_n_a: int | None = None, top_n_b: int | None = None, labels: tuple[str, str] | None = None,
-                 dimensions: list[str] | None = None, n_resamples: int | None = None,
-                 n_permutations: int = 1000, seed: int | None = None, alpha: float | None = None,
-                 power: float = 0.8) -> PairComparison:
+def compare_pair(
+    a_answers: pd.DataFrame,
+    a_scores: pd.DataFrame,
+    b_answers: pd.DataFrame,
+    b_scores: pd.DataFrame,
+    analysis_params: Any = None,
+    *,
+    analysis_params_b: Any = None,
+    top_n_a: int | None = None,
+    top_n_b: int | None = None,
+    labels: tuple[str, str] | None = None,
+    dimensions: list[str] | None = None,
+    n_resamples: int | None = None,
+    n_permutations: int = 1000,
+    seed: int | None = None,
+    alpha: float | None = None,
+    power: float = 0.8,
+) -> PairComparison:
     """ΔCuBE, ΔW, ΔR@k and every ΔN_d (B − A) per judge and jury, with a paired bootstrap
     interval, a paired permutation p-value and the power figures (see the module docstring).
 
@@ -200,9 +245,11 @@ def compare_pair(a_answers: pd.DataFrame, a_scores: pd.DataFrame, b_answers: pd.
     ap_b = analysis_params_b or ap
     diff = definition_differences(ap, ap_b)
     if diff:
-        raise ValueError("compare: the two sides' analysis settings differ, so their CuBE scores are not "
-                         "one definition and a paired delta would mix them; align these keys in the params "
-                         "(analysis section): " + "; ".join(diff))
+        raise ValueError(
+            "compare: the two sides' analysis settings differ, so their CuBE scores are not "
+            "one definition and a paired delta would mix them; align these keys in the params "
+            "(analysis section): " + "; ".join(diff)
+        )
     n_resamples = ap.bootstrap if n_resamples is None else n_resamples
     seed = ap.seed if seed is None else seed
     A.validate_answers(a_answers, "answers (A)")
@@ -215,22 +262,35 @@ def compare_pair(a_answers: pd.DataFrame, a_scores: pd.DataFrame, b_answers: pd.
     only_a, only_b = sorted(qa - qb, key=str), sorted(qb - qa, key=str)
     ja, jb = set(a_scores["judge"].unique()), set(b_scores["judge"].unique())
     judges = sorted(ja & jb, key=str)
-    excluded = {str(j): f"scored only side {'A' if j in ja else 'B'}" for j in sorted(ja ^ jb, key=str)}
+    excluded = {
+        str(j): f"scored only side {'A' if j in ja else 'B'}" for j in sorted(ja ^ jb, key=str)
+    }
     if not common:
-        raise ValueError(f"compare {label_a} vs {label_b}: no question id in common (A has {len(qa)}, "
-                         f"B has {len(qb)} questions of known retrieval)")
+        raise ValueError(
+            f"compare {label_a} vs {label_b}: no question id in common (A has {len(qa)}, "
+            f"B has {len(qb)} questions of known retrieval)"
+        )
     if not judges:
-        raise ValueError(f"compare {label_a} vs {label_b}: no judge in common (A: {sorted(ja)}, B: {sorted(jb)})")
-    dims = dimensions or [d for d in A.dimension_order(a_scores["dimension"].unique())
-                          if d in set(b_scores["dimension"].unique())]
+        raise ValueError(
+            f"compare {label_a} vs {label_b}: no judge in common (A: {sorted(ja)}, B: {sorted(jb)})"
+        )
+    dims = dimensions or [
+        d
+        for d in A.dimension_order(a_scores["dimension"].unique())
+        if d in set(b_scores["dimension"].unique())
+    ]
 
     def restrict(ans: pd.DataFrame, sc: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-        sc = sc[sc["question_id"].isin(common) & sc["judge"].isin(judges) & sc["dimension"].isin(dims)]
+        sc = sc[
+            sc["question_id"].isin(common) & sc["judge"].isin(judges) & sc["dimension"].isin(dims)
+        ]
         return ans[ans["question_id"].isin(common)], sc
 
     a_ans, a_sc = restrict(a_answers, a_scores)
     b_ans, b_sc = restrict(b_answers, b_scores)
-    quiet = ap.model_copy(update={"bootstrap": 0, "top_n": None})  # each side's N is passed explicitly
+    quiet = ap.model_copy(
+        update={"bootstrap": 0, "top_n": None}
+    )  # each side's N is passed explicitly
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", A.CubeWarning)
         ra = E.evaluate(a_ans, a_sc, quiet, na, judges=judges, dimensions=dims)
@@ -238,10 +298,22 @@ def compare_pair(a_answers: pd.DataFrame, a_scores: pd.DataFrame, b_answers: pd.
     jury_judges = [j for j in judges if j in ra.jury_judges and j in rb.jury_judges]
     for j in judges:
         if j not in jury_judges:
-            why = "; ".join(f"{s}: {r.excluded_judges[j]}" for s, r in (("A", ra), ("B", rb)) if j in r.excluded_judges)
+            why = "; ".join(
+                f"{s}: {r.excluded_judges[j]}"
+                for s, r in (("A", ra), ("B", rb))
+                if j in r.excluded_judges
+            )
             excluded[str(j)] = f"fails the validity gate ({why})"
-    kw = dict(proportion=ap.trim_proportion, subset=ap.subset, mode=ap.weights, custom=ap.custom_weights,
-              paired=ap.paired, judges=judges, dimensions=dims, fallback=ap.weights_fallback)
+    kw = dict(
+        proportion=ap.trim_proportion,
+        subset=ap.subset,
+        mode=ap.weights,
+        custom=ap.custom_weights,
+        paired=ap.paired,
+        judges=judges,
+        dimensions=dims,
+        fallback=ap.weights_fallback,
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", A.CubeWarning)
         pa, pb = prepare(a_ans, a_sc, top_n=na, **kw), prepare(b_ans, b_sc, top_n=nb, **kw)
@@ -252,7 +324,14 @@ def compare_pair(a_answers: pd.DataFrame, a_scores: pd.DataFrame, b_answers: pd.
     boot_d: dict[tuple[str, str], np.ndarray] = {}
     if n_resamples > 0:
         C = np.zeros((n_resamples, n))
-        np.add.at(C, (np.repeat(np.arange(n_resamples), n), rng.integers(0, n, size=(n_resamples, n)).ravel()), 1.0)
+        np.add.at(
+            C,
+            (
+                np.repeat(np.arange(n_resamples), n),
+                rng.integers(0, n, size=(n_resamples, n)).ravel(),
+            ),
+            1.0,
+        )
         ba, bb = _stats(pa, C, jury), _stats(pb, C, jury)
         boot_d = {k: bb[k] - ba[k] for k in ba}
     perm_d: dict[tuple[str, str], np.ndarray] = {}
@@ -267,8 +346,18 @@ def compare_pair(a_answers: pd.DataFrame, a_scores: pd.DataFrame, b_answers: pd.
         judge, metric = key
         va, vb = float(point_a[key][0]), float(point_b[key][0])
         delta = vb - va
-        row = {"judge": judge, "metric": metric, "a": va, "b": vb, "delta": delta, "lo": np.nan, "hi": np.nan,
-               "se": np.nan, "p_value": np.nan, "n_valid": 0}
+        row = {
+            "judge": judge,
+            "metric": metric,
+            "a": va,
+            "b": vb,
+            "delta": delta,
+            "lo": np.nan,
+            "hi": np.nan,
+            "se": np.nan,
+            "p_value": np.nan,
+            "n_valid": 0,
+        }
         if key in boot_d:
             ok = boot_d[key][np.isfinite(boot_d[key])]
             row["n_valid"] = int(len(ok))
@@ -278,73 +367,153 @@ def compare_pair(a_answers: pd.DataFrame, a_scores: pd.DataFrame, b_answers: pd.
         if key in perm_d and math.isfinite(delta):
             d = perm_d[key][np.isfinite(perm_d[key])]
             tol = 1e-9 * max(1.0, abs(delta))
-            row["p_value"] = float((1 + np.sum(np.abs(d) >= abs(delta) - tol)) / (1 + len(d))) if len(d) else np.nan
+            row["p_value"] = (
+                float((1 + np.sum(np.abs(d) >= abs(delta) - tol)) / (1 + len(d)))
+                if len(d)
+                else np.nan
+            )
         rows.append(row)
     deltas = pd.DataFrame(rows)
     order = {m: i for i, m in enumerate([*HEADLINE, *(f"N_{d}" for d in dims)])}
-    deltas = deltas.assign(_j=deltas["judge"].map(lambda j: (j != "jury", str(j))),
-                           _m=deltas["metric"].map(order)).sort_values(["_j", "_m"]).drop(columns=["_j", "_m"])
+    deltas = (
+        deltas.assign(
+            _j=deltas["judge"].map(lambda j: (j != "jury", str(j))), _m=deltas["metric"].map(order)
+        )
+        .sort_values(["_j", "_m"])
+        .drop(columns=["_j", "_m"])
+    )
     deltas = deltas.reset_index(drop=True)
     # the comparison page shows every row's p-value: adjusted over all of them (the family it shows)
     deltas["p_holm"] = holm(deltas["p_value"].astype(float).tolist())
-    cmp = PairComparison(label_a, label_b, n, only_a, only_b, judges, jury_judges, excluded, deltas,
-                         settings={"n_resamples": n_resamples, "n_permutations": n_permutations, "seed": seed,
-                                   "confidence": ap.confidence, "alpha": alpha, "power": power,
-                                   "top_n_a": na, "top_n_b": nb, "dimensions": dims})
+    cmp = PairComparison(
+        label_a,
+        label_b,
+        n,
+        only_a,
+        only_b,
+        judges,
+        jury_judges,
+        excluded,
+        deltas,
+        settings={
+            "n_resamples": n_resamples,
+            "n_permutations": n_permutations,
+            "seed": seed,
+            "confidence": ap.confidence,
+            "alpha": alpha,
+            "power": power,
+            "top_n_a": na,
+            "top_n_b": nb,
+            "dimensions": dims,
+        },
+    )
     withheld = False
-    for side, r in (("A", ra), ("B", rb)):  # a kept judge the verdict is withheld for (gate_withhold)
+    for side, r in (
+        ("A", ra),
+        ("B", rb),
+    ):  # a kept judge the verdict is withheld for (gate_withhold)
         t = r.cube_table
         for j in jury_judges:
             cause = str(t.at[j, "gate_withhold"]) if "gate_withhold" in t and j in t.index else ""
             if cause and cause != "nan":
                 cmp.flags.append(f"{side}: judge {j}: {cause}")
                 withheld = True
-    if withheld:  # the jury delta rests on a judge no test validated or a W that is noise: not published
-        jury = (cmp.deltas["judge"] == "jury") & cmp.deltas["metric"].isin(("cube_score", "weighted_score"))
-        cmp.deltas.loc[jury, [c for c in ("delta", "lo", "hi", "se", "p_value", "p_holm") if c in cmp.deltas]] = np.nan
+    if (
+        withheld
+    ):  # the jury delta rests on a judge no test validated or a W that is noise: not published
+        jury = (cmp.deltas["judge"] == "jury") & cmp.deltas["metric"].isin(
+            ("cube_score", "weighted_score")
+        )
+        cmp.deltas.loc[
+            jury, [c for c in ("delta", "lo", "hi", "se", "p_value", "p_holm") if c in cmp.deltas]
+        ] = np.nan
         cmp.deltas["p_holm"] = holm(cmp.deltas["p_value"].astype(float).tolist())
-        cmp.flags.append("jury ΔCuBE and ΔW undefined: a jury judge's verdict is withheld on a side (the causes "
-                         "above); the per-judge deltas are shown per judge")
+        cmp.flags.append(
+            "jury ΔCuBE and ΔW undefined: a jury judge's verdict is withheld on a side (the causes "
+            "above); the per-judge deltas are shown per judge"
+        )
         boot_d.pop(("jury", "cube_score"), None)
         perm_d.pop(("jury", "cube_score"), None)
     jury_boot = boot_d.get(("jury", "cube_score"))
     jury_perm = perm_d.get(("jury", "cube_score"))
-    cmp.valid_share = {"resamples": float(np.isfinite(jury_boot).mean()) if jury_boot is not None else None,
-                       "permutations": float(np.isfinite(jury_perm).mean()) if jury_perm is not None else None}
+    cmp.valid_share = {
+        "resamples": float(np.isfinite(jury_boot).mean()) if jury_boot is not None else None,
+        "permutations": float(np.isfinite(jury_perm).mean()) if jury_perm is not None else None,
+    }
     for what, share in cmp.valid_share.items():
         if share is not None and share < MIN_VALID_SHARE:
-            cmp.flags.append(f"jury ΔCuBE defined in only {share:.0%} of the {what} (fewer than "
-                             f"{MIN_VALID_SHARE:.0%}): the {'interval' if what == 'resamples' else 'p-value'} "
-                             "rests on a selection of them")
+            cmp.flags.append(
+                f"jury ΔCuBE defined in only {share:.0%} of the {what} (fewer than "
+                f"{MIN_VALID_SHARE:.0%}): the {'interval' if what == 'resamples' else 'p-value'} "
+                "rests on a selection of them"
+            )
     se = cmp.row().get("se", np.nan)
     if se is not None and math.isfinite(se) and se > 0:
         sd_q = float(se * math.sqrt(n))
-        cmp.power = {"se": float(se), "sd_per_question": sd_q, "mde": mde(se, alpha, power), "alpha": alpha,
-                     "power": power, "n_questions": n,
-                     "questions_for_observed_delta": (questions_needed(cmp.row()["delta"], sd_q, alpha, power)
-                                                      if np.isfinite(cmp.row()["delta"]) and cmp.row()["delta"]
-                                                      else None)}
+        cmp.power = {
+            "se": float(se),
+            "sd_per_question": sd_q,
+            "mde": mde(se, alpha, power),
+            "alpha": alpha,
+            "power": power,
+            "n_questions": n,
+            "questions_for_observed_delta": (
+                questions_needed(cmp.row()["delta"], sd_q, alpha, power)
+                if np.isfinite(cmp.row()["delta"]) and cmp.row()["delta"]
+                else None
+            ),
+        }
     else:
-        cmp.power = {"se": float("nan"), "mde": float("nan"), "alpha": alpha, "power": power, "n_questions": n,
-                     "note": "no bootstrap spread of the jury ΔCuBE (no resamples, identical sides or undefined CuBE)"}
+        cmp.power = {
+            "se": float("nan"),
+            "mde": float("nan"),
+            "alpha": alpha,
+            "power": power,
+            "n_questions": n,
+            "note": "no bootstrap spread of the jury ΔCuBE (no resamples, identical sides or undefined CuBE)",
+        }
     return cmp
 
 
-def compare_all(answers: pd.DataFrame, scores: pd.DataFrame, analysis_params: Any = None, *,
-                top_n: dict[str, int] | None = None, systems: list[str] | None = None,
-                **kwargs: Any) -> tuple[dict[tuple[str, str], PairComparison], pd.DataFrame]:
+def compare_all(
+    answers: pd.DataFrame,
+    scores: pd.DataFrame,
+    analysis_params: Any = None,
+    *,
+    top_n: dict[str, int] | None = None,
+    systems: list[str] | None = None,
+    **kwargs: Any,
+) -> tuple[dict[tuple[str, str], PairComparison], pd.DataFrame]:
     """Every pair of systems of one run (in the given order: A = earlier), and a summary table of
     the jury ΔCuBE with Holm-adjusted p-values over the pairs (`p_holm`)."""
     systems = systems or list(dict.fromkeys(answers["system"].dropna()))
     out: dict[tuple[str, str], PairComparison] = {}
-    run_n = getattr(analysis_params, "top_n", None)  # the run's `analysis.top_n` wins over each system's N
+    run_n = getattr(
+        analysis_params, "top_n", None
+    )  # the run's `analysis.top_n` wins over each system's N
     for a, b in itertools.combinations(systems, 2):
-        out[(a, b)] = compare_pair(answers[answers["system"] == a], scores[scores["system"] == a],
-                                   answers[answers["system"] == b], scores[scores["system"] == b], analysis_params,
-                                   top_n_a=run_n or (top_n or {}).get(a), top_n_b=run_n or (top_n or {}).get(b),
-                                   **kwargs)
-    summary = pd.DataFrame([{**{k: v for k, v in c.headline().items() if k not in ("jury_judges", "excluded_judges")}}
-                            for c in out.values()])
+        out[(a, b)] = compare_pair(
+            answers[answers["system"] == a],
+            scores[scores["system"] == a],
+            answers[answers["system"] == b],
+            scores[scores["system"] == b],
+            analysis_params,
+            top_n_a=run_n or (top_n or {}).get(a),
+            top_n_b=run_n or (top_n or {}).get(b),
+            **kwargs,
+        )
+    summary = pd.DataFrame(
+        [
+            {
+                **{
+                    k: v
+                    for k, v in c.headline().items()
+                    if k not in ("jury_judges", "excluded_judges")
+                }
+            }
+            for c in out.values()
+        ]
+    )
     if len(summary):
         summary["p_holm"] = holm(summary["p_value"].astype(float).tolist())
     return out, summary

@@ -75,13 +75,21 @@ class CubeResult:
         t = self.cube_table
         if "in_jury" not in t:
             return {}
-        return {str(j): str(t.at[j, "excluded_reason"]) for j in t.index[~t["in_jury"].astype(bool)]}
+        return {
+            str(j): str(t.at[j, "excluded_reason"]) for j in t.index[~t["in_jury"].astype(bool)]
+        }
 
     def interval(self, judge: str = "jury", metric: str = "cube_score") -> tuple[float, float]:
         if self.bootstrap is None:
             return (float("nan"), float("nan"))
-        row = self.bootstrap[(self.bootstrap["judge"] == judge) & (self.bootstrap["metric"] == metric)]
-        return (float(row["lo"].iloc[0]), float(row["hi"].iloc[0])) if len(row) else (float("nan"),) * 2
+        row = self.bootstrap[
+            (self.bootstrap["judge"] == judge) & (self.bootstrap["metric"] == metric)
+        ]
+        return (
+            (float(row["lo"].iloc[0]), float(row["hi"].iloc[0]))
+            if len(row)
+            else (float("nan"),) * 2
+        )
 
 
 def _undefined_jury_interval(boot: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
@@ -109,24 +117,41 @@ def weight_causes(ranks: pd.DataFrame, correlations: pd.DataFrame) -> dict[str, 
         if n < 3:
             out[str(judge)] = f"too few questions ({n}; a correlation with rank needs at least 3)"
         elif rs.nunique() <= 1:
-            what = "no gold document retrieved" if rs.iloc[0] == 0 else f"every gold document at rank {ranks['rank'].iloc[0]}"
-            out[str(judge)] = (f"rank_score is constant ({rs.iloc[0]:g} for all {n} questions: {what}), so no "
-                               "correlation with rank exists")
+            what = (
+                "no gold document retrieved"
+                if rs.iloc[0] == 0
+                else f"every gold document at rank {ranks['rank'].iloc[0]}"
+            )
+            out[str(judge)] = (
+                f"rank_score is constant ({rs.iloc[0]:g} for all {n} questions: {what}), so no "
+                "correlation with rank exists"
+            )
         elif (c["n"] == 0).all():
             out[str(judge)] = f"judge {judge} has no scores on the rag set"
         elif c["r"].isna().all():
-            out[str(judge)] = "every dimension's rag-set score is constant or has fewer than 3 scored questions"
+            out[str(judge)] = (
+                "every dimension's rag-set score is constant or has fewer than 3 scored questions"
+            )
         else:
-            rs_txt = ", ".join(f"{d} r = {r:.2f}" if np.isfinite(r) else f"{d} r undefined"
-                               for d, r in zip(c["dimension"], c["r"], strict=True))
+            rs_txt = ", ".join(
+                f"{d} r = {r:.2f}" if np.isfinite(r) else f"{d} r undefined"
+                for d, r in zip(c["dimension"], c["r"], strict=True)
+            )
             out[str(judge)] = f"every correlation with rank is <= 0 or undefined ({rs_txt})"
     return out
 
 
-def evaluate(answers: pd.DataFrame, scores: pd.DataFrame, analysis_params: Any = None,
-             top_n: int | None = None, *, judges: Sequence[str] | None = None,
-             dimensions: Sequence[str] | None = None, audit: pd.DataFrame | None = None,
-             audit_min_pairs: int = 10) -> CubeResult:
+def evaluate(
+    answers: pd.DataFrame,
+    scores: pd.DataFrame,
+    analysis_params: Any = None,
+    top_n: int | None = None,
+    *,
+    judges: Sequence[str] | None = None,
+    dimensions: Sequence[str] | None = None,
+    audit: pd.DataFrame | None = None,
+    audit_min_pairs: int = 10,
+) -> CubeResult:
     """The whole CuBE computation for one system, so a notebook makes one call.
 
     `analysis_params` is a `cube.config.params.AnalysisParams` (defaults when None); `top_n` is the
@@ -144,8 +169,10 @@ def evaluate(answers: pd.DataFrame, scores: pd.DataFrame, analysis_params: Any =
 
     ap = analysis_params or AnalysisParams()
     if ap.subset != "retrieved":
-        raise ValueError("analysis.subset: only 'retrieved' is supported for CuBE ('all' would count retrieval "
-                         "twice: W over all questions already includes the non-retrieved answers)")
+        raise ValueError(
+            "analysis.subset: only 'retrieved' is supported for CuBE ('all' would count retrieval "
+            "twice: W over all questions already includes the non-retrieved answers)"
+        )
     n_top = ap.top_n or top_n or 8
     validate_answers(answers)
     validate_scores(scores)
@@ -158,55 +185,106 @@ def evaluate(answers: pd.DataFrame, scores: pd.DataFrame, analysis_params: Any =
         outcomes = retrieval_outcomes(answers, n_top)
         seen_dims = [*(dimensions or []), *scores["dimension"].unique()]
         if outcomes.n_unknown:
-            warnings.warn(f"{outcomes.n_unknown} question(s) left out: the system call failed, so whether it "
-                          "retrieved the gold document is unknown (not counted as misses)", CubeWarning, stacklevel=2)
+            warnings.warn(
+                f"{outcomes.n_unknown} question(s) left out: the system call failed, so whether it "
+                "retrieved the gold document is unknown (not counted as misses)",
+                CubeWarning,
+                stacklevel=2,
+            )
             answers = answers[~answers["question_id"].isin(outcomes.unknown)]
             scores = scores[~scores["question_id"].isin(outcomes.unknown)]
         ranks = outcomes.ranks
         if ranks.empty and outcomes.n_unknown:  # every system call failed: nothing to measure
-            return _all_retrieval_unknown(system, outcomes, scores, judge_names, seen_dims, ap, n_top, caught)
+            return _all_retrieval_unknown(
+                system, outcomes, scores, judge_names, seen_dims, ap, n_top, caught
+            )
         qids = list(ranks["question_id"])
         recall = outcomes.recall()
-        corr_all = rank_correlations(scores, answers, "all", n_top, judges=judge_names, dimensions=dimensions)
-        corr_ret = rank_correlations(scores, answers, "retrieved", n_top, judges=judge_names, dimensions=dimensions)
+        corr_all = rank_correlations(
+            scores, answers, "all", n_top, judges=judge_names, dimensions=dimensions
+        )
+        corr_ret = rank_correlations(
+            scores, answers, "retrieved", n_top, judges=judge_names, dimensions=dimensions
+        )
         weights = dimension_weights(corr_all, ap.weights, ap.custom_weights, ap.weights_fallback)
         causes = weight_causes(ranks, corr_all) if ap.weights == "rank_correlation" else {}
         retrieved_ids = set(ranks.loc[ranks["retrieved"], "question_id"])
         grid = score_grid(scores, judges=judge_names, dimensions=dimensions, questions=qids)
-        tm = trimmed_means(scores, ap.trim_proportion, retrieved_ids, paired=ap.paired, questions=qids,
-                           judges=judge_names, dimensions=dimensions)
+        tm = trimmed_means(
+            scores,
+            ap.trim_proportion,
+            retrieved_ids,
+            paired=ap.paired,
+            questions=qids,
+            judges=judge_names,
+            dimensions=dimensions,
+        )
         weights = _weights_for(weights, tm)
         table, flags = cube_scores_with_flags(tm, weights, recall, causes)
         if ap.weights == "rank_correlation" and ap.weights_fallback == "equal" and causes:
             flags = _fallback_flags(flags, causes)
             for j in causes:
-                extra = flags.loc[(flags["judge"] == j) & (flags["code"] == "weights_fallback_equal"), "message"]
+                extra = flags.loc[
+                    (flags["judge"] == j) & (flags["code"] == "weights_fallback_equal"), "message"
+                ]
                 table.at[j, "flags"] = "; ".join([m for m in [table.at[j, "flags"], *extra] if m])
         if ap.weights == "rank_correlation":
             flags = _unweighted_flags(table, flags, corr_all, weights)
         if len(retrieved_ids) < 3:  # the trimmed means, the bounds and W rest on almost nothing
-            few = [{"judge": j, "dimension": "W", "code": "too_few_questions",
+            few = [
+                {
+                    "judge": j,
+                    "dimension": "W",
+                    "code": "too_few_questions",
                     "message": f"judge {j} · W: only {len(retrieved_ids)} question(s) with the gold document "
-                               "retrieved: the trimmed means and W rest on too few questions"} for j in table.index]
+                    "retrieved: the trimmed means and W rest on too few questions",
+                }
+                for j in table.index
+            ]
             flags = pd.concat([flags, pd.DataFrame(few, columns=FLAG_COLUMNS)], ignore_index=True)
             for f in few:
-                table.at[f["judge"], "flags"] = "; ".join(m for m in [table.at[f["judge"], "flags"], f["message"]] if m)
+                table.at[f["judge"], "flags"] = "; ".join(
+                    m for m in [table.at[f["judge"], "flags"], f["message"]] if m
+                )
         totals = weighted_totals(tm, weights)
         summary = audit_summary(audit, ap.confidence) if audit is not None and len(audit) else None
-        gate = judge_gate(grid, scores, table, effective_weight_table(tm, weights), totals, retrieved_ids, ap,
-                          ranks=ranks, audit=summary, audit_min_pairs=audit_min_pairs,
-                          trimmed=tm if ap.weights == "rank_correlation" else None, weight_causes=causes)
+        gate = judge_gate(
+            grid,
+            scores,
+            table,
+            effective_weight_table(tm, weights),
+            totals,
+            retrieved_ids,
+            ap,
+            ranks=ranks,
+            audit=summary,
+            audit_min_pairs=audit_min_pairs,
+            trimmed=tm if ap.weights == "rank_correlation" else None,
+            weight_causes=causes,
+        )
     table = table.join(gate)
     for w in caught:  # recorded in the result and still shown to the reader
         warnings.warn(w.message, CubeWarning, stacklevel=2)
     boot = None
     if ap.bootstrap > 0:
-        boot = bootstrap_cube(answers, scores, n_resamples=ap.bootstrap, confidence=ap.confidence,
-                              seed=ap.seed, proportion=ap.trim_proportion, subset=ap.subset,
-                              weights=ap.weights, custom_weights=ap.custom_weights, top_n=n_top,
-                              paired=ap.paired, judges=judge_names, dimensions=dimensions,
-                              jury_judges=[j for j in table.index if table.at[j, "in_jury"]],
-                              weights_fallback=ap.weights_fallback, method=ap.interval)
+        boot = bootstrap_cube(
+            answers,
+            scores,
+            n_resamples=ap.bootstrap,
+            confidence=ap.confidence,
+            seed=ap.seed,
+            proportion=ap.trim_proportion,
+            subset=ap.subset,
+            weights=ap.weights,
+            custom_weights=ap.custom_weights,
+            top_n=n_top,
+            paired=ap.paired,
+            judges=judge_names,
+            dimensions=dimensions,
+            jury_judges=[j for j in table.index if table.at[j, "in_jury"]],
+            weights_fallback=ap.weights_fallback,
+            method=ap.interval,
+        )
     if boot is not None and "gate_w_unusable" in table:
         boot = _undefined_jury_interval(boot, table)
     return CubeResult(
@@ -225,17 +303,33 @@ def evaluate(answers: pd.DataFrame, scores: pd.DataFrame, analysis_params: Any =
         judge_summary=judge_summary(scores),
         retrieved_summary=judge_summary(scores[scores["question_id"].isin(retrieved_ids)]),
         bootstrap=boot,
-        settings={"trim_proportion": ap.trim_proportion, "subset": ap.subset, "weights": ap.weights,
-                  "top_n": n_top, "bootstrap": ap.bootstrap, "confidence": ap.confidence, "interval": ap.interval,
-                  "paired": ap.paired, "retrieval_unknown": outcomes.n_unknown},
+        settings={
+            "trim_proportion": ap.trim_proportion,
+            "subset": ap.subset,
+            "weights": ap.weights,
+            "top_n": n_top,
+            "bootstrap": ap.bootstrap,
+            "confidence": ap.confidence,
+            "interval": ap.interval,
+            "paired": ap.paired,
+            "retrieval_unknown": outcomes.n_unknown,
+        },
         warnings=[str(w.message) for w in caught],
         flags=flags,
         unknown_retrieval=outcomes.unknown,
     )
 
 
-def _all_retrieval_unknown(system: str, outcomes: Any, scores: pd.DataFrame, judges: list[str],
-                           dimensions: Sequence[str] | None, ap: Any, n_top: int, caught: list) -> CubeResult:
+def _all_retrieval_unknown(
+    system: str,
+    outcomes: Any,
+    scores: pd.DataFrame,
+    judges: list[str],
+    dimensions: Sequence[str] | None,
+    ap: Any,
+    n_top: int,
+    caught: list,
+) -> CubeResult:
     """The result when no question has a known retrieval outcome (every system call failed):
     every figure NaN, each judge flagged and kept out of the jury with the cause (a failed
     system is not a failed judge), so the verdict is withheld instead of guessed."""
@@ -250,32 +344,74 @@ def _all_retrieval_unknown(system: str, outcomes: Any, scores: pd.DataFrame, jud
     table = pd.DataFrame(index=pd.Index(judges, name="judge"))
     for d in dims:
         table[d] = np.nan
-    table = table.assign(weighted_score=np.nan, recall_at_k=np.nan, cube_score=np.nan, flag_zero_denominator=True,
-                         flag_out_of_bounds=False, flag_inverted_bounds=False,
-                         flags=[f"judge {j} · W: undefined: {cause}" for j in judges])
+    table = table.assign(
+        weighted_score=np.nan,
+        recall_at_k=np.nan,
+        cube_score=np.nan,
+        flag_zero_denominator=True,
+        flag_out_of_bounds=False,
+        flag_inverted_bounds=False,
+        flags=[f"judge {j} · W: undefined: {cause}" for j in judges],
+    )
     gate = pd.DataFrame({c: np.nan for c in GATE_COLUMNS[1:]}, index=table.index).assign(
-        in_jury=False, excluded_reason=cause, judging_failed=False, gate_questions=0, gate_rank_applied=False,
-        content_blind=False, gate_evidence=cause, gate_w_unusable=False, gate_validated=False)
+        in_jury=False,
+        excluded_reason=cause,
+        judging_failed=False,
+        gate_questions=0,
+        gate_rank_applied=False,
+        content_blind=False,
+        gate_evidence=cause,
+        gate_w_unusable=False,
+        gate_validated=False,
+    )
     table = table.join(gate[GATE_COLUMNS[1:]])
-    flags = pd.DataFrame([{"judge": j, "dimension": "W", "code": "retrieval_unknown", "message": m}
-                          for j, m in zip(judges, table["flags"], strict=True)], columns=FLAG_COLUMNS)
+    flags = pd.DataFrame(
+        [
+            {"judge": j, "dimension": "W", "code": "retrieval_unknown", "message": m}
+            for j, m in zip(judges, table["flags"], strict=True)
+        ],
+        columns=FLAG_COLUMNS,
+    )
     sets = pd.DataFrame({"set": ["zero", "rag", "full"]})
     return CubeResult(
-        system=system, recall_at_k=float("nan"), n_questions=0, n_retrieved=0, ranks=outcomes.ranks,
-        correlations_all=corr, correlations_retrieved=corr.copy(), weights=pairs.assign(weight=np.nan),
-        trimmed_means=pairs.merge(sets, how="cross").assign(trimmed_mean=np.nan, n=0, n_unscored=0, n_unpaired=0)[
-            ["judge", "set", "dimension", "trimmed_mean", "n", "n_unscored", "n_unpaired"]],
-        weighted_totals=pd.DataFrame({"judge": judges}).merge(sets, how="cross").assign(weighted_total=np.nan),
-        cube_table=table, jury=jury_summary(table), judge_summary=judge_summary(scores),
-        retrieved_summary=judge_summary(scores.iloc[:0]), bootstrap=None,
-        settings={"trim_proportion": ap.trim_proportion, "subset": ap.subset, "weights": ap.weights,
-                  "top_n": n_top, "bootstrap": ap.bootstrap, "confidence": ap.confidence, "paired": ap.paired,
-                  "retrieval_unknown": n},
-        warnings=[str(w.message) for w in caught], flags=flags, unknown_retrieval=outcomes.unknown)
+        system=system,
+        recall_at_k=float("nan"),
+        n_questions=0,
+        n_retrieved=0,
+        ranks=outcomes.ranks,
+        correlations_all=corr,
+        correlations_retrieved=corr.copy(),
+        weights=pairs.assign(weight=np.nan),
+        trimmed_means=pairs.merge(sets, how="cross").assign(
+            trimmed_mean=np.nan, n=0, n_unscored=0, n_unpaired=0
+        )[["judge", "set", "dimension", "trimmed_mean", "n", "n_unscored", "n_unpaired"]],
+        weighted_totals=pd.DataFrame({"judge": judges})
+        .merge(sets, how="cross")
+        .assign(weighted_total=np.nan),
+        cube_table=table,
+        jury=jury_summary(table),
+        judge_summary=judge_summary(scores),
+        retrieved_summary=judge_summary(scores.iloc[:0]),
+        bootstrap=None,
+        settings={
+            "trim_proportion": ap.trim_proportion,
+            "subset": ap.subset,
+            "weights": ap.weights,
+            "top_n": n_top,
+            "bootstrap": ap.bootstrap,
+            "confidence": ap.confidence,
+            "paired": ap.paired,
+            "retrieval_unknown": n,
+        },
+        warnings=[str(w.message) for w in caught],
+        flags=flags,
+        unknown_retrieval=outcomes.unknown,
+    )
 
 
-def _unweighted_flags(table: pd.DataFrame, flags: pd.DataFrame, corr: pd.DataFrame,
-                      weights: pd.DataFrame) -> pd.DataFrame:
+def _unweighted_flags(
+    table: pd.DataFrame, flags: pd.DataFrame, corr: pd.DataFrame, weights: pd.DataFrame
+) -> pd.DataFrame:
     """Flag each dimension that weighs 0 because its correlation with rank is undefined (a judge
     whose weights are all undefined is already flagged): it leaves W, which must say so."""
     w = weights.set_index(["judge", "dimension"])["weight"]
@@ -285,40 +421,82 @@ def _unweighted_flags(table: pd.DataFrame, flags: pd.DataFrame, corr: pd.DataFra
             continue
         if not w.get((row.judge, row.dimension), np.nan) == 0:
             continue
-        why = ("no rag-set score" if row.n == 0 else
-               f"its rag-set score is constant or has fewer than 3 scored questions (n = {row.n})")
-        extra.append({"judge": row.judge, "dimension": row.dimension, "code": "w_dimension_unweighted",
-                      "message": f"judge {row.judge} · W: {row.dimension} weighs 0 and is not in W: its "
-                                 f"correlation with rank is undefined ({why})"})
+        why = (
+            "no rag-set score"
+            if row.n == 0
+            else f"its rag-set score is constant or has fewer than 3 scored questions (n = {row.n})"
+        )
+        extra.append(
+            {
+                "judge": row.judge,
+                "dimension": row.dimension,
+                "code": "w_dimension_unweighted",
+                "message": f"judge {row.judge} · W: {row.dimension} weighs 0 and is not in W: its "
+                f"correlation with rank is undefined ({why})",
+            }
+        )
     for f in extra:
-        table.at[f["judge"], "flags"] = "; ".join(m for m in [table.at[f["judge"], "flags"], f["message"]] if m)
-    return pd.concat([flags, pd.DataFrame(extra, columns=FLAG_COLUMNS)], ignore_index=True) if extra else flags
+        table.at[f["judge"], "flags"] = "; ".join(
+            m for m in [table.at[f["judge"], "flags"], f["message"]] if m
+        )
+    return (
+        pd.concat([flags, pd.DataFrame(extra, columns=FLAG_COLUMNS)], ignore_index=True)
+        if extra
+        else flags
+    )
 
 
 def _weights_for(weights: pd.DataFrame, tm: pd.DataFrame) -> pd.DataFrame:
     """The weights on every (judge, dimension) of the trimmed means (a dimension the correlations
     did not see weighs NaN, i.e. undefined)."""
     keys = tm[["judge", "dimension"]].drop_duplicates()
-    return keys.merge(weights, on=["judge", "dimension"], how="left")[["judge", "dimension", "weight"]]
+    return keys.merge(weights, on=["judge", "dimension"], how="left")[
+        ["judge", "dimension", "weight"]
+    ]
 
 
 def _fallback_flags(flags: pd.DataFrame, causes: dict[str, str]) -> pd.DataFrame:
-    extra = [{"judge": j, "dimension": "W", "code": "weights_fallback_equal",
-              "message": f"judge {j} · W: rank-correlation weights undefined ({c}); equal weights used "
-                         "(analysis.weights_fallback: equal)"} for j, c in causes.items()]
-    return pd.concat([flags, pd.DataFrame(extra, columns=FLAG_COLUMNS)], ignore_index=True) if extra else flags
+    extra = [
+        {
+            "judge": j,
+            "dimension": "W",
+            "code": "weights_fallback_equal",
+            "message": f"judge {j} · W: rank-correlation weights undefined ({c}); equal weights used "
+            "(analysis.weights_fallback: equal)",
+        }
+        for j, c in causes.items()
+    ]
+    return (
+        pd.concat([flags, pd.DataFrame(extra, columns=FLAG_COLUMNS)], ignore_index=True)
+        if extra
+        else flags
+    )
 
 
-def evaluate_systems(answers: pd.DataFrame, scores: pd.DataFrame, analysis_params: Any = None,
-                     top_n: Mapping[str, int] | int | None = None, *, judges: Sequence[str] | None = None,
-                     dimensions: Sequence[str] | None = None, audit: pd.DataFrame | None = None,
-                     audit_min_pairs: int = 10) -> dict[str, CubeResult]:
+def evaluate_systems(
+    answers: pd.DataFrame,
+    scores: pd.DataFrame,
+    analysis_params: Any = None,
+    top_n: Mapping[str, int] | int | None = None,
+    *,
+    judges: Sequence[str] | None = None,
+    dimensions: Sequence[str] | None = None,
+    audit: pd.DataFrame | None = None,
+    audit_min_pairs: int = 10,
+) -> dict[str, CubeResult]:
     """`evaluate` for every system of the tables (several systems or versions in one run); `audit`:
     the judge audit's probe scores, one audit of the judges for every system."""
     out = {}
     for system in sorted(answers["system"].dropna().unique()):
         n = top_n.get(system) if isinstance(top_n, Mapping) else top_n
-        out[system] = evaluate(answers[answers["system"] == system], scores[scores["system"] == system],
-                               analysis_params, n, judges=judges, dimensions=dimensions, audit=audit,
-                               audit_min_pairs=audit_min_pairs)
+        out[system] = evaluate(
+            answers[answers["system"] == system],
+            scores[scores["system"] == system],
+            analysis_params,
+            n,
+            judges=judges,
+            dimensions=dimensions,
+            audit=audit,
+            audit_min_pairs=audit_min_pairs,
+        )
     return out

@@ -78,10 +78,27 @@ from cube.config.schema import require_columns
 from cube.method.audit import audit_verdict
 from cube.method.normalise import cube_scores
 
-GATE_COLUMNS = ["judge", "in_jury", "excluded_reason", "judging_failed", "gate_p_value", "gate_separation",
-                "gate_questions", "gate_rank_r", "gate_rank_p_value", "gate_rank_applied", "failure_rate",
-                "content_blind", "gate_evidence", "gate_withhold", "gate_w_unusable", "gate_validated"]
-RANK_TEST_MIN_GROUP = 20  # questions per group (retrieved, missed) before the retrieval test may exclude
+GATE_COLUMNS = [
+    "judge",
+    "in_jury",
+    "excluded_reason",
+    "judging_failed",
+    "gate_p_value",
+    "gate_separation",
+    "gate_questions",
+    "gate_rank_r",
+    "gate_rank_p_value",
+    "gate_rank_applied",
+    "failure_rate",
+    "content_blind",
+    "gate_evidence",
+    "gate_withhold",
+    "gate_w_unusable",
+    "gate_validated",
+]
+RANK_TEST_MIN_GROUP = (
+    20  # questions per group (retrieved, missed) before the retrieval test may exclude
+)
 VARY_MIN_QUESTIONS = 5  # scored questions in a set before "one score for all" means content-blind
 WITHHOLD_SEP = " | "  # between the causes in `gate_withhold`
 
@@ -100,12 +117,21 @@ def failure_rates(scores: pd.DataFrame, by_dimension: bool = False) -> pd.DataFr
     require_columns(scores, ("judge", "dimension", "error_kind"), "scores")
     keys = ["judge", "dimension"] if by_dimension else ["judge"]
     kind = scores["error_kind"].fillna("").astype(str)
-    tmp = scores[keys].assign(_call=(kind == "call").astype(int), _parse=(kind == "parse").astype(int),
-                              _skip=kind.isin(("skipped", "pilot")).astype(int))
-    out = tmp.groupby(keys, sort=True).agg(
-        n=("_call", "size"), skipped=("_skip", "sum"), call_failures=("_call", "sum"),
-        parse_failures=("_parse", "sum"),
-    ).reset_index()
+    tmp = scores[keys].assign(
+        _call=(kind == "call").astype(int),
+        _parse=(kind == "parse").astype(int),
+        _skip=kind.isin(("skipped", "pilot")).astype(int),
+    )
+    out = (
+        tmp.groupby(keys, sort=True)
+        .agg(
+            n=("_call", "size"),
+            skipped=("_skip", "sum"),
+            call_failures=("_call", "sum"),
+            parse_failures=("_parse", "sum"),
+        )
+        .reset_index()
+    )
     judged = (out["n"] - out["skipped"]).where(lambda x: x > 0)
     out["call_failure_rate"] = out["call_failures"] / judged
     out["parse_failure_rate"] = out["parse_failures"] / judged
@@ -129,14 +155,26 @@ def failure_table(scores: pd.DataFrame, grid: pd.DataFrame, judges: list[Any]) -
     else:
         k = pd.Series("", index=g.index)
     unscored = g["score"].isna()
-    tmp = pd.DataFrame({"judge": g["judge"], "scored": ~unscored, "skipped": unscored & k.isin(("skipped", "pilot")),
-                        "pilot": unscored & (k == "pilot"), "call": unscored & (k == "call"),
-                        "parse": unscored & (k == "parse")})
+    tmp = pd.DataFrame(
+        {
+            "judge": g["judge"],
+            "scored": ~unscored,
+            "skipped": unscored & k.isin(("skipped", "pilot")),
+            "pilot": unscored & (k == "pilot"),
+            "call": unscored & (k == "call"),
+            "parse": unscored & (k == "parse"),
+        }
+    )
     tmp["other"] = unscored & ~tmp["skipped"] & ~tmp["call"] & ~tmp["parse"]
-    agg = tmp.groupby("judge").agg(rows=("scored", "size"), scored_items=("scored", "sum"),
-                                   skipped=("skipped", "sum"), pilot_not_sent=("pilot", "sum"),
-                                   call_failures=("call", "sum"), parse_failures=("parse", "sum"),
-                                   other_failures=("other", "sum"))
+    agg = tmp.groupby("judge").agg(
+        rows=("scored", "size"),
+        scored_items=("scored", "sum"),
+        skipped=("skipped", "sum"),
+        pilot_not_sent=("pilot", "sum"),
+        call_failures=("call", "sum"),
+        parse_failures=("parse", "sum"),
+        other_failures=("other", "sum"),
+    )
     out = agg.reindex(pd.Index(judges, name="judge")).fillna(0).astype(int)
     out["judged"] = out["rows"] - out["skipped"]
     failures = out["call_failures"] + out["parse_failures"] + out["other_failures"]
@@ -148,9 +186,13 @@ def failure_table(scores: pd.DataFrame, grid: pd.DataFrame, judges: list[Any]) -
 
 def _failure_counts(f: pd.Series, sep: str = ", ") -> str:
     if not f["by_kind"]:
-        return f"{int(f['judged'] - f['scored_items'])} of {int(f['judged'])} items unscored or absent"
-    return (f"{int(f['call_failures'])} call{sep}{int(f['parse_failures'])} parse{sep}{int(f['other_failures'])} "
-            f"absent or unexplained{' failures' if sep != ', ' else ''} of {int(f['judged'])} judgments")
+        return (
+            f"{int(f['judged'] - f['scored_items'])} of {int(f['judged'])} items unscored or absent"
+        )
+    return (
+        f"{int(f['call_failures'])} call{sep}{int(f['parse_failures'])} parse{sep}{int(f['other_failures'])} "
+        f"absent or unexplained{' failures' if sep != ', ' else ''} of {int(f['judged'])} judgments"
+    )
 
 
 def _wide(grid: pd.DataFrame, judge: Any, dims: pd.Index) -> pd.DataFrame:
@@ -161,7 +203,9 @@ def _wide(grid: pd.DataFrame, judge: Any, dims: pd.Index) -> pd.DataFrame:
 def _weighted(values: pd.Series, weights: pd.Series) -> pd.Series:
     """Per question, the weighted mean of the dimensions present (weights renormalised over them)."""
     values = values.dropna()
-    w = pd.Series(values.index.get_level_values("dimension").map(weights).to_numpy(float), index=values.index)
+    w = pd.Series(
+        values.index.get_level_values("dimension").map(weights).to_numpy(float), index=values.index
+    )
     num = (values * w).groupby(level="question_id").sum()
     den = w.groupby(level="question_id").sum()
     return (num / den.where(den > 0)).dropna()
@@ -176,11 +220,14 @@ def bounds_test(grid: pd.DataFrame, judge: Any, weights: pd.Series) -> tuple[flo
         return float("nan"), 0
     d = _weighted(wide["full"] - wide["zero"], weights)
     nonzero = d[np.abs(d) > 1e-12].to_numpy(float)
-    return (float(stats.wilcoxon(nonzero, alternative="greater").pvalue) if len(nonzero) else 1.0), len(nonzero)
+    return (
+        float(stats.wilcoxon(nonzero, alternative="greater").pvalue) if len(nonzero) else 1.0
+    ), len(nonzero)
 
 
-def retrieval_test(grid: pd.DataFrame, judge: Any, weights: pd.Series,
-                   ranks: pd.DataFrame) -> tuple[float, float, int, int]:
+def retrieval_test(
+    grid: pd.DataFrame, judge: Any, weights: pd.Series, ranks: pd.DataFrame
+) -> tuple[float, float, int, int]:
     """(rank-biserial r, one-sided Mann-Whitney p, n retrieved, n missed) of the rag total of
     questions whose gold document was retrieved against the missed ones (NaN when a group is empty)."""
     wide = _wide(grid, judge, weights.index)
@@ -203,7 +250,11 @@ def constant_sets(grid: pd.DataFrame, judge: Any) -> list[str]:
     out = []
     for set_, s in g.groupby("set", sort=False):
         per_dim = s.groupby("dimension")["score"].agg(["nunique", "size"])
-        if len(per_dim) and (per_dim["size"] >= VARY_MIN_QUESTIONS).all() and (per_dim["nunique"] <= 1).all():
+        if (
+            len(per_dim)
+            and (per_dim["size"] >= VARY_MIN_QUESTIONS).all()
+            and (per_dim["nunique"] <= 1).all()
+        ):
             out.append(f"{set_} = {s['score'].iloc[0]:g}")
     return out
 
@@ -221,7 +272,7 @@ def _rank_test_weights(grid: pd.DataFrame, judge: Any, w: pd.Series, ap: Any) ->
 def bounds_test_can_decide(n: int, alpha: float) -> bool:
     """Whether the one-sided Wilcoxon test on n questions can reach p < alpha at all (its smallest
     attainable p is 2^-n, every difference positive)."""
-    return 0.5 ** n < alpha
+    return 0.5**n < alpha
 
 
 def min_questions(alpha: float) -> int:
@@ -234,10 +285,12 @@ def min_questions(alpha: float) -> int:
 
 def bounds_test_undecidable(n: int, alpha: float) -> str:
     """The cause named when the bounds test cannot decide on n questions."""
-    return (f"the bounds test cannot decide on {n} question{'s' if n != 1 else ''} with a nonzero full - zero "
-            f"difference (smallest attainable one-sided "
-            f"Wilcoxon p = 2^-{n} = {0.5 ** n:.3g}, not below the level {alpha:g}: at least {min_questions(alpha)} "
-            "questions are needed)")
+    return (
+        f"the bounds test cannot decide on {n} question{'s' if n != 1 else ''} with a nonzero full - zero "
+        f"difference (smallest attainable one-sided "
+        f"Wilcoxon p = 2^-{n} = {0.5**n:.3g}, not below the level {alpha:g}: at least {min_questions(alpha)} "
+        "questions are needed)"
+    )
 
 
 def _w_problem(judge: Any, W: float, weighted: bool, cube_table: pd.DataFrame, tol: float) -> str:
@@ -257,17 +310,29 @@ def equal_weight_w(trimmed: pd.DataFrame, judge: Any) -> float:
     if not dims:
         return float("nan")
     w = pd.DataFrame({"judge": judge, "dimension": dims, "weight": 1.0 / len(dims)})
-    with warnings.catch_warnings():  # its flags are the run's, already raised for the configured weights
+    with (
+        warnings.catch_warnings()
+    ):  # its flags are the run's, already raised for the configured weights
         warnings.simplefilter("ignore")
         return float(cube_scores(tm, w, 1.0).at[judge, "weighted_score"])
 
 
-def _weights_cause(judge: Any, problem: str, trimmed: pd.DataFrame | None, causes: dict[str, str],
-                   ap: Any, reads_content: str) -> str:
+def _weights_cause(
+    judge: Any,
+    problem: str,
+    trimmed: pd.DataFrame | None,
+    causes: dict[str, str],
+    ap: Any,
+    reads_content: str,
+) -> str:
     """When rank-correlation weights, not the judge, make W fail rule (f): the sentence stating what
     was measured and the remedy ('' when the judge's W with equal weights fails too, the weights are
     fixed, or nothing shows the judge reads the content: `reads_content`, the evidence that it does)."""
-    if getattr(ap, "weights", "rank_correlation") != "rank_correlation" or trimmed is None or not reads_content:
+    if (
+        getattr(ap, "weights", "rank_correlation") != "rank_correlation"
+        or trimmed is None
+        or not reads_content
+    ):
         return ""
     eq = equal_weight_w(trimmed, judge)
     tol = ap.gate_band_tolerance
@@ -277,16 +342,27 @@ def _weights_cause(judge: Any, problem: str, trimmed: pd.DataFrame | None, cause
         what = f"W undefined: its rank-correlation weights are undefined ({causes[str(judge)]})"
         remedy = "analysis.weights: equal or analysis.weights_fallback: equal"
     else:
-        what = (problem if problem.startswith("W =") else "W undefined") + " under rank-correlation weights"
+        what = (
+            problem if problem.startswith("W =") else "W undefined"
+        ) + " under rank-correlation weights"
         remedy = "analysis.weights: equal"
     return f"{what}, but {eq:.1f} with equal weights, and {reads_content} (remedy: {remedy})"
 
 
-def judge_gate(grid: pd.DataFrame, scores: pd.DataFrame, cube_table: pd.DataFrame, effective: pd.DataFrame,
-               totals: pd.DataFrame, evaluation_questions: set[Any] | None, ap: Any,
-               ranks: pd.DataFrame | None = None, audit: pd.DataFrame | None = None,
-               audit_min_pairs: int = 10, trimmed: pd.DataFrame | None = None,
-               weight_causes: dict[str, str] | None = None) -> pd.DataFrame:
+def judge_gate(
+    grid: pd.DataFrame,
+    scores: pd.DataFrame,
+    cube_table: pd.DataFrame,
+    effective: pd.DataFrame,
+    totals: pd.DataFrame,
+    evaluation_questions: set[Any] | None,
+    ap: Any,
+    ranks: pd.DataFrame | None = None,
+    audit: pd.DataFrame | None = None,
+    audit_min_pairs: int = 10,
+    trimmed: pd.DataFrame | None = None,
+    weight_causes: dict[str, str] | None = None,
+) -> pd.DataFrame:
     """The gate's decision per judge (module docstring). `grid`: `cube.method.analysis.score_grid`;
     `effective`: `judge, dimension, effective_weight`; `totals`: `judge, set, weighted_total`;
     `audit`: `cube.method.audit.audit_summary` (None: the audit did not run); `trimmed`: the
@@ -307,10 +383,14 @@ def judge_gate(grid: pd.DataFrame, scores: pd.DataFrame, cube_table: pd.DataFram
         failed = False
         f = fails.loc[judge]
         rate = float(f["failure_rate"]) if np.isfinite(f["failure_rate"]) else float("nan")
-        if f["pilot_not_sent"] > 0:  # its replies did not parse in its pilot: the rest was never sent
+        if (
+            f["pilot_not_sent"] > 0
+        ):  # its replies did not parse in its pilot: the rest was never sent
             failed = True
-            reasons.append(f"stopped by its pilot ({int(f['pilot_not_sent'])} score rows not sent: its first replies "
-                           "did not parse; judges[].insist sends them anyway)")
+            reasons.append(
+                f"stopped by its pilot ({int(f['pilot_not_sent'])} score rows not sent: its first replies "
+                "did not parse; judges[].insist sends them anyway)"
+            )
         elif f["scored_items"] == 0:
             failed = True
             if judge not in present:
@@ -319,20 +399,33 @@ def judge_gate(grid: pd.DataFrame, scores: pd.DataFrame, cube_table: pd.DataFram
                 reasons.append(f"judge {judge} has no scores ({_failure_counts(f, ' and ')})")
         elif np.isfinite(rate) and rate > ap.gate_max_failure_rate:
             failed = True
-            reasons.append(f"failure rate {rate:.0%} > {ap.gate_max_failure_rate:.0%} ({_failure_counts(f)})")
+            reasons.append(
+                f"failure rate {rate:.0%} > {ap.gate_max_failure_rate:.0%} ({_failure_counts(f)})"
+            )
         w = effective[effective["judge"] == judge].set_index("dimension")["effective_weight"]
         w = w[w.fillna(0) > 0]
-        p_value, sep, nq, rank_r, rank_p, applied = float("nan"), float("nan"), 0, float("nan"), float("nan"), False
+        p_value, sep, nq, rank_r, rank_p, applied = (
+            float("nan"),
+            float("nan"),
+            0,
+            float("nan"),
+            float("nan"),
+            False,
+        )
         blind = bounds_passed = w_unusable = False
         reads: list[str] = []  # the evidence that it reads the content
         W = float(cube_table.at[judge, "weighted_score"])
         if not failed:
             flat = constant_sets(grid, judge)
             sets_scored = set(grid.loc[(grid["judge"] == judge) & grid["score"].notna(), "set"])
-            if flat and len(flat) == len(sets_scored):  # one score per set whatever it reads (a set alone can be
-                blind = True                             # constant for a reason: the demo's zero answers are one text)
-                reasons.append(f"content-blind: its scores do not vary within a set ({', '.join(flat)} for every "
-                               "question and dimension)")
+            if flat and len(flat) == len(
+                sets_scored
+            ):  # one score per set whatever it reads (a set alone can be
+                blind = True  # constant for a reason: the demo's zero answers are one text)
+                reasons.append(
+                    f"content-blind: its scores do not vary within a set ({', '.join(flat)} for every "
+                    "question and dimension)"
+                )
             row = aud.loc[judge] if aud is not None and judge in aud.index else None
             verdict, said = audit_verdict(row, ap.gate_alpha, audit_min_pairs)
             if verdict is False:
@@ -342,60 +435,95 @@ def judge_gate(grid: pd.DataFrame, scores: pd.DataFrame, cube_table: pd.DataFram
                 blind = True
                 reasons.append(said)
             dims = sorted(set(grid.loc[grid["judge"] == judge, "dimension"]))
-            tw = pd.Series(1.0, index=pd.Index(dims, name="dimension"))  # equal: W's weights may be noise
+            tw = pd.Series(
+                1.0, index=pd.Index(dims, name="dimension")
+            )  # equal: W's weights may be noise
             sep = float(tot.get((judge, "full"), np.nan) - tot.get((judge, "zero"), np.nan))
             p_value, nq = bounds_test(grid, judge, tw)
             floor = ap.gate_min_separation
-            too_small = 0 < nq and not bounds_test_can_decide(nq, ap.gate_alpha)  # 0: no full/zero pairs at all
+            too_small = 0 < nq and not bounds_test_can_decide(
+                nq, ap.gate_alpha
+            )  # 0: no full/zero pairs at all
             if too_small:
                 said = bounds_test_undecidable(nq, ap.gate_alpha)
                 evidence.append(said)
                 withhold.append(said)
             elif not p_value < ap.gate_alpha or (floor > 0 and not sep >= floor):
-                reasons.append(f"does not separate the bounds: one-sided Wilcoxon p = {p_value:.3g} on {nq} "
-                               f"questions (level {ap.gate_alpha:g}), full - zero = {sep:.2f} points"
-                               + (f" (minimum {floor:g})" if floor > 0 else ""))
+                reasons.append(
+                    f"does not separate the bounds: one-sided Wilcoxon p = {p_value:.3g} on {nq} "
+                    f"questions (level {ap.gate_alpha:g}), full - zero = {sep:.2f} points"
+                    + (f" (minimum {floor:g})" if floor > 0 else "")
+                )
             else:
                 evidence.append(f"bounds test on {nq} questions")
                 bounds_passed = True
             if ranks is not None:
-                rank_r, rank_p, n_hit, n_miss = retrieval_test(grid, judge, _rank_test_weights(grid, judge, w, ap),
-                                                               ranks)
+                rank_r, rank_p, n_hit, n_miss = retrieval_test(
+                    grid, judge, _rank_test_weights(grid, judge, w, ap), ranks
+                )
                 applied = min(n_hit, n_miss) >= RANK_TEST_MIN_GROUP
                 if applied:
-                    evidence.append(f"retrieval test on {n_hit} retrieved and {n_miss} missed questions")
+                    evidence.append(
+                        f"retrieval test on {n_hit} retrieved and {n_miss} missed questions"
+                    )
                     if rank_p < ap.gate_alpha:
                         reads.append("its rag-set score follows retrieval")
                     else:
-                        reasons.append(f"its rag-set score does not follow retrieval: rag total of {n_hit} retrieved "
-                                       f"vs {n_miss} missed questions, rank-biserial r = {rank_r:.2f}, one-sided "
-                                       f"Mann-Whitney p = {rank_p:.3g} (level {ap.gate_alpha:g})")
+                        reasons.append(
+                            f"its rag-set score does not follow retrieval: rag total of {n_hit} retrieved "
+                            f"vs {n_miss} missed questions, rank-biserial r = {rank_r:.2f}, one-sided "
+                            f"Mann-Whitney p = {rank_p:.3g} (level {ap.gate_alpha:g})"
+                        )
                 else:
-                    evidence.append(f"retrieval test not applied ({n_hit} retrieved, {n_miss} missed; "
-                                    f"{RANK_TEST_MIN_GROUP} of each needed)")
+                    evidence.append(
+                        f"retrieval test not applied ({n_hit} retrieved, {n_miss} missed; "
+                        f"{RANK_TEST_MIN_GROUP} of each needed)"
+                    )
             problem = _w_problem(judge, W, len(w) > 0, cube_table, ap.gate_band_tolerance)
             if problem:
-                weights_said = _weights_cause(judge, problem, trimmed, weight_causes or {}, ap, " and ".join(reads))
+                weights_said = _weights_cause(
+                    judge, problem, trimmed, weight_causes or {}, ap, " and ".join(reads)
+                )
                 if too_small:  # W on so few questions is no evidence either
-                    evidence.append(f"{problem}, on {nq} questions: too few to tell the judge from noise")
+                    evidence.append(
+                        f"{problem}, on {nq} questions: too few to tell the judge from noise"
+                    )
                     w_unusable = True
                 elif weights_said:
                     evidence.append(weights_said)
                     withhold.append(weights_said)
                     w_unusable = True
                 else:
-                    if trimmed is not None and getattr(ap, "weights", "rank_correlation") == "rank_correlation" \
-                            and not reads:
-                        evidence.append("W's failure is not put down to the rank-correlation weights: no evidence "
-                                        "that it reads the content (the audit did not pass it and the retrieval "
-                                        "test did not apply or did not pass; a length-only judge passes the bounds "
-                                        "test)")
+                    if (
+                        trimmed is not None
+                        and getattr(ap, "weights", "rank_correlation") == "rank_correlation"
+                        and not reads
+                    ):
+                        evidence.append(
+                            "W's failure is not put down to the rank-correlation weights: no evidence "
+                            "that it reads the content (the audit did not pass it and the retrieval "
+                            "test did not apply or did not pass; a length-only judge passes the bounds "
+                            "test)"
+                        )
                     reasons.append(problem)
-        rows.append({"judge": judge, "in_jury": not reasons, "excluded_reason": "; ".join(reasons),
-                     "judging_failed": failed, "gate_p_value": p_value, "gate_separation": sep,
-                     "gate_questions": nq, "gate_rank_r": rank_r, "gate_rank_p_value": rank_p,
-                     "gate_rank_applied": applied, "failure_rate": rate, "content_blind": blind,
-                     "gate_evidence": "; ".join(evidence), "gate_withhold": WITHHOLD_SEP.join(withhold),
-                     "gate_w_unusable": w_unusable,
-                     "gate_validated": bounds_passed or bool(reads)})
+        rows.append(
+            {
+                "judge": judge,
+                "in_jury": not reasons,
+                "excluded_reason": "; ".join(reasons),
+                "judging_failed": failed,
+                "gate_p_value": p_value,
+                "gate_separation": sep,
+                "gate_questions": nq,
+                "gate_rank_r": rank_r,
+                "gate_rank_p_value": rank_p,
+                "gate_rank_applied": applied,
+                "failure_rate": rate,
+                "content_blind": blind,
+                "gate_evidence": "; ".join(evidence),
+                "gate_withhold": WITHHOLD_SEP.join(withhold),
+                "gate_w_unusable": w_unusable,
+                "gate_validated": bounds_passed or bool(reads),
+            }
+        )
     return pd.DataFrame(rows, columns=GATE_COLUMNS).set_index("judge")

@@ -98,14 +98,20 @@ def _words_of(tokenizer: str, segment: Callable[[str], Sequence[str]] | None) ->
     _check_tokenizer(tokenizer)
     if tokenizer == "jieba":
         if segment is None:
-            raise ValueError("tokenizer 'jieba' needs the segmenter: pass segment=cube.kb.text.segment "
-                             "(or choose tokenizer 'zh', 'char' or '13a')")
+            raise ValueError(
+                "tokenizer 'jieba' needs the segmenter: pass segment=cube.kb.text.segment "
+                "(or choose tokenizer 'zh', 'char' or '13a')"
+            )
         return _Words(tokenizer, segment, segment)
     return _Words(tokenizer, _SEGMENT["bleu"][tokenizer], _SEGMENT["rouge"][tokenizer])  # type: ignore[arg-type]
 
 
-def words(text: str, tokenizer: str = "jieba", metric: str = "rouge",
-          segment: Callable[[str], Sequence[str]] | None = None) -> list[str]:
+def words(
+    text: str,
+    tokenizer: str = "jieba",
+    metric: str = "rouge",
+    segment: Callable[[str], Sequence[str]] | None = None,
+) -> list[str]:
     """The words BLEU (`metric="bleu"`) or ROUGE (`"rouge"`) count in `text` (module steps 1-4);
     `segment`: the word segmenter of the `"jieba"` tokenizer."""
     return _cut(text, getattr(_words_of(tokenizer, segment), metric))
@@ -149,8 +155,10 @@ def _rouge_l(target: list[str], prediction: list[str]) -> float:
     if not target or not prediction:
         return 0.0
     ids: dict[str, int] = {}
-    lcs = LCSseq.similarity([ids.setdefault(t, len(ids)) for t in target],
-                            [ids.setdefault(t, len(ids)) for t in prediction])
+    lcs = LCSseq.similarity(
+        [ids.setdefault(t, len(ids)) for t in target],
+        [ids.setdefault(t, len(ids)) for t in prediction],
+    )
     precision = lcs / len(prediction)
     recall = lcs / len(target)
     return 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
@@ -167,14 +175,22 @@ def _both_words(text: str, cut: _Words) -> tuple[list[str], list[str]]:
 
 def _bleu(hyp: list[str], ref: list[str]) -> float:
     # min: sacrebleu returns 100.00000000000004 for identical texts (float rounding)
-    return min(sacrebleu.sentence_bleu(" ".join(hyp), [" ".join(ref)], tokenize="none").score / 100.0, 1.0)
+    return min(
+        sacrebleu.sentence_bleu(" ".join(hyp), [" ".join(ref)], tokenize="none").score / 100.0, 1.0
+    )
 
 
 @lru_cache(maxsize=1)
 def _bleu_metric() -> sacrebleu.BLEU:
     """The metric `sacrebleu.sentence_bleu(..., tokenize="none")` builds on every call."""
-    return sacrebleu.BLEU(lowercase=False, tokenize="none", force=False, smooth_method="exp",
-                          smooth_value=None, effective_order=True)
+    return sacrebleu.BLEU(
+        lowercase=False,
+        tokenize="none",
+        force=False,
+        smooth_method="exp",
+        smooth_value=None,
+        effective_order=True,
+    )
 
 
 def _bleu_reference(ref: list[str]) -> dict:
@@ -191,16 +207,25 @@ def _bleu_cached(hyp: list[str], reference: dict) -> float:
     return min(metric._compute_score_from_stats(stats).score / 100.0, 1.0)
 
 
-def text_scores(hypothesis: str, reference: str, tokenizer: str = "jieba",
-                segment: Callable[[str], Sequence[str]] | None = None) -> dict[str, float]:
+def text_scores(
+    hypothesis: str,
+    reference: str,
+    tokenizer: str = "jieba",
+    segment: Callable[[str], Sequence[str]] | None = None,
+) -> dict[str, float]:
     """BLEU (0-1) and ROUGE-1/2/L F-measures of one text against one reference (NaN if either
     has no word); `segment`: the word segmenter of the `"jieba"` tokenizer."""
     cut = _words_of(tokenizer, segment)
     return _text_scores(hypothesis, reference, cut, _scorer(tokenizer))[0]
 
 
-def _text_scores(hypothesis: object, reference: object, cut: _Words, scorer,
-                 cache: dict[str, tuple] | None = None) -> tuple[dict[str, float], str]:
+def _text_scores(
+    hypothesis: object,
+    reference: object,
+    cut: _Words,
+    scorer,
+    cache: dict[str, tuple] | None = None,
+) -> tuple[dict[str, float], str]:
     """The metrics and, when they are NaN, why (`""` when scored). `cache` keeps the references'
     words between calls (a gold document is the reference of all its answers)."""
     nan = dict.fromkeys(METRICS, float("nan"))
@@ -231,7 +256,11 @@ def _text_scores(hypothesis: object, reference: object, cut: _Words, scorer,
 def _reference_words(text: str, cut: _Words) -> tuple[list[str], list[str], tuple]:
     """BLEU words, ROUGE words and ROUGE's unigram and bigram counts of a text."""
     bleu, rouge = _both_words(text, cut)
-    return bleu, rouge, (rouge_scorer._create_ngrams(rouge, 1), rouge_scorer._create_ngrams(rouge, 2))
+    return (
+        bleu,
+        rouge,
+        (rouge_scorer._create_ngrams(rouge, 1), rouge_scorer._create_ngrams(rouge, 2)),
+    )
 
 
 def lexical_scores(
@@ -265,8 +294,10 @@ def lexical_scores(
     """
     cut = _words_of(tokenizer, segment)
     if (lang, tokenizer) in LEXICAL_INCOMPATIBLE:
-        raise ValueError(f"lexical.tokenizer: {tokenizer!r} cannot be used with lang: {lang!r}: "
-                         f"{LEXICAL_INCOMPATIBLE[lang, tokenizer]}")
+        raise ValueError(
+            f"lexical.tokenizer: {tokenizer!r} cannot be used with lang: {lang!r}: "
+            f"{LEXICAL_INCOMPATIBLE[lang, tokenizer]}"
+        )
     require_columns(answers, ("question_id", "doc_id", "system", "set", "answer"), "answers")
     if reference == "gold_document":
         require_columns(corpus, ("doc_id", "text"), "corpus")
@@ -365,7 +396,9 @@ def lexical_correlations(
                         "spearman": _corr(x, y, stats.spearmanr),
                     }
                 )
-    return pd.DataFrame(rows, columns=["metric", "judge", "set", "dimension", "n", "pearson", "spearman"])
+    return pd.DataFrame(
+        rows, columns=["metric", "judge", "set", "dimension", "n", "pearson", "spearman"]
+    )
 
 
 def _select(df: pd.DataFrame, question_id: str, system: str, set_name: str) -> pd.DataFrame:
@@ -397,15 +430,21 @@ def table6_example(
         raise KeyError(
             f"no score and no lexical row for ({question_id!r}, {system!r}, {set!r}, {dimension!r})"
         )
-    means = means[~means["judge"].str.startswith(HUMAN + ":")]  # the consensus stands for the raters
-    means = means.assign(_order=(means["judge"] != HUMAN).astype(int)).sort_values(["_order", "judge"])
+    means = means[
+        ~means["judge"].str.startswith(HUMAN + ":")
+    ]  # the consensus stands for the raters
+    means = means.assign(_order=(means["judge"] != HUMAN).astype(int)).sort_values(
+        ["_order", "judge"]
+    )
     rows = [
         {"name": j, "kind": "human" if j == HUMAN else "judge", "value": s}
         for j, s in zip(means["judge"], means["score"], strict=True)
     ]
     if not lex.empty:
         first = lex.iloc[0]
-        rows += [{"name": METRIC_LABELS[m], "kind": "lexical", "value": float(first[m])} for m in METRICS]
+        rows += [
+            {"name": METRIC_LABELS[m], "kind": "lexical", "value": float(first[m])} for m in METRICS
+        ]
     return pd.DataFrame(rows, columns=["name", "kind", "value"])
 
 
@@ -416,20 +455,30 @@ def summary(lexical: pd.DataFrame) -> pd.DataFrame:
     out = lexical.groupby(keys, sort=True)[list(METRICS)].mean().reset_index()
     grouped = lexical.groupby(keys, sort=True)
     out["answers"] = grouped.size().to_numpy()
-    excluded = lexical["excluded"].fillna("").ne("") if "excluded" in lexical else lexical["bleu"].isna()
-    out["excluded"] = excluded.groupby([lexical[k] for k in keys], sort=True).sum().to_numpy().astype(int)
+    excluded = (
+        lexical["excluded"].fillna("").ne("") if "excluded" in lexical else lexical["bleu"].isna()
+    )
+    out["excluded"] = (
+        excluded.groupby([lexical[k] for k in keys], sort=True).sum().to_numpy().astype(int)
+    )
     return out
 
 
 def excluded_note(lexical: pd.DataFrame) -> str:
     """One sentence counting the answers without BLEU/ROUGE, by cause."""
-    reasons = lexical["excluded"].fillna("") if "excluded" in lexical else pd.Series("", index=lexical.index)
+    reasons = (
+        lexical["excluded"].fillna("")
+        if "excluded" in lexical
+        else pd.Series("", index=lexical.index)
+    )
     counts = reasons[reasons != ""].value_counts()
     if counts.empty:
         return f"All {len(lexical)} answers have BLEU/ROUGE."
     causes = ", ".join(f"{n} {why}" for why, n in sorted(counts.items()))
-    return (f"{int(counts.sum())} of {len(lexical)} answers have no BLEU/ROUGE (NaN, left out of the means and "
-            f"correlations): {causes}. Punctuation and symbols are not words, so a text of only those is empty.")
+    return (
+        f"{int(counts.sum())} of {len(lexical)} answers have no BLEU/ROUGE (NaN, left out of the means and "
+        f"correlations): {causes}. Punctuation and symbols are not words, so a text of only those is empty."
+    )
 
 
 def reading(correlations: pd.DataFrame, offline_judges: list[str] | None = None) -> str:
@@ -444,12 +493,16 @@ def reading(correlations: pd.DataFrame, offline_judges: list[str] | None = None)
         return f"The correlations are undefined for this run{where} (too few or constant scores)."
     mean = correlations.groupby("metric")["spearman"].mean()
     best, worst = mean.idxmax(), mean.idxmin()
-    text = (f"Mean Spearman correlation with the judges' scores{where}: "
-            f"{', '.join(f'{METRIC_LABELS.get(m, m)} {v:.2f}' for m, v in mean.items())}"
-            f" (highest {METRIC_LABELS.get(best, best)}, lowest {METRIC_LABELS.get(worst, worst)}). ")
+    text = (
+        f"Mean Spearman correlation with the judges' scores{where}: "
+        f"{', '.join(f'{METRIC_LABELS.get(m, m)} {v:.2f}' for m, v in mean.items())}"
+        f" (highest {METRIC_LABELS.get(best, best)}, lowest {METRIC_LABELS.get(worst, worst)}). "
+    )
     offline = sorted(set(offline_judges or []) & set(correlations["judge"]))
     if offline:
-        text += (f"Caution: {', '.join(offline)} are offline rubric judges that themselves score surface overlap with "
-                 "the source, so agreement with BLEU/ROUGE is built in here; the paper's point (lexical overlap misses "
-                 "what judges and humans see) can only be tested with LLM judges or human ratings.")
+        text += (
+            f"Caution: {', '.join(offline)} are offline rubric judges that themselves score surface overlap with "
+            "the source, so agreement with BLEU/ROUGE is built in here; the paper's point (lexical overlap misses "
+            "what judges and humans see) can only be tested with LLM judges or human ratings."
+        )
     return text

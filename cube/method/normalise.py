@@ -29,11 +29,13 @@ _EPS = 1e-12
 FLAG_COLUMNS = ["judge", "dimension", "code", "message"]
 
 
-def effective_weights(w: np.ndarray, zero: np.ndarray, rag: np.ndarray, full: np.ndarray) -> np.ndarray:
+def effective_weights(
+    w: np.ndarray, zero: np.ndarray, rag: np.ndarray, full: np.ndarray
+) -> np.ndarray:
     """Weights actually used by W, per dimension (axis 0): a dimension with weight > 0 but no
-    trimmed mean in some set makes every weight NaN (W undefined); a dimension without a positive
-    range (full - zero <= 0) gets 0; the rest are rescaled to the weights' own sum (1), unchanged
-when no dimension left (NaN if none is left)."""
+        trimmed mean in some set makes every weight NaN (W undefined); a dimension without a positive
+        range (full - zero <= 0) gets 0; the rest are rescaled to the weights' own sum (1), unchanged
+    when no dimension left (NaN if none is left)."""
     w = np.asarray(w, float)
     weighted = np.nan_to_num(w, nan=0.0) > 0
     missing = (weighted & (np.isnan(zero) | np.isnan(rag) | np.isnan(full))).any(axis=0)
@@ -41,7 +43,9 @@ when no dimension left (NaN if none is left)."""
         valid = np.nan_to_num(full - zero, nan=0.0) > _EPS
     use = np.where(weighted & valid, w, 0.0)
     total = use.sum(axis=0)
-    given = np.where(weighted, w, 0.0).sum(axis=0)  # the weights' own sum (1, or the paper's rounded ~1)
+    given = np.where(weighted, w, 0.0).sum(
+        axis=0
+    )  # the weights' own sum (1, or the paper's rounded ~1)
     ok = ~missing & (total > _EPS)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(ok, use * (given / np.where(ok, total, 1.0)), np.nan)
@@ -60,12 +64,18 @@ def weighted_totals(trimmed: pd.DataFrame, weights: pd.DataFrame) -> pd.DataFram
     m = trimmed.merge(eff, on=["judge", "dimension"], how="left")
     m["wtm"] = np.where(m["effective_weight"] == 0, 0.0, m["effective_weight"] * m["trimmed_mean"])
     return m.groupby(["judge", "set"], as_index=False, sort=False).agg(
-        weighted_total=("wtm", lambda s: s.sum(skipna=False)))
+        weighted_total=("wtm", lambda s: s.sum(skipna=False))
+    )
 
 
 def _wide(trimmed: pd.DataFrame) -> pd.DataFrame:
-    return trimmed.pivot_table(index=["judge", "dimension"], columns="set", values="trimmed_mean",
-                               aggfunc="first", dropna=False).reindex(columns=list(SETS))
+    return trimmed.pivot_table(
+        index=["judge", "dimension"],
+        columns="set",
+        values="trimmed_mean",
+        aggfunc="first",
+        dropna=False,
+    ).reindex(columns=list(SETS))
 
 
 def effective_weight_table(trimmed: pd.DataFrame, weights: pd.DataFrame) -> pd.DataFrame:
@@ -76,8 +86,16 @@ def effective_weight_table(trimmed: pd.DataFrame, weights: pd.DataFrame) -> pd.D
         dims = list(g["dimension"])
         t = tm.reindex(pd.MultiIndex.from_product([[judge], dims]))
         eff = effective_weights(g["weight"].to_numpy(float), *(t[s].to_numpy(float) for s in SETS))
-        rows.append(pd.DataFrame({"judge": judge, "dimension": dims, "weight": g["weight"].to_numpy(float),
-                                  "effective_weight": eff}))
+        rows.append(
+            pd.DataFrame(
+                {
+                    "judge": judge,
+                    "dimension": dims,
+                    "weight": g["weight"].to_numpy(float),
+                    "effective_weight": eff,
+                }
+            )
+        )
     cols = ["judge", "dimension", "weight", "effective_weight"]
     return pd.concat(rows, ignore_index=True)[cols] if rows else pd.DataFrame(columns=cols)
 
@@ -94,29 +112,55 @@ def _dimension_flags(judge: str, d: str, z: float, r: float, f: float) -> list[t
     who = f"judge {judge} · {d}"
     missing = [s for s, v in zip(SETS, (z, r, f), strict=True) if not np.isfinite(v)]
     if missing:
-        return [("no_trimmed_mean", f"{who}: no trimmed mean in the {'/'.join(missing)} set (no question "
-                                    "scored in all three sets): N undefined")]
+        return [
+            (
+                "no_trimmed_mean",
+                f"{who}: no trimmed mean in the {'/'.join(missing)} set (no question "
+                "scored in all three sets): N undefined",
+            )
+        ]
     if abs(f - z) <= _EPS:
-        return [("zero_range", f"{who}: zero range (full = zero = {z:.2f}; zero denominator): N undefined and "
-                               "the dimension leaves W")]
+        return [
+            (
+                "zero_range",
+                f"{who}: zero range (full = zero = {z:.2f}; zero denominator): N undefined and "
+                "the dimension leaves W",
+            )
+        ]
     if f < z:
-        return [("inverted_bounds", f"{who}: inverted bounds (full {f:.2f} < zero {z:.2f}): N undefined and the "
-                                    "dimension leaves W")]
+        return [
+            (
+                "inverted_bounds",
+                f"{who}: inverted bounds (full {f:.2f} < zero {z:.2f}): N undefined and the "
+                "dimension leaves W",
+            )
+        ]
     if not z - _EPS <= r <= f + _EPS:
         n = 100 * (r - z) / (f - z)
-        return [("rag_outside_bounds", f"{who}: rag {r:.2f} outside the bounds [zero {z:.2f}, full {f:.2f}]: "
-                                       f"N = {n:.1f}, outside [0, 100]")]
+        return [
+            (
+                "rag_outside_bounds",
+                f"{who}: rag {r:.2f} outside the bounds [zero {z:.2f}, full {f:.2f}]: "
+                f"N = {n:.1f}, outside [0, 100]",
+            )
+        ]
     return []
 
 
-def cube_scores_with_flags(trimmed: pd.DataFrame, weights: pd.DataFrame, recall: float,
-                           weight_causes: dict[str, str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+def cube_scores_with_flags(
+    trimmed: pd.DataFrame,
+    weights: pd.DataFrame,
+    recall: float,
+    weight_causes: dict[str, str] | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """`cube_scores` and the flags as a table `judge, dimension, code, message` (dimension
     `W` for the weighted score, `R@k` for retrieval)."""
     require_columns(trimmed, ["judge", "set", "dimension", "trimmed_mean"], "trimmed_means")
     for s in SETS:
         if not (trimmed["set"] == s).any():
-            raise SchemaError(f"trimmed_means: no '{s}' set; CuBE needs the zero, rag and full scoring sets")
+            raise SchemaError(
+                f"trimmed_means: no '{s}' set; CuBE needs the zero, rag and full scoring sets"
+            )
     tm = _wide(trimmed)
     dims = list(dict.fromkeys(trimmed["dimension"]))
     eff = effective_weight_table(trimmed, weights).set_index(["judge", "dimension"])
@@ -137,37 +181,77 @@ def cube_scores_with_flags(trimmed: pd.DataFrame, weights: pd.DataFrame, recall:
         who = f"judge {judge} · W"
         if not (np.nan_to_num(w, nan=0.0) > 0).any():
             cause = causes.get(str(judge), "every weight is 0 or undefined")
-            jflags.append(("W", "weights_undefined", f"{who}: undefined because the weights are undefined: {cause}"))
+            jflags.append(
+                (
+                    "W",
+                    "weights_undefined",
+                    f"{who}: undefined because the weights are undefined: {cause}",
+                )
+            )
         elif not np.isfinite(we).all():
-            gone = [d for i, d in enumerate(dims) if w[i] > 0 and not np.isfinite([z[i], r[i], f[i]]).all()]
+            gone = [
+                d
+                for i, d in enumerate(dims)
+                if w[i] > 0 and not np.isfinite([z[i], r[i], f[i]]).all()
+            ]
             if gone:
-                jflags.append(("W", "w_missing_dimension",
-                               f"{who}: undefined: weighted dimension(s) {', '.join(gone)} have no trimmed mean "
-                               "in some set (absent or unscored rows), so W would mix different dimensions"))
+                jflags.append(
+                    (
+                        "W",
+                        "w_missing_dimension",
+                        f"{who}: undefined: weighted dimension(s) {', '.join(gone)} have no trimmed mean "
+                        "in some set (absent or unscored rows), so W would mix different dimensions",
+                    )
+                )
             else:
-                jflags.append(("W", "w_no_valid_dimension", f"{who}: undefined: no weighted dimension has "
-                                                            "full > zero (zero range or inverted bounds)"))
+                jflags.append(
+                    (
+                        "W",
+                        "w_no_valid_dimension",
+                        f"{who}: undefined: no weighted dimension has "
+                        "full > zero (zero range or inverted bounds)",
+                    )
+                )
         else:
             T = [float(_totals(we, v)) for v in (z, r, f)]
             W = float(_normalise(T[1], T[0], T[2]))
             left = [d for i, d in enumerate(dims) if w[i] > 0 and we[i] == 0]
             if left:
                 used = [d for i, d in enumerate(dims) if we[i] > 0]
-                jflags.append(("W", "w_dimension_left_out",
-                               f"{who}: computed over {', '.join(used)}; {', '.join(left)} left W (no positive "
-                               "range between zero and full) and the remaining weights were renormalised"))
+                jflags.append(
+                    (
+                        "W",
+                        "w_dimension_left_out",
+                        f"{who}: computed over {', '.join(used)}; {', '.join(left)} left W (no positive "
+                        "range between zero and full) and the remaining weights were renormalised",
+                    )
+                )
             if np.isfinite(W) and not -1e-9 <= W <= 100 + 1e-9:
                 jflags.append(("W", "w_outside_bounds", f"{who}: W = {W:.1f}, outside [0, 100]"))
         row["weighted_score"] = W
         row["recall_at_k"] = float(recall)
         if float(recall) == 0.0:  # CuBE = W x R@k is 0 when nothing was retrieved, whatever W is
             row["cube_score"] = 0.0
-            jflags.append(("R@k", "nothing_retrieved", f"judge {judge}: nothing retrieved: R@k = 0, so CuBE = 0"))
+            jflags.append(
+                (
+                    "R@k",
+                    "nothing_retrieved",
+                    f"judge {judge}: nothing retrieved: R@k = 0, so CuBE = 0",
+                )
+            )
         else:
             row["cube_score"] = W * float(recall)
         codes = {c for _, c, _ in jflags}
-        row["flag_zero_denominator"] = bool(codes & {"zero_range", "weights_undefined", "w_missing_dimension",
-                                                     "w_no_valid_dimension", "no_trimmed_mean"})
+        row["flag_zero_denominator"] = bool(
+            codes
+            & {
+                "zero_range",
+                "weights_undefined",
+                "w_missing_dimension",
+                "w_no_valid_dimension",
+                "no_trimmed_mean",
+            }
+        )
         row["flag_out_of_bounds"] = bool(codes & {"rag_outside_bounds", "w_outside_bounds"})
         row["flag_inverted_bounds"] = "inverted_bounds" in codes
         row["flags"] = "; ".join(m for _, _, m in jflags)
@@ -185,8 +269,12 @@ def _warning_class() -> type[Warning]:
     return CubeWarning
 
 
-def cube_scores(trimmed: pd.DataFrame, weights: pd.DataFrame, recall: float,
-                weight_causes: dict[str, str] | None = None) -> pd.DataFrame:
+def cube_scores(
+    trimmed: pd.DataFrame,
+    weights: pd.DataFrame,
+    recall: float,
+    weight_causes: dict[str, str] | None = None,
+) -> pd.DataFrame:
     """Table 4: per judge, each dimension normalised between its bounds, the weighted score,
     R@k and the CuBE score, with flags naming judge, dimension and cause (module docstring).
 

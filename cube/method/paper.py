@@ -42,8 +42,12 @@ def table4_published() -> pd.DataFrame:
 
 def reproduce_table4() -> tuple[pd.DataFrame, pd.DataFrame]:
     """Table 4 recomputed from Tables 2 and 3: (per-judge table, jury mean/SD rows)."""
-    tm = table2().melt(id_vars=["judge", "set"], value_vars=list(DIMENSIONS), var_name="dimension",
-                       value_name="trimmed_mean")
+    tm = table2().melt(
+        id_vars=["judge", "set"],
+        value_vars=list(DIMENSIONS),
+        var_name="dimension",
+        value_name="trimmed_mean",
+    )
     w = table3().melt(id_vars=["judge"], var_name="dimension", value_name="weight")
     table = N.cube_scores(tm, w, PAPER_RECALL).loc[list(PAPER_JUDGES)]
     return table, A.jury_summary(table)
@@ -52,10 +56,16 @@ def reproduce_table4() -> tuple[pd.DataFrame, pd.DataFrame]:
 def weighted_totals_check() -> pd.DataFrame:
     """Table 2's printed weighted totals beside the ones its own Table 3 weights give."""
     t2 = table2()
-    tm = t2.melt(id_vars=["judge", "set"], value_vars=list(DIMENSIONS), var_name="dimension",
-                 value_name="trimmed_mean")
+    tm = t2.melt(
+        id_vars=["judge", "set"],
+        value_vars=list(DIMENSIONS),
+        var_name="dimension",
+        value_name="trimmed_mean",
+    )
     w = table3().melt(id_vars=["judge"], var_name="dimension", value_name="weight")
-    out = t2[["judge", "set", "weighted_total_printed"]].merge(N.weighted_totals(tm, w), on=["judge", "set"])
+    out = t2[["judge", "set", "weighted_total_printed"]].merge(
+        N.weighted_totals(tm, w), on=["judge", "set"]
+    )
     out["difference"] = out["weighted_total"] - out["weighted_total_printed"]
     return out
 
@@ -74,7 +84,9 @@ def comparison() -> pd.DataFrame:
                 continue
             if c == "recall_at_k":
                 o, p = 100 * o, 100 * p
-            rows.append({"judge": judge, "column": c, "reproduced": o, "published": p, "difference": o - p})
+            rows.append(
+                {"judge": judge, "column": c, "reproduced": o, "published": p, "difference": o - p}
+            )
     return pd.DataFrame(rows)
 
 
@@ -90,4 +102,7 @@ def table4_reproduced() -> pd.DataFrame:
 def reproduction_check(tolerance: float = 0.01) -> dict[str, float | bool]:
     """Headline figures of the reproduction: the largest cell difference and whether it is within tolerance."""
     diff = comparison()["difference"].abs().max()
-    return {"paper_table4_max_abs_difference": float(diff), "paper_table4_reproduced": bool(diff <= tolerance)}
+    return {
+        "paper_table4_max_abs_difference": float(diff),
+        "paper_table4_reproduced": bool(diff <= tolerance),
+    }

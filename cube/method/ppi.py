@@ -91,15 +91,28 @@ class PPIResult:
     def headline(self) -> dict[str, Any]:
         """The figures for `results.json` (NaN as None)."""
         lo, hi = self.interval.get("cube_score", (float("nan"), float("nan")))
-        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in {
-            "cube_score": self.cube_score, "cube_lo": lo, "cube_hi": hi, "weighted_score": self.weighted_score,
-            "recall_at_k": self.recall_at_k, "judge_only_cube": self.judge_only.get("cube_score", float("nan")),
-            "n_rated": self.n_rated, "n_retrieved": self.n_retrieved, "confidence": self.confidence,
-            "n_resamples": self.n_resamples, "n_valid": self.n_valid, "lambda": self.lam,
-        }.items()} | {"flags": list(self.flags)}
+        return {
+            k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+            for k, v in {
+                "cube_score": self.cube_score,
+                "cube_lo": lo,
+                "cube_hi": hi,
+                "weighted_score": self.weighted_score,
+                "recall_at_k": self.recall_at_k,
+                "judge_only_cube": self.judge_only.get("cube_score", float("nan")),
+                "n_rated": self.n_rated,
+                "n_retrieved": self.n_retrieved,
+                "confidence": self.confidence,
+                "n_resamples": self.n_resamples,
+                "n_valid": self.n_valid,
+                "lambda": self.lam,
+            }.items()
+        } | {"flags": list(self.flags)}
 
 
-def _item_means(df: pd.DataFrame, qids: list[Any], dims: list[str], judges: Sequence[str] | None) -> np.ndarray:
+def _item_means(
+    df: pd.DataFrame, qids: list[Any], dims: list[str], judges: Sequence[str] | None
+) -> np.ndarray:
     """(sets, dims, questions) array of the mean score over the rows' judges (NaN when none)."""
     if judges is not None:
         df = df[df["judge"].astype(str).isin([str(j) for j in judges])]
@@ -123,8 +136,14 @@ def _var(x: np.ndarray) -> float:
     return float(np.var(x, ddof=1)) if len(x) > 1 else float("nan")
 
 
-def _estimate(f_all: np.ndarray, f_lab: np.ndarray, y_lab: np.ndarray, C_all: np.ndarray, C_lab: np.ndarray,
-              lam: str | float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _estimate(
+    f_all: np.ndarray,
+    f_lab: np.ndarray,
+    y_lab: np.ndarray,
+    C_all: np.ndarray,
+    C_lab: np.ndarray,
+    lam: str | float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """PPI means per (set, dim) and resample: (theta, judge-only means, lambda), each (S, D, B)."""
     S, D = f_all.shape[:2]
     B = C_all.shape[0]
@@ -138,7 +157,7 @@ def _estimate(f_all: np.ndarray, f_lab: np.ndarray, y_lab: np.ndarray, C_all: np
             if lam == "auto":
                 with np.errstate(divide="ignore", invalid="ignore"):
                     cov = _wmean(C_lab, f * y) - mf * my
-                    var = _wmean(C_lab, f * f) - mf ** 2
+                    var = _wmean(C_lab, f * f) - mf**2
                     lt = np.where(var > _EPS, cov / var, 0.0)
                 lt = np.clip(np.nan_to_num(lt, nan=0.0), 0.0, 1.0)
             else:
@@ -161,16 +180,28 @@ def _cube(theta: np.ndarray, w: np.ndarray, recall: np.ndarray) -> dict[str, np.
         we = np.where(tot > _EPS, we / np.where(tot > _EPS, tot, 1.0), np.nan)
         T = [np.where(we == 0, 0.0, we * v).sum(axis=0) for v in (z, r, f)]
         den = T[2] - T[0]
-        W = np.where((den > _EPS) & ~missing, 100 * (T[1] - T[0]) / np.where(den > _EPS, den, 1.0), np.nan)
+        W = np.where(
+            (den > _EPS) & ~missing, 100 * (T[1] - T[0]) / np.where(den > _EPS, den, 1.0), np.nan
+        )
     cube = np.where(recall == 0, 0.0, W * recall)
     return {"dimensions": nd, "weighted_score": W, "cube_score": cube}
 
 
-def ppi_cube(answers: pd.DataFrame, scores: pd.DataFrame, human: pd.DataFrame, *,
-             judges: Sequence[str] | None = None, weights: Mapping[str, float] | None = None,
-             dimensions: Sequence[str] | None = None, confidence: float = 0.95, n_resamples: int = 1000,
-             seed: int = 0, lam: Literal["auto"] | float = "auto", top_n: int = 8,
-             method: Literal["bca", "percentile"] = "bca") -> PPIResult:
+def ppi_cube(
+    answers: pd.DataFrame,
+    scores: pd.DataFrame,
+    human: pd.DataFrame,
+    *,
+    judges: Sequence[str] | None = None,
+    weights: Mapping[str, float] | None = None,
+    dimensions: Sequence[str] | None = None,
+    confidence: float = 0.95,
+    n_resamples: int = 1000,
+    seed: int = 0,
+    lam: Literal["auto"] | float = "auto",
+    top_n: int = 8,
+    method: Literal["bca", "percentile"] = "bca",
+) -> PPIResult:
     """The human-calibrated CuBE of one system (module docstring for the estimator and interval).
 
     Args:
@@ -205,7 +236,9 @@ def ppi_cube(answers: pd.DataFrame, scores: pd.DataFrame, human: pd.DataFrame, *
     dims = dimension_order(dimensions if dimensions is not None else scores["dimension"].unique())
     w = np.array([float((weights or {}).get(d, 1.0 if weights is None else 0.0)) for d in dims])
     if not (w >= 0).all() or w.sum() <= 0:
-        raise ValueError(f"weights must be >= 0 with a positive sum, got {dict(zip(dims, w, strict=True))}")
+        raise ValueError(
+            f"weights must be >= 0 with a positive sum, got {dict(zip(dims, w, strict=True))}"
+        )
     w = w / w.sum()
     f_all = _item_means(scores, qids, dims, judges)
     h_all = _item_means(human, qids, dims, None)
@@ -213,13 +246,19 @@ def ppi_cube(answers: pd.DataFrame, scores: pd.DataFrame, human: pd.DataFrame, *
     f_lab, y_lab = f_all[:, :, rated], h_all[:, :, rated]
     flags: list[str] = []
     if not rated:
-        flags.append("no retrieved question has a human rating: the human-calibrated CuBE is undefined")
+        flags.append(
+            "no retrieved question has a human rating: the human-calibrated CuBE is undefined"
+        )
     for s in range(len(SETS)):
         for d, dim in enumerate(dims):
             if rated and w[d] > 0 and (np.isnan(y_lab[s, d]) | np.isnan(f_lab[s, d])).all():
-                flags.append(f"no {SETS[s]} answer has both a human and a judge score on {dim}: W undefined")
+                flags.append(
+                    f"no {SETS[s]} answer has both a human and a judge score on {dim}: W undefined"
+                )
 
-    def run(C_all: np.ndarray, C_lab: np.ndarray | None = None) -> tuple[dict[str, np.ndarray], np.ndarray, Any]:
+    def run(
+        C_all: np.ndarray, C_lab: np.ndarray | None = None
+    ) -> tuple[dict[str, np.ndarray], np.ndarray, Any]:
         # C_all over all known questions; the means use its retrieved columns, R@k all of them; the
         # rated questions' counts are those of the same draw unless given (the variance split below)
         if C_lab is None:
@@ -234,15 +273,24 @@ def ppi_cube(answers: pd.DataFrame, scores: pd.DataFrame, human: pd.DataFrame, *
     judge_fig = _cube(judge_means, w, point["recall_at_k"])
     if rated and not flags and not np.isfinite(point["weighted_score"][0]):
         z, f = theta[SETS.index("zero"), :, 0], theta[SETS.index("full"), :, 0]
-        flags.append("no weighted dimension has full > zero on the human scale (" + ", ".join(
-            f"{d}: zero {z[i]:.2f}, full {f[i]:.2f}" for i, d in enumerate(dims)) + "): W undefined")
+        flags.append(
+            "no weighted dimension has full > zero on the human scale ("
+            + ", ".join(f"{d}: zero {z[i]:.2f}, full {f[i]:.2f}" for i, d in enumerate(dims))
+            + "): W undefined"
+        )
     z, f = theta[SETS.index("zero"), :, 0], theta[SETS.index("full"), :, 0]
-    left = [i for i in range(len(dims)) if w[i] > 0 and not np.nan_to_num(f[i] - z[i], nan=0.0) > _EPS]
+    left = [
+        i for i in range(len(dims)) if w[i] > 0 and not np.nan_to_num(f[i] - z[i], nan=0.0) > _EPS
+    ]
     if np.isfinite(point["weighted_score"][0]) and left:  # as `cube.method.normalise` flags it
-        flags.append("w_dimension_left_out: W computed over " + ", ".join(
-            d for i, d in enumerate(dims) if w[i] > 0 and i not in left) + "; " + ", ".join(
-            f"{dims[i]} (zero {z[i]:.2f}, full {f[i]:.2f})" for i in left) + " left W (no positive range between "
-            "zero and full on the human scale) and the remaining weights were renormalised")
+        flags.append(
+            "w_dimension_left_out: W computed over "
+            + ", ".join(d for i, d in enumerate(dims) if w[i] > 0 and i not in left)
+            + "; "
+            + ", ".join(f"{dims[i]} (zero {z[i]:.2f}, full {f[i]:.2f})" for i in left)
+            + " left W (no positive range between "
+            "zero and full on the human scale) and the remaining weights were renormalised"
+        )
     interval = {m: (float("nan"), float("nan")) for m in METRICS}
     n_valid, var_lab, var_all = 0, float("nan"), float("nan")
     if n_resamples > 0 and rated and n_all:
@@ -253,37 +301,70 @@ def ppi_cube(answers: pd.DataFrame, scores: pd.DataFrame, human: pd.DataFrame, *
         for m in METRICS:
             ok = boot[m][np.isfinite(boot[m])]
             if len(ok):
-                levels = ([a, 1 - a] if jack is None
-                          else bca_levels(float(point[m][0]), ok, jack[m], a))
+                levels = (
+                    [a, 1 - a] if jack is None else bca_levels(float(point[m][0]), ok, jack[m], a)
+                )
                 if np.isfinite(levels).all():
                     interval[m] = tuple(float(x) for x in np.quantile(ok, levels))
                 elif m == "cube_score":
-                    flags.append("no BCa interval: every resample's CuBE lies on one side of the estimate (its bias "
-                                 "correction is undefined); analysis.interval: percentile gives the percentile one")
+                    flags.append(
+                        "no BCa interval: every resample's CuBE lies on one side of the estimate (its bias "
+                        "correction is undefined); analysis.interval: percentile gives the percentile one"
+                    )
         n_valid = int(np.isfinite(boot["cube_score"]).sum())
         # the rated questions' rectifier alone (the questions' judge means and R@k fixed): the part
         # of the variance that shrinks as 1/n; the rest, fixed for these questions, is the remainder
         C_lab = resample_counts(len(rated), n_resamples, rng)
         var_lab = _var(run(np.ones((n_resamples, n_all)), C_lab)[0]["cube_score"])
-        var_all = max(_var(boot["cube_score"]) - var_lab, 0.0) if math.isfinite(var_lab) else float("nan")
+        var_all = (
+            max(_var(boot["cube_score"]) - var_lab, 0.0) if math.isfinite(var_lab) else float("nan")
+        )
         if n_valid < 0.9 * n_resamples:
-            flags.append(f"only {n_valid} of {n_resamples} resamples give a defined CuBE: the interval rests on "
-                         "a selection of resamples")
+            flags.append(
+                f"only {n_valid} of {n_resamples} resamples give a defined CuBE: the interval rests on "
+                "a selection of resamples"
+            )
     n_human = (~np.isnan(y_lab)).sum(axis=2)
-    means = pd.DataFrame([
-        {"set": s, "dimension": dim, "judge_mean": float(judge_means[i, d, 0]),
-         "judge_mean_rated": float(np.nanmean(f_lab[i, d])) if (~np.isnan(f_lab[i, d])).any() else np.nan,
-         "human_mean": float(np.nanmean(y_lab[i, d])) if n_human[i, d] else np.nan,
-         "ppi_mean": float(theta[i, d, 0]), "lam": float(lams[i, d, 0]), "n_rated": int(n_human[i, d])}
-        for i, s in enumerate(SETS) for d, dim in enumerate(dims)])
+    means = pd.DataFrame(
+        [
+            {
+                "set": s,
+                "dimension": dim,
+                "judge_mean": float(judge_means[i, d, 0]),
+                "judge_mean_rated": float(np.nanmean(f_lab[i, d]))
+                if (~np.isnan(f_lab[i, d])).any()
+                else np.nan,
+                "human_mean": float(np.nanmean(y_lab[i, d])) if n_human[i, d] else np.nan,
+                "ppi_mean": float(theta[i, d, 0]),
+                "lam": float(lams[i, d, 0]),
+                "n_rated": int(n_human[i, d]),
+            }
+            for i, s in enumerate(SETS)
+            for d, dim in enumerate(dims)
+        ]
+    )
     return PPIResult(
-        cube_score=float(point["cube_score"][0]), weighted_score=float(point["weighted_score"][0]),
+        cube_score=float(point["cube_score"][0]),
+        weighted_score=float(point["weighted_score"][0]),
         recall_at_k=float(point["recall_at_k"][0]),
         dimensions={dim: float(point["dimensions"][d, 0]) for d, dim in enumerate(dims)},
-        interval=interval, judge_only={"cube_score": float(judge_fig["cube_score"][0]),
-                                       "weighted_score": float(judge_fig["weighted_score"][0])},
-        means=means, n_rated=len(rated), n_retrieved=len(qids), n_questions=n_all, confidence=confidence,
-        n_resamples=n_resamples, n_valid=n_valid, var_rated=var_lab, var_questions=var_all, lam=lam, flags=flags)
+        interval=interval,
+        judge_only={
+            "cube_score": float(judge_fig["cube_score"][0]),
+            "weighted_score": float(judge_fig["weighted_score"][0]),
+        },
+        means=means,
+        n_rated=len(rated),
+        n_retrieved=len(qids),
+        n_questions=n_all,
+        confidence=confidence,
+        n_resamples=n_resamples,
+        n_valid=n_valid,
+        var_rated=var_lab,
+        var_questions=var_all,
+        lam=lam,
+        flags=flags,
+    )
 
 
 def ratings_plan(result: PPIResult, width: float) -> tuple[float, str]:
@@ -301,19 +382,33 @@ def ratings_plan(result: PPIResult, width: float) -> tuple[float, str]:
     and the judge-human relation are taken as measured on the current sample."""
     if width <= 0:
         raise ValueError(f"width must be > 0, got {width}")
-    if not (math.isfinite(result.var_rated) and math.isfinite(result.var_questions)) or result.n_rated == 0:
+    if (
+        not (math.isfinite(result.var_rated) and math.isfinite(result.var_questions))
+        or result.n_rated == 0
+    ):
         return float("nan"), "no interval: the variances are unknown"
     z = stats.norm.ppf(1 - (1 - result.confidence) / 2)
     room = (width / (2 * z)) ** 2 - result.var_questions
     if room <= 0:
-        return float("inf"), (f"the questions alone make the interval wider than {width:g} points: more "
-                              "questions are needed, not ratings")
+        return float("inf"), (
+            f"the questions alone make the interval wider than {width:g} points: more "
+            "questions are needed, not ratings"
+        )
     need = math.ceil(result.var_rated * result.n_rated / room)
     if need > result.n_retrieved:
-        best = 2 * z * math.sqrt(result.var_rated * result.n_rated / max(result.n_retrieved, 1) + result.var_questions)
-        return float("inf"), (f"a {width:g}-point interval would need {need} rated questions, but rating all "
-                              f"{result.n_retrieved} retrieved questions gives about {best:.1f} points: more "
-                              "questions are needed")
+        best = (
+            2
+            * z
+            * math.sqrt(
+                result.var_rated * result.n_rated / max(result.n_retrieved, 1)
+                + result.var_questions
+            )
+        )
+        return float("inf"), (
+            f"a {width:g}-point interval would need {need} rated questions, but rating all "
+            f"{result.n_retrieved} retrieved questions gives about {best:.1f} points: more "
+            "questions are needed"
+        )
     return float(need), ""
 
 
@@ -328,8 +423,10 @@ def check_human(human: pd.DataFrame, table: str = "human") -> None:
     s = pd.to_numeric(human["score"], errors="coerce")
     bad = (human["score"].notna() & s.isna()) | (s < 0) | (s > 10) | ~human["set"].isin(SETS)
     if bad.any():
-        raise SchemaError(f"{table}: rows {list(human.index[bad][:10])} need a set in {list(SETS)} and a score "
-                          "in [0, 10] or empty")
+        raise SchemaError(
+            f"{table}: rows {list(human.index[bad][:10])} need a set in {list(SETS)} and a score "
+            "in [0, 10] or empty"
+        )
 
 
 def jury_weights(result: Any) -> dict[str, float]:
@@ -338,8 +435,13 @@ def jury_weights(result: Any) -> dict[str, float]:
     member's W is noise (`gate_w_unusable`: the rank-correlation weights of this run carry no usable
     signal, and equal weights are the remedy the gate names)."""
     t = result.cube_table
-    if "gate_w_unusable" in t and t.loc[t.index.astype(str).isin(result.jury_judges), "gate_w_unusable"].fillna(
-            False).astype(bool).any():
+    if (
+        "gate_w_unusable" in t
+        and t.loc[t.index.astype(str).isin(result.jury_judges), "gate_w_unusable"]
+        .fillna(False)
+        .astype(bool)
+        .any()
+    ):
         return {str(d): 1.0 for d in result.weights["dimension"].unique()}
     w = result.weights
     w = w[w["judge"].astype(str).isin(result.jury_judges)].groupby("dimension")["weight"].mean()
@@ -349,9 +451,15 @@ def jury_weights(result: Any) -> dict[str, float]:
     return {str(d): float(v) for d, v in w.items()}
 
 
-def calibrate_systems(answers: pd.DataFrame, scores: pd.DataFrame, human: pd.DataFrame, results: Mapping[str, Any],
-                      analysis_params: Any, top_n: Mapping[str, int], widths: Sequence[float] = (10.0,),
-                      ) -> tuple[pd.DataFrame, dict[str, PPIResult]]:
+def calibrate_systems(
+    answers: pd.DataFrame,
+    scores: pd.DataFrame,
+    human: pd.DataFrame,
+    results: Mapping[str, Any],
+    analysis_params: Any,
+    top_n: Mapping[str, int],
+    widths: Sequence[float] = (10.0,),
+) -> tuple[pd.DataFrame, dict[str, PPIResult]]:
     """`ppi_cube` for every system with human ratings, beside its judge-only CuBE.
 
     `results`: each system's `CubeResult` (its jury gives the predicting judges and the weights).
@@ -365,20 +473,43 @@ def calibrate_systems(answers: pd.DataFrame, scores: pd.DataFrame, human: pd.Dat
             continue
         res = results[system]
         a, s = answers[answers["system"] == system], scores[scores["system"] == system]
-        p = ppi_cube(a, s, h, judges=res.jury_judges or None, weights=jury_weights(res),
-                     confidence=ap.confidence, n_resamples=ap.bootstrap, seed=ap.seed,
-                     top_n=ap.top_n or top_n.get(system, 8), method=ap.interval)
+        p = ppi_cube(
+            a,
+            s,
+            h,
+            judges=res.jury_judges or None,
+            weights=jury_weights(res),
+            confidence=ap.confidence,
+            n_resamples=ap.bootstrap,
+            seed=ap.seed,
+            top_n=ap.top_n or top_n.get(system, 8),
+            method=ap.interval,
+        )
         out[str(system)] = p
         lo, hi = res.interval("jury", "cube_score")
         plo, phi = p.interval["cube_score"]
         plans = {w: ratings_plan(p, w) for w in widths}
-        row = {"system": system, "n_rated": p.n_rated, "n_retrieved": p.n_retrieved,
-               "judge_cube": res.jury_cube(), "judge_lo": lo, "judge_hi": hi,
-               "judge_cube_means": p.judge_only["cube_score"], "human_calibrated_cube": p.cube_score,
-               "human_lo": plo, "human_hi": phi, "human_width": phi - plo,
-               "weighted_score": p.weighted_score, "recall_at_k": p.recall_at_k,
-               **{f"ratings_for_{w:g}_points": plans[w][0] for w in widths},
-               "flags": "; ".join([*p.flags, *dict.fromkeys(why for need, why in plans.values()
-                                                            if why and math.isinf(need))])}
+        row = {
+            "system": system,
+            "n_rated": p.n_rated,
+            "n_retrieved": p.n_retrieved,
+            "judge_cube": res.jury_cube(),
+            "judge_lo": lo,
+            "judge_hi": hi,
+            "judge_cube_means": p.judge_only["cube_score"],
+            "human_calibrated_cube": p.cube_score,
+            "human_lo": plo,
+            "human_hi": phi,
+            "human_width": phi - plo,
+            "weighted_score": p.weighted_score,
+            "recall_at_k": p.recall_at_k,
+            **{f"ratings_for_{w:g}_points": plans[w][0] for w in widths},
+            "flags": "; ".join(
+                [
+                    *p.flags,
+                    *dict.fromkeys(why for need, why in plans.values() if why and math.isinf(need)),
+                ]
+            ),
+        }
         rows.append(row)
     return pd.DataFrame(rows), out

@@ -56,7 +56,9 @@ class SystemModel:
     """One simulated system under test (see the module docstring)."""
 
     name: str = "sys"
-    recall: float = 0.8041  # the paper's R@k; off the k/n lattice of 40, 100 and 300 questions (see truth)
+    recall: float = (
+        0.8041  # the paper's R@k; off the k/n lattice of 40, 100 and 300 questions (see truth)
+    )
     top_n: int = 8
     rank_decay: float = 0.3
     answer_quality: float = 0.8
@@ -68,8 +70,10 @@ class SystemModel:
 class RunModel:
     """A whole simulated run: judges, the system, the questions and the human raters."""
 
-    judges: tuple[JudgeModel, ...] = (JudgeModel("judge-a", 0.0, 1.0, 1.0),
-                                      JudgeModel("judge-b", 1.5, 0.8, 1.3))
+    judges: tuple[JudgeModel, ...] = (
+        JudgeModel("judge-a", 0.0, 1.0, 1.0),
+        JudgeModel("judge-b", 1.5, 0.8, 1.3),
+    )
     system: SystemModel = field(default_factory=SystemModel)
     dimensions: tuple[str, ...] = DIMENSIONS
     dimension_offset: tuple[float, ...] = (0.5, 0.2, -0.4, -0.6)
@@ -90,7 +94,9 @@ class RunModel:
             problems.append(f"judges: names must be distinct, got {[j.name for j in self.judges]}")
         for key in ("dimension_offset", "retrieval_gain"):
             if len(getattr(self, key)) != len(self.dimensions):
-                problems.append(f"{key}: one value per dimension ({len(self.dimensions)}), got {len(getattr(self, key))}")
+                problems.append(
+                    f"{key}: one value per dimension ({len(self.dimensions)}), got {len(getattr(self, key))}"
+                )
         if not 0 <= self.system.recall <= 1:
             problems.append(f"system.recall: a share in [0, 1], got {self.system.recall}")
         if self.system.top_n < 1 or self.cluster_size < 1:
@@ -125,8 +131,11 @@ def draw_ranks(system: SystemModel, n: int, rng: np.random.Generator) -> np.ndar
 
 def true_levels(model: RunModel, system: SystemModel, q: Questions, rank: np.ndarray) -> np.ndarray:
     """The true level of every answer, (sets zero/rag/full, dimensions, n), before any judge."""
-    share = np.where(rank > 0, system.answer_quality - system.rank_effect * (np.maximum(rank, 1) - 1),
-                     system.miss_quality)
+    share = np.where(
+        rank > 0,
+        system.answer_quality - system.rank_effect * (np.maximum(rank, 1) - 1),
+        system.miss_quality,
+    )
     gap = model.full_level - model.zero_level
     off = np.asarray(model.dimension_offset)[:, None]
     gain = np.asarray(model.retrieval_gain)[:, None]
@@ -159,8 +168,14 @@ class SimulatedRun:
     levels: np.ndarray
 
 
-def simulate_run(model: RunModel, n: int, seed: int, *, questions: Questions | None = None,
-                 human_questions: int = 0) -> SimulatedRun:
+def simulate_run(
+    model: RunModel,
+    n: int,
+    seed: int,
+    *,
+    questions: Questions | None = None,
+    human_questions: int = 0,
+) -> SimulatedRun:
     """One simulated run of `n` questions: the answers and scores tables `evaluate` reads (and, with
     `human_questions` > 0, ratings by `model.raters` raters of that many questions in all three sets,
     judge `human:<rater>`). Pass the same `questions` to draw a second system on the same questions."""
@@ -171,30 +186,65 @@ def simulate_run(model: RunModel, n: int, seed: int, *, questions: Questions | N
     levels = true_levels(model, system, q, rank)
     scores = judge_scores(model, levels, rng)
     qids = np.array([f"q{i:05d}" for i in range(n)])
-    answers = pd.DataFrame({"question_id": np.tile(qids, 3), "doc_id": np.tile(qids, 3),
-                            "system": system.name, "set": np.repeat(A.SETS, n),
-                            "rank": np.tile(rank, 3), "n_retrieved": system.top_n, "retrieval_ok": True})
+    answers = pd.DataFrame(
+        {
+            "question_id": np.tile(qids, 3),
+            "doc_id": np.tile(qids, 3),
+            "system": system.name,
+            "set": np.repeat(A.SETS, n),
+            "rank": np.tile(rank, 3),
+            "n_retrieved": system.top_n,
+            "retrieval_ok": True,
+        }
+    )
     table = _long(scores, [j.name for j in model.judges], model.dimensions, qids, system.name)
-    human = _long(np.empty((0, 3, len(model.dimensions), n)), [], model.dimensions, qids, system.name)
+    human = _long(
+        np.empty((0, 3, len(model.dimensions), n)), [], model.dimensions, qids, system.name
+    )
     if human_questions > 0:
         pick = np.sort(rng.choice(n, size=min(human_questions, n), replace=False))
-        noisy = levels[None, :, :, pick] + model.rater_noise * rng.standard_normal((model.raters, *levels[..., pick].shape))
-        human = _long(np.clip(np.round(noisy), 0, 10), [f"human:rater-{k + 1}" for k in range(model.raters)],
-                      model.dimensions, qids[pick], system.name)
+        noisy = levels[None, :, :, pick] + model.rater_noise * rng.standard_normal(
+            (model.raters, *levels[..., pick].shape)
+        )
+        human = _long(
+            np.clip(np.round(noisy), 0, 10),
+            [f"human:rater-{k + 1}" for k in range(model.raters)],
+            model.dimensions,
+            qids[pick],
+            system.name,
+        )
     return SimulatedRun(answers, table, human, rank, levels)
 
 
-def _long(scores: np.ndarray, judges: list[str], dims: tuple[str, ...], qids: np.ndarray, system: str) -> pd.DataFrame:
+def _long(
+    scores: np.ndarray, judges: list[str], dims: tuple[str, ...], qids: np.ndarray, system: str
+) -> pd.DataFrame:
     J, S, D, n = scores.shape
     idx = np.indices((J, S, D, n)).reshape(4, -1)
-    return pd.DataFrame({"question_id": qids[idx[3]], "system": system, "set": np.asarray(A.SETS)[idx[1]],
-                         "judge": np.asarray(judges, dtype=object)[idx[0]] if J else np.array([], dtype=object),
-                         "dimension": np.asarray(dims)[idx[2]], "score": scores.ravel(), "sample": 0})
+    return pd.DataFrame(
+        {
+            "question_id": qids[idx[3]],
+            "system": system,
+            "set": np.asarray(A.SETS)[idx[1]],
+            "judge": np.asarray(judges, dtype=object)[idx[0]] if J else np.array([], dtype=object),
+            "dimension": np.asarray(dims)[idx[2]],
+            "score": scores.ravel(),
+            "sample": 0,
+        }
+    )
 
 
-@functools.lru_cache(maxsize=64)  # the model is frozen (hashable); the study asks for the same truth again
-def truth(model: RunModel, *, n: int = TRUTH_QUESTIONS, seed: int = 12345, proportion: float = 0.1,
-          weights: str = "rank_correlation") -> pd.DataFrame:
+@functools.lru_cache(
+    maxsize=64
+)  # the model is frozen (hashable); the study asks for the same truth again
+def truth(
+    model: RunModel,
+    *,
+    n: int = TRUTH_QUESTIONS,
+    seed: int = 12345,
+    proportion: float = 0.1,
+    weights: str = "rank_correlation",
+) -> pd.DataFrame:
     """The estimand of each judge's W and CuBE and of R@k: the point estimate of the estimator's own
     arithmetic (`cube.method.bootstrap.cube_from_counts`, which reproduces `evaluate`) on `n` questions
     drawn from the model. Columns `judge, weighted_score, cube_score, recall_at_k`; R@k is the model's.
@@ -205,9 +255,25 @@ def truth(model: RunModel, *, n: int = TRUTH_QUESTIONS, seed: int = 12345, propo
     scores = judge_scores(model, true_levels(model, model.system, q, rank), rng)
     top = model.system.top_n
     rank_score = np.where(rank > 0, top + 2 - rank, 0).astype(float)
-    p = Prepared([j.name for j in model.judges], list(model.dimensions), rank_score, rank > 0, scores,
-                 proportion, "retrieved", weights, None, True)
+    p = Prepared(
+        [j.name for j in model.judges],
+        list(model.dimensions),
+        rank_score,
+        rank > 0,
+        scores,
+        proportion,
+        "retrieved",
+        weights,
+        None,
+        True,
+    )
     res = cube_from_counts(p, np.ones((1, n)))
     W = res["weighted_score"][:, 0]
-    return pd.DataFrame({"judge": p.judges, "weighted_score": W, "cube_score": W * model.system.recall,
-                         "recall_at_k": model.system.recall})
+    return pd.DataFrame(
+        {
+            "judge": p.judges,
+            "weighted_score": W,
+            "cube_score": W * model.system.recall,
+            "recall_at_k": model.system.recall,
+        }
+    )

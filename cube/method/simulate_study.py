@@ -42,7 +42,9 @@ def _quiet(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 
 def wilson_interval(hits: int, n: int, confidence: float) -> tuple[float, float]:
-    ci = stats.binomtest(int(hits), int(n)).proportion_ci(confidence_level=confidence, method="wilson")
+    ci = stats.binomtest(int(hits), int(n)).proportion_ci(
+        confidence_level=confidence, method="wilson"
+    )
     return float(ci.low), float(ci.high)
 
 
@@ -51,8 +53,9 @@ def replicate_seed(seed: int, *key: int) -> int:
     return int(np.random.SeedSequence([seed, *key]).generate_state(1)[0])
 
 
-def coverage_replicate(model: RunModel, n: int, replicate: int, analysis_params: Any, true: pd.DataFrame,
-                       seed: int = 0) -> list[dict[str, Any]]:
+def coverage_replicate(
+    model: RunModel, n: int, replicate: int, analysis_params: Any, true: pd.DataFrame, seed: int = 0
+) -> list[dict[str, Any]]:
     """One simulated run through `evaluate`: one row per (judge, metric, interval) with `estimate, lo,
     hi, truth, in_jury`. `true` is `truth(model)`; the jury's truth is the mean of the truths of that
     replicate's jury members (the gate decides who they are)."""
@@ -62,9 +65,14 @@ def coverage_replicate(model: RunModel, n: int, replicate: int, analysis_params:
     run = simulate_run(model, n, rep_seed)
     # the bootstrap's own seed: seeded with the data's, its first draws would be the bits that made the
     # questions' difficulties, so which questions a resample draws would depend on the data it resamples
-    res = _quiet(evaluate, run.answers, run.scores,
-                 analysis_params.model_copy(update={"seed": replicate_seed(seed, n, replicate, 1)}),
-                 model.system.top_n, dimensions=list(model.dimensions))
+    res = _quiet(
+        evaluate,
+        run.answers,
+        run.scores,
+        analysis_params.model_copy(update={"seed": replicate_seed(seed, n, replicate, 1)}),
+        model.system.top_n,
+        dimensions=list(model.dimensions),
+    )
     true = true.set_index("judge")
     jury = res.jury_judges
     base = {"n_questions": n, "replicate": replicate}
@@ -72,27 +80,58 @@ def coverage_replicate(model: RunModel, n: int, replicate: int, analysis_params:
     for judge in [*true.index, JURY]:
         members = jury if judge == JURY else [judge]
         for metric in ("cube_score", "weighted_score"):
-            est = float(res.jury.at["mean", metric]) if judge == JURY else float(res.cube_table.at[judge, metric])
+            est = (
+                float(res.jury.at["mean", metric])
+                if judge == JURY
+                else float(res.cube_table.at[judge, metric])
+            )
             lo, hi = res.interval(judge, metric)
-            rows.append({**base, "judge": judge, "metric": metric, "interval": "bootstrap", "estimate": est,
-                         "lo": lo, "hi": hi, "truth": float(true.loc[members, metric].mean()) if members else math.nan,
-                         "in_jury": bool(jury) if judge == JURY else judge in jury})
+            rows.append(
+                {
+                    **base,
+                    "judge": judge,
+                    "metric": metric,
+                    "interval": "bootstrap",
+                    "estimate": est,
+                    "lo": lo,
+                    "hi": hi,
+                    "truth": float(true.loc[members, metric].mean()) if members else math.nan,
+                    "in_jury": bool(jury) if judge == JURY else judge in jury,
+                }
+            )
     hits, k = int(res.ranks["retrieved"].sum()), len(res.ranks)
-    for kind, (lo, hi) in (("bootstrap", res.interval(JURY, "recall_at_k")),
-                           ("wilson", wilson_interval(hits, k, analysis_params.confidence))):
-        rows.append({**base, "judge": JURY, "metric": "recall_at_k", "interval": kind, "estimate": hits / k,
-                     "lo": lo, "hi": hi, "truth": model.system.recall, "in_jury": True})
+    for kind, (lo, hi) in (
+        ("bootstrap", res.interval(JURY, "recall_at_k")),
+        ("wilson", wilson_interval(hits, k, analysis_params.confidence)),
+    ):
+        rows.append(
+            {
+                **base,
+                "judge": JURY,
+                "metric": "recall_at_k",
+                "interval": kind,
+                "estimate": hits / k,
+                "lo": lo,
+                "hi": hi,
+                "truth": model.system.recall,
+                "in_jury": True,
+            }
+        )
     return rows
 
 
 def jury_truth(model: RunModel, analysis_params: Any, n: int | None = None) -> float:
     """The true jury CuBE when every simulated judge is in the jury."""
     kw = {"n": n} if n else {}
-    t = truth(model, proportion=analysis_params.trim_proportion, weights=analysis_params.weights, **kw)
+    t = truth(
+        model, proportion=analysis_params.trim_proportion, weights=analysis_params.weights, **kw
+    )
     return float(t["cube_score"].mean())
 
 
-def quality_shift_for(model: RunModel, delta: float, analysis_params: Any, n: int = 50_000) -> float:
+def quality_shift_for(
+    model: RunModel, delta: float, analysis_params: Any, n: int = 50_000
+) -> float:
     """The change of system B's `answer_quality` that makes its true jury CuBE differ from A's by `delta`
     (both truths on the same `n` questions, so the search sees a smooth function). A negative `delta`
     (B worse) has the most room: the quality can fall to just above a missed document's (below that the
@@ -101,17 +140,30 @@ def quality_shift_for(model: RunModel, delta: float, analysis_params: Any, n: in
     aq = model.system.answer_quality
 
     def gap(x: float) -> float:
-        return jury_truth(model.with_system(answer_quality=aq + x), analysis_params, n) - base - delta
+        return (
+            jury_truth(model.with_system(answer_quality=aq + x), analysis_params, n) - base - delta
+        )
 
     lo, hi = (model.system.miss_quality + 0.05 - aq, 0.0) if delta < 0 else (0.0, 1.0 - aq)
     if gap(lo) * gap(hi) > 0:
-        raise ValueError(f"simulation: no answer quality in [{aq + lo:.2f}, {aq + hi:.2f}] moves the true jury CuBE "
-                         f"by {delta:.2f} points")
+        raise ValueError(
+            f"simulation: no answer quality in [{aq + lo:.2f}, {aq + hi:.2f}] moves the true jury CuBE "
+            f"by {delta:.2f} points"
+        )
     return float(optimize.brentq(gap, lo, hi, xtol=1e-4))
 
 
-def compare_replicate(model: RunModel, n: int, replicate: int, analysis_params: Any, *, shift: float = 0.0,
-                      true_delta: float = 0.0, n_permutations: int = 1000, seed: int = 0) -> dict[str, Any]:
+def compare_replicate(
+    model: RunModel,
+    n: int,
+    replicate: int,
+    analysis_params: Any,
+    *,
+    shift: float = 0.0,
+    true_delta: float = 0.0,
+    n_permutations: int = 1000,
+    seed: int = 0,
+) -> dict[str, Any]:
     """Compare's jury ΔCuBE (B − A) for one pair of systems drawn on the same questions: B is A's model
     (no difference, `shift` 0) or A's with `answer_quality` changed by `shift` (true ΔCuBE `true_delta`).
     Returns `n_questions, replicate, delta, lo, hi, p_value, mde, se, truth, shift` (`se`: the bootstrap SE
@@ -123,14 +175,31 @@ def compare_replicate(model: RunModel, n: int, replicate: int, analysis_params: 
     q = draw_questions(model, n, np.random.default_rng(rep_seed))
     a = simulate_run(model, n, rep_seed + 1, questions=q)
     b = simulate_run(model_b, n, rep_seed + 2, questions=q)
-    c = _quiet(compare_pair, a.answers, a.scores, b.answers, b.scores,
-               analysis_params.model_copy(update={"seed": replicate_seed(seed, n, replicate, 8)}),
-               top_n_a=model.system.top_n,
-               top_n_b=model.system.top_n, dimensions=list(model.dimensions), n_permutations=n_permutations)
+    c = _quiet(
+        compare_pair,
+        a.answers,
+        a.scores,
+        b.answers,
+        b.scores,
+        analysis_params.model_copy(update={"seed": replicate_seed(seed, n, replicate, 8)}),
+        top_n_a=model.system.top_n,
+        top_n_b=model.system.top_n,
+        dimensions=list(model.dimensions),
+        n_permutations=n_permutations,
+    )
     row = c.row()
-    return {"n_questions": n, "replicate": replicate, "delta": row.get("delta"), "lo": row.get("lo"),
-            "hi": row.get("hi"), "p_value": row.get("p_value"), "mde": c.power.get("mde"), "se": c.power.get("se"),
-            "truth": true_delta, "shift": shift}
+    return {
+        "n_questions": n,
+        "replicate": replicate,
+        "delta": row.get("delta"),
+        "lo": row.get("lo"),
+        "hi": row.get("hi"),
+        "p_value": row.get("p_value"),
+        "mde": c.power.get("mde"),
+        "se": c.power.get("se"),
+        "truth": true_delta,
+        "shift": shift,
+    }
 
 
 # ---------------------------------------------------------------------------------- summaries
@@ -159,16 +228,33 @@ def coverage_table(reps: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame
         err = (g["estimate"] - g["truth"]).dropna()
         width = ok["hi"] - ok["lo"]
         rmse = float(np.sqrt((err**2).mean())) if len(err) else math.nan
-        rmse_se = float((err**2).std(ddof=1) / math.sqrt(len(err)) / (2 * rmse)) if len(err) > 1 and rmse > 0 else math.nan
+        rmse_se = (
+            float((err**2).std(ddof=1) / math.sqrt(len(err)) / (2 * rmse))
+            if len(err) > 1 and rmse > 0
+            else math.nan
+        )
         nominal_se = math.sqrt(confidence * (1 - confidence) / k) if k else math.nan
-        out.append({"n_questions": key[0], "judge": key[1], "metric": key[2], "interval": key[3],
-                    "replicates": k, "undefined": len(g) - k, "coverage": cover, "coverage_mc_se": cover_se,
-                    "misses": bool(k and abs(cover - confidence) > 2 * nominal_se),
-                    "mean_width": float(width.mean()) if k else math.nan,
-                    "width_mc_se": float(width.std(ddof=1) / math.sqrt(k)) if k > 1 else math.nan,
-                    "bias": float(err.mean()) if len(err) else math.nan,
-                    "bias_mc_se": float(err.std(ddof=1) / math.sqrt(len(err))) if len(err) > 1 else math.nan,
-                    "rmse": rmse, "rmse_mc_se": rmse_se})
+        out.append(
+            {
+                "n_questions": key[0],
+                "judge": key[1],
+                "metric": key[2],
+                "interval": key[3],
+                "replicates": k,
+                "undefined": len(g) - k,
+                "coverage": cover,
+                "coverage_mc_se": cover_se,
+                "misses": bool(k and abs(cover - confidence) > 2 * nominal_se),
+                "mean_width": float(width.mean()) if k else math.nan,
+                "width_mc_se": float(width.std(ddof=1) / math.sqrt(k)) if k > 1 else math.nan,
+                "bias": float(err.mean()) if len(err) else math.nan,
+                "bias_mc_se": float(err.std(ddof=1) / math.sqrt(len(err)))
+                if len(err) > 1
+                else math.nan,
+                "rmse": rmse,
+                "rmse_mc_se": rmse_se,
+            }
+        )
     return pd.DataFrame(out)
 
 
@@ -178,7 +264,15 @@ def gate_table(reps: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (n, judge), x in g.groupby(["n_questions", "judge"], sort=False):
         rate, se, k = mc_rate(~x["in_jury"].astype(bool))
-        rows.append({"n_questions": n, "judge": judge, "replicates": k, "excluded_rate": rate, "excluded_mc_se": se})
+        rows.append(
+            {
+                "n_questions": n,
+                "judge": judge,
+                "replicates": k,
+                "excluded_rate": rate,
+                "excluded_mc_se": se,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -188,8 +282,11 @@ def se_check(g: pd.DataFrame) -> dict[str, float]:
     d = g["delta"].dropna().astype(float) if "delta" in g else pd.Series(dtype=float)
     sd = float(d.std(ddof=1)) if len(d) > 1 else math.nan
     se = g["se"].dropna().astype(float) if "se" in g else pd.Series(dtype=float)
-    return {"delta_sd": sd, "delta_sd_mc_se": sd / math.sqrt(2 * (len(d) - 1)) if len(d) > 1 else math.nan,
-            "mean_se": float(se.mean()) if len(se) else math.nan}
+    return {
+        "delta_sd": sd,
+        "delta_sd_mc_se": sd / math.sqrt(2 * (len(d) - 1)) if len(d) > 1 else math.nan,
+        "mean_se": float(se.mean()) if len(se) else math.nan,
+    }
 
 
 def pvalue_table(null: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
@@ -203,10 +300,21 @@ def pvalue_table(null: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
         rej, rej_se, k = mc_rate(p <= alpha)
         ok = g.dropna(subset=["lo", "hi"])
         cov, cov_se, kc = mc_rate((ok["lo"] <= ok["truth"]) & (ok["truth"] <= ok["hi"]))
-        rows.append({"n_questions": n, "replicates": k, "ks_statistic": ks.statistic if ks else math.nan,
-                     "ks_p_value": ks.pvalue if ks else math.nan, "rejection_rate": rej, "rejection_mc_se": rej_se,
-                     "delta_coverage": cov, "delta_coverage_mc_se": cov_se, **se_check(g),
-                     "mean_mde": float(g["mde"].mean()), "mde_mc_se": float(g["mde"].std(ddof=1) / math.sqrt(len(g)))})
+        rows.append(
+            {
+                "n_questions": n,
+                "replicates": k,
+                "ks_statistic": ks.statistic if ks else math.nan,
+                "ks_p_value": ks.pvalue if ks else math.nan,
+                "rejection_rate": rej,
+                "rejection_mc_se": rej_se,
+                "delta_coverage": cov,
+                "delta_coverage_mc_se": cov_se,
+                **se_check(g),
+                "mean_mde": float(g["mde"].mean()),
+                "mde_mc_se": float(g["mde"].std(ddof=1) / math.sqrt(len(g))),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -221,8 +329,18 @@ def power_table(alt: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
         pw, pw_se, k = mc_rate(g["p_value"].dropna() <= alpha)
         ok = g.dropna(subset=["lo", "hi"])
         cov, cov_se, _ = mc_rate((ok["lo"] <= ok["truth"]) & (ok["truth"] <= ok["hi"]))
-        rows.append({"n_questions": n, "replicates": k, "true_delta": float(g["truth"].iloc[0]),
-                     "quality_shift": float(g["shift"].iloc[0]), "power": pw, "power_mc_se": pw_se,
-                     "delta_coverage": cov, "delta_coverage_mc_se": cov_se, **se_check(g),
-                     "mde_printed_here": float(g["mde"].mean())})
+        rows.append(
+            {
+                "n_questions": n,
+                "replicates": k,
+                "true_delta": float(g["truth"].iloc[0]),
+                "quality_shift": float(g["shift"].iloc[0]),
+                "power": pw,
+                "power_mc_se": pw_se,
+                "delta_coverage": cov,
+                "delta_coverage_mc_se": cov_se,
+                **se_check(g),
+                "mde_printed_here": float(g["mde"].mean()),
+            }
+        )
     return pd.DataFrame(rows)

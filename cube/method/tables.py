@@ -37,26 +37,50 @@ def correlation_table(results: Mapping[str, CubeResult]) -> pd.DataFrame:
     """Pearson r of rank_score with each dimension: all questions beside retrieved-only."""
     rows = []
     for name, r in results.items():
-        m = r.correlations_all.merge(r.correlations_retrieved, on=["judge", "dimension"],
-                                     suffixes=("_all", "_retrieved"))
+        m = r.correlations_all.merge(
+            r.correlations_retrieved, on=["judge", "dimension"], suffixes=("_all", "_retrieved")
+        )
         rows.append(m.assign(system=name))
     out = pd.concat(rows, ignore_index=True)
     out["drop"] = out["r_all"] - out["r_retrieved"]
-    return out[["system", "judge", "dimension", "r_all", "p_value_all", "n_all", "r_retrieved",
-                "p_value_retrieved", "n_retrieved", "drop"]]
+    return out[
+        [
+            "system",
+            "judge",
+            "dimension",
+            "r_all",
+            "p_value_all",
+            "n_all",
+            "r_retrieved",
+            "p_value_retrieved",
+            "n_retrieved",
+            "drop",
+        ]
+    ]
 
 
 def table2_trimmed_means(results: Mapping[str, CubeResult]) -> pd.DataFrame:
     """Paper Table 2: trimmed means per judge and set (zero, full, rag) and the weighted total."""
     parts = []
     for name, r in results.items():
-        wide = r.trimmed_means.pivot_table(index=["judge", "set"], columns="dimension", values="trimmed_mean",
-                                           aggfunc="first", dropna=False)  # a judge without scores keeps its rows
+        wide = r.trimmed_means.pivot_table(
+            index=["judge", "set"],
+            columns="dimension",
+            values="trimmed_mean",
+            aggfunc="first",
+            dropna=False,
+        )  # a judge without scores keeps its rows
         dims = list(dict.fromkeys(r.trimmed_means["dimension"]))
-        wide = wide.reindex(columns=dims).join(r.weighted_totals.set_index(["judge", "set"])["weighted_total"])
+        wide = wide.reindex(columns=dims).join(
+            r.weighted_totals.set_index(["judge", "set"])["weighted_total"]
+        )
         wide = wide.reset_index()
         wide["set"] = pd.Categorical(wide["set"], ["zero", "full", "rag"])
-        parts.append(wide.sort_values(["judge", "set"]).assign(system=name, set=lambda d: d["set"].astype(str)))
+        parts.append(
+            wide.sort_values(["judge", "set"]).assign(
+                system=name, set=lambda d: d["set"].astype(str)
+            )
+        )
     out = pd.concat(parts, ignore_index=True)
     out.columns.name = None
     return out[["system", *[c for c in out.columns if c != "system"]]]
@@ -67,7 +91,9 @@ def table3_weights(results: Mapping[str, CubeResult]) -> pd.DataFrame:
     parts = []
     for name, r in results.items():
         dims = list(dict.fromkeys(r.weights["dimension"]))
-        wide = r.weights.pivot(index="judge", columns="dimension", values="weight")[dims].reset_index()
+        wide = r.weights.pivot(index="judge", columns="dimension", values="weight")[
+            dims
+        ].reset_index()
         parts.append(wide.assign(system=name))
     out = pd.concat(parts, ignore_index=True)
     out.columns.name = None
@@ -82,8 +108,10 @@ def table4_cube_scores(results: Mapping[str, CubeResult]) -> pd.DataFrame:
     into the jury, and the jury rows' `n_judges` how many judges the mean averages."""
     parts = []
     for name, r in results.items():
-        t = r.cube_table.drop(columns=[c for c in r.cube_table if c.startswith("flag_")] + ["judging_failed"],
-                              errors="ignore").reset_index()
+        t = r.cube_table.drop(
+            columns=[c for c in r.cube_table if c.startswith("flag_")] + ["judging_failed"],
+            errors="ignore",
+        ).reset_index()
         jury = r.jury.reset_index().rename(columns={"index": "judge"})
         jury["judge"] = jury["judge"].map({"mean": "Jury mean", "sd": "Jury SD"})
         t = pd.concat([t, jury], ignore_index=True)
@@ -97,7 +125,9 @@ def table4_cube_scores(results: Mapping[str, CubeResult]) -> pd.DataFrame:
     return out[["system", *[c for c in out.columns if c != "system"]]]
 
 
-def retrieval_table(answers: pd.DataFrame, top_n: Mapping[str, int], ks: Sequence[int] = (1, 3)) -> pd.DataFrame:
+def retrieval_table(
+    answers: pd.DataFrame, top_n: Mapping[str, int], ks: Sequence[int] = (1, 3)
+) -> pd.DataFrame:
     """R@1, R@3 and R@N per system, with the mean rank of retrieved gold documents, from
     `cube.method.analysis.retrieval_outcomes` (questions whose system call failed are left out and
     counted in `retrieval_unknown`, never counted as misses)."""
@@ -105,7 +135,12 @@ def retrieval_table(answers: pd.DataFrame, top_n: Mapping[str, int], ks: Sequenc
     for system, a in answers.groupby("system", sort=True):
         n = top_n.get(system, 8)
         out = retrieval_outcomes(a, n)
-        row = {"system": system, "questions": len(out.ranks), "retrieval_unknown": out.n_unknown, "top_n": n}
+        row = {
+            "system": system,
+            "questions": len(out.ranks),
+            "retrieval_unknown": out.n_unknown,
+            "top_n": n,
+        }
         for k in sorted({*[k for k in ks if k < n], n}):
             row[f"R@{k}"] = out.recall(k)
         hit = out.ranks["rank"][out.ranks["rank"] > 0]
@@ -125,17 +160,32 @@ def flags_table(results: Mapping[str, CubeResult]) -> pd.DataFrame:
 
 def jury_gate_table(results: Mapping[str, CubeResult]) -> pd.DataFrame:
     """The judge validity gate per system and judge: in the jury or excluded, and why."""
-    cols = ["in_jury", "excluded_reason", "gate_separation", "gate_p_value", "gate_questions", "gate_rank_r",
-            "gate_rank_p_value", "failure_rate",
-            "weighted_score", "gate_withhold"]
-    parts = [r.cube_table[[c for c in cols if c in r.cube_table]].reset_index().assign(system=name)
-             for name, r in results.items()]
+    cols = [
+        "in_jury",
+        "excluded_reason",
+        "gate_separation",
+        "gate_p_value",
+        "gate_questions",
+        "gate_rank_r",
+        "gate_rank_p_value",
+        "failure_rate",
+        "weighted_score",
+        "gate_withhold",
+    ]
+    parts = [
+        r.cube_table[[c for c in cols if c in r.cube_table]].reset_index().assign(system=name)
+        for name, r in results.items()
+    ]
     out = pd.concat(parts, ignore_index=True)
     return out[["system", *[c for c in out.columns if c != "system"]]]
 
 
-def qa_example(answers: pd.DataFrame, questions: pd.DataFrame, question_id: str | None = None,
-               system: str | None = None) -> pd.DataFrame:
+def qa_example(
+    answers: pd.DataFrame,
+    questions: pd.DataFrame,
+    question_id: str | None = None,
+    system: str | None = None,
+) -> pd.DataFrame:
     """One question answered three ways (zero, rag, full), side by side; default: the first
     question whose gold document the system retrieved but not at rank 1, else the first."""
     a = answers if system is None else answers[answers["system"] == system]
@@ -147,13 +197,22 @@ def qa_example(answers: pd.DataFrame, questions: pd.DataFrame, question_id: str 
         question_id = str((pick if len(pick) else rag)["question_id"].iloc[0])
     rows = a[a["question_id"] == question_id].set_index("set")
     q = questions.set_index("question_id").loc[question_id]
-    out = pd.DataFrame({
-        "set": [SET_LABELS[s] for s in ("zero", "rag", "full")],
-        "answer": [rows.at[s, "answer"] for s in ("zero", "rag", "full")],
-        "documents seen": [list(rows.at[s, "retrieved_doc_ids"]) for s in ("zero", "rag", "full")],
-    })
-    out.attrs.update(question_id=question_id, question=q["question"], gold_doc_id=q["doc_id"], system=system,
-                     rank=int(rows.at["rag", "rank"]))
+    out = pd.DataFrame(
+        {
+            "set": [SET_LABELS[s] for s in ("zero", "rag", "full")],
+            "answer": [rows.at[s, "answer"] for s in ("zero", "rag", "full")],
+            "documents seen": [
+                list(rows.at[s, "retrieved_doc_ids"]) for s in ("zero", "rag", "full")
+            ],
+        }
+    )
+    out.attrs.update(
+        question_id=question_id,
+        question=q["question"],
+        gold_doc_id=q["doc_id"],
+        system=system,
+        rank=int(rows.at["rag", "rank"]),
+    )
     return out
 
 
@@ -161,22 +220,42 @@ def question_mix(questions: pd.DataFrame) -> pd.DataFrame:
     """How many questions ask about each field, by generator."""
     field = questions["asked_field"].fillna("").replace("", "(general)")
     out = questions.assign(asked_field=field).groupby(["generator", "asked_field"]).size()
-    return out.rename("questions").reset_index().sort_values("questions", ascending=False, ignore_index=True)
+    return (
+        out.rename("questions")
+        .reset_index()
+        .sort_values("questions", ascending=False, ignore_index=True)
+    )
 
 
 def rank_transform_table(top_n: int = 8) -> pd.DataFrame:
     """The paper's rank transform for a list of N: rank -> rank_score."""
     from cube.method.analysis import rank_score
 
-    rows = [{"retrieval outcome": "not retrieved", "rank": 0, "rank_score": rank_score(0, top_n, top_n)}]
-    rows.append({"retrieval outcome": "retrieved alone", "rank": 1, "rank_score": rank_score(1, 1, top_n)})
-    rows += [{"retrieval outcome": f"position {r} of {top_n}", "rank": r, "rank_score": rank_score(r, top_n, top_n)}
-             for r in range(1, top_n + 1)]
+    rows = [
+        {"retrieval outcome": "not retrieved", "rank": 0, "rank_score": rank_score(0, top_n, top_n)}
+    ]
+    rows.append(
+        {"retrieval outcome": "retrieved alone", "rank": 1, "rank_score": rank_score(1, 1, top_n)}
+    )
+    rows += [
+        {
+            "retrieval outcome": f"position {r} of {top_n}",
+            "rank": r,
+            "rank_score": rank_score(r, top_n, top_n),
+        }
+        for r in range(1, top_n + 1)
+    ]
     return pd.DataFrame(rows)
 
 
-def table5_human_vs_cube(answers: pd.DataFrame, scores: pd.DataFrame, human: pd.DataFrame, analysis_params,
-                         top_n: Mapping[str, int], full_recall: Mapping[str, float]) -> pd.DataFrame:
+def table5_human_vs_cube(
+    answers: pd.DataFrame,
+    scores: pd.DataFrame,
+    human: pd.DataFrame,
+    analysis_params,
+    top_n: Mapping[str, int],
+    full_recall: Mapping[str, float],
+) -> pd.DataFrame:
     """Paper Table 5: the same CuBE computation on the rated sample for the LLM jury and for the
     human raters (mean ± SD across the members of each group), with the run's full-sample R@k.
 
@@ -206,7 +285,9 @@ def table5_human_vs_cube(answers: pd.DataFrame, scores: pd.DataFrame, human: pd.
     return pd.DataFrame(rows)
 
 
-def retrieval_by_style(answers: pd.DataFrame, questions: pd.DataFrame, top_n: Mapping[str, int]) -> pd.DataFrame:
+def retrieval_by_style(
+    answers: pd.DataFrame, questions: pd.DataFrame, top_n: Mapping[str, int]
+) -> pd.DataFrame:
     """R@1 and R@N per system and question style (named, colloquial, ambiguous): where retrieval fails.
     Retrieval outcomes come from `cube.method.analysis.retrieval_outcomes` (failed system calls left out)."""
     if "style" not in questions:
@@ -217,8 +298,16 @@ def retrieval_by_style(answers: pd.DataFrame, questions: pd.DataFrame, top_n: Ma
         n = top_n.get(system, 8)
         ranks = retrieval_outcomes(a, n).ranks.assign(style=lambda d: d["question_id"].map(style))
         for st, g in ranks.groupby("style", sort=True):
-            rows.append({"system": system, "style": st, "questions": len(g), "R@1": float((g["rank"] == 1).mean()),
-                         "R@N": float(((g["rank"] > 0) & (g["rank"] <= n)).mean()), "top_n": n})
+            rows.append(
+                {
+                    "system": system,
+                    "style": st,
+                    "questions": len(g),
+                    "R@1": float((g["rank"] == 1).mean()),
+                    "R@N": float(((g["rank"] > 0) & (g["rank"] <= n)).mean()),
+                    "top_n": n,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -236,8 +325,18 @@ def bootstrap_intervals(results: Mapping[str, CubeResult]) -> pd.DataFrame:
     frames = []
     for name, r in results.items():
         if r.bootstrap is None:
-            frames.append(pd.DataFrame([{"system": name, "judge": "jury", "metric": "cube_score",
-                                         "note": "not computed: analysis.bootstrap is 0"}]))
+            frames.append(
+                pd.DataFrame(
+                    [
+                        {
+                            "system": name,
+                            "judge": "jury",
+                            "metric": "cube_score",
+                            "note": "not computed: analysis.bootstrap is 0",
+                        }
+                    ]
+                )
+            )
         else:
             frames.append(r.bootstrap.assign(system=name))
     out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

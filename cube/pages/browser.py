@@ -52,8 +52,22 @@ FROM_PAGES = f"../report/{PAGE}"  # notebooks/*.ipynb, report/*.html and report/
 FROM_INDEX = PAGE
 FROM_RUN_COMPARE = f"../../report/{PAGE}"
 # The hash keys the page reads (see the template's fromHash); `q` may repeat.
-FILTERS = ("system", "set", "judge", "dimension", "style", "department", "retrieved", "change", "failed", "min",
-           "max", "text", "sort", "q")
+FILTERS = (
+    "system",
+    "set",
+    "judge",
+    "dimension",
+    "style",
+    "department",
+    "retrieved",
+    "change",
+    "failed",
+    "min",
+    "max",
+    "text",
+    "sort",
+    "q",
+)
 
 
 def link(target: str = FROM_PAGES, **filters: Any) -> str:
@@ -62,7 +76,9 @@ def link(target: str = FROM_PAGES, **filters: Any) -> str:
     when writing it into HTML."""
     unknown = sorted(set(filters) - set(FILTERS))
     if unknown:
-        raise ValueError(f"browser link: unknown filter(s) {unknown}; expected some of {list(FILTERS)}")
+        raise ValueError(
+            f"browser link: unknown filter(s) {unknown}; expected some of {list(FILTERS)}"
+        )
     parts = []
     for key in FILTERS:
         value = filters.get(key)
@@ -76,7 +92,11 @@ def rebase_links(page_html: str, up: str) -> str:
     """A notebook's HTML export with its run-relative links (`../report/...`, `../compare/...`:
     right for `notebooks/`) rebased for a page `up` below `report/` ("" for `report/*.html`,
     "../" for `report/code/*.html`): links into the report stay inside the report folder."""
-    return re.sub(r'href="\.\./(report/)?', lambda m: f'href="{up}' if m.group(1) else f'href="{up}../', page_html)
+    return re.sub(
+        r'href="\.\./(report/)?',
+        lambda m: f'href="{up}' if m.group(1) else f'href="{up}../',
+        page_html,
+    )
 
 
 def href_from(folder: str | Path, run_root: str | Path) -> str:
@@ -85,8 +105,15 @@ def href_from(folder: str | Path, run_root: str | Path) -> str:
     return Path(rel).as_posix()
 
 
-def linked_questions(table: pd.DataFrame, system: str | None = None, *, column: str = "question_id",
-                     sep: str | None = None, target: str = FROM_PAGES, set_: str | None = "rag") -> Any:
+def linked_questions(
+    table: pd.DataFrame,
+    system: str | None = None,
+    *,
+    column: str = "question_id",
+    sep: str | None = None,
+    target: str = FROM_PAGES,
+    set_: str | None = "rag",
+) -> Any:
     """`table` displayed with the question ids of `column` linked to their records in the browser
     (of `system`, on the `set_` judgments); `sep`: the cell holds several ids joined by it (as
     `cube.diagnose.failures.pattern_table`'s `examples`, sep ", ")."""
@@ -100,7 +127,9 @@ def linked_questions(table: pd.DataFrame, system: str | None = None, *, column: 
     return shown(table, getattr(table, "_cube_digits", 2) or 2, links={column: ids})
 
 
-def linked_categories(table: pd.DataFrame, by: str, system: str | None = None, *, target: str = FROM_PAGES) -> Any:
+def linked_categories(
+    table: pd.DataFrame, by: str, system: str | None = None, *, target: str = FROM_PAGES
+) -> Any:
     """A per-category table (`cube.diagnose.categories.category_report`, `by` = style or department)
     displayed with each category linked to its questions' rag judgments in the browser. A row with
     0 `questions` (a category only refusal questions have: "(not in corpus)", the "refusal" style)
@@ -108,7 +137,9 @@ def linked_categories(table: pd.DataFrame, by: str, system: str | None = None, *
     from cube.pages.display import table as shown
 
     if by not in ("style", "department"):
-        raise ValueError(f"linked_categories: the browser filters by style or department, not {by!r}")
+        raise ValueError(
+            f"linked_categories: the browser filters by style or department, not {by!r}"
+        )
 
     def href(row: dict[str, Any]) -> str | None:
         n = pd.to_numeric(pd.Series([row.get("questions")]), errors="coerce").iloc[0]
@@ -121,8 +152,13 @@ def linked_categories(table: pd.DataFrame, by: str, system: str | None = None, *
 
 def _js(obj: Any) -> str:
     s = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    return s.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").replace(
-        "\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    return (
+        s.replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("&", "\\u0026")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
 
 
 def _text(v: Any) -> str:
@@ -131,25 +167,39 @@ def _text(v: Any) -> str:
     return str(v)
 
 
-
-def _categories(qi: pd.DataFrame, corpus: pd.DataFrame | None) -> tuple[dict[Any, str], dict[Any, str]]:
+def _categories(
+    qi: pd.DataFrame, corpus: pd.DataFrame | None
+) -> tuple[dict[Any, str], dict[Any, str]]:
     """Per question id, its style and its gold document's department, named exactly as the
     per-category report names them (`cube.diagnose.retrieval.question_groups`, without its
     near-duplicate family sizes, which cost seconds at paper scale and the browser does not use)."""
-    style = (qi["style"].fillna("").replace("", "(llm or file)") if "style" in qi
-             else pd.Series("(none)", index=qi.index)).astype(str).to_dict()
+    style = (
+        (
+            qi["style"].fillna("").replace("", "(llm or file)")
+            if "style" in qi
+            else pd.Series("(none)", index=qi.index)
+        )
+        .astype(str)
+        .to_dict()
+    )
     if corpus is None or not len(corpus) or "doc_id" not in corpus or "doc_id" not in qi:
         return style, {}
     gold = qi["doc_id"].astype(str)
     if "department" not in corpus:
         return style, dict.fromkeys(qi.index, "(none)")
-    dept = corpus.drop_duplicates("doc_id").set_index(corpus.drop_duplicates("doc_id")["doc_id"].astype(str))["department"]
+    dept = corpus.drop_duplicates("doc_id").set_index(
+        corpus.drop_duplicates("doc_id")["doc_id"].astype(str)
+    )["department"]
     return style, gold.map(dept).fillna("").replace("", "(none)").astype(str).to_dict()
 
 
-def build_records(answers: pd.DataFrame, scores: pd.DataFrame, questions: pd.DataFrame | None = None,
-                  corpus: pd.DataFrame | None = None, changes: dict[tuple[str, str], list[list[Any]]] | None = None,
-                  ) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
+def build_records(
+    answers: pd.DataFrame,
+    scores: pd.DataFrame,
+    questions: pd.DataFrame | None = None,
+    corpus: pd.DataFrame | None = None,
+    changes: dict[tuple[str, str], list[list[Any]]] | None = None,
+) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
     """(meta, records, docs): the browser's data, plain JSON-able values. `changes`: per
     (question, system) the comparisons where it is a regression or improvement (`run_changes`)."""
     systems = [str(s) for s in dict.fromkeys(answers["system"].astype(str))]
@@ -162,7 +212,9 @@ def build_records(answers: pd.DataFrame, scores: pd.DataFrame, questions: pd.Dat
         qi = questions.drop_duplicates("question_id").set_index("question_id")
         qtext = qi["question"].to_dict() if "question" in qi else {}
         qstyle, qdept = _categories(qi, corpus)
-    unknown = "(unknown)" if qstyle else ""  # as the category report names a question it cannot place
+    unknown = (
+        "(unknown)" if qstyle else ""
+    )  # as the category report names a question it cannot place
     docs: dict[str, Any] = {}
     if corpus is not None and len(corpus) and "doc_id" in corpus:
         ci = corpus.drop_duplicates("doc_id").set_index("doc_id")
@@ -173,28 +225,54 @@ def build_records(answers: pd.DataFrame, scores: pd.DataFrame, questions: pd.Dat
     cols = {c: sc[c] if c in sc else pd.Series("", index=sc.index) for c in ("raw", "error")}
     jidx, didx, sidx = ({v: i for i, v in enumerate(x)} for x in (judges, dims, SETS))
     judg: dict[tuple[str, str], list[list[Any]]] = {}
-    lists = [sc[c].astype(str).tolist() for c in ("question_id", "system", "set", "judge", "dimension")]
-    lists += [sc["score"].astype(float).tolist(), cols["raw"].astype(object).tolist(), cols["error"].astype(object).tolist()]
+    lists = [
+        sc[c].astype(str).tolist() for c in ("question_id", "system", "set", "judge", "dimension")
+    ]
+    lists += [
+        sc["score"].astype(float).tolist(),
+        cols["raw"].astype(object).tolist(),
+        cols["error"].astype(object).tolist(),
+    ]
     for q, s, set_, j, d, v, raw, err in zip(*lists, strict=True):
-        judg.setdefault((q, s), []).append([sidx.get(set_, -1), jidx[j], didx[d], None if pd.isna(v) else float(v),
-                                            _text(raw), _text(err)])
+        judg.setdefault((q, s), []).append(
+            [
+                sidx.get(set_, -1),
+                jidx[j],
+                didx[d],
+                None if pd.isna(v) else float(v),
+                _text(raw),
+                _text(err),
+            ]
+        )
     recs: dict[tuple[str, str], dict[str, Any]] = {}
     for row in answers.itertuples(index=False):
         q, s = str(row.question_id), str(row.system)
         rec = recs.get((q, s))
         if rec is None:
-            rec = recs[(q, s)] = {"q": q, "s": systems.index(s), "d": _text(getattr(row, "doc_id", "")),
-                                  "t": _text(qtext.get(row.question_id, "")),
-                                  "st": _text(qstyle.get(row.question_id, unknown)),
-                                  "dp": _text(qdept.get(row.question_id, "(unknown)" if qdept else "")),
-                                  "rk": None, "r": [], "a": ["", "", ""], "e": ["", "", ""], "j": judg.get((q, s), [])}
+            rec = recs[(q, s)] = {
+                "q": q,
+                "s": systems.index(s),
+                "d": _text(getattr(row, "doc_id", "")),
+                "t": _text(qtext.get(row.question_id, "")),
+                "st": _text(qstyle.get(row.question_id, unknown)),
+                "dp": _text(qdept.get(row.question_id, "(unknown)" if qdept else "")),
+                "rk": None,
+                "r": [],
+                "a": ["", "", ""],
+                "e": ["", "", ""],
+                "j": judg.get((q, s), []),
+            }
         i = sidx.get(str(row.set))
         if i is None:
             continue
         rec["a"][i] = _text(getattr(row, "answer", ""))
         rec["e"][i] = _text(getattr(row, "error", ""))
         if row.set == "rag":
-            ok = bool(getattr(row, "retrieval_ok", True)) if not pd.isna(getattr(row, "retrieval_ok", True)) else False
+            ok = (
+                bool(getattr(row, "retrieval_ok", True))
+                if not pd.isna(getattr(row, "retrieval_ok", True))
+                else False
+            )
             rec["rk"] = int(row.rank) if ok else None
             rec["r"] = parse_doc_list(getattr(row, "retrieved_doc_ids", None))
     for (q, s), marks in (changes or {}).items():
@@ -203,9 +281,16 @@ def build_records(answers: pd.DataFrame, scores: pd.DataFrame, questions: pd.Dat
     records = sorted(recs.values(), key=lambda r: (r["q"], r["s"]))
     styles = sorted({r["st"] for r in records if r["st"]})
     departments = sorted({r["dp"] for r in records if r["dp"]})
-    meta = {"systems": systems, "judges": judges, "dimensions": dims, "sets": list(SETS), "styles": styles,
-            "departments": departments,
-            "n_records": len(records), "n_judgments": int(len(sc))}
+    meta = {
+        "systems": systems,
+        "judges": judges,
+        "dimensions": dims,
+        "sets": list(SETS),
+        "styles": styles,
+        "departments": departments,
+        "n_records": len(records),
+        "n_judgments": int(len(sc)),
+    }
     return meta, records, docs
 
 
@@ -222,7 +307,8 @@ def run_changes(root: Path) -> dict[tuple[str, str], list[list[Any]]]:
             for _, r in ranked(ch, f"{kind}s", None).iterrows():
                 d = None if pd.isna(r["delta"]) else round(float(r["delta"]), 3)
                 out.setdefault((str(r["question_id"]), str(head["b"])), []).append(
-                    [f"vs {head['a']}", kind, d, str(r["retrieval_change"])])
+                    [f"vs {head['a']}", kind, d, str(r["retrieval_change"])]
+                )
     return out
 
 
@@ -232,25 +318,36 @@ def write_browser(run_paths: RunPaths) -> Path | None:
     if not (paths.data_file("answers").exists() and paths.data_file("scores").exists()):
         return None
     load = lambda n: pd.read_parquet(paths.data_file(n)) if paths.data_file(n).exists() else None  # noqa: E731
-    meta, records, docs = build_records(load("answers"), load("scores"), load("questions"), load("corpus"),
-                                        run_changes(paths.root))
+    meta, records, docs = build_records(
+        load("answers"), load("scores"), load("questions"), load("corpus"), run_changes(paths.root)
+    )
     folder = paths.report / "judgments"
     folder.mkdir(parents=True, exist_ok=True)
     for old in folder.glob("chunk-*.js"):
         old.unlink()
     chunks = []
     for i in range(0, max(len(records), 1), CHUNK):
-        part = records[i:i + CHUNK]
+        part = records[i : i + CHUNK]
         used = {r["d"] for r in part} | {d for r in part for d in r["r"]}
-        docs_part = {d: (docs[d] if d in {r["d"] for r in part} else [docs[d][0], ""]) for d in used if d in docs}
+        docs_part = {
+            d: (docs[d] if d in {r["d"] for r in part} else [docs[d][0], ""])
+            for d in used
+            if d in docs
+        }
         name = f"chunk-{len(chunks):04d}.js"
-        (folder / name).write_text(f"CUBE_CHUNK({len(chunks)},{_js({'rows': part, 'docs': docs_part})});\n",
-                                   encoding="utf-8")
+        (folder / name).write_text(
+            f"CUBE_CHUNK({len(chunks)},{_js({'rows': part, 'docs': docs_part})});\n",
+            encoding="utf-8",
+        )
         chunks.append(name)
-    (folder / "index.js").write_text(f"CUBE_INDEX({_js({**meta, 'chunks': chunks})});\n", encoding="utf-8")
+    (folder / "index.js").write_text(
+        f"CUBE_INDEX({_js({**meta, 'chunks': chunks})});\n", encoding="utf-8"
+    )
     page = paths.report / "judgments.html"
-    page.write_text((Path(__file__).parent / "templates" / "judgments.html").read_text(encoding="utf-8"),
-                    encoding="utf-8")
+    page.write_text(
+        (Path(__file__).parent / "templates" / "judgments.html").read_text(encoding="utf-8"),
+        encoding="utf-8",
+    )
     return page
 
 
@@ -258,8 +355,13 @@ def page_size(report_dir: Path) -> dict[str, int]:
     """Bytes of the page, of its first data chunk and of everything (page + data)."""
     folder = report_dir / "judgments"
     data = sorted(folder.glob("*.js"))
-    return {"page": (report_dir / "judgments.html").stat().st_size,
-            "first_chunk": (folder / "chunk-0000.js").stat().st_size if (folder / "chunk-0000.js").exists() else 0,
-            "index": (folder / "index.js").stat().st_size,
-            "total": (report_dir / "judgments.html").stat().st_size + sum(p.stat().st_size for p in data),
-            "chunks": len(data) - 1}
+    return {
+        "page": (report_dir / "judgments.html").stat().st_size,
+        "first_chunk": (folder / "chunk-0000.js").stat().st_size
+        if (folder / "chunk-0000.js").exists()
+        else 0,
+        "index": (folder / "index.js").stat().st_size,
+        "total": (report_dir / "judgments.html").stat().st_size
+        + sum(p.stat().st_size for p in data),
+        "chunks": len(data) - 1,
+    }

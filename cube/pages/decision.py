@@ -19,22 +19,32 @@ def retrieval_line(decision: dict[str, Any]) -> str:
         parts.append(f"R@1 {r['r_at_1']:.1%}")
     conf = r.get("near_duplicate_confusion") or {}
     if conf.get("rate") is not None and conf.get("n"):
-        parts.append(f"near-duplicate confusion {conf['rate']:.1%} ({conf['count']} of {conf['n']} questions "
-                     f"retrieved a sibling of the gold document first: {conf.get('region', 0)} wrong region, "
-                     f"{conf.get('variant', 0)} wrong variant, {conf.get('duplicate', 0)} duplicate)")
+        parts.append(
+            f"near-duplicate confusion {conf['rate']:.1%} ({conf['count']} of {conf['n']} questions "
+            f"retrieved a sibling of the gold document first: {conf.get('region', 0)} wrong region, "
+            f"{conf.get('variant', 0)} wrong variant, {conf.get('duplicate', 0)} duplicate)"
+        )
     return ("Retrieval: " + "; ".join(parts) + ".") if parts else ""
 
 
-BADGE_COLOURS = {"excellent": "#1b5e20", "good": "#2e7d32", "fair": "#f9a825", "poor": "#c62828",
-                 "withheld": "#616161", "undetermined": "#616161"}
+BADGE_COLOURS = {
+    "excellent": "#1b5e20",
+    "good": "#2e7d32",
+    "fair": "#f9a825",
+    "poor": "#c62828",
+    "withheld": "#616161",
+    "undetermined": "#616161",
+}
 
 
 def verdict_badge(name: str, label: str | None = None) -> str:
     """The verdict as an HTML badge (a coloured span), shown in Markdown and HTML alike; `label`
     (e.g. "good to excellent", "fair (provisional)") is the text, `name` the colour."""
     colour = BADGE_COLOURS.get(name, "#37474f")
-    return (f'<span style="background:{colour};color:#fff;padding:2px 10px;border-radius:10px;'
-            f'font-weight:bold">{html.escape((label or name).upper())}</span>')
+    return (
+        f'<span style="background:{colour};color:#fff;padding:2px 10px;border-radius:10px;'
+        f'font-weight:bold">{html.escape((label or name).upper())}</span>'
+    )
 
 
 def headline(decision: dict[str, Any]) -> str:
@@ -44,24 +54,44 @@ def headline(decision: dict[str, Any]) -> str:
     if isinstance(score, int | float) and score == score:
         ci = decision.get("cube_ci")
         conf = decision.get("confidence")
-        interval = (f" ({conf:.0%} interval {ci[0]:.1f}–{ci[1]:.1f})" if ci and isinstance(conf, int | float)
-                    else f" (interval {ci[0]:.1f}–{ci[1]:.1f})" if ci else " (no interval computed)")
+        interval = (
+            f" ({conf:.0%} interval {ci[0]:.1f}–{ci[1]:.1f})"
+            if ci and isinstance(conf, int | float)
+            else f" (interval {ci[0]:.1f}–{ci[1]:.1f})"
+            if ci
+            else " (no interval computed)"
+        )
         parts.append(f"CuBE score <b>{score:.1f}</b>{interval}")
     if isinstance(decision.get("recall_at_k"), int | float):
-        parts.append(f"R@{html.escape(str(decision.get('top_n', 'k')))} {decision['recall_at_k']:.1%}")
+        parts.append(
+            f"R@{html.escape(str(decision.get('top_n', 'k')))} {decision['recall_at_k']:.1%}"
+        )
     return '<p style="font-size:1.25em;line-height:1.6">' + " · ".join(parts) + "</p>"
 
 
 def self_preference_text(sp: dict[str, Any]) -> str:
     """A judge's preference for its own model's answers apart from its leniency (`results.json` `audit`):
     the difference in differences with its interval, or why it is not measurable."""
-    m, lo, hi, n, c = (sp.get(k) for k in ("self_preference", "self_preference_lo", "self_preference_hi",
-                                           "self_preference_items", "self_preference_control_items"))
+    m, lo, hi, n, c = (
+        sp.get(k)
+        for k in (
+            "self_preference",
+            "self_preference_lo",
+            "self_preference_hi",
+            "self_preference_items",
+            "self_preference_control_items",
+        )
+    )
     if m is None or not n or not c:
-        return html.escape(sp.get("self_preference_note") or "not measurable: no other judge scored the same answers")
+        return html.escape(
+            sp.get("self_preference_note")
+            or "not measurable: no other judge scored the same answers"
+        )
     ci = f" [{lo:+.2f}, {hi:+.2f}]" if lo is not None and hi is not None else ""
-    return (f"{m:+.2f} points{ci}: its margin over the other judges on {n} answers of its own model, less its "
-            f"margin on {c} answers of other models (leniency alone gives 0)")
+    return (
+        f"{m:+.2f} points{ci}: its margin over the other judges on {n} answers of its own model, less its "
+        f"margin on {c} answers of other models (leniency alone gives 0)"
+    )
 
 
 def decision_markdown(decision: dict[str, Any]) -> str:
@@ -82,16 +112,26 @@ def decision_markdown(decision: dict[str, Any]) -> str:
         untested = [j for j in decision.get("judges_not_validated") or [] if j in used]
         tested = [j for j in used if j not in untested]
         if tested or not untested:
-            lines.append(f"Judges in the jury ({len(tested) if untested else decision.get('n_judges', len(used))}): "
-                         + (", ".join(esc(j) for j in tested) or "none") + ".")
+            lines.append(
+                f"Judges in the jury ({len(tested) if untested else decision.get('n_judges', len(used))}): "
+                + (", ".join(esc(j) for j in tested) or "none")
+                + "."
+            )
         if untested:  # kept because no test could decide on this run, not because one passed them
-            lines.append(f"Judges not validated ({len(untested)}): " + ", ".join(esc(j) for j in untested)
-                         + ": the gate could not test them on this run (kept, and the verdict withheld).")
+            lines.append(
+                f"Judges not validated ({len(untested)}): "
+                + ", ".join(esc(j) for j in untested)
+                + ": the gate could not test them on this run (kept, and the verdict withheld)."
+            )
         for j, why in (decision.get("judges_excluded") or {}).items():
             lines.append(f"- excluded: {esc(j)} ({esc(why)})")
-        for j, evidence in (decision.get("judge_evidence") or {}).items():  # what the gate read (issue 20)
+        for j, evidence in (
+            decision.get("judge_evidence") or {}
+        ).items():  # what the gate read (issue 20)
             lines.append(f"- evidence for {esc(j)}: {esc(evidence)}")
-        for j, sp in (decision.get("self_preference") or {}).items():  # a judge whose model wrote the answers
+        for j, sp in (
+            decision.get("self_preference") or {}
+        ).items():  # a judge whose model wrote the answers
             lines.append(f"- self-preference of {esc(j)}: {self_preference_text(sp)}")
         lines.append("")
     if decision.get("synthetic_data"):
@@ -99,8 +139,11 @@ def decision_markdown(decision: dict[str, Any]) -> str:
     if retrieval_line(decision):
         lines += [esc(retrieval_line(decision)), ""]
     if decision.get("weakest"):
-        lines.append("Weakest dimensions: " + ", ".join(
-            f"{esc(w['dimension'])} ({w['score']:.1f})" for w in decision["weakest"]) + ".")
+        lines.append(
+            "Weakest dimensions: "
+            + ", ".join(f"{esc(w['dimension'])} ({w['score']:.1f})" for w in decision["weakest"])
+            + "."
+        )
         lines.append("")
     if decision.get("retrieval_sentence"):
         lines += [esc(decision["retrieval_sentence"]), ""]
@@ -113,8 +156,12 @@ def decision_markdown(decision: dict[str, Any]) -> str:
         for t in (decision.get("failure_patterns") or {}).get("top", []):
             examples = ", ".join(  # each example opens its rag judgments in the judgment browser
                 f'<a href="{esc(link(FROM_PAGES, system=decision.get("system"), set="rag", q=q))}">{esc(q)}</a>'
-                for q in str(t["examples"]).split(", ") if q)
-            lines.append(f"- {esc(t['pattern'].replace('_', ' '))}: {t['count']} ({t['share']:.0%}), e.g. {examples}")
+                for q in str(t["examples"]).split(", ")
+                if q
+            )
+            lines.append(
+                f"- {esc(t['pattern'].replace('_', ' '))}: {t['count']} ({t['share']:.0%}), e.g. {examples}"
+            )
         lines.append("")
     lines.append("What to do next, in order (one list; no two suggestions contradict):")
     lines.append("")

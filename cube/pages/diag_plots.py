@@ -26,8 +26,13 @@ def recall_curve(metrics: Mapping[str, Mapping[str, Any]]) -> Figure:
         ks = np.arange(1, len(curve) + 1)
         ax.plot(ks, curve, marker="o", label=f"{S.display_text(system, 'system')} (n = {m['n']})")
         if len(curve) and np.isfinite(curve[-1]):
-            ax.annotate(f"{curve[-1]:.0%}", (ks[-1], curve[-1]), textcoords="offset points", xytext=(4, 4),
-                        fontsize="small")
+            ax.annotate(
+                f"{curve[-1]:.0%}",
+                (ks[-1], curve[-1]),
+                textcoords="offset points",
+                xytext=(4, 4),
+                fontsize="small",
+            )
     ax.set(xlabel="k (documents considered)", ylabel="R@k (share of questions)", ylim=(0, 1.05))
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.grid(alpha=0.3)
@@ -43,11 +48,17 @@ def recall_by_group(table: pd.DataFrame, by: str, system: str, top: int = 15) ->
     y = np.arange(len(t))
     err = np.vstack([t["R@N"] - t["R@N_lo"], t["R@N_hi"] - t["R@N"]]) if len(t) else None
     ax.errorbar(t["R@N"], y, xerr=err, fmt="o", capsize=3)
-    ax.set_yticks(y, [f"{S.display_text(str(v), by)} ({n})" for v, n in zip(t[by], t["questions"], strict=True)])
+    ax.set_yticks(
+        y,
+        [f"{S.display_text(str(v), by)} ({n})" for v, n in zip(t[by], t["questions"], strict=True)],
+    )
     n = int(t["top_n"].iloc[0]) if len(t) else 0
     ax.set(xlabel=f"R@{n} (95% Wilson interval)", xlim=(0, 1.02))
     ax.grid(axis="x", alpha=0.3)
-    return S.titled(fig, f"Retrieval of {S.display_text(system, 'system')} by {by.replace('_', ' ')} (questions)")
+    return S.titled(
+        fig,
+        f"Retrieval of {S.display_text(system, 'system')} by {by.replace('_', ' ')} (questions)",
+    )
 
 
 def pattern_counts(table: pd.DataFrame) -> Figure:
@@ -63,7 +74,9 @@ def pattern_counts(table: pd.DataFrame) -> Figure:
 
 def patterns_by_category(table: pd.DataFrame, by: str) -> Figure:
     """Share of each category's answers per primary failure pattern (`cube.diagnose.failures.by_category`)."""
-    pivot = table.pivot_table(index=by, columns="pattern", values="count", aggfunc="sum", fill_value=0)
+    pivot = table.pivot_table(
+        index=by, columns="pattern", values="count", aggfunc="sum", fill_value=0
+    )
     fig, axes = S.figure(1, 1, (8.0, 0.32 * max(len(pivot), 3) + 1.0))
     ax = axes[0, 0]
     left = np.zeros(len(pivot))
@@ -86,38 +99,64 @@ def refusal_figure(tables: dict[str, pd.DataFrame], system: str, top: int = 12) 
     fig, axes = S.figure(1, len(names), (5.2, height))
     for ax, by in zip(axes[0], names, strict=True):
         full = tables[by]
-        t = pd.concat([full.head(top), full.iloc[top:][full.iloc[top:][by] == NOT_IN_CORPUS]]).iloc[::-1]
+        t = pd.concat([full.head(top), full.iloc[top:][full.iloc[top:][by] == NOT_IN_CORPUS]]).iloc[
+            ::-1
+        ]
         y = np.arange(len(t))
         for col, lo, hi, label, colour, dy in (
-                ("refusal_accuracy", "refusal_lo", "refusal_hi", "refusal accuracy", "#1565c0", 0.12),
-                ("false_refusal_rate", "false_refusal_lo", "false_refusal_hi", "false-refusal rate", "#c62828", -0.12)):
+            ("refusal_accuracy", "refusal_lo", "refusal_hi", "refusal accuracy", "#1565c0", 0.12),
+            (
+                "false_refusal_rate",
+                "false_refusal_lo",
+                "false_refusal_hi",
+                "false-refusal rate",
+                "#c62828",
+                -0.12,
+            ),
+        ):
             ok = t[col].notna().to_numpy()
             if ok.any():
                 v = t[col].to_numpy(float)[ok]
                 err = np.vstack([v - t[lo].to_numpy(float)[ok], t[hi].to_numpy(float)[ok] - v])
                 ax.errorbar(v, y[ok] + dy, xerr=err, fmt="o", capsize=3, color=colour, label=label)
-        ax.set_yticks(y, [f"{S.display_text(str(v), by)} ({u}/{a})" for v, u, a in
-                          zip(t[by], t["unanswerable"], t["answerable"], strict=True)])
+        ax.set_yticks(
+            y,
+            [
+                f"{S.display_text(str(v), by)} ({u}/{a})"
+                for v, u, a in zip(t[by], t["unanswerable"], t["answerable"], strict=True)
+            ],
+        )
         ax.set(xlabel="share declined (Wilson interval)", xlim=(-0.02, 1.02), title=f"by {by}")
         ax.grid(axis="x", alpha=0.3)
     if len(names):
         axes[0, 0].legend(loc="lower right", fontsize="small")
-    return S.titled(fig, f"Refusal of {S.display_text(system, 'system')} by category "
-                        "(refusal / answerable questions)")
+    return S.titled(
+        fig,
+        f"Refusal of {S.display_text(system, 'system')} by category "
+        "(refusal / answerable questions)",
+    )
 
 
 def sweep_figure(table: pd.DataFrame, sweep: str) -> Figure:
     """R@N, W and CuBE against TOP-N (log2 axis) with their intervals, one panel each."""
     fig, axes = S.figure(1, 3, (4.2, 3.6))
     t = table.sort_values("top_n")
-    for ax, (col, label, scale) in zip(axes[0], (("R@N", "R@N (%)", 100), ("W", "W (0-100)", 1),
-                                                  ("CuBE", "CuBE (0-100)", 1)), strict=True):
+    for ax, (col, label, scale) in zip(
+        axes[0],
+        (("R@N", "R@N (%)", 100), ("W", "W (0-100)", 1), ("CuBE", "CuBE (0-100)", 1)),
+        strict=True,
+    ):
         y = t[col].to_numpy(float) * scale
-        err = np.vstack([y - t[f"{col}_lo"].to_numpy(float) * scale, t[f"{col}_hi"].to_numpy(float) * scale - y])
+        err = np.vstack(
+            [y - t[f"{col}_lo"].to_numpy(float) * scale, t[f"{col}_hi"].to_numpy(float) * scale - y]
+        )
         ax.errorbar(t["top_n"], y, yerr=np.nan_to_num(np.abs(err)), fmt="o-", capsize=3)
         ax.set_xscale("log", base=2)
         ax.set_xticks(t["top_n"], [str(int(n)) for n in t["top_n"]])
         ax.set(xlabel="TOP-N", ylabel=label)
         ax.grid(alpha=0.3)
-    return S.titled(fig, f"TOP-N sweep of {S.display_text(sweep, 'system')}: recall, answer quality and CuBE "
-                        "(95% intervals)")
+    return S.titled(
+        fig,
+        f"TOP-N sweep of {S.display_text(sweep, 'system')}: recall, answer quality and CuBE "
+        "(95% intervals)",
+    )

@@ -30,18 +30,38 @@ MAX_ROWS = 200
 MAX_COLUMNS = 10
 NAME_CHARS = 40  # a text cell this short without a blank is a name: never broken across lines
 # Abbreviations kept as written in headers.
-KEEP = {"id": "ID", "sd": "SD", "ci": "CI", "llm": "LLM", "bm25": "BM25", "r@k": "R@k", "cube": "CuBE", "w": "W",
-        "ndcg": "nDCG", "mrr": "MRR", "bleu": "BLEU", "rouge": "ROUGE", "kb": "KB", "n": "n", "qa": "QA",
-        "icc": "ICC", "p": "p", "rag": "rag", "top": "top"}
+KEEP = {
+    "id": "ID",
+    "sd": "SD",
+    "ci": "CI",
+    "llm": "LLM",
+    "bm25": "BM25",
+    "r@k": "R@k",
+    "cube": "CuBE",
+    "w": "W",
+    "ndcg": "nDCG",
+    "mrr": "MRR",
+    "bleu": "BLEU",
+    "rouge": "ROUGE",
+    "kb": "KB",
+    "n": "n",
+    "qa": "QA",
+    "icc": "ICC",
+    "p": "p",
+    "rag": "rag",
+    "top": "top",
+}
 # `!important`: JupyterLab's and nbconvert's own table styles right-align every cell.
-STYLE = ("<style>.cube-table{border-collapse:collapse;font-size:.9rem;margin:.4em 0}"
-         ".cube-table th,.cube-table td{border:1px solid #d9dde3;padding:4px 8px;vertical-align:top;"
-         "text-align:left!important}.cube-table th{background:#eef1f5}.cube-table td.num{text-align:right!important;"
-         "font-variant-numeric:tabular-nums;white-space:nowrap}.cube-table td.text{white-space:pre-wrap;"
-         "max-width:42em;overflow-wrap:break-word}.cube-table td.name{white-space:nowrap}"
-         ".cube-table th{overflow-wrap:normal;word-break:normal;hyphens:none}"
-         ".cube-parts{overflow-x:auto;max-width:100%}"
-         ".cube-table caption{caption-side:bottom;color:#5b6472;text-align:left;font-size:.85rem}</style>")
+STYLE = (
+    "<style>.cube-table{border-collapse:collapse;font-size:.9rem;margin:.4em 0}"
+    ".cube-table th,.cube-table td{border:1px solid #d9dde3;padding:4px 8px;vertical-align:top;"
+    "text-align:left!important}.cube-table th{background:#eef1f5}.cube-table td.num{text-align:right!important;"
+    "font-variant-numeric:tabular-nums;white-space:nowrap}.cube-table td.text{white-space:pre-wrap;"
+    "max-width:42em;overflow-wrap:break-word}.cube-table td.name{white-space:nowrap}"
+    ".cube-table th{overflow-wrap:normal;word-break:normal;hyphens:none}"
+    ".cube-parts{overflow-x:auto;max-width:100%}"
+    ".cube-table caption{caption-side:bottom;color:#5b6472;text-align:left;font-size:.85rem}</style>"
+)
 
 
 def header(name: Any) -> str:
@@ -59,19 +79,26 @@ def header(name: Any) -> str:
 
 def cell(value: Any, digits: int = 2) -> tuple[str, str]:
     """(text, css class) of one value."""
-    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA or value is pd.NaT:
+    if (
+        value is None
+        or (isinstance(value, float) and math.isnan(value))
+        or value is pd.NA
+        or value is pd.NaT
+    ):
         return "", "text"
     if isinstance(value, bool | np_bool()):
         return ("yes" if value else "no"), "text"
     if isinstance(value, int | np_int()):
-        return f"{int(value):,}".replace(",", " ") if abs(int(value)) >= 10_000 else str(int(value)), "num"
+        return f"{int(value):,}".replace(",", " ") if abs(int(value)) >= 10_000 else str(
+            int(value)
+        ), "num"
     if isinstance(value, float | np_float()):
         v = float(value)
         if math.isinf(v):
             return ("∞" if v > 0 else "-∞"), "num"
         if v.is_integer() and abs(v) < 1e15:
             return str(int(v)), "num"
-        return (f"{v:.{digits}f}" if abs(v) >= 10 ** -digits else f"{v:.2g}"), "num"
+        return (f"{v:.{digits}f}" if abs(v) >= 10**-digits else f"{v:.2g}"), "num"
     if isinstance(value, list | tuple | set) or type(value).__name__ == "ndarray":
         return ", ".join(cell(v, digits)[0] for v in value), "text"
     return str(value), "text"
@@ -106,7 +133,9 @@ def _linked(text: str, target: str | list[tuple[str, str]] | None) -> str:
     return ", ".join(f'<a href="{html.escape(h)}">{html.escape(t)}</a>' for t, h in target)
 
 
-def column_parts(frame: pd.DataFrame, numeric: set[Any], max_columns: int = MAX_COLUMNS) -> list[list[int]]:
+def column_parts(
+    frame: pd.DataFrame, numeric: set[Any], max_columns: int = MAX_COLUMNS
+) -> list[list[int]]:
     """Column positions of each part of a wide table: all columns when they fit in `max_columns`,
     else the leading name columns (up to two text columns) repeated before each slice of the rest."""
     n = len(frame.columns)
@@ -120,18 +149,26 @@ def column_parts(frame: pd.DataFrame, numeric: set[Any], max_columns: int = MAX_
     rest = [i for i in range(n) if i not in keys]
     count = math.ceil(len(rest) / (max_columns - len(keys)))
     size = math.ceil(len(rest) / count)  # balanced parts: 9 columns as 5 + 4, not 8 + 1
-    return [keys + rest[j:j + size] for j in range(0, len(rest), size)]
+    return [keys + rest[j : j + size] for j in range(0, len(rest), size)]
 
 
-def to_html(df: pd.DataFrame, digits: int = 2, caption: str = "", max_rows: int = MAX_ROWS,
-            links: Links | None = None) -> str:
+def to_html(
+    df: pd.DataFrame,
+    digits: int = 2,
+    caption: str = "",
+    max_rows: int = MAX_ROWS,
+    links: Links | None = None,
+) -> str:
     """The table as HTML for people (see the module docstring). Every value is escaped. A table of
     more than `MAX_COLUMNS` columns is shown in parts (`column_parts`), one under the other."""
     frame = df
     if not isinstance(frame.index, pd.RangeIndex) or frame.index.name is not None:
         frame = frame.reset_index()
-    numeric = {c for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c]) and
-               not pd.api.types.is_bool_dtype(frame[c])}
+    numeric = {
+        c
+        for c in frame.columns
+        if pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])
+    }
     cells = []  # per row: the <td> of each column
     for values in frame.head(max_rows).itertuples(index=False, name=None):
         tds = []
@@ -140,24 +177,46 @@ def to_html(df: pd.DataFrame, digits: int = 2, caption: str = "", max_rows: int 
             text, cls = cell(value, digits)
             if col in numeric and text == "":
                 text, cls = "n/a", "num"
-            if cls == "text" and text and len(text) <= NAME_CHARS and not any(ch.isspace() for ch in text):
+            if (
+                cls == "text"
+                and text
+                and len(text) <= NAME_CHARS
+                and not any(ch.isspace() for ch in text)
+            ):
                 cls = "text name"
-            inner = _linked(text, links[col](row)) if links and col in links and text else html.escape(text)
+            inner = (
+                _linked(text, links[col](row))
+                if links and col in links and text
+                else html.escape(text)
+            )
             tds.append(f'<td class="{cls}">{inner}</td>')
         cells.append(tds)
     more = len(frame) - max_rows
-    note = f"{len(frame)} rows; the first {max_rows} are shown (all are in the CSV)." if more > 0 else ""
+    note = (
+        f"{len(frame)} rows; the first {max_rows} are shown (all are in the CSV)."
+        if more > 0
+        else ""
+    )
     heads = [f"<th>{html.escape(header(c))}</th>" for c in frame.columns]
     parts = column_parts(frame, numeric)
     tables = []
     for k, cols in enumerate(parts, 1):
-        split = (f"Part {k} of {len(parts)} of a table of {len(frame.columns)} columns (the first columns repeated)"
-                 + ("; continued below." if k < len(parts) else ".")) if len(parts) > 1 else ""
+        split = (
+            (
+                f"Part {k} of {len(parts)} of a table of {len(frame.columns)} columns (the first columns repeated)"
+                + ("; continued below." if k < len(parts) else ".")
+            )
+            if len(parts) > 1
+            else ""
+        )
         cap = " ".join(x for x in ((caption, note) if k == len(parts) else ()) if x)
         cap = " ".join(x for x in (split, cap) if x)
         body = "".join("<tr>" + "".join(tds[i] for i in cols) + "</tr>" for tds in cells)
-        tables.append('<table class="cube-table">' + (f"<caption>{html.escape(cap)}</caption>" if cap else "")
-                      + f"<thead><tr>{''.join(heads[i] for i in cols)}</tr></thead><tbody>{body}</tbody></table>")
+        tables.append(
+            '<table class="cube-table">'
+            + (f"<caption>{html.escape(cap)}</caption>" if cap else "")
+            + f"<thead><tr>{''.join(heads[i] for i in cols)}</tr></thead><tbody>{body}</tbody></table>"
+        )
     if len(tables) == 1:
         return STYLE + tables[0]
     return f'{STYLE}<div class="cube-parts">{"".join(tables)}</div>'
@@ -173,7 +232,9 @@ class ShownTable(pd.DataFrame):
         return pd.DataFrame
 
     def _repr_html_(self) -> str:
-        return to_html(self, getattr(self, "_cube_digits", 2) or 2, links=getattr(self, "_cube_links", None))
+        return to_html(
+            self, getattr(self, "_cube_digits", 2) or 2, links=getattr(self, "_cube_links", None)
+        )
 
 
 def table(df: pd.DataFrame, digits: int = 2, links: Links | None = None) -> ShownTable:

@@ -19,8 +19,16 @@ import matplotlib
 from matplotlib import font_manager
 
 # Families of CJK fonts a machine may have, tried when the packaged font is missing.
-_SYSTEM_CJK = ("Noto Sans CJK SC", "Source Han Sans SC", "WenQuanYi Zen Hei", "WenQuanYi Micro Hei",
-               "Microsoft YaHei", "PingFang SC", "SimHei", "Noto Sans CJK JP")
+_SYSTEM_CJK = (
+    "Noto Sans CJK SC",
+    "Source Han Sans SC",
+    "WenQuanYi Zen Hei",
+    "WenQuanYi Micro Hei",
+    "Microsoft YaHei",
+    "PingFang SC",
+    "SimHei",
+    "Noto Sans CJK JP",
+)
 
 
 def _packaged_font_file() -> Path | None:

@@ -50,12 +50,23 @@ def score_distributions(scores: pd.DataFrame, set_: str = "rag") -> Figure:
 
     Shares are of that judge's scored answers on the dimension (a mean over samples is rounded
     to the nearest integer); unscored answers are excluded and counted in the legend."""
-    require_columns(scores, ("judge", "question_id", "system", "set", "dimension", "score"), "scores")
+    require_columns(
+        scores, ("judge", "question_id", "system", "set", "dimension", "score"), "scores"
+    )
     means = judge_means(scores[scores["set"].astype(str) == set_])
     if means.empty:
-        raise ValueError(f"scores: no rows of set {set_!r}; sets present: {sorted(scores['set'].unique())}")
-    dims, judges = S.dims(scores[scores["set"].astype(str) == set_]), sorted(means["judge"].unique())
-    labels, palette, dlabels = display_labels(judges), judge_palette(judges), display_labels(dims, "dimension")
+        raise ValueError(
+            f"scores: no rows of set {set_!r}; sets present: {sorted(scores['set'].unique())}"
+        )
+    dims, judges = (
+        S.dims(scores[scores["set"].astype(str) == set_]),
+        sorted(means["judge"].unique()),
+    )
+    labels, palette, dlabels = (
+        display_labels(judges),
+        judge_palette(judges),
+        display_labels(dims, "dimension"),
+    )
     nrows, ncols = S.grid(len(dims))
     fig, axes = S.figure(nrows, ncols, (6.0, 3.4), sharey=True)
     width = 0.84 / len(judges)
@@ -66,42 +77,78 @@ def score_distributions(scores: pd.DataFrame, set_: str = "rag") -> Figure:
             ok = v[~np.isnan(v)]
             counts = np.bincount(np.clip(np.rint(ok), 0, 10).astype(int), minlength=11)
             share = counts / len(ok) if len(ok) else np.zeros(11)
-            ax.bar(SCORE_RANGE - 0.42 + width * (k + 0.5), share, width, color=palette[judge],
-                   label=f"{labels[judge]} (n = {len(ok)}, {len(v) - len(ok)} unscored)")
-        ax.set(title=dlabels[dim], xticks=SCORE_RANGE, xlabel="score (0-10)", ylabel="share of answers")
+            ax.bar(
+                SCORE_RANGE - 0.42 + width * (k + 0.5),
+                share,
+                width,
+                color=palette[judge],
+                label=f"{labels[judge]} (n = {len(ok)}, {len(v) - len(ok)} unscored)",
+            )
+        ax.set(
+            title=dlabels[dim], xticks=SCORE_RANGE, xlabel="score (0-10)", ylabel="share of answers"
+        )
         ax.yaxis.set_major_formatter("{x:.0%}")
         ax.legend(fontsize="x-small", frameon=False)
-    systems = S.systems_text(sorted(scores.loc[scores["set"].astype(str) == set_, "system"].astype(str).unique()))
-    return S.titled(fig, f"Figure 1. How often each judge gives each score to {systems} "
-                   f"({SET_LABELS.get(set_, set_)} answers)")
+    systems = S.systems_text(
+        sorted(scores.loc[scores["set"].astype(str) == set_, "system"].astype(str).unique())
+    )
+    return S.titled(
+        fig,
+        f"Figure 1. How often each judge gives each score to {systems} "
+        f"({SET_LABELS.get(set_, set_)} answers)",
+    )
 
 
-def _correlation_matrix(scores: pd.DataFrame, answers: pd.DataFrame, judge: str, subset: str,
-                        top_n: int) -> pd.DataFrame:
+def _correlation_matrix(
+    scores: pd.DataFrame, answers: pd.DataFrame, judge: str, subset: str, top_n: int
+) -> pd.DataFrame:
     """Pearson matrix of `rank_score` and the judge's dimension scores on the rag set."""
     if subset not in ("all", "retrieved"):
         raise ValueError(f"subset must be 'all' or 'retrieved', got {subset!r}")
-    ranks = retrieval_outcomes(answers, top_n).ranks  # as cube.method.analysis: failed system calls left out
+    ranks = retrieval_outcomes(
+        answers, top_n
+    ).ranks  # as cube.method.analysis: failed system calls left out
     if subset == "retrieved":
         ranks = ranks[ranks["retrieved"]]
     rag = scores[(scores["set"].astype(str) == "rag") & (scores["judge"].astype(str) == judge)]
     if "system" in answers and "system" in scores:  # the system whose ranks these are
         rag = rag[rag["system"].astype(str).isin(answers["system"].astype(str).unique())]
     if rag.empty:
-        raise ValueError(f"scores: no 'rag' scores of judge {judge!r}; judges: {sorted(scores['judge'].unique())}")
-    wide = judge_means(rag).pivot_table(index="question_id", columns="dimension", values="score", dropna=False)
+        raise ValueError(
+            f"scores: no 'rag' scores of judge {judge!r}; judges: {sorted(scores['judge'].unique())}"
+        )
+    wide = judge_means(rag).pivot_table(
+        index="question_id", columns="dimension", values="score", dropna=False
+    )
     wide = wide[[d for d in S.dims(rag) if d in wide]]
-    ranked = ranks.assign(question_id=ranks["question_id"].astype(str)).set_index("question_id")["rank_score"]
+    ranked = ranks.assign(question_id=ranks["question_id"].astype(str)).set_index("question_id")[
+        "rank_score"
+    ]
     table = pd.concat([ranked.astype(float), wide], axis=1, join="inner")
     return table.corr(method="pearson")
 
 
-def _heatmap(ax: Axes, matrix: pd.DataFrame, cbar: bool = True, cbar_ax: Axes | None = None) -> None:
+def _heatmap(
+    ax: Axes, matrix: pd.DataFrame, cbar: bool = True, cbar_ax: Axes | None = None
+) -> None:
     names = display_labels(matrix.index, "dimension")
     labels = [names[str(c)] for c in matrix.index]
-    sns.heatmap(matrix.to_numpy(float), ax=ax, annot=True, fmt=".2f", vmin=-1, vmax=1, cmap="vlag",
-                square=True, cbar=cbar, cbar_ax=cbar_ax, xticklabels=labels, yticklabels=labels,
-                annot_kws={"fontsize": "small"}, cbar_kws={"label": "Pearson r"})
+    sns.heatmap(
+        matrix.to_numpy(float),
+        ax=ax,
+        annot=True,
+        fmt=".2f",
+        vmin=-1,
+        vmax=1,
+        cmap="vlag",
+        square=True,
+        cbar=cbar,
+        cbar_ax=cbar_ax,
+        xticklabels=labels,
+        yticklabels=labels,
+        annot_kws={"fontsize": "small"},
+        cbar_kws={"label": "Pearson r"},
+    )
     ax.tick_params(axis="x", labelrotation=45)
 
 
@@ -109,20 +156,28 @@ _SUBSET_TEXT = {"all": "all questions", "retrieved": "retrieved questions only"}
 
 
 @S.quiet
-def correlation_heatmap(scores: pd.DataFrame, answers: pd.DataFrame, judge: str, subset: str = "all",
-                        top_n: int = 8) -> Figure:
+def correlation_heatmap(
+    scores: pd.DataFrame, answers: pd.DataFrame, judge: str, subset: str = "all", top_n: int = 8
+) -> Figure:
     """Paper Figures 2/3: Pearson correlations of `rank_score` and one judge's dimension scores on
     the rag set, over all questions or the retrieved ones (`top_n`: N of `rank_score`)."""
     matrix = _correlation_matrix(scores, answers, str(judge), subset, top_n)
     fig, ax = S.figure1(6.0, 5.6)
     _heatmap(ax, matrix)
     name = display_labels(scores["judge"].astype(str).unique())[str(judge)]
-    return S.titled(fig, f"Correlation of retrieval rank and {name}'s scores (rag set, {_SUBSET_TEXT[subset]})")
+    return S.titled(
+        fig, f"Correlation of retrieval rank and {name}'s scores (rag set, {_SUBSET_TEXT[subset]})"
+    )
 
 
 @S.quiet
-def correlation_grid(scores: pd.DataFrame, answers: pd.DataFrame, subset: str = "all",
-                     top_n: int = 8, max_matrices: int = 4) -> Figure:
+def correlation_grid(
+    scores: pd.DataFrame,
+    answers: pd.DataFrame,
+    subset: str = "all",
+    top_n: int = 8,
+    max_matrices: int = 4,
+) -> Figure:
     """Paper Figure 4: one correlation heatmap per (non-human) judge side by side; with more than
     `max_matrices` judges, the clearer compact view: the `rank_score` row of each judge's
     matrix as one judges x dimensions heatmap."""
@@ -131,13 +186,25 @@ def correlation_grid(scores: pd.DataFrame, answers: pd.DataFrame, subset: str = 
         raise ValueError("scores: no judge other than human raters to correlate with rank_score")
     labels = display_labels(judges)
     matrices = {j: _correlation_matrix(scores, answers, j, subset, top_n) for j in judges}
-    title = f"Correlation of retrieval rank and each judge's scores (rag set, {_SUBSET_TEXT[subset]})"
+    title = (
+        f"Correlation of retrieval rank and each judge's scores (rag set, {_SUBSET_TEXT[subset]})"
+    )
     if len(judges) > max_matrices:
-        rows = pd.DataFrame({labels[j]: m.loc["rank_score"].drop("rank_score") for j, m in matrices.items()}).T
+        rows = pd.DataFrame(
+            {labels[j]: m.loc["rank_score"].drop("rank_score") for j, m in matrices.items()}
+        ).T
         rows = rows.rename(columns=display_labels(rows.columns, "dimension"))
         fig, ax = S.figure1(1.4 * rows.shape[1] + 2.5, 0.45 * len(judges) + 2.1)
-        sns.heatmap(rows, ax=ax, annot=True, fmt=".2f", vmin=-1, vmax=1, cmap="vlag",
-                    cbar_kws={"label": "Pearson r with rank_score"})
+        sns.heatmap(
+            rows,
+            ax=ax,
+            annot=True,
+            fmt=".2f",
+            vmin=-1,
+            vmax=1,
+            cmap="vlag",
+            cbar_kws={"label": "Pearson r with rank_score"},
+        )
         ax.set(xlabel="dimension", ylabel="judge")
         return S.titled(fig, title)
     fig = Figure(figsize=(4.6 * len(judges) + 0.8, 4.8), layout="constrained")
@@ -156,18 +223,25 @@ def rank_distribution(answers: pd.DataFrame, top_n: int | None = None) -> Figure
     Data from `cube.method.analysis.retrieval_outcomes`: failed system calls are left out and counted."""
     validate_answers(answers)
     n_top = int(top_n or max(int(answers["rank"].max()), 1))
-    outcomes = retrieval_outcomes(answers, n_top)  # the one R@k source: failed system calls left out, counted
+    outcomes = retrieval_outcomes(
+        answers, n_top
+    )  # the one R@k source: failed system calls left out, counted
     rank = outcomes.ranks["rank"].to_numpy(int)
     counts = np.bincount(rank, minlength=n_top + 1)
     fig, ax = S.figure1(max(6.0, 0.55 * n_top + 2), 4.6)
-    bars = ax.bar(np.arange(n_top + 1), counts, color=[SET_COLORS["zero"]] + [SET_COLORS["rag"]] * n_top)
+    bars = ax.bar(
+        np.arange(n_top + 1), counts, color=[SET_COLORS["zero"]] + [SET_COLORS["rag"]] * n_top
+    )
     ax.bar_label(bars, fontsize="small")
     ax.set_xticks(np.arange(n_top + 1), ["not\nretrieved", *map(str, range(1, n_top + 1))])
     ax.set(xlabel="rank of the gold document in the retrieved list", ylabel="questions")
     system = S.display_text(str(answers["system"].iloc[0]), "system")
     unknown = f"; {outcomes.n_unknown} left out (system call failed)" if outcomes.n_unknown else ""
-    return S.titled(fig, f"Where {system} retrieved the gold document: R@{n_top} = {outcomes.recall(n_top):.1%} "
-                 f"of {len(rank)} questions{unknown}")
+    return S.titled(
+        fig,
+        f"Where {system} retrieved the gold document: R@{n_top} = {outcomes.recall(n_top):.1%} "
+        f"of {len(rank)} questions{unknown}",
+    )
 
 
 # ------------------------------------------------------------------------ agreement figures
@@ -179,8 +253,12 @@ def _matched(means: pd.DataFrame, judge: str, reference: str) -> pd.DataFrame:
 
 
 @S.quiet
-def judge_vs_human(scores: pd.DataFrame, reference_judge: str = "human", dimension: str | None = None,
-                   llm_judges: Iterable[str] | None = None) -> Figure:
+def judge_vs_human(
+    scores: pd.DataFrame,
+    reference_judge: str = "human",
+    dimension: str | None = None,
+    llm_judges: Iterable[str] | None = None,
+) -> Figure:
     """Paper Figure 5: each judge's score against the reference (default: the human
     consensus) per dimension, small multiples (rows judges, columns dimensions), jittered,
     with the identity line and n and Pearson r in each panel title.
@@ -194,7 +272,10 @@ def judge_vs_human(scores: pd.DataFrame, reference_judge: str = "human", dimensi
         raise ValueError(f"scores: no judge to compare with {reference_judge!r}")
     dims = [dimension] if dimension else S.dims(means[means["judge"] == reference_judge])
     labels, palette = display_labels(means["judge"].unique()), judge_palette(judges)
-    dlabels, ref = display_labels(dims, "dimension"), display_labels(means["judge"].unique())[reference_judge]
+    dlabels, ref = (
+        display_labels(dims, "dimension"),
+        display_labels(means["judge"].unique())[reference_judge],
+    )
     # panels a little taller than wide: the square (equal-aspect) axes keep room for their
     # two-line titles under the figure title; at least 6.4 in wide so the figure title fits
     fig = Figure(figsize=(max(3.1 * len(dims), 6.4), 3.5 * len(judges) + 0.9), layout="constrained")
@@ -205,17 +286,38 @@ def judge_vs_human(scores: pd.DataFrame, reference_judge: str = "human", dimensi
         for k, dim in enumerate(dims):
             ax, g = axes[i, k], m[m["dimension"] == dim]
             x, y = g["score_ref"].to_numpy(float), g["score"].to_numpy(float)
-            ax.scatter(x + rng.uniform(-0.2, 0.2, len(x)), y + rng.uniform(-0.2, 0.2, len(y)), s=14,
-                       alpha=0.6, color=palette[judge], edgecolors="none")
+            ax.scatter(
+                x + rng.uniform(-0.2, 0.2, len(x)),
+                y + rng.uniform(-0.2, 0.2, len(y)),
+                s=14,
+                alpha=0.6,
+                color=palette[judge],
+                edgecolors="none",
+            )
             ax.plot([0, 10], [0, 10], color="#888888", ls="--", lw=0.8)
-            ax.set_title(f"{labels[judge]} - {dlabels[dim]}\nn = {len(g)}, r = {S.r_text(x, y)}", fontsize="small")
-            ax.set(xlim=(-0.6, 10.6), ylim=(-0.6, 10.6), xticks=[0, 5, 10], yticks=[0, 5, 10], aspect="equal")
+            ax.set_title(
+                f"{labels[judge]} - {dlabels[dim]}\nn = {len(g)}, r = {S.r_text(x, y)}",
+                fontsize="small",
+            )
+            ax.set(
+                xlim=(-0.6, 10.6),
+                ylim=(-0.6, 10.6),
+                xticks=[0, 5, 10],
+                yticks=[0, 5, 10],
+                aspect="equal",
+            )
             if i == len(judges) - 1:
                 ax.set_xlabel(f"{ref} score")
             if k == 0:
                 ax.set_ylabel("judge score")
-    kind = "LLM judges" if llm_judges is not None and set(judges) <= set(map(str, llm_judges)) else "Judges"
-    return S.titled(fig, f"Figure 5. {kind} against {ref} scores (jittered; dashed = perfect agreement)")
+    kind = (
+        "LLM judges"
+        if llm_judges is not None and set(judges) <= set(map(str, llm_judges))
+        else "Judges"
+    )
+    return S.titled(
+        fig, f"Figure 5. {kind} against {ref} scores (jittered; dashed = perfect agreement)"
+    )
 
 
 @S.quiet
@@ -244,10 +346,16 @@ def bland_altman(scores: pd.DataFrame, judge: str, reference_judge: str = "human
         for level, style in ((bias, "-"), (bias - 1.96 * sd, "--"), (bias + 1.96 * sd, "--")):
             if np.isfinite(level):  # bias and limits of agreement, when defined
                 ax.axhline(level, color="black", ls=style, lw=1.0)
-        loa = f"LoA [{bias - 1.96 * sd:+.2f}, {bias + 1.96 * sd:+.2f}]" if np.isfinite(sd) else "LoA n/a"
+        loa = (
+            f"LoA [{bias - 1.96 * sd:+.2f}, {bias + 1.96 * sd:+.2f}]"
+            if np.isfinite(sd)
+            else "LoA n/a"
+        )
         ax.set_title(f"{dlabels[dim]} (n = {len(g)})\nbias {bias:+.2f}, {loa}", fontsize="small")
         ax.set(xlim=(-0.3, 10.3), xlabel="mean of the two scores", ylabel=f"{name} - {ref}")
-    return S.titled(fig, f"Bland-Altman: {name} minus {ref} (solid = bias, dashed = 95% limits of agreement)")
+    return S.titled(
+        fig, f"Bland-Altman: {name} minus {ref} (solid = bias, dashed = 95% limits of agreement)"
+    )
 
 
 @S.quiet
@@ -263,26 +371,44 @@ def agreement_heatmap(matrix: pd.DataFrame, title: str, diverging: bool | None =
     labels = display_labels([*matrix.index, *matrix.columns])
     n = max(matrix.shape)
     fig, ax = S.figure1(0.9 * n + 2.5, 0.8 * n + 2.4)
-    kw: dict[str, Any] = {"vmin": -1, "vmax": 1, "cmap": "vlag"} if diverging else {"vmin": 0, "cmap": "rocket_r"}
-    sns.heatmap(values, ax=ax, annot=True, fmt=".2f", square=True, **kw,
-                xticklabels=[labels[str(c)] for c in matrix.columns], yticklabels=[labels[str(i)] for i in matrix.index])
+    kw: dict[str, Any] = (
+        {"vmin": -1, "vmax": 1, "cmap": "vlag"} if diverging else {"vmin": 0, "cmap": "rocket_r"}
+    )
+    sns.heatmap(
+        values,
+        ax=ax,
+        annot=True,
+        fmt=".2f",
+        square=True,
+        **kw,
+        xticklabels=[labels[str(c)] for c in matrix.columns],
+        yticklabels=[labels[str(i)] for i in matrix.index],
+    )
     ax.tick_params(axis="x", labelrotation=45)
     return S.titled(fig, S.display_text(title, "Agreement between judges"))
 
 
 # ------------------------------------------------------------------------------- lexical figure
 @S.quiet
-def lexical_vs_judges(lexical: pd.DataFrame, scores: pd.DataFrame, dimension: str = "completeness",
-                      metrics: tuple[str, ...] = ("bleu", "rougeL")) -> Figure:
+def lexical_vs_judges(
+    lexical: pd.DataFrame,
+    scores: pd.DataFrame,
+    dimension: str = "completeness",
+    metrics: tuple[str, ...] = ("bleu", "rougeL"),
+) -> Figure:
     """Paper 5.7: each lexical metric (rows) against each judge's score (columns; the human
     consensus first) on one dimension, points coloured by QA set, Pearson r in each title."""
     require_columns(lexical, ("question_id", "system", "set", *metrics), "lexical")
     means = with_human_consensus(judge_means(scores))  # "human" = the raters' consensus
     means = means[(means["dimension"] == dimension) & ~means["judge"].str.startswith("human:")]
     lex = lexical.astype({"question_id": str, "system": str, "set": str})
-    merged = means.merge(lex[["question_id", "system", "set", *metrics]], on=["question_id", "system", "set"])
+    merged = means.merge(
+        lex[["question_id", "system", "set", *metrics]], on=["question_id", "system", "set"]
+    )
     if merged.empty:
-        raise ValueError(f"lexical and scores share no (question_id, system, set) scored on {dimension!r}")
+        raise ValueError(
+            f"lexical and scores share no (question_id, system, set) scored on {dimension!r}"
+        )
     judges = sorted(merged["judge"].unique(), key=lambda j: (j != "human", j))
     labels, dim = display_labels(judges), display_labels([dimension], "dimension")[dimension]
     fig, axes = S.figure(len(metrics), len(judges), (3.2, 2.9), sharey=True)
@@ -293,15 +419,28 @@ def lexical_vs_judges(lexical: pd.DataFrame, scores: pd.DataFrame, dimension: st
             g = merged[(merged["judge"] == judge)].dropna(subset=["score", metric])
             for set_, colour in SET_COLORS.items():
                 s = g[g["set"] == set_]
-                ax.scatter(s[metric], s["score"] + rng.uniform(-0.2, 0.2, len(s)), s=12, alpha=0.6,
-                           color=colour, edgecolors="none", label=SET_LABELS[set_])
+                ax.scatter(
+                    s[metric],
+                    s["score"] + rng.uniform(-0.2, 0.2, len(s)),
+                    s=12,
+                    alpha=0.6,
+                    color=colour,
+                    edgecolors="none",
+                    label=SET_LABELS[set_],
+                )
             r = S.r_text(g[metric].to_numpy(float), g["score"].to_numpy(float))
             ax.set_title(f"{labels[judge]}: r = {r} (n = {len(g)})", fontsize="small")
-            ax.set(xlim=(-0.03, 1.03), ylim=(-0.6, 10.6), xlabel=f"{METRIC_LABELS.get(metric, metric)} (0-1)")
+            ax.set(
+                xlim=(-0.03, 1.03),
+                ylim=(-0.6, 10.6),
+                xlabel=f"{METRIC_LABELS.get(metric, metric)} (0-1)",
+            )
             if k == 0:
                 ax.set_ylabel(f"{dim} score (0-10)")
     S.set_legend(fig)
-    return S.titled(fig, f"Does lexical overlap with the gold document track the judges? ({dim} scores)")
+    return S.titled(
+        fig, f"Does lexical overlap with the gold document track the judges? ({dim} scores)"
+    )
 
 
 # ------------------------------------------------------------------------------- retrieval by item
@@ -317,13 +456,21 @@ def confused_items(by_item: pd.DataFrame, system: str) -> Figure:
         by_item: `cube.diagnose.near_duplicates.confusion_by_item` (item, questions, region, variant, duplicate).
         system: the system's name, for the title.
     """
-    require_columns(by_item, ("item", "questions", "region", "variant", "duplicate"), "confusion by item")
+    require_columns(
+        by_item, ("item", "questions", "region", "variant", "duplicate"), "confusion by item"
+    )
     name = S.display_text(str(system), "system")
     fig, ax = S.figure1(9.0, max(2.6, 0.42 * len(by_item) + 1.6))
     if by_item.empty:
         ax.set_axis_off()
-        ax.text(0.5, 0.5, "no question retrieved a near-duplicate of its gold document first", ha="center",
-                va="center", transform=ax.transAxes)
+        ax.text(
+            0.5,
+            0.5,
+            "no question retrieved a near-duplicate of its gold document first",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+        )
         return S.titled(fig, f"Near-duplicate confusion of {name}: none")
     rows = by_item.iloc[::-1]  # the most confused item on top
     labels = [S.display_text(str(i), f"item {k + 1}") for k, i in enumerate(rows["item"])]
@@ -334,9 +481,17 @@ def confused_items(by_item: pd.DataFrame, system: str) -> Figure:
             ax.barh(labels, values, left=left, color=colour, label=f"wrong {cause}")
         left += values
     for y, (total, n) in enumerate(zip(left, rows["questions"], strict=True)):
-        ax.annotate(f"{int(total)}/{int(n)}", (total, y), xytext=(3, 0), textcoords="offset points", va="center",
-                    fontsize="small")
-    ax.set(xlabel="questions whose first retrieved document is a near-duplicate (of the item's questions)")
+        ax.annotate(
+            f"{int(total)}/{int(n)}",
+            (total, y),
+            xytext=(3, 0),
+            textcoords="offset points",
+            va="center",
+            fontsize="small",
+        )
+    ax.set(
+        xlabel="questions whose first retrieved document is a near-duplicate (of the item's questions)"
+    )
     ax.set_xlim(0, max(float(left.max()), 1.0) * 1.15)
     ax.legend(loc="lower right", frameon=False, fontsize="small")
     return S.titled(fig, f"Items most often confused with a near-duplicate by {name}")

@@ -24,17 +24,36 @@ def audit_figure(summary: pd.DataFrame) -> Figure:
     ax = axes[0, 0]
     d = s["discrimination"].to_numpy(float)
     lo, hi = s["discrimination_lo"].to_numpy(float), s["discrimination_hi"].to_numpy(float)
-    ax.errorbar(d, y, xerr=[np.nan_to_num(d - lo), np.nan_to_num(hi - d)], fmt="o", color="#333333", capsize=3)
+    ax.errorbar(
+        d,
+        y,
+        xerr=[np.nan_to_num(d - lo), np.nan_to_num(hi - d)],
+        fmt="o",
+        color="#333333",
+        capsize=3,
+    )
     ax.axvline(0.5, color="#b2182b", ls="--", lw=1)
     ax.set_xlim(0, 1)
     ax.set_yticks(y, judges)
     ax.set_xlabel("discrimination (0.5 = chance)")
     ax = axes[0, 1]
-    for k, (name, color) in enumerate((("verbosity_bias", "#1b9e77"), ("authority_bias", "#d95f02"),
-                                        ("order_bias", "#7570b3"))):
+    for k, (name, color) in enumerate(
+        (("verbosity_bias", "#1b9e77"), ("authority_bias", "#d95f02"), ("order_bias", "#7570b3"))
+    ):
         m = s[name].to_numpy(float)
-        err = [np.nan_to_num(m - s[f"{name}_lo"].to_numpy(float)), np.nan_to_num(s[f"{name}_hi"].to_numpy(float) - m)]
-        ax.errorbar(m, y + (k - 1) * 0.2, xerr=err, fmt="o", color=color, capsize=2, label=name.replace("_", " "))
+        err = [
+            np.nan_to_num(m - s[f"{name}_lo"].to_numpy(float)),
+            np.nan_to_num(s[f"{name}_hi"].to_numpy(float) - m),
+        ]
+        ax.errorbar(
+            m,
+            y + (k - 1) * 0.2,
+            xerr=err,
+            fmt="o",
+            color=color,
+            capsize=2,
+            label=name.replace("_", " "),
+        )
     ax.axvline(0, color="#999999", lw=1)
     ax.set_xlabel("score change, points (0 = no bias)")
     ax.legend(loc="best", fontsize="small")

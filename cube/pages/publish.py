@@ -23,9 +23,11 @@ from cube.config.params import Params
 from cube.config.runpaths import LAST_RUN, RunPaths
 
 NAV_START, NAV_END = "<!-- cube-nav -->", "<!-- /cube-nav -->"
-NAV_STYLE = ("<style>.cube-nav{font:14px system-ui,sans-serif;background:#eef1f5;border-bottom:1px solid #d9dde3;"
-             "padding:8px 16px;display:flex;gap:18px;flex-wrap:wrap;align-items:baseline}.cube-nav a{color:#2f6fdf}"
-             ".cube-nav .here{font-weight:600}.cube-nav .stale{color:#9a6700}</style>")
+NAV_STYLE = (
+    "<style>.cube-nav{font:14px system-ui,sans-serif;background:#eef1f5;border-bottom:1px solid #d9dde3;"
+    "padding:8px 16px;display:flex;gap:18px;flex-wrap:wrap;align-items:baseline}.cube-nav a{color:#2f6fdf}"
+    ".cube-nav .here{font-weight:600}.cube-nav .stale{color:#9a6700}</style>"
+)
 _REMOTE_SCRIPT = re.compile(r"<script\b[^>]*\bsrc=[\"']?(?:https?:)?//[^>]*>\s*</script>", re.I)
 _REMOTE_LINK = re.compile(r"<link\b[^>]*\bhref=[\"']?(?:https?:)?//[^>]*>", re.I)
 _MATHJAX_CONFIG = re.compile(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->", re.S)
@@ -44,15 +46,21 @@ def export_html(executed: Path, target: Path, *, with_code: bool) -> Path:
     import nbformat
     from nbconvert import HTMLExporter
 
-    exporter = HTMLExporter(template_name="lab", exclude_input=not with_code, exclude_input_prompt=not with_code,
-                            exclude_output_prompt=True)
+    exporter = HTMLExporter(
+        template_name="lab",
+        exclude_input=not with_code,
+        exclude_input_prompt=not with_code,
+        exclude_output_prompt=True,
+    )
     body, _ = exporter.from_notebook_node(nbformat.read(executed, as_version=4))
     target.parent.mkdir(parents=True, exist_ok=True)
     from cube.pages.browser import (
         rebase_links,  # links into the judgment browser, from report/ or report/code/
     )
 
-    target.write_text(rebase_links(offline_html(body), "../" if with_code else ""), encoding="utf-8")
+    target.write_text(
+        rebase_links(offline_html(body), "../" if with_code else ""), encoding="utf-8"
+    )
     return target
 
 
@@ -61,7 +69,13 @@ def set_nav(page: Path, nav: str) -> None:
     text = page.read_text(encoding="utf-8")
     block = f"{NAV_START}{NAV_STYLE}{nav}{NAV_END}"
     if NAV_START in text:
-        text = re.sub(re.escape(NAV_START) + ".*?" + re.escape(NAV_END), lambda _: block, text, count=1, flags=re.S)
+        text = re.sub(
+            re.escape(NAV_START) + ".*?" + re.escape(NAV_END),
+            lambda _: block,
+            text,
+            count=1,
+            flags=re.S,
+        )
     else:
         text = re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + block, text, count=1)
     page.write_text(text, encoding="utf-8")
@@ -73,14 +87,21 @@ def _nav(pages: list[dict[str, Any]], i: int, up: str) -> str:
     page = pages[i]
     parts = [f'<a href="{up}index.html">&#8962; Report index</a>']
     if i > 0:  # a page and its code version have the same file name in their folders
-        parts.append(f'<a href="{pages[i - 1]["href"]}" rel="prev">&larr; {escape(pages[i - 1]["title"])}</a>')
+        parts.append(
+            f'<a href="{pages[i - 1]["href"]}" rel="prev">&larr; {escape(pages[i - 1]["title"])}</a>'
+        )
     parts.append(f'<span class="here">{escape(page["title"])}</span>')
     if i + 1 < len(pages):
-        parts.append(f'<a href="{pages[i + 1]["href"]}" rel="next">{escape(pages[i + 1]["title"])} &rarr;</a>')
+        parts.append(
+            f'<a href="{pages[i + 1]["href"]}" rel="next">{escape(pages[i + 1]["title"])} &rarr;</a>'
+        )
     if page.get("stale"):
         parts.append(f'<span class="stale">{escape(page["stale"])}</span>')
-    other = (f'<a href="{up}{page["href"]}">without code</a>' if up
-             else f'<a href="{page["code_href"]}">with code</a>')
+    other = (
+        f'<a href="{up}{page["href"]}">without code</a>'
+        if up
+        else f'<a href="{page["code_href"]}">with code</a>'
+    )
     return f'<nav class="cube-nav" id="cube-nav">{"".join(parts)}{other}</nav>'
 
 
@@ -103,9 +124,13 @@ def page_outputs(executed: Path) -> list[dict[str, str]]:
     return found
 
 
-def publish(params: Params, paths: RunPaths, attempt: dict[str, str] | None = None,
-            notebooks_dir: Path | None = None,
-            fingerprints: Callable[[list[Path]], dict[str, str]] | None = None) -> Path:
+def publish(
+    params: Params,
+    paths: RunPaths,
+    attempt: dict[str, str] | None = None,
+    notebooks_dir: Path | None = None,
+    fingerprints: Callable[[list[Path]], dict[str, str]] | None = None,
+) -> Path:
     """Export every executed notebook found in `notebooks/` (by `cube run`, or saved there by
     papermill) and write `report/index.html`. A page is marked out of date when what its stage
     reads changed since it ran, or of unknown freshness when it was not executed by `cube run`.
@@ -127,7 +152,11 @@ def publish(params: Params, paths: RunPaths, attempt: dict[str, str] | None = No
     for executed in executed_nbs:
         html = paths.report / f"{executed.stem}.html"
         code = paths.report / "code" / f"{executed.stem}.html"
-        if not html.exists() or html.stat().st_mtime < executed.stat().st_mtime or not code.exists():
+        if (
+            not html.exists()
+            or html.stat().st_mtime < executed.stat().st_mtime
+            or not code.exists()
+        ):
             export_html(executed, html, with_code=False)
             export_html(executed, code, with_code=True)
         if executed.name not in recorded:
@@ -136,9 +165,18 @@ def publish(params: Params, paths: RunPaths, attempt: dict[str, str] | None = No
             stale = "out of date: what this page reads changed since it ran"
         else:
             stale = ""
-        pages.append({"name": executed.stem, "title": _notebook_title(executed), "href": html.name,
-                      "code_href": f"code/{code.name}", "stale": stale, "outputs": page_outputs(executed),
-                      "html": html, "code": code})
+        pages.append(
+            {
+                "name": executed.stem,
+                "title": _notebook_title(executed),
+                "href": html.name,
+                "code_href": f"code/{code.name}",
+                "stale": stale,
+                "outputs": page_outputs(executed),
+                "html": html,
+                "code": code,
+            }
+        )
     for i, page in enumerate(pages):
         set_nav(page["html"], _nav(pages, i, ""))
         set_nav(page["code"], _nav(pages, i, "../"))
@@ -146,8 +184,11 @@ def publish(params: Params, paths: RunPaths, attempt: dict[str, str] | None = No
 
     write_browser(paths)
     ran = {e.name for e in executed_nbs}
-    missing = [{"name": name[:-6], "number": name[:2], "title": _notebook_title(src)}
-               for name, src in sources.items() if name not in ran]
+    missing = [
+        {"name": name[:-6], "number": name[:2], "title": _notebook_title(src)}
+        for name, src in sources.items()
+        if name not in ran
+    ]
     index = write_index(params, paths, pages, attempt, missing=missing)
     embed_fonts(paths.report)
     return index
@@ -162,7 +203,11 @@ def embed_fonts(report: Path) -> dict[Path, int]:
 
     pages = sorted([*report.glob("*.html"), *report.glob("code/*.html")])
     browser = report / "judgments.html"
-    data = {browser: "".join(f.read_text(encoding="utf-8") for f in sorted((report / "judgments").glob("*.js")))}
+    data = {
+        browser: "".join(
+            f.read_text(encoding="utf-8") for f in sorted((report / "judgments").glob("*.js"))
+        )
+    }
     return embed_cjk_font(pages, web_font_source(), data)
 
 
@@ -191,36 +236,72 @@ def _groups(paths: RunPaths, pages: list[dict[str, Any]]) -> list[dict[str, Any]
     for page in pages:
         items = []
         for out in page["outputs"]:
-            f = (paths.tables / f"{out['name']}.csv") if out["kind"] == "table" else \
-                (paths.figures / f"{out['name']}.png")
+            f = (
+                (paths.tables / f"{out['name']}.csv")
+                if out["kind"] == "table"
+                else (paths.figures / f"{out['name']}.png")
+            )
             if f.exists() and f not in claimed:
                 claimed.add(f)
                 items.append({**out, "href": rel(f), "file": f.name})
         if items:
-            groups.append({"title": page["title"], "href": page["href"], "stale": page["stale"], "items": items})
-    rest = [{"kind": "table" if f.suffix == ".csv" else "figure", "name": f.stem, "caption": "", "href": rel(f),
-             "file": f.name} for f in sorted([*paths.tables.glob("*.csv"), *paths.figures.glob("*.png")])
-            if f not in claimed]
+            groups.append(
+                {
+                    "title": page["title"],
+                    "href": page["href"],
+                    "stale": page["stale"],
+                    "items": items,
+                }
+            )
+    rest = [
+        {
+            "kind": "table" if f.suffix == ".csv" else "figure",
+            "name": f.stem,
+            "caption": "",
+            "href": rel(f),
+            "file": f.name,
+        }
+        for f in sorted([*paths.tables.glob("*.csv"), *paths.figures.glob("*.png")])
+        if f not in claimed
+    ]
     if rest:
         groups.append({"title": "Other files", "href": "", "stale": "", "items": rest})
     return groups
 
 
-def write_index(params: Params, paths: RunPaths, pages: list[dict[str, Any]],
-                attempt: dict[str, str] | None = None, missing: list[dict[str, str]] | None = None) -> Path:
+def write_index(
+    params: Params,
+    paths: RunPaths,
+    pages: list[dict[str, Any]],
+    attempt: dict[str, str] | None = None,
+    missing: list[dict[str, str]] | None = None,
+) -> Path:
     """`report/index.html`: the decision, the pages that exist (a run where only some notebooks ran
     lists those), the stages not run in this folder yet (`missing`: name, number, title) with the
     command running them, and the tables and figures grouped by page."""
     import jinja2
 
-    results = json.loads(paths.results.read_text(encoding="utf-8")) if paths.results.exists() else {}
-    manifest = json.loads(paths.manifest.read_text(encoding="utf-8")) if paths.manifest.exists() else {}
+    results = (
+        json.loads(paths.results.read_text(encoding="utf-8")) if paths.results.exists() else {}
+    )
+    manifest = (
+        json.loads(paths.manifest.read_text(encoding="utf-8")) if paths.manifest.exists() else {}
+    )
     env = jinja2.Environment(autoescape=True, undefined=jinja2.ChainableUndefined)
     env.filters["num"] = _num
-    template = env.from_string(resources.files("cube.pages").joinpath("templates", "index.html.j2").read_text("utf-8"))
+    template = env.from_string(
+        resources.files("cube.pages").joinpath("templates", "index.html.j2").read_text("utf-8")
+    )
     html = template.render(
-        params=params, results=results, decision=results.get("decision"), manifest=manifest, pages=pages,
-        attempt=attempt, last_run=LAST_RUN, groups=_groups(paths, pages), missing=missing or [],
+        params=params,
+        results=results,
+        decision=results.get("decision"),
+        manifest=manifest,
+        pages=pages,
+        attempt=attempt,
+        last_run=LAST_RUN,
+        groups=_groups(paths, pages),
+        missing=missing or [],
         browser="judgments.html" if (paths.report / "judgments.html").exists() else None,
     )
     paths.report.mkdir(parents=True, exist_ok=True)

@@ -19,8 +19,10 @@ def coverage(table: pd.DataFrame, confidence: float = 0.95) -> Figure:
     """Coverage of every interval (`coverage_table`) with +-2 Monte Carlo standard errors, one row per
     (judge, metric, interval), one colour per number of questions; the nominal level as a line."""
     t = table.copy()
-    t["label"] = [f"{j} · {_METRIC.get(m, m)}" + (f" ({i})" if m == "recall_at_k" else "")
-                  for j, m, i in zip(t["judge"], t["metric"], t["interval"], strict=True)]
+    t["label"] = [
+        f"{j} · {_METRIC.get(m, m)}" + (f" ({i})" if m == "recall_at_k" else "")
+        for j, m, i in zip(t["judge"], t["metric"], t["interval"], strict=True)
+    ]
     labels = list(dict.fromkeys(t["label"]))[::-1]
     sizes = sorted(t["n_questions"].unique())
     fig, ax = S.figure1(7.5, 0.42 * len(labels) + 1.8)
@@ -28,11 +30,19 @@ def coverage(table: pd.DataFrame, confidence: float = 0.95) -> Figure:
     for k, n in enumerate(sizes):
         g = t[t["n_questions"] == n].set_index("label").reindex(labels)
         y = np.arange(len(labels)) + (k - (len(sizes) - 1) / 2) * step
-        ax.errorbar(g["coverage"], y, xerr=2 * g["coverage_mc_se"], fmt="o", capsize=2,
-                    label=f"{n} questions (R = {int(g['replicates'].max())})")
+        ax.errorbar(
+            g["coverage"],
+            y,
+            xerr=2 * g["coverage_mc_se"],
+            fmt="o",
+            capsize=2,
+            label=f"{n} questions (R = {int(g['replicates'].max())})",
+        )
     ax.axvline(confidence, color="black", lw=1, ls="--")
     ax.set_yticks(np.arange(len(labels)), labels)
-    ax.set(xlabel=f"coverage of the {confidence:.0%} interval (+-2 Monte Carlo SE)", xlim=(0.7, 1.01))
+    ax.set(
+        xlabel=f"coverage of the {confidence:.0%} interval (+-2 Monte Carlo SE)", xlim=(0.7, 1.01)
+    )
     ax.grid(axis="x", alpha=0.3)
     ax.legend(loc="lower left", fontsize="small")
     return S.titled(fig, "Does each printed interval cover the simulated truth?")
@@ -51,7 +61,9 @@ def pvalues(pairs: pd.DataFrame) -> Figure:
             continue
         q = (np.arange(1, k + 1)) / (k + 1)
         ax.plot(q, p, marker=".", lw=1, label=f"{n} questions (R = {k})")
-        lo, hi = stats.beta.ppf([[0.025], [0.975]], np.arange(1, k + 1), k - np.arange(1, k + 1) + 1)
+        lo, hi = stats.beta.ppf(
+            [[0.025], [0.975]], np.arange(1, k + 1), k - np.arange(1, k + 1) + 1
+        )
         ax.fill_between(q, lo, hi, color="grey", alpha=0.2)
     ax.plot([0, 1], [0, 1], color="black", lw=1, ls="--")
     ax.set(xlabel="uniform quantile", ylabel="p-value (sorted)", xlim=(0, 1), ylim=(0, 1))

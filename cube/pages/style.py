@@ -27,8 +27,11 @@ from cube.method.agreement import is_human
 from cube.pages.fonts import renderable
 
 SET_COLORS: dict[str, str] = {"zero": "#8c8c8c", "rag": "#1f77b4", "full": "#2ca02c"}
-SET_LABELS: dict[str, str] = {"zero": "zero (no documents)", "rag": "rag (system under test)",
-                              "full": "full (gold document only)"}
+SET_LABELS: dict[str, str] = {
+    "zero": "zero (no documents)",
+    "rag": "rag (system under test)",
+    "full": "full (gold document only)",
+}
 HUMAN_COLOR = "#000000"
 SCORE_RANGE = np.arange(11)  # the integer scale 0-10
 _F = TypeVar("_F", bound=Callable[..., Figure])
@@ -54,6 +57,7 @@ def display_labels(names: Iterable[Any], kind: str = "judge") -> dict[str, str]:
     Chinese with the packaged CJK font), else a key `"<kind> <nnn>"` from a hash of the name
     (`"human:rater <nnn>"` for a rater), the same in every figure. Show this mapping beside the
     figures to decode keys."""
+
     def key(name: str, digits: int) -> str:
         if renderable(name):
             return name
@@ -71,7 +75,9 @@ ascii_labels = display_labels  # the former name
 
 def display_text(text: str, fallback: str) -> str:
     """`text` when the fonts can draw it, else its ASCII characters (or `fallback`)."""
-    return text if renderable(text) else (text.encode("ascii", "ignore").decode().strip() or fallback)
+    return (
+        text if renderable(text) else (text.encode("ascii", "ignore").decode().strip() or fallback)
+    )
 
 
 def systems_text(names: Iterable[str]) -> str:
@@ -97,7 +103,9 @@ def judge_palette(judges: Iterable[Any]) -> dict[str, Any]:
 def dims(frame: pd.DataFrame) -> list[str]:
     """Dimensions in the paper's order first, then any custom ones in order of appearance."""
     seen = list(dict.fromkeys(frame["dimension"].astype(str)))
-    return [d for d in PAPER_DIMENSIONS if d in seen] + [d for d in seen if d not in PAPER_DIMENSIONS]
+    return [d for d in PAPER_DIMENSIONS if d in seen] + [
+        d for d in seen if d not in PAPER_DIMENSIONS
+    ]
 
 
 def grid(n: int, max_cols: int = 4) -> tuple[int, int]:
@@ -105,7 +113,9 @@ def grid(n: int, max_cols: int = 4) -> tuple[int, int]:
     return math.ceil(n / ncols), ncols
 
 
-def figure(nrows: int, ncols: int, panel: tuple[float, float], **kw: Any) -> tuple[Figure, np.ndarray]:
+def figure(
+    nrows: int, ncols: int, panel: tuple[float, float], **kw: Any
+) -> tuple[Figure, np.ndarray]:
     fig = Figure(figsize=(panel[0] * ncols, panel[1] * nrows + 0.6), layout="constrained")
     return fig, fig.subplots(nrows, ncols, squeeze=False, **kw)
 
@@ -129,7 +139,9 @@ def drop_unused(axes: np.ndarray, used: int) -> list[Axes]:
 
 def require_judge(means: pd.DataFrame, judge: str) -> None:
     if judge not in set(means["judge"]):
-        raise ValueError(f"scores: no judge {judge!r}; judges present: {sorted(means['judge'].unique())}")
+        raise ValueError(
+            f"scores: no judge {judge!r}; judges present: {sorted(means['judge'].unique())}"
+        )
 
 
 def r_text(x: np.ndarray, y: np.ndarray) -> str:
@@ -140,8 +152,17 @@ def r_text(x: np.ndarray, y: np.ndarray) -> str:
 
 
 def set_legend(fig: Figure, rag_marker: str = "o", bound_marker: str = "o") -> None:
-    handles = [Line2D([], [], ls="", marker=rag_marker if s == "rag" else bound_marker, color=c,
-                      label=SET_LABELS[s]) for s, c in SET_COLORS.items()]
+    handles = [
+        Line2D(
+            [],
+            [],
+            ls="",
+            marker=rag_marker if s == "rag" else bound_marker,
+            color=c,
+            label=SET_LABELS[s],
+        )
+        for s, c in SET_COLORS.items()
+    ]
     fig.legend(handles=handles, loc="outside lower center", ncols=3, frameon=False)
 
 

@@ -63,11 +63,13 @@ def font_block(woff: bytes) -> str:
     the body, the navigation bar, tables and form fields) with the face first."""
     data = base64.b64encode(woff).decode("ascii")
     ui, mono = _UI.format(f=FAMILY), _MONO.format(f=FAMILY)
-    return (f'{START}<style>@font-face{{font-family:"{FAMILY}";src:url(data:font/woff;base64,{data}) format("woff");'
-            f"unicode-range:{UNICODE_RANGE};font-display:swap}}"
-            f":root{{--jp-ui-font-family:{ui};--jp-content-font-family:{ui};--jp-code-font-family:{mono}}}"
-            f"body,.cube-nav,table,input,select,button,textarea{{font-family:{ui}}}"
-            f"pre,code,kbd,samp{{font-family:{mono}}}</style>{END}")
+    return (
+        f'{START}<style>@font-face{{font-family:"{FAMILY}";src:url(data:font/woff;base64,{data}) format("woff");'
+        f"unicode-range:{UNICODE_RANGE};font-display:swap}}"
+        f":root{{--jp-ui-font-family:{ui};--jp-content-font-family:{ui};--jp-code-font-family:{mono}}}"
+        f"body,.cube-nav,table,input,select,button,textarea{{font-family:{ui}}}"
+        f"pre,code,kbd,samp{{font-family:{mono}}}</style>{END}"
+    )
 
 
 def _insert(page: str, block: str) -> str:
@@ -79,8 +81,9 @@ def _insert(page: str, block: str) -> str:
     return page + block
 
 
-def embed_cjk_font(pages: list[Path], font: tuple[Path, int] | None,
-                   data: dict[Path, str] | None = None) -> dict[Path, int]:
+def embed_cjk_font(
+    pages: list[Path], font: tuple[Path, int] | None, data: dict[Path, str] | None = None
+) -> dict[Path, int]:
     """Embed in each page (HTML file, rewritten in place) the subset of `font` (file, face number)
     for the CJK characters it uses, in its own text and in `data[page]` (text its scripts load, e.g.
     the judgment browser's data files); a page without CJK text gets none (a block it had is

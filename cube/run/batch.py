@@ -23,7 +23,9 @@ def stage_calls(params_path: str | Path, stage: str = "03") -> tuple[list[Pendin
     from cube.run.pipeline import audit_probes, judge_calls, stage_requests
 
     if stage not in STAGES:
-        raise BatchError(f"--stage {stage}: only {', '.join(STAGES)} (judging) can be exported as a batch")
+        raise BatchError(
+            f"--stage {stage}: only {', '.join(STAGES)} (judging) can be exported as a batch"
+        )
     run = open_run(params_path)
     run.require("corpus", "questions", "answers")
     corpus, questions, answers = run.load("corpus"), run.load("questions"), run.load("answers")
@@ -34,7 +36,9 @@ def stage_calls(params_path: str | Path, stage: str = "03") -> tuple[list[Pendin
     # (`cube.run.pipeline.judge_calls`, the one count of the three)
     probes = audit_probes(run.params, corpus, questions, answers, judge_calls(judges, requests))
     if not probes.empty:
-        audit = stage_requests(judges, probes.drop(columns=["probe", "expect"]), corpus, questions, dimensions)
+        audit = stage_requests(
+            judges, probes.drop(columns=["probe", "expect"]), corpus, questions, dimensions
+        )
         for j in judges:
             requests[j.name] += audit[j.name]
     calls: dict[str, Pending] = {}
@@ -48,7 +52,9 @@ def stage_calls(params_path: str | Path, stage: str = "03") -> tuple[list[Pendin
     return list(calls.values()), run.paths.cache
 
 
-def pending_calls(params_path: str | Path, stage: str = "03", every: bool = False) -> tuple[list, Path]:
+def pending_calls(
+    params_path: str | Path, stage: str = "03", every: bool = False
+) -> tuple[list, Path]:
     """`stage_calls` without those already in the call cache; with `every`, all calls as
     (call, pending) pairs."""
     calls, cache_path = stage_calls(params_path, stage)

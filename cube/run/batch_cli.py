@@ -8,28 +8,45 @@ from pathlib import Path
 
 
 def add_batch_parser(sub: argparse._SubParsersAction) -> None:
-    b = sub.add_parser("batch", help="judge through a batch API: export pending calls, import the replies",
-                       description="Batch judging for runs that outgrow live calls (see cube/llm/batch.py). "
-                       "export writes the pending judging calls as OpenAI Batch API JSONL (also vLLM run-batch "
-                       "input); import loads a results file into the call cache, after which `cube run` sends no "
-                       "request for them; submit/status/fetch drive an OpenAI-compatible Batch API.")
+    b = sub.add_parser(
+        "batch",
+        help="judge through a batch API: export pending calls, import the replies",
+        description="Batch judging for runs that outgrow live calls (see cube/llm/batch.py). "
+        "export writes the pending judging calls as OpenAI Batch API JSONL (also vLLM run-batch "
+        "input); import loads a results file into the call cache, after which `cube run` sends no "
+        "request for them; submit/status/fetch drive an OpenAI-compatible Batch API.",
+    )
     bs = b.add_subparsers(dest="batch_command", required=True, metavar="ACTION")
-    e = bs.add_parser("export", help="write the calls of a stage that are not cached yet as Batch API JSONL")
+    e = bs.add_parser(
+        "export", help="write the calls of a stage that are not cached yet as Batch API JSONL"
+    )
     e.add_argument("params", type=Path)
     e.add_argument("--stage", default="03", help="stage whose calls to export (03: judging)")
-    e.add_argument("--out", type=Path, default=None,
-                   help="base name of the output files, one per (endpoint, model): OUT's stem + .<model>@<host>.<hash>.jsonl "
-                   "(default: outputs/<run>/batch/03.jsonl, i.e. outputs/<run>/batch/03.<model>@<host>.<hash>.jsonl)")
-    i = bs.add_parser("import", help="store Batch API results files (of any model) in the call cache")
+    e.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="base name of the output files, one per (endpoint, model): OUT's stem + .<model>@<host>.<hash>.jsonl "
+        "(default: outputs/<run>/batch/03.jsonl, i.e. outputs/<run>/batch/03.<model>@<host>.<hash>.jsonl)",
+    )
+    i = bs.add_parser(
+        "import", help="store Batch API results files (of any model) in the call cache"
+    )
     i.add_argument("params", type=Path)
     i.add_argument("file", type=Path, nargs="+")
     i.add_argument("--stage", default="03")
-    s = bs.add_parser("submit", help="upload a request file and create a batch on the model's endpoint (refused when "
-                      "a line's body.model is not that model)")
+    s = bs.add_parser(
+        "submit",
+        help="upload a request file and create a batch on the model's endpoint (refused when "
+        "a line's body.model is not that model)",
+    )
     s.add_argument("params", type=Path)
     s.add_argument("file", type=Path)
-    s.add_argument("--model", required=True,
-                   help="name under `models:`, or a judge's name, whose endpoint and key to use")
+    s.add_argument(
+        "--model",
+        required=True,
+        help="name under `models:`, or a judge's name, whose endpoint and key to use",
+    )
     st = bs.add_parser("status", help="print a batch's status and request counts")
     st.add_argument("params", type=Path)
     st.add_argument("batch_id")
@@ -48,14 +65,19 @@ def batch_main(args: argparse.Namespace) -> int:
         from cube.config.params import load_params
         from cube.config.runpaths import RunPaths
 
-        out = args.out or RunPaths.for_params(load_params(args.params)).root / "batch" / f"{args.stage}.jsonl"
+        out = (
+            args.out
+            or RunPaths.for_params(load_params(args.params)).root / "batch" / f"{args.stage}.jsonl"
+        )
         written = batch.export_batch(args.params, out, args.stage)
         for path, n in written.items():
             print(f"{n} pending call(s) written to {path}")
         if not written:
             print(f"nothing to export: every call is cached ({out.parent})")
         elif len(written) > 1:
-            print(f"{len(written)} files, one per (model, endpoint): submit each with that model's --model")
+            print(
+                f"{len(written)} files, one per (model, endpoint): submit each with that model's --model"
+            )
         return 0
     if args.batch_command == "import":
         problems = False
@@ -69,7 +91,10 @@ def batch_main(args: argparse.Namespace) -> int:
         from cube.config.params import load_params
         from cube.config.runpaths import RunPaths
 
-        folders = [RunPaths.for_params(load_params(args.params)).root / "batch", *(Path(f).parent for f in args.file)]
+        folders = [
+            RunPaths.for_params(load_params(args.params)).root / "batch",
+            *(Path(f).parent for f in args.file),
+        ]
         for line in batch.pending_after_import(args.params, folders, args.stage):
             print(line)
         return 2 if problems else 0

@@ -42,19 +42,24 @@ class Side:
     def load(self, name: str) -> pd.DataFrame:
         path = self.paths.data_file(name)
         if not path.exists():
-            raise FileNotFoundError(f"{path}: missing; run the stages of run {self.run!r} first (cube run)")
+            raise FileNotFoundError(
+                f"{path}: missing; run the stages of run {self.run!r} first (cube run)"
+            )
         return pd.read_parquet(path)
 
 
 def _systems(params: Params | None, answers_path: Path) -> list[str]:
     if params is not None:
         return [s.name for s in params.systems]
-    return list(dict.fromkeys(pd.read_parquet(answers_path, columns=["system"])["system"].astype(str)))
+    return list(
+        dict.fromkeys(pd.read_parquet(answers_path, columns=["system"])["system"].astype(str))
+    )
 
 
 def _is_run_root(folder: Path) -> bool:
     return (folder / "data" / "answers.parquet").is_file() or (
-        (folder / "params.yaml").is_file() and (folder / "data").is_dir())
+        (folder / "params.yaml").is_file() and (folder / "data").is_dir()
+    )
 
 
 def run_root(folder: str | Path) -> Path:
@@ -64,8 +69,9 @@ def run_root(folder: str | Path) -> Path:
     return next((f for f in (here, *here.parents) if _is_run_root(f)), here)
 
 
-def resolve_side(spec: str | Path, system: str | None = None, *, default_index: int = 0,
-                 avoid: str | None = None) -> Side:
+def resolve_side(
+    spec: str | Path, system: str | None = None, *, default_index: int = 0, avoid: str | None = None
+) -> Side:
     """A params file or a run folder (or a folder inside it), and a system of it (default: the
     `default_index`-th system, or with `avoid` the first system other than `avoid`). The run
     root is resolved: a params file's `outputs_dir` is read from the project root, and a run's
@@ -76,7 +82,9 @@ def resolve_side(spec: str | Path, system: str | None = None, *, default_index: 
     if spec.is_file():
         params = load_params(spec)
         folder = spec.resolve().parent
-        if spec.name == "params.yaml" and _is_run_root(folder):  # the run's own copy, wherever it moved
+        if spec.name == "params.yaml" and _is_run_root(
+            folder
+        ):  # the run's own copy, wherever it moved
             paths = RunPaths(root=folder, cache=folder.parent / "cache.sqlite")
         else:
             paths = RunPaths.for_params(params, resolve(params.outputs_dir))
@@ -89,16 +97,30 @@ def resolve_side(spec: str | Path, system: str | None = None, *, default_index: 
         raise FileNotFoundError(f"{spec}: neither a params file nor a run folder")
     systems = _systems(params, paths.data_file("answers"))
     if system is None:
-        choices = [s for s in systems if s != avoid] if avoid is not None else systems[default_index:]
+        choices = (
+            [s for s in systems if s != avoid] if avoid is not None else systems[default_index:]
+        )
         if not choices:
-            same = f"side B is the same run as side A (system {avoid!r}), and " if avoid is not None else ""
-            raise ValueError(f"{spec}: {same}run {run_folder_name(paths.root)!r} has only the system(s) {systems}; a comparison "
-                             "needs two systems: give two runs, or name two systems (--system-a / --system-b)")
+            same = (
+                f"side B is the same run as side A (system {avoid!r}), and "
+                if avoid is not None
+                else ""
+            )
+            raise ValueError(
+                f"{spec}: {same}run {run_folder_name(paths.root)!r} has only the system(s) {systems}; a comparison "
+                "needs two systems: give two runs, or name two systems (--system-a / --system-b)"
+            )
         system = choices[0]
     elif system not in systems:
         raise ValueError(f"{spec}: no system {system!r}; the run has {systems}")
     top_n = {s.name: s.top_n for s in params.systems}.get(system) if params is not None else None
-    return Side(params.run if params is not None else run_folder_name(paths.root), system, paths, params, top_n)
+    return Side(
+        params.run if params is not None else run_folder_name(paths.root),
+        system,
+        paths,
+        params,
+        top_n,
+    )
 
 
 def run_folder_name(root: Path) -> str:
@@ -115,8 +137,16 @@ def side_name(side: Side, other: Side) -> str:
     return _slug(side.system if side.run == other.run else f"{side.run}-{side.system}")
 
 
-def compare_sides(a: Side, b: Side, out_dir: Path, *, n_permutations: int = 1000, k: int = 20,
-                  seed: int | None = None, browser: str | None = None) -> dict[str, Any]:
+def compare_sides(
+    a: Side,
+    b: Side,
+    out_dir: Path,
+    *,
+    n_permutations: int = 1000,
+    k: int = 20,
+    seed: int | None = None,
+    browser: str | None = None,
+) -> dict[str, Any]:
     """Compare two sides and write the comparison folder; returns the `comparison.json` content.
     Each listed regression / improvement links to its records in the judgment browser of each
     side's run (`_browsers`); `browser` (default: side B's regressions in its run's browser, when
@@ -126,7 +156,9 @@ def compare_sides(a: Side, b: Side, out_dir: Path, *, n_permutations: int = 1000
     from cube.pages.browser import link
 
     ans_a, sc_a = a.load("answers"), a.load("scores")
-    ans_b, sc_b = (ans_a, sc_a) if a.paths.root == b.paths.root else (b.load("answers"), b.load("scores"))
+    ans_b, sc_b = (
+        (ans_a, sc_a) if a.paths.root == b.paths.root else (b.load("answers"), b.load("scores"))
+    )
     ans_a, sc_a = ans_a[ans_a["system"] == a.system], sc_a[sc_a["system"] == a.system]
     ans_b, sc_b = ans_b[ans_b["system"] == b.system], sc_b[sc_b["system"] == b.system]
     tables = tuple(f"{s.paths.data_file('answers')} (system {s.system})" for s in (a, b))
@@ -138,8 +170,20 @@ def compare_sides(a: Side, b: Side, out_dir: Path, *, n_permutations: int = 1000
     ap_b = b.params.analysis if b.params is not None else None
     n_a = (ap.top_n if ap is not None else None) or a.top_n  # the N each run evaluated its side at
     n_b = (ap_b.top_n if ap_b is not None else None) or b.top_n
-    cmp = compare_pair(ans_a, sc_a, ans_b, sc_b, ap, analysis_params_b=ap_b, top_n_a=n_a, top_n_b=n_b,
-                       labels=(a.label, b.label), n_permutations=n_permutations, seed=seed, dimensions=dims)
+    cmp = compare_pair(
+        ans_a,
+        sc_a,
+        ans_b,
+        sc_b,
+        ap,
+        analysis_params_b=ap_b,
+        top_n_a=n_a,
+        top_n_b=n_b,
+        labels=(a.label, b.label),
+        n_permutations=n_permutations,
+        seed=seed,
+        dimensions=dims,
+    )
     changes = question_changes(ans_a, sc_a, ans_b, sc_b, cmp.jury_judges, tables=tables)
     questions = a.load("questions") if a.paths.data_file("questions").exists() else None
     corpus = a.load("corpus") if a.paths.data_file("corpus").exists() else None
@@ -152,24 +196,38 @@ def compare_sides(a: Side, b: Side, out_dir: Path, *, n_permutations: int = 1000
         out = []
         for _, r in rows.iterrows():
             d = details(r, ans_a, sc_a, ans_b, sc_b, questions, corpus)
-            d["links"] = {side: link(href, system=sd.system, set="rag", q=str(r["question_id"])) if href else None
-                          for side, sd, href in (("a", a, href_a), ("b", b, href_b))}
+            d["links"] = {
+                side: link(href, system=sd.system, set="rag", q=str(r["question_id"]))
+                if href
+                else None
+                for side, sd, href in (("a", a, href_a), ("b", b, href_b))
+            }
             out.append(d)
         return out
 
-    counts = {"regressions": int(len(ranked(changes, "regressions", None))),
-              "improvements": int(len(ranked(changes, "improvements", None)))}
+    counts = {
+        "regressions": int(len(ranked(changes, "regressions", None))),
+        "improvements": int(len(ranked(changes, "improvements", None))),
+    }
     payload = {
-        **cmp.headline(), "side_a": {"run": a.run, "system": a.system, "folder": run_folder_name(a.paths.root)},
+        **cmp.headline(),
+        "side_a": {"run": a.run, "system": a.system, "folder": run_folder_name(a.paths.root)},
         "side_b": {"run": b.run, "system": b.system, "folder": run_folder_name(b.paths.root)},
-        "power": {k2: _clean(v) for k2, v in cmp.power.items()}, "settings": cmp.settings,
-        "only_a": [str(q) for q in cmp.only_a], "only_b": [str(q) for q in cmp.only_b],
-        "n_regressions": counts["regressions"], "n_improvements": counts["improvements"],
-        "retrieval_changes": {str(k2): int(v) for k2, v in changes["retrieval_change"].value_counts().items()},
-        "regressions": listed(reg), "improvements": listed(imp),
+        "power": {k2: _clean(v) for k2, v in cmp.power.items()},
+        "settings": cmp.settings,
+        "only_a": [str(q) for q in cmp.only_a],
+        "only_b": [str(q) for q in cmp.only_b],
+        "n_regressions": counts["regressions"],
+        "n_improvements": counts["improvements"],
+        "retrieval_changes": {
+            str(k2): int(v) for k2, v in changes["retrieval_change"].value_counts().items()
+        },
+        "regressions": listed(reg),
+        "improvements": listed(imp),
         "deltas": [{k2: _clean(v) for k2, v in r.items()} for r in cmp.deltas.to_dict("records")],
         "n_holm": int(cmp.deltas["p_value"].notna().sum()),
-        "browser": browser, "browser_notes": browser_notes,
+        "browser": browser,
+        "browser_notes": browser_notes,
     }
     out_dir = Path(out_dir)
     (out_dir / "tables").mkdir(parents=True, exist_ok=True)
@@ -179,13 +237,16 @@ def compare_sides(a: Side, b: Side, out_dir: Path, *, n_permutations: int = 1000
     reg.to_csv(out_dir / "tables" / "regressions.csv", index=False)
     imp.to_csv(out_dir / "tables" / "improvements.csv", index=False)
     _figures(cmp.deltas, changes, a.label, b.label, out_dir / "figures")
-    (out_dir / "comparison.json").write_text(json.dumps(payload, ensure_ascii=False, indent=1, default=str),
-                                             encoding="utf-8")
+    (out_dir / "comparison.json").write_text(
+        json.dumps(payload, ensure_ascii=False, indent=1, default=str), encoding="utf-8"
+    )
     _page(payload, out_dir / "index.html")
     return payload
 
 
-def _browsers(sides: tuple[Side, Side], out_dir: Path) -> tuple[list[str | None], list[dict[str, str]]]:
+def _browsers(
+    sides: tuple[Side, Side], out_dir: Path
+) -> tuple[list[str | None], list[dict[str, str]]]:
     """Per side, the relative link from `out_dir` to its run's judgment browser: when the browser
     exists, or when `out_dir` lies inside the run (published with it); else None (no link).
 
@@ -208,10 +269,16 @@ def _browsers(sides: tuple[Side, Side], out_dir: Path) -> tuple[list[str | None]
             links.append(href_from(out_dir, root))
         else:
             links.append(None)
-            notes.append({"side": name, "note": (
-                f"side {name.upper()}'s run ({run_folder_name(root)}) is outside the folder holding this comparison: its "
-                f"judgment browser is not linked (a link would spell out the local folder layout); open "
-                f"report/{PAGE} in that run's folder")})
+            notes.append(
+                {
+                    "side": name,
+                    "note": (
+                        f"side {name.upper()}'s run ({run_folder_name(root)}) is outside the folder holding this comparison: its "
+                        f"judgment browser is not linked (a link would spell out the local folder layout); open "
+                        f"report/{PAGE} in that run's folder"
+                    ),
+                }
+            )
     return links, notes
 
 
@@ -232,17 +299,34 @@ def _figures(deltas: pd.DataFrame, changes: pd.DataFrame, la: str, lb: str, fold
     y = range(len(d))[::-1]
     for yy, (_, r) in zip(y, d.iterrows(), strict=True):
         color = "black" if r["judge"] == "jury" else "tab:blue"
-        ax.errorbar(r["delta"], yy, xerr=[[max(r["delta"] - r["lo"], 0)], [max(r["hi"] - r["delta"], 0)]]
-                    if pd.notna(r["lo"]) else None, fmt="o", color=color, capsize=3)
-    ax.set_yticks(list(y), [f"{j} · {m}" for j, m in zip(d["judge"], d["metric"], strict=True)], fontsize=8)
+        ax.errorbar(
+            r["delta"],
+            yy,
+            xerr=[[max(r["delta"] - r["lo"], 0)], [max(r["hi"] - r["delta"], 0)]]
+            if pd.notna(r["lo"])
+            else None,
+            fmt="o",
+            color=color,
+            capsize=3,
+        )
+    ax.set_yticks(
+        list(y), [f"{j} · {m}" for j, m in zip(d["judge"], d["metric"], strict=True)], fontsize=8
+    )
     ax.axvline(0, color="grey", lw=0.8)
     ax.set_xlabel(f"Δ ({lb} − {la}), points, with paired bootstrap interval")
     fig.tight_layout()
     fig.savefig(folder / "forest.png", dpi=110)
     plt.close(fig)
     fig, ax = plt.subplots(figsize=(4.8, 4.6))
-    ax.scatter(changes["jury_a"], changes["jury_b"], s=10, alpha=0.5,
-               c=changes["retrieval_change"].map({"lost": "tab:red", "found": "tab:green"}).fillna("tab:blue"))
+    ax.scatter(
+        changes["jury_a"],
+        changes["jury_b"],
+        s=10,
+        alpha=0.5,
+        c=changes["retrieval_change"]
+        .map({"lost": "tab:red", "found": "tab:green"})
+        .fillna("tab:blue"),
+    )
     ax.plot([0, 10], [0, 10], color="grey", lw=0.8)
     ax.set_xlabel(f"{la}: jury rag score per question (mean over dimensions)")
     ax.set_ylabel(f"{lb}: jury rag score per question")
@@ -254,13 +338,24 @@ def _figures(deltas: pd.DataFrame, changes: pd.DataFrame, la: str, lb: str, fold
 def _page(payload: dict[str, Any], path: Path) -> None:
     import jinja2
 
-    env = jinja2.Environment(loader=jinja2.PackageLoader("cube.pages", "templates"), autoescape=True)
-    env.filters["num"] = lambda v, d=2: "n/a" if v is None else (f"{v:.{d}f}" if isinstance(v, float) else str(v))
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("cube.pages", "templates"), autoescape=True
+    )
+    env.filters["num"] = lambda v, d=2: (
+        "n/a" if v is None else (f"{v:.{d}f}" if isinstance(v, float) else str(v))
+    )
     path.write_text(env.get_template("compare.html.j2").render(c=payload), encoding="utf-8")
 
 
-def run_compare(spec_a: str | Path, spec_b: str | Path, *, system_a: str | None = None,
-                system_b: str | None = None, outputs: Path | None = None, **kwargs: Any) -> Path:
+def run_compare(
+    spec_a: str | Path,
+    spec_b: str | Path,
+    *,
+    system_a: str | None = None,
+    system_b: str | None = None,
+    outputs: Path | None = None,
+    **kwargs: Any,
+) -> Path:
     """`cube compare`: resolve both sides to their run root and write `outputs/compare/<a>__vs__<b>/`.
     When both name the same run (any spelling: params file, its folder, a subfolder), B defaults
     to the run's first system other than A's; a system compared with itself is refused."""
@@ -270,11 +365,16 @@ def run_compare(spec_a: str | Path, spec_b: str | Path, *, system_a: str | None 
     same = run_root_of(spec_b) == a.paths.root
     b = resolve_side(spec_b, system_b, avoid=a.system if same and system_b is None else None)
     if a.paths.root == b.paths.root and a.system == b.system:
-        raise ValueError(f"both sides are system {a.system!r} of run {a.run!r} (A {spec_a} and B {spec_b} are the "
-                         f"same run folder {a.paths.root}): a system compared with itself has Δ 0 by construction; "
-                         "name two different systems (--system-a / --system-b) or give two runs")
-    base = Path(outputs) if outputs is not None else (
-        resolve(a.params.outputs_dir) if a.params is not None else a.paths.root.parent)
+        raise ValueError(
+            f"both sides are system {a.system!r} of run {a.run!r} (A {spec_a} and B {spec_b} are the "
+            f"same run folder {a.paths.root}): a system compared with itself has Δ 0 by construction; "
+            "name two different systems (--system-a / --system-b) or give two runs"
+        )
+    base = (
+        Path(outputs)
+        if outputs is not None
+        else (resolve(a.params.outputs_dir) if a.params is not None else a.paths.root.parent)
+    )
     out = base / "compare" / f"{side_name(a, b)}__vs__{side_name(b, a)}"
     compare_sides(a, b, out, **kwargs)
     return out
@@ -300,13 +400,35 @@ def compare_in_run(run: Any, *, n_permutations: int = 1000, k: int = 20) -> list
     names = [s.name for s in run.params.systems]
     out = []
     for other in names[1:]:
-        sides = [Side(run.params.run, s, run.paths, run.params, {x.name: x.top_n for x in run.params.systems}[s])
-                 for s in (names[0], other)]
+        sides = [
+            Side(
+                run.params.run,
+                s,
+                run.paths,
+                run.params,
+                {x.name: x.top_n for x in run.params.systems}[s],
+            )
+            for s in (names[0], other)
+        ]
         folder = run.paths.root / "compare" / f"{_slug(names[0])}__vs__{_slug(other)}"
         payload = compare_sides(*sides, folder, n_permutations=n_permutations, k=k)
-        out.append({key: payload[key] for key in ("a", "b", "delta_cube", "delta_cube_ci", "p_value", "mde",
-                                                  "n_questions", "n_regressions", "n_improvements")}
-                   | {"page": str(folder.relative_to(run.paths.root) / "index.html")})
+        out.append(
+            {
+                key: payload[key]
+                for key in (
+                    "a",
+                    "b",
+                    "delta_cube",
+                    "delta_cube_ci",
+                    "p_value",
+                    "mde",
+                    "n_questions",
+                    "n_regressions",
+                    "n_improvements",
+                )
+            }
+            | {"page": str(folder.relative_to(run.paths.root) / "index.html")}
+        )
     return with_holm(out)
 
 
@@ -315,29 +437,72 @@ def with_holm(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     number of comparisons it is adjusted over: several pairs shown at once are several tests."""
     from cube.method.compare import holm
 
-    adjusted = holm([float("nan") if r.get("p_value") is None else float(r["p_value"]) for r in rows])
-    return [r | {"p_holm": None if p != p else p, "n_comparisons": len(rows)}
-            for r, p in zip(rows, adjusted, strict=True)]
+    adjusted = holm(
+        [float("nan") if r.get("p_value") is None else float(r["p_value"]) for r in rows]
+    )
+    return [
+        r | {"p_holm": None if p != p else p, "n_comparisons": len(rows)}
+        for r, p in zip(rows, adjusted, strict=True)
+    ]
 
 
-def notebook_compare(run: Any, side_a: str | None = None, side_b: str | None = None, *,
-                     system_a: str | None = None, system_b: str | None = None,
-                     n_permutations: int = 1000, k: int = 20) -> pd.DataFrame:
+def notebook_compare(
+    run: Any,
+    side_a: str | None = None,
+    side_b: str | None = None,
+    *,
+    system_a: str | None = None,
+    system_b: str | None = None,
+    n_permutations: int = 1000,
+    k: int = 20,
+) -> pd.DataFrame:
     """Notebook 09: with no sides, the run's primary system vs each other system (inside the run,
     linked from `results.json` → `comparisons`); with sides, `cube compare side_a side_b`."""
     if side_a is None and side_b is None:
         rows = compare_in_run(run, n_permutations=n_permutations, k=k)
         run.record(comparisons=rows)
     else:
-        out = run_compare(side_a or run.paths.root, side_b or run.paths.root, system_a=system_a,
-                          system_b=system_b, n_permutations=n_permutations, k=k)
+        out = run_compare(
+            side_a or run.paths.root,
+            side_b or run.paths.root,
+            system_a=system_a,
+            system_b=system_b,
+            n_permutations=n_permutations,
+            k=k,
+        )
         payload = json.loads((out / "comparison.json").read_text(encoding="utf-8"))
-        rows = [{key: payload[key] for key in ("a", "b", "delta_cube", "delta_cube_ci", "p_value", "mde",
-                                                "n_questions", "n_regressions", "n_improvements")}
-                | {"page": str(out / "index.html")}]
+        rows = [
+            {
+                key: payload[key]
+                for key in (
+                    "a",
+                    "b",
+                    "delta_cube",
+                    "delta_cube_ci",
+                    "p_value",
+                    "mde",
+                    "n_questions",
+                    "n_regressions",
+                    "n_improvements",
+                )
+            }
+            | {"page": str(out / "index.html")}
+        ]
         rows = with_holm(rows)
-    cols = ["a", "b", "delta_cube", "delta_cube_ci", "p_value", "p_holm", "n_comparisons", "mde", "n_questions",
-            "n_regressions", "n_improvements", "page"]
+    cols = [
+        "a",
+        "b",
+        "delta_cube",
+        "delta_cube_ci",
+        "p_value",
+        "p_holm",
+        "n_comparisons",
+        "mde",
+        "n_questions",
+        "n_regressions",
+        "n_improvements",
+        "page",
+    ]
     shown = run.table("comparisons", pd.DataFrame(rows, columns=cols))
     if side_a is not None or side_b is not None:
         return shown
@@ -345,6 +510,11 @@ def notebook_compare(run: Any, side_a: str | None = None, side_b: str | None = N
     from cube.pages.display import table
 
     # inside the run: each comparison's page, and B's regressions in the judgment browser
-    return table(shown, links={"page": lambda r: f"../{r['page']}",
-                               "n_regressions": lambda r: link(FROM_PAGES, system=r["b"], change="regression"),
-                               "n_improvements": lambda r: link(FROM_PAGES, system=r["b"], change="improvement")})
+    return table(
+        shown,
+        links={
+            "page": lambda r: f"../{r['page']}",
+            "n_regressions": lambda r: link(FROM_PAGES, system=r["b"], change="regression"),
+            "n_improvements": lambda r: link(FROM_PAGES, system=r["b"], change="improvement"),
+        },
+    )

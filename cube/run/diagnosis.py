@@ -27,12 +27,20 @@ def failure_patterns(run: Run, system: str) -> pd.DataFrame:
     from cube.diagnose.failures import classify
 
     run.require("corpus", "questions", "answers", "scores")
-    return classify(run.load("answers"), run.load("scores"), run.load("corpus"), run.load("questions"), system,
-                    run.params.diagnostics, judges=[j.name for j in run.params.judges])
+    return classify(
+        run.load("answers"),
+        run.load("scores"),
+        run.load("corpus"),
+        run.load("questions"),
+        system,
+        run.params.diagnostics,
+        judges=[j.name for j in run.params.judges],
+    )
 
 
-def category_reports(run: Run, system: str, classified: pd.DataFrame,
-                     by: tuple[str, ...] = ("department", "style")) -> dict[str, pd.DataFrame]:
+def category_reports(
+    run: Run, system: str, classified: pd.DataFrame, by: tuple[str, ...] = ("department", "style")
+) -> dict[str, pd.DataFrame]:
     """`cube.diagnose.categories.category_report` of one system by each of `by`, with refusal accuracy and
     the false-refusal rate per category when the run has refusal answers, also recorded in
     `results.json` → `categories` (one list of records per breakdown); plus, with refusal answers,
@@ -45,9 +53,23 @@ def category_reports(run: Run, system: str, classified: pd.DataFrame,
     groups = question_groups(run.load("questions"), run.load("corpus"))
     answers, scores = run.load("answers"), run.load("scores")
     refusal = refusal_categories(run, system, (*by, "kind"))
-    reports = {b: category_report(answers, scores, groups, classified, system, _top_n(run)[system], b,
-                                  run.params.analysis, judges=[j.name for j in run.params.judges],
-                                  dimensions=run.params.dimension_names(), refusal=refusal.get(b)) for b in by}
+    reports = {
+        b: category_report(
+            answers,
+            scores,
+            groups,
+            classified,
+            system,
+            _top_n(run)[system],
+            b,
+            run.params.analysis,
+            judges=[j.name for j in run.params.judges],
+            dimensions=run.params.dimension_names(),
+            refusal=refusal.get(b),
+        )
+        for b in by
+    }
+
     def records(t: pd.DataFrame) -> list[dict[str, Any]]:
         return json.loads(t.to_json(orient="records", force_ascii=False))
 
@@ -58,8 +80,9 @@ def category_reports(run: Run, system: str, classified: pd.DataFrame,
     return reports
 
 
-def refusal_categories(run: Run, system: str, by: tuple[str, ...] = ("department", "style", "kind")
-                       ) -> dict[str, pd.DataFrame]:
+def refusal_categories(
+    run: Run, system: str, by: tuple[str, ...] = ("department", "style", "kind")
+) -> dict[str, pd.DataFrame]:
     """`cube.diagnose.refusal_categories.refusal_by_category` of one system by each of `by` ({} when the run
     has no refusal answers of that system)."""
     from cube.diagnose.refusal_categories import refusal_by_category
@@ -72,11 +95,17 @@ def refusal_categories(run: Run, system: str, by: tuple[str, ...] = ("department
         return {}
     corpus = run.load("corpus")
     groups = question_groups(run.load("questions"), corpus)
-    return {b: refusal_by_category(refusals, run.load("answers"), groups, corpus, system, b,
-                                   run.params.analysis.confidence) for b in by}
+    return {
+        b: refusal_by_category(
+            refusals, run.load("answers"), groups, corpus, system, b, run.params.analysis.confidence
+        )
+        for b in by
+    }
 
 
-def top_n_sweep(run: Run, results: dict[str, Any]) -> tuple[str, pd.DataFrame, dict[str, Any]] | None:
+def top_n_sweep(
+    run: Run, results: dict[str, Any]
+) -> tuple[str, pd.DataFrame, dict[str, Any]] | None:
     """The run's TOP-N sweep (the primary system's, else the first): its name, its table
     (`cube.diagnose.topn_sweep.sweep_table`) and the hypothesis reading; None when the run has no sweep."""
     from cube.diagnose.topn_sweep import hypothesis, sweep_table, sweeps
@@ -85,7 +114,11 @@ def top_n_sweep(run: Run, results: dict[str, Any]) -> tuple[str, pd.DataFrame, d
     if not found:
         return None
     primary = run.params.systems[0]
-    name = getattr(primary, "sweep_of", None) if getattr(primary, "sweep_of", None) in found else next(iter(found))
+    name = (
+        getattr(primary, "sweep_of", None)
+        if getattr(primary, "sweep_of", None) in found
+        else next(iter(found))
+    )
     table = sweep_table(results, found[name], run.params.analysis.confidence)
     return name, table, hypothesis(table)
 
@@ -122,10 +155,20 @@ def refusal_stage(run: Run) -> pd.DataFrame:
     run.require("corpus", "answers")
     corpus = run.load("corpus")
     questions, made = build_refusal_set(run.params, corpus, run.paths.cache, reject=is_refusal)
-    out = mark_declined(refusal_answers(run.params, corpus, questions, run.paths.cache)) if len(questions) else \
-        pd.DataFrame(columns=["question_id", "system", "answer", "kind", "outcome", "declined"])
+    out = (
+        mark_declined(refusal_answers(run.params, corpus, questions, run.paths.cache))
+        if len(questions)
+        else pd.DataFrame(
+            columns=["question_id", "system", "answer", "kind", "outcome", "declined"]
+        )
+    )
     run.save("refusal_answers", out)
-    run.record(refusal=_json_safe(refusal_report(out, run.load("answers"), run.params.analysis.confidence)), refusal_generation=made)
+    run.record(
+        refusal=_json_safe(
+            refusal_report(out, run.load("answers"), run.params.analysis.confidence)
+        ),
+        refusal_generation=made,
+    )
     return out
 
 
@@ -154,7 +197,9 @@ def for_decision(run: Run, system: str, results: dict[str, Any] | None = None) -
     if run.has("refusal_answers") and run.has("answers"):
         from cube.diagnose.refusal import refusal_report
 
-        report = refusal_report(run.load("refusal_answers"), run.load("answers"), run.params.analysis.confidence)
+        report = refusal_report(
+            run.load("refusal_answers"), run.load("answers"), run.params.analysis.confidence
+        )
         if system in report:
             out["refusal"] = _json_safe(report[system])
     swept = top_n_sweep(run, results) if results else None

@@ -41,8 +41,16 @@ def evaluate_run(run: Run, *, bootstrap: bool = True) -> dict[str, CubeResult]:
     Never inside the run folder: a pickle executes code when loaded, and a run folder may come
     from someone else; the outputs folder's cache directory holds only what this code wrote."""
     run.require("answers", "scores")
-    ap = run.params.analysis if bootstrap else run.params.analysis.model_copy(update={"bootstrap": 0})
-    judges, dims, top_n = [j.name for j in run.params.judges], run.params.dimension_names(), system_top_n(run.params)
+    ap = (
+        run.params.analysis
+        if bootstrap
+        else run.params.analysis.model_copy(update={"bootstrap": 0})
+    )
+    judges, dims, top_n = (
+        [j.name for j in run.params.judges],
+        run.params.dimension_names(),
+        system_top_n(run.params),
+    )
     key = _evaluation_key(run, ap, judges, dims, top_n)
     cached = evaluation_cache_dir(run) / f"{key}.pkl"
     if cached.exists():
@@ -55,8 +63,16 @@ def evaluate_run(run: Run, *, bootstrap: bool = True) -> dict[str, CubeResult]:
     audit = audit_probe_scores(run, scores)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CubeWarning)  # shown by the notebooks from result.warnings
-        results = evaluate_systems(answers, scores, ap, top_n, judges=judges, dimensions=dims, audit=audit,
-                                   audit_min_pairs=run.params.audit.min_pairs)
+        results = evaluate_systems(
+            answers,
+            scores,
+            ap,
+            top_n,
+            judges=judges,
+            dimensions=dims,
+            audit=audit,
+            audit_min_pairs=run.params.audit.min_pairs,
+        )
     out = {s.name: results[s.name] for s in run.params.systems if s.name in results}  # params order
     cached.parent.mkdir(parents=True, exist_ok=True)
     tmp = cached.with_suffix(f".tmp{os.getpid()}")
@@ -68,9 +84,16 @@ def evaluate_run(run: Run, *, bootstrap: bool = True) -> dict[str, CubeResult]:
 
 # What `evaluate` reads of the scores table; the raw replies, criterion details and call accounting
 # (13 more columns) were most of its memory at the paper's scale.
-ANALYSIS_SCORE_COLUMNS = ("question_id", "system", "set", "judge", "dimension", "sample", "score", "error_kind")
-
-
+ANALYSIS_SCORE_COLUMNS = (
+    "question_id",
+    "system",
+    "set",
+    "judge",
+    "dimension",
+    "sample",
+    "score",
+    "error_kind",
+)
 
 
 def audit_probe_scores(run: Run, scores: pd.DataFrame) -> pd.DataFrame | None:
@@ -83,8 +106,11 @@ def audit_probe_scores(run: Run, scores: pd.DataFrame) -> pd.DataFrame | None:
     probes = run.load("audit_scores")
     if probes.empty:
         return None
-    return probe_table(pd.concat([scores, probes[list(ANALYSIS_SCORE_COLUMNS)]], ignore_index=True), probes,
-                       run.params.systems[0].name)
+    return probe_table(
+        pd.concat([scores, probes[list(ANALYSIS_SCORE_COLUMNS)]], ignore_index=True),
+        probes,
+        run.params.systems[0].name,
+    )
 
 
 def evaluation_cache_dir(run: Run) -> Path:
@@ -92,13 +118,22 @@ def evaluation_cache_dir(run: Run) -> Path:
     return run.paths.cache.parent / "evaluations"
 
 
-def _evaluation_key(run: Run, ap: Any, judges: list[str], dims: list[str], top_n: dict[str, int]) -> str:
+def _evaluation_key(
+    run: Run, ap: Any, judges: list[str], dims: list[str], top_n: dict[str, int]
+) -> str:
     h = hashlib.sha256()
     for name in ("answers", "scores", *(("audit_scores",) if run.has("audit_scores") else ())):
         with run.data_path(name).open("rb") as f:
             for block in iter(lambda: f.read(1 << 20), b""):  # noqa: B023 - f is bound for the loop
                 h.update(block)
-    h.update(json.dumps([ap.model_dump(mode="json"), judges, dims, top_n, [s.name for s in run.params.systems]],
-                        sort_keys=True, default=str).encode())
-    h.update(modules_digest(_EVALUATION_CODE).encode())  # the code the result depends on, imports followed
+    h.update(
+        json.dumps(
+            [ap.model_dump(mode="json"), judges, dims, top_n, [s.name for s in run.params.systems]],
+            sort_keys=True,
+            default=str,
+        ).encode()
+    )
+    h.update(
+        modules_digest(_EVALUATION_CODE).encode()
+    )  # the code the result depends on, imports followed
     return h.hexdigest()

@@ -57,10 +57,15 @@ from cube.run.state import (
 )
 
 
-def publish(params: Params, paths: RunPaths, attempt: dict[str, str] | None = None,
-            notebooks_dir: Path | None = None) -> Path:
+def publish(
+    params: Params,
+    paths: RunPaths,
+    attempt: dict[str, str] | None = None,
+    notebooks_dir: Path | None = None,
+) -> Path:
     """The run's report (`cube.pages.publish.publish`), its pages' freshness read from this run's
     stage fingerprints (`cube.run.stages.stage_fingerprints`)."""
+
     def fingerprints(known: list[Path]) -> dict[str, str]:
         from cube.run.stages import stage_fingerprints
 
@@ -85,17 +90,31 @@ def select_notebooks(notebooks: list[Path], only: str | None) -> list[Path]:
         elif part.isdigit():
             wanted.add(int(part))
         else:
-            raise ValueError(f"--only: cannot read {part!r}; use e.g. 03, 03..06, ..04, 05.. or 01,03")
+            raise ValueError(
+                f"--only: cannot read {part!r}; use e.g. 03, 03..06, ..04, 05.. or 01,03"
+            )
     chosen = [p for p in notebooks if numbers[p] in wanted]
     if not chosen:
         raise ValueError(f"--only {only}: matches none of {[p.name for p in notebooks]}")
     return chosen
 
 
-DECISION_STAGE = "06_cube_score"  # writes the decision; a stage it reads re-executing makes it stale
+DECISION_STAGE = (
+    "06_cube_score"  # writes the decision; a stage it reads re-executing makes it stale
+)
 # every key `pipeline.decision` records: a stale `judging_failed` would make `cube run` exit 3
-HEADLINE_KEYS = ("decision", "cube_score", "recall_at_k", "weighted_score", "verdict", "verdict_label",
-                 "provisional", "withheld_reasons", "judging_failed", "audit")
+HEADLINE_KEYS = (
+    "decision",
+    "cube_score",
+    "recall_at_k",
+    "weighted_score",
+    "verdict",
+    "verdict_label",
+    "provisional",
+    "withheld_reasons",
+    "judging_failed",
+    "audit",
+)
 
 
 def _forget_decision(paths: RunPaths) -> None:
@@ -103,7 +122,9 @@ def _forget_decision(paths: RunPaths) -> None:
         results = json.loads(paths.results.read_text(encoding="utf-8"))
         for key in HEADLINE_KEYS:
             results.pop(key, None)
-        paths.results.write_text(json.dumps(results, indent=2, ensure_ascii=False), encoding="utf-8")
+        paths.results.write_text(
+            json.dumps(results, indent=2, ensure_ascii=False), encoding="utf-8"
+        )
 
 
 @dataclass
@@ -152,8 +173,15 @@ def call_failures(paths: RunPaths, stage: str) -> int:
     return failed
 
 
-def execute_run(params_path: str | Path, *, notebooks_dir: Path | None = None, only: str | None = None,
-                force: bool = False, outputs_dir: str | Path | None = None, log=print) -> RunSummary:
+def execute_run(
+    params_path: str | Path,
+    *,
+    notebooks_dir: Path | None = None,
+    only: str | None = None,
+    force: bool = False,
+    outputs_dir: str | Path | None = None,
+    log=print,
+) -> RunSummary:
     """Execute the notebook sequence for a params file and publish the report.
 
     The run folder is locked for the duration (`RunLocked` if another run holds it); stages run
@@ -169,10 +197,17 @@ def execute_run(params_path: str | Path, *, notebooks_dir: Path | None = None, o
     notebooks = list_notebooks(notebooks_dir or default_notebooks_dir())
     chosen = set(select_notebooks(notebooks, only))
     check_inputs(params, root, log)
-    if not force:  # a copied params file that kept the `run:` name never replaces another's data silently
+    if (
+        not force
+    ):  # a copied params file that kept the `run:` name never replaces another's data silently
         from cube.run.stages import check_run_folder
 
-        check_run_folder(published.data, params, display_path(params_path, root), display_path(published.root, root))
+        check_run_folder(
+            published.data,
+            params,
+            display_path(params_path, root),
+            display_path(published.root, root),
+        )
     with run_lock(published.root, log=log):
         finish_interrupted_commit(published.root, log=log)
         staging = prepare_staging(published.root, shared_params_yaml(params), log=log)
@@ -184,15 +219,21 @@ def execute_run(params_path: str | Path, *, notebooks_dir: Path | None = None, o
             # stage is forced, neither does any (a notebook not recognised counted for them all)
             from cube.run.ran_alone import forget_ran_alone
 
-            forget_ran_alone(paths.notebooks, None if chosen >= set(notebooks) else {nb.stem for nb in chosen})
+            forget_ran_alone(
+                paths.notebooks, None if chosen >= set(notebooks) else {nb.stem for nb in chosen}
+            )
         summary = RunSummary(published)
         started = dt.datetime.now(dt.UTC)
-        if any(nb.name[:2] in ("02", "03") for nb in chosen):  # the stages that call models (questions,
-            _record_plan(params, paths, root, log)               # answers, judgments): `--only 00` plans nothing
+        if any(
+            nb.name[:2] in ("02", "03") for nb in chosen
+        ):  # the stages that call models (questions,
+            _record_plan(params, paths, root, log)  # answers, judgments): `--only 00` plans nothing
         # The notebooks are given the params file and run folder by their shown paths (relative to
         # the project root, or their name when outside it); the kernel maps them back to local paths.
-        local = {_param_path(params_path, root): str(params_path),
-                 _param_path(published.root, root): str(published.root.resolve())}
+        local = {
+            _param_path(params_path, root): str(params_path),
+            _param_path(published.root, root): str(published.root.resolve()),
+        }
         try:
             with _kernel_env(**{LOCAL_PATHS_ENV: json.dumps(local)}):
                 _run_stages(params, params_path, paths, notebooks, chosen, force, summary, log)
@@ -222,23 +263,40 @@ def check_inputs(params: Params, root: Path, log=print) -> None:
     for warning in report.warnings:
         log(f"[cube] warning: {warning}")
     if not report.ok:
-        raise InputError("\n".join([*(f"  - {e}" for e in report.errors),
-                                     f"{report.summary()}; nothing was run"]))
+        raise InputError(
+            "\n".join(
+                [*(f"  - {e}" for e in report.errors), f"{report.summary()}; nothing was run"]
+            )
+        )
 
 
-def _forget_stages_run_outside(params: Params, published: RunPaths, paths: RunPaths, notebooks: list[Path],
-                               params_path: Path, root: Path, log) -> None:
+def _forget_stages_run_outside(
+    params: Params,
+    published: RunPaths,
+    paths: RunPaths,
+    notebooks: list[Path],
+    params_path: Path,
+    root: Path,
+    log,
+) -> None:
     """A notebook run alone into the published run (other overrides, another params file) makes its
     stage and the stages reading its data out of date, whatever `cube run`'s fingerprints say:
     drop their fingerprints from the staging copy so that they re-execute."""
     from cube.run.ran_alone import forget_ran_alone, stages_run_outside
 
-    injected = {"params_path": _param_path(params_path, root), "run_dir": _param_path(published.root, root)}
+    injected = {
+        "params_path": _param_path(params_path, root),
+        "run_dir": _param_path(published.root, root),
+    }
     stems = [nb.stem for nb in notebooks]
-    outside = stages_run_outside(published.root, params, shared_params_yaml(params), injected, stems)
+    outside = stages_run_outside(
+        published.root, params, shared_params_yaml(params), injected, stems
+    )
     prints_file = paths.notebooks / ".fingerprints.json"
     prints = json.loads(prints_file.read_text(encoding="utf-8")) if prints_file.exists() else {}
-    dropped = {nb.name: outside[nb.stem] for nb in notebooks if nb.stem in outside and nb.name in prints}
+    dropped = {
+        nb.name: outside[nb.stem] for nb in notebooks if nb.stem in outside and nb.name in prints
+    }
     for name, why in dropped.items():
         prints.pop(name)
         log(f"[cube] {name[:-6]}: out of date ({why})")
@@ -249,21 +307,41 @@ def _forget_stages_run_outside(params: Params, published: RunPaths, paths: RunPa
     forget_ran_alone(paths.notebooks)
 
 
-def _publish(params: Params, params_path: Path, paths: RunPaths, published: RunPaths, summary: RunSummary,
-             started: dt.datetime, notebooks_dir: Path | None, log) -> None:
+def _publish(
+    params: Params,
+    params_path: Path,
+    paths: RunPaths,
+    published: RunPaths,
+    summary: RunSummary,
+    started: dt.datetime,
+    notebooks_dir: Path | None,
+    log,
+) -> None:
     """Every selected stage succeeded: commit the staging copy and publish the report."""
     write_manifest(params, paths, summary, started, status="committed", params_file=params_path)
     commit_staging(published.root)
     summary.committed = True
-    write_last_run(published.report, status="committed", params_path=Path(display_path(params_path)),
-                   stages=_stage_dicts(summary),
-                   message="Every selected stage succeeded; the report shows this run.")
+    write_last_run(
+        published.report,
+        status="committed",
+        params_path=Path(display_path(params_path)),
+        stages=_stage_dicts(summary),
+        message="Every selected stage succeeded; the report shows this run.",
+    )
     publish(params, published, notebooks_dir=notebooks_dir)
     log(f"[cube] report: {summary.index}")
 
 
-def _run_stages(params: Params, params_path: Path, paths: RunPaths, notebooks: list[Path], chosen: set[Path],
-                force: bool, summary: RunSummary, log) -> None:
+def _run_stages(
+    params: Params,
+    params_path: Path,
+    paths: RunPaths,
+    notebooks: list[Path],
+    chosen: set[Path],
+    force: bool,
+    summary: RunSummary,
+    log,
+) -> None:
     from cube.run.kernel import WarmKernel
     from cube.run.notebook import STAGING_ENV
     from cube.run.stages import stage_fingerprints, stage_spec
@@ -273,7 +351,9 @@ def _run_stages(params: Params, params_path: Path, paths: RunPaths, notebooks: l
     prints = json.loads(prints_file.read_text()) if prints_file.exists() else {}
     current = stage_fingerprints(params, notebooks, root)
     stems = [nb.stem for nb in notebooks]
-    executed: set[str] = set()  # stages re-executed in this run: the stages reading their data must too
+    executed: set[str] = (
+        set()
+    )  # stages re-executed in this run: the stages reading their data must too
 
     def reads_executed(stem: str) -> bool:
         todo, seen = list(stage_spec(stem, [s for s in stems if s < stem]).inputs), set()
@@ -295,8 +375,13 @@ def _run_stages(params: Params, params_path: Path, paths: RunPaths, notebooks: l
             todo += stage_spec(s, [x for x in stems if x < s]).inputs
     # The parameters the notebooks receive: paths relative to the project root (the executed
     # notebooks are published); the staging folder is named by an environment variable.
-    injected = {"params_path": _param_path(params_path, root), "run_dir": _param_path(paths.root.parent, root)}
-    kernel = WarmKernel(root, ["--IPKernelApp.capture_fd_output=False", "--IPKernelApp.log_level=CRITICAL"])
+    injected = {
+        "params_path": _param_path(params_path, root),
+        "run_dir": _param_path(paths.root.parent, root),
+    }
+    kernel = WarmKernel(
+        root, ["--IPKernelApp.capture_fd_output=False", "--IPKernelApp.log_level=CRITICAL"]
+    )
     try:
         for nb in notebooks:
             if nb not in chosen:
@@ -304,8 +389,13 @@ def _run_stages(params: Params, params_path: Path, paths: RunPaths, notebooks: l
                     prints.pop(nb.name, None)  # stale: re-executed by the next run that selects it
                 continue
             out = paths.notebooks / nb.name
-            if (not force and not reads_executed(nb.stem) and prints.get(nb.name) == current[nb.name]
-                    and out.exists() and not call_failures(paths, nb.stem)):
+            if (
+                not force
+                and not reads_executed(nb.stem)
+                and prints.get(nb.name) == current[nb.name]
+                and out.exists()
+                and not call_failures(paths, nb.stem)
+            ):
                 summary.stages.append(StageOutcome(nb.stem, "up to date", 0.0))
                 log(f"[cube] {nb.stem}: up to date")
                 continue
@@ -319,24 +409,35 @@ def _run_stages(params: Params, params_path: Path, paths: RunPaths, notebooks: l
                 # kernel writes them to its inherited stderr, which it is told not to capture. Its
                 # own log (transport warnings, shutdown noise) is silenced: errors reach the notebook.
                 # Every stage runs in the run's one warm kernel, reset before each (`cube.run.kernel`).
-                with _kernel_env(CUBE_PROGRESS="terminal", PYTHONWARNINGS="ignore:IProgress not found",
-                                 **kernel_thread_limits(),
-                                 **{STAGING_ENV: str(paths.root.resolve()), ROOT_ENV: str(root)}):
+                with _kernel_env(
+                    CUBE_PROGRESS="terminal",
+                    PYTHONWARNINGS="ignore:IProgress not found",
+                    **kernel_thread_limits(),
+                    **{STAGING_ENV: str(paths.root.resolve()), ROOT_ENV: str(root)},
+                ):
                     kernel.execute(nb, out, injected)
             except Exception as exc:  # keep what earlier stages computed; publish the failure
                 _relative_papermill_paths(out, nb, root)
-                summary.stages.append(StageOutcome(nb.stem, "failed", time.perf_counter() - t0, _short(exc)))
-                log(f"[cube] {nb.stem}: FAILED after {time.perf_counter() - t0:.1f} s: {_short(exc)}")
+                summary.stages.append(
+                    StageOutcome(nb.stem, "failed", time.perf_counter() - t0, _short(exc))
+                )
+                log(
+                    f"[cube] {nb.stem}: FAILED after {time.perf_counter() - t0:.1f} s: {_short(exc)}"
+                )
                 break
             _relative_papermill_paths(out, nb, root)
             failed = call_failures(paths, nb.stem)
             note = ""
             if failed:  # not fingerprinted: a plain re-run retries exactly the failed calls
-                note = f" ({failed} rows hold a failed call; a plain `cube run` retries those calls)"
+                note = (
+                    f" ({failed} rows hold a failed call; a plain `cube run` retries those calls)"
+                )
             else:
                 prints[nb.name] = current[nb.name]
             prints_file.write_text(json.dumps(prints, indent=1))
-            summary.stages.append(StageOutcome(nb.stem, "executed", time.perf_counter() - t0, failed_calls=failed))
+            summary.stages.append(
+                StageOutcome(nb.stem, "executed", time.perf_counter() - t0, failed_calls=failed)
+            )
             log(f"[cube] {nb.stem}: done in {time.perf_counter() - t0:.1f} s{note}")
     except BaseException:
         kernel.kill()  # interrupted: no event loop may run again (see `WarmKernel.kill`)
@@ -370,27 +471,45 @@ def _stage_dicts(summary: RunSummary) -> list[dict[str, Any]]:
     return [s.__dict__ for s in summary.stages]
 
 
-def _record_attempt(params: Params, params_path: Path, paths: RunPaths, summary: RunSummary,
-                    started: dt.datetime, status: str) -> None:
+def _record_attempt(
+    params: Params,
+    params_path: Path,
+    paths: RunPaths,
+    summary: RunSummary,
+    started: dt.datetime,
+    status: str,
+) -> None:
     """A failed or interrupted attempt: its manifest in the staging folder, `report/last_run.html`
     in the published run; the published params, results, tables and index stay as they were
     (an index is written only when nothing was published yet)."""
     write_manifest(params, paths, summary, started, status=status, params_file=params_path)
     failed = next((s for s in summary.stages if s.status == "failed"), None)
     if status == "interrupted":
-        message = (f"Interrupted ({summary.interrupted}). Nothing was published by this attempt; its "
-                   f"completed stages are kept in {display_path(paths.root)} and `cube run "
-                   f"{display_path(params_path)}` resumes them "
-                   "(LLM calls already made are served from the cache).")
+        message = (
+            f"Interrupted ({summary.interrupted}). Nothing was published by this attempt; its "
+            f"completed stages are kept in {display_path(paths.root)} and `cube run "
+            f"{display_path(params_path)}` resumes them "
+            "(LLM calls already made are served from the cache)."
+        )
     else:
-        before = ("the report still shows the last successful run" if has_published_run(summary.paths)
-                  else "no run of these params has succeeded yet")
-        message = (f"Stage {failed.notebook if failed else '?'} failed: {failed.error if failed else ''}. "
-                   f"Nothing was published by this attempt; {before}. "
-                   f"Fix the cause and run `cube run {display_path(params_path)}` again: completed stages are kept.")
+        before = (
+            "the report still shows the last successful run"
+            if has_published_run(summary.paths)
+            else "no run of these params has succeeded yet"
+        )
+        message = (
+            f"Stage {failed.notebook if failed else '?'} failed: {failed.error if failed else ''}. "
+            f"Nothing was published by this attempt; {before}. "
+            f"Fix the cause and run `cube run {display_path(params_path)}` again: completed stages are kept."
+        )
     published = summary.paths
-    write_last_run(published.report, status=status, params_path=Path(display_path(params_path)),
-                   stages=_stage_dicts(summary), message=message)
+    write_last_run(
+        published.report,
+        status=status,
+        params_path=Path(display_path(params_path)),
+        stages=_stage_dicts(summary),
+        message=message,
+    )
     if not (published.report / "index.html").exists():
         publish(params, published, attempt={"status": status, "message": message})
 
@@ -435,8 +554,14 @@ def _short(exc: BaseException) -> str:
 
 
 # --------------------------------------------------------------------------------- manifest
-def write_manifest(params: Params, paths: RunPaths, summary: RunSummary, started: dt.datetime,
-                   status: str = "committed", params_file: Path | None = None) -> Path:
+def write_manifest(
+    params: Params,
+    paths: RunPaths,
+    summary: RunSummary,
+    started: dt.datetime,
+    status: str = "committed",
+    params_file: Path | None = None,
+) -> Path:
     """`manifest.json`: what produced this report (params, commit, versions, usage, timing).
 
     Stage timings are merged with the previous manifest's: a stage that was not executed this
@@ -444,14 +569,32 @@ def write_manifest(params: Params, paths: RunPaths, summary: RunSummary, started
     from importlib.metadata import PackageNotFoundError, version
 
     versions = {}
-    for pkg in ("cube", "pandas", "numpy", "scipy", "openai", "papermill", "nbconvert", "bm25s", "jieba",
-                "sacrebleu", "rouge-score", "ragflow-sdk"):
+    for pkg in (
+        "cube",
+        "pandas",
+        "numpy",
+        "scipy",
+        "openai",
+        "papermill",
+        "nbconvert",
+        "bm25s",
+        "jieba",
+        "sacrebleu",
+        "rouge-score",
+        "ragflow-sdk",
+    ):
         try:
             versions[pkg] = version(pkg)
         except PackageNotFoundError:
             versions[pkg] = None
-    previous = json.loads(paths.manifest.read_text(encoding="utf-8")) if paths.manifest.exists() else {}
-    stages = {s["notebook"]: s for s in previous.get("stages", []) if isinstance(s, dict) and "notebook" in s}
+    previous = (
+        json.loads(paths.manifest.read_text(encoding="utf-8")) if paths.manifest.exists() else {}
+    )
+    stages = {
+        s["notebook"]: s
+        for s in previous.get("stages", [])
+        if isinstance(s, dict) and "notebook" in s
+    }
     for s in summary.stages:
         if s.status != "up to date" or s.notebook not in stages:
             stages[s.notebook] = dict(s.__dict__)
@@ -472,7 +615,9 @@ def write_manifest(params: Params, paths: RunPaths, summary: RunSummary, started
         "concurrency": _concurrency(paths),
         "params": shared_values(json.loads(params.model_dump_json()))[0],
     }
-    paths.manifest.write_text(json.dumps(manifest, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
+    paths.manifest.write_text(
+        json.dumps(manifest, indent=2, ensure_ascii=False, default=str), encoding="utf-8"
+    )
     return paths.manifest
 
 
@@ -486,17 +631,23 @@ def _record_plan(params: Params, paths: RunPaths, root: Path, log) -> None:
     try:
         plan = build_plan(params, base_dir=root, cache_path=paths.cache)
         rows: Any = json.loads(plan.to_json(orient="records"))
-        log(f"[cube] plan: {int(plan['calls'].sum())} calls, {int(plan['to_send'].sum())} to send "
-            f"(`cube plan` shows them per role and model)")
+        log(
+            f"[cube] plan: {int(plan['calls'].sum())} calls, {int(plan['to_send'].sum())} to send "
+            f"(`cube plan` shows them per role and model)"
+        )
     except Exception as exc:  # noqa: BLE001  the stages report the input's problem themselves
         rows = {"error": _short(exc)}
     record_results(paths, plan=rows)
 
 
-def _plan_vs_actual(paths: RunPaths, usage: list[dict[str, Any]]) -> tuple[Any, list[dict[str, Any]]]:
+def _plan_vs_actual(
+    paths: RunPaths, usage: list[dict[str, Any]]
+) -> tuple[Any, list[dict[str, Any]]]:
     from cube.run.plan import plan_vs_actual
 
-    results = json.loads(paths.results.read_text(encoding="utf-8")) if paths.results.exists() else {}
+    results = (
+        json.loads(paths.results.read_text(encoding="utf-8")) if paths.results.exists() else {}
+    )
     plan = results.get("plan")
     return plan, plan_vs_actual(plan, usage) if isinstance(plan, list) else []
 
@@ -508,14 +659,25 @@ def _usage(paths: RunPaths) -> list[dict[str, Any]]:
     from cube.llm import usage_summary
     from cube.llm.usage import USAGE_COLUMNS
 
-    def accounting(p: Path) -> pd.DataFrame:  # what usage_summary reads: a paper-scale table is ~0.5 GB whole
+    def accounting(
+        p: Path,
+    ) -> pd.DataFrame:  # what usage_summary reads: a paper-scale table is ~0.5 GB whole
         present = set(pq.read_schema(p).names)
         return pd.read_parquet(p, columns=[c for c in USAGE_COLUMNS if c in present])
 
     # every table holding calls: questions that failed or the screen rejected, the refusal answers, the audit too
-    tables = [accounting(p) for n in ("questions", "questions_failed", "answers", "refusal_answers", "scores",
-                                      "audit_scores")
-              if (p := paths.data_file(n)).exists()]
+    tables = [
+        accounting(p)
+        for n in (
+            "questions",
+            "questions_failed",
+            "answers",
+            "refusal_answers",
+            "scores",
+            "audit_scores",
+        )
+        if (p := paths.data_file(n)).exists()
+    ]
     if not tables:
         return []
     return json.loads(usage_summary(tables).to_json(orient="records"))
@@ -526,7 +688,9 @@ def _concurrency(paths: RunPaths) -> dict[str, Any]:
     peak in flight, final and lowest limit, cuts, 429s and timeouts (`cube.llm.concurrency`) and
     `calls_sent`. Written by every run of the judging stage (in results.json): a judge whose calls were
     all cached has `calls_sent: 0` and a note, never the figures of an earlier run."""
-    results = json.loads(paths.results.read_text(encoding="utf-8")) if paths.results.exists() else {}
+    results = (
+        json.loads(paths.results.read_text(encoding="utf-8")) if paths.results.exists() else {}
+    )
     return results.get("judge_concurrency") or {}
 
 
@@ -534,8 +698,13 @@ def _git_commit() -> str | None:
     import subprocess
 
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-                             cwd=Path(__file__).resolve().parents[2])
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            cwd=Path(__file__).resolve().parents[2],
+        )
         return out.stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         return None

@@ -47,16 +47,18 @@ LARGE_OVER_BASE = 350 * 2**20
 # Run once in a fresh kernel before its first stage: the process state a fresh kernel starts with,
 # restored by every reset (`reset_code`). matplotlib and cube's font set-up are imported here so that
 # their rcParams are those of a fresh kernel that imported them, not what a stage left behind.
-SNAPSHOT_CODE = "\n".join([
-    "import sys as _s",
-    "_s._cube_fresh_state = {}",
-    "try:",
-    "    import matplotlib.pyplot as _p, cube.pages.fonts",
-    "    _s._cube_fresh_state['rc'] = dict(_p.rcParams.copy())",
-    "except Exception:",  # no matplotlib or cube here: nothing of theirs to restore
-    "    pass",
-    "del _s",
-])
+SNAPSHOT_CODE = "\n".join(
+    [
+        "import sys as _s",
+        "_s._cube_fresh_state = {}",
+        "try:",
+        "    import matplotlib.pyplot as _p, cube.pages.fonts",
+        "    _s._cube_fresh_state['rc'] = dict(_p.rcParams.copy())",
+        "except Exception:",  # no matplotlib or cube here: nothing of theirs to restore
+        "    pass",
+        "del _s",
+    ]
+)
 
 
 def reset_code(cwd: Path) -> str:
@@ -70,39 +72,41 @@ def reset_code(cwd: Path) -> str:
     warnings filters, `os.environ`, `sys.path`; nor attributes set on imported modules or words
     added to jieba's dictionary (`cube.kb.text.segment` caches jieba's cuts). No notebook of the
     sequence changes any of these; a notebook of your own added to the sequence should not either."""
-    return "\n".join([
-        "import sys as _s, os as _o",
-        "if 'matplotlib.pyplot' in _s.modules: _s.modules['matplotlib.pyplot'].close('all')",
-        "_st = getattr(_s, '_cube_fresh_state', None)",
-        "for _m in list(_s.modules.values()):",
-        "    _r = getattr(_m, '__warningregistry__', None)",
-        "    if isinstance(_r, dict):",
-        "        _r.clear()",
-        "if _st and 'rc' in _st and 'matplotlib' in _s.modules:",  # as matplotlib's rc_context restores them
-        "    dict.update(_s.modules['matplotlib'].rcParams, _st['rc'])",
-        "if 'pandas' in _s.modules:",
-        "    with _s.modules['warnings'].catch_warnings():",
-        "        _s.modules['warnings'].simplefilter('ignore')",
-        "        _s.modules['pandas'].reset_option('all')",
-        "__import__('random').seed()",
-        "if 'numpy' in _s.modules: _s.modules['numpy'].random.seed()",
-        f"_o.chdir({str(cwd)!r})",
-        # cube's own memoised functions (e.g. the rubric's tokenisations, ~0.3 GB at the paper's
-        # scale) are emptied as a fresh kernel's would be: no stage sees what another computed
-        "_f = __import__('functools')._lru_cache_wrapper",
-        "for _m in [m for n, m in list(_s.modules.items()) if n == 'cube' or n.startswith('cube.')]:",
-        "    for _c in [v for v in vars(_m).values() if isinstance(v, _f)]:",
-        "        _c.cache_clear()",
-        "get_ipython().reset(new_session=True)",  # drops the names above too
-        "__import__('gc').collect()",
-        "_s = __import__('sys')",
-        "if 'pyarrow' in _s.modules: _s.modules['pyarrow'].default_memory_pool().release_unused()",
-        "try:",  # glibc keeps freed heap pages; give them back so the next stage starts small
-        "    __import__('ctypes').CDLL('libc.so.6').malloc_trim(0)",
-        "except (OSError, AttributeError):",
-        "    pass",
-        "del _s",
-    ])
+    return "\n".join(
+        [
+            "import sys as _s, os as _o",
+            "if 'matplotlib.pyplot' in _s.modules: _s.modules['matplotlib.pyplot'].close('all')",
+            "_st = getattr(_s, '_cube_fresh_state', None)",
+            "for _m in list(_s.modules.values()):",
+            "    _r = getattr(_m, '__warningregistry__', None)",
+            "    if isinstance(_r, dict):",
+            "        _r.clear()",
+            "if _st and 'rc' in _st and 'matplotlib' in _s.modules:",  # as matplotlib's rc_context restores them
+            "    dict.update(_s.modules['matplotlib'].rcParams, _st['rc'])",
+            "if 'pandas' in _s.modules:",
+            "    with _s.modules['warnings'].catch_warnings():",
+            "        _s.modules['warnings'].simplefilter('ignore')",
+            "        _s.modules['pandas'].reset_option('all')",
+            "__import__('random').seed()",
+            "if 'numpy' in _s.modules: _s.modules['numpy'].random.seed()",
+            f"_o.chdir({str(cwd)!r})",
+            # cube's own memoised functions (e.g. the rubric's tokenisations, ~0.3 GB at the paper's
+            # scale) are emptied as a fresh kernel's would be: no stage sees what another computed
+            "_f = __import__('functools')._lru_cache_wrapper",
+            "for _m in [m for n, m in list(_s.modules.items()) if n == 'cube' or n.startswith('cube.')]:",
+            "    for _c in [v for v in vars(_m).values() if isinstance(v, _f)]:",
+            "        _c.cache_clear()",
+            "get_ipython().reset(new_session=True)",  # drops the names above too
+            "__import__('gc').collect()",
+            "_s = __import__('sys')",
+            "if 'pyarrow' in _s.modules: _s.modules['pyarrow'].default_memory_pool().release_unused()",
+            "try:",  # glibc keeps freed heap pages; give them back so the next stage starts small
+            "    __import__('ctypes').CDLL('libc.so.6').malloc_trim(0)",
+            "except (OSError, AttributeError):",
+            "    pass",
+            "del _s",
+        ]
+    )
 
 
 def _register_engine() -> None:
@@ -125,14 +129,20 @@ def _register_engine() -> None:
             msg_id = self.kc.execute(code, silent=True, store_history=False, allow_stdin=False)
             reply = self.wait_for_reply(msg_id)
             content = (reply or {}).get("content", {})
-            return "" if content.get("status") == "ok" else f"{content.get('ename')}: {content.get('evalue')}"
+            return (
+                ""
+                if content.get("status") == "ok"
+                else f"{content.get('ename')}: {content.get('evalue')}"
+            )
 
         def papermill_execute_cells(self) -> None:
             why = self._run_silently(SNAPSHOT_CODE) if self._fresh else self._run_reset()
             if why:  # a previous notebook ran here; its reset at the end is checked again
                 raise RuntimeError(f"preparing the run's kernel failed: {why}")
             super().papermill_execute_cells()
-            with contextlib.suppress(Exception):  # frees the notebook's memory now; never fails the stage
+            with contextlib.suppress(
+                Exception
+            ):  # frees the notebook's memory now; never fails the stage
                 self._run_reset()
 
     class WarmEngine(NBClientEngine):
@@ -140,13 +150,32 @@ def _register_engine() -> None:
         the notebook's kernel client is closed when the notebook ends."""
 
         @classmethod
-        def execute_managed_notebook(cls, nb_man: Any, kernel_name: str, log_output: bool = False,
-                                     stdout_file: Any = None, stderr_file: Any = None, start_timeout: int = 60,
-                                     execution_timeout: int | None = None, **kwargs: Any) -> Any:
-            kwargs = {k: v for k, v in kwargs.items() if k not in ("input_path", "timeout", "startup_timeout")}
-            client = _ResetClient(nb_man, timeout=execution_timeout, startup_timeout=start_timeout,
-                                  kernel_name=kernel_name, log_output=log_output, stdout_file=stdout_file,
-                                  stderr_file=stderr_file, **kwargs)
+        def execute_managed_notebook(
+            cls,
+            nb_man: Any,
+            kernel_name: str,
+            log_output: bool = False,
+            stdout_file: Any = None,
+            stderr_file: Any = None,
+            start_timeout: int = 60,
+            execution_timeout: int | None = None,
+            **kwargs: Any,
+        ) -> Any:
+            kwargs = {
+                k: v
+                for k, v in kwargs.items()
+                if k not in ("input_path", "timeout", "startup_timeout")
+            }
+            client = _ResetClient(
+                nb_man,
+                timeout=execution_timeout,
+                startup_timeout=start_timeout,
+                kernel_name=kernel_name,
+                log_output=log_output,
+                stdout_file=stdout_file,
+                stderr_file=stderr_file,
+                **kwargs,
+            )
             try:
                 return client.execute()
             finally:
@@ -179,8 +208,11 @@ class WarmKernel:
         from nbclient import NotebookClient
 
         _register_engine()
-        starter = NotebookClient(nbformat.v4.new_notebook(), kernel_name=KERNEL_NAME,
-                                 extra_arguments=self.extra_arguments)
+        starter = NotebookClient(
+            nbformat.v4.new_notebook(),
+            kernel_name=KERNEL_NAME,
+            extra_arguments=self.extra_arguments,
+        )
         self.km = starter.create_kernel_manager()
         # Memory (results are unchanged; a value the user set is kept): Arrow allocates from glibc's
         # heap, not its own mimalloc pool, so that the memory a stage's tables free is reused by its
@@ -204,15 +236,27 @@ class WarmKernel:
         self.used += 1
         self._reset_peak()
         before = self.rss()
-        pm.execute_notebook(str(notebook), str(output), parameters=parameters, cwd=str(self.cwd),
-                            progress_bar=False, log_output=False, kernel_name=KERNEL_NAME,
-                            engine_name=ENGINE, km=self.km, reset=reset_code(self.cwd), fresh=fresh)
+        pm.execute_notebook(
+            str(notebook),
+            str(output),
+            parameters=parameters,
+            cwd=str(self.cwd),
+            progress_bar=False,
+            log_output=False,
+            kernel_name=KERNEL_NAME,
+            engine_name=ENGINE,
+            km=self.km,
+            reset=reset_code(self.cwd),
+            fresh=fresh,
+        )
         peak = self.peak_rss()
         if peak - before > LARGE_STAGE_GROWTH or (self.base and peak - self.base > LARGE_OVER_BASE):
             self.large = True
         if fresh:
             self.base = self.rss()
-        if self.large or self.rss() > RESTART_RSS:  # large data, or what the stage left behind: start afresh
+        if (
+            self.large or self.rss() > RESTART_RSS
+        ):  # large data, or what the stage left behind: start afresh
             self.close()
 
     def _reset_peak(self) -> None:
@@ -270,7 +314,9 @@ class WarmKernel:
         if proc is not None and proc.poll() is None:
             with contextlib.suppress(OSError):
                 group = os.getpgid(proc.pid)
-                if group != os.getpgid(0):  # the kernel has a session of its own: end what it started
+                if group != os.getpgid(
+                    0
+                ):  # the kernel has a session of its own: end what it started
                     os.killpg(group, signal.SIGKILL)
             with contextlib.suppress(Exception):
                 proc.kill()

@@ -38,7 +38,12 @@ from cube.run.stages import STAGES, check_provenance, record_provenance
 from cube.run.state import STAGING
 
 # Which notebook writes which data file: used to tell a reader what to run first.
-PRODUCED_BY = {name: stage for stage, spec in STAGES.items() for name in spec.writes if name != "questions_failed"}
+PRODUCED_BY = {
+    name: stage
+    for stage, spec in STAGES.items()
+    for name in spec.writes
+    if name != "questions_failed"
+}
 STAGING_ENV = "CUBE_STAGING_DIR"  # set by `cube run`: the staging folder its kernels write into
 # set by `cube run`: {path as given to the notebook: local path}, so that a params file or run folder
 # outside the project reaches the kernel while the executed notebook shows only its name
@@ -107,7 +112,9 @@ class Run:
         """A path as outputs show it: relative to the project root, never the local folder layout."""
         return display_path(path)
 
-    def table(self, name: str, df: pd.DataFrame, index: bool | None = None, digits: int = 2) -> pd.DataFrame:
+    def table(
+        self, name: str, df: pd.DataFrame, index: bool | None = None, digits: int = 2
+    ) -> pd.DataFrame:
         """Write `tables/<name>.csv` (raw values) and return the frame, displayed for people."""
         self._folder()
         self.paths.tables.mkdir(parents=True, exist_ok=True)
@@ -169,7 +176,8 @@ class Run:
         raise MissingStageError(
             f"{self.label}: missing {', '.join(f'data/{n}.parquet' for n in missing)}. "
             f"Run {', '.join(ordered[:-1]) + ' and ' + ordered[-1] if len(ordered) > 1 else ordered[0]} first, in "
-            f"this order (or `cube run {self.params_label}` for the whole sequence).")
+            f"this order (or `cube run {self.params_label}` for the whole sequence)."
+        )
 
     def load(self, name: str, columns: tuple[str, ...] | None = None) -> pd.DataFrame:
         """`data/<name>.parquet` (checked: present, produced by these params), whole or only the
@@ -199,7 +207,9 @@ class Run:
 
 def _kernel_namespace() -> dict[str, Any] | None:
     ipython = sys.modules.get("IPython")
-    shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
+    shell = (
+        ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
+    )
     return getattr(shell, "user_ns", None) if shell is not None else None
 
 
@@ -209,17 +219,29 @@ def _refuse_injected_params_keys() -> None:
     ns = _kernel_namespace()
     if not ns:
         return
-    plain = (str, int, float, bool, list, dict, type(None))  # what papermill injects (modules etc. are not)
+    plain = (
+        str,
+        int,
+        float,
+        bool,
+        list,
+        dict,
+        type(None),
+    )  # what papermill injects (modules etc. are not)
     injected = [k for k in Params.model_fields if k in ns and isinstance(ns[k], plain)]
     if injected:
         raise ParamsError(
             f"this notebook received params keys as papermill parameters ({', '.join(sorted(injected))}), probably "
             "from `papermill -f PARAMS.yaml`; they would be ignored. Pass the params file with "
-            "`-p params_path PARAMS.yaml` and changes with `-p overrides '[\"corpus.seed=3\"]'`.")
+            "`-p params_path PARAMS.yaml` and changes with `-p overrides '[\"corpus.seed=3\"]'`."
+        )
 
 
-def open_run(params_path: str | Path = "params/default.yaml", run_dir: str | Path | None = None,
-             overrides: Any = None) -> Run:
+def open_run(
+    params_path: str | Path = "params/default.yaml",
+    run_dir: str | Path | None = None,
+    overrides: Any = None,
+) -> Run:
     """Load params (plus `overrides`, validated like the file) and prepare the run folder, by
     default `outputs/<run>`. Relative paths resolve against the project root; in a notebook
     kernel the working directory becomes that root, so the params' own relative paths do too."""
@@ -228,7 +250,11 @@ def open_run(params_path: str | Path = "params/default.yaml", run_dir: str | Pat
     _refuse_injected_params_keys()
     params_path, run_dir = local_path(params_path), local_path(run_dir)
     root = project_root()
-    if _kernel_namespace() is not None and find_marked_root() is not None and Path.cwd().resolve() != root:
+    if (
+        _kernel_namespace() is not None
+        and find_marked_root() is not None
+        and Path.cwd().resolve() != root
+    ):
         os.chdir(root)  # JupyterLab / nbconvert start kernels in notebooks/
     params_file = resolve(params_path, root)
     params = load_params_with_overrides(params_file, overrides)
@@ -248,7 +274,9 @@ def open_run(params_path: str | Path = "params/default.yaml", run_dir: str | Pat
         paths = RunPaths(root=target, cache=cache)
     created = [d for d in (paths.root, paths.cache.parent) if not d.exists()]
     paths.ensure()
-    if paths.params.resolve() != params_file.resolve():  # never overwrite the params file being used
+    if (
+        paths.params.resolve() != params_file.resolve()
+    ):  # never overwrite the params file being used
         write_shared_params(params, paths)
     if created:
         _forget_on_failure(paths, created)
@@ -279,8 +307,11 @@ def shared_params_yaml(params: Params) -> str:
     import yaml
 
     data, cut = shared_values(json.loads(params.model_dump_json()), project_root())
-    note = (f"# Outside the project, shown by name only (the local path is not published): {', '.join(cut)}\n"
-            if cut else "")
+    note = (
+        f"# Outside the project, shown by name only (the local path is not published): {', '.join(cut)}\n"
+        if cut
+        else ""
+    )
     return note + yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
 
 
@@ -291,7 +322,9 @@ def write_shared_params(params: Params, paths: RunPaths) -> Path:
 
 
 # ------------------------------------------------------------------ a failed attempt leaves nothing
-_WATCHED: dict[Path, tuple[RunPaths, list[Path]]] = {}  # run folder -> (paths, folders open_run created)
+_WATCHED: dict[
+    Path, tuple[RunPaths, list[Path]]
+] = {}  # run folder -> (paths, folders open_run created)
 
 
 def holds_nothing(paths: RunPaths) -> bool:
@@ -324,7 +357,9 @@ def _forget_on_failure(paths: RunPaths, created: list[Path]) -> None:
     failed attempt on a new run name leaves no empty `outputs/<run>/`. A folder that existed before
     is never touched, nor one holding anything a stage wrote."""
     ipython = sys.modules.get("IPython")
-    shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
+    shell = (
+        ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
+    )
     if shell is None or not hasattr(shell, "events"):
         return
     if not _WATCHED:
@@ -333,7 +368,10 @@ def _forget_on_failure(paths: RunPaths, created: list[Path]) -> None:
 
 
 def _after_cell(result: Any) -> None:
-    if getattr(result, "error_in_exec", None) is None and getattr(result, "error_before_exec", None) is None:
+    if (
+        getattr(result, "error_in_exec", None) is None
+        and getattr(result, "error_before_exec", None) is None
+    ):
         return
     for root, (paths, created) in list(_WATCHED.items()):
         if remove_if_empty(paths, created):
@@ -354,21 +392,27 @@ def apply_parameters_cell(notebooks: list[Path]) -> list[Path]:
         cells = [c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", [])]
         if not cells:
             code = [c for c in nb.cells if c.cell_type == "code"]
-            cell = nbformat.v4.new_code_cell(PARAMETERS_CELL.rstrip("\n"), metadata={"tags": ["parameters"]})
+            cell = nbformat.v4.new_code_cell(
+                PARAMETERS_CELL.rstrip("\n"), metadata={"tags": ["parameters"]}
+            )
             nb.cells.insert(nb.cells.index(code[0]) + 1 if code else 0, cell)
         else:  # a notebook's own parameters (e.g. 09's two sides) follow the common ones, kept as they are
             cells[0].source = PARAMETERS_CELL + "\n".join(_own_parameters(cells[0].source))
             cells[0].source = cells[0].source.rstrip("\n")
         for c in nb.cells:
             if c.cell_type == "code" and "open_run(params_path, run_dir)" in c.source:
-                c.source = c.source.replace("open_run(params_path, run_dir)", "open_run(params_path, run_dir, overrides)")
+                c.source = c.source.replace(
+                    "open_run(params_path, run_dir)", "open_run(params_path, run_dir, overrides)"
+                )
         if nbformat.writes(nb) != before:
             nbformat.write(nb, path)
             changed.append(path)
     return changed
 
 
-if __name__ == "__main__":  # python -m cube.run.notebook [NOTEBOOK_DIR]: re-apply the parameters cell
+if (
+    __name__ == "__main__"
+):  # python -m cube.run.notebook [NOTEBOOK_DIR]: re-apply the parameters cell
     from cube.config.project import list_notebooks
 
     folder = Path(sys.argv[1]) if len(sys.argv) > 1 else project_root() / "notebooks"

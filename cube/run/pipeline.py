@@ -37,7 +37,10 @@ def corpus_stage(run: Run) -> pd.DataFrame:
 
     corpus = build_corpus(run.params, base_dir=run.base_dir)
     run.save("corpus", corpus)
-    run.record(corpus_items=len(corpus), corpus_synthetic=bool(corpus.get("synthetic", pd.Series([False])).all()))
+    run.record(
+        corpus_items=len(corpus),
+        corpus_synthetic=bool(corpus.get("synthetic", pd.Series([False])).all()),
+    )
     return corpus
 
 
@@ -55,7 +58,11 @@ def questions_stage(run: Run) -> pd.DataFrame:
     corpus = run.load("corpus")
     questions = build_questions(run.params, corpus, run.paths.cache)
     qp = run.params.questions
-    why = "the screen reads LLM-written questions only" if qp.generator != "llm" else "questions.screen is off"
+    why = (
+        "the screen reads LLM-written questions only"
+        if qp.generator != "llm"
+        else "questions.screen is off"
+    )
     run.record(question_screen={"screened": False, "why": why, "questions": len(questions)})
     if qp.generator == "llm" and qp.screen and len(questions):
         reasons = screen_questions(questions, corpus, question_prompt_template(run.params.lang))
@@ -63,20 +70,32 @@ def questions_stage(run: Run) -> pd.DataFrame:
         questions.loc[hit, "error"] = "screen: " + reasons[hit]
         usable = int((questions["error"].fillna("").eq("")).sum())
         counts = {r: int(n) for r, n in reasons[hit].value_counts().items()}
-        run.record(question_screen={"screened": True, "questions": len(questions), "usable": usable,
-                                    "reasons": counts, "table": screen_table(questions, reasons).to_dict("records")})
+        run.record(
+            question_screen={
+                "screened": True,
+                "questions": len(questions),
+                "usable": usable,
+                "reasons": counts,
+                "table": screen_table(questions, reasons).to_dict("records"),
+            }
+        )
         if usable < qp.min_usable_share * len(questions):
             run.save("questions_failed", questions[questions["error"].fillna("").ne("")])
             why = ", ".join(f"{r} {n}" for r, n in sorted(counts.items(), key=lambda kv: -kv[1]))
             raise QuestionError(
                 f"only {usable} of {len(questions)} generated questions are usable ({why}; "
                 f"questions.min_usable_share {qp.min_usable_share:g}): stopped before answering them; "
-                "examples in data/questions_failed.parquet")
-    failed = questions["question"].fillna("").astype(str).str.strip().eq("") | \
-        questions["error"].fillna("").astype(str).str.startswith("screen: ")
+                "examples in data/questions_failed.parquet"
+            )
+    failed = questions["question"].fillna("").astype(str).str.strip().eq("") | questions[
+        "error"
+    ].fillna("").astype(str).str.startswith("screen: ")
     if failed.any():
-        warnings.warn(f"{int(failed.sum())} question(s) could not be generated or failed the screen and are left "
-                      "out (see the error column of data/questions_failed.parquet)", stacklevel=2)
+        warnings.warn(
+            f"{int(failed.sum())} question(s) could not be generated or failed the screen and are left "
+            "out (see the error column of data/questions_failed.parquet)",
+            stacklevel=2,
+        )
         run.save("questions_failed", questions[failed])
     elif run.data_path("questions_failed").exists():  # an earlier run's failures are not this run's
         run.data_path("questions_failed").unlink()
@@ -93,8 +112,16 @@ def question_screen_table(run: Run) -> pd.DataFrame:
     if rec.get("screened"):
         return pd.DataFrame(rec["table"])
     why = rec.get("why", "questions_stage has not run")
-    return pd.DataFrame([{"reason": f"not screened: {why}", "questions": rec.get("questions"), "share": float("nan"),
-                          "examples": ""}])
+    return pd.DataFrame(
+        [
+            {
+                "reason": f"not screened: {why}",
+                "questions": rec.get("questions"),
+                "share": float("nan"),
+                "examples": "",
+            }
+        ]
+    )
 
 
 def judge_pilot_table(run: Run) -> pd.DataFrame:
@@ -103,8 +130,16 @@ def judge_pilot_table(run: Run) -> pd.DataFrame:
     pilots = run.record().get("judge_pilot") or {}
     if not pilots:
         return pd.DataFrame([{"judge": "(no LLM judge with a pilot)"}])
-    return pd.DataFrame([{"judge": name, **{k: v for k, v in p.items() if k not in ("reason", "examples")},
-                          "examples": " | ".join(p.get("examples") or [])} for name, p in pilots.items()])
+    return pd.DataFrame(
+        [
+            {
+                "judge": name,
+                **{k: v for k, v in p.items() if k not in ("reason", "examples")},
+                "examples": " | ".join(p.get("examples") or []),
+            }
+            for name, p in pilots.items()
+        ]
+    )
 
 
 def answers_stage(run: Run) -> pd.DataFrame:
@@ -115,8 +150,11 @@ def answers_stage(run: Run) -> pd.DataFrame:
     corpus, questions = run.load("corpus"), run.load("questions")
     answers = build_answers(run.params, corpus, questions, run.paths.cache)
     run.save("answers", answers)
-    run.record(answers=len(answers), answers_failed=int((answers["error"].fillna("") != "").sum()),
-               answers_dropped={k: int(v) for k, v in answers.attrs.get("dropped", {}).items()})
+    run.record(
+        answers=len(answers),
+        answers_failed=int((answers["error"].fillna("") != "").sum()),
+        answers_dropped={k: int(v) for k, v in answers.attrs.get("dropped", {}).items()},
+    )
     return answers
 
 
@@ -140,24 +178,51 @@ def scores_stage(run: Run) -> pd.DataFrame:
     audit, n_audit = audit_stage(run, judges, dimensions, corpus, questions, answers, n_judge)
     # calls in flight reached (issue 15), per judge with an endpoint; always written, so that a re-run
     # whose calls were all cached does not keep the previous run's figures (record() merges keys)
-    concurrency = {j.name: j.model.concurrency_record() for j in judges if hasattr(j.model, "concurrency_record")}
-    run.record(scores=len(scores), scores_unscored=int(scores["score"].isna().sum()), judge_concurrency=concurrency,
-               judge_pilot={p["judge"]: {k: v for k, v in p.items() if k != "judge"} for p in pilots},
-               audit_judgments=len(audit), audit_calls=n_audit,
-               audit_share_of_judge_calls=round(n_audit / n_judge, 4) if n_judge else None)
+    concurrency = {
+        j.name: j.model.concurrency_record()
+        for j in judges
+        if hasattr(j.model, "concurrency_record")
+    }
+    run.record(
+        scores=len(scores),
+        scores_unscored=int(scores["score"].isna().sum()),
+        judge_concurrency=concurrency,
+        judge_pilot={p["judge"]: {k: v for k, v in p.items() if k != "judge"} for p in pilots},
+        audit_judgments=len(audit),
+        audit_calls=n_audit,
+        audit_share_of_judge_calls=round(n_audit / n_judge, 4) if n_judge else None,
+    )
     for p in pilots:
         if p["decision"] == "stopped":
-            warnings.warn(f"{p['reason']}; {p['calls_not_sent']} calls not sent (set judges[].insist: true to send "
-                          f"them anyway). Replies: {p['examples']}", stacklevel=2)
+            warnings.warn(
+                f"{p['reason']}; {p['calls_not_sent']} calls not sent (set judges[].insist: true to send "
+                f"them anyway). Replies: {p['examples']}",
+                stacklevel=2,
+            )
     return scores
 
 
-AUDIT_COLUMNS = ("question_id", "system", "set", "judge", "dimension", "sample", "score", "error_kind", "probe",
-                 "expect")
+AUDIT_COLUMNS = (
+    "question_id",
+    "system",
+    "set",
+    "judge",
+    "dimension",
+    "sample",
+    "score",
+    "error_kind",
+    "probe",
+    "expect",
+)
 
 
-def audit_probes(params: Params, corpus: pd.DataFrame, questions: pd.DataFrame, answers: pd.DataFrame,
-                 judge_calls: int) -> pd.DataFrame:
+def audit_probes(
+    params: Params,
+    corpus: pd.DataFrame,
+    questions: pd.DataFrame,
+    answers: pd.DataFrame,
+    judge_calls: int,
+) -> pd.DataFrame:
     """The audit's probes (`cube.systems.probes.build_probes` of the primary system's full answers):
     `audit.questions` of them, fewer when their calls would exceed `audit.max_share` of the run's
     `judge_calls` (`audit_sample`). Judged by stage 03, exported with its calls by `cube batch`."""
@@ -177,17 +242,26 @@ def audit_sample(params: Params, judge_calls: int) -> dict[str, Any]:
     a = params.audit
     per_q = calls_per_question(params)
     n = capped_questions(a.questions, judge_calls, per_q, a.max_share)
-    return {"requested": a.questions, "questions": n, "capped": n < a.questions, "max_share": a.max_share,
-            "judge_calls": int(judge_calls), "calls_per_question": per_q, "audit_calls": n * per_q}
+    return {
+        "requested": a.questions,
+        "questions": n,
+        "capped": n < a.questions,
+        "max_share": a.max_share,
+        "judge_calls": int(judge_calls),
+        "calls_per_question": per_q,
+        "audit_calls": n * per_q,
+    }
 
 
 def audit_sample_sentence(sample: dict[str, Any] | None) -> str:
     """What notebook 11 and the audit's verdicts say of the sample (empty when it was not capped)."""
     if not sample or not sample.get("capped") or not sample.get("requested"):
         return ""
-    return (f"the audit sample shrank from {sample['requested']} to {sample['questions']} questions: "
-            f"{sample['calls_per_question']} judge calls per question, at most {sample['max_share']:.0%} of "
-            f"the run's {sample['judge_calls']} judge calls (audit.max_share)")
+    return (
+        f"the audit sample shrank from {sample['requested']} to {sample['questions']} questions: "
+        f"{sample['calls_per_question']} judge calls per question, at most {sample['max_share']:.0%} of "
+        f"the run's {sample['judge_calls']} judge calls (audit.max_share)"
+    )
 
 
 def audit_sample_note(run: Run) -> str:
@@ -199,16 +273,27 @@ def audit_sample_note(run: Run) -> str:
         return "The audit's sample was not recorded: re-run stage 03 (cube run PARAMS --only 03)."
     if not sample["requested"]:
         return "The audit is off (audit.questions: 0)."
-    head = (f"The audit sampled {sample['questions']} questions: {rec.get('audit_calls', sample['audit_calls'])} "
-            f"judge calls, {rec.get('audit_share_of_judge_calls') or 0:.1%} of the run's {sample['judge_calls']} "
-            f"judge calls (at most {sample['max_share']:.0%}, audit.max_share).")
+    head = (
+        f"The audit sampled {sample['questions']} questions: {rec.get('audit_calls', sample['audit_calls'])} "
+        f"judge calls, {rec.get('audit_share_of_judge_calls') or 0:.1%} of the run's {sample['judge_calls']} "
+        f"judge calls (at most {sample['max_share']:.0%}, audit.max_share)."
+    )
     note = audit_sample_sentence(sample)
-    return head + (f" Capped: {note}; with fewer than audit.min_pairs ({run.params.audit.min_pairs}) probe pairs "
-                   "a judge gets no audit verdict (never an exclusion)." if note else "")
+    return head + (
+        f" Capped: {note}; with fewer than audit.min_pairs ({run.params.audit.min_pairs}) probe pairs "
+        "a judge gets no audit verdict (never an exclusion)."
+        if note
+        else ""
+    )
 
 
-def stage_requests(judges: list[Any], answers: pd.DataFrame, corpus: pd.DataFrame, questions: pd.DataFrame,
-                   dimensions: list[Any]) -> dict[str, list[Any]]:
+def stage_requests(
+    judges: list[Any],
+    answers: pd.DataFrame,
+    corpus: pd.DataFrame,
+    questions: pd.DataFrame,
+    dimensions: list[Any],
+) -> dict[str, list[Any]]:
     """Per judge, the requests stage 03 makes of these answers (`cube.judges.scoring.judge_requests`)."""
     from cube.judges.scoring import judge_inputs, judge_requests
 
@@ -229,26 +314,48 @@ def judge_calls(judges: list[Any], requests: dict[str, list[Any]]) -> int:
     n = 0
     for j in judges:
         if j.model.offline:
-            n += len({json.dumps([r.context, r.template_version, r.sample], sort_keys=True, default=str)
-                      for r in requests[j.name]})
+            n += len(
+                {
+                    json.dumps(
+                        [r.context, r.template_version, r.sample], sort_keys=True, default=str
+                    )
+                    for r in requests[j.name]
+                }
+            )
         else:
             n += len({cache_key(j.model.spec, r) for r in requests[j.name]})
     return n
 
 
-def audit_stage(run: Run, judges: list[Any], dimensions: list[Any], corpus: pd.DataFrame, questions: pd.DataFrame,
-                answers: pd.DataFrame, n_judge: int) -> tuple[pd.DataFrame, int]:
+def audit_stage(
+    run: Run,
+    judges: list[Any],
+    dimensions: list[Any],
+    corpus: pd.DataFrame,
+    questions: pd.DataFrame,
+    answers: pd.DataFrame,
+    n_judge: int,
+) -> tuple[pd.DataFrame, int]:
     """The judge audit (issue 20) of stage 03 (`judge_audit`): saved as data/audit_scores, its sample
     recorded (`audit_sample` in results.json); returns it with its judge calls (`judge_calls`)."""
-    out, sample, n_audit = judge_audit(run.params, judges, dimensions, corpus, questions, answers, n_judge)
+    out, sample, n_audit = judge_audit(
+        run.params, judges, dimensions, corpus, questions, answers, n_judge
+    )
     run.record(audit_sample=sample)
     run.save("audit_scores", out)
     return out, n_audit
 
 
-def judge_audit(params: Params, judges: list[Any], dimensions: list[Any], corpus: pd.DataFrame,
-                questions: pd.DataFrame, answers: pd.DataFrame, n_judge: int,
-                progress: bool = True) -> tuple[pd.DataFrame, dict[str, Any], int]:
+def judge_audit(
+    params: Params,
+    judges: list[Any],
+    dimensions: list[Any],
+    corpus: pd.DataFrame,
+    questions: pd.DataFrame,
+    answers: pd.DataFrame,
+    n_judge: int,
+    progress: bool = True,
+) -> tuple[pd.DataFrame, dict[str, Any], int]:
     """Probes of the primary system's full answers (`cube.systems.probes`) judged by every judge, their
     accounting under the role 'audit' (empty with `audit.questions: 0`, or when the cap leaves no
     question), the sample (`audit_sample`, capped by the run's `n_judge` judge calls, `judge_calls`)
@@ -260,18 +367,31 @@ def judge_audit(params: Params, judges: list[Any], dimensions: list[Any], corpus
 
     sample = audit_sample(params, n_judge)
     probes = audit_probes(params, corpus, questions, answers, n_judge)
-    audited = [replace(j, pilot=0, pilot_report=None) for j in judges
-               if not (j.pilot_report and j.pilot_report.get("decision") == "stopped")]
+    audited = [
+        replace(j, pilot=0, pilot_report=None)
+        for j in judges
+        if not (j.pilot_report and j.pilot_report.get("decision") == "stopped")
+    ]
     if probes.empty or not audited:
-        out = pd.DataFrame({c: pd.Series(dtype=float if c == "score" else object)
-                            for c in (*AUDIT_COLUMNS, *ACCOUNTING_COLUMNS)})
+        out = pd.DataFrame(
+            {
+                c: pd.Series(dtype=float if c == "score" else object)
+                for c in (*AUDIT_COLUMNS, *ACCOUNTING_COLUMNS)
+            }
+        )
         return out, sample, 0
     inputs = probes.drop(columns=["probe", "expect"])
     out = score_answers(inputs, audited, dimensions, corpus, questions=questions, progress=progress)
     if "role" in out:
         out["role"] = "audit"
-    out = out.merge(probes[["question_id", "system", "probe", "expect"]], on=["question_id", "system"])
-    return out, sample, judge_calls(audited, stage_requests(audited, inputs, corpus, questions, dimensions))
+    out = out.merge(
+        probes[["question_id", "system", "probe", "expect"]], on=["question_id", "system"]
+    )
+    return (
+        out,
+        sample,
+        judge_calls(audited, stage_requests(audited, inputs, corpus, questions, dimensions)),
+    )
 
 
 def audit_report(run: Run) -> pd.DataFrame:
@@ -299,16 +419,26 @@ def audit_report(run: Run) -> pd.DataFrame:
     return summary.set_index("judge")
 
 
-SELF_PREFERENCE_COLUMNS = ("self_preference", "self_preference_lo", "self_preference_hi", "self_preference_items",
-                           "self_preference_control_items", "self_preference_note")
+SELF_PREFERENCE_COLUMNS = (
+    "self_preference",
+    "self_preference_lo",
+    "self_preference_hi",
+    "self_preference_items",
+    "self_preference_control_items",
+    "self_preference_note",
+)
 
 
 def same_model(params: Params, a: Any, b: Any) -> bool:
     """Whether two model references (a `models:` entry name or an inline spec) are one model: the same
     provider, endpoints and model, whatever else differs (two entries at temperature 0.7 and 0 are one)."""
     x, y = params.model(a), params.model(b)
-    return (x.provider, x.base_url, tuple(x.base_urls or ()), x.model) == \
-        (y.provider, y.base_url, tuple(y.base_urls or ()), y.model)
+    return (x.provider, x.base_url, tuple(x.base_urls or ()), x.model) == (
+        y.provider,
+        y.base_url,
+        tuple(y.base_urls or ()),
+        y.model,
+    )
 
 
 def answerer_sets(params: Params, system: Any) -> tuple[str, ...]:
@@ -326,7 +456,9 @@ def self_judges(params: Params, system: str) -> dict[str, tuple[str, ...]]:
     if sp is None:
         return {}
     ref = params.system_answerer(sp)
-    return {j.name: answerer_sets(params, sp) for j in params.judges if same_model(params, j.model, ref)}
+    return {
+        j.name: answerer_sets(params, sp) for j in params.judges if same_model(params, j.model, ref)
+    }
 
 
 def self_preference_table(run: Run) -> pd.DataFrame:
@@ -348,12 +480,22 @@ def self_preference_table(run: Run) -> pd.DataFrame:
         control = pd.Series(False, index=scores.index)
         for sp in run.params.systems[1:]:  # answers known to be written by another model
             if not same_model(run.params, run.params.system_answerer(sp), models[judge]):
-                control |= (scores["system"] == sp.name) & scores["set"].isin(answerer_sets(run.params, sp))
-        r = self_preference(scores[mine | control].assign(own=mine[mine | control]), judge,
-                            run.params.analysis.confidence)
-        rows[judge] = {"self_preference": r["self_preference"], "self_preference_lo": r["self_preference_lo"],
-                       "self_preference_hi": r["self_preference_hi"], "self_preference_items": r["items"],
-                       "self_preference_control_items": r["control_items"], "self_preference_note": r["note"]}
+                control |= (scores["system"] == sp.name) & scores["set"].isin(
+                    answerer_sets(run.params, sp)
+                )
+        r = self_preference(
+            scores[mine | control].assign(own=mine[mine | control]),
+            judge,
+            run.params.analysis.confidence,
+        )
+        rows[judge] = {
+            "self_preference": r["self_preference"],
+            "self_preference_lo": r["self_preference_lo"],
+            "self_preference_hi": r["self_preference_hi"],
+            "self_preference_items": r["items"],
+            "self_preference_control_items": r["control_items"],
+            "self_preference_note": r["note"],
+        }
     return pd.DataFrame.from_dict(rows, orient="index", columns=list(SELF_PREFERENCE_COLUMNS))
 
 
@@ -362,8 +504,10 @@ def bound_answerer_note(params: Params) -> str:
     system = params.systems[0]
     spec = params.model(params.system_answerer(system))
     if spec.provider == "offline":
-        return (f"The zero and full bound sets of {system.name} are written by the offline {spec.model} algorithm, "
-                "not by an LLM.")
+        return (
+            f"The zero and full bound sets of {system.name} are written by the offline {spec.model} algorithm, "
+            "not by an LLM."
+        )
     return ""
 
 
@@ -382,8 +526,13 @@ def annotation_dir(paths: RunPaths) -> Path:
     return paths.annotation  # the published folder, also from staging (cube.run.state)
 
 
-def export_annotation(params: Params, out: Path | None = None, raters: list[str] | None = None,
-                      paths: RunPaths | None = None, overwrite: bool = False) -> list[Path]:
+def export_annotation(
+    params: Params,
+    out: Path | None = None,
+    raters: list[str] | None = None,
+    paths: RunPaths | None = None,
+    overwrite: bool = False,
+) -> list[Path]:
     """Export the blind annotation sheet (CSV, criteria CSV, Excel) and its key file for a run's answers.
 
     An existing sheet is kept unless `overwrite`: raters may be filling it in place, and the
@@ -392,15 +541,31 @@ def export_annotation(params: Params, out: Path | None = None, raters: list[str]
 
     paths = paths or RunPaths.for_params(params)
     target = out or annotation_dir(paths) / "annotation_sheet"
-    key = key_path(target)  # `x_key.csv` for a sheet `x`: matched by the glob below, listed once, last
-    existing = sorted(p for p in target.parent.glob(f"{target.name}*") if p != key) if target.parent.exists() else []
+    key = key_path(
+        target
+    )  # `x_key.csv` for a sheet `x`: matched by the glob below, listed once, last
+    existing = (
+        sorted(p for p in target.parent.glob(f"{target.name}*") if p != key)
+        if target.parent.exists()
+        else []
+    )
     if existing and not overwrite:
         return existing + [key] * key.exists()
     run = Run(params=params, paths=paths, params_path=Path("."))
     answers, questions, corpus = run.load("answers"), run.load("questions"), run.load("corpus")
     target.parent.mkdir(parents=True, exist_ok=True)
-    export_annotation_sheet(answers, questions, corpus, params.dimension_names(), params.lang, target,
-                            size=params.human.sample_size, seed=params.human.seed, raters=raters, paired=True)
+    export_annotation_sheet(
+        answers,
+        questions,
+        corpus,
+        params.dimension_names(),
+        params.lang,
+        target,
+        size=params.human.sample_size,
+        seed=params.human.seed,
+        raters=raters,
+        paired=True,
+    )
     return sorted(p for p in target.parent.glob(f"{target.name}*") if p != key) + [key]
 
 
@@ -413,11 +578,22 @@ def human_stage(run: Run) -> tuple[pd.DataFrame, dict[str, Any]] | None:
         return None
     answers = run.load("answers")
     ratings = Path(run.params.human.ratings)
-    key = Path(run.params.human.key) if run.params.human.key else key_path(annotation_dir(run.paths) / "annotation_sheet")
-    if not run.params.human.key and (not key.exists() or (ratings.is_dir() and any(ratings.glob("*_key.csv")))):
+    key = (
+        Path(run.params.human.key)
+        if run.params.human.key
+        else key_path(annotation_dir(run.paths) / "annotation_sheet")
+    )
+    if not run.params.human.key and (
+        not key.exists() or (ratings.is_dir() and any(ratings.glob("*_key.csv")))
+    ):
         key = None  # the ratings folder's own key, or a sheet written before blinding
-    human, report = import_ratings(ratings, answers, run.params.dimension_names(),
-                                   per_rater=run.params.human.per_rater_judges, key=key)
+    human, report = import_ratings(
+        ratings,
+        answers,
+        run.params.dimension_names(),
+        per_rater=run.params.human.per_rater_judges,
+        key=key,
+    )
     run.save("human_ratings", human)
     return human, report
 
@@ -432,10 +608,14 @@ def retrieval_quality(run: Run, results: dict[str, CubeResult]) -> dict[str, Any
 
     primary = primary_system(run)
     ranks = results[primary].ranks
-    out: dict[str, Any] = {"r_at_1": float((ranks["rank"] == 1).mean()) if len(ranks) else float("nan")}
+    out: dict[str, Any] = {
+        "r_at_1": float((ranks["rank"] == 1).mean()) if len(ranks) else float("nan")
+    }
     if run.has("corpus"):
         corpus = run.load("corpus")
-        out["near_duplicate_confusion"] = near_duplicate_confusion(run.load("answers"), corpus, system=primary)
+        out["near_duplicate_confusion"] = near_duplicate_confusion(
+            run.load("answers"), corpus, system=primary
+        )
         structure = corpus_structure(corpus)
         for key in ("duplicate_texts", "documents_merging_services", "documents_named_placeholder"):
             out[key] = structure[key]
@@ -451,36 +631,68 @@ def decision(run: Run, results: dict[str, CubeResult]) -> dict[str, Any]:
     # One table at a time, the scores with only what `usage_summary` reads (its replies, keys and
     # scores are most of a paper-scale table): the three whole tables at once were stage 06's peak.
     names = [n for n in ("questions", "answers", "scores") if run.has(n)]
-    usage = usage_summary(run.load(n, USAGE_COLUMNS) if n == "scores" else run.load(n)
-                          for n in names) if names else None
-    corpus_synthetic = bool(run.load("corpus").get("synthetic", pd.Series([False])).all()) if run.has("corpus") \
+    usage = (
+        usage_summary(run.load(n, USAGE_COLUMNS) if n == "scores" else run.load(n) for n in names)
+        if names
+        else None
+    )
+    corpus_synthetic = (
+        bool(run.load("corpus").get("synthetic", pd.Series([False])).all())
+        if run.has("corpus")
         else False
+    )
     offline = offline_judges(run)
     scores = run.load("scores", ("error_kind",))
-    kind = scores["error_kind"].fillna("") if "error_kind" in scores else pd.Series("", index=scores.index)
-    out = assess(results, run.params, usage=usage, synthetic=corpus_synthetic, offline_judges=offline,
-                 call_failure_share=float((kind == "call").mean()) if len(scores) else 0.0,
-                 parse_failure_share=float((kind == "parse").mean()) if len(scores) else 0.0,
-                 skipped_share=float((kind == "skipped").mean()) if len(scores) else 0.0,
-                 bound_note=bound_answerer_note(run.params), retrieval=retrieval_quality(run, results),
-                 diagnosis=_diagnosis(run, results))
-    if run.params.human.ratings:  # notebook 07's human-calibrated CuBE, when it ran (it reads `human`, 06 not)
+    kind = (
+        scores["error_kind"].fillna("")
+        if "error_kind" in scores
+        else pd.Series("", index=scores.index)
+    )
+    out = assess(
+        results,
+        run.params,
+        usage=usage,
+        synthetic=corpus_synthetic,
+        offline_judges=offline,
+        call_failure_share=float((kind == "call").mean()) if len(scores) else 0.0,
+        parse_failure_share=float((kind == "parse").mean()) if len(scores) else 0.0,
+        skipped_share=float((kind == "skipped").mean()) if len(scores) else 0.0,
+        bound_note=bound_answerer_note(run.params),
+        retrieval=retrieval_quality(run, results),
+        diagnosis=_diagnosis(run, results),
+    )
+    if (
+        run.params.human.ratings
+    ):  # notebook 07's human-calibrated CuBE, when it ran (it reads `human`, 06 not)
         _attach_human(out, _recorded(run).get("human_calibrated") or {}, run=run, results=results)
     audit = _audit_record(run)
-    own = {j: {k: v[k] for k in SELF_PREFERENCE_COLUMNS} for j, v in (audit.get("judges") or {}).items()
-           if "self_preference" in v}
+    own = {
+        j: {k: v[k] for k in SELF_PREFERENCE_COLUMNS}
+        for j, v in (audit.get("judges") or {}).items()
+        if "self_preference" in v
+    }
     if own:  # the decision page's line per judge whose model wrote the answers it judged
         out["self_preference"] = own
-    run.record(decision=out, cube_score=out["cube_score"], recall_at_k=out["recall_at_k"],
-               weighted_score=out["weighted_score"], verdict=out["verdict"], verdict_label=out["verdict_label"],
-               provisional=out["provisional"],
-               withheld_reasons=out["withheld_reasons"], judging_failed=out["judging_failed"],
-               audit=audit)
+    run.record(
+        decision=out,
+        cube_score=out["cube_score"],
+        recall_at_k=out["recall_at_k"],
+        weighted_score=out["weighted_score"],
+        verdict=out["verdict"],
+        verdict_label=out["verdict_label"],
+        provisional=out["provisional"],
+        withheld_reasons=out["withheld_reasons"],
+        judging_failed=out["judging_failed"],
+        audit=audit,
+    )
     return out
 
 
-def human_calibration(run: Run, results: dict[str, CubeResult] | None = None,
-                      imported: tuple[pd.DataFrame, Any] | None = None) -> tuple[pd.DataFrame, dict[str, Any], dict[str, dict[str, Any]]] | None:
+def human_calibration(
+    run: Run,
+    results: dict[str, CubeResult] | None = None,
+    imported: tuple[pd.DataFrame, Any] | None = None,
+) -> tuple[pd.DataFrame, dict[str, Any], dict[str, dict[str, Any]]] | None:
     """The human-calibrated CuBE of every rated system (`cube.method.ppi`), None without ratings:
     the table of notebook 07, the `PPIResult` per system and their `results.json` headlines
     (recorded as `human_calibrated`, and in the decision recorded by notebook 06, whose page
@@ -495,12 +707,23 @@ def human_calibration(run: Run, results: dict[str, CubeResult] | None = None,
     results = results if results is not None else evaluate_run(run)
     ap = run.params.analysis
     answers, scores = run.load("answers"), run.load("scores")
-    table, per = calibrate_systems(answers, scores, imported[0], results, ap,
-                                   system_top_n(run.params), widths=(10.0, ap.max_interval_width))
-    heads = {s: p.headline() | {"basis": human_basis(answers, scores, imported[0], results, s)}
-             for s, p in per.items()}
+    table, per = calibrate_systems(
+        answers,
+        scores,
+        imported[0],
+        results,
+        ap,
+        system_top_n(run.params),
+        widths=(10.0, ap.max_interval_width),
+    )
+    heads = {
+        s: p.headline() | {"basis": human_basis(answers, scores, imported[0], results, s)}
+        for s, p in per.items()
+    }
     decision = _recorded(run).get("decision")
-    run.record(human_calibrated=heads, **({"decision": _attach_human(decision, heads)} if decision else {}))
+    run.record(
+        human_calibrated=heads, **({"decision": _attach_human(decision, heads)} if decision else {})
+    )
     return table, per, heads
 
 
@@ -512,11 +735,25 @@ def _recorded(run: Run) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
 
 
-HUMAN_BASIS_COLUMNS = ("question_id", "system", "set", "judge", "dimension", "score", "rank", "retrieval_ok")
+HUMAN_BASIS_COLUMNS = (
+    "question_id",
+    "system",
+    "set",
+    "judge",
+    "dimension",
+    "score",
+    "rank",
+    "retrieval_ok",
+)
 
 
-def human_basis(answers: pd.DataFrame, scores: pd.DataFrame, human: pd.DataFrame | None,
-                results: dict[str, CubeResult], system: str) -> str:
+def human_basis(
+    answers: pd.DataFrame,
+    scores: pd.DataFrame,
+    human: pd.DataFrame | None,
+    results: dict[str, CubeResult],
+    system: str,
+) -> str:
     """A fingerprint of what a system's human-calibrated CuBE is computed from: its answers'
     retrieval outcomes, the judges' scores, the human ratings, the jury and its weights. Notebook
     07 stamps the figure with it; the decision (06) shows the figure only when it still matches."""
@@ -530,12 +767,17 @@ def human_basis(answers: pd.DataFrame, scores: pd.DataFrame, human: pd.DataFrame
         if table is None or "system" not in table:
             digest.update(b"-")
             continue
-        t = table.loc[table["system"].astype(str) == system, [c for c in HUMAN_BASIS_COLUMNS if c in table]]
+        t = table.loc[
+            table["system"].astype(str) == system, [c for c in HUMAN_BASIS_COLUMNS if c in table]
+        ]
         t = t.astype({c: str for c in t.columns if c != "score"})
         if "score" in t:
             t["score"] = pd.to_numeric(t["score"], errors="coerce")
         t = t.sort_values(list(t.columns), kind="stable").reset_index(drop=True)
-        digest.update(",".join(t.columns).encode() + pd.util.hash_pandas_object(t, index=False).to_numpy().tobytes())
+        digest.update(
+            ",".join(t.columns).encode()
+            + pd.util.hash_pandas_object(t, index=False).to_numpy().tobytes()
+        )
     res = results.get(system)
     jury = sorted(str(j) for j in res.jury_judges) if res is not None else None
     weights = jury_weights(res) if res is not None else None
@@ -543,8 +785,12 @@ def human_basis(answers: pd.DataFrame, scores: pd.DataFrame, human: pd.DataFrame
     return digest.hexdigest()[:16]
 
 
-def _attach_human(decision: dict[str, Any], heads: dict[str, dict[str, Any]], run: Run | None = None,
-                  results: dict[str, CubeResult] | None = None) -> dict[str, Any]:
+def _attach_human(
+    decision: dict[str, Any],
+    heads: dict[str, dict[str, Any]],
+    run: Run | None = None,
+    results: dict[str, CubeResult] | None = None,
+) -> dict[str, Any]:
     """The decision with its system's human-calibrated CuBE and the sentence the page shows. Given
     the run and its results (notebook 06 carrying over what 07 recorded), a figure whose `basis`
     no longer matches the run's answers, scores, ratings and jury is not attached: it was computed
@@ -555,14 +801,20 @@ def _attach_human(decision: dict[str, Any], heads: dict[str, dict[str, Any]], ru
     head = heads.get(system) or {}
     if head and run is not None and results is not None:
         human = run.load("human_ratings") if run.has("human_ratings") else None
-        now = human_basis(run.load("answers", HUMAN_BASIS_COLUMNS), run.load("scores", HUMAN_BASIS_COLUMNS),
-                          human, results, system)
+        now = human_basis(
+            run.load("answers", HUMAN_BASIS_COLUMNS),
+            run.load("scores", HUMAN_BASIS_COLUMNS),
+            human,
+            results,
+            system,
+        )
         if head.get("basis") != now:
             decision["human_calibrated"] = {}
             decision["human_sentence"] = (
                 "The human-calibrated CuBE recorded by notebook 07 was computed from other answers, judges' "
                 "scores, human ratings or jury than this decision's, so it is not shown: re-run notebook 07 "
-                "(cube run PARAMS --only 07..08) for the figure that goes with this decision.")
+                "(cube run PARAMS --only 07..08) for the figure that goes with this decision."
+            )
             return decision
     decision["human_calibrated"] = head
     decision["human_sentence"] = human_sentence(head)
@@ -577,13 +829,29 @@ def _audit_record(run: Run) -> dict[str, Any]:
     sample = _recorded(run).get("audit_sample")
     if report.empty:
         return {"ran": False, **({"sample": sample} if sample else {})}
-    keep = ["pairs", "discrimination", "discrimination_lo", "discrimination_hi", "discrimination_p_value",
-            "empty_truncated_pairs", "empty_truncated_wins", "verbosity_bias", "authority_bias", "order_bias",
-            "leniency", "modal_share", "content_blind", "audit"]
+    keep = [
+        "pairs",
+        "discrimination",
+        "discrimination_lo",
+        "discrimination_hi",
+        "discrimination_p_value",
+        "empty_truncated_pairs",
+        "empty_truncated_wins",
+        "verbosity_bias",
+        "authority_bias",
+        "order_bias",
+        "leniency",
+        "modal_share",
+        "content_blind",
+        "audit",
+    ]
     judges = json.loads(report[keep].to_json(orient="index"))  # NaN as null, plain types
     # self-preference only for a judge whose model answered (absent, never 0, for the others)
-    own = json.loads(report.loc[report["self_preference_items"].notna(), list(SELF_PREFERENCE_COLUMNS)].to_json(
-        orient="index"))
+    own = json.loads(
+        report.loc[report["self_preference_items"].notna(), list(SELF_PREFERENCE_COLUMNS)].to_json(
+            orient="index"
+        )
+    )
     for judge, values in own.items():
         judges[judge].update(values)
     return {"ran": True, "judges": judges, **({"sample": sample} if sample else {})}
@@ -611,11 +879,19 @@ class HumanSection:
     pairwise: pd.DataFrame
     table5: pd.DataFrame | None
     scores: pd.DataFrame  # LLM judges' scores on the compared items, with human rows when rated
-    sets: list[str]  # the answer sets the agreement is computed on (`human.agreement_sets`, present ones)
+    sets: list[
+        str
+    ]  # the answer sets the agreement is computed on (`human.agreement_sets`, present ones)
     agreement_note: str  # which sets the statistics are on and what was left out
-    set_scores: pd.DataFrame  # `scores` in the first of `sets` (all of them when it is "pooled"): the figures
-    calibrated: pd.DataFrame | None = None  # human-calibrated CuBE per rated system (cube.method.ppi)
-    calibrated_means: pd.DataFrame | None = None  # its per (system, set, dimension) means: judge, human, PPI
+    set_scores: (
+        pd.DataFrame
+    )  # `scores` in the first of `sets` (all of them when it is "pooled"): the figures
+    calibrated: pd.DataFrame | None = (
+        None  # human-calibrated CuBE per rated system (cube.method.ppi)
+    )
+    calibrated_means: pd.DataFrame | None = (
+        None  # its per (system, set, dimension) means: judge, human, PPI
+    )
 
 
 def _sheet_size(sample_size: int, files: list[Path]) -> str:
@@ -626,11 +902,16 @@ def _sheet_size(sample_size: int, files: list[Path]) -> str:
         return f"{sample_size} sampled question-system pairs, each in all its answer sets"
     k = pd.read_csv(key, dtype=str, keep_default_na=False, encoding="utf-8-sig")
     pairs = k[["question_id", "system"]].drop_duplicates().shape[0]
-    sets = sorted(k["set"].unique(), key=["zero", "rag", "full"].index) if set(k["set"]) <= {"zero", "rag", "full"} \
+    sets = (
+        sorted(k["set"].unique(), key=["zero", "rag", "full"].index)
+        if set(k["set"]) <= {"zero", "rag", "full"}
         else sorted(k["set"].unique())
-    return (f"{pairs} sampled question-system pairs × {len(sets)} answer sets ({', '.join(sets)}), shuffled; "
-            f"raters see only the question, the gold document and the answer under an opaque id, and "
-            f"`{key.name}` maps the ids back")
+    )
+    return (
+        f"{pairs} sampled question-system pairs × {len(sets)} answer sets ({', '.join(sets)}), shuffled; "
+        f"raters see only the question, the gold document and the answer under an opaque id, and "
+        f"`{key.name}` maps the ids back"
+    )
 
 
 def human_agreement(run: Run) -> HumanSection:
@@ -640,25 +921,33 @@ def human_agreement(run: Run) -> HumanSection:
     scores = run.load("scores")
     answers = run.load("answers")
     sheet = export_annotation(run.params, paths=run.paths)
-    sheet_csv = next(p for p in sheet if p.suffix == ".csv" and not p.stem.endswith(("_criteria", "_key")))
+    sheet_csv = next(
+        p for p in sheet if p.suffix == ".csv" and not p.stem.endswith(("_criteria", "_key"))
+    )
     preview = pd.read_csv(sheet_csv, dtype=str, keep_default_na=False, encoding="utf-8-sig")
     n_rows = len(preview)
     preview = preview.head(5)
     first = run.params.dimension_names()[0]
-    preview = preview[[c for c in ("item_id", "question", "answer", "rater") if c in preview.columns]
-                      + [c for c in preview.columns if c.startswith(f"{first}.")]]
-    preview[["question", "answer"]] = preview[["question", "answer"]].map(lambda t: t[:60] + "…" * (len(t) > 60))
+    preview = preview[
+        [c for c in ("item_id", "question", "answer", "rater") if c in preview.columns]
+        + [c for c in preview.columns if c.startswith(f"{first}.")]
+    ]
+    preview[["question", "answer"]] = preview[["question", "answer"]].map(
+        lambda t: t[:60] + "…" * (len(t) > 60)
+    )
     imported = human_stage(run)
     judges = sorted(scores["judge"].unique())
     ap = run.params.analysis
     if imported is None:
         reference = judges[0]
-        msg = (f"No human ratings were given (params `human.ratings` is empty), so none are shown: this notebook "
-               f"never invents them. The annotation sheet ({n_rows} rows: "
-               f"{_sheet_size(run.params.human.sample_size, sheet)}) is "
-               f"ready in `{run.shown_path(annotation_dir(run.paths))}/`; fill it in (or hand it to raters), then set "
-               "`human: {ratings: <the filled file or folder>}` in the params and re-run notebooks 07-08. "
-               f"Meanwhile, the judges are compared with each other, taking {reference} as the reference.")
+        msg = (
+            f"No human ratings were given (params `human.ratings` is empty), so none are shown: this notebook "
+            f"never invents them. The annotation sheet ({n_rows} rows: "
+            f"{_sheet_size(run.params.human.sample_size, sheet)}) is "
+            f"ready in `{run.shown_path(annotation_dir(run.paths))}/`; fill it in (or hand it to raters), then set "
+            "`human: {ratings: <the filled file or folder>}` in the params and re-run notebooks 07-08. "
+            f"Meanwhile, the judges are compared with each other, taking {reference} as the reference."
+        )
         both = scores
         groups = {"LLM/offline judges": judges}
         t5 = None
@@ -675,23 +964,57 @@ def human_agreement(run: Run) -> HumanSection:
         full_recall = {s: r.recall_at_k for s, r in evaluate_run(run, bootstrap=False).items()}
         t5 = table5_human_vs_cube(answers, scores, human, ap, system_top_n(run.params), full_recall)
         calibrated = human_calibration(run, imported=imported)
-        msg = (f"{len(raters)} human rater(s) rated {human[['question_id', 'system', 'set']].drop_duplicates().shape[0]}"
-               f" answers; {int(human['score'].isna().sum())} cells were left blank and are reported, not guessed.")
+        msg = (
+            f"{len(raters)} human rater(s) rated {human[['question_id', 'system', 'set']].drop_duplicates().shape[0]}"
+            f" answers; {int(human['score'].isna().sum())} cells were left blank and are reported, not guessed."
+        )
     sets, note = _agreement_sets(run.params.human.agreement_sets, both)
-    agreement = ag.agreement_table(both, reference_judge=reference, sets=sets, bootstrap=min(ap.bootstrap, 200),
-                                   confidence=ap.confidence, seed=ap.seed)
-    reliability = ag.reliability_table(both, {k: v for k, v in groups.items() if len(v) > 1}, sets=sets) \
-        if any(len(v) > 1 for v in groups.values()) else pd.DataFrame()
+    agreement = ag.agreement_table(
+        both,
+        reference_judge=reference,
+        sets=sets,
+        bootstrap=min(ap.bootstrap, 200),
+        confidence=ap.confidence,
+        seed=ap.seed,
+    )
+    reliability = (
+        ag.reliability_table(both, {k: v for k, v in groups.items() if len(v) > 1}, sets=sets)
+        if any(len(v) > 1 for v in groups.values())
+        else pd.DataFrame()
+    )
     unpaired = int(agreement["n_missing"].sum()) if len(agreement) else 0
-    note += (f" {unpaired} (judge, answer, dimension) pair(s) where a side is unscored are left out and counted in "
-             "`n_missing`." if unpaired else "")
+    note += (
+        f" {unpaired} (judge, answer, dimension) pair(s) where a side is unscored are left out and counted in "
+        "`n_missing`."
+        if unpaired
+        else ""
+    )
     first = sets[0]
     set_scores = both if first == ag.POOLED else both[both["set"].astype(str) == first]
-    cal_means = None if calibrated is None else pd.concat(
-        [p.means.assign(system=s) for s, p in calibrated[1].items()], ignore_index=True)
-    return HumanSection(imported is not None, msg, sheet, preview, report, agreement, reliability,
-                        ag.pairwise_agreement(both, set_name=first), t5, both, sets, note, set_scores,
-                        None if calibrated is None else calibrated[0], cal_means)
+    cal_means = (
+        None
+        if calibrated is None
+        else pd.concat(
+            [p.means.assign(system=s) for s, p in calibrated[1].items()], ignore_index=True
+        )
+    )
+    return HumanSection(
+        imported is not None,
+        msg,
+        sheet,
+        preview,
+        report,
+        agreement,
+        reliability,
+        ag.pairwise_agreement(both, set_name=first),
+        t5,
+        both,
+        sets,
+        note,
+        set_scores,
+        None if calibrated is None else calibrated[0],
+        cal_means,
+    )
 
 
 def _agreement_sets(requested: list[str], scores: pd.DataFrame) -> tuple[list[str], str]:
@@ -701,13 +1024,17 @@ def _agreement_sets(requested: list[str], scores: pd.DataFrame) -> tuple[list[st
     sets = [s for s in dict.fromkeys(requested) if s == "pooled" or s in present]
     absent = [s for s in dict.fromkeys(requested) if s not in sets]
     if not sets:
-        raise ValueError(f"human.agreement_sets: none of {requested} has scores in this run; sets present: "
-                         f"{present}")
+        raise ValueError(
+            f"human.agreement_sets: none of {requested} has scores in this run; sets present: "
+            f"{present}"
+        )
     named = ", ".join("all sets pooled" if s == "pooled" else f"the {s} set" for s in sets)
     left = [s for s in present if s not in sets and "pooled" not in sets]
-    note = (f"Agreement is computed on {named} (`human.agreement_sets`), each separately"
-            + (", never pooled across sets" if "pooled" not in sets else "")
-            + "; bootstrap intervals resample questions (all answers of a question move together).")
+    note = (
+        f"Agreement is computed on {named} (`human.agreement_sets`), each separately"
+        + (", never pooled across sets" if "pooled" not in sets else "")
+        + "; bootstrap intervals resample questions (all answers of a question move together)."
+    )
     if left:
         note += f" Not included: the {', '.join(left)} set(s)."
     if absent:
@@ -721,9 +1048,15 @@ def lexical_stage(run: Run) -> pd.DataFrame:
     from cube.kb.text import segment
     from cube.method.lexical import lexical_scores
 
-    lex = lexical_scores(run.load("answers"), run.load("corpus"), tokenizer=run.params.lexical.tokenizer,
-                         reference=run.params.lexical.reference, questions=run.load("questions"),
-                         lang=run.params.lang, segment=segment)
+    lex = lexical_scores(
+        run.load("answers"),
+        run.load("corpus"),
+        tokenizer=run.params.lexical.tokenizer,
+        reference=run.params.lexical.reference,
+        questions=run.load("questions"),
+        lang=run.params.lang,
+        segment=segment,
+    )
     run.save("lexical", lex)
     return lex
 
@@ -733,7 +1066,9 @@ def scores_with_human(run: Run) -> pd.DataFrame:
     scores = run.load("scores")
     if run.params.human.ratings and run.has("human_ratings"):
         human = run.load("human_ratings")
-        return pd.concat([scores, human[[c for c in human.columns if c in scores.columns]]], ignore_index=True)
+        return pd.concat(
+            [scores, human[[c for c in human.columns if c in scores.columns]]], ignore_index=True
+        )
     return scores
 
 
@@ -742,21 +1077,32 @@ def lexical_example(run: Run, lexical: pd.DataFrame, scores: pd.DataFrame) -> di
     rag answer of the primary system, else its first retrieved rag answer."""
     system = primary_system(run)
     questions = run.load("questions").set_index("question_id")
-    rated = scores[scores["judge"].astype(str).str.startswith("human") & (scores["system"] == system)
-                   & (scores["set"] == "rag") & (scores["dimension"] == "completeness")]
+    rated = scores[
+        scores["judge"].astype(str).str.startswith("human")
+        & (scores["system"] == system)
+        & (scores["set"] == "rag")
+        & (scores["dimension"] == "completeness")
+    ]
     qid = run.params.lexical.example_question_id
     if qid is None:
         if len(rated):
             qid = str(sorted(rated["question_id"].astype(str))[0])
         else:
             answers = run.load("answers")
-            rag = answers[(answers["system"] == system) & (answers["set"] == "rag")].sort_values("question_id")
+            rag = answers[(answers["system"] == system) & (answers["set"] == "rag")].sort_values(
+                "question_id"
+            )
             pick = rag[rag["rank"] > 0]
             qid = str((pick if len(pick) else rag)["question_id"].iloc[0])
     if qid not in questions.index:
         raise KeyError(f"lexical.example_question_id: {qid!r} is not a question of this run")
-    return {"question_id": qid, "system": system, "set": "rag", "question": str(questions.at[qid, "question"]),
-            "rated": bool((rated["question_id"].astype(str) == qid).any())}
+    return {
+        "question_id": qid,
+        "system": system,
+        "set": "rag",
+        "question": str(questions.at[qid, "question"]),
+        "rated": bool((rated["question_id"].astype(str) == qid).any()),
+    }
 
 
 @dataclass
@@ -776,6 +1122,8 @@ def system_data(run: Run, system: str | None = None) -> SystemData:
     system = system or primary_system(run)
     answers = run.load("answers")
     scores = run.load("scores", ANALYSIS_SCORE_COLUMNS) if run.has("scores") else None
-    return SystemData(answers[answers["system"] == system],
-                      None if scores is None else scores[scores["system"] == system],
-                      system_top_n(run.params)[system])
+    return SystemData(
+        answers[answers["system"] == system],
+        None if scores is None else scores[scores["system"] == system],
+        system_top_n(run.params)[system],
+    )

@@ -56,9 +56,26 @@ from cube.config.sections import BuiltinSystem, ImportedSystem, RagflowSystem
 
 COMPLETION_ESTIMATE = {"question_generation": 40, "answering": 200, "judging": 6, "audit": 6}
 ANSWER_TOKENS = COMPLETION_ESTIMATE["answering"]
-PLAN_COLUMNS = ("role", "model", "calls", "cached_calls", "to_send", "prompt_tokens", "completion_tokens",
-                "completion_tokens_max", "tokens_by", "exact", "cost", "batch_cost", "currency", "concurrency",
-                "latency_s", "latency_from", "time_s", "note")
+PLAN_COLUMNS = (
+    "role",
+    "model",
+    "calls",
+    "cached_calls",
+    "to_send",
+    "prompt_tokens",
+    "completion_tokens",
+    "completion_tokens_max",
+    "tokens_by",
+    "exact",
+    "cost",
+    "batch_cost",
+    "currency",
+    "concurrency",
+    "latency_s",
+    "latency_from",
+    "time_s",
+    "note",
+)
 
 
 @dataclass
@@ -78,8 +95,17 @@ class _Plan:
         self.params = params
         self.groups: dict[tuple[str, str], _Group] = {}
 
-    def add(self, role: str, spec: ModelSpec, requests: list[Any], *, calls: int | None = None,
-            exact: bool = True, extra_tokens: int = 0, per_call: int | None = None) -> _Group:
+    def add(
+        self,
+        role: str,
+        spec: ModelSpec,
+        requests: list[Any],
+        *,
+        calls: int | None = None,
+        exact: bool = True,
+        extra_tokens: int = 0,
+        per_call: int | None = None,
+    ) -> _Group:
         g = self.groups.setdefault((role, spec.model), _Group(role, spec))
         n = len(requests) if calls is None else calls
         g.calls += n
@@ -93,16 +119,22 @@ class _Plan:
 
 
 def _stand_in_questions(corpus: pd.DataFrame, slots: pd.DataFrame) -> pd.DataFrame:
-    names = corpus.set_index(corpus["doc_id"].astype(str))["item_name" if "item_name" in corpus else "text"]
+    names = corpus.set_index(corpus["doc_id"].astype(str))[
+        "item_name" if "item_name" in corpus else "text"
+    ]
     q = slots[["question_id", "doc_id"]].copy()
     # the item's name, and the question id so that two items of one name do not pass for one request
-    q["question"] = q["doc_id"].astype(str).map(names).fillna("").astype(str).str.slice(0, 200) + " " + \
-        q["question_id"].astype(str)
+    q["question"] = (
+        q["doc_id"].astype(str).map(names).fillna("").astype(str).str.slice(0, 200)
+        + " "
+        + q["question_id"].astype(str)
+    )
     return q
 
 
-def build_plan(params: Params, *, base_dir: Path, cache_path: Path | None = None,
-               pilot: int = 0) -> pd.DataFrame:
+def build_plan(
+    params: Params, *, base_dir: Path, cache_path: Path | None = None, pilot: int = 0
+) -> pd.DataFrame:
     """The plan (`PLAN_COLUMNS`, one row per role and model) of a run of `params`. No call is sent
     unless `pilot` > 0: then up to `pilot` of each LLM model's planned requests are sent (and cached,
     so the run reuses them) when the cache holds no call of that model to take its latency from."""
@@ -127,36 +159,54 @@ def build_plan(params: Params, *, base_dir: Path, cache_path: Path | None = None
         questions, known_questions = _stand_in_questions(corpus, slots), False
     else:
         questions, known_questions = build_questions(params, corpus, None, base_dir), True
-    texts = dict(zip(corpus["doc_id"].astype(str), corpus["text"].fillna("").astype(str), strict=True))
-    qtexts, golds = questions["question"].astype(str).tolist(), questions["doc_id"].astype(str).tolist()
+    texts = dict(
+        zip(corpus["doc_id"].astype(str), corpus["text"].fillna("").astype(str), strict=True)
+    )
+    qtexts, golds = (
+        questions["question"].astype(str).tolist(),
+        questions["doc_id"].astype(str).tolist(),
+    )
 
     answer_rows = []
     bound_specs: set[str] = set()
     refusal = _refusal_questions(params, corpus)
     # Answers an LLM judge will read are computed when that costs no call (an offline answerer, an
     # imported file, questions known before the run): its calls and prompts are then the real ones.
-    real = known_questions and any(params.model(j.model).provider != "offline" for j in params.judges)
+    real = known_questions and any(
+        params.model(j.model).provider != "offline" for j in params.judges
+    )
 
     def known(rows: pd.DataFrame, system: str) -> pd.DataFrame:
-        return rows[["question_id", "doc_id", "set", "answer"]].assign(system=system, source="", known=True)
+        return rows[["question_id", "doc_id", "set", "answer"]].assign(
+            system=system, source="", known=True
+        )
 
     for sp in params.systems:
-        if isinstance(sp, ImportedSystem):  # its answers are read from the file: no call; its bounds are answered
+        if isinstance(
+            sp, ImportedSystem
+        ):  # its answers are read from the file: no call; its bounds are answered
             from cube.systems.imported import ImportedAnswers
 
             spec = params.model(params.system_answerer(sp))
             plan.add("answering", spec, [], calls=0)
             if real:
-                answer_rows.append(known(ImportedAnswers(sp).answer(questions, corpus, progress=False), sp.name))
+                answer_rows.append(
+                    known(ImportedAnswers(sp).answer(questions, corpus, progress=False), sp.name)
+                )
             else:
-                answer_rows.append(questions.assign(system=sp.name, set="rag", answer="", source=sp.name))
+                answer_rows.append(
+                    questions.assign(system=sp.name, set="rag", answer="", source=sp.name)
+                )
                 plan.groups[("answering", spec.model)].notes.append(
-                    f"system {sp.name}: the bounds assume its file answers every question")
+                    f"system {sp.name}: the bounds assume its file answers every question"
+                )
         elif isinstance(sp, RagflowSystem):
             spec = ModelSpec(provider="offline", model=f"ragflow:{sp.name}")
             g = plan.add("answering", spec, [], calls=len(questions))
             g.notes.append("RAGFlow reports no tokens")
-            answer_rows.append(questions.assign(system=sp.name, set="rag", answer="", source=sp.name))
+            answer_rows.append(
+                questions.assign(system=sp.name, set="rag", answer="", source=sp.name)
+            )
         elif isinstance(sp, BuiltinSystem):
             spec = params.model(params.system_answerer(sp))
             source: Any = sp.name
@@ -164,20 +214,32 @@ def build_plan(params: Params, *, base_dir: Path, cache_path: Path | None = None
                 plan.add("answering", spec, [], calls=len(questions) + len(refusal))
                 if real:
                     system = BuiltinRAG(sp, make_model(spec), lang=lang)
-                    answer_rows.append(known(system.answer(questions, corpus, progress=False), sp.name))
+                    answer_rows.append(
+                        known(system.answer(questions, corpus, progress=False), sp.name)
+                    )
             else:
                 system = BuiltinRAG(sp, make_model(spec), lang=lang)
                 retrieved = system.retrieve(questions, corpus)
-                reqs = [answer_request(q, [texts[d] for d in docs], lang) for q, docs in zip(qtexts, retrieved,
-                                                                                               strict=True)]
+                reqs = [
+                    answer_request(q, [texts[d] for d in docs], lang)
+                    for q, docs in zip(qtexts, retrieved, strict=True)
+                ]
                 # two systems sending the same request (the same documents retrieved) get one answer: judged once
                 source = [cache_key(spec, r) for r in reqs]
                 if len(refusal):
-                    reqs += [answer_request(q, [texts[d] for d in docs], lang) for q, docs in zip(
-                        refusal["question"].astype(str), system.retrieve(refusal, corpus), strict=True)]
+                    reqs += [
+                        answer_request(q, [texts[d] for d in docs], lang)
+                        for q, docs in zip(
+                            refusal["question"].astype(str),
+                            system.retrieve(refusal, corpus),
+                            strict=True,
+                        )
+                    ]
                 plan.add("answering", spec, reqs, exact=known_questions)
             if not (real and spec.provider == "offline"):
-                answer_rows.append(questions.assign(system=sp.name, set="rag", answer="", source=source))
+                answer_rows.append(
+                    questions.assign(system=sp.name, set="rag", answer="", source=source)
+                )
         else:
             continue
         key = spec.model_dump_json()
@@ -186,32 +248,54 @@ def build_plan(params: Params, *, base_dir: Path, cache_path: Path | None = None
             if spec.provider == "offline":
                 plan.add("answering", spec, [], calls=2 * len(questions))
                 if real:
-                    bounds = answer_bounds(questions, corpus, make_model(spec), lang=lang, progress=False)
+                    bounds = answer_bounds(
+                        questions, corpus, make_model(spec), lang=lang, progress=False
+                    )
                     answer_rows.append(known(bounds, sp.name))
             else:
-                reqs = [answer_request(q, [], lang) for q in qtexts] + \
-                    [answer_request(q, [texts[g]], lang) for q, g in zip(qtexts, golds, strict=True)]
+                reqs = [answer_request(q, [], lang) for q in qtexts] + [
+                    answer_request(q, [texts[g]], lang) for q, g in zip(qtexts, golds, strict=True)
+                ]
                 plan.add("answering", spec, reqs, exact=known_questions)
         # a bound answer is one answer for every system sharing its answering model: judged once
         if not (real and spec.provider == "offline"):
-            answer_rows += [questions.assign(system=sp.name, set=s, answer="", source=key) for s in ("zero", "full")]
+            answer_rows += [
+                questions.assign(system=sp.name, set=s, answer="", source=key)
+                for s in ("zero", "full")
+            ]
     if params.diagnostics.refusal_generator == "llm" and params.diagnostics.refusal_questions:
         spec = params.model(params.diagnostics.refusal_model)  # type: ignore[arg-type]
         g = plan.add("question_generation", spec, [], calls=0)
-        g.notes.append("refusal questions by an LLM: their calls depend on its replies (not planned); the "
-                       "builtin systems' answers to them are not counted either")
+        g.notes.append(
+            "refusal questions by an LLM: their calls depend on its replies (not planned); the "
+            "builtin systems' answers to them are not counted either"
+        )
 
-    answers = pd.concat(answer_rows, ignore_index=True) if answer_rows else pd.DataFrame(
-        columns=["question_id", "doc_id", "system", "set", "answer"])
+    answers = (
+        pd.concat(answer_rows, ignore_index=True)
+        if answer_rows
+        else pd.DataFrame(columns=["question_id", "doc_id", "system", "set", "answer"])
+    )
     dimensions = load_dimensions(params, base_dir=base_dir)
     if len(answers):
-        answers["known"] = answers["known"].fillna(False).astype(bool) if "known" in answers else False
+        answers["known"] = (
+            answers["known"].fillna(False).astype(bool) if "known" in answers else False
+        )
         # a real answer is judged once per question (the same prompt is one call); a stand-in once per source
-        answers = pd.concat([answers[answers["known"]].drop_duplicates(["question_id", "answer"]),
-                             answers[~answers["known"]].drop_duplicates(["question_id", "set", "source"])])
+        answers = pd.concat(
+            [
+                answers[answers["known"]].drop_duplicates(["question_id", "answer"]),
+                answers[~answers["known"]].drop_duplicates(["question_id", "set", "source"]),
+            ]
+        )
     n_stand_in = int((~answers["known"]).sum()) if len(answers) else 0
-    records = judge_inputs(answers[["question_id", "doc_id", "system", "set", "answer"]], corpus,
-                           questions).to_dict("records") if len(answers) else []
+    records = (
+        judge_inputs(
+            answers[["question_id", "doc_id", "system", "set", "answer"]], corpus, questions
+        ).to_dict("records")
+        if len(answers)
+        else []
+    )
     judge_calls, audit_inputs = 0, []
     for j in params.judges:
         spec = params.model(j.model)
@@ -221,24 +305,41 @@ def build_plan(params: Params, *, base_dir: Path, cache_path: Path | None = None
             judge_calls += len(records) * per_answer
             audit_inputs.append((spec, per_answer, [], 0))
             continue
-        judge = Judge(name=j.name, model=make_model(spec), samples=j.samples, all_dimensions=j.all_dimensions)
+        judge = Judge(
+            name=j.name, model=make_model(spec), samples=j.samples, all_dimensions=j.all_dimensions
+        )
         _, reqs, _ = judge_requests(judge, records, dimensions)
         per_call = COMPLETION_ESTIMATE["judging"] * (len(dimensions) if j.all_dimensions else 1)
-        g = plan.add("judging", spec, reqs, exact=not n_stand_in, per_call=per_call,
-                     extra_tokens=n_stand_in * per_answer * ANSWER_TOKENS)
+        g = plan.add(
+            "judging",
+            spec,
+            reqs,
+            exact=not n_stand_in,
+            per_call=per_call,
+            extra_tokens=n_stand_in * per_answer * ANSWER_TOKENS,
+        )
         # identical requests of a judge are one call, counted as stage 03 and cube batch count them
-        judge_calls += count_judge_calls([judge], {judge.name: reqs}) if not n_stand_in else len(reqs)
+        judge_calls += (
+            count_judge_calls([judge], {judge.name: reqs}) if not n_stand_in else len(reqs)
+        )
         audit_inputs.append((spec, per_answer, reqs, per_call))
         if j.retry_unscored:
-            g.notes.append(f"judge {j.name}: up to {j.retry_unscored} re-asks per unscored reply not counted")
+            g.notes.append(
+                f"judge {j.name}: up to {j.retry_unscored} re-asks per unscored reply not counted"
+            )
         if j.pilot and not j.insist:
             g.notes.append(f"judge {j.name}: its pilot ({j.pilot} calls) may stop it")
     _plan_audit(plan, params, audit_inputs, judge_calls, len(questions))
     return _table(plan, cache_path, pilot)
 
 
-def _plan_audit(plan: _Plan, params: Params, judges: list[tuple[ModelSpec, int, list[Any], int]], judge_calls: int,
-                n_questions: int) -> None:
+def _plan_audit(
+    plan: _Plan,
+    params: Params,
+    judges: list[tuple[ModelSpec, int, list[Any], int]],
+    judge_calls: int,
+    n_questions: int,
+) -> None:
     """The judge audit's calls (role 'audit'), as stage 03 sends them: `audit.questions` capped by
     `audit.max_share` of the judge calls planned above (`cube.run.pipeline.audit_sample`), x
     `PROBES_PER_QUESTION` probes x each judge's calls per answer. Its prompts stand in as the judge's
@@ -272,7 +373,9 @@ def _refusal_questions(params: Params, corpus: pd.DataFrame) -> pd.DataFrame:
     return build_refusal_set(params, corpus)[0]
 
 
-def _cache_facts(cache_path: Path | None, groups: dict[tuple[str, str], _Group]) -> tuple[dict, dict, dict]:
+def _cache_facts(
+    cache_path: Path | None, groups: dict[tuple[str, str], _Group]
+) -> tuple[dict, dict, dict]:
     """Per (role, model): how many of its built requests the cache holds; per model: the latencies
     of its cached calls (the latest 200), and the messages and reported prompt tokens of its latest
     cached calls (`observed`, for the chat template's tokens: `cube.llm.tokens.count_prompt_tokens`)."""
@@ -291,11 +394,16 @@ def _cache_facts(cache_path: Path | None, groups: dict[tuple[str, str], _Group])
             keys = [cache_key(g.spec, r) for r in g.requests]
             stored = cache.get_many(keys)
             cached[key] = sum(k in stored for k in keys)
-            rows = cache.conn.execute("SELECT latency_s FROM calls WHERE model = ? ORDER BY created_at DESC LIMIT 200",
-                                      (g.spec.model,)).fetchall()
+            rows = cache.conn.execute(
+                "SELECT latency_s FROM calls WHERE model = ? ORDER BY created_at DESC LIMIT 200",
+                (g.spec.model,),
+            ).fetchall()
             latencies[key[1]] = [r[0] for r in rows if r[0]]
-            rows = cache.conn.execute("SELECT request, input_tokens FROM calls WHERE model = ? ORDER BY created_at DESC "
-                                      "LIMIT 200", (g.spec.model,)).fetchall()
+            rows = cache.conn.execute(
+                "SELECT request, input_tokens FROM calls WHERE model = ? ORDER BY created_at DESC "
+                "LIMIT 200",
+                (g.spec.model,),
+            ).fetchall()
             observed[key[1]] = [(json.loads(r[0]).get("messages") or [], r[1]) for r in rows]
     finally:
         cache.close()
@@ -309,7 +417,11 @@ def _table(plan: _Plan, cache_path: Path | None, pilot: int) -> pd.DataFrame:
     for g in plan.groups.values():
         # identical requests are one call (one cache key); a judge's prompts hold stand-in answers, alike
         # where the real ones differ (its answers are told apart by `source` above instead)
-        if (g.role not in ("judging", "audit") or g.exact) and g.requests and g.spec.provider != "offline":
+        if (
+            (g.role not in ("judging", "audit") or g.exact)
+            and g.requests
+            and g.spec.provider != "offline"
+        ):
             unique = {cache_key(g.spec, r): r for r in g.requests}
             g.calls -= len(g.requests) - len(unique)
             g.requests = list(unique.values())
@@ -319,21 +431,36 @@ def _table(plan: _Plan, cache_path: Path | None, pilot: int) -> pd.DataFrame:
         if g.spec.provider == "offline" or model in latency:
             continue
         if seen.get(model):
-            latency[model] = (statistics.median(seen[model]), f"median of {len(seen[model])} cached calls")
+            latency[model] = (
+                statistics.median(seen[model]),
+                f"median of {len(seen[model])} cached calls",
+            )
         elif pilot and g.requests:  # the model's first planned calls (its first role's)
-            sent = make_model(g.spec, cache_path).complete(g.requests[:pilot], role=role, progress=False)
+            sent = make_model(g.spec, cache_path).complete(
+                g.requests[:pilot], role=role, progress=False
+            )
             times = [r.latency_s for r in sent if r.ok and not r.cached]
-            observed.setdefault(model, []).extend((list(q.messages), r.input_tokens)
-                                                  for q, r in zip(g.requests[:pilot], sent, strict=True) if r.ok)
+            observed.setdefault(model, []).extend(
+                (list(q.messages), r.input_tokens)
+                for q, r in zip(g.requests[:pilot], sent, strict=True)
+                if r.ok
+            )
             if times:
                 latency[model] = (statistics.median(times), f"median of {len(times)} pilot calls")
     rows = []
     for (role, model), g in plan.groups.items():
         spec = g.spec
         offline = spec.provider == "offline"
-        counted = count_prompt_tokens(spec, [prompt_text(r) for r in g.requests],
-                                      [tuple(str(m.get("role", "")) for m in r.messages) for r in g.requests],
-                                      observed.get(model, ())) if g.requests else None
+        counted = (
+            count_prompt_tokens(
+                spec,
+                [prompt_text(r) for r in g.requests],
+                [tuple(str(m.get("role", "")) for m in r.messages) for r in g.requests],
+                observed.get(model, ()),
+            )
+            if g.requests
+            else None
+        )
         prompt = (sum(counted.counts) + g.extra_prompt_tokens) if counted else 0
         # keys of the built requests already in the cache: only real requests can be (stand-ins are not)
         cached = in_cache.get((role, model), 0) if g.exact and not offline else 0
@@ -341,25 +468,50 @@ def _table(plan: _Plan, cache_path: Path | None, pilot: int) -> pd.DataFrame:
         completion = g.completion_per_call * g.calls
         to_send = g.calls - cached
         share = to_send / g.calls if g.calls else 0.0
-        lat, lat_from = latency.get(model, (float("nan"), "unknown: no cached call (cube plan --pilot N)"))
+        lat, lat_from = latency.get(
+            model, (float("nan"), "unknown: no cached call (cube plan --pilot N)")
+        )
         conc = spec.max_concurrency or 1
-        rows.append({
-            "role": role, "model": model, "calls": g.calls, "cached_calls": cached, "to_send": to_send,
-            "prompt_tokens": prompt, "completion_tokens": completion,
-            "completion_tokens_max": (spec.max_tokens or 0) * g.calls if not offline else 0,
-            "tokens_by": "offline (no tokens)" if offline else counted.method if counted else "",
-            "exact": bool(g.exact) if not offline else True,
-            "cost": _cost(spec, prompt * share, completion * share, batch=False),
-            "batch_cost": _cost(spec, prompt * share, completion * share, batch=True) if role in ("judging", "audit")
-            else float("nan"),
-            "currency": spec.currency, "concurrency": conc if not offline else float("nan"),
-            "latency_s": lat if not offline else float("nan"), "latency_from": "" if offline else lat_from,
-            "time_s": to_send * lat / min(conc, max(to_send, 1)) if not offline and not math.isnan(lat)
-            else float("nan"),
-            "note": "; ".join(g.notes + (["an offline algorithm computes identical inputs once (two systems' equal "
-                                          "answers, say): an upper bound"] if offline and role != "question_generation"
-                                         else [])),
-        })
+        rows.append(
+            {
+                "role": role,
+                "model": model,
+                "calls": g.calls,
+                "cached_calls": cached,
+                "to_send": to_send,
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "completion_tokens_max": (spec.max_tokens or 0) * g.calls if not offline else 0,
+                "tokens_by": "offline (no tokens)"
+                if offline
+                else counted.method
+                if counted
+                else "",
+                "exact": bool(g.exact) if not offline else True,
+                "cost": _cost(spec, prompt * share, completion * share, batch=False),
+                "batch_cost": _cost(spec, prompt * share, completion * share, batch=True)
+                if role in ("judging", "audit")
+                else float("nan"),
+                "currency": spec.currency,
+                "concurrency": conc if not offline else float("nan"),
+                "latency_s": lat if not offline else float("nan"),
+                "latency_from": "" if offline else lat_from,
+                "time_s": to_send * lat / min(conc, max(to_send, 1))
+                if not offline and not math.isnan(lat)
+                else float("nan"),
+                "note": "; ".join(
+                    g.notes
+                    + (
+                        [
+                            "an offline algorithm computes identical inputs once (two systems' equal "
+                            "answers, say): an upper bound"
+                        ]
+                        if offline and role != "question_generation"
+                        else []
+                    )
+                ),
+            }
+        )
     return pd.DataFrame(rows, columns=list(PLAN_COLUMNS))
 
 
@@ -370,7 +522,9 @@ def _cost(spec: ModelSpec, prompt: float, completion: float, *, batch: bool) -> 
     p_in, p_out = spec.price_input_per_m, spec.price_output_per_m
     if batch:
         p_in = spec.batch_price_input_per_m if spec.batch_price_input_per_m is not None else p_in
-        p_out = spec.batch_price_output_per_m if spec.batch_price_output_per_m is not None else p_out
+        p_out = (
+            spec.batch_price_output_per_m if spec.batch_price_output_per_m is not None else p_out
+        )
     if p_in is None and p_out is None:
         return float("nan")
     return ((p_in or 0.0) * prompt + (p_out or 0.0) * completion) / 1e6
@@ -383,11 +537,21 @@ def plan_vs_actual(plan: list[dict[str, Any]], usage: list[dict[str, Any]]) -> l
     out = []
     for key in list(planned) + [k for k in used if k not in planned]:
         p, u = planned.get(key, {}), used.get(key, {})
-        out.append({"role": key[0], "model": key[1], "planned_calls": p.get("calls"), "calls": u.get("calls"),
-                    "planned_prompt_tokens": p.get("prompt_tokens"), "input_tokens": u.get("input_tokens"),
-                    "planned_completion_tokens": p.get("completion_tokens"), "output_tokens": u.get("output_tokens"),
-                    "planned_cost": p.get("cost"), "cost_this_run": u.get("cost_this_run"),
-                    "planned_time_s": p.get("time_s")})
+        out.append(
+            {
+                "role": key[0],
+                "model": key[1],
+                "planned_calls": p.get("calls"),
+                "calls": u.get("calls"),
+                "planned_prompt_tokens": p.get("prompt_tokens"),
+                "input_tokens": u.get("input_tokens"),
+                "planned_completion_tokens": p.get("completion_tokens"),
+                "output_tokens": u.get("output_tokens"),
+                "planned_cost": p.get("cost"),
+                "cost_this_run": u.get("cost_this_run"),
+                "planned_time_s": p.get("time_s"),
+            }
+        )
     return out
 
 
@@ -398,17 +562,29 @@ def plan_text(plan: pd.DataFrame) -> str:
         cost = "n/a" if pd.isna(r["cost"]) else f"{r['cost']:.4f} {r['currency']}"
         batch = "" if pd.isna(r["batch_cost"]) else f" (batch {r['batch_cost']:.4f})"
         t = "n/a" if pd.isna(r["time_s"]) else f"{r['time_s']:.0f} s"
-        lines.append(f"{r['role']:<20} {r['model']:<28} calls {r['calls']:>7} (cached {r['cached_calls']}, to send "
-                     f"{r['to_send']})  prompt tokens {r['prompt_tokens']:>10}{'' if r['exact'] else '*'}  completion "
-                     f"~{r['completion_tokens']} (max {r['completion_tokens_max']})  cost {cost}{batch}  time {t}")
+        lines.append(
+            f"{r['role']:<20} {r['model']:<28} calls {r['calls']:>7} (cached {r['cached_calls']}, to send "
+            f"{r['to_send']})  prompt tokens {r['prompt_tokens']:>10}{'' if r['exact'] else '*'}  completion "
+            f"~{r['completion_tokens']} (max {r['completion_tokens_max']})  cost {cost}{batch}  time {t}"
+        )
         offline = str(r["tokens_by"]).startswith("offline")
-        details = [x for x in ((r["note"],) if offline else (r["tokens_by"], r["latency_from"], r["note"])) if x]
+        details = [
+            x
+            for x in ((r["note"],) if offline else (r["tokens_by"], r["latency_from"], r["note"]))
+            if x
+        ]
         if details:
             lines.append(" " * 22 + "; ".join(details))
     costs = plan["cost"]
     total = "n/a" if costs.isna().any() else f"{costs.sum():.4f}"
     times = plan["time_s"].dropna()
-    lines.append(f"total: calls {int(plan['calls'].sum())}, to send {int(plan['to_send'].sum())}, cost {total}, "
-                 f"time {'n/a' if times.empty else f'{times.sum():.0f} s (roles one after another)'}"
-                 + ("; * prompts with stand-ins for text not known before the run" if not plan["exact"].all() else ""))
+    lines.append(
+        f"total: calls {int(plan['calls'].sum())}, to send {int(plan['to_send'].sum())}, cost {total}, "
+        f"time {'n/a' if times.empty else f'{times.sum():.0f} s (roles one after another)'}"
+        + (
+            "; * prompts with stand-ins for text not known before the run"
+            if not plan["exact"].all()
+            else ""
+        )
+    )
     return "\n".join(lines)

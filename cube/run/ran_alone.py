@@ -36,7 +36,11 @@ def _code_cells(path: Path) -> set[str]:
         nb = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return set()
-    return {"".join(c.get("source", "")).strip() for c in nb.get("cells", []) if c.get("cell_type") == "code"} - {""}
+    return {
+        "".join(c.get("source", "")).strip()
+        for c in nb.get("cells", [])
+        if c.get("cell_type") == "code"
+    } - {""}
 
 
 def identify_notebook(executed: list[str], folder: Path) -> str | None:
@@ -54,12 +58,18 @@ def identify_notebook(executed: list[str], folder: Path) -> str | None:
 def running_notebook(folder: Path) -> str | None:
     """The stem of the project notebook this kernel runs (see the module docstring), else None."""
     ipython = sys.modules.get("IPython")
-    shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
+    shell = (
+        ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
+    )
     if shell is None:
         return None
     for var in ("__session__", "__vsc_ipynb_file__"):
         named = shell.user_ns.get(var)
-        if isinstance(named, str) and named.endswith(".ipynb") and (folder / Path(named).name).is_file():
+        if (
+            isinstance(named, str)
+            and named.endswith(".ipynb")
+            and (folder / Path(named).name).is_file()
+        ):
             return Path(named).stem
     history = getattr(getattr(shell, "history_manager", None), "input_hist_raw", None) or []
     return identify_notebook([c for c in history if isinstance(c, str)], folder)
@@ -77,10 +87,15 @@ def note_ran_alone(notebooks_dir: Path, stage: str | None, params: Any, params_f
     from cube.run.stages import comparable_values
 
     values = comparable_values(json.loads(params.model_dump_json()), every_section())
-    key = stage or UNKNOWN + hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:12]
+    key = (
+        stage
+        or UNKNOWN + hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:12]
+    )
     # notebooks run alone in parallel (a papermill batch) each add their record: locked update
-    update_json(notebooks_dir / RAN_ALONE, lambda records: {**records, key: {"params_file": params_file,
-                                                                             "params": values}})
+    update_json(
+        notebooks_dir / RAN_ALONE,
+        lambda records: {**records, key: {"params_file": params_file, "params": values}},
+    )
 
 
 def read_ran_alone(notebooks_dir: Path) -> dict[str, Any]:
@@ -104,7 +119,9 @@ def stages_ran_alone(notebooks_dir: Path, params: Any, stems: list[str]) -> dict
         who = "a notebook not recognised" if key.startswith(UNKNOWN) else f"notebook {key}"
         for stem in targets:
             sections = stage_spec(stem, [s for s in stems if s < stem]).sections
-            differing = diff_keys(comparable_values(recorded, sections), comparable_values(current, sections))
+            differing = diff_keys(
+                comparable_values(recorded, sections), comparable_values(current, sections)
+            )
             if differing and stem not in found:
                 shown = ", ".join(differing[:4]) + (", ..." if len(differing) > 4 else "")
                 found[stem] = f"{who} ran alone into this run folder with other params: {shown}"
@@ -117,11 +134,15 @@ def forget_ran_alone(notebooks_dir: Path, stems: set[str] | None = None) -> None
     if stems is None:
         (notebooks_dir / RAN_ALONE).unlink(missing_ok=True)
         return
-    update_json(notebooks_dir / RAN_ALONE, lambda records: {k: v for k, v in records.items() if k not in stems})
+    update_json(
+        notebooks_dir / RAN_ALONE,
+        lambda records: {k: v for k, v in records.items() if k not in stems},
+    )
 
 
-def stages_run_outside(run_root: Path, params: Params, shared_yaml: str, injected: dict[str, str],
-                       stems: list[str]) -> dict[str, str]:
+def stages_run_outside(
+    run_root: Path, params: Params, shared_yaml: str, injected: dict[str, str], stems: list[str]
+) -> dict[str, str]:
     """Stages of a published run that a notebook run alone (papermill, nbconvert, Jupyter) changed
     since `cube run` recorded their fingerprints, with the reason, plus every stage reading their
     data: `cube run` must not take them as up to date. Seen four ways: the params a notebook run
@@ -140,11 +161,16 @@ def stages_run_outside(run_root: Path, params: Params, shared_yaml: str, injecte
             found.setdefault(entry["stage"], f"data/{name}.parquet was written with other params")
     for nb in sorted((run_root / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         try:
-            meta = json.loads(nb.read_text(encoding="utf-8")).get("metadata", {}).get("papermill") or {}
+            meta = (
+                json.loads(nb.read_text(encoding="utf-8")).get("metadata", {}).get("papermill")
+                or {}
+            )
         except (OSError, ValueError):
             meta = {}
         if meta.get("parameters") != injected:
-            found.setdefault(nb.stem, f"notebooks/{nb.name} was not executed by `cube run` with these params")
+            found.setdefault(
+                nb.stem, f"notebooks/{nb.name} was not executed by `cube run` with these params"
+            )
     try:
         published = yaml.safe_load((run_root / "params.yaml").read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError):
@@ -153,7 +179,9 @@ def stages_run_outside(run_root: Path, params: Params, shared_yaml: str, injecte
         current = yaml.safe_load(shared_yaml)
         for stem in stems:
             sections = stage_spec(stem, [s for s in stems if s < stem]).sections
-            if dumped_section_values(published, sections) != dumped_section_values(current, sections):
+            if dumped_section_values(published, sections) != dumped_section_values(
+                current, sections
+            ):
                 found.setdefault(stem, "params.yaml shows a notebook ran with other params")
     for stem, why in stages_ran_alone(run_root / "notebooks", params, stems).items():
         found.setdefault(stem, why)

@@ -36,26 +36,46 @@ class SimulationResult:
     settings: dict[str, Any] = field(default_factory=dict)
 
     def tables(self) -> dict[str, pd.DataFrame]:
-        return {"sim_coverage": self.coverage, "sim_gate": self.gate, "sim_pvalues": self.pvalues,
-                "sim_power": self.power, "sim_truth": self.truth}
+        return {
+            "sim_coverage": self.coverage,
+            "sim_gate": self.gate,
+            "sim_pvalues": self.pvalues,
+            "sim_power": self.power,
+            "sim_truth": self.truth,
+        }
 
     def headline(self) -> dict[str, Any]:
         """Jury CuBE coverage per size, and p-value / power figures, for results.json and the CLI."""
-        c = self.coverage[(self.coverage["judge"] == S.JURY) & (self.coverage["metric"] == "cube_score")]
-        return {"jury_cube_coverage": {str(r.n_questions): [r.coverage, r.coverage_mc_se] for r in c.itertuples()},
-                "intervals_missing_nominal": int(self.coverage["misses"].sum()),
-                "pvalue_ks": {str(r.n_questions): r.ks_p_value for r in self.pvalues.itertuples()},
-                "power_at_mde": {str(r.n_questions): [r.power, r.power_mc_se] for r in self.power.itertuples()},
-                "settings": self.settings}
+        c = self.coverage[
+            (self.coverage["judge"] == S.JURY) & (self.coverage["metric"] == "cube_score")
+        ]
+        return {
+            "jury_cube_coverage": {
+                str(r.n_questions): [r.coverage, r.coverage_mc_se] for r in c.itertuples()
+            },
+            "intervals_missing_nominal": int(self.coverage["misses"].sum()),
+            "pvalue_ks": {str(r.n_questions): r.ks_p_value for r in self.pvalues.itertuples()},
+            "power_at_mde": {
+                str(r.n_questions): [r.power, r.power_mc_se] for r in self.power.itertuples()
+            },
+            "settings": self.settings,
+        }
 
 
 def model_from(params: Params) -> RunModel:
     sp = params.simulation
     base = RunModel()
-    judges = tuple(dataclasses.replace(j, bias_rag=sp.judge_bias) if i == 1 else j for i, j in enumerate(base.judges))
-    return dataclasses.replace(base, judges=judges, cluster_size=sp.cluster_size,
-                               cluster_sd=0.8 if sp.cluster_size > 1 else 0.0,
-                               system=dataclasses.replace(base.system, recall=sp.recall))
+    judges = tuple(
+        dataclasses.replace(j, bias_rag=sp.judge_bias) if i == 1 else j
+        for i, j in enumerate(base.judges)
+    )
+    return dataclasses.replace(
+        base,
+        judges=judges,
+        cluster_size=sp.cluster_size,
+        cluster_sd=0.8 if sp.cluster_size > 1 else 0.0,
+        system=dataclasses.replace(base.system, recall=sp.recall),
+    )
 
 
 def _map(fn: Callable[..., Any], jobs: Iterable[tuple], workers: int) -> list[Any]:
@@ -66,10 +86,18 @@ def _map(fn: Callable[..., Any], jobs: Iterable[tuple], workers: int) -> list[An
         return list(ex.map(fn, *zip(*jobs, strict=True)))
 
 
-def study(params: Params, *, replicates: int | None = None, questions: list[int] | None = None,
-          bootstrap: int | None = None, permutations: int | None = None, power: bool | None = None,
-          power_questions: list[int] | None = None, workers: int = 1, log: Callable[[str], None] | None = None
-          ) -> SimulationResult:
+def study(
+    params: Params,
+    *,
+    replicates: int | None = None,
+    questions: list[int] | None = None,
+    bootstrap: int | None = None,
+    permutations: int | None = None,
+    power: bool | None = None,
+    power_questions: list[int] | None = None,
+    workers: int = 1,
+    log: Callable[[str], None] | None = None,
+) -> SimulationResult:
     """The whole study with the params' `simulation` section (arguments override it) and `analysis`
     settings (trim, weights, gate, confidence; `bootstrap` is the simulation's). Compare's p-values and
     power are simulated at `power_questions` (default: the sizes' middle one)."""
@@ -82,10 +110,14 @@ def study(params: Params, *, replicates: int | None = None, questions: list[int]
     pair_sizes = power_questions or [sorted(sizes)[len(sizes) // 2]]
     ap = params.analysis.model_copy(update={"bootstrap": B})
     weights_note = ""
-    if ap.weights == "custom":  # custom weights name the run's dimensions; the simulated judges score their own
+    if (
+        ap.weights == "custom"
+    ):  # custom weights name the run's dimensions; the simulated judges score their own
         ap = ap.model_copy(update={"weights": "equal", "custom_weights": None})
-        weights_note = ("analysis.weights is custom: the simulated judges score the simulation's own dimensions, "
-                        "so the study weights them equally")
+        weights_note = (
+            "analysis.weights is custom: the simulated judges score the simulation's own dimensions, "
+            "so the study weights them equally"
+        )
         say_later = weights_note
     else:
         say_later = ""
@@ -95,37 +127,90 @@ def study(params: Params, *, replicates: int | None = None, questions: list[int]
         say(say_later)
     t0 = time.time()
     true = truth(model, proportion=ap.trim_proportion, weights=ap.weights)
-    rows = _map(S.coverage_replicate, [(model, n, r, ap, true, sp.seed) for n in sizes for r in range(R)], workers)
+    rows = _map(
+        S.coverage_replicate,
+        [(model, n, r, ap, true, sp.seed) for n in sizes for r in range(R)],
+        workers,
+    )
     reps = pd.DataFrame([x for rep in rows for x in rep])
     say(f"coverage: {len(sizes)} sizes x {R} runs in {time.time() - t0:.0f} s")
-    null = pd.DataFrame(_map(_pair, [(model, n, r, ap, 0.0, 0.0, P, sp.seed) for n in pair_sizes for r in range(R)],
-                             workers))
-    say(f"compare under no difference: {len(pair_sizes)} sizes x {R} pairs in {time.time() - t0:.0f} s")
+    null = pd.DataFrame(
+        _map(
+            _pair,
+            [(model, n, r, ap, 0.0, 0.0, P, sp.seed) for n in pair_sizes for r in range(R)],
+            workers,
+        )
+    )
+    say(
+        f"compare under no difference: {len(pair_sizes)} sizes x {R} pairs in {time.time() - t0:.0f} s"
+    )
     pvalues = S.pvalue_table(null, 1 - ap.confidence)
     power_tab = pd.DataFrame()
     pairs = null.assign(case="no difference")
     if do_power:
-        shifts = {int(r.n_questions): (S.quality_shift_for(model, -r.mean_mde, ap), r.mean_mde)
-                  for r in pvalues.itertuples() if r.mean_mde == r.mean_mde}
-        true_d = {n: S.jury_truth(model.with_system(answer_quality=model.system.answer_quality + s), ap)
-                  - S.jury_truth(model, ap) for n, (s, _m) in shifts.items()}
-        alt = pd.DataFrame(_map(_pair, [(model, n, r, ap, shifts[n][0], true_d[n], P, sp.seed + 1)
-                                        for n in shifts for r in range(R)], workers))
+        shifts = {
+            int(r.n_questions): (S.quality_shift_for(model, -r.mean_mde, ap), r.mean_mde)
+            for r in pvalues.itertuples()
+            if r.mean_mde == r.mean_mde
+        }
+        true_d = {
+            n: S.jury_truth(model.with_system(answer_quality=model.system.answer_quality + s), ap)
+            - S.jury_truth(model, ap)
+            for n, (s, _m) in shifts.items()
+        }
+        alt = pd.DataFrame(
+            _map(
+                _pair,
+                [
+                    (model, n, r, ap, shifts[n][0], true_d[n], P, sp.seed + 1)
+                    for n in shifts
+                    for r in range(R)
+                ],
+                workers,
+            )
+        )
         power_tab = S.power_table(alt, 1 - ap.confidence)
         power_tab.insert(1, "printed_mde", [shifts[int(n)][1] for n in power_tab["n_questions"]])
         pairs = pd.concat([pairs, alt.assign(case="B worse by the MDE")], ignore_index=True)
         say(f"power at the MDE: {len(shifts)} sizes x {R} pairs in {time.time() - t0:.0f} s")
-    settings = {"weights_note": weights_note, "replicates": R, "questions": sizes, "pair_questions": pair_sizes, "bootstrap": B,
-                "permutations": P, "confidence": ap.confidence, "seed": sp.seed, "workers": workers,
-                "seconds": round(time.time() - t0, 1), "model": dataclasses.asdict(model)}
-    return SimulationResult(S.coverage_table(reps, ap.confidence), S.gate_table(reps), pvalues, power_tab,
-                            true, reps, pairs, settings)
+    settings = {
+        "weights_note": weights_note,
+        "replicates": R,
+        "questions": sizes,
+        "pair_questions": pair_sizes,
+        "bootstrap": B,
+        "permutations": P,
+        "confidence": ap.confidence,
+        "seed": sp.seed,
+        "workers": workers,
+        "seconds": round(time.time() - t0, 1),
+        "model": dataclasses.asdict(model),
+    }
+    return SimulationResult(
+        S.coverage_table(reps, ap.confidence),
+        S.gate_table(reps),
+        pvalues,
+        power_tab,
+        true,
+        reps,
+        pairs,
+        settings,
+    )
 
 
-def _pair(model: RunModel, n: int, r: int, ap: Any, shift: float, true_delta: float, permutations: int,
-          seed: int) -> dict[str, Any]:
-    return S.compare_replicate(model, n, r, ap, shift=shift, true_delta=true_delta, n_permutations=permutations,
-                               seed=seed)
+def _pair(
+    model: RunModel,
+    n: int,
+    r: int,
+    ap: Any,
+    shift: float,
+    true_delta: float,
+    permutations: int,
+    seed: int,
+) -> dict[str, Any]:
+    return S.compare_replicate(
+        model, n, r, ap, shift=shift, true_delta=true_delta, n_permutations=permutations, seed=seed
+    )
 
 
 def write(result: SimulationResult, folder: Path) -> list[Path]:
@@ -134,10 +219,16 @@ def write(result: SimulationResult, folder: Path) -> list[Path]:
 
     folder.mkdir(parents=True, exist_ok=True)
     out = []
-    for name, df in {**result.tables(), "sim_replicates": result.replicates, "sim_pairs": result.pairs}.items():
+    for name, df in {
+        **result.tables(),
+        "sim_replicates": result.replicates,
+        "sim_pairs": result.pairs,
+    }.items():
         df.to_csv(folder / f"{name}.csv", index=False)
         out.append(folder / f"{name}.csv")
-    (folder / "sim_settings.json").write_text(json.dumps(result.settings, indent=2, default=str), encoding="utf-8")
+    (folder / "sim_settings.json").write_text(
+        json.dumps(result.settings, indent=2, default=str), encoding="utf-8"
+    )
     return out
 
 
@@ -147,33 +238,48 @@ __all__ = ["JudgeModel", "SimulationResult", "model_from", "study", "write"]
 def summary_lines(result: SimulationResult) -> list[str]:
     """The study as text: every interval's coverage with its Monte Carlo error, then compare's figures."""
     c = result.coverage
-    lines = [f"{'n':>4}  {'judge':<10} {'metric':<15} {'interval':<9} {'runs':>4}  coverage (MC SE)  width   "
-             "bias (MC SE)   RMSE"]
+    lines = [
+        f"{'n':>4}  {'judge':<10} {'metric':<15} {'interval':<9} {'runs':>4}  coverage (MC SE)  width   "
+        "bias (MC SE)   RMSE"
+    ]
     for r in c.itertuples():
         mark = "  <- misses nominal" if r.misses else ""
-        lines.append(f"{r.n_questions:>4}  {r.judge:<10} {r.metric:<15} {r.interval:<9} {r.replicates:>4}  "
-                     f"{r.coverage:7.1%} ({r.coverage_mc_se:4.1%})  {r.mean_width:6.2f}  {r.bias:+6.2f} ({r.bias_mc_se:4.2f})"
-                     f"  {r.rmse:6.2f}{mark}")
+        lines.append(
+            f"{r.n_questions:>4}  {r.judge:<10} {r.metric:<15} {r.interval:<9} {r.replicates:>4}  "
+            f"{r.coverage:7.1%} ({r.coverage_mc_se:4.1%})  {r.mean_width:6.2f}  {r.bias:+6.2f} ({r.bias_mc_se:4.2f})"
+            f"  {r.rmse:6.2f}{mark}"
+        )
     for r in result.pvalues.itertuples():
-        lines.append(f"compare, no difference, {r.n_questions} questions, {r.replicates} pairs: KS p = {r.ks_p_value:.3f} "
-                     f"(uniform p-values), rejection rate {r.rejection_rate:.1%} ({r.rejection_mc_se:.1%}), ΔCuBE "
-                     f"interval coverage {r.delta_coverage:.1%} ({r.delta_coverage_mc_se:.1%}), SD of ΔCuBE "
-                     f"{r.delta_sd:.2f} ({r.delta_sd_mc_se:.2f}) vs mean bootstrap SE {r.mean_se:.2f}, printed MDE "
-                     f"{r.mean_mde:.2f}")
+        lines.append(
+            f"compare, no difference, {r.n_questions} questions, {r.replicates} pairs: KS p = {r.ks_p_value:.3f} "
+            f"(uniform p-values), rejection rate {r.rejection_rate:.1%} ({r.rejection_mc_se:.1%}), ΔCuBE "
+            f"interval coverage {r.delta_coverage:.1%} ({r.delta_coverage_mc_se:.1%}), SD of ΔCuBE "
+            f"{r.delta_sd:.2f} ({r.delta_sd_mc_se:.2f}) vs mean bootstrap SE {r.mean_se:.2f}, printed MDE "
+            f"{r.mean_mde:.2f}"
+        )
     for r in result.power.itertuples():
-        lines.append(f"compare, B worse by the MDE (true ΔCuBE {r.true_delta:.2f}), {r.n_questions} questions, "
-                     f"{r.replicates} pairs: power {r.power:.1%} ({r.power_mc_se:.1%}; nominal 80%), ΔCuBE interval "
-                     f"coverage {r.delta_coverage:.1%} ({r.delta_coverage_mc_se:.1%}), SD of ΔCuBE {r.delta_sd:.2f} "
-                     f"({r.delta_sd_mc_se:.2f}) vs mean bootstrap SE {r.mean_se:.2f}, MDE printed by these pairs "
-                     f"{r.mde_printed_here:.2f}")
+        lines.append(
+            f"compare, B worse by the MDE (true ΔCuBE {r.true_delta:.2f}), {r.n_questions} questions, "
+            f"{r.replicates} pairs: power {r.power:.1%} ({r.power_mc_se:.1%}; nominal 80%), ΔCuBE interval "
+            f"coverage {r.delta_coverage:.1%} ({r.delta_coverage_mc_se:.1%}), SD of ΔCuBE {r.delta_sd:.2f} "
+            f"({r.delta_sd_mc_se:.2f}) vs mean bootstrap SE {r.mean_se:.2f}, MDE printed by these pairs "
+            f"{r.mde_printed_here:.2f}"
+        )
     for r in result.gate.itertuples():
-        lines.append(f"gate, {r.n_questions} questions: {r.judge} left out of the jury in {r.excluded_rate:.1%} "
-                     f"({r.excluded_mc_se:.1%}) of {r.replicates} runs")
+        lines.append(
+            f"gate, {r.n_questions} questions: {r.judge} left out of the jury in {r.excluded_rate:.1%} "
+            f"({r.excluded_mc_se:.1%}) of {r.replicates} runs"
+        )
     return lines
 
 
-def run_simulate(params_path: Path, *, out: Path | None = None, log: Callable[[str], None] | None = None,
-                 **options: Any) -> tuple[Path, SimulationResult]:
+def run_simulate(
+    params_path: Path,
+    *,
+    out: Path | None = None,
+    log: Callable[[str], None] | None = None,
+    **options: Any,
+) -> tuple[Path, SimulationResult]:
     """`cube simulate`: the study with the params file's settings (`options` override the `simulation`
     section), its tables, settings and figures written to `out` (default `<outputs_dir>/simulate/<run>/`)."""
     from cube.config.params import load_params
@@ -184,7 +290,14 @@ def run_simulate(params_path: Path, *, out: Path | None = None, log: Callable[[s
     folder = out or resolve(params.outputs_dir) / "simulate" / params.run
     result = study(params, log=log, **options)
     write(result, folder)
-    for name, fig in (("fig_sim_coverage", sim_plots.coverage(result.coverage, params.analysis.confidence)),
-                      ("fig_sim_pvalues", sim_plots.pvalues(result.pairs[result.pairs["case"] == "no difference"]))):
-        fig.savefig(folder / f"{name}.png", dpi=150, bbox_inches="tight", metadata={"Software": None})
+    for name, fig in (
+        ("fig_sim_coverage", sim_plots.coverage(result.coverage, params.analysis.confidence)),
+        (
+            "fig_sim_pvalues",
+            sim_plots.pvalues(result.pairs[result.pairs["case"] == "no difference"]),
+        ),
+    ):
+        fig.savefig(
+            folder / f"{name}.png", dpi=150, bbox_inches="tight", metadata={"Software": None}
+        )
     return folder, result

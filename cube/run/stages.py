@@ -49,20 +49,31 @@ class Stage:
 STAGES: dict[str, Stage] = {
     "00_paper_tables": Stage((), ()),
     "01_dataset_prep": Stage(("lang", "corpus"), (), ("corpus",)),
-    "02_qa_sets": Stage(("lang", "models", "questions", "answerer", "systems", "diagnostics.refusal_*"),
-                        ("01_dataset_prep",),
-                        ("questions", "answers", "questions_failed", "refusal_answers")),
-    "03_scoring_sets": Stage(("models", "dimensions", "judges", "audit"), ("02_qa_sets",), ("scores", "audit_scores")),
+    "02_qa_sets": Stage(
+        ("lang", "models", "questions", "answerer", "systems", "diagnostics.refusal_*"),
+        ("01_dataset_prep",),
+        ("questions", "answers", "questions_failed", "refusal_answers"),
+    ),
+    "03_scoring_sets": Stage(
+        ("models", "dimensions", "judges", "audit"), ("02_qa_sets",), ("scores", "audit_scores")
+    ),
     "04_rank_correlation": Stage(("analysis",), ("03_scoring_sets",)),
     "05_bounds_and_weights": Stage(("analysis",), ("03_scoring_sets",)),
-    "06_cube_score": Stage(("analysis", "diagnostics"), ("03_scoring_sets",)),  # the decision states the diagnosis
-    "07_human_agreement": Stage(("lang", "human", "analysis"), ("03_scoring_sets",), ("human_ratings",)),
+    "06_cube_score": Stage(
+        ("analysis", "diagnostics"), ("03_scoring_sets",)
+    ),  # the decision states the diagnosis
+    "07_human_agreement": Stage(
+        ("lang", "human", "analysis"), ("03_scoring_sets",), ("human_ratings",)
+    ),
     "08_bleu_rouge": Stage(("lang", "lexical", "human"), ("03_scoring_sets",), ("lexical",)),
     "09_compare": Stage(("analysis",), ("03_scoring_sets",)),
-    "10_diagnostics": Stage(("analysis", "diagnostics"), ("03_scoring_sets", "06_cube_score")),  # reads 06's sweep reading
+    "10_diagnostics": Stage(
+        ("analysis", "diagnostics"), ("03_scoring_sets", "06_cube_score")
+    ),  # reads 06's sweep reading
     "11_judge_audit": Stage(("audit", "analysis"), ("03_scoring_sets",)),
-
-    "12_validation": Stage(("analysis", "simulation"), ()),  # simulated runs only: no data of the run
+    "12_validation": Stage(
+        ("analysis", "simulation"), ()
+    ),  # simulated runs only: no data of the run
 }
 # Sections no stage's data depend on: the report's title, where outputs go.
 NOT_STAGE_INPUTS = ("run", "title", "outputs_dir", "cache_path")
@@ -94,10 +105,25 @@ def upstream_sections(name: str) -> list[str]:
 # algorithm's options, and any field added later) identifies the calls. A call's cost is recorded
 # when it is made and a cached call keeps its original cost, so re-running a stage after a price
 # edit would not change any cost shown either.
-NOT_CALL_FIELDS = frozenset({
-    "price_input_per_m", "price_output_per_m", "price_cached_input_per_m", "batch_price_input_per_m", "batch_price_output_per_m", "currency",
-    "api_key_env", "header_env", "timeout_s", "max_concurrency", "min_concurrency", "max_attempts",
-    "backoff_base_s", "backoff_max_s", "breaker_threshold"})
+NOT_CALL_FIELDS = frozenset(
+    {
+        "price_input_per_m",
+        "price_output_per_m",
+        "price_cached_input_per_m",
+        "batch_price_input_per_m",
+        "batch_price_output_per_m",
+        "currency",
+        "api_key_env",
+        "header_env",
+        "timeout_s",
+        "max_concurrency",
+        "min_concurrency",
+        "max_attempts",
+        "backoff_base_s",
+        "backoff_max_s",
+        "breaker_threshold",
+    }
+)
 _SPEC_FIELDS = frozenset(ModelSpec.model_fields)
 
 
@@ -123,7 +149,9 @@ def _model_refs(value: Any, names: set[str], key: str = "") -> set[str]:
         refers = key in ("model", "answerer") or key.endswith(("_model", "_answerer"))
         return {value} if refers and value in names else set()
     if isinstance(value, dict) and not _is_spec(value):
-        return set().union(*(_model_refs(v, names, k) for k, v in value.items())) if value else set()
+        return (
+            set().union(*(_model_refs(v, names, k) for k, v in value.items())) if value else set()
+        )
     if isinstance(value, list):
         return set().union(*(_model_refs(v, names, key) for v in value)) if value else set()
     return set()
@@ -144,16 +172,27 @@ def _section(data: dict[str, Any], section: str) -> Any:
         return data.get(section)
     top, pattern = section.split(".", 1)
     value = data.get(top)
-    return {k: v for k, v in value.items() if fnmatchcase(k, pattern)} if isinstance(value, dict) else value
+    return (
+        {k: v for k, v in value.items() if fnmatchcase(k, pattern)}
+        if isinstance(value, dict)
+        else value
+    )
 
 
-def dumped_section_values(data: dict[str, Any], sections: list[str] | tuple[str, ...]) -> dict[str, Any]:
+def dumped_section_values(
+    data: dict[str, Any], sections: list[str] | tuple[str, ...]
+) -> dict[str, Any]:
     """`section_values` of params already dumped to a dict (a record, a params.yaml)."""
     out = {s: _calls_only(_section(data, s)) for s in sections}
     if "models" in sections:
         models = data.get("models") or {}
-        used = set().union(*(_model_refs(_section(data, s), set(models), s.split(".")[0])
-                             for s in sections if s != "models"))
+        used = set().union(
+            *(
+                _model_refs(_section(data, s), set(models), s.split(".")[0])
+                for s in sections
+                if s != "models"
+            )
+        )
         out["models"] = {name: _calls_only(models[name]) for name in sorted(used)}
     return out
 
@@ -212,15 +251,24 @@ def _module_data(path: Path) -> frozenset[str]:
         out = set()
         for n in nodes:
             if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value:
-                for folder in (PACKAGE / n.value.removeprefix("cube.").replace(".", "/"), path.parent / n.value):
-                    if folder.is_dir() and folder.resolve().is_relative_to(PACKAGE) and folder.resolve() != PACKAGE:
+                for folder in (
+                    PACKAGE / n.value.removeprefix("cube.").replace(".", "/"),
+                    path.parent / n.value,
+                ):
+                    if (
+                        folder.is_dir()
+                        and folder.resolve().is_relative_to(PACKAGE)
+                        and folder.resolve() != PACKAGE
+                    ):
                         out.add(folder.resolve().relative_to(PACKAGE).as_posix())
         return out
 
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             f = node.func
-            called = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            called = (
+                f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            )
             if called in ("files", "joinpath", "PackageLoader"):
                 found |= names(node.args)
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
@@ -256,8 +304,12 @@ def _imports_in(source: str, current: str = "") -> frozenset[str]:
             if base.split(".")[0] == "cube":
                 found.add(base)
                 found |= {f"{base}.{a.name}" for a in node.names}
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("cube.") \
-                and all(p.isidentifier() for p in node.value.split(".")):
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and node.value.startswith("cube.")
+            and all(p.isidentifier() for p in node.value.split("."))
+        ):
             found.add(node.value)
     # importing a module runs its parent packages' __init__ first
     found |= {".".join(m.split(".")[:i]) for m in found for i in range(1, m.count(".") + 1)}
@@ -266,8 +318,11 @@ def _imports_in(source: str, current: str = "") -> frozenset[str]:
 
 def _module_file(name: str) -> list[Path]:
     rel = Path(*name.split(".")[1:]) if "." in name else Path()
-    candidates = [PACKAGE / rel.with_suffix(".py"), PACKAGE / rel / "__init__.py"] if rel.parts else \
-        [PACKAGE / "__init__.py"]
+    candidates = (
+        [PACKAGE / rel.with_suffix(".py"), PACKAGE / rel / "__init__.py"]
+        if rel.parts
+        else [PACKAGE / "__init__.py"]
+    )
     return [p for p in candidates if p.is_file()]
 
 
@@ -286,8 +341,11 @@ def modules_read(notebook_source: str) -> list[Path]:
             files.add(f)
             todo |= _module_imports(f)
             for folder in _module_data(f):
-                files |= {g for g in (PACKAGE / folder).rglob("*")
-                          if g.is_file() and g.suffix != ".py" and "__pycache__" not in g.parts}
+                files |= {
+                    g
+                    for g in (PACKAGE / folder).rglob("*")
+                    if g.is_file() and g.suffix != ".py" and "__pycache__" not in g.parts
+                }
     return sorted(files)
 
 
@@ -301,7 +359,9 @@ def modules_digest(notebook_source: str) -> str:
 
 def notebook_code(path: Path) -> str:
     nb = json.loads(path.read_text(encoding="utf-8"))
-    return "\n".join("".join(c.get("source", "")) for c in nb.get("cells", []) if c.get("cell_type") == "code")
+    return "\n".join(
+        "".join(c.get("source", "")) for c in nb.get("cells", []) if c.get("cell_type") == "code"
+    )
 
 
 def stage_fingerprints(params: Params, notebooks: list[Path], root: Path) -> dict[str, str]:
@@ -359,7 +419,9 @@ def read_provenance(data_dir: Path) -> dict[str, Any]:
         return {}
 
 
-def comparable_values(data: dict[str, Any], sections: list[str] | tuple[str, ...]) -> dict[str, Any]:
+def comparable_values(
+    data: dict[str, Any], sections: list[str] | tuple[str, ...]
+) -> dict[str, Any]:
     """Dumped params sections as records keep and compare them: local paths relative to the project
     root, or outside it by `path_identity` (name and hash: no local folder layout in a run folder),
     model specs by their call fields, `models` by the entries the sections refer to. Applied to both
@@ -374,20 +436,31 @@ def params_differ(entry: dict[str, Any], params: Params) -> list[str]:
     if not isinstance(recorded, dict):
         return ["params"]
     sections = list(recorded)
-    return diff_keys(comparable_values(recorded, sections),
-                     comparable_values(json.loads(params.model_dump_json()), sections))
+    return diff_keys(
+        comparable_values(recorded, sections),
+        comparable_values(json.loads(params.model_dump_json()), sections),
+    )
 
 
 def record_provenance(data_dir: Path, name: str, params: Params, params_file: str) -> None:
     stage = producer(name)
-    sections = upstream_sections(stage) if stage else [k for k in Params.model_fields if k not in NOT_STAGE_INPUTS]
-    entry = {"stage": stage, "params_file": params_file,
-             "params": comparable_values(json.loads(params.model_dump_json()), sections)}
+    sections = (
+        upstream_sections(stage)
+        if stage
+        else [k for k in Params.model_fields if k not in NOT_STAGE_INPUTS]
+    )
+    entry = {
+        "stage": stage,
+        "params_file": params_file,
+        "params": comparable_values(json.loads(params.model_dump_json()), sections),
+    }
     # notebooks run alone in parallel into one run folder each add their entries: locked update
     update_json(data_dir / PROVENANCE, lambda prov: {**prov, name: entry})
 
 
-def check_provenance(data_dir: Path, name: str, params: Params, params_file: str, run_label: str) -> None:
+def check_provenance(
+    data_dir: Path, name: str, params: Params, params_file: str, run_label: str
+) -> None:
     """Raise `ParamsMismatchError` when `data/<name>` was produced under other params."""
     entry = read_provenance(data_dir).get(name)
     if not entry:
@@ -399,7 +472,8 @@ def check_provenance(data_dir: Path, name: str, params: Params, params_file: str
             f"{run_label}: data/{name}.parquet was produced by {stage} with params {entry.get('params_file')!r} "
             f"that differ from {params_file!r} in: {', '.join(differing)}. Not mixing them: re-run {stage} "
             f"with these params (`cube run {params_file} --only {stage[:2]}..` or --force), or give this params "
-            "file its own `run:` name.")
+            "file its own `run:` name."
+        )
 
 
 def check_run_folder(data_dir: Path, params: Params, params_file: str, run_label: str) -> None:
@@ -417,5 +491,8 @@ def check_run_folder(data_dir: Path, params: Params, params_file: str, run_label
     if problems:
         raise ParamsMismatchError(
             f"{run_label}: this run folder holds data produced by another params file with other values; "
-            f"{params_file!r} differs in: " + "; ".join(problems) + ". Not replacing them silently: give "
-            f"{params_file!r} its own `run:` name, or pass --force to re-run every stage with it in this folder.")
+            f"{params_file!r} differs in: "
+            + "; ".join(problems)
+            + ". Not replacing them silently: give "
+            f"{params_file!r} its own `run:` name, or pass --force to re-run every stage with it in this folder."
+        )

@@ -49,7 +49,16 @@ LOCK = ".lock"
 # Published entries that a run replaces when it commits (report/ is re-rendered from them).
 # Not annotation/: raters fill its sheet in place, so it is written in the published folder
 # (`RunPaths.annotation`) and never replaced by a commit.
-STAGED = ("params.yaml", "results.json", "manifest.json", "data", "tables", "figures", "notebooks", "compare")
+STAGED = (
+    "params.yaml",
+    "results.json",
+    "manifest.json",
+    "data",
+    "tables",
+    "figures",
+    "notebooks",
+    "compare",
+)
 
 
 class RunLocked(RuntimeError):
@@ -80,9 +89,15 @@ def run_lock(root: Path, log=print) -> Iterator[Path]:
     """Hold `<root>/.lock` for the block; raise `RunLocked` naming the holder if it is taken."""
     root.mkdir(parents=True, exist_ok=True)
     lock = root / LOCK
-    mine = {"pid": os.getpid(), "host": socket.gethostname(),
-            "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "command": " ".join(sys.argv)}
-    with _guard(root):  # check, take over and create under one mutex: two runs never both take it over
+    mine = {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "command": " ".join(sys.argv),
+    }
+    with _guard(
+        root
+    ):  # check, take over and create under one mutex: two runs never both take it over
         for _ in range(2):
             try:
                 fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -95,14 +110,17 @@ def run_lock(root: Path, log=print) -> Iterator[Path]:
                     held = {}
                 pid, host = held.get("pid"), held.get("host")
                 if isinstance(pid, int) and host == mine["host"] and not _pid_alive(pid):
-                    log(f"[cube] {lock}: taking over a stale lock of pid {pid} (started {held.get('started')}), "
-                        "which is no longer running")
+                    log(
+                        f"[cube] {lock}: taking over a stale lock of pid {pid} (started {held.get('started')}), "
+                        "which is no longer running"
+                    )
                     lock.unlink(missing_ok=True)
                     continue
                 raise RunLocked(
                     f"{root}: another `cube run` holds this run folder (pid {pid} on {host}, started "
                     f"{held.get('started')}: {held.get('command', '?')}). Wait for it to finish, or remove {lock} "
-                    "if that process is gone.") from None
+                    "if that process is gone."
+                ) from None
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 json.dump(mine, f)
             break
@@ -125,15 +143,18 @@ def _guard(root: Path) -> Iterator[None]:
         yield
 
 
-
 # ------------------------------------------------------------------------------------ staging
 def prepare_staging(root: Path, params_yaml: str, log=print) -> Path:
     """The staging folder for this attempt: the one a failed or interrupted attempt with the same
     resolved params left (to resume it), else a fresh copy of the published state."""
     staging = root / STAGING
     previous = staging / "params.yaml"
-    if (staging.is_dir() and (staging / STAGED_MARKER).is_file() and previous.is_file()
-            and previous.read_text(encoding="utf-8") == params_yaml):
+    if (
+        staging.is_dir()
+        and (staging / STAGED_MARKER).is_file()
+        and previous.is_file()
+        and previous.read_text(encoding="utf-8") == params_yaml
+    ):
         log(f"[cube] resuming the unfinished attempt in {staging}")
         return staging
     if staging.exists():
@@ -181,12 +202,16 @@ def signals_deferred() -> Iterator[None]:
 
     Python-level handlers, not a signal mask: a mask is per thread, and a signal sent to the
     process would reach another thread (a client's I/O thread), whose handler runs anyway."""
-    if threading.current_thread() is not threading.main_thread():  # only the main thread handles signals
+    if (
+        threading.current_thread() is not threading.main_thread()
+    ):  # only the main thread handles signals
         yield
         return
     pending: list[int] = []
-    old = {s: signal.signal(s, lambda signum, _frame: pending.append(signum))
-           for s in (signal.SIGINT, signal.SIGTERM)}
+    old = {
+        s: signal.signal(s, lambda signum, _frame: pending.append(signum))
+        for s in (signal.SIGINT, signal.SIGTERM)
+    }
     try:
         yield
     finally:
@@ -266,8 +291,9 @@ def interrupts_raise() -> Iterator[None]:
 
 
 # ------------------------------------------------------------------------------- last attempt
-def write_last_run(report_dir: Path, *, status: str, params_path: Path, stages: list[dict[str, Any]],
-                   message: str) -> Path:
+def write_last_run(
+    report_dir: Path, *, status: str, params_path: Path, stages: list[dict[str, Any]], message: str
+) -> Path:
     """`report/last_run.html`: how the last attempt ended (committed | failed | interrupted)."""
     from cube.config.project import scrub_local_paths
 
@@ -277,14 +303,16 @@ def write_last_run(report_dir: Path, *, status: str, params_path: Path, stages: 
     rows = "".join(
         f"<tr><td>{escape(s['notebook'])}</td><td>{escape(s['status'])}</td>"
         f"<td>{float(s.get('seconds') or 0):.1f}</td><td>{escape(str(s.get('error') or ''))}</td></tr>"
-        for s in stages)
+        for s in stages
+    )
     when = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     html = (
-        "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>Last run</title></head><body>"
-        f"<h1>Last run: {escape(status)}</h1><p id=\"status\" data-status=\"{escape(status)}\">{escape(message)}</p>"
+        '<!DOCTYPE html><html><head><meta charset="utf-8"><title>Last run</title></head><body>'
+        f'<h1>Last run: {escape(status)}</h1><p id="status" data-status="{escape(status)}">{escape(message)}</p>'
         f"<p>Params file: <code>{escape(str(params_path))}</code> · ended {when}</p>"
-        "<table border=\"1\"><tr><th>Stage</th><th>Status</th><th>Seconds</th><th>Error</th></tr>"
-        f"{rows}</table><p><a href=\"index.html\">Back to the report</a></p></body></html>")
+        '<table border="1"><tr><th>Stage</th><th>Status</th><th>Seconds</th><th>Error</th></tr>'
+        f'{rows}</table><p><a href="index.html">Back to the report</a></p></body></html>'
+    )
     target = report_dir / LAST_RUN
     target.write_text(html, encoding="utf-8")
     return target

@@ -35,7 +35,9 @@ def parse_grid(items: list[str]) -> list[tuple[str, list[Any]]]:
         else:
             grid.append((key.strip(), values))
     if bad:
-        raise ParamsError(f"--grid: cannot read {bad}; expected key.path=value1,value2 (e.g. corpus.seed=1,2,3)")
+        raise ParamsError(
+            f"--grid: cannot read {bad}; expected key.path=value1,value2 (e.g. corpus.seed=1,2,3)"
+        )
     return grid
 
 
@@ -43,14 +45,20 @@ def _slug(value: Any) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(value)).strip("_") or "x"
 
 
-def sweep_runs(params_path: Path, grid: list[tuple[str, list[Any]]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+def sweep_runs(
+    params_path: Path, grid: list[tuple[str, list[Any]]]
+) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """(values, raw params) of every combination, each validated and with its own run name."""
     data = yaml.safe_load(Path(params_path).read_text(encoding="utf-8")) or {}
     base = data.get("run", "run")
     runs, problems = [], []
     for combo in itertools.product(*[values for _, values in grid]):
         values = dict(zip([k for k, _ in grid], combo, strict=True))
-        name = base + "__" + "__".join(f"{_slug(k.split('.')[-1])}-{_slug(v)}" for k, v in values.items())
+        name = (
+            base
+            + "__"
+            + "__".join(f"{_slug(k.split('.')[-1])}-{_slug(v)}" for k, v in values.items())
+        )
         changed = apply_overrides(data, [*parse_overrides(list(values.items())), ("run", name)])
         try:
             parse_params(changed, f"{params_path} with {values}")
@@ -63,8 +71,15 @@ def sweep_runs(params_path: Path, grid: list[tuple[str, list[Any]]]) -> list[tup
     return runs
 
 
-def run_sweep(params_path: Path, grid_items: list[str], *, only: str | None = None, force: bool = False,
-              notebooks_dir: Path | None = None, log: Callable[[str], None] = print) -> Path:
+def run_sweep(
+    params_path: Path,
+    grid_items: list[str],
+    *,
+    only: str | None = None,
+    force: bool = False,
+    notebooks_dir: Path | None = None,
+    log: Callable[[str], None] = print,
+) -> Path:
     """Execute every combination; return the sweep's index.html."""
     from cube.run.execute import InputError, execute_run
 
@@ -81,18 +96,40 @@ def run_sweep(params_path: Path, grid_items: list[str], *, only: str | None = No
         log(f"[cube] sweep: {data['run']} ({', '.join(f'{k}={v}' for k, v in values.items())})")
         href = f"../{data['run']}/report/index.html"
         try:
-            summary = execute_run(path, only=only, force=force, notebooks_dir=notebooks_dir, log=log)
-        except InputError as err:  # checked before any stage: this combination failed, the sweep goes on
+            summary = execute_run(
+                path, only=only, force=force, notebooks_dir=notebooks_dir, log=log
+            )
+        except (
+            InputError
+        ) as err:  # checked before any stage: this combination failed, the sweep goes on
             log(f"[cube] sweep: {data['run']} failed, nothing was run:\n{err}")
-            rows.append({"run": data["run"], "values": values, "ok": False, "href": f"params/{data['run']}.yaml",
-                         "cube": None, "verdict": "", "error": str(err)})  # no report: link its params
+            rows.append(
+                {
+                    "run": data["run"],
+                    "values": values,
+                    "ok": False,
+                    "href": f"params/{data['run']}.yaml",
+                    "cube": None,
+                    "verdict": "",
+                    "error": str(err),
+                }
+            )  # no report: link its params
             continue
         results_file = summary.paths.results
-        results = json.loads(results_file.read_text(encoding="utf-8")) if results_file.exists() else {}
+        results = (
+            json.loads(results_file.read_text(encoding="utf-8")) if results_file.exists() else {}
+        )
         decision = results.get("decision") if isinstance(results.get("decision"), dict) else {}
-        rows.append({"run": data["run"], "values": values, "ok": summary.ok, "href": href,
-                     "cube": decision.get("cube_score"),
-                     "verdict": decision.get("verdict", "")})
+        rows.append(
+            {
+                "run": data["run"],
+                "values": values,
+                "ok": summary.ok,
+                "href": href,
+                "cube": decision.get("cube_score"),
+                "verdict": decision.get("verdict", ""),
+            }
+        )
     index = folder / "index.html"
     index.write_text(_index_html(base, grid, rows), encoding="utf-8")
     return index
@@ -105,13 +142,24 @@ def _index_html(base: str, grid: list[tuple[str, list[Any]]], rows: list[dict[st
     for r in rows:
         cube = "n/a" if r["cube"] is None else f"{float(r['cube']):.1f}"
         cells = "".join(f"<td>{html.escape(str(r['values'][k]))}</td>" for k in keys)
-        status = "published" if r["ok"] else f"failed: {r['error']}" if r.get("error") else \
-            "failed (see its last_run.html)"
-        body += (f'<tr><td><a href="{html.escape(r["href"])}">{html.escape(r["run"])}</a></td>{cells}'
-                 f"<td>{cube}</td><td>{html.escape(str(r['verdict'] or ''))}</td><td>{html.escape(status)}</td></tr>")
-    return ("<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>Sweep " + html.escape(base) + "</title>"
-            "<style>body{font-family:system-ui,sans-serif;margin:24px}table{border-collapse:collapse}"
-            "td,th{border:1px solid #d9dde3;padding:4px 10px;text-align:left}th{background:#eef1f5}</style>"
-            f"</head><body><h1>Sweep of {html.escape(base)}</h1><p>One run per combination; each link opens "
-            f"that run's report.</p><table><tr><th>Run</th>{head}<th>CuBE</th><th>Verdict</th><th>Status</th>"
-            f"</tr>{body}</table></body></html>")
+        status = (
+            "published"
+            if r["ok"]
+            else f"failed: {r['error']}"
+            if r.get("error")
+            else "failed (see its last_run.html)"
+        )
+        body += (
+            f'<tr><td><a href="{html.escape(r["href"])}">{html.escape(r["run"])}</a></td>{cells}'
+            f"<td>{cube}</td><td>{html.escape(str(r['verdict'] or ''))}</td><td>{html.escape(status)}</td></tr>"
+        )
+    return (
+        '<!DOCTYPE html><html><head><meta charset="utf-8"><title>Sweep '
+        + html.escape(base)
+        + "</title>"
+        "<style>body{font-family:system-ui,sans-serif;margin:24px}table{border-collapse:collapse}"
+        "td,th{border:1px solid #d9dde3;padding:4px 10px;text-align:left}th{background:#eef1f5}</style>"
+        f"</head><body><h1>Sweep of {html.escape(base)}</h1><p>One run per combination; each link opens "
+        f"that run's report.</p><table><tr><th>Run</th>{head}<th>CuBE</th><th>Verdict</th><th>Status</th>"
+        f"</tr>{body}</table></body></html>"
+    )

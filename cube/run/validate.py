@@ -50,9 +50,11 @@ class DataReport:
         f = self.figures
         items = f"{f['items']} items" if "items" in f else "knowledge base not loaded"
         rows = f" from {f['rows']} rows" if f.get("rows") not in (None, f.get("items")) else ""
-        return (f"validate: {'OK' if self.ok else 'FAILED'}: {items}{rows}, {f.get('fields_mapped', 0)} fields mapped, "
-                f"{f.get('duplicate_texts', 0)} duplicate texts, {len(self.warnings)} warning(s), "
-                f"{len(self.errors)} error(s)")
+        return (
+            f"validate: {'OK' if self.ok else 'FAILED'}: {items}{rows}, {f.get('fields_mapped', 0)} fields mapped, "
+            f"{f.get('duplicate_texts', 0)} duplicate texts, {len(self.warnings)} warning(s), "
+            f"{len(self.errors)} error(s)"
+        )
 
     def lines(self) -> list[str]:
         """The report as printed: errors, warnings, notes, then the one-line summary."""
@@ -81,23 +83,34 @@ def check_corpus(params: Params, base_dir: Path, report: DataReport) -> pd.DataF
     if unknown:  # reported even when the file cannot be read
         report.errors.append(check_mapping([], unknown, (), str(path))[0])
     try:
-        raw, where = read_table(path, c.format, sheet=c.sheet, encoding=c.encoding, labels=list(c.columns.values()))
+        raw, where = read_table(
+            path, c.format, sheet=c.sheet, encoding=c.encoding, labels=list(c.columns.values())
+        )
     except SheetError as err:  # names corpus.sheet itself
         report.errors.append(str(err))
         return None
     except CorpusError as err:
         report.errors.append(f"{err} (corpus.path)")
         return None
-    out, problems, notes = map_table(raw, where, c.columns, str(path), group_by=c.group_by,
-                                     empty_values=c.empty_values, extra_columns=c.extra_columns)
+    out, problems, notes = map_table(
+        raw,
+        where,
+        c.columns,
+        str(path),
+        group_by=c.group_by,
+        empty_values=c.empty_values,
+        extra_columns=c.extra_columns,
+    )
     report.errors.extend(p for p in problems if p not in report.errors)
     report.warnings.extend(n.removeprefix(WARNING) for n in notes if n.startswith(WARNING))
     report.notes.extend(n for n in notes if not n.startswith(WARNING))
     raw_cols = [str(x) for x in raw.columns]
     mapped = [k for k in MAPPABLE if c.columns.get(k, k) in raw_cols]
     report.figures.update(rows=len(raw), fields_mapped=len(mapped))
-    report.notes.append(f"{path}: {len(raw)} rows; fields mapped: "
-                        + ", ".join(f"{k} <- '{c.columns.get(k, k)}'" for k in mapped))
+    report.notes.append(
+        f"{path}: {len(raw)} rows; fields mapped: "
+        + ", ".join(f"{k} <- '{c.columns.get(k, k)}'" for k in mapped)
+    )
     if out is None:
         return None
     for k in MAPPABLE:
@@ -110,17 +123,22 @@ def check_corpus(params: Params, base_dir: Path, report: DataReport) -> pd.DataF
     return out
 
 
-def _suggest_group_by(corpus: pd.DataFrame, columns: dict[str, str], report: DataReport, source: str) -> None:
+def _suggest_group_by(
+    corpus: pd.DataFrame, columns: dict[str, str], report: DataReport, source: str
+) -> None:
     keys = [k for k in ("region", "item_name", "variant") if corpus[k].astype(str).ne("").any()]
     repeated = corpus[keys].duplicated(keep="first")
     if repeated.any():
         cols = [columns.get(k, k) for k in keys]
         report.warnings.append(
             f"{source}: {int(repeated.sum())} of {len(corpus)} rows repeat the {'/'.join(keys)} of an earlier row: "
-            f"a long-format file (one row per material)? Set corpus.group_by: {cols} to make one document per item")
+            f"a long-format file (one row per material)? Set corpus.group_by: {cols} to make one document per item"
+        )
 
 
-def _check_documents(corpus: pd.DataFrame, source: str, rows: pd.Series | None, report: DataReport) -> None:
+def _check_documents(
+    corpus: pd.DataFrame, source: str, rows: pd.Series | None, report: DataReport
+) -> None:
     def at(mask: pd.Series) -> str:
         ids = corpus.loc[mask, "doc_id"].astype(str)
         if rows is None:
@@ -130,8 +148,10 @@ def _check_documents(corpus: pd.DataFrame, source: str, rows: pd.Series | None, 
     content = [f for f in CORPUS_FIELDS if f not in _NAME_ONLY]
     empty = ~corpus[content].astype(str).apply(lambda s: s.str.strip().ne("")).any(axis=1)
     if empty.any():
-        report.warnings.append(f"{source}: {int(empty.sum())} document(s) hold nothing but a name "
-                               f"(no field beyond region, item name and variant): {at(empty)}")
+        report.warnings.append(
+            f"{source}: {int(empty.sum())} document(s) hold nothing but a name "
+            f"(no field beyond region, item name and variant): {at(empty)}"
+        )
     dup = corpus["text"].duplicated(keep=False)
     n_dup = int(corpus["text"].duplicated(keep="first").sum())
     report.figures["duplicate_texts"] = n_dup
@@ -139,23 +159,36 @@ def _check_documents(corpus: pd.DataFrame, source: str, rows: pd.Series | None, 
         groups = [at(corpus["text"].eq(t)) for t in dict.fromkeys(corpus.loc[dup, "text"])]
         report.warnings.append(
             f"{source}: {n_dup} document(s) are exact text duplicates of another ({len(groups)} group(s)); "
-            "retrieval cannot tell them apart: " + " | ".join(groups))
-    fam = corpus["family_id"].astype(str) if "family_id" in corpus else pd.Series("", index=corpus.index)
+            "retrieval cannot tell them apart: " + " | ".join(groups)
+        )
+    fam = (
+        corpus["family_id"].astype(str)
+        if "family_id" in corpus
+        else pd.Series("", index=corpus.index)
+    )
     sizes = fam[fam.ne("")].value_counts()
     if not len(sizes):
-        report.notes.append(f"{source}: no families (family_id empty or not mapped): near-duplicates across regions "
-                            "or variants are not identified; map the column naming the main item (e.g. 主项名称) "
-                            "to family_id")
+        report.notes.append(
+            f"{source}: no families (family_id empty or not mapped): near-duplicates across regions "
+            "or variants are not identified; map the column naming the main item (e.g. 主项名称) "
+            "to family_id"
+        )
     else:
-        report.notes.append(f"families (family_id): {len(sizes)} families of {int(sizes.min())}-{int(sizes.max())} "
-                            f"documents, {int(sizes.sum())} of {len(corpus)} documents in a family")
+        report.notes.append(
+            f"families (family_id): {len(sizes)} families of {int(sizes.min())}-{int(sizes.max())} "
+            f"documents, {int(sizes.sum())} of {len(corpus)} documents in a family"
+        )
 
 
-def check_questions(params: Params, corpus: pd.DataFrame | None, base_dir: Path, report: DataReport) -> None:
+def check_questions(
+    params: Params, corpus: pd.DataFrame | None, base_dir: Path, report: DataReport
+) -> None:
     q = params.questions
     if q.generator == "llm" and q.model is None:
-        report.errors.append("questions.generator 'llm' needs questions.model (a model name from `models:` "
-                             "or an inline spec)")
+        report.errors.append(
+            "questions.generator 'llm' needs questions.model (a model name from `models:` "
+            "or an inline spec)"
+        )
     if q.generator != "file":
         return
     if not q.path:
@@ -172,8 +205,10 @@ def check_questions(params: Params, corpus: pd.DataFrame | None, base_dir: Path,
             return
         missing = [c for c in ("question", "doc_id") if c not in raw.columns]
         if missing:
-            report.errors.append(f"{path}: missing column(s) {missing}; expected 'question' and 'doc_id'; columns "
-                                 f"found: {[str(c) for c in raw.columns]} (questions.path)")
+            report.errors.append(
+                f"{path}: missing column(s) {missing}; expected 'question' and 'doc_id'; columns "
+                f"found: {[str(c) for c in raw.columns]} (questions.path)"
+            )
         return
     try:
         n = len(load_questions_file(path, corpus))
@@ -182,7 +217,9 @@ def check_questions(params: Params, corpus: pd.DataFrame | None, base_dir: Path,
         report.errors.append(f"{err} (questions.path)")
 
 
-def check_imported(system: ImportedSystem, corpus: pd.DataFrame | None, base_dir: Path, report: DataReport) -> None:
+def check_imported(
+    system: ImportedSystem, corpus: pd.DataFrame | None, base_dir: Path, report: DataReport
+) -> None:
     from cube.config.schema import parse_doc_list
     from cube.systems.imported import LIST_COLUMNS, ImportedFileError
     from cube.systems.imported import read_table as read_qa
@@ -195,14 +232,25 @@ def check_imported(system: ImportedSystem, corpus: pd.DataFrame | None, base_dir
         report.errors.append(f"{err} ({where})")
         return
     except Exception as err:  # a malformed CSV/JSONL/Parquet: pandas and pyarrow raise many types
-        report.errors.append(f"{path}: cannot read the imported QA file: {type(err).__name__}: {err} ({where})")
+        report.errors.append(
+            f"{path}: cannot read the imported QA file: {type(err).__name__}: {err} ({where})"
+        )
         return
     cols = [str(c) for c in raw.columns]
     list_col = next((c for c in LIST_COLUMNS if c in cols), None)
-    missing = [c for c, ok in (("question_id or question", "question_id" in cols or "question" in cols),
-                               ("answer", "answer" in cols), (f"one of {list(LIST_COLUMNS)}", list_col)) if not ok]
+    missing = [
+        c
+        for c, ok in (
+            ("question_id or question", "question_id" in cols or "question" in cols),
+            ("answer", "answer" in cols),
+            (f"one of {list(LIST_COLUMNS)}", list_col),
+        )
+        if not ok
+    ]
     if missing:
-        report.errors.append(f"{path}: missing column(s) {missing}; columns found: {cols} ({where})")
+        report.errors.append(
+            f"{path}: missing column(s) {missing}; columns found: {cols} ({where})"
+        )
         return
     if corpus is not None:
         known, bad = set(corpus["doc_id"].astype(str)), []
@@ -214,9 +262,10 @@ def check_imported(system: ImportedSystem, corpus: pd.DataFrame | None, base_dir
                 continue
             bad.extend((i, d) for d in ids if d not in known)
         if bad:
-            report.warnings.append(f"{path}: column '{list_col}': {len(bad)} retrieved doc id(s) not in the knowledge "
-                                   "base (they count as misses): "
-                                   + ", ".join(f"row {i + 1}: {d}" for i, d in bad))
+            report.warnings.append(
+                f"{path}: column '{list_col}': {len(bad)} retrieved doc id(s) not in the knowledge "
+                "base (they count as misses): " + ", ".join(f"row {i + 1}: {d}" for i, d in bad)
+            )
     report.notes.append(f"{path}: {len(raw)} answers ({where})")
 
 

@@ -55,7 +55,9 @@ __all__ = [
 
 
 def make_system(
-    system_params: BuiltinSystem | RagflowSystem | ImportedSystem, params: Params, cache_path: Path | str | None
+    system_params: BuiltinSystem | RagflowSystem | ImportedSystem,
+    params: Params,
+    cache_path: Path | str | None,
 ) -> System:
     """The runnable system a params entry describes.
 
@@ -92,8 +94,9 @@ def _spec_key(params: Params, ref: Any) -> str:
     return json.dumps(params.model(ref).model_dump(mode="json"), sort_keys=True)
 
 
-def _sweep_retrievals(params: Params, corpus: pd.DataFrame, questions: pd.DataFrame,
-                      cache_path: Path | str | None) -> dict[str, tuple[list[list[str]], dict[str, int]]]:
+def _sweep_retrievals(
+    params: Params, corpus: pd.DataFrame, questions: pd.DataFrame, cache_path: Path | str | None
+) -> dict[str, tuple[list[list[str]], dict[str, int]]]:
     """Per `top_n_sweep` (builtin systems sharing `sweep_of`): the ranked lists retrieved once at
     the sweep's largest TOP-N, and the region-filter counts of that retrieval."""
     groups: dict[str, list[BuiltinSystem]] = {}
@@ -140,7 +143,9 @@ def build_answers(
     for sp in params.systems:
         system = make_system(sp, params, cache_path)
         sweep = getattr(sp, "sweep_of", None)
-        if sweep in shared:  # one retrieval per question at the sweep's largest TOP-N, cut per member
+        if (
+            sweep in shared
+        ):  # one retrieval per question at the sweep's largest TOP-N, cut per member
             df = system.answer(questions, corpus, progress=progress, retrieved=shared[sweep][0])
             if shared[sweep][1]:
                 df.attrs["region_filter"] = dict(shared[sweep][1])
@@ -158,8 +163,12 @@ def build_answers(
         ref = params.system_answerer(sp)
         key = _spec_key(params, ref)
         if key not in bounds_by_model:
-            model = make_model(params.model(ref), cache_path=Path(cache_path) if cache_path else None)
-            bounds_by_model[key] = answer_bounds(questions, corpus, model, lang=params.lang, progress=progress)
+            model = make_model(
+                params.model(ref), cache_path=Path(cache_path) if cache_path else None
+            )
+            bounds_by_model[key] = answer_bounds(
+                questions, corpus, model, lang=params.lang, progress=progress
+            )
         rag = rag_parts[sp.name]
         bounds = bounds_by_model[key]
         bounds = bounds[bounds["question_id"].isin(set(rag["question_id"]))].copy()
@@ -171,7 +180,9 @@ def build_answers(
     out = pd.concat(parts, ignore_index=True)[list(ANSWERS_COLUMNS)]
     order = {"zero": 0, "rag": 1, "full": 2}
     out = out.sort_values(
-        ["system", "question_id", "set"], key=lambda s: s.map(order) if s.name == "set" else s, kind="stable"
+        ["system", "question_id", "set"],
+        key=lambda s: s.map(order) if s.name == "set" else s,
+        kind="stable",
     ).reset_index(drop=True)
     out.attrs["dropped"] = dropped
     out.attrs["unmapped"] = unmapped
@@ -179,7 +190,9 @@ def build_answers(
     return out
 
 
-def refusal_answers(params, corpus: pd.DataFrame, questions: pd.DataFrame, cache_path) -> pd.DataFrame:
+def refusal_answers(
+    params, corpus: pd.DataFrame, questions: pd.DataFrame, cache_path
+) -> pd.DataFrame:
     """Every builtin system's `rag` answers to the refusal questions, with their `kind`; whether
     each declined is for `cube.diagnose.refusal.mark_declined` to say."""
     parts = []
@@ -187,7 +200,11 @@ def refusal_answers(params, corpus: pd.DataFrame, questions: pd.DataFrame, cache
         if not isinstance(sp, BuiltinSystem):
             continue  # an imported file holds no answers to these questions; a RAGFlow call is left to the user
         df = make_system(sp, params, cache_path).answer(questions, corpus, progress=False)
-        keep = [c for c in ("question_id", "question", "kind", "style", "item", "generator") if c in questions]
+        keep = [
+            c
+            for c in ("question_id", "question", "kind", "style", "item", "generator")
+            if c in questions
+        ]
         parts.append(df.merge(questions[keep], on="question_id", how="left"))
     if not parts:
         return pd.DataFrame(columns=["question_id", "system", "answer", "kind", "error"])

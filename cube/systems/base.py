@@ -25,10 +25,16 @@ def rank_of(gold_doc_id: Any, retrieved_doc_ids: Sequence[Any] | None) -> int:
     return 0
 
 
-
 ANSWERS_COLUMNS: tuple[str, ...] = (
-    *ANSWER_COLUMNS, "n_retrieved", "retrieval_ok", "error", "finish_reason", "answerer", *ACCOUNTING_COLUMNS
+    *ANSWER_COLUMNS,
+    "n_retrieved",
+    "retrieval_ok",
+    "error",
+    "finish_reason",
+    "answerer",
+    *ACCOUNTING_COLUMNS,
 )
+
 
 class System:
     """A system under test: answers a question set, recording what it retrieved."""
@@ -38,7 +44,9 @@ class System:
     def __init__(self, name: str):
         self.name = name
 
-    def answer(self, questions: pd.DataFrame, corpus: pd.DataFrame, *, progress: bool = True) -> pd.DataFrame:
+    def answer(
+        self, questions: pd.DataFrame, corpus: pd.DataFrame, *, progress: bool = True
+    ) -> pd.DataFrame:
         """The `rag` answers table (`ANSWERS_COLUMNS`) for every question, failures included."""
         raise NotImplementedError
 
@@ -74,7 +82,11 @@ def answers_frame(
         )
     rows: list[dict[str, Any]] = []
     for (qid, gold), resp, docs, known in zip(
-        questions[["question_id", "doc_id"]].itertuples(index=False), responses, retrieved, retrieval_ok, strict=True
+        questions[["question_id", "doc_id"]].itertuples(index=False),
+        responses,
+        retrieved,
+        retrieval_ok,
+        strict=True,
     ):
         docs = [str(d) for d in docs]
         ok = resp.error is None and resp.text is not None

@@ -20,7 +20,12 @@ from cube.systems.builtin import answer_request
 
 
 def answer_bounds(
-    questions: pd.DataFrame, corpus: pd.DataFrame, answerer: Model, *, lang: str, progress: bool = True
+    questions: pd.DataFrame,
+    corpus: pd.DataFrame,
+    answerer: Model,
+    *,
+    lang: str,
+    progress: bool = True,
 ) -> pd.DataFrame:
     """The `zero` and `full` answers of `answerer` for every question.
 
@@ -42,27 +47,48 @@ def answer_bounds(
     """
     require_columns(questions, ("question_id", "doc_id", "question"), "questions")
     require_columns(corpus, ("doc_id", "text"), "corpus")
-    texts = dict(zip(corpus["doc_id"].astype(str), corpus["text"].fillna("").astype(str), strict=True))
+    texts = dict(
+        zip(corpus["doc_id"].astype(str), corpus["text"].fillna("").astype(str), strict=True)
+    )
     golds = questions["doc_id"].astype(str).tolist()
-    missing = [(q, g) for q, g in zip(questions["question_id"], golds, strict=True) if g not in texts]
+    missing = [
+        (q, g) for q, g in zip(questions["question_id"], golds, strict=True) if g not in texts
+    ]
     if missing:
         raise ValueError(
             f"questions: {len(missing)} gold doc_id(s) not in the corpus, e.g. (question_id, doc_id) {missing[:5]}"
         )
     qtexts = questions["question"].astype(str).tolist()
     zero = answerer.complete(
-        [answer_request(q, [], lang) for q in qtexts], role="answering", desc="zero answers", progress=progress
+        [answer_request(q, [], lang) for q in qtexts],
+        role="answering",
+        desc="zero answers",
+        progress=progress,
     )
     full = answerer.complete(
         [answer_request(q, [texts[g]], lang) for q, g in zip(qtexts, golds, strict=True)],
-        role="answering", desc="full answers", progress=progress,
+        role="answering",
+        desc="full answers",
+        progress=progress,
     )
     return pd.concat(
         [
-            answers_frame(questions, system="", set_name="zero", responses=zero,
-                          retrieved=[[] for _ in golds], answerer=answerer.name),
-            answers_frame(questions, system="", set_name="full", responses=full,
-                          retrieved=[[g] for g in golds], answerer=answerer.name),
+            answers_frame(
+                questions,
+                system="",
+                set_name="zero",
+                responses=zero,
+                retrieved=[[] for _ in golds],
+                answerer=answerer.name,
+            ),
+            answers_frame(
+                questions,
+                system="",
+                set_name="full",
+                responses=full,
+                retrieved=[[g] for g in golds],
+                answerer=answerer.name,
+            ),
         ],
         ignore_index=True,
     )

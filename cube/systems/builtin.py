@@ -35,7 +35,9 @@ def answer_prompt(lang: str) -> str:
     """The packaged answering prompt template for `lang` (placeholder `{knowledge}`)."""
     if lang not in _NO_DOCUMENTS:
         raise ValueError(f"answer prompt: unsupported lang {lang!r}; expected 'zh' or 'en'")
-    return resources.files("cube").joinpath("prompts", lang, "answer.txt").read_text(encoding="utf-8")
+    return (
+        resources.files("cube").joinpath("prompts", lang, "answer.txt").read_text(encoding="utf-8")
+    )
 
 
 def format_knowledge(documents: Sequence[str], lang: str) -> str:
@@ -57,7 +59,10 @@ def answer_request(question: str, documents: Sequence[str], lang: str) -> Reques
     # str.replace, not str.format: guides may contain braces.
     system = template.replace("{knowledge}", format_knowledge(documents, lang))
     return Request(
-        messages=({"role": "system", "content": system}, {"role": "user", "content": str(question)}),
+        messages=(
+            {"role": "system", "content": system},
+            {"role": "user", "content": str(question)},
+        ),
         context={"question": str(question), "documents": [str(d) for d in documents], "lang": lang},
         template_version="answer-" + hashlib.sha256(template.encode("utf-8")).hexdigest()[:12],
     )
@@ -88,7 +93,9 @@ class BuiltinRAG(System):
         knowledge base (`cube.systems.region_filter`); `self.region_counts` says how many
         questions were filtered and how many named no region (searched unfiltered).
         """
-        index = BM25Index.from_corpus(corpus, lang=self.lang, k1=self.spec.k1, b=self.spec.b, region=self.spec.region)
+        index = BM25Index.from_corpus(
+            corpus, lang=self.lang, k1=self.spec.k1, b=self.spec.b, region=self.spec.region
+        )
         texts = questions["question"].astype(str).tolist()
         plan = None
         if self.spec.region_filter == "question":
@@ -96,16 +103,24 @@ class BuiltinRAG(System):
             self.region_counts = {"filtered": plan.filtered, "unfiltered": plan.unfiltered}
         return index.search(texts, self.spec.top_n, plan)
 
-    def answer(self, questions: pd.DataFrame, corpus: pd.DataFrame, *, progress: bool = True,
-               retrieved: list[list[str]] | None = None) -> pd.DataFrame:
+    def answer(
+        self,
+        questions: pd.DataFrame,
+        corpus: pd.DataFrame,
+        *,
+        progress: bool = True,
+        retrieved: list[list[str]] | None = None,
+    ) -> pd.DataFrame:
         """The rag answers; `retrieved`: lists already retrieved at a larger TOP-N by the same
         retriever (a `top_n_sweep`), cut here to this system's `top_n` instead of searching again."""
         require_columns(questions, ("question_id", "doc_id", "question"), "questions")
         if retrieved is None:
             retrieved = self.retrieve(questions, corpus)
         else:
-            retrieved = [list(d)[:self.spec.top_n] for d in retrieved]
-        texts = dict(zip(corpus["doc_id"].astype(str), corpus["text"].fillna("").astype(str), strict=True))
+            retrieved = [list(d)[: self.spec.top_n] for d in retrieved]
+        texts = dict(
+            zip(corpus["doc_id"].astype(str), corpus["text"].fillna("").astype(str), strict=True)
+        )
         requests = [
             answer_request(q, [texts[d] for d in docs], self.lang)
             for q, docs in zip(questions["question"].astype(str), retrieved, strict=True)
@@ -114,8 +129,13 @@ class BuiltinRAG(System):
             requests, role="answering", desc=f"{self.name}: rag answers", progress=progress
         )
         out = answers_frame(
-            questions, system=self.name, set_name="rag", responses=responses, retrieved=retrieved,
-            answerer=self.model.name, retrieval_ok=[True] * len(retrieved),
+            questions,
+            system=self.name,
+            set_name="rag",
+            responses=responses,
+            retrieved=retrieved,
+            answerer=self.model.name,
+            retrieval_ok=[True] * len(retrieved),
         )
         if self.region_counts:
             out.attrs["region_filter"] = dict(self.region_counts)

@@ -43,11 +43,41 @@ from cube.llm import OfflineModel, Request, Response, register_offline
 # Keyword -> fields. Order matters only for the order fields are written in the answer.
 FIELD_KEYWORDS: dict[str, dict[str, tuple[str, ...]]] = {
     "zh": {
-        "application_materials": ("材料", "证件", "资料", "带什么", "准备什么", "提交什么", "提供什么"),
+        "application_materials": (
+            "材料",
+            "证件",
+            "资料",
+            "带什么",
+            "准备什么",
+            "提交什么",
+            "提供什么",
+        ),
         "requirements": ("条件", "资格", "符合", "要求", "什么情况下"),
         "procedure": ("流程", "步骤", "程序", "手续", "怎么办", "如何办", "怎么申请", "如何申请"),
-        "statutory_time_limit": ("法定", "时限", "多久", "多长时间", "几天", "多少天", "工作日", "办结", "办完", "期限"),
-        "committed_time_limit": ("承诺", "时限", "多久", "多长时间", "几天", "多少天", "工作日", "办结", "办完", "期限"),
+        "statutory_time_limit": (
+            "法定",
+            "时限",
+            "多久",
+            "多长时间",
+            "几天",
+            "多少天",
+            "工作日",
+            "办结",
+            "办完",
+            "期限",
+        ),
+        "committed_time_limit": (
+            "承诺",
+            "时限",
+            "多久",
+            "多长时间",
+            "几天",
+            "多少天",
+            "工作日",
+            "办结",
+            "办完",
+            "期限",
+        ),
         "fee_standard": ("收费", "费用", "多少钱", "交钱", "缴费", "免费", "收不收费", "花钱"),
         "processing_location": ("地点", "在哪", "哪里办", "去哪", "地址", "窗口"),
         "legal_basis": ("依据", "法律", "法规", "政策规定", "根据什么"),
@@ -60,25 +90,72 @@ FIELD_KEYWORDS: dict[str, dict[str, tuple[str, ...]]] = {
         "processing_type": ("办件类型", "即办", "承诺件"),
     },
     "en": {
-        "application_materials": ("material", "documents do i", "documents are", "bring", "submit", "paperwork"),
+        "application_materials": (
+            "material",
+            "documents do i",
+            "documents are",
+            "bring",
+            "submit",
+            "paperwork",
+        ),
         "requirements": ("requirement", "eligib", "condition", "qualif", "criteria"),
-        "procedure": ("procedure", "step", "how do i apply", "how to apply", "how can i apply", "process for"),
-        "statutory_time_limit": ("statutory", "time limit", "how long", "how many days", "longest", "deadline"),
-        "committed_time_limit": ("committed", "time limit", "how long", "how many days", "working days", "how soon",
-                                 "deadline"),
+        "procedure": (
+            "procedure",
+            "step",
+            "how do i apply",
+            "how to apply",
+            "how can i apply",
+            "process for",
+        ),
+        "statutory_time_limit": (
+            "statutory",
+            "time limit",
+            "how long",
+            "how many days",
+            "longest",
+            "deadline",
+        ),
+        "committed_time_limit": (
+            "committed",
+            "time limit",
+            "how long",
+            "how many days",
+            "working days",
+            "how soon",
+            "deadline",
+        ),
         "fee_standard": ("fee", "cost", "charge", "pay", "price", "free of"),
         "processing_location": ("where", "location", "address", "which office", "counter"),
         "legal_basis": ("legal", "laws", "regulation", "statute"),
         "online_handling": ("online", "internet", "website"),
         "consultation_method": ("phone", "telephone", "contact", "hotline", "call"),
-        "processing_time": ("hours", "opening", "open on", "when can i", "working time", "office time"),
-        "handling_agency": ("agency", "which department", "authority", "who handles", "who is responsible"),
+        "processing_time": (
+            "hours",
+            "opening",
+            "open on",
+            "when can i",
+            "working time",
+            "office time",
+        ),
+        "handling_agency": (
+            "agency",
+            "which department",
+            "authority",
+            "who handles",
+            "who is responsible",
+        ),
         "department": ("department name",),
         "service_object": ("service object", "who can apply", "who may apply", "applicable to"),
         "processing_type": ("processing type", "type of processing"),
     },
 }
-SUMMARY_FIELDS = ("handling_agency", "application_materials", "committed_time_limit", "fee_standard", "processing_location")
+SUMMARY_FIELDS = (
+    "handling_agency",
+    "application_materials",
+    "committed_time_limit",
+    "fee_standard",
+    "processing_location",
+)
 
 GENERIC_ANSWER = {
     "zh": (
@@ -94,10 +171,15 @@ GENERIC_ANSWER = {
         "hotline to confirm."
     ),
 }
-_INTRO = {"zh": "关于“{item}”，根据办事指南：", "en": 'Regarding "{item}", according to the service guide:'}
+_INTRO = {
+    "zh": "关于“{item}”，根据办事指南：",
+    "en": 'Regarding "{item}", according to the service guide:',
+}
 _MISSING = {"zh": "指南中未载明", "en": "not stated in the guide"}
 _SEP = {"zh": "：", "en": ": "}
-_EN_STOP = frozenset("a an the of for to and or in on at by with from is are do does i my me what how".split())
+_EN_STOP = frozenset(
+    "a an the of for to and or in on at by with from is are do does i my me what how".split()
+)
 
 
 def parse_document(text: str) -> dict[str, str]:
@@ -109,7 +191,11 @@ def asked_fields(question: str, lang: str) -> list[str]:
     """The fields a question asks about, in `CORPUS_FIELDS` order; empty when none is named."""
     q = question.lower()
     if lang == "en":  # keywords match at a word start ("fee" in "fees", not in "coffee")
-        hits = {f for f, kws in FIELD_KEYWORDS[lang].items() if any(re.search(rf"\b{re.escape(k)}", q) for k in kws)}
+        hits = {
+            f
+            for f, kws in FIELD_KEYWORDS[lang].items()
+            if any(re.search(rf"\b{re.escape(k)}", q) for k in kws)
+        }
     else:
         hits = {f for f, kws in FIELD_KEYWORDS[lang].items() if any(k in q for k in kws)}
     return [f for f in CORPUS_FIELDS if f in hits]
@@ -135,7 +221,7 @@ def pick_document(question: str, docs: list[dict[str, str]], lang: str) -> int:
 
 
 def _format_field(field: str, value: str | None, lang: str) -> str:
-    """"label：value", the value said as `cube.config.phrasing.phrase_value` says it (是 -> 收费, 10 -> 10个工作日,
+    """ "label：value", the value said as `cube.config.phrasing.phrase_value` says it (是 -> 收费, 10 -> 10个工作日,
     a placeholder such as 无 -> not stated), the way the template questions ask it."""
     label = FIELD_LABELS[lang][field]
     value = phrase_value(field, value, lang) or _MISSING[lang]
@@ -147,13 +233,18 @@ def _format_field(field: str, value: str | None, lang: str) -> str:
 DECLINE = {
     "zh": "抱歉，检索到的办事指南中没有找到您所问的事项（{what}），无法回答，建议咨询 12345 政务服务便民热线。",
     "en": "Sorry, I cannot answer: the retrieved service guides do not cover what you asked about ({what}). "
-          "Please consult the local government service hotline.",
+    "Please consult the local government service hotline.",
 }
 _ITEM_SUFFIX = "许可|核发|登记|备案|认定|审批|审核|核准|换领|注销|变更|补办|延续|年检|鉴定|确认|给付|申领|换发|补发"
-_NAMED_ITEM = re.compile(rf"^(?:我(?:想|要)(?:办理|申请)?)?([\u4e00-\u9fff（）()]{{2,30}}?(?:{_ITEM_SUFFIX})(?:（[^）]*）)?)"
-                         r"(?=的|需要|要|怎么|如何|在|收费|多久|是否|可以|有|，|？|\?|$)")
+_NAMED_ITEM = re.compile(
+    rf"^(?:我(?:想|要)(?:办理|申请)?)?([\u4e00-\u9fff（）()]{{2,30}}?(?:{_ITEM_SUFFIX})(?:（[^）]*）)?)"
+    r"(?=的|需要|要|怎么|如何|在|收费|多久|是否|可以|有|，|？|\?|$)"
+)
 _COLLOQUIAL = re.compile(r"[给想我您把让咱]|要是|如果|准备")
-_PROVINCE = {"zh": re.compile(r"([\u4e00-\u9fff]{2}省)"), "en": re.compile(r"\b([A-Z][a-z]+ Province)\b")}
+_PROVINCE = {
+    "zh": re.compile(r"([\u4e00-\u9fff]{2}省)"),
+    "en": re.compile(r"\b([A-Z][a-z]+ Province)\b"),
+}
 
 
 def named_item(question: str, lang: str) -> str | None:
@@ -161,18 +252,27 @@ def named_item(question: str, lang: str) -> str | None:
     if lang != "zh":
         return None
     m = _NAMED_ITEM.match(question.strip())
-    if not m or _COLLOQUIAL.search(m.group(1)):  # a citizen's own words ("要是想给锅炉登记") name no item
+    if not m or _COLLOQUIAL.search(
+        m.group(1)
+    ):  # a citizen's own words ("要是想给锅炉登记") name no item
         return None
     return m.group(1)
 
 
-def decline_reason(question: str, documents: list[str], parsed: list[dict[str, str]], lang: str) -> str | None:
+def decline_reason(
+    question: str, documents: list[str], parsed: list[dict[str, str]], lang: str
+) -> str | None:
     """What the retrieved guides do not cover (the named item or province), or None (see step 4)."""
     item = named_item(question, lang)
     if item:
         from cube.config.phrasing import base_name
 
-        names = [n for p in parsed for n in {p.get("item_name", ""), base_name(p.get("item_name", ""))} if n]
+        names = [
+            n
+            for p in parsed
+            for n in {p.get("item_name", ""), base_name(p.get("item_name", ""))}
+            if n
+        ]
         if not any(item in n or n in item for n in names):
             return item
     m = _PROVINCE[lang].search(question)
@@ -196,7 +296,11 @@ def extractive_answer(question: str, documents: list[str], lang: str) -> tuple[s
     parsed = [parse_document(d) for d in documents]
     missing = decline_reason(question, documents, parsed, lang)
     if missing:
-        return DECLINE[lang].format(what=missing), {"picked_rank": 0, "fields": [], "declined": missing}
+        return DECLINE[lang].format(what=missing), {
+            "picked_rank": 0,
+            "fields": [],
+            "declined": missing,
+        }
     i = pick_document(question, parsed, lang)
     chosen = parsed[i]
     fields = asked_fields(question, lang) or list(SUMMARY_FIELDS)
@@ -217,7 +321,11 @@ class ExtractiveAnswerer(OfflineModel):
     def respond(self, request: Request) -> Response:
         ctx = request.context
         if "question" not in ctx:
-            return Response(text=None, error="extractive answerer: request.context has no 'question'")
+            return Response(
+                text=None, error="extractive answerer: request.context has no 'question'"
+            )
         lang = ctx.get("lang") or "zh"
-        text, detail = extractive_answer(str(ctx["question"]), list(ctx.get("documents") or []), lang)
+        text, detail = extractive_answer(
+            str(ctx["question"]), list(ctx.get("documents") or []), lang
+        )
         return Response(text=text, detail=detail)

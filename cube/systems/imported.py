@@ -58,7 +58,9 @@ def read_table(path: Path) -> pd.DataFrame:
         return pd.read_json(path, lines=True, dtype=False)
     if suffix in (".parquet", ".pq"):
         return pd.read_parquet(path)
-    raise ImportedFileError(f"{path}: unsupported extension {suffix!r}; expected .csv, .jsonl or .parquet")
+    raise ImportedFileError(
+        f"{path}: unsupported extension {suffix!r}; expected .csv, .jsonl or .parquet"
+    )
 
 
 def _text(value: Any) -> str:
@@ -96,15 +98,28 @@ class ImportedAnswers(System):
             raise ImportedFileError(f"{self.path}: {message} (data rows {_rows(sorted(bad))})")
         drop.update(bad)
 
-    def answer(self, questions: pd.DataFrame, corpus: pd.DataFrame, *, progress: bool = True) -> pd.DataFrame:
+    def answer(
+        self, questions: pd.DataFrame, corpus: pd.DataFrame, *, progress: bool = True
+    ) -> pd.DataFrame:
         require_columns(questions, ("question_id", "doc_id", "question"), "questions")
         raw = read_table(self.path).reset_index(drop=True)
         list_col = next((c for c in LIST_COLUMNS if c in raw.columns), None)
-        missing = [c for c, ok in (("question_id or question", "question_id" in raw.columns or "question" in raw.columns),
-                                   ("answer", "answer" in raw.columns), (f"one of {list(LIST_COLUMNS)}", list_col))
-                   if not ok]
+        missing = [
+            c
+            for c, ok in (
+                (
+                    "question_id or question",
+                    "question_id" in raw.columns or "question" in raw.columns,
+                ),
+                ("answer", "answer" in raw.columns),
+                (f"one of {list(LIST_COLUMNS)}", list_col),
+            )
+            if not ok
+        ]
         if missing:
-            raise ImportedFileError(f"{self.path}: missing column(s) {missing}; got {list(raw.columns)}")
+            raise ImportedFileError(
+                f"{self.path}: missing column(s) {missing}; got {list(raw.columns)}"
+            )
         drop: set[int] = set()
         qids = questions["question_id"].astype(str)
 
@@ -121,7 +136,9 @@ class ImportedAnswers(System):
             unknown = {i for i, t in enumerate(texts) if t not in by_text}
             self._problem("question text not in the question set", unknown, drop)
             ambiguous = {i for i, t in enumerate(texts) if len(by_text.get(t, [])) > 1}
-            self._problem("question text matches several questions; give question_id", ambiguous, drop)
+            self._problem(
+                "question text matches several questions; give question_id", ambiguous, drop
+            )
             row_qid = pd.Series([by_text.get(t, [""])[0] for t in texts], dtype=object)
         dup = set(np.flatnonzero(row_qid.duplicated(keep=False).to_numpy()))
         self._problem("the same question is answered more than once", dup, drop)
@@ -137,17 +154,24 @@ class ImportedAnswers(System):
         unparsable: dict[int, str] = {}
         for i, cell in enumerate(raw[list_col]):
             try:
-                lists.append(list(dict.fromkeys(parse_doc_list(cell))))  # a document keeps its first rank
+                lists.append(
+                    list(dict.fromkeys(parse_doc_list(cell)))
+                )  # a document keeps its first rank
             except ValueError as exc:
                 unparsable[i] = str(exc)
                 lists.append([])
-        self._problem(f"column {list_col!r} is not a document list ({next(iter(unparsable.values()), '')})",
-                      set(unparsable), drop)
+        self._problem(
+            f"column {list_col!r} is not a document list ({next(iter(unparsable.values()), '')})",
+            set(unparsable),
+            drop,
+        )
         bad_ids = {i: [d for d in docs if d not in known] for i, docs in enumerate(lists)}
         bad_ids = {i: v for i, v in bad_ids.items() if v}
         if bad_ids:
             example = next(iter(bad_ids.values()))[:3]
-            self._problem(f"retrieved doc id(s) not in the corpus, e.g. {example}", set(bad_ids), drop)
+            self._problem(
+                f"retrieved doc id(s) not in the corpus, e.g. {example}", set(bad_ids), drop
+            )
 
         keep = [i for i in range(len(raw)) if i not in drop]
         answered = {row_qid[i] for i in keep}
@@ -178,10 +202,20 @@ class ImportedAnswers(System):
         responses = []
         for i in rows:  # no call of this run produced these rows: no call_id, no tokens, cost 0.0
             acc = no_call_accounting(self._answerer(raw, i), "answering")
-            responses.append(Response(text=_text(answers[i]), error=errors[i] or None, model=acc["model"],
-                                      cost=acc["cost"], call_id=acc["call_id"]))
+            responses.append(
+                Response(
+                    text=_text(answers[i]),
+                    error=errors[i] or None,
+                    model=acc["model"],
+                    cost=acc["cost"],
+                    call_id=acc["call_id"],
+                )
+            )
         df = answers_frame(
-            q_keep, system=self.name, set_name="rag", responses=responses,
+            q_keep,
+            system=self.name,
+            set_name="rag",
+            responses=responses,
             retrieved=[lists[i][: self.spec.top_n] for i in rows],
             answerer=self._answerer(raw, rows[0]) if rows else "imported",
             # A failed row without a list: the system's retrieval outcome is unknown, not empty.

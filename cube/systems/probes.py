@@ -39,20 +39,31 @@ from cube.config.schema import require_columns
 
 WORSE_MATCHED = ("corrupted_facts", "sibling_answer", "other_question")
 WORSE_UNMATCHED = ("empty", "truncated")
-PROBES_PER_QUESTION = 4  # `kinds_for`: what one audit question costs per judge, answer and dimension
+PROBES_PER_QUESTION = (
+    4  # `kinds_for`: what one audit question costs per judge, answer and dimension
+)
 NOT_WORSE = ("padded", "authority", "reordered")
 PADDING = {
-    "zh": ("您好，感谢您的咨询。", "您问的是：{q}", "希望以上信息对您有所帮助，如有其他问题欢迎随时咨询。"),
-    "en": ("Hello, and thank you for your question.", "You asked: {q}",
-           "I hope this information helps; feel free to ask if you have any other questions."),
+    "zh": (
+        "您好，感谢您的咨询。",
+        "您问的是：{q}",
+        "希望以上信息对您有所帮助，如有其他问题欢迎随时咨询。",
+    ),
+    "en": (
+        "Hello, and thank you for your question.",
+        "You asked: {q}",
+        "I hope this information helps; feel free to ask if you have any other questions.",
+    ),
 }
 AUTHORITY = {"zh": "根据官方发布的有关规定，", "en": "According to the official regulations, "}
 _NUM = re.compile(r"\d+(?:\.\d+)?")
 # List markers and ordinals are not facts: "1." "2、" "3)" at the start of a line or after a
 # sentence's end, "（1）" "(2)", "第3条", "1st", "Step 2" keep their numbers when facts are corrupted.
-_MARKER = re.compile(r"(?:(?:^|(?<=[\n。；;：:！？!?]))[ \t]*\d{1,2}(?:[.．、)）](?!\d)))"
-                     r"|[（(]\d{1,2}[)）]|第\d+(?=[条款项步章节点次])|\b\d+(?:st|nd|rd|th)\b|\b[Ss]tep \d+",
-                     re.MULTILINE)
+_MARKER = re.compile(
+    r"(?:(?:^|(?<=[\n。；;：:！？!?]))[ \t]*\d{1,2}(?:[.．、)）](?!\d)))"
+    r"|[（(]\d{1,2}[)）]|第\d+(?=[条款项步章节点次])|\b\d+(?:st|nd|rd|th)\b|\b[Ss]tep \d+",
+    re.MULTILINE,
+)
 _SENT = re.compile(r"(?<=[。！？!?.；;])\s*")
 
 
@@ -60,10 +71,14 @@ def calls_per_question(params: Params) -> int:
     """The judge calls one audit question costs: `PROBES_PER_QUESTION` probes x every judge's calls
     per answer (one per dimension, or one for all, x its samples), as `cube.judges.score_answers` sends them."""
     dims = len(params.dimension_names())
-    return PROBES_PER_QUESTION * sum((1 if j.all_dimensions else dims) * j.samples for j in params.judges)
+    return PROBES_PER_QUESTION * sum(
+        (1 if j.all_dimensions else dims) * j.samples for j in params.judges
+    )
 
 
-def capped_questions(requested: int, judge_calls: int, calls_per_question: int, max_share: float) -> int:
+def capped_questions(
+    requested: int, judge_calls: int, calls_per_question: int, max_share: float
+) -> int:
     """How many audit questions the run sends: `requested`, fewer when their calls
     (`calls_per_question`: `PROBES_PER_QUESTION` x every judge's calls per answer) would exceed
     `max_share` of the run's `judge_calls` (role 'judging'). `cube plan` and stage 03 both call it."""
@@ -75,7 +90,12 @@ def capped_questions(requested: int, judge_calls: int, calls_per_question: int, 
 def kinds_for(i: int) -> tuple[str, str, str, str]:
     """The probes of the i-th audit question: two length-matched worse kinds, one of empty and
     truncated, and one not-worse kind, each in turn."""
-    return WORSE_MATCHED[i % 3], WORSE_MATCHED[(i + 1) % 3], WORSE_UNMATCHED[i % 2], NOT_WORSE[i % 3]
+    return (
+        WORSE_MATCHED[i % 3],
+        WORSE_MATCHED[(i + 1) % 3],
+        WORSE_UNMATCHED[i % 2],
+        NOT_WORSE[i % 3],
+    )
 
 
 def fact_numbers(text: str) -> list[re.Match[str]]:
@@ -85,15 +105,23 @@ def fact_numbers(text: str) -> list[re.Match[str]]:
     return [m for m in _NUM.finditer(text) if not any(a <= m.start() < b for a, b in marked)]
 
 
-def corrupt_facts(answer: str, sibling: str = "", name: str = "", sibling_name: str = "") -> str | None:
+def corrupt_facts(
+    answer: str, sibling: str = "", name: str = "", sibling_name: str = ""
+) -> str | None:
     """The facts' numbers replaced (by the sibling's in turn, else shifted) and the item name by the
     sibling's; list markers and ordinals kept (`fact_numbers`). None when nothing changes."""
     pool = [m.group(0) for m in fact_numbers(sibling)]
     parts, last = [], 0
     for k, m in enumerate(fact_numbers(answer)):
-        new = next((c for c in (pool[(k + off) % len(pool)] for off in range(len(pool))) if c != m.group(0)),
-                   str(int(float(m.group(0))) + 3 + k % 7))
-        parts += [answer[last:m.start()], new]
+        new = next(
+            (
+                c
+                for c in (pool[(k + off) % len(pool)] for off in range(len(pool)))
+                if c != m.group(0)
+            ),
+            str(int(float(m.group(0))) + 3 + k % 7),
+        )
+        parts += [answer[last : m.start()], new]
         last = m.end()
     out = "".join(parts) + answer[last:]
     if name and sibling_name and name != sibling_name:
@@ -150,24 +178,39 @@ def reorder(answer: str) -> str | None:
     return "".join(reversed(s)) if len(s) >= 2 and s != list(reversed(s)) else None
 
 
-def build_probes(full: pd.DataFrame, corpus: pd.DataFrame, questions: pd.DataFrame, n: int, seed: int = 0,
-                 lang: str = "zh") -> pd.DataFrame:
+def build_probes(
+    full: pd.DataFrame,
+    corpus: pd.DataFrame,
+    questions: pd.DataFrame,
+    n: int,
+    seed: int = 0,
+    lang: str = "zh",
+) -> pd.DataFrame:
     """The probe answers of up to `n` sampled questions (module docstring). `full`: one system's
     full-set answers (`question_id, doc_id, answer`); `corpus`: `doc_id` (and `item_name`,
     `family_id` when known); `questions`: `question_id, question`."""
     require_columns(full, ("question_id", "doc_id", "answer"), "answers (full set)")
     require_columns(questions, ("question_id", "question"), "questions")
     cols = ["question_id", "doc_id", "system", "set", "answer", "probe", "expect", "rank"]
-    ok = full[full["answer"].fillna("").astype(str).str.strip() != ""].drop_duplicates("question_id")
+    ok = full[full["answer"].fillna("").astype(str).str.strip() != ""].drop_duplicates(
+        "question_id"
+    )
     if n <= 0 or len(ok) < 2:
         return pd.DataFrame(columns=cols)
     rng = random.Random(seed)
     ids = sorted(ok["question_id"].astype(str))
     sample = rng.sample(ids, min(n, len(ids)))
     by_q = ok.assign(question_id=ok["question_id"].astype(str)).set_index("question_id")
-    qtext = questions.assign(question_id=questions["question_id"].astype(str)).drop_duplicates(
-        "question_id").set_index("question_id")["question"]
-    docs = corpus.assign(doc_id=corpus["doc_id"].astype(str)).drop_duplicates("doc_id").set_index("doc_id")
+    qtext = (
+        questions.assign(question_id=questions["question_id"].astype(str))
+        .drop_duplicates("question_id")
+        .set_index("question_id")["question"]
+    )
+    docs = (
+        corpus.assign(doc_id=corpus["doc_id"].astype(str))
+        .drop_duplicates("doc_id")
+        .set_index("doc_id")
+    )
     doc_q = {str(d): q for q, d in zip(by_q.index, by_q["doc_id"], strict=True)}
     rows: list[dict[str, Any]] = []
     for i, q in enumerate(sample):
@@ -175,13 +218,22 @@ def build_probes(full: pd.DataFrame, corpus: pd.DataFrame, questions: pd.DataFra
         sib_q = _sibling_question(doc, docs, doc_q, q, rng, ids)
         other_q = rng.choice([x for x in ids if x not in (q, sib_q)] or [sib_q])
         target = len(answer.strip())
-        filler = [str(by_q.at[x, "answer"]) for x in rng.sample(ids, min(len(ids), 8)) if x not in (q, sib_q)]
-        corrupted = corrupt_facts(answer, str(by_q.at[sib_q, "answer"]), _name(docs, doc),
-                                  _name(docs, str(by_q.at[sib_q, "doc_id"])))
+        filler = [
+            str(by_q.at[x, "answer"])
+            for x in rng.sample(ids, min(len(ids), 8))
+            if x not in (q, sib_q)
+        ]
+        corrupted = corrupt_facts(
+            answer,
+            str(by_q.at[sib_q, "answer"]),
+            _name(docs, doc),
+            _name(docs, str(by_q.at[sib_q, "doc_id"])),
+        )
         made: dict[str, str | None] = {
             "corrupted_facts": corrupted and match_length(corrupted, target, filler, lang),
             "sibling_answer": match_length(str(by_q.at[sib_q, "answer"]), target, filler, lang)
-            if sib_q != q else None,
+            if sib_q != q
+            else None,
             "other_question": match_length(str(by_q.at[other_q, "answer"]), target, filler, lang),
             "empty": near_empty(lang),
             "truncated": truncate(answer),
@@ -192,16 +244,30 @@ def build_probes(full: pd.DataFrame, corpus: pd.DataFrame, questions: pd.DataFra
         # a probe that reads as the original is no probe: its known truth ("worse") would be wrong
         made = {k: v if v is None or v.strip() != answer.strip() else None for k, v in made.items()}
         worse_a, worse_b, cut, fine = kinds_for(i)
-        chosen = _pick(made, [worse_a, *WORSE_MATCHED], 2, first_two=(worse_a, worse_b)) + \
-            _pick(made, [cut, *WORSE_UNMATCHED], 1) + _pick(made, [fine, *NOT_WORSE], 1)
+        chosen = (
+            _pick(made, [worse_a, *WORSE_MATCHED], 2, first_two=(worse_a, worse_b))
+            + _pick(made, [cut, *WORSE_UNMATCHED], 1)
+            + _pick(made, [fine, *NOT_WORSE], 1)
+        )
         for kind in chosen:
-            rows.append({"question_id": q, "doc_id": doc, "system": f"audit:{kind}", "set": "full",
-                         "answer": made[kind], "probe": kind,
-                         "expect": "not_worse" if kind in NOT_WORSE else "worse", "rank": 0})
+            rows.append(
+                {
+                    "question_id": q,
+                    "doc_id": doc,
+                    "system": f"audit:{kind}",
+                    "set": "full",
+                    "answer": made[kind],
+                    "probe": kind,
+                    "expect": "not_worse" if kind in NOT_WORSE else "worse",
+                    "rank": 0,
+                }
+            )
     return pd.DataFrame(rows, columns=cols)
 
 
-def _pick(made: dict[str, str | None], order: list[str], k: int, first_two: tuple[str, ...] = ()) -> list[str]:
+def _pick(
+    made: dict[str, str | None], order: list[str], k: int, first_two: tuple[str, ...] = ()
+) -> list[str]:
     out = [x for x in first_two if made.get(x)]
     for x in order:
         if len(out) >= k:
@@ -215,13 +281,18 @@ def _name(docs: pd.DataFrame, doc: str) -> str:
     return str(docs.at[doc, "item_name"]) if "item_name" in docs and doc in docs.index else ""
 
 
-def _sibling_question(doc: str, docs: pd.DataFrame, doc_q: dict[str, str], q: str, rng: random.Random,
-                      ids: list[str]) -> str:
+def _sibling_question(
+    doc: str, docs: pd.DataFrame, doc_q: dict[str, str], q: str, rng: random.Random, ids: list[str]
+) -> str:
     """The question whose gold document shares `doc`'s family (else a random other question)."""
     if "family_id" in docs and doc in docs.index:
         fam = str(docs.at[doc, "family_id"] or "")
         if fam and fam != "nan":
-            members = [d for d in docs.index[docs["family_id"].astype(str) == fam] if d != doc and d in doc_q]
+            members = [
+                d
+                for d in docs.index[docs["family_id"].astype(str) == fam]
+                if d != doc and d in doc_q
+            ]
             if members:
                 return doc_q[rng.choice(sorted(members))]
     return rng.choice([x for x in ids if x != q])

@@ -73,7 +73,9 @@ def _chunk_list(reference: Any) -> list[dict[str, Any]]:
         return []
     chunks = reference.get("chunks") or []
     if isinstance(chunks, dict):
-        chunks = [chunks[k] for k in sorted(chunks, key=lambda k: int(k) if str(k).isdigit() else 0)]
+        chunks = [
+            chunks[k] for k in sorted(chunks, key=lambda k: int(k) if str(k).isdigit() else 0)
+        ]
     return [c for c in chunks if isinstance(c, dict)]
 
 
@@ -100,7 +102,9 @@ class RagflowAssistant(System):
         try:
             self._pattern = re.compile(spec.doc_name_pattern)
         except re.error as exc:
-            raise RagflowError(f"systems[{spec.name}].doc_name_pattern: not a valid regex: {exc}") from None
+            raise RagflowError(
+                f"systems[{spec.name}].doc_name_pattern: not a valid regex: {exc}"
+            ) from None
         if spec.top_n < 1:  # config validates it; `out[:0]` or `out[:-1]` would cut silently
             raise RagflowError(f"systems[{spec.name}].top_n: must be >= 1, got {spec.top_n}")
         if spec.doc_mapping == "document_name" and "doc_id" not in self._pattern.groupindex:
@@ -127,7 +131,13 @@ class RagflowAssistant(System):
         """The assistant (the SDK's `Chat`) and its record, looked up by name first, then by id."""
         problems = []
         for by in ("name", "id"):
-            query = {"page": 1, "page_size": 30, "orderby": "create_time", "desc": True, by: self.spec.assistant}
+            query = {
+                "page": 1,
+                "page_size": 30,
+                "orderby": "create_time",
+                "desc": True,
+                by: self.spec.assistant,
+            }
             try:
                 res = rag.get("/chats", query)
                 body = res.json()
@@ -148,16 +158,21 @@ class RagflowAssistant(System):
         )
 
     # ------------------------------------------------------------------ one question
-    def _ask(self, rag: RAGFlow, chat: Any, qid: str, question: str) -> tuple[Response, list[dict[str, Any]]]:
+    def _ask(
+        self, rag: RAGFlow, chat: Any, qid: str, question: str
+    ) -> tuple[Response, list[dict[str, Any]]]:
         t0 = time.perf_counter()
 
         def failed(reason: str) -> tuple[Response, list[dict[str, Any]]]:
-            return Response(text=None, error=self._scrub(reason), latency_s=time.perf_counter() - t0), []
+            return Response(
+                text=None, error=self._scrub(reason), latency_s=time.perf_counter() - t0
+            ), []
 
         try:
             session = chat.create_session(name=f"cube-{qid}")
             res = rag.post(
-                f"/chats/{chat.id}/completions", {"question": question, "stream": False, "session_id": session.id}
+                f"/chats/{chat.id}/completions",
+                {"question": question, "stream": False, "session_id": session.id},
             )
         except Exception as exc:
             return failed(f"{type(exc).__name__}: {exc}")
@@ -172,7 +187,9 @@ class RagflowAssistant(System):
         data = body.get("data")
         if not isinstance(data, dict) or not isinstance(data.get("answer"), str):
             return failed(f"reply has no answer: {str(body)[:300]}")
-        return Response(text=data["answer"], latency_s=time.perf_counter() - t0), _chunk_list(data.get("reference"))
+        return Response(text=data["answer"], latency_s=time.perf_counter() - t0), _chunk_list(
+            data.get("reference")
+        )
 
     def map_chunks(self, chunks: list[dict[str, Any]], known: set[str]) -> list[str]:
         """Corpus doc ids of the chunks in rank order, first chunk per document, cut at `top_n`."""
@@ -190,7 +207,9 @@ class RagflowAssistant(System):
         return out[: self.spec.top_n]
 
     # ------------------------------------------------------------------ the question set
-    def answer(self, questions: pd.DataFrame, corpus: pd.DataFrame, *, progress: bool = True) -> pd.DataFrame:
+    def answer(
+        self, questions: pd.DataFrame, corpus: pd.DataFrame, *, progress: bool = True
+    ) -> pd.DataFrame:
         require_columns(questions, ("question_id", "doc_id", "question"), "questions")
         rag = self._client()
         chat, record = self._chat(rag)
@@ -198,10 +217,17 @@ class RagflowAssistant(System):
         model = (llm.get("model_name") if isinstance(llm, dict) else None) or record.get("llm_id")
         answerer = str(model) if model else f"ragflow:{chat.name}"
         known = set(corpus["doc_id"].astype(str))
-        items = list(zip(questions["question_id"].astype(str), questions["question"].astype(str), strict=True))
+        items = list(
+            zip(
+                questions["question_id"].astype(str), questions["question"].astype(str), strict=True
+            )
+        )
         with ThreadPoolExecutor(max_workers=self.spec.max_concurrency) as pool:
             futures = [pool.submit(self._ask, rag, chat, qid, q) for qid, q in items]
-            results = [f.result() for f in progress_bar(futures, desc=f"{self.name}: ragflow", disable=not progress)]
+            results = [
+                f.result()
+                for f in progress_bar(futures, desc=f"{self.name}: ragflow", disable=not progress)
+            ]
         responses, retrieved = [], []
         for resp, chunks in results:
             resp.model, resp.endpoint, resp.attempts = f"ragflow:{chat.name}", self.spec.base_url, 1
@@ -209,7 +235,12 @@ class RagflowAssistant(System):
             responses.append(resp)  # cost stays None (NaN): RAGFlow does not report usage
             retrieved.append(self.map_chunks(chunks, known))
         df = answers_frame(
-            questions, system=self.name, set_name="rag", responses=responses, retrieved=retrieved, answerer=answerer,
+            questions,
+            system=self.name,
+            set_name="rag",
+            responses=responses,
+            retrieved=retrieved,
+            answerer=answerer,
             retrieval_ok=[r.ok for r in responses],  # a failed call says nothing about retrieval
         )
         n_unmapped = sum(d.startswith("unmapped:") for docs in retrieved for d in docs)

@@ -94,8 +94,13 @@ class RegionFilter:
     def mask(self, region: str) -> np.ndarray:
         """The rows of `region`'s knowledge base (own items, enclosing levels, child regions' items)."""
         enclosing = self.ancestors(region)
-        return np.array([r in enclosing or p == region for r, p in zip(self.regions, self.parents, strict=True)],
-                        dtype=bool)
+        return np.array(
+            [
+                r in enclosing or p == region
+                for r, p in zip(self.regions, self.parents, strict=True)
+            ],
+            dtype=bool,
+        )
 
     def plan(self, questions: Sequence[str]) -> RegionPlan:
         """The named region of each question and the allowed rows of each named region."""

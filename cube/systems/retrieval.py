@@ -33,8 +33,14 @@ _ZH_STOPWORDS = frozenset(
     "的 了 吗 呢 吧 啊 和 与 及 或 是 在 我 你 他 她 它 我们 请问 请 一下 怎么 怎样 如何 什么 哪些 哪里 "
     "多少 可以 能 要 需要 办理 有 个 这个 那个 为 对 就 都 也 还 被 把 从 到".split()
 )
+
+
 def _zh_line_tokens(line: str) -> list[str]:
-    return [t for t in (w.strip().lower() for w in segment(line)) if t and _WORD.search(t) and t not in _ZH_STOPWORDS]
+    return [
+        t
+        for t in (w.strip().lower() for w in segment(line))
+        if t and _WORD.search(t) and t not in _ZH_STOPWORDS
+    ]
 
 
 def tokenize(texts: Sequence[str], lang: str) -> list[list[str]]:
@@ -60,7 +66,11 @@ def tokenize(texts: Sequence[str], lang: str) -> list[list[str]]:
         return out
     if lang == "en":
         return bm25s.tokenize(
-            [str(t) for t in texts], lower=True, stopwords="en", return_ids=False, show_progress=False
+            [str(t) for t in texts],
+            lower=True,
+            stopwords="en",
+            return_ids=False,
+            show_progress=False,
         )
     raise ValueError(f"tokenize: unsupported lang {lang!r}; expected 'zh' or 'en'")
 
@@ -90,7 +100,9 @@ def region_mask(corpus: pd.DataFrame, region: str | None) -> np.ndarray:
     mask = np.array([r == target or (bool(r) and r in target) for r in regions], dtype=bool)
     if not mask.any():
         known = sorted(set(regions))[:10]
-        raise ValueError(f"region {region!r}: no corpus item has this region or an enclosing one (regions: {known} ...)")
+        raise ValueError(
+            f"region {region!r}: no corpus item has this region or an enclosing one (regions: {known} ...)"
+        )
     return mask
 
 
@@ -105,7 +117,15 @@ class BM25Index:
         b: BM25 length normalisation.
     """
 
-    def __init__(self, doc_ids: Sequence[str], texts: Sequence[str], *, lang: str, k1: float = 1.5, b: float = 0.75):
+    def __init__(
+        self,
+        doc_ids: Sequence[str],
+        texts: Sequence[str],
+        *,
+        lang: str,
+        k1: float = 1.5,
+        b: float = 0.75,
+    ):
         if len(doc_ids) != len(texts):
             raise ValueError(f"BM25Index: {len(doc_ids)} doc ids but {len(texts)} texts")
         if not len(doc_ids):
@@ -118,7 +138,13 @@ class BM25Index:
 
     @classmethod
     def from_corpus(
-        cls, corpus: pd.DataFrame, *, lang: str, k1: float = 1.5, b: float = 0.75, region: str | None = None
+        cls,
+        corpus: pd.DataFrame,
+        *,
+        lang: str,
+        k1: float = 1.5,
+        b: float = 0.75,
+        region: str | None = None,
     ) -> BM25Index:
         """Index `corpus.text` (restricted to `region`'s knowledge base when given)."""
         for col in ("doc_id", "text"):
@@ -129,26 +155,33 @@ class BM25Index:
         index.rows = sub
         return index
 
-    def search(self, queries: Sequence[str], top_n: int, plan: RegionPlan | None = None) -> list[list[str]]:
+    def search(
+        self, queries: Sequence[str], top_n: int, plan: RegionPlan | None = None
+    ) -> list[list[str]]:
         """The top-`top_n` doc ids per query, best first; documents scoring 0 are left out.
 
         `plan` (`cube.systems.region_filter`, built over this index's rows) restricts each
         question that names a region to that region's knowledge base; the others search all.
         """
         k = min(int(top_n), len(self.doc_ids))
-        q_tokens = [[t for t in toks if t in self._bm25.vocab_dict] for toks in tokenize(queries, self.lang)]
+        q_tokens = [
+            [t for t in toks if t in self._bm25.vocab_dict] for toks in tokenize(queries, self.lang)
+        ]
         out: list[list[str]] = [[] for _ in q_tokens]
         named = plan.named if plan is not None else [None] * len(q_tokens)
         if len(named) != len(q_tokens):
-            raise ValueError(f"BM25Index.search: region plan for {len(named)} questions, {len(q_tokens)} given")
+            raise ValueError(
+                f"BM25Index.search: region plan for {len(named)} questions, {len(q_tokens)} given"
+            )
         groups: dict[str | None, list[int]] = {}
         for i, toks in enumerate(q_tokens):
             if toks:
                 groups.setdefault(named[i], []).append(i)
         for region, todo in groups.items():
             mask = None if region is None or plan is None else plan.masks[region].astype(np.float32)
-            idx, scores = self._bm25.retrieve([q_tokens[i] for i in todo], k=k, show_progress=False, n_threads=0,
-                                              weight_mask=mask)
+            idx, scores = self._bm25.retrieve(
+                [q_tokens[i] for i in todo], k=k, show_progress=False, n_threads=0, weight_mask=mask
+            )
             for row, i in enumerate(todo):
                 keep = scores[row] > 0
                 out[i] = [str(d) for d in self.doc_ids[idx[row][keep]]]
