@@ -1,4 +1,4 @@
-"""The CuBE mathematics: properties (METHOD.md), edge cases and bad input."""
+"""The CuBE mathematics: properties (docs/explanation/method.md), edge cases and bad input."""
 
 import warnings
 

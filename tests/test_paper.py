@@ -1,10 +1,10 @@
-"""The paper's Table 4, rebuilt from its Tables 2 and 3 (METHOD.md: to +-0.01 in every cell)."""
+"""The paper's Table 4, rebuilt from its Tables 2 and 3 (docs/explanation/method.md: to +-0.01 in every cell)."""
 
 import pytest
 
 from cube.method import paper
 
-EXPECTED = {  # METHOD.md "Check against the paper"
+EXPECTED = {  # docs/explanation/method.md, "Check against the paper"
     "Qwen2.5-32B": (81.52, 100.00, 81.18, 41.87, 81.20, 65.29),
     "Deepseek-V3": (78.10, 81.16, 41.36, 19.09, 74.94, 60.26),
     "GPT-4o": (88.88, 80.95, 72.13, 50.44, 83.23, 66.93),
@@ -35,7 +35,7 @@ def test_table4_jury_mean_and_sd():
 
 def test_weighted_total_uses_weights_not_the_printed_column():
     check = paper.weighted_totals_check().set_index(["judge", "set"])
-    # METHOD.md: GPT-4.1-nano's printed rag total 7.5051 disagrees with its weights (7.5020).
+    # docs/explanation/method.md: GPT-4.1-nano's printed rag total 7.5051 disagrees with its weights (7.5020).
     assert check.at[("GPT-4.1-nano", "rag"), "weighted_total"] == pytest.approx(7.5020, abs=5e-5)
     assert check.at[("GPT-4.1-nano", "rag"), "weighted_total_printed"] == pytest.approx(7.5051)
     assert check.loc["GPT-4o", "difference"].abs().max() < 1e-4

@@ -140,7 +140,7 @@ class Params(StrictModel):
                 raise ValueError(
                     f"systems[{s.name}] ({s.kind}): set `answerer` (on the system, or at the top level) to the LLM "
                     "this system answers with: it writes the zero and full bound sets, which must come from the "
-                    "same model as the system's answers (METHOD.md)"
+                    "same model as the system's answers (docs/explanation/method.md)"
                 )
         jnames = [j.name for j in self.judges]
         if len(set(jnames)) != len(jnames):

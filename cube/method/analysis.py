@@ -1,4 +1,4 @@
-"""The CuBE mathematics (METHOD.md) as pure functions on long-format DataFrames.
+"""The CuBE mathematics (docs/explanation/method.md) as pure functions on long-format DataFrames.
 
 Inputs, in DESIGN.md's words:
 
@@ -388,7 +388,7 @@ def trimmed_means(
 
     The scores are first reindexed to the full grid (`score_grid`: judges x sets x dimensions
     x `questions`), so an absent row is NaN exactly like an unscored one: both are excluded
-    and counted (`n_unscored`). With `paired` (the default, METHOD.md), a judge's dimension
+    and counted (`n_unscored`). With `paired` (the default, docs/explanation/method.md), a judge's dimension
     uses only questions it scored in all three sets, so the bounds and the system are
     compared on the same questions; questions dropped because another set of theirs is
     unscored are counted in `n_unpaired`. Every (judge, set, dimension) gets a row, NaN

@@ -1,5 +1,5 @@
 """Normalisation between the bounds, the weighted score W and the flags that explain every
-undefined or suspicious figure (METHOD.md 5.4-5.5; issue 9 items 1-2).
+undefined or suspicious figure (docs/explanation/method.md; paper 5.4-5.5; issue 9 items 1-2).
 
 Rules, shared with `cube.method.bootstrap` through `effective_weights` so the point estimate and the
 interval always agree on the same input:
