@@ -11,7 +11,16 @@ VENV   ?= .venv
 PARAMS ?= params/default.yaml
 BIN     = $(VENV)/bin
 
-.PHONY: run test lint lab bench clean-outputs print-python local-llm test-local-llm
+.PHONY: run test lint docs reference lab bench clean-outputs print-python local-llm test-local-llm
+
+# The environment of this checkout (.venv, the default) is made and installed into on first use;
+# one named on the command line (`make lint VENV=/path/to/venv`) is used as it is, never installed
+# into: an editable install there would repoint that environment at this checkout. `lint`, `docs`
+# and `reference` put this checkout first on PYTHONPATH, so they check it whichever VENV runs them.
+ifeq ($(VENV),.venv)
+DEV_TOOLS  = $(VENV)/.installed-dev
+DOCS_TOOLS = $(VENV)/.installed-docs
+endif
 
 # Installing: uv (a package of the package index, put into the venv) resolves and installs the
 # dependencies several times faster than pip and prints only errors (no build-backend warnings).
@@ -55,10 +64,31 @@ run: $(VENV)/.installed
 test: $(VENV)/.installed-dev lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not local_llm"
 
-## lint: ruff, and the package's layers (import-linter contracts in pyproject.toml; see DESIGN.md)
-lint: $(VENV)/.installed-dev
-	$(BIN)/ruff check cube tests benchmarks
-	$(BIN)/lint-imports
+## lint: the house rules, every check run and every problem shown before it fails: `ruff format
+## --check` and `ruff check` (100 characters, E501 on; pyproject.toml [tool.ruff]), complexity per
+## function and the public faces (.ci/house_rules.py: [tool.cube.house]), the package's layers
+## (lint-imports: the import-linter contracts of pyproject.toml; see DESIGN.md)
+lint: $(DEV_TOOLS)
+	@failed=; \
+	$(BIN)/ruff format --check . || failed="$$failed ruff-format"; \
+	$(BIN)/ruff check . || failed="$$failed ruff-check"; \
+	$(BIN)/python .ci/house_rules.py --ruff $(BIN)/ruff || failed="$$failed house-rules"; \
+	PYTHONPATH=$(CURDIR) $(BIN)/lint-imports || failed="$$failed lint-imports"; \
+	if [ -n "$$failed" ]; then echo "make lint: failed:$$failed" >&2; exit 1; fi
+
+## docs: the extra cube[docs] (mkdocs-material), then the site, strictly (a warning fails), into
+## outputs/site/ (git-ignored). docs/reference/ is generated: `make reference` rewrites it.
+docs: $(DOCS_TOOLS)
+	$(BIN)/mkdocs build --strict --site-dir outputs/site
+
+$(VENV)/.installed-docs: pyproject.toml | $(BIN)/python
+	$(call install,-e '.[docs]')
+	@touch $(VENV)/.installed $@
+
+## reference: regenerate docs/reference/params.md and cli.md (tests/house/test_references_current.py
+## fails when the committed ones differ from what the schema and the parser say)
+reference: $(DEV_TOOLS)
+	PYTHONPATH=$(CURDIR) $(BIN)/python -m cube.cli docs-reference docs/reference
 
 ## lab: the extra cube[lab] (JupyterLab, ipywidgets; not needed by `make run`), then JupyterLab on the notebooks
 lab: $(VENV)/.installed-lab
