@@ -21,6 +21,7 @@ __all__ = [
     "DimensionError",
     "Judge",
     "dimension_criteria",
+    "human",  # the module: human ratings and the tables built from them (notebooks 07, 08)
     "load_dimensions",
     "make_judges",
     "parse_score",

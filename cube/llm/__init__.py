@@ -14,7 +14,8 @@ Modules:
     preflight    API keys present and endpoints answering before a run starts
 
 The public names other modules use are re-exported here (`from cube.llm import Request,
-make_model`). This layer knows requests, not judges, questions or runs: it imports only `cube.config`.
+make_model`). This layer knows requests, not judges, questions or runs: it imports only
+`cube.config`.
 """
 
 from cube.llm.cache import CacheError, CallCache, cache_key, key_payload

@@ -1,7 +1,23 @@
 """What people read: figures, formatted tables, HTML pages, the judgment browser, fonts, templates.
 
-It draws what it is handed and computes nothing; it never imports `cube.run`. Modules: `style`
-(the figures' shared conventions), `plots`, `plots_cube` and `diag_plots` (one function per
-figure), `display` (tables for people), `decision` (the decision page's markdown),
-`browser` (report/judgments.html), `publish` (HTML pages and the index), `fonts` (the CJK font).
+It draws what it is handed and computes nothing; it never imports `cube.run`. Public face
+(`__all__`), imported as modules (`from cube.pages import plots`): `style` (the figures' shared
+conventions), `plots`, `plots_cube`, `plots_audit`, `diag_plots` and `sim_plots` (one function per
+figure), `display` (tables for people), `decision` (the decision page's markdown), `browser`
+(report/judgments.html), `publish` (HTML pages and the index), `fonts` (the CJK font; `webfont`
+subsets it for the pages).
 """
+
+__all__ = [
+    "browser",
+    "decision",
+    "diag_plots",
+    "display",
+    "fonts",
+    "plots",
+    "plots_audit",
+    "plots_cube",
+    "publish",
+    "sim_plots",
+    "style",
+]

@@ -1,9 +1,49 @@
 """Running: the stages and their fingerprints, the run folder's lock and staging, the warm
 kernel, papermill execution, sweeps, validation of inputs, comparison folders, batch judging.
 
-Modules: `pipeline` (one function per stage), `evaluate` (the run's evaluation, computed once),
-`diagnosis` (notebook 10's diagnostics from the run folder), `notebook` (`open_run`: what a notebook
-needs), `stages` (what each stage reads), `state` (lock, staging, interrupts), `kernel`, `execute`
-(`execute_run`: the notebook sequence and the report), `ran_alone`, `sweep`, `validate`, `compare`,
-`batch` and `batch_cli` (`cube batch`). The top of the package below `cube.cli`.
+Public face (`__all__`): `open_run` (what a notebook needs: `from cube.run import open_run`,
+served from `notebook` on first use) and the modules `pipeline` (one function per stage),
+`evaluate` (the run's evaluation, computed once), `diagnosis` (notebook 10's diagnostics from the
+run folder), `notebook`, `stages` (what each stage reads), `state` (lock, staging, interrupts),
+`kernel`, `execute` (`execute_run`: the notebook sequence and the report), `plan` (what a run will
+send), `ran_alone`, `sweep`, `validate`, `compare`, `simulate` (the simulation study), `batch` and
+`batch_cli` (`cube batch`). The top of the package below `cube.cli`.
+
+`open_run` is re-exported lazily (PEP 562 `__getattr__`): importing this package imports none of
+its modules, so `cube --help` and each subcommand load only what they use.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cube.run.notebook import open_run
+
+__all__ = [
+    "batch",
+    "batch_cli",
+    "compare",
+    "diagnosis",
+    "evaluate",
+    "execute",
+    "kernel",
+    "notebook",
+    "open_run",
+    "pipeline",
+    "plan",
+    "ran_alone",
+    "simulate",
+    "stages",
+    "state",
+    "sweep",
+    "validate",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "open_run":
+        from cube.run.notebook import open_run
+
+        return open_run
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -23,8 +23,8 @@ unknown), `answerer` (the model name) and the accounting columns of
 a system failure, not a retrieval miss: the analysis must not count it as one.
 
 Rank agreement: in `build_answers` the `zero` and `full` rows carry the `rank`,
-`n_retrieved` and `retrieval_ok` of the `rag` row of the same (system, question), so the three rows of a
-question agree on the system's retrieval outcome (the analysis groups by it), while their
+`n_retrieved` and `retrieval_ok` of the `rag` row of the same (system, question), so the three rows
+of a question agree on the system's retrieval outcome (the analysis groups by it), while their
 `retrieved_doc_ids` hold what their answerer saw: [] for `zero`, [gold] for `full`.
 """
 
@@ -198,7 +198,9 @@ def refusal_answers(
     parts = []
     for sp in params.systems:
         if not isinstance(sp, BuiltinSystem):
-            continue  # an imported file holds no answers to these questions; a RAGFlow call is left to the user
+            # an imported file holds no answers to these questions; a RAGFlow call is left to
+            # the user
+            continue
         df = make_system(sp, params, cache_path).answer(questions, corpus, progress=False)
         keep = [
             c
