@@ -239,7 +239,11 @@ def read_face(root: Path, folder: str) -> Face:
             )
         )
         return face
-    tree = ast.parse(init.read_text(encoding="utf-8"))
+    try:
+        tree = ast.parse(init.read_text(encoding="utf-8"))
+    except SyntaxError as err:
+        face.problems.append(Problem(f"{rel}:{err.lineno}", f"cannot parse: {err.msg}"))
+        return face
     names: list[str] = []
     declared = False
     for node in tree.body:
