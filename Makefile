@@ -18,6 +18,7 @@ BIN     = $(VENV)/bin
 # into: an editable install there would repoint that environment at this checkout. `lint`, `docs`
 # and `reference` put this checkout first on PYTHONPATH, so they check it whichever VENV runs them.
 ifeq ($(VENV),.venv)
+PACKAGE    = $(VENV)/.installed
 DEV_TOOLS  = $(VENV)/.installed-dev
 DOCS_TOOLS = $(VENV)/.installed-docs
 endif
@@ -87,7 +88,7 @@ $(VENV)/.installed-docs: pyproject.toml | $(BIN)/python
 
 ## reference: regenerate docs/reference/params.md and cli.md (tests/house/test_references_current.py
 ## fails when the committed ones differ from what the schema and the parser say)
-reference: $(DEV_TOOLS)
+reference: $(PACKAGE)
 	PYTHONPATH=$(CURDIR) $(BIN)/python -m cube.cli docs-reference docs/reference
 
 ## lab: the extra cube[lab] (JupyterLab, ipywidgets; not needed by `make run`), then JupyterLab on the notebooks
