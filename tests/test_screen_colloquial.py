@@ -47,7 +47,7 @@ def test_colloquial_questions_pass_and_moved_ones_do_not(lang: str, aliases: boo
     got = screen_questions(moved.reset_index(drop=True), seen, question_prompt_template(lang))
     assert got.ne("").mean() > 0.15, (
         got.value_counts()
-    )  # a weaker catch than for official names (README)
+    )  # a weaker catch than for official names (docs/measurements.md)
 
 
 def test_a_question_about_nothing_in_particular_is_rejected():

@@ -447,7 +447,7 @@ def test_cube_report_takes_a_run_folder_of_a_papermill_sweep_and_refuses_a_run_n
     )
     assert (
         main(["report", "outputs/seed1"]) == 0
-    )  # the README's papermill sweep names runs by overrides only
+    )  # docs/how-to/papermill.md: the papermill batch names runs by overrides only
     assert "report: outputs/seed1/report/index.html" in capsys.readouterr().out
     index = (root / "outputs" / "seed1" / "report" / "index.html").read_text(encoding="utf-8")
     assert (
