@@ -177,6 +177,37 @@ def map_table(
     problems = check_mapping(list(raw.columns), columns, group_by, source)
     if problems:
         return None, problems, []
+    cols, notes = _clean_cells(raw, empty_values)
+    src, extra, source_notes = _field_sources(raw, columns, extra_columns)
+    notes += source_notes
+    group_keys, members, group_notes = _group_rows(raw, cols, group_by)
+    notes += group_notes
+    records, merge_notes = _merge_records(cols, src, extra, members, where)
+    notes += merge_notes
+    id_problems, id_notes = _assign_ids(
+        records, raw, cols, src, group_by, group_keys, where, source
+    )
+    problems += id_problems
+    notes += id_notes
+    out = pd.DataFrame.from_records(records)
+    for k in MAPPABLE:
+        if k not in out.columns:
+            out[k] = ""
+    problems += _empty_field_problems(out, records, raw, src, where, columns, group_by, source)
+    notes += [
+        WARNING + w
+        for w in _name_warnings(raw, cols, records, src, group_by, extra, columns, source)
+    ]
+    problems += _duplicate_id_problems(out, records, where, source)
+    out["synthetic"] = _synthetic_flags(raw, records)
+    return (None if problems else out.drop(columns="_idx")), problems, notes
+
+
+def _clean_cells(
+    raw: pd.DataFrame, empty_values: Iterable[str]
+) -> tuple[dict[str, list[Any]], list[str]]:
+    """Every column as a plain list of cleaned cells (placeholders read as ""), and the note
+    counting the placeholders found."""
     notes: list[str] = []
     empty = {str(v).strip().lower() for v in empty_values} | {""}
     cells = raw.map(_cell)
@@ -192,8 +223,16 @@ def map_table(
     cells = cells.map(
         lambda v: [x for x in v if x.lower() not in empty] if isinstance(v, list) else v
     )
-    cols = {c: cells[c].tolist() for c in cells.columns}  # plain lists: per-cell access stays fast
+    # plain lists: per-cell access stays fast
+    return {c: cells[c].tolist() for c in cells.columns}, notes
 
+
+def _field_sources(
+    raw: pd.DataFrame, columns: Mapping[str, str], extra_columns: str
+) -> tuple[dict[str, str], list[str], list[str]]:
+    """The column each field key reads (`src`), the unread columns to render (`extra`, empty
+    when they are dropped), and the notes naming ignored and unread columns."""
+    notes: list[str] = []
     src = {k: columns.get(k, k) for k in MAPPABLE if columns.get(k, k) in raw.columns}
     used = set(src.values()) | {"synthetic", "text"}
     if "text" in raw.columns and "text" not in columns.values():
@@ -210,92 +249,138 @@ def map_table(
         )
     if extra_columns != "render":
         extra = []
+    return src, extra, notes
 
-    if group_by:
-        keys = list(
-            zip(
-                *(
-                    [("\n".join(v) if isinstance(v, list) else v) for v in cols[c]]
-                    for c in group_by
-                ),
-                strict=True,
-            )
-        )
-        groups: dict[tuple[str, ...], list[int]] = {}
-        for i, k in enumerate(keys):
-            groups.setdefault(k, []).append(i)
-        members = list(groups.values())
-        notes.append(
-            f"long format: {len(raw)} rows grouped by {list(group_by)} into {len(members)} items"
-        )
-    else:
-        members = [[i] for i in range(len(raw))]
 
+def _group_rows(
+    raw: pd.DataFrame, cols: Mapping[str, list[Any]], group_by: Sequence[str]
+) -> tuple[list[tuple[str, ...]], list[list[int]], list[str]]:
+    """The rows of each item: one per distinct `group_by` key in order of first appearance
+    (its keys, its rows, the long-format note), else one item per row (no keys, no note)."""
+    if not group_by:
+        return [], [[i] for i in range(len(raw))], []
+    keys = list(
+        zip(
+            *([("\n".join(v) if isinstance(v, list) else v) for v in cols[c]] for c in group_by),
+            strict=True,
+        )
+    )
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for i, k in enumerate(keys):
+        groups.setdefault(k, []).append(i)
+    members = list(groups.values())
+    note = f"long format: {len(raw)} rows grouped by {list(group_by)} into {len(members)} items"
+    return list(groups), members, [note]
+
+
+def _distinct_values(cols: Mapping[str, list[Any]], col: str, idx: list[int]) -> list[str]:
+    """The distinct non-empty values of column `col` in rows `idx`, in order (lists flattened)."""
+    out: list[str] = []
+    for v in (cols[col][i] for i in idx):
+        out.extend(v if isinstance(v, list) else [v] if v else [])
+    return list(dict.fromkeys(out))
+
+
+def _merge_field(
+    cols: Mapping[str, list[Any]], key: str, col: str, idx: list[int], joined: dict[str, int]
+) -> Any:
+    """Field `key`'s value from column `col` over rows `idx`: a list field's lines, else the
+    distinct values joined with JOIN (counted in `joined` per column when several)."""
+    vals = _distinct_values(cols, col, idx)
+    if key in LIST_FIELDS:
+        if len(idx) == 1:
+            return cols[col][idx[0]]
+        # one item per line of every row, without the rows' own numbering ("1. 身份证"),
+        # which rendering replaces by the merged list's
+        lines = [strip_numbering(ln) for v in vals for ln in str(v).splitlines()]
+        return list(dict.fromkeys(ln for ln in lines if ln))
+    if len(vals) > 1:
+        joined[col] = joined.get(col, 0) + 1
+    return JOIN.join(vals)
+
+
+def _merge_records(
+    cols: Mapping[str, list[Any]],
+    src: Mapping[str, str],
+    extra: Sequence[str],
+    members: list[list[int]],
+    where: Sequence[str],
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """One record per item (its rows in `_idx`), and the note naming the columns whose
+    distinct values were joined."""
     joined: dict[str, int] = {}
-
-    def values(col: str, idx: list[int]) -> list[str]:
-        out: list[str] = []
-        for v in (cols[col][i] for i in idx):
-            out.extend(v if isinstance(v, list) else [v] if v else [])
-        return list(dict.fromkeys(out))
-
-    def merge(key: str, col: str, idx: list[int]) -> Any:
-        vals = values(col, idx)
-        if key in LIST_FIELDS:
-            if len(idx) == 1:
-                return cols[col][idx[0]]
-            # one item per line of every row, without the rows' own numbering ("1. 身份证"),
-            # which rendering replaces by the merged list's
-            lines = [strip_numbering(ln) for v in vals for ln in str(v).splitlines()]
-            return list(dict.fromkeys(ln for ln in lines if ln))
-        if len(vals) > 1:
-            joined[col] = joined.get(col, 0) + 1
-        return JOIN.join(vals)
-
     records = []
     for idx in members:
-        rec: dict[str, Any] = {k: merge(k, col, idx) for k, col in src.items()}
-        rec["extras"] = [(col, v) for col in extra if (v := merge("", col, idx))]
+        rec: dict[str, Any] = {k: _merge_field(cols, k, col, idx, joined) for k, col in src.items()}
+        rec["extras"] = [
+            (col, v) for col in extra if (v := _merge_field(cols, "", col, idx, joined))
+        ]
         rec["source_rows"] = _rows(where, idx, 3)
         rec["_idx"] = idx
         records.append(rec)
+    notes = []
     if joined:
         notes.append(
             "several distinct values within one item, joined with '；': "
             + ", ".join(f"column '{c}' in {n} items" for c, n in joined.items())
         )
+    return records, notes
 
-    # -- ids
+
+def _assign_ids(
+    records: list[dict[str, Any]],
+    raw: pd.DataFrame,
+    cols: Mapping[str, list[Any]],
+    src: Mapping[str, str],
+    group_by: Sequence[str],
+    group_keys: list[tuple[str, ...]],
+    where: Sequence[str],
+    source: str,
+) -> tuple[list[str], list[str]]:
+    """Each record's doc_id: the mapped one (a problem when an item holds several), else derived
+    from the group key or the row's content; returns (problems, notes)."""
+    problems: list[str] = []
     if "doc_id" in src:
         if group_by:
             for rec in records:
-                ids = values(src["doc_id"], rec["_idx"])
+                ids = _distinct_values(cols, src["doc_id"], rec["_idx"])
                 if len(ids) > 1:
                     problems.append(
-                        f"{source}: column '{src['doc_id']}' (doc_id) has several values {ids[:5]} within "
+                        f"{source}: column '{src['doc_id']}' (doc_id) has several values "
+                        f"{ids[:5]} within "
                         f"one item at {_rows(where, rec['_idx'])}; group_by must identify one id"
                     )
-    elif group_by:
-        for rec, key in zip(records, groups, strict=True):
+        return problems, []
+    if group_by:
+        for rec, key in zip(records, group_keys, strict=True):
             rec["doc_id"] = "K" + _digest(key)
-        notes.append(
+        return problems, [
             f"doc_id not mapped: ids derived from the group key {list(group_by)} "
             "(K + 10 hex digits of its SHA-1: stable across runs and row order)"
-        )
-    else:
-        seen: dict[str, int] = {}
-        for rec in records:
-            base = "R" + _digest(cols[c][rec["_idx"][0]] for c in raw.columns)
-            seen[base] = seen.get(base, 0) + 1
-            rec["doc_id"] = base if seen[base] == 1 else f"{base}-{seen[base]}"
-        notes.append(
-            "doc_id not mapped: ids derived from each row's content (R + 10 hex digits of its SHA-1; "
-            "identical rows get -2, -3, ...)"
-        )
-    out = pd.DataFrame.from_records(records)
-    for k in MAPPABLE:
-        if k not in out.columns:
-            out[k] = ""
+        ]
+    seen: dict[str, int] = {}
+    for rec in records:
+        base = "R" + _digest(cols[c][rec["_idx"][0]] for c in raw.columns)
+        seen[base] = seen.get(base, 0) + 1
+        rec["doc_id"] = base if seen[base] == 1 else f"{base}-{seen[base]}"
+    return problems, [
+        "doc_id not mapped: ids derived from each row's content (R + 10 hex digits of its "
+        "SHA-1; identical rows get -2, -3, ...)"
+    ]
+
+
+def _empty_field_problems(
+    out: pd.DataFrame,
+    records: list[dict[str, Any]],
+    raw: pd.DataFrame,
+    src: Mapping[str, str],
+    where: Sequence[str],
+    columns: Mapping[str, str],
+    group_by: Sequence[str],
+    source: str,
+) -> list[str]:
+    """One problem per required field (and doc_id) that is empty in some items."""
+    problems = []
     for key in ("doc_id", *REQUIRED_FIELDS):
         bad = [
             i for i, v in enumerate(out[key]) if not (v if isinstance(v, list) else str(v).strip())
@@ -315,33 +400,35 @@ def map_table(
                     placeholders=[raw[src[key]].iloc[j] for j in rows] if key in src else [],
                 )
             )
-    notes += [
-        WARNING + w
-        for w in _name_warnings(raw, cols, records, src, group_by, extra, columns, source)
-    ]
-    dup = out["doc_id"].astype(str).duplicated(keep=False) & out["doc_id"].astype(str).ne("")
-    if dup.any():
-        parts = []
-        dups = list(dict.fromkeys(out.loc[dup, "doc_id"].astype(str)))
-        for d in dups[:ROWS_SHOWN]:
-            rows = [
-                j
-                for i in np.flatnonzero(out["doc_id"].astype(str).eq(d))
-                for j in records[i]["_idx"]
-            ]
-            parts.append(f"'{d}' at {_rows(where, rows)}")
-        more = f"; and {len(dups) - ROWS_SHOWN} more" if len(dups) > ROWS_SHOWN else ""
-        problems.append(f"{source}: duplicate doc_id(s): " + "; ".join(parts) + more)
+    return problems
+
+
+def _duplicate_id_problems(
+    out: pd.DataFrame, records: list[dict[str, Any]], where: Sequence[str], source: str
+) -> list[str]:
+    """The problem listing the doc_ids that several items share (the first few, with rows)."""
+    ids = out["doc_id"].astype(str)
+    dup = ids.duplicated(keep=False) & ids.ne("")
+    if not dup.any():
+        return []
+    parts = []
+    dups = list(dict.fromkeys(out.loc[dup, "doc_id"].astype(str)))
+    for d in dups[:ROWS_SHOWN]:
+        rows = [j for i in np.flatnonzero(ids.eq(d)) for j in records[i]["_idx"]]
+        parts.append(f"'{d}' at {_rows(where, rows)}")
+    more = f"; and {len(dups) - ROWS_SHOWN} more" if len(dups) > ROWS_SHOWN else ""
+    return [f"{source}: duplicate doc_id(s): " + "; ".join(parts) + more]
+
+
+def _synthetic_flags(raw: pd.DataFrame, records: list[dict[str, Any]]) -> list[bool]:
+    """Each item's `synthetic` flag, read from its first row (False without the column)."""
     first = [r["_idx"][0] for r in records]
     flags = (
         raw["synthetic"].iloc[first].tolist()
         if "synthetic" in raw.columns
         else [False] * len(records)
     )
-    out["synthetic"] = [
-        v if isinstance(v, bool | np.bool_) else str(v).strip().lower() in _TRUE for v in flags
-    ]
-    return (None if problems else out.drop(columns="_idx")), problems, notes
+    return [v if isinstance(v, bool | np.bool_) else str(v).strip().lower() in _TRUE for v in flags]
 
 
 def _names_service(header: str) -> bool:
