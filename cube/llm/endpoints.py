@@ -311,10 +311,10 @@ class Endpoints:
         stopped_at: dict[str, float] | None = None,
         settled: int | None = None,
     ):
-        self.spec, self.endpoints, self.key = spec, endpoints, api_key
-        self.headers = dict(
-            headers or {}
-        )  # secret header values (header_env): sent, scrubbed, never stored
+        # the API key is passed to the clients and kept only among the values to scrub
+        self.spec, self.endpoints = spec, endpoints
+        # secret header values (header_env): sent, scrubbed, never stored
+        self.headers = dict(headers or {})
         self._secrets = [v for v in (api_key, *self.headers.values()) if v and v != NO_KEY]
         # `settled`: where an earlier batch of this model settled for a flat rate (a one-at-a-time server)
         self.sem = AdaptiveLimit(
@@ -538,13 +538,11 @@ class Endpoints:
         for attempt in range(1, spec.max_attempts + 1):
             retry_after = None
             t0.waiting()
-            async with self._slot(
-                state
-            ) as seq:  # held only while a request is in flight, not while backing off
+            # the slot is held only while a request is in flight, not while backing off
+            async with self._slot(state) as seq:
                 t0.acquired()
-                form = self._form(
-                    request
-                )  # read with the slot held: a refusal seen meanwhile counts
+                # read with the slot held: a refusal seen meanwhile counts
+                form = self._form(request)
                 if form == "refused":
                     return self._failure(
                         f"not sent: structured_output is on and the endpoint refused every "
@@ -564,37 +562,13 @@ class Endpoints:
                     # `chat.completions.create` without its per-call param transform and model
                     # parsing, which cost more CPU than the rest of a call; we parse the body.
                     body = await self._post(ep, request, form)
-                    text, n_in, n_out, finish, served, n_cached = parse_completion(body)
-                    self._healthy(ep)
-                    self.sem.success()
-                    t0.released()
-                    return Response(
-                        text=text,
-                        input_tokens=n_in,
-                        output_tokens=n_out,
-                        cached_input_tokens=n_cached,
-                        cost=call_cost(spec, n_in, n_out, n_cached),
-                        latency_s=t0.latency_s,
-                        queue_s=t0.queue_s,
-                        attempts=attempt,
-                        model=spec.model,
-                        endpoint=ep,
-                        detail={
-                            "finish_reason": finish,
-                            "served_model": served,
-                            **({"response_format": form} if request.schema is not None else {}),
-                        },
-                    )
+                    return self._answer(request, body, form, attempt, t0, ep)
                 except MalformedReply as exc:
                     label, detail = "malformed response", str(exc)
                     self._attempt_failed(ep)
                     self._no_answer(ep)
                 except openai.APITimeoutError as exc:
-                    if _not_a_timeout(exc):
-                        label, detail = "connection error", connection_reason(exc)
-                    else:
-                        label, detail = "timeout", f"no answer within {spec.timeout_s:g} s"
-                        self.sem.congested(seq, "timeouts")
+                    label, detail = self._timed_out(exc, seq)
                     self._attempt_failed(ep)
                     self._no_answer(ep)
                 except openai.APIConnectionError as exc:
@@ -631,11 +605,46 @@ class Endpoints:
                 )
                 await asyncio.sleep(wait)
         n = spec.max_attempts
-        if not label.startswith(
-            "HTTP "
-        ):  # connection error, timeout, unusable answer: the endpoint's fault
+        # connection error, timeout, unusable answer: the endpoint's fault
+        if not label.startswith("HTTP "):
             self._exhausted(ep, label, detail)
         return self._failure(f"{label} after {n} attempt{'s' * (n > 1)}: {detail}", n, t0, ep)
+
+    def _timed_out(self, exc: openai.APITimeoutError, seq: int) -> tuple[str, str]:
+        """(label, detail) of a timeout raised by the client: a connection error in disguise, or
+        a real timeout, which tells the concurrency bound the server is congested."""
+        if _not_a_timeout(exc):
+            return "connection error", connection_reason(exc)
+        self.sem.congested(seq, "timeouts")
+        return "timeout", f"no answer within {self.spec.timeout_s:g} s"
+
+    def _answer(
+        self, request: Request, body: str, form: str, attempt: int, t0: _Clock, ep: str
+    ) -> Response:
+        """The Response of a call answered on `attempt` (raises MalformedReply on an unusable
+        body): the endpoint counts as healthy and the concurrency bound may grow."""
+        spec = self.spec
+        text, n_in, n_out, finish, served, n_cached = parse_completion(body)
+        self._healthy(ep)
+        self.sem.success()
+        t0.released()
+        return Response(
+            text=text,
+            input_tokens=n_in,
+            output_tokens=n_out,
+            cached_input_tokens=n_cached,
+            cost=call_cost(spec, n_in, n_out, n_cached),
+            latency_s=t0.latency_s,
+            queue_s=t0.queue_s,
+            attempts=attempt,
+            model=spec.model,
+            endpoint=ep,
+            detail={
+                "finish_reason": finish,
+                "served_model": served,
+                **({"response_format": form} if request.schema is not None else {}),
+            },
+        )
 
     def _failure(
         self, reason: str, attempts: int, t0: _Clock, ep: str, quiet: bool = False
