@@ -1,8 +1,9 @@
 """The model spec: one OpenAI-compatible endpoint or offline algorithm, as a params file names it.
 
-Used by the params schema (`cube.config.params`) and re-exported by `cube.config`: how a model is reached (base URLs,
-the NAME of the environment variable holding its key, never the key), its sampling parameters, its
-prices and its concurrency limits, with the checks that keep secrets out of params and errors.
+Used by the params schema (`cube.config.params`) and re-exported by `cube.config`: how a model is
+reached (base URLs, the NAME of the environment variable holding its key, never the key), its
+sampling parameters, its prices and its concurrency limits, with the checks that keep secrets out of
+params and errors.
 """
 
 from __future__ import annotations
@@ -82,17 +83,17 @@ LOCAL_SUFFIXES = (
 SHARED_ADDRESS_SPACE = (
     "100.64.0.0/10"  # carrier-grade NAT, Tailscale: a machine of one's own network
 )
-# The private networks, listed (not `ipaddress.is_private`, which also counts documentation, benchmark
-# and reserved ranges such as 198.18/15, 240/4, 2001:db8::/32)
+# The private networks, listed (not `ipaddress.is_private`, which also counts documentation,
+# benchmark and reserved ranges such as 198.18/15, 240/4, 2001:db8::/32)
 LOCAL_NETWORKS = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", SHARED_ADDRESS_SPACE, "fc00::/7")
 
 
 def local_url(url: str) -> bool:
     """True when `url`'s host is local: `localhost` or a name ending in `.localhost`, `.local`
-    (mDNS, e.g. `gpu-box.local`), `.internal` (`host.docker.internal`) or `.cluster.local` (a Kubernetes
-    service); or a loopback, private (10/8, 172.16/12, 192.168/16, fc00::/7), link-local, unspecified
-    (`0.0.0.0`) or shared (100.64.0.0/10) address. Any other name is not local, a one-word one
-    included: it may be a corporate gateway reached through the DNS search domain."""
+    (mDNS, e.g. `gpu-box.local`), `.internal` (`host.docker.internal`) or `.cluster.local` (a
+    Kubernetes service); or a loopback, private (10/8, 172.16/12, 192.168/16, fc00::/7), link-local,
+    unspecified (`0.0.0.0`) or shared (100.64.0.0/10) address. Any other name is not local, a
+    one-word one included: it may be a corporate gateway reached through the DNS search domain."""
     import ipaddress
 
     try:

@@ -175,8 +175,8 @@ class Params(StrictModel):
         return self
 
     def _twin_judges(self) -> list[tuple[str, str]]:
-        """Pairs of judges whose calls are identical (`cube.llm.cache.key_payload`'s fields, or an offline
-        algorithm's name and options), with the same samples and all_dimensions."""
+        """Pairs of judges whose calls are identical (`cube.llm.cache.key_payload`'s fields, or an
+        offline algorithm's name and options), with the same samples and all_dimensions."""
         seen: dict[str, str] = {}
         twins = []
         for j in self.judges:
@@ -255,9 +255,10 @@ def _did_you_mean(key: str) -> str:
 
 
 def _user_key(loc: tuple[Any, ...], data: Any) -> str | None:
-    """The key path as the user wrote it ("systems[bm25-top8].top_N"): the keys and list items of the
-    YAML, without the schema's own steps (a system's `kind` tag such as `builtin`, a union member such
-    as `ModelSpec`); None for an error about a union member that does not apply (a mapping is no `str`)."""
+    """The key path as the user wrote it ("systems[bm25-top8].top_N"): the keys and list items of
+    the YAML, without the schema's own steps (a system's `kind` tag such as `builtin`, a union
+    member such as `ModelSpec`); None for an error about a union member that does not apply (a
+    mapping is no `str`)."""
     parts: list[str] = []
     node = data
     for i, p in enumerate(loc):

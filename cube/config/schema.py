@@ -221,7 +221,8 @@ _ROLES: dict[str, str] = {
 
 
 def field_key_table() -> str:
-    """Markdown: every field key of `corpus.columns` with its Chinese and English label and its role."""
+    """Markdown: every field key of `corpus.columns` with its Chinese and English label and its
+    role."""
     out = ["| key | 中文 label | English label | role |", "|---|---|---|---|"]
     for k in MAPPABLE:
         role = _ROLES.get(k, "rendered when non-empty")

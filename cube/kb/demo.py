@@ -139,8 +139,8 @@ def _load_vocab() -> dict[str, Any]:
 
 
 _VOCAB = _load_vocab()
-# Sector: agency (province level, city/county level), service templates, laws, sector materials.
-# A service template: ("中文模板|English template", kind, for_persons, fillers); "{x}" takes a filler.
+# Sector: agency (province level, city/county level), service templates, laws, sector materials. A
+# service template: ("中文模板|English template", kind, for_persons, fillers); "{x}" takes a filler.
 SECTORS: list[dict[str, Any]] = [
     dict(
         agency=_p(*sec["agency"]),
@@ -195,7 +195,8 @@ FORMS = _p(
     "（原件及复印件各1份）| (1 original and 1 copy)",
     "（电子版）| (electronic)",
 )
-# Variants of a family: name, an extra material, an extra requirement, statutory-time factor, free of charge.
+# Variants of a family: name, an extra material, an extra requirement, statutory-time factor, free
+# of charge.
 VARIANTS: dict[str, list[tuple[tuple[str, str], tuple[str, str], tuple[str, str], float, bool]]] = {
     "approval": [
         (
@@ -395,7 +396,8 @@ def _zh_number(n: int) -> str:
 
 
 def _regions() -> list[dict[str, Any]]:
-    """Every region with its names and service centre, in a fixed order (province, cities, districts)."""
+    """Every region with its names and service centre, in a fixed order (province, cities,
+    districts)."""
     out = [
         dict(
             region=PROVINCE,
@@ -462,7 +464,8 @@ DEMO_EXTRA_COLUMNS: tuple[str, ...] = (
 
 
 def _alias_table() -> dict[str, dict[str, tuple[str, ...]]]:
-    """Official zh base name -> {"zh": aliases, "en": aliases}; every demo service must have both lists."""
+    """Official zh base name -> {"zh": aliases, "en": aliases}; every demo service must have both
+    lists."""
     table = {
         name: {lang: tuple(entry.get(lang) or ()) for lang in _L}
         for name, entry in _VOCAB["aliases"].items()
@@ -479,7 +482,8 @@ ALIASES = _alias_table()
 
 
 def service_aliases(service_name_zh: str, lang: str) -> tuple[str, ...]:
-    """The colloquial descriptions of one demo service (keyed by its official zh base name) in `lang`."""
+    """The colloquial descriptions of one demo service (keyed by its official zh base name) in
+    `lang`."""
     return ALIASES[service_name_zh][lang]
 
 
@@ -489,7 +493,8 @@ def demo_capacity() -> int:
 
 
 def _unit_sizes(n_items: int, family_share: float, rng: random.Random) -> list[int]:
-    """Sizes of the units (1 = a singleton, >= 2 = a family) summing to n_items, in shuffled order."""
+    """Sizes of the units (1 = a singleton, >= 2 = a family) summing to n_items, in shuffled
+    order."""
     remaining = round(n_items * family_share)
     sizes: list[int] = []
     while remaining >= 2:
@@ -676,7 +681,8 @@ def generate_demo_corpus(
     rows: list[dict[str, Any]] = []
     n_families = 0
     for size in sizes:
-        # A region is drawn by weight among those with services left; each region offers each service once.
+        # A region is drawn by weight among those with services left; each region offers each
+        # service once.
         ri = rng.choices(available, weights=[REGION_WEIGHTS[i] for i in available])[0]
         if ri not in queues:
             queues[ri] = list(range(len(SERVICES)))

@@ -53,7 +53,8 @@ DISTRICTS = ("临江区", "云岗区", "松林县", "东坪县", "茶园县")
 STREETS = ("人民路", "解放路", "新华路", "世纪大道", "滨江路", "文化路")
 HOURS = ("工作日上午9:00-12:00，下午13:30-17:00", "周一至周五 8:30-17:30（法定节假日除外）")
 
-# (主项名称, [(业务办理项名称, [情形...]), ...], 受理条件, base materials, fee 是/否, time limit, 办理部门)
+# (主项名称, [(业务办理项名称, [情形...]), ...], 受理条件, base materials, fee 是/否, time limit,
+# 办理部门)
 SERVICES: list[tuple[str, list[tuple[str, list[str]]], str, list[str], str, str, str]] = [
     (
         "残疾人证核发",
@@ -176,7 +177,8 @@ def _materials(item: str, situation: str, base: list[str]) -> list[str]:
 
 
 def example_kb(seed: int = 0) -> pd.DataFrame:
-    """The synthetic long-format table: one row per (region, item, situation, material), sorted item by item."""
+    """The synthetic long-format table: one row per (region, item, situation, material), sorted item
+    by item."""
     rng = random.Random(seed)
     regions = [(CITY, PROVINCE)] + [(d, CITY) for d in DISTRICTS]
     rows: list[dict[str, str]] = []

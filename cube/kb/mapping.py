@@ -1,4 +1,5 @@
-"""From a user's raw table to knowledge-base items: field mapping, long format, placeholders, sampling.
+"""From a user's raw table to knowledge-base items: field mapping, long format, placeholders,
+sampling.
 
 A real export is rarely one row per item. `map_table` turns the raw table (as read by
 `cube.kb.corpus.read_table`) into one record per item:
@@ -118,7 +119,8 @@ def _digest(parts: Iterable[Any]) -> str:
 def check_mapping(
     raw_columns: Sequence[str], columns: Mapping[str, str], group_by: Sequence[str], source: str
 ) -> list[str]:
-    """Every problem of the mapping itself: unknown keys, mapped or grouping columns the file lacks."""
+    """Every problem of the mapping itself: unknown keys, mapped or grouping columns the file
+    lacks."""
     found = [str(c) for c in raw_columns]
     problems = []
     unknown = [k for k in columns if k not in MAPPABLE]
@@ -432,7 +434,8 @@ def _synthetic_flags(raw: pd.DataFrame, records: list[dict[str, Any]]) -> list[b
 
 
 def _names_service(header: str) -> bool:
-    """A column header that names services or items (主项名称, 事项名称, 业务办理项名称, service_name, item)."""
+    """A column header that names services or items (主项名称, 事项名称, 业务办理项名称,
+    service_name, item)."""
     h = header.casefold()
     return ("名称" in h and ("项" in h or "服务" in h)) or bool(_SERVICE_HEADER.search(h))
 
@@ -441,10 +444,10 @@ def _service_column(
     raw: pd.DataFrame, columns: Mapping[str, str], name_col: str, rows: Sequence[int]
 ) -> str | None:
     """The column that names the service of the rows whose item name is missing: the one mapped to
-    `family_id`, else the column (not mapped to another field) with a text value in every one of those
-    rows that each named item belongs to one value of (sub-item -> service), the most distinct values
-    among those (a service, not its department), a header naming services first; codes ("110001000")
-    are not names."""
+    `family_id`, else the column (not mapped to another field) with a text value in every one of
+    those rows that each named item belongs to one value of (sub-item -> service), the most distinct
+    values among those (a service, not its department), a header naming services first; codes
+    ("110001000") are not names."""
     fam = columns.get("family_id")
     if fam in raw.columns and fam != name_col:
         return fam
@@ -536,7 +539,8 @@ def _name_warnings(
     name); grouped documents that merge several services (>= SERVICE_MERGE_MIN distinct values of
     the family_id column, of the item_name column, or of an unmapped column whose header names
     services, e.g. 主项名称 or service_name, in one document); and an item_name column that names no
-    service (`_name_column_warnings`). Measured on known-truth mappings: benchmarks/mapping_warnings.py."""
+    service (`_name_column_warnings`). Measured on known-truth mappings:
+    benchmarks/mapping_warnings.py."""
     out = []
     names = [str(r.get("item_name", "")).strip() for r in records]
     placeholder_named = [
@@ -595,13 +599,13 @@ def _name_column_warnings(
     columns: Mapping[str, str],
     source: str,
 ) -> list[str]:
-    """An item_name column that names no service: the column is also mapped to a field that is no name
-    (region, fee, address, ...); or NOT_NAMES_SHARE or more of the documents are named by a number
-    (a count, an amount, a time limit; a bare 3-6 digit number is a form or code number, not counted),
-    a yes/no value, a phone number, a web address, a sentence (ending with 。/!/./;, not a question:
-    FAQ titles are names) or several values joined; or REGION_NAMES_SHARE or more are named by a
-    region or by their own region plus an office or agency word (`_office_of`; "<city> <service>" is
-    a name); the two shares only from SHARE_MIN_DOCUMENTS documents on."""
+    """An item_name column that names no service: the column is also mapped to a field that is no
+    name (region, fee, address, ...); or NOT_NAMES_SHARE or more of the documents are named by a
+    number (a count, an amount, a time limit; a bare 3-6 digit number is a form or code number, not
+    counted), a yes/no value, a phone number, a web address, a sentence (ending with 。/!/./;, not a
+    question: FAQ titles are names) or several values joined; or REGION_NAMES_SHARE or more are
+    named by a region or by their own region plus an office or agency word (`_office_of`; "<city>
+    <service>" is a name); the two shares only from SHARE_MIN_DOCUMENTS documents on."""
     col = src.get("item_name")
     if not col or not records:
         return []
@@ -652,7 +656,8 @@ def _name_column_warnings(
     regional = []
     for n, r in zip(names, records, strict=True):
         region = str(r.get("region", "")).strip()
-        # its units, the smallest last: "Yaonan District, Yaotai City, ..." reversed; "明川省瑶台市瑶南区" -> [..., 瑶南区]
+        # its units, the smallest last: "Yaonan District, Yaotai City, ..." reversed;
+        # "明川省瑶台市瑶南区" -> [..., 瑶南区]
         units = (
             [u.strip() for u in region.split(",")][::-1]
             if "," in region
@@ -669,10 +674,10 @@ def _name_column_warnings(
 
 
 def _office_of(name: str, units: Sequence[str]) -> bool:
-    """`name` holds its region's smallest unit (`units[-1]`) and, without its region's units, is empty
-    or an office or an agency ("瑶南区政务服务中心3号窗口", "Meiling County Housing Bureau"); "Springfield
-    Dog Licence" is a service. A unit of fewer than 2 letters (a district coded "1") is no evidence; a
-    Latin unit matches whole words."""
+    """`name` holds its region's smallest unit (`units[-1]`) and, without its region's units, is
+    empty or an office or an agency ("瑶南区政务服务中心3号窗口", "Meiling County Housing Bureau");
+    "Springfield Dog Licence" is a service. A unit of fewer than 2 letters (a district coded "1") is
+    no evidence; a Latin unit matches whole words."""
 
     def pattern(unit: str) -> str:
         return re.escape(unit) if not unit.isascii() else rf"(?<!\w){re.escape(unit)}(?!\w)"

@@ -7,24 +7,25 @@ the knowledge base covers: its departments and its item names without variants (
 the first `MAX_LISTED` of them in corpus order, delimited as untrusted content.
 
 - Calls: `ceil(n / PER_CALL)` calls asking for `PER_CALL` questions each (call k is sample k, so
-  each is its own cache entry, and suggests a life area `THEMES[k]`, so each prompt differs), then up to `EXTRA_CALLS` more while duplicates or in-corpus
-  questions leave fewer than `n`. Calls go through `cube.llm` (cached, concurrent, costed, role
-  `question_generation`); a re-run is served by the cache.
+  each is its own cache entry, and suggests a life area `THEMES[k]`, so each prompt differs), then
+  up to `EXTRA_CALLS` more while duplicates or in-corpus questions leave fewer than `n`. Calls go
+  through `cube.llm` (cached, concurrent, costed, role `question_generation`); a re-run is served by
+  the cache.
 - Parsing (`parse_questions`): a JSON array of strings (or of objects with a `question` key, else
   `q`/`text`/`content`/`问题`, else their only string value, or `{"questions": [...]}`), also inside
-  a ```json fence or surrounded by prose: the first "[" or "{" at which valid JSON holding
-  strings starts (`json.JSONDecoder.raw_decode`, so a "[note]" before it or a "// [end]" after
-  it does not matter; an array whose strings read as questions, see below, wins over an earlier
-  one whose strings do not, as a '["transport"]' theme), or an array cut short at the token
-  limit (its complete strings; the cut one is dropped), or a Python list of single-quoted
-  strings; otherwise one question per line with its numbering ("1.", "2、", "（3）", "-", "•")
-  and quotes removed, keeping only lines that read as a question (end with "?"/"？", or hold an
-  interrogative: 吗, 怎么, 哪, 什么, 多少, 是否, 请问 ..., how, what, where, can, do ... at the
-  start) and are no decline
-  (`cube.diagnose.refusal.is_refusal`): "Here are ten questions:" or "抱歉，我不能帮助你。" is no question.
-  A markdown table is read cell by cell. A reasoning model's `<think>…</think>` (or a thinking cut
-  short) is ignored, and a theme label around a question ("[旅游度假] …", "…？（交通出行）") or a
-  note after its question mark ("…？——该事项由…主管", "…? — handled by …") removed.
+  a ```json fence or surrounded by prose: the first "[" or "{" at which valid JSON holding strings
+  starts (`json.JSONDecoder.raw_decode`, so a "[note]" before it or a "// [end]" after it does not
+  matter; an array whose strings read as questions, see below, wins over an earlier one whose
+  strings do not, as a '["transport"]' theme), or an array cut short at the token limit (its
+  complete strings; the cut one is dropped), or a Python list of single-quoted strings; otherwise
+  one question per line with its numbering ("1.", "2、", "（3）", "-", "•") and quotes removed,
+  keeping only lines that read as a question (end with "?"/"？", or hold an interrogative: 吗, 怎么,
+  哪, 什么, 多少, 是否, 请问 ..., how, what, where, can, do ... at the start) and are no decline
+  (`cube.diagnose.refusal.is_refusal`): "Here are ten questions:" or "抱歉，我不能帮助你。" is no
+  question. A markdown table is read cell by cell. A reasoning model's `<think>…</think>` (or a
+  thinking cut short) is ignored, and a theme label around a question ("[旅游度假] …",
+  "…？（交通出行）") or a note after its question mark ("…？——该事项由…主管", "…? — handled by …")
+  removed.
 - Deduplication: questions equal once lower-cased with spaces and punctuation removed, or with a
   rapidfuzz `ratio` of at least `DUPLICATE_AT`, are kept once (the first).
 - In-corpus check (`corpus_item`), deterministic: a question is dropped when it contains a corpus
@@ -101,7 +102,8 @@ _PREFIX = re.compile(r"^(?:问题|提问|question|q)\s*\d*\s*[:：]\s*", re.IGNO
 _LABEL = re.compile(
     r"^[\[【][^\]】\d\n]{1,20}[\]】]\s*(?=\S)|(?<=[?？])\s*[（(【\[][^）)】\]\d\n]{1,20}[）)】\]]$"
 )
-# A note the model put after the question mark ("…？——该事项由…主管", "…? — handled by …", "…？理由：…").
+# A note the model put after the question mark ("…？——该事项由…主管", "…? — handled by …",
+# "…？理由：…").
 _NOTE = re.compile(
     r"(?<=[?？])\s*(?:[—–]+|-{1,2}|(?:理由|说明|原因|备注|注|reason|note|because)\s*[:：]).*$",
     re.IGNORECASE,

@@ -15,9 +15,10 @@ rejected, and the run went on to answer and judge them for 40 minutes.
   word or particle anywhere (Chinese), or longer than `MAX_WORDS` words (`MAX_CHARS` characters
   in Chinese): the prompt asks for one sentence of at most 30 words;
 - `near_duplicate`: its words (Chinese: character bigrams) are those of an earlier usable question,
-  or, for the same gold document, overlap them by a Jaccard similarity of `DUPLICATE_JACCARD` or more
-  (the later one is dropped). Across documents only the same words count: questions about a family's
-  variants ("... (Modification)?", "... (Cancellation)?") differ in one word and are different questions;
+  or, for the same gold document, overlap them by a Jaccard similarity of `DUPLICATE_JACCARD` or
+  more (the later one is dropped). Across documents only the same words count: questions about a
+  family's variants ("... (Modification)?", "... (Cancellation)?") differ in one word and are
+  different questions;
 - `names_no_service`: it does not name the service its gold document describes (`item_name` and
   `aliases`; content words, Chinese: character bigrams) but another one, or nothing in particular
   (`_names_another_service`); skipped when the corpus has no item names. A citizen's own words pass:
@@ -26,8 +27,9 @@ rejected, and the run went on to answer and judge them for 40 minutes.
 
 Only LLM-written questions are screened: the template generator's colloquial style deliberately
 avoids the official name, and a user's own question file is theirs. The share of usable questions
-below `questions.min_usable_share` stops the run with one line (`cube.run.pipeline.questions_stage`).
-Measured error rate on known-truth cases: `benchmarks/question_screen.py` (README).
+below `questions.min_usable_share` stops the run with one line
+(`cube.run.pipeline.questions_stage`). Measured error rate on known-truth cases:
+`benchmarks/question_screen.py` (README).
 """
 
 from __future__ import annotations
@@ -181,15 +183,15 @@ def _names_another_service(
 ) -> bool:
     """Whether a question names no service of its gold document (see the module doc):
 
-    1. it says a word of its service's name or aliases that at most `COMMON_NAME_SHARE` of the distinct
-       names hold (not only 许可, 登记, "registration"): it names its service (False);
+    1. it says a word of its service's name or aliases that at most `COMMON_NAME_SHARE` of the
+       distinct names hold (not only 许可, 登记, "registration"): it names its service (False);
     2. another document's name or aliases share more of its words than the gold's, and at least
        `ANOTHER_MIN`: it names that other service (True);
     3. it shares common name words only, and no other name shares more: a family's service said
        without its variant (False);
     4. otherwise by its distinctive words (in at most `DISTINCT_SHARE` of the documents): none but
-       words unknown to the corpus ("开网咖": a citizen's own words) passes, none at all ("What time is
-       it?") names nothing (True); the gold document holding one passes; another document holding
+       words unknown to the corpus ("开网咖": a citizen's own words) passes, none at all ("What time
+       is it?") names nothing (True); the gold document holding one passes; another document holding
        `ANOTHER_MIN` of them while the gold holds none asks about that one (True)."""
     name, body = service[doc]
     shared = name & words
@@ -256,8 +258,9 @@ def screen_questions(
             else:
                 mine = token_sets[i]
                 keys = sorted(mine, key=lambda t: (freq[t], t))[:2]
-                # the same words anywhere share the rarest tokens; a near copy of the same document may
-                # not (a rare word added makes new rarest tokens), so it is compared with all of them
+                # the same words anywhere share the rarest tokens; a near copy of the same document
+                # may not (a rare word added makes new rarest tokens), so it is compared with all of
+                # them
                 same_words = any(mine == token_sets[j] for k in keys for j in buckets.get(k, []))
                 if same_words or any(
                     len(mine & token_sets[j]) >= DUPLICATE_JACCARD * len(mine | token_sets[j])
@@ -275,8 +278,8 @@ def screen_questions(
 
 
 def screen_table(questions: pd.DataFrame, reasons: pd.Series) -> pd.DataFrame:
-    """Page 02's table: per reason, the count, the share and up to `EXAMPLES` examples. `usable` is a
-    question with no screen reason and no `error`; `generation_failed` one without a screen reason
+    """Page 02's table: per reason, the count, the share and up to `EXAMPLES` examples. `usable` is
+    a question with no screen reason and no `error`; `generation_failed` one without a screen reason
     whose generation failed (its `error`, such as "call failed: timeout", is its example)."""
     n = len(questions)
     errors = (

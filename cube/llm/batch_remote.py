@@ -1,12 +1,12 @@
 """`cube batch submit/status/fetch`: drive an OpenAI-compatible Batch API with the `openai` client.
 
 submit uploads a request file (`files.create(purpose="batch")`) and creates a batch on
-`/v1/chat/completions` with a 24 h completion window, after checking that every line's `body.model` is
-the `--model`'s model (export writes one file per model; a mixed file is refused, naming the models); status prints the batch's state and request
-counts; fetch downloads the output file (and the error file, whose lines `cube batch import`
-records as failures) into one results file for `cube batch import`. The endpoint and the key come
-from the model named by `--model` (a name under `models:`, or a judge's name) (`base_url`,
-`api_key_env`), as for live calls.
+`/v1/chat/completions` with a 24 h completion window, after checking that every line's `body.model`
+is the `--model`'s model (export writes one file per model; a mixed file is refused, naming the
+models); status prints the batch's state and request counts; fetch downloads the output file (and
+the error file, whose lines `cube batch import` records as failures) into one results file for `cube
+batch import`. The endpoint and the key come from the model named by `--model` (a name under
+`models:`, or a judge's name) (`base_url`, `api_key_env`), as for live calls.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from cube.llm.endpoints import NO_KEY
 
 
 def model_spec(params_path: Path, model: str) -> ModelSpec:
-    """The spec `--model` names: a model under `models:`, else a judge (whose model may be inline)."""
+    """The spec `--model` names: a model under `models:`, else a judge (whose model may be
+    inline)."""
     params = load_params(params_path)
     if model in params.models:
         return params.models[model]
@@ -72,7 +73,8 @@ def status(c: openai.OpenAI, batch_id: str) -> str:
 
 
 def fetch(c: openai.OpenAI, batch_id: str, out: Path) -> int:
-    """Write the output and error lines to `out`; returns the number of lines. Refuses an unfinished batch."""
+    """Write the output and error lines to `out`; returns the number of lines. Refuses an unfinished
+    batch."""
     b = c.batches.retrieve(batch_id)
     if b.status != "completed":
         raise ValueError(f"batch {batch_id} is {b.status!r}, not completed: nothing to fetch yet")

@@ -125,7 +125,8 @@ class CallCache:
             if "cached_input_tokens" not in {
                 r[1] for r in self.conn.execute("PRAGMA table_info(calls)")
             }:
-                # a cache written before the provider's cached-token counts were kept: its calls count 0
+                # a cache written before the provider's cached-token counts were kept: its calls
+                # count 0
                 try:
                     self.conn.execute(
                         "ALTER TABLE calls ADD COLUMN cached_input_tokens INTEGER NOT NULL DEFAULT 0"

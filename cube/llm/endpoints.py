@@ -5,26 +5,26 @@
 and jitter (honouring Retry-After, capped by `backoff_max_s`); other 4xx fail at once. A
 failure is a `Response` whose `error` says why, with the API key scrubbed from it.
 
-Circuit breaker: an endpoint that answers 401, 403 or 404 (bad key, no access, unknown model
-or wrong base_url), or where `breaker_threshold` calls in a row used up all their attempts on
+Circuit breaker: an endpoint that answers 401, 403 or 404 (bad key, no access, unknown model or
+wrong base_url), or where `breaker_threshold` calls in a row used up all their attempts on
 connection errors, timeouts or unusable answers (e.g. it always answers with empty choices), is
-stopped. Only a call that exhausted its retries counts: calls refused at the same moment by a
-server that is restarting retry with backoff and go through once it is back. Replicas that still
-work take the calls of a stopped one; when none is left, the remaining calls fail at once without
-a request, with the reason the endpoint was stopped ("not sent: endpoint stopped after HTTP 401 ...").
-A stop is not forever: `BREAKER_COOLDOWN_S` after it (or after its last failed trial) one call is
-let through as a trial (half-open); its success resumes the endpoint, its failure re-arms the
-cool-down. `Endpoints.stopped` holds the reasons and `Endpoints.unsent` how many calls each stopped
-endpoint refused.
+stopped. Only a call that exhausted its retries counts: calls refused at the same moment by a server
+that is restarting retry with backoff and go through once it is back. Replicas that still work take
+the calls of a stopped one; when none is left, the remaining calls fail at once without a request,
+with the reason the endpoint was stopped ("not sent: endpoint stopped after HTTP 401 ..."). A stop
+is not forever: `BREAKER_COOLDOWN_S` after it (or after its last failed trial) one call is let
+through as a trial (half-open); its success resumes the endpoint, its failure re-arms the cool-down.
+`Endpoints.stopped` holds the reasons and `Endpoints.unsent` how many calls each stopped endpoint
+refused.
 
 Structured output (`structured_output: auto | on` and a request with a `schema`): the request asks
 for JSON the schema constrains, first as OpenAI's `response_format` `json_schema` (OpenAI, vLLM),
-and where the endpoint refuses that type (an HTTP 4xx/5xx whose message names `response_format`
-or `json_schema`; llama-cpp-python answers 500 "Input should be 'text' or 'json_object'") as
+and where the endpoint refuses that type (an HTTP 4xx/5xx whose message names `response_format` or
+`json_schema`; llama-cpp-python answers 500 "Input should be 'text' or 'json_object'") as
 llama.cpp's `{"type": "json_object", "schema": ...}`, then (auto) as free text, which the caller
 parses as before. A refusal moves the whole `Endpoints` to the next form at once (the refused
-request uses one of its call's attempts, but no backoff and nothing toward the breaker). `on` fails the
-calls instead of sending free text. `formats_refused` lists what was refused and why.
+request uses one of its call's attempts, but no backoff and nothing toward the breaker). `on` fails
+the calls instead of sending free text. `formats_refused` lists what was refused and why.
 """
 
 from __future__ import annotations
@@ -136,10 +136,10 @@ def _ssl_context() -> ssl.SSLContext:
 def call_cost(
     spec: ModelSpec, input_tokens: int, output_tokens: int, cached_input_tokens: int = 0
 ) -> float | None:
-    """price_in * (in - cached) / 1e6 + price_cached * cached / 1e6 + price_out * out / 1e6; None when
-    the spec sets no price (an unset one of the two prices counts as free). `cached_input_tokens` are
-    the input tokens the provider served from its prompt cache, priced at `price_cached_input_per_m`
-    (default: the input price)."""
+    """price_in * (in - cached) / 1e6 + price_cached * cached / 1e6 + price_out * out / 1e6; None
+    when the spec sets no price (an unset one of the two prices counts as free).
+    `cached_input_tokens` are the input tokens the provider served from its prompt cache, priced at
+    `price_cached_input_per_m` (default: the input price)."""
     if spec.price_input_per_m is None and spec.price_output_per_m is None:
         return None
     price_in = spec.price_input_per_m or 0.0
@@ -173,7 +173,8 @@ class MalformedReply(Exception):
 
 
 def parse_completion(body: str) -> tuple[str, int, int, str | None, str | None, int]:
-    """(text, prompt tokens, completion tokens, finish reason, served model, cached prompt tokens)."""
+    """(text, prompt tokens, completion tokens, finish reason, served model, cached prompt
+    tokens)."""
     try:
         data = json.loads(body)
     except ValueError:
@@ -316,7 +317,8 @@ class Endpoints:
         # secret header values (header_env): sent, scrubbed, never stored
         self.headers = dict(headers or {})
         self._secrets = [v for v in (api_key, *self.headers.values()) if v and v != NO_KEY]
-        # `settled`: where an earlier batch of this model settled for a flat rate (a one-at-a-time server)
+        # `settled`: where an earlier batch of this model settled for a flat rate (a one-at-a-time
+        # server)
         self.sem = AdaptiveLimit(
             min(spec.min_concurrency, spec.max_concurrency), spec.max_concurrency, settled=settled
         )
@@ -334,12 +336,12 @@ class Endpoints:
         self._active = 0  # calls that made their first attempt and have not returned
         self._wake = asyncio.Event()  # set when suspicion ends, a stop happens or no call is active
         self._trial: set[str] = set()  # stopped endpoints with their one trial request in flight
-        # Connection pools sized to the concurrency, so no request waits for a socket. aiohttp carries
-        # the requests when installed (openai's `DefaultAioHttpClient`): about 30 % less CPU per call
-        # than httpx. httpx's pool scans every connection of the pool (a readability poll on each
-        # idle one) for every request, so one httpx pool of 256 connections cost several ms of CPU
-        # per call and capped a client at ~84 calls in flight at 256 (issue 15): without aiohttp,
-        # pools of at most POOL_SHARD connections.
+        # Connection pools sized to the concurrency, so no request waits for a socket. aiohttp
+        # carries the requests when installed (openai's `DefaultAioHttpClient`): about 30 % less CPU
+        # per call than httpx. httpx's pool scans every connection of the pool (a readability poll
+        # on each idle one) for every request, so one httpx pool of 256 connections cost several ms
+        # of CPU per call and capped a client at ~84 calls in flight at 256 (issue 15): without
+        # aiohttp, pools of at most POOL_SHARD connections.
         n = spec.max_concurrency
         client_class, shard = _http_client()
         shards = -(-n // shard)
@@ -457,8 +459,8 @@ class Endpoints:
 
     @contextlib.asynccontextmanager
     async def _slot(self, state: dict[str, bool]) -> AsyncIterator[int]:
-        """A concurrency slot for one attempt (yields its sequence number for `AdaptiveLimit.congested`);
-        a call's first attempt also passes the suspicion gate."""
+        """A concurrency slot for one attempt (yields its sequence number for
+        `AdaptiveLimit.congested`); a call's first attempt also passes the suspicion gate."""
         while True:
             seq = await self.sem.acquire()
             if state["started"] or not (self._suspect() and self._active > 0):
@@ -504,7 +506,8 @@ class Endpoints:
             )
 
     def _unsent(self, attempts: int, t0: _Clock, ep: str) -> Response:
-        """A call refused because every endpoint is stopped: failed with the stop reason, no request."""
+        """A call refused because every endpoint is stopped: failed with the stop reason, no
+        request."""
         stopped = ep if ep in self.stopped else next(iter(self.stopped))
         self.unsent[stopped] += attempts == 0
         verb = (
