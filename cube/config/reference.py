@@ -60,7 +60,8 @@ def _default(info: FieldInfo) -> str:
 def params_reference() -> str:
     """Markdown tables: one per section, one row per key (type, default, description)."""
     out = [
-        "Every key is validated: an unknown key or a wrong type is an error naming the key and the file.",
+        "Every key is validated: an unknown key or a wrong type is an error naming the key and "
+        "the file.",
         "",
     ]
     for title, model in SECTIONS:
@@ -78,8 +79,8 @@ def params_reference() -> str:
             from cube.config.schema import field_key_table
 
             out += [
-                "Field keys of `corpus.columns` (a column no key maps is rendered under its own label, or "
-                "dropped with `extra_columns: drop`; `cube validate` lists them):",
+                "Field keys of `corpus.columns` (a column no key maps is rendered under its own "
+                "label, or dropped with `extra_columns: drop`; `cube validate` lists them):",
                 "",
                 field_key_table(),
                 "",

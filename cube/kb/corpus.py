@@ -326,7 +326,8 @@ def build_corpus(params: Params, base_dir: Path = Path(".")) -> pd.DataFrame:
         )
     if c.sample is not None and c.sample < len(df):
         notes.append(
-            f"corpus.sample: {c.sample} of {len(df)} items, stratified by {c.sample_by} (seed {c.seed})"
+            f"corpus.sample: {c.sample} of {len(df)} items, stratified by {c.sample_by} "
+            f"(seed {c.seed})"
         )
         df = sample_items(df, c.sample, c.seed, c.sample_by)
     if c.limit is not None and c.limit < len(df):

@@ -202,7 +202,8 @@ def example_kb(seed: int = 0) -> pd.DataFrame:
                     "承诺办结时限": limit,
                     "是否收费": fee,
                     "受理条件": condition,
-                    "办理地点": f"{region}政务服务中心{rng.choice(STREETS)}{rng.randrange(1, 300)}号{dept}窗口",
+                    "办理地点": f"{region}政务服务中心{rng.choice(STREETS)}"
+                    f"{rng.randrange(1, 300)}号{dept}窗口",
                     "办理时间": "暂无" if rng.random() < 0.1 else HOURS[ri % 2],
                     "咨询方式": phone,
                 }
@@ -229,6 +230,7 @@ def write_example_kb(path: str | Path, seed: int = 0) -> Path:
         df.to_csv(path, index=False, encoding="utf-8")
     else:
         raise ValueError(
-            f"{path}: example knowledge base is written as .xlsx or .csv, got suffix {path.suffix!r}"
+            f"{path}: example knowledge base is written as .xlsx or .csv, got suffix "
+            f"{path.suffix!r}"
         )
     return path

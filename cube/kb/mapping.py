@@ -70,15 +70,16 @@ def _cell(value: Any) -> Any:
 
 ROWS_SHOWN = 5  # a list of rows in a message: the first few, then "and N more"
 WARNING = "warning: "  # a note that is a warning: `cube validate` lists it with the warnings
-SERVICE_MERGE_MIN = (
-    3  # distinct service names in one grouped document that make it a merged document
-)
-NOT_NAMES_SHARE = 0.5  # documents whose name is a number, yes/no, phone, sentence or joined list: a wrong name column
+# distinct service names in one grouped document that make it a merged document
+SERVICE_MERGE_MIN = 3
+# documents whose name is a number, yes/no, phone, sentence or joined list: a wrong name column
+NOT_NAMES_SHARE = 0.5
 SHARE_MIN_DOCUMENTS = 5  # fewer documents: the share-based name checks stay silent
 REGION_NAMES_SHARE = 0.8  # documents whose name holds its own region's name (an office, an address)
 _SERVICE_HEADER = re.compile(r"service|item|matter")
 _NOT_NAME = re.compile(
-    r"^[\d\s.,:：/~～\-–+()（）]*\d[\d\s.,:：/~～\-–+()（）]*(?:个?工作日|天|日|working days?|days?)?$"
+    r"^[\d\s.,:：/~～\-–+()（）]*\d[\d\s.,:：/~～\-–+()（）]*"
+    r"(?:个?工作日|天|日|working days?|days?)?$"
     r"|\d{7,}|\d{3,4}-\d{6,8}|https?://|www\.|[。！!]|[.;；]\s*$"
     r"|^(?:free of charge|no charge|not charged|不收费|免费|收费)",
     re.IGNORECASE,
@@ -131,8 +132,8 @@ def check_mapping(
     for key, col in columns.items():
         if key in MAPPABLE and col not in found:
             problems.append(
-                f"{source}: corpus.columns maps '{key}' to column '{col}', which the file does not have; "
-                f"columns found: {found}"
+                f"{source}: corpus.columns maps '{key}' to column '{col}', which the file does not "
+                f"have; columns found: {found}"
             )
     for col in group_by:
         if col not in found:
@@ -143,8 +144,9 @@ def check_mapping(
     for key in REQUIRED_FIELDS:
         if key not in columns and key not in found:
             problems.append(
-                f"{source}: no column for required field '{key}' (add a '{key}' column or map it with "
-                f"corpus.columns.{key}: <your column>, e.g. {key_label(key, 'zh')}); columns found: {found}"
+                f"{source}: no column for required field '{key}' (add a '{key}' column or map it "
+                f"with corpus.columns.{key}: <your column>, e.g. {key_label(key, 'zh')}); columns "
+                f"found: {found}"
             )
     return problems
 
@@ -493,15 +495,18 @@ def _empty_name_problem(
 ) -> str:
     """One line for a required field that is empty in some rows; when its cells hold a placeholder
     (无: the service has no sub-item), the count and the mapping that fits such an export."""
-    head = f"{source}: empty '{key}' (column '{col}') at {_rows(where, rows)} ({len(rows)} of {len(raw)} rows)"
+    head = (
+        f"{source}: empty '{key}' (column '{col}') at {_rows(where, rows)} ({len(rows)} of "
+        f"{len(raw)} rows)"
+    )
     held = pd.Series([_cell(v) for v in placeholders], dtype=object)
     held = held[held.ne("")]
     if key != "item_name" or held.empty:
         return head + f" (every item needs a {key})"
     counts = ", ".join(f"'{v}' ×{n}" for v, n in held.value_counts().items())
     line = (
-        f"{head}. These cells hold the placeholder {counts} (corpus.empty_values): the rows' service has no "
-        f"sub-item, so '{col}' names a sub-item, not the service"
+        f"{head}. These cells hold the placeholder {counts} (corpus.empty_values): the rows' "
+        f"service has no sub-item, so '{col}' names a sub-item, not the service"
     )
     service = _service_column(raw, columns, col, rows)
     if service is None:
@@ -519,9 +524,9 @@ def _empty_name_problem(
         else ""
     )
     return (
-        line
-        + f". Suggested mapping: corpus.columns item_name: {service}, variant: {col}{grouping}{kept} "
-        f"(one document per service and sub-item; README: 'One row per material, sub-items 无')"
+        line + f". Suggested mapping: corpus.columns item_name: {service}, variant: "
+        f"{col}{grouping}{kept} (one document per service and sub-item; README: 'One row per "
+        "material, sub-items 无')"
     )
 
 
@@ -551,7 +556,8 @@ def _name_warnings(
             f"{source}: {len(placeholder_named)} document(s) are named by a placeholder "
             f"({', '.join(repr(v) for v in dict.fromkeys(placeholder_named))}, column "
             f"'{src.get('item_name', 'item_name')}'): a placeholder names no service; keep it in "
-            "corpus.empty_values and map the service column as item_name (the placeholder column as variant)"
+            "corpus.empty_values and map the service column as item_name (the placeholder "
+            "column as variant)"
         )
     out += _name_column_warnings(names, records, cols, src, columns, source)
     if not group_by:
@@ -581,11 +587,12 @@ def _name_warnings(
         if merged:
             worst = max(merged, key=lambda i: counts[i])
             out.append(
-                f"{source}: {len(merged)} of {len(records)} documents each merge {SERVICE_MERGE_MIN} or more "
-                f"services (distinct values of column '{col}'; up to {counts[worst]} in the document named "
-                f"'{(names[worst] or '(no name)')[:60]}' at {records[worst]['source_rows']}): group_by "
-                f"{list(group_by)} does not separate services, so retrieval and every score built on these "
-                "documents mean little; map the column naming the service as item_name and add it to group_by"
+                f"{source}: {len(merged)} of {len(records)} documents each merge "
+                f"{SERVICE_MERGE_MIN} or more services (distinct values of column '{col}'; up to "
+                f"{counts[worst]} in the document named '{(names[worst] or '(no name)')[:60]}' at "
+                f"{records[worst]['source_rows']}): group_by {list(group_by)} does not separate "
+                "services, so retrieval and every score built on these documents mean little; map "
+                "the column naming the service as item_name and add it to group_by"
             )
             break  # one line: the first column that shows it
     return out
@@ -617,8 +624,8 @@ def _name_column_warnings(
     fix = "map the column that names each service (主项名称, 事项名称, service name) as item_name"
     if also:
         return [
-            f"{source}: column '{col}' is mapped both as item_name and as {also}: a document's name must name "
-            f"its service, not its {key_label(also[0], 'en')}; {fix}"
+            f"{source}: column '{col}' is mapped both as item_name and as {also}: a document's "
+            f"name must name its service, not its {key_label(also[0], 'en')}; {fix}"
         ]
     if len(records) < SHARE_MIN_DOCUMENTS:
         return []  # a share of 2 documents says nothing about a column
@@ -647,8 +654,9 @@ def _name_column_warnings(
     ]
     if len(odd) >= NOT_NAMES_SHARE * len(records):
         return [
-            f"{source}: {len(odd)} of {len(records)} documents are named by a number, yes/no value, phone number, "
-            f"sentence or several values of column '{col}' (e.g. {odd[0][:40]!r}): item_name names no service; {fix}"
+            f"{source}: {len(odd)} of {len(records)} documents are named by a number, yes/no "
+            f"value, phone number, sentence or several values of column '{col}' (e.g. "
+            f"{odd[0][:40]!r}): item_name names no service; {fix}"
         ]
     several = (
         len({str(r.get("region", "")) for r in records}) > 1
@@ -667,8 +675,9 @@ def _name_column_warnings(
             regional.append(n)
     if len(set(regional)) > 1 and len(regional) >= REGION_NAMES_SHARE * len(records):
         return [
-            f"{source}: {len(regional)} of {len(records)} documents are named by a region or hold their own region's "
-            f"name (column '{col}', e.g. {regional[0][:40]!r}): an office or a region names no service; {fix}"
+            f"{source}: {len(regional)} of {len(records)} documents are named by a region or hold "
+            f"their own region's name (column '{col}', e.g. {regional[0][:40]!r}): an office or a "
+            f"region names no service; {fix}"
         ]
     return []
 

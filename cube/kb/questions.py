@@ -399,8 +399,8 @@ def assign_styles(
                 else "items with aliases or a keyword form"
             )
             warnings.warn(
-                f"questions.styles: {quota[style]} {style} questions asked for, but only {len(picked)} "
-                f"slots are {why}; the other {quota[style] - len(picked)} are named",
+                f"questions.styles: {quota[style]} {style} questions asked for, but only "
+                f"{len(picked)} slots are {why}; the other {quota[style] - len(picked)} are named",
                 stacklevel=3,
             )
     return styles
@@ -532,7 +532,8 @@ def question_prompt_template(lang: str) -> str:
     """The packaged role-play prompt (`cube/prompts/<lang>/question_generation.txt`)."""
     if lang not in FIELD_LABELS:
         raise QuestionError(
-            f"no question-generation prompt for lang {lang!r}; expected one of {sorted(FIELD_LABELS)}"
+            f"no question-generation prompt for lang {lang!r}; expected one of "
+            f"{sorted(FIELD_LABELS)}"
         )
     return (
         resources.files("cube")
@@ -597,7 +598,8 @@ def question_requests(
     field: what `build_questions` sends, and what `cube plan` counts."""
     if params.questions.model is None:
         raise QuestionError(
-            "questions.generator 'llm' needs questions.model (a name under `models:` or an inline spec)"
+            "questions.generator 'llm' needs questions.model (a name under `models:` or an "
+            "inline spec)"
         )
     lang, seed = params.lang, params.questions.seed
     template = question_prompt_template(lang)
@@ -681,7 +683,8 @@ def load_questions_file(path: str | Path, corpus: pd.DataFrame) -> pd.DataFrame:
     if missing:
         raise QuestionError(
             f"{path}: missing column(s) {missing}; expected 'question' and 'doc_id' "
-            f"('question_id', 'asked_field', 'style' optional); columns found: {[str(c) for c in raw.columns]}"
+            "('question_id', 'asked_field', 'style' optional); columns found: "
+            f"{[str(c) for c in raw.columns]}"
         )
     df = pd.DataFrame(
         {c: raw[c].fillna("").astype(str).str.strip() for c in ("question", "doc_id")}

@@ -117,7 +117,8 @@ _PUNCT = re.compile(r"[\W_]+")
 _STRING = re.compile(r'"((?:[^"\\\n]|\\.)*)"(?=\s*[,\]])')
 _QUESTION = re.compile(
     r"[?？]$|吗|呢|怎么|如何|哪|什么|多少|是否|能否|请问|"
-    r"^(how|what|where|when|which|who|whom|why|can|could|do|does|is|are|should|may|i want|i'd like)\b",
+    r"^(how|what|where|when|which|who|whom|why|can|could|do|does|is|are|should|may|"
+    r"i want|i'd like)\b",
     re.IGNORECASE,
 )
 
@@ -126,7 +127,8 @@ def refusal_prompt_template(lang: str) -> str:
     """The packaged role-play prompt (`cube/prompts/<lang>/refusal_generation.txt`)."""
     if lang not in MIN_NAME_CHARS:
         raise ValueError(
-            f"no refusal-generation prompt for lang {lang!r}; expected one of {sorted(MIN_NAME_CHARS)}"
+            f"no refusal-generation prompt for lang {lang!r}; expected one of "
+            f"{sorted(MIN_NAME_CHARS)}"
         )
     return (
         resources.files("cube")
@@ -377,9 +379,10 @@ def build_llm_refusal_questions(
 
         first_error = next((c["error"] for c in calls if c["error"]), "")
         warnings.warn(
-            f"refusal questions ({model.name}): {len(kept)} of {n} asked for; {record['failed_calls']} of "
-            f"{len(calls)} calls failed or gave no question{f' (first: {first_error})' if first_error else ''}; "
-            f"{record['duplicates']} duplicate(s) and {len(in_corpus)} naming a corpus item dropped",
+            f"refusal questions ({model.name}): {len(kept)} of {n} asked for; "
+            f"{record['failed_calls']} of {len(calls)} calls failed or gave no "
+            f"question{f' (first: {first_error})' if first_error else ''}; {record['duplicates']} "
+            f"duplicate(s) and {len(in_corpus)} naming a corpus item dropped",
             stacklevel=2,
         )
     return pd.DataFrame(rows, columns=COLUMNS), record

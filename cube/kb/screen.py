@@ -51,7 +51,8 @@ DUPLICATE_JACCARD = 0.8
 MAX_WORDS = 60
 MAX_CHARS = 120
 DISTINCT_SHARE = 0.05  # a word in at most this share of the documents tells services apart
-COMMON_NAME_SHARE = 0.1  # a name word in more of the distinct names (许可, 登记, registration) names no service alone
+# a name word in more of the distinct names (许可, 登记, registration) names no service alone
+COMMON_NAME_SHARE = 0.1
 ANOTHER_MIN = (
     2  # distinctive words of a question that one other document holds: it is that one's question
 )
@@ -63,8 +64,8 @@ _URL = re.compile(
 _WORD = re.compile(r"[a-z0-9]+")
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 _EN_QUESTION_WORDS = frozenset(
-    "what how where when which who whom whose why can could do does did is are am was were should shall may "
-    "might will would must have has any tell please".split()
+    "what how where when which who whom whose why can could do does did is are am was were should "
+    "shall may might will would must have has any tell please".split()
 )
 _ZH_QUESTION_MARKS = (
     "吗",
@@ -93,9 +94,9 @@ _ZH_FUNCTION_CHARS = frozenset(
     "我你您他她的了吗呢吧啊么什怎哪几多少请问想要需可以是否能该得去在有没这那个些和"
 )
 _EN_STOPWORDS = frozenset(
-    "a an the of for and or to in on at by with from as is are be this that these those my our your its it i we "
-    "you he she they me us do does did can could what how where when which who why apply application service "
-    "services new".split()
+    "a an the of for and or to in on at by with from as is are be this that these those my our "
+    "your its it i we you he she they me us do does did can could what how where when which who "
+    "why apply application service services new".split()
 )
 
 

@@ -158,7 +158,8 @@ def check_batch_file(path: Path, spec: ModelSpec) -> None:
             model = line["body"]["model"]
         except (ValueError, KeyError, TypeError) as exc:
             broken.append(
-                f"line {n}: not a Batch API request line with body.model ({type(exc).__name__}: {exc})"
+                f"line {n}: not a Batch API request line with body.model "
+                f"({type(exc).__name__}: {exc})"
             )
             continue
         if model != spec.model:
@@ -348,8 +349,8 @@ def pending_after_import(pending: list[Pending], folders: Any, stage: str = "03"
         )
     if never := len(ids - exported):
         lines.append(
-            f"pending: {never} call(s) of stage {stage} are in no export file and not in the call cache: "
-            "`cube run` would send them live (`cube batch export` writes them)"
+            f"pending: {never} call(s) of stage {stage} are in no export file and not in the call "
+            "cache: `cube run` would send them live (`cube batch export` writes them)"
         )
     return lines or [
         f"every call of stage {stage} is in the call cache: `cube run` sends no request for it"

@@ -47,7 +47,8 @@ def client(params_path: Path, model: str) -> tuple[openai.OpenAI, ModelSpec]:
         key = os.environ.get(spec.api_key_env, "")
         if not key:
             raise ValueError(
-                f"--model {model!r}: the environment variable {spec.api_key_env} (api_key_env) is not set"
+                f"--model {model!r}: the environment variable {spec.api_key_env} (api_key_env) "
+                "is not set"
             )
     return openai.OpenAI(
         api_key=key, base_url=spec.endpoints()[0], timeout=spec.timeout_s, max_retries=2
@@ -100,6 +101,7 @@ def command(args: argparse.Namespace) -> int:
     else:
         n = fetch(c, args.batch_id, args.out)
         print(
-            f"{n} result line(s) written to {args.out}; load them with `cube batch import {args.params} {args.out}`"
+            f"{n} result line(s) written to {args.out}; load them with `cube batch import "
+            f"{args.params} {args.out}`"
         )
     return 0

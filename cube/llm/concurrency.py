@@ -72,7 +72,8 @@ class AdaptiveLimit:
         `SLOW_START`."""
         if not 1 <= min_limit <= max_limit:
             raise ValueError(
-                f"concurrency: expected 1 <= min_concurrency <= max_concurrency, got {min_limit}, {max_limit}"
+                "concurrency: expected 1 <= min_concurrency <= max_concurrency, got "
+                f"{min_limit}, {max_limit}"
             )
         self.lo, self.hi = min_limit, max_limit
         self.limit = float(
@@ -250,7 +251,8 @@ class AdaptiveLimit:
                 if self.mode == "probe":  # the probe bought nothing: back to the settled limit
                     self.mode = "hold"
                     self._set(self._settled)
-                else:  # straight down to the floor: the widest level ratio, the least noisy comparison
+                else:
+                    # straight down to the floor: the widest level ratio, the least noisy comparison
                     self.mode, self._settled = "down", self.limit
                     self._set(self.lo)
             elif (
@@ -289,7 +291,8 @@ class AdaptiveLimit:
             self.lowest = min(self.lowest, self.limit)
             self.cuts += 1
             self._cut_seq = self._seq
-            self.mode = "up"  # from now on additive increase, cut on congestion only (no flat steps, no probes)
+            # from now on additive increase, cut on congestion only (no flat steps, no probes)
+            self.mode = "up"
             self._w = None
 
     def summary(self) -> dict[str, float | int]:

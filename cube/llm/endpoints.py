@@ -502,7 +502,8 @@ class Endpoints:
             n, a = self._streak[ep], self.spec.max_attempts
             self._stop(
                 ep,
-                f"{n} call{'s' * (n > 1)} in a row failed all {a} attempt{'s' * (a > 1)}: {label}: {detail}",
+                f"{n} call{'s' * (n > 1)} in a row failed all {a} attempt{'s' * (a > 1)}: "
+                f"{label}: {detail}",
             )
 
     def _unsent(self, attempts: int, t0: _Clock, ep: str) -> Response:
@@ -583,7 +584,8 @@ class Endpoints:
                     self._attempt_failed(ep)
                     if form != "text" and format_refused(exc.status_code, detail):
                         self._refuse_format(form, detail)
-                        continue  # the next form at once: a refused form is no fault of the endpoint
+                        # the next form at once: a refused form is no fault of the endpoint
+                        continue
                     if exc.status_code not in RETRY_STATUS and exc.status_code < 500:
                         reason = f"{label} (not retried): {detail}"
                         if exc.status_code in BREAKER_STATUS:

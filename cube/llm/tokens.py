@@ -148,7 +148,8 @@ def count_prompt_tokens(
     shown = ", ".join(f"{extra[r]} for {'+'.join(r)}" for r in sorted(set(roles)))
     return TokenCount(
         [c + extra[r] for c, r in zip(counted.counts, roles, strict=True)],
-        f"{counted.method} + the chat template's tokens per call ({shown}; measured on answered calls)",
+        f"{counted.method} + the chat template's tokens per call ({shown}; measured on "
+        "answered calls)",
     )
 
 
