@@ -1,8 +1,9 @@
 """The model spec: one OpenAI-compatible endpoint or offline algorithm, as a params file names it.
 
-Used by the params schema (`cube.config.params`) and re-exported by `cube.config`: how a model is reached (base URLs,
-the NAME of the environment variable holding its key, never the key), its sampling parameters, its
-prices and its concurrency limits, with the checks that keep secrets out of params and errors.
+Used by the params schema (`cube.config.params`) and re-exported by `cube.config`: how a model is
+reached (base URLs, the NAME of the environment variable holding its key, never the key), its
+sampling parameters, its prices and its concurrency limits, with the checks that keep secrets out of
+params and errors.
 """
 
 from __future__ import annotations
@@ -37,16 +38,17 @@ def url_credential_problem(url: str) -> str | None:
         return "is not a valid URL"
     if parts.username is not None or parts.password is not None:
         return (
-            "contains credentials (user:password@host); remove them and put the key in an environment "
-            "variable named by api_key_env (or a header's value in one named by header_env)"
+            "contains credentials (user:password@host); remove them and put the key in an "
+            "environment variable named by api_key_env (or a header's value in one named "
+            "by header_env)"
         )
     bad = sorted(
         {k for k, _ in parse_qsl(parts.query, keep_blank_values=True) if _SECRET_QUERY.search(k)}
     )
     if bad:
         return (
-            f"carries a credential in its query ({', '.join(bad)}=...); remove it and put the key in an "
-            "environment variable named by api_key_env (or header_env)"
+            f"carries a credential in its query ({', '.join(bad)}=...); remove it and put the key "
+            "in an environment variable named by api_key_env (or header_env)"
         )
     return None
 
@@ -82,17 +84,17 @@ LOCAL_SUFFIXES = (
 SHARED_ADDRESS_SPACE = (
     "100.64.0.0/10"  # carrier-grade NAT, Tailscale: a machine of one's own network
 )
-# The private networks, listed (not `ipaddress.is_private`, which also counts documentation, benchmark
-# and reserved ranges such as 198.18/15, 240/4, 2001:db8::/32)
+# The private networks, listed (not `ipaddress.is_private`, which also counts documentation,
+# benchmark and reserved ranges such as 198.18/15, 240/4, 2001:db8::/32)
 LOCAL_NETWORKS = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", SHARED_ADDRESS_SPACE, "fc00::/7")
 
 
 def local_url(url: str) -> bool:
     """True when `url`'s host is local: `localhost` or a name ending in `.localhost`, `.local`
-    (mDNS, e.g. `gpu-box.local`), `.internal` (`host.docker.internal`) or `.cluster.local` (a Kubernetes
-    service); or a loopback, private (10/8, 172.16/12, 192.168/16, fc00::/7), link-local, unspecified
-    (`0.0.0.0`) or shared (100.64.0.0/10) address. Any other name is not local, a one-word one
-    included: it may be a corporate gateway reached through the DNS search domain."""
+    (mDNS, e.g. `gpu-box.local`), `.internal` (`host.docker.internal`) or `.cluster.local` (a
+    Kubernetes service); or a loopback, private (10/8, 172.16/12, 192.168/16, fc00::/7), link-local,
+    unspecified (`0.0.0.0`) or shared (100.64.0.0/10) address. Any other name is not local, a
+    one-word one included: it may be a corporate gateway reached through the DNS search domain."""
     import ipaddress
 
     try:
@@ -149,7 +151,8 @@ class ModelSpec(StrictModel):
     max_tokens: int | None = 512
     max_tokens_param: Literal["max_tokens", "max_completion_tokens"] = Field(
         "max_tokens",
-        description="Request field for max_tokens: OpenAI's o-series models want max_completion_tokens.",
+        description="Request field for max_tokens: OpenAI's o-series models want "
+        "max_completion_tokens.",
     )
     extra_body: dict[str, Any] = Field(
         default_factory=dict,
@@ -157,30 +160,32 @@ class ModelSpec(StrictModel):
     )
     structured_output: Literal["auto", "on", "off"] = Field(
         "off",
-        description="Ask for JSON that a schema constrains where a caller gives one (the judges' score): "
-        "`response_format` json_schema (OpenAI, vLLM), else llama.cpp's schema-constrained json_object. auto: the "
-        "first the endpoint accepts, free text when it refuses both; on: the same, but calls fail when it refuses "
-        "both; off: free text only (and the cache keys of earlier runs).",
+        description="Ask for JSON that a schema constrains where a caller gives one (the judges' "
+        "score): `response_format` json_schema (OpenAI, vLLM), else llama.cpp's schema-constrained "
+        "json_object. auto: the first the endpoint accepts, free text when it refuses both; on: "
+        "the same, but calls fail when it refuses both; off: free text only (and the cache keys of "
+        "earlier runs).",
     )
     timeout_s: float = 60.0
     max_concurrency: int | None = Field(
         None,
         ge=1,
-        description=f"Most calls in flight: the adaptive limit starts at 4 (or min_concurrency if "
-        f"larger, at most this) and doubles per window of answered calls up to this. Default: "
-        f"{LOCAL_MAX_CONCURRENCY} when every base URL is local (localhost or a host name ending in .localhost, "
-        ".local, .internal or .cluster.local; a loopback, private, link-local, 0.0.0.0 or 100.64.0.0/10 address), "
-        f"else {REMOTE_MAX_CONCURRENCY} (a one-word host name included: it may be a gateway); a value given always "
-        "wins.",
+        description="Most calls in flight: the adaptive limit starts at 4 (or min_concurrency if "
+        "larger, at most this) and doubles per window of answered calls up to this. Default: "
+        f"{LOCAL_MAX_CONCURRENCY} when every base URL is local (localhost or a host name ending in "
+        ".localhost, .local, .internal or .cluster.local; a loopback, private, link-local, 0.0.0.0 "
+        f"or 100.64.0.0/10 address), else {REMOTE_MAX_CONCURRENCY} (a one-word host name included: "
+        "it may be a gateway); a value given always wins.",
     )
     min_concurrency: int = Field(
         1,
         ge=1,
-        description="Fewest calls in flight the adaptive limit goes down to: it is cut to 70 % on HTTP 429 "
-        "or a timeout (once for the calls in flight at the cut) and then grows by 1/limit per answered call, only "
-        "429s and timeouts moving it from then on; before any cut it steps back here when the answered calls per "
-        "second stay flat as the calls in flight rise two windows in a row, as on a server that answers one "
-        "request at a time (cube/llm/concurrency.py).",
+        description="Fewest calls in flight the adaptive limit goes down to: it is cut to 70 % on "
+        "HTTP 429 or a timeout (once for the calls in flight at the cut) and then grows by 1/limit "
+        "per answered call, only 429s and timeouts moving it from then on; before any cut it steps "
+        "back here when the answered calls per second stay flat as the calls in flight rise two "
+        "windows in a row, as on a server that answers one request at a time "
+        "(cube/llm/concurrency.py).",
     )
     max_attempts: int = Field(5, ge=1, description="Attempts per call, retries included.")
     backoff_base_s: float = Field(
@@ -191,8 +196,8 @@ class ModelSpec(StrictModel):
         5,
         ge=0,
         description="Stop sending to an endpoint after this many calls in a row used up all their "
-        "attempts on connection errors, timeouts or unusable answers (401/403/404 stop it at once); one trial "
-        "call after a 30 s cool-down resumes it; 0: never.",
+        "attempts on connection errors, timeouts or unusable answers (401/403/404 stop it at "
+        "once); one trial call after a 30 s cool-down resumes it; 0: never.",
     )
     price_input_per_m: float | None = Field(
         None, ge=0, description="Price per million input tokens."
@@ -203,8 +208,8 @@ class ModelSpec(StrictModel):
     price_cached_input_per_m: float | None = Field(
         None,
         ge=0,
-        description="Price per million input tokens the provider reports as served from its prompt cache "
-        "(`usage.prompt_tokens_details.cached_tokens`; default: price_input_per_m).",
+        description="Price per million input tokens the provider reports as served from its prompt "
+        "cache (`usage.prompt_tokens_details.cached_tokens`; default: price_input_per_m).",
     )
     batch_price_input_per_m: float | None = Field(
         None,
@@ -215,7 +220,8 @@ class ModelSpec(StrictModel):
     batch_price_output_per_m: float | None = Field(
         None,
         ge=0,
-        description="Price per million output tokens of batch replies (default: price_output_per_m).",
+        description="Price per million output tokens of batch replies (default: "
+        "price_output_per_m).",
     )
     currency: str = "USD"
     options: dict[str, Any] = Field(
@@ -233,8 +239,8 @@ class ModelSpec(StrictModel):
         bad = [h for h, v in self.header_env.items() if env_name_problem(v)]
         if bad:
             problems.append(
-                f"header_env[{', '.join(bad)}] must be the NAME of an environment variable, not a value "
-                "(the value is not repeated here)"
+                f"header_env[{', '.join(bad)}] must be the NAME of an environment variable, not a "
+                "value (the value is not repeated here)"
             )
         if problems:
             raise ValueError("; ".join(problems))
@@ -283,7 +289,10 @@ def env_name_problem(name: str) -> str | None:
     """Why `name` is no environment variable name, or looks like a secret itself; None if fine.
     The message never repeats `name` (it may be a key pasted in the wrong place)."""
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-        return "must be the NAME of an environment variable (e.g. OPENAI_API_KEY), not a key (the value is not repeated here)"
+        return (
+            "must be the NAME of an environment variable (e.g. OPENAI_API_KEY), not a key (the "
+            "value is not repeated here)"
+        )
     mixed = (
         any(c.islower() for c in name)
         and any(c.isupper() for c in name)
@@ -297,8 +306,9 @@ def env_name_problem(name: str) -> str | None:
     )
     if keyish or (len(name) >= 24 and mixed):
         return (
-            "looks like a key, not the NAME of an environment variable (the value is not repeated here): "
-            "put the key in a variable, e.g. export OPENAI_API_KEY=..., and give its name (OPENAI_API_KEY)"
+            "looks like a key, not the NAME of an environment variable (the value is not repeated "
+            "here): put the key in a variable, e.g. export OPENAI_API_KEY=..., and give its name "
+            "(OPENAI_API_KEY)"
         )
     return None
 

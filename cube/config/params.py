@@ -13,8 +13,10 @@ re-exports it with these params and the model spec of `cube.config.model_spec`):
     outputs/<run>/tables/       every table shown, as CSV
     outputs/<run>/figures/      every figure shown, as PNG
     outputs/<run>/notebooks/    executed notebooks
-    outputs/<run>/report/       HTML pages and index.html (last_run.html: how the last attempt ended)
-    outputs/<run>/.staging/     where `cube run` executes stages before publishing them (cube.run.state)
+    outputs/<run>/report/       HTML pages and index.html (last_run.html: how the last
+                                attempt ended)
+    outputs/<run>/.staging/     where `cube run` executes stages before publishing them
+                                (cube.run.state)
     outputs/<run>/.lock         held by the `cube run` working on the folder
     outputs/cache.sqlite        LLM call cache shared by all runs
 """
@@ -81,7 +83,8 @@ class Params(StrictModel):
     )
     answerer: ModelRef = Field(
         default_factory=lambda: ModelSpec(provider="offline", model="extractive"),
-        description="Model writing the answers (rag of builtin systems, and the zero/full bound sets).",
+        description="Model writing the answers (rag of builtin systems, and the zero/full "
+        "bound sets).",
     )
     systems: list[SystemParams] = Field(
         default_factory=lambda: [BuiltinSystem(name="bm25-top8")],
@@ -138,9 +141,10 @@ class Params(StrictModel):
                 and "answerer" not in self.model_fields_set
             ):
                 raise ValueError(
-                    f"systems[{s.name}] ({s.kind}): set `answerer` (on the system, or at the top level) to the LLM "
-                    "this system answers with: it writes the zero and full bound sets, which must come from the "
-                    "same model as the system's answers (docs/explanation/method.md)"
+                    f"systems[{s.name}] ({s.kind}): set `answerer` (on the system, or at the top "
+                    "level) to the LLM this system answers with: it writes the zero and full bound "
+                    "sets, which must come from the same model as the system's answers "
+                    "(docs/explanation/method.md)"
                 )
         jnames = [j.name for j in self.judges]
         if len(set(jnames)) != len(jnames):
@@ -155,10 +159,10 @@ class Params(StrictModel):
             raise ValueError(
                 "judges: "
                 + "; ".join(f"{a!r} and {b!r}" for a, b in twins)
-                + " would make exactly the same calls "
-                "(same model spec, sampling settings, samples and all_dimensions), so they share every cached reply "
-                "and their scores would be identical: one judge counted twice. Remove one, or make their calls differ "
-                "(e.g. another seed or temperature; an offline rubric: another preset)"
+                + " would make exactly the same calls (same model spec, sampling settings, samples "
+                "and all_dimensions), so they share every cached reply and their scores would be "
+                "identical: one judge counted twice. Remove one, or make their calls differ (e.g. "
+                "another seed or temperature; an offline rubric: another preset)"
             )
         refs += [(f"systems[{s.name}].answerer", s.answerer) for s in self.systems]
         refs += [(f"judges[{j.name}].model", j.model) for j in self.judges]
@@ -169,14 +173,14 @@ class Params(StrictModel):
                 )
         if (self.lang, self.lexical.tokenizer) in LEXICAL_INCOMPATIBLE:
             raise ValueError(
-                f"lexical.tokenizer: {self.lexical.tokenizer!r} cannot be used with lang: {self.lang!r}: "
-                f"{LEXICAL_INCOMPATIBLE[self.lang, self.lexical.tokenizer]}"
+                f"lexical.tokenizer: {self.lexical.tokenizer!r} cannot be used with lang: "
+                f"{self.lang!r}: {LEXICAL_INCOMPATIBLE[self.lang, self.lexical.tokenizer]}"
             )
         return self
 
     def _twin_judges(self) -> list[tuple[str, str]]:
-        """Pairs of judges whose calls are identical (`cube.llm.cache.key_payload`'s fields, or an offline
-        algorithm's name and options), with the same samples and all_dimensions."""
+        """Pairs of judges whose calls are identical (`cube.llm.cache.key_payload`'s fields, or an
+        offline algorithm's name and options), with the same samples and all_dimensions."""
         seen: dict[str, str] = {}
         twins = []
         for j in self.judges:
@@ -255,9 +259,10 @@ def _did_you_mean(key: str) -> str:
 
 
 def _user_key(loc: tuple[Any, ...], data: Any) -> str | None:
-    """The key path as the user wrote it ("systems[bm25-top8].top_N"): the keys and list items of the
-    YAML, without the schema's own steps (a system's `kind` tag such as `builtin`, a union member such
-    as `ModelSpec`); None for an error about a union member that does not apply (a mapping is no `str`)."""
+    """The key path as the user wrote it ("systems[bm25-top8].top_N"): the keys and list items of
+    the YAML, without the schema's own steps (a system's `kind` tag such as `builtin`, a union
+    member such as `ModelSpec`); None for an error about a union member that does not apply (a
+    mapping is no `str`)."""
     parts: list[str] = []
     node = data
     for i, p in enumerate(loc):
@@ -291,8 +296,8 @@ def _format_validation_error(err: ValidationError, source: str, data: Any = None
         key = key or "(top level)"
         if e["type"] == "extra_forbidden":
             line = (
-                f"  - {key}: unknown key{_did_you_mean(str(e['loc'][-1]))} (see the params reference in "
-                "README.md, or `cube params-reference`)"
+                f"  - {key}: unknown key{_did_you_mean(str(e['loc'][-1]))} (see the params "
+                "reference in README.md, or `cube params-reference`)"
             )
         elif e["type"] == "missing":
             line = f"  - {key}: required key is missing"

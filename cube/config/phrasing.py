@@ -77,9 +77,9 @@ _OPEN, _CLOSE = "（(", "）)"
 def base_name(item_name: str) -> str:
     """The item name without its trailing variant in brackets, nested brackets included.
 
-    "食品经营许可（变更）" -> "食品经营许可"; "残疾人证换领（残损换新（户籍地））" -> "残疾人证换领";
-    full- and half-width brackets may be mixed. A name that is only a bracket group, or whose
-    trailing brackets do not balance, is kept as it is.
+    "食品经营许可（变更）" -> "食品经营许可"; "残疾人证换领（残损换新（户籍地））" ->
+    "残疾人证换领"; full- and half-width brackets may be mixed. A name that is only a bracket group,
+    or whose trailing brackets do not balance, is kept as it is.
     """
     name = str(item_name).strip()
     if not name or name[-1] not in _CLOSE:
@@ -147,7 +147,8 @@ def is_flag(value: Any) -> bool:
 
 
 def bare_number(value: Any) -> str | None:
-    """The number when the value is only a number ("10", " 5 ", "0.5"), else None (full-width digits count)."""
+    """The number when the value is only a number ("10", " 5 ", "0.5"), else None (full-width digits
+    count)."""
     text = clean(value)
     m = _BARE_NUMBER.match(text.translate({0xFF10 + i: 0x30 + i for i in range(10)}))
     return m.group(1) if m else None
@@ -196,11 +197,11 @@ def says_only_value(
     names: Iterable[str] = (),
     fillers: Iterable[str] = (),
 ) -> bool:
-    """True when `answer` states `field`'s `value` and nothing else: after `squash`, it ends with the
-    value or its phrasing (`phrase_value`, in `lang` or, when None, every language: 否 -> 不收费), and
-    what precedes it is made only of, removed in this order, `names` (the item's name), the field's
-    labels in every language and its `LABEL_ALIASES`, and `fillers` ("根据办事指南"); names and
-    fillers are squashed. An empty value is never said."""
+    """True when `answer` states `field`'s `value` and nothing else: after `squash`, it ends with
+    the value or its phrasing (`phrase_value`, in `lang` or, when None, every language: 否 ->
+    不收费), and what precedes it is made only of, removed in this order, `names` (the item's name),
+    the field's labels in every language and its `LABEL_ALIASES`, and `fillers` ("根据办事指南");
+    names and fillers are squashed. An empty value is never said."""
     said = squash(answer)
     if not said or not squash(value):
         return False

@@ -80,7 +80,8 @@ def working_dir(folder: Path) -> Iterator[Path]:
 
 # The params keys holding a local path: by their last name (outputs_dir, cache_path, corpus.path,
 # questions.path, systems[].path, dimensions[].prompt_file, human.ratings) or, for a name other
-# sections use for values, by their dotted key (human.key); other strings are values, never rewritten.
+# sections use for values, by their dotted key (human.key); other strings are values, never
+# rewritten.
 PATH_KEYS = ("outputs_dir", "cache_path", "path", "prompt_file", "ratings", "human.key")
 
 
@@ -89,7 +90,8 @@ def _is_local_path(value: str) -> bool:
 
 
 def is_path_key(where: str) -> bool:
-    """Whether the dotted key `where` (`systems[0].path`, `human.key`) names a local path (`PATH_KEYS`)."""
+    """Whether the dotted key `where` (`systems[0].path`, `human.key`) names a local path
+    (`PATH_KEYS`)."""
     plain = re.sub(r"\[\d+\]", "", where)
     return any(
         plain.rsplit(".", 1)[-1] == k if "." not in k else plain == k or plain.endswith("." + k)
@@ -108,10 +110,10 @@ def path_identity(path: str) -> str:
 def shared_values(
     value: Any, root: Path | None = None, where: str = "", identify: bool = False
 ) -> tuple[Any, list[str]]:
-    """A copy of a JSON-like value (the dumped params) with every absolute local path (`PATH_KEYS`) shown by
-    `display_path` (relative to the project root), else in the home folder as `~/...` (`home_path`), else
-    by its last name (or with `identify` its `path_identity`), and the dotted keys of the paths outside the project that were cut (for a
-    note beside them)."""
+    """A copy of a JSON-like value (the dumped params) with every absolute local path (`PATH_KEYS`)
+    shown by `display_path` (relative to the project root), else in the home folder as `~/...`
+    (`home_path`), else by its last name (or with `identify` its `path_identity`), and the dotted
+    keys of the paths outside the project that were cut (for a note beside them)."""
     if isinstance(value, dict):
         out, cut = {}, []
         for k, v in value.items():
@@ -133,7 +135,8 @@ def shared_values(
 def home_path(path: str | Path) -> str | None:
     """A path inside the home folder as `~/...` (every loader expands `~`), else None. The recorded
     params of a run (`outputs/<run>/params.yaml`) keep a file outside the project but in the home
-    folder this way, so the recorded file runs again as recorded without publishing the user name."""
+    folder this way, so the recorded file runs again as recorded without publishing the user
+    name."""
     home = Path.home().resolve()
     p = Path(path).resolve()
     if len(home.parts) < 2 or not p.is_relative_to(home) or p == home:

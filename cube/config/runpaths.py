@@ -1,6 +1,6 @@
 """Every path of one run (cookiecutter-data-science: one module owns the layout), and the
-results.json writer. Split out of `cube.config.params`, which re-exports these names; the layout itself is
-described in `cube.config.params`'s docstring.
+results.json writer. Split out of `cube.config.params`, which re-exports these names; the layout
+itself is described in `cube.config.params`'s docstring.
 """
 
 from __future__ import annotations

@@ -150,7 +150,8 @@ def require_columns(df: pd.DataFrame, columns: Iterable[str], table: str) -> Non
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise SchemaError(
-            f"{table}: missing column(s) {missing}; expected at least {list(columns)}, got {list(df.columns)}"
+            f"{table}: missing column(s) {missing}; expected at least {list(columns)}, got "
+            f"{list(df.columns)}"
         )
 
 
@@ -210,18 +211,22 @@ _ROLES: dict[str, str] = {
     "item_name": "**required**; the item's official name",
     "region": "rendered; questions name it; strata of `corpus.sample`",
     "procedure": "rendered as a numbered list (one step per line or per grouped row)",
-    "application_materials": "rendered as a numbered list (one material per line or per grouped row)",
-    "family_id": "not rendered; groups near-duplicates (the same item across regions or variants) for the "
-    "family statistics, ambiguous questions and the near-duplicate confusion rate",
+    "application_materials": "rendered as a numbered list (one material per line or per grouped "
+    "row)",
+    "family_id": "not rendered; groups near-duplicates (the same item across regions or variants) "
+    "for the family statistics, ambiguous questions and the near-duplicate confusion rate",
     "variant": "rendered after the item name unless the name already contains it; questions of the "
     "ambiguous style leave it out",
-    "parent_region": "rendered after the region (a district's city); lets a region filter contain its children",
-    "aliases": "not rendered; colloquial names (newline-separated) for colloquial template questions",
+    "parent_region": "rendered after the region (a district's city); lets a region filter contain "
+    "its children",
+    "aliases": "not rendered; colloquial names (newline-separated) for colloquial template "
+    "questions",
 }
 
 
 def field_key_table() -> str:
-    """Markdown: every field key of `corpus.columns` with its Chinese and English label and its role."""
+    """Markdown: every field key of `corpus.columns` with its Chinese and English label and its
+    role."""
     out = ["| key | 中文 label | English label | role |", "|---|---|---|---|"]
     for k in MAPPABLE:
         role = _ROLES.get(k, "rendered when non-empty")

@@ -200,7 +200,8 @@ def read_table(
 
 
 class SheetError(CorpusError):
-    """`corpus.sheet` names a sheet the workbook does not have (the message lists the ones it has)."""
+    """`corpus.sheet` names a sheet the workbook does not have (the message lists the ones it
+    has)."""
 
 
 def _check_sheet(path: Path, sheet: str | int) -> None:
@@ -267,7 +268,8 @@ def load_corpus_report(
     empty_values: Iterable[str] = DEFAULT_EMPTY_VALUES,
     extra_columns: str = "render",
 ) -> tuple[pd.DataFrame, list[str]]:
-    """`load_corpus_file` plus its load notes (grouping, derived ids, placeholders, extra columns)."""
+    """`load_corpus_file` plus its load notes (grouping, derived ids, placeholders, extra
+    columns)."""
     path, columns = Path(path), dict(columns or {})
     raw, where = read_table(
         path, format, sheet=sheet, encoding=encoding, labels=list(columns.values())
@@ -324,7 +326,8 @@ def build_corpus(params: Params, base_dir: Path = Path(".")) -> pd.DataFrame:
         )
     if c.sample is not None and c.sample < len(df):
         notes.append(
-            f"corpus.sample: {c.sample} of {len(df)} items, stratified by {c.sample_by} (seed {c.seed})"
+            f"corpus.sample: {c.sample} of {len(df)} items, stratified by {c.sample_by} "
+            f"(seed {c.seed})"
         )
         df = sample_items(df, c.sample, c.seed, c.sample_by)
     if c.limit is not None and c.limit < len(df):
@@ -336,7 +339,8 @@ def build_corpus(params: Params, base_dir: Path = Path(".")) -> pd.DataFrame:
 
 
 def export_txt_folder(corpus: pd.DataFrame, folder: str | Path) -> list[Path]:
-    """Write each document's `text` to `<folder>/<doc_id>.txt` (the paper's one-file-per-item format)."""
+    """Write each document's `text` to `<folder>/<doc_id>.txt` (the paper's one-file-per-item
+    format)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -408,7 +412,8 @@ def corpus_stats(corpus: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 
 def duplicate_table(corpus: pd.DataFrame) -> pd.DataFrame:
-    """Groups of documents whose `text` is identical: one row per group (`documents`, `doc_ids`, `item_name`).
+    """Groups of documents whose `text` is identical: one row per group (`documents`, `doc_ids`,
+    `item_name`).
 
     Retrieval cannot tell such documents apart: a long-format file loaded without
     `corpus.group_by`, or the same guide published twice.
@@ -432,12 +437,12 @@ def corpus_structure(corpus: pd.DataFrame) -> dict[str, Any]:
     Returns:
         `documents`; `duplicate_texts` (documents identical to an earlier one) and
         `duplicate_groups`; `families` (distinct non-empty `family_id`), `documents_in_families`,
-        `family_size_min/median/max` (None without families), `families_across_regions`
-        (members in more than one region: the same item offered by several regions) and
-        `families_with_variants` (more than one item name or variant within one region);
-        signs of a wrong mapping (`cube.kb.mapping`'s warnings, computed from the corpus itself so the
-        decision page can show them): `documents_merging_services` (a `family_id` or an `item_name`
-        joining SERVICE_MERGE_MIN or more services: group_by did not separate them) and
+        `family_size_min/median/max` (None without families), `families_across_regions` (members in
+        more than one region: the same item offered by several regions) and `families_with_variants`
+        (more than one item name or variant within one region); signs of a wrong mapping
+        (`cube.kb.mapping`'s warnings, computed from the corpus itself so the decision page can show
+        them): `documents_merging_services` (a `family_id` or an `item_name` joining
+        SERVICE_MERGE_MIN or more services: group_by did not separate them) and
         `documents_named_placeholder` (an item named 无, /, ...).
     """
     text = corpus["text"].astype(str)

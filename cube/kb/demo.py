@@ -139,8 +139,8 @@ def _load_vocab() -> dict[str, Any]:
 
 
 _VOCAB = _load_vocab()
-# Sector: agency (province level, city/county level), service templates, laws, sector materials.
-# A service template: ("中文模板|English template", kind, for_persons, fillers); "{x}" takes a filler.
+# Sector: agency (province level, city/county level), service templates, laws, sector materials. A
+# service template: ("中文模板|English template", kind, for_persons, fillers); "{x}" takes a filler.
 SECTORS: list[dict[str, Any]] = [
     dict(
         agency=_p(*sec["agency"]),
@@ -156,31 +156,44 @@ SECTORS: list[dict[str, Any]] = [
 # Generic pools shared by all sectors, keyed by the kind of service.
 REQUIREMENTS = {
     "approval": _p(
-        "项目符合国家产业政策和行业准入标准|The project complies with national industrial policy and entry standards",
-        "项目符合国土空间规划及相关专项规划|The project complies with territorial spatial planning and sector plans",
+        "项目符合国家产业政策和行业准入标准|The project complies with national industrial policy "
+        "and entry standards",
+        "项目符合国土空间规划及相关专项规划|The project complies with territorial spatial planning "
+        "and sector plans",
         "项目单位具有相应的资金筹措能力|The project entity can raise the required funds",
-        "已依法履行环境影响评价等前置手续|Prerequisites such as the environmental impact assessment are completed",
-        "申请材料真实、完整，符合法定形式|The application materials are true, complete and in the statutory form",
+        "已依法履行环境影响评价等前置手续|Prerequisites such as the environmental impact "
+        "assessment are completed",
+        "申请材料真实、完整，符合法定形式|The application materials are true, complete and in the "
+        "statutory form",
     ),
     "licence": _p(
-        "申请人为依法设立的企业或其他组织|The applicant is a lawfully established enterprise or organisation",
-        "具有与经营规模相适应的场所、设施和设备|The applicant has premises, facilities and equipment suited to its scale",
-        "配备符合要求的专业技术人员和管理人员|The applicant employs qualified technical and management staff",
+        "申请人为依法设立的企业或其他组织|The applicant is a lawfully established enterprise "
+        "or organisation",
+        "具有与经营规模相适应的场所、设施和设备|The applicant has premises, facilities and "
+        "equipment suited to its scale",
+        "配备符合要求的专业技术人员和管理人员|The applicant employs qualified technical and "
+        "management staff",
         "具有健全的质量安全管理制度|The applicant has sound quality and safety management rules",
-        "近三年内无重大违法违规记录|The applicant has no serious violation on record in the past three years",
+        "近三年内无重大违法违规记录|The applicant has no serious violation on record in the "
+        "past three years",
     ),
     "registration": _p(
-        "申请人具有完全民事行为能力或为依法设立的组织|The applicant has full civil capacity or is a lawful organisation",
-        "申请登记事项符合法律法规规定|The matters to be registered comply with laws and regulations",
-        "提交的申请材料齐全、符合法定形式|The application materials are complete and in the statutory form",
-        "不存在权属争议或限制登记的情形|There is no ownership dispute or restriction on registration",
+        "申请人具有完全民事行为能力或为依法设立的组织|The applicant has full civil capacity or is "
+        "a lawful organisation",
+        "申请登记事项符合法律法规规定|The matters to be registered comply with laws "
+        "and regulations",
+        "提交的申请材料齐全、符合法定形式|The application materials are complete and in the "
+        "statutory form",
+        "不存在权属争议或限制登记的情形|There is no ownership dispute or restriction "
+        "on registration",
     ),
 }
 ORG_MATERIALS = _p(
     "申请书|Application form",
     "营业执照或统一社会信用代码证书|Business licence or unified social credit code certificate",
     "法定代表人身份证明|Identity document of the legal representative",
-    "授权委托书及经办人身份证（委托办理时提供）|Power of attorney and the agent's ID card (when an agent applies)",
+    "授权委托书及经办人身份证（委托办理时提供）|Power of attorney and the agent's ID card (when an "
+    "agent applies)",
     "信用承诺书|Credit commitment letter",
 )
 PERSON_MATERIALS = _p(
@@ -195,7 +208,8 @@ FORMS = _p(
     "（原件及复印件各1份）| (1 original and 1 copy)",
     "（电子版）| (electronic)",
 )
-# Variants of a family: name, an extra material, an extra requirement, statutory-time factor, free of charge.
+# Variants of a family: name, an extra material, an extra requirement, statutory-time factor, free
+# of charge.
 VARIANTS: dict[str, list[tuple[tuple[str, str], tuple[str, str], tuple[str, str], float, bool]]] = {
     "approval": [
         (
@@ -316,21 +330,23 @@ STATUTORY_DAYS = {
 STEPS = [
     (
         "申请|Application",
-        "申请人通过明川省政务服务网或到政务服务中心窗口提交申请材料|The applicant submits the materials on the "
-        "Mingchuan Government Service Portal or at the service centre window",
+        "申请人通过明川省政务服务网或到政务服务中心窗口提交申请材料|The applicant submits the "
+        "materials on the Mingchuan Government Service Portal or at the service centre window",
         "*",
         1.0,
     ),
     (
         "受理|Acceptance",
-        "窗口对材料进行审查，齐全且符合法定形式的予以受理，不全的一次性告知需补正内容|The window checks the materials; "
-        "complete ones are accepted, otherwise everything to be supplemented is notified at once",
+        "窗口对材料进行审查，齐全且符合法定形式的予以受理，不全的一次性告知需补正内容|The window "
+        "checks the materials; complete ones are accepted, otherwise everything to be supplemented "
+        "is notified at once",
         "*",
         1.0,
     ),
     (
         "审查|Review",
-        "承办处室对申请材料进行实质审查并提出审查意见|The responsible division examines the substance and gives an opinion",
+        "承办处室对申请材料进行实质审查并提出审查意见|The responsible division examines the "
+        "substance and gives an opinion",
         "*",
         1.0,
     ),
@@ -342,27 +358,29 @@ STEPS = [
     ),
     (
         "专家评审|Expert review",
-        "组织专家进行技术评审，评审时间不计入办理时限|Experts review the application; review time is not "
-        "counted in the time limit",
+        "组织专家进行技术评审，评审时间不计入办理时限|Experts review the application; review time "
+        "is not counted in the time limit",
         "approval",
         0.6,
     ),
     (
         "公示|Public notice",
-        "对拟作出的决定进行公示，公示期5个工作日|The proposed decision is published for 5 working days",
+        "对拟作出的决定进行公示，公示期5个工作日|The proposed decision is published for 5 "
+        "working days",
         "approval registration",
         0.3,
     ),
     (
         "决定|Decision",
-        "作出准予或不予办理的决定，不予办理的书面说明理由|A decision is made; a refusal states its reasons in writing",
+        "作出准予或不予办理的决定，不予办理的书面说明理由|A decision is made; a refusal states its "
+        "reasons in writing",
         "*",
         1.0,
     ),
     (
         "送达|Delivery",
-        "通过窗口领取、邮寄或电子证照方式送达办理结果|The result is collected at the window, posted, or issued "
-        "as an electronic certificate",
+        "通过窗口领取、邮寄或电子证照方式送达办理结果|The result is collected at the window, "
+        "posted, or issued as an electronic certificate",
         "*",
         1.0,
     ),
@@ -374,14 +392,18 @@ ORG_OBJECTS = _p(
     "其他组织|Other organisations",
 )
 HOURS = _p(
-    "工作日上午9:00-12:00，下午13:00-17:00（法定节假日除外）|Working days 9:00-12:00 and 13:00-17:00 (except public holidays)",
-    "周一至周五8:30-12:00，14:00-17:30（夏季14:30-18:00）|Monday to Friday 8:30-12:00 and 14:00-17:30 (summer 14:30-18:00)",
-    "工作日9:00-17:00（中午不休息），周六上午提供预约服务|Working days 9:00-17:00 (open at noon); Saturday mornings by appointment",
+    "工作日上午9:00-12:00，下午13:00-17:00（法定节假日除外）|Working days 9:00-12:00 and "
+    "13:00-17:00 (except public holidays)",
+    "周一至周五8:30-12:00，14:00-17:30（夏季14:30-18:00）|Monday to Friday 8:30-12:00 and "
+    "14:00-17:30 (summer 14:30-18:00)",
+    "工作日9:00-17:00（中午不休息），周六上午提供预约服务|Working days 9:00-17:00 (open at noon); "
+    "Saturday mornings by appointment",
 )
 PORTAL = ("明川省政务服务网", "Mingchuan Government Service Portal")
 ONLINE = _p(
     f"是（全程网办：{PORTAL[0]} {DEMO_DOMAIN}）|Yes (fully online: {PORTAL[1]}, {DEMO_DOMAIN})",
-    f"是（{PORTAL[0]}网上申报，窗口领取结果）|Yes (apply online at the {PORTAL[1]}; collect the result at the window)",
+    f"是（{PORTAL[0]}网上申报，窗口领取结果）|Yes (apply online at the {PORTAL[1]}; collect the "
+    "result at the window)",
     "否（需到窗口现场办理）|No (in person at the service window)",
 )
 _ZH_DIGITS = "零一二三四五六七八九"
@@ -395,7 +417,8 @@ def _zh_number(n: int) -> str:
 
 
 def _regions() -> list[dict[str, Any]]:
-    """Every region with its names and service centre, in a fixed order (province, cities, districts)."""
+    """Every region with its names and service centre, in a fixed order (province, cities,
+    districts)."""
     out = [
         dict(
             region=PROVINCE,
@@ -403,7 +426,8 @@ def _regions() -> list[dict[str, Any]]:
             level=0,
             centre=(
                 "明川省政务服务中心（青石市临江区世纪大道88号）",
-                "Mingchuan Provincial Government Service Centre (88 Century Avenue, Linjiang District, Qingshi City)",
+                "Mingchuan Provincial Government Service Centre (88 Century Avenue, Linjiang "
+                "District, Qingshi City)",
             ),
         )
     ]
@@ -462,7 +486,8 @@ DEMO_EXTRA_COLUMNS: tuple[str, ...] = (
 
 
 def _alias_table() -> dict[str, dict[str, tuple[str, ...]]]:
-    """Official zh base name -> {"zh": aliases, "en": aliases}; every demo service must have both lists."""
+    """Official zh base name -> {"zh": aliases, "en": aliases}; every demo service must have both
+    lists."""
     table = {
         name: {lang: tuple(entry.get(lang) or ()) for lang in _L}
         for name, entry in _VOCAB["aliases"].items()
@@ -470,7 +495,8 @@ def _alias_table() -> dict[str, dict[str, tuple[str, ...]]]:
     for _, (zh, _en), _, _ in SERVICES:
         if zh not in table or not all(table[zh].values()):
             raise ValueError(
-                f"{_VOCAB_FILE}: aliases.{zh!r} is missing or lacks a zh/en list; every demo service needs both"
+                f"{_VOCAB_FILE}: aliases.{zh!r} is missing or lacks a zh/en list; every demo "
+                "service needs both"
             )
     return table
 
@@ -479,7 +505,8 @@ ALIASES = _alias_table()
 
 
 def service_aliases(service_name_zh: str, lang: str) -> tuple[str, ...]:
-    """The colloquial descriptions of one demo service (keyed by its official zh base name) in `lang`."""
+    """The colloquial descriptions of one demo service (keyed by its official zh base name) in
+    `lang`."""
     return ALIASES[service_name_zh][lang]
 
 
@@ -489,7 +516,8 @@ def demo_capacity() -> int:
 
 
 def _unit_sizes(n_items: int, family_share: float, rng: random.Random) -> list[int]:
-    """Sizes of the units (1 = a singleton, >= 2 = a family) summing to n_items, in shuffled order."""
+    """Sizes of the units (1 = a singleton, >= 2 = a family) summing to n_items, in shuffled
+    order."""
     remaining = round(n_items * family_share)
     sizes: list[int] = []
     while remaining >= 2:
@@ -622,8 +650,8 @@ def _localise(m: dict[str, Any], li: int, doc_id: str) -> dict[str, str]:
         else (
             f"{fee}元/件（按明川省发展和改革委员会、明川省财政厅核定的标准收取）"
             if zh
-            else f"CNY {fee} per application (schedule approved by the Mingchuan Provincial Development and Reform "
-            "Commission and Department of Finance)"
+            else f"CNY {fee} per application (schedule approved by the Mingchuan Provincial "
+            "Development and Reform Commission and Department of Finance)"
         ),
         "procedure": "\n".join(
             f"{i}. {s[0].split('|')[li]}{'：' if zh else ': '}{s[1].split('|')[li]}{end}"
@@ -661,14 +689,16 @@ def generate_demo_corpus(
         raise ValueError(f"demo corpus: lang must be one of {sorted(_L)}, got {lang!r}")
     if n_items < 1 or not 0.0 <= family_share <= 1.0:
         raise ValueError(
-            f"demo corpus: need n_items >= 1 and 0 <= family_share <= 1, got {n_items}, {family_share}"
+            f"demo corpus: need n_items >= 1 and 0 <= family_share <= 1, got {n_items}, "
+            f"{family_share}"
         )
     rng = random.Random(seed)
     sizes = _unit_sizes(n_items, family_share, rng)
     if len(sizes) > demo_capacity():
         raise ValueError(
-            f"demo corpus: {n_items} items with family_share={family_share} need {len(sizes)} distinct "
-            f"(region, service) pairs; the generator has {demo_capacity()} (raise family_share or lower n_items)"
+            f"demo corpus: {n_items} items with family_share={family_share} need {len(sizes)} "
+            f"distinct (region, service) pairs; the generator has {demo_capacity()} (raise "
+            "family_share or lower n_items)"
         )
     li = _L[lang]
     queues: dict[int, list[int]] = {}
@@ -676,7 +706,8 @@ def generate_demo_corpus(
     rows: list[dict[str, Any]] = []
     n_families = 0
     for size in sizes:
-        # A region is drawn by weight among those with services left; each region offers each service once.
+        # A region is drawn by weight among those with services left; each region offers each
+        # service once.
         ri = rng.choices(available, weights=[REGION_WEIGHTS[i] for i in available])[0]
         if ri not in queues:
             queues[ri] = list(range(len(SERVICES)))

@@ -150,15 +150,16 @@ def parse_document(
             current = keys[m.group(1)]
             if current in out and strict:
                 raise CorpusError(
-                    f"{source}: line {n}: label '{m.group(1)}' appears a second time (one item per file)"
+                    f"{source}: line {n}: label '{m.group(1)}' appears a second time (one item "
+                    "per file)"
                 )
             out[current] = [m.group(2)]
         elif current is not None:
             out[current].append(line)
         elif line.strip() and strict:
             raise CorpusError(
-                f"{source}: line {n}: expected 'label：value' with a known label "
-                f"(e.g. {FIELD_LABELS['zh']['item_name']}： or {FIELD_LABELS['en']['item_name']}:), "
-                f"got {line.strip()[:60]!r}"
+                f"{source}: line {n}: expected 'label：value' with a known label (e.g. "
+                f"{FIELD_LABELS['zh']['item_name']}： or {FIELD_LABELS['en']['item_name']}:), got "
+                f"{line.strip()[:60]!r}"
             )
     return {k: "\n".join(v).strip() for k, v in out.items()}

@@ -53,7 +53,8 @@ DISTRICTS = ("临江区", "云岗区", "松林县", "东坪县", "茶园县")
 STREETS = ("人民路", "解放路", "新华路", "世纪大道", "滨江路", "文化路")
 HOURS = ("工作日上午9:00-12:00，下午13:30-17:00", "周一至周五 8:30-17:30（法定节假日除外）")
 
-# (主项名称, [(业务办理项名称, [情形...]), ...], 受理条件, base materials, fee 是/否, time limit, 办理部门)
+# (主项名称, [(业务办理项名称, [情形...]), ...], 受理条件, base materials, fee 是/否, time limit,
+# 办理部门)
 SERVICES: list[tuple[str, list[tuple[str, list[str]]], str, list[str], str, str, str]] = [
     (
         "残疾人证核发",
@@ -176,7 +177,8 @@ def _materials(item: str, situation: str, base: list[str]) -> list[str]:
 
 
 def example_kb(seed: int = 0) -> pd.DataFrame:
-    """The synthetic long-format table: one row per (region, item, situation, material), sorted item by item."""
+    """The synthetic long-format table: one row per (region, item, situation, material), sorted item
+    by item."""
     rng = random.Random(seed)
     regions = [(CITY, PROVINCE)] + [(d, CITY) for d in DISTRICTS]
     rows: list[dict[str, str]] = []
@@ -200,7 +202,8 @@ def example_kb(seed: int = 0) -> pd.DataFrame:
                     "承诺办结时限": limit,
                     "是否收费": fee,
                     "受理条件": condition,
-                    "办理地点": f"{region}政务服务中心{rng.choice(STREETS)}{rng.randrange(1, 300)}号{dept}窗口",
+                    "办理地点": f"{region}政务服务中心{rng.choice(STREETS)}"
+                    f"{rng.randrange(1, 300)}号{dept}窗口",
                     "办理时间": "暂无" if rng.random() < 0.1 else HOURS[ri % 2],
                     "咨询方式": phone,
                 }
@@ -227,6 +230,7 @@ def write_example_kb(path: str | Path, seed: int = 0) -> Path:
         df.to_csv(path, index=False, encoding="utf-8")
     else:
         raise ValueError(
-            f"{path}: example knowledge base is written as .xlsx or .csv, got suffix {path.suffix!r}"
+            f"{path}: example knowledge base is written as .xlsx or .csv, got suffix "
+            f"{path.suffix!r}"
         )
     return path

@@ -1,4 +1,5 @@
-"""From a user's raw table to knowledge-base items: field mapping, long format, placeholders, sampling.
+"""From a user's raw table to knowledge-base items: field mapping, long format, placeholders,
+sampling.
 
 A real export is rarely one row per item. `map_table` turns the raw table (as read by
 `cube.kb.corpus.read_table`) into one record per item:
@@ -69,15 +70,16 @@ def _cell(value: Any) -> Any:
 
 ROWS_SHOWN = 5  # a list of rows in a message: the first few, then "and N more"
 WARNING = "warning: "  # a note that is a warning: `cube validate` lists it with the warnings
-SERVICE_MERGE_MIN = (
-    3  # distinct service names in one grouped document that make it a merged document
-)
-NOT_NAMES_SHARE = 0.5  # documents whose name is a number, yes/no, phone, sentence or joined list: a wrong name column
+# distinct service names in one grouped document that make it a merged document
+SERVICE_MERGE_MIN = 3
+# documents whose name is a number, yes/no, phone, sentence or joined list: a wrong name column
+NOT_NAMES_SHARE = 0.5
 SHARE_MIN_DOCUMENTS = 5  # fewer documents: the share-based name checks stay silent
 REGION_NAMES_SHARE = 0.8  # documents whose name holds its own region's name (an office, an address)
 _SERVICE_HEADER = re.compile(r"service|item|matter")
 _NOT_NAME = re.compile(
-    r"^[\d\s.,:：/~～\-–+()（）]*\d[\d\s.,:：/~～\-–+()（）]*(?:个?工作日|天|日|working days?|days?)?$"
+    r"^[\d\s.,:：/~～\-–+()（）]*\d[\d\s.,:：/~～\-–+()（）]*"
+    r"(?:个?工作日|天|日|working days?|days?)?$"
     r"|\d{7,}|\d{3,4}-\d{6,8}|https?://|www\.|[。！!]|[.;；]\s*$"
     r"|^(?:free of charge|no charge|not charged|不收费|免费|收费)",
     re.IGNORECASE,
@@ -118,7 +120,8 @@ def _digest(parts: Iterable[Any]) -> str:
 def check_mapping(
     raw_columns: Sequence[str], columns: Mapping[str, str], group_by: Sequence[str], source: str
 ) -> list[str]:
-    """Every problem of the mapping itself: unknown keys, mapped or grouping columns the file lacks."""
+    """Every problem of the mapping itself: unknown keys, mapped or grouping columns the file
+    lacks."""
     found = [str(c) for c in raw_columns]
     problems = []
     unknown = [k for k in columns if k not in MAPPABLE]
@@ -129,8 +132,8 @@ def check_mapping(
     for key, col in columns.items():
         if key in MAPPABLE and col not in found:
             problems.append(
-                f"{source}: corpus.columns maps '{key}' to column '{col}', which the file does not have; "
-                f"columns found: {found}"
+                f"{source}: corpus.columns maps '{key}' to column '{col}', which the file does not "
+                f"have; columns found: {found}"
             )
     for col in group_by:
         if col not in found:
@@ -141,8 +144,9 @@ def check_mapping(
     for key in REQUIRED_FIELDS:
         if key not in columns and key not in found:
             problems.append(
-                f"{source}: no column for required field '{key}' (add a '{key}' column or map it with "
-                f"corpus.columns.{key}: <your column>, e.g. {key_label(key, 'zh')}); columns found: {found}"
+                f"{source}: no column for required field '{key}' (add a '{key}' column or map it "
+                f"with corpus.columns.{key}: <your column>, e.g. {key_label(key, 'zh')}); columns "
+                f"found: {found}"
             )
     return problems
 
@@ -177,6 +181,37 @@ def map_table(
     problems = check_mapping(list(raw.columns), columns, group_by, source)
     if problems:
         return None, problems, []
+    cols, notes = _clean_cells(raw, empty_values)
+    src, extra, source_notes = _field_sources(raw, columns, extra_columns)
+    notes += source_notes
+    group_keys, members, group_notes = _group_rows(raw, cols, group_by)
+    notes += group_notes
+    records, merge_notes = _merge_records(cols, src, extra, members, where)
+    notes += merge_notes
+    id_problems, id_notes = _assign_ids(
+        records, raw, cols, src, group_by, group_keys, where, source
+    )
+    problems += id_problems
+    notes += id_notes
+    out = pd.DataFrame.from_records(records)
+    for k in MAPPABLE:
+        if k not in out.columns:
+            out[k] = ""
+    problems += _empty_field_problems(out, records, raw, src, where, columns, group_by, source)
+    notes += [
+        WARNING + w
+        for w in _name_warnings(raw, cols, records, src, group_by, extra, columns, source)
+    ]
+    problems += _duplicate_id_problems(out, records, where, source)
+    out["synthetic"] = _synthetic_flags(raw, records)
+    return (None if problems else out.drop(columns="_idx")), problems, notes
+
+
+def _clean_cells(
+    raw: pd.DataFrame, empty_values: Iterable[str]
+) -> tuple[dict[str, list[Any]], list[str]]:
+    """Every column as a plain list of cleaned cells (placeholders read as ""), and the note
+    counting the placeholders found."""
     notes: list[str] = []
     empty = {str(v).strip().lower() for v in empty_values} | {""}
     cells = raw.map(_cell)
@@ -192,8 +227,16 @@ def map_table(
     cells = cells.map(
         lambda v: [x for x in v if x.lower() not in empty] if isinstance(v, list) else v
     )
-    cols = {c: cells[c].tolist() for c in cells.columns}  # plain lists: per-cell access stays fast
+    # plain lists: per-cell access stays fast
+    return {c: cells[c].tolist() for c in cells.columns}, notes
 
+
+def _field_sources(
+    raw: pd.DataFrame, columns: Mapping[str, str], extra_columns: str
+) -> tuple[dict[str, str], list[str], list[str]]:
+    """The column each field key reads (`src`), the unread columns to render (`extra`, empty
+    when they are dropped), and the notes naming ignored and unread columns."""
+    notes: list[str] = []
     src = {k: columns.get(k, k) for k in MAPPABLE if columns.get(k, k) in raw.columns}
     used = set(src.values()) | {"synthetic", "text"}
     if "text" in raw.columns and "text" not in columns.values():
@@ -210,92 +253,138 @@ def map_table(
         )
     if extra_columns != "render":
         extra = []
+    return src, extra, notes
 
-    if group_by:
-        keys = list(
-            zip(
-                *(
-                    [("\n".join(v) if isinstance(v, list) else v) for v in cols[c]]
-                    for c in group_by
-                ),
-                strict=True,
-            )
-        )
-        groups: dict[tuple[str, ...], list[int]] = {}
-        for i, k in enumerate(keys):
-            groups.setdefault(k, []).append(i)
-        members = list(groups.values())
-        notes.append(
-            f"long format: {len(raw)} rows grouped by {list(group_by)} into {len(members)} items"
-        )
-    else:
-        members = [[i] for i in range(len(raw))]
 
+def _group_rows(
+    raw: pd.DataFrame, cols: Mapping[str, list[Any]], group_by: Sequence[str]
+) -> tuple[list[tuple[str, ...]], list[list[int]], list[str]]:
+    """The rows of each item: one per distinct `group_by` key in order of first appearance
+    (its keys, its rows, the long-format note), else one item per row (no keys, no note)."""
+    if not group_by:
+        return [], [[i] for i in range(len(raw))], []
+    keys = list(
+        zip(
+            *([("\n".join(v) if isinstance(v, list) else v) for v in cols[c]] for c in group_by),
+            strict=True,
+        )
+    )
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for i, k in enumerate(keys):
+        groups.setdefault(k, []).append(i)
+    members = list(groups.values())
+    note = f"long format: {len(raw)} rows grouped by {list(group_by)} into {len(members)} items"
+    return list(groups), members, [note]
+
+
+def _distinct_values(cols: Mapping[str, list[Any]], col: str, idx: list[int]) -> list[str]:
+    """The distinct non-empty values of column `col` in rows `idx`, in order (lists flattened)."""
+    out: list[str] = []
+    for v in (cols[col][i] for i in idx):
+        out.extend(v if isinstance(v, list) else [v] if v else [])
+    return list(dict.fromkeys(out))
+
+
+def _merge_field(
+    cols: Mapping[str, list[Any]], key: str, col: str, idx: list[int], joined: dict[str, int]
+) -> Any:
+    """Field `key`'s value from column `col` over rows `idx`: a list field's lines, else the
+    distinct values joined with JOIN (counted in `joined` per column when several)."""
+    vals = _distinct_values(cols, col, idx)
+    if key in LIST_FIELDS:
+        if len(idx) == 1:
+            return cols[col][idx[0]]
+        # one item per line of every row, without the rows' own numbering ("1. 身份证"),
+        # which rendering replaces by the merged list's
+        lines = [strip_numbering(ln) for v in vals for ln in str(v).splitlines()]
+        return list(dict.fromkeys(ln for ln in lines if ln))
+    if len(vals) > 1:
+        joined[col] = joined.get(col, 0) + 1
+    return JOIN.join(vals)
+
+
+def _merge_records(
+    cols: Mapping[str, list[Any]],
+    src: Mapping[str, str],
+    extra: Sequence[str],
+    members: list[list[int]],
+    where: Sequence[str],
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """One record per item (its rows in `_idx`), and the note naming the columns whose
+    distinct values were joined."""
     joined: dict[str, int] = {}
-
-    def values(col: str, idx: list[int]) -> list[str]:
-        out: list[str] = []
-        for v in (cols[col][i] for i in idx):
-            out.extend(v if isinstance(v, list) else [v] if v else [])
-        return list(dict.fromkeys(out))
-
-    def merge(key: str, col: str, idx: list[int]) -> Any:
-        vals = values(col, idx)
-        if key in LIST_FIELDS:
-            if len(idx) == 1:
-                return cols[col][idx[0]]
-            # one item per line of every row, without the rows' own numbering ("1. 身份证"),
-            # which rendering replaces by the merged list's
-            lines = [strip_numbering(ln) for v in vals for ln in str(v).splitlines()]
-            return list(dict.fromkeys(ln for ln in lines if ln))
-        if len(vals) > 1:
-            joined[col] = joined.get(col, 0) + 1
-        return JOIN.join(vals)
-
     records = []
     for idx in members:
-        rec: dict[str, Any] = {k: merge(k, col, idx) for k, col in src.items()}
-        rec["extras"] = [(col, v) for col in extra if (v := merge("", col, idx))]
+        rec: dict[str, Any] = {k: _merge_field(cols, k, col, idx, joined) for k, col in src.items()}
+        rec["extras"] = [
+            (col, v) for col in extra if (v := _merge_field(cols, "", col, idx, joined))
+        ]
         rec["source_rows"] = _rows(where, idx, 3)
         rec["_idx"] = idx
         records.append(rec)
+    notes = []
     if joined:
         notes.append(
             "several distinct values within one item, joined with '；': "
             + ", ".join(f"column '{c}' in {n} items" for c, n in joined.items())
         )
+    return records, notes
 
-    # -- ids
+
+def _assign_ids(
+    records: list[dict[str, Any]],
+    raw: pd.DataFrame,
+    cols: Mapping[str, list[Any]],
+    src: Mapping[str, str],
+    group_by: Sequence[str],
+    group_keys: list[tuple[str, ...]],
+    where: Sequence[str],
+    source: str,
+) -> tuple[list[str], list[str]]:
+    """Each record's doc_id: the mapped one (a problem when an item holds several), else derived
+    from the group key or the row's content; returns (problems, notes)."""
+    problems: list[str] = []
     if "doc_id" in src:
         if group_by:
             for rec in records:
-                ids = values(src["doc_id"], rec["_idx"])
+                ids = _distinct_values(cols, src["doc_id"], rec["_idx"])
                 if len(ids) > 1:
                     problems.append(
-                        f"{source}: column '{src['doc_id']}' (doc_id) has several values {ids[:5]} within "
+                        f"{source}: column '{src['doc_id']}' (doc_id) has several values "
+                        f"{ids[:5]} within "
                         f"one item at {_rows(where, rec['_idx'])}; group_by must identify one id"
                     )
-    elif group_by:
-        for rec, key in zip(records, groups, strict=True):
+        return problems, []
+    if group_by:
+        for rec, key in zip(records, group_keys, strict=True):
             rec["doc_id"] = "K" + _digest(key)
-        notes.append(
+        return problems, [
             f"doc_id not mapped: ids derived from the group key {list(group_by)} "
             "(K + 10 hex digits of its SHA-1: stable across runs and row order)"
-        )
-    else:
-        seen: dict[str, int] = {}
-        for rec in records:
-            base = "R" + _digest(cols[c][rec["_idx"][0]] for c in raw.columns)
-            seen[base] = seen.get(base, 0) + 1
-            rec["doc_id"] = base if seen[base] == 1 else f"{base}-{seen[base]}"
-        notes.append(
-            "doc_id not mapped: ids derived from each row's content (R + 10 hex digits of its SHA-1; "
-            "identical rows get -2, -3, ...)"
-        )
-    out = pd.DataFrame.from_records(records)
-    for k in MAPPABLE:
-        if k not in out.columns:
-            out[k] = ""
+        ]
+    seen: dict[str, int] = {}
+    for rec in records:
+        base = "R" + _digest(cols[c][rec["_idx"][0]] for c in raw.columns)
+        seen[base] = seen.get(base, 0) + 1
+        rec["doc_id"] = base if seen[base] == 1 else f"{base}-{seen[base]}"
+    return problems, [
+        "doc_id not mapped: ids derived from each row's content (R + 10 hex digits of its "
+        "SHA-1; identical rows get -2, -3, ...)"
+    ]
+
+
+def _empty_field_problems(
+    out: pd.DataFrame,
+    records: list[dict[str, Any]],
+    raw: pd.DataFrame,
+    src: Mapping[str, str],
+    where: Sequence[str],
+    columns: Mapping[str, str],
+    group_by: Sequence[str],
+    source: str,
+) -> list[str]:
+    """One problem per required field (and doc_id) that is empty in some items."""
+    problems = []
     for key in ("doc_id", *REQUIRED_FIELDS):
         bad = [
             i for i, v in enumerate(out[key]) if not (v if isinstance(v, list) else str(v).strip())
@@ -315,37 +404,40 @@ def map_table(
                     placeholders=[raw[src[key]].iloc[j] for j in rows] if key in src else [],
                 )
             )
-    notes += [
-        WARNING + w
-        for w in _name_warnings(raw, cols, records, src, group_by, extra, columns, source)
-    ]
-    dup = out["doc_id"].astype(str).duplicated(keep=False) & out["doc_id"].astype(str).ne("")
-    if dup.any():
-        parts = []
-        dups = list(dict.fromkeys(out.loc[dup, "doc_id"].astype(str)))
-        for d in dups[:ROWS_SHOWN]:
-            rows = [
-                j
-                for i in np.flatnonzero(out["doc_id"].astype(str).eq(d))
-                for j in records[i]["_idx"]
-            ]
-            parts.append(f"'{d}' at {_rows(where, rows)}")
-        more = f"; and {len(dups) - ROWS_SHOWN} more" if len(dups) > ROWS_SHOWN else ""
-        problems.append(f"{source}: duplicate doc_id(s): " + "; ".join(parts) + more)
+    return problems
+
+
+def _duplicate_id_problems(
+    out: pd.DataFrame, records: list[dict[str, Any]], where: Sequence[str], source: str
+) -> list[str]:
+    """The problem listing the doc_ids that several items share (the first few, with rows)."""
+    ids = out["doc_id"].astype(str)
+    dup = ids.duplicated(keep=False) & ids.ne("")
+    if not dup.any():
+        return []
+    parts = []
+    dups = list(dict.fromkeys(out.loc[dup, "doc_id"].astype(str)))
+    for d in dups[:ROWS_SHOWN]:
+        rows = [j for i in np.flatnonzero(ids.eq(d)) for j in records[i]["_idx"]]
+        parts.append(f"'{d}' at {_rows(where, rows)}")
+    more = f"; and {len(dups) - ROWS_SHOWN} more" if len(dups) > ROWS_SHOWN else ""
+    return [f"{source}: duplicate doc_id(s): " + "; ".join(parts) + more]
+
+
+def _synthetic_flags(raw: pd.DataFrame, records: list[dict[str, Any]]) -> list[bool]:
+    """Each item's `synthetic` flag, read from its first row (False without the column)."""
     first = [r["_idx"][0] for r in records]
     flags = (
         raw["synthetic"].iloc[first].tolist()
         if "synthetic" in raw.columns
         else [False] * len(records)
     )
-    out["synthetic"] = [
-        v if isinstance(v, bool | np.bool_) else str(v).strip().lower() in _TRUE for v in flags
-    ]
-    return (None if problems else out.drop(columns="_idx")), problems, notes
+    return [v if isinstance(v, bool | np.bool_) else str(v).strip().lower() in _TRUE for v in flags]
 
 
 def _names_service(header: str) -> bool:
-    """A column header that names services or items (主项名称, 事项名称, 业务办理项名称, service_name, item)."""
+    """A column header that names services or items (主项名称, 事项名称, 业务办理项名称,
+    service_name, item)."""
     h = header.casefold()
     return ("名称" in h and ("项" in h or "服务" in h)) or bool(_SERVICE_HEADER.search(h))
 
@@ -354,10 +446,10 @@ def _service_column(
     raw: pd.DataFrame, columns: Mapping[str, str], name_col: str, rows: Sequence[int]
 ) -> str | None:
     """The column that names the service of the rows whose item name is missing: the one mapped to
-    `family_id`, else the column (not mapped to another field) with a text value in every one of those
-    rows that each named item belongs to one value of (sub-item -> service), the most distinct values
-    among those (a service, not its department), a header naming services first; codes ("110001000")
-    are not names."""
+    `family_id`, else the column (not mapped to another field) with a text value in every one of
+    those rows that each named item belongs to one value of (sub-item -> service), the most distinct
+    values among those (a service, not its department), a header naming services first; codes
+    ("110001000") are not names."""
     fam = columns.get("family_id")
     if fam in raw.columns and fam != name_col:
         return fam
@@ -403,15 +495,18 @@ def _empty_name_problem(
 ) -> str:
     """One line for a required field that is empty in some rows; when its cells hold a placeholder
     (无: the service has no sub-item), the count and the mapping that fits such an export."""
-    head = f"{source}: empty '{key}' (column '{col}') at {_rows(where, rows)} ({len(rows)} of {len(raw)} rows)"
+    head = (
+        f"{source}: empty '{key}' (column '{col}') at {_rows(where, rows)} ({len(rows)} of "
+        f"{len(raw)} rows)"
+    )
     held = pd.Series([_cell(v) for v in placeholders], dtype=object)
     held = held[held.ne("")]
     if key != "item_name" or held.empty:
         return head + f" (every item needs a {key})"
     counts = ", ".join(f"'{v}' ×{n}" for v, n in held.value_counts().items())
     line = (
-        f"{head}. These cells hold the placeholder {counts} (corpus.empty_values): the rows' service has no "
-        f"sub-item, so '{col}' names a sub-item, not the service"
+        f"{head}. These cells hold the placeholder {counts} (corpus.empty_values): the rows' "
+        f"service has no sub-item, so '{col}' names a sub-item, not the service"
     )
     service = _service_column(raw, columns, col, rows)
     if service is None:
@@ -429,9 +524,9 @@ def _empty_name_problem(
         else ""
     )
     return (
-        line
-        + f". Suggested mapping: corpus.columns item_name: {service}, variant: {col}{grouping}{kept} "
-        f"(one document per service and sub-item; README: 'One row per material, sub-items 无')"
+        line + f". Suggested mapping: corpus.columns item_name: {service}, variant: "
+        f"{col}{grouping}{kept} (one document per service and sub-item; README: 'One row per "
+        "material, sub-items 无')"
     )
 
 
@@ -449,7 +544,8 @@ def _name_warnings(
     name); grouped documents that merge several services (>= SERVICE_MERGE_MIN distinct values of
     the family_id column, of the item_name column, or of an unmapped column whose header names
     services, e.g. 主项名称 or service_name, in one document); and an item_name column that names no
-    service (`_name_column_warnings`). Measured on known-truth mappings: benchmarks/mapping_warnings.py."""
+    service (`_name_column_warnings`). Measured on known-truth mappings:
+    benchmarks/mapping_warnings.py."""
     out = []
     names = [str(r.get("item_name", "")).strip() for r in records]
     placeholder_named = [
@@ -460,7 +556,8 @@ def _name_warnings(
             f"{source}: {len(placeholder_named)} document(s) are named by a placeholder "
             f"({', '.join(repr(v) for v in dict.fromkeys(placeholder_named))}, column "
             f"'{src.get('item_name', 'item_name')}'): a placeholder names no service; keep it in "
-            "corpus.empty_values and map the service column as item_name (the placeholder column as variant)"
+            "corpus.empty_values and map the service column as item_name (the placeholder "
+            "column as variant)"
         )
     out += _name_column_warnings(names, records, cols, src, columns, source)
     if not group_by:
@@ -490,11 +587,12 @@ def _name_warnings(
         if merged:
             worst = max(merged, key=lambda i: counts[i])
             out.append(
-                f"{source}: {len(merged)} of {len(records)} documents each merge {SERVICE_MERGE_MIN} or more "
-                f"services (distinct values of column '{col}'; up to {counts[worst]} in the document named "
-                f"'{(names[worst] or '(no name)')[:60]}' at {records[worst]['source_rows']}): group_by "
-                f"{list(group_by)} does not separate services, so retrieval and every score built on these "
-                "documents mean little; map the column naming the service as item_name and add it to group_by"
+                f"{source}: {len(merged)} of {len(records)} documents each merge "
+                f"{SERVICE_MERGE_MIN} or more services (distinct values of column '{col}'; up to "
+                f"{counts[worst]} in the document named '{(names[worst] or '(no name)')[:60]}' at "
+                f"{records[worst]['source_rows']}): group_by {list(group_by)} does not separate "
+                "services, so retrieval and every score built on these documents mean little; map "
+                "the column naming the service as item_name and add it to group_by"
             )
             break  # one line: the first column that shows it
     return out
@@ -508,13 +606,13 @@ def _name_column_warnings(
     columns: Mapping[str, str],
     source: str,
 ) -> list[str]:
-    """An item_name column that names no service: the column is also mapped to a field that is no name
-    (region, fee, address, ...); or NOT_NAMES_SHARE or more of the documents are named by a number
-    (a count, an amount, a time limit; a bare 3-6 digit number is a form or code number, not counted),
-    a yes/no value, a phone number, a web address, a sentence (ending with 。/!/./;, not a question:
-    FAQ titles are names) or several values joined; or REGION_NAMES_SHARE or more are named by a
-    region or by their own region plus an office or agency word (`_office_of`; "<city> <service>" is
-    a name); the two shares only from SHARE_MIN_DOCUMENTS documents on."""
+    """An item_name column that names no service: the column is also mapped to a field that is no
+    name (region, fee, address, ...); or NOT_NAMES_SHARE or more of the documents are named by a
+    number (a count, an amount, a time limit; a bare 3-6 digit number is a form or code number, not
+    counted), a yes/no value, a phone number, a web address, a sentence (ending with 。/!/./;, not a
+    question: FAQ titles are names) or several values joined; or REGION_NAMES_SHARE or more are
+    named by a region or by their own region plus an office or agency word (`_office_of`; "<city>
+    <service>" is a name); the two shares only from SHARE_MIN_DOCUMENTS documents on."""
     col = src.get("item_name")
     if not col or not records:
         return []
@@ -526,8 +624,8 @@ def _name_column_warnings(
     fix = "map the column that names each service (主项名称, 事项名称, service name) as item_name"
     if also:
         return [
-            f"{source}: column '{col}' is mapped both as item_name and as {also}: a document's name must name "
-            f"its service, not its {key_label(also[0], 'en')}; {fix}"
+            f"{source}: column '{col}' is mapped both as item_name and as {also}: a document's "
+            f"name must name its service, not its {key_label(also[0], 'en')}; {fix}"
         ]
     if len(records) < SHARE_MIN_DOCUMENTS:
         return []  # a share of 2 documents says nothing about a column
@@ -556,8 +654,9 @@ def _name_column_warnings(
     ]
     if len(odd) >= NOT_NAMES_SHARE * len(records):
         return [
-            f"{source}: {len(odd)} of {len(records)} documents are named by a number, yes/no value, phone number, "
-            f"sentence or several values of column '{col}' (e.g. {odd[0][:40]!r}): item_name names no service; {fix}"
+            f"{source}: {len(odd)} of {len(records)} documents are named by a number, yes/no "
+            f"value, phone number, sentence or several values of column '{col}' (e.g. "
+            f"{odd[0][:40]!r}): item_name names no service; {fix}"
         ]
     several = (
         len({str(r.get("region", "")) for r in records}) > 1
@@ -565,7 +664,8 @@ def _name_column_warnings(
     regional = []
     for n, r in zip(names, records, strict=True):
         region = str(r.get("region", "")).strip()
-        # its units, the smallest last: "Yaonan District, Yaotai City, ..." reversed; "明川省瑶台市瑶南区" -> [..., 瑶南区]
+        # its units, the smallest last: "Yaonan District, Yaotai City, ..." reversed;
+        # "明川省瑶台市瑶南区" -> [..., 瑶南区]
         units = (
             [u.strip() for u in region.split(",")][::-1]
             if "," in region
@@ -575,17 +675,18 @@ def _name_column_warnings(
             regional.append(n)
     if len(set(regional)) > 1 and len(regional) >= REGION_NAMES_SHARE * len(records):
         return [
-            f"{source}: {len(regional)} of {len(records)} documents are named by a region or hold their own region's "
-            f"name (column '{col}', e.g. {regional[0][:40]!r}): an office or a region names no service; {fix}"
+            f"{source}: {len(regional)} of {len(records)} documents are named by a region or hold "
+            f"their own region's name (column '{col}', e.g. {regional[0][:40]!r}): an office or a "
+            f"region names no service; {fix}"
         ]
     return []
 
 
 def _office_of(name: str, units: Sequence[str]) -> bool:
-    """`name` holds its region's smallest unit (`units[-1]`) and, without its region's units, is empty
-    or an office or an agency ("瑶南区政务服务中心3号窗口", "Meiling County Housing Bureau"); "Springfield
-    Dog Licence" is a service. A unit of fewer than 2 letters (a district coded "1") is no evidence; a
-    Latin unit matches whole words."""
+    """`name` holds its region's smallest unit (`units[-1]`) and, without its region's units, is
+    empty or an office or an agency ("瑶南区政务服务中心3号窗口", "Meiling County Housing Bureau");
+    "Springfield Dog Licence" is a service. A unit of fewer than 2 letters (a district coded "1") is
+    no evidence; a Latin unit matches whole words."""
 
     def pattern(unit: str) -> str:
         return re.escape(unit) if not unit.isascii() else rf"(?<!\w){re.escape(unit)}(?!\w)"

@@ -1,7 +1,8 @@
 """How a citizen says an official service name, for the template questions (`cube.kb.questions`).
 
-Official names quote qualifiers in nested brackets ("残疾人证换领（残疾类别（等级）未发生变化、档案齐全
-（居住地申请））") and end in an administrative verb ("机动车驾驶证补领"); a citizen says neither. Here:
+Official names quote qualifiers in nested brackets
+("残疾人证换领（残疾类别（等级）未发生变化、档案齐全（居住地申请））") and end in an administrative
+verb ("机动车驾驶证补领"); a citizen says neither. Here:
 
 - `flatten_brackets`: a qualifier said at one bracket level ("换领（残损换新、户籍地）");
 - `qualifier_of`: the qualifier alone, flattened (or the variant when the name holds none);
@@ -16,8 +17,9 @@ import re
 
 from cube.config.phrasing import base_name
 
-# How a citizen says an official name ending in one of these verbs ({o}: the rest of the name), longest first:
-# "机动车驾驶证补领" -> "补办机动车驾驶证", "最低生活保障审核确认" -> "申请最低生活保障".
+# How a citizen says an official name ending in one of these verbs ({o}: the rest of the name),
+# longest first: "机动车驾驶证补领" -> "补办机动车驾驶证", "最低生活保障审核确认" ->
+# "申请最低生活保障".
 KEYWORD_FORMS: tuple[tuple[str, str], ...] = (
     ("参保登记", "参加{o}"),
     ("设立登记", "注册{o}"),

@@ -23,11 +23,11 @@ Three generators (`questions.generator`):
   - `ambiguous`: a family member asked about by its base service, without the variant
     ("抽水蓄能电站项目核准要什么材料" when the gold guide is the (变更) variant): nothing in
     the question separates the near-duplicates.
-  A service offered by several regions is asked together with its region. Styles are dealt
-  by quota over the full plan (`assign_styles`): only family variants can be ambiguous and
-  only items with aliases or a keyword form colloquial, the rest falling back to named with a
-  warning. Every name is said at one bracket level ("换领（残损换新（户籍地））" -> "换领（残损换新、
-  户籍地）") and doubled particles ("的的") are removed (`tidy_question`).
+  A service offered by several regions is asked together with its region. Styles are dealt by quota
+  over the full plan (`assign_styles`): only family variants can be ambiguous and only items with
+  aliases or a keyword form colloquial, the rest falling back to named with a warning. Every name is
+  said at one bracket level ("换领（残损换新（户籍地））" -> "换领（残损换新、户籍地）") and
+  doubled particles ("的的") are removed (`tidy_question`).
 - `file`: a user's question set (CSV/JSONL/Parquet/Excel with `question` and `doc_id`
   columns, `question_id`, `asked_field` and `style` optional), validated against the corpus.
 
@@ -57,7 +57,8 @@ from cube.kb.naming import flatten_brackets, keyword_form, qualifier_of, tidy_qu
 from cube.llm import Request, make_model, response_accounting
 from cube.llm.usage import no_call_accounting
 
-# `style`: how a template question names its item (`STYLES`); "" for LLM questions and files without one.
+# `style`: how a template question names its item (`STYLES`); "" for LLM questions and files without
+# one.
 QUESTION_TABLE_COLUMNS: tuple[str, ...] = (
     *QUESTION_COLUMNS,
     "style",
@@ -283,7 +284,8 @@ _SITUATION = {
     "zh": ("我想{a}", "打算{a}", "准备{a}", "要是想{a}"),
     "en": ("I want to {a}", "I'm planning to {a}", "We would like to {a}"),
 }
-# A family member's situation in a citizen's words (said in 3 of 4 colloquial questions about a variant).
+# A family member's situation in a citizen's words (said in 3 of 4 colloquial questions about a
+# variant).
 _VARIANT_SITUATION = {
     "新建": "我想{a}，是全新的项目",
     "New Construction": "I want to {a}; it is a brand-new project",
@@ -309,7 +311,8 @@ STYLES = ("named", "colloquial", "ambiguous")
 def plan_questions(
     corpus: pd.DataFrame, per_doc: int, limit: int | None, seed: int
 ) -> pd.DataFrame:
-    """The (question_id, doc_id, k) slots: `per_doc` per document, then a seeded sample of `limit`."""
+    """The (question_id, doc_id, k) slots: `per_doc` per document, then a seeded sample of
+    `limit`."""
     slots = pd.DataFrame(
         {
             "doc_id": [d for d in corpus["doc_id"].astype(str) for _ in range(per_doc)],
@@ -323,7 +326,8 @@ def plan_questions(
 
 
 def _field_order(record: dRecord, seed: int) -> list[str]:
-    """The fields to ask about for one document, in a seeded weighted order (non-empty fields only)."""
+    """The fields to ask about for one document, in a seeded weighted order (non-empty fields
+    only)."""
     rng = random.Random(f"{seed}|{record['doc_id']}")
     present = [f for f in TEMPLATES if f == "" or not is_missing(record.get(f))]
     # Weighted sampling without replacement (Efraimidis-Spirakis keys).
@@ -332,7 +336,8 @@ def _field_order(record: dRecord, seed: int) -> list[str]:
 
 # --------------------------------------------------------------------------- template generator
 def aliases_of(record: dRecord) -> list[str]:
-    """The record's colloquial descriptions (corpus column `aliases`, newline-joined; may be absent)."""
+    """The record's colloquial descriptions (corpus column `aliases`, newline-joined; may be
+    absent)."""
     return [a.strip() for a in str(clean(record.get("aliases"))).splitlines() if not is_missing(a)]
 
 
@@ -394,8 +399,8 @@ def assign_styles(
                 else "items with aliases or a keyword form"
             )
             warnings.warn(
-                f"questions.styles: {quota[style]} {style} questions asked for, but only {len(picked)} "
-                f"slots are {why}; the other {quota[style] - len(picked)} are named",
+                f"questions.styles: {quota[style]} {style} questions asked for, but only "
+                f"{len(picked)} slots are {why}; the other {quota[style] - len(picked)} are named",
                 stacklevel=3,
             )
     return styles
@@ -408,7 +413,8 @@ def _with_variant(base: str, variant: str, lang: str) -> str:
 def _name_phrase(
     record: dRecord, lang: str, rng: random.Random, style: str, name_region: bool
 ) -> str:
-    """How a question names the item; placeholders (无, /, ...) are never said, a variant never twice."""
+    """How a question names the item; placeholders (无, /, ...) are never said, a variant never
+    twice."""
     name, variant = clean(record["item_name"]), clean(record.get("variant"))
     if style == "ambiguous":  # the family's base service: the citizen does not say which variant
         name = strip_variant(name, variant)
@@ -448,7 +454,8 @@ def template_question(
     style: str = "named",
     name_region: bool = False,
 ) -> str:
-    """One template question about `field` ("" = general) of one item; deterministic in (seed, doc_id, k).
+    """One template question about `field` ("" = general) of one item; deterministic in (seed,
+    doc_id, k).
 
     Args:
         record: the corpus row (`doc_id`, `item_name`, `variant`, `region`, `aliases`).
@@ -477,7 +484,8 @@ def template_question(
 
 
 def _phrasings(options: tuple[str, ...], yes_no_fee: bool) -> tuple[str, ...]:
-    """A fee field holding only a yes/no flag (是否收费: 是) cannot say how much: ask whether, not how much."""
+    """A fee field holding only a yes/no flag (是否收费: 是) cannot say how much: ask whether, not
+    how much."""
     if not yes_no_fee:
         return options
     return tuple(p for p in options if "多少钱" not in p and "how much" not in p.lower()) or options
@@ -524,7 +532,8 @@ def question_prompt_template(lang: str) -> str:
     """The packaged role-play prompt (`cube/prompts/<lang>/question_generation.txt`)."""
     if lang not in FIELD_LABELS:
         raise QuestionError(
-            f"no question-generation prompt for lang {lang!r}; expected one of {sorted(FIELD_LABELS)}"
+            f"no question-generation prompt for lang {lang!r}; expected one of "
+            f"{sorted(FIELD_LABELS)}"
         )
     return (
         resources.files("cube")
@@ -534,7 +543,8 @@ def question_prompt_template(lang: str) -> str:
 
 
 def render_question_prompt(template: str, document: str, lang: str, asked_field: str = "") -> str:
-    """Fill `{document}` and `{focus}` in one pass (a document containing "{focus}" stays literal)."""
+    """Fill `{document}` and `{focus}` in one pass (a document containing "{focus}" stays
+    literal)."""
     focus = _FOCUS[lang].replace("{label}", FIELD_LABELS[lang][asked_field]) if asked_field else ""
     safe_doc = document.replace(
         "</document>", "</ document>"
@@ -559,8 +569,8 @@ QUESTION_SCHEMA = {
 
 
 def clean_question(reply: str) -> str:
-    """The question in a model's reply: its `{"question": ...}` JSON (structured output), else the first
-    non-empty line, without "问题：" prefixes, numbering or quotes."""
+    """The question in a model's reply: its `{"question": ...}` JSON (structured output), else the
+    first non-empty line, without "问题：" prefixes, numbering or quotes."""
     try:
         data = json.loads(reply)
     except ValueError:
@@ -584,11 +594,12 @@ def clean_question(reply: str) -> str:
 def question_requests(
     params: Params, corpus: pd.DataFrame, slots: pd.DataFrame
 ) -> tuple[list[Request], list[str]]:
-    """The LLM generator's calls for the question slots (`plan_questions`), and each one's asked field:
-    what `build_questions` sends, and what `cube plan` counts."""
+    """The LLM generator's calls for the question slots (`plan_questions`), and each one's asked
+    field: what `build_questions` sends, and what `cube plan` counts."""
     if params.questions.model is None:
         raise QuestionError(
-            "questions.generator 'llm' needs questions.model (a name under `models:` or an inline spec)"
+            "questions.generator 'llm' needs questions.model (a name under `models:` or an "
+            "inline spec)"
         )
     lang, seed = params.lang, params.questions.seed
     template = question_prompt_template(lang)
@@ -597,7 +608,8 @@ def question_requests(
     requests, fields = [], []
     for _qid, doc_id, k in slots.itertuples(index=False):
         rec = records[doc_id]
-        # The first question per document is the model's free choice; further ones get a field to ask about.
+        # The first question per document is the model's free choice; further ones get a field to
+        # ask about.
         focus = [f for f in _field_order(rec, seed) if f]
         field = "" if k == 0 or not focus else focus[(k - 1) % len(focus)]
         prompt = render_question_prompt(template, str(rec["text"]), lang, field)
@@ -671,7 +683,8 @@ def load_questions_file(path: str | Path, corpus: pd.DataFrame) -> pd.DataFrame:
     if missing:
         raise QuestionError(
             f"{path}: missing column(s) {missing}; expected 'question' and 'doc_id' "
-            f"('question_id', 'asked_field', 'style' optional); columns found: {[str(c) for c in raw.columns]}"
+            "('question_id', 'asked_field', 'style' optional); columns found: "
+            f"{[str(c) for c in raw.columns]}"
         )
     df = pd.DataFrame(
         {c: raw[c].fillna("").astype(str).str.strip() for c in ("question", "doc_id")}
@@ -749,7 +762,8 @@ def build_questions(
         return df.reset_index(drop=True)
     slots = plan_questions(corpus, qp.per_doc, qp.limit, qp.seed)
     if qp.generator == "template":
-        # Styles are dealt over the full plan, so a question keeps its style (and text) under `limit`.
+        # Styles are dealt over the full plan, so a question keeps its style (and text) under
+        # `limit`.
         full = plan_questions(corpus, qp.per_doc, None, qp.seed)
         styles = dict(
             zip(

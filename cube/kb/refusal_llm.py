@@ -7,24 +7,25 @@ the knowledge base covers: its departments and its item names without variants (
 the first `MAX_LISTED` of them in corpus order, delimited as untrusted content.
 
 - Calls: `ceil(n / PER_CALL)` calls asking for `PER_CALL` questions each (call k is sample k, so
-  each is its own cache entry, and suggests a life area `THEMES[k]`, so each prompt differs), then up to `EXTRA_CALLS` more while duplicates or in-corpus
-  questions leave fewer than `n`. Calls go through `cube.llm` (cached, concurrent, costed, role
-  `question_generation`); a re-run is served by the cache.
+  each is its own cache entry, and suggests a life area `THEMES[k]`, so each prompt differs), then
+  up to `EXTRA_CALLS` more while duplicates or in-corpus questions leave fewer than `n`. Calls go
+  through `cube.llm` (cached, concurrent, costed, role `question_generation`); a re-run is served by
+  the cache.
 - Parsing (`parse_questions`): a JSON array of strings (or of objects with a `question` key, else
   `q`/`text`/`content`/`问题`, else their only string value, or `{"questions": [...]}`), also inside
-  a ```json fence or surrounded by prose: the first "[" or "{" at which valid JSON holding
-  strings starts (`json.JSONDecoder.raw_decode`, so a "[note]" before it or a "// [end]" after
-  it does not matter; an array whose strings read as questions, see below, wins over an earlier
-  one whose strings do not, as a '["transport"]' theme), or an array cut short at the token
-  limit (its complete strings; the cut one is dropped), or a Python list of single-quoted
-  strings; otherwise one question per line with its numbering ("1.", "2、", "（3）", "-", "•")
-  and quotes removed, keeping only lines that read as a question (end with "?"/"？", or hold an
-  interrogative: 吗, 怎么, 哪, 什么, 多少, 是否, 请问 ..., how, what, where, can, do ... at the
-  start) and are no decline
-  (`cube.diagnose.refusal.is_refusal`): "Here are ten questions:" or "抱歉，我不能帮助你。" is no question.
-  A markdown table is read cell by cell. A reasoning model's `<think>…</think>` (or a thinking cut
-  short) is ignored, and a theme label around a question ("[旅游度假] …", "…？（交通出行）") or a
-  note after its question mark ("…？——该事项由…主管", "…? — handled by …") removed.
+  a ```json fence or surrounded by prose: the first "[" or "{" at which valid JSON holding strings
+  starts (`json.JSONDecoder.raw_decode`, so a "[note]" before it or a "// [end]" after it does not
+  matter; an array whose strings read as questions, see below, wins over an earlier one whose
+  strings do not, as a '["transport"]' theme), or an array cut short at the token limit (its
+  complete strings; the cut one is dropped), or a Python list of single-quoted strings; otherwise
+  one question per line with its numbering ("1.", "2、", "（3）", "-", "•") and quotes removed,
+  keeping only lines that read as a question (end with "?"/"？", or hold an interrogative: 吗, 怎么,
+  哪, 什么, 多少, 是否, 请问 ..., how, what, where, can, do ... at the start) and are no decline
+  (`cube.diagnose.refusal.is_refusal`): "Here are ten questions:" or "抱歉，我不能帮助你。" is no
+  question. A markdown table is read cell by cell. A reasoning model's `<think>…</think>` (or a
+  thinking cut short) is ignored, and a theme label around a question ("[旅游度假] …",
+  "…？（交通出行）") or a note after its question mark ("…？——该事项由…主管", "…? — handled by …")
+  removed.
 - Deduplication: questions equal once lower-cased with spaces and punctuation removed, or with a
   rapidfuzz `ratio` of at least `DUPLICATE_AT`, are kept once (the first).
 - In-corpus check (`corpus_item`), deterministic: a question is dropped when it contains a corpus
@@ -101,7 +102,8 @@ _PREFIX = re.compile(r"^(?:问题|提问|question|q)\s*\d*\s*[:：]\s*", re.IGNO
 _LABEL = re.compile(
     r"^[\[【][^\]】\d\n]{1,20}[\]】]\s*(?=\S)|(?<=[?？])\s*[（(【\[][^）)】\]\d\n]{1,20}[）)】\]]$"
 )
-# A note the model put after the question mark ("…？——该事项由…主管", "…? — handled by …", "…？理由：…").
+# A note the model put after the question mark ("…？——该事项由…主管", "…? — handled by …",
+# "…？理由：…").
 _NOTE = re.compile(
     r"(?<=[?？])\s*(?:[—–]+|-{1,2}|(?:理由|说明|原因|备注|注|reason|note|because)\s*[:：]).*$",
     re.IGNORECASE,
@@ -115,7 +117,8 @@ _PUNCT = re.compile(r"[\W_]+")
 _STRING = re.compile(r'"((?:[^"\\\n]|\\.)*)"(?=\s*[,\]])')
 _QUESTION = re.compile(
     r"[?？]$|吗|呢|怎么|如何|哪|什么|多少|是否|能否|请问|"
-    r"^(how|what|where|when|which|who|whom|why|can|could|do|does|is|are|should|may|i want|i'd like)\b",
+    r"^(how|what|where|when|which|who|whom|why|can|could|do|does|is|are|should|may|"
+    r"i want|i'd like)\b",
     re.IGNORECASE,
 )
 
@@ -124,7 +127,8 @@ def refusal_prompt_template(lang: str) -> str:
     """The packaged role-play prompt (`cube/prompts/<lang>/refusal_generation.txt`)."""
     if lang not in MIN_NAME_CHARS:
         raise ValueError(
-            f"no refusal-generation prompt for lang {lang!r}; expected one of {sorted(MIN_NAME_CHARS)}"
+            f"no refusal-generation prompt for lang {lang!r}; expected one of "
+            f"{sorted(MIN_NAME_CHARS)}"
         )
     return (
         resources.files("cube")
@@ -375,9 +379,10 @@ def build_llm_refusal_questions(
 
         first_error = next((c["error"] for c in calls if c["error"]), "")
         warnings.warn(
-            f"refusal questions ({model.name}): {len(kept)} of {n} asked for; {record['failed_calls']} of "
-            f"{len(calls)} calls failed or gave no question{f' (first: {first_error})' if first_error else ''}; "
-            f"{record['duplicates']} duplicate(s) and {len(in_corpus)} naming a corpus item dropped",
+            f"refusal questions ({model.name}): {len(kept)} of {n} asked for; "
+            f"{record['failed_calls']} of {len(calls)} calls failed or gave no "
+            f"question{f' (first: {first_error})' if first_error else ''}; {record['duplicates']} "
+            f"duplicate(s) and {len(in_corpus)} naming a corpus item dropped",
             stacklevel=2,
         )
     return pd.DataFrame(rows, columns=COLUMNS), record

@@ -65,7 +65,8 @@ TEMPLATES = {
     "en": {
         "absent_item": "What materials are needed for {item}?",
         "other_province": "I live in {province}. Where do I apply for {item}?",
-        "absent_field": "How many {item} cases were handled last year, and what is its satisfaction rating?",
+        "absent_field": "How many {item} cases were handled last year, and what is its "
+        "satisfaction rating?",
     },
 }
 

@@ -15,9 +15,10 @@ rejected, and the run went on to answer and judge them for 40 minutes.
   word or particle anywhere (Chinese), or longer than `MAX_WORDS` words (`MAX_CHARS` characters
   in Chinese): the prompt asks for one sentence of at most 30 words;
 - `near_duplicate`: its words (Chinese: character bigrams) are those of an earlier usable question,
-  or, for the same gold document, overlap them by a Jaccard similarity of `DUPLICATE_JACCARD` or more
-  (the later one is dropped). Across documents only the same words count: questions about a family's
-  variants ("... (Modification)?", "... (Cancellation)?") differ in one word and are different questions;
+  or, for the same gold document, overlap them by a Jaccard similarity of `DUPLICATE_JACCARD` or
+  more (the later one is dropped). Across documents only the same words count: questions about a
+  family's variants ("... (Modification)?", "... (Cancellation)?") differ in one word and are
+  different questions;
 - `names_no_service`: it does not name the service its gold document describes (`item_name` and
   `aliases`; content words, Chinese: character bigrams) but another one, or nothing in particular
   (`_names_another_service`); skipped when the corpus has no item names. A citizen's own words pass:
@@ -26,8 +27,9 @@ rejected, and the run went on to answer and judge them for 40 minutes.
 
 Only LLM-written questions are screened: the template generator's colloquial style deliberately
 avoids the official name, and a user's own question file is theirs. The share of usable questions
-below `questions.min_usable_share` stops the run with one line (`cube.run.pipeline.questions_stage`).
-Measured error rate on known-truth cases: `benchmarks/question_screen.py` (README).
+below `questions.min_usable_share` stops the run with one line
+(`cube.run.pipeline.questions_stage`). Measured error rate on known-truth cases:
+`benchmarks/question_screen.py` (README).
 """
 
 from __future__ import annotations
@@ -49,7 +51,8 @@ DUPLICATE_JACCARD = 0.8
 MAX_WORDS = 60
 MAX_CHARS = 120
 DISTINCT_SHARE = 0.05  # a word in at most this share of the documents tells services apart
-COMMON_NAME_SHARE = 0.1  # a name word in more of the distinct names (许可, 登记, registration) names no service alone
+# a name word in more of the distinct names (许可, 登记, registration) names no service alone
+COMMON_NAME_SHARE = 0.1
 ANOTHER_MIN = (
     2  # distinctive words of a question that one other document holds: it is that one's question
 )
@@ -61,8 +64,8 @@ _URL = re.compile(
 _WORD = re.compile(r"[a-z0-9]+")
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 _EN_QUESTION_WORDS = frozenset(
-    "what how where when which who whom whose why can could do does did is are am was were should shall may "
-    "might will would must have has any tell please".split()
+    "what how where when which who whom whose why can could do does did is are am was were should "
+    "shall may might will would must have has any tell please".split()
 )
 _ZH_QUESTION_MARKS = (
     "吗",
@@ -91,9 +94,9 @@ _ZH_FUNCTION_CHARS = frozenset(
     "我你您他她的了吗呢吧啊么什怎哪几多少请问想要需可以是否能该得去在有没这那个些和"
 )
 _EN_STOPWORDS = frozenset(
-    "a an the of for and or to in on at by with from as is are be this that these those my our your its it i we "
-    "you he she they me us do does did can could what how where when which who why apply application service "
-    "services new".split()
+    "a an the of for and or to in on at by with from as is are be this that these those my our "
+    "your its it i we you he she they me us do does did can could what how where when which who "
+    "why apply application service services new".split()
 )
 
 
@@ -181,15 +184,15 @@ def _names_another_service(
 ) -> bool:
     """Whether a question names no service of its gold document (see the module doc):
 
-    1. it says a word of its service's name or aliases that at most `COMMON_NAME_SHARE` of the distinct
-       names hold (not only 许可, 登记, "registration"): it names its service (False);
+    1. it says a word of its service's name or aliases that at most `COMMON_NAME_SHARE` of the
+       distinct names hold (not only 许可, 登记, "registration"): it names its service (False);
     2. another document's name or aliases share more of its words than the gold's, and at least
        `ANOTHER_MIN`: it names that other service (True);
     3. it shares common name words only, and no other name shares more: a family's service said
        without its variant (False);
     4. otherwise by its distinctive words (in at most `DISTINCT_SHARE` of the documents): none but
-       words unknown to the corpus ("开网咖": a citizen's own words) passes, none at all ("What time is
-       it?") names nothing (True); the gold document holding one passes; another document holding
+       words unknown to the corpus ("开网咖": a citizen's own words) passes, none at all ("What time
+       is it?") names nothing (True); the gold document holding one passes; another document holding
        `ANOTHER_MIN` of them while the gold holds none asks about that one (True)."""
     name, body = service[doc]
     shared = name & words
@@ -256,8 +259,9 @@ def screen_questions(
             else:
                 mine = token_sets[i]
                 keys = sorted(mine, key=lambda t: (freq[t], t))[:2]
-                # the same words anywhere share the rarest tokens; a near copy of the same document may
-                # not (a rare word added makes new rarest tokens), so it is compared with all of them
+                # the same words anywhere share the rarest tokens; a near copy of the same document
+                # may not (a rare word added makes new rarest tokens), so it is compared with all of
+                # them
                 same_words = any(mine == token_sets[j] for k in keys for j in buckets.get(k, []))
                 if same_words or any(
                     len(mine & token_sets[j]) >= DUPLICATE_JACCARD * len(mine | token_sets[j])
@@ -275,8 +279,8 @@ def screen_questions(
 
 
 def screen_table(questions: pd.DataFrame, reasons: pd.Series) -> pd.DataFrame:
-    """Page 02's table: per reason, the count, the share and up to `EXAMPLES` examples. `usable` is a
-    question with no screen reason and no `error`; `generation_failed` one without a screen reason
+    """Page 02's table: per reason, the count, the share and up to `EXAMPLES` examples. `usable` is
+    a question with no screen reason and no `error`; `generation_failed` one without a screen reason
     whose generation failed (its `error`, such as "call failed: timeout", is its example)."""
     n = len(questions)
     errors = (

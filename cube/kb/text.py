@@ -45,7 +45,9 @@ def segment(text: str, hmm: bool = True) -> tuple[str, ...]:
             continue
         if han.match(block):
             words.extend(_cut_block(block, hmm))
-        else:  # punctuation and spaces: jieba yields whitespace runs whole and anything else per character
+        else:
+            # punctuation and spaces: jieba yields whitespace runs whole and anything else per
+            # character
             for part in skip.split(block):
                 words.extend([part] if skip.match(part) else part)
     return tuple(w for w in words if w.strip())

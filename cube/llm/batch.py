@@ -1,24 +1,27 @@
-"""Batch judging: the pending LLM calls of a stage as an OpenAI Batch API file, and the replies back.
+"""Batch judging: the pending LLM calls of a stage as an OpenAI Batch API file, and the replies
+back.
 
 For runs that outgrow one machine's live calls. The round trip:
 
 1. `cube batch export PARAMS --stage 03 --out calls.jsonl` writes every judging call of the run
    that is not in the call cache yet, one JSON line each in the OpenAI Batch API request format
-   (`custom_id`, `method`, `url`, `body`), one file per (endpoint, model), named after both
-   and a short hash of the exact pair (`calls.gpt-4o@api.openai.com.3f9c2a1b.jsonl`, `batch_file`): a batch
-   runs on one endpoint, so `cube batch submit` refuses a file with another model's lines. The file also runs unchanged on vLLM's
-   `python -m vllm.entrypoints.openai.run_batch -i calls.jsonl -o results.jsonl` (one GPU node, or
-   a Ray cluster for many), or through `cube batch submit/status/fetch` on OpenAI's Batch API.
-2. `cube batch import PARAMS results.jsonl [more.jsonl ...]` (any model's results) stores every successful reply in the call cache under
-   its `custom_id`, which IS the call's cache key (`cube.llm.cache.cache_key`): the reply lands exactly
-   where `cube run` looks. Every `custom_id` is checked against the calls the run makes now
-   (an unknown one, e.g. from another run or older params, is refused and named, nothing of that
-   line is stored); a failed line (an `error`, a non-200 status, a body without a usable answer)
-   is recorded with its reason in `results.failures.jsonl` and stays pending (a live `cube run`
-   makes it, or export again). It then says how many calls of the export files (in the run's
-   `batch/` folder and beside the results files) are still not cached, per file, and how many
-   pending calls are in no export (`pending_after_import`); `cube run` says the same in one line
-   before it starts (`unanswered_exports`), since it would send them as live, paid requests.
+   (`custom_id`, `method`, `url`, `body`), one file per (endpoint, model), named after both and a
+   short hash of the exact pair (`calls.gpt-4o@api.openai.com.3f9c2a1b.jsonl`, `batch_file`): a
+   batch runs on one endpoint, so `cube batch submit` refuses a file with another model's lines. The
+   file also runs unchanged on vLLM's `python -m vllm.entrypoints.openai.run_batch -i calls.jsonl -o
+   results.jsonl` (one GPU node, or a Ray cluster for many), or through `cube batch
+   submit/status/fetch` on OpenAI's Batch API.
+2. `cube batch import PARAMS results.jsonl [more.jsonl ...]` (any model's results) stores every
+   successful reply in the call cache under its `custom_id`, which IS the call's cache key
+   (`cube.llm.cache.cache_key`): the reply lands exactly where `cube run` looks. Every `custom_id`
+   is checked against the calls the run makes now (an unknown one, e.g. from another run or older
+   params, is refused and named, nothing of that line is stored); a failed line (an `error`, a
+   non-200 status, a body without a usable answer) is recorded with its reason in
+   `results.failures.jsonl` and stays pending (a live `cube run` makes it, or export again). It then
+   says how many calls of the export files (in the run's `batch/` folder and beside the results
+   files) are still not cached, per file, and how many pending calls are in no export
+   (`pending_after_import`); `cube run` says the same in one line before it starts
+   (`unanswered_exports`), since it would send them as live, paid requests.
 3. `cube run PARAMS` then finds every call in the cache and sends no request.
 
 Only stage 03 (judging) is exported: questions and answers written by an LLM are few next to the
@@ -60,9 +63,9 @@ class Pending:
 
 
 def request_body(spec: ModelSpec, request: Request) -> dict[str, Any]:
-    """The chat-completions body the live client sends for this call (`cube.llm.endpoints.Endpoints`);
-    with `structured_output` on or auto, a schema-constrained reply as OpenAI's `json_schema` (which
-    the Batch API and vLLM's run_batch take)."""
+    """The chat-completions body the live client sends for this call
+    (`cube.llm.endpoints.Endpoints`); with `structured_output` on or auto, a schema-constrained
+    reply as OpenAI's `json_schema` (which the Batch API and vLLM's run_batch take)."""
     return endpoint_body(
         spec, request, "json_schema" if spec.structured_output != "off" else "text"
     )
@@ -91,11 +94,13 @@ def batch_target(spec: ModelSpec) -> str:
 
 
 def batch_file(out: Path, spec: ModelSpec) -> Path:
-    """The export file of the calls to `spec`'s (endpoint, model): `<out stem>.<model>@<host>.<hash>.jsonl`
-    beside `out` (e.g. `03.gpt-4o@api.openai.com.3f9c2a1b.jsonl`). The readable part is made safe for a
-    file system (letters, digits, `._@-`; anything else becomes `-`), which can make two pairs alike
+    """The export file of the calls to `spec`'s (endpoint, model):
+    `<out stem>.<model>@<host>.<hash>.jsonl` beside `out` (e.g.
+    `03.gpt-4o@api.openai.com.3f9c2a1b.jsonl`). The readable part is made safe for a file system
+    (letters, digits, `._@-`; anything else becomes `-`), which can make two pairs alike
     ('qwen2.5:7b' and 'qwen2.5-7b', 'org/model' and 'org-model', one host's two endpoint paths): the
-    8 hex digits of sha256 over the exact model and endpoint URL keep their calls in separate files."""
+    8 hex digits of sha256 over the exact model and endpoint URL keep their calls in separate
+    files."""
     target = re.sub(r"[^\w.@-]+", "-", batch_target(spec).replace(":", "-"))
     exact = hashlib.sha256(f"{spec.model}\n{spec.endpoints()[0].rstrip('/')}".encode()).hexdigest()[
         :8
@@ -104,11 +109,12 @@ def batch_file(out: Path, spec: ModelSpec) -> Path:
 
 
 def export_batch(calls: list[tuple[Pending, bool]], out: str | Path) -> dict[Path, int]:
-    """Write the pending calls as OpenAI Batch API JSONL, one file per (endpoint, model) (`batch_file`
-    of `out`): a batch is submitted to one endpoint and its lines name one model. Returns {file: number
-    of calls} of the files written (empty: nothing to do). A group with nothing pending any more has
-    its earlier export file removed, so no stale file is submitted twice. `calls`: every call of
-    the stage as (call, still pending) pairs (`pending_of(..., every=True)`)."""
+    """Write the pending calls as OpenAI Batch API JSONL, one file per (endpoint, model)
+    (`batch_file` of `out`): a batch is submitted to one endpoint and its lines name one model.
+    Returns {file: number of calls} of the files written (empty: nothing to do). A group with
+    nothing pending any more has its earlier export file removed, so no stale file is submitted
+    twice. `calls`: every call of the stage as (call, still pending) pairs (`pending_of(...,
+    every=True)`)."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     groups: dict[Path, list[Pending]] = {}
@@ -152,7 +158,8 @@ def check_batch_file(path: Path, spec: ModelSpec) -> None:
             model = line["body"]["model"]
         except (ValueError, KeyError, TypeError) as exc:
             broken.append(
-                f"line {n}: not a Batch API request line with body.model ({type(exc).__name__}: {exc})"
+                f"line {n}: not a Batch API request line with body.model "
+                f"({type(exc).__name__}: {exc})"
             )
             continue
         if model != spec.model:
@@ -286,8 +293,9 @@ def import_batch(
 
 
 def export_ids(path: Path) -> list[str] | None:
-    """The `custom_id`s of a Batch API request file (an export), None when `path` is not one (a results,
-    failures or any other JSONL file: the first line that is not a request line says so)."""
+    """The `custom_id`s of a Batch API request file (an export), None when `path` is not one (a
+    results, failures or any other JSONL file: the first line that is not a request line says
+    so)."""
     ids: list[str] = []
     try:
         with path.open(encoding="utf-8") as f:
@@ -341,8 +349,8 @@ def pending_after_import(pending: list[Pending], folders: Any, stage: str = "03"
         )
     if never := len(ids - exported):
         lines.append(
-            f"pending: {never} call(s) of stage {stage} are in no export file and not in the call cache: "
-            "`cube run` would send them live (`cube batch export` writes them)"
+            f"pending: {never} call(s) of stage {stage} are in no export file and not in the call "
+            "cache: `cube run` would send them live (`cube batch export` writes them)"
         )
     return lines or [
         f"every call of stage {stage} is in the call cache: `cube run` sends no request for it"

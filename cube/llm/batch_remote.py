@@ -1,12 +1,12 @@
 """`cube batch submit/status/fetch`: drive an OpenAI-compatible Batch API with the `openai` client.
 
 submit uploads a request file (`files.create(purpose="batch")`) and creates a batch on
-`/v1/chat/completions` with a 24 h completion window, after checking that every line's `body.model` is
-the `--model`'s model (export writes one file per model; a mixed file is refused, naming the models); status prints the batch's state and request
-counts; fetch downloads the output file (and the error file, whose lines `cube batch import`
-records as failures) into one results file for `cube batch import`. The endpoint and the key come
-from the model named by `--model` (a name under `models:`, or a judge's name) (`base_url`,
-`api_key_env`), as for live calls.
+`/v1/chat/completions` with a 24 h completion window, after checking that every line's `body.model`
+is the `--model`'s model (export writes one file per model; a mixed file is refused, naming the
+models); status prints the batch's state and request counts; fetch downloads the output file (and
+the error file, whose lines `cube batch import` records as failures) into one results file for `cube
+batch import`. The endpoint and the key come from the model named by `--model` (a name under
+`models:`, or a judge's name) (`base_url`, `api_key_env`), as for live calls.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from cube.llm.endpoints import NO_KEY
 
 
 def model_spec(params_path: Path, model: str) -> ModelSpec:
-    """The spec `--model` names: a model under `models:`, else a judge (whose model may be inline)."""
+    """The spec `--model` names: a model under `models:`, else a judge (whose model may be
+    inline)."""
     params = load_params(params_path)
     if model in params.models:
         return params.models[model]
@@ -46,7 +47,8 @@ def client(params_path: Path, model: str) -> tuple[openai.OpenAI, ModelSpec]:
         key = os.environ.get(spec.api_key_env, "")
         if not key:
             raise ValueError(
-                f"--model {model!r}: the environment variable {spec.api_key_env} (api_key_env) is not set"
+                f"--model {model!r}: the environment variable {spec.api_key_env} (api_key_env) "
+                "is not set"
             )
     return openai.OpenAI(
         api_key=key, base_url=spec.endpoints()[0], timeout=spec.timeout_s, max_retries=2
@@ -72,7 +74,8 @@ def status(c: openai.OpenAI, batch_id: str) -> str:
 
 
 def fetch(c: openai.OpenAI, batch_id: str, out: Path) -> int:
-    """Write the output and error lines to `out`; returns the number of lines. Refuses an unfinished batch."""
+    """Write the output and error lines to `out`; returns the number of lines. Refuses an unfinished
+    batch."""
     b = c.batches.retrieve(batch_id)
     if b.status != "completed":
         raise ValueError(f"batch {batch_id} is {b.status!r}, not completed: nothing to fetch yet")
@@ -98,6 +101,7 @@ def command(args: argparse.Namespace) -> int:
     else:
         n = fetch(c, args.batch_id, args.out)
         print(
-            f"{n} result line(s) written to {args.out}; load them with `cube batch import {args.params} {args.out}`"
+            f"{n} result line(s) written to {args.out}; load them with `cube batch import "
+            f"{args.params} {args.out}`"
         )
     return 0

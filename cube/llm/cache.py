@@ -93,15 +93,22 @@ def cache_key(spec: ModelSpec, request: Request) -> str:
     return hashlib.sha256(canonical_json(key_payload(spec, request)).encode()).hexdigest()
 
 
-_CLAIMS = """CREATE TABLE IF NOT EXISTS claims (
-    key TEXT PRIMARY KEY, owner TEXT NOT NULL, host TEXT NOT NULL, pid INTEGER NOT NULL, expires REAL NOT NULL)"""
+_CLAIMS = (
+    "CREATE TABLE IF NOT EXISTS claims (\n"
+    "    key TEXT PRIMARY KEY, owner TEXT NOT NULL, host TEXT NOT NULL, pid INTEGER NOT NULL, "
+    "expires REAL NOT NULL)"
+)
 CLAIM_LEASE_S = 30.0  # a claim not renewed for this long is taken over (its owner is gone or stuck)
 
-_SCHEMA = """CREATE TABLE IF NOT EXISTS calls (
-    key TEXT PRIMARY KEY, model TEXT NOT NULL, endpoint TEXT NOT NULL, text TEXT NOT NULL,
-    input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL, cost REAL, latency_s REAL NOT NULL,
-    attempts INTEGER NOT NULL, finish_reason TEXT, request TEXT NOT NULL, created_at TEXT NOT NULL,
-    cached_input_tokens INTEGER NOT NULL DEFAULT 0)"""
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS calls (\n"
+    "    key TEXT PRIMARY KEY, model TEXT NOT NULL, endpoint TEXT NOT NULL, text TEXT NOT NULL,\n"
+    "    input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL, cost REAL, "
+    "latency_s REAL NOT NULL,\n"
+    "    attempts INTEGER NOT NULL, finish_reason TEXT, request TEXT NOT NULL, "
+    "created_at TEXT NOT NULL,\n"
+    "    cached_input_tokens INTEGER NOT NULL DEFAULT 0)"
+)
 
 
 class CallCache:
@@ -125,10 +132,12 @@ class CallCache:
             if "cached_input_tokens" not in {
                 r[1] for r in self.conn.execute("PRAGMA table_info(calls)")
             }:
-                # a cache written before the provider's cached-token counts were kept: its calls count 0
+                # a cache written before the provider's cached-token counts were kept: its calls
+                # count 0
                 try:
                     self.conn.execute(
-                        "ALTER TABLE calls ADD COLUMN cached_input_tokens INTEGER NOT NULL DEFAULT 0"
+                        "ALTER TABLE calls ADD COLUMN cached_input_tokens INTEGER NOT NULL "
+                        "DEFAULT 0"
                     )
                 except (
                     sqlite3.OperationalError
@@ -144,8 +153,8 @@ class CallCache:
         keys = list(dict.fromkeys(keys))
         found: dict[str, dict[str, Any]] = {}
         cols = (
-            "key, model, endpoint, text, input_tokens, output_tokens, cost, latency_s, finish_reason, created_at, "
-            "cached_input_tokens"
+            "key, model, endpoint, text, input_tokens, output_tokens, cost, latency_s, "
+            "finish_reason, created_at, cached_input_tokens"
         )
         for i in range(0, len(keys), 500):  # stay under SQLite's bound-parameter limit
             chunk = keys[i : i + 500]
@@ -160,8 +169,9 @@ class CallCache:
         """Store a successful call (one committed row; a stored answer outranks any claim)."""
         finish = (resp.detail or {}).get("finish_reason")
         self.conn.execute(
-            "INSERT OR REPLACE INTO calls (key, model, endpoint, text, input_tokens, output_tokens, cost, latency_s, "
-            "attempts, finish_reason, request, created_at, cached_input_tokens) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "INSERT OR REPLACE INTO calls (key, model, endpoint, text, input_tokens, "
+            "output_tokens, cost, latency_s, attempts, finish_reason, request, created_at, "
+            "cached_input_tokens) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 key,
                 resp.model,

@@ -1,36 +1,37 @@
 """Adaptive concurrency: additive increase, multiplicative decrease (AIMD) of the calls in flight.
 
 `AdaptiveLimit` replaces a fixed semaphore in `cube.llm.endpoints.Endpoints` (one per model; the
-model's replicas share it). An endpoint that never pushes back
-reaches `max_concurrency` within a few windows of calls (slow start from 4, doubling per window, as
-TCP does). When the endpoint says it is overloaded (HTTP 429, or a timeout) the limit is cut to 70 %,
-never below `min_concurrency`. Every slot taken gets a sequence number (`acquire` returns it) and a
-cut records the last number handed out: congestion reported by a call that started before the cut
-is ignored (the calls already in flight when it was cut return their own 429s and must not cut it
-again), while a call started after it that is still refused cuts again. Each successful
-call then adds 1/limit (about +1 per window of calls), up to `max_concurrency`. The retry delay
-after a 429 honours the server's Retry-After (`Endpoints._delay`). `peak` is the most calls that
-were in flight at once, `limit` the current limit; the pipeline records them per judge.
+model's replicas share it). An endpoint that never pushes back reaches `max_concurrency` within a
+few windows of calls (slow start from 4, doubling per window, as TCP does). When the endpoint says
+it is overloaded (HTTP 429, or a timeout) the limit is cut to 70 %, never below `min_concurrency`.
+Every slot taken gets a sequence number (`acquire` returns it) and a cut records the last number
+handed out: congestion reported by a call that started before the cut is ignored (the calls already
+in flight when it was cut return their own 429s and must not cut it again), while a call started
+after it that is still refused cuts again. Each successful call then adds 1/limit (about +1 per
+window of calls), up to `max_concurrency`. The retry delay after a 429 honours the server's
+Retry-After (`Endpoints._delay`). `peak` is the most calls that were in flight at once, `limit` the
+current limit; the pipeline records them per judge.
 
 A server that serves one request at a time (llama-cpp-python's, issue 22) never pushes back: it
 queues, so latency grows with the calls in flight while throughput stays flat. The limit therefore
 also watches throughput (Little's law): each window of `max(WINDOW, limit)` answered calls gives the
 time-weighted mean of the calls in flight (its level) and the answered calls per second (its rate).
-Between two windows whose levels differ by a ratio of at least `LEVEL_STEP`, the elasticity
-g = ln(rate ratio) / ln(level ratio) is ~1 on a server that runs calls in parallel and ~0 on one that
+Between two windows whose levels differ by a ratio of at least `LEVEL_STEP`, the elasticity g =
+ln(rate ratio) / ln(level ratio) is ~1 on a server that runs calls in parallel and ~0 on one that
 queues them. One window rising with g < `FLAT` may be noise (it was in 29-51 % of batches on a
-parallel server with log-normal service times): slow start doubles once more, and only a second
-flat judgement in a row steps back. Then the limit drops straight to `min_concurrency` for one window (the
-widest level ratio, the least noisy comparison): if the rate there is as high (g < `FLAT`) the server
-queues and the limit settles at the floor, else the flat steps were noise and slow start goes on
-from the limit before the drop (also what `settled_limit` hands a next batch while that window is
-unfinished). Settled, its windows pool into one baseline, and every `HOLD` windows it probes twice the limit for
-a window twice as long, kept (settled there) only if the rate rose with it (g >= `FLAT`). The
-detector's error rate on known truth: `benchmarks/adaptive_concurrency.py --trials`. A window opens once the calls in
-flight fit under the limit (after a step down they drain first). A 429 or timeout cuts as above in
-every mode, and from the first cut on the congestion signals alone drive the limit (additive increase,
-cuts; no flat steps, no probes): a rate limiter also keeps the rate flat, and probing twice the limit
-there only runs into it (share of the rate limit 0.78 against 0.95 with them).
+parallel server with log-normal service times): slow start doubles once more, and only a second flat
+judgement in a row steps back. Then the limit drops straight to `min_concurrency` for one window
+(the widest level ratio, the least noisy comparison): if the rate there is as high (g < `FLAT`) the
+server queues and the limit settles at the floor, else the flat steps were noise and slow start goes
+on from the limit before the drop (also what `settled_limit` hands a next batch while that window is
+unfinished). Settled, its windows pool into one baseline, and every `HOLD` windows it probes twice
+the limit for a window twice as long, kept (settled there) only if the rate rose with it (g >=
+`FLAT`). The detector's error rate on known truth: `benchmarks/adaptive_concurrency.py --trials`. A
+window opens once the calls in flight fit under the limit (after a step down they drain first). A
+429 or timeout cuts as above in every mode, and from the first cut on the congestion signals alone
+drive the limit (additive increase, cuts; no flat steps, no probes): a rate limiter also keeps the
+rate flat, and probing twice the limit there only runs into it (share of the rate limit 0.78 against
+0.95 with them).
 
 A released slot is handed straight to the first waiter (FIFO; a future per waiter, set by the
 releaser), O(1) per slot. The `asyncio.Condition` this replaced re-checked every waiter already
@@ -67,10 +68,12 @@ class AdaptiveLimit:
         settled: int | None = None,
     ):
         """`settled`: the limit an earlier batch of the same model settled at for a flat rate; this
-        batch starts there, settled (it probes twice that every `HOLD` windows), not at `SLOW_START`."""
+        batch starts there, settled (it probes twice that every `HOLD` windows), not at
+        `SLOW_START`."""
         if not 1 <= min_limit <= max_limit:
             raise ValueError(
-                f"concurrency: expected 1 <= min_concurrency <= max_concurrency, got {min_limit}, {max_limit}"
+                "concurrency: expected 1 <= min_concurrency <= max_concurrency, got "
+                f"{min_limit}, {max_limit}"
             )
         self.lo, self.hi = min_limit, max_limit
         self.limit = float(
@@ -90,8 +93,8 @@ class AdaptiveLimit:
             deque()
         )  # FIFO; each gets its slot's sequence number
         # throughput windows (the module's docstring)
-        # "up": growing; "down": the one window at the floor after two flat judgements; "hold": settled;
-        # "probe": a window at twice the settled limit
+        # "up": growing; "down": the one window at the floor after two flat judgements; "hold":
+        # settled; "probe": a window at twice the settled limit
         self.mode = "up" if settled is None else "hold"
         self.flat_steps = 0  # steps back taken because the rate stayed flat as the level rose
         self._clock = clock
@@ -101,7 +104,8 @@ class AdaptiveLimit:
             None  # (start time, `_area` then, size) of the open window
         )
         self._w_done = 0  # answered calls in the open window
-        # (level, rate, limit, answered calls, seconds) of the last window judged (settled: of them all)
+        # (level, rate, limit, answered calls, seconds) of the last window judged (settled: of them
+        # all)
         self._prev: tuple[float, float, float, int, float] | None = None
         self._held = 0  # windows spent settled
         self._settled = (
@@ -247,7 +251,8 @@ class AdaptiveLimit:
                 if self.mode == "probe":  # the probe bought nothing: back to the settled limit
                     self.mode = "hold"
                     self._set(self._settled)
-                else:  # straight down to the floor: the widest level ratio, the least noisy comparison
+                else:
+                    # straight down to the floor: the widest level ratio, the least noisy comparison
                     self.mode, self._settled = "down", self.limit
                     self._set(self.lo)
             elif (
@@ -260,9 +265,9 @@ class AdaptiveLimit:
                 self._flat_once = False
                 self._set(2 * self.limit)  # slow start
         elif self.mode == "down":
-            # the floor's rate against the rate where it stayed flat: if it fell with the level the server
-            # does run calls in parallel (the flat steps were noise: back to that limit, growing again),
-            # else settle at the floor
+            # the floor's rate against the rate where it stayed flat: if it fell with the level the
+            # server does run calls in parallel (the flat steps were noise: back to that limit,
+            # growing again), else settle at the floor
             if g is not None and step < 1 and g >= FLAT:
                 self.mode, self._flat_once = "up", False
                 self._set(prev[2])
@@ -286,7 +291,8 @@ class AdaptiveLimit:
             self.lowest = min(self.lowest, self.limit)
             self.cuts += 1
             self._cut_seq = self._seq
-            self.mode = "up"  # from now on additive increase, cut on congestion only (no flat steps, no probes)
+            # from now on additive increase, cut on congestion only (no flat steps, no probes)
+            self.mode = "up"
             self._w = None
 
     def summary(self) -> dict[str, float | int]:

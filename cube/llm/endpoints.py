@@ -5,26 +5,26 @@
 and jitter (honouring Retry-After, capped by `backoff_max_s`); other 4xx fail at once. A
 failure is a `Response` whose `error` says why, with the API key scrubbed from it.
 
-Circuit breaker: an endpoint that answers 401, 403 or 404 (bad key, no access, unknown model
-or wrong base_url), or where `breaker_threshold` calls in a row used up all their attempts on
+Circuit breaker: an endpoint that answers 401, 403 or 404 (bad key, no access, unknown model or
+wrong base_url), or where `breaker_threshold` calls in a row used up all their attempts on
 connection errors, timeouts or unusable answers (e.g. it always answers with empty choices), is
-stopped. Only a call that exhausted its retries counts: calls refused at the same moment by a
-server that is restarting retry with backoff and go through once it is back. Replicas that still
-work take the calls of a stopped one; when none is left, the remaining calls fail at once without
-a request, with the reason the endpoint was stopped ("not sent: endpoint stopped after HTTP 401 ...").
-A stop is not forever: `BREAKER_COOLDOWN_S` after it (or after its last failed trial) one call is
-let through as a trial (half-open); its success resumes the endpoint, its failure re-arms the
-cool-down. `Endpoints.stopped` holds the reasons and `Endpoints.unsent` how many calls each stopped
-endpoint refused.
+stopped. Only a call that exhausted its retries counts: calls refused at the same moment by a server
+that is restarting retry with backoff and go through once it is back. Replicas that still work take
+the calls of a stopped one; when none is left, the remaining calls fail at once without a request,
+with the reason the endpoint was stopped ("not sent: endpoint stopped after HTTP 401 ..."). A stop
+is not forever: `BREAKER_COOLDOWN_S` after it (or after its last failed trial) one call is let
+through as a trial (half-open); its success resumes the endpoint, its failure re-arms the cool-down.
+`Endpoints.stopped` holds the reasons and `Endpoints.unsent` how many calls each stopped endpoint
+refused.
 
 Structured output (`structured_output: auto | on` and a request with a `schema`): the request asks
 for JSON the schema constrains, first as OpenAI's `response_format` `json_schema` (OpenAI, vLLM),
-and where the endpoint refuses that type (an HTTP 4xx/5xx whose message names `response_format`
-or `json_schema`; llama-cpp-python answers 500 "Input should be 'text' or 'json_object'") as
+and where the endpoint refuses that type (an HTTP 4xx/5xx whose message names `response_format` or
+`json_schema`; llama-cpp-python answers 500 "Input should be 'text' or 'json_object'") as
 llama.cpp's `{"type": "json_object", "schema": ...}`, then (auto) as free text, which the caller
 parses as before. A refusal moves the whole `Endpoints` to the next form at once (the refused
-request uses one of its call's attempts, but no backoff and nothing toward the breaker). `on` fails the
-calls instead of sending free text. `formats_refused` lists what was refused and why.
+request uses one of its call's attempts, but no backoff and nothing toward the breaker). `on` fails
+the calls instead of sending free text. `formats_refused` lists what was refused and why.
 """
 
 from __future__ import annotations
@@ -136,10 +136,10 @@ def _ssl_context() -> ssl.SSLContext:
 def call_cost(
     spec: ModelSpec, input_tokens: int, output_tokens: int, cached_input_tokens: int = 0
 ) -> float | None:
-    """price_in * (in - cached) / 1e6 + price_cached * cached / 1e6 + price_out * out / 1e6; None when
-    the spec sets no price (an unset one of the two prices counts as free). `cached_input_tokens` are
-    the input tokens the provider served from its prompt cache, priced at `price_cached_input_per_m`
-    (default: the input price)."""
+    """price_in * (in - cached) / 1e6 + price_cached * cached / 1e6 + price_out * out / 1e6; None
+    when the spec sets no price (an unset one of the two prices counts as free).
+    `cached_input_tokens` are the input tokens the provider served from its prompt cache, priced at
+    `price_cached_input_per_m` (default: the input price)."""
     if spec.price_input_per_m is None and spec.price_output_per_m is None:
         return None
     price_in = spec.price_input_per_m or 0.0
@@ -173,7 +173,8 @@ class MalformedReply(Exception):
 
 
 def parse_completion(body: str) -> tuple[str, int, int, str | None, str | None, int]:
-    """(text, prompt tokens, completion tokens, finish reason, served model, cached prompt tokens)."""
+    """(text, prompt tokens, completion tokens, finish reason, served model, cached prompt
+    tokens)."""
     try:
         data = json.loads(body)
     except ValueError:
@@ -311,12 +312,13 @@ class Endpoints:
         stopped_at: dict[str, float] | None = None,
         settled: int | None = None,
     ):
-        self.spec, self.endpoints, self.key = spec, endpoints, api_key
-        self.headers = dict(
-            headers or {}
-        )  # secret header values (header_env): sent, scrubbed, never stored
+        # the API key is passed to the clients and kept only among the values to scrub
+        self.spec, self.endpoints = spec, endpoints
+        # secret header values (header_env): sent, scrubbed, never stored
+        self.headers = dict(headers or {})
         self._secrets = [v for v in (api_key, *self.headers.values()) if v and v != NO_KEY]
-        # `settled`: where an earlier batch of this model settled for a flat rate (a one-at-a-time server)
+        # `settled`: where an earlier batch of this model settled for a flat rate (a one-at-a-time
+        # server)
         self.sem = AdaptiveLimit(
             min(spec.min_concurrency, spec.max_concurrency), spec.max_concurrency, settled=settled
         )
@@ -334,12 +336,12 @@ class Endpoints:
         self._active = 0  # calls that made their first attempt and have not returned
         self._wake = asyncio.Event()  # set when suspicion ends, a stop happens or no call is active
         self._trial: set[str] = set()  # stopped endpoints with their one trial request in flight
-        # Connection pools sized to the concurrency, so no request waits for a socket. aiohttp carries
-        # the requests when installed (openai's `DefaultAioHttpClient`): about 30 % less CPU per call
-        # than httpx. httpx's pool scans every connection of the pool (a readability poll on each
-        # idle one) for every request, so one httpx pool of 256 connections cost several ms of CPU
-        # per call and capped a client at ~84 calls in flight at 256 (issue 15): without aiohttp,
-        # pools of at most POOL_SHARD connections.
+        # Connection pools sized to the concurrency, so no request waits for a socket. aiohttp
+        # carries the requests when installed (openai's `DefaultAioHttpClient`): about 30 % less CPU
+        # per call than httpx. httpx's pool scans every connection of the pool (a readability poll
+        # on each idle one) for every request, so one httpx pool of 256 connections cost several ms
+        # of CPU per call and capped a client at ~84 calls in flight at 256 (issue 15): without
+        # aiohttp, pools of at most POOL_SHARD connections.
         n = spec.max_concurrency
         client_class, shard = _http_client()
         shards = -(-n // shard)
@@ -457,8 +459,8 @@ class Endpoints:
 
     @contextlib.asynccontextmanager
     async def _slot(self, state: dict[str, bool]) -> AsyncIterator[int]:
-        """A concurrency slot for one attempt (yields its sequence number for `AdaptiveLimit.congested`);
-        a call's first attempt also passes the suspicion gate."""
+        """A concurrency slot for one attempt (yields its sequence number for
+        `AdaptiveLimit.congested`); a call's first attempt also passes the suspicion gate."""
         while True:
             seq = await self.sem.acquire()
             if state["started"] or not (self._suspect() and self._active > 0):
@@ -500,11 +502,13 @@ class Endpoints:
             n, a = self._streak[ep], self.spec.max_attempts
             self._stop(
                 ep,
-                f"{n} call{'s' * (n > 1)} in a row failed all {a} attempt{'s' * (a > 1)}: {label}: {detail}",
+                f"{n} call{'s' * (n > 1)} in a row failed all {a} attempt{'s' * (a > 1)}: "
+                f"{label}: {detail}",
             )
 
     def _unsent(self, attempts: int, t0: _Clock, ep: str) -> Response:
-        """A call refused because every endpoint is stopped: failed with the stop reason, no request."""
+        """A call refused because every endpoint is stopped: failed with the stop reason, no
+        request."""
         stopped = ep if ep in self.stopped else next(iter(self.stopped))
         self.unsent[stopped] += attempts == 0
         verb = (
@@ -538,13 +542,11 @@ class Endpoints:
         for attempt in range(1, spec.max_attempts + 1):
             retry_after = None
             t0.waiting()
-            async with self._slot(
-                state
-            ) as seq:  # held only while a request is in flight, not while backing off
+            # the slot is held only while a request is in flight, not while backing off
+            async with self._slot(state) as seq:
                 t0.acquired()
-                form = self._form(
-                    request
-                )  # read with the slot held: a refusal seen meanwhile counts
+                # read with the slot held: a refusal seen meanwhile counts
+                form = self._form(request)
                 if form == "refused":
                     return self._failure(
                         f"not sent: structured_output is on and the endpoint refused every "
@@ -564,37 +566,13 @@ class Endpoints:
                     # `chat.completions.create` without its per-call param transform and model
                     # parsing, which cost more CPU than the rest of a call; we parse the body.
                     body = await self._post(ep, request, form)
-                    text, n_in, n_out, finish, served, n_cached = parse_completion(body)
-                    self._healthy(ep)
-                    self.sem.success()
-                    t0.released()
-                    return Response(
-                        text=text,
-                        input_tokens=n_in,
-                        output_tokens=n_out,
-                        cached_input_tokens=n_cached,
-                        cost=call_cost(spec, n_in, n_out, n_cached),
-                        latency_s=t0.latency_s,
-                        queue_s=t0.queue_s,
-                        attempts=attempt,
-                        model=spec.model,
-                        endpoint=ep,
-                        detail={
-                            "finish_reason": finish,
-                            "served_model": served,
-                            **({"response_format": form} if request.schema is not None else {}),
-                        },
-                    )
+                    return self._answer(request, body, form, attempt, t0, ep)
                 except MalformedReply as exc:
                     label, detail = "malformed response", str(exc)
                     self._attempt_failed(ep)
                     self._no_answer(ep)
                 except openai.APITimeoutError as exc:
-                    if _not_a_timeout(exc):
-                        label, detail = "connection error", connection_reason(exc)
-                    else:
-                        label, detail = "timeout", f"no answer within {spec.timeout_s:g} s"
-                        self.sem.congested(seq, "timeouts")
+                    label, detail = self._timed_out(exc, seq)
                     self._attempt_failed(ep)
                     self._no_answer(ep)
                 except openai.APIConnectionError as exc:
@@ -606,7 +584,8 @@ class Endpoints:
                     self._attempt_failed(ep)
                     if form != "text" and format_refused(exc.status_code, detail):
                         self._refuse_format(form, detail)
-                        continue  # the next form at once: a refused form is no fault of the endpoint
+                        # the next form at once: a refused form is no fault of the endpoint
+                        continue
                     if exc.status_code not in RETRY_STATUS and exc.status_code < 500:
                         reason = f"{label} (not retried): {detail}"
                         if exc.status_code in BREAKER_STATUS:
@@ -631,11 +610,46 @@ class Endpoints:
                 )
                 await asyncio.sleep(wait)
         n = spec.max_attempts
-        if not label.startswith(
-            "HTTP "
-        ):  # connection error, timeout, unusable answer: the endpoint's fault
+        # connection error, timeout, unusable answer: the endpoint's fault
+        if not label.startswith("HTTP "):
             self._exhausted(ep, label, detail)
         return self._failure(f"{label} after {n} attempt{'s' * (n > 1)}: {detail}", n, t0, ep)
+
+    def _timed_out(self, exc: openai.APITimeoutError, seq: int) -> tuple[str, str]:
+        """(label, detail) of a timeout raised by the client: a connection error in disguise, or
+        a real timeout, which tells the concurrency bound the server is congested."""
+        if _not_a_timeout(exc):
+            return "connection error", connection_reason(exc)
+        self.sem.congested(seq, "timeouts")
+        return "timeout", f"no answer within {self.spec.timeout_s:g} s"
+
+    def _answer(
+        self, request: Request, body: str, form: str, attempt: int, t0: _Clock, ep: str
+    ) -> Response:
+        """The Response of a call answered on `attempt` (raises MalformedReply on an unusable
+        body): the endpoint counts as healthy and the concurrency bound may grow."""
+        spec = self.spec
+        text, n_in, n_out, finish, served, n_cached = parse_completion(body)
+        self._healthy(ep)
+        self.sem.success()
+        t0.released()
+        return Response(
+            text=text,
+            input_tokens=n_in,
+            output_tokens=n_out,
+            cached_input_tokens=n_cached,
+            cost=call_cost(spec, n_in, n_out, n_cached),
+            latency_s=t0.latency_s,
+            queue_s=t0.queue_s,
+            attempts=attempt,
+            model=spec.model,
+            endpoint=ep,
+            detail={
+                "finish_reason": finish,
+                "served_model": served,
+                **({"response_format": form} if request.schema is not None else {}),
+            },
+        )
 
     def _failure(
         self, reason: str, attempts: int, t0: _Clock, ep: str, quiet: bool = False

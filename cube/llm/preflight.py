@@ -82,8 +82,9 @@ def check_keys(params: Params) -> list[str]:
                 f"system '{s.name}' (RAGFlow at {redact_url(s.base_url)})"
             )
     return [
-        f"environment variable {var} ({where}) is not set or empty; needed by {', '.join(dict.fromkeys(users))}; "
-        f"export {var}=<your {'API key' if where == 'api_key_env' else 'header value'}>"
+        f"environment variable {var} ({where}) is not set or empty; needed by "
+        f"{', '.join(dict.fromkeys(users))}; export {var}=<your "
+        f"{'API key' if where == 'api_key_env' else 'header value'}>"
         for (var, where), users in need.items()
         if not os.environ.get(var)
     ]

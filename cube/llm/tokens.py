@@ -3,8 +3,8 @@
 Where a real tokenizer is known it is used, else a stated estimate (`TokenCount.method` says which):
 
 - a local llama.cpp server (every base URL local, `cube.config.model_spec.local_url`): its own
-  tokenizer through its tokenize route (`POST /extras/tokenize {"input"}` of llama-cpp-python's server,
-  `POST /tokenize {"content"}` of llama.cpp's `llama-server`);
+  tokenizer through its tokenize route (`POST /extras/tokenize {"input"}` of llama-cpp-python's
+  server, `POST /tokenize {"content"}` of llama.cpp's `llama-server`);
 - an OpenAI model: `tiktoken` when it is installed and its encoding loads (it downloads the encoding
   file once; offline without it, the estimate is used);
 - otherwise `estimate`: one token per CJK character plus one per four other characters (the rule of
@@ -44,12 +44,14 @@ class TokenCount:
 
 
 def prompt_text(request: Any) -> str:
-    """A request's messages' contents, joined: the text `count_prompt_tokens` counts for one call."""
+    """A request's messages' contents, joined: the text `count_prompt_tokens` counts for one
+    call."""
     return "\n".join(str(m.get("content", "")) for m in request.messages)
 
 
 def estimate_tokens(text: str) -> int:
-    """One token per CJK character plus one per four other characters (at least 1 for a non-empty text)."""
+    """One token per CJK character plus one per four other characters (at least 1 for a non-empty
+    text)."""
     cjk = len(_CJK.findall(text))
     other = len(text) - cjk
     return cjk + -(-other // 4) if text else 0
@@ -146,7 +148,8 @@ def count_prompt_tokens(
     shown = ", ".join(f"{extra[r]} for {'+'.join(r)}" for r in sorted(set(roles)))
     return TokenCount(
         [c + extra[r] for c, r in zip(counted.counts, roles, strict=True)],
-        f"{counted.method} + the chat template's tokens per call ({shown}; measured on answered calls)",
+        f"{counted.method} + the chat template's tokens per call ({shown}; measured on "
+        "answered calls)",
     )
 
 

@@ -69,7 +69,8 @@ def response_accounting(resp: Response, role: str) -> dict[str, Any]:
 
 
 def no_call_accounting(model: str, role: str, *, latency_s: float = 0.0) -> dict[str, Any]:
-    """The `ACCOUNTING_COLUMNS` of a row that no model call produced: call_id "", no tokens, cost 0.0.
+    """The `ACCOUNTING_COLUMNS` of a row that no model call produced: call_id "", no tokens, cost
+    0.0.
 
     Args:
         model: what produced the row (e.g. "template", "human", the imported file's answerer).
@@ -94,7 +95,8 @@ def no_call_accounting(model: str, role: str, *, latency_s: float = 0.0) -> dict
 
 
 def failed_calls(df: pd.DataFrame) -> pd.Series:
-    """Rows whose call failed: `error_kind` 'call' where that column exists, else a non-empty `error`."""
+    """Rows whose call failed: `error_kind` 'call' where that column exists, else a non-empty
+    `error`."""
     if "error_kind" in df.columns:
         return df["error_kind"].fillna("").astype(str).eq("call")
     if "error" not in df.columns:
