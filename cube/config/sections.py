@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from cube.config.dimension_files import paper_dimensions
 from cube.config.model_spec import (
     ModelRef,
     StrictModel,
@@ -17,7 +18,9 @@ from cube.config.model_spec import (
     url_credential_problem,
 )
 
-PAPER_DIMENSIONS = ("relevance", "specificity", "completeness", "quality")
+# The paper's four dimensions, in order: the dimension files with a `paper:` position
+# (cube/judges/dimensions/*.yaml, read by cube.config.dimension_files).
+PAPER_DIMENSIONS = paper_dimensions()
 
 
 # --------------------------------------------------------------------------- data side
@@ -214,6 +217,12 @@ SystemParams = Annotated[
 # --------------------------------------------------------------------------- judging
 class DimensionParams(StrictModel):
     name: str
+    path: str | None = Field(
+        None,
+        description="The dimension's YAML file, or a folder holding `<name>.yaml` (schema: "
+        "docs/how-to/add-a-dimension.md); `prompt`, `prompt_file`, `description`, `criteria` and "
+        "`score_format` given here override the file's.",
+    )
     description: str = ""
     prompt: str | None = Field(
         None, description="Inline prompt template (overrides the packaged one)."
