@@ -200,7 +200,7 @@ def test_empty_answer_scores_zero_without_floor() -> None:
     for preset in rubric.PRESETS.values():
         for d in DIMS:
             s, pts = rubric.judge(ctx("zh", ""), preset, d)
-            assert s == 0 and set(pts) == set(rubric.CRITERIA[d])
+            assert s == 0 and set(pts) == set(rubric.RULES[d].criteria)
 
 
 def test_deterministic_and_cache_independent() -> None:

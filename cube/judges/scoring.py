@@ -425,6 +425,7 @@ def judge_requests(
     (row, dimension, sample) not judged because the answer is missing. `cube.llm.batch` exports the
     same requests, so a batch reply lands on the cache key the run looks up."""
     names = [d.name for d in dimensions]
+    rubrics = {d.name: d.rubric for d in dimensions}  # the rubric judge's rule of each
     all_dimensions_version = all_dimensions_prompt(dimensions, "", "", "")[1]
     offline = judge.model.offline
     one_schema, all_schema = (
@@ -464,7 +465,7 @@ def judge_requests(
                         },
                     )
                 )
-                ctx = {**base_ctx, "dimension": None, "dimensions": names}
+                ctx = {**base_ctx, "dimension": None, "dimensions": names, "rubrics": rubrics}
                 requests.append(
                     llm.Request(messages, ctx, version, s, schema=None if offline else all_schema)
                 )
@@ -483,7 +484,7 @@ def judge_requests(
                             },
                         )
                     )
-                    ctx = {**base_ctx, "dimension": d.name}
+                    ctx = {**base_ctx, "dimension": d.name, "rubric": d.rubric}
                     requests.append(
                         llm.Request(
                             messages,
