@@ -258,7 +258,9 @@ def packaged_dimensions() -> dict[str, DimensionSpec]:
         DimensionFileError: a packaged file is bad, named other than its file, or two files
             claim one paper position.
     """
-    folder = resources.files("cube").joinpath("judges", "dimensions")
+    # One string naming the folder: a stage's fingerprint (cube.run.stages) then hashes these
+    # files, not the whole of cube/judges.
+    folder = resources.files("cube").joinpath("judges/dimensions")
     specs: list[DimensionSpec] = []
     for res in sorted(folder.iterdir(), key=lambda r: r.name):
         if res.name.endswith(".yaml"):
