@@ -259,3 +259,15 @@ def test_a_bad_file_in_params_is_named_when_the_dimensions_load(tmp_path: Path) 
 def test_params_entry_with_an_unknown_key_is_refused() -> None:
     with pytest.raises(ParamsError, match="file"):
         params_with({"name": "politeness", "file": "x.yaml"})
+
+
+def test_a_preset_is_its_fields_not_its_name() -> None:
+    import dataclasses
+
+    answers = (ANSWER, "", "请咨询当地窗口，具体以实际为准。", DOC, "1. 户口簿\n2. 照片\n3. 20元")
+    for preset in rubric.PRESETS.values():
+        renamed = dataclasses.replace(preset, name="renamed")
+        for answer in answers:
+            c = {**record(), "document": DOC, "answer": answer, "lang": "zh"}
+            for dim in packaged_dimensions():
+                assert rubric.judge(c, renamed, dim) == rubric.judge(c, preset, dim)
