@@ -1,4 +1,5 @@
-"""The accuracy grade (1 / 0.5 / 0 as 10 / 5 / 0): packaged prompts and the rubric-judge equivalent."""
+"""The accuracy grade (1 / 0.5 / 0 as 10 / 5 / 0): packaged prompts and the rubric-judge
+equivalent."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ def test_rubric_grades_gold_copy_near_duplicate_and_generic(lang, preset):
     assert grade["neardup"][0] in (0, 5) and grade["neardup"][1]["right_item"] == 0
     assert grade["generic"][0] == 0 and grade["empty"] == (
         0,
-        dict.fromkeys(rubric.CRITERIA["accuracy"], 0),
+        dict.fromkeys(rubric.RULES["accuracy"].criteria, 0),
     )
     for _, (score, _points) in grade.items():
         assert score in (0, 5, 10)

@@ -1,4 +1,5 @@
-"""The rubric judge: deterministic, separates generic / near-duplicate / gold-copy answers, presets differ."""
+"""The rubric judge: deterministic, separates generic / near-duplicate / gold-copy answers,
+presets differ."""
 
 from __future__ import annotations
 
@@ -25,10 +26,7 @@ GOLD_ZH = """事项名称：抽水蓄能电站项目核准（新建）
 咨询方式：0000-86891234
 是否网办：是"""
 Q_ZH = "我想办理抽水蓄能电站项目核准（新建），需要准备哪些申请材料？多久能办完？"
-GENERIC_ZH = (
-    "办理抽水蓄能电站项目核准一般需要准备项目申请报告、身份证明等相关材料，具体材料以当地能源主管部门的要求为准。"
-    "办理时间通常为一个月左右，建议您提前咨询当地政务服务中心。"
-)
+GENERIC_ZH = "办理抽水蓄能电站项目核准一般需要准备项目申请报告、身份证明等相关材料，具体材料以当地能源主管部门的要求为准。办理时间通常为一个月左右，建议您提前咨询当地政务服务中心。"
 GOLDCOPY_ZH = """抽水蓄能电站项目核准（新建）需要准备以下申请材料：
 1. 项目核准申请报告；
 2. 城乡规划选址意见书；
@@ -56,8 +54,9 @@ Processing Procedure: 1. online application; 2. acceptance review; 3. expert ass
 Consultation Method: 0000-86891234"""
 Q_EN = "What materials do I need for the Approval for Pumped Storage Power Station Projects (New Construction), and how long does it take?"
 GENERIC_EN = (
-    "Generally you may need to prepare an application form, identity documents and other relevant materials. "
-    "Requirements vary by region, so please consult your local energy authority. It usually takes about a month."
+    "Generally you may need to prepare an application form, identity documents and other relevant "
+    "materials. Requirements vary by region, so please consult your local energy authority. It "
+    "usually takes about a month."
 )
 GOLDCOPY_EN = """For the Approval for Pumped Storage Power Station Projects (New Construction) you need these application materials:
 1. project approval application report;
@@ -200,7 +199,7 @@ def test_empty_answer_scores_zero_without_floor() -> None:
     for preset in rubric.PRESETS.values():
         for d in DIMS:
             s, pts = rubric.judge(ctx("zh", ""), preset, d)
-            assert s == 0 and set(pts) == set(rubric.CRITERIA[d])
+            assert s == 0 and set(pts) == set(rubric.RULES[d].criteria)
 
 
 def test_deterministic_and_cache_independent() -> None:

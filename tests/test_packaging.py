@@ -31,7 +31,7 @@ def test_the_wheel_holds_every_file_of_the_package(tmp_path: Path, monkeypatch: 
     names = set(zipfile.ZipFile(wheel).namelist())
     data = {f for f in _package_files() if not f.endswith(".py")}
     assert data, "the package has data files (prompts, templates): the check would be empty"
-    assert {"cube/prompts/en/relevance.txt", "cube/pages/templates/index.html.j2"} <= data
+    assert {"cube/judges/dimensions/relevance.yaml", "cube/pages/templates/index.html.j2"} <= data
     assert not _package_files() - names, sorted(_package_files() - names)[:10]
     entry = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     assert "cube=cube.cli:main" in zipfile.ZipFile(wheel).read(entry).decode().replace(" ", "")

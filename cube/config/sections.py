@@ -1,6 +1,7 @@
 """The sections of a params file, one pydantic model each (`corpus`, `questions`, `systems[]`,
-`dimensions[]`, `judges[]`, `analysis`, `human`, `lexical`, `diagnostics`), with their defaults and
-checks. They forbid unknown keys. The whole file, its loading and its errors are `cube.config.params`.
+`dimensions[]`, `judges[]`, `analysis`, `human`, `lexical`, `diagnostics`), with their defaults
+and checks. They forbid unknown keys. The whole file, its loading and its errors are
+`cube.config.params`.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from cube.config.dimension_files import paper_dimensions
 from cube.config.model_spec import (
     ModelRef,
     StrictModel,
@@ -17,7 +19,9 @@ from cube.config.model_spec import (
     url_credential_problem,
 )
 
-PAPER_DIMENSIONS = ("relevance", "specificity", "completeness", "quality")
+# The paper's four dimensions, in order: the dimension files with a `paper:` position
+# (cube/judges/dimensions/*.yaml, read by cube.config.dimension_files).
+PAPER_DIMENSIONS = paper_dimensions()
 
 
 # --------------------------------------------------------------------------- data side
@@ -35,9 +39,9 @@ class CorpusParams(StrictModel):
     format: Literal["auto", "csv", "jsonl", "parquet", "excel", "txt"] = "auto"
     columns: dict[str, str] = Field(
         default_factory=dict,
-        description="Map from field keys to your column names. Keys: doc_id, the 18 fields (region, item_name, "
-        "fee_standard, application_materials, ...), family_id, variant, parent_region, aliases: see the field "
-        "table in README.md ('Your knowledge base').",
+        description="Map from field keys to your column names. Keys: doc_id, the 18 fields "
+        "(region, item_name, fee_standard, application_materials, ...), family_id, variant, "
+        "parent_region, aliases: see the field table in README.md ('Your knowledge base').",
     )
     group_by: list[str] = Field(
         default_factory=list,
@@ -50,14 +54,16 @@ class CorpusParams(StrictModel):
     )
     extra_columns: Literal["render", "drop"] = Field(
         "render",
-        description="Columns no key maps: rendered under their own label, or dropped (both reported).",
+        description="Columns no key maps: rendered under their own label, or dropped (both "
+        "reported).",
     )
     sheet: str | int | None = None
     encoding: str = "utf-8"
     sample: int | None = Field(
         None,
         ge=1,
-        description="Use a deterministic sample of N items, stratified by `sample_by` (seeded by `seed`).",
+        description="Use a deterministic sample of N items, stratified by `sample_by` (seeded by "
+        "`seed`).",
     )
     sample_by: Literal["region", "department"] = "region"
     limit: int | None = Field(
@@ -90,15 +96,16 @@ class QuestionParams(StrictModel):
     )
     screen: bool = Field(
         True,
-        description="Screen LLM-written questions (instruction echoes, URLs, non-questions, near-duplicates, "
-        "questions naming no service: cube/kb/screen.py); the ones failing it are left out and counted on page 02.",
+        description="Screen LLM-written questions (instruction echoes, URLs, non-questions, "
+        "near-duplicates, questions naming no service: cube/kb/screen.py); the ones failing it are "
+        "left out and counted on page 02.",
     )
     min_usable_share: float = Field(
         0.5,
         ge=0,
         le=1,
-        description="Stop the run (one line naming the screen's reasons) when fewer than this share "
-        "of the LLM-written questions are usable after the screen; 0: never stop.",
+        description="Stop the run (one line naming the screen's reasons) when fewer than this "
+        "share of the LLM-written questions are usable after the screen; 0: never stop.",
     )
 
     @field_validator("styles")
@@ -125,15 +132,17 @@ class BuiltinSystem(StrictModel):
     region_filter: Literal["none", "question"] = Field(
         "none",
         description="question: search only the knowledge base of the region the question names "
-        "(longest corpus region value in the question, with enclosing levels); none: search everything.",
+        "(longest corpus region value in the question, with enclosing levels); none: search "
+        "everything.",
     )
     k1: float = 1.5
     b: float = 0.75
     top_n_sweep: list[int] | None = Field(
         None,
-        description="Evaluate this retriever at several TOP-N in one run (e.g. [2, 4, 8, 16]): the entry "
-        "becomes one system per N (`top_n` keeps `name`, the others `<name>@top<N>`, or bm25-top8 -> bm25-top16), sharing one retrieval at the "
-        "largest N and the bound sets; notebook 10 and the decision page test the TOP-N hypothesis.",
+        description="Evaluate this retriever at several TOP-N in one run (e.g. [2, 4, 8, 16]): the "
+        "entry becomes one system per N (`top_n` keeps `name`, the others `<name>@top<N>`, or "
+        "bm25-top8 -> bm25-top16), sharing one retrieval at the largest N and the bound sets; "
+        "notebook 10 and the decision page test the TOP-N hypothesis.",
     )
     sweep_of: str | None = Field(
         None, description="Set by `top_n_sweep`: the sweep this system belongs to."
@@ -214,6 +223,12 @@ SystemParams = Annotated[
 # --------------------------------------------------------------------------- judging
 class DimensionParams(StrictModel):
     name: str
+    path: str | None = Field(
+        None,
+        description="The dimension's YAML file, or a folder holding `<name>.yaml` (schema: "
+        "docs/how-to/add-a-dimension.md); `prompt`, `prompt_file`, `description`, `criteria` and "
+        "`score_format` given here override the file's.",
+    )
     description: str = ""
     prompt: str | None = Field(
         None, description="Inline prompt template (overrides the packaged one)."
@@ -226,8 +241,9 @@ class DimensionParams(StrictModel):
     )
     score_format: str | None = Field(
         None,
-        description="The judge's reply format with one {score}, e.g. 'Verdict: {score}' (default: the "
-        "prompt's first line holding {score}, if any). Tried before the usual forms ([[8]], [RESULT] 8, ...).",
+        description="The judge's reply format with one {score}, e.g. 'Verdict: {score}' (default: "
+        "the prompt's first line holding {score}, if any). Tried before the usual forms ([[8]], "
+        "[RESULT] 8, ...).",
     )
 
 
@@ -245,26 +261,29 @@ class JudgeParams(StrictModel):
         0,
         ge=0,
         le=5,
-        description="Ask a call whose reply did not parse again, up to N times (fresh sample index; "
-        "the cache keeps both replies).",
+        description="Ask a call whose reply did not parse again, up to N times (fresh sample "
+        "index; the cache keeps both replies).",
     )
     pilot: int = Field(
         20,
         ge=0,
-        description="An LLM judge's first N calls are its pilot: when fewer than `pilot_min_parsed` of "
-        "the dimension scores in the pilot's replies parse, the judge is stopped, its remaining calls never sent (rows 'skipped', with the "
-        "reason) and the pilot's replies shown on page 03; 0: no pilot.",
+        description="An LLM judge's first N calls are its pilot: when fewer than "
+        "`pilot_min_parsed` of the dimension scores in the pilot's replies parse, the judge is "
+        "stopped, its remaining calls never sent (rows 'skipped', with the reason) and the pilot's "
+        "replies shown on page 03; 0: no pilot.",
     )
     pilot_min_parsed: float = Field(
         0.5,
         ge=0,
         le=1,
         description="Share of the dimension scores (score rows) of the pilot's replies (calls that "
-        "answered) that must parse: an all-dimensions reply missing one of four scores counts 3 of 4.",
+        "answered) that must parse: an all-dimensions reply missing one of four scores counts 3 of "
+        "4.",
     )
     insist: bool = Field(
         False,
-        description="Send every call even when the pilot would stop the judge (the pilot is still reported).",
+        description="Send every call even when the pilot would stop the judge (the pilot is still "
+        "reported).",
     )
 
 
@@ -289,12 +308,14 @@ class AnalysisParams(StrictModel):
     confidence: float = Field(0.95, gt=0, lt=1)
     interval: Literal["percentile", "bca"] = Field(
         "bca",
-        description="Bootstrap interval of CuBE, W and R@k, and of the human-calibrated CuBE: bca (bias-corrected and accelerated, the "
-        "acceleration from a jackknife of at most 200 question groups) or percentile (the estimator's upward bias, "
-        "repeated by the resamples, left it short); the judge-only CuBE's and W's at levels widened by Student's "
-        "t for the number of questions (2.16 / 97.84 % at 40 questions, 2.45 / 97.55 % at 300), as a bootstrap "
-        "interval falls short of its confidence on a few dozen questions (the human-calibrated CuBE's and "
-        "compare's are not widened); coverage measured by `cube simulate` and benchmarks/simulation_coverage.py.",
+        description="Bootstrap interval of CuBE, W and R@k, and of the human-calibrated CuBE: bca "
+        "(bias-corrected and accelerated, the acceleration from a jackknife of at most 200 "
+        "question groups) or percentile (the estimator's upward bias, repeated by the resamples, "
+        "left it short); the judge-only CuBE's and W's at levels widened by Student's t for the "
+        "number of questions (2.16 / 97.84 % at 40 questions, 2.45 / 97.55 % at 300), as a "
+        "bootstrap interval falls short of its confidence on a few dozen questions (the "
+        "human-calibrated CuBE's and compare's are not widened); coverage measured by `cube "
+        "simulate` and benchmarks/simulation_coverage.py.",
     )
     seed: int = 0
     verdict_thresholds: dict[str, float] = Field(
@@ -316,20 +337,21 @@ class AnalysisParams(StrictModel):
         0.05,
         gt=0,
         lt=1,
-        description="Judge gate: level of its one-sided tests (Wilcoxon full > zero; Mann-Whitney rag retrieved > "
-        "missed; the audit's signed-rank test).",
+        description="Judge gate: level of its one-sided tests (Wilcoxon full > zero; Mann-Whitney "
+        "rag retrieved > missed; the audit's signed-rank test).",
     )
     gate_min_separation: float = Field(
         0.0,
         ge=0,
-        description="Judge gate: optional floor on the full - zero weighted total, in points of the "
-        "0-10 scale (0: off; the one-sided test decides, not a point threshold).",
+        description="Judge gate: optional floor on the full - zero weighted total, in points of "
+        "the 0-10 scale (0: off; the one-sided test decides, not a point threshold).",
     )
     gate_max_failure_rate: float = Field(
         0.2,
         ge=0,
         le=1,
-        description="Judge gate: largest share of unscored items (call, parse, blank or absent) among judged ones.",
+        description="Judge gate: largest share of unscored items (call, parse, blank or absent) "
+        "among judged ones.",
     )
     gate_band_tolerance: float = Field(
         25.0, ge=0, description="Judge gate: W must lie within [-tol, 100 + tol]."
@@ -346,8 +368,8 @@ class AnalysisParams(StrictModel):
         0.2,
         ge=0,
         le=1,
-        description="Verdict withheld when a larger share of the system-under-test's calls failed (retrieval "
-        "unknown); the count is given.",
+        description="Verdict withheld when a larger share of the system-under-test's calls failed "
+        "(retrieval unknown); the count is given.",
     )
 
     @model_validator(mode="after")
@@ -356,9 +378,9 @@ class AnalysisParams(StrictModel):
             raise ValueError("analysis.weights 'custom' needs analysis.custom_weights")
         if self.subset == "all":
             raise ValueError(
-                "analysis.subset: 'all' is refused for CuBE: the weighted score over all questions already "
-                "counts the answers whose gold document was not retrieved, so CuBE = W x R@k would count "
-                "retrieval twice; use 'retrieved' (the paper's subset)"
+                "analysis.subset: 'all' is refused for CuBE: the weighted score over all questions "
+                "already counts the answers whose gold document was not retrieved, so CuBE = W x "
+                "R@k would count retrieval twice; use 'retrieved' (the paper's subset)"
             )
         return self
 
@@ -367,24 +389,25 @@ class AuditParams(StrictModel):
     questions: int = Field(
         40,
         ge=0,
-        description="Questions sampled for the judge audit (0: off). Each gets two length-matched worse "
-        "probes (two of corrupted facts, the sibling's answer, another question's answer, in turn), one of an empty and a "
-        "truncated answer (in turn) and one not-worse probe (padded, authority line, reordered, in turn), judged by every "
-        "judge under the role 'audit'. Fewer when `max_share` caps them.",
+        description="Questions sampled for the judge audit (0: off). Each gets two length-matched "
+        "worse probes (two of corrupted facts, the sibling's answer, another question's answer, in "
+        "turn), one of an empty and a truncated answer (in turn) and one not-worse probe (padded, "
+        "authority line, reordered, in turn), judged by every judge under the role 'audit'. Fewer "
+        "when `max_share` caps them.",
     )
     max_share: float = Field(
         0.15,
         gt=0,
         le=1,
         description="The audit's calls are at most this share of the run's judge calls (role "
-        "'judging'): the sample shrinks to fit (`cube plan` counts it so, notebook 11 says so); with too few probe "
-        "pairs left the audit gives no verdict (never an exclusion).",
+        "'judging'): the sample shrinks to fit (`cube plan` counts it so, notebook 11 says so); "
+        "with too few probe pairs left the audit gives no verdict (never an exclusion).",
     )
     min_pairs: int = Field(
         10,
         ge=1,
-        description="Scored (original, worse probe) pairs a judge needs before the audit may exclude "
-        "it; with fewer the gate gives no audit verdict (never an exclusion).",
+        description="Scored (original, worse probe) pairs a judge needs before the audit may "
+        "exclude it; with fewer the gate gives no audit verdict (never an exclusion).",
     )
     seed: int = Field(0, description="Seed of the audit's question sample and probe choices.")
 
@@ -401,8 +424,8 @@ class HumanParams(StrictModel):
     sample_size: int = Field(
         40,
         ge=1,
-        description="(question, system) pairs sampled for the sheet; each appears in its three answer sets "
-        "(zero, rag, full), so the sheet has 3 x sample_size rows (per rater).",
+        description="(question, system) pairs sampled for the sheet; each appears in its three "
+        "answer sets (zero, rag, full), so the sheet has 3 x sample_size rows (per rater).",
     )
     seed: int = 0
     per_rater_judges: bool = Field(
@@ -411,9 +434,9 @@ class HumanParams(StrictModel):
     agreement_sets: list[Literal["rag", "zero", "full", "pooled"]] = Field(
         default_factory=lambda: ["rag"],
         min_length=1,
-        description="Answer sets on which agreement (notebook 07) is computed, one row group each; the first "
-        "also feeds the heatmap. 'pooled' = all sets together, only when listed: the gap between sets "
-        "would otherwise pass for agreement.",
+        description="Answer sets on which agreement (notebook 07) is computed, one row group each; "
+        "the first also feeds the heatmap. 'pooled' = all sets together, only when listed: the gap "
+        "between sets would otherwise pass for agreement.",
     )
 
 
@@ -427,17 +450,18 @@ LEXICAL_INCOMPATIBLE = {
 class LexicalParams(StrictModel):
     tokenizer: Literal["jieba", "zh", "char", "13a"] = Field(
         "jieba",
-        description="Word segmentation for BLEU/ROUGE: jieba words, zh (sacrebleu zh / characters), "
-        "char, or 13a (English only; refused with lang: zh). Punctuation and symbols are stripped, Latin is "
-        "case-folded.",
+        description="Word segmentation for BLEU/ROUGE: jieba words, zh (sacrebleu zh / "
+        "characters), char, or 13a (English only; refused with lang: zh). Punctuation and symbols "
+        "are stripped, Latin is case-folded.",
     )
     reference: Literal["gold_document", "reference_answer"] = "gold_document"
     example_question_id: str | None = None
     correlation_sets: list[Literal["rag", "zero", "full", "pooled"]] = Field(
         default_factory=lambda: ["rag"],
         min_length=1,
-        description="Answer sets on which BLEU/ROUGE are correlated with the judges (notebook 08), one row group "
-        "each; 'pooled' = all sets together, only when listed (the gap between sets inflates the correlation).",
+        description="Answer sets on which BLEU/ROUGE are correlated with the judges (notebook 08), "
+        "one row group each; 'pooled' = all sets together, only when listed (the gap between sets "
+        "inflates the correlation).",
     )
 
 
@@ -463,9 +487,10 @@ class DiagnosticsParams(StrictModel):
         ge=0,
         le=100,
         description="Pattern field_missing: a segment of the asked field's value (split at "
-        "、，；。 and line breaks) counts as said when it matches the answer at this rapidfuzz partial_ratio or above; "
-        "the field is missing when under 80 % of its segments are said (yes/no, fee and numeric values are compared "
-        "by meaning: cube.diagnose.failures.field_stated).",
+        "、，；。 and line breaks) counts as said when it matches the answer at this rapidfuzz "
+        "partial_ratio or above; the field is missing when under 80 % of its segments are said "
+        "(yes/no, fee and numeric values are compared by meaning: "
+        "cube.diagnose.failures.field_stated).",
     )
     unsupported_share_above: float = Field(
         0.5,
@@ -476,14 +501,15 @@ class DiagnosticsParams(StrictModel):
     refusal_questions: int = Field(
         30,
         ge=0,
-        description="Questions the knowledge base cannot answer (cube.kb.refusal_questions), answered by "
-        "the builtin systems and reported beside CuBE as refusal accuracy (0: none).",
+        description="Questions the knowledge base cannot answer (cube.kb.refusal_questions), "
+        "answered by the builtin systems and reported beside CuBE as refusal accuracy (0: none).",
     )
     refusal_generator: Literal["template", "llm"] = Field(
         "template",
         description="Who writes the refusal questions: template (offline: an absent item, another "
-        "province, an absent field) or llm (a model plays a citizen asking about services the knowledge base does "
-        "not cover; cube.kb.refusal_llm; questions naming a corpus item are dropped).",
+        "province, an absent field) or llm (a model plays a citizen asking about services the "
+        "knowledge base does not cover; cube.kb.refusal_llm; questions naming a corpus item are "
+        "dropped).",
     )
     refusal_model: ModelRef | None = Field(
         None, description="Model writing the refusal questions (refusal_generator: llm)."
@@ -500,9 +526,10 @@ class DiagnosticsParams(StrictModel):
 
 
 class SimulationParams(StrictModel):
-    """The simulation study of notebook 12 and `cube simulate` (`cube.method.simulate`): the run's own
-    estimator on replicates of a generative model whose truth is known. The defaults keep notebook 12
-    within seconds in `cube run`; `cube simulate` scales them up from its command line."""
+    """The simulation study of notebook 12 and `cube simulate` (`cube.method.simulate`): the run's
+    own estimator on replicates of a generative model whose truth is known. The defaults keep
+    notebook 12 within seconds in `cube run`; `cube simulate` scales them up from its command
+    line."""
 
     replicates: int = Field(
         8,

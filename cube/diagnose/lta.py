@@ -13,21 +13,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cube.config.dimension_files import dimension_advice
 from cube.config.params import Params
 from cube.method.evaluation import CubeResult
 from cube.method.gate import WITHHOLD_SEP
-
-ADVICE = {
-    "relevance": "answers drift from the source guide: instruct the answering model to answer only from the "
-    "retrieved guide and to quote its fields",
-    "specificity": "answers are not targeted at the question asked: ask the model to answer the asked point "
-    "first, and make near-duplicate item names (e.g. new construction / modification) explicit "
-    "in the documents",
-    "completeness": "answers omit required details: revise the answering prompt to ask for every material, time "
-    "limit, fee and step of the named item",
-    "quality": "answers are hard to read: revise the answering prompt to ask for short sentences and numbered "
-    "steps",
-}
 
 
 def verdict(score: float, thresholds: dict[str, float]) -> str:
@@ -336,7 +325,7 @@ def suggestions(
     for d in sorted(dims, key=lambda d: (not np.isfinite(jury.at["mean", d]), jury.at["mean", d])):
         score = jury.at["mean", d]
         if np.isfinite(score) and score < ap.weak_dimension_below:
-            advice = ADVICE.get(d, f"raise {d}: revise the answering prompt for it")
+            advice = dimension_advice(d) or f"raise {d}: revise the answering prompt for it"
             out.append(
                 f"{d.capitalize()} is weak ({score:.1f} of 100 between the bounds): {advice}."
             )

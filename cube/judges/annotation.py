@@ -32,11 +32,15 @@ EXCEL_CELL_LIMIT = 32767  # characters; Excel silently refuses longer cells
 
 INSTRUCTIONS = {
     "en": [
-        "Rate each answer on each dimension; the sheet 'criteria' gives the five criteria of every dimension.",
-        "Each criterion <dimension>.c1 .. c5 is worth 0, 1 or 2 points; <dimension>.total (0-10) is their sum.",
-        "You may fill only the total; if you fill all five criteria and the total, the total must equal the sum.",
+        "Rate each answer on each dimension; the sheet 'criteria' gives the five criteria of every "
+        "dimension.",
+        "Each criterion <dimension>.c1 .. c5 is worth 0, 1 or 2 points; <dimension>.total (0-10) "
+        "is their sum.",
+        "You may fill only the total; if you fill all five criteria and the total, the total must "
+        "equal the sum.",
         "Leave a cell blank if you cannot rate it: blanks are reported, never guessed.",
-        "Judge the answer against the question and the gold document. Do not edit item_id or add rows.",
+        "Judge the answer against the question and the gold document. Do not edit item_id or add "
+        "rows.",
         "Fill the 'rater' column with your id, or return one file per rater named after the rater.",
     ],
     "zh": [

@@ -1,11 +1,14 @@
 """Evaluation dimensions: their prompt templates, their five criteria, and filling a prompt.
 
-The paper's four dimensions (relevance, specificity, completeness, quality) ship as prompt
-templates in `cube/prompts/<lang>/<name>.txt` (package data, Chinese and English). The
-relevance prompt is the paper's, verbatim in English; the other three follow its form: five
-criteria worth two points each, and a bare integer 0-10. The completeness criteria are the
-paper's Table 7 human rubric. A template lists its criteria as lines `(1) ...` to `(5) ...`;
-that listing is the single source of `dimension_criteria` (annotation sheets use it).
+A dimension is one YAML file (`cube.config.dimension_files`): the packaged ones are
+`cube/judges/dimensions/<name>.yaml` (relevance, specificity, completeness, quality: the paper's
+four, and accuracy), a user's one is named by a params entry `{name: x, path: my/x.yaml}`. A
+file holds the dimension's zh/en description and prompt template, its criteria ids, its advice
+for the decision page, its position among the paper's four and its rubric rule. The relevance
+prompt is the paper's, verbatim in English; the other three follow its form: five criteria
+worth two points each, and a bare integer 0-10. The completeness criteria are the paper's
+Table 7 human rubric. A template lists its criteria as lines `(1) ...` to `(5) ...`; that
+listing is the single source of `dimension_criteria` (annotation sheets use it).
 
 What a judge sees: the question, the gold (source) document of the question and the answer.
 It is the same for the `zero`, `rag` and `full` sets, so the three scoring sets measure the
@@ -30,31 +33,20 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
+from cube.config.dimension_files import (
+    DimensionFileError,
+    DimensionSpec,
+    packaged_dimensions,
+    parse_criteria,
+    user_dimension,
+)
 from cube.config.params import Params
-from cube.config.sections import PAPER_DIMENSIONS
+from cube.config.sections import DimensionParams
 from cube.judges.parsing import declared_format, format_pattern
 
 LANGS = ("zh", "en")
 PLACEHOLDERS = ("{question}", "{document}", "{answer}")
 _BLOCK_TAGS = ("question", "source", "answer")
-
-# Short descriptions (paper section 4.1), shown in the all-dimensions prompt and in reports.
-PAPER_DESCRIPTIONS: dict[str, dict[str, str]] = {
-    "en": {
-        "relevance": "Is the answer relevant and faithful to the source material?",
-        "specificity": "Does the answer respond to the question in a targeted way?",
-        "completeness": "Does the answer provide all the necessary information from the source material?",
-        "quality": "Is the answer clear and easy to understand?",
-        "accuracy": "Is the answer accurate against the source (graded 1 / 0.5 / 0 as 10 / 5 / 0)?",
-    },
-    "zh": {
-        "relevance": "回答是否与源材料相关、忠实于源材料？",
-        "specificity": "回答是否有针对性地回应了问题？",
-        "completeness": "回答是否提供了源材料中的全部必要信息？",
-        "quality": "回答是否清晰、易于理解？",
-        "accuracy": "对照源材料，回答是否准确（按 1 / 0.5 / 0 三级评分，记为 10 / 5 / 0）？",
-    },
-}
 
 
 class DimensionError(ValueError):
@@ -73,8 +65,10 @@ class Dimension:
         criteria: The five 2-point criteria, in order.
         lang: Prompt language, `zh` or `en`.
         score_format: The reply format the dimension declares (`"Verdict: {score}"`): its
-            `score_format` param, else its template's first line holding `{score}`, else None
-            (see `cube.judges.parsing`).
+            `score_format` param (or its file's), else its template's first line holding
+            `{score}`, else None (see `cube.judges.parsing`).
+        rubric: The rubric judge's rule for it (its file's `rubric:`), else None: the rule
+            registered under its name, if any (`cube.judges.rubric.rule`).
     """
 
     name: str
@@ -84,6 +78,7 @@ class Dimension:
     criteria: list[str] = field(default_factory=list)
     lang: str = "zh"
     score_format: str | None = None
+    rubric: str | None = None
 
     def fill(self, question: str, document: str, answer: str) -> str:
         """The prompt for one answer (see `fill_template`)."""
@@ -102,32 +97,25 @@ def _check_lang(lang: str) -> None:
 
 @lru_cache(maxsize=64)
 def packaged_template(name: str, lang: str) -> str | None:
-    """The packaged template `cube/prompts/<lang>/<name>.txt`, or None when there is none."""
+    """The packaged template of `name`: the dimension file's `prompt.<lang>`
+    (`cube/judges/dimensions/<name>.yaml`), else the prompt `cube/prompts/<lang>/<name>.txt`
+    (all_dimensions, answer, ...), or None when there is neither."""
     _check_lang(lang)
+    spec = packaged_dimensions().get(name)
+    if spec is not None:
+        return spec.prompt.get(lang)
     res = resources.files("cube").joinpath("prompts", lang, f"{name}.txt")
     return res.read_text(encoding="utf-8") if res.is_file() else None
 
 
-def parse_criteria(template: str) -> list[str]:
-    """The criteria a template lists as lines `(1) ...` to `(n) ...` (ASCII or full-width brackets)."""
-    found: list[tuple[int, str]] = []
-    for line in template.splitlines():
-        m = re.match(r"^\s*[(（](\d)[)）]\s*(.+?)\s*$", line)
-        if m:
-            found.append((int(m.group(1)), m.group(2)))
-    # Only a clean 1..n run counts: numbered lines elsewhere in a custom prompt are not criteria.
-    if [n for n, _ in found] != list(range(1, len(found) + 1)):
-        return []
-    return [text for _, text in found]
-
-
 @lru_cache(maxsize=64)
 def _packaged_criteria(name: str, lang: str) -> tuple[str, ...]:
-    template = packaged_template(name, lang)
+    spec = packaged_dimensions().get(name)
+    template = spec.prompt.get(lang) if spec is not None else None
     if template is None:
         raise DimensionError(
             f"dimension {name!r} has no packaged prompt for lang {lang!r} "
-            f"(packaged: {list(PAPER_DIMENSIONS)}); give its criteria in params"
+            f"(packaged: {list(packaged_dimensions())}); give its criteria in params"
         )
     return tuple(parse_criteria(template))
 
@@ -136,7 +124,7 @@ def dimension_criteria(name: str, lang: str) -> list[str]:
     """The five criteria wordings of a packaged dimension, in order (for annotation sheets).
 
     Args:
-        name: One of the packaged dimensions (relevance, specificity, completeness, quality).
+        name: One of the packaged dimensions (cube/judges/dimensions/*.yaml).
         lang: `zh` or `en`.
 
     Raises:
@@ -183,71 +171,103 @@ def _read_prompt_file(name: str, path_text: str, base_dir: Path) -> str:
     return path.read_text(encoding="utf-8")
 
 
+def _spec(d: DimensionParams, base_dir: Path) -> DimensionSpec | None:
+    """The dimension file of a params entry: its `path`, else the packaged file of its name."""
+    if d.path is None:
+        return packaged_dimensions().get(d.name)
+    try:
+        return user_dimension(d.name, d.path, base_dir)
+    except DimensionFileError as err:
+        raise DimensionError(str(err)) from None
+
+
+def _template(d: DimensionParams, spec: DimensionSpec | None, lang: str, base_dir: Path) -> str:
+    """A dimension's template: its inline `prompt`, its `prompt_file`, else its file's."""
+    if d.prompt is not None and d.prompt_file is not None:
+        raise DimensionError(
+            f"dimension {d.name!r}: give either `prompt` or `prompt_file`, not both"
+        )
+    if d.prompt is not None:
+        return d.prompt
+    if d.prompt_file is not None:
+        return _read_prompt_file(d.name, d.prompt_file, base_dir)
+    if spec is not None and d.path is not None and lang not in spec.prompt:
+        raise DimensionError(
+            f"dimension file {spec.source}: key 'prompt.{lang}': missing (the run's lang is "
+            f"{lang!r}; the file has {sorted(spec.prompt)})"
+        )
+    if spec is None or lang not in spec.prompt:
+        raise DimensionError(
+            f"dimension {d.name!r}: no packaged prompt template "
+            f"(packaged: {list(packaged_dimensions())}); "
+            "give `prompt` (inline text) or `prompt_file` for this custom dimension"
+        )
+    return spec.prompt[lang]
+
+
+def _criteria(
+    d: DimensionParams, spec: DimensionSpec | None, template: str, lang: str
+) -> list[str]:
+    """Its `criteria` in params, else those its template lists, else its file's template's."""
+    criteria = list(d.criteria) if d.criteria else parse_criteria(template)
+    if not criteria and spec is not None and lang in spec.prompt:
+        criteria = parse_criteria(spec.prompt[lang])
+    if len(criteria) != 5:
+        raise DimensionError(
+            f"dimension {d.name!r}: expected five criteria (from `criteria:` or lines "
+            f"'(1) ...' to '(5) ...' in its prompt), found {len(criteria)}"
+        )
+    return criteria
+
+
+def _dimension(d: DimensionParams, lang: str, base_dir: Path) -> Dimension:
+    spec = _spec(d, base_dir)
+    template = _template(d, spec, lang, base_dir)
+    if "{answer}" not in template:
+        raise DimensionError(
+            f"dimension {d.name!r}: the prompt template has no {{answer}} placeholder "
+            f"(placeholders: {', '.join(PLACEHOLDERS)})"
+        )
+    criteria = _criteria(d, spec, template, lang)
+    description = d.description or (spec.description.get(lang, "") if spec else "")
+    score_format = (
+        d.score_format or (spec.score_format if spec else None) or declared_format(template)
+    )
+    if score_format is not None:
+        try:
+            format_pattern(score_format)
+        except ValueError as err:
+            raise DimensionError(f"dimension {d.name!r}: {err}") from None
+    return Dimension(
+        d.name,
+        description,
+        template,
+        template_version(template),
+        criteria,
+        lang,
+        score_format,
+        spec.rubric if spec else None,
+    )
+
+
 def load_dimensions(params: Params, base_dir: Path = Path(".")) -> list[Dimension]:
     """The dimensions of a run, with their templates, criteria and template versions.
 
-    A dimension's template is, in order: its inline `prompt`, its `prompt_file` (relative to
-    `base_dir`), or the packaged template of that name in `params.lang`. Its criteria are the
-    `criteria` given in params, else those its template lists, else the packaged ones. Its
-    reply format is its `score_format`, else the template's first line holding `{score}`.
+    A dimension's file is its `path` (a YAML file, or a folder holding `<name>.yaml`, relative
+    to `base_dir`), else the packaged file of its name. Its template is, in order: its inline
+    `prompt`, its `prompt_file` (relative to `base_dir`), or its file's template in
+    `params.lang`. Its criteria are the `criteria` given in params, else those its template
+    lists, else those its file's template lists. Its reply format is its `score_format`, else
+    its file's, else the template's first line holding `{score}`.
 
     Raises:
-        DimensionError: naming the dimension, when it has no template, its template lacks the
-            `{answer}` placeholder, it does not end up with exactly five criteria, or its reply
-            format does not hold exactly one `{score}`.
+        DimensionError: naming the dimension (or its file and key), when its file is bad, it
+            has no template, its template lacks the `{answer}` placeholder, it does not end up
+            with exactly five criteria, or its reply format does not hold exactly one `{score}`.
     """
     lang = params.lang
     _check_lang(lang)
-    dims: list[Dimension] = []
-    for d in params.dimension_list():
-        if d.prompt is not None and d.prompt_file is not None:
-            raise DimensionError(
-                f"dimension {d.name!r}: give either `prompt` or `prompt_file`, not both"
-            )
-        if d.prompt is not None:
-            template = d.prompt
-        elif d.prompt_file is not None:
-            template = _read_prompt_file(d.name, d.prompt_file, base_dir)
-        else:
-            packaged = packaged_template(d.name, lang)
-            if packaged is None:
-                raise DimensionError(
-                    f"dimension {d.name!r}: no packaged prompt template (packaged: {list(PAPER_DIMENSIONS)}); "
-                    "give `prompt` (inline text) or `prompt_file` for this custom dimension"
-                )
-            template = packaged
-        if "{answer}" not in template:
-            raise DimensionError(
-                f"dimension {d.name!r}: the prompt template has no {{answer}} placeholder "
-                f"(placeholders: {', '.join(PLACEHOLDERS)})"
-            )
-        criteria = list(d.criteria) if d.criteria else parse_criteria(template)
-        if not criteria and packaged_template(d.name, lang) is not None:
-            criteria = dimension_criteria(d.name, lang)
-        if len(criteria) != 5:
-            raise DimensionError(
-                f"dimension {d.name!r}: expected five criteria (from `criteria:` or lines '(1) ...' to "
-                f"'(5) ...' in its prompt), found {len(criteria)}"
-            )
-        description = d.description or PAPER_DESCRIPTIONS[lang].get(d.name, "")
-        score_format = d.score_format or declared_format(template)
-        if score_format is not None:
-            try:
-                format_pattern(score_format)
-            except ValueError as err:
-                raise DimensionError(f"dimension {d.name!r}: {err}") from None
-        dims.append(
-            Dimension(
-                d.name,
-                description,
-                template,
-                template_version(template),
-                criteria,
-                lang,
-                score_format,
-            )
-        )
-    return dims
+    return [_dimension(d, lang, base_dir) for d in params.dimension_list()]
 
 
 def all_dimensions_prompt(

@@ -75,7 +75,8 @@ def _collect_files(paths: Path | list[Path]) -> tuple[list[Path], list[Path]]:
                 if f.stem in stems:
                     raise RatingsError(
                         [
-                            f"{p}: both {stems[f.stem].name} and {f.name} found; keep only the filled one"
+                            f"{p}: both {stems[f.stem].name} and {f.name} found; keep only the "
+                            "filled one"
                         ]
                     )
                 stems[f.stem] = f
@@ -94,7 +95,8 @@ def read_key(path: Path, answers_known: dict[str, tuple], errors: list[str]) -> 
     path = Path(path)
     if not path.is_file():
         errors.append(
-            f"{path}: key file not found; it is written next to the sheet as {key_path(Path('annotation_sheet')).name}"
+            f"{path}: key file not found; it is written next to the sheet as "
+            f"{key_path(Path('annotation_sheet')).name}"
         )
         return {}
     df = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
@@ -108,7 +110,8 @@ def read_key(path: Path, answers_known: dict[str, tuple], errors: list[str]) -> 
         internal = item_id(row["question_id"], row["system"], row["set"])
         if internal not in answers_known:
             errors.append(
-                f"{where}: ({row['question_id']}, {row['system']}, {row['set']}) is not in the answers"
+                f"{where}: ({row['question_id']}, {row['system']}, {row['set']}) is not in the "
+                "answers"
             )
         elif row["item_id"] in mapping:
             errors.append(f"{where}: item id {row['item_id']!r} appears twice in the key")

@@ -48,7 +48,10 @@ from typing import Any
 Parsed = tuple[float | None, str | None]
 
 _NUM = r"-?\d+(?:\.\d+)?"
-_LABELS = r"(?:final\s+score|overall\s+score|score|rating|grade|最终评分|最终得分|综合评分|评分|得分|分数|打分|总分)"
+_LABELS = (
+    r"(?:final\s+score|overall\s+score|score|rating|grade|"
+    r"最终评分|最终得分|综合评分|评分|得分|分数|打分|总分)"
+)
 _FINAL_LABELS = (
     r"(?:final\s+score|overall\s+score|total\s+score|最终评分|最终得分|综合评分|总评分|总分|合计)"
 )
@@ -216,42 +219,34 @@ def _explicit(t: str, score_format: str | None) -> Parsed | None:
     return _agreeing(values, "the score markers ([[N]], [RESULT] N, <score>N</score>)")
 
 
-def parse_score(text: str, score_format: str | None = None) -> Parsed:
-    """One 0-10 score from a judge's reply.
-
-    Args:
-        text: The judge's raw reply.
-        score_format: the reply format the dimension declares (`"Verdict: {score}"`), if any.
-
-    Returns:
-        `(score, None)` when the reply holds one clear score in 0-10, else `(None, reason)`.
-    """
-    if text is None or not str(text).strip():
-        return None, "empty reply"
-    raw = str(text)
-    if "{" in raw:
-        obj = _json_object(unicodedata.normalize("NFKC", raw))
-        if obj is not None:
-            return _from_json_value(obj)
-    t = _normalise(raw)
+def _stated_scale(t: str) -> Parsed | None:
+    """A refusal when the reply states a scale other than 0-10 ("(1-5)", "out of 5")."""
     for m in _SCALE_STATEMENT.finditer(t):
         low, high = (m.group(1), m.group(2)) if m.group(2) else (m.group(3), m.group(4))
         if high != "10" or low not in ("0", "1"):
             return None, f"score on another scale ({m.group(0).strip(' ()（）')}), expected 0-10"
-    t = _SCALE_STATEMENT.sub(" ", t).strip()
-    explicit = _explicit(t, score_format)
-    if explicit is not None:
-        return explicit
-    for m in _OTHER_SCALE.finditer(t):
-        if m.group(2) != "10":
-            return None, f"score on another scale ({m.group(0).strip()}), expected 0-10"
-    for m in _FULL_MARKS.finditer(t):
-        if m.group(1) != "10":
-            return None, f"score on another scale ({m.group(0).strip()}), expected 0-10"
-    # Scale markers are not scores: drop "满分10分" and turn "8/10", "8 out of 10" into "8分".
+    return None
+
+
+def _other_scale(t: str) -> Parsed | None:
+    """A refusal when a score is given on another scale ("8/5", "满分5分")."""
+    for pattern, group in ((_OTHER_SCALE, 2), (_FULL_MARKS, 1)):
+        for m in pattern.finditer(t):
+            if m.group(group) != "10":
+                return None, f"score on another scale ({m.group(0).strip()}), expected 0-10"
+    return None
+
+
+def _without_scale_markers(t: str) -> str:
+    """Scale markers are not scores: drop "满分10分" and turn "8/10", "8 out of 10" into "8分"."""
     t = _FULL_MARKS.sub(" ", t)
-    t = re.sub(rf"({_NUM})\s*(?:/|out\s+of)\s*10(?!\.?\d)", r"\1分", t, flags=re.IGNORECASE).strip()
-    t = t.rstrip(".。!！;；,，()（） ").strip()
+    t = re.sub(rf"({_NUM})\s*(?:/|out\s+of)\s*10(?!\.?\d)", r"\1分", t, flags=re.IGNORECASE)
+    return t.strip().rstrip(".。!！;；,，()（） ").strip()
+
+
+def _from_prose(t: str) -> Parsed:
+    """The score of a reply in prose: a bare number, a total after per-criterion points, or
+    the one labelled value (a range or conflicting values are refused)."""
     bare = _BARE.match(t)
     if bare:
         return _in_range(float(bare.group(1)), bare.group(1))
@@ -276,6 +271,34 @@ def parse_score(text: str, score_format: str | None = None) -> Parsed:
         shown = ", ".join(numbers[:5])
         return None, f"no single labelled score; numbers in prose ({shown})"
     return None, "no score found"
+
+
+def parse_score(text: str, score_format: str | None = None) -> Parsed:
+    """One 0-10 score from a judge's reply.
+
+    Args:
+        text: The judge's raw reply.
+        score_format: the reply format the dimension declares (`"Verdict: {score}"`), if any.
+
+    Returns:
+        `(score, None)` when the reply holds one clear score in 0-10, else `(None, reason)`.
+    """
+    if text is None or not str(text).strip():
+        return None, "empty reply"
+    raw = str(text)
+    if "{" in raw:
+        obj = _json_object(unicodedata.normalize("NFKC", raw))
+        if obj is not None:
+            return _from_json_value(obj)
+    t = _normalise(raw)
+    refused = _stated_scale(t)
+    if refused is not None:
+        return refused
+    t = _SCALE_STATEMENT.sub(" ", t).strip()
+    found = _explicit(t, score_format)
+    if found is None:
+        found = _other_scale(t)
+    return found if found is not None else _from_prose(_without_scale_markers(t))
 
 
 def score_schema(dimensions: list[str] | None = None) -> dict[str, Any]:

@@ -1,9 +1,15 @@
 """The `rubric` judge: a deterministic, rule-based scorer. It is NOT an LLM.
 
-It scores an answer on the paper's four dimensions by awarding each dimension's five criteria
-0-2 points from measurable evidence in three texts: the question, the gold (source) document
-and the answer. It is the offline judge of the demo run and of tests; its scores are
-reproducible to the bit and cost nothing, but they measure surface evidence only.
+It scores an answer on the paper's four dimensions (and the article's accuracy grade) by
+awarding each dimension's five criteria 0-2 points from measurable evidence in three texts: the
+question, the gold (source) document and the answer. It is the offline judge of the demo run
+and of tests; its scores are reproducible to the bit and cost nothing, but they measure surface
+evidence only.
+
+Each dimension's scoring is a rule registered by name (`@rule("relevance")`, in `RULES`); a
+dimension uses the rule its file names (`rubric:` in cube/judges/dimensions/<name>.yaml, passed
+in the request's context), else the rule of its own name. A rule's criteria ids are its
+dimension file's `criteria`.
 
 What it can see:
 - token overlap (jieba words for Chinese, lower-cased words for English) between each answer
@@ -33,7 +39,8 @@ transparent baseline judge whose biases are known, not as a stand-in for an LLM 
 Presets (their raw scales differ on purpose, so the offline jury shows what CuBE's bounds
 correct): `lenient` gives a point for little evidence and has a floor (a non-empty answer
 gets at least 3; the points added are reported in `detail` as "lenient_floor"); `strict`
-needs much more evidence per point and never gives 2 points for mere brevity. Registered as
+needs much more evidence per point and never gives 2 points for mere brevity (the `Preset`
+fields say how, the rules never test a preset's name). Registered as
 offline models "rubric-lenient", "rubric-strict" and "rubric" (`options: {preset: ...}`,
 default lenient).
 
@@ -47,52 +54,25 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from cube.config.dimension_files import packaged_dimensions
 from cube.config.model_spec import ModelSpec
 from cube.config.phrasing import says_only_value, squash
 from cube.config.schema import FIELD_LABELS
 from cube.kb.text import segment
 from cube.llm import OfflineModel, Request, Response, register_offline
 
-CRITERIA: dict[str, tuple[str, ...]] = {
-    "relevance": (
-        "accurate_quote",
-        "core_consistent",
-        "reasoning_supported",
-        "key_info_covered",
-        "no_distortion",
-    ),
-    "specificity": (
-        "right_item",
-        "asked_aspect",
-        "concrete_details",
-        "on_topic",
-        "direct_conclusion",
-    ),
-    "completeness": (
-        "coverage_of_requirements",
-        "reasoning_and_extension",
-        "integrity_of_details",
-        "no_omission_of_core_points",
-        "closed_loop",
-    ),
-    "quality": (
-        "appropriate_length",
-        "organisation",
-        "no_repetition",
-        "fluent_sentences",
-        "precise_wording",
-    ),
-    "accuracy": ("right_item", "asked_aspect", "numbers_agree", "no_contradiction", "key_info"),
-}
-
 
 @dataclass(frozen=True)
 class Preset:
-    """How much evidence a point needs. A feature f in [0, 1] earns 2 if f >= hi, 1 if f >= lo."""
+    """How much evidence a point needs. A feature f in [0, 1] earns 2 if f >= hi, 1 if f >= lo.
+
+    The quality rule's choices are fields too (a preset is never recognised by its name).
+    """
 
     name: str
     lo: float
@@ -101,11 +81,39 @@ class Preset:
     concrete_k: int  # source-specific words that make an answer fully "concrete"
     floor: int  # minimum total of a non-empty answer
     list_lines: int  # list lines needed for 2 organisation points
+    organised_sentences: int  # sentences needed for 1 organisation point
+    long_needs_structure: bool  # 2 length points also need a list or >= 3 sentences
+    short_length_point: bool  # a non-empty answer shorter than "short" still earns 1 length point
+    hedge_weight: int  # how much hedging costs the wording point
 
 
 PRESETS = {
-    "lenient": Preset("lenient", lo=0.15, hi=0.5, support=0.5, concrete_k=5, floor=3, list_lines=2),
-    "strict": Preset("strict", lo=0.35, hi=0.8, support=0.7, concrete_k=12, floor=0, list_lines=3),
+    "lenient": Preset(
+        "lenient",
+        lo=0.15,
+        hi=0.5,
+        support=0.5,
+        concrete_k=5,
+        floor=3,
+        list_lines=2,
+        organised_sentences=2,
+        long_needs_structure=False,
+        short_length_point=True,
+        hedge_weight=1,
+    ),
+    "strict": Preset(
+        "strict",
+        lo=0.35,
+        hi=0.8,
+        support=0.7,
+        concrete_k=12,
+        floor=0,
+        list_lines=3,
+        organised_sentences=3,
+        long_needs_structure=True,
+        short_length_point=False,
+        hedge_weight=2,
+    ),
 }
 
 _LABEL_TO_FIELD = {lab.lower(): f for labels in FIELD_LABELS.values() for f, lab in labels.items()}
@@ -123,13 +131,16 @@ _FREE = re.compile(
     r"免费|不收费|不收取|无需缴费|无收费|free of charge|no fee|\bfree\b", re.IGNORECASE
 )
 _HEDGES = re.compile(
-    r"具体以|为准|请咨询|建议咨询|建议您|可能|一般来说|一般情况|通常|因地区而异|各地|不同地区|大致|左右|"
-    r"作为(?:一个)?AI|无法提供|\bmay\b|\bmight\b|typically|generally|usually|depending on|varies|vary by|"
+    r"具体以|为准|请咨询|建议咨询|建议您|可能|一般来说|一般情况|通常|"
+    r"因地区而异|各地|不同地区|大致|左右|"
+    r"作为(?:一个)?AI|无法提供|\bmay\b|\bmight\b|typically|generally|usually|depending on|"
+    r"varies|vary by|"
     r"contact your local|please consult|as an ai|approximately",
     re.IGNORECASE,
 )
 _ZH_STOP = frozenset(
-    "的 了 和 是 在 及 与 或 等 您 你 我 请 可以 需要 如果 就 都 也 还 对 为 由 将 把 被 这 那 有 并 中 上 下 "
+    "的 了 和 是 在 及 与 或 等 您 你 我 请 可以 需要 如果 就 都 也 还 对 "
+    "为 由 将 把 被 这 那 有 并 中 上 下 "
     "要 会 能 该 其 之 以 于 后 前 时 个 项 吗 呢 吧 啊".split()
 )
 _EN_STOP = frozenset(
@@ -368,7 +379,8 @@ def _answer(text: str, lang: str) -> _Answer:
 
 
 def asked_fields(question: str, asked_field: str = "") -> tuple[str, ...]:
-    """The fields a question asks about: the question set's `asked_field` if valid, else keywords."""
+    """The fields a question asks about: the question set's `asked_field` if valid, else
+    keywords."""
     known = [f.strip() for f in re.split(r"[,;|]", asked_field or "") if f.strip()]
     known = [_LABEL_TO_FIELD.get(f.lower(), f) for f in known]
     if known and all(f in FIELD_LABELS["en"] for f in known):
@@ -379,7 +391,8 @@ def asked_fields(question: str, asked_field: str = "") -> tuple[str, ...]:
 
 
 def item_match(answer_norm: str, item_name: str, answer_tokens: frozenset[str], lang: str) -> float:
-    """1: names the gold item; 0.4: its family name without qualifier; 0: names a sibling; else partial."""
+    """1: names the gold item; 0.4: its family name without qualifier; 0: names a sibling; else
+    partial."""
     squash = lambda s: re.sub(r"\s+", "", unicodedata.normalize("NFKC", s)).lower()  # noqa: E731
     gold, ans = squash(item_name), squash(answer_norm)
     if not gold:
@@ -436,44 +449,45 @@ def _recall(part: frozenset[str], whole: frozenset[str]) -> float:
     return len(part & whole) / len(part) if part else 0.0
 
 
-@lru_cache(maxsize=100_000)
-def _features(
-    answer: str, document: str, question: str, item_name: str, asked: str, lang: str
-) -> dict[str, Any]:
-    """Preset-independent evidence for one answer (shared by its four dimensions)."""
-    d, a = _doc(document, lang), _answer(answer, lang)
-    q_tokens = frozenset(tokenize(question, lang))
-    fields = [f for f in asked_fields(question, asked) if f in d.fields] or [
+# --------------------------------------------------------------------------- evidence
+# `_features` gathers one answer's preset-independent evidence in named steps, each a dict of
+# features: the fields asked, the numbers claimed, the coverage of the asked fields, the answer's
+# focus on the question, and its form.
+def _asked_in_doc(d: _Doc, question: str, asked: str) -> list[str]:
+    """The asked fields the document has (else its default ones)."""
+    return [f for f in asked_fields(question, asked) if f in d.fields] or [
         f for f in _DEFAULT_ASKED if f in d.fields
     ]
-    asked_cov = [_recall(d.field_tokens[f], a.tokens) for f in fields]
+
+
+def _claim_features(d: _Doc, a: _Answer, question: str) -> dict[str, Any]:
+    """Numbers the answer claims beyond the question's, how many the source holds, and how many
+    contradict its fee standard (a "free" claim against a price, or a price against "free")."""
+    claims = a.numbers - _numbers(unicodedata.normalize("NFKC", question))
+    conflicts = int(a.free_claim and not d.free and bool(d.field_numbers.get("fee_standard")))
+    conflicts += len(a.fee_numbers) if d.free else 0
+    return {"claims": len(claims) + conflicts, "agree": len(claims & d.numbers)}
+
+
+def _segments(d: _Doc, fields: list[str], lang: str) -> list[frozenset[str]]:
+    """The asked fields' values cut into segments (at separators and sentence ends), as words."""
     segments = [
         frozenset(tokenize(seg, lang))
         for f in fields
         for seg in re.split(r"[;；、,，\n]|(?<=[.。])", d.fields[f])
         if seg.strip()
     ]
-    segments = [s for s in segments if s]
-    claims = a.numbers - _numbers(unicodedata.normalize("NFKC", question))
-    agree = len(claims & d.numbers)
-    conflicts = int(a.free_claim and not d.free and bool(d.field_numbers.get("fee_standard")))
-    conflicts += len(a.fee_numbers) if d.free else 0
+    return [s for s in segments if s]
+
+
+def _coverage_features(d: _Doc, a: _Answer, fields: list[str], lang: str) -> dict[str, Any]:
+    """How much of the asked fields, their segments and numbers, the related fields and the
+    action fields (where, online, whom to ask, steps) the answer reproduces."""
+    asked_cov = [_recall(d.field_tokens[f], a.tokens) for f in fields]
+    segments = _segments(d, fields, lang)
     asked_nums = frozenset().union(*(d.field_numbers[f] for f in fields)) if fields else frozenset()
-    topic = (
-        q_tokens | frozenset().union(*(d.field_tokens[f] for f in fields)) if fields else q_tokens
-    )
-    overlaps = [len(s & d.tokens) / len(s) for s in a.sentences if len(s) >= 2]
     related = [f for f in _RELATED if f in d.fields and f not in fields]
-    name = item_name or d.fields.get("item_name", "")
     return {
-        "empty": not answer.strip(),
-        "equals_field": equals_field(answer, d.fields, tuple(fields), name, lang)
-        if len(fields) == 1
-        else "",
-        "overlaps": overlaps,
-        "precision": _recall(a.tokens, d.tokens),
-        "claims": len(claims) + conflicts,
-        "agree": agree,
         "asked_cov": sum(asked_cov) / len(asked_cov) if asked_cov else 0.0,
         "segments_cov": (sum(_recall(s, a.tokens) >= 0.6 for s in segments) / len(segments))
         if segments
@@ -487,7 +501,18 @@ def _features(
         "action_cov": max(
             [_recall(d.field_tokens[f], a.tokens) for f in _ACTION if f in d.fields], default=0.0
         ),
-        "item": item_match(a.norm, name, a.tokens, lang),
+    }
+
+
+def _focus_features(
+    d: _Doc, a: _Answer, q_tokens: frozenset[str], fields: list[str]
+) -> dict[str, Any]:
+    """Whether the answer stays on the question's topic: source words beyond the question's,
+    sentences on the topic, a supported lead, and hedging."""
+    topic = (
+        q_tokens | frozenset().union(*(d.field_tokens[f] for f in fields)) if fields else q_tokens
+    )
+    return {
         "specific_words": len((a.tokens & d.tokens) - q_tokens),
         "on_topic": (
             sum(len(s & topic) >= max(1, 0.2 * len(s)) for s in a.sentences) / len(a.sentences)
@@ -498,6 +523,12 @@ def _features(
             [_recall(s, d.tokens) * bool(s & topic) for s in a.sentences[:2]], default=0.0
         ),
         "hedge_rate": a.hedges / max(1, len(a.sentences)),
+    }
+
+
+def _form_features(a: _Answer, lang: str) -> dict[str, Any]:
+    """Length, sentences, list lines, repetition and the share of fluent-length sentences."""
+    return {
         "chars": len(a.norm.strip()),
         "sentences": len(a.sentences),
         "list_lines": a.list_lines,
@@ -511,116 +542,243 @@ def _features(
     }
 
 
+@lru_cache(maxsize=100_000)
+def _features(
+    answer: str, document: str, question: str, item_name: str, asked: str, lang: str
+) -> dict[str, Any]:
+    """Preset-independent evidence for one answer (shared by its dimensions)."""
+    d, a = _doc(document, lang), _answer(answer, lang)
+    q_tokens = frozenset(tokenize(question, lang))
+    fields = _asked_in_doc(d, question, asked)
+    name = item_name or d.fields.get("item_name", "")
+    one_field = (
+        equals_field(answer, d.fields, tuple(fields), name, lang) if len(fields) == 1 else ""
+    )
+    claims = _claim_features(d, a, question)
+    focus = _focus_features(d, a, q_tokens, fields)
+    return {
+        "empty": not answer.strip(),
+        "equals_field": one_field,
+        "overlaps": [len(s & d.tokens) / len(s) for s in a.sentences if len(s) >= 2],
+        "precision": _recall(a.tokens, d.tokens),
+        **claims,
+        **_coverage_features(d, a, fields, lang),
+        "item": item_match(a.norm, name, a.tokens, lang),
+        **focus,
+        **_form_features(a, lang),
+    }
+
+
 def clear_caches() -> None:
     """Forget every cached tokenisation and analysis (for cold-cache benchmarks)."""
     for fn in (tokenize, _doc, _answer, _features):
         fn.cache_clear()
 
 
-# --------------------------------------------------------------------------- points
+# --------------------------------------------------------------------------- rules
+Points = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How the rubric judge scores one dimension.
+
+    Attributes:
+        name: The name it is registered under (a dimension file's `rubric:` names it).
+        criteria: Ids of its five criteria, in order (the `detail` keys of its points).
+        points: The criteria's points from the evidence `x`, the preset and the language; called
+            only for a non-empty answer that is not the asked field's content itself.
+        full: A criterion's top points (an answer stating exactly the asked field gets them all).
+        grade: The total from the points; None: their sum, raised to the preset's floor.
+    """
+
+    name: str
+    criteria: tuple[str, ...]
+    points: Callable[[dict[str, Any], Preset, str], Points]
+    full: int = 2
+    grade: Callable[[Points], int] | None = None
+
+
+RULES: dict[str, Rule] = {}
+
+
+def rule(
+    name: str,
+    criteria: tuple[str, ...] | None = None,
+    full: int = 2,
+    grade: Callable[[Points], int] | None = None,
+) -> Callable[[Callable[[dict[str, Any], Preset, str], Points]], Callable[..., Points]]:
+    """Register a function `points(x, preset, lang) -> five points` as the rubric rule `name`.
+
+    Its criteria ids are `criteria`, else those of the packaged dimension file `name`
+    (cube/judges/dimensions/<name>.yaml).
+    """
+
+    def register(fn: Callable[[dict[str, Any], Preset, str], Points]) -> Callable[..., Points]:
+        if criteria is not None:
+            ids = tuple(criteria)
+        elif name in packaged_dimensions():
+            ids = packaged_dimensions()[name].criteria
+        else:
+            raise ValueError(
+                f"rubric rule {name!r}: no packaged dimension file of that name; "
+                "give its criteria ids"
+            )
+        RULES[name] = Rule(name, ids, fn, full, grade)
+        return fn
+
+    return register
+
+
 def _pts(f: float, p: Preset) -> int:
     return 2 if f >= p.hi else 1 if f >= p.lo else 0
 
 
-def criterion_points(dimension: str, x: dict[str, Any], p: Preset, lang: str) -> dict[str, int]:
-    """The five criteria's points (0-2 each) of one dimension, from the evidence `x`."""
-    if dimension not in CRITERIA:
-        raise ValueError(
-            f"the rubric judge has rules for {list(CRITERIA)} only, not dimension {dimension!r}"
-        )
-    if dimension == "accuracy":
-        return accuracy_grade(x, p)[1]
-    if x["empty"]:
-        return dict.fromkeys(CRITERIA[dimension], 0)
-    if x["equals_field"]:  # the asked field's content itself: right, complete, to the point, clear
-        return dict.fromkeys(CRITERIA[dimension], 2)
+def _supported(x: dict[str, Any], p: Preset) -> float:
+    """The share of the answer's sentences supported by the source."""
     ov = x["overlaps"]
-    supported = sum(o >= p.support for o in ov) / len(ov) if ov else 0.0
-    num_ok = x["agree"] / x["claims"] if x["claims"] else None
-    if dimension == "relevance":
-        no_distortion = (
-            0.0
-            if x["item"] == 0.0 and x["precision"] > 0
-            else supported * (num_ok if num_ok is not None else 1.0)
-        )
-        f = (
-            supported,
-            x["precision"],
-            num_ok if num_ok is not None else supported,
-            x["asked_cov"],
-            no_distortion,
-        )
-    elif dimension == "specificity":
-        concrete = min(1.0, x["specific_words"] / p.concrete_k)
-        f = (
-            x["item"],
-            x["asked_cov"],
-            concrete,
-            x["on_topic"],
-            x["lead_overlap"] * max(0.0, 1 - x["hedge_rate"]),
-        )
-    elif dimension == "completeness":
-        nums = x["asked_nums_recall"]
-        integrity = (nums if nums is not None else x["segments_cov"]) * (
-            num_ok if num_ok is not None else 1.0
-        )
-        f = (x["asked_cov"], x["related_cov"], integrity, x["segments_cov"], x["action_cov"])
-    else:
-        return dict(zip(CRITERIA["quality"], _quality(x, p, lang), strict=True))
-    points = dict(zip(CRITERIA[dimension], (_pts(v, p) for v in f), strict=True))
-    if x["claims"] > x["agree"]:  # a number the source contradicts or lacks is never full marks
-        for key in ("reasoning_supported", "integrity_of_details"):
-            if key in points:
-                points[key] = min(points[key], 1)
-    return points
+    return sum(o >= p.support for o in ov) / len(ov) if ov else 0.0
 
 
-def _quality(x: dict[str, Any], p: Preset, lang: str) -> tuple[int, ...]:
+def _numbers_ok(x: dict[str, Any]) -> float | None:
+    """The share of the answer's numeric claims the source holds (None: it claims none)."""
+    return x["agree"] / x["claims"] if x["claims"] else None
+
+
+def _cap_unsupported_number(points: list[int], x: dict[str, Any], at: int) -> Points:
+    """A number the source contradicts or lacks is never full marks on criterion `at`."""
+    if x["claims"] > x["agree"]:
+        points[at] = min(points[at], 1)
+    return tuple(points)
+
+
+@rule("relevance")
+def _relevance(x: dict[str, Any], p: Preset, lang: str) -> Points:
+    supported, num_ok = _supported(x, p), _numbers_ok(x)
+    no_distortion = (
+        0.0
+        if x["item"] == 0.0 and x["precision"] > 0
+        else supported * (num_ok if num_ok is not None else 1.0)
+    )
+    f = (
+        supported,
+        x["precision"],
+        num_ok if num_ok is not None else supported,
+        x["asked_cov"],
+        no_distortion,
+    )
+    return _cap_unsupported_number([_pts(v, p) for v in f], x, at=2)  # reasoning_supported
+
+
+@rule("specificity")
+def _specificity(x: dict[str, Any], p: Preset, lang: str) -> Points:
+    concrete = min(1.0, x["specific_words"] / p.concrete_k)
+    f = (
+        x["item"],
+        x["asked_cov"],
+        concrete,
+        x["on_topic"],
+        x["lead_overlap"] * max(0.0, 1 - x["hedge_rate"]),
+    )
+    return tuple(_pts(v, p) for v in f)
+
+
+@rule("completeness")
+def _completeness(x: dict[str, Any], p: Preset, lang: str) -> Points:
+    nums, num_ok = x["asked_nums_recall"], _numbers_ok(x)
+    integrity = (nums if nums is not None else x["segments_cov"]) * (
+        num_ok if num_ok is not None else 1.0
+    )
+    f = (x["asked_cov"], x["related_cov"], integrity, x["segments_cov"], x["action_cov"])
+    return _cap_unsupported_number([_pts(v, p) for v in f], x, at=2)  # integrity_of_details
+
+
+@rule("quality")
+def _quality(x: dict[str, Any], p: Preset, lang: str) -> Points:
     short, good, long_ = (30, 60, 1200) if lang == "zh" else (80, 150, 3000)
     structured = x["list_lines"] >= 2 or x["sentences"] >= 3
-    if short <= x["chars"] <= long_ and x["chars"] >= good and (p.name != "strict" or structured):
+    if (
+        short <= x["chars"] <= long_
+        and x["chars"] >= good
+        and (structured or not p.long_needs_structure)
+    ):
         length = 2
     else:  # strict never gives 2 for a short answer: brevity alone is not clarity evidence
-        length = 1 if x["chars"] >= short or p.name == "lenient" else 0
+        length = 1 if x["chars"] >= short or p.short_length_point else 0
     organisation = (
         2
         if x["list_lines"] >= p.list_lines
         else 1
-        if x["sentences"] >= (3 if p.name == "strict" else 2)
+        if x["sentences"] >= p.organised_sentences
         else 0
     )
     repetition = _pts(1 - 2 * x["duplicate_share"], p)
     fluent = _pts(x["fluent_share"], p)
-    wording = _pts(max(0.0, 1 - x["hedge_rate"] * (2 if p.name == "strict" else 1)), p)
+    wording = _pts(max(0.0, 1 - x["hedge_rate"] * p.hedge_weight), p)
     return (length, organisation, repetition, fluent, wording)
 
 
-def accuracy_grade(x: dict[str, Any], p: Preset) -> tuple[int, dict[str, int]]:
+def _accuracy_grade(points: Points) -> int:
+    """10 when all five checks hold, 5 when the item, the asked aspect and the absence of
+    contradiction hold (checks 1, 2 and 4), else 0."""
+    if all(points):
+        return 10
+    right_item, asked_aspect, _, no_contradiction, _ = points
+    return 5 if right_item and asked_aspect and no_contradiction else 0
+
+
+@rule("accuracy", full=1, grade=_accuracy_grade)
+def _accuracy(x: dict[str, Any], p: Preset, lang: str) -> Points:
     """The accuracy grade 1 / 0.5 / 0 as 10 / 5 / 0 (the `accuracy` prompt's scheme): each of
-    its five checks holds (1) or not (0) on the evidence `x`; 10 when all hold, 5 when the
-    item, the asked aspect and the absence of contradiction hold, else 0. No floor."""
+    its five checks holds (1) or not (0) on the evidence `x`. No floor."""
+    checks = (
+        x["item"] >= p.hi,  # right_item
+        x["asked_cov"] >= p.lo,  # asked_aspect
+        x["claims"] <= x["agree"],  # numbers_agree
+        _supported(x, p) >= p.lo,  # no_contradiction
+        x["asked_cov"] >= p.hi,  # key_info
+    )
+    return tuple(int(c) for c in checks)
+
+
+def rule_for(dimension: str, name: str | None = None) -> Rule:
+    """The rule of a dimension: `name` (its file's `rubric:`), else the one of its own name."""
+    key = name or dimension
+    if key not in RULES:
+        raise ValueError(
+            f"the rubric judge has rules for {list(RULES)} only, not dimension {dimension!r}"
+            + (f" (rubric: {name!r})" if name else "")
+        )
+    return RULES[key]
+
+
+def score(rule_: Rule, x: dict[str, Any], p: Preset, lang: str) -> tuple[int, dict[str, int]]:
+    """One answer's total (0-10) and per-criterion points [+ lenient_floor] under a rule."""
+    n = len(rule_.criteria)
     if x["empty"]:
-        return 0, dict.fromkeys(CRITERIA["accuracy"], 0)
-    if x["equals_field"]:
-        return 10, dict.fromkeys(CRITERIA["accuracy"], 1)
-    ov = x["overlaps"]
-    supported = sum(o >= p.support for o in ov) / len(ov) if ov else 0.0
-    checks = {
-        "right_item": x["item"] >= p.hi,
-        "asked_aspect": x["asked_cov"] >= p.lo,
-        "numbers_agree": x["claims"] <= x["agree"],
-        "no_contradiction": supported >= p.lo,
-        "key_info": x["asked_cov"] >= p.hi,
-    }
-    points = {k: int(v) for k, v in checks.items()}
-    if all(checks.values()):
-        return 10, points
-    core = checks["right_item"] and checks["asked_aspect"] and checks["no_contradiction"]
-    return (5 if core else 0), points
+        pts: Points = (0,) * n
+    elif x["equals_field"]:  # the asked field's content itself: right, complete, to the point
+        pts = (rule_.full,) * n
+    else:
+        pts = rule_.points(x, p, lang)
+    points = dict(zip(rule_.criteria, pts, strict=True))
+    if rule_.grade is not None:
+        return rule_.grade(pts), points
+    total = sum(pts)
+    if not x["empty"] and total < p.floor:
+        points["lenient_floor"] = p.floor - total
+        total = p.floor
+    return total, points
 
 
-def judge(context: dict[str, Any], preset: Preset, dimension: str) -> tuple[int, dict[str, int]]:
-    """Score one answer on one dimension: (total 0-10, per-criterion points [+ lenient_floor])."""
+def judge(
+    context: dict[str, Any], preset: Preset, dimension: str, rubric: str | None = None
+) -> tuple[int, dict[str, int]]:
+    """Score one answer on one dimension: (total 0-10, per-criterion points [+ lenient_floor]).
+
+    `rubric` names the rule (a dimension file's `rubric:`); default: the rule of `dimension`.
+    """
+    rule_ = rule_for(dimension, rubric)
     lang = context.get("lang") or (
         "zh" if re.search(r"[\u4e00-\u9fff]", context.get("document", "")) else "en"
     )
@@ -632,14 +790,7 @@ def judge(context: dict[str, Any], preset: Preset, dimension: str) -> tuple[int,
         str(context.get("asked_field") or ""),
         lang,
     )
-    if dimension == "accuracy":
-        return accuracy_grade(x, preset)
-    points: dict[str, int] = criterion_points(dimension, x, preset, lang)
-    total = sum(points.values())
-    if not x["empty"] and total < preset.floor:
-        points["lenient_floor"] = preset.floor - total
-        total = preset.floor
-    return total, points
+    return score(rule_, x, preset, lang)
 
 
 class RubricJudge(OfflineModel):
@@ -652,7 +803,8 @@ class RubricJudge(OfflineModel):
         name = self.fixed_preset or str(spec.options.get("preset", "lenient"))
         if name not in PRESETS:
             raise ValueError(
-                f"model {spec.model!r}: options.preset {name!r} unknown; expected one of {list(PRESETS)}"
+                f"model {spec.model!r}: options.preset {name!r} unknown; "
+                f"expected one of {list(PRESETS)}"
             )
         self.preset = PRESETS[name]
 
@@ -660,18 +812,19 @@ class RubricJudge(OfflineModel):
         ctx = request.context
         dims = ctx.get("dimensions")
         if ctx.get("dimension") is None and dims:  # all-dimensions mode: a JSON reply
-            results = {d: judge(ctx, self.preset, d) for d in dims}
+            rubrics = ctx.get("rubrics") or {}
+            results = {d: judge(ctx, self.preset, d, rubrics.get(d)) for d in dims}
             return Response(
                 text=json.dumps({d: s for d, (s, _) in results.items()}),
                 detail={d: pts for d, (_, pts) in results.items()},
             )
-        total, points = judge(ctx, self.preset, str(ctx.get("dimension")))
+        total, points = judge(ctx, self.preset, str(ctx.get("dimension")), ctx.get("rubric"))
         return Response(text=str(int(total)), detail=points)
 
     def release_caches(self) -> None:
-        """Forget the cached analyses: `score_answers` calls it after each slice of answers has been
-        scored by every offline judge (the next slice's texts are others), so that the caches hold
-        one slice's texts, not the whole run's (~0.3 GB at the paper's scale)."""
+        """Forget the cached analyses: `score_answers` calls it after each slice of answers has
+        been scored by every offline judge (the next slice's texts are others), so that the
+        caches hold one slice's texts, not the whole run's (~0.3 GB at the paper's scale)."""
         clear_caches()
 
 

@@ -70,8 +70,8 @@ class Judge:
         pilot: An LLM judge's first calls that decide whether it goes on (0: no pilot).
         pilot_min_parsed: Share of the pilot's replies that must parse for the judge to go on.
         insist: Go on whatever the pilot says.
-        pilot_report: Filled by `score_answers`: the pilot's calls, replies, parsed replies, decision,
-            calls not sent and example replies (None when no pilot ran).
+        pilot_report: Filled by `score_answers`: the pilot's calls, replies, parsed replies,
+            decision, calls not sent and example replies (None when no pilot ran).
     """
 
     name: str
@@ -122,7 +122,8 @@ def judge_inputs(
     if "question" not in df.columns:
         if questions is None:
             raise SchemaError(
-                "answers: no 'question' column; pass questions= (the questions table) so judges see the question"
+                "answers: no 'question' column; pass questions= (the questions table) so judges "
+                "see the question"
             )
         require_columns(questions, ("question_id", "question"), "questions")
         # Only the question text: the question generator's `asked_field` is metadata an LLM judge
@@ -173,9 +174,9 @@ def score_answers(
     Returns:
         The long scores table, one row per (answer, judge, dimension, sample), columns
         `SCORES_TABLE_COLUMNS`: score (float 0-10, NaN = unscored), raw reply, error,
-        error_kind ('' | 'call' | 'parse' | 'skipped' | 'pilot': not sent, its judge stopped by its pilot), detail (JSON of an offline scorer's
-        per-criterion points, else ''), finish_reason, and the call accounting columns (role
-        'judging').
+        error_kind ('' | 'call' | 'parse' | 'skipped' | 'pilot': not sent, its judge stopped by
+        its pilot), detail (JSON of an offline scorer's per-criterion points, else ''),
+        finish_reason, and the call accounting columns (role 'judging').
     """
     if not dimensions:
         raise ValueError("score_answers: no dimensions given")
@@ -271,7 +272,8 @@ def _score_slice(
     )
     if len(responses) != n_pilot:
         raise RuntimeError(
-            f"judge {judge.name!r}: model returned {len(responses)} responses for {n_pilot} requests"
+            f"judge {judge.name!r}: model returned {len(responses)} responses for {n_pilot} "
+            "requests"
         )
     unit_rows = [
         _rows_for(judge, *unit, resp) for unit, resp in zip(units, responses, strict=False)
@@ -333,11 +335,12 @@ def _complete_prefix_order(
     judge: Judge, requests: list[llm.Request], desc: str, progress: bool
 ) -> list[llm.Response]:
     """The judge's calls (its pilot's, then the rest) sent in the order of their prompt texts, the
-    responses returned in the requests' order. A judge prompt puts its fixed part first (instructions, then question and source,
-    the answer last), so in text order the calls of one dimension follow each other and the answers
-    of one question share everything up to the answer: a server's prefix cache (llama.cpp reuses
-    the last prompt's) then serves most prompt tokens (measured on SmolLM2: 57 % of them, against
-    11 % in the per-answer order; benchmarks/local_llm_prefix_cache.py)."""
+    responses returned in the requests' order. A judge prompt puts its fixed part first
+    (instructions, then question and source, the answer last), so in text order the calls of one
+    dimension follow each other and the answers of one question share everything up to the
+    answer: a server's prefix cache (llama.cpp reuses the last prompt's) then serves most prompt
+    tokens (measured on SmolLM2: 57 % of them, against 11 % in the per-answer order;
+    benchmarks/local_llm_prefix_cache.py)."""
     order = sorted(range(len(requests)), key=lambda i: _prefix_key(requests[i]))
     sent = judge.model.complete(
         [requests[i] for i in order], role="judging", desc=desc, progress=progress
@@ -351,9 +354,10 @@ def _complete_prefix_order(
 
 
 def _prefix_key(request: llm.Request) -> tuple[str, ...]:
-    """A call's sort key for `_complete_prefix_order`: its message contents as a tuple of the strings
-    themselves (`str` of a str is that str), in the order of their joined text wherever no content holds a
-    character below a newline; joining them built a new string per call (150-300 MB at paper scale)."""
+    """A call's sort key for `_complete_prefix_order`: its message contents as a tuple of the
+    strings themselves (`str` of a str is that str), in the order of their joined text wherever
+    no content holds a character below a newline; joining them built a new string per call
+    (150-300 MB at paper scale)."""
     return tuple(str(m.get("content", "")) for m in request.messages)
 
 
@@ -376,8 +380,8 @@ def pilot_decision(
     low = bool(scores) and share < judge.pilot_min_parsed
     examples = [rows[0]["raw"][:200] for rows in replies if _n_parse(rows)][:PILOT_EXAMPLES]
     reason = (
-        f"not sent: judge {judge.name!r} was stopped by its pilot ({parsed} of {scores} dimension scores "
-        f"in {len(replies)} replies parsed, under {judge.pilot_min_parsed:.0%})"
+        f"not sent: judge {judge.name!r} was stopped by its pilot ({parsed} of {scores} dimension "
+        f"scores in {len(replies)} replies parsed, under {judge.pilot_min_parsed:.0%})"
     )
     return {
         "judge": judge.name,
@@ -408,10 +412,9 @@ _RECORD_COLUMNS = (
     "_document",
     "_item_name",
 )
-OFFLINE_SLICE = (
-    1024  # answers the offline judges score at a time (x dimensions x samples calls); a slice's
-)
-# requests, replies, rows and rubric analyses are what stage 03 holds on top of its tables (4096: +60 MB)
+# Answers the offline judges score at a time (x dimensions x samples calls); a slice's requests,
+# replies, rows and rubric analyses are what stage 03 holds on top of its tables (4096: +60 MB).
+OFFLINE_SLICE = 1024
 
 Unit = tuple[dict[str, Any], list[Dimension], int]  # (answer row, dimensions of one call, sample)
 
@@ -425,6 +428,7 @@ def judge_requests(
     (row, dimension, sample) not judged because the answer is missing. `cube.llm.batch` exports the
     same requests, so a batch reply lands on the cache key the run looks up."""
     names = [d.name for d in dimensions]
+    rubrics = {d.name: d.rubric for d in dimensions}  # the rubric judge's rule of each
     all_dimensions_version = all_dimensions_prompt(dimensions, "", "", "")[1]
     offline = judge.model.offline
     one_schema, all_schema = (
@@ -464,7 +468,7 @@ def judge_requests(
                         },
                     )
                 )
-                ctx = {**base_ctx, "dimension": None, "dimensions": names}
+                ctx = {**base_ctx, "dimension": None, "dimensions": names, "rubrics": rubrics}
                 requests.append(
                     llm.Request(messages, ctx, version, s, schema=None if offline else all_schema)
                 )
@@ -483,7 +487,7 @@ def judge_requests(
                             },
                         )
                     )
-                    ctx = {**base_ctx, "dimension": d.name}
+                    ctx = {**base_ctx, "dimension": d.name, "rubric": d.rubric}
                     requests.append(
                         llm.Request(
                             messages,

@@ -12,12 +12,13 @@ from importlib import resources
 
 import pandas as pd
 
+from cube.config.sections import PAPER_DIMENSIONS
 from cube.method import analysis as A
 from cube.method import normalise as N
 
 PAPER_RECALL = 0.8041  # R@k printed in Table 4 (80.41 %)
 PAPER_JUDGES = ("Qwen2.5-32B", "Deepseek-V3", "GPT-4o", "GPT-4.1-nano")
-DIMENSIONS = ("relevance", "specificity", "completeness", "quality")
+DIMENSIONS = PAPER_DIMENSIONS  # the dimension files with `paper:` (cube.config.dimension_files)
 
 
 def _read(name: str) -> pd.DataFrame:

@@ -33,10 +33,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from cube.config.sections import PAPER_DIMENSIONS
 from cube.method import analysis as A
 from cube.method.bootstrap import Prepared, cube_from_counts
 
-DIMENSIONS = ("relevance", "specificity", "completeness", "quality")
+DIMENSIONS = PAPER_DIMENSIONS  # the dimension files with `paper:` (cube.config.dimension_files)
 TRUTH_QUESTIONS = 200_000
 
 
