@@ -455,7 +455,6 @@ def assess(
         weak = [known.idxmin()]
     ci = head["cube_ci"]
     ci_text = f" ({params.analysis.confidence:.0%} interval {ci[0]:.1f}-{ci[1]:.1f})" if ci else ""
-    on = "on those" if params.analysis.subset == "retrieved" else "over all questions"
     jury_text = f"{head['n_judges']} of {len(result.cube_table)} judges"
     if head["verdict"] == "withheld":
         sentence = (
@@ -474,7 +473,7 @@ def assess(
         sentence = (
             f"{primary} achieved a CuBE score of {head['cube_score']:.1f}{ci_text} across {', '.join(dims)} "
             f"(jury of {jury_text}): {head['verdict_label']}{_clip_note(head, params)}. Retrieval found the gold document for "
-            f"{result.recall_at_k:.1%} of questions (R@{top_n}), and {on} the answers reach "
+            f"{result.recall_at_k:.1%} of questions (R@{top_n}), and on those the answers reach "
             f"{head['weighted_score']:.1f} of 100 on the scale from the no-document bound (0) to the "
             "gold-document bound (100)."
         )
@@ -521,9 +520,7 @@ def assess(
             (diagnosis or {}).get("failure_patterns"),
         ),
         "retrieval_quality": _json_safe(retrieval or {}),
-        "weighted_label": "Answer quality when retrieved"
-        if params.analysis.subset == "retrieved"
-        else "Answer quality (all questions)",
+        "weighted_label": "Answer quality when retrieved",
         "judges": [str(j) for j in result.cube_table.index],
         "n_questions": result.n_questions,
         "systems": [

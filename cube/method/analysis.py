@@ -489,17 +489,6 @@ def jury_summary(cube_table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def format_mean_sd(jury: pd.DataFrame, digits: int = 2) -> pd.Series:
-    """`82.76 ± 4.50` strings from `jury_summary` output."""
-    return pd.Series(
-        {
-            c: f"{jury.at['mean', c]:.{digits}f} ± {jury.at['sd', c]:.{digits}f}"
-            for c in jury.columns
-            if c != "n_judges"
-        }
-    )
-
-
 def judge_summary(scores: pd.DataFrame, set_: str | None = "rag") -> pd.DataFrame:
     """Paper Table 1: mean and SD (ddof = 1) per judge and dimension (of one set, default `rag`).
 
