@@ -210,6 +210,234 @@ def definition_differences(ap_a: Any, ap_b: Any) -> list[str]:
     ]
 
 
+def _require_one_definition(ap: Any, ap_b: Any) -> None:
+    diff = definition_differences(ap, ap_b)
+    if diff:
+        raise ValueError(
+            "compare: the two sides' analysis settings differ, so their CuBE scores are not "
+            "one definition and a paired delta would mix them; align these keys in the params "
+            "(analysis section): " + "; ".join(diff)
+        )
+
+
+def _common_questions(
+    a_answers: pd.DataFrame, b_answers: pd.DataFrame, na: int, nb: int, label_a: str, label_b: str
+) -> tuple[set[Any], list[Any], list[Any]]:
+    qa, qb = _known_questions(a_answers, na), _known_questions(b_answers, nb)
+    common = qa & qb
+    if not common:
+        raise ValueError(
+            f"compare {label_a} vs {label_b}: no question id in common (A has {len(qa)}, "
+            f"B has {len(qb)} questions of known retrieval)"
+        )
+    return common, sorted(qa - qb, key=str), sorted(qb - qa, key=str)
+
+
+def _common_judges(
+    a_scores: pd.DataFrame, b_scores: pd.DataFrame, label_a: str, label_b: str
+) -> tuple[list[Any], dict[str, str]]:
+    ja, jb = set(a_scores["judge"].unique()), set(b_scores["judge"].unique())
+    judges = sorted(ja & jb, key=str)
+    excluded = {
+        str(j): f"scored only side {'A' if j in ja else 'B'}" for j in sorted(ja ^ jb, key=str)
+    }
+    if not judges:
+        raise ValueError(
+            f"compare {label_a} vs {label_b}: no judge in common (A: {sorted(ja)}, B: {sorted(jb)})"
+        )
+    return judges, excluded
+
+
+def _restrict(
+    ans: pd.DataFrame, sc: pd.DataFrame, common: set[Any], judges: list[Any], dims: list[str]
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    sc = sc[sc["question_id"].isin(common) & sc["judge"].isin(judges) & sc["dimension"].isin(dims)]
+    return ans[ans["question_id"].isin(common)], sc
+
+
+def _exclude_gate_failures(
+    judges: list[Any], ra: Any, rb: Any, excluded: dict[str, str]
+) -> list[Any]:
+    jury_judges = [j for j in judges if j in ra.jury_judges and j in rb.jury_judges]
+    for j in judges:
+        if j not in jury_judges:
+            why = "; ".join(
+                f"{s}: {r.excluded_judges[j]}"
+                for s, r in (("A", ra), ("B", rb))
+                if j in r.excluded_judges
+            )
+            excluded[str(j)] = f"fails the validity gate ({why})"
+    return jury_judges
+
+
+def _paired_bootstrap(
+    pa: Prepared, pb: Prepared, jury: list[int], n_resamples: int, rng: np.random.Generator
+) -> dict[tuple[str, str], np.ndarray]:
+    if n_resamples <= 0:
+        return {}
+    n = len(pa.rank_score)
+    C = np.zeros((n_resamples, n))
+    np.add.at(
+        C,
+        (
+            np.repeat(np.arange(n_resamples), n),
+            rng.integers(0, n, size=(n_resamples, n)).ravel(),
+        ),
+        1.0,
+    )
+    ba, bb = _stats(pa, C, jury), _stats(pb, C, jury)
+    return {k: bb[k] - ba[k] for k in ba}
+
+
+def _paired_permutations(
+    pa: Prepared, pb: Prepared, jury: list[int], n_permutations: int, rng: np.random.Generator
+) -> dict[tuple[str, str], np.ndarray]:
+    if n_permutations <= 0:
+        return {}
+    M = (rng.random((n_permutations, len(pa.rank_score))) < 0.5).astype(float)
+    pab = _concat(pa, pb)
+    sa, sb = _stats(pab, np.hstack([1 - M, M]), jury), _stats(pab, np.hstack([M, 1 - M]), jury)
+    return {k: sb[k] - sa[k] for k in sa}
+
+
+def _delta_row(
+    key: tuple[str, str],
+    va: float,
+    vb: float,
+    boot_d: dict[tuple[str, str], np.ndarray],
+    perm_d: dict[tuple[str, str], np.ndarray],
+    confidence: float,
+) -> dict[str, Any]:
+    lo_q, hi_q = (1 - confidence) / 2, 1 - (1 - confidence) / 2
+    judge, metric = key
+    delta = vb - va
+    row = {
+        "judge": judge,
+        "metric": metric,
+        "a": va,
+        "b": vb,
+        "delta": delta,
+        "lo": np.nan,
+        "hi": np.nan,
+        "se": np.nan,
+        "p_value": np.nan,
+        "n_valid": 0,
+    }
+    if key in boot_d:
+        ok = boot_d[key][np.isfinite(boot_d[key])]
+        row["n_valid"] = int(len(ok))
+        if len(ok) >= 2:
+            row["lo"], row["hi"] = (float(x) for x in np.quantile(ok, [lo_q, hi_q]))
+            row["se"] = float(ok.std(ddof=1))
+    if key in perm_d and math.isfinite(delta):
+        d = perm_d[key][np.isfinite(perm_d[key])]
+        tol = 1e-9 * max(1.0, abs(delta))
+        row["p_value"] = (
+            float((1 + np.sum(np.abs(d) >= abs(delta) - tol)) / (1 + len(d))) if len(d) else np.nan
+        )
+    return row
+
+
+def _deltas_table(rows: list[dict[str, Any]], dims: list[str]) -> pd.DataFrame:
+    deltas = pd.DataFrame(rows)
+    order = {m: i for i, m in enumerate([*HEADLINE, *(f"N_{d}" for d in dims)])}
+    deltas = (
+        deltas.assign(
+            _j=deltas["judge"].map(lambda j: (j != "jury", str(j))), _m=deltas["metric"].map(order)
+        )
+        .sort_values(["_j", "_m"])
+        .drop(columns=["_j", "_m"])
+    )
+    deltas = deltas.reset_index(drop=True)
+    # the comparison page shows every row's p-value: adjusted over all of them (the family it shows)
+    deltas["p_holm"] = holm(deltas["p_value"].astype(float).tolist())
+    return deltas
+
+
+def _withhold_jury(
+    cmp: PairComparison,
+    ra: Any,
+    rb: Any,
+    boot_d: dict[tuple[str, str], np.ndarray],
+    perm_d: dict[tuple[str, str], np.ndarray],
+) -> None:
+    withheld = False
+    # a kept judge the verdict is withheld for (gate_withhold)
+    for side, r in (("A", ra), ("B", rb)):
+        t = r.cube_table
+        for j in cmp.jury_judges:
+            cause = str(t.at[j, "gate_withhold"]) if "gate_withhold" in t and j in t.index else ""
+            if cause and cause != "nan":
+                cmp.flags.append(f"{side}: judge {j}: {cause}")
+                withheld = True
+    if not withheld:
+        return
+    # the jury delta rests on a judge no test validated or a W that is noise: not published
+    jury = (cmp.deltas["judge"] == "jury") & cmp.deltas["metric"].isin(
+        ("cube_score", "weighted_score")
+    )
+    cmp.deltas.loc[
+        jury, [c for c in ("delta", "lo", "hi", "se", "p_value", "p_holm") if c in cmp.deltas]
+    ] = np.nan
+    cmp.deltas["p_holm"] = holm(cmp.deltas["p_value"].astype(float).tolist())
+    cmp.flags.append(
+        "jury ΔCuBE and ΔW undefined: a jury judge's verdict is withheld on a side (the causes "
+        "above); the per-judge deltas are shown per judge"
+    )
+    boot_d.pop(("jury", "cube_score"), None)
+    perm_d.pop(("jury", "cube_score"), None)
+
+
+def _flag_valid_share(
+    cmp: PairComparison,
+    boot_d: dict[tuple[str, str], np.ndarray],
+    perm_d: dict[tuple[str, str], np.ndarray],
+) -> None:
+    jury_boot = boot_d.get(("jury", "cube_score"))
+    jury_perm = perm_d.get(("jury", "cube_score"))
+    cmp.valid_share = {
+        "resamples": float(np.isfinite(jury_boot).mean()) if jury_boot is not None else None,
+        "permutations": float(np.isfinite(jury_perm).mean()) if jury_perm is not None else None,
+    }
+    for what, share in cmp.valid_share.items():
+        if share is not None and share < MIN_VALID_SHARE:
+            cmp.flags.append(
+                f"jury ΔCuBE defined in only {share:.0%} of the {what} (fewer than "
+                f"{MIN_VALID_SHARE:.0%}): the {'interval' if what == 'resamples' else 'p-value'} "
+                "rests on a selection of them"
+            )
+
+
+def _power_figures(cmp: PairComparison, n: int, alpha: float, power: float) -> dict[str, Any]:
+    se = cmp.row().get("se", np.nan)
+    if se is not None and math.isfinite(se) and se > 0:
+        sd_q = float(se * math.sqrt(n))
+        return {
+            "se": float(se),
+            "sd_per_question": sd_q,
+            "mde": mde(se, alpha, power),
+            "alpha": alpha,
+            "power": power,
+            "n_questions": n,
+            "questions_for_observed_delta": (
+                questions_needed(cmp.row()["delta"], sd_q, alpha, power)
+                if np.isfinite(cmp.row()["delta"]) and cmp.row()["delta"]
+                else None
+            ),
+        }
+    return {
+        "se": float("nan"),
+        "mde": float("nan"),
+        "alpha": alpha,
+        "power": power,
+        "n_questions": n,
+        "note": (
+            "no bootstrap spread of the jury ΔCuBE (no resamples, identical sides or undefined "
+            "CuBE)"
+        ),
+    }
+
+
 def compare_pair(
     a_answers: pd.DataFrame,
     a_scores: pd.DataFrame,
@@ -233,23 +461,18 @@ def compare_pair(
 
     `analysis_params` are side A's analysis settings, `analysis_params_b` side B's (default: the
     same, e.g. two systems of one run). Each side uses its own TOP-N (`top_n_a` / `top_n_b`: the
-    N the side was evaluated at, else its params' `top_n`, else 8); every other setting that enters CuBE (trim, subset, weights,
-    gate, ...) must be the same on both sides, otherwise a `ValueError` names the differing keys
-    (a paired Δ needs one definition of CuBE). Resampling settings (`bootstrap`, `confidence`,
-    `seed`) are side A's. The MDE's level `alpha` defaults to the interval's, `1 - confidence`,
-    so the MDE and the printed interval answer the same question."""
+    N the side was evaluated at, else its params' `top_n`, else 8); every other setting that
+    enters CuBE (trim, subset, weights, gate, ...) must be the same on both sides, otherwise a
+    `ValueError` names the differing keys (a paired Δ needs one definition of CuBE). Resampling
+    settings (`bootstrap`, `confidence`, `seed`) are side A's. The MDE's level `alpha` defaults
+    to the interval's, `1 - confidence`, so the MDE and the printed interval answer the same
+    question."""
     from cube.config.sections import AnalysisParams
 
     ap = analysis_params or AnalysisParams()
     alpha = 1 - ap.confidence if alpha is None else alpha
     ap_b = analysis_params_b or ap
-    diff = definition_differences(ap, ap_b)
-    if diff:
-        raise ValueError(
-            "compare: the two sides' analysis settings differ, so their CuBE scores are not "
-            "one definition and a paired delta would mix them; align these keys in the params "
-            "(analysis section): " + "; ".join(diff)
-        )
+    _require_one_definition(ap, ap_b)
     n_resamples = ap.bootstrap if n_resamples is None else n_resamples
     seed = ap.seed if seed is None else seed
     A.validate_answers(a_answers, "answers (A)")
@@ -257,53 +480,22 @@ def compare_pair(
     label_a = labels[0] if labels else str(a_answers["system"].iloc[0])
     label_b = labels[1] if labels else str(b_answers["system"].iloc[0])
     na, nb = top_n_a or ap.top_n or 8, top_n_b or ap_b.top_n or 8
-    qa, qb = _known_questions(a_answers, na), _known_questions(b_answers, nb)
-    common = qa & qb
-    only_a, only_b = sorted(qa - qb, key=str), sorted(qb - qa, key=str)
-    ja, jb = set(a_scores["judge"].unique()), set(b_scores["judge"].unique())
-    judges = sorted(ja & jb, key=str)
-    excluded = {
-        str(j): f"scored only side {'A' if j in ja else 'B'}" for j in sorted(ja ^ jb, key=str)
-    }
-    if not common:
-        raise ValueError(
-            f"compare {label_a} vs {label_b}: no question id in common (A has {len(qa)}, "
-            f"B has {len(qb)} questions of known retrieval)"
-        )
-    if not judges:
-        raise ValueError(
-            f"compare {label_a} vs {label_b}: no judge in common (A: {sorted(ja)}, B: {sorted(jb)})"
-        )
+    common, only_a, only_b = _common_questions(a_answers, b_answers, na, nb, label_a, label_b)
+    judges, excluded = _common_judges(a_scores, b_scores, label_a, label_b)
     dims = dimensions or [
         d
         for d in A.dimension_order(a_scores["dimension"].unique())
         if d in set(b_scores["dimension"].unique())
     ]
-
-    def restrict(ans: pd.DataFrame, sc: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-        sc = sc[
-            sc["question_id"].isin(common) & sc["judge"].isin(judges) & sc["dimension"].isin(dims)
-        ]
-        return ans[ans["question_id"].isin(common)], sc
-
-    a_ans, a_sc = restrict(a_answers, a_scores)
-    b_ans, b_sc = restrict(b_answers, b_scores)
-    quiet = ap.model_copy(
-        update={"bootstrap": 0, "top_n": None}
-    )  # each side's N is passed explicitly
+    a_ans, a_sc = _restrict(a_answers, a_scores, common, judges, dims)
+    b_ans, b_sc = _restrict(b_answers, b_scores, common, judges, dims)
+    # each side's N is passed explicitly
+    quiet = ap.model_copy(update={"bootstrap": 0, "top_n": None})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", A.CubeWarning)
         ra = E.evaluate(a_ans, a_sc, quiet, na, judges=judges, dimensions=dims)
         rb = E.evaluate(b_ans, b_sc, quiet, nb, judges=judges, dimensions=dims)
-    jury_judges = [j for j in judges if j in ra.jury_judges and j in rb.jury_judges]
-    for j in judges:
-        if j not in jury_judges:
-            why = "; ".join(
-                f"{s}: {r.excluded_judges[j]}"
-                for s, r in (("A", ra), ("B", rb))
-                if j in r.excluded_judges
-            )
-            excluded[str(j)] = f"fails the validity gate ({why})"
+    jury_judges = _exclude_gate_failures(judges, ra, rb, excluded)
     kw = dict(
         proportion=ap.trim_proportion,
         subset=ap.subset,
@@ -321,70 +513,14 @@ def compare_pair(
     jury = [pa.judges.index(j) for j in jury_judges]
     point_a, point_b = _stats(pa, np.ones((1, n)), jury), _stats(pb, np.ones((1, n)), jury)
     rng = np.random.default_rng(seed)
-    boot_d: dict[tuple[str, str], np.ndarray] = {}
-    if n_resamples > 0:
-        C = np.zeros((n_resamples, n))
-        np.add.at(
-            C,
-            (
-                np.repeat(np.arange(n_resamples), n),
-                rng.integers(0, n, size=(n_resamples, n)).ravel(),
-            ),
-            1.0,
+    boot_d = _paired_bootstrap(pa, pb, jury, n_resamples, rng)
+    perm_d = _paired_permutations(pa, pb, jury, n_permutations, rng)
+    rows = [
+        _delta_row(
+            key, float(point_a[key][0]), float(point_b[key][0]), boot_d, perm_d, ap.confidence
         )
-        ba, bb = _stats(pa, C, jury), _stats(pb, C, jury)
-        boot_d = {k: bb[k] - ba[k] for k in ba}
-    perm_d: dict[tuple[str, str], np.ndarray] = {}
-    if n_permutations > 0:
-        M = (rng.random((n_permutations, n)) < 0.5).astype(float)
-        pab = _concat(pa, pb)
-        sa, sb = _stats(pab, np.hstack([1 - M, M]), jury), _stats(pab, np.hstack([M, 1 - M]), jury)
-        perm_d = {k: sb[k] - sa[k] for k in sa}
-    lo_q, hi_q = (1 - ap.confidence) / 2, 1 - (1 - ap.confidence) / 2
-    rows = []
-    for key in point_a:
-        judge, metric = key
-        va, vb = float(point_a[key][0]), float(point_b[key][0])
-        delta = vb - va
-        row = {
-            "judge": judge,
-            "metric": metric,
-            "a": va,
-            "b": vb,
-            "delta": delta,
-            "lo": np.nan,
-            "hi": np.nan,
-            "se": np.nan,
-            "p_value": np.nan,
-            "n_valid": 0,
-        }
-        if key in boot_d:
-            ok = boot_d[key][np.isfinite(boot_d[key])]
-            row["n_valid"] = int(len(ok))
-            if len(ok) >= 2:
-                row["lo"], row["hi"] = (float(x) for x in np.quantile(ok, [lo_q, hi_q]))
-                row["se"] = float(ok.std(ddof=1))
-        if key in perm_d and math.isfinite(delta):
-            d = perm_d[key][np.isfinite(perm_d[key])]
-            tol = 1e-9 * max(1.0, abs(delta))
-            row["p_value"] = (
-                float((1 + np.sum(np.abs(d) >= abs(delta) - tol)) / (1 + len(d)))
-                if len(d)
-                else np.nan
-            )
-        rows.append(row)
-    deltas = pd.DataFrame(rows)
-    order = {m: i for i, m in enumerate([*HEADLINE, *(f"N_{d}" for d in dims)])}
-    deltas = (
-        deltas.assign(
-            _j=deltas["judge"].map(lambda j: (j != "jury", str(j))), _m=deltas["metric"].map(order)
-        )
-        .sort_values(["_j", "_m"])
-        .drop(columns=["_j", "_m"])
-    )
-    deltas = deltas.reset_index(drop=True)
-    # the comparison page shows every row's p-value: adjusted over all of them (the family it shows)
-    deltas["p_holm"] = holm(deltas["p_value"].astype(float).tolist())
+        for key in point_a
+    ]
     cmp = PairComparison(
         label_a,
         label_b,
@@ -394,7 +530,7 @@ def compare_pair(
         judges,
         jury_judges,
         excluded,
-        deltas,
+        _deltas_table(rows, dims),
         settings={
             "n_resamples": n_resamples,
             "n_permutations": n_permutations,
@@ -407,71 +543,9 @@ def compare_pair(
             "dimensions": dims,
         },
     )
-    withheld = False
-    for side, r in (
-        ("A", ra),
-        ("B", rb),
-    ):  # a kept judge the verdict is withheld for (gate_withhold)
-        t = r.cube_table
-        for j in jury_judges:
-            cause = str(t.at[j, "gate_withhold"]) if "gate_withhold" in t and j in t.index else ""
-            if cause and cause != "nan":
-                cmp.flags.append(f"{side}: judge {j}: {cause}")
-                withheld = True
-    if (
-        withheld
-    ):  # the jury delta rests on a judge no test validated or a W that is noise: not published
-        jury = (cmp.deltas["judge"] == "jury") & cmp.deltas["metric"].isin(
-            ("cube_score", "weighted_score")
-        )
-        cmp.deltas.loc[
-            jury, [c for c in ("delta", "lo", "hi", "se", "p_value", "p_holm") if c in cmp.deltas]
-        ] = np.nan
-        cmp.deltas["p_holm"] = holm(cmp.deltas["p_value"].astype(float).tolist())
-        cmp.flags.append(
-            "jury ΔCuBE and ΔW undefined: a jury judge's verdict is withheld on a side (the causes "
-            "above); the per-judge deltas are shown per judge"
-        )
-        boot_d.pop(("jury", "cube_score"), None)
-        perm_d.pop(("jury", "cube_score"), None)
-    jury_boot = boot_d.get(("jury", "cube_score"))
-    jury_perm = perm_d.get(("jury", "cube_score"))
-    cmp.valid_share = {
-        "resamples": float(np.isfinite(jury_boot).mean()) if jury_boot is not None else None,
-        "permutations": float(np.isfinite(jury_perm).mean()) if jury_perm is not None else None,
-    }
-    for what, share in cmp.valid_share.items():
-        if share is not None and share < MIN_VALID_SHARE:
-            cmp.flags.append(
-                f"jury ΔCuBE defined in only {share:.0%} of the {what} (fewer than "
-                f"{MIN_VALID_SHARE:.0%}): the {'interval' if what == 'resamples' else 'p-value'} "
-                "rests on a selection of them"
-            )
-    se = cmp.row().get("se", np.nan)
-    if se is not None and math.isfinite(se) and se > 0:
-        sd_q = float(se * math.sqrt(n))
-        cmp.power = {
-            "se": float(se),
-            "sd_per_question": sd_q,
-            "mde": mde(se, alpha, power),
-            "alpha": alpha,
-            "power": power,
-            "n_questions": n,
-            "questions_for_observed_delta": (
-                questions_needed(cmp.row()["delta"], sd_q, alpha, power)
-                if np.isfinite(cmp.row()["delta"]) and cmp.row()["delta"]
-                else None
-            ),
-        }
-    else:
-        cmp.power = {
-            "se": float("nan"),
-            "mde": float("nan"),
-            "alpha": alpha,
-            "power": power,
-            "n_questions": n,
-            "note": "no bootstrap spread of the jury ΔCuBE (no resamples, identical sides or undefined CuBE)",
-        }
+    _withhold_jury(cmp, ra, rb, boot_d, perm_d)
+    _flag_valid_share(cmp, boot_d, perm_d)
+    cmp.power = _power_figures(cmp, n, alpha, power)
     return cmp
 
 
