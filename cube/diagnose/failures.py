@@ -246,7 +246,8 @@ def claimed_numbers(answer: str, question: str = "") -> set[float]:
 
 
 def strip_list_numbering(text: str) -> str:
-    """`text` with its list numbering blanked (see `_CANDIDATES`): what remains are claimed numbers."""
+    """`text` with its list numbering blanked (see `_CANDIDATES`): what remains are
+    claimed numbers."""
     found = []  # (start, end, item number, kind, item text follows)
     for m in _CANDIDATES.finditer(text):
         kind = str(m.lastgroup)
@@ -499,7 +500,8 @@ def classify(
 
 def pattern_table(classified: pd.DataFrame, examples: int = 2) -> pd.DataFrame:
     """One row per pattern (and `unexplained`): `count` (primary), `any` (answers where it holds),
-    `share` of the low answers, `examples` (question ids) and the `suggestion`; most frequent first."""
+    `share` of the low answers, `examples` (question ids) and the `suggestion`; most
+    frequent first."""
     low = classified[classified["low"]]
     rows = []
     for pat in (*PATTERNS, UNEXPLAINED):
@@ -538,7 +540,8 @@ def examples_table(classified: pd.DataFrame, per_pattern: int = 2, width: int = 
 
 
 def by_category(classified: pd.DataFrame, by: str) -> pd.DataFrame:
-    """Low answers per value of `by` and primary pattern (`by, pattern, count`); sums to the low answers."""
+    """Low answers per value of `by` and primary pattern (`by, pattern, count`); sums to the
+    low answers."""
     low = classified[classified["low"]]
     return (
         low.groupby([by, "primary"])

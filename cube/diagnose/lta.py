@@ -151,7 +151,8 @@ def withheld_reasons(result: CubeResult, params: Params) -> tuple[list[str], boo
 def gate_withhold_reasons(result: CubeResult) -> list[str]:
     """The gate's causes to withhold the verdict that are facts about the run, not the judges
     (`gate_withhold` of the jury's members: a run too small for the bounds test, W undefined or
-    outside the band because of rank-correlation weights), each said once with the judges it concerns."""
+    outside the band because of rank-correlation weights), each said once with the judges
+    it concerns."""
     table = result.cube_table
     if "gate_withhold" not in table or nothing_retrieved(result):
         return []
@@ -175,8 +176,9 @@ def noise_w_judges(result: CubeResult) -> list[str]:
 
 
 def not_validated_judges(result: CubeResult) -> list[str]:
-    """Jury members no test could validate on this run (`gate_validated` False: the bounds test could not
-    decide and neither the audit nor the retrieval test passed them): kept, not validated."""
+    """Jury members no test could validate on this run (`gate_validated` False: the bounds test
+    could not decide and neither the audit nor the retrieval test passed them): kept,
+    not validated."""
     table = result.cube_table
     if "gate_validated" not in table:
         return []
@@ -216,7 +218,8 @@ def retriever_note(result: CubeResult, top_n: int) -> str:
 
 def human_sentence(calibrated: dict[str, Any] | None) -> str:
     """'With N human ratings: CuBE X [lo, hi]' (a `PPIResult.headline()`), '' without ratings; its
-    flags follow whenever there are any (why the score is undefined, or what a defined one rests on)."""
+    flags follow whenever there are any (why the score is undefined, or what a defined one
+    rests on)."""
     h = calibrated or {}
     if not h.get("n_rated"):
         return ""
@@ -402,7 +405,8 @@ def ordered_suggestions(
     knowledge-base problems and retrieval first (`retrieval_tips`, then `number_tips` from
     `suggestions`), then the remedies of the top failure patterns (each with its count) that no
     number-based suggestion already gives. "Keep this configuration" only when nothing else is
-    suggested; "put fewer documents in the prompt" (low_rank) yields to "raise TOP-N" (re-rank instead)."""
+    suggested; "put fewer documents in the prompt" (low_rank) yields to "raise TOP-N"
+    (re-rank instead)."""
     out = [*retrieval_tips, *number_tips]
     raise_top_n = any("raise TOP-N" in t for t in out)
     low = (patterns or {}).get("low") or 0

@@ -98,7 +98,8 @@ def near_duplicate_confusion(
 
     Args:
         answers: the answers table (`set`, `doc_id`, `retrieved_doc_ids`, `retrieval_ok`, `system`).
-        corpus: the corpus table (`doc_id`, `item_name`; `family_id`, `region`, `variant` when present).
+        corpus: the corpus table (`doc_id`, `item_name`; `family_id`, `region`, `variant`
+            when present).
         system: keep only this system's rows (None: every row given).
 
     Returns:

@@ -14,15 +14,15 @@ count only with an information object ("any information", "the answer", ...).
 
 Decline phrases (case-insensitive; `DECLINE_PATTERNS` is the full list):
 
-- zh: 未找到/没有找到/未检索到 + 相关 (信息|资料|指南|内容|记录); framed: 没有/暂无 + (信息|规定|记录|...),
-  无法 (提供|回答|确定|查询|找到|获取), 不太清楚; 我无法…;
-  我 (并) 不 (太) (清楚|确定|了解|知道), 不太清楚; 抱歉…(无法|不能|没有); 超出 (了) …范围;
+- zh: 未找到/没有找到/未检索到 + 相关 (信息|资料|指南|内容|记录); framed:
+  没有/暂无 + (信息|规定|记录|...), 无法 (提供|回答|确定|查询|找到|获取), 不太清楚; 我无法…; 我 (并)
+  不 (太) (清楚|确定|了解|知道), 不太清楚; 抱歉…(无法|不能|没有); 超出 (了) …范围;
   (知识库|文档|指南) 中 (没有|未包含|未提及|未载明); 不在…范围;
 - en: "I don't know", "I do not know", "I'm not sure", "I cannot (answer|provide|help)",
   "I cannot find (any information|the answer|...)",
   "I can't ...", "I don't have (information|access|the ...)", "no (relevant) information",
-  "not (found|covered|available) in (the|my) (documents|knowledge base|sources)", "unable to (find|answer|provide)",
-  "outside (the|my) scope", "there is no ... in the provided".
+  "not (found|covered|available) in (the|my) (documents|knowledge base|sources)", "unable to
+  (find|answer|provide)", "outside (the|my) scope", "there is no ... in the provided".
 
 Documented limits: a detector of phrasings, not of meaning; tested on a table of real-world
 declines and non-declines (tests/test_refusal.py).
@@ -124,7 +124,8 @@ def is_refusal(answer: str | None) -> bool:
 
 def answer_outcome(answer: object, error: object = None) -> str:
     """ "failed" when the answering call failed (an error is recorded: there is no answer), "empty"
-    when it returned a blank answer, else "answered". Only answered questions can be declined or not."""
+    when it returned a blank answer, else "answered". Only answered questions can be declined
+    or not."""
 
     def blank(v: object) -> bool:
         return (
@@ -186,8 +187,8 @@ def no_answer_flag(count: dict[str, int]) -> str:
 
 # ------------------------------------------------------------------ refusal report
 def mark_declined(answers: pd.DataFrame) -> pd.DataFrame:
-    """`outcome` ("answered", "failed", "empty": `cube.diagnose.refusal.answer_outcome`) and `declined`
-    (nullable boolean: NA when there is no answer to judge, never False)."""
+    """`outcome` ("answered", "failed", "empty": `cube.diagnose.refusal.answer_outcome`) and
+    `declined` (nullable boolean: NA when there is no answer to judge, never False)."""
     out = answers.copy()
     errors = out["error"] if "error" in out else pd.Series(None, index=out.index, dtype=object)
     out["outcome"] = [answer_outcome(a, e) for a, e in zip(out["answer"], errors, strict=True)]
@@ -241,7 +242,8 @@ def _ci(figures: dict, key: str, digits: int) -> str:
 
 
 def refusal_sentence(system: str, figures: dict) -> str:
-    """The refusal figures in one sentence (with their Wilson intervals and the no-answer caution)."""
+    """The refusal figures in one sentence (with their Wilson intervals and the
+    no-answer caution)."""
     acc, fr = figures.get("refusal_accuracy"), figures.get("false_refusal_rate")
     if acc is None or not np.isfinite(acc):
         return f"{system}: no refusal question was answered, so refusal accuracy is undefined."

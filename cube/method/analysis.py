@@ -126,7 +126,8 @@ def rank_score(rank: int, n_retrieved: int, top_n: int = 8) -> int:
 
 
 def question_ranks(answers: pd.DataFrame, top_n: int = 8) -> pd.DataFrame:
-    """One row per question of the `rag` set: `question_id, rank, n_retrieved, retrieved, rank_score`."""
+    """One row per question of the `rag` set: `question_id, rank, n_retrieved,
+    retrieved, rank_score`."""
     validate_answers(answers)
     single_system(answers, "answers")
     rag = answers[answers["set"] == "rag"]
@@ -208,7 +209,8 @@ def recall_at_k(answers: pd.DataFrame, k: int | None = None, top_n: int | None =
 
 # --------------------------------------------------------------------------------- correlations
 def _per_item(scores: pd.DataFrame) -> pd.DataFrame:
-    """Average repeated samples: one score per (question, system, set, judge, dimension); NaN kept."""
+    """Average repeated samples: one score per (question, system, set, judge, dimension);
+    NaN kept."""
     keys = ["question_id", "system", "set", "judge", "dimension"]
     s = scores[keys + ["score"]].copy()
     s["score"] = pd.to_numeric(s["score"], errors="coerce").astype(float)
@@ -283,8 +285,8 @@ def rank_correlations(
 
     Every judge (of `scores` and `judges`) gets a row per dimension (of `scores` and
     `dimensions`, the configured ones), with n = 0 and r NaN when it has no scores, so absent
-    rows give what NaN rows give. Returns columns `judge, dimension, r, p_value, n` (r is NaN when a side
-    is constant or n < 3)."""
+    rows give what NaN rows give. Returns columns `judge, dimension, r, p_value, n` (r is NaN when a
+    side is constant or n < 3)."""
     validate_scores(scores)
     ranks = question_ranks(answers, top_n)
     if against != "rank_score":
@@ -388,11 +390,10 @@ def trimmed_means(
 
     The scores are first reindexed to the full grid (`score_grid`: judges x sets x dimensions
     x `questions`), so an absent row is NaN exactly like an unscored one: both are excluded
-    and counted (`n_unscored`). With `paired` (the default, docs/explanation/method.md), a judge's dimension
-    uses only questions it scored in all three sets, so the bounds and the system are
-    compared on the same questions; questions dropped because another set of theirs is
-    unscored are counted in `n_unpaired`. Every (judge, set, dimension) gets a row, NaN
-    when nothing is left.
+    and counted (`n_unscored`). With `paired` (the default, docs/explanation/method.md), a judge's
+    dimension uses only questions it scored in all three sets, so the bounds and the system are
+    compared on the same questions; questions dropped because another set of theirs is unscored are
+    counted in `n_unpaired`. Every (judge, set, dimension) gets a row, NaN when nothing is left.
 
     Returns `judge, set, dimension, trimmed_mean, n, n_unscored, n_unpaired`."""
     validate_scores(scores)

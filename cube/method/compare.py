@@ -3,9 +3,9 @@
 Two sides A and B (each: one system's answers and scores, from the same run or from two runs
 sharing question ids and judges) are compared on the questions both know the retrieval
 outcome of; questions present in only one side are counted (`only_a`, `only_b`) and left out.
-Every statistic is the whole CuBE chain of `cube.method.bootstrap.cube_from_counts` (the function the
-bootstrap uses, which reproduces `cube.method.analysis.evaluate` exactly), so Δ is B − A of the very
-numbers the two reports publish when they are restricted to the common questions.
+Every statistic is the whole CuBE chain of `cube.method.bootstrap.cube_from_counts` (the function
+the bootstrap uses, which reproduces `cube.method.analysis.evaluate` exactly), so Δ is B − A of the
+very numbers the two reports publish when they are restricted to the common questions.
 
 - **Paired bootstrap**: one counts matrix C (resamples x questions) drives both sides, so a
   resample draws the same questions for A and B (the three sets and the retrieval outcome of a
@@ -18,20 +18,21 @@ numbers the two reports publish when they are restricted to the common questions
   (the rows the comparison page shows).
 - **Jury**: the mean over the judges that pass the validity gate (`cube.method.gate`) on both sides,
   as the decision does; judges present on one side only are listed and left out. As in
-  `cube.method.bootstrap.bootstrap_cube`, a resample or permutation where one jury member is undefined
-  is undefined for the jury (never a mean of fewer judges); the share of defined resamples and
-  permutations is reported (`valid_resample_share`, `valid_permutation_share`) and flagged when
+  `cube.method.bootstrap.bootstrap_cube`, a resample or permutation where one jury member is
+  undefined is undefined for the jury (never a mean of fewer judges); the share of defined resamples
+  and permutations is reported (`valid_resample_share`, `valid_permutation_share`) and flagged when
   below `MIN_VALID_SHARE` (the interval and p-value then rest on a selection of resamples).
 - **Power** (`mde`, `questions_needed`): the bootstrap standard error of ΔCuBE, se, gives the
   per-question standard deviation σ = se·√n of the paired difference (a CuBE difference behaves
-  like a mean of n per-question contributions). A two-sided test at level α (default 1 − `analysis.confidence`, the interval's) with power 1 − β
-  detects |Δ| >= (z_{1−α/2} + z_{1−β}) · σ / √n (the minimum detectable difference, MDE), and
-  needs n = ((z_{1−α/2} + z_{1−β}) · σ / Δ)² questions for a given Δ. The power is 1 − β only if
-  the SE at a difference of the MDE is the SE measured on the data, which one comparison cannot check:
-  a system's CuBE varies more the higher it is, so on simulated pairs at 100 questions (benchmarks/
-  simulation_coverage.py --compare 1000 --better) a B worse by the printed MDE is detected in 87 %, a B
-  better by it in 73 % (README). The MDE is the size of difference the comparison resolves, not a
-  guarantee of 80 %.
+  like a mean of n per-question contributions). A two-sided test at level α (default
+  1 − `analysis.confidence`, the interval's) with power 1 − β detects
+  |Δ| >= (z_{1−α/2} + z_{1−β}) · σ / √n (the minimum detectable difference, MDE), and needs
+  n = ((z_{1−α/2} + z_{1−β}) · σ / Δ)² questions for a given Δ. The power is 1 − β only if the SE at
+  a difference of the MDE is the SE measured on the data, which one comparison cannot check: a
+  system's CuBE varies more the higher it is, so on simulated pairs at 100 questions
+  (benchmarks/simulation_coverage.py --compare 1000 --better) a B worse by the printed MDE is
+  detected in 87 %, a B better by it in 73 % (README). The MDE is the size of difference the
+  comparison resolves, not a guarantee of 80 %.
 - **Several systems**: `compare_all` compares every pair and adjusts the jury ΔCuBE p-values
   with Holm's step-down correction (`p_holm`).
 """
@@ -109,7 +110,8 @@ def _num(x: Any) -> float | None:
 
 # ------------------------------------------------------------------------------------- power
 def mde(se: float, alpha: float = 0.05, power: float = 0.8) -> float:
-    """Minimum detectable |Δ| of a two-sided test at level `alpha` with `power`, given the SE of Δ."""
+    """Minimum detectable |Δ| of a two-sided test at level `alpha` with `power`, given the SE
+    of Δ."""
     return float((stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)) * se)
 
 
@@ -154,7 +156,8 @@ def _concat(pa: Prepared, pb: Prepared) -> Prepared:
 
 
 def _stats(p: Prepared, C: np.ndarray, jury: list[int]) -> dict[tuple[str, str], np.ndarray]:
-    """Every (judge, metric) as a vector over the rows of C; metrics: the headline three and `N_<dim>`."""
+    """Every (judge, metric) as a vector over the rows of C; metrics: the headline three
+    and `N_<dim>`."""
     out: dict[tuple[str, str], np.ndarray] = {}
     for start in range(0, C.shape[0], _CHUNK):
         res = cube_from_counts(p, C[start : start + _CHUNK])
@@ -201,7 +204,8 @@ _NOT_DEFINITION = frozenset(
 
 def definition_differences(ap_a: Any, ap_b: Any) -> list[str]:
     """The analysis keys (other than per-side `top_n` and resampling/presentation settings) whose
-    values differ between the two sides, as `key: A=.. B=..` lines (empty: one definition of CuBE)."""
+    values differ between the two sides, as `key: A=.. B=..` lines (empty: one definition
+    of CuBE)."""
     da, db = ap_a.model_dump(), ap_b.model_dump()
     return [
         f"{k}: A={da[k]!r} B={db.get(k)!r}"

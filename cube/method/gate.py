@@ -6,8 +6,8 @@ content. A test without the data to decide is reported, never a cause of exclusi
 (a) it **separates the bounds**: per question, the mean full - zero difference over the
     dimensions scored in both sets (equal weights: rank-correlation weights are noise when the
     ranks carry no signal, e.g. a perfect retriever; each dimension is paired on its own, so a
-    parse failure in one dimension no longer drops the question), one-sided Wilcoxon signed-rank test
-    (`scipy.stats.wilcoxon`, alternative `greater`) at `analysis.gate_alpha` (default 0.05) on
+    parse failure in one dimension no longer drops the question), one-sided Wilcoxon signed-rank
+    test (`scipy.stats.wilcoxon`, alternative `greater`) at `analysis.gate_alpha` (default 0.05) on
     every question of known retrieval (the full and zero answers do not depend on retrieval).
     `analysis.gate_min_separation` (default 0: off) is an optional floor on the trimmed-mean
     separation `T_full - T_zero`; by default the test decides, not a point threshold;
@@ -37,20 +37,21 @@ content. A test without the data to decide is reported, never a cause of exclusi
     and passed: a length-only judge passes the bounds test, so that is not enough), W undefined
     or outside the band is put down to the weights: the judge keeps its place, `gate_w_unusable`
     is set (the jury's W and CuBE are then undefined: `cube.method.analysis.jury_summary`), and
-    `gate_withhold` states both W and the evidence and names the remedy (`analysis.weights: equal`, or
-    `analysis.weights_fallback: equal` for undefined weights); the verdict is withheld with it
+    `gate_withhold` states both W and the evidence and names the remedy (`analysis.weights: equal`,
+    or `analysis.weights_fallback: equal` for undefined weights); the verdict is withheld with it
     (`cube.diagnose.lta.withheld_reasons`). Measured on simulated perfect retrievers (the paper's
     four judges, 20 seeded runs each at 40 and 100 questions): all 9 W outside the band under
     rank-correlation weights were in it with equal weights (Qwen-like -310 to 400 -> 47 to 104).
 
 A test that cannot decide at this run's size never excludes: with n questions the one-sided
 Wilcoxon test cannot go below p = 2^-n, n the questions with a nonzero difference (the test drops
-ties), so with 2^-n >= `analysis.gate_alpha` (n <= 4 at 0.05) no judge can be validated; `gate_withhold` says so and the verdict is withheld with that cause.
-Rule (f) then does not exclude either (W on so few questions is noise); it is reported in
-`gate_evidence` and sets `gate_w_unusable`. The failure rate still excludes. Content-blindness excludes
-only where it can be tested (`constant_sets` needs `VARY_MIN_QUESTIONS` questions per set, the audit
-`audit_min_pairs` pairs): at n <= 4 a content-blind judge may stay untested, `gate_validated` False
-(no test passed it), and the decision page lists it as not validated.
+ties), so with 2^-n >= `analysis.gate_alpha` (n <= 4 at 0.05) no judge can be validated;
+`gate_withhold` says so and the verdict is withheld with that cause. Rule (f) then does not exclude
+either (W on so few questions is noise); it is reported in `gate_evidence` and sets
+`gate_w_unusable`. The failure rate still excludes. Content-blindness excludes only where it can be
+tested (`constant_sets` needs `VARY_MIN_QUESTIONS` questions per set, the audit `audit_min_pairs`
+pairs): at n <= 4 a content-blind judge may stay untested, `gate_validated` False (no test passed
+it), and the decision page lists it as not validated.
 
 Operating characteristics measured by `benchmarks/gate_operating.py --runs 40` (judges simulated
 from the paper's Table 2 bounds and content-blind ones, 20 / 40 / 100 / 300 questions x R@k 0.5 /
@@ -201,7 +202,8 @@ def _wide(grid: pd.DataFrame, judge: Any, dims: pd.Index) -> pd.DataFrame:
 
 
 def _weighted(values: pd.Series, weights: pd.Series) -> pd.Series:
-    """Per question, the weighted mean of the dimensions present (weights renormalised over them)."""
+    """Per question, the weighted mean of the dimensions present (weights renormalised
+    over them)."""
     values = values.dropna()
     w = pd.Series(
         values.index.get_level_values("dimension").map(weights).to_numpy(float), index=values.index
@@ -229,7 +231,8 @@ def retrieval_test(
     grid: pd.DataFrame, judge: Any, weights: pd.Series, ranks: pd.DataFrame
 ) -> tuple[float, float, int, int]:
     """(rank-biserial r, one-sided Mann-Whitney p, n retrieved, n missed) of the rag total of
-    questions whose gold document was retrieved against the missed ones (NaN when a group is empty)."""
+    questions whose gold document was retrieved against the missed ones (NaN when a group
+    is empty)."""
     wide = _wide(grid, judge, weights.index)
     if "rag" not in wide:
         return float("nan"), float("nan"), 0, 0
@@ -243,9 +246,10 @@ def retrieval_test(
 
 
 def constant_sets(grid: pd.DataFrame, judge: Any) -> list[str]:
-    """The sets in which the judge gives one score to all (>= VARY_MIN_QUESTIONS) questions in every dimension.
-    The gate calls a judge content-blind only when this holds in every set it scored: one set alone may
-    be constant for a reason (identical answers, e.g. a zero-set answerer that always declines)."""
+    """The sets in which the judge gives one score to all (>= VARY_MIN_QUESTIONS) questions in every
+    dimension. The gate calls a judge content-blind only when this holds in every set it scored: one
+    set alone may be constant for a reason (identical answers, e.g. a zero-set answerer that
+    always declines)."""
     g = grid[(grid["judge"] == judge)].dropna(subset=["score"])
     out = []
     for set_, s in g.groupby("set", sort=False):
@@ -327,7 +331,8 @@ def _weights_cause(
 ) -> str:
     """When rank-correlation weights, not the judge, make W fail rule (f): the sentence stating what
     was measured and the remedy ('' when the judge's W with equal weights fails too, the weights are
-    fixed, or nothing shows the judge reads the content: `reads_content`, the evidence that it does)."""
+    fixed, or nothing shows the judge reads the content: `reads_content`, the evidence that
+    it does)."""
     if (
         getattr(ap, "weights", "rank_correlation") != "rank_correlation"
         or trimmed is None
@@ -366,9 +371,9 @@ def judge_gate(
     """The gate's decision per judge (module docstring). `grid`: `cube.method.analysis.score_grid`;
     `effective`: `judge, dimension, effective_weight`; `totals`: `judge, set, weighted_total`;
     `audit`: `cube.method.audit.audit_summary` (None: the audit did not run); `trimmed`: the
-    trimmed means (`judge, set, dimension, trimmed_mean`), given under rank-correlation weights so rule
-    (f) can compare W with the judge's W under equal weights; `weight_causes`:
-    why a judge's rank-correlation weights are undefined (`cube.method.evaluation.weight_causes`).
+    trimmed means (`judge, set, dimension, trimmed_mean`), given under rank-correlation weights so
+    rule (f) can compare W with the judge's W under equal weights; `weight_causes`: why a judge's
+    rank-correlation weights are undefined (`cube.method.evaluation.weight_causes`).
     `evaluation_questions` is kept for callers; the bounds test uses every question of the grid."""
     judges = list(cube_table.index)
     fails = failure_table(scores, grid, judges)

@@ -33,8 +33,9 @@ def effective_weights(
     w: np.ndarray, zero: np.ndarray, rag: np.ndarray, full: np.ndarray
 ) -> np.ndarray:
     """Weights actually used by W, per dimension (axis 0): a dimension with weight > 0 but no
-        trimmed mean in some set makes every weight NaN (W undefined); a dimension without a positive
-        range (full - zero <= 0) gets 0; the rest are rescaled to the weights' own sum (1), unchanged
+        trimmed mean in some set makes every weight NaN (W undefined); a dimension without a
+        positive range (full - zero <= 0) gets 0; the rest are rescaled to the weights' own sum
+        (1), unchanged
     when no dimension left (NaN if none is left)."""
     w = np.asarray(w, float)
     weighted = np.nan_to_num(w, nan=0.0) > 0

@@ -221,8 +221,9 @@ def pick_document(question: str, docs: list[dict[str, str]], lang: str) -> int:
 
 
 def _format_field(field: str, value: str | None, lang: str) -> str:
-    """ "label：value", the value said as `cube.config.phrasing.phrase_value` says it (是 -> 收费, 10 -> 10个工作日,
-    a placeholder such as 无 -> not stated), the way the template questions ask it."""
+    """ "label：value", the value said as `cube.config.phrasing.phrase_value` says it (是 -> 收费,
+    10 -> 10个工作日, a placeholder such as 无 -> not stated), the way the template questions
+    ask it."""
     label = FIELD_LABELS[lang][field]
     value = phrase_value(field, value, lang) or _MISSING[lang]
     if "\n" in value:
