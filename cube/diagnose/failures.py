@@ -67,20 +67,25 @@ PATTERNS: tuple[str, ...] = (
 )
 UNEXPLAINED = "unexplained"
 SUGGESTIONS: dict[str, str] = {
-    "empty": "inspect the answering calls' errors and re-run the answering stage (`--only 02.. --force`)",
+    "empty": "inspect the answering calls' errors and re-run the answering stage (`--only 02.. "
+    "--force`)",
     "truncated": "raise the answering model's max_tokens or ask for shorter answers",
-    "wrong_near_duplicate": "filter retrieval by the region the question names (systems[].region_filter: "
-    "question) and render the variant into the documents",
-    "retrieval_miss": "improve retrieval (item-name and alias matching, hybrid search) or raise TOP-N",
-    "refusal_despite_gold": "tell the answering prompt to answer from the retrieved guides, and check that the "
-    "gold document's text reaches the model (chunking, context length)",
-    "low_rank": "re-rank the retrieved list (a cross-encoder) or put fewer, better documents in the prompt",
-    "field_missing": "make the prompt answer the asked aspect (fee, time limit, materials) explicitly, quoting "
-    "the guide's field",
-    "number_mismatch": "quote numbers (fees, time limits) verbatim from the guide; check that neighbouring "
-    "region documents in the context are not mixed in",
-    "unsupported": "constrain the answer to the retrieved guides (cite them) and lower the temperature",
-    "judge_disagreement": "the score is uncertain: add a judge or human ratings (notebook 07) for these answers",
+    "wrong_near_duplicate": "filter retrieval by the region the question names "
+    "(systems[].region_filter: question) and render the variant into the documents",
+    "retrieval_miss": "improve retrieval (item-name and alias matching, hybrid search) or raise "
+    "TOP-N",
+    "refusal_despite_gold": "tell the answering prompt to answer from the retrieved guides, and "
+    "check that the gold document's text reaches the model (chunking, context length)",
+    "low_rank": "re-rank the retrieved list (a cross-encoder) or put fewer, better documents in "
+    "the prompt",
+    "field_missing": "make the prompt answer the asked aspect (fee, time limit, materials) "
+    "explicitly, quoting the guide's field",
+    "number_mismatch": "quote numbers (fees, time limits) verbatim from the guide; check that "
+    "neighbouring region documents in the context are not mixed in",
+    "unsupported": "constrain the answer to the retrieved guides (cite them) and lower the "
+    "temperature",
+    "judge_disagreement": "the score is uncertain: add a judge or human ratings (notebook 07) for "
+    "these answers",
     UNEXPLAINED: "read these answers in the judgment browser: no evidence-based pattern applies",
 }
 _NUM = re.compile(r"\d+(?:\.\d+)?")
@@ -595,6 +600,6 @@ def patterns_sentence(result: dict[str, Any]) -> str:
         f"{t['pattern'].replace('_', ' ')} {t['count']} ({t['share']:.0%})" for t in result["top"]
     )
     return (
-        f"{result['low']} of {result['scored']} rag answers score below {result['low_score_below']:g} of 10; "
-        f"top failure patterns: {top or 'none identified'}."
+        f"{result['low']} of {result['scored']} rag answers score below "
+        f"{result['low_score_below']:g} of 10; top failure patterns: {top or 'none identified'}."
     )

@@ -180,7 +180,8 @@ def no_answer_flag(count: dict[str, int]) -> str:
         failed, empty = count.get(f"failed_{group}", 0), count.get(f"empty_{group}", 0)
         if failed or empty:
             parts.append(
-                f"{name} leaves out {failed} failed and {empty} empty answer(s) of {group} questions"
+                f"{name} leaves out {failed} failed and {empty} empty answer(s) of {group} "
+                "questions"
             )
     return "; ".join(parts) + " (neither refusals nor non-refusals)" if parts else ""
 
@@ -251,14 +252,14 @@ def refusal_sentence(system: str, figures: dict) -> str:
         f"{k.replace('_', ' ')} {v:.0%}" for k, v in figures.get("by_kind", {}).items()
     )
     wrong = (
-        f"wrongly declined {fr:.1%}{_ci(figures, 'false_refusal_ci', 1)} of {figures['n_answerable']} answerable "
-        "ones"
+        f"wrongly declined {fr:.1%}{_ci(figures, 'false_refusal_ci', 1)} of "
+        f"{figures['n_answerable']} answerable ones"
         if fr is not None and np.isfinite(fr)
         else "has no answered answerable question, so no false-refusal rate"
     )
     caution = f" Caution: {figures['flag']}." if figures.get("flag") else ""
     return (
-        f"Refusal: {system} declined {acc:.0%}{_ci(figures, 'refusal_ci', 0)} of {figures['n_unanswerable']} "
-        f"questions the knowledge base cannot answer ({kinds}) and {wrong} (reported beside CuBE, not in it; "
-        f"Wilson intervals).{caution}"
+        f"Refusal: {system} declined {acc:.0%}{_ci(figures, 'refusal_ci', 0)} of "
+        f"{figures['n_unanswerable']} questions the knowledge base cannot answer ({kinds}) and "
+        f"{wrong} (reported beside CuBE, not in it; Wilson intervals).{caution}"
     )

@@ -81,7 +81,8 @@ def hypothesis(table: pd.DataFrame) -> dict[str, Any]:
             "verdict": "undetermined",
             "recall_rises": None,
             "answers_kept": None,
-            "sentence": "The TOP-N hypothesis needs a sweep of at least two TOP-N values (systems[].top_n_sweep).",
+            "sentence": "The TOP-N hypothesis needs a sweep of at least two TOP-N values "
+            "(systems[].top_n_sweep).",
         }
     t = table.sort_values("top_n")
     first, last = t.iloc[0], t.iloc[-1]
@@ -96,8 +97,8 @@ def hypothesis(table: pd.DataFrame) -> dict[str, Any]:
             "verdict": "undetermined",
             "recall_rises": None,
             "answers_kept": None,
-            "sentence": f"TOP-N hypothesis undetermined on this data ({span}: {figures}): W or an interval is "
-            "undefined (see the flags), so whether answers are hurt cannot be read.",
+            "sentence": f"TOP-N hypothesis undetermined on this data ({span}: {figures}): W or an "
+            "interval is undefined (see the flags), so whether answers are hurt cannot be read.",
         }
     rises = bool(last["R@N"] > first["R@N_hi"])
     hurt = t[t.W < first.W_lo]
@@ -119,8 +120,8 @@ def hypothesis(table: pd.DataFrame) -> dict[str, Any]:
         "verdict": verdict,
         "recall_rises": rises,
         "answers_kept": kept,
-        "sentence": f"TOP-N hypothesis (a larger TOP-N raises recall without hurting answers) {verdict} on this "
-        f"data {span}: {figures}; {why}.",
+        "sentence": "TOP-N hypothesis (a larger TOP-N raises recall without hurting answers) "
+        f"{verdict} on this data {span}: {figures}; {why}.",
     }
 
 

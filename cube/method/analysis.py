@@ -59,7 +59,8 @@ def validate_answers(answers: pd.DataFrame, table: str = "answers") -> None:
     bad = answers.index[ranks.isna() | (ranks < 0) | (ranks != ranks.round())]
     if len(bad):
         raise SchemaError(
-            f"{table}: column 'rank' must be an integer >= 0 (0 = not retrieved); bad rows {list(bad[:5])}"
+            f"{table}: column 'rank' must be an integer >= 0 (0 = not retrieved); bad rows "
+            f"{list(bad[:5])}"
         )
     dup = answers.duplicated(["question_id", "system", "set"], keep=False)
     if dup.any():
@@ -100,8 +101,8 @@ def single_system(df: pd.DataFrame, table: str) -> None:
     systems = df["system"].dropna().unique()
     if len(systems) > 1:
         raise SchemaError(
-            f"{table}: holds {len(systems)} systems {sorted(map(str, systems))}; filter to one system "
-            "(e.g. df[df.system == name]) or use evaluate_systems()"
+            f"{table}: holds {len(systems)} systems {sorted(map(str, systems))}; filter to one "
+            "system (e.g. df[df.system == name]) or use evaluate_systems()"
         )
 
 
@@ -357,7 +358,8 @@ def dimension_weights(
     for judge in out.loc[total <= _EPS, "judge"].unique():
         if fallback == "equal":
             warnings.warn(
-                f"judge {judge!r}: all weights are 0; equal weights used (analysis.weights_fallback)",
+                f"judge {judge!r}: all weights are 0; equal weights used "
+                "(analysis.weights_fallback)",
                 CubeWarning,
                 stacklevel=2,
             )

@@ -209,13 +209,14 @@ def audit_verdict(
         )
     p = float(summary["discrimination_p_value"])
     what = (
-        f"correct answers scored above their corrupted twins in {w} of {n} pairs ({t} tied, {lo} below), "
-        f"one-sided Wilcoxon p = {p:.3g}"
+        f"correct answers scored above their corrupted twins in {w} of {n} pairs ({t} tied, {lo} "
+        f"below), one-sided Wilcoxon p = {p:.3g}"
     )
     if not p < alpha:
         return (
             True,
-            f"content-blind: does not tell correct from corrupted answers beyond chance: {what} (level {alpha:g})",
+            f"content-blind: does not tell correct from corrupted answers beyond chance: {what} "
+            f"(level {alpha:g})",
         )
     return False, f"audit: {what}"
 
@@ -258,8 +259,8 @@ def self_preference(scores: pd.DataFrame, judge: Any, confidence: float = 0.95) 
         out["note"] = "not measurable: no other judge scored the same answers"
     elif not (~s["own"]).any() or not len(ctrl):
         out["note"] = (
-            "not measurable: no answer written by another model was scored by this judge and another "
-            "(without that control, leniency cannot be told from self-preference)"
+            "not measurable: no answer written by another model was scored by this judge and "
+            "another (without that control, leniency cannot be told from self-preference)"
         )
     elif not len(own):
         out["note"] = (

@@ -122,7 +122,8 @@ def questions_needed(
     difference has per-question SD `sd_per_question` (σ = se·√n of a run)."""
     if not (math.isfinite(delta) and math.isfinite(sd_per_question)) or delta == 0:
         raise ValueError(
-            f"questions_needed: need a finite non-zero delta and SD, got {delta!r}, {sd_per_question!r}"
+            f"questions_needed: need a finite non-zero delta and SD, got {delta!r}, "
+            f"{sd_per_question!r}"
         )
     z = stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)
     return int(math.ceil((z * sd_per_question / abs(delta)) ** 2))

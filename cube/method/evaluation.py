@@ -237,8 +237,8 @@ def evaluate(
                     "judge": j,
                     "dimension": "W",
                     "code": "too_few_questions",
-                    "message": f"judge {j} · W: only {len(retrieved_ids)} question(s) with the gold document "
-                    "retrieved: the trimmed means and W rest on too few questions",
+                    "message": f"judge {j} · W: only {len(retrieved_ids)} question(s) with the "
+                    "gold document retrieved: the trimmed means and W rest on too few questions",
                 }
                 for j in table.index
             ]
@@ -462,8 +462,8 @@ def _fallback_flags(flags: pd.DataFrame, causes: dict[str, str]) -> pd.DataFrame
             "judge": j,
             "dimension": "W",
             "code": "weights_fallback_equal",
-            "message": f"judge {j} · W: rank-correlation weights undefined ({c}); equal weights used "
-            "(analysis.weights_fallback: equal)",
+            "message": f"judge {j} · W: rank-correlation weights undefined ({c}); equal weights "
+            "used (analysis.weights_fallback: equal)",
         }
         for j, c in causes.items()
     ]

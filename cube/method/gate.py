@@ -191,8 +191,9 @@ def _failure_counts(f: pd.Series, sep: str = ", ") -> str:
             f"{int(f['judged'] - f['scored_items'])} of {int(f['judged'])} items unscored or absent"
         )
     return (
-        f"{int(f['call_failures'])} call{sep}{int(f['parse_failures'])} parse{sep}{int(f['other_failures'])} "
-        f"absent or unexplained{' failures' if sep != ', ' else ''} of {int(f['judged'])} judgments"
+        f"{int(f['call_failures'])} call{sep}{int(f['parse_failures'])} "
+        f"parse{sep}{int(f['other_failures'])} absent or "
+        f"unexplained{' failures' if sep != ', ' else ''} of {int(f['judged'])} judgments"
     )
 
 
@@ -290,10 +291,9 @@ def min_questions(alpha: float) -> int:
 def bounds_test_undecidable(n: int, alpha: float) -> str:
     """The cause named when the bounds test cannot decide on n questions."""
     return (
-        f"the bounds test cannot decide on {n} question{'s' if n != 1 else ''} with a nonzero full - zero "
-        f"difference (smallest attainable one-sided "
-        f"Wilcoxon p = 2^-{n} = {0.5**n:.3g}, not below the level {alpha:g}: at least {min_questions(alpha)} "
-        "questions are needed)"
+        f"the bounds test cannot decide on {n} question{'s' if n != 1 else ''} with a nonzero full "
+        f"- zero difference (smallest attainable one-sided Wilcoxon p = 2^-{n} = {0.5**n:.3g}, not "
+        f"below the level {alpha:g}: at least {min_questions(alpha)} questions are needed)"
     )
 
 
@@ -393,8 +393,8 @@ def judge_gate(
         ):  # its replies did not parse in its pilot: the rest was never sent
             failed = True
             reasons.append(
-                f"stopped by its pilot ({int(f['pilot_not_sent'])} score rows not sent: its first replies "
-                "did not parse; judges[].insist sends them anyway)"
+                f"stopped by its pilot ({int(f['pilot_not_sent'])} score rows not sent: its first "
+                "replies did not parse; judges[].insist sends them anyway)"
             )
         elif f["scored_items"] == 0:
             failed = True
@@ -428,8 +428,8 @@ def judge_gate(
             ):  # one score per set whatever it reads (a set alone can be
                 blind = True  # constant for a reason: the demo's zero answers are one text)
                 reasons.append(
-                    f"content-blind: its scores do not vary within a set ({', '.join(flat)} for every "
-                    "question and dimension)"
+                    f"content-blind: its scores do not vary within a set ({', '.join(flat)} for "
+                    "every question and dimension)"
                 )
             row = aud.loc[judge] if aud is not None and judge in aud.index else None
             verdict, said = audit_verdict(row, ap.gate_alpha, audit_min_pairs)
@@ -475,9 +475,10 @@ def judge_gate(
                         reads.append("its rag-set score follows retrieval")
                     else:
                         reasons.append(
-                            f"its rag-set score does not follow retrieval: rag total of {n_hit} retrieved "
-                            f"vs {n_miss} missed questions, rank-biserial r = {rank_r:.2f}, one-sided "
-                            f"Mann-Whitney p = {rank_p:.3g} (level {ap.gate_alpha:g})"
+                            f"its rag-set score does not follow retrieval: rag total of {n_hit} "
+                            f"retrieved vs {n_miss} missed questions, rank-biserial r = "
+                            f"{rank_r:.2f}, one-sided Mann-Whitney p = {rank_p:.3g} (level "
+                            f"{ap.gate_alpha:g})"
                         )
                 else:
                     evidence.append(
@@ -505,10 +506,10 @@ def judge_gate(
                         and not reads
                     ):
                         evidence.append(
-                            "W's failure is not put down to the rank-correlation weights: no evidence "
-                            "that it reads the content (the audit did not pass it and the retrieval "
-                            "test did not apply or did not pass; a length-only judge passes the bounds "
-                            "test)"
+                            "W's failure is not put down to the rank-correlation weights: no "
+                            "evidence that it reads the content (the audit did not pass it and the "
+                            "retrieval test did not apply or did not pass; a length-only judge "
+                            "passes the bounds test)"
                         )
                     reasons.append(problem)
         rows.append(

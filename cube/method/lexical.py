@@ -480,8 +480,9 @@ def excluded_note(lexical: pd.DataFrame) -> str:
         return f"All {len(lexical)} answers have BLEU/ROUGE."
     causes = ", ".join(f"{n} {why}" for why, n in sorted(counts.items()))
     return (
-        f"{int(counts.sum())} of {len(lexical)} answers have no BLEU/ROUGE (NaN, left out of the means and "
-        f"correlations): {causes}. Punctuation and symbols are not words, so a text of only those is empty."
+        f"{int(counts.sum())} of {len(lexical)} answers have no BLEU/ROUGE (NaN, left out of the "
+        f"means and correlations): {causes}. Punctuation and symbols are not words, so a text of "
+        "only those is empty."
     )
 
 
@@ -505,8 +506,9 @@ def reading(correlations: pd.DataFrame, offline_judges: list[str] | None = None)
     offline = sorted(set(offline_judges or []) & set(correlations["judge"]))
     if offline:
         text += (
-            f"Caution: {', '.join(offline)} are offline rubric judges that themselves score surface overlap with "
-            "the source, so agreement with BLEU/ROUGE is built in here; the paper's point (lexical overlap misses "
-            "what judges and humans see) can only be tested with LLM judges or human ratings."
+            f"Caution: {', '.join(offline)} are offline rubric judges that themselves score "
+            "surface overlap with the source, so agreement with BLEU/ROUGE is built in here; the "
+            "paper's point (lexical overlap misses what judges and humans see) can only be tested "
+            "with LLM judges or human ratings."
         )
     return text

@@ -200,8 +200,9 @@ def cube_scores_with_flags(
                     (
                         "W",
                         "w_missing_dimension",
-                        f"{who}: undefined: weighted dimension(s) {', '.join(gone)} have no trimmed mean "
-                        "in some set (absent or unscored rows), so W would mix different dimensions",
+                        f"{who}: undefined: weighted dimension(s) {', '.join(gone)} have no "
+                        "trimmed mean in some set (absent or unscored rows), so W would mix "
+                        "different dimensions",
                     )
                 )
             else:
@@ -223,8 +224,9 @@ def cube_scores_with_flags(
                     (
                         "W",
                         "w_dimension_left_out",
-                        f"{who}: computed over {', '.join(used)}; {', '.join(left)} left W (no positive "
-                        "range between zero and full) and the remaining weights were renormalised",
+                        f"{who}: computed over {', '.join(used)}; {', '.join(left)} left W (no "
+                        "positive range between zero and full) and the remaining weights were "
+                        "renormalised",
                     )
                 )
             if np.isfinite(W) and not -1e-9 <= W <= 100 + 1e-9:

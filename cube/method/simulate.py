@@ -95,7 +95,8 @@ class RunModel:
         for key in ("dimension_offset", "retrieval_gain"):
             if len(getattr(self, key)) != len(self.dimensions):
                 problems.append(
-                    f"{key}: one value per dimension ({len(self.dimensions)}), got {len(getattr(self, key))}"
+                    f"{key}: one value per dimension ({len(self.dimensions)}), got "
+                    f"{len(getattr(self, key))}"
                 )
         if not 0 <= self.system.recall <= 1:
             problems.append(f"system.recall: a share in [0, 1], got {self.system.recall}")

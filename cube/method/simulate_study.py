@@ -148,8 +148,8 @@ def quality_shift_for(
     lo, hi = (model.system.miss_quality + 0.05 - aq, 0.0) if delta < 0 else (0.0, 1.0 - aq)
     if gap(lo) * gap(hi) > 0:
         raise ValueError(
-            f"simulation: no answer quality in [{aq + lo:.2f}, {aq + hi:.2f}] moves the true jury CuBE "
-            f"by {delta:.2f} points"
+            f"simulation: no answer quality in [{aq + lo:.2f}, {aq + hi:.2f}] moves the true jury "
+            f"CuBE by {delta:.2f} points"
         )
     return float(optimize.brentq(gap, lo, hi, xtol=1e-4))
 
