@@ -99,7 +99,9 @@ def withheld_reasons(result: CubeResult, params: Params) -> tuple[list[str], boo
             "typical"
         )
     if nothing_retrieved(result):
-        pass  # CuBE = W x 0 = 0 whatever the judges: the retriever, not the judges, decides (retriever_note)
+        # CuBE = W x 0 = 0 whatever the judges: the retriever, not the judges, decides
+        # (retriever_note)
+        pass
     elif not result.jury_judges and not (result.n_questions == 0 and unknown):
         detail = "; ".join(f"{j}: {r}" for j, r in excluded.items()) or "no judge"
         reasons.append(f"no judge passed the validity gate ({detail})")
@@ -263,7 +265,8 @@ def _system_figures(result: CubeResult, params: Params, top_n: int = 8) -> dict[
     cube = 0.0 if nothing_retrieved(result) else result.jury_cube()
     lo, hi = result.interval("jury", "cube_score")
     reasons, failed = withheld_reasons(result, params)
-    # within the tolerance, a value just outside [0, 100] is read at the nearest bound for the verdict
+    # within the tolerance, a value just outside [0, 100] is read at the nearest bound for the
+    # verdict
     shown = float(np.clip(cube, 0, 100)) if np.isfinite(cube) else cube
     thresholds = params.analysis.verdict_thresholds
     name = "withheld" if reasons else verdict(shown, thresholds)
@@ -497,7 +500,8 @@ def assess(
     if len(head["verdict_bands"]) > 1:
         sentence += (
             f" The {params.analysis.confidence:.0%} interval spans the verdicts "
-            f'{", ".join(head["verdict_bands"])}, so the verdict is given as "{" to ".join(head["verdict_bands"])}".'
+            f"{', '.join(head['verdict_bands'])}, so the verdict is given as "
+            f'"{" to ".join(head["verdict_bands"])}".'
         )
     notes = []
     if synthetic:

@@ -62,10 +62,13 @@ DECLINE_PATTERNS: tuple[str, ...] = (
     r"\bi (really )?(don'?t|do not) know\b",
     r"\bi'?m not (sure|certain|able)\b",
     r"\bi am not (sure|certain|able)\b",
-    r"\bi (cannot|can'?t|can not|am unable to|'m unable to) (answer|provide|help|determine|confirm|give)",
+    r"\bi (cannot|can'?t|can not|am unable to|'m unable to) "
+    r"(answer|provide|help|determine|confirm|give)",
     r"\bi (cannot|can'?t|can not|am unable to|'m unable to) (find|locate) " + _INFO_EN,
-    r"\bi (don'?t|do not) have (any )?(specific |relevant |the )?(information|access|details|data|guide)",
-    r"\bno (relevant |specific |such )?(information|record|documents?|guide) (is |was )?(available|found|about|on|in)",
+    r"\bi (don'?t|do not) have (any )?(specific |relevant |the )?"
+    r"(information|access|details|data|guide)",
+    r"\bno (relevant |specific |such )?(information|record|documents?|guide) (is |was )?"
+    r"(available|found|about|on|in)",
     r"\bnot (found|covered|available|mentioned|included) in (the|my|our) (provided )?"
     r"(documents?|knowledge base|sources?|context|guides?)",
     r"\bunable to (answer|provide|determine)",
@@ -74,9 +77,10 @@ DECLINE_PATTERNS: tuple[str, ...] = (
     r"\bthere is no [^.]{0,40} in the (provided|given|retrieved)",
 )
 # Phrasings that are ordinary guide content as often as declines ("该事项没有收费规定", "申请人需
-# 提供没有违法记录的证明", "如无法提供原件，可提供复印件"): they count only when framed as a decline,
-# i.e. they open their clause (after an apology or greeting clause: "很抱歉，暂无该事项的办事指南",
-# "无法回答。") or the clause before them names the speaker, the asker or the knowledge at hand
+# 提供没有违法记录的证明", "如无法提供原件，可提供复印件"): they count only when framed as a
+# decline, i.e. they open their clause (after an apology or greeting clause:
+# "很抱歉，暂无该事项的办事指南", "无法回答。") or the clause before them names the speaker, the
+# asker or the knowledge at hand
 # (`FRAMING`), and no condition introduces them (`CONDITIONS`: 如, 如果, 若, ...).
 FRAMED_PATTERNS: tuple[str, ...] = (
     r"(没有|暂无)[^。，,.]{0,12}(相关|对应|有关|可供参考)?的?(信息|资料|指南|办事指南|内容|记录|事项|规定|说明)",

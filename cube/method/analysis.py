@@ -485,8 +485,9 @@ def jury_summary(cube_table: pd.DataFrame) -> pd.DataFrame:
     num = table.select_dtypes(include="number").drop(columns=skip, errors="ignore")
     out = pd.DataFrame({"mean": num.mean(skipna=False), "sd": num.std(ddof=1, skipna=False)}).T
     if "gate_w_unusable" in table and table["gate_w_unusable"].fillna(False).astype(bool).any():
-        # a kept member's W fails rule (f) for a cause that is not the judge's (noise weights, too few
-        # questions): that W is noise, so the jury's W and CuBE are undefined, never a mean of it
+        # a kept member's W fails rule (f) for a cause that is not the judge's (noise weights, too
+        # few questions): that W is noise, so the jury's W and CuBE are undefined, never a mean of
+        # it
         out.loc[["mean", "sd"], [c for c in JURY_W_METRICS if c in out]] = np.nan
     out["n_judges"] = [len(table), np.nan]
     return out

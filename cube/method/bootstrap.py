@@ -62,7 +62,8 @@ def prepare(
     fallback: str = "none",
 ) -> Prepared:
     # Sorted by question id, so the same seed draws the same questions whatever the row order.
-    # The same grid as cube.method.analysis (absent rows are NaN) and the same known-retrieval questions.
+    # The same grid as cube.method.analysis (absent rows are NaN) and the same known-retrieval
+    # questions.
     outcomes = A.retrieval_outcomes(answers, top_n)
     ranks = outcomes.ranks.sort_values("question_id", kind="stable").reset_index(drop=True)
     qids = ranks["question_id"].tolist()
@@ -157,20 +158,19 @@ def cube_from_counts(p: Prepared, C: np.ndarray) -> dict[str, np.ndarray]:
                 w[j, d] = 1.0
             else:
                 w[j, d] = float((p.custom or {})[p.dims[d]])
-            # paired: only questions this judge scored in all three sets (as cube.method.analysis.trimmed_means)
+            # paired: only questions this judge scored in all three sets (as
+            # cube.method.analysis.trimmed_means)
             keep_jd = keep & ~np.isnan(p.scores[j, :, d]).any(axis=0) if p.paired else keep
             for s in range(len(A.SETS)):
                 tm[j, s, d] = _weighted_trim_mean(C, p.scores[j, s, d], keep_jd, p.proportion)
     total_w = w.sum(axis=1, keepdims=True)
-    if (
-        p.fallback == "equal"
-    ):  # undefined weights -> 1/D (analysis.weights_fallback), as dimension_weights
+    # undefined weights -> 1/D (analysis.weights_fallback), as dimension_weights
+    if p.fallback == "equal":
         w = np.where(total_w > 1e-12, w, 1.0)
     zero, full = A.SETS.index("zero"), A.SETS.index("full")
     W = np.empty((J, B))
-    for j in range(
-        J
-    ):  # the rules of cube.method.normalise: missing weighted dimension -> NaN, no range -> leaves W
+    # the rules of cube.method.normalise: missing weighted dimension -> NaN, no range -> leaves W
+    for j in range(J):
         we = effective_weights(w[j], tm[j, zero], tm[j, rag], tm[j, full])  # (D, B)
         T = np.where(we[None] == 0, 0.0, we[None] * tm[j]).sum(axis=1)  # (sets, B)
         with np.errstate(divide="ignore", invalid="ignore"):

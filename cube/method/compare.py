@@ -174,8 +174,9 @@ def _stats(p: Prepared, C: np.ndarray, jury: list[int]) -> dict[tuple[str, str],
             for d, dim in enumerate(p.dims):
                 part[(judge, f"N_{dim}")] = nd[j, d]
         for m in ["cube_score", "weighted_score", *(f"N_{d}" for d in p.dims)]:
-            # As in `cube.method.bootstrap.bootstrap_cube`: the jury always averages the same judges, so a
-            # resample (or permutation) where one member is undefined is undefined for the jury.
+            # As in `cube.method.bootstrap.bootstrap_cube`: the jury always averages the same
+            # judges, so a resample (or permutation) where one member is undefined is undefined for
+            # the jury.
             vals = np.array([part[(p.judges[j], m)] for j in jury]) if jury else None
             part[("jury", m)] = (
                 np.mean(vals, axis=0) if jury else np.full(len(res["recall_at_k"]), np.nan)

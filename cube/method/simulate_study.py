@@ -63,8 +63,9 @@ def coverage_replicate(
 
     rep_seed = replicate_seed(seed, n, replicate)
     run = simulate_run(model, n, rep_seed)
-    # the bootstrap's own seed: seeded with the data's, its first draws would be the bits that made the
-    # questions' difficulties, so which questions a resample draws would depend on the data it resamples
+    # the bootstrap's own seed: seeded with the data's, its first draws would be the bits that made
+    # the questions' difficulties, so which questions a resample draws would depend on the data it
+    # resamples
     res = _quiet(
         evaluate,
         run.answers,

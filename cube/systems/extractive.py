@@ -239,7 +239,10 @@ DECLINE = {
     "en": "Sorry, I cannot answer: the retrieved service guides do not cover what you asked about "
     "({what}). Please consult the local government service hotline.",
 }
-_ITEM_SUFFIX = "许可|核发|登记|备案|认定|审批|审核|核准|换领|注销|变更|补办|延续|年检|鉴定|确认|给付|申领|换发|补发"
+_ITEM_SUFFIX = (
+    "许可|核发|登记|备案|认定|审批|审核|核准|换领|注销|"
+    "变更|补办|延续|年检|鉴定|确认|给付|申领|换发|补发"
+)
 _NAMED_ITEM = re.compile(
     rf"^(?:我(?:想|要)(?:办理|申请)?)?([\u4e00-\u9fff（）()]{{2,30}}?(?:{_ITEM_SUFFIX})(?:（[^）]*）)?)"
     r"(?=的|需要|要|怎么|如何|在|收费|多久|是否|可以|有|，|？|\?|$)"

@@ -58,7 +58,8 @@ PADDING = {
 AUTHORITY = {"zh": "根据官方发布的有关规定，", "en": "According to the official regulations, "}
 _NUM = re.compile(r"\d+(?:\.\d+)?")
 # List markers and ordinals are not facts: "1." "2、" "3)" at the start of a line or after a
-# sentence's end, "（1）" "(2)", "第3条", "1st", "Step 2" keep their numbers when facts are corrupted.
+# sentence's end, "（1）" "(2)", "第3条", "1st", "Step 2" keep their numbers when facts are
+# corrupted.
 _MARKER = re.compile(
     r"(?:(?:^|(?<=[\n。；;：:！？!?]))[ \t]*\d{1,2}(?:[.．、)）](?!\d)))"
     r"|[（(]\d{1,2}[)）]|第\d+(?=[条款项步章节点次])|\b\d+(?:st|nd|rd|th)\b|\b[Ss]tep \d+",
