@@ -11,11 +11,11 @@ A category with fewer than `min_questions` questions gets no W / CuBE (NaN) and 
 figure. The categories of one breakdown partition the questions, so their `questions` sum to
 the system's total.
 
-With `refusal` (`cube.diagnose.refusal_categories.refusal_by_category` of the same breakdown) each row
-also carries refusal accuracy on the category's refusal questions and the false-refusal rate on
+With `refusal` (`cube.diagnose.refusal_categories.refusal_by_category` of the same breakdown) each
+row also carries refusal accuracy on the category's refusal questions and the false-refusal rate on
 its answerable ones, with Wilson intervals (`REFUSAL_COLUMNS`); a category that only refusal
-questions have (an item no document names: "(not in corpus)"; the "refusal" style) gets a row
-of its own with 0 `questions` and NaN for the other figures.
+questions have (an item no document names: "(not in corpus)"; the "refusal" style) gets a row of its
+own with 0 `questions` and NaN for the other figures.
 """
 
 from __future__ import annotations

@@ -12,29 +12,31 @@ pattern                    evidence
 empty                      the answer is blank (or the answering call failed)
 truncated                  the answering call stopped at its token limit (`finish_reason: length`)
 wrong_near_duplicate       the first retrieved document is the gold's near-duplicate (same family,
-                           other region or variant; `cube.diagnose.near_duplicates.confusion_causes`)
+                           other region or variant;
+                           `cube.diagnose.near_duplicates.confusion_causes`)
 retrieval_miss             the gold document is not in the retrieved list (rank 0)
 refusal_despite_gold       the gold document was retrieved, yet the answer declines
                            (`cube.diagnose.refusal.is_refusal`)
 low_rank                   the gold document was retrieved at rank >= `diagnostics.low_rank_from`
 number_mismatch            the answer states a number (fee, time, count) found neither in the gold
                            document nor in the question; list markers ("1.", "2、", "（1）", "(2)",
-                           "第3步", "①", "Step 2") are numbering, not numbers claimed from the source,
-                           when item text follows them or they run 1, 2, 3 ("收费标准：30、60元",
-                           "40. 个工作日", "费用(15)元" claim 30, 40, 15; `claimed_numbers`), and
-                           so are citations "[2]", "【3】"; "1,000" = "1000", "15.0" = "15",
-                           "七个工作日" = "7个工作日", "seven days" = "7 days" (a number word with
-                           a unit)
+                           "第3步", "①", "Step 2") are numbering, not numbers claimed from the
+                           source, when item text follows them or they run 1, 2, 3
+                           ("收费标准：30、60元", "40. 个工作日", "费用(15)元" claim 30, 40, 15;
+                           `claimed_numbers`), and so are citations "[2]", "【3】";
+                           "1,000" = "1000", "15.0" = "15", "七个工作日" = "7个工作日", "seven
+                           days" = "7 days" (a number word with a unit)
 field_missing              the gold was retrieved but the answer does not say what the asked field's
                            value (gold document) means (`field_stated`): a yes/no or fee value by
-                           its sense ("否" = "不收费" = "免费" = "no fee"), a value's numbers by value
-                           with their units ("10" = "10个工作日" = "十个工作日"), other text by its
-                           segments (split at 、，；。 and line breaks; at least 80 % of them, so all
-                           of up to four, found with rapidfuzz partial_ratio >= `field_match_below`
-                           in the answer, both without blanks, punctuation and list numbering);
-                           a placeholder value (无, 暂无, /) has nothing to miss
-unsupported                more than `unsupported_share_above` of the answer's clauses are not
-                           found in the gold document (under half of a clause's character bigrams)
+                           its sense ("否" = "不收费" = "免费" = "no fee"), a value's numbers by
+                           value with their units ("10" = "10个工作日" = "十个工作日"), other text
+                           by its segments (split at 、，；。 and line breaks; at least 80 % of
+                           them, so all of up to four, found with rapidfuzz
+                           partial_ratio >= `field_match_below` in the answer, both without blanks,
+                           punctuation and list numbering); a placeholder value (无, 暂无, /) has
+                           nothing to miss
+unsupported                more than `unsupported_share_above` of the answer's clauses are not found
+                           in the gold document (under half of a clause's character bigrams)
 judge_disagreement         the judges' scores of the answer differ by more than
                            `diagnostics.judge_disagreement_above` points
 =========================  =====================================================================
@@ -67,20 +69,25 @@ PATTERNS: tuple[str, ...] = (
 )
 UNEXPLAINED = "unexplained"
 SUGGESTIONS: dict[str, str] = {
-    "empty": "inspect the answering calls' errors and re-run the answering stage (`--only 02.. --force`)",
+    "empty": "inspect the answering calls' errors and re-run the answering stage (`--only 02.. "
+    "--force`)",
     "truncated": "raise the answering model's max_tokens or ask for shorter answers",
-    "wrong_near_duplicate": "filter retrieval by the region the question names (systems[].region_filter: "
-    "question) and render the variant into the documents",
-    "retrieval_miss": "improve retrieval (item-name and alias matching, hybrid search) or raise TOP-N",
-    "refusal_despite_gold": "tell the answering prompt to answer from the retrieved guides, and check that the "
-    "gold document's text reaches the model (chunking, context length)",
-    "low_rank": "re-rank the retrieved list (a cross-encoder) or put fewer, better documents in the prompt",
-    "field_missing": "make the prompt answer the asked aspect (fee, time limit, materials) explicitly, quoting "
-    "the guide's field",
-    "number_mismatch": "quote numbers (fees, time limits) verbatim from the guide; check that neighbouring "
-    "region documents in the context are not mixed in",
-    "unsupported": "constrain the answer to the retrieved guides (cite them) and lower the temperature",
-    "judge_disagreement": "the score is uncertain: add a judge or human ratings (notebook 07) for these answers",
+    "wrong_near_duplicate": "filter retrieval by the region the question names "
+    "(systems[].region_filter: question) and render the variant into the documents",
+    "retrieval_miss": "improve retrieval (item-name and alias matching, hybrid search) or raise "
+    "TOP-N",
+    "refusal_despite_gold": "tell the answering prompt to answer from the retrieved guides, and "
+    "check that the gold document's text reaches the model (chunking, context length)",
+    "low_rank": "re-rank the retrieved list (a cross-encoder) or put fewer, better documents in "
+    "the prompt",
+    "field_missing": "make the prompt answer the asked aspect (fee, time limit, materials) "
+    "explicitly, quoting the guide's field",
+    "number_mismatch": "quote numbers (fees, time limits) verbatim from the guide; check that "
+    "neighbouring region documents in the context are not mixed in",
+    "unsupported": "constrain the answer to the retrieved guides (cite them) and lower the "
+    "temperature",
+    "judge_disagreement": "the score is uncertain: add a judge or human ratings (notebook 07) for "
+    "these answers",
     UNEXPLAINED: "read these answers in the judgment browser: no evidence-based pattern applies",
 }
 _NUM = re.compile(r"\d+(?:\.\d+)?")
@@ -128,7 +135,8 @@ _ALWAYS_MARKERS = re.compile(
 # count unit ("1、本人身份证", "1、年满18周岁", "1、周一至周五" are item text).
 _UNITS = (
     r"元|块钱|角|天|日内|工作日|个(?:工作日|自然日|月|小时|星期|季度)|小时|分钟|周岁|岁|倍|万|千|百|亿"
-    r"|张|份|页|次|(?:yuan|rmb|cny|usd|dollars?|days?|(?:working|business|calendar)[ \t]+days?|hours?|minutes?"
+    r"|张|份|页|次|(?:yuan|rmb|cny|usd|dollars?|days?|(?:working|business|calendar)[ \t]+days?"
+    r"|hours?|minutes?"
     r"|weeks?|months?|years?|pages?|cop(?:y|ies)|times|percent|per)\b"
 )
 _UNIT = re.compile(r"[ \t]*(?:[%％]|" + _UNITS + ")", re.IGNORECASE)
@@ -246,7 +254,8 @@ def claimed_numbers(answer: str, question: str = "") -> set[float]:
 
 
 def strip_list_numbering(text: str) -> str:
-    """`text` with its list numbering blanked (see `_CANDIDATES`): what remains are claimed numbers."""
+    """`text` with its list numbering blanked (see `_CANDIDATES`): what remains are
+    claimed numbers."""
     found = []  # (start, end, item number, kind, item text follows)
     for m in _CANDIDATES.finditer(text):
         kind = str(m.lastgroup)
@@ -499,7 +508,8 @@ def classify(
 
 def pattern_table(classified: pd.DataFrame, examples: int = 2) -> pd.DataFrame:
     """One row per pattern (and `unexplained`): `count` (primary), `any` (answers where it holds),
-    `share` of the low answers, `examples` (question ids) and the `suggestion`; most frequent first."""
+    `share` of the low answers, `examples` (question ids) and the `suggestion`; most
+    frequent first."""
     low = classified[classified["low"]]
     rows = []
     for pat in (*PATTERNS, UNEXPLAINED):
@@ -538,7 +548,8 @@ def examples_table(classified: pd.DataFrame, per_pattern: int = 2, width: int = 
 
 
 def by_category(classified: pd.DataFrame, by: str) -> pd.DataFrame:
-    """Low answers per value of `by` and primary pattern (`by, pattern, count`); sums to the low answers."""
+    """Low answers per value of `by` and primary pattern (`by, pattern, count`); sums to the
+    low answers."""
     low = classified[classified["low"]]
     return (
         low.groupby([by, "primary"])
@@ -587,11 +598,14 @@ def patterns_sentence(result: dict[str, Any]) -> str:
     if not result.get("scored"):
         return "No rag answer has a jury score, so no failure pattern can be computed."
     if not result["low"]:
-        return f"No rag answer scores below {result['low_score_below']:g} of 10 on the jury: no failure pattern."
+        return (
+            f"No rag answer scores below {result['low_score_below']:g} of 10 on the jury: "
+            "no failure pattern."
+        )
     top = "; ".join(
         f"{t['pattern'].replace('_', ' ')} {t['count']} ({t['share']:.0%})" for t in result["top"]
     )
     return (
-        f"{result['low']} of {result['scored']} rag answers score below {result['low_score_below']:g} of 10; "
-        f"top failure patterns: {top or 'none identified'}."
+        f"{result['low']} of {result['scored']} rag answers score below "
+        f"{result['low_score_below']:g} of 10; top failure patterns: {top or 'none identified'}."
     )

@@ -82,12 +82,15 @@ def withheld_reasons(result: CubeResult, params: Params) -> tuple[list[str], boo
         reasons.append(f"retrieval unknown for all {unknown} questions (system calls failed)")
     elif asked and unknown / asked > ap.max_system_failure_rate:
         reasons.append(
-            f"{unknown} of {asked} calls to the system under test failed ({unknown / asked:.0%}, more "
-            f"than analysis.max_system_failure_rate = {ap.max_system_failure_rate:.0%}): the figures "
-            f"rest on the {result.n_questions} questions it answered, which need not be typical"
+            f"{unknown} of {asked} calls to the system under test failed ({unknown / asked:.0%}, "
+            f"more than analysis.max_system_failure_rate = {ap.max_system_failure_rate:.0%}): the "
+            f"figures rest on the {result.n_questions} questions it answered, which need not be "
+            "typical"
         )
     if nothing_retrieved(result):
-        pass  # CuBE = W x 0 = 0 whatever the judges: the retriever, not the judges, decides (retriever_note)
+        # CuBE = W x 0 = 0 whatever the judges: the retriever, not the judges, decides
+        # (retriever_note)
+        pass
     elif not result.jury_judges and not (result.n_questions == 0 and unknown):
         detail = "; ".join(f"{j}: {r}" for j, r in excluded.items()) or "no judge"
         reasons.append(f"no judge passed the validity gate ({detail})")
@@ -95,8 +98,9 @@ def withheld_reasons(result: CubeResult, params: Params) -> tuple[list[str], boo
     reasons += not_the_judges
     if noise := noise_w_judges(result):
         reasons.append(
-            f"the jury CuBE and W are undefined: the W of {', '.join(noise)} is noise on this run (the "
-            "causes above), so no mean including it is published; per-judge values are shown per judge"
+            f"the jury CuBE and W are undefined: the W of {', '.join(noise)} is noise on this run "
+            "(the causes above), so no mean including it is published; per-judge values are shown "
+            "per judge"
         )
     cube = result.jury_cube()
     lo, hi = result.interval("jury", "cube_score")
@@ -107,7 +111,8 @@ def withheld_reasons(result: CubeResult, params: Params) -> tuple[list[str], boo
         reasons.append("the jury CuBE score is undefined (see the flags)")
     elif np.isfinite(cube) and not -tol <= cube <= 100 + tol:
         reasons.append(
-            f"the jury CuBE {cube:.1f} leaves [0, 100] by more than analysis.bounds_tolerance = {tol:g}"
+            f"the jury CuBE {cube:.1f} leaves [0, 100] by more than analysis.bounds_tolerance = "
+            f"{tol:g}"
         )
     boot, n_boot = (
         result.bootstrap,
@@ -131,8 +136,8 @@ def withheld_reasons(result: CubeResult, params: Params) -> tuple[list[str], boo
             )
         if hi - lo > ap.max_interval_width:
             reasons.append(
-                f"the {ap.confidence:.0%} interval {lo:.1f}-{hi:.1f} is {hi - lo:.1f} points wide, more "
-                f"than analysis.max_interval_width = {ap.max_interval_width:g}"
+                f"the {ap.confidence:.0%} interval {lo:.1f}-{hi:.1f} is {hi - lo:.1f} points wide, "
+                f"more than analysis.max_interval_width = {ap.max_interval_width:g}"
             )
     return reasons, failed
 
@@ -140,7 +145,8 @@ def withheld_reasons(result: CubeResult, params: Params) -> tuple[list[str], boo
 def gate_withhold_reasons(result: CubeResult) -> list[str]:
     """The gate's causes to withhold the verdict that are facts about the run, not the judges
     (`gate_withhold` of the jury's members: a run too small for the bounds test, W undefined or
-    outside the band because of rank-correlation weights), each said once with the judges it concerns."""
+    outside the band because of rank-correlation weights), each said once with the judges
+    it concerns."""
     table = result.cube_table
     if "gate_withhold" not in table or nothing_retrieved(result):
         return []
@@ -164,8 +170,9 @@ def noise_w_judges(result: CubeResult) -> list[str]:
 
 
 def not_validated_judges(result: CubeResult) -> list[str]:
-    """Jury members no test could validate on this run (`gate_validated` False: the bounds test could not
-    decide and neither the audit nor the retrieval test passed them): kept, not validated."""
+    """Jury members no test could validate on this run (`gate_validated` False: the bounds test
+    could not decide and neither the audit nor the retrieval test passed them): kept,
+    not validated."""
     table = result.cube_table
     if "gate_validated" not in table:
         return []
@@ -188,8 +195,8 @@ def provisional_reason(result: CubeResult, params: Params) -> str:
     else:
         why = "the interval is undefined"
     return (
-        f"{why}, so the precision of this score is unknown and neither analysis.max_interval_width nor the "
-        "[0, 100] rule on the interval could be checked"
+        f"{why}, so the precision of this score is unknown and neither analysis.max_interval_width "
+        "nor the [0, 100] rule on the interval could be checked"
     )
 
 
@@ -198,14 +205,16 @@ def retriever_note(result: CubeResult, top_n: int) -> str:
     if not nothing_retrieved(result):
         return ""
     return (
-        f"the retriever found the gold document for none of the {result.n_questions} questions (R@{top_n} = 0), "
-        "so CuBE = W × R@k = 0 whatever the judges score: the cause is retrieval, not the judges"
+        f"the retriever found the gold document for none of the {result.n_questions} questions "
+        f"(R@{top_n} = 0), so CuBE = W × R@k = 0 whatever the judges score: the cause is "
+        "retrieval, not the judges"
     )
 
 
 def human_sentence(calibrated: dict[str, Any] | None) -> str:
     """'With N human ratings: CuBE X [lo, hi]' (a `PPIResult.headline()`), '' without ratings; its
-    flags follow whenever there are any (why the score is undefined, or what a defined one rests on)."""
+    flags follow whenever there are any (why the score is undefined, or what a defined one
+    rests on)."""
     h = calibrated or {}
     if not h.get("n_rated"):
         return ""
@@ -217,8 +226,8 @@ def human_sentence(calibrated: dict[str, Any] | None) -> str:
             + ")."
         )
     ci = (
-        f" [{h['cube_lo']:.1f}, {h['cube_hi']:.1f}] ({h['confidence']:.0%} interval, bootstrap over the questions "
-        "and their ratings)"
+        f" [{h['cube_lo']:.1f}, {h['cube_hi']:.1f}] ({h['confidence']:.0%} interval, bootstrap "
+        "over the questions and their ratings)"
         if h.get("cube_lo") is not None
         else " (no interval)"
     )
@@ -226,8 +235,8 @@ def human_sentence(calibrated: dict[str, Any] | None) -> str:
     beside = f"; the judges alone, on the same means: {judge:.1f}" if judge is not None else ""
     note = (" Note: " + "; ".join(flags) + ".") if flags else ""
     return (
-        f"With {h['n_rated']} human ratings: CuBE {h['cube_score']:.1f}{ci}, the judges calibrated to the "
-        f"raters by prediction-powered inference{beside}.{note}"
+        f"With {h['n_rated']} human ratings: CuBE {h['cube_score']:.1f}{ci}, the judges calibrated "
+        f"to the raters by prediction-powered inference{beside}.{note}"
     )
 
 
@@ -236,8 +245,8 @@ def _clip_note(head: dict[str, Any], params: Params) -> str:
     if all(0 <= v <= 100 for v in values if np.isfinite(v)):
         return ""
     return (
-        f" (values outside [0, 100] by at most analysis.bounds_tolerance = {params.analysis.bounds_tolerance:g} "
-        "points are read at the nearest bound)"
+        " (values outside [0, 100] by at most analysis.bounds_tolerance = "
+        f"{params.analysis.bounds_tolerance:g} points are read at the nearest bound)"
     )
 
 
@@ -245,7 +254,8 @@ def _system_figures(result: CubeResult, params: Params, top_n: int = 8) -> dict[
     cube = 0.0 if nothing_retrieved(result) else result.jury_cube()
     lo, hi = result.interval("jury", "cube_score")
     reasons, failed = withheld_reasons(result, params)
-    # within the tolerance, a value just outside [0, 100] is read at the nearest bound for the verdict
+    # within the tolerance, a value just outside [0, 100] is read at the nearest bound for the
+    # verdict
     shown = float(np.clip(cube, 0, 100)) if np.isfinite(cube) else cube
     thresholds = params.analysis.verdict_thresholds
     name = "withheld" if reasons else verdict(shown, thresholds)
@@ -295,8 +305,8 @@ def suggestions(
     if result.recall_at_k < ap.low_recall_below:
         out.append(
             f"Retrieval misses the gold document for {1 - result.recall_at_k:.0%} of questions "
-            f"(R@{top_n} = {result.recall_at_k:.1%}): raise TOP-N above {top_n} or improve retrieval "
-            "(item-name matching, hybrid search)."
+            f"(R@{top_n} = {result.recall_at_k:.1%}): raise TOP-N above {top_n} or improve "
+            "retrieval (item-name matching, hybrid search)."
         )
         r_all = result.correlations_all["r"].mean()
         r_ret = result.correlations_retrieved["r"].mean()
@@ -305,9 +315,10 @@ def suggestions(
         )  # a measurement beats a prediction
         if np.isfinite(r_all) and np.isfinite(r_ret) and r_ret < r_all - 0.1 and not measured:
             out.append(
-                f"Once the gold document is retrieved its rank matters little (mean correlation with rank "
-                f"{r_all:.2f} on all questions, {r_ret:.2f} on retrieved ones), so a larger TOP-N should "
-                "cost little answer quality; verify with a second system at a larger top_n."
+                "Once the gold document is retrieved its rank matters little (mean correlation "
+                f"with rank {r_all:.2f} on all questions, {r_ret:.2f} on retrieved ones), so a "
+                "larger TOP-N should cost little answer quality; verify with a second system at a "
+                "larger top_n."
             )
         for name, (n, other) in (others or {}).items():
             if n > top_n:
@@ -317,8 +328,8 @@ def suggestions(
                 )
                 out.append(
                     f"In this run {name} (TOP-N {n}) retrieved {other.recall_at_k:.1%} (vs "
-                    f"{result.recall_at_k:.1%}) with a weighted score of {w1:.1f} (vs {w0:.1f}): CuBE "
-                    f"{other.jury_cube():.1f} vs {result.jury_cube():.1f}."
+                    f"{result.recall_at_k:.1%}) with a weighted score of {w1:.1f} (vs {w0:.1f}): "
+                    f"CuBE {other.jury_cube():.1f} vs {result.jury_cube():.1f}."
                 )
     jury = result.jury
     dims = [c for c in result.cube_table.columns if c in set(result.weights["dimension"])]
@@ -333,42 +344,46 @@ def suggestions(
     lo, hi = result.interval()
     if (np.isfinite(sd) and sd > 10) or (np.isfinite(hi - lo) and hi - lo > 20):
         out.append(
-            f"The judges disagree (SD of CuBE across judges {sd:.1f}, interval {lo:.1f}-{hi:.1f}): add "
-            "judges or human ratings (notebook 07) before a deployment decision."
+            f"The judges disagree (SD of CuBE across judges {sd:.1f}, interval {lo:.1f}-{hi:.1f}): "
+            "add judges or human ratings (notebook 07) before a deployment decision."
         )
     flagged = result.cube_table.index[result.cube_table["flags"] != ""].tolist()
     if flagged:
         out.append(
-            f"Bounds anomalies for {', '.join(map(str, flagged))} (a score outside its zero-full range or a "
-            "zero denominator): inspect the bound sets of those judges in notebook 05."
+            f"Bounds anomalies for {', '.join(map(str, flagged))} (a score outside its zero-full "
+            "range or a zero denominator): inspect the bound sets of those judges in notebook 05."
         )
     if call_failure_share > 0.02:
         out.append(
-            f"{call_failure_share:.1%} of judgments failed at the call (after retries): re-execute the scoring "
-            "with `cube run PARAMS --only 03.. --force` to retry them; answered calls come from the cache."
+            f"{call_failure_share:.1%} of judgments failed at the call (after retries): re-execute "
+            "the scoring with `cube run PARAMS --only 03.. --force` to retry them; answered calls "
+            "come from the cache."
         )
     if parse_failure_share > 0.02:
         out.append(
-            f"{parse_failure_share:.1%} of judge replies held no usable 0-10 score: re-running returns the same "
-            "cached replies, so adjust the judge's prompt or max_tokens, or add samples."
+            f"{parse_failure_share:.1%} of judge replies held no usable 0-10 score: re-running "
+            "returns the same cached replies, so adjust the judge's prompt or max_tokens, or add "
+            "samples."
         )
     if skipped_share > 0.02:
         out.append(
-            f"{skipped_share:.1%} of judgments were skipped because the answer itself is missing (the answering "
-            "call failed): re-run the answering stage with `--only 02.. --force`."
+            f"{skipped_share:.1%} of judgments were skipped because the answer itself is missing "
+            "(the answering call failed): re-run the answering stage with `--only 02.. --force`."
         )
     unknown = result.settings.get("retrieval_unknown", 0)
     if unknown:
         out.append(
-            f"{unknown} question(s) are left out because the system call failed (retrieval unknown): "
-            "re-run the answering stage (`--only 02.. --force`) once the system is reachable."
+            f"{unknown} question(s) are left out because the system call failed (retrieval "
+            "unknown): re-run the answering stage (`--only 02.. --force`) once the system is "
+            "reachable."
         )
     return out
 
 
 KEEP = (
-    "No dimension is below the threshold, retrieval is above target and no failure pattern or data problem "
-    "calls for a change: keep this configuration and re-evaluate on a fresh question set before each release."
+    "No dimension is below the threshold, retrieval is above target and no failure pattern or data "
+    "problem calls for a change: keep this configuration and re-evaluate on a fresh question set "
+    "before each release."
 )
 # A failure pattern whose remedy a number-based suggestion already gives (said once, by the number).
 _SAID_BY = {
@@ -391,7 +406,8 @@ def ordered_suggestions(
     knowledge-base problems and retrieval first (`retrieval_tips`, then `number_tips` from
     `suggestions`), then the remedies of the top failure patterns (each with its count) that no
     number-based suggestion already gives. "Keep this configuration" only when nothing else is
-    suggested; "put fewer documents in the prompt" (low_rank) yields to "raise TOP-N" (re-rank instead)."""
+    suggested; "put fewer documents in the prompt" (low_rank) yields to "raise TOP-N"
+    (re-rank instead)."""
     out = [*retrieval_tips, *number_tips]
     raise_top_n = any("raise TOP-N" in t for t in out)
     low = (patterns or {}).get("low") or 0
@@ -444,41 +460,43 @@ def assess(
         weak = [known.idxmin()]
     ci = head["cube_ci"]
     ci_text = f" ({params.analysis.confidence:.0%} interval {ci[0]:.1f}-{ci[1]:.1f})" if ci else ""
-    on = "on those" if params.analysis.subset == "retrieved" else "over all questions"
     jury_text = f"{head['n_judges']} of {len(result.cube_table)} judges"
     if head["verdict"] == "withheld":
         sentence = (
             f"{primary}: verdict withheld ({'; '.join(head['withheld_reasons'])}). "
             + (
-                f"The jury of {jury_text} gives a CuBE score of {head['cube_score']:.1f}{ci_text}, which is not a "
-                "reliable basis for a decision. "
+                f"The jury of {jury_text} gives a CuBE score of {head['cube_score']:.1f}{ci_text}, "
+                "which is not a reliable basis for a decision. "
                 if np.isfinite(head["cube_score"])
                 else ""
             )
-            + f"Retrieval found the gold document for {result.recall_at_k:.1%} of questions (R@{top_n})."
+            + f"Retrieval found the gold document for {result.recall_at_k:.1%} of questions "
+            f"(R@{top_n})."
         )
     elif head["retriever_note"]:
         sentence = f"{primary}: CuBE 0.0, {head['verdict']}: {head['retriever_note']}."
     else:
         sentence = (
-            f"{primary} achieved a CuBE score of {head['cube_score']:.1f}{ci_text} across {', '.join(dims)} "
-            f"(jury of {jury_text}): {head['verdict_label']}{_clip_note(head, params)}. Retrieval found the gold document for "
-            f"{result.recall_at_k:.1%} of questions (R@{top_n}), and {on} the answers reach "
-            f"{head['weighted_score']:.1f} of 100 on the scale from the no-document bound (0) to the "
-            "gold-document bound (100)."
+            f"{primary} achieved a CuBE score of {head['cube_score']:.1f}{ci_text} across "
+            f"{', '.join(dims)} (jury of {jury_text}): "
+            f"{head['verdict_label']}{_clip_note(head, params)}. Retrieval found the gold document "
+            f"for {result.recall_at_k:.1%} of questions (R@{top_n}), and on those the answers "
+            f"reach {head['weighted_score']:.1f} of 100 on the scale from the no-document bound "
+            "(0) to the gold-document bound (100)."
         )
     if head["provisional"]:
         sentence += f" The verdict is provisional: {head['provisional_reason']}."
     if len(head["verdict_bands"]) > 1:
         sentence += (
             f" The {params.analysis.confidence:.0%} interval spans the verdicts "
-            f'{", ".join(head["verdict_bands"])}, so the verdict is given as "{" to ".join(head["verdict_bands"])}".'
+            f"{', '.join(head['verdict_bands'])}, so the verdict is given as "
+            f'"{" to ".join(head["verdict_bands"])}".'
         )
     notes = []
     if synthetic:
         notes.append(
-            "This run uses a SYNTHETIC knowledge base (every row marked synthetic: generated, not real service "
-            "guides)."
+            "This run uses a SYNTHETIC knowledge base (every row marked synthetic: generated, not "
+            "real service guides)."
         )
     if offline_judges:
         notes.append(
@@ -510,9 +528,7 @@ def assess(
             (diagnosis or {}).get("failure_patterns"),
         ),
         "retrieval_quality": _json_safe(retrieval or {}),
-        "weighted_label": "Answer quality when retrieved"
-        if params.analysis.subset == "retrieved"
-        else "Answer quality (all questions)",
+        "weighted_label": "Answer quality when retrieved",
         "judges": [str(j) for j in result.cube_table.index],
         "n_questions": result.n_questions,
         "systems": [
@@ -522,9 +538,9 @@ def assess(
             for n, r in results.items()
         ],
         "synthetic_data": " ".join(notes),
-        "method_note": "CuBE = weighted score × R@k; each dimension is placed between the same answering model "
-        "without documents (0) and with the gold document alone (100), which cancels each judge's "
-        "own leniency.",
+        "method_note": "CuBE = weighted score × R@k; each dimension is placed between the same "
+        "answering model without documents (0) and with the gold document alone (100), which "
+        "cancels each judge's own leniency.",
         "currency": next((m.currency for m in params.models.values()), "USD"),
         **_usage_figures(usage),
         **diagnosis_sentences(primary, diagnosis or {}),
@@ -556,16 +572,15 @@ def _retrieval_suggestions(retrieval: dict[str, Any]) -> list[str]:
         out.append(
             "Warning: the knowledge base looks mis-mapped: "
             + " and ".join(what)
-            + "; the score is about "
-            "those merged documents, not your services. Fix corpus.columns / group_by as `cube validate` "
-            "suggests (page 01 lists the warnings)."
+            + "; the score is about those merged documents, not your services. Fix corpus.columns "
+            "/ group_by as `cube validate` suggests (page 01 lists the warnings)."
         )
     dup = retrieval.get("duplicate_texts") or 0
     if dup:
         out.append(
-            f"The knowledge base holds {dup} document(s) whose text duplicates another's, so their questions "
-            "cannot reach rank 1: deduplicate it (`cube validate` lists them; a long-format file needs "
-            "corpus.group_by)."
+            f"The knowledge base holds {dup} document(s) whose text duplicates another's, so their "
+            "questions cannot reach rank 1: deduplicate it (`cube validate` lists them; a "
+            "long-format file needs corpus.group_by)."
         )
     note = confusion_note(retrieval.get("near_duplicate_confusion") or {})
     if note:
@@ -605,24 +620,24 @@ def correlation_reading(result: CubeResult) -> str:
     r_all, r_ret = ca["r"].mean(), cr["r"].mean()
     if not (np.isfinite(r_all) and np.isfinite(r_ret)):
         return (
-            "The correlation with rank is undefined for this run (a constant score or rank, or too few "
-            "questions), so the paper's reading cannot be checked here."
+            "The correlation with rank is undefined for this run (a constant score or rank, or too "
+            "few questions), so the paper's reading cannot be checked here."
         )
     per_judge = ca.groupby("judge")["r"].mean() - cr.groupby("judge")["r"].mean()
     dropped = int((per_judge > 0.1).sum())
     text = (
         f"Mean Pearson r between rank_score and the dimension scores: {r_all:.2f} over all "
-        f"{result.n_questions} questions, {r_ret:.2f} over the {result.n_retrieved} retrieved ones; "
-        f"the correlation falls by more than 0.1 for {dropped} of {len(per_judge)} judges. "
+        f"{result.n_questions} questions, {r_ret:.2f} over the {result.n_retrieved} retrieved "
+        f"ones; the correlation falls by more than 0.1 for {dropped} of {len(per_judge)} judges. "
     )
     if r_ret < r_all - 0.1:
         text += (
-            "As in the paper, the correlation collapses once the gold document is retrieved: whether the "
-            "document is found matters far more than its position in the top N."
+            "As in the paper, the correlation collapses once the gold document is retrieved: "
+            "whether the document is found matters far more than its position in the top N."
         )
     else:
         text += (
-            "Unlike the paper, the correlation does not collapse on retrieved questions: in this run the "
-            "rank of the gold document still matters once it is retrieved."
+            "Unlike the paper, the correlation does not collapse on retrieved questions: in this "
+            "run the rank of the gold document still matters once it is retrieved."
         )
     return text

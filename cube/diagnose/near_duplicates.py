@@ -98,7 +98,8 @@ def near_duplicate_confusion(
 
     Args:
         answers: the answers table (`set`, `doc_id`, `retrieved_doc_ids`, `retrieval_ok`, `system`).
-        corpus: the corpus table (`doc_id`, `item_name`; `family_id`, `region`, `variant` when present).
+        corpus: the corpus table (`doc_id`, `item_name`; `family_id`, `region`, `variant`
+            when present).
         system: keep only this system's rows (None: every row given).
 
     Returns:
@@ -154,8 +155,8 @@ def confusion_note(result: dict[str, Any], lang: str = "en") -> str:
         return ""
     main = max(CAUSES, key=lambda c: result.get(c, 0))
     remedy = {
-        "region": "restrict retrieval to the region the question names (systems[].region_filter: question) "
-        "or give each region its own knowledge base (systems[].region)",
+        "region": "restrict retrieval to the region the question names (systems[].region_filter: "
+        "question) or give each region its own knowledge base (systems[].region)",
         "variant": "render the variant into the documents and ask questions that name it; "
         "near-duplicate variants differ in few words, so a keyword retriever cannot separate them",
         "duplicate": "remove duplicate documents of one item (cube validate lists them)",

@@ -14,15 +14,15 @@ count only with an information object ("any information", "the answer", ...).
 
 Decline phrases (case-insensitive; `DECLINE_PATTERNS` is the full list):
 
-- zh: 未找到/没有找到/未检索到 + 相关 (信息|资料|指南|内容|记录); framed: 没有/暂无 + (信息|规定|记录|...),
-  无法 (提供|回答|确定|查询|找到|获取), 不太清楚; 我无法…;
-  我 (并) 不 (太) (清楚|确定|了解|知道), 不太清楚; 抱歉…(无法|不能|没有); 超出 (了) …范围;
+- zh: 未找到/没有找到/未检索到 + 相关 (信息|资料|指南|内容|记录); framed:
+  没有/暂无 + (信息|规定|记录|...), 无法 (提供|回答|确定|查询|找到|获取), 不太清楚; 我无法…; 我 (并)
+  不 (太) (清楚|确定|了解|知道), 不太清楚; 抱歉…(无法|不能|没有); 超出 (了) …范围;
   (知识库|文档|指南) 中 (没有|未包含|未提及|未载明); 不在…范围;
 - en: "I don't know", "I do not know", "I'm not sure", "I cannot (answer|provide|help)",
   "I cannot find (any information|the answer|...)",
   "I can't ...", "I don't have (information|access|the ...)", "no (relevant) information",
-  "not (found|covered|available) in (the|my) (documents|knowledge base|sources)", "unable to (find|answer|provide)",
-  "outside (the|my) scope", "there is no ... in the provided".
+  "not (found|covered|available) in (the|my) (documents|knowledge base|sources)", "unable to
+  (find|answer|provide)", "outside (the|my) scope", "there is no ... in the provided".
 
 Documented limits: a detector of phrasings, not of meaning; tested on a table of real-world
 declines and non-declines (tests/test_refusal.py).
@@ -62,10 +62,13 @@ DECLINE_PATTERNS: tuple[str, ...] = (
     r"\bi (really )?(don'?t|do not) know\b",
     r"\bi'?m not (sure|certain|able)\b",
     r"\bi am not (sure|certain|able)\b",
-    r"\bi (cannot|can'?t|can not|am unable to|'m unable to) (answer|provide|help|determine|confirm|give)",
+    r"\bi (cannot|can'?t|can not|am unable to|'m unable to) "
+    r"(answer|provide|help|determine|confirm|give)",
     r"\bi (cannot|can'?t|can not|am unable to|'m unable to) (find|locate) " + _INFO_EN,
-    r"\bi (don'?t|do not) have (any )?(specific |relevant |the )?(information|access|details|data|guide)",
-    r"\bno (relevant |specific |such )?(information|record|documents?|guide) (is |was )?(available|found|about|on|in)",
+    r"\bi (don'?t|do not) have (any )?(specific |relevant |the )?"
+    r"(information|access|details|data|guide)",
+    r"\bno (relevant |specific |such )?(information|record|documents?|guide) (is |was )?"
+    r"(available|found|about|on|in)",
     r"\bnot (found|covered|available|mentioned|included) in (the|my|our) (provided )?"
     r"(documents?|knowledge base|sources?|context|guides?)",
     r"\bunable to (answer|provide|determine)",
@@ -74,9 +77,10 @@ DECLINE_PATTERNS: tuple[str, ...] = (
     r"\bthere is no [^.]{0,40} in the (provided|given|retrieved)",
 )
 # Phrasings that are ordinary guide content as often as declines ("该事项没有收费规定", "申请人需
-# 提供没有违法记录的证明", "如无法提供原件，可提供复印件"): they count only when framed as a decline,
-# i.e. they open their clause (after an apology or greeting clause: "很抱歉，暂无该事项的办事指南",
-# "无法回答。") or the clause before them names the speaker, the asker or the knowledge at hand
+# 提供没有违法记录的证明", "如无法提供原件，可提供复印件"): they count only when framed as a
+# decline, i.e. they open their clause (after an apology or greeting clause:
+# "很抱歉，暂无该事项的办事指南", "无法回答。") or the clause before them names the speaker, the
+# asker or the knowledge at hand
 # (`FRAMING`), and no condition introduces them (`CONDITIONS`: 如, 如果, 若, ...).
 FRAMED_PATTERNS: tuple[str, ...] = (
     r"(没有|暂无)[^。，,.]{0,12}(相关|对应|有关|可供参考)?的?(信息|资料|指南|办事指南|内容|记录|事项|规定|说明)",
@@ -124,7 +128,8 @@ def is_refusal(answer: str | None) -> bool:
 
 def answer_outcome(answer: object, error: object = None) -> str:
     """ "failed" when the answering call failed (an error is recorded: there is no answer), "empty"
-    when it returned a blank answer, else "answered". Only answered questions can be declined or not."""
+    when it returned a blank answer, else "answered". Only answered questions can be declined
+    or not."""
 
     def blank(v: object) -> bool:
         return (
@@ -179,15 +184,16 @@ def no_answer_flag(count: dict[str, int]) -> str:
         failed, empty = count.get(f"failed_{group}", 0), count.get(f"empty_{group}", 0)
         if failed or empty:
             parts.append(
-                f"{name} leaves out {failed} failed and {empty} empty answer(s) of {group} questions"
+                f"{name} leaves out {failed} failed and {empty} empty answer(s) of {group} "
+                "questions"
             )
     return "; ".join(parts) + " (neither refusals nor non-refusals)" if parts else ""
 
 
 # ------------------------------------------------------------------ refusal report
 def mark_declined(answers: pd.DataFrame) -> pd.DataFrame:
-    """`outcome` ("answered", "failed", "empty": `cube.diagnose.refusal.answer_outcome`) and `declined`
-    (nullable boolean: NA when there is no answer to judge, never False)."""
+    """`outcome` ("answered", "failed", "empty": `cube.diagnose.refusal.answer_outcome`) and
+    `declined` (nullable boolean: NA when there is no answer to judge, never False)."""
     out = answers.copy()
     errors = out["error"] if "error" in out else pd.Series(None, index=out.index, dtype=object)
     out["outcome"] = [answer_outcome(a, e) for a, e in zip(out["answer"], errors, strict=True)]
@@ -241,7 +247,8 @@ def _ci(figures: dict, key: str, digits: int) -> str:
 
 
 def refusal_sentence(system: str, figures: dict) -> str:
-    """The refusal figures in one sentence (with their Wilson intervals and the no-answer caution)."""
+    """The refusal figures in one sentence (with their Wilson intervals and the
+    no-answer caution)."""
     acc, fr = figures.get("refusal_accuracy"), figures.get("false_refusal_rate")
     if acc is None or not np.isfinite(acc):
         return f"{system}: no refusal question was answered, so refusal accuracy is undefined."
@@ -249,14 +256,14 @@ def refusal_sentence(system: str, figures: dict) -> str:
         f"{k.replace('_', ' ')} {v:.0%}" for k, v in figures.get("by_kind", {}).items()
     )
     wrong = (
-        f"wrongly declined {fr:.1%}{_ci(figures, 'false_refusal_ci', 1)} of {figures['n_answerable']} answerable "
-        "ones"
+        f"wrongly declined {fr:.1%}{_ci(figures, 'false_refusal_ci', 1)} of "
+        f"{figures['n_answerable']} answerable ones"
         if fr is not None and np.isfinite(fr)
         else "has no answered answerable question, so no false-refusal rate"
     )
     caution = f" Caution: {figures['flag']}." if figures.get("flag") else ""
     return (
-        f"Refusal: {system} declined {acc:.0%}{_ci(figures, 'refusal_ci', 0)} of {figures['n_unanswerable']} "
-        f"questions the knowledge base cannot answer ({kinds}) and {wrong} (reported beside CuBE, not in it; "
-        f"Wilson intervals).{caution}"
+        f"Refusal: {system} declined {acc:.0%}{_ci(figures, 'refusal_ci', 0)} of "
+        f"{figures['n_unanswerable']} questions the knowledge base cannot answer ({kinds}) and "
+        f"{wrong} (reported beside CuBE, not in it; Wilson intervals).{caution}"
     )

@@ -10,8 +10,8 @@ question style and per refusal kind, each with its Wilson interval.
   declined (department of the gold document, style of the question; `cube.diagnose.retrieval.
   question_groups`). Answerable questions have no refusal kind.
 
-Failed and empty answers are in neither rate (`cube.diagnose.refusal.answer_outcome`); they are counted
-in `no_answer`. A rate over no question is NaN, never 0.
+Failed and empty answers are in neither rate (`cube.diagnose.refusal.answer_outcome`); they are
+counted in `no_answer`. A rate over no question is NaN, never 0.
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ COLUMNS = [
 
 
 def refusal_groups(refusals: pd.DataFrame, corpus: pd.DataFrame) -> pd.DataFrame:
-    """Per refusal question (`question_id`): its `department`, `style` and `kind` (see the module doc)."""
+    """Per refusal question (`question_id`): its `department`, `style` and `kind` (see the
+    module doc)."""
     q = refusals.drop_duplicates("question_id").copy()
     departments = (
         corpus.drop_duplicates("item_name").set_index("item_name")["department"]

@@ -170,7 +170,8 @@ def details(
     questions: pd.DataFrame | None = None,
     corpus: pd.DataFrame | None = None,
 ) -> dict[str, Any]:
-    """Everything a reader needs to judge one question's change (plain data; escape when rendering)."""
+    """Everything a reader needs to judge one question's change (plain data; escape
+    when rendering)."""
     q = row["question_id"]
     ra, rb = _rag(a_answers), _rag(b_answers)
     info: dict[str, Any] = {

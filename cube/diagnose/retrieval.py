@@ -1,9 +1,9 @@
 """Retrieval metrics from ranks: R@k, P@k, MRR, nDCG@k, hit rate and the R@k curve.
 
 Every figure comes from one retrieval per question: the 1-based rank of the gold document in
-the system's list (0 = not retrieved), as `cube.method.analysis.retrieval_outcomes` gives it (questions
-whose system call failed are left out, never counted as misses). Each question has exactly one
-relevant document (its gold), so, over the n questions of known outcome:
+the system's list (0 = not retrieved), as `cube.method.analysis.retrieval_outcomes` gives it
+(questions whose system call failed are left out, never counted as misses). Each question has
+exactly one relevant document (its gold), so, over the n questions of known outcome:
 
     R@k      = share of questions with 1 <= rank <= k
     P@k      = R@k / k                        (relevant documents in the top k, divided by k)
@@ -125,7 +125,8 @@ def wilson(hits: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
 
 def family_sizes(corpus: pd.DataFrame) -> pd.Series:
     """doc_id -> number of documents in its near-duplicate family (itself included; 1 = no sibling),
-    families as `cube.diagnose.near_duplicates` defines them (same family_id, or same base item name)."""
+    families as `cube.diagnose.near_duplicates` defines them (same family_id, or same base
+    item name)."""
     from cube.diagnose.near_duplicates import doc_info
 
     info = doc_info(corpus)

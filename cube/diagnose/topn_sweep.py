@@ -1,9 +1,9 @@
 """The TOP-N hypothesis, tested on a `top_n_sweep` (one retriever at several TOP-N in one run).
 
 The CuBE paper's hypothesis: a larger TOP-N raises recall without hurting the answers. On a
-sweep (the systems sharing `sweep_of`, `cube.config.params.expand_sweeps`), every member is evaluated
-like any system (`cube.method.analysis.evaluate`), so each TOP-N has its R@N (Wilson interval), W and
-CuBE (bootstrap intervals). The reading, from the smallest to the largest TOP-N:
+sweep (the systems sharing `sweep_of`, `cube.config.params.expand_sweeps`), every member is
+evaluated like any system (`cube.method.analysis.evaluate`), so each TOP-N has its R@N (Wilson
+interval), W and CuBE (bootstrap intervals). The reading, from the smallest to the largest TOP-N:
 
 - recall rises: R@N at the largest TOP-N is above R@N at the smallest, beyond the smallest's
   Wilson interval;
@@ -43,7 +43,8 @@ def sweeps(params: Any) -> dict[str, list[tuple[str, int]]]:
 def sweep_table(
     results: dict[str, Any], members: list[tuple[str, int]], confidence: float = 0.95
 ) -> pd.DataFrame:
-    """One row per TOP-N: `system, top_n, questions, R@N (+ _lo/_hi), W, W_lo, W_hi, CuBE, CuBE_lo, CuBE_hi`."""
+    """One row per TOP-N: `system, top_n, questions, R@N (+ _lo/_hi), W, W_lo, W_hi, CuBE,
+    CuBE_lo, CuBE_hi`."""
     rows = []
     for name, n in members:
         if name not in results:
@@ -73,13 +74,15 @@ def sweep_table(
 
 
 def hypothesis(table: pd.DataFrame) -> dict[str, Any]:
-    """`{"verdict": holds | does not hold | undetermined, "sentence", "recall_rises", "answers_kept"}`."""
+    """`{"verdict": holds | does not hold | undetermined, "sentence",
+    "recall_rises", "answers_kept"}`."""
     if len(table) < 2:
         return {
             "verdict": "undetermined",
             "recall_rises": None,
             "answers_kept": None,
-            "sentence": "The TOP-N hypothesis needs a sweep of at least two TOP-N values (systems[].top_n_sweep).",
+            "sentence": "The TOP-N hypothesis needs a sweep of at least two TOP-N values "
+            "(systems[].top_n_sweep).",
         }
     t = table.sort_values("top_n")
     first, last = t.iloc[0], t.iloc[-1]
@@ -94,8 +97,8 @@ def hypothesis(table: pd.DataFrame) -> dict[str, Any]:
             "verdict": "undetermined",
             "recall_rises": None,
             "answers_kept": None,
-            "sentence": f"TOP-N hypothesis undetermined on this data ({span}: {figures}): W or an interval is "
-            "undefined (see the flags), so whether answers are hurt cannot be read.",
+            "sentence": f"TOP-N hypothesis undetermined on this data ({span}: {figures}): W or an "
+            "interval is undefined (see the flags), so whether answers are hurt cannot be read.",
         }
     rises = bool(last["R@N"] > first["R@N_hi"])
     hurt = t[t.W < first.W_lo]
@@ -117,8 +120,8 @@ def hypothesis(table: pd.DataFrame) -> dict[str, Any]:
         "verdict": verdict,
         "recall_rises": rises,
         "answers_kept": kept,
-        "sentence": f"TOP-N hypothesis (a larger TOP-N raises recall without hurting answers) {verdict} on this "
-        f"data {span}: {figures}; {why}.",
+        "sentence": "TOP-N hypothesis (a larger TOP-N raises recall without hurting answers) "
+        f"{verdict} on this data {span}: {figures}; {why}.",
     }
 
 

@@ -88,7 +88,8 @@ def human_consensus(means: pd.DataFrame, name: str = HUMAN) -> pd.DataFrame:
 
 
 def with_human_consensus(means: pd.DataFrame) -> pd.DataFrame:
-    """`judge_means` output whose `"human"` rows are the human consensus (raters kept as they are)."""
+    """`judge_means` output whose `"human"` rows are the human consensus (raters kept as
+    they are)."""
     if not means["judge"].map(is_human).any():
         return means
     return pd.concat([means[means["judge"] != HUMAN], human_consensus(means)], ignore_index=True)
@@ -272,11 +273,11 @@ def agreement_table(
 
     Returns:
         Columns `judge, set, dimension, n, n_missing, pearson, spearman, kendall, weighted_kappa,
-        mean_abs_diff, bias` (+ `boot_undefined` and the intervals); `bias = mean(judge - reference)`.
-        `n_missing` counts the units either side left unscored or never scored (absent on one
-        side); `boot_undefined` the most resamples in which a statistic was undefined (its
-        interval rests on the others). Human raters
-        forming the human consensus are not compared with it (use `pairwise_agreement`).
+        mean_abs_diff, bias` (+ `boot_undefined` and the intervals);
+        `bias = mean(judge - reference)`. `n_missing` counts the units either side left unscored or
+        never scored (absent on one side); `boot_undefined` the most resamples in which a statistic
+        was undefined (its interval rests on the others). Human raters forming the human consensus
+        are not compared with it (use `pairwise_agreement`).
     """
     means = judge_means(scores)
     labels = _check_sets(means, sets)
@@ -341,7 +342,8 @@ def _reliability_units(
 
 
 def _alpha(data: np.ndarray, level: str) -> float:
-    """Krippendorff's alpha, NaN when undefined (fewer than 2 raters or pairable values, one value)."""
+    """Krippendorff's alpha, NaN when undefined (fewer than 2 raters or pairable values,
+    one value)."""
     if data.shape[0] < 2 or data.size == 0:
         return float("nan")
     pairable = np.sum(~np.isnan(data), axis=0) >= 2

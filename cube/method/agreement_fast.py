@@ -13,9 +13,9 @@ sklearn's `cohen_kappa_score` computes (categories absent from both sides add ze
 (`counts @ pair one-hot`), so the whole bootstrap costs a few array operations instead of
 thousands of scipy/sklearn calls; the values equal the loop's up to float rounding (tested).
 
-The undefined cases follow `cube.method.agreement`: a correlation is NaN when a side is constant in the
-resample (or it has fewer than 2 pairs), the kappa is NaN when a present value is not an integer,
-when fewer than 2 pairs are drawn, or when one category holds every value.
+The undefined cases follow `cube.method.agreement`: a correlation is NaN when a side is constant in
+the resample (or it has fewer than 2 pairs), the kappa is NaN when a present value is not an
+integer, when fewer than 2 pairs are drawn, or when one category holds every value.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ MAX_CELLS = 2500  # beyond this many distinct value pairs the per-resample loop 
 def pair_tables(
     x: np.ndarray, y: np.ndarray, counts: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """(tables `B x Kx x Ky`, x values, y values), or None when there are too many distinct pairs."""
+    """(tables `B x Kx x Ky`, x values, y values), or None when there are too many
+    distinct pairs."""
     xv, xi = np.unique(x, return_inverse=True)
     yv, yi = np.unique(y, return_inverse=True)
     if len(xv) * len(yv) > MAX_CELLS:
@@ -104,7 +105,8 @@ def _kappa(t: np.ndarray, xv: np.ndarray, yv: np.ndarray, n: np.ndarray) -> np.n
 
 
 def statistics(tables: np.ndarray, xv: np.ndarray, yv: np.ndarray) -> dict[str, np.ndarray]:
-    """Every statistic of `cube.method.agreement.STATISTICS` for each resample's table (NaN as the loop)."""
+    """Every statistic of `cube.method.agreement.STATISTICS` for each resample's table (NaN as
+    the loop)."""
     n = tables.sum(axis=(1, 2))
     rows, cols = tables.sum(axis=2), tables.sum(axis=1)
     diff = xv[:, None] - yv[None, :]

@@ -59,7 +59,8 @@ def validate_answers(answers: pd.DataFrame, table: str = "answers") -> None:
     bad = answers.index[ranks.isna() | (ranks < 0) | (ranks != ranks.round())]
     if len(bad):
         raise SchemaError(
-            f"{table}: column 'rank' must be an integer >= 0 (0 = not retrieved); bad rows {list(bad[:5])}"
+            f"{table}: column 'rank' must be an integer >= 0 (0 = not retrieved); bad rows "
+            f"{list(bad[:5])}"
         )
     dup = answers.duplicated(["question_id", "system", "set"], keep=False)
     if dup.any():
@@ -100,8 +101,8 @@ def single_system(df: pd.DataFrame, table: str) -> None:
     systems = df["system"].dropna().unique()
     if len(systems) > 1:
         raise SchemaError(
-            f"{table}: holds {len(systems)} systems {sorted(map(str, systems))}; filter to one system "
-            "(e.g. df[df.system == name]) or use evaluate_systems()"
+            f"{table}: holds {len(systems)} systems {sorted(map(str, systems))}; filter to one "
+            "system (e.g. df[df.system == name]) or use evaluate_systems()"
         )
 
 
@@ -126,7 +127,8 @@ def rank_score(rank: int, n_retrieved: int, top_n: int = 8) -> int:
 
 
 def question_ranks(answers: pd.DataFrame, top_n: int = 8) -> pd.DataFrame:
-    """One row per question of the `rag` set: `question_id, rank, n_retrieved, retrieved, rank_score`."""
+    """One row per question of the `rag` set: `question_id, rank, n_retrieved,
+    retrieved, rank_score`."""
     validate_answers(answers)
     single_system(answers, "answers")
     rag = answers[answers["set"] == "rag"]
@@ -208,7 +210,8 @@ def recall_at_k(answers: pd.DataFrame, k: int | None = None, top_n: int | None =
 
 # --------------------------------------------------------------------------------- correlations
 def _per_item(scores: pd.DataFrame) -> pd.DataFrame:
-    """Average repeated samples: one score per (question, system, set, judge, dimension); NaN kept."""
+    """Average repeated samples: one score per (question, system, set, judge, dimension);
+    NaN kept."""
     keys = ["question_id", "system", "set", "judge", "dimension"]
     s = scores[keys + ["score"]].copy()
     s["score"] = pd.to_numeric(s["score"], errors="coerce").astype(float)
@@ -283,8 +286,8 @@ def rank_correlations(
 
     Every judge (of `scores` and `judges`) gets a row per dimension (of `scores` and
     `dimensions`, the configured ones), with n = 0 and r NaN when it has no scores, so absent
-    rows give what NaN rows give. Returns columns `judge, dimension, r, p_value, n` (r is NaN when a side
-    is constant or n < 3)."""
+    rows give what NaN rows give. Returns columns `judge, dimension, r, p_value, n` (r is NaN when a
+    side is constant or n < 3)."""
     validate_scores(scores)
     ranks = question_ranks(answers, top_n)
     if against != "rank_score":
@@ -355,7 +358,8 @@ def dimension_weights(
     for judge in out.loc[total <= _EPS, "judge"].unique():
         if fallback == "equal":
             warnings.warn(
-                f"judge {judge!r}: all weights are 0; equal weights used (analysis.weights_fallback)",
+                f"judge {judge!r}: all weights are 0; equal weights used "
+                "(analysis.weights_fallback)",
                 CubeWarning,
                 stacklevel=2,
             )
@@ -388,11 +392,10 @@ def trimmed_means(
 
     The scores are first reindexed to the full grid (`score_grid`: judges x sets x dimensions
     x `questions`), so an absent row is NaN exactly like an unscored one: both are excluded
-    and counted (`n_unscored`). With `paired` (the default, docs/explanation/method.md), a judge's dimension
-    uses only questions it scored in all three sets, so the bounds and the system are
-    compared on the same questions; questions dropped because another set of theirs is
-    unscored are counted in `n_unpaired`. Every (judge, set, dimension) gets a row, NaN
-    when nothing is left.
+    and counted (`n_unscored`). With `paired` (the default, docs/explanation/method.md), a judge's
+    dimension uses only questions it scored in all three sets, so the bounds and the system are
+    compared on the same questions; questions dropped because another set of theirs is unscored are
+    counted in `n_unpaired`. Every (judge, set, dimension) gets a row, NaN when nothing is left.
 
     Returns `judge, set, dimension, trimmed_mean, n, n_unscored, n_unpaired`."""
     validate_scores(scores)
@@ -482,22 +485,12 @@ def jury_summary(cube_table: pd.DataFrame) -> pd.DataFrame:
     num = table.select_dtypes(include="number").drop(columns=skip, errors="ignore")
     out = pd.DataFrame({"mean": num.mean(skipna=False), "sd": num.std(ddof=1, skipna=False)}).T
     if "gate_w_unusable" in table and table["gate_w_unusable"].fillna(False).astype(bool).any():
-        # a kept member's W fails rule (f) for a cause that is not the judge's (noise weights, too few
-        # questions): that W is noise, so the jury's W and CuBE are undefined, never a mean of it
+        # a kept member's W fails rule (f) for a cause that is not the judge's (noise weights, too
+        # few questions): that W is noise, so the jury's W and CuBE are undefined, never a mean of
+        # it
         out.loc[["mean", "sd"], [c for c in JURY_W_METRICS if c in out]] = np.nan
     out["n_judges"] = [len(table), np.nan]
     return out
-
-
-def format_mean_sd(jury: pd.DataFrame, digits: int = 2) -> pd.Series:
-    """`82.76 ± 4.50` strings from `jury_summary` output."""
-    return pd.Series(
-        {
-            c: f"{jury.at['mean', c]:.{digits}f} ± {jury.at['sd', c]:.{digits}f}"
-            for c in jury.columns
-            if c != "n_judges"
-        }
-    )
 
 
 def judge_summary(scores: pd.DataFrame, set_: str | None = "rag") -> pd.DataFrame:

@@ -1,4 +1,5 @@
-"""The judge audit by counterfactual probes (issue 20): does a judge read the content, and how is it biased?
+"""The judge audit by counterfactual probes (issue 20): does a judge read the content, and how is
+it biased?
 
 Input, **probe scores** (one row per audit question, judge, probe and dimension): `question_id`,
 `judge`, `probe` (`original` = the full answer as written; a probe kind below), `expect`
@@ -17,13 +18,13 @@ Per judge (`audit_summary`): **discrimination**, the share of (original, length-
 pairs in which the original scores strictly higher, ties counting half, with a Wilson interval,
 and the one-sided Wilcoxon signed-rank test (`scipy.stats.wilcoxon`) that the original scores
 above its worse twins, on one value per question (its pairs share the original: the mean
-difference), questions whose pairs all tie dropped; **verbosity, authority and order bias**, the mean score of the padded /
-authority / reordered probe minus its original, in points, with a t interval; **leniency**, the
-judge's mean over every probe minus the mean of all judges on the same items; **clustering**,
-the share of its modal score. `audit_verdict` turns that into the gate's evidence: a judge with
-at least `min_pairs` pairs is content-blind when its scores never change with the content (every
-pair tied) or when the signed-rank test is not significant at `alpha`; with fewer pairs (or no audit)
-there is no verdict, never an exclusion.
+difference), questions whose pairs all tie dropped; **verbosity, authority and order bias**, the
+mean score of the padded / authority / reordered probe minus its original, in points, with a t
+interval; **leniency**, the judge's mean over every probe minus the mean of all judges on the same
+items; **clustering**, the share of its modal score. `audit_verdict` turns that into the gate's
+evidence: a judge with at least `min_pairs` pairs is content-blind when its scores never change with
+the content (every pair tied) or when the signed-rank test is not significant at `alpha`; with fewer
+pairs (or no audit) there is no verdict, never an exclusion.
 """
 
 from __future__ import annotations
@@ -100,7 +101,8 @@ def validate_probes(probes: pd.DataFrame, table: str = "probe scores") -> None:
 
 
 def probe_totals(probes: pd.DataFrame) -> pd.DataFrame:
-    """One row per (judge, question, probe): the mean of the scored dimensions (NaN when none is)."""
+    """One row per (judge, question, probe): the mean of the scored dimensions (NaN when
+    none is)."""
     validate_probes(probes)
     p = probes.assign(score=pd.to_numeric(probes["score"], errors="coerce"))
     return p.groupby(["judge", "question_id", "probe"], sort=False)["score"].mean().unstack("probe")
@@ -127,8 +129,9 @@ def _mean_interval(d: np.ndarray, confidence: float) -> tuple[float, float, floa
 
 
 def audit_summary(probes: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
-    """Per judge: discrimination (with interval and sign test), biases (with intervals), leniency and
-    clustering (module docstring). Columns `AUDIT_COLUMNS`, indexed by nothing (a `judge` column)."""
+    """Per judge: discrimination (with interval and sign test), biases (with intervals), leniency
+    and clustering (module docstring). Columns `AUDIT_COLUMNS`, indexed by nothing (a
+    `judge` column)."""
     tot = probe_totals(probes)
     jury_mean = tot.groupby(level="question_id").mean()  # per question and probe, over judges
     rows = []
@@ -206,13 +209,14 @@ def audit_verdict(
         )
     p = float(summary["discrimination_p_value"])
     what = (
-        f"correct answers scored above their corrupted twins in {w} of {n} pairs ({t} tied, {lo} below), "
-        f"one-sided Wilcoxon p = {p:.3g}"
+        f"correct answers scored above their corrupted twins in {w} of {n} pairs ({t} tied, {lo} "
+        f"below), one-sided Wilcoxon p = {p:.3g}"
     )
     if not p < alpha:
         return (
             True,
-            f"content-blind: does not tell correct from corrupted answers beyond chance: {what} (level {alpha:g})",
+            f"content-blind: does not tell correct from corrupted answers beyond chance: {what} "
+            f"(level {alpha:g})",
         )
     return False, f"audit: {what}"
 
@@ -222,13 +226,13 @@ SELF_PREFERENCE_KEYS = ("question_id", "system", "set")  # one answer
 
 def self_preference(scores: pd.DataFrame, judge: Any, confidence: float = 0.95) -> dict[str, Any]:
     """A judge's preference for its own model's answers, apart from its leniency: a difference in
-    differences. Per answer (`question_id, system, set`) the judge's score minus the other judges' mean,
-    on the same dimensions, averaged over the dimensions (one value per answer: its dimensions are not
-    independent items); the mean of those on answers its model wrote (`own` True) minus the mean on
-    answers another model wrote (`own` False), with a Welch t interval over the answers. A judge that
-    is merely lenient scores both groups up alike: about 0. Without an answer by another model or
-    without another judge there is no control: NaN with the cause in `note`, never a number.
-    `scores`: `question_id, system, set, judge, dimension, score, own`."""
+    differences. Per answer (`question_id, system, set`) the judge's score minus the other judges'
+    mean, on the same dimensions, averaged over the dimensions (one value per answer: its dimensions
+    are not independent items); the mean of those on answers its model wrote (`own` True) minus the
+    mean on answers another model wrote (`own` False), with a Welch t interval over the answers. A
+    judge that is merely lenient scores both groups up alike: about 0. Without an answer by another
+    model or without another judge there is no control: NaN with the cause in `note`, never a
+    number. `scores`: `question_id, system, set, judge, dimension, score, own`."""
     require_columns(
         scores, ("question_id", "system", "set", "judge", "dimension", "score", "own"), "scores"
     )
@@ -255,8 +259,8 @@ def self_preference(scores: pd.DataFrame, judge: Any, confidence: float = 0.95) 
         out["note"] = "not measurable: no other judge scored the same answers"
     elif not (~s["own"]).any() or not len(ctrl):
         out["note"] = (
-            "not measurable: no answer written by another model was scored by this judge and another "
-            "(without that control, leniency cannot be told from self-preference)"
+            "not measurable: no answer written by another model was scored by this judge and "
+            "another (without that control, leniency cannot be told from self-preference)"
         )
     elif not len(own):
         out["note"] = (
@@ -274,9 +278,9 @@ def self_preference(scores: pd.DataFrame, judge: Any, confidence: float = 0.95) 
 
 
 def probe_table(scores: pd.DataFrame, probes: pd.DataFrame, original_system: Any) -> pd.DataFrame:
-    """The audit's input from a scores table: the probe answers' scores (rows of systems `audit:<kind>`,
-    `cube.systems.probes.build_probes`) and, as `original`, the full-set scores of `original_system`
-    on the same questions. Returns `PROBE_REQUIRED` columns."""
+    """The audit's input from a scores table: the probe answers' scores (rows of systems
+    `audit:<kind>`, `cube.systems.probes.build_probes`) and, as `original`, the full-set scores of
+    `original_system` on the same questions. Returns `PROBE_REQUIRED` columns."""
     require_columns(
         scores, ("question_id", "system", "set", "judge", "dimension", "score"), "scores"
     )

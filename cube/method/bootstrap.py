@@ -1,5 +1,5 @@
-"""Bootstrap of the CuBE score, resampling questions, vectorised; BCa (`analysis.interval`'s default) or
-percentile intervals.
+"""Bootstrap of the CuBE score, resampling questions, vectorised; BCa (`analysis.interval`'s
+default) or percentile intervals.
 
 A resample draws questions with replacement; the three sets of a question travel together
 (paired), so the bounds and the system are always compared on the same questions. Each
@@ -12,8 +12,8 @@ resamples x questions), so each statistic is a matrix product instead of a Pytho
 correlations from count-weighted moments, trimmed means from the cumulative counts of the
 sorted scores (the elements that `scipy.stats.trim_mean` keeps are the positions
 [floor(p n), n - floor(p n)) of the sorted resample), summed per distinct score value (scores
-take at most a few dozen values, so this is a resamples x values matrix, not x questions). With C = all ones the computation
-reproduces `cube.method.analysis.evaluate` exactly (tested).
+take at most a few dozen values, so this is a resamples x values matrix, not x questions). With
+C = all ones the computation reproduces `cube.method.analysis.evaluate` exactly (tested).
 """
 
 from __future__ import annotations
@@ -62,7 +62,8 @@ def prepare(
     fallback: str = "none",
 ) -> Prepared:
     # Sorted by question id, so the same seed draws the same questions whatever the row order.
-    # The same grid as cube.method.analysis (absent rows are NaN) and the same known-retrieval questions.
+    # The same grid as cube.method.analysis (absent rows are NaN) and the same known-retrieval
+    # questions.
     outcomes = A.retrieval_outcomes(answers, top_n)
     ranks = outcomes.ranks.sort_values("question_id", kind="stable").reset_index(drop=True)
     qids = ranks["question_id"].tolist()
@@ -157,20 +158,19 @@ def cube_from_counts(p: Prepared, C: np.ndarray) -> dict[str, np.ndarray]:
                 w[j, d] = 1.0
             else:
                 w[j, d] = float((p.custom or {})[p.dims[d]])
-            # paired: only questions this judge scored in all three sets (as cube.method.analysis.trimmed_means)
+            # paired: only questions this judge scored in all three sets (as
+            # cube.method.analysis.trimmed_means)
             keep_jd = keep & ~np.isnan(p.scores[j, :, d]).any(axis=0) if p.paired else keep
             for s in range(len(A.SETS)):
                 tm[j, s, d] = _weighted_trim_mean(C, p.scores[j, s, d], keep_jd, p.proportion)
     total_w = w.sum(axis=1, keepdims=True)
-    if (
-        p.fallback == "equal"
-    ):  # undefined weights -> 1/D (analysis.weights_fallback), as dimension_weights
+    # undefined weights -> 1/D (analysis.weights_fallback), as dimension_weights
+    if p.fallback == "equal":
         w = np.where(total_w > 1e-12, w, 1.0)
     zero, full = A.SETS.index("zero"), A.SETS.index("full")
     W = np.empty((J, B))
-    for j in range(
-        J
-    ):  # the rules of cube.method.normalise: missing weighted dimension -> NaN, no range -> leaves W
+    # the rules of cube.method.normalise: missing weighted dimension -> NaN, no range -> leaves W
+    for j in range(J):
         we = effective_weights(w[j], tm[j, zero], tm[j, rag], tm[j, full])  # (D, B)
         T = np.where(we[None] == 0, 0.0, we[None] * tm[j]).sum(axis=1)  # (sets, B)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -221,7 +221,8 @@ def bootstrap_cube(
     method: str = "percentile",
     expand: bool = True,
 ) -> pd.DataFrame:
-    """Intervals (`method`, `expand`: see `bootstrap_prepared`) of each judge's and the jury's CuBE, W and R@k.
+    """Intervals (`method`, `expand`: see `bootstrap_prepared`) of each judge's and the jury's CuBE,
+    W and R@k.
 
     The jury averages `jury_judges` only (the judges that passed the validity gate; default:
     every judge), and a resample where one of them is undefined is undefined for the jury.
@@ -256,15 +257,16 @@ INTERVAL_METHODS = ("percentile", "bca", "basic")
 
 
 def expanded_alpha(alpha: float, n: int) -> float:
-    """One tail's level of a bootstrap interval widened for a sample of n units: Phi(-t_{n-1}(1 - alpha))
-    instead of alpha, i.e. the interval reaches as far into the resamples as Student's t quantile with
-    n - 1 degrees of freedom reaches beyond z. A bootstrap interval is as wide as a z interval with a
-    plug-in SE; with the SE estimated from n units it covers less than its confidence on a few dozen
-    units (measured for the jury CuBE's BCa interval at R@k 0.8: 94.5 % at 40 questions over 8,000
-    simulated runs, 95.2 % at 100, README). Hesterberg's expanded percentile interval (2015, "What teachers should know
-    about the bootstrap") also multiplies t by sqrt(n / (n - 1)); measured on the same runs it over-covered
-    at 100 questions (jury CuBE 95.7 %, W 95.9 %). Levels: 2.16 / 97.84 % at n = 40, 2.36 / 97.64 % at n = 100,
-    2.45 / 97.55 % at n = 300; n < 3: unchanged."""
+    """One tail's level of a bootstrap interval widened for a sample of n units:
+    Phi(-t_{n-1}(1 - alpha)) instead of alpha, i.e. the interval reaches as far into the resamples
+    as Student's t quantile with n - 1 degrees of freedom reaches beyond z. A bootstrap interval is
+    as wide as a z interval with a plug-in SE; with the SE estimated from n units it covers less
+    than its confidence on a few dozen units (measured for the jury CuBE's BCa interval at R@k 0.8:
+    94.5 % at 40 questions over 8,000 simulated runs, 95.2 % at 100, README). Hesterberg's expanded
+    percentile interval (2015, "What teachers should know about the bootstrap") also multiplies t by
+    sqrt(n / (n - 1)); measured on the same runs it over-covered at 100 questions (jury CuBE 95.7 %,
+    W 95.9 %). Levels: 2.16 / 97.84 % at n = 40, 2.36 / 97.64 % at n = 100, 2.45 / 97.55 % at
+    n = 300; n < 3: unchanged."""
     if n < 3:
         return alpha
     from scipy.stats import norm, t
@@ -286,15 +288,16 @@ def bootstrap_prepared(
 
     `method`: `percentile` (the alpha/2 and 1 - alpha/2 quantiles of the resamples), `bca` (Efron's
     bias-corrected and accelerated percentiles: the bias correction z0 from the share of resamples
-    below the estimate, the acceleration from the jackknife, each leave-one-question-out value computed
-    by the same `cube_from_counts`) or `basic` (the percentile interval reflected about the estimate,
-    [2 est - q_hi, 2 est - q_lo]: where the estimator is biased the resamples repeat the bias, so the
-    percentile interval sits twice the bias from the truth and the basic one about on it; measured by
-    benchmarks/simulation_coverage.py, not offered in the params).
+    below the estimate, the acceleration from the jackknife, each leave-one-question-out value
+    computed by the same `cube_from_counts`) or `basic` (the percentile interval reflected about the
+    estimate, [2 est - q_hi, 2 est - q_lo]: where the estimator is biased the resamples repeat the
+    bias, so the percentile interval sits twice the bias from the truth and the basic one about on
+    it; measured by benchmarks/simulation_coverage.py, not offered in the params).
 
-    `expand` (default): the tails' levels of CuBE and W are `expanded_alpha` of the n questions resampled,
-    so the interval does not fall short of its confidence on a few dozen questions; R@k's are not (its
-    plain interval covered 95.0-95.3 % over 8,000 simulated runs at 40-300 questions, README)."""
+    `expand` (default): the tails' levels of CuBE and W are `expanded_alpha` of the n questions
+    resampled, so the interval does not fall short of its confidence on a few dozen questions; R@k's
+    are not (its plain interval covered 95.0-95.3 % over 8,000 simulated runs at 40-300
+    questions, README)."""
     if method not in INTERVAL_METHODS:
         raise ValueError(
             f"bootstrap interval method {method!r}: expected one of {INTERVAL_METHODS}"
@@ -356,27 +359,29 @@ JACKKNIFE_GROUPS = (
 
 
 def jackknife_groups(n: int, max_groups: int) -> np.ndarray:
-    """The leave-out group of each of n questions (in the prepared order, sorted by question id): one
-    question per group up to `max_groups` questions, else `max_groups` contiguous blocks of n // max_groups
-    or one more questions."""
+    """The leave-out group of each of n questions (in the prepared order, sorted by question id):
+    one question per group up to `max_groups` questions, else `max_groups` contiguous blocks of
+    n // max_groups or one more questions."""
     return np.arange(n) if n <= max_groups else np.arange(n) * max_groups // n
 
 
 def leave_out_rows(n: int) -> np.ndarray:
     """The jackknife's leave-out rows over n questions: row k is 1 on the questions of group k
-    (`jackknife_groups`, at most `JACKKNIFE_GROUPS` groups); counts = 1 - row leave that group out."""
+    (`jackknife_groups`, at most `JACKKNIFE_GROUPS` groups); counts = 1 - row leave that
+    group out."""
     g = jackknife_groups(n, JACKKNIFE_GROUPS)
     return (g[None, :] == np.arange(g.max() + 1)[:, None]).astype(float)
 
 
 def _jackknife(p: Prepared, chunk: int = 256) -> dict[str, np.ndarray]:
-    """`cube_from_counts` with each group of questions left out once (counts = ones minus the group).
+    """`cube_from_counts` with each group of questions left out once (counts = ones minus
+    the group).
 
     With one question per group this is the jackknife; from `max_groups` questions on, the grouped
-    (delete-m) jackknife, whose leave-out differences are sums of about m questions' influences: their
-    skewness ratio, BCa's acceleration, estimates the same quantity (E[(sum of m)^3] = m E[U^3], E[(sum of
-    m)^2] = m E[U^2]) at a cost of `JACKKNIFE_GROUPS` CuBE computations instead of n (6,111 at the paper's
-    scale, six times its 1,000 resamples)."""
+    (delete-m) jackknife, whose leave-out differences are sums of about m questions' influences:
+    their skewness ratio, BCa's acceleration, estimates the same quantity (E[(sum of m)^3] = m
+    E[U^3], E[(sum of m)^2] = m E[U^2]) at a cost of `JACKKNIFE_GROUPS` CuBE computations instead of
+    n (6,111 at the paper's scale, six times its 1,000 resamples)."""
     leave_out = leave_out_rows(len(p.rank_score))
     parts = [
         cube_from_counts(p, 1.0 - leave_out[s : s + chunk]) for s in range(0, len(leave_out), chunk)
@@ -388,7 +393,8 @@ def _jackknife(p: Prepared, chunk: int = 256) -> dict[str, np.ndarray]:
 
 
 def bca_levels(est: float, sample: np.ndarray, jack: np.ndarray, alpha: float) -> list[float]:
-    """The BCa quantile levels of the bootstrap `sample` for a two-sided interval at level 1 - 2 alpha."""
+    """The BCa quantile levels of the bootstrap `sample` for a two-sided interval at level
+    1 - 2 alpha."""
     from scipy.stats import norm
 
     share = (np.sum(sample < est) + 0.5 * np.sum(sample == est)) / len(sample)

@@ -3,9 +3,9 @@
 Two sides A and B (each: one system's answers and scores, from the same run or from two runs
 sharing question ids and judges) are compared on the questions both know the retrieval
 outcome of; questions present in only one side are counted (`only_a`, `only_b`) and left out.
-Every statistic is the whole CuBE chain of `cube.method.bootstrap.cube_from_counts` (the function the
-bootstrap uses, which reproduces `cube.method.analysis.evaluate` exactly), so Δ is B − A of the very
-numbers the two reports publish when they are restricted to the common questions.
+Every statistic is the whole CuBE chain of `cube.method.bootstrap.cube_from_counts` (the function
+the bootstrap uses, which reproduces `cube.method.analysis.evaluate` exactly), so Δ is B − A of the
+very numbers the two reports publish when they are restricted to the common questions.
 
 - **Paired bootstrap**: one counts matrix C (resamples x questions) drives both sides, so a
   resample draws the same questions for A and B (the three sets and the retrieval outcome of a
@@ -18,20 +18,21 @@ numbers the two reports publish when they are restricted to the common questions
   (the rows the comparison page shows).
 - **Jury**: the mean over the judges that pass the validity gate (`cube.method.gate`) on both sides,
   as the decision does; judges present on one side only are listed and left out. As in
-  `cube.method.bootstrap.bootstrap_cube`, a resample or permutation where one jury member is undefined
-  is undefined for the jury (never a mean of fewer judges); the share of defined resamples and
-  permutations is reported (`valid_resample_share`, `valid_permutation_share`) and flagged when
+  `cube.method.bootstrap.bootstrap_cube`, a resample or permutation where one jury member is
+  undefined is undefined for the jury (never a mean of fewer judges); the share of defined resamples
+  and permutations is reported (`valid_resample_share`, `valid_permutation_share`) and flagged when
   below `MIN_VALID_SHARE` (the interval and p-value then rest on a selection of resamples).
 - **Power** (`mde`, `questions_needed`): the bootstrap standard error of ΔCuBE, se, gives the
   per-question standard deviation σ = se·√n of the paired difference (a CuBE difference behaves
-  like a mean of n per-question contributions). A two-sided test at level α (default 1 − `analysis.confidence`, the interval's) with power 1 − β
-  detects |Δ| >= (z_{1−α/2} + z_{1−β}) · σ / √n (the minimum detectable difference, MDE), and
-  needs n = ((z_{1−α/2} + z_{1−β}) · σ / Δ)² questions for a given Δ. The power is 1 − β only if
-  the SE at a difference of the MDE is the SE measured on the data, which one comparison cannot check:
-  a system's CuBE varies more the higher it is, so on simulated pairs at 100 questions (benchmarks/
-  simulation_coverage.py --compare 1000 --better) a B worse by the printed MDE is detected in 87 %, a B
-  better by it in 73 % (README). The MDE is the size of difference the comparison resolves, not a
-  guarantee of 80 %.
+  like a mean of n per-question contributions). A two-sided test at level α (default
+  1 − `analysis.confidence`, the interval's) with power 1 − β detects
+  |Δ| >= (z_{1−α/2} + z_{1−β}) · σ / √n (the minimum detectable difference, MDE), and needs
+  n = ((z_{1−α/2} + z_{1−β}) · σ / Δ)² questions for a given Δ. The power is 1 − β only if the SE at
+  a difference of the MDE is the SE measured on the data, which one comparison cannot check: a
+  system's CuBE varies more the higher it is, so on simulated pairs at 100 questions
+  (benchmarks/simulation_coverage.py --compare 1000 --better) a B worse by the printed MDE is
+  detected in 87 %, a B better by it in 73 % (README). The MDE is the size of difference the
+  comparison resolves, not a guarantee of 80 %.
 - **Several systems**: `compare_all` compares every pair and adjusts the jury ΔCuBE p-values
   with Holm's step-down correction (`p_holm`).
 """
@@ -109,7 +110,8 @@ def _num(x: Any) -> float | None:
 
 # ------------------------------------------------------------------------------------- power
 def mde(se: float, alpha: float = 0.05, power: float = 0.8) -> float:
-    """Minimum detectable |Δ| of a two-sided test at level `alpha` with `power`, given the SE of Δ."""
+    """Minimum detectable |Δ| of a two-sided test at level `alpha` with `power`, given the SE
+    of Δ."""
     return float((stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)) * se)
 
 
@@ -120,7 +122,8 @@ def questions_needed(
     difference has per-question SD `sd_per_question` (σ = se·√n of a run)."""
     if not (math.isfinite(delta) and math.isfinite(sd_per_question)) or delta == 0:
         raise ValueError(
-            f"questions_needed: need a finite non-zero delta and SD, got {delta!r}, {sd_per_question!r}"
+            f"questions_needed: need a finite non-zero delta and SD, got {delta!r}, "
+            f"{sd_per_question!r}"
         )
     z = stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)
     return int(math.ceil((z * sd_per_question / abs(delta)) ** 2))
@@ -154,7 +157,8 @@ def _concat(pa: Prepared, pb: Prepared) -> Prepared:
 
 
 def _stats(p: Prepared, C: np.ndarray, jury: list[int]) -> dict[tuple[str, str], np.ndarray]:
-    """Every (judge, metric) as a vector over the rows of C; metrics: the headline three and `N_<dim>`."""
+    """Every (judge, metric) as a vector over the rows of C; metrics: the headline three
+    and `N_<dim>`."""
     out: dict[tuple[str, str], np.ndarray] = {}
     for start in range(0, C.shape[0], _CHUNK):
         res = cube_from_counts(p, C[start : start + _CHUNK])
@@ -170,8 +174,9 @@ def _stats(p: Prepared, C: np.ndarray, jury: list[int]) -> dict[tuple[str, str],
             for d, dim in enumerate(p.dims):
                 part[(judge, f"N_{dim}")] = nd[j, d]
         for m in ["cube_score", "weighted_score", *(f"N_{d}" for d in p.dims)]:
-            # As in `cube.method.bootstrap.bootstrap_cube`: the jury always averages the same judges, so a
-            # resample (or permutation) where one member is undefined is undefined for the jury.
+            # As in `cube.method.bootstrap.bootstrap_cube`: the jury always averages the same
+            # judges, so a resample (or permutation) where one member is undefined is undefined for
+            # the jury.
             vals = np.array([part[(p.judges[j], m)] for j in jury]) if jury else None
             part[("jury", m)] = (
                 np.mean(vals, axis=0) if jury else np.full(len(res["recall_at_k"]), np.nan)
@@ -201,13 +206,242 @@ _NOT_DEFINITION = frozenset(
 
 def definition_differences(ap_a: Any, ap_b: Any) -> list[str]:
     """The analysis keys (other than per-side `top_n` and resampling/presentation settings) whose
-    values differ between the two sides, as `key: A=.. B=..` lines (empty: one definition of CuBE)."""
+    values differ between the two sides, as `key: A=.. B=..` lines (empty: one definition
+    of CuBE)."""
     da, db = ap_a.model_dump(), ap_b.model_dump()
     return [
         f"{k}: A={da[k]!r} B={db.get(k)!r}"
         for k in da
         if k not in _NOT_DEFINITION and da[k] != db.get(k)
     ]
+
+
+def _require_one_definition(ap: Any, ap_b: Any) -> None:
+    diff = definition_differences(ap, ap_b)
+    if diff:
+        raise ValueError(
+            "compare: the two sides' analysis settings differ, so their CuBE scores are not "
+            "one definition and a paired delta would mix them; align these keys in the params "
+            "(analysis section): " + "; ".join(diff)
+        )
+
+
+def _common_questions(
+    a_answers: pd.DataFrame, b_answers: pd.DataFrame, na: int, nb: int, label_a: str, label_b: str
+) -> tuple[set[Any], list[Any], list[Any]]:
+    qa, qb = _known_questions(a_answers, na), _known_questions(b_answers, nb)
+    common = qa & qb
+    if not common:
+        raise ValueError(
+            f"compare {label_a} vs {label_b}: no question id in common (A has {len(qa)}, "
+            f"B has {len(qb)} questions of known retrieval)"
+        )
+    return common, sorted(qa - qb, key=str), sorted(qb - qa, key=str)
+
+
+def _common_judges(
+    a_scores: pd.DataFrame, b_scores: pd.DataFrame, label_a: str, label_b: str
+) -> tuple[list[Any], dict[str, str]]:
+    ja, jb = set(a_scores["judge"].unique()), set(b_scores["judge"].unique())
+    judges = sorted(ja & jb, key=str)
+    excluded = {
+        str(j): f"scored only side {'A' if j in ja else 'B'}" for j in sorted(ja ^ jb, key=str)
+    }
+    if not judges:
+        raise ValueError(
+            f"compare {label_a} vs {label_b}: no judge in common (A: {sorted(ja)}, B: {sorted(jb)})"
+        )
+    return judges, excluded
+
+
+def _restrict(
+    ans: pd.DataFrame, sc: pd.DataFrame, common: set[Any], judges: list[Any], dims: list[str]
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    sc = sc[sc["question_id"].isin(common) & sc["judge"].isin(judges) & sc["dimension"].isin(dims)]
+    return ans[ans["question_id"].isin(common)], sc
+
+
+def _exclude_gate_failures(
+    judges: list[Any], ra: Any, rb: Any, excluded: dict[str, str]
+) -> list[Any]:
+    jury_judges = [j for j in judges if j in ra.jury_judges and j in rb.jury_judges]
+    for j in judges:
+        if j not in jury_judges:
+            why = "; ".join(
+                f"{s}: {r.excluded_judges[j]}"
+                for s, r in (("A", ra), ("B", rb))
+                if j in r.excluded_judges
+            )
+            excluded[str(j)] = f"fails the validity gate ({why})"
+    return jury_judges
+
+
+def _paired_bootstrap(
+    pa: Prepared, pb: Prepared, jury: list[int], n_resamples: int, rng: np.random.Generator
+) -> dict[tuple[str, str], np.ndarray]:
+    if n_resamples <= 0:
+        return {}
+    n = len(pa.rank_score)
+    C = np.zeros((n_resamples, n))
+    np.add.at(
+        C,
+        (
+            np.repeat(np.arange(n_resamples), n),
+            rng.integers(0, n, size=(n_resamples, n)).ravel(),
+        ),
+        1.0,
+    )
+    ba, bb = _stats(pa, C, jury), _stats(pb, C, jury)
+    return {k: bb[k] - ba[k] for k in ba}
+
+
+def _paired_permutations(
+    pa: Prepared, pb: Prepared, jury: list[int], n_permutations: int, rng: np.random.Generator
+) -> dict[tuple[str, str], np.ndarray]:
+    if n_permutations <= 0:
+        return {}
+    M = (rng.random((n_permutations, len(pa.rank_score))) < 0.5).astype(float)
+    pab = _concat(pa, pb)
+    sa, sb = _stats(pab, np.hstack([1 - M, M]), jury), _stats(pab, np.hstack([M, 1 - M]), jury)
+    return {k: sb[k] - sa[k] for k in sa}
+
+
+def _delta_row(
+    key: tuple[str, str],
+    va: float,
+    vb: float,
+    boot_d: dict[tuple[str, str], np.ndarray],
+    perm_d: dict[tuple[str, str], np.ndarray],
+    confidence: float,
+) -> dict[str, Any]:
+    lo_q, hi_q = (1 - confidence) / 2, 1 - (1 - confidence) / 2
+    judge, metric = key
+    delta = vb - va
+    row = {
+        "judge": judge,
+        "metric": metric,
+        "a": va,
+        "b": vb,
+        "delta": delta,
+        "lo": np.nan,
+        "hi": np.nan,
+        "se": np.nan,
+        "p_value": np.nan,
+        "n_valid": 0,
+    }
+    if key in boot_d:
+        ok = boot_d[key][np.isfinite(boot_d[key])]
+        row["n_valid"] = int(len(ok))
+        if len(ok) >= 2:
+            row["lo"], row["hi"] = (float(x) for x in np.quantile(ok, [lo_q, hi_q]))
+            row["se"] = float(ok.std(ddof=1))
+    if key in perm_d and math.isfinite(delta):
+        d = perm_d[key][np.isfinite(perm_d[key])]
+        tol = 1e-9 * max(1.0, abs(delta))
+        row["p_value"] = (
+            float((1 + np.sum(np.abs(d) >= abs(delta) - tol)) / (1 + len(d))) if len(d) else np.nan
+        )
+    return row
+
+
+def _deltas_table(rows: list[dict[str, Any]], dims: list[str]) -> pd.DataFrame:
+    deltas = pd.DataFrame(rows)
+    order = {m: i for i, m in enumerate([*HEADLINE, *(f"N_{d}" for d in dims)])}
+    deltas = (
+        deltas.assign(
+            _j=deltas["judge"].map(lambda j: (j != "jury", str(j))), _m=deltas["metric"].map(order)
+        )
+        .sort_values(["_j", "_m"])
+        .drop(columns=["_j", "_m"])
+    )
+    deltas = deltas.reset_index(drop=True)
+    # the comparison page shows every row's p-value: adjusted over all of them (the family it shows)
+    deltas["p_holm"] = holm(deltas["p_value"].astype(float).tolist())
+    return deltas
+
+
+def _withhold_jury(
+    cmp: PairComparison,
+    ra: Any,
+    rb: Any,
+    boot_d: dict[tuple[str, str], np.ndarray],
+    perm_d: dict[tuple[str, str], np.ndarray],
+) -> None:
+    withheld = False
+    # a kept judge the verdict is withheld for (gate_withhold)
+    for side, r in (("A", ra), ("B", rb)):
+        t = r.cube_table
+        for j in cmp.jury_judges:
+            cause = str(t.at[j, "gate_withhold"]) if "gate_withhold" in t and j in t.index else ""
+            if cause and cause != "nan":
+                cmp.flags.append(f"{side}: judge {j}: {cause}")
+                withheld = True
+    if not withheld:
+        return
+    # the jury delta rests on a judge no test validated or a W that is noise: not published
+    jury = (cmp.deltas["judge"] == "jury") & cmp.deltas["metric"].isin(
+        ("cube_score", "weighted_score")
+    )
+    cmp.deltas.loc[
+        jury, [c for c in ("delta", "lo", "hi", "se", "p_value", "p_holm") if c in cmp.deltas]
+    ] = np.nan
+    cmp.deltas["p_holm"] = holm(cmp.deltas["p_value"].astype(float).tolist())
+    cmp.flags.append(
+        "jury ΔCuBE and ΔW undefined: a jury judge's verdict is withheld on a side (the causes "
+        "above); the per-judge deltas are shown per judge"
+    )
+    boot_d.pop(("jury", "cube_score"), None)
+    perm_d.pop(("jury", "cube_score"), None)
+
+
+def _flag_valid_share(
+    cmp: PairComparison,
+    boot_d: dict[tuple[str, str], np.ndarray],
+    perm_d: dict[tuple[str, str], np.ndarray],
+) -> None:
+    jury_boot = boot_d.get(("jury", "cube_score"))
+    jury_perm = perm_d.get(("jury", "cube_score"))
+    cmp.valid_share = {
+        "resamples": float(np.isfinite(jury_boot).mean()) if jury_boot is not None else None,
+        "permutations": float(np.isfinite(jury_perm).mean()) if jury_perm is not None else None,
+    }
+    for what, share in cmp.valid_share.items():
+        if share is not None and share < MIN_VALID_SHARE:
+            cmp.flags.append(
+                f"jury ΔCuBE defined in only {share:.0%} of the {what} (fewer than "
+                f"{MIN_VALID_SHARE:.0%}): the {'interval' if what == 'resamples' else 'p-value'} "
+                "rests on a selection of them"
+            )
+
+
+def _power_figures(cmp: PairComparison, n: int, alpha: float, power: float) -> dict[str, Any]:
+    se = cmp.row().get("se", np.nan)
+    if se is not None and math.isfinite(se) and se > 0:
+        sd_q = float(se * math.sqrt(n))
+        return {
+            "se": float(se),
+            "sd_per_question": sd_q,
+            "mde": mde(se, alpha, power),
+            "alpha": alpha,
+            "power": power,
+            "n_questions": n,
+            "questions_for_observed_delta": (
+                questions_needed(cmp.row()["delta"], sd_q, alpha, power)
+                if np.isfinite(cmp.row()["delta"]) and cmp.row()["delta"]
+                else None
+            ),
+        }
+    return {
+        "se": float("nan"),
+        "mde": float("nan"),
+        "alpha": alpha,
+        "power": power,
+        "n_questions": n,
+        "note": (
+            "no bootstrap spread of the jury ΔCuBE (no resamples, identical sides or undefined "
+            "CuBE)"
+        ),
+    }
 
 
 def compare_pair(
@@ -233,23 +467,18 @@ def compare_pair(
 
     `analysis_params` are side A's analysis settings, `analysis_params_b` side B's (default: the
     same, e.g. two systems of one run). Each side uses its own TOP-N (`top_n_a` / `top_n_b`: the
-    N the side was evaluated at, else its params' `top_n`, else 8); every other setting that enters CuBE (trim, subset, weights,
-    gate, ...) must be the same on both sides, otherwise a `ValueError` names the differing keys
-    (a paired Δ needs one definition of CuBE). Resampling settings (`bootstrap`, `confidence`,
-    `seed`) are side A's. The MDE's level `alpha` defaults to the interval's, `1 - confidence`,
-    so the MDE and the printed interval answer the same question."""
+    N the side was evaluated at, else its params' `top_n`, else 8); every other setting that
+    enters CuBE (trim, subset, weights, gate, ...) must be the same on both sides, otherwise a
+    `ValueError` names the differing keys (a paired Δ needs one definition of CuBE). Resampling
+    settings (`bootstrap`, `confidence`, `seed`) are side A's. The MDE's level `alpha` defaults
+    to the interval's, `1 - confidence`, so the MDE and the printed interval answer the same
+    question."""
     from cube.config.sections import AnalysisParams
 
     ap = analysis_params or AnalysisParams()
     alpha = 1 - ap.confidence if alpha is None else alpha
     ap_b = analysis_params_b or ap
-    diff = definition_differences(ap, ap_b)
-    if diff:
-        raise ValueError(
-            "compare: the two sides' analysis settings differ, so their CuBE scores are not "
-            "one definition and a paired delta would mix them; align these keys in the params "
-            "(analysis section): " + "; ".join(diff)
-        )
+    _require_one_definition(ap, ap_b)
     n_resamples = ap.bootstrap if n_resamples is None else n_resamples
     seed = ap.seed if seed is None else seed
     A.validate_answers(a_answers, "answers (A)")
@@ -257,53 +486,22 @@ def compare_pair(
     label_a = labels[0] if labels else str(a_answers["system"].iloc[0])
     label_b = labels[1] if labels else str(b_answers["system"].iloc[0])
     na, nb = top_n_a or ap.top_n or 8, top_n_b or ap_b.top_n or 8
-    qa, qb = _known_questions(a_answers, na), _known_questions(b_answers, nb)
-    common = qa & qb
-    only_a, only_b = sorted(qa - qb, key=str), sorted(qb - qa, key=str)
-    ja, jb = set(a_scores["judge"].unique()), set(b_scores["judge"].unique())
-    judges = sorted(ja & jb, key=str)
-    excluded = {
-        str(j): f"scored only side {'A' if j in ja else 'B'}" for j in sorted(ja ^ jb, key=str)
-    }
-    if not common:
-        raise ValueError(
-            f"compare {label_a} vs {label_b}: no question id in common (A has {len(qa)}, "
-            f"B has {len(qb)} questions of known retrieval)"
-        )
-    if not judges:
-        raise ValueError(
-            f"compare {label_a} vs {label_b}: no judge in common (A: {sorted(ja)}, B: {sorted(jb)})"
-        )
+    common, only_a, only_b = _common_questions(a_answers, b_answers, na, nb, label_a, label_b)
+    judges, excluded = _common_judges(a_scores, b_scores, label_a, label_b)
     dims = dimensions or [
         d
         for d in A.dimension_order(a_scores["dimension"].unique())
         if d in set(b_scores["dimension"].unique())
     ]
-
-    def restrict(ans: pd.DataFrame, sc: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-        sc = sc[
-            sc["question_id"].isin(common) & sc["judge"].isin(judges) & sc["dimension"].isin(dims)
-        ]
-        return ans[ans["question_id"].isin(common)], sc
-
-    a_ans, a_sc = restrict(a_answers, a_scores)
-    b_ans, b_sc = restrict(b_answers, b_scores)
-    quiet = ap.model_copy(
-        update={"bootstrap": 0, "top_n": None}
-    )  # each side's N is passed explicitly
+    a_ans, a_sc = _restrict(a_answers, a_scores, common, judges, dims)
+    b_ans, b_sc = _restrict(b_answers, b_scores, common, judges, dims)
+    # each side's N is passed explicitly
+    quiet = ap.model_copy(update={"bootstrap": 0, "top_n": None})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", A.CubeWarning)
         ra = E.evaluate(a_ans, a_sc, quiet, na, judges=judges, dimensions=dims)
         rb = E.evaluate(b_ans, b_sc, quiet, nb, judges=judges, dimensions=dims)
-    jury_judges = [j for j in judges if j in ra.jury_judges and j in rb.jury_judges]
-    for j in judges:
-        if j not in jury_judges:
-            why = "; ".join(
-                f"{s}: {r.excluded_judges[j]}"
-                for s, r in (("A", ra), ("B", rb))
-                if j in r.excluded_judges
-            )
-            excluded[str(j)] = f"fails the validity gate ({why})"
+    jury_judges = _exclude_gate_failures(judges, ra, rb, excluded)
     kw = dict(
         proportion=ap.trim_proportion,
         subset=ap.subset,
@@ -321,70 +519,14 @@ def compare_pair(
     jury = [pa.judges.index(j) for j in jury_judges]
     point_a, point_b = _stats(pa, np.ones((1, n)), jury), _stats(pb, np.ones((1, n)), jury)
     rng = np.random.default_rng(seed)
-    boot_d: dict[tuple[str, str], np.ndarray] = {}
-    if n_resamples > 0:
-        C = np.zeros((n_resamples, n))
-        np.add.at(
-            C,
-            (
-                np.repeat(np.arange(n_resamples), n),
-                rng.integers(0, n, size=(n_resamples, n)).ravel(),
-            ),
-            1.0,
+    boot_d = _paired_bootstrap(pa, pb, jury, n_resamples, rng)
+    perm_d = _paired_permutations(pa, pb, jury, n_permutations, rng)
+    rows = [
+        _delta_row(
+            key, float(point_a[key][0]), float(point_b[key][0]), boot_d, perm_d, ap.confidence
         )
-        ba, bb = _stats(pa, C, jury), _stats(pb, C, jury)
-        boot_d = {k: bb[k] - ba[k] for k in ba}
-    perm_d: dict[tuple[str, str], np.ndarray] = {}
-    if n_permutations > 0:
-        M = (rng.random((n_permutations, n)) < 0.5).astype(float)
-        pab = _concat(pa, pb)
-        sa, sb = _stats(pab, np.hstack([1 - M, M]), jury), _stats(pab, np.hstack([M, 1 - M]), jury)
-        perm_d = {k: sb[k] - sa[k] for k in sa}
-    lo_q, hi_q = (1 - ap.confidence) / 2, 1 - (1 - ap.confidence) / 2
-    rows = []
-    for key in point_a:
-        judge, metric = key
-        va, vb = float(point_a[key][0]), float(point_b[key][0])
-        delta = vb - va
-        row = {
-            "judge": judge,
-            "metric": metric,
-            "a": va,
-            "b": vb,
-            "delta": delta,
-            "lo": np.nan,
-            "hi": np.nan,
-            "se": np.nan,
-            "p_value": np.nan,
-            "n_valid": 0,
-        }
-        if key in boot_d:
-            ok = boot_d[key][np.isfinite(boot_d[key])]
-            row["n_valid"] = int(len(ok))
-            if len(ok) >= 2:
-                row["lo"], row["hi"] = (float(x) for x in np.quantile(ok, [lo_q, hi_q]))
-                row["se"] = float(ok.std(ddof=1))
-        if key in perm_d and math.isfinite(delta):
-            d = perm_d[key][np.isfinite(perm_d[key])]
-            tol = 1e-9 * max(1.0, abs(delta))
-            row["p_value"] = (
-                float((1 + np.sum(np.abs(d) >= abs(delta) - tol)) / (1 + len(d)))
-                if len(d)
-                else np.nan
-            )
-        rows.append(row)
-    deltas = pd.DataFrame(rows)
-    order = {m: i for i, m in enumerate([*HEADLINE, *(f"N_{d}" for d in dims)])}
-    deltas = (
-        deltas.assign(
-            _j=deltas["judge"].map(lambda j: (j != "jury", str(j))), _m=deltas["metric"].map(order)
-        )
-        .sort_values(["_j", "_m"])
-        .drop(columns=["_j", "_m"])
-    )
-    deltas = deltas.reset_index(drop=True)
-    # the comparison page shows every row's p-value: adjusted over all of them (the family it shows)
-    deltas["p_holm"] = holm(deltas["p_value"].astype(float).tolist())
+        for key in point_a
+    ]
     cmp = PairComparison(
         label_a,
         label_b,
@@ -394,7 +536,7 @@ def compare_pair(
         judges,
         jury_judges,
         excluded,
-        deltas,
+        _deltas_table(rows, dims),
         settings={
             "n_resamples": n_resamples,
             "n_permutations": n_permutations,
@@ -407,71 +549,9 @@ def compare_pair(
             "dimensions": dims,
         },
     )
-    withheld = False
-    for side, r in (
-        ("A", ra),
-        ("B", rb),
-    ):  # a kept judge the verdict is withheld for (gate_withhold)
-        t = r.cube_table
-        for j in jury_judges:
-            cause = str(t.at[j, "gate_withhold"]) if "gate_withhold" in t and j in t.index else ""
-            if cause and cause != "nan":
-                cmp.flags.append(f"{side}: judge {j}: {cause}")
-                withheld = True
-    if (
-        withheld
-    ):  # the jury delta rests on a judge no test validated or a W that is noise: not published
-        jury = (cmp.deltas["judge"] == "jury") & cmp.deltas["metric"].isin(
-            ("cube_score", "weighted_score")
-        )
-        cmp.deltas.loc[
-            jury, [c for c in ("delta", "lo", "hi", "se", "p_value", "p_holm") if c in cmp.deltas]
-        ] = np.nan
-        cmp.deltas["p_holm"] = holm(cmp.deltas["p_value"].astype(float).tolist())
-        cmp.flags.append(
-            "jury ΔCuBE and ΔW undefined: a jury judge's verdict is withheld on a side (the causes "
-            "above); the per-judge deltas are shown per judge"
-        )
-        boot_d.pop(("jury", "cube_score"), None)
-        perm_d.pop(("jury", "cube_score"), None)
-    jury_boot = boot_d.get(("jury", "cube_score"))
-    jury_perm = perm_d.get(("jury", "cube_score"))
-    cmp.valid_share = {
-        "resamples": float(np.isfinite(jury_boot).mean()) if jury_boot is not None else None,
-        "permutations": float(np.isfinite(jury_perm).mean()) if jury_perm is not None else None,
-    }
-    for what, share in cmp.valid_share.items():
-        if share is not None and share < MIN_VALID_SHARE:
-            cmp.flags.append(
-                f"jury ΔCuBE defined in only {share:.0%} of the {what} (fewer than "
-                f"{MIN_VALID_SHARE:.0%}): the {'interval' if what == 'resamples' else 'p-value'} "
-                "rests on a selection of them"
-            )
-    se = cmp.row().get("se", np.nan)
-    if se is not None and math.isfinite(se) and se > 0:
-        sd_q = float(se * math.sqrt(n))
-        cmp.power = {
-            "se": float(se),
-            "sd_per_question": sd_q,
-            "mde": mde(se, alpha, power),
-            "alpha": alpha,
-            "power": power,
-            "n_questions": n,
-            "questions_for_observed_delta": (
-                questions_needed(cmp.row()["delta"], sd_q, alpha, power)
-                if np.isfinite(cmp.row()["delta"]) and cmp.row()["delta"]
-                else None
-            ),
-        }
-    else:
-        cmp.power = {
-            "se": float("nan"),
-            "mde": float("nan"),
-            "alpha": alpha,
-            "power": power,
-            "n_questions": n,
-            "note": "no bootstrap spread of the jury ΔCuBE (no resamples, identical sides or undefined CuBE)",
-        }
+    _withhold_jury(cmp, ra, rb, boot_d, perm_d)
+    _flag_valid_share(cmp, boot_d, perm_d)
+    cmp.power = _power_figures(cmp, n, alpha, power)
     return cmp
 
 

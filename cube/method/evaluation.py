@@ -93,8 +93,8 @@ class CubeResult:
 
 
 def _undefined_jury_interval(boot: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
-    """The jury's W and CuBE intervals are undefined when `jury_summary` leaves the jury's W and CuBE
-    undefined (a kept member's W is noise): resamples of a mean over noise are no interval."""
+    """The jury's W and CuBE intervals are undefined when `jury_summary` leaves the jury's W and
+    CuBE undefined (a kept member's W is noise): resamples of a mean over noise are no interval."""
     from cube.method.analysis import JURY_W_METRICS
 
     member = table["in_jury"].astype(bool) & table["gate_w_unusable"].fillna(False).astype(bool)
@@ -107,7 +107,8 @@ def _undefined_jury_interval(boot: pd.DataFrame, table: pd.DataFrame) -> pd.Data
 
 
 def weight_causes(ranks: pd.DataFrame, correlations: pd.DataFrame) -> dict[str, str]:
-    """Why a judge's rank-correlation weights are all undefined (no positive r), one line per judge."""
+    """Why a judge's rank-correlation weights are all undefined (no positive r), one line
+    per judge."""
     out: dict[str, str] = {}
     undefined = correlations.groupby("judge")["r"].apply(lambda r: not (r.fillna(0) > 0).any())
     n = len(ranks)
@@ -160,8 +161,8 @@ def evaluate(
     still gets its (NaN, flagged) rows. Scores are read on the full judge x set x dimension x
     question grid (questions: the rag questions of known retrieval outcome), so absent rows
     count as unscored; each judge then passes or fails the validity gate (`cube.method.gate`), which
-    reads the judge audit's probe scores when given (`audit`: the input of `cube.method.audit`; None:
-    the audit did not run, and the gate says so)."""
+    reads the judge audit's probe scores when given (`audit`: the input of `cube.method.audit`;
+    None: the audit did not run, and the gate says so)."""
     from cube.config.sections import AnalysisParams
     from cube.method.audit import audit_summary
     from cube.method.bootstrap import bootstrap_cube
@@ -236,8 +237,8 @@ def evaluate(
                     "judge": j,
                     "dimension": "W",
                     "code": "too_few_questions",
-                    "message": f"judge {j} · W: only {len(retrieved_ids)} question(s) with the gold document "
-                    "retrieved: the trimmed means and W rest on too few questions",
+                    "message": f"judge {j} · W: only {len(retrieved_ids)} question(s) with the "
+                    "gold document retrieved: the trimmed means and W rest on too few questions",
                 }
                 for j in table.index
             ]
@@ -461,8 +462,8 @@ def _fallback_flags(flags: pd.DataFrame, causes: dict[str, str]) -> pd.DataFrame
             "judge": j,
             "dimension": "W",
             "code": "weights_fallback_equal",
-            "message": f"judge {j} · W: rank-correlation weights undefined ({c}); equal weights used "
-            "(analysis.weights_fallback: equal)",
+            "message": f"judge {j} · W: rank-correlation weights undefined ({c}); equal weights "
+            "used (analysis.weights_fallback: equal)",
         }
         for j, c in causes.items()
     ]

@@ -6,8 +6,8 @@ content. A test without the data to decide is reported, never a cause of exclusi
 (a) it **separates the bounds**: per question, the mean full - zero difference over the
     dimensions scored in both sets (equal weights: rank-correlation weights are noise when the
     ranks carry no signal, e.g. a perfect retriever; each dimension is paired on its own, so a
-    parse failure in one dimension no longer drops the question), one-sided Wilcoxon signed-rank test
-    (`scipy.stats.wilcoxon`, alternative `greater`) at `analysis.gate_alpha` (default 0.05) on
+    parse failure in one dimension no longer drops the question), one-sided Wilcoxon signed-rank
+    test (`scipy.stats.wilcoxon`, alternative `greater`) at `analysis.gate_alpha` (default 0.05) on
     every question of known retrieval (the full and zero answers do not depend on retrieval).
     `analysis.gate_min_separation` (default 0: off) is an optional floor on the trimmed-mean
     separation `T_full - T_zero`; by default the test decides, not a point threshold;
@@ -37,20 +37,21 @@ content. A test without the data to decide is reported, never a cause of exclusi
     and passed: a length-only judge passes the bounds test, so that is not enough), W undefined
     or outside the band is put down to the weights: the judge keeps its place, `gate_w_unusable`
     is set (the jury's W and CuBE are then undefined: `cube.method.analysis.jury_summary`), and
-    `gate_withhold` states both W and the evidence and names the remedy (`analysis.weights: equal`, or
-    `analysis.weights_fallback: equal` for undefined weights); the verdict is withheld with it
+    `gate_withhold` states both W and the evidence and names the remedy (`analysis.weights: equal`,
+    or `analysis.weights_fallback: equal` for undefined weights); the verdict is withheld with it
     (`cube.diagnose.lta.withheld_reasons`). Measured on simulated perfect retrievers (the paper's
     four judges, 20 seeded runs each at 40 and 100 questions): all 9 W outside the band under
     rank-correlation weights were in it with equal weights (Qwen-like -310 to 400 -> 47 to 104).
 
 A test that cannot decide at this run's size never excludes: with n questions the one-sided
 Wilcoxon test cannot go below p = 2^-n, n the questions with a nonzero difference (the test drops
-ties), so with 2^-n >= `analysis.gate_alpha` (n <= 4 at 0.05) no judge can be validated; `gate_withhold` says so and the verdict is withheld with that cause.
-Rule (f) then does not exclude either (W on so few questions is noise); it is reported in
-`gate_evidence` and sets `gate_w_unusable`. The failure rate still excludes. Content-blindness excludes
-only where it can be tested (`constant_sets` needs `VARY_MIN_QUESTIONS` questions per set, the audit
-`audit_min_pairs` pairs): at n <= 4 a content-blind judge may stay untested, `gate_validated` False
-(no test passed it), and the decision page lists it as not validated.
+ties), so with 2^-n >= `analysis.gate_alpha` (n <= 4 at 0.05) no judge can be validated;
+`gate_withhold` says so and the verdict is withheld with that cause. Rule (f) then does not exclude
+either (W on so few questions is noise); it is reported in `gate_evidence` and sets
+`gate_w_unusable`. The failure rate still excludes. Content-blindness excludes only where it can be
+tested (`constant_sets` needs `VARY_MIN_QUESTIONS` questions per set, the audit `audit_min_pairs`
+pairs): at n <= 4 a content-blind judge may stay untested, `gate_validated` False (no test passed
+it), and the decision page lists it as not validated.
 
 Operating characteristics measured by `benchmarks/gate_operating.py --runs 40` (judges simulated
 from the paper's Table 2 bounds and content-blind ones, 20 / 40 / 100 / 300 questions x R@k 0.5 /
@@ -68,6 +69,7 @@ the evidence.
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -190,8 +192,9 @@ def _failure_counts(f: pd.Series, sep: str = ", ") -> str:
             f"{int(f['judged'] - f['scored_items'])} of {int(f['judged'])} items unscored or absent"
         )
     return (
-        f"{int(f['call_failures'])} call{sep}{int(f['parse_failures'])} parse{sep}{int(f['other_failures'])} "
-        f"absent or unexplained{' failures' if sep != ', ' else ''} of {int(f['judged'])} judgments"
+        f"{int(f['call_failures'])} call{sep}{int(f['parse_failures'])} "
+        f"parse{sep}{int(f['other_failures'])} absent or "
+        f"unexplained{' failures' if sep != ', ' else ''} of {int(f['judged'])} judgments"
     )
 
 
@@ -201,7 +204,8 @@ def _wide(grid: pd.DataFrame, judge: Any, dims: pd.Index) -> pd.DataFrame:
 
 
 def _weighted(values: pd.Series, weights: pd.Series) -> pd.Series:
-    """Per question, the weighted mean of the dimensions present (weights renormalised over them)."""
+    """Per question, the weighted mean of the dimensions present (weights renormalised
+    over them)."""
     values = values.dropna()
     w = pd.Series(
         values.index.get_level_values("dimension").map(weights).to_numpy(float), index=values.index
@@ -229,7 +233,8 @@ def retrieval_test(
     grid: pd.DataFrame, judge: Any, weights: pd.Series, ranks: pd.DataFrame
 ) -> tuple[float, float, int, int]:
     """(rank-biserial r, one-sided Mann-Whitney p, n retrieved, n missed) of the rag total of
-    questions whose gold document was retrieved against the missed ones (NaN when a group is empty)."""
+    questions whose gold document was retrieved against the missed ones (NaN when a group
+    is empty)."""
     wide = _wide(grid, judge, weights.index)
     if "rag" not in wide:
         return float("nan"), float("nan"), 0, 0
@@ -243,9 +248,10 @@ def retrieval_test(
 
 
 def constant_sets(grid: pd.DataFrame, judge: Any) -> list[str]:
-    """The sets in which the judge gives one score to all (>= VARY_MIN_QUESTIONS) questions in every dimension.
-    The gate calls a judge content-blind only when this holds in every set it scored: one set alone may
-    be constant for a reason (identical answers, e.g. a zero-set answerer that always declines)."""
+    """The sets in which the judge gives one score to all (>= VARY_MIN_QUESTIONS) questions in every
+    dimension. The gate calls a judge content-blind only when this holds in every set it scored: one
+    set alone may be constant for a reason (identical answers, e.g. a zero-set answerer that
+    always declines)."""
     g = grid[(grid["judge"] == judge)].dropna(subset=["score"])
     out = []
     for set_, s in g.groupby("set", sort=False):
@@ -286,10 +292,9 @@ def min_questions(alpha: float) -> int:
 def bounds_test_undecidable(n: int, alpha: float) -> str:
     """The cause named when the bounds test cannot decide on n questions."""
     return (
-        f"the bounds test cannot decide on {n} question{'s' if n != 1 else ''} with a nonzero full - zero "
-        f"difference (smallest attainable one-sided "
-        f"Wilcoxon p = 2^-{n} = {0.5**n:.3g}, not below the level {alpha:g}: at least {min_questions(alpha)} "
-        "questions are needed)"
+        f"the bounds test cannot decide on {n} question{'s' if n != 1 else ''} with a nonzero full "
+        f"- zero difference (smallest attainable one-sided Wilcoxon p = 2^-{n} = {0.5**n:.3g}, not "
+        f"below the level {alpha:g}: at least {min_questions(alpha)} questions are needed)"
     )
 
 
@@ -327,7 +332,8 @@ def _weights_cause(
 ) -> str:
     """When rank-correlation weights, not the judge, make W fail rule (f): the sentence stating what
     was measured and the remedy ('' when the judge's W with equal weights fails too, the weights are
-    fixed, or nothing shows the judge reads the content: `reads_content`, the evidence that it does)."""
+    fixed, or nothing shows the judge reads the content: `reads_content`, the evidence that
+    it does)."""
     if (
         getattr(ap, "weights", "rank_correlation") != "rank_correlation"
         or trimmed is None
@@ -349,6 +355,172 @@ def _weights_cause(
     return f"{what}, but {eq:.1f} with equal weights, and {reads_content} (remedy: {remedy})"
 
 
+@dataclass
+class _Record:
+    """What the gate says of one judge, step by step."""
+
+    reasons: list[str] = field(default_factory=list)  # why it leaves the jury
+    evidence: list[str] = field(default_factory=list)
+    withhold: list[str] = field(default_factory=list)  # causes that are not the judge's fault
+    reads: list[str] = field(default_factory=list)  # the evidence that it reads the content
+
+
+@dataclass
+class _Bounds:
+    """The bounds test's figures for one judge."""
+
+    p_value: float = float("nan")
+    sep: float = float("nan")
+    nq: int = 0
+    too_small: bool = False
+    passed: bool = False
+
+
+def _judging_failure(
+    f: pd.Series, judge: Any, present: set[Any], rate: float, ap: Any
+) -> str | None:
+    """Why the judge's judging failed (pilot stop, no scores, failure rate), or None."""
+    # its replies did not parse in its pilot: the rest was never sent
+    if f["pilot_not_sent"] > 0:
+        return (
+            f"stopped by its pilot ({int(f['pilot_not_sent'])} score rows not sent: its first "
+            "replies did not parse; judges[].insist sends them anyway)"
+        )
+    if f["scored_items"] == 0:
+        if judge not in present:
+            return f"judge {judge} has no scores (no score rows for this system)"
+        return f"judge {judge} has no scores ({_failure_counts(f, ' and ')})"
+    if np.isfinite(rate) and rate > ap.gate_max_failure_rate:
+        return f"failure rate {rate:.0%} > {ap.gate_max_failure_rate:.0%} ({_failure_counts(f)})"
+    return None
+
+
+def _content_blind(
+    rec: _Record,
+    grid: pd.DataFrame,
+    judge: Any,
+    aud: pd.DataFrame | None,
+    ap: Any,
+    audit_min_pairs: int,
+) -> bool:
+    """Constant scores in every set it scored, or the audit's verdict."""
+    blind = False
+    flat = constant_sets(grid, judge)
+    sets_scored = set(grid.loc[(grid["judge"] == judge) & grid["score"].notna(), "set"])
+    # one score per set whatever it reads (a set alone can be constant for a reason: the demo's
+    # zero answers are one text)
+    if flat and len(flat) == len(sets_scored):
+        blind = True
+        rec.reasons.append(
+            f"content-blind: its scores do not vary within a set ({', '.join(flat)} for "
+            "every question and dimension)"
+        )
+    row = aud.loc[judge] if aud is not None and judge in aud.index else None
+    verdict, said = audit_verdict(row, ap.gate_alpha, audit_min_pairs)
+    if verdict is False:
+        rec.reads.append("the audit shows it reads the content")
+    rec.evidence.append(said if verdict is not True else "audit: failed")
+    if verdict:
+        blind = True
+        rec.reasons.append(said)
+    return blind
+
+
+def _bounds_step(rec: _Record, grid: pd.DataFrame, judge: Any, tot: pd.Series, ap: Any) -> _Bounds:
+    """The one-sided full > zero test (equal weights: W's weights may be noise)."""
+    b = _Bounds()
+    dims = sorted(set(grid.loc[grid["judge"] == judge, "dimension"]))
+    tw = pd.Series(1.0, index=pd.Index(dims, name="dimension"))
+    b.sep = float(tot.get((judge, "full"), np.nan) - tot.get((judge, "zero"), np.nan))
+    b.p_value, b.nq = bounds_test(grid, judge, tw)
+    floor = ap.gate_min_separation
+    # 0: no full/zero pairs at all
+    b.too_small = 0 < b.nq and not bounds_test_can_decide(b.nq, ap.gate_alpha)
+    if b.too_small:
+        said = bounds_test_undecidable(b.nq, ap.gate_alpha)
+        rec.evidence.append(said)
+        rec.withhold.append(said)
+    elif not b.p_value < ap.gate_alpha or (floor > 0 and not b.sep >= floor):
+        rec.reasons.append(
+            f"does not separate the bounds: one-sided Wilcoxon p = {b.p_value:.3g} on {b.nq} "
+            f"questions (level {ap.gate_alpha:g}), full - zero = {b.sep:.2f} points"
+            + (f" (minimum {floor:g})" if floor > 0 else "")
+        )
+    else:
+        rec.evidence.append(f"bounds test on {b.nq} questions")
+        b.passed = True
+    return b
+
+
+def _retrieval_step(
+    rec: _Record, grid: pd.DataFrame, judge: Any, w: pd.Series, ranks: pd.DataFrame, ap: Any
+) -> tuple[float, float, bool]:
+    """The rag-set score of retrieved against missed questions, when both groups are large."""
+    rank_r, rank_p, n_hit, n_miss = retrieval_test(
+        grid, judge, _rank_test_weights(grid, judge, w, ap), ranks
+    )
+    applied = min(n_hit, n_miss) >= RANK_TEST_MIN_GROUP
+    if not applied:
+        rec.evidence.append(
+            f"retrieval test not applied ({n_hit} retrieved, {n_miss} missed; "
+            f"{RANK_TEST_MIN_GROUP} of each needed)"
+        )
+        return rank_r, rank_p, applied
+    rec.evidence.append(f"retrieval test on {n_hit} retrieved and {n_miss} missed questions")
+    if rank_p < ap.gate_alpha:
+        rec.reads.append("its rag-set score follows retrieval")
+    else:
+        rec.reasons.append(
+            f"its rag-set score does not follow retrieval: rag total of {n_hit} "
+            f"retrieved vs {n_miss} missed questions, rank-biserial r = "
+            f"{rank_r:.2f}, one-sided Mann-Whitney p = {rank_p:.3g} (level "
+            f"{ap.gate_alpha:g})"
+        )
+    return rank_r, rank_p, applied
+
+
+def _w_step(
+    rec: _Record,
+    judge: Any,
+    W: float,
+    weighted: bool,
+    cube_table: pd.DataFrame,
+    trimmed: pd.DataFrame | None,
+    weight_causes: dict[str, str],
+    ap: Any,
+    bounds: _Bounds,
+) -> bool:
+    """Rule (f) on W; True when W is unusable for a cause that is not the judge's."""
+    problem = _w_problem(judge, W, weighted, cube_table, ap.gate_band_tolerance)
+    if not problem:
+        return False
+    weights_said = _weights_cause(
+        judge, problem, trimmed, weight_causes, ap, " and ".join(rec.reads)
+    )
+    if bounds.too_small:  # W on so few questions is no evidence either
+        rec.evidence.append(
+            f"{problem}, on {bounds.nq} questions: too few to tell the judge from noise"
+        )
+        return True
+    if weights_said:
+        rec.evidence.append(weights_said)
+        rec.withhold.append(weights_said)
+        return True
+    if (
+        trimmed is not None
+        and getattr(ap, "weights", "rank_correlation") == "rank_correlation"
+        and not rec.reads
+    ):
+        rec.evidence.append(
+            "W's failure is not put down to the rank-correlation weights: no "
+            "evidence that it reads the content (the audit did not pass it and the "
+            "retrieval test did not apply or did not pass; a length-only judge "
+            "passes the bounds test)"
+        )
+    rec.reasons.append(problem)
+    return False
+
+
 def judge_gate(
     grid: pd.DataFrame,
     scores: pd.DataFrame,
@@ -366,9 +538,9 @@ def judge_gate(
     """The gate's decision per judge (module docstring). `grid`: `cube.method.analysis.score_grid`;
     `effective`: `judge, dimension, effective_weight`; `totals`: `judge, set, weighted_total`;
     `audit`: `cube.method.audit.audit_summary` (None: the audit did not run); `trimmed`: the
-    trimmed means (`judge, set, dimension, trimmed_mean`), given under rank-correlation weights so rule
-    (f) can compare W with the judge's W under equal weights; `weight_causes`:
-    why a judge's rank-correlation weights are undefined (`cube.method.evaluation.weight_causes`).
+    trimmed means (`judge, set, dimension, trimmed_mean`), given under rank-correlation weights so
+    rule (f) can compare W with the judge's W under equal weights; `weight_causes`: why a judge's
+    rank-correlation weights are undefined (`cube.method.evaluation.weight_causes`).
     `evaluation_questions` is kept for callers; the bounds test uses every question of the grid."""
     judges = list(cube_table.index)
     fails = failure_table(scores, grid, judges)
@@ -377,153 +549,45 @@ def judge_gate(
     present = set(scores["judge"].unique()) if "judge" in scores else set()
     rows = []
     for judge in judges:
-        reasons: list[str] = []
-        evidence: list[str] = []
-        withhold: list[str] = []  # causes to withhold the verdict that are not the judge's fault
-        failed = False
+        rec = _Record()
         f = fails.loc[judge]
         rate = float(f["failure_rate"]) if np.isfinite(f["failure_rate"]) else float("nan")
-        if (
-            f["pilot_not_sent"] > 0
-        ):  # its replies did not parse in its pilot: the rest was never sent
-            failed = True
-            reasons.append(
-                f"stopped by its pilot ({int(f['pilot_not_sent'])} score rows not sent: its first replies "
-                "did not parse; judges[].insist sends them anyway)"
-            )
-        elif f["scored_items"] == 0:
-            failed = True
-            if judge not in present:
-                reasons.append(f"judge {judge} has no scores (no score rows for this system)")
-            else:
-                reasons.append(f"judge {judge} has no scores ({_failure_counts(f, ' and ')})")
-        elif np.isfinite(rate) and rate > ap.gate_max_failure_rate:
-            failed = True
-            reasons.append(
-                f"failure rate {rate:.0%} > {ap.gate_max_failure_rate:.0%} ({_failure_counts(f)})"
-            )
+        failure = _judging_failure(f, judge, present, rate, ap)
+        failed = failure is not None
+        if failure is not None:
+            rec.reasons.append(failure)
         w = effective[effective["judge"] == judge].set_index("dimension")["effective_weight"]
         w = w[w.fillna(0) > 0]
-        p_value, sep, nq, rank_r, rank_p, applied = (
-            float("nan"),
-            float("nan"),
-            0,
-            float("nan"),
-            float("nan"),
-            False,
-        )
-        blind = bounds_passed = w_unusable = False
-        reads: list[str] = []  # the evidence that it reads the content
+        bounds = _Bounds()
+        rank_r, rank_p, applied = float("nan"), float("nan"), False
+        blind = w_unusable = False
         W = float(cube_table.at[judge, "weighted_score"])
         if not failed:
-            flat = constant_sets(grid, judge)
-            sets_scored = set(grid.loc[(grid["judge"] == judge) & grid["score"].notna(), "set"])
-            if flat and len(flat) == len(
-                sets_scored
-            ):  # one score per set whatever it reads (a set alone can be
-                blind = True  # constant for a reason: the demo's zero answers are one text)
-                reasons.append(
-                    f"content-blind: its scores do not vary within a set ({', '.join(flat)} for every "
-                    "question and dimension)"
-                )
-            row = aud.loc[judge] if aud is not None and judge in aud.index else None
-            verdict, said = audit_verdict(row, ap.gate_alpha, audit_min_pairs)
-            if verdict is False:
-                reads.append("the audit shows it reads the content")
-            evidence.append(said if verdict is not True else "audit: failed")
-            if verdict:
-                blind = True
-                reasons.append(said)
-            dims = sorted(set(grid.loc[grid["judge"] == judge, "dimension"]))
-            tw = pd.Series(
-                1.0, index=pd.Index(dims, name="dimension")
-            )  # equal: W's weights may be noise
-            sep = float(tot.get((judge, "full"), np.nan) - tot.get((judge, "zero"), np.nan))
-            p_value, nq = bounds_test(grid, judge, tw)
-            floor = ap.gate_min_separation
-            too_small = 0 < nq and not bounds_test_can_decide(
-                nq, ap.gate_alpha
-            )  # 0: no full/zero pairs at all
-            if too_small:
-                said = bounds_test_undecidable(nq, ap.gate_alpha)
-                evidence.append(said)
-                withhold.append(said)
-            elif not p_value < ap.gate_alpha or (floor > 0 and not sep >= floor):
-                reasons.append(
-                    f"does not separate the bounds: one-sided Wilcoxon p = {p_value:.3g} on {nq} "
-                    f"questions (level {ap.gate_alpha:g}), full - zero = {sep:.2f} points"
-                    + (f" (minimum {floor:g})" if floor > 0 else "")
-                )
-            else:
-                evidence.append(f"bounds test on {nq} questions")
-                bounds_passed = True
+            blind = _content_blind(rec, grid, judge, aud, ap, audit_min_pairs)
+            bounds = _bounds_step(rec, grid, judge, tot, ap)
             if ranks is not None:
-                rank_r, rank_p, n_hit, n_miss = retrieval_test(
-                    grid, judge, _rank_test_weights(grid, judge, w, ap), ranks
-                )
-                applied = min(n_hit, n_miss) >= RANK_TEST_MIN_GROUP
-                if applied:
-                    evidence.append(
-                        f"retrieval test on {n_hit} retrieved and {n_miss} missed questions"
-                    )
-                    if rank_p < ap.gate_alpha:
-                        reads.append("its rag-set score follows retrieval")
-                    else:
-                        reasons.append(
-                            f"its rag-set score does not follow retrieval: rag total of {n_hit} retrieved "
-                            f"vs {n_miss} missed questions, rank-biserial r = {rank_r:.2f}, one-sided "
-                            f"Mann-Whitney p = {rank_p:.3g} (level {ap.gate_alpha:g})"
-                        )
-                else:
-                    evidence.append(
-                        f"retrieval test not applied ({n_hit} retrieved, {n_miss} missed; "
-                        f"{RANK_TEST_MIN_GROUP} of each needed)"
-                    )
-            problem = _w_problem(judge, W, len(w) > 0, cube_table, ap.gate_band_tolerance)
-            if problem:
-                weights_said = _weights_cause(
-                    judge, problem, trimmed, weight_causes or {}, ap, " and ".join(reads)
-                )
-                if too_small:  # W on so few questions is no evidence either
-                    evidence.append(
-                        f"{problem}, on {nq} questions: too few to tell the judge from noise"
-                    )
-                    w_unusable = True
-                elif weights_said:
-                    evidence.append(weights_said)
-                    withhold.append(weights_said)
-                    w_unusable = True
-                else:
-                    if (
-                        trimmed is not None
-                        and getattr(ap, "weights", "rank_correlation") == "rank_correlation"
-                        and not reads
-                    ):
-                        evidence.append(
-                            "W's failure is not put down to the rank-correlation weights: no evidence "
-                            "that it reads the content (the audit did not pass it and the retrieval "
-                            "test did not apply or did not pass; a length-only judge passes the bounds "
-                            "test)"
-                        )
-                    reasons.append(problem)
+                rank_r, rank_p, applied = _retrieval_step(rec, grid, judge, w, ranks, ap)
+            w_unusable = _w_step(
+                rec, judge, W, len(w) > 0, cube_table, trimmed, weight_causes or {}, ap, bounds
+            )
         rows.append(
             {
                 "judge": judge,
-                "in_jury": not reasons,
-                "excluded_reason": "; ".join(reasons),
+                "in_jury": not rec.reasons,
+                "excluded_reason": "; ".join(rec.reasons),
                 "judging_failed": failed,
-                "gate_p_value": p_value,
-                "gate_separation": sep,
-                "gate_questions": nq,
+                "gate_p_value": bounds.p_value,
+                "gate_separation": bounds.sep,
+                "gate_questions": bounds.nq,
                 "gate_rank_r": rank_r,
                 "gate_rank_p_value": rank_p,
                 "gate_rank_applied": applied,
                 "failure_rate": rate,
                 "content_blind": blind,
-                "gate_evidence": "; ".join(evidence),
-                "gate_withhold": WITHHOLD_SEP.join(withhold),
+                "gate_evidence": "; ".join(rec.evidence),
+                "gate_withhold": WITHHOLD_SEP.join(rec.withhold),
                 "gate_w_unusable": w_unusable,
-                "gate_validated": bounds_passed or bool(reads),
+                "gate_validated": bounds.passed or bool(rec.reads),
             }
         )
     return pd.DataFrame(rows, columns=GATE_COLUMNS).set_index("judge")

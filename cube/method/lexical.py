@@ -126,7 +126,8 @@ def _cut(text: str, cut: Callable[[str], Sequence[str]]) -> list[str]:
 
 @lru_cache(maxsize=200_000)
 def _clean(token: str) -> tuple[str, ...]:
-    """A token's words: marks (punctuation, symbols) become spaces, casefolded (tokens repeat a lot)."""
+    """A token's words: marks (punctuation, symbols) become spaces, casefolded (tokens repeat
+    a lot)."""
     return tuple("".join(" " if _is_mark(c) else c for c in token).casefold().split())
 
 
@@ -143,8 +144,9 @@ def _check_tokenizer(tokenizer: str) -> None:
 
 
 def _scorer(tokenizer: str) -> rouge_scorer.RougeScorer:
-    """rouge-score's scorer for ROUGE-1/2 (`_text_scores` calls the n-gram functions its `score` uses
-    directly, to count a reference's n-grams once); ROUGE-L is `_rouge_l` (same definition, compiled LCS)."""
+    """rouge-score's scorer for ROUGE-1/2 (`_text_scores` calls the n-gram functions its `score`
+    uses directly, to count a reference's n-grams once); ROUGE-L is `_rouge_l` (same definition,
+    compiled LCS)."""
     return rouge_scorer.RougeScorer(["rouge1", "rouge2"], tokenizer=_WhitespaceTokenizer())
 
 
@@ -194,7 +196,8 @@ def _bleu_metric() -> sacrebleu.BLEU:
 
 
 def _bleu_reference(ref: list[str]) -> dict:
-    """sacrebleu's n-gram counts and length of a reference (its `sentence_score` recounts them per call)."""
+    """sacrebleu's n-gram counts and length of a reference (its `sentence_score` recounts them
+    per call)."""
     metric = _bleu_metric()
     return metric._extract_reference_info([metric._preprocess_segment(" ".join(ref))])
 
@@ -358,8 +361,8 @@ def lexical_correlations(
     set and dimension.
 
     Pairs are matched on (question_id, system, set); NaN pairs are dropped. Sets are not pooled
-    unless asked (`"pooled"`), for the reason `cube.method.agreement` gives: zero-set answers are short
-    and low-scored, full-set ones long and high-scored, so pooling them manufactures a
+    unless asked (`"pooled"`), for the reason `cube.method.agreement` gives: zero-set answers are
+    short and low-scored, full-set ones long and high-scored, so pooling them manufactures a
     correlation between overlap and score that no set shows.
 
     Returns:
@@ -450,7 +453,8 @@ def table6_example(
 
 def summary(lexical: pd.DataFrame) -> pd.DataFrame:
     """Mean BLEU and ROUGE per system and set (the zero, rag and full answers side by side), over
-    the scored answers; `answers` counts all, `excluded` those with NaN metrics (see `excluded_note`)."""
+    the scored answers; `answers` counts all, `excluded` those with NaN metrics
+    (see `excluded_note`)."""
     keys = ["system", "set", "tokenizer"]
     out = lexical.groupby(keys, sort=True)[list(METRICS)].mean().reset_index()
     grouped = lexical.groupby(keys, sort=True)
@@ -476,8 +480,9 @@ def excluded_note(lexical: pd.DataFrame) -> str:
         return f"All {len(lexical)} answers have BLEU/ROUGE."
     causes = ", ".join(f"{n} {why}" for why, n in sorted(counts.items()))
     return (
-        f"{int(counts.sum())} of {len(lexical)} answers have no BLEU/ROUGE (NaN, left out of the means and "
-        f"correlations): {causes}. Punctuation and symbols are not words, so a text of only those is empty."
+        f"{int(counts.sum())} of {len(lexical)} answers have no BLEU/ROUGE (NaN, left out of the "
+        f"means and correlations): {causes}. Punctuation and symbols are not words, so a text of "
+        "only those is empty."
     )
 
 
@@ -501,8 +506,9 @@ def reading(correlations: pd.DataFrame, offline_judges: list[str] | None = None)
     offline = sorted(set(offline_judges or []) & set(correlations["judge"]))
     if offline:
         text += (
-            f"Caution: {', '.join(offline)} are offline rubric judges that themselves score surface overlap with "
-            "the source, so agreement with BLEU/ROUGE is built in here; the paper's point (lexical overlap misses "
-            "what judges and humans see) can only be tested with LLM judges or human ratings."
+            f"Caution: {', '.join(offline)} are offline rubric judges that themselves score "
+            "surface overlap with the source, so agreement with BLEU/ROUGE is built in here; the "
+            "paper's point (lexical overlap misses what judges and humans see) can only be tested "
+            "with LLM judges or human ratings."
         )
     return text

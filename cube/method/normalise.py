@@ -33,8 +33,9 @@ def effective_weights(
     w: np.ndarray, zero: np.ndarray, rag: np.ndarray, full: np.ndarray
 ) -> np.ndarray:
     """Weights actually used by W, per dimension (axis 0): a dimension with weight > 0 but no
-        trimmed mean in some set makes every weight NaN (W undefined); a dimension without a positive
-        range (full - zero <= 0) gets 0; the rest are rescaled to the weights' own sum (1), unchanged
+        trimmed mean in some set makes every weight NaN (W undefined); a dimension without a
+        positive range (full - zero <= 0) gets 0; the rest are rescaled to the weights' own sum
+        (1), unchanged
     when no dimension left (NaN if none is left)."""
     w = np.asarray(w, float)
     weighted = np.nan_to_num(w, nan=0.0) > 0
@@ -199,8 +200,9 @@ def cube_scores_with_flags(
                     (
                         "W",
                         "w_missing_dimension",
-                        f"{who}: undefined: weighted dimension(s) {', '.join(gone)} have no trimmed mean "
-                        "in some set (absent or unscored rows), so W would mix different dimensions",
+                        f"{who}: undefined: weighted dimension(s) {', '.join(gone)} have no "
+                        "trimmed mean in some set (absent or unscored rows), so W would mix "
+                        "different dimensions",
                     )
                 )
             else:
@@ -222,8 +224,9 @@ def cube_scores_with_flags(
                     (
                         "W",
                         "w_dimension_left_out",
-                        f"{who}: computed over {', '.join(used)}; {', '.join(left)} left W (no positive "
-                        "range between zero and full) and the remaining weights were renormalised",
+                        f"{who}: computed over {', '.join(used)}; {', '.join(left)} left W (no "
+                        "positive range between zero and full) and the remaining weights were "
+                        "renormalised",
                     )
                 )
             if np.isfinite(W) and not -1e-9 <= W <= 100 + 1e-9:

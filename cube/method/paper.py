@@ -101,7 +101,8 @@ def table4_reproduced() -> pd.DataFrame:
 
 
 def reproduction_check(tolerance: float = 0.01) -> dict[str, float | bool]:
-    """Headline figures of the reproduction: the largest cell difference and whether it is within tolerance."""
+    """Headline figures of the reproduction: the largest cell difference and whether it is
+    within tolerance."""
     diff = comparison()["difference"].abs().max()
     return {
         "paper_table4_max_abs_difference": float(diff),

@@ -23,26 +23,26 @@ From theta: `N_d = 100 (theta_rag - theta_zero) / (theta_full - theta_zero)`,
 (R@k over all questions of known retrieval, no human needed). A dimension with no positive
 range (full <= zero) leaves W as in `cube.method.normalise`, flagged `w_dimension_left_out`.
 
-Interval: the bootstrap over the **questions**, BCa by default (`method`, as `analysis.interval`: the
-percentile interval's levels moved by the share of resamples below the estimate and by an acceleration
-from a jackknife of at most `JACKKNIFE_GROUPS` question groups, as `cube.method.bootstrap`; both
-intervals' coverage is measured by benchmarks/ppi_coverage.py, README "Human-calibrated CuBE"):
-PPI++ with the labelled set a subset of
-the full set, so one resample draws all questions with replacement (judge means and R@k) and the
-rated questions' rectifier is read from the *same* draw (a rated question drawn twice counts twice
-in both means). Drawing the rated questions independently of the questions (the two-sample
-PPBoot of Zrnic & Candes 2024, for disjoint samples) ignores that `mean_N(f)` contains the rated
-questions and made the interval too narrow (coverage 0.88-0.90 at 95 % with a scale-squeezing
-judge and n / N >= 2/3; issue 21 review). `ratings_plan` (`ratings_needed`) splits the bootstrap
-variance of CuBE into the part from the rated sample's rectifier (shrinking as 1/n) and the rest
-(fixed for the N questions), and inverts it for a target interval width, never beyond the
-retrieved questions.
+Interval: the bootstrap over the **questions**, BCa by default (`method`, as `analysis.interval`:
+the percentile interval's levels moved by the share of resamples below the estimate and by an
+acceleration from a jackknife of at most `JACKKNIFE_GROUPS` question groups, as
+`cube.method.bootstrap`; both intervals' coverage is measured by benchmarks/ppi_coverage.py, README
+"Human-calibrated CuBE"): PPI++ with the labelled set a subset of the full set, so one resample
+draws all questions with replacement (judge means and R@k) and the rated questions' rectifier is
+read from the *same* draw (a rated question drawn twice counts twice in both means). Drawing the
+rated questions independently of the questions (the two-sample PPBoot of Zrnic & Candes 2024, for
+disjoint samples) ignores that `mean_N(f)` contains the rated questions and made the interval too
+narrow (coverage 0.88-0.90 at 95 % with a scale-squeezing judge and n / N >= 2/3; issue 21 review).
+`ratings_plan` (`ratings_needed`) splits the bootstrap variance of CuBE into the part from the rated
+sample's rectifier (shrinking as 1/n) and the rest (fixed for the N questions), and inverts it for a
+target interval width, never beyond the retrieved questions.
 """
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -223,27 +223,76 @@ def ppi_cube(
         A `PPIResult`; figures are NaN with a flag when undefined (no rated retrieved question,
         a set or dimension without ratings, no positive range between the bounds).
     """
+    _check_arguments(human, scores, lam, method)
+    outcomes = retrieval_outcomes(answers, top_n)
+    ranks = outcomes.ranks.sort_values("question_id", kind="stable")
+    qids = [q for q, hit in zip(ranks["question_id"], ranks["retrieved"], strict=True) if hit]
+    retrieved = ranks["retrieved"].to_numpy(bool)
+    dims = dimension_order(dimensions if dimensions is not None else scores["dimension"].unique())
+    w = _normalised_weights(weights, dims)
+    f_all = _item_means(scores, qids, dims, judges)
+    h_all = _item_means(human, qids, dims, None)
+    rated = [i for i in range(len(qids)) if (~np.isnan(h_all[:, :, i])).any()]
+    f_lab, y_lab = f_all[:, :, rated], h_all[:, :, rated]
+    flags = _rating_gaps(rated, w, f_lab, y_lab, dims)
+    run = functools.partial(
+        _run, retrieved=retrieved, rated=rated, f_all=f_all, f_lab=f_lab, y_lab=y_lab, w=w, lam=lam
+    )
+    n_all = len(retrieved)
+    point, judge_means, (theta, lams) = run(np.ones((1, n_all)))
+    judge_fig = _cube(judge_means, w, point["recall_at_k"])
+    flags += _range_flags(theta, w, dims, point, check_w=bool(rated and not flags))
+    interval = {m: (float("nan"), float("nan")) for m in METRICS}
+    n_valid, var_lab, var_all = 0, float("nan"), float("nan")
+    if n_resamples > 0 and rated and n_all:
+        interval, n_valid, var_lab, var_all = _bootstrap_interval(
+            run, point, n_all, len(rated), n_resamples, seed, confidence, method, flags
+        )
+    return PPIResult(
+        cube_score=float(point["cube_score"][0]),
+        weighted_score=float(point["weighted_score"][0]),
+        recall_at_k=float(point["recall_at_k"][0]),
+        dimensions={dim: float(point["dimensions"][d, 0]) for d, dim in enumerate(dims)},
+        interval=interval,
+        judge_only={
+            "cube_score": float(judge_fig["cube_score"][0]),
+            "weighted_score": float(judge_fig["weighted_score"][0]),
+        },
+        means=_means_table(dims, judge_means, f_lab, y_lab, theta, lams),
+        n_rated=len(rated),
+        n_retrieved=len(qids),
+        n_questions=n_all,
+        confidence=confidence,
+        n_resamples=n_resamples,
+        n_valid=n_valid,
+        var_rated=var_lab,
+        var_questions=var_all,
+        lam=lam,
+        flags=flags,
+    )
+
+
+def _check_arguments(human: pd.DataFrame, scores: pd.DataFrame, lam: Any, method: str) -> None:
     check_human(human)
     require_columns(scores, ("question_id", "set", "judge", "dimension", "score"), "scores")
     if lam != "auto" and not (isinstance(lam, int | float) and 0 <= float(lam) <= 1):
         raise ValueError(f"lam must be 'auto' or a number in [0, 1], got {lam!r}")
     if method not in ("bca", "percentile"):
         raise ValueError(f"method must be 'bca' or 'percentile', got {method!r}")
-    outcomes = retrieval_outcomes(answers, top_n)
-    ranks = outcomes.ranks.sort_values("question_id", kind="stable")
-    qids = [q for q, hit in zip(ranks["question_id"], ranks["retrieved"], strict=True) if hit]
-    retrieved = ranks["retrieved"].to_numpy(bool)
-    dims = dimension_order(dimensions if dimensions is not None else scores["dimension"].unique())
+
+
+def _normalised_weights(weights: Mapping[str, float] | None, dims: list[str]) -> np.ndarray:
     w = np.array([float((weights or {}).get(d, 1.0 if weights is None else 0.0)) for d in dims])
     if not (w >= 0).all() or w.sum() <= 0:
         raise ValueError(
             f"weights must be >= 0 with a positive sum, got {dict(zip(dims, w, strict=True))}"
         )
-    w = w / w.sum()
-    f_all = _item_means(scores, qids, dims, judges)
-    h_all = _item_means(human, qids, dims, None)
-    rated = [i for i in range(len(qids)) if (~np.isnan(h_all[:, :, i])).any()]
-    f_lab, y_lab = f_all[:, :, rated], h_all[:, :, rated]
+    return w / w.sum()
+
+
+def _rating_gaps(
+    rated: list[int], w: np.ndarray, f_lab: np.ndarray, y_lab: np.ndarray, dims: list[str]
+) -> list[str]:
     flags: list[str] = []
     if not rated:
         flags.append(
@@ -255,30 +304,47 @@ def ppi_cube(
                 flags.append(
                     f"no {SETS[s]} answer has both a human and a judge score on {dim}: W undefined"
                 )
+    return flags
 
-    def run(
-        C_all: np.ndarray, C_lab: np.ndarray | None = None
-    ) -> tuple[dict[str, np.ndarray], np.ndarray, Any]:
-        # C_all over all known questions; the means use its retrieved columns, R@k all of them; the
-        # rated questions' counts are those of the same draw unless given (the variance split below)
-        if C_lab is None:
-            C_lab = C_all[:, retrieved][:, rated]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            recall = C_all @ retrieved.astype(float) / C_all.sum(axis=1)
-        theta, judge, lams = _estimate(f_all, f_lab, y_lab, C_all[:, retrieved], C_lab, lam)
-        return {**_cube(theta, w, recall), "recall_at_k": recall}, judge, (theta, lams)
 
-    n_all = len(retrieved)
-    point, judge_means, (theta, lams) = run(np.ones((1, n_all)))
-    judge_fig = _cube(judge_means, w, point["recall_at_k"])
-    if rated and not flags and not np.isfinite(point["weighted_score"][0]):
-        z, f = theta[SETS.index("zero"), :, 0], theta[SETS.index("full"), :, 0]
+def _run(
+    C_all: np.ndarray,
+    C_lab: np.ndarray | None = None,
+    *,
+    retrieved: np.ndarray,
+    rated: list[int],
+    f_all: np.ndarray,
+    f_lab: np.ndarray,
+    y_lab: np.ndarray,
+    w: np.ndarray,
+    lam: str | float,
+) -> tuple[dict[str, np.ndarray], np.ndarray, Any]:
+    # C_all over all known questions; the means use its retrieved columns, R@k all of them; the
+    # rated questions' counts are those of the same draw unless given (the variance split below)
+    if C_lab is None:
+        C_lab = C_all[:, retrieved][:, rated]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        recall = C_all @ retrieved.astype(float) / C_all.sum(axis=1)
+    theta, judge, lams = _estimate(f_all, f_lab, y_lab, C_all[:, retrieved], C_lab, lam)
+    return {**_cube(theta, w, recall), "recall_at_k": recall}, judge, (theta, lams)
+
+
+def _range_flags(
+    theta: np.ndarray,
+    w: np.ndarray,
+    dims: list[str],
+    point: dict[str, np.ndarray],
+    *,
+    check_w: bool,
+) -> list[str]:
+    flags: list[str] = []
+    z, f = theta[SETS.index("zero"), :, 0], theta[SETS.index("full"), :, 0]
+    if check_w and not np.isfinite(point["weighted_score"][0]):
         flags.append(
             "no weighted dimension has full > zero on the human scale ("
             + ", ".join(f"{d}: zero {z[i]:.2f}, full {f[i]:.2f}" for i, d in enumerate(dims))
             + "): W undefined"
         )
-    z, f = theta[SETS.index("zero"), :, 0], theta[SETS.index("full"), :, 0]
     left = [
         i for i in range(len(dims)) if w[i] > 0 and not np.nan_to_num(f[i] - z[i], nan=0.0) > _EPS
     ]
@@ -291,41 +357,63 @@ def ppi_cube(
             + " left W (no positive range between "
             "zero and full on the human scale) and the remaining weights were renormalised"
         )
+    return flags
+
+
+def _bootstrap_interval(
+    run: Callable[..., tuple[dict[str, np.ndarray], np.ndarray, Any]],
+    point: dict[str, np.ndarray],
+    n_all: int,
+    n_rated: int,
+    n_resamples: int,
+    seed: int,
+    confidence: float,
+    method: str,
+    flags: list[str],
+) -> tuple[dict[str, tuple[float, float]], int, float, float]:
     interval = {m: (float("nan"), float("nan")) for m in METRICS}
-    n_valid, var_lab, var_all = 0, float("nan"), float("nan")
-    if n_resamples > 0 and rated and n_all:
-        rng = np.random.default_rng(seed)
-        boot = run(resample_counts(n_all, n_resamples, rng))[0]
-        a = (1 - confidence) / 2
-        jack = run(1.0 - leave_out_rows(n_all))[0] if method == "bca" else None
-        for m in METRICS:
-            ok = boot[m][np.isfinite(boot[m])]
-            if len(ok):
-                levels = (
-                    [a, 1 - a] if jack is None else bca_levels(float(point[m][0]), ok, jack[m], a)
+    rng = np.random.default_rng(seed)
+    boot = run(resample_counts(n_all, n_resamples, rng))[0]
+    a = (1 - confidence) / 2
+    jack = run(1.0 - leave_out_rows(n_all))[0] if method == "bca" else None
+    for m in METRICS:
+        ok = boot[m][np.isfinite(boot[m])]
+        if len(ok):
+            levels = [a, 1 - a] if jack is None else bca_levels(float(point[m][0]), ok, jack[m], a)
+            if np.isfinite(levels).all():
+                interval[m] = tuple(float(x) for x in np.quantile(ok, levels))
+            elif m == "cube_score":
+                flags.append(
+                    "no BCa interval: every resample's CuBE lies on one side of the estimate (its "
+                    "bias correction is undefined); analysis.interval: percentile gives the "
+                    "percentile one"
                 )
-                if np.isfinite(levels).all():
-                    interval[m] = tuple(float(x) for x in np.quantile(ok, levels))
-                elif m == "cube_score":
-                    flags.append(
-                        "no BCa interval: every resample's CuBE lies on one side of the estimate (its bias "
-                        "correction is undefined); analysis.interval: percentile gives the percentile one"
-                    )
-        n_valid = int(np.isfinite(boot["cube_score"]).sum())
-        # the rated questions' rectifier alone (the questions' judge means and R@k fixed): the part
-        # of the variance that shrinks as 1/n; the rest, fixed for these questions, is the remainder
-        C_lab = resample_counts(len(rated), n_resamples, rng)
-        var_lab = _var(run(np.ones((n_resamples, n_all)), C_lab)[0]["cube_score"])
-        var_all = (
-            max(_var(boot["cube_score"]) - var_lab, 0.0) if math.isfinite(var_lab) else float("nan")
+    n_valid = int(np.isfinite(boot["cube_score"]).sum())
+    # the rated questions' rectifier alone (the questions' judge means and R@k fixed): the part
+    # of the variance that shrinks as 1/n; the rest, fixed for these questions, is the remainder
+    C_lab = resample_counts(n_rated, n_resamples, rng)
+    var_lab = _var(run(np.ones((n_resamples, n_all)), C_lab)[0]["cube_score"])
+    var_all = (
+        max(_var(boot["cube_score"]) - var_lab, 0.0) if math.isfinite(var_lab) else float("nan")
+    )
+    if n_valid < 0.9 * n_resamples:
+        flags.append(
+            f"only {n_valid} of {n_resamples} resamples give a defined CuBE: the interval rests "
+            "on a selection of resamples"
         )
-        if n_valid < 0.9 * n_resamples:
-            flags.append(
-                f"only {n_valid} of {n_resamples} resamples give a defined CuBE: the interval rests on "
-                "a selection of resamples"
-            )
+    return interval, n_valid, var_lab, var_all
+
+
+def _means_table(
+    dims: list[str],
+    judge_means: np.ndarray,
+    f_lab: np.ndarray,
+    y_lab: np.ndarray,
+    theta: np.ndarray,
+    lams: np.ndarray,
+) -> pd.DataFrame:
     n_human = (~np.isnan(y_lab)).sum(axis=2)
-    means = pd.DataFrame(
+    return pd.DataFrame(
         [
             {
                 "set": s,
@@ -342,28 +430,6 @@ def ppi_cube(
             for i, s in enumerate(SETS)
             for d, dim in enumerate(dims)
         ]
-    )
-    return PPIResult(
-        cube_score=float(point["cube_score"][0]),
-        weighted_score=float(point["weighted_score"][0]),
-        recall_at_k=float(point["recall_at_k"][0]),
-        dimensions={dim: float(point["dimensions"][d, 0]) for d, dim in enumerate(dims)},
-        interval=interval,
-        judge_only={
-            "cube_score": float(judge_fig["cube_score"][0]),
-            "weighted_score": float(judge_fig["weighted_score"][0]),
-        },
-        means=means,
-        n_rated=len(rated),
-        n_retrieved=len(qids),
-        n_questions=n_all,
-        confidence=confidence,
-        n_resamples=n_resamples,
-        n_valid=n_valid,
-        var_rated=var_lab,
-        var_questions=var_all,
-        lam=lam,
-        flags=flags,
     )
 
 
@@ -465,7 +531,8 @@ def calibrate_systems(
     `results`: each system's `CubeResult` (its jury gives the predicting judges and the weights).
     Returns a table (one row per system: `n_rated`, the judge-only jury CuBE and its interval, the
     judge-only CuBE on means, the human-calibrated CuBE and interval, `ratings_for_<w>_points`
-    for each width in `widths`, inf with the reason in `flags` when ratings alone cannot reach it) and the `PPIResult` per system."""
+    for each width in `widths`, inf with the reason in `flags` when ratings alone cannot reach it)
+    and the `PPIResult` per system."""
     ap = analysis_params
     rows, out = [], {}
     for system, h in human.groupby("system", sort=True):

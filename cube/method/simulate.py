@@ -96,7 +96,8 @@ class RunModel:
         for key in ("dimension_offset", "retrieval_gain"):
             if len(getattr(self, key)) != len(self.dimensions):
                 problems.append(
-                    f"{key}: one value per dimension ({len(self.dimensions)}), got {len(getattr(self, key))}"
+                    f"{key}: one value per dimension ({len(self.dimensions)}), got "
+                    f"{len(getattr(self, key))}"
                 )
         if not 0 <= self.system.recall <= 1:
             problems.append(f"system.recall: a share in [0, 1], got {self.system.recall}")
@@ -160,7 +161,8 @@ def judge_scores(model: RunModel, levels: np.ndarray, rng: np.random.Generator) 
 
 @dataclass
 class SimulatedRun:
-    """One draw of the model as the tables a real run has (`answers`, `scores`, `human`) and arrays."""
+    """One draw of the model as the tables a real run has (`answers`, `scores`, `human`)
+    and arrays."""
 
     answers: pd.DataFrame
     scores: pd.DataFrame
@@ -178,8 +180,9 @@ def simulate_run(
     human_questions: int = 0,
 ) -> SimulatedRun:
     """One simulated run of `n` questions: the answers and scores tables `evaluate` reads (and, with
-    `human_questions` > 0, ratings by `model.raters` raters of that many questions in all three sets,
-    judge `human:<rater>`). Pass the same `questions` to draw a second system on the same questions."""
+    `human_questions` > 0, ratings by `model.raters` raters of that many questions in all three
+    sets, judge `human:<rater>`). Pass the same `questions` to draw a second system on the
+    same questions."""
     rng = np.random.default_rng(seed)
     q = questions or draw_questions(model, n, rng)
     system = model.system
@@ -247,9 +250,9 @@ def truth(
     weights: str = "rank_correlation",
 ) -> pd.DataFrame:
     """The estimand of each judge's W and CuBE and of R@k: the point estimate of the estimator's own
-    arithmetic (`cube.method.bootstrap.cube_from_counts`, which reproduces `evaluate`) on `n` questions
-    drawn from the model. Columns `judge, weighted_score, cube_score, recall_at_k`; R@k is the model's.
-    Cached: do not modify the returned frame."""
+    arithmetic (`cube.method.bootstrap.cube_from_counts`, which reproduces `evaluate`) on `n`
+    questions drawn from the model. Columns `judge, weighted_score, cube_score, recall_at_k`; R@k is
+    the model's. Cached: do not modify the returned frame."""
     rng = np.random.default_rng(seed)
     q = draw_questions(model, n, rng)
     rank = draw_ranks(model.system, n, rng)

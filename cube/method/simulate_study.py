@@ -6,9 +6,9 @@ resamples); every interval the report prints is checked against the truth:
 
 - `bootstrap` intervals of each judge's and the jury's CuBE and W, and of R@k (the decision page);
 - the `wilson` interval of R@k (the diagnostics and the TOP-N sweep; scipy's Wilson score interval);
-- compare's interval of the jury ΔCuBE (`cube.method.compare.compare_pair`) for two systems drawn on the
-  same questions, under no difference (truth 0) and, for power, with system B worse by the printed
-  minimum detectable difference (MDE; the truth of Δ computed from the model).
+- compare's interval of the jury ΔCuBE (`cube.method.compare.compare_pair`) for two systems drawn on
+  the same questions, under no difference (truth 0) and, for power, with system B worse by the
+  printed minimum detectable difference (MDE; the truth of Δ computed from the model).
 
 Every summary carries its Monte Carlo error: the binomial standard error sqrt(c (1 - c) / R) of a
 coverage or rejection rate c, the standard error of a mean (bias, width) and the delta-method one of
@@ -56,15 +56,16 @@ def replicate_seed(seed: int, *key: int) -> int:
 def coverage_replicate(
     model: RunModel, n: int, replicate: int, analysis_params: Any, true: pd.DataFrame, seed: int = 0
 ) -> list[dict[str, Any]]:
-    """One simulated run through `evaluate`: one row per (judge, metric, interval) with `estimate, lo,
-    hi, truth, in_jury`. `true` is `truth(model)`; the jury's truth is the mean of the truths of that
-    replicate's jury members (the gate decides who they are)."""
+    """One simulated run through `evaluate`: one row per (judge, metric, interval) with `estimate,
+    lo, hi, truth, in_jury`. `true` is `truth(model)`; the jury's truth is the mean of the truths of
+    that replicate's jury members (the gate decides who they are)."""
     from cube.method.evaluation import evaluate
 
     rep_seed = replicate_seed(seed, n, replicate)
     run = simulate_run(model, n, rep_seed)
-    # the bootstrap's own seed: seeded with the data's, its first draws would be the bits that made the
-    # questions' difficulties, so which questions a resample draws would depend on the data it resamples
+    # the bootstrap's own seed: seeded with the data's, its first draws would be the bits that made
+    # the questions' difficulties, so which questions a resample draws would depend on the data it
+    # resamples
     res = _quiet(
         evaluate,
         run.answers,
@@ -132,10 +133,11 @@ def jury_truth(model: RunModel, analysis_params: Any, n: int | None = None) -> f
 def quality_shift_for(
     model: RunModel, delta: float, analysis_params: Any, n: int = 50_000
 ) -> float:
-    """The change of system B's `answer_quality` that makes its true jury CuBE differ from A's by `delta`
-    (both truths on the same `n` questions, so the search sees a smooth function). A negative `delta`
-    (B worse) has the most room: the quality can fall to just above a missed document's (below that the
-    rag scores no longer rise with rank and the correlation weights vanish), while it rises only to 1."""
+    """The change of system B's `answer_quality` that makes its true jury CuBE differ from A's by
+    `delta` (both truths on the same `n` questions, so the search sees a smooth function). A
+    negative `delta` (B worse) has the most room: the quality can fall to just above a missed
+    document's (below that the rag scores no longer rise with rank and the correlation weights
+    vanish), while it rises only to 1."""
     base = jury_truth(model, analysis_params, n)
     aq = model.system.answer_quality
 
@@ -147,8 +149,8 @@ def quality_shift_for(
     lo, hi = (model.system.miss_quality + 0.05 - aq, 0.0) if delta < 0 else (0.0, 1.0 - aq)
     if gap(lo) * gap(hi) > 0:
         raise ValueError(
-            f"simulation: no answer quality in [{aq + lo:.2f}, {aq + hi:.2f}] moves the true jury CuBE "
-            f"by {delta:.2f} points"
+            f"simulation: no answer quality in [{aq + lo:.2f}, {aq + hi:.2f}] moves the true jury "
+            f"CuBE by {delta:.2f} points"
         )
     return float(optimize.brentq(gap, lo, hi, xtol=1e-4))
 
@@ -164,10 +166,10 @@ def compare_replicate(
     n_permutations: int = 1000,
     seed: int = 0,
 ) -> dict[str, Any]:
-    """Compare's jury ΔCuBE (B − A) for one pair of systems drawn on the same questions: B is A's model
-    (no difference, `shift` 0) or A's with `answer_quality` changed by `shift` (true ΔCuBE `true_delta`).
-    Returns `n_questions, replicate, delta, lo, hi, p_value, mde, se, truth, shift` (`se`: the bootstrap SE
-    of ΔCuBE that the MDE rests on)."""
+    """Compare's jury ΔCuBE (B − A) for one pair of systems drawn on the same questions: B is A's
+    model (no difference, `shift` 0) or A's with `answer_quality` changed by `shift` (true ΔCuBE
+    `true_delta`). Returns `n_questions, replicate, delta, lo, hi, p_value, mde, se, truth, shift`
+    (`se`: the bootstrap SE of ΔCuBE that the MDE rests on)."""
     from cube.method.compare import compare_pair
 
     model_b = model.with_system(name="sys-b", answer_quality=model.system.answer_quality + shift)
@@ -206,7 +208,8 @@ def compare_replicate(
 def mc_rate(x: pd.Series) -> tuple[float, float, int]:
     """The share of hits, its Monte Carlo SE and the runs behind it. The SE is Agresti-Coull's (two
     hits and two misses added): the plain sqrt(c(1 - c)/R) is 0 at 0 % or 100 %, which a study of 8
-    runs reaches most of the time and which would read as an exact figure (8 of 8 is [68 %, 100 %])."""
+    runs reaches most of the time and which would read as an exact figure (8 of 8 is [68 %,
+    100 %])."""
     x = x.dropna().astype(float)
     if not len(x):
         return math.nan, math.nan, 0
@@ -216,10 +219,11 @@ def mc_rate(x: pd.Series) -> tuple[float, float, int]:
 
 
 def coverage_table(reps: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
-    """Per (n, judge, metric, interval): coverage with its Monte Carlo error, mean width, bias and RMSE
-    of the estimate (each with its MC error), and `misses` (coverage further from `confidence` than twice
-    the MC error at the nominal level). Replicates whose interval is undefined are counted in `undefined`
-    and left out of the coverage; a judge's rows count the replicates where it was in the jury."""
+    """Per (n, judge, metric, interval): coverage with its Monte Carlo error, mean width, bias and
+    RMSE of the estimate (each with its MC error), and `misses` (coverage further from `confidence`
+    than twice the MC error at the nominal level). Replicates whose interval is undefined are
+    counted in `undefined` and left out of the coverage; a judge's rows count the replicates where
+    it was in the jury."""
     out = []
     for key, g in reps.groupby(["n_questions", "judge", "metric", "interval"], sort=False):
         g = g[g["in_jury"]]
@@ -277,8 +281,9 @@ def gate_table(reps: pd.DataFrame) -> pd.DataFrame:
 
 
 def se_check(g: pd.DataFrame) -> dict[str, float]:
-    """The spread of ΔCuBE over the simulated pairs (`delta_sd`, with its MC error sd / sqrt(2 (R - 1)))
-    beside the mean bootstrap SE the interval and the MDE rest on (`mean_se`): calibrated when they agree."""
+    """The spread of ΔCuBE over the simulated pairs (`delta_sd`, with its MC error sd / sqrt(2
+    (R - 1))) beside the mean bootstrap SE the interval and the MDE rest on (`mean_se`): calibrated
+    when they agree."""
     d = g["delta"].dropna().astype(float) if "delta" in g else pd.Series(dtype=float)
     sd = float(d.std(ddof=1)) if len(d) > 1 else math.nan
     se = g["se"].dropna().astype(float) if "se" in g else pd.Series(dtype=float)
@@ -290,9 +295,9 @@ def se_check(g: pd.DataFrame) -> dict[str, float]:
 
 
 def pvalue_table(null: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
-    """Per n, under no difference: the KS test of the p-values against uniform, the rejection rate at
-    `alpha` (nominal: alpha) and the coverage of compare's ΔCuBE interval (truth 0), with MC errors,
-    the SD of ΔCuBE against the mean bootstrap SE (`se_check`), and the mean printed MDE."""
+    """Per n, under no difference: the KS test of the p-values against uniform, the rejection rate
+    at `alpha` (nominal: alpha) and the coverage of compare's ΔCuBE interval (truth 0), with MC
+    errors, the SD of ΔCuBE against the mean bootstrap SE (`se_check`), and the mean printed MDE."""
     rows = []
     for n, g in null.groupby("n_questions", sort=False):
         p = g["p_value"].dropna().astype(float)
@@ -319,11 +324,12 @@ def pvalue_table(null: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
 
 
 def power_table(alt: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
-    """Per n, with B worse by the printed MDE: the rejection rate at `alpha` (the power; nominal 0.8)
-    and the coverage of the ΔCuBE interval (truth from the model), with MC errors; the SD of ΔCuBE
-    against the mean bootstrap SE (`se_check`) and the MDE these pairs print (`mde_printed_here`): the
-    MDE of a no-difference comparison assumes the SE at the MDE is the SE at 0, and where it is smaller
-    (a worse system's CuBE varies less) the power at that MDE exceeds 80 %."""
+    """Per n, with B worse by the printed MDE: the rejection rate at `alpha` (the power; nominal
+    0.8) and the coverage of the ΔCuBE interval (truth from the model), with MC errors; the SD of
+    ΔCuBE against the mean bootstrap SE (`se_check`) and the MDE these pairs print
+    (`mde_printed_here`): the MDE of a no-difference comparison assumes the SE at the MDE is the SE
+    at 0, and where it is smaller (a worse system's CuBE varies less) the power at that MDE exceeds
+    80 %."""
     rows = []
     for n, g in alt.groupby("n_questions", sort=False):
         pw, pw_se, k = mc_rate(g["p_value"].dropna() <= alpha)

@@ -288,8 +288,9 @@ def table5_human_vs_cube(
 def retrieval_by_style(
     answers: pd.DataFrame, questions: pd.DataFrame, top_n: Mapping[str, int]
 ) -> pd.DataFrame:
-    """R@1 and R@N per system and question style (named, colloquial, ambiguous): where retrieval fails.
-    Retrieval outcomes come from `cube.method.analysis.retrieval_outcomes` (failed system calls left out)."""
+    """R@1 and R@N per system and question style (named, colloquial, ambiguous): where retrieval
+    fails. Retrieval outcomes come from `cube.method.analysis.retrieval_outcomes` (failed system
+    calls left out)."""
     if "style" not in questions:
         return pd.DataFrame(columns=["system", "style", "questions", "R@1", "R@N"])
     style = questions.set_index("question_id")["style"].fillna("").replace("", "(llm or file)")

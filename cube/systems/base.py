@@ -77,8 +77,8 @@ def answers_frame(
         retrieval_ok = [True] * len(questions)
     if not (len(questions) == len(responses) == len(retrieved) == len(retrieval_ok)):
         raise ValueError(
-            f"answers_frame: {len(questions)} questions, {len(responses)} responses, {len(retrieved)} retrieved lists, "
-            f"{len(retrieval_ok)} retrieval_ok flags"
+            f"answers_frame: {len(questions)} questions, {len(responses)} responses, "
+            f"{len(retrieved)} retrieved lists, {len(retrieval_ok)} retrieval_ok flags"
         )
     rows: list[dict[str, Any]] = []
     for (qid, gold), resp, docs, known in zip(

@@ -56,7 +56,8 @@ def answer_bounds(
     ]
     if missing:
         raise ValueError(
-            f"questions: {len(missing)} gold doc_id(s) not in the corpus, e.g. (question_id, doc_id) {missing[:5]}"
+            f"questions: {len(missing)} gold doc_id(s) not in the corpus, e.g. (question_id, "
+            f"doc_id) {missing[:5]}"
         )
     qtexts = questions["question"].astype(str).tolist()
     zero = answerer.complete(

@@ -112,7 +112,8 @@ class BuiltinRAG(System):
         retrieved: list[list[str]] | None = None,
     ) -> pd.DataFrame:
         """The rag answers; `retrieved`: lists already retrieved at a larger TOP-N by the same
-        retriever (a `top_n_sweep`), cut here to this system's `top_n` instead of searching again."""
+        retriever (a `top_n_sweep`), cut here to this system's `top_n` instead of
+        searching again."""
         require_columns(questions, ("question_id", "doc_id", "question"), "questions")
         if retrieved is None:
             retrieved = self.retrieve(questions, corpus)

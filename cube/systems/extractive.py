@@ -159,16 +159,18 @@ SUMMARY_FIELDS = (
 
 GENERIC_ANSWER = {
     "zh": (
-        "您好，关于您咨询的事项，我目前没有可供参考的办事指南，无法提供该事项具体的申请材料、办理时限和收费标准。"
-        "一般来说，办理政务服务事项通常需要携带本人有效身份证件及相关申请材料。建议您前往当地政务服务大厅窗口咨询，"
+        "您好，关于您咨询的事项，我目前没有可供参考的办事指南，"
+        "无法提供该事项具体的申请材料、办理时限和收费标准。"
+        "一般来说，办理政务服务事项通常需要携带本人有效身份证件及相关申请材料。"
+        "建议您前往当地政务服务大厅窗口咨询，"
         "或登录当地政务服务网查询该事项的办事指南，也可以拨打 12345 政务服务便民热线确认。"
     ),
     "en": (
-        "I do not have the service guide for this item at hand, so I cannot give its specific application "
-        "materials, time limits or fees. In general, applying for a government service requires a valid identity "
-        "document and the supporting materials for the item. Please consult the local government service hall, "
-        "check the service guide on the official government service portal, or call the local government service "
-        "hotline to confirm."
+        "I do not have the service guide for this item at hand, so I cannot give its specific "
+        "application materials, time limits or fees. In general, applying for a government service "
+        "requires a valid identity document and the supporting materials for the item. Please "
+        "consult the local government service hall, check the service guide on the official "
+        "government service portal, or call the local government service hotline to confirm."
     ),
 }
 _INTRO = {
@@ -221,8 +223,9 @@ def pick_document(question: str, docs: list[dict[str, str]], lang: str) -> int:
 
 
 def _format_field(field: str, value: str | None, lang: str) -> str:
-    """ "label：value", the value said as `cube.config.phrasing.phrase_value` says it (是 -> 收费, 10 -> 10个工作日,
-    a placeholder such as 无 -> not stated), the way the template questions ask it."""
+    """ "label：value", the value said as `cube.config.phrasing.phrase_value` says it (是 -> 收费,
+    10 -> 10个工作日, a placeholder such as 无 -> not stated), the way the template questions
+    ask it."""
     label = FIELD_LABELS[lang][field]
     value = phrase_value(field, value, lang) or _MISSING[lang]
     if "\n" in value:
@@ -231,11 +234,15 @@ def _format_field(field: str, value: str | None, lang: str) -> str:
 
 
 DECLINE = {
-    "zh": "抱歉，检索到的办事指南中没有找到您所问的事项（{what}），无法回答，建议咨询 12345 政务服务便民热线。",
-    "en": "Sorry, I cannot answer: the retrieved service guides do not cover what you asked about ({what}). "
-    "Please consult the local government service hotline.",
+    "zh": "抱歉，检索到的办事指南中没有找到您所问的事项（{what}），无法回答，建议咨询 12345 "
+    "政务服务便民热线。",
+    "en": "Sorry, I cannot answer: the retrieved service guides do not cover what you asked about "
+    "({what}). Please consult the local government service hotline.",
 }
-_ITEM_SUFFIX = "许可|核发|登记|备案|认定|审批|审核|核准|换领|注销|变更|补办|延续|年检|鉴定|确认|给付|申领|换发|补发"
+_ITEM_SUFFIX = (
+    "许可|核发|登记|备案|认定|审批|审核|核准|换领|注销|"
+    "变更|补办|延续|年检|鉴定|确认|给付|申领|换发|补发"
+)
 _NAMED_ITEM = re.compile(
     rf"^(?:我(?:想|要)(?:办理|申请)?)?([\u4e00-\u9fff（）()]{{2,30}}?(?:{_ITEM_SUFFIX})(?:（[^）]*）)?)"
     r"(?=的|需要|要|怎么|如何|在|收费|多久|是否|可以|有|，|？|\?|$)"

@@ -103,6 +103,48 @@ class ImportedAnswers(System):
     ) -> pd.DataFrame:
         require_columns(questions, ("question_id", "doc_id", "question"), "questions")
         raw = read_table(self.path).reset_index(drop=True)
+        list_col = self._list_column(raw)
+        drop: set[int] = set()
+        qids = questions["question_id"].astype(str)
+        row_qid = self._row_question_ids(raw, questions, qids, drop)
+        answers = raw["answer"]
+        errors = raw["error"].map(_text) if "error" in raw.columns else pd.Series([""] * len(raw))
+        # An empty answer is invalid unless the row records why the system failed.
+        empty = {i for i, a in enumerate(answers) if not _text(a) and not errors[i]}
+        self._problem("empty answer (and no error recorded)", empty, drop)
+        lists = self._retrieved_lists(raw, list_col, corpus, drop)
+        keep = [i for i in range(len(raw)) if i not in drop]
+        n_dropped = self._check_coverage(qids, row_qid, keep, drop)
+
+        # -- assemble, in question-set order
+        row_of = {row_qid[i]: i for i in keep}
+        q_keep = questions[qids.isin(set(row_of))].reset_index(drop=True)
+        rows = [row_of[q] for q in q_keep["question_id"].astype(str)]
+        truncated = sum(len(lists[i]) > self.spec.top_n for i in rows)
+        if truncated:
+            warnings.warn(
+                f"system {self.name!r} ({self.path}): {truncated} retrieved list(s) longer than "
+                f"top_n={self.spec.top_n} were cut at top_n",
+                stacklevel=2,
+            )
+        df = answers_frame(
+            q_keep,
+            system=self.name,
+            set_name="rag",
+            responses=[self._response(raw, answers, errors, i) for i in rows],
+            retrieved=[lists[i][: self.spec.top_n] for i in rows],
+            answerer=self._answerer(raw, rows[0]) if rows else "imported",
+            # A failed row without a list: the system's retrieval outcome is unknown, not empty.
+            retrieval_ok=[not (errors[i] and not lists[i]) for i in rows],
+        )
+        if "answerer" in raw.columns:
+            df["answerer"] = [self._answerer(raw, i) for i in rows]
+        df.attrs["dropped"] = n_dropped
+        df.attrs["truncated"] = truncated
+        return df
+
+    def _list_column(self, raw: pd.DataFrame) -> str:
+        """The column of retrieved lists; an error when a required column is missing."""
         list_col = next((c for c in LIST_COLUMNS if c in raw.columns), None)
         missing = [
             c
@@ -120,10 +162,12 @@ class ImportedAnswers(System):
             raise ImportedFileError(
                 f"{self.path}: missing column(s) {missing}; got {list(raw.columns)}"
             )
-        drop: set[int] = set()
-        qids = questions["question_id"].astype(str)
+        return str(list_col)
 
-        # -- which question each row answers
+    def _row_question_ids(
+        self, raw: pd.DataFrame, questions: pd.DataFrame, qids: pd.Series, drop: set[int]
+    ) -> pd.Series:
+        """Which question each row answers (by id, else by exact text)."""
         if "question_id" in raw.columns:
             row_qid = raw["question_id"].astype(str).str.strip()
             unknown = {i for i, q in enumerate(row_qid) if q not in set(qids)}
@@ -142,21 +186,19 @@ class ImportedAnswers(System):
             row_qid = pd.Series([by_text.get(t, [""])[0] for t in texts], dtype=object)
         dup = set(np.flatnonzero(row_qid.duplicated(keep=False).to_numpy()))
         self._problem("the same question is answered more than once", dup, drop)
+        return row_qid
 
-        # -- answers and retrieved lists
-        answers = raw["answer"]
-        errors = raw["error"].map(_text) if "error" in raw.columns else pd.Series([""] * len(raw))
-        # An empty answer is invalid unless the row records why the system failed.
-        empty = {i for i, a in enumerate(answers) if not _text(a) and not errors[i]}
-        self._problem("empty answer (and no error recorded)", empty, drop)
+    def _retrieved_lists(
+        self, raw: pd.DataFrame, list_col: str, corpus: pd.DataFrame, drop: set[int]
+    ) -> list[list[str]]:
+        """Each row's retrieved doc ids; unparsable lists and unknown ids are problems."""
         known = set(corpus["doc_id"].astype(str))
         lists: list[list[str]] = []
         unparsable: dict[int, str] = {}
         for i, cell in enumerate(raw[list_col]):
             try:
-                lists.append(
-                    list(dict.fromkeys(parse_doc_list(cell)))
-                )  # a document keeps its first rank
+                # a document keeps its first rank
+                lists.append(list(dict.fromkeys(parse_doc_list(cell))))
             except ValueError as exc:
                 unparsable[i] = str(exc)
                 lists.append([])
@@ -172,60 +214,41 @@ class ImportedAnswers(System):
             self._problem(
                 f"retrieved doc id(s) not in the corpus, e.g. {example}", set(bad_ids), drop
             )
+        return lists
 
-        keep = [i for i in range(len(raw)) if i not in drop]
+    def _check_coverage(
+        self, qids: pd.Series, row_qid: pd.Series, keep: list[int], drop: set[int]
+    ) -> int:
+        """Questions of the set without a valid answer: an error, or dropped with a warning."""
         answered = {row_qid[i] for i in keep}
         absent = [q for q in qids if q not in answered and q not in {row_qid[i] for i in drop}]
         if absent and self.spec.on_invalid == "error":
             raise ImportedFileError(
-                f"{self.path}: {len(absent)} question(s) of the question set have no answer, e.g. question_id {absent[:10]}"
+                f"{self.path}: {len(absent)} question(s) of the question set have no answer, "
+                f"e.g. question_id {absent[:10]}"
             )
         n_dropped = len(qids) - len(answered & set(qids))
         if n_dropped:
             warnings.warn(
-                f"system {self.name!r} ({self.path}): dropped {n_dropped} of {len(qids)} question(s): "
-                f"{len(drop)} invalid file row(s) (rows {_rows(sorted(drop))}) and {len(absent)} unanswered question(s)",
-                stacklevel=2,
+                f"system {self.name!r} ({self.path}): dropped {n_dropped} of {len(qids)} "
+                f"question(s): {len(drop)} invalid file row(s) (rows {_rows(sorted(drop))}) and "
+                f"{len(absent)} unanswered question(s)",
+                stacklevel=3,
             )
+        return n_dropped
 
-        # -- assemble, in question-set order
-        row_of = {row_qid[i]: i for i in keep}
-        q_keep = questions[qids.isin(set(row_of))].reset_index(drop=True)
-        rows = [row_of[q] for q in q_keep["question_id"].astype(str)]
-        truncated = sum(len(lists[i]) > self.spec.top_n for i in rows)
-        if truncated:
-            warnings.warn(
-                f"system {self.name!r} ({self.path}): {truncated} retrieved list(s) longer than top_n={self.spec.top_n} "
-                "were cut at top_n",
-                stacklevel=2,
-            )
-        responses = []
-        for i in rows:  # no call of this run produced these rows: no call_id, no tokens, cost 0.0
-            acc = no_call_accounting(self._answerer(raw, i), "answering")
-            responses.append(
-                Response(
-                    text=_text(answers[i]),
-                    error=errors[i] or None,
-                    model=acc["model"],
-                    cost=acc["cost"],
-                    call_id=acc["call_id"],
-                )
-            )
-        df = answers_frame(
-            q_keep,
-            system=self.name,
-            set_name="rag",
-            responses=responses,
-            retrieved=[lists[i][: self.spec.top_n] for i in rows],
-            answerer=self._answerer(raw, rows[0]) if rows else "imported",
-            # A failed row without a list: the system's retrieval outcome is unknown, not empty.
-            retrieval_ok=[not (errors[i] and not lists[i]) for i in rows],
+    def _response(
+        self, raw: pd.DataFrame, answers: pd.Series, errors: pd.Series, i: int
+    ) -> Response:
+        # no call of this run produced these rows: no call_id, no tokens, cost 0.0
+        acc = no_call_accounting(self._answerer(raw, i), "answering")
+        return Response(
+            text=_text(answers[i]),
+            error=errors[i] or None,
+            model=acc["model"],
+            cost=acc["cost"],
+            call_id=acc["call_id"],
         )
-        if "answerer" in raw.columns:
-            df["answerer"] = [self._answerer(raw, i) for i in rows]
-        df.attrs["dropped"] = n_dropped
-        df.attrs["truncated"] = truncated
-        return df
 
     @staticmethod
     def _answerer(raw: pd.DataFrame, i: int) -> str:

@@ -8,9 +8,9 @@ From each sampled question's full answer (the answering model with the gold docu
   cannot tell them from the original: `corrupted_facts` (every fact
   number replaced, by the sibling item's numbers in turn when the gold document has a near-duplicate
   sibling, else by shifted ones, and the item's name by the sibling's; list markers and ordinals,
-  "1." "2、" "（1）" "第3条" "Step 2", are kept: `fact_numbers`), `sibling_answer` (the full answer of
-  the question whose gold document is a member of the same family, `family_id` in the corpus; else
-  of another question), `other_question` (the full answer of another question);
+  "1." "2、" "（1）" "第3条" "Step 2", are kept: `fact_numbers`), `sibling_answer` (the full answer
+  of the question whose gold document is a member of the same family, `family_id` in the corpus;
+  else of another question), `other_question` (the full answer of another question);
 - worse, not length-matched: `empty` (a near-empty reply: the courtesy sentence alone; a blank
   answer would not be judged), `truncated` (cut at a third of its characters, earlier when that
   would keep every fact, so at least its last fact number is lost);
@@ -21,9 +21,9 @@ Each question gets two worse, length-matched probes, one of empty and truncated 
 probe, the kinds in turn (`kinds_for`), so an audit of 40 questions costs 160 judgments per judge
 and dimension (`PROBES_PER_QUESTION`). A probe that cannot be made (no number to corrupt, a single
 sentence to reorder, too little text to match a length, a text equal to the original) falls back to
-the next kind of its group (none left: the question has fewer probes); the row says which kind it is. Rows: `question_id, doc_id, system`
-(`audit:<kind>`, so the scoring pipeline keeps them apart), `set` (`full`), `answer`, `probe`,
-`expect`, `rank` (0).
+the next kind of its group (none left: the question has fewer probes); the row says which kind it
+is. Rows: `question_id, doc_id, system` (`audit:<kind>`, so the scoring pipeline keeps them apart),
+`set` (`full`), `answer`, `probe`, `expect`, `rank` (0).
 """
 
 from __future__ import annotations
@@ -58,7 +58,8 @@ PADDING = {
 AUTHORITY = {"zh": "根据官方发布的有关规定，", "en": "According to the official regulations, "}
 _NUM = re.compile(r"\d+(?:\.\d+)?")
 # List markers and ordinals are not facts: "1." "2、" "3)" at the start of a line or after a
-# sentence's end, "（1）" "(2)", "第3条", "1st", "Step 2" keep their numbers when facts are corrupted.
+# sentence's end, "（1）" "(2)", "第3条", "1st", "Step 2" keep their numbers when facts are
+# corrupted.
 _MARKER = re.compile(
     r"(?:(?:^|(?<=[\n。；;：:！？!?]))[ \t]*\d{1,2}(?:[.．、)）](?!\d)))"
     r"|[（(]\d{1,2}[)）]|第\d+(?=[条款项步章节点次])|\b\d+(?:st|nd|rd|th)\b|\b[Ss]tep \d+",
@@ -69,7 +70,8 @@ _SENT = re.compile(r"(?<=[。！？!?.；;])\s*")
 
 def calls_per_question(params: Params) -> int:
     """The judge calls one audit question costs: `PROBES_PER_QUESTION` probes x every judge's calls
-    per answer (one per dimension, or one for all, x its samples), as `cube.judges.score_answers` sends them."""
+    per answer (one per dimension, or one for all, x its samples), as `cube.judges.score_answers`
+    sends them."""
     dims = len(params.dimension_names())
     return PROBES_PER_QUESTION * sum(
         (1 if j.all_dimensions else dims) * j.samples for j in params.judges
@@ -81,7 +83,8 @@ def capped_questions(
 ) -> int:
     """How many audit questions the run sends: `requested`, fewer when their calls
     (`calls_per_question`: `PROBES_PER_QUESTION` x every judge's calls per answer) would exceed
-    `max_share` of the run's `judge_calls` (role 'judging'). `cube plan` and stage 03 both call it."""
+    `max_share` of the run's `judge_calls` (role 'judging'). `cube plan` and stage 03 both
+    call it."""
     if requested <= 0 or calls_per_question <= 0:
         return 0
     return max(0, min(requested, int(max_share * judge_calls // calls_per_question)))
@@ -130,9 +133,9 @@ def corrupt_facts(
 
 
 def truncate(answer: str) -> str | None:
-    """The answer cut mid-way (at a third of its characters, earlier when that would keep every fact)
-    so that key facts are lost: at least its last fact number, else its last two thirds. None when
-    the answer is too short to cut (under 6 characters)."""
+    """The answer cut mid-way (at a third of its characters, earlier when that would keep every
+    fact) so that key facts are lost: at least its last fact number, else its last two thirds. None
+    when the answer is too short to cut (under 6 characters)."""
     text = answer.strip()
     if len(text) < 6:
         return None
@@ -144,14 +147,15 @@ def truncate(answer: str) -> str | None:
 
 
 def near_empty(lang: str) -> str:
-    """An empty reply that is still a reply (a judge skips a blank answer): the courtesy sentence alone."""
+    """An empty reply that is still a reply (a judge skips a blank answer): the courtesy
+    sentence alone."""
     return PADDING.get(lang, PADDING["en"])[0]
 
 
 def match_length(text: str, target: int, filler: list[str], lang: str) -> str | None:
-    """`text` at exactly `target` characters: cut there, or first lengthened by sentences of `filler`
-    (other answers); None when the filler runs out first. Exactly, not nearly: a judge that prefers
-    the longer answer would win every pair a shorter probe lost."""
+    """`text` at exactly `target` characters: cut there, or first lengthened by sentences of
+    `filler` (other answers); None when the filler runs out first. Exactly, not nearly: a judge that
+    prefers the longer answer would win every pair a shorter probe lost."""
     sep = "" if lang == "zh" else " "
     out = text.strip()
     for extra in (x for f in filler for x in sentences(f)):

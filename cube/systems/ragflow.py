@@ -109,7 +109,8 @@ class RagflowAssistant(System):
             raise RagflowError(f"systems[{spec.name}].top_n: must be >= 1, got {spec.top_n}")
         if spec.doc_mapping == "document_name" and "doc_id" not in self._pattern.groupindex:
             raise RagflowError(
-                f"systems[{spec.name}].doc_name_pattern: needs a named group (?P<doc_id>...), got {spec.doc_name_pattern!r}"
+                f"systems[{spec.name}].doc_name_pattern: needs a named group (?P<doc_id>...), got "
+                f"{spec.doc_name_pattern!r}"
             )
         self._key = ""
 
@@ -121,8 +122,8 @@ class RagflowAssistant(System):
         key = os.environ.get(self.spec.api_key_env, "")
         if not key:
             raise RagflowError(
-                f"system {self.name!r}: the environment variable {self.spec.api_key_env} (RAGFlow API key, "
-                "params key `api_key_env`) is not set"
+                f"system {self.name!r}: the environment variable {self.spec.api_key_env} (RAGFlow "
+                "API key, params key `api_key_env`) is not set"
             )
         self._key = key
         return RAGFlow(api_key=key, base_url=self.spec.base_url.rstrip("/"))
@@ -247,8 +248,9 @@ class RagflowAssistant(System):
         df.attrs["unmapped"] = n_unmapped
         if n_unmapped:
             warnings.warn(
-                f"system {self.name!r}: {n_unmapped} retrieved document(s) could not be mapped to a corpus doc_id "
-                f"(doc_mapping={self.spec.doc_mapping!r}); kept as 'unmapped:<name>' entries",
+                f"system {self.name!r}: {n_unmapped} retrieved document(s) could not be mapped to "
+                f"a corpus doc_id (doc_mapping={self.spec.doc_mapping!r}); kept as "
+                "'unmapped:<name>' entries",
                 stacklevel=2,
             )
         return df

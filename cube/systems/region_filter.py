@@ -33,7 +33,8 @@ MIN_REGION_CHARS = 2
 
 
 def _values(corpus: pd.DataFrame, column: str) -> list[str]:
-    """The column's values as stripped text; missing values and placeholders (无, 暂无, N/A) are ""."""
+    """The column's values as stripped text; missing values and placeholders (无, 暂无, N/A)
+    are ""."""
     if column not in corpus.columns:
         return [""] * len(corpus)
     return [clean(v) if isinstance(v, str) or pd.notna(v) else "" for v in corpus[column].tolist()]
@@ -81,7 +82,8 @@ class RegionFilter:
         return None
 
     def ancestors(self, region: str) -> set[str]:
-        """`region` and every enclosing level: region values contained in its name, and its parent chain."""
+        """`region` and every enclosing level: region values contained in its name, and its
+        parent chain."""
         out = {region} | {r for r in set(self.regions) if r and r in region}
         cur, seen = region, set()
         while cur in self.parent_of and cur not in seen:
@@ -92,7 +94,8 @@ class RegionFilter:
         return out
 
     def mask(self, region: str) -> np.ndarray:
-        """The rows of `region`'s knowledge base (own items, enclosing levels, child regions' items)."""
+        """The rows of `region`'s knowledge base (own items, enclosing levels, child
+        regions' items)."""
         enclosing = self.ancestors(region)
         return np.array(
             [

@@ -30,8 +30,8 @@ from cube.systems.region_filter import RegionPlan
 _WORD = re.compile(r"\w", re.UNICODE)
 # Function words that carry no retrieval signal; BM25's idf discounts the rest.
 _ZH_STOPWORDS = frozenset(
-    "的 了 吗 呢 吧 啊 和 与 及 或 是 在 我 你 他 她 它 我们 请问 请 一下 怎么 怎样 如何 什么 哪些 哪里 "
-    "多少 可以 能 要 需要 办理 有 个 这个 那个 为 对 就 都 也 还 被 把 从 到".split()
+    "的 了 吗 呢 吧 啊 和 与 及 或 是 在 我 你 他 她 它 我们 请问 请 一下 怎么 怎样 如何 什么 哪些 "
+    "哪里 多少 可以 能 要 需要 办理 有 个 这个 那个 为 对 就 都 也 还 被 把 从 到".split()
 )
 
 
@@ -101,7 +101,8 @@ def region_mask(corpus: pd.DataFrame, region: str | None) -> np.ndarray:
     if not mask.any():
         known = sorted(set(regions))[:10]
         raise ValueError(
-            f"region {region!r}: no corpus item has this region or an enclosing one (regions: {known} ...)"
+            f"region {region!r}: no corpus item has this region or an enclosing one (regions: "
+            f"{known} ...)"
         )
     return mask
 
