@@ -12,7 +12,8 @@ stage to run first, in order. `run.load(...)` stops when the data were produced 
 Paths resolve against the project root (`cube.config.project`), so a notebook runs the same from the
 repository root, from `notebooks/` (JupyterLab, nbconvert) and under papermill or `cube run`. A notebook
 run alone writes into the run folder exactly as under `cube run`; `cube report` then publishes it when
-its executed copy is saved as `outputs/<run>/notebooks/<name>.ipynb` (see README, "papermill").
+its executed copy is saved as `outputs/<run>/notebooks/<name>.ipynb` (see
+docs/how-to/papermill.md).
 A failed attempt on a new run name leaves nothing: in a kernel, when a cell fails while the run
 folder `open_run` created holds only its `params.yaml`, the folder is removed (and made again by the
 next write). Outputs show no local path: `params.yaml` shows path keys relative to the project root,
