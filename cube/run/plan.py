@@ -4,33 +4,36 @@ Per role and model: calls, prompt and completion tokens, cost at the params' pri
 batch prices for judges, which `cube batch` can send), and time at the model's concurrency.
 
 - **Calls** are counted from the same inputs the stages use: the corpus is built, template or file
-  questions are built, and the requests of the question writer (`cube.kb.questions.question_requests`),
-  of every builtin system (its BM25 retrieval is run: offline, no call), of the bound sets and of every
-  judge (`cube.judges.scoring.judge_requests`) are built as the stages build them. The count is exact
-  for what the stages send when every call answers: LLM-written questions the screen rejects are
-  neither answered nor judged, an answer whose call failed is not judged, `retry_unscored` re-asks add
-  calls, a judge's pilot may stop it, an LLM refusal-question writer's calls depend on its replies
-  (not planned: the row says so), and two systems that happen to give the same answer to different
-  requests have it judged once (an answer the plan knows to be shared is counted once: a bound answer
-  of the systems of one answering model, a rag answer to the same request by two LLM systems; an
-  offline answerer's identical answers are not foreseen: an offline algorithm's count is an upper bound,
-  e.g. 7,200 planned and 2,964 computed per rubric judge on params/default.yaml, whose TOP-N sweep
-  gives many equal extractive answers; it costs nothing either way).
-  Identical requests are one call, as in the stages. Calls already in the cache are counted in `cached_calls` (they cost
-  nothing now) wherever the request is known before the run.
-- **The judge audit** (role `audit`): `audit.questions` capped by `audit.max_share` of the judge calls
-  counted here, as stage 03 caps them with the judge calls it made (`cube.run.pipeline.audit_sample`):
-  equal where the judging count is exact (an offline judge's is an upper bound, and so is its audit's).
-- **Prompt tokens**: the built requests' texts through the model's tokenizer (`cube.llm.tokens`: a local
-  server's tokenize route, tiktoken, or a stated estimate; `tokens_by` says which), plus the chat
-  template's tokens per call (a local server's measured without any new call: reported prompt tokens
-  minus the contents as tokenized, the median of up to 5 calls already answered per role sequence, the
-  cache's or `--pilot`'s, `cube.llm.tokens.template_tokens`; with none, not counted and `tokens_by` says so;
-  tiktoken's documented 3 per message and 3 per call). Where a text is not
-  known before the run (an LLM-written question, an LLM's answer a judge will read), a stand-in is used:
-  the gold item's name for a question, `ANSWER_TOKENS` tokens for an answer; `exact` says whether every
-  prompt of the row was the real one. Answers that cost no call (an offline answerer's, an imported
-  file's, to questions known before the run) are computed when an LLM judge will read them.
+  questions are built, and the requests of the question writer
+  (`cube.kb.questions.question_requests`), of every builtin system (its BM25 retrieval is run:
+  offline, no call), of the bound sets and of every judge (`cube.judges.scoring.judge_requests`) are
+  built as the stages build them. The count is exact for what the stages send when every call
+  answers: LLM-written questions the screen rejects are neither answered nor judged, an answer whose
+  call failed is not judged, `retry_unscored` re-asks add calls, a judge's pilot may stop it, an LLM
+  refusal-question writer's calls depend on its replies (not planned: the row says so), and two
+  systems that happen to give the same answer to different requests have it judged once (an answer
+  the plan knows to be shared is counted once: a bound answer of the systems of one answering model,
+  a rag answer to the same request by two LLM systems; an offline answerer's identical answers are
+  not foreseen: an offline algorithm's count is an upper bound, e.g. 7,200 planned and 2,964
+  computed per rubric judge on params/default.yaml, whose TOP-N sweep gives many equal extractive
+  answers; it costs nothing either way). Identical requests are one call, as in the stages. Calls
+  already in the cache are counted in `cached_calls` (they cost nothing now) wherever the request is
+  known before the run.
+- **The judge audit** (role `audit`): `audit.questions` capped by `audit.max_share` of the judge
+  calls counted here, as stage 03 caps them with the judge calls it made
+  (`cube.run.pipeline.audit_sample`): equal where the judging count is exact (an offline judge's is
+  an upper bound, and so is its audit's).
+- **Prompt tokens**: the built requests' texts through the model's tokenizer (`cube.llm.tokens`: a
+  local server's tokenize route, tiktoken, or a stated estimate; `tokens_by` says which), plus the
+  chat template's tokens per call (a local server's measured without any new call: reported prompt
+  tokens minus the contents as tokenized, the median of up to 5 calls already answered per role
+  sequence, the cache's or `--pilot`'s, `cube.llm.tokens.template_tokens`; with none, not counted
+  and `tokens_by` says so; tiktoken's documented 3 per message and 3 per call). Where a text is not
+  known before the run (an LLM-written question, an LLM's answer a judge will read), a stand-in is
+  used: the gold item's name for a question, `ANSWER_TOKENS` tokens for an answer; `exact` says
+  whether every prompt of the row was the real one. Answers that cost no call (an offline
+  answerer's, an imported file's, to questions known before the run) are computed when an LLM judge
+  will read them.
 - **Completion tokens** are an estimate per call (`COMPLETION_ESTIMATE`, at most the model's
   `max_tokens`); `completion_tokens_max` is `max_tokens` x calls, the ceiling of the cost.
 - **Time**: the calls to send x the median latency of this model's calls in the cache (or of the
@@ -136,8 +139,9 @@ def build_plan(
     params: Params, *, base_dir: Path, cache_path: Path | None = None, pilot: int = 0
 ) -> pd.DataFrame:
     """The plan (`PLAN_COLUMNS`, one row per role and model) of a run of `params`. No call is sent
-    unless `pilot` > 0: then up to `pilot` of each LLM model's planned requests are sent (and cached,
-    so the run reuses them) when the cache holds no call of that model to take its latency from."""
+    unless `pilot` > 0: then up to `pilot` of each LLM model's planned requests are sent (and
+    cached, so the run reuses them) when the cache holds no call of that model to take its latency
+    from."""
     from cube.judges.dimensions import load_dimensions
     from cube.kb.corpus import build_corpus
 
@@ -462,9 +466,9 @@ def _plan_audit(
 ) -> None:
     """The judge audit's calls (role 'audit'), as stage 03 sends them: `audit.questions` capped by
     `audit.max_share` of the judge calls planned above (`cube.run.pipeline.audit_sample`), x
-    `PROBES_PER_QUESTION` probes x each judge's calls per answer. Its prompts stand in as the judge's
-    own prompts in turn (the probes are length-matched to the answers they replace, give or take the
-    empty and truncated ones): not exact, never counted as cached."""
+    `PROBES_PER_QUESTION` probes x each judge's calls per answer. Its prompts stand in as the
+    judge's own prompts in turn (the probes are length-matched to the answers they replace, give or
+    take the empty and truncated ones): not exact, never counted as cached."""
     from cube.run.pipeline import audit_sample
     from cube.systems.probes import PROBES_PER_QUESTION
 
@@ -479,7 +483,10 @@ def _plan_audit(
         g = plan.add("audit", spec, stand_in, calls=calls, exact=False, per_call=per_call or None)
         note = f"judge audit: {n} questions x {PROBES_PER_QUESTION} probes"
         if sample["capped"]:
-            note += f" (audit.questions {sample['requested']} capped at {sample['max_share']:.0%} of the judge calls)"
+            note += (
+                f" (audit.questions {sample['requested']} capped at {sample['max_share']:.0%} of "
+                "the judge calls)"
+            )
         if note not in g.notes:
             g.notes.append(note)
 
@@ -498,7 +505,8 @@ def _cache_facts(
 ) -> tuple[dict, dict, dict]:
     """Per (role, model): how many of its built requests the cache holds; per model: the latencies
     of its cached calls (the latest 200), and the messages and reported prompt tokens of its latest
-    cached calls (`observed`, for the chat template's tokens: `cube.llm.tokens.count_prompt_tokens`)."""
+    cached calls (`observed`, for the chat template's tokens:
+    `cube.llm.tokens.count_prompt_tokens`)."""
     from cube.llm import CallCache, cache_key
 
     cached: dict[tuple[str, str], int] = {}
@@ -535,8 +543,8 @@ def _table(plan: _Plan, cache_path: Path | None, pilot: int) -> pd.DataFrame:
     from cube.llm.tokens import count_prompt_tokens, prompt_text
 
     for g in plan.groups.values():
-        # identical requests are one call (one cache key); a judge's prompts hold stand-in answers, alike
-        # where the real ones differ (its answers are told apart by `source` above instead)
+        # identical requests are one call (one cache key); a judge's prompts hold stand-in answers,
+        # alike where the real ones differ (its answers are told apart by `source` above instead)
         if (
             (g.role not in ("judging", "audit") or g.exact)
             and g.requests
@@ -582,7 +590,8 @@ def _table(plan: _Plan, cache_path: Path | None, pilot: int) -> pd.DataFrame:
             else None
         )
         prompt = (sum(counted.counts) + g.extra_prompt_tokens) if counted else 0
-        # keys of the built requests already in the cache: only real requests can be (stand-ins are not)
+        # keys of the built requests already in the cache: only real requests can be (stand-ins are
+        # not)
         cached = in_cache.get((role, model), 0) if g.exact and not offline else 0
         cached = min(cached, g.calls)
         completion = g.completion_per_call * g.calls
@@ -623,8 +632,8 @@ def _table(plan: _Plan, cache_path: Path | None, pilot: int) -> pd.DataFrame:
                     g.notes
                     + (
                         [
-                            "an offline algorithm computes identical inputs once (two systems' equal "
-                            "answers, say): an upper bound"
+                            "an offline algorithm computes identical inputs once (two systems' "
+                            "equal answers, say): an upper bound"
                         ]
                         if offline and role != "question_generation"
                         else []
@@ -636,7 +645,8 @@ def _table(plan: _Plan, cache_path: Path | None, pilot: int) -> pd.DataFrame:
 
 
 def _cost(spec: ModelSpec, prompt: float, completion: float, *, batch: bool) -> float:
-    """Cost at the spec's prices (0 offline, NaN when no price is set); `batch`: its batch prices."""
+    """Cost at the spec's prices (0 offline, NaN when no price is set); `batch`: its batch
+    prices."""
     if spec.provider == "offline":
         return 0.0
     p_in, p_out = spec.price_input_per_m, spec.price_output_per_m
@@ -683,9 +693,11 @@ def plan_text(plan: pd.DataFrame) -> str:
         batch = "" if pd.isna(r["batch_cost"]) else f" (batch {r['batch_cost']:.4f})"
         t = "n/a" if pd.isna(r["time_s"]) else f"{r['time_s']:.0f} s"
         lines.append(
-            f"{r['role']:<20} {r['model']:<28} calls {r['calls']:>7} (cached {r['cached_calls']}, to send "
-            f"{r['to_send']})  prompt tokens {r['prompt_tokens']:>10}{'' if r['exact'] else '*'}  completion "
-            f"~{r['completion_tokens']} (max {r['completion_tokens_max']})  cost {cost}{batch}  time {t}"
+            f"{r['role']:<20} {r['model']:<28} calls {r['calls']:>7} (cached {r['cached_calls']}, "
+            f"to send {r['to_send']})  prompt tokens "
+            f"{r['prompt_tokens']:>10}{'' if r['exact'] else '*'}  completion "
+            f"~{r['completion_tokens']} (max {r['completion_tokens_max']})  cost {cost}{batch}  "
+            f"time {t}"
         )
         offline = str(r["tokens_by"]).startswith("offline")
         details = [
@@ -699,8 +711,9 @@ def plan_text(plan: pd.DataFrame) -> str:
     total = "n/a" if costs.isna().any() else f"{costs.sum():.4f}"
     times = plan["time_s"].dropna()
     lines.append(
-        f"total: calls {int(plan['calls'].sum())}, to send {int(plan['to_send'].sum())}, cost {total}, "
-        f"time {'n/a' if times.empty else f'{times.sum():.0f} s (roles one after another)'}"
+        f"total: calls {int(plan['calls'].sum())}, to send {int(plan['to_send'].sum())}, cost "
+        f"{total}, time "
+        f"{'n/a' if times.empty else f'{times.sum():.0f} s (roles one after another)'}"
         + (
             "; * prompts with stand-ins for text not known before the run"
             if not plan["exact"].all()
