@@ -23,11 +23,11 @@ matching score. Style and department are the categories of the per-category repo
 the link when writing it into HTML). Links are relative, for the folder the linking page is in:
 `FROM_PAGES` (`../report/judgments.html`) works from the executed notebooks (`notebooks/`), and
 their HTML exports (`report/`, `report/code/`) rebase it (`rebase_links`, called by
-`cube.pages.publish.export_html`) to stay inside the report folder; `FROM_INDEX` from `report/index.html`,
-`FROM_RUN_COMPARE` from a run's comparison pages (`compare/<a>__vs__<b>/`); `href_from(folder,
-run_root)` computes one for any other folder (e.g. `outputs/compare/...` to each side's run).
-`linked_questions` and `linked_categories` display a table with its question ids or category
-values linked (the CSV keeps the raw values).
+`cube.pages.publish.export_html`) to stay inside the report folder; `FROM_INDEX` from
+`report/index.html`, `FROM_RUN_COMPARE` from a run's comparison pages (`compare/<a>__vs__<b>/`);
+`href_from(folder, run_root)` computes one for any other folder (e.g. `outputs/compare/...` to each
+side's run). `linked_questions` and `linked_categories` display a table with its question ids or
+category values linked (the CSV keeps the raw values).
 """
 
 from __future__ import annotations

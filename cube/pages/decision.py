@@ -20,8 +20,9 @@ def retrieval_line(decision: dict[str, Any]) -> str:
     conf = r.get("near_duplicate_confusion") or {}
     if conf.get("rate") is not None and conf.get("n"):
         parts.append(
-            f"near-duplicate confusion {conf['rate']:.1%} ({conf['count']} of {conf['n']} questions "
-            f"retrieved a sibling of the gold document first: {conf.get('region', 0)} wrong region, "
+            f"near-duplicate confusion {conf['rate']:.1%} ({conf['count']} of {conf['n']} "
+            f"questions retrieved a sibling of the gold document first: "
+            f"{conf.get('region', 0)} wrong region, "
             f"{conf.get('variant', 0)} wrong variant, {conf.get('duplicate', 0)} duplicate)"
         )
     return ("Retrieval: " + "; ".join(parts) + ".") if parts else ""
@@ -70,8 +71,8 @@ def headline(decision: dict[str, Any]) -> str:
 
 
 def self_preference_text(sp: dict[str, Any]) -> str:
-    """A judge's preference for its own model's answers apart from its leniency (`results.json` `audit`):
-    the difference in differences with its interval, or why it is not measurable."""
+    """A judge's preference for its own model's answers apart from its leniency (`results.json`
+    `audit`): the difference in differences with its interval, or why it is not measurable."""
     m, lo, hi, n, c = (
         sp.get(k)
         for k in (
@@ -89,8 +90,8 @@ def self_preference_text(sp: dict[str, Any]) -> str:
         )
     ci = f" [{lo:+.2f}, {hi:+.2f}]" if lo is not None and hi is not None else ""
     return (
-        f"{m:+.2f} points{ci}: its margin over the other judges on {n} answers of its own model, less its "
-        f"margin on {c} answers of other models (leniency alone gives 0)"
+        f"{m:+.2f} points{ci}: its margin over the other judges on {n} answers of its own model, "
+        f"less its margin on {c} answers of other models (leniency alone gives 0)"
     )
 
 
@@ -107,33 +108,53 @@ def decision_markdown(decision: dict[str, Any]) -> str:
         lines.append("Why the verdict is withheld:")
         lines += [f"- {esc(r)}" for r in decision["withheld_reasons"]]
         lines.append("")
+    lines += _jury_lines(decision)
+    lines += _diagnostics_lines(decision)
+    lines.append("What to do next, in order (one list; no two suggestions contradict):")
+    lines.append("")
+    lines += [f"{i}. {esc(s)}" for i, s in enumerate(decision["suggestions"], 1)]
+    return "\n".join(lines)
+
+
+def _jury_lines(decision: dict[str, Any]) -> list[str]:
+    """The judges used (validated or not), those excluded with reasons, the evidence the gate read
+    and each judge's self-preference; nothing when the decision names no judges."""
+    esc = html.escape
     used = decision.get("judges_used")
-    if used is not None:
-        untested = [j for j in decision.get("judges_not_validated") or [] if j in used]
-        tested = [j for j in used if j not in untested]
-        if tested or not untested:
-            lines.append(
-                f"Judges in the jury ({len(tested) if untested else decision.get('n_judges', len(used))}): "
-                + (", ".join(esc(j) for j in tested) or "none")
-                + "."
-            )
-        if untested:  # kept because no test could decide on this run, not because one passed them
-            lines.append(
-                f"Judges not validated ({len(untested)}): "
-                + ", ".join(esc(j) for j in untested)
-                + ": the gate could not test them on this run (kept, and the verdict withheld)."
-            )
-        for j, why in (decision.get("judges_excluded") or {}).items():
-            lines.append(f"- excluded: {esc(j)} ({esc(why)})")
-        for j, evidence in (
-            decision.get("judge_evidence") or {}
-        ).items():  # what the gate read (issue 20)
-            lines.append(f"- evidence for {esc(j)}: {esc(evidence)}")
-        for j, sp in (
-            decision.get("self_preference") or {}
-        ).items():  # a judge whose model wrote the answers
-            lines.append(f"- self-preference of {esc(j)}: {self_preference_text(sp)}")
-        lines.append("")
+    if used is None:
+        return []
+    lines = []
+    untested = [j for j in decision.get("judges_not_validated") or [] if j in used]
+    tested = [j for j in used if j not in untested]
+    if tested or not untested:
+        n = len(tested) if untested else decision.get("n_judges", len(used))
+        lines.append(
+            f"Judges in the jury ({n}): " + (", ".join(esc(j) for j in tested) or "none") + "."
+        )
+    # kept because no test could decide on this run, not because one passed them
+    if untested:
+        lines.append(
+            f"Judges not validated ({len(untested)}): "
+            + ", ".join(esc(j) for j in untested)
+            + ": the gate could not test them on this run (kept, and the verdict withheld)."
+        )
+    for j, why in (decision.get("judges_excluded") or {}).items():
+        lines.append(f"- excluded: {esc(j)} ({esc(why)})")
+    # what the gate read (issue 20)
+    for j, evidence in (decision.get("judge_evidence") or {}).items():
+        lines.append(f"- evidence for {esc(j)}: {esc(evidence)}")
+    # a judge whose model wrote the answers
+    for j, sp in (decision.get("self_preference") or {}).items():
+        lines.append(f"- self-preference of {esc(j)}: {self_preference_text(sp)}")
+    lines.append("")
+    return lines
+
+
+def _diagnostics_lines(decision: dict[str, Any]) -> list[str]:
+    """The diagnostics: synthetic data, retrieval, the weakest dimensions, the sweep, refusals and
+    the failure patterns with examples, each followed by an empty line."""
+    esc = html.escape
+    lines = []
     if decision.get("synthetic_data"):
         lines += [f"> {esc(decision['synthetic_data'])}", ""]
     if retrieval_line(decision):
@@ -145,25 +166,29 @@ def decision_markdown(decision: dict[str, Any]) -> str:
             + "."
         )
         lines.append("")
-    if decision.get("retrieval_sentence"):
-        lines += [esc(decision["retrieval_sentence"]), ""]
-    if decision.get("sweep_sentence"):
-        lines += [esc(decision["sweep_sentence"]), ""]
-    if decision.get("refusal_sentence"):
-        lines += [esc(decision["refusal_sentence"]), ""]
+    for key in ("retrieval_sentence", "sweep_sentence", "refusal_sentence"):
+        if decision.get(key):
+            lines += [esc(decision[key]), ""]
     if decision.get("patterns_sentence"):
-        lines.append(esc(decision["patterns_sentence"]))
-        for t in (decision.get("failure_patterns") or {}).get("top", []):
-            examples = ", ".join(  # each example opens its rag judgments in the judgment browser
-                f'<a href="{esc(link(FROM_PAGES, system=decision.get("system"), set="rag", q=q))}">{esc(q)}</a>'
-                for q in str(t["examples"]).split(", ")
-                if q
-            )
-            lines.append(
-                f"- {esc(t['pattern'].replace('_', ' '))}: {t['count']} ({t['share']:.0%}), e.g. {examples}"
-            )
-        lines.append("")
-    lines.append("What to do next, in order (one list; no two suggestions contradict):")
+        lines += _patterns_lines(decision)
+    return lines
+
+
+def _patterns_lines(decision: dict[str, Any]) -> list[str]:
+    """The failure patterns' sentence and its top patterns, each with examples that open their rag
+    judgments in the judgment browser."""
+    esc = html.escape
+    lines = [esc(decision["patterns_sentence"])]
+    for t in (decision.get("failure_patterns") or {}).get("top", []):
+        examples = ", ".join(
+            f'<a href="{esc(link(FROM_PAGES, system=decision.get("system"), set="rag", q=q))}">'
+            f"{esc(q)}</a>"
+            for q in str(t["examples"]).split(", ")
+            if q
+        )
+        lines.append(
+            f"- {esc(t['pattern'].replace('_', ' '))}: {t['count']} ({t['share']:.0%}), "
+            f"e.g. {examples}"
+        )
     lines.append("")
-    lines += [f"{i}. {esc(s)}" for i, s in enumerate(decision["suggestions"], 1)]
-    return "\n".join(lines)
+    return lines

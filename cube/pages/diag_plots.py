@@ -62,7 +62,8 @@ def recall_by_group(table: pd.DataFrame, by: str, system: str, top: int = 15) ->
 
 
 def pattern_counts(table: pd.DataFrame) -> Figure:
-    """Low-scoring answers per failure pattern (`cube.diagnose.failures.pattern_table`), most frequent first."""
+    """Low-scoring answers per failure pattern (`cube.diagnose.failures.pattern_table`), most
+    frequent first."""
     t = table[table["count"] > 0].iloc[::-1]
     fig, ax = S.figure1(7.0, 0.35 * max(len(t), 3) + 1.6)
     bars = ax.barh(np.arange(len(t)), t["count"], color="#c62828")
@@ -73,7 +74,8 @@ def pattern_counts(table: pd.DataFrame) -> Figure:
 
 
 def patterns_by_category(table: pd.DataFrame, by: str) -> Figure:
-    """Share of each category's answers per primary failure pattern (`cube.diagnose.failures.by_category`)."""
+    """Share of each category's answers per primary failure pattern
+    (`cube.diagnose.failures.by_category`)."""
     pivot = table.pivot_table(
         index=by, columns="pattern", values="count", aggfunc="sum", fill_value=0
     )

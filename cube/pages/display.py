@@ -8,10 +8,10 @@ ones, booleans as yes/no, lists joined, long text wrapped with its line breaks k
 word broken only when it alone is wider than the column), names (short text without a blank:
 "rubric-lenient") and headers never broken mid-word, and every column shown: a table of more
 than `MAX_COLUMNS` columns in parts one under the other, each repeating the name columns, so
-nothing is cut off at a 1280 px page. The CSV written by `Run.table` keeps the raw values. `links` turn the cells of a
-column into links (e.g. question ids into the judgment browser, `cube.pages.browser`): per column, a
-function of the row giving the cell's href, or a list of (text, href) pairs, or None (no link);
-text and href are both escaped.
+nothing is cut off at a 1280 px page. The CSV written by `Run.table` keeps the raw values. `links`
+turn the cells of a column into links (e.g. question ids into the judgment browser,
+`cube.pages.browser`): per column, a function of the row giving the cell's href, or a list of (text,
+href) pairs, or None (no link); text and href are both escaped.
 """
 
 from __future__ import annotations
@@ -55,12 +55,14 @@ KEEP = {
 STYLE = (
     "<style>.cube-table{border-collapse:collapse;font-size:.9rem;margin:.4em 0}"
     ".cube-table th,.cube-table td{border:1px solid #d9dde3;padding:4px 8px;vertical-align:top;"
-    "text-align:left!important}.cube-table th{background:#eef1f5}.cube-table td.num{text-align:right!important;"
+    "text-align:left!important}.cube-table th{background:#eef1f5}"
+    ".cube-table td.num{text-align:right!important;"
     "font-variant-numeric:tabular-nums;white-space:nowrap}.cube-table td.text{white-space:pre-wrap;"
     "max-width:42em;overflow-wrap:break-word}.cube-table td.name{white-space:nowrap}"
     ".cube-table th{overflow-wrap:normal;word-break:normal;hyphens:none}"
     ".cube-parts{overflow-x:auto;max-width:100%}"
-    ".cube-table caption{caption-side:bottom;color:#5b6472;text-align:left;font-size:.85rem}</style>"
+    ".cube-table caption{caption-side:bottom;color:#5b6472;text-align:left;font-size:.85rem}"
+    "</style>"
 )
 
 
@@ -137,7 +139,8 @@ def column_parts(
     frame: pd.DataFrame, numeric: set[Any], max_columns: int = MAX_COLUMNS
 ) -> list[list[int]]:
     """Column positions of each part of a wide table: all columns when they fit in `max_columns`,
-    else the leading name columns (up to two text columns) repeated before each slice of the rest."""
+    else the leading name columns (up to two text columns) repeated before each slice of the
+    rest."""
     n = len(frame.columns)
     if n <= max_columns:
         return [list(range(n))]
@@ -203,8 +206,8 @@ def to_html(
     for k, cols in enumerate(parts, 1):
         split = (
             (
-                f"Part {k} of {len(parts)} of a table of {len(frame.columns)} columns (the first columns repeated)"
-                + ("; continued below." if k < len(parts) else ".")
+                f"Part {k} of {len(parts)} of a table of {len(frame.columns)} columns (the "
+                "first columns repeated)" + ("; continued below." if k < len(parts) else ".")
             )
             if len(parts) > 1
             else ""
@@ -215,7 +218,8 @@ def to_html(
         tables.append(
             '<table class="cube-table">'
             + (f"<caption>{html.escape(cap)}</caption>" if cap else "")
-            + f"<thead><tr>{''.join(heads[i] for i in cols)}</tr></thead><tbody>{body}</tbody></table>"
+            + f"<thead><tr>{''.join(heads[i] for i in cols)}</tr></thead>"
+            f"<tbody>{body}</tbody></table>"
         )
     if len(tables) == 1:
         return STYLE + tables[0]
@@ -223,7 +227,8 @@ def to_html(
 
 
 class ShownTable(pd.DataFrame):
-    """A DataFrame displayed by `to_html` in notebooks; anything computed from it is a plain DataFrame."""
+    """A DataFrame displayed by `to_html` in notebooks; anything computed from it is a plain
+    DataFrame."""
 
     _metadata = ["_cube_digits", "_cube_links"]
 

@@ -32,7 +32,8 @@ _SYSTEM_CJK = (
 
 
 def _packaged_font_file() -> Path | None:
-    """The Noto Sans CJK collection shipped by `noto-cjk-sans-otc`; None without the package or file."""
+    """The Noto Sans CJK collection shipped by `noto-cjk-sans-otc`; None without the package or
+    file."""
     try:
         import noto_cjk_sans_otc
     except ImportError:

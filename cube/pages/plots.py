@@ -115,7 +115,8 @@ def _correlation_matrix(
         rag = rag[rag["system"].astype(str).isin(answers["system"].astype(str).unique())]
     if rag.empty:
         raise ValueError(
-            f"scores: no 'rag' scores of judge {judge!r}; judges: {sorted(scores['judge'].unique())}"
+            f"scores: no 'rag' scores of judge {judge!r}; judges: "
+            f"{sorted(scores['judge'].unique())}"
         )
     wide = judge_means(rag).pivot_table(
         index="question_id", columns="dimension", values="score", dropna=False
@@ -220,7 +221,8 @@ def correlation_grid(
 def rank_distribution(answers: pd.DataFrame, top_n: int | None = None) -> Figure:
     """Histogram of the rank of the gold document in the rag set's retrieved lists
     (0 = not retrieved, its own bar), with R@k in the title (k = `top_n`, default the largest rank).
-    Data from `cube.method.analysis.retrieval_outcomes`: failed system calls are left out and counted."""
+    Data from `cube.method.analysis.retrieval_outcomes`: failed system calls are left out and
+    counted."""
     validate_answers(answers)
     n_top = int(top_n or max(int(answers["rank"].max()), 1))
     outcomes = retrieval_outcomes(
@@ -453,8 +455,8 @@ def confused_items(by_item: pd.DataFrame, system: str) -> Figure:
     stacked by cause: another region's copy, another variant, a duplicate document.
 
     Args:
-        by_item: `cube.diagnose.near_duplicates.confusion_by_item` (item, questions, region, variant, duplicate).
-        system: the system's name, for the title.
+        by_item: `cube.diagnose.near_duplicates.confusion_by_item` (item, questions, region,
+        variant, duplicate). system: the system's name, for the title.
     """
     require_columns(
         by_item, ("item", "questions", "region", "variant", "duplicate"), "confusion by item"
@@ -490,7 +492,8 @@ def confused_items(by_item: pd.DataFrame, system: str) -> Figure:
             fontsize="small",
         )
     ax.set(
-        xlabel="questions whose first retrieved document is a near-duplicate (of the item's questions)"
+        xlabel="questions whose first retrieved document is a near-duplicate (of the item's "
+        "questions)"
     )
     ax.set_xlim(0, max(float(left.max()), 1.0) * 1.15)
     ax.legend(loc="lower right", frameon=False, fontsize="small")

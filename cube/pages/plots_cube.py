@@ -1,4 +1,5 @@
-"""The CuBE figures of the report: bounds, CuBE scores over the verdict bands, normalised dimensions.
+"""The CuBE figures of the report: bounds, CuBE scores over the verdict bands, normalised
+dimensions.
 
 Each takes one system's `CubeResult` or a mapping system -> result and shows every system given
 (the report compares systems). Reached as `cube.pages.plots.bounds` etc.; the conventions (colours,
@@ -37,7 +38,8 @@ def _by_system(results: Results) -> dict[str, CubeResult]:
 
 class _Rows:
     """Y positions of rows grouped by system, top to bottom. With several systems each group
-    starts with a heading row (the system's name, without tick mark) and a rule separates the groups."""
+    starts with a heading row (the system's name, without tick mark) and a rule separates the
+    groups."""
 
     def __init__(
         self,
@@ -167,7 +169,8 @@ def cube_forest(
             group of rows per system, headed by its name and R@k).
         thresholds: verdict lower bounds, e.g. `analysis.verdict_thresholds`.
         verdicts: `{system: verdict}` (e.g. the decision's), drawn as a badge right of that
-            system's jury row (outside the plot, clear of the points); a system without one gets none.
+            system's jury row (outside the plot, clear of the points); a system without one gets
+            none.
     """
     by = _by_system(results)
     judges_of = {s: sorted(map(str, r.cube_table.index)) for s, r in by.items()}
@@ -237,7 +240,8 @@ def cube_forest(
     ax.set(xlim=(lo_x, hi_x), xlabel=f"CuBE score = weighted score x R@k{recall}")
     conf = first.settings.get("confidence", 0.95)
     note = (
-        f"{conf:.0%} bootstrap interval over questions ({first.settings.get('bootstrap')} resamples)"
+        f"{conf:.0%} bootstrap interval over questions ({first.settings.get('bootstrap')} "
+        "resamples)"
         if first.bootstrap is not None
         else "no bootstrap interval (analysis.bootstrap = 0)"
     )

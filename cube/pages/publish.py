@@ -24,9 +24,9 @@ from cube.config.runpaths import LAST_RUN, RunPaths
 
 NAV_START, NAV_END = "<!-- cube-nav -->", "<!-- /cube-nav -->"
 NAV_STYLE = (
-    "<style>.cube-nav{font:14px system-ui,sans-serif;background:#eef1f5;border-bottom:1px solid #d9dde3;"
-    "padding:8px 16px;display:flex;gap:18px;flex-wrap:wrap;align-items:baseline}.cube-nav a{color:#2f6fdf}"
-    ".cube-nav .here{font-weight:600}.cube-nav .stale{color:#9a6700}</style>"
+    "<style>.cube-nav{font:14px system-ui,sans-serif;background:#eef1f5;border-bottom:1px solid "
+    "#d9dde3;padding:8px 16px;display:flex;gap:18px;flex-wrap:wrap;align-items:baseline}.cube-nav "
+    "a{color:#2f6fdf}.cube-nav .here{font-weight:600}.cube-nav .stale{color:#9a6700}</style>"
 )
 _REMOTE_SCRIPT = re.compile(r"<script\b[^>]*\bsrc=[\"']?(?:https?:)?//[^>]*>\s*</script>", re.I)
 _REMOTE_LINK = re.compile(r"<link\b[^>]*\bhref=[\"']?(?:https?:)?//[^>]*>", re.I)
@@ -88,12 +88,14 @@ def _nav(pages: list[dict[str, Any]], i: int, up: str) -> str:
     parts = [f'<a href="{up}index.html">&#8962; Report index</a>']
     if i > 0:  # a page and its code version have the same file name in their folders
         parts.append(
-            f'<a href="{pages[i - 1]["href"]}" rel="prev">&larr; {escape(pages[i - 1]["title"])}</a>'
+            f'<a href="{pages[i - 1]["href"]}" rel="prev">&larr; '
+            f"{escape(pages[i - 1]['title'])}</a>"
         )
     parts.append(f'<span class="here">{escape(page["title"])}</span>')
     if i + 1 < len(pages):
         parts.append(
-            f'<a href="{pages[i + 1]["href"]}" rel="next">{escape(pages[i + 1]["title"])} &rarr;</a>'
+            f'<a href="{pages[i + 1]["href"]}" rel="next">{escape(pages[i + 1]["title"])} '
+            "&rarr;</a>"
         )
     if page.get("stale"):
         parts.append(f'<span class="stale">{escape(page["stale"])}</span>')
@@ -196,8 +198,8 @@ def publish(
 
 def embed_fonts(report: Path) -> dict[Path, int]:
     """Chinese in every browser: each HTML page of `report/` carries the CJK characters it shows as
-    an embedded web font (`cube.pages.webfont`; the judgment browser's with those of its data files).
-    Returns the embedded font's bytes per page."""
+    an embedded web font (`cube.pages.webfont`; the judgment browser's with those of its data
+    files). Returns the embedded font's bytes per page."""
     from cube.pages.fonts import web_font_source
     from cube.pages.webfont import embed_cjk_font
 

@@ -16,8 +16,9 @@ _METRIC = {"cube_score": "CuBE", "weighted_score": "W", "recall_at_k": "R@k"}
 
 
 def coverage(table: pd.DataFrame, confidence: float = 0.95) -> Figure:
-    """Coverage of every interval (`coverage_table`) with +-2 Monte Carlo standard errors, one row per
-    (judge, metric, interval), one colour per number of questions; the nominal level as a line."""
+    """Coverage of every interval (`coverage_table`) with +-2 Monte Carlo standard errors, one row
+    per (judge, metric, interval), one colour per number of questions; the nominal level as a
+    line."""
     t = table.copy()
     t["label"] = [
         f"{j} · {_METRIC.get(m, m)}" + (f" ({i})" if m == "recall_at_k" else "")

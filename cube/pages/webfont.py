@@ -64,7 +64,8 @@ def font_block(woff: bytes) -> str:
     data = base64.b64encode(woff).decode("ascii")
     ui, mono = _UI.format(f=FAMILY), _MONO.format(f=FAMILY)
     return (
-        f'{START}<style>@font-face{{font-family:"{FAMILY}";src:url(data:font/woff;base64,{data}) format("woff");'
+        f'{START}<style>@font-face{{font-family:"{FAMILY}";src:url(data:font/woff;base64,{data}) '
+        'format("woff");'
         f"unicode-range:{UNICODE_RANGE};font-display:swap}}"
         f":root{{--jp-ui-font-family:{ui};--jp-content-font-family:{ui};--jp-code-font-family:{mono}}}"
         f"body,.cube-nav,table,input,select,button,textarea{{font-family:{ui}}}"

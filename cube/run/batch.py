@@ -32,8 +32,8 @@ def stage_calls(params_path: str | Path, stage: str = "03") -> tuple[list[Pendin
     dimensions = load_dimensions(run.params, base_dir=Path.cwd())
     judges = make_judges(run.params, run.paths.cache)
     requests = stage_requests(judges, answers, corpus, questions, dimensions)
-    # the judge audit's calls are stage 03's too, capped by the run's judge calls as stage 03 caps them
-    # (`cube.run.pipeline.judge_calls`, the one count of the three)
+    # the judge audit's calls are stage 03's too, capped by the run's judge calls as stage 03 caps
+    # them (`cube.run.pipeline.judge_calls`, the one count of the three)
     probes = audit_probes(run.params, corpus, questions, answers, judge_calls(judges, requests))
     if not probes.empty:
         audit = stage_requests(
@@ -62,7 +62,8 @@ def pending_calls(
 
 
 def export_batch(params_path: str | Path, out: str | Path, stage: str = "03") -> dict[Path, int]:
-    """`cube batch export`: the stage's pending calls as Batch API files (`cube.llm.batch.export_batch`)."""
+    """`cube batch export`: the stage's pending calls as Batch API files
+    (`cube.llm.batch.export_batch`)."""
     calls, _ = pending_calls(params_path, stage, every=True)
     return batch.export_batch(calls, out)
 

@@ -1,4 +1,5 @@
-"""`cube batch ...`: the command-line side of `cube.run.batch` and `cube.llm.batch` (export, import, submit, status, fetch)."""
+"""`cube batch ...`: the command-line side of `cube.run.batch` and `cube.llm.batch` (export, import,
+submit, status, fetch)."""
 
 from __future__ import annotations
 
@@ -26,8 +27,9 @@ def add_batch_parser(sub: argparse._SubParsersAction) -> None:
         "--out",
         type=Path,
         default=None,
-        help="base name of the output files, one per (endpoint, model): OUT's stem + .<model>@<host>.<hash>.jsonl "
-        "(default: outputs/<run>/batch/03.jsonl, i.e. outputs/<run>/batch/03.<model>@<host>.<hash>.jsonl)",
+        help="base name of the output files, one per (endpoint, model): OUT's stem + "
+        ".<model>@<host>.<hash>.jsonl (default: outputs/<run>/batch/03.jsonl, i.e. "
+        "outputs/<run>/batch/03.<model>@<host>.<hash>.jsonl)",
     )
     i = bs.add_parser(
         "import", help="store Batch API results files (of any model) in the call cache"
@@ -76,7 +78,8 @@ def batch_main(args: argparse.Namespace) -> int:
             print(f"nothing to export: every call is cached ({out.parent})")
         elif len(written) > 1:
             print(
-                f"{len(written)} files, one per (model, endpoint): submit each with that model's --model"
+                f"{len(written)} files, one per (model, endpoint): submit each with that model's "
+                "--model"
             )
         return 0
     if args.batch_command == "import":

@@ -107,8 +107,9 @@ def resolve_side(
                 else ""
             )
             raise ValueError(
-                f"{spec}: {same}run {run_folder_name(paths.root)!r} has only the system(s) {systems}; a comparison "
-                "needs two systems: give two runs, or name two systems (--system-a / --system-b)"
+                f"{spec}: {same}run {run_folder_name(paths.root)!r} has only the system(s) "
+                f"{systems}; a comparison needs two systems: give two runs, or name two systems "
+                "(--system-a / --system-b)"
             )
         system = choices[0]
     elif system not in systems:
@@ -273,9 +274,10 @@ def _browsers(
                 {
                     "side": name,
                     "note": (
-                        f"side {name.upper()}'s run ({run_folder_name(root)}) is outside the folder holding this comparison: its "
-                        f"judgment browser is not linked (a link would spell out the local folder layout); open "
-                        f"report/{PAGE} in that run's folder"
+                        f"side {name.upper()}'s run ({run_folder_name(root)}) is outside the "
+                        "folder holding this comparison: its judgment browser is not linked (a "
+                        f"link would spell out the local folder layout); open report/{PAGE} in "
+                        "that run's folder"
                     ),
                 }
             )
@@ -356,9 +358,10 @@ def run_compare(
     outputs: Path | None = None,
     **kwargs: Any,
 ) -> Path:
-    """`cube compare`: resolve both sides to their run root and write `outputs/compare/<a>__vs__<b>/`.
-    When both name the same run (any spelling: params file, its folder, a subfolder), B defaults
-    to the run's first system other than A's; a system compared with itself is refused."""
+    """`cube compare`: resolve both sides to their run root and write
+    `outputs/compare/<a>__vs__<b>/`. When both name the same run (any spelling: params file, its
+    folder, a subfolder), B defaults to the run's first system other than A's; a system compared
+    with itself is refused."""
     from cube.config.project import resolve
 
     a = resolve_side(spec_a, system_a)
@@ -366,9 +369,9 @@ def run_compare(
     b = resolve_side(spec_b, system_b, avoid=a.system if same and system_b is None else None)
     if a.paths.root == b.paths.root and a.system == b.system:
         raise ValueError(
-            f"both sides are system {a.system!r} of run {a.run!r} (A {spec_a} and B {spec_b} are the "
-            f"same run folder {a.paths.root}): a system compared with itself has Δ 0 by construction; "
-            "name two different systems (--system-a / --system-b) or give two runs"
+            f"both sides are system {a.system!r} of run {a.run!r} (A {spec_a} and B {spec_b} are "
+            f"the same run folder {a.paths.root}): a system compared with itself has Δ 0 by "
+            "construction; name two different systems (--system-a / --system-b) or give two runs"
         )
     base = (
         Path(outputs)

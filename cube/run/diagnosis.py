@@ -23,7 +23,8 @@ def retrieval(run: Run) -> dict[str, dict[str, Any]]:
 
 
 def failure_patterns(run: Run, system: str) -> pd.DataFrame:
-    """`cube.diagnose.failures.classify` of one system's rag answers with the run's judges and thresholds."""
+    """`cube.diagnose.failures.classify` of one system's rag answers with the run's judges and
+    thresholds."""
     from cube.diagnose.failures import classify
 
     run.require("corpus", "questions", "answers", "scores")
@@ -41,10 +42,10 @@ def failure_patterns(run: Run, system: str) -> pd.DataFrame:
 def category_reports(
     run: Run, system: str, classified: pd.DataFrame, by: tuple[str, ...] = ("department", "style")
 ) -> dict[str, pd.DataFrame]:
-    """`cube.diagnose.categories.category_report` of one system by each of `by`, with refusal accuracy and
-    the false-refusal rate per category when the run has refusal answers, also recorded in
-    `results.json` → `categories` (one list of records per breakdown); plus, with refusal answers,
-    `kind` (refusal questions by kind, `results.json` → `refusal_by_kind`)."""
+    """`cube.diagnose.categories.category_report` of one system by each of `by`, with refusal
+    accuracy and the false-refusal rate per category when the run has refusal answers, also recorded
+    in `results.json` → `categories` (one list of records per breakdown); plus, with refusal
+    answers, `kind` (refusal questions by kind, `results.json` → `refusal_by_kind`)."""
     import json
 
     from cube.diagnose.categories import category_report
@@ -83,8 +84,8 @@ def category_reports(
 def refusal_categories(
     run: Run, system: str, by: tuple[str, ...] = ("department", "style", "kind")
 ) -> dict[str, pd.DataFrame]:
-    """`cube.diagnose.refusal_categories.refusal_by_category` of one system by each of `by` ({} when the run
-    has no refusal answers of that system)."""
+    """`cube.diagnose.refusal_categories.refusal_by_category` of one system by each of `by` ({} when
+    the run has no refusal answers of that system)."""
     from cube.diagnose.refusal_categories import refusal_by_category
     from cube.diagnose.retrieval import question_groups
 
@@ -107,7 +108,8 @@ def top_n_sweep(
     run: Run, results: dict[str, Any]
 ) -> tuple[str, pd.DataFrame, dict[str, Any]] | None:
     """The run's TOP-N sweep (the primary system's, else the first): its name, its table
-    (`cube.diagnose.topn_sweep.sweep_table`) and the hypothesis reading; None when the run has no sweep."""
+    (`cube.diagnose.topn_sweep.sweep_table`) and the hypothesis reading; None when the run has no
+    sweep."""
     from cube.diagnose.topn_sweep import hypothesis, sweep_table, sweeps
 
     found = sweeps(run.params)

@@ -37,9 +37,10 @@ def evaluate_run(run: Run, *, bootstrap: bool = True) -> dict[str, CubeResult]:
     `evaluations/<key>.pkl` next to the call cache (`<outputs>/cache.sqlite`), keyed by the sha256
     of the answers and scores files, the analysis params, systems, judges, dimensions and the
     package code `evaluate` runs (`cube.method.evaluation` and every module it imports, followed by
-    `cube.run.stages.modules_digest`, so no list of files can go stale); any change of those is a new key (a stale result cannot be read back).
-    Never inside the run folder: a pickle executes code when loaded, and a run folder may come
-    from someone else; the outputs folder's cache directory holds only what this code wrote."""
+    `cube.run.stages.modules_digest`, so no list of files can go stale); any change of those is a
+    new key (a stale result cannot be read back). Never inside the run folder: a pickle executes
+    code when loaded, and a run folder may come from someone else; the outputs folder's cache
+    directory holds only what this code wrote."""
     run.require("answers", "scores")
     ap = (
         run.params.analysis
@@ -98,7 +99,8 @@ ANALYSIS_SCORE_COLUMNS = (
 
 def audit_probe_scores(run: Run, scores: pd.DataFrame) -> pd.DataFrame | None:
     """The judge audit's probe scores with the primary system's full-set scores as originals
-    (`cube.method.audit.probe_table`); None when the audit did not run (no data/audit_scores, or empty)."""
+    (`cube.method.audit.probe_table`); None when the audit did not run (no data/audit_scores, or
+    empty)."""
     from cube.method.audit import probe_table
 
     if not run.has("audit_scores"):

@@ -4,20 +4,20 @@
 skipping a notebook whose inputs are unchanged since its last successful execution (its
 fingerprint, `cube.run.stages`: the notebook, the params sections and package modules it reads, the
 files those sections name and the fingerprints of the stages it takes data from; `force=True`
-re-executes). A stage that a notebook run alone changed since (other params in its data's provenance,
-an executed notebook that `cube run` did not write, `params.yaml` of other values, or the params
-the notebook recorded in `notebooks/.ran_alone.json`, `cube.run.ran_alone`) is not up to date either. Re-executing a stage makes the stages reading its data stale: they re-execute in
-this run when selected, else in the next run that selects them (make-like; LLM calls are served
-from the cache either way). Paths resolve against the project root (`cube.config.project`); outputs show
-them relative to it. A stage whose
-data hold failed calls is never up to date. Stages run in the run's staging copy, published only
-when every selected stage succeeded (`cube.run.state`: lock, staging, interrupts). Each executed notebook is
-exported twice: `report/<name>.html` without code (for readers) and `report/code/<name>.html`
-with code, each with a header linking the index and the previous/next page, and no script
-loaded from the network (the pages work offline). `index.html` opens on the decision page
-(`cube.diagnose.lta`), then lists the pages and, grouped by the page that made them, every table and figure
-with its caption, stale ones marked. Everything that came from a system or a judge is escaped (jinja2 autoescape;
-pandas escapes DataFrame cells).
+re-executes). A stage that a notebook run alone changed since (other params in its data's
+provenance, an executed notebook that `cube run` did not write, `params.yaml` of other values, or
+the params the notebook recorded in `notebooks/.ran_alone.json`, `cube.run.ran_alone`) is not up to
+date either. Re-executing a stage makes the stages reading its data stale: they re-execute in this
+run when selected, else in the next run that selects them (make-like; LLM calls are served from the
+cache either way). Paths resolve against the project root (`cube.config.project`); outputs show them
+relative to it. A stage whose data hold failed calls is never up to date. Stages run in the run's
+staging copy, published only when every selected stage succeeded (`cube.run.state`: lock, staging,
+interrupts). Each executed notebook is exported twice: `report/<name>.html` without code (for
+readers) and `report/code/<name>.html` with code, each with a header linking the index and the
+previous/next page, and no script loaded from the network (the pages work offline). `index.html`
+opens on the decision page (`cube.diagnose.lta`), then lists the pages and, grouped by the page that
+made them, every table and figure with its caption, stale ones marked. Everything that came from a
+system or a judge is escaped (jinja2 autoescape; pandas escapes DataFrame cells).
 """
 
 from __future__ import annotations
@@ -229,7 +229,8 @@ def execute_run(
         ):  # the stages that call models (questions,
             _record_plan(params, paths, root, log)  # answers, judgments): `--only 00` plans nothing
         # The notebooks are given the params file and run folder by their shown paths (relative to
-        # the project root, or their name when outside it); the kernel maps them back to local paths.
+        # the project root, or their name when outside it); the kernel maps them back to local
+        # paths.
         local = {
             _param_path(params_path, root): str(params_path),
             _param_path(published.root, root): str(published.root.resolve()),
@@ -407,8 +408,9 @@ def _run_stages(
             try:
                 # Progress bars go to the terminal of `cube run`, not into the published pages: the
                 # kernel writes them to its inherited stderr, which it is told not to capture. Its
-                # own log (transport warnings, shutdown noise) is silenced: errors reach the notebook.
-                # Every stage runs in the run's one warm kernel, reset before each (`cube.run.kernel`).
+                # own log (transport warnings, shutdown noise) is silenced: errors reach the
+                # notebook. Every stage runs in the run's one warm kernel, reset before each
+                # (`cube.run.kernel`).
                 with _kernel_env(
                     CUBE_PROGRESS="terminal",
                     PYTHONWARNINGS="ignore:IProgress not found",
@@ -422,7 +424,8 @@ def _run_stages(
                     StageOutcome(nb.stem, "failed", time.perf_counter() - t0, _short(exc))
                 )
                 log(
-                    f"[cube] {nb.stem}: FAILED after {time.perf_counter() - t0:.1f} s: {_short(exc)}"
+                    f"[cube] {nb.stem}: FAILED after {time.perf_counter() - t0:.1f} s: "
+                    f"{_short(exc)}"
                 )
                 break
             _relative_papermill_paths(out, nb, root)
@@ -499,8 +502,8 @@ def _record_attempt(
         )
         message = (
             f"Stage {failed.notebook if failed else '?'} failed: {failed.error if failed else ''}. "
-            f"Nothing was published by this attempt; {before}. "
-            f"Fix the cause and run `cube run {display_path(params_path)}` again: completed stages are kept."
+            f"Nothing was published by this attempt; {before}. Fix the cause and run `cube run "
+            f"{display_path(params_path)}` again: completed stages are kept."
         )
     published = summary.paths
     write_last_run(
@@ -622,9 +625,9 @@ def write_manifest(
 
 
 def _record_plan(params: Params, paths: RunPaths, root: Path, log) -> None:
-    """`cube plan` before any call of the run, into results.json (`plan`): the manifest sets it beside
-    the usage the run reports. A plan that cannot be made (an input the stages will reject anyway)
-    is recorded as its reason and never stops the run."""
+    """`cube plan` before any call of the run, into results.json (`plan`): the manifest sets it
+    beside the usage the run reports. A plan that cannot be made (an input the stages will reject
+    anyway) is recorded as its reason and never stops the run."""
     from cube.config.runpaths import record_results
     from cube.run.plan import build_plan
 
@@ -665,7 +668,8 @@ def _usage(paths: RunPaths) -> list[dict[str, Any]]:
         present = set(pq.read_schema(p).names)
         return pd.read_parquet(p, columns=[c for c in USAGE_COLUMNS if c in present])
 
-    # every table holding calls: questions that failed or the screen rejected, the refusal answers, the audit too
+    # every table holding calls: questions that failed or the screen rejected, the refusal answers,
+    # the audit too
     tables = [
         accounting(p)
         for n in (
@@ -686,8 +690,8 @@ def _usage(paths: RunPaths) -> list[dict[str, Any]]:
 def _concurrency(paths: RunPaths) -> dict[str, Any]:
     """The adaptive concurrency each LLM judge reached, per judge (its model and endpoints): start,
     peak in flight, final and lowest limit, cuts, 429s and timeouts (`cube.llm.concurrency`) and
-    `calls_sent`. Written by every run of the judging stage (in results.json): a judge whose calls were
-    all cached has `calls_sent: 0` and a note, never the figures of an earlier run."""
+    `calls_sent`. Written by every run of the judging stage (in results.json): a judge whose calls
+    were all cached has `calls_sent: 0` and a note, never the figures of an earlier run."""
     results = (
         json.loads(paths.results.read_text(encoding="utf-8")) if paths.results.exists() else {}
     )

@@ -12,9 +12,10 @@ themselves are unchanged and still run alone in a fresh kernel (Jupyter, papermi
 kernel still holding > `RESTART_RSS` after a stage is replaced, and once a stage has grown it by
 > `LARGE_STAGE_GROWTH`, or peaked > `LARGE_OVER_BASE` above what it held after its first stage
 (large data, e.g. the paper's scale) every later stage gets a fresh kernel,
-so the run's peak is its largest stage's, not that plus what the shared kernel holds. Each stage keeps its own executed notebook, papermill metadata,
-failure (the loop stops at the first failed stage) and interrupt handling (the kernel is a child
-process: `cube.run.state.kill_child_kernels` kills it).
+so the run's peak is its largest stage's, not that plus what the shared kernel holds. Each stage
+keeps its own executed notebook, papermill metadata, failure (the loop stops at the first failed
+stage) and interrupt handling (the kernel is a child process: `cube.run.state.kill_child_kernels`
+kills it).
 """
 
 from __future__ import annotations
@@ -45,8 +46,8 @@ LARGE_OVER_BASE = 350 * 2**20
 
 
 # Run once in a fresh kernel before its first stage: the process state a fresh kernel starts with,
-# restored by every reset (`reset_code`). matplotlib and cube's font set-up are imported here so that
-# their rcParams are those of a fresh kernel that imported them, not what a stage left behind.
+# restored by every reset (`reset_code`). matplotlib and cube's font set-up are imported here so
+# that their rcParams are those of a fresh kernel that imported them, not what a stage left behind.
 SNAPSHOT_CODE = "\n".join(
     [
         "import sys as _s",
@@ -71,7 +72,8 @@ def reset_code(cwd: Path) -> str:
     process's are. Not restored (libraries change them when imported, which a restore would undo):
     warnings filters, `os.environ`, `sys.path`; nor attributes set on imported modules or words
     added to jieba's dictionary (`cube.kb.text.segment` caches jieba's cuts). No notebook of the
-    sequence changes any of these; a notebook of your own added to the sequence should not either."""
+    sequence changes any of these; a notebook of your own added to the sequence should not
+    either."""
     return "\n".join(
         [
             "import sys as _s, os as _o",
@@ -81,7 +83,8 @@ def reset_code(cwd: Path) -> str:
             "    _r = getattr(_m, '__warningregistry__', None)",
             "    if isinstance(_r, dict):",
             "        _r.clear()",
-            "if _st and 'rc' in _st and 'matplotlib' in _s.modules:",  # as matplotlib's rc_context restores them
+            # as matplotlib's rc_context restores them
+            "if _st and 'rc' in _st and 'matplotlib' in _s.modules:",
             "    dict.update(_s.modules['matplotlib'].rcParams, _st['rc'])",
             "if 'pandas' in _s.modules:",
             "    with _s.modules['warnings'].catch_warnings():",
@@ -93,13 +96,15 @@ def reset_code(cwd: Path) -> str:
             # cube's own memoised functions (e.g. the rubric's tokenisations, ~0.3 GB at the paper's
             # scale) are emptied as a fresh kernel's would be: no stage sees what another computed
             "_f = __import__('functools')._lru_cache_wrapper",
-            "for _m in [m for n, m in list(_s.modules.items()) if n == 'cube' or n.startswith('cube.')]:",
+            "for _m in [m for n, m in list(_s.modules.items()) if n == 'cube' or "
+            "n.startswith('cube.')]:",
             "    for _c in [v for v in vars(_m).values() if isinstance(v, _f)]:",
             "        _c.cache_clear()",
             "get_ipython().reset(new_session=True)",  # drops the names above too
             "__import__('gc').collect()",
             "_s = __import__('sys')",
-            "if 'pyarrow' in _s.modules: _s.modules['pyarrow'].default_memory_pool().release_unused()",
+            "if 'pyarrow' in _s.modules: "
+            "_s.modules['pyarrow'].default_memory_pool().release_unused()",
             "try:",  # glibc keeps freed heap pages; give them back so the next stage starts small
             "    __import__('ctypes').CDLL('libc.so.6').malloc_trim(0)",
             "except (OSError, AttributeError):",
@@ -203,7 +208,8 @@ class WarmKernel:
         self.close()
 
     def _start(self) -> None:
-        """Start the kernel with the current environment (the caller sets the kernel's variables)."""
+        """Start the kernel with the current environment (the caller sets the kernel's
+        variables)."""
         import nbformat
         from nbclient import NotebookClient
 
@@ -226,7 +232,8 @@ class WarmKernel:
         starter.start_new_kernel(cwd=str(self.cwd), env=env)
 
     def execute(self, notebook: Path, output: Path, parameters: dict[str, Any]) -> None:
-        """papermill `execute_notebook` of one stage in the warm kernel (raises as papermill does)."""
+        """papermill `execute_notebook` of one stage in the warm kernel (raises as papermill
+        does)."""
         import papermill as pm
 
         if self.km is None or not self.alive():
@@ -268,7 +275,8 @@ class WarmKernel:
                 f.write("5")
 
     def peak_rss(self) -> int:
-        """The kernel process's peak resident memory since the stage began (bytes; 0 when unknown)."""
+        """The kernel process's peak resident memory since the stage began (bytes; 0 when
+        unknown)."""
         proc = self._process()
         try:
             with open(f"/proc/{proc.pid}/status", encoding="ascii") as f:

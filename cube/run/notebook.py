@@ -2,17 +2,18 @@
 
 Each notebook opens with the parameters cell `PARAMETERS_CELL` (papermill: `-p params_path ...`,
 `-p overrides '["corpus.seed=3"]'`), then `run = open_run(params_path, run_dir, overrides)`. Every
-table it displays goes through `run.table(name, df)` (written to `tables/<name>.csv`, shown formatted
-for people by `cube.pages.display`) and every figure through `run.figure(name, fig)` (written to
-`figures/<name>.png`), so the published files and the rendered report never disagree.
+table it displays goes through `run.table(name, df)` (written to `tables/<name>.csv`, shown
+formatted for people by `cube.pages.display`) and every figure through `run.figure(name, fig)`
+(written to `figures/<name>.png`), so the published files and the rendered report never disagree.
 `run.require(...)` stops a notebook run before the stages producing its inputs, naming every
 stage to run first, in order. `run.load(...)` stops when the data were produced under other params
 (`cube.run.stages.ParamsMismatchError`, naming the differing keys).
 
 Paths resolve against the project root (`cube.config.project`), so a notebook runs the same from the
-repository root, from `notebooks/` (JupyterLab, nbconvert) and under papermill or `cube run`. A notebook
-run alone writes into the run folder exactly as under `cube run`; `cube report` then publishes it when
-its executed copy is saved as `outputs/<run>/notebooks/<name>.ipynb` (see README, "papermill").
+repository root, from `notebooks/` (JupyterLab, nbconvert) and under papermill or `cube run`. A
+notebook run alone writes into the run folder exactly as under `cube run`; `cube report` then
+publishes it when its executed copy is saved as `outputs/<run>/notebooks/<name>.ipynb` (see
+docs/how-to/papermill.md).
 A failed attempt on a new run name leaves nothing: in a kernel, when a cell fails while the run
 folder `open_run` created holds only its `params.yaml`, the folder is removed (and made again by the
 next write). Outputs show no local path: `params.yaml` shows path keys relative to the project root,
@@ -45,19 +46,23 @@ PRODUCED_BY = {
     if name != "questions_failed"
 }
 STAGING_ENV = "CUBE_STAGING_DIR"  # set by `cube run`: the staging folder its kernels write into
-# set by `cube run`: {path as given to the notebook: local path}, so that a params file or run folder
-# outside the project reaches the kernel while the executed notebook shows only its name
+# set by `cube run`: {path as given to the notebook: local path}, so that a params file or run
+# folder outside the project reaches the kernel while the executed notebook shows only its name
 LOCAL_PATHS_ENV = "CUBE_LOCAL_PATHS"
 
 # The one parameters cell of every notebook (`apply_parameters_cell` writes it into each of them).
-PARAMETERS_CELL = """\
-# Parameters (papermill: -p NAME VALUE; `papermill --help-notebook NOTEBOOK` lists them).
-# Relative paths are read from the project root (the folder with pyproject.toml), wherever this runs.
-# Example: papermill NB OUT -p overrides '["corpus.seed=3", "analysis.trim_proportion=0.2"]'
-params_path: str = "params/default.yaml"  # params YAML file of the run
-run_dir: "Optional[str]" = None  # run folder; None means outputs/<run> of the params
-overrides: "Union[list, dict, None]" = None  # params changes: key.path strings or a mapping, validated like the file
-"""
+# Written in pieces: some of its lines, as the notebooks hold them, are over 100 characters.
+PARAMETERS_CELL = (
+    "# Parameters (papermill: -p NAME VALUE; `papermill --help-notebook NOTEBOOK` lists them).\n"
+    "# Relative paths are read from the project root (the folder with pyproject.toml), "
+    "wherever this runs.\n"
+    "# Example: papermill NB OUT -p overrides "
+    """'["corpus.seed=3", "analysis.trim_proportion=0.2"]'\n"""
+    'params_path: str = "params/default.yaml"  # params YAML file of the run\n'
+    'run_dir: "Optional[str]" = None  # run folder; None means outputs/<run> of the params\n'
+    'overrides: "Union[list, dict, None]" = None  # params changes: key.path strings or a '
+    "mapping, validated like the file\n"
+)
 PARAMETER_NAMES = ("params_path", "run_dir", "overrides")
 
 
@@ -100,7 +105,8 @@ class Run:
 
     @property
     def label(self) -> str:
-        """The run folder as shown in messages: relative to the project root, never a staging copy."""
+        """The run folder as shown in messages: relative to the project root, never a staging
+        copy."""
         shown = self.root.parent if self.root.name == STAGING else self.root
         return display_path(shown)
 
@@ -109,7 +115,8 @@ class Run:
         return display_path(self.params_path)
 
     def shown_path(self, path: str | Path) -> str:
-        """A path as outputs show it: relative to the project root, never the local folder layout."""
+        """A path as outputs show it: relative to the project root, never the local folder
+        layout."""
         return display_path(path)
 
     def table(
@@ -174,9 +181,10 @@ class Run:
                     todo.append(inp)
         ordered = sorted(stages)
         raise MissingStageError(
-            f"{self.label}: missing {', '.join(f'data/{n}.parquet' for n in missing)}. "
-            f"Run {', '.join(ordered[:-1]) + ' and ' + ordered[-1] if len(ordered) > 1 else ordered[0]} first, in "
-            f"this order (or `cube run {self.params_label}` for the whole sequence)."
+            f"{self.label}: missing {', '.join(f'data/{n}.parquet' for n in missing)}. Run "
+            + (", ".join(ordered[:-1]) + " and " + ordered[-1] if len(ordered) > 1 else ordered[0])
+            + " first, in this order "
+            f"(or `cube run {self.params_label}` for the whole sequence)."
         )
 
     def load(self, name: str, columns: tuple[str, ...] | None = None) -> pd.DataFrame:
@@ -231,9 +239,10 @@ def _refuse_injected_params_keys() -> None:
     injected = [k for k in Params.model_fields if k in ns and isinstance(ns[k], plain)]
     if injected:
         raise ParamsError(
-            f"this notebook received params keys as papermill parameters ({', '.join(sorted(injected))}), probably "
-            "from `papermill -f PARAMS.yaml`; they would be ignored. Pass the params file with "
-            "`-p params_path PARAMS.yaml` and changes with `-p overrides '[\"corpus.seed=3\"]'`."
+            "this notebook received params keys as papermill parameters "
+            f"({', '.join(sorted(injected))}), probably from `papermill -f PARAMS.yaml`; they "
+            "would be ignored. Pass the params file with `-p params_path PARAMS.yaml` and changes "
+            "with `-p overrides '[\"corpus.seed=3\"]'`."
         )
 
 
@@ -268,7 +277,8 @@ def open_run(
         if staging and Path(staging).parent.resolve() == target.resolve():
             target = Path(staging)  # under `cube run`: write into its staging copy
             alone = False
-        # The outputs folder (and the shared cache) is the run folder's parent (two levels up from staging).
+        # The outputs folder (and the shared cache) is the run folder's parent (two levels up from
+        # staging).
         outputs = target.parent.parent if target.name == STAGING else target.parent
         cache = resolve(params.cache_path, root) if params.cache_path else outputs / "cache.sqlite"
         paths = RunPaths(root=target, cache=cache)
@@ -291,7 +301,8 @@ def open_run(
 
 
 def local_path(shown: str | Path | None) -> str | Path | None:
-    """The local path behind a path `cube run` gave a notebook by its shown form (`LOCAL_PATHS_ENV`)."""
+    """The local path behind a path `cube run` gave a notebook by its shown form
+    (`LOCAL_PATHS_ENV`)."""
     if shown is None:
         return None
     try:
@@ -308,7 +319,8 @@ def shared_params_yaml(params: Params) -> str:
 
     data, cut = shared_values(json.loads(params.model_dump_json()), project_root())
     note = (
-        f"# Outside the project, shown by name only (the local path is not published): {', '.join(cut)}\n"
+        "# Outside the project, shown by name only (the local path is not published): "
+        f"{', '.join(cut)}\n"
         if cut
         else ""
     )
@@ -396,7 +408,9 @@ def apply_parameters_cell(notebooks: list[Path]) -> list[Path]:
                 PARAMETERS_CELL.rstrip("\n"), metadata={"tags": ["parameters"]}
             )
             nb.cells.insert(nb.cells.index(code[0]) + 1 if code else 0, cell)
-        else:  # a notebook's own parameters (e.g. 09's two sides) follow the common ones, kept as they are
+        else:
+            # a notebook's own parameters (e.g. 09's two sides) follow the common ones, kept as
+            # they are
             cells[0].source = PARAMETERS_CELL + "\n".join(_own_parameters(cells[0].source))
             cells[0].source = cells[0].source.rstrip("\n")
         for c in nb.cells:

@@ -84,16 +84,16 @@ def questions_stage(run: Run) -> pd.DataFrame:
             why = ", ".join(f"{r} {n}" for r, n in sorted(counts.items(), key=lambda kv: -kv[1]))
             raise QuestionError(
                 f"only {usable} of {len(questions)} generated questions are usable ({why}; "
-                f"questions.min_usable_share {qp.min_usable_share:g}): stopped before answering them; "
-                "examples in data/questions_failed.parquet"
+                f"questions.min_usable_share {qp.min_usable_share:g}): stopped before answering "
+                "them; examples in data/questions_failed.parquet"
             )
     failed = questions["question"].fillna("").astype(str).str.strip().eq("") | questions[
         "error"
     ].fillna("").astype(str).str.startswith("screen: ")
     if failed.any():
         warnings.warn(
-            f"{int(failed.sum())} question(s) could not be generated or failed the screen and are left "
-            "out (see the error column of data/questions_failed.parquet)",
+            f"{int(failed.sum())} question(s) could not be generated or failed the screen and are "
+            "left out (see the error column of data/questions_failed.parquet)",
             stacklevel=2,
         )
         run.save("questions_failed", questions[failed])
@@ -106,8 +106,8 @@ def questions_stage(run: Run) -> pd.DataFrame:
 
 
 def question_screen_table(run: Run) -> pd.DataFrame:
-    """Page 02's screen table: per reason (and `usable`) the questions, their share and examples; one
-    row saying why when the run's questions were not screened."""
+    """Page 02's screen table: per reason (and `usable`) the questions, their share and examples;
+    one row saying why when the run's questions were not screened."""
     rec = run.record().get("question_screen") or {}
     if rec.get("screened"):
         return pd.DataFrame(rec["table"])
@@ -126,7 +126,8 @@ def question_screen_table(run: Run) -> pd.DataFrame:
 
 def judge_pilot_table(run: Run) -> pd.DataFrame:
     """Page 03's table of the LLM judges' pilots: calls, replies, their dimension scores, the parsed
-    scores and their share, the decision, the calls not sent and example replies that did not parse."""
+    scores and their share, the decision, the calls not sent and example replies that did not
+    parse."""
     pilots = run.record().get("judge_pilot") or {}
     if not pilots:
         return pd.DataFrame([{"judge": "(no LLM judge with a pilot)"}])
@@ -161,9 +162,9 @@ def answers_stage(run: Run) -> pd.DataFrame:
 def scores_stage(run: Run) -> pd.DataFrame:
     """Score every answer of the three sets with every judge on every dimension.
 
-    Each LLM judge starts with its pilot (`judges[].pilot`, `cube.judges.scoring.pilot_decision`); the
-    pilots' decisions go to `results.json` (`judge_pilot`, shown on page 03 by `judge_pilot_table`), a
-    stopped judge also to a warning with example replies."""
+    Each LLM judge starts with its pilot (`judges[].pilot`, `cube.judges.scoring.pilot_decision`);
+    the pilots' decisions go to `results.json` (`judge_pilot`, shown on page 03 by
+    `judge_pilot_table`), a stopped judge also to a warning with example replies."""
     from cube.judges import load_dimensions, make_judges, score_answers
 
     run.require("corpus", "questions", "answers")
@@ -176,8 +177,9 @@ def scores_stage(run: Run) -> pd.DataFrame:
     pilots = [j.pilot_report for j in judges if j.pilot_report]
     n_judge = judge_calls(judges, stage_requests(judges, answers, corpus, questions, dimensions))
     audit, n_audit = audit_stage(run, judges, dimensions, corpus, questions, answers, n_judge)
-    # calls in flight reached (issue 15), per judge with an endpoint; always written, so that a re-run
-    # whose calls were all cached does not keep the previous run's figures (record() merges keys)
+    # calls in flight reached (issue 15), per judge with an endpoint; always written, so that a
+    # re-run whose calls were all cached does not keep the previous run's figures (record() merges
+    # keys)
     concurrency = {
         j.name: j.model.concurrency_record()
         for j in judges
@@ -195,8 +197,8 @@ def scores_stage(run: Run) -> pd.DataFrame:
     for p in pilots:
         if p["decision"] == "stopped":
             warnings.warn(
-                f"{p['reason']}; {p['calls_not_sent']} calls not sent (set judges[].insist: true to send "
-                f"them anyway). Replies: {p['examples']}",
+                f"{p['reason']}; {p['calls_not_sent']} calls not sent (set judges[].insist: true "
+                f"to send them anyway). Replies: {p['examples']}",
                 stacklevel=2,
             )
     return scores
@@ -254,19 +256,21 @@ def audit_sample(params: Params, judge_calls: int) -> dict[str, Any]:
 
 
 def audit_sample_sentence(sample: dict[str, Any] | None) -> str:
-    """What notebook 11 and the audit's verdicts say of the sample (empty when it was not capped)."""
+    """What notebook 11 and the audit's verdicts say of the sample (empty when it was not
+    capped)."""
     if not sample or not sample.get("capped") or not sample.get("requested"):
         return ""
     return (
         f"the audit sample shrank from {sample['requested']} to {sample['questions']} questions: "
-        f"{sample['calls_per_question']} judge calls per question, at most {sample['max_share']:.0%} of "
-        f"the run's {sample['judge_calls']} judge calls (audit.max_share)"
+        f"{sample['calls_per_question']} judge calls per question, at most "
+        f"{sample['max_share']:.0%} of the run's {sample['judge_calls']} judge calls "
+        "(audit.max_share)"
     )
 
 
 def audit_sample_note(run: Run) -> str:
-    """Notebook 11's sentence on the audit's sample: how many questions, their calls against the run's
-    judge calls, and whether `audit.max_share` shrank it (what stage 03 recorded)."""
+    """Notebook 11's sentence on the audit's sample: how many questions, their calls against the
+    run's judge calls, and whether `audit.max_share` shrank it (what stage 03 recorded)."""
     rec = _recorded(run)
     sample = rec.get("audit_sample")
     if not sample:
@@ -274,14 +278,15 @@ def audit_sample_note(run: Run) -> str:
     if not sample["requested"]:
         return "The audit is off (audit.questions: 0)."
     head = (
-        f"The audit sampled {sample['questions']} questions: {rec.get('audit_calls', sample['audit_calls'])} "
-        f"judge calls, {rec.get('audit_share_of_judge_calls') or 0:.1%} of the run's {sample['judge_calls']} "
+        f"The audit sampled {sample['questions']} questions: "
+        f"{rec.get('audit_calls', sample['audit_calls'])} judge calls, "
+        f"{rec.get('audit_share_of_judge_calls') or 0:.1%} of the run's {sample['judge_calls']} "
         f"judge calls (at most {sample['max_share']:.0%}, audit.max_share)."
     )
     note = audit_sample_sentence(sample)
     return head + (
-        f" Capped: {note}; with fewer than audit.min_pairs ({run.params.audit.min_pairs}) probe pairs "
-        "a judge gets no audit verdict (never an exclusion)."
+        f" Capped: {note}; with fewer than audit.min_pairs ({run.params.audit.min_pairs}) probe "
+        "pairs a judge gets no audit verdict (never an exclusion)."
         if note
         else ""
     )
@@ -294,7 +299,8 @@ def stage_requests(
     questions: pd.DataFrame,
     dimensions: list[Any],
 ) -> dict[str, list[Any]]:
-    """Per judge, the requests stage 03 makes of these answers (`cube.judges.scoring.judge_requests`)."""
+    """Per judge, the requests stage 03 makes of these answers
+    (`cube.judges.scoring.judge_requests`)."""
     from cube.judges.scoring import judge_inputs, judge_requests
 
     records = judge_inputs(answers, corpus, questions).to_dict("records")
@@ -305,8 +311,8 @@ def judge_calls(judges: list[Any], requests: dict[str, list[Any]]) -> int:
     """The judge calls of these requests, counted per judge: identical requests of one judge are one
     call (an LLM's cache key; an offline algorithm's inputs). Stage 03, `cube batch` and `cube plan`
     cap the audit with this count: neither the call cache (two judges on one model share their first
-    sample's calls) nor a pilot that stopped a judge (its calls not sent) changes it, and the re-asks of
-    `retry_unscored`, which none can foresee, are not in it."""
+    sample's calls) nor a pilot that stopped a judge (its calls not sent) changes it, and the
+    re-asks of `retry_unscored`, which none can foresee, are not in it."""
     import json
 
     from cube.llm.cache import cache_key
@@ -336,8 +342,9 @@ def audit_stage(
     answers: pd.DataFrame,
     n_judge: int,
 ) -> tuple[pd.DataFrame, int]:
-    """The judge audit (issue 20) of stage 03 (`judge_audit`): saved as data/audit_scores, its sample
-    recorded (`audit_sample` in results.json); returns it with its judge calls (`judge_calls`)."""
+    """The judge audit (issue 20) of stage 03 (`judge_audit`): saved as data/audit_scores, its
+    sample recorded (`audit_sample` in results.json); returns it with its judge calls
+    (`judge_calls`)."""
     out, sample, n_audit = judge_audit(
         run.params, judges, dimensions, corpus, questions, answers, n_judge
     )
@@ -356,11 +363,12 @@ def judge_audit(
     n_judge: int,
     progress: bool = True,
 ) -> tuple[pd.DataFrame, dict[str, Any], int]:
-    """Probes of the primary system's full answers (`cube.systems.probes`) judged by every judge, their
-    accounting under the role 'audit' (empty with `audit.questions: 0`, or when the cap leaves no
-    question), the sample (`audit_sample`, capped by the run's `n_judge` judge calls, `judge_calls`)
-    and the audit's judge calls. The audit has no pilot of its own (the judging pilot decided: a judge
-    it stopped is not audited, and the judges' `pilot_report` stays the judging pilot's)."""
+    """Probes of the primary system's full answers (`cube.systems.probes`) judged by every judge,
+    their accounting under the role 'audit' (empty with `audit.questions: 0`, or when the cap leaves
+    no question), the sample (`audit_sample`, capped by the run's `n_judge` judge calls,
+    `judge_calls`) and the audit's judge calls. The audit has no pilot of its own (the judging pilot
+    decided: a judge it stopped is not audited, and the judges' `pilot_report` stays the judging
+    pilot's)."""
     from dataclasses import replace
 
     from cube.judges import score_answers
@@ -395,8 +403,9 @@ def judge_audit(
 
 
 def audit_report(run: Run) -> pd.DataFrame:
-    """Per judge: the audit's figures (`cube.method.audit.audit_summary`), its verdict for the gate and
-    whether the judge is in the primary system's jury (notebook 11). Empty when the audit did not run."""
+    """Per judge: the audit's figures (`cube.method.audit.audit_summary`), its verdict for the gate
+    and whether the judge is in the primary system's jury (notebook 11). Empty when the audit did
+    not run."""
     from cube.method.audit import audit_summary, audit_verdict
     from cube.run.evaluate import audit_probe_scores
 
@@ -430,8 +439,9 @@ SELF_PREFERENCE_COLUMNS = (
 
 
 def same_model(params: Params, a: Any, b: Any) -> bool:
-    """Whether two model references (a `models:` entry name or an inline spec) are one model: the same
-    provider, endpoints and model, whatever else differs (two entries at temperature 0.7 and 0 are one)."""
+    """Whether two model references (a `models:` entry name or an inline spec) are one model: the
+    same provider, endpoints and model, whatever else differs (two entries at temperature 0.7 and 0
+    are one)."""
     x, y = params.model(a), params.model(b)
     return (x.provider, x.base_url, tuple(x.base_urls or ()), x.model) == (
         y.provider,
@@ -463,9 +473,10 @@ def self_judges(params: Params, system: str) -> dict[str, tuple[str, ...]]:
 
 def self_preference_table(run: Run) -> pd.DataFrame:
     """Per judge whose model answered the primary system (`self_judges`): its preference for those
-    answers apart from its leniency (`cube.method.audit.self_preference`, a difference in differences
-    against the answers of the run's other systems written by another model: points, interval, answers,
-    control answers, and the cause when not measurable). Empty (no row, never a 0) when no judge answered."""
+    answers apart from its leniency (`cube.method.audit.self_preference`, a difference in
+    differences against the answers of the run's other systems written by another model: points,
+    interval, answers, control answers, and the cause when not measurable). Empty (no row, never a
+    0) when no judge answered."""
     from cube.method.audit import self_preference
 
     primary = primary_system(run)
@@ -500,19 +511,21 @@ def self_preference_table(run: Run) -> pd.DataFrame:
 
 
 def bound_answerer_note(params: Params) -> str:
-    """A caveat when the bound sets of the primary system are not written by an LLM like the system's."""
+    """A caveat when the bound sets of the primary system are not written by an LLM like the
+    system's."""
     system = params.systems[0]
     spec = params.model(params.system_answerer(system))
     if spec.provider == "offline":
         return (
-            f"The zero and full bound sets of {system.name} are written by the offline {spec.model} algorithm, "
-            "not by an LLM."
+            f"The zero and full bound sets of {system.name} are written by the offline "
+            f"{spec.model} algorithm, not by an LLM."
         )
     return ""
 
 
 def offline_judges(run: Run) -> list[str]:
-    """Judges whose model is an offline algorithm (not an LLM), for the caveats the report states."""
+    """Judges whose model is an offline algorithm (not an LLM), for the caveats the report
+    states."""
     return [j.name for j in run.params.judges if run.params.model(j.model).provider == "offline"]
 
 
@@ -533,7 +546,8 @@ def export_annotation(
     paths: RunPaths | None = None,
     overwrite: bool = False,
 ) -> list[Path]:
-    """Export the blind annotation sheet (CSV, criteria CSV, Excel) and its key file for a run's answers.
+    """Export the blind annotation sheet (CSV, criteria CSV, Excel) and its key file for a run's
+    answers.
 
     An existing sheet is kept unless `overwrite`: raters may be filling it in place, and the
     sample is deterministic, so writing it again could only erase their work."""
@@ -811,9 +825,10 @@ def _attach_human(
         if head.get("basis") != now:
             decision["human_calibrated"] = {}
             decision["human_sentence"] = (
-                "The human-calibrated CuBE recorded by notebook 07 was computed from other answers, judges' "
-                "scores, human ratings or jury than this decision's, so it is not shown: re-run notebook 07 "
-                "(cube run PARAMS --only 07..08) for the figure that goes with this decision."
+                "The human-calibrated CuBE recorded by notebook 07 was computed from other "
+                "answers, judges' scores, human ratings or jury than this decision's, so it is not "
+                "shown: re-run notebook 07 (cube run PARAMS --only 07..08) for the figure that "
+                "goes with this decision."
             )
             return decision
     decision["human_calibrated"] = head
@@ -822,7 +837,8 @@ def _attach_human(
 
 
 def _audit_record(run: Run) -> dict[str, Any]:
-    """`results.json` `audit`: per judge its discrimination, biases and verdict (`ran: false` when it did not run)."""
+    """`results.json` `audit`: per judge its discrimination, biases and verdict (`ran: false` when
+    it did not run)."""
     import json
 
     report = audit_report(run)
@@ -895,8 +911,8 @@ class HumanSection:
 
 
 def _sheet_size(sample_size: int, files: list[Path]) -> str:
-    """What the sheet's rows are, from its key file: '40 sampled question-system pairs x 3 answer sets
-    (zero, rag, full), shuffled, with blind ids'."""
+    """What the sheet's rows are, from its key file: '40 sampled question-system pairs x 3 answer
+    sets (zero, rag, full), shuffled, with blind ids'."""
     key = next((p for p in files if p.stem.endswith("_key")), None)
     if key is None:  # a sheet written before blinding
         return f"{sample_size} sampled question-system pairs, each in all its answer sets"
@@ -908,9 +924,9 @@ def _sheet_size(sample_size: int, files: list[Path]) -> str:
         else sorted(k["set"].unique())
     )
     return (
-        f"{pairs} sampled question-system pairs × {len(sets)} answer sets ({', '.join(sets)}), shuffled; "
-        f"raters see only the question, the gold document and the answer under an opaque id, and "
-        f"`{key.name}` maps the ids back"
+        f"{pairs} sampled question-system pairs × {len(sets)} answer sets ({', '.join(sets)}), "
+        "shuffled; raters see only the question, the gold document and the answer under an opaque "
+        f"id, and `{key.name}` maps the ids back"
     )
 
 
@@ -941,12 +957,13 @@ def human_agreement(run: Run) -> HumanSection:
     if imported is None:
         reference = judges[0]
         msg = (
-            f"No human ratings were given (params `human.ratings` is empty), so none are shown: this notebook "
-            f"never invents them. The annotation sheet ({n_rows} rows: "
-            f"{_sheet_size(run.params.human.sample_size, sheet)}) is "
-            f"ready in `{run.shown_path(annotation_dir(run.paths))}/`; fill it in (or hand it to raters), then set "
-            "`human: {ratings: <the filled file or folder>}` in the params and re-run notebooks 07-08. "
-            f"Meanwhile, the judges are compared with each other, taking {reference} as the reference."
+            "No human ratings were given (params `human.ratings` is empty), so none are shown: "
+            f"this notebook never invents them. The annotation sheet ({n_rows} rows: "
+            f"{_sheet_size(run.params.human.sample_size, sheet)}) is ready in "
+            f"`{run.shown_path(annotation_dir(run.paths))}/`; fill it in (or hand it to raters), "
+            "then set `human: {ratings: <the filled file or folder>}` in the params and re-run "
+            "notebooks 07-08. Meanwhile, the judges are compared with each other, taking "
+            f"{reference} as the reference."
         )
         both = scores
         groups = {"LLM/offline judges": judges}
@@ -965,8 +982,10 @@ def human_agreement(run: Run) -> HumanSection:
         t5 = table5_human_vs_cube(answers, scores, human, ap, system_top_n(run.params), full_recall)
         calibrated = human_calibration(run, imported=imported)
         msg = (
-            f"{len(raters)} human rater(s) rated {human[['question_id', 'system', 'set']].drop_duplicates().shape[0]}"
-            f" answers; {int(human['score'].isna().sum())} cells were left blank and are reported, not guessed."
+            f"{len(raters)} human rater(s) rated "
+            f"{human[['question_id', 'system', 'set']].drop_duplicates().shape[0]} answers; "
+            f"{int(human['score'].isna().sum())} cells were left blank and are reported, not "
+            "guessed."
         )
     sets, note = _agreement_sets(run.params.human.agreement_sets, both)
     agreement = ag.agreement_table(
@@ -984,8 +1003,8 @@ def human_agreement(run: Run) -> HumanSection:
     )
     unpaired = int(agreement["n_missing"].sum()) if len(agreement) else 0
     note += (
-        f" {unpaired} (judge, answer, dimension) pair(s) where a side is unscored are left out and counted in "
-        "`n_missing`."
+        f" {unpaired} (judge, answer, dimension) pair(s) where a side is unscored are left out and "
+        "counted in `n_missing`."
         if unpaired
         else ""
     )
@@ -1044,7 +1063,8 @@ def _agreement_sets(requested: list[str], scores: pd.DataFrame) -> tuple[list[st
 
 # --------------------------------------------------------------------------- lexical (08)
 def lexical_stage(run: Run) -> pd.DataFrame:
-    """Sentence BLEU and ROUGE of every answer against its reference; saved as data/lexical.parquet."""
+    """Sentence BLEU and ROUGE of every answer against its reference; saved as
+    data/lexical.parquet."""
     from cube.kb.text import segment
     from cube.method.lexical import lexical_scores
 
@@ -1111,7 +1131,8 @@ class SystemData:
 
     `scores` holds the columns the analysis and its figures read (`ANALYSIS_SCORE_COLUMNS`), not
     the raw replies, criterion details and call accounting (`run.load("scores")` has them): a
-    second whole copy of the table beside notebook 03's was that stage's peak at the paper's scale."""
+    second whole copy of the table beside notebook 03's was that stage's peak at the paper's
+    scale."""
 
     answers: pd.DataFrame
     scores: pd.DataFrame | None

@@ -4,33 +4,36 @@ Per role and model: calls, prompt and completion tokens, cost at the params' pri
 batch prices for judges, which `cube batch` can send), and time at the model's concurrency.
 
 - **Calls** are counted from the same inputs the stages use: the corpus is built, template or file
-  questions are built, and the requests of the question writer (`cube.kb.questions.question_requests`),
-  of every builtin system (its BM25 retrieval is run: offline, no call), of the bound sets and of every
-  judge (`cube.judges.scoring.judge_requests`) are built as the stages build them. The count is exact
-  for what the stages send when every call answers: LLM-written questions the screen rejects are
-  neither answered nor judged, an answer whose call failed is not judged, `retry_unscored` re-asks add
-  calls, a judge's pilot may stop it, an LLM refusal-question writer's calls depend on its replies
-  (not planned: the row says so), and two systems that happen to give the same answer to different
-  requests have it judged once (an answer the plan knows to be shared is counted once: a bound answer
-  of the systems of one answering model, a rag answer to the same request by two LLM systems; an
-  offline answerer's identical answers are not foreseen: an offline algorithm's count is an upper bound,
-  e.g. 7,200 planned and 2,964 computed per rubric judge on params/default.yaml, whose TOP-N sweep
-  gives many equal extractive answers; it costs nothing either way).
-  Identical requests are one call, as in the stages. Calls already in the cache are counted in `cached_calls` (they cost
-  nothing now) wherever the request is known before the run.
-- **The judge audit** (role `audit`): `audit.questions` capped by `audit.max_share` of the judge calls
-  counted here, as stage 03 caps them with the judge calls it made (`cube.run.pipeline.audit_sample`):
-  equal where the judging count is exact (an offline judge's is an upper bound, and so is its audit's).
-- **Prompt tokens**: the built requests' texts through the model's tokenizer (`cube.llm.tokens`: a local
-  server's tokenize route, tiktoken, or a stated estimate; `tokens_by` says which), plus the chat
-  template's tokens per call (a local server's measured without any new call: reported prompt tokens
-  minus the contents as tokenized, the median of up to 5 calls already answered per role sequence, the
-  cache's or `--pilot`'s, `cube.llm.tokens.template_tokens`; with none, not counted and `tokens_by` says so;
-  tiktoken's documented 3 per message and 3 per call). Where a text is not
-  known before the run (an LLM-written question, an LLM's answer a judge will read), a stand-in is used:
-  the gold item's name for a question, `ANSWER_TOKENS` tokens for an answer; `exact` says whether every
-  prompt of the row was the real one. Answers that cost no call (an offline answerer's, an imported
-  file's, to questions known before the run) are computed when an LLM judge will read them.
+  questions are built, and the requests of the question writer
+  (`cube.kb.questions.question_requests`), of every builtin system (its BM25 retrieval is run:
+  offline, no call), of the bound sets and of every judge (`cube.judges.scoring.judge_requests`) are
+  built as the stages build them. The count is exact for what the stages send when every call
+  answers: LLM-written questions the screen rejects are neither answered nor judged, an answer whose
+  call failed is not judged, `retry_unscored` re-asks add calls, a judge's pilot may stop it, an LLM
+  refusal-question writer's calls depend on its replies (not planned: the row says so), and two
+  systems that happen to give the same answer to different requests have it judged once (an answer
+  the plan knows to be shared is counted once: a bound answer of the systems of one answering model,
+  a rag answer to the same request by two LLM systems; an offline answerer's identical answers are
+  not foreseen: an offline algorithm's count is an upper bound, e.g. 7,200 planned and 2,964
+  computed per rubric judge on params/default.yaml, whose TOP-N sweep gives many equal extractive
+  answers; it costs nothing either way). Identical requests are one call, as in the stages. Calls
+  already in the cache are counted in `cached_calls` (they cost nothing now) wherever the request is
+  known before the run.
+- **The judge audit** (role `audit`): `audit.questions` capped by `audit.max_share` of the judge
+  calls counted here, as stage 03 caps them with the judge calls it made
+  (`cube.run.pipeline.audit_sample`): equal where the judging count is exact (an offline judge's is
+  an upper bound, and so is its audit's).
+- **Prompt tokens**: the built requests' texts through the model's tokenizer (`cube.llm.tokens`: a
+  local server's tokenize route, tiktoken, or a stated estimate; `tokens_by` says which), plus the
+  chat template's tokens per call (a local server's measured without any new call: reported prompt
+  tokens minus the contents as tokenized, the median of up to 5 calls already answered per role
+  sequence, the cache's or `--pilot`'s, `cube.llm.tokens.template_tokens`; with none, not counted
+  and `tokens_by` says so; tiktoken's documented 3 per message and 3 per call). Where a text is not
+  known before the run (an LLM-written question, an LLM's answer a judge will read), a stand-in is
+  used: the gold item's name for a question, `ANSWER_TOKENS` tokens for an answer; `exact` says
+  whether every prompt of the row was the real one. Answers that cost no call (an offline
+  answerer's, an imported file's, to questions known before the run) are computed when an LLM judge
+  will read them.
 - **Completion tokens** are an estimate per call (`COMPLETION_ESTIMATE`, at most the model's
   `max_tokens`); `completion_tokens_max` is `max_tokens` x calls, the ceiling of the cost.
 - **Time**: the calls to send x the median latency of this model's calls in the cache (or of the
@@ -136,133 +139,214 @@ def build_plan(
     params: Params, *, base_dir: Path, cache_path: Path | None = None, pilot: int = 0
 ) -> pd.DataFrame:
     """The plan (`PLAN_COLUMNS`, one row per role and model) of a run of `params`. No call is sent
-    unless `pilot` > 0: then up to `pilot` of each LLM model's planned requests are sent (and cached,
-    so the run reuses them) when the cache holds no call of that model to take its latency from."""
+    unless `pilot` > 0: then up to `pilot` of each LLM model's planned requests are sent (and
+    cached, so the run reuses them) when the cache holds no call of that model to take its latency
+    from."""
     from cube.judges.dimensions import load_dimensions
-    from cube.judges.scoring import Judge, judge_inputs, judge_requests
     from cube.kb.corpus import build_corpus
-    from cube.kb.questions import build_questions, plan_questions, question_requests
-    from cube.llm import cache_key, make_model
-    from cube.run.pipeline import judge_calls as count_judge_calls
-    from cube.systems import answer_bounds
-    from cube.systems.builtin import BuiltinRAG, answer_request
 
     plan = _Plan(params)
     corpus = build_corpus(params, base_dir=base_dir)
-    qp, lang = params.questions, params.lang
-    if qp.generator == "llm":
-        slots = plan_questions(corpus, qp.per_doc, qp.limit, qp.seed)
-        requests, _ = question_requests(params, corpus, slots)
-        g = plan.add("question_generation", params.model(qp.model), requests)  # type: ignore[arg-type]
-        if qp.screen:
-            g.notes.append("the later stages assume every question passes the screen")
-        questions, known_questions = _stand_in_questions(corpus, slots), False
-    else:
-        questions, known_questions = build_questions(params, corpus, None, base_dir), True
-    texts = dict(
-        zip(corpus["doc_id"].astype(str), corpus["text"].fillna("").astype(str), strict=True)
-    )
-    qtexts, golds = (
-        questions["question"].astype(str).tolist(),
-        questions["doc_id"].astype(str).tolist(),
-    )
-
-    answer_rows = []
+    questions, known_questions = _plan_question_writing(plan, params, corpus, base_dir)
+    inputs = _AnsweringInputs.of(params, corpus, questions, known_questions)
+    answer_rows: list[pd.DataFrame] = []
     bound_specs: set[str] = set()
-    refusal = _refusal_questions(params, corpus)
-    # Answers an LLM judge will read are computed when that costs no call (an offline answerer, an
-    # imported file, questions known before the run): its calls and prompts are then the real ones.
-    real = known_questions and any(
-        params.model(j.model).provider != "offline" for j in params.judges
+    for sp in params.systems:
+        answered = _plan_system_answers(plan, inputs, sp)
+        if answered is None:
+            continue
+        spec, rows = answered
+        answer_rows += rows
+        answer_rows += _plan_bound_answers(plan, inputs, sp, spec, bound_specs)
+    _note_llm_refusal_questions(plan, params)
+    answers, n_stand_in = _answers_to_judge(answer_rows)
+    dimensions = load_dimensions(params, base_dir=base_dir)
+    records = _judge_records(answers, corpus, questions)
+    judge_calls, audit_inputs = _plan_judging(plan, params, records, dimensions, n_stand_in)
+    _plan_audit(plan, params, audit_inputs, judge_calls, len(questions))
+    return _table(plan, cache_path, pilot)
+
+
+def _plan_question_writing(
+    plan: _Plan, params: Params, corpus: pd.DataFrame, base_dir: Path
+) -> tuple[pd.DataFrame, bool]:
+    """The question writer's calls (an LLM generator's), and the questions the later steps plan
+    with: the real ones when known before the run, else stand-ins; and whether they are real."""
+    from cube.kb.questions import build_questions, plan_questions, question_requests
+
+    qp = params.questions
+    if qp.generator != "llm":
+        return build_questions(params, corpus, None, base_dir), True
+    slots = plan_questions(corpus, qp.per_doc, qp.limit, qp.seed)
+    requests, _ = question_requests(params, corpus, slots)
+    spec = params.model(qp.model)  # type: ignore[arg-type]
+    g = plan.add("question_generation", spec, requests)
+    if qp.screen:
+        g.notes.append("the later stages assume every question passes the screen")
+    return _stand_in_questions(corpus, slots), False
+
+
+@dataclass
+class _AnsweringInputs:
+    """What the answering steps read: the corpus, the questions (`known`: the real ones), the
+    refusal questions, each document's text, and `real`: whether answers an LLM judge will read are
+    computed when that costs no call (an offline answerer, an imported file, questions known before
+    the run): its calls and prompts are then the real ones."""
+
+    params: Params
+    corpus: pd.DataFrame
+    questions: pd.DataFrame
+    known: bool
+    refusal: pd.DataFrame
+    real: bool
+    texts: dict[str, str]
+
+    @classmethod
+    def of(
+        cls, params: Params, corpus: pd.DataFrame, questions: pd.DataFrame, known: bool
+    ) -> _AnsweringInputs:
+        texts = dict(
+            zip(corpus["doc_id"].astype(str), corpus["text"].fillna("").astype(str), strict=True)
+        )
+        refusal = _refusal_questions(params, corpus)
+        real = known and any(params.model(j.model).provider != "offline" for j in params.judges)
+        return cls(params, corpus, questions, known, refusal, real, texts)
+
+    @property
+    def question_texts(self) -> list[str]:
+        return self.questions["question"].astype(str).tolist()
+
+
+def _known_answers(rows: pd.DataFrame, system: str) -> pd.DataFrame:
+    """Answers computed before the run (their texts are the real ones)."""
+    return rows[["question_id", "doc_id", "set", "answer"]].assign(
+        system=system, source="", known=True
     )
 
-    def known(rows: pd.DataFrame, system: str) -> pd.DataFrame:
-        return rows[["question_id", "doc_id", "set", "answer"]].assign(
-            system=system, source="", known=True
-        )
 
-    for sp in params.systems:
-        if isinstance(
-            sp, ImportedSystem
-        ):  # its answers are read from the file: no call; its bounds are answered
-            from cube.systems.imported import ImportedAnswers
+def _answers_to_come(inputs: _AnsweringInputs, system: str, source: Any) -> pd.DataFrame:
+    """A system's rag answers not known before the run: one stand-in per question; `source` tells
+    apart the answers that differ (one answer shared by two systems has one source)."""
+    return inputs.questions.assign(system=system, set="rag", answer="", source=source)
 
-            spec = params.model(params.system_answerer(sp))
-            plan.add("answering", spec, [], calls=0)
-            if real:
-                answer_rows.append(
-                    known(ImportedAnswers(sp).answer(questions, corpus, progress=False), sp.name)
-                )
-            else:
-                answer_rows.append(
-                    questions.assign(system=sp.name, set="rag", answer="", source=sp.name)
-                )
-                plan.groups[("answering", spec.model)].notes.append(
-                    f"system {sp.name}: the bounds assume its file answers every question"
-                )
-        elif isinstance(sp, RagflowSystem):
-            spec = ModelSpec(provider="offline", model=f"ragflow:{sp.name}")
-            g = plan.add("answering", spec, [], calls=len(questions))
-            g.notes.append("RAGFlow reports no tokens")
-            answer_rows.append(
-                questions.assign(system=sp.name, set="rag", answer="", source=sp.name)
+
+def _plan_system_answers(
+    plan: _Plan, inputs: _AnsweringInputs, sp: Any
+) -> tuple[ModelSpec, list[pd.DataFrame]] | None:
+    """A system's answering calls, and its answers for the judges to read (real or stand-ins); its
+    answering model's spec for the bound sets. None for a system the plan does not know."""
+    if isinstance(sp, ImportedSystem):
+        return _plan_imported_answers(plan, inputs, sp)
+    if isinstance(sp, RagflowSystem):
+        spec = ModelSpec(provider="offline", model=f"ragflow:{sp.name}")
+        g = plan.add("answering", spec, [], calls=len(inputs.questions))
+        g.notes.append("RAGFlow reports no tokens")
+        return spec, [_answers_to_come(inputs, sp.name, sp.name)]
+    if isinstance(sp, BuiltinSystem):
+        return _plan_builtin_answers(plan, inputs, sp)
+    return None
+
+
+def _plan_imported_answers(
+    plan: _Plan, inputs: _AnsweringInputs, sp: ImportedSystem
+) -> tuple[ModelSpec, list[pd.DataFrame]]:
+    """An imported system's answers are read from the file: no call (its bounds are answered)."""
+    from cube.systems.imported import ImportedAnswers
+
+    params = inputs.params
+    spec = params.model(params.system_answerer(sp))
+    plan.add("answering", spec, [], calls=0)
+    if inputs.real:
+        answers = ImportedAnswers(sp).answer(inputs.questions, inputs.corpus, progress=False)
+        return spec, [_known_answers(answers, sp.name)]
+    plan.groups[("answering", spec.model)].notes.append(
+        f"system {sp.name}: the bounds assume its file answers every question"
+    )
+    return spec, [_answers_to_come(inputs, sp.name, sp.name)]
+
+
+def _plan_builtin_answers(
+    plan: _Plan, inputs: _AnsweringInputs, sp: BuiltinSystem
+) -> tuple[ModelSpec, list[pd.DataFrame]]:
+    """A builtin system's answering calls: an offline answerer's are computed when an LLM judge will
+    read them; an LLM's requests are built (its BM25 retrieval run: offline, no call), the
+    refusal questions' too."""
+    from cube.llm import cache_key, make_model
+    from cube.systems.builtin import BuiltinRAG, answer_request
+
+    params, questions, corpus = inputs.params, inputs.questions, inputs.corpus
+    lang = params.lang
+    spec = params.model(params.system_answerer(sp))
+    if spec.provider == "offline":
+        plan.add("answering", spec, [], calls=len(questions) + len(inputs.refusal))
+        if inputs.real:
+            system = BuiltinRAG(sp, make_model(spec), lang=lang)
+            answers = system.answer(questions, corpus, progress=False)
+            return spec, [_known_answers(answers, sp.name)]
+        return spec, [_answers_to_come(inputs, sp.name, sp.name)]
+    system = BuiltinRAG(sp, make_model(spec), lang=lang)
+    texts = inputs.texts
+    retrieved = system.retrieve(questions, corpus)
+    reqs = [
+        answer_request(q, [texts[d] for d in docs], lang)
+        for q, docs in zip(inputs.question_texts, retrieved, strict=True)
+    ]
+    # two systems sending the same request (the same documents retrieved) get one answer:
+    # judged once
+    source = [cache_key(spec, r) for r in reqs]
+    if len(inputs.refusal):
+        reqs += [
+            answer_request(q, [texts[d] for d in docs], lang)
+            for q, docs in zip(
+                inputs.refusal["question"].astype(str),
+                system.retrieve(inputs.refusal, corpus),
+                strict=True,
             )
-        elif isinstance(sp, BuiltinSystem):
-            spec = params.model(params.system_answerer(sp))
-            source: Any = sp.name
-            if spec.provider == "offline":
-                plan.add("answering", spec, [], calls=len(questions) + len(refusal))
-                if real:
-                    system = BuiltinRAG(sp, make_model(spec), lang=lang)
-                    answer_rows.append(
-                        known(system.answer(questions, corpus, progress=False), sp.name)
-                    )
-            else:
-                system = BuiltinRAG(sp, make_model(spec), lang=lang)
-                retrieved = system.retrieve(questions, corpus)
-                reqs = [
-                    answer_request(q, [texts[d] for d in docs], lang)
-                    for q, docs in zip(qtexts, retrieved, strict=True)
-                ]
-                # two systems sending the same request (the same documents retrieved) get one answer: judged once
-                source = [cache_key(spec, r) for r in reqs]
-                if len(refusal):
-                    reqs += [
-                        answer_request(q, [texts[d] for d in docs], lang)
-                        for q, docs in zip(
-                            refusal["question"].astype(str),
-                            system.retrieve(refusal, corpus),
-                            strict=True,
-                        )
-                    ]
-                plan.add("answering", spec, reqs, exact=known_questions)
-            if not (real and spec.provider == "offline"):
-                answer_rows.append(
-                    questions.assign(system=sp.name, set="rag", answer="", source=source)
+        ]
+    plan.add("answering", spec, reqs, exact=inputs.known)
+    return spec, [_answers_to_come(inputs, sp.name, source)]
+
+
+def _plan_bound_answers(
+    plan: _Plan, inputs: _AnsweringInputs, sp: Any, spec: ModelSpec, bound_specs: set[str]
+) -> list[pd.DataFrame]:
+    """The bound sets' calls (zero and full context), answered once per distinct answering model
+    (`bound_specs`: those already planned), and the system's bound answers for the judges."""
+    from cube.llm import make_model
+    from cube.systems import answer_bounds
+    from cube.systems.builtin import answer_request
+
+    questions, lang = inputs.questions, inputs.params.lang
+    offline = spec.provider == "offline"
+    rows = []
+    key = spec.model_dump_json()
+    if key not in bound_specs:
+        bound_specs.add(key)
+        if offline:
+            plan.add("answering", spec, [], calls=2 * len(questions))
+            if inputs.real:
+                bounds = answer_bounds(
+                    questions, inputs.corpus, make_model(spec), lang=lang, progress=False
                 )
+                rows.append(_known_answers(bounds, sp.name))
         else:
-            continue
-        key = spec.model_dump_json()
-        if key not in bound_specs:  # the bound sets are answered once per distinct answering model
-            bound_specs.add(key)
-            if spec.provider == "offline":
-                plan.add("answering", spec, [], calls=2 * len(questions))
-                if real:
-                    bounds = answer_bounds(
-                        questions, corpus, make_model(spec), lang=lang, progress=False
-                    )
-                    answer_rows.append(known(bounds, sp.name))
-            else:
-                reqs = [answer_request(q, [], lang) for q in qtexts] + [
-                    answer_request(q, [texts[g]], lang) for q, g in zip(qtexts, golds, strict=True)
-                ]
-                plan.add("answering", spec, reqs, exact=known_questions)
-        # a bound answer is one answer for every system sharing its answering model: judged once
-        if not (real and spec.provider == "offline"):
-            answer_rows += [
-                questions.assign(system=sp.name, set=s, answer="", source=key)
-                for s in ("zero", "full")
+            qtexts = inputs.question_texts
+            golds = questions["doc_id"].astype(str).tolist()
+            reqs = [answer_request(q, [], lang) for q in qtexts] + [
+                answer_request(q, [inputs.texts[g]], lang)
+                for q, g in zip(qtexts, golds, strict=True)
             ]
+            plan.add("answering", spec, reqs, exact=inputs.known)
+    # a bound answer is one answer for every system sharing its answering model: judged once
+    if not (inputs.real and offline):
+        rows += [
+            questions.assign(system=sp.name, set=s, answer="", source=key) for s in ("zero", "full")
+        ]
+    return rows
+
+
+def _note_llm_refusal_questions(plan: _Plan, params: Params) -> None:
+    """An LLM refusal-question writer's row: its calls depend on its replies, so are not planned."""
     if params.diagnostics.refusal_generator == "llm" and params.diagnostics.refusal_questions:
         spec = params.model(params.diagnostics.refusal_model)  # type: ignore[arg-type]
         g = plan.add("question_generation", spec, [], calls=0)
@@ -271,17 +355,20 @@ def build_plan(
             "builtin systems' answers to them are not counted either"
         )
 
+
+def _answers_to_judge(answer_rows: list[pd.DataFrame]) -> tuple[pd.DataFrame, int]:
+    """The answers the judges will read, each once, and how many of them are stand-ins."""
     answers = (
         pd.concat(answer_rows, ignore_index=True)
         if answer_rows
         else pd.DataFrame(columns=["question_id", "doc_id", "system", "set", "answer"])
     )
-    dimensions = load_dimensions(params, base_dir=base_dir)
     if len(answers):
         answers["known"] = (
             answers["known"].fillna(False).astype(bool) if "known" in answers else False
         )
-        # a real answer is judged once per question (the same prompt is one call); a stand-in once per source
+        # a real answer is judged once per question (the same prompt is one call); a stand-in
+        # once per source
         answers = pd.concat(
             [
                 answers[answers["known"]].drop_duplicates(["question_id", "answer"]),
@@ -289,13 +376,31 @@ def build_plan(
             ]
         )
     n_stand_in = int((~answers["known"]).sum()) if len(answers) else 0
-    records = (
-        judge_inputs(
-            answers[["question_id", "doc_id", "system", "set", "answer"]], corpus, questions
-        ).to_dict("records")
-        if len(answers)
-        else []
-    )
+    return answers, n_stand_in
+
+
+def _judge_records(
+    answers: pd.DataFrame, corpus: pd.DataFrame, questions: pd.DataFrame
+) -> list[dict[str, Any]]:
+    """The judges' inputs, one record per answer to judge."""
+    from cube.judges.scoring import judge_inputs
+
+    if not len(answers):
+        return []
+    columns = ["question_id", "doc_id", "system", "set", "answer"]
+    return judge_inputs(answers[columns], corpus, questions).to_dict("records")
+
+
+def _plan_judging(
+    plan: _Plan,
+    params: Params,
+    records: list[dict[str, Any]],
+    dimensions: Any,
+    n_stand_in: int,
+) -> tuple[int, list[tuple[ModelSpec, int, list[Any], int]]]:
+    """Every judge's calls; the judge calls in all (as stage 03 counts them, for the audit's cap)
+    and, per judge, what the audit plans with: its spec, calls per answer, requests, completion
+    tokens per call."""
     judge_calls, audit_inputs = 0, []
     for j in params.judges:
         spec = params.model(j.model)
@@ -305,32 +410,51 @@ def build_plan(
             judge_calls += len(records) * per_answer
             audit_inputs.append((spec, per_answer, [], 0))
             continue
-        judge = Judge(
-            name=j.name, model=make_model(spec), samples=j.samples, all_dimensions=j.all_dimensions
+        calls, reqs, per_call = _plan_llm_judge(
+            plan, j, spec, records, dimensions, n_stand_in, per_answer
         )
-        _, reqs, _ = judge_requests(judge, records, dimensions)
-        per_call = COMPLETION_ESTIMATE["judging"] * (len(dimensions) if j.all_dimensions else 1)
-        g = plan.add(
-            "judging",
-            spec,
-            reqs,
-            exact=not n_stand_in,
-            per_call=per_call,
-            extra_tokens=n_stand_in * per_answer * ANSWER_TOKENS,
-        )
-        # identical requests of a judge are one call, counted as stage 03 and cube batch count them
-        judge_calls += (
-            count_judge_calls([judge], {judge.name: reqs}) if not n_stand_in else len(reqs)
-        )
+        judge_calls += calls
         audit_inputs.append((spec, per_answer, reqs, per_call))
-        if j.retry_unscored:
-            g.notes.append(
-                f"judge {j.name}: up to {j.retry_unscored} re-asks per unscored reply not counted"
-            )
-        if j.pilot and not j.insist:
-            g.notes.append(f"judge {j.name}: its pilot ({j.pilot} calls) may stop it")
-    _plan_audit(plan, params, audit_inputs, judge_calls, len(questions))
-    return _table(plan, cache_path, pilot)
+    return judge_calls, audit_inputs
+
+
+def _plan_llm_judge(
+    plan: _Plan,
+    j: Any,
+    spec: ModelSpec,
+    records: list[dict[str, Any]],
+    dimensions: Any,
+    n_stand_in: int,
+    per_answer: int,
+) -> tuple[int, list[Any], int]:
+    """An LLM judge's requests, built as stage 03 builds them: its calls (identical requests are one
+    call), its requests and its completion tokens per call."""
+    from cube.judges.scoring import Judge, judge_requests
+    from cube.llm import make_model
+    from cube.run.pipeline import judge_calls as count_judge_calls
+
+    judge = Judge(
+        name=j.name, model=make_model(spec), samples=j.samples, all_dimensions=j.all_dimensions
+    )
+    _, reqs, _ = judge_requests(judge, records, dimensions)
+    per_call = COMPLETION_ESTIMATE["judging"] * (len(dimensions) if j.all_dimensions else 1)
+    g = plan.add(
+        "judging",
+        spec,
+        reqs,
+        exact=not n_stand_in,
+        per_call=per_call,
+        extra_tokens=n_stand_in * per_answer * ANSWER_TOKENS,
+    )
+    # identical requests of a judge are one call, counted as stage 03 and cube batch count them
+    calls = count_judge_calls([judge], {judge.name: reqs}) if not n_stand_in else len(reqs)
+    if j.retry_unscored:
+        g.notes.append(
+            f"judge {j.name}: up to {j.retry_unscored} re-asks per unscored reply not counted"
+        )
+    if j.pilot and not j.insist:
+        g.notes.append(f"judge {j.name}: its pilot ({j.pilot} calls) may stop it")
+    return calls, reqs, per_call
 
 
 def _plan_audit(
@@ -342,9 +466,9 @@ def _plan_audit(
 ) -> None:
     """The judge audit's calls (role 'audit'), as stage 03 sends them: `audit.questions` capped by
     `audit.max_share` of the judge calls planned above (`cube.run.pipeline.audit_sample`), x
-    `PROBES_PER_QUESTION` probes x each judge's calls per answer. Its prompts stand in as the judge's
-    own prompts in turn (the probes are length-matched to the answers they replace, give or take the
-    empty and truncated ones): not exact, never counted as cached."""
+    `PROBES_PER_QUESTION` probes x each judge's calls per answer. Its prompts stand in as the
+    judge's own prompts in turn (the probes are length-matched to the answers they replace, give or
+    take the empty and truncated ones): not exact, never counted as cached."""
     from cube.run.pipeline import audit_sample
     from cube.systems.probes import PROBES_PER_QUESTION
 
@@ -359,7 +483,10 @@ def _plan_audit(
         g = plan.add("audit", spec, stand_in, calls=calls, exact=False, per_call=per_call or None)
         note = f"judge audit: {n} questions x {PROBES_PER_QUESTION} probes"
         if sample["capped"]:
-            note += f" (audit.questions {sample['requested']} capped at {sample['max_share']:.0%} of the judge calls)"
+            note += (
+                f" (audit.questions {sample['requested']} capped at {sample['max_share']:.0%} of "
+                "the judge calls)"
+            )
         if note not in g.notes:
             g.notes.append(note)
 
@@ -378,7 +505,8 @@ def _cache_facts(
 ) -> tuple[dict, dict, dict]:
     """Per (role, model): how many of its built requests the cache holds; per model: the latencies
     of its cached calls (the latest 200), and the messages and reported prompt tokens of its latest
-    cached calls (`observed`, for the chat template's tokens: `cube.llm.tokens.count_prompt_tokens`)."""
+    cached calls (`observed`, for the chat template's tokens:
+    `cube.llm.tokens.count_prompt_tokens`)."""
     from cube.llm import CallCache, cache_key
 
     cached: dict[tuple[str, str], int] = {}
@@ -415,8 +543,8 @@ def _table(plan: _Plan, cache_path: Path | None, pilot: int) -> pd.DataFrame:
     from cube.llm.tokens import count_prompt_tokens, prompt_text
 
     for g in plan.groups.values():
-        # identical requests are one call (one cache key); a judge's prompts hold stand-in answers, alike
-        # where the real ones differ (its answers are told apart by `source` above instead)
+        # identical requests are one call (one cache key); a judge's prompts hold stand-in answers,
+        # alike where the real ones differ (its answers are told apart by `source` above instead)
         if (
             (g.role not in ("judging", "audit") or g.exact)
             and g.requests
@@ -462,7 +590,8 @@ def _table(plan: _Plan, cache_path: Path | None, pilot: int) -> pd.DataFrame:
             else None
         )
         prompt = (sum(counted.counts) + g.extra_prompt_tokens) if counted else 0
-        # keys of the built requests already in the cache: only real requests can be (stand-ins are not)
+        # keys of the built requests already in the cache: only real requests can be (stand-ins are
+        # not)
         cached = in_cache.get((role, model), 0) if g.exact and not offline else 0
         cached = min(cached, g.calls)
         completion = g.completion_per_call * g.calls
@@ -503,8 +632,8 @@ def _table(plan: _Plan, cache_path: Path | None, pilot: int) -> pd.DataFrame:
                     g.notes
                     + (
                         [
-                            "an offline algorithm computes identical inputs once (two systems' equal "
-                            "answers, say): an upper bound"
+                            "an offline algorithm computes identical inputs once (two systems' "
+                            "equal answers, say): an upper bound"
                         ]
                         if offline and role != "question_generation"
                         else []
@@ -516,7 +645,8 @@ def _table(plan: _Plan, cache_path: Path | None, pilot: int) -> pd.DataFrame:
 
 
 def _cost(spec: ModelSpec, prompt: float, completion: float, *, batch: bool) -> float:
-    """Cost at the spec's prices (0 offline, NaN when no price is set); `batch`: its batch prices."""
+    """Cost at the spec's prices (0 offline, NaN when no price is set); `batch`: its batch
+    prices."""
     if spec.provider == "offline":
         return 0.0
     p_in, p_out = spec.price_input_per_m, spec.price_output_per_m
@@ -563,9 +693,11 @@ def plan_text(plan: pd.DataFrame) -> str:
         batch = "" if pd.isna(r["batch_cost"]) else f" (batch {r['batch_cost']:.4f})"
         t = "n/a" if pd.isna(r["time_s"]) else f"{r['time_s']:.0f} s"
         lines.append(
-            f"{r['role']:<20} {r['model']:<28} calls {r['calls']:>7} (cached {r['cached_calls']}, to send "
-            f"{r['to_send']})  prompt tokens {r['prompt_tokens']:>10}{'' if r['exact'] else '*'}  completion "
-            f"~{r['completion_tokens']} (max {r['completion_tokens_max']})  cost {cost}{batch}  time {t}"
+            f"{r['role']:<20} {r['model']:<28} calls {r['calls']:>7} (cached {r['cached_calls']}, "
+            f"to send {r['to_send']})  prompt tokens "
+            f"{r['prompt_tokens']:>10}{'' if r['exact'] else '*'}  completion "
+            f"~{r['completion_tokens']} (max {r['completion_tokens_max']})  cost {cost}{batch}  "
+            f"time {t}"
         )
         offline = str(r["tokens_by"]).startswith("offline")
         details = [
@@ -579,8 +711,9 @@ def plan_text(plan: pd.DataFrame) -> str:
     total = "n/a" if costs.isna().any() else f"{costs.sum():.4f}"
     times = plan["time_s"].dropna()
     lines.append(
-        f"total: calls {int(plan['calls'].sum())}, to send {int(plan['to_send'].sum())}, cost {total}, "
-        f"time {'n/a' if times.empty else f'{times.sum():.0f} s (roles one after another)'}"
+        f"total: calls {int(plan['calls'].sum())}, to send {int(plan['to_send'].sum())}, cost "
+        f"{total}, time "
+        f"{'n/a' if times.empty else f'{times.sum():.0f} s (roles one after another)'}"
         + (
             "; * prompts with stand-ins for text not known before the run"
             if not plan["exact"].all()

@@ -1,4 +1,5 @@
-"""Which params each notebook run alone (papermill, nbconvert, Jupyter) last wrote a run folder with.
+"""Which params each notebook run alone (papermill, nbconvert, Jupyter) last wrote a run folder
+with.
 
 A notebook run outside `cube run` writes into the published run folder: its tables, figures and
 `results.json` (stages 04-06, 09 and 10 write no data file, so no provenance records them), and
@@ -104,7 +105,8 @@ def read_ran_alone(notebooks_dir: Path) -> dict[str, Any]:
 
 def stages_ran_alone(notebooks_dir: Path, params: Any, stems: list[str]) -> dict[str, str]:
     """Stages whose notebook, run alone, last wrote the run folder with values other than `params`
-    in a section the stage reads (an unrecognised notebook counts for every stage), with the reason."""
+    in a section the stage reads (an unrecognised notebook counts for every stage), with the
+    reason."""
     from cube.run.stages import STAGES, comparable_values, diff_keys, stage_spec
 
     current = json.loads(params.model_dump_json())
@@ -149,8 +151,8 @@ def stages_run_outside(
     alone recorded at its first write (`cube.run.ran_alone`, for every stage, also those writing no
     data) differing from these in a section the stage reads; a data file whose provenance
     differs from these params; an executed notebook in `notebooks/` whose papermill parameters are
-    not the ones `cube run` gives (`injected`); the run's `params.yaml` (written by the last notebook
-    run) differing from these params in a section the stage reads."""
+    not the ones `cube run` gives (`injected`); the run's `params.yaml` (written by the last
+    notebook run) differing from these params in a section the stage reads."""
     import yaml
 
     from cube.run.stages import dumped_section_values, params_differ, read_provenance, stage_spec

@@ -2,7 +2,8 @@
 
 `study` draws the replicates of `cube.method.simulate_study` (in `workers` processes: each replicate
 has its own seed, so the result does not depend on the number of workers), and returns the summary
-tables; `write` saves them (and the raw replicates) as CSV beside the figures of `cube.pages.sim_plots`.
+tables; `write` saves them (and the raw replicates) as CSV beside the figures of
+`cube.pages.sim_plots`.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ class SimulationResult:
         }
 
     def headline(self) -> dict[str, Any]:
-        """Jury CuBE coverage per size, and p-value / power figures, for results.json and the CLI."""
+        """Jury CuBE coverage per size, and p-value / power figures, for results.json and the
+        CLI."""
         c = self.coverage[
             (self.coverage["judge"] == S.JURY) & (self.coverage["metric"] == "cube_score")
         ]
@@ -99,8 +101,8 @@ def study(
     log: Callable[[str], None] | None = None,
 ) -> SimulationResult:
     """The whole study with the params' `simulation` section (arguments override it) and `analysis`
-    settings (trim, weights, gate, confidence; `bootstrap` is the simulation's). Compare's p-values and
-    power are simulated at `power_questions` (default: the sizes' middle one)."""
+    settings (trim, weights, gate, confidence; `bootstrap` is the simulation's). Compare's p-values
+    and power are simulated at `power_questions` (default: the sizes' middle one)."""
     sp = params.simulation
     R = replicates or sp.replicates
     sizes = questions or list(sp.questions)
@@ -115,8 +117,8 @@ def study(
     ):  # custom weights name the run's dimensions; the simulated judges score their own
         ap = ap.model_copy(update={"weights": "equal", "custom_weights": None})
         weights_note = (
-            "analysis.weights is custom: the simulated judges score the simulation's own dimensions, "
-            "so the study weights them equally"
+            "analysis.weights is custom: the simulated judges score the simulation's own "
+            "dimensions, so the study weights them equally"
         )
         say_later = weights_note
     else:
@@ -142,7 +144,8 @@ def study(
         )
     )
     say(
-        f"compare under no difference: {len(pair_sizes)} sizes x {R} pairs in {time.time() - t0:.0f} s"
+        f"compare under no difference: {len(pair_sizes)} sizes x {R} pairs in "
+        f"{time.time() - t0:.0f} s"
     )
     pvalues = S.pvalue_table(null, 1 - ap.confidence)
     power_tab = pd.DataFrame()
@@ -236,39 +239,41 @@ __all__ = ["JudgeModel", "SimulationResult", "model_from", "study", "write"]
 
 
 def summary_lines(result: SimulationResult) -> list[str]:
-    """The study as text: every interval's coverage with its Monte Carlo error, then compare's figures."""
+    """The study as text: every interval's coverage with its Monte Carlo error, then compare's
+    figures."""
     c = result.coverage
     lines = [
-        f"{'n':>4}  {'judge':<10} {'metric':<15} {'interval':<9} {'runs':>4}  coverage (MC SE)  width   "
-        "bias (MC SE)   RMSE"
+        f"{'n':>4}  {'judge':<10} {'metric':<15} {'interval':<9} {'runs':>4}  coverage (MC SE)  "
+        "width   bias (MC SE)   RMSE"
     ]
     for r in c.itertuples():
         mark = "  <- misses nominal" if r.misses else ""
         lines.append(
             f"{r.n_questions:>4}  {r.judge:<10} {r.metric:<15} {r.interval:<9} {r.replicates:>4}  "
-            f"{r.coverage:7.1%} ({r.coverage_mc_se:4.1%})  {r.mean_width:6.2f}  {r.bias:+6.2f} ({r.bias_mc_se:4.2f})"
-            f"  {r.rmse:6.2f}{mark}"
+            f"{r.coverage:7.1%} ({r.coverage_mc_se:4.1%})  {r.mean_width:6.2f}  {r.bias:+6.2f} "
+            f"({r.bias_mc_se:4.2f})  {r.rmse:6.2f}{mark}"
         )
     for r in result.pvalues.itertuples():
         lines.append(
-            f"compare, no difference, {r.n_questions} questions, {r.replicates} pairs: KS p = {r.ks_p_value:.3f} "
-            f"(uniform p-values), rejection rate {r.rejection_rate:.1%} ({r.rejection_mc_se:.1%}), ΔCuBE "
-            f"interval coverage {r.delta_coverage:.1%} ({r.delta_coverage_mc_se:.1%}), SD of ΔCuBE "
-            f"{r.delta_sd:.2f} ({r.delta_sd_mc_se:.2f}) vs mean bootstrap SE {r.mean_se:.2f}, printed MDE "
+            f"compare, no difference, {r.n_questions} questions, {r.replicates} pairs: KS p = "
+            f"{r.ks_p_value:.3f} (uniform p-values), rejection rate {r.rejection_rate:.1%} "
+            f"({r.rejection_mc_se:.1%}), ΔCuBE interval coverage {r.delta_coverage:.1%} "
+            f"({r.delta_coverage_mc_se:.1%}), SD of ΔCuBE {r.delta_sd:.2f} "
+            f"({r.delta_sd_mc_se:.2f}) vs mean bootstrap SE {r.mean_se:.2f}, printed MDE "
             f"{r.mean_mde:.2f}"
         )
     for r in result.power.itertuples():
         lines.append(
-            f"compare, B worse by the MDE (true ΔCuBE {r.true_delta:.2f}), {r.n_questions} questions, "
-            f"{r.replicates} pairs: power {r.power:.1%} ({r.power_mc_se:.1%}; nominal 80%), ΔCuBE interval "
-            f"coverage {r.delta_coverage:.1%} ({r.delta_coverage_mc_se:.1%}), SD of ΔCuBE {r.delta_sd:.2f} "
-            f"({r.delta_sd_mc_se:.2f}) vs mean bootstrap SE {r.mean_se:.2f}, MDE printed by these pairs "
-            f"{r.mde_printed_here:.2f}"
+            f"compare, B worse by the MDE (true ΔCuBE {r.true_delta:.2f}), {r.n_questions} "
+            f"questions, {r.replicates} pairs: power {r.power:.1%} ({r.power_mc_se:.1%}; nominal "
+            f"80%), ΔCuBE interval coverage {r.delta_coverage:.1%} ({r.delta_coverage_mc_se:.1%}), "
+            f"SD of ΔCuBE {r.delta_sd:.2f} ({r.delta_sd_mc_se:.2f}) vs mean bootstrap SE "
+            f"{r.mean_se:.2f}, MDE printed by these pairs {r.mde_printed_here:.2f}"
         )
     for r in result.gate.itertuples():
         lines.append(
-            f"gate, {r.n_questions} questions: {r.judge} left out of the jury in {r.excluded_rate:.1%} "
-            f"({r.excluded_mc_se:.1%}) of {r.replicates} runs"
+            f"gate, {r.n_questions} questions: {r.judge} left out of the jury in "
+            f"{r.excluded_rate:.1%} ({r.excluded_mc_se:.1%}) of {r.replicates} runs"
         )
     return lines
 
@@ -280,8 +285,9 @@ def run_simulate(
     log: Callable[[str], None] | None = None,
     **options: Any,
 ) -> tuple[Path, SimulationResult]:
-    """`cube simulate`: the study with the params file's settings (`options` override the `simulation`
-    section), its tables, settings and figures written to `out` (default `<outputs_dir>/simulate/<run>/`)."""
+    """`cube simulate`: the study with the params file's settings (`options` override the
+    `simulation` section), its tables, settings and figures written to `out` (default
+    `<outputs_dir>/simulate/<run>/`)."""
     from cube.config.params import load_params
     from cube.config.project import resolve
     from cube.pages import sim_plots

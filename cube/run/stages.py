@@ -4,9 +4,9 @@
   sections listed in `STAGES`, the user files those sections name (corpus, question file,
   imported answers, prompt files, ratings), the `cube` modules the notebook imports (followed
   through their own `cube` imports), the notebook file, and the fingerprints of the stages it
-  takes data from. A section may be a subset of one's keys (`diagnostics.refusal_*`: 02 reads only the
-  refusal questions' keys, a failure threshold re-runs 06 and 10). So adding a judge re-runs from 03,
-  changing `analysis` re-runs 04-07,
+  takes data from. A section may be a subset of one's keys (`diagnostics.refusal_*`: 02 reads only
+  the refusal questions' keys, a failure threshold re-runs 06 and 10). So adding a judge re-runs
+  from 03, changing `analysis` re-runs 04-07,
   changing `lexical` re-runs 08 only; 00 (the paper's published tables) reads no params at all.
   Of `models:` a stage reads only the entries its sections refer to (02 the answerers' and the
   question writer's, 03 the judges'), and of a model spec only what identifies its calls (not its
@@ -15,9 +15,9 @@
   A notebook not listed here (a new one) reads every section and every earlier stage.
 - **Provenance.** `data/.provenance.json` records, for each data file, the stage that wrote it and
   the params sections that produced it (its own and its inputs'), in `comparable_values` form (no
-  local absolute path: outside the project a path is kept as its name and a hash). Reading a data file under params
-  that differ there raises `ParamsMismatchError` naming the differing keys, so data of two params
-  files are never mixed in one run folder.
+  local absolute path: outside the project a path is kept as its name and a hash). Reading a data
+  file under params that differ there raises `ParamsMismatchError` naming the differing keys, so
+  data of two params files are never mixed in one run folder.
 """
 
 from __future__ import annotations
@@ -99,12 +99,12 @@ def upstream_sections(name: str) -> list[str]:
     return seen + [s for s in spec.sections if s not in seen]
 
 
-# The fields of a model spec that change no reply (`cube.llm.cache.key_payload` leaves them out too):
-# prices, the API key's variable, headers' variables, timeouts, retries and concurrency. No stage
-# depends on them; every other field (model, endpoints, sampling, max tokens, extra body, an offline
-# algorithm's options, and any field added later) identifies the calls. A call's cost is recorded
-# when it is made and a cached call keeps its original cost, so re-running a stage after a price
-# edit would not change any cost shown either.
+# The fields of a model spec that change no reply (`cube.llm.cache.key_payload` leaves them out
+# too): prices, the API key's variable, headers' variables, timeouts, retries and concurrency. No
+# stage depends on them; every other field (model, endpoints, sampling, max tokens, extra body, an
+# offline algorithm's options, and any field added later) identifies the calls. A call's cost is
+# recorded when it is made and a cached call keeps its original cost, so re-running a stage after a
+# price edit would not change any cost shown either.
 NOT_CALL_FIELDS = frozenset(
     {
         "price_input_per_m",
@@ -237,7 +237,8 @@ def _module_imports(path: Path) -> frozenset[str]:
 
 @cache
 def _module_data(path: Path) -> frozenset[str]:
-    """The package folders (paths relative to `cube/`) whose data files (prompts, templates, tables) a Python file reads: named by a string in `resources.files(...)`, `.joinpath(...)`,
+    """The package folders (paths relative to `cube/`) whose data files (prompts, templates, tables)
+    a Python file reads: named by a string in `resources.files(...)`, `.joinpath(...)`,
     `PackageLoader(...)`, or joined to a path built from `__file__`."""
     try:
         tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -365,7 +366,8 @@ def notebook_code(path: Path) -> str:
 
 
 def stage_fingerprints(params: Params, notebooks: list[Path], root: Path) -> dict[str, str]:
-    """Fingerprint of every notebook (by file name) from what it reads (see the module docstring)."""
+    """Fingerprint of every notebook (by file name) from what it reads (see the module
+    docstring)."""
     prints: dict[str, str] = {}
     by_stem: dict[str, str] = {}
     for nb in notebooks:
@@ -425,8 +427,8 @@ def comparable_values(
     """Dumped params sections as records keep and compare them: local paths relative to the project
     root, or outside it by `path_identity` (name and hash: no local folder layout in a run folder),
     model specs by their call fields, `models` by the entries the sections refer to. Applied to both
-    sides of a comparison, so a record written by an earlier version (absolute paths, whole `models:`
-    entries with prices and concurrency) agrees with unchanged params."""
+    sides of a comparison, so a record written by an earlier version (absolute paths, whole
+    `models:` entries with prices and concurrency) agrees with unchanged params."""
     return dumped_section_values(shared_values(data, project_root(), identify=True)[0], sections)
 
 
@@ -469,10 +471,11 @@ def check_provenance(
     if differing:
         stage = entry.get("stage") or "an earlier stage"
         raise ParamsMismatchError(
-            f"{run_label}: data/{name}.parquet was produced by {stage} with params {entry.get('params_file')!r} "
-            f"that differ from {params_file!r} in: {', '.join(differing)}. Not mixing them: re-run {stage} "
-            f"with these params (`cube run {params_file} --only {stage[:2]}..` or --force), or give this params "
-            "file its own `run:` name."
+            f"{run_label}: data/{name}.parquet was produced by {stage} with params "
+            f"{entry.get('params_file')!r} that differ from {params_file!r} in: "
+            f"{', '.join(differing)}. Not mixing them: re-run {stage} with these params (`cube run "
+            f"{params_file} --only {stage[:2]}..` or --force), or give this params file its own "
+            "`run:` name."
         )
 
 
@@ -490,9 +493,10 @@ def check_run_folder(data_dir: Path, params: Params, params_file: str, run_label
             problems.append(f"data/{name}.parquet (from {other!r}): {', '.join(differing)}")
     if problems:
         raise ParamsMismatchError(
-            f"{run_label}: this run folder holds data produced by another params file with other values; "
-            f"{params_file!r} differs in: "
+            f"{run_label}: this run folder holds data produced by another params file with other "
+            f"values; {params_file!r} differs in: "
             + "; ".join(problems)
             + ". Not replacing them silently: give "
-            f"{params_file!r} its own `run:` name, or pass --force to re-run every stage with it in this folder."
+            f"{params_file!r} its own `run:` name, or pass --force to re-run every stage with it "
+            "in this folder."
         )

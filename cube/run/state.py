@@ -111,15 +111,15 @@ def run_lock(root: Path, log=print) -> Iterator[Path]:
                 pid, host = held.get("pid"), held.get("host")
                 if isinstance(pid, int) and host == mine["host"] and not _pid_alive(pid):
                     log(
-                        f"[cube] {lock}: taking over a stale lock of pid {pid} (started {held.get('started')}), "
-                        "which is no longer running"
+                        f"[cube] {lock}: taking over a stale lock of pid {pid} (started "
+                        f"{held.get('started')}), which is no longer running"
                     )
                     lock.unlink(missing_ok=True)
                     continue
                 raise RunLocked(
-                    f"{root}: another `cube run` holds this run folder (pid {pid} on {host}, started "
-                    f"{held.get('started')}: {held.get('command', '?')}). Wait for it to finish, or remove {lock} "
-                    "if that process is gone."
+                    f"{root}: another `cube run` holds this run folder (pid {pid} on {host}, "
+                    f"started {held.get('started')}: {held.get('command', '?')}). Wait for it to "
+                    f"finish, or remove {lock} if that process is gone."
                 ) from None
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 json.dump(mine, f)
@@ -240,7 +240,8 @@ def _commit(root: Path) -> None:
 
 
 def finish_interrupted_commit(root: Path, log=print) -> None:
-    """Complete a commit that a killed process left half-done (every entry is either moved or not)."""
+    """Complete a commit that a killed process left half-done (every entry is either moved or
+    not)."""
     if (root / STAGING / COMMITTING).exists():
         log(f"[cube] {root}: completing the publication that an earlier run left unfinished")
         commit_staging(root)
@@ -302,13 +303,15 @@ def write_last_run(
     stages = [{**s, "error": scrub_local_paths(str(s.get("error") or ""))} for s in stages]
     rows = "".join(
         f"<tr><td>{escape(s['notebook'])}</td><td>{escape(s['status'])}</td>"
-        f"<td>{float(s.get('seconds') or 0):.1f}</td><td>{escape(str(s.get('error') or ''))}</td></tr>"
+        f"<td>{float(s.get('seconds') or 0):.1f}</td>"
+        f"<td>{escape(str(s.get('error') or ''))}</td></tr>"
         for s in stages
     )
     when = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     html = (
         '<!DOCTYPE html><html><head><meta charset="utf-8"><title>Last run</title></head><body>'
-        f'<h1>Last run: {escape(status)}</h1><p id="status" data-status="{escape(status)}">{escape(message)}</p>'
+        f'<h1>Last run: {escape(status)}</h1><p id="status" '
+        f'data-status="{escape(status)}">{escape(message)}</p>'
         f"<p>Params file: <code>{escape(str(params_path))}</code> · ended {when}</p>"
         '<table border="1"><tr><th>Stage</th><th>Status</th><th>Seconds</th><th>Error</th></tr>'
         f'{rows}</table><p><a href="index.html">Back to the report</a></p></body></html>'

@@ -2,9 +2,9 @@
 
 Each combination is the params file with the grid's `key.path=value` overrides applied (validated
 like the file) and its own run name, `<run>__<key>-<value>...`, so the runs never share a folder.
-Their params files are written to `outputs/<run>__sweep/params/`, each run is executed by `cube run`'s
-runner (stages up to date in a run are skipped as usual), and `outputs/<run>__sweep/index.html`
-links every run's report with its values, CuBE score and verdict.
+Their params files are written to `outputs/<run>__sweep/params/`, each run is executed by `cube
+run`'s runner (stages up to date in a run are skipped as usual), and
+`outputs/<run>__sweep/index.html` links every run's report with its values, CuBE score and verdict.
 """
 
 from __future__ import annotations
@@ -151,15 +151,18 @@ def _index_html(base: str, grid: list[tuple[str, list[Any]]], rows: list[dict[st
         )
         body += (
             f'<tr><td><a href="{html.escape(r["href"])}">{html.escape(r["run"])}</a></td>{cells}'
-            f"<td>{cube}</td><td>{html.escape(str(r['verdict'] or ''))}</td><td>{html.escape(status)}</td></tr>"
+            f"<td>{cube}</td><td>{html.escape(str(r['verdict'] or ''))}</td>"
+            f"<td>{html.escape(status)}</td></tr>"
         )
     return (
         '<!DOCTYPE html><html><head><meta charset="utf-8"><title>Sweep '
         + html.escape(base)
         + "</title>"
         "<style>body{font-family:system-ui,sans-serif;margin:24px}table{border-collapse:collapse}"
-        "td,th{border:1px solid #d9dde3;padding:4px 10px;text-align:left}th{background:#eef1f5}</style>"
-        f"</head><body><h1>Sweep of {html.escape(base)}</h1><p>One run per combination; each link opens "
-        f"that run's report.</p><table><tr><th>Run</th>{head}<th>CuBE</th><th>Verdict</th><th>Status</th>"
+        "td,th{border:1px solid #d9dde3;padding:4px 10px;text-align:left}"
+        "th{background:#eef1f5}</style>"
+        f"</head><body><h1>Sweep of {html.escape(base)}</h1><p>One run per combination; "
+        "each link opens that run's report.</p>"
+        f"<table><tr><th>Run</th>{head}<th>CuBE</th><th>Verdict</th><th>Status</th>"
         f"</tr>{body}</table></body></html>"
     )

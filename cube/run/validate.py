@@ -51,9 +51,9 @@ class DataReport:
         items = f"{f['items']} items" if "items" in f else "knowledge base not loaded"
         rows = f" from {f['rows']} rows" if f.get("rows") not in (None, f.get("items")) else ""
         return (
-            f"validate: {'OK' if self.ok else 'FAILED'}: {items}{rows}, {f.get('fields_mapped', 0)} fields mapped, "
-            f"{f.get('duplicate_texts', 0)} duplicate texts, {len(self.warnings)} warning(s), "
-            f"{len(self.errors)} error(s)"
+            f"validate: {'OK' if self.ok else 'FAILED'}: {items}{rows}, "
+            f"{f.get('fields_mapped', 0)} fields mapped, {f.get('duplicate_texts', 0)} duplicate "
+            f"texts, {len(self.warnings)} warning(s), {len(self.errors)} error(s)"
         )
 
     def lines(self) -> list[str]:
@@ -131,8 +131,9 @@ def _suggest_group_by(
     if repeated.any():
         cols = [columns.get(k, k) for k in keys]
         report.warnings.append(
-            f"{source}: {int(repeated.sum())} of {len(corpus)} rows repeat the {'/'.join(keys)} of an earlier row: "
-            f"a long-format file (one row per material)? Set corpus.group_by: {cols} to make one document per item"
+            f"{source}: {int(repeated.sum())} of {len(corpus)} rows repeat the {'/'.join(keys)} of "
+            "an earlier row: a long-format file (one row per material)? Set corpus.group_by: "
+            f"{cols} to make one document per item"
         )
 
 
@@ -158,7 +159,8 @@ def _check_documents(
     if n_dup:
         groups = [at(corpus["text"].eq(t)) for t in dict.fromkeys(corpus.loc[dup, "text"])]
         report.warnings.append(
-            f"{source}: {n_dup} document(s) are exact text duplicates of another ({len(groups)} group(s)); "
+            f"{source}: {n_dup} document(s) are exact text duplicates of another ({len(groups)} "
+            "group(s)); "
             "retrieval cannot tell them apart: " + " | ".join(groups)
         )
     fam = (
@@ -169,9 +171,9 @@ def _check_documents(
     sizes = fam[fam.ne("")].value_counts()
     if not len(sizes):
         report.notes.append(
-            f"{source}: no families (family_id empty or not mapped): near-duplicates across regions "
-            "or variants are not identified; map the column naming the main item (e.g. 主项名称) "
-            "to family_id"
+            f"{source}: no families (family_id empty or not mapped): near-duplicates across "
+            "regions or variants are not identified; map the column naming the main item (e.g. "
+            "主项名称) to family_id"
         )
     else:
         report.notes.append(
@@ -270,7 +272,8 @@ def check_imported(
 
 
 def validate_data(params: Params, base_dir: str | Path = ".") -> DataReport:
-    """Check every data input of a run (relative paths against `base_dir`); never raises on bad data."""
+    """Check every data input of a run (relative paths against `base_dir`); never raises on bad
+    data."""
     base_dir, report = Path(base_dir), DataReport()
     corpus = check_corpus(params, base_dir, report)
     check_questions(params, corpus, base_dir, report)
