@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from openai_server import OpenAIServer
+
+from tests.openai_server import OpenAIServer
 
 
 @pytest.fixture

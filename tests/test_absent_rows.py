@@ -7,10 +7,10 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
-from factories import make_tables
 
 from cube.config.sections import AnalysisParams
 from cube.method.evaluation import evaluate
+from tests.factories import make_tables
 
 
 def _evaluate(answers, scores, ap, **kw):
@@ -30,7 +30,7 @@ def _evaluate(answers, scores, ap, **kw):
 def test_absent_rows_equal_nan_rows_for_a_configured_dimension(weights, custom):
     """Item 6 (metamorphic): a configured dimension without any score row gives exactly what NaN
     rows give, in the point estimate, the flags and the bootstrap."""
-    from factories import DIMS
+    from tests.factories import DIMS
 
     answers, scores = make_tables(n_questions=30, seed=3)
     lost = scores["dimension"] == "quality"
@@ -60,7 +60,7 @@ def test_absent_rows_equal_nan_rows_for_a_configured_dimension(weights, custom):
 def test_custom_weights_lacking_a_configured_dimension_is_a_clear_error():
     """Item 6: custom weights without the configured dimension 'quality' (which has no rows) used to
     crash the bootstrap with KeyError 'quality'; it is a ValueError naming the key and the dimension."""
-    from factories import DIMS
+    from tests.factories import DIMS
 
     answers, scores = make_tables(n_questions=20, seed=3)
     ap = AnalysisParams(

@@ -13,7 +13,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from openai_server import OpenAIServer, last_user_message
 
 from cube.config.params import parse_params
 from cube.judges import load_dimensions, make_judges, score_answers
@@ -22,6 +21,7 @@ from cube.kb.questions import build_questions
 from cube.method.audit import audit_summary, audit_verdict, probe_table
 from cube.systems.extractive import extractive_answer
 from cube.systems.probes import build_probes, corrupt_facts, kinds_for, pad, reorder
+from tests.openai_server import OpenAIServer, last_user_message
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from openai_server import OpenAIServer, last_user_message
 
 from cube.config.params import parse_params
 from cube.pages.decision import decision_markdown
 from cube.run import pipeline
 from cube.run.evaluate import evaluate_run
 from cube.run.notebook import open_run
+from tests.openai_server import OpenAIServer, last_user_message
 
 PARAMS = """run: a
 lang: zh

@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from factories import make_tables
 
 from cube.config.runpaths import RunPaths
 from cube.pages.browser import CHUNK, page_size, write_browser
+from tests.factories import make_tables
 
 SCRIPT = "<script>alert('x')</script>"
 ROOT = Path(__file__).resolve().parents[1]

@@ -5,11 +5,11 @@ from __future__ import annotations
 import math
 
 import pandas as pd
-from factories import make_tables
 
 from cube.config.sections import AnalysisParams
 from cube.diagnose.categories import category_report
 from cube.method.evaluation import evaluate
+from tests.factories import make_tables
 
 
 def test_categories_sum_to_the_whole_small_ones_say_why_and_one_category_equals_the_whole():

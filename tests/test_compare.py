@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from factories import make_tables
 
 from cube.method import evaluation as E
 from cube.method.compare import compare_all, compare_pair, holm, mde, questions_needed
+from tests.factories import make_tables
 
 
 def _side(

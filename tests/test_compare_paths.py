@@ -10,10 +10,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from factories import make_tables
 
 from cube.cli import main
 from cube.run.compare import resolve_side, run_compare
+from tests.factories import make_tables
 
 ROOT = Path(__file__).resolve().parents[1]
 

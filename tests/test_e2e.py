@@ -19,13 +19,13 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from openai_server import OpenAIServer, last_user_message
 
 from cube.config.params import load_params
 from cube.kb.demo import generate_demo_corpus
 from cube.method import analysis as A
 from cube.method import evaluation as E
 from cube.run.execute import execute_run
+from tests.openai_server import OpenAIServer, last_user_message
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[1]

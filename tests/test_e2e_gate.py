@@ -12,9 +12,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from openai_server import OpenAIServer, body_digest
 
 from cube.run.execute import execute_run
+from tests.openai_server import OpenAIServer, body_digest
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,7 +10,6 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
-from judge_sim import simulate, simulate_probes
 
 from cube.config.schema import SchemaError
 from cube.config.sections import AnalysisParams
@@ -18,6 +17,7 @@ from cube.method.analysis import jury_summary
 from cube.method.audit import audit_summary, audit_verdict, self_preference, validate_probes
 from cube.method.evaluation import evaluate
 from cube.method.gate import RANK_TEST_MIN_GROUP
+from tests.judge_sim import simulate, simulate_probes
 
 
 def run(answers, scores, probes=None, **ap):

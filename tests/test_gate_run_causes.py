@@ -12,12 +12,12 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from judge_sim import BLIND, DECENT, WORSE_DROP, bounds, simulate, simulate_probes
 
 from cube.config.sections import AnalysisParams
 from cube.diagnose.lta import withheld_reasons
 from cube.method.evaluation import evaluate
 from cube.method.gate import bounds_test_can_decide, min_questions
+from tests.judge_sim import BLIND, DECENT, WORSE_DROP, bounds, simulate, simulate_probes
 
 
 def result(answers, scores, probes=None, **ap):

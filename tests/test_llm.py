@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from openai_server import OpenAIServer, broken_endpoint, closed_port_url
 
 from cube.config.model_spec import ModelSpec
 from cube.config.schema import ACCOUNTING_COLUMNS
@@ -29,6 +28,7 @@ from cube.llm import (
     response_accounting,
     usage_summary,
 )
+from tests.openai_server import OpenAIServer, broken_endpoint, closed_port_url
 
 KEY = "sk-test-DO-NOT-LEAK-7f3a9c21"
 ROOT = Path(__file__).resolve().parents[1]
@@ -527,7 +527,7 @@ def test_run_killed_with_sigkill_resumes_without_repeating_completed_calls(tmp_p
 
 
 def _digest(body: dict) -> str:
-    from openai_server import body_digest
+    from tests.openai_server import body_digest
 
     return body_digest(body)
 

@@ -8,7 +8,6 @@ import socket
 from pathlib import Path
 
 import pytest
-from openai_server import OpenAIServer
 
 from cube.cli import main
 from cube.config.model_spec import ModelSpec
@@ -16,6 +15,7 @@ from cube.judges.parsing import parse_score, parse_scores_json, score_schema
 from cube.kb.questions import clean_question
 from cube.llm import Request, cache_key, make_model
 from cube.llm.local import LocalServer, LocalServerError, params_snippet
+from tests.openai_server import OpenAIServer
 
 # llama-cpp-python 0.3.36's answer to response_format {"type": "json_schema", ...} (HTTP 500, measured)
 LLAMA_CPP_REFUSAL = (

@@ -14,7 +14,6 @@ import nbformat
 import pandas as pd
 import pytest
 import yaml
-from factories import make_project
 
 from cube.config.overrides import load_params_with_overrides, parse_overrides
 from cube.config.params import ParamsError, parse_params
@@ -23,6 +22,7 @@ from cube.pages.display import header, table, to_html
 from cube.run.execute import execute_run
 from cube.run.notebook import PARAMETERS_CELL, MissingStageError, apply_parameters_cell, open_run
 from cube.run.stages import ParamsMismatchError, stage_fingerprints, stages_affected
+from tests.factories import make_project
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = list_notebooks(ROOT / "notebooks")

@@ -13,7 +13,6 @@ from typing import Any
 import pandas as pd
 import pytest
 import yaml
-from openai_server import OpenAIServer, last_user_message
 
 from cube.config.model_spec import ModelSpec
 from cube.config.params import parse_params
@@ -27,6 +26,7 @@ from cube.llm.tokens import ESTIMATE, count_prompt_tokens, estimate_tokens
 from cube.run.pipeline import judge_audit, judge_calls, stage_requests
 from cube.run.plan import build_plan, plan_text, plan_vs_actual
 from cube.systems import build_answers
+from tests.openai_server import OpenAIServer, last_user_message
 
 ECHO = (
     "The question must be answerable from this guide. Name the service item in the question, so the staff "

@@ -13,7 +13,6 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
-from factories import DIMS, make_tables  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 
@@ -22,6 +21,7 @@ from cube.method.agreement import pairwise_agreement  # noqa: E402
 from cube.method.evaluation import evaluate  # noqa: E402
 from cube.method.lexical import lexical_scores  # noqa: E402
 from cube.pages import plots, plots_cube, style  # noqa: E402
+from tests.factories import DIMS, make_tables  # noqa: E402
 
 CJK_JUDGE = "评委甲"
 

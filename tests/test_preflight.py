@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 import yaml
-from openai_server import OpenAIServer, broken_endpoint, closed_port_url
 
 from cube.cli import main
 from cube.config.params import parse_params
 from cube.llm.preflight import check_endpoints, check_keys, uses_llm
+from tests.openai_server import OpenAIServer, broken_endpoint, closed_port_url
 
 KEY = "sk-preflight-DO-NOT-LEAK-91ab"
 

@@ -8,7 +8,6 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from openai_server import OpenAIServer, last_user_message
 
 from cube.config.params import ParamsError, parse_params
 from cube.config.phrasing import base_name
@@ -28,6 +27,7 @@ from cube.kb.questions import (
     usable_questions,
 )
 from cube.llm import OfflineModel, Request, Response, register_offline
+from tests.openai_server import OpenAIServer, last_user_message
 
 JUDGES = [{"name": "r", "model": {"provider": "offline", "model": "rubric"}}]
 

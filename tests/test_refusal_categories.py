@@ -5,12 +5,12 @@ from __future__ import annotations
 import math
 
 import pandas as pd
-from factories import make_tables
 
 from cube.config.sections import AnalysisParams
 from cube.diagnose.categories import category_report
 from cube.diagnose.refusal_categories import NOT_IN_CORPUS, refusal_by_category
 from cube.pages.diag_plots import refusal_figure
+from tests.factories import make_tables
 
 CORPUS = pd.DataFrame(
     {

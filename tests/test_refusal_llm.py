@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from openai_server import OpenAIServer, last_user_message
 
 from cube.config.params import ParamsError, parse_params
 from cube.config.sections import BuiltinSystem
@@ -25,6 +24,7 @@ from cube.kb.refusal_llm import (
 )
 from cube.kb.refusal_questions import COLUMNS, build_refusal_set
 from cube.systems import refusal_answers
+from tests.openai_server import OpenAIServer, last_user_message
 
 CORPUS = generate_demo_corpus(60, "zh")
 NAMES = CORPUS["item_name"].tolist()

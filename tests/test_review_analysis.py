@@ -7,10 +7,10 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
-from factories import make_tables
 
 from cube.config.sections import AnalysisParams
 from cube.method.evaluation import evaluate
+from tests.factories import make_tables
 
 
 def _evaluate(answers, scores, ap, **kw):
@@ -132,7 +132,7 @@ def test_every_system_call_failed_gives_nan_and_a_withheld_verdict():
 def test_gate_failure_message_without_error_kind_counts_unscored_items():
     """Item 13: without an `error_kind` column the gate said "failure rate 25% > 20% (0 call, 0 parse
     of 480 judgments)", contradicting itself; it now counts the unscored or absent items."""
-    from factories import DIMS
+    from tests.factories import DIMS
 
     answers, scores = make_tables(n_questions=40, seed=3)
     ap = AnalysisParams(bootstrap=0, weights="rank_correlation")

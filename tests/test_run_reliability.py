@@ -15,11 +15,11 @@ from pathlib import Path
 import psutil
 import pytest
 import yaml
-from openai_server import OpenAIServer, body_digest, score_reply
 
 from cube import cli
 from cube.config.runpaths import RunPaths
 from cube.run.execute import RunSummary, execute_run
+from tests.openai_server import OpenAIServer, body_digest, score_reply
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "sk-planted-secret-4f9a1c77e2"

@@ -10,12 +10,12 @@ import pytest
 import yaml
 from hypothesis import given
 from hypothesis import strategies as st
-from openai_server import OpenAIServer
 
 from cube.config.model_spec import redact_url, url_credential_problem
 from cube.config.params import ParamsError, params_to_yaml, parse_params
 from cube.llm import Request, make_model
 from cube.llm.preflight import check_endpoints, check_keys
+from tests.openai_server import OpenAIServer
 
 KEY = "sk-PLANTED-api-key-0a1b2c"
 USERINFO = "PLANTED-userinfo-pass-3d4e"

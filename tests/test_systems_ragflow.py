@@ -6,11 +6,11 @@ import math
 
 import pandas as pd
 import pytest
-from ragflow_server import GENERATIONS, RagflowTestServer, ReplyError
 
 from cube.config.sections import RagflowSystem
 from cube.llm import usage_summary
 from cube.systems.ragflow import RagflowAssistant, RagflowError
+from tests.ragflow_server import GENERATIONS, RagflowTestServer, ReplyError
 
 KEY = "ragflow-test-key-123456"
 CHATS = [
