@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from factories import make_project
 
 from cube.config.project import list_notebooks
 from cube.run.execute import execute_run
+from tests import ROOT
+from tests.factories import make_project
 
-ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = list_notebooks(ROOT / "notebooks")
 JUDGES = [
     {"name": "strict", "model": {"provider": "offline", "model": "rubric-strict"}},

@@ -15,6 +15,7 @@ from cube.kb.demo import generate_demo_corpus
 from cube.kb.questions import build_questions
 from cube.systems import make_system
 from cube.systems.region_filter import RegionFilter
+from tests import ROOT
 
 
 def _params(lang: str = "zh") -> Params:
@@ -146,13 +147,12 @@ def test_filter_keeps_r_at_1_and_lowers_cross_region_confusion(lang):
 
 def test_readme_examples_of_region_filter_and_llm_questions_are_valid_params():
     import re
-    from pathlib import Path
 
     import yaml
 
     from cube.config.params import parse_params
 
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     text = (root / "README.md").read_text(encoding="utf-8")
     section = text[text.index("## Per-region retrieval") : text.index("## Benchmarks")]
     blocks = [yaml.safe_load(b) for b in re.findall(r"```yaml\n(.*?)```", section, re.S)]

@@ -1,15 +1,14 @@
 """Params: validation errors name the key and the file; resolved params hold no secrets."""
 
 import tomllib
-from pathlib import Path
 
 import pytest
 import yaml
 
 from cube.config.params import ParamsError, load_params, params_to_yaml, parse_params
 from cube.config.runpaths import RunPaths
+from tests import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 MINIMAL = {
     "run": "t",
     "judges": [{"name": "r", "model": {"provider": "offline", "model": "rubric-lenient"}}],

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from test_judges_rubric import CASES, ctx
 
 import cube.judges.rubric as rubric
 from cube.config.model_spec import ModelSpec
 from cube.config.params import Params
 from cube.config.sections import JudgeParams
 from cube.judges.dimensions import load_dimensions
+from tests.judges.test_judges_rubric import CASES, ctx
 
 
 @pytest.mark.parametrize("lang", ["zh", "en"])

@@ -10,8 +10,6 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from openai_server import OpenAIServer, last_user_message
-from test_judges_rubric import CASES, GOLD_ZH, ITEM_ZH
 
 from cube.config.model_spec import ModelSpec
 from cube.config.params import parse_params
@@ -26,6 +24,8 @@ from cube.judges import (
 from cube.judges.dimensions import all_dimensions_prompt, fill_template, packaged_template
 from cube.llm import make_model, usage_summary
 from cube.method.gate import failure_rates
+from tests.judges.test_judges_rubric import CASES, GOLD_ZH, ITEM_ZH
+from tests.openai_server import OpenAIServer, last_user_message
 
 PAPER_RELEVANCE_START = (
     "You are a rigorous evaluation assistant responsible for assessing whether the response content of a RAG "

@@ -10,6 +10,7 @@ import pytest
 from cube.config.model_spec import ModelSpec
 from cube.llm import Request, concurrency, make_model
 from cube.llm.concurrency import AdaptiveLimit
+from tests import ROOT
 from tests.openai_server import OpenAIServer
 
 
@@ -119,15 +120,12 @@ def test_without_pushback_the_limit_stays_at_max_concurrency():
 
 
 def test_the_documented_start_and_cut_are_the_ones_the_code_uses():
-    from pathlib import Path
 
     from cube.llm import concurrency
 
     fields = ModelSpec.model_fields
     text = fields["max_concurrency"].description + " " + fields["min_concurrency"].description
-    readme = " ".join(
-        (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8").split()
-    )
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
     for doc in (text, readme):
         assert f"starts at {concurrency.SLOW_START}" in doc
         assert f"cut to {round(concurrency.DECREASE * 100)} %" in doc
@@ -178,7 +176,6 @@ def test_default_max_concurrency_is_64_for_local_endpoints_and_16_elsewhere(urls
 
 
 def test_an_explicit_max_concurrency_always_wins_and_the_default_is_documented():
-    from pathlib import Path
 
     from cube.config.model_spec import LOCAL_MAX_CONCURRENCY, REMOTE_MAX_CONCURRENCY
 
@@ -192,9 +189,7 @@ def test_an_explicit_max_concurrency_always_wins_and_the_default_is_documented()
         == 200
     )
     doc = ModelSpec.model_fields["max_concurrency"].description
-    readme = " ".join(
-        (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8").split()
-    )
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
     for text in (doc, readme):
         assert (
             f"{LOCAL_MAX_CONCURRENCY} when every base URL is local" in text
@@ -520,12 +515,9 @@ def test_after_a_cut_the_limit_only_follows_429s_and_timeouts():
 def test_the_documented_growth_after_a_cut_and_flat_step_are_the_ones_the_code_uses():
     """review: README and `min_concurrency` said the limit "grows back by one per window" after a
     429, while it grows by 1/limit per answered call, and only congestion moves it from then on."""
-    from pathlib import Path
 
     text = ModelSpec.model_fields["min_concurrency"].description
-    readme = " ".join(
-        (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8").split()
-    )
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
     for doc in (text, readme):
         assert "by one per window" not in doc
         assert "1/limit per answered call" in doc and "only 429s and timeouts" in doc

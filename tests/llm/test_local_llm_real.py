@@ -23,9 +23,9 @@ from cube.config.model_spec import ModelSpec
 from cube.judges.parsing import parse_score, score_schema
 from cube.llm import Request, make_model
 from cube.llm.local import LocalServer, missing_parts
+from tests import ROOT
 
 pytestmark = pytest.mark.local_llm
-ROOT = Path(__file__).resolve().parents[1]
 JUDGE_PROMPT = (
     "Grade the answer to the question on a 0-10 scale. Reply with the score only.\n"
     "Question: How many working days does it take to get a new disability card?\n"
