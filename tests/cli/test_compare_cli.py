@@ -13,8 +13,8 @@ import yaml
 from cube.cli import main
 from cube.run import pipeline
 from cube.run.notebook import open_run
+from tests import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = "<script>alert('x')</script>"
 
 

@@ -8,7 +8,6 @@ package's functions, the probes by `cube.systems.probes`, the scoring by `cube.j
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -21,9 +20,8 @@ from cube.kb.questions import build_questions
 from cube.method.audit import audit_summary, audit_verdict, probe_table
 from cube.systems.extractive import extractive_answer
 from cube.systems.probes import build_probes, corrupt_facts, kinds_for, pad, reorder
+from tests import ROOT
 from tests.openai_server import OpenAIServer, last_user_message
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def length_judge(body: dict) -> str:

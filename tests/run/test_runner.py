@@ -9,8 +9,8 @@ import yaml
 from cube.kb.demo import generate_demo_corpus
 from cube.run.execute import InputError, execute_run
 from cube.run.stages import ParamsMismatchError
+from tests import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 JUDGES = [{"name": "r", "model": {"provider": "offline", "model": "rubric-strict"}}]
 
 

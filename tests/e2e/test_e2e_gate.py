@@ -7,17 +7,16 @@ from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
 
 from cube.run.execute import execute_run
+from tests import ROOT
 from tests.openai_server import OpenAIServer, body_digest
 
 pytestmark = pytest.mark.e2e
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def random_judge(body: dict) -> str:

@@ -19,9 +19,9 @@ import yaml
 from cube import cli
 from cube.config.runpaths import RunPaths
 from cube.run.execute import RunSummary, execute_run
+from tests import ROOT
 from tests.openai_server import OpenAIServer, body_digest, score_reply
 
-ROOT = Path(__file__).resolve().parents[1]
 KEY = "sk-planted-secret-4f9a1c77e2"
 
 

@@ -14,10 +14,10 @@ import pytest
 
 from cube.config.runpaths import RunPaths
 from cube.pages.browser import CHUNK, page_size, write_browser
+from tests import ROOT
 from tests.factories import make_tables
 
 SCRIPT = "<script>alert('x')</script>"
-ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 

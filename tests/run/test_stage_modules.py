@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from cube.run.stages import PACKAGE, modules_read, notebook_code
+from tests import ROOT
 
-NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+NOTEBOOKS = ROOT / "notebooks"
 
 
 def _read(source: str) -> set[str]:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests import ROOT
+
 JUDGES = [
     {"name": "strict", "model": {"provider": "offline", "model": "rubric-strict"}},
     {"name": "lenient", "model": {"provider": "offline", "model": "rubric-lenient"}},

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from test_llm import CuttingServer
 
 import cube.systems as systems
 from cube.config.model_spec import ModelSpec
@@ -17,6 +16,7 @@ from cube.llm import make_model
 from cube.systems import ANSWERS_COLUMNS, answer_bounds, build_answers, make_system
 from cube.systems.extractive import GENERIC_ANSWER, extractive_answer
 from cube.systems.retrieval import BM25Index, region_mask
+from tests.llm.test_llm import CuttingServer
 from tests.openai_server import OpenAIServer
 
 EXTRACTIVE = ModelSpec(provider="offline", model="extractive")

@@ -28,10 +28,10 @@ from cube.llm import (
     response_accounting,
     usage_summary,
 )
+from tests import ROOT
 from tests.openai_server import OpenAIServer, broken_endpoint, closed_port_url
 
 KEY = "sk-test-DO-NOT-LEAK-7f3a9c21"
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def reqs(n: int, prefix: str = "question") -> list[Request]:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests import ROOT
+
 FAKE_PYTHON = """#!/bin/sh
 echo "$*" >> "$FAKE_LOG"
 case "$*" in

@@ -11,7 +11,7 @@ from cube import cli
 from cube.config.runpaths import RunPaths
 from cube.run.execute import RunSummary, StageOutcome, has_published_run
 from tests.city_export import city_export
-from tests.test_export_shape import GROUP, OWN_KB
+from tests.kb.test_export_shape import GROUP, OWN_KB
 
 JUDGES = [{"name": "r", "model": {"provider": "offline", "model": "rubric-strict"}}]
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import re
 from html.parser import HTMLParser
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -25,10 +24,10 @@ from cube.kb.demo import generate_demo_corpus
 from cube.method import analysis as A
 from cube.method import evaluation as E
 from cube.run.execute import execute_run
+from tests import ROOT
 from tests.openai_server import OpenAIServer, last_user_message
 
 pytestmark = pytest.mark.e2e
-ROOT = Path(__file__).resolve().parents[1]
 KEY = "sk-e2e-secret-value-123456"
 SCRIPT = "<script>alert('x')</script>"
 

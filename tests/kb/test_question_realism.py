@@ -12,7 +12,7 @@ from cube.kb.corpus import load_corpus_file
 from cube.kb.example import write_example_kb
 from cube.kb.naming import flatten_brackets, keyword_form, qualifier_of, tidy_question
 from cube.kb.questions import build_questions
-from tests.test_export_shape import GROUP, OWN_KB
+from tests.kb.test_export_shape import GROUP, OWN_KB
 
 NESTED = re.compile(r"[（(][^（()）]*[（(]")
 

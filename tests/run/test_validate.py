@@ -12,8 +12,8 @@ from cube.cli import main
 from cube.config.params import load_params, parse_params
 from cube.kb.example import example_kb, write_example_kb
 from cube.run.validate import validate_data
+from tests import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 JUDGES = [{"name": "r", "model": {"provider": "offline", "model": "rubric-strict"}}]
 
 

@@ -22,9 +22,9 @@ from cube.pages.display import header, table, to_html
 from cube.run.execute import execute_run
 from cube.run.notebook import PARAMETERS_CELL, MissingStageError, apply_parameters_cell, open_run
 from cube.run.stages import ParamsMismatchError, stage_fingerprints, stages_affected
+from tests import ROOT
 from tests.factories import make_project
 
-ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = list_notebooks(ROOT / "notebooks")
 JUDGES = [
     {"name": "strict", "model": {"provider": "offline", "model": "rubric-strict"}},

@@ -3,11 +3,9 @@ only what produced it (an undeclared file records every params section, and then
 makes a later stage refuse it as produced by other params)."""
 
 import re
-from pathlib import Path
 
 from cube.run.stages import STAGES, producer
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests import ROOT
 
 
 def test_every_saved_data_file_has_a_producing_stage():

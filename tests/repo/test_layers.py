@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests import ROOT
+
 PACKAGE = ROOT / "cube"
 LAYERS = ("config", "llm", "kb", "judges", "systems", "method", "diagnose", "pages", "run")
 LINT = Path(sys.executable).with_name("lint-imports")

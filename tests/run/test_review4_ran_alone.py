@@ -10,7 +10,8 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests import ROOT
+
 STAGES = ["04_rank_correlation", "05_bounds_and_weights", "06_cube_score", "07_human_agreement"]
 NAMES = ["answers.parquet", "judgements.parquet", "x_a.parquet", "x_b.parquet"]
 

@@ -15,6 +15,7 @@ from cube.judges.parsing import parse_score, parse_scores_json, score_schema
 from cube.kb.questions import clean_question
 from cube.llm import Request, cache_key, make_model
 from cube.llm.local import LocalServer, LocalServerError, params_snippet
+from tests import ROOT
 from tests.openai_server import OpenAIServer
 
 # llama-cpp-python 0.3.36's answer to response_format {"type": "json_schema", ...} (HTTP 500, measured)
@@ -239,7 +240,7 @@ def test_the_printed_snippet_is_a_valid_model_spec() -> None:
 def test_params_local_llm_validates() -> None:
     from cube.config.params import load_params
 
-    params = load_params(Path(__file__).resolve().parents[1] / "params" / "local_llm.yaml")
+    params = load_params(ROOT / "params" / "local_llm.yaml")
     assert (
         params.lang == "en" and params.questions.generator == "template"
     )  # the 135M writer echoes its prompt

@@ -13,9 +13,8 @@ import yaml
 
 from cube.cli import main
 from cube.run.compare import resolve_side, run_compare
+from tests import ROOT
 from tests.factories import make_tables
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _run(project: Path, name: str, systems: list[str]) -> Path:
@@ -120,11 +119,10 @@ def test_comparing_a_system_with_itself_is_refused(project, capsys):
 
 
 def test_notebook_09_table_links_each_comparison_and_its_regressions(project):
-    from test_browser import _exported, _open
-
     from cube.pages.browser import write_browser
     from cube.run.compare import notebook_compare
     from cube.run.notebook import open_run
+    from tests.pages.test_browser import _exported, _open
 
     run = open_run(_run(project, "three", ["sys-a", "sys-b", "sys-c"]))
     shown = notebook_compare(run, n_permutations=9, k=2)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 import pytest
 
 from cube.config.sections import DiagnosticsParams
 from cube.diagnose import failures
+from tests import FIXTURES
 
 GOLD = "事项名称：护照签发\n收费标准：20元/件\n承诺时限：5个工作日\n办理地点：丹江市政务服务中心1楼"
 CORPUS = pd.DataFrame(
@@ -317,7 +316,7 @@ def test_list_numbering_alone_no_longer_makes_a_number_mismatch_pattern():
 
 # issue 23: "field missing" compares meanings. The hand-labelled sample (benchmarks/failure_patterns_fp.py):
 # the former fuzzy rule flagged 10 correct answers of 34 flags ("否" answered "收费标准：不收费").
-FIELD_SAMPLE = Path(__file__).parent / "fixtures" / "field_missing_labelled.csv"
+FIELD_SAMPLE = FIXTURES / "field_missing_labelled.csv"
 
 
 @pytest.mark.parametrize(

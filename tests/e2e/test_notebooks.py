@@ -9,8 +9,8 @@ import yaml
 from cube.config.project import list_notebooks
 from cube.run.execute import execute_run, select_notebooks
 from cube.run.notebook import PARAMETERS_CELL
+from tests import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = list_notebooks(ROOT / "notebooks")
 
 EXTRA_PARAMETERS = {
