@@ -256,3 +256,28 @@ def test_declared_format_comes_from_params_or_the_prompt(tmp_path) -> None:
             DimensionError, match=r"dimension 'bad': score_format .*expected exactly one \{score\}"
         ):
             load_dimensions(parse_params({"run": "x", "judges": judges, "dimensions": bad}))
+
+
+# A stated scale next to the score (review 1, item S6).
+@pytest.mark.parametrize(
+    "reply,expected",
+    [
+        ("Score: 8 (on a scale of 1-10)", 8.0),
+        ("Score: 8 (on a scale of 0 to 10)", 8.0),
+        ("Rating: 7 on a 0-10 scale", 7.0),
+        ("[RESULT] 6 (0-10 rubric)", 6.0),
+    ],
+)
+def test_parser_reads_a_score_next_to_its_0_10_scale_statement(reply, expected):
+    """S6: a stated 0-10 scale is not a range of scores (it was refused as "a range")."""
+    assert parse_score(reply) == (expected, None)
+
+
+@pytest.mark.parametrize(
+    "reply",
+    ["[RESULT] 4 (1-5 rubric)", "Score: 4 (on a scale of 1-5)", "Rating: [[3]] on a 1 to 5 scale"],
+)
+def test_parser_refuses_a_score_on_another_stated_scale(reply):
+    """S6: "[RESULT] 4 (1-5 rubric)" was accepted as 4 on 0-10; another scale is refused."""
+    score, reason = parse_score(reply)
+    assert score is None and "another scale" in reason

@@ -1,4 +1,6 @@
-"""Regression tests for the analysis findings of review 1 (items 5, 6, 7, 13, S1, S5, S6)."""
+"""`evaluate` on hard cases, the analysis findings of review 1 (items 5, 6, 7, 13, S1, S5): a random
+judge's rank test at its nominal level, every call failed, an undefined jury resample, a dimension
+left unscored under rank weights."""
 
 from __future__ import annotations
 
@@ -225,31 +227,3 @@ def test_rank_mode_flags_a_dimension_whose_rag_set_is_unscored():
     assert not (r.flags["judge"] == "judge-b").any() or "w_dimension_unweighted" not in set(
         r.flags.loc[r.flags["judge"] == "judge-b", "code"]
     )
-
-
-@pytest.mark.parametrize(
-    "reply,expected",
-    [
-        ("Score: 8 (on a scale of 1-10)", 8.0),
-        ("Score: 8 (on a scale of 0 to 10)", 8.0),
-        ("Rating: 7 on a 0-10 scale", 7.0),
-        ("[RESULT] 6 (0-10 rubric)", 6.0),
-    ],
-)
-def test_parser_reads_a_score_next_to_its_0_10_scale_statement(reply, expected):
-    """S6: a stated 0-10 scale is not a range of scores (it was refused as "a range")."""
-    from cube.judges.parsing import parse_score
-
-    assert parse_score(reply) == (expected, None)
-
-
-@pytest.mark.parametrize(
-    "reply",
-    ["[RESULT] 4 (1-5 rubric)", "Score: 4 (on a scale of 1-5)", "Rating: [[3]] on a 1 to 5 scale"],
-)
-def test_parser_refuses_a_score_on_another_stated_scale(reply):
-    """S6: "[RESULT] 4 (1-5 rubric)" was accepted as 4 on 0-10; another scale is refused."""
-    from cube.judges.parsing import parse_score
-
-    score, reason = parse_score(reply)
-    assert score is None and "another scale" in reason

@@ -1,6 +1,7 @@
-"""Review 3 findings on run folders: a failed cell never deletes a folder `open_run` did not create
-nor the user's params file kept in it; published records hold no local absolute path; old
-provenance records compare like new ones; a diagnostics edit re-runs only the stages reading it."""
+"""Run folders and their provenance (review 3's findings): a failed cell never deletes a folder
+`open_run` did not create nor the user's params file kept in it; published records hold no local
+absolute path; old provenance records compare like new ones; a diagnostics edit re-runs only the
+stages reading it."""
 
 from __future__ import annotations
 

@@ -212,7 +212,7 @@ def test_undefined_bootstrap_draws_are_counted():
 def test_an_unknown_retrieval_outcome_nan_is_left_out_by_diagnostics_and_analysis_alike():
     from cube.diagnose.near_duplicates import near_duplicate_confusion
     from cube.method.analysis import retrieval_outcomes
-    from tests.diagnose.test_diagnostics import CORPUS
+    from tests.diagnose.test_near_duplicates import CORPUS
 
     rows = [("g", ["r", "g"]), ("g", ["g"]), ("g", ["v"]), ("g", [])]
     answers = pd.DataFrame(

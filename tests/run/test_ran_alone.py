@@ -1,6 +1,6 @@
-"""Review 4 findings on what notebooks run alone record: parallel writers into one run folder
-neither crash nor lose records (ran-alone records and data provenance), and `cube run --force`
-of every stage drops the record of a notebook not recognised."""
+"""What notebooks run alone record (`cube.run.ran_alone`, review 4's findings): parallel writers
+into one run folder neither crash nor lose records (ran-alone records and data provenance), and
+`cube run --force` of every stage drops the record of a notebook not recognised."""
 
 from __future__ import annotations
 
