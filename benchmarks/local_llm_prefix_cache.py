@@ -16,7 +16,7 @@ adaptive limit) twice:
 
 Printed per order: the prompt tokens the server reported (usage), the tokens it reused, and their
 share. The judge prompts put their fixed part first (instructions, then question, source and answer
-last; tests/test_local_llm.py checks that two prompts for different questions share the whole
+last; tests/llm/test_local_llm.py checks that two prompts for different questions share the whole
 instruction block), so a cache can only hit when the same dimension's prompts follow each other.
 
     .venv/bin/python benchmarks/local_llm_prefix_cache.py [--questions 1]

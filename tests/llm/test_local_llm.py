@@ -1,6 +1,6 @@
 """A real local model server (issue 22): structured output, context-window errors, rambling replies,
 `cube serve`, against tests/openai_server.py fakes; the same paths end to end against llama-cpp-python's
-server are in tests/test_local_llm_real.py (marker `local_llm`)."""
+server are in tests/llm/test_local_llm_real.py (marker `local_llm`)."""
 
 from __future__ import annotations
 
