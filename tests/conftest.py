@@ -1,4 +1,5 @@
-"""Shared fixtures. `openai_server`: a local OpenAI-compatible endpoint (see tests/openai_server.py)."""
+"""Shared fixtures. `openai_server`: a local OpenAI-compatible endpoint (see
+tests/openai_server.py)."""
 
 from __future__ import annotations
 

@@ -18,7 +18,8 @@ from tests.factories import make_tables
 
 
 def _run(project: Path, name: str, systems: list[str]) -> Path:
-    """A params file with a *relative* outputs_dir (read from the project root) and its run's data."""
+    """A params file with a *relative* outputs_dir (read from the project root) and its run's
+    data."""
     params = yaml.safe_load((ROOT / "params" / "default.yaml").read_text(encoding="utf-8"))
     params.update(
         {

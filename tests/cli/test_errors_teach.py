@@ -1,4 +1,5 @@
-"""Errors that teach (issue 23): validate before any stage, exit 2, the command as typed, short messages."""
+"""Errors that teach (issue 23): validate before any stage, exit 2, the command as typed, short
+messages."""
 
 from __future__ import annotations
 

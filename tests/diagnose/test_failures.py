@@ -169,12 +169,14 @@ def test_decision_page_lists_the_top_three_patterns_and_the_curve(classified):
 
 
 GOLD_ZH = (
-    "事项名称：护照签发\n收费标准：按件收取，每本120元\n承诺时限：7个工作日\n申请材料：居民身份证原件；近期免冠照片1张\n"
+    "事项名称：护照签发\n收费标准：按件收取，每本120元\n"
+    "承诺时限：7个工作日\n申请材料：居民身份证原件；近期免冠照片1张\n"
     "办理地点：市出入境接待大厅（人民路8号）"
 )
 GOLD_EN = (
     "Item: Passport issuance\nFee: 120 yuan per passport\nTime limit: 7 working days\n"
-    "Materials: resident ID card; 1 recent photo\nPlace: Exit-Entry Hall, 8 Renmin Road\nFine: 1,000 yuan"
+    "Materials: resident ID card; 1 recent photo\n"
+    "Place: Exit-Entry Hall, 8 Renmin Road\nFine: 1,000 yuan"
 )
 # (answer, question, gold, claimed numbers not in the gold): list numbering and the question's own
 # numbers are no claim; a changed fee, time limit or count still is.
@@ -217,8 +219,9 @@ NUMBER_CASES = [
     ("Fee: 50. Time limit: 7 working days.", "How much is it?", GOLD_EN, {50.0}),
     ("1. Pay 150 yuan\n2. Wait 7 working days", "How do I apply?", GOLD_EN, {150.0}),
     ("The fee is 120.5 yuan.", "How much?", GOLD_EN, {120.5}),
-    # a number after a separator, a line start or in brackets is numbering only when item text follows
-    # it (not another number or a unit) or it belongs to a run of item numbers (n-1 before or n+1 after)
+    # a number after a separator, a line start or in brackets is numbering only when item text
+    # follows it (not another number or a unit) or it belongs to a run of item numbers (n-1 before
+    # or n+1 after)
     ("收费标准：30、60元。", "多少钱？", "收费标准：20、60元。", {30.0}),
     ("收费标准：30、60、90元。", "多少钱？", "收费标准：20、60元。", {30.0, 90.0}),
     ("办理时限：5、10个工作日", "要多久？", "办理时限：7、10个工作日", {5.0}),
@@ -314,8 +317,9 @@ def test_list_numbering_alone_no_longer_makes_a_number_mismatch_pattern():
     assert "number_mismatch" in failures.evidence(row, GOLD_ZH, "", "", DiagnosticsParams())
 
 
-# issue 23: "field missing" compares meanings. The hand-labelled sample (benchmarks/failure_patterns_fp.py):
-# the former fuzzy rule flagged 10 correct answers of 34 flags ("否" answered "收费标准：不收费").
+# issue 23: "field missing" compares meanings. The hand-labelled sample
+# (benchmarks/failure_patterns_fp.py): the former fuzzy rule flagged 10 correct answers of 34 flags
+# ("否" answered "收费标准：不收费").
 FIELD_SAMPLE = FIXTURES / "field_missing_labelled.csv"
 
 
@@ -387,9 +391,10 @@ def test_field_missing_on_the_hand_labelled_sample_has_no_false_positive():
 
 
 def test_field_missing_on_the_held_out_sample_the_rule_never_saw():
-    """tests/fixtures/field_missing_heldout.csv (benchmarks/failure_patterns_fp.py): 70 answers of fresh
-    English and Chinese demo runs, drawn at random after the rule was last changed, labelled by reading.
-    No flag is false; the one labelled miss (4 of 5 materials said) is the rule's known limit."""
+    """tests/fixtures/field_missing_heldout.csv (benchmarks/failure_patterns_fp.py): 70 answers of
+    fresh English and Chinese demo runs, drawn at random after the rule was last changed, labelled
+    by reading. No flag is false; the one labelled miss (4 of 5 materials said) is the rule's known
+    limit."""
     sample = pd.read_csv(FIELD_SAMPLE.with_name("field_missing_heldout.csv"), keep_default_na=False)
     flagged = sample.apply(
         lambda r: not failures.field_stated(r.asked_field, r.field_value, r.answer), axis=1

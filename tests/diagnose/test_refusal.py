@@ -1,4 +1,5 @@
-"""The refusal detector (`cube.diagnose.refusal`) on real-world decline phrasings and non-declines."""
+"""The refusal detector (`cube.diagnose.refusal`) on real-world decline phrasings and
+non-declines."""
 
 from __future__ import annotations
 
@@ -33,13 +34,15 @@ DECLINES = [
     GENERIC_ANSWER["en"],
 ]
 NON_DECLINES = [
-    "关于“人力资源服务许可”，根据办事指南：\n办理流程：1. 申请；2. 受理；3. 审查。如无法现场办理，可网上申请。",
+    "关于“人力资源服务许可”，根据办事指南：\n"
+    "办理流程：1. 申请；2. 受理；3. 审查。如无法现场办理，可网上申请。",
     "办理该事项需要提交身份证原件及复印件，承诺时限为5个工作日，不收费。",
     "您可以前往丹江市政务服务中心1楼C区18号窗口办理，工作日上午9:00-12:00。",
     "如您不清楚所需材料，可以先在政务服务网下载材料清单，然后按清单准备。",
     "The permit costs 20 yuan and is issued within 6 working days.",
     'Regarding "Foundation registration", according to the service guide: fee: free of charge.',
-    "You need your ID card; if you cannot attend in person, a proxy with a power of attorney may apply.",
+    "You need your ID card; if you cannot attend in person, "
+    "a proxy with a power of attorney may apply.",
     "申请人需提供没有违法记录的证明",
     "该事项没有收费规定",
     "如无法提供原件，可提供经公证的复印件",
@@ -82,7 +85,8 @@ def test_a_failed_or_empty_answer_is_neither_a_refusal_nor_a_non_refusal():
         answer_outcome("  "),
         answer_outcome("x", None),
     ] == ["answered", "failed", "empty", "empty", "answered"]
-    # unanswerable: 1 declined, 1 answered, 1 failed, 1 empty; answerable: 1 declined, 2 answered, 2 failed
+    # unanswerable: 1 declined, 1 answered, 1 failed, 1 empty; answerable: 1 declined, 2 answered, 2
+    # failed
     declined = [True, False, False, False, True, False, False, False, False]
     answerable = [False] * 4 + [True] * 5
     outcomes = [

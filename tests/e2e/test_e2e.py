@@ -215,7 +215,8 @@ def test_tables_agree_with_the_analysis_of_the_saved_scores(e2e):
                     judge,
                     col,
                 )
-        # NaN when no judge passes the validity gate (the imported system's odd answers): NaN on both sides
+        # NaN when no judge passes the validity gate (the imported system's odd answers): NaN on
+        # both sides
         assert mine.at["Jury mean", "cube_score"] == pytest.approx(
             direct.jury.at["mean", "cube_score"], abs=1e-9, nan_ok=True
         )
@@ -284,8 +285,9 @@ def test_secrets_never_reach_outputs(e2e):
 
 
 def test_no_published_file_holds_a_local_path(e2e):
-    """Outputs outside the project (the fixture's tmp folder) and the project root itself: no published
-    text shows either (e.g. page 07 naming the annotation folder, the provenance of imported answers)."""
+    """Outputs outside the project (the fixture's tmp folder) and the project root itself: no
+    published text shows either (e.g. page 07 naming the annotation folder, the provenance of
+    imported answers)."""
     for f in e2e["root"].rglob("*"):
         if f.is_file() and f.suffix in {".html", ".json", ".yaml", ".csv", ".ipynb", ".txt", ".md"}:
             text = f.read_text(encoding="utf-8", errors="replace")

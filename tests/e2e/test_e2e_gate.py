@@ -1,7 +1,7 @@
 """End to end (issue 9): a third judge that scores at random, on the local OpenAI-compatible
-test server, added to the default params' offline jury. Notebooks 01, 02, 03 and 06 run under papermill on
-a small synthetic run; the decision page and results.json show the judge excluded with its
-reason, and the jury, its interval and the verdict rest on the two rubric judges."""
+test server, added to the default params' offline jury. Notebooks 01, 02, 03 and 06 run under
+papermill on a small synthetic run; the decision page and results.json show the judge excluded with
+its reason, and the jury, its interval and the verdict rest on the two rubric judges."""
 
 from __future__ import annotations
 
@@ -70,7 +70,8 @@ def test_the_random_judge_is_excluded_with_its_reason_on_the_decision_page(gated
         decision["judges_used"] == ["rubric-lenient", "rubric-strict"] and decision["n_judges"] == 2
     )
     reason = decision["judges_excluded"]["random-llm"]
-    # the gate's evidence (issue 20): the audit finds it content-blind and the bounds test finds no separation
+    # the gate's evidence (issue 20): the audit finds it content-blind and the bounds test finds no
+    # separation
     assert (
         "does not separate the bounds" in reason
         or "does not follow retrieval" in reason

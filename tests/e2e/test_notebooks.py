@@ -29,7 +29,8 @@ def test_committed_notebook_is_clean(path):
     assert len(tagged) == 1, "papermill needs exactly one cell tagged 'parameters'"
     source = "".join(tagged[0]["source"])
     assert source.startswith(PARAMETERS_CELL.rstrip("\n")), (
-        "parameters cell differs from cube.run.notebook.PARAMETERS_CELL: run `python -m cube.run.notebook`"
+        "parameters cell differs from "
+        "cube.run.notebook.PARAMETERS_CELL: run `python -m cube.run.notebook`"
     )
     own = {
         line.split("=")[0].split(":")[0].strip()

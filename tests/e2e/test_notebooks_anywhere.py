@@ -1,5 +1,6 @@
-"""Issue 12: notebooks run anywhere (Jupyter, nbconvert, papermill), typed parameters with overrides,
-params/data agreement, per-stage fingerprints, missing stages named at once, pages to share."""
+"""Issue 12: notebooks run anywhere (Jupyter, nbconvert, papermill), typed parameters with
+overrides, params/data agreement, per-stage fingerprints, missing stages named at once, pages to
+share."""
 
 from __future__ import annotations
 
@@ -446,8 +447,8 @@ def test_sweep_runs_one_folder_per_combination_and_links_them(tmp_path, monkeypa
 
 
 def test_sweep_records_a_combination_with_bad_inputs_as_failed_and_goes_on(tmp_path, monkeypatch):
-    """execute_run checks the inputs before any stage (InputError): one bad combination must not stop
-    the sweep; its row says failed with the message, the others run, the index is written."""
+    """execute_run checks the inputs before any stage (InputError): one bad combination must not
+    stop the sweep; its row says failed with the message, the others run, the index is written."""
     from types import SimpleNamespace
 
     from cube.run import execute

@@ -364,7 +364,8 @@ def test_sheet_is_blind(tables, tmp_path: Path):
 
 
 def test_old_unblinded_sheet_still_imports(tables, tmp_path: Path):
-    """A sheet filled before blinding (item ids question::system::set, system/set columns) needs no key."""
+    """A sheet filled before blinding (item ids question::system::set, system/set columns) needs no
+    key."""
     answers = tables[0]
     rows = answers.iloc[:4]
     old = pd.DataFrame(

@@ -93,7 +93,10 @@ def test_the_table_is_large_and_bilingual() -> None:
 
 def test_json_mode_all_dimensions() -> None:
     dims = ["relevance", "specificity", "completeness", "quality"]
-    reply = 'Here is my evaluation:\n```json\n{"Relevance": 8, "specificity": "7分", "completeness": 12}\n```'
+    reply = (
+        "Here is my evaluation:\n```json\n"
+        '{"Relevance": 8, "specificity": "7分", "completeness": 12}\n```'
+    )
     out = parse_scores_json(reply, dims)
     assert out["relevance"] == (8.0, None)  # keys match case-insensitively
     assert out["specificity"] == (7.0, None)
@@ -119,7 +122,8 @@ CONVENTIONS = [
     ("Rating: [[8]]", 8.0, None),
     ("[[8]]", 8.0, None),
     (
-        "The assistant's answer quotes the fee (50 yuan) and 3 of the 5 steps, but omits the deadline.\n\n"
+        "The assistant's answer quotes the fee (50 yuan) and 3 "
+        "of the 5 steps, but omits the deadline.\n\n"
         "Rating: [[6]]",
         6.0,
         None,

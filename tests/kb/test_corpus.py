@@ -243,7 +243,8 @@ def test_csv_errors_name_the_file_line_when_quoted_cells_span_lines(tmp_path: Pa
     # Review finding 10: the line was computed as row + 1, wrong after a multi-line cell.
     p = tmp_path / "kb.csv"
     p.write_text(
-        'doc_id,item_name,procedure\nA,办理户口,"1. 申请\n2. 受理\n3. 审核"\n\nB,办理护照,"1. 申请\n2. 受理"\n'
+        'doc_id,item_name,procedure\nA,办理户口,"1. 申请\n'
+        '2. 受理\n3. 审核"\n\nB,办理护照,"1. 申请\n2. 受理"\n'
         "A,重复编号,x\n,空编号,y\n",
         encoding="utf-8",
     )

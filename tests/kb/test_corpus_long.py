@@ -1,4 +1,5 @@
-"""Long-format knowledge bases: the synthetic example spreadsheet, grouping, placeholders, extras, sampling."""
+"""Long-format knowledge bases: the synthetic example spreadsheet, grouping, placeholders, extras,
+sampling."""
 
 from __future__ import annotations
 

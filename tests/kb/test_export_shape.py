@@ -1,4 +1,5 @@
-"""A real city's export shape (issue 23): placeholder sub-items, one row per material, 情形 constant.
+"""A real city's export shape (issue 23): placeholder sub-items, one row per material, 情形
+constant.
 
 The fixture (`tests/city_export.py`) is generated: 24 regions, 33 services, the sub-item column
 业务办理项名称 holding 无 for half of the services. Each mapping a new user plausibly tries is
@@ -206,8 +207,8 @@ RIGHT_GROUP = ["区划名称", "主项名称", "业务办理项名称"]
 
 @pytest.mark.parametrize("english", [False, True])
 def test_grouping_by_region_only_warns_with_english_headers_and_no_family_column(english: bool):
-    """benchmarks/mapping_warnings.py found 26 of 63 region-only groupings unwarned: the merge was looked
-    for in 主项名称 only, and with family_id unmapped or English headers nobody looked."""
+    """benchmarks/mapping_warnings.py found 26 of 63 region-only groupings unwarned: the merge was
+    looked for in 主项名称 only, and with family_id unmapped or English headers nobody looked."""
     from tests.city_export import ENGLISH
 
     df = city_export(n_services=6, regions=REGIONS[:4], english=english)
@@ -237,7 +238,8 @@ def test_a_wrong_column_as_item_name_warns(column: str, also_mapped: bool):
 
 def test_the_suggested_service_column_is_the_one_each_sub_item_belongs_to():
     """A department or a material type has a value in every row too; the service is the column each
-    sub-item belongs to, with the most values (the benchmark found 材料类型 and department suggested)."""
+    sub-item belongs to, with the most values (the benchmark found 材料类型 and department
+    suggested)."""
     df = city_export(
         n_services=8,
         regions=REGIONS[:3],
@@ -249,8 +251,9 @@ def test_the_suggested_service_column_is_the_one_each_sub_item_belongs_to():
     assert "item_name: 主项名称, variant: 业务办理项名称" in error
 
 
-# Ordinary, correctly mapped corpora the name-column warnings must leave alone (the reviewer's repro,
-# issue 23): question titles, "<city> <service>" names, regions coded by digits, tax-form numbers.
+# Ordinary, correctly mapped corpora the name-column warnings must leave alone (the reviewer's
+# repro, issue 23): question titles, "<city> <service>" names, regions coded by digits, tax-form
+# numbers.
 def _faq():
     titles = [
         "How do I renew my passport?",
@@ -331,7 +334,8 @@ def test_an_ordinary_correct_corpus_gets_no_name_warning(shape):
 @pytest.mark.parametrize("column", ["handling_agency", "processing_location", "region"])
 def test_a_region_office_or_agency_as_item_name_still_warns(column: str):
     """The region check now needs the name minus its region to be empty or an office/agency word: an
-    office ("… Window 23") or an agency ("Meiling County … Bureau") taken as the name still warns."""
+    office ("… Window 23") or an agency ("Meiling County … Bureau") taken as the name still
+    warns."""
     regions = ["Meiling County", "Shazhou District", "Danjiang City"]
     rows = [
         {
@@ -367,8 +371,9 @@ def test_a_region_office_or_agency_as_item_name_still_warns(column: str):
     ],
 )
 def test_a_multi_level_region_column_as_item_name_still_warns(regions: list[str]):
-    """The region column read both as region (same-named column) and as item_name: a name that is its
-    whole region, every level of it, names no service (benchmarks/mapping_warnings.py, demo en)."""
+    """The region column read both as region (same-named column) and as item_name: a name that is
+    its whole region, every level of it, names no service (benchmarks/mapping_warnings.py, demo
+    en)."""
     df = pd.DataFrame(
         [{"region": r, "service": s} for r in regions for s in ("Dog Licence", "Building Permit")]
     )

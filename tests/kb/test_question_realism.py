@@ -1,4 +1,5 @@
-"""Template questions a citizen would ask (issue 23): no nested brackets, no 的的, colloquial without aliases."""
+"""Template questions a citizen would ask (issue 23): no nested brackets, no 的的, colloquial
+without aliases."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Question sets: the offline template generator, the LLM role-play generator, and imported files."""
+"""Question sets: the offline template generator, the LLM role-play generator, and imported
+files."""
 
 from __future__ import annotations
 
@@ -160,7 +161,8 @@ def test_template_style_fallbacks_warn(corpus_zh: pd.DataFrame):
         "ambiguous": n_variants,
     }
     no_aliases = corpus_zh.drop(columns="aliases")  # a user's knowledge base has no aliases:
-    # names ending in a verb a citizen rephrases ("...核准" -> "办...核准") still give colloquial questions
+    # names ending in a verb a citizen rephrases ("...核准" -> "办...核准") still give colloquial
+    # questions
     has_form = no_aliases.head(40)["item_name"].map(lambda n: bool(keyword_form(base_name(n))))
     with pytest.warns(
         UserWarning,
@@ -288,7 +290,8 @@ class ScriptedCitizen(OfflineModel):
             return Response(text="  \n")  # an empty reply
         assert ctx["document"] in request.messages[0]["content"]
         return Response(
-            text=f"问题：“{ctx['item_name']}需要什么材料？”\n（我关心{ctx['asked_field'] or '总体'}）"
+            text=f"问题：“{ctx['item_name']}需要什么材料？”\n"
+            f"（我关心{ctx['asked_field'] or '总体'}）"
         )
 
 
@@ -387,7 +390,8 @@ def test_file_generator(tmp_path: Path, corpus_zh: pd.DataFrame):
     assert len(lim) == 2 and set(lim["question"]) <= {"a？", "b？", "c？"}
     jl = tmp_path / "qs.jsonl"
     jl.write_text(
-        '{"question_id": "X1", "doc_id": "D00002", "question": "x？", "asked_field": "fee_standard", '
+        '{"question_id": "X1", "doc_id": "D00002", '
+        '"question": "x？", "asked_field": "fee_standard", '
         '"style": "colloquial"}\n',
         encoding="utf-8",
     )

@@ -1,4 +1,5 @@
-"""LLM role-play refusal questions (`cube.kb.refusal_llm`), against the local OpenAI-protocol server."""
+"""LLM role-play refusal questions (`cube.kb.refusal_llm`), against the local OpenAI-protocol
+server."""
 
 from __future__ import annotations
 
@@ -36,17 +37,20 @@ PARSE_CASES = [
         ["游艇驾驶证怎么考？", "宠物医院执业许可要什么材料？"],
     ),
     (
-        '好的，以下是问题：\n```json\n["无人机飞行作业怎么备案？",\n "民宿经营许可在哪里办？"]\n```\n希望有帮助。',
+        "好的，以下是问题：\n```json\n"
+        '["无人机飞行作业怎么备案？",\n "民宿经营许可在哪里办？"]\n```\n希望有帮助。',
         ["无人机飞行作业怎么备案？", "民宿经营许可在哪里办？"],
     ),
     ('{"questions": ["网约车驾驶员证怎么办？"]}', ["网约车驾驶员证怎么办？"]),
     ('[{"question": "潜水教练资格怎么认定？"}, {"question": ""}]', ["潜水教练资格怎么认定？"]),
     (
-        "以下是3个问题：\n1. 游艇驾驶证怎么考？\n2、宠物医院执业许可要什么材料？\n（3）“民宿经营许可在哪里办？”",
+        "以下是3个问题：\n1. 游艇驾驶证怎么考？\n"
+        "2、宠物医院执业许可要什么材料？\n（3）“民宿经营许可在哪里办？”",
         ["游艇驾驶证怎么考？", "宠物医院执业许可要什么材料？", "民宿经营许可在哪里办？"],
     ),
     (
-        "Here are two questions:\n- How do I get a yacht pilot licence?\n* Where do I file a drone flight plan?",
+        "Here are two questions:\n"
+        "- How do I get a yacht pilot licence?\n* Where do I file a drone flight plan?",
         ["How do I get a yacht pilot licence?", "Where do I file a drone flight plan?"],
     ),
     ("Question 1: How do I register a private zoo?", ["How do I register a private zoo?"]),
@@ -59,11 +63,13 @@ PARSE_CASES = [
     ("抱歉，我不能帮助你。", []),
     # valid JSON with a "[" in the prose before it or a "]" after it (a bracketed note, a comment)
     (
-        'Sure [as requested]:\n["How do I register a fishing boat?", "Where can I renew a yacht licence?"]',
+        "Sure [as requested]:\n"
+        '["How do I register a fishing boat?", "Where can I renew a yacht licence?"]',
         ["How do I register a fishing boat?", "Where can I renew a yacht licence?"],
     ),
     (
-        '["How do I register a drone?", "Where is the yacht licence office?"]\n// 2 questions [end]',
+        '["How do I register a drone?", "Where is the yacht '
+        'licence office?"]\n// 2 questions [end]',
         ["How do I register a drone?", "Where is the yacht licence office?"],
     ),
     (
@@ -71,7 +77,8 @@ PARSE_CASES = [
         ["What does form [A-3] cost for a yacht licence?", "How do I register a private zoo?"],
     ),
     (
-        '好的[见下]，共2个：\n["游艇驾驶证怎么考？", "民宿经营许可在哪里办？"]\n（注：[1] 均不在知识库中）',
+        "好的[见下]，共2个：\n"
+        '["游艇驾驶证怎么考？", "民宿经营许可在哪里办？"]\n（注：[1] 均不在知识库中）',
         ["游艇驾驶证怎么考？", "民宿经营许可在哪里办？"],
     ),
     (
@@ -88,13 +95,15 @@ PARSE_CASES = [
         ["如何办理游艇驾驶证？", "宠物医院执业许可怎么申请？"],
     ),
     (
-        "**1.** How do I apply for a drone flight permit?\n**2.** Where do I register a private zoo?",
+        "**1.** How do I apply for a drone flight permit?\n"
+        "**2.** Where do I register a private zoo?",
         ["How do I apply for a drone flight permit?", "Where do I register a private zoo?"],
     ),
     ('Scores [1, 2] then:\n["How do I register a drone?"]', ["How do I register a drone?"]),
     ("[]", []),
     (
-        'Theme ["transport"], 2 questions:\n["How do I register a drone?", "Where is the yacht licence office?"]',
+        'Theme ["transport"], 2 questions:\n'
+        '["How do I register a drone?", "Where is the yacht licence office?"]',
         ["How do I register a drone?", "Where is the yacht licence office?"],
     ),
     ('["游艇驾驶证考试", "民宿经营许可办理"]', ["游艇驾驶证考试", "民宿经营许可办理"]),
@@ -104,7 +113,8 @@ PARSE_CASES = [
         ["How do I register a drone?", "Where is the yacht licence office?"],
     ),
     (
-        "<think>用户要我写[10]个问题，比如游艇怎么考？想想别的。</think>\n1. 民宿经营许可在哪里办？\n2. 潜水教练资格怎么认定？",
+        "<think>用户要我写[10]个问题，比如游艇怎么考？想想别的。</think>\n"
+        "1. 民宿经营许可在哪里办？\n2. 潜水教练资格怎么认定？",
         ["民宿经营许可在哪里办？", "潜水教练资格怎么认定？"],
     ),
     ("<think>I could ask how do I register a drone", []),
@@ -113,7 +123,8 @@ PARSE_CASES = [
         ["游艇驾驶证怎么考？", "民宿经营许可在哪里办？"],
     ),
     (
-        "1. 游艇驾驶证怎么考？（交通出行）\n2. [旅游度假] 民宿经营许可在哪里办？\n3. 【婚育家庭】结婚登记要预约吗？",
+        "1. 游艇驾驶证怎么考？（交通出行）\n"
+        "2. [旅游度假] 民宿经营许可在哪里办？\n3. 【婚育家庭】结婚登记要预约吗？",
         ["游艇驾驶证怎么考？", "民宿经营许可在哪里办？", "结婚登记要预约吗？"],
     ),
     (
@@ -121,11 +132,13 @@ PARSE_CASES = [
         ["How do I register a drone?", "What does form [A-3] cost?"],
     ),
     (
-        "1. 游艇驾驶证怎么考？——该事项由海事部门主管\n2. 民宿经营许可在哪里办？ - 文旅部门\n3. 结婚登记要预约吗？理由：清单中没有",
+        "1. 游艇驾驶证怎么考？——该事项由海事部门主管\n"
+        "2. 民宿经营许可在哪里办？ - 文旅部门\n3. 结婚登记要预约吗？理由：清单中没有",
         ["游艇驾驶证怎么考？", "民宿经营许可在哪里办？", "结婚登记要预约吗？"],
     ),
     (
-        "1. How do I register a drone? — handled by the aviation authority\n2. Is a yacht licence needed? Note: not listed",
+        "1. How do I register a drone? — handled by the aviation "
+        "authority\n2. Is a yacht licence needed? Note: not listed",
         ["How do I register a drone?", "Is a yacht licence needed?"],
     ),
     ('Note [a]: cut short\n["游艇驾驶证怎么考？", "民宿经营', ["游艇驾驶证怎么考？"]),
@@ -250,7 +263,8 @@ def test_role_play_questions_through_an_openai_server_are_deduplicated_filtered_
     with OpenAIServer(reply=scripted) as server:
         params = _params(server.url, 15)
         q, made = build_refusal_set(params, CORPUS, cache)
-        # two calls of 10 leave 13 once a duplicate and an in-corpus question are dropped: one more call
+        # two calls of 10 leave 13 once a duplicate and an in-corpus question are dropped: one more
+        # call
         assert server.requests_total == 3 and len(made["calls"]) == 3 and made["failed_calls"] == 0
         assert (
             len(set(scripted.prompts)) == 3 and "交通出行" in scripted.prompts[0]

@@ -263,7 +263,8 @@ def test_api_key_never_stored_returned_or_logged(
 def test_circuit_breaker_stops_sending_to_a_broken_endpoint(
     case: str, reason: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # Before the breaker every one of the 60 calls was sent (x3 attempts for refused / empty choices).
+    # Before the breaker every one of the 60 calls was sent (x3 attempts for refused / empty
+    # choices).
     n, conc = 60, 4
     with OpenAIServer(strict_model=True, model="m") as server:
         url, model = broken_endpoint(server, case, "m")
@@ -321,7 +322,8 @@ def test_a_stopped_replica_leaves_its_calls_to_the_working_one(tmp_path: Path) -
 def test_breaker_trips_at_threshold_times_attempts_faults_in_a_row_not_before(
     openai_server: OpenAIServer,
 ) -> None:
-    # breaker_threshold 1 x max_attempts 5: 4 faults in a row (then a success) never stop the endpoint...
+    # breaker_threshold 1 x max_attempts 5: 4 faults in a row (then a success) never stop the
+    # endpoint...
     for i, kind in enumerate(("no_choices", "500", "garbage", "slow", "malformed") * 2):
         openai_server.fail(
             kind, times=4, delay_s=1.0, when=lambda body, i=i: f"question {i}" in json.dumps(body)
@@ -648,7 +650,8 @@ def test_progress_bar_shows_count_and_rate(
 def test_request_fields_follow_the_spec_and_enter_the_cache_key(
     openai_server: OpenAIServer, tmp_path: Path
 ) -> None:
-    """o-series models want max_completion_tokens; extra_body fields reach the server and the cache key."""
+    """o-series models want max_completion_tokens; extra_body fields reach the server and the cache
+    key."""
     plain = spec_for(openai_server.url, max_tokens=7)
     o_series = spec_for(
         openai_server.url,
@@ -798,7 +801,8 @@ def test_two_processes_upgrading_an_old_cache_at_once_both_open_it(tmp_path: Pat
     }
     real_connect = sqlite3.connect
 
-    class OtherProcessFirst:  # the other process's ALTER lands between this one's check and its ALTER
+    # the other process's ALTER lands between this one's check and its ALTER
+    class OtherProcessFirst:
         def __init__(self, conn):
             self.conn = conn
 

@@ -1,6 +1,6 @@
 """A real local model server (issue 22): structured output, context-window errors, rambling replies,
-`cube serve`, against tests/openai_server.py fakes; the same paths end to end against llama-cpp-python's
-server are in tests/llm/test_local_llm_real.py (marker `local_llm`)."""
+`cube serve`, against tests/openai_server.py fakes; the same paths end to end against
+llama-cpp-python's server are in tests/llm/test_local_llm_real.py (marker `local_llm`)."""
 
 from __future__ import annotations
 
@@ -18,14 +18,16 @@ from cube.llm.local import LocalServer, LocalServerError, params_snippet
 from tests import ROOT
 from tests.openai_server import OpenAIServer
 
-# llama-cpp-python 0.3.36's answer to response_format {"type": "json_schema", ...} (HTTP 500, measured)
+# llama-cpp-python 0.3.36's answer to response_format {"type": "json_schema", ...} (HTTP 500,
+# measured)
 LLAMA_CPP_REFUSAL = (
     "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
     "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema'}"
 )
 # its answer to a prompt longer than the context window (HTTP 400, measured)
 CONTEXT_ERROR = (
-    "This model's maximum context length is 2048 tokens. However, you requested 3052 tokens (3036 in "
+    "This model's maximum context length is 2048 tokens. "
+    "However, you requested 3052 tokens (3036 in "
     "the messages, 16 in the completion). Please reduce the length of the messages or completion."
 )
 
@@ -152,18 +154,21 @@ def test_a_one_at_a_time_server_gets_one_call_at_a_time_and_every_call_answered(
 SMOLLM2_FREE_TEXT = [
     ("10\n", 10.0),
     (
-        "You've been awarded a 10-point grade based on the three factors:\n\n1. Does the answer address the "
+        "You've been awarded a 10-point grade based on the three "
+        "factors:\n\n1. Does the answer address the "
         "question?\n2. Does it respond to the aspect of the question asked?",
         None,
     ),
     (
-        "The answer I'm about to provide is not part of the evaluation.\nHowever, if you'd like, you can request "
+        "The answer I'm about to provide is not part of the "
+        "evaluation.\nHowever, if you'd like, you can request "
         "that I focus on your personal evaluation",
         None,
     ),
     # a labelled score in prose is read as one (whether it means anything is the audit's business)
     (
-        "The integer score of 0.5 is the highest possible, and it's not a valid answer to the question",
+        "The integer score of 0.5 is the highest possible, "
+        "and it's not a valid answer to the question",
         0.5,
     ),
 ]
@@ -253,8 +258,9 @@ def test_params_local_llm_validates() -> None:
 
 
 def test_the_server_gets_no_host_port_or_key_from_the_environment():
-    """Review S1: llama-cpp-python's uvicorn takes HOST and PORT from the environment over the command
-    line (HOST=0.0.0.0 would publish it), API_KEY would make it refuse cube, and keys have no business there."""
+    """Review S1: llama-cpp-python's uvicorn takes HOST and PORT from the environment over the
+    command line (HOST=0.0.0.0 would publish it), API_KEY would make it refuse cube, and keys have
+    no business there."""
     from cube.llm.local import server_env
 
     env = server_env(
@@ -277,8 +283,8 @@ def test_the_server_gets_no_host_port_or_key_from_the_environment():
 def test_judge_prompts_put_their_fixed_part_first_so_a_prefix_cache_can_hit(lang: str) -> None:
     """A server's prefix cache (llama.cpp's last-prompt KV, a provider's cached input) reuses only a
     common *leading* part: two prompts of one dimension for different questions, documents and
-    answers share the whole instruction block (everything before the question), and the three answers
-    of one question share everything up to the answer (question and source too)."""
+    answers share the whole instruction block (everything before the question), and the three
+    answers of one question share everything up to the answer (question and source too)."""
     import os
 
     import pandas as pd
@@ -336,8 +342,8 @@ def test_judge_prompts_put_their_fixed_part_first_so_a_prefix_cache_can_hit(lang
 
 def test_planned_prompt_tokens_add_the_chat_templates_tokens_measured_on_answered_calls() -> None:
     """The tokenize route sees the contents only; the server's usage also counts its chat template
-    (here 4 per message + 3 per call, as ChatML-like markers). Calls already answered (the cache's, a
-    pilot's) measure it per role sequence, no new call: user only -> 4 + 3 = 7, system+user ->
+    (here 4 per message + 3 per call, as ChatML-like markers). Calls already answered (the cache's,
+    a pilot's) measure it per role sequence, no new call: user only -> 4 + 3 = 7, system+user ->
     2 x 4 + 3 = 11, so planned == reported for every call of another batch."""
     from cube.llm.tokens import count_prompt_tokens, prompt_text
 
@@ -383,8 +389,9 @@ def test_a_judges_calls_after_its_pilot_go_in_prompt_order_and_each_score_lands_
     None
 ):
     """Sent in the order of their prompt texts (one dimension's calls together, one question's three
-    answers after each other: what a prefix cache reuses), the pilot's calls (the first built) first,
-    every score is still the one its own request got: here the reply is the digit the answer holds."""
+    answers after each other: what a prefix cache reuses), the pilot's calls (the first built)
+    first, every score is still the one its own request got: here the reply is the digit the answer
+    holds."""
     import re
 
     import pandas as pd

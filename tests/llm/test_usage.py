@@ -57,7 +57,8 @@ def judged(
     finish: str = "stop",
     dims: tuple[str, ...] = ("relevance", "specificity", "completeness", "quality"),
 ) -> list[dict[str, Any]]:
-    """The rows of ONE all-dimensions judge call: one row per dimension, each with the whole call's accounting."""
+    """The rows of ONE all-dimensions judge call: one row per dimension, each with the whole call's
+    accounting."""
     return [
         call(
             "judge-llm",
@@ -148,7 +149,8 @@ def test_a_whole_run_worked_by_hand() -> None:
     )
     answers = pd.DataFrame(
         [
-            # system A and B each answer once with "gpt" (B's answer came from the cache: paid by an earlier run)
+            # system A and B each answer once with "gpt" (B's answer came from the cache: paid by an
+            # earlier run)
             call("gpt", "answering", "a1", 100, 10, 0.003, system="A", set="rag", error=""),
             call(
                 "gpt",
@@ -263,7 +265,8 @@ def test_rows_of_one_call_agree_on_failure_cache_and_truncation() -> None:
     }
     rows = pd.DataFrame(
         [
-            # the same call seen twice: once paid in this run, once served from the cache -> paid this run
+            # the same call seen twice: once paid in this run, once served from the cache -> paid
+            # this run
             call("judge-llm", "judging", "k1", 10, 2, 0.5, cached=False, error_kind="", error=""),
             call("judge-llm", "judging", "k1", 10, 2, 0.5, cached=True, error_kind="", error=""),
             legacy,

@@ -59,7 +59,8 @@ def test_absent_rows_equal_nan_rows_for_a_configured_dimension(weights, custom):
 
 def test_custom_weights_lacking_a_configured_dimension_is_a_clear_error():
     """Item 6: custom weights without the configured dimension 'quality' (which has no rows) used to
-    crash the bootstrap with KeyError 'quality'; it is a ValueError naming the key and the dimension."""
+    crash the bootstrap with KeyError 'quality'; it is a ValueError naming the key and the
+    dimension."""
     from tests.factories import DIMS
 
     answers, scores = make_tables(n_questions=20, seed=3)

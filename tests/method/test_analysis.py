@@ -204,7 +204,8 @@ def test_evaluate_uses_the_retrieved_subset_by_default():
     res = _quiet_evaluate(answers, scores)
     assert res.n_retrieved == int((answers[answers.set == "rag"]["rank"] > 0).sum())
     assert (res.trimmed_means["n"] <= res.n_retrieved).all()
-    # subset 'all' is refused: W over all questions already counts the misses, CuBE = W x R@k would count them twice
+    # subset 'all' is refused: W over all questions already counts the misses, CuBE = W x R@k would
+    # count them twice
     with pytest.raises(
         ValueError, match=r"analysis.subset: 'all' is refused for CuBE.*count retrieval twice"
     ):

@@ -168,7 +168,8 @@ def test_bootstrap_se_of_delta_cube_matches_its_spread_over_simulated_runs():
 
 def test_jury_resample_is_undefined_when_a_member_is_and_the_valid_share_is_flagged(monkeypatch):
     """A resample where one jury judge is undefined is undefined for the jury (as in
-    `bootstrap_cube`), not the mean of the remaining judges; the valid share is reported and flagged."""
+    `bootstrap_cube`), not the mean of the remaining judges; the valid share is reported and
+    flagged."""
     import cube.method.compare as C
 
     real = C.cube_from_counts

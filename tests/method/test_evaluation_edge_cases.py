@@ -30,7 +30,8 @@ def _with_random_judge(seed: int, n_questions: int = 40):
 
 def test_rank_test_of_a_random_judge_holds_its_nominal_level():
     """Item 5: (a') used weights derived from the very correlations it tests, so a random judge
-    passed it about 24 % of the time at level 5 %. With data-independent weights it stays near 5 %."""
+    passed it about 24 % of the time at level 5 %. With data-independent weights it stays near 5
+    %."""
     ap = AnalysisParams(bootstrap=0)
     passed = defined = 0
     for seed in range(40):
@@ -46,8 +47,8 @@ def test_rank_test_of_a_random_judge_holds_its_nominal_level():
 
 
 def _cancelling_judge(seed: int, n_questions: int = 60):
-    """A judge whose rag relevance rises with retrieval and whose rag specificity falls by exactly as
-    much (specificity = 10 - relevance), with completeness on the same cycle 0, 2, .., 8 in the
+    """A judge whose rag relevance rises with retrieval and whose rag specificity falls by exactly
+    as much (specificity = 10 - relevance), with completeness on the same cycle 0, 2, .., 8 in the
     retrieved and the missed questions and quality constant: its equal-weight rag total, (20 +
     completeness) / 4, carries no retrieval signal by construction, while the relevance dimension
     alone separates retrieved from missed questions almost perfectly."""
@@ -76,9 +77,10 @@ def _cancelling_judge(seed: int, n_questions: int = 60):
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_rank_test_does_not_turn_one_chance_dimension_into_retrieval_signal(seed):
     """Item 5, a seeded design with a known outcome (the level test above needs many runs to see the
-    fitted weights' 11 % against 5 %). The rag total of equal weights does not depend on retrieval, so
-    the rank-biserial r is about 0 and p about 0.5; weights fitted to the rank correlations (the wrong
-    code: relevance gets the weight, specificity's negative r gets none) read r ~ 0.7, p < 0.001."""
+    fitted weights' 11 % against 5 %). The rag total of equal weights does not depend on retrieval,
+    so the rank-biserial r is about 0 and p about 0.5; weights fitted to the rank correlations (the
+    wrong code: relevance gets the weight, specificity's negative r gets none) read r ~ 0.7, p <
+    0.001."""
     answers, scores = _cancelling_judge(seed)
     g = _evaluate(answers, scores, AnalysisParams(bootstrap=0)).cube_table.loc["judge-r"]
     hits = int((answers[answers["set"] == "rag"]["rank"] > 0).sum())
@@ -89,7 +91,8 @@ def test_rank_test_does_not_turn_one_chance_dimension_into_retrieval_signal(seed
 
 def test_rank_test_is_invariant_to_which_dimension_carries_the_rag_score():
     """Item 5 (metamorphic): the rank test's total does not depend on weights fitted to the data,
-    so rotating the rag scores among the dimensions within each question leaves r and p unchanged."""
+    so rotating the rag scores among the dimensions within each question leaves r and p
+    unchanged."""
     answers, scores = _with_random_judge(3)
     ap = AnalysisParams(bootstrap=0)
     base = _evaluate(answers, scores, ap).cube_table.loc["judge-r"]
@@ -132,8 +135,8 @@ def test_every_system_call_failed_gives_nan_and_a_withheld_verdict():
 
 
 def test_gate_failure_message_without_error_kind_counts_unscored_items():
-    """Item 13: without an `error_kind` column the gate said "failure rate 25% > 20% (0 call, 0 parse
-    of 480 judgments)", contradicting itself; it now counts the unscored or absent items."""
+    """Item 13: without an `error_kind` column the gate said "failure rate 25% > 20% (0 call, 0
+    parse of 480 judgments)", contradicting itself; it now counts the unscored or absent items."""
     from tests.factories import DIMS
 
     answers, scores = make_tables(n_questions=40, seed=3)

@@ -1,4 +1,5 @@
-"""The fast paths of issue 15 give the same numbers as the reference implementations they replace."""
+"""The fast paths of issue 15 give the same numbers as the reference implementations they
+replace."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ _REF = rouge_scorer.RougeScorer(
 
 
 def _reference_scores(hyp: str, ref: str, tokenizer: str) -> dict[str, float]:
-    """The metrics as before issue 15: rouge-score for all three ROUGEs, every text segmented anew."""
+    """The metrics as before issue 15: rouge-score for all three ROUGEs, every text segmented
+    anew."""
     hyp_r, ref_r = (lexical.words(t, tokenizer, "rouge", segment=segment) for t in (hyp, ref))
     hyp_b, ref_b = (lexical.words(t, tokenizer, "bleu", segment=segment) for t in (hyp, ref))
     if not hyp_r or not ref_r or not hyp_b or not ref_b:

@@ -1,4 +1,5 @@
-"""Issue 20: the gate decides with tests that have power, reads the judge audit, and the jury is honest.
+"""Issue 20: the gate decides with tests that have power, reads the judge audit, and the jury is
+honest.
 
 Simulated tables (tests/judge_sim.py: the paper's Table 2 bounds, content-blind judges), seeded."""
 
@@ -27,8 +28,9 @@ def run(answers, scores, probes=None, **ap):
 
 
 def test_a_decent_judge_keeps_its_place_on_a_perfect_retriever():
-    """Before: a GPT-4o-like judge was excluded in 90 % of runs with the gold document always retrieved,
-    because its rag score did not follow rank. Now the retrieval test is not applied without misses."""
+    """Before: a GPT-4o-like judge was excluded in 90 % of runs with the gold document always
+    retrieved, because its rag score did not follow rank. Now the retrieval test is not applied
+    without misses."""
     for seed in range(3):
         answers, scores = simulate(100, 1.0, seed, judges=("gpt-4o", "deepseek"))
         t = run(answers, scores, weights="equal")
@@ -49,8 +51,9 @@ def test_the_set_aware_constant_judge_is_excluded_as_content_blind(weights):
 
 
 def test_a_judge_constant_in_one_set_only_is_not_content_blind():
-    """Review C1: a reading judge gives the demo's one zero-set text ("I cannot answer ...") the same
-    score on every question; one constant set is no evidence of blindness while the others vary."""
+    """Review C1: a reading judge gives the demo's one zero-set text ("I cannot answer ...") the
+    same score on every question; one constant set is no evidence of blindness while the others
+    vary."""
     answers, scores = simulate(100, 0.8, 2, judges=("gpt-4o", "deepseek"))
     scores = scores.copy()
     scores.loc[(scores["judge"] == "gpt-4o") & (scores["set"] == "zero"), "score"] = 0.0
@@ -81,11 +84,12 @@ def test_few_audit_pairs_give_no_verdict_and_no_exclusion():
     assert "audit inconclusive: 8 scored probe pairs" in t.at["gpt-4o", "gate_evidence"]
 
 
-def test_the_retrieval_test_applies_only_with_enough_misses_and_then_excludes_a_judge_blind_to_retrieval():
+def test_the_retrieval_test_needs_enough_misses_and_then_excludes_a_judge_blind_to_retrieval():
     answers, scores = simulate(
         100, 0.5, 4, judges=("gpt-4o",)
     )  # rows: judge, dimension, set, question
-    # a judge that scores each rag answer as it scored the zero answer: separates the bounds, ignores retrieval
+    # a judge that scores each rag answer as it scored the zero answer: separates the bounds,
+    # ignores retrieval
     fake = scores.copy()
     fake["judge"] = "rag-blind"
     fake.loc[fake["set"] == "rag", "score"] = fake.loc[fake["set"] == "zero", "score"].to_numpy()
@@ -101,7 +105,8 @@ def test_the_retrieval_test_applies_only_with_enough_misses_and_then_excludes_a_
 
 
 def test_the_failure_rate_counts_absent_rows_and_blank_error_kinds():
-    """Before: with an error_kind column, absent rows were not failures (0.0, admitted; 0.40 without it)."""
+    """Before: with an error_kind column, absent rows were not failures (0.0, admitted; 0.40 without
+    it)."""
     answers, scores = simulate(50, 0.8, 5, judges=("gpt-4o", "deepseek"))
     ds = scores["judge"] == "deepseek"
     qs = sorted(scores["question_id"].unique())[:20]  # 40 % of its questions
@@ -135,8 +140,8 @@ def test_the_bounds_test_pairs_each_dimension_so_parse_failures_do_not_drop_ques
     scores.loc[hit, "score"] = np.nan
     scores.loc[hit, "error_kind"] = "parse"
     t = run(answers, scores, weights="equal", gate_max_failure_rate=0.5)
-    # the questions with a nonzero full - zero difference (Wilcoxon drops ties): 55 of the 60 here, where
-    # keeping only complete questions left about 60 x 0.9^8 = 26
+    # the questions with a nonzero full - zero difference (Wilcoxon drops ties): 55 of the 60 here,
+    # where keeping only complete questions left about 60 x 0.9^8 = 26
     assert t.at["gpt-4.1-nano", "gate_questions"] == 55
     assert t.at["gpt-4.1-nano", "in_jury"]
 
@@ -152,7 +157,8 @@ def test_judges_that_ignore_the_answer_do_not_separate_the_bounds(judge):
 
 
 def test_a_dimension_undefined_for_a_member_is_undefined_for_the_jury():
-    """Before: the jury averaged a dimension over the judges that had it and still said n_judges 2."""
+    """Before: the jury averaged a dimension over the judges that had it and still said n_judges
+    2."""
     table = pd.DataFrame(
         {
             "relevance": [80.0, 70.0],
@@ -222,9 +228,9 @@ def test_bad_probe_tables_name_every_problem():
 
 
 def _own_and_control(n: int, lenient: float, own_bonus: float, seed: int = 0) -> pd.DataFrame:
-    """`n` answers by the judge's model (own) and `n` by another model, two dimensions each, scored by
-    `self` (the other judges' score + `lenient` everywhere + `own_bonus` on its own model's answers)
-    and by two other judges (a per-answer quality plus noise)."""
+    """`n` answers by the judge's model (own) and `n` by another model, two dimensions each, scored
+    by `self` (the other judges' score + `lenient` everywhere + `own_bonus` on its own model's
+    answers) and by two other judges (a per-answer quality plus noise)."""
     rng = np.random.default_rng(seed)
     rows = []
     for own in (True, False):
@@ -261,7 +267,8 @@ def _own_and_control(n: int, lenient: float, own_bonus: float, seed: int = 0) ->
 
 
 def test_a_lenient_judge_that_does_not_prefer_its_own_model_has_no_self_preference():
-    # the reviewer's case: +4 on every answer is leniency, not self-preference (it was published as +4)
+    # the reviewer's case: +4 on every answer is leniency, not self-preference (it was published as
+    # +4)
     sp = self_preference(_own_and_control(40, lenient=4.0, own_bonus=0.0), "self")
     assert (
         abs(sp["self_preference"]) < 0.5
@@ -279,8 +286,8 @@ def test_a_judge_adding_3_points_to_its_own_models_answers_has_a_self_preference
 
 
 def test_self_preference_is_clustered_by_answer_not_by_dimension():
-    # two dimensions of one answer are not two items: the interval of 20 answers x 2 dimensions is the
-    # interval of 20 values, as wide as the same answers' per-answer means give
+    # two dimensions of one answer are not two items: the interval of 20 answers x 2 dimensions is
+    # the interval of 20 values, as wide as the same answers' per-answer means give
     scores = _own_and_control(20, lenient=0.0, own_bonus=1.0, seed=2)
     one_dim = (
         scores.groupby(["question_id", "system", "set", "judge", "own"], as_index=False)["score"]

@@ -1,9 +1,9 @@
 """Issue 20 (open points 1, 2, 4): the gate excludes a judge only for evidence about the judge.
 
-W undefined or outside the band because the rank-correlation weights are noise (a perfect retriever),
-and a bounds test that cannot decide (n <= 4 questions), are facts about the run: the judge keeps its
-place and the verdict is withheld naming the cause and the remedy. Simulated tables, seeded
-(tests/judge_sim.py)."""
+W undefined or outside the band because the rank-correlation weights are noise (a perfect
+retriever), and a bounds test that cannot decide (n <= 4 questions), are facts about the run: the
+judge keeps its place and the verdict is withheld naming the cause and the remedy. Simulated tables,
+seeded (tests/judge_sim.py)."""
 
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ def result(answers, scores, probes=None, **ap):
 
 
 def test_undefined_rank_weights_keep_a_decent_judge_and_withhold_the_verdict_naming_the_weights():
-    """Before: 'W undefined (...)' excluded GPT-4o-like (seed 10: every correlation with rank <= 0 on a
-    perfect retriever) and the verdict blamed the judges."""
+    """Before: 'W undefined (...)' excluded GPT-4o-like (seed 10: every correlation with rank <= 0
+    on a perfect retriever) and the verdict blamed the judges."""
     answers, scores = simulate(40, 1.0, 10, judges=("gpt-4o", "qwen2.5-32b"))
     probes = simulate_probes(
         40, 10, judges=("gpt-4o", "qwen2.5-32b")
@@ -67,8 +67,8 @@ def test_every_gold_document_at_rank_1_is_the_ranks_cause_not_the_judges():
 
 
 def test_w_outside_the_band_only_under_rank_weights_keeps_the_judge():
-    """Seed 3: Qwen-like W = -47 under rank-correlation weights on a perfect retriever, in the band with
-    equal weights. Before: excluded ('W = -47.0 outside the sane band')."""
+    """Seed 3: Qwen-like W = -47 under rank-correlation weights on a perfect retriever, in the band
+    with equal weights. Before: excluded ('W = -47.0 outside the sane band')."""
     answers, scores = simulate(40, 1.0, 3, judges=("gpt-4o", "qwen2.5-32b"))
     r, reasons = result(answers, scores, simulate_probes(40, 3, judges=("gpt-4o", "qwen2.5-32b")))
     t = r.cube_table
@@ -151,8 +151,8 @@ def test_the_content_blind_judges_are_still_excluded_with_the_realistic_probes()
 
 
 def test_compare_names_a_kept_judge_whose_rank_weights_are_undefined_and_does_not_crash():
-    """Found end to end: a kept judge with W undefined made the jury delta NaN and `questions_needed`
-    raise ('need a finite non-zero delta'), failing notebook 09."""
+    """Found end to end: a kept judge with W undefined made the jury delta NaN and
+    `questions_needed` raise ('need a finite non-zero delta'), failing notebook 09."""
     from cube.method.compare import compare_pair
 
     answers, scores = simulate(
@@ -170,14 +170,16 @@ def test_compare_names_a_kept_judge_whose_rank_weights_are_undefined_and_does_no
             n_resamples=30,
             n_permutations=30,
         )
-    # compare has no audit, so nothing shows gpt-4o reads the content: its W failure excludes it (review 2)
+    # compare has no audit, so nothing shows gpt-4o reads the content: its W failure excludes it
+    # (review 2)
     assert "gpt-4o" not in cmp.jury_judges and "W undefined" in cmp.excluded_judges["gpt-4o"], (
         cmp.excluded_judges
     )
     assert not any("A: judge gpt-4o" in f for f in cmp.flags), cmp.flags
 
 
-# --- review 2: a kept judge's noise W must not reach a published figure --------------------------------
+# --- review 2: a kept judge's noise W must not reach a published figure
+# --------------------------------
 
 
 def _params(judges, system):
@@ -201,8 +203,8 @@ def _params(judges, system):
 
 
 def test_a_kept_judge_with_noise_weights_leaves_the_jury_cube_undefined_and_unprinted():
-    """Before: gpt-4o 88.2 and qwen -47.0 (its W under noise weights) -> jury 20.6, printed as 'CuBE score 20.6'
-    in the withheld sentence and the page headline (seed 3, perfect retriever)."""
+    """Before: gpt-4o 88.2 and qwen -47.0 (its W under noise weights) -> jury 20.6, printed as 'CuBE
+    score 20.6' in the withheld sentence and the page headline (seed 3, perfect retriever)."""
     from cube.diagnose.lta import assess
 
     judges = ("gpt-4o", "qwen2.5-32b")
@@ -228,8 +230,9 @@ def test_a_kept_judge_with_noise_weights_leaves_the_jury_cube_undefined_and_unpr
 
 
 def test_the_exception_keeps_a_judge_only_with_evidence_that_it_reads_content():
-    """Before: the length-only judge (W undefined under rank weights, 66.7 with equal weights) kept its place
-    through the exception without an audit; following the printed remedy published a verdict including it."""
+    """Before: the length-only judge (W undefined under rank weights, 66.7 with equal weights) kept
+    its place through the exception without an audit; following the printed remedy published a
+    verdict including it."""
     judges = ("gpt-4o", "deepseek", "length")
     answers, scores = simulate(40, 1.0, 0, judges=judges)
     r, reasons = result(
@@ -241,7 +244,8 @@ def test_the_exception_keeps_a_judge_only_with_evidence_that_it_reads_content():
     )
     assert t.at["length", "gate_withhold"] == "" and not any("length" in x for x in reasons)
     assert "no evidence that it reads the content" in t.at["length", "gate_evidence"]
-    # a decent judge with the same weights problem keeps its place when the audit says it reads content
+    # a decent judge with the same weights problem keeps its place when the audit says it reads
+    # content
     answers, scores = simulate(40, 1.0, 3, judges=("gpt-4o", "qwen2.5-32b"))
     r, _ = result(answers, scores)
     assert not r.cube_table.at["qwen2.5-32b", "in_jury"]
@@ -262,7 +266,8 @@ def test_the_weights_cause_states_what_was_measured():
 
 
 def test_the_cannot_decide_rule_counts_the_nonzero_differences_wilcoxon_uses():
-    """Before: 5 questions with one tie -> excluded, 'p = 0.0625 on 5 questions' (Wilcoxon drops the tie)."""
+    """Before: 5 questions with one tie -> excluded, 'p = 0.0625 on 5 questions' (Wilcoxon drops the
+    tie)."""
     answers, scores = simulate(5, 1.0, 0, judges=("gpt-4o",))
     q = sorted(scores.question_id.unique())[0]
     full = scores[(scores.question_id == q) & (scores.set == "full")].set_index("dimension")[
@@ -279,7 +284,8 @@ def test_the_cannot_decide_rule_counts_the_nonzero_differences_wilcoxon_uses():
 
 
 def test_a_judge_the_gate_could_not_test_is_listed_as_not_validated():
-    """With 4 questions neither content-blindness test can run: the page lists such judges as not validated."""
+    """With 4 questions neither content-blindness test can run: the page lists such judges as not
+    validated."""
     from cube.diagnose.lta import assess
     from cube.pages.decision import decision_markdown
 
@@ -312,8 +318,9 @@ def _compare(a_seed, b_seed, n, judges, b_recall=0.95, **kw):
 
 
 def test_compare_publishes_no_jury_delta_when_a_jury_judge_is_withheld():
-    """Before: with 4 questions the jury delta, its interval and p were published though no judge could be
-    validated (and seed 3's Qwen-like W = -47 from noise weights gave +63, now excluded: compare has no audit)."""
+    """Before: with 4 questions the jury delta, its interval and p were published though no judge
+    could be validated (and seed 3's Qwen-like W = -47 from noise weights gave +63, now excluded:
+    compare has no audit)."""
     cmp = _compare(1, 2, 4, ("gpt-4o", "deepseek"), b_recall=0.5)
     flag = "judge gpt-4o: the bounds test cannot decide"
     assert any(flag in f for f in cmp.flags), cmp.flags
@@ -361,8 +368,9 @@ def test_a_category_publishes_no_jury_cube_when_a_jury_judge_is_withheld():
 
 
 def test_human_calibration_does_not_average_a_kept_judges_noise_weights():
-    """Before: `jury_weights` averaged the rank-correlation weights of the jury, including those of a kept
-    judge whose W they made noise (seed 3, perfect retriever), so the human-calibrated CuBE used them."""
+    """Before: `jury_weights` averaged the rank-correlation weights of the jury, including those of
+    a kept judge whose W they made noise (seed 3, perfect retriever), so the human-calibrated CuBE
+    used them."""
     from cube.method.ppi import jury_weights
 
     judges = ("gpt-4o", "qwen2.5-32b")

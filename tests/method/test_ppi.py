@@ -69,7 +69,8 @@ def test_ppi_removes_a_judge_bias_the_bounds_cannot():
     res = ppi_cube(answers, scores, human, n_resamples=300, seed=1)
     truth = 60.0 * r
     lo, hi = res.interval["cube_score"]
-    # judge-only: rag means 7.5 on the 3..8 bounds -> W = 90, CuBE = 90 R@k; far outside the PPI interval
+    # judge-only: rag means 7.5 on the 3..8 bounds -> W = 90, CuBE = 90 R@k; far outside the PPI
+    # interval
     assert res.judge_only["cube_score"] == pytest.approx(90 * r, abs=4)
     assert lo <= truth <= hi
     assert not lo <= res.judge_only["cube_score"] <= hi
@@ -110,8 +111,9 @@ def test_plain_ppi_equals_the_rectified_mean_formula():
 
 
 def _squeezed_world(n: int, n_rated: int, seed: int):
-    """R@k = 1 (every question retrieved) and a judge that squeezes the human scale (2 + 0.5 t, little
-    noise): the judge's mean over all questions then carries much of the estimate's variance."""
+    """R@k = 1 (every question retrieved) and a judge that squeezes the human scale (2 + 0.5 t,
+    little noise): the judge's mean over all questions then carries much of the estimate's
+    variance."""
     rng = np.random.default_rng(seed)
     q = np.array([f"q{i:04d}" for i in range(n)])
     answers = pd.DataFrame(
@@ -155,9 +157,10 @@ def _squeezed_world(n: int, n_rated: int, seed: int):
 
 
 def test_interval_width_matches_the_spread_of_the_estimate_across_replicates():
-    # 100 replicates, 80 of 120 questions rated (n/N = 2/3), R@k = 1 (truth: CuBE = W = 60): the mean
-    # 95 % width should be about 2 x 1.96 x the SD of the estimate across replicates. The rated sample
-    # drawn independently of the questions gave 0.71 of it (coverage too low); the joint draw 0.91.
+    # 100 replicates, 80 of 120 questions rated (n/N = 2/3), R@k = 1 (truth: CuBE = W = 60): the
+    # mean 95 % width should be about 2 x 1.96 x the SD of the estimate across replicates. The rated
+    # sample drawn independently of the questions gave 0.71 of it (coverage too low); the joint draw
+    # 0.91.
     points, widths, misses = [], [], 0
     for seed in range(100):
         res = ppi_cube(*_squeezed_world(120, 80, seed), n_resamples=200, seed=seed)
@@ -217,9 +220,10 @@ def test_bad_human_rows_are_all_named():
 
 
 def test_every_question_rated_plain_ppi_interval_is_the_human_only_interval():
-    # rated = all retrieved questions: theta = mean(y) + mean_N(f) - mean_n(f) = mean(y) exactly, and
-    # in every resample too when the rated columns come from the same draw of the questions (issue 21
-    # review: the rated sample was drawn independently of the questions, so f's two means did not cancel)
+    # rated = all retrieved questions: theta = mean(y) + mean_N(f) - mean_n(f) = mean(y) exactly,
+    # and in every resample too when the rated columns come from the same draw of the questions
+    # (issue 21 review: the rated sample was drawn independently of the questions, so f's two means
+    # did not cancel)
     answers, scores, human, _ = _world(n=80, n_rated=80, seed=8)
     plain = ppi_cube(answers, scores, human, lam=1.0, n_resamples=200, seed=3)
     alone = ppi_cube(answers, scores, human, lam=0.0, n_resamples=200, seed=3)
@@ -228,8 +232,9 @@ def test_every_question_rated_plain_ppi_interval_is_the_human_only_interval():
 
 
 def test_auto_lambda_is_cov_over_var_for_a_rated_subset_of_the_questions():
-    # nested samples (rated within all): theta = ybar_n - c fbar_n + c fbar_u, c = lam (1 - n/N), has
-    # its least variance at c = Cov (N - n) / (N Var f), i.e. lam = Cov(y, f) / Var(f): no (1 + n/N)
+    # nested samples (rated within all): theta = ybar_n - c fbar_n + c fbar_u, c = lam (1 - n/N),
+    # has its least variance at c = Cov (N - n) / (N Var f), i.e. lam = Cov(y, f) / Var(f): no (1 +
+    # n/N)
     answers, scores, human, _ = _world(n=200, n_rated=120, seed=9)
     res = ppi_cube(answers, scores, human, n_resamples=0)
     hit = set(answers.loc[answers["rank"] > 0, "question_id"])
@@ -278,9 +283,10 @@ def test_the_human_sentence_shows_the_flags_of_a_defined_score():
 
 
 def test_bca_interval_reads_the_leave_one_question_out_estimates(monkeypatch: pytest.MonkeyPatch):
-    """BCa (the default, as `analysis.interval`): its acceleration comes from the jackknife of the PPI
-    estimate itself, i.e. ppi_cube's point estimate with one question removed (all its rows, rated or
-    not), computed here independently; the interval is the bootstrap's quantiles at the BCa levels."""
+    """BCa (the default, as `analysis.interval`): its acceleration comes from the jackknife of the
+    PPI estimate itself, i.e. ppi_cube's point estimate with one question removed (all its rows,
+    rated or not), computed here independently; the interval is the bootstrap's quantiles at the BCa
+    levels."""
     import cube.method.ppi as P
     from cube.method.bootstrap import bca_levels
 

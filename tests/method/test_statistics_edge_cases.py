@@ -227,7 +227,8 @@ def test_an_unknown_retrieval_outcome_nan_is_left_out_by_diagnostics_and_analysi
         }
     )
     unknown_as_false = answers.assign(retrieval_ok=[True, True, False, False])
-    # before: near_duplicate_confusion read NaN as True (known: the 'v' confusion counted), the analysis as unknown
+    # before: near_duplicate_confusion read NaN as True (known: the 'v' confusion counted), the
+    # analysis as unknown
     assert near_duplicate_confusion(answers, CORPUS) == near_duplicate_confusion(
         unknown_as_false, CORPUS
     )

@@ -89,7 +89,8 @@ def test_absent_rows_and_nan_rows_give_identical_results_including_the_bootstrap
 @settings(max_examples=12, deadline=None)
 @given(seed=st.integers(0, 10_000), share=st.floats(0.0, 0.3))
 def test_property_absent_rows_are_nan_rows(seed, share):
-    """Metamorphic: deleting any set of score rows == setting their scores to NaN (point and interval)."""
+    """Metamorphic: deleting any set of score rows == setting their scores to NaN (point and
+    interval)."""
     answers, scores = make_tables(n_questions=25, seed=seed)
     lost = np.random.default_rng(seed).random(len(scores)) < share
     ap = AnalysisParams(bootstrap=40, seed=seed)
@@ -266,12 +267,14 @@ def test_a_random_judge_is_excluded_and_the_jury_stays_in_the_two_judge_interval
         "judge-r", "excluded_reason"
     ]
     assert three.cube_table.loc[["judge-a", "judge-b"], "in_jury"].all()
-    # the jury is exactly the two-judge jury: the random judge moves neither the point nor the interval
-    # (before, "lo <= three.jury_cube() <= hi" held for any jury whose point stayed in its own interval)
+    # the jury is exactly the two-judge jury: the random judge moves neither the point nor the
+    # interval (before, "lo <= three.jury_cube() <= hi" held for any jury whose point stayed in its
+    # own interval)
     assert three.jury_cube() == pytest.approx(two.jury_cube(), abs=1e-9)
     assert three.interval() == pytest.approx(two.interval(), abs=1e-9)
     assert three.jury.at["mean", "n_judges"] == 2
-    # and the test can tell: with the random judge in the jury (when its CuBE is defined) the mean would move
+    # and the test can tell: with the random judge in the jury (when its CuBE is defined) the mean
+    # would move
     random_cube = three.cube_table.at["judge-r", "cube_score"]
     if np.isfinite(random_cube):
         assert three.cube_table["cube_score"].mean() != pytest.approx(two.jury_cube(), abs=1e-6)

@@ -75,7 +75,8 @@ def run(tmp_path_factory):
 def _dom(page: Path, hash_: str) -> _Dom:
     if CHROMIUM is None:
         pytest.skip(
-            "chromium is not installed (apt-get install -y chromium; .ci/run installs it when missing)"
+            "chromium is not installed (apt-get install -y "
+            "chromium; .ci/run installs it when missing)"
         )
     out = subprocess.run(
         [
@@ -205,7 +206,8 @@ class _Anchors(HTMLParser):
 def _dom_at(url: str) -> _Dom:
     if CHROMIUM is None:
         pytest.skip(
-            "chromium is not installed (apt-get install -y chromium; .ci/run installs it when missing)"
+            "chromium is not installed (apt-get install -y "
+            "chromium; .ci/run installs it when missing)"
         )
     out = subprocess.run(
         [
@@ -231,7 +233,8 @@ def _dom_at(url: str) -> _Dom:
 
 @pytest.fixture(scope="module")
 def categorised(tmp_path_factory):
-    """Two systems; questions with styles, gold documents in departments whose names need escaping."""
+    """Two systems; questions with styles, gold documents in departments whose names need
+    escaping."""
     root = tmp_path_factory.mktemp("links") / "run"
     paths = RunPaths(root=root, cache=root / "cache.sqlite").ensure()
     ans, sc = make_tables(24, seed=12)

@@ -6,10 +6,14 @@ from cube.diagnose.lta import KEEP, ordered_suggestions
 from cube.pages.decision import decision_markdown, headline
 
 CONFUSION = (
-    "26% of the questions retrieved a near-duplicate of the gold document first (mostly: wrong region); "
+    "26% of the questions retrieved a near-duplicate of the "
+    "gold document first (mostly: wrong region); "
     "consider: restrict retrieval to the region the question names."
 )
-RAISE = "Retrieval misses the gold document for 30% of questions (R@8 = 70.0%): raise TOP-N above 8 or improve retrieval."
+RAISE = (
+    "Retrieval misses the gold document for 30% of questions (R@8 "
+    "= 70.0%): raise TOP-N above 8 or improve retrieval."
+)
 PATTERNS = {
     "low": 40,
     "top": [

@@ -1,4 +1,5 @@
-"""Chinese in every browser: the report's pages embed a CJK web font subset (`cube.pages.webfont`)."""
+"""Chinese in every browser: the report's pages embed a CJK web font subset
+(`cube.pages.webfont`)."""
 
 from __future__ import annotations
 

@@ -78,13 +78,15 @@ def test_no_module_reaches_into_another_modules_private_names():
                 and not node.attr.startswith("__")
             ):
                 found.append(
-                    f"{path.relative_to(ROOT)}:{node.lineno} reaches {modules[node.value.id]}.{node.attr}"
+                    f"{path.relative_to(ROOT)}:{node.lineno} reaches "
+                    f"{modules[node.value.id]}.{node.attr}"
                 )
     assert found == []
 
 
 def test_no_module_is_an_alias_of_another():
-    """No compatibility shim: nothing rebinds `sys.modules` entries or re-exports a module wholesale."""
+    """No compatibility shim: nothing rebinds `sys.modules` entries or re-exports a module
+    wholesale."""
     shims = [
         str(p.relative_to(ROOT))
         for p in _modules()

@@ -1,5 +1,5 @@
-"""The Makefile's `install`: uv where pip has no configuration of its own, pip otherwise and whenever
-uv fails. A stand-in `python` in a fake venv logs every call; no package is installed."""
+"""The Makefile's `install`: uv where pip has no configuration of its own, pip otherwise and
+whenever uv fails. A stand-in `python` in a fake venv logs every call; no package is installed."""
 
 from __future__ import annotations
 
@@ -87,5 +87,6 @@ def test_pip_installs_where_pip_is_configured_with_its_own_index(
     tmp_path: Path, setting: dict[str, str]
 ):
     rc, calls = _install(tmp_path, **setting)
-    # --no-compile: byte-compiling every dependency was about half of pip's CPU time on a first install
+    # --no-compile: byte-compiling every dependency was about half of pip's CPU time on a first
+    # install
     assert rc == 0 and calls == ["-m pip install -q --no-compile -e ."], calls

@@ -1,5 +1,5 @@
-"""The package as pip installs it: the build backend (flit_core, pyproject.toml) packs every file the
-package reads at run time (prompts, data tables, page templates) into the wheel, and the default
+"""The package as pip installs it: the build backend (flit_core, pyproject.toml) packs every file
+the package reads at run time (prompts, data tables, page templates) into the wheel, and the default
 install leaves JupyterLab to the `lab` extra (`make lab`)."""
 
 from __future__ import annotations

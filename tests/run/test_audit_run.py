@@ -4,7 +4,8 @@ notebook 11, the decision page and results.json say).
 
 A local OpenAI-compatible server (127.0.0.1, tests/openai_server.py) is both the answering model
 and two LLM judges: `self` on the answerer's own `models:` entry, `other` on another model name;
-`self` scores every answer 9, `other` by a hash of its prompt, so `self` prefers its model's answers."""
+`self` scores every answer 9, `other` by a hash of its prompt, so `self` prefers its model's
+answers."""
 
 from __future__ import annotations
 
@@ -52,10 +53,16 @@ def reply(body: dict) -> str:
         return f"Score: {hashlib.sha256(text.encode()).digest()[0] % 8}"
     if body.get("model") != "ans":  # another answering model writes other answers
         n = int(hashlib.sha256(("other" + text).encode()).hexdigest()[:4], 16)
-        return f"依据相关规定，该事项在{n % 30 + 1}个工作日内办结，每件收费{n % 97}元，电话0571-{n:05d}。"
+        return (
+            f"依据相关规定，该事项在{n % 30 + 1}个工作日内办结，"
+            f"每件收费{n % 97}元，电话0571-{n:05d}。"
+        )
     digest = hashlib.sha256(text.encode()).hexdigest()
     n = int(digest[:4], 16)
-    return f"根据办事指南，办理该事项需要{n % 30 + 1}个工作日。收费标准为每件{n % 97}元。咨询电话0571-{n:05d}。"
+    return (
+        f"根据办事指南，办理该事项需要{n % 30 + 1}个工作日。"
+        f"收费标准为每件{n % 97}元。咨询电话0571-{n:05d}。"
+    )
 
 
 def partial(body: dict) -> str:
@@ -97,8 +104,9 @@ def uncapped(tmp_path_factory):
 
 
 def test_a_judge_whose_model_answered_is_not_measured_without_answers_of_another_model(uncapped):
-    # one system, answered by the judge's own model: no control, so leniency (self scores every answer 9)
-    # cannot be told from self-preference: not measurable with the cause, never a number (was +7.10)
+    # one system, answered by the judge's own model: no control, so leniency (self scores every
+    # answer 9) cannot be told from self-preference: not measurable with the cause, never a number
+    # (was +7.10)
     run = uncapped
     assert pipeline.self_judges(run.params, "bm25") == {"self": ("zero", "rag", "full")}
     report = pipeline.audit_report(run)
@@ -112,7 +120,7 @@ def test_a_judge_whose_model_answered_is_not_measured_without_answers_of_another
     )
 
 
-def test_not_measurable_self_preference_reaches_results_json_and_the_decision_page_only_for_that_judge(
+def test_unmeasurable_self_preference_reaches_results_json_and_decision_page_only_for_that_judge(
     uncapped,
 ):
     run = uncapped
@@ -163,7 +171,8 @@ def _two_models_report(tmp_path: Path, judge_reply) -> pd.DataFrame:
 def test_a_lenient_judge_is_not_reported_as_self_preferring_when_another_model_answered_too(
     tmp_path,
 ):
-    # `self` scores every answer 9, its model's and the other model's alike: leniency, not self-preference
+    # `self` scores every answer 9, its model's and the other model's alike: leniency, not
+    # self-preference
     report = _two_models_report(tmp_path, reply)
     sp = report.loc["self"]
     assert (
@@ -269,7 +278,8 @@ def test_the_audit_is_capped_at_its_share_of_the_judge_calls(tmp_path):
         note = pipeline.audit_sample_note(run)
         assert re.search(r"shrank from 40 to \d+ questions", note) and "audit.max_share" in note
         report = pipeline.audit_report(run)
-        # too few pairs left: no verdict (the gate reads it as no evidence), and the verdict names the cap
+        # too few pairs left: no verdict (the gate reads it as no evidence), and the verdict names
+        # the cap
         few = report[report["pairs"] < run.params.audit.min_pairs]
         assert len(few) and few["content_blind"].isna().all()
         assert (
@@ -298,8 +308,8 @@ def _batch_judge_calls(run, params: Path, monkeypatch) -> int:
 
 
 def test_the_recorded_pilot_is_the_judging_pilot_not_the_audits(tmp_path, monkeypatch):
-    # `other`'s first 20 judging replies do not parse: its pilot stops it; the audit's scoring must not
-    # overwrite that record (it did: 'calls_not_sent' 0, no warning)
+    # `other`'s first 20 judging replies do not parse: its pilot stops it; the audit's scoring must
+    # not overwrite that record (it did: 'calls_not_sent' 0, no warning)
     seen = {"n": 0}
 
     def shy(body: dict) -> str:
@@ -331,7 +341,8 @@ def test_the_recorded_pilot_is_the_judging_pilot_not_the_audits(tmp_path, monkey
         )
         # a stopped judge is not audited: its audit calls would never be read
         assert not (run.load("audit_scores")["judge"] == "other").any()
-        # its unsent calls still count among the run's judge calls that cap the audit, as cube batch counts them
+        # its unsent calls still count among the run's judge calls that cap the audit, as cube batch
+        # counts them
         rec = json.loads(run.paths.results.read_text(encoding="utf-8"))["audit_sample"]
         assert rec["judge_calls"] == _batch_judge_calls(run, params, monkeypatch)
     finally:
@@ -341,8 +352,8 @@ def test_the_recorded_pilot_is_the_judging_pilot_not_the_audits(tmp_path, monkey
 def test_stage_03_and_cube_batch_cap_the_audit_on_the_same_count_of_judge_calls(
     tmp_path, monkeypatch
 ):
-    # two judges on one model, differing only in `samples`: their first sample is one cached call for
-    # stage 03 but two requests for cube batch and cube plan; all three count per judge
+    # two judges on one model, differing only in `samples`: their first sample is one cached call
+    # for stage 03 but two requests for cube batch and cube plan; all three count per judge
     server = OpenAIServer(reply=reply)
     server.__enter__()
     try:

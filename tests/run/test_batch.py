@@ -27,12 +27,14 @@ dimensions: [relevance, completeness]
 judges:
   - {{name: llm, model: {{provider: openai, model: test-model, base_url: "{url}", max_tokens: 16}}}}
   - {{name: rubric, model: {{provider: offline, model: rubric-strict}}}}
-audit: {{max_share: 1.0}}  # 5 items: at the default share no audit question fits; its calls are exported too
+audit: {{max_share: 1.0}}  # 5 items: at the default share no audit question fits; its calls are \
+exported too
 """
 
 
 def run_batch(requests: Path, results: Path, url: str, broken: set[int] = frozenset()) -> None:
-    """What `vllm run-batch` does with the file: each body to /v1/chat/completions, one output line each."""
+    """What `vllm run-batch` does with the file: each body to /v1/chat/completions, one output line
+    each."""
     out = []
     for n, raw in enumerate(requests.read_text(encoding="utf-8").splitlines()):
         line = json.loads(raw)
@@ -258,8 +260,10 @@ def test_imported_replies_cost_batch_prices_when_given():
 
 TWO_MODELS = PARAMS.replace(
     "  - {{name: rubric,",
-    '  - {{name: other, model: {{provider: openai, model: other-model, base_url: "{url}", max_tokens: 16}}}}\n'
-    '  - {{name: remote, model: {{provider: openai, model: test-model, base_url: "{url2}", max_tokens: 16}}}}\n'
+    "  - {{name: other, model: {{provider: openai, model: "
+    'other-model, base_url: "{url}", max_tokens: 16}}}}\n'
+    "  - {{name: remote, model: {{provider: openai, model: "
+    'test-model, base_url: "{url2}", max_tokens: 16}}}}\n'
     "  - {{name: rubric,",
 )
 
@@ -267,7 +271,8 @@ TWO_MODELS = PARAMS.replace(
 def test_export_writes_one_file_per_endpoint_and_model_and_import_takes_them_all(
     tmp_path, monkeypatch, capsys
 ):
-    """One export file mixed every LLM judge, so a submit sent every model's lines to one endpoint."""
+    """One export file mixed every LLM judge, so a submit sent every model's lines to one
+    endpoint."""
     from tests.batch_server import BatchServer
 
     monkeypatch.chdir(tmp_path)
@@ -394,8 +399,9 @@ def test_submit_refuses_a_file_of_another_or_several_models_naming_them(
     ],
 )
 def test_two_models_or_endpoints_never_share_an_export_file(one, other):
-    """Names made safe for a file system collided ('通义千问-max' and '文心一言-max' both '-max'), putting two
-    models' calls in one file; a short hash of the exact (model, endpoint) pair keeps them apart."""
+    """Names made safe for a file system collided ('通义千问-max' and '文心一言-max' both '-max'),
+    putting two models' calls in one file; a short hash of the exact (model, endpoint) pair keeps
+    them apart."""
     from cube.config.model_spec import ModelSpec
     from cube.llm.batch import batch_file
 
@@ -413,7 +419,7 @@ def test_two_models_or_endpoints_never_share_an_export_file(one, other):
     )  # the same pair: the same file
 
 
-def test_a_partial_import_says_which_exported_calls_are_still_pending_and_cube_run_says_it_before_sending(
+def test_a_partial_import_names_the_calls_still_pending_and_cube_run_says_so_before_sending(
     tmp_path, monkeypatch, capsys
 ):
     """`cube batch import` of a results file answering only part of an export said nothing about the

@@ -23,8 +23,8 @@ JUDGES = [
 def run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("pipe")
     params = tmp / "p.yaml"
-    # 24 items and 50 resamples: the BCa interval (the default) is about 31 points wide here, so the width
-    # rule would withhold the verdict whose wording these tests read
+    # 24 items and 50 resamples: the BCa interval (the default) is about 31 points wide here, so the
+    # width rule would withhold the verdict whose wording these tests read
     analysis = {"bootstrap": 50, "max_interval_width": 45}
     params.write_text(
         yaml.safe_dump(
@@ -119,7 +119,8 @@ def test_a_larger_top_n_system_is_reported_with_its_numbers():
         f"top16 (TOP-N 16) retrieved {top16.recall_at_k:.1%}" in text
         and f"CuBE {top16.jury_cube():.1f}" in text
     )
-    # the measured larger TOP-N replaces the prediction from the rank correlations (they could disagree)
+    # the measured larger TOP-N replaces the prediction from the rank correlations (they could
+    # disagree)
     assert "a larger TOP-N should cost little" not in text
 
 
@@ -213,7 +214,8 @@ def test_the_sheet_is_blind_and_the_page_counts_its_rows(run, tmp_path):
     assert (
         "set" not in section.sheet_preview.columns and "system" not in section.sheet_preview.columns
     )
-    # the filled blind sheet comes back through the run's key (human.ratings = a file outside the run)
+    # the filled blind sheet comes back through the run's key (human.ratings = a file outside the
+    # run)
     sheet["rater"] = "ann"
     for d in run.params.dimension_names():
         sheet[f"{d}.total"] = "4"
@@ -225,7 +227,8 @@ def test_the_sheet_is_blind_and_the_page_counts_its_rows(run, tmp_path):
     assert report["key"] == str(key_file) and (scores["score"] == 4.0).all()
     got = set(zip(scores["question_id"], scores["system"], scores["set"], strict=True))
     assert got == set(zip(key["question_id"], key["system"], key["set"], strict=True))
-    # every rating 4 in every set: no range between the human bounds, so no human-calibrated CuBE, said why
+    # every rating 4 in every set: no range between the human bounds, so no human-calibrated CuBE,
+    # said why
     system = sorted(key["system"])[0]
     run.record(decision={"system": system, "verdict": "good"})  # as notebook 06 leaves it
     table, per, heads = pipeline.human_calibration(rated)
@@ -253,8 +256,9 @@ def test_a_sheet_named_by_the_user_lists_its_key_once(run, tmp_path):
 
 
 def test_a_human_calibrated_figure_reaches_only_the_decision_it_was_computed_for(run, tmp_path):
-    # issue 21 review: notebook 06 attached whatever `human_calibrated` results.json held, so a figure
-    # computed by 07 from earlier ratings (or scores, or jury) was shown beside a new decision
+    # issue 21 review: notebook 06 attached whatever `human_calibrated` results.json held, so a
+    # figure computed by 07 from earlier ratings (or scores, or jury) was shown beside a new
+    # decision
     import dataclasses
 
     files = pipeline.export_annotation(run.params, paths=run.paths)

@@ -1,6 +1,7 @@
 """`cube plan` against a run whose calls are counted, the question screen, the judge pilot and
 cached prompt tokens: fake endpoints (tests/openai_server.py) returning what a small real model
-returned in issue 22 (instruction echoes and URLs for questions, prose without a score for judges)."""
+returned in issue 22 (instruction echoes and URLs for questions, prose without a score for
+judges)."""
 
 from __future__ import annotations
 
@@ -29,10 +30,14 @@ from cube.systems import build_answers
 from tests.openai_server import OpenAIServer, last_user_message
 
 ECHO = (
-    "The question must be answerable from this guide. Name the service item in the question, so the staff "
+    "The question must be answerable from this guide. Name "
+    "the service item in the question, so the staff "
     "know exactly which item you mean."
 )
-PROSE = "The item is not a command or instruction to apply for the service. It's an answerable question."
+PROSE = (
+    "The item is not a command or instruction to apply for "
+    "the service. It's an answerable question."
+)
 
 
 class _Replies:
@@ -63,7 +68,8 @@ def _good_reply(body: dict[str, Any]) -> str:
         return f"What documents do I need for {name}?"
     if kind == "judge":
         return "Score: 7"
-    # distinct answers per set (0, 1 or 2 documents seen): identical judge prompts would be one cached call
+    # distinct answers per set (0, 1 or 2 documents seen): identical judge prompts would be one
+    # cached call
     seen = str(body["messages"][0].get("content", "")).count("<document index")
     return f"You need your ID card and {seen} application forms."
 
@@ -102,7 +108,8 @@ def _params(url: str, tmp_path: Path, **over: Any) -> Any:
 
 
 def _run_counted(params: Any, cache: Path) -> dict[tuple[str, str], int]:
-    """The stages' calls (questions, answers with refusal answers, scores) as usage_summary counts them."""
+    """The stages' calls (questions, answers with refusal answers, scores) as usage_summary counts
+    them."""
     from cube.kb.refusal_questions import build_refusal_set
     from cube.systems import refusal_answers
 
@@ -135,16 +142,17 @@ def test_plan_equals_the_calls_a_run_sends(tmp_path: Path):
         # every LLM call reached the server once: planned to send == sent
         assert int(plan.loc[plan["model"] == "m", "to_send"].sum()) == server.requests_total
         q = rows[("question_generation", "m")]
-        # the question prompts are known before the run: the server's tokenizer counts what it reports
+        # the question prompts are known before the run: the server's tokenizer counts what it
+        # reports
         assert q["tokens_by"].startswith("server tokenize route") and q["exact"]
         assert (
             "template's tokens not counted" in q["tokens_by"]
         )  # no answered call to measure them yet
         assert q["prompt_tokens"] == used[("question_generation", "m")]["input_tokens"]
         assert not rows[("judging", "m")]["exact"]  # judges read answers not written yet: stand-ins
-        # 6 questions x (rag of 2 systems + zero + full, the bounds shared by both systems' answerer),
-        # + 3 refusal questions answered by each system; a request both systems send (the same documents
-        # retrieved) is one call, and its answer is judged once
+        # 6 questions x (rag of 2 systems + zero + full, the bounds shared by both systems'
+        # answerer), + 3 refusal questions answered by each system; a request both systems send (the
+        # same documents retrieved) is one call, and its answer is judged once
         dup = 6 * 4 + 3 * 2 - rows[("answering", "m")]["calls"]
         assert 0 < dup < 6  # top-2 and top-3 retrieve the same from this 6-item corpus now and then
         assert (
@@ -166,7 +174,8 @@ def test_plan_equals_the_calls_a_run_sends(tmp_path: Path):
 
 def test_plan_counts_the_audit_calls_the_run_sends_capped_by_its_share(tmp_path: Path):
     """Real answers (template questions, an offline answerer): the audit's calls (role 'audit') are
-    planned as stage 03 sends them, for the LLM judge and the offline one, capped by audit.max_share."""
+    planned as stage 03 sends them, for the LLM judge and the offline one, capped by
+    audit.max_share."""
     with OpenAIServer(reply=_good_reply, tokenize=True) as server:
         params = _params(
             server.url,
@@ -303,7 +312,8 @@ def test_cached_prompt_tokens_recorded_and_priced(tmp_path: Path):
 
 def test_judge_prompts_keep_their_fixed_part_first():
     """Provider prefix caches hit only on a shared prefix: the template's own text comes before any
-    filled value, and the three sets of one question (same question and document) differ only at the end."""
+    filled value, and the three sets of one question (same question and document) differ only at the
+    end."""
     params = parse_params(
         {
             "run": "t",
@@ -329,11 +339,13 @@ def test_judge_prompts_keep_their_fixed_part_first():
 
 # ----------------------------------------------------------------------------------- the screen
 ISSUE_QUESTIONS = [ECHO] * 10 + [
-    "Requirements: the question must be answerable from this guide, and one question, one sentence, at most 30 words.",
+    "Requirements: the question must be answerable from this "
+    "guide, and one question, one sentence, at most 30 words.",
     "Output only the question itself: no numbering, quotation marks, explanation or answer.",
     "Use natural, everyday English: one question, one sentence.",
     "Name the service item in the question so the staff know exactly which item you mean.",
-    "As that citizen, write the one question you would most likely ask when applying for this service.",
+    "As that citizen, write the one question you would most "
+    "likely ask when applying for this service.",
     "https://www.gov.example.com/services/guide",
     "www.example.org",
 ]
@@ -390,7 +402,8 @@ def _write_params(tmp_path: Path, url: str, **over: Any) -> Path:
 
 
 def test_run_stops_with_one_line_when_questions_are_garbage(tmp_path: Path):
-    """Issue 22: 15 of 20 'questions' echoed the prompt, 2 were URLs; the run went on for 40 minutes."""
+    """Issue 22: 15 of 20 'questions' echoed the prompt, 2 were URLs; the run went on for 40
+    minutes."""
     from cube.run import pipeline
     from cube.run.notebook import open_run
 
@@ -427,7 +440,8 @@ def test_screen_counts_on_page_02_and_good_questions_pass(tmp_path: Path):
     assert table["questions"].sum() == 20
 
 
-# ----------------------------------------------------------------------------------- the judge pilot
+# ----------------------------------------------------------------------------------- the judge
+# pilot
 def _answers(n: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     corpus = build_corpus(
         parse_params(
@@ -496,7 +510,8 @@ def test_pilot_stops_a_judge_whose_replies_do_not_parse(tmp_path: Path, insist: 
             .all()
         )
         assert usage_summary([small]).loc[0, "calls"] == 20  # the calls not sent are not calls
-        # the gate excludes a judge its pilot stopped, naming the pilot (its few pilot rows are no jury member)
+        # the gate excludes a judge its pilot stopped, naming the pilot (its few pilot rows are no
+        # jury member)
         from cube.config.sections import AnalysisParams
         from cube.method.evaluation import evaluate
 
@@ -531,8 +546,9 @@ def test_pilot_lets_a_judge_whose_replies_parse_go_on(tmp_path: Path):
 
 
 def test_plan_reads_the_answers_an_offline_answerer_gives(tmp_path: Path):
-    """Template questions and an offline answerer: the plan computes the answers an LLM judge will read
-    (no call), so equal answers of two systems are judged once there too, and the prompts are real."""
+    """Template questions and an offline answerer: the plan computes the answers an LLM judge will
+    read (no call), so equal answers of two systems are judged once there too, and the prompts are
+    real."""
     with OpenAIServer(reply=_good_reply, tokenize=True) as server:
         params = _params(
             server.url,
@@ -561,9 +577,9 @@ def test_plan_reads_the_answers_an_offline_answerer_gives(tmp_path: Path):
 
 
 def test_pilot_decides_on_the_share_of_dimension_scores_that_parse():
-    """An all-dimensions judge missing one of four dimension scores in 12 of 20 replies parses 85 % of
-    its scores: the gate counts failures per score row, so the pilot must not stop it (it did: 8 of 20
-    replies had every dimension)."""
+    """An all-dimensions judge missing one of four dimension scores in 12 of 20 replies parses 85 %
+    of its scores: the gate counts failures per score row, so the pilot must not stop it (it did: 8
+    of 20 replies had every dimension)."""
     from types import SimpleNamespace
 
     from cube.judges.scoring import pilot_decision
@@ -605,7 +621,8 @@ def test_screen_table_counts_failed_generations_apart_from_usable():
 
 def test_screen_drops_a_near_copy_of_the_same_document_that_adds_rare_words():
     """A near-copy with one rare character more (Jaccard >= 0.8 with an earlier question of the same
-    document) is dropped although its rarest tokens are new; across documents only the same words count."""
+    document) is dropped although its rarest tokens are new; across documents only the same words
+    count."""
     from cube.kb import screen
 
     corpus = pd.DataFrame(
@@ -622,13 +639,15 @@ def test_screen_drops_a_near_copy_of_the_same_document_that_adds_rare_words():
     a, b = screen._tokens(first), screen._tokens(copy)
     assert len(a & b) / len(a | b) >= screen.DUPLICATE_JACCARD
     reasons = screen_questions(q, corpus, question_prompt_template("zh"))
-    # row 3: the same words as row 0 on another document; row 4: a near copy of row 0 only (another document)
+    # row 3: the same words as row 0 on another document; row 4: a near copy of row 0 only (another
+    # document)
     assert reasons.tolist() == ["", "", "near_duplicate", "near_duplicate", ""]
 
 
 def test_the_documented_template_token_source_is_the_one_the_code_uses():
     """review: the module said a local server's chat-template tokens are "measured by one probe call
-    per role sequence"; they come from calls already answered (the cache's, or `--pilot`'s), no new call."""
+    per role sequence"; they come from calls already answered (the cache's, or `--pilot`'s), no new
+    call."""
     from cube.llm.tokens import OBSERVED
     from cube.run import plan
 

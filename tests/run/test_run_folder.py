@@ -107,7 +107,8 @@ def test_provenance_holds_no_local_path_and_still_tells_two_files_of_one_name_ap
         "params"
     ]
     assert recorded["corpus"]["path"] == "data/kb.csv"
-    # a record written before this change, with the absolute path, still agrees with unchanged params
+    # a record written before this change, with the absolute path, still agrees with unchanged
+    # params
     recorded["corpus"]["path"] = str(inside)
     (data / ".provenance.json").write_text(
         json.dumps(
@@ -148,7 +149,8 @@ def test_the_human_key_path_is_shown_by_name_in_params_yaml_and_the_manifest():
     assert shared_values({"x": {"key": "/not/a/path"}})[0] == {"x": {"key": "/not/a/path"}}
 
 
-# ---------------------------------------- S1. provenance recorded by an earlier version still agrees
+# ---------------------------------------- S1. provenance recorded by an earlier version still
+# agrees
 def test_a_provenance_record_of_an_earlier_version_agrees_with_unchanged_params(tmp_path):
     import json
 
@@ -203,7 +205,8 @@ def test_a_provenance_record_of_an_earlier_version_agrees_with_unchanged_params(
         check_provenance(tmp_path, "scores", params, "params/llm_jury.yaml", "outputs/llm_jury")
 
 
-# ------------------------------------- S2. a diagnostics threshold re-runs only the stages reading it
+# ------------------------------------- S2. a diagnostics threshold re-runs only the stages reading
+# it
 def _stage_set(edit) -> list[str]:
     import copy
 
@@ -225,7 +228,8 @@ def _stage_set(edit) -> list[str]:
 def test_a_diagnostics_threshold_re_runs_the_decision_and_diagnostics_stages_only():
     assert _stage_set(lambda d: d.update(judge_disagreement_above=5.0)) == ["06", "10"]
     assert _stage_set(lambda d: d.update(low_rank_from=6)) == ["06", "10"]
-    # what stage 02 reads of `diagnostics` (the refusal questions) re-runs it and every stage after it
+    # what stage 02 reads of `diagnostics` (the refusal questions) re-runs it and every stage after
+    # it
     assert _stage_set(lambda d: d.update(refusal_questions=3)) == [
         "02",
         "03",
@@ -295,7 +299,10 @@ def test_the_running_notebook_is_recognised_from_the_cells_its_kernel_executed()
     assert len(notebooks) >= 10
     for nb in notebooks:
         cells = _code(nb)
-        injected = '# Parameters\nparams_path = "params/x.yaml"\noverrides = ["analysis.trim_proportion=0.3"]\n'
+        injected = (
+            '# Parameters\nparams_path = "params/x.yaml"\n'
+            'overrides = ["analysis.trim_proportion=0.3"]\n'
+        )
         assert identify_notebook([cells[0], cells[1], injected, cells[2]], folder) == nb.stem, nb
     assert (
         identify_notebook([PARAMETERS_CELL], folder) is None

@@ -59,8 +59,8 @@ def test_a_plain_rerun_retries_exactly_the_failed_calls_and_no_secret_is_written
         failed_bodies: list[str] = []
         server.fail("500", times=5, when=lambda b: failed_bodies.append(body_digest(b)) is None)
         first = execute_run(params, only="01..03", log=lambda _: None)
-        # rows whose call failed: one per dimension scored, and identical prompts (an answer equal in two
-        # sets) share one call
+        # rows whose call failed: one per dimension scored, and identical prompts (an answer equal
+        # in two sets) share one call
         assert first.ok and first.stages[-1].failed_calls >= 5 and len(set(failed_bodies)) == 5
         assert server.requests_total > 5
         server.clear_faults()
@@ -68,9 +68,9 @@ def test_a_plain_rerun_retries_exactly_the_failed_calls_and_no_secret_is_written
         logs: list[str] = []
         second = execute_run(params, only="01..03", log=logs.append)
         assert [s.status for s in second.stages] == ["up to date", "up to date", "executed"], logs
-        # only failed calls are sent again, each once; a failed pilot call whose identical prompt was
-        # answered later in the same run (judge calls go in prompt order, the pilot first) is read from
-        # the cache, not sent
+        # only failed calls are sent again, each once; a failed pilot call whose identical prompt
+        # was answered later in the same run (judge calls go in prompt order, the pilot first) is
+        # read from the cache, not sent
         assert 0 < server.requests_total <= 5 and set(server.body_counts) <= set(failed_bodies)
         assert all(n == 1 for n in server.body_counts.values())
         assert second.stages[-1].failed_calls == 0

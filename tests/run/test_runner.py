@@ -66,7 +66,8 @@ def test_a_failing_rerun_leaves_the_last_good_run_byte_identical(tmp_path, monke
             broken, only="00..01", force=True, log=lambda _: None
         )  # validated before any stage
     assert _snapshot(root) == before and not (root / ".staging").exists()
-    # A stage failing on what validation cannot see (here: validation skipped) keeps the last good run.
+    # A stage failing on what validation cannot see (here: validation skipped) keeps the last good
+    # run.
     monkeypatch.setattr("cube.run.execute.check_inputs", lambda *a, **k: None)
     with pytest.raises(
         ParamsMismatchError, match=r"corpus.path"

@@ -176,7 +176,8 @@ def _take_stale_lock(root, out, go):
 
 
 def test_two_runs_finding_the_same_stale_lock_never_both_take_it_over(tmp_path):
-    # Review S3: each read the stale lock, removed "it" (the other's fresh lock) and created its own.
+    # Review S3: each read the stale lock, removed "it" (the other's fresh lock) and created its
+    # own.
     import multiprocessing
     import socket
     import subprocess

@@ -1,4 +1,5 @@
-"""A stage's fingerprint hashes the package files its notebook can run or read, not the whole package."""
+"""A stage's fingerprint hashes the package files its notebook can run or read, not the whole
+package."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""`cube validate` loads and checks the data: every problem at once, a summary line, exit code 2 on errors."""
+"""`cube validate` loads and checks the data: every problem at once, a summary line, exit code 2 on
+errors."""
 
 from __future__ import annotations
 
@@ -39,8 +40,9 @@ def test_own_kb_params_and_committed_spreadsheet_validate(monkeypatch, capsys):
     assert main(["validate", "params/own_kb.yaml"]) == 0
     out = capsys.readouterr().out.strip().splitlines()
     assert out[-1] == (
-        f"validate: OK: {example_kb().groupby(['区划名称', '业务办理项名称', '情形']).ngroups} items "
-        f"from {len(example_kb())} rows, 12 fields mapped, 0 duplicate texts, 0 warning(s), 0 error(s)"
+        f"validate: OK: {example_kb().groupby(['区划名称', '业务办理项名称', '情形']).ngroups}"
+        f" items from {len(example_kb())} rows, 12 fields mapped,"
+        " 0 duplicate texts, 0 warning(s), 0 error(s)"
     )
     assert any("ids derived from the group key" in line for line in out)
 
@@ -74,8 +76,8 @@ def test_every_problem_at_once_exit_2(tmp_path: Path, capsys, monkeypatch):
     errors = [line for line in out.splitlines() if line.startswith("error: ")]
     assert len(errors) == 6, errors
     assert (
-        "unknown field key(s) ['fees']; valid keys: doc_id (编号 / ID), region (行政区划 / Administrative Region)"
-        in out
+        "unknown field key(s) ['fees']; valid keys: doc_id (编号 / ID),"
+        " region (行政区划 / Administrative Region)" in out
     )
     assert "maps 'region' to column '区划'" in out and "maps 'department' to column '部门'" in out
     assert "group_by names column '事项编码'" in out

@@ -1,4 +1,5 @@
-"""The run's warm kernel (`cube.run.kernel`): notebooks share one kernel, never each other's state."""
+"""The run's warm kernel (`cube.run.kernel`): notebooks share one kernel, never each other's
+state."""
 
 from __future__ import annotations
 
@@ -79,7 +80,8 @@ def test_notebooks_share_one_kernel_but_start_from_a_clean_namespace(tmp_path):
         a[1].split()[-1] == "1" and b[2].split()[-1] == "0"
     )  # cube's memoised functions were emptied
     assert b[3].strip() == "has secret False"  # the first notebook's variables are gone
-    # execution counts restart at 1 in every notebook, as in a fresh kernel (papermill injects a cell)
+    # execution counts restart at 1 in every notebook, as in a fresh kernel (papermill injects a
+    # cell)
     assert _counts(tmp_path / "b_out.ipynb")[:5] == [1, 2, 3, 4, 5]
     assert _counts(tmp_path / "a_out.ipynb")[0] == 1
     assert k.km is None and not k.alive()

@@ -19,11 +19,13 @@ from cube.systems.probes import (
 )
 
 ZH = (
-    "办理流程：\n1. 申请：提交材料。\n2、受理：5个工作日内办结。\n（1）申请书2份；(2) 身份证复印件1份。\n"
+    "办理流程：\n1. 申请：提交材料。\n"
+    "2、受理：5个工作日内办结。\n（1）申请书2份；(2) 身份证复印件1份。\n"
     "一、收费标准：每件30元。\n二、咨询电话：0571-12345678。依据第3条办理。"
 )
 EN = (
-    "Steps:\n1. Apply online.\n2) The fee is 30 CNY per application.\n(3) Processing takes 5 working days.\n"
+    "Steps:\n1. Apply online.\n"
+    "2) The fee is 30 CNY per application.\n(3) Processing takes 5 working days.\n"
     "Step 4 is the 2nd visit; call 0571-12345678."
 )
 MARKERS_ZH = ["1.", "2、", "（1）", "(2)", "一、", "二、", "第3条"]

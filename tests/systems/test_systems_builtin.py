@@ -65,8 +65,8 @@ def test_bm25_finds_gold_and_near_duplicates_confuse_it(lang):
 @pytest.mark.parametrize("lang", ["zh", "en"])
 def test_colloquial_questions_are_harder(lang):
     # The citizen's words instead of the official name: BM25 misses more and ranks the gold lower.
-    # Measured on the 300-item demo (seed 0), R@8 / R@1: zh named 0.997 / 0.863, colloquial 0.620 / 0.323;
-    # en named 0.997 / 0.890, colloquial 0.603 / 0.277.
+    # Measured on the 300-item demo (seed 0), R@8 / R@1: zh named 0.997 / 0.863, colloquial 0.620 /
+    # 0.323; en named 0.997 / 0.890, colloquial 0.603 / 0.277.
     system = make_system(BuiltinSystem(name="bm25"), _params(lang), None)
     ranks = {}
     for style in ("named", "colloquial"):
@@ -189,7 +189,8 @@ def test_extractive_keeps_numbered_lists_and_summarises_general_questions():
     assert "fee_standard" in detail["fields"] and "handling_agency" in detail["fields"]
 
 
-# --------------------------------------------------------------------------- bounds and build_answers
+# --------------------------------------------------------------------------- bounds and
+# build_answers
 def test_answer_bounds_shape():
     corpus, questions = _demo("en", 60)
     q = questions.head(10)
@@ -339,7 +340,8 @@ def test_retrieval_ok_and_finish_reason_through_build_answers(tmp_path, caplog):
     mine = out[out["system"] == "mine"].pivot(
         index="question_id", columns="set", values="retrieval_ok"
     )
-    # row 2: error and no list -> unknown; row 3: no error, empty list -> a known miss; row 4: error with a list
+    # row 2: error and no list -> unknown; row 3: no error, empty list -> a known miss; row 4: error
+    # with a list
     expected = {q["question_id"].iloc[i]: ok for i, ok in enumerate([True, False, True, True])}
     for s in ("zero", "rag", "full"):  # the bound rows carry the system's outcome
         assert mine[s].astype(bool).to_dict() == expected

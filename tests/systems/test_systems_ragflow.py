@@ -76,14 +76,16 @@ def _spec(server: RagflowTestServer, **kw) -> RagflowSystem:
 
 @pytest.fixture(params=GENERATIONS, ids=[f"ragflow-{g}" for g in GENERATIONS])
 def server(request, monkeypatch):
-    """The RAGFlow API of both generations (list_chats' reply shape differs), whichever SDK is installed."""
+    """The RAGFlow API of both generations (list_chats' reply shape differs), whichever SDK is
+    installed."""
     monkeypatch.setenv("CUBE_TEST_RAGFLOW_KEY", KEY)
     with RagflowTestServer(KEY, CHATS, _responder, generation=request.param) as srv:
         yield srv
 
 
 def test_the_installed_sdk_is_the_one_this_python_allows():
-    """ragflow-sdk 0.22 on Python 3.11, 0.26 on 3.12, 0.27 on 3.13 (pyproject's environment markers)."""
+    """ragflow-sdk 0.22 on Python 3.11, 0.26 on 3.12, 0.27 on 3.13 (pyproject's environment
+    markers)."""
     import sys
     from importlib.metadata import version
 
@@ -189,7 +191,8 @@ def test_wrong_key_and_unknown_assistant_are_clear_errors(server, monkeypatch):
 
 
 def test_usage_of_ragflow_answers_and_a_priced_model_of_the_same_name(server):
-    """RAGFlow's unknown price stays with RAGFlow: the bound-set model named like its LLM keeps its cost."""
+    """RAGFlow's unknown price stays with RAGFlow: the bound-set model named like its LLM keeps its
+    cost."""
     with pytest.warns(UserWarning):
         df = RagflowAssistant(_spec(server)).answer(_questions(), _corpus(), progress=False)
     bound = df.assign(
