@@ -1,4 +1,5 @@
-"""The accuracy grade (1 / 0.5 / 0 as 10 / 5 / 0): packaged prompts and the rubric-judge equivalent."""
+"""The accuracy grade (1 / 0.5 / 0 as 10 / 5 / 0): packaged prompts and the rubric-judge
+equivalent."""
 
 from __future__ import annotations
 

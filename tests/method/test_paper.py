@@ -1,4 +1,5 @@
-"""The paper's Table 4, rebuilt from its Tables 2 and 3 (docs/explanation/method.md: to +-0.01 in every cell)."""
+"""The paper's Table 4, rebuilt from its Tables 2 and 3 (docs/explanation/method.md: to +-0.01 in
+every cell)."""
 
 import pytest
 
@@ -35,7 +36,8 @@ def test_table4_jury_mean_and_sd():
 
 def test_weighted_total_uses_weights_not_the_printed_column():
     check = paper.weighted_totals_check().set_index(["judge", "set"])
-    # docs/explanation/method.md: GPT-4.1-nano's printed rag total 7.5051 disagrees with its weights (7.5020).
+    # docs/explanation/method.md: GPT-4.1-nano's printed rag total 7.5051 disagrees with its weights
+    # (7.5020).
     assert check.at[("GPT-4.1-nano", "rag"), "weighted_total"] == pytest.approx(7.5020, abs=5e-5)
     assert check.at[("GPT-4.1-nano", "rag"), "weighted_total_printed"] == pytest.approx(7.5051)
     assert check.loc["GPT-4o", "difference"].abs().max() < 1e-4

@@ -1,4 +1,5 @@
-"""The simulation study (issue 21 A): the generative model, its truth, the summaries and `cube simulate`.
+"""The simulation study (issue 21 A): the generative model, its truth, the summaries and `cube
+simulate`.
 
 The study's own figures (coverage, power) are measured, not asserted: `cube simulate` and
 benchmarks/simulation_coverage.py print them. These tests check the pieces on cases whose answer is
@@ -66,8 +67,9 @@ def test_same_questions_give_two_systems_the_same_difficulties_and_seeds_reprodu
 
 
 def test_truth_of_a_system_as_good_as_the_gold_document_is_100_and_cube_is_w_times_recall():
-    # answer_quality 1, full gain, no rank effect: a retrieved rag answer has the full answer's level, so every
-    # judge's rag and full scores have one distribution and W's estimand is 100 (up to the truth's MC error)
+    # answer_quality 1, full gain, no rank effect: a retrieved rag answer has the full answer's
+    # level, so every judge's rag and full scores have one distribution and W's estimand is 100 (up
+    # to the truth's MC error)
     model = dataclasses.replace(RunModel(), retrieval_gain=(1.0,) * 4).with_system(
         answer_quality=1.0, rank_effect=0.0, recall=0.6
     )
@@ -128,7 +130,8 @@ def test_coverage_table_by_hand():
     assert row["mean_width"] == pytest.approx((4 + 2 + 2 + 1) / 4)
     assert row["bias"] == pytest.approx((-1 + 0 + 1 + 2) / 4)  # errors -1, 0, 1, 2
     assert row["rmse"] == pytest.approx(math.sqrt((1 + 0 + 1 + 4) / 4))
-    # 2 x MC SE at the nominal level: 2 sqrt(0.95 x 0.05 / 4) = 0.218 < |0.75 - 0.95| = 0.20? no: 0.20 < 0.218
+    # 2 x MC SE at the nominal level: 2 sqrt(0.95 x 0.05 / 4) = 0.218 < |0.75 - 0.95| = 0.20? no:
+    # 0.20 < 0.218
     assert not row["misses"]
     reps.loc[1, "hi"] = 9.5  # now 2 of 4: 0.5 is 0.45 from 0.95, more than 0.218
     assert coverage_table(reps).iloc[0]["misses"]
@@ -177,7 +180,8 @@ def test_pvalue_table_ks_rejection_and_delta_coverage():
 
 
 def test_se_check_sets_the_spread_of_delta_beside_the_bootstrap_se():
-    # deltas -1, 0, 1, 2: SD = sqrt(5/3) = 1.291; its MC error 1.291 / sqrt(2 x 3) = 0.527; mean SE 1.5
+    # deltas -1, 0, 1, 2: SD = sqrt(5/3) = 1.291; its MC error 1.291 / sqrt(2 x 3) = 0.527; mean SE
+    # 1.5
     pairs = pd.DataFrame({"delta": [-1.0, 0.0, 1.0, 2.0], "se": [1.0, 2.0, 1.0, 2.0]})
     got = se_check(pairs)
     assert got["delta_sd"] == pytest.approx(math.sqrt(5 / 3))
@@ -209,7 +213,8 @@ def test_bca_interval_of_recall_matches_scipy_and_keeps_the_estimates():
             answers, scores, n_resamples=4000, seed=1, method="bca", expand=False
         )  # scipy's levels
     assert (pct["estimate"].fillna(-1) == bca["estimate"].fillna(-1)).all()
-    # R@k is a mean of 0/1 outcomes: our BCa from counts and scipy's BCa agree up to resampling noise
+    # R@k is a mean of 0/1 outcomes: our BCa from counts and scipy's BCa agree up to resampling
+    # noise
     hits = answers[answers["set"] == "rag"].sort_values("question_id")["rank"].gt(0).to_numpy(float)
     ref = stats.bootstrap(
         (hits,), np.mean, n_resamples=20000, method="BCa", rng=np.random.default_rng(0)
@@ -284,8 +289,9 @@ def test_analysis_interval_bca_changes_only_the_interval_of_the_evaluation():
     assert bca.settings["interval"] == "bca"
 
 
-def test_custom_weights_of_the_run_do_not_crash_the_study_which_weights_its_own_dimensions_equally():
-    """Review C2: `analysis.weights: custom` crashed notebook 12 (a bare KeyError), so every such run failed."""
+def test_custom_run_weights_do_not_crash_the_study_which_weights_its_own_dimensions_equally():
+    """Review C2: `analysis.weights: custom` crashed notebook 12 (a bare KeyError), so every such
+    run failed."""
     from cube.config.params import parse_params
     from cube.run.simulate import study
 
@@ -316,8 +322,9 @@ def test_a_monte_carlo_error_is_never_zero_at_0_or_100_percent():
 
 
 def test_basic_interval_is_the_percentile_interval_reflected_about_the_estimate():
-    """`basic` (benchmarks/simulation_coverage.py --methods basic) moves a biased estimator's interval
-    back over the truth: from the same resamples it is [2 est - hi, 2 est - lo] of the percentile one."""
+    """`basic` (benchmarks/simulation_coverage.py --methods basic) moves a biased estimator's
+    interval back over the truth: from the same resamples it is [2 est - hi, 2 est - lo] of the
+    percentile one."""
     from tests.factories import make_tables
 
     answers, scores = make_tables(n_questions=40, seed=4)
@@ -363,10 +370,10 @@ def test_bca_with_the_grouped_jackknife_gives_the_full_jackknifes_interval(monke
 
 
 def test_the_t_levels_bring_a_small_samples_bootstrap_interval_toward_its_confidence():
-    """`expanded_alpha` (Student's t levels): on 4,000 samples of 12 normal values the percentile interval
-    of the mean covers 90.5 % (a z interval with the plug-in SE), at the t levels 93.4 % (Hesterberg's
-    sqrt(n / (n - 1)) on top would give 94.4 %; MC SE 0.4 points); from the resamples' counts, as
-    `bootstrap_prepared` draws them."""
+    """`expanded_alpha` (Student's t levels): on 4,000 samples of 12 normal values the percentile
+    interval of the mean covers 90.5 % (a z interval with the plug-in SE), at the t levels 93.4 %
+    (Hesterberg's sqrt(n / (n - 1)) on top would give 94.4 %; MC SE 0.4 points); from the resamples'
+    counts, as `bootstrap_prepared` draws them."""
     from cube.method.bootstrap import expanded_alpha, resample_counts
 
     n, runs, B = 12, 4000, 400
@@ -389,8 +396,9 @@ def test_the_t_levels_bring_a_small_samples_bootstrap_interval_toward_its_confid
 
 
 def test_bootstrap_intervals_of_cube_and_w_are_expanded_by_the_questions_resampled():
-    """CuBE's and W's levels are `expanded_alpha` of the n questions (the interval holds the plain one:
-    the same estimates and resamples), R@k's are the plain 2.5 / 97.5 % (it covered within its MC error)."""
+    """CuBE's and W's levels are `expanded_alpha` of the n questions (the interval holds the plain
+    one: the same estimates and resamples), R@k's are the plain 2.5 / 97.5 % (it covered within its
+    MC error)."""
     from cube.method.bootstrap import expanded_alpha, prepare
     from tests.factories import make_tables
 
@@ -430,8 +438,8 @@ def test_bootstrap_intervals_of_cube_and_w_are_expanded_by_the_questions_resampl
 
 
 def test_bca_moves_from_the_widened_tails_of_cube_and_w_and_the_plain_tails_of_recall(monkeypatch):
-    """The default (BCa, widened): `bca_levels` gets CuBE's and W's tail `expanded_alpha(0.025, n)` and
-    R@k's 0.025; with `expand=False` every figure's 0.025."""
+    """The default (BCa, widened): `bca_levels` gets CuBE's and W's tail `expanded_alpha(0.025, n)`
+    and R@k's 0.025; with `expand=False` every figure's 0.025."""
     import cube.method.bootstrap as Bm
     from cube.method.bootstrap import expanded_alpha, prepare
     from tests.factories import make_tables

@@ -55,7 +55,8 @@ def test_a_failed_papermill_attempt_on_a_new_run_name_leaves_no_run_folder(tmp_p
     assert not (
         root / "outputs"
     ).exists()  # neither outputs/fresh/ nor the outputs/ folder it would have made
-    # A run folder that existed before is never touched, even when it holds only what open_run writes.
+    # A run folder that existed before is never touched, even when it holds only what open_run
+    # writes.
     good = root / "outputs" / "good"
     (good / "tables").mkdir(parents=True)
     (good / "tables" / "kept.csv").write_text("a\n1\n", encoding="utf-8")
@@ -298,7 +299,8 @@ def test_stage_sets_after_model_edits():
         _stage_set("default.yaml", lambda d: d["judges"][0]["model"].update(model="rubric"))
         == from_03
     )
-    # a reference under any key naming a model (e.g. a refusal question writer's `refusal_model`) counts
+    # a reference under any key naming a model (e.g. a refusal question writer's `refusal_model`)
+    # counts
     from cube.run.stages import _model_refs
 
     section = {
@@ -327,7 +329,8 @@ def test_a_price_edit_does_not_make_the_data_disagree_with_the_params(tmp_path):
         open_run(params, overrides=["models.gpt-4o.temperature=0.7"]).load("scores")
 
 
-# ----------------------------------------------------- 4. a notebook run alone is seen by `cube run`
+# ----------------------------------------------------- 4. a notebook run alone is seen by `cube
+# run`
 def test_cube_run_re_executes_a_stage_a_notebook_run_alone_changed_and_the_stages_reading_it(
     tmp_path, monkeypatch
 ):
@@ -361,7 +364,8 @@ def test_cube_run_re_executes_a_stage_a_notebook_run_alone_changed_and_the_stage
     )
     same = execute_run(params, only="00..02", log=lambda _: None)
     assert [s.status for s in same.stages] == ["up to date"] * 3
-    # 01 alone with another corpus seed writes its data into the run: 01 and 02 (reading it) re-execute
+    # 01 alone with another corpus seed writes its data into the run: 01 and 02 (reading it)
+    # re-execute
     pm.execute_notebook(
         nb,
         str(tmp_path / "seed3.ipynb"),
@@ -380,7 +384,8 @@ def test_cube_run_re_executes_a_stage_a_notebook_run_alone_changed_and_the_stage
 
     assert read_provenance(run / "data")["corpus"]["params"]["corpus"]["seed"] == 1
     assert len(pd.read_parquet(run / "data" / "corpus.parquet")) == 12
-    # an executed notebook saved into the run by papermill (not by `cube run`) is not taken as up to date
+    # an executed notebook saved into the run by papermill (not by `cube run`) is not taken as up to
+    # date
     pm.execute_notebook(
         str(ROOT / "notebooks" / "00_paper_tables.ipynb"),
         str(run / "notebooks" / "00_paper_tables.ipynb"),
@@ -392,7 +397,8 @@ def test_cube_run_re_executes_a_stage_a_notebook_run_alone_changed_and_the_stage
     assert [s.status for s in last.stages] == ["executed", "up to date", "up to date"]
 
 
-# ---------------------------------------------------- 5. `cube report` where only some notebooks ran
+# ---------------------------------------------------- 5. `cube report` where only some notebooks
+# ran
 def test_cube_report_lists_the_pages_that_exist_and_names_the_stages_not_run(
     tmp_path, monkeypatch, capsys
 ):

@@ -75,7 +75,8 @@ def test_parent_region_column_gives_containment_both_ways():
             ]
         )
     )
-    # A district's knowledge base: its own items and its city's (the parent chain), not its siblings'.
+    # A district's knowledge base: its own items and its city's (the parent chain), not its
+    # siblings'.
     assert rf.mask("绿园区").tolist() == [True, True, False, False, False]
     # Naming the city reaches the city's items and those of every district whose parent it is.
     assert rf.named_region("长春市的残疾人证换领") == "长春市"
@@ -137,7 +138,8 @@ def test_filter_keeps_r_at_1_and_lowers_cross_region_confusion(lang):
             near_duplicate_confusion(ans[names_region], corpus),
         )
     r1 = {m: (a["rank"] == 1).mean() for m, (a, _, _) in out.items()}
-    # Measured (300 items, seed 7, zh): R@1 0.530 -> 0.550; confusion 0.203 -> 0.193 (region 22 -> 15 of 300).
+    # Measured (300 items, seed 7, zh): R@1 0.530 -> 0.550; confusion 0.203 -> 0.193 (region 22 ->
+    # 15 of 300).
     assert r1["question"] >= r1["none"]
     assert out["question"][1]["region"] < out["none"][1]["region"]
     assert out["question"][1]["rate"] <= out["none"][1]["rate"]
