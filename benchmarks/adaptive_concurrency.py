@@ -1,4 +1,5 @@
-"""Adaptive concurrency against a rate-limited local server: share of the limit achieved, share of 429s.
+"""Adaptive concurrency against a rate-limited local server: share of the limit achieved, share of
+429s.
 
 The server (tests/openai_server.py, a child process, keep-alive HTTP/1.1) answers after a fixed
 latency and rate-limits at R requests per second (a token bucket of 0.1 s; beyond it, HTTP 429
@@ -7,23 +8,25 @@ far above the R x latency the limit allows), so the client must find the right c
 itself (cube/llm/concurrency.py: AIMD). Printed: achieved calls/s over R, the 429s as a share of all
 requests, and the limit's course (peak in flight, lowest and final limit, cuts).
 
-    python benchmarks/adaptive_concurrency.py [--n 2000] [--rps 100] [--latency 0.1] [--concurrency 64]
+    python benchmarks/adaptive_concurrency.py [--n 2000] [--rps 100] [--latency 0.1]
+        [--concurrency 64]
 
 The last line is the headline figure: `adaptive_share_of_limit: <achieved / R>`.
 
 With `--base-url` (a running `cube serve`, which answers one request at a time) N distinct short
 judge-like calls go to that server instead, at the default `max_concurrency` of a local URL (64), in
-batches of `--batch` (the model's later batches start where the earlier settled). Printed: the limit's
-course per batch, and last `settled_limit: <final limit>` (goal: 1-2).
+batches of `--batch` (the model's later batches start where the earlier settled). Printed: the
+limit's course per batch, and last `settled_limit: <final limit>` (goal: 1-2).
 
-    python benchmarks/adaptive_concurrency.py --base-url http://127.0.0.1:8765/v1 [--n 60] [--batch 30]
+    python benchmarks/adaptive_concurrency.py --base-url http://127.0.0.1:8765/v1
+        [--n 60] [--batch 30]
 
-With `--trials T` the flat-rate detector's error rate on known truth, simulated in asyncio (no HTTP):
-T servers that answer one call at a time and T that answer all at once, each call's service time
-drawn log-normal (median 20 ms, `--sigma` 1 by default: spread like LLM calls of 0.4-15 s), 160 calls per trial at
-max_concurrency 64. A miss: a one-at-a-time server whose last 60 calls had more than 2 in flight at
-some answer; a false alarm: a parallel server whose limit ended below 8. Last line:
-`flat_detector_error_rate: <(misses + false alarms) / 2T>`.
+With `--trials T` the flat-rate detector's error rate on known truth, simulated in asyncio (no
+HTTP): T servers that answer one call at a time and T that answer all at once, each call's service
+time drawn log-normal (median 20 ms, `--sigma` 1 by default: spread like LLM calls of 0.4-15 s), 160
+calls per trial at max_concurrency 64. A miss: a one-at-a-time server whose last 60 calls had more
+than 2 in flight at some answer; a false alarm: a parallel server whose limit ended below 8. Last
+line: `flat_detector_error_rate: <(misses + false alarms) / 2T>`.
 
     python benchmarks/adaptive_concurrency.py --trials 40 [--sigma 1.0]
 """
@@ -91,13 +94,15 @@ def main() -> None:
     ok = sum(r.ok for r in out)
     total = stats["requests_total"]
     print(
-        f"{args.n} calls, {ok} ok, rate limit {args.rps:g}/s, latency {args.latency * 1000:.0f} ms, "
+        f"{args.n} calls, {ok} ok, rate limit "
+        f"{args.rps:g}/s, latency {args.latency * 1000:.0f} ms, "
         f"max_concurrency {args.concurrency} (ideal in flight {args.rps * args.latency:.0f})"
     )
     print(f"wall {wall:.1f} s, client CPU {cpu / args.n * 1000:.2f} ms per call")
     print(f"concurrency: {model.concurrency}")
     print(
-        f"429_share_of_requests: {stats['rate_limited'] / max(total, 1):.3f} ({stats['rate_limited']} of {total})"
+        f"429_share_of_requests: "
+        f"{stats['rate_limited'] / max(total, 1):.3f} ({stats['rate_limited']} of {total})"
     )
     print(f"adaptive_share_of_limit: {ok / wall / args.rps:.2f}")
 
@@ -133,7 +138,8 @@ def detector(trials: int, sigma: float) -> None:
         for lim, seen in (asyncio.run(_simulate(False, rng, sigma)) for _ in range(trials))
     ]
     print(
-        f"service time sigma {sigma:g}; {trials} one-at-a-time servers: {sum(misses)} not settled at <= 2 in flight over their last 60 calls"
+        f"service time sigma {sigma:g}; {trials} one-at-a-time servers: "
+        f"{sum(misses)} not settled at <= 2 in flight over their last 60 calls"
     )
     print(f"{trials} parallel servers: {sum(alarms)} ended with a limit below 8")
     print(f"flat_detector_error_rate: {(sum(misses) + sum(alarms)) / (2 * trials):.3f}")
@@ -160,8 +166,10 @@ def real_server(url: str, n: int, batch: int) -> None:
         out = model.complete(reqs[k : k + batch], role="judging", progress=False)
         s = model.concurrency
         print(
-            f"batch {k // batch + 1}: {sum(r.ok for r in out)} of {len(out)} ok, {time.perf_counter() - t0:.0f} s; "
-            f"peak in flight {s['peak_in_flight']}, final limit {s['final_limit']}, flat steps {s['flat_steps']}, "
+            f"batch {k // batch + 1}: {sum(r.ok for r in out)} of "
+            f"{len(out)} ok, {time.perf_counter() - t0:.0f} s; "
+            f"peak in flight {s['peak_in_flight']}, final limit "
+            f"{s['final_limit']}, flat steps {s['flat_steps']}, "
             f"timeouts {s['timeouts']}"
         )
     print(f"concurrency: {model.concurrency}")

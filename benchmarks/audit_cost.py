@@ -1,4 +1,5 @@
-"""What the judge audit costs, measured from a run's own records (issue 20: <= 15 % of the run's judge calls).
+"""What the judge audit costs, measured from a run's own records (issue 20: <= 15 % of the run's
+judge calls).
 
 Runs `cube run PARAMS --only 00..03` (corpus, questions, answers, judging and the audit) in a
 subprocess with its outputs in a temporary folder, for params/default.yaml and for a small run (the
@@ -93,7 +94,8 @@ def measure(label: str, data: dict, work: Path) -> float:
             planned[r["role"]] = planned.get(r["role"], 0) + int(r["calls"])
     print(
         f"--- {label}: judge calls {judge}, audit calls {audit} (from {source}); audit questions "
-        f"{sample.get('questions', 'not recorded')} of {data.get('audit', {}).get('questions', 40)} requested"
+        f"{sample.get('questions', 'not recorded')} of "
+        f"{data.get('audit', {}).get('questions', 40)} requested"
         f"{', capped by audit.max_share' if sample.get('capped') else ''}; planned audit calls "
         f"{planned.get('audit', 'none')}" + ("" if planned else " (no plan recorded)")
     )

@@ -1,4 +1,5 @@
-"""How often the judge audit alone calls each simulated judge content-blind (issue 20, open point 4).
+"""How often the judge audit alone calls each simulated judge content-blind (issue 20, open point
+4).
 
 The audit's verdict (`cube.method.audit.audit_verdict` on `audit_summary`, level 0.05, at least 10
 pairs) on the simulated probe scores of tests/judge_sim.py, under two models of how a decent judge
@@ -6,8 +7,8 @@ scores a worse probe: `zero bound` (the earlier assumption: every worse probe sc
 judge's zero-set bound on every dimension) and `realistic` (a corrupted fact costs a quarter to
 three quarters of the judge's full - zero separation on relevance and completeness only; the
 sibling's answer half to all of it on relevance, specificity and completeness; another question's
-answer the whole of it). Shares of seeded runs at 10 / 20 / 40 audit questions; a share's Monte Carlo
-SE is at most 0.5 / sqrt(runs). The last line is `qwen_audit_excluded_40q_realistic: <share>`.
+answer the whole of it). Shares of seeded runs at 10 / 20 / 40 audit questions; a share's Monte
+Carlo SE is at most 0.5 / sqrt(runs). The last line is `qwen_audit_excluded_40q_realistic: <share>`.
 
     PYTHONPATH=. python benchmarks/audit_probe_power.py [--runs 200]
 """
@@ -61,7 +62,8 @@ def main() -> None:
     print(f"seconds: {time.perf_counter() - t0:.0f}")
     last = out.get(("realistic", 40))
     print(
-        f"qwen_audit_excluded_40q_realistic: {float(last['qwen2.5-32b']) if last is not None else float('nan'):.3f}"
+        f"qwen_audit_excluded_40q_realistic: "
+        f"{float(last['qwen2.5-32b']) if last is not None else float('nan'):.3f}"
     )
 
 

@@ -1,8 +1,8 @@
 """How often the judge audit's verdict is right, on judges of known truth (issue 20).
 
 On seeded demo knowledge bases (120 items, template questions, the extractive answerer's full
-answers), `cube.systems.probes.build_probes` makes the probes of 40 questions (`--questions`), and three judges
-score the originals and the probes:
+answers), `cube.systems.probes.build_probes` makes the probes of 40 questions (`--questions`), and
+three judges score the originals and the probes:
 
 - the two offline rubric judges (`rubric-lenient`, `rubric-strict`): they read the content, so the
   audit must pass them (a content-blind verdict is a false exclusion);
@@ -103,14 +103,16 @@ def main() -> None:
             [one_seed(s, args.lang, args.questions) for s in range(args.seeds)], ignore_index=True
         )
     print(
-        f"{args.seeds} seeded demo knowledge bases (120 items, {args.questions} audited questions, lang {args.lang})"
+        f"{args.seeds} seeded demo knowledge bases (120 items, "
+        f"{args.questions} audited questions, lang {args.lang})"
     )
     for judge, g in runs.groupby("judge", sort=False):
         blind = g["content_blind"].astype(bool).mean()
         print(
             f"{judge:16} named content-blind in {blind:.0%} of seeds; discrimination mean "
             f"{g['discrimination'].mean():.3f} (min {g['discrimination'].min():.3f}, max "
-            f"{g['discrimination'].max():.3f}); pairs {int(g['pairs'].mean())}; empty/truncated probes below the "
+            f"{g['discrimination'].max():.3f}); pairs "
+            f"{int(g['pairs'].mean())}; empty/truncated probes below the "
             f"original in {g['empty_truncated_wins'].sum()} of {g['empty_truncated_pairs'].sum()}"
         )
     rubric = runs[runs["judge"].str.startswith("rubric")]

@@ -3,9 +3,10 @@
 For each broken-endpoint case (401, connection refused, empty choices, unknown model) a batch
 of N judge calls goes through `cube.llm` with the default ModelSpec retry settings against a
 local OpenAI-compatible server (tests/openai_server.py) on 127.0.0.1; the script reports how
-many requests the client tried and how many reached the server, how many calls failed and how long the batch took. It also
-times the preflight check (`cube.llm.preflight.check_endpoints`), and a whole `cube run` of the
-default params with an LLM judge on that endpoint (it now exits 2 at its preflight).
+many requests the client tried and how many reached the server, how many calls failed and how long
+the batch took. It also times the preflight check (`cube.llm.preflight.check_endpoints`), and a
+whole `cube run` of the default params with an LLM judge on that endpoint (it now exits 2 at its
+preflight).
 
     .venv/bin/python benchmarks/broken_endpoint.py [--n 181] [--concurrency 16]
 
@@ -114,7 +115,8 @@ def main() -> None:
         r = run_case(case, args.n, args.concurrency)
         total += int(r["attempts"])
         print(
-            f"{case}: requests_received={r['requests_sent']} attempts={r['attempts']} failed_calls={r['failed_calls']}/{args.n} "
+            f"{case}: requests_received={r['requests_sent']} "
+            f"attempts={r['attempts']} failed_calls={r['failed_calls']}/{args.n} "
             f"batch_s={r['batch_s']:.2f} preflight_s={r['preflight_s']:.3f} "
             f"cube_run_exit={r['exit']} cube_run_s={r['run_s']:.2f}",
             flush=True,

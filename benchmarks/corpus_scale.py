@@ -41,7 +41,8 @@ def main() -> None:
         seconds[lang] = t
         chars = df["text"].str.len().mean()
         print(
-            f"generate {N_ITEMS} items ({lang}): {t:.3f} s  ({N_ITEMS / t:,.0f} items/s, mean document {chars:.0f} chars)"
+            f"generate {N_ITEMS} items ({lang}): {t:.3f} s  "
+            f"({N_ITEMS / t:,.0f} items/s, mean document {chars:.0f} chars)"
         )
     with tempfile.TemporaryDirectory() as tmp:
         df = generate_demo_corpus(N_ITEMS, "zh")
@@ -52,7 +53,8 @@ def main() -> None:
         back = load_corpus_file(Path(tmp) / "kb", lang="zh")
         t_load = time.perf_counter() - t0
         print(
-            f"export {N_ITEMS} TXT files: {t_export:.3f} s; load the TXT folder back: {t_load:.3f} s ({len(back)} items)"
+            f"export {N_ITEMS} TXT files: {t_export:.3f} s; load the TXT "
+            f"folder back: {t_load:.3f} s ({len(back)} items)"
         )
     print(f"corpus_6111_seconds: {max(seconds.values()):.3f}")
 

@@ -1,15 +1,16 @@
-"""The failure pattern `field_missing` on a hand-checked sample: false-positive rate before and after.
+"""The failure pattern `field_missing` on a hand-checked sample: false-positive rate before and
+after.
 
-The sample (tests/fixtures/field_missing_labelled.csv, 95 rows) holds rag answers whose gold document
-was retrieved, from the default demo run (params/default.yaml) and the example spreadsheet run
-(params/own_kb.yaml, stages ..02): every answer that the former rule or the current one flags
+The sample (tests/fixtures/field_missing_labelled.csv, 95 rows) holds rag answers whose gold
+document was retrieved, from the default demo run (params/default.yaml) and the example spreadsheet
+run (params/own_kb.yaml, stages ..02): every answer that the former rule or the current one flags
 (63), plus 24 that neither flags (a random control sample); and 8 out-of-sample answers a review
 found afterwards (source `review`: the gold value itself, the value after its label, 缴纳 ... 费用),
 which the rule was then fixed for. Each row was labelled by reading the
 field's value and the answer: `missing` 1 when the answer does not say the gold's value (another
 value, "not stated", or a clause or material of a list left out), 0 when it says it (in any form:
-"否" said as "不收费"). The sample contains only flags from these two offline runs: its rates describe
-the extractive answerer's phrasing, not an LLM's.
+"否" said as "不收费"). The sample contains only flags from these two offline runs: its rates
+describe the extractive answerer's phrasing, not an LLM's.
 
 - before: the former rule, rapidfuzz partial_ratio(value[:120], answer) < 60 (restated here);
 - after: `cube.diagnose.failures.field_stated` (yes/no and fee values by meaning, numbers with
@@ -28,7 +29,9 @@ has a value; each was labelled by reading the gold value and the answer (the sam
 95 % Clopper-Pearson upper bound (scipy). Last line: the held-out false-positive rate.
 
     python benchmarks/failure_patterns_fp.py
-    python benchmarks/failure_patterns_fp.py --draw outputs/<run>   (a new draw to label, as CSV on stdout)
+    python benchmarks/failure_patterns_fp.py --draw outputs/<run>
+
+(the second: a new draw to label, as CSV on stdout)
 """
 
 from __future__ import annotations
@@ -51,10 +54,10 @@ DRAW_SEED, DRAW_FLAGGED, DRAW_UNFLAGGED = 2026, 20, 15
 
 
 def draw(run_dir: Path, system: str = "bm25-top8") -> pd.DataFrame:
-    """The held-out draw from one run's data (stages ..02): every rag answer of `system` whose gold was
-    retrieved, whose question asks a field, and whose gold value for it is not a placeholder; of these
-    DRAW_FLAGGED that `field_stated` flags and DRAW_UNFLAGGED it does not, at random (DRAW_SEED).
-    The `missing` column is left for a reader to fill in."""
+    """The held-out draw from one run's data (stages ..02): every rag answer of `system` whose gold
+    was retrieved, whose question asks a field, and whose gold value for it is not a placeholder; of
+    these DRAW_FLAGGED that `field_stated` flags and DRAW_UNFLAGGED it does not, at random
+    (DRAW_SEED). The `missing` column is left for a reader to fill in."""
     from cube.config.phrasing import is_missing
 
     data = run_dir / "data"
@@ -149,14 +152,16 @@ def main() -> float:
     )
     if not now.equals(flagged):
         print(
-            f"note: the rule now flags {int((now != flagged).sum())} held-out answers differently from the draw"
+            f"note: the rule now flags {int((now != flagged).sum())} "
+            f"held-out answers differently from the draw"
         )
     for source, part in [*held.groupby("source"), ("all", held)]:
         f, m = now[part.index], missing[part.index]
         fp, fn = int((f & ~m).sum()), int((~f & m).sum())
         print(
             f"held-out {source}: {fp} false positives of {int(f.sum())} flags (95 % upper bound "
-            f"{stats.beta.ppf(0.975, fp + 1, max(int(f.sum()) - fp, 1)):.3f}); {fn} misses of {int((~f).sum())} "
+            f"{stats.beta.ppf(0.975, fp + 1, max(int(f.sum()) - fp, 1)):.3f}); {fn} misses of "
+            f"{int((~f).sum())} "
             "unflagged answers" + "".join(f"; missed: {n}" for n in part.loc[~f & m, "note"])
         )
     rate = float((now & ~missing).sum() / now.sum())

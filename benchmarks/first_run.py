@@ -1,4 +1,5 @@
-"""The first `make run` on a fresh clone (issue 23: the report in <= 2 minutes where the index is reachable).
+"""The first `make run` on a fresh clone (issue 23: the report in <= 2 minutes where the index is
+reachable).
 
 Clones the repository at each `--ref` into a temporary folder and times `make run` there: a new
 virtual environment, the install (uv, or pip where pip has an index of its own; the package caches
@@ -31,11 +32,11 @@ STAGE = re.compile(r"\[cube\] (\S+): done in ([0-9.]+) s")
 
 
 def first_run(ref: str, keep: bool, cold: bool = False) -> dict[str, float]:
-    """One fresh clone of `ref` and its `make run`: wall, install and stage seconds; `cold`: with empty
-    pip and uv caches (every package downloaded, as on a fresh machine)."""
+    """One fresh clone of `ref` and its `make run`: wall, install and stage seconds; `cold`: with
+    empty pip and uv caches (every package downloaded, as on a fresh machine)."""
     tmp = Path(tempfile.mkdtemp(prefix="cube-first-run-"))
-    # the caches' home, not PIP_CACHE_DIR: a PIP_* variable shows in `pip config list`, which makes the
-    # Makefile choose pip over uv
+    # the caches' home, not PIP_CACHE_DIR: a PIP_* variable shows in `pip config list`, which makes
+    # the Makefile choose pip over uv
     env = dict(os.environ, XDG_CACHE_HOME=str(tmp / "cache")) if cold else None
     try:
         subprocess.run(["git", "clone", "-q", str(ROOT), str(tmp / "repo")], check=True)
@@ -92,7 +93,8 @@ def main() -> None:
             r = first_run(ref, args.keep, args.cold)
             walls[ref].append(r["wall"])
             print(
-                f"round {k + 1} {ref}: make run {r['wall']:.1f} s = install {r['install']:.1f} s + stages "
+                f"round {k + 1} {ref}: make run {r['wall']:.1f} s = "
+                f"install {r['install']:.1f} s + stages "
                 f"{r['stages']:.1f} s ({r['n_stages']} stages) + the rest",
                 flush=True,
             )

@@ -1,5 +1,5 @@
-"""Operating characteristics of the judge validity gate (issue 20): how often it excludes each simulated
-judge, and how often the verdict is withheld.
+"""Operating characteristics of the judge validity gate (issue 20): how often it excludes each
+simulated judge, and how often the verdict is withheld.
 
 Judges (tests/judge_sim.py): the paper's four judges built from Table 2's bounds (noise SD 1.0,
 integer scores, rag 80 % of the way to full when the gold document is retrieved, ranks spread over
@@ -24,7 +24,8 @@ from 100 questions); every content-blind judge excluded in >= 95 % of runs from 
 About 2-4 s of CPU per run of the 8 judges: 16 cells x 40 runs take 20-40 min on 2 cores.
 The last line is `gate_goals_met: <share of goal cells met>`.
 
-    PYTHONPATH=. python benchmarks/gate_operating.py [--runs 40] [--sizes 20,40,100,300] [--recalls 0.5,0.8,0.95,1.0]
+    PYTHONPATH=. python benchmarks/gate_operating.py [--runs 40] [--sizes 20,40,100,300]
+        [--recalls 0.5,0.8,0.95,1.0]
 """
 
 from __future__ import annotations
@@ -162,7 +163,8 @@ def report(out: pd.DataFrame, runs: int, seconds: float) -> None:
     }
     for col, title in titles.items():
         print(
-            f"\n{title} (% of {args.runs} runs per cell; MC SE <= {50 / np.sqrt(args.runs):.1f} points):"
+            f"\n{title} (% of {args.runs} runs per cell; MC SE "
+            f"<= {50 / np.sqrt(args.runs):.1f} points):"
         )
         wide = out.pivot_table(
             index="judge", columns=["questions", "recall"], values=col, sort=True
@@ -194,14 +196,16 @@ def report(out: pd.DataFrame, runs: int, seconds: float) -> None:
     miss = goal[~goal["met"]]
     for _, m in miss.iterrows():
         print(
-            f"  misses: {m['judge']} at {m['questions']} questions, R@k {m['recall']:g}: excluded in "
+            f"  misses: {m['judge']} at {m['questions']} "
+            f"questions, R@k {m['recall']:g}: excluded in "
             f"{100 * m['with_audit']:.0f} % (goal {m['goal']}, SE {m['se']:.3f})"
         )
     print(
         f"decent judges, worst goal cell: {out.loc[decent, 'with_audit'].max():.3f} (goal <= 0.05)"
     )
     print(
-        f"content-blind judges, worst goal cell: {out.loc[blind, 'with_audit'].min():.3f} (goal >= 0.95)"
+        f"content-blind judges, worst goal cell: "
+        f"{out.loc[blind, 'with_audit'].min():.3f} (goal >= 0.95)"
     )
     print(f"seconds: {seconds:.0f}")
     print(f"gate_goals_met: {goal['met'].mean():.3f}")

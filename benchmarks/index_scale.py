@@ -57,9 +57,12 @@ def main() -> None:
             )
             fam = questions["doc_id"].map(corpus.set_index("doc_id")["family_id"]).ne("").to_numpy()
             print(
-                f"{lang} n={n:5d}: generate {t_gen:6.2f} s | index {t_idx:6.2f} s | index+search {len(questions)} "
-                f"questions {t_ret:6.2f} s | R@8 {np.mean(ranks > 0):.3f} | R@1 {np.mean(ranks == 1):.3f} "
-                f"(family members {np.mean(ranks[fam] == 1):.3f}, singletons {np.mean(ranks[~fam] == 1):.3f})"
+                f"{lang} n={n:5d}: generate {t_gen:6.2f} s | index "
+                f"{t_idx:6.2f} s | index+search {len(questions)} "
+                f"questions {t_ret:6.2f} s | R@8 "
+                f"{np.mean(ranks > 0):.3f} | R@1 {np.mean(ranks == 1):.3f} "
+                f"(family members {np.mean(ranks[fam] == 1):.3f}, "
+                f"singletons {np.mean(ranks[~fam] == 1):.3f})"
             )
             if n == 6111:
                 index_time[lang] = t_idx

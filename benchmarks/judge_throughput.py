@@ -19,11 +19,12 @@ The default latencies (0.1 s at 32, 1.0 s at 256) keep the ideal rate within one
 at 256 and 0.1 s the ideal is 2,560 calls/s, i.e. 2.5 cores at 1 ms of CPU per call, which would
 measure the machine, not the client's concurrency (real judge calls take 0.5-5 s).
 
-    .venv/bin/python benchmarks/judge_throughput.py [--concurrency 32,256] [--latency 0.1,1.0] [--windows 60]
+    .venv/bin/python benchmarks/judge_throughput.py [--concurrency 32,256] [--latency 0.1,1.0]
+        [--windows 60]
 
 N per C is `windows` x C (60 latency windows of calls: 1,920 judgments at 32, close to the 2,000 of
-the earlier benchmark; fewer windows weigh the fixed start-up of a run more). The last line is the headline figure:
-`throughput_ratio: <the lowest steady ratio>`.
+the earlier benchmark; fewer windows weigh the fixed start-up of a run more). The last line is the
+headline figure: `throughput_ratio: <the lowest steady ratio>`.
 """
 
 from __future__ import annotations
@@ -127,7 +128,8 @@ def measure(concurrency: int, latency: float, windows: int, dims: list, tmp: Pat
         )  # warm-up imports and jieba
         ideal = concurrency / latency
         print(
-            f"concurrency {concurrency}, server latency {latency * 1000:.0f} ms: ideal {ideal:.0f} calls/s, "
+            f"concurrency {concurrency}, server latency "
+            f"{latency * 1000:.0f} ms: ideal {ideal:.0f} calls/s, "
             f"{n_answers * len(dims)} judgments per run"
         )
         ratios = {}
@@ -143,14 +145,17 @@ def measure(concurrency: int, latency: float, windows: int, dims: list, tmp: Pat
             stats = server.stats()
             ratios[label] = n / elapsed / ideal
             print(
-                f"  {label:10}: {n / elapsed:7.1f} calls/s = {ratios[label]:.2f} of ideal; {elapsed:.2f} s; "
-                f"server max in flight {stats['max_in_flight']}, client peak {conc.get('peak_in_flight')}; "
+                f"  {label:10}: {n / elapsed:7.1f} calls/s = "
+                f"{ratios[label]:.2f} of ideal; {elapsed:.2f} s; "
+                f"server max in flight {stats['max_in_flight']}, "
+                f"client peak {conc.get('peak_in_flight')}; "
                 f"client CPU {cpu / n * 1000:.2f} ms/call; failed {failed}"
             )
             if label == "steady":
                 cached_elapsed, cached_cpu, _, _, _ = timed_run(spec, cache, batch, dims)
                 print(
-                    f"  cached re-run: {cached_cpu / n * 1000:.2f} ms CPU/call (the pipeline without HTTP), "
+                    f"  cached re-run: {cached_cpu / n * 1000:.2f} ms "
+                    f"CPU/call (the pipeline without HTTP), "
                     f"{server.stats()['requests_total'] - stats['requests_total']} requests sent"
                 )
         n = n_answers * len(dims)

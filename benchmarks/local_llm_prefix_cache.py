@@ -2,8 +2,8 @@
 
 llama-cpp-python's server keeps the last prompt's KV cache and reuses its longest common prefix with
 the next prompt; it reports no `cached_tokens`, but its log (verbose, the default) says
-"Llama.generate: N prefix-match hit, remaining M prompt tokens to eval" for each reuse. Here a server
-is started on a free port with its log in a temporary file (`cube serve`'s `LocalServer`, the
+"Llama.generate: N prefix-match hit, remaining M prompt tokens to eval" for each reuse. Here a
+server is started on a free port with its log in a temporary file (`cube serve`'s `LocalServer`, the
 SmolLM2-135M GGUF), and the judge calls of N questions x 3 answer sets (zero, rag, full: the same
 question and document, three answers) x 4 dimensions go to it (fresh cache each, the default
 adaptive limit) twice:
@@ -16,7 +16,7 @@ adaptive limit) twice:
 
 Printed per order: the prompt tokens the server reported (usage), the tokens it reused, and their
 share. The judge prompts put their fixed part first (instructions, then question, source and answer
-last; tests/test_local_llm.py checks that two prompts for different questions share the whole
+last; tests/llm/test_local_llm.py checks that two prompts for different questions share the whole
 instruction block), so a cache can only hit when the same dimension's prompts follow each other.
 
     .venv/bin/python benchmarks/local_llm_prefix_cache.py [--questions 1]
@@ -51,7 +51,8 @@ HIT = re.compile(r"Llama\.generate: (\d+) prefix-match hit, remaining (\d+) prom
 
 
 def inputs(n: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """n questions, each answered three ways (zero: a refusal, rag: the materials, full: the fee)."""
+    """n questions, each answered three ways (zero: a refusal, rag: the materials, full: the
+    fee)."""
     corpus = generate_demo_corpus(n, "en", seed=3)
     questions = pd.DataFrame(
         {
@@ -151,7 +152,8 @@ def main() -> None:
             total, reused = sum(tokens), hits(log, start)
             shares[name] = reused / total if total else float("nan")
             print(
-                f"{name}: {len(tokens)} calls answered of {len(requests)}; prompt tokens {total}, reused from the "
+                f"{name}: {len(tokens)} calls answered of "
+                f"{len(requests)}; prompt tokens {total}, reused from the "
                 f"prefix cache {reused}: share {shares[name]:.3f}",
                 flush=True,
             )

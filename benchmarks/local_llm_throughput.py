@@ -6,15 +6,16 @@ at a time, so its own throughput is what a plain loop of requests, one after ano
 judge calls (the packaged English prompts of the four dimensions over N synthetic demo answers,
 `response_format` json_object with the score schema, max_tokens 16, temperature 0) go through:
 
-- `plain loop`: urllib POSTs of the request bodies, one after another (no client library, no parsing);
+- `plain loop`: urllib POSTs of the request bodies, one after another (no client library, no
+  parsing);
 - `pipeline`: the real judging path, `cube.judges.score_answers` (a `cube.llm` model at the default
   `max_concurrency` of a local URL, the adaptive limit finding the one-at-a-time server itself;
   `structured_output: on`: one json_schema request refused in milliseconds, then llama.cpp's
   json_object, as the loop sends; a fresh cache each round, reply parsing, the scores table).
 
 The machine is shared and its load drifts, so the two run interleaved, `--rounds` times: loop,
-pipeline, loop, pipeline, ..., loop. Each pipeline round's ratio is its calls per second over the mean
-of the loops just before and after it; printed: each ratio, their median and spread (min-max),
+pipeline, loop, pipeline, ..., loop. Each pipeline round's ratio is its calls per second over the
+mean of the loops just before and after it; printed: each ratio, their median and spread (min-max),
 seconds per call, the server's prompt tokens beside `cube plan`'s count of the same prompts
 (`cube.llm.tokens.count_prompt_tokens`), and the small judge's parse rate per dimension.
 
@@ -73,7 +74,8 @@ def inputs(n: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
 
 
 def plain_loop(url: str, spec: ModelSpec, bodies: list[dict]) -> tuple[float, list[int], int]:
-    """(seconds, prompt tokens per body, completion tokens) of the bodies POSTed one after another."""
+    """(seconds, prompt tokens per body, completion tokens) of the bodies POSTed one after
+    another."""
     t0, n_in, n_out = time.perf_counter(), [], 0
     for body in bodies:
         req = urllib.request.Request(
@@ -137,14 +139,16 @@ def measure(url: str, n_answers: int, rounds: int) -> float:
     ]
     n = len(bodies)
     print(
-        f"{n} judge calls ({n_answers} answers x {len(dims)} dimensions), server {url}, {rounds} rounds interleaved"
+        f"{n} judge calls ({n_answers} answers x {len(dims)} "
+        f"dimensions), server {url}, {rounds} rounds interleaved"
     )
     loops, pipes, n_in, n_out, scores = [], [], [], 0, None
     for k in range(rounds + 1):
         t, n_in, n_out = plain_loop(url, spec, bodies)
         loops.append(t)
         print(
-            f"plain loop {k + 1}: {t:.1f} s, {n / t:.3f} calls/s; server tokens {sum(n_in)} in, {n_out} out",
+            f"plain loop {k + 1}: {t:.1f} s, {n / t:.3f} calls/s; "
+            f"server tokens {sum(n_in)} in, {n_out} out",
             flush=True,
         )
         if k == rounds:
@@ -154,7 +158,8 @@ def measure(url: str, n_answers: int, rounds: int) -> float:
         failed = int((scores["error_kind"] == "call").sum())
         print(
             f"pipeline {k + 1}: {t:.1f} s, {n / t:.3f} calls/s, {failed} failed calls; tokens "
-            f"{int(scores.input_tokens.sum())} in, {int(scores.output_tokens.sum())} out; peak in flight "
+            f"{int(scores.input_tokens.sum())} in, "
+            f"{int(scores.output_tokens.sum())} out; peak in flight "
             f"{conc.get('peak_in_flight')}, final limit {conc.get('final_limit')}",
             flush=True,
         )
@@ -179,13 +184,15 @@ def measure(url: str, n_answers: int, rounds: int) -> float:
         ),
     ):
         print(
-            f"prompt tokens planned ({label}): {sum(counted.counts)}, server {sum(n_in)}: planned/server "
+            f"prompt tokens planned ({label}): "
+            f"{sum(counted.counts)}, server {sum(n_in)}: planned/server "
             f"{sum(counted.counts) / max(sum(n_in), 1):.3f} [{counted.method}]"
         )
     rate = scores.assign(parsed=scores.score.notna()).groupby("dimension").parsed.mean()
     print("parse rate per dimension: " + ", ".join(f"{d} {v:.0%}" for d, v in rate.items()))
     print(
-        f"seconds per call: pipeline {statistics.median(pipes) / n:.2f}, plain loop {statistics.median(loops) / n:.2f}"
+        f"seconds per call: pipeline "
+        f"{statistics.median(pipes) / n:.2f}, plain loop {statistics.median(loops) / n:.2f}"
     )
     return med
 

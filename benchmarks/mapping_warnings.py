@@ -1,26 +1,28 @@
-"""The mapping warnings of `cube validate` on known-truth mappings: false positives and false negatives.
+"""The mapping warnings of `cube validate` on known-truth mappings: false positives and false
+negatives.
 
-`cube.kb.mapping` warns (or, for an empty required field, errs) when a mapping runs but is wrong. Each
-of its deciders is a heuristic; here each meets mappings whose truth is known:
+`cube.kb.mapping` warns (or, for an empty required field, errs) when a mapping runs but is wrong.
+Each of its deciders is a heuristic; here each meets mappings whose truth is known:
 
 - sources: `N_EXPORTS` seeded exports of the city shape (`tests/city_export.py`: 1-30 regions, 4-40
-  services, 0-60 % of services without sub-items, the placeholder 无 or /, 0-4 extra columns, Chinese or
-  English column names, family_id mapped or not), the example spreadsheet (`cube.kb.example`,
-  `params/own_kb.yaml`'s mapping) and the two demo corpora (zh, en; one row per item, and one row per
-  material grouped by doc_id);
+  services, 0-60 % of services without sub-items, the placeholder 无 or /, 0-4 extra columns,
+  Chinese or English column names, family_id mapped or not), the example spreadsheet
+  (`cube.kb.example`, `params/own_kb.yaml`'s mapping) and the two demo corpora (zh, en; one row per
+  item, and one row per material grouped by doc_id);
 - CORRECT mappings (truth: no warning and no error): one document per service and sub-item;
 - BROKEN mappings (truth: a warning or an error naming the mistake):
   - `placeholder_name`: the sub-item column (holding the placeholder) as item_name, the placeholder
     removed from empty_values (the "plausible wrong fix" of issue 23);
   - `region_only`: grouped by the region column alone;
-  - `wrong_name_kept`: another column as item_name (address, conditions, phone, material, time limit,
-    fee, region), still mapped to its own field too;
+  - `wrong_name_kept`: another column as item_name (address, conditions, phone, material, time
+    limit, fee, region), still mapped to its own field too;
   - `wrong_name_moved`: the same, with its own field left unmapped;
-- ORDINARY correct mappings of corpora that are no city export (`ordinary_cases`, `N_ORDINARY` seeded
-  draws each): English and Chinese FAQs named by question titles, "<city> <service>" names in several
-  cities (English, Chinese, with office words inside a name: "Recreation Center Membership"),
-  regions coded by digits, tax forms named by their numbers (1040, 941, W-4), and a long-format English
-  KB grouped by district and service; truth: no warning (written with the fix in view: in-sample);
+- ORDINARY correct mappings of corpora that are no city export (`ordinary_cases`, `N_ORDINARY`
+  seeded draws each): English and Chinese FAQs named by question titles, "<city> <service>" names in
+  several cities (English, Chinese, with office words inside a name: "Recreation Center
+  Membership"), regions coded by digits, tax forms named by their numbers (1040, 941, W-4), and a
+  long-format English KB grouped by district and service; truth: no warning (written with the fix
+  in view: in-sample);
 - and the suggestion of the placeholder error (placeholder kept in empty_values): does it name the
   column that truly names the service (`service_column`)?
 
@@ -287,8 +289,8 @@ FORMS = (
 
 
 def ordinary_cases(seed: int) -> list[tuple[str, str, pd.DataFrame, dict[str, str], list[str]]]:
-    """Correct mappings of ordinary corpora that are not city exports (the reviewer's false alarms and more):
-    (shape, ...) each with its truth, no warning."""
+    """Correct mappings of ordinary corpora that are not city exports (the reviewer's false alarms
+    and more): (shape, ...) each with its truth, no warning."""
     rng = random.Random(seed)
     services_en = rng.sample(SERVICES_EN, rng.randint(5, len(SERVICES_EN)))
     services_zh = rng.sample(SERVICES_ZH, rng.randint(5, len(SERVICES_ZH)))

@@ -147,14 +147,16 @@ def run_once(params: Path, outputs: Path, label: str, *extra: str) -> float:
         raise SystemExit(f"cube run failed ({proc.returncode})")
     print(f"--- {label}: cube run exit {proc.returncode}")
     print(
-        f"{'stage':8} {'wall_s':>8} {'cpu_s':>8} {'rss_mb':>8} {'tree_mb':>8}   (sampled every 0.1 s)"
+        f"{'stage':8} {'wall_s':>8} {'cpu_s':>8} "
+        f"{'rss_mb':>8} {'tree_mb':>8}   (sampled every 0.1 s)"
     )
     for stage in sorted(
         sampler.cpu
     ):  # "runner": the cube process between stages (its wall: the whole run)
         span = sampler.last[stage] - sampler.first[stage]
         print(
-            f"{stage:8} {span:8.1f} {sampler.cpu[stage]:8.1f} {sampler.rss.get(stage, 0) / 2**20:8.0f} "
+            f"{stage:8} {span:8.1f} {sampler.cpu[stage]:8.1f} "
+            f"{sampler.rss.get(stage, 0) / 2**20:8.0f} "
             f"{sampler.tree.get(stage, 0) / 2**20:8.0f}"
         )
     cpu = usage.ru_utime + usage.ru_stime
@@ -187,7 +189,8 @@ def main() -> None:
     params = work / "paper.yaml"
     params.write_text(PARAMS.format(items=args.items, outputs=outputs), encoding="utf-8")
     print(
-        f"paper scale: {args.items} items x 3 sets x 4 dimensions x 4 judges = {args.items * 48:,} judgments; "
+        f"paper scale: {args.items} items x 3 sets x 4 dimensions "
+        f"x 4 judges = {args.items * 48:,} judgments; "
         f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start"
     )
     try:

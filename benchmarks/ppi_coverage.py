@@ -163,10 +163,13 @@ def main() -> None:
                 )  # no interval covers nothing
                 se = float(np.sqrt(c * (1 - c) / len(g)))
                 print(
-                    f"{name:8s} n_rated {n_rated:4d} {method:10s}: coverage {c:.3f} ± {se:.3f} (MC SE, {len(g)} runs; "
-                    f"wholly below the truth {g['below'].mean():.1%}, above {g['above'].mean():.1%}, no interval "
+                    f"{name:8s} n_rated {n_rated:4d} {method:10s}: coverage "
+                    f"{c:.3f} ± {se:.3f} (MC SE, {len(g)} runs; "
+                    f"wholly below the truth {g['below'].mean():.1%}, "
+                    f"above {g['above'].mean():.1%}, no interval "
                     f"{int(g['undefined'].sum())}), width "
-                    f"{g['width'].mean():.1f}, bias PPI {g['bias'].mean():+.2f}, bias judge-only {g['jbias'].mean():+.2f}, "
+                    f"{g['width'].mean():.1f}, bias PPI "
+                    f"{g['bias'].mean():+.2f}, bias judge-only {g['jbias'].mean():+.2f}, "
                     f"ratings for a 10-point interval (median) {g['need'].median():.0f}",
                     flush=True,
                 )

@@ -2,8 +2,8 @@
 
 1. The question screen (`cube.kb.screen`): good questions are every question of the offline template
    generator in its default style mix (named, colloquial: a citizen's own words, ambiguous) on the
-   English and Chinese demo corpora (two seeds each: one with its `aliases` column, one without, where
-   the colloquial words appear in no service name) and on the example spreadsheet (colloquial
+   English and Chinese demo corpora (two seeds each: one with its `aliases` column, one without,
+   where the colloquial words appear in no service name) and on the example spreadsheet (colloquial
    questions from the name's keyword form, kb/naming.py); bad ones are made from them with known
    defects: sentences of the question-writing prompt (instruction echoes), URLs, statements without
    a question, exact copies of a good question, and another service's question (any style) put on a
@@ -17,11 +17,12 @@
    judge (4 dimensions) has 80 scores in 20 replies: binomial over 80 when its scores fail
    independently; when a reply's scores fail together it is the 20-call figure, so its true chance
    lies between the two.
-The rule of `names_no_service` was changed with seeds 1-4, 101-104 and 201-204 (`... 100`, `... 200`)
-in view; `python benchmarks/question_screen.py 300` draws the demo corpora and questions with seeds
-301-304, drawn once after the last change (held-out).
+The rule of `names_no_service` was changed with seeds 1-4, 101-104 and 201-204 (`... 100`, `...
+200`) in view; `python benchmarks/question_screen.py 300` draws the demo corpora and questions with
+seeds 301-304, drawn once after the last change (held-out).
 
-Usage: python benchmarks/question_screen.py  (a few seconds; headline: the screen's false rejections)
+Usage: python benchmarks/question_screen.py  (a few seconds; headline: the screen's false
+rejections)
 """
 
 from __future__ import annotations
@@ -147,7 +148,8 @@ def main() -> None:
         ):  # seeds 3, 4: a corpus without colloquial names, as most are
             corpus, source = corpus.drop(columns="aliases"), f"{source} without aliases"
         got = screen_questions(q, corpus, question_prompt_template(lang))
-        # a moved question would be caught as a copy of its own original, screened first: screen them alone
+        # a moved question would be caught as a copy of its own original, screened first: screen
+        # them alone
         for truth in ("names_no_service", "names_no_service_colloquial"):
             moved = q["truth"].eq(truth)
             got[moved] = screen_questions(q[moved], corpus, question_prompt_template(lang))
@@ -178,8 +180,10 @@ def main() -> None:
             39, 80, p
         )  # fewer than 40 of 80 scores parse (independent)
         print(
-            f"pilot (20 calls, stop under 50 % of scores) stops a judge parsing {p:.0%} of its dimension scores: "
-            f"{per_dimension:.4f} (1 score per call), {all_dimensions:.4f} (4 per call, independent)"
+            f"pilot (20 calls, stop under 50 % of scores) stops a "
+            f"judge parsing {p:.0%} of its dimension scores: "
+            f"{per_dimension:.4f} (1 score per call), "
+            f"{all_dimensions:.4f} (4 per call, independent)"
         )
     print(f"screen_false_rejection_rate: {false_rejections / good_total:.4f}")
 

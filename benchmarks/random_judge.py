@@ -116,7 +116,8 @@ def main() -> None:
     ci = d.get("cube_ci") or [float("nan"), float("nan")]
     print(
         f"verdict: {d['verdict']}; withheld because: {d.get('withheld_reasons')}; "
-        f"judges used: {d.get('judges_used', list(table.index))}; judging_failed: {d.get('judging_failed')}"
+        f"judges used: {d.get('judges_used', list(table.index))}; "
+        f"judging_failed: {d.get('judging_failed')}"
     )
     print(f"decision_cube: {d['cube_score']:.1f} [{ci[0]:.1f}, {ci[1]:.1f}] {d['verdict']}")
 

@@ -6,7 +6,9 @@ score is an independent integer 0-10. Each run is evaluated with the default ana
 test (a') and how often it enters the jury. The last line is `random_judge_admission: <rate>`
 (share of runs where the random judge has a defined W and is admitted to the jury).
 
-    PYTHONPATH=. python benchmarks/random_judge_admission.py [--runs 40]  (the figures in cube/method/gate.py: --runs 150) [--questions 60]
+    PYTHONPATH=. python benchmarks/random_judge_admission.py [--runs 40] [--questions 60]
+
+(the figures in cube/method/gate.py: --runs 150)
 """
 
 from __future__ import annotations

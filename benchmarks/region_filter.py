@@ -1,8 +1,8 @@
 """Region-aware retrieval (`region_filter: question`) against no filter, on the demo corpus.
 
 For zh and en and two corpus sizes (300 items, seed 7 as params/default.yaml; 2,000 items):
-R@1, R@8 and the near-duplicate confusion rate (`cube.diagnose.near_duplicates`, split by cause) of the
-builtin system (bm25s, top 8) on the template questions of the default style mix, without
+R@1, R@8 and the near-duplicate confusion rate (`cube.diagnose.near_duplicates`, split by cause) of
+the builtin system (bm25s, top 8) on the template questions of the default style mix, without
 and with the filter, plus how many questions named a region (filtered) and how many did not.
 
 Run: .venv/bin/python benchmarks/region_filter.py
@@ -46,7 +46,8 @@ def main() -> None:
                 print(
                     f"{lang} n={n} filter={mode:8s} R@1 {(answers['rank'] == 1).mean():.3f} "
                     f"R@8 {(answers['rank'] > 0).mean():.3f} confusion {c['rate']:.3f} "
-                    f"(region {c['region']}, variant {c['variant']}, duplicate {c['duplicate']} of {c['n']}) "
+                    f"(region {c['region']}, variant {c['variant']}, "
+                    f"duplicate {c['duplicate']} of {c['n']}) "
                     f"filtered {counts['filtered']} unfiltered {counts['unfiltered']}"
                 )
                 if (lang, n, mode) == ("zh", 300, "question"):

@@ -100,7 +100,8 @@ def main() -> None:
     doc_len = sum(len(r.context["document"]) for r in reqs[::12]) / (len(reqs) / 12)
     ans_len = sum(len(r.context["answer"]) for r in reqs[::4]) / (len(reqs) / 4)
     print(
-        f"documents: {args.docs} (mean {doc_len:.0f} chars), answers: {len(reqs) // 4} (mean {ans_len:.0f} chars), "
+        f"documents: {args.docs} (mean {doc_len:.0f} chars), "
+        f"answers: {len(reqs) // 4} (mean {ans_len:.0f} chars), "
         f"judgments per pass: {len(reqs)}"
     )
     headline = 0.0
@@ -117,7 +118,8 @@ def main() -> None:
         warm_rate = len(reqs) / (time.perf_counter() - t)
         assert all(r.ok for r in cold) and [r.text for r in cold] == [r.text for r in warm]
         print(
-            f"{preset}: cold caches {cold_rate:,.0f} judgments/s, warm caches {warm_rate:,.0f} judgments/s"
+            f"{preset}: cold caches {cold_rate:,.0f} judgments/s, "
+            f"warm caches {warm_rate:,.0f} judgments/s"
         )
         headline = cold_rate
     print(f"rubric_judgments_per_s: {headline:.0f}")

@@ -1,23 +1,27 @@
-"""Coverage of the bootstrap intervals of CuBE, W and R@k on simulated runs of known truth (issue 21).
+"""Coverage of the bootstrap intervals of CuBE, W and R@k on simulated runs of known truth (issue
+21).
 
 Each replicate draws a run from `cube.method.simulate`'s model and computes the bootstrap intervals
-with the estimator's own arithmetic (`cube.method.bootstrap.bootstrap_prepared` on the simulated arrays:
-`cube_from_counts`, which reproduces `evaluate`; every simulated judge in the jury, as the gate admits
-them, see `cube simulate`'s gate table), both as BCa (the default) and as percentile intervals from the same
-resamples. Prints one line per (questions, judge, metric, method): coverage with its Monte Carlo
-standard error, mean width; the headline last: the jury CuBE coverage of the default interval at the
-middle size. `cube simulate` runs the whole study through `evaluate` and `compare_pair` (slower).
+with the estimator's own arithmetic (`cube.method.bootstrap.bootstrap_prepared` on the simulated
+arrays: `cube_from_counts`, which reproduces `evaluate`; every simulated judge in the jury, as the
+gate admits them, see `cube simulate`'s gate table), both as BCa (the default) and as percentile
+intervals from the same resamples. Prints one line per (questions, judge, metric, method): coverage
+with its Monte Carlo standard error, mean width; the headline last: the jury CuBE coverage of the
+default interval at the middle size. `cube simulate` runs the whole study through `evaluate` and
+`compare_pair` (slower).
 
-`--compare R` also measures compare's paired bootstrap (`cube.method.compare.compare_pair`'s arithmetic:
-one counts matrix for both systems, the jury ΔCuBE of `cube_from_counts`, its percentile interval and
-its SE, the SE the printed MDE = 2.80 SE rests on) on R pairs of systems drawn on the same questions
-exactly as `cube simulate` draws them (`simulate_study.compare_replicate`: the questions from one seed,
-each system from its own), at each size: under no difference (SD of ΔCuBE over the pairs against the
-mean bootstrap SE, coverage of 0, rejection rate at 5 %), then with system B worse by the mean printed
-MDE (power, nominal 80 %, and the SE there). Not the permutation p-value (exact under exchangeable
-systems by construction); `cube simulate` measures it through `compare_pair`.
+`--compare R` also measures compare's paired bootstrap (`cube.method.compare.compare_pair`'s
+arithmetic: one counts matrix for both systems, the jury ΔCuBE of `cube_from_counts`, its percentile
+interval and its SE, the SE the printed MDE = 2.80 SE rests on) on R pairs of systems drawn on the
+same questions exactly as `cube simulate` draws them (`simulate_study.compare_replicate`: the
+questions from one seed, each system from its own), at each size: under no difference (SD of ΔCuBE
+over the pairs against the mean bootstrap SE, coverage of 0, rejection rate at 5 %), then with
+system B worse by the mean printed MDE (power, nominal 80 %, and the SE there). Not the permutation
+p-value (exact under exchangeable systems by construction); `cube simulate` measures it through
+`compare_pair`.
 
-    PYTHONPATH=. python benchmarks/simulation_coverage.py [--replicates 200] [--questions 40,100,300]
+    PYTHONPATH=. python benchmarks/simulation_coverage.py [--replicates 200]
+        [--questions 40,100,300]
         [--compare 400] [--start K: runs K.. instead of 0.., a later batch of new runs]
 """
 
@@ -97,22 +101,26 @@ def compare_study(model: RunModel, sizes: list[int], R: int, B: int, better: boo
             alt = pd.DataFrame([pair(model, model_b, n, r, B, seed) for r in range(R)])
             cases.append((f"B {word} by the MDE ({true:+.2f})", alt, true))
             print(
-                f"compare_power_at_mde_{word}_{n}q: {S.mc_rate((alt['hi'] < 0) | (alt['lo'] > 0))[0]:.3f}"
+                f"compare_power_at_mde_{word}_{n}q: "
+                f"{S.mc_rate((alt['hi'] < 0) | (alt['lo'] > 0))[0]:.3f}"
             )
         for case, g, t in cases:
             cover, cover_se, k = S.mc_rate((g["lo"] <= t) & (t <= g["hi"]))
             rej, rej_se, _ = S.mc_rate((g["hi"] < 0) | (g["lo"] > 0))
             sd, se = float(g["delta"].std(ddof=1)), float(g["se"].mean())
             print(
-                f"compare {n:>4} q, {case}: R={k} SD of ΔCuBE {sd:.2f} (MC SE {sd / np.sqrt(2 * (k - 1)):.2f}), mean "
-                f"bootstrap SE {se:.2f}, interval covers the truth {cover:.1%} (MC SE {cover_se:.1%}), excludes 0 in "
+                f"compare {n:>4} q, {case}: R={k} SD of ΔCuBE {sd:.2f} "
+                f"(MC SE {sd / np.sqrt(2 * (k - 1)):.2f}), mean "
+                f"bootstrap SE {se:.2f}, interval covers the truth "
+                f"{cover:.1%} (MC SE {cover_se:.1%}), excludes 0 in "
                 f"{rej:.1%} (MC SE {rej_se:.1%}); printed MDE {mde(se):.2f}"
             )
 
 
 def permutation_p(model: RunModel, n: int, r: int, P: int, seed: int = 0) -> float:
-    """`compare_pair`'s permutation p-value of the jury ΔCuBE for pair r under no difference, from the
-    arrays (`pair`'s drawing, `compare_pair`'s swap masks when it draws no resamples: the same value)."""
+    """`compare_pair`'s permutation p-value of the jury ΔCuBE for pair r under no difference, from
+    the arrays (`pair`'s drawing, `compare_pair`'s swap masks when it draws no resamples: the same
+    value)."""
     from cube.method.compare import _concat
 
     rs = S.replicate_seed(seed, n, r, 7)
@@ -137,14 +145,16 @@ def permutation_p(model: RunModel, n: int, r: int, P: int, seed: int = 0) -> flo
 
 
 def fast_pvalue_study(model: RunModel, n: int, R: int, start: int, P: int) -> None:
-    """`pvalue_study` from the arrays (`permutation_p`), about ten times faster; pairs' p-values equal."""
+    """`pvalue_study` from the arrays (`permutation_p`), about ten times faster; pairs' p-values
+    equal."""
 
     p = pd.Series([permutation_p(model, n, r, P) for r in range(start, start + R)], dtype=float)
     _print_rejections(p, "permutation (arrays)", n, start, R)
 
 
 def _print_rejections(p: pd.Series, label: str, n: int, start: int, R: int) -> None:
-    """The rejection rate at 1, 5 and 10 % with its MC error, the KS test against uniform, the headline."""
+    """The rejection rate at 1, 5 and 10 % with its MC error, the KS test against uniform, the
+    headline."""
     from scipy import stats
 
     for a in (0.01, 0.05, 0.10):
@@ -159,9 +169,9 @@ def _print_rejections(p: pd.Series, label: str, n: int, start: int, R: int) -> N
 
 def pvalue_study(model: RunModel, n: int, R: int, start: int, P: int) -> None:
     """Compare's permutation p-value under no difference, through `compare_pair` itself
-    (`simulate_study.compare_replicate` with `P` permutations and no bootstrap, which the p-value does
-    not use) on pairs `start`..`start + R - 1`, each pair's p-value printed as it comes: the rejection
-    rate at 1, 5 and 10 % with its MC error, and the KS test against uniform."""
+    (`simulate_study.compare_replicate` with `P` permutations and no bootstrap, which the p-value
+    does not use) on pairs `start`..`start + R - 1`, each pair's p-value printed as it comes: the
+    rejection rate at 1, 5 and 10 % with its MC error, and the KS test against uniform."""
 
     ap = AnalysisParams().model_copy(update={"bootstrap": 0})
     values = []
@@ -221,7 +231,8 @@ def main() -> None:
     ap.add_argument(
         "--methods",
         default="bca,percentile",
-        help="intervals (bca, percentile, basic; '<name>-plain' without the small-sample expansion); the first "
+        help="intervals (bca, percentile, basic; '<name>-plain' "
+        "without the small-sample expansion); the first "
         "(the default, bca) is the headline",
     )
     ap.add_argument(
@@ -291,8 +302,10 @@ def main() -> None:
     print(f"truth (200,000 simulated questions): {true.to_dict()}")
     for r in table.itertuples():
         print(
-            f"{r.n_questions:>4} {r.judge:<8} {r.metric:<15} {r.interval:<10} R={r.replicates:<4} coverage "
-            f"{r.coverage:6.1%} (MC SE {r.coverage_mc_se:4.1%}) width {r.mean_width:6.2f} bias {r.bias:+.2f} "
+            f"{r.n_questions:>4} {r.judge:<8} {r.metric:<15} "
+            f"{r.interval:<10} R={r.replicates:<4} coverage "
+            f"{r.coverage:6.1%} (MC SE {r.coverage_mc_se:4.1%}) "
+            f"width {r.mean_width:6.2f} bias {r.bias:+.2f} "
             f"rmse {r.rmse:.2f}{'  <- misses' if r.misses else ''}"
         )
     print(f"seconds: {time.time() - t0:.0f}")

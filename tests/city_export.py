@@ -60,10 +60,11 @@ def city_export(
     extra: Sequence[str] = (),
     english: bool = False,
 ) -> pd.DataFrame:
-    """The export: by default services 1, 3, 5, ... (the even indexes) have no sub-items (业务办理项名称 =
-    `placeholder`), the others 2-3 sub-items, some with nested brackets; each (region, service, sub-item)
-    lists 2-4 materials, one per row. `placeholder_share` draws the services without sub-items at
-    random instead; `extra` adds columns of `EXTRA_COLUMNS`; `english` renames every column (`ENGLISH`)."""
+    """The export: by default services 1, 3, 5, ... (the even indexes) have no sub-items
+    (业务办理项名称 = `placeholder`), the others 2-3 sub-items, some with nested brackets; each
+    (region, service, sub-item) lists 2-4 materials, one per row. `placeholder_share` draws the
+    services without sub-items at random instead; `extra` adds columns of `EXTRA_COLUMNS`; `english`
+    renames every column (`ENGLISH`)."""
     rng = random.Random(seed)
     shape = random.Random(
         f"{seed}-shape"

@@ -1,11 +1,13 @@
-"""Shared fixtures. `openai_server`: a local OpenAI-compatible endpoint (see tests/openai_server.py)."""
+"""Shared fixtures. `openai_server`: a local OpenAI-compatible endpoint (see
+tests/openai_server.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 import pytest
-from openai_server import OpenAIServer
+
+from tests.openai_server import OpenAIServer
 
 
 @pytest.fixture

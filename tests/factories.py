@@ -67,11 +67,10 @@ def make_tables(
 def make_project(tmp_path, notebooks: tuple[str, ...] = ("00",)):
     """A project folder with the root markers (pyproject.toml, cube/), the default params and some
     of the repository's notebooks (by their two-digit prefix)."""
-    from pathlib import Path
-
     from cube.config.project import list_notebooks
+    from tests import ROOT
 
-    repo = Path(__file__).resolve().parents[1]
+    repo = ROOT
     root = tmp_path / "project"
     (root / "params").mkdir(parents=True)
     (root / "notebooks").mkdir()

@@ -1,4 +1,5 @@
-"""Simulated judges with known truth, for the gate's tests and benchmarks/gate_operating.py (seeded, no I/O).
+"""Simulated judges with known truth, for the gate's tests and benchmarks/gate_operating.py (seeded,
+no I/O).
 
 Decent judges are built from the CuBE paper's Table 2 bounds (`cube.method.paper.table2`): on a
 question, a dimension's score is `round(mean + N(0, noise))` clipped to 0-10, with mean the judge's
@@ -47,7 +48,8 @@ BLIND = ("random", "constant", "length", "question")
 WORSE = ("corrupted_facts", "sibling_answer", "other_question")
 NOT_WORSE = ("padded", "authority", "reordered")
 CORRECTNESS = ("relevance", "completeness")  # the dimensions one wrong fact lowers
-# per worse probe: (dimensions it lowers, range of the share u of the way from the full to the zero bound)
+# per worse probe: (dimensions it lowers, range of the share u of the way from the full to the zero
+# bound)
 WORSE_DROP = {
     "corrupted_facts": (CORRECTNESS, (0.25, 0.75)),
     "sibling_answer": (("relevance", "specificity", "completeness"), (0.5, 1.0)),
@@ -65,7 +67,8 @@ def bounds() -> dict[str, pd.DataFrame]:
 
 
 def retrieval(n: int, recall: float, rng: np.random.Generator, top_n: int = 8) -> np.ndarray:
-    """Ranks of n questions: round(recall * n) retrieved at ranks spread uniformly over 1..top_n, 0 = missed."""
+    """Ranks of n questions: round(recall * n) retrieved at ranks spread uniformly over 1..top_n, 0
+    = missed."""
     hit = np.zeros(n, bool)
     hit[rng.permutation(n)[: int(round(recall * n))]] = True
     return np.where(hit, rng.integers(1, top_n + 1, n), 0)

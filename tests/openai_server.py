@@ -141,12 +141,14 @@ class OpenAIServer:
             beyond this many per second (a token bucket holding `rate_burst` requests, default
             0.1 s worth), as a provider's rate limiter does; `rate_limited` counts them.
         tokenize: answer llama-cpp-python's `POST /extras/tokenize {"input"}` with one token per
-            whitespace word (the count `usage.prompt_tokens` reports); `tokenize_requests` counts them.
-        cached_tokens: report this many of each prompt's tokens (at most all) as served from a prompt
-            cache (`usage.prompt_tokens_details.cached_tokens`, as OpenAI does).
+            whitespace word (the count `usage.prompt_tokens` reports); `tokenize_requests` counts
+            them.
+        cached_tokens: report this many of each prompt's tokens (at most all) as served from a
+            prompt cache (`usage.prompt_tokens_details.cached_tokens`, as OpenAI does).
         serial: answer one request at a time, the others queueing (llama-cpp-python's server).
-        template_tokens: (per message, per call) tokens a chat template adds to `usage.prompt_tokens`
-            beyond the messages' words (what a tokenize route never sees), e.g. ChatML's role markers.
+        template_tokens: (per message, per call) tokens a chat template adds to
+            `usage.prompt_tokens` beyond the messages' words (what a tokenize route never sees),
+            e.g. ChatML's role markers.
     """
 
     def __init__(
@@ -395,7 +397,10 @@ class OpenAIServer:
 
             def _answer(self, body: dict[str, Any]) -> None:
                 if server.strict_model and body.get("model") != server.model:
-                    msg = f"The model `{body.get('model')}` does not exist or you do not have access to it."
+                    msg = (
+                        f"The model `{body.get('model')}` does not "
+                        f"exist or you do not have access to it."
+                    )
                     return self._error(404, msg)
                 wait = server._over_rate()
                 if wait is not None:
@@ -416,7 +421,8 @@ class OpenAIServer:
                 if kind in ("500", "503", "400", "404"):
                     return self._error(int(kind), rule.message or f"HTTP {kind} (test fault)")
                 if kind == "401":
-                    # Like providers that echo the credential they rejected (and gateways that echo headers).
+                    # Like providers that echo the credential they rejected (and gateways that echo
+                    # headers).
                     extra = {
                         k: v
                         for k, v in self.headers.items()

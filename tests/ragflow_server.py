@@ -157,7 +157,8 @@ class RagflowTestServer:
 
     @staticmethod
     def _new_chat(chat: dict[str, Any]) -> dict[str, Any]:
-        """A chat record as RAGFlow >= 0.23 lists it: `llm_id` and `llm_setting` instead of `llm`."""
+        """A chat record as RAGFlow >= 0.23 lists it: `llm_id` and `llm_setting` instead of
+        `llm`."""
         out = {k: v for k, v in chat.items() if k != "llm"}
         llm = dict(chat.get("llm") or {})
         out["llm_id"] = llm.pop("model_name", None)

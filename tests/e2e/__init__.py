@@ -1,0 +1,1 @@
+"""Whole runs: the notebooks under papermill, Jupyter and nbconvert, end to end."""

@@ -1,0 +1,1 @@
+"""Tests of cube/method/."""

@@ -1,0 +1,76 @@
+"""Chinese in every browser: the report's pages embed a CJK web font subset
+(`cube.pages.webfont`)."""
+
+from __future__ import annotations
+
+import base64
+import io
+import re
+
+import pytest
+
+from cube.pages import webfont
+from cube.pages.fonts import web_font_source
+
+FONT = web_font_source()
+pytestmark = pytest.mark.skipif(
+    FONT is None, reason="the packaged CJK font (noto-cjk-sans-otc) is not installed"
+)
+
+
+def _embedded_cmap(page: str) -> set[str]:
+    from fontTools.ttLib import TTFont
+
+    data = re.search(r"data:font/woff;base64,([A-Za-z0-9+/=]+)", page).group(1)
+    return {chr(c) for c in TTFont(io.BytesIO(base64.b64decode(data))).getBestCmap()}
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("report")
+    (folder / "a.html").write_text(
+        "<html><head></head><body><p>办理地点：人民路</p></body></html>", encoding="utf-8"
+    )
+    (folder / "b.html").write_text("<html><body><p>Latin only</p></body></html>", encoding="utf-8")
+    (folder / "browser.html").write_text(
+        "<html><body><div id=x></div></body></html>", encoding="utf-8"
+    )
+    pages = sorted(folder.glob("*.html"))
+    sizes = webfont.embed_cjk_font(
+        pages, FONT, {folder / "browser.html": 'CUBE_CHUNK({"t":"收费标准"})'}
+    )
+    return folder, sizes
+
+
+def test_each_page_embeds_exactly_the_cjk_characters_it_uses(report):
+    folder, sizes = report
+    page = (folder / "a.html").read_text(encoding="utf-8")
+    assert (
+        "@font-face" in page
+        and f'"{webfont.FAMILY}"' in page
+        and page.index(webfont.START) < page.index("</body>")
+    )
+    cmap = _embedded_cmap(page)
+    assert set("办理地点：人民路") <= cmap and not {"收", "费"} & cmap
+    # the browser's characters come from the data its script loads
+    assert set("收费标准") <= _embedded_cmap((folder / "browser.html").read_text(encoding="utf-8"))
+    assert 0 < sizes[folder / "a.html"] < 20_000  # 8 characters: a few kB, not the 19 MB collection
+
+
+def test_a_latin_page_gets_no_font_and_embedding_again_replaces_the_block(report):
+    folder, sizes = report
+    assert sizes[folder / "b.html"] == 0 and webfont.START not in (folder / "b.html").read_text(
+        encoding="utf-8"
+    )
+    before = (folder / "a.html").read_text(encoding="utf-8")
+    webfont.embed_cjk_font([folder / "a.html"], FONT)
+    after = (folder / "a.html").read_text(encoding="utf-8")
+    assert after.count(webfont.START) == 1 and _embedded_cmap(after) == _embedded_cmap(before)
+    assert after.replace(
+        after[after.index(webfont.START) : after.index(webfont.END)], ""
+    ) == before.replace(before[before.index(webfont.START) : before.index(webfont.END)], "")
+
+
+def test_cjk_characters_skip_the_embedded_block_and_latin_text():
+    page = "<p>abc 办理</p>" + webfont.START + "费" + webfont.END
+    assert webfont.cjk_characters(page) == "办理"

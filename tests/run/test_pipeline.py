@@ -1,0 +1,300 @@
+"""Stages called directly (no papermill): the annotation sheet is never overwritten, and the
+decision survives undefined numbers."""
+
+import json
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from cube.diagnose.lta import assess, verdict
+from cube.run import pipeline
+from cube.run.notebook import open_run
+
+JUDGES = [
+    {"name": "lenient", "model": {"provider": "offline", "model": "rubric-lenient"}},
+    {"name": "strict", "model": {"provider": "offline", "model": "rubric-strict"}},
+]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("pipe")
+    params = tmp / "p.yaml"
+    # 24 items and 50 resamples: the BCa interval (the default) is about 31 points wide here, so the
+    # width rule would withhold the verdict whose wording these tests read
+    analysis = {"bootstrap": 50, "max_interval_width": 45}
+    params.write_text(
+        yaml.safe_dump(
+            {
+                "run": "pipe",
+                "judges": JUDGES,
+                "analysis": analysis,
+                "corpus": {"n_items": 24, "seed": 2},
+                "human": {"sample_size": 9},
+            }
+        ),
+        encoding="utf-8",
+    )
+    r = open_run(params, tmp / "pipe")
+    for stage in (
+        pipeline.corpus_stage,
+        pipeline.questions_stage,
+        pipeline.answers_stage,
+        pipeline.scores_stage,
+    ):
+        stage(r)
+    return r
+
+
+def test_an_annotation_sheet_being_filled_is_never_overwritten(run):
+    first = pipeline.export_annotation(run.params, paths=run.paths)
+    sheet = next(p for p in first if p.name == "annotation_sheet.csv")
+    filled = pd.read_csv(sheet)
+    filled["relevance.total"] = 7
+    filled.to_csv(sheet, index=False)
+    again = pipeline.export_annotation(run.params, paths=run.paths)
+    assert again == first and (pd.read_csv(sheet)["relevance.total"] == 7).all()
+    pipeline.export_annotation(run.params, paths=run.paths, overwrite=True)
+    assert pd.read_csv(sheet)["relevance.total"].isna().all()
+
+
+def test_decision_with_undefined_dimensions_is_withheld_not_a_crash(run):
+    results = pipeline.evaluate_run(run)
+    result = results["bm25-top8"]
+    dims = ["relevance", "specificity", "completeness", "quality"]
+    result.jury.loc[:, [*dims, "weighted_score", "cube_score"]] = np.nan
+    out = assess(results, run.params)
+    assert out["verdict"] == "withheld" and out["weakest"] == []
+    assert any("CuBE score is undefined" in r for r in out["withheld_reasons"])
+    assert (
+        verdict(float("nan"), {"good": 60}) == "undetermined"
+        and verdict(59.9, {"good": 60}) == "poor"
+    )
+
+
+def test_decision_names_offline_bounds_and_subset_wording(run):
+    out = pipeline.decision(run, pipeline.evaluate_run(run))
+    assert (
+        "offline extractive algorithm" in out["synthetic_data"]
+        and "SYNTHETIC" in out["synthetic_data"]
+    )
+    assert (
+        "on those the answers" in out["sentence"]
+        and out["weighted_label"] == "Answer quality when retrieved"
+    )
+
+
+def test_a_larger_top_n_system_is_reported_with_its_numbers():
+    from cube.config.params import parse_params
+    from cube.config.sections import AnalysisParams
+    from cube.method.evaluation import evaluate
+    from tests.factories import make_tables
+
+    params = parse_params(
+        {
+            "run": "two",
+            "judges": JUDGES,
+            "analysis": {"low_recall_below": 0.99},
+            "systems": [
+                {"kind": "builtin", "name": "top8", "top_n": 8},
+                {"kind": "builtin", "name": "top16", "top_n": 16},
+            ],
+        }
+    )
+    ap = AnalysisParams(bootstrap=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = {
+            "top8": evaluate(*make_tables(60, seed=1, recall=0.7, system="top8"), ap, 8),
+            "top16": evaluate(
+                *make_tables(60, seed=2, recall=0.9, top_n=16, system="top16"), ap, 16
+            ),
+        }
+    text = " ".join(assess(results, params)["suggestions"])
+    top16 = results["top16"]
+    assert (
+        f"top16 (TOP-N 16) retrieved {top16.recall_at_k:.1%}" in text
+        and f"CuBE {top16.jury_cube():.1f}" in text
+    )
+    # the measured larger TOP-N replaces the prediction from the rank correlations (they could
+    # disagree)
+    assert "a larger TOP-N should cost little" not in text
+
+
+def test_agreement_is_on_the_rag_set_unless_other_sets_are_asked(run):
+    section = pipeline.human_agreement(run)
+    assert section.sets == ["rag"] and set(section.agreement["set"]) == {"rag"}
+    assert set(section.set_scores["set"]) == {"rag"}
+    assert "the rag set" in section.agreement_note and "never pooled" in section.agreement_note
+    assert "Not included: the full, zero set(s)." in section.agreement_note
+    sets, note = pipeline._agreement_sets(
+        ["full", "pooled", "zero"], section.scores[section.scores["set"] != "zero"]
+    )
+    assert (
+        sets == ["full", "pooled"] and "all sets pooled" in note and "without scores: zero" in note
+    )
+    with pytest.raises(ValueError, match=r"human.agreement_sets: none of \['zero'\]"):
+        pipeline._agreement_sets(["zero"], section.scores[section.scores["set"] == "rag"])
+
+
+def test_decision_reports_r_at_1_and_near_duplicate_confusion_from_the_run(run):
+    from cube.diagnose.near_duplicates import near_duplicate_confusion
+    from cube.method import tables
+    from cube.pages.decision import decision_markdown
+
+    results = pipeline.evaluate_run(run)
+    out = pipeline.decision(run, results)
+    ranks = results["bm25-top8"].ranks
+    expected = near_duplicate_confusion(run.load("answers"), run.load("corpus"), system="bm25-top8")
+    assert out["retrieval_quality"]["r_at_1"] == pytest.approx((ranks["rank"] == 1).mean())
+    assert out["retrieval_quality"]["near_duplicate_confusion"]["count"] == expected["count"]
+    assert out["retrieval_quality"]["duplicate_texts"] == 0
+    page = decision_markdown(out)
+    assert f"R@1 {(ranks['rank'] == 1).mean():.1%}" in page and "near-duplicate confusion" in page
+    assert "bm25-top8" in set(tables.bootstrap_intervals(results)["system"])
+
+
+def test_without_a_bootstrap_the_decision_says_its_precision_is_unknown_and_the_table_says_why(run):
+    from cube.method import tables
+
+    results = pipeline.evaluate_run(run, bootstrap=False)
+    out = assess(results, run.params)
+    assert out["cube_ci"] is None and "precision of this score is unknown" in out["sentence"]
+    table = tables.bootstrap_intervals(results)
+    assert set(table["note"]) == {"not computed: analysis.bootstrap is 0"} and len(table) == len(
+        results
+    )
+
+
+def test_duplicate_texts_and_high_confusion_become_suggestions(run):
+    from cube.diagnose.lta import _retrieval_suggestions
+
+    tips = _retrieval_suggestions(
+        {
+            "duplicate_texts": 3,
+            "near_duplicate_confusion": {
+                "rate": 0.4,
+                "count": 4,
+                "n": 10,
+                "region": 3,
+                "variant": 1,
+                "duplicate": 0,
+            },
+        }
+    )
+    assert "3 document(s)" in tips[0] and "region_filter" in tips[1]
+    assert (
+        _retrieval_suggestions({"duplicate_texts": 0, "near_duplicate_confusion": {"rate": 0.02}})
+        == []
+    )
+
+
+def test_the_sheet_is_blind_and_the_page_counts_its_rows(run, tmp_path):
+    import dataclasses
+
+    files = pipeline.export_annotation(run.params, paths=run.paths)
+    key_file = next(p for p in files if p.name == "annotation_key.csv")
+    sheet = pd.read_csv(
+        next(p for p in files if p.name == "annotation_sheet.csv"), dtype=str, keep_default_na=False
+    )
+    key = pd.read_csv(key_file, dtype=str, keep_default_na=False)
+    assert not {"system", "set", "question_id"} & set(sheet.columns) and len(sheet) == len(key)
+    pairs = key[["question_id", "system"]].drop_duplicates().shape[0]
+    assert (
+        pairs == run.params.human.sample_size and len(sheet) == 3 * pairs
+    )  # sample_size counts pairs
+    section = pipeline.human_agreement(run)
+    assert (
+        f"({len(sheet)} rows: {pairs} sampled question-system pairs × 3 answer sets"
+        in section.message
+    )
+    assert (
+        "set" not in section.sheet_preview.columns and "system" not in section.sheet_preview.columns
+    )
+    # the filled blind sheet comes back through the run's key (human.ratings = a file outside the
+    # run)
+    sheet["rater"] = "ann"
+    for d in run.params.dimension_names():
+        sheet[f"{d}.total"] = "4"
+    filled = tmp_path / "ann.csv"
+    sheet.to_csv(filled, index=False)
+    human = run.params.human.model_copy(update={"ratings": str(filled)})
+    rated = dataclasses.replace(run, params=run.params.model_copy(update={"human": human}))
+    scores, report = pipeline.human_stage(rated)
+    assert report["key"] == str(key_file) and (scores["score"] == 4.0).all()
+    got = set(zip(scores["question_id"], scores["system"], scores["set"], strict=True))
+    assert got == set(zip(key["question_id"], key["system"], key["set"], strict=True))
+    # every rating 4 in every set: no range between the human bounds, so no human-calibrated CuBE,
+    # said why
+    system = sorted(key["system"])[0]
+    run.record(decision={"system": system, "verdict": "good"})  # as notebook 06 leaves it
+    table, per, heads = pipeline.human_calibration(rated)
+    assert set(table["system"]) == set(key["system"]) and (table["n_rated"] > 0).all()
+    assert table["human_calibrated_cube"].isna().all() and all(
+        h["cube_score"] is None for h in heads.values()
+    )
+    results = json.loads(run.paths.results.read_text(encoding="utf-8"))
+    assert (
+        results["human_calibrated"] == heads
+        and results["decision"]["human_calibrated"] == heads[system]
+    )
+    assert results["decision"]["human_sentence"].startswith(
+        f"With {heads[system]['n_rated']} human ratings: the "
+        "human-calibrated CuBE is undefined (no weighted dimension"
+    )
+
+
+def test_a_sheet_named_by_the_user_lists_its_key_once(run, tmp_path):
+    files = pipeline.export_annotation(run.params, out=tmp_path / "ratings_round2", paths=run.paths)
+    names = [p.name for p in files]
+    assert names[-1] == "ratings_round2_key.csv" and names.count("ratings_round2_key.csv") == 1
+    again = pipeline.export_annotation(run.params, out=tmp_path / "ratings_round2", paths=run.paths)
+    assert again == files  # kept, not rewritten, and still listed once
+
+
+def test_a_human_calibrated_figure_reaches_only_the_decision_it_was_computed_for(run, tmp_path):
+    # issue 21 review: notebook 06 attached whatever `human_calibrated` results.json held, so a
+    # figure computed by 07 from earlier ratings (or scores, or jury) was shown beside a new
+    # decision
+    import dataclasses
+
+    files = pipeline.export_annotation(run.params, paths=run.paths)
+    sheet = pd.read_csv(
+        next(p for p in files if p.name == "annotation_sheet.csv"), dtype=str, keep_default_na=False
+    )
+    key = pd.read_csv(
+        next(p for p in files if p.name == "annotation_key.csv"), dtype=str, keep_default_na=False
+    )
+    on = [c for c in key.columns if c in sheet.columns]
+    sets = sheet.merge(key, on=on, how="left")["set"]
+
+    def rated(values: dict[str, str], name: str):
+        filled = sheet.assign(rater="ann")
+        for d in run.params.dimension_names():
+            filled[f"{d}.total"] = sets.map(values).to_numpy()
+        filled.to_csv(tmp_path / name, index=False)
+        human = run.params.human.model_copy(update={"ratings": str(tmp_path / name)})
+        return dataclasses.replace(run, params=run.params.model_copy(update={"human": human}))
+
+    first = rated({"zero": "2", "rag": "5", "full": "8"}, "first.csv")
+    results = pipeline.evaluate_run(first)
+    _, _, heads = pipeline.human_calibration(first, results)
+    out = pipeline.decision(first, results)
+    assert out["human_calibrated"] == heads[out["system"]] and out["human_calibrated"]["basis"]
+    assert out["human_sentence"].startswith("With ")
+    # new ratings imported (notebook 07's import), the calibration not yet re-run: the recorded
+    # figure rests on the first ratings and must not be attached to a new decision
+    second = rated({"zero": "3", "rag": "3", "full": "7"}, "second.csv")
+    pipeline.human_stage(second)
+    out = pipeline.decision(second, results)
+    assert out["human_calibrated"] == {} and "re-run notebook 07" in out["human_sentence"]
+    # the calibration re-run on the new ratings is attached again
+    _, _, heads = pipeline.human_calibration(second, results)
+    assert (
+        json.loads(run.paths.results.read_text(encoding="utf-8"))["decision"]["human_calibrated"]
+        == heads[out["system"]]
+    )
+    assert pipeline.decision(second, results)["human_calibrated"] == heads[out["system"]]
