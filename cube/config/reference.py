@@ -80,7 +80,7 @@ def params_reference() -> str:
             "|---|---|---|---|",
         ]
         for name, info in model.model_fields.items():
-            desc = (info.description or "").replace("|", "\\|")
+            desc = _cell(info.description or "")
             out.append(f"| `{name}` | {_type_name(info.annotation)} | {_default(info)} | {desc} |")
         out.append("")
         if model is sections.CorpusParams:

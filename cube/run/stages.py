@@ -206,7 +206,8 @@ def _files_for(params: Params, section: str) -> list[str]:
     if section == "systems":
         return [p for s in params.systems if (p := getattr(s, "path", None))]
     if section == "dimensions":
-        return [d.prompt_file for d in params.dimension_list() if d.prompt_file]
+        dims = params.dimension_list()
+        return [p for d in dims for p in (d.prompt_file, d.path) if p]
     if section == "human":
         return [p for p in (params.human.ratings, params.human.key) if p]
     return []

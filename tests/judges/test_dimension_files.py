@@ -271,3 +271,14 @@ def test_a_preset_is_its_fields_not_its_name() -> None:
             c = {**record(), "document": DOC, "answer": answer, "lang": "zh"}
             for dim in packaged_dimensions():
                 assert rubric.judge(c, renamed, dim) == rubric.judge(c, preset, dim)
+
+
+def test_editing_a_dimension_file_makes_the_judging_stages_out_of_date(tmp_path: Path) -> None:
+    from cube.run.stages import files_digest
+
+    path = write(tmp_path, politeness())
+    params = params_with({"name": "politeness", "path": str(path)})
+    before = files_digest(params, ("dimensions",), tmp_path)
+    assert files_digest(params, ("dimensions",), tmp_path) == before
+    write(tmp_path, politeness(description={"zh": "礼貌吗？", "en": "Is it kind?"}))
+    assert files_digest(params, ("dimensions",), tmp_path) != before
