@@ -1,5 +1,5 @@
-"""The README walkthrough, timed: validate and run `params/own_kb.yaml`, and the same file loaded as
-rows.
+"""The own-knowledge-base walkthrough (docs/tutorials/own-knowledge-base.md), timed: validate and
+run `params/own_kb.yaml`, and the same file loaded as rows.
 
 Run from the repository root: .venv/bin/python benchmarks/own_kb_walkthrough.py [--skip-rows]
 Writes into a temporary outputs folder (the LLM cache too), so nothing is reused. Prints, for the

@@ -203,7 +203,8 @@ def _add_example_kb(sub: argparse._SubParsersAction) -> None:
         help="write the synthetic long-format example spreadsheet (.xlsx or .csv)",
         description="Write a SYNTHETIC spreadsheet shaped like a real government-service export "
         "(one row per material, no id column, placeholders, nested-bracket variants, a "
-        "parent-region column), the input of params/own_kb.yaml and the README walkthrough.",
+        "parent-region column), the input of params/own_kb.yaml and "
+        "docs/tutorials/own-knowledge-base.md.",
     )
     ex.add_argument("path", type=Path, help="output file, .xlsx or .csv")
     ex.add_argument("--seed", type=int, default=0)

@@ -297,7 +297,7 @@ def _format_validation_error(err: ValidationError, source: str, data: Any = None
         if e["type"] == "extra_forbidden":
             line = (
                 f"  - {key}: unknown key{_did_you_mean(str(e['loc'][-1]))} (see the params "
-                "reference in README.md, or `cube params-reference`)"
+                "reference, docs/reference/params.md, or `cube params-reference`)"
             )
         elif e["type"] == "missing":
             line = f"  - {key}: required key is missing"

@@ -41,7 +41,8 @@ class CorpusParams(StrictModel):
         default_factory=dict,
         description="Map from field keys to your column names. Keys: doc_id, the 18 fields "
         "(region, item_name, fee_standard, application_materials, ...), family_id, variant, "
-        "parent_region, aliases: see the field table in README.md ('Your knowledge base').",
+        "parent_region, aliases: see the field table of the params reference "
+        "(docs/reference/params.md).",
     )
     group_by: list[str] = Field(
         default_factory=list,

@@ -25,7 +25,7 @@ Decline phrases (case-insensitive; `DECLINE_PATTERNS` is the full list):
   (find|answer|provide)", "outside (the|my) scope", "there is no ... in the provided".
 
 Documented limits: a detector of phrasings, not of meaning; tested on a table of real-world
-declines and non-declines (tests/test_refusal.py).
+declines and non-declines (tests/diagnose/test_refusal.py).
 """
 
 from __future__ import annotations

@@ -525,8 +525,8 @@ def _empty_name_problem(
     )
     return (
         line + f". Suggested mapping: corpus.columns item_name: {service}, variant: "
-        f"{col}{grouping}{kept} (one document per service and sub-item; README: 'One row per "
-        "material, sub-items 无')"
+        f"{col}{grouping}{kept} (one document per service and sub-item; "
+        "docs/tutorials/own-knowledge-base.md: 'One row per material, sub-items 无')"
     )
 
 

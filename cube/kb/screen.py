@@ -29,7 +29,7 @@ Only LLM-written questions are screened: the template generator's colloquial sty
 avoids the official name, and a user's own question file is theirs. The share of usable questions
 below `questions.min_usable_share` stops the run with one line
 (`cube.run.pipeline.questions_stage`). Measured error rate on known-truth cases:
-`benchmarks/question_screen.py` (README).
+`benchmarks/question_screen.py` (docs/measurements.md).
 """
 
 from __future__ import annotations

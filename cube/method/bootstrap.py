@@ -262,10 +262,11 @@ def expanded_alpha(alpha: float, n: int) -> float:
     as Student's t quantile with n - 1 degrees of freedom reaches beyond z. A bootstrap interval is
     as wide as a z interval with a plug-in SE; with the SE estimated from n units it covers less
     than its confidence on a few dozen units (measured for the jury CuBE's BCa interval at R@k 0.8:
-    94.5 % at 40 questions over 8,000 simulated runs, 95.2 % at 100, README). Hesterberg's expanded
-    percentile interval (2015, "What teachers should know about the bootstrap") also multiplies t by
-    sqrt(n / (n - 1)); measured on the same runs it over-covered at 100 questions (jury CuBE 95.7 %,
-    W 95.9 %). Levels: 2.16 / 97.84 % at n = 40, 2.36 / 97.64 % at n = 100, 2.45 / 97.55 % at
+    94.5 % at 40 questions over 8,000 simulated runs, 95.2 % at 100, docs/measurements.md).
+    Hesterberg's expanded percentile interval (2015, "What teachers should know about the
+    bootstrap") also multiplies t by sqrt(n / (n - 1)); measured on the same runs it over-covered at
+    100 questions (jury CuBE 95.7 %, W 95.9 %). Levels: 2.16 / 97.84 % at n = 40, 2.36 / 97.64 % at
+    n = 100, 2.45 / 97.55 % at
     n = 300; n < 3: unchanged."""
     if n < 3:
         return alpha
@@ -297,7 +298,7 @@ def bootstrap_prepared(
     `expand` (default): the tails' levels of CuBE and W are `expanded_alpha` of the n questions
     resampled, so the interval does not fall short of its confidence on a few dozen questions; R@k's
     are not (its plain interval covered 95.0-95.3 % over 8,000 simulated runs at 40-300
-    questions, README)."""
+    questions, docs/measurements.md)."""
     if method not in INTERVAL_METHODS:
         raise ValueError(
             f"bootstrap interval method {method!r}: expected one of {INTERVAL_METHODS}"

@@ -31,8 +31,8 @@ very numbers the two reports publish when they are restricted to the common ques
   a difference of the MDE is the SE measured on the data, which one comparison cannot check: a
   system's CuBE varies more the higher it is, so on simulated pairs at 100 questions
   (benchmarks/simulation_coverage.py --compare 1000 --better) a B worse by the printed MDE is
-  detected in 87 %, a B better by it in 73 % (README). The MDE is the size of difference the
-  comparison resolves, not a guarantee of 80 %.
+  detected in 87 %, a B better by it in 73 % (docs/measurements.md). The MDE is the size of
+  difference the comparison resolves, not a guarantee of 80 %.
 - **Several systems**: `compare_all` compares every pair and adjusts the jury ΔCuBE p-values
   with Holm's step-down correction (`p_holm`).
 """

@@ -56,14 +56,14 @@ it), and the decision page lists it as not validated.
 Operating characteristics measured by `benchmarks/gate_operating.py --runs 40` (judges simulated
 from the paper's Table 2 bounds and content-blind ones, 20 / 40 / 100 / 300 questions x R@k 0.5 /
 0.8 / 0.95 / 1.0, 40 seeded runs per cell, default params with the audit; the full tables are in
-README "How to read the decision"): GPT-4o-, DeepSeek- and GPT-4.1-nano-like excluded in 0 % of
-runs in every cell; Qwen2.5-32B-like in 2 % from 40 questions up except 8 % at 100 questions and
-R@k 0.8 (the one goal cell missed, Monte Carlo SE 4.8 points: the retrieval test, 2 of 40, and the
-audit, 1 of 40), 20-32 % at 20 questions; random, set-aware constant, length-only and
-question-only in 98-100 % of runs in every cell. On a perfect retriever the verdict is withheld
-in 28-52 % of runs because a kept judge's W fails under rank-correlation weights (rule f).
-Excluded judges keep their rows everywhere, with `in_jury` False and an `excluded_reason` naming
-the evidence.
+docs/measurements.md, "The judge validity gate"): GPT-4o-, DeepSeek- and GPT-4.1-nano-like
+excluded in 0 % of runs in every cell; Qwen2.5-32B-like in 2 % from 40 questions up except 8 % at
+100 questions and R@k 0.8 (the one goal cell missed, Monte Carlo SE 4.8 points: the retrieval test,
+2 of 40, and the audit, 1 of 40), 20-32 % at 20 questions; random, set-aware constant, length-only
+and question-only in 98-100 % of runs in every cell. On a perfect retriever the verdict is withheld
+in 28-52 % of runs because a kept judge's W fails under rank-correlation weights (rule f). Excluded
+judges keep their rows everywhere, with `in_jury` False and an `excluded_reason` naming the
+evidence.
 """
 
 from __future__ import annotations

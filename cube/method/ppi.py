@@ -26,16 +26,16 @@ range (full <= zero) leaves W as in `cube.method.normalise`, flagged `w_dimensio
 Interval: the bootstrap over the **questions**, BCa by default (`method`, as `analysis.interval`:
 the percentile interval's levels moved by the share of resamples below the estimate and by an
 acceleration from a jackknife of at most `JACKKNIFE_GROUPS` question groups, as
-`cube.method.bootstrap`; both intervals' coverage is measured by benchmarks/ppi_coverage.py, README
-"Human-calibrated CuBE"): PPI++ with the labelled set a subset of the full set, so one resample
-draws all questions with replacement (judge means and R@k) and the rated questions' rectifier is
-read from the *same* draw (a rated question drawn twice counts twice in both means). Drawing the
-rated questions independently of the questions (the two-sample PPBoot of Zrnic & Candes 2024, for
-disjoint samples) ignores that `mean_N(f)` contains the rated questions and made the interval too
-narrow (coverage 0.88-0.90 at 95 % with a scale-squeezing judge and n / N >= 2/3; issue 21 review).
-`ratings_plan` (`ratings_needed`) splits the bootstrap variance of CuBE into the part from the rated
-sample's rectifier (shrinking as 1/n) and the rest (fixed for the N questions), and inverts it for a
-target interval width, never beyond the retrieved questions.
+`cube.method.bootstrap`; both intervals' coverage is measured by benchmarks/ppi_coverage.py,
+docs/measurements.md "Human-calibrated CuBE"): PPI++ with the labelled set a subset of the full set,
+so one resample draws all questions with replacement (judge means and R@k) and the rated questions'
+rectifier is read from the *same* draw (a rated question drawn twice counts twice in both means).
+Drawing the rated questions independently of the questions (the two-sample PPBoot of Zrnic & Candes
+2024, for disjoint samples) ignores that `mean_N(f)` contains the rated questions and made the
+interval too narrow (coverage 0.88-0.90 at 95 % with a scale-squeezing judge and n / N >= 2/3; issue
+21 review). `ratings_plan` (`ratings_needed`) splits the bootstrap variance of CuBE into the part
+from the rated sample's rectifier (shrinking as 1/n) and the rest (fixed for the N questions), and
+inverts it for a target interval width, never beyond the retrieved questions.
 """
 
 from __future__ import annotations
