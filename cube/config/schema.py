@@ -166,12 +166,6 @@ def known_retrieval(rows: pd.DataFrame) -> pd.Series:
     )
 
 
-def require_sets(df: pd.DataFrame, table: str) -> None:
-    bad = sorted(set(df["set"].astype(str)) - set(SETS))
-    if bad:
-        raise SchemaError(f"{table}: unknown set name(s) {bad}; expected one of {list(SETS)}")
-
-
 # ------------------------------------------------------------ knowledge-base field keys
 EXTRA_FIELDS: tuple[str, ...] = ("family_id", "variant", "parent_region", "aliases")
 MAPPABLE: tuple[str, ...] = ("doc_id", *CORPUS_FIELDS, *EXTRA_FIELDS)
