@@ -160,13 +160,26 @@ def test_a_stale_allowlist_entry_fails_remove_it_from_the_list(scratch: Path):
 
 
 def test_splitting_an_allowlisted_block_makes_its_entry_stale(scratch: Path):
-    target = scratch / "cube" / "method" / "compare.py"
+    target = scratch / "tests" / "openai_server.py"
     text = target.read_text(encoding="utf-8")
-    target.write_text(text.replace("def compare_pair(", "def compare_pair_renamed("), "utf-8")
+    target.write_text(text.replace("_handler_class(", "_handler_class_renamed("), "utf-8")
+    done = check(scratch, "complexity")
+    assert done.returncode == 1
+    assert '"tests/openai_server.py:OpenAIServer._handler_class" is stale' in done.stdout
+    # not listed under its new name
+    assert "`OpenAIServer._handler_class_renamed` has complexity" in done.stdout
+
+
+def test_an_entry_under_the_threshold_is_stale(scratch: Path):
+    pyproject = scratch / "pyproject.toml"
+    text = pyproject.read_text(encoding="utf-8")
+    entry = '    "cube/method/compare.py:compare_pair",\n'
+    pyproject.write_text(
+        text.replace("complexity-allowlist = [\n", "complexity-allowlist = [\n" + entry), "utf-8"
+    )
     done = check(scratch, "complexity")
     assert done.returncode == 1
     assert '"cube/method/compare.py:compare_pair" is stale' in done.stdout
-    assert "`compare_pair_renamed` has complexity" in done.stdout  # not listed under its new name
 
 
 # ------------------------------------------------------------------ public faces
