@@ -45,7 +45,9 @@ def _provenance(args: tuple[str, str]) -> str | None:
 
 
 def _parallel(worker, folder: Path, keys: list[str]) -> list[str]:
-    with mp.get_context("fork").Pool(len(keys)) as pool:
+    # spawn, not fork: a fork copies whatever lock a thread of this pytest process holds (a test
+    # server, a logging handler), and a child that needs it waits forever (CI hung here 600 s)
+    with mp.get_context("spawn").Pool(len(keys)) as pool:
         return [r for r in pool.map(worker, [(str(folder), k) for k in keys]) if r]
 
 
