@@ -47,9 +47,9 @@ from cube.judges import Judge, load_dimensions, score_answers  # noqa: E402
 from cube.judges.scoring import judge_inputs, judge_requests  # noqa: E402
 from cube.kb.demo import generate_demo_corpus  # noqa: E402
 from cube.llm import make_model  # noqa: E402
-from cube.llm.endpoints import response_format  # noqa: E402
 from cube.llm.local import LocalServer, missing_parts  # noqa: E402
 from cube.llm.tokens import count_prompt_tokens, prompt_text  # noqa: E402
+from cube.llm.wire import response_format  # noqa: E402
 
 
 def inputs(n: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:

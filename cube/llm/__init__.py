@@ -4,7 +4,11 @@ algorithms), its cache, accounting, adaptive concurrency, batch judging and pre-
 Modules:
     models       Model, OfflineModel, OpenAIModel, make_model, register_offline (the interface)
     calls        Request, Response
-    endpoints    HTTP to OpenAI-compatible endpoints: retries, Retry-After, breaker, cost
+    endpoints    one call to OpenAI-compatible endpoints with its retries, and its cost
+    wire         the wire format: chat-completions request body, reply reading, structured output
+    retry        retry classification as a table (status / exception -> retry, reason), backoff
+    breaker      the circuit breaker (stops, cool-downs, trials), owning its state
+    pool         pooled clients per endpoint, least-busy choice
     concurrency  AdaptiveLimit (AIMD on 429s and timeouts)
     cache        CallCache (SQLite, one row per call; claims between processes), cache_key
     usage        response_accounting, usage_summary (calls, tokens, cost per role and model)
@@ -20,7 +24,7 @@ make_model`). This layer knows requests, not judges, questions or runs: it impor
 
 from cube.llm.cache import CacheError, CallCache, cache_key, key_payload
 from cube.llm.calls import Request, Response
-from cube.llm.endpoints import NO_KEY, Endpoints, call_cost
+from cube.llm.endpoints import Endpoints, call_cost
 from cube.llm.models import (
     LLMConfigError,
     Model,
@@ -35,6 +39,7 @@ from cube.llm.models import (
 )
 from cube.llm.tokens import prompt_text
 from cube.llm.usage import no_call_accounting, response_accounting, usage_summary
+from cube.llm.wire import NO_KEY
 
 __all__ = [
     "NO_KEY",

@@ -44,8 +44,9 @@ from urllib.parse import urlsplit
 from cube.config.model_spec import ModelSpec
 from cube.llm.cache import CallCache, canonical_json, key_payload
 from cube.llm.calls import Request, Response
-from cube.llm.endpoints import MalformedReply, call_cost, parse_completion
-from cube.llm.endpoints import request_body as endpoint_body
+from cube.llm.endpoints import call_cost
+from cube.llm.wire import MalformedReply, parse_completion
+from cube.llm.wire import request_body as endpoint_body
 
 URL = "/v1/chat/completions"
 

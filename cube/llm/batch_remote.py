@@ -20,7 +20,7 @@ import openai
 from cube.config.model_spec import ModelSpec
 from cube.config.params import load_params
 from cube.llm.batch import check_batch_file
-from cube.llm.endpoints import NO_KEY
+from cube.llm.wire import NO_KEY
 
 
 def model_spec(params_path: Path, model: str) -> ModelSpec:

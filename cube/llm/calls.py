@@ -14,7 +14,7 @@ class Request:
     repeated judgment (`samples: n`) is a different call. `context` does not (it is derived
     from the same inputs as the messages). `schema`: the JSON schema the reply should follow,
     sent as a constrained `response_format` where the model's `structured_output` allows it
-    (`cube.llm.endpoints`); it enters the cache key then.
+    (`cube.llm.wire`); it enters the cache key then.
     """
 
     messages: tuple[dict[str, str], ...]

@@ -9,8 +9,8 @@ handed out: congestion reported by a call that started before the cut is ignored
 in flight when it was cut return their own 429s and must not cut it again), while a call started
 after it that is still refused cuts again. Each successful call then adds 1/limit (about +1 per
 window of calls), up to `max_concurrency`. The retry delay after a 429 honours the server's
-Retry-After (`Endpoints._delay`). `peak` is the most calls that were in flight at once, `limit` the
-current limit; the pipeline records them per judge.
+Retry-After (`cube.llm.retry.backoff_delay`). `peak` is the most calls that were in flight at
+once, `limit` the current limit; the pipeline records them per judge.
 
 A server that serves one request at a time (llama-cpp-python's, issue 22) never pushes back: it
 queues, so latency grows with the calls in flight while throughput stays flat. The limit therefore

@@ -11,7 +11,7 @@ requests queue; `max_concurrency: 1` in the snippet, so no call waits out its ti
 its context window is `n_ctx` tokens (a longer prompt is refused with HTTP 400
 `context_length_exceeded`, recorded per call as failed with that reason); `response_format`
 `{"type": "json_object", "schema": ...}` constrains the reply to the schema (the OpenAI
-`json_schema` type is refused, see `cube.llm.endpoints` for the fallback).
+`json_schema` type is refused, see `cube.llm.wire` for the fallback).
 
 This module starts and stops a process; it knows no judges, questions or runs.
 """

@@ -20,7 +20,7 @@ An LLM reads `Request.messages`; an offline algorithm reads the structured
 so no pipeline branches on "offline".
 
 `provider: openai` models (`OpenAIModel`) go through `openai.AsyncOpenAI` (its own retries off; HTTP
-over aiohttp when installed, see `cube.llm.endpoints`): at most `max_concurrency` requests in
+over aiohttp when installed, see `cube.llm.pool`): at most `max_concurrency` requests in
 flight, spread over `base_urls` (least busy first); retries with exponential backoff and jitter on
 429, 5xx, timeouts, connection errors and unusable 200 answers, honouring Retry-After (capped by
 `backoff_max_s`); other 4xx fail at once. A failure is a Response whose `error` says why ("HTTP 429
@@ -32,9 +32,9 @@ stored, and a fully cached batch needs no API key at all. A reply cut at the tok
 (`detail["finish_reason"] == "length"`) is kept, not an error; a batch with such replies logs one
 warning ("m: 12 of 300 replies were cut at max_tokens=512; raise max_tokens").
 
-Modules behind it (all in `cube.llm`): `calls` (Request, Response), `endpoints` (HTTP, retries),
-`cache` (the SQLite cache), `usage` (accounting), `concurrency` (AIMD); their public names are
-re-exported by `cube.llm`.
+Modules behind it (all in `cube.llm`): `calls` (Request, Response), `endpoints` (one call and its
+retries, composing `wire`, `retry`, `breaker` and `pool`), `cache` (the SQLite cache), `usage`
+(accounting), `concurrency` (AIMD); their public names are re-exported by `cube.llm`.
 """
 
 from __future__ import annotations
@@ -63,10 +63,11 @@ from cube.llm.cache import key_payload as key_payload
 from cube.llm.calls import Request as Request
 from cube.llm.calls import Response as Response
 from cube.llm.concurrency import merge_summaries
-from cube.llm.endpoints import NO_KEY, Endpoints
+from cube.llm.endpoints import Endpoints
 from cube.llm.endpoints import call_cost as call_cost
 from cube.llm.usage import response_accounting as response_accounting
 from cube.llm.usage import usage_summary as usage_summary
+from cube.llm.wire import NO_KEY
 
 
 def progress_bar(iterable: Any = None, **kwargs: Any) -> Any:

@@ -23,14 +23,8 @@ import openai
 from cube.config.model_spec import ModelSpec, redact_url
 from cube.config.params import Params
 from cube.config.sections import RagflowSystem
-from cube.llm.endpoints import (
-    NO_KEY,
-    MalformedReply,
-    connection_reason,
-    parse_completion,
-    scrub,
-    status_detail,
-)
+from cube.llm.retry import connection_reason, scrub, status_detail
+from cube.llm.wire import NO_KEY, MalformedReply, parse_completion
 
 
 @dataclass

@@ -405,9 +405,9 @@ def test_a_dead_endpoint_costs_the_attempts_of_the_calls_already_started_not_of_
 def test_a_stopped_endpoint_gets_one_trial_after_its_cool_down_and_resumes(
     openai_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import cube.llm.endpoints
+    import cube.llm.breaker
 
-    monkeypatch.setattr(cube.llm.endpoints, "BREAKER_COOLDOWN_S", 0.3)
+    monkeypatch.setattr(cube.llm.breaker, "BREAKER_COOLDOWN_S", 0.3)
     openai_server.fail("no_choices", times=None)
     model = make_model(
         spec_for(openai_server.url, max_concurrency=1, max_attempts=1, breaker_threshold=1)
