@@ -2,11 +2,16 @@
 
     check_keys(params) -> list[str]                 every key variable the run needs and lacks
     check_endpoints(params, timeout_s=10) -> list[str]  one tiny request per distinct LLM endpoint
+                                                         (5xx and timeouts retried)
 
 Each returned line names who uses it (judge / answerer / question generator / system), the
 model, the endpoint without credentials, and the reason ("unauthorised (HTTP 401)",
 "connection refused", "unknown model (HTTP 404)", "empty choices", "timeout"). An empty list
-means the check passed. Offline models need neither keys nor endpoints and are skipped.
+means the check passed. Offline models need neither keys nor endpoints and are skipped. A 5xx
+(or 408, 409) answer or a timeout is retried as a normal call retries it (the retry table of
+`cube.llm.retry`, the model's `max_attempts` and backoff), so one hiccup of a flaky endpoint does
+not stop the run; the reason of an endpoint that failed them all says so ("HTTP 500: ... (all 5
+attempts failed)").
 `cube validate` checks keys (and endpoints with `--check-endpoints`); `cube run` checks both
 at its start when the params use LLM models, so a dead or unauthorised endpoint fails in
 seconds instead of after stages 00-02 and hundreds of failed calls.
@@ -23,7 +28,7 @@ import openai
 from cube.config.model_spec import ModelSpec, redact_url
 from cube.config.params import Params
 from cube.config.sections import RagflowSystem
-from cube.llm.retry import connection_reason, scrub, status_detail
+from cube.llm.retry import Fault, backoff_delay, classify, connection_reason, scrub, status_detail
 from cube.llm.wire import NO_KEY, MalformedReply, parse_completion
 
 
@@ -85,7 +90,7 @@ def check_keys(params: Params) -> list[str]:
 
 
 def _reason(exc: BaseException, timeout_s: float) -> str:
-    if isinstance(exc, openai.APITimeoutError):
+    if isinstance(exc, TimeoutError | openai.APITimeoutError):
         return f"timeout (no answer within {timeout_s:g} s)"
     if isinstance(exc, openai.APIConnectionError):
         return connection_reason(exc)
@@ -110,8 +115,46 @@ def _has_message(body: str) -> bool:
     return isinstance(choice, dict) and isinstance(choice.get("message"), dict)
 
 
+def _retried(exc: BaseException, timeout_s: float) -> Fault | None:
+    """The retry table's `Fault` when `exc` is one a normal call retries and preflight does too:
+    a 5xx, 408 or 409 answer, or a timeout; None for the rest (a refused connection says nothing
+    listens there, a 4xx or an unusable answer says the endpoint is wrong: one request tells)."""
+    if isinstance(exc, TimeoutError):
+        return Fault("timeout", f"no answer within {timeout_s:g} s", retry=True, no_answer=True)
+    if not isinstance(exc, openai.OpenAIError):
+        return None
+    fault = classify(exc, timeout_s)
+    transient = fault.label == "timeout" or (fault.status is not None and fault.status != 429)
+    return fault if fault.retry and transient else None
+
+
+async def _ask(
+    client: openai.AsyncOpenAI, body: dict, timeout_s: float, secrets: list[str]
+) -> str | None:
+    """One tiny chat request: None when its answer is usable, else the reason (raises the
+    client's error, or TimeoutError, for the caller to classify)."""
+    text = await asyncio.wait_for(
+        client.post("/chat/completions", body=body, cast_to=str), timeout_s + 1
+    )
+    try:
+        parse_completion(text)
+    except MalformedReply as exc:
+        msg = str(exc)
+        if "no choices" in msg:
+            return "empty choices (the answer has no choices)"
+        if _has_message(text):  # e.g. a reasoning model spent the tiny budget thinking: content
+            return None  # null, but the protocol is right, so the endpoint is reachable
+        return scrub(f"unusable answer ({msg})", secrets)
+    return None
+
+
 async def _probe(spec: ModelSpec, url: str, timeout_s: float) -> str | None:
-    """None when one tiny chat request to `url` gives a usable answer, else the reason."""
+    """None when one tiny chat request to `url` gives a usable answer, else the reason.
+
+    A 5xx (or 408, 409) answer or a timeout is retried as a normal call retries it
+    (`cube.llm.retry`): up to the model's `max_attempts`, waiting `backoff_delay` (Retry-After
+    honoured) between attempts, each attempt given `timeout_s`; the reason then says how many
+    attempts failed. A 429 means reachable and authorised (the run's retries honour the limit)."""
     key = os.environ.get(spec.api_key_env or "", "") or NO_KEY
     headers = {h: os.environ.get(v, "") for h, v in spec.header_env.items()}
     secrets = [v for v in (key, *headers.values()) if v and v != NO_KEY]
@@ -125,26 +168,22 @@ async def _probe(spec: ModelSpec, url: str, timeout_s: float) -> str | None:
         "messages": [{"role": "user", "content": "Reply with OK."}],
         spec.max_tokens_param: 16,
     }
+    n = spec.max_attempts
     try:
-        text = await asyncio.wait_for(
-            client.post("/chat/completions", body=body, cast_to=str), timeout_s + 1
-        )
-        try:
-            parse_completion(text)
-        except MalformedReply as exc:
-            msg = str(exc)
-            if "no choices" in msg:
-                return "empty choices (the answer has no choices)"
-            if _has_message(text):  # e.g. a reasoning model spent the tiny budget thinking: content
-                return None  # null, but the protocol is right, so the endpoint is reachable
-            return scrub(f"unusable answer ({msg})", secrets)
-        return None
-    except TimeoutError:
-        return f"timeout (no answer within {timeout_s:g} s)"
-    except openai.RateLimitError:
-        return None  # reachable and authorised; the run's retries honour the rate limit
-    except openai.OpenAIError as exc:
-        return scrub(_reason(exc, timeout_s), secrets)
+        for attempt in range(1, n + 1):
+            try:
+                return await _ask(client, body, timeout_s, secrets)
+            except (TimeoutError, openai.OpenAIError) as exc:
+                if isinstance(exc, openai.RateLimitError):
+                    return None  # reachable and authorised; the run's retries honour the limit
+                fault = _retried(exc, timeout_s)
+                if fault is None:
+                    return scrub(_reason(exc, timeout_s), secrets)
+                if attempt == n:
+                    why = _reason(exc, timeout_s)
+                    return scrub(f"{why} (all {n} attempt{'s' * (n > 1)} failed)", secrets)
+            await asyncio.sleep(backoff_delay(spec, attempt, fault.retry_after))
+        return None  # not reached: the last attempt returns
     finally:
         await client.close()
 

@@ -17,9 +17,15 @@ KEY = "sk-preflight-DO-NOT-LEAK-91ab"
 
 
 def params_for(
-    url: str, *, model: str = "test-model", key_env: str | None = "CUBE_PF_KEY", **extra: Any
+    url: str,
+    *,
+    model: str = "test-model",
+    key_env: str | None = "CUBE_PF_KEY",
+    spec_fields: dict[str, Any] | None = None,
+    **extra: Any,
 ):
     spec = {"provider": "openai", "model": model, "base_url": url, "api_key_env": key_env}
+    spec.update(spec_fields or {})
     data = {
         "run": "pf",
         "models": {"llm": spec},
@@ -89,15 +95,36 @@ def test_a_working_endpoint_passes_with_one_request(openai_server: OpenAIServer)
 def test_broken_endpoint_gives_one_line_naming_judge_model_endpoint_and_reason(
     case: str, expected: str
 ) -> None:
+    fast = {"max_attempts": 3, "backoff_base_s": 0.05}
     with OpenAIServer(strict_model=True) as server:
         url, model = broken_endpoint(server, case, "test-model", delay_s=3.0)
-        problems = check_endpoints(params_for(url, model=model), timeout_s=0.5)
+        problems = check_endpoints(params_for(url, model=model, spec_fields=fast), timeout_s=0.5)
         sent = server.requests_total
     assert len(problems) == 1, problems
     line = problems[0]
     assert line.startswith(f"judge 'gpt': model {model} at {url}: {expected}"), line
     assert KEY not in line  # the 401 body echoes the Authorization header: scrubbed
-    assert sent == (0 if case == "refused" else 1)  # one tiny request, no retries
+    # one tiny request, retried only on a timeout (as a normal call is); none reaches "refused"
+    assert sent == {"refused": 0, "slow": 3}.get(case, 1)
+    assert line.endswith("(all 3 attempts failed)") == (case == "slow"), line
+
+
+@pytest.mark.parametrize("kind", ["500", "503", "slow"])
+def test_a_5xx_or_a_timeout_is_retried_like_a_normal_call_before_preflight_fails(kind: str) -> None:
+    # Issue 29: one HTTP 500 on the first request stopped the run (exit 2).
+    spec = {"max_attempts": 3, "backoff_base_s": 0.05}
+    with OpenAIServer() as server:
+        server.fail(kind, times=2, delay_s=2.0)  # the first two requests fail, the third answers
+        assert check_endpoints(params_for(server.url, spec_fields=spec), timeout_s=0.5) == []
+        assert server.requests_total == 3
+        server.fail(kind, times=None, delay_s=2.0)  # every request fails: after all 3 attempts
+        problems = check_endpoints(params_for(server.url, spec_fields=spec), timeout_s=0.5)
+        assert server.requests_total == 3 + 3
+    reason = "timeout (no answer within 0.5 s)" if kind == "slow" else f"HTTP {kind}: HTTP {kind}"
+    assert problems == [
+        f"judge 'gpt': model test-model at {server.url}: "
+        f"{reason}{'' if kind == 'slow' else ' (test fault)'} (all 3 attempts failed)"
+    ]
 
 
 def test_endpoint_shared_by_several_users_is_probed_once(openai_server: OpenAIServer) -> None:
