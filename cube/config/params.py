@@ -46,6 +46,7 @@ from cube.config.sections import (
     CorpusParams,
     DiagnosticsParams,
     DimensionParams,
+    HttpSystem,
     HumanParams,
     ImportedSystem,
     JudgeParams,
@@ -220,7 +221,9 @@ class Params(StrictModel):
     def dimension_names(self) -> list[str]:
         return [d.name for d in self.dimension_list()]
 
-    def system_answerer(self, system: BuiltinSystem | RagflowSystem | ImportedSystem) -> ModelRef:
+    def system_answerer(
+        self, system: BuiltinSystem | RagflowSystem | ImportedSystem | HttpSystem
+    ) -> ModelRef:
         return system.answerer if system.answerer is not None else self.answerer
 
 

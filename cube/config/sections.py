@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from cube.config.dimension_files import paper_dimensions
+from cube.config.http_system import HttpSystem
 from cube.config.model_spec import (
     ModelRef,
     StrictModel,
@@ -217,7 +218,7 @@ class ImportedSystem(StrictModel):
 
 
 SystemParams = Annotated[
-    BuiltinSystem | RagflowSystem | ImportedSystem, Field(discriminator="kind")
+    BuiltinSystem | RagflowSystem | ImportedSystem | HttpSystem, Field(discriminator="kind")
 ]
 
 

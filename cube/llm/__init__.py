@@ -9,6 +9,7 @@ Modules:
     retry        retry classification as a table (status / exception -> retry, reason), backoff
     breaker      the circuit breaker (stops, cool-downs, trials), owning its state
     pool         pooled clients per endpoint, least-busy choice
+    json_wire    JsonWire: any JSON endpoint over HTTP (an HTTP system) with the same machinery
     concurrency  AdaptiveLimit (AIMD on 429s and timeouts)
     cache        CallCache (SQLite, one row per call; claims between processes), cache_key
     usage        response_accounting, usage_summary (calls, tokens, cost per role and model)
@@ -25,6 +26,7 @@ make_model`). This layer knows requests, not judges, questions or runs: it impor
 from cube.llm.cache import CacheError, CallCache, cache_key, key_payload
 from cube.llm.calls import Request, Response
 from cube.llm.endpoints import Endpoints, call_cost
+from cube.llm.json_wire import JsonWire
 from cube.llm.models import (
     LLMConfigError,
     Model,
@@ -39,14 +41,16 @@ from cube.llm.models import (
 )
 from cube.llm.tokens import prompt_text
 from cube.llm.usage import no_call_accounting, response_accounting, usage_summary
-from cube.llm.wire import NO_KEY
+from cube.llm.wire import NO_KEY, MalformedReply
 
 __all__ = [
     "NO_KEY",
     "CacheError",
     "CallCache",
     "Endpoints",
+    "JsonWire",
     "LLMConfigError",
+    "MalformedReply",
     "Model",
     "OfflineModel",
     "OpenAIModel",

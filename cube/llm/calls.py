@@ -22,6 +22,9 @@ class Request:
     template_version: str = ""
     sample: int = 0
     schema: dict[str, Any] | None = field(default=None, compare=False, hash=False)
+    # the JSON body of a call that is not a chat (an HTTP system's, `cube.llm.json_wire`): it is
+    # what that wire sends and keys the cache by
+    payload: Any = field(default=None, compare=False, hash=False)
 
 
 @dataclass

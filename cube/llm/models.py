@@ -67,7 +67,7 @@ from cube.llm.endpoints import Endpoints
 from cube.llm.endpoints import call_cost as call_cost
 from cube.llm.usage import response_accounting as response_accounting
 from cube.llm.usage import usage_summary as usage_summary
-from cube.llm.wire import NO_KEY
+from cube.llm.wire import CHAT, NO_KEY
 
 
 def progress_bar(iterable: Any = None, **kwargs: Any) -> Any:
@@ -270,10 +270,13 @@ class OpenAIModel(Model):
         spec: the model spec (`provider: openai`).
         cache_path: the SQLite call cache (the pipeline passes `outputs/cache.sqlite`); None
             disables persistence (identical requests of one batch are still sent once).
+        wire: the wire format (`cube.llm.wire`): OpenAI's chat completions, or another JSON
+            protocol sent with the same machinery (`cube.llm.json_wire.JsonWire`, an HTTP system).
     """
 
-    def __init__(self, spec: ModelSpec, cache_path: Path | None = None):
+    def __init__(self, spec: ModelSpec, cache_path: Path | None = None, wire: Any = CHAT):
         super().__init__(spec)
+        self.wire = wire
         self.cache_path = Path(cache_path) if cache_path is not None else None
         self.endpoints = [endpoint_id(u) for u in spec.endpoints()]
         self.counts: Counter[str] = Counter()  # requests, cache_hits, calls, failed (all batches)
@@ -303,9 +306,10 @@ class OpenAIModel(Model):
         return {**self.concurrency, **where, "calls_sent": self.counts["calls"]}
 
     def api_key(self) -> str:
-        """The key from the variable named by `api_key_env` ("EMPTY" when there is none)."""
+        """The key from the variable named by `api_key_env` ("EMPTY" when there is none, or when
+        the wire sends no key)."""
         name = self.spec.api_key_env
-        if name is None:
+        if name is None or not self.wire.uses_key:
             return NO_KEY
         key = os.environ.get(name)
         if not key:
@@ -345,7 +349,7 @@ class OpenAIModel(Model):
         desc: str | None = None,
         progress: bool = False,
     ) -> list[Response]:
-        keys = [cache_key(self.spec, r) for r in requests]
+        keys = [self._key(r) for r in requests]
         out: list[Response | None] = [None] * len(requests)
         todo: dict[str, list[int]] = {}  # key -> positions; identical requests are sent once
         cache = CallCache(self.cache_path) if self.cache_path is not None and requests else None
@@ -383,6 +387,12 @@ class OpenAIModel(Model):
         warn_truncated(self.name, self.spec, out)  # type: ignore[arg-type]
         return out  # type: ignore[return-value]
 
+    def _key(self, request: Request) -> str:
+        """The cache key of a call: sha256 of the canonical JSON of the wire's `key_payload`
+        (`cache_key` for chat completions)."""
+        payload = canonical_json(self.wire.key_payload(self.spec, request))
+        return hashlib.sha256(payload.encode()).hexdigest()
+
     async def _send(
         self,
         requests: Sequence[Request],
@@ -401,6 +411,7 @@ class OpenAIModel(Model):
             self.headers(),
             self.stopped_at,
             settled=self.settled,
+            wire=self.wire,
         )
 
         owner = f"{uuid.uuid4().hex}"  # this batch's in-flight claims in the shared cache
@@ -423,7 +434,8 @@ class OpenAIModel(Model):
                 if cache is not None and resp.ok:
                     # its claim stays until the batch ends (one DELETE): a stored answer outranks
                     # any claim
-                    cache.put(key, resp, canonical_json(key_payload(self.spec, requests[where[0]])))
+                    payload = self.wire.key_payload(self.spec, requests[where[0]])
+                    cache.put(key, resp, canonical_json(payload))
                 elif cache is not None:
                     cache.release(owner, [key])
                 self.counts.update(calls=1, failed=int(not resp.ok))

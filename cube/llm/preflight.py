@@ -27,7 +27,7 @@ import openai
 
 from cube.config.model_spec import ModelSpec, redact_url
 from cube.config.params import Params
-from cube.config.sections import RagflowSystem
+from cube.config.sections import HttpSystem, RagflowSystem
 from cube.llm.retry import Fault, backoff_delay, classify, connection_reason, scrub, status_detail
 from cube.llm.wire import NO_KEY, MalformedReply, parse_completion
 
@@ -80,6 +80,11 @@ def check_keys(params: Params) -> list[str]:
             need.setdefault((s.api_key_env, "api_key_env"), []).append(
                 f"system '{s.name}' (RAGFlow at {redact_url(s.base_url)})"
             )
+        if isinstance(s, HttpSystem):
+            for var in s.header_env.values():
+                need.setdefault((var, "header_env"), []).append(
+                    f"system '{s.name}' (HTTP at {redact_url(s.url)})"
+                )
     return [
         f"environment variable {var} ({where}) is not set or empty; needed by "
         f"{', '.join(dict.fromkeys(users))}; export {var}=<your "

@@ -189,9 +189,15 @@ def retry_after(exc: openai.APIStatusError) -> float | None:
 
 
 def status_detail(exc: openai.APIStatusError) -> str:
+    """What an error answer says: its JSON `message` (OpenAI's shape), else its `detail`
+    (FastAPI's), else its text; the client's 'Error code: 500' when it says nothing."""
     body = exc.body
-    if isinstance(body, dict) and body.get("message"):
-        return str(body["message"])
+    if isinstance(body, dict):
+        for key in ("message", "detail"):
+            if body.get(key):
+                return str(body[key])
+    if isinstance(body, str) and body.strip():
+        return body.strip()[:300]
     return str(exc.message)
 
 

@@ -4,8 +4,10 @@
 one call (`request_body`, also written to batch files), and the reading of its reply
 (`parse_completion`: text, token counts, finish reason, served model). A 200 reply that cannot
 be used (not JSON, no choices, no message content) raises `MalformedReply`, which the caller treats
-as a transient fault (`cube.llm.retry`). `Endpoints` sends through a wire object, so another JSON
-protocol can reuse the same retries, breaker, pool and cache.
+as a transient fault (`cube.llm.retry`). `Endpoints` and `OpenAIModel` send through a wire
+object, so another JSON protocol (`cube.llm.json_wire`: an HTTP system's) reuses the same retries,
+breaker, pool, concurrency and cache. A wire object has `send(client, spec, request, form)`,
+`read(body) -> Reply`, `key_payload(spec, request)` and `uses_key` (whether the API key is sent).
 
 Structured output (`structured_output: auto | on` and a request with a `schema`): the request asks
 for JSON the schema constrains, first as OpenAI's `response_format` `json_schema` (OpenAI, vLLM),
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cube.config.model_spec import ModelSpec
+from cube.llm.cache import key_payload
 from cube.llm.calls import Request
 
 log = logging.getLogger("cube.llm")
@@ -142,6 +145,10 @@ class ChatCompletions:
     def read(self, body: str) -> Reply:
         text, n_in, n_out, finish, served, n_cached = parse_completion(body)
         return Reply(text, n_in, n_out, finish, served, n_cached)
+
+    def key_payload(self, spec: ModelSpec, request: Request) -> dict[str, Any]:
+        """What identifies the call in the cache (`cube.llm.cache.key_payload`)."""
+        return key_payload(spec, request)
 
 
 CHAT = ChatCompletions()

@@ -6,8 +6,8 @@
     build_answers(params, corpus, questions, cache_path, *, progress=True) -> all answers
 
 Kinds: `builtin` (bm25s retrieval + an answering model, `cube.systems.builtin`), `ragflow`
-(a RAGFlow chat assistant through ragflow-sdk, `cube.systems.ragflow`) and `imported` (a
-user's own QA file, `cube.systems.imported`).
+(a RAGFlow chat assistant through ragflow-sdk, `cube.systems.ragflow`), `imported` (a
+user's own QA file, `cube.systems.imported`) and `http` (any JSON endpoint, `cube.systems.http`).
 
 The answers table (one row per question, system and set), `ANSWERS_COLUMNS`:
 `question_id, doc_id` (gold), `system, set, answer` (None when the call failed),
@@ -38,7 +38,7 @@ import pandas as pd
 
 from cube.config.params import Params
 from cube.config.schema import QUESTION_COLUMNS, require_columns
-from cube.config.sections import BuiltinSystem, ImportedSystem, RagflowSystem
+from cube.config.sections import BuiltinSystem, HttpSystem, ImportedSystem, RagflowSystem
 from cube.llm import make_model
 from cube.systems import extractive  # noqa: F401  (registers the offline extractive answerer with cube.llm)
 from cube.systems.base import ANSWERS_COLUMNS, System, answers_frame
@@ -55,7 +55,7 @@ __all__ = [
 
 
 def make_system(
-    system_params: BuiltinSystem | RagflowSystem | ImportedSystem,
+    system_params: BuiltinSystem | RagflowSystem | ImportedSystem | HttpSystem,
     params: Params,
     cache_path: Path | str | None,
 ) -> System:
@@ -80,6 +80,12 @@ def make_system(
         from cube.systems.imported import ImportedAnswers
 
         return ImportedAnswers(system_params)
+    if isinstance(system_params, HttpSystem):
+        from cube.systems.http import HttpRAG
+
+        answerer = params.model_name(params.system_answerer(system_params))
+        path = Path(cache_path) if cache_path else None
+        return HttpRAG(system_params, answerer=answerer, lang=params.lang, cache_path=path)
     raise TypeError(f"make_system: unknown system params {type(system_params).__name__}")
 
 

@@ -1,0 +1,87 @@
+"""A wire format for any JSON endpoint over HTTP (an HTTP system under test), beside the chat one.
+
+`JsonWire(method, url, headers, check)` sends each request's `payload` as the JSON body (POST,
+PUT) or as query parameters (GET) to `url` itself, through the same pooled `openai` clients, retry
+table, circuit breaker, adaptive concurrency and call cache as a model's calls (the client's
+documented raw route: `post` / `put` / `get` with `cast_to=str`). The reply must be JSON that
+`check` accepts (it raises `MalformedReply` with the reason: e.g. a response path that finds
+nothing); an unusable reply is retried like an unusable chat answer. The reply body is kept whole
+as the call's text (and cache row), so changed response paths re-read stored replies without a
+request.
+
+No `Authorization` header is sent unless a secret header (`header_env`) sets one: the client's
+placeholder key is never sent to a user's service. The cache key (`key_payload`) holds the method,
+the URL, the plain headers and the body, never a secret header's value.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import openai
+
+from cube.config.model_spec import ModelSpec
+from cube.llm.cache import endpoint_id
+from cube.llm.calls import Request
+from cube.llm.wire import MalformedReply, Reply
+
+USER_AGENT = "cube-workbench"
+
+
+class JsonWire:
+    """Any JSON endpoint: `method` to `url` with the request's payload; replies checked by `check`.
+
+    Args:
+        method: POST, PUT or GET.
+        url: the full URL the requests go to.
+        headers: plain (non-secret) headers of every request; they enter the cache key.
+        check: raises MalformedReply when a parsed reply is unusable.
+        secret_headers: names of the secret headers the pool's clients send (not in the key).
+    """
+
+    uses_key = False  # the client's placeholder key is not sent (see `send`)
+
+    def __init__(
+        self,
+        method: str,
+        url: str,
+        headers: dict[str, str],
+        check: Callable[[Any], None],
+        secret_headers: tuple[str, ...] = (),
+    ):
+        self.method, self.url, self.headers, self.check = method, url, dict(headers), check
+        auth = any(h.lower() == "authorization" for h in (*headers, *secret_headers))
+        self._options: dict[str, Any] = {
+            "headers": {
+                "User-Agent": USER_AGENT,
+                **({} if auth else {"Authorization": openai.Omit()}),
+                **self.headers,
+            }
+        }
+
+    def send(self, client: Any, spec: ModelSpec, request: Request, form: str) -> Awaitable[str]:
+        if self.method == "GET":
+            return client.get(
+                self.url, cast_to=str, options={**self._options, "params": request.payload}
+            )
+        verb = client.put if self.method == "PUT" else client.post
+        return verb(self.url, body=request.payload, cast_to=str, options=self._options)
+
+    def read(self, body: str) -> Reply:
+        try:
+            data = json.loads(body)
+        except ValueError:
+            raise MalformedReply(f"not JSON: {body[:80]!r}") from None
+        self.check(data)
+        return Reply(text=body)
+
+    def key_payload(self, spec: ModelSpec, request: Request) -> dict[str, Any]:
+        return {
+            "wire": "http",
+            "method": self.method,
+            "url": endpoint_id(self.url),
+            "headers": dict(sorted(self.headers.items())),
+            "body": request.payload,
+        }
