@@ -9,9 +9,13 @@ nothing); an unusable reply is retried like an unusable chat answer. The reply b
 as the call's text (and cache row), so changed response paths re-read stored replies without a
 request.
 
-No `Authorization` header is sent unless a secret header (`header_env`) sets one: the client's
-placeholder key is never sent to a user's service. The cache key (`key_payload`) holds the method,
-the URL, the plain headers and the body, never a secret header's value.
+Only the request's own headers reach a user's service: `Content-Type`, `Accept`, a `User-Agent`
+naming the workbench, the plain headers and the secret ones (`header_env`). The client's others are
+left out: its placeholder `Authorization` (unless a secret header sets one), the
+`OpenAI-Organization` and `OpenAI-Project` it reads from the environment (an OpenAI account's ids
+are no business of another service) and its `X-Stainless-*` platform headers. The cache key
+(`key_payload`) holds the method, the URL, the plain headers and the body, never a secret header's
+value.
 """
 
 from __future__ import annotations
@@ -28,6 +32,9 @@ from cube.llm.calls import Request
 from cube.llm.wire import MalformedReply, Reply
 
 USER_AGENT = "cube-workbench"
+KEPT = ("accept", "content-type", "user-agent")  # the client's default headers a request keeps
+# added by the client per request, outside its default headers
+PER_REQUEST = ("X-Stainless-Retry-Count", "X-Stainless-Read-Timeout")
 
 
 class JsonWire:
@@ -52,22 +59,21 @@ class JsonWire:
         secret_headers: tuple[str, ...] = (),
     ):
         self.method, self.url, self.headers, self.check = method, url, dict(headers), check
-        auth = any(h.lower() == "authorization" for h in (*headers, *secret_headers))
-        self._options: dict[str, Any] = {
-            "headers": {
-                "User-Agent": USER_AGENT,
-                **({} if auth else {"Authorization": openai.Omit()}),
-                **self.headers,
-            }
-        }
+        self._own = {h.lower() for h in (*KEPT, *headers, *secret_headers)}
+
+    def _options(self, client: Any) -> dict[str, Any]:
+        """The request options: the client's default headers other than the request's own left
+        out (`Omit`), the user agent and the plain headers set."""
+        names = [*client.default_headers, "Authorization", *PER_REQUEST]
+        omitted = {h: openai.Omit() for h in names if h.lower() not in self._own}
+        return {"headers": {**omitted, "User-Agent": USER_AGENT, **self.headers}}
 
     def send(self, client: Any, spec: ModelSpec, request: Request, form: str) -> Awaitable[str]:
+        options = self._options(client)
         if self.method == "GET":
-            return client.get(
-                self.url, cast_to=str, options={**self._options, "params": request.payload}
-            )
+            return client.get(self.url, cast_to=str, options={**options, "params": request.payload})
         verb = client.put if self.method == "PUT" else client.post
-        return verb(self.url, body=request.payload, cast_to=str, options=self._options)
+        return verb(self.url, body=request.payload, cast_to=str, options=options)
 
     def read(self, body: str) -> Reply:
         try:

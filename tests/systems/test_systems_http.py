@@ -213,7 +213,10 @@ def test_a_missing_header_variable_is_listed_by_the_preflight(monkeypatch) -> No
 
 
 # ------------------------------------------------------------------------------- calls
-def test_the_ids_shape_answers_every_question_with_the_services_ranking(kb, tmp_path) -> None:
+def test_the_ids_shape_answers_every_question_with_the_services_ranking(
+    kb, tmp_path, monkeypatch
+) -> None:
+    monkeypatch.setenv("OPENAI_ORG_ID", "org-of-the-judges")  # the openai client would send it
     corpus, questions = kb
     with RagService(corpus, shape="ids") as service:
         params = params_for(http_entry(service.url, **IDS))
@@ -231,8 +234,10 @@ def test_the_ids_shape_answers_every_question_with_the_services_ranking(kb, tmp_
     assert {b["k"] for b in bodies} == {4} and {b["id"] for b in bodies} == set(
         questions["question_id"]
     )
-    # no placeholder key is ever sent to a user's service
-    assert all("authorization" not in h and h["user-agent"] == "cube-workbench" for h in headers)
+    # only the request's own headers: no placeholder key, no OpenAI account ids, no SDK headers
+    own = {"host", "accept-encoding", "connection", "accept", "content-type", "content-length"}
+    assert all(set(h) == own | {"user-agent"} for h in headers), headers[0]
+    assert all(h["user-agent"] == "cube-workbench" for h in headers)
     assert (rag["model"] == "http:svc").all() and rag["cost"].isna().all()
     assert (rag["answerer"] == "extractive").all()
     bounds = answers[answers["set"] != "rag"]  # the bounds come from the answerer, not the service
