@@ -77,8 +77,7 @@ HTTP_PRESETS: dict[str, dict[str, Any]] = {
 
 # header names that carry credentials (a plain `headers` entry with one is refused)
 _SECRET_HEADER = re.compile(
-    r"(authorization|cookie|api[-_]?key|token|secret|password|passwd|credential|signature|session)",
-    re.IGNORECASE,
+    r"(auth|cookie|key|token|secret|password|passwd|credential|signature|session)", re.IGNORECASE
 )
 # values that look like a credential whatever the header: an auth scheme, a provider key prefix
 _SECRET_VALUE = re.compile(

@@ -107,6 +107,42 @@ def test_every_mistake_of_an_http_entry_is_named_at_once_and_no_secret_is_repeat
         assert secret not in text
 
 
+# Credential headers of real services (and ordinary ones): the plain-header check on known truth.
+SECRET_HEADERS = [
+    "Authorization",  # OpenAI, RAGFlow, Dify, most APIs
+    "Proxy-Authorization",
+    "Cookie",
+    "X-API-Key",  # FastAPI's APIKeyHeader examples, many gateways
+    "api-key",  # Azure OpenAI
+    "x-goog-api-key",  # Google
+    "Ocp-Apim-Subscription-Key",  # Azure API Management
+    "X-Auth-Token",
+    "x-access-token",
+    "X-Amz-Security-Token",  # AWS
+    "X-Client-Secret",
+    "X-Session-Id",
+]
+PLAIN_HEADERS = ["Accept-Language", "X-Tenant", "X-Request-Id", "Content-Language", "X-Region"]
+
+
+def test_credential_headers_of_real_services_are_refused_and_ordinary_ones_kept() -> None:
+    wrong = []
+    for name in SECRET_HEADERS + PLAIN_HEADERS:
+        entry = http_entry("http://h/ask", headers={name: "value-123"}, **IDS)
+        try:
+            params_for(entry)
+            refused = False
+        except ParamsError as err:
+            refused = "looks like a credential" in str(err) and "value-123" not in str(err)
+        if refused != (name in SECRET_HEADERS):
+            wrong.append(name)
+    assert wrong == []
+    # a credential value under an ordinary name is refused too
+    for value in ("Bearer abc.def", "Basic dXNlcjpwdw==", "sk-proj-abcdefgh12345678"):
+        with pytest.raises(ParamsError, match="looks like a credential"):
+            params_for(http_entry("http://h/ask", headers={"X-Tenant": value}, **IDS))
+
+
 @pytest.mark.parametrize(
     ("body", "why"),
     [
