@@ -40,6 +40,7 @@ from cube.config.sections import (
     ImportedSystem,
     JudgeParams,
     LexicalParams,
+    PythonSystem,
     QuestionParams,
     RagflowSystem,
 )
@@ -65,6 +66,7 @@ __all__ = [
     "LexicalParams",
     "Params",
     "ParamsError",
+    "PythonSystem",
     "QuestionParams",
     "RagflowSystem",
     "load_params",
