@@ -272,12 +272,12 @@ def _plan_python_answers(
     plan: _Plan, inputs: _AnsweringInputs, sp: PythonSystem
 ) -> tuple[ModelSpec | None, list[pd.DataFrame]]:
     """A python system's calls of its function, one per question (the model calls it makes itself
-    are not seen: no tokens, no cost); with a `bounds` function, its two calls per question too
+    are not seen: tokens and cost unknown); with a `bounds` function, its two calls per question too
     (then no spec is returned: no answering model writes the bound sets)."""
     n, params = len(inputs.questions), inputs.params
     system = ModelSpec(provider="offline", model=f"python:{sp.name}")
     plan.add("answering", system, [], calls=n).notes.append(
-        "a Python function: the model calls it makes are not seen (no tokens, no cost)"
+        "a Python function: the model calls it makes are not seen (their tokens and cost unknown)"
     )
     rows = [_answers_to_come(inputs, sp.name, sp.name)]
     if sp.bounds is None:

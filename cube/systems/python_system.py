@@ -109,7 +109,7 @@ def _file_module(path: Path) -> Any:
     """The module of a .py file, loaded once under a name of its own (a hash of its path), so that
     two files of one name (`v1/rag.py`, `v2/rag.py`: two versions in one run) stay apart;
     importlib's recipe for importing a source file."""
-    name = "cube_user_" + hashlib.sha256(str(path).encode()).hexdigest()[:12]
+    name = "cube_user_" + hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, path)
@@ -290,9 +290,10 @@ def _reason(exc: BaseException) -> str:
 def _is_async(fn: Any) -> bool:
     while isinstance(fn, functools.partial):
         fn = fn.func
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-        getattr(fn, "__call__", None)  # noqa: B004  (an object whose __call__ is async)
-    )
+    if inspect.iscoroutinefunction(fn):
+        return True
+    # an object whose class defines `async def __call__`
+    return not inspect.isroutine(fn) and inspect.iscoroutinefunction(type(fn).__call__)
 
 
 async def call_all(
