@@ -6,9 +6,11 @@ them. `map_passages` finds, for each passage, the corpus document (`corpus.text`
 "label：value" guide of `cube.kb.document`) it was cut from:
 
 1. Exact containment. Passage and documents are compared after `normalise`: Unicode NFKC
-   (full-width "：" and "（" become ":" and "("), case folded, every whitespace character
-   removed (chunkers re-wrap lines, and Chinese text has no spaces to lose). A passage
-   contained in exactly one document maps to it.
+   (full-width "：" and "（" become ":" and "("), case folded, Markdown emphasis, bullets,
+   heading marks and ellipses dropped (RAGFlow shows a chunk as "- **事项名称**：...", a
+   cut chunk often ends in "..." or "…"), every
+   whitespace character removed (chunkers re-wrap lines, and Chinese text has no spaces to
+   lose). A passage contained in exactly one document maps to it.
 2. Fuzzy match, for passages contained in no document (a chunker that changed a few
    characters, cut a word, dropped a label): rapidfuzz scores the passage against the
    `CANDIDATES` documents sharing most of its rare character 4-grams; the best document
@@ -48,19 +50,25 @@ from cube.config.schema import require_columns
 GRAM = 4  # characters per n-gram of the candidate index
 PROBE = 24  # rarest grams of a passage used to find its candidates
 CANDIDATES = 8  # documents a passage is fuzzy-scored against
-FUZZY_THRESHOLD = 90.0  # rapidfuzz score (0-100) a fuzzy match needs: benchmarks/passage_mapping.py
+FUZZY_THRESHOLD = 95.0  # rapidfuzz score (0-100) a fuzzy match needs: benchmarks/passage_mapping.py
 TIE_MARGIN = 1.0  # scores this close to the best are a tie (ambiguous)
 MIN_FUZZY_CHARS = 12  # shorter passages (normalised) are matched exactly or not at all
 PIECE = 64  # rapidfuzz's partial_ratio is bit-parallel (fast) for needles up to 64 characters
 
 _SPACE = re.compile(r"\s+")
+# Markdown a system may wrap a chunk in ("- **事项名称**：...", "## 办理流程"): bold
+# markers anywhere, list bullets and heading hashes at a line's start; and the ellipsis a
+# system marks a cut chunk with ("..." after NFKC turns "…" into it).
+_MARKUP = re.compile(r"\*\*|__|^[ \t]*(?:[-*+]|#{1,6})[ \t]+|\.{3,}", re.M)
 
 
 def normalise(text: object) -> str:
-    """Text as compared: NFKC, case folded, no whitespace ('' for None and NaN)."""
+    """Text as compared: NFKC, case folded, Markdown emphasis, bullets, heading marks and
+    ellipses dropped, no whitespace ('' for None and NaN)."""
     if text is None or (isinstance(text, float) and np.isnan(text)):
         return ""
-    return _SPACE.sub("", unicodedata.normalize("NFKC", str(text)).casefold())
+    text = _MARKUP.sub("", unicodedata.normalize("NFKC", str(text)))
+    return _SPACE.sub("", text.casefold())
 
 
 def _grams(text: str) -> list[str]:
@@ -108,17 +116,25 @@ class PassageIndex:
                 postings[gram].append(i)
         self._postings = {g: np.asarray(v, dtype=np.int32) for g, v in postings.items()}
 
-    def match(self, passage: object) -> list[int]:
-        """The documents (indices, corpus order) a passage fits: one, several (a tie) or none."""
+    def match(self, passage: object, threshold: float = FUZZY_THRESHOLD) -> list[int]:
+        """The documents (indices, corpus order) a passage fits: one, several (a tie) or none;
+        a fuzzy match counts from `threshold` (0-100) up."""
+        docs, score = self.match_scored(passage)
+        return docs if score >= threshold else []
+
+    def match_scored(self, passage: object) -> tuple[list[int], float]:
+        """The documents a passage fits best and their score: 100.0 for containment, else the
+        best fuzzy score (documents within `TIE_MARGIN` of it), whatever the threshold; ([], 0.0)
+        when no document shares a gram or the passage is too short for a fuzzy match."""
         text = normalise(passage)
         if not text:
-            return []
+            return [], 0.0
         if len(text) < GRAM:  # no gram to look up: scan (rare, and such passages are short)
-            return [i for i, doc in enumerate(self.texts) if text in doc]
+            return [i for i, doc in enumerate(self.texts) if text in doc], 100.0
         grams = set(_grams(text))
         known = sorted((len(self._postings[g]), g) for g in grams if g in self._postings)
         if not known:
-            return []
+            return [], 0.0
         probe = [g for _, g in known[:PROBE]]
         counts = np.bincount(
             np.concatenate([self._postings[g] for g in probe]), minlength=len(self.texts)
@@ -128,34 +144,43 @@ class PassageIndex:
                 int(i) for i in np.flatnonzero(counts == len(probe)) if text in self.texts[i]
             ]
             if holding:
-                return holding
+                return holding, 100.0
         if len(text) < MIN_FUZZY_CHARS:
-            return []
+            return [], 0.0
         return self._fuzzy(text, counts)
 
-    def _fuzzy(self, text: str, counts: np.ndarray) -> list[int]:
-        """The best-scoring candidates at or above the threshold, within `TIE_MARGIN` of best."""
+    def _fuzzy(self, text: str, counts: np.ndarray) -> tuple[list[int], float]:
+        """The best-scoring candidates (within `TIE_MARGIN` of the best) and the best score."""
         order = np.argsort(-counts, kind="stable")[:CANDIDATES]
         scored = [(fuzzy_score(text, self.texts[i]), int(i)) for i in order if counts[i] > 0]
         best = max((s for s, _ in scored), default=0.0)
-        if best < FUZZY_THRESHOLD:
-            return []
-        return sorted(i for s, i in scored if s >= best - TIE_MARGIN)
+        return sorted(i for s, i in scored if s >= best - TIE_MARGIN), best
+
+    def fits(self, text: str, doc: int, score: float) -> bool:
+        """Whether a (normalised) passage fits document `doc` as well as its best `score`:
+        contained in it (score 100), else a fuzzy score within `TIE_MARGIN` of `score`."""
+        if score >= 100.0:
+            return text in self.texts[doc]
+        return fuzzy_score(text, self.texts[doc]) >= score - TIE_MARGIN
 
 
-def _resolve(matches: list[list[int]]) -> list[int | None]:
-    """One document (or None) per passage of a question: ties go to a document an unambiguous
-    passage of the question mapped to (the earliest-ranked one), else stay unmatched."""
-    anchors: list[int] = []
-    for m in matches:
-        if len(m) == 1 and m[0] not in anchors:
-            anchors.append(m[0])
+def _resolve(
+    index: PassageIndex, texts: list[str], found: list[tuple[list[int], float]]
+) -> list[int | None]:
+    """One document (or None) per passage of a question. A tie goes to the earliest-listed
+    document an unambiguous passage of the question mapped to that fits the tied passage as well
+    as its best (scored here, so a tie among more documents than `CANDIDATES` resolves too);
+    else it stays unmatched. A tie never adds a document to the list: at most it moves a listed
+    one up to the tied passage's rank."""
+    anchors = list(dict.fromkeys(docs[0] for docs, _ in found if len(docs) == 1))
     out: list[int | None] = []
-    for m in matches:
-        if len(m) == 1:
-            out.append(m[0])
+    for text, (docs, score) in zip(texts, found, strict=True):
+        if len(docs) == 1:
+            out.append(docs[0])
+        elif docs:
+            out.append(next((a for a in anchors if a in docs or index.fits(text, a, score)), None))
         else:
-            out.append(next((a for a in anchors if a in m), None))
+            out.append(None)
     return out
 
 
@@ -172,17 +197,16 @@ def map_passages(lists: list[list[str]], corpus: pd.DataFrame) -> tuple[list[lis
     """
     require_columns(corpus, ("doc_id", "text"), "corpus")
     index = PassageIndex(corpus["doc_id"].tolist(), corpus["text"].tolist())
-    seen: dict[str, list[int]] = {}
+    seen: dict[str, tuple[list[int], float]] = {}
     out: list[list[str]] = []
     unmatched = 0
     for passages in lists:
-        matches = []
-        for p in passages:
-            key = normalise(p)
-            if key not in seen:
-                seen[key] = index.match(key)
-            matches.append(seen[key])
-        picked = _resolve(matches)
+        texts = [normalise(p) for p in passages]
+        for text in texts:
+            if text not in seen:
+                docs, score = index.match_scored(text)
+                seen[text] = (docs, score) if score >= FUZZY_THRESHOLD else ([], score)
+        picked = _resolve(index, texts, [seen[t] for t in texts])
         unmatched += sum(i is None for i in picked)
         ids = [index.doc_ids[i] for i in picked if i is not None]
         out.append(list(dict.fromkeys(ids)))
