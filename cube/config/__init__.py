@@ -41,6 +41,7 @@ from cube.config.sections import (
     ImportedSystem,
     JudgeParams,
     LexicalParams,
+    PythonSystem,
     QuestionParams,
     RagflowSystem,
 )
@@ -67,6 +68,7 @@ __all__ = [
     "LexicalParams",
     "Params",
     "ParamsError",
+    "PythonSystem",
     "QuestionParams",
     "RagflowSystem",
     "load_params",

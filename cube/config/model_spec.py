@@ -159,12 +159,14 @@ class ModelSpec(StrictModel):
         description="Extra JSON fields sent with every request (e.g. vLLM chat_template_kwargs).",
     )
     structured_output: Literal["auto", "on", "off"] = Field(
-        "off",
+        "auto",
         description="Ask for JSON that a schema constrains where a caller gives one (the judges' "
-        "score): `response_format` json_schema (OpenAI, vLLM), else llama.cpp's schema-constrained "
-        "json_object. auto: the first the endpoint accepts, free text when it refuses both; on: "
-        "the same, but calls fail when it refuses both; off: free text only (and the cache keys of "
-        "earlier runs).",
+        "score, an LLM question writer's question): `response_format` json_schema (OpenAI, vLLM), "
+        "else llama.cpp's schema-constrained json_object. auto (the default of an "
+        "OpenAI-compatible model): the first the endpoint accepts, free text when it refuses both; "
+        "on: the same, but calls fail when it refuses both; off: free text only (the former "
+        "default: set it to keep the cache keys of earlier runs' judge calls). An offline "
+        "algorithm reads no schema (its default stays off).",
     )
     timeout_s: float = 60.0
     max_concurrency: int | None = Field(
@@ -245,6 +247,20 @@ class ModelSpec(StrictModel):
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    @model_validator(mode="before")
+    @classmethod
+    def _offline_structured_output(cls, data: Any) -> Any:
+        """An offline algorithm keeps `off` (it reads no schema): its dumped spec, and with it the
+        stage fingerprints and provenance of runs made before `auto` became the default, stay
+        the same."""
+        if (
+            isinstance(data, dict)
+            and data.get("provider") == "offline"
+            and "structured_output" not in data
+        ):
+            data = {**data, "structured_output": "off"}
+        return data
 
     @model_validator(mode="before")
     @classmethod

@@ -48,15 +48,31 @@ from cube.config.sections import (
     DimensionParams,
     HttpSystem,
     HumanParams,
-    ImportedSystem,
     JudgeParams,
     LexicalParams,
     QuestionParams,
-    RagflowSystem,
     SimulationParams,
     SystemParams,
     expand_sweeps,
 )
+
+
+def answerer_missing(name: str, kind: str) -> str:
+    """The error for a system other than `builtin` whose answering model is not named: why the
+    bounds need it, and the ways to name it."""
+    also = (
+        ", or give `bounds`: a function of yours answering with the documents it is handed "
+        "(docs/how-to/python-system.md)"
+        if kind == "python"
+        else ""
+    )
+    return (
+        f"systems[{name}] ({kind}): set `answerer` (on the system, or at the top level) to the "
+        "model this system answers with: CuBE places the system's score between the zero set (the "
+        "question answered with no document) and the full set (with the gold document), both "
+        "written by that model, so a different model would move 0 and 100 and the score with them "
+        f"(docs/explanation/method.md){also}"
+    )
 
 
 class ParamsError(ValueError):
@@ -136,17 +152,8 @@ class Params(StrictModel):
         if len(set(names)) != len(names):
             raise ValueError(f"systems: duplicate system names {names}")
         for s in self.systems:
-            if (
-                s.kind != "builtin"
-                and s.answerer is None
-                and "answerer" not in self.model_fields_set
-            ):
-                raise ValueError(
-                    f"systems[{s.name}] ({s.kind}): set `answerer` (on the system, or at the top "
-                    "level) to the LLM this system answers with: it writes the zero and full bound "
-                    "sets, which must come from the same model as the system's answers "
-                    "(docs/explanation/method.md)"
-                )
+            if s.kind != "builtin" and not self._answerer_known(s):
+                raise ValueError(answerer_missing(s.name, s.kind))
         jnames = [j.name for j in self.judges]
         if len(set(jnames)) != len(jnames):
             raise ValueError(f"judges: duplicate judge names {jnames}")
@@ -221,9 +228,23 @@ class Params(StrictModel):
     def dimension_names(self) -> list[str]:
         return [d.name for d in self.dimension_list()]
 
-    def system_answerer(
-        self, system: BuiltinSystem | RagflowSystem | ImportedSystem | HttpSystem
-    ) -> ModelRef:
+    def _answerer_known(self, system: Any) -> bool:
+        """Whether the model writing a system's bound sets is named: on the system, at the top
+        level, or replaced by a python system's `bounds` function."""
+        return (
+            system.answerer is not None
+            or "answerer" in self.model_fields_set
+            or getattr(system, "bounds", None) is not None
+        )
+
+    def system_answerer(self, system: Any) -> ModelRef:
+        """The model writing a system's bound sets (and a builtin system's answers). A python
+        system's `bounds` function stands in as an offline spec named `bounds:<function>` (with
+        `@<version>` when set), never built as a model (`cube.systems.build_answers` calls the
+        function)."""
+        if getattr(system, "bounds", None) is not None:
+            version = f"@{system.version}" if system.version else ""
+            return ModelSpec(provider="offline", model=f"bounds:{system.bounds}{version}")
         return system.answerer if system.answerer is not None else self.answerer
 
 

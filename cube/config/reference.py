@@ -25,6 +25,7 @@ SECTIONS: list[tuple[str, type[BaseModel]]] = [
     ("systems[] (kind: builtin)", sections.BuiltinSystem),
     ("systems[] (kind: ragflow)", sections.RagflowSystem),
     ("systems[] (kind: imported)", sections.ImportedSystem),
+    ("systems[] (kind: python)", sections.PythonSystem),
     ("dimensions[] (a name, or)", sections.DimensionParams),
     ("judges[]", sections.JudgeParams),
     ("analysis", sections.AnalysisParams),

@@ -7,6 +7,7 @@ and checks. They forbid unknown keys. The whole file, its loading and its errors
 from __future__ import annotations
 
 import math
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -217,8 +218,77 @@ class ImportedSystem(StrictModel):
     answerer: ModelRef | None = None
 
 
+_DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+
+
+def split_target(target: str) -> tuple[str, str, bool]:
+    """`package.module:function` or `path/to/file.py:function` as (module or file, function name,
+    whether it is a file); the function may be `Class.method`."""
+    where, _, name = target.strip().rpartition(":")
+    return where, name, where.endswith(".py") or "/" in where or "\\" in where
+
+
+def callable_problem(target: str) -> str | None:
+    """Why `target` is no `package.module:function` or `path/to/file.py:function`, or None."""
+    where, name, is_file = split_target(target)
+    if not where or not _DOTTED.fullmatch(name):
+        return (
+            "expected `package.module:function` or `path/to/file.py:function` (a colon, then the "
+            "function's name)"
+        )
+    if not is_file and not _DOTTED.fullmatch(where):
+        return f"{where!r} is neither a Python module name (package.module) nor a .py file"
+    return None
+
+
+class PythonSystem(StrictModel):
+    kind: Literal["python"] = "python"
+    name: str
+    callable: str = Field(
+        description="Your system as a Python function: `package.module:function` (importable "
+        "from the project root) or `path/to/file.py:function`; called with one "
+        "`cube.systems.Question`, returns a dict (`answer`, `retrieved_ids` and/or "
+        "`retrieved_passages`) or a `cube.systems.SystemAnswer`; sync or async "
+        "(docs/how-to/python-system.md)."
+    )
+    top_n: int = Field(8, ge=1, description="Retrieved documents kept per question (N of R@k).")
+    answerer: ModelRef | None = Field(
+        None,
+        description="The model your function answers with: it writes the zero and full bound "
+        "sets. Required unless `bounds` is given.",
+    )
+    bounds: str | None = Field(
+        None,
+        description="A function of yours (same forms as `callable`) answering one question with "
+        "the documents it is handed (none for the zero set, the gold document for the full set), "
+        "with your own prompt and model; replaces `answerer` for the bound sets.",
+    )
+    version: str = Field(
+        "",
+        description="Your label for what the source hash cannot see (a model, an index, another "
+        "module): changing it calls the function again instead of reusing cached answers.",
+    )
+    max_concurrency: int = Field(4, ge=1, description="Questions answered at the same time.")
+
+    @model_validator(mode="after")
+    def _targets(self) -> PythonSystem:
+        problems = [
+            f"{key} {value!r}: {why}"
+            for key, value in (("callable", self.callable), ("bounds", self.bounds))
+            if value is not None and (why := callable_problem(value))
+        ]
+        if self.bounds is not None and self.answerer is not None:
+            problems.append(
+                "give `answerer` or `bounds`, not both: each would write the zero and full sets"
+            )
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
 SystemParams = Annotated[
-    BuiltinSystem | RagflowSystem | ImportedSystem | HttpSystem, Field(discriminator="kind")
+    BuiltinSystem | RagflowSystem | ImportedSystem | HttpSystem | PythonSystem,
+    Field(discriminator="kind"),
 ]
 
 

@@ -155,6 +155,8 @@ def answers_stage(run: Run) -> pd.DataFrame:
         answers=len(answers),
         answers_failed=int((answers["error"].fillna("") != "").sum()),
         answers_dropped={k: int(v) for k, v in answers.attrs.get("dropped", {}).items()},
+        # retrieved ids or passages that named no knowledge-base document, per system
+        answers_unmapped={k: int(v) for k, v in answers.attrs.get("unmapped", {}).items()},
     )
     return answers
 
@@ -515,6 +517,11 @@ def bound_answerer_note(params: Params) -> str:
     system's."""
     system = params.systems[0]
     spec = params.model(params.system_answerer(system))
+    if getattr(system, "bounds", None):
+        return (
+            f"The zero and full bound sets of {system.name} are written by its own bounds function "
+            f"{system.bounds} (docs/how-to/python-system.md)."
+        )
     if spec.provider == "offline":
         return (
             f"The zero and full bound sets of {system.name} are written by the offline "

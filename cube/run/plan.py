@@ -55,7 +55,7 @@ import pandas as pd
 
 from cube.config.model_spec import ModelSpec
 from cube.config.params import Params
-from cube.config.sections import BuiltinSystem, ImportedSystem, RagflowSystem
+from cube.config.sections import BuiltinSystem, ImportedSystem, PythonSystem, RagflowSystem
 
 COMPLETION_ESTIMATE = {"question_generation": 40, "answering": 200, "judging": 6, "audit": 6}
 ANSWER_TOKENS = COMPLETION_ESTIMATE["answering"]
@@ -157,7 +157,8 @@ def build_plan(
             continue
         spec, rows = answered
         answer_rows += rows
-        answer_rows += _plan_bound_answers(plan, inputs, sp, spec, bound_specs)
+        if spec is not None:  # None: the system plans its own bound sets (a bounds function)
+            answer_rows += _plan_bound_answers(plan, inputs, sp, spec, bound_specs)
     _note_llm_refusal_questions(plan, params)
     answers, n_stand_in = _answers_to_judge(answer_rows)
     dimensions = load_dimensions(params, base_dir=base_dir)
@@ -232,11 +233,13 @@ def _answers_to_come(inputs: _AnsweringInputs, system: str, source: Any) -> pd.D
 
 def _plan_system_answers(
     plan: _Plan, inputs: _AnsweringInputs, sp: Any
-) -> tuple[ModelSpec, list[pd.DataFrame]] | None:
+) -> tuple[ModelSpec | None, list[pd.DataFrame]] | None:
     """A system's answering calls, and its answers for the judges to read (real or stand-ins); its
     answering model's spec for the bound sets. None for a system the plan does not know."""
     if isinstance(sp, ImportedSystem):
         return _plan_imported_answers(plan, inputs, sp)
+    if isinstance(sp, PythonSystem):
+        return _plan_python_answers(plan, inputs, sp)
     if isinstance(sp, RagflowSystem):
         spec = ModelSpec(provider="offline", model=f"ragflow:{sp.name}")
         g = plan.add("answering", spec, [], calls=len(inputs.questions))
@@ -263,6 +266,32 @@ def _plan_imported_answers(
         f"system {sp.name}: the bounds assume its file answers every question"
     )
     return spec, [_answers_to_come(inputs, sp.name, sp.name)]
+
+
+def _plan_python_answers(
+    plan: _Plan, inputs: _AnsweringInputs, sp: PythonSystem
+) -> tuple[ModelSpec | None, list[pd.DataFrame]]:
+    """A python system's calls of its function, one per question (the model calls it makes itself
+    are not seen: tokens and cost unknown); with a `bounds` function, its two calls per question too
+    (then no spec is returned: no answering model writes the bound sets)."""
+    n, params = len(inputs.questions), inputs.params
+    system = ModelSpec(provider="offline", model=f"python:{sp.name}")
+    plan.add("answering", system, [], calls=n).notes.append(
+        "a Python function: the model calls it makes are not seen (their tokens and cost unknown)"
+    )
+    rows = [_answers_to_come(inputs, sp.name, sp.name)]
+    if sp.bounds is None:
+        return params.model(params.system_answerer(sp)), rows
+    bounds = params.model(params.system_answerer(sp))
+    plan.add("answering", bounds, [], calls=2 * n).notes.append(
+        f"the bound sets by the bounds function {sp.bounds}"
+    )
+    key = bounds.model_dump_json()
+    rows += [
+        inputs.questions.assign(system=sp.name, set=s, answer="", source=key)
+        for s in ("zero", "full")
+    ]
+    return None, rows
 
 
 def _plan_builtin_answers(

@@ -280,4 +280,8 @@ def validate_data(params: Params, base_dir: str | Path = ".") -> DataReport:
     for s in params.systems:
         if isinstance(s, ImportedSystem):
             check_imported(s, corpus, base_dir, report)
+        elif s.kind == "python":  # its functions load (`cube run` would stop at stage 02)
+            from cube.systems.python_system import load_problems
+
+            report.errors.extend(load_problems(s, base_dir))
     return report

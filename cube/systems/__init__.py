@@ -7,7 +7,9 @@
 
 Kinds: `builtin` (bm25s retrieval + an answering model, `cube.systems.builtin`), `ragflow`
 (a RAGFlow chat assistant through ragflow-sdk, `cube.systems.ragflow`), `imported` (a
-user's own QA file, `cube.systems.imported`) and `http` (any JSON endpoint, `cube.systems.http`).
+user's own QA file, `cube.systems.imported`), `http` (any JSON endpoint, `cube.systems.http`) and
+`python` (a user's function, `cube.systems.python_system`, called with a `Question` and returning a
+dict or a `SystemAnswer`, both exported here).
 
 The answers table (one row per question, system and set), `ANSWERS_COLUMNS`:
 `question_id, doc_id` (gold), `system, set, answer` (None when the call failed),
@@ -38,14 +40,23 @@ import pandas as pd
 
 from cube.config.params import Params
 from cube.config.schema import QUESTION_COLUMNS, require_columns
-from cube.config.sections import BuiltinSystem, HttpSystem, ImportedSystem, RagflowSystem
+from cube.config.sections import (
+    BuiltinSystem,
+    HttpSystem,
+    ImportedSystem,
+    PythonSystem,
+    RagflowSystem,
+)
 from cube.llm import make_model
 from cube.systems import extractive  # noqa: F401  (registers the offline extractive answerer with cube.llm)
 from cube.systems.base import ANSWERS_COLUMNS, System, answers_frame
+from cube.systems.python_system import Question, SystemAnswer
 
 __all__ = [
     "ANSWERS_COLUMNS",
+    "Question",
     "System",
+    "SystemAnswer",
     "answer_bounds",
     "answers_frame",
     "build_answers",
@@ -55,7 +66,7 @@ __all__ = [
 
 
 def make_system(
-    system_params: BuiltinSystem | RagflowSystem | ImportedSystem | HttpSystem,
+    system_params: Any,
     params: Params,
     cache_path: Path | str | None,
 ) -> System:
@@ -86,6 +97,16 @@ def make_system(
         answerer = params.model_name(params.system_answerer(system_params))
         path = Path(cache_path) if cache_path else None
         return HttpRAG(system_params, answerer=answerer, lang=params.lang, cache_path=path)
+    if isinstance(system_params, PythonSystem):
+        from cube.systems.python_system import PythonRAG
+
+        named = system_params.answerer is not None or "answerer" in params.model_fields_set
+        return PythonRAG(
+            system_params,
+            lang=params.lang,
+            cache_path=cache_path,
+            answerer=params.model_name(params.system_answerer(system_params)) if named else "",
+        )
     raise TypeError(f"make_system: unknown system params {type(system_params).__name__}")
 
 
@@ -128,7 +149,8 @@ def build_answers(
     """All three QA sets for every system of `params.systems`.
 
     Runs each system (`rag`), then the bounds ONCE per distinct answering model
-    (`params.system_answerer(s)`, compared by its full spec) and replicates those rows to
+    (`params.system_answerer(s)`, compared by its full spec; a python system's `bounds` function
+    stands for one model per function and version) and replicates those rows to
     every system that uses that model, filling `system`. Bound rows of a question the system
     dropped (an imported file with `on_invalid: drop`) are dropped too, so the sets stay
     paired. `zero`/`full` rows take the `rag` row's `rank`, `n_retrieved` and `retrieval_ok`
@@ -146,8 +168,9 @@ def build_answers(
     unmapped: dict[str, int] = {}
     region_filter: dict[str, dict[str, int]] = {}
     shared = _sweep_retrievals(params, corpus, questions, cache_path)
+    systems: dict[str, System] = {}
     for sp in params.systems:
-        system = make_system(sp, params, cache_path)
+        system = systems[sp.name] = make_system(sp, params, cache_path)
         sweep = getattr(sp, "sweep_of", None)
         if (
             sweep in shared
@@ -168,7 +191,10 @@ def build_answers(
     for sp in params.systems:
         ref = params.system_answerer(sp)
         key = _spec_key(params, ref)
-        if key not in bounds_by_model:
+        if key not in bounds_by_model and getattr(sp, "bounds", None):
+            # a python system's own bounds function writes them (`PythonRAG.bounds`)
+            bounds_by_model[key] = systems[sp.name].bounds(questions, corpus, progress=progress)
+        elif key not in bounds_by_model:
             model = make_model(
                 params.model(ref), cache_path=Path(cache_path) if cache_path else None
             )

@@ -108,8 +108,7 @@ def test_auto_sends_free_text_where_every_structured_form_is_refused_and_on_fail
 def test_off_sends_no_response_format_and_keeps_the_cache_key_of_earlier_runs(
     openai_server: OpenAIServer,
 ) -> None:
-    off = spec(openai_server.url)
-    assert off.structured_output == "off"
+    off = spec(openai_server.url, structured_output="off")
     plain = Request(messages=({"role": "user", "content": "q"},))
     with_schema = Request(messages=plain.messages, schema=score_schema())
     assert cache_key(off, with_schema) == cache_key(
@@ -120,6 +119,48 @@ def test_off_sends_no_response_format_and_keeps_the_cache_key_of_earlier_runs(
     )
     make_model(off).complete([with_schema], role="judging", progress=False)
     assert forms(openai_server) == ["text"]
+
+
+# The key of a judge call with `structured_output: off`, computed by the code before `auto` became
+# the default (commit 2488684, `cache_key` of OFF_SPEC and OFF_REQUEST below): runs cached then must
+# be served now, so this key may never change.
+KEY_BEFORE_AUTO = "80690e9d0d0c4fd4a675a995b5103af5ecc59dbd0c5582e16191f663aaba968b"
+OFF_SPEC = {
+    "model": "judge-model",
+    "base_url": "http://127.0.0.1:8000/v1",
+    "structured_output": "off",
+}
+OFF_REQUEST = Request(
+    messages=({"role": "user", "content": "Rate this answer."},),
+    template_version="judge-v1",
+    schema=score_schema(),
+)
+
+
+def test_auto_is_the_default_of_an_endpoint_and_an_explicit_off_keeps_the_earlier_cache_key() -> (
+    None
+):
+    assert ModelSpec.model_validate(OFF_SPEC).structured_output == "off"
+    assert cache_key(ModelSpec.model_validate(OFF_SPEC), OFF_REQUEST) == KEY_BEFORE_AUTO
+    default = ModelSpec.model_validate(
+        {k: v for k, v in OFF_SPEC.items() if k != "structured_output"}
+    )
+    assert default.structured_output == "auto"
+    # the default now asks for the schema: a new key (the earlier runs' replies were free text)
+    assert cache_key(default, OFF_REQUEST) != KEY_BEFORE_AUTO
+    # a request without a schema (an answer) keeps its key whatever the setting
+    plain = Request(messages=OFF_REQUEST.messages, template_version="judge-v1")
+    assert cache_key(default, plain) == KEY_BEFORE_AUTO
+
+
+def test_an_offline_algorithm_keeps_off_so_its_dumped_spec_is_the_one_earlier_runs_recorded() -> (
+    None
+):
+    # stage fingerprints and data provenance hold the dumped specs: an offline judge's or
+    # answerer's dump keeps the former default, so no stage of an offline run re-executes
+    rubric = ModelSpec(provider="offline", model="rubric-strict")
+    assert rubric.model_dump()["structured_output"] == "off"
+    assert ModelSpec.model_validate(rubric.model_dump()) == rubric  # a dumped spec reads back
 
 
 def test_a_prompt_longer_than_the_context_window_fails_alone_with_the_servers_reason() -> None:

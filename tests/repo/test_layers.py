@@ -84,13 +84,24 @@ def test_no_module_reaches_into_another_modules_private_names():
     assert found == []
 
 
+# Modules that write `sys.modules` for another reason than an alias, with the reason
+LOADERS = {
+    # a python system's .py file is registered under a name of its own before it runs (importlib's
+    # recipe for importing a source file: a dataclass in it looks its module up there)
+    "cube/systems/python_system.py",
+}
+
+
 def test_no_module_is_an_alias_of_another():
     """No compatibility shim: nothing rebinds `sys.modules` entries or re-exports a module
     wholesale."""
     shims = [
         str(p.relative_to(ROOT))
         for p in _modules()
-        if "sys.modules[" in p.read_text(encoding="utf-8")
+        if (
+            "sys.modules[" in p.read_text(encoding="utf-8")
+            and p.relative_to(ROOT).as_posix() not in LOADERS
+        )
         or "import *" in p.read_text(encoding="utf-8")
     ]
     assert shims == []
