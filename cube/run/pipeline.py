@@ -155,6 +155,7 @@ def answers_stage(run: Run) -> pd.DataFrame:
         answers=len(answers),
         answers_failed=int((answers["error"].fillna("") != "").sum()),
         answers_dropped={k: int(v) for k, v in answers.attrs.get("dropped", {}).items()},
+        answers_unmapped={k: int(v) for k, v in answers.attrs.get("unmapped", {}).items()},
     )
     return answers
 

@@ -115,6 +115,7 @@ class PassageIndex:
             for gram in set(_grams(text)):
                 postings[gram].append(i)
         self._postings = {g: np.asarray(v, dtype=np.int32) for g, v in postings.items()}
+        self._seen: dict[str, tuple[list[int], float]] = {}
 
     def match(self, passage: object, threshold: float = FUZZY_THRESHOLD) -> list[int]:
         """The documents (indices, corpus order) a passage fits: one, several (a tie) or none;
@@ -163,25 +164,36 @@ class PassageIndex:
             return text in self.texts[doc]
         return fuzzy_score(text, self.texts[doc]) >= score - TIE_MARGIN
 
+    def resolve(self, passages: Sequence[object]) -> list[int | None]:
+        """One document (index) or None per passage of ONE question, in rank order.
 
-def _resolve(
-    index: PassageIndex, texts: list[str], found: list[tuple[list[int], float]]
-) -> list[int | None]:
-    """One document (or None) per passage of a question. A tie goes to the earliest-listed
-    document an unambiguous passage of the question mapped to that fits the tied passage as well
-    as its best (scored here, so a tie among more documents than `CANDIDATES` resolves too);
-    else it stays unmatched. A tie never adds a document to the list: at most it moves a listed
-    one up to the tied passage's rank."""
-    anchors = list(dict.fromkeys(docs[0] for docs, _ in found if len(docs) == 1))
-    out: list[int | None] = []
-    for text, (docs, score) in zip(texts, found, strict=True):
-        if len(docs) == 1:
-            out.append(docs[0])
-        elif docs:
-            out.append(next((a for a in anchors if a in docs or index.fits(text, a, score)), None))
-        else:
-            out.append(None)
-    return out
+        A passage fitting several documents (a tie) goes to the earliest-listed document an
+        unambiguous passage of the question mapped to that fits it as well as its best (scored
+        here, so a tie among more documents than `CANDIDATES` resolves too); else it stays
+        unmatched. A tie never adds a document to the list: at most it moves a listed one up to
+        the tied passage's rank. Each distinct passage text is matched once per index.
+        """
+        texts = [normalise(p) for p in passages]
+        found = [self._found(t) for t in texts]
+        anchors = list(dict.fromkeys(docs[0] for docs, _ in found if len(docs) == 1))
+        out: list[int | None] = []
+        for text, (docs, score) in zip(texts, found, strict=True):
+            if len(docs) == 1:
+                out.append(docs[0])
+            elif docs:
+                out.append(
+                    next((a for a in anchors if a in docs or self.fits(text, a, score)), None)
+                )
+            else:
+                out.append(None)
+        return out
+
+    def _found(self, text: str) -> tuple[list[int], float]:
+        """`match_scored` at `FUZZY_THRESHOLD`, memoised (chunks repeat across questions)."""
+        if text not in self._seen:
+            docs, score = self.match_scored(text)
+            self._seen[text] = (docs, score) if score >= FUZZY_THRESHOLD else ([], score)
+        return self._seen[text]
 
 
 def map_passages(lists: list[list[str]], corpus: pd.DataFrame) -> tuple[list[list[str]], int]:
@@ -197,17 +209,10 @@ def map_passages(lists: list[list[str]], corpus: pd.DataFrame) -> tuple[list[lis
     """
     require_columns(corpus, ("doc_id", "text"), "corpus")
     index = PassageIndex(corpus["doc_id"].tolist(), corpus["text"].tolist())
-    seen: dict[str, tuple[list[int], float]] = {}
     out: list[list[str]] = []
     unmatched = 0
     for passages in lists:
-        texts = [normalise(p) for p in passages]
-        for text in texts:
-            if text not in seen:
-                docs, score = index.match_scored(text)
-                seen[text] = (docs, score) if score >= FUZZY_THRESHOLD else ([], score)
-        picked = _resolve(index, texts, [seen[t] for t in texts])
+        picked = index.resolve(passages)
         unmatched += sum(i is None for i in picked)
-        ids = [index.doc_ids[i] for i in picked if i is not None]
-        out.append(list(dict.fromkeys(ids)))
+        out.append(list(dict.fromkeys(index.doc_ids[i] for i in picked if i is not None)))
     return out, unmatched
