@@ -6,11 +6,11 @@ them. `map_passages` finds, for each passage, the corpus document (`corpus.text`
 "label：value" guide of `cube.kb.document`) it was cut from:
 
 1. Exact containment. Passage and documents are compared after `normalise`: Unicode NFKC
-   (full-width "：" and "（" become ":" and "("), case folded, Markdown emphasis, bullets,
-   heading marks and ellipses dropped (RAGFlow shows a chunk as "- **事项名称**：...", a
-   cut chunk often ends in "..." or "…"), every
-   whitespace character removed (chunkers re-wrap lines, and Chinese text has no spaces to
-   lose). A passage contained in exactly one document maps to it.
+   (full-width "：" and "（" become ":" and "("), case folded, Markdown bold marks, bullets,
+   heading marks and ellipses dropped (RAGFlow shows a chunk as "- **事项名称**：...", a cut
+   chunk often ends in "..." or "…"), every whitespace character removed (chunkers re-wrap
+   lines, and Chinese text has no spaces to lose). A passage contained in exactly one document
+   maps to it.
 2. Fuzzy match, for passages contained in no document (a chunker that changed a few
    characters, cut a word, dropped a label): rapidfuzz scores the passage against the
    `CANDIDATES` documents sharing most of its rare character 4-grams; the best document
@@ -18,20 +18,23 @@ them. `map_passages` finds, for each passage, the corpus document (`corpus.text`
    `TIE_MARGIN` of it. `fuzzy_score` says how a score is made.
 3. Ties. A passage contained in several documents (the near-duplicate items of a family share
    most of their text: the same requirements, procedure and materials across regions), or
-   scoring equally on several, is ambiguous. Rule: it maps to the document an unambiguous
-   passage of the SAME question already mapped to, if one of its candidates is such a document
-   (the earliest-ranked such document; a second chunk of a document the system retrieved);
-   otherwise it stays unmatched. No arbitrary pick: a sibling chosen by corpus order would
-   count a retrieval hit or miss that nothing in the passage supports.
+   scoring equally on several, is ambiguous. Rule (`PassageIndex.resolve`): it maps to a
+   document an unambiguous passage of the SAME question mapped to, when that document fits it
+   as well as its best (the earliest-ranked such document: a second chunk of a document the
+   system retrieved); otherwise it stays unmatched. No arbitrary pick: a sibling chosen by
+   corpus order would count a retrieval hit or miss that nothing in the passage supports. The
+   rule never adds a document to a list; at most it moves a listed one up.
 
 Unmatched passages (no document, a fuzzy score under the threshold, an unresolved tie, an
-empty passage) are left out of the list and counted. The figures (right, wrong and unmatched
-shares by chunk length, with near-duplicate siblings present and for text not in the
-corpus) are `benchmarks/passage_mapping.py`'s and docs/explanation/passage-mapping.md's.
+empty passage) are left out of the list and counted. The threshold and the error rates (right,
+wrong and unmatched shares by chunk length, with near-duplicate siblings present and for text
+not in the corpus) are `benchmarks/passage_mapping.py`'s; docs/measurements.md holds the
+figures, docs/explanation/passage-mapping.md what they mean.
 
 Speed: a character 4-gram index (gram -> documents holding it) picks the candidates, so a
 passage costs a few numpy array sums, a few `in` tests and at most `CANDIDATES` rapidfuzz
-scores, not one per document; the same passage text is matched once per call.
+scores, not one per document; the same passage text is matched once per index (per call of
+`map_passages`).
 """
 
 from __future__ import annotations
