@@ -209,13 +209,34 @@ class RagflowSystem(StrictModel):
         return self
 
 
+# The columns of an imported QA file (cube.systems.imported; docs/reference/imported-files.md).
+ImportedColumn = Literal[
+    "question_id",
+    "question",
+    "answer",
+    "retrieved_doc_ids",
+    "retrieved_passages",
+    "answerer",
+    "error",
+    "reference",
+]
+
+
 class ImportedSystem(StrictModel):
     kind: Literal["imported"] = "imported"
     name: str
-    path: str
+    path: str = Field(
+        description="CSV, JSONL, JSON (a list of objects) or Parquet file of answers; its "
+        "columns: docs/reference/imported-files.md (ragas and DeepEval names are recognised)."
+    )
     on_invalid: Literal["error", "drop"] = "error"
     top_n: int = Field(8, ge=1)
     answerer: ModelRef | None = None
+    columns: dict[ImportedColumn, str] = Field(
+        default_factory=dict,
+        description="Our column -> the file's column, for names neither ours nor ragas' nor "
+        "DeepEval's, e.g. {question: query, retrieved_passages: chunks}.",
+    )
 
 
 _DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")

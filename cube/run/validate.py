@@ -222,14 +222,14 @@ def check_questions(
 def check_imported(
     system: ImportedSystem, corpus: pd.DataFrame | None, base_dir: Path, report: DataReport
 ) -> None:
-    from cube.config.schema import parse_doc_list
-    from cube.systems.imported import LIST_COLUMNS, ImportedFileError
+    from cube.systems.imported import ImportedFileError, resolve_columns
     from cube.systems.imported import read_table as read_qa
 
     path = _resolve(system.path, base_dir)
     where = f"systems[{system.name}].path"
     try:
         raw = read_qa(path)
+        names = resolve_columns(path, raw.columns, system.columns)
     except ImportedFileError as err:
         report.errors.append(f"{err} ({where})")
         return
@@ -238,37 +238,48 @@ def check_imported(
             f"{path}: cannot read the imported QA file: {type(err).__name__}: {err} ({where})"
         )
         return
-    cols = [str(c) for c in raw.columns]
-    list_col = next((c for c in LIST_COLUMNS if c in cols), None)
-    missing = [
-        c
-        for c, ok in (
-            ("question_id or question", "question_id" in cols or "question" in cols),
-            ("answer", "answer" in cols),
-            (f"one of {list(LIST_COLUMNS)}", list_col),
-        )
-        if not ok
-    ]
-    if missing:
-        report.errors.append(
-            f"{path}: missing column(s) {missing}; columns found: {cols} ({where})"
-        )
-        return
     if corpus is not None:
-        known, bad = set(corpus["doc_id"].astype(str)), []
-        for i, cell in enumerate(raw[list_col].tolist()):
-            try:
-                ids = parse_doc_list(cell)
-            except ValueError as err:
-                report.errors.append(f"{path}: row {i + 1}, column '{list_col}': {err} ({where})")
-                continue
-            bad.extend((i, d) for d in ids if d not in known)
-        if bad:
-            report.warnings.append(
-                f"{path}: column '{list_col}': {len(bad)} retrieved doc id(s) not in the knowledge "
-                "base (they count as misses): " + ", ".join(f"row {i + 1}: {d}" for i, d in bad)
-            )
+        _check_imported_lists(raw, names, corpus, path, where, report)
     report.notes.append(f"{path}: {len(raw)} answers ({where})")
+
+
+def _check_imported_lists(
+    raw: pd.DataFrame,
+    names: dict[str, str],
+    corpus: pd.DataFrame,
+    path: Path,
+    where: str,
+    report: DataReport,
+) -> None:
+    """The retrieved lists, as the import reads them: ids parsed and checked against the corpus
+    (comma-separated ids are an error naming the separators), or passages parsed."""
+    from cube.systems.imported import SEPARATORS_HINT, comma_lists, parse_ids, parse_passages
+
+    col = names.get("retrieved_doc_ids") or names["retrieved_passages"]
+    parse = parse_ids if "retrieved_doc_ids" in names else parse_passages
+    lists: list[list[str]] = []
+    for i, cell in enumerate(raw[col].tolist()):
+        try:
+            lists.append(parse(cell))
+        except ValueError as err:
+            report.errors.append(f"{path}: row {i + 1}, column '{col}': {err} ({where})")
+            lists.append([])
+    if "retrieved_doc_ids" not in names:  # passages: mapped to documents by the run
+        return
+    known = set(corpus["doc_id"].astype(str))
+    commas = comma_lists(lists, known)
+    if commas:
+        rows = ", ".join(str(i + 1) for i in sorted(commas)[:10])
+        report.errors.append(
+            f"{path}: column '{col}' separates doc ids with commas, e.g. "
+            f"{next(iter(commas.values()))!r} (rows {rows}); {SEPARATORS_HINT} ({where})"
+        )
+    bad = [(i, d) for i, ids in enumerate(lists) if i not in commas for d in ids if d not in known]
+    if bad:
+        report.warnings.append(
+            f"{path}: column '{col}': {len(bad)} retrieved doc id(s) not in the knowledge "
+            "base (they count as misses): " + ", ".join(f"row {i + 1}: {d}" for i, d in bad)
+        )
 
 
 def validate_data(params: Params, base_dir: str | Path = ".") -> DataReport:

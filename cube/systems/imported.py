@@ -1,23 +1,39 @@
 """The `imported` system: a user's existing QA set (answers already produced elsewhere).
 
-File: CSV, JSONL or Parquet (by extension) with
+File: CSV, JSONL, JSON (a list of objects) or Parquet, by extension. Its columns, by our name
+(`COLUMN_ALIASES` lists the names accepted for each, ours first, then ragas' and DeepEval's;
+the table with types and meanings is docs/reference/imported-files.md):
 
-- `question_id` (preferred) or `question` (matched to the question set by exact text,
-  surrounding whitespace ignored);
-- `answer`;
-- the retrieved documents in rank order, column `retrieved_doc_ids` (also accepted:
-  `retrieved`, `document_list`, `doc_list`), as a JSON list (`["D1", "D2"]`), a list
-  (Parquet/JSONL) or a string separated by `|` or `;`. Empty means nothing retrieved;
-- optional `answerer` (the model that wrote the answers) and `error`.
+- `question_id` (preferred) or `question` (ragas `user_input`, DeepEval `input`; matched to
+  the question set by exact text, surrounding whitespace ignored);
+- `answer` (ragas `response`, DeepEval `actual_output`);
+- the retrieved documents in rank order, either as ids, `retrieved_doc_ids` (also
+  `retrieved`, `document_list`, `doc_list`, ragas `retrieved_context_ids`): a JSON list
+  (`["D1", "D2"]`), a list (Parquet/JSONL/JSON) or a string separated by `|` or `;`; or as
+  texts, `retrieved_passages` (ragas `retrieved_contexts`, DeepEval `retrieval_context`, ragas
+  0.1 `contexts`): a list of chunk texts, mapped to the corpus documents they came from by
+  `cube.systems.passages.map_passages` (passages that match no document, or several equally,
+  are left out and counted in `attrs['unmapped']`, with a warning). Empty means nothing
+  retrieved. When both are given, the ids are used;
+- optional `answerer` (the model that wrote the answers), `error`, and `reference` (ragas
+  `reference`, DeepEval `expected_output`: read, not used; CuBE scores against the gold
+  document).
+
+`spec.columns` maps our names to the file's own for any other naming (`{question: query}`); a
+mapped column the file lacks is an error. A list of a Python literal's shape (`['D1', 'D2']`,
+what pandas writes for a list in a CSV, as ragas' `to_csv` does) is read as a list.
 
 Validation against the question set and corpus: unknown questions, duplicated questions,
-empty answers, retrieved ids that are not corpus doc_ids, and questions of the set that the
-file does not answer. With `on_invalid: error` (default) the first kind found is an error
-naming the file and the rows (1-based data rows); with `on_invalid: drop` the offending
-questions are dropped, counted in `attrs['dropped']` and announced with a warning. A document
-listed again (several chunks of one document) keeps the rank of its first listing, as with
-RAGFlow; lists still longer than `top_n` (>= 1) are cut at `top_n` (counted in
-`attrs['truncated']`, with a warning) so ranks stay within the N of `rank_score`.
+empty answers, unparsable lists, retrieved ids that are not corpus doc_ids, and questions of the
+set that the file does not answer. With `on_invalid: error` (default) the first kind found is an
+error naming the file and the rows (1-based data rows); with `on_invalid: drop` the offending
+questions are dropped, counted in `attrs['dropped']` and announced with a warning. Ids separated
+by commas ("D1,D2": not corpus ids, but each part is) are always an error naming the rows and the
+separators to use, whatever `on_invalid`: a comma may be part of an id, and dropping every row
+would hide the mistake. A document listed again (several chunks of one document) keeps the rank
+of its first listing, as with RAGFlow; lists still longer than `top_n` (>= 1) are cut at
+`top_n` (counted in `attrs['truncated']`, with a warning) so ranks stay within the N of
+`rank_score`.
 
 `retrieval_ok` is False for a row that records an `error` and gives no retrieved list (the
 system failed; nothing is known about its retrieval, so it is not a retrieval miss); an empty
@@ -27,7 +43,10 @@ run: accounting `call_id` "", no tokens, cost 0.0 (`cube.llm.usage.no_call_accou
 
 from __future__ import annotations
 
+import ast
+import json
 import warnings
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +58,33 @@ from cube.config.sections import ImportedSystem
 from cube.llm import Response
 from cube.llm.usage import no_call_accounting
 from cube.systems.base import System, answers_frame
+from cube.systems.passages import map_passages
 
-LIST_COLUMNS = ("retrieved_doc_ids", "retrieved", "document_list", "doc_list")
+# Our column -> the names accepted for it, in order of preference: ours, then ragas'
+# (EvaluationDataset / SingleTurnSample), DeepEval's (LLMTestCase) and ragas 0.1's.
+COLUMN_ALIASES: dict[str, tuple[str, ...]] = {
+    "question_id": ("question_id",),
+    "question": ("question", "user_input", "input"),
+    "answer": ("answer", "response", "actual_output"),
+    "retrieved_doc_ids": (
+        "retrieved_doc_ids",
+        "retrieved",
+        "document_list",
+        "doc_list",
+        "retrieved_context_ids",
+    ),
+    "retrieved_passages": (
+        "retrieved_passages",
+        "retrieved_contexts",
+        "retrieval_context",
+        "contexts",
+    ),
+    "answerer": ("answerer",),
+    "error": ("error",),
+    "reference": ("reference", "expected_output", "ground_truth"),
+}
+LIST_COLUMNS = COLUMN_ALIASES["retrieved_doc_ids"]
+SEPARATORS_HINT = "separate ids with '|' or ';' (D1|D2) or write a JSON list ([\"D1\", \"D2\"])"
 
 
 class ImportedFileError(ValueError):
@@ -48,7 +92,7 @@ class ImportedFileError(ValueError):
 
 
 def read_table(path: Path) -> pd.DataFrame:
-    """Read a CSV / JSONL / Parquet file, chosen by extension."""
+    """Read a CSV / JSONL / JSON (a list of objects) / Parquet file, chosen by extension."""
     if not path.is_file():
         raise ImportedFileError(f"{path}: imported QA file not found")
     suffix = path.suffix.lower()
@@ -56,11 +100,112 @@ def read_table(path: Path) -> pd.DataFrame:
         return pd.read_csv(path, dtype=str, keep_default_na=False)
     if suffix in (".jsonl", ".ndjson"):
         return pd.read_json(path, lines=True, dtype=False)
+    if suffix == ".json":
+        return _read_json_list(path)
     if suffix in (".parquet", ".pq"):
         return pd.read_parquet(path)
     raise ImportedFileError(
-        f"{path}: unsupported extension {suffix!r}; expected .csv, .jsonl or .parquet"
+        f"{path}: unsupported extension {suffix!r}; expected .csv, .jsonl, .json or .parquet"
     )
+
+
+def _read_json_list(path: Path) -> pd.DataFrame:
+    """A .json file holding a list of objects, one per question (DeepEval's and ragas' shape)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ImportedFileError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
+        got = type(data).__name__ if not isinstance(data, list) else "a list of non-objects"
+        raise ImportedFileError(
+            f"{path}: expected a JSON list of objects (one per question), got {got}; a JSON "
+            "Lines file (one object per line) takes the extension .jsonl"
+        )
+    return pd.DataFrame(data)
+
+
+def resolve_columns(
+    path: Path, found: Iterable[str], mapping: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """Our column -> the file's column, from `mapping` (params `columns:`) else the first alias
+    present.
+
+    Raises:
+        ImportedFileError: a mapped column the file lacks, or a required column missing (every
+            problem at once, with the columns found and where the accepted names are listed).
+    """
+    found = [str(c) for c in found]
+    mapping = dict(mapping or {})
+    problems = [
+        f"columns.{ours}: {theirs!r} is not a column of the file"
+        for ours, theirs in mapping.items()
+        if theirs not in found
+    ]
+    out = {
+        ours: mapping.get(ours) or next((a for a in aliases if a in found), "")
+        for ours, aliases in COLUMN_ALIASES.items()
+    }
+    out = {ours: theirs for ours, theirs in out.items() if theirs in found}
+    required = (
+        ("question_id or question", ("question_id", "question")),
+        ("answer", ("answer",)),
+        ("retrieved_doc_ids or retrieved_passages", ("retrieved_doc_ids", "retrieved_passages")),
+    )
+    missing = [name for name, ours in required if not any(o in out for o in ours)]
+    if missing:
+        problems.append(f"missing column(s) {missing}")
+    if problems:
+        raise ImportedFileError(
+            f"{path}: {'; '.join(problems)}; columns found: {found} (accepted names and the "
+            "`columns:` mapping: docs/reference/imported-files.md)"
+        )
+    return out
+
+
+def _literal_list(text: str) -> list[Any]:
+    """A cell holding a list: JSON, else a Python literal (pandas writes lists so in a CSV)."""
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as exc:
+        try:
+            parsed = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            raise ValueError(f"not a valid JSON list ({exc.msg})") from None
+    if not isinstance(parsed, list | tuple):
+        raise ValueError("expected a JSON list")
+    return list(parsed)
+
+
+def parse_ids(value: Any) -> list[str]:
+    """A retrieved-ids cell as doc ids (JSON or Python list, list, or `|`/`;` string)."""
+    if isinstance(value, str) and value.strip().startswith("["):
+        return [str(v).strip() for v in _literal_list(value.strip()) if str(v).strip()]
+    return parse_doc_list(value)
+
+
+def parse_passages(value: Any) -> list[str]:
+    """A retrieved-passages cell as texts: a list, a JSON or Python list, else one passage."""
+    if isinstance(value, list | tuple | np.ndarray):
+        items = list(value)
+    elif _text(value) == "":
+        return []
+    elif str(value).strip().startswith("["):
+        items = _literal_list(str(value).strip())
+    else:
+        return [str(value)]
+    return [str(v) for v in items if v is not None and str(v).strip()]
+
+
+def comma_lists(lists: list[list[str]], known: set[str]) -> dict[int, str]:
+    """Rows whose ids are comma-separated lists of corpus ids ("D1,D2"): row -> the first such
+    id."""
+    out: dict[int, str] = {}
+    for i, ids in enumerate(lists):
+        for d in ids:
+            parts = [p.strip() for p in d.split(",")]
+            if d not in known and len(parts) > 1 and all(p in known for p in parts if p):
+                out.setdefault(i, d)
+    return out
 
 
 def _text(value: Any) -> str:
@@ -79,7 +224,7 @@ class ImportedAnswers(System):
     """Answers and retrieved lists read from a file, validated against the question set.
 
     Args:
-        spec: the params entry (`path`, `on_invalid`, `top_n`).
+        spec: the params entry (`path`, `on_invalid`, `top_n`, `columns`).
     """
 
     kind = "imported"
@@ -90,6 +235,7 @@ class ImportedAnswers(System):
             raise ImportedFileError(f"systems[{spec.name}].top_n: must be >= 1, got {spec.top_n}")
         self.spec = spec
         self.path = Path(spec.path).expanduser()
+        self.names: dict[str, str] = {}  # our column -> the file's, once read
 
     def _problem(self, message: str, bad: set[int], drop: set[int]) -> None:
         if not bad:
@@ -98,21 +244,25 @@ class ImportedAnswers(System):
             raise ImportedFileError(f"{self.path}: {message} (data rows {_rows(sorted(bad))})")
         drop.update(bad)
 
+    def read(self) -> pd.DataFrame:
+        """The file with our column names (`resolve_columns`), rows in file order."""
+        raw = read_table(self.path).reset_index(drop=True)
+        self.names = resolve_columns(self.path, raw.columns, self.spec.columns)
+        return pd.DataFrame({ours: raw[theirs] for ours, theirs in self.names.items()})
+
     def answer(
         self, questions: pd.DataFrame, corpus: pd.DataFrame, *, progress: bool = True
     ) -> pd.DataFrame:
         require_columns(questions, ("question_id", "doc_id", "question"), "questions")
-        raw = read_table(self.path).reset_index(drop=True)
-        list_col = self._list_column(raw)
+        raw = self.read()
         drop: set[int] = set()
         qids = questions["question_id"].astype(str)
         row_qid = self._row_question_ids(raw, questions, qids, drop)
-        answers = raw["answer"]
         errors = raw["error"].map(_text) if "error" in raw.columns else pd.Series([""] * len(raw))
         # An empty answer is invalid unless the row records why the system failed.
-        empty = {i for i, a in enumerate(answers) if not _text(a) and not errors[i]}
+        empty = {i for i, a in enumerate(raw["answer"]) if not _text(a) and not errors[i]}
         self._problem("empty answer (and no error recorded)", empty, drop)
-        lists = self._retrieved_lists(raw, list_col, corpus, drop)
+        lists, unmapped = self._retrieved(raw, corpus, drop)
         keep = [i for i in range(len(raw)) if i not in drop]
         n_dropped = self._check_coverage(qids, row_qid, keep, drop)
 
@@ -120,18 +270,12 @@ class ImportedAnswers(System):
         row_of = {row_qid[i]: i for i in keep}
         q_keep = questions[qids.isin(set(row_of))].reset_index(drop=True)
         rows = [row_of[q] for q in q_keep["question_id"].astype(str)]
-        truncated = sum(len(lists[i]) > self.spec.top_n for i in rows)
-        if truncated:
-            warnings.warn(
-                f"system {self.name!r} ({self.path}): {truncated} retrieved list(s) longer than "
-                f"top_n={self.spec.top_n} were cut at top_n",
-                stacklevel=2,
-            )
+        truncated = self._warn_truncated(sum(len(lists[i]) > self.spec.top_n for i in rows))
         df = answers_frame(
             q_keep,
             system=self.name,
             set_name="rag",
-            responses=[self._response(raw, answers, errors, i) for i in rows],
+            responses=[self._response(raw, errors, i) for i in rows],
             retrieved=[lists[i][: self.spec.top_n] for i in rows],
             answerer=self._answerer(raw, rows[0]) if rows else "imported",
             # A failed row without a list: the system's retrieval outcome is unknown, not empty.
@@ -139,30 +283,17 @@ class ImportedAnswers(System):
         )
         if "answerer" in raw.columns:
             df["answerer"] = [self._answerer(raw, i) for i in rows]
-        df.attrs["dropped"] = n_dropped
-        df.attrs["truncated"] = truncated
+        df.attrs.update(dropped=n_dropped, truncated=truncated, unmapped=unmapped)
         return df
 
-    def _list_column(self, raw: pd.DataFrame) -> str:
-        """The column of retrieved lists; an error when a required column is missing."""
-        list_col = next((c for c in LIST_COLUMNS if c in raw.columns), None)
-        missing = [
-            c
-            for c, ok in (
-                (
-                    "question_id or question",
-                    "question_id" in raw.columns or "question" in raw.columns,
-                ),
-                ("answer", "answer" in raw.columns),
-                (f"one of {list(LIST_COLUMNS)}", list_col),
+    def _warn_truncated(self, truncated: int) -> int:
+        if truncated:
+            warnings.warn(
+                f"system {self.name!r} ({self.path}): {truncated} retrieved list(s) longer than "
+                f"top_n={self.spec.top_n} were cut at top_n",
+                stacklevel=3,
             )
-            if not ok
-        ]
-        if missing:
-            raise ImportedFileError(
-                f"{self.path}: missing column(s) {missing}; got {list(raw.columns)}"
-            )
-        return str(list_col)
+        return truncated
 
     def _row_question_ids(
         self, raw: pd.DataFrame, questions: pd.DataFrame, qids: pd.Series, drop: set[int]
@@ -188,25 +319,55 @@ class ImportedAnswers(System):
         self._problem("the same question is answered more than once", dup, drop)
         return row_qid
 
-    def _retrieved_lists(
-        self, raw: pd.DataFrame, list_col: str, corpus: pd.DataFrame, drop: set[int]
-    ) -> list[list[str]]:
-        """Each row's retrieved doc ids; unparsable lists and unknown ids are problems."""
-        known = set(corpus["doc_id"].astype(str))
+    def _retrieved(
+        self, raw: pd.DataFrame, corpus: pd.DataFrame, drop: set[int]
+    ) -> tuple[list[list[str]], int]:
+        """Each row's retrieved doc ids (a document keeps its first rank) and the number of
+        passages that mapped to no document."""
+        if "retrieved_doc_ids" in raw.columns:
+            return self._id_lists(raw["retrieved_doc_ids"], corpus, drop), 0
+        passages = self._parsed(raw["retrieved_passages"], parse_passages, drop)
+        lists, unmapped = map_passages(passages, corpus)
+        if unmapped:
+            total = sum(len(p) for p in passages)
+            warnings.warn(
+                f"system {self.name!r} ({self.path}): {unmapped} of {total} retrieved passage(s) "
+                "matched no knowledge-base document (or several equally) and were left out of "
+                "the lists; R@k counts the mapped ones (docs/explanation/passage-mapping.md)",
+                stacklevel=3,
+            )
+        return lists, unmapped
+
+    def _parsed(self, cells: pd.Series, parse: Any, drop: set[int]) -> list[list[str]]:
+        """Each cell parsed into a list; unparsable cells are a problem (rows named)."""
         lists: list[list[str]] = []
         unparsable: dict[int, str] = {}
-        for i, cell in enumerate(raw[list_col]):
+        for i, cell in enumerate(cells):
             try:
-                # a document keeps its first rank
-                lists.append(list(dict.fromkeys(parse_doc_list(cell))))
+                lists.append(parse(cell))
             except ValueError as exc:
                 unparsable[i] = str(exc)
                 lists.append([])
+        column = self.names.get(str(cells.name), str(cells.name))
         self._problem(
-            f"column {list_col!r} is not a document list ({next(iter(unparsable.values()), '')})",
+            f"column {column!r} is not a list ({next(iter(unparsable.values()), '')})",
             set(unparsable),
             drop,
         )
+        return lists
+
+    def _id_lists(self, cells: pd.Series, corpus: pd.DataFrame, drop: set[int]) -> list[list[str]]:
+        """Retrieved doc ids; comma-separated lists are an error, unknown ids a problem."""
+        known = set(corpus["doc_id"].astype(str))
+        lists = [list(dict.fromkeys(ids)) for ids in self._parsed(cells, parse_ids, drop)]
+        commas = comma_lists(lists, known)
+        if commas:
+            raise ImportedFileError(
+                f"{self.path}: column {self.names['retrieved_doc_ids']!r} separates doc ids "
+                f"with commas, e.g. {next(iter(commas.values()))!r} (data rows "
+                f"{_rows(sorted(commas))}); a comma can be part of a doc id, so it is no "
+                f"separator: {SEPARATORS_HINT}"
+            )
         bad_ids = {i: [d for d in docs if d not in known] for i, docs in enumerate(lists)}
         bad_ids = {i: v for i, v in bad_ids.items() if v}
         if bad_ids:
@@ -237,13 +398,11 @@ class ImportedAnswers(System):
             )
         return n_dropped
 
-    def _response(
-        self, raw: pd.DataFrame, answers: pd.Series, errors: pd.Series, i: int
-    ) -> Response:
+    def _response(self, raw: pd.DataFrame, errors: pd.Series, i: int) -> Response:
         # no call of this run produced these rows: no call_id, no tokens, cost 0.0
         acc = no_call_accounting(self._answerer(raw, i), "answering")
         return Response(
-            text=_text(answers[i]),
+            text=_text(raw["answer"][i]),
             error=errors[i] or None,
             model=acc["model"],
             cost=acc["cost"],

@@ -6,11 +6,11 @@ them. `map_passages` finds, for each passage, the corpus document (`corpus.text`
 "label：value" guide of `cube.kb.document`) it was cut from:
 
 1. Exact containment. Passage and documents are compared after `normalise`: Unicode NFKC
-   (full-width "：" and "（" become ":" and "("), case folded, Markdown emphasis, bullets,
-   heading marks and ellipses dropped (RAGFlow shows a chunk as "- **事项名称**：...", a
-   cut chunk often ends in "..." or "…"), every
-   whitespace character removed (chunkers re-wrap lines, and Chinese text has no spaces to
-   lose). A passage contained in exactly one document maps to it.
+   (full-width "：" and "（" become ":" and "("), case folded, Markdown bold marks, bullets,
+   heading marks and ellipses dropped (RAGFlow shows a chunk as "- **事项名称**：...", a cut
+   chunk often ends in "..." or "…"), every whitespace character removed (chunkers re-wrap
+   lines, and Chinese text has no spaces to lose). A passage contained in exactly one document
+   maps to it.
 2. Fuzzy match, for passages contained in no document (a chunker that changed a few
    characters, cut a word, dropped a label): rapidfuzz scores the passage against the
    `CANDIDATES` documents sharing most of its rare character 4-grams; the best document
@@ -18,20 +18,23 @@ them. `map_passages` finds, for each passage, the corpus document (`corpus.text`
    `TIE_MARGIN` of it. `fuzzy_score` says how a score is made.
 3. Ties. A passage contained in several documents (the near-duplicate items of a family share
    most of their text: the same requirements, procedure and materials across regions), or
-   scoring equally on several, is ambiguous. Rule: it maps to the document an unambiguous
-   passage of the SAME question already mapped to, if one of its candidates is such a document
-   (the earliest-ranked such document; a second chunk of a document the system retrieved);
-   otherwise it stays unmatched. No arbitrary pick: a sibling chosen by corpus order would
-   count a retrieval hit or miss that nothing in the passage supports.
+   scoring equally on several, is ambiguous. Rule (`PassageIndex.resolve`): it maps to a
+   document an unambiguous passage of the SAME question mapped to, when that document fits it
+   as well as its best (the earliest-ranked such document: a second chunk of a document the
+   system retrieved); otherwise it stays unmatched. No arbitrary pick: a sibling chosen by
+   corpus order would count a retrieval hit or miss that nothing in the passage supports. The
+   rule never adds a document to a list; at most it moves a listed one up.
 
 Unmatched passages (no document, a fuzzy score under the threshold, an unresolved tie, an
-empty passage) are left out of the list and counted. The figures (right, wrong and unmatched
-shares by chunk length, with near-duplicate siblings present and for text not in the
-corpus) are `benchmarks/passage_mapping.py`'s and docs/explanation/passage-mapping.md's.
+empty passage) are left out of the list and counted. The threshold and the error rates (right,
+wrong and unmatched shares by chunk length, with near-duplicate siblings present and for text
+not in the corpus) are `benchmarks/passage_mapping.py`'s; docs/measurements.md holds the
+figures, docs/explanation/passage-mapping.md what they mean.
 
 Speed: a character 4-gram index (gram -> documents holding it) picks the candidates, so a
 passage costs a few numpy array sums, a few `in` tests and at most `CANDIDATES` rapidfuzz
-scores, not one per document; the same passage text is matched once per call.
+scores, not one per document; the same passage text is matched once per index (per call of
+`map_passages`).
 """
 
 from __future__ import annotations
@@ -115,6 +118,7 @@ class PassageIndex:
             for gram in set(_grams(text)):
                 postings[gram].append(i)
         self._postings = {g: np.asarray(v, dtype=np.int32) for g, v in postings.items()}
+        self._seen: dict[str, tuple[list[int], float]] = {}
 
     def match(self, passage: object, threshold: float = FUZZY_THRESHOLD) -> list[int]:
         """The documents (indices, corpus order) a passage fits: one, several (a tie) or none;
@@ -163,25 +167,36 @@ class PassageIndex:
             return text in self.texts[doc]
         return fuzzy_score(text, self.texts[doc]) >= score - TIE_MARGIN
 
+    def resolve(self, passages: Sequence[object]) -> list[int | None]:
+        """One document (index) or None per passage of ONE question, in rank order.
 
-def _resolve(
-    index: PassageIndex, texts: list[str], found: list[tuple[list[int], float]]
-) -> list[int | None]:
-    """One document (or None) per passage of a question. A tie goes to the earliest-listed
-    document an unambiguous passage of the question mapped to that fits the tied passage as well
-    as its best (scored here, so a tie among more documents than `CANDIDATES` resolves too);
-    else it stays unmatched. A tie never adds a document to the list: at most it moves a listed
-    one up to the tied passage's rank."""
-    anchors = list(dict.fromkeys(docs[0] for docs, _ in found if len(docs) == 1))
-    out: list[int | None] = []
-    for text, (docs, score) in zip(texts, found, strict=True):
-        if len(docs) == 1:
-            out.append(docs[0])
-        elif docs:
-            out.append(next((a for a in anchors if a in docs or index.fits(text, a, score)), None))
-        else:
-            out.append(None)
-    return out
+        A passage fitting several documents (a tie) goes to the earliest-listed document an
+        unambiguous passage of the question mapped to that fits it as well as its best (scored
+        here, so a tie among more documents than `CANDIDATES` resolves too); else it stays
+        unmatched. A tie never adds a document to the list: at most it moves a listed one up to
+        the tied passage's rank. Each distinct passage text is matched once per index.
+        """
+        texts = [normalise(p) for p in passages]
+        found = [self._found(t) for t in texts]
+        anchors = list(dict.fromkeys(docs[0] for docs, _ in found if len(docs) == 1))
+        out: list[int | None] = []
+        for text, (docs, score) in zip(texts, found, strict=True):
+            if len(docs) == 1:
+                out.append(docs[0])
+            elif docs:
+                out.append(
+                    next((a for a in anchors if a in docs or self.fits(text, a, score)), None)
+                )
+            else:
+                out.append(None)
+        return out
+
+    def _found(self, text: str) -> tuple[list[int], float]:
+        """`match_scored` at `FUZZY_THRESHOLD`, memoised (chunks repeat across questions)."""
+        if text not in self._seen:
+            docs, score = self.match_scored(text)
+            self._seen[text] = (docs, score) if score >= FUZZY_THRESHOLD else ([], score)
+        return self._seen[text]
 
 
 def map_passages(lists: list[list[str]], corpus: pd.DataFrame) -> tuple[list[list[str]], int]:
@@ -197,17 +212,10 @@ def map_passages(lists: list[list[str]], corpus: pd.DataFrame) -> tuple[list[lis
     """
     require_columns(corpus, ("doc_id", "text"), "corpus")
     index = PassageIndex(corpus["doc_id"].tolist(), corpus["text"].tolist())
-    seen: dict[str, tuple[list[int], float]] = {}
     out: list[list[str]] = []
     unmatched = 0
     for passages in lists:
-        texts = [normalise(p) for p in passages]
-        for text in texts:
-            if text not in seen:
-                docs, score = index.match_scored(text)
-                seen[text] = (docs, score) if score >= FUZZY_THRESHOLD else ([], score)
-        picked = _resolve(index, texts, [seen[t] for t in texts])
+        picked = index.resolve(passages)
         unmatched += sum(i is None for i in picked)
-        ids = [index.doc_ids[i] for i in picked if i is not None]
-        out.append(list(dict.fromkeys(ids)))
+        out.append(list(dict.fromkeys(index.doc_ids[i] for i in picked if i is not None)))
     return out, unmatched

@@ -101,3 +101,34 @@ def test_index_candidates_and_missing_columns(corpus):
     assert index.match("") == [] and len(index.match("办理")) == len(corpus)  # too short to index
     with pytest.raises(SchemaError, match=r"corpus: missing column\(s\) \['text'\]"):
         map_passages([["x"]], corpus[["doc_id"]])
+
+
+def test_markdown_and_ellipses_are_no_obstacle(corpus):
+    text = corpus["text"][5]
+    lines = text.splitlines()[2:6]  # label lines: 事项名称, 实施主体, ...
+    shown = "\n".join(f"- **{ln.replace('：', '**：', 1)}" for ln in lines)[:-2] + "…"
+    assert shown.startswith("- **事项名称**：") and normalise(shown) in normalise(text)
+    ids, unmatched = map_passages([[shown]], corpus)
+    assert ids == [[corpus["doc_id"][5]]] and unmatched == 0
+
+
+def test_a_fuzzy_tie_among_more_documents_than_the_candidates_resolves_to_a_listed_one():
+    # twelve documents hold the same long section; each has its own first line
+    section = "".join(
+        f"第{i}步：申请人提交材料并等待窗口审核，审核通过后领取结果。" for i in range(8)
+    )
+    corpus = pd.DataFrame(
+        {
+            "doc_id": [f"D{i:02d}" for i in range(12)],
+            "text": [f"事项名称：事项{i}号专用标题{i * 7919}\n{section}" for i in range(12)],
+        }
+    )
+    edited = section[:50] + "某" + section[51:200]  # in no document: a fuzzy tie among all twelve
+    index = PassageIndex(corpus["doc_id"], corpus["text"])
+    docs, score = index.match_scored(edited)
+    assert len(docs) > 1 and 11 not in docs and FUZZY_THRESHOLD <= score < 100
+    own = corpus["text"][11].splitlines()[0]  # the eleventh document's own line
+    assert index.resolve([edited, own]) == [11, 11]  # D11 need not be among the candidates
+    assert index.resolve([edited]) == [None]
+    ids, unmatched = map_passages([[edited, own], [edited]], corpus)
+    assert ids == [["D11"], []] and unmatched == 1
