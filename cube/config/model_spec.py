@@ -246,6 +246,17 @@ class ModelSpec(StrictModel):
             raise ValueError("; ".join(problems))
         return self
 
+    @model_validator(mode="after")
+    def _no_secrets(self) -> ModelSpec:
+        """`extra_body` and `options` are sent or stored as written: a key or token pasted into
+        them is refused like `api_key` (`cube.config.secret_scan`; the value is never echoed)."""
+        from cube.config.secret_scan import secrets_problem
+
+        why = secrets_problem({"extra_body": self.extra_body, "options": self.options})
+        if why:
+            raise ValueError(why)
+        return self
+
     @model_validator(mode="before")
     @classmethod
     def _default_max_concurrency(cls, data: Any) -> Any:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from cube.config.dimension_files import paper_dimensions
 from cube.config.model_spec import (
@@ -22,6 +22,25 @@ from cube.config.model_spec import (
 # The paper's four dimensions, in order: the dimension files with a `paper:` position
 # (cube/judges/dimensions/*.yaml, read by cube.config.dimension_files).
 PAPER_DIMENSIONS = paper_dimensions()
+
+
+def _one_line(name: str) -> str:
+    """A name (of a system, a judge, a dimension) is one line of printable characters: a line
+    break or a control character would break the lines of the pages' Markdown, of the CSV tables
+    and of the logs. Any other character is allowed, and escaped wherever the name is shown
+    (docs/explanation/report-security.md)."""
+    import unicodedata
+
+    if not name.strip() or any(unicodedata.category(c) in _UNPRINTED for c in name):
+        raise ValueError(
+            "a name must be one non-empty line: no line break, tab, control or invisible "
+            "formatting character"
+        )
+    return name
+
+
+_UNPRINTED = {"Cc", "Cf", "Zl", "Zp"}  # controls, invisible formatting (bidi), line separators
+Name = Annotated[str, AfterValidator(_one_line)]
 
 
 # --------------------------------------------------------------------------- data side
@@ -70,6 +89,15 @@ class CorpusParams(StrictModel):
     limit: int | None = Field(
         None, ge=1, description="Use only the first N items (in file order; see `sample`)."
     )
+
+    @model_validator(mode="after")
+    def _no_secrets(self) -> CorpusParams:
+        """A key pasted into `columns` is refused (`cube.config.secret_scan`)."""
+        from cube.config.secret_scan import secrets_problem
+
+        if why := secrets_problem({"corpus.columns": self.columns}):
+            raise ValueError(why)
+        return self
 
     @model_validator(mode="after")
     def _file_needs_path(self) -> CorpusParams:
@@ -124,7 +152,7 @@ class QuestionParams(StrictModel):
 
 class BuiltinSystem(StrictModel):
     kind: Literal["builtin"] = "builtin"
-    name: str
+    name: Name
     top_n: int = Field(8, ge=1)
     answerer: ModelRef | None = Field(
         None, description="Answering model; default: the top-level `answerer`."
@@ -184,7 +212,7 @@ def expand_sweeps(systems: list[Any]) -> list[Any]:
 
 class RagflowSystem(StrictModel):
     kind: Literal["ragflow"] = "ragflow"
-    name: str
+    name: Name
     base_url: str
     api_key_env: str = "RAGFLOW_API_KEY"
     assistant: str = Field(description="Chat assistant name or id.")
@@ -209,7 +237,7 @@ class RagflowSystem(StrictModel):
 
 class ImportedSystem(StrictModel):
     kind: Literal["imported"] = "imported"
-    name: str
+    name: Name
     path: str
     on_invalid: Literal["error", "drop"] = "error"
     top_n: int = Field(8, ge=1)
@@ -223,7 +251,7 @@ SystemParams = Annotated[
 
 # --------------------------------------------------------------------------- judging
 class DimensionParams(StrictModel):
-    name: str
+    name: Name
     path: str | None = Field(
         None,
         description="The dimension's YAML file, or a folder holding `<name>.yaml` (schema: "
@@ -249,7 +277,7 @@ class DimensionParams(StrictModel):
 
 
 class JudgeParams(StrictModel):
-    name: str
+    name: Name
     model: ModelRef
     samples: int = Field(
         1, ge=1, description="Repeats per judgment, to measure run-to-run variance."
