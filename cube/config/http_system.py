@@ -30,6 +30,7 @@ from pydantic import Field, model_validator
 
 from cube.config.model_spec import (
     ModelRef,
+    Name,
     StrictModel,
     env_name_problem,
     redact_url,
@@ -127,7 +128,7 @@ class HttpResponsePaths(StrictModel):
 
 class HttpSystem(StrictModel):
     kind: Literal["http"] = "http"
-    name: str
+    name: Name
     url: str = Field(description="The endpoint's full URL (no credentials in it).")
     method: Literal["POST", "PUT", "GET"] = Field(
         "POST", description="GET sends the body mapping as query parameters."

@@ -9,10 +9,10 @@ params and errors.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 
 class StrictModel(BaseModel):
@@ -248,6 +248,17 @@ class ModelSpec(StrictModel):
             raise ValueError("; ".join(problems))
         return self
 
+    @model_validator(mode="after")
+    def _no_secrets(self) -> ModelSpec:
+        """`extra_body` and `options` are sent or stored as written: a key or token pasted into
+        them is refused like `api_key` (`cube.config.secret_scan`; the value is never echoed)."""
+        from cube.config.secret_scan import secrets_problem
+
+        why = secrets_problem({"extra_body": self.extra_body, "options": self.options})
+        if why:
+            raise ValueError(why)
+        return self
+
     @model_validator(mode="before")
     @classmethod
     def _offline_structured_output(cls, data: Any) -> Any:
@@ -330,3 +341,22 @@ def env_name_problem(name: str) -> str | None:
 
 
 ModelRef = str | ModelSpec  # a name from the `models:` section, or an inline spec
+
+
+def _one_line(name: str) -> str:
+    """A name (of a system, a judge, a dimension) is one line of printable characters: a line
+    break or a control character would break the lines of the pages' Markdown, of the CSV tables
+    and of the logs. Any other character is allowed, and escaped wherever the name is shown
+    (docs/explanation/report-security.md)."""
+    import unicodedata
+
+    if not name.strip() or any(unicodedata.category(c) in _UNPRINTED for c in name):
+        raise ValueError(
+            "a name must be one non-empty line: no line break, tab, control or invisible "
+            "formatting character"
+        )
+    return name
+
+
+_UNPRINTED = {"Cc", "Cf", "Zl", "Zp"}  # controls, invisible formatting (bidi), line separators
+Name = Annotated[str, AfterValidator(_one_line)]

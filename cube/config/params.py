@@ -46,7 +46,6 @@ from cube.config.sections import (
     CorpusParams,
     DiagnosticsParams,
     DimensionParams,
-    HttpSystem,
     HumanParams,
     JudgeParams,
     LexicalParams,

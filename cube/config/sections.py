@@ -16,6 +16,7 @@ from cube.config.dimension_files import paper_dimensions
 from cube.config.http_system import HttpSystem
 from cube.config.model_spec import (
     ModelRef,
+    Name,
     StrictModel,
     redact_url,
     url_credential_problem,
@@ -74,6 +75,15 @@ class CorpusParams(StrictModel):
     )
 
     @model_validator(mode="after")
+    def _no_secrets(self) -> CorpusParams:
+        """A key pasted into `columns` is refused (`cube.config.secret_scan`)."""
+        from cube.config.secret_scan import secrets_problem
+
+        if why := secrets_problem({"corpus.columns": self.columns}):
+            raise ValueError(why)
+        return self
+
+    @model_validator(mode="after")
     def _file_needs_path(self) -> CorpusParams:
         if self.source == "file" and not self.path:
             raise ValueError("corpus.source 'file' needs corpus.path")
@@ -126,7 +136,7 @@ class QuestionParams(StrictModel):
 
 class BuiltinSystem(StrictModel):
     kind: Literal["builtin"] = "builtin"
-    name: str
+    name: Name
     top_n: int = Field(8, ge=1)
     answerer: ModelRef | None = Field(
         None, description="Answering model; default: the top-level `answerer`."
@@ -186,7 +196,7 @@ def expand_sweeps(systems: list[Any]) -> list[Any]:
 
 class RagflowSystem(StrictModel):
     kind: Literal["ragflow"] = "ragflow"
-    name: str
+    name: Name
     base_url: str
     api_key_env: str = "RAGFLOW_API_KEY"
     assistant: str = Field(description="Chat assistant name or id.")
@@ -224,7 +234,7 @@ ImportedColumn = Literal[
 
 class ImportedSystem(StrictModel):
     kind: Literal["imported"] = "imported"
-    name: str
+    name: Name
     path: str = Field(
         description="CSV, JSONL, JSON (a list of objects) or Parquet file of answers; its "
         "columns: docs/reference/imported-files.md (ragas and DeepEval names are recognised)."
@@ -264,7 +274,7 @@ def callable_problem(target: str) -> str | None:
 
 class PythonSystem(StrictModel):
     kind: Literal["python"] = "python"
-    name: str
+    name: Name
     callable: str = Field(
         description="Your system as a Python function: `package.module:function` (importable "
         "from the project root) or `path/to/file.py:function`; called with one "
@@ -315,7 +325,7 @@ SystemParams = Annotated[
 
 # --------------------------------------------------------------------------- judging
 class DimensionParams(StrictModel):
-    name: str
+    name: Name
     path: str | None = Field(
         None,
         description="The dimension's YAML file, or a folder holding `<name>.yaml` (schema: "
@@ -341,7 +351,7 @@ class DimensionParams(StrictModel):
 
 
 class JudgeParams(StrictModel):
-    name: str
+    name: Name
     model: ModelRef
     samples: int = Field(
         1, ge=1, description="Repeats per judgment, to measure run-to-run variance."

@@ -5,7 +5,8 @@ The sheet is blind: its columns are `item_id, question, gold_document, answer, r
 dimension `<dimension>.c1 .. <dimension>.c5` (0-2) and `<dimension>.total` (0-10). Raters never see
 the system nor the answer set (zero/rag/full): `item_id` is an opaque id (`A001`, `A002`, ... in the
 shuffled order of the sample), and a separate key file (`annotation_key.csv` next to
-`annotation_sheet.csv`, kept by the organiser) maps it to `question_id, system, set`.
+`annotation_sheet.csv`, kept by the organiser) maps it to `question_id, system, set`. No cell of
+either is a formula, whatever an answer begins with (`cube.config.sheets`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from cube.config.schema import (
     SchemaError,
     require_columns,
 )
+from cube.config.sheets import write_csv, write_xlsx_sheet
 from cube.judges.dimensions import dimension_criteria
 
 CRITERIA: tuple[str, ...] = ("c1", "c2", "c3", "c4", "c5")
@@ -266,9 +268,13 @@ def export_annotation_sheet(
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     # utf-8-sig: Excel opens a BOM-marked CSV with Chinese text correctly
-    sheet.to_csv(path.with_suffix(".csv"), index=False, encoding="utf-8-sig")
-    key.to_csv(key_path(path), index=False, encoding="utf-8-sig")
-    criteria.to_csv(path.with_name(f"{path.stem}_criteria.csv"), index=False, encoding="utf-8-sig")
+    # no cell is a formula: text beginning with = + - @ gets a quote in the CSV, a string type in
+    # the XLSX (cube.config.sheets; cube.judges.human reads the text back as it was)
+    write_csv(sheet, path.with_suffix(".csv"), index=False, encoding="utf-8-sig")
+    write_csv(key, key_path(path), index=False, encoding="utf-8-sig")
+    write_csv(
+        criteria, path.with_name(f"{path.stem}_criteria.csv"), index=False, encoding="utf-8-sig"
+    )
     too_long = [
         c
         for c in ("question", "gold_document", "answer")
@@ -281,8 +287,8 @@ def export_annotation_sheet(
         )
     instructions = pd.DataFrame({"instructions": INSTRUCTIONS.get(lang, INSTRUCTIONS["en"])})
     with pd.ExcelWriter(path.with_suffix(".xlsx"), engine="openpyxl") as writer:
-        instructions.to_excel(writer, sheet_name="instructions", index=False)
-        criteria.to_excel(writer, sheet_name="criteria", index=False)
-        sheet.to_excel(writer, sheet_name="ratings", index=False)
+        write_xlsx_sheet(writer, instructions, "instructions")
+        write_xlsx_sheet(writer, criteria, "criteria")
+        write_xlsx_sheet(writer, sheet, "ratings")
         writer.sheets["ratings"].freeze_panes = "B2"
     return sheet

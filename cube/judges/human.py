@@ -38,6 +38,7 @@ from cube.config.schema import (
     SCORE_COLUMNS,
     require_columns,
 )
+from cube.config.sheets import read_guarded_csv
 from cube.judges.annotation import (
     CRITERIA,
     CRITERION_MAX,
@@ -99,7 +100,7 @@ def read_key(path: Path, answers_known: dict[str, tuple], errors: list[str]) -> 
             f"{key_path(Path('annotation_sheet')).name}"
         )
         return {}
-    df = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
+    df = read_guarded_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
     missing = [c for c in KEY_COLUMNS if c not in df.columns]
     if missing:
         errors.append(f"{path}: missing column(s) {missing}; expected {list(KEY_COLUMNS)}")
@@ -126,7 +127,8 @@ def _read_sheet(file: Path) -> pd.DataFrame:
             sheet = "ratings" if "ratings" in book.sheet_names else book.sheet_names[0]
             return pd.read_excel(book, sheet_name=sheet, dtype=object)
     if file.suffix.lower() == ".csv":
-        return pd.read_csv(file, dtype=str, keep_default_na=False, encoding="utf-8-sig")
+        # the quote the sheet's writer put before a text beginning with = + - @ is removed
+        return read_guarded_csv(file, dtype=str, keep_default_na=False, encoding="utf-8-sig")
     raise RatingsError([f"{file}: unsupported file type {file.suffix!r}; expected .csv or .xlsx"])
 
 

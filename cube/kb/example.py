@@ -32,6 +32,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from cube.config.sheets import write_csv, write_xlsx_sheet
+
 EXAMPLE_COLUMNS: tuple[str, ...] = (
     "区划名称",
     "上级区划名称",
@@ -225,9 +227,10 @@ def write_example_kb(path: str | Path, seed: int = 0) -> Path:
     df = example_kb(seed)
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix.lower() == ".xlsx":
-        df.to_excel(path, index=False, sheet_name="事项清单")
+        with pd.ExcelWriter(path, engine="openpyxl") as writer:
+            write_xlsx_sheet(writer, df, "事项清单")
     elif path.suffix.lower() == ".csv":
-        df.to_csv(path, index=False, encoding="utf-8")
+        write_csv(df, path, index=False, encoding="utf-8")
     else:
         raise ValueError(
             f"{path}: example knowledge base is written as .xlsx or .csv, got suffix "

@@ -4,7 +4,8 @@ It draws what it is handed and computes nothing; it never imports `cube.run`. Pu
 (`__all__`), imported as modules (`from cube.pages import plots`): `style` (the figures' shared
 conventions), `plots`, `plots_cube`, `plots_audit`, `diag_plots` and `sim_plots` (one function per
 figure), `display` (tables for people), `decision` (the decision page's markdown), `browser`
-(report/judgments.html), `publish` (HTML pages and the index), `fonts` (the CJK font; `webfont`
+(report/judgments.html), `publish` (HTML pages and the index), `escape` (the one escaping function
+for names and outside text, and the exported pages' sanitiser), `fonts` (the CJK font; `webfont`
 subsets it for the pages).
 """
 
@@ -13,6 +14,7 @@ __all__ = [
     "decision",
     "diag_plots",
     "display",
+    "escape",
     "fonts",
     "plots",
     "plots_audit",

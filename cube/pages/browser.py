@@ -44,6 +44,7 @@ import pandas as pd
 
 from cube.config.runpaths import RunPaths
 from cube.config.schema import parse_doc_list
+from cube.config.sheets import read_guarded_csv
 
 CHUNK = 100  # records per data file (the first one is all the first render waits for)
 SETS = ("zero", "rag", "full")
@@ -302,7 +303,7 @@ def run_changes(root: Path) -> dict[tuple[str, str], list[list[Any]]]:
     out: dict[tuple[str, str], list[list[Any]]] = {}
     for f in sorted(root.glob("compare/*/tables/question_changes.csv")):
         head = json.loads((f.parent.parent / "comparison.json").read_text(encoding="utf-8"))
-        ch = pd.read_csv(f, dtype={"question_id": str, "retrieval_change": str})
+        ch = read_guarded_csv(f, dtype={"question_id": str, "retrieval_change": str})
         for kind in ("regression", "improvement"):
             for _, r in ranked(ch, f"{kind}s", None).iterrows():
                 d = None if pd.isna(r["delta"]) else round(float(r["delta"]), 3)

@@ -5,10 +5,10 @@ what it decided.
 
 from __future__ import annotations
 
-import html
 from typing import Any
 
 from cube.pages.browser import FROM_PAGES, link
+from cube.pages.escape import escape_text
 
 
 def retrieval_line(decision: dict[str, Any]) -> str:
@@ -44,7 +44,7 @@ def verdict_badge(name: str, label: str | None = None) -> str:
     colour = BADGE_COLOURS.get(name, "#37474f")
     return (
         f'<span style="background:{colour};color:#fff;padding:2px 10px;border-radius:10px;'
-        f'font-weight:bold">{html.escape((label or name).upper())}</span>'
+        f'font-weight:bold">{escape_text((label or name).upper())}</span>'
     )
 
 
@@ -65,7 +65,7 @@ def headline(decision: dict[str, Any]) -> str:
         parts.append(f"CuBE score <b>{score:.1f}</b>{interval}")
     if isinstance(decision.get("recall_at_k"), int | float):
         parts.append(
-            f"R@{html.escape(str(decision.get('top_n', 'k')))} {decision['recall_at_k']:.1%}"
+            f"R@{escape_text(str(decision.get('top_n', 'k')))} {decision['recall_at_k']:.1%}"
         )
     return '<p style="font-size:1.25em;line-height:1.6">' + " · ".join(parts) + "</p>"
 
@@ -84,7 +84,7 @@ def self_preference_text(sp: dict[str, Any]) -> str:
         )
     )
     if m is None or not n or not c:
-        return html.escape(
+        return escape_text(
             sp.get("self_preference_note")
             or "not measurable: no other judge scored the same answers"
         )
@@ -96,11 +96,13 @@ def self_preference_text(sp: dict[str, Any]) -> str:
 
 
 def decision_markdown(decision: dict[str, Any]) -> str:
-    """The decision as Markdown for the notebook (text from params is escaped), the decision first:
+    """The decision as Markdown for the notebook, the decision first (every text in it from params
+    or the run, names included, goes through `cube.pages.escape.escape_text`, which also disarms
+    Markdown's link syntax):
     the verdict badge with the score, its interval and R@k, the sentence, why a verdict was
     withheld, the judges used and excluded with reasons, the diagnostics, and one ordered list of
     what to do next."""
-    esc = html.escape
+    esc = escape_text
     lines = [headline(decision), "", f"**{esc(decision['sentence'])}**", ""]
     if decision.get("human_sentence"):
         lines += [esc(decision["human_sentence"]), ""]
@@ -119,7 +121,7 @@ def decision_markdown(decision: dict[str, Any]) -> str:
 def _jury_lines(decision: dict[str, Any]) -> list[str]:
     """The judges used (validated or not), those excluded with reasons, the evidence the gate read
     and each judge's self-preference; nothing when the decision names no judges."""
-    esc = html.escape
+    esc = escape_text
     used = decision.get("judges_used")
     if used is None:
         return []
@@ -153,7 +155,7 @@ def _jury_lines(decision: dict[str, Any]) -> list[str]:
 def _diagnostics_lines(decision: dict[str, Any]) -> list[str]:
     """The diagnostics: synthetic data, retrieval, the weakest dimensions, the sweep, refusals and
     the failure patterns with examples, each followed by an empty line."""
-    esc = html.escape
+    esc = escape_text
     lines = []
     if decision.get("synthetic_data"):
         lines += [f"> {esc(decision['synthetic_data'])}", ""]
@@ -177,7 +179,7 @@ def _diagnostics_lines(decision: dict[str, Any]) -> list[str]:
 def _patterns_lines(decision: dict[str, Any]) -> list[str]:
     """The failure patterns' sentence and its top patterns, each with examples that open their rag
     judgments in the judgment browser."""
-    esc = html.escape
+    esc = escape_text
     lines = [esc(decision["patterns_sentence"])]
     for t in (decision.get("failure_patterns") or {}).get("top", []):
         examples = ", ".join(

@@ -11,18 +11,19 @@ than `MAX_COLUMNS` columns in parts one under the other, each repeating the name
 nothing is cut off at a 1280 px page. The CSV written by `Run.table` keeps the raw values. `links`
 turn the cells of a column into links (e.g. question ids into the judgment browser,
 `cube.pages.browser`): per column, a function of the row giving the cell's href, or a list of (text,
-href) pairs, or None (no link); text and href are both escaped.
+href) pairs, or None (no link); text and href are both escaped (`cube.pages.escape.escape_text`).
 """
 
 from __future__ import annotations
 
-import html
 import math
 import re
 from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
+
+from cube.pages.escape import escape_text
 
 MAX_ROWS = 200
 # A table wider than this many columns is shown in parts, each repeating the leading name columns
@@ -129,10 +130,10 @@ Links = dict[str, Callable[[dict[str, Any]], "str | list[tuple[str, str]] | None
 
 def _linked(text: str, target: str | list[tuple[str, str]] | None) -> str:
     if target is None:
-        return html.escape(text)
+        return escape_text(text)
     if isinstance(target, str):
-        return f'<a href="{html.escape(target)}">{html.escape(text)}</a>' if text else ""
-    return ", ".join(f'<a href="{html.escape(h)}">{html.escape(t)}</a>' for t, h in target)
+        return f'<a href="{escape_text(target)}">{escape_text(text)}</a>' if text else ""
+    return ", ".join(f'<a href="{escape_text(h)}">{escape_text(t)}</a>' for t, h in target)
 
 
 def column_parts(
@@ -190,7 +191,7 @@ def to_html(
             inner = (
                 _linked(text, links[col](row))
                 if links and col in links and text
-                else html.escape(text)
+                else escape_text(text)
             )
             tds.append(f'<td class="{cls}">{inner}</td>')
         cells.append(tds)
@@ -200,7 +201,7 @@ def to_html(
         if more > 0
         else ""
     )
-    heads = [f"<th>{html.escape(header(c))}</th>" for c in frame.columns]
+    heads = [f"<th>{escape_text(header(c))}</th>" for c in frame.columns]
     parts = column_parts(frame, numeric)
     tables = []
     for k, cols in enumerate(parts, 1):
@@ -217,7 +218,7 @@ def to_html(
         body = "".join("<tr>" + "".join(tds[i] for i in cols) + "</tr>" for tds in cells)
         tables.append(
             '<table class="cube-table">'
-            + (f"<caption>{html.escape(cap)}</caption>" if cap else "")
+            + (f"<caption>{escape_text(cap)}</caption>" if cap else "")
             + f"<thead><tr>{''.join(heads[i] for i in cols)}</tr></thead>"
             f"<tbody>{body}</tbody></table>"
         )

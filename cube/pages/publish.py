@@ -6,8 +6,13 @@ with a header linking the index and the previous/next page. No script or stylesh
 the network (require.js and MathJax are dropped), so the report folder works offline. `index.html`
 opens on the decision, lists the pages and, grouped by the page that made them, every table and
 figure with its caption (the Markdown heading before the cell that writes it); pages whose inputs
-changed since they ran, and their files, are marked stale. Everything that came from a system or a
-judge is escaped (jinja2 autoescape; `cube.pages.display` escapes table cells).
+changed since they ran, and their files, are marked stale. Everything that came from params, a
+system or a judge is escaped by `cube.pages.escape.escape_text` (the templates' `finalize`, the
+tables' cells, the decision's Markdown), and nbconvert passes the HTML of every output and Markdown
+cell through `cube.pages.escape.sanitise_html` (nh3) when it exports a page: whatever a notebook
+prints, no script, event attribute, `javascript:` link or `data:` URL but an image's reaches a
+page. The tables' stylesheet, which the sanitiser removes from the outputs, is put once in each
+page's header instead.
 """
 
 from __future__ import annotations
@@ -31,13 +36,18 @@ NAV_STYLE = (
 _REMOTE_SCRIPT = re.compile(r"<script\b[^>]*\bsrc=[\"']?(?:https?:)?//[^>]*>\s*</script>", re.I)
 _REMOTE_LINK = re.compile(r"<link\b[^>]*\bhref=[\"']?(?:https?:)?//[^>]*>", re.I)
 _MATHJAX_CONFIG = re.compile(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->", re.S)
+# nbconvert's Mermaid loader: an inline module importing mermaid from a CDN (no notebook draws one)
+_REMOTE_IMPORT = re.compile(
+    r"<script\b[^>]*>(?:(?!</script>).)*?\bimport\(\s*[\"'](?:https?:)?//(?:(?!</script>).)*?</script>",
+    re.S | re.I,
+)
 
 
 def offline_html(body: str) -> str:
-    """Drop every script and stylesheet loaded from the network (require.js and MathJax from a CDN):
-    the pages are self-contained and work on an offline network. Formulas in Markdown cells then
-    show as their TeX source."""
-    body = _MATHJAX_CONFIG.sub("", body)
+    """Drop every script and stylesheet loaded from the network (require.js, MathJax and Mermaid
+    from a CDN): the pages are self-contained, work on an offline network and run no script.
+    Formulas in Markdown cells then show as their TeX source."""
+    body = _REMOTE_IMPORT.sub("", _MATHJAX_CONFIG.sub("", body))
     return _REMOTE_LINK.sub("", _REMOTE_SCRIPT.sub("", body))
 
 
@@ -46,11 +56,15 @@ def export_html(executed: Path, target: Path, *, with_code: bool) -> Path:
     import nbformat
     from nbconvert import HTMLExporter
 
+    from cube.pages.escape import sanitise_html
+
     exporter = HTMLExporter(
         template_name="lab",
         exclude_input=not with_code,
         exclude_input_prompt=not with_code,
         exclude_output_prompt=True,
+        sanitize_html=True,  # outputs and Markdown through `clean_html`: ours, nh3 (below)
+        filters={"clean_html": sanitise_html},
     )
     body, _ = exporter.from_notebook_node(nbformat.read(executed, as_version=4))
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -65,9 +79,13 @@ def export_html(executed: Path, target: Path, *, with_code: bool) -> Path:
 
 
 def set_nav(page: Path, nav: str) -> None:
-    """Put (or replace) the header `nav` at the top of a page's body."""
+    """Put (or replace) the header `nav` at the top of a page's body, with the stylesheets of the
+    header and of the tables (`cube.pages.display.STYLE`: the sanitiser removed it from the
+    outputs)."""
+    from cube.pages.display import STYLE
+
     text = page.read_text(encoding="utf-8")
-    block = f"{NAV_START}{NAV_STYLE}{nav}{NAV_END}"
+    block = f"{NAV_START}{NAV_STYLE}{STYLE}{nav}{NAV_END}"
     if NAV_START in text:
         text = re.sub(
             re.escape(NAV_START) + ".*?" + re.escape(NAV_END),
@@ -82,7 +100,7 @@ def set_nav(page: Path, nav: str) -> None:
 
 
 def _nav(pages: list[dict[str, Any]], i: int, up: str) -> str:
-    from html import escape
+    from cube.pages.escape import escape_text as escape
 
     page = pages[i]
     parts = [f'<a href="{up}index.html">&#8962; Report index</a>']
@@ -289,7 +307,11 @@ def write_index(
     manifest = (
         json.loads(paths.manifest.read_text(encoding="utf-8")) if paths.manifest.exists() else {}
     )
-    env = jinja2.Environment(autoescape=True, undefined=jinja2.ChainableUndefined)
+    from cube.pages.escape import jinja_finalize
+
+    env = jinja2.Environment(
+        autoescape=True, undefined=jinja2.ChainableUndefined, finalize=jinja_finalize
+    )
     env.filters["num"] = _num
     template = env.from_string(
         resources.files("cube.pages").joinpath("templates", "index.html.j2").read_text("utf-8")

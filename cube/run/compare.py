@@ -24,6 +24,7 @@ import pandas as pd
 
 from cube.config.params import Params, load_params
 from cube.config.runpaths import RunPaths
+from cube.config.sheets import write_csv
 from cube.run.state import STAGING
 
 
@@ -233,10 +234,13 @@ def compare_sides(
     out_dir = Path(out_dir)
     (out_dir / "tables").mkdir(parents=True, exist_ok=True)
     (out_dir / "figures").mkdir(parents=True, exist_ok=True)
-    cmp.deltas.to_csv(out_dir / "tables" / "deltas.csv", index=False)
-    changes.to_csv(out_dir / "tables" / "question_changes.csv", index=False)
-    reg.to_csv(out_dir / "tables" / "regressions.csv", index=False)
-    imp.to_csv(out_dir / "tables" / "improvements.csv", index=False)
+    for name, table in (
+        ("deltas", cmp.deltas),
+        ("question_changes", changes),
+        ("regressions", reg),
+        ("improvements", imp),
+    ):  # answers and names beginning with = + - @ stay text in a spreadsheet
+        write_csv(table, out_dir / "tables" / f"{name}.csv", index=False)
     _figures(cmp.deltas, changes, a.label, b.label, out_dir / "figures")
     (out_dir / "comparison.json").write_text(
         json.dumps(payload, ensure_ascii=False, indent=1, default=str), encoding="utf-8"
@@ -340,8 +344,12 @@ def _figures(deltas: pd.DataFrame, changes: pd.DataFrame, la: str, lb: str, fold
 def _page(payload: dict[str, Any], path: Path) -> None:
     import jinja2
 
+    from cube.pages.escape import jinja_finalize
+
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("cube.pages", "templates"), autoescape=True
+        loader=jinja2.PackageLoader("cube.pages", "templates"),
+        autoescape=True,
+        finalize=jinja_finalize,  # every printed string through cube.pages.escape.escape_text
     )
     env.filters["num"] = lambda v, d=2: (
         "n/a" if v is None else (f"{v:.{d}f}" if isinstance(v, float) else str(v))

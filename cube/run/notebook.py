@@ -34,6 +34,7 @@ import pandas as pd
 from cube.config.params import Params, ParamsError
 from cube.config.project import display_path, find_marked_root, project_root, resolve, shared_values
 from cube.config.runpaths import RunPaths, record_results
+from cube.config.sheets import write_csv
 from cube.pages.display import table as shown_table
 from cube.run.stages import STAGES, check_provenance, record_provenance
 from cube.run.state import STAGING
@@ -126,7 +127,7 @@ class Run:
         self._folder()
         self.paths.tables.mkdir(parents=True, exist_ok=True)
         keep_index = index if index is not None else not isinstance(df.index, pd.RangeIndex)
-        df.to_csv(self.paths.tables / f"{name}.csv", index=keep_index)
+        write_csv(df, self.paths.tables / f"{name}.csv", index=keep_index)  # no cell a formula
         return shown_table(df, digits)
 
     def figure(self, name: str, fig: Any) -> Any:

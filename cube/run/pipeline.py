@@ -26,7 +26,9 @@ import pandas as pd
 from cube.config.params import Params
 from cube.config.runpaths import RunPaths
 from cube.config.schema import ACCOUNTING_COLUMNS
+from cube.config.sheets import read_guarded_csv
 from cube.method.evaluation import CubeResult
+from cube.pages.escape import escape_text
 from cube.run.evaluate import ANALYSIS_SCORE_COLUMNS, evaluate_run, system_top_n  # noqa: F401  (stages of notebooks 02-06)
 from cube.run.notebook import Run
 
@@ -923,7 +925,7 @@ def _sheet_size(sample_size: int, files: list[Path]) -> str:
     key = next((p for p in files if p.stem.endswith("_key")), None)
     if key is None:  # a sheet written before blinding
         return f"{sample_size} sampled question-system pairs, each in all its answer sets"
-    k = pd.read_csv(key, dtype=str, keep_default_na=False, encoding="utf-8-sig")
+    k = read_guarded_csv(key, dtype=str, keep_default_na=False, encoding="utf-8-sig")
     pairs = k[["question_id", "system"]].drop_duplicates().shape[0]
     sets = (
         sorted(k["set"].unique(), key=["zero", "rag", "full"].index)
@@ -947,7 +949,7 @@ def human_agreement(run: Run) -> HumanSection:
     sheet_csv = next(
         p for p in sheet if p.suffix == ".csv" and not p.stem.endswith(("_criteria", "_key"))
     )
-    preview = pd.read_csv(sheet_csv, dtype=str, keep_default_na=False, encoding="utf-8-sig")
+    preview = read_guarded_csv(sheet_csv, dtype=str, keep_default_na=False, encoding="utf-8-sig")
     n_rows = len(preview)
     preview = preview.head(5)
     first = run.params.dimension_names()[0]
@@ -966,11 +968,13 @@ def human_agreement(run: Run) -> HumanSection:
         msg = (
             "No human ratings were given (params `human.ratings` is empty), so none are shown: "
             f"this notebook never invents them. The annotation sheet ({n_rows} rows: "
-            f"{_sheet_size(run.params.human.sample_size, sheet)}) is ready in "
-            f"`{run.shown_path(annotation_dir(run.paths))}/`; fill it in (or hand it to raters), "
-            "then set `human: {ratings: <the filled file or folder>}` in the params and re-run "
+            f"{escape_text(_sheet_size(run.params.human.sample_size, sheet))}) is ready in "
+            # <code>, not backticks: a code span shows character references as written
+            f"<code>{escape_text(run.shown_path(annotation_dir(run.paths)))}/</code>; fill it in "
+            "(or hand it to raters), then set `human: {ratings: <the filled file or folder>}` in "
+            "the params and re-run "
             "notebooks 07-08. Meanwhile, the judges are compared with each other, taking "
-            f"{reference} as the reference."
+            f"{escape_text(reference)} as the reference."  # Markdown: a name is outside text
         )
         both = scores
         groups = {"LLM/offline judges": judges}
@@ -1054,7 +1058,9 @@ def _agreement_sets(requested: list[str], scores: pd.DataFrame) -> tuple[list[st
             f"human.agreement_sets: none of {requested} has scores in this run; sets present: "
             f"{present}"
         )
-    named = ", ".join("all sets pooled" if s == "pooled" else f"the {s} set" for s in sets)
+    named = ", ".join(
+        "all sets pooled" if s == "pooled" else f"the {escape_text(s)} set" for s in sets
+    )  # the note is Markdown: the set names are escaped
     left = [s for s in present if s not in sets and "pooled" not in sets]
     note = (
         f"Agreement is computed on {named} (`human.agreement_sets`), each separately"
@@ -1062,9 +1068,9 @@ def _agreement_sets(requested: list[str], scores: pd.DataFrame) -> tuple[list[st
         + "; bootstrap intervals resample questions (all answers of a question move together)."
     )
     if left:
-        note += f" Not included: the {', '.join(left)} set(s)."
+        note += f" Not included: the {escape_text(', '.join(left))} set(s)."
     if absent:
-        note += f" Requested but without scores: {', '.join(absent)}."
+        note += f" Requested but without scores: {escape_text(', '.join(absent))}."
     return sets, note
 
 

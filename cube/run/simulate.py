@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 
 from cube.config.params import Params
+from cube.config.sheets import write_csv
 from cube.method import simulate_study as S
 from cube.method.simulate import JudgeModel, RunModel, truth
 
@@ -227,7 +228,7 @@ def write(result: SimulationResult, folder: Path) -> list[Path]:
         "sim_replicates": result.replicates,
         "sim_pairs": result.pairs,
     }.items():
-        df.to_csv(folder / f"{name}.csv", index=False)
+        write_csv(df, folder / f"{name}.csv", index=False)
         out.append(folder / f"{name}.csv")
     (folder / "sim_settings.json").write_text(
         json.dumps(result.settings, indent=2, default=str), encoding="utf-8"

@@ -37,11 +37,11 @@ import socket
 import sys
 import threading
 from collections.abc import Iterator
-from html import escape
 from pathlib import Path
 from typing import Any
 
 from cube.config.runpaths import LAST_RUN  # the run layout owns the name
+from cube.pages.escape import escape_text as escape
 
 STAGING = ".staging"
 STAGED_MARKER = ".staged"  # written last by prepare_staging: only a complete copy is ever resumed

@@ -9,7 +9,6 @@ run`'s runner (stages up to date in a run are skipped as usual), and
 
 from __future__ import annotations
 
-import html
 import itertools
 import json
 import re
@@ -22,6 +21,7 @@ import yaml
 from cube.config.overrides import apply_overrides, parse_overrides
 from cube.config.params import ParamsError, parse_params
 from cube.config.project import project_root, resolve
+from cube.pages.escape import escape_text
 
 
 def parse_grid(items: list[str]) -> list[tuple[str, list[Any]]]:
@@ -137,11 +137,11 @@ def run_sweep(
 
 def _index_html(base: str, grid: list[tuple[str, list[Any]]], rows: list[dict[str, Any]]) -> str:
     keys = [k for k, _ in grid]
-    head = "".join(f"<th>{html.escape(k)}</th>" for k in keys)
+    head = "".join(f"<th>{escape_text(k)}</th>" for k in keys)
     body = ""
     for r in rows:
         cube = "n/a" if r["cube"] is None else f"{float(r['cube']):.1f}"
-        cells = "".join(f"<td>{html.escape(str(r['values'][k]))}</td>" for k in keys)
+        cells = "".join(f"<td>{escape_text(str(r['values'][k]))}</td>" for k in keys)
         status = (
             "published"
             if r["ok"]
@@ -150,18 +150,18 @@ def _index_html(base: str, grid: list[tuple[str, list[Any]]], rows: list[dict[st
             else "failed (see its last_run.html)"
         )
         body += (
-            f'<tr><td><a href="{html.escape(r["href"])}">{html.escape(r["run"])}</a></td>{cells}'
-            f"<td>{cube}</td><td>{html.escape(str(r['verdict'] or ''))}</td>"
-            f"<td>{html.escape(status)}</td></tr>"
+            f'<tr><td><a href="{escape_text(r["href"])}">{escape_text(r["run"])}</a></td>{cells}'
+            f"<td>{cube}</td><td>{escape_text(str(r['verdict'] or ''))}</td>"
+            f"<td>{escape_text(status)}</td></tr>"
         )
     return (
         '<!DOCTYPE html><html><head><meta charset="utf-8"><title>Sweep '
-        + html.escape(base)
+        + escape_text(base)
         + "</title>"
         "<style>body{font-family:system-ui,sans-serif;margin:24px}table{border-collapse:collapse}"
         "td,th{border:1px solid #d9dde3;padding:4px 10px;text-align:left}"
         "th{background:#eef1f5}</style>"
-        f"</head><body><h1>Sweep of {html.escape(base)}</h1><p>One run per combination; "
+        f"</head><body><h1>Sweep of {escape_text(base)}</h1><p>One run per combination; "
         "each link opens that run's report.</p>"
         f"<table><tr><th>Run</th>{head}<th>CuBE</th><th>Verdict</th><th>Status</th>"
         f"</tr>{body}</table></body></html>"
