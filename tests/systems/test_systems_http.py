@@ -76,7 +76,7 @@ def test_an_http_system_needs_its_answerer_and_says_why() -> None:
     with pytest.raises(ParamsError) as err:
         parse_params({**top, "systems": [http_entry("http://h/ask", **IDS)]}, "p.yaml")
     assert "systems[svc] (http): set `answerer`" in str(err.value)
-    assert "same model as the system's answers" in str(err.value)
+    assert "a different model would move 0 and 100" in str(err.value)
     ok = parse_params({**top, "systems": [http_entry("http://h/ask", **IDS, answerer=OFFLINE)]})
     assert ok.system_answerer(ok.systems[0]) == ok.systems[0].answerer
 
