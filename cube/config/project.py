@@ -92,11 +92,113 @@ def _is_local_path(value: str) -> bool:
 def is_path_key(where: str) -> bool:
     """Whether the dotted key `where` (`systems[0].path`, `human.key`) names a local path
     (`PATH_KEYS`)."""
-    plain = re.sub(r"\[\d+\]", "", where)
+    plain = re.sub(r"\[[^\]]*\]", "", where)
     return any(
         plain.rsplit(".", 1)[-1] == k if "." not in k else plain == k or plain.endswith("." + k)
         for k in PATH_KEYS
     )
+
+
+# A system's Python function given as a file, `path/to/file.py:function` (kind python): the file
+# part is a local path too; `package.module:function` is a module name, never rewritten.
+CALLABLE_KEYS = ("callable", "bounds")
+
+
+def _callable_file(where: str, value: str) -> tuple[str, str] | None:
+    """(file, ':function') of a `systems[].callable` / `systems[].bounds` value naming a .py file,
+    else None."""
+    plain = re.sub(r"\[[^\]]*\]", "", where)
+    if plain not in tuple(f"systems.{k}" for k in CALLABLE_KEYS):
+        return None
+    file, sep, name = value.rpartition(":")
+    is_file = file.endswith(".py") or "/" in file or "\\" in file
+    return (file, sep + name) if sep and file and is_file else None
+
+
+def map_local_paths(value: Any, change: Any, where: str = "") -> Any:
+    """A copy of a JSON-like params value with `change(path, where)` applied to every local path it
+    holds (the values of `PATH_KEYS` and the file part of a Python system's `callable` /
+    `bounds`), `where` its dotted key with list items by name when they have one
+    (`systems[mine].path`)."""
+    if isinstance(value, dict):
+        return {
+            k: map_local_paths(v, change, f"{where}.{k}" if where else str(k))
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [map_local_paths(v, change, f"{where}[{_label(v, i)}]") for i, v in enumerate(value)]
+    if not isinstance(value, str) or not value:
+        return value
+    if is_path_key(where):
+        return change(value, where)
+    split = _callable_file(where, value)
+    return change(split[0], where) + split[1] if split else value
+
+
+def _label(item: Any, index: int) -> str:
+    name = item.get("name") if isinstance(item, dict) else None
+    return name if isinstance(name, str) and name and "]" not in name else str(index)
+
+
+def local_paths(value: Any) -> dict[str, str]:
+    """Every local path of a JSON-like params value, by its dotted key (`map_local_paths`)."""
+    found: dict[str, str] = {}
+
+    def keep(path: str, where: str) -> str:
+        found[where] = path
+        return path
+
+    map_local_paths(value, keep)
+    return found
+
+
+def is_relative_local(path: str) -> bool:
+    """A path read relative to some folder: neither absolute nor `~/...`."""
+    return not (_is_local_path(path) or path.startswith("~"))
+
+
+def paths_from_file(data: Any, params_file: str | Path, root: Path | None = None) -> Any:
+    """The raw params of a file with every relative local path read from the file's folder (made
+    absolute), and `outputs_dir`, when not given, set to its default: `outputs/` in the project
+    root when the file lies inside the project, else `outputs/` beside the file
+    (docs/reference/params.md, "Paths"). A mapping only; anything else is returned as it is (the
+    params check names it)."""
+    if not isinstance(data, dict):
+        return data
+    folder = Path(params_file).expanduser().resolve().parent
+    out = map_local_paths(
+        data, lambda p, _: os.path.normpath(folder / p) if is_relative_local(p) else p
+    )
+    if out.get("outputs_dir") is None:
+        base = (root or project_root()).resolve()
+        out["outputs_dir"] = str((base if folder.is_relative_to(base) else folder) / "outputs")
+    return out
+
+
+def paths_relative_to(data: Any, folder: Path, root: Path | None = None) -> Any:
+    """Dumped params as a file in `folder` (a run folder, `<outputs>/<run>/`) records them, so that
+    read back by `paths_from_file` they name the same files: a local path relative to `folder` when
+    the path and `folder` lie in one of the project root or the folder holding the outputs folder
+    (relative paths of the dump are the project root's); every other value as it is, for
+    `shared_values` to show (no local folder layout above those folders is written)."""
+    base = (root or project_root()).resolve()
+    folder = Path(folder).resolve()
+    home = Path.home().resolve()
+    anchors = [
+        a
+        for a in (base, folder.parent.parent)
+        if folder.is_relative_to(a) and (a == home or not home.is_relative_to(a))
+    ]  # never a folder above the home folder: a path from there would name the user
+
+    def rebase(path: str, where: str) -> str:
+        if path.startswith("~"):
+            return path
+        full = Path(os.path.normpath(Path(path) if _is_local_path(path) else base / path))
+        if not any(full.is_relative_to(a) for a in anchors):
+            return path
+        return Path(os.path.relpath(full, folder)).as_posix()
+
+    return map_local_paths(data, rebase)
 
 
 def path_identity(path: str) -> str:
