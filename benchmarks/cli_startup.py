@@ -22,12 +22,19 @@ import sys
 import time
 from pathlib import Path
 
-LIST_COMMANDS = (
-    "import argparse, json; from cube.cli import build_parser; "
-    "sub = next(a for a in build_parser()._actions "
-    "if isinstance(a, argparse._SubParsersAction)); "
-    "print(json.dumps(sorted(sub.choices)))"
-)
+# The measured package's own commands, nested ones (`batch export`) included, as word lists.
+LIST_COMMANDS = """
+import argparse, json
+from cube.cli import build_parser
+def words(parser, prefix):
+    out = []
+    for a in parser._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for name, p in a.choices.items():
+                out += [prefix + [name]] + words(p, prefix + [name])
+    return out
+print(json.dumps(words(build_parser(), [])))
+"""
 
 
 def wall_times(cmd: list[str], runs: int, env: dict[str, str]) -> list[float]:
@@ -41,7 +48,7 @@ def wall_times(cmd: list[str], runs: int, env: dict[str, str]) -> list[float]:
     return out
 
 
-def subcommands(env: dict[str, str]) -> list[str]:
+def subcommands(env: dict[str, str]) -> list[list[str]]:
     done = subprocess.run(
         [sys.executable, "-c", LIST_COMMANDS], env=env, capture_output=True, text=True, check=True
     )
@@ -52,8 +59,15 @@ def measure(runs: int, env: dict[str, str]) -> dict[str, float]:
     """Median wall seconds per command line."""
     cases = {"import cube.cli": [sys.executable, "-c", "import cube.cli"]}
     cases["cube --help"] = [sys.executable, "-m", "cube.cli", "--help"]
-    for name in subcommands(env):
-        cases[f"cube {name} --help"] = [sys.executable, "-m", "cube.cli", name, "--help"]
+    cases["cube --version"] = [sys.executable, "-m", "cube.cli", "--version"]
+    for words in subcommands(env):
+        cases[f"cube {' '.join(words)} --help"] = [
+            sys.executable,
+            "-m",
+            "cube.cli",
+            *words,
+            "--help",
+        ]
     return {label: statistics.median(wall_times(cmd, runs, env)) for label, cmd in cases.items()}
 
 

@@ -162,7 +162,7 @@ def _add_questions(sub: argparse._SubParsersAction) -> None:
         "the same questions) and write them with the columns the import reads: question_id, "
         "question, lang, and the empty answer and retrieved_doc_ids to fill (the gold document is "
         "left out). Have your system answer them, then import the file with a system "
-        "`{kind: imported, path: FILE}` (docs/how-to/import-answers.md).",
+        "`{kind: imported, path: FILE}` (docs/tutorials/own-system.md).",
     )
     q.add_argument("params", type=Path, help="params YAML file")
     q.add_argument("--out", type=Path, required=True, help="output file, .csv or .jsonl")
@@ -1047,16 +1047,20 @@ def _run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    return _outcome(summary.paths)
+    return _outcome(summary.paths, args.cwd)
 
 
-def _outcome(paths: RunPaths) -> int:
+def _outcome(paths: RunPaths, cwd: Path) -> int:
     """The run's result in the terminal (`cube.run.outcome`); 3 when the primary system's verdict
     was withheld, else 0."""
     from cube.run.outcome import outcome_lines, read_decision, withheld
 
     decision = read_decision(paths.results)
-    print("\n".join(outcome_lines(decision, display_path(paths.report / "index.html"))))
+    index = (paths.report / "index.html").resolve()
+    shown = index.relative_to(cwd.resolve()) if index.is_relative_to(cwd.resolve()) else index
+    lines = outcome_lines(decision, str(shown))
+    if lines:
+        print("\n".join(lines))
     if withheld(decision):
         why = "judging failed" if decision.get("judging_failed") else "see the reasons above"
         print(

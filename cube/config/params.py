@@ -70,7 +70,9 @@ class Params(StrictModel):
     )
     title: str = Field("CuBE evaluation", description="Title of the report.")
     outputs_dir: str = Field(
-        "outputs", description="Folder holding run directories and the LLM cache."
+        "outputs",
+        description="Folder holding run directories and the LLM cache. Not set: outputs/ in the "
+        "project root for a params file inside the project, else outputs/ beside the params file.",
     )
     cache_path: str | None = Field(None, description="Default: <outputs_dir>/cache.sqlite.")
     models: dict[str, ModelSpec] = Field(

@@ -1,14 +1,19 @@
-"""Where a run's relative paths are read from: the project root, never the working directory.
+"""Where relative paths are read from: the project root, or the params file's folder.
 
 A notebook opened in JupyterLab runs in `notebooks/`, nbconvert and papermill run where they are
-started, `cube run` may be started from any folder: all of them resolve `params/default.yaml`,
-`outputs/<run>` and the relative paths inside params (`corpus.path`, `questions.path`, ...)
-against the same folder, the project root:
+started, `cube run` may be started from any folder: all of them resolve a params file given by a
+relative path (`params/default.yaml`) and `outputs/<run>` against the same folder, the project root:
 
 1. `$CUBE_PROJECT_ROOT` when set;
 2. else the nearest folder, from the working directory upwards (or from `start`), holding the
    markers `pyproject.toml` and `cube/` (a checkout of this repository);
 3. else the working directory (a project of one's own, with cube installed as a package).
+
+The relative paths INSIDE a params file (`corpus.path`, `questions.path`, ...) are read from that
+file's folder (`paths_from_file`, applied when a params file is loaded), so a params file beside
+its data works from anywhere; a file a run records (`outputs/<run>/params.yaml`, a sweep's
+combinations) writes them relative to its own folder (`paths_relative_to`). Params built from a
+mapping (`parse_params`) keep their relative paths, read from the project root by the stages.
 
 Paths written into outputs are shown relative to the root (`display_path`), so a report folder
 can be sent to someone else without the local folder layout in it.
@@ -99,6 +104,20 @@ def is_path_key(where: str) -> bool:
     )
 
 
+# Where a params file holds a local path, by dotted key (list items as []): read from the params
+# file's folder (`paths_from_file`). Named one by one, not by last name as `PATH_KEYS`: a user's own
+# mapping (an HTTP system's `body`, `headers`) may hold a key `path` whose value is no file.
+LOCAL_PATH_KEYS = (
+    "outputs_dir",
+    "cache_path",
+    "corpus.path",
+    "questions.path",
+    "systems.path",
+    "dimensions.path",
+    "dimensions.prompt_file",
+    "human.ratings",
+    "human.key",
+)
 # A system's Python function given as a file, `path/to/file.py:function` (kind python): the file
 # part is a local path too; `package.module:function` is a module name, never rewritten.
 CALLABLE_KEYS = ("callable", "bounds")
@@ -117,8 +136,8 @@ def _callable_file(where: str, value: str) -> tuple[str, str] | None:
 
 def map_local_paths(value: Any, change: Any, where: str = "") -> Any:
     """A copy of a JSON-like params value with `change(path, where)` applied to every local path it
-    holds (the values of `PATH_KEYS` and the file part of a Python system's `callable` /
-    `bounds`), `where` its dotted key with list items by name when they have one
+    holds (at `LOCAL_PATH_KEYS`, and the file part of a Python system's `callable` / `bounds`),
+    `where` its dotted key with list items by name when they have one
     (`systems[mine].path`)."""
     if isinstance(value, dict):
         return {
@@ -129,7 +148,7 @@ def map_local_paths(value: Any, change: Any, where: str = "") -> Any:
         return [map_local_paths(v, change, f"{where}[{_label(v, i)}]") for i, v in enumerate(value)]
     if not isinstance(value, str) or not value:
         return value
-    if is_path_key(where):
+    if re.sub(r"\[[^\]]*\]", "", where) in LOCAL_PATH_KEYS:
         return change(value, where)
     split = _callable_file(where, value)
     return change(split[0], where) + split[1] if split else value
@@ -161,8 +180,8 @@ def paths_from_file(data: Any, params_file: str | Path, root: Path | None = None
     """The raw params of a file with every relative local path read from the file's folder (made
     absolute), and `outputs_dir`, when not given, set to its default: `outputs/` in the project
     root when the file lies inside the project, else `outputs/` beside the file
-    (docs/reference/params.md, "Paths"). A mapping only; anything else is returned as it is (the
-    params check names it)."""
+    (docs/reference/params.md, its "Paths" paragraph). A mapping only; anything else is returned
+    as it is (the params check names it)."""
     if not isinstance(data, dict):
         return data
     folder = Path(params_file).expanduser().resolve().parent

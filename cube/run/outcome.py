@@ -65,8 +65,8 @@ def system_line(entry: dict[str, Any], width: int, k: Any) -> str:
 
 def outcome_lines(decision: dict[str, Any], report: str) -> list[str]:
     """The summary `cube run` prints (`report`: the report's path as shown)."""
-    if not decision:
-        return [f"cube: no decision in this run (notebook 06 did not run); report: {report}"]
+    if not decision:  # notebook 06 has not run (e.g. `--only 00`): the log named the report
+        return []
     systems = decision.get("systems") or [decision]
     width = max(len(str(s.get("system", "?"))) for s in systems)
     lines = [system_line(s, width, decision.get("top_n")) for s in systems]

@@ -18,8 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 SYSTEMS = {
     "demo": "the synthetic demo knowledge base and the built-in BM25 baseline (offline)",
     "baseline": "your knowledge base and the built-in BM25 baseline",
@@ -100,6 +98,8 @@ def suggest_columns(kb: Path) -> tuple[dict[str, str], list[str]]:
 
 
 def _dump(data: dict[str, Any]) -> str:
+    import yaml
+
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
 
 
@@ -188,23 +188,27 @@ def _system(c: InitChoices, folder: Path) -> tuple[str, dict[str, Any]]:
             "Your system's answers, imported: one row per question with `question_id`, `answer` "
             "and `retrieved_doc_ids` (the documents it retrieved, in rank order: a JSON list or "
             "ids separated by | or ;).\nThe questions to answer: `cube questions THIS_FILE --out "
-            "FILE` (docs/how-to/import-answers.md)."
+            "FILE` (docs/tutorials/own-system.md)."
         )
         return text, {"systems": [entry]}
     if c.system == "http":
-        entry = {
+        entry = {  # the keys of `kind: http` (cube.config.http_system.HttpSystem)
             "kind": "http",
             "name": "my-rag",
             "url": c.url,
+            "method": "POST",
             "body": {"question": "{question}", "top_k": "{top_n}"},
-            "answer_path": "answer",
-            "retrieved_ids_path": "sources[*].id",
+            "response": {"answer": "answer", "retrieved_ids": "sources[*].doc_id"},
             "top_n": 8,
         }
         text = (
             "Your RAG service: `body` is the JSON sent for each question ({question}, "
-            "{question_id}, {top_n}, {lang} are filled in); the paths (JMESPath) find the answer "
-            "and the retrieved documents' ids in its reply.\nEdit them to your service's shapes."
+            "{question_id}, {top_n}, {lang}, {region} are filled in); `response` holds the "
+            "JMESPath expressions finding the answer and the retrieved documents' ids "
+            "(`retrieved_ids`) or passages' texts (`retrieved_passages`) in its reply.\nEdit them "
+            "to your service's shapes, or set `preset: openai_chat_references` (RAGFlow's "
+            "OpenAI-compatible chat) or `preset: dify_chat_messages`. A secret header goes through "
+            "`header_env` (header name: the environment variable holding it)."
         )
         return text, {"systems": [entry]}
     entry = {"kind": "python", "name": "my-rag", "callable": _callable(c.callable, folder)}
@@ -301,6 +305,8 @@ def check_written(text: str, path: Path) -> None:
     Raises:
         ParamsError: naming every problem (e.g. a system kind this version does not know).
     """
+    import yaml
+
     from cube.config.params import parse_params
     from cube.config.project import paths_from_file
 

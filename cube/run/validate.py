@@ -227,10 +227,10 @@ def check_imported(
     report: DataReport,
     run_inputs: tuple[pd.DataFrame, pd.DataFrame] | None = None,
 ) -> None:
-    """An imported QA file: readable, with its columns; then, when the run's knowledge base and
-    question set are known (`run_inputs`), read by the run's own import (`ImportedAnswers`), so
-    whatever it refuses (unanswered questions, unknown ids, a malformed list...) is an error here,
-    with its fix; else its lists parsed row by row and its ids checked against `corpus`."""
+    """An imported QA file: readable, with its columns, every row's list parsed; then, when the
+    run's knowledge base and question set are known (`run_inputs`), read by the run's own import
+    (`ImportedAnswers`), so whatever it refuses (unanswered questions, unknown ids, a malformed
+    list...) is an error here, with its fix; else its ids checked against `corpus`."""
     from cube.systems.imported import ImportedFileError
     from cube.systems.imported import read_table as read_qa
 
@@ -249,10 +249,10 @@ def check_imported(
     list_col = _imported_columns(raw, path, where, report)
     if list_col is None:
         return
+    if corpus is not None:  # every row's list, beside the import's first refusal
+        _check_lists(raw, list_col, corpus, path, where, report, unknown=run_inputs is None)
     if run_inputs is not None:
         _import_as_the_run(system, run_inputs, report)
-    elif corpus is not None:
-        _check_lists(raw, list_col, corpus, path, where, report)
     report.notes.append(f"{path}: {len(raw)} answers ({where})")
 
 
@@ -274,7 +274,7 @@ def _imported_columns(raw: pd.DataFrame, path: Path, where: str, report: DataRep
     if missing:
         report.errors.append(
             f"{path}: missing column(s) {missing}; columns found: {cols} ({where}; the accepted "
-            "columns: docs/how-to/import-answers.md)"
+            "columns: docs/tutorials/own-system.md)"
         )
         return None
     return list_col
@@ -287,7 +287,11 @@ def _check_lists(
     path: Path,
     where: str,
     report: DataReport,
+    unknown: bool = True,
 ) -> None:
+    """Each row's retrieved list parsed (an error per row that is no list) and, with `unknown`,
+    the ids not in the knowledge base (a warning; with the run's question set the run's own import
+    says what it does with them)."""
     from cube.config.schema import parse_doc_list
 
     known, bad = set(corpus["doc_id"].astype(str)), []
@@ -298,7 +302,7 @@ def _check_lists(
             report.errors.append(f"{path}: row {i + 1}, column '{list_col}': {err} ({where})")
             continue
         bad.extend((i, d) for d in ids if d not in known)
-    if bad:
+    if bad and unknown:
         report.warnings.append(
             f"{path}: column '{list_col}': {len(bad)} retrieved doc id(s) not in the knowledge "
             "base (they count as misses): " + ", ".join(f"row {i + 1}: {d}" for i, d in bad)
@@ -447,20 +451,37 @@ def _written_paths(params_file: Path | None) -> dict[str, str]:
         return {}
 
 
+# What each path key names, for the message of a missing one.
+FILE_KINDS = {
+    "corpus.path": "knowledge-base file or folder",
+    "questions.path": "question file",
+    "systems.path": "imported answers file",
+    "systems.callable": "Python file",
+    "systems.bounds": "Python file",
+    "dimensions.path": "dimension file or folder",
+    "dimensions.prompt_file": "prompt file",
+    "human.ratings": "ratings file or folder",
+    "human.key": "annotation key file",
+}
+
+
 def _missing_message(where: str, full: Path, written: str | None, read_from: Path) -> str:
     """A missing file: as written in the params file `read_from` (a relative path read from its
     folder), or, for params without a file (`written` None), read from the folder `read_from`."""
+    import re
+
     from cube.config.project import is_relative_local
 
+    kind = FILE_KINDS.get(re.sub(r"\[[^\]]*\]", "", where), "file")
     if written is None:
-        return f"{where}: {full} not found (a relative path is read from {read_from})"
+        return f"{where}: {kind} {full} not found (a relative path is read from {read_from})"
     if is_relative_local(written):
         return (
-            f"{where}: {written!r} not found: a relative path is read from the folder of the "
-            f"params file {read_from}, so it names {full}; give the path from that folder, or an "
-            "absolute path"
+            f"{where}: {kind} {written!r} not found: a relative path is read from the folder of "
+            f"the params file {read_from}, so it names {full}; give the path from that folder, or "
+            "an absolute path"
         )
-    return f"{where}: {full} not found (as written in {read_from})"
+    return f"{where}: {kind} {full} not found (as written in {read_from})"
 
 
 def validate_data(
