@@ -44,6 +44,7 @@ from cube.config.runpaths import RunPaths
 
 if TYPE_CHECKING:
     from cube.config.params import Params
+    from cube.run.scaffold import InitChoices
 
 EPILOG = """examples:
   cube init                                    write params.yaml for a first run (asks, or flags)
@@ -772,9 +773,9 @@ def _cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
-def _init_choices(args: argparse.Namespace):
+def _init_choices(args: argparse.Namespace) -> InitChoices:
     """The choices the flags give (the rest keep `InitChoices`' defaults)."""
-    from cube.run.scaffold import InitChoices
+    from cube.run.scaffold import InitChoices, typed_callable
 
     c = InitChoices(run=args.run_name or args.path.parent.name or "my-eval")
     given = {
@@ -784,7 +785,7 @@ def _init_choices(args: argparse.Namespace):
         "kb": args.kb,
         "questions": args.questions_file,
         "url": args.url,
-        "callable": _typed_callable(args.callable, args.cwd),
+        "callable": typed_callable(args.callable, args.cwd),
         "answers": args.answers,
         "model": args.model,
         "base_url": args.base_url,
@@ -798,16 +799,6 @@ def _init_choices(args: argparse.Namespace):
         if value is not None:
             setattr(c, field, value)
     return c
-
-
-def _typed_callable(target: str | None, cwd: Path) -> str | None:
-    """A `file.py:function` target with its file read from the folder it was typed in."""
-    if not target:
-        return target
-    file, sep, name = target.rpartition(":")
-    if sep and (file.endswith(".py") or "/" in file or "\\" in file):
-        return f"{(cwd / file).resolve()}:{name}"
-    return target
 
 
 def _ask(question: str, default: object, choices: dict[str, str] | None = None) -> object:

@@ -123,15 +123,18 @@ LOCAL_PATH_KEYS = (
 CALLABLE_KEYS = ("callable", "bounds")
 
 
-def _callable_file(where: str, value: str) -> tuple[str, str] | None:
-    """(file, ':function') of a `systems[].callable` / `systems[].bounds` value naming a .py file,
-    else None."""
-    plain = re.sub(r"\[[^\]]*\]", "", where)
-    if plain not in tuple(f"systems.{k}" for k in CALLABLE_KEYS):
-        return None
-    file, sep, name = value.rpartition(":")
+def callable_file(target: str) -> tuple[str, str] | None:
+    """(file, ':function') of a `path/to/file.py:function` target, None for
+    `package.module:function` (a module name)."""
+    file, sep, name = target.rpartition(":")
     is_file = file.endswith(".py") or "/" in file or "\\" in file
     return (file, sep + name) if sep and file and is_file else None
+
+
+def _callable_file(where: str, value: str) -> tuple[str, str] | None:
+    """`callable_file` of a `systems[].callable` / `systems[].bounds` value, else None."""
+    plain = re.sub(r"\[[^\]]*\]", "", where)
+    return callable_file(value) if plain in tuple(f"systems.{k}" for k in CALLABLE_KEYS) else None
 
 
 def map_local_paths(value: Any, change: Any, where: str = "") -> Any:

@@ -222,12 +222,18 @@ def _system(c: InitChoices, folder: Path) -> tuple[str, dict[str, Any]]:
 
 def _callable(target: str | None, folder: Path) -> str | None:
     """A `file.py:function` target with its file relative to the params file's folder."""
-    if target is None:
-        return None
-    file, sep, name = target.rpartition(":")
-    if sep and (file.endswith(".py") or "/" in file or "\\" in file):
-        return _rel(Path(file), folder) + ":" + name
-    return target
+    from cube.config.project import callable_file
+
+    split = callable_file(target) if target else None
+    return _rel(Path(split[0]), folder) + split[1] if split else target
+
+
+def typed_callable(target: str | None, cwd: Path) -> str | None:
+    """A `file.py:function` target as typed in `cwd`, with its file made absolute."""
+    from cube.config.project import callable_file
+
+    split = callable_file(target) if target else None
+    return f"{(cwd / split[0]).resolve()}{split[1]}" if split else target
 
 
 def _judges(c: InitChoices) -> tuple[str, dict[str, Any]]:
