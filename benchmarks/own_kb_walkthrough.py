@@ -64,7 +64,8 @@ def main() -> None:
     )
     args = ap.parse_args()
     data = yaml.safe_load((ROOT / "params" / "own_kb.yaml").read_text(encoding="utf-8"))
-    data["corpus"]["path"] = str(ROOT / data["corpus"]["path"])
+    # read from params/, as the file's own relative path is; absolute for the copies under tmp
+    data["corpus"]["path"] = str((ROOT / "params" / data["corpus"]["path"]).resolve())
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
         variants = [("group_by", data)] + ([] if args.skip_rows else [("rows", rows_variant(data))])

@@ -3,6 +3,8 @@
 cube run PARAMS.yaml [--only 03..06] [--force]   execute the notebooks, publish the report
 cube report PARAMS.yaml                          re-export HTML and index.html only
 cube validate PARAMS.yaml [--print]              check a params file and every data file it names
+cube init [PARAMS.yaml] [--system ...] [--judge ...]  write a params file for a first run
+cube questions PARAMS.yaml --out FILE            write the run's question set (to answer elsewhere)
 cube example-kb PATH                             write the synthetic long-format example spreadsheet
 cube annotate PARAMS.yaml [--out FILE]           export the human annotation sheet
 cube sweep PARAMS.yaml --grid key=v1,v2 ...      one run per combination, plus an index linking them
@@ -26,8 +28,10 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from cube.config.params import Params, ParamsError, load_params, params_to_yaml
+# Only light modules at import time (`cube --help` in well under a second): pandas, pydantic, the
+# notebooks' machinery are imported by the command functions that need them.
 from cube.config.project import (
     ROOT_ENV,
     display_path,
@@ -37,16 +41,26 @@ from cube.config.project import (
     working_dir,
 )
 from cube.config.runpaths import RunPaths
-from cube.run.notebook import MissingStageError
-from cube.run.stages import ParamsMismatchError
-from cube.run.state import RunInterrupted, RunLocked, interrupts_raise
+
+if TYPE_CHECKING:
+    from cube.config.params import Params
+    from cube.run.scaffold import InitChoices
 
 EPILOG = """examples:
+  cube init                                    write params.yaml for a first run (asks, or flags)
   cube run params/default.yaml                 the whole sequence, offline, on the demo corpus
   cube run params/llm_jury.yaml --only 03..06  re-score and re-analyse only
   cube run params/default.yaml --force         re-execute every stage even if up to date
+Relative paths inside a params file are read from that file's folder.
 API keys are read from the environment variables that params name (api_key_env); they never
-appear in params, outputs or reports."""
+appear in params, outputs or reports.
+exit codes:
+  0    done (`cube run`: published, with a verdict)
+  1    a stage of `cube run` failed (nothing published; see report/last_run.html)
+  2    bad params or data, a preflight problem, a locked run folder, or a file in the way
+  3    `cube run`: published, but the verdict is withheld (judging failed, or another reason the
+       report and the last line name)
+  130  interrupted (Ctrl-C; re-run to resume)"""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -58,12 +72,15 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    p.add_argument("--version", action="version", version=f"cube {_version()}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (
+        _add_init,
         _add_run,
         _add_plan,
         _add_report,
         _add_validate,
+        _add_questions,
         _add_example_kb,
         _add_annotate,
         _add_sweep,
@@ -78,6 +95,86 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _version() -> str:
+    """The installed package's version (its metadata), or why there is none."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("cube")
+    except PackageNotFoundError:
+        return "(not installed: run from a checkout without `pip install -e .`)"
+
+
+def _add_init(sub: argparse._SubParsersAction) -> None:
+    from cube.run.scaffold import JUDGES, SYSTEMS
+
+    i = sub.add_parser(
+        "init",
+        help="write a params file for a first run: the demo, your knowledge base, an HTTP or "
+        "Python system, imported answers; offline, OpenAI-compatible or local judges",
+        description="Write a params file from a few choices, with a comment before each section "
+        "saying what to change. On a terminal without --system it asks (the defaults in "
+        "brackets); otherwise it takes the flags. Paths are written relative to the new file's "
+        "folder (where a params file's relative paths are read from). The file is checked as "
+        "`cube validate` loads it before it is written; an existing file is kept unless --force. "
+        "Systems: "
+        + "; ".join(f"{k}: {v}" for k, v in SYSTEMS.items())
+        + ". Judges: "
+        + "; ".join(f"{k}: {v}" for k, v in JUDGES.items())
+        + ".",
+    )
+    i.add_argument(
+        "path",
+        type=Path,
+        nargs="?",
+        default=Path("params.yaml"),
+        help="file to write (default ./params.yaml)",
+    )
+    i.add_argument("--system", choices=list(SYSTEMS), help="the system to evaluate (default demo)")
+    i.add_argument("--judge", choices=list(JUDGES), help="the judge (default offline)")
+    i.add_argument("--kb", type=Path, help="your knowledge-base file or folder")
+    i.add_argument("--questions-file", type=Path, help="your question file (default: templates)")
+    i.add_argument("--url", help="--system http: your service's URL")
+    i.add_argument(
+        "--callable", help="--system python: package.module:function or file.py:function"
+    )
+    i.add_argument("--answers", type=Path, help="--system imported: your system's answers file")
+    i.add_argument("--model", help="--judge openai: the judge model's name")
+    i.add_argument("--base-url", help="--judge openai: the endpoint (default OpenAI's)")
+    i.add_argument("--api-key-env", help="--judge openai: variable holding the key")
+    i.add_argument("--answerer-model", help="the model your system answers with (bound sets)")
+    i.add_argument("--answerer-base-url", help="its OpenAI-compatible endpoint")
+    i.add_argument("--answerer-api-key-env", help="variable holding its key")
+    i.add_argument("--port", type=int, help="--judge local: `cube serve`'s port (default 8765)")
+    i.add_argument("--run", dest="run_name", help="run name (default: the file's folder name)")
+    i.add_argument("--lang", choices=["en", "zh"], help="language of the knowledge base (en)")
+    i.add_argument("--force", action="store_true", help="replace an existing file")
+    i.add_argument("--no-input", action="store_true", help="never ask, even on a terminal")
+    i.set_defaults(func=_cmd_init)
+
+
+def _add_questions(sub: argparse._SubParsersAction) -> None:
+    q = sub.add_parser(
+        "questions",
+        help="write the run's question set (CSV or JSONL) for a system called elsewhere; import "
+        "its answers with `kind: imported`",
+        description="Build the knowledge base and the question set exactly as `cube run` does "
+        "(a `questions.generator: llm` set sends its question-writing calls, cached: the run asks "
+        "the same questions) and write them with the columns the import reads: question_id, "
+        "question, lang, and the empty answer and retrieved_doc_ids to fill (the gold document is "
+        "left out). Have your system answer them, then import the file with a system "
+        "`{kind: imported, path: FILE}` (docs/tutorials/own-system.md).",
+    )
+    q.add_argument("params", type=Path, help="params YAML file")
+    q.add_argument("--out", type=Path, required=True, help="output file, .csv or .jsonl")
+    q.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing file (by default it is kept: it may hold answers already)",
+    )
+    q.set_defaults(func=_cmd_questions)
+
+
 def _add_run(sub: argparse._SubParsersAction) -> None:
     r = sub.add_parser(
         "run",
@@ -90,8 +187,10 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         "codes: 0 published, 1 a stage failed (nothing published; see report/last_run.html), 2 "
         "bad params or data (`cube validate`'s errors, checked before any stage runs), a preflight "
         "problem (unset key variable, broken LLM endpoint) or the run folder is locked by another "
-        "run, 3 decision withheld because judging failed, "
-        "130 interrupted (re-run to resume).",
+        "run, 3 published but the verdict is withheld (judging failed, or another reason the "
+        "summary names), 130 interrupted (re-run to resume). It ends with a summary: per system "
+        "CuBE with its interval, R@k and the verdict (or WITHHELD and its first reason), the "
+        "run's calls and cost, the report's path.",
     )
     r.add_argument("params", type=Path, help="params YAML file (e.g. params/default.yaml)")
     r.add_argument(
@@ -175,8 +274,12 @@ def _add_validate(sub: argparse._SubParsersAction) -> None:
         "report EVERY problem at once (file, row, column): path, format, sheet, encoding, field "
         "keys, mapped and grouping columns, doc_id uniqueness, empty and exact-duplicate "
         "documents. Ends with one line: `validate: OK: ...` or `validate: FAILED: ...`; exits 2 "
-        "on any error. Relative paths inside the params are read from the project root (the "
-        "folder with pyproject.toml and cube/), as `cube run` and the notebooks do.",
+        "on any error. It makes every check `cube run` makes before its first model call: every "
+        "file the params name exists (relative paths are read from the params file's folder), "
+        "the dimensions load, every system can be made, imported answers are read by the run's "
+        "own import against the question set the run will ask (built as the run builds it; "
+        "with `questions.generator: llm` that set is written during the run, so their coverage "
+        "is checked then), and the run folder holds no data of another params file.",
     )
     v.add_argument("params", type=Path, help="params YAML file to check")
     v.add_argument(
@@ -452,11 +555,24 @@ def _preflight(params: Params, *, endpoints: bool | None, timeout_s: float = 10.
 
 # paths typed on the command line, read from the current folder (everything else, such as outputs
 # and the paths inside params, from the project root)
-TYPED_PATHS = ("params", "notebooks", "outputs", "out", "path", "model", "log", "folder")
+TYPED_PATHS = (
+    "params",
+    "notebooks",
+    "outputs",
+    "out",
+    "path",
+    "model",
+    "log",
+    "folder",
+    "kb",
+    "questions_file",
+    "answers",
+)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.cwd = Path.cwd()  # the folder paths were typed in (the command runs in the project root)
     params_file = getattr(args, "params", None)
     # the params file as typed (folder included), for the commands a message tells the user to run
     args.params_typed = " ".join(_quote(str(params_file))) if isinstance(params_file, Path) else ""
@@ -493,19 +609,38 @@ def _dispatch(args: argparse.Namespace) -> int:
     one line on stderr and exit code 2."""
     try:
         return args.func(args)
-    except RunLocked as err:
-        print(f"cube: {err}", file=sys.stderr)
+    except Exception as err:
+        if not _shared_error(err):
+            raise
+        prefix = "cube" if _is_error(err, "cube.run.state", "RunLocked") else "error"
+        print(f"{prefix}: {err}", file=sys.stderr)
         return 2
-    except ParamsError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except (FileNotFoundError, ValueError, MissingStageError, ParamsMismatchError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+
+
+# The errors every command reports as one line and exit code 2: (module, class). A class is looked
+# up only when its module was imported (an error cannot come from a module never loaded), so the
+# command line imports none of them up front.
+SHARED_ERRORS = (
+    ("cube.run.state", "RunLocked"),
+    ("cube.config.params", "ParamsError"),
+    ("cube.run.notebook", "MissingStageError"),
+    ("cube.run.stages", "ParamsMismatchError"),
+)
+
+
+def _is_error(err: BaseException, module: str, name: str) -> bool:
+    loaded = sys.modules.get(module)
+    return loaded is not None and isinstance(err, getattr(loaded, name))
+
+
+def _shared_error(err: BaseException) -> bool:
+    return isinstance(err, FileNotFoundError | ValueError) or any(
+        _is_error(err, m, n) for m, n in SHARED_ERRORS
+    )
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    if not args.no_preflight and _preflight(load_params(args.params), endpoints=None):
+    if not args.no_preflight and _preflight(_load_params(args.params), endpoints=None):
         return 2
     _batch_pending(args)
     return _run(args)
@@ -514,7 +649,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_plan(args: argparse.Namespace) -> int:
     from cube.run.plan import build_plan, plan_text
 
-    params = load_params(args.params)
+    params = _load_params(args.params)
     cache = (
         resolve(params.cache_path)
         if params.cache_path
@@ -529,10 +664,10 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from cube.run.execute import publish
 
     if args.params.is_dir():  # a run folder: the params its notebooks ran with are in params.yaml
-        params = load_params(args.params / "params.yaml")
+        params = _load_params(args.params / "params.yaml")
         paths = RunPaths(root=args.params, cache=args.params.parent / "cache.sqlite")
     else:
-        params = load_params(args.params)
+        params = _load_params(args.params)
         paths = RunPaths.for_params(params, resolve(params.outputs_dir))
     if not paths.notebooks.is_dir() and not paths.data.is_dir():
         print(
@@ -548,13 +683,138 @@ def _cmd_report(args: argparse.Namespace) -> int:
 def _cmd_validate(args: argparse.Namespace) -> int:
     from cube.run.validate import validate_data
 
-    params = load_params(args.params)
+    params = _load_params(args.params)
     if args.print_params:
+        from cube.config.params import params_to_yaml
+
         print(params_to_yaml(params), end="")
     problems = _preflight(params, endpoints=args.check_endpoints, timeout_s=args.timeout)
-    data = validate_data(params, project_root())
+    data = validate_data(params, project_root(), args.params)
+    folder = _run_folder_problem(params, args)
+    if folder:
+        data.errors.append(folder)
     print("\n".join(data.lines()))
     return 0 if data.ok and not problems else 2
+
+
+def _run_folder_problem(params: Params, args: argparse.Namespace) -> str | None:
+    """What `cube run` (without --force) would refuse before its first stage: a run folder holding
+    data another params file made with other values."""
+    from cube.run.stages import ParamsMismatchError, check_run_folder
+
+    published = RunPaths.for_params(params, resolve(params.outputs_dir))
+    try:
+        check_run_folder(
+            published.data, params, display_path(args.params), display_path(published.root)
+        )
+    except ParamsMismatchError as err:
+        return str(err)
+    return None
+
+
+def _cmd_questions(args: argparse.Namespace) -> int:
+    """`cube questions`: 0 written, 2 the file exists (without --force) or the set cannot be
+    made."""
+    from cube.run.pipeline import question_set
+    from cube.run.question_file import write_question_file
+
+    shown = os.path.relpath(args.out, args.cwd)
+    if args.out.exists() and not args.force:
+        print(
+            f"error: {shown}: exists (it may hold answers already); pass --force to replace it",
+            file=sys.stderr,
+        )
+        return 2
+    params = _load_params(args.params)
+    cache = None
+    if params.questions.generator == "llm":  # its calls are cached where the run reads them
+        if _preflight(params, endpoints=None):
+            return 2
+        cache = RunPaths.for_params(params, resolve(params.outputs_dir)).cache
+        cache = resolve(params.cache_path) if params.cache_path else cache
+    _, questions = question_set(params, project_root(), cache)
+    n = write_question_file(questions, params.lang, args.out)
+    print(f"questions: {n} written to {shown}")
+    print(
+        "Fill `answer` and `retrieved_doc_ids` (the documents your system retrieved, in rank "
+        "order: a JSON list or ids separated by | or ;) and name the file in a system "
+        f"`{{kind: imported, path: ...}}` of {args.params_typed}; `cube validate "
+        f"{args.params_typed}` checks it covers every question."
+    )
+    return 0
+
+
+def _cmd_init(args: argparse.Namespace) -> int:
+    """`cube init`: 0 written, 2 the file exists (without --force), a choice lacks a value, or
+    the file would not validate."""
+    from cube.run.scaffold import check_written, next_steps, params_text, prompt_choices
+
+    shown = os.path.relpath(args.path, args.cwd)
+    if args.path.exists() and not args.force:
+        print(f"error: {shown}: exists; pass --force to replace it", file=sys.stderr)
+        return 2
+    choices = _init_choices(args)
+    if args.system is None and not args.no_input and sys.stdin.isatty():
+        prompt_choices(choices, _ask)
+    missing = choices.missing()
+    if missing:
+        print(
+            f"error: --system {choices.system} and --judge {choices.judge} need "
+            f"{', '.join(missing)}",
+            file=sys.stderr,
+        )
+        return 2
+    text = params_text(choices, args.path)
+    check_written(text, args.path)
+    args.path.parent.mkdir(parents=True, exist_ok=True)
+    args.path.write_text(text, encoding="utf-8")
+    print(f"wrote {shown}; next:")
+    print("\n".join(f"  {line}" for line in next_steps(choices, shown)))
+    return 0
+
+
+def _init_choices(args: argparse.Namespace) -> InitChoices:
+    """The choices the flags give (the rest keep `InitChoices`' defaults)."""
+    from cube.run.scaffold import InitChoices, typed_callable
+
+    c = InitChoices(run=args.run_name or args.path.parent.name or "my-eval")
+    given = {
+        "system": args.system,
+        "judge": args.judge,
+        "lang": args.lang,
+        "kb": args.kb,
+        "questions": args.questions_file,
+        "url": args.url,
+        "callable": typed_callable(args.callable, args.cwd),
+        "answers": args.answers,
+        "model": args.model,
+        "base_url": args.base_url,
+        "api_key_env": args.api_key_env,
+        "answerer_model": args.answerer_model,
+        "answerer_base_url": args.answerer_base_url,
+        "answerer_api_key_env": args.answerer_api_key_env,
+        "port": args.port,
+    }
+    for field, value in given.items():
+        if value is not None:
+            setattr(c, field, value)
+    return c
+
+
+def _ask(question: str, default: object, choices: dict[str, str] | None = None) -> object:
+    """One question on the terminal; the default on an empty answer, asked again on an answer
+    that is not among `choices`."""
+    if choices:
+        for key, text in choices.items():
+            print(f"  {key:<9} {text}")
+    shown = f" [{default}]" if default not in (None, "") else ""
+    while True:
+        answer = input(f"{question}{shown}: ").strip()
+        if not answer:
+            return default
+        if not choices or answer in choices:
+            return answer
+        print(f"  one of: {', '.join(choices)}")
 
 
 def _cmd_example_kb(args: argparse.Namespace) -> int:
@@ -569,7 +829,7 @@ def _cmd_annotate(args: argparse.Namespace) -> int:
 
     from cube.run.pipeline import export_annotation
 
-    params = load_params(args.params)
+    params = _load_params(args.params)
     started = time.time() - 1
     paths = RunPaths.for_params(params, resolve(params.outputs_dir))
     written = export_annotation(
@@ -710,10 +970,11 @@ def _serve(args: argparse.Namespace) -> int:
 def _batch_pending(args: argparse.Namespace) -> None:
     """One line before `cube run` sends anything: calls of the run's batch export not in the call
     cache (e.g. after a partial `cube batch import`) would go out as live, paid requests."""
+    from cube.config.params import ParamsError
     from cube.llm.batch import unanswered_exports
 
     try:
-        params = load_params(args.params)
+        params = _load_params(args.params)
     except ParamsError:  # said by the run itself, with every other problem of the file
         return
     left = unanswered_exports(
@@ -733,6 +994,7 @@ def _run(args: argparse.Namespace) -> int:
     """`cube run`: 0 committed, 1 a stage failed, 2 bad input or the run folder is locked,
     3 judging failed wholesale (decision withheld), 130 interrupted."""
     from cube.run.execute import InputError, execute_run
+    from cube.run.state import RunInterrupted, interrupts_raise
 
     try:
         with interrupts_raise():
@@ -776,15 +1038,35 @@ def _run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    decision = _decision(summary.paths)
-    if decision.get("judging_failed"):
-        reasons = (
-            "; ".join(str(r) for r in decision.get("withheld_reasons") or [])
-            or "no reason recorded"
+    return _outcome(summary.paths, args.cwd)
+
+
+def _outcome(paths: RunPaths, cwd: Path) -> int:
+    """The run's result in the terminal (`cube.run.outcome`); 3 when the primary system's verdict
+    was withheld, else 0."""
+    from cube.run.outcome import outcome_lines, read_decision, withheld
+
+    decision = read_decision(paths.results)
+    index = (paths.report / "index.html").resolve()
+    shown = index.relative_to(cwd.resolve()) if index.is_relative_to(cwd.resolve()) else index
+    lines = outcome_lines(decision, str(shown))
+    if lines:
+        print("\n".join(lines))
+    if withheld(decision):
+        why = "judging failed" if decision.get("judging_failed") else "see the reasons above"
+        print(
+            f"cube: the verdict is withheld ({why}; exit code 3): the report's decision page says "
+            "why in full",
+            file=sys.stderr,
         )
-        print(f"cube: decision withheld: judging failed ({reasons})", file=sys.stderr)
         return 3
     return 0
+
+
+def _load_params(path: Path) -> Params:
+    from cube.config.params import load_params
+
+    return load_params(path)
 
 
 def _quote(text: str) -> list[str]:
@@ -799,15 +1081,6 @@ def _flags_note(flags: list[str]) -> str:
 
 def _fmt(v: float | None, digits: int = 2) -> str:
     return "n/a" if v is None else f"{v:.{digits}f}"
-
-
-def _decision(paths: RunPaths) -> dict:
-    import json
-
-    if not paths.results.exists():
-        return {}
-    decision = json.loads(paths.results.read_text(encoding="utf-8")).get("decision")
-    return decision if isinstance(decision, dict) else {}
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -9,43 +9,57 @@ XLSX cells that are never formulas), `secret_scan` (secret-looking entries of pa
 
 The names most callers need are re-exported here: `from cube.config import Params, load_params`.
 Modules of this package import each other by their own paths, never this face, and nothing above.
+The names are re-exported lazily (`__getattr__`): importing the package imports none of its
+modules.
 """
 
-from cube.config.model_spec import (
-    LOCAL_MAX_CONCURRENCY,
-    REMOTE_MAX_CONCURRENCY,
-    ModelSpec,
-    env_name_problem,
-    local_url,
-    redact_url,
-    url_credential_problem,
-)
-from cube.config.params import (
-    Params,
-    ParamsError,
-    load_params,
-    params_to_yaml,
-    parse_params,
-    read_params_yaml,
-)
-from cube.config.runpaths import RunPaths, record_results, write_resolved_params
-from cube.config.schema import SETS
-from cube.config.sections import (
-    PAPER_DIMENSIONS,
-    AnalysisParams,
-    BuiltinSystem,
-    CorpusParams,
-    DiagnosticsParams,
-    DimensionParams,
-    HttpSystem,
-    HumanParams,
-    ImportedSystem,
-    JudgeParams,
-    LexicalParams,
-    PythonSystem,
-    QuestionParams,
-    RagflowSystem,
-)
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# name re-exported -> the module defining it, imported on first use (`__getattr__`)
+_LAZY = {
+    name: module
+    for module, names in {
+        "cube.config.model_spec": (
+            "LOCAL_MAX_CONCURRENCY",
+            "REMOTE_MAX_CONCURRENCY",
+            "ModelSpec",
+            "env_name_problem",
+            "local_url",
+            "redact_url",
+            "url_credential_problem",
+        ),
+        "cube.config.params": (
+            "Params",
+            "ParamsError",
+            "load_params",
+            "params_to_yaml",
+            "parse_params",
+            "read_params_yaml",
+        ),
+        "cube.config.runpaths": ("RunPaths", "record_results", "write_resolved_params"),
+        "cube.config.schema": ("SETS",),
+        "cube.config.sections": (
+            "PAPER_DIMENSIONS",
+            "AnalysisParams",
+            "BuiltinSystem",
+            "CorpusParams",
+            "DiagnosticsParams",
+            "DimensionParams",
+            "HttpSystem",
+            "HumanParams",
+            "ImportedSystem",
+            "JudgeParams",
+            "LexicalParams",
+            "PythonSystem",
+            "QuestionParams",
+            "RagflowSystem",
+        ),
+    }.items()
+    for name in names
+}
 
 __all__ = [
     "LOCAL_MAX_CONCURRENCY",
@@ -80,3 +94,14 @@ __all__ = [
     "record_results",
     "write_resolved_params",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """PEP 562: a re-exported name is imported from its module on first use, so importing one
+    module of the package (`cube.config.project`, by `cube --help`) loads neither pandas nor
+    pydantic."""
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from cube.config.params import Params, ParamsError, parse_params, read_params_yaml
+from cube.config.project import paths_from_file
 
 _STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 
@@ -105,7 +106,8 @@ def apply_overrides(data: dict[str, Any], overrides: Any) -> dict[str, Any]:
 
 
 def load_params_with_overrides(path: str | Path, overrides: Any = None) -> Params:
-    """Load a params file, apply `overrides`, validate the result like the file."""
+    """Load a params file, apply `overrides`, validate the result like the file; relative paths
+    (the file's and the overrides') are read from the file's folder."""
     path = Path(path)
     data = read_params_yaml(path)
     if not isinstance(data, dict):
@@ -114,6 +116,7 @@ def load_params_with_overrides(path: str | Path, overrides: Any = None) -> Param
         )
     changes = parse_overrides(overrides)
     if not changes:
-        return parse_params(data, str(path))
+        return parse_params(paths_from_file(data, path), str(path))
     shown = ", ".join(f"{k}={v!r}" for k, v in changes)
-    return parse_params(apply_overrides(data, changes), f"{path} with overrides {shown}")
+    changed = paths_from_file(apply_overrides(data, changes), path)
+    return parse_params(changed, f"{path} with overrides {shown}")

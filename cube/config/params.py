@@ -37,6 +37,7 @@ from cube.config.model_spec import (
     ModelSpec,
     StrictModel,
 )
+from cube.config.project import paths_from_file
 from cube.config.sections import (
     LEXICAL_INCOMPATIBLE,
     PAPER_DIMENSIONS,
@@ -85,7 +86,9 @@ class Params(StrictModel):
     )
     title: str = Field("CuBE evaluation", description="Title of the report.")
     outputs_dir: str = Field(
-        "outputs", description="Folder holding run directories and the LLM cache."
+        "outputs",
+        description="Folder holding run directories and the LLM cache. Not set: outputs/ in the "
+        "project root for a params file inside the project, else outputs/ beside the params file.",
     )
     cache_path: str | None = Field(None, description="Default: <outputs_dir>/cache.sqlite.")
     models: dict[str, ModelSpec] = Field(
@@ -359,11 +362,13 @@ def read_params_yaml(path: str | Path) -> Any:
 
 
 def load_params(path: str | Path, overrides: dict[str, Any] | None = None) -> Params:
-    """Load and validate a params YAML file. `overrides` are merged (deeply) before validation."""
+    """Load and validate a params YAML file. `overrides` are merged (deeply) before validation.
+    Relative paths inside (the file's and the overrides') are read from the file's folder
+    (`cube.config.project.paths_from_file`)."""
     data = read_params_yaml(path)
     if overrides:
         data = _deep_merge(data, overrides)
-    return parse_params(data, str(path))
+    return parse_params(paths_from_file(data, path), str(path))
 
 
 def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:

@@ -72,6 +72,16 @@ def params_reference() -> str:
         "Every key is validated: an unknown key or a wrong type is an error naming the key and "
         "the file.",
         "",
+        "**Paths.** A relative path in a params file (`corpus.path`, `questions.path`, "
+        "`systems[].path`, a Python system's `file.py:function`, `dimensions[].path` and "
+        "`prompt_file`, `human.ratings` and `key`, `outputs_dir`, `cache_path`) is read from the "
+        "folder of that params file, wherever the command runs; absolute and `~/` paths are used "
+        "as they are, and so are the overrides' (`cube sweep --grid`, papermill's `overrides`). "
+        "`outputs_dir`, when not set, is `outputs/` in the project root (the repository checkout, "
+        "else the current folder) for a params file inside it, else `outputs/` beside the params "
+        "file. A path that does not exist is named by `cube validate` with the params file and "
+        "the path it looked for.",
+        "",
     ]
     for title, model in SECTIONS:
         out += [

@@ -20,28 +20,41 @@ Modules:
 
 The public names other modules use are re-exported here (`from cube.llm import Request,
 make_model`). This layer knows requests, not judges, questions or runs: it imports only
-`cube.config`.
+`cube.config`. The names are re-exported lazily (`__getattr__`): importing the package imports
+none of its modules.
 """
 
-from cube.llm.cache import CacheError, CallCache, cache_key, key_payload
-from cube.llm.calls import Request, Response
-from cube.llm.endpoints import Endpoints, call_cost
-from cube.llm.json_wire import JsonWire
-from cube.llm.models import (
-    LLMConfigError,
-    Model,
-    OfflineModel,
-    OpenAIModel,
-    make_model,
-    offline_names,
-    progress_bar,
-    register_offline,
-    run_sync,
-    warn_truncated,
-)
-from cube.llm.tokens import prompt_text
-from cube.llm.usage import no_call_accounting, response_accounting, usage_summary
-from cube.llm.wire import NO_KEY, MalformedReply
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# name re-exported -> the module defining it, imported on first use (`__getattr__`)
+_LAZY = {
+    name: module
+    for module, names in {
+        "cube.llm.cache": ("CacheError", "CallCache", "cache_key", "key_payload"),
+        "cube.llm.calls": ("Request", "Response"),
+        "cube.llm.endpoints": ("Endpoints", "call_cost"),
+        "cube.llm.json_wire": ("JsonWire",),
+        "cube.llm.wire": ("NO_KEY", "MalformedReply"),
+        "cube.llm.models": (
+            "LLMConfigError",
+            "Model",
+            "OfflineModel",
+            "OpenAIModel",
+            "make_model",
+            "offline_names",
+            "progress_bar",
+            "register_offline",
+            "run_sync",
+            "warn_truncated",
+        ),
+        "cube.llm.tokens": ("prompt_text",),
+        "cube.llm.usage": ("no_call_accounting", "response_accounting", "usage_summary"),
+    }.items()
+    for name in names
+}
 
 __all__ = [
     "NO_KEY",
@@ -70,3 +83,14 @@ __all__ = [
     "usage_summary",
     "warn_truncated",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """PEP 562: a re-exported name is imported from its module on first use, so importing one
+    module of the package (`cube.llm.local`, by `cube serve --help`) loads neither openai nor
+    pandas."""
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

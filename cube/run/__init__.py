@@ -6,8 +6,9 @@ served from `notebook` on first use) and the modules `pipeline` (one function pe
 `evaluate` (the run's evaluation, computed once), `diagnosis` (notebook 10's diagnostics from the
 run folder), `notebook`, `stages` (what each stage reads), `state` (lock, staging, interrupts),
 `kernel`, `execute` (`execute_run`: the notebook sequence and the report), `plan` (what a run will
-send), `ran_alone`, `sweep`, `validate`, `compare`, `simulate` (the simulation study), `batch` and
-`batch_cli` (`cube batch`). The top of the package below `cube.cli`.
+send), `outcome` (the result `cube run` prints), `scaffold` (`cube init`), `question_file`
+(`cube questions`), `ran_alone`, `sweep`, `validate`, `compare`, `simulate` (the simulation
+study), `batch` and `batch_cli` (`cube batch`). The top of the package below `cube.cli`.
 
 `open_run` is re-exported lazily (PEP 562 `__getattr__`): importing this package imports none of
 its modules, so `cube --help` and each subcommand load only what they use.
@@ -30,9 +31,12 @@ __all__ = [
     "kernel",
     "notebook",
     "open_run",
+    "outcome",
     "pipeline",
     "plan",
+    "question_file",
     "ran_alone",
+    "scaffold",
     "simulate",
     "stages",
     "state",

@@ -196,7 +196,7 @@ def execute_run(
         published = RunPaths(root=published.root, cache=resolve(params.cache_path, root))
     notebooks = list_notebooks(notebooks_dir or default_notebooks_dir())
     chosen = set(select_notebooks(notebooks, only))
-    check_inputs(params, root, log)
+    check_inputs(params, root, log, params_file=params_path)
     if (
         not force
     ):  # a copied params file that kept the `run:` name never replaces another's data silently
@@ -210,7 +210,9 @@ def execute_run(
         )
     with run_lock(published.root, log=log):
         finish_interrupted_commit(published.root, log=log)
-        staging = prepare_staging(published.root, shared_params_yaml(params), log=log)
+        staging = prepare_staging(
+            published.root, shared_params_yaml(params, published.root), log=log
+        )
         paths = RunPaths(root=staging, cache=published.cache).ensure()
         write_shared_params(params, paths)
         if not force:
@@ -254,13 +256,13 @@ class InputError(ValueError):
     """The run's data inputs have problems (`cube validate`'s errors): nothing was run."""
 
 
-def check_inputs(params: Params, root: Path, log=print) -> None:
+def check_inputs(params: Params, root: Path, log=print, params_file: Path | None = None) -> None:
     """`cube validate`'s data checks before any stage runs: a bad knowledge base, question file or
     imported QA file stops the run here (`InputError`, every problem at once) instead of in the
     stage that reads it; the warnings are logged, one line each, and the run goes on."""
     from cube.run.validate import validate_data
 
-    report = validate_data(params, root)
+    report = validate_data(params, root, params_file)
     for warning in report.warnings:
         log(f"[cube] warning: {warning}")
     if not report.ok:
@@ -291,7 +293,7 @@ def _forget_stages_run_outside(
     }
     stems = [nb.stem for nb in notebooks]
     outside = stages_run_outside(
-        published.root, params, shared_params_yaml(params), injected, stems
+        published.root, params, shared_params_yaml(params, published.root), injected, stems
     )
     prints_file = paths.notebooks / ".fingerprints.json"
     prints = json.loads(prints_file.read_text(encoding="utf-8")) if prints_file.exists() else {}

@@ -32,7 +32,14 @@ from typing import Any
 import pandas as pd
 
 from cube.config.params import Params, ParamsError
-from cube.config.project import display_path, find_marked_root, project_root, resolve, shared_values
+from cube.config.project import (
+    display_path,
+    find_marked_root,
+    paths_relative_to,
+    project_root,
+    resolve,
+    shared_values,
+)
 from cube.config.runpaths import RunPaths, record_results
 from cube.config.sheets import write_csv
 from cube.pages.display import table as shown_table
@@ -313,12 +320,18 @@ def local_path(shown: str | Path | None) -> str | Path | None:
     return mapping.get(str(shown), shown)
 
 
-def shared_params_yaml(params: Params) -> str:
-    """The resolved params as published in `params.yaml`: local paths relative to the project root;
-    one outside it (an `outputs_dir` elsewhere) by its name only, with a note naming the keys."""
+def shared_params_yaml(params: Params, folder: Path | None = None) -> str:
+    """The resolved params as published in `<folder>/params.yaml` (`folder`: the run folder): local
+    paths relative to `folder` (read back from there, like any params file's: the recorded file
+    runs again as recorded) when they lie in the project or beside the outputs folder, else
+    relative to the project root, in the home folder as `~/...`, or by name only with a note naming
+    the keys."""
     import yaml
 
-    data, cut = shared_values(json.loads(params.model_dump_json()), project_root())
+    data = json.loads(params.model_dump_json())
+    if folder is not None:
+        data = paths_relative_to(data, folder.parent if folder.name == STAGING else folder)
+    data, cut = shared_values(data, project_root())
     note = (
         "# Outside the project, shown by name only (the local path is not published): "
         f"{', '.join(cut)}\n"
@@ -330,7 +343,7 @@ def shared_params_yaml(params: Params) -> str:
 
 def write_shared_params(params: Params, paths: RunPaths) -> Path:
     paths.root.mkdir(parents=True, exist_ok=True)
-    paths.params.write_text(shared_params_yaml(params), encoding="utf-8")
+    paths.params.write_text(shared_params_yaml(params, paths.root), encoding="utf-8")
     return paths.params
 
 

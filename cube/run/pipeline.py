@@ -54,44 +54,17 @@ def questions_stage(run: Run) -> pd.DataFrame:
     `data/questions_failed.parquet` with the reason in `error`. Fewer usable LLM-written questions
     than `questions.min_usable_share` stops the run with one line naming the reasons. Page 02 shows
     the screen's counts and examples (`question_screen_table`)."""
-    from cube.kb.questions import QuestionError, build_questions, question_prompt_template
-    from cube.kb.screen import screen_questions, screen_table
+    from cube.kb.questions import QuestionError, build_questions
 
     corpus = run.load("corpus")
     questions = build_questions(run.params, corpus, run.paths.cache)
-    qp = run.params.questions
-    why = (
-        "the screen reads LLM-written questions only"
-        if qp.generator != "llm"
-        else "questions.screen is off"
-    )
-    run.record(question_screen={"screened": False, "why": why, "questions": len(questions)})
-    if qp.generator == "llm" and qp.screen and len(questions):
-        reasons = screen_questions(questions, corpus, question_prompt_template(run.params.lang))
-        hit = reasons.ne("")
-        questions.loc[hit, "error"] = "screen: " + reasons[hit]
-        usable = int((questions["error"].fillna("").eq("")).sum())
-        counts = {r: int(n) for r, n in reasons[hit].value_counts().items()}
-        run.record(
-            question_screen={
-                "screened": True,
-                "questions": len(questions),
-                "usable": usable,
-                "reasons": counts,
-                "table": screen_table(questions, reasons).to_dict("records"),
-            }
-        )
-        if usable < qp.min_usable_share * len(questions):
-            run.save("questions_failed", questions[questions["error"].fillna("").ne("")])
-            why = ", ".join(f"{r} {n}" for r, n in sorted(counts.items(), key=lambda kv: -kv[1]))
-            raise QuestionError(
-                f"only {usable} of {len(questions)} generated questions are usable ({why}; "
-                f"questions.min_usable_share {qp.min_usable_share:g}): stopped before answering "
-                "them; examples in data/questions_failed.parquet"
-            )
-    failed = questions["question"].fillna("").astype(str).str.strip().eq("") | questions[
-        "error"
-    ].fillna("").astype(str).str.startswith("screen: ")
+    screen = screen_question_set(run.params, corpus, questions)
+    run.record(question_screen=screen)
+    stop = too_few_usable(run.params, screen)
+    if stop:
+        run.save("questions_failed", questions[questions["error"].fillna("").ne("")])
+        raise QuestionError(f"{stop}; examples in data/questions_failed.parquet")
+    failed = unusable_questions(questions)
     if failed.any():
         warnings.warn(
             f"{int(failed.sum())} question(s) could not be generated or failed the screen and are "
@@ -105,6 +78,77 @@ def questions_stage(run: Run) -> pd.DataFrame:
     run.save("questions", questions)
     run.record(questions=len(questions), questions_failed=int(failed.sum()))
     return questions
+
+
+def screen_question_set(params: Params, corpus: pd.DataFrame, questions: pd.DataFrame) -> dict:
+    """Screen LLM-written questions (`questions.screen`, `cube.kb.screen`): a rejected one gets
+    `error` 'screen: <reason>' (in place). Returns the screen's record (`question_screen` of
+    results.json): whether it ran (else why not), the counts per reason and examples."""
+    from cube.kb.questions import question_prompt_template
+    from cube.kb.screen import screen_questions, screen_table
+
+    qp = params.questions
+    if not (qp.generator == "llm" and qp.screen and len(questions)):
+        why = (
+            "the screen reads LLM-written questions only"
+            if qp.generator != "llm"
+            else "questions.screen is off"
+        )
+        return {"screened": False, "why": why, "questions": len(questions)}
+    reasons = screen_questions(questions, corpus, question_prompt_template(params.lang))
+    hit = reasons.ne("")
+    questions.loc[hit, "error"] = "screen: " + reasons[hit]
+    return {
+        "screened": True,
+        "questions": len(questions),
+        "usable": int((questions["error"].fillna("").eq("")).sum()),
+        "reasons": {r: int(n) for r, n in reasons[hit].value_counts().items()},
+        "table": screen_table(questions, reasons).to_dict("records"),
+    }
+
+
+def too_few_usable(params: Params, screen: dict) -> str | None:
+    """Why the run stops before answering (fewer usable screened questions than
+    `questions.min_usable_share`), or None."""
+    qp, n = params.questions, screen["questions"]
+    if not screen["screened"] or screen["usable"] >= qp.min_usable_share * n:
+        return None
+    counts = screen["reasons"]
+    why = ", ".join(f"{r} {k}" for r, k in sorted(counts.items(), key=lambda kv: -kv[1]))
+    return (
+        f"only {screen['usable']} of {n} generated questions are usable ({why}; "
+        f"questions.min_usable_share {qp.min_usable_share:g}): stopped before answering them"
+    )
+
+
+def unusable_questions(questions: pd.DataFrame) -> pd.Series:
+    """The questions a run leaves out: empty (their generation failed) or rejected by the
+    screen."""
+    return questions["question"].fillna("").astype(str).str.strip().eq("") | questions[
+        "error"
+    ].fillna("").astype(str).str.startswith("screen: ")
+
+
+def question_set(
+    params: Params, base_dir: Path, cache_path: Path | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The run's knowledge base and question set exactly as stages 01 and 02 make them (the same
+    builders, screen and drops), without a run folder: for `cube validate` and `cube questions`.
+    A `questions.generator: llm` set sends its question-writing calls (cached in `cache_path`, so
+    the run reuses them and gets the same set).
+
+    Raises:
+        CorpusError, QuestionError: the knowledge base or the question set cannot be made.
+    """
+    from cube.kb.corpus import build_corpus
+    from cube.kb.questions import QuestionError, build_questions
+
+    corpus = build_corpus(params, base_dir=base_dir)
+    questions = build_questions(params, corpus, cache_path, base_dir=base_dir)
+    stop = too_few_usable(params, screen_question_set(params, corpus, questions))
+    if stop:
+        raise QuestionError(stop)
+    return corpus, questions[~unusable_questions(questions)].reset_index(drop=True)
 
 
 def question_screen_table(run: Run) -> pd.DataFrame:

@@ -2,8 +2,9 @@
 
 Each combination is the params file with the grid's `key.path=value` overrides applied (validated
 like the file) and its own run name, `<run>__<key>-<value>...`, so the runs never share a folder.
-Their params files are written to `outputs/<run>__sweep/params/`, each run is executed by `cube
-run`'s runner (stages up to date in a run are skipped as usual), and
+Their params files are written to `outputs/<run>__sweep/params/` (relative paths rewritten to name
+the original's files from there), each run is executed by `cube run`'s runner (stages up to date
+in a run are skipped as usual), and
 `outputs/<run>__sweep/index.html` links every run's report with its values, CuBE score and verdict.
 """
 
@@ -20,7 +21,7 @@ import yaml
 
 from cube.config.overrides import apply_overrides, parse_overrides
 from cube.config.params import ParamsError, parse_params
-from cube.config.project import project_root, resolve
+from cube.config.project import paths_from_file, paths_relative_to
 from cube.pages.escape import escape_text
 
 
@@ -60,6 +61,7 @@ def sweep_runs(
             + "__".join(f"{_slug(k.split('.')[-1])}-{_slug(v)}" for k, v in values.items())
         )
         changed = apply_overrides(data, [*parse_overrides(list(values.items())), ("run", name)])
+        changed = paths_from_file(changed, params_path)  # absolute: the files are written elsewhere
         try:
             parse_params(changed, f"{params_path} with {values}")
         except ParamsError as err:
@@ -86,13 +88,17 @@ def run_sweep(
     grid = parse_grid(grid_items)
     runs = sweep_runs(params_path, grid)
     base = yaml.safe_load(Path(params_path).read_text(encoding="utf-8")).get("run", "run")
-    outputs = resolve(runs[0][1].get("outputs_dir", "outputs"), project_root())
+    outputs = Path(runs[0][1]["outputs_dir"])
     folder = outputs / f"{base}__sweep"
     (folder / "params").mkdir(parents=True, exist_ok=True)
     rows = []
     for values, data in runs:
         path = folder / "params" / f"{data['run']}.yaml"
-        path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
+        # each file names the original's files relative to its own folder (read back from there)
+        shown = paths_relative_to(data, path.parent, outputs.parent)
+        path.write_text(
+            yaml.safe_dump(shown, sort_keys=False, allow_unicode=True), encoding="utf-8"
+        )
         log(f"[cube] sweep: {data['run']} ({', '.join(f'{k}={v}' for k, v in values.items())})")
         href = f"../{data['run']}/report/index.html"
         try:

@@ -17,6 +17,7 @@ report ends with a one-line summary: items, fields mapped, duplicates, warnings,
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -220,8 +221,16 @@ def check_questions(
 
 
 def check_imported(
-    system: ImportedSystem, corpus: pd.DataFrame | None, base_dir: Path, report: DataReport
+    system: ImportedSystem,
+    corpus: pd.DataFrame | None,
+    base_dir: Path,
+    report: DataReport,
+    run_inputs: tuple[pd.DataFrame, pd.DataFrame] | None = None,
 ) -> None:
+    """An imported QA file: readable, with its columns, every row's list parsed; then, when the
+    run's knowledge base and question set are known (`run_inputs`), read by the run's own import
+    (`ImportedAnswers`), so whatever it refuses (unanswered questions, unknown ids, a malformed
+    list...) is an error here, with its fix; else its ids checked against `corpus`."""
     from cube.systems.imported import ImportedFileError, resolve_columns
     from cube.systems.imported import read_table as read_qa
 
@@ -238,8 +247,10 @@ def check_imported(
             f"{path}: cannot read the imported QA file: {type(err).__name__}: {err} ({where})"
         )
         return
-    if corpus is not None:
-        _check_imported_lists(raw, names, corpus, path, where, report)
+    if corpus is not None:  # every row's list, beside the import's first refusal
+        _check_imported_lists(raw, names, corpus, path, where, report, unknown=run_inputs is None)
+    if run_inputs is not None:
+        _import_as_the_run(system, run_inputs, report)
     report.notes.append(f"{path}: {len(raw)} answers ({where})")
 
 
@@ -250,9 +261,12 @@ def _check_imported_lists(
     path: Path,
     where: str,
     report: DataReport,
+    unknown: bool = True,
 ) -> None:
     """The retrieved lists, as the import reads them: ids parsed and checked against the corpus
-    (comma-separated ids are an error naming the separators), or passages parsed."""
+    (comma-separated ids are an error naming the separators), or passages parsed. With `unknown`,
+    ids not in the knowledge base are a warning (with the run's question set, the run's own import
+    says what it does with them)."""
     from cube.systems.imported import SEPARATORS_HINT, comma_lists, parse_ids, parse_passages
 
     col = names.get("retrieved_doc_ids") or names["retrieved_passages"]
@@ -275,24 +289,218 @@ def _check_imported_lists(
             f"{next(iter(commas.values()))!r} (rows {rows}); {SEPARATORS_HINT} ({where})"
         )
     bad = [(i, d) for i, ids in enumerate(lists) if i not in commas for d in ids if d not in known]
-    if bad:
+    if bad and unknown:
         report.warnings.append(
             f"{path}: column '{col}': {len(bad)} retrieved doc id(s) not in the knowledge "
             "base (they count as misses): " + ", ".join(f"row {i + 1}: {d}" for i, d in bad)
         )
 
 
-def validate_data(params: Params, base_dir: str | Path = ".") -> DataReport:
-    """Check every data input of a run (relative paths against `base_dir`); never raises on bad
-    data."""
-    base_dir, report = Path(base_dir), DataReport()
-    corpus = check_corpus(params, base_dir, report)
-    check_questions(params, corpus, base_dir, report)
+def _import_as_the_run(
+    system: ImportedSystem, run_inputs: tuple[pd.DataFrame, pd.DataFrame], report: DataReport
+) -> None:
+    """Read the file with the run's own import against the run's question set and knowledge base:
+    its error, with the fix; its warnings (dropped questions, cut lists) as warnings. When it
+    refuses the file, what `on_invalid: drop` would keep is said too (every problem at once)."""
+    from cube.systems.imported import ImportedAnswers, ImportedFileError
+
+    corpus, questions = run_inputs
+    where = f"systems[{system.name}]"
+    answers, caught, error = _imported_answers(ImportedAnswers(system), questions, corpus)
+    report.warnings.extend(f"{w} ({where})" for w in caught)
+    if error is None:
+        report.notes.append(
+            f"{where}: answers {answers['question_id'].nunique()} of the {len(questions)} "
+            "questions of the run's question set"
+        )
+        return
+    if not isinstance(error, ImportedFileError):
+        report.errors.append(f"{where}: the import failed: {type(error).__name__}: {error}")
+        return
+    drop = system.model_copy(update={"on_invalid": "drop"})
+    kept, dropped, _ = _imported_answers(ImportedAnswers(drop), questions, corpus)
+    outcome = (
+        f"with `on_invalid: drop` the run would evaluate {kept['question_id'].nunique()} of "
+        f"{len(questions)} questions ({'; '.join(dropped) or 'none dropped'})"
+        if kept is not None
+        else "`on_invalid: drop` would not help: fix the file"
+    )
+    report.errors.append(
+        f"{error} ({where}.path). Fix the file (the question set the run asks: `cube questions "
+        f"PARAMS --out FILE`), or set `on_invalid: drop` under {where} to leave the questions "
+        f"it cannot use out of the evaluation: {outcome}"
+    )
+
+
+def _imported_answers(
+    system: Any, questions: pd.DataFrame, corpus: pd.DataFrame
+) -> tuple[pd.DataFrame | None, list[str], Exception | None]:
+    """(answers, warning messages, exception) of one import."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            answers, error = system.answer(questions, corpus, progress=False), None
+        except Exception as err:  # reported, never raised: validate lists every problem
+            answers, error = None, err
+    return answers, [str(w.message) for w in caught], error
+
+
+def run_inputs(
+    params: Params, base_dir: Path, report: DataReport
+) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+    """The run's knowledge base and question set as stages 01-02 make them
+    (`cube.run.pipeline.question_set`), for the checks that need the question set (imported
+    answers' coverage); None when they depend on LLM calls (`questions.generator: llm`) or cannot
+    be made (reported)."""
+    if params.questions.generator == "llm":
+        if any(isinstance(s, ImportedSystem) for s in params.systems):
+            report.notes.append(
+                "questions.generator llm: the question set is written during the run, so the "
+                "coverage of imported answers is checked at run time (stage 02); `cube questions "
+                "PARAMS --out FILE` writes it beforehand (its calls are cached: the run asks the "
+                "same questions)"
+            )
+        return None
+    from cube.run.pipeline import question_set
+
+    try:
+        return question_set(params, base_dir)
+    except Exception as err:  # the loaders' own checks above name the cause; this says the stage
+        report.errors.append(f"the run's question set cannot be made: {type(err).__name__}: {err}")
+        return None
+
+
+def check_systems(params: Params, report: DataReport) -> None:
+    """Every system is made as the run makes it (`cube.systems.make_system`: its own checks of its
+    settings, e.g. a Python system's function that cannot be imported); no call is sent."""
+    from cube.systems import make_system
+
     for s in params.systems:
-        if isinstance(s, ImportedSystem):
-            check_imported(s, corpus, base_dir, report)
-        elif s.kind == "python":  # its functions load (`cube run` would stop at stage 02)
-            from cube.systems.python_system import load_problems
+        try:
+            make_system(s, params, None)
+        except Exception as err:  # reported, never raised
+            report.errors.append(f"systems[{s.name}] ({s.kind}): {type(err).__name__}: {err}")
+
+
+def check_dimensions(params: Params, base_dir: Path, report: DataReport) -> None:
+    """The dimensions load as stage 03 loads them: their files, prompt files and templates."""
+    from cube.judges.dimensions import DimensionError, load_dimensions
+
+    try:
+        load_dimensions(params, base_dir=base_dir)
+    except (DimensionError, OSError, ValueError) as err:
+        report.errors.append(f"{err} (dimensions)")
+
+
+def check_paths(
+    params: Params, base_dir: Path, report: DataReport, params_file: Path | None
+) -> set[str]:
+    """Every local file the params name and the run reads (not outputs_dir nor cache_path, which
+    it makes) exists; each missing one is an error naming the key, the path as written, the params
+    file it was read against and the path that was looked for. Returns the keys missing."""
+    from cube.config.project import local_paths
+
+    used = local_paths(json.loads(params.model_dump_json()))
+    written = _written_paths(params_file)
+    missing = set()
+    for where, path in used.items():
+        if where in ("outputs_dir", "cache_path") or not _read_by_run(params, where):
+            continue
+        full = _resolve(path, base_dir)
+        if full.exists():
+            continue
+        missing.add(where)
+        shown = written.get(where) if params_file is not None else None
+        report.errors.append(_missing_message(where, full, shown, params_file or base_dir))
+    return missing
+
+
+def _read_by_run(params: Params, where: str) -> bool:
+    if where == "corpus.path":
+        return params.corpus.source == "file"
+    if where == "questions.path":
+        return params.questions.generator == "file"
+    return True
+
+
+def _written_paths(params_file: Path | None) -> dict[str, str]:
+    """The local paths of a params file as written in it, by dotted key."""
+    if params_file is None:
+        return {}
+    from cube.config.params import ParamsError, read_params_yaml
+    from cube.config.project import local_paths
+
+    try:
+        return local_paths(read_params_yaml(params_file))
+    except ParamsError:
+        return {}
+
+
+# What each path key names, for the message of a missing one.
+FILE_KINDS = {
+    "corpus.path": "knowledge-base file or folder",
+    "questions.path": "question file",
+    "systems.path": "imported answers file",
+    "systems.callable": "Python file",
+    "systems.bounds": "Python file",
+    "dimensions.path": "dimension file or folder",
+    "dimensions.prompt_file": "prompt file",
+    "human.ratings": "ratings file or folder",
+    "human.key": "annotation key file",
+}
+
+
+def _missing_message(where: str, full: Path, written: str | None, read_from: Path) -> str:
+    """A missing file: as written in the params file `read_from` (a relative path read from its
+    folder), or, for params without a file (`written` None), read from the folder `read_from`."""
+    import re
+
+    from cube.config.project import is_relative_local
+
+    kind = FILE_KINDS.get(re.sub(r"\[[^\]]*\]", "", where), "file")
+    if written is None:
+        return f"{where}: {kind} {full} not found (a relative path is read from {read_from})"
+    if is_relative_local(written):
+        return (
+            f"{where}: {kind} {written!r} not found: a relative path is read from the folder of "
+            f"the params file {read_from}, so it names {full}; give the path from that folder, or "
+            "an absolute path"
+        )
+    return f"{where}: {kind} {full} not found (as written in {read_from})"
+
+
+def validate_data(
+    params: Params, base_dir: str | Path = ".", params_file: str | Path | None = None
+) -> DataReport:
+    """Check every data input of a run as the run reads it before its first LLM call (relative
+    paths of a params built from a mapping against `base_dir`; a loaded params file's are
+    absolute already); never raises on bad data. `params_file`: the file the params came from,
+    named by the message of a missing file."""
+    base_dir, report = Path(base_dir), DataReport()
+    missing = check_paths(params, base_dir, report, Path(params_file) if params_file else None)
+    corpus = check_corpus(params, base_dir, report) if "corpus.path" not in missing else None
+    if "questions.path" not in missing:
+        check_questions(params, corpus, base_dir, report)
+    imported = [
+        s
+        for s in params.systems
+        if isinstance(s, ImportedSystem) and f"systems[{s.name}].path" not in missing
+    ]
+    inputs = (
+        run_inputs(params, base_dir, report)
+        if imported and corpus is not None and report.ok
+        else None
+    )
+    for s in imported:
+        check_imported(s, corpus, base_dir, report, inputs)
+    for s in params.systems:
+        if s.kind == "python" and f"systems[{s.name}].callable" not in missing:
+            from cube.systems.python_system import load_problems  # its functions load
 
             report.errors.extend(load_problems(s, base_dir))
+    check_systems(params, report)
+    if not any(w.startswith("dimensions") for w in missing):
+        check_dimensions(params, base_dir, report)
     return report

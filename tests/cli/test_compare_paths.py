@@ -18,13 +18,13 @@ from tests.factories import make_tables
 
 
 def _run(project: Path, name: str, systems: list[str]) -> Path:
-    """A params file with a *relative* outputs_dir (read from the project root) and its run's
-    data."""
+    """A params file with a *relative* outputs_dir (read from the params file's folder, params/)
+    and its run's data."""
     params = yaml.safe_load((ROOT / "params" / "default.yaml").read_text(encoding="utf-8"))
     params.update(
         {
             "run": name,
-            "outputs_dir": "out",
+            "outputs_dir": "../out",
             "systems": [{"kind": "builtin", "name": s, "top_n": 8} for s in systems],
         }
     )

@@ -36,7 +36,7 @@ def test_run_with_a_bad_corpus_fails_before_any_stage_with_exit_2(tmp_path, monk
             "judges": JUDGES,
             "corpus": {
                 "source": "file",
-                "path": "city/export.csv",
+                "path": "export.csv",  # read from the params file's folder, city/
                 "columns": OWN_KB,
                 "group_by": GROUP,
             },

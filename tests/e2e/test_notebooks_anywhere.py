@@ -71,7 +71,7 @@ def test_nbconvert_executes_a_notebook_with_its_defaults_from_notebooks_and_from
     )
 
 
-def test_relative_paths_inside_params_resolve_against_the_root_not_the_working_directory(
+def test_relative_paths_inside_params_resolve_against_the_params_file_not_the_working_directory(
     tmp_path, monkeypatch
 ):
     from cube.kb.demo import generate_demo_corpus
@@ -85,7 +85,7 @@ def test_relative_paths_inside_params_resolve_against_the_root_not_the_working_d
     )
     (root / "params" / "kb.yaml").write_text(
         yaml.safe_dump(
-            {"run": "kb", "judges": JUDGES, "corpus": {"source": "file", "path": "data/kb.csv"}}
+            {"run": "kb", "judges": JUDGES, "corpus": {"source": "file", "path": "../data/kb.csv"}}
         ),
         encoding="utf-8",
     )

@@ -230,9 +230,15 @@ def test_judging_failed_withholds_the_decision_with_exit_3(tmp_path, monkeypatch
     assert (
         cli.main(["run", str(tmp_path / "p.yaml"), "--no-preflight"]) == 3
     )  # no params file: execute_run is mocked
-    assert capsys.readouterr().err.strip() == (
-        "cube: decision withheld: judging failed (judge GPT-4o has no scores (HTTP 401))"
+    out, err = capsys.readouterr()
+    assert "WITHHELD: judge GPT-4o has no scores (HTTP 401)" in out  # the terminal summary
+    assert "judging failed" in err and "exit code 3" in err
+    # any withheld verdict exits 3, not only a judging failure
+    paths.results.write_text(
+        json.dumps({"decision": {**decision, "judging_failed": False, "withheld_reasons": ["x"]}})
     )
+    assert cli.main(["run", str(tmp_path / "p.yaml"), "--no-preflight"]) == 3
+    assert "WITHHELD: x" in capsys.readouterr().out
     paths.results.write_text(
         json.dumps({"decision": {**decision, "judging_failed": False, "verdict": "good"}})
     )

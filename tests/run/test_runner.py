@@ -61,7 +61,9 @@ def test_a_failing_rerun_leaves_the_last_good_run_byte_identical(tmp_path, monke
     } <= set(before)
 
     broken = _params(tmp_path, tmp_path / "missing.csv", "broken.yaml")
-    with pytest.raises(InputError, match=r"missing\.csv: knowledge-base file or folder not found"):
+    with pytest.raises(
+        InputError, match=r"corpus\.path: knowledge-base file or folder \S*missing\.csv not found"
+    ):
         execute_run(
             broken, only="00..01", force=True, log=lambda _: None
         )  # validated before any stage

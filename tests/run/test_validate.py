@@ -89,10 +89,12 @@ def test_missing_path_and_unknown_sheet(tmp_path: Path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     p = _params(tmp_path, {"source": "file", "path": "nope.xlsx", "columns": {"item_name": "x"}})
     assert main(["validate", str(p)]) == 2
-    assert (
-        "nope.xlsx: knowledge-base file or folder not found (corpus.path)"
-        in capsys.readouterr().out
+    out = capsys.readouterr().out  # the key, the path as written, the params file, the path read
+    expected = (
+        "corpus.path: knowledge-base file or folder 'nope.xlsx' not found: a relative path is "
+        f"read from the folder of the params file {p}, so it names {tmp_path / 'nope.xlsx'}"
     )
+    assert expected in out, out
     write_example_kb(tmp_path / "kb.xlsx")
     p = _params(
         tmp_path,
@@ -169,24 +171,32 @@ def test_imported_answers_naming_unknown_documents(tmp_path: Path):
     pd.DataFrame(
         {"question": ["a", "b"], "answer": ["x", "y"], "retrieved_doc_ids": ['["K1"]', "[oops"]}
     ).to_csv(qa, index=False)
-    params = parse_params(
-        {
-            "run": "v",
-            "judges": JUDGES,
-            "answerer": {"provider": "offline", "model": "extractive"},
-            "systems": [{"kind": "imported", "name": "mine", "path": str(qa)}],
-            "corpus": {
-                "source": "file",
-                "path": str(kb),
-                "group_by": ["区划名称", "业务办理项名称", "情形"],
-                "columns": {"item_name": "业务办理项名称", "region": "区划名称"},
-            },
-        }
-    )
+    data = {
+        "run": "v",
+        "judges": JUDGES,
+        "answerer": {"provider": "offline", "model": "extractive"},
+        "systems": [{"kind": "imported", "name": "mine", "path": str(qa)}],
+        "corpus": {
+            "source": "file",
+            "path": str(kb),
+            "group_by": ["区划名称", "业务办理项名称", "情形"],
+            "columns": {"item_name": "业务办理项名称", "region": "区划名称"},
+        },
+    }
+    params = parse_params(data)
     report = validate_data(params, tmp_path)
     assert [
         e for e in report.errors if "qa.csv: row 2, column 'retrieved_doc_ids'" in e and "mine" in e
     ]
+    # the run's own import, against the run's question set, refuses the file, with the fix
+    assert [
+        e
+        for e in report.errors
+        if "question text not in the question set" in e and "on_invalid: drop" in e
+    ]
+    # without the question set (written by an LLM during the run) the unknown ids are a warning
+    llm = {"generator": "llm", "model": {"provider": "offline", "model": "extractive"}}
+    report = validate_data(parse_params({**data, "questions": llm}), tmp_path)
     assert [
         w
         for w in report.warnings

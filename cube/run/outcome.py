@@ -1,0 +1,82 @@
+"""What `cube run` prints when it ends: the result in the terminal, read from the run's
+`results.json` (its `decision`, written by notebook 06: `cube.run.pipeline.decision`).
+
+One line per system (`decision.systems`, the primary first): CuBE with its interval, R@k at the
+system's TOP-N, and the verdict, or WITHHELD with the first reason (cut at `REASON_CHARS`; the
+report's decision page has them all); then the run's calls and cost
+(judging serves every system, so they are the run's, not one system's) and the report's path.
+`withheld` says whether the primary system's verdict was withheld: `cube run` then exits 3.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+
+def read_decision(results: Path) -> dict[str, Any]:
+    """The `decision` of a run's results.json ({} when there is none: stage 06 did not run)."""
+    if not results.exists():
+        return {}
+    decision = json.loads(results.read_text(encoding="utf-8")).get("decision")
+    return decision if isinstance(decision, dict) else {}
+
+
+def withheld(decision: dict[str, Any]) -> bool:
+    """Whether the primary system's verdict was withheld (judging failed, or another reason of
+    `cube.diagnose.lta.withheld_reasons`)."""
+    return decision.get("verdict") == "withheld" or bool(decision.get("judging_failed"))
+
+
+REASON_CHARS = 240  # a withheld verdict's first reason as the summary shows it (the report: whole)
+
+
+def _number(value: Any, fmt: str) -> str:
+    """A figure, or n/a when there is none (None, NaN: e.g. CuBE undefined)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    return format(value, fmt)
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 1].rstrip() + "…"
+
+
+def system_line(entry: dict[str, Any], width: int, k: Any) -> str:
+    """One system: `name  CuBE 71.3 [66.6, 75.7]  R@8 81.7 %  good`."""
+    ci = entry.get("cube_ci") or [None, None]
+    interval = f"[{_number(ci[0], '.1f')}, {_number(ci[1], '.1f')}]"
+    recall = entry.get("recall_at_k")
+    head = (
+        f"{entry.get('system', '?'):<{width}}  CuBE {_number(entry.get('cube_score'), '.1f')} "
+        f"{interval}  R@{entry.get('top_n') or k} "
+        + ("n/a" if _number(recall, "g") == "n/a" else f"{100 * recall:.1f} %")
+    )
+    reasons = entry.get("withheld_reasons") or []
+    if entry.get("verdict") == "withheld" or reasons:
+        return f"{head}  WITHHELD: {_short(str(reasons[0])) if reasons else 'no reason recorded'}"
+    label = entry.get("verdict_label") or entry.get("verdict") or "no verdict"
+    if entry.get("provisional"):
+        label += f" (provisional: {entry.get('provisional_reason') or 'see the report'})"
+    return f"{head}  {label}"
+
+
+def outcome_lines(decision: dict[str, Any], report: str) -> list[str]:
+    """The summary `cube run` prints (`report`: the report's path as shown)."""
+    if not decision:  # notebook 06 has not run (e.g. `--only 00`): the log named the report
+        return []
+    systems = decision.get("systems") or [decision]
+    width = max(len(str(s.get("system", "?"))) for s in systems)
+    lines = [system_line(s, width, decision.get("top_n")) for s in systems]
+    if len(systems) > 1:
+        lines[0] += "   <- the decision is about this system"
+    cost, currency = decision.get("cost_this_run"), decision.get("currency") or ""
+    lines.append(
+        f"calls: {decision.get('calls_total', 'n/a')} ({decision.get('calls_cached', 'n/a')} from "
+        f"the cache), cost this run {_number(cost, '.2f')} {currency}".rstrip()
+        + f" (all calls {_number(decision.get('cost_total'), '.2f')} {currency})".rstrip()
+    )
+    lines.append(f"report: {report}")
+    return lines
