@@ -747,7 +747,13 @@ def _cmd_questions(args: argparse.Namespace) -> int:
 def _cmd_init(args: argparse.Namespace) -> int:
     """`cube init`: 0 written, 2 the file exists (without --force), a choice lacks a value, or
     the file would not validate."""
-    from cube.run.scaffold import check_written, next_steps, params_text, prompt_choices
+    from cube.run.scaffold import (
+        check_written,
+        data_problems,
+        next_steps,
+        params_text,
+        prompt_choices,
+    )
 
     shown = os.path.relpath(args.path, args.cwd)
     if args.path.exists() and not args.force:
@@ -768,7 +774,11 @@ def _cmd_init(args: argparse.Namespace) -> int:
     check_written(text, args.path)
     args.path.parent.mkdir(parents=True, exist_ok=True)
     args.path.write_text(text, encoding="utf-8")
-    print(f"wrote {shown}; next:")
+    problems = data_problems(args.path)
+    if problems:  # the file is the user's to finish: what to edit before `cube run`
+        print(f"wrote {shown}; `cube validate` finds {len(problems)} thing(s) to fix in it first:")
+        print("\n".join(f"  - {p}" for p in problems))
+    print("next:" if problems else f"wrote {shown}; next:")
     print("\n".join(f"  {line}" for line in next_steps(choices, shown)))
     return 0
 

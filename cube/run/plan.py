@@ -55,7 +55,13 @@ import pandas as pd
 
 from cube.config.model_spec import ModelSpec
 from cube.config.params import Params
-from cube.config.sections import BuiltinSystem, ImportedSystem, PythonSystem, RagflowSystem
+from cube.config.sections import (
+    BuiltinSystem,
+    HttpSystem,
+    ImportedSystem,
+    PythonSystem,
+    RagflowSystem,
+)
 
 COMPLETION_ESTIMATE = {"question_generation": 40, "answering": 200, "judging": 6, "audit": 6}
 ANSWER_TOKENS = COMPLETION_ESTIMATE["answering"]
@@ -245,6 +251,15 @@ def _plan_system_answers(
         g = plan.add("answering", spec, [], calls=len(inputs.questions))
         g.notes.append("RAGFlow reports no tokens")
         return spec, [_answers_to_come(inputs, sp.name, sp.name)]
+    if isinstance(sp, HttpSystem):  # one request per question; the bound sets by its answerer
+        service = ModelSpec(provider="offline", model=f"http:{sp.name}")
+        plan.add("answering", service, [], calls=len(inputs.questions)).notes.append(
+            "requests to your service: it reports no tokens (their cost unknown)"
+        )
+        params = inputs.params
+        return params.model(params.system_answerer(sp)), [
+            _answers_to_come(inputs, sp.name, sp.name)
+        ]
     if isinstance(sp, BuiltinSystem):
         return _plan_builtin_answers(plan, inputs, sp)
     return None

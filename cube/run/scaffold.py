@@ -319,6 +319,18 @@ def check_written(text: str, path: Path) -> None:
     parse_params(paths_from_file(yaml.safe_load(text), path), str(path))
 
 
+def data_problems(path: Path) -> list[str]:
+    """What `cube validate` would still refuse in the written params file `path` (its data: the
+    knowledge base's columns, the question and answer files), each with its fix; [] when none.
+    A knowledge base of the user's is read but never guessed at: a field no column could be
+    matched to is left for the user to map, and said here."""
+    from cube.config.params import load_params
+    from cube.run.validate import validate_data
+
+    report = validate_data(load_params(path), path.parent, params_file=path)
+    return list(report.errors)
+
+
 def prompt_choices(c: InitChoices, ask: Any) -> InitChoices:
     """Fill `c` by asking: `ask(question, default, choices)` returns the answer (the default on an
     empty one). Only what the chosen system and judge need is asked."""

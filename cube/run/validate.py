@@ -372,12 +372,15 @@ def run_inputs(
         return None
 
 
-def check_systems(params: Params, report: DataReport) -> None:
+def check_systems(params: Params, report: DataReport, missing: set[str] = frozenset()) -> None:
     """Every system is made as the run makes it (`cube.systems.make_system`: its own checks of its
-    settings, e.g. a Python system's function that cannot be imported); no call is sent."""
+    settings, e.g. a Python system's function that cannot be imported); no call is sent. A system
+    naming a file already reported missing (`missing`: dotted keys) is not made again."""
     from cube.systems import make_system
 
     for s in params.systems:
+        if any(key.startswith(f"systems[{s.name}].") for key in missing):
+            continue
         try:
             make_system(s, params, None)
         except Exception as err:  # reported, never raised
@@ -500,7 +503,7 @@ def validate_data(
             from cube.systems.python_system import load_problems  # its functions load
 
             report.errors.extend(load_problems(s, base_dir))
-    check_systems(params, report)
+    check_systems(params, report, missing)
     if not any(w.startswith("dimensions") for w in missing):
         check_dimensions(params, base_dir, report)
     return report

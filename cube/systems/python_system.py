@@ -1,9 +1,10 @@
 """The `python` system: a user's own RAG pipeline (LangChain, LlamaIndex, plain code) as a function.
 
 Params (`cube.config.sections.PythonSystem`): `callable: package.module:function` (imported with
-the project root first on `sys.path`) or `path/to/file.py:function` (read relative to the project
-root, like every relative path of a params file; its folder goes first on `sys.path`, as for a
-script), `top_n`, `answerer` or `bounds`, `version`, `max_concurrency`.
+the project root first on `sys.path`) or `path/to/file.py:function` (read relative to the params
+file's folder, like every relative path of a params file: the loader makes it absolute; its
+folder goes first on `sys.path`, as for a script), `top_n`, `answerer` or `bounds`, `version`,
+`max_concurrency`.
 
 The contract (docs/how-to/python-system.md):
 
@@ -135,7 +136,8 @@ def _load(target: str, root: str) -> Callable[..., Any]:
             path = resolve(where, Path(root))
             if not path.is_file():
                 raise PythonSystemError(
-                    f"{target!r}: file {path} not found (read relative to {root})"
+                    f"{target!r}: file {path} not found"
+                    + ("" if Path(where).is_absolute() else f" (read relative to {root})")
                 )
             obj: Any = _file_module(path)
         else:

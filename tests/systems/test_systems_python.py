@@ -111,7 +111,7 @@ def test_cube_run_with_python_systems_records_failures_and_a_rerun_calls_nothing
             {
                 "kind": "python",
                 "name": "flaky-rag",
-                "callable": f"{FILE}:flaky",
+                "callable": f"{ROOT / FILE}:flaky",  # the params file is in tmp_path
                 "answerer": EXTRACTIVE,
                 "top_n": 4,
             },
@@ -407,7 +407,12 @@ def test_a_function_that_cannot_be_loaded_is_named_by_validate_and_by_the_run(
     from cube.run.validate import validate_data
 
     report = validate_data(params, ROOT)
-    assert [e for e in report.errors if e in problems] == problems
+    assert [e for e in report.errors if e in problems] == problems[:2]
+    # a missing file is named once, by the path check every file key goes through
+    assert [e for e in report.errors if e.startswith("systems[c]")] == [
+        f"systems[c].callable: Python file {ROOT / 'tests/missing.py'} not found (a relative path "
+        f"is read from {ROOT})"
+    ]
     with pytest.raises(PythonSystemError, match="not_a_module_anywhere"):
         make_system(params.systems[0], params, None)
 
