@@ -189,6 +189,7 @@ class HttpSystem(StrictModel):
             *self._header_problems(),
             *self._path_problems(),
             *self._body_problems(),
+            *self._secret_problems(),
         ]
         if problems:
             raise ValueError("; ".join(problems))
@@ -221,6 +222,24 @@ class HttpSystem(StrictModel):
         if both:
             out.append(f"headers and header_env both set {', '.join(both)}: keep one")
         return out
+
+    def _secret_problems(self) -> list[str]:
+        """Secret-looking entries of the body template and the plain headers, by the scan every
+        free-form mapping of params goes through (`cube.config.secret_scan`): a key there would be
+        written to params.yaml, the manifest and the cache's request column."""
+        from cube.config.secret_scan import secrets_problem
+
+        body: Any = self.body
+        if isinstance(body, str):
+            try:
+                body = json.loads(body)
+            except ValueError:
+                body = {"(body text)": body}
+        if not isinstance(body, dict):
+            body = {"(body)": body}
+        plain = {k: v for k, v in self.headers.items() if isinstance(v, str)}
+        why = secrets_problem({"body": body, "headers": plain})
+        return [why] if why else []
 
     def _path_problems(self) -> list[str]:
         out = []

@@ -14,8 +14,10 @@ naming the workbench, the plain headers and the secret ones (`header_env`). The 
 left out: its placeholder `Authorization` (unless a secret header sets one), the
 `OpenAI-Organization` and `OpenAI-Project` it reads from the environment (an OpenAI account's ids
 are no business of another service) and its `X-Stainless-*` platform headers. The cache key
-(`key_payload`) holds the method, the URL, the plain headers and the body, never a secret header's
-value.
+(`key_payload`) holds the method, the URL, the plain headers and the body, and of the secret
+headers only a digest of their values (`secret_digest`): two services behind one URL told apart by
+their key alone (Dify's apps) never share cached replies, and a changed key sends again, while
+the cache holds no key.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ class JsonWire:
         headers: plain (non-secret) headers of every request; they enter the cache key.
         check: raises MalformedReply when a parsed reply is unusable.
         secret_headers: names of the secret headers the pool's clients send (not in the key).
+        secret_digest: a digest of the secret headers' values (`secret_digest`), in the key.
     """
 
     uses_key = False  # the client's placeholder key is not sent (see `send`)
@@ -57,8 +60,10 @@ class JsonWire:
         headers: dict[str, str],
         check: Callable[[Any], None],
         secret_headers: tuple[str, ...] = (),
+        secret_digest: str = "",
     ):
         self.method, self.url, self.headers, self.check = method, url, dict(headers), check
+        self.secret_digest = secret_digest
         self._own = {h.lower() for h in (*KEPT, *headers, *secret_headers)}
 
     def _options(self, client: Any) -> dict[str, Any]:
@@ -90,4 +95,17 @@ class JsonWire:
             "url": endpoint_id(self.url),
             "headers": dict(sorted(self.headers.items())),
             "body": request.payload,
+            **({"secrets": self.secret_digest} if self.secret_digest else {}),
         }
+
+
+def secret_digest(values: dict[str, str]) -> str:
+    """A short one-way digest of secret header values (header name -> value): tells keys apart
+    in a cache key without storing them (a key is long and random, so 16 hex characters of its
+    SHA-256 reveal nothing usable)."""
+    import hashlib
+
+    if not values:
+        return ""
+    text = json.dumps(sorted(values.items()))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]

@@ -45,7 +45,11 @@ def write_question_file(questions: pd.DataFrame, lang: str, path: Path) -> int:
     ]
     path.parent.mkdir(parents=True, exist_ok=True)
     if suffix == ".csv":
-        pd.DataFrame(rows, columns=list(cols)).to_csv(path, index=False)
+        from cube.config.sheets import (
+            write_csv,  # a question opened in a spreadsheet: never a formula
+        )
+
+        write_csv(pd.DataFrame(rows, columns=list(cols)), path, index=False)
     else:
         with path.open("w", encoding="utf-8") as f:
             for row in rows:

@@ -11,10 +11,10 @@ re-run sends nothing for the questions already answered.
 The reply is read with the `response` JMESPath expressions: the answer (text), and the retrieved
 documents' ids (`retrieved_ids`, knowledge-base doc_ids) or, when no ids path is given, their
 passages' texts (`retrieved_passages`), mapped to the documents they came from by
-`cube.systems.passages.map_passages` (unmatched passages are left out and counted in
-`attrs['unmapped']`). An id that is not a knowledge-base doc_id keeps its rank as
-`unmapped:<id>` and is counted there too. A document listed again keeps its first rank; lists are
-cut at `top_n`.
+`cube.systems.passages.map_passages` (an unmatched passage keeps its rank as
+`unmapped:passage<k>` and is counted in `attrs['unmapped']`). An id that is not a
+knowledge-base doc_id keeps its rank as `unmapped:<id>` and is counted there too. A document
+listed again keeps its first rank; lists are cut at `top_n`.
 
 A reply that is not JSON, or where a path finds nothing (or not the type it needs), is an unusable
 reply: retried, then the question's failure. Every failure (HTTP 500 after the retries, a hang
@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import warnings
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ from cube.config.http_system import PLACEHOLDER, HttpSystem, fill_json_text, pla
 from cube.config.model_spec import ModelSpec
 from cube.config.schema import require_columns
 from cube.llm import JsonWire, MalformedReply, OpenAIModel, Request, Response
+from cube.llm.json_wire import secret_digest
 from cube.systems.base import System, answers_frame
 from cube.systems.passages import map_passages
 from cube.systems.region_filter import RegionFilter
@@ -123,6 +125,9 @@ class HttpRAG(System):
             {k: str(v) for k, v in spec.headers.items()},
             self._check,
             secret_headers=tuple(spec.header_env),
+            secret_digest=secret_digest(
+                {h: os.environ.get(var, "") for h, var in spec.header_env.items()}
+            ),
         )
         self.model = OpenAIModel(model_spec, cache_path=cache_path, wire=wire)
 

@@ -13,8 +13,9 @@ the table with types and meanings is docs/reference/imported-files.md):
   texts, `retrieved_passages` (ragas `retrieved_contexts`, DeepEval `retrieval_context`, ragas
   0.1 `contexts`): a list of chunk texts, mapped to the corpus documents they came from by
   `cube.systems.passages.map_passages` (passages that match no document, or several equally,
-  are left out and counted in `attrs['unmapped']`, with a warning). Empty means nothing
-  retrieved. When both are given, the ids are used;
+  keep their rank as `unmapped:passage<k>` and are counted in `attrs['unmapped']`, with a
+  warning). Empty means nothing
+  retrieved. When both are given, a row's ids are used, its passages where its ids are empty;
 - optional `answerer` (the model that wrote the answers), `error`, and `reference` (ragas
   `reference`, DeepEval `expected_output`: read, not used; CuBE scores against the gold
   document).
@@ -55,6 +56,7 @@ import pandas as pd
 
 from cube.config.schema import parse_doc_list, require_columns
 from cube.config.sections import ImportedSystem
+from cube.config.sheets import unguarded_frame
 from cube.llm import Response
 from cube.llm.usage import no_call_accounting
 from cube.systems.base import System, answers_frame
@@ -96,8 +98,8 @@ def read_table(path: Path) -> pd.DataFrame:
     if not path.is_file():
         raise ImportedFileError(f"{path}: imported QA file not found")
     suffix = path.suffix.lower()
-    if suffix == ".csv":
-        return pd.read_csv(path, dtype=str, keep_default_na=False)
+    if suffix == ".csv":  # written by `cube questions` (guarded cells) or by hand: text as written
+        return unguarded_frame(pd.read_csv(path, dtype=str, keep_default_na=False))
     if suffix in (".jsonl", ".ndjson"):
         return pd.read_json(path, lines=True, dtype=False)
     if suffix == ".json":
@@ -324,16 +326,25 @@ class ImportedAnswers(System):
     ) -> tuple[list[list[str]], int]:
         """Each row's retrieved doc ids (a document keeps its first rank) and the number of
         passages that mapped to no document."""
-        if "retrieved_doc_ids" in raw.columns:
-            return self._id_lists(raw["retrieved_doc_ids"], corpus, drop), 0
+        ids = (
+            self._id_lists(raw["retrieved_doc_ids"], corpus, drop)
+            if "retrieved_doc_ids" in raw.columns
+            else None
+        )
+        if "retrieved_passages" not in raw.columns:
+            return ids or [[] for _ in range(len(raw))], 0
         passages = self._parsed(raw["retrieved_passages"], parse_passages, drop)
+        if ids is not None:  # ids where a row gives them, its passages where its ids are empty
+            passages = [[] if docs else texts for docs, texts in zip(ids, passages, strict=True)]
         lists, unmapped = map_passages(passages, corpus)
+        if ids is not None:
+            lists = [docs or mapped for docs, mapped in zip(ids, lists, strict=True)]
         if unmapped:
             total = sum(len(p) for p in passages)
             warnings.warn(
                 f"system {self.name!r} ({self.path}): {unmapped} of {total} retrieved passage(s) "
-                "matched no knowledge-base document (or several equally) and were left out of "
-                "the lists; R@k counts the mapped ones (docs/explanation/passage-mapping.md)",
+                "matched no knowledge-base document (or several equally): each keeps its rank as "
+                "a miss (unmapped:passage<k>) (docs/explanation/passage-mapping.md)",
                 stacklevel=3,
             )
         return lists, unmapped

@@ -26,7 +26,8 @@ them. `map_passages` finds, for each passage, the corpus document (`corpus.text`
    rule never adds a document to a list; at most it moves a listed one up.
 
 Unmatched passages (no document, a fuzzy score under the threshold, an unresolved tie, an
-empty passage) are left out of the list and counted. The threshold and the error rates (right,
+empty passage) keep their rank as `unmapped:passage<k>` (a miss, never moving the passages
+after them up) and are counted. The threshold and the error rates (right,
 wrong and unmatched shares by chunk length, with near-duplicate siblings present and for text
 not in the corpus) are `benchmarks/passage_mapping.py`'s; docs/measurements.md holds the
 figures, docs/explanation/passage-mapping.md what they mean.
@@ -208,7 +209,9 @@ def map_passages(lists: list[list[str]], corpus: pd.DataFrame) -> tuple[list[lis
 
     Returns:
         Per question, the doc ids in rank order, a document listed again collapsed to its first
-        listing, unmatched passages left out; and the number of passages left unmatched.
+        listing, an unmatched passage kept at its rank as `unmapped:passage<k>` (k its 1-based
+        position: dropping it would move the passages after it up and inflate R@k); and the
+        number of passages left unmatched.
     """
     require_columns(corpus, ("doc_id", "text"), "corpus")
     index = PassageIndex(corpus["doc_id"].tolist(), corpus["text"].tolist())
@@ -217,5 +220,12 @@ def map_passages(lists: list[list[str]], corpus: pd.DataFrame) -> tuple[list[lis
     for passages in lists:
         picked = index.resolve(passages)
         unmatched += sum(i is None for i in picked)
-        out.append(list(dict.fromkeys(index.doc_ids[i] for i in picked if i is not None)))
+        out.append(
+            list(
+                dict.fromkeys(
+                    index.doc_ids[i] if i is not None else f"unmapped:passage{k + 1}"
+                    for k, i in enumerate(picked)
+                )
+            )
+        )
     return out, unmatched

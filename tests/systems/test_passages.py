@@ -59,9 +59,9 @@ def test_a_shared_passage_is_unmatched_unless_the_question_names_its_document(co
     own = _line(corpus, second, "发布地址")
     ids, unmatched = map_passages([[shared], [shared, own], [own, shared]], corpus)
     d2 = corpus["doc_id"][second]
-    # alone: ambiguous, left out; beside an unambiguous chunk of one of its documents: that one,
-    # at the shared chunk's own rank (which is the first listing either way)
-    assert ids == [[], [d2], [d2]] and unmatched == 1
+    # alone: ambiguous, a miss at its rank; beside an unambiguous chunk of one of its documents:
+    # that one, at the shared chunk's own rank (which is the first listing either way)
+    assert ids == [["unmapped:passage1"], [d2], [d2]] and unmatched == 1
 
 
 def test_perturbed_passages_map_to_their_document_not_to_a_sibling(corpus):
@@ -83,7 +83,18 @@ def test_text_not_in_the_corpus_and_empty_passages_stay_unmatched(corpus):
         "for a bakery in a city that is not part of this knowledge base."
     )
     ids, unmatched = map_passages([[foreign, "", "   "], ["天气晴朗，适合出游。"]], corpus)
-    assert ids == [[], []] and unmatched == 4
+    assert ids == [
+        ["unmapped:passage1", "unmapped:passage2", "unmapped:passage3"],
+        ["unmapped:passage1"],
+    ]
+    assert unmatched == 4
+
+
+def test_an_unmatched_passage_keeps_its_rank_so_the_gold_document_does_not_move_up(corpus):
+    foreign = "A paragraph about the weather in a town this knowledge base never mentions at all."
+    own = _line(corpus, 4, "发布地址") + "\n" + _line(corpus, 4, "事项名称")
+    ids, unmatched = map_passages([[foreign, own]], corpus)
+    assert ids == [["unmapped:passage1", corpus["doc_id"][4]]] and unmatched == 1
 
 
 def test_fuzzy_score_of_a_long_passage_finds_its_place():
@@ -131,4 +142,4 @@ def test_a_fuzzy_tie_among_more_documents_than_the_candidates_resolves_to_a_list
     assert index.resolve([edited, own]) == [11, 11]  # D11 need not be among the candidates
     assert index.resolve([edited]) == [None]
     ids, unmatched = map_passages([[edited, own], [edited]], corpus)
-    assert ids == [["D11"], []] and unmatched == 1
+    assert ids == [["D11"], ["unmapped:passage1"]] and unmatched == 1

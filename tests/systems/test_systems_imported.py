@@ -257,7 +257,11 @@ def test_ragas_jsonl_passages_are_mapped_to_documents_and_unmatched_ones_counted
     with pytest.warns(UserWarning, match=r"1 of 25 retrieved passage\(s\) matched no"):
         df = _system(path).answer(questions, corpus, progress=False)
     assert df["rank"].tolist() == [2] * n
-    assert df["retrieved_doc_ids"][0] == [corpus["doc_id"][1], corpus["doc_id"][0]]
+    assert df["retrieved_doc_ids"][0] == [
+        corpus["doc_id"][1],
+        corpus["doc_id"][0],
+        "unmapped:passage3",  # a miss at its own rank
+    ]
     assert df.attrs["unmapped"] == 1 and df["answer"][3] == "答3"
 
 
@@ -374,3 +378,20 @@ def test_the_docs_table_lists_every_accepted_column_and_alias():
     for ours, aliases in COLUMN_ALIASES.items():
         cells = rows[ours].split(" | ")
         assert all(f"`{a}`" in cells[1] for a in aliases[1:]), ours  # the "Also accepted" cell
+
+
+def test_a_row_with_empty_ids_is_read_from_its_passages(tmp_path, demo):
+    # Review finding: an id column present but empty silently gave empty lists (R@k 0).
+    corpus, questions = demo
+    n = len(questions)
+    path = tmp_path / "mixed.jsonl"
+    pd.DataFrame(
+        {
+            "user_input": questions["question"],
+            "response": [f"答{i}" for i in range(n)],
+            "retrieved_context_ids": [None if i % 2 else [corpus["doc_id"][i]] for i in range(n)],
+            "retrieved_contexts": [[_own(corpus, i).replace("\n", " ")] for i in range(n)],
+        }
+    ).to_json(path, orient="records", lines=True, force_ascii=False)
+    df = _system(path).answer(questions, corpus, progress=False)
+    assert df["retrieved_doc_ids"].map(list).tolist() == [[corpus["doc_id"][i]] for i in range(n)]
