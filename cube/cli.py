@@ -693,7 +693,12 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     folder = _run_folder_problem(params, args)
     if folder:
         data.errors.append(folder)
-    print("\n".join(data.lines()))
+    lines = data.lines()
+    if problems:  # the last line says the whole outcome, the preflight's (on stderr) included
+        head, _, rest = lines[-1].partition(": ")
+        rest = rest.removeprefix("OK: ").removeprefix("FAILED: ")
+        lines[-1] = f"{head}: FAILED: {rest}, {len(problems)} preflight problem(s) (above)"
+    print("\n".join(lines))
     return 0 if data.ok and not problems else 2
 
 

@@ -108,11 +108,6 @@ def test_a_comma_separated_id_list_fails_validate(user, capsys):
     assert "answers.csv" in errors[0] and "systems[mine]" in errors[0]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the separator message is cube/systems/imported.py's, written on branch `passages`: "
-    "passes after that merge (then remove this mark)",
-)
 def test_a_comma_separated_id_list_error_names_the_separators(user, capsys):
     _answers(user, sep=",")
     code, errors, out = _validate(user / "params.yaml", capsys)
