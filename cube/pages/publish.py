@@ -5,7 +5,8 @@ is exported twice, `report/<name>.html` without code and `report/code/<name>.htm
 with a header linking the index and the previous/next page. No script or stylesheet is loaded from
 the network (require.js and MathJax are dropped), so the report folder works offline. `index.html`
 opens on the decision, lists the pages and, grouped by the page that made them, every table and
-figure with its caption (the Markdown heading before the cell that writes it); pages whose inputs
+figure with its caption (a figure's own, `cube.pages.captions`; a table's, the Markdown heading
+before the cell that writes it); pages whose inputs
 changed since they ran, and their files, are marked stale. Everything that came from params, a
 system or a judge is escaped by `cube.pages.escape.escape_text` (the templates' `finalize`, the
 tables' cells, the decision's Markdown), and nbconvert passes the HTML of every output and Markdown
@@ -130,7 +131,10 @@ _OUTPUT_CALL = re.compile(r"run\.(table|figure)\(\s*[\"']([^\"']+)[\"']")
 
 def page_outputs(executed: Path) -> list[dict[str, str]]:
     """The tables and figures a notebook writes (`run.table("name", ...)`, `run.figure(...)`), in
-    order, each with a caption: the heading or first line of the Markdown cell before it."""
+    order, each with a caption: a figure's own (`cube.pages.captions`), a table's the heading or
+    first line of the Markdown cell before it."""
+    from cube.pages.captions import figure_caption
+
     nb = json.loads(executed.read_text(encoding="utf-8"))
     caption, found = "", []
     for cell in nb.get("cells", []):
@@ -140,7 +144,8 @@ def page_outputs(executed: Path) -> list[dict[str, str]]:
             caption = lines[0] if lines else caption
             continue
         for kind, name in _OUTPUT_CALL.findall(source):
-            found.append({"kind": kind, "name": name, "caption": caption})
+            own = figure_caption(name) if kind == "figure" else caption
+            found.append({"kind": kind, "name": name, "caption": own})
     return found
 
 
@@ -250,6 +255,8 @@ def _notebook_title(path: Path) -> str:
 def _groups(paths: RunPaths, pages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Tables and figures grouped by the page that writes them, with captions and stale marks;
     files no page claims are listed last."""
+    from cube.pages.captions import figure_caption
+
     rel = lambda p: (Path("..") / p.relative_to(paths.root)).as_posix()  # noqa: E731
     claimed: set[Path] = set()
     groups = []
@@ -277,7 +284,7 @@ def _groups(paths: RunPaths, pages: list[dict[str, Any]]) -> list[dict[str, Any]
         {
             "kind": "table" if f.suffix == ".csv" else "figure",
             "name": f.stem,
-            "caption": "",
+            "caption": figure_caption(f.stem) if f.suffix == ".png" else "",
             "href": rel(f),
             "file": f.name,
         }
