@@ -226,17 +226,41 @@ def metrics_table(metrics: Mapping[str, dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def share_word(part: int, whole: int) -> str:
+    """The word for `part` of `whole` a sentence may use: "all", "most" (more than half), "half",
+    "fewer than half" or "none" (from the counts, never a guess)."""
+    if whole <= 0 or part <= 0:
+        return "none"
+    if part >= whole:
+        return "all"
+    if 2 * part > whole:
+        return "most"
+    return "half" if 2 * part == whole else "fewer than half"
+
+
 def curve_sentence(system: str, m: Mapping[str, Any]) -> str:
-    """The R@k curve in one sentence for the decision page."""
+    """The R@k curve in one sentence for the decision page: R@1, R@3 and R@TOP-N (each k once) and
+    how many of the gold documents found are first in the list, with the word ("all", "most",
+    "half", "fewer than half") that those counts support."""
     curve = m["curve"]
     if not curve or not np.isfinite(curve[-1]):
         return (
             f"{system}: no question has a known retrieval outcome, so the R@k curve is undefined."
         )
     n = m["top_n"]
+    ks = sorted({1, min(3, n), n})
+    shown = ", ".join(f"R@{k} = {curve[k - 1]:.1%}" for k in ks)
+    questions = int(m["n"])
+    found, first = round(curve[-1] * questions), round(curve[0] * questions)
+    head = f"R@k curve of {system}: {shown} (MRR {m['mrr']:.2f}); "
+    if found == 0:
+        return head + "no gold document is in any list."
+    word = share_word(first, found)
+    if word == "all":
+        return head + f"all {found} gold documents found are first in the list."
     half = next((k for k, v in enumerate(curve, 1) if v >= curve[-1] / 2), n)
     return (
-        f"R@k curve of {system}: R@1 = {curve[0]:.1%}, R@{min(3, n)} = {curve[min(3, n) - 1]:.1%}, "
-        f"R@{n} = {curve[-1]:.1%} (MRR {m['mrr']:.2f}); half of the gold documents found are "
-        + ("first in the list." if half == 1 else f"within the top {half}.")
+        head
+        + f"{first} of the {found} gold documents found ({word}) are first in the list"
+        + (f"; half are within the top {half}." if 2 * first < found else ".")
     )

@@ -115,3 +115,32 @@ def test_results_form_and_sentence():
     assert "R@1 = 50.0%" in rm.curve_sentence("s", m)
     table = rm.metrics_table({"s": m})
     assert table.loc[0, "R@2"] == 0.5 and table.loc[0, "P@2"] == 0.25
+
+
+def test_the_curve_sentence_names_each_k_once_and_its_word_comes_from_the_counts():
+    # 8 questions, TOP-N 2: 6 gold documents at rank 1, 1 at rank 2, 1 missed. The old sentence
+    # said "R@1 = 75.0%, R@2 = 87.5%, R@2 = 87.5%" and "half of the gold documents found are first
+    # in the list" (6 of 7 are).
+    m = rm.metrics_from_ranks([1, 1, 1, 1, 1, 1, 2, 0], 2)
+    text = rm.curve_sentence("bm25", m)
+    assert text.count("R@2") == 1 and "R@1 = 75.0%, R@2 = 87.5% (MRR 0.81)" in text
+    assert "6 of the 7 gold documents found (most) are first in the list." in text
+    assert "half of" not in text
+    # all, half and fewer than half, from the counts
+    assert "all 4 gold documents found are first" in rm.curve_sentence(
+        "s", rm.metrics_from_ranks([1, 1, 1, 1, 0], 8)
+    )
+    half = rm.curve_sentence("s", rm.metrics_from_ranks([1, 1, 3, 4], 8))
+    assert "2 of the 4 gold documents found (half) are first in the list." in half
+    few = rm.curve_sentence("s", rm.metrics_from_ranks([1, 5, 5, 6, 0], 8))
+    assert "1 of the 4 gold documents found (fewer than half) are first in the list" in few
+    assert "half are within the top 5." in few and few.count("R@8") == 1 and "R@3 = 20.0%" in few
+    assert "no gold document is in any list" in rm.curve_sentence(
+        "s", rm.metrics_from_ranks([0, 0], 4)
+    )
+    assert [rm.share_word(p, 7) for p in (0, 3, 4, 7)] == [
+        "none",
+        "fewer than half",
+        "most",
+        "all",
+    ]
