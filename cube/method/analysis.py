@@ -557,3 +557,21 @@ def sample_variance(scores: pd.DataFrame) -> pd.DataFrame:
         ]
     ]
     return _order(out, dimension_order(out["dimension"]))
+
+
+P_FLOOR = 1e-4  # a p-value below it is printed as "< 0.0001", never as 1.7e-53
+
+
+def format_p(p: Any) -> str:
+    """A p-value as the report prints it (the one formatter: `cube.pages.display.format_p` is this
+    function): "< 0.0001" below `P_FLOOR` (a smaller p says no more, and 1.7e-53 reads as a
+    precision the test does not have), 4 decimals below 0.001, else 3; "n/a" when missing."""
+    try:
+        v = float(p)
+    except (TypeError, ValueError):
+        return "n/a"
+    if v != v:
+        return "n/a"
+    if v < P_FLOOR:
+        return "< 0.0001"
+    return f"{v:.4f}" if v < 0.001 else f"{v:.3f}"

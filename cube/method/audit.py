@@ -36,6 +36,7 @@ import pandas as pd
 from scipy import stats
 
 from cube.config.schema import SchemaError, require_columns
+from cube.method.analysis import format_p
 
 PROBE_REQUIRED = ("question_id", "judge", "probe", "expect", "dimension", "score")
 LENGTH_MATCHED_WORSE = ("corrupted_facts", "sibling_answer", "other_question")
@@ -210,7 +211,7 @@ def audit_verdict(
     p = float(summary["discrimination_p_value"])
     what = (
         f"correct answers scored above their corrupted twins in {w} of {n} pairs ({t} tied, {lo} "
-        f"below), one-sided Wilcoxon p = {p:.3g}"
+        f"below), one-sided Wilcoxon p = {format_p(p)}"
     )
     if not p < alpha:
         return (

@@ -4,8 +4,10 @@
 DataFrames) whose notebook/HTML display has human headers (`trim_proportion` -> "Trim proportion"),
 numbers rounded (2 decimals; whole numbers without decimals), no index column (a meaningful index
 becomes ordinary columns), missing values as an empty cell in text columns and "n/a" in numeric
-ones, booleans as yes/no, lists joined, long text wrapped with its line breaks kept (at blanks, a
-word broken only when it alone is wider than the column), names (short text without a blank:
+ones, p-values by `format_p` ("< 0.0001" below 1e-4; the one p-value formatter, defined in
+`cube.method.analysis` so the gate's and the audit's sentences use it too), booleans as yes/no,
+lists joined, long text wrapped with its line breaks kept (at blanks, a word broken only when it
+alone is wider than the column), names (short text without a blank:
 "rubric-lenient") and headers never broken mid-word, and every column shown: a table of more
 than `MAX_COLUMNS` columns in parts one under the other, each repeating the name columns, so
 nothing is cut off at a 1280 px page. The CSV written by `Run.table` keeps the raw values. `links`
@@ -23,6 +25,7 @@ from typing import Any
 
 import pandas as pd
 
+from cube.method.analysis import format_p
 from cube.pages.escape import escape_text
 
 MAX_ROWS = 200
@@ -107,6 +110,15 @@ def cell(value: Any, digits: int = 2) -> tuple[str, str]:
     return str(value), "text"
 
 
+_P_COLUMN = re.compile(r"(?:^|[_\s])p(?:[_\s]?value|_holm)?(?:$|[_\s])", re.I)
+
+
+def is_p_column(name: Any) -> bool:
+    """Whether a column holds p-values (`p`, `p_value`, `gate_p_value`, `p_holm`, `ks_p_value`
+    ...): its cells are printed by `format_p` ("< 0.0001", never 1.7e-53)."""
+    return bool(_P_COLUMN.search(str(name)))
+
+
 def np_bool():
     import numpy as np
 
@@ -173,12 +185,13 @@ def to_html(
         for c in frame.columns
         if pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])
     }
+    pcols = {c for c in numeric if is_p_column(c)}
     cells = []  # per row: the <td> of each column
     for values in frame.head(max_rows).itertuples(index=False, name=None):
         tds = []
         row = dict(zip(frame.columns, values, strict=True)) if links else {}
         for col, value in zip(frame.columns, values, strict=True):
-            text, cls = cell(value, digits)
+            text, cls = (format_p(value), "num") if col in pcols else cell(value, digits)
             if col in numeric and text == "":
                 text, cls = "n/a", "num"
             if (

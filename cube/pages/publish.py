@@ -314,12 +314,14 @@ def write_index(
     manifest = (
         json.loads(paths.manifest.read_text(encoding="utf-8")) if paths.manifest.exists() else {}
     )
+    from cube.pages.display import format_p
     from cube.pages.escape import jinja_finalize
 
     env = jinja2.Environment(
         autoescape=True, undefined=jinja2.ChainableUndefined, finalize=jinja_finalize
     )
     env.filters["num"] = _num
+    env.filters["pval"] = format_p  # the one p-value formatter: "< 0.0001" below 1e-4
     template = env.from_string(
         resources.files("cube.pages").joinpath("templates", "index.html.j2").read_text("utf-8")
     )

@@ -344,6 +344,7 @@ def _figures(deltas: pd.DataFrame, changes: pd.DataFrame, la: str, lb: str, fold
 def _page(payload: dict[str, Any], path: Path) -> None:
     import jinja2
 
+    from cube.pages.display import format_p
     from cube.pages.escape import jinja_finalize
 
     env = jinja2.Environment(
@@ -354,6 +355,7 @@ def _page(payload: dict[str, Any], path: Path) -> None:
     env.filters["num"] = lambda v, d=2: (
         "n/a" if v is None else (f"{v:.{d}f}" if isinstance(v, float) else str(v))
     )
+    env.filters["pval"] = format_p  # "< 0.0001" below 1e-4, as every page prints a p-value
     path.write_text(env.get_template("compare.html.j2").render(c=payload), encoding="utf-8")
 
 

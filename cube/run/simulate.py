@@ -257,7 +257,7 @@ def summary_lines(result: SimulationResult) -> list[str]:
     for r in result.pvalues.itertuples():
         lines.append(
             f"compare, no difference, {r.n_questions} questions, {r.replicates} pairs: KS p = "
-            f"{r.ks_p_value:.3f} (uniform p-values), rejection rate {r.rejection_rate:.1%} "
+            f"{format_p(r.ks_p_value)} (uniform p-values), rejection rate {r.rejection_rate:.1%} "
             f"({r.rejection_mc_se:.1%}), ΔCuBE interval coverage {r.delta_coverage:.1%} "
             f"({r.delta_coverage_mc_se:.1%}), SD of ΔCuBE {r.delta_sd:.2f} "
             f"({r.delta_sd_mc_se:.2f}) vs mean bootstrap SE {r.mean_se:.2f}, printed MDE "
