@@ -125,6 +125,22 @@ def table4_cube_scores(results: Mapping[str, CubeResult]) -> pd.DataFrame:
     return out[["system", *[c for c in out.columns if c != "system"]]]
 
 
+OUT_OF_BOUNDS_NOTE = (
+    "outside 0-100: the rag answers' trimmed mean lies beyond the judge's bounds, below the "
+    "zero bound (negative: worse than answering without documents) or above the full bound (over "
+    "100: better than answering with the gold document). The bounds are not a cap; a value far "
+    "outside them usually means the zero and full bounds are close together, so the ratio is "
+    "unstable: read that judge's bounds (notebook 05) before its score."
+)
+
+
+def normalised_columns(results: Mapping[str, CubeResult]) -> list[str]:
+    """The columns of Table 4 on the normalised 0-100 scale (every dimension, W, CuBE and its
+    interval): the ones `OUT_OF_BOUNDS_NOTE` marks when a value falls outside 0-100."""
+    dims = dict.fromkeys(d for r in results.values() for d in r.weights["dimension"])
+    return [*dims, "weighted_score", "cube_score", "cube_lo", "cube_hi"]
+
+
 def retrieval_table(
     answers: pd.DataFrame, top_n: Mapping[str, int], ks: Sequence[int] = (1, 3)
 ) -> pd.DataFrame:

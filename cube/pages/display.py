@@ -29,6 +29,7 @@ from cube.method.analysis import format_p
 from cube.pages.escape import escape_text
 
 MAX_ROWS = 200
+MARK = " †"  # a cell `marks` single out (`to_html`); the table's footnote says why
 # A table wider than this many columns is shown in parts, each repeating the leading name columns
 # (system, judge, ...), so that no column is cut off at a 1280 px page width.
 MAX_COLUMNS = 10
@@ -168,15 +169,35 @@ def column_parts(
     return [keys + rest[j : j + size] for j in range(0, len(rest), size)]
 
 
+Marks = dict[str, Callable[[dict[str, Any]], bool]]
+
+
+def _td(col: Any, value: Any, row: dict[str, Any], fmt: dict[str, Any], links: Links | None) -> str:
+    """One cell as `<td>` (see `to_html`); `fmt`: digits, numeric and p-value columns, marks."""
+    text, cls = (format_p(value), "num") if col in fmt["pcols"] else cell(value, fmt["digits"])
+    if col in fmt["numeric"] and text == "":
+        text, cls = "n/a", "num"
+    if cls == "text" and text and len(text) <= NAME_CHARS and not any(c.isspace() for c in text):
+        cls = "text name"
+    inner = _linked(text, links[col](row)) if links and col in links and text else escape_text(text)
+    marks = fmt["marks"]
+    if marks and col in marks and text and marks[col](row):
+        inner += MARK
+    return f'<td class="{cls}">{inner}</td>'
+
+
 def to_html(
     df: pd.DataFrame,
     digits: int = 2,
     caption: str = "",
     max_rows: int = MAX_ROWS,
     links: Links | None = None,
+    marks: Marks | None = None,
 ) -> str:
     """The table as HTML for people (see the module docstring). Every value is escaped. A table of
-    more than `MAX_COLUMNS` columns is shown in parts (`column_parts`), one under the other."""
+    more than `MAX_COLUMNS` columns is shown in parts (`column_parts`), one under the other.
+    `marks`: per column, a function of the row saying whether its cell gets `MARK` (a footnote
+    explains it: put it in `caption`)."""
     frame = df
     if not isinstance(frame.index, pd.RangeIndex) or frame.index.name is not None:
         frame = frame.reset_index()
@@ -185,29 +206,21 @@ def to_html(
         for c in frame.columns
         if pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])
     }
-    pcols = {c for c in numeric if is_p_column(c)}
+    fmt = {
+        "digits": digits,
+        "numeric": numeric,
+        "pcols": {c for c in numeric if is_p_column(c)},
+        "marks": marks,
+    }
     cells = []  # per row: the <td> of each column
     for values in frame.head(max_rows).itertuples(index=False, name=None):
-        tds = []
-        row = dict(zip(frame.columns, values, strict=True)) if links else {}
-        for col, value in zip(frame.columns, values, strict=True):
-            text, cls = (format_p(value), "num") if col in pcols else cell(value, digits)
-            if col in numeric and text == "":
-                text, cls = "n/a", "num"
-            if (
-                cls == "text"
-                and text
-                and len(text) <= NAME_CHARS
-                and not any(ch.isspace() for ch in text)
-            ):
-                cls = "text name"
-            inner = (
-                _linked(text, links[col](row))
-                if links and col in links and text
-                else escape_text(text)
-            )
-            tds.append(f'<td class="{cls}">{inner}</td>')
-        cells.append(tds)
+        row = dict(zip(frame.columns, values, strict=True)) if links or marks else {}
+        cells.append(
+            [
+                _td(col, value, row, fmt, links)
+                for col, value in zip(frame.columns, values, strict=True)
+            ]
+        )
     more = len(frame) - max_rows
     note = (
         f"{len(frame)} rows; the first {max_rows} are shown (all are in the CSV)."
@@ -244,7 +257,7 @@ class ShownTable(pd.DataFrame):
     """A DataFrame displayed by `to_html` in notebooks; anything computed from it is a plain
     DataFrame."""
 
-    _metadata = ["_cube_digits", "_cube_links"]
+    _metadata = ["_cube_digits", "_cube_links", "_cube_marks", "_cube_note"]
 
     @property
     def _constructor(self):  # noqa: D401 (pandas hook)
@@ -252,7 +265,11 @@ class ShownTable(pd.DataFrame):
 
     def _repr_html_(self) -> str:
         return to_html(
-            self, getattr(self, "_cube_digits", 2) or 2, links=getattr(self, "_cube_links", None)
+            self,
+            getattr(self, "_cube_digits", 2) or 2,
+            caption=getattr(self, "_cube_note", "") or "",
+            links=getattr(self, "_cube_links", None),
+            marks=getattr(self, "_cube_marks", None),
         )
 
 
@@ -261,4 +278,33 @@ def table(df: pd.DataFrame, digits: int = 2, links: Links | None = None) -> Show
     shown = ShownTable(df)
     shown._cube_digits = digits
     shown._cube_links = links
+    shown._cube_marks = None
+    shown._cube_note = ""
+    return shown
+
+
+def mark_outside(
+    df: pd.DataFrame,
+    columns: list[Any],
+    low: float,
+    high: float,
+    note: str,
+    skip: Callable[[dict[str, Any]], bool] | None = None,
+) -> ShownTable:
+    """`df` displayed (`table`, keeping the digits and links of a `ShownTable`) with `MARK` on
+    every value of `columns` outside [low, high] (rows for which `skip` is true left unmarked, an
+    SD row say), and `note` under the table saying what a mark means (when any cell is marked)."""
+
+    def outside(col: Any) -> Callable[[dict[str, Any]], bool]:
+        def test(row: dict[str, Any]) -> bool:
+            v = pd.to_numeric(pd.Series([row.get(col)]), errors="coerce").iloc[0]
+            return bool(pd.notna(v) and not low <= v <= high and not (skip and skip(row)))
+
+        return test
+
+    shown = table(df, getattr(df, "_cube_digits", 2) or 2, getattr(df, "_cube_links", None))
+    shown._cube_marks = {c: outside(c) for c in columns if c in df.columns}
+    rows = df.reset_index().to_dict("records")
+    marked = any(t(r) for t in shown._cube_marks.values() for r in rows)
+    shown._cube_note = f"{MARK.strip()} {note}" if marked else ""
     return shown
