@@ -271,11 +271,16 @@ def table5_human_vs_cube(
     analysis_params,
     top_n: Mapping[str, int],
     full_recall: Mapping[str, float],
+    jury: Mapping[str, Sequence[str]] | None = None,
 ) -> pd.DataFrame:
     """Paper Table 5: the same CuBE computation on the rated sample for the LLM jury and for the
     human raters (mean ± SD across the members of each group), with the run's full-sample R@k.
 
-    Human judges are `human` or `human:<rater>`; everything else is the jury."""
+    Human judges are `human` or `human:<rater>`; the "CuBE (judges)" row averages the judges of
+    the run's jury (`jury`: per system, the judges the validity gate let in on the whole run, as
+    the decision's CuBE does); the judges it left out are named in `left_out` and not averaged (a
+    random judge beside a decent one made the row -8.67 ± 66.31 while the jury's CuBE was 41.55).
+    Without `jury`, every judge counts."""
     from cube.method.evaluation import evaluate
 
     rows = []
@@ -291,14 +296,32 @@ def table5_human_vs_cube(
         t["cube_score"] = t["weighted_score"] * full_recall[system]
         dims = [c for c in t.columns if c in set(res.weights["dimension"])]
         num = [*dims, "weighted_score", "recall_at_k", "cube_score"]
-        is_h = t.index.to_series().astype(str).str.startswith("human")
-        for label, part in (("CuBE (judges)", t[~is_h]), ("Human rating", t[is_h])):
-            row = {"system": system, "group": label, "members": len(part), "questions": len(q)}
+        names = t.index.to_series().astype(str)
+        is_h = names.str.startswith("human")
+        keep = ~is_h if jury is None else names.isin([str(j) for j in jury.get(system, ())])
+        left_out = sorted(names[~is_h & ~keep])
+        for label, part, out in (
+            ("CuBE (judges)", t[keep], left_out),
+            ("Human rating", t[is_h], []),
+        ):
+            row = {
+                "system": system,
+                "group": label,
+                "members": len(part),
+                "left_out": ", ".join(out),
+                "questions": len(q),
+            }
             for c in num:
                 row[f"{c}_mean"] = float(part[c].mean())
                 row[f"{c}_sd"] = float(part[c].std(ddof=1)) if len(part) > 1 else float("nan")
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+TABLE5_NOTE = (
+    "The judges' row averages the run's jury only: judges the validity gate excluded on the whole "
+    "run (named under Left out) are not averaged, as the decision's CuBE leaves them out."
+)
 
 
 def retrieval_by_style(

@@ -308,3 +308,10 @@ def mark_outside(
     marked = any(t(r) for t in shown._cube_marks.values() for r in rows)
     shown._cube_note = f"{MARK.strip()} {note}" if marked else ""
     return shown
+
+
+def with_note(df: pd.DataFrame, note: str) -> ShownTable:
+    """`df` displayed (`table`, keeping a `ShownTable`'s digits and links) with `note` under it."""
+    shown = table(df, getattr(df, "_cube_digits", 2) or 2, getattr(df, "_cube_links", None))
+    shown._cube_note = note
+    return shown

@@ -1033,8 +1033,12 @@ def human_agreement(run: Run) -> HumanSection:
         both = pd.concat([scores[[k in rated for k in key]], human], ignore_index=True)
         raters = sorted(j for j in human["judge"].unique())
         groups = {"human raters": raters, "judges": judges}
-        full_recall = {s: r.recall_at_k for s, r in evaluate_run(run, bootstrap=False).items()}
-        t5 = table5_human_vs_cube(answers, scores, human, ap, system_top_n(run.params), full_recall)
+        full = evaluate_run(run, bootstrap=False)
+        full_recall = {s: r.recall_at_k for s, r in full.items()}
+        jury = {s: r.jury_judges for s, r in full.items()}  # Table 5 over the jury only
+        t5 = table5_human_vs_cube(
+            answers, scores, human, ap, system_top_n(run.params), full_recall, jury
+        )
         calibrated = human_calibration(run, imported=imported)
         msg = (
             f"{len(raters)} human rater(s) rated "
