@@ -18,7 +18,9 @@ batch prices for judges, which `cube batch` can send), and time at the model's c
   computed per rubric judge on params/default.yaml, whose TOP-N sweep gives many equal extractive
   answers; it costs nothing either way). Identical requests are one call, as in the stages. Calls
   already in the cache are counted in `cached_calls` (they cost nothing now) wherever the request is
-  known before the run.
+  known before the run; `to_send` is what is left to send: the calls not in the cache, and none of
+  an offline algorithm's (computed here, never sent; a default run planned "17600 calls, 17600 to
+  send" with nothing to send).
 - **The judge audit** (role `audit`): `audit.questions` capped by `audit.max_share` of the judge
   calls counted here, as stage 03 caps them with the judge calls it made
   (`cube.run.pipeline.audit_sample`): equal where the judging count is exact (an offline judge's is
@@ -639,7 +641,7 @@ def _table(plan: _Plan, cache_path: Path | None, pilot: int) -> pd.DataFrame:
         cached = in_cache.get((role, model), 0) if g.exact and not offline else 0
         cached = min(cached, g.calls)
         completion = g.completion_per_call * g.calls
-        to_send = g.calls - cached
+        to_send = 0 if offline else g.calls - cached  # an offline algorithm sends nothing
         share = to_send / g.calls if g.calls else 0.0
         lat, lat_from = latency.get(
             model, (float("nan"), "unknown: no cached call (cube plan --pilot N)")
@@ -686,6 +688,18 @@ def _table(plan: _Plan, cache_path: Path | None, pilot: int) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows, columns=list(PLAN_COLUMNS))
+
+
+def plan_line(plan: pd.DataFrame) -> str:
+    """The plan in one line for the run's log: calls, how many are to send, and why the others
+    are not (in the cache, or computed offline)."""
+    calls, send = int(plan["calls"].sum()), int(plan["to_send"].sum())
+    cached = int(plan["cached_calls"].sum())
+    offline = int(plan.loc[plan["tokens_by"] == "offline (no tokens)", "calls"].sum())
+    why = [f"{cached} in the cache"] * bool(cached) + [f"{offline} computed offline"] * bool(
+        offline
+    )
+    return f"{calls} calls, {send} to send" + (f" ({', '.join(why)})" if why else "")
 
 
 def _cost(spec: ModelSpec, prompt: float, completion: float, *, batch: bool) -> float:
