@@ -3,9 +3,27 @@
 For every question both sides answered: the retrieval change on the rag set (gold document
 `lost` / `found` / `rank up` / `rank down` / `same`, with both ranks) and each judge's rag-set
 score change (the mean over the dimensions it scored, B − A), plus the jury's (the mean of the
-jury judges' changes). A **regression** is a question whose jury score fell or whose gold
-document was lost; an **improvement** the reverse. They are ranked by the size of the score
-change (retrieval changes break ties), and each comes with its details: question, gold item,
+jury judges' changes). A **regression** is a question whose gold document was lost or whose jury
+score fell by more than the judges' noise allows; an **improvement** the reverse (found, or a rise
+beyond the noise). Counting every fall was counting noise: the same system drawn twice on the same
+100 questions gave 47 regressions and 49 improvements.
+
+- **The judges' noise** (`judge_noise`): on each side, the jury judges' per-question scores (the
+  mean over dimensions and samples) are fitted by question + judge (two-way, additive); the
+  residual variance s² is what a judge's score varies by around the other judges' on the same
+  answer, so a jury mean of J judges varies by s² / J and the change B − A by
+  sd = √(s²_A / J + s²_B / J). With one jury judge, the spread between its samples of the same
+  answer (`samples` > 1) stands in; with neither, the noise is unknown and only retrieval lost /
+  found counts. A score change counts beyond |Δ| > z · sd, z the two-sided normal quantile at the
+  comparison's confidence (1.96 at 95 %): a question whose answer and retrieval did not change
+  crosses it by noise alone in about 2.5 % of cases each way.
+- **Expected under no difference** (`expected_counts`): if A and B do not differ, each question's
+  two sides are exchangeable (the permutation test's null), so a counted question is a regression
+  or an improvement with probability 1/2: each count is about (regressions + improvements) / 2,
+  with the binomial range at the same confidence. Counts inside the range are what chance gives.
+
+They are ranked by the size of the score change (retrieval changes break ties), and each comes
+with its details: question, gold item,
 both answers and a readable line diff (`difflib`), both retrieved lists, and every judge's
 scores per dimension with the raw reply and any failure reason.
 """
@@ -17,6 +35,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from cube.config.schema import SchemaError, known_retrieval, parse_doc_list, require_columns
 
@@ -80,9 +99,12 @@ def question_changes(
     jury_judges: list[str],
     *,
     tables: tuple[str, str] = ("answers (A)", "answers (B)"),
+    confidence: float = 0.95,
 ) -> pd.DataFrame:
     """One row per common question: `question_id, doc_id, rank_a, rank_b, retrieval_change`,
-    `score_a:<judge>`, `score_b:<judge>`, `delta:<judge>` per judge and `jury_a, jury_b, delta`.
+    `score_a:<judge>`, `score_b:<judge>`, `delta:<judge>` per judge, `jury_a, jury_b, delta`, and
+    the judges' noise: `noise_sd` and `threshold` (z · noise_sd at `confidence`), the same on
+    every row (see the module docstring).
     `tables` name the two answers tables (their files) in a `SchemaError` (`check_answers`)."""
     check_answers(a_answers, tables[0])
     check_answers(b_answers, tables[1])
@@ -106,30 +128,113 @@ def question_changes(
         out["jury_a"] = out[[f"score_a:{j}" for j in jury]].mean(axis=1) if jury else np.nan
         out["jury_b"] = out[[f"score_b:{j}" for j in jury]].mean(axis=1) if jury else np.nan
     out["delta"] = out["jury_b"] - out["jury_a"]
+    sd = judge_noise(a_scores, b_scores, jury, qids)
+    out["noise_sd"] = sd
+    out["threshold"] = float(stats.norm.ppf(0.5 + confidence / 2)) * sd
     return out
+
+
+def _residual_variance(m: pd.DataFrame) -> tuple[float, int]:
+    """(s², df) of the question + judge additive fit of a questions x judges matrix (complete
+    rows only); (NaN, 0) with fewer than 2 judges or 2 questions."""
+    m = m.dropna()
+    q, j = m.shape
+    if q < 2 or j < 2:
+        return float("nan"), 0
+    r = m.sub(m.mean(axis=1), axis=0).sub(m.mean(axis=0), axis=1) + float(m.to_numpy().mean())
+    df = (q - 1) * (j - 1)
+    return float((r.to_numpy() ** 2).sum() / df), df
+
+
+def _sample_variance(scores: pd.DataFrame, judge: str) -> float:
+    """One judge's noise on its per-question mean from the spread between its samples of the
+    same answer and dimension: the mean within-sample variance / (dimensions x samples)."""
+    s = scores[(scores["set"] == "rag") & (scores["judge"] == judge)]
+    if "sample" not in s or s["sample"].nunique() < 2:
+        return float("nan")
+    score = pd.to_numeric(s["score"], errors="coerce")
+    g = s.assign(score=score).groupby(["question_id", "dimension"])["score"]
+    within = g.var(ddof=1).dropna()
+    if within.empty:
+        return float("nan")
+    return float(within.mean() / (s["dimension"].nunique() * s["sample"].nunique()))
+
+
+def judge_noise(
+    a_scores: pd.DataFrame, b_scores: pd.DataFrame, jury: list[str], qids: list[Any]
+) -> float:
+    """The standard deviation of the jury's per-question change B − A that the judges' noise
+    alone gives (see the module docstring); NaN when it cannot be estimated."""
+    if not jury:
+        return float("nan")
+    var = []
+    for scores in (a_scores, b_scores):
+        m = _judge_means(scores).reindex(qids)
+        m = m[[j for j in jury if j in m.columns]]
+        s2, _ = _residual_variance(m)
+        if s2 != s2 and len(jury) == 1:
+            s2 = _sample_variance(scores, jury[0])
+        var.append(s2 / len(jury))
+    return float(np.sqrt(sum(var)))
+
+
+def _counted(changes: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """(regression, improvement) per question: retrieval lost / found, or a jury score change
+    beyond `threshold` (a table written before there was one: any change)."""
+    d = changes["delta"]
+    t = changes["threshold"] if "threshold" in changes else pd.Series(0.0, index=changes.index)
+    known = t.notna()
+    down = known & (d < -t.fillna(0.0))
+    up = known & (d > t.fillna(0.0))
+    return (
+        down | (changes["retrieval_change"] == "lost"),
+        up | (changes["retrieval_change"] == "found"),
+    )
+
+
+def expected_counts(changes: pd.DataFrame, confidence: float = 0.95) -> dict[str, Any]:
+    """What the counts would be if A and B did not differ: each about (regressions +
+    improvements) / 2, within the binomial range at `confidence` (a question counted both ways
+    counts in both). Also the noise's sd and threshold and how many questions were compared."""
+    reg, imp = _counted(changes)
+    both = int((reg & imp).sum())
+    one = int((reg ^ imp).sum())
+    a = 1 - confidence
+    lo, hi = (both + int(stats.binom.ppf(q, one, 0.5)) for q in (a / 2, 1 - a / 2))
+    sd = float(changes["noise_sd"].iloc[0]) if "noise_sd" in changes and len(changes) else np.nan
+    t = float(changes["threshold"].iloc[0]) if "threshold" in changes and len(changes) else np.nan
+    return {
+        "regressions": int(reg.sum()),
+        "improvements": int(imp.sum()),
+        "expected": both + one / 2,
+        "range": [lo, hi] if one else [both, both],
+        "confidence": confidence,
+        "noise_sd": None if sd != sd else sd,
+        "threshold": None if t != t else t,
+        "questions": int(len(changes)),
+    }
 
 
 _TIE = {"lost": 0, "rank down": 1, "same": 2, "rank up": 3, "found": 4}
 
 
 def ranked(changes: pd.DataFrame, kind: str = "regressions", k: int | None = 20) -> pd.DataFrame:
-    """The largest regressions (jury score fell or gold lost) or improvements, largest first."""
-    d = changes["delta"].fillna(0.0)
+    """The largest regressions (gold lost, or the jury score fell beyond the judges' noise) or
+    improvements (the reverse), largest first."""
+    reg, imp = _counted(changes)
+    tie = changes["retrieval_change"].astype(object).map(_TIE).astype(float) * 1e-6
     if kind == "regressions":
-        sel = changes[(d < 0) | (changes["retrieval_change"] == "lost")]
-        key = (
-            sel["delta"].fillna(0.0)
-            + sel["retrieval_change"].astype(object).map(_TIE).astype(float) * 1e-6
-        )
+        sel, key = reg, changes["delta"].fillna(0.0) + tie
     elif kind == "improvements":
-        sel = changes[(d > 0) | (changes["retrieval_change"] == "found")]
-        key = -(
-            sel["delta"].fillna(0.0)
-            + sel["retrieval_change"].astype(object).map(_TIE).astype(float) * 1e-6
-        )
+        sel, key = imp, -(changes["delta"].fillna(0.0) + tie)
     else:
         raise ValueError(f"kind must be 'regressions' or 'improvements', got {kind!r}")
-    out = sel.assign(_k=key).sort_values(["_k", "question_id"], kind="stable").drop(columns="_k")
+    out = (
+        changes[sel]
+        .assign(_k=key[sel])
+        .sort_values(["_k", "question_id"], kind="stable")
+        .drop(columns="_k")
+    )
     return out.head(k) if k is not None else out
 
 

@@ -6,7 +6,9 @@ the run's primary system). Both sides are resolved to their run root, so two spe
 run are the same run: B then defaults to the run's first system other than A's, and a system
 compared with itself is refused. Each listed regression and improvement links to its records in
 each side's judgment browser. The comparison folder holds `comparison.json` (the headline:
-`delta_cube`, `delta_cube_ci`, `p_value`, `mde`, `n_questions`, `regressions`, `improvements`),
+`delta_cube`, `delta_cube_ci`, `p_value`, `mde`, `n_questions`, `regressions`, `improvements`:
+the questions that changed beyond the judges' noise or by retrieval, with `n_expected_by_chance`,
+the count of each expected if A and B did not differ, `cube.diagnose.regressions`),
 `tables/*.csv`, `figures/*.png` (a forest plot of Δ by dimension and judge, a scatter of the
 per-question jury scores A vs B) and `index.html` in the report style (all text escaped).
 """
@@ -153,7 +155,13 @@ def compare_sides(
     Each listed regression / improvement links to its records in the judgment browser of each
     side's run (`_browsers`); `browser` (default: side B's regressions in its run's browser, when
     both sides are of the run holding `out_dir`) is the page's link to all of them."""
-    from cube.diagnose.regressions import check_answers, details, question_changes, ranked
+    from cube.diagnose.regressions import (
+        check_answers,
+        details,
+        expected_counts,
+        question_changes,
+        ranked,
+    )
     from cube.method.compare import compare_pair
     from cube.pages.browser import link
 
@@ -186,7 +194,10 @@ def compare_sides(
         seed=seed,
         dimensions=dims,
     )
-    changes = question_changes(ans_a, sc_a, ans_b, sc_b, cmp.jury_judges, tables=tables)
+    confidence = ap.confidence if ap is not None else 0.95
+    changes = question_changes(
+        ans_a, sc_a, ans_b, sc_b, cmp.jury_judges, tables=tables, confidence=confidence
+    )
     questions = a.load("questions") if a.paths.data_file("questions").exists() else None
     corpus = a.load("corpus") if a.paths.data_file("corpus").exists() else None
     reg, imp = ranked(changes, "regressions", k), ranked(changes, "improvements", k)
@@ -207,10 +218,7 @@ def compare_sides(
             out.append(d)
         return out
 
-    counts = {
-        "regressions": int(len(ranked(changes, "regressions", None))),
-        "improvements": int(len(ranked(changes, "improvements", None))),
-    }
+    counts = expected_counts(changes, confidence)  # beyond the judges' noise, and by chance
     payload = {
         **cmp.headline(),
         "side_a": {"run": a.run, "system": a.system, "folder": run_folder_name(a.paths.root)},
@@ -221,6 +229,8 @@ def compare_sides(
         "only_b": [str(q) for q in cmp.only_b],
         "n_regressions": counts["regressions"],
         "n_improvements": counts["improvements"],
+        "n_expected_by_chance": counts["expected"],
+        "changes_by_chance": counts,
         "retrieval_changes": {
             str(k2): int(v) for k2, v in changes["retrieval_change"].value_counts().items()
         },
@@ -438,6 +448,7 @@ def compare_in_run(run: Any, *, n_permutations: int = 1000, k: int = 20) -> list
                     "n_questions",
                     "n_regressions",
                     "n_improvements",
+                    "n_expected_by_chance",
                 )
             }
             | {"page": str(folder.relative_to(run.paths.root) / "index.html")}
@@ -497,6 +508,7 @@ def notebook_compare(
                     "n_questions",
                     "n_regressions",
                     "n_improvements",
+                    "n_expected_by_chance",
                 )
             }
             | {"page": str(out / "index.html")}
@@ -514,6 +526,7 @@ def notebook_compare(
         "n_questions",
         "n_regressions",
         "n_improvements",
+        "n_expected_by_chance",
         "page",
     ]
     shown = run.table("comparisons", pd.DataFrame(rows, columns=cols))

@@ -164,7 +164,8 @@ def test_regression_filter_uses_the_run_comparisons(tmp_path):
     paths = RunPaths(root=tmp_path / "run", cache=tmp_path / "c.sqlite").ensure()
     ans, sc = make_tables(40, seed=11)
     rng = np.random.default_rng(0)
-    sc_b = sc.assign(score=np.clip(sc["score"] + rng.integers(-2, 3, len(sc)), 0, 10))
+    worse = sc["question_id"].isin(sorted(sc["question_id"].unique())[:8]) * 5  # real regressions
+    sc_b = sc.assign(score=np.clip(sc["score"] + rng.integers(-2, 3, len(sc)) - worse, 0, 10))
     answers = pd.concat([ans.assign(system="v1"), ans.assign(system="v2")], ignore_index=True)
     scores = pd.concat([sc.assign(system="v1"), sc_b.assign(system="v2")], ignore_index=True)
     answers.to_parquet(paths.data_file("answers"))
