@@ -1,4 +1,4 @@
-"""The caption of every figure the notebooks save (`run.figure(name, ...)`), written for that figure.
+"""The caption of every figure the notebooks save (`run.figure(name, ...)`), written for it.
 
 The report's index lists each figure with its caption (`cube.pages.publish.page_outputs`). A
 figure's caption was once the heading before the cell that saves it, so two figures under one

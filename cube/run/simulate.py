@@ -242,6 +242,8 @@ __all__ = ["JudgeModel", "SimulationResult", "model_from", "study", "write"]
 def summary_lines(result: SimulationResult) -> list[str]:
     """The study as text: every interval's coverage with its Monte Carlo error, then compare's
     figures."""
+    from cube.pages.display import format_p
+
     c = result.coverage
     lines = [
         f"{'n':>4}  {'judge':<10} {'metric':<15} {'interval':<9} {'runs':>4}  coverage (MC SE)  "

@@ -1,6 +1,6 @@
-"""Issue 29 item 6: Table 5's "CuBE (judges)" row averages the run's jury only. A random judge beside
-a decent one made the row -8.67 ± 66.31 while the decision's jury CuBE was 41.55: the judge the
-validity gate excluded is now left out of the mean and named."""
+"""Issue 29 item 6: Table 5's "CuBE (judges)" row averages the run's jury only. A random judge
+beside a decent one made the row -8.67 ± 66.31 while the decision's jury CuBE was 41.55: the judge
+the validity gate excluded is now left out of the mean and named."""
 
 from __future__ import annotations
 
