@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections.abc import Callable
 from typing import Any
 
@@ -170,6 +171,18 @@ def column_parts(
 
 
 Marks = dict[str, Callable[[dict[str, Any]], bool]]
+_SENTENCE_MARKS = set("，。？！；：、")  # a Chinese sentence's, never in a name
+
+
+def is_name(text: str) -> bool:
+    """Whether a text cell is a name, never broken across lines: short (at most `NAME_CHARS`
+    columns, a Chinese character counting two) with no blank and no sentence punctuation. A Chinese
+    question has no blank either: without the width and punctuation rules it was kept on one line
+    and pushed page 07's annotation table past a 1280 px page."""
+    if not text or any(c.isspace() for c in text):
+        return False
+    width = sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+    return width <= NAME_CHARS and not any(c in _SENTENCE_MARKS for c in text)
 
 
 def _td(col: Any, value: Any, row: dict[str, Any], fmt: dict[str, Any], links: Links | None) -> str:
@@ -177,7 +190,7 @@ def _td(col: Any, value: Any, row: dict[str, Any], fmt: dict[str, Any], links: L
     text, cls = (format_p(value), "num") if col in fmt["pcols"] else cell(value, fmt["digits"])
     if col in fmt["numeric"] and text == "":
         text, cls = "n/a", "num"
-    if cls == "text" and text and len(text) <= NAME_CHARS and not any(c.isspace() for c in text):
+    if cls == "text" and is_name(text):
         cls = "text name"
     inner = _linked(text, links[col](row)) if links and col in links and text else escape_text(text)
     marks = fmt["marks"]
