@@ -183,6 +183,15 @@ def test_regression_filter_uses_the_run_comparisons(tmp_path):
     )
     expected = sorted(ranked(ch, "regressions", None)["question_id"])
     assert expected and dom.cards == expected[:50] and dom.count == str(len(expected))
+    # issue 29: only the 8 questions made worse count (beyond the judges' noise), beside the count
+    # expected with no difference; the page says both
+    assert 8 <= head["n_regressions"] <= 11 and head["n_regressions"] == len(expected)
+    by_chance = head["changes_by_chance"]
+    assert head["n_expected_by_chance"] == by_chance["expected"] and by_chance["threshold"] > 0
+    assert head["n_regressions"] > by_chance["range"][1]
+    page = (paths.root / "compare" / "v1__vs__v2" / "index.html").read_text(encoding="utf-8")
+    assert "beyond the judges&#x27; noise" in page or "beyond the judges' noise" in page
+    assert f"about {by_chance['expected']:.1f} of each" in page
     assert "regression vs v1: jury rag score change" in dom.html  # type: ignore[attr-defined]
 
 

@@ -56,6 +56,7 @@ def test_the_index_prints_a_comparison_p_value_below_the_floor_as_such(tmp_path)
         "mde": 2.0,
         "n_regressions": 1,
         "n_improvements": 2,
+        "n_expected_by_chance": 1.5,
         "page": "compare/s1__vs__s2/index.html",
     }
     from tests.pages.test_index_page import DECISION
@@ -68,6 +69,8 @@ def test_the_index_prints_a_comparison_p_value_below_the_floor_as_such(tmp_path)
     html = unescape(write_index(params, paths, []).read_text(encoding="utf-8"))
     assert "p = < 0.0001 (Holm-adjusted over 2 comparisons: < 0.0001)" in html
     assert "2.5e-07" not in html and "0.000," not in html
+    # the regressions are beyond the judges' noise, beside the count expected by chance
+    assert "1 regressions, 2 improvements beyond the judges' noise (about 1.5 of each" in html
 
 
 def test_the_audit_sentence_prints_a_tiny_p_value_as_below_the_floor():
