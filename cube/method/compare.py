@@ -9,9 +9,17 @@ very numbers the two reports publish when they are restricted to the common ques
 
 - **Paired bootstrap**: one counts matrix C (resamples x questions) drives both sides, so a
   resample draws the same questions for A and B (the three sets and the retrieval outcome of a
-  question travel together). The interval is the percentile interval of Δ.
-- **Paired permutation test**: under H0 (A and B are exchangeable per question) the side labels
-  of each question can be swapped. A swap is again a counts matrix, over the 2n questions of A
+  question travel together). It draws the resampling units of `analysis.cluster`: families of
+  near-duplicate questions by default (`clusters`: question -> family; questions of one family
+  share retrieval confusions and answer errors, so they are not independent draws), else single
+  questions. The interval is the percentile interval of Δ.
+- **Paired permutation test**: under H0 (A and B are exchangeable) the side labels can be
+  swapped, one coin per resampling unit: every question of a family swaps together. A swap of a
+  single question would not keep the null distribution where a system's outcomes correlate
+  within a family (system A retrieving a whole family, B missing it: a per-question swap mixes
+  the family's outcomes between the sides, which the null never produces, and its permutation
+  spread is too narrow); swapping whole families is exact under exchangeable systems whatever the
+  correlation inside a family. A swap is again a counts matrix, over the 2n questions of A
   then B (row of A' = [1 − M, M], of B' = [M, 1 − M] for a swap mask M), so every permutation
   is computed in one vectorised pass. Two-sided p = (1 + #{|Δ*| >= |Δ|}) / (1 + P); `p_holm` is
   each row's p adjusted by Holm's step-down method over every (judge, metric) row with a p-value
@@ -22,8 +30,9 @@ very numbers the two reports publish when they are restricted to the common ques
   undefined is undefined for the jury (never a mean of fewer judges); the share of defined resamples
   and permutations is reported (`valid_resample_share`, `valid_permutation_share`) and flagged when
   below `MIN_VALID_SHARE` (the interval and p-value then rest on a selection of resamples).
-- **Power** (`mde`, `questions_needed`): the bootstrap standard error of ΔCuBE, se, gives the
-  per-question standard deviation σ = se·√n of the paired difference (a CuBE difference behaves
+- **Power** (`mde`, `questions_needed`): the bootstrap standard error of ΔCuBE, se (of the
+  family bootstrap: the design effect of the families is in it), gives the per-question standard
+  deviation σ = se·√n of the paired difference (a CuBE difference behaves
   like a mean of n per-question contributions). A two-sided test at level α (default
   1 − `analysis.confidence`, the interval's) with power 1 − β detects
   |Δ| >= (z_{1−α/2} + z_{1−β}) · σ / √n (the minimum detectable difference, MDE), and needs
@@ -32,7 +41,10 @@ very numbers the two reports publish when they are restricted to the common ques
   system's CuBE varies more the higher it is, so on simulated pairs at 100 questions
   (benchmarks/simulation_coverage.py --compare 1000 --better) a B worse by the printed MDE is
   detected in 87 %, a B better by it in 73 % (docs/measurements.md). The MDE is the size of
-  difference the comparison resolves, not a guarantee of 80 %.
+  difference the comparison resolves, not a guarantee of 80 %. With families as the unit, σ is
+  an effective one (σ² = deff x the independent-question variance) and `questions_needed`
+  assumes new questions come in families of the sizes measured (`families_needed` divides it by
+  their mean size): adding near-duplicates of the same families buys less than it says.
 - **Several systems**: `compare_all` compares every pair and adjusts the jury ΔCuBE p-values
   with Holm's step-down correction (`p_holm`).
 """
@@ -43,6 +55,7 @@ import dataclasses
 import itertools
 import math
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,7 +65,13 @@ from scipy import stats
 
 from cube.method import analysis as A
 from cube.method import evaluation as E
-from cube.method.bootstrap import MIN_VALID_SHARE, Prepared, cube_from_counts, prepare
+from cube.method.bootstrap import (
+    MIN_VALID_SHARE,
+    Prepared,
+    cube_from_counts,
+    prepare,
+    resample_unit_counts,
+)
 
 HEADLINE = ("cube_score", "weighted_score", "recall_at_k")
 _CHUNK = 200  # resamples / permutations per vectorised pass (memory at paper scale)
@@ -193,6 +212,7 @@ _NOT_DEFINITION = frozenset(
     {
         "top_n",
         "bootstrap",
+        "cluster",
         "confidence",
         "interval",
         "seed",
@@ -281,16 +301,7 @@ def _paired_bootstrap(
 ) -> dict[tuple[str, str], np.ndarray]:
     if n_resamples <= 0:
         return {}
-    n = len(pa.rank_score)
-    C = np.zeros((n_resamples, n))
-    np.add.at(
-        C,
-        (
-            np.repeat(np.arange(n_resamples), n),
-            rng.integers(0, n, size=(n_resamples, n)).ravel(),
-        ),
-        1.0,
-    )
+    C = resample_unit_counts(pa.unit_codes(), n_resamples, rng)  # families (or questions) drawn
     ba, bb = _stats(pa, C, jury), _stats(pb, C, jury)
     return {k: bb[k] - ba[k] for k in ba}
 
@@ -300,7 +311,9 @@ def _paired_permutations(
 ) -> dict[tuple[str, str], np.ndarray]:
     if n_permutations <= 0:
         return {}
-    M = (rng.random((n_permutations, len(pa.rank_score))) < 0.5).astype(float)
+    units = pa.unit_codes()  # one coin per family: its questions swap together
+    n_units = int(units.max()) + 1 if len(units) else 0
+    M = (rng.random((n_permutations, n_units)) < 0.5).astype(float)[:, units]
     pab = _concat(pa, pb)
     sa, sb = _stats(pab, np.hstack([1 - M, M]), jury), _stats(pab, np.hstack([M, 1 - M]), jury)
     return {k: sb[k] - sa[k] for k in sa}
@@ -414,24 +427,33 @@ def _flag_valid_share(
             )
 
 
-def _power_figures(cmp: PairComparison, n: int, alpha: float, power: float) -> dict[str, Any]:
+def _power_figures(
+    cmp: PairComparison, n: int, alpha: float, power: float, n_units: int | None = None
+) -> dict[str, Any]:
     se = cmp.row().get("se", np.nan)
+    units = {"units": n_units or n, "mean_unit_size": n / (n_units or n) if n else math.nan}
     if se is not None and math.isfinite(se) and se > 0:
         sd_q = float(se * math.sqrt(n))
+        need = (
+            questions_needed(cmp.row()["delta"], sd_q, alpha, power)
+            if np.isfinite(cmp.row()["delta"]) and cmp.row()["delta"]
+            else None
+        )
         return {
+            **units,
+            "families_needed": (
+                math.ceil(need / units["mean_unit_size"]) if need is not None else None
+            ),
             "se": float(se),
             "sd_per_question": sd_q,
             "mde": mde(se, alpha, power),
             "alpha": alpha,
             "power": power,
             "n_questions": n,
-            "questions_for_observed_delta": (
-                questions_needed(cmp.row()["delta"], sd_q, alpha, power)
-                if np.isfinite(cmp.row()["delta"]) and cmp.row()["delta"]
-                else None
-            ),
+            "questions_for_observed_delta": need,
         }
     return {
+        **units,
         "se": float("nan"),
         "mde": float("nan"),
         "alpha": alpha,
@@ -461,6 +483,7 @@ def compare_pair(
     seed: int | None = None,
     alpha: float | None = None,
     power: float = 0.8,
+    clusters: Mapping[Any, Any] | None = None,
 ) -> PairComparison:
     """ΔCuBE, ΔW, ΔR@k and every ΔN_d (B − A) per judge and jury, with a paired bootstrap
     interval, a paired permutation p-value and the power figures (see the module docstring).
@@ -472,7 +495,8 @@ def compare_pair(
     `ValueError` names the differing keys (a paired Δ needs one definition of CuBE). Resampling
     settings (`bootstrap`, `confidence`, `seed`) are side A's. The MDE's level `alpha` defaults
     to the interval's, `1 - confidence`, so the MDE and the printed interval answer the same
-    question."""
+    question. `clusters`: question id -> family, the resampling and swapping unit when side A's
+    `analysis.cluster` is `family` (None: every question its own)."""
     from cube.config.sections import AnalysisParams
 
     ap = analysis_params or AnalysisParams()
@@ -511,6 +535,7 @@ def compare_pair(
         judges=judges,
         dimensions=dims,
         fallback=ap.weights_fallback,
+        clusters=clusters if ap.cluster == "family" else None,
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", A.CubeWarning)
@@ -547,11 +572,13 @@ def compare_pair(
             "top_n_a": na,
             "top_n_b": nb,
             "dimensions": dims,
+            "cluster": ap.cluster,
+            "n_units": int(pa.unit_codes().max()) + 1 if n else 0,
         },
     )
     _withhold_jury(cmp, ra, rb, boot_d, perm_d)
     _flag_valid_share(cmp, boot_d, perm_d)
-    cmp.power = _power_figures(cmp, n, alpha, power)
+    cmp.power = _power_figures(cmp, n, alpha, power, cmp.settings["n_units"])
     return cmp
 
 

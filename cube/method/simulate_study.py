@@ -211,11 +211,13 @@ def compare_replicate(
     true_delta: float = 0.0,
     n_permutations: int = 1000,
     seed: int = 0,
+    unit: str | None = None,
 ) -> dict[str, Any]:
     """Compare's jury ΔCuBE (B − A) for one pair of systems drawn on the same questions: B is A's
     model (no difference, `shift` 0) or A's with `answer_quality` changed by `shift` (true ΔCuBE
     `true_delta`). Returns `n_questions, replicate, delta, lo, hi, p_value, mde, se, truth, shift`
-    (`se`: the bootstrap SE of ΔCuBE that the MDE rests on)."""
+    (`se`: the bootstrap SE of ΔCuBE that the MDE rests on) and `unit`, the resampling unit
+    (`unit`; default the params' `analysis.cluster`): families resampled and swapped together."""
     from cube.method.compare import compare_pair
 
     model_b = model.with_system(name="sys-b", answer_quality=model.system.answer_quality + shift)
@@ -229,15 +231,22 @@ def compare_replicate(
         a.scores,
         b.answers,
         b.scores,
-        analysis_params.model_copy(update={"seed": replicate_seed(seed, n, replicate, 8)}),
+        analysis_params.model_copy(
+            update={
+                "seed": replicate_seed(seed, n, replicate, 8),
+                "cluster": unit or analysis_params.cluster,
+            }
+        ),
         top_n_a=model.system.top_n,
         top_n_b=model.system.top_n,
         dimensions=list(model.dimensions),
         n_permutations=n_permutations,
+        clusters=a.families,
     )
     row = c.row()
     return {
         "n_questions": n,
+        "unit": unit or analysis_params.cluster,
         "replicate": replicate,
         "delta": row.get("delta"),
         "lo": row.get("lo"),
@@ -350,7 +359,8 @@ def pvalue_table(null: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
     at `alpha` (nominal: alpha) and the coverage of compare's ΔCuBE interval (truth 0), with MC
     errors, the SD of ΔCuBE against the mean bootstrap SE (`se_check`), and the mean printed MDE."""
     rows = []
-    for n, g in null.groupby("n_questions", sort=False):
+    null = null if "unit" in null else null.assign(unit="question")
+    for (n, unit), g in null.groupby(["n_questions", "unit"], sort=False):
         p = g["p_value"].dropna().astype(float)
         ks = stats.kstest(p, "uniform") if len(p) > 1 else None
         rej, rej_se, k = mc_rate(p <= alpha)
@@ -359,6 +369,7 @@ def pvalue_table(null: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
         rows.append(
             {
                 "n_questions": n,
+                "unit": unit,
                 "replicates": k,
                 "ks_statistic": ks.statistic if ks else math.nan,
                 "ks_p_value": ks.pvalue if ks else math.nan,
@@ -382,13 +393,15 @@ def power_table(alt: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
     at 0, and where it is smaller (a worse system's CuBE varies less) the power at that MDE exceeds
     80 %."""
     rows = []
-    for n, g in alt.groupby("n_questions", sort=False):
+    alt = alt if "unit" in alt else alt.assign(unit="question")
+    for (n, unit), g in alt.groupby(["n_questions", "unit"], sort=False):
         pw, pw_se, k = mc_rate(g["p_value"].dropna() <= alpha)
         ok = g.dropna(subset=["lo", "hi"])
         cov, cov_se, _ = mc_rate((ok["lo"] <= ok["truth"]) & (ok["truth"] <= ok["hi"]))
         rows.append(
             {
                 "n_questions": n,
+                "unit": unit,
                 "replicates": k,
                 "true_delta": float(g["truth"].iloc[0]),
                 "quality_shift": float(g["shift"].iloc[0]),

@@ -156,6 +156,7 @@ def compare_sides(
     from cube.diagnose.regressions import check_answers, details, question_changes, ranked
     from cube.method.compare import compare_pair
     from cube.pages.browser import link
+    from cube.run.evaluate import question_families
 
     ans_a, sc_a = a.load("answers"), a.load("scores")
     ans_b, sc_b = (
@@ -172,6 +173,7 @@ def compare_sides(
     ap_b = b.params.analysis if b.params is not None else None
     n_a = (ap.top_n if ap is not None else None) or a.top_n  # the N each run evaluated its side at
     n_b = (ap_b.top_n if ap_b is not None else None) or b.top_n
+    corpus = a.load("corpus") if a.paths.data_file("corpus").exists() else None
     cmp = compare_pair(
         ans_a,
         sc_a,
@@ -185,10 +187,10 @@ def compare_sides(
         n_permutations=n_permutations,
         seed=seed,
         dimensions=dims,
+        clusters=question_families(ans_a, corpus),  # the resampling unit: side A's families
     )
     changes = question_changes(ans_a, sc_a, ans_b, sc_b, cmp.jury_judges, tables=tables)
     questions = a.load("questions") if a.paths.data_file("questions").exists() else None
-    corpus = a.load("corpus") if a.paths.data_file("corpus").exists() else None
     reg, imp = ranked(changes, "regressions", k), ranked(changes, "improvements", k)
     (href_a, href_b), browser_notes = _browsers((a, b), out_dir)
     if browser is None and href_b is not None and a.paths.root == b.paths.root:

@@ -157,3 +157,42 @@ def test_wilson_at_a_whole_effective_n_is_scipys_wilson():
     assert lo == pytest.approx(ci.low) and hi == pytest.approx(ci.high)
     wide = wilson_effective(37 / 50, 25.0, 0.95)
     assert wide[1] - wide[0] > hi - lo
+
+
+def _pair(model: RunModel, n: int, seed: int):
+    from cube.method.simulate import draw_questions
+
+    q = draw_questions(model, n, np.random.default_rng(seed))
+    a = simulate_run(model, n, seed + 1, questions=q)
+    b = simulate_run(model.with_system(name="sys-b"), n, seed + 2, questions=q)
+    return a, b
+
+
+def test_compare_resamples_and_swaps_whole_families():
+    from cube.method import compare as CMP
+
+    a, b = _pair(FAMILY_WORLD, 60, 3)
+    ap = AnalysisParams(bootstrap=150)
+    kw = {"dimensions": list(FAMILY_WORLD.dimensions), "n_permutations": 99}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fam = CMP.compare_pair(
+            a.answers, a.scores, b.answers, b.scores, ap, clusters=a.families, **kw
+        )
+        one = CMP.compare_pair(
+            a.answers,
+            a.scores,
+            b.answers,
+            b.scores,
+            ap,
+            clusters={q: q for q in a.families},
+            **kw,
+        )
+        plain = CMP.compare_pair(a.answers, a.scores, b.answers, b.scores, ap, **kw)
+    pd.testing.assert_frame_equal(one.deltas, plain.deltas)  # families of one: unchanged
+    assert fam.settings["n_units"] == 12 and fam.power["units"] == 12
+    assert fam.power["se"] > 1.3 * plain.power["se"]  # families of 5 sharing their errors
+    if fam.power["questions_for_observed_delta"] is not None:
+        assert fam.power["families_needed"] == math.ceil(
+            fam.power["questions_for_observed_delta"] / 5
+        )
