@@ -6,11 +6,13 @@ computes, with the estimator's own arithmetic on the simulated arrays (`bootstra
 jury of every simulated judge, as `evaluate` bootstraps it), once with each question its own unit
 and once with the model's families as units:
 
-- the jury CuBE's and W's BCa interval (t levels at the number of units), R@k's percentile one;
+- the jury CuBE's and W's BCa interval (t levels at the number of units), R@k's (t levels only
+  when families are fewer than questions);
 - R@k's Wilson interval (`cube.diagnose.retrieval.wilson`): plain, and at the effective n of the
-  run's own design effect of retrieval (`cube.method.design`) for the family unit;
+  run's own design effect of retrieval (`cube.method.design`, t for z) for the family unit;
 - compare's jury ΔCuBE percentile interval (the paired bootstrap of `compare_pair`: one counts
-  matrix for both systems) for a second system drawn on the same questions, no true difference.
+  matrix for both systems, its levels `compare.interval_tail`) for a second system drawn on the
+  same questions, no true difference.
 
 Worlds (the issue's): `independent` (the default model), `fam3` (families of 3, a member takes its
 family's retrieval outcome half of the time), `fam5` (families of 5 sharing the retrieval outcome
@@ -41,6 +43,7 @@ from cube.method.bootstrap import (  # noqa: E402
     cube_from_counts,
     resample_unit_counts,
 )
+from cube.method.compare import interval_tail  # noqa: E402
 from cube.method.design import design_summary, wilson_effective  # noqa: E402
 from cube.method.simulate import RunModel, draw_questions, prepared_run, truth  # noqa: E402
 
@@ -77,7 +80,11 @@ def replicate(model: RunModel, n: int, r: int, B: int) -> list[dict]:
             rows.append(_row(r, unit, row.metric, "bootstrap", row.estimate, row.lo, row.hi, deff))
         hits = int(p.retrieved.sum())
         deff = design["deff_retrieval"]
-        lo, hi = wilson_effective(hits / n, n / (deff if unit == "family" else 1.0), 0.95)
+        lo, hi = (
+            wilson_effective(hits / n, n / deff, 0.95, design["units"])
+            if unit == "family"
+            else wilson_effective(hits / n, n, 0.95)
+        )
         rows.append(_row(r, unit, "recall_at_k", "wilson", hits / n, lo, hi, deff))
         rows.append(_delta_row(pa, pb, unit, r, B, S.replicate_seed(0, n, r, 8)))
     return rows
@@ -106,7 +113,8 @@ def _delta_row(pa: Prepared, pb: Prepared, unit: str, r: int, B: int, seed: int)
     d = cube_from_counts(pb, C)["cube_score"].mean(0) - cube_from_counts(pa, C)["cube_score"].mean(
         0
     )
-    lo, hi = np.quantile(d[np.isfinite(d)], [0.025, 0.975])
+    tail = interval_tail(0.95, n, int(units.max()) + 1)  # compare_pair's levels
+    lo, hi = np.quantile(d[np.isfinite(d)], [tail, 1 - tail])
     return _row(r, unit, "delta_cube", "paired bootstrap", est, lo, hi, float("nan"))
 
 

@@ -78,16 +78,22 @@ def design_summary(retrieved: np.ndarray, rag_score: np.ndarray, units: np.ndarr
     return out
 
 
-def wilson_effective(p: float, n_eff: float, confidence: float) -> tuple[float, float]:
+def wilson_effective(
+    p: float, n_eff: float, confidence: float, units: int | None = None
+) -> tuple[float, float]:
     """Wilson's score interval (p + z^2/2n +- z sqrt(p(1-p)/n + z^2/4n^2)) / (1 + z^2/n) of a
     proportion p at a fractional n (the effective sample n / deff: Kish's adjustment of a
     proportion's interval for clustered questions); at a whole n it equals scipy's
-    `binomtest(...).proportion_ci(method="wilson")` (tested), which takes whole counts only."""
-    from scipy.stats import norm
+    `binomtest(...).proportion_ci(method="wilson")` (tested), which takes whole counts only.
+    `units`: the number of families the design effect was estimated from; z is then Student's t
+    with units - 1 degrees of freedom (the design effect is itself estimated from few families,
+    as the bootstrap's t levels, `cube.method.bootstrap.expanded_alpha`)."""
+    from scipy.stats import norm, t
 
     if not n_eff > 0:
         return (math.nan, math.nan)
-    z = float(norm.ppf(0.5 + confidence / 2))
+    q = 0.5 + confidence / 2
+    z = float(t.ppf(q, units - 1) if units is not None and units >= 3 else norm.ppf(q))
     z2n = z * z / n_eff
     centre = (p + z2n / 2) / (1 + z2n)
     half = z * math.sqrt(p * (1 - p) / n_eff + z2n / (4 * n_eff)) / (1 + z2n)

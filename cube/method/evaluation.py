@@ -61,6 +61,9 @@ class CubeResult:
     unknown_retrieval: list[Any] = field(default_factory=list)
     # the resampling unit and the design effect of the families (`cube.method.design`)
     design: dict[str, Any] = field(default_factory=dict)
+    # question id -> resampling unit the intervals used (None: each question its own), so the
+    # human-calibrated interval (`cube.method.ppi.calibrate_systems`) resamples the same units
+    clusters: dict[Any, Any] | None = None
 
     def jury_cube(self) -> float:
         return float(self.jury.at["mean", "cube_score"])
@@ -330,6 +333,7 @@ def evaluate(
         flags=flags,
         unknown_retrieval=outcomes.unknown,
         design=design,
+        clusters=dict(clusters) if clusters is not None and ap.cluster == "family" else None,
     )
 
 

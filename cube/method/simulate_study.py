@@ -163,7 +163,7 @@ def recall_interval(res: Any, unit: str, confidence: float) -> tuple[float, floa
     hits, k = int(res.ranks["retrieved"].sum()), len(res.ranks)
     deff = res.design.get("deff_retrieval", 1.0) if unit == "family" else 1.0
     if deff > 1.0:
-        return wilson_effective(hits / k, k / deff, confidence)
+        return wilson_effective(hits / k, k / deff, confidence, res.design.get("units"))
     return wilson_interval(hits, k, confidence)
 
 

@@ -196,3 +196,21 @@ def test_compare_resamples_and_swaps_whole_families():
         assert fam.power["families_needed"] == math.ceil(
             fam.power["questions_for_observed_delta"] / 5
         )
+
+
+def test_the_human_calibrated_interval_resamples_families():
+    from cube.method.ppi import ppi_cube
+
+    run = simulate_run(FAMILY_WORLD, 100, 21, human_questions=40)
+    kw = {"n_resamples": 300, "seed": 4, "dimensions": list(FAMILY_WORLD.dimensions)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plain = ppi_cube(run.answers, run.scores, run.human, **kw)
+        ones = ppi_cube(
+            run.answers, run.scores, run.human, clusters={q: q for q in run.families}, **kw
+        )
+        fam = ppi_cube(run.answers, run.scores, run.human, clusters=run.families, **kw)
+    assert ones.interval == plain.interval and ones.var_rated == plain.var_rated
+    assert fam.cube_score == plain.cube_score
+    width = {k: np.subtract(*r.interval["cube_score"][::-1]) for k, r in (("f", fam), ("p", plain))}
+    assert width["f"] > 1.2 * width["p"]
