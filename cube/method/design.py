@@ -98,3 +98,31 @@ def wilson_effective(
     centre = (p + z2n / 2) / (1 + z2n)
     half = z * math.sqrt(p * (1 - p) / n_eff + z2n / (4 * n_eff)) / (1 + z2n)
     return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def design_note(design: dict) -> str:
+    """The decision page's sentence on the families ('' without families or a design effect
+    below `NOTICEABLE_DEFF`): how much the family resampling widened the intervals, or, with
+    `analysis.cluster: question`, how much too narrow they are."""
+    if not design or design.get("units", 0) >= design.get("questions", 0):
+        return ""
+    deff = max(design.get("deff_rag_score", 1.0), design.get("deff_retrieval", 1.0))
+    if not deff >= NOTICEABLE_DEFF:
+        return ""
+    what = (
+        f"design effect {design['deff_rag_score']:.2f} for the rag score (intraclass correlation "
+        f"{design['icc_rag_score']:.2f}) and {design['deff_retrieval']:.2f} for retrieval "
+        f"({design['icc_retrieval']:.2f})"
+    )
+    wider = f"about {math.sqrt(deff) - 1:.0%}"
+    if design.get("unit") == "family":
+        return (
+            f"The {design['questions']} questions come in {design['units']} families of "
+            f"near-duplicates whose answers go together ({what}): the intervals resample families, "
+            f"which makes them up to {wider} wider than if the questions were independent."
+        )
+    return (
+        f"The {design['questions']} questions come in {design['units']} families of "
+        f"near-duplicates ({what}), but analysis.cluster is question: the intervals treat them as "
+        f"independent and are up to {wider} too narrow."
+    )

@@ -214,3 +214,31 @@ def test_the_human_calibrated_interval_resamples_families():
     assert fam.cube_score == plain.cube_score
     width = {k: np.subtract(*r.interval["cube_score"][::-1]) for k, r in (("f", fam), ("p", plain))}
     assert width["f"] > 1.2 * width["p"]
+
+
+def test_the_decision_sentence_says_when_families_widen_the_interval():
+    from cube.method.design import design_note
+
+    run = simulate_run(FAMILY_WORLD, 100, 5)
+    kw = {"dimensions": list(FAMILY_WORLD.dimensions), "clusters": run.families}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fam = evaluate(run.answers, run.scores, AnalysisParams(bootstrap=0), 8, **kw)
+        ap_q = AnalysisParams(bootstrap=0, cluster="question")
+        q = evaluate(run.answers, run.scores, ap_q, 8, **kw)
+    assert "resample families" in design_note(fam.design) and "20 families" in design_note(
+        fam.design
+    )
+    assert "too narrow" in design_note(q.design)
+    single = simulate_run(RunModel(), 50, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ind = evaluate(
+            single.answers,
+            single.scores,
+            AnalysisParams(bootstrap=0),
+            8,
+            dimensions=list(FAMILY_WORLD.dimensions),
+            clusters=single.families,
+        )
+    assert design_note(ind.design) == ""
