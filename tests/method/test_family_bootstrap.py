@@ -242,3 +242,30 @@ def test_the_decision_sentence_says_when_families_widen_the_interval():
             clusters=single.families,
         )
     assert design_note(ind.design) == ""
+
+
+def test_the_study_shows_question_and_family_resampling_side_by_side():
+    from cube.config.params import parse_params
+    from cube.run.simulate import study, summary_lines
+
+    params = parse_params(
+        {
+            "run": "t",
+            "judges": [{"name": "r", "model": {"provider": "offline", "model": "rubric"}}],
+            "simulation": {
+                "family_size": 4,
+                "family_retrieval_share": 0.5,
+                "family_correctness_share": 1.0,
+                "answer_sd": 0.25,
+            },
+        }
+    )
+    result = study(params, replicates=2, questions=[20], bootstrap=20, permutations=20, power=True)
+    assert set(result.coverage["unit"]) == {"question", "family"}
+    assert set(result.pvalues["unit"]) == {"question", "family"}
+    assert set(result.power["unit"]) == {"family"}  # the power of the params' own unit
+    assert result.settings["model"]["family_size"] == 4
+    fam = result.coverage[result.coverage["unit"] == "family"]
+    assert (fam["design_effect"] >= 1).all()
+    assert set(result.headline()["jury_cube_coverage_by_unit"]) == {"20 question", "20 family"}
+    assert any(" family " in line for line in summary_lines(result))
