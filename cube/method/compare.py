@@ -21,9 +21,9 @@ very numbers the two reports publish when they are restricted to the common ques
   spread is too narrow); swapping whole families is exact under exchangeable systems whatever the
   correlation inside a family. A swap is again a counts matrix, over the 2n questions of A
   then B (row of A' = [1 − M, M], of B' = [M, 1 − M] for a swap mask M), so every permutation
-  is computed in one vectorised pass. Two-sided p = (1 + #{|Δ*| >= |Δ|}) / (1 + P); `p_holm` is
-  each row's p adjusted by Holm's step-down method over every (judge, metric) row with a p-value
-  (the rows the comparison page shows).
+  is computed in one vectorised pass. Two-sided p = (1 + #{|Δ*| >= |Δ|}) / (1 + P); `p_holm_rows`
+  is each row's p adjusted by Holm's step-down method over every (judge, metric) row with a
+  p-value (the rows the comparison page shows).
 - **Jury**: the mean over the judges that pass the validity gate (`cube.method.gate`) on both sides,
   as the decision does; judges present on one side only are listed and left out. As in
   `cube.method.bootstrap.bootstrap_cube`, a resample or permutation where one jury member is
@@ -46,7 +46,11 @@ very numbers the two reports publish when they are restricted to the common ques
   assumes new questions come in families of the sizes measured (`families_needed` divides it by
   their mean size): adding near-duplicates of the same families buys less than it says.
 - **Several systems**: `compare_all` compares every pair and adjusts the jury ΔCuBE p-values
-  with Holm's step-down correction (`p_holm`).
+  over the pairs with Holm's step-down correction (`p_holm_pairs`, a name distinct from the rows'
+  `p_holm_rows`). With m pairs each jury ΔCuBE also gets a **simultaneous** interval
+  (`delta_cube_ci_simultaneous`: Bonferroni, each at level 1 − α/m, so all m cover together with
+  probability >= 1 − α); a pair whose simultaneous interval excludes 0 is also rejected by Holm
+  (Holm rejects whatever Bonferroni does), not always the converse.
 """
 
 from __future__ import annotations
@@ -89,7 +93,9 @@ class PairComparison:
     judges: list[str]
     jury_judges: list[str]
     excluded_judges: dict[str, str]
-    deltas: pd.DataFrame  # judge, metric, a, b, delta, lo, hi, se, p_value, n_valid, p_holm
+    # judge, metric, a, b, delta, lo, hi, lo_simultaneous, hi_simultaneous, se, p_value, n_valid,
+    # p_holm_rows
+    deltas: pd.DataFrame
     settings: dict[str, Any] = field(default_factory=dict)
     power: dict[str, float] = field(default_factory=dict)
     valid_share: dict[str, float | None] = field(default_factory=dict)  # resamples / permutations
@@ -106,6 +112,11 @@ class PairComparison:
             "b": self.b,
             "delta_cube": _num(r.get("delta")),
             "delta_cube_ci": [_num(r.get("lo")), _num(r.get("hi"))],
+            "delta_cube_ci_simultaneous": [
+                _num(r.get("lo_simultaneous")),
+                _num(r.get("hi_simultaneous")),
+            ],
+            "n_pairs": self.settings.get("n_pairs", 1),
             "p_value": _num(r.get("p_value")),
             "mde": _num(self.power.get("mde")),
             "n_questions": self.n_questions,
@@ -327,11 +338,14 @@ def _delta_row(
     perm_d: dict[tuple[str, str], np.ndarray],
     confidence: float,
     tail: float | None = None,
+    tail_simultaneous: float | None = None,
 ) -> dict[str, Any]:
     """One (judge, metric) row: Δ, its percentile interval (each tail at `tail`, default
-    (1 - confidence) / 2), bootstrap SE and permutation p-value."""
+    (1 - confidence) / 2) and the simultaneous one (at `tail_simultaneous`, default `tail`),
+    bootstrap SE and permutation p-value."""
     lo_q = (1 - confidence) / 2 if tail is None else tail
     hi_q = 1 - lo_q
+    sim_q = lo_q if tail_simultaneous is None else tail_simultaneous
     judge, metric = key
     delta = vb - va
     row = {
@@ -342,6 +356,8 @@ def _delta_row(
         "delta": delta,
         "lo": np.nan,
         "hi": np.nan,
+        "lo_simultaneous": np.nan,
+        "hi_simultaneous": np.nan,
         "se": np.nan,
         "p_value": np.nan,
         "n_valid": 0,
@@ -351,6 +367,9 @@ def _delta_row(
         row["n_valid"] = int(len(ok))
         if len(ok) >= 2:
             row["lo"], row["hi"] = (float(x) for x in np.quantile(ok, [lo_q, hi_q]))
+            row["lo_simultaneous"], row["hi_simultaneous"] = (
+                float(x) for x in np.quantile(ok, [sim_q, 1 - sim_q])
+            )
             row["se"] = float(ok.std(ddof=1))
     if key in perm_d and math.isfinite(delta):
         d = perm_d[key][np.isfinite(perm_d[key])]
@@ -384,7 +403,7 @@ def _deltas_table(rows: list[dict[str, Any]], dims: list[str]) -> pd.DataFrame:
     )
     deltas = deltas.reset_index(drop=True)
     # the comparison page shows every row's p-value: adjusted over all of them (the family it shows)
-    deltas["p_holm"] = holm(deltas["p_value"].astype(float).tolist())
+    deltas["p_holm_rows"] = holm(deltas["p_value"].astype(float).tolist())
     return deltas
 
 
@@ -411,9 +430,14 @@ def _withhold_jury(
         ("cube_score", "weighted_score")
     )
     cmp.deltas.loc[
-        jury, [c for c in ("delta", "lo", "hi", "se", "p_value", "p_holm") if c in cmp.deltas]
+        jury,
+        [
+            c
+            for c in ("delta", "lo", "hi", "lo_simultaneous", "hi_simultaneous", "se", "p_value")
+            if c in cmp.deltas
+        ],
     ] = np.nan
-    cmp.deltas["p_holm"] = holm(cmp.deltas["p_value"].astype(float).tolist())
+    cmp.deltas["p_holm_rows"] = holm(cmp.deltas["p_value"].astype(float).tolist())
     cmp.flags.append(
         "jury ΔCuBE and ΔW undefined: a jury judge's verdict is withheld on a side (the causes "
         "above); the per-judge deltas are shown per judge"
@@ -499,6 +523,7 @@ def compare_pair(
     alpha: float | None = None,
     power: float = 0.8,
     clusters: Mapping[Any, Any] | None = None,
+    n_pairs: int = 1,
 ) -> PairComparison:
     """ΔCuBE, ΔW, ΔR@k and every ΔN_d (B − A) per judge and jury, with a paired bootstrap
     interval, a paired permutation p-value and the power figures (see the module docstring).
@@ -511,7 +536,8 @@ def compare_pair(
     settings (`bootstrap`, `confidence`, `seed`) are side A's. The MDE's level `alpha` defaults
     to the interval's, `1 - confidence`, so the MDE and the printed interval answer the same
     question. `clusters`: question id -> family, the resampling and swapping unit when side A's
-    `analysis.cluster` is `family` (None: every question its own)."""
+    `analysis.cluster` is `family` (None: every question its own). `n_pairs`: the number of pairs
+    shown together (the run's comparison table), for the simultaneous intervals at 1 − α/m."""
     from cube.config.sections import AnalysisParams
 
     ap = analysis_params or AnalysisParams()
@@ -561,10 +587,19 @@ def compare_pair(
     rng = np.random.default_rng(seed)
     boot_d = _paired_bootstrap(pa, pb, jury, n_resamples, rng)
     perm_d = _paired_permutations(pa, pb, jury, n_permutations, rng)
-    tail = interval_tail(ap.confidence, n, int(pa.unit_codes().max()) + 1 if n else 0)
+    n_units = int(pa.unit_codes().max()) + 1 if n else 0
+    tail = interval_tail(ap.confidence, n, n_units)
+    tail_sim = interval_tail(1 - (1 - ap.confidence) / max(n_pairs, 1), n, n_units)
     rows = [
         _delta_row(
-            key, float(point_a[key][0]), float(point_b[key][0]), boot_d, perm_d, ap.confidence, tail
+            key,
+            float(point_a[key][0]),
+            float(point_b[key][0]),
+            boot_d,
+            perm_d,
+            ap.confidence,
+            tail,
+            tail_sim,
         )
         for key in point_a
     ]
@@ -589,7 +624,8 @@ def compare_pair(
             "top_n_b": nb,
             "dimensions": dims,
             "cluster": ap.cluster,
-            "n_units": int(pa.unit_codes().max()) + 1 if n else 0,
+            "n_units": n_units,
+            "n_pairs": n_pairs,
         },
     )
     _withhold_jury(cmp, ra, rb, boot_d, perm_d)
@@ -608,13 +644,15 @@ def compare_all(
     **kwargs: Any,
 ) -> tuple[dict[tuple[str, str], PairComparison], pd.DataFrame]:
     """Every pair of systems of one run (in the given order: A = earlier), and a summary table of
-    the jury ΔCuBE with Holm-adjusted p-values over the pairs (`p_holm`)."""
+    the jury ΔCuBE with Holm-adjusted p-values over the pairs (`p_holm_pairs`) and simultaneous
+    intervals over them (`delta_cube_ci_simultaneous`)."""
     systems = systems or list(dict.fromkeys(answers["system"].dropna()))
     out: dict[tuple[str, str], PairComparison] = {}
     run_n = getattr(
         analysis_params, "top_n", None
     )  # the run's `analysis.top_n` wins over each system's N
-    for a, b in itertools.combinations(systems, 2):
+    pairs = list(itertools.combinations(systems, 2))
+    for a, b in pairs:
         out[(a, b)] = compare_pair(
             answers[answers["system"] == a],
             scores[scores["system"] == a],
@@ -623,7 +661,7 @@ def compare_all(
             analysis_params,
             top_n_a=run_n or (top_n or {}).get(a),
             top_n_b=run_n or (top_n or {}).get(b),
-            **kwargs,
+            **{"n_pairs": len(pairs), **kwargs},
         )
     summary = pd.DataFrame(
         [
@@ -638,5 +676,5 @@ def compare_all(
         ]
     )
     if len(summary):
-        summary["p_holm"] = holm(summary["p_value"].astype(float).tolist())
+        summary["p_holm_pairs"] = holm(summary["p_value"].astype(float).tolist())
     return out, summary

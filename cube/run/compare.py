@@ -148,8 +148,10 @@ def compare_sides(
     k: int = 20,
     seed: int | None = None,
     browser: str | None = None,
+    n_pairs: int = 1,
 ) -> dict[str, Any]:
     """Compare two sides and write the comparison folder; returns the `comparison.json` content.
+    `n_pairs`: the pairs the run compares together (simultaneous intervals over them).
     Each listed regression / improvement links to its records in the judgment browser of each
     side's run (`_browsers`); `browser` (default: side B's regressions in its run's browser, when
     both sides are of the run holding `out_dir`) is the page's link to all of them."""
@@ -188,6 +190,7 @@ def compare_sides(
         seed=seed,
         dimensions=dims,
         clusters=question_families(ans_a, corpus),  # the resampling unit: side A's families
+        n_pairs=n_pairs,
     )
     changes = question_changes(ans_a, sc_a, ans_b, sc_b, cmp.jury_judges, tables=tables)
     questions = a.load("questions") if a.paths.data_file("questions").exists() else None
@@ -424,7 +427,9 @@ def compare_in_run(run: Any, *, n_permutations: int = 1000, k: int = 20) -> list
             for s in (names[0], other)
         ]
         folder = run.paths.root / "compare" / f"{_slug(names[0])}__vs__{_slug(other)}"
-        payload = compare_sides(*sides, folder, n_permutations=n_permutations, k=k)
+        payload = compare_sides(
+            *sides, folder, n_permutations=n_permutations, k=k, n_pairs=len(names) - 1
+        )
         out.append(
             {
                 key: payload[key]
@@ -433,6 +438,7 @@ def compare_in_run(run: Any, *, n_permutations: int = 1000, k: int = 20) -> list
                     "b",
                     "delta_cube",
                     "delta_cube_ci",
+                    "delta_cube_ci_simultaneous",
                     "p_value",
                     "mde",
                     "n_questions",
@@ -442,11 +448,26 @@ def compare_in_run(run: Any, *, n_permutations: int = 1000, k: int = 20) -> list
             }
             | {"page": str(folder.relative_to(run.paths.root) / "index.html")}
         )
-    return with_holm(out)
+    out = with_holm(out)
+    for row in out:  # each page headlines the p adjusted over the pairs
+        _readjust_page(run.paths.root / Path(row["page"]).parent, row)
+    return out
+
+
+def _readjust_page(folder: Path, row: dict[str, Any]) -> None:
+    """Write the pairs' Holm adjustment into a comparison's `comparison.json` and page."""
+    path = folder / "comparison.json"
+    payload = json.loads(path.read_text(encoding="utf-8"))
+    payload |= {"p_holm_pairs": row["p_holm_pairs"], "n_comparisons": row["n_comparisons"]}
+    path.write_text(
+        json.dumps(payload, ensure_ascii=False, indent=1, default=str), encoding="utf-8"
+    )
+    _page(payload, folder / "index.html")
 
 
 def with_holm(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each comparison's p-value adjusted over all of them (Holm's step-down, `p_holm`) and the
+    """Each comparison's p-value adjusted over all of them (Holm's step-down, `p_holm_pairs`; a
+    comparison page's `p_holm_rows` adjusts over its own judge x metric rows instead) and the
     number of comparisons it is adjusted over: several pairs shown at once are several tests."""
     from cube.method.compare import holm
 
@@ -454,7 +475,7 @@ def with_holm(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         [float("nan") if r.get("p_value") is None else float(r["p_value"]) for r in rows]
     )
     return [
-        r | {"p_holm": None if p != p else p, "n_comparisons": len(rows)}
+        r | {"p_holm_pairs": None if p != p else p, "n_comparisons": len(rows)}
         for r, p in zip(rows, adjusted, strict=True)
     ]
 
@@ -492,6 +513,7 @@ def notebook_compare(
                     "b",
                     "delta_cube",
                     "delta_cube_ci",
+                    "delta_cube_ci_simultaneous",
                     "p_value",
                     "mde",
                     "n_questions",
@@ -507,8 +529,9 @@ def notebook_compare(
         "b",
         "delta_cube",
         "delta_cube_ci",
+        "delta_cube_ci_simultaneous",
         "p_value",
-        "p_holm",
+        "p_holm_pairs",
         "n_comparisons",
         "mde",
         "n_questions",
