@@ -421,6 +421,12 @@ class AnalysisParams(StrictModel):
         "simulate` and benchmarks/simulation_coverage.py.",
     )
     seed: int = 0
+    cluster: Literal["family", "question"] = Field(
+        "family",
+        description="Resampling unit of every interval: family (the questions whose gold documents "
+        "share a corpus `family_id` move together; a document outside any family is its own "
+        "unit) or question (each question alone: right only when questions are independent).",
+    )
     verdict_thresholds: dict[str, float] = Field(
         default_factory=lambda: {"excellent": 80.0, "good": 60.0, "fair": 40.0},
         description="Lower bounds of each verdict on the CuBE score (0-100).",
@@ -667,8 +673,33 @@ class SimulationParams(StrictModel):
     cluster_size: int = Field(
         1,
         ge=1,
-        description="Questions sharing one difficulty (near-duplicate families; "
-        "1: independent questions, the bootstrap's assumption).",
+        description="Questions sharing one difficulty (a shift that cancels in the bounds; "
+        "1: independent questions).",
+    )
+    family_size: int = Field(
+        1,
+        ge=1,
+        description="Questions per near-duplicate family (1: independent questions); the study "
+        "shows question-level and family-level resampling side by side.",
+    )
+    family_retrieval_share: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="Probability a family member takes its family's retrieval outcome (rank).",
+    )
+    family_correctness_share: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="Probability a family member takes its family's answer correctness (the rag "
+        "answer's share of the gap beyond what retrieval explains; SD `answer_sd`).",
+    )
+    answer_sd: float = Field(
+        0.0,
+        ge=0,
+        description="SD of the rag answer's correctness around what its retrieval predicts, as a "
+        "share of the zero-to-full gap (0: retrieval decides alone).",
     )
     judge_bias: float = Field(
         0.0,

@@ -486,6 +486,10 @@ def assess(
         )
     if head["provisional"]:
         sentence += f" The verdict is provisional: {head['provisional_reason']}."
+    from cube.method.design import design_note  # the families' design effect (issue 30)
+
+    families = design_note(getattr(result, "design", {}))
+    sentence += f" {families}" if families else ""
     if len(head["verdict_bands"]) > 1:
         sentence += (
             f" The {params.analysis.confidence:.0%} interval spans the verdicts "
@@ -508,6 +512,7 @@ def assess(
         **head,
         "top_n": top_n,
         "confidence": params.analysis.confidence,
+        "design": getattr(result, "design", {}),
         "sentence": sentence,
         "weakest": [{"dimension": d, "score": float(means[d]), "sd": float(sds[d])} for d in weak],
         "suggestions": ordered_suggestions(

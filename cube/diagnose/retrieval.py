@@ -113,10 +113,26 @@ def for_results(metrics: dict[str, Any]) -> dict[str, Any]:
     return clean(metrics)
 
 
-def wilson(hits: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval of a proportion (NaN, NaN when n is 0)."""
+def wilson(
+    hits: int,
+    n: int,
+    confidence: float = 0.95,
+    design_effect: float = 1.0,
+    units: int | None = None,
+) -> tuple[float, float]:
+    """Wilson score interval of a proportion (NaN, NaN when n is 0).
+
+    `design_effect` > 1 (questions in correlated families, `cube.method.design`): the interval of
+    the effective sample n / deff at the same proportion (Kish's effective sample size, the usual
+    cluster adjustment of a proportion's score interval), with Student's t at `units` - 1 degrees
+    of freedom for z when `units` (the number of families) is given. scipy's `binomtest` takes
+    whole counts, so this case evaluates Wilson's closed form at the fractional effective n."""
     if n == 0:
         return (math.nan, math.nan)
+    if design_effect > 1.0:
+        from cube.method.design import wilson_effective
+
+        return wilson_effective(hits / n, n / design_effect, confidence, units)
     from scipy.stats import binomtest
 
     ci = binomtest(int(hits), int(n)).proportion_ci(confidence_level=confidence, method="wilson")

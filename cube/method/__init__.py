@@ -3,8 +3,9 @@ dataclasses out.
 
 Public face (`__all__`), imported as modules (`from cube.method import tables`), bottom first:
 `analysis` (validation, ranks, retrieval outcomes, correlations, weights, trimmed means,
-`CubeWarning`), `normalise` (N_d, W and their flags), `bootstrap` (the question bootstrap), `ppi`
-(the human-calibrated interval), `gate` (the judge validity gate and failure rates), `evaluation`
+`CubeWarning`), `normalise` (N_d, W and their flags), `bootstrap` (the family or question
+bootstrap), `design` (the families' intraclass correlations and design effects), `ppi` (the
+human-calibrated interval), `gate` (the judge validity gate and failure rates), `evaluation`
 (`evaluate`: one system's whole chain, `CubeResult`), `agreement` / `agreement_fast` (human vs
 judges, reliability), `audit` (the judge audit), `lexical` (BLEU/ROUGE), `compare` (paired
 comparison of two systems), `tables` (the paper's tables), `paper` (the published tables and
@@ -19,6 +20,7 @@ __all__ = [
     "audit",
     "bootstrap",
     "compare",
+    "design",
     "evaluation",
     "gate",
     "lexical",

@@ -575,3 +575,9 @@ def format_p(p: Any) -> str:
     if v < P_FLOOR:
         return "< 0.0001"
     return f"{v:.4f}" if v < 0.001 else f"{v:.3f}"
+
+
+def p_is(p: Any) -> str:
+    """A p-value after its name in a sentence: "= 0.012", "< 0.0001" (never "p = < 0.0001")."""
+    text = format_p(p)
+    return text if text.startswith("<") else f"= {text}"

@@ -9,21 +9,30 @@ very numbers the two reports publish when they are restricted to the common ques
 
 - **Paired bootstrap**: one counts matrix C (resamples x questions) drives both sides, so a
   resample draws the same questions for A and B (the three sets and the retrieval outcome of a
-  question travel together). The interval is the percentile interval of Δ.
-- **Paired permutation test**: under H0 (A and B are exchangeable per question) the side labels
-  of each question can be swapped. A swap is again a counts matrix, over the 2n questions of A
+  question travel together). It draws the resampling units of `analysis.cluster`: families of
+  near-duplicate questions by default (`clusters`: question -> family; questions of one family
+  share retrieval confusions and answer errors, so they are not independent draws), else single
+  questions. The interval is the percentile interval of Δ.
+- **Paired permutation test**: under H0 (A and B are exchangeable) the side labels can be
+  swapped, one coin per resampling unit: every question of a family swaps together. A swap of a
+  single question would not keep the null distribution where a system's outcomes correlate
+  within a family (system A retrieving a whole family, B missing it: a per-question swap mixes
+  the family's outcomes between the sides, which the null never produces, and its permutation
+  spread is too narrow); swapping whole families is exact under exchangeable systems whatever the
+  correlation inside a family. A swap is again a counts matrix, over the 2n questions of A
   then B (row of A' = [1 − M, M], of B' = [M, 1 − M] for a swap mask M), so every permutation
-  is computed in one vectorised pass. Two-sided p = (1 + #{|Δ*| >= |Δ|}) / (1 + P); `p_holm` is
-  each row's p adjusted by Holm's step-down method over every (judge, metric) row with a p-value
-  (the rows the comparison page shows).
+  is computed in one vectorised pass. Two-sided p = (1 + #{|Δ*| >= |Δ|}) / (1 + P); `p_holm_rows`
+  is each row's p adjusted by Holm's step-down method over every (judge, metric) row with a
+  p-value (the rows the comparison page shows).
 - **Jury**: the mean over the judges that pass the validity gate (`cube.method.gate`) on both sides,
   as the decision does; judges present on one side only are listed and left out. As in
   `cube.method.bootstrap.bootstrap_cube`, a resample or permutation where one jury member is
   undefined is undefined for the jury (never a mean of fewer judges); the share of defined resamples
   and permutations is reported (`valid_resample_share`, `valid_permutation_share`) and flagged when
   below `MIN_VALID_SHARE` (the interval and p-value then rest on a selection of resamples).
-- **Power** (`mde`, `questions_needed`): the bootstrap standard error of ΔCuBE, se, gives the
-  per-question standard deviation σ = se·√n of the paired difference (a CuBE difference behaves
+- **Power** (`mde`, `questions_needed`): the bootstrap standard error of ΔCuBE, se (of the
+  family bootstrap: the design effect of the families is in it), gives the per-question standard
+  deviation σ = se·√n of the paired difference (a CuBE difference behaves
   like a mean of n per-question contributions). A two-sided test at level α (default
   1 − `analysis.confidence`, the interval's) with power 1 − β detects
   |Δ| >= (z_{1−α/2} + z_{1−β}) · σ / √n (the minimum detectable difference, MDE), and needs
@@ -32,9 +41,16 @@ very numbers the two reports publish when they are restricted to the common ques
   system's CuBE varies more the higher it is, so on simulated pairs at 100 questions
   (benchmarks/simulation_coverage.py --compare 1000 --better) a B worse by the printed MDE is
   detected in 87 %, a B better by it in 73 % (docs/measurements.md). The MDE is the size of
-  difference the comparison resolves, not a guarantee of 80 %.
+  difference the comparison resolves, not a guarantee of 80 %. With families as the unit, σ is
+  an effective one (σ² = deff x the independent-question variance) and `questions_needed`
+  assumes new questions come in families of the sizes measured (`families_needed` divides it by
+  their mean size): adding near-duplicates of the same families buys less than it says.
 - **Several systems**: `compare_all` compares every pair and adjusts the jury ΔCuBE p-values
-  with Holm's step-down correction (`p_holm`).
+  over the pairs with Holm's step-down correction (`p_holm_pairs`, a name distinct from the rows'
+  `p_holm_rows`). With m pairs each jury ΔCuBE also gets a **simultaneous** interval
+  (`delta_cube_ci_simultaneous`: Bonferroni, each at level 1 − α/m, so all m cover together with
+  probability >= 1 − α); a pair whose simultaneous interval excludes 0 is also rejected by Holm
+  (Holm rejects whatever Bonferroni does), not always the converse.
 """
 
 from __future__ import annotations
@@ -43,6 +59,7 @@ import dataclasses
 import itertools
 import math
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,7 +69,13 @@ from scipy import stats
 
 from cube.method import analysis as A
 from cube.method import evaluation as E
-from cube.method.bootstrap import MIN_VALID_SHARE, Prepared, cube_from_counts, prepare
+from cube.method.bootstrap import (
+    MIN_VALID_SHARE,
+    Prepared,
+    cube_from_counts,
+    prepare,
+    resample_unit_counts,
+)
 
 HEADLINE = ("cube_score", "weighted_score", "recall_at_k")
 _CHUNK = 200  # resamples / permutations per vectorised pass (memory at paper scale)
@@ -70,7 +93,9 @@ class PairComparison:
     judges: list[str]
     jury_judges: list[str]
     excluded_judges: dict[str, str]
-    deltas: pd.DataFrame  # judge, metric, a, b, delta, lo, hi, se, p_value, n_valid, p_holm
+    # judge, metric, a, b, delta, lo, hi, lo_simultaneous, hi_simultaneous, se, p_value, n_valid,
+    # p_holm_rows
+    deltas: pd.DataFrame
     settings: dict[str, Any] = field(default_factory=dict)
     power: dict[str, float] = field(default_factory=dict)
     valid_share: dict[str, float | None] = field(default_factory=dict)  # resamples / permutations
@@ -87,6 +112,11 @@ class PairComparison:
             "b": self.b,
             "delta_cube": _num(r.get("delta")),
             "delta_cube_ci": [_num(r.get("lo")), _num(r.get("hi"))],
+            "delta_cube_ci_simultaneous": [
+                _num(r.get("lo_simultaneous")),
+                _num(r.get("hi_simultaneous")),
+            ],
+            "n_pairs": self.settings.get("n_pairs", 1),
             "p_value": _num(r.get("p_value")),
             "mde": _num(self.power.get("mde")),
             "n_questions": self.n_questions,
@@ -193,6 +223,7 @@ _NOT_DEFINITION = frozenset(
     {
         "top_n",
         "bootstrap",
+        "cluster",
         "confidence",
         "interval",
         "seed",
@@ -281,16 +312,7 @@ def _paired_bootstrap(
 ) -> dict[tuple[str, str], np.ndarray]:
     if n_resamples <= 0:
         return {}
-    n = len(pa.rank_score)
-    C = np.zeros((n_resamples, n))
-    np.add.at(
-        C,
-        (
-            np.repeat(np.arange(n_resamples), n),
-            rng.integers(0, n, size=(n_resamples, n)).ravel(),
-        ),
-        1.0,
-    )
+    C = resample_unit_counts(pa.unit_codes(), n_resamples, rng)  # families (or questions) drawn
     ba, bb = _stats(pa, C, jury), _stats(pb, C, jury)
     return {k: bb[k] - ba[k] for k in ba}
 
@@ -300,7 +322,9 @@ def _paired_permutations(
 ) -> dict[tuple[str, str], np.ndarray]:
     if n_permutations <= 0:
         return {}
-    M = (rng.random((n_permutations, len(pa.rank_score))) < 0.5).astype(float)
+    units = pa.unit_codes()  # one coin per family: its questions swap together
+    n_units = int(units.max()) + 1 if len(units) else 0
+    M = (rng.random((n_permutations, n_units)) < 0.5).astype(float)[:, units]
     pab = _concat(pa, pb)
     sa, sb = _stats(pab, np.hstack([1 - M, M]), jury), _stats(pab, np.hstack([M, 1 - M]), jury)
     return {k: sb[k] - sa[k] for k in sa}
@@ -313,8 +337,15 @@ def _delta_row(
     boot_d: dict[tuple[str, str], np.ndarray],
     perm_d: dict[tuple[str, str], np.ndarray],
     confidence: float,
+    tail: float | None = None,
+    tail_simultaneous: float | None = None,
 ) -> dict[str, Any]:
-    lo_q, hi_q = (1 - confidence) / 2, 1 - (1 - confidence) / 2
+    """One (judge, metric) row: Δ, its percentile interval (each tail at `tail`, default
+    (1 - confidence) / 2) and the simultaneous one (at `tail_simultaneous`, default `tail`),
+    bootstrap SE and permutation p-value."""
+    lo_q = (1 - confidence) / 2 if tail is None else tail
+    hi_q = 1 - lo_q
+    sim_q = lo_q if tail_simultaneous is None else tail_simultaneous
     judge, metric = key
     delta = vb - va
     row = {
@@ -325,6 +356,8 @@ def _delta_row(
         "delta": delta,
         "lo": np.nan,
         "hi": np.nan,
+        "lo_simultaneous": np.nan,
+        "hi_simultaneous": np.nan,
         "se": np.nan,
         "p_value": np.nan,
         "n_valid": 0,
@@ -334,6 +367,9 @@ def _delta_row(
         row["n_valid"] = int(len(ok))
         if len(ok) >= 2:
             row["lo"], row["hi"] = (float(x) for x in np.quantile(ok, [lo_q, hi_q]))
+            row["lo_simultaneous"], row["hi_simultaneous"] = (
+                float(x) for x in np.quantile(ok, [sim_q, 1 - sim_q])
+            )
             row["se"] = float(ok.std(ddof=1))
     if key in perm_d and math.isfinite(delta):
         d = perm_d[key][np.isfinite(perm_d[key])]
@@ -342,6 +378,17 @@ def _delta_row(
             float((1 + np.sum(np.abs(d) >= abs(delta) - tol)) / (1 + len(d))) if len(d) else np.nan
         )
     return row
+
+
+def interval_tail(confidence: float, n: int, n_units: int) -> float:
+    """One tail's level of compare's percentile interval: (1 - confidence) / 2 on independent
+    questions (measured: 95.7 % at 100 questions, docs/measurements.md), and the t level of
+    `cube.method.bootstrap.expanded_alpha` at the number of families when fewer families than
+    questions are resampled (at 20 families of 5 the plain percentile interval covered 91.9 %)."""
+    from cube.method.bootstrap import expanded_alpha
+
+    alpha = (1 - confidence) / 2
+    return expanded_alpha(alpha, n_units) if 0 < n_units < n else alpha
 
 
 def _deltas_table(rows: list[dict[str, Any]], dims: list[str]) -> pd.DataFrame:
@@ -356,7 +403,7 @@ def _deltas_table(rows: list[dict[str, Any]], dims: list[str]) -> pd.DataFrame:
     )
     deltas = deltas.reset_index(drop=True)
     # the comparison page shows every row's p-value: adjusted over all of them (the family it shows)
-    deltas["p_holm"] = holm(deltas["p_value"].astype(float).tolist())
+    deltas["p_holm_rows"] = holm(deltas["p_value"].astype(float).tolist())
     return deltas
 
 
@@ -383,9 +430,14 @@ def _withhold_jury(
         ("cube_score", "weighted_score")
     )
     cmp.deltas.loc[
-        jury, [c for c in ("delta", "lo", "hi", "se", "p_value", "p_holm") if c in cmp.deltas]
+        jury,
+        [
+            c
+            for c in ("delta", "lo", "hi", "lo_simultaneous", "hi_simultaneous", "se", "p_value")
+            if c in cmp.deltas
+        ],
     ] = np.nan
-    cmp.deltas["p_holm"] = holm(cmp.deltas["p_value"].astype(float).tolist())
+    cmp.deltas["p_holm_rows"] = holm(cmp.deltas["p_value"].astype(float).tolist())
     cmp.flags.append(
         "jury ΔCuBE and ΔW undefined: a jury judge's verdict is withheld on a side (the causes "
         "above); the per-judge deltas are shown per judge"
@@ -414,24 +466,33 @@ def _flag_valid_share(
             )
 
 
-def _power_figures(cmp: PairComparison, n: int, alpha: float, power: float) -> dict[str, Any]:
+def _power_figures(
+    cmp: PairComparison, n: int, alpha: float, power: float, n_units: int | None = None
+) -> dict[str, Any]:
     se = cmp.row().get("se", np.nan)
+    units = {"units": n_units or n, "mean_unit_size": n / (n_units or n) if n else math.nan}
     if se is not None and math.isfinite(se) and se > 0:
         sd_q = float(se * math.sqrt(n))
+        need = (
+            questions_needed(cmp.row()["delta"], sd_q, alpha, power)
+            if np.isfinite(cmp.row()["delta"]) and cmp.row()["delta"]
+            else None
+        )
         return {
+            **units,
+            "families_needed": (
+                math.ceil(need / units["mean_unit_size"]) if need is not None else None
+            ),
             "se": float(se),
             "sd_per_question": sd_q,
             "mde": mde(se, alpha, power),
             "alpha": alpha,
             "power": power,
             "n_questions": n,
-            "questions_for_observed_delta": (
-                questions_needed(cmp.row()["delta"], sd_q, alpha, power)
-                if np.isfinite(cmp.row()["delta"]) and cmp.row()["delta"]
-                else None
-            ),
+            "questions_for_observed_delta": need,
         }
     return {
+        **units,
         "se": float("nan"),
         "mde": float("nan"),
         "alpha": alpha,
@@ -461,6 +522,8 @@ def compare_pair(
     seed: int | None = None,
     alpha: float | None = None,
     power: float = 0.8,
+    clusters: Mapping[Any, Any] | None = None,
+    n_pairs: int = 1,
 ) -> PairComparison:
     """ΔCuBE, ΔW, ΔR@k and every ΔN_d (B − A) per judge and jury, with a paired bootstrap
     interval, a paired permutation p-value and the power figures (see the module docstring).
@@ -472,7 +535,9 @@ def compare_pair(
     `ValueError` names the differing keys (a paired Δ needs one definition of CuBE). Resampling
     settings (`bootstrap`, `confidence`, `seed`) are side A's. The MDE's level `alpha` defaults
     to the interval's, `1 - confidence`, so the MDE and the printed interval answer the same
-    question."""
+    question. `clusters`: question id -> family, the resampling and swapping unit when side A's
+    `analysis.cluster` is `family` (None: every question its own). `n_pairs`: the number of pairs
+    shown together (the run's comparison table), for the simultaneous intervals at 1 − α/m."""
     from cube.config.sections import AnalysisParams
 
     ap = analysis_params or AnalysisParams()
@@ -511,6 +576,7 @@ def compare_pair(
         judges=judges,
         dimensions=dims,
         fallback=ap.weights_fallback,
+        clusters=clusters if ap.cluster == "family" else None,
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", A.CubeWarning)
@@ -521,9 +587,19 @@ def compare_pair(
     rng = np.random.default_rng(seed)
     boot_d = _paired_bootstrap(pa, pb, jury, n_resamples, rng)
     perm_d = _paired_permutations(pa, pb, jury, n_permutations, rng)
+    n_units = int(pa.unit_codes().max()) + 1 if n else 0
+    tail = interval_tail(ap.confidence, n, n_units)
+    tail_sim = interval_tail(1 - (1 - ap.confidence) / max(n_pairs, 1), n, n_units)
     rows = [
         _delta_row(
-            key, float(point_a[key][0]), float(point_b[key][0]), boot_d, perm_d, ap.confidence
+            key,
+            float(point_a[key][0]),
+            float(point_b[key][0]),
+            boot_d,
+            perm_d,
+            ap.confidence,
+            tail,
+            tail_sim,
         )
         for key in point_a
     ]
@@ -547,11 +623,14 @@ def compare_pair(
             "top_n_a": na,
             "top_n_b": nb,
             "dimensions": dims,
+            "cluster": ap.cluster,
+            "n_units": n_units,
+            "n_pairs": n_pairs,
         },
     )
     _withhold_jury(cmp, ra, rb, boot_d, perm_d)
     _flag_valid_share(cmp, boot_d, perm_d)
-    cmp.power = _power_figures(cmp, n, alpha, power)
+    cmp.power = _power_figures(cmp, n, alpha, power, cmp.settings["n_units"])
     return cmp
 
 
@@ -565,13 +644,15 @@ def compare_all(
     **kwargs: Any,
 ) -> tuple[dict[tuple[str, str], PairComparison], pd.DataFrame]:
     """Every pair of systems of one run (in the given order: A = earlier), and a summary table of
-    the jury ΔCuBE with Holm-adjusted p-values over the pairs (`p_holm`)."""
+    the jury ΔCuBE with Holm-adjusted p-values over the pairs (`p_holm_pairs`) and simultaneous
+    intervals over them (`delta_cube_ci_simultaneous`)."""
     systems = systems or list(dict.fromkeys(answers["system"].dropna()))
     out: dict[tuple[str, str], PairComparison] = {}
     run_n = getattr(
         analysis_params, "top_n", None
     )  # the run's `analysis.top_n` wins over each system's N
-    for a, b in itertools.combinations(systems, 2):
+    pairs = list(itertools.combinations(systems, 2))
+    for a, b in pairs:
         out[(a, b)] = compare_pair(
             answers[answers["system"] == a],
             scores[scores["system"] == a],
@@ -580,7 +661,7 @@ def compare_all(
             analysis_params,
             top_n_a=run_n or (top_n or {}).get(a),
             top_n_b=run_n or (top_n or {}).get(b),
-            **kwargs,
+            **{"n_pairs": len(pairs), **kwargs},
         )
     summary = pd.DataFrame(
         [
@@ -595,5 +676,5 @@ def compare_all(
         ]
     )
     if len(summary):
-        summary["p_holm"] = holm(summary["p_value"].astype(float).tolist())
+        summary["p_holm_pairs"] = holm(summary["p_value"].astype(float).tolist())
     return out, summary

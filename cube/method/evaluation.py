@@ -59,6 +59,11 @@ class CubeResult:
     warnings: list[str] = field(default_factory=list)
     flags: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=FLAG_COLUMNS))
     unknown_retrieval: list[Any] = field(default_factory=list)
+    # the resampling unit and the design effect of the families (`cube.method.design`)
+    design: dict[str, Any] = field(default_factory=dict)
+    # question id -> resampling unit the intervals used (None: each question its own), so the
+    # human-calibrated interval (`cube.method.ppi.calibrate_systems`) resamples the same units
+    clusters: dict[Any, Any] | None = None
 
     def jury_cube(self) -> float:
         return float(self.jury.at["mean", "cube_score"])
@@ -152,6 +157,7 @@ def evaluate(
     dimensions: Sequence[str] | None = None,
     audit: pd.DataFrame | None = None,
     audit_min_pairs: int = 10,
+    clusters: Mapping[Any, Any] | None = None,
 ) -> CubeResult:
     """The whole CuBE computation for one system, so a notebook makes one call.
 
@@ -162,7 +168,10 @@ def evaluate(
     question grid (questions: the rag questions of known retrieval outcome), so absent rows
     count as unscored; each judge then passes or fails the validity gate (`cube.method.gate`), which
     reads the judge audit's probe scores when given (`audit`: the input of `cube.method.audit`;
-    None: the audit did not run, and the gate says so)."""
+    None: the audit did not run, and the gate says so). `clusters`: question id -> family (the
+    corpus `family_id` of its gold document, `cube.run.evaluate.question_families`); the
+    bootstrap resamples families when `analysis.cluster` is `family` (a question without one is
+    its own unit; None: every question is), and `design` reports the families' design effect."""
     from cube.config.sections import AnalysisParams
     from cube.method.audit import audit_summary
     from cube.method.bootstrap import bootstrap_cube
@@ -285,7 +294,11 @@ def evaluate(
             jury_judges=[j for j in table.index if table.at[j, "in_jury"]],
             weights_fallback=ap.weights_fallback,
             method=ap.interval,
+            clusters=clusters if ap.cluster == "family" else None,
         )
+    design = _design(ranks, grid, table, clusters, ap.cluster)
+    if boot is not None:
+        boot = _with_design(boot, design)
     if boot is not None and "gate_w_unusable" in table:
         boot = _undefined_jury_interval(boot, table)
     return CubeResult(
@@ -313,12 +326,47 @@ def evaluate(
             "confidence": ap.confidence,
             "interval": ap.interval,
             "paired": ap.paired,
+            "cluster": ap.cluster,
             "retrieval_unknown": outcomes.n_unknown,
         },
         warnings=[str(w.message) for w in caught],
         flags=flags,
         unknown_retrieval=outcomes.unknown,
+        design=design,
+        clusters=dict(clusters) if clusters is not None and ap.cluster == "family" else None,
     )
+
+
+def _design(
+    ranks: pd.DataFrame,
+    grid: pd.DataFrame,
+    table: pd.DataFrame,
+    clusters: Mapping[Any, Any] | None,
+    unit: str,
+) -> dict[str, Any]:
+    """`cube.method.design.design_summary` of the families (whatever the resampling unit, so a
+    question-level run still shows what it ignores), with the unit the intervals resampled."""
+    from cube.method.bootstrap import unit_codes
+    from cube.method.design import design_summary
+
+    r = ranks.sort_values("question_id", kind="stable")
+    qids = r["question_id"].tolist()
+    codes = unit_codes(qids, clusters or {})
+    jury = table.index[table["in_jury"].astype(bool)] if "in_jury" in table else table.index
+    rag = grid[(grid["set"] == "rag") & grid["judge"].isin(jury)]
+    per_q = rag.groupby("question_id")["score"].mean().reindex(qids).to_numpy(float)
+    out = design_summary(r["retrieved"].to_numpy(bool), per_q, codes)
+    return {"unit": unit, "families_known": clusters is not None, **out}
+
+
+def _with_design(boot: pd.DataFrame, design: dict[str, Any]) -> pd.DataFrame:
+    """The unit and the design effect beside each interval: R@k's is retrieval's, CuBE's and W's
+    the rag score's."""
+    deff = np.where(
+        boot["metric"] == "recall_at_k", design["deff_retrieval"], design["deff_rag_score"]
+    )
+    n_units = design["units"] if design["unit"] == "family" else design["questions"]
+    return boot.assign(unit=design["unit"], n_units=n_units, design_effect=deff)
 
 
 def _all_retrieval_unknown(
@@ -484,6 +532,7 @@ def evaluate_systems(
     dimensions: Sequence[str] | None = None,
     audit: pd.DataFrame | None = None,
     audit_min_pairs: int = 10,
+    clusters: Mapping[Any, Any] | None = None,
 ) -> dict[str, CubeResult]:
     """`evaluate` for every system of the tables (several systems or versions in one run); `audit`:
     the judge audit's probe scores, one audit of the judges for every system."""
@@ -499,5 +548,6 @@ def evaluate_systems(
             dimensions=dimensions,
             audit=audit,
             audit_min_pairs=audit_min_pairs,
+            clusters=clusters,
         )
     return out

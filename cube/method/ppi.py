@@ -23,9 +23,11 @@ From theta: `N_d = 100 (theta_rag - theta_zero) / (theta_full - theta_zero)`,
 (R@k over all questions of known retrieval, no human needed). A dimension with no positive
 range (full <= zero) leaves W as in `cube.method.normalise`, flagged `w_dimension_left_out`.
 
-Interval: the bootstrap over the **questions**, BCa by default (`method`, as `analysis.interval`:
-the percentile interval's levels moved by the share of resamples below the estimate and by an
-acceleration from a jackknife of at most `JACKKNIFE_GROUPS` question groups, as
+Interval: the bootstrap over the **questions** (over their families when `clusters` is given, as
+`analysis.cluster: family` makes the judge-only interval: a drawn family brings all its questions,
+rated or not, and BCa's jackknife leaves out one family), BCa by default (`method`, as
+`analysis.interval`: the percentile interval's levels moved by the share of resamples below the
+estimate and by an acceleration from a jackknife of at most `JACKKNIFE_GROUPS` question groups, as
 `cube.method.bootstrap`; both intervals' coverage is measured by benchmarks/ppi_coverage.py,
 docs/measurements.md "Human-calibrated CuBE"): PPI++ with the labelled set a subset of the full set,
 so one resample draws all questions with replacement (judge means and R@k) and the rated questions'
@@ -52,7 +54,13 @@ from scipy import stats
 
 from cube.config.schema import SETS, SchemaError, require_columns
 from cube.method.analysis import dimension_order, retrieval_outcomes
-from cube.method.bootstrap import bca_levels, leave_out_rows, resample_counts
+from cube.method.bootstrap import (
+    bca_levels,
+    leave_out_rows,
+    resample_counts,
+    resample_unit_counts,
+    unit_codes,
+)
 
 _EPS = 1e-12
 METRICS = ("cube_score", "weighted_score")
@@ -201,6 +209,7 @@ def ppi_cube(
     lam: Literal["auto"] | float = "auto",
     top_n: int = 8,
     method: Literal["bca", "percentile"] = "bca",
+    clusters: Mapping[Any, Any] | None = None,
 ) -> PPIResult:
     """The human-calibrated CuBE of one system (module docstring for the estimator and interval).
 
@@ -218,6 +227,7 @@ def ppi_cube(
         method: `"bca"` (default, as `analysis.interval`) or `"percentile"` (module docstring).
         lam: `"auto"` (PPI++ power tuning), 1.0 (plain PPI) or 0.0 (human ratings alone).
         top_n: N of the system's retrieved list (for the rank transform only).
+        clusters: question id -> family, the resampling unit (None: each question its own).
 
     Returns:
         A `PPIResult`; figures are NaN with a flag when undefined (no rated retrieved question,
@@ -239,6 +249,7 @@ def ppi_cube(
         _run, retrieved=retrieved, rated=rated, f_all=f_all, f_lab=f_lab, y_lab=y_lab, w=w, lam=lam
     )
     n_all = len(retrieved)
+    units = unit_codes(ranks["question_id"].tolist(), clusters)
     point, judge_means, (theta, lams) = run(np.ones((1, n_all)))
     judge_fig = _cube(judge_means, w, point["recall_at_k"])
     flags += _range_flags(theta, w, dims, point, check_w=bool(rated and not flags))
@@ -246,7 +257,7 @@ def ppi_cube(
     n_valid, var_lab, var_all = 0, float("nan"), float("nan")
     if n_resamples > 0 and rated and n_all:
         interval, n_valid, var_lab, var_all = _bootstrap_interval(
-            run, point, n_all, len(rated), n_resamples, seed, confidence, method, flags
+            run, point, n_all, rated, n_resamples, seed, confidence, method, flags, units, retrieved
         )
     return PPIResult(
         cube_score=float(point["cube_score"][0]),
@@ -364,18 +375,21 @@ def _bootstrap_interval(
     run: Callable[..., tuple[dict[str, np.ndarray], np.ndarray, Any]],
     point: dict[str, np.ndarray],
     n_all: int,
-    n_rated: int,
+    rated: list[int],
     n_resamples: int,
     seed: int,
     confidence: float,
     method: str,
     flags: list[str],
+    units: np.ndarray | None = None,
+    retrieved: np.ndarray | None = None,
 ) -> tuple[dict[str, tuple[float, float]], int, float, float]:
     interval = {m: (float("nan"), float("nan")) for m in METRICS}
     rng = np.random.default_rng(seed)
-    boot = run(resample_counts(n_all, n_resamples, rng))[0]
+    all_units = np.arange(n_all) if units is None else units
+    boot = run(resample_unit_counts(all_units, n_resamples, rng))[0]
     a = (1 - confidence) / 2
-    jack = run(1.0 - leave_out_rows(n_all))[0] if method == "bca" else None
+    jack = run(1.0 - leave_out_rows(n_all, units))[0] if method == "bca" else None
     for m in METRICS:
         ok = boot[m][np.isfinite(boot[m])]
         if len(ok):
@@ -391,7 +405,7 @@ def _bootstrap_interval(
     n_valid = int(np.isfinite(boot["cube_score"]).sum())
     # the rated questions' rectifier alone (the questions' judge means and R@k fixed): the part
     # of the variance that shrinks as 1/n; the rest, fixed for these questions, is the remainder
-    C_lab = resample_counts(n_rated, n_resamples, rng)
+    C_lab = _rated_counts(rated, n_resamples, rng, units, retrieved)
     var_lab = _var(run(np.ones((n_resamples, n_all)), C_lab)[0]["cube_score"])
     var_all = (
         max(_var(boot["cube_score"]) - var_lab, 0.0) if math.isfinite(var_lab) else float("nan")
@@ -402,6 +416,21 @@ def _bootstrap_interval(
             "on a selection of resamples"
         )
     return interval, n_valid, var_lab, var_all
+
+
+def _rated_counts(
+    rated: list[int],
+    n_resamples: int,
+    rng: np.random.Generator,
+    units: np.ndarray | None,
+    retrieved: np.ndarray | None,
+) -> np.ndarray:
+    """Counts of the rated questions alone (the rectifier's part of the variance): their families
+    drawn with replacement (each rated question its own without `units`)."""
+    if units is None or retrieved is None:
+        return resample_counts(len(rated), n_resamples, rng)
+    _, codes = np.unique(units[retrieved][rated], return_inverse=True)
+    return resample_unit_counts(codes, n_resamples, rng)
 
 
 def _means_table(
@@ -551,6 +580,7 @@ def calibrate_systems(
             seed=ap.seed,
             top_n=ap.top_n or top_n.get(system, 8),
             method=ap.interval,
+            clusters=getattr(res, "clusters", None),  # the units of the judge-only interval
         )
         out[str(system)] = p
         lo, hi = res.interval("jury", "cube_score")

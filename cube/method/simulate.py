@@ -5,11 +5,18 @@ The model (all scores on the 0-10 scale, rounded and clipped as a judge's intege
 - **questions** i = 1..n with a difficulty u_i ~ N(0, question_sd), optionally shared in clusters
   of `cluster_size` questions (a family of near-duplicate items: the same difficulty c_k ~ N(0,
   cluster_sd) for the whole cluster), so the question bootstrap's independence assumption can be
-  tested against a model that breaks it;
+  tested against a model that breaks it: a shared difficulty shifts the zero, rag and full answers
+  alike and cancels in the bounds, so it does not;
+- **families** of `family_size` near-duplicate questions (the corpus `family_id`): a member takes
+  its family's retrieval outcome (the family's rank, drawn once per system) with probability
+  `family_retrieval_share`, else its own, and its family's answer correctness (below) with
+  probability `family_correctness_share`: what does not cancel, and why the bootstrap resamples
+  families (`analysis.cluster`). Every marginal is unchanged, so the truth is too;
 - **the system** retrieves the gold document with probability `recall`, at rank r in 1..top_n with
   P(r) proportional to exp(-rank_decay (r - 1)); its rag answer closes a share
-  g = answer_quality - rank_effect (r - 1) of the zero-to-full gap (`miss_quality` when the gold
-  document is missed), times the dimension's `retrieval_gain`;
+  g = answer_quality - rank_effect (r - 1) + e of the zero-to-full gap (`miss_quality` + e when
+  the gold document is missed), times the dimension's `retrieval_gain`; e ~ N(0, answer_sd) is the
+  answer's correctness beyond what retrieval explains (0 by default);
 - the **true level** of an answer: zero_level + u_i (zero set), full_level + u_i (full set),
   zero_level + u_i + g (full_level - zero_level) gain_d (rag), plus the dimension's offset;
 - a **judge** scores round(leniency + scale * level + bias_rag [rag set only] + noise * e), clipped
@@ -84,6 +91,10 @@ class RunModel:
     question_sd: float = 0.8
     cluster_size: int = 1
     cluster_sd: float = 0.0
+    family_size: int = 1
+    family_retrieval_share: float = 0.0
+    family_correctness_share: float = 0.0
+    answer_sd: float = 0.0
     raters: int = 2
     rater_noise: float = 1.0
 
@@ -101,8 +112,13 @@ class RunModel:
                 )
         if not 0 <= self.system.recall <= 1:
             problems.append(f"system.recall: a share in [0, 1], got {self.system.recall}")
-        if self.system.top_n < 1 or self.cluster_size < 1:
-            problems.append("system.top_n and cluster_size: at least 1")
+        if self.system.top_n < 1 or self.cluster_size < 1 or self.family_size < 1:
+            problems.append("system.top_n, cluster_size and family_size: at least 1")
+        for key in ("family_retrieval_share", "family_correctness_share"):
+            if not 0 <= getattr(self, key) <= 1:
+                problems.append(f"{key}: a share in [0, 1], got {getattr(self, key)}")
+        if self.answer_sd < 0:
+            problems.append(f"answer_sd: at least 0, got {self.answer_sd}")
         if problems:
             raise ValueError("simulation model: " + "; ".join(problems))
 
@@ -116,12 +132,50 @@ class Questions:
 
     difficulty: np.ndarray  # (n,) u_i, clusters included
     noise_seed: int
+    family: np.ndarray | None = None  # (n,) family code 0..G-1; None: every question its own
+    shares_rank: np.ndarray | None = None  # (n,) bool: takes its family's retrieval outcome
+    shares_correctness: np.ndarray | None = None  # (n,) bool: takes its family's correctness
+
+    def families(self) -> np.ndarray:
+        return np.arange(len(self.difficulty)) if self.family is None else self.family
 
 
 def draw_questions(model: RunModel, n: int, rng: np.random.Generator) -> Questions:
+    """The questions of one run; the families' draws come after the independent model's, so a
+    model without families draws exactly what it did before they existed."""
     n_clusters = -(-n // model.cluster_size)
     cluster = np.repeat(rng.normal(0.0, model.cluster_sd, n_clusters), model.cluster_size)[:n]
-    return Questions(rng.normal(0.0, model.question_sd, n) + cluster, int(rng.integers(2**31)))
+    q = Questions(rng.normal(0.0, model.question_sd, n) + cluster, int(rng.integers(2**31)))
+    if model.family_size == 1:
+        return q
+    family = np.arange(n) // model.family_size
+    return dataclasses.replace(
+        q,
+        family=family,
+        shares_rank=rng.random(n) < model.family_retrieval_share,
+        shares_correctness=rng.random(n) < model.family_correctness_share,
+    )
+
+
+def draw_system(
+    model: RunModel, system: SystemModel, q: Questions, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """One system's rank of the gold document and answer correctness e on the questions `q`, each
+    member of a family taking its family's where `q` says so (drawn after the independent ones:
+    without families and with `answer_sd` 0 the draws are the independent model's)."""
+    n = len(q.difficulty)
+    rank = draw_ranks(system, n, rng)
+    fam = q.families()
+    n_fam = int(fam.max()) + 1 if n else 0
+    if q.shares_rank is not None and q.shares_rank.any():
+        rank = np.where(q.shares_rank, draw_ranks(system, n_fam, rng)[fam], rank)
+    correctness = np.zeros(n)
+    if model.answer_sd > 0:
+        correctness = rng.normal(0.0, model.answer_sd, n)
+        if q.shares_correctness is not None and q.shares_correctness.any():
+            shared = rng.normal(0.0, model.answer_sd, n_fam)[fam]
+            correctness = np.where(q.shares_correctness, shared, correctness)
+    return rank, correctness
 
 
 def draw_ranks(system: SystemModel, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -131,13 +185,21 @@ def draw_ranks(system: SystemModel, n: int, rng: np.random.Generator) -> np.ndar
     return np.where(rng.random(n) < system.recall, r, 0)
 
 
-def true_levels(model: RunModel, system: SystemModel, q: Questions, rank: np.ndarray) -> np.ndarray:
+def true_levels(
+    model: RunModel,
+    system: SystemModel,
+    q: Questions,
+    rank: np.ndarray,
+    correctness: np.ndarray | None = None,
+) -> np.ndarray:
     """The true level of every answer, (sets zero/rag/full, dimensions, n), before any judge."""
     share = np.where(
         rank > 0,
         system.answer_quality - system.rank_effect * (np.maximum(rank, 1) - 1),
         system.miss_quality,
     )
+    if correctness is not None:
+        share = share + correctness
     gap = model.full_level - model.zero_level
     off = np.asarray(model.dimension_offset)[:, None]
     gain = np.asarray(model.retrieval_gain)[:, None]
@@ -169,6 +231,7 @@ class SimulatedRun:
     human: pd.DataFrame
     rank: np.ndarray
     levels: np.ndarray
+    families: dict[str, int] = field(default_factory=dict)  # question id -> family code
 
 
 def simulate_run(
@@ -186,8 +249,8 @@ def simulate_run(
     rng = np.random.default_rng(seed)
     q = questions or draw_questions(model, n, rng)
     system = model.system
-    rank = draw_ranks(system, n, rng)
-    levels = true_levels(model, system, q, rank)
+    rank, correctness = draw_system(model, system, q, rng)
+    levels = true_levels(model, system, q, rank, correctness)
     scores = judge_scores(model, levels, rng)
     qids = np.array([f"q{i:05d}" for i in range(n)])
     answers = pd.DataFrame(
@@ -217,7 +280,8 @@ def simulate_run(
             qids[pick],
             system.name,
         )
-    return SimulatedRun(answers, table, human, rank, levels)
+    families = dict(zip(qids.tolist(), q.families().tolist(), strict=True))
+    return SimulatedRun(answers, table, human, rank, levels, families)
 
 
 def _long(
@@ -238,6 +302,38 @@ def _long(
     )
 
 
+def prepared_run(
+    model: RunModel,
+    n: int,
+    seed: int,
+    *,
+    by_family: bool = True,
+    questions: Questions | None = None,
+) -> Prepared:
+    """One simulated run as the estimator's arrays (`cube.method.bootstrap.Prepared`, what
+    `evaluate` bootstraps, every judge in the jury), its resampling units the model's families
+    (`by_family`) or the questions: the fast path of coverage tests and benchmarks. Pass the same
+    `questions` to draw a second system on the same questions (each with its own `seed`)."""
+    rng = np.random.default_rng(seed)
+    q = questions or draw_questions(model, n, rng)
+    rank, correctness = draw_system(model, model.system, q, rng)
+    scores = judge_scores(model, true_levels(model, model.system, q, rank, correctness), rng)
+    rank_score = np.where(rank > 0, model.system.top_n + 2 - rank, 0).astype(float)
+    return Prepared(
+        [j.name for j in model.judges],
+        list(model.dimensions),
+        rank_score,
+        rank > 0,
+        scores,
+        0.1,
+        "retrieved",
+        "rank_correlation",
+        None,
+        True,
+        units=q.families() if by_family else None,
+    )
+
+
 @functools.lru_cache(
     maxsize=64
 )  # the model is frozen (hashable); the study asks for the same truth again
@@ -255,8 +351,8 @@ def truth(
     the model's. Cached: do not modify the returned frame."""
     rng = np.random.default_rng(seed)
     q = draw_questions(model, n, rng)
-    rank = draw_ranks(model.system, n, rng)
-    scores = judge_scores(model, true_levels(model, model.system, q, rank), rng)
+    rank, correctness = draw_system(model, model.system, q, rng)
+    scores = judge_scores(model, true_levels(model, model.system, q, rank, correctness), rng)
     top = model.system.top_n
     rank_score = np.where(rank > 0, top + 2 - rank, 0).astype(float)
     p = Prepared(

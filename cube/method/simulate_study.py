@@ -53,16 +53,45 @@ def replicate_seed(seed: int, *key: int) -> int:
     return int(np.random.SeedSequence([seed, *key]).generate_state(1)[0])
 
 
-def coverage_replicate(
-    model: RunModel, n: int, replicate: int, analysis_params: Any, true: pd.DataFrame, seed: int = 0
-) -> list[dict[str, Any]]:
-    """One simulated run through `evaluate`: one row per (judge, metric, interval) with `estimate,
-    lo, hi, truth, in_jury`. `true` is `truth(model)`; the jury's truth is the mean of the truths of
-    that replicate's jury members (the gate decides who they are)."""
-    from cube.method.evaluation import evaluate
+def study_units(model: RunModel, analysis_params: Any) -> tuple[str, ...]:
+    """The resampling units the study runs: question and family side by side where the model has
+    families (so the failure family resampling fixes shows), else the params' own."""
+    return ("question", "family") if model.family_size > 1 else (analysis_params.cluster,)
 
+
+def coverage_replicate(
+    model: RunModel,
+    n: int,
+    replicate: int,
+    analysis_params: Any,
+    true: pd.DataFrame,
+    seed: int = 0,
+    units: tuple[str, ...] | None = None,
+) -> list[dict[str, Any]]:
+    """One simulated run through `evaluate`, once per resampling unit of `units` (default
+    `study_units`): one row per (unit, judge, metric, interval) with `estimate, lo, hi, truth,
+    in_jury, design_effect`. `true` is `truth(model)`; the jury's truth is the mean of the truths
+    of that replicate's jury members (the gate decides who they are)."""
     rep_seed = replicate_seed(seed, n, replicate)
     run = simulate_run(model, n, rep_seed)
+    rows = []
+    for unit in units or study_units(model, analysis_params):
+        ap = analysis_params.model_copy(update={"cluster": unit})
+        rows += _coverage_rows(model, run, n, replicate, ap, true, seed)
+    return rows
+
+
+def _coverage_rows(
+    model: RunModel,
+    run: Any,
+    n: int,
+    replicate: int,
+    analysis_params: Any,
+    true: pd.DataFrame,
+    seed: int,
+) -> list[dict[str, Any]]:
+    from cube.method.evaluation import evaluate
+
     # the bootstrap's own seed: seeded with the data's, its first draws would be the bits that made
     # the questions' difficulties, so which questions a resample draws would depend on the data it
     # resamples
@@ -73,10 +102,13 @@ def coverage_replicate(
         analysis_params.model_copy(update={"seed": replicate_seed(seed, n, replicate, 1)}),
         model.system.top_n,
         dimensions=list(model.dimensions),
+        clusters=run.families,
     )
     true = true.set_index("judge")
     jury = res.jury_judges
-    base = {"n_questions": n, "replicate": replicate}
+    unit = analysis_params.cluster
+    base = {"n_questions": n, "replicate": replicate, "unit": unit}
+    deff = {"recall_at_k": res.design.get("deff_retrieval", math.nan)}
     rows = []
     for judge in [*true.index, JURY]:
         members = jury if judge == JURY else [judge]
@@ -98,12 +130,13 @@ def coverage_replicate(
                     "hi": hi,
                     "truth": float(true.loc[members, metric].mean()) if members else math.nan,
                     "in_jury": bool(jury) if judge == JURY else judge in jury,
+                    "design_effect": res.design.get("deff_rag_score", math.nan),
                 }
             )
     hits, k = int(res.ranks["retrieved"].sum()), len(res.ranks)
     for kind, (lo, hi) in (
         ("bootstrap", res.interval(JURY, "recall_at_k")),
-        ("wilson", wilson_interval(hits, k, analysis_params.confidence)),
+        ("wilson", recall_interval(res, unit, analysis_params.confidence)),
     ):
         rows.append(
             {
@@ -116,9 +149,22 @@ def coverage_replicate(
                 "hi": hi,
                 "truth": model.system.recall,
                 "in_jury": True,
+                "design_effect": deff["recall_at_k"],
             }
         )
     return rows
+
+
+def recall_interval(res: Any, unit: str, confidence: float) -> tuple[float, float]:
+    """R@k's Wilson interval as the diagnostics print it (`cube.diagnose.retrieval.wilson`): at
+    the effective n of the families' design effect when the unit is the family."""
+    from cube.method.design import wilson_effective
+
+    hits, k = int(res.ranks["retrieved"].sum()), len(res.ranks)
+    deff = res.design.get("deff_retrieval", 1.0) if unit == "family" else 1.0
+    if deff > 1.0:
+        return wilson_effective(hits / k, k / deff, confidence, res.design.get("units"))
+    return wilson_interval(hits, k, confidence)
 
 
 def jury_truth(model: RunModel, analysis_params: Any, n: int | None = None) -> float:
@@ -165,11 +211,13 @@ def compare_replicate(
     true_delta: float = 0.0,
     n_permutations: int = 1000,
     seed: int = 0,
+    unit: str | None = None,
 ) -> dict[str, Any]:
     """Compare's jury ΔCuBE (B − A) for one pair of systems drawn on the same questions: B is A's
     model (no difference, `shift` 0) or A's with `answer_quality` changed by `shift` (true ΔCuBE
     `true_delta`). Returns `n_questions, replicate, delta, lo, hi, p_value, mde, se, truth, shift`
-    (`se`: the bootstrap SE of ΔCuBE that the MDE rests on)."""
+    (`se`: the bootstrap SE of ΔCuBE that the MDE rests on) and `unit`, the resampling unit
+    (`unit`; default the params' `analysis.cluster`): families resampled and swapped together."""
     from cube.method.compare import compare_pair
 
     model_b = model.with_system(name="sys-b", answer_quality=model.system.answer_quality + shift)
@@ -183,15 +231,22 @@ def compare_replicate(
         a.scores,
         b.answers,
         b.scores,
-        analysis_params.model_copy(update={"seed": replicate_seed(seed, n, replicate, 8)}),
+        analysis_params.model_copy(
+            update={
+                "seed": replicate_seed(seed, n, replicate, 8),
+                "cluster": unit or analysis_params.cluster,
+            }
+        ),
         top_n_a=model.system.top_n,
         top_n_b=model.system.top_n,
         dimensions=list(model.dimensions),
         n_permutations=n_permutations,
+        clusters=a.families,
     )
     row = c.row()
     return {
         "n_questions": n,
+        "unit": unit or analysis_params.cluster,
         "replicate": replicate,
         "delta": row.get("delta"),
         "lo": row.get("lo"),
@@ -225,7 +280,10 @@ def coverage_table(reps: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame
     counted in `undefined` and left out of the coverage; a judge's rows count the replicates where
     it was in the jury."""
     out = []
-    for key, g in reps.groupby(["n_questions", "judge", "metric", "interval"], sort=False):
+    if "unit" not in reps:
+        reps = reps.assign(unit="question")
+    keys = ["n_questions", "unit", "judge", "metric", "interval"]
+    for key, g in reps.groupby(keys, sort=False):
         g = g[g["in_jury"]]
         ok = g[np.isfinite(g["lo"]) & np.isfinite(g["hi"]) & np.isfinite(g["truth"])]
         cover, cover_se, k = mc_rate((ok["lo"] <= ok["truth"]) & (ok["truth"] <= ok["hi"]))
@@ -240,10 +298,7 @@ def coverage_table(reps: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame
         nominal_se = math.sqrt(confidence * (1 - confidence) / k) if k else math.nan
         out.append(
             {
-                "n_questions": key[0],
-                "judge": key[1],
-                "metric": key[2],
-                "interval": key[3],
+                **dict(zip(keys, key, strict=True)),
                 "replicates": k,
                 "undefined": len(g) - k,
                 "coverage": cover,
@@ -257,6 +312,9 @@ def coverage_table(reps: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame
                 else math.nan,
                 "rmse": rmse,
                 "rmse_mc_se": rmse_se,
+                "design_effect": float(g["design_effect"].mean())
+                if "design_effect" in g
+                else math.nan,
             }
         )
     return pd.DataFrame(out)
@@ -265,6 +323,8 @@ def coverage_table(reps: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame
 def gate_table(reps: pd.DataFrame) -> pd.DataFrame:
     """Per (n, judge): the share of replicates the validity gate left the judge out of the jury."""
     g = reps[(reps["judge"] != JURY) & (reps["metric"] == "cube_score")]
+    if "unit" in g:  # the gate does not depend on the unit: one unit's rows
+        g = g[g["unit"] == g["unit"].iloc[0]] if len(g) else g
     rows = []
     for (n, judge), x in g.groupby(["n_questions", "judge"], sort=False):
         rate, se, k = mc_rate(~x["in_jury"].astype(bool))
@@ -299,7 +359,8 @@ def pvalue_table(null: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
     at `alpha` (nominal: alpha) and the coverage of compare's ΔCuBE interval (truth 0), with MC
     errors, the SD of ΔCuBE against the mean bootstrap SE (`se_check`), and the mean printed MDE."""
     rows = []
-    for n, g in null.groupby("n_questions", sort=False):
+    null = null if "unit" in null else null.assign(unit="question")
+    for (n, unit), g in null.groupby(["n_questions", "unit"], sort=False):
         p = g["p_value"].dropna().astype(float)
         ks = stats.kstest(p, "uniform") if len(p) > 1 else None
         rej, rej_se, k = mc_rate(p <= alpha)
@@ -308,6 +369,7 @@ def pvalue_table(null: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
         rows.append(
             {
                 "n_questions": n,
+                "unit": unit,
                 "replicates": k,
                 "ks_statistic": ks.statistic if ks else math.nan,
                 "ks_p_value": ks.pvalue if ks else math.nan,
@@ -331,13 +393,15 @@ def power_table(alt: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
     at 0, and where it is smaller (a worse system's CuBE varies less) the power at that MDE exceeds
     80 %."""
     rows = []
-    for n, g in alt.groupby("n_questions", sort=False):
+    alt = alt if "unit" in alt else alt.assign(unit="question")
+    for (n, unit), g in alt.groupby(["n_questions", "unit"], sort=False):
         pw, pw_se, k = mc_rate(g["p_value"].dropna() <= alpha)
         ok = g.dropna(subset=["lo", "hi"])
         cov, cov_se, _ = mc_rate((ok["lo"] <= ok["truth"]) & (ok["truth"] <= ok["hi"]))
         rows.append(
             {
                 "n_questions": n,
+                "unit": unit,
                 "replicates": k,
                 "true_delta": float(g["truth"].iloc[0]),
                 "quality_shift": float(g["shift"].iloc[0]),

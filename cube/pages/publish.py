@@ -314,6 +314,7 @@ def write_index(
     manifest = (
         json.loads(paths.manifest.read_text(encoding="utf-8")) if paths.manifest.exists() else {}
     )
+    from cube.method.analysis import p_is
     from cube.pages.display import format_p
     from cube.pages.escape import jinja_finalize
 
@@ -322,6 +323,7 @@ def write_index(
     )
     env.filters["num"] = _num
     env.filters["pval"] = format_p  # the one p-value formatter: "< 0.0001" below 1e-4
+    env.filters["p_is"] = p_is  # "p = 0.012" but "p < 0.0001"
     template = env.from_string(
         resources.files("cube.pages").joinpath("templates", "index.html.j2").read_text("utf-8")
     )

@@ -20,9 +20,13 @@ def coverage(table: pd.DataFrame, confidence: float = 0.95) -> Figure:
     per (judge, metric, interval), one colour per number of questions; the nominal level as a
     line."""
     t = table.copy()
+    units = t["unit"] if "unit" in t else pd.Series("", index=t.index)
+    several = units.nunique() > 1  # question- and family-level resampling side by side
     t["label"] = [
-        f"{j} · {_METRIC.get(m, m)}" + (f" ({i})" if m == "recall_at_k" else "")
-        for j, m, i in zip(t["judge"], t["metric"], t["interval"], strict=True)
+        f"{j} · {_METRIC.get(m, m)}"
+        + (f" ({i})" if m == "recall_at_k" else "")
+        + (f" · by {u}" if several else "")
+        for j, m, i, u in zip(t["judge"], t["metric"], t["interval"], units, strict=True)
     ]
     labels = list(dict.fromkeys(t["label"]))[::-1]
     sizes = sorted(t["n_questions"].unique())

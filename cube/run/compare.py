@@ -150,8 +150,10 @@ def compare_sides(
     k: int = 20,
     seed: int | None = None,
     browser: str | None = None,
+    n_pairs: int = 1,
 ) -> dict[str, Any]:
     """Compare two sides and write the comparison folder; returns the `comparison.json` content.
+    `n_pairs`: the pairs the run compares together (simultaneous intervals over them).
     Each listed regression / improvement links to its records in the judgment browser of each
     side's run (`_browsers`); `browser` (default: side B's regressions in its run's browser, when
     both sides are of the run holding `out_dir`) is the page's link to all of them."""
@@ -164,6 +166,7 @@ def compare_sides(
     )
     from cube.method.compare import compare_pair
     from cube.pages.browser import link
+    from cube.run.evaluate import question_families
 
     ans_a, sc_a = a.load("answers"), a.load("scores")
     ans_b, sc_b = (
@@ -180,6 +183,7 @@ def compare_sides(
     ap_b = b.params.analysis if b.params is not None else None
     n_a = (ap.top_n if ap is not None else None) or a.top_n  # the N each run evaluated its side at
     n_b = (ap_b.top_n if ap_b is not None else None) or b.top_n
+    corpus = a.load("corpus") if a.paths.data_file("corpus").exists() else None
     cmp = compare_pair(
         ans_a,
         sc_a,
@@ -193,13 +197,14 @@ def compare_sides(
         n_permutations=n_permutations,
         seed=seed,
         dimensions=dims,
+        clusters=question_families(ans_a, corpus),  # the resampling unit: side A's families
+        n_pairs=n_pairs,
     )
     confidence = ap.confidence if ap is not None else 0.95
     changes = question_changes(
         ans_a, sc_a, ans_b, sc_b, cmp.jury_judges, tables=tables, confidence=confidence
     )
     questions = a.load("questions") if a.paths.data_file("questions").exists() else None
-    corpus = a.load("corpus") if a.paths.data_file("corpus").exists() else None
     reg, imp = ranked(changes, "regressions", k), ranked(changes, "improvements", k)
     (href_a, href_b), browser_notes = _browsers((a, b), out_dir)
     if browser is None and href_b is not None and a.paths.root == b.paths.root:
@@ -354,6 +359,7 @@ def _figures(deltas: pd.DataFrame, changes: pd.DataFrame, la: str, lb: str, fold
 def _page(payload: dict[str, Any], path: Path) -> None:
     import jinja2
 
+    from cube.method.analysis import p_is
     from cube.pages.display import format_p
     from cube.pages.escape import jinja_finalize
 
@@ -366,6 +372,7 @@ def _page(payload: dict[str, Any], path: Path) -> None:
         "n/a" if v is None else (f"{v:.{d}f}" if isinstance(v, float) else str(v))
     )
     env.filters["pval"] = format_p  # "< 0.0001" below 1e-4, as every page prints a p-value
+    env.filters["p_is"] = p_is  # "p = 0.012" but "p < 0.0001"
     path.write_text(env.get_template("compare.html.j2").render(c=payload), encoding="utf-8")
 
 
@@ -434,7 +441,9 @@ def compare_in_run(run: Any, *, n_permutations: int = 1000, k: int = 20) -> list
             for s in (names[0], other)
         ]
         folder = run.paths.root / "compare" / f"{_slug(names[0])}__vs__{_slug(other)}"
-        payload = compare_sides(*sides, folder, n_permutations=n_permutations, k=k)
+        payload = compare_sides(
+            *sides, folder, n_permutations=n_permutations, k=k, n_pairs=len(names) - 1
+        )
         out.append(
             {
                 key: payload[key]
@@ -443,6 +452,7 @@ def compare_in_run(run: Any, *, n_permutations: int = 1000, k: int = 20) -> list
                     "b",
                     "delta_cube",
                     "delta_cube_ci",
+                    "delta_cube_ci_simultaneous",
                     "p_value",
                     "mde",
                     "n_questions",
@@ -453,11 +463,26 @@ def compare_in_run(run: Any, *, n_permutations: int = 1000, k: int = 20) -> list
             }
             | {"page": str(folder.relative_to(run.paths.root) / "index.html")}
         )
-    return with_holm(out)
+    out = with_holm(out)
+    for row in out:  # each page headlines the p adjusted over the pairs
+        _readjust_page(run.paths.root / Path(row["page"]).parent, row)
+    return out
+
+
+def _readjust_page(folder: Path, row: dict[str, Any]) -> None:
+    """Write the pairs' Holm adjustment into a comparison's `comparison.json` and page."""
+    path = folder / "comparison.json"
+    payload = json.loads(path.read_text(encoding="utf-8"))
+    payload |= {"p_holm_pairs": row["p_holm_pairs"], "n_comparisons": row["n_comparisons"]}
+    path.write_text(
+        json.dumps(payload, ensure_ascii=False, indent=1, default=str), encoding="utf-8"
+    )
+    _page(payload, folder / "index.html")
 
 
 def with_holm(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each comparison's p-value adjusted over all of them (Holm's step-down, `p_holm`) and the
+    """Each comparison's p-value adjusted over all of them (Holm's step-down, `p_holm_pairs`; a
+    comparison page's `p_holm_rows` adjusts over its own judge x metric rows instead) and the
     number of comparisons it is adjusted over: several pairs shown at once are several tests."""
     from cube.method.compare import holm
 
@@ -465,7 +490,7 @@ def with_holm(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         [float("nan") if r.get("p_value") is None else float(r["p_value"]) for r in rows]
     )
     return [
-        r | {"p_holm": None if p != p else p, "n_comparisons": len(rows)}
+        r | {"p_holm_pairs": None if p != p else p, "n_comparisons": len(rows)}
         for r, p in zip(rows, adjusted, strict=True)
     ]
 
@@ -503,6 +528,7 @@ def notebook_compare(
                     "b",
                     "delta_cube",
                     "delta_cube_ci",
+                    "delta_cube_ci_simultaneous",
                     "p_value",
                     "mde",
                     "n_questions",
@@ -519,8 +545,9 @@ def notebook_compare(
         "b",
         "delta_cube",
         "delta_cube_ci",
+        "delta_cube_ci_simultaneous",
         "p_value",
-        "p_holm",
+        "p_holm_pairs",
         "n_comparisons",
         "mde",
         "n_questions",

@@ -62,6 +62,7 @@ def evaluate_run(run: Run, *, bootstrap: bool = True) -> dict[str, CubeResult]:
             pass
     answers, scores = run.load("answers"), run.load("scores", ANALYSIS_SCORE_COLUMNS)
     audit = audit_probe_scores(run, scores)
+    families = question_families(answers, run.load("corpus") if run.has("corpus") else None)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CubeWarning)  # shown by the notebooks from result.warnings
         results = evaluate_systems(
@@ -73,6 +74,7 @@ def evaluate_run(run: Run, *, bootstrap: bool = True) -> dict[str, CubeResult]:
             dimensions=dims,
             audit=audit,
             audit_min_pairs=run.params.audit.min_pairs,
+            clusters=families,
         )
     out = {s.name: results[s.name] for s in run.params.systems if s.name in results}  # params order
     cached.parent.mkdir(parents=True, exist_ok=True)
@@ -95,6 +97,22 @@ ANALYSIS_SCORE_COLUMNS = (
     "score",
     "error_kind",
 )
+
+
+def question_families(answers: pd.DataFrame, corpus: pd.DataFrame | None) -> dict[str, str]:
+    """Each question's resampling family: the corpus `family_id` of its gold document (a user's
+    knowledge base gets it from the mapping's grouping column), else the gold document itself
+    (questions about one document share it), else the question alone (no gold document)."""
+    gold = answers.drop_duplicates("question_id").set_index("question_id")["doc_id"]
+    gold = gold.fillna("").astype(str)
+    fam: dict[str, str] = {}
+    if corpus is not None and "family_id" in corpus:
+        ids = corpus["family_id"].fillna("").astype(str)
+        fam = {d: f for d, f in zip(corpus["doc_id"].astype(str), ids, strict=True) if f.strip()}
+    return {
+        str(q): f"family:{fam[d]}" if d in fam else f"doc:{d}" if d else f"question:{q}"
+        for q, d in gold.items()
+    }
 
 
 def audit_probe_scores(run: Run, scores: pd.DataFrame) -> pd.DataFrame | None:
@@ -124,7 +142,8 @@ def _evaluation_key(
     run: Run, ap: Any, judges: list[str], dims: list[str], top_n: dict[str, int]
 ) -> str:
     h = hashlib.sha256()
-    for name in ("answers", "scores", *(("audit_scores",) if run.has("audit_scores") else ())):
+    extra = [n for n in ("audit_scores", "corpus") if run.has(n)]  # the corpus: the families
+    for name in ("answers", "scores", *extra):
         with run.data_path(name).open("rb") as f:
             for block in iter(lambda: f.read(1 << 20), b""):  # noqa: B023 - f is bound for the loop
                 h.update(block)

@@ -52,9 +52,16 @@ class SimulationResult:
         c = self.coverage[
             (self.coverage["judge"] == S.JURY) & (self.coverage["metric"] == "cube_score")
         ]
+        own = self.settings.get("cluster", "family")
         return {
             "jury_cube_coverage": {
-                str(r.n_questions): [r.coverage, r.coverage_mc_se] for r in c.itertuples()
+                str(r.n_questions): [r.coverage, r.coverage_mc_se]
+                for r in c.itertuples()
+                if getattr(r, "unit", own) == own
+            },
+            "jury_cube_coverage_by_unit": {
+                f"{r.n_questions} {getattr(r, 'unit', own)}": [r.coverage, r.coverage_mc_se]
+                for r in c.itertuples()
             },
             "intervals_missing_nominal": int(self.coverage["misses"].sum()),
             "pvalue_ks": {str(r.n_questions): r.ks_p_value for r in self.pvalues.itertuples()},
@@ -77,6 +84,10 @@ def model_from(params: Params) -> RunModel:
         judges=judges,
         cluster_size=sp.cluster_size,
         cluster_sd=0.8 if sp.cluster_size > 1 else 0.0,
+        family_size=sp.family_size,
+        family_retrieval_share=sp.family_retrieval_share,
+        family_correctness_share=sp.family_correctness_share,
+        answer_sd=sp.answer_sd,
         system=dataclasses.replace(base.system, recall=sp.recall),
     )
 
@@ -137,10 +148,16 @@ def study(
     )
     reps = pd.DataFrame([x for rep in rows for x in rep])
     say(f"coverage: {len(sizes)} sizes x {R} runs in {time.time() - t0:.0f} s")
+    units = S.study_units(model, ap)
     null = pd.DataFrame(
         _map(
             _pair,
-            [(model, n, r, ap, 0.0, 0.0, P, sp.seed) for n in pair_sizes for r in range(R)],
+            [
+                (model, n, r, ap, 0.0, 0.0, P, sp.seed, u)
+                for u in units
+                for n in pair_sizes
+                for r in range(R)
+            ],
             workers,
         )
     )
@@ -155,7 +172,7 @@ def study(
         shifts = {
             int(r.n_questions): (S.quality_shift_for(model, -r.mean_mde, ap), r.mean_mde)
             for r in pvalues.itertuples()
-            if r.mean_mde == r.mean_mde
+            if r.mean_mde == r.mean_mde and r.unit == ap.cluster  # the power of the params' unit
         }
         true_d = {
             n: S.jury_truth(model.with_system(answer_quality=model.system.answer_quality + s), ap)
@@ -166,7 +183,7 @@ def study(
             _map(
                 _pair,
                 [
-                    (model, n, r, ap, shifts[n][0], true_d[n], P, sp.seed + 1)
+                    (model, n, r, ap, shifts[n][0], true_d[n], P, sp.seed + 1, ap.cluster)
                     for n in shifts
                     for r in range(R)
                 ],
@@ -185,6 +202,8 @@ def study(
         "bootstrap": B,
         "permutations": P,
         "confidence": ap.confidence,
+        "cluster": ap.cluster,
+        "units_compared": list(units),
         "seed": sp.seed,
         "workers": workers,
         "seconds": round(time.time() - t0, 1),
@@ -211,9 +230,18 @@ def _pair(
     true_delta: float,
     permutations: int,
     seed: int,
+    unit: str | None = None,
 ) -> dict[str, Any]:
     return S.compare_replicate(
-        model, n, r, ap, shift=shift, true_delta=true_delta, n_permutations=permutations, seed=seed
+        model,
+        n,
+        r,
+        ap,
+        shift=shift,
+        true_delta=true_delta,
+        n_permutations=permutations,
+        seed=seed,
+        unit=unit,
     )
 
 
@@ -246,19 +274,22 @@ def summary_lines(result: SimulationResult) -> list[str]:
 
     c = result.coverage
     lines = [
-        f"{'n':>4}  {'judge':<10} {'metric':<15} {'interval':<9} {'runs':>4}  coverage (MC SE)  "
-        "width   bias (MC SE)   RMSE"
+        f"{'n':>4}  {'unit':<8} {'judge':<10} {'metric':<15} {'interval':<9} {'runs':>4}  "
+        "coverage (MC SE)  width   bias (MC SE)   RMSE   deff"
     ]
     for r in c.itertuples():
         mark = "  <- misses nominal" if r.misses else ""
         lines.append(
-            f"{r.n_questions:>4}  {r.judge:<10} {r.metric:<15} {r.interval:<9} {r.replicates:>4}  "
+            f"{r.n_questions:>4}  {getattr(r, 'unit', ''):<8} {r.judge:<10} {r.metric:<15} "
+            f"{r.interval:<9} {r.replicates:>4}  "
             f"{r.coverage:7.1%} ({r.coverage_mc_se:4.1%})  {r.mean_width:6.2f}  {r.bias:+6.2f} "
-            f"({r.bias_mc_se:4.2f})  {r.rmse:6.2f}{mark}"
+            f"({r.bias_mc_se:4.2f})  {r.rmse:6.2f}  "
+            f"{getattr(r, 'design_effect', float('nan')):4.2f}{mark}"
         )
     for r in result.pvalues.itertuples():
         lines.append(
-            f"compare, no difference, {r.n_questions} questions, {r.replicates} pairs: KS p = "
+            f"compare, no difference, {r.n_questions} questions, {r.unit} unit, {r.replicates} "
+            f"pairs: KS p = "
             f"{format_p(r.ks_p_value)} (uniform p-values), rejection rate {r.rejection_rate:.1%} "
             f"({r.rejection_mc_se:.1%}), ΔCuBE interval coverage {r.delta_coverage:.1%} "
             f"({r.delta_coverage_mc_se:.1%}), SD of ΔCuBE {r.delta_sd:.2f} "

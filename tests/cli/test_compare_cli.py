@@ -252,10 +252,10 @@ def test_the_compare_page_adjusts_its_p_values_with_holm_over_the_rows_shown(run
     shown = [x for x in p if x is not None]
     assert len(shown) > 1
     expect = holm([float("nan") if x is None else x for x in p])
-    assert [r["p_holm"] for r in head["deltas"]] == pytest.approx(
+    assert [r["p_holm_rows"] for r in head["deltas"]] == pytest.approx(
         [None if x != x else x for x in expect], nan_ok=True
     )
-    assert pd.read_csv(out / "tables" / "deltas.csv")["p_holm"].notna().sum() == len(shown)
+    assert pd.read_csv(out / "tables" / "deltas.csv")["p_holm_rows"].notna().sum() == len(shown)
     html = (out / "index.html").read_text(encoding="utf-8")
-    assert "<th>p (Holm)</th>" in html
+    assert "<th>p (Holm over rows)</th>" in html
     assert f"over the {len(shown)} p-values of this table" in html

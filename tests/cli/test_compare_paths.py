@@ -143,3 +143,20 @@ def test_notebook_09_table_links_each_comparison_and_its_regressions(project):
         )
     code = pages["report/code/10_diagnostics.html"]["compare/sys-a__vs__sys-c/index.html"]
     assert code == "../../compare/sys-a__vs__sys-c/index.html"
+
+
+def test_each_pair_page_headlines_the_p_adjusted_over_the_runs_pairs(project):
+    from cube.method.compare import holm
+    from cube.run.compare import compare_in_run
+    from cube.run.notebook import open_run
+
+    run = open_run(_run(project, "three", ["sys-a", "sys-b", "sys-c"]))
+    rows = compare_in_run(run, n_permutations=9, k=2)
+    assert [r["p_holm_pairs"] for r in rows] == pytest.approx(holm([r["p_value"] for r in rows]))
+    for r in rows:
+        folder = run.paths.root / r["page"].rsplit("/", 1)[0]
+        head = json.loads((folder / "comparison.json").read_text(encoding="utf-8"))
+        assert head["p_holm_pairs"] == pytest.approx(r["p_holm_pairs"])
+        assert head["n_comparisons"] == 2 and head["n_pairs"] == 2
+        html = (folder / "index.html").read_text(encoding="utf-8")
+        assert "p-value (Holm over 2 pairs)" in html and "simultaneous interval" in html

@@ -125,7 +125,23 @@ def test_holm_and_all_pairs():
     scores = pd.concat([sc.assign(system=s) for s in ("s1", "s2", "s3")])
     pairs, summary = compare_all(answers, scores, n_resamples=20, n_permutations=19)
     assert list(pairs) == [("s1", "s2"), ("s1", "s3"), ("s2", "s3")]
-    assert list(summary["p_holm"]) == [1.0, 1.0, 1.0]
+    assert list(summary["p_holm_pairs"]) == [1.0, 1.0, 1.0]
+
+
+def test_the_pairs_get_simultaneous_intervals_wider_than_the_marginal_ones():
+    frames = [make_tables(40, seed=s) for s in (5, 6, 7)]
+    answers = pd.concat([a.assign(system=f"s{i}") for i, (a, _) in enumerate(frames)])
+    scores = pd.concat([sc.assign(system=f"s{i}") for i, (_, sc) in enumerate(frames)])
+    pairs, summary = compare_all(answers, scores, n_resamples=300, n_permutations=19)
+    for c in pairs.values():
+        r = c.row()
+        assert c.settings["n_pairs"] == 3
+        assert r["lo_simultaneous"] <= r["lo"] <= r["hi"] <= r["hi_simultaneous"]
+        assert r["hi_simultaneous"] - r["lo_simultaneous"] > r["hi"] - r["lo"]
+    assert summary["delta_cube_ci_simultaneous"].map(len).eq(2).all()
+    single = compare_pair(*_side(*frames[0], "a"), *_side(*frames[1], "b"), n_resamples=300)
+    r = single.row()
+    assert (r["lo_simultaneous"], r["hi_simultaneous"]) == (r["lo"], r["hi"])
 
 
 def test_regressions_ranked_with_retrieval_change_and_diff():

@@ -158,8 +158,8 @@ def test_holm_adjusts_small_p_values_of_several_pairs():
     assert (
         np.isfinite(p).all() and max(p) < 0.05
     )  # real differences: the raw p-values are small, so Holm must change them
-    assert summary["p_holm"].tolist() == pytest.approx(holm(p))
-    assert (summary["p_holm"] > summary["p_value"]).any()
+    assert summary["p_holm_pairs"].tolist() == pytest.approx(holm(p))
+    assert (summary["p_holm_pairs"] > summary["p_value"]).any()
 
 
 # ------------------------------------------------------------------------------- agreement counts

@@ -132,7 +132,7 @@ def test_the_index_shows_holm_adjusted_p_values_the_band_range_and_the_human_cal
             for b, p in (("s2", 0.01), ("s3", 0.04))
         ]
     )
-    assert [r["p_holm"] for r in rows] == [0.02, 0.04] and rows[0]["n_comparisons"] == 2
+    assert [r["p_holm_pairs"] for r in rows] == [0.02, 0.04] and rows[0]["n_comparisons"] == 2
     decision = {
         **DECISION,
         "verdict": "good",
@@ -141,7 +141,7 @@ def test_the_index_shows_holm_adjusted_p_values_the_band_range_and_the_human_cal
         "human_sentence": "With 30 human ratings: CuBE 61.0 [52.0, 70.0]",
     }
     html = _index(tmp_path, decision, comparisons=rows)
-    assert "p = 0.010 (Holm-adjusted over 2 comparisons: 0.020)" in html
+    assert "p = 0.010 (Holm-adjusted over 2 pairs: 0.020)" in html
     assert '<span class="badge good">GOOD TO EXCELLENT</span>' in html
     # brackets are written as character references (cube.pages.escape): the text is the same
     assert "With 30 human ratings: CuBE 61.0 [52.0, 70.0]" in unescape(html)

@@ -51,7 +51,7 @@ def test_the_index_prints_a_comparison_p_value_below_the_floor_as_such(tmp_path)
         "delta_cube": 9.0,
         "delta_cube_ci": [5.0, 12.0],
         "p_value": 2.5e-7,
-        "p_holm": 5e-7,
+        "p_holm_pairs": 5e-7,
         "n_comparisons": 2,
         "mde": 2.0,
         "n_regressions": 1,
@@ -67,7 +67,7 @@ def test_the_index_prints_a_comparison_p_value_below_the_floor_as_such(tmp_path)
     judges = [{"name": "j", "model": {"provider": "offline", "model": "rubric-lenient"}}]
     params = parse_params({"run": "run", "judges": judges}, "p.yaml")
     html = unescape(write_index(params, paths, []).read_text(encoding="utf-8"))
-    assert "p = < 0.0001 (Holm-adjusted over 2 comparisons: < 0.0001)" in html
+    assert "p < 0.0001 (Holm-adjusted over 2 pairs: < 0.0001)" in html
     assert "2.5e-07" not in html and "0.000," not in html
     # the regressions are beyond the judges' noise, beside the count expected by chance
     assert "1 regressions, 2 improvements beyond the judges' noise (about 1.5 of each" in html
