@@ -441,7 +441,7 @@ def test_a_judges_calls_after_its_pilot_go_in_prompt_order_and_each_score_lands_
     from cube.judges import Judge, load_dimensions, score_answers
 
     def reply(body: dict) -> str:
-        found = re.search(r"<answer>\s*answer (\d)", body["messages"][-1]["content"])
+        found = re.search(r"<answer-\w+>\s*answer (\d)", body["messages"][-1]["content"])
         return f"Score: {found.group(1)}"
 
     corpus = pd.DataFrame(
