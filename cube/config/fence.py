@@ -10,15 +10,19 @@ documents and answers hold braces) and puts each untrusted value in its own bloc
     ...the answer...
     </answer-3fa9c1d2e4b5>
 
-whose tags carry a **nonce**; the template names the fence with its `{fence}` placeholder ("a
-block ends only at its closing tag carrying the code {fence}"), so the model is told which tag
-really closes the block. A custom dimension prompt written by a user gets the same blocks: its
-`{question}`, `{document}` and `{answer}` expand to fenced blocks whatever the text around them.
+whose tags carry a **nonce**; the packaged templates tell the model so ("<answer-CODE>, each tag
+carrying its block's own code; a block ends only at the closing tag carrying the same code as its
+opening tag"). A custom dimension prompt written by a user gets the same blocks: its `{question}`,
+`{document}` and `{answer}` expand to fenced blocks whatever the text around them. A template that
+holds its own block around inline values (the refusal writer's list) writes `<covered-{fence}>`:
+`{fence}` is the nonce of all the untrusted values.
 
-The nonce is **deterministic**: the first 12 hex digits of SHA-256 over the fenced texts
+The nonce is **deterministic**: the first 12 hex digits of SHA-256 over the block's own text
 (`fence_nonce`). A fresh random nonce per call would change every prompt, so every cached judgment
 would miss and no run could resume; a hash of the contents keeps one prompt per input. An answer
-cannot carry its own block's nonce: that would need a text containing its own hash.
+cannot carry its own block's nonce: that would need a text containing its own hash. Each block has
+its own (not one per prompt), so the three answers of one question still share the prompt up to
+their answer block, and a server's prefix cache keeps hitting (`tests/llm/test_local_llm.py`).
 
 Inside the block, tag-like text resembling any fence tag is neutralised (`neutralise_tags`): the
 text is read as a model would (Unicode NFKC, so a fullwidth `＜／ＡＮＳＷＥＲ＞` is `</ANSWER>`;
@@ -96,9 +100,10 @@ def neutralise_tags(text: str) -> str:
     return "".join(out) + text[last:]
 
 
-def fence_block(tag: str, text: str, nonce: str, attrs: str = "") -> str:
-    """One untrusted text in its block: `<tag-nonce attrs>`, the neutralised text,
-    `</tag-nonce>`."""
+def fence_block(tag: str, text: str, attrs: str = "") -> str:
+    """One untrusted text in its block: `<tag-NONCE attrs>`, the neutralised text, `</tag-NONCE>`,
+    NONCE the hash of the text (`fence_nonce`)."""
+    nonce = fence_nonce([text])
     return f"<{tag}-{nonce}{attrs}>\n{neutralise_tags(text)}\n</{tag}-{nonce}>"
 
 
@@ -111,7 +116,8 @@ def fill_fenced(
     """The template with its placeholders filled literally, in one pass.
 
     Args:
-        template: text with `{key}` placeholders; `{fence}` becomes the nonce.
+        template: text with `{key}` placeholders; `{fence}` becomes the nonce of all the untrusted
+            values (for a block the template holds itself).
         untrusted: outside texts; each `{key}` becomes its fenced block (`fence_block`, tag
             `tags[key]`, default the key) or, for a key whose tag is None, its neutralised text
             alone (the template's own `<x-{fence}>` block holds it).
@@ -124,7 +130,7 @@ def fill_fenced(
     tags = tags or {}
     nonce = fence_nonce(str(untrusted[k]) for k in sorted(untrusted))
     values = {
-        k: fence_block(tags.get(k, k), str(v), nonce)
+        k: fence_block(str(tags.get(k, k)), str(v))
         if tags.get(k, k) is not None
         else neutralise_tags(str(v))
         for k, v in untrusted.items()

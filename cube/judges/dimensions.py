@@ -17,12 +17,12 @@ retrieved chunks would judge it against different material than the bounds.)
 
 The three untrusted texts are placed in fenced blocks (`<question-NONCE>`, `<source-NONCE>`,
 `<answer-NONCE>`: `cube.config.fence`, whose nonce an answer cannot write, with tag-like text
-inside neutralised) with an instruction that their content is data, not instructions; the
-template names the fence with its `{fence}` placeholder. Templates are filled by literal
-placeholder replacement (`{question}`, `{document}`, `{answer}`), never `str.format`, because
-documents and answers contain braces; a user's custom prompt gets the same blocks. Each dimension
-carries a `template_version` (a short hash of its template text) that enters the LLM cache key, so
-an edited prompt is a new call rather than a stale cache hit.
+inside neutralised) with an instruction that their content is data, not instructions, and that
+a block ends only at the closing tag carrying its opening tag's code. Templates are filled by
+literal placeholder replacement (`{question}`, `{document}`, `{answer}`), never `str.format`,
+because documents and answers contain braces; a user's custom prompt gets the same blocks. Each
+dimension carries a `template_version` (a short hash of its template text) that enters the LLM
+cache key, so an edited prompt is a new call rather than a stale cache hit.
 """
 
 from __future__ import annotations
@@ -143,10 +143,10 @@ def fill_template(template: str, **values: str) -> str:
     (`cube.config.fence.fill_fenced`).
 
     The untrusted values (`question`, `document`, `answer`) become fenced blocks
-    (`<question-NONCE>`, `<source-NONCE>`, `<answer-NONCE>`, tag-like text inside neutralised) and
-    `{fence}` the nonce, in a packaged template and in a user's custom one alike; the other values
-    (`dimensions`, `keys`) go in as they are. A question that contains the text "{answer}" stays
-    as written. Placeholders without a value are left untouched.
+    (`<question-NONCE>`, `<source-NONCE>`, `<answer-NONCE>`, each NONCE the hash of its text,
+    tag-like text inside neutralised), in a packaged template and in a user's custom one alike; the
+    other values (`dimensions`, `keys`) go in as they are. A question that contains the text
+    "{answer}" stays as written. Placeholders without a value are left untouched.
     """
     untrusted = {k: str(v) for k, v in values.items() if k in UNTRUSTED}
     trusted = {k: str(v) for k, v in values.items() if k not in UNTRUSTED}

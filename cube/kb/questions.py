@@ -544,7 +544,7 @@ def question_prompt_template(lang: str) -> str:
 
 
 def render_question_prompt(template: str, document: str, lang: str, asked_field: str = "") -> str:
-    """Fill `{document}` (a fenced `<document-NONCE>` block), `{fence}` and `{focus}` in one pass
+    """Fill `{document}` (a fenced `<document-NONCE>` block) and `{focus}` in one pass
     (a document containing "{focus}" stays literal)."""
     focus = _FOCUS[lang].replace("{label}", FIELD_LABELS[lang][asked_field]) if asked_field else ""
     # the guide goes in a fenced block it cannot close (`cube.config.fence`)

@@ -20,7 +20,7 @@ from importlib import resources
 
 import pandas as pd
 
-from cube.config.fence import fence_block, fence_nonce, fill_fenced, neutralise_tags
+from cube.config.fence import fence_block, fill_fenced, neutralise_tags
 from cube.config.schema import require_columns
 from cube.config.sections import BuiltinSystem
 from cube.llm import Model, Request
@@ -41,14 +41,13 @@ def answer_prompt(lang: str) -> str:
     )
 
 
-def format_knowledge(documents: Sequence[str], lang: str, nonce: str) -> str:
+def format_knowledge(documents: Sequence[str], lang: str) -> str:
     """The reference block: each guide inside its own numbered, fenced `<document-NONCE>` element
     (`cube.config.fence`: a guide cannot close it and pose as instructions)."""
     if not documents:
         return _NO_DOCUMENTS[lang]
     return "\n".join(
-        fence_block("document", str(d).strip(), nonce, f' index="{i}"')
-        for i, d in enumerate(documents, 1)
+        fence_block("document", str(d).strip(), f' index="{i}"') for i, d in enumerate(documents, 1)
     )
 
 
@@ -59,10 +58,8 @@ def answer_request(question: str, documents: Sequence[str], lang: str) -> Reques
     cache entry rather than a stale hit.
     """
     template = answer_prompt(lang)
-    nonce = fence_nonce(str(d).strip() for d in documents)
-    knowledge = format_knowledge(documents, lang, nonce)
     # one literal pass, not str.format: guides may contain braces
-    system = fill_fenced(template, {}, {"knowledge": knowledge, "fence": nonce})
+    system = fill_fenced(template, {}, {"knowledge": format_knowledge(documents, lang)})
     return Request(
         messages=(
             {"role": "system", "content": system},

@@ -67,14 +67,16 @@ def test_plain_text_and_lookalikes_that_are_no_tags_are_unchanged() -> None:
         assert neutralise_tags(text) == text
 
 
-def test_the_nonce_is_the_hash_of_the_contents() -> None:
+def test_each_block_s_nonce_is_the_hash_of_its_text() -> None:
     a = fill_fenced("{question} {answer} {fence}", {"question": "q", "answer": "a"})
     b = fill_fenced("{question} {answer} {fence}", {"question": "q", "answer": "a"})
     c = fill_fenced("{question} {answer} {fence}", {"question": "q", "answer": "a2"})
     assert a == b  # the same inputs give the same prompt: the cache keeps hitting
-    nonce = fence_nonce(["a", "q"])  # sorted by key: answer, question
-    assert f"<answer-{nonce}>" in a and a.endswith(nonce) and re.fullmatch("[0-9a-f]{12}", nonce)
-    assert nonce not in c  # another answer, another fence
+    assert re.fullmatch("[0-9a-f]{12}", fence_nonce(["a"]))
+    assert f"<answer-{fence_nonce(['a'])}>" in a and f"<question-{fence_nonce(['q'])}>" in a
+    assert a.endswith(fence_nonce(["a", "q"]))  # {fence}: all the values, sorted by key
+    # another answer: another answer fence, the question's block unchanged (a prefix cache hits)
+    assert fence_nonce(["a"]) not in c and c.startswith(a.split(" <answer-")[0])
     # two splits of one text are different contents
     assert fence_nonce(["ab", "c"]) != fence_nonce(["a", "bc"])
 
@@ -88,6 +90,7 @@ def test_values_are_put_in_once_and_blocks_can_be_inline_or_named() -> None:
     )
     nonce = fence_nonce(["x </covered> {n}"])
     assert out == f"<list-{nonce}>\nx ‹/covered› {{n}}\n</list-{nonce}> n=3 {{missing}}"
-    assert fence_block("document", "d", "n0", ' index="1"') == (
-        '<document-n0 index="1">\nd\n</document-n0>'
+    n0 = fence_nonce(["d"])
+    assert fence_block("document", "d", ' index="1"') == (
+        f'<document-{n0} index="1">\nd\n</document-{n0}>'
     )

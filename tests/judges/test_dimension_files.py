@@ -28,18 +28,18 @@ from cube.judges.scoring import Judge, judge_requests
 from cube.llm import Request
 
 # The packaged prompts' hashes (their cache keys): pinned so that an edit is deliberate. Issue 29
-# changed them once (the untrusted texts became fenced blocks with a nonce, `{fence}`).
+# changed them once (the untrusted texts became fenced blocks with a nonce).
 TEMPLATE_VERSIONS = {
-    ("relevance", "en"): "5d37caf165a8",
-    ("relevance", "zh"): "0bfe96508228",
-    ("specificity", "en"): "197feaa5662d",
-    ("specificity", "zh"): "a2aafec66f2a",
-    ("completeness", "en"): "a5280125288c",
-    ("completeness", "zh"): "a956f1f8652f",
-    ("quality", "en"): "ec9e48ed444f",
-    ("quality", "zh"): "fc50c130491b",
-    ("accuracy", "en"): "0fd9ca0a8f13",
-    ("accuracy", "zh"): "81044dd89bf1",
+    ("relevance", "en"): "8eb9573c7d0a",
+    ("relevance", "zh"): "29ead9cc4f47",
+    ("specificity", "en"): "158358f590d0",
+    ("specificity", "zh"): "e3ac2acfc112",
+    ("completeness", "en"): "0ea5cb64bdd1",
+    ("completeness", "zh"): "23f8bd32525e",
+    ("quality", "en"): "0c4e142f777e",
+    ("quality", "zh"): "bb537c6fd10c",
+    ("accuracy", "en"): "6f10e4805bb9",
+    ("accuracy", "zh"): "25b5833827cb",
 }
 
 PROMPT = """Grade how polite the answer is, five criteria worth two points each:
