@@ -208,8 +208,8 @@ def test_an_llm_judge_sees_the_files_template_with_fenced_texts(tmp_path: Path, 
     assert prompt.startswith("Grade how polite the answer is")
     assert "(5) Does the answer close by offering further help?" in prompt
     # the user's template keeps its own tags; each placeholder became a fenced block inside them
-    nonce = re.search(r"<question-([0-9a-f]{12})>", prompt).group(1)
     for tag in ("question", "source", "answer"):
+        nonce = re.search(rf"<{tag}-([0-9a-f]{{12}})>", prompt).group(1)
         assert f"<{tag}>\n<{tag}-{nonce}>\n" in prompt and f"\n</{tag}-{nonce}>\n</{tag}>" in prompt
     assert fenced_text(prompt, "question") == "换领身份证要带什么材料？"
     assert fenced_text(prompt, "source").startswith("事项名称：居民身份证换领\n")

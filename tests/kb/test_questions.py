@@ -269,7 +269,7 @@ def test_prompt_delimits_the_document_as_untrusted():
     prompt = render_question_prompt(tpl, doc, "zh", "fee_standard")
     nonce = re.search(r"<document-([0-9a-f]{12})>\n", prompt).group(1)
     head, body = prompt.rsplit(f"<document-{nonce}>\n", 1)
-    assert f"<document-{nonce}>" in head  # the instruction names the fence
+    assert "<document-代码>" in head  # the instruction names the fence's form
     # cannot close early: the document's own tag is inert, the block ends at the nonce's tag
     assert "</document>" not in body and body.rstrip().endswith(f"</document-{nonce}>")
     assert fenced_text(prompt, "document") == doc.replace("</document>", "‹/document›")
