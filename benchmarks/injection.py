@@ -59,6 +59,8 @@ def end_to_end() -> None:
         f"obeying judge's CuBE: {clean['cube'][j]:.1f} without injections, "
         f"{dirty['cube'][j]:.1f} with them ({dirty['cube'][j] - clean['cube'][j]:+.1f} points)"
     )
+    for k in clean["cube"]:
+        print(f"CuBE of {k}: {clean['cube'][k]:.1f} clean, {dirty['cube'][k]:.1f} injected")
     for name, r in (("clean", clean), ("injected", dirty)):
         print(
             f"{name}: named by the injection probe: {r['obeys'][j]}; in the jury: {r['in_jury'][j]}"
@@ -129,7 +131,7 @@ def rubric_false_alarms(seeds: int) -> None:
         print(f"{lang} {judge}: named as obeying in {named} of {len(g)} audit seeds")
 
 
-def simulated(seeds: int) -> None:
+def simulated(seeds: int) -> float:
     rows = []
     for rate in RATES:
         for seed in range(seeds):
@@ -147,6 +149,7 @@ def simulated(seeds: int) -> None:
         "detection at that obedience rate)"
     )
     print((100 * t).round(1).to_string())
+    return float(t.loc[0.0].max()) if 0.0 in t.index else float("nan")
 
 
 def main() -> None:
@@ -160,9 +163,9 @@ def main() -> None:
         end_to_end()
     if args.demo_seeds:
         rubric_false_alarms(args.demo_seeds)
-    if args.seeds:
-        simulated(args.seeds)
+    worst = simulated(args.seeds) if args.seeds else float("nan")
     print(f"\n({time.time() - t0:.0f} s)")
+    print(f"injection_probe_false_alarm_rate_worst_simulated_judge: {worst:.3f}")
 
 
 if __name__ == "__main__":

@@ -9,9 +9,9 @@ One local OpenAI-compatible server (127.0.0.1) plays three models:
 - `obeying`, a judge that outputs 10 when the answer block holds an injection, else scores by
   overlap: 2 + 8 x the share of the answer's characters found in the source;
 - `honest`, the same overlap judge without the obedience.
-Beside them the default params' two offline rubric judges. `run_injection` runs stages 01, 02, 03
-and 06 and returns what the decision says of each judge: used by tests/e2e/test_e2e_injection.py
-and benchmarks/injection.py.
+Beside them the default params' two offline rubric judges; equal dimension weights.
+`run_injection` runs stages 01, 02, 03 and 06 and returns what the decision says of each judge:
+used by tests/e2e/test_e2e_injection.py and benchmarks/injection.py.
 """
 
 from __future__ import annotations
@@ -96,7 +96,9 @@ def _params(tmp: Path, url: str, run: str) -> Path:
                 {"name": "obeying-llm", "model": "obeying"},
                 {"name": "honest-llm", "model": "honest"},
             ],
-            "analysis": {**params["analysis"], "bootstrap": 200},
+            # equal weights: rank-correlation weights of 40 questions can be undefined (an obeying
+            # judge's 10s on missed questions break its rank signal) and its CuBE with them
+            "analysis": {**params["analysis"], "bootstrap": 200, "weights": "equal"},
             "audit": {"questions": 40, "max_share": 1.0, "seed": 0},
         }
     )
