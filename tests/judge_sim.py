@@ -29,6 +29,12 @@ Content-blind judges stay what they are: random scores at random, the set-aware 
 every probe its full-set 10, the length judge scores each probe by its length (the corrupted and
 sibling answers are length-matched to the original, the padded one longer, the other question's
 answer of its own length) and the question-only judge gives every answer to a question one score.
+
+With `injected=True` each question also gets the injection probe (issue 29): `injected_<kind>`, the
+twin of its first worse probe with an injection line in place of its end (the same length). A judge
+scores it as a fresh draw of its twin's kind, except that a judge named in `obey` with rate r gives
+it 10 on every dimension in a share r of the questions (drawn per question). Those rows come from a
+random stream of their own, so the other probes' scores are those of `injected=False`.
 """
 
 from __future__ import annotations
@@ -144,6 +150,8 @@ def simulate_probes(
     judges: tuple[str, ...] = (*DECENT, *BLIND),
     noise: float = 1.0,
     worse_at_zero: bool = False,
+    injected: bool = False,
+    obey: dict[str, float] | None = None,
 ) -> pd.DataFrame:
     """Probe scores (`question_id, judge, probe, expect, dimension, score`) of n_audit questions.
     `worse_at_zero`: the earlier, optimistic assumption (every worse probe at the zero bound on
@@ -200,4 +208,51 @@ def simulate_probes(
                             "score": score,
                         }
                     )
+    if injected:
+        rows += _injected_rows(n_audit, seed, judges, noise, obey or {}, length)
     return pd.DataFrame(rows)
+
+
+def _injected_rows(
+    n_audit: int,
+    seed: int,
+    judges: tuple[str, ...],
+    noise: float,
+    obey: dict[str, float],
+    length: np.ndarray,
+) -> list[dict]:
+    """The injection probe's rows (`simulate_probes(injected=True)`), from their own stream."""
+    rng = np.random.default_rng(seed + 104729)
+    b = bounds()
+    rows = []
+    for i in range(n_audit):
+        twin = WORSE[i % 3]
+        lowered, (u_lo, u_hi) = WORSE_DROP[twin]
+        for judge in judges:
+            obeys = rng.random() < obey.get(judge, 0.0)
+            u = rng.uniform(u_lo, u_hi)
+            const = rng.integers(3, 11)
+            for dim in DIMENSIONS:
+                if obeys or judge == "constant":
+                    score = 10.0
+                elif judge in b:
+                    z, f = b[judge].at["zero", dim], b[judge].at["full", dim]
+                    mean = f - u * (f - z) if dim in lowered else f
+                    score = float(np.clip(np.round(mean + rng.normal(0, noise)), 0, 10))
+                elif judge == "random":
+                    score = float(rng.integers(0, 11))
+                elif judge == "length":
+                    score = float(np.clip(np.round(2.5 * length[i] + 2), 0, 10))
+                else:
+                    score = float(const)
+                rows.append(
+                    {
+                        "question_id": f"q{i:04d}",
+                        "judge": judge,
+                        "probe": f"injected_{twin}",
+                        "expect": "worse",
+                        "dimension": dim,
+                        "score": score,
+                    }
+                )
+    return rows

@@ -5,7 +5,8 @@ Modules: `params` (the params schema, loading and validation), `model_spec` (one
 the schema), `runpaths` (every path of one run), `project` (the project root and the notebooks
 folder), `schema` (the long tables every stage exchanges and the knowledge-base field keys),
 `phrasing` (field values as a reader says them), `jsonfile` (locked JSON records), `sheets` (CSV and
-XLSX cells that are never formulas), `secret_scan` (secret-looking entries of params' mappings).
+XLSX cells that are never formulas), `secret_scan` (secret-looking entries of params' mappings),
+`fence` (untrusted text in prompts: fenced blocks whose nonce it cannot write).
 
 The names most callers need are re-exported here: `from cube.config import Params, load_params`.
 Modules of this package import each other by their own paths, never this face, and nothing above.

@@ -500,9 +500,9 @@ class AuditParams(StrictModel):
         ge=0,
         description="Questions sampled for the judge audit (0: off). Each gets two length-matched "
         "worse probes (two of corrupted facts, the sibling's answer, another question's answer, in "
-        "turn), one of an empty and a truncated answer (in turn) and one not-worse probe (padded, "
-        "authority line, reordered, in turn), judged by every judge under the role 'audit'. Fewer "
-        "when `max_share` caps them.",
+        "turn), one of an empty and a truncated answer (in turn), one not-worse probe (padded, "
+        "authority line, reordered, in turn) and the injected twin of its first worse probe, "
+        "judged by every judge under the role 'audit'. Fewer when `max_share` caps them.",
     )
     max_share: float = Field(
         0.15,

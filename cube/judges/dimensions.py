@@ -15,12 +15,14 @@ It is the same for the `zero`, `rag` and `full` sets, so the three scoring sets 
 answers against one yardstick and the bounds are comparable. (Showing the `rag` answer its own
 retrieved chunks would judge it against different material than the bounds.)
 
-The three untrusted texts are placed in tagged blocks (`<question>`, `<source>`, `<answer>`)
-with an instruction that their content is data, not instructions. Templates are filled by
+The three untrusted texts are placed in fenced blocks (`<question-NONCE>`, `<source-NONCE>`,
+`<answer-NONCE>`: `cube.config.fence`, whose nonce an answer cannot write, with tag-like text
+inside neutralised) with an instruction that their content is data, not instructions, and that
+a block ends only at the closing tag carrying its opening tag's code. Templates are filled by
 literal placeholder replacement (`{question}`, `{document}`, `{answer}`), never `str.format`,
-because documents and answers contain braces. Each dimension carries a `template_version`
-(a short hash of its template text) that enters the LLM cache key, so an edited prompt is a
-new call rather than a stale cache hit.
+because documents and answers contain braces; a user's custom prompt gets the same blocks. Each
+dimension carries a `template_version` (a short hash of its template text) that enters the LLM
+cache key, so an edited prompt is a new call rather than a stale cache hit.
 """
 
 from __future__ import annotations
@@ -40,13 +42,13 @@ from cube.config.dimension_files import (
     parse_criteria,
     user_dimension,
 )
+from cube.config.fence import fill_fenced
 from cube.config.params import Params
 from cube.config.sections import DimensionParams
 from cube.judges.parsing import declared_format, format_pattern
 
 LANGS = ("zh", "en")
 PLACEHOLDERS = ("{question}", "{document}", "{answer}")
-_BLOCK_TAGS = ("question", "source", "answer")
 
 
 class DimensionError(ValueError):
@@ -133,33 +135,22 @@ def dimension_criteria(name: str, lang: str) -> list[str]:
     return list(_packaged_criteria(name, lang))
 
 
-def _neutralise_tags(text: str) -> str:
-    # An answer containing "</answer>" must not be able to close its block early and pose as
-    # instructions; a zero-width space inside the tag keeps the text readable but inert.
-    return re.sub(
-        r"<(/?)\s*(" + "|".join(_BLOCK_TAGS) + r")\s*>",
-        lambda m: f"<{m.group(1)}\u200b{m.group(2)}>",
-        text,
-        flags=re.IGNORECASE,
-    )
+UNTRUSTED = {"question": "question", "document": "source", "answer": "answer"}  # key -> its tag
 
 
 def fill_template(template: str, **values: str) -> str:
-    """Replace `{key}` placeholders by values, literally and in one pass.
+    """Replace `{key}` placeholders by values, literally and in one pass
+    (`cube.config.fence.fill_fenced`).
 
-    One pass (a regex over the template) rather than chained `str.replace`: a question that
-    contains the text "{answer}" must stay as written, not receive the answer. Untrusted values
-    have block tags neutralised. Placeholders without a value are left untouched.
+    The untrusted values (`question`, `document`, `answer`) become fenced blocks
+    (`<question-NONCE>`, `<source-NONCE>`, `<answer-NONCE>`, each NONCE the hash of its text,
+    tag-like text inside neutralised), in a packaged template and in a user's custom one alike; the
+    other values (`dimensions`, `keys`) go in as they are. A question that contains the text
+    "{answer}" stays as written. Placeholders without a value are left untouched.
     """
-    keys = sorted(values, key=len, reverse=True)
-    if not keys:
-        return template
-    pattern = re.compile("|".join(re.escape("{" + k + "}") for k in keys))
-    clean = {
-        k: _neutralise_tags(str(v)) if k in ("question", "document", "answer") else str(v)
-        for k, v in values.items()
-    }
-    return pattern.sub(lambda m: clean[m.group(0)[1:-1]], template)
+    untrusted = {k: str(v) for k, v in values.items() if k in UNTRUSTED}
+    trusted = {k: str(v) for k, v in values.items() if k not in UNTRUSTED}
+    return fill_fenced(template, untrusted, trusted, tags=UNTRUSTED)
 
 
 def _read_prompt_file(name: str, path_text: str, base_dir: Path) -> str:

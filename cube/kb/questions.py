@@ -48,6 +48,7 @@ from typing import Any
 
 import pandas as pd
 
+from cube.config.fence import fill_fenced
 from cube.config.params import Params
 from cube.config.phrasing import base_name, clean, is_flag, is_missing, short_variant, strip_variant
 from cube.config.schema import ACCOUNTING_COLUMNS, CORPUS_FIELDS, FIELD_LABELS, QUESTION_COLUMNS
@@ -543,14 +544,11 @@ def question_prompt_template(lang: str) -> str:
 
 
 def render_question_prompt(template: str, document: str, lang: str, asked_field: str = "") -> str:
-    """Fill `{document}` and `{focus}` in one pass (a document containing "{focus}" stays
-    literal)."""
+    """Fill `{document}` (a fenced `<document-NONCE>` block) and `{focus}` in one pass
+    (a document containing "{focus}" stays literal)."""
     focus = _FOCUS[lang].replace("{label}", FIELD_LABELS[lang][asked_field]) if asked_field else ""
-    safe_doc = document.replace(
-        "</document>", "</ document>"
-    )  # the guide cannot close its own delimiter
-    values = {"document": safe_doc, "focus": focus}
-    return re.sub(r"\{(document|focus)\}", lambda m: values[m.group(1)], template)
+    # the guide goes in a fenced block it cannot close (`cube.config.fence`)
+    return fill_fenced(template, {"document": document}, {"focus": focus})
 
 
 _PREFIX = re.compile(

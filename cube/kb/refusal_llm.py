@@ -53,6 +53,8 @@ from typing import Any
 
 import pandas as pd
 
+from cube.config.fence import fill_fenced
+
 KIND = "role_play"
 STYLE = "role-play"
 ROLE = "question_generation"
@@ -153,18 +155,17 @@ def covered(corpus: pd.DataFrame) -> tuple[list[str], list[str]]:
 def render_refusal_prompt(
     template: str, corpus: pd.DataFrame, lang: str, n: int, call: int = 0
 ) -> str:
-    """Fill `{n}`, `{theme}` (`THEMES`, by `call`), `{departments}` and `{items}` in one pass; the
-    list cannot close its delimiter."""
+    """Fill `{n}`, `{theme}` (`THEMES`, by `call`), `{departments}`, `{items}` and `{fence}` in one
+    pass (`cube.config.fence`); the list cannot close its fenced `<covered-NONCE>` block."""
     departments, items = covered(corpus)
     sep = "、" if lang == "zh" else ", "
-    values = {
-        "n": str(n),
-        "theme": THEMES[lang][call % len(THEMES[lang])],
+    listed = {
         "departments": sep.join(departments) or "-",
         "items": "\n".join(f"- {i}" for i in items[:MAX_LISTED]) or "-",
     }
-    values = {k: v.replace("</covered>", "</ covered>") for k, v in values.items()}
-    return re.sub(r"\{(n|theme|departments|items)\}", lambda m: values[m.group(1)], template)
+    trusted = {"n": str(n), "theme": THEMES[lang][call % len(THEMES[lang])]}
+    # the names sit in the template's own <covered-{fence}> block, tag-like text made inert
+    return fill_fenced(template, listed, trusted, tags={"departments": None, "items": None})
 
 
 def _clean(text: str) -> str:

@@ -137,7 +137,10 @@ def _content(text: str) -> set[str]:
 def instruction_shingles(prompt_template: str) -> frozenset[str]:
     """The prompt's own text as shingles (its `{document}` and `{focus}` placeholders left out)."""
     own = re.sub(
-        r"<document>.*?</document>|\{document\}|\{focus\}", " ", prompt_template, flags=re.DOTALL
+        r"<document>.*?</document>|\{document\}|\{focus\}|\{fence\}",
+        " ",
+        prompt_template,
+        flags=re.DOTALL,
     )
     return frozenset(_shingles(own))
 

@@ -148,6 +148,10 @@ def _jury_lines(decision: dict[str, Any]) -> list[str]:
     # a judge whose model wrote the answers
     for j, sp in (decision.get("self_preference") or {}).items():
         lines.append(f"- self-preference of {esc(j)}: {self_preference_text(sp)}")
+    # the injection probe (issue 29): True obeys (excluded by the gate), False passes, None untested
+    said = {True: "OBEYS injections (excluded)", False: "passes", None: "no verdict"}
+    for j, obeys in (decision.get("injection") or {}).items():
+        lines.append(f"- injection probe, {esc(j)}: {said[obeys]}")
     lines.append("")
     return lines
 

@@ -454,7 +454,7 @@ def audit_report(run: Run) -> pd.DataFrame:
     """Per judge: the audit's figures (`cube.method.audit.audit_summary`), its verdict for the gate
     and whether the judge is in the primary system's jury (notebook 11). Empty when the audit did
     not run."""
-    from cube.method.audit import audit_summary, audit_verdict
+    from cube.method.audit import audit_summary, audit_verdict, injection_verdict
     from cube.run.evaluate import audit_probe_scores
 
     run.require("scores")
@@ -468,6 +468,8 @@ def audit_report(run: Run) -> pd.DataFrame:
     summary["audit"] = [why for _, why in verdicts]
     note = audit_sample_sentence(_recorded(run).get("audit_sample"))
     summary["audit"] = [f"{why} ({note})" if note and v is None else why for v, why in verdicts]
+    inj = [injection_verdict(row, ap.gate_alpha, a.min_pairs) for _, row in summary.iterrows()]
+    summary["obeys_injections"], summary["injection"] = [v for v, _ in inj], [w for _, w in inj]
     table = evaluate_run(run, bootstrap=False)[primary_system(run)].cube_table
     summary["in_jury"] = summary["judge"].map(table["in_jury"]) if "in_jury" in table else None
     own = self_preference_table(run)
@@ -740,6 +742,9 @@ def decision(run: Run, results: dict[str, CubeResult]) -> dict[str, Any]:
     }
     if own:  # the decision page's line per judge whose model wrote the answers it judged
         out["self_preference"] = own
+    # the injection probe's verdict per judge (issue 29): the decision page's short line
+    if inj := {j: v.get("obeys_injections") for j, v in (audit.get("judges") or {}).items()}:
+        out["injection"] = inj
     run.record(
         decision=out,
         cube_score=out["cube_score"],
@@ -913,6 +918,8 @@ def _audit_record(run: Run) -> dict[str, Any]:
         "modal_share",
         "content_blind",
         "audit",
+        "obeys_injections",
+        "injection",
     ]
     judges = json.loads(report[keep].to_json(orient="index"))  # NaN as null, plain types
     # self-preference only for a judge whose model answered (absent, never 0, for the others)

@@ -20,6 +20,7 @@ from importlib import resources
 
 import pandas as pd
 
+from cube.config.fence import fence_block, fill_fenced, neutralise_tags
 from cube.config.schema import require_columns
 from cube.config.sections import BuiltinSystem
 from cube.llm import Model, Request
@@ -41,12 +42,13 @@ def answer_prompt(lang: str) -> str:
 
 
 def format_knowledge(documents: Sequence[str], lang: str) -> str:
-    """The reference block: each guide inside its own numbered `<document>` element."""
+    """The reference block: each guide inside its own numbered, fenced `<document-NONCE>` element
+    (`cube.config.fence`: a guide cannot close it and pose as instructions)."""
     if not documents:
         return _NO_DOCUMENTS[lang]
-    # A guide must not be able to close its own element and pose as instructions.
-    safe = [str(d).strip().replace("</document", "&lt;/document") for d in documents]
-    return "\n".join(f'<document index="{i}">\n{d}\n</document>' for i, d in enumerate(safe, 1))
+    return "\n".join(
+        fence_block("document", str(d).strip(), f' index="{i}"') for i, d in enumerate(documents, 1)
+    )
 
 
 def answer_request(question: str, documents: Sequence[str], lang: str) -> Request:
@@ -56,12 +58,13 @@ def answer_request(question: str, documents: Sequence[str], lang: str) -> Reques
     cache entry rather than a stale hit.
     """
     template = answer_prompt(lang)
-    # str.replace, not str.format: guides may contain braces.
-    system = template.replace("{knowledge}", format_knowledge(documents, lang))
+    # one literal pass, not str.format: guides may contain braces
+    system = fill_fenced(template, {}, {"knowledge": format_knowledge(documents, lang)})
     return Request(
         messages=(
             {"role": "system", "content": system},
-            {"role": "user", "content": str(question)},
+            # the user's own request, in its own message; tag-like text in it is made inert
+            {"role": "user", "content": neutralise_tags(str(question))},
         ),
         context={"question": str(question), "documents": [str(d) for d in documents], "lang": lang},
         template_version="answer-" + hashlib.sha256(template.encode("utf-8")).hexdigest()[:12],

@@ -11,7 +11,6 @@ work with human ratings filled into the exported sheet.
 from __future__ import annotations
 
 import json
-import re
 from html.parser import HTMLParser
 
 import numpy as np
@@ -19,6 +18,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from cube.config.fence import fenced_text
 from cube.config.params import load_params
 from cube.kb.demo import generate_demo_corpus
 from cube.method import analysis as A
@@ -84,12 +84,11 @@ FIGURES = [
 def overlap_judge(body: dict) -> str:
     """A scripted judge: 2 + 8 x the share of the answer's characters found in the source."""
     prompt = last_user_message(body)
-    source = re.search(r"<source>\n(.*?)\n</source>", prompt, re.S)
-    answer = re.search(r"<answer>\n(.*?)\n</answer>", prompt, re.S)
-    if not (source and answer) or not answer.group(1).strip():
+    source, answer = fenced_text(prompt, "source"), fenced_text(prompt, "answer")
+    if source is None or not (answer or "").strip():
         return "0"
-    chars = [c for c in answer.group(1) if not c.isspace()]
-    share = sum(c in source.group(1) for c in chars) / max(1, len(chars))
+    chars = [c for c in answer if not c.isspace()]
+    share = sum(c in source for c in chars) / max(1, len(chars))
     return f"评分：{round(2 + 8 * share)}"
 
 

@@ -47,6 +47,11 @@ def gated(tmp_path_factory):
                 },
                 "judges": params["judges"] + [{"name": "random-llm", "model": "random"}],
                 "analysis": {**params["analysis"], "bootstrap": 200},
+                # an audit that can decide: at the default share a 40-item run audits too few
+                # questions for a verdict, and the random judge then rests on the bounds test
+                # alone, which a random judge passes in 5 % of prompt sets (the fenced prompts of
+                # issue 29 drew such a set)
+                "audit": {"questions": 40, "max_share": 1.0},
             }
         )
         path = tmp / "gate.yaml"

@@ -47,7 +47,7 @@ audit: {{questions: {questions}, max_share: {share}}}
 
 def reply(body: dict) -> str:
     text = last_user_message(body)
-    if "<answer>" in text or "Score" in text and "0-10" in text:  # a judge's prompt
+    if "<answer-" in text or "Score" in text and "0-10" in text:  # a judge's prompt
         if body.get("model") == "ans":
             return "Score: 9"
         return f"Score: {hashlib.sha256(text.encode()).digest()[0] % 8}"
@@ -69,7 +69,7 @@ def partial(body: dict) -> str:
     """`reply`, but the `ans` judge scores like the others plus 3 on its own model's answers (the
     phrase only they have): self-preference of 3 points, no leniency elsewhere."""
     text = last_user_message(body)
-    if body.get("model") == "ans" and ("<answer>" in text or "Score" in text and "0-10" in text):
+    if body.get("model") == "ans" and ("<answer-" in text or "Score" in text and "0-10" in text):
         base = hashlib.sha256(text.encode()).digest()[0] % 6
         return f"Score: {base + 3 * ('根据办事指南' in text)}"
     return reply(body)

@@ -56,7 +56,7 @@ def _kind(body: dict[str, Any]) -> str:
     text = last_user_message(body)
     if "member of the public" in text:
         return "question"
-    if "<answer>" in text:
+    if "<answer-" in text:
         return "judge"
     return "answer"
 
@@ -70,7 +70,7 @@ def _good_reply(body: dict[str, Any]) -> str:
         return "Score: 7"
     # distinct answers per set (0, 1 or 2 documents seen): identical judge prompts would be one
     # cached call
-    seen = str(body["messages"][0].get("content", "")).count("<document index")
+    seen = str(body["messages"][0].get("content", "")).count(" index=")
     return f"You need your ID card and {seen} application forms."
 
 

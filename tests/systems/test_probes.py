@@ -8,11 +8,13 @@ import pytest
 
 from cube.config.params import parse_params
 from cube.systems.probes import (
+    INJECTIONS,
     PROBES_PER_QUESTION,
     calls_per_question,
     capped_questions,
     corrupt_facts,
     fact_numbers,
+    inject,
     match_length,
     near_empty,
     truncate,
@@ -116,8 +118,18 @@ def test_the_audit_sample_is_capped_by_its_share_of_the_judge_calls():
     )  # plenty of judge calls: the sample as asked
     n = capped_questions(
         40, 600, per_q, 0.15
-    )  # a small run: 15 % of 600 calls is 90, 7 questions of 12 calls
-    assert n == 7 and n * per_q <= 0.15 * 600 < (n + 1) * per_q
+    )  # a small run: 15 % of 600 calls is 90, 6 questions of 15 calls (5 probes x 3)
+    assert n == 6 and n * per_q <= 0.15 * 600 < (n + 1) * per_q
     assert (
         capped_questions(0, 10_000, per_q, 0.15) == 0 and capped_questions(40, 10, per_q, 0.15) == 0
     )
+
+
+def test_inject_puts_the_line_in_place_of_the_end_and_keeps_the_length():
+    base = "关于该事项，收费标准为每件30元，办结时限为5个工作日，咨询电话0571-12345678。" * 2
+    for lang, line in (("zh", INJECTIONS["zh"][0]), ("en", INJECTIONS["en"][1])):
+        out = inject(base, line, lang)
+        assert out.endswith(line) and len(out) == len(base.strip())
+        assert out.startswith(base[:10])
+    short = inject("短。", INJECTIONS["en"][0], "en")  # shorter than the line: base + line
+    assert short == "短。 " + INJECTIONS["en"][0]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -262,7 +264,8 @@ def test_builtin_with_an_llm_answerer_sends_the_prompt_and_documents(tmp_path):
 
     def reply(body: dict) -> str:
         system = body["messages"][0]["content"]
-        return f"docs={system.count('<document index=')} empty={'（无参考资料）' in system}"
+        docs = len(re.findall(r'<document-[0-9a-f]{12} index="[0-9]+">', system))
+        return f"docs={docs} empty={'（无参考资料）' in system}"
 
     with OpenAIServer(reply=reply) as server:
         spec = ModelSpec(model="qwen-test", base_url=server.url)
