@@ -883,7 +883,7 @@ def _cmd_batch(args: argparse.Namespace) -> int:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from cube.pages.display import format_p
+    from cube.method.analysis import p_is
     from cube.run.compare import run_compare
 
     out = run_compare(
@@ -899,7 +899,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     ci = head["delta_cube_ci"]
     print(
         f"{head['b']} vs {head['a']}: ΔCuBE {_fmt(head['delta_cube'])} "
-        f"[{_fmt(ci[0])}, {_fmt(ci[1])}], p = {format_p(head['p_value'])}, "
+        f"[{_fmt(ci[0])}, {_fmt(ci[1])}], p {p_is(head['p_value'])}, "
         f"MDE {_fmt(head['mde'])} (about 80 % power: see the page), "
         f"{head['n_questions']} questions, {head['n_regressions']} regressions, "
         f"{head['n_improvements']} improvements beyond the judges' noise (about "

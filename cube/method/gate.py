@@ -80,7 +80,7 @@ import pandas as pd
 from scipy import stats
 
 from cube.config.schema import require_columns
-from cube.method.analysis import format_p
+from cube.method.analysis import p_is
 from cube.method.audit import audit_verdict, injection_verdict
 from cube.method.normalise import cube_scores
 
@@ -461,7 +461,7 @@ def _bounds_step(rec: _Record, grid: pd.DataFrame, judge: Any, tot: pd.Series, a
         rec.withhold.append(said)
     elif not b.p_value < ap.gate_alpha or (floor > 0 and not b.sep >= floor):
         rec.reasons.append(
-            f"does not separate the bounds: one-sided Wilcoxon p = {format_p(b.p_value)} on "
+            f"does not separate the bounds: one-sided Wilcoxon p {p_is(b.p_value)} on "
             f"{b.nq} questions (level {ap.gate_alpha:g}), full - zero = {b.sep:.2f} points"
             + (f" (minimum {floor:g})" if floor > 0 else "")
         )
@@ -492,7 +492,7 @@ def _retrieval_step(
         rec.reasons.append(
             f"its rag-set score does not follow retrieval: rag total of {n_hit} "
             f"retrieved vs {n_miss} missed questions, rank-biserial r = "
-            f"{rank_r:.2f}, one-sided Mann-Whitney p = {format_p(rank_p)} (level "
+            f"{rank_r:.2f}, one-sided Mann-Whitney p {p_is(rank_p)} (level "
             f"{ap.gate_alpha:g})"
         )
     return rank_r, rank_p, applied
