@@ -8,17 +8,17 @@ import pytest
 
 from cube.config.params import parse_params
 from cube.systems.probes import (
-    ends_sentence,
-    length_tolerance,
-    units,
     PROBES_PER_QUESTION,
     calls_per_question,
     capped_questions,
     corrupt_facts,
+    ends_sentence,
     fact_numbers,
+    length_tolerance,
     match_length,
     near_empty,
     truncate,
+    units,
 )
 
 ZH = (
@@ -104,13 +104,17 @@ def test_match_length_cuts_or_pads_at_whole_sentences_near_the_original_length()
 
 
 def test_length_matched_probes_end_a_sentence_exactly_when_the_original_does():
-    filler = ["办理地点：政务服务中心三楼\n收费标准：不收费。\n办理时限：5个工作日\n咨询电话：12345。"]
+    filler = [
+        "办理地点：政务服务中心三楼\n收费标准：不收费。\n办理时限：5个工作日\n咨询电话：12345。"
+    ]
     for original in ("受理条件：年满18周岁。", "受理条件：年满18周岁\n材料：身份证"):
         for text in ("其他事项的受理条件：本市户籍", "其他事项的受理条件：本市户籍。"):
             out = match_length(text, len(original) + 8, filler, "zh", ends_sentence(original))
             assert out is not None and ends_sentence(out) == ends_sentence(original), out
             assert abs(len(out) - len(original) - 8) <= length_tolerance(len(original) + 8)
-    assert ends_sentence("好的。”") and ends_sentence("Done. ") and not ends_sentence("办理地点：三楼")
+    assert (
+        ends_sentence("好的。”") and ends_sentence("Done. ") and not ends_sentence("办理地点：三楼")
+    )
 
 
 def test_the_audit_sample_is_capped_by_its_share_of_the_judge_calls():
