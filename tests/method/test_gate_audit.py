@@ -373,3 +373,21 @@ def test_the_self_preference_interval_covers_0_at_its_confidence_on_question_clu
     ]
     share = float(np.mean(covered))
     assert 0.91 <= share <= 0.99, share  # 95 % within 2 Monte Carlo SEs (1.5 points at 200 runs)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_form_only_judge_passed_the_cut_probes_and_is_caught_on_sentence_matched_ones(seed):
+    """Issue 30 on simulated probes: with the probes cut at exactly the original's length (63 / 8 /
+    7 % of corrupted, sibling and other-question probes end a sentence, every original does) a judge
+    scoring only whether the text ends a sentence passes the audit; with the probes ending as their
+    original ends it is content-blind, and so is a judge reading the first sentence's length."""
+    verdict = {
+        form: audit_summary(
+            simulate_probes(40, seed, judges=("form", "position"), probe_form=form)
+        ).set_index("judge")
+        for form in ("cut", "sentence")
+    }
+    assert audit_verdict(verdict["cut"].loc["form"], 0.05, 10)[0] is False
+    for judge in ("form", "position"):
+        blind, why = audit_verdict(verdict["sentence"].loc[judge], 0.05, 10)
+        assert blind is True, (judge, why)
