@@ -48,6 +48,7 @@ DECENT = {
     "qwen2.5-32b": "Qwen2.5-32B",
 }
 BLIND = ("random", "constant", "length", "question", "form", "position")
+OWN_GENERATOR = ("form", "position")  # issue 30's judges: drawn apart, so no other score moved
 # The share of texts that end a sentence, per kind (issue 30, measured on a run's answers): with
 # the probes cut at exactly the original's length (`probe_form="cut"`, before issue 30) and with
 # the length-matched ones at whole sentences ending as the original ends (`"sentence"`, today).
@@ -180,16 +181,20 @@ def simulate_probes(
         other_len = rng.lognormal(0, 0.4)
         form = _probe_forms(own, ENDS_SENTENCE[probe_form])
         for judge in judges:
-            const = rng.integers(3, 11)
+            if (
+                judge in OWN_GENERATOR
+            ):  # no draw from `rng`: the other judges' draws stay as they were
+                const = 0
+            else:
+                const = rng.integers(3, 11)
             for probe, expect in kinds:
                 lowered, (u_lo, u_hi) = (
                     WORSE_DROP["other_question" if worse_at_zero and expect == "worse" else probe]
                     if expect == "worse"
                     else ((), (0.0, 0.0))
                 )
-                u = rng.uniform(
-                    u_lo, u_hi
-                )  # how much worse this probe is, the same for its dimensions
+                # how much worse this probe is, the same for its dimensions
+                u = 0.0 if judge in OWN_GENERATOR else rng.uniform(u_lo, u_hi)
                 for dim in DIMENSIONS:
                     if judge in b:
                         z, f = b[judge].at["zero", dim], b[judge].at["full", dim]
