@@ -161,8 +161,9 @@ def match_length(
     the candidate nearest `target` among those that end a sentence exactly when the original does
     (`ends`; default: as `text` ends); None when none is within `length_tolerance` (the next kind is
     used). Whole units, not an exact cut: a cut at exactly `target` ends mid-sentence, a tell that a
-    judge reading only the form used to pass the audit (issue 30); nearest on either side, so that
-    a judge preferring the longer answer wins about as many pairs as it loses."""
+    judge reading only the form used to pass the audit (issue 30); nearest on either side (on the
+    demo knowledge bases longer in 50 %, shorter in 31 %, equal in 19 % of probes, by a median 1-2
+    characters), so a judge preferring the longer answer gains nothing from it."""
     want = ends_sentence(text) if ends is None else ends
     best: tuple[int, str] | None = None
 
@@ -189,8 +190,7 @@ def match_length(
 
 def length_tolerance(target: int) -> int:
     """How far from the original's length a length-matched probe may be: 10 % of it, at least 8
-    characters (a judge scoring the length can then barely tell them apart, and it errs on
-    both sides)."""
+    characters (beyond, the next kind of probe is used)."""
     return max(8, target // 10)
 
 
