@@ -8,11 +8,16 @@ three judges score the originals and the probes:
   audit must pass them (a content-blind verdict is a false exclusion);
 - a length-only judge, the strongest of its kind: its score is the answer's length in characters,
   scaled to 0-10 by the longest answer (ties are rare), so it prefers the longer of two answers
-  whatever they say: the audit must name it content-blind (a pass is a miss).
+  whatever they say: the audit must name it content-blind (a pass is a miss);
+- a form-only judge (issue 30): 8 when the text ends a sentence (`ends_sentence`), else 6, plus
+  N(0, 1), rounded: it must be named content-blind too (probes cut mid-sentence let it pass);
+- a position-only judge: the length of the text's first sentence or line, scaled to 0-10 by the
+  longest first sentence: it reads where the answer starts, not what it says.
 
 Prints, per judge, the share of seeds whose verdict is content-blind and the mean discrimination
 (share of length-matched worse pairs the original wins). The last line is the headline:
-`length_judge_detected: <share of seeds in which the length-only judge was named content-blind>`.
+`length_judge_detected: <share of seeds in which the length-only judge was named content-blind>`,
+after `form_judge_detected` and `position_judge_detected`.
 
     .venv/bin/python benchmarks/audit_verdicts.py [--seeds 10]
 """
@@ -22,6 +27,7 @@ from __future__ import annotations
 import argparse
 import warnings
 
+import numpy as np
 import pandas as pd
 
 from cube.config.params import parse_params
@@ -30,7 +36,7 @@ from cube.kb.demo import generate_demo_corpus
 from cube.kb.questions import build_questions
 from cube.method.audit import audit_summary, audit_verdict, probe_table
 from cube.systems.extractive import extractive_answer
-from cube.systems.probes import build_probes
+from cube.systems.probes import build_probes, ends_sentence, units
 
 
 def one_seed(seed: int, lang: str, n: int) -> pd.DataFrame:
@@ -79,8 +85,17 @@ def one_seed(seed: int, lang: str, n: int) -> pd.DataFrame:
     length = scores[scores["judge"] == "rubric-lenient"].merge(
         both[["question_id", "system", "answer"]], on=["question_id", "system"]
     )
-    length = length.assign(judge="length-only", score=10 * length["answer"].str.len() / longest)
-    scores = pd.concat([scores, length.drop(columns=["answer"])], ignore_index=True)
+    first = length["answer"].map(lambda a: len(units(a.strip())[0]) if a.strip() else 0)
+    noise = np.random.default_rng(seed).normal(0, 1, len(length))
+    blind = [
+        length.assign(judge="length-only", score=10 * length["answer"].str.len() / longest),
+        length.assign(
+            judge="form-only",
+            score=np.clip(np.round(length["answer"].map(ends_sentence) * 2 + 6 + noise), 0, 10),
+        ),
+        length.assign(judge="position-only", score=10 * first / max(1, first.max())),
+    ]
+    scores = pd.concat([scores, *[b.drop(columns=["answer"]) for b in blind]], ignore_index=True)
     summary = audit_summary(probe_table(scores, probes, "sys"))
     summary["content_blind"] = [audit_verdict(r, 0.05, 10)[0] for _, r in summary.iterrows()]
     return summary.assign(seed=seed)
@@ -117,8 +132,9 @@ def main() -> None:
         )
     rubric = runs[runs["judge"].str.startswith("rubric")]
     print(f"rubric_judges_falsely_excluded: {rubric['content_blind'].astype(bool).mean():.3f}")
-    detected = runs.loc[runs["judge"] == "length-only", "content_blind"].astype(bool).mean()
-    print(f"length_judge_detected: {detected:.3f}")
+    for judge in ("form", "position", "length"):
+        detected = runs.loc[runs["judge"] == f"{judge}-only", "content_blind"].astype(bool).mean()
+        print(f"{judge}_judge_detected: {detected:.3f}")
 
 
 if __name__ == "__main__":

@@ -3,18 +3,20 @@ simulated judge, and how often the verdict is withheld.
 
 Judges (tests/judge_sim.py): the paper's four judges built from Table 2's bounds (noise SD 1.0,
 integer scores, rag 80 % of the way to full when the gold document is retrieved, ranks spread over
-1-8) and four content-blind ones (random; set-aware constant full = 10 / zero = 0 / rag = 7;
-length-only; question-only), at 20 / 40 / 100 / 300 questions and R@k 0.5 / 0.8 / 0.95 / 1.0. The
-audit's probes are simulated on min(40, n) questions (a corrupted fact costs a decent judge a
-quarter to three quarters of its full - zero separation on relevance and completeness, with its
-noise; tests/judge_sim.py). Each seeded run is evaluated once, with the default analysis params
-(`weights: rank_correlation`, bootstrap off) and the audit's probe scores; "tables only" is the
-same decision without the audit's verdict (as `evaluate` on tables alone decides).
+1-8) and six content-blind ones (random; set-aware constant full = 10 / zero = 0 / rag = 7;
+length-only; question-only; form-only: 8 when the text ends a sentence, else 6, plus noise;
+position-only: the first sentence's length; issue 30), at 20 / 40 / 100 / 300 questions and R@k 0.5
+/ 0.8 / 0.95 / 1.0. The audit's probes are simulated on min(40, n) questions (a corrupted fact costs
+a decent judge a quarter to three quarters of its full - zero separation on relevance and
+completeness, with its noise; tests/judge_sim.py). Each seeded run is evaluated once, with the
+default analysis params (`weights: rank_correlation`, bootstrap off) and the audit's probe scores;
+"tables only" is the same decision without the audit's verdict (as `evaluate` on tables alone
+decides).
 
 Printed per cell (share of runs, %): excluded (with the audit, the goals' figure; and on the tables
 only), kept with a cause to withhold the verdict that is not the judge's (`gate_withhold`: a run too
 small for the bounds test, or W undefined or outside the band because of the rank-correlation
-weights), and the verdict withheld for the whole panel of eight judges
+weights), and the verdict withheld for the whole panel of ten judges
 (`cube.diagnose.lta.withheld_reasons`). The Monte Carlo standard error of a share p over R runs is
 sqrt(p (1 - p) / R), at most 0.5 / sqrt(R) (0.079 at 40 runs); a goal cell's SE is printed from its
 own p with the Agresti-Coull estimate (never 0), and the cells that miss their goal are listed.
@@ -25,7 +27,7 @@ About 2-4 s of CPU per run of the 8 judges: 16 cells x 40 runs take 20-40 min on
 The last line is `gate_goals_met: <share of goal cells met>`.
 
     PYTHONPATH=. python benchmarks/gate_operating.py [--runs 40] [--sizes 20,40,100,300]
-        [--recalls 0.5,0.8,0.95,1.0]
+        [--recalls 0.5,0.8,0.95,1.0] [--probe-form sentence|cut]
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from cube.method.audit import audit_summary, audit_verdict  # noqa: E402
 from cube.method.evaluation import evaluate  # noqa: E402
 
 JUDGES = (*DECENT, *BLIND)
+PROBE_FORM = ["sentence"]  # `--probe-form cut`: the probes before issue 30 (cut mid-sentence)
 MEASURES = ("with_audit", "tables_only", "kept_withheld", "panel_withheld")
 
 
@@ -58,7 +61,9 @@ def one_run(
     n: int, r: float, seed: int, audit_questions: int, ap: AnalysisParams
 ) -> dict[str, np.ndarray | bool]:
     answers, scores = simulate(n, r, seed=100_000 * n + 1000 * int(100 * r) + seed, judges=JUDGES)
-    probes = simulate_probes(min(audit_questions, n), seed=seed, judges=JUDGES)
+    probes = simulate_probes(
+        min(audit_questions, n), seed=seed, judges=JUDGES, probe_form=PROBE_FORM[0]
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         result = evaluate(answers, scores, ap, audit=probes)
@@ -80,9 +85,9 @@ def one_run(
     }
 
 
-def cell(spec: tuple[int, float, int, int]) -> list[dict]:
+def cell(spec: tuple[int, float, int, int, str]) -> list[dict]:
     """Shares of runs per judge in one (questions, R@k) cell over `runs` seeded runs."""
-    n, r, runs, audit_questions = spec
+    n, r, runs, audit_questions, PROBE_FORM[0] = spec
     ap = AnalysisParams(bootstrap=0)
     acc = {m: np.zeros(len(JUDGES)) for m in MEASURES}
     for seed in range(runs):
@@ -124,6 +129,9 @@ def main() -> None:
     parser.add_argument("--recalls", default="0.5,0.8,0.95,1.0")
     parser.add_argument("--audit-questions", type=int, default=40)
     parser.add_argument(
+        "--probe-form", default="sentence", choices=["sentence", "cut"], help="how probes end"
+    )
+    parser.add_argument(
         "--csv", default="", help="append each finished cell's rows here (a partial grid survives)"
     )
     parser.add_argument(
@@ -137,7 +145,9 @@ def main() -> None:
         return
     sizes = [int(x) for x in args.sizes.split(",")]
     recalls = [float(x) for x in args.recalls.split(",")]
-    cells = [(n, r, args.runs, args.audit_questions) for n in sizes for r in recalls]
+    cells = [
+        (n, r, args.runs, args.audit_questions, args.probe_form) for n in sizes for r in recalls
+    ]
     # goal cells first, the hard ones (few misses) before the others, the 20-question cells last
     cells.sort(key=lambda c: (c[0] < 40, -c[1], c[0]))
     rows: list[dict] = []
@@ -173,7 +183,7 @@ def report(out: pd.DataFrame, runs: int, seconds: float) -> None:
     panel = out.drop_duplicates(["questions", "recall"]).pivot_table(
         index="questions", columns="recall", values="panel_withheld"
     )
-    print(f"\nverdict withheld for the panel of eight judges (% of {args.runs} runs):")
+    print(f"\nverdict withheld for the panel of ten judges (% of {args.runs} runs):")
     print(panel.map(lambda v: f"{100 * v:.0f}").to_string())
     decent = (
         out["judge"].isin(list(DECENT))

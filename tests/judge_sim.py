@@ -9,7 +9,10 @@ when it was retrieved (the rank does not matter: a perfect retriever gives no ra
 Content-blind judges ignore the answer: `random` (uniform integers 0-10), `constant` (full = 10,
 zero = 0, rag = 7 whatever the answer), `length` (scores the answer's length; lengths are drawn
 from one distribution for every set, the zero answers of the paper's models being as long as
-the others), `question` (a score per question, the same in every set).
+the others), `question` (a score per question, the same in every set), `form` (8 when the text
+ends a sentence, else 6, plus N(0, 1): every answer of a set ends one) and `position` (scores the
+length of the answer's first sentence, drawn like the answer's length; issue 30). The last two
+draw from their own generator, so adding them changed no other judge's scores.
 
 `simulate_probes` gives the audit's probe scores for the same judges: per audit question the
 original (full) answer, two length-matched worse probes (two of corrupted facts, sibling's answer
@@ -50,7 +53,15 @@ DECENT = {
     "gpt-4.1-nano": "GPT-4.1-nano",
     "qwen2.5-32b": "Qwen2.5-32B",
 }
-BLIND = ("random", "constant", "length", "question")
+BLIND = ("random", "constant", "length", "question", "form", "position")
+OWN_GENERATOR = ("form", "position")  # issue 30's judges: drawn apart, so no other score moved
+# The share of texts that end a sentence, per kind (issue 30, measured on a run's answers): with
+# the probes cut at exactly the original's length (`probe_form="cut"`, before issue 30) and with
+# the length-matched ones at whole sentences ending as the original ends (`"sentence"`, today).
+ENDS_SENTENCE = {
+    "cut": {"corrupted_facts": 0.63, "sibling_answer": 0.08, "other_question": 0.07},
+    "sentence": {"corrupted_facts": 1.0, "sibling_answer": 1.0, "other_question": 1.0},
+}
 WORSE = ("corrupted_facts", "sibling_answer", "other_question")
 NOT_WORSE = ("padded", "authority", "reordered")
 CORRECTNESS = ("relevance", "completeness")  # the dimensions one wrong fact lowers
@@ -105,6 +116,7 @@ def simulate(
     b = bounds()
     length = rng.lognormal(0, 0.4, (n, 3))  # one length distribution for every set
     per_question = rng.integers(3, 11, n).astype(float)
+    own = np.random.default_rng(seed + 104_729)  # the form and position judges' generator
     parts = []
     for judge in judges:
         for dim in DIMENSIONS:
@@ -125,6 +137,8 @@ def simulate(
                     score = np.clip(np.round(2.5 * length[:, s] + 2), 0, 10)
                 elif judge == "question":
                     score = per_question.copy()
+                elif judge in ("form", "position"):
+                    score = _form_or_position(judge, own, n)
                 else:
                     raise ValueError(f"unknown simulated judge {judge!r}")
                 parts.append(
@@ -152,11 +166,15 @@ def simulate_probes(
     worse_at_zero: bool = False,
     injected: bool = False,
     obey: dict[str, float] | None = None,
+    probe_form: str = "sentence",
 ) -> pd.DataFrame:
     """Probe scores (`question_id, judge, probe, expect, dimension, score`) of n_audit questions.
     `worse_at_zero`: the earlier, optimistic assumption (every worse probe at the zero bound on
-    every dimension), kept to measure what it overstated (benchmarks/audit_probe_power.py)."""
+    every dimension), kept to measure what it overstated (benchmarks/audit_probe_power.py).
+    `probe_form`: how the length-matched probes end (`ENDS_SENTENCE`; "cut" = before issue 30),
+    which only the form-only judge sees."""
     rng = np.random.default_rng(seed + 7919)
+    own = np.random.default_rng(seed + 104_729)  # the form and position judges' generator
     b = bounds()
     rows = []
     length = rng.lognormal(0, 0.4, n_audit)
@@ -169,17 +187,22 @@ def simulate_probes(
             (NOT_WORSE[i % 3], "not_worse"),
         )
         other_len = rng.lognormal(0, 0.4)
+        form = _probe_forms(own, ENDS_SENTENCE[probe_form])
         for judge in judges:
-            const = rng.integers(3, 11)
+            if (
+                judge in OWN_GENERATOR
+            ):  # no draw from `rng`: the other judges' draws stay as they were
+                const = 0
+            else:
+                const = rng.integers(3, 11)
             for probe, expect in kinds:
                 lowered, (u_lo, u_hi) = (
                     WORSE_DROP["other_question" if worse_at_zero and expect == "worse" else probe]
                     if expect == "worse"
                     else ((), (0.0, 0.0))
                 )
-                u = rng.uniform(
-                    u_lo, u_hi
-                )  # how much worse this probe is, the same for its dimensions
+                # how much worse this probe is, the same for its dimensions
+                u = 0.0 if judge in OWN_GENERATOR else rng.uniform(u_lo, u_hi)
                 for dim in DIMENSIONS:
                     if judge in b:
                         z, f = b[judge].at["zero", dim], b[judge].at["full", dim]
@@ -187,6 +210,11 @@ def simulate_probes(
                         score = float(np.clip(np.round(mean + rng.normal(0, noise)), 0, 10))
                     elif judge == "random":
                         score = float(rng.integers(0, 11))
+                    elif judge == "form":
+                        ends = form["ends"][probe]
+                        score = float(np.clip(np.round((8 if ends else 6) + own.normal()), 0, 10))
+                    elif judge == "position":
+                        score = float(np.clip(np.round(2.5 * form["first"][probe] + 2), 0, 10))
                     elif judge == "constant":
                         score = 10.0
                     elif judge == "length":
@@ -256,3 +284,36 @@ def _injected_rows(
                     }
                 )
     return rows
+
+
+def _form_or_position(judge: str, rng: np.random.Generator, n: int) -> np.ndarray:
+    """A set's scores of the form-only judge (every answer ends a sentence: 8 plus noise) or the
+    position-only one (the first sentence's length, drawn like an answer's length)."""
+    if judge == "form":
+        return np.clip(np.round(8 + rng.normal(0, 1, n)), 0, 10)
+    return np.clip(np.round(2.5 * rng.lognormal(0, 0.4, n) + 2), 0, 10)
+
+
+def _probe_forms(rng: np.random.Generator, ends: dict[str, float]) -> dict[str, dict[str, float]]:
+    """What the form-only and position-only judges see of one audit question's texts: whether each
+    ends a sentence (the original and the not-worse probes do; a length-matched probe with the
+    share `ends` of its kind), and its first sentence's length (the original's for the corrupted
+    and authority probes, a courtesy sentence's for the padded one, another answer's for the
+    sibling's, the other question's and the reordered one)."""
+    first = rng.lognormal(0, 0.4)
+    return {
+        "ends": {
+            "original": True,
+            **{k: bool(rng.random() < ends[k]) for k in WORSE},
+            **{k: True for k in NOT_WORSE},
+        },
+        "first": {
+            "original": first,
+            "corrupted_facts": first,
+            "authority": first + 0.3,
+            "padded": 0.5,
+            "sibling_answer": rng.lognormal(0, 0.4),
+            "other_question": rng.lognormal(0, 0.4),
+            "reordered": rng.lognormal(0, 0.4),
+        },
+    }

@@ -41,6 +41,7 @@ line in an answer moves its scores, so the gate excludes it (`cube.method.gate`)
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -300,30 +301,37 @@ def injection_verdict(
 
 
 SELF_PREFERENCE_KEYS = ("question_id", "system", "set")  # one answer
+SELF_PREFERENCE_RESAMPLES = 2000  # question-cluster bootstrap resamples of the self-preference
 
 
 def self_preference(scores: pd.DataFrame, judge: Any, confidence: float = 0.95) -> dict[str, Any]:
-    """A judge's preference for its own model's answers, apart from its leniency: a difference in
-    differences. Per answer (`question_id, system, set`) the judge's score minus the other judges'
-    mean, on the same dimensions, averaged over the dimensions (one value per answer: its dimensions
-    are not independent items); the mean of those on answers its model wrote (`own` True) minus the
-    mean on answers another model wrote (`own` False), with a Welch t interval over the answers. A
-    judge that is merely lenient scores both groups up alike: about 0. Without an answer by another
-    model or without another judge there is no control: NaN with the cause in `note`, never a
-    number. `scores`: `question_id, system, set, judge, dimension, score, own`."""
+    """A judge's preference for its own model's answers, apart from its leniency and its scale: an
+    analysis of covariance. Per answer (`question_id, system, set`) the judge's score and the other
+    judges' mean on the same dimensions, each averaged over those dimensions (one value per answer:
+    its dimensions are not independent items). On the answers another model wrote (`own` False)
+    the judge's score is regressed on the others' mean; the self-preference is the mean residual of
+    the answers its own model wrote (`own` True), in the judge's points. A judge that is merely
+    lenient (a level) or reads on a steeper scale (a slope: CuBE assumes judges differ in both)
+    gets about 0 even when its model's answers are better, where the former difference in
+    differences read (slope difference) x (quality difference) as self-preference (issue 30).
+
+    The slope comes from the answer sets (`system, set`) of the control answers when they separate
+    the other judges' scores (instrumental variables: the sets' mean scores, so the other judges'
+    noise does not flatten it; `_sets_separate`); else from the answers themselves (ordinary least
+    squares, slightly flattened by that noise), as `slope_from` says. The interval is a BCa
+    bootstrap that resamples questions, with their own and control answers together
+    (`scipy.stats.bootstrap`): a question's answer sets are not independent. Without an answer by
+    another model or without another judge there is no control: NaN with the cause in `note`, never
+    a number. `scores`: `question_id, system, set, judge, dimension, score, own`."""
     require_columns(
         scores, ("question_id", "system", "set", "judge", "dimension", "score", "own"), "scores"
     )
     s = scores.assign(
         score=pd.to_numeric(scores["score"], errors="coerce"), own=scores["own"].astype(bool)
     )
-    keys = [*SELF_PREFERENCE_KEYS, "dimension"]
-    mine = s[s["judge"] == judge].groupby([*keys, "own"])["score"].mean()
-    others = s[s["judge"] != judge].groupby([*keys, "own"])["score"].mean()
-    d = (mine - others.reindex(mine.index)).dropna()
-    per_answer = d.groupby(level=[*SELF_PREFERENCE_KEYS, "own"]).mean()
-    own = per_answer[per_answer.index.get_level_values("own")].to_numpy(float)
-    ctrl = per_answer[~per_answer.index.get_level_values("own")].to_numpy(float)
+    per_answer = _judge_and_others(s, judge)
+    own = per_answer[per_answer["own"]]
+    ctrl = per_answer[~per_answer["own"]]
     nan = float("nan")
     out: dict[str, Any] = {
         "self_preference": nan,
@@ -331,28 +339,132 @@ def self_preference(scores: pd.DataFrame, judge: Any, confidence: float = 0.95) 
         "self_preference_hi": nan,
         "items": int(len(own)),
         "control_items": int(len(ctrl)),
-        "note": "",
+        "slope": nan,
+        "slope_from": "",
+        "note": _not_measurable(s, judge, len(own), len(ctrl)),
     }
-    if not (s["judge"] != judge).any() or (not len(own) and not len(ctrl)):
-        out["note"] = "not measurable: no other judge scored the same answers"
-    elif not (~s["own"]).any() or not len(ctrl):
-        out["note"] = (
+    if out["note"]:
+        return out
+    by_sets = _sets_separate(ctrl)
+    sums, cells = _question_sums(per_answer, by_sets)
+    point = _ancova(sums.sum(0), cells)
+    out["self_preference"], out["slope"] = float(point[0]), float(point[1])
+    out["slope_from"] = "answer sets" if by_sets else "answers"
+    if len(sums) >= 3 and len(own) >= 2 and len(ctrl) >= 3:
+        out["self_preference_lo"], out["self_preference_hi"] = _cluster_interval(
+            sums, cells, confidence
+        )
+    return out
+
+
+WEAK_SETS_F = 10.0  # the usual rule of thumb for a weak instrument (first-stage F below 10)
+
+
+def _sets_separate(ctrl: pd.DataFrame) -> bool:
+    """Whether the control answers' sets (`system, set`) separate the other judges' scores enough
+    to give the slope (one-way ANOVA F of `x` across them at least `WEAK_SETS_F`): sets whose
+    scores barely differ would make it noise."""
+    groups = [g.to_numpy(float) for _, g in ctrl.groupby(["system", "set"])["x"]]
+    if len(groups) < 2 or len(ctrl) <= len(groups):
+        return False
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        f = stats.f_oneway(*groups).statistic
+    return bool(np.isfinite(f) and f >= WEAK_SETS_F)
+
+
+def _judge_and_others(s: pd.DataFrame, judge: Any) -> pd.DataFrame:
+    """Per answer scored by `judge` and another judge: `y` (the judge's mean over the dimensions
+    both scored), `x` (the other judges' mean on them), `own`, keyed by `SELF_PREFERENCE_KEYS`."""
+    keys = [*SELF_PREFERENCE_KEYS, "own", "dimension"]
+    mine = s[s["judge"] == judge].groupby(keys)["score"].mean()
+    others = s[s["judge"] != judge].groupby(keys)["score"].mean()
+    both = pd.DataFrame({"y": mine, "x": others.reindex(mine.index)}).dropna()
+    return both.groupby(level=[*SELF_PREFERENCE_KEYS, "own"]).mean().reset_index()
+
+
+def _not_measurable(s: pd.DataFrame, judge: Any, n_own: int, n_ctrl: int) -> str:
+    if not (s["judge"] != judge).any() or (not n_own and not n_ctrl):
+        return "not measurable: no other judge scored the same answers"
+    if not (~s["own"]).any() or not n_ctrl:
+        return (
             "not measurable: no answer written by another model was scored by this judge and "
             "another (without that control, leniency cannot be told from self-preference)"
         )
-    elif not len(own):
-        out["note"] = (
-            "not measurable: no answer of its own model was scored by this judge and another"
+    if not n_own:
+        return "not measurable: no answer of its own model was scored by this judge and another"
+    return ""
+
+
+def _question_sums(per_answer: pd.DataFrame, by_sets: bool) -> tuple[np.ndarray, int]:
+    """Per question (rows) the sums the estimate needs, so that a bootstrap resamples questions:
+    columns [own n, own sum x, own sum y] and, per control cell (an answer set when `by_sets`,
+    else one cell with the sums of squares and products), [n, sum x, sum y(, sum x^2, sum xy)].
+    Returns (sums, number of control cells)."""
+    a = per_answer.assign(n=1.0, xx=per_answer["x"] ** 2, xy=per_answer["x"] * per_answer["y"])
+    own = a[a["own"]].groupby("question_id")[["n", "x", "y"]].sum()
+    ctrl = a[~a["own"]]
+    if by_sets:
+        cell = ctrl["system"].astype(str) + "\x1f" + ctrl["set"].astype(str)
+        c = ctrl.assign(cell=cell).pivot_table(
+            index="question_id", columns="cell", values=["n", "x", "y"], aggfunc="sum"
         )
-    if out["note"]:
-        return out
-    out["self_preference"] = float(own.mean() - ctrl.mean())
-    if len(own) >= 2 and len(ctrl) >= 2 and (np.ptp(own) > 0 or np.ptp(ctrl) > 0):
-        ci = stats.ttest_ind(own, ctrl, equal_var=False).confidence_interval(confidence)
-        out["self_preference_lo"], out["self_preference_hi"] = float(ci.low), float(ci.high)
-    elif len(own) >= 2 and len(ctrl) >= 2:  # no spread at all: the difference is exact
-        out["self_preference_lo"] = out["self_preference_hi"] = out["self_preference"]
-    return out
+        c = c.reorder_levels([1, 0], axis=1).sort_index(axis=1, level=0, sort_remaining=False)
+        c = c.reindex(columns=["n", "x", "y"], level=1)
+        cells = c.columns.get_level_values(0).nunique()
+    else:
+        c, cells = ctrl.groupby("question_id")[["n", "x", "y", "xx", "xy"]].sum(), 0
+    q = own.index.union(c.index)
+    sums = np.hstack([own.reindex(q).to_numpy(float), c.reindex(q).to_numpy(float)])
+    return np.nan_to_num(sums), cells
+
+
+def _ancova(t: np.ndarray, cells: int) -> np.ndarray:
+    """(self-preference, slope) from column totals `t` (`_question_sums` summed over questions;
+    a leading batch axis allowed): slope b from the control cells' means (weighted by their
+    answers) or, with no cells, by least squares; intercept through the control means; the
+    self-preference = own mean of y - (a + b x)."""
+    n_o, x_o, y_o = t[..., 0], t[..., 1], t[..., 2]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if cells:
+            c = t[..., 3:].reshape(*t.shape[:-1], cells, 3)
+            n_c, x_c, y_c = c[..., 0], c[..., 1], c[..., 2]
+            n, sx, sy = n_c.sum(-1), x_c.sum(-1), y_c.sum(-1)
+            mx, my = x_c / n_c, y_c / n_c
+            dx = np.where(n_c > 0, mx - (sx / n)[..., None], 0.0)
+            dy = np.where(n_c > 0, my - (sy / n)[..., None], 0.0)
+            b = (n_c * dx * dy).sum(-1) / (n_c * dx * dx).sum(-1)
+        else:
+            n, sx, sy, sxx, sxy = (t[..., 3 + k] for k in range(5))
+            b = (sxy - sx * sy / n) / (sxx - sx * sx / n)
+        pref = y_o / n_o - (sy / n + b * (x_o / n_o - sx / n))
+    return np.stack([pref, b])
+
+
+def _cluster_interval(sums: np.ndarray, cells: int, confidence: float) -> tuple[float, float]:
+    """The BCa interval of the self-preference over resamples of the questions (rows of `sums`);
+    NaN when the resamples leave it undefined or without spread."""
+    point = float(_ancova(sums.sum(0), cells)[0])
+
+    def stat(idx: np.ndarray, axis: int = -1) -> np.ndarray:
+        return _ancova(sums[idx.astype(int)].sum(axis=-2), cells)[0]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = stats.bootstrap(
+            (np.arange(len(sums), dtype=float),),
+            stat,
+            n_resamples=SELF_PREFERENCE_RESAMPLES,
+            confidence_level=confidence,
+            method="BCa",
+            vectorized=True,
+            batch=200,
+            random_state=np.random.default_rng(0),
+        )
+    lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    if not (np.isfinite(lo) and np.isfinite(hi)) and np.std(res.bootstrap_distribution) == 0:
+        return point, point  # no spread at all: the estimate is exact
+    return lo, hi
 
 
 def probe_table(scores: pd.DataFrame, probes: pd.DataFrame, original_system: Any) -> pd.DataFrame:

@@ -72,7 +72,8 @@ def headline(decision: dict[str, Any]) -> str:
 
 def self_preference_text(sp: dict[str, Any]) -> str:
     """A judge's preference for its own model's answers apart from its leniency (`results.json`
-    `audit`): the difference in differences with its interval, or why it is not measurable."""
+    `audit`): the mean residual of its own model's answers with its interval
+    (`cube.method.audit.self_preference`), or why it is not measurable."""
     m, lo, hi, n, c = (
         sp.get(k)
         for k in (
@@ -90,8 +91,9 @@ def self_preference_text(sp: dict[str, Any]) -> str:
         )
     ci = f" [{lo:+.2f}, {hi:+.2f}]" if lo is not None and hi is not None else ""
     return (
-        f"{m:+.2f} points{ci}: its margin over the other judges on {n} answers of its own model, "
-        f"less its margin on {c} answers of other models (leniency alone gives 0)"
+        f"{m:+.2f} points{ci}: its scores of {n} answers of its own model above what the other "
+        f"judges' scores predict, read on {c} answers of other models (leniency or a steeper "
+        "scale alone gives 0)"
     )
 
 

@@ -523,8 +523,8 @@ def self_judges(params: Params, system: str) -> dict[str, tuple[str, ...]]:
 
 def self_preference_table(run: Run) -> pd.DataFrame:
     """Per judge whose model answered the primary system (`self_judges`): its preference for those
-    answers apart from its leniency (`cube.method.audit.self_preference`, a difference in
-    differences against the answers of the run's other systems written by another model: points,
+    answers apart from its leniency and scale (`cube.method.audit.self_preference`, an ANCOVA
+    on the answers of the run's other systems written by another model: points,
     interval, answers, control answers, and the cause when not measurable). Empty (no row, never a
     0) when no judge answered."""
     from cube.method.audit import self_preference

@@ -3,9 +3,10 @@
 From each sampled question's full answer (the answering model with the gold document alone),
 `build_probes` derives variants whose quality relative to it is known by construction:
 
-- worse, length-matched (exactly the original's length in characters: cut, after sentences of other
-  answers are appended when it is shorter; `match_length`), so that a judge reading only the length
-  cannot tell them from the original: `corrupted_facts` (every fact
+- worse, length-matched (whole sentences or lines, cut after one or lengthened by those of other
+  answers, within `length_tolerance` of the original's length, on either side, and ending a
+  sentence exactly when the original does; `match_length`), so that a judge reading only the length
+  or the form of the ending cannot tell them from the original: `corrupted_facts` (every fact
   number replaced, by the sibling item's numbers in turn when the gold document has a near-duplicate
   sibling, else by shifted ones, and the item's name by the sibling's; list markers and ordinals,
   "1." "2、" "（1）" "第3条" "Step 2", are kept: `fact_numbers`), `sibling_answer` (the full answer
@@ -171,19 +172,73 @@ def near_empty(lang: str) -> str:
     return PADDING.get(lang, PADDING["en"])[0]
 
 
-def match_length(text: str, target: int, filler: list[str], lang: str) -> str | None:
-    """`text` at exactly `target` characters: cut there, or first lengthened by sentences of
-    `filler` (other answers); None when the filler runs out first. Exactly, not nearly: a judge that
-    prefers the longer answer would win every pair a shorter probe lost."""
-    sep = "" if lang == "zh" else " "
-    out = text.strip()
-    for extra in (x for f in filler for x in sentences(f)):
-        if len(out) >= target:
+def match_length(
+    text: str, target: int, filler: list[str], lang: str, ends: bool | None = None
+) -> str | None:
+    """`text` at about `target` characters and ending as the original ends: whole sentences or
+    lines (`units`) of `text`, cut after one, or lengthened by those of `filler` (other answers),
+    the candidate nearest `target` among those that end a sentence exactly when the original does
+    (`ends`; default: as `text` ends); None when none is within `length_tolerance` (the next kind is
+    used). Whole units, not an exact cut: a cut at exactly `target` ends mid-sentence, a tell that a
+    judge reading only the form used to pass the audit (issue 30); nearest on either side (on the
+    demo knowledge bases longer in 50 %, shorter in 31 %, equal in 19 % of probes, by a median 1-2
+    characters), so a judge preferring the longer answer gains nothing from it."""
+    want = ends_sentence(text) if ends is None else ends
+    best: tuple[int, str] | None = None
+
+    def consider(candidate: str) -> None:
+        nonlocal best
+        c = candidate.strip()
+        if c and ends_sentence(c) == want and (best is None or abs(len(c) - target) < best[0]):
+            best = (abs(len(c) - target), c)
+
+    acc = ""
+    for u in units(text):  # the text itself cut after each of its units
+        if acc.strip() and len((acc + u).strip()) > target:
+            consider(acc + u)
             break
-        out = sep.join([out, extra]) if out else extra
-    if len(out) < target:
-        return None  # not enough filler: the probe cannot be matched (the next kind is used)
-    return out[:target]
+        acc += u
+        consider(acc)
+    for u in (x for f in filler for x in units(f)):  # then lengthened, filling the gap greedily
+        joined = _join(acc, u, lang)
+        consider(joined)
+        if len(joined.strip()) <= target:
+            acc = joined
+    return best[1] if best is not None and best[0] <= length_tolerance(target) else None
+
+
+def length_tolerance(target: int) -> int:
+    """How far from the original's length a length-matched probe may be: 10 % of it, at least 8
+    characters (beyond, the next kind of probe is used)."""
+    return max(8, target // 10)
+
+
+_UNIT_END = re.compile(r"(?:[。！？!?；;…]|\.(?!\d))[”\"'’）)」』]*[ \t]*\n?|\n")
+_ENDS = re.compile(r"[。！？!?；;….．][”\"'’）)」』]*$")
+
+
+def units(text: str) -> list[str]:
+    """`text` split after each sentence end (。！？!?；; or a full stop not followed by a digit)
+    and each line end, every unit keeping its punctuation and line break: joined they are `text`."""
+    out, last = [], 0
+    for m in _UNIT_END.finditer(text):
+        out.append(text[last : m.end()])
+        last = m.end()
+    out.append(text[last:])
+    return [u for u in out if u.strip()]
+
+
+def ends_sentence(text: str) -> bool:
+    """Whether `text` ends a sentence: its last character (closing quotes and brackets aside) is
+    sentence punctuation."""
+    return bool(_ENDS.search(text.rstrip()))
+
+
+def _join(acc: str, unit: str, lang: str) -> str:
+    if not acc.strip():
+        return unit.lstrip()
+    sep = "" if lang == "zh" or acc[-1].isspace() else " "
+    return acc + sep + unit.lstrip()
 
 
 def sentences(text: str) -> list[str]:
@@ -271,12 +326,17 @@ def build_probes(
             _name(docs, doc),
             _name(docs, str(by_q.at[sib_q, "doc_id"])),
         )
+        ends = ends_sentence(answer)  # the length-matched probes end as the original ends
         made: dict[str, str | None] = {
-            "corrupted_facts": corrupted and match_length(corrupted, target, filler, lang),
-            "sibling_answer": match_length(str(by_q.at[sib_q, "answer"]), target, filler, lang)
+            "corrupted_facts": corrupted and match_length(corrupted, target, filler, lang, ends),
+            "sibling_answer": match_length(
+                str(by_q.at[sib_q, "answer"]), target, filler, lang, ends
+            )
             if sib_q != q
             else None,
-            "other_question": match_length(str(by_q.at[other_q, "answer"]), target, filler, lang),
+            "other_question": match_length(
+                str(by_q.at[other_q, "answer"]), target, filler, lang, ends
+            ),
             "empty": near_empty(lang),
             "truncated": truncate(answer),
             "padded": pad(answer, str(qtext.get(q, "")), lang),

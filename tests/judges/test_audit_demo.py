@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -19,7 +20,16 @@ from cube.kb.demo import generate_demo_corpus
 from cube.kb.questions import build_questions
 from cube.method.audit import audit_summary, audit_verdict, probe_table
 from cube.systems.extractive import extractive_answer
-from cube.systems.probes import build_probes, corrupt_facts, kinds_for, pad, reorder
+from cube.systems.probes import (
+    build_probes,
+    corrupt_facts,
+    ends_sentence,
+    kinds_for,
+    length_tolerance,
+    pad,
+    reorder,
+    units,
+)
 from tests import ROOT
 from tests.openai_server import OpenAIServer, last_user_message
 
@@ -121,16 +131,57 @@ def test_each_question_gets_two_length_matched_worse_one_empty_or_truncated_and_
     ).all()  # a blank answer would not be judged at all
 
 
-def test_the_length_matched_probes_have_exactly_the_original_length(audited):
-    p, full = (
-        audited["probes"],
-        audited["full"].set_index("question_id")["answer"].str.strip().str.len(),
-    )
+def test_the_length_matched_probes_are_near_the_original_length_and_end_as_it_ends(audited):
+    p, full = audited["probes"], audited["full"].set_index("question_id")["answer"].str.strip()
     matched = p[p["probe"].isin(["corrupted_facts", "sibling_answer", "other_question"])]
+    target = matched["question_id"].map(full.str.len())
+    assert len(matched) == 80
+    assert ((matched["answer"].str.len() - target).abs() <= target.map(length_tolerance)).all()
     assert (
-        len(matched) == 80
-        and (matched["answer"].str.len() == matched["question_id"].map(full)).all()
+        matched["answer"].map(ends_sentence) == matched["question_id"].map(full.map(ends_sentence))
+    ).all()
+
+
+def _text_judge(audited, score, seed: int = 0) -> pd.Series:
+    """The audit row of a judge whose score (one dimension) is `score(text)` plus N(0, 1),
+    rounded and clipped to 0-10, on the fixture's originals and probes."""
+    rng = np.random.default_rng(seed)
+    full = audited["full"].set_index("question_id")["answer"]
+    p = audited["probes"]
+    texts = [(q, "original", "same", full[q]) for q in p["question_id"].unique()]
+    texts += list(zip(p["question_id"], p["probe"], p["expect"], p["answer"], strict=True))
+    table = pd.DataFrame(
+        [
+            {
+                "question_id": q,
+                "judge": "text-judge",
+                "probe": kind,
+                "expect": expect,
+                "dimension": "relevance",
+                "score": float(np.clip(round(score(text) + rng.normal(0, 1)), 0, 10)),
+            }
+            for q, kind, expect, text in texts
+        ]
     )
+    return audit_summary(table).iloc[0]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_judge_scoring_only_whether_the_text_ends_a_sentence_is_content_blind(audited, seed):
+    """Issue 30: probes cut at exactly the original's length ended mid-sentence, and a judge
+    reading that alone passed the audit."""
+    row = _text_judge(audited, lambda text: 8 if ends_sentence(text) else 6, seed)
+    blind, why = audit_verdict(row, 0.05, 10)
+    assert row["pairs"] == 80 and blind is True, why
+
+
+def test_a_judge_reading_only_the_first_sentences_length_is_content_blind(audited):
+    blind, why = audit_verdict(
+        _text_judge(audited, lambda text: min(10.0, 2 + len(units(text.strip())[0]) / 10)),
+        0.05,
+        10,
+    )
+    assert blind is True, why
 
 
 def test_truncated_probes_lose_facts_and_empty_probes_say_nothing(audited):

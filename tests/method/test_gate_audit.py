@@ -310,3 +310,84 @@ def test_self_preference_without_a_control_is_not_measurable_with_the_cause():
     assert "no answer written by another model" in no_other_model["note"]
     alone = self_preference(scores[scores["judge"] == "self"], "self")
     assert math.isnan(alone["self_preference"]) and "no other judge" in alone["note"]
+
+
+def _scaled_judges(
+    n: int, slope: float, own_better: float, bonus: float = 0.0, seed: int = 0
+) -> pd.DataFrame:
+    """Issue 30's case: the zero, rag and full answers of n questions by the judge's own model and
+    by another (better by `own_better` points of true quality when own), two dimensions each,
+    scored by `self` on a scale of slope `slope` (plus `bonus` on its own model's answers) and by
+    two other judges of slope 0.8, each score with noise SD 1; a question's answers share its
+    difficulty."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n):
+        u = rng.normal(0, 0.7)
+        for own in (True, False):
+            for set_, level in (("zero", 4.5), ("rag", 5.5), ("full", 6.5)):
+                q = level + u + own_better * own + rng.normal(0, 0.5)
+                for dim in ("relevance", "completeness"):
+                    for judge, b in (("self", slope), ("a", 0.8), ("b", 0.8)):
+                        extra = bonus * own if judge == "self" else 0.0
+                        rows.append(
+                            {
+                                "question_id": f"q{i}",
+                                "system": "mine" if own else "theirs",
+                                "set": set_,
+                                "judge": judge,
+                                "dimension": dim,
+                                "score": 5 + b * (q - 6) + extra + rng.normal(0, 1),
+                                "own": own,
+                            }
+                        )
+    return pd.DataFrame(rows)
+
+
+def test_a_steeper_judge_whose_model_writes_better_answers_has_no_self_preference():
+    """Issue 30: slope 1.3 beside judges of slope 0.8, its model's answers 2 points better, no
+    self-preference: the former difference in differences read about +1 (slope difference x
+    quality difference) with an interval excluding 0."""
+    sp = self_preference(_scaled_judges(40, slope=1.3, own_better=2.0, seed=3), "self")
+    assert sp["slope_from"] == "answer sets" and sp["slope"] == pytest.approx(1.3 / 0.8, abs=0.2)
+    assert sp["self_preference_lo"] <= 0 <= sp["self_preference_hi"], sp
+    assert abs(sp["self_preference"]) < 0.3 and sp["items"] == 120 and sp["control_items"] == 120
+
+
+def test_a_steeper_judge_adding_a_point_to_its_own_models_answers_is_detected():
+    sp = self_preference(_scaled_judges(40, slope=1.3, own_better=2.0, bonus=1.0, seed=4), "self")
+    assert 0 < sp["self_preference_lo"] < 1.0 < sp["self_preference_hi"], sp
+
+
+def test_the_self_preference_interval_covers_0_at_its_confidence_on_question_clustered_answers():
+    """Seeded runs of the scale-differing judge without self-preference: the question-cluster
+    bootstrap interval covers 0 in about 95 % of them (the former Welch interval, treating a
+    question's answer sets as independent, covered less; issue 30)."""
+    runs = 200
+    covered = [
+        sp["self_preference_lo"] <= 0 <= sp["self_preference_hi"]
+        for sp in (
+            self_preference(_scaled_judges(30, slope=1.3, own_better=2.0, seed=100 + r), "self")
+            for r in range(runs)
+        )
+    ]
+    share = float(np.mean(covered))
+    assert 0.91 <= share <= 0.99, share  # 95 % within 2 Monte Carlo SEs (1.5 points at 200 runs)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_form_only_judge_passed_the_cut_probes_and_is_caught_on_sentence_matched_ones(seed):
+    """Issue 30 on simulated probes: with the probes cut at exactly the original's length (63 / 8 /
+    7 % of corrupted, sibling and other-question probes end a sentence, every original does) a judge
+    scoring only whether the text ends a sentence passes the audit; with the probes ending as their
+    original ends it is content-blind, and so is a judge reading the first sentence's length."""
+    verdict = {
+        form: audit_summary(
+            simulate_probes(40, seed, judges=("form", "position"), probe_form=form)
+        ).set_index("judge")
+        for form in ("cut", "sentence")
+    }
+    assert audit_verdict(verdict["cut"].loc["form"], 0.05, 10)[0] is False
+    for judge in ("form", "position"):
+        blind, why = audit_verdict(verdict["sentence"].loc[judge], 0.05, 10)
+        assert blind is True, (judge, why)

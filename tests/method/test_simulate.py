@@ -395,14 +395,16 @@ def test_the_t_levels_bring_a_small_samples_bootstrap_interval_toward_its_confid
     assert cover(plain) < 0.915 and 0.925 < cover(wide) < 0.945, (cover(plain), cover(wide))
 
 
-def test_bootstrap_intervals_of_cube_and_w_are_expanded_by_the_questions_resampled():
-    """CuBE's and W's levels are `expanded_alpha` of the n questions (the interval holds the plain
-    one: the same estimates and resamples), R@k's are the plain 2.5 / 97.5 % (it covered within its
-    MC error)."""
-    from cube.method.bootstrap import expanded_alpha, prepare
+@pytest.mark.parametrize("recall", [0.8, 0.3])
+def test_bootstrap_intervals_of_cube_and_w_are_expanded_by_the_questions_they_rest_on(recall):
+    """CuBE's level is `expanded_alpha` of the n questions, W's of the retrieved questions it is
+    computed on (issue 30: at R@k 0.3 of 40, t at 40 left jury W at 93.0 % coverage); the interval
+    holds the plain one (the same estimates and resamples); R@k's are the plain 2.5 / 97.5 % (it
+    covered within its MC error)."""
+    from cube.method.bootstrap import expanded_alpha, prepare, t_level_units
     from tests.factories import make_tables
 
-    answers, scores = make_tables(n_questions=40, seed=4)
+    answers, scores = make_tables(n_questions=40, seed=4, recall=recall)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         p = prepare(
@@ -418,13 +420,15 @@ def test_bootstrap_intervals_of_cube_and_w_are_expanded_by_the_questions_resampl
         plain = bootstrap_prepared(p, n_resamples=400, seed=3, expand=False)
         res = cube_from_counts(p, resample_counts(len(p.rank_score), 400, np.random.default_rng(3)))
     assert (wide["estimate"].fillna(-1) == plain["estimate"].fillna(-1)).all()
-    a = expanded_alpha(0.025, len(p.rank_score))
+    n, k = len(p.rank_score), int(p.retrieved.sum())
+    assert k < n and t_level_units(p) == k
+    a = {"cube_score": expanded_alpha(0.025, n), "weighted_score": expanded_alpha(0.025, k)}
     for metric in ("cube_score", "weighted_score", "recall_at_k"):
         j = list(p.judges).index(p.judges[0])
         row = wide[(wide["judge"] == p.judges[0]) & (wide["metric"] == metric)].iloc[0]
         sample = res[metric][j] if metric != "recall_at_k" else res[metric]
         sample = sample[np.isfinite(sample)]
-        level = 0.025 if metric == "recall_at_k" else a
+        level = a.get(metric, 0.025)
         assert (row["lo"], row["hi"]) == pytest.approx(
             tuple(np.quantile(sample, [level, 1 - level]))
         ), metric
@@ -438,8 +442,8 @@ def test_bootstrap_intervals_of_cube_and_w_are_expanded_by_the_questions_resampl
 
 
 def test_bca_moves_from_the_widened_tails_of_cube_and_w_and_the_plain_tails_of_recall(monkeypatch):
-    """The default (BCa, widened): `bca_levels` gets CuBE's and W's tail `expanded_alpha(0.025, n)`
-    and R@k's 0.025; with `expand=False` every figure's 0.025."""
+    """The default (BCa, widened): `bca_levels` gets CuBE's tail `expanded_alpha(0.025, n)`, W's
+    that of the retrieved questions, and R@k's 0.025; with `expand=False` every figure's 0.025."""
     import cube.method.bootstrap as Bm
     from cube.method.bootstrap import expanded_alpha, prepare
     from tests.factories import make_tables
@@ -467,9 +471,12 @@ def test_bca_moves_from_the_widened_tails_of_cube_and_w_and_the_plain_tails_of_r
         called = list(seen)
         seen.clear()
         bootstrap_prepared(p, n_resamples=200, seed=1, method="bca", expand=False)
-    a = expanded_alpha(0.025, 30)
-    n_recall = int(((out["metric"] == "recall_at_k") & out["lo"].notna()).sum())
-    assert n_recall >= 1 and sorted(np.round(called, 12)) == sorted(
-        [0.025] * n_recall + [round(a, 12)] * (len(called) - n_recall)
-    ), called
+    tail = {
+        "cube_score": expanded_alpha(0.025, 30),
+        "weighted_score": expanded_alpha(0.025, int(p.retrieved.sum())),  # W rests on these
+        "recall_at_k": 0.025,
+    }
+    expected = out.loc[out["lo"].notna(), "metric"].map(tail)
+    assert (out["metric"] == "recall_at_k").any() and int(p.retrieved.sum()) < 30
+    assert sorted(np.round(called, 12)) == sorted(np.round(expected, 12)), called
     assert seen and set(np.round(seen, 12)) == {0.025}

@@ -13,11 +13,14 @@ from cube.systems.probes import (
     calls_per_question,
     capped_questions,
     corrupt_facts,
+    ends_sentence,
     fact_numbers,
     inject,
+    length_tolerance,
     match_length,
     near_empty,
     truncate,
+    units,
 )
 
 ZH = (
@@ -84,16 +87,36 @@ def test_near_empty_is_a_reply_without_facts():
         assert near_empty(lang).strip() and not re.search(r"\d", near_empty(lang))
 
 
-def test_match_length_gives_exactly_the_original_length_cut_or_padded_with_other_answers():
+def test_match_length_cuts_or_pads_at_whole_sentences_near_the_original_length():
     long = "第一句话比较长一些。第二句话也很长很长。第三句话还要更长一些。"
-    assert match_length(long, 20, [], "zh") == long[:20]
+    assert match_length(long, 20, [], "zh") == "第一句话比较长一些。第二句话也很长很长。"
     short = match_length("短的答案。", 25, ["其他答案的第一句。其他答案的第二句比较长一点。"], "zh")
-    assert short.startswith("短的答案。其他答案的第一句。其他") and len(short) == 25
+    assert short == "短的答案。其他答案的第一句。其他答案的第二句比较长一点。"  # 28: nearest to 25
     assert match_length("短。", 100, ["也短。"], "zh") is None  # the filler runs out: no probe
     en = match_length(
-        "A short answer.", 60, ["Another answer's first sentence. And a second one."], "en"
+        "A short answer.", 50, ["Another answer's first sentence. And a second one."], "en"
     )
-    assert en.startswith("A short answer. Another answer's first sentence.") and len(en) == 60
+    assert en == "A short answer. Another answer's first sentence."  # 48 characters
+    # a fee of 3.5 is not two sentences, and a line without punctuation is a unit of its own
+    assert units("Fee: 3.5 yuan.\nPlace: Hall 2\nTime: 9-17") == [
+        "Fee: 3.5 yuan.\n",
+        "Place: Hall 2\n",
+        "Time: 9-17",
+    ]
+
+
+def test_length_matched_probes_end_a_sentence_exactly_when_the_original_does():
+    filler = [
+        "办理地点：政务服务中心三楼\n收费标准：不收费。\n办理时限：5个工作日\n咨询电话：12345。"
+    ]
+    for original in ("受理条件：年满18周岁。", "受理条件：年满18周岁\n材料：身份证"):
+        for text in ("其他事项的受理条件：本市户籍", "其他事项的受理条件：本市户籍。"):
+            out = match_length(text, len(original) + 8, filler, "zh", ends_sentence(original))
+            assert out is not None and ends_sentence(out) == ends_sentence(original), out
+            assert abs(len(out) - len(original) - 8) <= length_tolerance(len(original) + 8)
+    assert (
+        ends_sentence("好的。”") and ends_sentence("Done. ") and not ends_sentence("办理地点：三楼")
+    )
 
 
 def test_the_audit_sample_is_capped_by_its_share_of_the_judge_calls():
