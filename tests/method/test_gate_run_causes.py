@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from cube.config.sections import AnalysisParams
-from cube.diagnose.lta import withheld_reasons
+from cube.diagnose.verdict import withheld_reasons
 from cube.method.evaluation import evaluate
 from cube.method.gate import bounds_test_can_decide, min_questions
 from tests.judge_sim import BLIND, DECENT, WORSE_DROP, bounds, simulate, simulate_probes
