@@ -146,9 +146,11 @@ class IntervalWidth(_Record):
 
 
 class WeakDimension(_Record):
-    dimension: str
-    score: float | None
-    sd: float | None
+    """A dimension below `analysis.weak_dimension_below` (or the lowest): jury mean and SD."""
+
+    dimension: str = ""
+    score: float | None = None  # normalised jury mean
+    sd: float | None = None  # spread across judges
 
     _weak_nan = field_validator("score", "sd", mode="before")(_finite_or_none)
 
