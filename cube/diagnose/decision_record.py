@@ -69,22 +69,22 @@ class _Record(BaseModel):
 class SystemFigures(_Record):
     """One system's figures and verdict (`Decision.systems`; the decision's own head)."""
 
-    system: str = ""
+    system: str = ""  # the system the figures are about (the decision: the first of params.systems)
     cube_score: float | None = None  # the jury's CuBE (None: undefined)
     cube_ci: list[float] | None = None  # its interval at `confidence`, None when not computed
-    recall_at_k: float | None = None
+    recall_at_k: float | None = None  # R@k: share of questions whose gold document was retrieved
     weighted_score: float | None = None  # W: answer quality when the gold document is retrieved
     verdict: str = ""  # excellent | good | fair | poor | withheld | undetermined
     verdict_label: str = ""  # "good to excellent", "fair (provisional)", ...
     verdict_bands: list[str] = []  # every band the interval touches
-    provisional: bool = False
-    provisional_reason: str = ""
+    provisional: bool = False  # a verdict given without an interval to check it
+    provisional_reason: str = ""  # why it is provisional
     retriever_note: str = ""  # the cause named when nothing was retrieved
     withheld_reasons: list[str] = []  # one per withholding rule that fired (empty: a verdict)
     judging_failed: bool = False  # no judge has usable scores: `cube run` exits 3
     n_judges: int = 0  # jury size
-    judges_used: list[str] = []
-    judges_not_validated: list[str] = []
+    judges_used: list[str] = []  # the jury
+    judges_not_validated: list[str] = []  # jury members no test could validate on this run
     judges_excluded: dict[str, str] = {}  # judge -> why the gate excluded it
     judge_evidence: dict[str, str] = {}  # judge -> what the gate read
     n_questions: int = 0  # questions of known retrieval the figures rest on
@@ -106,24 +106,26 @@ class UsageFigures(_Record):
 
     cost_total: float | None = None  # None: a model without a price (`cost_note` names it)
     cost_this_run: float | None = None  # without the calls answered from the cache
-    tokens_total: int = 0
-    calls_total: int = 0
-    calls_cached: int = 0
-    cost_note: str = ""
-    currency: str = ""
+    tokens_total: int = 0  # input + output tokens
+    calls_total: int = 0  # calls of every role, offline algorithms included
+    calls_cached: int = 0  # of them answered from the call cache
+    cost_note: str = ""  # why the cost is unknown
+    currency: str = ""  # the currency of the prices in params
 
 
 class DiagnosisText(_Record):
     """The diagnostics the decision states (`cube.run.diagnosis.for_decision`), absent ones None."""
 
-    retrieval_sentence: str = ""
-    retrieval: dict[str, Any] | None = None
-    failure_patterns: dict[str, Any] | None = None
-    patterns_sentence: str = ""
-    refusal: dict[str, Any] | None = None
-    refusal_sentence: str = ""
-    top_n_sweep: dict[str, Any] | None = None
-    sweep_sentence: str = ""
+    retrieval_sentence: str = ""  # the R@k curve in a sentence
+    retrieval: dict[str, Any] | None = None  # the R@k curve (`cube.diagnose.retrieval.for_results`)
+    failure_patterns: dict[str, Any] | None = (
+        None  # top failure patterns of low answers, with counts
+    )
+    patterns_sentence: str = ""  # the failure patterns in a sentence
+    refusal: dict[str, Any] | None = None  # refusal figures (`cube.diagnose.refusal`)
+    refusal_sentence: str = ""  # the refusals in a sentence
+    top_n_sweep: dict[str, Any] | None = None  # the TOP-N sweep and its reading
+    sweep_sentence: str = ""  # the TOP-N hypothesis in a sentence
 
 
 class IntervalWidth(_Record):
@@ -133,13 +135,13 @@ class IntervalWidth(_Record):
     larger ("questions" or "judges"); `questions_needed` the questions for a width of `target`
     points (`cube.method.compare.questions_needed`, a normal approximation)."""
 
-    width: float
-    n_questions: int
-    target: float
-    questions_needed: int | None
-    se_questions: float
-    se_judges: float | None
-    n_judges: int
+    width: float  # hi - lo of the jury CuBE interval, points
+    n_questions: int  # questions it rests on
+    target: float  # the width asked for (analysis.max_interval_width)
+    questions_needed: int | None  # questions for an interval `target` points wide
+    se_questions: float  # standard error from the questions: width / (2 z)
+    se_judges: float | None  # standard error from the judges: SD across judges / sqrt(judges)
+    n_judges: int  # jury size
     cause: str  # questions | judges
 
     _width_nan = field_validator("se_judges", mode="before")(_finite_or_none)
@@ -158,17 +160,17 @@ class WeakDimension(_Record):
 class Decision(SystemFigures, UsageFigures, DiagnosisText):
     """The decision of a run about its first system (see the module docstring)."""
 
-    top_n: int = 0
-    confidence: float | None = None
+    top_n: int = 0  # N of the primary system's retrieved list
+    confidence: float | None = None  # the intervals' level (analysis.confidence)
     sentence: str = ""  # the one sentence for decision makers
     weakest: list[WeakDimension] = []
     suggestions: list[str] = []  # one ordered list, no two contradicting
     retrieval_quality: dict[str, Any] = {}  # R@1, near-duplicate confusion, duplicate texts
-    weighted_label: str = ""
+    weighted_label: str = ""  # the W card's label
     judges: list[str] = []  # every judge of the run, in the jury or not
     systems: list[SystemFigures] = []  # every system, the primary first
     synthetic_data: str = ""  # caveats: synthetic knowledge base, offline judges, bound answerer
-    method_note: str = ""
+    method_note: str = ""  # CuBE in one sentence
     width: IntervalWidth | None = None  # None: no interval
     self_preference: dict[str, dict[str, Any]] = {}  # judge -> its self-preference (audit)
 
@@ -227,11 +229,15 @@ def field_table() -> list[tuple[str, str, str, str]]:
     return rows
 
 
+def _cell(text: str) -> str:
+    return text.replace("|", "&#124;")
+
+
 def reference_markdown() -> str:
     """The fields table of docs/reference/decision.md."""
     lines = ["| Part | Field | Type | Meaning |", "| --- | --- | --- | --- |"]
     for part, name, kind, note in field_table():
-        lines.append(f"| `{part}` | `{name}` | `{kind.replace('|', '&#124;')}` | {note} |")
+        lines.append(f"| `{part}` | `{name}` | `{_cell(kind)}` | {_cell(note)} |")
     return "\n".join(lines) + "\n"
 
 

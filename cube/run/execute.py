@@ -621,15 +621,12 @@ def _record_plan(params: Params, paths: RunPaths, root: Path, log) -> None:
     beside the usage the run reports. A plan that cannot be made (an input the stages will reject
     anyway) is recorded as its reason and never stops the run."""
     from cube.config.runpaths import record_results
-    from cube.run.plan import build_plan
+    from cube.run.plan import build_plan, plan_line
 
     try:
         plan = build_plan(params, base_dir=root, cache_path=paths.cache)
         rows: Any = json.loads(plan.to_json(orient="records"))
-        log(
-            f"[cube] plan: {int(plan['calls'].sum())} calls, {int(plan['to_send'].sum())} to send "
-            f"(`cube plan` shows them per role and model)"
-        )
+        log(f"[cube] plan: {plan_line(plan)} (`cube plan` shows them per role and model)")
     except Exception as exc:  # noqa: BLE001  the stages report the input's problem themselves
         rows = {"error": _short(exc)}
     record_results(paths, plan=rows)

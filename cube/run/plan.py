@@ -36,6 +36,8 @@ batch prices for judges, which `cube batch` can send), and time at the model's c
   will read them.
 - **Completion tokens** are an estimate per call (`COMPLETION_ESTIMATE`, at most the model's
   `max_tokens`); `completion_tokens_max` is `max_tokens` x calls, the ceiling of the cost.
+- **To send**: a model's calls not already in the cache; an offline algorithm's calls are
+  computed locally and never sent (`to_send` 0, `plan_line` counts them apart).
 - **Time**: the calls to send x the median latency of this model's calls in the cache (or of the
   `--pilot` calls just sent, which the run then reuses from the cache) / its `max_concurrency`.
 
@@ -639,7 +641,8 @@ def _table(plan: _Plan, cache_path: Path | None, pilot: int) -> pd.DataFrame:
         cached = in_cache.get((role, model), 0) if g.exact and not offline else 0
         cached = min(cached, g.calls)
         completion = g.completion_per_call * g.calls
-        to_send = g.calls - cached
+        # an offline algorithm is computed here, never sent: only a model's uncached calls are
+        to_send = 0 if offline else g.calls - cached
         share = to_send / g.calls if g.calls else 0.0
         lat, lat_from = latency.get(
             model, (float("nan"), "unknown: no cached call (cube plan --pilot N)")
@@ -727,6 +730,18 @@ def plan_vs_actual(plan: list[dict[str, Any]], usage: list[dict[str, Any]]) -> l
             }
         )
     return out
+
+
+def plan_line(plan: pd.DataFrame) -> str:
+    """The plan in one line (`cube run`'s log): the calls, those an offline algorithm computes
+    locally, those already in the cache, and what will actually be sent to a model."""
+    calls, to_send = int(plan["calls"].sum()), int(plan["to_send"].sum())
+    offline = plan["tokens_by"].astype(str).str.startswith("offline")
+    local, cached = int(plan.loc[offline, "calls"].sum()), int(plan["cached_calls"].sum())
+    return (
+        f"{calls} calls ({local} computed by offline algorithms, {cached} already in the cache), "
+        f"{to_send} to send to a model"
+    )
 
 
 def plan_text(plan: pd.DataFrame) -> str:
