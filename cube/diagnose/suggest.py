@@ -161,8 +161,8 @@ def precision_suggestions(result: CubeResult, params: Params) -> list[str]:
     out = []
     if width is not None and width.cause == "questions":
         judges = (
-            f"; the judges' spread adds ±{width.se_judges:.1f} against ±{width.se_questions:.1f} "
-            "from the questions (standard errors)"
+            f"; standard error ±{width.se_questions:.1f} from the questions against "
+            f"±{width.se_judges:.1f} from the judges' spread"
             if width.se_judges is not None
             else ""
         )
