@@ -218,3 +218,13 @@ def test_the_reference_page_lists_every_field_of_the_record():
     assert table == reference_markdown()  # regenerate: python -m cube.diagnose.decision_record
     for part in PARTS:  # each field once, under the part that declares it
         assert all(table.count(f" | `{name}` | ") >= 1 for name in part.model_fields)
+
+
+def test_notebook_10_reads_a_decision_without_a_sweep(paid):
+    # the record writes every field, an absent diagnostic as null: notebook 10's reader of the
+    # recorded sweep read `.get("top_n_sweep", {})` and failed on that null
+    from cube.run.diagnosis import recorded_sweep
+
+    run, decision = paid
+    assert decision.as_json()["top_n_sweep"] is None
+    assert recorded_sweep(run) is None
