@@ -6,11 +6,13 @@ Modules: `retrieval` (R@k, MRR, nDCG, the R@k curve, Wilson intervals), `near_du
 top-1 document a sibling of the gold one), `refusal` (the refusal detector and refusal report),
 `failures` (failure patterns of low answers), `categories` and `refusal_categories` (figures by
 department and style), `regressions` (per-question changes between two sides), `topn_sweep` (the
-TOP-N hypothesis), `lta` (the decision: verdict, reasons and suggestions, as data).
+TOP-N hypothesis), `lta` (the decision: `assess`), `decision_record` (the decision as a typed
+record), `verdict` (the verdict and one function per withholding rule), `suggest` (what to do next).
 """
 
 __all__ = [
     "categories",
+    "decision_record",
     "failures",
     "lta",
     "near_duplicates",
@@ -18,5 +20,7 @@ __all__ = [
     "refusal_categories",
     "regressions",
     "retrieval",
+    "suggest",
     "topn_sweep",
+    "verdict",
 ]

@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cube.diagnose.lta import gate_withhold_reasons
 from cube.diagnose.retrieval import wilson
+from cube.diagnose.verdict import gate_withhold_reasons
 from cube.method.analysis import CubeWarning, retrieval_outcomes
 from cube.method.evaluation import evaluate
 

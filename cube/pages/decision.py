@@ -1,19 +1,21 @@
 """The decision page's text: the verdict badge and the decision as Markdown, with links into the
-judgment browser. `cube.diagnose.lta.assess` decides (it returns data); this module only writes
-what it decided.
+judgment browser. `cube.diagnose.lta.assess` decides (it returns the typed record
+`cube.diagnose.decision_record.Decision`); this module only writes what it decided. A decision
+read from `results.json` (a dict) is read into the record first (`Decision.read`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from cube.diagnose.decision_record import Decision
 from cube.pages.browser import FROM_PAGES, link
 from cube.pages.escape import escape_text
 
 
-def retrieval_line(decision: dict[str, Any]) -> str:
+def retrieval_line(decision: Decision | dict[str, Any]) -> str:
     """One line on retrieval beyond R@k (R@1, near-duplicate confusion), '' when not known."""
-    r = decision.get("retrieval_quality") or {}
+    r = Decision.read(decision).retrieval_quality
     parts = []
     if r.get("r_at_1") is not None:
         parts.append(f"R@1 {r['r_at_1']:.1%}")
@@ -48,26 +50,40 @@ def verdict_badge(name: str, label: str | None = None) -> str:
     )
 
 
-def headline(decision: dict[str, Any]) -> str:
-    """The page's first line: the verdict badge, the CuBE score with its interval, and R@k."""
-    parts = [f"Verdict: {verdict_badge(decision['verdict'], decision.get('verdict_label'))}"]
-    score = decision.get("cube_score")
-    if isinstance(score, int | float) and score == score:
-        ci = decision.get("cube_ci")
-        conf = decision.get("confidence")
+def headline(decision: Decision | dict[str, Any]) -> str:
+    """The page's first line: the verdict badge, the CuBE score with its interval, and R@k. A
+    withheld verdict's score is no verdict: it is shown greyed, in normal weight, as "not a
+    verdict", with its interval (`withheld_score`)."""
+    d = Decision.read(decision)
+    parts = [f"Verdict: {verdict_badge(d.verdict, d.verdict_label or None)}"]
+    if d.cube_score is not None:
+        ci = d.cube_ci
         interval = (
-            f" ({conf:.0%} interval {ci[0]:.1f}–{ci[1]:.1f})"
-            if ci and isinstance(conf, int | float)
+            f" ({d.confidence:.0%} interval {ci[0]:.1f}–{ci[1]:.1f})"
+            if ci and d.confidence is not None
             else f" (interval {ci[0]:.1f}–{ci[1]:.1f})"
             if ci
             else " (no interval computed)"
         )
-        parts.append(f"CuBE score <b>{score:.1f}</b>{interval}")
-    if isinstance(decision.get("recall_at_k"), int | float):
         parts.append(
-            f"R@{escape_text(str(decision.get('top_n', 'k')))} {decision['recall_at_k']:.1%}"
+            withheld_score(d.cube_score, interval)
+            if d.verdict == "withheld"
+            else f"CuBE score <b>{d.cube_score:.1f}</b>{interval}"
         )
+    if d.recall_at_k is not None:
+        parts.append(f"R@{escape_text(str(d.top_n or 'k'))} {d.recall_at_k:.1%}")
     return '<p style="font-size:1.25em;line-height:1.6">' + " · ".join(parts) + "</p>"
+
+
+WITHHELD_GREY = "#757575"
+
+
+def withheld_score(score: float, interval: str) -> str:
+    """The score of a withheld verdict: grey, normal weight and smaller, said to be no verdict."""
+    return (
+        f'<span class="withheld-score" style="color:{WITHHELD_GREY};font-weight:normal;'
+        f'font-size:0.8em">CuBE {score:.1f}{interval}, not a verdict</span>'
+    )
 
 
 def self_preference_text(sp: dict[str, Any]) -> str:
@@ -97,41 +113,43 @@ def self_preference_text(sp: dict[str, Any]) -> str:
     )
 
 
-def decision_markdown(decision: dict[str, Any]) -> str:
+def decision_markdown(decision: Decision | dict[str, Any], human_line: str = "") -> str:
     """The decision as Markdown for the notebook, the decision first (every text in it from params
     or the run, names included, goes through `cube.pages.escape.escape_text`, which also disarms
     Markdown's link syntax):
-    the verdict badge with the score, its interval and R@k, the sentence, why a verdict was
-    withheld, the judges used and excluded with reasons, the diagnostics, and one ordered list of
-    what to do next."""
+    the verdict badge with the score, its interval and R@k, the sentence, the human-calibrated line
+    when notebook 07 recorded one (`human_line`: `cube.diagnose.lta.human_sentence`), why a verdict
+    was withheld, the judges used and excluded with reasons, the diagnostics, and one ordered list
+    of what to do next."""
     esc = escape_text
-    lines = [headline(decision), "", f"**{esc(decision['sentence'])}**", ""]
-    if decision.get("human_sentence"):
-        lines += [esc(decision["human_sentence"]), ""]
-    if decision.get("withheld_reasons"):
+    d = Decision.read(decision)
+    lines = [headline(d), "", f"**{esc(d.sentence)}**", ""]
+    if human_line:
+        lines += [esc(human_line), ""]
+    if d.withheld_reasons:
         lines.append("Why the verdict is withheld:")
-        lines += [f"- {esc(r)}" for r in decision["withheld_reasons"]]
+        lines += [f"- {esc(r)}" for r in d.withheld_reasons]
         lines.append("")
-    lines += _jury_lines(decision)
-    lines += _diagnostics_lines(decision)
+    lines += _jury_lines(d)
+    lines += _diagnostics_lines(d)
     lines.append("What to do next, in order (one list; no two suggestions contradict):")
     lines.append("")
-    lines += [f"{i}. {esc(s)}" for i, s in enumerate(decision["suggestions"], 1)]
+    lines += [f"{i}. {esc(s)}" for i, s in enumerate(d.suggestions, 1)]
     return "\n".join(lines)
 
 
-def _jury_lines(decision: dict[str, Any]) -> list[str]:
+def _jury_lines(d: Decision) -> list[str]:
     """The judges used (validated or not), those excluded with reasons, the evidence the gate read
     and each judge's self-preference; nothing when the decision names no judges."""
     esc = escape_text
-    used = decision.get("judges_used")
-    if used is None:
+    used = d.judges_used
+    if not used and not d.n_judges and not d.judges_excluded:
         return []
     lines = []
-    untested = [j for j in decision.get("judges_not_validated") or [] if j in used]
+    untested = [j for j in d.judges_not_validated if j in used]
     tested = [j for j in used if j not in untested]
     if tested or not untested:
-        n = len(tested) if untested else decision.get("n_judges", len(used))
+        n = len(tested) if untested else d.n_judges or len(used)
         lines.append(
             f"Judges in the jury ({n}): " + (", ".join(esc(j) for j in tested) or "none") + "."
         )
@@ -142,55 +160,57 @@ def _jury_lines(decision: dict[str, Any]) -> list[str]:
             + ", ".join(esc(j) for j in untested)
             + ": the gate could not test them on this run (kept, and the verdict withheld)."
         )
-    for j, why in (decision.get("judges_excluded") or {}).items():
+    for j, why in d.judges_excluded.items():
         lines.append(f"- excluded: {esc(j)} ({esc(why)})")
     # what the gate read (issue 20)
-    for j, evidence in (decision.get("judge_evidence") or {}).items():
+    for j, evidence in d.judge_evidence.items():
         lines.append(f"- evidence for {esc(j)}: {esc(evidence)}")
     # a judge whose model wrote the answers
-    for j, sp in (decision.get("self_preference") or {}).items():
+    for j, sp in d.self_preference.items():
         lines.append(f"- self-preference of {esc(j)}: {self_preference_text(sp)}")
     # the injection probe (issue 29): True obeys (excluded by the gate), False passes, None untested
     said = {True: "OBEYS injections (excluded)", False: "passes", None: "no verdict"}
-    for j, obeys in (decision.get("injection") or {}).items():
+    for j, obeys in d.injection.items():
         lines.append(f"- injection probe, {esc(j)}: {said[obeys]}")
     lines.append("")
     return lines
 
 
-def _diagnostics_lines(decision: dict[str, Any]) -> list[str]:
+def _diagnostics_lines(d: Decision) -> list[str]:
     """The diagnostics: synthetic data, retrieval, the weakest dimensions, the sweep, refusals and
     the failure patterns with examples, each followed by an empty line."""
     esc = escape_text
     lines = []
-    if decision.get("synthetic_data"):
-        lines += [f"> {esc(decision['synthetic_data'])}", ""]
-    if retrieval_line(decision):
-        lines += [esc(retrieval_line(decision)), ""]
-    if decision.get("weakest"):
+    if d.synthetic_data:
+        lines += [f"> {esc(d.synthetic_data)}", ""]
+    if retrieval_line(d):
+        lines += [esc(retrieval_line(d)), ""]
+    if d.weakest:
         lines.append(
             "Weakest dimensions: "
-            + ", ".join(f"{esc(w['dimension'])} ({w['score']:.1f})" for w in decision["weakest"])
+            + ", ".join(
+                f"{esc(w.dimension)} ({w.score:.1f})" if w.score is not None else esc(w.dimension)
+                for w in d.weakest
+            )
             + "."
         )
         lines.append("")
-    for key in ("retrieval_sentence", "sweep_sentence", "refusal_sentence"):
-        if decision.get(key):
-            lines += [esc(decision[key]), ""]
-    if decision.get("patterns_sentence"):
-        lines += _patterns_lines(decision)
+    for sentence in (d.retrieval_sentence, d.sweep_sentence, d.refusal_sentence):
+        if sentence:
+            lines += [esc(sentence), ""]
+    if d.patterns_sentence:
+        lines += _patterns_lines(d)
     return lines
 
 
-def _patterns_lines(decision: dict[str, Any]) -> list[str]:
+def _patterns_lines(d: Decision) -> list[str]:
     """The failure patterns' sentence and its top patterns, each with examples that open their rag
     judgments in the judgment browser."""
     esc = escape_text
-    lines = [esc(decision["patterns_sentence"])]
-    for t in (decision.get("failure_patterns") or {}).get("top", []):
+    lines = [esc(d.patterns_sentence)]
+    for t in (d.failure_patterns or {}).get("top", []):
         examples = ", ".join(
-            f'<a href="{esc(link(FROM_PAGES, system=decision.get("system"), set="rag", q=q))}">'
-            f"{esc(q)}</a>"
+            f'<a href="{esc(link(FROM_PAGES, system=d.system, set="rag", q=q))}">{esc(q)}</a>'
             for q in str(t["examples"]).split(", ")
             if q
         )

@@ -331,6 +331,7 @@ def write_index(
         params=params,
         results=results,
         decision=results.get("decision"),
+        human_line=_human_line(results),
         manifest=manifest,
         pages=pages,
         attempt=attempt,
@@ -343,6 +344,15 @@ def write_index(
     index = paths.report / "index.html"
     index.write_text(html, encoding="utf-8")
     return index
+
+
+def _human_line(results: dict[str, Any]) -> str:
+    """The human-calibrated line of the decision's system, from what notebook 07 recorded under its
+    own key (`human_calibrated`), '' without it."""
+    from cube.diagnose.lta import human_sentence
+
+    system = (results.get("decision") or {}).get("system")
+    return human_sentence((results.get("human_calibrated") or {}).get(str(system)))
 
 
 def _num(value: Any, digits: int = 2) -> str:

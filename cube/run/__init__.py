@@ -2,7 +2,9 @@
 kernel, papermill execution, sweeps, validation of inputs, comparison folders, batch judging.
 
 Public face (`__all__`): `open_run` (what a notebook needs: `from cube.run import open_run`,
-served from `notebook` on first use) and the modules `pipeline` (one function per stage),
+served from `notebook` on first use) and the modules `pipeline` (one function per stage; it
+re-exports the public names of `audit` (the judge audit of stage 03 and its report), `decide` (the
+decision of stage 06 and the run's call usage) and `human` (human ratings, notebook 07)),
 `evaluate` (the run's evaluation, computed once), `diagnosis` (notebook 10's diagnostics from the
 run folder), `notebook`, `stages` (what each stage reads), `state` (lock, staging, interrupts),
 `kernel`, `execute` (`execute_run`: the notebook sequence and the report), `plan` (what a run will
@@ -22,12 +24,15 @@ if TYPE_CHECKING:
     from cube.run.notebook import open_run
 
 __all__ = [
+    "audit",
     "batch",
     "batch_cli",
     "compare",
+    "decide",
     "diagnosis",
     "evaluate",
     "execute",
+    "human",
     "kernel",
     "notebook",
     "open_run",

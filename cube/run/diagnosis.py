@@ -134,7 +134,7 @@ def recorded_sweep(run: Run) -> tuple[str, pd.DataFrame, dict[str, Any]] | None:
     path = run.paths.results
     recorded = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
     saved = recorded.get("decision") or {}
-    if saved.get("top_n_sweep", {}).get("table"):
+    if (saved.get("top_n_sweep") or {}).get("table"):
         got = dict(saved["top_n_sweep"])
         table = pd.DataFrame(got.pop("table")).astype({"R@N": float, "W": float, "CuBE": float})
         return got.pop("sweep"), table, got

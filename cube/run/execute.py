@@ -44,6 +44,7 @@ from cube.config.project import (
     shared_values,
 )
 from cube.config.runpaths import RunPaths
+from cube.diagnose.decision_record import HEADLINE_FIELDS
 from cube.pages.publish import publish as publish_pages
 from cube.run.notebook import LOCAL_PATHS_ENV, shared_params_yaml, write_shared_params
 from cube.run.state import (
@@ -103,18 +104,7 @@ DECISION_STAGE = (
     "06_cube_score"  # writes the decision; a stage it reads re-executing makes it stale
 )
 # every key `pipeline.decision` records: a stale `judging_failed` would make `cube run` exit 3
-HEADLINE_KEYS = (
-    "decision",
-    "cube_score",
-    "recall_at_k",
-    "weighted_score",
-    "verdict",
-    "verdict_label",
-    "provisional",
-    "withheld_reasons",
-    "judging_failed",
-    "audit",
-)
+HEADLINE_KEYS = ("decision", *HEADLINE_FIELDS, "audit")
 
 
 def _forget_decision(paths: RunPaths) -> None:
@@ -655,35 +645,12 @@ def _plan_vs_actual(
 
 
 def _usage(paths: RunPaths) -> list[dict[str, Any]]:
-    import pandas as pd
-    import pyarrow.parquet as pq
+    """The usage of every table holding calls (`cube.run.decide.call_usage`: the decision's cost
+    card reads the same)."""
+    from cube.run.decide import call_usage
 
-    from cube.llm import usage_summary
-    from cube.llm.usage import USAGE_COLUMNS
-
-    def accounting(
-        p: Path,
-    ) -> pd.DataFrame:  # what usage_summary reads: a paper-scale table is ~0.5 GB whole
-        present = set(pq.read_schema(p).names)
-        return pd.read_parquet(p, columns=[c for c in USAGE_COLUMNS if c in present])
-
-    # every table holding calls: questions that failed or the screen rejected, the refusal answers,
-    # the audit too
-    tables = [
-        accounting(p)
-        for n in (
-            "questions",
-            "questions_failed",
-            "answers",
-            "refusal_answers",
-            "scores",
-            "audit_scores",
-        )
-        if (p := paths.data_file(n)).exists()
-    ]
-    if not tables:
-        return []
-    return json.loads(usage_summary(tables).to_json(orient="records"))
+    usage = call_usage(paths)
+    return [] if usage is None else json.loads(usage.to_json(orient="records"))
 
 
 def _concurrency(paths: RunPaths) -> dict[str, Any]:

@@ -38,6 +38,8 @@ batch prices for judges, which `cube batch` can send), and time at the model's c
   will read them.
 - **Completion tokens** are an estimate per call (`COMPLETION_ESTIMATE`, at most the model's
   `max_tokens`); `completion_tokens_max` is `max_tokens` x calls, the ceiling of the cost.
+- **To send**: a model's calls not already in the cache; an offline algorithm's calls are
+  computed locally and never sent (`to_send` 0, `plan_line` counts them apart).
 - **Time**: the calls to send x the median latency of this model's calls in the cache (or of the
   `--pilot` calls just sent, which the run then reuses from the cache) / its `max_concurrency`.
 

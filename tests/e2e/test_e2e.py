@@ -265,6 +265,13 @@ def test_report_decision_page_and_escaping(e2e):
         u for u in manifest["usage"] if u["role"] == "judging" and u["model"] == "test-model"
     ]
     assert judging and judging[0]["cost_total"] > 0 and judging[0]["failed_calls"] == 0
+    # the decision's cost card is the usage table's total, the audit's calls included (issue 29)
+    decision = json.loads((e2e["root"] / "results.json").read_text())["decision"]
+    usage = manifest["usage"]
+    assert any(u["role"] == "audit" and u["calls"] > 0 for u in usage)
+    assert decision["calls_total"] == sum(u["calls"] for u in usage)
+    assert decision["tokens_total"] == sum(u["input_tokens"] + u["output_tokens"] for u in usage)
+    assert decision["cost_total"] == pytest.approx(sum(u["cost_total"] for u in usage))
     # `cube plan` before the run counted the LLM judge's calls the run then made (issue 22)
     vs = {(p["role"], p["model"]): p for p in manifest["plan_vs_actual"]}
     assert (
@@ -354,6 +361,12 @@ def test_human_ratings_flow_through_notebooks_07_and_08(e2e):
     )
     page = (root / "report" / "07_human_agreement.html").read_text(encoding="utf-8")
     assert "never invents" not in page.split("<main>")[-1] or "human rater" in page
+    # notebook 07 writes its own key, never into the decision, and counts ratings as rated cells
+    assert "human_calibrated" not in (results.get("decision") or {})
+    rated = pd.read_parquet(root / "data" / "human_ratings.parquet")
+    for system, head in results["human_calibrated"].items():
+        mine = rated[rated["system"].astype(str) == system]
+        assert head["n_ratings"] == int(mine["score"].notna().sum()) > head["n_rated"] > 0
 
 
 def test_results_carry_the_diagnostics(e2e):

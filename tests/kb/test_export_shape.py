@@ -145,6 +145,7 @@ def test_a_mis_mapped_knowledge_base_is_flagged_in_results_and_on_the_decision(e
     import warnings
 
     from cube.config.sections import AnalysisParams
+    from cube.diagnose.decision_record import DecisionInputs
     from cube.diagnose.lta import assess
     from cube.kb.corpus import build_corpus, corpus_structure
     from cube.method.evaluation import evaluate
@@ -176,9 +177,11 @@ def test_a_mis_mapped_knowledge_base_is_flagged_in_results_and_on_the_decision(e
     first = assess(
         results,
         params,
-        retrieval={
-            k: wrong[k] for k in ("documents_merging_services", "documents_named_placeholder")
-        },
+        DecisionInputs(
+            retrieval={
+                k: wrong[k] for k in ("documents_merging_services", "documents_named_placeholder")
+            }
+        ),
     )["suggestions"][0]
     assert (
         first.startswith("Warning: the knowledge base looks mis-mapped")
@@ -187,9 +190,11 @@ def test_a_mis_mapped_knowledge_base_is_flagged_in_results_and_on_the_decision(e
     clean = assess(
         results,
         params,
-        retrieval={
-            k: right[k] for k in ("documents_merging_services", "documents_named_placeholder")
-        },
+        DecisionInputs(
+            retrieval={
+                k: right[k] for k in ("documents_merging_services", "documents_named_placeholder")
+            }
+        ),
     )["suggestions"]
     assert not any("mis-mapped" in s for s in clean)
 

@@ -116,7 +116,7 @@ def test_every_system_call_failed_gives_nan_and_a_withheld_verdict():
     rows"). It now gives NaN figures, a flag, and no judge in the jury, with the cause."""
     from types import SimpleNamespace
 
-    from cube.diagnose.lta import withheld_reasons
+    from cube.diagnose.verdict import withheld_reasons
 
     answers, scores = make_tables(n_questions=20, seed=1)
     answers = answers.assign(retrieval_ok=False, rank=0)
@@ -189,7 +189,7 @@ def test_verdict_withheld_when_few_resamples_define_the_jury():
     """S1: an interval from fewer than 90 % of the resamples is not a basis for a verdict."""
     from types import SimpleNamespace
 
-    from cube.diagnose.lta import withheld_reasons
+    from cube.diagnose.verdict import withheld_reasons
 
     answers, scores = _sparse_member_tables()
     ap = AnalysisParams(

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from cube.config.sections import AnalysisParams
-from cube.diagnose.lta import withheld_reasons
+from cube.diagnose.verdict import withheld_reasons
 from cube.method.evaluation import evaluate
 from cube.method.gate import bounds_test_can_decide, min_questions
 from tests.judge_sim import BLIND, DECENT, WORSE_DROP, bounds, simulate, simulate_probes
@@ -223,7 +223,7 @@ def test_a_kept_judge_with_noise_weights_leaves_the_jury_cube_undefined_and_unpr
     system = str(answers["system"].iloc[0])
     out = assess({system: r}, _params(judges, system))
     assert (
-        np.isnan(out["cube_score"])
+        out["cube_score"] is None  # undefined: null in results.json, never NaN
         and "CuBE score of" not in out["sentence"]
         and "nan" not in out["sentence"]
     )

@@ -276,7 +276,8 @@ def test_the_human_sentence_shows_the_flags_of_a_defined_score():
     ).headline()
     text = human_sentence(head)
     assert head["cube_score"] is not None and text.startswith(
-        f"With {head['n_rated']} human ratings: CuBE "
+        f"With {head['n_rated']} of {head['n_retrieved']} retrieved questions rated by humans: "
+        "CuBE "
     )
     assert "w_dimension_left_out" in text and "quality" in text
     assert "Note" not in human_sentence(head | {"flags": []})

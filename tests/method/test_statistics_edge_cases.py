@@ -10,7 +10,7 @@ import pytest
 
 from cube.config.params import parse_params
 from cube.config.sections import AnalysisParams
-from cube.diagnose import lta
+from cube.diagnose import lta, verdict
 from cube.method import evaluation as E
 from cube.method.compare import compare_all, compare_pair, holm, mde
 from cube.pages.decision import decision_markdown
@@ -107,11 +107,11 @@ def test_the_verdict_shows_every_band_its_interval_touches():
     _set_interval(res, 62.0, 78.0)
     one = _assess(res)
     assert one["verdict_label"] == "good" and one["verdict_bands"] == ["good"]
-    assert lta.verdict_bands(61.0, 85.0, {"excellent": 80.0, "good": 60.0, "fair": 40.0}) == [
+    assert verdict.verdict_bands(61.0, 85.0, {"excellent": 80.0, "good": 60.0, "fair": 40.0}) == [
         "good",
         "excellent",
     ]
-    assert lta.verdict_bands(-3.0, 20.0, {"excellent": 80.0, "good": 60.0, "fair": 40.0}) == [
+    assert verdict.verdict_bands(-3.0, 20.0, {"excellent": 80.0, "good": 60.0, "fair": 40.0}) == [
         "poor"
     ]
 

@@ -346,7 +346,7 @@ def test_no_verdict_outside_the_bounds_beyond_tolerance_and_none_without_gated_j
         "no judge passed the validity gate" in r and "has no scores" in r
         for r in out["withheld_reasons"]
     )
-    md = decision_markdown({**out, "suggestions": []})
+    md = decision_markdown(out.model_copy(update={"suggestions": []}))
     assert "<span style=" in md and "WITHHELD" in md and "excluded: judge-a" in md
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cube.diagnose.lta import KEEP, ordered_suggestions
+from cube.diagnose.suggest import KEEP, ordered_suggestions
 from cube.pages.decision import decision_markdown, headline
 
 CONFUSION = (

@@ -138,10 +138,16 @@ def test_the_index_shows_holm_adjusted_p_values_the_band_range_and_the_human_cal
         "verdict": "good",
         "verdict_label": "good to excellent",
         "withheld_reasons": [],
-        "human_sentence": "With 30 human ratings: CuBE 61.0 [52.0, 70.0]",
+        "system": "s1",
     }
-    html = _index(tmp_path, decision, comparisons=rows)
+    # notebook 07's own key (issue 29: it no longer rewrites the decision)
+    human = {"s1": {"n_rated": 30, "n_retrieved": 34, "n_ratings": 720, "cube_score": 61.0}}
+    human["s1"] |= {"cube_lo": 52.0, "cube_hi": 70.0, "confidence": 0.95, "flags": []}
+    html = _index(tmp_path, decision, comparisons=rows, human_calibrated=human)
     assert "p = 0.010 (Holm-adjusted over 2 pairs: 0.020)" in html
     assert '<span class="badge good">GOOD TO EXCELLENT</span>' in html
     # brackets are written as character references (cube.pages.escape): the text is the same
-    assert "With 30 human ratings: CuBE 61.0 [52.0, 70.0]" in unescape(html)
+    assert (
+        "With 30 of 34 retrieved questions rated by humans (720 ratings): CuBE 61.0 [52.0, 70.0]"
+        in unescape(html)
+    )

@@ -448,7 +448,7 @@ def test_verdict_bands_include_poor_below_every_threshold(two_systems):
         (60.0, 80.0),
         (80.0, 110.0),
     ]  # the axis' left end is poor
-    from cube.diagnose.lta import verdict
+    from cube.diagnose.verdict import verdict
 
     assert (
         verdict(39.9, {"excellent": 80, "good": 60, "fair": 40}) == "poor"

@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from cube.diagnose.lta import assess, verdict
-from cube.run import pipeline
+from cube.diagnose.lta import assess, human_sentence
+from cube.diagnose.verdict import verdict
+from cube.run import human, pipeline
 from cube.run.notebook import open_run
 
 JUDGES = [
@@ -130,14 +131,14 @@ def test_agreement_is_on_the_rag_set_unless_other_sets_are_asked(run):
     assert set(section.set_scores["set"]) == {"rag"}
     assert "the rag set" in section.agreement_note and "never pooled" in section.agreement_note
     assert "Not included: the full, zero set(s)." in section.agreement_note
-    sets, note = pipeline._agreement_sets(
+    sets, note = human._agreement_sets(
         ["full", "pooled", "zero"], section.scores[section.scores["set"] != "zero"]
     )
     assert (
         sets == ["full", "pooled"] and "all sets pooled" in note and "without scores: zero" in note
     )
     with pytest.raises(ValueError, match=r"human.agreement_sets: none of \['zero'\]"):
-        pipeline._agreement_sets(["zero"], section.scores[section.scores["set"] == "rag"])
+        human._agreement_sets(["zero"], section.scores[section.scores["set"] == "rag"])
 
 
 def test_decision_reports_r_at_1_and_near_duplicate_confusion_from_the_run(run):
@@ -170,7 +171,7 @@ def test_without_a_bootstrap_the_decision_says_its_precision_is_unknown_and_the_
 
 
 def test_duplicate_texts_and_high_confusion_become_suggestions(run):
-    from cube.diagnose.lta import _retrieval_suggestions
+    from cube.diagnose.suggest import _retrieval_suggestions
 
     tips = _retrieval_suggestions(
         {
@@ -231,20 +232,23 @@ def test_the_sheet_is_blind_and_the_page_counts_its_rows(run, tmp_path):
     # said why
     system = sorted(key["system"])[0]
     run.record(decision={"system": system, "verdict": "good"})  # as notebook 06 leaves it
+    before = json.loads(run.paths.results.read_text(encoding="utf-8"))["decision"]
     table, per, heads = pipeline.human_calibration(rated)
     assert set(table["system"]) == set(key["system"]) and (table["n_rated"] > 0).all()
     assert table["human_calibrated_cube"].isna().all() and all(
         h["cube_score"] is None for h in heads.values()
     )
     results = json.loads(run.paths.results.read_text(encoding="utf-8"))
-    assert (
-        results["human_calibrated"] == heads
-        and results["decision"]["human_calibrated"] == heads[system]
+    # stage 07 writes its own key and leaves the decision as 06 wrote it
+    assert results["human_calibrated"] == heads and results["decision"] == before
+    head = heads[system]
+    assert human_sentence(head).startswith(
+        f"With {head['n_rated']} of {head['n_retrieved']} retrieved questions rated by humans "
+        f"({head['n_ratings']} ratings): the human-calibrated CuBE is undefined (no weighted "
+        "dimension"
     )
-    assert results["decision"]["human_sentence"].startswith(
-        f"With {heads[system]['n_rated']} human ratings: the "
-        "human-calibrated CuBE is undefined (no weighted dimension"
-    )
+    # every filled cell of the system's rows is a rating: 4 dimensions x 3 sets per sampled pair
+    assert head["n_ratings"] == int((scores["system"] == system).sum()) > head["n_rated"]
 
 
 def test_a_sheet_named_by_the_user_lists_its_key_once(run, tmp_path):
@@ -255,11 +259,12 @@ def test_a_sheet_named_by_the_user_lists_its_key_once(run, tmp_path):
     assert again == files  # kept, not rewritten, and still listed once
 
 
-def test_a_human_calibrated_figure_reaches_only_the_decision_it_was_computed_for(run, tmp_path):
-    # issue 21 review: notebook 06 attached whatever `human_calibrated` results.json held, so a
-    # figure computed by 07 from earlier ratings (or scores, or jury) was shown beside a new
-    # decision
+def test_the_human_calibration_is_its_own_key_and_the_index_says_what_it_counts(run, tmp_path):
+    # issue 29: stage 07 rewrote the decision (a `human_basis` hash told a stale one apart), and
+    # "With 36 human ratings" counted rated retrieved questions on a run of 960 rating rows
     import dataclasses
+
+    from cube.pages.publish import _human_line
 
     files = pipeline.export_annotation(run.params, paths=run.paths)
     sheet = pd.read_csv(
@@ -270,31 +275,26 @@ def test_a_human_calibrated_figure_reaches_only_the_decision_it_was_computed_for
     )
     on = [c for c in key.columns if c in sheet.columns]
     sets = sheet.merge(key, on=on, how="left")["set"]
-
-    def rated(values: dict[str, str], name: str):
-        filled = sheet.assign(rater="ann")
-        for d in run.params.dimension_names():
-            filled[f"{d}.total"] = sets.map(values).to_numpy()
-        filled.to_csv(tmp_path / name, index=False)
-        human = run.params.human.model_copy(update={"ratings": str(tmp_path / name)})
-        return dataclasses.replace(run, params=run.params.model_copy(update={"human": human}))
-
-    first = rated({"zero": "2", "rag": "5", "full": "8"}, "first.csv")
-    results = pipeline.evaluate_run(first)
-    _, _, heads = pipeline.human_calibration(first, results)
-    out = pipeline.decision(first, results)
-    assert out["human_calibrated"] == heads[out["system"]] and out["human_calibrated"]["basis"]
-    assert out["human_sentence"].startswith("With ")
-    # new ratings imported (notebook 07's import), the calibration not yet re-run: the recorded
-    # figure rests on the first ratings and must not be attached to a new decision
-    second = rated({"zero": "3", "rag": "3", "full": "7"}, "second.csv")
-    pipeline.human_stage(second)
-    out = pipeline.decision(second, results)
-    assert out["human_calibrated"] == {} and "re-run notebook 07" in out["human_sentence"]
-    # the calibration re-run on the new ratings is attached again
-    _, _, heads = pipeline.human_calibration(second, results)
-    assert (
-        json.loads(run.paths.results.read_text(encoding="utf-8"))["decision"]["human_calibrated"]
-        == heads[out["system"]]
+    filled = sheet.assign(rater="ann")
+    for d in run.params.dimension_names():
+        filled[f"{d}.total"] = sets.map({"zero": "2", "rag": "5", "full": "8"}).to_numpy()
+    filled.to_csv(tmp_path / "first.csv", index=False)
+    human = run.params.human.model_copy(update={"ratings": str(tmp_path / "first.csv")})
+    rated = dataclasses.replace(run, params=run.params.model_copy(update={"human": human}))
+    results = pipeline.evaluate_run(rated)
+    out = pipeline.decision(rated, results)
+    written = json.loads(run.paths.results.read_text(encoding="utf-8"))["decision"]
+    assert written == out.as_json() and "human_calibrated" not in written
+    _, per, heads = pipeline.human_calibration(rated, results)
+    recorded = json.loads(run.paths.results.read_text(encoding="utf-8"))
+    assert recorded["decision"] == written and recorded["human_calibrated"] == heads
+    head = heads[out.system]
+    ratings = pipeline.human_stage(rated)[0]
+    n_ratings = int(ratings.loc[ratings["system"] == out.system, "score"].notna().sum())
+    line = _human_line(recorded)
+    assert head["n_ratings"] == n_ratings and head["n_rated"] == per[out.system].n_rated
+    assert line.startswith(
+        f"With {head['n_rated']} of {head['n_retrieved']} retrieved questions rated by humans "
+        f"({n_ratings} ratings): CuBE "
     )
-    assert pipeline.decision(second, results)["human_calibrated"] == heads[out["system"]]
+    assert f"With {head['n_rated']} human ratings" not in line  # the old wording miscounted

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pandas as pd
 
 from cube.config.runpaths import RunPaths
@@ -60,41 +58,33 @@ def test_a_stale_decision_is_forgotten_whole_when_an_earlier_stage_re_executes(
     import json
 
     import cube.diagnose.lta
-    import cube.run.pipeline as pipeline
+    import cube.run.decide as decide
+    from cube.diagnose.decision_record import HEADLINE_FIELDS, Decision, DecisionInputs
     from cube.run.execute import _forget_decision
 
     recorded: dict = {}
 
-    class FakeRun:  # captures what pipeline.decision records
-        params = SimpleNamespace(human=SimpleNamespace(ratings=None))
-
-        def has(self, name):
-            return name == "scores"
-
-        def load(self, name, columns=None):
-            return pd.DataFrame({"error_kind": ["", "call"]})
+    class FakeRun:  # captures what the decision records
+        params = None
 
         def record(self, **figures):
             recorded.update(figures)
 
-    out = {
-        "cube_score": 1.0,
-        "recall_at_k": 0.5,
-        "weighted_score": 2.0,
-        "verdict": "withheld",
-        "verdict_label": "withheld",
-        "provisional": "no interval",
-        "withheld_reasons": ["judging failed"],
-        "judging_failed": True,
-    }
-    monkeypatch.setattr(cube.diagnose.lta, "assess", lambda *a, **k: out)
-    for name in ("offline_judges", "bound_answerer_note", "retrieval_quality", "_diagnosis"):
-        monkeypatch.setattr(pipeline, name, lambda *a, **k: None)
-    monkeypatch.setattr(pipeline, "_audit_record", lambda *a, **k: {"ran": False})
-    pipeline.decision(FakeRun(), {})
-    assert {"verdict", "verdict_label", "provisional", "judging_failed", "withheld_reasons"} <= set(
-        recorded
+    out = Decision(
+        cube_score=1.0,
+        recall_at_k=0.5,
+        weighted_score=2.0,
+        verdict="withheld",
+        verdict_label="withheld",
+        withheld_reasons=["judging failed"],
+        judging_failed=True,
     )
+    monkeypatch.setattr(cube.diagnose.lta, "assess", lambda *a, **k: out)
+    monkeypatch.setattr(decide, "decision_inputs", lambda *a, **k: DecisionInputs())
+    monkeypatch.setattr(decide, "_audit_record", lambda *a, **k: {"ran": False})
+    decide.decision(FakeRun(), {})
+    assert set(recorded) == {"decision", "audit", *HEADLINE_FIELDS}
+    assert recorded["decision"] == out.as_json() and recorded["judging_failed"] is True
     paths = RunPaths(root=tmp_path / "run", cache=tmp_path / "c.sqlite").ensure()
     paths.results.write_text(json.dumps({**recorded, "answers": 3}, default=str), encoding="utf-8")
     _forget_decision(paths)

@@ -1,0 +1,369 @@
+"""The judge audit of stage 03 and its report (notebook 11, issue 20), and self-preference.
+
+    audit_sample / audit_probes   how many questions, which probes (`cube.systems.probes`)
+    stage_requests / judge_calls  the judge calls a stage makes, which cap the audit's share
+    audit_stage / judge_audit     the probes judged by every judge: data/audit_scores.parquet
+    audit_report                  per judge: discrimination, biases, verdict, self-preference
+    _audit_record                 `results.json` `audit`
+
+Moved out of `cube.run.pipeline` (which re-exports these names for the notebooks).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from cube.config.params import Params
+from cube.config.schema import ACCOUNTING_COLUMNS
+from cube.run.evaluate import ANALYSIS_SCORE_COLUMNS, evaluate_run, primary_system
+from cube.run.evaluate import recorded as _recorded
+from cube.run.notebook import Run
+
+AUDIT_COLUMNS = (
+    "question_id",
+    "system",
+    "set",
+    "judge",
+    "dimension",
+    "sample",
+    "score",
+    "error_kind",
+    "probe",
+    "expect",
+)
+
+
+def audit_probes(
+    params: Params,
+    corpus: pd.DataFrame,
+    questions: pd.DataFrame,
+    answers: pd.DataFrame,
+    judge_calls: int,
+) -> pd.DataFrame:
+    """The audit's probes (`cube.systems.probes.build_probes` of the primary system's full answers):
+    `audit.questions` of them, fewer when their calls would exceed `audit.max_share` of the run's
+    `judge_calls` (`audit_sample`). Judged by stage 03, exported with its calls by `cube batch`."""
+    from cube.systems.probes import build_probes
+
+    full = answers[(answers["system"] == params.systems[0].name) & (answers["set"] == "full")]
+    n = audit_sample(params, judge_calls)["questions"]
+    return build_probes(full, corpus, questions, n, params.audit.seed, params.lang)
+
+
+def audit_sample(params: Params, judge_calls: int) -> dict[str, Any]:
+    """How many questions the audit samples: `audit.questions`, capped so that its calls are at most
+    `audit.max_share` of the run's judge calls (`cube.systems.probes.capped_questions`; `cube plan`
+    counts the same). Recorded in results.json (`audit_sample`) and said by notebook 11."""
+    from cube.systems.probes import calls_per_question, capped_questions
+
+    a = params.audit
+    per_q = calls_per_question(params)
+    n = capped_questions(a.questions, judge_calls, per_q, a.max_share)
+    return {
+        "requested": a.questions,
+        "questions": n,
+        "capped": n < a.questions,
+        "max_share": a.max_share,
+        "judge_calls": int(judge_calls),
+        "calls_per_question": per_q,
+        "audit_calls": n * per_q,
+    }
+
+
+def audit_sample_sentence(sample: dict[str, Any] | None) -> str:
+    """What notebook 11 and the audit's verdicts say of the sample (empty when it was not
+    capped)."""
+    if not sample or not sample.get("capped") or not sample.get("requested"):
+        return ""
+    return (
+        f"the audit sample shrank from {sample['requested']} to {sample['questions']} questions: "
+        f"{sample['calls_per_question']} judge calls per question, at most "
+        f"{sample['max_share']:.0%} of the run's {sample['judge_calls']} judge calls "
+        "(audit.max_share)"
+    )
+
+
+def audit_sample_note(run: Run) -> str:
+    """Notebook 11's sentence on the audit's sample: how many questions, their calls against the
+    run's judge calls, and whether `audit.max_share` shrank it (what stage 03 recorded)."""
+    rec = _recorded(run)
+    sample = rec.get("audit_sample")
+    if not sample:
+        return "The audit's sample was not recorded: re-run stage 03 (cube run PARAMS --only 03)."
+    if not sample["requested"]:
+        return "The audit is off (audit.questions: 0)."
+    head = (
+        f"The audit sampled {sample['questions']} questions: "
+        f"{rec.get('audit_calls', sample['audit_calls'])} judge calls, "
+        f"{rec.get('audit_share_of_judge_calls') or 0:.1%} of the run's {sample['judge_calls']} "
+        f"judge calls (at most {sample['max_share']:.0%}, audit.max_share)."
+    )
+    note = audit_sample_sentence(sample)
+    return head + (
+        f" Capped: {note}; with fewer than audit.min_pairs ({run.params.audit.min_pairs}) probe "
+        "pairs a judge gets no audit verdict (never an exclusion)."
+        if note
+        else ""
+    )
+
+
+def stage_requests(
+    judges: list[Any],
+    answers: pd.DataFrame,
+    corpus: pd.DataFrame,
+    questions: pd.DataFrame,
+    dimensions: list[Any],
+) -> dict[str, list[Any]]:
+    """Per judge, the requests stage 03 makes of these answers
+    (`cube.judges.scoring.judge_requests`)."""
+    from cube.judges.scoring import judge_inputs, judge_requests
+
+    records = judge_inputs(answers, corpus, questions).to_dict("records")
+    return {j.name: judge_requests(j, records, dimensions)[1] for j in judges}
+
+
+def judge_calls(judges: list[Any], requests: dict[str, list[Any]]) -> int:
+    """The judge calls of these requests, counted per judge: identical requests of one judge are one
+    call (an LLM's cache key; an offline algorithm's inputs). Stage 03, `cube batch` and `cube plan`
+    cap the audit with this count: neither the call cache (two judges on one model share their first
+    sample's calls) nor a pilot that stopped a judge (its calls not sent) changes it, and the
+    re-asks of `retry_unscored`, which none can foresee, are not in it."""
+    import json
+
+    from cube.llm.cache import cache_key
+
+    n = 0
+    for j in judges:
+        if j.model.offline:
+            n += len(
+                {
+                    json.dumps(
+                        [r.context, r.template_version, r.sample], sort_keys=True, default=str
+                    )
+                    for r in requests[j.name]
+                }
+            )
+        else:
+            n += len({cache_key(j.model.spec, r) for r in requests[j.name]})
+    return n
+
+
+def audit_stage(
+    run: Run,
+    judges: list[Any],
+    dimensions: list[Any],
+    corpus: pd.DataFrame,
+    questions: pd.DataFrame,
+    answers: pd.DataFrame,
+    n_judge: int,
+) -> tuple[pd.DataFrame, int]:
+    """The judge audit (issue 20) of stage 03 (`judge_audit`): saved as data/audit_scores, its
+    sample recorded (`audit_sample` in results.json); returns it with its judge calls
+    (`judge_calls`)."""
+    out, sample, n_audit = judge_audit(
+        run.params, judges, dimensions, corpus, questions, answers, n_judge
+    )
+    run.record(audit_sample=sample)
+    run.save("audit_scores", out)
+    return out, n_audit
+
+
+def judge_audit(
+    params: Params,
+    judges: list[Any],
+    dimensions: list[Any],
+    corpus: pd.DataFrame,
+    questions: pd.DataFrame,
+    answers: pd.DataFrame,
+    n_judge: int,
+    progress: bool = True,
+) -> tuple[pd.DataFrame, dict[str, Any], int]:
+    """Probes of the primary system's full answers (`cube.systems.probes`) judged by every judge,
+    their accounting under the role 'audit' (empty with `audit.questions: 0`, or when the cap leaves
+    no question), the sample (`audit_sample`, capped by the run's `n_judge` judge calls,
+    `judge_calls`) and the audit's judge calls. The audit has no pilot of its own (the judging pilot
+    decided: a judge it stopped is not audited, and the judges' `pilot_report` stays the judging
+    pilot's)."""
+    from dataclasses import replace
+
+    from cube.judges import score_answers
+
+    sample = audit_sample(params, n_judge)
+    probes = audit_probes(params, corpus, questions, answers, n_judge)
+    audited = [
+        replace(j, pilot=0, pilot_report=None)
+        for j in judges
+        if not (j.pilot_report and j.pilot_report.get("decision") == "stopped")
+    ]
+    if probes.empty or not audited:
+        out = pd.DataFrame(
+            {
+                c: pd.Series(dtype=float if c == "score" else object)
+                for c in (*AUDIT_COLUMNS, *ACCOUNTING_COLUMNS)
+            }
+        )
+        return out, sample, 0
+    inputs = probes.drop(columns=["probe", "expect"])
+    out = score_answers(inputs, audited, dimensions, corpus, questions=questions, progress=progress)
+    if "role" in out:
+        out["role"] = "audit"
+    out = out.merge(
+        probes[["question_id", "system", "probe", "expect"]], on=["question_id", "system"]
+    )
+    return (
+        out,
+        sample,
+        judge_calls(audited, stage_requests(audited, inputs, corpus, questions, dimensions)),
+    )
+
+
+def audit_report(run: Run) -> pd.DataFrame:
+    """Per judge: the audit's figures (`cube.method.audit.audit_summary`), its verdict for the gate
+    and whether the judge is in the primary system's jury (notebook 11). Empty when the audit did
+    not run."""
+    from cube.method.audit import audit_summary, audit_verdict, injection_verdict
+    from cube.run.evaluate import audit_probe_scores
+
+    run.require("scores")
+    probes = audit_probe_scores(run, run.load("scores", ANALYSIS_SCORE_COLUMNS))
+    if probes is None:
+        return pd.DataFrame(columns=["judge", "audit"])
+    summary = audit_summary(probes, run.params.analysis.confidence)
+    a, ap = run.params.audit, run.params.analysis
+    verdicts = [audit_verdict(row, ap.gate_alpha, a.min_pairs) for _, row in summary.iterrows()]
+    summary["content_blind"] = [v for v, _ in verdicts]
+    summary["audit"] = [why for _, why in verdicts]
+    note = audit_sample_sentence(_recorded(run).get("audit_sample"))
+    summary["audit"] = [f"{why} ({note})" if note and v is None else why for v, why in verdicts]
+    inj = [injection_verdict(row, ap.gate_alpha, a.min_pairs) for _, row in summary.iterrows()]
+    summary["obeys_injections"], summary["injection"] = [v for v, _ in inj], [w for _, w in inj]
+    table = evaluate_run(run, bootstrap=False)[primary_system(run)].cube_table
+    summary["in_jury"] = summary["judge"].map(table["in_jury"]) if "in_jury" in table else None
+    own = self_preference_table(run)
+    for c in SELF_PREFERENCE_COLUMNS:
+        summary[c] = summary["judge"].map(own[c]) if c in own else np.nan
+    return summary.set_index("judge")
+
+
+SELF_PREFERENCE_COLUMNS = (
+    "self_preference",
+    "self_preference_lo",
+    "self_preference_hi",
+    "self_preference_items",
+    "self_preference_control_items",
+    "self_preference_note",
+)
+
+
+def same_model(params: Params, a: Any, b: Any) -> bool:
+    """Whether two model references (a `models:` entry name or an inline spec) are one model: the
+    same provider, endpoints and model, whatever else differs (two entries at temperature 0.7 and 0
+    are one)."""
+    x, y = params.model(a), params.model(b)
+    return (x.provider, x.base_url, tuple(x.base_urls or ()), x.model) == (
+        y.provider,
+        y.base_url,
+        tuple(y.base_urls or ()),
+        y.model,
+    )
+
+
+def answerer_sets(params: Params, system: Any) -> tuple[str, ...]:
+    """The answer sets a system's answerer writes: every set of a builtin system, the bound sets of
+    another (its rag answers come from a file or RAGFlow, by a model the run does not know)."""
+    from cube.config.sections import BuiltinSystem
+
+    return ("zero", "rag", "full") if isinstance(system, BuiltinSystem) else ("zero", "full")
+
+
+def self_judges(params: Params, system: str) -> dict[str, tuple[str, ...]]:
+    """The judges whose model wrote `system`'s answers (`same_model` as its answerer), each with the
+    answer sets that model wrote (`answerer_sets`)."""
+    sp = next((x for x in params.systems if x.name == system), None)
+    if sp is None:
+        return {}
+    ref = params.system_answerer(sp)
+    return {
+        j.name: answerer_sets(params, sp) for j in params.judges if same_model(params, j.model, ref)
+    }
+
+
+def self_preference_table(run: Run) -> pd.DataFrame:
+    """Per judge whose model answered the primary system (`self_judges`): its preference for those
+    answers apart from its leniency and scale (`cube.method.audit.self_preference`, an ANCOVA
+    on the answers of the run's other systems written by another model: points,
+    interval, answers, control answers, and the cause when not measurable). Empty (no row, never a
+    0) when no judge answered."""
+    from cube.method.audit import self_preference
+
+    primary = primary_system(run)
+    own = self_judges(run.params, primary)
+    if not own:
+        return pd.DataFrame(columns=list(SELF_PREFERENCE_COLUMNS))
+    scores = run.load("scores", ANALYSIS_SCORE_COLUMNS)
+    models = {j.name: j.model for j in run.params.judges}
+    rows = {}
+    for judge, sets in own.items():
+        mine = (scores["system"] == primary) & scores["set"].isin(sets)
+        control = pd.Series(False, index=scores.index)
+        for sp in run.params.systems[1:]:  # answers known to be written by another model
+            if not same_model(run.params, run.params.system_answerer(sp), models[judge]):
+                control |= (scores["system"] == sp.name) & scores["set"].isin(
+                    answerer_sets(run.params, sp)
+                )
+        r = self_preference(
+            scores[mine | control].assign(own=mine[mine | control]),
+            judge,
+            run.params.analysis.confidence,
+        )
+        rows[judge] = {
+            "self_preference": r["self_preference"],
+            "self_preference_lo": r["self_preference_lo"],
+            "self_preference_hi": r["self_preference_hi"],
+            "self_preference_items": r["items"],
+            "self_preference_control_items": r["control_items"],
+            "self_preference_note": r["note"],
+        }
+    return pd.DataFrame.from_dict(rows, orient="index", columns=list(SELF_PREFERENCE_COLUMNS))
+
+
+def _audit_record(run: Run) -> dict[str, Any]:
+    """`results.json` `audit`: per judge its discrimination, biases and verdict (`ran: false` when
+    it did not run)."""
+    import json
+
+    report = audit_report(run)
+    sample = _recorded(run).get("audit_sample")
+    if report.empty:
+        return {"ran": False, **({"sample": sample} if sample else {})}
+    keep = [
+        "pairs",
+        "discrimination",
+        "discrimination_lo",
+        "discrimination_hi",
+        "discrimination_p_value",
+        "empty_truncated_pairs",
+        "empty_truncated_wins",
+        "verbosity_bias",
+        "authority_bias",
+        "order_bias",
+        "leniency",
+        "modal_share",
+        "content_blind",
+        "audit",
+        "obeys_injections",
+        "injection",
+    ]
+    judges = json.loads(report[keep].to_json(orient="index"))  # NaN as null, plain types
+    # self-preference only for a judge whose model answered (absent, never 0, for the others)
+    own = json.loads(
+        report.loc[report["self_preference_items"].notna(), list(SELF_PREFERENCE_COLUMNS)].to_json(
+            orient="index"
+        )
+    )
+    for judge, values in own.items():
+        judges[judge].update(values)
+    return {"ran": True, "judges": judges, **({"sample": sample} if sample else {})}
