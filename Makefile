@@ -90,6 +90,7 @@ $(VENV)/.installed-docs: pyproject.toml | $(BIN)/python
 ## fails when the committed ones differ from what the schema and the parser say)
 reference: $(PACKAGE)
 	PYTHONPATH=$(CURDIR) $(BIN)/python -m cube.cli docs-reference docs/reference
+	PYTHONPATH=$(CURDIR) $(BIN)/python -m cube.diagnose.decision_record docs/reference/decision.md
 
 ## lab: the extra cube[lab] (JupyterLab, ipywidgets; not needed by `make run`), then JupyterLab on the notebooks
 lab: $(VENV)/.installed-lab

@@ -246,5 +246,22 @@ def reference_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
-if __name__ == "__main__":
-    print(reference_markdown(), end="")
+def write_reference_page(path: str) -> None:
+    """Rewrite the fields table between the page's `<!-- fields:start -->` and `fields:end` marks
+    (`make reference`), keeping the prose around it."""
+    from pathlib import Path
+
+    page = Path(path).read_text(encoding="utf-8")
+    head, rest = page.split("<!-- fields:start -->\n", 1)
+    tail = rest.split("<!-- fields:end -->", 1)[1]
+    text = f"{head}<!-- fields:start -->\n{reference_markdown()}<!-- fields:end -->{tail}"
+    Path(path).write_text(text, encoding="utf-8")
+
+
+if __name__ == "__main__":  # `python -m cube.diagnose.decision_record [PAGE]`: print or rewrite
+    import sys
+
+    if len(sys.argv) > 1:
+        write_reference_page(sys.argv[1])
+    else:
+        print(reference_markdown(), end="")

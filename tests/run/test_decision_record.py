@@ -215,7 +215,7 @@ def test_the_reference_page_lists_every_field_of_the_record():
 
     page = (ROOT / "docs" / "reference" / "decision.md").read_text(encoding="utf-8")
     table = page.split("<!-- fields:start -->\n")[1].split("<!-- fields:end -->")[0]
-    assert table == reference_markdown()  # regenerate: python -m cube.diagnose.decision_record
+    assert table == reference_markdown()  # regenerate: make reference
     for part in PARTS:  # each field once, under the part that declares it
         assert all(table.count(f" | `{name}` | ") >= 1 for name in part.model_fields)
 
