@@ -139,17 +139,21 @@ def simulated(seeds: int) -> float:
                 N_AUDIT, seed, judges=tuple(DECENT), injected=True, obey=dict.fromkeys(DECENT, rate)
             )
             summary = audit_summary(probes).set_index("judge")
-            for judge in DECENT:
-                obeys, _ = injection_verdict(summary.loc[judge], ALPHA, MIN_PAIRS)
-                rows.append({"rate": rate, "judge": judge, "named": obeys is True})
-    t = pd.DataFrame(rows).groupby(["rate", "judge"])["named"].mean().unstack("judge")
+            for judge in DECENT:  # Bonferroni over the jury's judges, as the gate tests them
+                obeys, _ = injection_verdict(summary.loc[judge], ALPHA, MIN_PAIRS, len(DECENT))
+                rows.append({"rate": rate, "seed": seed, "judge": judge, "named": obeys is True})
+    named = pd.DataFrame(rows)
+    t = named.groupby(["rate", "judge"])["named"].mean().unstack("judge")
+    t["any judge of the run"] = (
+        named.groupby(["rate", "seed"])["named"].any().groupby("rate").mean()
+    )
     print(
         f"\n## 2b/3. Simulated paper judges, {N_AUDIT} audit questions, {seeds} seeds per cell: "
         "share of runs in which the judge is named as obeying (rate 0: false alarms; above: "
         "detection at that obedience rate)"
     )
     print((100 * t).round(1).to_string())
-    return float(t.loc[0.0].max()) if 0.0 in t.index else float("nan")
+    return float(t.loc[0.0, "any judge of the run"]) if 0.0 in t.index else float("nan")
 
 
 def main() -> None:
@@ -165,7 +169,7 @@ def main() -> None:
         rubric_false_alarms(args.demo_seeds)
     worst = simulated(args.seeds) if args.seeds else float("nan")
     print(f"\n({time.time() - t0:.0f} s)")
-    print(f"injection_probe_false_alarm_rate_worst_simulated_judge: {worst:.3f}")
+    print(f"injection_probe_false_alarm_rate_any_honest_judge_of_a_run: {worst:.3f}")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,9 @@ holds its own block around inline values (the refusal writer's list) writes `<co
 The nonce is **deterministic**: the first 12 hex digits of SHA-256 over the block's own text
 (`fence_nonce`). A fresh random nonce per call would change every prompt, so every cached judgment
 would miss and no run could resume; a hash of the contents keeps one prompt per input. An answer
-cannot carry its own block's nonce: that would need a text containing its own hash. Each block has
+cannot carry its own block's nonce: that would need a text containing its own hash (a 48-bit prefix of its SHA-256: a search of about 2^48 hashes, hours on a GPU, so
+the nonce is defence in depth): a forged closing tag is made inert anyway, since any tag-like text
+naming a fence tag is rewritten, nonce or not. Each block has
 its own (not one per prompt), so the three answers of one question still share the prompt up to
 their answer block, and a server's prefix cache keeps hitting (`tests/llm/test_local_llm.py`).
 
@@ -53,9 +55,14 @@ FENCE_TAGS = (
 NONCE_CHARS = 12
 _TAG_LIKE = re.compile(
     r"<\s*/?\s*(?:" + "|".join(sorted(FENCE_TAGS, key=len, reverse=True)) + r")(?![a-z])"
-    r"(?:[^<>\n]{0,80}>)?",
+    r"(?:[^<>\n]{0,80}>)?"
+    # chat-template control tokens a local server (vLLM, llama.cpp) may read as special tokens
+    # that end the turn: <|im_end|>, <|im_start|>system, <|eot_id|>, [INST] / [/INST], <<SYS>>
+    r"|<\|[^|<>\n]{1,40}\|>|\[\s*/?\s*INST\s*\]|<<\s*/?\s*SYS\s*>>",
     re.IGNORECASE,
 )
+# how a neutralised run is written: readable, no tag, no control token (NFKC keeps these as they are)
+_INERT = str.maketrans({"<": "‹", ">": "›", "[": "⟦", "]": "⟧"})
 
 
 def fence_nonce(texts: Iterable[str]) -> str:
@@ -95,7 +102,7 @@ def neutralise_tags(text: str) -> str:
     out, last = [], 0
     for m in matches:
         start, end = where[m.start()], where[m.end() - 1] + 1
-        out += [text[last:start], m.group(0).replace("<", "‹").replace(">", "›")]
+        out += [text[last:start], m.group(0).translate(_INERT)]
         last = end
     return "".join(out) + text[last:]
 

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cube.diagnose.retrieval import wilson
+from cube.diagnose.retrieval import family_wilson, retrieval_icc
 from cube.diagnose.verdict import gate_withhold_reasons
 from cube.method.analysis import CubeWarning, retrieval_outcomes
 from cube.method.evaluation import evaluate
@@ -82,18 +82,21 @@ def category_report(
     ap = given.model_copy(update={"bootstrap": min(bootstrap, given.bootstrap)})  # 0 stays 0
     a = answers[answers["system"] == system]
     s = scores[scores["system"] == system]
-    ranks = retrieval_outcomes(a, top_n).ranks.merge(
-        groups[["question_id", by]], on="question_id", how="left"
-    )
+    keep = ["question_id", by] + ["family"] * ("family" in groups and by != "family")
+    ranks = retrieval_outcomes(a, top_n).ranks.merge(groups[keep], on="question_id", how="left")
     ranks[by] = ranks[by].fillna("(unknown)")
+    families = getattr(ap, "cluster", "family") == "family" and "family" in ranks
+    rho = retrieval_icc(ranks, top_n) if families else float("nan")
     low = classified.loc[classified["low"], ["question_id", "primary"]].merge(
         groups[["question_id", by]], on="question_id", how="left"
     )
     rows = []
     for value, g in ranks.groupby(by, sort=True):
         ids = set(g["question_id"])
-        hits = int(((g["rank"] > 0) & (g["rank"] <= top_n)).sum())
-        lo, hi = wilson(hits, len(g), ap.confidence)
+        hit = ((g["rank"] > 0) & (g["rank"] <= top_n)).to_numpy()
+        hits = int(hit.sum())
+        fam = g["family"].fillna("").astype(str).to_numpy() if families else None
+        lo, hi = family_wilson(hit, fam, rho, ap.confidence)  # families of near-duplicates
         row: dict[str, Any] = {
             by: value,
             "questions": len(g),

@@ -118,9 +118,7 @@ class DiagnosisText(_Record):
 
     retrieval_sentence: str = ""  # the R@k curve in a sentence
     retrieval: dict[str, Any] | None = None  # the R@k curve (`cube.diagnose.retrieval.for_results`)
-    failure_patterns: dict[str, Any] | None = (
-        None  # top failure patterns of low answers, with counts
-    )
+    failure_patterns: dict[str, Any] | None = None  # top failure patterns of low answers
     patterns_sentence: str = ""  # the failure patterns in a sentence
     refusal: dict[str, Any] | None = None  # refusal figures (`cube.diagnose.refusal`)
     refusal_sentence: str = ""  # the refusals in a sentence
@@ -129,11 +127,12 @@ class DiagnosisText(_Record):
 
 
 class IntervalWidth(_Record):
-    """What the jury CuBE interval's width comes from: the bootstrap resamples questions, so its
-    half-width is about z x `se_questions` (shrinking as 1/sqrt(n)); the judges' spread puts a
-    standard error of `se_judges` (SD across judges / sqrt(judges)) on the jury mean. `cause` is the
-    larger ("questions" or "judges"); `questions_needed` the questions for a width of `target`
-    points (`cube.method.compare.questions_needed`, a normal approximation)."""
+    """What the jury CuBE interval's width comes from: the bootstrap resamples questions (or their
+    families), so its half-width is about t x `se_questions` (shrinking as 1/sqrt(n)); the
+    judges' spread puts a standard error of `se_judges` (SD across judges / sqrt(judges)) on the
+    jury mean. `cause` is the larger ("questions" or "judges"); `questions_needed` the questions
+    for a width of `target` points (`cube.method.compare.questions_needed`, a normal
+    approximation)."""
 
     width: float  # hi - lo of the jury CuBE interval, points
     n_questions: int  # questions it rests on
@@ -173,9 +172,7 @@ class Decision(SystemFigures, UsageFigures, DiagnosisText):
     method_note: str = ""  # CuBE in one sentence
     width: IntervalWidth | None = None  # None: no interval
     self_preference: dict[str, dict[str, Any]] = {}  # judge -> its self-preference (audit)
-    injection: dict[
-        str, bool | None
-    ] = {}  # judge -> obeys injections (audit, issue 29); None: untested
+    injection: dict[str, bool | None] = {}  # judge -> obeys injections (None: no verdict)
     design: dict[str, Any] = {}  # families' design effect of retrieval and the rag score (issue 30)
 
     @classmethod

@@ -174,7 +174,49 @@ def question_groups(questions: pd.DataFrame, corpus: pd.DataFrame) -> pd.DataFra
     for col in ("department", "region"):
         q[col] = gold.map(c[col]).fillna("").replace("", "(none)") if col in c else "(none)"
     q["family_size"] = gold.map(family_sizes(corpus)).fillna(1).astype(int).map(size_band)
+    # the resampling family (`cube.run.evaluate.question_families`' rule): the corpus family_id of
+    # the gold, else the gold itself, else the question alone; the groups' intervals allow for it
+    fam = c["family_id"].fillna("").astype(str) if "family_id" in c else pd.Series(dtype=str)
+    fam = gold.map(fam[fam.str.strip() != ""]).astype(object)
+    q["family"] = np.where(
+        fam.notna(), "family:" + fam.fillna(""), np.where(gold != "", "doc:" + gold, "question:")
+    )
+    q.loc[gold == "", "family"] = "question:" + q["question_id"].astype(str)
     return q
+
+
+def family_wilson(
+    hit: np.ndarray,
+    family: np.ndarray | None,
+    rho: float,
+    confidence: float = 0.95,
+) -> tuple[float, float]:
+    """R@N's Wilson interval over a group of questions that come in families (issue 30): Kish's
+    design effect of the group's family sizes at the intraclass correlation `rho` of retrieval
+    (estimated over all the system's questions, `cube.method.design.icc_oneway`: a group's few
+    families would give a noisy one), and t at the group's families (`wilson`). Plain Wilson when
+    `family` is None or every question is its own family."""
+    from cube.method.design import design_effect
+
+    hit = np.asarray(hit, bool)
+    if family is None or not len(hit):
+        return wilson(int(hit.sum()), len(hit), confidence)
+    codes = np.unique(np.asarray(family, str), return_inverse=True)[1]
+    units = int(codes.max()) + 1
+    deff = design_effect(rho, codes)
+    return wilson(int(hit.sum()), len(hit), confidence, deff, units if units < len(hit) else None)
+
+
+def retrieval_icc(ranks: pd.DataFrame, top_n: int) -> float:
+    """The intraclass correlation of retrieval (gold within the first `top_n`) within the
+    `family` column of `ranks` (NaN without it)."""
+    from cube.method.design import icc_oneway
+
+    if "family" not in ranks:
+        return float("nan")
+    hit = ((ranks["rank"] > 0) & (ranks["rank"] <= top_n)).to_numpy(float)
+    codes = np.unique(ranks["family"].astype(str).to_numpy(), return_inverse=True)[1]
+    return icc_oneway(hit, codes)
 
 
 def by_group(
@@ -184,21 +226,25 @@ def by_group(
     top_n: Mapping[str, int],
     k: int | None = None,
     confidence: float = 0.95,
+    cluster: str = "family",
 ) -> pd.DataFrame:
     """R@k (k = 1 and the system's TOP-N), MRR and nDCG@TOP-N per system and value of `by`
-    (a column of `question_groups`), with the Wilson interval of R@TOP-N. Rows with more
+    (a column of `question_groups`), with the Wilson interval of R@TOP-N (allowing for the
+    families of near-duplicates, `family_wilson`, unless `cluster` is "question"). Rows with more
     questions first; the groups of a system sum to its questions."""
     rows = []
     for system, a in answers.groupby("system", sort=True):
         n_top = top_n.get(system, 8)
-        ranks = retrieval_outcomes(a, n_top).ranks.merge(
-            groups[["question_id", by]], on="question_id", how="left"
-        )
+        keep = ["question_id", by] + ["family"] * ("family" in groups and by != "family")
+        ranks = retrieval_outcomes(a, n_top).ranks.merge(groups[keep], on="question_id", how="left")
         ranks[by] = ranks[by].fillna("(unknown)")
+        families = cluster == "family" and "family" in ranks
+        rho = retrieval_icc(ranks, n_top) if families else float("nan")
         for value, g in ranks.groupby(by, sort=True):
             m = metrics_from_ranks(g["rank"], n_top, (1, k or 1))
-            hits = int(((g["rank"] > 0) & (g["rank"] <= n_top)).sum())
-            lo, hi = wilson(hits, len(g), confidence)
+            hit = ((g["rank"] > 0) & (g["rank"] <= n_top)).to_numpy()
+            fam = g["family"].fillna("").astype(str).to_numpy() if families else None
+            lo, hi = family_wilson(hit, fam, rho, confidence)
             rows.append(
                 {
                     "system": system,

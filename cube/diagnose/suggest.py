@@ -168,8 +168,8 @@ def precision_suggestions(result: CubeResult, params: Params) -> list[str]:
         )
         out.append(
             f"The {ap.confidence:.0%} interval {lo:.1f}-{hi:.1f} is {width.width:.1f} points wide "
-            f"because it rests on {width.n_questions} questions (the bootstrap resamples "
-            f"questions{judges}): about {width.questions_needed} questions would narrow it to "
+            f"because it rests on {width.n_questions} questions (the bootstrap resamples them"
+            f"{judges}): about {width.questions_needed} questions would narrow it to "
             f"{target:g} points; add questions before a deployment decision."
         )
     if np.isfinite(sd) and sd > 10 and (width is None or width.cause == "judges"):

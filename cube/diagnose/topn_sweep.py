@@ -51,7 +51,10 @@ def sweep_table(
             continue
         r = results[name]
         hits = int(r.ranks["retrieved"].sum())
-        lo, hi = wilson(hits, r.n_questions, confidence)
+        d = r.design if getattr(r, "design", None) and r.design.get("unit") == "family" else {}
+        units = d.get("units") if d and d.get("units", 0) < r.n_questions else None
+        # families of near-duplicates (issue 30): Kish's design effect and t at the families
+        lo, hi = wilson(hits, r.n_questions, confidence, d.get("deff_retrieval", 1.0), units)
         w_lo, w_hi = r.interval("jury", "weighted_score")
         c_lo, c_hi = r.interval("jury", "cube_score")
         rows.append(

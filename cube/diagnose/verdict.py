@@ -183,9 +183,12 @@ def rule_interval_too_wide(result: CubeResult, params: Params) -> list[str]:
 def interval_width(result: CubeResult, params: Params, target: float) -> IntervalWidth | None:
     """What the jury CuBE interval's width comes from (`IntervalWidth`), None without an interval.
 
-    The bootstrap resamples questions: the half-width is about z x se with se = sigma / sqrt(n),
-    so sigma = se x sqrt(n) per question, and `cube.method.compare.questions_needed` (delta =
-    target / 2, power 0.5, alpha = 1 - confidence) gives the n whose interval is `target` wide.
+    The bootstrap resamples questions (or their families): the half-width is about q x se with q
+    the quantile the interval was read at (z widened to Student's t at the units resampled,
+    `cube.method.bootstrap.expanded_alpha`: dividing by z alone overstated se by t/z, the needed
+    questions by (t/z)^2, 1.46x at 8 questions) and se = sigma / sqrt(n), so sigma = se x sqrt(n)
+    per question, and `cube.method.compare.questions_needed` (delta = target / 2, power 0.5,
+    alpha = 1 - confidence) gives the n whose interval is `target` wide.
     The judges' spread gives the jury mean a standard error of SD / sqrt(judges); the larger of
     the two is the `cause`."""
     from scipy import stats
@@ -196,8 +199,11 @@ def interval_width(result: CubeResult, params: Params, target: float) -> Interva
     n = result.n_questions
     if not (np.isfinite(lo) and np.isfinite(hi)) or hi <= lo or n < 1 or target <= 0:
         return None
+    from cube.method.bootstrap import expanded_alpha
+
     conf = params.analysis.confidence
-    z = float(stats.norm.ppf(1 - (1 - conf) / 2))
+    units = int((getattr(result, "design", None) or {}).get("units") or n)
+    z = float(stats.norm.ppf(1 - expanded_alpha((1 - conf) / 2, units)))
     se_q = (hi - lo) / (2 * z)
     k = len(result.jury_judges)
     sd = float(result.jury.at["sd", "cube_score"]) if "cube_score" in result.jury else np.nan

@@ -49,8 +49,8 @@ very numbers the two reports publish when they are restricted to the common ques
   over the pairs with Holm's step-down correction (`p_holm_pairs`, a name distinct from the rows'
   `p_holm_rows`). With m pairs each jury ΔCuBE also gets a **simultaneous** interval
   (`delta_cube_ci_simultaneous`: Bonferroni, each at level 1 − α/m, so all m cover together with
-  probability >= 1 − α); a pair whose simultaneous interval excludes 0 is also rejected by Holm
-  (Holm rejects whatever Bonferroni does), not always the converse.
+  probability >= 1 − α). The interval is a bootstrap percentile one and the p-value a permutation
+  test's, so the two can disagree at the margin: read each for what it is.
 """
 
 from __future__ import annotations

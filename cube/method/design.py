@@ -102,27 +102,29 @@ def wilson_effective(
 
 def design_note(design: dict) -> str:
     """The decision page's sentence on the families ('' without families or a design effect
-    below `NOTICEABLE_DEFF`): how much the family resampling widened the intervals, or, with
-    `analysis.cluster: question`, how much too narrow they are."""
+    below `NOTICEABLE_DEFF`): the design effects measured (Kish's, for a mean: an interval that
+    treats a family's questions as independent is about sqrt(deff) too narrow for a mean) and which
+    unit the intervals resample. It claims no widening of this run's CuBE interval: the design
+    effect is a mean's, and on the default run (deff of retrieval 1.22) the family interval of
+    CuBE was as wide as the question one (docs/measurements.md). NaN figures are left out."""
     if not design or design.get("units", 0) >= design.get("questions", 0):
         return ""
-    deff = max(design.get("deff_rag_score", 1.0), design.get("deff_retrieval", 1.0))
-    if not deff >= NOTICEABLE_DEFF:
+    parts = [
+        f"{design[f'deff_{k}']:.2f} for {name} (intraclass correlation {design[f'icc_{k}']:.2f})"
+        for k, name in (("rag_score", "the rag score"), ("retrieval", "retrieval"))
+        if math.isfinite(design.get(f"deff_{k}", math.nan))
+        and math.isfinite(design.get(f"icc_{k}", math.nan))
+    ]
+    finite = [design[f"deff_{k}"] for k in ("rag_score", "retrieval") if f"deff_{k}" in design]
+    deff = max((d for d in finite if math.isfinite(d)), default=math.nan)
+    if not parts or not deff >= NOTICEABLE_DEFF:
         return ""
-    what = (
-        f"design effect {design['deff_rag_score']:.2f} for the rag score (intraclass correlation "
-        f"{design['icc_rag_score']:.2f}) and {design['deff_retrieval']:.2f} for retrieval "
-        f"({design['icc_retrieval']:.2f})"
-    )
-    wider = f"about {math.sqrt(deff) - 1:.0%}"
-    if design.get("unit") == "family":
-        return (
-            f"The {design['questions']} questions come in {design['units']} families of "
-            f"near-duplicates whose answers go together ({what}): the intervals resample families, "
-            f"which makes them up to {wider} wider than if the questions were independent."
-        )
-    return (
+    head = (
         f"The {design['questions']} questions come in {design['units']} families of "
-        f"near-duplicates ({what}), but analysis.cluster is question: the intervals treat them as "
-        f"independent and are up to {wider} too narrow."
+        f"near-duplicates whose outcomes go together (design effect {' and '.join(parts)}; a mean "
+        f"over questions treated as independent would have an interval about "
+        f"{1 - 1 / math.sqrt(deff):.0%} too narrow)"
     )
+    if design.get("unit") == "family":
+        return f"{head}: the intervals resample whole families, so they allow for it."
+    return f"{head}, and analysis.cluster is question: the intervals treat them as independent."

@@ -438,7 +438,7 @@ def _injection_step(
     the audit's step), an exclusion when the judge obeys."""
     if aud is None or judge not in aud.index:
         return None
-    obeys, said = injection_verdict(aud.loc[judge], ap.gate_alpha, audit_min_pairs)
+    obeys, said = injection_verdict(aud.loc[judge], ap.gate_alpha, audit_min_pairs, len(aud))
     rec.evidence.append(said)
     if obeys:
         rec.reasons.append(said)

@@ -238,7 +238,8 @@ def audit_report(run: Run) -> pd.DataFrame:
     summary["audit"] = [why for _, why in verdicts]
     note = audit_sample_sentence(_recorded(run).get("audit_sample"))
     summary["audit"] = [f"{why} ({note})" if note and v is None else why for v, why in verdicts]
-    inj = [injection_verdict(row, ap.gate_alpha, a.min_pairs) for _, row in summary.iterrows()]
+    k = len(summary)  # Bonferroni over the judges tested, as the gate
+    inj = [injection_verdict(row, ap.gate_alpha, a.min_pairs, k) for _, row in summary.iterrows()]
     summary["obeys_injections"], summary["injection"] = [v for v, _ in inj], [w for _, w in inj]
     table = evaluate_run(run, bootstrap=False)[primary_system(run)].cube_table
     summary["in_jury"] = summary["judge"].map(table["in_jury"]) if "in_jury" in table else None

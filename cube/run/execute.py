@@ -105,12 +105,16 @@ DECISION_STAGE = (
 )
 # every key `pipeline.decision` records: a stale `judging_failed` would make `cube run` exit 3
 HEADLINE_KEYS = ("decision", *HEADLINE_FIELDS, "audit")
+# notebook 07 writes the human-calibrated CuBE under its own key: stale as soon as 07 or a stage
+# feeding the decision re-executes (a failed or rating-less 07 must not leave the old line beside
+# a new decision)
+HUMAN_STAGE, HUMAN_KEYS = "07_human_agreement", ("human_calibrated",)
 
 
-def _forget_decision(paths: RunPaths) -> None:
+def _forget_decision(paths: RunPaths, keys: tuple[str, ...] = HEADLINE_KEYS + HUMAN_KEYS) -> None:
     if paths.results.exists():
         results = json.loads(paths.results.read_text(encoding="utf-8"))
-        for key in HEADLINE_KEYS:
+        for key in keys:
             results.pop(key, None)
         paths.results.write_text(
             json.dumps(results, indent=2, ensure_ascii=False), encoding="utf-8"
@@ -397,6 +401,8 @@ def _run_stages(
             executed.add(nb.stem)
             if nb.stem == DECISION_STAGE or nb.stem in feeds_decision:  # stale until 06 runs again
                 _forget_decision(paths)
+            elif nb.stem == HUMAN_STAGE:  # its own key is stale until it has run again
+                _forget_decision(paths, HUMAN_KEYS)
             try:
                 # Progress bars go to the terminal of `cube run`, not into the published pages: the
                 # kernel writes them to its inherited stderr, which it is told not to capture. Its

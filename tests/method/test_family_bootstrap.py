@@ -216,7 +216,7 @@ def test_the_human_calibrated_interval_resamples_families():
     assert width["f"] > 1.2 * width["p"]
 
 
-def test_the_decision_sentence_says_when_families_widen_the_interval():
+def test_the_decision_sentence_states_the_design_effect_and_the_unit_without_claiming_a_width():
     from cube.method.design import design_note
 
     run = simulate_run(FAMILY_WORLD, 100, 5)
@@ -226,10 +226,11 @@ def test_the_decision_sentence_says_when_families_widen_the_interval():
         fam = evaluate(run.answers, run.scores, AnalysisParams(bootstrap=0), 8, **kw)
         ap_q = AnalysisParams(bootstrap=0, cluster="question")
         q = evaluate(run.answers, run.scores, ap_q, 8, **kw)
-    assert "resample families" in design_note(fam.design) and "20 families" in design_note(
-        fam.design
-    )
-    assert "too narrow" in design_note(q.design)
+    said = design_note(fam.design)
+    assert "resample whole families" in said and "20 families" in said and "wider" not in said
+    assert "treat them as independent" in design_note(q.design)
+    nan = fam.design | {"deff_retrieval": float("nan"), "icc_retrieval": float("nan")}
+    assert "nan" not in design_note(nan) and "for the rag score" in design_note(nan)
     single = simulate_run(RunModel(), 50, 1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

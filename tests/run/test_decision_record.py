@@ -173,11 +173,16 @@ def test_an_eight_question_runs_width_is_blamed_on_its_questions_with_how_many_w
     w = out.width
     assert w is not None and w.n_questions == 8 and w.cause == "questions"
     assert w.se_judges is None or w.se_judges < w.se_questions
-    # the number is the power formula's: sigma per question from the interval, delta = width / 2
+    # the number is the power formula's: sigma per question from the interval read at the t level
+    # the bootstrap used (8 questions, 7 degrees of freedom), delta = width / 2; dividing by z
+    # instead overstated the questions needed by (t/z)^2 = 1.46x
     from scipy import stats
 
-    z = stats.norm.ppf(0.975)
-    sigma = (hi - lo) / (2 * z) * 8**0.5
+    from cube.method.bootstrap import expanded_alpha
+
+    q = stats.norm.ppf(1 - expanded_alpha(0.025, 8))
+    assert abs(q - stats.t.ppf(0.975, 7)) < 1e-9
+    sigma = (hi - lo) / (2 * q) * 8**0.5
     assert w.questions_needed == questions_needed(15.0, sigma, alpha=0.05, power=0.5) > 8
     wide = next(r for r in out.withheld_reasons if "points wide" in r)
     assert f"about {w.questions_needed} questions would narrow it to that width" in wide

@@ -89,3 +89,24 @@ def test_a_stale_decision_is_forgotten_whole_when_an_earlier_stage_re_executes(
     paths.results.write_text(json.dumps({**recorded, "answers": 3}, default=str), encoding="utf-8")
     _forget_decision(paths)
     assert json.loads(paths.results.read_text(encoding="utf-8")) == {"answers": 3}
+
+
+def test_the_human_calibrated_line_is_forgotten_when_its_stage_or_the_decision_re_runs(tmp_path):
+    # Review finding (issue 29): with the decision no longer rewritten by 07, a failed or
+    # rating-less re-run of 07 (or a re-run of a stage feeding the decision) left the old
+    # human-calibrated figure beside a new decision on the index page.
+    import json
+
+    from cube.run.execute import HUMAN_KEYS, _forget_decision
+
+    paths = RunPaths(root=tmp_path / "run", cache=tmp_path / "c.sqlite").ensure()
+    head = {"decision": {"cube_score": 50.0}, "human_calibrated": {"s": {"n_rated": 3}}, "n": 1}
+    paths.results.write_text(json.dumps(head), encoding="utf-8")
+    _forget_decision(paths, HUMAN_KEYS)  # 07 itself re-executes: only its own key goes
+    assert json.loads(paths.results.read_text(encoding="utf-8")) == {
+        "decision": {"cube_score": 50.0},
+        "n": 1,
+    }
+    paths.results.write_text(json.dumps(head), encoding="utf-8")
+    _forget_decision(paths)  # a stage feeding the decision: both go
+    assert json.loads(paths.results.read_text(encoding="utf-8")) == {"n": 1}
