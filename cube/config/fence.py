@@ -20,10 +20,10 @@ holds its own block around inline values (the refusal writer's list) writes `<co
 The nonce is **deterministic**: the first 12 hex digits of SHA-256 over the block's own text
 (`fence_nonce`). A fresh random nonce per call would change every prompt, so every cached judgment
 would miss and no run could resume; a hash of the contents keeps one prompt per input. An answer
-cannot carry its own block's nonce: that would need a text containing its own hash (a 48-bit prefix of its SHA-256: a search of about 2^48 hashes, hours on a GPU, so
-the nonce is defence in depth): a forged closing tag is made inert anyway, since any tag-like text
-naming a fence tag is rewritten, nonce or not. Each block has
-its own (not one per prompt), so the three answers of one question still share the prompt up to
+can hardly carry its own block's nonce: that would need a text containing a 48-bit prefix of its
+own SHA-256 (a search of about 2^48 hashes, hours on a GPU, so the nonce is defence in depth); a
+forged closing tag is made inert anyway, since any tag-like text naming a fence tag is rewritten,
+nonce or not. Each block has its own (not one per prompt), so the three answers of one question still share the prompt up to
 their answer block, and a server's prefix cache keeps hitting (`tests/llm/test_local_llm.py`).
 
 Inside the block, tag-like text resembling any fence tag is neutralised (`neutralise_tags`): the
@@ -61,7 +61,7 @@ _TAG_LIKE = re.compile(
     r"|<\|[^|<>\n]{1,40}\|>|\[\s*/?\s*INST\s*\]|<<\s*/?\s*SYS\s*>>",
     re.IGNORECASE,
 )
-# how a neutralised run is written: readable, no tag, no control token (NFKC keeps these as they are)
+# how a neutralised run is written: readable, no tag, no control token (NFKC keeps these as is)
 _INERT = str.maketrans({"<": "‹", ">": "›", "[": "⟦", "]": "⟧"})
 
 
