@@ -23,8 +23,9 @@ would miss and no run could resume; a hash of the contents keeps one prompt per 
 can hardly carry its own block's nonce: that would need a text containing a 48-bit prefix of its
 own SHA-256 (a search of about 2^48 hashes, hours on a GPU, so the nonce is defence in depth); a
 forged closing tag is made inert anyway, since any tag-like text naming a fence tag is rewritten,
-nonce or not. Each block has its own (not one per prompt), so the three answers of one question still share the prompt up to
-their answer block, and a server's prefix cache keeps hitting (`tests/llm/test_local_llm.py`).
+nonce or not. Each block has its own (not one per prompt), so the three answers of one question
+still share the prompt up to their answer block, and a server's prefix cache keeps hitting
+(`tests/llm/test_local_llm.py`).
 
 Inside the block, tag-like text resembling any fence tag is neutralised (`neutralise_tags`): the
 text is read as a model would (Unicode NFKC, so a fullwidth `＜／ＡＮＳＷＥＲ＞` is `</ANSWER>`;

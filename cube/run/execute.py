@@ -121,6 +121,15 @@ def _forget_decision(paths: RunPaths, keys: tuple[str, ...] = HEADLINE_KEYS + HU
         )
 
 
+def _forget_stale(paths: RunPaths, stage: str, feeds_decision: set[str] | Any) -> None:
+    """Before a stage executes: forget the decision when it is stale until 06 runs again (06 or a
+    stage it reads), or the human-calibrated line alone when 07 itself runs again."""
+    if stage == DECISION_STAGE or stage in feeds_decision:
+        _forget_decision(paths)
+    elif stage == HUMAN_STAGE:
+        _forget_decision(paths, HUMAN_KEYS)
+
+
 @dataclass
 class StageOutcome:
     notebook: str
@@ -399,10 +408,7 @@ def _run_stages(
             t0 = time.perf_counter()
             prints.pop(nb.name, None)
             executed.add(nb.stem)
-            if nb.stem == DECISION_STAGE or nb.stem in feeds_decision:  # stale until 06 runs again
-                _forget_decision(paths)
-            elif nb.stem == HUMAN_STAGE:  # its own key is stale until it has run again
-                _forget_decision(paths, HUMAN_KEYS)
+            _forget_stale(paths, nb.stem, feeds_decision)
             try:
                 # Progress bars go to the terminal of `cube run`, not into the published pages: the
                 # kernel writes them to its inherited stderr, which it is told not to capture. Its

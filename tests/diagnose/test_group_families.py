@@ -1,5 +1,6 @@
 """R@N's interval per group allows for the families of near-duplicates (issue 30, a review
-finding): the groups' Wilson intervals treated questions as independent while a family shares its retrieval."""
+finding): the groups' Wilson intervals treated questions as independent while a family shares
+its retrieval."""
 
 from __future__ import annotations
 
