@@ -23,11 +23,13 @@ from cube.run.evaluate import primary_system
 from cube.run.notebook import Run
 
 # Every data table holding calls, in the order their stages write them: questions (written,
-# failed or rejected by the screen), answers, refusal answers, the judges' scores, the audit's.
+# failed or rejected by the screen), answers, the refusal writer's calls and the refusal answers,
+# the judges' scores, the audit's.
 CALL_TABLES = (
     "questions",
     "questions_failed",
     "answers",
+    "refusal_generation",
     "refusal_answers",
     "scores",
     "audit_scores",

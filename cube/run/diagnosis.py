@@ -165,6 +165,12 @@ def refusal_stage(run: Run) -> pd.DataFrame:
         )
     )
     run.save("refusal_answers", out)
+    # the refusal writer's calls as a table of their own, so the decision's cost card and the
+    # manifest's usage count them (`cube.run.decide.CALL_TABLES`); they were only in results.json
+    from cube.config.schema import ACCOUNTING_COLUMNS
+
+    columns = ["sample", "ok", "error", "questions", *ACCOUNTING_COLUMNS]
+    run.save("refusal_generation", pd.DataFrame((made or {}).get("calls") or [], columns=columns))
     run.record(
         refusal=_json_safe(
             refusal_report(out, run.load("answers"), run.params.analysis.confidence)

@@ -52,7 +52,7 @@ STAGES: dict[str, Stage] = {
     "02_qa_sets": Stage(
         ("lang", "models", "questions", "answerer", "systems", "diagnostics.refusal_*"),
         ("01_dataset_prep",),
-        ("questions", "answers", "questions_failed", "refusal_answers"),
+        ("questions", "answers", "questions_failed", "refusal_generation", "refusal_answers"),
     ),
     "03_scoring_sets": Stage(
         ("models", "dimensions", "judges", "audit"), ("02_qa_sets",), ("scores", "audit_scores")

@@ -110,3 +110,35 @@ def test_the_human_calibrated_line_is_forgotten_when_its_stage_or_the_decision_r
     paths.results.write_text(json.dumps(head), encoding="utf-8")
     _forget_decision(paths)  # a stage feeding the decision: both go
     assert json.loads(paths.results.read_text(encoding="utf-8")) == {"n": 1}
+
+
+def test_the_refusal_writer_s_calls_count_in_the_cost(tmp_path):
+    # Review finding (issue 29): an LLM refusal writer's calls went only to results.json, so the
+    # decision's cost card and the manifest's usage both left them out.
+    from cube.config.schema import ACCOUNTING_COLUMNS
+    from cube.run.decide import call_usage
+
+    paths = RunPaths(root=tmp_path / "run", cache=tmp_path / "c.sqlite").ensure()
+    row = dict.fromkeys(ACCOUNTING_COLUMNS, 0)
+    calls = [
+        row
+        | {
+            "model": "m",
+            "role": "question_generation",
+            "call_id": f"c{i}",
+            "cost": 0.5,
+            "cached": False,
+        }
+        for i in range(3)
+    ]
+    columns = ["sample", "ok", "error", "questions", *ACCOUNTING_COLUMNS]
+    frame = pd.DataFrame(
+        [c | {"sample": i, "ok": True, "error": "", "questions": 5} for i, c in enumerate(calls)],
+        columns=columns,
+    )
+    paths.data.mkdir(parents=True, exist_ok=True)
+    frame.to_parquet(paths.data_file("refusal_generation"), index=False)
+    usage = call_usage(paths)
+    assert usage is not None
+    got = usage[usage["role"] == "question_generation"]
+    assert int(got["calls"].sum()) == 3 and float(got["cost_this_run"].sum()) == 1.5
