@@ -24,7 +24,7 @@ from cube.diagnose.decision_record import (
     UsageFigures,
     WeakDimension,
 )
-from cube.diagnose.suggest import _retrieval_suggestions, ordered_suggestions, suggestions
+from cube.diagnose.suggest import ordered_suggestions, retrieval_suggestions, suggestions
 from cube.diagnose.verdict import (
     interval_width,
     not_validated_judges,
@@ -260,7 +260,7 @@ def assess(
         sentence=_sentence(head, result, params, top_n),
         weakest=_weakest(result, params),
         suggestions=ordered_suggestions(
-            _retrieval_suggestions(inputs.retrieval),
+            retrieval_suggestions(inputs.retrieval),
             tips,
             inputs.diagnosis.get("failure_patterns"),
         ),

@@ -186,7 +186,7 @@ def precision_suggestions(result: CubeResult, params: Params) -> list[str]:
     return out
 
 
-def _retrieval_suggestions(retrieval: dict[str, Any]) -> list[str]:
+def retrieval_suggestions(retrieval: dict[str, Any]) -> list[str]:
     from cube.diagnose.near_duplicates import confusion_note
 
     out = []

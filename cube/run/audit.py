@@ -4,7 +4,7 @@
     stage_requests / judge_calls  the judge calls a stage makes, which cap the audit's share
     audit_stage / judge_audit     the probes judged by every judge: data/audit_scores.parquet
     audit_report                  per judge: discrimination, biases, verdict, self-preference
-    _audit_record                 `results.json` `audit`
+    audit_record                 `results.json` `audit`
 
 Moved out of `cube.run.pipeline` (which re-exports these names for the notebooks).
 """
@@ -331,7 +331,7 @@ def self_preference_table(run: Run) -> pd.DataFrame:
     return pd.DataFrame.from_dict(rows, orient="index", columns=list(SELF_PREFERENCE_COLUMNS))
 
 
-def _audit_record(run: Run) -> dict[str, Any]:
+def audit_record(run: Run) -> dict[str, Any]:
     """`results.json` `audit`: per judge its discrimination, biases and verdict (`ran: false` when
     it did not run)."""
     import json

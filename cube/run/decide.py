@@ -18,7 +18,7 @@ from cube.config.params import Params
 from cube.config.runpaths import RunPaths
 from cube.diagnose.decision_record import HEADLINE_FIELDS, Decision, DecisionInputs
 from cube.method.evaluation import CubeResult
-from cube.run.audit import SELF_PREFERENCE_COLUMNS, _audit_record
+from cube.run.audit import SELF_PREFERENCE_COLUMNS, audit_record
 from cube.run.evaluate import primary_system
 from cube.run.notebook import Run
 
@@ -108,7 +108,7 @@ def decision(run: Run, results: dict[str, CubeResult]) -> Decision:
     its own key (`human_calibrated`)."""
     from cube.diagnose.lta import assess
 
-    audit = _audit_record(run)
+    audit = audit_record(run)
     out = assess(results, run.params, decision_inputs(run, results, audit))
     record = out.as_json()
     run.record(
@@ -135,7 +135,7 @@ def decision_inputs(
     def share(what: str) -> float:
         return float((kind == what).mean()) if len(scores) else 0.0
 
-    audit = audit if audit is not None else _audit_record(run)
+    audit = audit if audit is not None else audit_record(run)
     return DecisionInputs(
         usage=call_usage(run.paths),
         synthetic=bool(run.load("corpus").get("synthetic", pd.Series([False])).all())

@@ -171,9 +171,9 @@ def test_without_a_bootstrap_the_decision_says_its_precision_is_unknown_and_the_
 
 
 def test_duplicate_texts_and_high_confusion_become_suggestions(run):
-    from cube.diagnose.suggest import _retrieval_suggestions
+    from cube.diagnose.suggest import retrieval_suggestions
 
-    tips = _retrieval_suggestions(
+    tips = retrieval_suggestions(
         {
             "duplicate_texts": 3,
             "near_duplicate_confusion": {
@@ -188,7 +188,7 @@ def test_duplicate_texts_and_high_confusion_become_suggestions(run):
     )
     assert "3 document(s)" in tips[0] and "region_filter" in tips[1]
     assert (
-        _retrieval_suggestions({"duplicate_texts": 0, "near_duplicate_confusion": {"rate": 0.02}})
+        retrieval_suggestions({"duplicate_texts": 0, "near_duplicate_confusion": {"rate": 0.02}})
         == []
     )
 

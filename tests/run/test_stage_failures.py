@@ -81,7 +81,7 @@ def test_a_stale_decision_is_forgotten_whole_when_an_earlier_stage_re_executes(
     )
     monkeypatch.setattr(cube.diagnose.lta, "assess", lambda *a, **k: out)
     monkeypatch.setattr(decide, "decision_inputs", lambda *a, **k: DecisionInputs())
-    monkeypatch.setattr(decide, "_audit_record", lambda *a, **k: {"ran": False})
+    monkeypatch.setattr(decide, "audit_record", lambda *a, **k: {"ran": False})
     decide.decision(FakeRun(), {})
     assert set(recorded) == {"decision", "audit", *HEADLINE_FIELDS}
     assert recorded["decision"] == out.as_json() and recorded["judging_failed"] is True
