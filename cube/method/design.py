@@ -97,7 +97,9 @@ def wilson_effective(
     z2n = z * z / n_eff
     centre = (p + z2n / 2) / (1 + z2n)
     half = z * math.sqrt(p * (1 - p) / n_eff + z2n / (4 * n_eff)) / (1 + z2n)
-    return (max(0.0, centre - half), min(1.0, centre + half))
+    # the score interval always holds p; at p = 0 or 1 rounding can leave a bound 1e-16 on the
+    # wrong side of it (a negative error bar: matplotlib refused the R@N-by-group figure)
+    return (max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half)))
 
 
 def design_note(design: dict) -> str:

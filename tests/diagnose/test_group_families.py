@@ -55,3 +55,15 @@ def test_question_groups_name_each_question_s_family_and_by_group_uses_it():
     assert fam.at["x", "R@N"] == plain.at["x", "R@N"] == 1.0
     # department x's six questions are one family: they count as fewer than six
     assert fam.at["x", "R@N_lo"] < plain.at["x", "R@N_lo"]
+
+
+def test_a_rate_of_0_or_1_stays_inside_its_interval():
+    # CI caught it: at p = 1 rounding put the upper bound 1e-16 below 1 (p = 0: the lower one above
+    # 0) and matplotlib refused the R@N-by-group figure's negative error bar, failing stage 02
+    from cube.method.design import wilson_effective
+
+    for n in (0.8, 1.3, 2.2, 7.5, 31.0):
+        for units in (None, 3, 5):
+            for p in (0.0, 1.0):
+                lo, hi = wilson_effective(p, n, 0.95, units)
+                assert lo <= p <= hi
