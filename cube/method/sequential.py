@@ -1,0 +1,256 @@
+"""Anytime-valid sequential evaluation: a confidence sequence for a bounded mean and a stop rule.
+
+A fixed-n interval (the bootstrap, or mean +- z sd / sqrt(n)) covers the truth with 95 % only at
+the one sample size chosen in advance; looked at after every batch of questions and acted on when
+it looks settled, it misses far more often (every look is another chance to stop on a fluke). A
+**confidence sequence** is a sequence of intervals that covers the truth at every sample size at
+once with probability 1 - alpha, so a run may look after every batch and stop whenever it likes.
+
+The construction is the asymptotic confidence sequence (AsympCS) of Waudby-Smith, Arbour, Sinha,
+Kennedy and Ramdas, "Time-uniform central limit theory and asymptotic confidence sequences"
+(Annals of Statistics, 2024; arXiv:2103.06476), Section 2, the two-sided Gaussian-mixture
+boundary:
+
+    mean_n +- sd_n * sqrt( 2 (n rho^2 + 1) / (n^2 rho^2) * log( sqrt(n rho^2 + 1) / alpha ) )
+
+with sd_n the running standard deviation (divisor n), and rho tuned so that the boundary is
+tightest at a target sample size n* (their closed-form approximation, after Howard, Ramdas,
+McAuliffe and Sekhon, "Time-uniform, nonparametric, nonasymptotic confidence sequences", Annals of
+Statistics 2021): rho^2 = (-2 log alpha + log(-2 log alpha + 1)) / n*. It is asymptotic: its
+guarantee is that of the central limit theorem made time-uniform, so it is checked here by
+simulation (tests/method/test_sequential.py, benchmarks/sequential_coverage.py) on bounded
+per-question scores from `min_questions` on, the sample sizes at which a run may stop.
+
+Why not a library: `confseq` (Howard and Waudby-Smith's package, PyPI 0.0.11, 2023) ships only a
+source distribution whose C++ build needs the Boost headers; it does not install here (nor for a
+user without a compiler and Boost), so the boundary, a closed form, is written with numpy.
+
+Batched form: the boundary needs only n, the running mean and the running variance, so a run
+merges each batch's moments into the running ones (`Moments.merge`, Chan et al.'s pairwise update)
+and looks once per batch; looking at fewer sample sizes than every n keeps the guarantee.
+
+The stop rule (`decide`): never before `min_questions`; then `verdict` stops when the sequence lies
+inside one verdict band (no threshold t with lower < t <= upper, the band rule of
+`cube.diagnose.verdict.verdict`: a score at t belongs to the band starting at t), `width` when it is
+no wider than `max_width`. Pure: numpy only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+STOP_RULES = ("verdict", "width")
+
+
+@dataclass(frozen=True)
+class StopRule:
+    """When a sequential run may stop: the rule (`verdict` or `width`), the fewest questions before
+    any stop, the batch size, the level, the target width (`width` only), the sample size the
+    boundary is tuned for, and the range the per-question scores lie on (0-100 for CuBE)."""
+
+    stop: str = "verdict"
+    min_questions: int = 40
+    batch: int = 20
+    alpha: float = 0.05
+    max_width: float | None = None
+    target_questions: int = 100
+    low: float = 0.0
+    high: float = 100.0
+
+    def __post_init__(self) -> None:
+        problems = rule_problems(self)
+        if problems:
+            raise ValueError("analysis.sequential: " + "; ".join(problems))
+
+
+def rule_problems(rule: StopRule) -> list[str]:
+    """Every problem with a stop rule at once, each naming the key and what was expected."""
+    out = []
+    if rule.stop not in STOP_RULES:
+        out.append(f"stop is {rule.stop!r}, expected one of {', '.join(STOP_RULES)}")
+    for key in ("min_questions", "batch", "target_questions"):
+        value = getattr(rule, key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            out.append(f"{key} is {value!r}, expected a whole number >= 1")
+    if not 0.0 < rule.alpha < 1.0:
+        out.append(f"alpha is {rule.alpha!r}, expected a number strictly between 0 and 1")
+    if rule.stop == "width" and (rule.max_width is None or not rule.max_width > 0):
+        out.append(f"max_width is {rule.max_width!r}, expected a positive number with stop: width")
+    if not rule.low < rule.high:
+        out.append(f"low {rule.low!r} is not below high {rule.high!r}")
+    return out
+
+
+def rho_squared(target_questions: int, alpha: float) -> float:
+    """The mixture's rho^2 that makes the boundary tightest near `target_questions` (the closed-form
+    approximation used by Waudby-Smith et al. 2024, from Howard et al. 2021)."""
+    log_term = -2.0 * np.log(alpha)
+    return float((log_term + np.log(log_term + 1.0)) / target_questions)
+
+
+def margin(n: np.ndarray | int, sd: np.ndarray | float, alpha: float, rho2: float) -> np.ndarray:
+    """The half-width of the two-sided Gaussian-mixture AsympCS at sample size(s) n for running
+    standard deviation(s) sd (arrays broadcast: one simulation computes every look at once)."""
+    n = np.asarray(n, dtype=float)
+    scale = n * rho2 + 1.0
+    return np.asarray(sd) * np.sqrt(2.0 * scale / (n**2 * rho2) * np.log(np.sqrt(scale) / alpha))
+
+
+def sequence(values: np.ndarray, rule: StopRule, axis: int = -1) -> dict[str, np.ndarray]:
+    """The confidence sequence at every sample size 1..n along `axis` (a row of a 2-D array is one
+    run): `n`, `estimate`, `lower`, `upper`, the bounds clipped to the scores' range."""
+    x = _checked(values, rule)
+    n = np.arange(1, x.shape[axis] + 1, dtype=float)
+    shape = [1] * x.ndim
+    shape[axis] = -1
+    n = n.reshape(shape)
+    mean = np.cumsum(x, axis=axis) / n
+    var = np.maximum(np.cumsum(x**2, axis=axis) / n - mean**2, 0.0)
+    half = margin(n, np.sqrt(var), rule.alpha, rho_squared(rule.target_questions, rule.alpha))
+    return {
+        "n": np.broadcast_to(n, mean.shape),
+        "estimate": mean,
+        "lower": np.clip(mean - half, rule.low, rule.high),
+        "upper": np.clip(mean + half, rule.low, rule.high),
+    }
+
+
+def fixed_n_interval(values: np.ndarray, alpha: float, axis: int = -1) -> dict[str, np.ndarray]:
+    """The normal interval mean +- z sd / sqrt(n), valid at one sample size fixed in advance,
+    computed at every sample size: what a run that re-uses it at every look would act on."""
+    from scipy.stats import norm
+
+    x = np.asarray(values, dtype=float)
+    n = np.arange(1, x.shape[axis] + 1, dtype=float)
+    shape = [1] * x.ndim
+    shape[axis] = -1
+    n = n.reshape(shape)
+    mean = np.cumsum(x, axis=axis) / n
+    var = np.maximum(np.cumsum(x**2, axis=axis) / n - mean**2, 0.0) * n / np.maximum(n - 1, 1)
+    half = norm.ppf(1 - alpha / 2) * np.sqrt(var / n)
+    return {"n": np.broadcast_to(n, mean.shape), "estimate": mean, "lower": mean - half,
+            "upper": mean + half}  # fmt: skip
+
+
+def _checked(values: np.ndarray, rule: StopRule) -> np.ndarray:
+    """The scores as floats, refusing any that is undefined or outside the rule's range (the
+    boundary assumes a bounded score; a failed call is not a score and must not reach here)."""
+    x = np.asarray(values, dtype=float)
+    bad = ~np.isfinite(x) | (x < rule.low) | (x > rule.high)
+    if bad.any():
+        where = np.argwhere(bad)[:5].tolist()
+        raise ValueError(
+            f"sequential scores: {int(bad.sum())} value(s) undefined or outside "
+            f"[{rule.low}, {rule.high}], first at index {where}"
+        )
+    return x
+
+
+@dataclass(frozen=True)
+class Moments:
+    """The running count, mean and sum of squared deviations of the scores seen so far."""
+
+    n: int = 0
+    mean: float = 0.0
+    m2: float = 0.0
+
+    def merge(self, batch: np.ndarray) -> Moments:
+        """These moments with a batch's added (Chan, Golub and LeVeque's pairwise update)."""
+        x = np.asarray(batch, dtype=float)
+        if x.size == 0:
+            return self
+        n_b, mean_b = x.size, float(x.mean())
+        m2_b = float(((x - mean_b) ** 2).sum())
+        n = self.n + n_b
+        delta = mean_b - self.mean
+        return Moments(
+            n=n,
+            mean=self.mean + delta * n_b / n,
+            m2=self.m2 + m2_b + delta**2 * self.n * n_b / n,
+        )
+
+
+@dataclass(frozen=True)
+class Look:
+    """The confidence sequence after one batch: questions judged, estimate and bounds."""
+
+    n: int
+    estimate: float
+    lower: float
+    upper: float
+
+    @property
+    def width(self) -> float:
+        return self.upper - self.lower
+
+
+def look(moments: Moments, rule: StopRule) -> Look:
+    """The sequence's interval for the scores the moments summarise."""
+    if moments.n == 0:
+        return Look(0, float("nan"), rule.low, rule.high)
+    sd = np.sqrt(moments.m2 / moments.n)
+    half = float(margin(moments.n, sd, rule.alpha, rho_squared(rule.target_questions, rule.alpha)))
+    lo = float(np.clip(moments.mean - half, rule.low, rule.high))
+    hi = float(np.clip(moments.mean + half, rule.low, rule.high))
+    return Look(moments.n, moments.mean, lo, hi)
+
+
+def thresholds_inside(lower: float, upper: float, thresholds: dict[str, float]) -> list[float]:
+    """The band edges the interval straddles (lower < t <= upper): empty when it lies in one band
+    (a score exactly at t is in the band that starts at t, as `cube.diagnose.verdict` has it)."""
+    return sorted(t for t in thresholds.values() if lower < t <= upper)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Whether to stop after a look, and why (a sentence for the report)."""
+
+    stop: bool
+    reason: str
+
+
+def decide(current: Look, rule: StopRule, thresholds: dict[str, float]) -> Decision:
+    """Stop or go on after a look: never before `min_questions`, then by the rule."""
+    if current.n < rule.min_questions:
+        return Decision(False, f"{current.n} of the {rule.min_questions} questions needed first")
+    if rule.stop == "width":
+        if current.width <= rule.max_width:
+            return Decision(True, f"the interval is {current.width:.1f} wide, <= {rule.max_width}")
+        return Decision(False, f"the interval is {current.width:.1f} wide, > {rule.max_width}")
+    edges = thresholds_inside(current.lower, current.upper, thresholds)
+    if not edges:
+        return Decision(True, "the interval lies inside one verdict band")
+    shown = ", ".join(f"{t:g}" for t in edges)
+    return Decision(False, f"the interval {current.lower:.1f}-{current.upper:.1f} spans {shown}")
+
+
+@dataclass(frozen=True)
+class SequentialRun:
+    """A sequential run over given scores: every look, the last, and why it ended there."""
+
+    looks: list[Look]
+    stopped_early: bool
+    reason: str
+
+    @property
+    def final(self) -> Look:
+        return self.looks[-1]
+
+
+def run(scores: np.ndarray, rule: StopRule, thresholds: dict[str, float]) -> SequentialRun:
+    """Take the scores batch by batch in the order given, look after each, stop when `decide`
+    says so or the scores end (then the reason says why the sequence never settled)."""
+    x = _checked(scores, rule)
+    moments, looks = Moments(), []
+    decision = Decision(False, "no questions")
+    for start in range(0, x.size, rule.batch):
+        moments = moments.merge(x[start : start + rule.batch])
+        looks.append(look(moments, rule))
+        decision = decide(looks[-1], rule, thresholds)
+        if decision.stop:
+            return SequentialRun(looks, True, f"stopped at {moments.n}: {decision.reason}")
+    if not looks:
+        return SequentialRun([look(moments, rule)], False, "no questions to judge")
+    return SequentialRun(looks, False, f"question set ended at {moments.n}: {decision.reason}")

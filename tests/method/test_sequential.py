@@ -1,0 +1,116 @@
+"""The confidence sequence of `cube.method.sequential`: time-uniform coverage on seeded simulations
+(against the fixed-n interval re-used at every look, which falls short), the batched form, the stop
+rule's minimum, and a mean on a band edge that must not stop by verdict."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cube.diagnose.verdict import verdict_bands
+from cube.method import sequential as seq
+
+THRESHOLDS = {"excellent": 80.0, "good": 60.0, "fair": 40.0}
+
+
+def bounded_scores(rng: np.random.Generator, mean: float, sd: float, shape) -> np.ndarray:
+    """Per-question scores on 0-100 from a scaled beta with the given mean and SD."""
+    m, v = mean / 100, (sd / 100) ** 2
+    k = m * (1 - m) / v - 1
+    return 100 * rng.beta(m * k, (1 - m) * k, size=shape)
+
+
+def covered_at_every_look(bounds: dict, truth: float, looks: np.ndarray) -> np.ndarray:
+    """Per replicate: whether the interval held the truth at every one of the looks."""
+    lo, hi = bounds["lower"][:, looks], bounds["upper"][:, looks]
+    return ((lo <= truth) & (truth <= hi)).all(axis=1)
+
+
+def test_time_uniform_coverage_beats_the_fixed_n_interval_reused_at_every_look():
+    rng = np.random.default_rng(31)
+    rule = seq.StopRule()
+    scores = bounded_scores(rng, 70.0, 20.0, (300, 600))
+    looks = np.arange(rule.min_questions - 1, 600, rule.batch)  # 29 looks, n = 40..600
+    sequential = covered_at_every_look(seq.sequence(scores, rule), 70.0, looks).mean()
+    fixed = covered_at_every_look(seq.fixed_n_interval(scores, rule.alpha), 70.0, looks).mean()
+    # nominal 0.95; 300 replicates give a Monte Carlo SE of about 0.013
+    assert sequential >= 0.92
+    assert fixed <= 0.80
+    assert sequential - fixed >= 0.15
+
+
+def test_fixed_n_interval_covers_at_its_one_sample_size():
+    """The comparison is fair: looked at once, the fixed-n interval does cover."""
+    rng = np.random.default_rng(7)
+    scores = bounded_scores(rng, 70.0, 20.0, (400, 200))
+    once = covered_at_every_look(seq.fixed_n_interval(scores, 0.05), 70.0, np.array([199]))
+    assert 0.92 <= once.mean() <= 0.98
+
+
+def test_batched_moments_give_the_same_interval_as_the_whole_sequence():
+    rng = np.random.default_rng(3)
+    scores = bounded_scores(rng, 45.0, 25.0, 130)
+    rule = seq.StopRule(stop="width", max_width=1e-9, batch=13)
+    result = seq.run(scores, rule, THRESHOLDS)
+    whole = seq.sequence(scores, rule)
+    assert [one.n for one in result.looks] == list(range(13, 131, 13))
+    for one in result.looks:
+        assert one.estimate == pytest.approx(whole["estimate"][one.n - 1])
+        assert one.lower == pytest.approx(whole["lower"][one.n - 1])
+        assert one.upper == pytest.approx(whole["upper"][one.n - 1])
+    assert not result.stopped_early and result.reason.startswith("question set ended at 130")
+
+
+@pytest.mark.parametrize(("stop", "batch", "minimum"), [("verdict", 7, 40), ("width", 20, 50)])
+def test_never_stops_before_min_questions(stop, batch, minimum):
+    # scores deep inside one band with no spread: the interval is settled from the first batch
+    rule = seq.StopRule(stop=stop, batch=batch, min_questions=minimum, max_width=50.0)
+    result = seq.run(np.full(200, 90.0), rule, THRESHOLDS)
+    assert result.stopped_early
+    assert result.final.n >= minimum > result.looks[-2].n
+    assert all(not seq.decide(one, rule, THRESHOLDS).stop for one in result.looks[:-1])
+
+
+def test_a_mean_on_a_band_edge_does_not_stop_by_verdict():
+    rng = np.random.default_rng(60)
+    rule = seq.StopRule()
+    scores = bounded_scores(rng, 60.0, 20.0, (200, 1000))
+    bounds = seq.sequence(scores, rule)
+    looks = np.arange(rule.min_questions - 1, 1000, rule.batch)
+    lo, hi = bounds["lower"][:, looks], bounds["upper"][:, looks]
+    straddles = (lo < 60.0) & (60.0 <= hi)
+    stopped = (~straddles).any(axis=1).mean()  # a stop needs the interval off the edge once
+    assert stopped <= 0.08  # the sequence's error rate (alpha 0.05) plus Monte Carlo slack
+    one = seq.run(scores[0], rule, THRESHOLDS)
+    assert not one.stopped_early
+    assert one.final.n == 1000
+    assert "question set ended at 1000" in one.reason and "spans 60" in one.reason
+
+
+def test_far_inside_a_band_stops_early_by_verdict():
+    rng = np.random.default_rng(5)
+    result = seq.run(bounded_scores(rng, 10.0, 15.0, 1000), seq.StopRule(), THRESHOLDS)
+    assert result.stopped_early and result.final.n < 200
+    assert "inside one verdict band" in result.reason
+
+
+def test_the_band_rule_agrees_with_the_verdict_bands_of_diagnose():
+    rng = np.random.default_rng(11)
+    for lo, hi in np.sort(rng.choice(np.arange(0.0, 101.0, 2.5), size=(300, 2)), axis=1):
+        one_band = not seq.thresholds_inside(lo, hi, THRESHOLDS)
+        assert one_band == (len(verdict_bands(lo, hi, THRESHOLDS)) == 1), (lo, hi)
+
+
+def test_bad_rule_names_every_problem_at_once():
+    with pytest.raises(ValueError) as err:
+        seq.StopRule(stop="soon", min_questions=0, batch=2.5, alpha=1.5, low=5, high=1)
+    text = str(err.value)
+    for key in ("stop is 'soon'", "min_questions is 0", "batch is 2.5", "alpha is 1.5", "low 5"):
+        assert key in text
+    with pytest.raises(ValueError, match="max_width is None"):
+        seq.StopRule(stop="width")
+
+
+def test_scores_outside_the_range_are_refused():
+    with pytest.raises(ValueError, match=r"2 value\(s\) undefined or outside \[0.0, 100.0\]"):
+        seq.run(np.array([50.0, np.nan, 120.0]), seq.StopRule(), THRESHOLDS)
