@@ -8,9 +8,10 @@ bootstrap), `design` (the families' intraclass correlations and design effects),
 human-calibrated interval), `gate` (the judge validity gate and failure rates), `evaluation`
 (`evaluate`: one system's whole chain, `CubeResult`), `agreement` / `agreement_fast` (human vs
 judges, reliability), `audit` (the judge audit), `lexical` (BLEU/ROUGE), `compare` (paired
-comparison of two systems), `tables` (the paper's tables), `paper` (the published tables and
-Table 4 rebuilt), `simulate` and `simulate_study` (runs simulated with a known truth). No file,
-network, LLM or figure: only `cube.config`.
+comparison of two systems), `sequential` (the anytime-valid confidence sequence and its stop
+rule), `tables` (the paper's tables), `paper` (the published tables and Table 4 rebuilt),
+`simulate` and `simulate_study` (runs simulated with a known truth). No file, network, LLM or
+figure: only `cube.config`.
 """
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "normalise",
     "paper",
     "ppi",
+    "sequential",
     "simulate",
     "simulate_study",
     "tables",

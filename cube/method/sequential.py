@@ -32,7 +32,7 @@ and looks once per batch; looking at fewer sample sizes than every n keeps the g
 The stop rule (`decide`): never before `min_questions`; then `verdict` stops when the sequence lies
 inside one verdict band (no threshold t with lower < t <= upper, the band rule of
 `cube.diagnose.verdict.verdict`: a score at t belongs to the band starting at t), `width` when it is
-no wider than `max_width`. Pure: numpy only.
+no wider than `max_width`. Pure: numpy and scipy only.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.stats import norm
 
 STOP_RULES = ("verdict", "width")
 
@@ -120,8 +121,6 @@ def sequence(values: np.ndarray, rule: StopRule, axis: int = -1) -> dict[str, np
 def fixed_n_interval(values: np.ndarray, alpha: float, axis: int = -1) -> dict[str, np.ndarray]:
     """The normal interval mean +- z sd / sqrt(n), valid at one sample size fixed in advance,
     computed at every sample size: what a run that re-uses it at every look would act on."""
-    from scipy.stats import norm
-
     x = np.asarray(values, dtype=float)
     n = np.arange(1, x.shape[axis] + 1, dtype=float)
     shape = [1] * x.ndim
