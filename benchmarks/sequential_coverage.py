@@ -21,6 +21,8 @@ For each true mean, over `--runs` runs of at most `--questions` questions taken 
   all the questions judged by its point estimate; `wrong_peek`: a run that stops as soon as the
   fixed-n interval re-used after each batch lies in one band (what the sequence replaces).
 
+The last line is `sequential_coverage_worst: <share>`, the lowest `cover_cs` of the true means.
+
     PYTHONPATH=. python benchmarks/sequential_coverage.py [--runs 2000] [--questions 300]
         [--batch 20] [--min-questions 40] [--sd 20] [--target 100] [--seed 0]
 """
@@ -121,6 +123,8 @@ def main() -> None:
     print("\t".join(rows[0]))
     for row in rows:
         print("\t".join(row.values()))
+    worst = min(rows, key=lambda row: float(row["cover_cs"].split()[0]))
+    print(f"sequential_coverage_worst: {worst['cover_cs'].split()[0]} (true mean {worst['mean']})")
 
 
 if __name__ == "__main__":
