@@ -196,6 +196,37 @@ def look(moments: Moments, rule: StopRule) -> Look:
     return Look(moments.n, moments.mean, lo, hi)
 
 
+def jackknife_se(leave_out: np.ndarray) -> float:
+    """The grouped (delete-a-group) jackknife standard error of an estimate from its G values with
+    one group left out each: sqrt((G - 1) / G * sum (theta_-g - mean)^2). NaN below 2 groups or when
+    a left-out value is undefined (a verdict is then withheld, not guessed)."""
+    x = np.asarray(leave_out, dtype=float)
+    if x.size < 2 or not np.isfinite(x).all():
+        return float("nan")
+    return float(np.sqrt((x.size - 1) / x.size * ((x - x.mean()) ** 2).sum()))
+
+
+def functional_look(
+    estimate: float, leave_out: np.ndarray, n: int, rule: StopRule, clip: bool = False
+) -> Look:
+    """The sequence's interval for a smooth statistic of the n questions judged (the CuBE score, a
+    ratio of trimmed means times R@k, is not a mean of per-question scores): the AsympCS boundary
+    around the estimate with the per-question spread sd = sqrt(n) * SE, the SE from the grouped
+    jackknife over `leave_out` (one value per left-out group: a family, so that questions sharing a
+    family are not taken as independent). This is the influence-function form of the asymptotic
+    sequence (the statistic behaves as the mean of its influence values); its coverage is checked by
+    simulation (`cube simulate --sequential`), not assumed. Undefined SE or estimate: bounds NaN."""
+    se = jackknife_se(leave_out)
+    if n == 0 or not (np.isfinite(se) and np.isfinite(estimate)):
+        return Look(n, float(estimate), float("nan"), float("nan"))
+    rho2 = rho_squared(rule.target_questions, rule.alpha)
+    half = float(margin(n, se * np.sqrt(n), rule.alpha, rho2))
+    lo, hi = estimate - half, estimate + half
+    if clip:
+        lo, hi = max(lo, rule.low), min(hi, rule.high)
+    return Look(n, float(estimate), float(lo), float(hi))
+
+
 def thresholds_inside(lower: float, upper: float, thresholds: dict[str, float]) -> list[float]:
     """The band edges the interval straddles (lower < t <= upper): empty when it lies in one band
     (a score exactly at t is in the band that starts at t, as `cube.diagnose.verdict` has it)."""
@@ -214,6 +245,8 @@ def decide(current: Look, rule: StopRule, thresholds: dict[str, float]) -> Decis
     """Stop or go on after a look: never before `min_questions`, then by the rule."""
     if current.n < rule.min_questions:
         return Decision(False, f"{current.n} of the {rule.min_questions} questions needed first")
+    if not (np.isfinite(current.lower) and np.isfinite(current.upper)):
+        return Decision(False, f"the interval is undefined at {current.n} questions")
     if rule.stop == "width":
         if current.width <= rule.max_width:
             return Decision(True, f"the interval is {current.width:.1f} wide, <= {rule.max_width}")

@@ -114,3 +114,26 @@ def test_bad_rule_names_every_problem_at_once():
 def test_scores_outside_the_range_are_refused():
     with pytest.raises(ValueError, match=r"2 value\(s\) undefined or outside \[0.0, 100.0\]"):
         seq.run(np.array([50.0, np.nan, 120.0]), seq.StopRule(), THRESHOLDS)
+
+
+def test_the_jackknife_look_of_a_mean_matches_the_mean_look():
+    """Left-one-out jackknife of a mean: SE = s / sqrt(n) (ddof 1), so its look is the mean's
+    look widened by sqrt(n / (n - 1)); the interface the run's CuBE sequence uses."""
+    rng = np.random.default_rng(7)
+    x = bounded_scores(rng, 50, 20, 80)
+    rule = seq.StopRule()
+    leave_out = (x.sum() - x) / (x.size - 1)
+    got = seq.functional_look(float(x.mean()), leave_out, x.size, rule)
+    want = seq.look(seq.Moments().merge(x), rule)
+    ratio = np.sqrt(x.size / (x.size - 1))
+    assert got.estimate == pytest.approx(want.estimate)
+    assert got.width == pytest.approx(want.width * ratio, rel=1e-9)
+
+
+def test_an_undefined_jackknife_never_stops_a_run():
+    rule = seq.StopRule(min_questions=40)
+    undefined = seq.functional_look(70.0, np.array([70.0, float("nan"), 71.0]), 60, rule)
+    assert np.isnan(undefined.lower) and np.isnan(undefined.upper)
+    decision = seq.decide(undefined, rule, THRESHOLDS)
+    assert not decision.stop and "undefined" in decision.reason
+    assert np.isnan(seq.jackknife_se(np.array([3.0])))
