@@ -37,6 +37,7 @@ no wider than `max_width`. Pure: numpy and scipy only.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -204,6 +205,25 @@ def jackknife_se(leave_out: np.ndarray) -> float:
     if x.size < 2 or not np.isfinite(x).all():
         return float("nan")
     return float(np.sqrt((x.size - 1) / x.size * ((x - x.mean()) ** 2).sum()))
+
+
+def jackknife_groups(units: np.ndarray, max_groups: int = 40, seed: int = 0) -> np.ndarray:
+    """Group codes 0..G-1 for the delete-a-group jackknife: one group per resampling unit (a family,
+    or a question when the run clusters by question), or, above `max_groups` units, the units dealt
+    in a seeded random order into `max_groups` groups (a unit is never split), so that a look costs
+    at most `max_groups` re-computations of the statistic whatever the run's size."""
+    codes, inverse = np.unique(np.asarray(units), return_inverse=True)
+    if codes.size <= max_groups:
+        return inverse
+    deal = np.random.default_rng(seed).permutation(codes.size) % max_groups
+    return deal[inverse]
+
+
+def leave_group_out(statistic: Callable[[np.ndarray], float], groups: np.ndarray) -> np.ndarray:
+    """The statistic recomputed with each group left out: `statistic(keep)` takes a boolean mask of
+    the questions to keep (the same function that gives the estimate with every question kept)."""
+    groups = np.asarray(groups)
+    return np.array([statistic(groups != g) for g in np.unique(groups)], dtype=float)
 
 
 def functional_look(

@@ -137,3 +137,15 @@ def test_an_undefined_jackknife_never_stops_a_run():
     decision = seq.decide(undefined, rule, THRESHOLDS)
     assert not decision.stop and "undefined" in decision.reason
     assert np.isnan(seq.jackknife_se(np.array([3.0])))
+
+
+def test_jackknife_groups_keep_units_whole_and_cap_the_count():
+    units = np.repeat(np.arange(100), 3)  # 100 families of 3 questions
+    groups = seq.jackknife_groups(units, max_groups=40, seed=1)
+    assert np.unique(groups).size == 40
+    for u in range(100):  # a family is never split between groups
+        assert np.unique(groups[units == u]).size == 1
+    assert np.array_equal(seq.jackknife_groups(np.array(["b", "a", "b"])), [1, 0, 1])
+    x = np.arange(6.0)
+    left = seq.leave_group_out(lambda keep: float(x[keep].sum()), np.array([0, 0, 1, 1, 2, 2]))
+    assert left.tolist() == [14.0, 10.0, 6.0]
