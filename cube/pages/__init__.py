@@ -2,9 +2,10 @@
 
 It draws what it is handed and computes nothing; it never imports `cube.run`. Public face
 (`__all__`), imported as modules (`from cube.pages import plots`): `style` (the figures' shared
-conventions), `plots`, `plots_cube`, `plots_audit`, `diag_plots` and `sim_plots` (one function per
-figure; `captions`, each figure's caption), `display` (tables for people), `decision` (the
-decision page's markdown), `browser` (report/judgments.html), `publish` (HTML pages and the
+conventions), `plots`, `plots_cube`, `plots_audit`, `plots_sequential`, `diag_plots` and
+`sim_plots` (one function per figure; `captions`, each figure's caption), `display` (tables for
+people), `decision` (the decision page's markdown), `sequential` (what a sequential run did: its
+section's text and tables), `browser` (report/judgments.html), `publish` (HTML pages and the
 index), `escape` (the one escaping function for names and outside text, and the exported pages'
 sanitiser), `fonts` (the CJK font; `webfont` subsets it for the pages).
 """
@@ -20,7 +21,9 @@ __all__ = [
     "plots",
     "plots_audit",
     "plots_cube",
+    "plots_sequential",
     "publish",
+    "sequential",
     "sim_plots",
     "style",
 ]

@@ -38,6 +38,10 @@ FIGURE_CAPTIONS: dict[str, str] = {
     "over the bands of the verdicts.",
     "fig_normalised_dimensions": "Each judge's normalised dimension scores and weighted score "
     "(0 = zero bound, 100 = full bound), the jury mean marked on each group.",
+    "fig_sequential_path": "A sequential run (`cube run --until-settled`): each system's jury "
+    "CuBE against questions judged, its confidence sequence (band, valid at every look), the "
+    "fixed-n interval at each look (dashed, valid only at one n fixed in advance), the verdict "
+    "bands and the stop.",
     # 07-08 agreement, lexical metrics
     "fig5_agreement_heatmap": "Pairwise Spearman correlation between every two judges (and the "
     "human raters, when rated), all dimensions.",

@@ -50,10 +50,11 @@ def verdict_badge(name: str, label: str | None = None) -> str:
     )
 
 
-def headline(decision: Decision | dict[str, Any]) -> str:
+def headline(decision: Decision | dict[str, Any], questions: str = "") -> str:
     """The page's first line: the verdict badge, the CuBE score with its interval, and R@k. A
     withheld verdict's score is no verdict: it is shown greyed, in normal weight, as "not a
-    verdict", with its interval (`withheld_score`)."""
+    verdict", with its interval (`withheld_score`). A sequential run adds what it judged
+    (`questions`: `cube.pages.sequential.questions_phrase`, escaped here)."""
     d = Decision.read(decision)
     parts = [f"Verdict: {verdict_badge(d.verdict, d.verdict_label or None)}"]
     if d.cube_score is not None:
@@ -72,6 +73,8 @@ def headline(decision: Decision | dict[str, Any]) -> str:
         )
     if d.recall_at_k is not None:
         parts.append(f"R@{escape_text(str(d.top_n or 'k'))} {d.recall_at_k:.1%}")
+    if questions:
+        parts.append(escape_text(questions))
     return '<p style="font-size:1.25em;line-height:1.6">' + " · ".join(parts) + "</p>"
 
 
@@ -113,17 +116,21 @@ def self_preference_text(sp: dict[str, Any]) -> str:
     )
 
 
-def decision_markdown(decision: Decision | dict[str, Any], human_line: str = "") -> str:
+def decision_markdown(
+    decision: Decision | dict[str, Any], human_line: str = "", questions: str = ""
+) -> str:
     """The decision as Markdown for the notebook, the decision first (every text in it from params
     or the run, names included, goes through `cube.pages.escape.escape_text`, which also disarms
     Markdown's link syntax):
     the verdict badge with the score, its interval and R@k, the sentence, the human-calibrated line
-    when notebook 07 recorded one (`human_line`: `cube.diagnose.lta.human_sentence`), why a verdict
+    when notebook 07 recorded one (`human_line`: `cube.diagnose.lta.human_sentence`), the questions
+    a sequential run judged in the headline (`questions`: `cube.pages.sequential.questions_phrase`),
+    why a verdict
     was withheld, the judges used and excluded with reasons, the diagnostics, and one ordered list
     of what to do next."""
     esc = escape_text
     d = Decision.read(decision)
-    lines = [headline(d), "", f"**{esc(d.sentence)}**", ""]
+    lines = [headline(d, questions), "", f"**{esc(d.sentence)}**", ""]
     if human_line:
         lines += [esc(human_line), ""]
     if d.withheld_reasons:

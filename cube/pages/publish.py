@@ -317,6 +317,7 @@ def write_index(
     from cube.method.analysis import p_is
     from cube.pages.display import format_p
     from cube.pages.escape import jinja_finalize
+    from cube.pages.sequential import questions_phrase, read_record
 
     env = jinja2.Environment(
         autoescape=True, undefined=jinja2.ChainableUndefined, finalize=jinja_finalize
@@ -332,6 +333,7 @@ def write_index(
         results=results,
         decision=results.get("decision"),
         human_line=_human_line(results),
+        questions=questions_phrase(read_record(results)),  # a sequential run's questions
         manifest=manifest,
         pages=pages,
         attempt=attempt,

@@ -139,14 +139,17 @@ class Run:
 
     def figure(self, name: str, fig: Any) -> Any:
         """Write `figures/<name>.png` (150 dpi) and return that PNG for display, so the notebook,
-        its HTML page and the published file show the same image."""
+        its HTML page and the published file show the same image; its caption
+        (`cube.pages.captions`) is the image's alt text."""
         from IPython.display import Image
+
+        from cube.pages.captions import figure_caption
 
         self._folder()
         self.paths.figures.mkdir(parents=True, exist_ok=True)
         path = self.paths.figures / f"{name}.png"
         fig.savefig(path, dpi=150, bbox_inches="tight", metadata={"Software": None})
-        return Image(data=path.read_bytes(), format="png")
+        return Image(data=path.read_bytes(), format="png", alt=figure_caption(name) or None)
 
     def record(self, **figures: Any) -> dict[str, Any]:
         """Merge headline figures into `results.json`."""

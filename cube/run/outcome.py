@@ -6,6 +6,8 @@ system's TOP-N, and the verdict, or WITHHELD with the first reason (cut at `REAS
 report's decision page has them all); then the run's calls and cost
 (judging serves every system, so they are the run's, not one system's) and the report's path.
 `withheld` says whether the primary system's verdict was withheld: `cube run` then exits 3.
+A sequential run (`cube run --until-settled`) says after the systems how many questions it judged
+and why it stopped (`read_questions`: `cube.pages.sequential.questions_phrase`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,14 @@ def read_decision(results: Path) -> dict[str, Any]:
         return {}
     decision = json.loads(results.read_text(encoding="utf-8")).get("decision")
     return decision if isinstance(decision, dict) else {}
+
+
+def read_questions(results: Path) -> str:
+    """'on 80 of 300 questions (stopped early: ...)' for a sequential run, '' for a fixed-n one
+    (its results.json has no `sequential` record)."""
+    from cube.pages.sequential import questions_phrase, read_record
+
+    return questions_phrase(read_record(results))
 
 
 def withheld(decision: dict[str, Any]) -> bool:
@@ -63,8 +73,9 @@ def system_line(entry: dict[str, Any], width: int, k: Any) -> str:
     return f"{head}  {label}"
 
 
-def outcome_lines(decision: dict[str, Any], report: str) -> list[str]:
-    """The summary `cube run` prints (`report`: the report's path as shown)."""
+def outcome_lines(decision: dict[str, Any], report: str, questions: str = "") -> list[str]:
+    """The summary `cube run` prints (`report`: the report's path as shown; `questions`: what a
+    sequential run judged, `read_questions`)."""
     if not decision:  # notebook 06 has not run (e.g. `--only 00`): the log named the report
         return []
     systems = decision.get("systems") or [decision]
@@ -72,6 +83,8 @@ def outcome_lines(decision: dict[str, Any], report: str) -> list[str]:
     lines = [system_line(s, width, decision.get("top_n")) for s in systems]
     if len(systems) > 1:
         lines[0] += "   <- the decision is about this system"
+    if questions:
+        lines.append(f"judged {questions}")
     cost, currency = decision.get("cost_this_run"), decision.get("currency") or ""
     lines.append(
         f"calls: {decision.get('calls_total', 'n/a')} ({decision.get('calls_cached', 'n/a')} from "

@@ -1,0 +1,283 @@
+"""What a sequential run did, in words and tables: the report's "Sequential evaluation" section.
+
+`cube run --until-settled` judges the questions batch by batch and stops when every system's
+anytime-valid confidence sequence for its jury CuBE lies inside one verdict band (`stop: verdict`)
+or is narrow enough (`stop: width`), or when the question set ends; it writes what happened to
+`results.json` under `sequential` (`read_record` reads it into `SequentialRecord`, checking every
+key at once). A run without that key judged every question of its set (a fixed-n run).
+
+Here: `questions_phrase` ("on 80 of 300 questions (stopped early: ...)", plain text for the
+terminal and the decision's headline; HTML callers escape it), `section_markdown` (the section's
+text, or `FIXED_N_LINE` for a fixed-n run), `summary_table` (questions, calls and cost: this run,
+the full set, saved and how many times fewer) and `final_table` (each system's final sequence
+interval beside the fixed-n interval). The figure of the sequence's path is
+`cube.pages.plots_sequential.sequence_path`. Names and reasons are outside text: the Markdown goes
+through `cube.pages.escape.escape_text`; the tables are escaped when displayed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from cube.pages.escape import escape_text
+
+KEY = "sequential"  # the key of results.json the driver writes
+FIXED_N_LINE = (
+    "Fixed-n run: every question of the set was judged{n} (no sequential stopping; "
+    "`cube run --until-settled` stops as soon as the verdict is settled)."
+)
+READING_NOTE = (
+    "Read the confidence sequence's interval: it is valid however often the run looked and "
+    "whenever it stopped. The fixed-n interval beside it is shown for comparison only: it is valid "
+    "only at one number of questions fixed in advance; a run that stopped as soon as it looked "
+    "settled would give a wrong verdict more often."
+)
+_REQUIRED = (
+    "stop",
+    "batch",
+    "min_questions",
+    "alpha",
+    "questions_available",
+    "questions_used",
+    "stopped_early",
+    "reason",
+    "thresholds",
+    "path",
+    "final",
+)
+_PATH_KEYS = ("system", "quantity", "questions", "estimate", "lower", "upper")
+_FINAL_KEYS = ("estimate", "lower", "upper", "fixed_lower", "fixed_upper", "settled")
+
+
+def _float(value: Any) -> float:
+    """A figure of the record as a float; None (JSON's NaN) is NaN."""
+    return float("nan") if value is None else float(value)
+
+
+@dataclass(frozen=True)
+class SequentialRecord:
+    """`results.json` `sequential`, as written by the sequential driver (see the module docstring).
+
+    `path` holds one dict per look and quantity ("CuBE" for the jury, "CuBE · <judge>", "R@k");
+    `final` maps each system to its last look (`estimate`, `lower`, `upper`, `fixed_lower`,
+    `fixed_upper`, `settled`); `calls` and `cost_usd` hold `used`, `full_set` and `saved` (None
+    when not known)."""
+
+    stop: str
+    batch: int
+    min_questions: int
+    alpha: float
+    questions_available: int
+    questions_used: int
+    stopped_early: bool
+    reason: str
+    thresholds: dict[str, float]
+    path: list[dict[str, Any]]
+    final: dict[str, dict[str, Any]]
+    calls: dict[str, Any] | None = None
+    cost_usd: dict[str, Any] | None = None
+    max_width: float | None = None
+    min_questions_why: str | None = None
+
+    @classmethod
+    def read(cls, raw: Mapping[str, Any]) -> SequentialRecord:
+        """The record from its JSON form; a ValueError names every missing or malformed key."""
+        problems = record_problems(raw)
+        if problems:
+            raise ValueError("results.json sequential: " + "; ".join(problems))
+        optional = ("calls", "cost_usd", "max_width", "min_questions_why")
+        return cls(**{k: raw[k] for k in _REQUIRED}, **{k: raw.get(k) for k in optional})
+
+    def path_of(self, system: str, quantity: str = "CuBE") -> pd.DataFrame:
+        """One system's looks at one quantity, by questions judged (None read as NaN)."""
+        rows = [p for p in self.path if p["system"] == system and p["quantity"] == quantity]
+        frame = pd.DataFrame(rows, columns=[*_PATH_KEYS, "fixed_lower", "fixed_upper"])
+        numeric = ["questions", "estimate", "lower", "upper", "fixed_lower", "fixed_upper"]
+        frame[numeric] = frame[numeric].apply(pd.to_numeric, errors="coerce")
+        return frame.sort_values("questions", kind="stable").reset_index(drop=True)
+
+
+def record_problems(raw: Any) -> list[str]:
+    """Every problem of a `sequential` record at once, each naming the key and what was expected."""
+    if not isinstance(raw, Mapping):
+        return [f"expected a mapping, got {type(raw).__name__}"]
+    out = [f"missing key {k!r}" for k in _REQUIRED if k not in raw]
+    for key in ("batch", "min_questions", "questions_available", "questions_used"):
+        v = raw.get(key)
+        if key in raw and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+            out.append(f"{key} is {v!r}, expected a whole number >= 0")
+    if isinstance(raw.get("path"), list):
+        for i, look in enumerate(raw["path"]):
+            missing = [k for k in _PATH_KEYS if not isinstance(look, Mapping) or k not in look]
+            if missing:
+                out.append(f"path[{i}] lacks {', '.join(missing)}")
+    elif "path" in raw:
+        out.append("path is not a list of looks")
+    if isinstance(raw.get("final"), Mapping):
+        for system, last in raw["final"].items():
+            missing = [k for k in _FINAL_KEYS if not isinstance(last, Mapping) or k not in last]
+            if missing:
+                out.append(f"final[{system!r}] lacks {', '.join(missing)}")
+    elif "final" in raw:
+        out.append("final is not a mapping system -> last look")
+    for key in ("calls", "cost_usd"):
+        v = raw.get(key)
+        if v is not None and not isinstance(v, Mapping):
+            out.append(f"{key} is {v!r}, expected null or a mapping of used, full_set, saved")
+    return out
+
+
+def read_record(results: Path | Mapping[str, Any]) -> SequentialRecord | None:
+    """The sequential record of a run (its `results.json` path or its parsed content); None for a
+    fixed-n run (no `sequential` key, or no results.json yet)."""
+    if isinstance(results, Path):
+        if not results.exists():
+            return None
+        results = json.loads(results.read_text(encoding="utf-8"))
+    raw = results.get(KEY)
+    return None if raw is None else SequentialRecord.read(raw)
+
+
+def _stop_words(record: SequentialRecord) -> str:
+    """Why the run ended, without the driver's "stopped at N: " or "question set ended at N: "
+    prefix (the sentences around it say N and how the run ended)."""
+    reason = str(record.reason)
+    for prefix in ("stopped at", "question set ended at"):
+        head = f"{prefix} {record.questions_used}: "
+        if reason.startswith(head):
+            return reason[len(head) :]
+    return reason
+
+
+def questions_phrase(record: SequentialRecord | None) -> str:
+    """'on 80 of 300 questions (stopped early: every system's interval lies inside one verdict
+    band)', or 'on 300 of 300 questions (the set ended before the verdict settled: bm25's
+    interval 57.8-62.1 spans 60)'; '' for a fixed-n run. Plain text: a page escapes it."""
+    if record is None:
+        return ""
+    how = "stopped early" if record.stopped_early else "the set ended before the verdict settled"
+    return (
+        f"on {record.questions_used:,} of {record.questions_available:,} questions "
+        f"({how}: {_stop_words(record)})"
+    )
+
+
+def _times_fewer(full: Any, used: Any) -> float:
+    """How many times fewer than the full set (full / used); NaN when either is unknown or 0."""
+    full_f, used_f = _float(full), _float(used)
+    ok = math.isfinite(full_f) and math.isfinite(used_f) and used_f > 0
+    return full_f / used_f if ok else float("nan")
+
+
+def _saved(row: Mapping[str, Any] | None) -> tuple[float, float, float]:
+    """(used, full set, saved) of a calls or cost mapping, NaN where unknown; `saved` computed
+    from the other two when the record leaves it out."""
+    row = row or {}
+    used, full = _float(row.get("used")), _float(row.get("full_set"))
+    saved = _float(row.get("saved"))
+    if not math.isfinite(saved) and math.isfinite(used) and math.isfinite(full):
+        saved = full - used
+    return used, full, saved
+
+
+def summary_table(record: SequentialRecord) -> pd.DataFrame:
+    """Questions, LLM calls and cost (USD): this run, the full set, saved, and how many times
+    fewer; NaN (shown "n/a") where the record does not know (e.g. no price set for a model)."""
+    q_used, q_full = float(record.questions_used), float(record.questions_available)
+    rows = [
+        ("questions", q_used, q_full, q_full - q_used),
+        ("LLM calls", *_saved(record.calls)),
+        ("cost (USD)", *_saved(record.cost_usd)),
+    ]
+    frame = pd.DataFrame(rows, columns=["what", "this_run", "full_set", "saved"])
+    frame["times_fewer"] = [_times_fewer(f, u) for _, u, f, _ in rows]
+    return frame
+
+
+def final_table(record: SequentialRecord) -> pd.DataFrame:
+    """Each system's jury CuBE at the stop: the estimate, the confidence sequence's interval (the
+    one to read) and the fixed-n interval (for comparison), and whether it had settled."""
+    rows = [
+        {
+            "system": str(system),
+            "questions": record.questions_used,
+            "cube": _float(last.get("estimate")),
+            "sequence_lower": _float(last.get("lower")),
+            "sequence_upper": _float(last.get("upper")),
+            "fixed_n_lower": _float(last.get("fixed_lower")),
+            "fixed_n_upper": _float(last.get("fixed_upper")),
+            "settled": bool(last.get("settled")),
+        }
+        for system, last in record.final.items()
+    ]
+    return pd.DataFrame(rows)
+
+
+def _rule_words(record: SequentialRecord) -> str:
+    """The stop rule in words."""
+    if record.stop == "width":
+        return (
+            f"stop once every system's interval is at most {_number(record.max_width)} points wide"
+        )
+    return "stop once every system's interval lies inside one verdict band"
+
+
+def _number(value: Any, digits: int = 1) -> str:
+    v = _float(value)
+    return f"{v:,.{digits}f}" if math.isfinite(v) else "n/a"
+
+
+def _savings_sentence(record: SequentialRecord) -> str:
+    """Calls and cost against the full set, 'n/a' where not known."""
+    used, full, saved = _saved(record.calls)
+    if math.isfinite(used) and math.isfinite(full):
+        x = _times_fewer(full, used)
+        times = f", {x:.1f}x fewer" if math.isfinite(x) and saved > 0 else ""
+        calls = (
+            f"It sent {used:,.0f} LLM calls where the full set needs {full:,.0f}: "
+            f"{saved:,.0f} saved{times}."
+        )
+    else:
+        calls = "LLM calls saved: n/a (the run did not count them)."
+    c_used, c_full, c_saved = _saved(record.cost_usd)
+    cost = (
+        f"Cost {_number(c_used, 2)} USD where the full set costs {_number(c_full, 2)} USD: "
+        f"{_number(c_saved, 2)} USD saved."
+        if math.isfinite(c_saved)
+        else "Cost saved: n/a (no price per token is set for a model, or the cost was not counted)."
+    )
+    return f"{calls} {cost}"
+
+
+def section_markdown(record: SequentialRecord | None, n_questions: int | None = None) -> str:
+    """The report's "Sequential evaluation" section as Markdown (its heading, what the run did,
+    what it saved and how to read the intervals); for a fixed-n run (`record` None) the one line
+    `FIXED_N_LINE` (with the number of questions when given). Every outside text is escaped."""
+    esc = escape_text
+    if record is None:
+        n = f" ({n_questions:,} questions)" if n_questions else ""
+        return FIXED_N_LINE.format(n=n)
+    ended = "stopped early" if record.stopped_early else "ran until its question set ended"
+    ended += f": {esc(_stop_words(record))}"
+    why = f": {esc(record.min_questions_why)}" if record.min_questions_why else ""
+    lines = [
+        "## Sequential evaluation",
+        "",
+        f"The run judged **{record.questions_used:,} of {record.questions_available:,} "
+        f"questions**, {record.batch} at a time in a seeded order, with the rule: "
+        f"{_rule_words(record)} (never before {record.min_questions} questions{why}; "
+        f"{100 * (1 - float(record.alpha)):g} % confidence sequences). "
+        f"It {ended}.",
+        "",
+        esc(_savings_sentence(record)),
+        "",
+        READING_NOTE,
+    ]
+    return "\n".join(lines)
