@@ -5,12 +5,14 @@ run that stops early sends no call for the questions it never reached and none a
 
 import json
 
+import pandas as pd
 import pytest
 import yaml
 
 from cube.config.params import parse_params
 from cube.kb.questions import build_questions
 from cube.run import pipeline
+from cube.run.execute import execute_run
 from cube.run.notebook import open_run
 from cube.run.sequential import SequentialError, batches, sequential_problems
 from cube.run.stages import stage_fingerprints
@@ -100,11 +102,15 @@ def stopped(tmp_path_factory):
             pipeline.answers_stage(run)
             pipeline.scores_stage(run)
             after = server.requests_total
+            # the notebooks themselves (01-03 under papermill, the driver running again inside 02)
+            mp.chdir(ROOT)
+            summary = execute_run(params, only="01..03", log=lambda line: None)
+            notebooks = server.requests_total - after
         finally:
             mp.undo()
     everything = build_questions(run.params, run.load("corpus"), None)
     return {"run": run, "questions": questions, "all": everything, "during": during,
-            "after": after}  # fmt: skip
+            "after": after, "summary": summary, "notebooks": notebooks}  # fmt: skip
 
 
 def test_a_settled_run_stops_early_and_publishes_its_record(stopped):
@@ -138,6 +144,17 @@ def test_unreached_questions_are_never_sent_and_the_stages_after_send_nothing(st
     assert all(any(t in p for p in sent) for t in reached)  # the judge read every reached one
     assert not [t for t in unreached if any(t in p for p in sent)]
     assert stopped["after"] == 0  # stages 02-03 (answers, judging and audit) read the cache
+
+
+def test_the_notebooks_then_send_no_call_and_publish_the_same_record(stopped):
+    summary = stopped["summary"]
+    assert summary.ok and summary.committed, summary.stages
+    assert stopped["notebooks"] == 0
+    published = json.loads((summary.paths.results).read_text(encoding="utf-8"))["sequential"]
+    assert published["question_ids"] == record(stopped["run"])["question_ids"]
+    n = len(published["question_ids"])
+    answers = pd.read_parquet(summary.paths.data_file("answers"))
+    assert answers["question_id"].nunique() == n
 
 
 def test_a_cube_on_a_band_edge_runs_to_the_end_and_says_why(tmp_path):
