@@ -84,9 +84,24 @@ STAGES: dict[str, Stage] = {
     ),  # simulated runs only: no data of the run
 }
 # What stage 02 reads besides its own sections when `analysis.sequential` is on: its driver judges
-# and looks (`cube.run.sequential`), so a change of the judges or of the analysis may change the
-# questions it reaches
-SEQUENTIAL_SECTIONS = ("judges", "dimensions", "audit", "analysis")
+# and looks (`cube.run.sequential`), so a change of the judges, the audit or the keys of the CuBE
+# point estimate, the bands and the minimums may change the questions it reaches (not the
+# bootstrap's keys: a look has no bootstrap)
+SEQUENTIAL_SECTIONS = (
+    "judges",
+    "dimensions",
+    "audit",
+    "analysis.trim_proportion",
+    "analysis.subset",
+    "analysis.paired",
+    "analysis.weights*",
+    "analysis.custom_weights",
+    "analysis.top_n",
+    "analysis.cluster",
+    "analysis.verdict_thresholds",
+    "analysis.max_interval_width",
+    "analysis.gate_alpha",
+)
 # Sections no stage's data depend on: the report's title, where outputs go.
 NOT_STAGE_INPUTS = ("run", "title", "outputs_dir", "cache_path")
 

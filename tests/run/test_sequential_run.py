@@ -224,7 +224,13 @@ def test_stage_02_is_out_of_date_when_the_sequential_section_or_its_judges_chang
     on = parse_params({**BASE, "analysis": {"sequential": {}}})
     strict = {"name": "j", "model": {"provider": "offline", "model": "rubric-strict"}}
     judged = parse_params({**BASE, "analysis": {"sequential": {}}, "judges": [strict]})
+    banded = parse_params(
+        {**BASE, "analysis": {"sequential": {}, "verdict_thresholds": {"ok": 50}}}
+    )
+    resampled = parse_params({**BASE, "analysis": {"sequential": {}, "bootstrap": 10}})
     prints = [
-        stage_fingerprints(p, notebooks, ROOT)["02_qa_sets.ipynb"] for p in (base, on, judged)
+        stage_fingerprints(p, notebooks, ROOT)["02_qa_sets.ipynb"]
+        for p in (base, on, judged, banded, resampled)
     ]
-    assert len(set(prints)) == 3
+    assert len(set(prints[:4])) == 4
+    assert prints[4] == prints[1]  # a look has no bootstrap: its count re-runs 04-07 only
