@@ -211,6 +211,12 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         help="skip the start-of-run check of key variables and LLM endpoints (e.g. a fully "
         "cached re-run)",
     )
+    r.add_argument(
+        "--until-settled",
+        action="store_true",
+        help="sequential evaluation: answer and judge in batches and stop when every system's "
+        "verdict is settled (analysis.sequential, its defaults when the params lack it)",
+    )
     r.set_defaults(func=_cmd_run)
 
 
@@ -1022,6 +1028,7 @@ def _run(args: argparse.Namespace) -> int:
                 only=args.only,
                 force=args.force,
                 outputs_dir=args.outputs,
+                overrides=_settled_overrides(args),
             )
     except InputError as err:  # validate's errors, found before any stage ran
         print(
@@ -1057,6 +1064,13 @@ def _run(args: argparse.Namespace) -> int:
         )
         return 1
     return _outcome(summary.paths, args.cwd)
+
+
+def _settled_overrides(args: argparse.Namespace) -> list[str] | None:
+    """`--until-settled`: `analysis.sequential` with its defaults, unless the params set it."""
+    if not getattr(args, "until_settled", False):
+        return None
+    return None if _load_params(args.params).analysis.sequential else ["analysis.sequential={}"]
 
 
 def _outcome(paths: RunPaths, cwd: Path) -> int:

@@ -390,6 +390,32 @@ class JudgeParams(StrictModel):
     )
 
 
+class SequentialParams(StrictModel):
+    """`analysis.sequential`: answer and judge the questions batch by batch and stop when the jury
+    CuBE's confidence sequence is settled (`cube.run.sequential`; the rule's values are checked by
+    `cube.method.sequential.rule_problems`, every problem at once, by `cube validate` and the
+    run)."""
+
+    batch: int = Field(
+        20, description="Questions per look (whole families: a batch may hold a few more)."
+    )
+    min_questions: int = Field(
+        40,
+        description="Fewest questions before any stop; raised to what the judge gate and the "
+        "audit need to decide (the record says so).",
+    )
+    stop: str = Field(
+        "verdict",
+        description="verdict: stop when every system's interval lies inside one verdict band; "
+        "width: when it is no wider than analysis.max_interval_width.",
+    )
+    alpha: float = Field(0.05, description="Error level of the confidence sequence.")
+    seed: int = Field(0, description="Seed of the order in which families are taken.")
+    target_questions: int = Field(
+        100, description="Sample size at which the sequence's boundary is tightest."
+    )
+
+
 class AnalysisParams(StrictModel):
     trim_proportion: float = Field(0.1, ge=0, lt=0.5, description="Trimmed-mean cut per tail.")
     subset: Literal["retrieved", "all"] = Field(
@@ -479,6 +505,10 @@ class AnalysisParams(StrictModel):
         le=1,
         description="Verdict withheld when a larger share of the system-under-test's calls failed "
         "(retrieval unknown); the count is given.",
+    )
+    sequential: SequentialParams | None = Field(
+        None,
+        description="Sequential evaluation (`cube run --until-settled`): null runs every question.",
     )
 
     @model_validator(mode="after")

@@ -184,15 +184,23 @@ def execute_run(
     force: bool = False,
     outputs_dir: str | Path | None = None,
     log=print,
+    overrides: list[str] | None = None,
 ) -> RunSummary:
     """Execute the notebook sequence for a params file and publish the report.
 
     The run folder is locked for the duration (`RunLocked` if another run holds it); stages run
     in its staging copy, committed over the published run only when every selected stage
     succeeded (see `cube.run.state`). SIGINT/SIGTERM (`RunInterrupted`, `KeyboardInterrupt`) kill
-    the kernel, record the attempt and propagate."""
+    the kernel, record the attempt and propagate. `overrides`: params changes (`key.path=value`,
+    `cube run --until-settled`), given to every notebook as its papermill `overrides`."""
+    from cube.config.overrides import load_params_with_overrides
+
     params_path = Path(params_path).resolve()
-    params = load_params(params_path)
+    params = (
+        load_params_with_overrides(params_path, overrides)
+        if overrides
+        else load_params(params_path)
+    )
     root = project_root()
     published = RunPaths.for_params(params, resolve(outputs_dir or params.outputs_dir, root))
     if params.cache_path:
@@ -219,7 +227,9 @@ def execute_run(
         paths = RunPaths(root=staging, cache=published.cache).ensure()
         write_shared_params(params, paths)
         if not force:
-            _forget_stages_run_outside(params, published, paths, notebooks, params_path, root, log)
+            _forget_stages_run_outside(
+                params, published, paths, notebooks, params_path, root, log, overrides
+            )
         else:  # the stages forced now no longer hold what a notebook run alone wrote; when every
             # stage is forced, neither does any (a notebook not recognised counted for them all)
             from cube.run.ran_alone import forget_ran_alone
@@ -242,7 +252,9 @@ def execute_run(
         }
         try:
             with _kernel_env(**{LOCAL_PATHS_ENV: json.dumps(local)}):
-                _run_stages(params, params_path, paths, notebooks, chosen, force, summary, log)
+                _run_stages(
+                    params, params_path, paths, notebooks, chosen, force, summary, log, overrides
+                )
         except (RunInterrupted, KeyboardInterrupt) as exc:
             kill_child_kernels()
             summary.interrupted = getattr(exc, "signame", "SIGINT")
@@ -284,6 +296,7 @@ def _forget_stages_run_outside(
     params_path: Path,
     root: Path,
     log,
+    overrides: list[str] | None = None,
 ) -> None:
     """A notebook run alone into the published run (other overrides, another params file) makes its
     stage and the stages reading its data out of date, whatever `cube run`'s fingerprints say:
@@ -293,6 +306,7 @@ def _forget_stages_run_outside(
     injected = {
         "params_path": _param_path(params_path, root),
         "run_dir": _param_path(published.root, root),
+        **({"overrides": overrides} if overrides else {}),
     }
     stems = [nb.stem for nb in notebooks]
     outside = stages_run_outside(
@@ -347,6 +361,7 @@ def _run_stages(
     force: bool,
     summary: RunSummary,
     log,
+    overrides: list[str] | None = None,
 ) -> None:
     from cube.run.kernel import WarmKernel
     from cube.run.notebook import STAGING_ENV
@@ -384,6 +399,7 @@ def _run_stages(
     injected = {
         "params_path": _param_path(params_path, root),
         "run_dir": _param_path(paths.root.parent, root),
+        **({"overrides": overrides} if overrides else {}),
     }
     kernel = WarmKernel(
         root, ["--IPKernelApp.capture_fd_output=False", "--IPKernelApp.log_level=CRITICAL"]

@@ -113,6 +113,9 @@ def questions_stage(run: Run) -> pd.DataFrame:
     elif run.data_path("questions_failed").exists():  # an earlier run's failures are not this run's
         run.data_path("questions_failed").unlink()
     questions = questions[~failed].reset_index(drop=True)
+    from cube.run.sequential import reached_questions  # analysis.sequential: the driver runs here
+
+    questions = reached_questions(run, corpus, questions)
     run.save("questions", questions)
     run.record(questions=len(questions), questions_failed=int(failed.sum()))
     return questions

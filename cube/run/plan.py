@@ -146,7 +146,12 @@ def _stand_in_questions(corpus: pd.DataFrame, slots: pd.DataFrame) -> pd.DataFra
 
 
 def build_plan(
-    params: Params, *, base_dir: Path, cache_path: Path | None = None, pilot: int = 0
+    params: Params,
+    *,
+    base_dir: Path,
+    cache_path: Path | None = None,
+    pilot: int = 0,
+    question_ids: list[str] | None = None,
 ) -> pd.DataFrame:
     """The plan (`PLAN_COLUMNS`, one row per role and model) of a run of `params`. No call is sent
     unless `pilot` > 0: then up to `pilot` of each LLM model's planned requests are sent (and
@@ -158,6 +163,8 @@ def build_plan(
     plan = _Plan(params)
     corpus = build_corpus(params, base_dir=base_dir)
     questions, known_questions = _plan_question_writing(plan, params, corpus, base_dir)
+    if question_ids is not None:  # a sequential run's questions reached (`cube.run.sequential`)
+        questions = questions[questions["question_id"].astype(str).isin(set(question_ids))]
     inputs = _AnsweringInputs.of(params, corpus, questions, known_questions)
     answer_rows: list[pd.DataFrame] = []
     bound_specs: set[str] = set()
@@ -479,7 +486,7 @@ def _plan_llm_judge(
     call), its requests and its completion tokens per call."""
     from cube.judges.scoring import Judge, judge_requests
     from cube.llm import make_model
-    from cube.run.pipeline import judge_calls as count_judge_calls
+    from cube.run.audit import judge_calls as count_judge_calls
 
     judge = Judge(
         name=j.name, model=make_model(spec), samples=j.samples, all_dimensions=j.all_dimensions
@@ -517,7 +524,7 @@ def _plan_audit(
     `PROBES_PER_QUESTION` probes x each judge's calls per answer. Its prompts stand in as the
     judge's own prompts in turn (the probes are length-matched to the answers they replace, give or
     take the empty and truncated ones): not exact, never counted as cached."""
-    from cube.run.pipeline import audit_sample
+    from cube.run.audit import audit_sample
     from cube.systems.probes import PROBES_PER_QUESTION
 
     sample = audit_sample(params, judge_calls)

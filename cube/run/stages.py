@@ -50,7 +50,15 @@ STAGES: dict[str, Stage] = {
     "00_paper_tables": Stage((), ()),
     "01_dataset_prep": Stage(("lang", "corpus"), (), ("corpus",)),
     "02_qa_sets": Stage(
-        ("lang", "models", "questions", "answerer", "systems", "diagnostics.refusal_*"),
+        (
+            "lang",
+            "models",
+            "questions",
+            "answerer",
+            "systems",
+            "diagnostics.refusal_*",
+            "analysis.sequential",
+        ),
         ("01_dataset_prep",),
         ("questions", "answers", "questions_failed", "refusal_generation", "refusal_answers"),
     ),
@@ -75,6 +83,25 @@ STAGES: dict[str, Stage] = {
         ("analysis", "simulation"), ()
     ),  # simulated runs only: no data of the run
 }
+# What stage 02 reads besides its own sections when `analysis.sequential` is on: its driver judges
+# and looks (`cube.run.sequential`), so a change of the judges, the audit or the keys of the CuBE
+# point estimate, the bands and the minimums may change the questions it reaches (not the
+# bootstrap's keys: a look has no bootstrap)
+SEQUENTIAL_SECTIONS = (
+    "judges",
+    "dimensions",
+    "audit",
+    "analysis.trim_proportion",
+    "analysis.subset",
+    "analysis.paired",
+    "analysis.weights*",
+    "analysis.custom_weights",
+    "analysis.top_n",
+    "analysis.cluster",
+    "analysis.verdict_thresholds",
+    "analysis.max_interval_width",
+    "analysis.gate_alpha",
+)
 # Sections no stage's data depend on: the report's title, where outputs go.
 NOT_STAGE_INPUTS = ("run", "title", "outputs_dir", "cache_path")
 
@@ -380,7 +407,10 @@ def stage_fingerprints(params: Params, notebooks: list[Path], root: Path) -> dic
         spec = stage_spec(nb.stem, [p.stem for p in notebooks if p.stem < nb.stem])
         h = hashlib.sha256()
         h.update(nb.read_text(encoding="utf-8").encode())
-        h.update(json.dumps(section_values(params, spec.sections), sort_keys=True).encode())
+        sections = spec.sections
+        if nb.stem == "02_qa_sets" and params.analysis.sequential is not None:
+            sections = (*sections, *SEQUENTIAL_SECTIONS)
+        h.update(json.dumps(section_values(params, sections), sort_keys=True).encode())
         h.update(files_digest(params, spec.sections, root).encode())
         h.update(modules_digest(notebook_code(nb)).encode())
         for inp in spec.inputs:

@@ -504,6 +504,9 @@ def validate_data(
 
             report.errors.extend(load_problems(s, base_dir))
     check_systems(params, report, missing)
+    from cube.run.sequential import sequential_problems  # analysis.sequential's values
+
+    report.errors.extend(sequential_problems(params))
     if not any(w.startswith("dimensions") for w in missing):
         check_dimensions(params, base_dir, report)
     return report

@@ -1,0 +1,476 @@
+"""The sequential driver (`analysis.sequential`, `cube run --until-settled`): answer and judge the
+question set batch by batch, and stop when every system's verdict is settled.
+
+It runs inside stage 02 (`cube.run.pipeline.questions_stage`, notebook 02), where the question set
+is made, so `cube run` and a notebook run alone (papermill, Jupyter) take the same path, and the
+stages after it are the ordinary notebooks on the questions it reached:
+
+1. **Order.** The resampling units (the families of `cube.run.evaluate.question_families`, or
+   single questions under `analysis.cluster: question`) in a seeded random order
+   (`analysis.sequential.seed`), each unit's questions together. A batch takes whole units until it
+   holds at least `batch` questions, so a batch spans several families and a look never splits
+   one: the sequence's independent unit is the family, as in the jackknife that gives its spread.
+2. **Per batch.** Only that batch's questions are answered by every system (rag and the bound sets,
+   `cube.systems.build_answers`) and judged by every judge (`cube.judges.score_answers`): the
+   stage functions of notebooks 02 and 03, their calls cached in the run's call cache. A failed
+   answer or judgment stays failed (its row and reason as in stage 02/03); it is not a score.
+3. **Look.** For every system, the jury CuBE (the mean of every judge's CuBE, each from
+   `cube.method.bootstrap.cube_from_counts`, the point computation of notebooks 04-06 that
+   reproduces `evaluate` exactly) on the questions judged so far, and the same with each
+   jackknife group of units left out (`jackknife_groups`, at most 40 groups): the anytime-valid
+   interval is `functional_look` around the estimate, the fixed-n interval beside it estimate +- z
+   SE with the same jackknife SE. Each judge's CuBE the same way; R@k from the moments of the 0/100
+   retrieval hits (`Moments`, `look`). A look is one `cube_from_counts` call of 41 rows per system.
+4. **Stop** (`decide`) when every system's jury interval is settled (`verdict`: inside one band of
+   `analysis.verdict_thresholds`; `width`: no wider than `analysis.max_interval_width`), never
+   before `min_questions`, raised to what the judge gate and the audit need to decide
+   (`effective_minimum`, said in the record). An undefined interval never stops a run.
+5. **After.** The audit's calls for the questions reached are made (LLM judges), the record
+   `sequential` goes to results.json, and stage 02 keeps only the questions reached: notebooks
+   02-12 then read their answers and judgments from the cache, so no call is sent after the driver,
+   and questions never reached are never sent to a system or a judge.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.stats import norm
+
+from cube.config.params import Params
+from cube.method.sequential import (
+    Decision,
+    Look,
+    Moments,
+    StopRule,
+    decide,
+    functional_look,
+    jackknife_groups,
+    jackknife_se,
+    look,
+    rule_problems,
+)
+from cube.run.notebook import Run
+
+JACKKNIFE_GROUPS = 40  # leave-out groups of a look (`cube.method.sequential.jackknife_groups`)
+COST_ROLES = ("answering", "judging", "audit")  # the calls the record counts (not question writing)
+
+
+class SequentialError(ValueError):
+    """`analysis.sequential` cannot run on this question set (every problem named)."""
+
+
+def sequential_problems(params: Params, n_questions: int | None = None) -> list[str]:
+    """Every problem of `analysis.sequential`, each naming its key and what was expected
+    (`rule_problems`), and `min_questions` above the set's size when that is known."""
+    sp = params.analysis.sequential
+    if sp is None:
+        return []
+    ns = SimpleNamespace(
+        stop=sp.stop,
+        min_questions=sp.min_questions,
+        batch=sp.batch,
+        alpha=sp.alpha,
+        target_questions=sp.target_questions,
+        max_width=params.analysis.max_interval_width,
+        low=0.0,
+        high=100.0,
+    )
+    out = [
+        p.replace("max_width", "analysis.max_interval_width", 1)
+        if p.startswith("max_width")
+        else f"analysis.sequential.{p}"
+        for p in rule_problems(ns)  # type: ignore[arg-type]
+    ]
+    if (
+        n_questions is not None
+        and isinstance(sp.min_questions, int)
+        and sp.min_questions > n_questions
+    ):
+        out.append(
+            f"analysis.sequential.min_questions is {sp.min_questions}, expected at most the "
+            f"{n_questions} questions of the set"
+        )
+    return out
+
+
+def stop_rule(params: Params, min_questions: int | None = None) -> StopRule:
+    """The stop rule of `analysis.sequential` (`min_questions`: the effective minimum)."""
+    sp = params.analysis.sequential
+    assert sp is not None
+    return StopRule(
+        stop=sp.stop,
+        min_questions=min_questions or sp.min_questions,
+        batch=sp.batch,
+        alpha=sp.alpha,
+        max_width=params.analysis.max_interval_width,
+        target_questions=sp.target_questions,
+    )
+
+
+# ------------------------------------------------------------------------------------ order
+def unit_of(params: Params, questions: pd.DataFrame, corpus: pd.DataFrame) -> dict[str, str]:
+    """Each question's resampling unit: its family (`question_families`), or itself under
+    `analysis.cluster: question`."""
+    from cube.run.evaluate import question_families
+
+    if params.analysis.cluster == "question":
+        return {str(q): f"question:{q}" for q in questions["question_id"]}
+    return question_families(questions[["question_id", "doc_id"]], corpus)
+
+
+def batches(units: dict[str, str], size: int, seed: int) -> list[list[str]]:
+    """The question ids in batches: the units in a seeded random order, each unit's questions
+    together (sorted), a batch closed as soon as it holds at least `size` questions."""
+    members: dict[str, list[str]] = {}
+    for q in sorted(units):
+        members.setdefault(units[q], []).append(q)
+    names = sorted(members)
+    order = np.random.default_rng(seed).permutation(len(names))
+    out: list[list[str]] = [[]]
+    for i in order:
+        if len(out[-1]) >= size:
+            out.append([])
+        out[-1].extend(members[names[i]])
+    return [b for b in out if b]
+
+
+# ------------------------------------------------------------------------------------- look
+@dataclass(frozen=True)
+class Quantity:
+    """One sequence after a look: the anytime-valid interval and the fixed-n one beside it."""
+
+    name: str  # "CuBE", "CuBE · <judge>", "R@k"
+    current: Look
+    fixed_lower: float
+    fixed_upper: float
+
+
+def _fixed(estimate: float, se: float, alpha: float) -> tuple[float, float]:
+    half = norm.ppf(1 - alpha / 2) * se
+    return float(estimate - half), float(estimate + half)
+
+
+def _prepared(params: Params, answers: pd.DataFrame, scores: pd.DataFrame, system: str, units):
+    from cube.method.bootstrap import prepare
+
+    ap = params.analysis
+    top_n = ap.top_n or next(s.top_n for s in params.systems if s.name == system)
+    return prepare(
+        answers[answers["system"] == system],
+        scores[scores["system"] == system],
+        proportion=ap.trim_proportion,
+        subset=ap.subset,
+        mode=ap.weights,
+        custom=ap.custom_weights,
+        top_n=top_n,
+        paired=ap.paired,
+        judges=[j.name for j in params.judges],
+        dimensions=params.dimension_names(),
+        fallback=ap.weights_fallback,
+        clusters=units,
+    )
+
+
+def system_look(
+    params: Params, answers: pd.DataFrame, scores: pd.DataFrame, system: str, units, rule: StopRule
+) -> list[Quantity]:
+    """One system's sequences after a look: the jury CuBE, each judge's CuBE, R@k."""
+    from cube.method.bootstrap import cube_from_counts
+
+    p = _prepared(params, answers, scores, system, units)
+    n = len(p.rank_score)
+    if n == 0:
+        empty = Look(0, float("nan"), float("nan"), float("nan"))
+        return [Quantity("CuBE", empty, float("nan"), float("nan"))]
+    groups = jackknife_groups(p.unit_codes(), JACKKNIFE_GROUPS, params.analysis.sequential.seed)
+    keep = np.vstack([np.ones(n), *[groups != g for g in np.unique(groups)]]).astype(float)
+    with np.errstate(all="ignore"):
+        cube = cube_from_counts(p, keep)["cube_score"]  # (judges, 1 + groups)
+        series = [("CuBE", cube.mean(axis=0))] + [
+            (f"CuBE · {j}", cube[i]) for i, j in enumerate(p.judges)
+        ]
+    out = []
+    for name, values in series:
+        current = functional_look(float(values[0]), values[1:], n, rule)
+        out.append(
+            Quantity(name, current, *_fixed(current.estimate, jackknife_se(values[1:]), rule.alpha))
+        )
+    hits = Moments().merge(100.0 * p.retrieved)
+    recall = look(hits, rule)
+    se = math.sqrt(hits.m2 / (n - 1) / n) if n > 1 else float("nan")
+    out.append(Quantity("R@k", recall, *_fixed(recall.estimate, se, rule.alpha)))
+    return out
+
+
+# --------------------------------------------------------------------------------- minimum
+def effective_minimum(params: Params, judge_calls_per_question: float) -> tuple[int, str | None]:
+    """`min_questions` raised to what the judge gate (its bounds test, `cube.method.gate`) and the
+    audit (`audit.min_pairs` injection pairs, one per audit question, its sample capped at
+    `audit.max_share` of the judge calls) need to decide; the sentence saying why when raised."""
+    from cube.method.gate import VARY_MIN_QUESTIONS, min_questions
+    from cube.systems.probes import calls_per_question, capped_questions
+
+    asked = params.analysis.sequential.min_questions
+    gate = max(min_questions(params.analysis.gate_alpha), VARY_MIN_QUESTIONS)
+    why = []
+    if gate > asked:
+        why.append(f"the judge gate's tests need {gate} questions to decide")
+    a, per_q = params.audit, calls_per_question(params)
+    audit, needed = 0, a.min_pairs
+    if a.questions >= needed and per_q and judge_calls_per_question > 0:
+        audit = math.ceil(needed * per_q / (a.max_share * judge_calls_per_question))
+        while capped_questions(a.questions, int(audit * judge_calls_per_question), per_q,
+                               a.max_share) < needed:  # fmt: skip
+            audit += 1
+        if audit > asked:
+            why.append(
+                f"the audit needs {needed} probe questions (audit.min_pairs), {per_q} judge calls "
+                f"each, at most {a.max_share:.0%} of the run's judge calls (audit.max_share; "
+                f"{judge_calls_per_question:.1f} per question): {audit} questions"
+            )
+    effective = max(asked, gate, audit)
+    if effective == asked:
+        return asked, None
+    return effective, f"raised from {asked} to {effective}: " + "; ".join(why)
+
+
+# ----------------------------------------------------------------------------------- driver
+@dataclass
+class _State:
+    """What the driver has so far: the questions, answers and judgments of the batches done."""
+
+    ids: list[str] = field(default_factory=list)
+    answers: list[pd.DataFrame] = field(default_factory=list)
+    scores: list[pd.DataFrame] = field(default_factory=list)
+    path: list[dict[str, Any]] = field(default_factory=list)
+    last: dict[str, list[Quantity]] = field(default_factory=dict)
+    decisions: dict[str, Decision] = field(default_factory=dict)
+
+
+def _num(x: Any) -> float | None:
+    """A plain JSON number (NaN and infinities: null)."""
+    return float(x) if x is not None and np.isfinite(x) else None
+
+
+def _judge_batch(run: Run, judges, dims, corpus, questions: pd.DataFrame, state: _State) -> None:
+    """Answer one batch with every system and judge it with every judge (cached calls)."""
+    from cube.judges import score_answers
+    from cube.run.evaluate import ANALYSIS_SCORE_COLUMNS
+    from cube.systems import build_answers
+
+    answers = build_answers(run.params, corpus, questions, run.paths.cache, progress=False)
+    scores = score_answers(answers, judges, dims, corpus, questions=questions, progress=False)
+    state.ids += questions["question_id"].astype(str).tolist()
+    state.answers.append(answers)
+    state.scores.append(scores[[c for c in ANALYSIS_SCORE_COLUMNS if c in scores]])
+
+
+def _look(run: Run, units, rule: StopRule, state: _State) -> bool:
+    """Every system's sequences on the questions judged so far (added to the path); whether every
+    system's jury CuBE is settled."""
+    answers, scores = pd.concat(state.answers), pd.concat(state.scores)
+    thresholds = run.params.analysis.verdict_thresholds
+    for s in run.params.systems:
+        quantities = system_look(run.params, answers, scores, s.name, units, rule)
+        state.last[s.name] = quantities
+        state.decisions[s.name] = decide(quantities[0].current, rule, thresholds)
+        state.path += [_path_row(s.name, q, len(state.ids)) for q in quantities]
+    return all(d.stop for d in state.decisions.values())
+
+
+def _path_row(system: str, q: Quantity, questions: int) -> dict[str, Any]:
+    return {
+        "system": system,
+        "quantity": q.name,
+        "questions": questions,
+        "estimate": _num(q.current.estimate),
+        "lower": _num(q.current.lower),
+        "upper": _num(q.current.upper),
+        "fixed_lower": _num(q.fixed_lower),
+        "fixed_upper": _num(q.fixed_upper),
+    }
+
+
+def _calls_per_question(judges, dims, corpus, questions, state: _State) -> float:
+    from cube.run.audit import judge_calls, stage_requests
+
+    answers = pd.concat(state.answers)
+    n = judge_calls(judges, stage_requests(judges, answers, corpus, questions, dims))
+    return n / max(len(state.ids), 1)
+
+
+def drive(run: Run, corpus: pd.DataFrame, questions: pd.DataFrame) -> dict[str, Any]:
+    """Run the sequential evaluation over the question set (module docstring); returns the record
+    `sequential` (also written to results.json).
+
+    Raises:
+        SequentialError: `analysis.sequential` is invalid for this set (every problem named).
+    """
+    from cube.judges import load_dimensions, make_judges
+
+    params = run.params
+    problems = sequential_problems(params, len(questions))
+    if problems:
+        raise SequentialError("analysis.sequential: " + "; ".join(problems))
+    sp = params.analysis.sequential
+    by_id = questions.assign(question_id=questions["question_id"].astype(str)).set_index(
+        "question_id", drop=False
+    )
+    units = unit_of(params, by_id, corpus)
+    judges = make_judges(params, run.paths.cache)
+    dims = load_dimensions(params, base_dir=run.base_dir)
+    state, rule, why, stopped = _State(), stop_rule(params), None, False
+    for i, ids in enumerate(batches(units, sp.batch, sp.seed)):
+        _judge_batch(run, judges, dims, corpus, by_id.loc[ids], state)
+        if i == 0:  # the judge calls per question are known once a batch is judged
+            per_question = _calls_per_question(judges, dims, corpus, by_id.loc[state.ids], state)
+            rule, why = _raised_rule(params, per_question, len(questions))
+        if _look(run, units, rule, state):
+            stopped = len(state.ids) < len(questions)
+            break
+    used = by_id.loc[state.ids]
+    _audit_calls(run, judges, dims, corpus, used, state)
+    record = _record(run, rule, why, questions, used, state, stopped)
+    run.record(sequential=record)
+    return record
+
+
+def _raised_rule(
+    params: Params, per_question: float, available: int
+) -> tuple[StopRule, str | None]:
+    """The stop rule with `effective_minimum` (at most the set's size: then the run goes to the
+    end, and the sentence says so)."""
+    minimum, why = effective_minimum(params, per_question)
+    if minimum > available:
+        why = f"{why}; the set has {available} questions: the run goes to the end"
+    return stop_rule(params, min(minimum, available)), why
+
+
+def _audit_calls(run: Run, judges, dims, corpus, used: pd.DataFrame, state: _State) -> None:
+    """The judge audit's calls on the questions reached, made as stage 03 makes them (same sample,
+    same probes), so that stage 03 finds them in the cache; nothing for offline judges (they send
+    no call)."""
+    from cube.run.audit import judge_audit, judge_calls, stage_requests
+
+    if run.params.audit.questions <= 0 or all(j.model.offline for j in judges):
+        return
+    answers = pd.concat(state.answers)
+    n_judge = judge_calls(judges, stage_requests(judges, answers, corpus, used, dims))
+    judge_audit(run.params, judges, dims, corpus, used, answers, n_judge, progress=False)
+
+
+def _calls_and_cost(run: Run, used_ids: list[str] | None) -> tuple[int | None, float | None]:
+    """The answering, judging and audit calls of a run of these params on the questions (all when
+    None), as `cube plan` counts them, and their cost at the params' prices (None when a price is
+    unknown; 0 offline). None, None when the plan cannot be made."""
+    from cube.run.plan import build_plan
+
+    try:
+        plan = build_plan(run.params, base_dir=run.base_dir, question_ids=used_ids)
+    except Exception:  # noqa: BLE001 - the record says unknown rather than failing the run
+        return None, None
+    rows = plan[plan["role"].isin(COST_ROLES)]
+    cost = pd.to_numeric(rows["cost"], errors="coerce")
+    return int(rows["calls"].sum()), (None if cost.isna().any() else float(cost.sum()))
+
+
+def _saved(used: float | None, full: float | None) -> float | None:
+    return None if used is None or full is None else full - used
+
+
+def _reason(rule: StopRule, state: _State, stopped: bool, available: int) -> str:
+    n = len(state.ids)
+    if stopped:
+        what = (
+            "every system's interval lies inside one verdict band"
+            if rule.stop == "verdict"
+            else f"every system's interval is no wider than {rule.max_width:g}"
+        )
+        return f"stopped at {n}: {what}"
+    open_ = [
+        d.reason.replace("the interval", f"{s}'s interval", 1)
+        if d.reason.startswith("the interval")
+        else f"{s}: {d.reason}"
+        for s, d in state.decisions.items()
+        if not d.stop
+    ]
+    why = "; ".join(open_) or "every system's interval was settled only on the whole set"
+    return f"question set ended at {n}: {why}"
+
+
+def _final(state: _State) -> dict[str, Any]:
+    out = {}
+    for system, quantities in state.last.items():
+        jury = quantities[0]
+        out[system] = {
+            "estimate": _num(jury.current.estimate),
+            "lower": _num(jury.current.lower),
+            "upper": _num(jury.current.upper),
+            "fixed_lower": _num(jury.fixed_lower),
+            "fixed_upper": _num(jury.fixed_upper),
+            "settled": bool(state.decisions[system].stop),
+        }
+    return out
+
+
+def _record(
+    run: Run,
+    rule: StopRule,
+    why: str | None,
+    questions: pd.DataFrame,
+    used: pd.DataFrame,
+    state: _State,
+    stopped: bool,
+) -> dict[str, Any]:
+    """The record `sequential` of results.json (its schema: docs/how-to/sequential.md)."""
+    calls_used, cost_used = _calls_and_cost(run, list(state.ids))
+    calls_full, cost_full = _calls_and_cost(run, None)
+    sp = run.params.analysis.sequential
+    return {
+        "stop": rule.stop,
+        "batch": rule.batch,
+        "min_questions": rule.min_questions,
+        "min_questions_why": why,
+        "alpha": rule.alpha,
+        "max_width": _num(rule.max_width),
+        "seed": sp.seed,
+        "questions_available": len(questions),
+        "questions_used": len(used),
+        "question_ids": list(state.ids),
+        "stopped_early": bool(stopped),
+        "reason": _reason(rule, state, stopped, len(questions)),
+        "thresholds": {k: float(v) for k, v in run.params.analysis.verdict_thresholds.items()},
+        "calls": {
+            "used": calls_used,
+            "full_set": calls_full,
+            "saved": _saved(calls_used, calls_full),
+        },
+        "cost_usd": {
+            "used": cost_used,
+            "full_set": cost_full,
+            "saved": _saved(cost_used, cost_full),
+        },
+        "path": state.path,
+        "final": _final(state),
+    }
+
+
+def reached_questions(run: Run, corpus: pd.DataFrame, questions: pd.DataFrame) -> pd.DataFrame:
+    """Stage 02's question set under `analysis.sequential`: the driver runs (its calls cached) and
+    only the questions it reached are kept, in the set's order; without it, the whole set (and an
+    earlier run's `sequential` record is cleared)."""
+    from cube.run.evaluate import recorded
+
+    if run.params.analysis.sequential is None:
+        if "sequential" in recorded(run):
+            run.record(sequential=None)
+        return questions
+    record = drive(run, corpus, questions)
+    keep = set(record["question_ids"])
+    return questions[questions["question_id"].astype(str).isin(keep)].reset_index(drop=True)

@@ -1,0 +1,236 @@
+"""The sequential driver (`cube.run.sequential`) through the stage functions the notebooks call: a
+run that stops early sends no call for the questions it never reached and none after it (stages
+02-03 read the cache), a run whose CuBE sits on a band edge goes to the end and says why, and bad
+`analysis.sequential` values are named with their key."""
+
+import json
+
+import pandas as pd
+import pytest
+import yaml
+
+from cube.config.params import parse_params
+from cube.kb.questions import build_questions
+from cube.run import pipeline
+from cube.run.execute import execute_run
+from cube.run.notebook import open_run
+from cube.run.sequential import SequentialError, batches, sequential_problems
+from cube.run.stages import stage_fingerprints
+from tests import ROOT
+from tests.openai_server import OpenAIServer, last_user_message
+
+RECORD_KEYS = {
+    "stop", "batch", "min_questions", "min_questions_why", "alpha", "max_width", "seed",
+    "questions_available", "questions_used", "question_ids", "stopped_early", "reason",
+    "thresholds", "calls", "cost_usd", "path", "final",
+}  # fmt: skip
+PATH_KEYS = {"system", "quantity", "questions", "estimate", "lower", "upper", "fixed_lower",
+             "fixed_upper"}  # fmt: skip
+
+
+def fact_judge(body: dict) -> str:
+    """An LLM judge on the local server: 1 point for the answer that says it has no guide (the
+    extractive answerer's zero-context reply), 8 for one quoting the guide, else 5."""
+    text = last_user_message(body)
+    return (
+        "Score: 1"
+        if "没有可供参考的办事指南" in text
+        else "Score: 8"
+        if "根据办事指南" in text
+        else "Score: 5"
+    )
+
+
+def write_params(tmp, name: str, **changes) -> str:
+    data = yaml.safe_load((ROOT / "params" / "default.yaml").read_text(encoding="utf-8"))
+    data.update(
+        {
+            "run": name,
+            "outputs_dir": str(tmp),
+            "corpus": {"source": "demo", "n_items": 100, "family_share": 0.33, "seed": 7},
+            "systems": [{"kind": "builtin", "name": "bm25-top8", "top_n": 8}],
+            "audit": {"questions": 8, "min_pairs": 3},
+        }
+    )
+    for key, value in changes.items():
+        data[key] = {**data.get(key, {}), **value} if isinstance(value, dict) else value
+    path = tmp / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data, allow_unicode=True), encoding="utf-8")
+    return str(path)
+
+
+def record(run) -> dict:
+    return json.loads(run.paths.results.read_text(encoding="utf-8"))["sequential"]
+
+
+@pytest.fixture(scope="module")
+def stopped(tmp_path_factory):
+    """A sequential run with an LLM judge on a local server, stopping by width at its minimum;
+    then stages 02 (answers) and 03 (judging, audit) as the notebooks run them."""
+    tmp = tmp_path_factory.mktemp("seq")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("CUBE_SEQ_KEY", "sk-seq-local")
+    with OpenAIServer(reply=fact_judge) as server:
+        try:
+            params = write_params(
+                tmp,
+                "seq",
+                models={
+                    "llm": {
+                        "provider": "openai",
+                        "model": "len",
+                        "base_url": server.url,
+                        "api_key_env": "CUBE_SEQ_KEY",
+                        "max_concurrency": 8,
+                    }
+                },
+                judges=[
+                    {"name": "rubric", "model": {"provider": "offline", "model": "rubric-lenient"}},
+                    {"name": "llm", "model": "llm"},
+                ],
+                analysis={
+                    "weights": "equal",
+                    "max_interval_width": 90,
+                    "sequential": {"stop": "width", "batch": 10, "min_questions": 20},
+                },
+            )
+            run = open_run(params, tmp / "seq")
+            pipeline.corpus_stage(run)
+            questions = pipeline.questions_stage(run)
+            during = [last_user_message(b) for b in server.bodies]
+            server.reset_stats()
+            pipeline.answers_stage(run)
+            pipeline.scores_stage(run)
+            after = server.requests_total
+            # the notebooks themselves (01-03 under papermill, the driver running again inside 02)
+            mp.chdir(ROOT)
+            summary = execute_run(params, only="01..03", log=lambda line: None)
+            notebooks = server.requests_total - after
+        finally:
+            mp.undo()
+    everything = build_questions(run.params, run.load("corpus"), None)
+    return {"run": run, "questions": questions, "all": everything, "during": during,
+            "after": after, "summary": summary, "notebooks": notebooks}  # fmt: skip
+
+
+def test_a_settled_run_stops_early_and_publishes_its_record(stopped):
+    rec = record(stopped["run"])
+    assert set(rec) == RECORD_KEYS
+    assert rec["stopped_early"] is True
+    assert rec["questions_used"] < rec["questions_available"] == len(stopped["all"])
+    assert rec["reason"].startswith(f"stopped at {rec['questions_used']}: ")
+    assert rec["questions_used"] >= rec["min_questions"] >= 20
+    assert sorted(stopped["questions"]["question_id"]) == sorted(rec["question_ids"])
+    assert rec["calls"]["used"] < rec["calls"]["full_set"]
+    assert rec["calls"]["saved"] == rec["calls"]["full_set"] - rec["calls"]["used"]
+    assert rec["cost_usd"]["used"] is None  # the local model has no price: unknown, not 0
+    assert all(set(p) == PATH_KEYS for p in rec["path"])
+    quantities = {p["quantity"] for p in rec["path"]}
+    assert quantities == {"CuBE", "CuBE · rubric", "CuBE · llm", "R@k"}
+    final = rec["final"]["bm25-top8"]
+    assert final["settled"] is True
+    assert final["upper"] - final["lower"] <= 90
+    # the anytime-valid interval is wider than the fixed-n one at the same look
+    assert final["upper"] - final["lower"] > final["fixed_upper"] - final["fixed_lower"]
+
+
+def test_unreached_questions_are_never_sent_and_the_stages_after_send_nothing(stopped):
+    used = set(record(stopped["run"])["question_ids"])
+    texts = stopped["all"].set_index("question_id")["question"]
+    reached = [t for q, t in texts.items() if q in used]
+    unreached = [t for q, t in texts.items() if q not in used]
+    assert unreached and reached
+    sent = stopped["during"]
+    assert all(any(t in p for p in sent) for t in reached)  # the judge read every reached one
+    assert not [t for t in unreached if any(t in p for p in sent)]
+    assert stopped["after"] == 0  # stages 02-03 (answers, judging and audit) read the cache
+
+
+def test_the_notebooks_then_send_no_call_and_publish_the_same_record(stopped):
+    summary = stopped["summary"]
+    assert summary.ok and summary.committed, summary.stages
+    assert stopped["notebooks"] == 0
+    published = json.loads((summary.paths.results).read_text(encoding="utf-8"))["sequential"]
+    assert published["question_ids"] == record(stopped["run"])["question_ids"]
+    n = len(published["question_ids"])
+    answers = pd.read_parquet(summary.paths.data_file("answers"))
+    assert answers["question_id"].nunique() == n
+
+
+def test_a_cube_on_a_band_edge_runs_to_the_end_and_says_why(tmp_path):
+    never = write_params(
+        tmp_path, "edge", analysis={"sequential": {"stop": "width"}, "max_interval_width": 0.01}
+    )
+    run = open_run(never, tmp_path / "edge")
+    pipeline.corpus_stage(run)
+    n = len(pipeline.questions_stage(run))
+    full = record(run)
+    assert full["questions_used"] == full["questions_available"] == n
+    edge = round(full["final"]["bm25-top8"]["estimate"], 1)
+    params = write_params(
+        tmp_path,
+        "edge",
+        analysis={"sequential": {"min_questions": 20}, "verdict_thresholds": {"good": edge}},
+    )
+    run = open_run(params, tmp_path / "edge")
+    pipeline.questions_stage(run)
+    rec = record(run)
+    assert rec["stopped_early"] is False and rec["questions_used"] == n
+    assert rec["reason"].startswith(f"question set ended at {n}: bm25-top8's interval ")
+    assert rec["reason"].endswith(f"spans {edge:g}")
+    assert rec["final"]["bm25-top8"]["settled"] is False
+
+
+BASE = {
+    "run": "p",
+    "judges": [{"name": "j", "model": {"provider": "offline", "model": "rubric-lenient"}}],
+}
+
+
+def test_bad_values_are_named_with_their_key_every_one_at_once():
+    bad = {"stop": "soon", "batch": 0, "alpha": 1.5, "min_questions": 400}
+    params = parse_params({**BASE, "analysis": {"sequential": bad}})
+    problems = sequential_problems(params, 300)
+    assert any(p.startswith("analysis.sequential.stop is 'soon'") for p in problems)
+    assert any(p.startswith("analysis.sequential.batch is 0") for p in problems)
+    assert any(p.startswith("analysis.sequential.alpha is 1.5") for p in problems)
+    assert any("analysis.sequential.min_questions is 400" in p and "300 questions" in p
+               for p in problems)  # fmt: skip
+    assert sequential_problems(parse_params(BASE)) == []
+
+
+def test_min_questions_above_the_set_stops_before_any_call(tmp_path):
+    params = write_params(tmp_path, "big", analysis={"sequential": {"min_questions": 5000}})
+    run = open_run(params, tmp_path / "big")
+    pipeline.corpus_stage(run)
+    with pytest.raises(SequentialError, match="analysis.sequential.min_questions is 5000"):
+        pipeline.questions_stage(run)
+    assert not run.has("questions")
+
+
+def test_batches_take_whole_families_in_a_seeded_order():
+    units = {f"q{i:02d}": f"family:{i // 3}" for i in range(30)}  # ten families of three
+    out = batches(units, 5, seed=1)
+    assert [len(b) for b in out] == [6] * 5  # two families make 6 >= 5
+    assert sorted(q for b in out for q in b) == sorted(units)
+    for b in out:
+        assert all(sum(units[q] == units[p] for p in b) == 3 for q in b)  # never split
+    assert out == batches(units, 5, seed=1) and out != batches(units, 5, seed=2)
+
+
+def test_stage_02_is_out_of_date_when_the_sequential_section_or_its_judges_change():
+    notebooks = sorted((ROOT / "notebooks").glob("0[1-3]_*.ipynb"))
+    base = parse_params(BASE)
+    on = parse_params({**BASE, "analysis": {"sequential": {}}})
+    strict = {"name": "j", "model": {"provider": "offline", "model": "rubric-strict"}}
+    judged = parse_params({**BASE, "analysis": {"sequential": {}}, "judges": [strict]})
+    banded = parse_params(
+        {**BASE, "analysis": {"sequential": {}, "verdict_thresholds": {"ok": 50}}}
+    )
+    resampled = parse_params({**BASE, "analysis": {"sequential": {}, "bootstrap": 10}})
+    prints = [
+        stage_fingerprints(p, notebooks, ROOT)["02_qa_sets.ipynb"]
+        for p in (base, on, judged, banded, resampled)
+    ]
+    assert len(set(prints[:4])) == 4
+    assert prints[4] == prints[1]  # a look has no bootstrap: its count re-runs 04-07 only
