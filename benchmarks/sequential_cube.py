@@ -14,6 +14,7 @@ arithmetic at every look, and the sequence `sequential.functional_look`, stoppin
 of the zero-to-full gap, always: issue 30's hardest family world); `fam3` on request.
 
 Columns: `coverage` (the truth inside the sequence at every look from 40 to the set's end, MC SE),
+`first look` (the share of runs whose sequence missed it at the first look, 40 questions),
 `fixed re-used` (the same for the fixed-n normal interval estimate +- 1.96 SE with the same
 jackknife SE), `questions` (mean questions judged at the stop) and `saved` (the full set's calls
 over the sequential run's; calls are questions x 27: 3 answers and 2 judges x 4 dimensions x 3
@@ -68,12 +69,14 @@ def rate(r: object, key: str) -> str:
 
 def print_table(world: str, table: pd.DataFrame) -> None:
     print(
-        "world        inside truth  R@k  coverage       fixed re-used  questions     saved  "
+        "world        inside truth  R@k  coverage       first look     fixed re-used  questions"
+        "     saved  "
         "wrong: seq     full           at mean n          peek           same error from"
     )
     for r in table.itertuples():
         print(
             f"{world:<12} {r.inside:6.0f} {r.truth:5.1f} {r.recall:4.2f} {rate(r, 'coverage')}  "
+            f"{rate(r, 'missed_first_look')}  "
             f"{rate(r, 'fixed_coverage_every_look')}  {r.mean_questions:5.1f} "
             f"({r.mean_questions_mc_se:3.1f})  {r.calls_saved:4.2f}x  "
             f"{rate(r, 'wrong_sequential')}  {rate(r, 'wrong_full')}  "

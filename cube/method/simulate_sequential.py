@@ -183,9 +183,10 @@ def reordered(p: Prepared, order: np.ndarray) -> Prepared:
 
 def replicate_summary(design: Design, looks: pd.DataFrame) -> dict[str, Any]:
     """What one replicate says: whether the sequence (and the fixed-n interval re-used at every
-    look) held the truth at every defined look, where the sequential run stopped and the band it
-    gave, where a run stopping on the re-used fixed-n interval would have, and the band of the
-    point estimate at every look size (`band_at`: a fixed-n run of that size)."""
+    look) held the truth at every defined look, whether the sequence missed it at the first look,
+    where the sequential run stopped and the band it gave, where a run stopping on the re-used
+    fixed-n interval would have, and the band of the point estimate at every look size (`band_at`:
+    a fixed-n run of that size)."""
     t = design.truth
     defined = np.isfinite(looks["lower"]) & np.isfinite(looks["upper"])
     held = (looks["lower"] <= t) & (t <= looks["upper"])
@@ -199,6 +200,7 @@ def replicate_summary(design: Design, looks: pd.DataFrame) -> dict[str, Any]:
     peek = int(np.argmax(peek_ok)) if peek_ok.any() else len(looks) - 1
     return {
         "covered": bool(held[defined].all()),
+        "missed_first_look": bool(defined.iloc[0] and not held.iloc[0]),
         "fixed_covered": bool(fixed_held[defined].all()),
         "fixed_covered_full": bool(fixed_held.iloc[-1]),
         "undefined_look": bool((~defined).any()),
@@ -249,6 +251,7 @@ def summary_row(design: Design, reps: list[dict[str, Any]]) -> dict[str, Any]:
     }
     for key, flags in (
         ("coverage", df["covered"]),
+        ("missed_first_look", df["missed_first_look"]),
         ("fixed_coverage_every_look", df["fixed_covered"]),
         ("fixed_coverage_full", df["fixed_covered_full"]),
         ("undefined_look", df["undefined_look"]),

@@ -92,16 +92,17 @@ def test_summary_counts_a_wrong_verdict_and_the_fixed_n_that_matches_it():
     sizes = np.array([40, 60, 80])
     reps = [
         # stopped at 40 in `poor` (right), estimates poor at every size
-        {"covered": True, "fixed_covered": False, "fixed_covered_full": True,
-         "undefined_look": False, "stopped": True, "n_used": 40, "band": 0, "peek_n": 40,
-         "peek_band": 0, "band_at": np.array([0, 0, 0]), "sizes": sizes},
+        {"covered": True, "missed_first_look": False, "fixed_covered": False,
+         "fixed_covered_full": True, "undefined_look": False, "stopped": True, "n_used": 40,
+         "band": 0, "peek_n": 40, "peek_band": 0, "band_at": np.array([0, 0, 0]), "sizes": sizes},
         # ran to the end, `fair` at 40 (wrong), right from 60 on
-        {"covered": False, "fixed_covered": False, "fixed_covered_full": True,
-         "undefined_look": False, "stopped": False, "n_used": 80, "band": 0, "peek_n": 40,
-         "peek_band": 1, "band_at": np.array([1, 0, 0]), "sizes": sizes},
+        {"covered": False, "missed_first_look": True, "fixed_covered": False,
+         "fixed_covered_full": True, "undefined_look": False, "stopped": False, "n_used": 80,
+         "band": 0, "peek_n": 40, "peek_band": 1, "band_at": np.array([1, 0, 0]), "sizes": sizes},
     ]  # fmt: skip
     row = SS.summary_row(design, reps)
     assert row["coverage"] == 0.5 and row["fixed_coverage_every_look"] == 0.0
+    assert row["missed_first_look"] == 0.5
     assert row["mean_questions"] == 60 and row["calls_saved"] == pytest.approx(80 / 60)
     assert row["wrong_sequential"] == 0 and row["wrong_peek"] == 0.5 and row["wrong_full"] == 0
     assert row["fixed_n_at_mean"] == 60 and row["wrong_at_mean_n"] == 0
