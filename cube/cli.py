@@ -501,6 +501,20 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
     sim.add_argument("--no-power", action="store_true", help="skip the pairs simulated at the MDE")
     sim.add_argument("--workers", type=int, default=2, help="processes (default 2)")
     sim.add_argument(
+        "--sequential",
+        action="store_true",
+        help="simulate the sequential design instead (issue 31): the jury CuBE's confidence "
+        "sequence's coverage at every look, wrong verdicts at the stop and the questions and calls "
+        "used against fixed-n runs, per true CuBE --inside points below the lowest verdict edge; "
+        "the largest of --questions is the question set",
+    )
+    sim.add_argument(
+        "--inside",
+        default="0,5,10,15,20,30",
+        help="with --sequential: the true CuBEs' distances below the lowest verdict edge, "
+        "comma-separated (default 0,5,10,15,20,30)",
+    )
+    sim.add_argument(
         "--out", type=Path, default=None, help="output folder (default outputs/simulate/<run>)"
     )
     sim.set_defaults(func=_cmd_simulate)
@@ -921,8 +935,21 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
-    from cube.run.simulate import run_simulate, summary_lines
+    from cube.run.simulate import run_sequential, run_simulate, sequential_lines, summary_lines
 
+    if args.sequential:
+        folder, seq_result = run_sequential(
+            args.params,
+            out=args.out,
+            log=lambda m: print(m, file=sys.stderr),
+            replicates=args.replicates,
+            max_questions=max(int(x) for x in str(args.questions).split(",") if x.strip()),
+            distances=[float(x) for x in str(args.inside).split(",") if x.strip()],
+            workers=args.workers,
+        )
+        print("\n".join(sequential_lines(seq_result)))
+        print(f"table: {folder}")
+        return 0
     folder, result = run_simulate(
         args.params,
         out=args.out,

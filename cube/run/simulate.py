@@ -264,7 +264,16 @@ def write(result: SimulationResult, folder: Path) -> list[Path]:
     return out
 
 
-__all__ = ["JudgeModel", "SimulationResult", "model_from", "study", "write"]
+__all__ = [
+    "JudgeModel",
+    "SequentialResult",
+    "SimulationResult",
+    "model_from",
+    "run_sequential",
+    "sequential_study",
+    "study",
+    "write",
+]
 
 
 def summary_lines(result: SimulationResult) -> list[str]:
@@ -340,4 +349,138 @@ def run_simulate(
         fig.savefig(
             folder / f"{name}.png", dpi=150, bbox_inches="tight", metadata={"Software": None}
         )
+    return folder, result
+
+
+# ------------------------------------------------------------------------ the sequential design
+@dataclass
+class SequentialResult:
+    """The sequential design simulated (`cube.method.simulate_sequential`): one row per true CuBE
+    (`table`), and the settings."""
+
+    table: pd.DataFrame
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+def sequential_designs(params: Params, max_questions: int, distances: Iterable[float]) -> list[Any]:
+    """One design per distance: the params' simulated world (`simulation`: families, answer SD,
+    judge bias) with the system's R@k moved so the true jury CuBE sits that many points below the
+    lowest verdict edge; the stop rule's defaults (batch 20, min_questions 40, alpha 0.05)."""
+    from cube.method import sequential as seq
+    from cube.method import simulate_sequential as SS
+
+    ap = params.analysis
+    model = model_from(params)
+    thresholds = tuple(ap.verdict_thresholds.items())
+    edge = min(ap.verdict_thresholds.values())
+    designs = []
+    for d in distances:
+        placed = model.with_system(recall=SS.recall_for(model, edge - d, ap))
+        designs.append(
+            SS.Design(
+                placed,
+                max_questions,
+                seq.StopRule(),
+                S.jury_truth(placed, ap),
+                thresholds,
+                ap.trim_proportion,
+                ap.weights,
+            )
+        )
+    return designs
+
+
+def _sequential_chunk(design: Any, start: int, stop: int, seed: int) -> list[dict[str, Any]]:
+    """Replicates start..stop-1 of one design, BLAS on one thread (its matrix products are small:
+    threads spinning beside the other worker cost 30x the time on a loaded 2-core machine)."""
+    from threadpoolctl import threadpool_limits
+
+    from cube.method import simulate_sequential as SS
+
+    with threadpool_limits(1):
+        return SS.run_design(design, range(start, stop), seed)
+
+
+def sequential_study(
+    params: Params,
+    *,
+    replicates: int,
+    max_questions: int = 300,
+    distances: Iterable[float] | None = None,
+    workers: int = 1,
+    log: Callable[[str], None] | None = None,
+) -> SequentialResult:
+    """`cube simulate --sequential`: `replicates` sequential runs of up to `max_questions`
+    questions per true CuBE `distances` points below the lowest verdict edge (default 0, 5, 10,
+    15, 20, 30), each summarised by `simulate_sequential.summary_row`."""
+    from cube.method import simulate_sequential as SS
+
+    t0 = time.time()
+    designs = sequential_designs(params, max_questions, distances or SS.DISTANCES)
+    step = max(1, -(-replicates // max(1, workers)))
+    jobs = [
+        (i, (d, s, min(s + step, replicates), params.simulation.seed))
+        for i, d in enumerate(designs)
+        for s in range(0, replicates, step)
+    ]
+    parts = _map(_sequential_chunk, [j for _, j in jobs], workers)
+    rows = []
+    for i, design in enumerate(designs):
+        reps = [r for (k, _), part in zip(jobs, parts, strict=True) if k == i for r in part]
+        rows.append(SS.summary_row(design, reps))
+        (log or (lambda _m: None))(
+            f"sequential, {rows[-1]['inside']:.0f} points inside: {replicates} runs "
+            f"({time.time() - t0:.0f} s)"
+        )
+    settings = {
+        "replicates": replicates,
+        "max_questions": max_questions,
+        "stop_rule": dataclasses.asdict(designs[0].rule) if designs else {},
+        "thresholds": dict(params.analysis.verdict_thresholds),
+        "seed": params.simulation.seed,
+        "seconds": round(time.time() - t0, 1),
+        "model": dataclasses.asdict(model_from(params)),
+    }
+    return SequentialResult(pd.DataFrame(rows), settings)
+
+
+def sequential_lines(result: SequentialResult) -> list[str]:
+    """The sequential study as text: one line per true CuBE, Monte Carlo SEs in brackets."""
+    lines = [
+        "inside  truth   R@k   coverage (SE)  fixed-n re-used  questions (SE)  calls saved  "
+        "wrong: sequential  fixed-n full  fixed-n at mean n  peeking  fixed n, same error"
+    ]
+    for r in result.table.itertuples():
+        lines.append(
+            f"{r.inside:6.0f}  {r.truth:5.1f}  {r.recall:4.2f}  {r.coverage:.3f} "
+            f"({r.coverage_mc_se:.3f})  {r.fixed_coverage_every_look:.3f} "
+            f"({r.fixed_coverage_every_look_mc_se:.3f})  {r.mean_questions:6.1f} "
+            f"({r.mean_questions_mc_se:.1f})  {r.calls_saved:5.2f}x  "
+            f"{r.wrong_sequential:.3f} ({r.wrong_sequential_mc_se:.3f})  "
+            f"{r.wrong_full:.3f} ({r.wrong_full_mc_se:.3f})  "
+            f"{r.wrong_at_mean_n:.3f} ({r.wrong_at_mean_n_mc_se:.3f}) at {r.fixed_n_at_mean}  "
+            f"{r.wrong_peek:.3f} ({r.wrong_peek_mc_se:.3f})  {r.n_same_error:g}"
+        )
+    return lines
+
+
+def run_sequential(
+    params_path: Path, *, out: Path | None = None, **options: Any
+) -> tuple[Path, SequentialResult]:
+    """`cube simulate --sequential`: the sequential study with the params file's world, its table
+    (`sim_sequential.csv`) and settings (`sim_sequential_settings.json`) written to `out` (default
+    `<outputs_dir>/simulate/<run>/`)."""
+    import json
+
+    from cube.config.params import load_params
+    from cube.config.project import resolve
+
+    params = load_params(params_path)
+    folder = out or resolve(params.outputs_dir) / "simulate" / params.run
+    result = sequential_study(params, **options)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_csv(result.table, folder / "sim_sequential.csv", index=False)
+    (folder / "sim_sequential_settings.json").write_text(
+        json.dumps(result.settings, indent=2, default=str), encoding="utf-8"
+    )
     return folder, result
