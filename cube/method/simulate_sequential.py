@@ -162,11 +162,13 @@ def replicate_looks(design: Design, replicate: int, seed: int = 0) -> pd.DataFra
     rows = []
     for m, part in zip(sizes, slices, strict=True):
         est, leave_out = values[part][0], values[part][1:]
-        look = seq.functional_look(est, leave_out, int(m), design.rule)
+        hits = int(np.asarray(p.retrieved[:m]).sum())
+        look = seq.functional_look(est, leave_out, int(m), design.rule, retrieved=hits)
         half = z * seq.jackknife_se(leave_out)
         stop = seq.decide(look, design.rule, dict(design.thresholds)).stop
-        rows.append((int(m), est, look.lower, look.upper, est - half, est + half, stop))
-    cols = ["n", "estimate", "lower", "upper", "fixed_lo", "fixed_hi", "stop"]
+        may = seq.not_yet(look, design.rule) is None
+        rows.append((int(m), est, look.lower, look.upper, est - half, est + half, stop, may))
+    cols = ["n", "estimate", "lower", "upper", "fixed_lo", "fixed_hi", "stop", "may_stop"]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -188,22 +190,24 @@ def replicate_summary(design: Design, looks: pd.DataFrame) -> dict[str, Any]:
     fixed-n interval would have, and the band of the point estimate at every look size (`band_at`:
     a fixed-n run of that size)."""
     t = design.truth
-    defined = np.isfinite(looks["lower"]) & np.isfinite(looks["upper"])
+    # coverage over the looks at which the run may stop (`sequential.not_yet`): the others act on
+    # nothing; a run that never reaches one has no sequence to judge (`undefined_look`)
+    defined = looks["may_stop"].astype(bool)
     held = (looks["lower"] <= t) & (t <= looks["upper"])
     fixed_held = (looks["fixed_lo"] <= t) & (t <= looks["fixed_hi"])
     band_at = design.bands(looks["estimate"].to_numpy())
     at = int(np.argmax(looks["stop"])) if looks["stop"].any() else len(looks) - 1
     fixed_bands = design.bands(looks[["fixed_lo", "fixed_hi"]].to_numpy())
-    peek_ok = (looks["n"] >= design.rule.min_questions).to_numpy() & (
+    peek_ok = defined.to_numpy() & (
         (fixed_bands[:, 0] == fixed_bands[:, 1]) & (fixed_bands[:, 0] >= 0)
     )
     peek = int(np.argmax(peek_ok)) if peek_ok.any() else len(looks) - 1
     return {
         "covered": bool(held[defined].all()),
-        "missed_first_look": bool(defined.iloc[0] and not held.iloc[0]),
+        "missed_first_look": bool(defined.any() and not held[defined].iloc[0]),
         "fixed_covered": bool(fixed_held[defined].all()),
         "fixed_covered_full": bool(fixed_held.iloc[-1]),
-        "undefined_look": bool((~defined).any()),
+        "undefined_look": bool(not defined.any()),
         "stopped": bool(looks["stop"].any()),
         "n_used": int(looks["n"].iloc[at]),
         "band": int(band_at[at]),

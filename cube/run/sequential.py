@@ -195,9 +195,9 @@ def system_look(
         series = [("CuBE", cube.mean(axis=0))] + [
             (f"CuBE · {j}", cube[i]) for i, j in enumerate(p.judges)
         ]
-    out = []
+    out, hits_n = [], int(np.asarray(p.retrieved).sum())
     for name, values in series:
-        current = functional_look(float(values[0]), values[1:], n, rule)
+        current = functional_look(float(values[0]), values[1:], n, rule, retrieved=hits_n)
         out.append(
             Quantity(name, current, *_fixed(current.estimate, jackknife_se(values[1:]), rule.alpha))
         )

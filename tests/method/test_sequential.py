@@ -125,7 +125,7 @@ def test_the_jackknife_look_of_a_mean_matches_the_mean_look():
     leave_out = (x.sum() - x) / (x.size - 1)
     got = seq.functional_look(float(x.mean()), leave_out, x.size, rule)
     want = seq.look(seq.Moments().merge(x), rule)
-    ratio = np.sqrt(x.size / (x.size - 1))
+    ratio = np.sqrt(x.size / (x.size - 1)) * seq.t_allowance(x.size, rule)
     assert got.estimate == pytest.approx(want.estimate)
     assert got.width == pytest.approx(want.width * ratio, rel=1e-9)
 
@@ -149,3 +149,17 @@ def test_jackknife_groups_keep_units_whole_and_cap_the_count():
     x = np.arange(6.0)
     left = seq.leave_group_out(lambda keep: float(x[keep].sum()), np.array([0, 0, 1, 1, 2, 2]))
     assert left.tolist() == [14.0, 10.0, 6.0]
+
+
+def test_a_smooth_statistic_never_stops_on_few_families_or_few_retrieved_questions():
+    """The SE of a handful of families, or W's trimmed means over a handful of retrieved questions,
+    are too uncertain to stop on (the simulated family worlds missed at such looks): `not_yet`."""
+    rule = seq.StopRule(min_questions=40)
+    settled = dict(n=60, estimate=70.0, lower=65.0, upper=75.0)
+    assert seq.decide(seq.Look(**settled, groups=30, retrieved=40), rule, THRESHOLDS).stop
+    few_families = seq.decide(seq.Look(**settled, groups=8, retrieved=40), rule, THRESHOLDS)
+    assert not few_families.stop and "8 of the 20 families" in few_families.reason
+    few_hits = seq.decide(seq.Look(**settled, groups=30, retrieved=6), rule, THRESHOLDS)
+    assert not few_hits.stop and "6 of the 10 retrieved" in few_hits.reason
+    # the t allowance widens a look on few groups and vanishes on many
+    assert seq.t_allowance(8, rule) > 1.15 > seq.t_allowance(40, rule) > 1.0
