@@ -159,10 +159,10 @@ def stage_judge_calls(
     from cube.judges.scoring import judge_inputs, judge_requests
 
     n, todo = 0, []
+    ids, names = (scores["call_id"], scores["judge"]) if scores is not None else (None, None)
     for j in judges:
-        if j.model.offline and scores is not None:
-            ids = scores.loc[scores["judge"] == j.name, "call_id"]
-            n += int(ids[ids != ""].nunique())
+        if j.model.offline and ids is not None:
+            n += int(ids[(names == j.name) & (ids != "")].nunique())  # one column, not the table
         else:
             todo.append(j)
     records = judge_inputs(answers, corpus, questions).to_dict("records") if todo else []
