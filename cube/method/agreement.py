@@ -40,7 +40,6 @@ import krippendorff
 import numpy as np
 import pandas as pd
 from scipy import stats
-from sklearn.metrics import cohen_kappa_score
 
 from cube.config.schema import HUMAN, require_columns
 from cube.method import agreement_fast
@@ -156,6 +155,10 @@ def weighted_kappa(a: np.ndarray, b: np.ndarray) -> float:
     lo, hi = int(min(a.min(), b.min())), int(max(a.max(), b.max()))
     if lo == hi:
         return float("nan")  # one category: chance agreement is total, kappa is 0/0
+    # imported here: scikit-learn costs ~75 MB and ~1.5 s in every stage that imports this module
+    # (the figures do, through `cube.pages.plots`), and only the human-agreement stage calls it
+    from sklearn.metrics import cohen_kappa_score
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         value = cohen_kappa_score(

@@ -2,6 +2,7 @@
 
     audit_sample / audit_probes   how many questions, which probes (`cube.systems.probes`)
     stage_requests / judge_calls  the judge calls a stage makes, which cap the audit's share
+    stage_judge_calls             the same count, a slice of answers at a time (stage 03)
     audit_stage / judge_audit     the probes judged by every judge: data/audit_scores.parquet
     audit_report                  per judge: discrimination, biases, verdict, self-preference
     audit_record                 `results.json` `audit`
@@ -131,24 +132,86 @@ def judge_calls(judges: list[Any], requests: dict[str, list[Any]]) -> int:
     cap the audit with this count: neither the call cache (two judges on one model share their first
     sample's calls) nor a pilot that stopped a judge (its calls not sent) changes it, and the
     re-asks of `retry_unscored`, which none can foresee, are not in it."""
-    import json
+    return sum(len({_call_key(j, r) for r in requests[j.name]}) for j in judges)
 
+
+# Answers whose requests `stage_judge_calls` builds at a time (all of one judge's at once were
+# 73k requests per judge at the paper's scale).
+CALLS_SLICE = 4096
+
+
+def stage_judge_calls(
+    judges: list[Any],
+    answers: pd.DataFrame,
+    corpus: pd.DataFrame,
+    questions: pd.DataFrame,
+    dimensions: list[Any],
+    scores: pd.DataFrame | None = None,
+) -> int:
+    """`judge_calls` of `stage_requests(...)`, the same count, without holding every judge's
+    requests at once (stage 03 counts its judging calls this way to cap the audit).
+
+    An offline judge's calls are the distinct `call_id`s of its rows in `scores` (the judged
+    table of these answers), when given: its call id is the hash of exactly the inputs
+    `judge_calls` compares (`cube.llm.OfflineModel`), and a row without a call (a missing answer)
+    has none. Every other judge's requests are built a slice of answers at a time and only their
+    call keys kept."""
+    from cube.judges.scoring import judge_inputs, judge_requests
+
+    n, todo = 0, []
+    ids, names = (scores["call_id"], scores["judge"]) if scores is not None else (None, None)
+    for j in judges:
+        if j.model.offline and ids is not None:
+            n += int(ids[(names == j.name) & (ids != "")].nunique())  # one column, not the table
+        else:
+            todo.append(j)
+    records = judge_inputs(answers, corpus, questions).to_dict("records") if todo else []
+    for j in todo:
+        keys: set[Any] = set()
+        for start in range(0, len(records), CALLS_SLICE):
+            part = records[start : start + CALLS_SLICE]
+            keys.update(_call_key(j, r) for r in judge_requests(j, part, dimensions)[1])
+        n += len(keys)
+    return n
+
+
+def _call_key(judge: Any, request: Any) -> Any:
+    """What makes two requests of one judge the same call: an LLM's cache key; for an offline
+    algorithm its inputs (context, template version, sample), compared as `_frozen` values that
+    share the request's strings (a JSON text of each request's context, ~8 KB with its document,
+    was stage 03's peak at the paper's scale)."""
+    if judge.model.offline:
+        return (_frozen(request.context), request.template_version, request.sample)
     from cube.llm.cache import cache_key
 
-    n = 0
-    for j in judges:
-        if j.model.offline:
-            n += len(
-                {
-                    json.dumps(
-                        [r.context, r.template_version, r.sample], sort_keys=True, default=str
-                    )
-                    for r in requests[j.name]
-                }
-            )
-        else:
-            n += len({cache_key(j.model.spec, r) for r in requests[j.name]})
-    return n
+    return cache_key(judge.model.spec, request)
+
+
+def _frozen(value: Any) -> Any:
+    """A hashable value equal for two values exactly when their JSON texts
+    (`json.dumps(..., sort_keys=True, default=str)`) are equal: mappings by their keys as JSON
+    writes them, lists and tuples alike (both JSON arrays), floats by their JSON text (NaN equals
+    NaN, 1.0 differs from 1), other objects by `str` (as `default=str`) tagged like strings."""
+    if isinstance(value, dict):
+        return ("{", tuple(sorted((_json_key(k), _frozen(v)) for k, v in value.items())))
+    if isinstance(value, list | tuple):
+        return ("[", tuple(_frozen(v) for v in value))
+    if value is None or isinstance(value, bool):
+        return ("c", value)
+    if isinstance(value, int):
+        return ("i", int(value))
+    if isinstance(value, float):
+        return ("f", float.__repr__(value))
+    return ("s", value if isinstance(value, str) else str(value))
+
+
+def _json_key(key: Any) -> str:
+    """A mapping key as JSON writes it (`json.dumps` turns None, booleans and numbers into text)."""
+    if isinstance(key, str):
+        return key
+    if key is None or isinstance(key, bool):
+        return {None: "null", True: "true", False: "false"}[key]
+    return float.__repr__(key) if isinstance(key, float) else str(key)
 
 
 def audit_stage(
@@ -208,16 +271,13 @@ def judge_audit(
         return out, sample, 0
     inputs = probes.drop(columns=["probe", "expect"])
     out = score_answers(inputs, audited, dimensions, corpus, questions=questions, progress=progress)
+    n_audit = stage_judge_calls(audited, inputs, corpus, questions, dimensions, out)
     if "role" in out:
         out["role"] = "audit"
     out = out.merge(
         probes[["question_id", "system", "probe", "expect"]], on=["question_id", "system"]
     )
-    return (
-        out,
-        sample,
-        judge_calls(audited, stage_requests(audited, inputs, corpus, questions, dimensions)),
-    )
+    return out, sample, n_audit
 
 
 def audit_report(run: Run) -> pd.DataFrame:

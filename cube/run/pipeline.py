@@ -45,6 +45,7 @@ from cube.run.audit import (  # noqa: F401  (re-exported: notebook 11, cube batc
     same_model,
     self_judges,
     self_preference_table,
+    stage_judge_calls,
     stage_requests,
 )
 from cube.run.decide import (  # noqa: F401  (re-exported: notebooks 04 and 06)
@@ -264,7 +265,7 @@ def scores_stage(run: Run) -> pd.DataFrame:
     run.save("scores", scores)
     # the judging pilots' reports, taken before the audit scores its probes with the same judges
     pilots = [j.pilot_report for j in judges if j.pilot_report]
-    n_judge = judge_calls(judges, stage_requests(judges, answers, corpus, questions, dimensions))
+    n_judge = stage_judge_calls(judges, answers, corpus, questions, dimensions, scores)
     audit, n_audit = audit_stage(run, judges, dimensions, corpus, questions, answers, n_judge)
     # calls in flight reached (issue 15), per judge with an endpoint; always written, so that a
     # re-run whose calls were all cached does not keep the previous run's figures (record() merges

@@ -61,13 +61,16 @@ def answer_bounds(
         )
     qtexts = questions["question"].astype(str).tolist()
     zero = answerer.complete(
-        [answer_request(q, [], lang) for q in qtexts],
+        [answer_request(q, [], lang, offline=answerer.offline) for q in qtexts],
         role="answering",
         desc="zero answers",
         progress=progress,
     )
     full = answerer.complete(
-        [answer_request(q, [texts[g]], lang) for q, g in zip(qtexts, golds, strict=True)],
+        [
+            answer_request(q, [texts[g]], lang, offline=answerer.offline)
+            for q, g in zip(qtexts, golds, strict=True)
+        ],
         role="answering",
         desc="full answers",
         progress=progress,

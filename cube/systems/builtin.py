@@ -51,13 +51,22 @@ def format_knowledge(documents: Sequence[str], lang: str) -> str:
     )
 
 
-def answer_request(question: str, documents: Sequence[str], lang: str) -> Request:
+def answer_request(
+    question: str, documents: Sequence[str], lang: str, *, offline: bool = False
+) -> Request:
     """One answering call: messages for an LLM, context for an offline answerer.
 
     `template_version` is a hash of the prompt template, so editing the template is a new
-    cache entry rather than a stale hit.
+    cache entry rather than a stale hit. `offline`: the answerer reads `context` only (an
+    offline algorithm's call id is made of it, `cube.llm.OfflineModel`), so the prompt is not
+    built (no messages): fencing three answer sets' guides cost 5 s of stage 02 at the paper's
+    scale for text nobody read.
     """
     template = answer_prompt(lang)
+    context = {"question": str(question), "documents": [str(d) for d in documents], "lang": lang}
+    version = _template_version(template)
+    if offline:
+        return Request(messages=(), context=context, template_version=version)
     # one literal pass, not str.format: guides may contain braces
     system = fill_fenced(template, {}, {"knowledge": format_knowledge(documents, lang)})
     return Request(
@@ -66,9 +75,14 @@ def answer_request(question: str, documents: Sequence[str], lang: str) -> Reques
             # the user's own request, in its own message; tag-like text in it is made inert
             {"role": "user", "content": neutralise_tags(str(question))},
         ),
-        context={"question": str(question), "documents": [str(d) for d in documents], "lang": lang},
-        template_version="answer-" + hashlib.sha256(template.encode("utf-8")).hexdigest()[:12],
+        context=context,
+        template_version=version,
     )
+
+
+@lru_cache(maxsize=8)
+def _template_version(template: str) -> str:
+    return "answer-" + hashlib.sha256(template.encode("utf-8")).hexdigest()[:12]
 
 
 class BuiltinRAG(System):
@@ -126,7 +140,7 @@ class BuiltinRAG(System):
             zip(corpus["doc_id"].astype(str), corpus["text"].fillna("").astype(str), strict=True)
         )
         requests = [
-            answer_request(q, [texts[d] for d in docs], self.lang)
+            answer_request(q, [texts[d] for d in docs], self.lang, offline=self.model.offline)
             for q, docs in zip(questions["question"].astype(str), retrieved, strict=True)
         ]
         responses = self.model.complete(
