@@ -28,10 +28,17 @@ endif
 # pip does it where uv cannot be had, where pip is configured with an index, find-links or
 # constraints of its own (`pip config list` not empty, or PIP_INDEX_URL, PIP_EXTRA_INDEX_URL,
 # PIP_FIND_LINKS, PIP_CONSTRAINT set: uv reads none of them), and whenever `uv pip install` fails.
-# `make ... INSTALLER=pip` forces pip. pip runs with --no-compile: byte-compiling every module of
-# every dependency took about half of pip's CPU time (69 s -> 38 s of user CPU for `-e .` here);
-# Python compiles the modules a run imports on first use (uv does the same by default).
+# `make ... INSTALLER=pip` forces pip. pip runs with --no-compile and the modules are byte-compiled
+# once afterwards, in parallel (`compileall -j 0`: ~30 s of CPU on 2 cores, once per install).
+# Why compile at all: Python writes a module's bytecode on first use, unless PYTHONDONTWRITEBYTECODE
+# is set (as on this project's CI machines); then every process compiles what it imports again:
+# 6.3 s against 2.6 s of CPU to import pandas, scipy, matplotlib and the stages' modules, paid by
+# each of a run's 14 kernels and each test's subprocess (docs/measurements.md, issue 31).
 INSTALLER ?= uv
+define compile
+	@$(BIN)/python -m compileall -q -j 0 $$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') cube >/dev/null \
+		|| echo "make: a few modules did not byte-compile (they compile when imported)" >&2
+endef
 define install
 	@if [ "$(INSTALLER)" = uv ] && $(BIN)/python -m uv --version >/dev/null 2>&1 \
 		&& [ -z "$$PIP_INDEX_URL$$PIP_EXTRA_INDEX_URL$$PIP_FIND_LINKS$$PIP_CONSTRAINT" ] \
@@ -50,10 +57,12 @@ $(BIN)/python:
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(call install,-e .)
+	$(compile)
 	@touch $@
 
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(call install,-e '.[dev]')
+	$(compile)
 	@touch $(VENV)/.installed $@
 
 ## run: install, execute the notebook sequence with $(PARAMS), write outputs/<run>/report/index.html
