@@ -2,8 +2,8 @@
 
 `sequence_path` draws, per system (one panel each), the jury CuBE's path as the driver recorded it
 (`cube.pages.sequential.SequentialRecord`): the estimate at each look, the confidence sequence's
-bounds as a band (valid at every look), the fixed-n interval at each look as dashed lines (valid
-only at one number of questions fixed in advance: drawn for comparison), the verdict bands as
+bounds as a band (built to hold at every look), the fixed-n interval at each look as dashed lines
+(valid only at one number of questions fixed in advance: drawn for comparison), the verdict bands as
 shaded horizontal regions named at the right, and a vertical line where the run stopped, with the
 reason in the title. Only the jury CuBE is drawn, the quantity the run stops on: each judge's CuBE
 and R@k, which the record also holds, are left out (R@k is on another scale and stops nothing).
@@ -31,7 +31,7 @@ JURY = "CuBE"  # the path's quantity the run stops on
 SEQUENCE_COLOUR = SET_COLORS["rag"]
 FIXED_N_COLOUR = "#d62728"
 FIXED_N_LABEL = "fixed-n interval (valid only at one n fixed in advance)"
-SEQUENCE_LABEL = "confidence sequence (valid at every look)"
+SEQUENCE_LABEL = "confidence sequence (anytime-valid, asymptotic)"
 
 
 def _bands(thresholds: dict[str, float], low: float, high: float) -> list[tuple[str, float, float]]:

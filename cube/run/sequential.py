@@ -19,12 +19,16 @@ stages after it are the ordinary notebooks on the questions it reached:
    reproduces `evaluate` exactly) on the questions judged so far, and the same with each
    jackknife group of units left out (`jackknife_groups`, at most 40 groups): the anytime-valid
    interval is `functional_look` around the estimate, the fixed-n interval beside it estimate +- z
-   SE with the same jackknife SE. Each judge's CuBE the same way; R@k from the moments of the 0/100
-   retrieval hits (`Moments`, `look`). A look is one `cube_from_counts` call of 41 rows per system.
+   SE with the same jackknife SE. Each judge's CuBE the same way, and R@k (its 0/100 hits, the
+   same groups: a family's questions share their retrieval). A look is one `cube_from_counts` call
+   of 41 rows per system. The jury leaves out the judges the validity gate will certainly exclude
+   (stopped by their pilot, which runs once, on the first batch; failed judgments above
+   `analysis.gate_max_failure_rate`), named in the record with the failures counted so far.
 4. **Stop** (`decide`) when every system's jury interval is settled (`verdict`: inside one band of
    `analysis.verdict_thresholds`; `width`: no wider than `analysis.max_interval_width`), never
    before `min_questions`, raised to what the judge gate and the audit need to decide
-   (`effective_minimum`, said in the record). An undefined interval never stops a run.
+   (`effective_minimum`, said in the record), and never on fewer than 20 families or 10 retrieved
+   questions (`cube.method.sequential.not_yet`). An undefined interval never stops a run.
 5. **After.** The audit's calls for the questions reached are made (LLM judges), the record
    `sequential` goes to results.json, and stage 02 keeps only the questions reached: notebooks
    02-12 then read their answers and judgments from the cache, so no call is sent after the driver,
@@ -46,13 +50,12 @@ from cube.config.params import Params
 from cube.method.sequential import (
     Decision,
     Look,
-    Moments,
     StopRule,
     decide,
     functional_look,
     jackknife_groups,
     jackknife_se,
-    look,
+    leave_group_out,
     rule_problems,
 )
 from cube.run.notebook import Run
@@ -178,9 +181,17 @@ def _prepared(params: Params, answers: pd.DataFrame, scores: pd.DataFrame, syste
 
 
 def system_look(
-    params: Params, answers: pd.DataFrame, scores: pd.DataFrame, system: str, units, rule: StopRule
+    params: Params,
+    answers: pd.DataFrame,
+    scores: pd.DataFrame,
+    system: str,
+    units,
+    rule: StopRule,
+    jury: list[str] | None = None,
 ) -> list[Quantity]:
-    """One system's sequences after a look: the jury CuBE, each judge's CuBE, R@k."""
+    """One system's sequences after a look: the jury CuBE (the mean over `jury`, default every
+    judge), each judge's CuBE, R@k (all with the same grouped jackknife: questions of one family
+    share their retrieval too)."""
     from cube.method.bootstrap import cube_from_counts
 
     p = _prepared(params, answers, scores, system, units)
@@ -190,21 +201,23 @@ def system_look(
         return [Quantity("CuBE", empty, float("nan"), float("nan"))]
     groups = jackknife_groups(p.unit_codes(), JACKKNIFE_GROUPS, params.analysis.sequential.seed)
     keep = np.vstack([np.ones(n), *[groups != g for g in np.unique(groups)]]).astype(float)
+    in_jury = np.array([j in (jury if jury is not None else p.judges) for j in p.judges])
     with np.errstate(all="ignore"):
         cube = cube_from_counts(p, keep)["cube_score"]  # (judges, 1 + groups)
-        series = [("CuBE", cube.mean(axis=0))] + [
-            (f"CuBE · {j}", cube[i]) for i, j in enumerate(p.judges)
-        ]
+        jury_cube = cube[in_jury].mean(axis=0) if in_jury.any() else np.full(keep.shape[0], np.nan)
+        series = [("CuBE", jury_cube)] + [(f"CuBE · {j}", cube[i]) for i, j in enumerate(p.judges)]
     out, hits_n = [], int(np.asarray(p.retrieved).sum())
     for name, values in series:
         current = functional_look(float(values[0]), values[1:], n, rule, retrieved=hits_n)
         out.append(
             Quantity(name, current, *_fixed(current.estimate, jackknife_se(values[1:]), rule.alpha))
         )
-    hits = Moments().merge(100.0 * p.retrieved)
-    recall = look(hits, rule)
-    se = math.sqrt(hits.m2 / (n - 1) / n) if n > 1 else float("nan")
-    out.append(Quantity("R@k", recall, *_fixed(recall.estimate, se, rule.alpha)))
+    hit = 100.0 * np.asarray(p.retrieved, dtype=float)
+    recall_left = leave_group_out(lambda kept: float(hit[kept].mean()), groups)
+    recall = functional_look(float(hit.mean()), recall_left, n, rule, clip=True)
+    out.append(
+        Quantity("R@k", recall, *_fixed(recall.estimate, jackknife_se(recall_left), rule.alpha))
+    )
     return out
 
 
@@ -251,6 +264,8 @@ class _State:
     path: list[dict[str, Any]] = field(default_factory=list)
     last: dict[str, list[Quantity]] = field(default_factory=dict)
     decisions: dict[str, Decision] = field(default_factory=dict)
+    excluded: dict[str, str] = field(default_factory=dict)  # judge -> why it left the look's jury
+    failures: dict[str, Any] = field(default_factory=dict)  # failed answers and judgments so far
 
 
 def _num(x: Any) -> float | None:
@@ -276,12 +291,41 @@ def _look(run: Run, units, rule: StopRule, state: _State) -> bool:
     system's jury CuBE is settled."""
     answers, scores = pd.concat(state.answers), pd.concat(state.scores)
     thresholds = run.params.analysis.verdict_thresholds
+    jury = _jury(run.params, scores, state)
     for s in run.params.systems:
-        quantities = system_look(run.params, answers, scores, s.name, units, rule)
+        quantities = system_look(run.params, answers, scores, s.name, units, rule, jury)
         state.last[s.name] = quantities
-        state.decisions[s.name] = decide(quantities[0].current, rule, thresholds)
+        state.decisions[s.name] = (
+            decide(quantities[0].current, rule, thresholds)
+            if jury
+            else Decision(
+                False, "no judge is left in the jury: " + "; ".join(state.excluded.values())
+            )
+        )
         state.path += [_path_row(s.name, q, len(state.ids)) for q in quantities]
     return all(d.stop for d in state.decisions.values())
+
+
+def _jury(params: Params, scores: pd.DataFrame, state: _State) -> list[str]:
+    """The judges a look's jury CuBE averages: every judge but those the validity gate will
+    certainly exclude, as it would (a judge stopped by its pilot; one whose failed judgments exceed
+    `analysis.gate_max_failure_rate`), each named with why in `state.excluded`; the failed answers
+    and judgments so far are counted in `state.failures`."""
+    unscored = scores["score"].isna()
+    by_judge = unscored.groupby(scores["judge"]).mean()
+    answers = pd.concat(state.answers)
+    state.failures = {
+        "answers": int((answers["error"].fillna("").astype(str) != "").sum()),
+        "judgments": {str(j): int(v) for j, v in unscored.groupby(scores["judge"]).sum().items()},
+    }
+    limit = params.analysis.gate_max_failure_rate
+    for judge, share in by_judge.items():
+        if judge not in state.excluded and share > limit:
+            state.excluded[str(judge)] = (
+                f"{judge}: {share:.0%} of its judgments failed, above "
+                f"analysis.gate_max_failure_rate {limit:g}"
+            )
+    return [j.name for j in params.judges if j.name not in state.excluded]
 
 
 def _path_row(system: str, q: Quantity, questions: int) -> dict[str, Any]:
@@ -326,11 +370,13 @@ def drive(run: Run, corpus: pd.DataFrame, questions: pd.DataFrame) -> dict[str, 
     judges = make_judges(params, run.paths.cache)
     dims = load_dimensions(params, base_dir=run.base_dir)
     state, rule, why, stopped = _State(), stop_rule(params), None, False
+    active = judges
     for i, ids in enumerate(batches(units, sp.batch, sp.seed)):
-        _judge_batch(run, judges, dims, corpus, by_id.loc[ids], state)
+        _judge_batch(run, active, dims, corpus, by_id.loc[ids], state)
         if i == 0:  # the judge calls per question are known once a batch is judged
             per_question = _calls_per_question(judges, dims, corpus, by_id.loc[state.ids], state)
             rule, why = _raised_rule(params, per_question, len(questions))
+            active = _after_pilot(judges, state)
         if _look(run, units, rule, state):
             stopped = len(state.ids) < len(questions)
             break
@@ -339,6 +385,22 @@ def drive(run: Run, corpus: pd.DataFrame, questions: pd.DataFrame) -> dict[str, 
     record = _record(run, rule, why, questions, used, state, stopped)
     run.record(sequential=record)
     return record
+
+
+def _after_pilot(judges: list, state: _State) -> list:
+    """The judges of the batches after the first: a judge's pilot runs once, on the first batch
+    (not on every batch: each would send `pilot` calls again and could decide differently); a judge
+    it stopped is asked nothing more and leaves the jury, as the gate excludes it."""
+    import dataclasses
+
+    out = []
+    for j in judges:
+        report = j.pilot_report or {}
+        if report.get("decision") == "stopped":
+            state.excluded[j.name] = f"{j.name}: stopped by its pilot ({report.get('reason', '')})"
+            continue
+        out.append(dataclasses.replace(j, pilot=0) if j.pilot else j)
+    return out
 
 
 def _raised_rule(
@@ -458,6 +520,8 @@ def _record(
         },
         "path": state.path,
         "final": _final(state),
+        "excluded_judges": dict(state.excluded),
+        "failures": state.failures,
     }
 
 

@@ -411,7 +411,9 @@ def stage_fingerprints(params: Params, notebooks: list[Path], root: Path) -> dic
         if nb.stem == "02_qa_sets" and params.analysis.sequential is not None:
             sections = (*sections, *SEQUENTIAL_SECTIONS)
         h.update(json.dumps(section_values(params, sections), sort_keys=True).encode())
-        h.update(files_digest(params, spec.sections, root).encode())
+        # the files the sections name too (a judge's prompt file edited in place re-runs the
+        # sequential driver of stage 02, which judged with it)
+        h.update(files_digest(params, sections, root).encode())
         h.update(modules_digest(notebook_code(nb)).encode())
         for inp in spec.inputs:
             h.update(by_stem.get(inp, f"<{inp} absent>").encode())
@@ -487,6 +489,9 @@ def record_provenance(data_dir: Path, name: str, params: Params, params_file: st
         if stage
         else [k for k in Params.model_fields if k not in NOT_STAGE_INPUTS]
     )
+    if stage and stage >= "02" and params.analysis.sequential is not None:
+        # the questions stage 02 keeps were chosen by the sequential driver's judges and looks
+        sections = [*sections, *(s for s in SEQUENTIAL_SECTIONS if s not in sections)]
     entry = {
         "stage": stage,
         "params_file": params_file,

@@ -109,7 +109,7 @@ def test_a_run_that_never_settled_says_the_set_ended():
     assert phrase.endswith(f"bm25's interval {interval})")
     text = section_markdown(record)
     assert f"It ran until its question set ended: bm25&#x27;s interval {interval}." in text
-    assert "0 saved." in text  # no "1.0x fewer" when nothing was saved
+    assert "0 saved (" in text and "1.0x fewer" not in text  # nothing saved
 
 
 def test_summary_numbers_come_from_the_record(raw, record):
@@ -119,9 +119,15 @@ def test_summary_numbers_come_from_the_record(raw, record):
     assert table.loc["questions", "saved"] == full - used
     assert table.loc["questions", "times_fewer"] == pytest.approx(full / used)
     calls = raw["calls"]
-    assert table.loc["LLM calls", "full_set"] == calls["full_set"] == full * CALLS_PER_QUESTION
-    assert table.loc["LLM calls", "saved"] == calls["saved"]
-    assert table.loc["LLM calls", "times_fewer"] == pytest.approx(calls["full_set"] / calls["used"])
+    assert (
+        table.loc["calls (as cube plan counts them)", "full_set"]
+        == calls["full_set"]
+        == full * CALLS_PER_QUESTION
+    )
+    assert table.loc["calls (as cube plan counts them)", "saved"] == calls["saved"]
+    assert table.loc["calls (as cube plan counts them)", "times_fewer"] == pytest.approx(
+        calls["full_set"] / calls["used"]
+    )
     assert table.loc["cost (USD)", "saved"] == pytest.approx(raw["cost_usd"]["saved"])
     text = section_markdown(record)
     x = calls["full_set"] / calls["used"]
@@ -198,7 +204,7 @@ def test_unknown_costs_are_n_a(raw):
     shown = display.table(summary_table(nulls))._repr_html_()
     assert "n/a" in shown
     no_calls = read_record({"sequential": {**raw, "calls": None}})
-    assert "LLM calls saved: n/a" in section_markdown(no_calls)
+    assert "Calls saved: n/a" in section_markdown(no_calls)
 
 
 def test_a_malformed_record_names_every_problem(raw):
@@ -224,7 +230,8 @@ def test_the_decision_headline_says_what_was_judged(record):
     first = md.splitlines()[0]
     assert (
         f"on {record.questions_used} of {record.questions_available} questions (stopped early: "
-        "every system&#x27;s interval lies inside one verdict band)" in first
+        "every system&#x27;s interval lies inside one verdict band; after a stop chosen by the "
+        "data, read the anytime-valid interval: bm25 " in first
     )
     hostile = questions_phrase(record).replace("every system", HOSTILE)
     assert "<img" not in decision_markdown(decision, questions=hostile)

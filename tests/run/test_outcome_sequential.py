@@ -27,9 +27,11 @@ def test_a_sequential_run_says_how_many_questions_and_why(tmp_path):
     record = build_record()
     results.write_text(json.dumps({"decision": DECISION, "sequential": record}), encoding="utf-8")
     lines = outcome_lines(DECISION, "report/index.html", read_questions(results))
-    assert lines[1] == (
+    final = record["final"]["bm25"]
+    assert lines[1].startswith(
         f"judged on {record['questions_used']} of 300 questions (stopped early: every system's "
-        "interval lies inside one verdict band)"
+        "interval lies inside one verdict band; after a stop chosen by the data, read the "
+        f"anytime-valid interval: bm25 {final['lower']:.1f}-{final['upper']:.1f}"
     )
     assert lines[-1] == "report: report/index.html"
 
