@@ -234,8 +234,14 @@ def summary_row(design: Design, reps: list[dict[str, Any]]) -> dict[str, Any]:
     df = pd.DataFrame([{k: v for k, v in r.items() if k not in ("band_at", "sizes")} for r in reps])
     truth_band = int(design.bands(np.array([design.truth]))[0])
     used = df["n_used"].astype(float)
-    sizes = reps[0]["sizes"]
-    bands = np.vstack([r["band_at"] for r in reps])  # replicates x look sizes (same sizes in all)
+    # replicates x looks: families of unequal size make a replicate's look sizes differ a little
+    # (42 or 43 questions) and their number too; looks are lined up by their order, a shorter
+    # replicate's last (its whole set) repeated, and a look's size is its median over replicates
+    looks = max(len(r["sizes"]) for r in reps)
+    bands = np.vstack([np.pad(r["band_at"], (0, looks - len(r["band_at"])), "edge") for r in reps])
+    sizes = np.median(
+        np.vstack([np.pad(r["sizes"], (0, looks - len(r["sizes"])), "edge") for r in reps]), axis=0
+    ).astype(int)
     wrong_by_n = (bands != truth_band).mean(axis=0)
     wrong_seq = mc_rate(df["band"] != truth_band)
     at_mean = int(np.searchsorted(sizes, used.mean() - 1e-9))
@@ -254,9 +260,11 @@ def summary_row(design: Design, reps: list[dict[str, Any]]) -> dict[str, Any]:
         "calls_per_question": per_q,
     }
     for key, flags in (
-        ("coverage", df["covered"]),
+        # coverage over the replicates that had a look where a stop was allowed (the others had
+        # no sequence to judge: their share is `undefined_look`; all of them: NaN, not 1)
+        ("coverage", df.loc[~df["undefined_look"], "covered"]),
         ("missed_first_look", df["missed_first_look"]),
-        ("fixed_coverage_every_look", df["fixed_covered"]),
+        ("fixed_coverage_every_look", df.loc[~df["undefined_look"], "fixed_covered"]),
         ("fixed_coverage_full", df["fixed_covered_full"]),
         ("undefined_look", df["undefined_look"]),
         ("settled", df["stopped"]),

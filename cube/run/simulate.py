@@ -365,11 +365,16 @@ class SequentialResult:
 def sequential_designs(params: Params, max_questions: int, distances: Iterable[float]) -> list[Any]:
     """One design per distance: the params' simulated world (`simulation`: families, answer SD,
     judge bias) with the system's R@k moved so the true jury CuBE sits that many points below the
-    lowest verdict edge; the stop rule's defaults (batch 20, min_questions 40, alpha 0.05)."""
+    lowest verdict edge; the run's own stop rule (`analysis.sequential` and
+    `analysis.max_interval_width`, else the defaults: batch 20, min_questions 40, alpha 0.05). The
+    minimum the driver raises for the gate and the audit (`effective_minimum`) is not simulated:
+    the simulated judges have no audit; the settings file says so."""
     from cube.method import sequential as seq
     from cube.method import simulate_sequential as SS
+    from cube.run.sequential import stop_rule
 
     ap = params.analysis
+    rule = stop_rule(params) if ap.sequential is not None else seq.StopRule()
     model = model_from(params)
     thresholds = tuple(ap.verdict_thresholds.items())
     edge = min(ap.verdict_thresholds.values())
@@ -380,7 +385,7 @@ def sequential_designs(params: Params, max_questions: int, distances: Iterable[f
             SS.Design(
                 placed,
                 max_questions,
-                seq.StopRule(),
+                rule,
                 S.jury_truth(placed, ap),
                 thresholds,
                 ap.trim_proportion,
@@ -436,6 +441,8 @@ def sequential_study(
         "replicates": replicates,
         "max_questions": max_questions,
         "stop_rule": dataclasses.asdict(designs[0].rule) if designs else {},
+        "not_simulated": "the minimum the driver raises for the judge gate and the audit "
+        "(effective_minimum): the simulated judges have no audit",
         "thresholds": dict(params.analysis.verdict_thresholds),
         "seed": params.simulation.seed,
         "seconds": round(time.time() - t0, 1),
@@ -448,7 +455,8 @@ def sequential_lines(result: SequentialResult) -> list[str]:
     """The sequential study as text: one line per true CuBE, Monte Carlo SEs in brackets."""
     lines = [
         "inside  truth   R@k   coverage (SE)  fixed-n re-used  questions (SE)  calls saved  "
-        "wrong: sequential  fixed-n full  fixed-n at mean n  peeking  fixed n, same error"
+        "wrong: sequential  fixed-n full  fixed-n at mean n  peeking  fixed n, same error  "
+        "no look may stop"
     ]
     for r in result.table.itertuples():
         lines.append(
@@ -459,7 +467,8 @@ def sequential_lines(result: SequentialResult) -> list[str]:
             f"{r.wrong_sequential:.3f} ({r.wrong_sequential_mc_se:.3f})  "
             f"{r.wrong_full:.3f} ({r.wrong_full_mc_se:.3f})  "
             f"{r.wrong_at_mean_n:.3f} ({r.wrong_at_mean_n_mc_se:.3f}) at {r.fixed_n_at_mean}  "
-            f"{r.wrong_peek:.3f} ({r.wrong_peek_mc_se:.3f})  {r.n_same_error:g}"
+            f"{r.wrong_peek:.3f} ({r.wrong_peek_mc_se:.3f})  {r.n_same_error:g}  "
+            f"{r.undefined_look:.3f}"
         )
     return lines
 

@@ -118,3 +118,23 @@ def test_the_truth_is_placed_where_asked_and_an_impossible_one_is_refused():
     assert jury_truth(model.with_system(recall=r), ap, 20_000) == pytest.approx(25.0, abs=1e-3)
     with pytest.raises(ValueError, match="no R@k"):
         SS.recall_for(dataclasses.replace(model), 95.0, ap, n=20_000)
+
+
+def test_a_design_where_no_look_may_stop_reports_no_coverage_not_a_perfect_one():
+    """Replicates without a look where a stop is allowed (too few families) judge nothing: their
+    coverage is NaN and their share `undefined_look`, never a vacuous 1.0 (a truth of -500 would
+    otherwise read as covered)."""
+    reps = [
+        {"covered": True, "missed_first_look": False, "fixed_covered": True,
+         "fixed_covered_full": False, "undefined_look": True, "stopped": False, "n_used": 60,
+         "band": 0, "peek_n": 60, "peek_band": 0, "band_at": np.array([0, 0]),
+         "sizes": np.array([40, 60])},
+        {"covered": True, "missed_first_look": False, "fixed_covered": True,
+         "fixed_covered_full": False, "undefined_look": True, "stopped": False, "n_used": 60,
+         "band": 0, "peek_n": 60, "peek_band": 0, "band_at": np.array([0, 0, 0]),
+         "sizes": np.array([41, 50, 60])},
+    ]  # fmt: skip
+    design = SS.Design(RunModel(), 60, seq.StopRule(), -500.0)
+    row = SS.summary_row(design, reps)
+    assert np.isnan(row["coverage"]) and np.isnan(row["fixed_coverage_every_look"])
+    assert row["undefined_look"] == 1.0
