@@ -22,7 +22,7 @@ from tests.openai_server import OpenAIServer, last_user_message
 RECORD_KEYS = {
     "stop", "batch", "min_questions", "min_questions_why", "alpha", "max_width", "seed",
     "questions_available", "questions_used", "question_ids", "stopped_early", "reason",
-    "thresholds", "calls", "cost_usd", "path", "final",
+    "thresholds", "calls", "cost_usd", "path", "final", "excluded_judges", "failures",
 }  # fmt: skip
 PATH_KEYS = {"system", "quantity", "questions", "estimate", "lower", "upper", "fixed_lower",
              "fixed_upper"}  # fmt: skip
