@@ -36,11 +36,9 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Sequence
 
-import krippendorff
 import numpy as np
 import pandas as pd
 from scipy import stats
-from sklearn.metrics import cohen_kappa_score
 
 from cube.config.schema import HUMAN, require_columns
 from cube.method import agreement_fast
@@ -156,6 +154,10 @@ def weighted_kappa(a: np.ndarray, b: np.ndarray) -> float:
     lo, hi = int(min(a.min(), b.min())), int(max(a.max(), b.max()))
     if lo == hi:
         return float("nan")  # one category: chance agreement is total, kappa is 0/0
+    # imported here: scikit-learn costs ~1-2 s of CPU to import, and every stage's figures import
+    # this module (a fresh kernel per stage at large scale), while only Table 5's kappa needs it
+    from sklearn.metrics import cohen_kappa_score
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         value = cohen_kappa_score(
@@ -351,6 +353,8 @@ def _alpha(data: np.ndarray, level: str) -> float:
     values = values[~np.isnan(values)]
     if len(np.unique(values)) < 2:
         return float("nan")
+    import krippendorff  # imported on use, as scikit-learn above (weighted_kappa)
+
     return float(krippendorff.alpha(reliability_data=data[:, pairable], level_of_measurement=level))
 
 

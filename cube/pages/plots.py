@@ -37,7 +37,6 @@ from matplotlib.figure import Figure
 from cube.config.schema import require_columns
 from cube.method.agreement import is_human, judge_means, with_human_consensus
 from cube.method.analysis import retrieval_outcomes, validate_answers
-from cube.method.lexical import METRIC_LABELS
 from cube.pages import style as S
 from cube.pages.fonts import CJK_FONT, renderable  # noqa: F401  (CJK_FONT re-exported)
 from cube.pages.style import SCORE_RANGE, SET_COLORS, SET_LABELS, display_labels, judge_palette
@@ -400,6 +399,10 @@ def lexical_vs_judges(
 ) -> Figure:
     """Paper 5.7: each lexical metric (rows) against each judge's score (columns; the human
     consensus first) on one dimension, points coloured by QA set, Pearson r in each title."""
+    # imported here: cube.method.lexical imports rouge-score and with it nltk (~3 s of CPU), which
+    # every other stage importing this module would pay in its fresh kernel
+    from cube.method.lexical import METRIC_LABELS
+
     require_columns(lexical, ("question_id", "system", "set", *metrics), "lexical")
     means = with_human_consensus(judge_means(scores))  # "human" = the raters' consensus
     means = means[(means["dimension"] == dimension) & ~means["judge"].str.startswith("human:")]
