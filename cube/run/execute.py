@@ -390,7 +390,7 @@ def _run_stages(
         root, ["--IPKernelApp.capture_fd_output=False", "--IPKernelApp.log_level=CRITICAL"]
     )
     try:
-        for nb in run_order(params, notebooks):  # optional stages: `cube.run.skip`
+        for nb in run_order(params, notebooks, chosen):  # optional stages: `cube.run.skip`
             if nb not in chosen:
                 if reads_executed(nb.stem):
                     prints.pop(nb.name, None)  # stale: re-executed by the next run that selects it

@@ -4,9 +4,10 @@ forgetting what a skipped stage published before.
 00_paper_tables (the paper's published tables) and 12_validation (the simulation study) read no
 data of the run: on an 8-question run they were a third of its time (46 of 143 s). `on` runs the
 stage, `off` skips it, `auto` skips it when the run's question set is known (its questions table)
-and has fewer than `SMALL_RUN_QUESTIONS` questions; with `auto`, 00 runs after the other stages
-so that the question set is known by then. A skipped stage leaves no page of an earlier run
-behind: its executed notebook, report pages, tables, figures and `results.json` figures are
+and has fewer than `SMALL_RUN_QUESTIONS` questions; with `auto`, 00 runs right after the stage
+writing the question set (02) when the run executes it, so that the count is known by then (a
+run without 02 knows it from its data, or runs 00). A skipped stage leaves no page of an earlier
+run behind: its executed notebook, report pages, tables, figures and `results.json` figures are
 removed, and `notebooks/.skipped.json` gives the report the reason it shows.
 """
 
@@ -22,6 +23,7 @@ from cube.pages.publish import SKIPPED_FILE
 
 # stage -> its switch in params `stages`
 SWITCHES = {"00_paper_tables": "paper_tables", "12_validation": "validation"}
+QUESTION_STAGE = "02_qa_sets"  # writes the question set (data/questions)
 # the `results.json` keys each optional stage records (`run.record`)
 RESULT_KEYS = {
     "00_paper_tables": ("paper_table4_max_abs_difference", "paper_table4_reproduced"),
@@ -62,13 +64,22 @@ def skip_reason(params: Params, stage: str, paths: RunPaths) -> str:
     return ""
 
 
-def run_order(params: Params, notebooks: list[Path]) -> list[Path]:
-    """The notebooks in execution order: 00_paper_tables last when its switch is `auto` (it reads
-    nothing of the run, and by then the question set that decides it is known)."""
-    late = [
-        nb for nb in notebooks if nb.stem == "00_paper_tables" and switch(params, nb.stem) == "auto"
-    ]
-    return [nb for nb in notebooks if nb not in late] + late
+def run_order(params: Params, notebooks: list[Path], chosen: set[Path] | None = None) -> list[Path]:
+    """The notebooks in execution order. With `stages.paper_tables: auto`, 00_paper_tables (which
+    reads nothing of the run) runs right after `QUESTION_STAGE` when that stage is part of this
+    run, so that the question set deciding it is known; otherwise in its place, first."""
+    by_stem = {nb.stem: nb for nb in notebooks}
+    paper, questions = by_stem.get("00_paper_tables"), by_stem.get(QUESTION_STAGE)
+    if (
+        paper is None
+        or questions is None
+        or switch(params, paper.stem) != "auto"
+        or (chosen is not None and questions not in chosen)
+    ):
+        return list(notebooks)
+    order = [nb for nb in notebooks if nb != paper]
+    order.insert(order.index(questions) + 1, paper)
+    return order
 
 
 def forget_skipped(paths: RunPaths, notebook: Path, reason: str) -> None:

@@ -53,15 +53,19 @@ def test_the_switch_decides_from_the_question_count(tmp_path, choice, n, skipped
     assert skip.skip_reason(_params(validation="off"), "06_cube_score", paths) == ""
 
 
-def test_auto_runs_the_paper_tables_last_and_on_keeps_the_order():
-    nbs = [Path(f"{s}.ipynb") for s in ("00_paper_tables", "01_dataset_prep", "12_validation")]
+def test_auto_runs_the_paper_tables_after_the_question_set_and_on_keeps_the_order():
+    stems = ("00_paper_tables", "01_dataset_prep", "02_qa_sets", "03_scoring_sets")
+    nbs = [Path(f"{s}.ipynb") for s in stems]
     assert [p.stem for p in skip.run_order(_params(), nbs)] == [
         "01_dataset_prep",
-        "12_validation",
+        "02_qa_sets",
         "00_paper_tables",
+        "03_scoring_sets",
     ]
     assert skip.run_order(_params(paper_tables="on"), nbs) == nbs
     assert skip.run_order(_params(paper_tables="off"), nbs) == nbs
+    # 02 not part of this run (`--only 00..01`): 00 keeps its place, first
+    assert skip.run_order(_params(), nbs, set(nbs[:2])) == nbs
 
 
 def test_a_skipped_stage_forgets_what_it_published_and_says_why(tmp_path):
