@@ -13,9 +13,20 @@ the stage running at that moment (the stage is the newest `outputs/<run>/.stagin
 file being written, else "runner"). The totals (CPU of all descendants, peak RSS of the largest
 single process) come from `os.wait4`, so they are exact; the per-stage split is sampled.
 
+Side by side (issue 31): `--against REV` checks the commit REV out in a git worktree of its own
+(`<tmp>/cube-against-<sha>`, kept and re-used by later invocations; `git worktree remove` deletes
+it) with its own venv (`make .venv/.installed` there, uv), and runs this checkout (B) and REV (A)
+interleaved, A B A B ... for `--pairs N` pairs, each run in a fresh outputs folder (no call
+cache, no evaluation cache), the same params. Stages are matched by their notebook's number
+(the notebook names did not change; a stage one side lacks shows "-"). It prints each run's
+table, then per stage the median CPU, wall and peak RSS of each side and B/A, and the totals.
+The machine is shared: interleaving spreads other work's load over both sides alike.
+
 Usage: python benchmarks/paper_scale.py [--items 6111] [--force-too] [--keep DIR]
+       python benchmarks/paper_scale.py --against 996c994 [--pairs 2] [--items 6111]
 The last line is the first run's total wall time, `paper_scale_wall_s: ...` (its CPU and peak RSS
-are printed as `first_cpu_s` and `first_peak_rss_mb`).
+are printed as `first_cpu_s` and `first_peak_rss_mb`); with `--against`, the totals' medians
+`against_cpu_s`, `this_cpu_s`, `against_peak_rss_mb`, `this_peak_rss_mb`.
 """
 
 from __future__ import annotations
@@ -23,11 +34,13 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -124,50 +137,170 @@ class Sampler(threading.Thread):
             self.stop.wait(0.1)
 
 
-def run_once(params: Path, outputs: Path, label: str, *extra: str) -> float:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+@dataclass
+class Side:
+    """One checkout to run: its python, its root (the working directory and PYTHONPATH)."""
+
+    label: str
+    python: str
+    root: Path
+
+
+@dataclass
+class Result:
+    """One run's figures: per stage (sampled) and totals (exact, from wait4)."""
+
+    cpu_s: float
+    peak_rss_mb: float
+    tree_peak_rss_mb: float
+    wall_s: float
+    stages: dict[str, tuple[float, float, float, float]] = field(default_factory=dict)
+    # stage -> (wall span s, cpu s, largest process rss MB, whole tree rss MB)
+
+
+def run_once(
+    params: Path, outputs: Path, label: str, *extra: str, side: Side | None = None
+) -> Result:
+    """Run `cube run` once and print its per-stage table and totals."""
+    side = side or Side("this", sys.executable, ROOT)
+    env = dict(os.environ, PYTHONPATH=str(side.root))
     started = time.monotonic()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cube.cli", "run", str(params), "--no-preflight", *extra],
-        cwd=ROOT,
+        [side.python, "-m", "cube.cli", "run", str(params), "--no-preflight", *extra],
+        cwd=side.root,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
     )
     sampler = Sampler(proc.pid, outputs / "paper" / ".staging")
     sampler.start()
+    out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.monotonic() - started
     sampler.stop.set()
     sampler.join()
-    out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode not in (0, 3):
         print(out[-3000:], file=sys.stderr)
-        raise SystemExit(f"cube run failed ({proc.returncode})")
-    print(f"--- {label}: cube run exit {proc.returncode}")
+        raise SystemExit(f"cube run failed ({proc.returncode}) [{side.label} {side.root}]")
+    result = Result(
+        cpu_s=usage.ru_utime + usage.ru_stime,
+        peak_rss_mb=usage.ru_maxrss / 1024,  # the largest single process (exact)
+        tree_peak_rss_mb=max(sampler.tree.values(), default=0) / 2**20,
+        wall_s=wall,
+    )
+    for stage in sorted(sampler.cpu):  # "runner": the cube process between stages
+        result.stages[stage] = (
+            sampler.last[stage] - sampler.first[stage],
+            sampler.cpu[stage],
+            sampler.rss.get(stage, 0) / 2**20,
+            sampler.tree.get(stage, 0) / 2**20,
+        )
+    _print_run(label, proc.returncode, result)
+    return result
+
+
+def _print_run(label: str, code: int, result: Result) -> None:
+    print(f"--- {label}: cube run exit {code}")
     print(
         f"{'stage':8} {'wall_s':>8} {'cpu_s':>8} "
         f"{'rss_mb':>8} {'tree_mb':>8}   (sampled every 0.1 s)"
     )
-    for stage in sorted(
-        sampler.cpu
-    ):  # "runner": the cube process between stages (its wall: the whole run)
-        span = sampler.last[stage] - sampler.first[stage]
-        print(
-            f"{stage:8} {span:8.1f} {sampler.cpu[stage]:8.1f} "
-            f"{sampler.rss.get(stage, 0) / 2**20:8.0f} "
-            f"{sampler.tree.get(stage, 0) / 2**20:8.0f}"
-        )
-    cpu = usage.ru_utime + usage.ru_stime
-    print(f"{label}_cpu_s: {cpu:.1f}")
-    print(
-        f"{label}_peak_rss_mb: {usage.ru_maxrss / 1024:.0f}"
-    )  # the largest single process (exact)
+    for stage, (span, cpu, rss, tree) in result.stages.items():
+        print(f"{stage:8} {span:8.1f} {cpu:8.1f} {rss:8.0f} {tree:8.0f}")
+    print(f"{label}_cpu_s: {result.cpu_s:.1f}")
+    print(f"{label}_peak_rss_mb: {result.peak_rss_mb:.0f}")
     # every process alive at once (the runner, the kernel and its children), sampled
-    print(f"{label}_tree_peak_rss_mb: {max(sampler.tree.values(), default=0) / 2**20:.0f}")
-    print(f"{label}_wall_s: {wall:.1f}")
-    return wall
+    print(f"{label}_tree_peak_rss_mb: {result.tree_peak_rss_mb:.0f}")
+    print(f"{label}_wall_s: {result.wall_s:.1f}")
+
+
+def against_side(rev: str) -> Side:
+    """REV checked out in a kept git worktree with its own venv (made on first use)."""
+    sha = subprocess.run(
+        ["git", "rev-parse", "--verify", f"{rev}^{{commit}}"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    where = Path(tempfile.gettempdir()) / f"cube-against-{sha[:12]}"
+    if not (where / "pyproject.toml").exists():
+        subprocess.run(["git", "worktree", "prune"], cwd=ROOT, check=True)
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", str(where), sha], cwd=ROOT, check=True
+        )
+    if not (where / ".venv" / ".installed").exists():
+        print(f"against {rev}: making {where}/.venv (make .venv/.installed)", flush=True)
+        subprocess.run(["make", ".venv/.installed"], cwd=where, check=True)
+    return Side(f"against_{sha[:7]}", str(where / ".venv" / "bin" / "python"), where)
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def _stage_median(results: list[Result], stage: str, i: int) -> float | None:
+    got = [r.stages[stage][i] for r in results if stage in r.stages]
+    return _median(got) if got else None
+
+
+def _cell(a: float | None, b: float | None, fmt: str) -> str:
+    sa = "-" if a is None else format(a, fmt)
+    sb = "-" if b is None else format(b, fmt)
+    ratio = f"{b / a:.2f}" if a and b is not None else "-"
+    return f"{sa:>7} {sb:>7} {ratio:>5}"
+
+
+def print_side_by_side(a: list[Result], b: list[Result], rev: str) -> None:
+    """Per stage and in total, the median over the pairs of each side, and B/A."""
+    print(f"\n=== side by side: A = {rev}, B = this; medians of {len(a)} pairs")
+    print(
+        f"{'stage':8} {'cpu A':>7} {'cpu B':>7} {'B/A':>5}   {'wall A':>7} {'wall B':>7} "
+        f"{'B/A':>5}   {'rss A':>7} {'rss B':>7} {'B/A':>5}"
+    )
+    stages = sorted({s for r in a + b for s in r.stages})
+    for stage in stages:
+        cells = [
+            _cell(_stage_median(a, stage, i), _stage_median(b, stage, i), fmt)
+            for i, fmt in ((1, ".1f"), (0, ".1f"), (2, ".0f"))
+        ]
+        print(f"{stage:8} " + "   ".join(cells))
+    tot = [
+        _cell(_median([getattr(r, k) for r in a]), _median([getattr(r, k) for r in b]), fmt)
+        for k, fmt in (("cpu_s", ".1f"), ("wall_s", ".1f"), ("peak_rss_mb", ".0f"))
+    ]
+    print(f"{'total':8} " + "   ".join(tot))
+    print(
+        "each run, A then B: cpu_s "
+        + ", ".join(f"{x.cpu_s:.0f}/{y.cpu_s:.0f}" for x, y in zip(a, b, strict=True))
+        + "; peak_rss_mb "
+        + ", ".join(f"{x.peak_rss_mb:.0f}/{y.peak_rss_mb:.0f}" for x, y in zip(a, b, strict=True))
+    )
+    for label, results in (("against", a), ("this", b)):
+        print(f"{label}_cpu_s: {_median([r.cpu_s for r in results]):.1f}")
+        print(f"{label}_peak_rss_mb: {_median([r.peak_rss_mb for r in results]):.0f}")
+
+
+def side_by_side(rev: str, pairs: int, items: int, work: Path, this: str | None = None) -> None:
+    """A (REV) and B (this checkout, or the revision `this`) interleaved, each run in a fresh
+    outputs folder."""
+    b = Side("this", sys.executable, ROOT) if this is None else against_side(this)
+    sides = [against_side(rev), Side("this", b.python, b.root)]
+    got: dict[str, list[Result]] = {s.label: [] for s in sides}
+    for n in range(pairs):
+        for side in sides:
+            outputs = work / f"{side.label}-{n}" / "outputs"
+            params = outputs.parent / "paper.yaml"
+            outputs.mkdir(parents=True, exist_ok=True)
+            params.write_text(PARAMS.format(items=items, outputs=outputs), encoding="utf-8")
+            print(
+                f"pair {n + 1}/{pairs}, {side.label}: load average {os.getloadavg()[0]:.1f}",
+                flush=True,
+            )
+            got[side.label].append(run_once(params, outputs, side.label, side=side))
+            shutil.rmtree(outputs.parent, ignore_errors=True)
+    print_side_by_side(got[sides[0].label], got[sides[1].label], rev)
 
 
 def main() -> None:
@@ -182,24 +315,33 @@ def main() -> None:
         default=None,
         help="run in this folder and keep it (default: a temp dir)",
     )
+    ap.add_argument("--against", default=None, help="a git revision to run side by side with")
+    ap.add_argument("--pairs", type=int, default=2, help="interleaved pairs with --against")
+    ap.add_argument(
+        "--this", default=None, help="with --against: run this revision as B, not the checkout"
+    )
     args = ap.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="cube-paper-"))
     work.mkdir(parents=True, exist_ok=True)
-    outputs = work / "outputs"
-    params = work / "paper.yaml"
-    params.write_text(PARAMS.format(items=args.items, outputs=outputs), encoding="utf-8")
     print(
         f"paper scale: {args.items} items x 3 sets x 4 dimensions "
         f"x 4 judges = {args.items * 48:,} judgments; "
         f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start"
     )
     try:
-        wall = run_once(params, outputs, "first")
+        if args.against:
+            side_by_side(args.against, args.pairs, args.items, work, args.this)
+            print(f"load average {os.getloadavg()[0]:.1f} at end")
+            return
+        outputs = work / "outputs"
+        params = work / "paper.yaml"
+        params.write_text(PARAMS.format(items=args.items, outputs=outputs), encoding="utf-8")
+        first = run_once(params, outputs, "first")
         if args.force_too:
             run_once(params, outputs, "force", "--force")
             run_once(params, outputs, "noop")
         print(f"load average {os.getloadavg()[0]:.1f} at end")
-        print(f"paper_scale_wall_s: {wall:.1f}")
+        print(f"paper_scale_wall_s: {first.wall_s:.1f}")
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)

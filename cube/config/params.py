@@ -52,6 +52,7 @@ from cube.config.sections import (
     LexicalParams,
     QuestionParams,
     SimulationParams,
+    StagesParams,
     SystemParams,
     expand_sweeps,
 )
@@ -134,6 +135,10 @@ class Params(StrictModel):
     simulation: SimulationParams = Field(
         default_factory=SimulationParams,
         description="The simulation study (notebook 12, `cube simulate`).",
+    )
+    stages: StagesParams = Field(
+        default_factory=StagesParams,
+        description="Optional stages (00_paper_tables, 12_validation): on, off or auto.",
     )
 
     @field_validator("run")

@@ -747,3 +747,25 @@ class SimulationParams(StrictModel):
                 f"simulation.questions: one or more sizes of at least 10 questions, got {v}"
             )
         return v
+
+
+# A run with fewer questions than this skips the optional stages set to `auto` (`StagesParams`).
+SMALL_RUN_QUESTIONS = 50
+
+
+class StagesParams(StrictModel):
+    """The optional stages of `cube run` (issue 31): the paper's published tables (00) and the
+    simulation study (12) read nothing of the run's data, so a small or repeated run may skip
+    them. `auto` skips them when the run has fewer than `SMALL_RUN_QUESTIONS` (50) questions
+    (known from its question set; 00 then runs after the other stages); the report's index says
+    which stage was skipped and why, and the skipped stage's earlier page, tables and figures
+    are removed."""
+
+    paper_tables: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="00_paper_tables: on, off, or auto (skipped under 50 questions).",
+    )
+    validation: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="12_validation: on, off, or auto (skipped under 50 questions).",
+    )

@@ -36,7 +36,6 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Sequence
 
-import krippendorff
 import numpy as np
 import pandas as pd
 from scipy import stats
@@ -354,6 +353,8 @@ def _alpha(data: np.ndarray, level: str) -> float:
     values = values[~np.isnan(values)]
     if len(np.unique(values)) < 2:
         return float("nan")
+    import krippendorff  # imported on use, as scikit-learn above (weighted_kappa)
+
     return float(krippendorff.alpha(reliability_data=data[:, pairable], level_of_measurement=level))
 
 

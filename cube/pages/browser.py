@@ -313,14 +313,46 @@ def run_changes(root: Path) -> dict[tuple[str, str], list[list[Any]]]:
     return out
 
 
+# What `build_records` reads of the answers and scores tables: the call accounting, models, details
+# and ids (14 of the scores' 22 columns) were most of the report step's memory at the paper's scale
+SCORE_COLUMNS = ("question_id", "system", "set", "judge", "dimension", "score", "raw", "error")
+ANSWER_COLUMNS = (
+    "question_id",
+    "system",
+    "set",
+    "doc_id",
+    "answer",
+    "error",
+    "rank",
+    "retrieval_ok",
+    "retrieved_doc_ids",
+)
+
+
+def _read_columns(path: Path, columns: tuple[str, ...] | None) -> pd.DataFrame:
+    """The parquet file's `columns` that it has (all of them: None)."""
+    if columns is None:
+        return pd.read_parquet(path)
+    import pyarrow.parquet as pq
+
+    have = set(pq.read_schema(path).names)
+    return pd.read_parquet(path, columns=[c for c in columns if c in have])
+
+
 def write_browser(run_paths: RunPaths) -> Path | None:
     """Write `report/judgments.html` and its data files; None when the run has no scores yet."""
     paths = run_paths
     if not (paths.data_file("answers").exists() and paths.data_file("scores").exists()):
         return None
-    load = lambda n: pd.read_parquet(paths.data_file(n)) if paths.data_file(n).exists() else None  # noqa: E731
+    load = lambda n, cols=None: (  # noqa: E731
+        _read_columns(paths.data_file(n), cols) if paths.data_file(n).exists() else None
+    )
     meta, records, docs = build_records(
-        load("answers"), load("scores"), load("questions"), load("corpus"), run_changes(paths.root)
+        load("answers", ANSWER_COLUMNS),
+        load("scores", SCORE_COLUMNS),
+        load("questions"),
+        load("corpus"),
+        run_changes(paths.root),
     )
     folder = paths.report / "judgments"
     folder.mkdir(parents=True, exist_ok=True)

@@ -149,6 +149,10 @@ def page_outputs(executed: Path) -> list[dict[str, str]]:
     return found
 
 
+# stage -> why `cube run` skipped it (an optional stage, params `stages`), in `notebooks/`
+SKIPPED_FILE = ".skipped.json"
+
+
 def publish(
     params: Params,
     paths: RunPaths,
@@ -209,8 +213,15 @@ def publish(
 
     write_browser(paths)
     ran = {e.name for e in executed_nbs}
+    skipped_file = paths.notebooks / SKIPPED_FILE  # written by the runner (`cube.run.skip`)
+    skipped = json.loads(skipped_file.read_text("utf-8")) if skipped_file.exists() else {}
     missing = [
-        {"name": name[:-6], "number": name[:2], "title": _notebook_title(src)}
+        {
+            "name": name[:-6],
+            "number": name[:2],
+            "title": _notebook_title(src),
+            "skipped": skipped.get(name[:-6], ""),
+        }
         for name, src in sources.items()
         if name not in ran
     ]

@@ -133,7 +133,7 @@ def _forget_stale(paths: RunPaths, stage: str, feeds_decision: set[str] | Any) -
 @dataclass
 class StageOutcome:
     notebook: str
-    status: str  # executed | up to date | failed
+    status: str  # executed | up to date | failed | skipped (`cube.run.skip`)
     seconds: float
     error: str = ""
     failed_calls: int = 0
@@ -365,6 +365,7 @@ def _run_stages(
 ) -> None:
     from cube.run.kernel import WarmKernel
     from cube.run.notebook import STAGING_ENV
+    from cube.run.skip import forget_skipped, note_skipped, run_order, skip_reason
     from cube.run.stages import stage_fingerprints, stage_spec
 
     root = project_root()
@@ -405,11 +406,18 @@ def _run_stages(
         root, ["--IPKernelApp.capture_fd_output=False", "--IPKernelApp.log_level=CRITICAL"]
     )
     try:
-        for nb in notebooks:
+        for nb in run_order(params, notebooks, chosen):  # optional stages: `cube.run.skip`
             if nb not in chosen:
                 if reads_executed(nb.stem):
                     prints.pop(nb.name, None)  # stale: re-executed by the next run that selects it
                 continue
+            if reason := skip_reason(params, nb.stem, paths):
+                prints.pop(nb.name, None)  # `on` again executes it
+                forget_skipped(paths, nb, reason)
+                summary.stages.append(StageOutcome(nb.stem, "skipped", 0.0, reason))
+                log(f"[cube] {nb.stem}: {reason}")
+                continue
+            note_skipped(paths.notebooks, nb.stem, "")
             out = paths.notebooks / nb.name
             if (
                 not force

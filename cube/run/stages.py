@@ -103,7 +103,8 @@ SEQUENTIAL_SECTIONS = (
     "analysis.gate_alpha",
 )
 # Sections no stage's data depend on: the report's title, where outputs go.
-NOT_STAGE_INPUTS = ("run", "title", "outputs_dir", "cache_path")
+# `stages`: which optional stages run is the runner's choice (`cube.run.skip`), not a stage input.
+NOT_STAGE_INPUTS = ("run", "title", "outputs_dir", "cache_path", "stages")
 
 
 def stage_spec(name: str, earlier: list[str] | None = None) -> Stage:

@@ -133,6 +133,8 @@ def e2e(tmp_path_factory):
             "outputs_dir": str(tmp / "outputs"),
             "corpus": {"source": "demo", "n_items": 30, "seed": 3},
             "questions": {"generator": "template", "seed": 3},
+            # every stage's outputs are checked: 30 questions would skip 00 and 12 under `auto`
+            "stages": {"paper_tables": "on", "validation": "on"},
             "models": {
                 "local": {
                     "provider": "openai",

@@ -122,6 +122,7 @@ def run(tmp_path_factory):
         "analysis": {"bootstrap": 50},
         "human": {"sample_size": 6, "seed": 1},
         "simulation": {"replicates": 2, "bootstrap": 20, "permutations": 20},
+        "stages": {"paper_tables": "on", "validation": "on"},  # every page (auto: not at 24)
         "systems": [
             {"kind": "builtin", "name": "bm25", "top_n": 8},
             {"kind": "builtin", "name": "top4", "top_n": 4},

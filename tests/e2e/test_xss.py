@@ -62,6 +62,7 @@ def _params(tmp: Path, run: str, **extra) -> Path:
         "analysis": {"bootstrap": 50},
         "human": {"sample_size": 6, "seed": 1},
         "simulation": {"replicates": 2, "bootstrap": 20, "permutations": 20},
+        "stages": {"paper_tables": "on", "validation": "on"},  # every page (auto: not at 24)
         **extra,
     }
     path = tmp / f"{run}.yaml"

@@ -348,6 +348,7 @@ def test_cube_run_re_executes_a_stage_a_notebook_run_alone_changed_and_the_stage
             "judges": JUDGES,
             "corpus": {"n_items": 12, "seed": 1},
             "questions": {"limit": 6},
+            "stages": {"paper_tables": "on"},  # 6 questions: `auto` would skip 00
         },
     )
     run = tmp_path / "out" / "alone"

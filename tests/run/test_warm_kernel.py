@@ -103,6 +103,7 @@ def test_after_a_stage_that_grew_the_kernel_a_lot_every_stage_gets_a_fresh_one(
     tmp_path, monkeypatch
 ):
     monkeypatch.setattr(kernel_mod, "LARGE_STAGE_GROWTH", -1)  # any stage counts as large
+    monkeypatch.setattr(kernel_mod, "LIGHT_STAGE_DATA", -1)  # and none as light
     nb = _notebook(tmp_path / "a.ipynb", "import os\nprint(os.getpid())")
     with WarmKernel(tmp_path, ARGS) as k:
         k.execute(nb, tmp_path / "1.ipynb", {})
@@ -116,11 +117,34 @@ def test_after_a_stage_that_grew_the_kernel_a_lot_every_stage_gets_a_fresh_one(
 
 
 @pytest.mark.timeout(180)
+def test_in_a_large_run_a_light_stage_hands_its_kernel_on_and_a_heavy_one_does_not(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(kernel_mod, "LARGE_STAGE_GROWTH", -1)  # the run is large
+    light = _notebook(tmp_path / "a.ipynb", "import os\nprint(os.getpid())")
+    # ~300 MB held at once, then freed by the reset: its peak is far above what it leaves behind
+    heavy = _notebook(
+        tmp_path / "b.ipynb",
+        "import os\nx = bytearray(300 * 2**20)\nx[::4096] = b'1' * len(x[::4096])\n"
+        "print(os.getpid())",
+    )
+    with WarmKernel(tmp_path, ARGS) as k:
+        k.execute(light, tmp_path / "1.ipynb", {})
+        assert k.large and k.km is not None  # light: kept for the next stage
+        k.execute(heavy, tmp_path / "2.ipynb", {})
+        assert k.km is None  # heavy, in a large run: the next stage starts afresh
+        k.execute(light, tmp_path / "3.ipynb", {})
+    assert _outputs(tmp_path / "1.ipynb") == _outputs(tmp_path / "2.ipynb")  # one kernel
+    assert _outputs(tmp_path / "2.ipynb") != _outputs(tmp_path / "3.ipynb")
+
+
+@pytest.mark.timeout(180)
 def test_a_kernel_peaking_far_above_its_first_stage_memory_makes_the_run_large(
     tmp_path, monkeypatch
 ):
     monkeypatch.setattr(kernel_mod, "LARGE_OVER_BASE", -1)  # any later stage peaks above the base
     monkeypatch.setattr(kernel_mod, "RESTART_RSS", 2**40)
+    monkeypatch.setattr(kernel_mod, "LIGHT_STAGE_DATA", -1)  # no stage is light
     nb = _notebook(tmp_path / "a.ipynb", "import os\nprint(os.getpid())")
     with WarmKernel(tmp_path, ARGS) as k:
         k.execute(nb, tmp_path / "1.ipynb", {})
