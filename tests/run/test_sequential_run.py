@@ -234,3 +234,50 @@ def test_stage_02_is_out_of_date_when_the_sequential_section_or_its_judges_chang
     ]
     assert len(set(prints[:4])) == 4
     assert prints[4] == prints[1]  # a look has no bootstrap: its count re-runs 04-07 only
+
+
+def test_a_judge_stopped_by_its_pilot_is_asked_once_and_leaves_the_jury(tmp_path, monkeypatch):
+    """The pilot runs once, on the first batch (not on every batch: each would send its calls
+    again); a judge it stops is asked nothing more, and the record names it as out of the jury."""
+    monkeypatch.setenv("CUBE_SEQ_KEY", "sk-seq-local")
+    with OpenAIServer(reply=fact_judge) as good, OpenAIServer(reply=lambda b: "no idea") as deaf:
+        params = write_params(
+            tmp_path,
+            "pilot",
+            models={
+                "good": {
+                    "provider": "openai",
+                    "model": "g",
+                    "base_url": good.url,
+                    "api_key_env": "CUBE_SEQ_KEY",
+                },
+                "deaf": {
+                    "provider": "openai",
+                    "model": "d",
+                    "base_url": deaf.url,
+                    "api_key_env": "CUBE_SEQ_KEY",
+                },
+            },  # fmt: skip
+            judges=[
+                {"name": "rubric", "model": {"provider": "offline", "model": "rubric-lenient"}},
+                {"name": "good", "model": "good"},
+                {"name": "deaf", "model": "deaf", "pilot": 10},
+            ],
+            analysis={
+                "weights": "equal",
+                "max_interval_width": 90,
+                "sequential": {"stop": "width", "batch": 10, "min_questions": 20},
+            },
+        )
+        run = open_run(params, tmp_path / "pilot")
+        pipeline.corpus_stage(run)
+        pipeline.questions_stage(run)
+        asked_deaf = deaf.requests_total
+    rec = record(run)
+    # its pilot of 10 calls, on the first batch only (identical prompts are sent once: a question's
+    # rag and full answers may be the same text); a pilot per batch would have sent ~10 a batch
+    assert 0 < asked_deaf <= 10
+    assert rec["questions_used"] > 10  # later batches were judged, by the others
+    assert "deaf" in rec["excluded_judges"] and "pilot" in rec["excluded_judges"]["deaf"]
+    assert rec["final"]["bm25-top8"]["settled"] is True  # the jury without it could settle
+    assert rec["failures"]["judgments"]["deaf"] > 0
