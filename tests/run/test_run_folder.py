@@ -398,6 +398,7 @@ def test_cube_run_re_executes_a_stage_papermill_ran_alone_with_overrides_though_
                 "corpus": {"n_items": 12, "seed": 1},
                 "questions": {"limit": 6},
                 "analysis": {"bootstrap": 50},
+                "stages": {"paper_tables": "on"},  # `auto` skips it under 50 questions
             }
         ),
         encoding="utf-8",
