@@ -74,16 +74,7 @@ def sequential_problems(params: Params, n_questions: int | None = None) -> list[
     sp = params.analysis.sequential
     if sp is None:
         return []
-    ns = SimpleNamespace(
-        stop=sp.stop,
-        min_questions=sp.min_questions,
-        batch=sp.batch,
-        alpha=sp.alpha,
-        target_questions=sp.target_questions,
-        max_width=params.analysis.max_interval_width,
-        low=0.0,
-        high=100.0,
-    )
+    ns = SimpleNamespace(**_rule_fields(params), low=0.0, high=100.0)
     out = [
         p.replace("max_width", "analysis.max_interval_width", 1)
         if p.startswith("max_width")
@@ -102,18 +93,25 @@ def sequential_problems(params: Params, n_questions: int | None = None) -> list[
     return out
 
 
-def stop_rule(params: Params, min_questions: int | None = None) -> StopRule:
-    """The stop rule of `analysis.sequential` (`min_questions`: the effective minimum)."""
+def _rule_fields(params: Params) -> dict[str, Any]:
+    """The stop rule's fields as `analysis.sequential` and `analysis.max_interval_width` give them
+    (checked by `sequential_problems`, made into a `StopRule` by `stop_rule`)."""
     sp = params.analysis.sequential
     assert sp is not None
-    return StopRule(
-        stop=sp.stop,
-        min_questions=min_questions or sp.min_questions,
-        batch=sp.batch,
-        alpha=sp.alpha,
-        max_width=params.analysis.max_interval_width,
-        target_questions=sp.target_questions,
-    )
+    return {
+        "stop": sp.stop,
+        "min_questions": sp.min_questions,
+        "batch": sp.batch,
+        "alpha": sp.alpha,
+        "max_width": params.analysis.max_interval_width,
+        "target_questions": sp.target_questions,
+    }
+
+
+def stop_rule(params: Params, min_questions: int | None = None) -> StopRule:
+    """The stop rule of `analysis.sequential` (`min_questions`: the effective minimum)."""
+    fields = _rule_fields(params)
+    return StopRule(**{**fields, "min_questions": min_questions or fields["min_questions"]})
 
 
 # ------------------------------------------------------------------------------------ order
@@ -291,7 +289,7 @@ def _look(run: Run, units, rule: StopRule, state: _State) -> bool:
     system's jury CuBE is settled."""
     answers, scores = pd.concat(state.answers), pd.concat(state.scores)
     thresholds = run.params.analysis.verdict_thresholds
-    jury = _jury(run.params, scores, state)
+    jury = _jury(run.params, answers, scores, state)
     for s in run.params.systems:
         quantities = system_look(run.params, answers, scores, s.name, units, rule, jury)
         state.last[s.name] = quantities
@@ -306,14 +304,13 @@ def _look(run: Run, units, rule: StopRule, state: _State) -> bool:
     return all(d.stop for d in state.decisions.values())
 
 
-def _jury(params: Params, scores: pd.DataFrame, state: _State) -> list[str]:
+def _jury(params: Params, answers: pd.DataFrame, scores: pd.DataFrame, state: _State) -> list[str]:
     """The judges a look's jury CuBE averages: every judge but those the validity gate will
     certainly exclude, as it would (a judge stopped by its pilot; one whose failed judgments exceed
     `analysis.gate_max_failure_rate`), each named with why in `state.excluded`; the failed answers
     and judgments so far are counted in `state.failures`."""
     unscored = scores["score"].isna()
     by_judge = unscored.groupby(scores["judge"]).mean()
-    answers = pd.concat(state.answers)
     state.failures = {
         "answers": int((answers["error"].fillna("").astype(str) != "").sum()),
         "judgments": {str(j): int(v) for j, v in unscored.groupby(scores["judge"]).sum().items()},
