@@ -40,15 +40,12 @@ import pandas as pd  # noqa: E402
 
 from cube.config.sections import AnalysisParams  # noqa: E402
 from cube.method import simulate_study as S  # noqa: E402
-from cube.method.bootstrap import Prepared, bootstrap_prepared, cube_from_counts, resample_counts  # noqa: E402
+from cube.method.bootstrap import bootstrap_prepared, cube_from_counts, resample_counts  # noqa: E402
 from cube.method.compare import mde  # noqa: E402
 from cube.method.simulate import (  # noqa: E402
-    Questions,
     RunModel,
     draw_questions,
-    draw_ranks,
-    judge_scores,
-    true_levels,
+    prepared_run,
     truth,
 )
 
@@ -59,8 +56,8 @@ def pair(model: RunModel, model_b: RunModel, n: int, r: int, B: int, seed: int) 
     rs = S.replicate_seed(seed, n, r, 7)
     q = draw_questions(model, n, np.random.default_rng(rs))
     pa, pb = (
-        prepared(model, q, np.random.default_rng(rs + 1)),
-        prepared(model_b, q, np.random.default_rng(rs + 2)),
+        prepared_run(model, n, rs + 1, by_family=False, questions=q),
+        prepared_run(model_b, n, rs + 2, by_family=False, questions=q),
     )
     one = np.ones((1, n))
     delta = float(
@@ -127,8 +124,8 @@ def permutation_p(model: RunModel, n: int, r: int, P: int, seed: int = 0) -> flo
     q = draw_questions(model, n, np.random.default_rng(rs))
     model_b = model.with_system(name="sys-b")
     pa, pb = (
-        prepared(model, q, np.random.default_rng(rs + 1)),
-        prepared(model_b, q, np.random.default_rng(rs + 2)),
+        prepared_run(model, n, rs + 1, by_family=False, questions=q),
+        prepared_run(model_b, n, rs + 2, by_family=False, questions=q),
     )
     one = np.ones((1, n))
     delta = float(
@@ -181,29 +178,8 @@ def pvalue_study(model: RunModel, n: int, R: int, start: int, P: int) -> None:
     _print_rejections(pd.Series(values, dtype=float).dropna(), "permutation", n, start, R)
 
 
-def prepared(model: RunModel, q: Questions, rng: np.random.Generator) -> Prepared:
-    """One system's simulated run on the questions `q`, as the estimator's arrays."""
-    n = len(q.difficulty)
-    rank = draw_ranks(model.system, n, rng)
-    scores = judge_scores(model, true_levels(model, model.system, q, rank), rng)
-    rank_score = np.where(rank > 0, model.system.top_n + 2 - rank, 0).astype(float)
-    return Prepared(
-        [j.name for j in model.judges],
-        list(model.dimensions),
-        rank_score,
-        rank > 0,
-        scores,
-        0.1,
-        "retrieved",
-        "rank_correlation",
-        None,
-        True,
-    )
-
-
 def replicate(model: RunModel, n: int, r: int, B: int, methods: list[str]) -> list[dict]:
-    rng = np.random.default_rng(S.replicate_seed(0, n, r))
-    p = prepared(model, draw_questions(model, n, rng), rng)
+    p = prepared_run(model, n, S.replicate_seed(0, n, r), by_family=False)
     rows = []
     for m in (
         methods

@@ -23,7 +23,9 @@ from cube.run.evaluate import ANALYSIS_SCORE_COLUMNS, evaluate_run, primary_syst
 from cube.run.evaluate import recorded as _recorded
 from cube.run.notebook import Run
 
-AUDIT_COLUMNS = (
+# The columns of the probe judgments (one row per probe answer judged); not
+# `cube.method.audit.AUDIT_COLUMNS`, which are the per-judge audit table's.
+PROBE_JUDGMENT_COLUMNS = (
     "question_id",
     "system",
     "set",
@@ -265,7 +267,7 @@ def judge_audit(
         out = pd.DataFrame(
             {
                 c: pd.Series(dtype=float if c == "score" else object)
-                for c in (*AUDIT_COLUMNS, *ACCOUNTING_COLUMNS)
+                for c in (*PROBE_JUDGMENT_COLUMNS, *ACCOUNTING_COLUMNS)
             }
         )
         return out, sample, 0

@@ -31,7 +31,7 @@ import pandas as pd
 
 from cube.config.params import Params
 from cube.run.audit import (  # noqa: F401  (re-exported: notebook 11, cube batch, cube plan)
-    AUDIT_COLUMNS,
+    PROBE_JUDGMENT_COLUMNS,
     SELF_PREFERENCE_COLUMNS,
     answerer_sets,
     audit_probes,
