@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import html
 import json
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -23,9 +21,9 @@ import yaml
 
 from cube.run.execute import execute_run
 from tests import ROOT
+from tests.chromium import dump_dom, require
 
 pytestmark = pytest.mark.e2e
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 WIDTH = 1280
 
 # For each page: the tables whose right edge passes the page's width or the inner right edge of a
@@ -78,36 +76,20 @@ def measure(pages: list[Path], folder: Path) -> dict[str, dict]:
     uris = [p.resolve().as_uri() for p in pages]
     text = HARNESS.replace("PAGES", json.dumps(uris)).replace("WIDTH", str(WIDTH))
     harness.write_text(text, encoding="utf-8")
-    dom = subprocess.run(
-        [
-            CHROMIUM,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--allow-file-access-from-files",
-            "--window-size=1400,900",
-            f"--virtual-time-budget={3000 * len(pages)}",
-            "--dump-dom",
-            harness.as_uri(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=True,
-    ).stdout
+    dom = dump_dom(
+        harness.as_uri(),
+        3000 * len(pages),
+        600,
+        "--allow-file-access-from-files",
+        "--window-size=1400,900",
+    )
     found = html.unescape(dom.split('<pre id="out">', 1)[1].split("</pre>", 1)[0])
     return {r["page"]: r for r in json.loads(found)}
 
 
 @pytest.fixture(scope="module")
 def chromium():
-    if CHROMIUM is None:
-        pytest.skip(
-            "chromium is not installed (apt-get install -y chromium; .ci/run installs it when "
-            "missing)"
-        )
-    return CHROMIUM
+    return require()
 
 
 @pytest.fixture(scope="module")

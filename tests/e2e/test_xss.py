@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
-import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -27,10 +25,10 @@ import yaml
 
 from cube.run.execute import execute_run
 from tests import ROOT
+from tests.chromium import dump_dom, require
 from tests.openai_server import OpenAIServer, body_digest
 
 pytestmark = pytest.mark.e2e
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 XT = "document.title='XSS'"
 PAYLOADS = {
     "script": f"<script>{XT}</script>",
@@ -270,35 +268,14 @@ def _live(pages: list[Path], folder: Path) -> dict[str, dict]:
     harness = folder / "harness.html"
     uris = [p.as_uri() for p in pages]
     harness.write_text(HARNESS.replace("PAGES", json.dumps(uris)), encoding="utf-8")
-    dom = subprocess.run(
-        [
-            CHROMIUM,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--allow-file-access-from-files",
-            f"--virtual-time-budget={5000 * len(pages)}",
-            "--dump-dom",
-            harness.as_uri(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    ).stdout
+    dom = dump_dom(harness.as_uri(), 5000 * len(pages), 300, "--allow-file-access-from-files")
     text = "".join(_parse(dom.split('<pre id="out">', 1)[1].split("</pre>", 1)[0]).text)
     return {r["page"]: r for r in json.loads(text)}
 
 
 @pytest.fixture(scope="module")
 def chromium():
-    if CHROMIUM is None:
-        pytest.skip(
-            "chromium is not installed (apt-get install -y chromium; .ci/run installs it when "
-            "missing)"
-        )
-    return CHROMIUM
+    return require()
 
 
 def test_in_chromium_every_page_keeps_its_title(chromium, runs, tmp_path):

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -15,10 +13,10 @@ import pytest
 from cube.config.runpaths import RunPaths
 from cube.pages.browser import CHUNK, page_size, write_browser
 from tests import ROOT
+from tests.chromium import dump_dom
 from tests.factories import make_tables
 
 SCRIPT = "<script>alert('x')</script>"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 class _Dom(HTMLParser):
@@ -73,27 +71,7 @@ def run(tmp_path_factory):
 
 
 def _dom(page: Path, hash_: str) -> _Dom:
-    if CHROMIUM is None:
-        pytest.skip(
-            "chromium is not installed (apt-get install -y "
-            "chromium; .ci/run installs it when missing)"
-        )
-    out = subprocess.run(
-        [
-            CHROMIUM,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--virtual-time-budget=20000",
-            "--dump-dom",
-            page.as_uri() + hash_,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    ).stdout
+    out = dump_dom(page.as_uri() + hash_, 20000, 120)
     dom = _Dom()
     dom.feed(out)
     dom.html = out  # type: ignore[attr-defined]
@@ -214,27 +192,7 @@ class _Anchors(HTMLParser):
 
 
 def _dom_at(url: str) -> _Dom:
-    if CHROMIUM is None:
-        pytest.skip(
-            "chromium is not installed (apt-get install -y "
-            "chromium; .ci/run installs it when missing)"
-        )
-    out = subprocess.run(
-        [
-            CHROMIUM,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--virtual-time-budget=20000",
-            "--dump-dom",
-            url,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    ).stdout
+    out = dump_dom(url, 20000, 120)
     dom = _Dom()
     dom.feed(out)
     dom.html = out  # type: ignore[attr-defined]
