@@ -24,8 +24,11 @@ stages after it are the ordinary notebooks on the questions it reached:
    of 41 rows per system. The jury leaves out the judges the validity gate will certainly exclude
    (stopped by their pilot, which runs once, on the first batch; failed judgments above
    `analysis.gate_max_failure_rate`), named in the record with the failures counted so far.
-4. **Stop** (`decide`) when every system's jury interval is settled (`verdict`: inside one band of
-   `analysis.verdict_thresholds`; `width`: no wider than `analysis.max_interval_width`), never
+4. **Stop** (`decide`) when every watched system's jury interval is settled (`verdict`: inside one
+   band of `analysis.verdict_thresholds`; `width`: no wider than `analysis.max_interval_width`;
+   `analysis.sequential.systems`: `all` watches every system, `primary` only the primary one, the
+   first of `params.systems`, whose verdict the decision states: a TOP-N sweep's other members
+   then do not hold the run, and their last intervals are reported as not settled), never
    before `min_questions`, raised to what the judge gate and the audit need to decide
    (`effective_minimum`, said in the record), and never on fewer than 20 families or 10 retrieved
    questions (`cube.method.sequential.not_yet`). An undefined interval never stops a run.
@@ -62,6 +65,7 @@ from cube.run.notebook import Run
 
 JACKKNIFE_GROUPS = 40  # leave-out groups of a look (`cube.method.sequential.jackknife_groups`)
 COST_ROLES = ("answering", "judging", "audit")  # the calls the record counts (not question writing)
+WATCH = ("all", "primary")  # analysis.sequential.systems: the systems whose intervals stop the run
 
 
 class SequentialError(ValueError):
@@ -81,6 +85,10 @@ def sequential_problems(params: Params, n_questions: int | None = None) -> list[
         else f"analysis.sequential.{p}"
         for p in rule_problems(ns)  # type: ignore[arg-type]
     ]
+    if sp.systems not in WATCH:
+        out.append(
+            f"analysis.sequential.systems is {sp.systems!r}, expected one of {', '.join(WATCH)}"
+        )
     if (
         n_questions is not None
         and isinstance(sp.min_questions, int)
@@ -106,6 +114,15 @@ def _rule_fields(params: Params) -> dict[str, Any]:
         "max_width": params.analysis.max_interval_width,
         "target_questions": sp.target_questions,
     }
+
+
+def watched_systems(params: Params) -> list[str]:
+    """The systems whose jury interval must be settled for the run to stop: every system
+    (`analysis.sequential.systems: all`), or only the primary one (`primary`: the first of
+    `params.systems`, `cube.run.evaluate.primary_system`, the one the decision is about)."""
+    names = [s.name for s in params.systems]
+    sp = params.analysis.sequential
+    return names[:1] if sp is not None and sp.systems == "primary" else names
 
 
 def stop_rule(params: Params, min_questions: int | None = None) -> StopRule:
@@ -286,7 +303,7 @@ def _judge_batch(run: Run, judges, dims, corpus, questions: pd.DataFrame, state:
 
 def _look(run: Run, units, rule: StopRule, state: _State) -> bool:
     """Every system's sequences on the questions judged so far (added to the path); whether every
-    system's jury CuBE is settled."""
+    watched system's jury CuBE is settled (`watched_systems`)."""
     answers, scores = pd.concat(state.answers), pd.concat(state.scores)
     thresholds = run.params.analysis.verdict_thresholds
     jury = _jury(run.params, answers, scores, state)
@@ -301,7 +318,7 @@ def _look(run: Run, units, rule: StopRule, state: _State) -> bool:
             )
         )
         state.path += [_path_row(s.name, q, len(state.ids)) for q in quantities]
-    return all(d.stop for d in state.decisions.values())
+    return all(state.decisions[s].stop for s in watched_systems(run.params))
 
 
 def _jury(params: Params, answers: pd.DataFrame, scores: pd.DataFrame, state: _State) -> list[str]:
@@ -443,24 +460,35 @@ def _saved(used: float | None, full: float | None) -> float | None:
     return None if used is None or full is None else full - used
 
 
-def _reason(rule: StopRule, state: _State, stopped: bool, available: int) -> str:
+def _reason(rule: StopRule, state: _State, stopped: bool, watched: list[str]) -> str:
+    """Why the run ended: the stop rule met by the watched systems, or the open intervals."""
     n = len(state.ids)
+    primary = len(watched) < len(state.decisions)
+    whose = f"the primary system {watched[0]}'s interval" if primary else "every system's interval"
     if stopped:
         what = (
-            "every system's interval lies inside one verdict band"
+            f"{whose} lies inside one verdict band"
             if rule.stop == "verdict"
-            else f"every system's interval is no wider than {rule.max_width:g}"
+            else f"{whose} is no wider than {rule.max_width:g}"
         )
-        return f"stopped at {n}: {what}"
+        return f"stopped at {n}: {what}{_others(state, watched) if primary else ''}"
     open_ = [
         d.reason.replace("the interval", f"{s}'s interval", 1)
         if d.reason.startswith("the interval")
         else f"{s}: {d.reason}"
         for s, d in state.decisions.items()
-        if not d.stop
+        if not d.stop and s in watched
     ]
-    why = "; ".join(open_) or "every system's interval was settled only on the whole set"
-    return f"question set ended at {n}: {why}"
+    why = "; ".join(open_) or f"{whose} was settled only on the whole set"
+    return f"question set ended at {n}: {why}{_others(state, watched) if primary else ''}"
+
+
+def _others(state: _State, watched: list[str]) -> str:
+    """Under `systems: primary`, the systems that did not hold the run, those not settled named."""
+    open_ = [s for s, d in state.decisions.items() if s not in watched and not d.stop]
+    return " (analysis.sequential.systems: primary; " + (
+        f"not settled: {', '.join(open_)})" if open_ else "the other systems settled too)"
+    )
 
 
 def _final(state: _State) -> dict[str, Any]:
@@ -503,7 +531,9 @@ def _record(
         "questions_used": len(used),
         "question_ids": list(state.ids),
         "stopped_early": bool(stopped),
-        "reason": _reason(rule, state, stopped, len(questions)),
+        "reason": _reason(rule, state, stopped, watched_systems(run.params)),
+        "systems": sp.systems,
+        "watched": watched_systems(run.params),
         "thresholds": {k: float(v) for k, v in run.params.analysis.verdict_thresholds.items()},
         "calls": {
             "used": calls_used,

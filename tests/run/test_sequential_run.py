@@ -23,6 +23,7 @@ RECORD_KEYS = {
     "stop", "batch", "min_questions", "min_questions_why", "alpha", "max_width", "seed",
     "questions_available", "questions_used", "question_ids", "stopped_early", "reason",
     "thresholds", "calls", "cost_usd", "path", "final", "excluded_judges", "failures",
+    "systems", "watched",
 }  # fmt: skip
 PATH_KEYS = {"system", "quantity", "questions", "estimate", "lower", "upper", "fixed_lower",
              "fixed_upper"}  # fmt: skip
@@ -181,6 +182,56 @@ def test_a_cube_on_a_band_edge_runs_to_the_end_and_says_why(tmp_path):
     assert rec["final"]["bm25-top8"]["settled"] is False
 
 
+def _widths(rec: dict, system: str) -> dict[int, float]:
+    """A system's jury interval width at each look of a record."""
+    return {
+        p["questions"]: p["upper"] - p["lower"]
+        for p in rec["path"]
+        if p["system"] == system and p["quantity"] == "CuBE"
+    }
+
+
+def test_systems_primary_stops_on_the_primary_system_and_reports_the_others(tmp_path):
+    """`systems: all` waits for a sweep member whose interval is still wide; `primary` stops at
+    the first look where the primary system's is narrow enough, and marks the other not settled."""
+    two = [{"kind": "builtin", "name": n, "top_n": k} for n, k in (("top8", 8), ("top2", 2))]
+    never = {"sequential": {"stop": "width", "batch": 10, "min_questions": 20},
+             "max_interval_width": 0.01}  # fmt: skip
+    run = open_run(write_params(tmp_path, "w", systems=two, analysis=never), tmp_path / "w")
+    pipeline.corpus_stage(run)
+    pipeline.questions_stage(run)
+    full = record(run)
+    first = min(n for n in _widths(full, "top8") if n >= full["min_questions"])
+    w = {s: _widths(full, s)[first] for s in ("top8", "top2")}
+    primary, other = sorted(w, key=w.get)  # the narrower one at that look goes first
+    assert w[other] > w[primary], w  # the test needs two different widths at the first look
+    limit = (w[primary] + w[other]) / 2
+    order = sorted(two, key=lambda s: s["name"] != primary)
+
+    def ran(systems: str) -> dict:
+        rule = {"stop": "width", "batch": 10, "min_questions": 20, "systems": systems}
+        analysis = {"sequential": rule, "max_interval_width": limit}
+        path = write_params(tmp_path, f"s-{systems}", systems=order, analysis=analysis)
+        r = open_run(path, tmp_path / systems)
+        pipeline.corpus_stage(r)
+        pipeline.questions_stage(r)
+        return record(r)
+
+    both, one = ran("all"), ran("primary")
+    assert one["systems"] == "primary" and one["watched"] == [primary]
+    assert both["systems"] == "all" and both["watched"] == [primary, other]
+    assert one["stopped_early"] and one["questions_used"] == first
+    assert both["questions_used"] > first  # the other system held the run
+    assert one["final"][primary]["settled"] is True
+    assert one["final"][other]["settled"] is False  # reported, and marked
+    assert one["final"][other]["upper"] - one["final"][other]["lower"] > limit
+    assert one["reason"] == (
+        f"stopped at {first}: the primary system {primary}'s interval is no wider than "
+        f"{limit:g} (analysis.sequential.systems: primary; not settled: {other})"
+    )
+    assert "every system" in both["reason"] or both["reason"].startswith("question set ended")
+
+
 BASE = {
     "run": "p",
     "judges": [{"name": "j", "model": {"provider": "offline", "model": "rubric-lenient"}}],
@@ -188,12 +239,13 @@ BASE = {
 
 
 def test_bad_values_are_named_with_their_key_every_one_at_once():
-    bad = {"stop": "soon", "batch": 0, "alpha": 1.5, "min_questions": 400}
+    bad = {"stop": "soon", "batch": 0, "alpha": 1.5, "min_questions": 400, "systems": "main"}
     params = parse_params({**BASE, "analysis": {"sequential": bad}})
     problems = sequential_problems(params, 300)
     assert any(p.startswith("analysis.sequential.stop is 'soon'") for p in problems)
     assert any(p.startswith("analysis.sequential.batch is 0") for p in problems)
     assert any(p.startswith("analysis.sequential.alpha is 1.5") for p in problems)
+    assert "analysis.sequential.systems is 'main', expected one of all, primary" in problems
     assert any("analysis.sequential.min_questions is 400" in p and "300 questions" in p
                for p in problems)  # fmt: skip
     assert sequential_problems(parse_params(BASE)) == []
