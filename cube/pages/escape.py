@@ -66,9 +66,7 @@ def code_spans(value: Any) -> Any:
     parts = escape_text(value).split("`")
     if len(parts) % 2 == 0:  # an odd number of backticks: the last one is text
         parts[-2:] = [parts[-2] + "`" + parts[-1]]
-    return Markup(
-        "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
-    )
+    return Markup("".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts)))
 
 
 # The sanitiser's allow-list: the tags of text, tables, code and figures; the attributes that

@@ -36,12 +36,21 @@ stages after it are the ordinary notebooks on the questions it reached:
    `sequential` goes to results.json, and stage 02 keeps only the questions reached: notebooks
    02-12 then read their answers and judgments from the cache, so no call is sent after the driver,
    and questions never reached are never sent to a system or a judge.
+6. **The same outcome after it.** Failures are never cached (a later run asks again), so the
+   record keeps the calls the driver sent that failed (`failed_calls`: cache key -> reason) and
+   its judges' pilot decisions (`judge_pilot`, with the pilot's call keys for a judge it stopped).
+   Within the run, stages 02 and 03 take them (`driver_failures`, `driver_pilots`): a failed call
+   stays failed with its reason, not sent again, and a pilot is not run a second time (a stopped
+   judge is sent nothing more), so the looks and the report rest on the same judgments. A fresh
+   `cube run` runs the driver again, which asks every call anew.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -281,6 +290,8 @@ class _State:
     decisions: dict[str, Decision] = field(default_factory=dict)
     excluded: dict[str, str] = field(default_factory=dict)  # judge -> why it left the look's jury
     failures: dict[str, Any] = field(default_factory=dict)  # failed answers and judgments so far
+    failed_calls: dict[str, str] = field(default_factory=dict)  # cache key -> reason, every call
+    pilots: dict[str, dict[str, Any]] = field(default_factory=dict)  # judge -> its pilot's outcome
 
 
 def _num(x: Any) -> float | None:
@@ -296,9 +307,23 @@ def _judge_batch(run: Run, judges, dims, corpus, questions: pd.DataFrame, state:
 
     answers = build_answers(run.params, corpus, questions, run.paths.cache, progress=False)
     scores = score_answers(answers, judges, dims, corpus, questions=questions, progress=False)
+    _note_pilots(judges, scores, state)
     state.ids += questions["question_id"].astype(str).tolist()
     state.answers.append(answers)
     state.scores.append(scores[[c for c in ANALYSIS_SCORE_COLUMNS if c in scores]])
+
+
+def _note_pilots(judges, scores: pd.DataFrame, state: _State) -> None:
+    """Each judge's pilot outcome when its pilot ran (the first batch): its report, and for a
+    judge it stopped the cache keys of the pilot's calls (`Judge.pilot_calls` in stage 03)."""
+    for j in judges:
+        if j.pilot_report is None or j.name in state.pilots:
+            continue
+        outcome = dict(j.pilot_report)
+        if outcome.get("decision") == "stopped":
+            mine = scores[(scores["judge"] == j.name) & (scores["error_kind"] != "pilot")]
+            outcome["calls"] = sorted({str(c) for c in mine["call_id"] if c})
+        state.pilots[j.name] = outcome
 
 
 def _look(run: Run, units, rule: StopRule, state: _State) -> bool:
@@ -371,6 +396,7 @@ def drive(run: Run, corpus: pd.DataFrame, questions: pd.DataFrame) -> dict[str, 
         SequentialError: `analysis.sequential` is invalid for this set (every problem named).
     """
     from cube.judges import load_dimensions, make_judges
+    from cube.llm import failures_recorded
 
     params = run.params
     problems = sequential_problems(params, len(questions))
@@ -385,17 +411,18 @@ def drive(run: Run, corpus: pd.DataFrame, questions: pd.DataFrame) -> dict[str, 
     dims = load_dimensions(params, base_dir=run.base_dir)
     state, rule, why, stopped = _State(), stop_rule(params), None, False
     active = judges
-    for i, ids in enumerate(batches(units, sp.batch, sp.seed)):
-        _judge_batch(run, active, dims, corpus, by_id.loc[ids], state)
-        if i == 0:  # the judge calls per question are known once a batch is judged
-            per_question = _calls_per_question(judges, dims, corpus, by_id.loc[state.ids], state)
-            rule, why = _raised_rule(params, per_question, len(questions))
-            active = _after_pilot(judges, state)
-        if _look(run, units, rule, state):
-            stopped = len(state.ids) < len(questions)
-            break
-    used = by_id.loc[state.ids]
-    _audit_calls(run, judges, dims, corpus, used, state)
+    with failures_recorded() as state.failed_calls:
+        for i, ids in enumerate(batches(units, sp.batch, sp.seed)):
+            _judge_batch(run, active, dims, corpus, by_id.loc[ids], state)
+            if i == 0:  # the judge calls per question are known once a batch is judged
+                per_q = _calls_per_question(judges, dims, corpus, by_id.loc[state.ids], state)
+                rule, why = _raised_rule(params, per_q, len(questions))
+                active = _after_pilot(judges, state)
+            if _look(run, units, rule, state):
+                stopped = len(state.ids) < len(questions)
+                break
+        used = by_id.loc[state.ids]
+        _audit_calls(run, judges, dims, corpus, used, state)
     record = _record(run, rule, why, questions, used, state, stopped)
     run.record(sequential=record)
     return record
@@ -549,7 +576,47 @@ def _record(
         "final": _final(state),
         "excluded_judges": dict(state.excluded),
         "failures": state.failures,
+        "judge_pilot": state.pilots,
+        "failed_calls": dict(sorted(state.failed_calls.items())),
     }
+
+
+def _driver_record(run: Run) -> dict[str, Any]:
+    """The `sequential` record of this run's driver ({} when it did not run)."""
+    from cube.run.evaluate import recorded
+
+    rec = recorded(run).get("sequential")
+    return rec if isinstance(rec, dict) else {}
+
+
+@contextmanager
+def driver_failures(run: Run) -> Iterator[None]:
+    """Inside the block (stages 02 and 03 after the driver), a call the driver sent that failed is
+    not sent again: it fails with the driver's reason (`cube.llm.failures_replayed`). Nothing
+    changes in a run whose driver did not run."""
+    from cube.llm import failures_replayed
+
+    with failures_replayed(_driver_record(run).get("failed_calls") or {}):
+        yield
+
+
+def driver_pilots(run: Run, judges: list) -> list:
+    """The judges of stage 03 with the driver's pilot outcome: a judge its pilot let go on runs no
+    second pilot (its report kept); one it stopped takes its pilot's calls again and sends nothing
+    (`Judge.pilot_calls`). The judges unchanged when the driver did not run."""
+    pilots = _driver_record(run).get("judge_pilot") or {}
+    out = []
+    for j in judges:
+        outcome = pilots.get(j.name)
+        if not isinstance(outcome, dict) or j.model.offline:
+            out.append(j)
+            continue
+        report = {k: v for k, v in outcome.items() if k != "calls"}
+        if outcome.get("calls"):
+            out.append(replace(j, pilot_report=report, pilot_calls=frozenset(outcome["calls"])))
+        else:
+            out.append(replace(j, pilot=0, pilot_report=report))
+    return out
 
 
 def reached_questions(run: Run, corpus: pd.DataFrame, questions: pd.DataFrame) -> pd.DataFrame:

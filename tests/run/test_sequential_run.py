@@ -17,13 +17,13 @@ from cube.run.notebook import open_run
 from cube.run.sequential import SequentialError, batches, sequential_problems
 from cube.run.stages import stage_fingerprints
 from tests import ROOT
-from tests.openai_server import OpenAIServer, last_user_message
+from tests.openai_server import OpenAIServer, body_digest, last_user_message
 
 RECORD_KEYS = {
     "stop", "batch", "min_questions", "min_questions_why", "alpha", "max_width", "seed",
     "questions_available", "questions_used", "question_ids", "stopped_early", "reason",
     "thresholds", "calls", "cost_usd", "path", "final", "excluded_judges", "failures",
-    "systems", "watched",
+    "systems", "watched", "judge_pilot", "failed_calls",
 }  # fmt: skip
 PATH_KEYS = {"system", "quantity", "questions", "estimate", "lower", "upper", "fixed_lower",
              "fixed_upper"}  # fmt: skip
@@ -333,3 +333,72 @@ def test_a_judge_stopped_by_its_pilot_is_asked_once_and_leaves_the_jury(tmp_path
     assert "deaf" in rec["excluded_judges"] and "pilot" in rec["excluded_judges"]["deaf"]
     assert rec["final"]["bm25-top8"]["settled"] is True  # the jury without it could settle
     assert rec["failures"]["judgments"]["deaf"] > 0
+
+
+def _one_in_four(body: dict) -> bool:
+    """A fixed quarter of the calls (by their body): the server fails them, every time."""
+    return int(body_digest(body)[:8], 16) % 4 == 0
+
+
+def test_stages_02_and_03_take_the_drivers_failures_and_pilots_a_fresh_run_asks_again(
+    tmp_path, monkeypatch
+):
+    """Within a run, a call the driver sent that failed stays failed (with its reason) in stages
+    02-03 instead of being sent again, and a judge its pilot stopped gets no second pilot; a fresh
+    run of the driver asks the failed calls again (failures are never cached)."""
+    monkeypatch.setenv("CUBE_SEQ_KEY", "sk-seq-local")
+    with OpenAIServer(reply=fact_judge) as good, OpenAIServer(reply=lambda b: "no idea") as deaf:
+        good.fail("400", times=None, when=_one_in_four, message="refused by the test")
+        spec = {"provider": "openai", "api_key_env": "CUBE_SEQ_KEY"}
+        params = write_params(
+            tmp_path,
+            "fail",
+            models={
+                "good": {**spec, "model": "g", "base_url": good.url},
+                "deaf": {**spec, "model": "d", "base_url": deaf.url},
+            },  # fmt: skip
+            judges=[
+                {"name": "rubric", "model": {"provider": "offline", "model": "rubric-lenient"}},
+                {"name": "good", "model": "good"},
+                {"name": "deaf", "model": "deaf", "pilot": 10},
+            ],
+            analysis={
+                "weights": "equal",
+                "max_interval_width": 90,
+                "sequential": {"stop": "width", "batch": 10, "min_questions": 20},
+            },
+        )
+        run = open_run(params, tmp_path / "fail")
+        pipeline.corpus_stage(run)
+        pipeline.questions_stage(run)
+        refused = sum(map(_one_in_four, good.bodies))  # the calls the driver sent that failed
+        rec = record(run)
+        assert rec["stopped_early"] and rec["failed_calls"]
+        assert set(rec["failed_calls"].values()) == {next(iter(rec["failed_calls"].values()))}
+        assert "refused by the test" in next(iter(rec["failed_calls"].values()))
+        assert rec["judge_pilot"]["deaf"]["decision"] == "stopped"
+        assert 0 < len(rec["judge_pilot"]["deaf"]["calls"]) <= 10
+        good.reset_stats()
+        deaf.reset_stats()
+        pipeline.answers_stage(run)
+        scores = pipeline.scores_stage(run)
+        assert good.requests_total == 0  # the failed calls were not sent again
+        assert deaf.requests_total == 0  # no second pilot for the judge the first one stopped
+        # the judgments stage 03 saved are those the driver's last look counted
+        mine = scores[scores["judge"] == "good"]
+        assert int(mine["score"].isna().sum()) == rec["failures"]["judgments"]["good"] > 0
+        failed = mine[mine["error_kind"] == "call"]
+        assert len(failed) > 0 and failed["error"].str.contains("refused by the test").all()
+        assert set(failed["call_id"]) <= set(rec["failed_calls"])
+        deaf_rows = scores[scores["judge"] == "deaf"]
+        sent = deaf_rows[deaf_rows["error_kind"] != "pilot"]
+        assert set(sent["call_id"]) == set(rec["judge_pilot"]["deaf"]["calls"])
+        assert (deaf_rows["error_kind"] == "pilot").sum() > 0
+        pilot = json.loads(run.paths.results.read_text(encoding="utf-8"))["judge_pilot"]
+        assert pilot["deaf"]["decision"] == "stopped"
+        assert pilot["deaf"]["calls_not_sent"] == len(deaf_rows) - len(sent)
+        # a fresh run of the driver asks exactly the failed calls again (the rest is cached)
+        pipeline.questions_stage(run)
+        assert good.requests_total == refused >= len(rec["failed_calls"])
+        assert all(map(_one_in_four, good.bodies))
+        assert deaf.requests_total == 0
