@@ -43,6 +43,12 @@ batch prices for judges, which `cube batch` can send), and time at the model's c
 - **Time**: the calls to send x the median latency of this model's calls in the cache (or of the
   `--pilot` calls just sent, which the run then reuses from the cache) / its `max_concurrency`.
 
+- **Sequential runs** (`analysis.sequential`): the plan of the full set is the most the run will
+  send; `with_least` adds the least (`calls_least`, `to_send_least`, `cost_least`): the plan of
+  the questions of the driver's first batches up to its minimum (`min_questions` raised as the
+  driver raises it, `cube.run.sequential.effective_minimum`, from the judge calls per question
+  planned here), where the earliest stop can come. `cube plan` shows both.
+
 The plan is written into the run's manifest beside the usage actually reported (`plan_vs_actual`).
 """
 
@@ -699,6 +705,77 @@ def _table(plan: _Plan, cache_path: Path | None, pilot: int) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(PLAN_COLUMNS))
 
 
+LEAST = ("calls", "to_send", "cost")  # the columns `with_least` adds, as `<name>_least`
+
+
+def with_least(
+    plan: pd.DataFrame, params: Params, *, base_dir: Path, cache_path: Path | None = None
+) -> pd.DataFrame:
+    """The plan with, under `analysis.sequential`, the least a sequential run sends per row
+    (`calls_least`, `to_send_least`, `cost_least`: the plan of the driver's first batches up to
+    its effective minimum, `least_questions`) and `plan.attrs["sequential"]` (questions of the
+    full set and of the least, the minimum and why it was raised); the plan as it is otherwise."""
+    if params.analysis.sequential is None:
+        return plan
+    ids, facts = least_questions(plan, params, base_dir)
+    least = build_plan(params, base_dir=base_dir, cache_path=cache_path, question_ids=ids)
+    by_row = least.set_index(["role", "model"])
+    out = plan.copy()
+    for col in LEAST:
+        out[f"{col}_least"] = [
+            by_row[col].get((r, m), 0) for r, m in zip(plan["role"], plan["model"], strict=True)
+        ]
+    out.attrs["sequential"] = facts
+    return out
+
+
+def least_questions(
+    plan: pd.DataFrame, params: Params, base_dir: Path
+) -> tuple[list[str], dict[str, Any]]:
+    """The questions of the driver's first batches (its seeded order, whole families) up to its
+    effective minimum (`cube.run.sequential`, raised with the judge calls per question of
+    `plan`), and the facts `plan_text` says."""
+    from cube.kb.corpus import build_corpus
+    from cube.run.sequential import raised_rule, batches, unit_of
+
+    sp = params.analysis.sequential
+    assert sp is not None
+    corpus = build_corpus(params, base_dir=base_dir)
+    questions, _ = _plan_question_writing(_Plan(params), params, corpus, base_dir)
+    n = len(questions)
+    judge_calls = plan.loc[plan["role"] == "judging", "calls"].sum()
+    rule, why = raised_rule(params, float(judge_calls) / max(n, 1), n)
+    ids: list[str] = []
+    for batch in batches(unit_of(params, questions, corpus), sp.batch, sp.seed):
+        if len(ids) >= rule.min_questions:
+            break
+        ids += batch
+    facts = {
+        "questions_full": n,
+        "questions_least": len(ids),
+        "min_questions": rule.min_questions,
+        "min_questions_why": why,
+    }
+    return ids, facts
+
+
+def least_text(plan: pd.DataFrame) -> str:
+    """The lines `cube plan` adds under `analysis.sequential` ('' without it)."""
+    facts = plan.attrs.get("sequential")
+    if not facts or "calls_least" not in plan:
+        return ""
+    costs = plan["cost_least"]
+    cost = "n/a" if costs.isna().any() else f"{costs.sum():.4f}"
+    why = f" ({facts['min_questions_why']})" if facts.get("min_questions_why") else ""
+    return (
+        f"sequential (analysis.sequential): the totals above are the most it will send, on all "
+        f"{facts['questions_full']} questions; the least, if it stops at its first possible look "
+        f"({facts['questions_least']} questions: the first batches up to min_questions "
+        f"{facts['min_questions']}{why}): calls {int(plan['calls_least'].sum())}, to send "
+        f"{int(plan['to_send_least'].sum())}, cost {cost}"
+    )
+
+
 def plan_line(plan: pd.DataFrame) -> str:
     """The plan in one line for the run's log: calls, how many are to send, and why the others
     are not (in the cache, or computed offline)."""
@@ -759,9 +836,10 @@ def plan_text(plan: pd.DataFrame) -> str:
         cost = "n/a" if pd.isna(r["cost"]) else f"{r['cost']:.4f} {r['currency']}"
         batch = "" if pd.isna(r["batch_cost"]) else f" (batch {r['batch_cost']:.4f})"
         t = "n/a" if pd.isna(r["time_s"]) else f"{r['time_s']:.0f} s"
+        least = f", least {r['calls_least']}" if "calls_least" in r else ""
         lines.append(
             f"{r['role']:<20} {r['model']:<28} calls {r['calls']:>7} (cached {r['cached_calls']}, "
-            f"to send {r['to_send']})  prompt tokens "
+            f"to send {r['to_send']}{least})  prompt tokens "
             f"{r['prompt_tokens']:>10}{'' if r['exact'] else '*'}  completion "
             f"~{r['completion_tokens']} (max {r['completion_tokens_max']})  cost {cost}{batch}  "
             f"time {t}"
@@ -787,4 +865,5 @@ def plan_text(plan: pd.DataFrame) -> str:
             else ""
         )
     )
-    return "\n".join(lines)
+    least = least_text(plan)
+    return "\n".join(lines + ([least] if least else []))

@@ -416,7 +416,7 @@ def drive(run: Run, corpus: pd.DataFrame, questions: pd.DataFrame) -> dict[str, 
             _judge_batch(run, active, dims, corpus, by_id.loc[ids], state)
             if i == 0:  # the judge calls per question are known once a batch is judged
                 per_q = _calls_per_question(judges, dims, corpus, by_id.loc[state.ids], state)
-                rule, why = _raised_rule(params, per_q, len(questions))
+                rule, why = raised_rule(params, per_q, len(questions))
                 active = _after_pilot(judges, state)
             if _look(run, units, rule, state):
                 stopped = len(state.ids) < len(questions)
@@ -444,7 +444,7 @@ def _after_pilot(judges: list, state: _State) -> list:
     return out
 
 
-def _raised_rule(
+def raised_rule(
     params: Params, per_question: float, available: int
 ) -> tuple[StopRule, str | None]:
     """The stop rule with `effective_minimum` (at most the set's size: then the run goes to the
