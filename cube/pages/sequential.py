@@ -257,12 +257,12 @@ def final_table(record: SequentialRecord) -> pd.DataFrame:
 
 
 def _rule_words(record: SequentialRecord) -> str:
-    """The stop rule in words (plain text: the caller escapes it), naming the watched system under
+    """The stop rule in words (Markdown: a system's name escaped), naming the watched system under
     `systems: primary`."""
     whose = "every system's interval"
     if record.primary_only():
         whose = (
-            f"the primary system {', '.join(record.watched_systems())}'s interval "
+            f"the primary system {escape_text(', '.join(record.watched_systems()))}'s interval "
             "(analysis.sequential.systems: primary; the other systems' last intervals are "
             "reported, marked not settled where they are not)"
         )
@@ -315,7 +315,7 @@ def section_markdown(record: SequentialRecord | None, n_questions: int | None = 
         "",
         f"The run judged **{record.questions_used:,} of {record.questions_available:,} "
         f"questions**, {record.batch} at a time in a seeded order, with the rule: "
-        f"{esc(_rule_words(record))} (never before {record.min_questions} questions{why}; "
+        f"{_rule_words(record)} (never before {record.min_questions} questions{why}; "
         f"{100 * (1 - float(record.alpha)):g} % confidence sequences). "
         f"It {ended}.",
         "",

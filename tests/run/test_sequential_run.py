@@ -402,3 +402,60 @@ def test_stages_02_and_03_take_the_drivers_failures_and_pilots_a_fresh_run_asks_
         assert good.requests_total == refused >= len(rec["failed_calls"])
         assert all(map(_one_in_four, good.bodies))
         assert deaf.requests_total == 0
+
+
+def test_notebook_06_cells_show_the_record_the_driver_wrote(tmp_path):
+    """Notebook 06's sequential cells on a record the driver wrote (an offline run that stops at
+    its first possible look): the section's numbers, tables and drawn path are the record's."""
+    import numpy as np
+
+    from tests.pages.test_sequential_section import _by_gid, _cells
+
+    rule = {"stop": "width", "batch": 10, "min_questions": 20}
+    path = write_params(tmp_path, "nb06", analysis={"sequential": rule, "max_interval_width": 100})
+    run = open_run(path, tmp_path / "nb06")
+    pipeline.corpus_stage(run)
+    pipeline.questions_stage(run)
+    rec = record(run)
+    assert rec["stopped_early"] is True
+    shown: list = []
+    ns = {"run": run}
+    exec(_cells("cell-01"), ns)  # noqa: S102 - the notebook's own code
+    ns["display"] = shown.append
+    exec(_cells("cell-12").splitlines()[1], ns)  # noqa: S102 - `record = ...read_record(...)`
+    exec("section = " + _cells("cell-seq-1").splitlines()[-1], ns)  # noqa: S102
+    text = ns["section"].data
+    assert f"**{rec['questions_used']:,} of {rec['questions_available']:,} questions**" in text
+    assert f"never before {rec['min_questions']} questions" in text
+    assert (
+        f"{rec['calls']['used']:,} calls where the full set needs {rec['calls']['full_set']:,}"
+        in (text)
+    )
+    exec(_cells("cell-seq-2"), ns)  # noqa: S102
+    assert len(shown) == 3
+    summary = pd.read_csv(run.paths.tables / "sequential_summary.csv").set_index("what")
+    assert summary.loc["questions", "this_run"] == rec["questions_used"]
+    assert summary.loc["questions", "full_set"] == rec["questions_available"]
+    calls = summary.loc["calls (as cube plan counts them)"]
+    assert (calls["this_run"], calls["full_set"], calls["saved"]) == (
+        rec["calls"]["used"], rec["calls"]["full_set"], rec["calls"]["saved"]
+    )  # fmt: skip
+    final = pd.read_csv(run.paths.tables / "sequential_final.csv").set_index("system")
+    for system, last in rec["final"].items():
+        row = final.loc[system]
+        assert row["questions"] == rec["questions_used"]
+        assert bool(row["settled"]) is last["settled"]
+        for col, key in (("cube", "estimate"), ("sequence_lower", "lower"),
+                         ("sequence_upper", "upper"), ("fixed_n_lower", "fixed_lower"),
+                         ("fixed_n_upper", "fixed_upper")):  # fmt: skip
+            assert row[col] == pytest.approx(last[key], abs=1e-9)
+    fig = ns["plots_sequential"].sequence_path(ns["record"])
+    (ax,) = fig.axes
+    looks = [p for p in rec["path"] if p["quantity"] == "CuBE"]
+    (estimate,) = _by_gid(ax, "estimate")
+    np.testing.assert_allclose(estimate.get_xdata(), [p["questions"] for p in looks])
+    np.testing.assert_allclose(estimate.get_ydata(), [p["estimate"] for p in looks])
+    fixed = _by_gid(ax, "fixed-n")
+    np.testing.assert_allclose(fixed[0].get_ydata(), [p["fixed_lower"] for p in looks])
+    np.testing.assert_allclose(fixed[1].get_ydata(), [p["fixed_upper"] for p in looks])
+    assert (run.paths.figures / "fig_sequential_path.png").stat().st_size > 10_000
