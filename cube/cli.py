@@ -667,7 +667,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    from cube.run.plan import build_plan, plan_text, with_least
+    from cube.run.plan import build_plan, plan_text
+    from cube.run.sequential import with_least
 
     params = _load_params(args.params)
     cache = (

@@ -44,10 +44,11 @@ batch prices for judges, which `cube batch` can send), and time at the model's c
   `--pilot` calls just sent, which the run then reuses from the cache) / its `max_concurrency`.
 
 - **Sequential runs** (`analysis.sequential`): the plan of the full set is the most the run will
-  send; `with_least` adds the least (`calls_least`, `to_send_least`, `cost_least`): the plan of
-  the questions of the driver's first batches up to its minimum (`min_questions` raised as the
-  driver raises it, `cube.run.sequential.effective_minimum`, from the judge calls per question
-  planned here), where the earliest stop can come. `cube plan` shows both.
+  send; `cube.run.sequential.with_least` adds the least (`calls_least`, `to_send_least`,
+  `cost_least`): the plan of the questions of the driver's first batches up to its minimum
+  (`min_questions` raised as the driver raises it, `cube.run.sequential.effective_minimum`, from
+  the judge calls per question planned here, an upper bound for an offline judge, so the minimum
+  can be below the driver's), where the earliest stop can come. `cube plan` shows both.
 
 The plan is written into the run's manifest beside the usage actually reported (`plan_vs_actual`).
 """
@@ -703,60 +704,6 @@ def _table(plan: _Plan, cache_path: Path | None, pilot: int) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows, columns=list(PLAN_COLUMNS))
-
-
-LEAST = ("calls", "to_send", "cost")  # the columns `with_least` adds, as `<name>_least`
-
-
-def with_least(
-    plan: pd.DataFrame, params: Params, *, base_dir: Path, cache_path: Path | None = None
-) -> pd.DataFrame:
-    """The plan with, under `analysis.sequential`, the least a sequential run sends per row
-    (`calls_least`, `to_send_least`, `cost_least`: the plan of the driver's first batches up to
-    its effective minimum, `least_questions`) and `plan.attrs["sequential"]` (questions of the
-    full set and of the least, the minimum and why it was raised); the plan as it is otherwise."""
-    if params.analysis.sequential is None:
-        return plan
-    ids, facts = least_questions(plan, params, base_dir)
-    least = build_plan(params, base_dir=base_dir, cache_path=cache_path, question_ids=ids)
-    by_row = least.set_index(["role", "model"])
-    out = plan.copy()
-    for col in LEAST:
-        out[f"{col}_least"] = [
-            by_row[col].get((r, m), 0) for r, m in zip(plan["role"], plan["model"], strict=True)
-        ]
-    out.attrs["sequential"] = facts
-    return out
-
-
-def least_questions(
-    plan: pd.DataFrame, params: Params, base_dir: Path
-) -> tuple[list[str], dict[str, Any]]:
-    """The questions of the driver's first batches (its seeded order, whole families) up to its
-    effective minimum (`cube.run.sequential`, raised with the judge calls per question of
-    `plan`), and the facts `plan_text` says."""
-    from cube.kb.corpus import build_corpus
-    from cube.run.sequential import raised_rule, batches, unit_of
-
-    sp = params.analysis.sequential
-    assert sp is not None
-    corpus = build_corpus(params, base_dir=base_dir)
-    questions, _ = _plan_question_writing(_Plan(params), params, corpus, base_dir)
-    n = len(questions)
-    judge_calls = plan.loc[plan["role"] == "judging", "calls"].sum()
-    rule, why = raised_rule(params, float(judge_calls) / max(n, 1), n)
-    ids: list[str] = []
-    for batch in batches(unit_of(params, questions, corpus), sp.batch, sp.seed):
-        if len(ids) >= rule.min_questions:
-            break
-        ids += batch
-    facts = {
-        "questions_full": n,
-        "questions_least": len(ids),
-        "min_questions": rule.min_questions,
-        "min_questions_why": why,
-    }
-    return ids, facts
 
 
 def least_text(plan: pd.DataFrame) -> str:

@@ -51,6 +51,7 @@ import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -74,6 +75,7 @@ from cube.run.notebook import Run
 
 JACKKNIFE_GROUPS = 40  # leave-out groups of a look (`cube.method.sequential.jackknife_groups`)
 COST_ROLES = ("answering", "judging", "audit")  # the calls the record counts (not question writing)
+LEAST = ("calls", "to_send", "cost")  # the plan's columns `with_least` adds, as `<name>_least`
 WATCH = ("all", "primary")  # analysis.sequential.systems: the systems whose intervals stop the run
 
 
@@ -444,9 +446,7 @@ def _after_pilot(judges: list, state: _State) -> list:
     return out
 
 
-def raised_rule(
-    params: Params, per_question: float, available: int
-) -> tuple[StopRule, str | None]:
+def raised_rule(params: Params, per_question: float, available: int) -> tuple[StopRule, str | None]:
     """The stop rule with `effective_minimum` (at most the set's size: then the run goes to the
     end, and the sentence says so)."""
     minimum, why = effective_minimum(params, per_question)
@@ -481,6 +481,60 @@ def _calls_and_cost(run: Run, used_ids: list[str] | None) -> tuple[int | None, f
     rows = plan[plan["role"].isin(COST_ROLES)]
     cost = pd.to_numeric(rows["cost"], errors="coerce")
     return int(rows["calls"].sum()), (None if cost.isna().any() else float(cost.sum()))
+
+
+# ------------------------------------------------------------------------- cube plan
+def with_least(
+    plan: pd.DataFrame, params: Params, *, base_dir: Path, cache_path: Path | None = None
+) -> pd.DataFrame:
+    """The plan with, under `analysis.sequential`, the least a sequential run sends per row
+    (`calls_least`, `to_send_least`, `cost_least`: the plan of the driver's first batches up to
+    its effective minimum, `least_questions`) and `plan.attrs["sequential"]` (questions of the
+    full set and of the least, the minimum and why it was raised); the plan as it is otherwise."""
+    if params.analysis.sequential is None:
+        return plan
+    ids, facts = least_questions(plan, params, base_dir)
+    from cube.run.plan import build_plan
+
+    least = build_plan(params, base_dir=base_dir, cache_path=cache_path, question_ids=ids)
+    by_row = least.set_index(["role", "model"])
+    out = plan.copy()
+    for col in LEAST:
+        out[f"{col}_least"] = [
+            by_row[col].get((r, m), 0) for r, m in zip(plan["role"], plan["model"], strict=True)
+        ]
+    out.attrs["sequential"] = facts
+    return out
+
+
+def least_questions(
+    plan: pd.DataFrame, params: Params, base_dir: Path
+) -> tuple[list[str], dict[str, Any]]:
+    """The questions of the driver's first batches (its seeded order, whole families) up to its
+    effective minimum (`cube.run.sequential`, raised with the judge calls per question of
+    `plan`), and the facts `plan_text` says."""
+    from cube.kb.corpus import build_corpus
+    from cube.run.plan import _Plan, _plan_question_writing
+
+    sp = params.analysis.sequential
+    assert sp is not None
+    corpus = build_corpus(params, base_dir=base_dir)
+    questions, _ = _plan_question_writing(_Plan(params), params, corpus, base_dir)
+    n = len(questions)
+    judge_calls = plan.loc[plan["role"] == "judging", "calls"].sum()
+    rule, why = raised_rule(params, float(judge_calls) / max(n, 1), n)
+    ids: list[str] = []
+    for batch in batches(unit_of(params, questions, corpus), sp.batch, sp.seed):
+        if len(ids) >= rule.min_questions:
+            break
+        ids += batch
+    facts = {
+        "questions_full": n,
+        "questions_least": len(ids),
+        "min_questions": rule.min_questions,
+        "min_questions_why": why,
+    }
+    return ids, facts
 
 
 def _saved(used: float | None, full: float | None) -> float | None:

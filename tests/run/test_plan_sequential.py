@@ -6,7 +6,8 @@ import json
 
 from cube.run import pipeline
 from cube.run.notebook import open_run
-from cube.run.plan import build_plan, plan_text, with_least
+from cube.run.plan import build_plan, plan_text
+from cube.run.sequential import with_least
 from tests import ROOT
 from tests.run.test_sequential_run import write_params
 
@@ -14,9 +15,7 @@ from tests.run.test_sequential_run import write_params
 def test_plan_says_the_most_and_the_least_a_sequential_run_sends(tmp_path):
     # stop: width with a width any interval meets: the driver stops at its first possible look
     rule = {"stop": "width", "batch": 10, "min_questions": 20}
-    path = write_params(
-        tmp_path, "plan", analysis={"sequential": rule, "max_interval_width": 100}
-    )
+    path = write_params(tmp_path, "plan", analysis={"sequential": rule, "max_interval_width": 100})
     run = open_run(path, tmp_path / "plan")
     full = build_plan(run.params, base_dir=ROOT)
     plan = with_least(full, run.params, base_dir=ROOT)
