@@ -47,8 +47,8 @@ batch prices for judges, which `cube batch` can send), and time at the model's c
   send; `cube.run.sequential.with_least` adds the least (`calls_least`, `to_send_least`,
   `cost_least`): the plan of the questions of the driver's first batches up to its minimum
   (`min_questions` raised as the driver raises it, `cube.run.sequential.effective_minimum`, from
-  the judge calls per question planned here, an upper bound for an offline judge, so the minimum
-  can be below the driver's), where the earliest stop can come. `cube plan` shows both.
+  the first batch's judge calls per question as the driver counts them when every system answers
+  offline, else from the plan's), where the earliest stop can come. `cube plan` shows both.
 
 The plan is written into the run's manifest beside the usage actually reported (`plan_vs_actual`).
 """
@@ -714,6 +714,9 @@ def least_text(plan: pd.DataFrame) -> str:
     costs = plan["cost_least"]
     cost = "n/a" if costs.isna().any() else f"{costs.sum():.4f}"
     why = f" ({facts['min_questions_why']})" if facts.get("min_questions_why") else ""
+    why += f", judge calls per question from {facts['min_questions_from']}" * bool(
+        facts.get("min_questions_from")
+    )
     return (
         f"sequential (analysis.sequential): the totals above are the most it will send, on all "
         f"{facts['questions_full']} questions; the least, if it stops at its first possible look "

@@ -511,8 +511,10 @@ def least_questions(
     plan: pd.DataFrame, params: Params, base_dir: Path
 ) -> tuple[list[str], dict[str, Any]]:
     """The questions of the driver's first batches (its seeded order, whole families) up to its
-    effective minimum (`cube.run.sequential`, raised with the judge calls per question of
-    `plan`), and the facts `plan_text` says."""
+    effective minimum, and the facts `plan_text` says. The minimum is raised with the judge calls
+    per question of the first batch as the driver counts them (`_first_batch_calls`) when every
+    system answers offline; else with the plan's (an upper bound for an offline judge, so the
+    minimum may be below the run's: `min_questions_from` says which)."""
     from cube.kb.corpus import build_corpus
     from cube.run.plan import _Plan, _plan_question_writing
 
@@ -520,11 +522,17 @@ def least_questions(
     assert sp is not None
     corpus = build_corpus(params, base_dir=base_dir)
     questions, _ = _plan_question_writing(_Plan(params), params, corpus, base_dir)
+    questions = questions.assign(question_id=questions["question_id"].astype(str))
     n = len(questions)
-    judge_calls = plan.loc[plan["role"] == "judging", "calls"].sum()
-    rule, why = raised_rule(params, float(judge_calls) / max(n, 1), n)
+    order = batches(unit_of(params, questions, corpus), sp.batch, sp.seed)
+    per_q = _first_batch_calls(plan, params, corpus, questions, order[0] if order else [], base_dir)
+    source = "the driver's count on its first batch"
+    if per_q is None:
+        per_q = float(plan.loc[plan["role"] == "judging", "calls"].sum()) / max(n, 1)
+        source = "the plan's judge calls (an upper bound: the run's minimum may be higher)"
+    rule, why = raised_rule(params, per_q, n)
     ids: list[str] = []
-    for batch in batches(unit_of(params, questions, corpus), sp.batch, sp.seed):
+    for batch in order:
         if len(ids) >= rule.min_questions:
             break
         ids += batch
@@ -533,8 +541,29 @@ def least_questions(
         "questions_least": len(ids),
         "min_questions": rule.min_questions,
         "min_questions_why": why,
+        "min_questions_from": source,
     }
     return ids, facts
+
+
+def _first_batch_calls(
+    plan: pd.DataFrame, params: Params, corpus, questions: pd.DataFrame, ids, base_dir: Path
+) -> float | None:
+    """The judge calls per question of the driver's first batch, counted as the driver counts them
+    (`_calls_per_question`), when every system answers offline (the plan's answering rows are all
+    offline: no call is sent); None otherwise."""
+    from cube.judges import load_dimensions, make_judges
+    from cube.run.audit import judge_calls, stage_requests
+    from cube.systems import build_answers
+
+    answering = plan[plan["role"] == "answering"]
+    if not ids or not (answering["tokens_by"] == "offline (no tokens)").all():
+        return None
+    first = questions[questions["question_id"].isin(set(ids))]
+    answers = build_answers(params, corpus, first, None, progress=False)
+    judges = make_judges(params, None)
+    dims = load_dimensions(params, base_dir=base_dir)
+    return judge_calls(judges, stage_requests(judges, answers, corpus, first, dims)) / len(first)
 
 
 def _saved(used: float | None, full: float | None) -> float | None:
