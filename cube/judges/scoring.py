@@ -359,7 +359,7 @@ def _pilot_calls(
     known = judge.pilot_calls
     if known is None:
         return units, requests, min(judge.pilot, len(requests)), False
-    key = judge.model._key  # type: ignore[attr-defined]  # the cache key of a call
+    key = judge.model.call_key  # type: ignore[attr-defined]  # an LLM's cache key of a call
     first = [i for i, r in enumerate(requests) if key(r) in known]
     if not first:
         return units, requests, min(judge.pilot, len(requests)), False

@@ -439,6 +439,10 @@ class OpenAIModel(Model):
         warn_truncated(self.name, self.spec, out)  # type: ignore[arg-type]
         return out  # type: ignore[return-value]
 
+    def call_key(self, request: Request) -> str:
+        """The cache key of a call (`_key`), e.g. to recognise the calls a pilot made."""
+        return self._key(request)
+
     def _key(self, request: Request) -> str:
         """The cache key of a call: sha256 of the canonical JSON of the wire's `key_payload`
         (`cache_key` for chat completions)."""

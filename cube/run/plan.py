@@ -192,6 +192,12 @@ def build_plan(
     return _table(plan, cache_path, pilot)
 
 
+def planned_questions(params: Params, corpus: pd.DataFrame, base_dir: Path) -> pd.DataFrame:
+    """The questions a plan counts with (the real ones when known before the run, else
+    stand-ins): those of `_plan_question_writing`, for `cube.run.sequential.with_least`."""
+    return _plan_question_writing(_Plan(params), params, corpus, base_dir)[0]
+
+
 def _plan_question_writing(
     plan: _Plan, params: Params, corpus: pd.DataFrame, base_dir: Path
 ) -> tuple[pd.DataFrame, bool]:

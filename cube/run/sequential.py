@@ -516,12 +516,12 @@ def least_questions(
     system answers offline; else with the plan's (an upper bound for an offline judge, so the
     minimum may be below the run's: `min_questions_from` says which)."""
     from cube.kb.corpus import build_corpus
-    from cube.run.plan import _Plan, _plan_question_writing
+    from cube.run.plan import planned_questions
 
     sp = params.analysis.sequential
     assert sp is not None
     corpus = build_corpus(params, base_dir=base_dir)
-    questions, _ = _plan_question_writing(_Plan(params), params, corpus, base_dir)
+    questions = planned_questions(params, corpus, base_dir)
     questions = questions.assign(question_id=questions["question_id"].astype(str))
     n = len(questions)
     order = batches(unit_of(params, questions, corpus), sp.batch, sp.seed)
