@@ -668,6 +668,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _cmd_plan(args: argparse.Namespace) -> int:
     from cube.run.plan import build_plan, plan_text
+    from cube.run.sequential import with_least
 
     params = _load_params(args.params)
     cache = (
@@ -676,6 +677,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         else RunPaths.for_params(params, resolve(params.outputs_dir)).cache
     )
     plan = build_plan(params, base_dir=project_root(), cache_path=cache, pilot=args.pilot)
+    plan = with_least(plan, params, base_dir=project_root(), cache_path=cache)  # sequential
     print(plan.to_json(orient="records", indent=1) if args.json else plan_text(plan))
     return 0
 

@@ -414,6 +414,12 @@ class SequentialParams(StrictModel):
     target_questions: int = Field(
         100, description="Sample size at which the sequence's boundary is tightest."
     )
+    systems: str = Field(
+        "all",
+        description="all: stop when every system's interval is settled; primary: when the primary "
+        "system's (the first of systems) is (the others' final intervals are still reported, "
+        "marked not settled where they are not).",
+    )
 
 
 class AnalysisParams(StrictModel):

@@ -73,6 +73,10 @@ class Judge:
         insist: Go on whatever the pilot says.
         pilot_report: Filled by `score_answers`: the pilot's calls, replies, parsed replies,
             decision, calls not sent and example replies (None when no pilot ran).
+        pilot_calls: The pilot already ran in this run and stopped the judge (the sequential
+            driver, in stage 02; `pilot_report` is its report): the cache keys of its calls, the
+            only ones taken again (from the cache, or the run's failed calls); every other
+            call is a row 'pilot', not sent. None: the pilot runs here (when `pilot` > 0).
     """
 
     name: str
@@ -85,6 +89,7 @@ class Judge:
     pilot_min_parsed: float = 0.5
     insist: bool = False
     pilot_report: dict[str, Any] | None = None
+    pilot_calls: frozenset[str] | None = None
 
 
 def make_judges(params: Params, cache_path: Path | None) -> list[Judge]:
@@ -273,7 +278,7 @@ def _score_slice(
     """Score `records` with one judge: its rows as one frame appended to `frames`, the rows of
     missing answers (not judged) to `skipped_rows`."""
     units, requests, skipped = judge_requests(judge, records, dimensions)
-    n_pilot = min(judge.pilot, len(requests)) if not judge.model.offline else 0
+    units, requests, n_pilot, decided = _pilot_calls(judge, units, requests)
     responses = (
         _complete_prefix_order(judge, requests[:n_pilot], f"{desc} (pilot)", progress)
         if n_pilot
@@ -287,9 +292,12 @@ def _score_slice(
     unit_rows = [
         _rows_for(judge, *unit, resp) for unit, resp in zip(units, responses, strict=False)
     ]
-    if n_pilot:
+    if n_pilot and not decided:
         judge.pilot_report = pilot_decision(judge, unit_rows, len(requests) - n_pilot)
-    if (
+    elif decided:  # the pilot's decision as it was taken, its calls not sent counted here
+        not_sent = len(requests) - n_pilot
+        judge.pilot_report = {**(judge.pilot_report or {}), "calls_not_sent": not_sent}
+    if decided or (
         n_pilot and judge.pilot_report["decision"] == "stopped"
     ):  # the rest is never sent: rows 'pilot'
         reason = judge.pilot_report[
@@ -338,6 +346,26 @@ def _score_slice(
                 no_call_accounting(judge.model.name, "judging"),
             )
         )
+
+
+def _pilot_calls(
+    judge: Judge, units: list, requests: list[llm.Request]
+) -> tuple[list, list[llm.Request], int, bool]:
+    """The judge's units and requests with its pilot's first, the pilot's size, and whether the
+    pilot was decided before (`Judge.pilot_calls`: only those calls are taken again; when none of
+    them is among these requests, e.g. the judge's prompts changed since, the pilot runs here)."""
+    if judge.model.offline:
+        return units, requests, 0, False
+    known = judge.pilot_calls
+    if known is None:
+        return units, requests, min(judge.pilot, len(requests)), False
+    key = judge.model.call_key  # type: ignore[attr-defined]  # an LLM's cache key of a call
+    first = [i for i, r in enumerate(requests) if key(r) in known]
+    if not first:
+        return units, requests, min(judge.pilot, len(requests)), False
+    chosen = set(first)
+    order = first + [i for i in range(len(requests)) if i not in chosen]
+    return [units[i] for i in order], [requests[i] for i in order], len(first), True
 
 
 def _complete_prefix_order(

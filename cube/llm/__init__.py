@@ -41,6 +41,8 @@ _LAZY = {
         "cube.llm.models": (
             "LLMConfigError",
             "Model",
+            "failures_recorded",
+            "failures_replayed",
             "OfflineModel",
             "OpenAIModel",
             "make_model",
@@ -71,6 +73,8 @@ __all__ = [
     "Response",
     "cache_key",
     "call_cost",
+    "failures_recorded",
+    "failures_replayed",
     "key_payload",
     "make_model",
     "no_call_accounting",

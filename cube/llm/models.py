@@ -40,6 +40,7 @@ retries, composing `wire`, `retry`, `breaker` and `pool`), `cache` (the SQLite c
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import copy
 import functools
 import hashlib
@@ -49,7 +50,8 @@ import random
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -220,15 +222,63 @@ def make_model(spec: ModelSpec, cache_path: Path | None = None) -> Model:
 
 
 def run_sync(coro: Any) -> Any:
-    """Run a coroutine from sync code, also inside a running event loop (Jupyter)."""
+    """Run a coroutine from sync code, also inside a running event loop (Jupyter: in a thread,
+    with the caller's context variables, so `failures_recorded` and `failures_replayed` hold
+    there too)."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(coro)
     import concurrent.futures
 
+    context = contextvars.copy_context()
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coro).result()
+        return pool.submit(context.run, asyncio.run, coro).result()
+
+
+# ------------------------------------------------------------------- a run's failed calls
+# Failures are never cached (a later run asks again), but within one run the stages after the
+# sequential driver must rest on the driver's outcome: a call it sent that failed stays failed,
+# with its reason, instead of being sent again (`cube.run.sequential`).
+_RECORDED: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
+    "cube_failures_recorded", default=None
+)
+_REPLAYED: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar(
+    "cube_failures_replayed", default=None
+)
+
+
+@contextmanager
+def failures_recorded() -> Iterator[dict[str, str]]:
+    """Inside the block, every call an `OpenAIModel` sends that fails is added to the dict it
+    yields (its cache key -> the failure's reason)."""
+    failed: dict[str, str] = {}
+    token = _RECORDED.set(failed)
+    try:
+        yield failed
+    finally:
+        _RECORDED.reset(token)
+
+
+@contextmanager
+def failures_replayed(failed: Mapping[str, str]) -> Iterator[None]:
+    """Inside the block, a call whose cache key is in `failed` (from `failures_recorded`) and that
+    the cache does not hold is not sent: its response is that failure, with its reason."""
+    token = _REPLAYED.set(failed)
+    try:
+        yield
+    finally:
+        _REPLAYED.reset(token)
+
+
+def _replayed_failure(key: str, model: str) -> Response | None:
+    """The recorded failure of call `key` (no call, nothing spent), None when none is replayed."""
+    failed = _REPLAYED.get()
+    if not failed or key not in failed:
+        return None
+    return Response(
+        None, failed[key], model=model, call_id=key, detail={"cache_key": key, "replayed": True}
+    )
 
 
 # ---------------------------------------------------------------------- OpenAI-compatible endpoints
@@ -358,6 +408,8 @@ class OpenAIModel(Model):
             for i, k in enumerate(keys):
                 if k in hits:
                     out[i] = cached_response(hits[k], k)
+                elif (failure := _replayed_failure(k, self.spec.model)) is not None:
+                    out[i] = failure  # failed earlier in this run: not sent again
                 else:
                     todo.setdefault(k, []).append(i)
             self.counts.update(
@@ -386,6 +438,10 @@ class OpenAIModel(Model):
             raise RuntimeError(f"{self.name}: no response for request(s) {missing[:5]}")
         warn_truncated(self.name, self.spec, out)  # type: ignore[arg-type]
         return out  # type: ignore[return-value]
+
+    def call_key(self, request: Request) -> str:
+        """The cache key of a call (`_key`), e.g. to recognise the calls a pilot made."""
+        return self._key(request)
 
     def _key(self, request: Request) -> str:
         """The cache key of a call: sha256 of the canonical JSON of the wire's `key_payload`
@@ -439,6 +495,8 @@ class OpenAIModel(Model):
                 elif cache is not None:
                     cache.release(owner, [key])
                 self.counts.update(calls=1, failed=int(not resp.ok))
+                if not resp.ok and (recorded := _RECORDED.get()) is not None:
+                    recorded[key] = str(resp.error)
             for j in where:
                 out[j] = replace(resp, detail=dict(resp.detail or {}))
             bar.update(len(where))

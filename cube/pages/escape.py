@@ -57,6 +57,18 @@ def jinja_finalize(value: Any) -> Any:
     return value
 
 
+def code_spans(value: Any) -> Any:
+    """`value` escaped (`escape_text`), its backtick spans (`stages.validation: off`) as `<code>`
+    elements: for a sentence written for Markdown and shown in an HTML page (the index page's
+    reason a stage was skipped). An unpaired backtick stays a backtick."""
+    from markupsafe import Markup
+
+    parts = escape_text(value).split("`")
+    if len(parts) % 2 == 0:  # an odd number of backticks: the last one is text
+        parts[-2:] = [parts[-2] + "`" + parts[-1]]
+    return Markup("".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts)))
+
+
 # The sanitiser's allow-list: the tags of text, tables, code and figures; the attributes that
 # style them (nbconvert's and our tables' classes, the verdict badge's inline style); links to
 # http(s), mail and relative targets (the judgment browser's `#` filters); `data:` only for an

@@ -327,7 +327,7 @@ def write_index(
     )
     from cube.method.analysis import p_is
     from cube.pages.display import format_p
-    from cube.pages.escape import jinja_finalize
+    from cube.pages.escape import code_spans, jinja_finalize
     from cube.pages.sequential import questions_phrase, read_record
 
     env = jinja2.Environment(
@@ -336,6 +336,7 @@ def write_index(
     env.filters["num"] = _num
     env.filters["pval"] = format_p  # the one p-value formatter: "< 0.0001" below 1e-4
     env.filters["p_is"] = p_is  # "p = 0.012" but "p < 0.0001"
+    env.filters["code_spans"] = code_spans  # a Markdown sentence's `code` as <code>, escaped
     template = env.from_string(
         resources.files("cube.pages").joinpath("templates", "index.html.j2").read_text("utf-8")
     )

@@ -88,6 +88,17 @@ class SequentialRecord:
     cost_usd: dict[str, Any] | None = None
     max_width: float | None = None
     min_questions_why: str | None = None
+    systems: str | None = None  # analysis.sequential.systems: all | primary (None: older records)
+    watched: list[str] | None = None  # the systems whose intervals could stop the run
+
+    def watched_systems(self) -> list[str]:
+        """The systems whose settled intervals stopped (or could have stopped) the run: those
+        the record names, every system of `final` when it names none (`systems: all`)."""
+        return [str(s) for s in self.watched] if self.watched else [str(s) for s in self.final]
+
+    def primary_only(self) -> bool:
+        """Whether the run waited only for its primary system (`systems: primary`)."""
+        return self.systems == "primary"
 
     @classmethod
     def read(cls, raw: Mapping[str, Any]) -> SequentialRecord:
@@ -95,7 +106,7 @@ class SequentialRecord:
         problems = record_problems(raw)
         if problems:
             raise ValueError("results.json sequential: " + "; ".join(problems))
-        optional = ("calls", "cost_usd", "max_width", "min_questions_why")
+        optional = ("calls", "cost_usd", "max_width", "min_questions_why", "systems", "watched")
         return cls(**{k: raw[k] for k in _REQUIRED}, **{k: raw.get(k) for k in optional})
 
     def path_of(self, system: str, quantity: str = "CuBE") -> pd.DataFrame:
@@ -165,7 +176,8 @@ def questions_phrase(record: SequentialRecord | None) -> str:
     interval 57.8-62.1 spans 60)'; '' for a fixed-n run. Plain text: a page escapes it."""
     if record is None:
         return ""
-    settled = bool(record.final) and all(bool(f.get("settled")) for f in record.final.values())
+    watched = [record.final.get(s, {}) for s in record.watched_systems()]
+    settled = bool(watched) and all(bool(f.get("settled")) for f in watched)
     how = (
         "stopped early"
         if record.stopped_early
@@ -245,12 +257,18 @@ def final_table(record: SequentialRecord) -> pd.DataFrame:
 
 
 def _rule_words(record: SequentialRecord) -> str:
-    """The stop rule in words."""
-    if record.stop == "width":
-        return (
-            f"stop once every system's interval is at most {_number(record.max_width)} points wide"
+    """The stop rule in words (Markdown: a system's name escaped), naming the watched system under
+    `systems: primary`."""
+    whose = "every system's interval"
+    if record.primary_only():
+        whose = (
+            f"the primary system {escape_text(', '.join(record.watched_systems()))}'s interval "
+            "(analysis.sequential.systems: primary; the other systems' last intervals are "
+            "reported, marked not settled where they are not)"
         )
-    return "stop once every system's interval lies inside one verdict band"
+    if record.stop == "width":
+        return f"stop once {whose} is at most {_number(record.max_width)} points wide"
+    return f"stop once {whose} lies inside one verdict band"
 
 
 def _number(value: Any, digits: int = 1) -> str:

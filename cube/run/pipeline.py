@@ -233,11 +233,13 @@ def judge_pilot_table(run: Run) -> pd.DataFrame:
 
 def answers_stage(run: Run) -> pd.DataFrame:
     """Answer the question set with every system (`rag`) and write the two bound sets."""
+    from cube.run.sequential import driver_failures
     from cube.systems import build_answers
 
     run.require("corpus", "questions")  # one message naming every stage to run first
     corpus, questions = run.load("corpus"), run.load("questions")
-    answers = build_answers(run.params, corpus, questions, run.paths.cache)
+    with driver_failures(run):  # a call the sequential driver sent that failed stays failed
+        answers = build_answers(run.params, corpus, questions, run.paths.cache)
     run.save("answers", answers)
     run.record(
         answers=len(answers),
@@ -259,14 +261,18 @@ def scores_stage(run: Run) -> pd.DataFrame:
 
     run.require("corpus", "questions", "answers")
     corpus, questions, answers = run.load("corpus"), run.load("questions"), run.load("answers")
-    judges = make_judges(run.params, run.paths.cache)
+    from cube.run.sequential import driver_failures, driver_pilots
+
+    judges = driver_pilots(run, make_judges(run.params, run.paths.cache))  # no second pilot
     dimensions = load_dimensions(run.params, base_dir=run.base_dir)
-    scores = score_answers(answers, judges, dimensions, corpus, questions=questions)
+    with driver_failures(run):  # a call the sequential driver sent that failed stays failed
+        scores = score_answers(answers, judges, dimensions, corpus, questions=questions)
     run.save("scores", scores)
     # the judging pilots' reports, taken before the audit scores its probes with the same judges
     pilots = [j.pilot_report for j in judges if j.pilot_report]
     n_judge = stage_judge_calls(judges, answers, corpus, questions, dimensions, scores)
-    audit, n_audit = audit_stage(run, judges, dimensions, corpus, questions, answers, n_judge)
+    with driver_failures(run):
+        audit, n_audit = audit_stage(run, judges, dimensions, corpus, questions, answers, n_judge)
     # calls in flight reached (issue 15), per judge with an endpoint; always written, so that a
     # re-run whose calls were all cached does not keep the previous run's figures (record() merges
     # keys)

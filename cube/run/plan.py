@@ -43,6 +43,13 @@ batch prices for judges, which `cube batch` can send), and time at the model's c
 - **Time**: the calls to send x the median latency of this model's calls in the cache (or of the
   `--pilot` calls just sent, which the run then reuses from the cache) / its `max_concurrency`.
 
+- **Sequential runs** (`analysis.sequential`): the plan of the full set is the most the run will
+  send; `cube.run.sequential.with_least` adds the least (`calls_least`, `to_send_least`,
+  `cost_least`): the plan of the questions of the driver's first batches up to its minimum
+  (`min_questions` raised as the driver raises it, `cube.run.sequential.effective_minimum`, from
+  the first batch's judge calls per question as the driver counts them when every system answers
+  offline, else from the plan's), where the earliest stop can come. `cube plan` shows both.
+
 The plan is written into the run's manifest beside the usage actually reported (`plan_vs_actual`).
 """
 
@@ -183,6 +190,12 @@ def build_plan(
     judge_calls, audit_inputs = _plan_judging(plan, params, records, dimensions, n_stand_in)
     _plan_audit(plan, params, audit_inputs, judge_calls, len(questions))
     return _table(plan, cache_path, pilot)
+
+
+def planned_questions(params: Params, corpus: pd.DataFrame, base_dir: Path) -> pd.DataFrame:
+    """The questions a plan counts with (the real ones when known before the run, else
+    stand-ins): those of `_plan_question_writing`, for `cube.run.sequential.with_least`."""
+    return _plan_question_writing(_Plan(params), params, corpus, base_dir)[0]
 
 
 def _plan_question_writing(
@@ -699,6 +712,26 @@ def _table(plan: _Plan, cache_path: Path | None, pilot: int) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(PLAN_COLUMNS))
 
 
+def least_text(plan: pd.DataFrame) -> str:
+    """The lines `cube plan` adds under `analysis.sequential` ('' without it)."""
+    facts = plan.attrs.get("sequential")
+    if not facts or "calls_least" not in plan:
+        return ""
+    costs = plan["cost_least"]
+    cost = "n/a" if costs.isna().any() else f"{costs.sum():.4f}"
+    why = f" ({facts['min_questions_why']})" if facts.get("min_questions_why") else ""
+    why += f", judge calls per question from {facts['min_questions_from']}" * bool(
+        facts.get("min_questions_from")
+    )
+    return (
+        f"sequential (analysis.sequential): the totals above are the most it will send, on all "
+        f"{facts['questions_full']} questions; the least, if it stops at its first possible look "
+        f"({facts['questions_least']} questions: the first batches up to min_questions "
+        f"{facts['min_questions']}{why}): calls {int(plan['calls_least'].sum())}, to send "
+        f"{int(plan['to_send_least'].sum())}, cost {cost}"
+    )
+
+
 def plan_line(plan: pd.DataFrame) -> str:
     """The plan in one line for the run's log: calls, how many are to send, and why the others
     are not (in the cache, or computed offline)."""
@@ -759,9 +792,10 @@ def plan_text(plan: pd.DataFrame) -> str:
         cost = "n/a" if pd.isna(r["cost"]) else f"{r['cost']:.4f} {r['currency']}"
         batch = "" if pd.isna(r["batch_cost"]) else f" (batch {r['batch_cost']:.4f})"
         t = "n/a" if pd.isna(r["time_s"]) else f"{r['time_s']:.0f} s"
+        least = f", least {r['calls_least']}" if "calls_least" in r else ""
         lines.append(
             f"{r['role']:<20} {r['model']:<28} calls {r['calls']:>7} (cached {r['cached_calls']}, "
-            f"to send {r['to_send']})  prompt tokens "
+            f"to send {r['to_send']}{least})  prompt tokens "
             f"{r['prompt_tokens']:>10}{'' if r['exact'] else '*'}  completion "
             f"~{r['completion_tokens']} (max {r['completion_tokens_max']})  cost {cost}{batch}  "
             f"time {t}"
@@ -787,4 +821,5 @@ def plan_text(plan: pd.DataFrame) -> str:
             else ""
         )
     )
-    return "\n".join(lines)
+    least = least_text(plan)
+    return "\n".join(lines + ([least] if least else []))

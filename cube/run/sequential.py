@@ -24,8 +24,11 @@ stages after it are the ordinary notebooks on the questions it reached:
    of 41 rows per system. The jury leaves out the judges the validity gate will certainly exclude
    (stopped by their pilot, which runs once, on the first batch; failed judgments above
    `analysis.gate_max_failure_rate`), named in the record with the failures counted so far.
-4. **Stop** (`decide`) when every system's jury interval is settled (`verdict`: inside one band of
-   `analysis.verdict_thresholds`; `width`: no wider than `analysis.max_interval_width`), never
+4. **Stop** (`decide`) when every watched system's jury interval is settled (`verdict`: inside one
+   band of `analysis.verdict_thresholds`; `width`: no wider than `analysis.max_interval_width`;
+   `analysis.sequential.systems`: `all` watches every system, `primary` only the primary one, the
+   first of `params.systems`, whose verdict the decision states: a TOP-N sweep's other members
+   then do not hold the run, and their last intervals are reported as not settled), never
    before `min_questions`, raised to what the judge gate and the audit need to decide
    (`effective_minimum`, said in the record), and never on fewer than 20 families or 10 retrieved
    questions (`cube.method.sequential.not_yet`). An undefined interval never stops a run.
@@ -33,12 +36,22 @@ stages after it are the ordinary notebooks on the questions it reached:
    `sequential` goes to results.json, and stage 02 keeps only the questions reached: notebooks
    02-12 then read their answers and judgments from the cache, so no call is sent after the driver,
    and questions never reached are never sent to a system or a judge.
+6. **The same outcome after it.** Failures are never cached (a later run asks again), so the
+   record keeps the calls the driver sent that failed (`failed_calls`: cache key -> reason) and
+   its judges' pilot decisions (`judge_pilot`, with the pilot's call keys for a judge it stopped).
+   Within the run, stages 02 and 03 take them (`driver_failures`, `driver_pilots`): a failed call
+   stays failed with its reason, not sent again, and a pilot is not run a second time (a stopped
+   judge is sent nothing more), so the looks and the report rest on the same judgments. A fresh
+   `cube run` runs the driver again, which asks every call anew.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -62,6 +75,8 @@ from cube.run.notebook import Run
 
 JACKKNIFE_GROUPS = 40  # leave-out groups of a look (`cube.method.sequential.jackknife_groups`)
 COST_ROLES = ("answering", "judging", "audit")  # the calls the record counts (not question writing)
+LEAST = ("calls", "to_send", "cost")  # the plan's columns `with_least` adds, as `<name>_least`
+WATCH = ("all", "primary")  # analysis.sequential.systems: the systems whose intervals stop the run
 
 
 class SequentialError(ValueError):
@@ -81,6 +96,10 @@ def sequential_problems(params: Params, n_questions: int | None = None) -> list[
         else f"analysis.sequential.{p}"
         for p in rule_problems(ns)  # type: ignore[arg-type]
     ]
+    if sp.systems not in WATCH:
+        out.append(
+            f"analysis.sequential.systems is {sp.systems!r}, expected one of {', '.join(WATCH)}"
+        )
     if (
         n_questions is not None
         and isinstance(sp.min_questions, int)
@@ -106,6 +125,15 @@ def _rule_fields(params: Params) -> dict[str, Any]:
         "max_width": params.analysis.max_interval_width,
         "target_questions": sp.target_questions,
     }
+
+
+def watched_systems(params: Params) -> list[str]:
+    """The systems whose jury interval must be settled for the run to stop: every system
+    (`analysis.sequential.systems: all`), or only the primary one (`primary`: the first of
+    `params.systems`, `cube.run.evaluate.primary_system`, the one the decision is about)."""
+    names = [s.name for s in params.systems]
+    sp = params.analysis.sequential
+    return names[:1] if sp is not None and sp.systems == "primary" else names
 
 
 def stop_rule(params: Params, min_questions: int | None = None) -> StopRule:
@@ -264,6 +292,8 @@ class _State:
     decisions: dict[str, Decision] = field(default_factory=dict)
     excluded: dict[str, str] = field(default_factory=dict)  # judge -> why it left the look's jury
     failures: dict[str, Any] = field(default_factory=dict)  # failed answers and judgments so far
+    failed_calls: dict[str, str] = field(default_factory=dict)  # cache key -> reason, every call
+    pilots: dict[str, dict[str, Any]] = field(default_factory=dict)  # judge -> its pilot's outcome
 
 
 def _num(x: Any) -> float | None:
@@ -279,14 +309,28 @@ def _judge_batch(run: Run, judges, dims, corpus, questions: pd.DataFrame, state:
 
     answers = build_answers(run.params, corpus, questions, run.paths.cache, progress=False)
     scores = score_answers(answers, judges, dims, corpus, questions=questions, progress=False)
+    _note_pilots(judges, scores, state)
     state.ids += questions["question_id"].astype(str).tolist()
     state.answers.append(answers)
     state.scores.append(scores[[c for c in ANALYSIS_SCORE_COLUMNS if c in scores]])
 
 
+def _note_pilots(judges, scores: pd.DataFrame, state: _State) -> None:
+    """Each judge's pilot outcome when its pilot ran (the first batch): its report, and for a
+    judge it stopped the cache keys of the pilot's calls (`Judge.pilot_calls` in stage 03)."""
+    for j in judges:
+        if j.pilot_report is None or j.name in state.pilots:
+            continue
+        outcome = dict(j.pilot_report)
+        if outcome.get("decision") == "stopped":
+            mine = scores[(scores["judge"] == j.name) & (scores["error_kind"] != "pilot")]
+            outcome["calls"] = sorted({str(c) for c in mine["call_id"] if c})
+        state.pilots[j.name] = outcome
+
+
 def _look(run: Run, units, rule: StopRule, state: _State) -> bool:
     """Every system's sequences on the questions judged so far (added to the path); whether every
-    system's jury CuBE is settled."""
+    watched system's jury CuBE is settled (`watched_systems`)."""
     answers, scores = pd.concat(state.answers), pd.concat(state.scores)
     thresholds = run.params.analysis.verdict_thresholds
     jury = _jury(run.params, answers, scores, state)
@@ -301,7 +345,7 @@ def _look(run: Run, units, rule: StopRule, state: _State) -> bool:
             )
         )
         state.path += [_path_row(s.name, q, len(state.ids)) for q in quantities]
-    return all(d.stop for d in state.decisions.values())
+    return all(state.decisions[s].stop for s in watched_systems(run.params))
 
 
 def _jury(params: Params, answers: pd.DataFrame, scores: pd.DataFrame, state: _State) -> list[str]:
@@ -354,6 +398,7 @@ def drive(run: Run, corpus: pd.DataFrame, questions: pd.DataFrame) -> dict[str, 
         SequentialError: `analysis.sequential` is invalid for this set (every problem named).
     """
     from cube.judges import load_dimensions, make_judges
+    from cube.llm import failures_recorded
 
     params = run.params
     problems = sequential_problems(params, len(questions))
@@ -368,17 +413,18 @@ def drive(run: Run, corpus: pd.DataFrame, questions: pd.DataFrame) -> dict[str, 
     dims = load_dimensions(params, base_dir=run.base_dir)
     state, rule, why, stopped = _State(), stop_rule(params), None, False
     active = judges
-    for i, ids in enumerate(batches(units, sp.batch, sp.seed)):
-        _judge_batch(run, active, dims, corpus, by_id.loc[ids], state)
-        if i == 0:  # the judge calls per question are known once a batch is judged
-            per_question = _calls_per_question(judges, dims, corpus, by_id.loc[state.ids], state)
-            rule, why = _raised_rule(params, per_question, len(questions))
-            active = _after_pilot(judges, state)
-        if _look(run, units, rule, state):
-            stopped = len(state.ids) < len(questions)
-            break
-    used = by_id.loc[state.ids]
-    _audit_calls(run, judges, dims, corpus, used, state)
+    with failures_recorded() as state.failed_calls:
+        for i, ids in enumerate(batches(units, sp.batch, sp.seed)):
+            _judge_batch(run, active, dims, corpus, by_id.loc[ids], state)
+            if i == 0:  # the judge calls per question are known once a batch is judged
+                per_q = _calls_per_question(judges, dims, corpus, by_id.loc[state.ids], state)
+                rule, why = raised_rule(params, per_q, len(questions))
+                active = _after_pilot(judges, state)
+            if _look(run, units, rule, state):
+                stopped = len(state.ids) < len(questions)
+                break
+        used = by_id.loc[state.ids]
+        _audit_calls(run, judges, dims, corpus, used, state)
     record = _record(run, rule, why, questions, used, state, stopped)
     run.record(sequential=record)
     return record
@@ -400,9 +446,7 @@ def _after_pilot(judges: list, state: _State) -> list:
     return out
 
 
-def _raised_rule(
-    params: Params, per_question: float, available: int
-) -> tuple[StopRule, str | None]:
+def raised_rule(params: Params, per_question: float, available: int) -> tuple[StopRule, str | None]:
     """The stop rule with `effective_minimum` (at most the set's size: then the run goes to the
     end, and the sentence says so)."""
     minimum, why = effective_minimum(params, per_question)
@@ -439,28 +483,122 @@ def _calls_and_cost(run: Run, used_ids: list[str] | None) -> tuple[int | None, f
     return int(rows["calls"].sum()), (None if cost.isna().any() else float(cost.sum()))
 
 
+# ------------------------------------------------------------------------- cube plan
+def with_least(
+    plan: pd.DataFrame, params: Params, *, base_dir: Path, cache_path: Path | None = None
+) -> pd.DataFrame:
+    """The plan with, under `analysis.sequential`, the least a sequential run sends per row
+    (`calls_least`, `to_send_least`, `cost_least`: the plan of the driver's first batches up to
+    its effective minimum, `least_questions`) and `plan.attrs["sequential"]` (questions of the
+    full set and of the least, the minimum and why it was raised); the plan as it is otherwise."""
+    if params.analysis.sequential is None:
+        return plan
+    ids, facts = least_questions(plan, params, base_dir)
+    from cube.run.plan import build_plan
+
+    least = build_plan(params, base_dir=base_dir, cache_path=cache_path, question_ids=ids)
+    by_row = least.set_index(["role", "model"])
+    out = plan.copy()
+    for col in LEAST:
+        out[f"{col}_least"] = [
+            by_row[col].get((r, m), 0) for r, m in zip(plan["role"], plan["model"], strict=True)
+        ]
+    out.attrs["sequential"] = facts
+    return out
+
+
+def least_questions(
+    plan: pd.DataFrame, params: Params, base_dir: Path
+) -> tuple[list[str], dict[str, Any]]:
+    """The questions of the driver's first batches (its seeded order, whole families) up to its
+    effective minimum, and the facts `plan_text` says. The minimum is raised with the judge calls
+    per question of the first batch as the driver counts them (`_first_batch_calls`) when every
+    system answers offline; else with the plan's (an upper bound for an offline judge, so the
+    minimum may be below the run's: `min_questions_from` says which)."""
+    from cube.kb.corpus import build_corpus
+    from cube.run.plan import planned_questions
+
+    sp = params.analysis.sequential
+    assert sp is not None
+    corpus = build_corpus(params, base_dir=base_dir)
+    questions = planned_questions(params, corpus, base_dir)
+    questions = questions.assign(question_id=questions["question_id"].astype(str))
+    n = len(questions)
+    order = batches(unit_of(params, questions, corpus), sp.batch, sp.seed)
+    per_q = _first_batch_calls(plan, params, corpus, questions, order[0] if order else [], base_dir)
+    source = "the driver's count on its first batch"
+    if per_q is None:
+        per_q = float(plan.loc[plan["role"] == "judging", "calls"].sum()) / max(n, 1)
+        source = "the plan's judge calls (an upper bound: the run's minimum may be higher)"
+    rule, why = raised_rule(params, per_q, n)
+    ids: list[str] = []
+    for batch in order:
+        if len(ids) >= rule.min_questions:
+            break
+        ids += batch
+    facts = {
+        "questions_full": n,
+        "questions_least": len(ids),
+        "min_questions": rule.min_questions,
+        "min_questions_why": why,
+        "min_questions_from": source,
+    }
+    return ids, facts
+
+
+def _first_batch_calls(
+    plan: pd.DataFrame, params: Params, corpus, questions: pd.DataFrame, ids, base_dir: Path
+) -> float | None:
+    """The judge calls per question of the driver's first batch, counted as the driver counts them
+    (`_calls_per_question`), when every system answers offline (the plan's answering rows are all
+    offline: no call is sent); None otherwise."""
+    from cube.judges import load_dimensions, make_judges
+    from cube.run.audit import judge_calls, stage_requests
+    from cube.systems import build_answers
+
+    answering = plan[plan["role"] == "answering"]
+    if not ids or not (answering["tokens_by"] == "offline (no tokens)").all():
+        return None
+    first = questions[questions["question_id"].isin(set(ids))]
+    answers = build_answers(params, corpus, first, None, progress=False)
+    judges = make_judges(params, None)
+    dims = load_dimensions(params, base_dir=base_dir)
+    return judge_calls(judges, stage_requests(judges, answers, corpus, first, dims)) / len(first)
+
+
 def _saved(used: float | None, full: float | None) -> float | None:
     return None if used is None or full is None else full - used
 
 
-def _reason(rule: StopRule, state: _State, stopped: bool, available: int) -> str:
+def _reason(rule: StopRule, state: _State, stopped: bool, watched: list[str]) -> str:
+    """Why the run ended: the stop rule met by the watched systems, or the open intervals."""
     n = len(state.ids)
+    primary = len(watched) < len(state.decisions)
+    whose = f"the primary system {watched[0]}'s interval" if primary else "every system's interval"
     if stopped:
         what = (
-            "every system's interval lies inside one verdict band"
+            f"{whose} lies inside one verdict band"
             if rule.stop == "verdict"
-            else f"every system's interval is no wider than {rule.max_width:g}"
+            else f"{whose} is no wider than {rule.max_width:g}"
         )
-        return f"stopped at {n}: {what}"
+        return f"stopped at {n}: {what}{_others(state, watched) if primary else ''}"
     open_ = [
         d.reason.replace("the interval", f"{s}'s interval", 1)
         if d.reason.startswith("the interval")
         else f"{s}: {d.reason}"
         for s, d in state.decisions.items()
-        if not d.stop
+        if not d.stop and s in watched
     ]
-    why = "; ".join(open_) or "every system's interval was settled only on the whole set"
-    return f"question set ended at {n}: {why}"
+    why = "; ".join(open_) or f"{whose} was settled only on the whole set"
+    return f"question set ended at {n}: {why}{_others(state, watched) if primary else ''}"
+
+
+def _others(state: _State, watched: list[str]) -> str:
+    """Under `systems: primary`, the systems that did not hold the run, those not settled named."""
+    open_ = [s for s, d in state.decisions.items() if s not in watched and not d.stop]
+    return " (analysis.sequential.systems: primary; " + (
+        f"not settled: {', '.join(open_)})" if open_ else "the other systems settled too)"
+    )
 
 
 def _final(state: _State) -> dict[str, Any]:
@@ -503,7 +641,9 @@ def _record(
         "questions_used": len(used),
         "question_ids": list(state.ids),
         "stopped_early": bool(stopped),
-        "reason": _reason(rule, state, stopped, len(questions)),
+        "reason": _reason(rule, state, stopped, watched_systems(run.params)),
+        "systems": sp.systems,
+        "watched": watched_systems(run.params),
         "thresholds": {k: float(v) for k, v in run.params.analysis.verdict_thresholds.items()},
         "calls": {
             "used": calls_used,
@@ -519,7 +659,47 @@ def _record(
         "final": _final(state),
         "excluded_judges": dict(state.excluded),
         "failures": state.failures,
+        "judge_pilot": state.pilots,
+        "failed_calls": dict(sorted(state.failed_calls.items())),
     }
+
+
+def _driver_record(run: Run) -> dict[str, Any]:
+    """The `sequential` record of this run's driver ({} when it did not run)."""
+    from cube.run.evaluate import recorded
+
+    rec = recorded(run).get("sequential")
+    return rec if isinstance(rec, dict) else {}
+
+
+@contextmanager
+def driver_failures(run: Run) -> Iterator[None]:
+    """Inside the block (stages 02 and 03 after the driver), a call the driver sent that failed is
+    not sent again: it fails with the driver's reason (`cube.llm.failures_replayed`). Nothing
+    changes in a run whose driver did not run."""
+    from cube.llm import failures_replayed
+
+    with failures_replayed(_driver_record(run).get("failed_calls") or {}):
+        yield
+
+
+def driver_pilots(run: Run, judges: list) -> list:
+    """The judges of stage 03 with the driver's pilot outcome: a judge its pilot let go on runs no
+    second pilot (its report kept); one it stopped takes its pilot's calls again and sends nothing
+    (`Judge.pilot_calls`). The judges unchanged when the driver did not run."""
+    pilots = _driver_record(run).get("judge_pilot") or {}
+    out = []
+    for j in judges:
+        outcome = pilots.get(j.name)
+        if not isinstance(outcome, dict) or j.model.offline:
+            out.append(j)
+            continue
+        report = {k: v for k, v in outcome.items() if k != "calls"}
+        if outcome.get("calls"):
+            out.append(replace(j, pilot_report=report, pilot_calls=frozenset(outcome["calls"])))
+        else:
+            out.append(replace(j, pilot=0, pilot_report=report))
+    return out
 
 
 def reached_questions(run: Run, corpus: pd.DataFrame, questions: pd.DataFrame) -> pd.DataFrame:

@@ -825,3 +825,32 @@ def test_two_processes_upgrading_an_old_cache_at_once_both_open_it(tmp_path: Pat
     assert "cached_input_tokens" in {
         r[1] for r in sqlite3.connect(path).execute("PRAGMA table_info(calls)")
     }
+
+
+def test_a_recorded_failure_is_replayed_not_sent_also_inside_a_running_loop(tmp_path: Path) -> None:
+    """`failures_recorded` collects the calls that failed; inside `failures_replayed` those calls
+    fail again with the same reason without being sent, also from a running event loop (Jupyter:
+    `run_sync` works in a thread with the caller's context), while an answered call is cached and
+    any other call is sent as usual; outside the block a failed call is sent again."""
+    from cube.llm import failures_recorded, failures_replayed
+
+    with OpenAIServer() as server:
+        server.fail("400", times=None, when=lambda b: "question 1" in json.dumps(b))
+        model = make_model(spec_for(server.url), tmp_path / "c.sqlite")
+        with failures_recorded() as failed:
+            first = model.complete(reqs(3), role="judging", progress=False)
+        assert [r.ok for r in first] == [True, False, True]
+        assert failed == {first[1].call_id: first[1].error} and server.requests_total == 3
+
+        async def in_a_loop() -> list[Response]:  # complete() from inside a running loop
+            with failures_replayed(failed):
+                return model.complete(reqs(4), role="judging", progress=False)
+
+        server.reset_stats()
+        again = asyncio.run(in_a_loop())
+        assert server.requests_total == 1  # only "question 3", never asked before
+        assert not again[1].ok and again[1].error == first[1].error
+        assert again[1].call_id == first[1].call_id and again[1].cost in (None, 0, 0.0)
+        assert again[0].ok and again[0].cached and again[3].ok
+        model.complete(reqs(2), role="judging", progress=False)  # outside: asked again
+        assert server.requests_total == 2

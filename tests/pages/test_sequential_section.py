@@ -19,6 +19,7 @@ from matplotlib.collections import PolyCollection  # noqa: E402
 
 from cube.pages import display  # noqa: E402
 from cube.pages.decision import decision_markdown  # noqa: E402
+from cube.pages.escape import escape_text  # noqa: E402
 from cube.pages.plots_sequential import sequence_path  # noqa: E402
 from cube.pages.sequential import (  # noqa: E402
     FIXED_N_LINE,
@@ -290,3 +291,37 @@ def test_notebook_06_cells_write_the_section_on_a_tiny_run_folder(tmp_path, raw)
     assert ns["section"].data.startswith("Fixed-n run")
     exec(_cells("cell-seq-2"), ns)  # noqa: S102
     assert shown == []
+
+
+def test_a_run_that_waited_only_for_its_primary_system_says_so(raw):
+    """`analysis.sequential.systems: primary`: the rule names the primary system, the headline
+    calls the run stopped early though another system's interval is open, and the final table marks
+    that system not settled; the name is escaped."""
+    final = {s: dict(f) for s, f in raw["final"].items()}
+    final[HOSTILE]["settled"] = False  # a sweep member still open at the stop
+    primary = {
+        **raw,
+        "final": final,
+        "systems": "primary",
+        "watched": ["bm25"],
+        "reason": f"stopped at {raw['questions_used']}: the primary system bm25's interval lies "
+        f"inside one verdict band (analysis.sequential.systems: primary; not settled: {HOSTILE})",
+    }
+    record = read_record({"sequential": primary})
+    text = section_markdown(record)
+    assert "stop once the primary system bm25's interval (analysis.sequential.systems: primary" in (
+        text
+    )
+    assert HOSTILE not in text and "&lt;img" in text
+    hostile = section_markdown(read_record({"sequential": {**primary, "watched": [HOSTILE]}}))
+    assert HOSTILE not in hostile and escape_text(HOSTILE) in hostile  # the name in the rule
+    assert questions_phrase(record).startswith(
+        f"on {raw['questions_used']:,} of {raw['questions_available']:,} questions (stopped early"
+    )
+    table = final_table(record).set_index("system")
+    assert bool(table.loc["bm25", "settled"]) is True
+    assert bool(table.loc[HOSTILE, "settled"]) is False
+    # an older record without the key reads as `systems: all`
+    older = read_record({"sequential": raw})
+    assert older.watched_systems() == list(raw["final"]) and not older.primary_only()
+    assert "stop once every system's interval" in section_markdown(older)

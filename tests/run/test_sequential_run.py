@@ -17,12 +17,13 @@ from cube.run.notebook import open_run
 from cube.run.sequential import SequentialError, batches, sequential_problems
 from cube.run.stages import stage_fingerprints
 from tests import ROOT
-from tests.openai_server import OpenAIServer, last_user_message
+from tests.openai_server import OpenAIServer, body_digest, last_user_message
 
 RECORD_KEYS = {
     "stop", "batch", "min_questions", "min_questions_why", "alpha", "max_width", "seed",
     "questions_available", "questions_used", "question_ids", "stopped_early", "reason",
     "thresholds", "calls", "cost_usd", "path", "final", "excluded_judges", "failures",
+    "systems", "watched", "judge_pilot", "failed_calls",
 }  # fmt: skip
 PATH_KEYS = {"system", "quantity", "questions", "estimate", "lower", "upper", "fixed_lower",
              "fixed_upper"}  # fmt: skip
@@ -181,6 +182,56 @@ def test_a_cube_on_a_band_edge_runs_to_the_end_and_says_why(tmp_path):
     assert rec["final"]["bm25-top8"]["settled"] is False
 
 
+def _widths(rec: dict, system: str) -> dict[int, float]:
+    """A system's jury interval width at each look of a record."""
+    return {
+        p["questions"]: p["upper"] - p["lower"]
+        for p in rec["path"]
+        if p["system"] == system and p["quantity"] == "CuBE"
+    }
+
+
+def test_systems_primary_stops_on_the_primary_system_and_reports_the_others(tmp_path):
+    """`systems: all` waits for a sweep member whose interval is still wide; `primary` stops at
+    the first look where the primary system's is narrow enough, and marks the other not settled."""
+    two = [{"kind": "builtin", "name": n, "top_n": k} for n, k in (("top8", 8), ("top2", 2))]
+    never = {"sequential": {"stop": "width", "batch": 10, "min_questions": 20},
+             "max_interval_width": 0.01}  # fmt: skip
+    run = open_run(write_params(tmp_path, "w", systems=two, analysis=never), tmp_path / "w")
+    pipeline.corpus_stage(run)
+    pipeline.questions_stage(run)
+    full = record(run)
+    first = min(n for n in _widths(full, "top8") if n >= full["min_questions"])
+    w = {s: _widths(full, s)[first] for s in ("top8", "top2")}
+    primary, other = sorted(w, key=w.get)  # the narrower one at that look goes first
+    assert w[other] > w[primary], w  # the test needs two different widths at the first look
+    limit = (w[primary] + w[other]) / 2
+    order = sorted(two, key=lambda s: s["name"] != primary)
+
+    def ran(systems: str) -> dict:
+        rule = {"stop": "width", "batch": 10, "min_questions": 20, "systems": systems}
+        analysis = {"sequential": rule, "max_interval_width": limit}
+        path = write_params(tmp_path, f"s-{systems}", systems=order, analysis=analysis)
+        r = open_run(path, tmp_path / systems)
+        pipeline.corpus_stage(r)
+        pipeline.questions_stage(r)
+        return record(r)
+
+    both, one = ran("all"), ran("primary")
+    assert one["systems"] == "primary" and one["watched"] == [primary]
+    assert both["systems"] == "all" and both["watched"] == [primary, other]
+    assert one["stopped_early"] and one["questions_used"] == first
+    assert both["questions_used"] > first  # the other system held the run
+    assert one["final"][primary]["settled"] is True
+    assert one["final"][other]["settled"] is False  # reported, and marked
+    assert one["final"][other]["upper"] - one["final"][other]["lower"] > limit
+    assert one["reason"] == (
+        f"stopped at {first}: the primary system {primary}'s interval is no wider than "
+        f"{limit:g} (analysis.sequential.systems: primary; not settled: {other})"
+    )
+    assert "every system" in both["reason"] or both["reason"].startswith("question set ended")
+
+
 BASE = {
     "run": "p",
     "judges": [{"name": "j", "model": {"provider": "offline", "model": "rubric-lenient"}}],
@@ -188,12 +239,13 @@ BASE = {
 
 
 def test_bad_values_are_named_with_their_key_every_one_at_once():
-    bad = {"stop": "soon", "batch": 0, "alpha": 1.5, "min_questions": 400}
+    bad = {"stop": "soon", "batch": 0, "alpha": 1.5, "min_questions": 400, "systems": "main"}
     params = parse_params({**BASE, "analysis": {"sequential": bad}})
     problems = sequential_problems(params, 300)
     assert any(p.startswith("analysis.sequential.stop is 'soon'") for p in problems)
     assert any(p.startswith("analysis.sequential.batch is 0") for p in problems)
     assert any(p.startswith("analysis.sequential.alpha is 1.5") for p in problems)
+    assert "analysis.sequential.systems is 'main', expected one of all, primary" in problems
     assert any("analysis.sequential.min_questions is 400" in p and "300 questions" in p
                for p in problems)  # fmt: skip
     assert sequential_problems(parse_params(BASE)) == []
@@ -281,3 +333,129 @@ def test_a_judge_stopped_by_its_pilot_is_asked_once_and_leaves_the_jury(tmp_path
     assert "deaf" in rec["excluded_judges"] and "pilot" in rec["excluded_judges"]["deaf"]
     assert rec["final"]["bm25-top8"]["settled"] is True  # the jury without it could settle
     assert rec["failures"]["judgments"]["deaf"] > 0
+
+
+def _one_in_four(body: dict) -> bool:
+    """A fixed quarter of the calls (by their body): the server fails them, every time."""
+    return int(body_digest(body)[:8], 16) % 4 == 0
+
+
+def test_stages_02_and_03_take_the_drivers_failures_and_pilots_a_fresh_run_asks_again(
+    tmp_path, monkeypatch
+):
+    """Within a run, a call the driver sent that failed stays failed (with its reason) in stages
+    02-03 instead of being sent again, and a judge its pilot stopped gets no second pilot; a fresh
+    run of the driver asks the failed calls again (failures are never cached)."""
+    monkeypatch.setenv("CUBE_SEQ_KEY", "sk-seq-local")
+    with OpenAIServer(reply=fact_judge) as good, OpenAIServer(reply=lambda b: "no idea") as deaf:
+        good.fail("400", times=None, when=_one_in_four, message="refused by the test")
+        spec = {"provider": "openai", "api_key_env": "CUBE_SEQ_KEY"}
+        params = write_params(
+            tmp_path,
+            "fail",
+            models={
+                "good": {**spec, "model": "g", "base_url": good.url},
+                "deaf": {**spec, "model": "d", "base_url": deaf.url},
+            },  # fmt: skip
+            judges=[
+                {"name": "rubric", "model": {"provider": "offline", "model": "rubric-lenient"}},
+                {"name": "good", "model": "good"},
+                {"name": "deaf", "model": "deaf", "pilot": 10},
+            ],
+            analysis={
+                "weights": "equal",
+                "max_interval_width": 90,
+                "sequential": {"stop": "width", "batch": 10, "min_questions": 20},
+            },
+        )
+        run = open_run(params, tmp_path / "fail")
+        pipeline.corpus_stage(run)
+        pipeline.questions_stage(run)
+        refused = sum(map(_one_in_four, good.bodies))  # the calls the driver sent that failed
+        rec = record(run)
+        assert rec["stopped_early"] and rec["failed_calls"]
+        assert set(rec["failed_calls"].values()) == {next(iter(rec["failed_calls"].values()))}
+        assert "refused by the test" in next(iter(rec["failed_calls"].values()))
+        assert rec["judge_pilot"]["deaf"]["decision"] == "stopped"
+        assert 0 < len(rec["judge_pilot"]["deaf"]["calls"]) <= 10
+        good.reset_stats()
+        deaf.reset_stats()
+        pipeline.answers_stage(run)
+        scores = pipeline.scores_stage(run)
+        assert good.requests_total == 0  # the failed calls were not sent again
+        assert deaf.requests_total == 0  # no second pilot for the judge the first one stopped
+        # the judgments stage 03 saved are those the driver's last look counted
+        mine = scores[scores["judge"] == "good"]
+        assert int(mine["score"].isna().sum()) == rec["failures"]["judgments"]["good"] > 0
+        failed = mine[mine["error_kind"] == "call"]
+        assert len(failed) > 0 and failed["error"].str.contains("refused by the test").all()
+        assert set(failed["call_id"]) <= set(rec["failed_calls"])
+        deaf_rows = scores[scores["judge"] == "deaf"]
+        sent = deaf_rows[deaf_rows["error_kind"] != "pilot"]
+        assert set(sent["call_id"]) == set(rec["judge_pilot"]["deaf"]["calls"])
+        assert (deaf_rows["error_kind"] == "pilot").sum() > 0
+        pilot = json.loads(run.paths.results.read_text(encoding="utf-8"))["judge_pilot"]
+        assert pilot["deaf"]["decision"] == "stopped"
+        assert pilot["deaf"]["calls_not_sent"] == len(deaf_rows) - len(sent)
+        # a fresh run of the driver asks exactly the failed calls again (the rest is cached)
+        pipeline.questions_stage(run)
+        assert good.requests_total == refused >= len(rec["failed_calls"])
+        assert all(map(_one_in_four, good.bodies))
+        assert deaf.requests_total == 0
+
+
+def test_notebook_06_cells_show_the_record_the_driver_wrote(tmp_path):
+    """Notebook 06's sequential cells on a record the driver wrote (an offline run that stops at
+    its first possible look): the section's numbers, tables and drawn path are the record's."""
+    import numpy as np
+
+    from tests.pages.test_sequential_section import _by_gid, _cells
+
+    rule = {"stop": "width", "batch": 10, "min_questions": 20}
+    path = write_params(tmp_path, "nb06", analysis={"sequential": rule, "max_interval_width": 100})
+    run = open_run(path, tmp_path / "nb06")
+    pipeline.corpus_stage(run)
+    pipeline.questions_stage(run)
+    rec = record(run)
+    assert rec["stopped_early"] is True
+    shown: list = []
+    ns = {"run": run}
+    exec(_cells("cell-01"), ns)  # noqa: S102 - the notebook's own code
+    ns["display"] = shown.append
+    exec(_cells("cell-12").splitlines()[1], ns)  # noqa: S102 - `record = ...read_record(...)`
+    exec("section = " + _cells("cell-seq-1").splitlines()[-1], ns)  # noqa: S102
+    text = ns["section"].data
+    assert f"**{rec['questions_used']:,} of {rec['questions_available']:,} questions**" in text
+    assert f"never before {rec['min_questions']} questions" in text
+    assert (
+        f"{rec['calls']['used']:,} calls where the full set needs {rec['calls']['full_set']:,}"
+        in (text)
+    )
+    exec(_cells("cell-seq-2"), ns)  # noqa: S102
+    assert len(shown) == 3
+    summary = pd.read_csv(run.paths.tables / "sequential_summary.csv").set_index("what")
+    assert summary.loc["questions", "this_run"] == rec["questions_used"]
+    assert summary.loc["questions", "full_set"] == rec["questions_available"]
+    calls = summary.loc["calls (as cube plan counts them)"]
+    assert (calls["this_run"], calls["full_set"], calls["saved"]) == (
+        rec["calls"]["used"], rec["calls"]["full_set"], rec["calls"]["saved"]
+    )  # fmt: skip
+    final = pd.read_csv(run.paths.tables / "sequential_final.csv").set_index("system")
+    for system, last in rec["final"].items():
+        row = final.loc[system]
+        assert row["questions"] == rec["questions_used"]
+        assert bool(row["settled"]) is last["settled"]
+        for col, key in (("cube", "estimate"), ("sequence_lower", "lower"),
+                         ("sequence_upper", "upper"), ("fixed_n_lower", "fixed_lower"),
+                         ("fixed_n_upper", "fixed_upper")):  # fmt: skip
+            assert row[col] == pytest.approx(last[key], abs=1e-9)
+    fig = ns["plots_sequential"].sequence_path(ns["record"])
+    (ax,) = fig.axes
+    looks = [p for p in rec["path"] if p["quantity"] == "CuBE"]
+    (estimate,) = _by_gid(ax, "estimate")
+    np.testing.assert_allclose(estimate.get_xdata(), [p["questions"] for p in looks])
+    np.testing.assert_allclose(estimate.get_ydata(), [p["estimate"] for p in looks])
+    fixed = _by_gid(ax, "fixed-n")
+    np.testing.assert_allclose(fixed[0].get_ydata(), [p["fixed_lower"] for p in looks])
+    np.testing.assert_allclose(fixed[1].get_ydata(), [p["fixed_upper"] for p in looks])
+    assert (run.paths.figures / "fig_sequential_path.png").stat().st_size > 10_000

@@ -109,3 +109,16 @@ def test_the_report_index_lists_a_skipped_stage_with_its_reason(tmp_path):
     assert "the run has 8 questions, fewer than 50" in index
     # a stage not run for another reason still shows the command that runs it
     assert "--only 06" in index
+    # the reason's `stages.validation: auto` is code, not backticks shown as text
+    assert reason.count("`") == 4
+    item = next(li for li in index.split("<li") if "12_validation" in li)
+    assert "`" not in item
+    assert "<code>stages.validation: auto</code>" in item
+
+
+def test_a_skip_reason_shows_its_code_as_code_and_escapes_the_rest():
+    from cube.pages.escape import code_spans
+
+    assert str(code_spans("a `x: <b>` b")) == "a <code>x: &lt;b&gt;</code> b"
+    # an unpaired backtick stays text, still escaped
+    assert str(code_spans("a `x & `y` z")) == "a <code>x &amp; </code>y` z"
