@@ -60,6 +60,9 @@ class Design:
     proportion: float = 0.1
     weights: str = "rank_correlation"
     max_groups: int = 40
+    scale: str = (
+        "sqrt"  # the sequence's scale (`sequential.functional_look`; "linear": first built)
+    )
 
     @property
     def edge(self) -> float:
@@ -163,7 +166,9 @@ def replicate_looks(design: Design, replicate: int, seed: int = 0) -> pd.DataFra
     for m, part in zip(sizes, slices, strict=True):
         est, leave_out = values[part][0], values[part][1:]
         hits = int(np.asarray(p.retrieved[:m]).sum())
-        look = seq.functional_look(est, leave_out, int(m), design.rule, retrieved=hits)
+        look = seq.functional_look(
+            est, leave_out, int(m), design.rule, retrieved=hits, scale=design.scale
+        )
         half = z * seq.jackknife_se(leave_out)
         stop = seq.decide(look, design.rule, dict(design.thresholds)).stop
         may = seq.not_yet(look, design.rule) is None
