@@ -178,8 +178,15 @@ def main() -> None:
     ap.add_argument("--scale", default="linear", choices=("linear", "sqrt", "log"),
                     help="the sequence diagnosed (linear: as first built; the bias-corrected and "
                     "oracle columns are meaningful on it only)")  # fmt: skip
+    ap.add_argument(
+        "--min-groups",
+        type=int,
+        default=seq.MIN_GROUPS,
+        help="the fewest jackknife groups before a stop (to explore the guard)",
+    )
     args = ap.parse_args()
     base = load_params(ROOT / "params" / "default.yaml")
+    seq.MIN_GROUPS = args.min_groups  # the workers are forked after this: they see it too
     pd.set_option("display.width", 250, "display.max_columns", 30)
     for world in args.worlds.split(","):
         sim = base.simulation.model_copy(update={**WORLDS[world], "seed": 0})

@@ -10,7 +10,8 @@ on the questions reached and 0 elsewhere is the run of those questions, and rows
 jackknife group (`sequential.jackknife_groups` over the families reached) also set to 0 are its
 leave-group-out values, so every look of a replicate is one matrix call. The sequence is
 `sequential.functional_look` (the AsympCS boundary around the estimate, sd = sqrt(n) x the grouped
-jackknife SE) and the stop `sequential.decide`: the functions the driver uses.
+jackknife SE, on the design's `scale`: the square root by default, as the driver builds it) and the
+stop `sequential.decide`: the functions the driver uses.
 
 Beside it, per replicate: the fixed-n normal interval estimate +- z SE with the same jackknife SE
 (what a run that re-uses a fixed-n interval at every look would act on: its coverage at every look,
