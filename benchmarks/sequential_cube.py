@@ -28,7 +28,7 @@ The last line is the headline: the calls saved 10 and 20 points inside the band 
 >= 2x and >= 4x) in the independent world and the lowest coverage of any row.
 
     PYTHONPATH=. python benchmarks/sequential_cube.py [--replicates 1000] [--questions 300]
-        [--worlds independent,fam5] [--workers 2] [--seed 0]
+        [--worlds independent,fam5] [--workers 2] [--seed 0] [--scale sqrt|log|linear]
 """
 
 from __future__ import annotations
@@ -93,13 +93,18 @@ def main() -> None:
     parser.add_argument("--worlds", default="independent,fam5")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--scale", default="sqrt", choices=("sqrt", "log", "linear"),
+        help="the sequence's scale (functional_look): linear is the sequence as first built",
+    )  # fmt: skip
     parser.add_argument("--csv", type=Path, default=None, help="write every row here")
     args = parser.parse_args()
     base = load_params(ROOT / "params" / "default.yaml")
     print(
         f"# {args.replicates} runs per row, <= {args.questions} questions, batch 20, looks from "
         f"40, alpha 0.05, rho tuned for 100, thresholds {base.analysis.verdict_thresholds}, "
-        f"{args.workers} workers, seed {args.seed}; Monte Carlo SEs in brackets",
+        f"{args.workers} workers, seed {args.seed}, scale {args.scale}; Monte Carlo SEs in "
+        "brackets",
         flush=True,
     )
     t0, tables = time.time(), {}
@@ -107,7 +112,11 @@ def main() -> None:
         sim = base.simulation.model_copy(update={**WORLDS[world], "seed": args.seed})
         params = base.model_copy(update={"simulation": sim})
         result = sequential_study(
-            params, replicates=args.replicates, max_questions=args.questions, workers=args.workers
+            params,
+            replicates=args.replicates,
+            max_questions=args.questions,
+            workers=args.workers,
+            scale=args.scale,
         )
         tables[world] = result.table.assign(world=world)
         print_table(world, result.table)

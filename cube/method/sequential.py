@@ -185,6 +185,7 @@ class Look:
     upper: float
     groups: int | None = None  # jackknife groups behind the SE (a smooth statistic's look only)
     retrieved: int | None = None  # retrieved questions behind W (the CuBE score's look only)
+    scale: str | None = None  # "log" or "linear": the scale a smooth statistic's look is built on
 
     @property
     def width(self) -> float:
@@ -242,6 +243,15 @@ def t_allowance(groups: int, rule: StopRule) -> float:
     return float(student_t.ppf(level, groups - 1) / norm.ppf(level))
 
 
+# the scales a smooth statistic's sequence may be built on (functional_look): the transformation
+# applied to the estimate and its leave-out values, and its inverse for the bounds (both monotone)
+SCALES = {
+    "sqrt": (np.sqrt, np.square),
+    "log": (np.log, np.exp),
+    "linear": (lambda x: x, lambda x: x),
+}
+
+
 def functional_look(
     estimate: float,
     leave_out: np.ndarray,
@@ -249,6 +259,7 @@ def functional_look(
     rule: StopRule,
     clip: bool = False,
     retrieved: int | None = None,
+    scale: str = "sqrt",
 ) -> Look:
     """The sequence's interval for a smooth statistic of the n questions judged (the CuBE score, a
     ratio of trimmed means times R@k, is not a mean of per-question scores): the AsympCS boundary
@@ -256,16 +267,38 @@ def functional_look(
     jackknife over `leave_out` (one value per left-out group: a family, so that questions sharing a
     family are not taken as independent). This is the influence-function form of the asymptotic
     sequence (the statistic behaves as the mean of its influence values); its coverage is checked by
-    simulation (`cube simulate --sequential`), not assumed. Undefined SE or estimate: bounds NaN."""
-    se = jackknife_se(leave_out)
+    simulation (`cube simulate --sequential`), not assumed. Undefined SE or estimate: bounds NaN.
+
+    `scale` builds the sequence for a monotone transformation of the statistic (itself a smooth
+    statistic: its jackknife SE from the transformed leave-out values) and maps the bounds back, so
+    a look holds the truth exactly when it holds the transformed truth. The default, `sqrt`, is the
+    variance-stabilising one for CuBE = W x R@k: to first order Var(CuBE) = (R/n) (W^2 (1 - R) +
+    var(W per retrieved question)), proportional to R@k, so on the linear scale a run that
+    retrieved few questions gets a low estimate *and* a small SE (correlation 0.5-0.8 over
+    simulated runs with families of 5) and the boundary missed the truth from below (the
+    studentised estimate's 0.5 % quantile -4.0 against +2.2 above, 30 points inside a band,
+    `benchmarks/sequential_diagnosis.py`). `log` (Var proportional to the square) over-corrects
+    there; `linear` is the sequence as first built. A statistic or a left-out value <= 0 (no
+    square root or log) gets the linear scale at that look; `Look.scale` says which was used."""
+    if scale not in SCALES:
+        raise ValueError(f"functional_look: scale is {scale!r}, expected one of {sorted(SCALES)}")
+    values = np.asarray(leave_out, dtype=float)
+    if not (estimate > 0 and bool((values > 0).all())):
+        scale = "linear"
+    forward, back = SCALES[scale]
+    se = jackknife_se(forward(values))
     if n == 0 or not (np.isfinite(se) and np.isfinite(estimate)):
-        return Look(n, float(estimate), float("nan"), float("nan"), len(leave_out), retrieved)
+        nan = float("nan")
+        return Look(n, float(estimate), nan, nan, len(values), retrieved, scale)
     rho2 = rho_squared(rule.target_questions, rule.alpha)
-    half = float(margin(n, se * np.sqrt(n), rule.alpha, rho2)) * t_allowance(len(leave_out), rule)
-    lo, hi = estimate - half, estimate + half
+    half = float(margin(n, se * np.sqrt(n), rule.alpha, rho2)) * t_allowance(len(values), rule)
+    centre = float(forward(estimate))
+    # the square root's inverse on the whole line: a lower bound below 0 maps to 0, not above it
+    low_end = max(centre - half, 0.0) if scale == "sqrt" else centre - half
+    lo, hi = float(back(low_end)), float(back(centre + half))
     if clip:
         lo, hi = max(lo, rule.low), min(hi, rule.high)
-    return Look(n, float(estimate), float(lo), float(hi), len(leave_out), retrieved)
+    return Look(n, float(estimate), lo, hi, len(values), retrieved, scale)
 
 
 def thresholds_inside(lower: float, upper: float, thresholds: dict[str, float]) -> list[float]:

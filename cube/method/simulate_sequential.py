@@ -10,7 +10,8 @@ on the questions reached and 0 elsewhere is the run of those questions, and rows
 jackknife group (`sequential.jackknife_groups` over the families reached) also set to 0 are its
 leave-group-out values, so every look of a replicate is one matrix call. The sequence is
 `sequential.functional_look` (the AsympCS boundary around the estimate, sd = sqrt(n) x the grouped
-jackknife SE) and the stop `sequential.decide`: the functions the driver uses.
+jackknife SE, on the design's `scale`: the square root by default, as the driver builds it) and the
+stop `sequential.decide`: the functions the driver uses.
 
 Beside it, per replicate: the fixed-n normal interval estimate +- z SE with the same jackknife SE
 (what a run that re-uses a fixed-n interval at every look would act on: its coverage at every look,
@@ -60,6 +61,9 @@ class Design:
     proportion: float = 0.1
     weights: str = "rank_correlation"
     max_groups: int = 40
+    scale: str = (
+        "sqrt"  # the sequence's scale (`sequential.functional_look`; "linear": first built)
+    )
 
     @property
     def edge(self) -> float:
@@ -163,7 +167,9 @@ def replicate_looks(design: Design, replicate: int, seed: int = 0) -> pd.DataFra
     for m, part in zip(sizes, slices, strict=True):
         est, leave_out = values[part][0], values[part][1:]
         hits = int(np.asarray(p.retrieved[:m]).sum())
-        look = seq.functional_look(est, leave_out, int(m), design.rule, retrieved=hits)
+        look = seq.functional_look(
+            est, leave_out, int(m), design.rule, retrieved=hits, scale=design.scale
+        )
         half = z * seq.jackknife_se(leave_out)
         stop = seq.decide(look, design.rule, dict(design.thresholds)).stop
         may = seq.not_yet(look, design.rule) is None

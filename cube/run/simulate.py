@@ -362,13 +362,16 @@ class SequentialResult:
     settings: dict[str, Any] = field(default_factory=dict)
 
 
-def sequential_designs(params: Params, max_questions: int, distances: Iterable[float]) -> list[Any]:
+def sequential_designs(
+    params: Params, max_questions: int, distances: Iterable[float], scale: str = "sqrt"
+) -> list[Any]:
     """One design per distance: the params' simulated world (`simulation`: families, answer SD,
     judge bias) with the system's R@k moved so the true jury CuBE sits that many points below the
     lowest verdict edge; the run's own stop rule (`analysis.sequential` and
     `analysis.max_interval_width`, else the defaults: batch 20, min_questions 40, alpha 0.05). The
     minimum the driver raises for the gate and the audit (`effective_minimum`) is not simulated:
-    the simulated judges have no audit; the settings file says so."""
+    the simulated judges have no audit; the settings file says so. `scale`: the sequence's
+    (`sequential.functional_look`; "linear" measures the sequence as first built)."""
     from cube.method import sequential as seq
     from cube.method import simulate_sequential as SS
     from cube.run.sequential import stop_rule
@@ -390,6 +393,7 @@ def sequential_designs(params: Params, max_questions: int, distances: Iterable[f
                 thresholds,
                 ap.trim_proportion,
                 ap.weights,
+                scale=scale,
             )
         )
     return designs
@@ -414,14 +418,16 @@ def sequential_study(
     distances: Iterable[float] | None = None,
     workers: int = 1,
     log: Callable[[str], None] | None = None,
+    scale: str = "sqrt",
 ) -> SequentialResult:
     """`cube simulate --sequential`: `replicates` sequential runs of up to `max_questions`
     questions per true CuBE `distances` points below the lowest verdict edge (default 0, 5, 10,
-    15, 20, 30), each summarised by `simulate_sequential.summary_row`."""
+    15, 20, 30), each summarised by `simulate_sequential.summary_row`; `scale` the sequence's
+    (`sequential.functional_look`: "log", the default, or "linear", as first built)."""
     from cube.method import simulate_sequential as SS
 
     t0 = time.time()
-    designs = sequential_designs(params, max_questions, distances or SS.DISTANCES)
+    designs = sequential_designs(params, max_questions, distances or SS.DISTANCES, scale)
     step = max(1, -(-replicates // max(1, workers)))
     jobs = [
         (i, (d, s, min(s + step, replicates), params.simulation.seed))
@@ -440,6 +446,7 @@ def sequential_study(
     settings = {
         "replicates": replicates,
         "max_questions": max_questions,
+        "scale": scale,
         "stop_rule": dataclasses.asdict(designs[0].rule) if designs else {},
         "not_simulated": "the minimum the driver raises for the judge gate and the audit "
         "(effective_minimum): the simulated judges have no audit",
