@@ -825,3 +825,20 @@ def test_two_processes_upgrading_an_old_cache_at_once_both_open_it(tmp_path: Pat
     assert "cached_input_tokens" in {
         r[1] for r in sqlite3.connect(path).execute("PRAGMA table_info(calls)")
     }
+
+
+def test_canonical_json_is_the_sorted_compact_json_dumps():
+    """Cache keys and call ids hash `canonical_json`: the text `json.dumps` gave with these options
+    (a cache written before the encoder was built once must still be hit)."""
+    import json
+
+    from cube.llm.cache import canonical_json
+
+    for obj in (
+        {"b": [1, 2.5, None], "a": "名字", "c": {"z": True, "y": "x"}},
+        ["m", {"temperature": 0.0}, {"answer": "sha256:ab", "lang": "zh"}, "v1", 0],
+        "text",
+        3,
+    ):
+        want = json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        assert canonical_json(obj) == want
