@@ -11,11 +11,14 @@ temporary folder with a fresh call cache, so every pass starts cold.
 `--code DIR` runs another checkout's package and notebooks (e.g. `git archive <commit> | tar -x -C
 DIR`), so before and after can be interleaved back to back: `--code /tmp/old --code .` runs the
 old, then the new, `--pairs` times. `--profile DIR` writes a cProfile file per stage there.
-`--keep DIR` keeps the run folders (to diff the tables of two checkouts).
+`--keep DIR` keeps the run folders (to diff the tables of two checkouts). `--stages A,B` runs
+those notebooks instead of 01-03, and `--run-from DIR` first copies the run folder of a kept whole
+run (`paper_scale.py --keep DIR`) into each pass's folder, so that a later stage runs alone on it.
 
 Usage: .venv/bin/python benchmarks/paper_scale_stages.py [--items 6111] [--code DIR ...]
-       [--pairs 1] [--profile DIR] [--keep DIR]
-The last line is the last pass's CPU time of the three stages, `paper_scale_stages_cpu_s: ...`.
+       [--pairs 1] [--profile DIR] [--keep DIR] [--stages 03_scoring_sets,10_diagnostics]
+       [--run-from DIR]
+The last line is the last pass's CPU time of the stages run, `paper_scale_stages_cpu_s: ...`.
 """
 
 from __future__ import annotations
@@ -94,12 +97,22 @@ def run_stage(code: Path, stage: str, params: Path, profile: Path | None) -> dic
     }
 
 
-def one_pass(code: Path, items: int, work: Path, profile: Path | None) -> dict[str, dict]:
-    """Stages 01-03 of one checkout in a fresh folder (fresh call cache)."""
+def one_pass(
+    code: Path,
+    items: int,
+    work: Path,
+    profile: Path | None,
+    stages: tuple[str, ...] = STAGES,
+    run_from: Path | None = None,
+) -> dict[str, dict]:
+    """The stages of one checkout in a fresh folder (fresh call cache), after a copy of
+    `run_from`'s outputs when given."""
     work.mkdir(parents=True, exist_ok=True)
+    if run_from is not None:
+        shutil.copytree(run_from / "outputs", work / "outputs", dirs_exist_ok=True)
     params = work / "paper.yaml"
     params.write_text(PARAMS.format(items=items, outputs=work / "outputs"), encoding="utf-8")
-    return {stage: run_stage(code, stage, params, profile) for stage in STAGES}
+    return {stage: run_stage(code, stage, params, profile) for stage in stages}
 
 
 def main() -> None:
@@ -109,7 +122,10 @@ def main() -> None:
     ap.add_argument("--pairs", type=int, default=1, help="rounds over the --code checkouts")
     ap.add_argument("--profile", type=Path, default=None, help="write <stage>.prof files here")
     ap.add_argument("--keep", type=Path, default=None, help="keep the run folders here")
+    ap.add_argument("--stages", default=",".join(STAGES), help="notebooks to run, in order")
+    ap.add_argument("--run-from", type=Path, default=None, help="a kept run to start from")
     args = ap.parse_args()
+    stages = tuple(args.stages.split(","))
     codes = [c.resolve() for c in (args.code or [ROOT])]
     base = args.keep or Path(tempfile.mkdtemp(prefix="cube-stages-"))
     if args.profile:
@@ -119,7 +135,8 @@ def main() -> None:
     try:
         for r in range(args.pairs):
             for i, code in enumerate(codes):
-                res = one_pass(code, args.items, base / f"r{r}-c{i}", args.profile)
+                work = base / f"r{r}-c{i}"
+                res = one_pass(code, args.items, work, args.profile, stages, args.run_from)
                 total = sum(v["cpu_s"] for v in res.values())
                 peak = max(v["peak_rss_mb"] for v in res.values())
                 print(json.dumps({"round": r, "code": str(code), **res}))
@@ -128,7 +145,7 @@ def main() -> None:
         if args.keep is None:
             shutil.rmtree(base, ignore_errors=True)
     print(f"load average {os.getloadavg()[0]:.1f} at end")
-    print(f"paper_scale_stages_cpu_s: {total:.1f}")  # the last pass's stages 01-03
+    print(f"paper_scale_stages_cpu_s: {total:.1f}")  # the last pass's stages
 
 
 if __name__ == "__main__":

@@ -98,7 +98,7 @@ def prepare(
     qids = ranks["question_id"].tolist()
     grid = A.score_grid(scores, judges=judges, dimensions=dimensions, questions=qids)
     judges_all = sorted(grid["judge"].unique(), key=str)
-    dims = list(dict.fromkeys(grid["dimension"]))
+    dims = list(grid["dimension"].unique())  # in order of appearance, each once
     cube = (
         grid.set_index(["judge", "set", "dimension", "question_id"])["score"]
         .reindex(pd.MultiIndex.from_product([judges_all, list(A.SETS), dims, qids]))

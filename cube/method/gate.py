@@ -411,7 +411,7 @@ def _content_blind(
     """Constant scores in every set it scored, or the audit's verdict."""
     blind = False
     flat = constant_sets(grid, judge)
-    sets_scored = set(grid.loc[(grid["judge"] == judge) & grid["score"].notna(), "set"])
+    sets_scored = set(grid.loc[(grid["judge"] == judge) & grid["score"].notna(), "set"].unique())
     # one score per set whatever it reads (a set alone can be constant for a reason: the demo's
     # zero answers are one text)
     if flat and len(flat) == len(sets_scored):
@@ -448,7 +448,7 @@ def _injection_step(
 def _bounds_step(rec: _Record, grid: pd.DataFrame, judge: Any, tot: pd.Series, ap: Any) -> _Bounds:
     """The one-sided full > zero test (equal weights: W's weights may be noise)."""
     b = _Bounds()
-    dims = sorted(set(grid.loc[grid["judge"] == judge, "dimension"]))
+    dims = sorted(set(grid.loc[grid["judge"] == judge, "dimension"].unique()))
     tw = pd.Series(1.0, index=pd.Index(dims, name="dimension"))
     b.sep = float(tot.get((judge, "full"), np.nan) - tot.get((judge, "zero"), np.nan))
     b.p_value, b.nq = bounds_test(grid, judge, tw)

@@ -11,6 +11,16 @@ import pandas as pd
 from cube.run.notebook import Run
 
 
+def _scores(run: Run) -> pd.DataFrame:
+    """The scores table's columns that the failure patterns and the per-category evaluations read
+    (`ANALYSIS_SCORE_COLUMNS`): the raw replies, criterion details and call accounting are not
+    read here, and every per-category subset of the whole table copied them (most of notebook 10's
+    CPU at the paper's scale)."""
+    from cube.run.evaluate import ANALYSIS_SCORE_COLUMNS
+
+    return run.load("scores", ANALYSIS_SCORE_COLUMNS)
+
+
 def _top_n(run: Run) -> dict[str, int]:
     return {s.name: s.top_n for s in run.params.systems}
 
@@ -30,7 +40,7 @@ def failure_patterns(run: Run, system: str) -> pd.DataFrame:
     run.require("corpus", "questions", "answers", "scores")
     return classify(
         run.load("answers"),
-        run.load("scores"),
+        _scores(run),
         run.load("corpus"),
         run.load("questions"),
         system,
@@ -52,7 +62,7 @@ def category_reports(
     from cube.diagnose.retrieval import question_groups
 
     groups = question_groups(run.load("questions"), run.load("corpus"))
-    answers, scores = run.load("answers"), run.load("scores")
+    answers, scores = run.load("answers"), _scores(run)
     refusal = refusal_categories(run, system, (*by, "kind"))
     reports = {
         b: category_report(

@@ -558,3 +558,22 @@ def test_sort_key_of_judge_calls_reuses_the_message_strings_in_text_order():
     assert order == sorted(range(len(reqs)), key=lambda i: prompt_text(reqs[i]))
     key = _prefix_key(reqs[0])
     assert all(k is m["content"] for k, m in zip(key, reqs[0].messages, strict=True))
+
+
+def test_detail_json_is_json_dumps_whatever_the_value_types():
+    """The memoised criterion-points text is `json.dumps` of the mapping: 1, 1.0 and True are equal
+    dictionary keys but not equal JSON, and a nested value is written directly."""
+    import json
+
+    from cube.judges.scoring import _detail_json
+
+    for detail in (
+        {"a": 1, "b": 2},
+        {"a": True, "b": 2},
+        {"a": 1.0, "b": 2},
+        {"a": 1, "b": 2},
+        {"名": "值", "n": None},
+        {"a": [1, 2]},
+        {"a": {"b": 1}},
+    ):
+        assert _detail_json(detail) == json.dumps(detail, ensure_ascii=False)

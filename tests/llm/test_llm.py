@@ -854,3 +854,20 @@ def test_a_recorded_failure_is_replayed_not_sent_also_inside_a_running_loop(tmp_
         assert again[0].ok and again[0].cached and again[3].ok
         model.complete(reqs(2), role="judging", progress=False)  # outside: asked again
         assert server.requests_total == 2
+
+
+def test_canonical_json_is_the_sorted_compact_json_dumps():
+    """Cache keys and call ids hash `canonical_json`: the text `json.dumps` gave with these options
+    (a cache written before the encoder was built once must still be hit)."""
+    import json
+
+    from cube.llm.cache import canonical_json
+
+    for obj in (
+        {"b": [1, 2.5, None], "a": "名字", "c": {"z": True, "y": "x"}},
+        ["m", {"temperature": 0.0}, {"answer": "sha256:ab", "lang": "zh"}, "v1", 0],
+        "text",
+        3,
+    ):
+        want = json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        assert canonical_json(obj) == want
