@@ -398,18 +398,21 @@ def lexical_correlations(
         Columns `metric, judge, set, dimension, n, pearson, spearman`.
     """
     require_columns(lexical, ("question_id", "system", "set", *METRICS), "lexical")
-    means = _judge_table(scores)
-    if dimensions is not None:
-        means = means[means["dimension"].isin(dimensions)]
     lex = lexical.loc[:, ["question_id", "system", "set", *METRICS]].astype(
         {"question_id": str, "system": str, "set": str}
     )
-    merged = means.merge(lex, on=["question_id", "system", "set"])
     labels = [sets] if isinstance(sets, str) else list(sets)
-    present = sorted(set(lex["set"]) | set(means["set"]))
+    score_sets = scores["set"].astype(str)
+    present = sorted(set(lex["set"]) | set(score_sets.unique()))
     unknown = [x for x in labels if x != POOLED and x not in present]
     if not labels or unknown:
         raise ValueError(f"sets: expected one or more of {present + [POOLED]}; got {labels!r}")
+    if POOLED not in labels:  # a unit's mean is its own rows': the other sets' rows are not read
+        scores = scores[score_sets.isin(labels).to_numpy()]
+    means = _judge_table(scores)
+    if dimensions is not None:
+        means = means[means["dimension"].isin(dimensions)]
+    merged = means.merge(lex, on=["question_id", "system", "set"])
     rows = []
     for label in labels:
         part = merged if label == POOLED else merged[merged["set"] == label]
@@ -455,8 +458,9 @@ def table6_example(
         Columns `name, kind, value`; `kind` is `human`, `judge` or `lexical`. Judge scores
         are on their 0-10 scale (samples averaged), lexical metrics on 0-1.
     """
-    means = _judge_table(scores)
-    means = _select(means[means["dimension"] == dimension], question_id, system, set)
+    # the answer's rows only: a unit's mean (and human consensus) is made of its own rows
+    means = _judge_table(_select(scores, question_id, system, set))
+    means = means[means["dimension"] == dimension]
     lex = _select(lexical, question_id, system, set)
     if means.empty and lex.empty:
         raise KeyError(
