@@ -1,4 +1,4 @@
-"""The paper's scale, stages 01-03 alone: CPU, wall and peak RSS of each, one process per stage.
+"""The paper's scale, stage by stage: CPU, wall and peak RSS of each, one process per stage.
 
 Issue 31 item 4. `benchmarks/paper_scale.py` times the whole `cube run` and splits it per stage
 by sampling; this script isolates stages 01_dataset_prep, 02_qa_sets and 03_scoring_sets: each
@@ -11,14 +11,16 @@ temporary folder with a fresh call cache, so every pass starts cold.
 `--code DIR` runs another checkout's package and notebooks (e.g. `git archive <commit> | tar -x -C
 DIR`), so before and after can be interleaved back to back: `--code /tmp/old --code .` runs the
 old, then the new, `--pairs` times. `--profile DIR` writes a cProfile file per stage there.
-`--keep DIR` keeps the run folders (to diff the tables of two checkouts). `--stages A,B` runs
-those notebooks instead of 01-03, and `--run-from DIR` first copies the run folder of a kept whole
-run (`paper_scale.py --keep DIR`) into each pass's folder, so that a later stage runs alone on it.
+`--keep DIR` keeps the run folders (to diff the tables of two checkouts).
+
+Later stages: `--stages 08_bleu_rouge,12_validation` runs those notebooks instead of 01-03, each
+pass on a copy of `--from-run DIR` (a paper-scale run folder, `outputs/paper` of
+`benchmarks/paper_scale.py --keep` or of `cube run`), so a stage finds the data of the stages
+before it and every pass starts from the same inputs.
 
 Usage: .venv/bin/python benchmarks/paper_scale_stages.py [--items 6111] [--code DIR ...]
-       [--pairs 1] [--profile DIR] [--keep DIR] [--stages 03_scoring_sets,10_diagnostics]
-       [--run-from DIR]
-The last line is the last pass's CPU time of the stages run, `paper_scale_stages_cpu_s: ...`.
+       [--pairs 1] [--profile DIR] [--keep DIR] [--stages A,B --from-run DIR]
+The last line is the last pass's CPU time of its stages, `paper_scale_stages_cpu_s: ...`.
 """
 
 from __future__ import annotations
@@ -103,15 +105,15 @@ def one_pass(
     work: Path,
     profile: Path | None,
     stages: tuple[str, ...] = STAGES,
-    run_from: Path | None = None,
+    from_run: Path | None = None,
 ) -> dict[str, dict]:
-    """The stages of one checkout in a fresh folder (fresh call cache), after a copy of
-    `run_from`'s outputs when given."""
+    """`stages` of one checkout in a fresh folder (fresh call cache), on a copy of `from_run`
+    (the run folder the stages read) when given."""
     work.mkdir(parents=True, exist_ok=True)
-    if run_from is not None:
-        shutil.copytree(run_from / "outputs", work / "outputs", dirs_exist_ok=True)
     params = work / "paper.yaml"
     params.write_text(PARAMS.format(items=items, outputs=work / "outputs"), encoding="utf-8")
+    if from_run is not None:
+        shutil.copytree(from_run, work / "outputs" / "paper")
     return {stage: run_stage(code, stage, params, profile) for stage in stages}
 
 
@@ -123,9 +125,11 @@ def main() -> None:
     ap.add_argument("--profile", type=Path, default=None, help="write <stage>.prof files here")
     ap.add_argument("--keep", type=Path, default=None, help="keep the run folders here")
     ap.add_argument("--stages", default=",".join(STAGES), help="notebooks to run, in order")
-    ap.add_argument("--run-from", type=Path, default=None, help="a kept run to start from")
+    ap.add_argument("--from-run", type=Path, default=None, help="run folder the stages read")
     args = ap.parse_args()
-    stages = tuple(args.stages.split(","))
+    stages = tuple(s.strip() for s in args.stages.split(",") if s.strip())
+    if stages != STAGES and args.from_run is None:
+        ap.error("--stages other than 01-03 need --from-run (the run folder they read)")
     codes = [c.resolve() for c in (args.code or [ROOT])]
     base = args.keep or Path(tempfile.mkdtemp(prefix="cube-stages-"))
     if args.profile:
@@ -135,8 +139,9 @@ def main() -> None:
     try:
         for r in range(args.pairs):
             for i, code in enumerate(codes):
-                work = base / f"r{r}-c{i}"
-                res = one_pass(code, args.items, work, args.profile, stages, args.run_from)
+                res = one_pass(
+                    code, args.items, base / f"r{r}-c{i}", args.profile, stages, args.from_run
+                )
                 total = sum(v["cpu_s"] for v in res.values())
                 peak = max(v["peak_rss_mb"] for v in res.values())
                 print(json.dumps({"round": r, "code": str(code), **res}))

@@ -56,3 +56,10 @@ def segment(text: str, hmm: bool = True) -> tuple[str, ...]:
 @lru_cache(maxsize=400_000)
 def _cut_block(block: str, hmm: bool) -> tuple[str, ...]:
     return tuple(jieba_module().lcut(block, HMM=hmm))
+
+
+def clear_segment_caches() -> None:
+    """Empty the caches of `segment` (and its blocks' cuts): a stage that has cut all its texts
+    frees their memory before it goes on."""
+    segment.cache_clear()
+    _cut_block.cache_clear()

@@ -404,8 +404,9 @@ def lexical_vs_judges(
     from cube.method.lexical import METRIC_LABELS
 
     require_columns(lexical, ("question_id", "system", "set", *metrics), "lexical")
-    means = with_human_consensus(judge_means(scores))  # "human" = the raters' consensus
-    means = means[(means["dimension"] == dimension) & ~means["judge"].str.startswith("human:")]
+    # "human" = the raters' consensus; the one dimension's rows only (a unit's mean is its own)
+    means = with_human_consensus(judge_means(scores[scores["dimension"] == dimension]))
+    means = means[~means["judge"].str.startswith("human:")]
     lex = lexical.astype({"question_id": str, "system": str, "set": str})
     merged = means.merge(
         lex[["question_id", "system", "set", *metrics]], on=["question_id", "system", "set"]

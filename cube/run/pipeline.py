@@ -304,30 +304,36 @@ def scores_stage(run: Run) -> pd.DataFrame:
 def lexical_stage(run: Run) -> pd.DataFrame:
     """Sentence BLEU and ROUGE of every answer against its reference; saved as
     data/lexical.parquet."""
-    from cube.kb.text import segment
+    from cube.kb.text import clear_segment_caches, segment
     from cube.method.lexical import lexical_scores
 
-    lex = lexical_scores(
-        run.load("answers"),
-        run.load("corpus"),
+    reference = run.params.lexical.reference
+    lex = lexical_scores(  # only the columns it reads (the call accounting is not text)
+        run.load("answers", ("question_id", "doc_id", "system", "set", "answer")),
+        run.load("corpus", ("doc_id", "text")),
         tokenizer=run.params.lexical.tokenizer,
-        reference=run.params.lexical.reference,
-        questions=run.load("questions"),
+        reference=reference,
+        questions=None if reference == "gold_document" else run.load("questions"),
         lang=run.params.lang,
         segment=segment,
     )
+    # the cuts of every answer and gold document (~50 MB at the paper's scale) are not read again
+    # in this stage (the next stage's kernel reset empties them anyway)
+    clear_segment_caches()
     run.save("lexical", lex)
     return lex
 
 
 def scores_with_human(run: Run) -> pd.DataFrame:
-    """The judges' scores plus the imported human ratings, when notebook 07 imported them."""
-    scores = run.load("scores")
+    """The judges' scores plus the imported human ratings, when notebook 07 imported them. Of the
+    judges' rows only the columns the analysis reads (`ANALYSIS_SCORE_COLUMNS`: the raw replies,
+    details and call accounting were ~100 MB at the paper's scale); the human rows keep their
+    criterion `detail` (Table 7)."""
+    scores = run.load("scores", ANALYSIS_SCORE_COLUMNS)
     if run.params.human.ratings and run.has("human_ratings"):
         human = run.load("human_ratings")
-        return pd.concat(
-            [scores, human[[c for c in human.columns if c in scores.columns]]], ignore_index=True
-        )
+        keep = [c for c in human.columns if c in scores.columns or c == "detail"]
+        return pd.concat([scores, human[keep]], ignore_index=True)
     return scores
 
 
@@ -335,7 +341,7 @@ def lexical_example(run: Run, lexical: pd.DataFrame, scores: pd.DataFrame) -> di
     """The answer for Tables 6-7: `lexical.example_question_id` if set, else the first human-rated
     rag answer of the primary system, else its first retrieved rag answer."""
     system = primary_system(run)
-    questions = run.load("questions").set_index("question_id")
+    questions = run.load("questions", ("question_id", "question")).set_index("question_id")
     rated = scores[
         scores["judge"].astype(str).str.startswith("human")
         & (scores["system"] == system)
@@ -347,7 +353,7 @@ def lexical_example(run: Run, lexical: pd.DataFrame, scores: pd.DataFrame) -> di
         if len(rated):
             qid = str(sorted(rated["question_id"].astype(str))[0])
         else:
-            answers = run.load("answers")
+            answers = run.load("answers", ("question_id", "system", "set", "rank"))
             rag = answers[(answers["system"] == system) & (answers["set"] == "rag")].sort_values(
                 "question_id"
             )

@@ -79,6 +79,7 @@ def test_lexical_scores_equal_rouge_score_on_a_table(tokenizer):
 def test_rouge_l_equals_rouge_score_on_random_token_lists(target, prediction):
     expected = rouge_scorer._score_lcs(target, prediction).fmeasure
     assert lexical._rouge_l(target, prediction) == expected
+    assert lexical._rouge_l(target, prediction, lexical._token_ids(target)) == expected
 
 
 @settings(max_examples=300, deadline=None)
@@ -90,6 +91,65 @@ def test_bleu_against_a_reference_counted_once_equals_sentence_bleu(hyp, ref):
     reference = lexical._bleu_reference(ref)
     assert lexical._bleu_cached(hyp, reference) == lexical._bleu(hyp, ref)
     assert lexical._bleu_cached(ref, reference) == lexical._bleu(ref, ref)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from("abcdefg"), max_size=60),
+    st.lists(st.sampled_from("abcdefgh"), max_size=20),
+)
+def test_rouge_n_equals_score_ngrams_whichever_text_is_longer(target, prediction):
+    for n in (1, 2):
+        t, p = rouge_scorer._create_ngrams(target, n), rouge_scorer._create_ngrams(prediction, n)
+        expected = rouge_scorer._score_ngrams(t, p).fmeasure
+        assert lexical._rouge_n(t, p) == expected  # the same float, not only close
+        assert lexical._rouge_n(p, t) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["一", "二", "ab", "c"]), max_size=30))
+def test_reference_ngrams_equal_rouge_scores_own(tokens):
+    cut = lexical._words_of("char", None)
+    _, words, (uni, bi) = lexical._reference_words(" ".join(tokens), cut)
+    assert uni == rouge_scorer._create_ngrams(words, 1)
+    assert bi == rouge_scorer._create_ngrams(words, 2)
+
+
+def test_a_repeated_answer_scores_as_when_scored_alone():
+    """`lexical_scores` scores an answer repeated for one reference once: each row still equals
+    `text_scores` of its own pair, missing and empty answers included."""
+    import pandas as pd
+
+    docs = {"d1": "申请人需要提交身份证和申请表。", "d2": "办理时限为五个工作日。"}
+    texts = ["身份证和申请表", "身份证和申请表", None, "，。", "五个工作日", "身份证和申请表"]
+    keys = ["d1", "d1", "d1", "d2", "d2", "d2"]
+    answers = pd.DataFrame(
+        {
+            "question_id": [f"q{i}" for i in range(6)],
+            "doc_id": keys,
+            "system": "s",
+            "set": ["zero", "rag", "full"] * 2,
+            "answer": texts,
+        }
+    )
+    corpus = pd.DataFrame({"doc_id": list(docs), "text": list(docs.values())})
+    out = lexical.lexical_scores(answers, corpus, tokenizer="jieba", segment=segment)
+    for i, (text, key) in enumerate(zip(texts, keys, strict=True)):
+        alone = lexical.text_scores(text, docs[key], "jieba", segment=segment)
+        for m in lexical.METRICS:
+            got = out.at[i, m]
+            assert (np.isnan(got) and np.isnan(alone[m])) or got == alone[m], (i, m)
+    assert out["excluded"].tolist() == ["", "", "missing answer", "empty answer", "", ""]
+
+
+def test_clearing_the_segment_caches_empties_them():
+    from cube.kb import text
+
+    segment("身份证和申请表")
+    assert text.segment.cache_info().currsize > 0
+    text.clear_segment_caches()
+    assert text.segment.cache_info().currsize == 0
+    assert text._cut_block.cache_info().currsize == 0
 
 
 # ------------------------------------------------------------------ agreement bootstrap
