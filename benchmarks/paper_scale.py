@@ -10,8 +10,10 @@ same entry point as `make run`). The stages share a warm Jupyter kernel (`cube.r
 scale each stage after the first large one gets a fresh kernel); a sampler thread
 reads /proc every 0.1 s and attributes every descendant process's CPU time and resident memory to
 the stage running at that moment (the stage is the newest `outputs/<run>/.staging/notebooks/*`
-file being written, else "runner"). The totals (CPU of all descendants, peak RSS of the largest
-single process) come from `os.wait4`, so they are exact; the per-stage split is sampled.
+file being written, until `cube run` logs that stage as done; else "runner": the runner's own work
+between stages, and after the last one the manifest written before the commit). The totals (CPU
+of all descendants, peak RSS of the largest single process) come from `os.wait4`, so they are
+exact; the per-stage split is sampled.
 
 Side by side (issue 31): `--against REV` checks the commit REV out in a git worktree of its own
 (`<tmp>/cube-against-<sha>`, kept and re-used by later invocations; `git worktree remove` deletes
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -42,10 +45,13 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 TICK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
+# `cube run`'s line for a stage that ended (`cube.run.execute`): done, failed, up to date, skipped
+DONE = re.compile(r"\[cube\] (\d\d)_\w+: (?:done in|FAILED|up to date|skipped)")
 
 PARAMS = """run: paper
 lang: zh
@@ -94,6 +100,7 @@ class Sampler(threading.Thread):
     def __init__(self, pid: int, staging: Path):
         super().__init__(daemon=True)
         self.pid, self.staging = pid, staging
+        self.finished: set[str] = set()  # stage numbers `cube run` logged as done or failed
         self.stop = threading.Event()
         self.cpu: dict[str, float] = {}
         self.rss: dict[str, int] = {}
@@ -111,7 +118,18 @@ class Sampler(threading.Thread):
         newest = max(nbs, key=lambda p: p.stat().st_mtime, default=None)
         if newest is None or time.time() - newest.stat().st_mtime > 600:
             return "runner"
-        return newest.stem[:2]
+        # a stage logged as done is over: what follows it (the fingerprints, the next stage's
+        # set-up, the manifest after the last stage) is the runner's
+        return "runner" if newest.stem[:2] in self.finished else newest.stem[:2]
+
+    def read_log(self, stream: Any, lines: list[str]) -> None:
+        """Read `cube run`'s output as it comes, noting each stage it logs as finished."""
+        for raw in iter(stream.readline, b""):
+            line = raw.decode(errors="replace")
+            lines.append(line)
+            m = DONE.match(line)
+            if m:
+                self.finished.add(m.group(1))
 
     def run(self) -> None:
         while not self.stop.is_set():
@@ -163,7 +181,8 @@ def run_once(
 ) -> Result:
     """Run `cube run` once and print its per-stage table and totals."""
     side = side or Side("this", sys.executable, ROOT)
-    env = dict(os.environ, PYTHONPATH=str(side.root))
+    # unbuffered: the sampler reads the stage lines as they are written
+    env = dict(os.environ, PYTHONPATH=str(side.root), PYTHONUNBUFFERED="1")
     started = time.monotonic()
     proc = subprocess.Popen(
         [side.python, "-m", "cube.cli", "run", str(params), "--no-preflight", *extra],
@@ -174,7 +193,9 @@ def run_once(
     )
     sampler = Sampler(proc.pid, outputs / "paper" / ".staging")
     sampler.start()
-    out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
+    lines: list[str] = []
+    sampler.read_log(proc.stdout, lines)
+    out = "".join(lines)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.monotonic() - started
     sampler.stop.set()

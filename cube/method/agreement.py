@@ -136,7 +136,9 @@ def question_draws(
         an `n x Q` array where `counts[b, q]` is how often question `q` is drawn in resample `b`
         (questions sorted, so the draws do not depend on row order).
     """
-    qs = sorted(set(question_ids))
+    # the distinct ids first: a set of a text column walks it element by element (slow for Arrow)
+    unique = question_ids.unique() if isinstance(question_ids, pd.Series) else question_ids
+    qs = sorted(set(unique))
     rng = np.random.default_rng(seed)
     if not qs or n == 0:
         return {q: i for i, q in enumerate(qs)}, np.zeros((n, len(qs)), dtype=int)
@@ -291,10 +293,10 @@ def agreement_table(
         )
     code, counts = question_draws(ref["question_id"], bootstrap, seed)
     rows = []
-    for judge in sorted(set(means["judge"]) - absorbed):
+    for judge in sorted(set(means["judge"].unique()) - absorbed):
         for label in labels:
             jm, rm = _in_set(means[means["judge"] == judge], label), _in_set(ref, label)
-            for dim in sorted(set(jm["dimension"]) & set(rm["dimension"])):
+            for dim in sorted(set(jm["dimension"].unique()) & set(rm["dimension"].unique())):
                 x, y, dropped, qids = _matched_with_questions(
                     jm[jm["dimension"] == dim], rm[rm["dimension"] == dim]
                 )

@@ -203,9 +203,10 @@ def build_records(
 ) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
     """(meta, records, docs): the browser's data, plain JSON-able values. `changes`: per
     (question, system) the comparisons where it is a regression or improvement (`run_changes`)."""
-    systems = [str(s) for s in dict.fromkeys(answers["system"].astype(str))]
+    # in order of first appearance (`unique`), without a Python loop over every judgment
+    systems = [str(s) for s in answers["system"].astype(str).unique()]
     judges = sorted(scores["judge"].astype(str).unique()) if len(scores) else []
-    dims = list(dict.fromkeys(scores["dimension"].astype(str))) if len(scores) else []
+    dims = [str(d) for d in scores["dimension"].astype(str).unique()] if len(scores) else []
     qtext: dict[Any, Any] = {}
     qstyle: dict[Any, Any] = {}
     qdept: dict[Any, Any] = {}
@@ -221,7 +222,10 @@ def build_records(
         ci = corpus.drop_duplicates("doc_id").set_index("doc_id")
         names = ci["item_name"] if "item_name" in ci else pd.Series("", index=ci.index)
         texts = ci["text"] if "text" in ci else pd.Series("", index=ci.index)
-        docs = {str(k): [_text(names.get(k)), _text(texts.get(k))] for k in ci.index}
+        docs = {
+            str(k): [_text(n), _text(t)]
+            for k, n, t in zip(ci.index, names.tolist(), texts.tolist(), strict=True)
+        }
     sc = scores.assign(score=pd.to_numeric(scores["score"], errors="coerce"))
     cols = {c: sc[c] if c in sc else pd.Series("", index=sc.index) for c in ("raw", "error")}
     jidx, didx, sidx = ({v: i for i, v in enumerate(x)} for x in (judges, dims, SETS))
@@ -229,21 +233,11 @@ def build_records(
     lists = [
         sc[c].astype(str).tolist() for c in ("question_id", "system", "set", "judge", "dimension")
     ]
-    lists += [
-        sc["score"].astype(float).tolist(),
-        cols["raw"].astype(object).tolist(),
-        cols["error"].astype(object).tolist(),
-    ]
+    # plain lists (a string column's own `tolist`, not element by element through `object`)
+    lists += [sc["score"].astype(float).tolist(), cols["raw"].tolist(), cols["error"].tolist()]
     for q, s, set_, j, d, v, raw, err in zip(*lists, strict=True):
         judg.setdefault((q, s), []).append(
-            [
-                sidx.get(set_, -1),
-                jidx[j],
-                didx[d],
-                None if pd.isna(v) else float(v),
-                _text(raw),
-                _text(err),
-            ]
+            [sidx.get(set_, -1), jidx[j], didx[d], None if v != v else v, _text(raw), _text(err)]
         )
     recs: dict[tuple[str, str], dict[str, Any]] = {}
     for row in answers.itertuples(index=False):
@@ -361,12 +355,9 @@ def write_browser(run_paths: RunPaths) -> Path | None:
     chunks = []
     for i in range(0, max(len(records), 1), CHUNK):
         part = records[i : i + CHUNK]
-        used = {r["d"] for r in part} | {d for r in part for d in r["r"]}
-        docs_part = {
-            d: (docs[d] if d in {r["d"] for r in part} else [docs[d][0], ""])
-            for d in used
-            if d in docs
-        }
+        gold = {r["d"] for r in part}  # their text is shown; a retrieved one's name only
+        used = gold | {d for r in part for d in r["r"]}
+        docs_part = {d: (docs[d] if d in gold else [docs[d][0], ""]) for d in used if d in docs}
         name = f"chunk-{len(chunks):04d}.js"
         (folder / name).write_text(
             f"CUBE_CHUNK({len(chunks)},{_js({'rows': part, 'docs': docs_part})});\n",

@@ -18,6 +18,7 @@ page's header instead.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable
@@ -52,14 +53,16 @@ def offline_html(body: str) -> str:
     return _REMOTE_LINK.sub("", _REMOTE_SCRIPT.sub("", body))
 
 
-def export_html(executed: Path, target: Path, *, with_code: bool) -> Path:
-    """One executed notebook as a standalone, offline HTML page (nbconvert, in-process)."""
-    import nbformat
+@functools.cache
+def _exporter(with_code: bool) -> Any:
+    """The HTML exporter of pages with or without code, made once per process: an exporter
+    compiles its Jinja templates on first use (about half of a page's export), and nbconvert's
+    exporters are made to convert one notebook after another (its command line does)."""
     from nbconvert import HTMLExporter
 
     from cube.pages.escape import sanitise_html
 
-    exporter = HTMLExporter(
+    return HTMLExporter(
         template_name="lab",
         exclude_input=not with_code,
         exclude_input_prompt=not with_code,
@@ -67,7 +70,20 @@ def export_html(executed: Path, target: Path, *, with_code: bool) -> Path:
         sanitize_html=True,  # outputs and Markdown through `clean_html`: ours, nh3 (below)
         filters={"clean_html": sanitise_html},
     )
-    body, _ = exporter.from_notebook_node(nbformat.read(executed, as_version=4))
+
+
+def export_html(
+    executed: Path, target: Path, *, with_code: bool, notebook: Any | None = None
+) -> Path:
+    """One executed notebook as a standalone, offline HTML page (nbconvert, in-process).
+    `notebook`: the executed notebook already read (`nbformat.read`), to export it twice from one
+    read."""
+    import nbformat
+
+    if notebook is None:
+        notebook = nbformat.read(executed, as_version=4)
+    # the exporter leaves the notebook as it was: its preprocessors work on a copy
+    body, _ = _exporter(with_code).from_notebook_node(notebook)
     target.parent.mkdir(parents=True, exist_ok=True)
     from cube.pages.browser import (
         rebase_links,  # links into the judgment browser, from report/ or report/code/
@@ -186,8 +202,11 @@ def publish(
             or html.stat().st_mtime < executed.stat().st_mtime
             or not code.exists()
         ):
-            export_html(executed, html, with_code=False)
-            export_html(executed, code, with_code=True)
+            import nbformat
+
+            notebook = nbformat.read(executed, as_version=4)
+            export_html(executed, html, with_code=False, notebook=notebook)
+            export_html(executed, code, with_code=True, notebook=notebook)
         if executed.name not in recorded:
             stale = "freshness unknown: not executed by `cube run`"
         elif current.get(executed.name) not in (None, recorded[executed.name]):

@@ -98,10 +98,14 @@ def embed_cjk_font(
     chars = {p: cjk_characters(t + (data or {}).get(p, "")) for p, t in texts.items()}
     union = "".join(sorted(set("".join(chars.values()))))
     base = subset(font[0], union, font[1]) if union else b""
+    # pages showing the same characters (a page and its version with code, often) share one subset
+    made = {union: base}
     sizes: dict[Path, int] = {}
     for page, text in texts.items():
         if chars[page]:
-            woff = base if chars[page] == union else subset(base, chars[page])
+            if chars[page] not in made:
+                made[chars[page]] = subset(base, chars[page])
+            woff = made[chars[page]]
             new = _insert(text, font_block(woff))
             sizes[page] = len(woff)
         else:

@@ -264,20 +264,29 @@ PACKAGE = Path(__file__).resolve().parents[1]
 
 
 @cache
+def _module_facts(path: Path) -> tuple[frozenset[str], frozenset[str]]:
+    """A Python file's `cube` imports and the package data folders it reads, from one parse (the
+    parse is most of a run's first fingerprints)."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except SyntaxError:
+        return frozenset(), frozenset()
+    return _imports_of(tree, _module_name(path)), _data_of(tree, path)
+
+
 def _module_imports(path: Path) -> frozenset[str]:
     """`cube` modules imported by a Python file (by module name, e.g. 'cube.method.analysis')."""
-    return _imports_in(path.read_text(encoding="utf-8"), _module_name(path))
+    return _module_facts(path)[0]
 
 
-@cache
 def _module_data(path: Path) -> frozenset[str]:
     """The package folders (paths relative to `cube/`) whose data files (prompts, templates, tables)
     a Python file reads: named by a string in `resources.files(...)`, `.joinpath(...)`,
     `PackageLoader(...)`, or joined to a path built from `__file__`."""
-    try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-    except SyntaxError:
-        return frozenset()
+    return _module_facts(path)[1]
+
+
+def _data_of(tree: ast.AST, path: Path) -> frozenset[str]:
     found: set[str] = set()
 
     def names(nodes: list[ast.expr]) -> set[str]:
@@ -327,6 +336,10 @@ def _imports_in(source: str, current: str = "") -> frozenset[str]:
         tree = ast.parse(source)
     except SyntaxError:
         return frozenset()
+    return _imports_of(tree, current)
+
+
+def _imports_of(tree: ast.AST, current: str) -> frozenset[str]:
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
