@@ -185,7 +185,7 @@ class Look:
     upper: float
     groups: int | None = None  # jackknife groups behind the SE (a smooth statistic's look only)
     retrieved: int | None = None  # retrieved questions behind W (the CuBE score's look only)
-    scale: str | None = None  # "log" or "linear": the scale a smooth statistic's look is built on
+    scale: str | None = None  # "sqrt", "log" or "linear": the scale a smooth statistic's look is on
 
     @property
     def width(self) -> float:

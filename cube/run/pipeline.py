@@ -261,7 +261,7 @@ def scores_stage(run: Run) -> pd.DataFrame:
 
     run.require("corpus", "questions", "answers")
     corpus, questions, answers = run.load("corpus"), run.load("questions"), run.load("answers")
-    from cube.run.sequential import driver_failures, driver_pilots
+    from cube.run.sequential import driver_failures, driver_pilots, driver_replayed
 
     judges = driver_pilots(run, make_judges(run.params, run.paths.cache))  # no second pilot
     dimensions = load_dimensions(run.params, base_dir=run.base_dir)
@@ -273,6 +273,7 @@ def scores_stage(run: Run) -> pd.DataFrame:
     n_judge = stage_judge_calls(judges, answers, corpus, questions, dimensions, scores)
     with driver_failures(run):
         audit, n_audit = audit_stage(run, judges, dimensions, corpus, questions, answers, n_judge)
+    driver_replayed(run)  # a later run of this stage alone asks the driver's failed calls again
     # calls in flight reached (issue 15), per judge with an endpoint; always written, so that a
     # re-run whose calls were all cached does not keep the previous run's figures (record() merges
     # keys)

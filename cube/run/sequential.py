@@ -41,8 +41,10 @@ stages after it are the ordinary notebooks on the questions it reached:
    its judges' pilot decisions (`judge_pilot`, with the pilot's call keys for a judge it stopped).
    Within the run, stages 02 and 03 take them (`driver_failures`, `driver_pilots`): a failed call
    stays failed with its reason, not sent again, and a pilot is not run a second time (a stopped
-   judge is sent nothing more), so the looks and the report rest on the same judgments. A fresh
-   `cube run` runs the driver again, which asks every call anew.
+   judge is sent nothing more), so the looks and the report rest on the same judgments. Stage 03
+   takes them once (`driver_replayed`): a later run of stage 03 alone, or of the driver, asks every
+   call anew. Only LLM calls' failures are kept (`cube.llm.failures_recorded`): an answer of a
+   Python or RAGFlow system that failed in the driver is asked again by stage 02.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ from scipy.stats import norm
 
 from cube.config.params import Params
 from cube.method.sequential import (
+    MIN_GROUPS,
     Decision,
     Look,
     StopRule,
@@ -511,7 +514,9 @@ def least_questions(
     plan: pd.DataFrame, params: Params, base_dir: Path
 ) -> tuple[list[str], dict[str, Any]]:
     """The questions of the driver's first batches (its seeded order, whole families) up to its
-    effective minimum, and the facts `plan_text` says. The minimum is raised with the judge calls
+    effective minimum and at least `MIN_GROUPS` families (no look stops before both; the guard of
+    `MIN_RETRIEVED` retrieved questions is not known before answering, so the least may still be
+    below the run's), and the facts `plan_text` says. The minimum is raised with the judge calls
     per question of the first batch as the driver counts them (`_first_batch_calls`) when every
     system answers offline; else with the plan's (an upper bound for an offline judge, so the
     minimum may be below the run's: `min_questions_from` says which)."""
@@ -524,16 +529,17 @@ def least_questions(
     questions = planned_questions(params, corpus, base_dir)
     questions = questions.assign(question_id=questions["question_id"].astype(str))
     n = len(questions)
-    order = batches(unit_of(params, questions, corpus), sp.batch, sp.seed)
-    per_q = _first_batch_calls(plan, params, corpus, questions, order[0] if order else [], base_dir)
+    units = unit_of(params, questions, corpus)
+    order = batches(units, sp.batch, sp.seed)
+    per_q = _first_batch_calls(params, corpus, questions, order[0] if order else [], base_dir)
     source = "the driver's count on its first batch"
     if per_q is None:
         per_q = float(plan.loc[plan["role"] == "judging", "calls"].sum()) / max(n, 1)
         source = "the plan's judge calls (an upper bound: the run's minimum may be higher)"
     rule, why = raised_rule(params, per_q, n)
     ids: list[str] = []
-    for batch in order:
-        if len(ids) >= rule.min_questions:
+    for batch in order:  # no look may stop before the minimum nor on fewer than MIN_GROUPS families
+        if len(ids) >= rule.min_questions and len({units[q] for q in ids}) >= MIN_GROUPS:
             break
         ids += batch
     facts = {
@@ -547,23 +553,34 @@ def least_questions(
 
 
 def _first_batch_calls(
-    plan: pd.DataFrame, params: Params, corpus, questions: pd.DataFrame, ids, base_dir: Path
+    params: Params, corpus, questions: pd.DataFrame, ids, base_dir: Path
 ) -> float | None:
     """The judge calls per question of the driver's first batch, counted as the driver counts them
-    (`_calls_per_question`), when every system answers offline (the plan's answering rows are all
-    offline: no call is sent); None otherwise."""
+    (`_calls_per_question`), when every system is builtin and answered offline
+    (`_offline_builtin`: nothing is sent, no user code runs); None otherwise."""
     from cube.judges import load_dimensions, make_judges
     from cube.run.audit import judge_calls, stage_requests
     from cube.systems import build_answers
 
-    answering = plan[plan["role"] == "answering"]
-    if not ids or not (answering["tokens_by"] == "offline (no tokens)").all():
+    if not ids or not _offline_builtin(params):
         return None
     first = questions[questions["question_id"].isin(set(ids))]
     answers = build_answers(params, corpus, first, None, progress=False)
     judges = make_judges(params, None)
     dims = load_dimensions(params, base_dir=base_dir)
     return judge_calls(judges, stage_requests(judges, answers, corpus, first, dims)) / len(first)
+
+
+def _offline_builtin(params: Params) -> bool:
+    """Every system is a builtin retriever answered by the offline answerer, its bound sets too:
+    answering a batch then sends no request and runs none of the user's code (a Python, HTTP or
+    RAGFlow system may pay for calls, and `cube plan` sends nothing without `--pilot`)."""
+    return all(
+        getattr(s, "kind", None) == "builtin"
+        and not getattr(s, "bounds", None)
+        and params.model(params.system_answerer(s)).provider == "offline"
+        for s in params.systems
+    )
 
 
 def _saved(used: float | None, full: float | None) -> float | None:
@@ -672,14 +689,31 @@ def _driver_record(run: Run) -> dict[str, Any]:
     return rec if isinstance(rec, dict) else {}
 
 
+def _to_replay(run: Run) -> dict[str, Any]:
+    """The driver's record while its outcomes are still to be taken by stage 03 ({} once stage 03
+    took them, `driver_replayed`, or when the driver did not run)."""
+    rec = _driver_record(run)
+    return {} if rec.get("replayed") else rec
+
+
+def driver_replayed(run: Run) -> None:
+    """Stage 03 took the driver's failed calls and pilot decisions: marked in the record, so that a
+    later run of stage 03 alone (its failed calls to retry, stage 02 up to date and not run again)
+    asks them again as any run does, instead of replaying the old failures for ever."""
+    rec = _driver_record(run)
+    if rec and not rec.get("replayed"):
+        run.record(sequential={**rec, "replayed": True})
+
+
 @contextmanager
 def driver_failures(run: Run) -> Iterator[None]:
-    """Inside the block (stages 02 and 03 after the driver), a call the driver sent that failed is
-    not sent again: it fails with the driver's reason (`cube.llm.failures_replayed`). Nothing
-    changes in a run whose driver did not run."""
+    """Inside the block (stages 02 and 03 right after the driver), a call the driver sent that
+    failed is not sent again: it fails with the driver's reason (`cube.llm.failures_replayed`).
+    Nothing changes in a run whose driver did not run, nor once stage 03 took the driver's
+    outcomes (`driver_replayed`)."""
     from cube.llm import failures_replayed
 
-    with failures_replayed(_driver_record(run).get("failed_calls") or {}):
+    with failures_replayed(_to_replay(run).get("failed_calls") or {}):
         yield
 
 
@@ -687,7 +721,7 @@ def driver_pilots(run: Run, judges: list) -> list:
     """The judges of stage 03 with the driver's pilot outcome: a judge its pilot let go on runs no
     second pilot (its report kept); one it stopped takes its pilot's calls again and sends nothing
     (`Judge.pilot_calls`). The judges unchanged when the driver did not run."""
-    pilots = _driver_record(run).get("judge_pilot") or {}
+    pilots = _to_replay(run).get("judge_pilot") or {}
     out = []
     for j in judges:
         outcome = pilots.get(j.name)

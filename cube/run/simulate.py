@@ -423,7 +423,7 @@ def sequential_study(
     """`cube simulate --sequential`: `replicates` sequential runs of up to `max_questions`
     questions per true CuBE `distances` points below the lowest verdict edge (default 0, 5, 10,
     15, 20, 30), each summarised by `simulate_sequential.summary_row`; `scale` the sequence's
-    (`sequential.functional_look`: "log", the default, or "linear", as first built)."""
+    (`sequential.functional_look`: "sqrt", the default, "log", or "linear", as first built)."""
     from cube.method import simulate_sequential as SS
 
     t0 = time.time()

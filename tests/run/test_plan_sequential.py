@@ -48,3 +48,32 @@ def test_plan_of_a_fixed_n_run_has_no_least(tmp_path):
     plan = with_least(build_plan(run.params, base_dir=ROOT), run.params, base_dir=ROOT)
     assert "calls_least" not in plan and "sequential" not in plan.attrs
     assert "least" not in plan_text(plan)
+
+
+SYSTEM = '''
+from pathlib import Path
+
+LOG = Path(__file__).with_name("calls.log")
+
+
+def answer(question):
+    with LOG.open("a") as f:
+        f.write("answer\\n")
+    return {"answer": "an answer", "retrieved_ids": []}
+'''
+
+
+def test_plan_runs_none_of_a_python_systems_code(tmp_path):
+    """A Python (or HTTP, RAGFlow) system may pay for calls: `cube plan` never runs it to count the
+    driver's first batch (it sends nothing without `--pilot`); the plan's judge calls raise the
+    minimum instead, and the plan says so."""
+    (tmp_path / "mysys.py").write_text(SYSTEM, encoding="utf-8")
+    rule = {"stop": "width", "batch": 10, "min_questions": 20}
+    systems = [{"kind": "python", "name": "mine", "callable": f"{tmp_path / 'mysys.py'}:answer"}]
+    path = write_params(
+        tmp_path, "plan", systems=systems, analysis={"sequential": rule, "max_interval_width": 100}
+    )
+    run = open_run(path, tmp_path / "plan")
+    plan = with_least(build_plan(run.params, base_dir=ROOT), run.params, base_dir=ROOT)
+    assert not (tmp_path / "calls.log").exists()
+    assert plan.attrs["sequential"]["min_questions_from"].startswith("the plan's judge calls")

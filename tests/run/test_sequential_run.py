@@ -344,8 +344,9 @@ def test_stages_02_and_03_take_the_drivers_failures_and_pilots_a_fresh_run_asks_
     tmp_path, monkeypatch
 ):
     """Within a run, a call the driver sent that failed stays failed (with its reason) in stages
-    02-03 instead of being sent again, and a judge its pilot stopped gets no second pilot; a fresh
-    run of the driver asks the failed calls again (failures are never cached)."""
+    02-03 instead of being sent again, and a judge its pilot stopped gets no second pilot; stage 03
+    run again alone, or a fresh run of the driver, asks the failed calls again (failures are never
+    cached)."""
     monkeypatch.setenv("CUBE_SEQ_KEY", "sk-seq-local")
     with OpenAIServer(reply=fact_judge) as good, OpenAIServer(reply=lambda b: "no idea") as deaf:
         good.fail("400", times=None, when=_one_in_four, message="refused by the test")
@@ -397,11 +398,19 @@ def test_stages_02_and_03_take_the_drivers_failures_and_pilots_a_fresh_run_asks_
         pilot = json.loads(run.paths.results.read_text(encoding="utf-8"))["judge_pilot"]
         assert pilot["deaf"]["decision"] == "stopped"
         assert pilot["deaf"]["calls_not_sent"] == len(deaf_rows) - len(sent)
+        # stage 03 alone again (02 up to date: what `cube run` does when only the scores hold
+        # failed calls) took the driver's outcomes once already: it asks its failed calls again
+        assert record(run)["replayed"] is True
+        pipeline.scores_stage(open_run(params, tmp_path / "fail"))
+        assert good.requests_total > 0 and all(map(_one_in_four, good.bodies))
+        good.reset_stats()
+        deaf.reset_stats()
         # a fresh run of the driver asks exactly the failed calls again (the rest is cached)
         pipeline.questions_stage(run)
         assert good.requests_total == refused >= len(rec["failed_calls"])
         assert all(map(_one_in_four, good.bodies))
         assert deaf.requests_total == 0
+        assert "replayed" not in record(run)  # its outcomes are for the stage 03 after it
 
 
 def test_notebook_06_cells_show_the_record_the_driver_wrote(tmp_path):
