@@ -50,7 +50,7 @@ def test_plan_of_a_fixed_n_run_has_no_least(tmp_path):
     assert "least" not in plan_text(plan)
 
 
-SYSTEM = '''
+SYSTEM = """
 from pathlib import Path
 
 LOG = Path(__file__).with_name("calls.log")
@@ -60,7 +60,7 @@ def answer(question):
     with LOG.open("a") as f:
         f.write("answer\\n")
     return {"answer": "an answer", "retrieved_ids": []}
-'''
+"""
 
 
 def test_plan_runs_none_of_a_python_systems_code(tmp_path):
