@@ -104,6 +104,16 @@ def failed_calls(df: pd.DataFrame) -> pd.Series:
     return err.notna() & (err.astype(str).str.strip() != "")
 
 
+def _mentioning(texts: pd.Series, word: str) -> list[int]:
+    """Positions of the texts that contain `word`, found column-wise (not a Python string made
+    per cell: ~300k judgments at the paper's scale); a cell that is no text never does."""
+    try:
+        hits = texts.str.contains(word, regex=False, na=False)
+    except AttributeError:  # a column without any text (all missing, numbers)
+        return []
+    return hits.to_numpy(dtype=bool).nonzero()[0].tolist()
+
+
 def _folded_calls(df: pd.DataFrame) -> tuple[list[int], list[int]]:
     """Per row: how many calls its accounting adds up, and how many of the extra ones failed.
     1 and 0, except a judge row whose unparsed reply was asked again (`retry_unscored`): its
@@ -112,14 +122,50 @@ def _folded_calls(df: pd.DataFrame) -> tuple[list[int], list[int]]:
 
     calls, failed = [1] * len(df), [0] * len(df)
     if "detail" in df.columns:
-        for n, text in enumerate(df["detail"].tolist()):
-            if isinstance(text, str) and '"calls"' in text:
+        detail = df["detail"]
+        for n in _mentioning(detail, '"calls"'):
+            text = detail.iloc[n]
+            if isinstance(text, str):
                 try:
                     d = json.loads(text)
                     calls[n], failed[n] = int(d.get("calls", 1)), int(d.get("failed_calls", 0))
                 except (ValueError, TypeError, AttributeError):
                     pass
     return calls, failed
+
+
+def _accounting_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """A table's accounting columns in the dtypes `usage_summary` sums (text, bool, int64,
+    float64), with whether each row's call failed, how many calls it folds in and whether it was
+    cut. Converted table by table, before the tables are put together: every column then keeps a
+    compact dtype (a Python object per cell of a paper-scale scores table took ~200 MB).
+
+    Column-wise, not a Python call per row (~300k rows at the paper's scale): a missing text is ""
+    (cached: False), any other its text (cached: its truth); unreadable numbers are NaN (tokens
+    0)."""
+    n = len(df)
+    part = pd.DataFrame(index=pd.RangeIndex(n))
+    for c in ACCOUNTING_COLUMNS:
+        col = (
+            df[c].reset_index(drop=True)
+            if c in df.columns
+            else pd.Series(float("nan"), index=part.index)
+        )
+        if c in ("role", "model", "call_id"):
+            col = col.astype(str).where(col.notna(), "")
+        elif c == "cached":
+            col = col.where(col.notna(), False).astype(bool)
+        elif c in ("input_tokens", "output_tokens", "cached_input_tokens"):
+            col = pd.to_numeric(col, errors="coerce").fillna(0).astype("int64")
+        else:  # cost, latency_s, queue_s
+            col = pd.to_numeric(col, errors="coerce").astype("float64")
+        part[c] = col
+    part["call_id"] = part["call_id"].str.strip()
+    part["failed"] = failed_calls(df).to_numpy(dtype=bool)
+    part["n_calls"], part["n_failed"] = _folded_calls(df)
+    finish = df["finish_reason"] if "finish_reason" in df.columns else pd.Series("", index=df.index)
+    part["truncated"] = finish.fillna("").astype(str).eq("length").to_numpy(dtype=bool)
+    return part
 
 
 def usage_summary(tables: Iterable[pd.DataFrame]) -> pd.DataFrame:
@@ -160,43 +206,22 @@ def usage_summary(tables: Iterable[pd.DataFrame]) -> pd.DataFrame:
             [c for c in ACCOUNTING_COLUMNS if c not in OPTIONAL_ACCOUNTING],
             f"usage_summary: table #{n}",
         )
-        part = pd.DataFrame(
-            {
-                c: df[c].astype(object).to_numpy() if c in df.columns else float("nan")
-                for c in ACCOUNTING_COLUMNS
-            }
-        )
-        part["failed"] = failed_calls(df).to_numpy(dtype=bool)
-        part["n_calls"], part["n_failed"] = _folded_calls(df)
-        finish = (
-            df["finish_reason"] if "finish_reason" in df.columns else pd.Series("", index=df.index)
-        )
-        part["truncated"] = finish.fillna("").astype(str).eq("length").to_numpy(dtype=bool)
-        parts.append(part)
+        parts.append(_accounting_rows(df))
     if not parts:
         return pd.DataFrame({c: [] for c in SUMMARY_COLUMNS})
     rows = pd.concat(parts, ignore_index=True)
-    # column-wise, not a Python call per row (~300k rows at the paper's scale): a missing value is
-    # "" (cached: False), any other its text (cached: its truth)
-    for c in ("role", "model", "call_id"):
-        rows[c] = rows[c].astype(str).where(rows[c].notna(), "")
-    rows["call_id"] = rows["call_id"].str.strip()
-    rows["cached"] = rows["cached"].where(rows["cached"].notna(), False).astype(bool)
-    rows["cost"] = pd.to_numeric(rows["cost"], errors="coerce")
-    for c in ("input_tokens", "output_tokens", "cached_input_tokens"):
-        rows[c] = pd.to_numeric(rows[c], errors="coerce").fillna(0).astype("int64")
-    for c in ("latency_s", "queue_s"):
-        rows[c] = pd.to_numeric(rows[c], errors="coerce")
+    del parts  # each table's rows, no longer needed once put together
 
     is_call = rows["call_id"] != ""
+    no_call = rows[~is_call].assign(_call=False)
     calls = rows[is_call].copy()
+    del rows  # freed before the calls are grouped (a paper-scale run has ~300k rows)
     by_call = calls.groupby("call_id", sort=False)
     # A call paid in this run shows as not cached on at least one of its rows.
     calls["cached"] = by_call["cached"].transform("all")
     calls["failed"] = by_call["failed"].transform("any")
     calls["truncated"] = by_call["truncated"].transform("any")
     calls = calls.drop_duplicates("call_id").assign(_call=True)
-    no_call = rows[~is_call].assign(_call=False)
     every = pd.concat([calls, no_call], ignore_index=True)
 
     def known_sum(costs: pd.Series) -> float:

@@ -48,7 +48,10 @@ def call_usage(paths: RunPaths) -> pd.DataFrame | None:
     def accounting(name: str) -> pd.DataFrame:
         path = paths.data_file(name)
         present = set(pq.read_schema(path).names)
-        return pd.read_parquet(path, columns=[c for c in USAGE_COLUMNS if c in present])
+        columns = [c for c in USAGE_COLUMNS if c in present]
+        # a judge's few distinct details, models and roles as categories, not a text per row
+        shared = [c for c in ("model", "role", "detail") if c in present]
+        return pd.read_parquet(path, columns=columns, read_dictionary=shared)
 
     names = [n for n in CALL_TABLES if paths.data_file(n).exists()]
     return usage_summary(accounting(n) for n in names) if names else None

@@ -295,3 +295,52 @@ def test_empty_and_malformed_inputs() -> None:
     assert list(empty.columns) == list(SUMMARY_COLUMNS) and empty.empty
     with pytest.raises(ValueError, match=r"table #0.*missing column\(s\) \['cost'"):
         usage_summary([pd.DataFrame([call("m", "answering", "x", 1, 1, 0.0)]).drop(columns="cost")])
+
+
+def test_tables_sum_alike_whatever_their_dtypes(tmp_path) -> None:
+    """Each table's rows are converted on their own before the tables are put together: read back
+    as `cube.run.decide.call_usage` reads them (Arrow text, a judge's details, models and roles as
+    categories, a table of nulls with no row) they give the summary of the same rows given as
+    Python objects, and the counts worked out by hand."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from cube.config.runpaths import RunPaths
+    from cube.run.decide import call_usage
+
+    asked_again = call(  # one judge row folding 3 calls, 1 of them failed, the last one cut
+        "judge-llm",
+        "judging",
+        "k2",
+        30,
+        6,
+        1.5,
+        error_kind="",
+        error="",
+        detail=json.dumps({"calls": 3, "failed_calls": 1}),
+        finish_reason="length",
+    )
+    scores = pd.DataFrame([*judged("k1", 10, 2, 0.5), asked_again, *skipped_judgment()])
+    answers = pd.DataFrame(
+        [
+            call("m", "answering", "x1", 1, 1, 0.25, error=None, queue_s=0.1),
+            call("m", "answering", "x2", 2, 1, float("nan"), error="HTTP 500", queue_s=0.3),
+        ]
+    )
+    paths = RunPaths(root=tmp_path, cache=tmp_path / "cache.sqlite").ensure()
+    scores.to_parquet(paths.data_file("scores"))
+    answers.to_parquet(paths.data_file("answers"))
+    nothing = pa.table({c: pa.array([], pa.null()) for c in ACCOUNTING_COLUMNS})
+    pq.write_table(nothing, paths.data_file("refusal_generation"))
+
+    read = call_usage(paths)
+    as_objects = usage_summary([answers.astype(object), scores.astype(object)])
+    pd.testing.assert_frame_equal(read, as_objects)
+    j = by_key(read).loc[("judging", "judge-llm")]
+    assert (j["calls"], j["failed_calls"], j["skipped"], j["truncated"]) == (4, 1, 4, 1)
+    assert (j["input_tokens"], j["output_tokens"], j["cost_total"]) == (40, 8, 2.0)
+    a = by_key(read).loc[("answering", "m")]
+    assert (a["calls"], a["failed_calls"], a["input_tokens"], a["queue_s_median"]) == (2, 1, 3, 0.2)
+    assert math.isnan(a["cost_total"])
