@@ -116,7 +116,8 @@ def stopped(tmp_path_factory):
 
 def test_a_settled_run_stops_early_and_publishes_its_record(stopped):
     rec = record(stopped["run"])
-    assert set(rec) == RECORD_KEYS
+    assert set(rec) == RECORD_KEYS | {"replayed"}
+    assert rec["replayed"] is True  # stage 03 took the driver's outcomes (once)
     assert rec["stopped_early"] is True
     assert rec["questions_used"] < rec["questions_available"] == len(stopped["all"])
     assert rec["reason"].startswith(f"stopped at {rec['questions_used']}: ")
