@@ -289,39 +289,36 @@ def test_stage_02_is_out_of_date_when_the_sequential_section_or_its_judges_chang
     assert prints[4] == prints[1]  # a look has no bootstrap: its count re-runs 04-07 only
 
 
+def _good_and_deaf(tmp_path, name: str, good: OpenAIServer, deaf: OpenAIServer):
+    """A sequential run (stop: width, batches of 10) judged by the offline rubric, an LLM judge on
+    `good` and one on `deaf` whose pilot of 10 calls stops it (it answers "no idea")."""
+    spec = {"provider": "openai", "api_key_env": "CUBE_SEQ_KEY"}
+    return write_params(
+        tmp_path,
+        name,
+        models={
+            "good": {**spec, "model": "g", "base_url": good.url},
+            "deaf": {**spec, "model": "d", "base_url": deaf.url},
+        },
+        judges=[
+            {"name": "rubric", "model": {"provider": "offline", "model": "rubric-lenient"}},
+            {"name": "good", "model": "good"},
+            {"name": "deaf", "model": "deaf", "pilot": 10},
+        ],
+        analysis={
+            "weights": "equal",
+            "max_interval_width": 90,
+            "sequential": {"stop": "width", "batch": 10, "min_questions": 20},
+        },
+    )
+
+
 def test_a_judge_stopped_by_its_pilot_is_asked_once_and_leaves_the_jury(tmp_path, monkeypatch):
     """The pilot runs once, on the first batch (not on every batch: each would send its calls
     again); a judge it stops is asked nothing more, and the record names it as out of the jury."""
     monkeypatch.setenv("CUBE_SEQ_KEY", "sk-seq-local")
     with OpenAIServer(reply=fact_judge) as good, OpenAIServer(reply=lambda b: "no idea") as deaf:
-        params = write_params(
-            tmp_path,
-            "pilot",
-            models={
-                "good": {
-                    "provider": "openai",
-                    "model": "g",
-                    "base_url": good.url,
-                    "api_key_env": "CUBE_SEQ_KEY",
-                },
-                "deaf": {
-                    "provider": "openai",
-                    "model": "d",
-                    "base_url": deaf.url,
-                    "api_key_env": "CUBE_SEQ_KEY",
-                },
-            },  # fmt: skip
-            judges=[
-                {"name": "rubric", "model": {"provider": "offline", "model": "rubric-lenient"}},
-                {"name": "good", "model": "good"},
-                {"name": "deaf", "model": "deaf", "pilot": 10},
-            ],
-            analysis={
-                "weights": "equal",
-                "max_interval_width": 90,
-                "sequential": {"stop": "width", "batch": 10, "min_questions": 20},
-            },
-        )
+        params = _good_and_deaf(tmp_path, "pilot", good, deaf)
         run = open_run(params, tmp_path / "pilot")
         pipeline.corpus_stage(run)
         pipeline.questions_stage(run)
@@ -351,25 +348,7 @@ def test_stages_02_and_03_take_the_drivers_failures_and_pilots_a_fresh_run_asks_
     monkeypatch.setenv("CUBE_SEQ_KEY", "sk-seq-local")
     with OpenAIServer(reply=fact_judge) as good, OpenAIServer(reply=lambda b: "no idea") as deaf:
         good.fail("400", times=None, when=_one_in_four, message="refused by the test")
-        spec = {"provider": "openai", "api_key_env": "CUBE_SEQ_KEY"}
-        params = write_params(
-            tmp_path,
-            "fail",
-            models={
-                "good": {**spec, "model": "g", "base_url": good.url},
-                "deaf": {**spec, "model": "d", "base_url": deaf.url},
-            },  # fmt: skip
-            judges=[
-                {"name": "rubric", "model": {"provider": "offline", "model": "rubric-lenient"}},
-                {"name": "good", "model": "good"},
-                {"name": "deaf", "model": "deaf", "pilot": 10},
-            ],
-            analysis={
-                "weights": "equal",
-                "max_interval_width": 90,
-                "sequential": {"stop": "width", "batch": 10, "min_questions": 20},
-            },
-        )
+        params = _good_and_deaf(tmp_path, "fail", good, deaf)
         run = open_run(params, tmp_path / "fail")
         pipeline.corpus_stage(run)
         pipeline.questions_stage(run)
