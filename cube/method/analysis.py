@@ -414,12 +414,8 @@ def trimmed_means(
         if len(grid)
         else list(dict.fromkeys(dimensions or scores["dimension"]))
     )
-    judges_all = (
-        list(
-            grid["judge"].unique()
-        )  # in order of appearance (a Python loop over the rows was slow)
-        if len(grid)
-        else sorted(scores["judge"].unique(), key=str)
+    judges_all = (  # in order of appearance (unique(): a Python loop over the rows was slow)
+        list(grid["judge"].unique()) if len(grid) else sorted(scores["judge"].unique(), key=str)
     )
     by_jd = {k: g for k, g in cube.groupby(level=["judge", "dimension"], sort=False)}
     for judge in judges_all:

@@ -250,6 +250,7 @@ SCALES = {
     "log": (np.log, np.exp),
     "linear": (lambda x: x, lambda x: x),
 }
+DEFAULT_SCALE = "sqrt"  # the driver's and the simulation's (functional_look explains why)
 
 
 def functional_look(
@@ -259,7 +260,7 @@ def functional_look(
     rule: StopRule,
     clip: bool = False,
     retrieved: int | None = None,
-    scale: str = "sqrt",
+    scale: str = DEFAULT_SCALE,
 ) -> Look:
     """The sequence's interval for a smooth statistic of the n questions judged (the CuBE score, a
     ratio of trimmed means times R@k, is not a mean of per-question scores): the AsympCS boundary

@@ -61,9 +61,7 @@ class Design:
     proportion: float = 0.1
     weights: str = "rank_correlation"
     max_groups: int = 40
-    scale: str = (
-        "sqrt"  # the sequence's scale (`sequential.functional_look`; "linear": first built)
-    )
+    scale: str = seq.DEFAULT_SCALE  # the sequence's (`sequential.functional_look`)
 
     @property
     def edge(self) -> float:

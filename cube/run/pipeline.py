@@ -267,11 +267,10 @@ def scores_stage(run: Run) -> pd.DataFrame:
     dimensions = load_dimensions(run.params, base_dir=run.base_dir)
     with driver_failures(run):  # a call the sequential driver sent that failed stays failed
         scores = score_answers(answers, judges, dimensions, corpus, questions=questions)
-    run.save("scores", scores)
-    # the judging pilots' reports, taken before the audit scores its probes with the same judges
-    pilots = [j.pilot_report for j in judges if j.pilot_report]
-    n_judge = stage_judge_calls(judges, answers, corpus, questions, dimensions, scores)
-    with driver_failures(run):
+        run.save("scores", scores)
+        # the judging pilots' reports, taken before the audit scores its probes with the judges
+        pilots = [j.pilot_report for j in judges if j.pilot_report]
+        n_judge = stage_judge_calls(judges, answers, corpus, questions, dimensions, scores)
         audit, n_audit = audit_stage(run, judges, dimensions, corpus, questions, answers, n_judge)
     driver_replayed(run)  # a later run of this stage alone asks the driver's failed calls again
     # calls in flight reached (issue 15), per judge with an endpoint; always written, so that a

@@ -47,8 +47,9 @@ batch prices for judges, which `cube batch` can send), and time at the model's c
   send; `cube.run.sequential.with_least` adds the least (`calls_least`, `to_send_least`,
   `cost_least`): the plan of the questions of the driver's first batches up to its minimum
   (`min_questions` raised as the driver raises it, `cube.run.sequential.effective_minimum`, from
-  the first batch's judge calls per question as the driver counts them when every system answers
-  offline, else from the plan's), where the earliest stop can come. `cube plan` shows both.
+  the first batch's judge calls per question as the driver counts them when every system is
+  builtin and answers offline, else from the plan's), where the earliest stop can come. `cube
+  plan` shows both.
 
 The plan is written into the run's manifest beside the usage actually reported (`plan_vs_actual`).
 """

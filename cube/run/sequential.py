@@ -518,8 +518,8 @@ def least_questions(
     `MIN_RETRIEVED` retrieved questions is not known before answering, so the least may still be
     below the run's), and the facts `plan_text` says. The minimum is raised with the judge calls
     per question of the first batch as the driver counts them (`_first_batch_calls`) when every
-    system answers offline; else with the plan's (an upper bound for an offline judge, so the
-    minimum may be below the run's: `min_questions_from` says which)."""
+    system is builtin and answers offline; else with the plan's (an upper bound for an offline
+    judge, so the minimum may be below the run's: `min_questions_from` says which)."""
     from cube.kb.corpus import build_corpus
     from cube.run.plan import planned_questions
 
@@ -646,6 +646,7 @@ def _record(
     calls_used, cost_used = _calls_and_cost(run, list(state.ids))
     calls_full, cost_full = _calls_and_cost(run, None)
     sp = run.params.analysis.sequential
+    watched = watched_systems(run.params)
     return {
         "stop": rule.stop,
         "batch": rule.batch,
@@ -658,9 +659,9 @@ def _record(
         "questions_used": len(used),
         "question_ids": list(state.ids),
         "stopped_early": bool(stopped),
-        "reason": _reason(rule, state, stopped, watched_systems(run.params)),
+        "reason": _reason(rule, state, stopped, watched),
         "systems": sp.systems,
-        "watched": watched_systems(run.params),
+        "watched": watched,
         "thresholds": {k: float(v) for k, v in run.params.analysis.verdict_thresholds.items()},
         "calls": {
             "used": calls_used,

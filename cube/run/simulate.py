@@ -363,7 +363,7 @@ class SequentialResult:
 
 
 def sequential_designs(
-    params: Params, max_questions: int, distances: Iterable[float], scale: str = "sqrt"
+    params: Params, max_questions: int, distances: Iterable[float], scale: str | None = None
 ) -> list[Any]:
     """One design per distance: the params' simulated world (`simulation`: families, answer SD,
     judge bias) with the system's R@k moved so the true jury CuBE sits that many points below the
@@ -371,7 +371,8 @@ def sequential_designs(
     `analysis.max_interval_width`, else the defaults: batch 20, min_questions 40, alpha 0.05). The
     minimum the driver raises for the gate and the audit (`effective_minimum`) is not simulated:
     the simulated judges have no audit; the settings file says so. `scale`: the sequence's
-    (`sequential.functional_look`; "linear" measures the sequence as first built)."""
+    (`sequential.functional_look`, its default when None; "linear" measures the sequence as first
+    built)."""
     from cube.method import sequential as seq
     from cube.method import simulate_sequential as SS
     from cube.run.sequential import stop_rule
@@ -393,7 +394,7 @@ def sequential_designs(
                 thresholds,
                 ap.trim_proportion,
                 ap.weights,
-                scale=scale,
+                scale=scale or seq.DEFAULT_SCALE,
             )
         )
     return designs
@@ -418,12 +419,13 @@ def sequential_study(
     distances: Iterable[float] | None = None,
     workers: int = 1,
     log: Callable[[str], None] | None = None,
-    scale: str = "sqrt",
+    scale: str | None = None,
 ) -> SequentialResult:
     """`cube simulate --sequential`: `replicates` sequential runs of up to `max_questions`
     questions per true CuBE `distances` points below the lowest verdict edge (default 0, 5, 10,
     15, 20, 30), each summarised by `simulate_sequential.summary_row`; `scale` the sequence's
-    (`sequential.functional_look`: "sqrt", the default, "log", or "linear", as first built)."""
+    (`sequential.functional_look`: "sqrt", the default when None, "log", or "linear", as first
+    built)."""
     from cube.method import simulate_sequential as SS
 
     t0 = time.time()
