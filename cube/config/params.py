@@ -161,6 +161,7 @@ class Params(StrictModel):
         for s in self.systems:
             if s.kind != "builtin" and not self._answerer_known(s):
                 raise ValueError(answerer_missing(s.name, s.kind))
+        self.question_source()
         jnames = [j.name for j in self.judges]
         if len(set(jnames)) != len(jnames):
             raise ValueError(f"judges: duplicate judge names {jnames}")
@@ -192,6 +193,35 @@ class Params(StrictModel):
                 f"{self.lang!r}: {LEXICAL_INCOMPATIBLE[self.lang, self.lexical.tokenizer]}"
             )
         return self
+
+    def question_source(self) -> Any:
+        """The `kind: imported` system whose file holds the questions (`questions.generator:
+        imported`), or None for another generator.
+
+        Raises:
+            ValueError: no imported system, an unknown `questions.system`, or several imported
+                systems and none named.
+        """
+        if self.questions.generator != "imported":
+            return None
+        imported = {s.name: s for s in self.systems if s.kind == "imported"}
+        wanted = self.questions.system
+        if wanted is not None and wanted not in imported:
+            raise ValueError(
+                f"questions.system: {wanted!r} is not a `kind: imported` system "
+                f"(imported systems: {sorted(imported)})"
+            )
+        if wanted is None and len(imported) != 1:
+            raise ValueError(
+                "questions.generator 'imported' reads the questions of a `kind: imported` "
+                "system's file: "
+                + (
+                    "add one under `systems:`"
+                    if not imported
+                    else f"name the one holding them in questions.system ({sorted(imported)})"
+                )
+            )
+        return imported[wanted] if wanted is not None else next(iter(imported.values()))
 
     def _twin_judges(self) -> list[tuple[str, str]]:
         """Pairs of judges whose calls are identical (`cube.llm.cache.key_payload`'s fields, or an

@@ -95,9 +95,23 @@ class CorpusParams(StrictModel):
 
 
 class QuestionParams(StrictModel):
-    generator: Literal["template", "llm", "file"] = "template"
+    generator: Literal["template", "llm", "file", "imported"] = Field(
+        "template",
+        description="template: offline templates; llm: a model writes them; file: your question "
+        "file (`path`; columns: docs/reference/imported-files.md#your-own-question-file); "
+        "imported: the questions of an imported system's file (a ragas or DeepEval dataset), "
+        "each with the gold document its reference contexts come from (`system`).",
+    )
     model: ModelRef | None = Field(None, description="Question-writing model (generator: llm).")
     path: str | None = Field(None, description="An existing question set (generator: file).")
+    encoding: str = Field(
+        "utf-8", description="Text encoding of the question file (generator: file; CSV, JSONL)."
+    )
+    system: str | None = Field(
+        None,
+        description="generator: imported: the `kind: imported` system whose file holds the "
+        "questions; may be left out when there is one.",
+    )
     per_doc: int = Field(1, ge=1)
     limit: int | None = Field(
         None, ge=1, description="Use at most N questions (sampled deterministically)."
@@ -229,6 +243,8 @@ ImportedColumn = Literal[
     "answerer",
     "error",
     "reference",
+    "doc_id",
+    "reference_passages",
 ]
 
 

@@ -58,21 +58,22 @@ FORMATS: dict[str, str] = {
 
 
 # --------------------------------------------------------------------------- readers
-def _decode(data: bytes, path: Path, encoding: str) -> str:
+def _decode(data: bytes, path: Path, encoding: str, key: str = "corpus.encoding") -> str:
+    """The file's text; `key` is the params key that sets `encoding`, named by the error."""
     try:
         return data.decode(encoding)
     except UnicodeDecodeError as err:
         line = data.count(b"\n", 0, err.start) + 1
         raise CorpusError(
             f"{path}: line {line}: cannot decode as {encoding} ({err.reason}); "
-            "set corpus.encoding to the file's encoding (e.g. gbk)"
+            f"set {key} to the file's encoding (e.g. gbk)"
         ) from None
     except LookupError:
-        raise CorpusError(f"{path}: unknown encoding {encoding!r} (corpus.encoding)") from None
+        raise CorpusError(f"{path}: unknown encoding {encoding!r} ({key})") from None
 
 
-def _read_csv(path: Path, encoding: str) -> tuple[pd.DataFrame, list[str]]:
-    text = _decode(path.read_bytes(), path, encoding)
+def _read_csv(path: Path, encoding: str, key: str) -> tuple[pd.DataFrame, list[str]]:
+    text = _decode(path.read_bytes(), path, encoding, key)
     try:
         df = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
     except pd.errors.EmptyDataError:
@@ -103,9 +104,9 @@ def _csv_record_lines(text: str) -> list[int]:
     return starts[1:]  # the first record is the header
 
 
-def _read_jsonl(path: Path, encoding: str) -> tuple[pd.DataFrame, list[str]]:
+def _read_jsonl(path: Path, encoding: str, key: str) -> tuple[pd.DataFrame, list[str]]:
     records, where = [], []
-    for n, line in enumerate(_decode(path.read_bytes(), path, encoding).splitlines(), 1):
+    for n, line in enumerate(_decode(path.read_bytes(), path, encoding, key).splitlines(), 1):
         if not line.strip():
             continue
         try:
@@ -148,10 +149,12 @@ def read_table(
     encoding: str = "utf-8",
     labels: Sequence[str] = (),
     what: str = "knowledge-base",
+    encoding_key: str = "corpus.encoding",
 ) -> tuple[pd.DataFrame, list[str]]:
     """Read a user's table as raw columns, with a locator ("row 3 (line 4)") per row.
 
-    `what` names the kind of file in error messages ("knowledge-base", "question-set").
+    `what` names the kind of file in error messages ("knowledge-base", "question-set"),
+    `encoding_key` the params key an encoding error tells to set ("questions.encoding").
     """
     if not path.exists():
         raise CorpusError(f"{path}: {what} file or folder not found")
@@ -169,9 +172,9 @@ def read_table(
     if path.is_dir() and fmt != "txt":
         raise CorpusError(f"{path}: is a folder; only format 'txt' reads a folder")
     if fmt == "csv":
-        df, where = _read_csv(path, encoding)
+        df, where = _read_csv(path, encoding, encoding_key)
     elif fmt == "jsonl":
-        df, where = _read_jsonl(path, encoding)
+        df, where = _read_jsonl(path, encoding, encoding_key)
     elif fmt == "txt":
         df, where = _read_txt(path, encoding, labels)
     else:

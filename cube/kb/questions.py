@@ -660,8 +660,11 @@ def _llm_rows(
 
 
 # --------------------------------------------------------------------------- file generator
-def load_questions_file(path: str | Path, corpus: pd.DataFrame) -> pd.DataFrame:
-    """A user's question set, validated against the corpus (every doc_id must be a document).
+def load_questions_file(
+    path: str | Path, corpus: pd.DataFrame, encoding: str = "utf-8"
+) -> pd.DataFrame:
+    """A user's question set, validated against the corpus (every doc_id must be a document);
+    a CSV or JSONL file is decoded with `encoding` (`questions.encoding`).
 
     Raises:
         QuestionError: missing file, unknown format, missing columns, empty questions, unknown
@@ -671,7 +674,9 @@ def load_questions_file(path: str | Path, corpus: pd.DataFrame) -> pd.DataFrame:
     if path.is_dir() or path.suffix.lower() == ".txt":
         raise QuestionError(f"{path}: a question set is a CSV, JSONL, Parquet or Excel file")
     try:
-        raw, where = read_table(path, what="question-set")
+        raw, where = read_table(
+            path, what="question-set", encoding=encoding, encoding_key="questions.encoding"
+        )
     except CorpusError as err:
         raise QuestionError(str(err)) from None
     missing = [c for c in ("question", "doc_id") if c not in raw.columns]
@@ -751,7 +756,9 @@ def build_questions(
         if not qp.path:
             raise QuestionError("questions.generator 'file' needs questions.path")
         path = Path(qp.path).expanduser()
-        df = load_questions_file(path if path.is_absolute() else Path(base_dir) / path, corpus)
+        df = load_questions_file(
+            path if path.is_absolute() else Path(base_dir) / path, corpus, qp.encoding
+        )
         if qp.limit is not None and qp.limit < len(df):
             df = df.sample(n=qp.limit, random_state=qp.seed).sort_index()
         return df.reset_index(drop=True)

@@ -93,10 +93,10 @@ def questions_stage(run: Run) -> pd.DataFrame:
     `data/questions_failed.parquet` with the reason in `error`. Fewer usable LLM-written questions
     than `questions.min_usable_share` stops the run with one line naming the reasons. Page 02 shows
     the screen's counts and examples (`question_screen_table`)."""
-    from cube.kb.questions import QuestionError, build_questions
+    from cube.kb.questions import QuestionError
 
     corpus = run.load("corpus")
-    questions = build_questions(run.params, corpus, run.paths.cache)
+    questions = build_question_set(run.params, corpus, run.paths.cache)
     screen = screen_question_set(run.params, corpus, questions)
     run.record(question_screen=screen)
     stop = too_few_usable(run.params, screen)
@@ -106,8 +106,9 @@ def questions_stage(run: Run) -> pd.DataFrame:
     failed = unusable_questions(questions)
     if failed.any():
         warnings.warn(
-            f"{int(failed.sum())} question(s) could not be generated or failed the screen and are "
-            "left out (see the error column of data/questions_failed.parquet)",
+            f"{int(failed.sum())} question(s) could not be generated, failed the screen or have "
+            "no gold document, and are left out (see the error column of "
+            "data/questions_failed.parquet)",
             stacklevel=2,
         )
         run.save("questions_failed", questions[failed])
@@ -164,11 +165,27 @@ def too_few_usable(params: Params, screen: dict) -> str | None:
 
 
 def unusable_questions(questions: pd.DataFrame) -> pd.Series:
-    """The questions a run leaves out: empty (their generation failed) or rejected by the
-    screen."""
+    """The questions a run leaves out: empty (their generation failed), rejected by the screen,
+    or without a gold document (an imported file's: `cube.systems.imported_questions`); each
+    such row says why in `error`."""
     return questions["question"].fillna("").astype(str).str.strip().eq("") | questions[
         "error"
-    ].fillna("").astype(str).str.startswith("screen: ")
+    ].fillna("").astype(str).ne("")
+
+
+def build_question_set(
+    params: Params, corpus: pd.DataFrame, cache_path: Path | None = None, base_dir: Path = Path(".")
+) -> pd.DataFrame:
+    """The question set by `questions.generator`, rows that cannot be asked included (with their
+    `error`): an imported file's questions (`cube.systems.imported_questions`, a layer above the
+    knowledge base), else `cube.kb.questions.build_questions`."""
+    if params.questions.generator == "imported":
+        from cube.systems.imported_questions import questions_from_imported
+
+        return questions_from_imported(params, corpus, base_dir)
+    from cube.kb.questions import build_questions
+
+    return build_questions(params, corpus, cache_path, base_dir=base_dir)
 
 
 def question_set(
@@ -183,10 +200,10 @@ def question_set(
         CorpusError, QuestionError: the knowledge base or the question set cannot be made.
     """
     from cube.kb.corpus import build_corpus
-    from cube.kb.questions import QuestionError, build_questions
+    from cube.kb.questions import QuestionError
 
     corpus = build_corpus(params, base_dir=base_dir)
-    questions = build_questions(params, corpus, cache_path, base_dir=base_dir)
+    questions = build_question_set(params, corpus, cache_path, base_dir)
     stop = too_few_usable(params, screen_question_set(params, corpus, questions))
     if stop:
         raise QuestionError(stop)

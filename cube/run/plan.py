@@ -204,11 +204,13 @@ def _plan_question_writing(
 ) -> tuple[pd.DataFrame, bool]:
     """The question writer's calls (an LLM generator's), and the questions the later steps plan
     with: the real ones when known before the run, else stand-ins; and whether they are real."""
-    from cube.kb.questions import build_questions, plan_questions, question_requests
+    from cube.kb.questions import plan_questions, question_requests
+    from cube.run.pipeline import build_question_set, unusable_questions
 
     qp = params.questions
     if qp.generator != "llm":
-        return build_questions(params, corpus, None, base_dir), True
+        questions = build_question_set(params, corpus, None, base_dir)
+        return questions[~unusable_questions(questions)].reset_index(drop=True), True
     slots = plan_questions(corpus, qp.per_doc, qp.limit, qp.seed)
     requests, _ = question_requests(params, corpus, slots)
     spec = params.model(qp.model)  # type: ignore[arg-type]

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -84,8 +85,18 @@ COLUMN_ALIASES: dict[str, tuple[str, ...]] = {
     "answerer": ("answerer",),
     "error": ("error",),
     "reference": ("reference", "expected_output", "ground_truth"),
+    # the gold document, read by `questions.generator: imported` (cube.systems.imported_questions)
+    "doc_id": ("doc_id", "reference_context_ids"),
+    "reference_passages": ("reference_passages", "reference_contexts", "context"),
 }
 LIST_COLUMNS = COLUMN_ALIASES["retrieved_doc_ids"]
+# DeepEval's CSV and JSONL exports (`EvaluationDataset.save_as`) join a list of passages into one
+# cell with "|" (deepeval.dataset.utils.DELIMITER); its loader splits them so, and so do we. Only
+# columns under DeepEval's names: elsewhere a string is one passage, whatever it holds.
+DEEPEVAL_JOINED = ("retrieval_context", "context")
+DEEPEVAL_DELIMITER = "|"
+# A DeepEval `RetrievedContextData` as its exports write it: the passage after the marker.
+_DEEPEVAL_MARKER = re.compile(r"^deepeval_source=.*?,deepeval_context=(?P<context>.*)$", re.S)
 SEPARATORS_HINT = "separate ids with '|' or ';' (D1|D2) or write a JSON list ([\"D1\", \"D2\"])"
 
 
@@ -185,17 +196,37 @@ def parse_ids(value: Any) -> list[str]:
     return parse_doc_list(value)
 
 
-def parse_passages(value: Any) -> list[str]:
-    """A retrieved-passages cell as texts: a list, a JSON or Python list, else one passage."""
+def parse_passages(value: Any, joined: bool = False) -> list[str]:
+    """A passages cell as texts: a list, a JSON or Python list, else one passage, or with
+    `joined` (a DeepEval column) the passages DeepEval joined with "|". A DeepEval
+    `RetrievedContextData` marker ("deepeval_source=...,deepeval_context=TEXT") gives its TEXT."""
     if isinstance(value, list | tuple | np.ndarray):
         items = list(value)
     elif _text(value) == "":
         return []
     elif str(value).strip().startswith("["):
         items = _literal_list(str(value).strip())
+    elif joined:
+        items = str(value).split(DEEPEVAL_DELIMITER)
     else:
-        return [str(value)]
-    return [str(v) for v in items if v is not None and str(v).strip()]
+        items = [str(value)]
+    texts = [str(v) for v in items if v is not None and str(v).strip()]
+    return [m.group("context") if (m := _DEEPEVAL_MARKER.match(t)) else t for t in texts]
+
+
+def passages_parser(file_column: str) -> Any:
+    """The parser of a passages column: DeepEval's names split "|"-joined cells."""
+    joined = file_column in DEEPEVAL_JOINED
+    return lambda value: parse_passages(value, joined=joined)
+
+
+def question_source_of(questions: pd.DataFrame) -> str | None:
+    """The imported system whose file the question set was read from
+    (`questions.generator: imported` writes `generator` "imported:<system>"), or None."""
+    gens = set(questions["generator"].astype(str)) if "generator" in questions else set()
+    if len(gens) == 1 and (gen := next(iter(gens))).startswith("imported:"):
+        return gen.removeprefix("imported:")
+    return None
 
 
 def comma_lists(lists: list[list[str]], known: set[str]) -> dict[int, str]:
@@ -238,6 +269,7 @@ class ImportedAnswers(System):
         self.spec = spec
         self.path = Path(spec.path).expanduser()
         self.names: dict[str, str] = {}  # our column -> the file's, once read
+        self.outside = 0  # rows outside a question set read from an imported file
 
     def _problem(self, message: str, bad: set[int], drop: set[int]) -> None:
         if not bad:
@@ -258,6 +290,7 @@ class ImportedAnswers(System):
         require_columns(questions, ("question_id", "doc_id", "question"), "questions")
         raw = self.read()
         drop: set[int] = set()
+        self.outside = 0
         qids = questions["question_id"].astype(str)
         row_qid = self._row_question_ids(raw, questions, qids, drop)
         errors = raw["error"].map(_text) if "error" in raw.columns else pd.Series([""] * len(raw))
@@ -285,7 +318,9 @@ class ImportedAnswers(System):
         )
         if "answerer" in raw.columns:
             df["answerer"] = [self._answerer(raw, i) for i in rows]
-        df.attrs.update(dropped=n_dropped, truncated=truncated, unmapped=unmapped)
+        df.attrs.update(
+            dropped=n_dropped, truncated=truncated, unmapped=unmapped, outside=self.outside
+        )
         return df
 
     def _warn_truncated(self, truncated: int) -> int:
@@ -304,22 +339,46 @@ class ImportedAnswers(System):
         if "question_id" in raw.columns:
             row_qid = raw["question_id"].astype(str).str.strip()
             unknown = {i for i, q in enumerate(row_qid) if q not in set(qids)}
+            unknown = self._outside(unknown, questions, drop)
             self._problem("question_id not in the question set", unknown, drop)
         else:
             by_text: dict[str, list[str]] = {}
             for qid, text in zip(qids, questions["question"].astype(str), strict=True):
                 by_text.setdefault(text.strip(), []).append(qid)
             texts = raw["question"].astype(str).str.strip()
-            unknown = {i for i, t in enumerate(texts) if t not in by_text}
+            unknown = self._outside(
+                {i for i, t in enumerate(texts) if t not in by_text}, questions, drop
+            )
             self._problem("question text not in the question set", unknown, drop)
             ambiguous = {i for i, t in enumerate(texts) if len(by_text.get(t, [])) > 1}
             self._problem(
                 "question text matches several questions; give question_id", ambiguous, drop
             )
             row_qid = pd.Series([by_text.get(t, [""])[0] for t in texts], dtype=object)
-        dup = set(np.flatnonzero(row_qid.duplicated(keep=False).to_numpy()))
+        asked = row_qid.isin(set(qids))  # rows left out above are no duplicates of each other
+        dup = set(np.flatnonzero((row_qid.duplicated(keep=False) & asked).to_numpy()))
         self._problem("the same question is answered more than once", dup, drop)
         return row_qid
+
+    def _outside(self, unknown: set[int], questions: pd.DataFrame, drop: set[int]) -> set[int]:
+        """Rows asking questions outside a question set read from an imported file
+        (`questions.generator: imported`): that set holds the file's questions with a gold
+        document, so such a row cannot be scored; it is left out (`attrs['outside']`), with a
+        warning unless this file is the source (the question set's own warning named them).
+        Returns the unknown rows that remain a problem (all of them for another generator)."""
+        source = question_source_of(questions)
+        if source is None or not unknown:
+            return unknown
+        self.outside = len(unknown)
+        drop.update(unknown)
+        if source != self.name:
+            warnings.warn(
+                f"system {self.name!r} ({self.path}): {len(unknown)} row(s) ask a question "
+                f"outside the question set (the questions of system {source!r} with a gold "
+                f"document): left out (data rows {_rows(sorted(unknown))})",
+                stacklevel=4,
+            )
+        return set()
 
     def _retrieved(
         self, raw: pd.DataFrame, corpus: pd.DataFrame, drop: set[int]
@@ -333,7 +392,8 @@ class ImportedAnswers(System):
         )
         if "retrieved_passages" not in raw.columns:
             return ids or [[] for _ in range(len(raw))], 0
-        passages = self._parsed(raw["retrieved_passages"], parse_passages, drop)
+        parse = passages_parser(self.names["retrieved_passages"])
+        passages = self._parsed(raw["retrieved_passages"], parse, drop)
         if ids is not None:  # ids where a row gives them, its passages where its ids are empty
             passages = [[] if docs else texts for docs, texts in zip(ids, passages, strict=True)]
         lists, unmapped = map_passages(passages, corpus)
@@ -403,7 +463,8 @@ class ImportedAnswers(System):
         if n_dropped:
             warnings.warn(
                 f"system {self.name!r} ({self.path}): dropped {n_dropped} of {len(qids)} "
-                f"question(s): {len(drop)} invalid file row(s) (rows {_rows(sorted(drop))}) and "
+                f"question(s): {len(drop) - self.outside} invalid file row(s) (rows "
+                f"{_rows(sorted(drop))}) and "
                 f"{len(absent)} unanswered question(s)",
                 stacklevel=3,
             )
