@@ -98,7 +98,7 @@ class QuestionParams(StrictModel):
     generator: Literal["template", "llm", "file", "imported"] = Field(
         "template",
         description="template: offline templates; llm: a model writes them; file: your question "
-        "file (`path`; columns: docs/reference/imported-files.md#your-own-question-file); "
+        "file (`path`; columns: docs/reference/question-files.md); "
         "imported: the questions of an imported system's file (a ragas or DeepEval dataset), "
         "each with the gold document its reference contexts come from (`system`).",
     )

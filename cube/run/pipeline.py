@@ -131,6 +131,8 @@ def screen_question_set(params: Params, corpus: pd.DataFrame, questions: pd.Data
     from cube.kb.screen import screen_questions, screen_table
 
     qp = params.questions
+    if qp.generator == "imported":
+        return left_out_record(questions)
     if not (qp.generator == "llm" and qp.screen and len(questions)):
         why = (
             "the screen reads LLM-written questions only"
@@ -147,6 +149,35 @@ def screen_question_set(params: Params, corpus: pd.DataFrame, questions: pd.Data
         "usable": int((questions["error"].fillna("").eq("")).sum()),
         "reasons": {r: int(n) for r, n in reasons[hit].value_counts().items()},
         "table": screen_table(questions, reasons).to_dict("records"),
+    }
+
+
+def left_out_record(questions: pd.DataFrame) -> dict:
+    """An imported file's questions (`questions.generator: imported`) are not screened; page 02's
+    table (`question_screen_table`) counts those left out without a gold document, per reason,
+    with their row ids as examples."""
+    from cube.systems.imported_questions import NO_GOLD
+
+    errors = questions["error"].fillna("").astype(str)
+    reasons = errors.str.removeprefix(NO_GOLD)
+    n = len(questions)
+    table = [{"reason": "usable", "questions": int(errors.eq("").sum()), "examples": ""}]
+    for reason, ids in questions["question_id"][errors.ne("")].groupby(reasons).groups.items():
+        shown = questions.loc[ids, "question_id"].astype(str).head(10)
+        table.append(
+            {
+                "reason": f"no gold document: {reason}",
+                "questions": len(ids),
+                "examples": " | ".join(shown),
+            }
+        )
+    for row in table:
+        row["share"] = row["questions"] / n if n else float("nan")
+    return {
+        "screened": False,
+        "why": "the questions of an imported file are not screened",
+        "questions": n,
+        "table": table,
     }
 
 
@@ -214,8 +245,8 @@ def question_screen_table(run: Run) -> pd.DataFrame:
     """Page 02's screen table: per reason (and `usable`) the questions, their share and examples;
     one row saying why when the run's questions were not screened."""
     rec = run.record().get("question_screen") or {}
-    if rec.get("screened"):
-        return pd.DataFrame(rec["table"])
+    if rec.get("table"):  # screened, or an imported file's questions left out
+        return pd.DataFrame(rec["table"])[["reason", "questions", "share", "examples"]]
     why = rec.get("why", "questions_stage has not run")
     return pd.DataFrame(
         [

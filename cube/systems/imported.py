@@ -292,7 +292,7 @@ class ImportedAnswers(System):
         drop: set[int] = set()
         self.outside = 0
         qids = questions["question_id"].astype(str)
-        row_qid = self._row_question_ids(raw, questions, qids, drop)
+        row_qid = self._row_question_ids(raw, questions, qids, drop, corpus)
         errors = raw["error"].map(_text) if "error" in raw.columns else pd.Series([""] * len(raw))
         # An empty answer is invalid unless the row records why the system failed.
         empty = {i for i, a in enumerate(raw["answer"]) if not _text(a) and not errors[i]}
@@ -333,22 +333,26 @@ class ImportedAnswers(System):
         return truncated
 
     def _row_question_ids(
-        self, raw: pd.DataFrame, questions: pd.DataFrame, qids: pd.Series, drop: set[int]
+        self,
+        raw: pd.DataFrame,
+        questions: pd.DataFrame,
+        qids: pd.Series,
+        drop: set[int],
+        corpus: pd.DataFrame,
     ) -> pd.Series:
         """Which question each row answers (by id, else by exact text)."""
         if "question_id" in raw.columns:
             row_qid = raw["question_id"].astype(str).str.strip()
             unknown = {i for i, q in enumerate(row_qid) if q not in set(qids)}
-            unknown = self._outside(unknown, questions, drop)
+            unknown = self._outside(unknown, questions, drop, raw, corpus)
             self._problem("question_id not in the question set", unknown, drop)
         else:
             by_text: dict[str, list[str]] = {}
             for qid, text in zip(qids, questions["question"].astype(str), strict=True):
                 by_text.setdefault(text.strip(), []).append(qid)
             texts = raw["question"].astype(str).str.strip()
-            unknown = self._outside(
-                {i for i, t in enumerate(texts) if t not in by_text}, questions, drop
-            )
+            unknown = {i for i, t in enumerate(texts) if t not in by_text}
+            unknown = self._outside(unknown, questions, drop, raw, corpus)
             self._problem("question text not in the question set", unknown, drop)
             ambiguous = {i for i, t in enumerate(texts) if len(by_text.get(t, [])) > 1}
             self._problem(
@@ -360,24 +364,43 @@ class ImportedAnswers(System):
         self._problem("the same question is answered more than once", dup, drop)
         return row_qid
 
-    def _outside(self, unknown: set[int], questions: pd.DataFrame, drop: set[int]) -> set[int]:
+    def _outside(
+        self,
+        unknown: set[int],
+        questions: pd.DataFrame,
+        drop: set[int],
+        raw: pd.DataFrame,
+        corpus: pd.DataFrame,
+    ) -> set[int]:
         """Rows asking questions outside a question set read from an imported file
         (`questions.generator: imported`): that set holds the file's questions with a gold
-        document, so such a row cannot be scored; it is left out (`attrs['outside']`), with a
-        warning unless this file is the source (the question set's own warning named them).
+        document, so such a row cannot be scored; it is left out (`attrs['outside']`) with a
+        warning naming the rows (and, in the source file, why each has no gold document).
         Returns the unknown rows that remain a problem (all of them for another generator)."""
         source = question_source_of(questions)
         if source is None or not unknown:
             return unknown
         self.outside = len(unknown)
         drop.update(unknown)
-        if source != self.name:
-            warnings.warn(
-                f"system {self.name!r} ({self.path}): {len(unknown)} row(s) ask a question "
-                f"outside the question set (the questions of system {source!r} with a gold "
-                f"document): left out (data rows {_rows(sorted(unknown))})",
-                stacklevel=4,
+        if source == self.name:
+            from cube.systems.imported_questions import gold_documents
+
+            _, why = gold_documents(raw.iloc[sorted(unknown)], self.names, corpus)
+            detail = "; ".join(
+                f"row {i + 1}: {w or 'not sampled by questions.limit'}"
+                for i, w in zip(sorted(unknown), why, strict=True)
             )
+            said = f"their question has no gold document ({detail})"
+        else:
+            said = (
+                f"they ask questions outside the question set (the questions of system "
+                f"{source!r} with a gold document; data rows {_rows(sorted(unknown))})"
+            )
+        warnings.warn(
+            f"system {self.name!r} ({self.path}): {len(unknown)} row(s) left out of the "
+            f"evaluation, not scored as retrieval misses: {said}",
+            stacklevel=4,
+        )
         return set()
 
     def _retrieved(
