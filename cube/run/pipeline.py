@@ -70,6 +70,10 @@ from cube.run.human import (  # noqa: F401  (re-exported: notebook 07, cube anno
     human_stage,
 )
 from cube.run.notebook import Run
+from cube.run.questions import (  # noqa: F401  (unusable_questions: re-exported)
+    build_question_set,
+    unusable_questions,
+)
 
 
 def corpus_stage(run: Run) -> pd.DataFrame:
@@ -193,30 +197,6 @@ def too_few_usable(params: Params, screen: dict) -> str | None:
         f"only {screen['usable']} of {n} generated questions are usable ({why}; "
         f"questions.min_usable_share {qp.min_usable_share:g}): stopped before answering them"
     )
-
-
-def unusable_questions(questions: pd.DataFrame) -> pd.Series:
-    """The questions a run leaves out: empty (their generation failed), rejected by the screen,
-    or without a gold document (an imported file's: `cube.systems.imported_questions`); each
-    such row says why in `error`."""
-    return questions["question"].fillna("").astype(str).str.strip().eq("") | questions[
-        "error"
-    ].fillna("").astype(str).ne("")
-
-
-def build_question_set(
-    params: Params, corpus: pd.DataFrame, cache_path: Path | None = None, base_dir: Path = Path(".")
-) -> pd.DataFrame:
-    """The question set by `questions.generator`, rows that cannot be asked included (with their
-    `error`): an imported file's questions (`cube.systems.imported_questions`, a layer above the
-    knowledge base), else `cube.kb.questions.build_questions`."""
-    if params.questions.generator == "imported":
-        from cube.systems.imported_questions import questions_from_imported
-
-        return questions_from_imported(params, corpus, base_dir)
-    from cube.kb.questions import build_questions
-
-    return build_questions(params, corpus, cache_path, base_dir=base_dir)
 
 
 def question_set(

@@ -205,7 +205,7 @@ def _plan_question_writing(
     """The question writer's calls (an LLM generator's), and the questions the later steps plan
     with: the real ones when known before the run, else stand-ins; and whether they are real."""
     from cube.kb.questions import plan_questions, question_requests
-    from cube.run.pipeline import build_question_set, unusable_questions
+    from cube.run.questions import build_question_set, unusable_questions
 
     qp = params.questions
     if qp.generator != "llm":

@@ -139,8 +139,15 @@ def _corpus(c: InitChoices, folder: Path) -> tuple[str, dict[str, Any]]:
 def _questions(c: InitChoices, folder: Path) -> tuple[str, dict[str, Any]]:
     if c.questions is not None:
         return (
-            "Your question set: a file with `question` and `doc_id` (the gold document).",
+            "Your question set: a file with `question` and `doc_id` (the gold document); its "
+            "columns: docs/reference/question-files.md.",
             {"questions": {"generator": "file", "path": _rel(c.questions, folder)}},
+        )
+    if _dataset_questions(c):
+        return (
+            "The questions and their gold documents: your dataset's own (the document its "
+            "reference contexts come from; docs/how-to/ragas-deepeval.md).",
+            {"questions": {"generator": "imported"}},
         )
     return (
         "The questions: written from the knowledge base by templates (offline, deterministic).\n"
@@ -184,6 +191,13 @@ def _system(c: InitChoices, folder: Path) -> tuple[str, dict[str, Any]]:
         return "The system under test: the built-in BM25 retriever (top 8).", {"systems": [entry]}
     if c.system == "imported":
         entry = {"kind": "imported", "name": "my-system", "path": _rel(Path(c.answers), folder)}
+        if _dataset_questions(c):
+            return (
+                "Your system's answers, imported from your ragas or DeepEval dataset: its "
+                "questions, answers and retrieved passages (each mapped to the document it came "
+                "from). Columns: docs/reference/imported-files.md.",
+                {"systems": [entry]},
+            )
         text = (
             "Your system's answers, imported: one row per question with `question_id`, `answer` "
             "and `retrieved_doc_ids` (the documents it retrieved, in rank order: a JSON list or "
@@ -359,6 +373,16 @@ def prompt_choices(c: InitChoices, ask: Any) -> InitChoices:
     return c
 
 
+def _dataset_questions(c: InitChoices) -> bool:
+    """An imported file holding its questions and their reference contexts (a ragas or DeepEval
+    dataset) gives the question set: no question file, nothing to ask with `cube questions`."""
+    if c.system != "imported" or c.answers is None or c.questions is not None:
+        return False
+    from cube.systems.imported_questions import holds_questions
+
+    return holds_questions(Path(c.answers))
+
+
 def _path(answer: Any) -> Path | None:
     return Path(answer).expanduser().resolve() if answer else None
 
@@ -370,7 +394,7 @@ def next_steps(c: InitChoices, shown: str) -> list[str]:
         steps.append(f"export {c.api_key_env}=...   # the judge's key (never in the params file)")
     if c.judge == "local":
         steps.append("cube serve &   # the local model (`make local-llm` installs it)")
-    if c.system == "imported":
+    if c.system == "imported" and not _dataset_questions(c):
         steps.append(
             f"cube questions {shown} --out questions.csv   # the questions your system answers; "
             "its answers go to the file named under systems"

@@ -44,9 +44,7 @@ run: accounting `call_id` "", no tokens, cost 0.0 (`cube.llm.usage.no_call_accou
 
 from __future__ import annotations
 
-import ast
 import json
-import re
 import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -55,12 +53,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cube.config.schema import parse_doc_list, require_columns
+from cube.config.schema import require_columns
 from cube.config.sections import ImportedSystem
 from cube.config.sheets import unguarded_frame
 from cube.llm import Response
 from cube.llm.usage import no_call_accounting
 from cube.systems.base import System, answers_frame
+from cube.systems.cells import (  # noqa: F401  (parse_passages: cube.run.validate imports it here)
+    cell_text,
+    gold_documents,
+    parse_ids,
+    parse_passages,
+    passages_parser,
+)
 from cube.systems.passages import map_passages
 
 # Our column -> the names accepted for it, in order of preference: ours, then ragas'
@@ -90,13 +95,6 @@ COLUMN_ALIASES: dict[str, tuple[str, ...]] = {
     "reference_passages": ("reference_passages", "reference_contexts", "context"),
 }
 LIST_COLUMNS = COLUMN_ALIASES["retrieved_doc_ids"]
-# DeepEval's CSV and JSONL exports (`EvaluationDataset.save_as`) join a list of passages into one
-# cell with "|" (deepeval.dataset.utils.DELIMITER); its loader splits them so, and so do we. Only
-# columns under DeepEval's names: elsewhere a string is one passage, whatever it holds.
-DEEPEVAL_JOINED = ("retrieval_context", "context")
-DEEPEVAL_DELIMITER = "|"
-# A DeepEval `RetrievedContextData` as its exports write it: the passage after the marker.
-_DEEPEVAL_MARKER = re.compile(r"^deepeval_source=.*?,deepeval_context=(?P<context>.*)$", re.S)
 SEPARATORS_HINT = "separate ids with '|' or ';' (D1|D2) or write a JSON list ([\"D1\", \"D2\"])"
 
 
@@ -175,51 +173,6 @@ def resolve_columns(
     return out
 
 
-def _literal_list(text: str) -> list[Any]:
-    """A cell holding a list: JSON, else a Python literal (pandas writes lists so in a CSV)."""
-    try:
-        parsed = json.loads(text)
-    except json.JSONDecodeError as exc:
-        try:
-            parsed = ast.literal_eval(text)
-        except (ValueError, SyntaxError):
-            raise ValueError(f"not a valid JSON list ({exc.msg})") from None
-    if not isinstance(parsed, list | tuple):
-        raise ValueError("expected a JSON list")
-    return list(parsed)
-
-
-def parse_ids(value: Any) -> list[str]:
-    """A retrieved-ids cell as doc ids (JSON or Python list, list, or `|`/`;` string)."""
-    if isinstance(value, str) and value.strip().startswith("["):
-        return [str(v).strip() for v in _literal_list(value.strip()) if str(v).strip()]
-    return parse_doc_list(value)
-
-
-def parse_passages(value: Any, joined: bool = False) -> list[str]:
-    """A passages cell as texts: a list, a JSON or Python list, else one passage, or with
-    `joined` (a DeepEval column) the passages DeepEval joined with "|". A DeepEval
-    `RetrievedContextData` marker ("deepeval_source=...,deepeval_context=TEXT") gives its TEXT."""
-    if isinstance(value, list | tuple | np.ndarray):
-        items = list(value)
-    elif _text(value) == "":
-        return []
-    elif str(value).strip().startswith("["):
-        items = _literal_list(str(value).strip())
-    elif joined:
-        items = str(value).split(DEEPEVAL_DELIMITER)
-    else:
-        items = [str(value)]
-    texts = [str(v) for v in items if v is not None and str(v).strip()]
-    return [m.group("context") if (m := _DEEPEVAL_MARKER.match(t)) else t for t in texts]
-
-
-def passages_parser(file_column: str) -> Any:
-    """The parser of a passages column: DeepEval's names split "|"-joined cells."""
-    joined = file_column in DEEPEVAL_JOINED
-    return lambda value: parse_passages(value, joined=joined)
-
-
 def question_source_of(questions: pd.DataFrame) -> str | None:
     """The imported system whose file the question set was read from
     (`questions.generator: imported` writes `generator` "imported:<system>"), or None."""
@@ -239,13 +192,6 @@ def comma_lists(lists: list[list[str]], known: set[str]) -> dict[int, str]:
             if d not in known and len(parts) > 1 and all(p in known for p in parts if p):
                 out.setdefault(i, d)
     return out
-
-
-def _text(value: Any) -> str:
-    """A cell as stripped text; missing values (None, NaN, NA) are ''."""
-    if value is None or (not isinstance(value, list | tuple | np.ndarray) and pd.isna(value)):
-        return ""
-    return str(value).strip()
 
 
 def _rows(idx: list[int], limit: int = 10) -> str:
@@ -293,9 +239,11 @@ class ImportedAnswers(System):
         self.outside = 0
         qids = questions["question_id"].astype(str)
         row_qid = self._row_question_ids(raw, questions, qids, drop, corpus)
-        errors = raw["error"].map(_text) if "error" in raw.columns else pd.Series([""] * len(raw))
+        errors = (
+            raw["error"].map(cell_text) if "error" in raw.columns else pd.Series([""] * len(raw))
+        )
         # An empty answer is invalid unless the row records why the system failed.
-        empty = {i for i, a in enumerate(raw["answer"]) if not _text(a) and not errors[i]}
+        empty = {i for i, a in enumerate(raw["answer"]) if not cell_text(a) and not errors[i]}
         self._problem("empty answer (and no error recorded)", empty, drop)
         lists, unmapped = self._retrieved(raw, corpus, drop)
         keep = [i for i in range(len(raw)) if i not in drop]
@@ -383,8 +331,6 @@ class ImportedAnswers(System):
         self.outside = len(unknown)
         drop.update(unknown)
         if source == self.name:
-            from cube.systems.imported_questions import gold_documents
-
             _, why = gold_documents(raw.iloc[sorted(unknown)], self.names, corpus)
             detail = "; ".join(
                 f"row {i + 1}: {w or 'not sampled by questions.limit'}"
@@ -497,7 +443,7 @@ class ImportedAnswers(System):
         # no call of this run produced these rows: no call_id, no tokens, cost 0.0
         acc = no_call_accounting(self._answerer(raw, i), "answering")
         return Response(
-            text=_text(raw["answer"][i]),
+            text=cell_text(raw["answer"][i]),
             error=errors[i] or None,
             model=acc["model"],
             cost=acc["cost"],
@@ -506,4 +452,4 @@ class ImportedAnswers(System):
 
     @staticmethod
     def _answerer(raw: pd.DataFrame, i: int) -> str:
-        return (_text(raw["answerer"][i]) if "answerer" in raw.columns else "") or "imported"
+        return (cell_text(raw["answerer"][i]) if "answerer" in raw.columns else "") or "imported"

@@ -36,13 +36,8 @@ import pandas as pd
 from cube.config.params import Params
 from cube.kb.questions import QUESTION_TABLE_COLUMNS, QuestionError
 from cube.llm.usage import no_call_accounting
-from cube.systems.imported import (
-    ImportedAnswers,
-    ImportedFileError,
-    parse_ids,
-    passages_parser,
-)
-from cube.systems.passages import map_passages
+from cube.systems.cells import gold_documents
+from cube.systems.imported import ImportedAnswers, ImportedFileError
 
 NO_GOLD = "no gold document: "  # the prefix of an excluded row's `error`
 GOLD_COLUMNS = "`doc_id`, ragas `reference_context_ids` or `reference_contexts`, DeepEval `context`"
@@ -94,6 +89,18 @@ def questions_from_imported(
     return df.reset_index(drop=True)[list(QUESTION_TABLE_COLUMNS)]
 
 
+def holds_questions(path: Path) -> bool:
+    """Whether an imported file can give the question set: it reads, with question texts and a
+    gold-document column (`cube init` then writes `questions: {generator: imported}`)."""
+    from cube.systems.imported import read_table, resolve_columns
+
+    try:
+        names = resolve_columns(path, read_table(path).columns)
+    except Exception:  # noqa: BLE001  unreadable or lacking columns: `cube validate` says why
+        return False
+    return "question" in names and ("doc_id" in names or "reference_passages" in names)
+
+
 def _question_rows(raw: pd.DataFrame, system: str) -> pd.DataFrame:
     text = raw["question"].map(lambda v: "" if v is None or pd.isna(v) else str(v).strip())
     df = pd.DataFrame({"question": text})
@@ -122,67 +129,6 @@ def _check_unique(df: pd.DataFrame, path: Path, where: str) -> None:
                 + (", or give each a `question_id`" if col == "question" else "")
                 + f" ({where})"
             )
-
-
-def gold_documents(
-    raw: pd.DataFrame, names: dict[str, str], corpus: pd.DataFrame
-) -> tuple[list[str], list[str]]:
-    """Each row's gold doc_id ("" when undetermined) and why not ("" when determined), from its
-    ids (`doc_id` / `reference_context_ids`), else its reference passages (module docstring).
-    `raw` has our column names; `names` maps them to the file's."""
-    n = len(raw)
-    known = set(corpus["doc_id"].astype(str))
-    ids = [_cell(parse_ids, v) for v in raw["doc_id"]] if "doc_id" in raw else [[]] * n
-    passages = (
-        [_cell(passages_parser(names["reference_passages"]), v) for v in raw["reference_passages"]]
-        if "reference_passages" in raw
-        else [[]] * n
-    )
-    todo = [p if isinstance(p, list) and not i else [] for i, p in zip(ids, passages, strict=True)]
-    mapped, _ = map_passages(todo, corpus)
-    golds, reasons = [], []
-    for row_ids, texts, docs in zip(ids, passages, mapped, strict=True):
-        gold, why = _gold_from_ids(row_ids, known) if row_ids else _gold_from_passages(texts, docs)
-        golds.append(gold)
-        reasons.append(why)
-    return golds, reasons
-
-
-def _cell(parse, value) -> list[str] | str:
-    """A parsed list cell, or the parse error as text."""
-    try:
-        return parse(value)
-    except ValueError as err:
-        return f"unreadable list ({err})"
-
-
-def _gold_from_ids(ids: list[str] | str, known: set[str]) -> tuple[str, str]:
-    if isinstance(ids, str):
-        return "", ids
-    unknown = [d for d in ids if d not in known]
-    if unknown:
-        return "", f"doc id(s) {unknown[:3]} not in the knowledge base"
-    docs = list(dict.fromkeys(ids))
-    if len(docs) > 1:
-        return "", f"its ids name several documents ({', '.join(docs)})"
-    return docs[0], ""
-
-
-def _gold_from_passages(texts: list[str] | str, docs: list[str]) -> tuple[str, str]:
-    if isinstance(texts, str):
-        return "", texts
-    if not texts:
-        return "", "no reference context"
-    unmapped = sum(d.startswith("unmapped:") for d in docs)
-    if unmapped:
-        return "", (
-            f"{unmapped} of {len(texts)} reference context(s) match no knowledge-base document "
-            "(or several equally)"
-        )
-    found = list(dict.fromkeys(docs))
-    if len(found) > 1:
-        return "", f"its reference contexts come from several documents ({', '.join(found)})"
-    return found[0], ""
 
 
 def _report(df: pd.DataFrame, path: Path, system: str) -> None:

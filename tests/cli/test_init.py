@@ -88,6 +88,21 @@ def test_imported_answers_and_an_openai_judge(home, capsys, monkeypatch):
     assert data["systems"] == [{"kind": "imported", "name": "my-system", "path": "answers.csv"}]
 
 
+def test_a_ragas_dataset_gives_the_questions_without_a_question_file(home, capsys):
+    """A dataset holding its questions and reference contexts (ragas' own export, committed under
+    tests/fixtures/datasets) makes `questions: {generator: imported}`, and the params validate."""
+    import shutil
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "datasets"
+    shutil.copy(fixtures / "wrenford_guides.csv", "guides.csv")
+    shutil.copy(fixtures / "ragas_eval.jsonl", "ragas.jsonl")
+    args = ["--system", "imported", "--kb", "guides.csv", "--answers", "ragas.jsonl"]
+    written, text = _init_then_validate(capsys, "p.yaml", *args)
+    assert yaml.safe_load(text)["questions"] == {"generator": "imported"}
+    assert "cube questions" not in written  # nothing to ask: the dataset holds the questions
+    assert "docs/how-to/ragas-deepeval.md" in text
+
+
 def test_a_local_cube_serve_jury(home, capsys):
     _, text = _init_then_validate(capsys, "p.yaml", "--judge", "local", "--port", "9001")
     data = yaml.safe_load(text)
