@@ -1,5 +1,6 @@
-"""The cells of an imported file (`cube.systems.imported`): lists of doc ids, lists of passages,
-and a row's gold document from its reference cells (`questions.generator: imported`,
+"""An imported file (`cube.systems.imported`) read: its table, its columns by our names
+(`COLUMN_ALIASES`, `resolve_columns`), its cells (lists of doc ids, lists of passages), and a
+row's gold document from its reference cells (`questions.generator: imported`,
 `cube.systems.imported_questions`).
 
 A list cell is a list (JSONL, JSON, Parquet), a JSON list, a Python list as pandas and ragas'
@@ -18,14 +19,121 @@ from __future__ import annotations
 import ast
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from cube.config.schema import parse_doc_list
+from cube.config.sheets import unguarded_frame
 from cube.systems.passages import map_passages
+
+# Our column -> the names accepted for it, in order of preference: ours, then ragas'
+# (EvaluationDataset / SingleTurnSample), DeepEval's (LLMTestCase) and ragas 0.1's.
+COLUMN_ALIASES: dict[str, tuple[str, ...]] = {
+    "question_id": ("question_id",),
+    "question": ("question", "user_input", "input"),
+    "answer": ("answer", "response", "actual_output"),
+    "retrieved_doc_ids": (
+        "retrieved_doc_ids",
+        "retrieved",
+        "document_list",
+        "doc_list",
+        "retrieved_context_ids",
+    ),
+    "retrieved_passages": (
+        "retrieved_passages",
+        "retrieved_contexts",
+        "retrieval_context",
+        "contexts",
+    ),
+    "answerer": ("answerer",),
+    "error": ("error",),
+    "reference": ("reference", "expected_output", "ground_truth"),
+    # the gold document, read by `questions.generator: imported` (cube.systems.imported_questions)
+    "doc_id": ("doc_id", "reference_context_ids"),
+    "reference_passages": ("reference_passages", "reference_contexts", "context"),
+}
+LIST_COLUMNS = COLUMN_ALIASES["retrieved_doc_ids"]
+SEPARATORS_HINT = "separate ids with '|' or ';' (D1|D2) or write a JSON list ([\"D1\", \"D2\"])"
+
+
+class ImportedFileError(ValueError):
+    """An imported QA file that does not fit the question set or the corpus."""
+
+
+def read_table(path: Path) -> pd.DataFrame:
+    """Read a CSV / JSONL / JSON (a list of objects) / Parquet file, chosen by extension."""
+    if not path.is_file():
+        raise ImportedFileError(f"{path}: imported QA file not found")
+    suffix = path.suffix.lower()
+    if suffix == ".csv":  # written by `cube questions` (guarded cells) or by hand: text as written
+        return unguarded_frame(pd.read_csv(path, dtype=str, keep_default_na=False))
+    if suffix in (".jsonl", ".ndjson"):
+        return pd.read_json(path, lines=True, dtype=False)
+    if suffix == ".json":
+        return _read_json_list(path)
+    if suffix in (".parquet", ".pq"):
+        return pd.read_parquet(path)
+    raise ImportedFileError(
+        f"{path}: unsupported extension {suffix!r}; expected .csv, .jsonl, .json or .parquet"
+    )
+
+
+def _read_json_list(path: Path) -> pd.DataFrame:
+    """A .json file holding a list of objects, one per question (DeepEval's and ragas' shape)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ImportedFileError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
+        got = type(data).__name__ if not isinstance(data, list) else "a list of non-objects"
+        raise ImportedFileError(
+            f"{path}: expected a JSON list of objects (one per question), got {got}; a JSON "
+            "Lines file (one object per line) takes the extension .jsonl"
+        )
+    return pd.DataFrame(data)
+
+
+def resolve_columns(
+    path: Path, found: Iterable[str], mapping: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """Our column -> the file's column, from `mapping` (params `columns:`) else the first alias
+    present.
+
+    Raises:
+        ImportedFileError: a mapped column the file lacks, or a required column missing (every
+            problem at once, with the columns found and where the accepted names are listed).
+    """
+    found = [str(c) for c in found]
+    mapping = dict(mapping or {})
+    problems = [
+        f"columns.{ours}: {theirs!r} is not a column of the file"
+        for ours, theirs in mapping.items()
+        if theirs not in found
+    ]
+    out = {
+        ours: mapping.get(ours) or next((a for a in aliases if a in found), "")
+        for ours, aliases in COLUMN_ALIASES.items()
+    }
+    out = {ours: theirs for ours, theirs in out.items() if theirs in found}
+    required = (
+        ("question_id or question", ("question_id", "question")),
+        ("answer", ("answer",)),
+        ("retrieved_doc_ids or retrieved_passages", ("retrieved_doc_ids", "retrieved_passages")),
+    )
+    missing = [name for name, ours in required if not any(o in out for o in ours)]
+    if missing:
+        problems.append(f"missing column(s) {missing}")
+    if problems:
+        raise ImportedFileError(
+            f"{path}: {'; '.join(problems)}; columns found: {found} (accepted names and the "
+            "`columns:` mapping: docs/reference/imported-files.md)"
+        )
+    return out
+
 
 # DeepEval's CSV and JSONL exports (`EvaluationDataset.save_as`) join a list of passages into one
 # cell with "|" (deepeval.dataset.utils.DELIMITER); its loader splits them so, and so do we. Only

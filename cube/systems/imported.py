@@ -11,14 +11,22 @@ the table with types and meanings is docs/reference/imported-files.md):
   `retrieved`, `document_list`, `doc_list`, ragas `retrieved_context_ids`): a JSON list
   (`["D1", "D2"]`), a list (Parquet/JSONL/JSON) or a string separated by `|` or `;`; or as
   texts, `retrieved_passages` (ragas `retrieved_contexts`, DeepEval `retrieval_context`, ragas
-  0.1 `contexts`): a list of chunk texts, mapped to the corpus documents they came from by
-  `cube.systems.passages.map_passages` (passages that match no document, or several equally,
-  keep their rank as `unmapped:passage<k>` and are counted in `attrs['unmapped']`, with a
-  warning). Empty means nothing
-  retrieved. When both are given, a row's ids are used, its passages where its ids are empty;
+  0.1 `contexts`): a list of chunk texts (DeepEval's CSV and JSONL join them with `|`, split
+  back under DeepEval's names: `cube.systems.cells`), mapped to the corpus documents they came
+  from by `cube.systems.passages.map_passages` (passages that match no document, or several
+  equally, keep their rank as `unmapped:passage<k>` and are counted in `attrs['unmapped']`, with
+  a warning). Empty means nothing retrieved. When both are given, a row's ids are used, its
+  passages where its ids are empty;
 - optional `answerer` (the model that wrote the answers), `error`, and `reference` (ragas
   `reference`, DeepEval `expected_output`: read, not used; CuBE scores against the gold
-  document).
+  document);
+- optional gold-document columns, read only by `questions.generator: imported`
+  (`cube.systems.imported_questions`): `doc_id` (ragas `reference_context_ids`) and
+  `reference_passages` (ragas `reference_contexts`, DeepEval `context`).
+
+A question set read from an imported file holds only its questions with a gold document: a row
+asking another question is left out (`attrs['outside']`), with a warning naming the rows (and, in
+the source file, why each has no gold document), never scored as a miss (`_outside`).
 
 `spec.columns` maps our names to the file's own for any other naming (`{question: query}`); a
 mapped column the file lacks is an error. A list of a Python literal's shape (`['D1', 'D2']`,
@@ -44,9 +52,7 @@ run: accounting `call_id` "", no tokens, cost 0.0 (`cube.llm.usage.no_call_accou
 
 from __future__ import annotations
 
-import json
 import warnings
-from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -55,122 +61,23 @@ import pandas as pd
 
 from cube.config.schema import require_columns
 from cube.config.sections import ImportedSystem
-from cube.config.sheets import unguarded_frame
 from cube.llm import Response
 from cube.llm.usage import no_call_accounting
 from cube.systems.base import System, answers_frame
-from cube.systems.cells import (  # noqa: F401  (parse_passages: cube.run.validate imports it here)
+from cube.systems.cells import (  # noqa: F401  (the file's reading, re-exported: cube.run.validate)
+    COLUMN_ALIASES,
+    LIST_COLUMNS,
+    SEPARATORS_HINT,
+    ImportedFileError,
     cell_text,
     gold_documents,
     parse_ids,
     parse_passages,
     passages_parser,
+    read_table,
+    resolve_columns,
 )
 from cube.systems.passages import map_passages
-
-# Our column -> the names accepted for it, in order of preference: ours, then ragas'
-# (EvaluationDataset / SingleTurnSample), DeepEval's (LLMTestCase) and ragas 0.1's.
-COLUMN_ALIASES: dict[str, tuple[str, ...]] = {
-    "question_id": ("question_id",),
-    "question": ("question", "user_input", "input"),
-    "answer": ("answer", "response", "actual_output"),
-    "retrieved_doc_ids": (
-        "retrieved_doc_ids",
-        "retrieved",
-        "document_list",
-        "doc_list",
-        "retrieved_context_ids",
-    ),
-    "retrieved_passages": (
-        "retrieved_passages",
-        "retrieved_contexts",
-        "retrieval_context",
-        "contexts",
-    ),
-    "answerer": ("answerer",),
-    "error": ("error",),
-    "reference": ("reference", "expected_output", "ground_truth"),
-    # the gold document, read by `questions.generator: imported` (cube.systems.imported_questions)
-    "doc_id": ("doc_id", "reference_context_ids"),
-    "reference_passages": ("reference_passages", "reference_contexts", "context"),
-}
-LIST_COLUMNS = COLUMN_ALIASES["retrieved_doc_ids"]
-SEPARATORS_HINT = "separate ids with '|' or ';' (D1|D2) or write a JSON list ([\"D1\", \"D2\"])"
-
-
-class ImportedFileError(ValueError):
-    """An imported QA file that does not fit the question set or the corpus."""
-
-
-def read_table(path: Path) -> pd.DataFrame:
-    """Read a CSV / JSONL / JSON (a list of objects) / Parquet file, chosen by extension."""
-    if not path.is_file():
-        raise ImportedFileError(f"{path}: imported QA file not found")
-    suffix = path.suffix.lower()
-    if suffix == ".csv":  # written by `cube questions` (guarded cells) or by hand: text as written
-        return unguarded_frame(pd.read_csv(path, dtype=str, keep_default_na=False))
-    if suffix in (".jsonl", ".ndjson"):
-        return pd.read_json(path, lines=True, dtype=False)
-    if suffix == ".json":
-        return _read_json_list(path)
-    if suffix in (".parquet", ".pq"):
-        return pd.read_parquet(path)
-    raise ImportedFileError(
-        f"{path}: unsupported extension {suffix!r}; expected .csv, .jsonl, .json or .parquet"
-    )
-
-
-def _read_json_list(path: Path) -> pd.DataFrame:
-    """A .json file holding a list of objects, one per question (DeepEval's and ragas' shape)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ImportedFileError(f"{path}: not valid JSON ({exc})") from None
-    if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
-        got = type(data).__name__ if not isinstance(data, list) else "a list of non-objects"
-        raise ImportedFileError(
-            f"{path}: expected a JSON list of objects (one per question), got {got}; a JSON "
-            "Lines file (one object per line) takes the extension .jsonl"
-        )
-    return pd.DataFrame(data)
-
-
-def resolve_columns(
-    path: Path, found: Iterable[str], mapping: Mapping[str, str] | None = None
-) -> dict[str, str]:
-    """Our column -> the file's column, from `mapping` (params `columns:`) else the first alias
-    present.
-
-    Raises:
-        ImportedFileError: a mapped column the file lacks, or a required column missing (every
-            problem at once, with the columns found and where the accepted names are listed).
-    """
-    found = [str(c) for c in found]
-    mapping = dict(mapping or {})
-    problems = [
-        f"columns.{ours}: {theirs!r} is not a column of the file"
-        for ours, theirs in mapping.items()
-        if theirs not in found
-    ]
-    out = {
-        ours: mapping.get(ours) or next((a for a in aliases if a in found), "")
-        for ours, aliases in COLUMN_ALIASES.items()
-    }
-    out = {ours: theirs for ours, theirs in out.items() if theirs in found}
-    required = (
-        ("question_id or question", ("question_id", "question")),
-        ("answer", ("answer",)),
-        ("retrieved_doc_ids or retrieved_passages", ("retrieved_doc_ids", "retrieved_passages")),
-    )
-    missing = [name for name, ours in required if not any(o in out for o in ours)]
-    if missing:
-        problems.append(f"missing column(s) {missing}")
-    if problems:
-        raise ImportedFileError(
-            f"{path}: {'; '.join(problems)}; columns found: {found} (accepted names and the "
-            "`columns:` mapping: docs/reference/imported-files.md)"
-        )
-    return out
 
 
 def question_source_of(questions: pd.DataFrame) -> str | None:
