@@ -54,14 +54,16 @@ def _short(text: str) -> str:
     return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 1].rstrip() + "…"
 
 
-def system_line(entry: dict[str, Any], width: int, k: Any) -> str:
-    """One system: `name  CuBE 71.3 [66.6, 75.7]  R@8 81.7 %  good`."""
+def system_line(entry: dict[str, Any], width: int, k: Any = None) -> str:
+    """One system: `name  CuBE 71.3 [66.6, 75.7]  R@8 81.7 %  good`, R@ at the system's own
+    TOP-N (`entry["top_n"]`; `k` when the entry has none, else a plain R@k: never another
+    system's N)."""
     ci = entry.get("cube_ci") or [None, None]
     interval = f"[{_number(ci[0], '.1f')}, {_number(ci[1], '.1f')}]"
     recall = entry.get("recall_at_k")
     head = (
         f"{entry.get('system', '?'):<{width}}  CuBE {_number(entry.get('cube_score'), '.1f')} "
-        f"{interval}  R@{entry.get('top_n') or k} "
+        f"{interval}  R@{entry.get('top_n') or k or 'k'} "
         + ("n/a" if _number(recall, "g") == "n/a" else f"{100 * recall:.1f} %")
     )
     reasons = entry.get("withheld_reasons") or []
@@ -80,7 +82,12 @@ def outcome_lines(decision: dict[str, Any], report: str, questions: str = "") ->
         return []
     systems = decision.get("systems") or [decision]
     width = max(len(str(s.get("system", "?"))) for s in systems)
-    lines = [system_line(s, width, decision.get("top_n")) for s in systems]
+    # an entry without its own top_n (a record written before it had one) borrows the decision's
+    # only when it is the decision's system: the primary's N on another system was a wrong label
+    lines = [
+        system_line(s, width, decision.get("top_n") if not i else None)
+        for i, s in enumerate(systems)
+    ]
     if len(systems) > 1:
         lines[0] += "   <- the decision is about this system"
     if questions:
