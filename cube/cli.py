@@ -1106,11 +1106,13 @@ def _outcome(paths: RunPaths, cwd: Path) -> int:
     """The run's result in the terminal (`cube.run.outcome`); 3 when the primary system's verdict
     was withheld, else 0."""
     from cube.run.outcome import outcome_lines, read_decision, read_questions, withheld
+    from cube.run.reconcile import read_calls_line
 
     decision = read_decision(paths.results)
     index = (paths.report / "index.html").resolve()
     shown = index.relative_to(cwd.resolve()) if index.is_relative_to(cwd.resolve()) else index
-    lines = outcome_lines(decision, str(shown), read_questions(paths.results))
+    calls = read_calls_line(paths.results, paths.manifest)
+    lines = outcome_lines(decision, str(shown), read_questions(paths.results), calls)
     if lines:
         print("\n".join(lines))
     if withheld(decision):

@@ -75,9 +75,12 @@ def system_line(entry: dict[str, Any], width: int, k: Any = None) -> str:
     return f"{head}  {label}"
 
 
-def outcome_lines(decision: dict[str, Any], report: str, questions: str = "") -> list[str]:
+def outcome_lines(
+    decision: dict[str, Any], report: str, questions: str = "", calls: str = ""
+) -> list[str]:
     """The summary `cube run` prints (`report`: the report's path as shown; `questions`: what a
-    sequential run judged, `read_questions`)."""
+    sequential run judged, `read_questions`; `calls`: the plan and the run's calls reconciled,
+    `cube.run.reconcile.read_calls_line`, then the cost on its own line)."""
     if not decision:  # notebook 06 has not run (e.g. `--only 00`): the log named the report
         return []
     systems = decision.get("systems") or [decision]
@@ -93,10 +96,16 @@ def outcome_lines(decision: dict[str, Any], report: str, questions: str = "") ->
     if questions:
         lines.append(f"judged {questions}")
     cost, currency = decision.get("cost_this_run"), decision.get("currency") or ""
-    lines.append(
-        f"calls: {decision.get('calls_total', 'n/a')} ({decision.get('calls_cached', 'n/a')} from "
-        f"the cache), cost this run {_number(cost, '.2f')} {currency}".rstrip()
+    cost_text = (
+        f"cost this run {_number(cost, '.2f')} {currency}".rstrip()
         + f" (all calls {_number(decision.get('cost_total'), '.2f')} {currency})".rstrip()
     )
+    if calls:  # the plan and the run's calls in the plan's words (`cube.run.reconcile`)
+        lines += [calls, cost_text[0].upper() + cost_text[1:]]
+    else:
+        lines.append(
+            f"calls: {decision.get('calls_total', 'n/a')} ({decision.get('calls_cached', 'n/a')} "
+            f"from the cache), {cost_text}"
+        )
     lines.append(f"report: {report}")
     return lines
