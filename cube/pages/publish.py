@@ -22,7 +22,6 @@ import functools
 import json
 import re
 from collections.abc import Callable
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -344,21 +343,9 @@ def write_index(
     manifest = (
         json.loads(paths.manifest.read_text(encoding="utf-8")) if paths.manifest.exists() else {}
     )
-    from cube.method.analysis import p_is
-    from cube.pages.display import format_p
-    from cube.pages.escape import code_spans, jinja_finalize
     from cube.pages.sequential import questions_phrase, read_record
 
-    env = jinja2.Environment(
-        autoescape=True, undefined=jinja2.ChainableUndefined, finalize=jinja_finalize
-    )
-    env.filters["num"] = _num
-    env.filters["pval"] = format_p  # the one p-value formatter: "< 0.0001" below 1e-4
-    env.filters["p_is"] = p_is  # "p = 0.012" but "p < 0.0001"
-    env.filters["code_spans"] = code_spans  # a Markdown sentence's `code` as <code>, escaped
-    template = env.from_string(
-        resources.files("cube.pages").joinpath("templates", "index.html.j2").read_text("utf-8")
-    )
+    template = page_environment(undefined=jinja2.ChainableUndefined).get_template("index.html.j2")
     html = template.render(
         params=params,
         results=results,
@@ -388,9 +375,29 @@ def _human_line(results: dict[str, Any]) -> str:
     return human_sentence((results.get("human_calibrated") or {}).get(str(system)))
 
 
-def _num(value: Any, digits: int = 2) -> str:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return "n/a"
-    return "n/a" if v != v else f"{v:.{digits}f}"
+def page_environment(**options: Any) -> Any:
+    """The Jinja environment of every HTML page the workbench writes from a template (the index,
+    `cube compare`'s page): cube/pages/templates, autoescape, every printed string escaped and a
+    bare float written as a parameter (`cube.pages.escape.jinja_finalize`), and one formatter per
+    kind of number: `num` (a figure at fixed decimals), `param` (a parameter as written),
+    `pval` and `p_is` (p-values), `code_spans` (a Markdown sentence's `code`). `options` go to
+    `jinja2.Environment` (e.g. `undefined`)."""
+    import jinja2
+
+    from cube.method.analysis import p_is
+    from cube.pages.display import format_p
+    from cube.pages.escape import code_spans, jinja_finalize
+    from cube.pages.numbers import fixed, param
+
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("cube.pages", "templates"),
+        autoescape=True,
+        finalize=jinja_finalize,
+        **options,
+    )
+    env.filters["num"] = fixed
+    env.filters["param"] = param  # alpha, a threshold: 0.05, never 0.050000000000000044
+    env.filters["pval"] = format_p  # the one p-value formatter: "< 0.0001" below 1e-4
+    env.filters["p_is"] = p_is  # "p = 0.012" but "p < 0.0001"
+    env.filters["code_spans"] = code_spans  # a Markdown sentence's `code` as <code>, escaped
+    return env
