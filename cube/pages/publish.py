@@ -254,7 +254,11 @@ def publish(
         if name not in ran
     ]
     decision_stale = next(
-        (p["stale"] for p in pages if p["name"] == decision_page and p["stale"].startswith(OUT)),
+        (
+            p["stale"].removeprefix(f"{OUT}: ")
+            for p in pages
+            if p["name"] == decision_page and p["stale"].startswith(OUT)
+        ),
         "",
     )
     index = write_index(
