@@ -73,7 +73,13 @@ def calls_line(
         f"{sent} sent" + (f", {failed} of them failed" if failed else ""),
     ]
     head = f"calls: {made} made of {planned} planned ({', '.join(parts)})"
-    gaps = _gaps(planned - planned_off - (made - made_off), planned_off - made_off, saved, failed)
+    gaps = _gaps(
+        planned - planned_off - (made - made_off),
+        planned_off - made_off,
+        saved,
+        failed,
+        models_planned=planned > planned_off,
+    )
     return head + ("; " + "; ".join(gaps) if gaps else "")
 
 
@@ -83,9 +89,12 @@ MODEL_GAP = "questions screened out, a judge stopped at its pilot, or stages not
 MORE = "more than planned (re-asks of unscored judgments, calls the plan does not count)"
 
 
-def _gaps(model_gap: int, offline_gap: int, saved: int | None, failed: int) -> list[str]:
+def _gaps(
+    model_gap: int, offline_gap: int, saved: int | None, failed: int, *, models_planned: bool
+) -> list[str]:
     """What became of the planned calls not made (and the calls made beyond the plan), each with
-    its count; the early stop first, as it is the one the user chose."""
+    its count; the early stop first, as it is the one the user chose. With an early stop the rest
+    is not split between offline and model calls, so every cause that may apply is named."""
     if saved:
         # the driver counts its saving with the plan, offline and model calls together, so the
         # rest of the gap is not split between them
@@ -106,7 +115,7 @@ def _gaps(model_gap: int, offline_gap: int, saved: int | None, failed: int) -> l
         causes = (
             [OFFLINE_GAP] * (offline_gap > 0)
             + [FAILED_GAP] * bool(failed)
-            + [MODEL_GAP] * (model_gap > 0 or bool(saved))
+            + [MODEL_GAP] * (model_gap > 0 or (bool(saved) and models_planned))
         )
         out.append(f"{short} {label}{split}: " + ", ".join(causes))
     if more:

@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from cube.config.runpaths import record_results
 from cube.run import pipeline
@@ -21,6 +22,7 @@ from cube.run.notebook import open_run
 from cube.run.outcome import outcome_lines
 from cube.run.plan import build_plan
 from cube.run.reconcile import calls_line, read_calls_line
+from tests import ROOT
 from tests.openai_server import OpenAIServer, last_user_message
 
 OFFLINE = "offline (no tokens)"
@@ -115,7 +117,7 @@ analysis: {{bootstrap: 20}}
 """
 
 NUMBER = re.compile(r"(\d+) (made|planned|computed offline|from the cache|sent|of them failed)")
-NOT_MADE = re.compile(r"(\d+) not made")
+NOT_MADE = re.compile(r"(\d+) (?:more )?not made")
 
 
 def _run_line(params: Path) -> tuple[str, list[dict], list[dict]]:
@@ -163,3 +165,33 @@ def test_a_run_with_failing_calls_then_its_rerun_from_the_cache_add_up(tmp_path:
         and again["from the cache"] == first["sent"] - (first["of them failed"])
     )
     assert again["sent"] == again["of them failed"] == first["of them failed"]
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_a_sequential_run_names_what_its_early_stop_saved(tmp_path: Path):
+    data = yaml.safe_load((ROOT / "params" / "default.yaml").read_text(encoding="utf-8"))
+    data.update(
+        {
+            "run": "seq",
+            "outputs_dir": str(tmp_path / "out"),
+            "corpus": {"source": "demo", "n_items": 100, "family_share": 0.33, "seed": 7},
+            "systems": [{"kind": "builtin", "name": "bm25-top8", "top_n": 8}],
+            "audit": {"questions": 8, "min_pairs": 3},
+            "analysis": {
+                **data["analysis"],
+                "weights": "equal",
+                "max_interval_width": 90,
+                "sequential": {"stop": "width", "batch": 10, "min_questions": 20},
+            },
+        }
+    )
+    params = tmp_path / "seq.yaml"
+    params.write_text(yaml.safe_dump(data, allow_unicode=True), encoding="utf-8")
+    line, plan, usage = _run_line(params)
+    results = json.loads((tmp_path / "out" / "seq" / "results.json").read_text(encoding="utf-8"))
+    saved = results["sequential"]["calls"]["saved"]
+    assert saved > 0 and f"; {saved} not made: saved by the early stop" in line
+    made, planned = sum(u["calls"] for u in usage), sum(r["calls"] for r in plan)
+    assert line.startswith(f"calls: {made} made of {planned} planned ({made} computed offline")
+    assert made + sum(int(v) for v in NOT_MADE.findall(line)) == planned
+    assert "a judge stopped at its pilot" not in line  # the plan has no model call
