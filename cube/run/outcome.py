@@ -3,7 +3,8 @@
 
 One line per system (`decision.systems`, the primary first): CuBE with its interval, R@k at the
 system's TOP-N, and the verdict, or WITHHELD with the first reason (cut at `REASON_CHARS`; the
-report's decision page has them all); then the run's calls and cost
+report's decision page has them all); then the run's calls against its plan
+(`cube.run.reconcile`, when the run folder recorded both; else the calls alone) and the cost
 (judging serves every system, so they are the run's, not one system's) and the report's path.
 `withheld` says whether the primary system's verdict was withheld: `cube run` then exits 3.
 A sequential run (`cube run --until-settled`) says after the systems how many questions it judged
