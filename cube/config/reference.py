@@ -121,6 +121,7 @@ def _type_name(annotation: typing.Any) -> str:
         "'>",
     ):
         text = text.replace(prefix, "")
+    text = re.sub(r"^Optional\[(.*)\]$", r"\1 | None", text)  # as every other row writes it
     return text.replace(" | ", "|").replace("|", " \\| ")
 
 
