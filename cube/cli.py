@@ -189,8 +189,10 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         "problem (unset key variable, broken LLM endpoint) or the run folder is locked by another "
         "run, 3 published but the verdict is withheld (judging failed, or another reason the "
         "summary names), 130 interrupted (re-run to resume). It ends with a summary: per system "
-        "CuBE with its interval, R@k and the verdict (or WITHHELD and its first reason), the "
-        "run's calls and cost, the report's path.",
+        "CuBE with its interval, R@k at its own TOP-N and the verdict (or WITHHELD and its first "
+        "reason), the run's calls against the plan (made: computed offline, from the cache, "
+        "sent, failed; not made: what the early stop saved and why the rest was not needed), the "
+        "cost, the report's path.",
     )
     r.add_argument("params", type=Path, help="params YAML file (e.g. params/default.yaml)")
     r.add_argument(
@@ -1106,11 +1108,13 @@ def _outcome(paths: RunPaths, cwd: Path) -> int:
     """The run's result in the terminal (`cube.run.outcome`); 3 when the primary system's verdict
     was withheld, else 0."""
     from cube.run.outcome import outcome_lines, read_decision, read_questions, withheld
+    from cube.run.reconcile import read_calls_line
 
     decision = read_decision(paths.results)
     index = (paths.report / "index.html").resolve()
     shown = index.relative_to(cwd.resolve()) if index.is_relative_to(cwd.resolve()) else index
-    lines = outcome_lines(decision, str(shown), read_questions(paths.results))
+    calls = read_calls_line(paths.results, paths.manifest)
+    lines = outcome_lines(decision, str(shown), read_questions(paths.results), calls)
     if lines:
         print("\n".join(lines))
     if withheld(decision):

@@ -3,6 +3,10 @@ from its argparse parser (so the documentation and the code never drift).
 
 `write_references(folder, parser)` writes both pages (`cube docs-reference`, `make reference`):
 docs/reference/params.md and docs/reference/cli.md are its output, never edited by hand.
+
+The params page's sections are walked from `Params` through its fields' types (`sections_of`), not
+listed: a system kind added to the `systems` union, or a sub-section added to any model, has its
+section without a change here (a hand list once left out `kind: http` and `analysis.sequential`).
 """
 
 from __future__ import annotations
@@ -17,39 +21,107 @@ from pydantic.fields import FieldInfo
 
 from cube.config import model_spec, params, sections
 
-SECTIONS: list[tuple[str, type[BaseModel]]] = [
-    ("(top level)", params.Params),
-    ("models.<name> / any model reference", model_spec.ModelSpec),
-    ("corpus", sections.CorpusParams),
-    ("questions", sections.QuestionParams),
-    ("systems[] (kind: builtin)", sections.BuiltinSystem),
-    ("systems[] (kind: ragflow)", sections.RagflowSystem),
-    ("systems[] (kind: imported)", sections.ImportedSystem),
-    ("systems[] (kind: python)", sections.PythonSystem),
-    ("dimensions[] (a name, or)", sections.DimensionParams),
-    ("judges[]", sections.JudgeParams),
-    ("analysis", sections.AnalysisParams),
-    ("human", sections.HumanParams),
-    ("lexical", sections.LexicalParams),
-    ("diagnostics", sections.DiagnosticsParams),
-    ("audit", sections.AuditParams),
-    ("simulation", sections.SimulationParams),
-]
+# A model reached through a model reference (`answerer`, `judges[].model`, ...) is documented once,
+# under the name a reader looks for; every other section's title is its key path in the params file.
+TITLES: dict[type[BaseModel], str] = {model_spec.ModelSpec: "models.<name> / any model reference"}
+
+
+def _models_in(annotation: typing.Any) -> list[type[BaseModel]]:
+    """The pydantic models an annotation holds (through list, dict, Optional, unions, Annotated),
+    in the order written."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    found: list[type[BaseModel]] = []
+    for arg in typing.get_args(annotation):
+        found += [m for m in _models_in(arg) if m not in found]
+    return found
+
+
+def _kind(model: type[BaseModel]) -> str | None:
+    """The `kind` tag a model carries in a discriminated union (`Literal["http"]` -> "http")."""
+    info = model.model_fields.get("kind")
+    values = typing.get_args(info.annotation) if info is not None else ()
+    return str(values[0]) if len(values) == 1 else None
+
+
+def union_kinds(annotation: typing.Any) -> list[tuple[str, type[BaseModel]]]:
+    """(kind, model) of each member of the discriminated union an annotation holds, in the
+    union's order; empty when it holds none."""
+    members = _models_in(annotation)
+    kinds = [(_kind(m), m) for m in members]
+    if len(members) < 2 or any(k is None for k, _ in kinds):
+        return []
+    return [(str(k), m) for k, m in kinds]
+
+
+def system_kinds() -> list[tuple[str, type[BaseModel]]]:
+    """Every system kind of the schema, read from the type of `Params.systems` (so a kind added to
+    the union is documented without a change here)."""
+    return union_kinds(params.Params.model_fields["systems"].annotation)
+
+
+def _section_title(parent: str, name: str, info: FieldInfo, model: type[BaseModel]) -> str:
+    """A nested section's title: its key path (`analysis.sequential`), `[]` after a list's key,
+    `(kind: x)` for a member of a discriminated union, `(a name, or)` when a plain name may stand
+    in for the section."""
+    if model in TITLES:
+        return TITLES[model]
+    origin = typing.get_origin(info.annotation)
+    path = name if parent == "(top level)" else f"{parent}.{name}"
+    if origin is list:
+        path += "[]"
+    elif origin is dict:
+        path += ".<name>"
+    kind = _kind(model)
+    if kind is not None and union_kinds(info.annotation):
+        return f"{path} (kind: {kind})"
+    if str in _plain_types(info.annotation):
+        return f"{path} (a name, or)"
+    return path
+
+
+def _plain_types(annotation: typing.Any) -> list[typing.Any]:
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) is list and args:
+        args = typing.get_args(args[0])
+    return [a for a in args if not (isinstance(a, type) and issubclass(a, BaseModel))]
+
+
+def sections_of(root: type[BaseModel] = params.Params) -> list[tuple[str, type[BaseModel]]]:
+    """(title, model) of every section of the schema, walked from `root` depth first: each model
+    reachable through the fields' types once, right after the section that holds it first. Walked,
+    not listed, so a kind or sub-section added to the schema is never missing from the reference."""
+    out: list[tuple[str, type[BaseModel]]] = []
+    seen: set[type[BaseModel]] = set()
+
+    def walk(title: str, model: type[BaseModel]) -> None:
+        seen.add(model)
+        out.append((title, model))
+        for name, info in model.model_fields.items():
+            for child in _models_in(info.annotation):
+                if child not in seen:
+                    walk(_section_title(title, name, info, child), child)
+
+    walk("(top level)", root)
+    return out
 
 
 def _type_name(annotation: typing.Any) -> str:
+    kinds = union_kinds(annotation)
+    if kinds:  # the discriminated union of systems: its kinds, each a section below
+        return "list[" + " \\| ".join(kind for kind, _ in kinds) + "]"
     text = repr(annotation) if not isinstance(annotation, type) else annotation.__name__
     for prefix in (
         "typing.",
         "cube.config.params.",
         "cube.config.sections.",
         "cube.config.model_spec.",
+        "cube.config.http_system.",
         "<class '",
         "'>",
     ):
         text = text.replace(prefix, "")
-    if "Annotated[" in text:  # the discriminated union of systems
-        return "list[builtin \\| ragflow \\| imported]"
+    text = re.sub(r"^Optional\[(.*)\]$", r"\1 | None", text)  # as every other row writes it
     return text.replace(" | ", "|").replace("|", " \\| ")
 
 
@@ -83,7 +155,7 @@ def params_reference() -> str:
         "the path it looked for.",
         "",
     ]
-    for title, model in SECTIONS:
+    for title, model in sections_of():
         out += [
             f"#### `{title}`",
             "",
@@ -118,7 +190,7 @@ def params_page() -> str:
     return (
         "\n".join(
             [
-                GENERATED.format(source="the params schema (cube/config/params.py, sections.py)"),
+                GENERATED.format(source="the params schema (walked from cube/config/params.py)"),
                 "",
                 "# Params reference",
                 "",

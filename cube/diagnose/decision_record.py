@@ -73,6 +73,7 @@ class SystemFigures(_Record):
     cube_score: float | None = None  # the jury's CuBE (None: undefined)
     cube_ci: list[float] | None = None  # its interval at `confidence`, None when not computed
     recall_at_k: float | None = None  # R@k: share of questions whose gold document was retrieved
+    top_n: int = 0  # k of R@k: N of this system's retrieved list (each system its own)
     weighted_score: float | None = None  # W: answer quality when the gold document is retrieved
     verdict: str = ""  # excellent | good | fair | poor | withheld | undetermined
     verdict_label: str = ""  # "good to excellent", "fair (provisional)", ...
@@ -159,7 +160,6 @@ class WeakDimension(_Record):
 class Decision(SystemFigures, UsageFigures, DiagnosisText):
     """The decision of a run about its first system (see the module docstring)."""
 
-    top_n: int = 0  # N of the primary system's retrieved list
     confidence: float | None = None  # the intervals' level (analysis.confidence)
     sentence: str = ""  # the one sentence for decision makers
     weakest: list[WeakDimension] = []

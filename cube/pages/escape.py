@@ -48,12 +48,18 @@ def escape_text(value: Any) -> str:
 
 def jinja_finalize(value: Any) -> Any:
     """Jinja's `finalize` hook: every string a template prints goes through `escape_text` (one
-    escaping function for the templates too); markup a template built itself (`Markup`), numbers
-    and undefined values pass as they are, for autoescape to handle."""
+    escaping function for the templates too); a float printed without a filter is written as a
+    parameter (`cube.pages.numbers.param`: `0.05`, never `0.050000000000000044`); markup a
+    template built itself (`Markup`), whole numbers and undefined values pass as they are, for
+    autoescape to handle."""
     from markupsafe import Markup
+
+    from cube.pages.numbers import param
 
     if isinstance(value, str) and not isinstance(value, Markup):
         return Markup(escape_text(value))
+    if isinstance(value, float):
+        return param(value)
     return value
 
 

@@ -22,7 +22,6 @@ import functools
 import json
 import re
 from collections.abc import Callable
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -165,6 +164,8 @@ def page_outputs(executed: Path) -> list[dict[str, str]]:
     return found
 
 
+OUT = "out of date"  # a page's stale mark when it may not show what the rest shows
+
 # stage -> why `cube run` skipped it (an optional stage, params `stages`), in `notebooks/`
 SKIPPED_FILE = ".skipped.json"
 
@@ -175,13 +176,19 @@ def publish(
     attempt: dict[str, str] | None = None,
     notebooks_dir: Path | None = None,
     fingerprints: Callable[[list[Path]], dict[str, str]] | None = None,
+    mixed: dict[str, str] | None = None,
+    decision_page: str = "",
 ) -> Path:
     """Export every executed notebook found in `notebooks/` (by `cube run`, or saved there by
     papermill) and write `report/index.html`. A page is marked out of date when what its stage
     reads changed since it ran, or of unknown freshness when it was not executed by `cube run`.
     `fingerprints` gives the current fingerprint of each of the source notebooks it is handed (the
-    run's `cube.run.stages.stage_fingerprints`; None: freshness is not checked). `attempt` (status,
-    message) is shown when an attempt ended without anything published yet."""
+    run's `cube.run.stages.stage_fingerprints`; None: freshness is not checked). `mixed`: stage ->
+    why its page may show another run's numbers than the rest (a notebook run alone with other
+    params since `cube run`: `cube.run.ran_alone.stages_mixed`), marked out of date too; when the
+    page `decision_page` (the stage writing the decision) is out of date, the index says so above
+    the decision it reads from results.json. `attempt` (status, message) is shown when an attempt
+    ended without anything published yet."""
     from cube.config.project import NOTEBOOK_GLOB, default_notebooks_dir
 
     prints_file = paths.notebooks / ".fingerprints.json"
@@ -207,10 +214,12 @@ def publish(
             notebook = nbformat.read(executed, as_version=4)
             export_html(executed, html, with_code=False, notebook=notebook)
             export_html(executed, code, with_code=True, notebook=notebook)
-        if executed.name not in recorded:
+        if executed.stem in (mixed or {}):
+            stale = f"{OUT}: {(mixed or {})[executed.stem]}"
+        elif executed.name not in recorded:
             stale = "freshness unknown: not executed by `cube run`"
         elif current.get(executed.name) not in (None, recorded[executed.name]):
-            stale = "out of date: what this page reads changed since it ran"
+            stale = f"{OUT}: what this page reads changed since it ran"
         else:
             stale = ""
         pages.append(
@@ -244,7 +253,17 @@ def publish(
         for name, src in sources.items()
         if name not in ran
     ]
-    index = write_index(params, paths, pages, attempt, missing=missing)
+    decision_stale = next(
+        (
+            p["stale"].removeprefix(f"{OUT}: ")
+            for p in pages
+            if p["name"] == decision_page and p["stale"].startswith(OUT)
+        ),
+        "",
+    )
+    index = write_index(
+        params, paths, pages, attempt, missing=missing, decision_stale=decision_stale
+    )
     embed_fonts(paths.report)
     return index
 
@@ -332,10 +351,13 @@ def write_index(
     pages: list[dict[str, Any]],
     attempt: dict[str, str] | None = None,
     missing: list[dict[str, str]] | None = None,
+    decision_stale: str = "",
 ) -> Path:
     """`report/index.html`: the decision, the pages that exist (a run where only some notebooks ran
     lists those), the stages not run in this folder yet (`missing`: name, number, title) with the
-    command running them, and the tables and figures grouped by page."""
+    command running them, and the tables and figures grouped by page. `decision_stale`: the
+    decision page's out-of-date mark, said above the decision (which may then not be the one that
+    page shows)."""
     import jinja2
 
     results = (
@@ -344,21 +366,9 @@ def write_index(
     manifest = (
         json.loads(paths.manifest.read_text(encoding="utf-8")) if paths.manifest.exists() else {}
     )
-    from cube.method.analysis import p_is
-    from cube.pages.display import format_p
-    from cube.pages.escape import code_spans, jinja_finalize
     from cube.pages.sequential import questions_phrase, read_record
 
-    env = jinja2.Environment(
-        autoescape=True, undefined=jinja2.ChainableUndefined, finalize=jinja_finalize
-    )
-    env.filters["num"] = _num
-    env.filters["pval"] = format_p  # the one p-value formatter: "< 0.0001" below 1e-4
-    env.filters["p_is"] = p_is  # "p = 0.012" but "p < 0.0001"
-    env.filters["code_spans"] = code_spans  # a Markdown sentence's `code` as <code>, escaped
-    template = env.from_string(
-        resources.files("cube.pages").joinpath("templates", "index.html.j2").read_text("utf-8")
-    )
+    template = page_environment(undefined=jinja2.ChainableUndefined).get_template("index.html.j2")
     html = template.render(
         params=params,
         results=results,
@@ -371,6 +381,7 @@ def write_index(
         last_run=LAST_RUN,
         groups=_groups(paths, pages),
         missing=missing or [],
+        decision_stale=decision_stale,
         browser="judgments.html" if (paths.report / "judgments.html").exists() else None,
     )
     paths.report.mkdir(parents=True, exist_ok=True)
@@ -388,9 +399,29 @@ def _human_line(results: dict[str, Any]) -> str:
     return human_sentence((results.get("human_calibrated") or {}).get(str(system)))
 
 
-def _num(value: Any, digits: int = 2) -> str:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return "n/a"
-    return "n/a" if v != v else f"{v:.{digits}f}"
+def page_environment(**options: Any) -> Any:
+    """The Jinja environment of every HTML page the workbench writes from a template (the index,
+    `cube compare`'s page): cube/pages/templates, autoescape, every printed string escaped and a
+    bare float written as a parameter (`cube.pages.escape.jinja_finalize`), and one formatter per
+    kind of number: `num` (a figure at fixed decimals), `param` (a parameter as written),
+    `pval` and `p_is` (p-values), `code_spans` (a Markdown sentence's `code`). `options` go to
+    `jinja2.Environment` (e.g. `undefined`)."""
+    import jinja2
+
+    from cube.method.analysis import p_is
+    from cube.pages.display import format_p
+    from cube.pages.escape import code_spans, jinja_finalize
+    from cube.pages.numbers import fixed, param
+
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("cube.pages", "templates"),
+        autoescape=True,
+        finalize=jinja_finalize,
+        **options,
+    )
+    env.filters["num"] = fixed
+    env.filters["param"] = param  # alpha, a threshold: 0.05, never 0.050000000000000044
+    env.filters["pval"] = format_p  # the one p-value formatter: "< 0.0001" below 1e-4
+    env.filters["p_is"] = p_is  # "p = 0.012" but "p < 0.0001"
+    env.filters["code_spans"] = code_spans  # a Markdown sentence's `code` as <code>, escaped
+    return env

@@ -357,23 +357,10 @@ def _figures(deltas: pd.DataFrame, changes: pd.DataFrame, la: str, lb: str, fold
 
 
 def _page(payload: dict[str, Any], path: Path) -> None:
-    import jinja2
+    from cube.pages.publish import page_environment  # the index's filters: numbers formatted once
 
-    from cube.method.analysis import p_is
-    from cube.pages.display import format_p
-    from cube.pages.escape import jinja_finalize
-
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("cube.pages", "templates"),
-        autoescape=True,
-        finalize=jinja_finalize,  # every printed string through cube.pages.escape.escape_text
-    )
-    env.filters["num"] = lambda v, d=2: (
-        "n/a" if v is None else (f"{v:.{d}f}" if isinstance(v, float) else str(v))
-    )
-    env.filters["pval"] = format_p  # "< 0.0001" below 1e-4, as every page prints a p-value
-    env.filters["p_is"] = p_is  # "p = 0.012" but "p < 0.0001"
-    path.write_text(env.get_template("compare.html.j2").render(c=payload), encoding="utf-8")
+    template = page_environment().get_template("compare.html.j2")
+    path.write_text(template.render(c=payload), encoding="utf-8")
 
 
 def run_compare(

@@ -65,14 +65,27 @@ def publish(
     notebooks_dir: Path | None = None,
 ) -> Path:
     """The run's report (`cube.pages.publish.publish`), its pages' freshness read from this run's
-    stage fingerprints (`cube.run.stages.stage_fingerprints`)."""
+    stage fingerprints (`cube.run.stages.stage_fingerprints`) and from what notebooks run alone
+    changed since (`cube.run.ran_alone.stages_mixed`: their pages and the decision are marked out
+    of date)."""
+    from cube.config.project import NOTEBOOK_GLOB
+    from cube.run.ran_alone import stages_mixed
 
     def fingerprints(known: list[Path]) -> dict[str, str]:
         from cube.run.stages import stage_fingerprints
 
         return stage_fingerprints(params, known, project_root())
 
-    return publish_pages(params, paths, attempt, notebooks_dir, fingerprints=fingerprints)
+    stems = [p.stem for p in sorted(paths.notebooks.glob(NOTEBOOK_GLOB))]
+    return publish_pages(
+        params,
+        paths,
+        attempt,
+        notebooks_dir,
+        fingerprints=fingerprints,
+        mixed=stages_mixed(paths.root, params, stems) if stems else {},
+        decision_page=DECISION_STAGE,
+    )
 
 
 def select_notebooks(notebooks: list[Path], only: str | None) -> list[Path]:

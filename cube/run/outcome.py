@@ -3,7 +3,8 @@
 
 One line per system (`decision.systems`, the primary first): CuBE with its interval, R@k at the
 system's TOP-N, and the verdict, or WITHHELD with the first reason (cut at `REASON_CHARS`; the
-report's decision page has them all); then the run's calls and cost
+report's decision page has them all); then the run's calls against its plan
+(`cube.run.reconcile`, when the run folder recorded both; else the calls alone) and the cost
 (judging serves every system, so they are the run's, not one system's) and the report's path.
 `withheld` says whether the primary system's verdict was withheld: `cube run` then exits 3.
 A sequential run (`cube run --until-settled`) says after the systems how many questions it judged
@@ -54,14 +55,16 @@ def _short(text: str) -> str:
     return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 1].rstrip() + "…"
 
 
-def system_line(entry: dict[str, Any], width: int, k: Any) -> str:
-    """One system: `name  CuBE 71.3 [66.6, 75.7]  R@8 81.7 %  good`."""
+def system_line(entry: dict[str, Any], width: int, k: Any = None) -> str:
+    """One system: `name  CuBE 71.3 [66.6, 75.7]  R@8 81.7 %  good`, R@ at the system's own
+    TOP-N (`entry["top_n"]`; `k` when the entry has none, else a plain R@k: never another
+    system's N)."""
     ci = entry.get("cube_ci") or [None, None]
     interval = f"[{_number(ci[0], '.1f')}, {_number(ci[1], '.1f')}]"
     recall = entry.get("recall_at_k")
     head = (
         f"{entry.get('system', '?'):<{width}}  CuBE {_number(entry.get('cube_score'), '.1f')} "
-        f"{interval}  R@{entry.get('top_n') or k} "
+        f"{interval}  R@{entry.get('top_n') or k or 'k'} "
         + ("n/a" if _number(recall, "g") == "n/a" else f"{100 * recall:.1f} %")
     )
     reasons = entry.get("withheld_reasons") or []
@@ -73,23 +76,37 @@ def system_line(entry: dict[str, Any], width: int, k: Any) -> str:
     return f"{head}  {label}"
 
 
-def outcome_lines(decision: dict[str, Any], report: str, questions: str = "") -> list[str]:
+def outcome_lines(
+    decision: dict[str, Any], report: str, questions: str = "", calls: str = ""
+) -> list[str]:
     """The summary `cube run` prints (`report`: the report's path as shown; `questions`: what a
-    sequential run judged, `read_questions`)."""
+    sequential run judged, `read_questions`; `calls`: the plan and the run's calls reconciled,
+    `cube.run.reconcile.read_calls_line`, then the cost on its own line)."""
     if not decision:  # notebook 06 has not run (e.g. `--only 00`): the log named the report
         return []
     systems = decision.get("systems") or [decision]
     width = max(len(str(s.get("system", "?"))) for s in systems)
-    lines = [system_line(s, width, decision.get("top_n")) for s in systems]
+    # an entry without its own top_n (a record written before it had one) borrows the decision's
+    # only when it is the decision's system: the primary's N on another system was a wrong label
+    lines = [
+        system_line(s, width, decision.get("top_n") if not i else None)
+        for i, s in enumerate(systems)
+    ]
     if len(systems) > 1:
         lines[0] += "   <- the decision is about this system"
     if questions:
         lines.append(f"judged {questions}")
     cost, currency = decision.get("cost_this_run"), decision.get("currency") or ""
-    lines.append(
-        f"calls: {decision.get('calls_total', 'n/a')} ({decision.get('calls_cached', 'n/a')} from "
-        f"the cache), cost this run {_number(cost, '.2f')} {currency}".rstrip()
+    cost_text = (
+        f"cost this run {_number(cost, '.2f')} {currency}".rstrip()
         + f" (all calls {_number(decision.get('cost_total'), '.2f')} {currency})".rstrip()
     )
+    if calls:  # the plan and the run's calls in the plan's words (`cube.run.reconcile`)
+        lines += [calls, cost_text[0].upper() + cost_text[1:]]
+    else:
+        lines.append(
+            f"calls: {decision.get('calls_total', 'n/a')} ({decision.get('calls_cached', 'n/a')} "
+            f"from the cache), {cost_text}"
+        )
     lines.append(f"report: {report}")
     return lines

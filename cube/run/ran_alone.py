@@ -187,8 +187,36 @@ def stages_run_outside(
                 found.setdefault(stem, "params.yaml shows a notebook ran with other params")
     for stem, why in stages_ran_alone(run_root / "notebooks", params, stems).items():
         found.setdefault(stem, why)
-    for stem in stems:  # and every stage reading their data, in order
+    return _with_readers(found, stems)
+
+
+def _with_readers(found: dict[str, str], stems: list[str]) -> dict[str, str]:
+    """`found` and every stage reading the data of one of them, in order, with the reason."""
+    from cube.run.stages import stage_spec
+
+    for stem in stems:
         spec = stage_spec(stem, [s for s in stems if s < stem])
         if stem not in found and (inp := next((i for i in spec.inputs if i in found), None)):
             found[stem] = f"it reads the data of {inp}"
     return found
+
+
+def stages_mixed(run_root: Path, params: Params, stems: list[str]) -> dict[str, str]:
+    """What `cube report` marks out of date beside `cube run`'s fingerprints: the stages a notebook
+    run alone (papermill, nbconvert, Jupyter) changed since the last `cube run` with params other
+    than `params` in a section the stage reads (its record in `.ran_alone.json`, which `cube run`
+    drops once it has re-executed them), the stages whose data file was written with other params,
+    and every stage reading their data, with the reason. Their pages and the index (the decision
+    in results.json is the last writer's) may then show numbers of different runs: a papermill
+    re-run of notebook 06 with other params showed 71.9 on the index and 71.3 on page 06, unmarked.
+    Unlike `stages_run_outside` it does not compare the executed notebooks' papermill parameters
+    with `cube run`'s (a report is also published from a run folder without its params file)."""
+    from cube.run.stages import params_differ, read_provenance
+
+    found: dict[str, str] = {}
+    for name, entry in sorted(read_provenance(run_root / "data").items()):
+        if entry.get("stage") in stems and params_differ(entry, params):
+            found.setdefault(entry["stage"], f"data/{name}.parquet was written with other params")
+    for stem, why in stages_ran_alone(run_root / "notebooks", params, stems).items():
+        found.setdefault(stem, why)
+    return _with_readers(found, stems)
