@@ -1105,7 +1105,13 @@ def _settled_overrides(args: argparse.Namespace) -> list[str] | None:
 def _outcome(paths: RunPaths, cwd: Path) -> int:
     """The run's result in the terminal (`cube.run.outcome`); 3 when the primary system's verdict
     was withheld, else 0."""
-    from cube.run.outcome import outcome_lines, read_decision, read_questions, withheld
+    from cube.run.outcome import (
+        failure_lines,
+        outcome_lines,
+        read_decision,
+        read_questions,
+        withheld,
+    )
 
     decision = read_decision(paths.results)
     index = (paths.report / "index.html").resolve()
@@ -1113,6 +1119,8 @@ def _outcome(paths: RunPaths, cwd: Path) -> int:
     lines = outcome_lines(decision, str(shown), read_questions(paths.results))
     if lines:
         print("\n".join(lines))
+    for line in failure_lines(paths.results):  # the systems' failures: the cause, whatever the code
+        print(f"cube: {line}", file=sys.stderr)
     if withheld(decision):
         why = "judging failed" if decision.get("judging_failed") else "see the reasons above"
         print(
