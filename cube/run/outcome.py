@@ -39,8 +39,9 @@ FAILURE_LINES = 3  # distinct failure reasons shown per system (results.json has
 
 def failure_lines(results: Path) -> list[str]:
     """Per system whose calls to it failed (stage 02's `answers_failures`): how many of how many,
-    then its most frequent reasons (status and a short body excerpt) with their counts; and per
-    system whose retrieval was not measured (`answers_unmeasured`), why. [] when none."""
+    then its most frequent reasons (status and a short body excerpt) with their counts ([] when
+    none). A system whose retrieval was not measured says so on its own line (`system_line`: the
+    first reason of its withheld verdict)."""
     if not results.exists():
         return []
     record = json.loads(results.read_text(encoding="utf-8"))
@@ -51,8 +52,6 @@ def failure_lines(results: Path) -> list[str]:
         lines += [f"  {r.get('count')} x {r.get('reason')}" for r in reasons[:FAILURE_LINES]]
         if len(reasons) > FAILURE_LINES:
             lines.append(f"  ... {len(reasons) - FAILURE_LINES} other reason(s) in results.json")
-    for system, reasons in (record.get("answers_unmeasured") or {}).items():
-        lines += [f"{system}: {_short(str(r))}" for r in reasons]
     return lines
 
 
