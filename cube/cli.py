@@ -58,8 +58,10 @@ exit codes:
   0    done (`cube run`: published, with a verdict)
   1    a stage of `cube run` failed (nothing published; see report/last_run.html)
   2    bad params or data, a preflight problem, a locked run folder, or a file in the way
-  3    `cube run`: published, but the verdict is withheld (judging failed, or another reason the
-       report and the last line name)
+  3    `cube run`: published, but the verdict is withheld (judging failed; every call to the
+       system failed: each reason with its status, a body excerpt and its count is printed; its
+       retrieved passages or ids did not map, so retrieval was not measured; or another reason
+       the report and the summary lines name)
   130  interrupted (Ctrl-C; re-run to resume)"""
 
 
