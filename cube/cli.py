@@ -287,7 +287,9 @@ def _add_validate(sub: argparse._SubParsersAction) -> None:
         "the dimensions load, every system can be made, imported answers are read by the run's "
         "own import against the question set the run will ask (built as the run builds it; "
         "with `questions.generator: llm` that set is written during the run, so their coverage "
-        "is checked then), and the run folder holds no data of another params file.",
+        "is checked then) and their retrieved passages and ids mapped to the knowledge base "
+        "(more than analysis.max_unmapped_share unmapped is an error: the run could not measure "
+        "retrieval), and the run folder holds no data of another params file.",
     )
     v.add_argument("params", type=Path, help="params YAML file to check")
     v.add_argument(
@@ -300,7 +302,9 @@ def _add_validate(sub: argparse._SubParsersAction) -> None:
         "--check-endpoints",
         action="store_true",
         help="also send one tiny request to each LLM endpoint (reports 401, refused, unknown "
-        "model...)",
+        "model...), and one real question to each http system (a python system: one call), "
+        "showing what came back (the reply's start, or the status and body excerpt) and what the "
+        "response paths extracted (answer, ids or passages, and the documents they map to)",
     )
     v.add_argument(
         "--timeout", type=float, default=10.0, help="seconds per endpoint check (default 10)"
@@ -714,6 +718,13 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         print(params_to_yaml(params), end="")
     problems = _preflight(params, endpoints=args.check_endpoints, timeout_s=args.timeout)
     data = validate_data(params, project_root(), args.params)
+    if args.check_endpoints and data.ok:  # one real question to each http and python system
+        from cube.run.probe_systems import probe_report
+
+        shown, failed = probe_report(params, project_root())
+        for line in shown:
+            print(f"cube: probe: {line}", file=sys.stderr)
+        problems += failed
     folder = _run_folder_problem(params, args)
     if folder:
         data.errors.append(folder)
