@@ -144,22 +144,21 @@ def unmeasured_reasons(r: RetrievedLists, max_share: float) -> list[str]:
     if r.passages and r.unmapped_passages / r.passages > max_share:
         out.append(
             f"{r.unmapped_passages} of {r.passages} retrieved passages matched no document: "
-            "retrieval not measured (the passages must be text of the knowledge-base documents: "
-            "check the knowledge base's mapping and the imported file's `columns:`; "
+            "retrieval not measured (a passage must be text of a knowledge-base document: check "
+            "the field read as passages, an http system's response.retrieved_passages or an "
+            "imported file's `columns:`, and the knowledge base's mapping; "
             "docs/explanation/passage-mapping.md)"
         )
     if r.ids and len(r.unknown_ids) / r.ids > max_share:
         distinct = list(dict.fromkeys(r.unknown_ids))
-        hint = "; ".join(f"{d!r} -> {r.did_you_mean[d]!r}" for d in distinct if d in r.did_you_mean)
+        hint = ", ".join(f"{d!r} -> {r.did_you_mean[d]!r}" for d in distinct if d in r.did_you_mean)
+        head = f"{len(r.unknown_ids)} of {r.ids} retrieved ids are not knowledge-base doc ids"
         out.append(
-            f"{len(r.unknown_ids)} of {r.ids} retrieved ids are not knowledge-base doc ids (e.g. "
-            f"{distinct[:3]}): retrieval not measured"
-            + (
-                f" (did you mean, by case or spaces: {_cut(hint)}? the ids must match the "
-                "knowledge base's doc_id exactly)"
-                if hint
-                else " (the ids must be the knowledge base's doc_id values: check its mapping)"
-            )
+            f"{head}: retrieval not measured (did you mean {_cut(hint)}? ids must match the "
+            "knowledge base's doc_id exactly, case included)"
+            if hint
+            else f"{head} (e.g. {distinct[:3]}): retrieval not measured (the ids must be the "
+            "knowledge base's doc_id values: check its mapping and the field read as ids)"
         )
     return out
 
