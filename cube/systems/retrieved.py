@@ -143,11 +143,13 @@ def unmeasured_reasons(r: RetrievedLists, max_share: float) -> list[str]:
     out = []
     if r.passages and r.unmapped_passages / r.passages > max_share:
         out.append(
-            f"{r.unmapped_passages} of {r.passages} retrieved passages matched no document: "
-            "retrieval not measured (a passage must be text of a knowledge-base document: check "
+            f"{r.unmapped_passages} of {r.passages} retrieved passages matched no document (or "
+            "several equally): retrieval not measured (a passage must be text of one "
+            "knowledge-base document: check "
             "the field read as passages, an http system's response.retrieved_passages or an "
-            "imported file's `columns:`, and the knowledge base's mapping; "
-            "docs/explanation/passage-mapping.md)"
+            "imported file's `columns:`, and the knowledge base's mapping; a passage that "
+            "near-duplicate documents hold equally does not say which was retrieved: give ids "
+            "when the system has them; docs/explanation/passage-mapping.md)"
         )
     if r.ids and len(r.unknown_ids) / r.ids > max_share:
         distinct = list(dict.fromkeys(r.unknown_ids))

@@ -140,9 +140,8 @@ def test_retrieval_that_does_not_map_is_withheld_not_scored_as_a_miss(run):
     assert "R@8 n/a" in case and "WITHHELD: 24 of 24 retrieved ids are not knowledge-base" in case
     assert "'d00001' -> 'D00001'" in case  # the did-you-mean
     assert "R@8 n/a" in chunks
-    assert "WITHHELD: 8 of 8 retrieved passages matched no document: retrieval not measured" in (
-        chunks
-    )
+    assert "WITHHELD: 8 of 8 retrieved passages matched no document" in chunks
+    assert "retrieval not measured" in chunks
     results = json.loads((root / "results.json").read_text(encoding="utf-8"))
     assert results["answers_retrieval"]["wrong-case"] == {
         "passages": 0,
@@ -152,5 +151,8 @@ def test_retrieval_that_does_not_map_is_withheld_not_scored_as_a_miss(run):
     }
     index = (root / "report" / "index.html").read_text(encoding="utf-8")
     first_screen = index[index.index('id="withheld-reasons"') :][:600]
-    assert "8 of 8 retrieved passages matched no document: retrieval not measured" in first_screen
+    assert (
+        "8 of 8 retrieved passages matched no document (or several equally): retrieval not measured"
+        in first_screen
+    )
     assert "not measured" in index[index.index('id="recall"') :][:300]  # R@k: not 0
