@@ -11,7 +11,8 @@ The contract (docs/how-to/python-system.md):
 - the function gets one `Question` (`text`, `question_id`, `lang`, `top_n`) and returns a dict
   with `answer` (str) and `retrieved_ids` (corpus doc ids in rank order) and/or
   `retrieved_passages` (the retrieved texts in rank order, mapped to corpus documents by
-  `cube.systems.passages.map_passages`), or a `SystemAnswer`; ids win when both are given;
+  `cube.systems.passages.map_passages`), or a `SystemAnswer`; ids win when both are given
+  (its passages when its id list is empty);
 - sync or async (`async def`): at most `max_concurrency` questions at a time, sync functions in a
   thread pool of that size, async ones on one event loop under a semaphore;
 - an exception is that question's failure, its type and message in `error` (answer None,
