@@ -58,8 +58,10 @@ exit codes:
   0    done (`cube run`: published, with a verdict)
   1    a stage of `cube run` failed (nothing published; see report/last_run.html)
   2    bad params or data, a preflight problem, a locked run folder, or a file in the way
-  3    `cube run`: published, but the verdict is withheld (judging failed, or another reason the
-       report and the last line name)
+  3    `cube run`: published, but the verdict is withheld (judging failed; every call to the
+       system failed: each reason with its status, a body excerpt and its count is printed; its
+       retrieved passages or ids did not map, so retrieval was not measured; or another reason
+       the report and the summary lines name)
   130  interrupted (Ctrl-C; re-run to resume)"""
 
 
@@ -287,7 +289,9 @@ def _add_validate(sub: argparse._SubParsersAction) -> None:
         "the dimensions load, every system can be made, imported answers are read by the run's "
         "own import against the question set the run will ask (built as the run builds it; "
         "with `questions.generator: llm` that set is written during the run, so their coverage "
-        "is checked then), and the run folder holds no data of another params file.",
+        "is checked then) and their retrieved passages and ids mapped to the knowledge base "
+        "(more than analysis.max_unmapped_share unmapped is an error: the run could not measure "
+        "retrieval), and the run folder holds no data of another params file.",
     )
     v.add_argument("params", type=Path, help="params YAML file to check")
     v.add_argument(
@@ -300,7 +304,9 @@ def _add_validate(sub: argparse._SubParsersAction) -> None:
         "--check-endpoints",
         action="store_true",
         help="also send one tiny request to each LLM endpoint (reports 401, refused, unknown "
-        "model...)",
+        "model...), and one real question to each http system (a python system: one call), "
+        "showing what came back (the reply's start, or the status and body excerpt) and what the "
+        "response paths extracted (answer, ids or passages, and the documents they map to)",
     )
     v.add_argument(
         "--timeout", type=float, default=10.0, help="seconds per endpoint check (default 10)"
@@ -714,6 +720,13 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         print(params_to_yaml(params), end="")
     problems = _preflight(params, endpoints=args.check_endpoints, timeout_s=args.timeout)
     data = validate_data(params, project_root(), args.params)
+    if args.check_endpoints and data.ok:  # one real question to each http and python system
+        from cube.run.probe_systems import probe_report
+
+        shown, failed = probe_report(params, project_root())
+        for line in shown:
+            print(f"cube: probe: {line}", file=sys.stderr)
+        problems += failed
     folder = _run_folder_problem(params, args)
     if folder:
         data.errors.append(folder)
@@ -1107,7 +1120,13 @@ def _settled_overrides(args: argparse.Namespace) -> list[str] | None:
 def _outcome(paths: RunPaths, cwd: Path) -> int:
     """The run's result in the terminal (`cube.run.outcome`); 3 when the primary system's verdict
     was withheld, else 0."""
-    from cube.run.outcome import outcome_lines, read_decision, read_questions, withheld
+    from cube.run.outcome import (
+        failure_lines,
+        outcome_lines,
+        read_decision,
+        read_questions,
+        withheld,
+    )
     from cube.run.reconcile import read_calls_line
 
     decision = read_decision(paths.results)
@@ -1117,6 +1136,8 @@ def _outcome(paths: RunPaths, cwd: Path) -> int:
     lines = outcome_lines(decision, str(shown), read_questions(paths.results), calls)
     if lines:
         print("\n".join(lines))
+    for line in failure_lines(paths.results):  # the systems' failures: the cause, whatever the code
+        print(f"cube: {line}", file=sys.stderr)
     if withheld(decision):
         why = "judging failed" if decision.get("judging_failed") else "see the reasons above"
         print(

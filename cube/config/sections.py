@@ -528,6 +528,14 @@ class AnalysisParams(StrictModel):
         description="Verdict withheld when a larger share of the system-under-test's calls failed "
         "(retrieval unknown); the count is given.",
     )
+    max_unmapped_share: float = Field(
+        0.1,
+        ge=0,
+        le=1,
+        description="Retrieval not measured (R@k undefined, verdict withheld) when a larger share "
+        "of a system's retrieved passages matched no document, or of its retrieved ids are not "
+        "knowledge-base doc ids; the count and the fix are given.",
+    )
     sequential: SequentialParams | None = Field(
         None,
         description="Sequential evaluation (`cube run --until-settled`): null runs every question.",

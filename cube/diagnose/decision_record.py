@@ -211,6 +211,8 @@ class DecisionInputs:
     diagnosis: dict[str, Any] = field(default_factory=dict)
     self_preference: dict[str, dict[str, Any]] = field(default_factory=dict)
     injection: dict[str, bool | None] = field(default_factory=dict)  # judge -> obeys injections
+    # system -> why its retrieval was not measured (`cube.systems.retrieved.unmeasured_reasons`)
+    unmeasured: dict[str, list[str]] = field(default_factory=dict)
 
 
 PARTS = (Decision, SystemFigures, UsageFigures, DiagnosisText, IntervalWidth, WeakDimension)

@@ -110,10 +110,12 @@ def _clip_note(head: SystemFigures, params: Params) -> str:
     )
 
 
-def _system_figures(result: CubeResult, params: Params, top_n: int = 8) -> SystemFigures:
+def _system_figures(
+    result: CubeResult, params: Params, top_n: int = 8, unmeasured: list[str] | None = None
+) -> SystemFigures:
     cube = 0.0 if nothing_retrieved(result) else result.jury_cube()
     lo, hi = result.interval("jury", "cube_score")
-    reasons, failed = withheld_reasons(result, params)
+    reasons, failed = withheld_reasons(result, params, unmeasured or [])
     # within the tolerance, a value just outside [0, 100] is read at the nearest bound for the
     # verdict
     shown = float(np.clip(cube, 0, 100)) if np.isfinite(cube) else cube
@@ -167,8 +169,12 @@ def _sentence(head: SystemFigures, result: CubeResult, params: Params, top_n: in
                 if _defined(head.cube_score)
                 else ""
             )
-            + f"Retrieval found the gold document for {result.recall_at_k:.1%} of questions "
-            f"(R@{top_n})."
+            + (
+                f"Retrieval found the gold document for {result.recall_at_k:.1%} of questions "
+                f"(R@{top_n})."
+                if _defined(result.recall_at_k)
+                else f"R@{top_n} is undefined: the retrieval was not measured."
+            )
         )
     elif head.retriever_note:
         sentence = f"{primary}: CuBE 0.0, {head.verdict}: {head.retriever_note}."
@@ -239,7 +245,7 @@ def assess(
     inputs = inputs or DecisionInputs()
     primary, top_n = params.systems[0].name, params.systems[0].top_n
     result = results[primary]
-    head = _system_figures(result, params, top_n)
+    head = _system_figures(result, params, top_n, inputs.unmeasured.get(primary))
     others = {s.name: (s.top_n, results[s.name]) for s in params.systems[1:] if s.name in results}
     tips = suggestions(
         result,
@@ -269,7 +275,10 @@ def assess(
         judges=[str(j) for j in result.cube_table.index],
         systems=[
             _system_figures(
-                r, params, next((s.top_n for s in params.systems if s.name == n), top_n)
+                r,
+                params,
+                next((s.top_n for s in params.systems if s.name == n), top_n),
+                inputs.unmeasured.get(n),
             )
             for n, r in results.items()
         ],

@@ -266,8 +266,8 @@ def by_group(
             ["system", "questions", by], ascending=[True, False, True], kind="stable"
         ).reset_index(drop=True)
         if len(out)
-        else out
-    )
+        else pd.DataFrame(columns=["system", by, "questions", "R@1", "R@N", "MRR", "top_n"])
+    )  # no question of known retrieval (every system call failed): an empty table, its columns
 
 
 def metrics_table(metrics: Mapping[str, dict[str, Any]]) -> pd.DataFrame:

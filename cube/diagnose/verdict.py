@@ -40,13 +40,17 @@ def verdict_bands(lo: float, hi: float, thresholds: dict[str, float]) -> list[st
     return order[order.index(out[0]) : order.index(out[1]) + 1]
 
 
-def withheld_reasons(result: CubeResult, params: Params) -> tuple[list[str], bool]:
+def withheld_reasons(
+    result: CubeResult, params: Params, unmeasured: list[str] | tuple[str, ...] = ()
+) -> tuple[list[str], bool]:
     """Why the verdict must be withheld (empty: a verdict may be given), one reason per rule that
     fires (the `rule_*` functions, in this order), and whether judging failed wholesale (no judge
-    has usable scores, or every judge fails the gate because of failures)."""
+    has usable scores, or every judge fails the gate because of failures). `unmeasured`: why the
+    system's retrieval was not measured (stage 02's `answers_unmeasured`), said first."""
     not_the_judges = gate_withhold_reasons(result)
     reasons = [
-        *rule_system_calls_failed(result, params),
+        *rule_retrieval_not_measured(unmeasured),
+        *([] if unmeasured else rule_system_calls_failed(result, params)),
         *rule_no_judge_passed(result),
         *not_the_judges,
         *rule_noise_w(result),
@@ -70,6 +74,14 @@ def judging_failed_wholesale(result: CubeResult) -> bool:
 
 def _unknown(result: CubeResult) -> int:
     return int(result.settings.get("retrieval_unknown") or 0)
+
+
+def rule_retrieval_not_measured(unmeasured: list[str] | tuple[str, ...]) -> list[str]:
+    """More than `analysis.max_unmapped_share` of the system's retrieved passages matched no
+    document, or of its ids are not knowledge-base ids: its retrieval was not measured (every row's
+    `retrieval_ok` is False, R@k undefined), so no verdict; each reason says how many and the fix
+    (`cube.systems.retrieved.unmeasured_reasons`)."""
+    return list(unmeasured)
 
 
 def rule_system_calls_failed(result: CubeResult, params: Params) -> list[str]:

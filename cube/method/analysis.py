@@ -190,8 +190,16 @@ def retrieval_outcomes(answers: pd.DataFrame, top_n: int = 8) -> RetrievalOutcom
         unknown = sorted(set(rag.loc[bad, "question_id"]), key=str)
         rag = rag[~bad]
     if rag.empty:
+        # typed, so a filter on `retrieved` stays a row filter (an empty object column would be
+        # read as a list of column labels and drop every column)
         ranks = pd.DataFrame(
-            {"question_id": [], "rank": [], "n_retrieved": [], "retrieved": [], "rank_score": []}
+            {
+                "question_id": pd.Series([], dtype=object),
+                "rank": pd.Series([], dtype="int64"),
+                "n_retrieved": pd.Series([], dtype="int64"),
+                "retrieved": pd.Series([], dtype=bool),
+                "rank_score": pd.Series([], dtype=float),
+            }
         )
     else:
         ranks = question_ranks(rag, top_n)

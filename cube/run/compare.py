@@ -414,7 +414,7 @@ def run_root_of(spec: str | Path) -> Path:
 def compare_in_run(run: Any, *, n_permutations: int = 1000, k: int = 20) -> list[dict[str, Any]]:
     """Notebook 09 inside a run: the primary system vs each other system, written to
     `<run>/compare/<primary>__vs__<other>/` (published with the run). Returns the headlines."""
-    names = [s.name for s in run.params.systems]
+    names = _comparable(run, [s.name for s in run.params.systems])
     out = []
     for other in names[1:]:
         sides = [
@@ -454,6 +454,25 @@ def compare_in_run(run: Any, *, n_permutations: int = 1000, k: int = 20) -> list
     for row in out:  # each page headlines the p adjusted over the pairs
         _readjust_page(run.paths.root / Path(row["page"]).parent, row)
     return out
+
+
+def _comparable(run: Any, names: list[str]) -> list[str]:
+    """The systems with at least one question of known retrieval, the primary first; the others
+    (every call failed, or their retrieval was not measured: stage 02 names why) are left out of
+    the comparisons with a line saying so. Without the primary, nothing is compared."""
+    from cube.config.schema import known_retrieval
+
+    answers = run.load("answers")
+    rag = answers[answers["set"] == "rag"]
+    known = set(rag.loc[known_retrieval(rag).to_numpy(), "system"].astype(str))
+    left_out = [n for n in names if n not in known]
+    for name in left_out:
+        print(
+            f"{name}: not compared: no question of known retrieval (its calls failed, or its "
+            "retrieval was not measured: results.json's answers_failures and answers_unmeasured "
+            "say why)"
+        )
+    return [n for n in names if n in known] if names and names[0] in known else []
 
 
 def _readjust_page(folder: Path, row: dict[str, Any]) -> None:

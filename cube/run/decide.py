@@ -19,7 +19,7 @@ from cube.config.runpaths import RunPaths
 from cube.diagnose.decision_record import HEADLINE_FIELDS, Decision, DecisionInputs
 from cube.method.evaluation import CubeResult
 from cube.run.audit import SELF_PREFERENCE_COLUMNS, audit_record
-from cube.run.evaluate import primary_system
+from cube.run.evaluate import primary_system, recorded
 from cube.run.notebook import Run
 
 # Every data table holding calls, in the order their stages write them: questions (written,
@@ -159,6 +159,8 @@ def decision_inputs(
         },
         # the injection probe's verdict per judge (issue 29): the decision page's short line
         injection={j: v.get("obeys_injections") for j, v in (audit.get("judges") or {}).items()},
+        # stage 02's systems whose retrieval was not measured: their verdicts are withheld
+        unmeasured=recorded(run).get("answers_unmeasured") or {},
     )
 
 

@@ -35,6 +35,27 @@ def read_questions(results: Path) -> str:
     return questions_phrase(read_record(results))
 
 
+FAILURE_LINES = 3  # distinct failure reasons shown per system (results.json has them all)
+
+
+def failure_lines(results: Path) -> list[str]:
+    """Per system whose calls to it failed (stage 02's `answers_failures`): how many of how many,
+    then its most frequent reasons (status and a short body excerpt) with their counts ([] when
+    none). A system whose retrieval was not measured says so on its own line (`system_line`: the
+    first reason of its withheld verdict)."""
+    if not results.exists():
+        return []
+    record = json.loads(results.read_text(encoding="utf-8"))
+    lines = []
+    for system, f in (record.get("answers_failures") or {}).items():
+        lines.append(f"{system}: {f.get('failed')} of {f.get('calls')} calls to the system failed")
+        reasons = f.get("reasons") or []
+        lines += [f"  {r.get('count')} x {r.get('reason')}" for r in reasons[:FAILURE_LINES]]
+        if len(reasons) > FAILURE_LINES:
+            lines.append(f"  ... {len(reasons) - FAILURE_LINES} other reason(s) in results.json")
+    return lines
+
+
 def withheld(decision: dict[str, Any]) -> bool:
     """Whether the primary system's verdict was withheld (judging failed, or another reason of
     `cube.diagnose.lta.withheld_reasons`)."""

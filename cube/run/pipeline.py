@@ -275,6 +275,12 @@ def answers_stage(run: Run) -> pd.DataFrame:
         answers_dropped={k: int(v) for k, v in answers.attrs.get("dropped", {}).items()},
         # retrieved ids or passages that named no knowledge-base document, per system
         answers_unmapped={k: int(v) for k, v in answers.attrs.get("unmapped", {}).items()},
+        # per system: passages and ids read, and those that did not map (apart)
+        answers_retrieval=answers.attrs.get("retrieval", {}),
+        # per system whose retrieval was not measured (too much did not map): why, and the fix
+        answers_unmeasured=answers.attrs.get("unmeasured", {}),
+        # per system whose calls failed: how many, and each reason (status, body excerpt) counted
+        answers_failures=answers.attrs.get("failures", {}),
     )
     return answers
 

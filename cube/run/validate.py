@@ -202,7 +202,9 @@ def check_questions(
     path = _resolve(q.path, base_dir)
     if corpus is None:  # doc_ids cannot be checked; the file and its columns can
         try:
-            raw, _ = read_table(path, what="question-set")
+            raw, _ = read_table(
+                path, what="question-set", encoding=q.encoding, encoding_key="questions.encoding"
+            )
         except CorpusError as err:
             report.errors.append(f"{err} (questions.path)")
             return
@@ -214,7 +216,7 @@ def check_questions(
             )
         return
     try:
-        n = len(load_questions_file(path, corpus))
+        n = len(load_questions_file(path, corpus, q.encoding))
         report.notes.append(f"{path}: {n} questions, every doc_id in the knowledge base")
     except QuestionError as err:
         report.errors.append(f"{err} (questions.path)")
@@ -226,11 +228,15 @@ def check_imported(
     base_dir: Path,
     report: DataReport,
     run_inputs: tuple[pd.DataFrame, pd.DataFrame] | None = None,
+    max_share: float = 0.1,
 ) -> None:
-    """An imported QA file: readable, with its columns, every row's list parsed; then, when the
-    run's knowledge base and question set are known (`run_inputs`), read by the run's own import
-    (`ImportedAnswers`), so whatever it refuses (unanswered questions, unknown ids, a malformed
-    list...) is an error here, with its fix; else its ids checked against `corpus`."""
+    """An imported QA file: readable, with its columns, every row's list parsed and mapped to the
+    knowledge base without calling anything (more than `max_share` of its passages matching no
+    document, or of its ids not in the knowledge base, is an error: the run could not measure its
+    retrieval); then, when the run's knowledge base and question set are known (`run_inputs`),
+    read by the run's own import (`ImportedAnswers`), so whatever it refuses (unanswered
+    questions, unknown ids, a malformed list...) is an error here, with its fix; else its ids
+    checked against `corpus`."""
     from cube.systems.imported import ImportedFileError, resolve_columns
     from cube.systems.imported import read_table as read_qa
 
@@ -249,6 +255,7 @@ def check_imported(
         return
     if corpus is not None:  # every row's list, beside the import's first refusal
         _check_imported_lists(raw, names, corpus, path, where, report, unknown=run_inputs is None)
+        _check_measurable(raw, names, corpus, path, where, report, max_share)
     if run_inputs is not None:
         _import_as_the_run(system, run_inputs, report)
     report.notes.append(f"{path}: {len(raw)} answers ({where})")
@@ -267,10 +274,11 @@ def _check_imported_lists(
     (comma-separated ids are an error naming the separators), or passages parsed. With `unknown`,
     ids not in the knowledge base are a warning (with the run's question set, the run's own import
     says what it does with them)."""
-    from cube.systems.imported import SEPARATORS_HINT, comma_lists, parse_ids, parse_passages
+    from cube.systems.imported import SEPARATORS_HINT, comma_lists, parse_ids, passages_parser
 
     col = names.get("retrieved_doc_ids") or names["retrieved_passages"]
-    parse = parse_ids if "retrieved_doc_ids" in names else parse_passages
+    # passages as the import splits them (DeepEval's `|`-joined cells under its own names)
+    parse = parse_ids if "retrieved_doc_ids" in names else passages_parser(col)
     lists: list[list[str]] = []
     for i, cell in enumerate(raw[col].tolist()):
         try:
@@ -293,6 +301,50 @@ def _check_imported_lists(
         report.warnings.append(
             f"{path}: column '{col}': {len(bad)} retrieved doc id(s) not in the knowledge "
             "base (they count as misses): " + ", ".join(f"row {i + 1}: {d}" for i, d in bad)
+        )
+
+
+def _check_measurable(
+    raw: pd.DataFrame,
+    names: dict[str, str],
+    corpus: pd.DataFrame,
+    path: Path,
+    where: str,
+    report: DataReport,
+    max_share: float,
+) -> None:
+    """The file's retrieved lists through the run's own policy (`cube.systems.retrieved`): when
+    more than `max_share` of its passages match no document, or of its ids are not knowledge-base
+    doc ids, the run would withhold the verdict (retrieval not measured): an error now, before any
+    call, with the fix (the knowledge base's mapping, the file's `columns:`, the ids' case)."""
+    from cube.systems.imported import parse_ids, passages_parser
+    from cube.systems.retrieved import Retrieved, ranked_lists, unmeasured_reasons
+
+    def parsed(key: str, parse: Any) -> list[list[str] | None]:
+        if key not in names:
+            return [None] * len(raw)
+        out: list[list[str] | None] = []
+        for cell in raw[names[key]].tolist():
+            try:
+                out.append(parse(cell))
+            except ValueError:  # said by `_check_imported_lists`
+                out.append(None)
+        return out
+
+    replies = [
+        Retrieved(ids=i, passages=p)
+        for i, p in zip(
+            parsed("retrieved_doc_ids", parse_ids),
+            parsed("retrieved_passages", passages_parser(names.get("retrieved_passages", ""))),
+            strict=True,
+        )
+    ]
+    read = [repr(names[k]) for k in ("retrieved_doc_ids", "retrieved_passages") if k in names]
+    for reason in unmeasured_reasons(ranked_lists(replies, corpus, None), max_share):
+        report.errors.append(
+            f"{path}: {reason}; more than analysis.max_unmapped_share = {max_share:.0%} did not "
+            f"map, so the run would withhold the verdict ({where}; the column read: "
+            f"{', '.join(read)}, set another with the system's `columns:`)"
         )
 
 
@@ -497,7 +549,7 @@ def validate_data(
         else None
     )
     for s in imported:
-        check_imported(s, corpus, base_dir, report, inputs)
+        check_imported(s, corpus, base_dir, report, inputs, params.analysis.max_unmapped_share)
     for s in params.systems:
         if s.kind == "python" and f"systems[{s.name}].callable" not in missing:
             from cube.systems.python_system import load_problems  # its functions load

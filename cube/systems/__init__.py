@@ -33,6 +33,7 @@ of a question agree on the system's retrieval outcome (the analysis groups by it
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -51,16 +52,21 @@ from cube.llm import make_model
 from cube.systems import extractive  # noqa: F401  (registers the offline extractive answerer with cube.llm)
 from cube.systems.base import ANSWERS_COLUMNS, System, answers_frame
 from cube.systems.python_system import Question, SystemAnswer
+from cube.systems.retrieved import Retrieved, RetrievedLists, ranked_lists, unmeasured_reasons
 
 __all__ = [
     "ANSWERS_COLUMNS",
     "Question",
+    "Retrieved",
+    "RetrievedLists",
     "System",
     "SystemAnswer",
     "answer_bounds",
     "answers_frame",
     "build_answers",
+    "failure_reasons",
     "make_system",
+    "ranked_lists",
     "refusal_answers",
 ]
 
@@ -158,7 +164,12 @@ def build_answers(
 
     Returns:
         The answers table; `attrs['dropped']` maps system name -> questions dropped, and
-        `attrs['unmapped']` system name -> retrieved chunks that named no corpus document, and
+        `attrs['unmapped']` system name -> retrieved chunks that named no corpus document,
+        `attrs['retrieval']` system name -> its passages and ids read and those that did not map
+        (`cube.systems.retrieved.RetrievedLists.summary`), `attrs['unmeasured']` system name ->
+        why its retrieval was not measured (more than `analysis.max_unmapped_share` did not map:
+        its `retrieval_ok` is False on every row), `attrs['failures']` the failed calls per
+        system (`failure_reasons`), and
         `attrs['region_filter']` system name -> {filtered, unfiltered} question counts of the
         builtin systems with `region_filter: question`.
     """
@@ -166,6 +177,8 @@ def build_answers(
     rag_parts: dict[str, pd.DataFrame] = {}
     dropped: dict[str, int] = {}
     unmapped: dict[str, int] = {}
+    retrieval: dict[str, dict[str, int]] = {}
+    unmeasured: dict[str, list[str]] = {}
     region_filter: dict[str, dict[str, int]] = {}
     shared = _sweep_retrievals(params, corpus, questions, cache_path)
     systems: dict[str, System] = {}
@@ -182,6 +195,7 @@ def build_answers(
             df = system.answer(questions, corpus, progress=progress)
         dropped[sp.name] = int(df.attrs.get("dropped", 0))
         unmapped[sp.name] = int(df.attrs.get("unmapped", 0))
+        _measured(df, sp.name, params.analysis.max_unmapped_share, retrieval, unmeasured)
         if "region_filter" in df.attrs:
             region_filter[sp.name] = dict(df.attrs["region_filter"])
         rag_parts[sp.name] = df
@@ -218,7 +232,53 @@ def build_answers(
     ).reset_index(drop=True)
     out.attrs["dropped"] = dropped
     out.attrs["unmapped"] = unmapped
+    out.attrs["retrieval"] = retrieval
+    out.attrs["unmeasured"] = unmeasured
+    out.attrs["failures"] = failure_reasons(out)
     out.attrs["region_filter"] = region_filter
+    return out
+
+
+def _measured(
+    df: pd.DataFrame,
+    name: str,
+    max_share: float,
+    retrieval: dict[str, dict[str, int]],
+    unmeasured: dict[str, list[str]],
+) -> None:
+    """A system's retrieval counts into `retrieval`; when too much of it did not map
+    (`cube.systems.retrieved.unmeasured_reasons`), its reasons into `unmeasured` and every row's
+    `retrieval_ok` False: its R@k is not measured (undefined), never a row of misses."""
+    lists = df.attrs.pop("retrieved", None)  # not JSON: the table's attrs go to Parquet
+    if lists is None:
+        return
+    retrieval[name] = lists.summary()
+    reasons = unmeasured_reasons(lists, max_share)
+    if reasons:
+        unmeasured[name] = reasons
+        df["retrieval_ok"] = False
+        warnings.warn(f"system {name!r}: {'; '.join(reasons)}", stacklevel=3)
+
+
+FAILURE_CHARS = 200  # a failure reason as grouped and shown (status and the body's start)
+
+
+def failure_reasons(answers: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    """Per system whose `rag` calls failed: how many of how many, and each distinct reason (its
+    first `FAILURE_CHARS` characters: the status and a short excerpt of the body) with its count,
+    most frequent first. Systems without failures are left out."""
+    rag = answers[answers["set"] == "rag"] if "set" in answers else answers
+    out: dict[str, dict[str, Any]] = {}
+    for system, rows in rag.groupby("system", sort=False):
+        errors = rows["error"].fillna("").astype(str)
+        failed = errors[errors != ""].map(lambda e: " ".join(e.split())[:FAILURE_CHARS])
+        if len(failed):
+            counts = failed.value_counts()
+            out[str(system)] = {
+                "failed": int(len(failed)),
+                "calls": int(len(rows)),
+                "reasons": [{"reason": str(r), "count": int(n)} for r, n in counts.items()],
+            }
     return out
 
 

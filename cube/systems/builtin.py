@@ -27,6 +27,7 @@ from cube.llm import Model, Request
 from cube.systems.base import System, answers_frame
 from cube.systems.region_filter import RegionFilter
 from cube.systems.retrieval import BM25Index
+from cube.systems.retrieved import Retrieved, ranked_lists
 
 _NO_DOCUMENTS = {"zh": "（无参考资料）", "en": "(no reference documents)"}
 
@@ -135,7 +136,9 @@ class BuiltinRAG(System):
         if retrieved is None:
             retrieved = self.retrieve(questions, corpus)
         else:
-            retrieved = [list(d)[: self.spec.top_n] for d in retrieved]
+            retrieved = ranked_lists(
+                [Retrieved(ids=d) for d in retrieved], corpus, self.spec.top_n
+            ).lists
         texts = dict(
             zip(corpus["doc_id"].astype(str), corpus["text"].fillna("").astype(str), strict=True)
         )

@@ -10,11 +10,10 @@ re-run sends nothing for the questions already answered.
 
 The reply is read with the `response` JMESPath expressions: the answer (text), and the retrieved
 documents' ids (`retrieved_ids`, knowledge-base doc_ids) or, when no ids path is given, their
-passages' texts (`retrieved_passages`), mapped to the documents they came from by
-`cube.systems.passages.map_passages` (an unmatched passage keeps its rank as
-`unmapped:passage<k>` and is counted in `attrs['unmapped']`). An id that is not a
-knowledge-base doc_id keeps its rank as `unmapped:<id>` and is counted there too. A document
-listed again keeps its first rank; lists are cut at `top_n`.
+passages' texts (`retrieved_passages`), turned into ranked doc ids by the one policy of every
+kind, `cube.systems.retrieved.ranked_lists` (misses keep their rank as `unmapped:...`, counted in
+`attrs['unmapped']`, the counts in `attrs['retrieved']`; a document listed again keeps its first
+rank; lists are cut at `top_n`).
 
 A reply that is not JSON, or where a path finds nothing (or not the type it needs), is an unusable
 reply: retried, then the question's failure. Every failure (HTTP 500 after the retries, a hang
@@ -43,8 +42,8 @@ from cube.config.schema import require_columns
 from cube.llm import JsonWire, MalformedReply, OpenAIModel, Request, Response
 from cube.llm.json_wire import secret_digest
 from cube.systems.base import System, answers_frame
-from cube.systems.passages import map_passages
 from cube.systems.region_filter import RegionFilter
+from cube.systems.retrieved import Retrieved, RetrievedLists, ranked_lists
 
 
 def fill(template: Any, values: dict[str, Any]) -> Any:
@@ -208,25 +207,21 @@ class HttpRAG(System):
             readings.append(reading)
         return out, readings
 
-    def _retrieved(
-        self, readings: list[Reading | None], corpus: pd.DataFrame
-    ) -> tuple[list[list[str]], int]:
-        """Per question, the retrieved doc ids (first listing kept, cut at top_n), and how many
-        ids or passages named no knowledge-base document."""
-        if self.kind_of_retrieval() == "passages":
-            lists, unmapped = map_passages(
-                [r.passages or [] if r else [] for r in readings], corpus
-            )
-            return [docs[: self.spec.top_n] for docs in lists], unmapped
-        known = set(corpus["doc_id"].astype(str))
-        lists = [
-            list(dict.fromkeys(d if d in known else f"unmapped:{d}" for d in r.ids or []))
-            if r
-            else []
-            for r in readings
-        ]
-        lists = [docs[: self.spec.top_n] for docs in lists]
-        return lists, sum(d.startswith("unmapped:") for docs in lists for d in docs)
+    def _retrieved(self, readings: list[Reading | None], corpus: pd.DataFrame) -> RetrievedLists:
+        """Per question, the retrieved doc ids (`cube.systems.retrieved.ranked_lists`)."""
+        by_ids = self.kind_of_retrieval() == "ids"
+        return ranked_lists(
+            [
+                None
+                if r is None
+                else Retrieved(ids=r.ids or [])
+                if by_ids
+                else Retrieved(passages=r.passages or [])
+                for r in readings
+            ],
+            corpus,
+            self.spec.top_n,
+        )
 
     def kind_of_retrieval(self) -> str:
         """'ids' when the reply's retrieved ids are read (retrieved_ids given), else 'passages'."""
@@ -243,22 +238,22 @@ class HttpRAG(System):
             progress=progress,
         )
         responses, readings = self._readings(responses)
-        retrieved, unmapped = self._retrieved(readings, corpus)
+        retrieved = self._retrieved(readings, corpus)
         df = answers_frame(
             questions,
             system=self.name,
             set_name="rag",
             responses=responses,
-            retrieved=retrieved,
+            retrieved=retrieved.lists,
             answerer=self.answerer,
             retrieval_ok=[r.ok for r in responses],  # a failed call says nothing about retrieval
         )
-        df.attrs["unmapped"] = unmapped
-        if unmapped:
+        df.attrs.update(unmapped=retrieved.unmapped, retrieved=retrieved)
+        if retrieved.unmapped:
             what = "id(s)" if self.kind_of_retrieval() == "ids" else "passage(s)"
             warnings.warn(
-                f"system {self.name!r}: {unmapped} retrieved {what} named no knowledge-base "
-                "document (they count as misses)",
+                f"system {self.name!r}: {retrieved.unmapped} retrieved {what} named no "
+                "knowledge-base document (they count as misses)",
                 stacklevel=2,
             )
         return df

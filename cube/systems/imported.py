@@ -13,7 +13,8 @@ the table with types and meanings is docs/reference/imported-files.md):
   texts, `retrieved_passages` (ragas `retrieved_contexts`, DeepEval `retrieval_context`, ragas
   0.1 `contexts`): a list of chunk texts (DeepEval's CSV and JSONL join them with `|`, split
   back under DeepEval's names: `cube.systems.cells`), mapped to the corpus documents they came
-  from by `cube.systems.passages.map_passages` (passages that match no document, or several
+  from by `cube.systems.passages.map_passages`, through the policy of every kind,
+  `cube.systems.retrieved.ranked_lists` (passages that match no document, or several
   equally, keep their rank as `unmapped:passage<k>` and are counted in `attrs['unmapped']`, with
   a warning). Empty means nothing retrieved. When both are given, a row's ids are used, its
   passages where its ids are empty;
@@ -77,7 +78,7 @@ from cube.systems.cells import (  # noqa: F401  (the file's reading, re-exported
     read_table,
     resolve_columns,
 )
-from cube.systems.passages import map_passages
+from cube.systems.retrieved import Retrieved, RetrievedLists, did_you_mean, ranked_lists
 
 
 def question_source_of(questions: pd.DataFrame) -> str | None:
@@ -152,7 +153,7 @@ class ImportedAnswers(System):
         # An empty answer is invalid unless the row records why the system failed.
         empty = {i for i, a in enumerate(raw["answer"]) if not cell_text(a) and not errors[i]}
         self._problem("empty answer (and no error recorded)", empty, drop)
-        lists, unmapped = self._retrieved(raw, corpus, drop)
+        retrieved = self._retrieved(raw, corpus, drop)
         keep = [i for i in range(len(raw)) if i not in drop]
         n_dropped = self._check_coverage(qids, row_qid, keep, drop)
 
@@ -160,21 +161,25 @@ class ImportedAnswers(System):
         row_of = {row_qid[i]: i for i in keep}
         q_keep = questions[qids.isin(set(row_of))].reset_index(drop=True)
         rows = [row_of[q] for q in q_keep["question_id"].astype(str)]
-        truncated = self._warn_truncated(sum(len(lists[i]) > self.spec.top_n for i in rows))
+        truncated = self._warn_truncated(sum(retrieved.long[i] for i in rows))
         df = answers_frame(
             q_keep,
             system=self.name,
             set_name="rag",
             responses=[self._response(raw, errors, i) for i in rows],
-            retrieved=[lists[i][: self.spec.top_n] for i in rows],
+            retrieved=[retrieved.lists[i] for i in rows],
             answerer=self._answerer(raw, rows[0]) if rows else "imported",
             # A failed row without a list: the system's retrieval outcome is unknown, not empty.
-            retrieval_ok=[not (errors[i] and not lists[i]) for i in rows],
+            retrieval_ok=[not (errors[i] and not retrieved.lists[i]) for i in rows],
         )
         if "answerer" in raw.columns:
             df["answerer"] = [self._answerer(raw, i) for i in rows]
         df.attrs.update(
-            dropped=n_dropped, truncated=truncated, unmapped=unmapped, outside=self.outside
+            dropped=n_dropped,
+            truncated=truncated,
+            unmapped=retrieved.unmapped,
+            retrieved=retrieved,
+            outside=self.outside,
         )
         return df
 
@@ -256,34 +261,33 @@ class ImportedAnswers(System):
         )
         return set()
 
-    def _retrieved(
-        self, raw: pd.DataFrame, corpus: pd.DataFrame, drop: set[int]
-    ) -> tuple[list[list[str]], int]:
-        """Each row's retrieved doc ids (a document keeps its first rank) and the number of
-        passages that mapped to no document."""
-        ids = (
+    def _retrieved(self, raw: pd.DataFrame, corpus: pd.DataFrame, drop: set[int]) -> RetrievedLists:
+        """Each row's ranked doc ids (`cube.systems.retrieved.ranked_lists`): its ids where it
+        gives them, else its passages mapped to documents."""
+        n = len(raw)
+        ids: list[list[str]] | list[None] = (
             self._id_lists(raw["retrieved_doc_ids"], corpus, drop)
             if "retrieved_doc_ids" in raw.columns
-            else None
+            else [None] * n
         )
-        if "retrieved_passages" not in raw.columns:
-            return ids or [[] for _ in range(len(raw))], 0
-        parse = passages_parser(self.names["retrieved_passages"])
-        passages = self._parsed(raw["retrieved_passages"], parse, drop)
-        if ids is not None:  # ids where a row gives them, its passages where its ids are empty
-            passages = [[] if docs else texts for docs, texts in zip(ids, passages, strict=True)]
-        lists, unmapped = map_passages(passages, corpus)
-        if ids is not None:
-            lists = [docs or mapped for docs, mapped in zip(ids, lists, strict=True)]
-        if unmapped:
-            total = sum(len(p) for p in passages)
+        passages: list[list[str]] | list[None] = [None] * n
+        if "retrieved_passages" in raw.columns:
+            parse = passages_parser(self.names["retrieved_passages"])
+            passages = self._parsed(raw["retrieved_passages"], parse, drop)
+        out = ranked_lists(
+            [Retrieved(ids=i, passages=p) for i, p in zip(ids, passages, strict=True)],
+            corpus,
+            self.spec.top_n,
+        )
+        if out.unmapped_passages:
             warnings.warn(
-                f"system {self.name!r} ({self.path}): {unmapped} of {total} retrieved passage(s) "
-                "matched no knowledge-base document (or several equally): each keeps its rank as "
-                "a miss (unmapped:passage<k>) (docs/explanation/passage-mapping.md)",
+                f"system {self.name!r} ({self.path}): {out.unmapped_passages} of {out.passages} "
+                "retrieved passage(s) matched no knowledge-base document (or several equally): "
+                "each keeps its rank as a miss (unmapped:passage<k>) "
+                "(docs/explanation/passage-mapping.md)",
                 stacklevel=3,
             )
-        return lists, unmapped
+        return out
 
     def _parsed(self, cells: pd.Series, parse: Any, drop: set[int]) -> list[list[str]]:
         """Each cell parsed into a list; unparsable cells are a problem (rows named)."""
@@ -319,8 +323,17 @@ class ImportedAnswers(System):
         bad_ids = {i: v for i, v in bad_ids.items() if v}
         if bad_ids:
             example = next(iter(bad_ids.values()))[:3]
+            hint = did_you_mean(example, known)
             self._problem(
-                f"retrieved doc id(s) not in the corpus, e.g. {example}", set(bad_ids), drop
+                f"retrieved doc id(s) not in the corpus, e.g. {example}"
+                + (
+                    f" (did you mean {', '.join(map(repr, hint.values()))}? ids must match the "
+                    "knowledge base's doc_id exactly, case included)"
+                    if hint
+                    else ""
+                ),
+                set(bad_ids),
+                drop,
             )
         return lists
 

@@ -11,16 +11,18 @@ The contract (docs/how-to/python-system.md):
 - the function gets one `Question` (`text`, `question_id`, `lang`, `top_n`) and returns a dict
   with `answer` (str) and `retrieved_ids` (corpus doc ids in rank order) and/or
   `retrieved_passages` (the retrieved texts in rank order, mapped to corpus documents by
-  `cube.systems.passages.map_passages`), or a `SystemAnswer`; ids win when both are given;
+  `cube.systems.passages.map_passages`), or a `SystemAnswer`; ids win when both are given
+  (its passages when its id list is empty);
 - sync or async (`async def`): at most `max_concurrency` questions at a time, sync functions in a
   thread pool of that size, async ones on one event loop under a semaphore;
 - an exception is that question's failure, its type and message in `error` (answer None,
   `retrieval_ok` False: nothing is known about what it retrieved), never a crash of the run; so is
   a reply of the wrong shape, naming what was expected; an empty answer is a failure whose
   retrieval is known;
-- retrieved ids not in the corpus keep their rank as `unmapped:<id>` and are counted with the
-  passages no document matched in `attrs['unmapped']`; a document listed again keeps its first
-  rank; lists are cut at `top_n` (counted in `attrs['truncated']`, with a warning);
+- the reply's ids or passages become ranked doc ids by the policy of every kind
+  (`cube.systems.retrieved.ranked_lists`): misses keep their rank as `unmapped:...` and are
+  counted in `attrs['unmapped']` (apart in `attrs['retrieved']`); a document listed again keeps
+  its first rank; lists are cut at `top_n` (counted in `attrs['truncated']`, with a warning);
 - every successful call is stored in the run's call cache (`cube.llm.CallCache`) under the sha256
   of the function's name, the bytes of the file defining it (`source_digest`), the params'
   `version` and the question: a re-run calls nothing; an edit of that file, or a new `version`
@@ -63,6 +65,7 @@ from cube.config.sections import PythonSystem, split_target
 from cube.llm import CallCache, Response, progress_bar, run_sync
 from cube.llm.cache import canonical_json
 from cube.systems.base import System, answers_frame
+from cube.systems.retrieved import Retrieved, ranked_lists
 
 MAX_ERROR_CHARS = 500  # an exception's message kept in `error` (a traceback-sized one is cut)
 ANSWER_KEYS = ("answer", "retrieved_ids", "retrieved_passages")
@@ -523,46 +526,34 @@ class PythonRAG(System):
         outcomes = self.system.run(
             [(q,) for q in qs], [asdict(q) for q in qs], f"{self.name}: python", progress
         )
-        retrieved, unmapped, truncated = self._retrieved([o.reply for o in outcomes], corpus)
+        retrieved = ranked_lists(
+            [
+                None
+                if r is None
+                else Retrieved(ids=r["retrieved_ids"], passages=r["retrieved_passages"])
+                for r in (o.reply for o in outcomes)
+            ],
+            corpus,
+            self.spec.top_n,
+        )
+        self._warn(retrieved.unmapped, retrieved.truncated)
         df = answers_frame(
             questions,
             system=self.name,
             set_name="rag",
             responses=[o.response for o in outcomes],
-            retrieved=retrieved,
+            retrieved=retrieved.lists,
             answerer=self.answerer,
             # a failed call or a reply of the wrong shape says nothing about the retrieval
             retrieval_ok=[o.reply is not None for o in outcomes],
         )
-        df.attrs.update(unmapped=unmapped, truncated=truncated, calls=self.system.calls)
+        df.attrs.update(
+            unmapped=retrieved.unmapped,
+            truncated=retrieved.truncated,
+            calls=self.system.calls,
+            retrieved=retrieved,
+        )
         return df
-
-    def _retrieved(
-        self, replies: list[dict[str, Any] | None], corpus: pd.DataFrame
-    ) -> tuple[list[list[str]], int, int]:
-        """Each reply's ranked doc ids (ids, else mapped passages; [] for a failure), the entries
-        no corpus document matched, and the lists cut at `top_n`."""
-        known = set(corpus["doc_id"].astype(str))
-        lists: list[list[str]] = [[] for _ in replies]
-        unmapped = 0
-        by_passage = [i for i, r in enumerate(replies) if r and r["retrieved_ids"] is None]
-        if by_passage:
-            from cube.systems.passages import map_passages
-
-            mapped, unmapped = map_passages(
-                [replies[i]["retrieved_passages"] for i in by_passage],
-                corpus,  # type: ignore[index]
-            )
-            for i, ids in zip(by_passage, mapped, strict=True):
-                lists[i] = list(ids)
-        for i, r in enumerate(replies):
-            if r and r["retrieved_ids"] is not None:
-                lists[i] = [d if d in known else f"unmapped:{d}" for d in r["retrieved_ids"]]
-                unmapped += sum(d not in known for d in r["retrieved_ids"])
-        lists = [list(dict.fromkeys(docs)) for docs in lists]  # a document keeps its first rank
-        truncated = sum(len(docs) > self.spec.top_n for docs in lists)
-        self._warn(unmapped, truncated)
-        return [docs[: self.spec.top_n] for docs in lists], unmapped, truncated
 
     def _warn(self, unmapped: int, truncated: int) -> None:
         if unmapped:

@@ -61,6 +61,7 @@ from cube.config.schema import require_columns
 from cube.config.sections import RagflowSystem
 from cube.llm import Response, progress_bar
 from cube.systems.base import System, answers_frame
+from cube.systems.retrieved import Retrieved, ranked_lists
 
 
 class RagflowError(RuntimeError):
@@ -192,8 +193,9 @@ class RagflowAssistant(System):
             data.get("reference")
         )
 
-    def map_chunks(self, chunks: list[dict[str, Any]], known: set[str]) -> list[str]:
-        """Corpus doc ids of the chunks in rank order, first chunk per document, cut at `top_n`."""
+    def chunk_ids(self, chunks: list[dict[str, Any]], known: set[str]) -> list[str]:
+        """The chunks' corpus doc ids in rank order (by `doc_mapping`); a chunk whose id is not a
+        corpus doc_id is named by its document name (kept as `unmapped:<name>` by the policy)."""
         out: list[str] = []
         for c in chunks:
             name = str(c.get("document_name") or "")
@@ -202,10 +204,15 @@ class RagflowAssistant(System):
             else:
                 m = self._pattern.search(name)
                 cand = m.group("doc_id") if m else ""
-            entry = cand if cand in known else f"unmapped:{name or c.get('document_id') or '?'}"
-            if entry not in out:
-                out.append(entry)
-        return out[: self.spec.top_n]
+            out.append(cand if cand in known else name or str(c.get("document_id") or "?"))
+        return out
+
+    def map_chunks(self, chunks: list[dict[str, Any]], known: set[str]) -> list[str]:
+        """Corpus doc ids of the chunks in rank order, first chunk per document, cut at `top_n`
+        (`cube.systems.retrieved.ranked_lists`)."""
+        corpus = pd.DataFrame({"doc_id": sorted(known)})
+        ids = self.chunk_ids(chunks, known)
+        return ranked_lists([Retrieved(ids=ids)], corpus, self.spec.top_n).lists[0]
 
     # ------------------------------------------------------------------ the question set
     def answer(
@@ -229,12 +236,14 @@ class RagflowAssistant(System):
                 f.result()
                 for f in progress_bar(futures, desc=f"{self.name}: ragflow", disable=not progress)
             ]
-        responses, retrieved = [], []
+        responses, replies = [], []
         for resp, chunks in results:
             resp.model, resp.endpoint, resp.attempts = f"ragflow:{chat.name}", self.spec.base_url, 1
             resp.call_id = uuid.uuid4().hex  # a real call, never served from a cache
             responses.append(resp)  # cost stays None (NaN): RAGFlow does not report usage
-            retrieved.append(self.map_chunks(chunks, known))
+            replies.append(Retrieved(ids=self.chunk_ids(chunks, known)))
+        lists = ranked_lists(replies, corpus, self.spec.top_n)
+        retrieved = lists.lists
         df = answers_frame(
             questions,
             system=self.name,
@@ -245,7 +254,7 @@ class RagflowAssistant(System):
             retrieval_ok=[r.ok for r in responses],  # a failed call says nothing about retrieval
         )
         n_unmapped = sum(d.startswith("unmapped:") for docs in retrieved for d in docs)
-        df.attrs["unmapped"] = n_unmapped
+        df.attrs.update(unmapped=n_unmapped, retrieved=lists)
         if n_unmapped:
             warnings.warn(
                 f"system {self.name!r}: {n_unmapped} retrieved document(s) could not be mapped to "

@@ -1,0 +1,169 @@
+"""What a system retrieved, as ranked knowledge-base doc ids: the one policy of every kind.
+
+A system reports its retrieval as ids (an http or python system's `retrieved_ids`, an imported
+file's `retrieved_doc_ids`, RAGFlow's chunk names mapped to ids) or as passages (chunk texts:
+ragas' `retrieved_contexts`, DeepEval's `retrieval_context`, an http service's chunks). R@k needs
+ranked doc ids, and every kind turns a reply into them the same way (`ranked_lists`):
+
+- a reply's ids are used when it gives any (or has no passages); else its passages are mapped to
+  the documents they came from (`cube.systems.passages.map_passages`);
+- an id the knowledge base does not have keeps its rank as `unmapped:<id>`, an unmatched passage
+  as `unmapped:passage<k>`: a miss that never moves the entries after it up (dropping it would
+  inflate R@k);
+- a document listed again keeps its first rank;
+- the list is cut at the system's `top_n` (and whether it was longer is kept per list).
+
+The two kinds of miss are counted apart, each with what was read (`RetrievedLists`): passages no
+document matched, ids not in the knowledge base (with a "did you mean": the knowledge-base id equal
+to it once case and surrounding whitespace are ignored, `did_you_mean`). `unmeasured_reasons` says
+when more than a share of either did not map (`analysis.max_unmapped_share`): then the system's
+retrieval was not measured, and scoring its lists would count an unreadable reply as a miss.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+UNMAPPED = "unmapped:"
+
+
+@dataclass(frozen=True)
+class Retrieved:
+    """One reply's retrieval as the system gave it: ids, passages, or both (None: not given)."""
+
+    ids: Sequence[str] | None = None
+    passages: Sequence[str] | None = None
+
+
+@dataclass
+class RetrievedLists:
+    """Per reply, the ranked doc ids (cut at `top_n`), and what did not map.
+
+    Attributes:
+        lists: per reply, doc ids in rank order (misses as `unmapped:...`), at most `top_n`.
+        long: per reply, whether its list was longer than `top_n` before the cut.
+        passages: passages read (replies mapped by passage).
+        unmapped_passages: of those, how many matched no document (or several equally).
+        ids: distinct ids read per reply, summed (replies read by id).
+        unknown_ids: of those, the ids the knowledge base does not have, in order of reading.
+        did_you_mean: unknown id -> the knowledge-base id it equals ignoring case and whitespace.
+    """
+
+    lists: list[list[str]]
+    long: list[bool]
+    passages: int = 0
+    unmapped_passages: int = 0
+    ids: int = 0
+    unknown_ids: list[str] = field(default_factory=list)
+    did_you_mean: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def truncated(self) -> int:
+        """Lists longer than `top_n` (cut)."""
+        return sum(self.long)
+
+    @property
+    def unmapped(self) -> int:
+        """Entries that named no knowledge-base document (passages and ids together)."""
+        return self.unmapped_passages + len(self.unknown_ids)
+
+    def summary(self) -> dict[str, int]:
+        """The counts, for `results.json`."""
+        return {
+            "passages": self.passages,
+            "unmapped_passages": self.unmapped_passages,
+            "ids": self.ids,
+            "unknown_ids": len(self.unknown_ids),
+        }
+
+
+def _key(doc_id: str) -> str:
+    return doc_id.strip().casefold()
+
+
+def did_you_mean(unknown: Iterable[str], known: Iterable[str]) -> dict[str, str]:
+    """Each unknown id that equals exactly one known id once case and surrounding whitespace are
+    ignored, mapped to that id (`dog01` -> `DOG01`); ids with no such match, or several, are left
+    out (a guess between two would be a guess)."""
+    by_key: dict[str, list[str]] = {}
+    for d in known:
+        by_key.setdefault(_key(d), []).append(d)
+    out: dict[str, str] = {}
+    for d in unknown:
+        match = by_key.get(_key(d), [])
+        if len(match) == 1 and match[0] != d:
+            out[d] = match[0]
+    return out
+
+
+def ranked_lists(
+    replies: Sequence[Retrieved | None], corpus: pd.DataFrame, top_n: int | None
+) -> RetrievedLists:
+    """Each reply's ranked knowledge-base doc ids (module docstring); None (a failed call) gives
+    an empty list. `top_n` None: not cut."""
+    known = set(corpus["doc_id"].astype(str))
+    lists: list[list[str]] = [[] for _ in replies]
+    by_passage = [
+        i for i, r in enumerate(replies) if r is not None and not r.ids and r.passages is not None
+    ]
+    out = RetrievedLists(lists=lists, long=[])
+    if by_passage:
+        from cube.systems.passages import map_passages
+
+        texts = [list(replies[i].passages or []) for i in by_passage]  # type: ignore[union-attr]
+        mapped, out.unmapped_passages = map_passages(texts, corpus)
+        out.passages = sum(len(t) for t in texts)
+        for i, docs in zip(by_passage, mapped, strict=True):
+            lists[i] = list(docs)
+    unknown: list[str] = []
+    passage_replies = set(by_passage)
+    for i, r in enumerate(replies):
+        if r is None or i in passage_replies or r.ids is None:
+            continue
+        ids = list(dict.fromkeys(str(d) for d in r.ids))
+        out.ids += len(ids)
+        unknown += [d for d in ids if d not in known]
+        lists[i] = [d if d in known else f"{UNMAPPED}{d}" for d in ids]
+    out.unknown_ids = unknown
+    out.did_you_mean = did_you_mean(dict.fromkeys(unknown), known)
+    lists[:] = [list(dict.fromkeys(docs)) for docs in lists]  # a document keeps its first rank
+    out.long = [top_n is not None and len(docs) > top_n for docs in lists]
+    if top_n is not None:
+        lists[:] = [docs[:top_n] for docs in lists]
+    return out
+
+
+def unmeasured_reasons(r: RetrievedLists, max_share: float) -> list[str]:
+    """Why the retrieval was not measured (empty: it was): more than `max_share` of the passages
+    read matched no document, or more than `max_share` of the ids read are not knowledge-base ids.
+    Each reason says how many of how many, and the fix."""
+    out = []
+    if r.passages and r.unmapped_passages / r.passages > max_share:
+        out.append(
+            f"{r.unmapped_passages} of {r.passages} retrieved passages matched no document (or "
+            "several equally): retrieval not measured (a passage must be text of one "
+            "knowledge-base document: check "
+            "the field read as passages, an http system's response.retrieved_passages or an "
+            "imported file's `columns:`, and the knowledge base's mapping; a passage that "
+            "near-duplicate documents hold equally does not say which was retrieved: give ids "
+            "when the system has them; docs/explanation/passage-mapping.md)"
+        )
+    if r.ids and len(r.unknown_ids) / r.ids > max_share:
+        distinct = list(dict.fromkeys(r.unknown_ids))
+        hint = ", ".join(f"{d!r} -> {r.did_you_mean[d]!r}" for d in distinct if d in r.did_you_mean)
+        head = f"{len(r.unknown_ids)} of {r.ids} retrieved ids are not knowledge-base doc ids"
+        out.append(
+            f"{head}: retrieval not measured (did you mean {_cut(hint)}? ids must match the "
+            "knowledge base's doc_id exactly, case included)"
+            if hint
+            else f"{head} (e.g. {distinct[:3]}): retrieval not measured (the ids must be the "
+            "knowledge base's doc_id values: check its mapping and the field read as ids)"
+        )
+    return out
+
+
+def _cut(text: str, limit: int = 160) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
