@@ -20,6 +20,7 @@ class StrictModel(BaseModel):
 
 
 # --------------------------------------------------------------------------- models (LLM access)
+DEFAULT_MAX_REPLY_BYTES = 8 * 1024 * 1024  # a reply's most bytes (cube.llm.transport)
 _SECRET_QUERY = re.compile(
     r"(key|token|secret|password|passwd|auth|sig|signature|credential)", re.I
 )
@@ -168,7 +169,24 @@ class ModelSpec(StrictModel):
         "default: set it to keep the cache keys of earlier runs' judge calls). An offline "
         "algorithm reads no schema (its default stays off).",
     )
-    timeout_s: float = 60.0
+    timeout_s: float = Field(
+        60.0,
+        gt=0,
+        description="Seconds one attempt may take as a whole (connecting, redirects, the last byte "
+        "of the reply), not each read; a later attempt gets its own.",
+    )
+    max_reply_bytes: int = Field(
+        DEFAULT_MAX_REPLY_BYTES,
+        ge=1024,
+        description="The most bytes of one reply, on the wire and once inflated (gzip, deflate), "
+        "counted while it streams: a larger reply is a failed call ('reply too large').",
+    )
+    follow_redirects: bool = Field(
+        False,
+        description="Follow HTTP redirects (at most 5, http and https only). Off: a redirect is a "
+        "failed call naming where it pointed. On: headers holding a secret (Authorization, "
+        "api-key, Cookie, every header_env header) are never sent to another origin.",
+    )
     max_concurrency: int | None = Field(
         None,
         ge=1,
