@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from typing import Annotated, Any, Literal
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
@@ -21,9 +21,6 @@ class StrictModel(BaseModel):
 
 # --------------------------------------------------------------------------- models (LLM access)
 DEFAULT_MAX_REPLY_BYTES = 8 * 1024 * 1024  # a reply's most bytes (cube.llm.transport)
-_SECRET_QUERY = re.compile(
-    r"(key|token|secret|password|passwd|auth|sig|signature|credential)", re.I
-)
 
 
 def url_credential_problem(url: str) -> str | None:
@@ -31,7 +28,9 @@ def url_credential_problem(url: str) -> str | None:
 
     User-info (`http://user:pass@host/v1`) would be written to params.yaml, the manifest and
     the cache, and httpx turns it into Basic auth that replaces the API key; a query token
-    (`?api_key=...`) would be written likewise. The message never repeats the secret.
+    (`?api_key=...`, Azure Functions' `?code=...`, a SAS `?sig=...`, or any parameter whose
+    value looks like a credential) would be written likewise. The message never repeats the
+    secret.
     """
     try:
         parts = urlsplit(url)
@@ -43,9 +42,9 @@ def url_credential_problem(url: str) -> str | None:
             "environment variable named by api_key_env (or a header's value in one named "
             "by header_env)"
         )
-    bad = sorted(
-        {k for k, _ in parse_qsl(parts.query, keep_blank_values=True) if _SECRET_QUERY.search(k)}
-    )
+    from cube.config.secret_scan import secret_query_names
+
+    bad = secret_query_names(parts.query)
     if bad:
         return (
             f"carries a credential in its query ({', '.join(bad)}=...); remove it and put the key "
