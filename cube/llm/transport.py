@@ -407,7 +407,7 @@ def _read_sync(res: Any, limits: Limits, t_end: float) -> bytes:
         if declared_too_large(limits, res.headers):
             raise limits.too_large(0, "the declared reply (Content-Length) is")
         counter, out = Counter(limits, res.headers.get("content-encoding", "")), bytearray()
-        for chunk in res.raw.stream(16384, decode_content=False):
+        while chunk := res.raw.read1(16384, decode_content=False):  # what has come, not 16 KB
             if time.monotonic() > t_end:
                 raise limits.deadline_passed()
             for piece in counter.feed(chunk):
