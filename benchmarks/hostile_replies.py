@@ -6,7 +6,8 @@ call (`cube.llm` with `JsonWire`, the path every system and judge call takes) wi
 58-character answer padded with 200 MB of blanks, and a slow drip (one byte every 2 s,
 `timeout_s` 5). Each case runs in a fresh Python process with the call cache in a temporary
 folder; the table gives the child's peak RSS (`VmHWM` of /proc/<pid>/status: `ru_maxrss` would
-carry the parent's high-water mark across the fork and exec), the wall time, the outcome and the size of cache.sqlite afterwards.
+carry the parent's high-water mark across the fork and exec), the wall time, the outcome and the
+size of cache.sqlite afterwards.
 
 Run it on the tree to measure (`PYTHONPATH` picks it), e.g. before and after a change:
 
@@ -27,7 +28,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
 
 CASES = ("ok", "bomb", "big", "padded", "drip")
 
