@@ -15,8 +15,9 @@ the notebooks receive is already clean:
   a service that echoes its key back does not write it into answers.parquet, the annotation sheets,
   the pages, the notebooks or cache.sqlite.
 - **Capped**: a string longer than `MAX_TEXT_CHARS` is cut to that length (an answer or a passage
-  padded with megabytes of blanks); the reply records how many strings were cut (`notes` ->
-  `Response.detail["truncated"]`).
+  padded with megabytes of blanks) and ends with `CUT_MARK` ("[cut by the workbench: 2,097,210
+  characters in all]"), so the cut travels with the text into the cache, the answers table and the
+  pages; the reply also counts the strings cut (`notes` -> `Response.detail["truncated"]`).
 
 A reply that changed is serialised again (`json.dumps`, the same data), so a stored body re-read by
 a later run (changed response paths) finds the clean text.
@@ -31,6 +32,7 @@ from typing import Any
 MAX_DEPTH = 64  # nesting levels of a JSON reply (a real service's replies stay under 20)
 MAX_TEXT_CHARS = 100_000  # characters of one string of a reply (an answer, a passage)
 REDACTED = "[redacted]"
+CUT_MARK = " [cut by the workbench: {n:,} characters in all]"  # ends a capped string
 MIN_SECRET = 6  # shorter values are not redacted (they would cut ordinary words)
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 
@@ -85,7 +87,7 @@ class ReplyGuard:
         value = self.redact(fix_surrogates(value))
         if len(value) > self.max_text_chars:
             notes["truncated"] = notes.get("truncated", 0) + 1
-            value = value[: self.max_text_chars]
+            value = value[: self.max_text_chars] + CUT_MARK.format(n=len(value))
         return value
 
     def loads(self, body: str) -> tuple[Any, str, dict[str, int]]:
