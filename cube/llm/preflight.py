@@ -132,7 +132,7 @@ def _has_message(body: str) -> bool:
 
     try:
         choice = json.loads(body)["choices"][0]
-    except (ValueError, KeyError, IndexError, TypeError):
+    except (ValueError, KeyError, IndexError, TypeError, RecursionError):
         return False
     return isinstance(choice, dict) and isinstance(choice.get("message"), dict)
 

@@ -205,3 +205,14 @@ def test_the_guard_redacts_escaped_secrets_and_refuses_what_it_cannot_parse():
         guard.loads("{" + KEY)
     with pytest.raises(MalformedReply, match="nested deeper"):
         guard.loads("[" * 100 + "]" * 100)
+
+
+@pytest.mark.parametrize("mode", ["deep", "bomb", "surrogate"])
+def test_preflight_names_a_hostile_reply_and_does_not_crash(servers, mode):
+    from cube.llm.preflight import _probe
+
+    hostile, _ = servers
+    spec = chat_model(hostile.url(mode, chat=True)).spec
+    reason = asyncio.run(_probe(spec, spec.base_url, 5))
+    expected = {"deep": "nested deeper", "bomb": "reply too large", "surrogate": None}[mode]
+    assert reason is None if expected is None else expected in reason
