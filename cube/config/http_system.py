@@ -29,6 +29,7 @@ from jmespath.exceptions import JMESPathError
 from pydantic import Field, model_validator
 
 from cube.config.model_spec import (
+    DEFAULT_MAX_REPLY_BYTES,
     ModelRef,
     Name,
     StrictModel,
@@ -165,7 +166,24 @@ class HttpSystem(StrictModel):
         description="The model the service answers with: it writes the zero/full bound sets "
         "(required).",
     )
-    timeout_s: float = Field(60.0, gt=0, description="Seconds per request before it is retried.")
+    timeout_s: float = Field(
+        60.0,
+        gt=0,
+        description="Seconds one request may take as a whole (connecting, redirects, the last "
+        "byte of the reply) before it is retried.",
+    )
+    max_reply_bytes: int = Field(
+        DEFAULT_MAX_REPLY_BYTES,
+        ge=1024,
+        description="The most bytes of one reply, on the wire and once inflated: a larger reply "
+        "is a failed question ('reply too large').",
+    )
+    follow_redirects: bool = Field(
+        False,
+        description="Follow HTTP redirects (at most 5). Off: a redirect is a failed question "
+        "naming where it pointed. On: header_env headers, Authorization, api-key and Cookie are "
+        "never sent to another origin.",
+    )
     max_concurrency: int = Field(4, ge=1, description="Most requests in flight (adaptive below).")
     max_attempts: int = Field(3, ge=1, description="Attempts per question, retries included.")
 

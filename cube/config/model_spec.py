@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from typing import Annotated, Any, Literal
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
@@ -20,9 +20,7 @@ class StrictModel(BaseModel):
 
 
 # --------------------------------------------------------------------------- models (LLM access)
-_SECRET_QUERY = re.compile(
-    r"(key|token|secret|password|passwd|auth|sig|signature|credential)", re.I
-)
+DEFAULT_MAX_REPLY_BYTES = 8 * 1024 * 1024  # a reply's most bytes (cube.llm.transport)
 
 
 def url_credential_problem(url: str) -> str | None:
@@ -30,7 +28,9 @@ def url_credential_problem(url: str) -> str | None:
 
     User-info (`http://user:pass@host/v1`) would be written to params.yaml, the manifest and
     the cache, and httpx turns it into Basic auth that replaces the API key; a query token
-    (`?api_key=...`) would be written likewise. The message never repeats the secret.
+    (`?api_key=...`, Azure Functions' `?code=...`, a SAS `?sig=...`, or any parameter whose
+    value looks like a credential) would be written likewise. The message never repeats the
+    secret.
     """
     try:
         parts = urlsplit(url)
@@ -42,9 +42,9 @@ def url_credential_problem(url: str) -> str | None:
             "environment variable named by api_key_env (or a header's value in one named "
             "by header_env)"
         )
-    bad = sorted(
-        {k for k, _ in parse_qsl(parts.query, keep_blank_values=True) if _SECRET_QUERY.search(k)}
-    )
+    from cube.config.secret_scan import secret_query_names
+
+    bad = secret_query_names(parts.query)
     if bad:
         return (
             f"carries a credential in its query ({', '.join(bad)}=...); remove it and put the key "
@@ -168,7 +168,24 @@ class ModelSpec(StrictModel):
         "default: set it to keep the cache keys of earlier runs' judge calls). An offline "
         "algorithm reads no schema (its default stays off).",
     )
-    timeout_s: float = 60.0
+    timeout_s: float = Field(
+        60.0,
+        gt=0,
+        description="Seconds one attempt may take as a whole (connecting, redirects, the last byte "
+        "of the reply), not each read; a later attempt gets its own.",
+    )
+    max_reply_bytes: int = Field(
+        DEFAULT_MAX_REPLY_BYTES,
+        ge=1024,
+        description="The most bytes of one reply, on the wire and once inflated (gzip, deflate), "
+        "counted while it streams: a larger reply is a failed call ('reply too large').",
+    )
+    follow_redirects: bool = Field(
+        False,
+        description="Follow HTTP redirects (at most 5, http and https only). Off: a redirect is a "
+        "failed call naming where it pointed. On: headers holding a secret (Authorization, "
+        "api-key, Cookie, every header_env header) are never sent to another origin.",
+    )
     max_concurrency: int | None = Field(
         None,
         ge=1,

@@ -23,6 +23,12 @@ included) and names every entry that looks like a secret, without repeating its 
   strings (a commit, a digest, a request id) pass: a key that is bare hex or a UUID is found by its
   key name only. Model ids, paths and names (`Qwen/Qwen2.5-72B-Instruct`, `gpt4oMiniDeployment`)
   are words between separators, or shorter than a key.
+- a URL value (`http(s)://...`) whose query carries a credential (`secret_query_names`: a
+  parameter named like one, `key`, `token`, `sig`, ..., or the whole names `code` (Azure
+  Functions' key), `pwd`, `pass`, `jwt`, ...; or one whose value the detectors above find), or
+  whose user-info holds a password. The same check refuses such a URL as a model's `base_url` or
+  an http system's `url` (`cube.config.model_spec.url_credential_problem`), `cube init --url`
+  included;
 - data URLs and base64 images are content, not keys.
 
 benchmarks/secret_scan.py measures how often this is wrong on real-looking keys of common providers
@@ -194,6 +200,43 @@ def secret_value(value: Any) -> str | None:
     return None
 
 
+# query parameter names that carry a credential: any name containing one of these words ...
+_SECRET_QUERY = re.compile(
+    r"(key|token|secret|password|passwd|auth|sig|signature|credential|jwt|session)", re.I
+)
+# ... and these whole names (too short or too common to search inside a name: `code` is Azure
+# Functions' key, `pass` and `pwd` passwords, `sv`/`se`/`sp` with `sig` a SAS token's parts)
+_SECRET_QUERY_NAMES = frozenset({"code", "pwd", "pass", "pw", "jwt", "sas", "hmac", "otp"})
+
+
+def secret_query_names(query: str) -> list[str]:
+    """The names of `query`'s parameters that carry a credential: by name (`_SECRET_QUERY`,
+    `_SECRET_QUERY_NAMES`) or by value (the params secret scan's detectors,
+    `secret_value`: a provider's key, a JWT, a long random string)."""
+    from urllib.parse import parse_qsl
+
+    bad = set()
+    for name, value in parse_qsl(query, keep_blank_values=True):
+        low = name.strip().lower()
+        if _SECRET_QUERY.search(low) or low in _SECRET_QUERY_NAMES or secret_value(value):
+            bad.add(name)
+    return sorted(bad)
+
+
+def url_secret(value: str) -> str | None:
+    """What makes URL `value` carry a secret (a credential in its query or user-info), or None."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(value.strip())
+    except ValueError:
+        return None
+    if parts.password:
+        return "a URL with a password"
+    bad = secret_query_names(parts.query)
+    return f"a URL with a credential in its query ({', '.join(bad)}=...)" if bad else None
+
+
 def secret_findings(mapping: Any, where: str) -> list[str]:
     """Every entry of `mapping` (walked through nested mappings and lists) that looks like a
     secret, as `<where>.<key path>: <why>`, never with the value."""
@@ -215,6 +258,10 @@ def _walk(node: Any, path: str, found: list[str]) -> None:
             _walk(value, f"{path}[{i}]", found)
     elif (why := secret_value(node)) is not None:
         found.append(f"{path}: its value looks like {why}")
+    elif (
+        isinstance(node, str) and re.match(r"(?i)^\s*https?://", node) and (why := url_secret(node))
+    ):
+        found.append(f"{path}: its value is {why}")
 
 
 def _filled(value: Any) -> bool:

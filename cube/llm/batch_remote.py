@@ -50,8 +50,15 @@ def client(params_path: Path, model: str) -> tuple[openai.OpenAI, ModelSpec]:
                 f"--model {model!r}: the environment variable {spec.api_key_env} (api_key_env) "
                 "is not set"
             )
+    # no redirect followed (`cube.llm.transport`'s rule): the key never goes to another origin;
+    # no size limit here, a batch's results file is legitimately large
+    http = openai.DefaultHttpxClient(follow_redirects=spec.follow_redirects)
     return openai.OpenAI(
-        api_key=key, base_url=spec.endpoints()[0], timeout=spec.timeout_s, max_retries=2
+        api_key=key,
+        base_url=spec.endpoints()[0],
+        timeout=spec.timeout_s,
+        max_retries=2,
+        http_client=http,
     ), spec
 
 

@@ -4,6 +4,10 @@
 through, retrying 408, 409, 429, 5xx, timeouts, connection errors and unusable 200 answers with
 exponential backoff and jitter (honouring Retry-After, capped by `backoff_max_s`); other 4xx fail
 at once. A failure is a `Response` whose `error` says why, with the API key scrubbed from it.
+Every request goes through the transport limits of `cube.llm.transport` (no redirect followed
+unless `follow_redirects`, at most `max_reply_bytes`, `timeout_s` for the whole attempt) and every
+usable reply is read through `cube.llm.replies.ReplyGuard` (the secrets redacted, nesting bounded,
+strings capped: `detail["truncated"]` counts the strings cut).
 
 The ideas it composes, one module each:
 
@@ -38,11 +42,13 @@ from cube.llm.calls import Request, Response
 from cube.llm.concurrency import AdaptiveLimit
 from cube.llm.pool import POOL_SHARD as POOL_SHARD
 from cube.llm.pool import Pool
+from cube.llm.replies import ReplyGuard
 from cube.llm.retry import BREAKER_STATUS as BREAKER_STATUS
 from cube.llm.retry import RETRY_STATUS as RETRY_STATUS
 from cube.llm.retry import Fault, backoff_delay, classify, scrub
 from cube.llm.retry import connection_reason as connection_reason
 from cube.llm.retry import status_detail as status_detail
+from cube.llm.transport import Limits
 from cube.llm.wire import CHAT, FormatFallback, MalformedReply, format_refused
 from cube.llm.wire import FORMATS as FORMATS
 from cube.llm.wire import NO_KEY as NO_KEY
@@ -153,7 +159,15 @@ class Endpoints:
         )
         self.stopped, self.stopped_at = self.breaker.stopped, self.breaker.stopped_at
         self.unsent = self.breaker.unsent
-        self.pool = Pool(endpoints, api_key, self.headers, spec.timeout_s, spec.max_concurrency)
+        self.limits = Limits(
+            timeout_s=spec.timeout_s,
+            max_reply_bytes=spec.max_reply_bytes,
+            follow_redirects=spec.follow_redirects,
+            secret_headers=frozenset(self.headers),
+            secret_values=tuple(self._secrets),
+        )
+        self.guard = ReplyGuard(self._secrets)  # replies read with the secrets redacted
+        self.pool = Pool(endpoints, api_key, self.headers, self.limits, spec.max_concurrency)
         self.busy = self.pool.busy
         self.fallback = FormatFallback(spec, self._scrub)
 
@@ -294,7 +308,7 @@ class Endpoints:
         """The Response of a call answered on `attempt` (raises MalformedReply on an unusable
         body): the endpoint counts as healthy and the concurrency bound may grow."""
         spec = self.spec
-        reply = self.wire.read(body)
+        reply = self.wire.read(body, self.guard)
         self.breaker.healthy(ep)
         self.sem.success()
         t0.released()
@@ -313,6 +327,7 @@ class Endpoints:
             detail={
                 "finish_reason": reply.finish_reason,
                 "served_model": reply.served_model,
+                **({"truncated": n} if (n := (reply.notes or {}).get("truncated")) else {}),
                 **({"response_format": form} if request.schema is not None else {}),
             },
         )

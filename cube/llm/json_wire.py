@@ -7,7 +7,9 @@ documented raw route: `post` / `put` / `get` with `cast_to=str`). The reply must
 `check` accepts (it raises `MalformedReply` with the reason: e.g. a response path that finds
 nothing); an unusable reply is retried like an unusable chat answer. The reply body is kept whole
 as the call's text (and cache row), so changed response paths re-read stored replies without a
-request.
+request: whole once read by `cube.llm.replies.ReplyGuard` (nesting bounded, lone surrogates
+replaced, the run's secrets redacted, each string capped at `MAX_TEXT_CHARS`, serialised again
+when that changed anything), and within the transport limits of `cube.llm.transport`.
 
 Only the request's own headers reach a user's service: `Content-Type`, `Accept`, a `User-Agent`
 naming the workbench, the plain headers and the secret ones (`header_env`). The client's others are
@@ -31,7 +33,8 @@ import openai
 from cube.config.model_spec import ModelSpec
 from cube.llm.cache import endpoint_id
 from cube.llm.calls import Request
-from cube.llm.wire import MalformedReply, Reply
+from cube.llm.replies import ReplyGuard
+from cube.llm.wire import PLAIN, Reply
 
 USER_AGENT = "cube-workbench"
 KEPT = ("accept", "content-type", "user-agent")  # the client's default headers a request keeps
@@ -80,13 +83,10 @@ class JsonWire:
         verb = client.put if self.method == "PUT" else client.post
         return verb(self.url, body=request.payload, cast_to=str, options=options)
 
-    def read(self, body: str) -> Reply:
-        try:
-            data = json.loads(body)
-        except ValueError:
-            raise MalformedReply(f"not JSON: {body[:80]!r}") from None
+    def read(self, body: str, guard: ReplyGuard = PLAIN) -> Reply:
+        data, text, notes = guard.loads(body)
         self.check(data)
-        return Reply(text=body)
+        return Reply(text=text, notes=notes or None)
 
     def key_payload(self, spec: ModelSpec, request: Request) -> dict[str, Any]:
         return {

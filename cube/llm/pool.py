@@ -9,6 +9,10 @@ most `POOL_SHARD` connections and a request goes through the least busy one.
 
 The next endpoint is the least busy one among those the breaker lets through (`least_busy`), the
 order rotating by one per pick so equally busy replicas take turns (round-robin).
+
+Every client is built by `make_client`, the one place an `openai.AsyncOpenAI` is made (the pool's
+and preflight's): its HTTP client is wrapped by `cube.llm.transport.guarded_client`, so redirects,
+reply size and the per-attempt deadline (`Limits`) hold for every request.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Any
 import openai
 
 from cube.llm.http import httpx_module
+from cube.llm.transport import Limits, guarded_client
 
 POOL_SHARD = 16  # connections per httpx pool
 
@@ -46,6 +51,31 @@ def ssl_context() -> Any:
     return httpx_module().create_ssl_context()
 
 
+def make_client(
+    api_key: str,
+    base_url: str,
+    headers: dict[str, str],
+    limits: Limits,
+    max_connections: int,
+) -> openai.AsyncOpenAI:
+    """An `openai.AsyncOpenAI` (its own retries off: ours are `cube.llm.retry`'s) whose HTTP
+    client applies `limits` (`cube.llm.transport`) over a pool of `max_connections`."""
+    client_class, _ = http_client()
+    pool = type(openai.DEFAULT_CONNECTION_LIMITS)(
+        max_connections=max_connections, max_keepalive_connections=max_connections
+    )
+    return openai.AsyncOpenAI(
+        api_key=api_key,
+        base_url=base_url,
+        timeout=limits.timeout_s,
+        max_retries=0,  # we own retries
+        default_headers=headers or None,
+        http_client=guarded_client(client_class)(
+            guard=limits, limits=pool, timeout=limits.timeout_s, verify=ssl_context()
+        ),
+    )
+
+
 class Pool:
     """One `openai.AsyncOpenAI` per endpoint and connection pool (its own retries off: ours are
     `cube.llm.retry`'s), with the calls in flight per endpoint (`busy`) and per pool.
@@ -54,7 +84,8 @@ class Pool:
         endpoints: base URLs (endpoint ids).
         api_key: the key the clients send (`Authorization: Bearer`); "" sends none.
         headers: extra headers of every request (secret values: the caller scrubs them).
-        timeout_s: the request timeout.
+        limits: the transport limits (`cube.llm.transport.Limits`: its `timeout_s` bounds each
+            attempt).
         max_concurrency: the most calls in flight (sizes the pools).
     """
 
@@ -63,32 +94,17 @@ class Pool:
         endpoints: list[str],
         api_key: str,
         headers: dict[str, str],
-        timeout_s: float,
+        limits: Limits,
         max_concurrency: int,
     ):
         self.endpoints = endpoints
         self.busy = dict.fromkeys(endpoints, 0)
         self._next = 0
-        client_class, shard = http_client()
+        _, shard = http_client()
         shards = -(-max_concurrency // shard)
         size = -(-max_concurrency // shards)
-        limits = type(openai.DEFAULT_CONNECTION_LIMITS)(
-            max_connections=size, max_keepalive_connections=size
-        )
         self.clients = {
-            ep: [
-                openai.AsyncOpenAI(
-                    api_key=api_key,
-                    base_url=ep,
-                    timeout=timeout_s,
-                    max_retries=0,  # we own retries
-                    default_headers=headers or None,
-                    http_client=client_class(
-                        limits=limits, timeout=timeout_s, verify=ssl_context()
-                    ),
-                )
-                for _ in range(shards)
-            ]
+            ep: [make_client(api_key, ep, headers, limits, size) for _ in range(shards)]
             for ep in endpoints
         }
         self._shard_busy = {ep: [0] * shards for ep in endpoints}

@@ -28,7 +28,18 @@ import openai
 from cube.config.model_spec import ModelSpec, redact_url
 from cube.config.params import Params
 from cube.config.sections import HttpSystem, RagflowSystem
-from cube.llm.retry import Fault, backoff_delay, classify, connection_reason, scrub, status_detail
+from cube.llm.pool import make_client
+from cube.llm.replies import ReplyGuard
+from cube.llm.retry import (
+    Fault,
+    backoff_delay,
+    classify,
+    connection_reason,
+    not_a_timeout,
+    scrub,
+    status_detail,
+)
+from cube.llm.transport import Limits, TransportLimit, limit_in
 from cube.llm.wire import NO_KEY, MalformedReply, parse_completion
 
 
@@ -95,6 +106,12 @@ def check_keys(params: Params) -> list[str]:
 
 
 def _reason(exc: BaseException, timeout_s: float) -> str:
+    if (limit := limit_in(exc)) is not None and limit.label != "timeout":
+        return str(limit)  # a redirect not followed, a reply too large, ...
+    if limit is not None:  # the deadline of the whole request
+        return f"timeout (no answer within {timeout_s:g} s)"
+    if isinstance(exc, openai.APITimeoutError) and not_a_timeout(exc):
+        return connection_reason(exc)  # aiohttp names a refused connection a connect timeout
     if isinstance(exc, TimeoutError | openai.APITimeoutError):
         return f"timeout (no answer within {timeout_s:g} s)"
     if isinstance(exc, openai.APIConnectionError):
@@ -115,7 +132,7 @@ def _has_message(body: str) -> bool:
 
     try:
         choice = json.loads(body)["choices"][0]
-    except (ValueError, KeyError, IndexError, TypeError):
+    except (ValueError, KeyError, IndexError, TypeError, RecursionError):
         return False
     return isinstance(choice, dict) and isinstance(choice.get("message"), dict)
 
@@ -126,7 +143,7 @@ def _retried(exc: BaseException, timeout_s: float) -> Fault | None:
     listens there, a 4xx or an unusable answer says the endpoint is wrong: one request tells)."""
     if isinstance(exc, TimeoutError):
         return Fault("timeout", f"no answer within {timeout_s:g} s", retry=True, no_answer=True)
-    if not isinstance(exc, openai.OpenAIError):
+    if not isinstance(exc, openai.OpenAIError) and limit_in(exc) is None:
         return None
     fault = classify(exc, timeout_s)
     transient = fault.label == "timeout" or (fault.status is not None and fault.status != 429)
@@ -142,7 +159,7 @@ async def _ask(
         client.post("/chat/completions", body=body, cast_to=str), timeout_s + 1
     )
     try:
-        parse_completion(text)
+        parse_completion(text, ReplyGuard(secrets))
     except MalformedReply as exc:
         msg = str(exc)
         if "no choices" in msg:
@@ -163,9 +180,14 @@ async def _probe(spec: ModelSpec, url: str, timeout_s: float) -> str | None:
     key = os.environ.get(spec.api_key_env or "", "") or NO_KEY
     headers = {h: os.environ.get(v, "") for h, v in spec.header_env.items()}
     secrets = [v for v in (key, *headers.values()) if v and v != NO_KEY]
-    client = openai.AsyncOpenAI(
-        api_key=key, base_url=url, timeout=timeout_s, max_retries=0, default_headers=headers or None
+    limits = Limits(
+        timeout_s=timeout_s,
+        max_reply_bytes=spec.max_reply_bytes,
+        follow_redirects=spec.follow_redirects,
+        secret_headers=frozenset(headers),
+        secret_values=tuple(secrets),
     )
+    client = make_client(key, url, headers, limits, 1)
     body = {
         **spec.extra_body,
         "model": spec.model,
@@ -178,7 +200,7 @@ async def _probe(spec: ModelSpec, url: str, timeout_s: float) -> str | None:
         for attempt in range(1, n + 1):
             try:
                 return await _ask(client, body, timeout_s, secrets)
-            except (TimeoutError, openai.OpenAIError) as exc:
+            except (TimeoutError, openai.OpenAIError, TransportLimit) as exc:
                 if isinstance(exc, openai.RateLimitError):
                     return None  # reachable and authorised; the run's retries honour the limit
                 fault = _retried(exc, timeout_s)

@@ -22,6 +22,11 @@ two tables, read top to bottom, first match wins:
     openai.APIConnectionError         yes    connection error    -
     any other openai.OpenAIError      no     its type name       -
 
+A transport limit (`cube.llm.transport.TransportLimit`, found among the causes) comes first: a
+redirect not followed, a reply too large or in an unknown encoding fail at once; a missed
+deadline is the timeout it is ("timeout after 1 attempt: no answer within 5 s
+(deadline: timeout_s bounds the whole request)").
+
 aiohttp's transport reports a refused or dropped connection as a connect *timeout*
 (`not_a_timeout`): such a timeout is classified as the connection error it is, named by its causes
 and without a concurrency cut. `backoff_delay` is the wait before the next attempt: the server's
@@ -40,6 +45,7 @@ from email.utils import parsedate_to_datetime
 import openai
 
 from cube.config.model_spec import ModelSpec
+from cube.llm.transport import limit_in
 from cube.llm.wire import MalformedReply
 
 RETRY_STATUS = frozenset({408, 409, 429})  # plus every 5xx; other 4xx are the caller's fault
@@ -117,6 +123,14 @@ def status_rule(status: int) -> StatusRule:
 def classify(exc: BaseException, timeout_s: float) -> Fault:
     """The `Fault` of one failed attempt; raises `exc` again when no table covers it (a bug of
     ours, not the endpoint's)."""
+    if (limit := limit_in(exc)) is not None:  # a transport limit (the client wraps it)
+        return Fault(
+            limit.label,
+            limit.detail,
+            limit.retry,
+            no_answer=limit.retry,
+            congestion="timeouts" if limit.label == "timeout" else None,
+        )
     if isinstance(exc, openai.APIStatusError):
         rule = status_rule(exc.status_code)
         return Fault(
@@ -161,7 +175,7 @@ def backoff_delay(spec: ModelSpec, attempt: int, retry_after_s: float | None) ->
 def not_a_timeout(exc: openai.APITimeoutError) -> bool:
     """aiohttp's transport reports a refused or dropped connection as a connect *timeout*; a real
     timeout has a TimeoutError among its causes. Such an error is a connection error, not
-    congestion (no AIMD cut), and is named as one ('connection refused')."""
+        congestion (no AIMD cut), and is named as one ('connection refused')."""
     cause, from_aiohttp = exc.__cause__, False
     for _ in range(10):
         if cause is None or isinstance(cause, TimeoutError):

@@ -7,7 +7,8 @@ be used (not JSON, no choices, no message content) raises `MalformedReply`, whic
 as a transient fault (`cube.llm.retry`). `Endpoints` and `OpenAIModel` send through a wire
 object, so another JSON protocol (`cube.llm.json_wire`: an HTTP system's) reuses the same retries,
 breaker, pool, concurrency and cache. A wire object has `send(client, spec, request, form)`,
-`read(body) -> Reply`, `key_payload(spec, request)` and `uses_key` (whether the API key is sent).
+`read(body, guard) -> Reply` (the body read through `cube.llm.replies.ReplyGuard`),
+`key_payload(spec, request)` and `uses_key` (whether the API key is sent).
 
 Structured output (`structured_output: auto | on` and a request with a `schema`): the request asks
 for JSON the schema constrains, first as OpenAI's `response_format` `json_schema` (OpenAI, vLLM),
@@ -20,7 +21,6 @@ next form at once. `on` fails the calls instead of sending free text.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -29,6 +29,8 @@ from typing import Any
 from cube.config.model_spec import ModelSpec
 from cube.llm.cache import key_payload
 from cube.llm.calls import Request
+from cube.llm.replies import MalformedReply as MalformedReply
+from cube.llm.replies import ReplyGuard
 
 log = logging.getLogger("cube.llm")
 NO_KEY = "EMPTY"  # placeholder key for endpoints without auth (vLLM, Ollama accept it)
@@ -71,10 +73,6 @@ def format_refused(status: int, detail: str) -> bool:
     return status != 429 and status >= 400 and ("response_format" in low or "json_schema" in low)
 
 
-class MalformedReply(Exception):
-    """A 200 answer we cannot use (not JSON, no choices): treated as a transient fault."""
-
-
 def cached_prompt_tokens(usage: dict) -> int:
     """Prompt tokens the provider served from its prompt cache: OpenAI's
     `usage.prompt_tokens_details.cached_tokens` (vLLM and llama.cpp's server report it the same way
@@ -89,13 +87,22 @@ def cached_prompt_tokens(usage: dict) -> int:
         return 0
 
 
-def parse_completion(body: str) -> tuple[str, int, int, str | None, str | None, int]:
+PLAIN = ReplyGuard()  # no secrets to redact; decodes defensively and caps
+
+
+def parse_completion(
+    body: str, guard: ReplyGuard = PLAIN
+) -> tuple[str, int, int, str | None, str | None, int]:
     """(text, prompt tokens, completion tokens, finish reason, served model, cached prompt
-    tokens)."""
-    try:
-        data = json.loads(body)
-    except ValueError:
-        raise MalformedReply(f"not JSON: {body[:80]!r}") from None
+    tokens), the body read by `guard` (`cube.llm.replies`: bounded nesting, surrogates replaced,
+    secrets redacted, strings capped)."""
+    return _completion(body, guard)[0]
+
+
+def _completion(
+    body: str, guard: ReplyGuard
+) -> tuple[tuple[str, int, int, str | None, str | None, int], dict[str, int]]:
+    data, _, notes = guard.loads(body)
     if not isinstance(data, dict) or not data.get("choices"):
         err = data.get("error") if isinstance(data, dict) else None
         raise MalformedReply(f"no choices in the answer{f' (error: {err})' if err else ''}")
@@ -115,7 +122,7 @@ def parse_completion(body: str) -> tuple[str, int, int, str | None, str | None, 
         choice.get("finish_reason"),
         data.get("model"),
         cached_prompt_tokens(usage),
-    )
+    ), notes
 
 
 @dataclass
@@ -128,6 +135,7 @@ class Reply:
     finish_reason: str | None = None
     served_model: str | None = None
     cached_input_tokens: int = 0
+    notes: dict[str, int] | None = None  # what reading changed ({"truncated": n strings cut})
 
 
 class ChatCompletions:
@@ -142,9 +150,9 @@ class ChatCompletions:
     def send(self, client: Any, spec: ModelSpec, request: Request, form: str) -> Awaitable[str]:
         return client.post("/chat/completions", body=request_body(spec, request, form), cast_to=str)
 
-    def read(self, body: str) -> Reply:
-        text, n_in, n_out, finish, served, n_cached = parse_completion(body)
-        return Reply(text, n_in, n_out, finish, served, n_cached)
+    def read(self, body: str, guard: ReplyGuard = PLAIN) -> Reply:
+        (text, n_in, n_out, finish, served, n_cached), notes = _completion(body, guard)
+        return Reply(text, n_in, n_out, finish, served, n_cached, notes or None)
 
     def key_payload(self, spec: ModelSpec, request: Request) -> dict[str, Any]:
         """What identifies the call in the cache (`cube.llm.cache.key_payload`)."""

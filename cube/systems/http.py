@@ -115,6 +115,8 @@ class HttpRAG(System):
             base_url=spec.url,
             header_env=spec.header_env,
             timeout_s=spec.timeout_s,
+            max_reply_bytes=spec.max_reply_bytes,
+            follow_redirects=spec.follow_redirects,
             max_concurrency=spec.max_concurrency,
             max_attempts=spec.max_attempts,
         )

@@ -41,6 +41,13 @@ Accounting: each question is one real call with its own `call_id` (uuid4 hex) an
 not contaminate a priced model of the same name (e.g. the one writing the bound sets); the
 `answerer` column keeps the assistant's LLM name. The API key comes from the environment
 variable `api_key_env` and never appears in outputs or error messages.
+
+Transport: the SDK sends with `requests`, without a timeout, following redirects. `GuardedRAGFlow`
+routes its requests through `cube.llm.transport.sync_request`, the limits of every other endpoint:
+no redirect followed, at most `DEFAULT_MAX_REPLY_BYTES` per reply (on the wire and inflated),
+`RAGFLOW_TIMEOUT_S` for a whole request; the reply is read by `cube.llm.replies.ReplyGuard` (the key
+redacted if RAGFlow echoes it, nesting bounded, lone surrogates replaced, answers and passages
+capped at `MAX_TEXT_CHARS`). A refused reply is the question's failure, with its reason.
 """
 
 from __future__ import annotations
@@ -57,15 +64,64 @@ import pandas as pd
 from ragflow_sdk import RAGFlow
 from ragflow_sdk.modules.chat import Chat
 
+from cube.config.model_spec import DEFAULT_MAX_REPLY_BYTES
 from cube.config.schema import require_columns
 from cube.config.sections import RagflowSystem
 from cube.llm import Response, progress_bar
+from cube.llm.replies import MalformedReply, ReplyGuard
+from cube.llm.transport import Limits, TransportLimit, sync_request
 from cube.systems.base import System, answers_frame
 from cube.systems.retrieved import Retrieved, ranked_lists
 
 
 class RagflowError(RuntimeError):
     """The RAGFlow assistant cannot be used at all (no key, unknown assistant, bad params)."""
+
+
+RAGFLOW_TIMEOUT_S = 300.0  # one request as a whole (an answer of a large model may take minutes)
+
+
+class GuardedRAGFlow(RAGFlow):
+    """The SDK's client, its requests sent through the transport limits (`sync_request`)."""
+
+    def __init__(self, api_key: str, base_url: str, version: str = "v1"):
+        super().__init__(api_key, base_url, version)
+        self.limits = Limits(
+            timeout_s=RAGFLOW_TIMEOUT_S,
+            max_reply_bytes=DEFAULT_MAX_REPLY_BYTES,
+            secret_values=(api_key,),
+        )
+        self.guard = ReplyGuard([api_key])
+
+    def _send(self, method: str, path: str, **kwargs: Any) -> Any:
+        """A `requests.Response` whose body was read within the limits (the key redacted)."""
+        import requests
+
+        kwargs = {k: v for k, v in kwargs.items() if v is not None}
+        kwargs.pop("stream", None)  # the body is read here, bounded
+        res, body = sync_request(
+            requests,
+            method,
+            self.api_url + path,
+            self.limits,
+            headers=self.authorization_header,
+            **kwargs,
+        )
+        res._content = self.guard.redact(body.decode("utf-8", "replace")).encode("utf-8")
+        res.encoding = "utf-8"
+        return res
+
+    def post(self, path, json=None, stream=False, files=None):  # type: ignore[no-untyped-def]
+        return self._send("POST", path, json=json, files=files)
+
+    def get(self, path, params=None, json=None):  # type: ignore[no-untyped-def]
+        return self._send("GET", path, params=params, json=json)
+
+    def delete(self, path, json):  # type: ignore[no-untyped-def]
+        return self._send("DELETE", path, json=json)
+
+    def put(self, path, json):  # type: ignore[no-untyped-def]
+        return self._send("PUT", path, json=json)
 
 
 def _chunk_list(reference: Any) -> list[dict[str, Any]]:
@@ -127,7 +183,7 @@ class RagflowAssistant(System):
                 "API key, params key `api_key_env`) is not set"
             )
         self._key = key
-        return RAGFlow(api_key=key, base_url=self.spec.base_url.rstrip("/"))
+        return GuardedRAGFlow(api_key=key, base_url=self.spec.base_url.rstrip("/"))
 
     def _chat(self, rag: RAGFlow) -> tuple[Any, dict[str, Any]]:
         """The assistant (the SDK's `Chat`) and its record, looked up by name first, then by id."""
@@ -176,14 +232,18 @@ class RagflowAssistant(System):
                 f"/chats/{chat.id}/completions",
                 {"question": question, "stream": False, "session_id": session.id},
             )
+        except TransportLimit as exc:  # a redirect not followed, too large, the deadline
+            return failed(str(exc))
         except Exception as exc:
             return failed(f"{type(exc).__name__}: {exc}")
         if res.status_code != 200:
             return failed(f"HTTP {res.status_code}: {res.text[:300]}")
         try:
-            body = res.json()
-        except ValueError:
-            return failed(f"reply is not JSON: {res.text[:300]!r}")
+            body = rag.guard.loads(res.text)[0]
+        except MalformedReply as exc:
+            return failed(f"unusable reply: {exc}")
+        if not isinstance(body, dict):
+            return failed(f"reply is not a JSON object: {res.text[:300]!r}")
         if body.get("code") != 0:
             return failed(f"RAGFlow code {body.get('code')}: {body.get('message')}")
         data = body.get("data")

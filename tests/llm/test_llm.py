@@ -138,7 +138,8 @@ def test_timeout_is_retried_then_recorded(openai_server: OpenAIServer) -> None:
     assert r.ok and r.attempts == 2
     openai_server.fail("slow", times=None, delay_s=1.0)
     (r,) = make_model(spec).complete(reqs(1, "other"), role="judging", progress=False)
-    assert r.error == "timeout after 2 attempts: no answer within 0.25 s"
+    # the client's read timeout, or the deadline of the whole attempt (cube.llm.transport)
+    assert r.error.startswith("timeout after 2 attempts: no answer within 0.25 s")
 
 
 @pytest.mark.parametrize("kind", ["malformed", "garbage", "no_choices"])

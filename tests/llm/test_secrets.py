@@ -144,17 +144,22 @@ _SECRET = st.text(
 def test_any_url_credential_is_refused_and_never_shown(
     user: str, password: str, token: str, name: str
 ) -> None:
-    for url in (
-        f"https://{user}:{password}@api.example.com:8443/v1",
-        f"https://{password}@api.example.com/v1",
-        f"https://api.example.com/v1?api-version=1&{name}={token}",
-    ):
-        why = url_credential_problem(url)
-        shown = redact_url(url)
+    urls = (
+        "https://{user}:{password}@api.example.com:8443/v1",
+        "https://{password}@api.example.com/v1",
+        "https://api.example.com/v1?api-version=1&{name}={token}",
+    )
+    for url in urls:
+        filled = url.format(user=user, password=password, name=name, token=token)
+        why = url_credential_problem(filled)
+        shown = redact_url(filled)
         assert why is not None and "api_key_env" in why
         assert shown.startswith("https://api.example.com") and shown.endswith("/v1")
+        # the message of the same URL with other values: a secret found there is a word of the
+        # message (e.g. 'header_e' in 'header_env'), not a leak
+        fixed = url_credential_problem(url.format(user="u", password="p", name=name, token="t"))
         for secret in (password, token):
-            assert secret not in why and secret not in shown
+            assert (secret not in why or secret in str(fixed)) and secret not in shown
 
 
 @pytest.mark.parametrize(
@@ -231,3 +236,57 @@ def test_a_wrongly_typed_api_key_env_is_not_echoed_either() -> None:
             }
         )
     assert "api_key_env" in str(err.value) and "12345678987654321" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "code=Zq8xT4mW2nR7",  # Azure Functions' key
+        "sig=abc%2Bdef&sv=2022-11-02",  # a SAS token
+        "jwt=a.b.c",
+        "pwd=hunter2",
+        "pass=hunter2",
+        "password=x",
+        "apikey=x",
+        "api_key=x",
+        "access_token=x",
+        "key=x",
+        "token=x",
+        "secret=x",
+        # no credential name, a credential-looking value (the params scan's detectors)
+        "q=sk-abcdefghijklmnopqrstuvwx1234",
+        "v=eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0."
+        "dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+    ],
+)
+def test_a_query_credential_is_refused_by_name_or_by_value(query: str) -> None:
+    why = url_credential_problem(f"https://svc.example.com/ask?lang=en&{query}")
+    assert why is not None and "carries a credential" in why
+    assert query.split("=", 1)[1] not in why  # the value is never repeated
+
+
+@pytest.mark.parametrize(
+    "query", ["lang=en&n=5", "passages=3", "region=eu-west-1", "model=gpt-4o-mini", "api-version=1"]
+)
+def test_ordinary_query_parameters_pass(query: str) -> None:
+    assert url_credential_problem(f"https://svc.example.com/ask?{query}") is None
+
+
+def test_a_url_with_a_query_credential_in_a_free_form_mapping_is_found() -> None:
+    from cube.config.secret_scan import secret_findings
+
+    found = secret_findings({"callback": "https://hook.example.com/x?code=Zq8xT4"}, "extra_body")
+    assert found and "extra_body.callback" in found[0] and "Zq8xT4" not in found[0]
+
+
+def test_cube_init_refuses_a_url_with_a_code_canary_and_writes_nothing(tmp_path, capsys) -> None:
+    from cube.cli import main
+
+    (tmp_path / "kb.csv").write_text("doc_id,text\nD1,hello\n", encoding="utf-8")
+    canary = "CANARYq8xT4mW2"
+    args = ["init", str(tmp_path / "params.yaml"), "--system", "http", "--no-input"]
+    args += ["--kb", str(tmp_path / "kb.csv"), "--url", f"http://127.0.0.1:9/ask?code={canary}"]
+    code = main(args)
+    err = capsys.readouterr().err
+    assert code == 2 and "carries a credential in its query (code=...)" in err
+    assert canary not in err and not (tmp_path / "params.yaml").exists()
