@@ -201,7 +201,9 @@ class HttpRAG(System):
             if resp.ok:
                 try:
                     reading = self.read(json.loads(resp.text))  # type: ignore[arg-type]
-                except ValueError as exc:  # a stored reply that the paths given now cannot read
+                # a stored reply that the paths given now cannot read (or one cached before the
+                # transport bounded nesting: RecursionError)
+                except (ValueError, RecursionError) as exc:
                     resp = dataclasses.replace(resp, text=None, error=f"unusable reply: {exc}")
             if reading is not None:
                 resp = dataclasses.replace(resp, text=reading.answer)
