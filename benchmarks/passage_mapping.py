@@ -35,7 +35,8 @@ Markdown normalised, rapidfuzz at 95; loaded from git) and by the current one.
   sibling (the tie rule's help and harm).
 
 Printed: per source, form and truth (unique / shared), the right / wrong / unmatched shares
-before and after; out-of-corpus chunks matched (wrong); a sweep of `MIN_COVER` and `RATIO`;
+before and after; out-of-corpus chunks matched (wrong); a sweep of `MIN_EVIDENCE`, `MARGIN`
+and `RATIO`;
 the tie rule's table; the time of a paper-scale mapping (600 questions x 8 chunks against
 3,000 documents) before and after; last, as `name: value`, the share of unique in-corpus
 chunks mapped right by the current matcher.
@@ -407,9 +408,9 @@ def pct(rows: list[str], what: str) -> float:
 
 def sweep(chunks, kbs) -> None:
     print("\nSweep (current matcher): unique right/wrong, shared wrong, out-of-corpus matched")
-    keep = (passages.MIN_COVER, passages.MARGIN, passages.RATIO)
-    for cover, margin, ratio in itertools.product((0.5, 0.6, 0.7), (2, 3), (2.0, 3.0)):
-        passages.MIN_COVER, passages.MARGIN, passages.RATIO = cover, margin, ratio
+    keep = (passages.MIN_EVIDENCE, passages.MARGIN, passages.RATIO)
+    for evidence, margin, ratio in itertools.product((0.3, 0.5, 0.6), (2, 3), (2.0, 3.0)):
+        passages.MIN_EVIDENCE, passages.MARGIN, passages.RATIO = evidence, margin, ratio
         marks = [
             m
             for s, kb in kbs.items()
@@ -417,11 +418,11 @@ def sweep(chunks, kbs) -> None:
         ]
         uniq, shar, outs = truths(chunks, marks)
         print(
-            f"  MIN_COVER {cover:.1f} MARGIN {margin} RATIO {ratio:.0f}: unique right "
+            f"  MIN_EVIDENCE {evidence:.1f} MARGIN {margin} RATIO {ratio:.0f}: unique right "
             f"{pct(uniq, 'right'):5.1f} wrong {pct(uniq, 'wrong'):4.1f} | shared wrong "
             f"{pct(shar, 'wrong'):4.1f} | out-of-corpus matched {pct(outs, 'wrong'):4.1f}"
         )
-    passages.MIN_COVER, passages.MARGIN, passages.RATIO = keep
+    passages.MIN_EVIDENCE, passages.MARGIN, passages.RATIO = keep
 
 
 def with_context(chunks, kbs, rng) -> None:

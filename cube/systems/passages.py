@@ -22,14 +22,17 @@ order, wrapped and punctuated its own way, not as the workbench renders it (`cor
    several such documents are a tie.
 4. Ranked. Otherwise (lines joined so labels sit mid-line, a few characters edited, a cut
    word), the passage's character 4-grams (of the content form) are compared with each
-   candidate document's: the document covering most of them is the match when it covers at
-   least `MIN_COVER` of them and BEATS every other candidate: it covers at least `MARGIN` of
-   the passage's grams that the other does not, and at least `RATIO` times as many as the
-   other covers that it does not. Near-duplicate siblings (one service in several regions)
-   differ in a few grams (the region, the agency, the address): a chunk that carries them
-   beats its siblings; one that does not is a tie, never a pick. Grams are compared as sets,
-   so the order of the user's fields does not matter, and a user label costs only the grams
-   it spans.
+   candidate document's: the document holding most of them is the match when it holds at
+   least `MIN_COVER` of the grams some document holds (a user's label is in no document: it
+   must not count against the match) and `MIN_EVIDENCE` of all, and BEATS every other
+   candidate: it holds at least `MARGIN` of the passage's grams that the other does not, and
+   at least `RATIO` times as many as the other holds that it does not. Near-duplicate
+   siblings (one service in several regions) differ in a few grams (the region, the agency,
+   the address): a chunk that carries them beats its siblings; one that does not is a tie,
+   never a pick. Grams are compared as sets, so the order of the user's fields does not
+   matter, and a user label costs only the grams it spans. Sets lose order ("D00066" and
+   "D00660" share their 4-grams), so documents still tied are compared again by
+   `LONG_GRAM`-grams, where the winner must also hold every long gram a rival holds.
 5. Ties. A passage that several documents hold (or cover alike) is ambiguous: the items of a
    family share whole sections. It maps to a document that an unambiguous passage of the SAME
    question mapped to, when that document fits it as well (the earliest-ranked one: a second
@@ -64,10 +67,11 @@ import pandas as pd
 from cube.config.schema import EXTRA_LABELS, FIELD_LABELS, require_columns
 
 GRAM = 4  # characters per n-gram of the candidate index and of the ranked match
+LONG_GRAM = 8  # characters per n-gram of the ranked match's second pass among tied documents
 PROBE = 32  # rarest grams of a passage used to find its candidates
 CANDIDATES = 16  # documents a passage is compared with in the ranked match
 MIN_COVER = 0.6  # share of the passage's known grams the best document must hold (ranked)
-MIN_EVIDENCE = 0.3  # share of ALL the passage's grams it must hold (ranked match)
+MIN_EVIDENCE = 0.5  # share of ALL the passage's grams it must hold (ranked match)
 MARGIN = 3  # grams the best document must hold that a rival does not (ranked match)
 RATIO = 3.0  # ... and that many times the grams the rival holds that the best does not
 MIN_RANKED_CHARS = 16  # shorter passages (content form) are matched by containment only
@@ -115,8 +119,8 @@ def pieces(passage: object) -> list[str]:
     return out
 
 
-def _grams(text: str) -> set[str]:
-    return {text[i : i + GRAM] for i in range(len(text) - GRAM + 1)}
+def _grams(text: str, n: int = GRAM) -> set[str]:
+    return {text[i : i + n] for i in range(len(text) - n + 1)}
 
 
 def _beats(best: set[str], other: set[str]) -> bool:
@@ -227,8 +231,25 @@ class PassageIndex:
         share = len(cover[best]) / len(known)
         if share < MIN_COVER or len(cover[best]) < MIN_EVIDENCE * len(grams):
             return Found((), "none", share, text)
-        tied = sorted(i for i in order if i == best or not _beats(cover[best], cover[i]))
-        return Found(tuple(tied), "ranked", share, text)
+        tied = [i for i in order if i == best or not _beats(cover[best], cover[i])]
+        if len(tied) > 1:  # sets of 4-grams lose order ("D00066" and "D00660" share them)
+            tied = self._longer(text, tied)
+        return Found(tuple(sorted(tied)), "ranked", share, text)
+
+    def _longer(self, text: str, tied: list[int]) -> list[int]:
+        """The ranked match's second pass: the tied documents compared by `LONG_GRAM`-grams,
+        the same rule; those none beats."""
+        grams = _grams(text, LONG_GRAM)
+        cover = {
+            i: grams & (_grams(self.texts[i], LONG_GRAM) | _grams(self.values[i], LONG_GRAM))
+            for i in tied
+        }
+        best = max(tied, key=lambda i: len(cover[i]))
+        return [
+            i
+            for i in tied
+            if i == best or not (_beats(cover[best], cover[i]) and cover[i] <= cover[best])
+        ]
 
     def fits(self, found: Found, doc: int) -> bool:
         """Whether document `doc` fits a tied passage as well as its tied documents do."""
