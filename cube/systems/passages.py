@@ -240,10 +240,7 @@ class PassageIndex:
         """The ranked match's second pass: the tied documents compared by `LONG_GRAM`-grams,
         the same rule; those none beats."""
         grams = _grams(text, LONG_GRAM)
-        cover = {
-            i: grams & (_grams(self.texts[i], LONG_GRAM) | _grams(self.values[i], LONG_GRAM))
-            for i in tied
-        }
+        cover = {i: {g for g in grams if self.holds(i, g)} for i in tied}
         best = max(tied, key=lambda i: len(cover[i]))
         return [
             i
