@@ -96,22 +96,27 @@ _USER_LABEL = re.compile(
 )
 
 
-def normalise(text: object) -> str:
-    """A text's content form: NFKC, case folded, letters and digits only ('' for None, NaN)."""
+def _as_text(text: object) -> str:
+    """A cell as text: '' for None and NaN (a missing passage in a table)."""
     if text is None or (isinstance(text, float) and np.isnan(text)):
         return ""
-    return _NOT_CONTENT.sub("", unicodedata.normalize("NFKC", str(text)).casefold())
+    return str(text)
+
+
+def normalise(text: object) -> str:
+    """A text's content form: NFKC, case folded, letters and digits only ('' for None, NaN)."""
+    return _NOT_CONTENT.sub("", unicodedata.normalize("NFKC", _as_text(text)).casefold())
 
 
 def values_text(text: object) -> str:
     """A rendered document with the workbench's labels taken out (its field values, in order)."""
-    return _OUR_LABEL.sub("", "" if text is None else str(text))
+    return _OUR_LABEL.sub("", _as_text(text))
 
 
 def pieces(passage: object) -> list[str]:
     """A passage's lines with a leading label cut off, in content form (empty ones dropped)."""
     out = []
-    for line in str(passage or "").splitlines():
+    for line in _as_text(passage).splitlines():
         m = _USER_LABEL.match(line)
         text = normalise(line[m.end() :] if m else line)
         if text:
@@ -133,7 +138,8 @@ def _beats(best: set[str], other: set[str]) -> bool:
 class Found:
     """What a passage matched: `docs` (indices, corpus order; one = a match, several = a tie),
     `how` ('contained', 'pieces', 'ranked', 'none' or 'empty'), `cover` (the share of the
-    passage's grams the best document holds, 1.0 for containment)."""
+    passage's known grams the best document holds, 1.0 for containment), `text` (its content
+    form) and `parts` (what a document must hold to fit it: the text, or its pieces)."""
 
     docs: tuple[int, ...]
     how: str
@@ -188,7 +194,7 @@ class PassageIndex:
 
     def find(self, passage: object) -> Found:
         """The documents one passage matches and how (module docstring, steps 2-4), memoised."""
-        key = str(passage or "")
+        key = _as_text(passage)
         if key not in self._seen:
             self._seen[key] = self._find(key)
         return self._seen[key]
@@ -257,7 +263,8 @@ class PassageIndex:
         if found.how != "ranked" or not found.docs:
             return False
         grams = _grams(found.text)
-        return not _beats(grams & self._gramsets[found.docs[0]], grams & self._gramsets[doc])
+        best = max((grams & self._gramsets[i] for i in found.docs), key=len)
+        return not _beats(best, grams & self._gramsets[doc])
 
     def resolve(self, passages: Sequence[object]) -> list[int | None]:
         """One document (index) or None per passage of ONE question, in rank order.
@@ -269,14 +276,13 @@ class PassageIndex:
         """
         found = [self.find(p) for p in passages]
         anchors = list(dict.fromkeys(f.docs[0] for f in found if len(f.docs) == 1))
-        return [
-            f.docs[0]
-            if len(f.docs) == 1
-            else next((a for a in anchors if self.fits(f, a)), None)
-            if f.docs
-            else None
-            for f in found
-        ]
+
+        def pick(f: Found) -> int | None:
+            if len(f.docs) == 1:
+                return f.docs[0]
+            return next((a for a in anchors if self.fits(f, a)), None) if f.docs else None
+
+        return [pick(f) for f in found]
 
 
 @dataclass(frozen=True)

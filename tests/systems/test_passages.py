@@ -291,3 +291,13 @@ def test_a_tie_among_more_documents_than_the_candidates_resolves_to_a_listed_one
     assert index.resolve([edited]) == [None]
     ids, unmatched = map_passages([[edited, own], [edited]], corpus)
     assert ids == [["D19"], ["unmapped:passage1"]] and unmatched == 1
+
+
+def test_a_missing_passage_is_empty_not_the_word_nan():
+    corpus = pd.DataFrame({"doc_id": ["N1"], "text": ["Item Name: Nanny agency licence"]})
+    (got,) = explain_passages([[float("nan"), None, "nanny agency licence"]], corpus)
+    assert [(m.doc_id, m.how) for m in got] == [
+        (None, "empty"),
+        (None, "empty"),
+        ("N1", "contained"),
+    ]
