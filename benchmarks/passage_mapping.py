@@ -1,53 +1,64 @@
-"""How often `cube.systems.passages` maps a retrieved chunk to the wrong document, on known truth.
+"""How often `cube.systems.passages` maps a user's chunk to the wrong document, on known truth.
 
 A system that returns chunk texts instead of doc ids has them mapped back to corpus documents
-(`map_passages`: exact containment, then a rapidfuzz match at `FUZZY_THRESHOLD`, ties left
-unmatched unless another chunk of the same question mapped to a document that fits as well).
-Here the chunks are cut from documents whose identity is known:
+(`map_passages`). The chunks a user's system returns were cut from the USER's text of each
+document: the user's field labels, field order, line breaks and punctuation, not the
+workbench's rendering (`corpus.text`). Here such chunks are made from documents whose identity
+is known, and mapped by main's matcher (ee9daca: the workbench's rendering, whitespace and
+Markdown normalised, rapidfuzz at 95; loaded from git) and by the current one.
 
-- sources: the demo corpus in Chinese and in English (`generate_demo_corpus(600, seed=11)`:
-  near-duplicate families, the same service in several regions) and the example spreadsheet's
-  documents (`cube.kb.example`, loaded with `params/own_kb.yaml`'s mapping: 127 short guides,
-  a few services in six regions). Near-duplicate siblings are in the knowledge base;
-- IN-CORPUS chunks (truth: their source document), cut at a random offset with a random length
-  (log-uniform, 20-800 characters, at most the document), seeded, in five forms:
-  `exact` (the slice), `whitespace` (lines joined by spaces, spaces doubled, full-width colons
-  half-width), `edited` (about 2 % of the characters replaced, at least one), `messy`
-  (whitespace, edits and the end cut mid-word with "..." appended) and `markdown` (each
-  "label：value" line as "- **label**：value", as RAGFlow shows chunks);
-- OUT-OF-CORPUS chunks (truth: unmatched), `exact` and `edited`: `held-out` are cut from a
-  sixth of the source's documents removed from the knowledge base (their siblings stay: a
-  system indexing more than the sample the knowledge base holds), `foreign` from the other
-  Chinese source (demo <-> example: the same fictional province's guides, another generator).
-  A chunk whose normalised text is nevertheless inside some knowledge-base document cannot be
-  told from an in-corpus one: it is counted as `indistinguishable` and left out of the rates;
-- every chunk is mapped ALONE (its own question), the worst case for ties; a last table maps
-  each in-corpus chunk that is shared by several documents beside a second chunk, unambiguous,
-  from its own document (the tie rule's help) or from a sibling of the same family (its harm:
-  the sibling, already listed, moves up to the shared chunk's rank).
+- Knowledge bases (as `cube` loads them, near-duplicate siblings present): the demo corpus in
+  Chinese and English (`generate_demo_corpus(600, seed=11)`: families of one service in several
+  regions); the example spreadsheet (`cube.kb.example`, `params/own_kb.yaml`'s mapping, 127
+  guides); and `benchmarks/data/port_alder_guides.csv`, an English knowledge base written for
+  this benchmark by another template (a fictional harbour city; its own columns: Service,
+  Who can apply, What it costs, ...; four services in three districts each, 20 guides),
+  loaded with a `corpus.columns` mapping.
+- The user's text of a document: its field values (the corpus columns) under the USER's labels
+  (port-alder and example: the user's own column names, i.e. the mapping's; demo: other words,
+  `USER_LABELS`). A slice of it (random offset, log-uniform length 20-800 characters, at most
+  the text) is one chunk, in six forms: `ours` (a slice of `corpus.text`, the workbench's own
+  rendering, as before), `relabelled` (user labels, our field order), `reordered` (user labels,
+  fields shuffled), `rewrapped` (reordered, lines joined or broken elsewhere, spaces doubled),
+  `punctuated` (reordered, the colons, commas, semicolons, brackets and numbering changed) and
+  `messy` (reordered, rewrapped, punctuated, about 1 % of the characters edited, the end cut
+  with "...").
+- Truth. A chunk is UNIQUE when no other document holds every piece of field value it carries
+  (content form: letters and digits, `passages.normalise`), else SHARED (the text cannot tell
+  the siblings apart: the right answer is "unmatched", or the tie rule's pick).
+- Out-of-corpus chunks (truth: unmatched), relabelled and messy: `held-out`, cut from a sixth
+  of the documents removed from the knowledge base (their siblings stay), and `foreign`, from
+  another source of the same language (demo-zh <-> example, port-alder <- demo-en). One whose
+  pieces are all held by a knowledge-base document is indistinguishable and left out.
+- Each chunk is mapped ALONE (its own question, the worst case for ties); a last table maps
+  shared chunks beside a second chunk (the whole user text) of their own document or of a
+  sibling (the tie rule's help and harm).
 
-Printed: per source and form, and per length band, the share mapped to the right document, to
-a wrong one and unmatched (out-of-corpus: the share matched at all, i.e. wrong); `shared` is
-the share of in-corpus chunks whose exact text is in several documents (a tie by
-construction). Then the threshold sweep (wrong and unmatched shares at thresholds 70-98), from
-which `FUZZY_THRESHOLD` was chosen, and the headline at the threshold in use; last, as
-`name: value`, the share of in-corpus chunks mapped to a wrong document and the share of
-out-of-corpus chunks matched to any.
+Printed: per source, form and truth (unique / shared), the right / wrong / unmatched shares
+before and after; out-of-corpus chunks matched (wrong); a sweep of `MIN_EVIDENCE`, `MARGIN`
+and `RATIO`;
+the tie rule's table; the time of a paper-scale mapping (600 questions x 8 chunks against
+3,000 documents) before and after; last, as `name: value`, the share of unique in-corpus
+chunks mapped right by the current matcher.
 
-    .venv/bin/python benchmarks/passage_mapping.py     (about a minute)
+    .venv/bin/python benchmarks/passage_mapping.py     (a few minutes)
 """
 
 from __future__ import annotations
 
+import importlib.util
+import itertools
 import math
 import random
 import re
+import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 
 import pandas as pd
 import yaml
@@ -55,6 +66,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from cube.config.schema import CORPUS_FIELDS  # noqa: E402
 from cube.kb.corpus import load_corpus_file  # noqa: E402
 from cube.kb.demo import generate_demo_corpus  # noqa: E402
 from cube.kb.example import write_example_kb  # noqa: E402
@@ -63,14 +75,66 @@ from cube.systems.passages import PassageIndex, normalise  # noqa: E402
 
 SEED = 11
 N_DEMO = 600
-PER_FORM = 300  # in-corpus chunks per (source, form)
-PER_OUTSIDE = 300  # out-of-corpus chunks per (source, kind, form)
+SLICES = 250  # in-corpus slices per source (each in every form)
+OUTSIDE = 150  # out-of-corpus slices per (source, kind)
 HELD_OUT_SHARE = 1 / 6
-BANDS = ((20, 50), (50, 100), (100, 200), (200, 400), (400, 801))
-THRESHOLDS = (70, 80, 85, 88, 90, 92, 95, 98)
-FORMS = ("exact", "whitespace", "edited", "messy", "markdown")
-_HAN = "的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会"  # common characters
-_LABEL_LINE = re.compile(r"^([^：:\n]{1,30})([：:])", re.M)
+MAIN = "ee9daca"  # main's commit before this matcher
+FORMS = ("ours", "relabelled", "reordered", "rewrapped", "punctuated", "messy")
+FIELDS = (*CORPUS_FIELDS[:3], "variant", *CORPUS_FIELDS[3:], "parent_region")
+PORT_ALDER = ROOT / "benchmarks" / "data" / "port_alder_guides.csv"
+PORT_ALDER_COLUMNS = {
+    "doc_id": "Ref",
+    "item_name": "Service",
+    "region": "District",
+    "handling_agency": "Office",
+    "requirements": "Who can apply",
+    "fee_standard": "What it costs",
+    "committed_time_limit": "How long it takes",
+    "processing_location": "Where to go",
+    "processing_time": "Opening hours",
+    "procedure": "Steps",
+    "application_materials": "Bring with you",
+}
+# A user's own words for the demo's fields (the demo's own labels are the workbench's).
+USER_LABELS = {
+    "zh": dict(
+        zip(
+            FIELDS,
+            "所属地区 网址 服务名称 类别 办理单位 科室 联系方式 申请条件 依据 法定期限 承诺期限 "
+            "对象 类型 网上办理 工作时间 地点 费用 步骤 所需材料 上级".split(),
+            strict=True,
+        )
+    ),
+    "en": dict(
+        zip(
+            FIELDS,
+            [
+                "Area",
+                "Web page",
+                "Service",
+                "Case",
+                "Office",
+                "Section",
+                "Contact",
+                "Who qualifies",
+                "Law",
+                "Legal deadline",
+                "Promised deadline",
+                "For",
+                "Kind",
+                "Online",
+                "Opening hours",
+                "Where",
+                "Cost",
+                "How to apply",
+                "Documents",
+                "Parent area",
+            ],
+            strict=True,
+        )
+    ),
+}
+_HAN = "的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会"
 
 
 @dataclass
@@ -80,268 +144,350 @@ class Chunk:
     form: str
     text: str
     length: int  # characters of the slice before it was altered
-    truth: str  # the source doc_id ("" when out of the corpus)
-    piece: str  # the slice as cut, before it was altered
-    shared: bool = False  # in-corpus: the slice is in several knowledge-base documents
-    inside: bool = False  # out of the corpus, yet its text is inside a knowledge-base document
+    truth: str  # the source doc_id ("" out of the corpus)
+    shared: bool = False  # in-corpus: another document holds every value piece
+    inside: bool = False  # out of the corpus, yet a knowledge-base document holds it
+    values: list[str] = field(default_factory=list)  # the value pieces, content form
 
 
-# --------------------------------------------------------------------------- corpora
-def example_corpus() -> pd.DataFrame:
+# --------------------------------------------------------------------------- knowledge bases
+def example_corpus() -> tuple[pd.DataFrame, dict[str, str]]:
     spec = yaml.safe_load((ROOT / "params" / "own_kb.yaml").read_text(encoding="utf-8"))["corpus"]
     with tempfile.TemporaryDirectory() as tmp:
         path = write_example_kb(Path(tmp) / "guides.csv")
-        return load_corpus_file(
+        kb = load_corpus_file(
             path, columns=spec["columns"], group_by=spec["group_by"], extra_columns="render"
         )
+    return kb, {f: str(c) for f, c in spec["columns"].items()}
+
+
+def port_alder() -> tuple[pd.DataFrame, dict[str, str]]:
+    return load_corpus_file(PORT_ALDER, columns=PORT_ALDER_COLUMNS, lang="en"), PORT_ALDER_COLUMNS
 
 
 def split(corpus: pd.DataFrame, rng: random.Random) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The knowledge base and the held-out documents (a random sixth, siblings kept)."""
-    out = set(rng.sample(range(len(corpus)), round(len(corpus) * HELD_OUT_SHARE)))
+    out = set(rng.sample(range(len(corpus)), max(2, round(len(corpus) * HELD_OUT_SHARE))))
     keep = [i for i in range(len(corpus)) if i not in out]
     return corpus.iloc[keep].reset_index(drop=True), corpus.iloc[sorted(out)]
 
 
-# --------------------------------------------------------------------------- chunks
-def cut(text: str, rng: random.Random) -> str:
-    length = min(len(text), round(math.exp(rng.uniform(math.log(20), math.log(800)))))
-    start = rng.randrange(0, len(text) - length + 1)
-    return text[start : start + length]
+# --------------------------------------------------------------------------- the user's text
+def user_text(row: pd.Series, labels: dict[str, str], colon: str, order: list[str]):
+    """The user's text of a document and the (start, end) spans of its values in it."""
+    parts, spans, at = [], [], 0
+    for f in order:
+        value = str(row.get(f, "") or "").strip()
+        if not value or f not in labels:
+            continue
+        head = f"{labels[f]}{colon}" + ("\n" if "\n" in value else "")
+        parts.append(head + value)
+        spans.append((at + len(head), at + len(head) + len(value)))
+        at += len(head) + len(value) + 1
+    return "\n".join(parts), spans
+
+
+def cut_span(length: int, rng: random.Random) -> tuple[int, int]:
+    n = min(length, round(math.exp(rng.uniform(math.log(20), math.log(800)))))
+    start = rng.randrange(0, length - n + 1)
+    return start, start + n
+
+
+def rewrap(text: str, rng: random.Random) -> str:
+    text = re.sub(r"\s*\n\s*", lambda _: rng.choice([" ", "  ", "\n", ""]), text)
+    return re.sub(" ", lambda _: "\n" if rng.random() < 0.05 else " ", text)
+
+
+_PUNCT = {
+    "：": " — ",
+    ":": " -",
+    "，": ", ",
+    "。": ". ",
+    "；": "; ",
+    ";": ",",
+    ",": " ,",
+    "、": "/",
+}
+
+
+def punctuate(text: str) -> str:
+    text = re.sub(r"^(\d+)[.)、]\s*", r"(\1) ", text, flags=re.M)
+    text = re.sub(r"[（(]([^()（）\n]*)[)）]", r"[\1]", text)
+    return re.sub("|".join(map(re.escape, _PUNCT)), lambda m: _PUNCT[m.group(0)], text)
 
 
 def edit(text: str, rng: random.Random) -> str:
     chars = list(text)
     alphabet = _HAN if re.search(r"[\u4e00-\u9fff]", text) else "abcdefghijklmnopqrstuvwxyz"
-    for i in rng.sample(range(len(chars)), max(1, round(len(chars) * 0.02))):
+    for i in rng.sample(range(len(chars)), max(1, round(len(chars) * 0.01))):
         chars[i] = rng.choice(alphabet)
     return "".join(chars)
 
 
-def rewrap(text: str, rng: random.Random) -> str:
-    text = text.replace("\n", " ").replace("：", ":")
-    return re.sub(" ", lambda _: "  " if rng.random() < 0.3 else " ", text)
+class Source:
+    """One knowledge base with the user's labels, and chunks of its documents in every form."""
 
+    def __init__(self, name: str, corpus: pd.DataFrame, labels: dict[str, str], lang: str):
+        self.name, self.labels, self.lang = name, labels, lang
+        self.colon = "：" if lang == "zh" else ": "
+        self.corpus = corpus
 
-def alter(text: str, form: str, rng: random.Random) -> str:
-    if form == "whitespace":
-        return rewrap(text, rng)
-    if form == "edited":
-        return edit(text, rng)
-    if form == "messy":
-        cut_at = max(1, len(text) - rng.randint(1, 6))
-        return rewrap(edit(text, rng), rng)[:cut_at] + "..."
-    if form == "markdown":
-        return _LABEL_LINE.sub(r"- **\1**\2", text)
-    return text
-
-
-def chunks_from(
-    docs: pd.DataFrame, n: int, source: str, kind: str, forms: tuple[str, ...], rng: random.Random
-) -> list[Chunk]:
-    out = []
-    for form in forms:
+    def chunks(self, docs: pd.DataFrame, n: int, kind: str, forms, rng) -> list[Chunk]:
+        out = []
         for _ in range(n):
             row = docs.iloc[rng.randrange(len(docs))]
-            piece = cut(str(row["text"]), rng)
-            truth = str(row["doc_id"]) if kind == "in-corpus" else ""
-            text = alter(piece, form, rng)
-            out.append(Chunk(source, kind, form, text, len(piece), truth, piece))
-    return out
+            present = [f for f in FIELDS if f in self.labels]
+            shuffled = rng.sample(present, len(present))
+            texts = {
+                "ours": (str(row["text"]), None),
+                "relabelled": user_text(row, self.labels, self.colon, present),
+                "reordered": user_text(row, self.labels, self.colon, shuffled),
+            }
+            span = {k: cut_span(len(t), rng) for k, (t, _) in texts.items()}
+            for form in forms:
+                base = (
+                    "ours"
+                    if form == "ours"
+                    else "relabelled"
+                    if form == "relabelled"
+                    else "reordered"
+                )
+                text, spans = texts[base]
+                s, e = span[base]
+                piece = text[s:e]
+                altered = self.alter(piece, form, rng)
+                values = (
+                    [text[max(a, s) : min(b, e)] for a, b in spans if max(a, s) < min(b, e)]
+                    if spans
+                    else [piece]
+                )
+                truth = str(row["doc_id"]) if kind == "in-corpus" else ""
+                c = Chunk(self.name, kind, form, altered, e - s, truth)
+                c.values = [v for v in (normalise(v) for v in values) if v]
+                out.append(c)
+        return out
+
+    @staticmethod
+    def alter(piece: str, form: str, rng: random.Random) -> str:
+        if form in ("rewrapped", "messy"):
+            piece = rewrap(piece, rng)
+        if form in ("punctuated", "messy"):
+            piece = punctuate(piece)
+        if form == "messy":
+            piece = edit(piece, rng)
+            piece = piece[: max(1, len(piece) - rng.randint(1, 6))] + "..."
+        return piece
 
 
 def mark(chunks: list[Chunk], kb: pd.DataFrame) -> None:
-    """Which in-corpus slices are in several documents (a tie by construction, whatever the
-    alteration) and which out-of-corpus chunks are inside a document anyway."""
-    texts = [normalise(t) for t in kb["text"]]
+    """Which in-corpus chunks are shared (another document holds every value piece) and which
+    out-of-corpus chunks a knowledge-base document holds anyway."""
+    index = PassageIndex(kb["doc_id"].tolist(), kb["text"].tolist())
     for c in chunks:
-        text = normalise(c.piece if c.kind == "in-corpus" else c.text)
-        holders = sum(text in t for t in texts)
-        c.shared = c.kind == "in-corpus" and holders > 1
-        c.inside = c.kind != "in-corpus" and holders > 0
+        holders = [
+            index.doc_ids[i]
+            for i in range(len(index.doc_ids))
+            if c.values and all(index.holds(i, v) for v in c.values)
+        ]
+        c.shared = c.kind == "in-corpus" and any(h != c.truth for h in holders)
+        c.inside = c.kind != "in-corpus" and bool(holders)
 
 
-# --------------------------------------------------------------------------- mapping
-def outcome(chunk: Chunk, docs: list[str]) -> str:
-    """right, wrong, tie (unmatched: several documents fit equally) or none (unmatched)."""
-    if len(docs) != 1:
-        return "tie" if docs else "none"
-    if chunk.kind != "in-corpus":
-        return "wrong"
-    return "right" if docs[0] == chunk.truth else "wrong"
+# --------------------------------------------------------------------------- matchers
+def main_matcher() -> ModuleType | None:
+    """main's `cube.systems.passages` (before this matcher), from git; None without git."""
+    try:
+        code = subprocess.run(
+            ["git", "show", f"{MAIN}:cube/systems/passages.py"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    spec = importlib.util.spec_from_loader("passages_main", loader=None)
+    module = importlib.util.module_from_spec(spec)
+    exec(compile(code, "passages_main.py", "exec"), module.__dict__)  # noqa: S102 - our own code
+    return module
 
 
-def scored(chunks: list[Chunk], index: PassageIndex) -> list[tuple[list[str], float]]:
-    memo: dict[str, tuple[list[str], float]] = {}
+def mapped(matcher: ModuleType, kb: pd.DataFrame, chunks: list[Chunk]) -> list[str]:
+    """Each chunk mapped alone: right, wrong or unmatched."""
+    index = matcher.PassageIndex(kb["doc_id"].tolist(), kb["text"].tolist())
+    out = []
     for c in chunks:
-        if c.text not in memo:
-            docs, score = index.match_scored(c.text)
-            memo[c.text] = ([index.doc_ids[i] for i in docs], score)
-    return [memo[c.text] for c in chunks]
-
-
-def outcomes(chunks, results, threshold: float) -> list[str]:
-    return [
-        outcome(c, docs if score >= threshold else [])
-        for c, (docs, score) in zip(chunks, results, strict=True)
-    ]
-
-
-def band(length: int) -> str:
-    lo, hi = next((lo, hi) for lo, hi in BANDS if lo <= length < hi)
-    return f"{lo:3d}-{hi - 1}"  # padded: the bands sort by length
+        doc = index.resolve([c.text])[0]
+        got = None if doc is None else index.doc_ids[doc]
+        out.append("unmatched" if got is None else "right" if got == c.truth else "wrong")
+    return out
 
 
 def shares(rows: list[str]) -> str:
-    """right / wrong / unmatched shares, the unmatched split into ties and no document."""
-    n = Counter(rows)
-    total = len(rows) or 1
-    pct = {k: 100 * n[k] / total for k in ("right", "wrong", "tie", "none")}
-    return (
-        f"right {pct['right']:5.1f}  wrong {pct['wrong']:4.1f}  unmatched "
-        f"{pct['tie'] + pct['none']:5.1f} (tie {pct['tie']:4.1f}, none {pct['none']:5.1f})"
-    )
-
-
-def table(chunks, marks, key) -> None:
-    groups: dict[tuple, list[str]] = {}
-    shared: dict[tuple, list[bool]] = {}
-    for c, m in zip(chunks, marks, strict=True):
-        if c.inside:
-            continue
-        groups.setdefault(key(c), []).append(m)
-        shared.setdefault(key(c), []).append(c.shared)
-    for k in sorted(groups):
-        share = 100 * sum(shared[k]) / len(shared[k])
-        name = " / ".join(k)
-        print(f"  {name:34s} n={len(groups[k]):4d}  {shares(groups[k])}  shared {share:4.1f} %")
-
-
-# --------------------------------------------------------------------------- context (tie rule)
-def with_context(chunks, kbs, rng) -> dict[str, list[str]]:
-    """Shared in-corpus chunks resolved (`PassageIndex.resolve`, as `map_passages` does) at rank 1
-    of a question whose rank 2 is a chunk, unambiguous (a whole document), of their own document
-    or of a sibling (same family_id, another document)."""
-    out: dict[str, list[str]] = {"own document": [], "a sibling": []}
-    for source, kb in kbs.items():
-        index = PassageIndex(kb["doc_id"].tolist(), kb["text"].tolist())
-        for c in (c for c in chunks if c.source == source and c.kind == "in-corpus" and c.shared):
-            row = kb[kb["doc_id"] == c.truth].iloc[0]
-            family = kb[(kb["family_id"] == row["family_id"]) & (kb["doc_id"] != c.truth)]
-            anchors = [("own document", row)]
-            if row["family_id"] != "" and not family.empty:
-                anchors.append(("a sibling", family.iloc[rng.randrange(len(family))]))
-            for label, anchor in anchors:
-                first = index.resolve([c.text, str(anchor["text"])])[0]
-                out[label].append(outcome(c, [] if first is None else [index.doc_ids[first]]))
-    return out
+    n, total = Counter(rows), len(rows) or 1
+    return " ".join(f"{k[:5]} {100 * n[k] / total:5.1f}" for k in ("right", "wrong", "unmatched"))
 
 
 # --------------------------------------------------------------------------- main
 def build() -> tuple[list[Chunk], dict[str, pd.DataFrame]]:
     rng = random.Random(SEED)
-    full = {
-        "demo-zh": generate_demo_corpus(N_DEMO, "zh", seed=SEED),
-        "demo-en": generate_demo_corpus(N_DEMO, "en", seed=SEED),
-        "example": example_corpus(),
+    example, example_cols = example_corpus()
+    alder, alder_cols = port_alder()
+    sources = {
+        "demo-zh": Source(
+            "demo-zh", generate_demo_corpus(N_DEMO, "zh", seed=SEED), USER_LABELS["zh"], "zh"
+        ),
+        "demo-en": Source(
+            "demo-en", generate_demo_corpus(N_DEMO, "en", seed=SEED), USER_LABELS["en"], "en"
+        ),
+        "example": Source("example", example, example_cols, "zh"),
+        "port-alder": Source("port-alder", alder, alder_cols, "en"),
     }
-    foreign_of = {"demo-zh": "example", "example": "demo-zh"}
+    foreign_of = {"demo-zh": "example", "example": "demo-zh", "port-alder": "demo-en"}
     chunks, kbs = [], {}
-    for source, corpus in full.items():
-        kb, held = split(corpus, rng)
-        kbs[source] = kb
-        part = chunks_from(kb, PER_FORM, source, "in-corpus", FORMS, rng)
-        part += chunks_from(held, PER_OUTSIDE, source, "held-out", ("exact", "edited"), rng)
-        if source in foreign_of:
-            other = full[foreign_of[source]]
-            part += chunks_from(other, PER_OUTSIDE, source, "foreign", ("exact", "edited"), rng)
+    for name, src in sources.items():
+        kb, held = split(src.corpus, rng)
+        kbs[name] = kb
+        part = src.chunks(kb, SLICES, "in-corpus", FORMS, rng)
+        part += src.chunks(held, OUTSIDE, "held-out", ("relabelled", "messy"), rng)
+        if name in foreign_of:
+            other = sources[foreign_of[name]]
+            foreign = other.chunks(other.corpus, OUTSIDE, "foreign", ("relabelled", "messy"), rng)
+            for c in foreign:
+                c.source = name
+            part += foreign
         mark(part, kb)
         chunks += part
     return chunks, kbs
 
 
-def main() -> None:
-    chunks, kbs = build()
-    results: list[tuple[list[str], float]] = []
+def report(chunks, kbs, matchers) -> dict[str, list[str]]:
+    marks: dict[str, list[str]] = {}
+    for label, m in matchers.items():
+        marks[label] = []
+        for source, kb in kbs.items():
+            marks[label] += mapped(m, kb, [c for c in chunks if c.source == source])
+    order = [c for s in kbs for c in chunks if c.source == s]
+    chunks[:] = order
+    print("In-corpus chunks by source / form / truth: " + " | ".join(matchers))
+    groups: dict[tuple, list[int]] = {}
+    for i, c in enumerate(chunks):
+        if c.kind == "in-corpus":
+            groups.setdefault((c.source, c.form, "shared" if c.shared else "unique"), []).append(i)
+            groups.setdefault((c.source, "ALL", "shared" if c.shared else "unique"), []).append(i)
+    for key in sorted(groups):
+        idx = groups[key]
+        cells = " | ".join(shares([marks[m][i] for i in idx]) for m in matchers)
+        print(f"  {' / '.join(key):34s} n={len(idx):4d}  {cells}")
+    print("\nOut-of-corpus chunks (any match is wrong) by source / kind / form:")
+    out: dict[tuple, list[int]] = {}
+    for i, c in enumerate(chunks):
+        if c.kind != "in-corpus" and not c.inside:
+            out.setdefault((c.source, c.kind, c.form), []).append(i)
+    for key in sorted(out):
+        cells = " | ".join(shares([marks[m][i] for i in out[key]]) for m in matchers)
+        print(f"  {' / '.join(key):34s} n={len(out[key]):4d}  {cells}")
+    inside = sum(c.inside for c in chunks)
+    print(f"  ({inside} out-of-corpus chunks held by a knowledge-base document: left out)")
+    return marks
+
+
+def truths(chunks, marks) -> tuple[list[str], list[str], list[str]]:
+    """The outcomes of unique and shared in-corpus chunks and of distinguishable outside ones."""
+    pairs = list(zip(chunks, marks, strict=True))
+    return (
+        [m for c, m in pairs if c.kind == "in-corpus" and not c.shared],
+        [m for c, m in pairs if c.kind == "in-corpus" and c.shared],
+        [m for c, m in pairs if c.kind != "in-corpus" and not c.inside],
+    )
+
+
+def pct(rows: list[str], what: str) -> float:
+    return 100 * rows.count(what) / (len(rows) or 1)
+
+
+def sweep(chunks, kbs) -> None:
+    print("\nSweep (current matcher): unique right/wrong, shared wrong, out-of-corpus matched")
+    keep = (passages.MIN_EVIDENCE, passages.MARGIN, passages.RATIO)
+    for evidence, margin, ratio in itertools.product((0.3, 0.5, 0.6), (2, 3), (2.0, 3.0)):
+        passages.MIN_EVIDENCE, passages.MARGIN, passages.RATIO = evidence, margin, ratio
+        marks = [
+            m
+            for s, kb in kbs.items()
+            for m in mapped(passages, kb, [c for c in chunks if c.source == s])
+        ]
+        uniq, shar, outs = truths(chunks, marks)
+        print(
+            f"  MIN_EVIDENCE {evidence:.1f} MARGIN {margin} RATIO {ratio:.0f}: unique right "
+            f"{pct(uniq, 'right'):5.1f} wrong {pct(uniq, 'wrong'):4.1f} | shared wrong "
+            f"{pct(shar, 'wrong'):4.1f} | out-of-corpus matched {pct(outs, 'wrong'):4.1f}"
+        )
+    passages.MIN_EVIDENCE, passages.MARGIN, passages.RATIO = keep
+
+
+def with_context(chunks, kbs, rng) -> None:
+    """Shared in-corpus chunks at rank 1 of a question whose rank 2 is a whole user text of their
+    own document or of a sibling (`PassageIndex.resolve`, as `map_passages` does)."""
+    print("\nShared chunks beside a second chunk (current matcher) of:")
+    rows: dict[str, list[str]] = {"own document": [], "a sibling": []}
     for source, kb in kbs.items():
         index = PassageIndex(kb["doc_id"].tolist(), kb["text"].tolist())
-        results += scored([c for c in chunks if c.source == source], index)
-    threshold = passages.FUZZY_THRESHOLD
-    marks = outcomes(chunks, results, threshold)
-    inside = sum(c.inside for c in chunks)
-    print(f"{len(chunks)} chunks ({inside} out-of-corpus chunks inside a knowledge-base document: ")
-    print("  indistinguishable, left out); threshold", threshold, "\n")
-    print("In-corpus chunks by source / form:")
-    table(*_only(chunks, marks, "in-corpus"), key=lambda c: (c.source, c.form))
-    print("\nIn-corpus chunks by source / length band (characters):")
-    table(*_only(chunks, marks, "in-corpus"), key=lambda c: (c.source, band(c.length)))
-    print("\nOut-of-corpus chunks (any match is wrong) by source / kind / form:")
-    table(*_outside(chunks, marks), key=lambda c: (c.source, c.kind, c.form))
-    sweep(chunks, results)
-    print("\nShared in-corpus chunks mapped beside a second, unambiguous chunk of:")
-    for label, rows in with_context(chunks, kbs, random.Random(SEED)).items():
-        print(f"  {label:14s} n={len(rows):4d}  {shares(rows)}")
-    timing()
-    headline(chunks, marks)
+        for c in (c for c in chunks if c.source == source and c.kind == "in-corpus" and c.shared):
+            row = kb[kb["doc_id"] == c.truth].iloc[0]
+            fam = kb[(kb["family_id"] == row["family_id"]) & (kb["doc_id"] != c.truth)]
+            anchors = [("own document", row)]
+            if row["family_id"] != "" and not fam.empty:
+                anchors.append(("a sibling", fam.iloc[rng.randrange(len(fam))]))
+            for label, anchor in anchors:
+                got = index.resolve([c.text, str(anchor["text"])])[0]
+                doc = None if got is None else index.doc_ids[got]
+                rows[label].append(
+                    "unmatched" if doc is None else "right" if doc == c.truth else "wrong"
+                )
+    for label, marks in rows.items():
+        print(f"  {label:14s} n={len(marks):4d}  {shares(marks)}")
 
 
-def _only(chunks, marks, kind):
-    pairs = [(c, m) for c, m in zip(chunks, marks, strict=True) if c.kind == kind]
-    return [c for c, _ in pairs], [m for _, m in pairs]
-
-
-def _outside(chunks, marks):
-    pairs = [(c, m) for c, m in zip(chunks, marks, strict=True) if c.kind != "in-corpus"]
-    return [c for c, _ in pairs], [m for _, m in pairs]
-
-
-def sweep(chunks, results) -> None:
-    print("\nThreshold sweep: in-corpus altered chunks (not exact) / out-of-corpus chunks")
-    for t in THRESHOLDS:
-        marks = outcomes(chunks, results, t)
-        inn = [m for c, m in zip(chunks, marks, strict=True) if c.kind == "in-corpus"]
-        alt = [
-            m
-            for c, m in zip(chunks, marks, strict=True)
-            if c.kind == "in-corpus" and c.form != "exact"
-        ]
-        out = [
-            m for c, m in zip(chunks, marks, strict=True) if c.kind != "in-corpus" and not c.inside
-        ]
+def timing(matchers) -> None:
+    """CPU seconds of one `map_passages` call: 600 questions x 8 chunks (half our rendering,
+    half the user's, messy) against a 3,000-item demo corpus."""
+    rng = random.Random(SEED)
+    corpus = generate_demo_corpus(3000, "zh", seed=SEED)
+    src = Source("t", corpus, USER_LABELS["zh"], "zh")
+    lists = [
+        [c.text for c in src.chunks(corpus, 4, "in-corpus", ("ours", "messy"), rng)]
+        for _ in range(600)
+    ]
+    for label, m in matchers.items():
+        start = time.process_time()
+        m.map_passages(lists, corpus)
         print(
-            f"  {t:3d}: in-corpus {shares(inn)} | altered {shares(alt)} | out-of-corpus "
-            f"matched {100 * out.count('wrong') / len(out):5.1f} %"
+            f"map_passages ({label}), 4,800 chunks against 3,000 documents: "
+            f"{time.process_time() - start:.1f} s CPU"
         )
 
 
-def timing() -> None:
-    """CPU seconds of one `map_passages` call: 600 questions x 8 chunks (half of them edited)
-    against a 3,000-item demo corpus."""
-    rng = random.Random(SEED)
-    corpus = generate_demo_corpus(3000, "zh", seed=SEED)
-    texts = corpus["text"].tolist()
-    lists = [
-        [
-            alter(cut(texts[rng.randrange(len(texts))], rng), ("exact", "edited")[k % 2], rng)
-            for k in range(8)
-        ]
-        for _ in range(600)
-    ]
-    start = time.process_time()
-    passages.map_passages(lists, corpus)
-    seconds = time.process_time() - start
-    print(f"\nmap_passages, 4,800 chunks against 3,000 documents: {seconds:.1f} s CPU")
-
-
-def headline(chunks, marks) -> None:
-    inn = [m for c, m in zip(chunks, marks, strict=True) if c.kind == "in-corpus"]
-    own = [m for c, m in zip(chunks, marks, strict=True) if c.kind == "in-corpus" and not c.shared]
-    out = [m for c, m in zip(chunks, marks, strict=True) if c.kind != "in-corpus" and not c.inside]
-    print(f"\nIn-corpus chunks, all ({len(inn)}): {shares(inn)}")
-    print(f"In-corpus chunks whose text is in one document only ({len(own)}): {shares(own)}")
-    print(f"Out-of-corpus chunks matched to a document: {out.count('wrong')} of {len(out)}")
-    print(f"passage_mapping_in_corpus_wrong: {inn.count('wrong') / len(inn):.4f}")
-    print(f"passage_mapping_out_of_corpus_matched: {out.count('wrong') / len(out):.4f}")
+def main() -> None:
+    chunks, kbs = build()
+    matchers = {"after": passages}
+    before = main_matcher()
+    if before is not None:
+        matchers = {"before": before, "after": passages}
+    marks = report(chunks, kbs, matchers)
+    sweep(chunks, kbs)
+    with_context(chunks, kbs, random.Random(SEED))
+    print()
+    timing(matchers)
+    for label in matchers:
+        uniq, shar, outs = truths(chunks, marks[label])
+        print(f"\n{label}: unique in-corpus chunks ({len(uniq)}): {shares(uniq)}")
+        print(f"{label}: shared in-corpus chunks ({len(shar)}): {shares(shar)}")
+        print(f"{label}: out-of-corpus chunks ({len(outs)}): matched {pct(outs, 'wrong'):.1f} %")
+    uniq, shar, outs = truths(chunks, marks["after"])
+    print(f"\npassage_mapping_wrong_unique: {uniq.count('wrong') / len(uniq):.4f}")
+    print(f"passage_mapping_wrong_shared: {shar.count('wrong') / len(shar):.4f}")
+    print(f"passage_mapping_out_of_corpus_matched: {outs.count('wrong') / len(outs):.4f}")
+    print(f"passage_mapping_right_unique: {uniq.count('right') / len(uniq):.4f}")
 
 
 if __name__ == "__main__":

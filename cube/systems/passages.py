@@ -2,40 +2,55 @@
 
 A system that reports what it retrieved as texts (ragas' `retrieved_contexts`, DeepEval's
 `retrieval_context`, an HTTP service returning its chunks) gives no doc ids, yet R@k needs
-them. `map_passages` finds, for each passage, the corpus document (`corpus.text`, the rendered
-"label：value" guide of `cube.kb.document`) it was cut from:
+them. `map_passages` finds, for each passage, the corpus document it was cut from BY WHAT IT
+SAYS: the user's chunker wrote the document with the user's own field labels, in its own field
+order, wrapped and punctuated its own way, not as the workbench renders it (`corpus.text`, the
+"label：value" guide of `cube.kb.document`). So:
 
-1. Exact containment. Passage and documents are compared after `normalise`: Unicode NFKC
-   (full-width "：" and "（" become ":" and "("), case folded, Markdown bold marks, bullets,
-   heading marks and ellipses dropped (RAGFlow shows a chunk as "- **事项名称**：...", a cut
-   chunk often ends in "..." or "…"), every whitespace character removed (chunkers re-wrap
-   lines, and Chinese text has no spaces to lose). A passage contained in exactly one document
-   maps to it.
-2. Fuzzy match, for passages contained in no document (a chunker that changed a few
-   characters, cut a word, dropped a label): rapidfuzz scores the passage against the
-   `CANDIDATES` documents sharing most of its rare character 4-grams; the best document
-   scoring at least `FUZZY_THRESHOLD` (0-100) maps, when no other document scores within
-   `TIE_MARGIN` of it. `fuzzy_score` says how a score is made.
-3. Ties. A passage contained in several documents (the near-duplicate items of a family share
-   most of their text: the same requirements, procedure and materials across regions), or
-   scoring equally on several, is ambiguous. Rule (`PassageIndex.resolve`): it maps to a
-   document an unambiguous passage of the SAME question mapped to, when that document fits it
-   as well as its best (the earliest-ranked such document: a second chunk of a document the
-   system retrieved); otherwise it stays unmatched. No arbitrary pick: a sibling chosen by
-   corpus order would count a retrieval hit or miss that nothing in the passage supports. The
-   rule never adds a document to a list; at most it moves a listed one up.
+1. Content form (`normalise`). Both sides are compared as Unicode NFKC, case folded, with every
+   character that is not a letter or a digit removed: whitespace, punctuation (full-width or
+   not), Markdown marks, bullets, ellipses. Re-wrapped lines, "：" for ":" or ";" for "," change
+   nothing. A document is held twice: its whole rendering, and its field VALUES with the
+   workbench's labels taken out (`cube.config.schema` FIELD_LABELS and EXTRA_LABELS, in both
+   languages, at the start of a line), joined in order: a chunk that carries values and no
+   labels, or other labels, is then text of the document too.
+2. Contained. The passage's content form inside exactly one document (whole or values) maps
+   to it; inside several, it is a tie (step 5).
+3. Pieces. A passage written as lines of "Label: value" with the user's labels: each line's
+   label (a short head before the first ":" or "：", `_USER_LABEL`) is cut off, and a document
+   holding every piece (in any order: the user's fields need not be in ours) is the match;
+   several such documents are a tie.
+4. Ranked. Otherwise (lines joined so labels sit mid-line, a few characters edited, a cut
+   word), the passage's character 4-grams (of the content form) are compared with each
+   candidate document's: the document holding most of them is the match when it holds at
+   least `MIN_COVER` of the grams some document holds (a user's label is in no document: it
+   must not count against the match) and `MIN_EVIDENCE` of all, and BEATS every other
+   candidate: it holds at least `MARGIN` of the passage's grams that the other does not, and
+   at least `RATIO` times as many as the other holds that it does not. Near-duplicate
+   siblings (one service in several regions) differ in a few grams (the region, the agency,
+   the address): a chunk that carries them beats its siblings; one that does not is a tie,
+   never a pick. Grams are compared as sets, so the order of the user's fields does not
+   matter, and a user label costs only the grams it spans. Sets lose order ("D00066" and
+   "D00660" share their 4-grams), so documents still tied are compared again by
+   `LONG_GRAM`-grams, where the winner must also hold every long gram a rival holds.
+5. Ties. A passage that several documents hold (or cover alike) is ambiguous: the items of a
+   family share whole sections. It maps to a document that an unambiguous passage of the SAME
+   question mapped to, when that document fits it as well (the earliest-ranked one: a second
+   chunk of a document the system retrieved); otherwise it stays unmatched. No arbitrary pick:
+   a sibling chosen by corpus order would count a hit or miss that nothing in the passage
+   supports. The rule never adds a document to a list; at most it moves a listed one up.
 
-Unmatched passages (no document, a fuzzy score under the threshold, an unresolved tie, an
-empty passage) keep their rank as `unmapped:passage<k>` (a miss, never moving the passages
-after them up) and are counted. The threshold and the error rates (right,
-wrong and unmatched shares by chunk length, with near-duplicate siblings present and for text
-not in the corpus) are `benchmarks/passage_mapping.py`'s; docs/measurements.md holds the
-figures, docs/explanation/passage-mapping.md what they mean.
+Unmatched passages (no document, too little coverage, an unresolved tie, an empty passage)
+keep their rank as `unmapped:passage<k>` (a miss, never moving the passages after them up) and
+are counted. `explain_passages` gives each passage's document and how it was found (or why
+not). The constants and the error rates (right, wrong and unmatched shares on re-labelled,
+re-ordered, re-wrapped and re-punctuated chunks of three knowledge bases, unique or shared by
+siblings, before and after) are `benchmarks/passage_mapping.py`'s; the figures are in
+docs/explanation/passage-mapping.md.
 
-Speed: a character 4-gram index (gram -> documents holding it) picks the candidates, so a
-passage costs a few numpy array sums, a few `in` tests and at most `CANDIDATES` rapidfuzz
-scores, not one per document; the same passage text is matched once per index (per call of
-`map_passages`).
+Speed: a 4-gram index (gram -> documents holding it) picks the candidates from a passage's
+rarest grams, so a passage costs a few numpy sums, a few `in` tests and at most `CANDIDATES`
+set intersections, not one per document; a passage text is matched once per index.
 """
 
 from __future__ import annotations
@@ -44,67 +59,97 @@ import re
 import unicodedata
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from rapidfuzz import fuzz
 
-from cube.config.schema import require_columns
+from cube.config.schema import EXTRA_LABELS, FIELD_LABELS, require_columns
 
-GRAM = 4  # characters per n-gram of the candidate index
-PROBE = 24  # rarest grams of a passage used to find its candidates
-CANDIDATES = 8  # documents a passage is fuzzy-scored against
-FUZZY_THRESHOLD = 95.0  # rapidfuzz score (0-100) a fuzzy match needs: benchmarks/passage_mapping.py
-TIE_MARGIN = 1.0  # scores this close to the best are a tie (ambiguous)
-MIN_FUZZY_CHARS = 12  # shorter passages (normalised) are matched exactly or not at all
-PIECE = 64  # rapidfuzz's partial_ratio is bit-parallel (fast) for needles up to 64 characters
+GRAM = 4  # characters per n-gram of the candidate index and of the ranked match
+LONG_GRAM = 8  # characters per n-gram of the ranked match's second pass among tied documents
+PROBE = 32  # rarest grams of a passage used to find its candidates
+CANDIDATES = 16  # documents a passage is compared with in the ranked match
+MIN_COVER = 0.6  # share of the passage's known grams the best document must hold (ranked)
+MIN_EVIDENCE = 0.5  # share of ALL the passage's grams it must hold (ranked match)
+MARGIN = 3  # grams the best document must hold that a rival does not (ranked match)
+RATIO = 3.0  # ... and that many times the grams the rival holds that the best does not
+MIN_RANKED_CHARS = 16  # shorter passages (content form) are matched by containment only
 
-_SPACE = re.compile(r"\s+")
-# Markdown a system may wrap a chunk in ("- **事项名称**：...", "## 办理流程"): bold
-# markers anywhere, list bullets and heading hashes at a line's start; and the ellipsis a
-# system marks a cut chunk with ("..." after NFKC turns "…" into it).
-_MARKUP = re.compile(r"\*\*|__|^[ \t]*(?:[-*+]|#{1,6})[ \t]+|\.{3,}", re.M)
+_NOT_CONTENT = re.compile(r"[\W_]+")
+_OUR_LABELS = sorted(
+    {
+        lab
+        for table in (FIELD_LABELS, EXTRA_LABELS)
+        for lang in table.values()
+        for lab in lang.values()
+    },
+    key=len,
+    reverse=True,
+)
+# Our rendering's label at a line's start ("事项名称：", "Item Name: "): taken out for the values.
+_OUR_LABEL = re.compile(rf"^[ \t]*(?:{'|'.join(map(re.escape, _OUR_LABELS))})[ \t]*[:：]", re.M)
+# A user's label at a line's start: a short head before the first colon, no sentence inside it
+# ("- **Who can apply**:", "办理地点："), not a time ("9:00") or a URL ("https://").
+_USER_LABEL = re.compile(
+    r"^[\s\-*+#>]*(?:\*\*)?([^\W\d_][^:：。.!?；;,，、()（）\d\n]{0,29}?)(?:\*\*)?\s*[:：](?!//)"
+)
+
+
+def _as_text(text: object) -> str:
+    """A cell as text: '' for None and NaN (a missing passage in a table)."""
+    if text is None or (isinstance(text, float) and np.isnan(text)):
+        return ""
+    return str(text)
 
 
 def normalise(text: object) -> str:
-    """Text as compared: NFKC, case folded, Markdown emphasis, bullets, heading marks and
-    ellipses dropped, no whitespace ('' for None and NaN)."""
-    if text is None or (isinstance(text, float) and np.isnan(text)):
-        return ""
-    text = _MARKUP.sub("", unicodedata.normalize("NFKC", str(text)))
-    return _SPACE.sub("", text.casefold())
+    """A text's content form: NFKC, case folded, letters and digits only ('' for None, NaN)."""
+    return _NOT_CONTENT.sub("", unicodedata.normalize("NFKC", _as_text(text)).casefold())
 
 
-def _grams(text: str) -> list[str]:
-    return [text[i : i + GRAM] for i in range(len(text) - GRAM + 1)]
+def values_text(text: object) -> str:
+    """A rendered document with the workbench's labels taken out (its field values, in order)."""
+    return _OUR_LABEL.sub("", _as_text(text))
 
 
-def fuzzy_score(passage: str, document: str) -> float:
-    """How well a (normalised) passage fits somewhere in a (normalised) document, 0-100.
+def pieces(passage: object) -> list[str]:
+    """A passage's lines with a leading label cut off, in content form (empty ones dropped)."""
+    out = []
+    for line in _as_text(passage).splitlines():
+        m = _USER_LABEL.match(line)
+        text = normalise(line[m.end() :] if m else line)
+        if text:
+            out.append(text)
+    return out
 
-    A passage up to `PIECE` characters, or one longer than the document: rapidfuzz's
-    `fuzz.partial_ratio` (the best-fitting window of the longer text). A longer passage:
-    `fuzz.partial_ratio_alignment` places its head, middle and tail `PIECE` characters in the
-    document, and the passage is scored with `fuzz.ratio` against the document's text of the
-    passage's length at each of those places (the best of the three). partial_ratio of a
-    600-character passage costs about 1.9 ms per document here, ratio 21 us: the three
-    placements keep the sliding search to 64 characters.
-    """
-    if len(passage) <= PIECE or len(passage) >= len(document):
-        return float(fuzz.partial_ratio(passage, document))
-    best = 0.0
-    for start in sorted({0, (len(passage) - PIECE) // 2, len(passage) - PIECE}):
-        where = fuzz.partial_ratio_alignment(passage[start : start + PIECE], document)
-        if where is None:
-            continue
-        # partial_ratio_alignment names the needle src (the piece, shorter) and the window dest
-        at = max(0, min(where.dest_start - start, len(document) - len(passage)))
-        best = max(best, fuzz.ratio(passage, document[at : at + len(passage)]))
-    return best
+
+def _grams(text: str, n: int = GRAM) -> set[str]:
+    return {text[i : i + n] for i in range(len(text) - n + 1)}
+
+
+def _beats(best: set[str], other: set[str]) -> bool:
+    """Whether the grams a document covers (`best`) decide against another's (`other`)."""
+    ahead, behind = len(best - other), len(other - best)
+    return ahead >= MARGIN and ahead >= RATIO * behind
+
+
+@dataclass(frozen=True)
+class Found:
+    """What a passage matched: `docs` (indices, corpus order; one = a match, several = a tie),
+    `how` ('contained', 'pieces', 'ranked', 'none' or 'empty'), `cover` (the share of the
+    passage's known grams the best document holds, 1.0 for containment), `text` (its content
+    form) and `parts` (what a document must hold to fit it: the text, or its pieces)."""
+
+    docs: tuple[int, ...]
+    how: str
+    cover: float = 0.0
+    text: str = ""
+    parts: tuple[str, ...] = ()
 
 
 class PassageIndex:
-    """The corpus documents, normalised, with a character 4-gram index for candidates.
+    """The corpus documents in content form (whole and values), with a 4-gram index.
 
     Args:
         doc_ids: the documents' ids, in corpus order.
@@ -113,91 +158,167 @@ class PassageIndex:
 
     def __init__(self, doc_ids: Sequence[str], texts: Iterable[object]):
         self.doc_ids = [str(d) for d in doc_ids]
-        self.texts = [normalise(t) for t in texts]
+        raw = list(texts)
+        self.texts = [normalise(t) for t in raw]
+        self.values = [normalise(values_text(t)) for t in raw]
         postings: dict[str, list[int]] = defaultdict(list)
-        for i, text in enumerate(self.texts):
-            for gram in set(_grams(text)):
+        self._gramsets: list[set[str]] = []
+        for i, (whole, vals) in enumerate(zip(self.texts, self.values, strict=True)):
+            grams = _grams(whole) | _grams(vals)
+            self._gramsets.append(grams)
+            for gram in grams:
                 postings[gram].append(i)
         self._postings = {g: np.asarray(v, dtype=np.int32) for g, v in postings.items()}
-        self._seen: dict[str, tuple[list[int], float]] = {}
+        self._seen: dict[str, Found] = {}
 
-    def match(self, passage: object, threshold: float = FUZZY_THRESHOLD) -> list[int]:
-        """The documents (indices, corpus order) a passage fits: one, several (a tie) or none;
-        a fuzzy match counts from `threshold` (0-100) up."""
-        docs, score = self.match_scored(passage)
-        return docs if score >= threshold else []
+    def holds(self, doc: int, text: str) -> bool:
+        """Whether document `doc` holds a content-form text (in its rendering or its values)."""
+        return text in self.texts[doc] or text in self.values[doc]
 
-    def match_scored(self, passage: object) -> tuple[list[int], float]:
-        """The documents a passage fits best and their score: 100.0 for containment, else the
-        best fuzzy score (documents within `TIE_MARGIN` of it), whatever the threshold; ([], 0.0)
-        when no document shares a gram or the passage is too short for a fuzzy match."""
-        text = normalise(passage)
-        if not text:
-            return [], 0.0
-        if len(text) < GRAM:  # no gram to look up: scan (rare, and such passages are short)
-            return [i for i, doc in enumerate(self.texts) if text in doc], 100.0
-        grams = set(_grams(text))
-        known = sorted((len(self._postings[g]), g) for g in grams if g in self._postings)
-        if not known:
-            return [], 0.0
-        probe = [g for _, g in known[:PROBE]]
+    def _holding(self, parts: Sequence[str]) -> list[int] | None:
+        """The documents holding every part; None when some gram of them is in no document."""
+        grams = set().union(*(_grams(p) for p in parts))
+        if any(g not in self._postings for g in grams):
+            return None
+        if not grams:  # parts shorter than a gram: scan (rare, and they are short)
+            return [i for i in range(len(self.texts)) if all(self.holds(i, p) for p in parts)]
+        probe = sorted(grams, key=lambda g: len(self._postings[g]))[:PROBE]
         counts = np.bincount(
             np.concatenate([self._postings[g] for g in probe]), minlength=len(self.texts)
         )
-        if len(known) == len(grams):  # every gram occurs somewhere: try containment
-            holding = [
-                int(i) for i in np.flatnonzero(counts == len(probe)) if text in self.texts[i]
-            ]
-            if holding:
-                return holding, 100.0
-        if len(text) < MIN_FUZZY_CHARS:
-            return [], 0.0
-        return self._fuzzy(text, counts)
+        return [
+            int(i)
+            for i in np.flatnonzero(counts == len(probe))
+            if all(self.holds(int(i), p) for p in parts)
+        ]
 
-    def _fuzzy(self, text: str, counts: np.ndarray) -> tuple[list[int], float]:
-        """The best-scoring candidates (within `TIE_MARGIN` of the best) and the best score."""
-        order = np.argsort(-counts, kind="stable")[:CANDIDATES]
-        scored = [(fuzzy_score(text, self.texts[i]), int(i)) for i in order if counts[i] > 0]
-        best = max((s for s, _ in scored), default=0.0)
-        return sorted(i for s, i in scored if s >= best - TIE_MARGIN), best
+    def find(self, passage: object) -> Found:
+        """The documents one passage matches and how (module docstring, steps 2-4), memoised."""
+        key = _as_text(passage)
+        if key not in self._seen:
+            self._seen[key] = self._find(key)
+        return self._seen[key]
 
-    def fits(self, text: str, doc: int, score: float) -> bool:
-        """Whether a (normalised) passage fits document `doc` as well as its best `score`:
-        contained in it (score 100), else a fuzzy score within `TIE_MARGIN` of `score`."""
-        if score >= 100.0:
-            return text in self.texts[doc]
-        return fuzzy_score(text, self.texts[doc]) >= score - TIE_MARGIN
+    def _find(self, passage: str) -> Found:
+        text = normalise(passage)
+        if not text:
+            return Found((), "empty")
+        docs = self._holding([text])
+        if docs:
+            return Found(tuple(docs), "contained", 1.0, text, (text,))
+        parts = tuple(dict.fromkeys(pieces(passage)))
+        held = None
+        if len(parts) > 1 or (parts and parts[0] != text):
+            held = self._holding(parts)
+            if held and len(held) == 1:
+                return Found(tuple(held), "pieces", 1.0, text, parts)
+        ranked = self._ranked(text) if len(text) >= MIN_RANKED_CHARS else None
+        if held:  # the pieces tie: the ranked match may decide among those documents only
+            if ranked and len(ranked.docs) == 1 and ranked.docs[0] in held:
+                return ranked
+            return Found(tuple(held), "pieces", 1.0, text, parts)
+        return ranked or Found((), "none", 0.0, text)
+
+    def _ranked(self, text: str) -> Found:
+        """Step 4: the candidate covering most of the passage's grams, if it beats the rest."""
+        grams = _grams(text)
+        known = sorted((len(self._postings[g]), g) for g in grams if g in self._postings)
+        if not known:
+            return Found((), "none", 0.0, text)
+        counts = np.bincount(
+            np.concatenate([self._postings[g] for _, g in known[:PROBE]]),
+            minlength=len(self.texts),
+        )
+        order = [int(i) for i in np.argsort(-counts, kind="stable")[:CANDIDATES] if counts[i]]
+        cover = {i: grams & self._gramsets[i] for i in order}
+        best = max(order, key=lambda i: len(cover[i]))  # max keeps the first of equals
+        # Grams no document holds (a user's label, an edit) cannot point anywhere: the share
+        # counts the passage's known grams; `MIN_EVIDENCE` of all of them must be held too.
+        share = len(cover[best]) / len(known)
+        if share < MIN_COVER or len(cover[best]) < MIN_EVIDENCE * len(grams):
+            return Found((), "none", share, text)
+        tied = [i for i in order if i == best or not _beats(cover[best], cover[i])]
+        if len(tied) > 1:  # sets of 4-grams lose order ("D00066" and "D00660" share them)
+            tied = self._longer(text, tied)
+        return Found(tuple(sorted(tied)), "ranked", share, text)
+
+    def _longer(self, text: str, tied: list[int]) -> list[int]:
+        """The ranked match's second pass: the tied documents compared by `LONG_GRAM`-grams,
+        the same rule; those none beats."""
+        grams = _grams(text, LONG_GRAM)
+        cover = {i: {g for g in grams if self.holds(i, g)} for i in tied}
+        best = max(tied, key=lambda i: len(cover[i]))
+        return [
+            i
+            for i in tied
+            if i == best or not (_beats(cover[best], cover[i]) and cover[i] <= cover[best])
+        ]
+
+    def fits(self, found: Found, doc: int) -> bool:
+        """Whether document `doc` fits a tied passage as well as its tied documents do."""
+        if doc in found.docs:
+            return True
+        if found.how in ("contained", "pieces"):
+            return all(self.holds(doc, p) for p in found.parts)
+        if found.how != "ranked" or not found.docs:
+            return False
+        grams = _grams(found.text)
+        best = max((grams & self._gramsets[i] for i in found.docs), key=len)
+        return not _beats(best, grams & self._gramsets[doc])
 
     def resolve(self, passages: Sequence[object]) -> list[int | None]:
         """One document (index) or None per passage of ONE question, in rank order.
 
-        A passage fitting several documents (a tie) goes to the earliest-listed document an
-        unambiguous passage of the question mapped to that fits it as well as its best (scored
-        here, so a tie among more documents than `CANDIDATES` resolves too); else it stays
-        unmatched. A tie never adds a document to the list: at most it moves a listed one up to
-        the tied passage's rank. Each distinct passage text is matched once per index.
+        A tied passage goes to the earliest-listed document an unambiguous passage of the
+        question mapped to that fits it as well (`fits`, so a tie among more documents than
+        `CANDIDATES` resolves too); else it stays unmatched. A tie never adds a document to
+        the list: at most it moves a listed one up to the tied passage's rank.
         """
-        texts = [normalise(p) for p in passages]
-        found = [self._found(t) for t in texts]
-        anchors = list(dict.fromkeys(docs[0] for docs, _ in found if len(docs) == 1))
-        out: list[int | None] = []
-        for text, (docs, score) in zip(texts, found, strict=True):
-            if len(docs) == 1:
-                out.append(docs[0])
-            elif docs:
-                out.append(
-                    next((a for a in anchors if a in docs or self.fits(text, a, score)), None)
-                )
-            else:
-                out.append(None)
-        return out
+        found = [self.find(p) for p in passages]
+        anchors = list(dict.fromkeys(f.docs[0] for f in found if len(f.docs) == 1))
 
-    def _found(self, text: str) -> tuple[list[int], float]:
-        """`match_scored` at `FUZZY_THRESHOLD`, memoised (chunks repeat across questions)."""
-        if text not in self._seen:
-            docs, score = self.match_scored(text)
-            self._seen[text] = (docs, score) if score >= FUZZY_THRESHOLD else ([], score)
-        return self._seen[text]
+        def pick(f: Found) -> int | None:
+            if len(f.docs) == 1:
+                return f.docs[0]
+            return next((a for a in anchors if self.fits(f, a)), None) if f.docs else None
+
+        return [pick(f) for f in found]
+
+
+@dataclass(frozen=True)
+class PassageMatch:
+    """One passage's outcome: its doc id (None: unmatched), how it was found ('contained',
+    'pieces', 'ranked', 'tie' resolved by another passage of the question; unmatched: 'tie',
+    'none', 'empty'), the candidates of a tie and the share of its grams the best document
+    holds."""
+
+    doc_id: str | None
+    how: str
+    tied: tuple[str, ...] = ()
+    cover: float = 0.0
+
+
+def explain_passages(lists: list[list[str]], corpus: pd.DataFrame) -> list[list[PassageMatch]]:
+    """Each question's passages with their document and how it was found (or why not).
+
+    Raises:
+        SchemaError: the corpus lacks `doc_id` or `text`.
+    """
+    require_columns(corpus, ("doc_id", "text"), "corpus")
+    index = PassageIndex(corpus["doc_id"].tolist(), corpus["text"].tolist())
+    out = []
+    for passages in lists:
+        picked = index.resolve(passages)
+        row = []
+        for p, doc in zip(passages, picked, strict=True):
+            f = index.find(p)
+            how = f.how if len(f.docs) == 1 else "tie" if f.docs else f.how
+            tied = tuple(index.doc_ids[i] for i in f.docs) if len(f.docs) > 1 else ()
+            row.append(
+                PassageMatch(None if doc is None else index.doc_ids[doc], how, tied, f.cover)
+            )
+        out.append(row)
+    return out
 
 
 def map_passages(lists: list[list[str]], corpus: pd.DataFrame) -> tuple[list[list[str]], int]:
@@ -212,20 +333,18 @@ def map_passages(lists: list[list[str]], corpus: pd.DataFrame) -> tuple[list[lis
         listing, an unmatched passage kept at its rank as `unmapped:passage<k>` (k its 1-based
         position: dropping it would move the passages after it up and inflate R@k); and the
         number of passages left unmatched.
+
+    Raises:
+        SchemaError: the corpus lacks `doc_id` or `text`.
     """
-    require_columns(corpus, ("doc_id", "text"), "corpus")
-    index = PassageIndex(corpus["doc_id"].tolist(), corpus["text"].tolist())
-    out: list[list[str]] = []
-    unmatched = 0
-    for passages in lists:
-        picked = index.resolve(passages)
-        unmatched += sum(i is None for i in picked)
-        out.append(
-            list(
-                dict.fromkeys(
-                    index.doc_ids[i] if i is not None else f"unmapped:passage{k + 1}"
-                    for k, i in enumerate(picked)
-                )
+    explained = explain_passages(lists, corpus)
+    out = [
+        list(
+            dict.fromkeys(
+                m.doc_id if m.doc_id is not None else f"unmapped:passage{k + 1}"
+                for k, m in enumerate(row)
             )
         )
-    return out, unmatched
+        for row in explained
+    ]
+    return out, sum(m.doc_id is None for row in explained for m in row)
