@@ -23,6 +23,13 @@ near-duplicate families present), each answering `QUESTIONS` questions with `K` 
   (NOT measurable: the did-you-mean should name each id meant), `ids 30 % unknown` (NOT
   measurable; the unknown ids are of no document: any did-you-mean would be false).
 
+A tie (a chunk that near-duplicate siblings hold equally) is not a mapping failure: it makes a
+question's R@k undetermined only when the gold document is among the tied ones
+(`cube.systems.retrieved.undetermined`; each simulated question's gold is the first document its
+chunks were cut from, an id system's its first id), and the verdict is withheld when more than the
+share of questions is undetermined (`analysis.max_undetermined_share`, 25 %:
+`cube.systems._measured`). Both rules are applied here.
+
 Printed: per class, the systems withheld and the did-you-mean's right / false suggestions; last,
 as `name: value`, the share of measurable systems withheld (false withholding) and of
 not-measurable ones let through (missed).
@@ -40,12 +47,21 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from cube.kb.demo import generate_demo_corpus  # noqa: E402
-from cube.systems.retrieved import Retrieved, ranked_lists, unmeasured_reasons  # noqa: E402
+from cube.systems.retrieved import (  # noqa: E402
+    Retrieved,
+    ranked_lists,
+    undetermined,
+    unmeasured_reasons,
+)
+
+GOLDS: list[str] = []  # the gold document of each question of the system made last
 
 SEED = 11
 SYSTEMS = 30  # per class
 QUESTIONS = 20
 K = 5
+UNDETERMINED = 0.25  # analysis.max_undetermined_share's default
+IDS: list[str] = []  # the knowledge base's doc ids
 SHARE = 0.10
 FOREIGN = (
     "The harbour ferry timetable changes in winter; boats leave every forty minutes.",
@@ -66,8 +82,11 @@ def passages_system(
     """Each question's K chunks cut from `docs_per_question` documents (a retriever returns several
     chunks of the documents it found; K: one chunk per document, the worst case for ties)."""
     out = []
+    GOLDS.clear()
     for _ in range(QUESTIONS):
-        found = rng.sample(texts, docs_per_question)
+        found = rng.sample(range(len(texts)), docs_per_question)
+        GOLDS.append(IDS[found[0]])
+        found = [texts[i] for i in found]
         items = [
             rng.choice(FOREIGN) + f" ({rng.random():.6f})"
             if rng.random() < foreign
@@ -88,13 +107,16 @@ def ids_system(ids: list[str], how: str, rng: random.Random) -> list[Retrieved]:
             return f"X{rng.randrange(10**6)}"
         return d
 
-    return [Retrieved(ids=[one(d) for d in rng.sample(ids, K)]) for _ in range(QUESTIONS)]
+    drawn = [rng.sample(ids, K) for _ in range(QUESTIONS)]
+    GOLDS[:] = [d[0] for d in drawn]
+    return [Retrieved(ids=[one(d) for d in docs]) for docs in drawn]
 
 
 def main() -> None:
     rng = random.Random(SEED)
     corpus = generate_demo_corpus(300, "en", seed=SEED)
     texts, ids = corpus["text"].astype(str).tolist(), corpus["doc_id"].astype(str).tolist()
+    IDS[:] = ids
     classes = {  # name -> (truth measurable, maker)
         "passages genuine": (True, lambda: passages_system(texts, 0.0, rng)),
         "passages 1 chunk/doc": (True, lambda: passages_system(texts, 0.0, rng, K)),
@@ -109,16 +131,21 @@ def main() -> None:
     }
     false_withheld = missed = measurable = not_measurable = 0
     print(
-        f"{'class':<24}{'truth':>14}{'withheld':>10}{'unmapped':>10}{'dym right':>11}"
+        f"{'class':<24}{'truth':>14}{'withheld':>10}{'unmapped':>10}{'undeterm.':>10}"
+        f"{'dym right':>11}"
         f"{'dym false':>11}"
     )
     for name, (truth, make) in classes.items():
-        withheld = right = false = read = unmapped = 0
+        withheld = right = false = read = unmapped = unsure = 0
         for _ in range(SYSTEMS):
             lists = ranked_lists(make(), corpus, K)
             read += lists.passages + lists.ids
             unmapped += lists.unmapped
-            withheld += bool(unmeasured_reasons(lists, SHARE))
+            n_unsure = sum(undetermined(g, d) for g, d in zip(GOLDS, lists.lists, strict=True))
+            unsure += n_unsure
+            withheld += (
+                bool(unmeasured_reasons(lists, SHARE)) or n_unsure / QUESTIONS > UNDETERMINED
+            )
             for wrong, meant in lists.did_you_mean.items():
                 ok = meant in ids and wrong.strip().casefold() == meant.casefold()
                 right, false = right + ok, false + (not ok)
@@ -130,7 +157,8 @@ def main() -> None:
             missed += SYSTEMS - withheld
         label = "measurable" if truth else "not measured"
         print(
-            f"{name:<24}{label:>14}{withheld:>7}/{SYSTEMS}{unmapped / read:>10.1%}{right:>11}"
+            f"{name:<24}{label:>14}{withheld:>7}/{SYSTEMS}{unmapped / read:>10.1%}"
+            f"{unsure / (SYSTEMS * QUESTIONS):>10.1%}{right:>11}"
             f"{false:>11}"
         )
     print(f"false_withheld_share: {false_withheld / measurable:.3f}")

@@ -536,6 +536,15 @@ class AnalysisParams(StrictModel):
         "of a system's retrieved passages matched no document, or of its retrieved ids are not "
         "knowledge-base doc ids; the count and the fix are given.",
     )
+    max_undetermined_share: float = Field(
+        0.25,
+        ge=0,
+        le=1,
+        description="A question's R@k is undetermined when a retrieved passage that "
+        "near-duplicate documents (the gold one among them) hold equally stands before the gold's "
+        "rank: such questions are left out of R@k and the analysis (counted, never misses), and "
+        "the verdict is withheld when a larger share of the questions is undetermined.",
+    )
     sequential: SequentialParams | None = Field(
         None,
         description="Sequential evaluation (`cube run --until-settled`): null runs every question.",

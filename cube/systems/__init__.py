@@ -42,6 +42,7 @@ import pandas as pd
 from cube.config.params import Params
 from cube.config.schema import QUESTION_COLUMNS, require_columns
 from cube.config.sections import (
+    AnalysisParams,
     BuiltinSystem,
     HttpSystem,
     ImportedSystem,
@@ -52,7 +53,13 @@ from cube.llm import make_model
 from cube.systems import extractive  # noqa: F401  (registers the offline extractive answerer with cube.llm)
 from cube.systems.base import ANSWERS_COLUMNS, System, answers_frame
 from cube.systems.python_system import Question, SystemAnswer
-from cube.systems.retrieved import Retrieved, RetrievedLists, ranked_lists, unmeasured_reasons
+from cube.systems.retrieved import (
+    Retrieved,
+    RetrievedLists,
+    ranked_lists,
+    undetermined,
+    unmeasured_reasons,
+)
 
 __all__ = [
     "ANSWERS_COLUMNS",
@@ -195,7 +202,7 @@ def build_answers(
             df = system.answer(questions, corpus, progress=progress)
         dropped[sp.name] = int(df.attrs.get("dropped", 0))
         unmapped[sp.name] = int(df.attrs.get("unmapped", 0))
-        _measured(df, sp.name, params.analysis.max_unmapped_share, retrieval, unmeasured)
+        _measured(df, sp.name, params.analysis, retrieval, unmeasured)
         if "region_filter" in df.attrs:
             region_filter[sp.name] = dict(df.attrs["region_filter"])
         rag_parts[sp.name] = df
@@ -242,18 +249,53 @@ def build_answers(
 def _measured(
     df: pd.DataFrame,
     name: str,
-    max_share: float,
+    analysis: AnalysisParams,
     retrieval: dict[str, dict[str, int]],
     unmeasured: dict[str, list[str]],
 ) -> None:
     """A system's retrieval counts into `retrieval`; when too much of it did not map
-    (`cube.systems.retrieved.unmeasured_reasons`), its reasons into `unmeasured` and every row's
-    `retrieval_ok` False: its R@k is not measured (undefined), never a row of misses."""
+    (`cube.systems.retrieved.unmeasured_reasons`), or too many questions' R@k cannot be told
+    (a tie among near-duplicates that may be the gold document: `undetermined`; more than
+    `analysis.max_undetermined_share`), its reasons into `unmeasured` and every row's
+    `retrieval_ok` False: its R@k is not measured (undefined), never a row of misses. Below that
+    share, only the undetermined questions' `retrieval_ok` is False (left out of R@k and the
+    analysis, counted in `retrieval`: R@k on the rest, which leaves out questions whose gold may
+    have been retrieved, so it errs low, never high)."""
+    max_share = analysis.max_unmapped_share
     lists = df.attrs.pop("retrieved", None)  # not JSON: the table's attrs go to Parquet
     if lists is None:
         return
     retrieval[name] = lists.summary()
     reasons = unmeasured_reasons(lists, max_share)
+    known = df["retrieval_ok"].astype(bool)
+    unsure = known & pd.Series(
+        [
+            undetermined(str(g), d)
+            for g, d in zip(df["doc_id"], df["retrieved_doc_ids"], strict=True)
+        ],
+        index=df.index,
+    )
+    retrieval[name]["undetermined_questions"] = int(unsure.sum())
+    if unsure.any():
+        df.loc[unsure, "retrieval_ok"] = False
+        asked = int(known.sum())
+        share = f"{int(unsure.sum())} of {asked} questions"
+        if unsure.sum() / max(asked, 1) > analysis.max_undetermined_share:
+            reasons.append(
+                f"R@k undetermined for {share}: a retrieved passage that near-duplicate documents "
+                "(the gold one among them) hold equally does not say which was retrieved "
+                "(more than analysis.max_undetermined_share = "
+                f"{analysis.max_undetermined_share:.0%}; give the system's "
+                "document ids, or passages that name what sets the documents apart, such as the "
+                "region; docs/explanation/passage-mapping.md)"
+            )
+        else:
+            warnings.warn(
+                f"system {name!r}: R@k undetermined for {share} (a passage near-duplicate "
+                "documents hold equally, the gold one among them): left out of R@k and the "
+                "analysis, not counted as misses",
+                stacklevel=3,
+            )
     if reasons:
         unmeasured[name] = reasons
         df["retrieval_ok"] = False

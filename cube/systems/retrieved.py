@@ -13,9 +13,17 @@ ranked doc ids, and every kind turns a reply into them the same way (`ranked_lis
 - a document listed again keeps its first rank;
 - the list is cut at the system's `top_n` (and whether it was longer is kept per list).
 
-The two kinds of miss are counted apart, each with what was read (`RetrievedLists`): passages no
-document matched, ids not in the knowledge base (with a "did you mean": the knowledge-base id equal
-to it once case and surrounding whitespace are ignored, `did_you_mean`). `unmeasured_reasons` says
+A passage that near-duplicate documents hold equally (siblings that differ only by region) and
+that no other passage of its question settles is a tie: it keeps its rank as
+`unmapped:passage<k>:tied:<id>|<id>...` with the documents it may have come from (`*`: more than
+`cube.systems.passages.CANDIDATES`, any document). A tie is not a mapping failure: when the
+question's gold document is not among the tied ones it is a miss like any other, and when it is,
+the question's R@k is undetermined (`undetermined`), never counted as a miss nor as a hit.
+
+The kinds of miss are counted apart, each with what was read (`RetrievedLists`): passages no
+document matched, ties, ids not in the knowledge base (with a "did you mean": the knowledge-base
+id equal to it once case and surrounding whitespace are ignored, `did_you_mean`).
+`unmeasured_reasons` says
 when more than a share of either did not map (`analysis.max_unmapped_share`): then the system's
 retrieval was not measured, and scoring its lists would count an unreadable reply as a miss.
 """
@@ -28,6 +36,8 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 UNMAPPED = "unmapped:"
+TIED = ":tied:"  # an unresolved tie's marker: unmapped:passage<k>:tied:D1|D2 (module docstring)
+ANY = "*"  # a tie among more documents than the matcher compares: any document
 
 
 @dataclass(frozen=True)
@@ -46,7 +56,8 @@ class RetrievedLists:
         lists: per reply, doc ids in rank order (misses as `unmapped:...`), at most `top_n`.
         long: per reply, whether its list was longer than `top_n` before the cut.
         passages: passages read (replies mapped by passage).
-        unmapped_passages: of those, how many matched no document (or several equally).
+        unmapped_passages: of those, how many matched no document (text of none).
+        tied_passages: of those, how many near-duplicate documents hold equally (unresolved).
         ids: distinct ids read per reply, summed (replies read by id).
         unknown_ids: of those, the ids the knowledge base does not have, in order of reading.
         did_you_mean: unknown id -> the knowledge-base id it equals ignoring case and whitespace.
@@ -56,6 +67,7 @@ class RetrievedLists:
     long: list[bool]
     passages: int = 0
     unmapped_passages: int = 0
+    tied_passages: int = 0
     ids: int = 0
     unknown_ids: list[str] = field(default_factory=list)
     did_you_mean: dict[str, str] = field(default_factory=dict)
@@ -75,6 +87,7 @@ class RetrievedLists:
         return {
             "passages": self.passages,
             "unmapped_passages": self.unmapped_passages,
+            "tied_passages": self.tied_passages,
             "ids": self.ids,
             "unknown_ids": len(self.unknown_ids),
         }
@@ -111,13 +124,10 @@ def ranked_lists(
     ]
     out = RetrievedLists(lists=lists, long=[])
     if by_passage:
-        from cube.systems.passages import map_passages
-
         texts = [list(replies[i].passages or []) for i in by_passage]  # type: ignore[union-attr]
-        mapped, out.unmapped_passages = map_passages(texts, corpus)
         out.passages = sum(len(t) for t in texts)
-        for i, docs in zip(by_passage, mapped, strict=True):
-            lists[i] = list(docs)
+        for i, docs in zip(by_passage, _mapped(texts, corpus, out), strict=True):
+            lists[i] = docs
     unknown: list[str] = []
     passage_replies = set(by_passage)
     for i, r in enumerate(replies):
@@ -136,6 +146,49 @@ def ranked_lists(
     return out
 
 
+def _mapped(texts: list[list[str]], corpus: pd.DataFrame, out: RetrievedLists) -> list[list[str]]:
+    """Each reply's passages as doc ids (`cube.systems.passages.explain_passages`): a match its
+    document, an unresolved tie `unmapped:passage<k>:tied:...`, text of no document
+    `unmapped:passage<k>`; the misses counted into `out`."""
+    from cube.systems.passages import CANDIDATES, explain_passages
+
+    lists = []
+    for row in explain_passages(texts, corpus):
+        docs = []
+        for k, m in enumerate(row, start=1):
+            if m.doc_id is not None:
+                docs.append(m.doc_id)
+            elif m.tied:
+                out.tied_passages += 1
+                tied = ANY if len(m.tied) >= CANDIDATES else "|".join(m.tied)
+                docs.append(f"{UNMAPPED}passage{k}{TIED}{tied}")
+            else:
+                out.unmapped_passages += 1
+                docs.append(f"{UNMAPPED}passage{k}")
+        lists.append(docs)
+    return lists
+
+
+def tied_with(entry: str) -> set[str] | None:
+    """The documents an unresolved tie's entry may have come from ({'*'}: any); None: no tie."""
+    if not entry.startswith(UNMAPPED) or TIED not in entry:
+        return None
+    return set(entry.split(TIED, 1)[1].split("|"))
+
+
+def undetermined(gold: str, docs: Sequence[str]) -> bool:
+    """Whether a question's R@k cannot be told from its list: a tie that may be the gold document
+    stands before the gold's own rank (or anywhere, when the gold is not listed). A tie among
+    other documents is a miss like any other; one after the gold's rank changes nothing."""
+    for d in docs:
+        if d == gold:
+            return False
+        tied = tied_with(str(d))
+        if tied is not None and (gold in tied or ANY in tied):
+            return True
+    return False
+
+
 def unmeasured_reasons(r: RetrievedLists, max_share: float) -> list[str]:
     """Why the retrieval was not measured (empty: it was): more than `max_share` of the passages
     read matched no document, or more than `max_share` of the ids read are not knowledge-base ids.
@@ -143,13 +196,11 @@ def unmeasured_reasons(r: RetrievedLists, max_share: float) -> list[str]:
     out = []
     if r.passages and r.unmapped_passages / r.passages > max_share:
         out.append(
-            f"{r.unmapped_passages} of {r.passages} retrieved passages matched no document (or "
-            "several equally): retrieval not measured (a passage must be text of one "
-            "knowledge-base document: check "
+            f"{r.unmapped_passages} of {r.passages} retrieved passages matched no document: "
+            "retrieval not measured (a passage must be text of one knowledge-base document: check "
             "the field read as passages, an http system's response.retrieved_passages or an "
-            "imported file's `columns:`, and the knowledge base's mapping; a passage that "
-            "near-duplicate documents hold equally does not say which was retrieved: give ids "
-            "when the system has them; docs/explanation/passage-mapping.md)"
+            "imported file's `columns:`, and the knowledge base's mapping; "
+            "docs/explanation/passage-mapping.md)"
         )
     if r.ids and len(r.unknown_ids) / r.ids > max_share:
         distinct = list(dict.fromkeys(r.unknown_ids))

@@ -62,7 +62,7 @@ def test_retrieval_not_measured_above_the_share_with_the_fix():
     every_passage = ranked_lists([Retrieved(passages=["unrelated words"] * 3)], CORPUS, 8)
     reasons = unmeasured_reasons(every_passage, 0.1)
     assert reasons and reasons[0].startswith(
-        "3 of 3 retrieved passages matched no document (or several equally): retrieval not measured"
+        "3 of 3 retrieved passages matched no document: retrieval not measured"
     )
     by_case = ranked_lists([Retrieved(ids=["dog01", "cat02"])], CORPUS, 8)
     (reason,) = unmeasured_reasons(by_case, 0.1)
