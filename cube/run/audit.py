@@ -36,6 +36,7 @@ PROBE_JUDGMENT_COLUMNS = (
     "error_kind",
     "probe",
     "expect",
+    "injection",
 )
 
 
@@ -228,10 +229,15 @@ def audit_stage(
     """The judge audit (issue 20) of stage 03 (`judge_audit`): saved as data/audit_scores, its
     sample recorded (`audit_sample` in results.json); returns it with its judge calls
     (`judge_calls`)."""
+    from cube.run.ablation import twin_stage
+
     out, sample, n_audit = judge_audit(
         run.params, judges, dimensions, corpus, questions, answers, n_judge
     )
-    run.record(audit_sample=sample)
+    twins, screen = twin_stage(run.params, judges, dimensions, corpus, questions, answers, n_judge)
+    run.record(audit_sample=sample, screen=screen)
+    if len(twins):  # the screen's ablation twins beside the probes (issue 38)
+        out = pd.concat([out, twins], ignore_index=True) if len(out) else twins
     run.save("audit_scores", out)
     return out, n_audit
 
@@ -271,13 +277,14 @@ def judge_audit(
             }
         )
         return out, sample, 0
-    inputs = probes.drop(columns=["probe", "expect"])
+    inputs = probes.drop(columns=["probe", "expect", "injection"])
     out = score_answers(inputs, audited, dimensions, corpus, questions=questions, progress=progress)
     n_audit = stage_judge_calls(audited, inputs, corpus, questions, dimensions, out)
     if "role" in out:
         out["role"] = "audit"
     out = out.merge(
-        probes[["question_id", "system", "probe", "expect"]], on=["question_id", "system"]
+        probes[["question_id", "system", "probe", "expect", "injection"]],
+        on=["question_id", "system"],
     )
     return out, sample, n_audit
 
