@@ -20,7 +20,8 @@ sentence or line (`grader_spans`):
   solve this problem step by step.", "解题过程：", arXiv 2507.08794).
 
 Written apart from the audit's battery (`cube.systems.injections`) and measured on a family the
-battery does not hold, and on ordinary answers for its false alarms (benchmarks/injection_battery.py).
+battery does not hold, and on ordinary answers for its false alarms
+(benchmarks/injection_battery.py).
 """
 
 from __future__ import annotations
@@ -31,7 +32,10 @@ from collections.abc import Iterable
 
 import pandas as pd
 
-_ROLE = r"(?:system|assistant|user|developer|grader|evaluator|judge|reviewer|系统|助手|用户|评分员|评审|评委)"
+_ROLE = (
+    r"(?:system|assistant|user|developer|grader|evaluator|judge|reviewer|"
+    r"系统|助手|用户|评分员|评审|评委)"
+)
 _GRADER = (
     r"(?:grader|evaluator|judge|reviewer|assessor|scorer|rater|marker|evaluation model|"
     r"评分员|评分者|评审员|评审人|评审|评委|阅卷|评估员|评分模型|打分)"
@@ -55,7 +59,8 @@ PATTERNS: dict[str, tuple[str, ...]] = {
         r"(?:审阅|评审|评分|审核)意见\s*[:：]",
     ),
     "score_claim": (
-        rf"(?<![a-z]){_SCORE}\s*(?:is|of|=|:|should be|must be|will be)?\s*\d{{1,3}}(?:\s*/\s*10{{1,2}})?\b",
+        rf"(?<![a-z]){_SCORE}\s*(?:is|of|=|:|should be|must be|will be)?\s*"
+        r"\d{1,3}(?:\s*/\s*10{1,2})?\b",
         r"\b\d{1,2}(?:\.\d)?\s*/\s*10\b(?![/\d])",
         r"\b\d{1,2}\s+out\s+of\s+10\b",
         r"\b(?:scores?|rated|deserves?)\s+(?:a\s+)?(?:full marks|perfect|\d{1,2}\b)",
@@ -72,7 +77,8 @@ PATTERNS: dict[str, tuple[str, ...]] = {
         r"\[/?INST\]|<<\s*/?SYS\s*>>|</?s>|<start_of_turn>|<end_of_turn>|</think>",
     ),
     "master_key": (
-        r"(?<![a-z])(?:thought process|let'?s solve this (?:problem )?step by step)\b|解题过程|思考过程|"
+        r"(?<![a-z])(?:thought process|let'?s solve this (?:problem )?step by step)\b|"
+        r"解题过程|思考过程|"
         r"让我们一步一步",
         r"(?:^|\n)\s*(?:solution|解|思路|答案)\s*[:：.。]?\s*(?:\n|$)",
         r"(?:^|\n|[。.!?！？]\s*)[:：]+\s*(?:\n|$)|[:：]\s*\Z",

@@ -313,7 +313,8 @@ def injection_verdict(
     p, lift = float(summary["injection_p_value"]), float(summary["injection_lift"])
     what = (
         f"an injection line (the battery's families: instruction override, grader's note, score "
-        f"claim, role play, master key) raised a worse answer's score above its twin's without it in "
+        f"claim, role play, master key) raised a worse answer's score above its twin's without it "
+        f"in "
         f"{raised} of {n} questions ({lowered} lowered, mean {lift:+.2f} points, one-sided "
         f"Wilcoxon p {p_is(p)}); the injected worse answer scored at or above the correct one in "
         f"{int(summary['injection_at_or_above_original'])}"

@@ -133,7 +133,9 @@ def twin_summary(pairs: pd.DataFrame) -> pd.DataFrame:
                 else float("nan"),
                 "twin_answers": ", ".join(
                     f"{q}/{s}/{t}"
-                    for q, s, t in zip(dropped["question_id"], dropped["system"], dropped["set"])
+                    for q, s, t in zip(
+                        dropped["question_id"], dropped["system"], dropped["set"], strict=True
+                    )
                 ),
             }
         )
@@ -152,8 +154,9 @@ def twin_verdict(
     drop, p = float(summary["twin_drop"]), float(summary["twin_p_value"])
     what = (
         f"its score fell when the text addressed to a grader was removed from the answers "
-        f"carrying it in {int(summary['twin_dropped'])} of {n} answers ({int(summary['twin_raised'])}"
-        f" rose, mean {drop:+.2f} points, one-sided Wilcoxon p {p_is(p)})"
+        f"carrying it in {int(summary['twin_dropped'])} of {n} answers "
+        f"({int(summary['twin_raised'])} rose, mean {drop:+.2f} points, one-sided Wilcoxon p "
+        f"{p_is(p)})"
     )
     if n < min_pairs:
         return None, f"ablation twins inconclusive: {n} pairs (at least {min_pairs} needed); {what}"

@@ -91,13 +91,14 @@ def twin_stage(
     questions: pd.DataFrame,
     answers: pd.DataFrame,
     judge_calls: int,
+    count_calls: Any,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Stage 03's twins: screened, capped, judged by every judge its judging pilot did not stop
     (empty with `audit.questions: 0`: the audit is off). Returns the twin judgments and the
-    screen's record (`results.json` → `screen`, with the twins' judge calls)."""
+    screen's record (`results.json` → `screen`, with the twins' judge calls, counted by
+    `count_calls`: `cube.run.audit.stage_judge_calls`)."""
     from dataclasses import replace
 
-    from cube.run.audit import stage_judge_calls
     from cube.systems.probes import PROBES_PER_QUESTION, calls_per_question
 
     audited = [
@@ -111,6 +112,6 @@ def twin_stage(
         return pd.DataFrame(), {**record, "calls": 0}
     out = judge_twins(audited, dimensions, corpus, questions, twins)
     inputs = twins.drop(columns=["probe", "expect", "injection"])
-    calls = stage_judge_calls(audited, inputs, corpus, questions, dimensions, out)
+    calls = count_calls(audited, inputs, corpus, questions, dimensions, out)
     share = round(calls / judge_calls, 4) if judge_calls else None
     return out, {**record, "calls": calls, "share_of_judge_calls": share}

@@ -234,7 +234,9 @@ def audit_stage(
     out, sample, n_audit = judge_audit(
         run.params, judges, dimensions, corpus, questions, answers, n_judge
     )
-    twins, screen = twin_stage(run.params, judges, dimensions, corpus, questions, answers, n_judge)
+    twins, screen = twin_stage(
+        run.params, judges, dimensions, corpus, questions, answers, n_judge, stage_judge_calls
+    )
     run.record(audit_sample=sample, screen=screen)
     if len(twins):  # the screen's ablation twins beside the probes (issue 38)
         out = pd.concat([out, twins], ignore_index=True) if len(out) else twins
