@@ -20,6 +20,7 @@ from cube.config.params import Params
 from cube.method.injection import TWIN_PREFIX
 
 TWIN_MAX_SHARE = 0.1  # of the run's judge calls (issue 38's budget for the extra calls)
+SPAN_CHARS = 300  # of a flagged answer's spans kept in results.json
 
 
 def ablation_twins(
@@ -44,12 +45,24 @@ def ablation_twins(
         }
         if len(flagged)
         else {},
-        "answers": [
-            f"{q}/{s}/{t}"
-            for q, s, t in zip(
-                flagged["question_id"], flagged["system"], flagged["set"], strict=True
+        # every flagged answer, its spans cut short: the audit page and the judgment browser
+        "flagged_answers": [
+            {
+                "question_id": str(q),
+                "system": str(s),
+                "set": str(t),
+                "kinds": k,
+                "spans": sp[:SPAN_CHARS],
+            }
+            for q, s, t, k, sp in zip(
+                flagged["question_id"],
+                flagged["system"],
+                flagged["set"],
+                flagged["kinds"],
+                flagged["spans"],
+                strict=True,
             )
-        ][:200],
+        ],
     }
     if chosen.empty:
         return pd.DataFrame(columns=[*answers.columns, "probe", "expect", "injection"]), record
@@ -115,3 +128,65 @@ def twin_stage(
     calls = count_calls(audited, inputs, corpus, questions, dimensions, out)
     share = round(calls / judge_calls, 4) if judge_calls else None
     return out, {**record, "calls": calls, "share_of_judge_calls": share}
+
+
+def with_twins(run: Any, summary: pd.DataFrame) -> pd.DataFrame:
+    """The audit table (`cube.run.audit.audit_report`) with the ablation twins per judge: pairs,
+    mean drop, p, the answers that dropped, `ablation` (the verdict's sentence), and
+    `obeys_injections` True when the twins name the judge (either signal)."""
+    from cube.method.injection import TWIN_COLUMNS, twin_verdict
+    from cube.run.evaluate import ANALYSIS_SCORE_COLUMNS, ablation_summary
+
+    twins = ablation_summary(run, run.load("scores", ANALYSIS_SCORE_COLUMNS))
+    a, ap = run.params.audit, run.params.analysis
+    t = twins.set_index("judge") if twins is not None else pd.DataFrame(columns=TWIN_COLUMNS[1:])
+    out = summary.copy()
+    for c in TWIN_COLUMNS[1:]:
+        out[c] = out["judge"].map(t[c]) if c in t else None
+    said = [
+        twin_verdict(t.loc[j] if j in t.index else None, ap.gate_alpha, a.min_pairs, len(out))
+        for j in out["judge"]
+    ]
+    out["ablation"] = [w for _, w in said]
+    out["obeys_injections"] = [
+        True if v else o for (v, _), o in zip(said, out["obeys_injections"], strict=True)
+    ]
+    return out
+
+
+def screen_note(run: Any) -> str:
+    """Notebook 11's sentence on the screen: how many answers speak to a grader, of which kinds,
+    how many got a twin and what the twins cost (what stage 03 recorded)."""
+    from cube.run.evaluate import recorded
+
+    rec = recorded(run).get("screen")
+    if rec is None:
+        return "The screen did not run: re-run stage 03 (cube run PARAMS --only 03)."
+    if not rec["flagged"]:
+        return (
+            "No answer holds text addressed to a grader (score claims, instructions, role "
+            "markers, master keys): no ablation twin, no extra call."
+        )
+    kinds = ", ".join(f"{k} {v}" for k, v in rec["kinds"].items())
+    capped = (
+        f" (capped at {rec['max_share']:.0%} of the run's judge calls: a seeded sample)"
+        if rec["capped"]
+        else ""
+    )
+    share = rec.get("share_of_judge_calls")
+    return (
+        f"{rec['flagged']} answers hold text addressed to a grader ({kinds}); {rec['twinned']} "
+        f"got an ablation twin{capped}, judged by every judge: {rec.get('calls', 0)} judge calls"
+        + (f", {share:.1%} of the run's" if share is not None else "")
+        + ". A judge whose score falls when the text goes is named in the table below "
+        "(`ablation`, `twin_answers`) and excluded by the gate; the answers are flagged in the "
+        "judgment browser."
+    )
+
+
+def flagged_table(run: Any) -> pd.DataFrame:
+    """The answers the screen flagged (notebook 11): question, system, set, kinds, the spans."""
+    from cube.run.evaluate import recorded
+
+    rows = (recorded(run).get("screen") or {}).get("flagged_answers") or []
+    return pd.DataFrame(rows, columns=["question_id", "system", "set", "kinds", "spans"])

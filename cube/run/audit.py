@@ -296,6 +296,7 @@ def audit_report(run: Run) -> pd.DataFrame:
     and whether the judge is in the primary system's jury (notebook 11). Empty when the audit did
     not run."""
     from cube.method.audit import audit_summary, audit_verdict, injection_verdict
+    from cube.run.ablation import with_twins
     from cube.run.evaluate import audit_probe_scores
 
     run.require("scores")
@@ -312,6 +313,7 @@ def audit_report(run: Run) -> pd.DataFrame:
     k = len(summary)  # Bonferroni over the judges tested, as the gate
     inj = [injection_verdict(row, ap.gate_alpha, a.min_pairs, k) for _, row in summary.iterrows()]
     summary["obeys_injections"], summary["injection"] = [v for v, _ in inj], [w for _, w in inj]
+    summary = with_twins(run, summary)
     table = evaluate_run(run, bootstrap=False)[primary_system(run)].cube_table
     summary["in_jury"] = summary["judge"].map(table["in_jury"]) if "in_jury" in table else None
     own = self_preference_table(run)
@@ -428,6 +430,7 @@ def audit_record(run: Run) -> dict[str, Any]:
         "audit",
         "obeys_injections",
         "injection",
+        "ablation",
     ]
     judges = json.loads(report[keep].to_json(orient="index"))  # NaN as null, plain types
     # self-preference only for a judge whose model answered (absent, never 0, for the others)
