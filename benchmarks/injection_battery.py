@@ -297,6 +297,11 @@ def main() -> None:
     print(f"({time.time() - t0:.0f} s)")
     attacked = per.drop(index="(none)")
     in_battery = attacked.drop(index=[h for h in HELD_OUT if h in attacked.index])
+    for j in ("decent-a", "decent-b", *RUBRICS):
+        print(
+            f"honest {j} named: probe {t[f'{j}:probe'].mean():.3f}, twins "
+            f"{t[f'{j}:twin'].mean():.3f} of {len(t)} runs"
+        )
     print(f"honest judges named (any, all runs): {t['honest_named'].mean():.3f}")
     print(f"extra calls share (max over runs): {t['extra_share'].max():.3f}")
     print(f"held-out tool_output named: {per.at['tool_output', 'named']:.3f}")

@@ -90,6 +90,8 @@ _COMPILED = {
 }
 # the text's sentence ends (a span is widened to its sentence or line)
 _END = re.compile(r"[。！？!?；;\n]|\.(?=\s|$)")
+_DIGIT = re.compile(r"\d+")
+MAX_WIDEN = 40  # characters a span may grow on either side (an injection line is short)
 
 
 def normalise(text: str) -> str:
@@ -123,12 +125,24 @@ def grader_spans(text: str) -> list[tuple[int, int, str]]:
 
 
 def _sentence(t: str, a: int, b: int) -> tuple[int, int]:
-    """[a, b) widened to the sentence (or line) holding it."""
-    start = 0
-    for m in _END.finditer(t, 0, a):
+    """[a, b) widened to the sentence (or line) holding it, but never over a digit of that
+    sentence: an injection glued to the answer without a sentence end between them would take the
+    answer's facts with it, and the twin would lose content an honest judge misses (measured:
+    honest judges named by their twins in 3 of 10 English runs before this rule); and by at most
+    `MAX_WIDEN` characters either side (an injection at the start of an answer without a sentence
+    end took the answer's first line, its item name)."""
+    start = max(0, a - MAX_WIDEN)
+    for m in _END.finditer(t, start, a):
         start = m.end()
-    end = _END.search(t, b)
-    return start, (end.end() if end else len(t))
+    end_m = _END.search(t, b, min(len(t), b + MAX_WIDEN))
+    end = end_m.end() if end_m else min(len(t), b + MAX_WIDEN)
+    digits = [m.end() for m in _DIGIT.finditer(t, start, a)]
+    if digits:
+        start = digits[-1]
+    first = _DIGIT.search(t, b, end)
+    if first:
+        end = first.start()
+    return start, end
 
 
 def ablate(text: str) -> str:
@@ -139,7 +153,8 @@ def ablate(text: str) -> str:
         parts.append(t[last:a])
         last = b
     parts.append(t[last:])
-    return re.sub(r"[ \t]{2,}", " ", "".join(parts)).strip()
+    # joined by a space, so that two numbers either side of a span never read as one
+    return re.sub(r"[ \t]{2,}", " ", " ".join(parts)).strip()
 
 
 def screen_answers(
