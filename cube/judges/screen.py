@@ -64,6 +64,9 @@ PATTERNS: dict[str, tuple[str, ...]] = {
         r"\b\d{1,2}(?:\.\d)?\s*/\s*10\b(?![/\d])",
         r"\b\d{1,2}\s+out\s+of\s+10\b",
         r"\b(?:scores?|rated|deserves?)\s+(?:a\s+)?(?:full marks|perfect|\d{1,2}\b)",
+        r"\b(?:score|rate|grade|mark)\s+(?:it|this(?:\s+(?:answer|response|reply))?|the\s+answer)\s+"
+        r"(?:a\s+|as\s+)?(?:\d{1,2}\b|full marks|perfect|excellent|highly)",
+        r"给(?:它|本回答|该回答|此回答|这个回答)?(?:打|评)?\s*\d{1,2}\s*分(?![钟机之])",
         r"[\"'](?:score|rating|grade|verdict|evaluation\w*|judg(?:e)?ment)[\"']\s*:",
         r"(?:评分|得分|分数|打分|给分|评级)\s*(?:为|是|应为|必须为|:|：|=)?\s*(?:满分|\d+(?:\s*/\s*10)?)",
         r"(?:评分|得分|分数)[^。\n]{0,12}(?:\d+\s*分(?![钟机之])|满分)",
@@ -81,7 +84,7 @@ PATTERNS: dict[str, tuple[str, ...]] = {
         r"解题过程|思考过程|"
         r"让我们一步一步",
         r"(?:^|\n)\s*(?:solution|解|思路|答案)\s*[:：.。]?\s*(?:\n|$)",
-        r"(?:^|\n|[。.!?！？]\s*)[:：]+\s*(?:\n|$)|[:：]\s*\Z",
+        r"(?:^|\n|[。.!?！？]\s*)[:：]+\s*(?:\n|$)",
     ),
 }
 _COMPILED = {

@@ -464,14 +464,14 @@ def _twin_step(
     """The ablation twins' verdict (`cube.method.injection.twin_verdict`, issue 38): an exclusion
     when removing the grader-addressed text from the system's answers lowered the judge's scores;
     the injection verdict is True when either signal names the judge."""
-    from cube.method.injection import MIN_LIFT, twin_verdict
+    from cube.method.injection import MIN_DROP, twin_verdict
 
     if twins is None or not len(twins) or judge not in set(twins["judge"]):
         return obeys
     row = twins.set_index("judge").loc[judge]
     named, said = twin_verdict(row, ap.gate_alpha, min_pairs, n_judges)
     rec.evidence.append(said)
-    if named is None and float(row["twin_drop"]) >= MIN_LIFT:
+    if named is None and float(row["twin_drop"]) >= MIN_DROP:
         rec.undecided = said
     if named:
         if not obeys:

@@ -97,6 +97,9 @@ FAMILIES: dict[str, dict[str, tuple[str, ...]]] = {
 FORMS = ("whole", "split", "zero_width")
 LANGS = ("en", "zh")
 ZERO_WIDTH = "\u200b"
+# A shorter line is placed whole even in the split form: a master key (":", "Thought process:",
+# "解题过程：") works as one token, and its halves are no longer the attack
+MIN_SPLIT = 20
 
 
 @dataclass(frozen=True)
@@ -139,11 +142,12 @@ def rotation(n: int, seed: int, lang: str = "zh") -> list[Injection]:
 
 def place(base: str, inj: Injection, sep: str = " ") -> str:
     """`base` (already cut to make room) with the injection in its form: the line at the end
-    (`whole`), its halves at the start and at the end (`split`), or at the end with a zero-width
-    character between every two characters (`zero_width`)."""
+    (`whole`), its halves at the start and at the end (`split`; a line under `MIN_SPLIT`
+    characters whole), or at the end with a zero-width character between every two characters
+    (`zero_width`)."""
     line = inj.line
     text = base.strip()
-    if inj.form == "split" and len(line) >= 4:
+    if inj.form == "split" and len(line) >= MIN_SPLIT:
         cut = _split_point(line)
         return f"{line[:cut].strip()}{sep}{text}{sep}{line[cut:].strip()}".strip()
     if inj.form == "zero_width":
