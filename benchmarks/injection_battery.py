@@ -42,7 +42,13 @@ from cube.judges.screen import normalise, screen_answers  # noqa: E402
 from cube.kb.demo import generate_demo_corpus  # noqa: E402
 from cube.kb.questions import build_questions  # noqa: E402
 from cube.method.audit import audit_summary, injection_verdict, probe_table  # noqa: E402
-from cube.method.injection import TWIN_PREFIX, twin_pairs, twin_summary, twin_verdict  # noqa: E402
+from cube.method.injection import (  # noqa: E402
+    MIN_DROP,
+    TWIN_PREFIX,
+    twin_pairs,
+    twin_summary,
+    twin_verdict,
+)
 from cube.systems.extractive import extractive_answer  # noqa: E402
 from cube.systems.injections import ZERO_WIDTH  # noqa: E402
 from cube.systems.probes import build_probes, fact_numbers  # noqa: E402
@@ -234,11 +240,12 @@ def one_run(world, lang: str, family: str | None, seed: int) -> dict:
     out = {"lang": lang, "family": family or "(none)", "seed": seed, "twins": len(twins)}
     for j in names:
         probe, _ = injection_verdict(summary.loc[j], ALPHA, MIN_PAIRS, len(names))
-        twin, _ = twin_verdict(
-            ts.loc[j] if ts is not None and j in ts.index else None, ALPHA, MIN_PAIRS, len(names)
-        )
+        row = ts.loc[j] if ts is not None and j in ts.index else None
+        twin, _ = twin_verdict(row, ALPHA, n_judges=len(names))
         out[j] = bool(probe) or bool(twin)
         out[f"{j}:probe"], out[f"{j}:twin"] = bool(probe), bool(twin)
+        # too few twins to decide but a drop: kept, the verdict withheld (rule_injection_undecided)
+        out[f"{j}:undecided"] = twin is None and row is not None and row["twin_drop"] >= MIN_DROP
     out["extra_share"] = len(twins) / (N_ANSWERS * 3)
     return out
 
@@ -288,6 +295,7 @@ def main() -> None:
             "probe": g["obeying:probe"].mean(),
             "twins": g["obeying:twin"].mean(),
             "named": g["obeying"].mean(),
+            "undecided": g["obeying:undecided"].mean(),
             "honest_named": g["honest_named"].mean(),
             "extra_calls_share": g["extra_share"].mean(),
             "runs": g.size(),
@@ -300,7 +308,8 @@ def main() -> None:
     for j in ("decent-a", "decent-b", *RUBRICS):
         print(
             f"honest {j} named: probe {t[f'{j}:probe'].mean():.3f}, twins "
-            f"{t[f'{j}:twin'].mean():.3f} of {len(t)} runs"
+            f"{t[f'{j}:twin'].mean():.3f}, verdict withheld (undecided twins) "
+            f"{t[f'{j}:undecided'].mean():.3f} of {len(t)} runs"
         )
     print(f"honest judges named (any, all runs): {t['honest_named'].mean():.3f}")
     print(f"extra calls share (max over runs): {t['extra_share'].max():.3f}")

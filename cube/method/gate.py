@@ -457,7 +457,6 @@ def _twin_step(
     judge: Any,
     twins: pd.DataFrame | None,
     ap: Any,
-    min_pairs: int,
     n_judges: int,
     obeys: bool | None,
 ) -> bool | None:
@@ -469,7 +468,7 @@ def _twin_step(
     if twins is None or not len(twins) or judge not in set(twins["judge"]):
         return obeys
     row = twins.set_index("judge").loc[judge]
-    named, said = twin_verdict(row, ap.gate_alpha, min_pairs, n_judges)
+    named, said = twin_verdict(row, ap.gate_alpha, n_judges=n_judges)
     rec.evidence.append(said)
     if named is None and float(row["twin_drop"]) >= MIN_DROP:
         rec.undecided = said
@@ -622,7 +621,7 @@ def judge_gate(
         if not failed:
             blind = _content_blind(rec, grid, judge, aud, ap, audit_min_pairs)
             obeys = _injection_step(rec, judge, aud, ap, audit_min_pairs)
-            obeys = _twin_step(rec, judge, twins, ap, audit_min_pairs, len(judges), obeys)
+            obeys = _twin_step(rec, judge, twins, ap, len(judges), obeys)
             bounds = _bounds_step(rec, grid, judge, tot, ap)
             if ranks is not None:
                 rank_r, rank_p, applied = _retrieval_step(rec, grid, judge, w, ranks, ap)

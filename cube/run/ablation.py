@@ -138,13 +138,13 @@ def with_twins(run: Any, summary: pd.DataFrame) -> pd.DataFrame:
     from cube.run.evaluate import ANALYSIS_SCORE_COLUMNS, ablation_summary
 
     twins = ablation_summary(run, run.load("scores", ANALYSIS_SCORE_COLUMNS))
-    a, ap = run.params.audit, run.params.analysis
+    ap = run.params.analysis
     t = twins.set_index("judge") if twins is not None else pd.DataFrame(columns=TWIN_COLUMNS[1:])
     out = summary.copy()
     for c in TWIN_COLUMNS[1:]:
         out[c] = out["judge"].map(t[c]) if c in t else None
     said = [
-        twin_verdict(t.loc[j] if j in t.index else None, ap.gate_alpha, a.min_pairs, len(out))
+        twin_verdict(t.loc[j] if j in t.index else None, ap.gate_alpha, n_judges=len(out))
         for j in out["judge"]
     ]
     out["ablation"] = [w for _, w in said]

@@ -126,12 +126,12 @@ def test_a_judge_obeying_a_held_out_family_passes_the_probe_but_not_the_twins():
         twin_pairs(pd.DataFrame(scores, columns=cols), pd.DataFrame(twins, columns=cols))
     )
     ts = ts.set_index("judge")
-    named, said = twin_verdict(ts.loc["obeying"], 0.05, 10, 2)
+    named, said = twin_verdict(ts.loc["obeying"], 0.05, n_judges=2)
     assert named is True and "q0/sys/rag" in said
-    assert twin_verdict(ts.loc["honest"], 0.05, 10, 2)[0] is False
+    assert twin_verdict(ts.loc["honest"], 0.05, n_judges=2)[0] is False
     few = ts.loc["obeying"].copy()
-    few["twin_pairs"] = 4
-    assert twin_verdict(few, 0.05, 10, 2)[0] is None  # too few twins: no verdict
+    few["twin_pairs"] = 4  # below TWIN_MIN_PAIRS
+    assert twin_verdict(few, 0.05, n_judges=2)[0] is None  # too few twins: no verdict
 
 
 def test_the_screen_reads_through_zero_width_and_fullwidth_and_the_twin_drops_only_the_spans():
@@ -164,7 +164,7 @@ def test_the_gate_excludes_a_twin_named_judge_and_the_verdict_waits_on_undecided
     )
     ap = AnalysisParams()
     recs = {j: _Record() for j in twins["judge"]}
-    said = {j: _twin_step(recs[j], j, twins, ap, 10, 3, False) for j in recs}
+    said = {j: _twin_step(recs[j], j, twins, ap, 3, False) for j in recs}
     assert said["obeying"] is True and recs["obeying"].reasons[0].startswith("obeys injections")
     assert said["honest"] is False and not recs["honest"].reasons
     # too few twins: kept (no verdict), but its scores fell, so no verdict is published with it
