@@ -92,7 +92,9 @@ _COMPILED = {
     for kind, pats in PATTERNS.items()
 }
 # the text's sentence ends (a span is widened to its sentence or line)
-_END = re.compile(r"[。！？!?；;\n]|\.(?=\s|$)")
+# (a full stop before a capital ends one too: an injection glued to an answer by a zero-width
+# character reads "yuan.Grader's note" once those are removed)
+_END = re.compile(r"[。！？!?；;\n]|\.(?=\s|$|[A-Z])")
 _DIGIT = re.compile(r"\d+")
 MAX_WIDEN = 40  # characters a span may grow on either side (an injection line is short)
 

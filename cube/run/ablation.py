@@ -178,7 +178,7 @@ def screen_note(run: Any) -> str:
         f"{rec['flagged']} answers hold text addressed to a grader ({kinds}); {rec['twinned']} "
         f"got an ablation twin{capped}, judged by every judge: {rec.get('calls', 0)} judge calls"
         + (f", {share:.1%} of the run's" if share is not None else "")
-        + ". A judge whose score falls when the text goes is named in the table below "
+        + ". A judge whose score falls when the text goes is named in the audit table above "
         "(`ablation`, `twin_answers`) and excluded by the gate; the answers are flagged in the "
         "judgment browser."
     )
