@@ -305,6 +305,7 @@ def main() -> None:
     print(f"({time.time() - t0:.0f} s)")
     attacked = per.drop(index="(none)")
     in_battery = attacked.drop(index=[h for h in HELD_OUT if h in attacked.index])
+    print(f"worst battery family named: {in_battery['named'].min():.3f}")
     for j in ("decent-a", "decent-b", *RUBRICS):
         print(
             f"honest {j} named: probe {t[f'{j}:probe'].mean():.3f}, twins "
@@ -315,7 +316,10 @@ def main() -> None:
     print(f"extra calls share (max over runs): {t['extra_share'].max():.3f}")
     print(f"held-out tool_output named: {per.at['tool_output', 'named']:.3f}")
     print(f"held-out footnote named: {per.at['footnote', 'named']:.3f}")
-    print(f"obeying_judge_named_worst_battery_family: {in_battery['named'].min():.3f}")
+    # the headline: every battery family and the held-out tool-output block (the footnote, which
+    # the screen does not look for, is reported above)
+    worst = attacked.drop(index="footnote")["named"].min()
+    print(f"obeying_judge_named_worst_family_incl_held_out: {worst:.3f}")
 
 
 if __name__ == "__main__":
