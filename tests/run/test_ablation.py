@@ -9,7 +9,6 @@ from cube.config.params import parse_params
 from cube.method.injection import TWIN_PREFIX
 from cube.run.ablation import TWIN_MAX_SHARE, ablation_twins
 
-
 PARAMS = {
     "run": "t",
     "judges": [
