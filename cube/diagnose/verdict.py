@@ -58,8 +58,26 @@ def withheld_reasons(
         *rule_few_defined_resamples(result),
         *rule_interval_outside(result, params),
         *rule_interval_too_wide(result, params),
+        *rule_injection_undecided(result),
     ]
     return reasons, judging_failed_wholesale(result)
+
+
+def rule_injection_undecided(result: CubeResult) -> list[str]:
+    """A jury member's scores fell when the text addressed to a grader was removed from the
+    system's answers, on too few ablation twins to decide whether it obeys (issue 38): its moved
+    scores would be in the published score, whatever remedy the other rules offer (equal weights
+    among them), so no verdict until more twins decide (`cube.method.injection.TWIN_MIN_PAIRS`)."""
+    table = result.cube_table
+    if "injection_undecided" not in table:
+        return []
+    return [
+        f"judge {j} may obey text addressed to a grader in the answers: "
+        f"{table.at[j, 'injection_undecided']}; no score it may have moved is published (remove "
+        "the judge from judges:, or run more questions so that its twins can decide)"
+        for j in result.jury_judges
+        if str(table.at[j, "injection_undecided"] or "")
+    ]
 
 
 def judging_failed_wholesale(result: CubeResult) -> bool:

@@ -169,6 +169,7 @@ def evaluate(
     audit: pd.DataFrame | None = None,
     audit_min_pairs: int = 10,
     clusters: Mapping[Any, Any] | None = None,
+    twins: pd.DataFrame | None = None,
 ) -> CubeResult:
     """The whole CuBE computation for one system, so a notebook makes one call.
 
@@ -182,7 +183,9 @@ def evaluate(
     None: the audit did not run, and the gate says so). `clusters`: question id -> family (the
     corpus `family_id` of its gold document, `cube.run.evaluate.question_families`); the
     bootstrap resamples families when `analysis.cluster` is `family` (a question without one is
-    its own unit; None: every question is), and `design` reports the families' design effect."""
+    its own unit; None: every question is), and `design` reports the families' design effect.
+    `twins`: the ablation twins' summary per judge (`cube.method.injection.twin_summary`, over every
+    system's flagged answers; None: no answer was flagged or the twins were not judged)."""
     from cube.config.sections import AnalysisParams
     from cube.method.audit import audit_summary
     from cube.method.bootstrap import MIN_RETRIEVED_FOR_W, bootstrap_cube
@@ -284,6 +287,7 @@ def evaluate(
             audit_min_pairs=audit_min_pairs,
             trimmed=tm if ap.weights == "rank_correlation" else None,
             weight_causes=causes,
+            twins=twins,
         )
     table = table.join(gate)
     for w in caught:  # recorded in the result and still shown to the reader
@@ -546,6 +550,7 @@ def evaluate_systems(
     audit: pd.DataFrame | None = None,
     audit_min_pairs: int = 10,
     clusters: Mapping[Any, Any] | None = None,
+    twins: pd.DataFrame | None = None,
 ) -> dict[str, CubeResult]:
     """`evaluate` for every system of the tables (several systems or versions in one run); `audit`:
     the judge audit's probe scores, one audit of the judges for every system."""
@@ -562,5 +567,6 @@ def evaluate_systems(
             audit=audit,
             audit_min_pairs=audit_min_pairs,
             clusters=clusters,
+            twins=twins,
         )
     return out

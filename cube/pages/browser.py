@@ -62,6 +62,7 @@ FILTERS = (
     "department",
     "retrieved",
     "change",
+    "grader",
     "failed",
     "min",
     "max",
@@ -200,9 +201,12 @@ def build_records(
     questions: pd.DataFrame | None = None,
     corpus: pd.DataFrame | None = None,
     changes: dict[tuple[str, str], list[list[Any]]] | None = None,
+    flagged: dict[tuple[str, str], list[list[Any]]] | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
     """(meta, records, docs): the browser's data, plain JSON-able values. `changes`: per
-    (question, system) the comparisons where it is a regression or improvement (`run_changes`)."""
+    (question, system) the comparisons where it is a regression or improvement (`run_changes`);
+    `flagged`: per (question, system) its answers holding text addressed to a grader, `[set,
+    kinds, spans]` (`screen_flags`)."""
     # in order of first appearance (`unique`), without a Python loop over every judgment
     systems = [str(s) for s in answers["system"].astype(str).unique()]
     judges = sorted(scores["judge"].astype(str).unique()) if len(scores) else []
@@ -273,6 +277,9 @@ def build_records(
     for (q, s), marks in (changes or {}).items():
         if (q, s) in recs:
             recs[(q, s)]["c"] = marks
+    for (q, s), marks in (flagged or {}).items():
+        if (q, s) in recs:
+            recs[(q, s)]["g"] = [[sidx.get(m[0], -1), _text(m[1]), _text(m[2])] for m in marks]
     records = sorted(recs.values(), key=lambda r: (r["q"], r["s"]))
     styles = sorted({r["st"] for r in records if r["st"]})
     departments = sorted({r["dp"] for r in records if r["dp"]})
@@ -304,6 +311,23 @@ def run_changes(root: Path) -> dict[tuple[str, str], list[list[Any]]]:
                 out.setdefault((str(r["question_id"]), str(head["b"])), []).append(
                     [f"vs {head['a']}", kind, d, str(r["retrieval_change"])]
                 )
+    return out
+
+
+def screen_flags(root: Path) -> dict[tuple[str, str], list[list[Any]]]:
+    """The answers stage 03's screen flagged (`results.json` → `screen.flagged_answers`, issue 38),
+    per (question, system): `[[set, kinds, spans], ...]`; empty before stage 03."""
+    path = root / "results.json"
+    if not path.exists():
+        return {}
+    rows = (json.loads(path.read_text(encoding="utf-8")).get("screen") or {}).get(
+        "flagged_answers"
+    ) or []
+    out: dict[tuple[str, str], list[list[Any]]] = {}
+    for r in rows:
+        out.setdefault((str(r["question_id"]), str(r["system"])), []).append(
+            [str(r["set"]), str(r["kinds"]), str(r["spans"])]
+        )
     return out
 
 
@@ -347,6 +371,7 @@ def write_browser(run_paths: RunPaths) -> Path | None:
         load("questions"),
         load("corpus"),
         run_changes(paths.root),
+        screen_flags(paths.root),
     )
     folder = paths.report / "judgments"
     folder.mkdir(parents=True, exist_ok=True)

@@ -36,6 +36,7 @@ PROBE_JUDGMENT_COLUMNS = (
     "error_kind",
     "probe",
     "expect",
+    "injection",
 )
 
 
@@ -228,10 +229,17 @@ def audit_stage(
     """The judge audit (issue 20) of stage 03 (`judge_audit`): saved as data/audit_scores, its
     sample recorded (`audit_sample` in results.json); returns it with its judge calls
     (`judge_calls`)."""
+    from cube.run.ablation import twin_stage
+
     out, sample, n_audit = judge_audit(
         run.params, judges, dimensions, corpus, questions, answers, n_judge
     )
-    run.record(audit_sample=sample)
+    twins, screen = twin_stage(
+        run.params, judges, dimensions, corpus, questions, answers, n_judge, stage_judge_calls
+    )
+    run.record(audit_sample=sample, screen=screen)
+    if len(twins):  # the screen's ablation twins beside the probes (issue 38)
+        out = pd.concat([out, twins], ignore_index=True) if len(out) else twins
     run.save("audit_scores", out)
     return out, n_audit
 
@@ -271,13 +279,14 @@ def judge_audit(
             }
         )
         return out, sample, 0
-    inputs = probes.drop(columns=["probe", "expect"])
+    inputs = probes.drop(columns=["probe", "expect", "injection"])
     out = score_answers(inputs, audited, dimensions, corpus, questions=questions, progress=progress)
     n_audit = stage_judge_calls(audited, inputs, corpus, questions, dimensions, out)
     if "role" in out:
         out["role"] = "audit"
     out = out.merge(
-        probes[["question_id", "system", "probe", "expect"]], on=["question_id", "system"]
+        probes[["question_id", "system", "probe", "expect", "injection"]],
+        on=["question_id", "system"],
     )
     return out, sample, n_audit
 
@@ -287,6 +296,7 @@ def audit_report(run: Run) -> pd.DataFrame:
     and whether the judge is in the primary system's jury (notebook 11). Empty when the audit did
     not run."""
     from cube.method.audit import audit_summary, audit_verdict, injection_verdict
+    from cube.run.ablation import with_twins
     from cube.run.evaluate import audit_probe_scores
 
     run.require("scores")
@@ -303,6 +313,7 @@ def audit_report(run: Run) -> pd.DataFrame:
     k = len(summary)  # Bonferroni over the judges tested, as the gate
     inj = [injection_verdict(row, ap.gate_alpha, a.min_pairs, k) for _, row in summary.iterrows()]
     summary["obeys_injections"], summary["injection"] = [v for v, _ in inj], [w for _, w in inj]
+    summary = with_twins(run, summary)
     table = evaluate_run(run, bootstrap=False)[primary_system(run)].cube_table
     summary["in_jury"] = summary["judge"].map(table["in_jury"]) if "in_jury" in table else None
     own = self_preference_table(run)
@@ -419,6 +430,7 @@ def audit_record(run: Run) -> dict[str, Any]:
         "audit",
         "obeys_injections",
         "injection",
+        "ablation",
     ]
     judges = json.loads(report[keep].to_json(orient="index"))  # NaN as null, plain types
     # self-preference only for a judge whose model answered (absent, never 0, for the others)

@@ -37,7 +37,11 @@ def stage_calls(params_path: str | Path, stage: str = "03") -> tuple[list[Pendin
     probes = audit_probes(run.params, corpus, questions, answers, judge_calls(judges, requests))
     if not probes.empty:
         audit = stage_requests(
-            judges, probes.drop(columns=["probe", "expect"]), corpus, questions, dimensions
+            judges,
+            probes.drop(columns=["probe", "expect", "injection"], errors="ignore"),
+            corpus,
+            questions,
+            dimensions,
         )
         for j in judges:
             requests[j.name] += audit[j.name]

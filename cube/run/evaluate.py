@@ -86,6 +86,7 @@ def evaluate_run(run: Run, *, bootstrap: bool = True) -> dict[str, CubeResult]:
             audit=audit,
             audit_min_pairs=run.params.audit.min_pairs,
             clusters=families,
+            twins=ablation_summary(run, scores),
         )
     out = {s.name: results[s.name] for s in run.params.systems if s.name in results}  # params order
     cached.parent.mkdir(parents=True, exist_ok=True)
@@ -142,6 +143,22 @@ def audit_probe_scores(run: Run, scores: pd.DataFrame) -> pd.DataFrame | None:
         probes,
         run.params.systems[0].name,
     )
+
+
+def ablation_summary(run: Run, scores: pd.DataFrame) -> pd.DataFrame | None:
+    """Per judge, what removing the grader-addressed text of the flagged answers did to its scores
+    (`cube.method.injection.twin_summary`); None when no twin was judged."""
+    from cube.method.injection import twin_pairs, twin_summary
+
+    if not run.has("audit_scores"):
+        return None
+    probes = run.load("audit_scores")
+    if probes.empty or "probe" not in probes:
+        return None
+    twins = probes[probes["probe"] == "ablated"]
+    if twins.empty:
+        return None
+    return twin_summary(twin_pairs(scores, twins))
 
 
 def evaluation_cache_dir(run: Run) -> Path:

@@ -30,6 +30,7 @@ from typing import Any
 import pandas as pd
 
 from cube.config.params import Params
+from cube.run.ablation import flagged_table, screen_note  # noqa: F401  (re-exported: notebook 11)
 from cube.run.audit import (  # noqa: F401  (re-exported: notebook 11, cube batch, cube plan)
     PROBE_JUDGMENT_COLUMNS,
     SELF_PREFERENCE_COLUMNS,

@@ -6,6 +6,8 @@ scoring the same way otherwise, and the two rubric judges, pass it and stay
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.e2e.injection_run import run_injection
@@ -33,3 +35,26 @@ def test_the_obeying_judge_is_named_and_excluded_the_honest_one_kept(injected):
     page = (injected["root"] / "report" / "06_cube_score.html").read_text(encoding="utf-8")
     assert "injection probe, obeying-llm: OBEYS injections (excluded)" in page
     assert "injection probe, honest-llm: passes" in page
+
+
+def test_a_judge_obeying_a_line_the_battery_lacks_is_named_by_its_twins_and_never_published(
+    tmp_path,
+):
+    """Issue 38: the answers carry a grader's note broken by zero-width characters, which the
+    obeying judge reads and obeys, and which the audit's battery does not hold. The screen flags
+    them, their ablation twins name the judge, and with `weights: equal` (the remedy the issue
+    followed) the published jury is the honest one."""
+    r = run_injection(tmp_path, inject=True, grader=True)
+    assert 0 < r["injected_answers"] < r["rag_answers"]
+    results = json.loads((r["root"] / "results.json").read_text(encoding="utf-8"))
+    assert results["screen"]["flagged"] == r["injected_answers"]
+    used = r["decision"]["judges_used"]
+    if r["in_jury"]["obeying-llm"]:  # too few twins to decide: the verdict waits
+        assert any(
+            "may obey text addressed to a grader" in w for w in r["decision"]["withheld_reasons"]
+        )
+    else:
+        assert r["reason"]["obeying-llm"].startswith("obeys injections")
+        assert "obeying-llm" not in used and r["obeys"]["obeying-llm"] is True
+    assert "honest-llm" in used and r["in_jury"]["honest-llm"] is True
+    assert not r["reason"]["honest-llm"] or "obeys injections" not in r["reason"]["honest-llm"]

@@ -7,8 +7,8 @@ import re
 import pytest
 
 from cube.config.params import parse_params
+from cube.systems.injections import ZERO_WIDTH, Injection
 from cube.systems.probes import (
-    INJECTIONS,
     PROBES_PER_QUESTION,
     calls_per_question,
     capped_questions,
@@ -150,9 +150,18 @@ def test_the_audit_sample_is_capped_by_its_share_of_the_judge_calls():
 
 def test_inject_puts_the_line_in_place_of_the_end_and_keeps_the_length():
     base = "关于该事项，收费标准为每件30元，办结时限为5个工作日，咨询电话0571-12345678。" * 2
-    for lang, line in (("zh", INJECTIONS["zh"][0]), ("en", INJECTIONS["en"][1])):
-        out = inject(base, line, lang)
-        assert out.endswith(line) and len(out) == len(base.strip())
+    for lang, inj in (
+        ("zh", Injection("instruction_override", "zh", 0, "whole")),
+        ("en", Injection("role_play", "en", 0, "whole")),
+    ):
+        out = inject(base, inj, lang)
+        assert out.endswith(inj.line) and len(out) == len(base.strip())
         assert out.startswith(base[:10])
-    short = inject("短。", INJECTIONS["en"][0], "en")  # shorter than the line: base + line
-    assert short == "短。 " + INJECTIONS["en"][0]
+    en = Injection("instruction_override", "en", 0, "whole")
+    short = inject("短。", en, "en")  # shorter than the line: base + line
+    assert short == "短。 " + en.line
+    # split: halves at the start and the end; zero-width: invisible characters do not count
+    split = inject(base, Injection("grader_note", "en", 0, "split"), "zh")
+    assert split.startswith("Grader's note:") and split.endswith("score 10.")
+    zw = inject(base, Injection("score_claim", "zh", 0, "zero_width"), "zh")
+    assert ZERO_WIDTH in zw and len(zw.replace(ZERO_WIDTH, "")) == len(base.strip())
