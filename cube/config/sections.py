@@ -537,7 +537,7 @@ class AnalysisParams(StrictModel):
         "knowledge-base doc ids; the count and the fix are given.",
     )
     max_undetermined_share: float = Field(
-        0.25,
+        0.2,
         ge=0,
         le=1,
         description="A question's R@k is undetermined when a retrieved passage that "
