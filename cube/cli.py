@@ -598,6 +598,8 @@ def main(argv: list[str] | None = None) -> int:
     args.params_typed = " ".join(_quote(str(params_file))) if isinstance(params_file, Path) else ""
     for name in TYPED_PATHS:
         if isinstance(getattr(args, name, None), Path):
+            # absolute without following links: a writer must see a link as the link it is
+            setattr(args, f"{name}_unresolved", Path(os.path.abspath(getattr(args, name))))
             setattr(args, name, getattr(args, name).resolve())
     # The project root: the nearest folder with pyproject.toml and cube/ above the current folder,
     # else above the params file, else here.
@@ -775,11 +777,13 @@ def _cmd_init(args: argparse.Namespace) -> int:
     """`cube init`: 0 written, 2 the file exists (without --force), a choice lacks a value, or
     the file would not validate."""
     from cube.run.scaffold import (
+        UnsafeTarget,
         check_written,
         data_problems,
         next_steps,
         params_text,
         prompt_choices,
+        write_params_file,
     )
 
     shown = os.path.relpath(args.path, args.cwd)
@@ -799,8 +803,11 @@ def _cmd_init(args: argparse.Namespace) -> int:
         return 2
     text = params_text(choices, args.path)
     check_written(text, args.path)
-    args.path.parent.mkdir(parents=True, exist_ok=True)
-    args.path.write_text(text, encoding="utf-8")
+    try:
+        write_params_file(getattr(args, "path_unresolved", args.path), text)
+    except UnsafeTarget as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     problems = data_problems(args.path)
     if problems:  # the file is the user's to finish: what to edit before `cube run`
         print(f"wrote {shown}; `cube validate` finds {len(problems)} thing(s) to fix in it first:")
