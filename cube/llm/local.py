@@ -13,6 +13,14 @@ its context window is `n_ctx` tokens (a longer prompt is refused with HTTP 400
 `{"type": "json_object", "schema": ...}` constrains the reply to the schema (the OpenAI
 `json_schema` type is refused, see `cube.llm.wire` for the fallback).
 
+No web page may use the model: llama-cpp-python's `create_app` adds a CORS middleware allowing
+every origin (`allow_origins=["*"]`, not configurable), so any page open in the user's browser
+could call the server on 127.0.0.1 and read the replies (issue 38). The server is therefore
+started through this module (`python -m cube.llm.local ARGS`, `serve_main`): the same settings and
+app as `python -m llama_cpp.server`, with that middleware removed (a browser then refuses a
+page's cross-origin request and its preflight) and a trusted-host check (`127.0.0.1`,
+`localhost`: a page on a rebound DNS name gets HTTP 400). Programs (cube, curl) are unaffected.
+
 While it runs, the server is recorded in a small file (`served_gguf`: the temporary folder's
 `cube-serve/PORT.json`, its pid, alias and GGUF) so that `cube plan` can count a prompt's tokens
 with the served model's own tokenizer in its own process (`cube.llm.tokens`) instead of the
@@ -36,7 +44,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 from urllib.parse import urlsplit
 
 DEFAULT_PORT = 8765
@@ -251,7 +259,7 @@ class LocalServer:
         cmd = [
             sys.executable,
             "-m",
-            "llama_cpp.server",
+            "cube.llm.local",  # llama_cpp.server without its any-origin CORS (`serve_main`)
             "--model",
             str(self.model),
             "--host",
@@ -399,3 +407,43 @@ class LocalServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+LOCAL_HOSTS = ("127.0.0.1", "localhost")
+
+
+def close_to_browsers(app: Any) -> Any:
+    """`app` (llama-cpp-python's FastAPI app, not yet started) without its CORS middleware and
+    answering only requests addressed to `LOCAL_HOSTS` (see the module's docstring)."""
+    from starlette.middleware.cors import CORSMiddleware
+    from starlette.middleware.trustedhost import TrustedHostMiddleware
+
+    app.user_middleware[:] = [m for m in app.user_middleware if m.cls is not CORSMiddleware]
+    app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(LOCAL_HOSTS))
+    app.middleware_stack = None  # built from `user_middleware` at the first request
+    return app
+
+
+def serve_main(argv: list[str]) -> None:
+    """`python -m llama_cpp.server ARGV` (its command-line settings, its app) closed to browsers
+    (`close_to_browsers`); the address is the one the settings name, never HOST or PORT from the
+    environment."""
+    import argparse
+
+    import uvicorn
+    from llama_cpp.server.app import create_app
+    from llama_cpp.server.cli import add_args_from_model, parse_model_from_args
+    from llama_cpp.server.settings import ModelSettings, ServerSettings, Settings
+
+    parser = argparse.ArgumentParser(prog="python -m cube.llm.local")
+    add_args_from_model(parser, Settings)
+    args = parser.parse_args(argv)
+    server = parse_model_from_args(ServerSettings, args)
+    app = create_app(
+        server_settings=server, model_settings=[parse_model_from_args(ModelSettings, args)]
+    )
+    uvicorn.run(close_to_browsers(app), host=server.host, port=server.port)
+
+
+if __name__ == "__main__":
+    serve_main(sys.argv[1:])
