@@ -18,14 +18,45 @@ def test_the_server_is_started_through_the_closing_launcher() -> None:
     assert cmd[cmd.index("--host") + 1] == "127.0.0.1"
 
 
+def _asgi(app: object, method: str, host: str, headers: dict[str, str]) -> tuple[int, dict]:
+    """One request to an ASGI app, in process (no HTTP client needed): status and headers."""
+    import asyncio
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": "/v1/models",
+        "raw_path": b"/v1/models",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", host.encode())]
+        + [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+        "client": ("127.0.0.1", 5000),
+        "server": ("127.0.0.1", 8765),
+    }
+    got: dict = {}
+
+    async def receive() -> dict:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict) -> None:
+        if message["type"] == "http.response.start":
+            got["status"] = message["status"]
+            got["headers"] = {k.decode().lower(): v.decode() for k, v in message["headers"]}
+
+    asyncio.run(app(scope, receive, send))  # type: ignore[operator]
+    return got["status"], got["headers"]
+
+
 def test_an_app_allowing_any_origin_is_closed_to_browsers() -> None:
     pytest.importorskip("starlette")
-    pytest.importorskip("httpx")
     from starlette.applications import Starlette
     from starlette.middleware.cors import CORSMiddleware
     from starlette.responses import JSONResponse
     from starlette.routing import Route
-    from starlette.testclient import TestClient
 
     from cube.llm.local import close_to_browsers
 
@@ -39,13 +70,14 @@ def test_an_app_allowing_any_origin_is_closed_to_browsers() -> None:
 
     evil = {"Origin": "http://evil.example"}
     preflight = {**evil, "Access-Control-Request-Method": "POST"}
-    with TestClient(build(), base_url="http://127.0.0.1") as open_app:  # as shipped: open
-        assert open_app.get("/v1/models", headers=evil).headers["access-control-allow-origin"]
-        assert open_app.options("/v1/models", headers=preflight).status_code == 200
-    with TestClient(close_to_browsers(build()), base_url="http://127.0.0.1") as closed:
-        got = closed.get("/v1/models", headers=evil)
-        assert got.status_code == 200 and "access-control-allow-origin" not in got.headers
-        pre = closed.options("/v1/models", headers=preflight)
-        assert pre.status_code >= 400 and "access-control-allow-origin" not in pre.headers
-    with TestClient(close_to_browsers(build()), base_url="http://evil.example") as rebound:
-        assert rebound.get("/v1/models").status_code == 400
+    # as llama-cpp-python ships it: any page may read the replies
+    status, headers = _asgi(build(), "GET", "127.0.0.1:8765", evil)
+    assert status == 200 and headers["access-control-allow-origin"] == "*"
+    assert _asgi(build(), "OPTIONS", "127.0.0.1:8765", preflight)[0] == 200
+    closed = close_to_browsers(build())
+    status, headers = _asgi(closed, "GET", "127.0.0.1:8765", evil)
+    assert status == 200 and "access-control-allow-origin" not in headers
+    status, headers = _asgi(closed, "OPTIONS", "127.0.0.1:8765", preflight)
+    assert status >= 400 and "access-control-allow-origin" not in headers
+    assert _asgi(closed, "GET", "localhost:8765", {})[0] == 200
+    assert _asgi(closed, "GET", "evil.example", {})[0] == 400  # a DNS-rebound page's request
