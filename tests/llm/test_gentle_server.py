@@ -181,3 +181,27 @@ def test_a_server_that_dies_mid_run_is_named_dead_not_retried_as_if_busy(tmp_pat
     # the calls in flight met the death and may try once more; the rest are not sent at all
     assert sum(r.attempts for r in failed) <= 8, [(r.attempts, r.error) for r in failed]
     assert sum(r.attempts == 0 for r in failed) >= len(failed) - 5
+
+
+def test_preflight_names_a_server_that_dies_answering_the_check(tmp_path: Path) -> None:
+    import socket
+
+    from cube.config.params import parse_params
+    from cube.llm.preflight import check_endpoints
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+
+    def crash_on_first_request() -> None:
+        conn, _ = listener.accept()
+        conn.recv(65536)  # the check's request arrives ...
+        listener.close()  # ... and the server dies: no answer, nothing listens any more
+        conn.close()
+
+    threading.Thread(target=crash_on_first_request, daemon=True).start()
+    model = {"provider": "openai", "model": "m", "base_url": f"http://127.0.0.1:{port}/v1"}
+    params = parse_params({"run": "x", "judges": [{"name": "j", "model": model}]})
+    lines = check_endpoints(params, timeout_s=5)
+    assert len(lines) == 1 and "server dead: it took the request" in lines[0], lines
