@@ -24,8 +24,7 @@ page's cross-origin request and its preflight) and a trusted-host check (`127.0.
 While it runs, the server is recorded in a small file (`served_gguf`: the temporary folder's
 `cube-serve/PORT.json`, its pid, alias and GGUF) so that `cube plan` can count a prompt's tokens
 with the served model's own tokenizer in its own process (`cube.llm.tokens`) instead of the
-server's tokenize route: llama-cpp-python's server (0.3.x) dies of a segmentation fault when
-tokenize requests run beside a chat completion (issue 38).
+server's tokenize route (issue 38: no tokenize request to the server that generates).
 
 This module starts and stops a process; it knows no judges, questions or runs.
 """

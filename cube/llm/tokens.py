@@ -10,10 +10,12 @@ Where a real tokenizer is known it is used, else a stated estimate (`TokenCount.
   tokenizer through its tokenize route (`POST /extras/tokenize {"input"}` of llama-cpp-python's
   server, `POST /tokenize {"content"}` of llama.cpp's `llama-server`), one request at a time
   (`_ROUTE_LOCK`) and never while this process has calls in flight to that server
-  (`cube.llm.breaker.calls_in_flight`; the estimate is used then). llama-cpp-python's server
-  (0.3.x) dies of a segmentation fault when tokenize requests run beside a chat completion
-  (issue 38: 30 concurrent ones beside one completion killed it every time), so the route is
-  called gently or not at all;
+  (`cube.llm.breaker.calls_in_flight`; the estimate is used then). Issue 38 saw a
+  llama-cpp-python server (0.3.36) die of a segmentation fault after `cube plan`'s tokenize
+  requests; measured again, that build (compiled for the machine's own CPU, AVX-512/AMX) died on
+  any chat completion of more than one prompt token, and a build without those kernels survived
+  30 tokenize requests beside a completion. The route is not documented as safe beside
+  generation either, so it is called gently or not at all;
 - an OpenAI model: `tiktoken` when it is installed and its encoding loads (it downloads the encoding
   file once; offline without it, the estimate is used);
 - otherwise `estimate`: one token per CJK character plus one per four other characters (the rule of

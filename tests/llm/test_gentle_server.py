@@ -1,5 +1,5 @@
-"""Never the one that breaks the server (issue 38): llama-cpp-python's server (0.3.x) dies of a
-segmentation fault when tokenize requests run beside a chat completion. Token counting uses the
+"""Never the one that breaks the server (issue 38: a llama-cpp-python server died of a
+segmentation fault after `cube plan`'s tokenize requests). Token counting uses the
 served GGUF's own tokenizer where the file is known (no request), else the tokenize route one
 request at a time and never while this process has calls in flight to the server; a server that
 dies mid-run is named as dead at its first refusal, not retried as if it were busy."""
