@@ -232,7 +232,8 @@ def _add_plan(sub: argparse._SubParsersAction) -> None:
         description="Count the calls a run of the params makes, per role and model, from "
         "the same corpus, questions, systems, judges, dimensions and samples the stages use (no "
         "call is sent); prompt tokens by the model's tokenizer where one is known (a local "
-        "server's tokenize route, tiktoken) or a stated estimate; completion tokens estimated "
+        "server's GGUF read here, its tokenize route one request at a time, tiktoken) or a "
+        "stated estimate; completion tokens estimated "
         "(and their max_tokens ceiling); cost at the params' prices (judges also at the batch "
         "prices); time at the model's concurrency and the median latency of its cached calls (or "
         "of --pilot calls). `cube run` records the same plan and the manifest sets it beside what "
@@ -606,6 +607,8 @@ def main(argv: list[str] | None = None) -> int:
     args.params_typed = " ".join(_quote(str(params_file))) if isinstance(params_file, Path) else ""
     for name in TYPED_PATHS:
         if isinstance(getattr(args, name, None), Path):
+            # absolute without following links: a writer must see a link as the link it is
+            setattr(args, f"{name}_unresolved", Path(os.path.abspath(getattr(args, name))))
             setattr(args, name, getattr(args, name).resolve())
     # The project root: the nearest folder with pyproject.toml and cube/ above the current folder,
     # else above the params file, else here.
@@ -790,11 +793,13 @@ def _cmd_init(args: argparse.Namespace) -> int:
     """`cube init`: 0 written, 2 the file exists (without --force), a choice lacks a value, or
     the file would not validate."""
     from cube.run.scaffold import (
+        UnsafeTarget,
         check_written,
         data_problems,
         next_steps,
         params_text,
         prompt_choices,
+        write_params_file,
     )
 
     shown = os.path.relpath(args.path, args.cwd)
@@ -814,8 +819,11 @@ def _cmd_init(args: argparse.Namespace) -> int:
         return 2
     text = params_text(choices, args.path)
     check_written(text, args.path)
-    args.path.parent.mkdir(parents=True, exist_ok=True)
-    args.path.write_text(text, encoding="utf-8")
+    try:
+        write_params_file(getattr(args, "path_unresolved", args.path), text)
+    except UnsafeTarget as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     problems = data_problems(args.path)
     if problems:  # the file is the user's to finish: what to edit before `cube run`
         print(f"wrote {shown}; `cube validate` finds {len(problems)} thing(s) to fix in it first:")

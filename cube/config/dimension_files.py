@@ -34,6 +34,8 @@ from typing import Any
 
 import yaml
 
+from cube.config.yaml_load import load_yaml
+
 LANGS = ("zh", "en")
 N_CRITERIA = 5
 REQUIRED_KEYS = ("name", "description", "criteria", "prompt")
@@ -220,7 +222,7 @@ def read_dimension_file(path: Path | Traversable, source: str | None = None) -> 
     if not path.is_file():
         raise DimensionFileError(f"dimension file {source}: not found")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as err:
         raise DimensionFileError(f"dimension file {source}: not valid YAML: {err}") from None
     return dimension_spec(data, source)

@@ -54,12 +54,120 @@ FENCE_TAGS = (
     "reference",
 )
 NONCE_CHARS = 12
+
+# Every chat-template marker of the templates llama.cpp and vLLM ship, per template: text a local
+# server may tokenize as a special token that ends the turn or opens a new one (a system turn, the
+# assistant's own), so an answer holding one could close the judge's prompt and speak as the
+# system. Sources: llama.cpp's src/llama-chat.cpp (`llm_chat_apply_template`, every built-in
+# template) and vLLM's examples/template_*.jinja and examples/tool_chat_template_*.jinja (chatml,
+# llama3, deepseekr1, phi4_mini, gemma3_pythonic, mistral3, hermes). Names of the `<|...|>` and
+# `[|...|]` shapes are caught whatever the name (`_TAG_LIKE`'s generic arms); they are listed too,
+# so the test checks each template's markers by name. Fullwidth DeepSeek bars (`<｜User｜>`) are
+# read as `<|User|>` (NFKC), so they are caught as that shape.
+CHAT_MARKERS: dict[str, tuple[str, ...]] = {
+    "chatml / qwen": ("<|im_start|>", "<|im_end|>", "<|endoftext|>"),
+    "phi-3 / phi-4": ("<|system|>", "<|user|>", "<|assistant|>", "<|end|>", "<|im_sep|>"),
+    "llama-2": ("<s>", "</s>", "<unk>", "[INST]", "[/INST]", "<<SYS>>", "<</SYS>>"),
+    "llama-3": (
+        "<|begin_of_text|>",
+        "<|start_header_id|>",
+        "<|end_header_id|>",
+        "<|eot_id|>",
+        "<|eom_id|>",
+        "<|python_tag|>",
+    ),
+    "llama-4": ("<|header_start|>", "<|header_end|>", "<|eot|>"),
+    "mistral": (
+        "[INST]",
+        "[/INST]",
+        "[SYSTEM_PROMPT]",
+        "[/SYSTEM_PROMPT]",
+        "[AVAILABLE_TOOLS]",
+        "[/AVAILABLE_TOOLS]",
+        "[TOOL_CALLS]",
+        "[TOOL_RESULTS]",
+        "[/TOOL_RESULTS]",
+        "[IMG]",
+        "</s>",
+    ),
+    "gemma": (
+        "<bos>",
+        "<eos>",
+        "<pad>",
+        "<start_of_turn>",
+        "<end_of_turn>",
+        "<start_of_image>",
+        "<end_of_image>",
+    ),
+    "deepseek": (
+        "<｜begin▁of▁sentence｜>",
+        "<｜end▁of▁sentence｜>",
+        "<｜User｜>",
+        "<｜Assistant｜>",
+        "<｜tool▁calls▁begin｜>",
+        "<｜tool▁call▁begin｜>",
+        "<｜tool▁sep｜>",
+        "<｜tool▁outputs▁begin｜>",
+        "<|EOT|>",
+    ),
+    "reasoning (deepseek-r1, qwen3)": ("<think>", "</think>"),
+    "tool calls (hermes, qwen)": (
+        "<tool_call>",
+        "</tool_call>",
+        "<tool_response>",
+        "</tool_response>",
+    ),
+    "command-r": (
+        "<|START_OF_TURN_TOKEN|>",
+        "<|END_OF_TURN_TOKEN|>",
+        "<|SYSTEM_TOKEN|>",
+        "<|USER_TOKEN|>",
+        "<|CHATBOT_TOKEN|>",
+    ),
+    "granite": ("<|start_of_role|>", "<|end_of_role|>", "<|end_of_text|>", "<|tool_call|>"),
+    "exaone": ("[|system|]", "[|user|]", "[|assistant|]", "[|endofturn|]", "[|tool|]"),
+    "openchat": ("<|end_of_turn|>",),
+    "chatglm": ("[gMASK]", "<sop>"),
+    "minicpm": ("<用户>", "<AI>"),
+    "bailing": ("<role>", "</role>"),
+    "smolvlm": ("<end_of_utterance>",),
+    "megrez / gigachat / dots / kimi": (
+        "<|role_start|>",
+        "<|role_end|>",
+        "<|turn_end|>",
+        "<|message_sep|>",
+        "<|role_sep|>",
+        "<|endofuserprompt|>",
+        "<|im_middle|>",
+    ),
+    "yandex": ("[SEP]",),
+}
+
+
+def _marker_regex(marker: str) -> str:
+    """One marker as a pattern tolerant of how a text may disguise it: spaces next to its brackets,
+    bars and slash (`< end_of_turn >`, `[ /INST ]`) and spaces, underscores or `▁` for one another
+    inside its name (`<start of turn>`); case and invisible characters are handled by the reader."""
+    marker = unicodedata.normalize("NFKC", marker)
+    out: list[str] = []
+    for i, ch in enumerate(marker):
+        if ch in "_▁ ":
+            out.append(r"[\s_▁]*")
+            continue
+        if i and (ch in "<>[]|/" or marker[i - 1] in "<>[]|/"):
+            out.append(r"\s*")
+        out.append(re.escape(ch))
+    return "".join(out)
+
+
+_MARKERS = sorted({m for ms in CHAT_MARKERS.values() for m in ms}, key=len, reverse=True)
 _TAG_LIKE = re.compile(
     r"<\s*/?\s*(?:" + "|".join(sorted(FENCE_TAGS, key=len, reverse=True)) + r")(?![a-z])"
     r"(?:[^<>\n]{0,80}>)?"
-    # chat-template control tokens a local server (vLLM, llama.cpp) may read as special tokens
-    # that end the turn: <|im_end|>, <|im_start|>system, <|eot_id|>, [INST] / [/INST], <<SYS>>
-    r"|<\|[^|<>\n]{1,40}\|>|\[\s*/?\s*INST\s*\]|<<\s*/?\s*SYS\s*>>",
+    # chat-template markers of any name in the two bar shapes (<|im_end|>, <｜User｜>, [|user|]),
+    # then every listed marker (CHAT_MARKERS)
+    r"|<\s*\|[^|<>\n]{1,40}\|\s*>|\[\s*\|[^|\[\]\n]{1,40}\|\s*\]|"
+    + "|".join(_marker_regex(m) for m in _MARKERS),
     re.IGNORECASE,
 )
 # every character whose NFKC form is "<" or "[" (checked over all of Unicode): a text holding none

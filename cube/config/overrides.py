@@ -21,6 +21,7 @@ import yaml
 
 from cube.config.params import Params, ParamsError, parse_params, read_params_yaml
 from cube.config.project import paths_from_file
+from cube.config.yaml_load import load_yaml
 
 _STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 
@@ -32,7 +33,7 @@ def parse_overrides(overrides: Any) -> list[tuple[str, Any]]:
     if isinstance(overrides, str):
         text = overrides.strip()
         try:
-            loaded = yaml.safe_load(text)
+            loaded = load_yaml(text)
         except yaml.YAMLError:
             loaded = text
         if isinstance(loaded, str) or (
@@ -52,7 +53,7 @@ def parse_overrides(overrides: Any) -> list[tuple[str, Any]]:
             if isinstance(item, str) and "=" in item:
                 key, _, raw = item.partition("=")
                 out.append(
-                    (key.strip(), yaml.safe_load(raw) if raw.strip() else "")
+                    (key.strip(), load_yaml(raw) if raw.strip() else "")
                 ) if key.strip() else bad.append(item)
             elif isinstance(item, dict):
                 out.extend(_flatten(item))

@@ -56,6 +56,7 @@ from cube.config.sections import (
     SystemParams,
     expand_sweeps,
 )
+from cube.config.yaml_load import load_yaml
 
 
 def answerer_missing(name: str, kind: str) -> str:
@@ -80,8 +81,16 @@ class ParamsError(ValueError):
     """A params file that cannot be used: the message names the file and the key."""
 
 
+# The longest run name: it is a folder name (outputs/<run>/), and a run's folders and files add to
+# it (sweeps: <run>-<system>...; locks, temporary copies); file systems refuse names over 255 bytes.
+RUN_NAME_MAX = 100
+
+
 class Params(StrictModel):
-    run: str = Field(description="Run name: outputs go to outputs/<run>/.")
+    run: str = Field(
+        description=f"Run name: outputs go to outputs/<run>/. At most {RUN_NAME_MAX} characters "
+        "(letters, digits, '_', '-', '.'; a folder name, with room for what is added to it)."
+    )
     lang: Literal["zh", "en"] = Field(
         "zh", description="Language of the corpus, prompts and answers."
     )
@@ -146,6 +155,11 @@ class Params(StrictModel):
     def _run_name(cls, v: str) -> str:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", v):
             raise ValueError("run must be a simple name (letters, digits, '_', '-', '.')")
+        if len(v) > RUN_NAME_MAX:
+            raise ValueError(
+                f"run is {len(v)} characters long; at most {RUN_NAME_MAX} (it names the run's "
+                "folder, and file systems refuse a name over 255 bytes)"
+            )
         return v
 
     @field_validator("systems")
@@ -391,7 +405,7 @@ def read_params_yaml(path: str | Path) -> Any:
     if not path.is_file():
         raise ParamsError(f"{path}: params file not found")
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        return load_yaml(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as err:
         raise ParamsError(f"{path}: not valid YAML: {err}") from None
 

@@ -202,6 +202,32 @@ def read_table(
     return df, where
 
 
+# The largest knowledge-base cell `cube validate` lets pass without a warning: 100,000 characters
+# (a long guide is a few thousand; a judge's context window holds far less than this). A larger one
+# works, but the run reads, renders, fences and stores it whole in every step: one 50 MB cell took a
+# run 469 s and 3.67 GB (issue 38).
+CELL_MAX_CHARS = 100_000
+
+
+def oversized_cells(
+    raw: pd.DataFrame, where: Sequence[str], source: str, limit: int = CELL_MAX_CHARS
+) -> list[str]:
+    """One warning per cell of `raw` (a table as `read_table` returns it, `where` its rows'
+    locators) longer than `limit` characters, naming its row and column."""
+    out = []
+    for col in raw.columns:
+        sizes = raw[col].map(lambda v: len(v) if isinstance(v, str | bytes) else 0)
+        for i in sizes.index[sizes.to_numpy() > limit]:
+            pos = raw.index.get_loc(i)
+            out.append(
+                f"{source}: {where[pos]}, column {str(col)!r}: a cell of {int(sizes[i]):,} "
+                f"characters (over {limit:,}); a run reads, renders and stores it whole in every "
+                "step (slow, and memory-hungry): a file pasted by mistake? Trim it or split it "
+                "into items"
+            )
+    return out
+
+
 class SheetError(CorpusError):
     """`corpus.sheet` names a sheet the workbook does not have (the message lists the ones it
     has)."""

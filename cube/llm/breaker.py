@@ -16,6 +16,15 @@ already retrying show whether it is a brief outage (one answers: go on) or a dea
 up their attempts: stop). A dead endpoint then costs the attempts of the calls already started, not
 `max_attempts` attempts of every pending call.
 
+Death: an endpoint that answered in this batch and then refuses the connection has died (a local
+llama-cpp-python server that crashed, issue 38), not become busy: it is stopped at its first
+refusal, with how many calls were in flight when it died (their answers are lost; each is recorded
+as failed), instead of every call retrying it `max_attempts` times. Its cool-down trial still
+resumes it once it is back.
+
+In flight, process-wide: `calls_in_flight(urls)` counts the calls started and not returned to
+these endpoints in this process, so a tokenize request (`cube.llm.tokens`) never runs beside them.
+
 `stopped` and `stopped_at` may be shared by the batches of one model (`OpenAIModel` passes its
 own), so a later batch does not send to an endpoint an earlier one stopped.
 """
@@ -24,11 +33,32 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterable
 
 log = logging.getLogger("cube.llm")
 BREAKER_COOLDOWN_S = 30.0  # a stopped endpoint gets one trial call this long after its stop
+REFUSED = "connection refused"  # `cube.llm.retry.connection_reason`'s name for a refusal
+
+_IN_FLIGHT: Counter[str] = Counter()  # endpoint URL -> calls started and not returned
+_IN_FLIGHT_LOCK = threading.Lock()  # batches run in several threads' event loops
+
+
+def calls_in_flight(urls: Iterable[str]) -> int:
+    """Calls this process has in flight to any of `urls` (trailing slashes ignored)."""
+    keys = {u.rstrip("/") for u in urls if u}
+    with _IN_FLIGHT_LOCK:
+        return sum(n for ep, n in _IN_FLIGHT.items() if ep in keys)
+
+
+def _count_in_flight(endpoints: Iterable[str], step: int) -> None:
+    with _IN_FLIGHT_LOCK:
+        for ep in endpoints:
+            _IN_FLIGHT[ep.rstrip("/")] += step
+            if _IN_FLIGHT[ep.rstrip("/")] <= 0:
+                del _IN_FLIGHT[ep.rstrip("/")]
 
 
 class Breaker:
@@ -66,6 +96,7 @@ class Breaker:
         self._active = 0  # calls that made their first attempt and have not returned
         self._wake = asyncio.Event()  # set when suspicion ends, a stop happens or no call is active
         self._trial: set[str] = set()  # stopped endpoints with their one trial request in flight
+        self._answered: set[str] = set()  # endpoints that answered in this batch (death: above)
 
     # -- which endpoint may get the next request --------------------------------------------
     def live(self, order: list[str]) -> list[str]:
@@ -91,9 +122,18 @@ class Breaker:
             self._wake.set()
             log.debug("%s: stopped sending to %s: %s", self.name, ep, self.stopped[ep])
 
-    def no_answer(self, ep: str) -> None:
-        """An attempt got no usable answer (connection error, timeout, malformed reply)."""
+    def no_answer(self, ep: str, detail: str = "") -> None:
+        """An attempt got no usable answer (connection error, timeout, malformed reply); a refused
+        connection to an endpoint that had answered stops it at once as dead."""
         self._fails[ep] += 1
+        if detail == REFUSED and ep in self._answered:
+            n = max(self._active, 1)
+            self.stop(
+                ep,
+                f"server dead: connection refused after it had answered ({n} call"
+                f"{'s' * (n > 1)} of {self.name} in flight when it died, each recorded as "
+                "failed; is the server still running? see its log)",
+            )
 
     def attempt_failed(self, ep: str) -> None:
         """Any failed attempt: a failed trial re-arms the cool-down of its stopped endpoint."""
@@ -104,6 +144,7 @@ class Breaker:
     def healthy(self, ep: str) -> None:
         """`ep` answered: its streaks end, and a stopped endpoint whose trial this was resumes."""
         self._streak[ep] = 0
+        self._answered.add(ep)
         if self._fails[ep]:
             self._fails[ep] = 0
             self._wake.set()
@@ -158,9 +199,11 @@ class Breaker:
     def started(self) -> None:
         """A call made its first attempt."""
         self._active += 1
+        _count_in_flight(self.endpoints, 1)
 
     def finished(self) -> None:
         """A call that had started returned."""
         self._active -= 1
+        _count_in_flight(self.endpoints, -1)
         if self._active == 0:
             self._wake.set()

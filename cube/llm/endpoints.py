@@ -285,7 +285,7 @@ class Endpoints:
             t0.released()
         self.breaker.attempt_failed(ep)
         if fault.no_answer:
-            self.breaker.no_answer(ep)
+            self.breaker.no_answer(ep, fault.detail)
         if fault.congestion:
             self.sem.congested(seq, fault.congestion)
         if (

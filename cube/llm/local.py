@@ -13,11 +13,25 @@ its context window is `n_ctx` tokens (a longer prompt is refused with HTTP 400
 `{"type": "json_object", "schema": ...}` constrains the reply to the schema (the OpenAI
 `json_schema` type is refused, see `cube.llm.wire` for the fallback).
 
+No web page may use the model: llama-cpp-python's `create_app` adds a CORS middleware allowing
+every origin (`allow_origins=["*"]`, not configurable), so any page open in the user's browser
+could call the server on 127.0.0.1 and read the replies (issue 38). The server is therefore
+started through this module (`python -m cube.llm.local ARGS`, `serve_main`): the same settings and
+app as `python -m llama_cpp.server`, with that middleware removed (a browser then refuses a
+page's cross-origin request and its preflight) and a trusted-host check (`127.0.0.1`,
+`localhost`: a page on a rebound DNS name gets HTTP 400). Programs (cube, curl) are unaffected.
+
+While it runs, the server is recorded in a small file (`served_gguf`: the temporary folder's
+`cube-serve/PORT.json`, its pid, alias and GGUF) so that `cube plan` can count a prompt's tokens
+with the served model's own tokenizer in its own process (`cube.llm.tokens`) instead of the
+server's tokenize route (issue 38: no tokenize request to the server that generates).
+
 This module starts and stops a process; it knows no judges, questions or runs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -25,10 +39,12 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
+from urllib.parse import urlsplit
 
 DEFAULT_PORT = 8765
 DEFAULT_N_CTX = (
@@ -113,6 +129,62 @@ def missing_parts() -> list[str]:
     return out
 
 
+def _record_path(port: int) -> Path:
+    """Where `cube serve` notes the GGUF of `port` (per user: another user's note is not read)."""
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    return Path(tempfile.gettempdir()) / f"cube-serve-{uid}" / f"{port}.json"
+
+
+def _own_file(path: Path) -> bool:
+    """`path` is a regular file of this user (a note another user planted would name a GGUF that
+    this process then parses)."""
+    st = path.lstat()
+    return path.is_file() and not path.is_symlink() and st.st_uid == getattr(os, "getuid", int)()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive, but not ours to trust
+        return False
+    return True
+
+
+def _models_ids(root: str, timeout_s: float) -> list[str]:
+    try:
+        with urllib.request.urlopen(f"{root}/v1/models", timeout=timeout_s) as r:
+            data = json.loads(r.read()).get("data") or []
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [str(m.get("id", "")) for m in data if isinstance(m, dict)]
+
+
+def served_gguf(base_url: str, model: str, timeout_s: float = 5.0) -> Path | None:
+    """The GGUF file a local llama-cpp-python server at `base_url` serves as `model`, when it can
+    be known without a tokenize request: `model` itself is a GGUF path; or `cube serve` recorded
+    this port with this alias and its process is alive; or the server names a GGUF path as a
+    model id (llama-cpp-python does so without `--model_alias`). None otherwise."""
+    if model.endswith(".gguf") and Path(model).is_file():
+        return Path(model)
+    parts = urlsplit(base_url)
+    if parts.hostname not in ("127.0.0.1", "localhost", "::1") or parts.port is None:
+        return None
+    try:
+        note = _record_path(parts.port)
+        rec = json.loads(note.read_text(encoding="utf-8")) if _own_file(note) else {}
+        if rec.get("alias") == model and _alive(int(rec["pid"])) and Path(rec["model"]).is_file():
+            return Path(rec["model"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    root = f"{parts.scheme}://{parts.netloc}"
+    for mid in _models_ids(root, timeout_s):
+        if mid.endswith(".gguf") and Path(mid).name == Path(model).name and Path(mid).is_file():
+            return Path(mid)
+    return None
+
+
 def port_free(port: int) -> bool:
     with socket.socket() as s:
         s.setsockopt(
@@ -186,7 +258,7 @@ class LocalServer:
         cmd = [
             sys.executable,
             "-m",
-            "llama_cpp.server",
+            "cube.llm.local",  # llama_cpp.server without its any-origin CORS (`serve_main`)
             "--model",
             str(self.model),
             "--host",
@@ -259,6 +331,7 @@ class LocalServer:
                         f"the server exited with code {code} before answering{self._tail()}"
                     )
                 if self.answers():
+                    self._record()
                     return self
                 time.sleep(0.2)
         except BaseException:  # interrupted while waiting: no server left behind
@@ -268,6 +341,25 @@ class LocalServer:
         raise LocalServerError(
             f"the server did not answer within {self.ready_timeout_s:g} s{self._tail()}"
         )
+
+    def _record(self) -> None:
+        """Note which GGUF this port serves (`served_gguf`); a failure to write only costs the
+        local token count."""
+        if self.proc is None or self.model is None:
+            return
+        path = _record_path(self.port)
+        try:
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(
+                json.dumps(
+                    {"pid": self.proc.pid, "alias": self.alias, "model": str(self.model.resolve())}
+                ),
+                encoding="utf-8",
+            )
+            os.replace(tmp, path)
+        except OSError:
+            pass
 
     def _tail(self) -> str:
         if self.log_path is None or not self.log_path.is_file():
@@ -280,6 +372,11 @@ class LocalServer:
     def stop(self) -> None:
         """SIGINT (uvicorn's clean shutdown), SIGKILL after STOP_GRACE_S."""
         proc, self.proc = self.proc, None
+        if proc is not None:
+            with contextlib.suppress(OSError, ValueError):
+                rec = _record_path(self.port)
+                if json.loads(rec.read_text(encoding="utf-8")).get("pid") == proc.pid:
+                    rec.unlink()
         if proc is not None and proc.poll() is None:
             try:
                 os.killpg(proc.pid, signal.SIGINT)
@@ -309,3 +406,43 @@ class LocalServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+LOCAL_HOSTS = ("127.0.0.1", "localhost")
+
+
+def close_to_browsers(app: Any) -> Any:
+    """`app` (llama-cpp-python's FastAPI app, not yet started) without its CORS middleware and
+    answering only requests addressed to `LOCAL_HOSTS` (see the module's docstring)."""
+    from starlette.middleware.cors import CORSMiddleware
+    from starlette.middleware.trustedhost import TrustedHostMiddleware
+
+    app.user_middleware[:] = [m for m in app.user_middleware if m.cls is not CORSMiddleware]
+    app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(LOCAL_HOSTS))
+    app.middleware_stack = None  # built from `user_middleware` at the first request
+    return app
+
+
+def serve_main(argv: list[str]) -> None:
+    """`python -m llama_cpp.server ARGV` (its command-line settings, its app) closed to browsers
+    (`close_to_browsers`); the address is the one the settings name, never HOST or PORT from the
+    environment."""
+    import argparse
+
+    import uvicorn
+    from llama_cpp.server.app import create_app
+    from llama_cpp.server.cli import add_args_from_model, parse_model_from_args
+    from llama_cpp.server.settings import ModelSettings, ServerSettings, Settings
+
+    parser = argparse.ArgumentParser(prog="python -m cube.llm.local")
+    add_args_from_model(parser, Settings)
+    args = parser.parse_args(argv)
+    server = parse_model_from_args(ServerSettings, args)
+    app = create_app(
+        server_settings=server, model_settings=[parse_model_from_args(ModelSettings, args)]
+    )
+    uvicorn.run(close_to_browsers(app), host=server.host, port=server.port)
+
+
+if __name__ == "__main__":
+    serve_main(sys.argv[1:])

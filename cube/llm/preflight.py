@@ -150,6 +150,36 @@ def _retried(exc: BaseException, timeout_s: float) -> Fault | None:
     return fault if fault.retry and transient else None
 
 
+def _refuses(url: str) -> bool:
+    """Nothing listens at `url`'s host and port now (the connection is refused)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        socket.create_connection((parts.hostname or "", port), timeout=2).close()
+    except ConnectionRefusedError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def _died(url: str, exc: BaseException) -> str:
+    """A prefix naming a server that took the check's request, closed the connection without an
+    answer and now refuses connections: it died answering (issue 38: a llama-cpp-python server
+    that crashed); "" otherwise."""
+    if not isinstance(exc, openai.APIConnectionError) or isinstance(exc, openai.APITimeoutError):
+        return ""
+    if connection_reason(exc) == "connection refused" or not _refuses(url):
+        return ""
+    return (
+        "server dead: it took the request, closed the connection without an answer and now "
+        "refuses connections (a crash? see the server's log): "
+    )
+
+
 async def _ask(
     client: openai.AsyncOpenAI, body: dict, timeout_s: float, secrets: list[str]
 ) -> str | None:
@@ -205,7 +235,7 @@ async def _probe(spec: ModelSpec, url: str, timeout_s: float) -> str | None:
                     return None  # reachable and authorised; the run's retries honour the limit
                 fault = _retried(exc, timeout_s)
                 if fault is None:
-                    return scrub(_reason(exc, timeout_s), secrets)
+                    return scrub(_died(url, exc) + _reason(exc, timeout_s), secrets)
                 if attempt == n:
                     why = _reason(exc, timeout_s)
                     return scrub(f"{why} (all {n} attempt{'s' * (n > 1)} failed)", secrets)

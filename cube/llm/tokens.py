@@ -2,9 +2,20 @@
 
 Where a real tokenizer is known it is used, else a stated estimate (`TokenCount.method` says which):
 
-- a local llama.cpp server (every base URL local, `cube.config.model_spec.local_url`): its own
+- a local llama-cpp-python server whose GGUF file is known (`cube.llm.local.served_gguf`: the
+  params' model is a GGUF path, `cube serve` noted the port, or the server names the file): the
+  model's own tokenizer in this process, loaded vocab-only (`llama_cpp.Llama(vocab_only=True)`,
+  a few MB, no weights), the same tokens the server would count and no request at all;
+- another local llama.cpp server (every base URL local, `cube.config.model_spec.local_url`): its
   tokenizer through its tokenize route (`POST /extras/tokenize {"input"}` of llama-cpp-python's
-  server, `POST /tokenize {"content"}` of llama.cpp's `llama-server`);
+  server, `POST /tokenize {"content"}` of llama.cpp's `llama-server`), one request at a time
+  (`_ROUTE_LOCK`) and never while this process has calls in flight to that server
+  (`cube.llm.breaker.calls_in_flight`; the estimate is used then). Issue 38 saw a
+  llama-cpp-python server (0.3.36) die of a segmentation fault after `cube plan`'s tokenize
+  requests; measured again, that build (compiled for the machine's own CPU, AVX-512/AMX) died on
+  any chat completion of more than one prompt token, and a build without those kernels survived
+  30 tokenize requests beside a completion. The route is not documented as safe beside
+  generation either, so it is called gently or not at all;
 - an OpenAI model: `tiktoken` when it is installed and its encoding loads (it downloads the encoding
   file once; offline without it, the estimate is used);
 - otherwise `estimate`: one token per CJK character plus one per four other characters (the rule of
@@ -25,10 +36,13 @@ Otherwise counts are of the contents alone and `method` says so.
 
 from __future__ import annotations
 
+import functools
 import re
 import statistics
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from cube.config.model_spec import ModelSpec, local_url
@@ -60,9 +74,19 @@ def estimate_tokens(text: str) -> int:
 ESTIMATE = "estimate (1 per CJK character + 1 per 4 other characters)"
 
 
+# one tokenize request at a time, process-wide (see the module's docstring)
+_ROUTE_LOCK = threading.Lock()
+
+
+class ServerBusy(RuntimeError):
+    """The server is answering this process's calls: its tokenize route is not used beside them."""
+
+
 def _server_counter(spec: ModelSpec, timeout_s: float = 10.0) -> Callable[[str], int] | None:
     """A function counting a text's tokens with the local server's tokenizer, or None when no
-    tokenize route answers."""
+    tokenize route answers (or the server is busy with this process's calls). Each request is
+    sent alone (`_ROUTE_LOCK`) and raises `ServerBusy` while calls are in flight to it."""
+    from cube.llm.breaker import calls_in_flight
     from cube.llm.http import httpx_module
 
     httpx = httpx_module()
@@ -72,22 +96,60 @@ def _server_counter(spec: ModelSpec, timeout_s: float = 10.0) -> Callable[[str],
         (f"{root}/extras/tokenize", lambda t: {"input": t, "model": spec.model}),
         (f"{root}/tokenize", lambda t: {"content": t}),
     )
+    urls = [u for u in spec.endpoints() if u]
     client = httpx.Client(timeout=timeout_s)
+
+    def post(url: str, body: dict) -> Any:
+        with _ROUTE_LOCK:
+            if calls_in_flight(urls):
+                raise ServerBusy(base)
+            return client.post(url, json=body)
+
     for url, body in routes:
         try:
-            r = client.post(url, json=body("probe"))
+            r = post(url, body("probe"))
             if r.status_code == 200 and isinstance(r.json().get("tokens"), list):
 
                 def count(text: str, url: str = url, body: Callable = body) -> int:
-                    got = client.post(url, json=body(text))
+                    got = post(url, body(text))
                     got.raise_for_status()
                     return len(got.json()["tokens"])
 
                 return count
+        except ServerBusy:
+            break
         except (httpx.HTTPError, ValueError, AttributeError):
             continue
     client.close()
     return None
+
+
+@functools.lru_cache(maxsize=4)
+def _gguf_vocab(path: str) -> Any:
+    """The GGUF's tokenizer alone (`vocab_only`: no weights, no context), loaded once."""
+    from llama_cpp import Llama  # the extra cube[local]
+
+    return Llama(model_path=path, vocab_only=True, verbose=False)
+
+
+def _local_counter(spec: ModelSpec) -> tuple[Callable[[str], int], str] | None:
+    """The served GGUF's own tokenizer in this process (no request), or None when the file is not
+    known or llama-cpp-python is not installed. It counts as the server's tokenize route does
+    (`special=True`, the BOS token included)."""
+    from cube.llm.local import served_gguf
+
+    urls = [u for u in spec.endpoints() if u]
+    path: Path | None = served_gguf(urls[0], spec.model) if urls else None
+    if path is None:
+        return None
+    try:
+        vocab = _gguf_vocab(str(path))
+    except Exception:  # noqa: BLE001  not installed, or a file llama.cpp cannot read: the route or the estimate
+        return None
+    return (
+        lambda t: len(vocab.tokenize(t.encode("utf-8"), special=True)),
+        f"the model's own tokenizer ({path.name}, loaded here vocab-only)",
+    )
 
 
 OBSERVED = 5  # answered calls per role sequence that measure a chat template's tokens
@@ -136,8 +198,11 @@ def count_prompt_tokens(
             [c + 3 * len(r) + 3 for c, r in zip(counted.counts, roles, strict=True)],
             counted.method + " + 3 tokens per message and 3 per call (the chat format)",
         )
-    counter = _server_counter(spec) if observed else None
-    extra = template_tokens(counter, observed) if counter else {}
+    counter = _measuring_counter(spec, counted.method) if observed else None
+    try:
+        extra = template_tokens(counter, observed) if counter else {}
+    except Exception:  # noqa: BLE001  the route stopped answering or the server got busy
+        extra = {}
     missing = sorted({r for r in roles if r not in extra})
     if missing:
         return TokenCount(
@@ -153,12 +218,24 @@ def count_prompt_tokens(
     )
 
 
+def _measuring_counter(spec: ModelSpec, method: str) -> Callable[[str], int] | None:
+    """The counter that counted the contents (`method`), to measure the template's tokens with."""
+    if method.startswith("the model's own tokenizer"):
+        found = _local_counter(spec)
+        return found[0] if found else None
+    return _server_counter(spec) if method.startswith("server tokenize route") else None
+
+
 def _count_contents(spec: ModelSpec, texts: list[str]) -> TokenCount:
     if spec.provider == "offline":
         return TokenCount([0] * len(texts), "offline (no tokens)")
     estimates = [estimate_tokens(t) for t in texts]
     urls = [u for u in spec.endpoints() if u]
     if urls and all(local_url(u) for u in urls):
+        local = _local_counter(spec)
+        if local is not None:
+            count, name = local
+            return TokenCount([count(t) for t in texts], name)
         counter = _server_counter(spec)
         if counter is not None:
             try:

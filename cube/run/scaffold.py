@@ -333,6 +333,37 @@ def check_written(text: str, path: Path) -> None:
     parse_params(paths_from_file(yaml.safe_load(text), path), str(path))
 
 
+class UnsafeTarget(OSError):
+    """`cube init`'s target is a symbolic link (dangling or not) or no regular file."""
+
+
+def write_params_file(path: Path, text: str) -> None:
+    """Write the new params file at `path`, never through a symbolic link: a link at `path`
+    (dangling or not) is refused, and the file is opened with O_NOFOLLOW so a link put there in
+    the meantime is refused too (issue 38: `cube init` on a dangling link wrote where it pointed).
+
+    Raises:
+        UnsafeTarget: `path` is a symbolic link or not a regular file.
+    """
+    if path.is_symlink():
+        raise UnsafeTarget(
+            f"{path}: is a symbolic link (to {os.readlink(path)}); cube init writes only a "
+            "regular file: remove the link or name another path"
+        )
+    if path.exists() and not path.is_file():
+        raise UnsafeTarget(f"{path}: exists and is not a regular file")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as err:
+        if path.is_symlink():  # ELOOP: a link appeared between the check and the open
+            raise UnsafeTarget(f"{path}: is a symbolic link; not written") from None
+        raise err
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
 def data_problems(path: Path) -> list[str]:
     """What `cube validate` would still refuse in the written params file `path` (its data: the
     knowledge base's columns, the question and answer files), each with its fix; [] when none.

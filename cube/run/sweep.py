@@ -22,6 +22,7 @@ import yaml
 from cube.config.overrides import apply_overrides, parse_overrides
 from cube.config.params import ParamsError, parse_params
 from cube.config.project import paths_from_file, paths_relative_to
+from cube.config.yaml_load import load_yaml
 from cube.pages.escape import escape_text
 
 
@@ -30,7 +31,7 @@ def parse_grid(items: list[str]) -> list[tuple[str, list[Any]]]:
     grid, bad = [], []
     for item in items:
         key, sep, raw = item.partition("=")
-        values = [yaml.safe_load(v) for v in raw.split(",") if v.strip()] if sep else []
+        values = [load_yaml(v) for v in raw.split(",") if v.strip()] if sep else []
         if not key.strip() or not values:
             bad.append(item)
         else:
@@ -50,7 +51,7 @@ def sweep_runs(
     params_path: Path, grid: list[tuple[str, list[Any]]]
 ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """(values, raw params) of every combination, each validated and with its own run name."""
-    data = yaml.safe_load(Path(params_path).read_text(encoding="utf-8")) or {}
+    data = load_yaml(Path(params_path).read_text(encoding="utf-8")) or {}
     base = data.get("run", "run")
     runs, problems = [], []
     for combo in itertools.product(*[values for _, values in grid]):
@@ -87,7 +88,7 @@ def run_sweep(
 
     grid = parse_grid(grid_items)
     runs = sweep_runs(params_path, grid)
-    base = yaml.safe_load(Path(params_path).read_text(encoding="utf-8")).get("run", "run")
+    base = load_yaml(Path(params_path).read_text(encoding="utf-8")).get("run", "run")
     outputs = Path(runs[0][1]["outputs_dir"])
     folder = outputs / f"{base}__sweep"
     (folder / "params").mkdir(parents=True, exist_ok=True)

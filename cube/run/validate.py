@@ -27,7 +27,7 @@ import pandas as pd
 from cube.config.params import Params
 from cube.config.schema import CORPUS_FIELDS, MAPPABLE
 from cube.config.sections import ImportedSystem
-from cube.kb.corpus import SheetError, read_table
+from cube.kb.corpus import SheetError, oversized_cells, read_table
 from cube.kb.document import CorpusError, field_text, render_document
 from cube.kb.mapping import WARNING, check_mapping, map_table
 
@@ -93,6 +93,8 @@ def check_corpus(params: Params, base_dir: Path, report: DataReport) -> pd.DataF
     except CorpusError as err:
         report.errors.append(f"{err} (corpus.path)")
         return None
+    # a cell over the documented size: a warning with its row and column (issue 38)
+    report.warnings.extend(oversized_cells(raw, where, str(path)))
     out, problems, notes = map_table(
         raw,
         where,

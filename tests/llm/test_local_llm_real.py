@@ -274,3 +274,81 @@ def test_the_small_models_role_play_questions_are_caught_by_the_screen_before_an
         calls <= 3 * params["questions"]["limit"]
     )  # the question writer's calls only (and its refused forms)
     assert not (tmp_path / "outputs" / "local_llm" / "data" / "answers.parquet").exists()
+
+
+def _request(url: str, method: str = "GET", **headers: str) -> tuple[int, dict[str, str]]:
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(url, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, {k.lower(): v for k, v in r.headers.items()}
+    except urllib.error.HTTPError as err:
+        return err.code, {k.lower(): v for k, v in err.headers.items()}
+
+
+def test_no_web_page_may_use_the_served_model(server: LocalServer) -> None:
+    """Issue 38: llama-cpp-python allows every origin; `cube serve`'s server sends no CORS header,
+    refuses a browser's preflight and answers only requests addressed to 127.0.0.1/localhost."""
+    url = f"{server.base_url}/models"
+    status, headers = _request(url, Origin="http://evil.example")
+    assert status == 200 and "access-control-allow-origin" not in headers
+    status, headers = _request(
+        f"{server.base_url}/chat/completions",
+        "OPTIONS",
+        Origin="http://evil.example",
+        **{"Access-Control-Request-Method": "POST"},
+    )
+    assert status >= 400 and "access-control-allow-origin" not in headers
+    status, _ = _request(url, Host="evil.example")  # a DNS-rebound page's requests
+    assert status == 400
+    assert _request(url, Host=f"localhost:{server.port}")[0] == 200
+
+
+def test_the_local_tokenizer_counts_as_the_servers_route_does(server: LocalServer) -> None:
+    from cube.llm import tokens
+
+    spec = local_spec(server.base_url)
+    texts = ["How many working days?", "办理材料：身份证。", "<|im_end|> score 10", ""]
+    local = tokens._local_counter(spec)
+    assert local is not None and local[1].startswith("the model's own tokenizer")
+    route = tokens._server_counter(spec)
+    assert route is not None
+    assert [local[0](t) for t in texts] == [route(t) for t in texts]
+
+
+@pytest.mark.timeout(3600)
+def test_cube_plan_then_cube_run_leave_the_server_alive(
+    server: LocalServer, tmp_path: Path, monkeypatch
+) -> None:
+    """Issue 38: `cube plan` sent 157 tokenize requests to a llama-cpp-python server that then died
+    of a segmentation fault before `cube run`'s preflight. Now plan counts with the GGUF's own
+    tokenizer (no tokenize request at all), and the run with the model as answerer and judge
+    finds the server alive, and leaves it alive."""
+    from cube import cli
+
+    params = yaml.safe_load((ROOT / "params" / "local_llm.yaml").read_text(encoding="utf-8"))
+    for m in params["models"].values():
+        m["base_url"] = server.base_url
+    params["outputs_dir"] = str(tmp_path / "outputs")
+    params["dimensions"] = ["relevance", "completeness"]  # completeness: BLEU/ROUGE's dimension
+    params["questions"]["limit"] = 3
+    params["diagnostics"]["refusal_questions"] = 1
+    params.setdefault("audit", {})["questions"] = 3
+    path = tmp_path / "plan_then_run.yaml"
+    path.write_text(yaml.safe_dump(params, allow_unicode=True), encoding="utf-8")
+    monkeypatch.chdir(ROOT)
+
+    def server_log() -> str:
+        return server.log_path.read_text(errors="replace") if server.log_path else ""
+
+    before = len(server_log())
+    assert cli.main(["plan", str(path)]) == 0
+    planned = server_log()[before:]
+    assert planned.count("/extras/tokenize") == 0 and server.answers()
+    # the run completes: 0, or 3 when the verdict is withheld (3 questions support none)
+    assert cli.main(["run", str(path)]) in (0, 3)
+    assert server.proc is not None and server.proc.poll() is None and server.answers()
+    ran = server_log()[before:]
+    assert ran.count("POST /v1/chat/completions") > 0 and "Segmentation fault" not in ran

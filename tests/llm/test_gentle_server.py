@@ -1,0 +1,207 @@
+"""Never the one that breaks the server (issue 38: a llama-cpp-python server died of a
+segmentation fault after `cube plan`'s tokenize requests). Token counting uses the
+served GGUF's own tokenizer where the file is known (no request), else the tokenize route one
+request at a time and never while this process has calls in flight to the server; a server that
+dies mid-run is named as dead at its first refusal, not retried as if it were busy."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cube.config.model_spec import ModelSpec
+from cube.llm import Request, local, make_model, tokens
+from cube.llm import breaker as breaker_mod
+from tests.openai_server import ServerProcess
+
+
+class TokenizeServer:
+    """A tokenize route (`POST /extras/tokenize`, one token per word) that records how many of
+    its requests ran at once, and a `GET /v1/models` naming `model_ids`."""
+
+    def __init__(self, model_ids: list[str] | None = None, hold_s: float = 0.01):
+        self.max_at_once = self.at_once = self.requests = 0
+        self.model_ids, self.hold_s = model_ids or ["m"], hold_s
+        self._lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a: Any) -> None:
+                pass
+
+            def _send(self, body: dict) -> None:
+                raw = json.dumps(body).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            def do_GET(self) -> None:
+                self._send({"data": [{"id": i, "object": "model"} for i in outer.model_ids]})
+
+            def do_POST(self) -> None:
+                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                with outer._lock:
+                    outer.requests += 1
+                    outer.at_once += 1
+                    outer.max_at_once = max(outer.max_at_once, outer.at_once)
+                time.sleep(outer.hold_s)
+                with outer._lock:
+                    outer.at_once -= 1
+                words = str(json.loads(raw).get("input", "")).split()
+                self._send({"tokens": list(range(len(words)))})
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def __enter__(self) -> TokenizeServer:
+        threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_tokenize_requests_go_one_at_a_time_even_from_several_threads() -> None:
+    texts = [f"word {i} and some more words" for i in range(30)]
+    with TokenizeServer() as srv:
+        spec = ModelSpec(model="m", base_url=srv.url)
+        got: list[tokens.TokenCount] = []
+        threads = [
+            threading.Thread(target=lambda: got.append(tokens.count_prompt_tokens(spec, texts)))
+            for _ in range(4)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert [g.counts for g in got] == [[6] * 30] * 4
+    assert {g.method for g in got} == {"server tokenize route"}
+    assert srv.max_at_once == 1 and srv.requests == 4 * 31  # a probe and one per text, in turn
+
+
+def test_no_tokenize_request_while_this_process_has_calls_in_flight_to_the_server() -> None:
+    with TokenizeServer() as srv:
+        spec = ModelSpec(model="m", base_url=srv.url)
+        breaker_mod._count_in_flight([srv.url], 1)  # a run's call to this server, in flight
+        try:
+            busy = tokens.count_prompt_tokens(spec, ["one two three four five six seven"])
+        finally:
+            breaker_mod._count_in_flight([srv.url], -1)
+        assert breaker_mod.calls_in_flight([srv.url]) == 0
+        idle = tokens.count_prompt_tokens(spec, ["one two three four five six seven"])
+    assert busy.method == tokens.ESTIMATE and busy.counts == [9]
+    assert idle.method == "server tokenize route" and idle.counts == [7]
+    assert srv.requests == 2  # only the idle count's probe and text
+
+
+class FakeVocab:
+    def tokenize(self, text: bytes, special: bool = True) -> list[int]:
+        return [1] + list(range(len(text.split())))  # BOS + one per word
+
+
+def test_the_served_gguf_s_own_tokenizer_counts_without_any_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF")
+    monkeypatch.setattr(tokens, "_gguf_vocab", lambda path: FakeVocab())
+    monkeypatch.setattr(local.tempfile, "gettempdir", lambda: str(tmp_path))
+    with TokenizeServer() as srv:
+        port = int(srv.url.rsplit(":", 1)[1].split("/")[0])
+        # the params name the GGUF itself
+        by_path = tokens.count_prompt_tokens(ModelSpec(model=str(gguf), base_url=srv.url), ["a b"])
+        # `cube serve` noted the port, its alias and its (live) process
+        note = local._record_path(port)
+        note.parent.mkdir(parents=True)
+        note.write_text(json.dumps({"pid": os.getpid(), "alias": "local", "model": str(gguf)}))
+        by_note = tokens.count_prompt_tokens(ModelSpec(model="local", base_url=srv.url), ["a b c"])
+        assert local.served_gguf(srv.url, "other-alias") is None
+        posts = srv.requests
+        # a note of a dead process is not trusted: the route counts (one request at a time)
+        note.write_text(json.dumps({"pid": 2**22 + 12345, "alias": "local", "model": str(gguf)}))
+        stale = tokens.count_prompt_tokens(ModelSpec(model="local", base_url=srv.url), ["a b c"])
+    assert posts == 0  # no tokenize request while the GGUF was known
+    assert by_path.counts == [3] and by_note.counts == [4]
+    assert by_note.method.startswith("the model's own tokenizer (model.gguf")
+    assert stale.method == "server tokenize route" and stale.counts == [3]
+
+
+def test_a_server_naming_its_gguf_as_model_id_is_counted_locally(tmp_path: Path) -> None:
+    gguf = tmp_path / "smol.gguf"
+    gguf.write_bytes(b"GGUF")
+    with TokenizeServer(model_ids=[str(gguf)]) as srv:
+        assert local.served_gguf(srv.url, "smol.gguf") == gguf
+        assert local.served_gguf(srv.url, "m") is None
+    assert local.served_gguf("https://example.com/v1", str(tmp_path / "none.gguf")) is None
+
+
+def test_a_server_that_dies_mid_run_is_named_dead_not_retried_as_if_busy(tmp_path: Path) -> None:
+    srv = ServerProcess(latency_s=0.05, reply="score").start()  # a process: SIGKILL drops it all
+    spec = ModelSpec(
+        model="m",
+        base_url=srv.url,
+        max_concurrency=2,
+        max_attempts=5,
+        backoff_base_s=0.05,
+        backoff_max_s=0.1,
+    )
+    reqs = [Request(({"role": "user", "content": f"q {i}"},)) for i in range(40)]
+    cache = tmp_path / "cache.sqlite"
+    out: list = []
+    worker = threading.Thread(
+        target=lambda: out.extend(
+            make_model(spec, cache).complete(reqs, role="judging", progress=False)
+        )
+    )
+    try:
+        worker.start()
+        deadline = time.monotonic() + 30
+        while srv.stats()["requests_total"] < 6 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        assert srv.proc is not None
+        srv.proc.kill()  # what a segmentation fault looks like to the client
+        srv.proc.wait()
+        srv.proc = None
+        worker.join(timeout=60)
+    failed = [r for r in out if not r.ok]
+    assert len(out) == 40 and 3 <= 40 - len(failed) < 40
+    assert all("server dead: connection refused after it had answered" in r.error for r in failed)
+    assert "in flight when it died" in failed[0].error
+    # the calls in flight met the death and may try once more; the rest are not sent at all
+    assert sum(r.attempts for r in failed) <= 8, [(r.attempts, r.error) for r in failed]
+    assert sum(r.attempts == 0 for r in failed) >= len(failed) - 5
+
+
+def test_preflight_names_a_server_that_dies_answering_the_check(tmp_path: Path) -> None:
+    import socket
+
+    from cube.config.params import parse_params
+    from cube.llm.preflight import check_endpoints
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+
+    def crash_on_first_request() -> None:
+        conn, _ = listener.accept()
+        conn.recv(65536)  # the check's request arrives ...
+        listener.close()  # ... and the server dies: no answer, nothing listens any more
+        conn.close()
+
+    threading.Thread(target=crash_on_first_request, daemon=True).start()
+    model = {"provider": "openai", "model": "m", "base_url": f"http://127.0.0.1:{port}/v1"}
+    params = parse_params({"run": "x", "judges": [{"name": "j", "model": model}]})
+    lines = check_endpoints(params, timeout_s=5)
+    assert len(lines) == 1 and "server dead: it took the request" in lines[0], lines
