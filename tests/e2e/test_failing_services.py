@@ -153,8 +153,5 @@ def test_retrieval_that_does_not_map_is_withheld_not_scored_as_a_miss(run):
     }
     index = (root / "report" / "index.html").read_text(encoding="utf-8")
     first_screen = index[index.index('id="withheld-reasons"') :][:600]
-    assert (
-        "8 of 8 retrieved passages matched no document: retrieval not measured"
-        in first_screen
-    )
+    assert "8 of 8 retrieved passages matched no document: retrieval not measured" in first_screen
     assert "not measured" in index[index.index('id="recall"') :][:300]  # R@k: not 0
