@@ -14,6 +14,7 @@ the payload itself as JSON (`{"answer": ..., "ids": [...]}`).
     surrogate  an answer with a lone `\\ud800` escape
     deep       JSON nested 200,000 levels
     echo       the answer repeats every request header's value (a service echoing its key)
+    echo422    an HTTP 422 whose FastAPI-shaped `detail` repeats every request header's value
     ok         a plain answer
 
 `Recorder` is a second server that records the headers of every request it gets (the target of a
@@ -188,6 +189,15 @@ class HostileServer:
     def _echo(self, h: BaseHTTPRequestHandler) -> None:
         values = " ".join(f"{k}={v}" for k, v in h.headers.items())
         self._send(h, self._payload(h, f"{ANSWER} (you sent: {values})"))
+
+    def _echo422(self, h: BaseHTTPRequestHandler) -> None:
+        values = " ".join(f"{k}={v}" for k, v in h.headers.items())
+        body = json.dumps({"detail": [{"msg": f"field required; headers: {values}"}]}).encode()
+        h.send_response(422)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        h.wfile.write(body)
 
     def _gzipped(self, h: BaseHTTPRequestHandler) -> None:
         self._send(h, gzip.compress(self._payload(h, ANSWER)), Content_Encoding="gzip")

@@ -280,6 +280,9 @@ class Endpoints:
             return self._answer(request, body, form, attempt, t0, ep)
         except Exception as exc:  # classify() raises again what no table row covers
             fault = classify(exc, self.spec.timeout_s)
+            # an error body may echo a key too (a 401 or 422 quoting the request's headers): the
+            # detail is stored as the call's error and shown, so the secrets go first
+            fault = dataclasses.replace(fault, detail=self.guard.redact(fault.detail))
         finally:
             self.busy[ep] -= 1
             t0.released()

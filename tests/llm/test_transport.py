@@ -196,6 +196,17 @@ def test_a_key_the_service_echoes_is_redacted_before_it_is_cached(client_kind, s
     assert KEY not in dump and REDACTED in dump
 
 
+def test_a_key_an_error_answer_echoes_is_redacted_from_the_calls_error(client_kind, servers):
+    # a 422 whose body quotes the request's headers: the error is stored, shown and grouped into
+    # the run's failure reasons, so it must not carry the key either
+    hostile, _ = servers
+    r = http_ask(http_model(hostile.url("echo422")))
+    assert not r.ok and "422" in r.error
+    assert KEY not in r.error and REDACTED in r.error
+    r = ask(chat_model(hostile.url("echo422", chat=True)))
+    assert not r.ok and KEY not in r.error and KEY + "-judge" not in r.error
+
+
 def test_the_guard_redacts_escaped_secrets_and_refuses_what_it_cannot_parse():
     guard = ReplyGuard([KEY])
     escaped = json.dumps({"a": KEY}, ensure_ascii=True).replace("Z", "\\u005a")
