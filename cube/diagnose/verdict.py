@@ -94,6 +94,14 @@ def _unknown(result: CubeResult) -> int:
     return int(result.settings.get("retrieval_unknown") or 0)
 
 
+def _failed(result: CubeResult) -> int:
+    """Questions left out because the system call failed (an error recorded), not those whose
+    retrieval could not be told (a near-duplicate tie: their own rule and reason, stage 02's);
+    an older result without the count: every unknown question."""
+    failed = result.settings.get("retrieval_failed")
+    return _unknown(result) if failed is None else int(failed)
+
+
 def rule_retrieval_not_measured(unmeasured: list[str] | tuple[str, ...]) -> list[str]:
     """More than `analysis.max_unmapped_share` of the system's retrieved passages matched no
     document, or of its ids are not knowledge-base ids: its retrieval was not measured (every row's
@@ -105,8 +113,8 @@ def rule_retrieval_not_measured(unmeasured: list[str] | tuple[str, ...]) -> list
 def rule_system_calls_failed(result: CubeResult, params: Params) -> list[str]:
     """Every call to the system failed, or more than `analysis.max_system_failure_rate` did."""
     ap = params.analysis
-    unknown = _unknown(result)
-    asked = result.n_questions + unknown
+    unknown = _failed(result)
+    asked = result.n_questions + _unknown(result)
     if result.n_questions == 0 and unknown:  # every system call failed: the judges are not at fault
         return [f"retrieval unknown for all {unknown} questions (system calls failed)"]
     if asked and unknown / asked > ap.max_system_failure_rate:

@@ -105,7 +105,7 @@ def check_keys(params: Params) -> list[str]:
     ]
 
 
-def _reason(exc: BaseException, timeout_s: float) -> str:
+def _reason(exc: BaseException, timeout_s: float, secrets: list[str]) -> str:
     if (limit := limit_in(exc)) is not None and limit.label != "timeout":
         return str(limit)  # a redirect not followed, a reply too large, ...
     if limit is not None:  # the deadline of the whole request
@@ -117,7 +117,7 @@ def _reason(exc: BaseException, timeout_s: float) -> str:
     if isinstance(exc, openai.APIConnectionError):
         return connection_reason(exc)
     if isinstance(exc, openai.APIStatusError):
-        code, detail = exc.status_code, status_detail(exc)[:200]
+        code, detail = exc.status_code, scrub(status_detail(exc), secrets)[:200]
         if code in (401, 403):
             return f"unauthorised (HTTP {code}): check the key in the api_key_env variable"
         if code == 404:
@@ -235,9 +235,9 @@ async def _probe(spec: ModelSpec, url: str, timeout_s: float) -> str | None:
                     return None  # reachable and authorised; the run's retries honour the limit
                 fault = _retried(exc, timeout_s)
                 if fault is None:
-                    return scrub(_died(url, exc) + _reason(exc, timeout_s), secrets)
+                    return scrub(_died(url, exc) + _reason(exc, timeout_s, secrets), secrets)
                 if attempt == n:
-                    why = _reason(exc, timeout_s)
+                    why = _reason(exc, timeout_s, secrets)
                     return scrub(f"{why} (all {n} attempt{'s' * (n > 1)} failed)", secrets)
             await asyncio.sleep(backoff_delay(spec, attempt, fault.retry_after))
         return None  # not reached: the last attempt returns

@@ -45,6 +45,7 @@ from email.utils import parsedate_to_datetime
 import openai
 
 from cube.config.model_spec import ModelSpec
+from cube.llm.replies import REDACTED
 from cube.llm.transport import limit_in
 from cube.llm.wire import MalformedReply
 
@@ -202,6 +203,9 @@ def retry_after(exc: openai.APIStatusError) -> float | None:
         return None
 
 
+STATUS_DETAIL_CHARS = 4000  # an error body kept for its reason (callers redact, then cut)
+
+
 def status_detail(exc: openai.APIStatusError) -> str:
     """What an error answer says: its JSON `message` (OpenAI's shape), else its `detail`
     (FastAPI's), else its text; the client's 'Error code: 500' when it says nothing."""
@@ -211,15 +215,18 @@ def status_detail(exc: openai.APIStatusError) -> str:
             if body.get(key):
                 return str(body[key])
     if isinstance(body, str) and body.strip():
-        return body.strip()[:300]
+        # cut long, not short: every caller redacts the run's secrets from this text before it
+        # cuts it to what it shows (a key straddling a short cut would survive as a prefix)
+        return body.strip()[:STATUS_DETAIL_CHARS]
     return str(exc.message)
 
 
 def scrub(text: str, secrets: list[str]) -> str:
-    """`text` with every secret (API key, secret header values) replaced by ***."""
+    """`text` with every secret (API key, secret header values) replaced by the one mark of a
+    redaction, `cube.llm.replies.REDACTED` (also a reply's)."""
     for secret in secrets:
         if secret:
-            text = text.replace(secret, "***")
+            text = text.replace(secret, REDACTED)
     return text
 
 

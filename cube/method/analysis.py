@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -157,11 +157,18 @@ class RetrievalOutcomes:
 
     `ranks`: one row per question whose retrieval outcome is known (`question_ranks` columns);
     `unknown`: question ids left out because the system call failed (`retrieval_ok` False on
-    the rag row), so a failure is never counted as a retrieval miss."""
+    the rag row), so a failure is never counted as a retrieval miss; `failed`: those of them whose
+    rag row records an error (the call failed), the others' retrieval could not be told (a tie among
+    near-duplicates: `cube.systems.retrieved.undetermined`)."""
 
     ranks: pd.DataFrame
     unknown: list[Any]
     top_n: int
+    failed: list[Any] = field(default_factory=list)
+
+    @property
+    def n_failed(self) -> int:
+        return len(self.failed)
 
     @property
     def n_unknown(self) -> int:
@@ -185,9 +192,12 @@ def retrieval_outcomes(answers: pd.DataFrame, top_n: int = 8) -> RetrievalOutcom
     if rag.empty:
         raise SchemaError("answers: no 'rag' rows (the system under test's answers)")
     unknown: list[Any] = []
+    failed: list[Any] = []
     if "retrieval_ok" in rag:
         bad = ~known_retrieval(rag)
         unknown = sorted(set(rag.loc[bad, "question_id"]), key=str)
+        errors = rag["error"].fillna("").astype(str) if "error" in rag else pd.Series("", rag.index)
+        failed = sorted(set(rag.loc[bad & errors.ne(""), "question_id"]), key=str)
         rag = rag[~bad]
     if rag.empty:
         # typed, so a filter on `retrieved` stays a row filter (an empty object column would be
@@ -203,7 +213,7 @@ def retrieval_outcomes(answers: pd.DataFrame, top_n: int = 8) -> RetrievalOutcom
         )
     else:
         ranks = question_ranks(rag, top_n)
-    return RetrievalOutcomes(ranks, unknown, top_n)
+    return RetrievalOutcomes(ranks, unknown, top_n, failed)
 
 
 def recall_at_k(answers: pd.DataFrame, k: int | None = None, top_n: int | None = None) -> float:

@@ -210,8 +210,9 @@ def evaluate(
         seen_dims = [*(dimensions or []), *scores["dimension"].unique()]
         if outcomes.n_unknown:
             warnings.warn(
-                f"{outcomes.n_unknown} question(s) left out: the system call failed, so whether it "
-                "retrieved the gold document is unknown (not counted as misses)",
+                f"{outcomes.n_unknown} question(s) left out: the system call failed or its "
+                "retrieval could not be told, so whether it retrieved the gold document is "
+                "unknown (not counted as misses)",
                 CubeWarning,
                 stacklevel=2,
             )
@@ -345,6 +346,7 @@ def evaluate(
             "paired": ap.paired,
             "cluster": ap.cluster,
             "retrieval_unknown": outcomes.n_unknown,
+            "retrieval_failed": outcomes.n_failed,
         },
         warnings=[str(w.message) for w in caught],
         flags=flags,

@@ -55,10 +55,11 @@ class RetrievedLists:
     Attributes:
         lists: per reply, doc ids in rank order (misses as `unmapped:...`), at most `top_n`.
         long: per reply, whether its list was longer than `top_n` before the cut.
-        passages: passages read (replies mapped by passage).
+        passages: entries kept from replies mapped by passage (after the cut at `top_n`: what
+            R@k reads; a document's second chunk is one entry).
         unmapped_passages: of those, how many matched no document (text of none).
         tied_passages: of those, how many near-duplicate documents hold equally (unresolved).
-        ids: distinct ids read per reply, summed (replies read by id).
+        ids: entries kept from replies read by id, summed (after the cut).
         unknown_ids: of those, the ids the knowledge base does not have, in order of reading.
         did_you_mean: unknown id -> the knowledge-base id it equals ignoring case and whitespace.
     """
@@ -116,17 +117,18 @@ def ranked_lists(
     replies: Sequence[Retrieved | None], corpus: pd.DataFrame, top_n: int | None
 ) -> RetrievedLists:
     """Each reply's ranked knowledge-base doc ids (module docstring); None (a failed call) gives
-    an empty list. `top_n` None: not cut."""
+    an empty list. `top_n` None: not cut. The counts (`passages`, `ids` and their misses) are of
+    the entries kept after the cut, the ones R@k reads: a tail of unknown ids past `top_n` does not
+    withhold a system whose first `top_n` are known, nor a known tail hide a first `top_n` that
+    named nothing."""
     known = set(corpus["doc_id"].astype(str))
     lists: list[list[str]] = [[] for _ in replies]
     by_passage = [
         i for i, r in enumerate(replies) if r is not None and not r.ids and r.passages is not None
     ]
-    out = RetrievedLists(lists=lists, long=[])
     if by_passage:
         texts = [list(replies[i].passages or []) for i in by_passage]  # type: ignore[union-attr]
-        out.passages = sum(len(t) for t in texts)
-        for i, docs in zip(by_passage, _mapped(texts, corpus, out), strict=True):
+        for i, docs in zip(by_passage, _mapped(texts, corpus), strict=True):
             lists[i] = docs
     unknown: list[str] = []
     passage_replies = set(by_passage)
@@ -134,22 +136,38 @@ def ranked_lists(
         if r is None or i in passage_replies or r.ids is None:
             continue
         ids = list(dict.fromkeys(str(d) for d in r.ids))
-        out.ids += len(ids)
         unknown += [d for d in ids if d not in known]
         lists[i] = [d if d in known else f"{UNMAPPED}{d}" for d in ids]
-    out.unknown_ids = unknown
-    out.did_you_mean = did_you_mean(dict.fromkeys(unknown), known)
     lists[:] = [list(dict.fromkeys(docs)) for docs in lists]  # a document keeps its first rank
-    out.long = [top_n is not None and len(docs) > top_n for docs in lists]
+    out = RetrievedLists(lists=lists, long=[top_n is not None and len(d) > top_n for d in lists])
     if top_n is not None:
         lists[:] = [docs[:top_n] for docs in lists]
+    for i, docs in enumerate(lists):
+        _count(docs, i in passage_replies, out)
+    out.did_you_mean = did_you_mean(dict.fromkeys(unknown), known)
     return out
 
 
-def _mapped(texts: list[list[str]], corpus: pd.DataFrame, out: RetrievedLists) -> list[list[str]]:
+def _count(docs: list[str], by_passage: bool, out: RetrievedLists) -> None:
+    """One kept list's entries counted into `out`: passages (matched, tied, of no document) or ids
+    (known, unknown)."""
+    if by_passage:
+        out.passages += len(docs)
+        for d in docs:
+            if d.startswith(UNMAPPED):
+                if TIED in d:
+                    out.tied_passages += 1
+                else:
+                    out.unmapped_passages += 1
+        return
+    out.ids += len(docs)
+    out.unknown_ids += [d[len(UNMAPPED) :] for d in docs if d.startswith(UNMAPPED)]
+
+
+def _mapped(texts: list[list[str]], corpus: pd.DataFrame) -> list[list[str]]:
     """Each reply's passages as doc ids (`cube.systems.passages.explain_passages`): a match its
     document, an unresolved tie `unmapped:passage<k>:tied:...`, text of no document
-    `unmapped:passage<k>`; the misses counted into `out`."""
+    `unmapped:passage<k>`."""
     from cube.systems.passages import CANDIDATES, explain_passages
 
     lists = []
@@ -159,11 +177,9 @@ def _mapped(texts: list[list[str]], corpus: pd.DataFrame, out: RetrievedLists) -
             if m.doc_id is not None:
                 docs.append(m.doc_id)
             elif m.tied:
-                out.tied_passages += 1
                 tied = ANY if len(m.tied) >= CANDIDATES else "|".join(m.tied)
                 docs.append(f"{UNMAPPED}passage{k}{TIED}{tied}")
             else:
-                out.unmapped_passages += 1
                 docs.append(f"{UNMAPPED}passage{k}")
         lists.append(docs)
     return lists

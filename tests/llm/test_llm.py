@@ -242,7 +242,7 @@ def test_api_key_never_stored_returned_or_logged(
         spec_for(openai_server.url, max_attempts=2, breaker_threshold=0), cache
     ).complete(reqs(4), role="judging", progress=False)
     assert [r.ok for r in rs] == [True, False, False, True]
-    assert "Bearer ***" in rs[1].error  # the echoed credential was scrubbed
+    assert "Bearer [redacted]" in rs[1].error  # the echoed credential was scrubbed
     assert KEY not in repr(rs)
     assert KEY not in caplog.text and "m (judging): 2 of 4 calls failed; first: " in caplog.text
     blob = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("c.sqlite"))
@@ -252,7 +252,7 @@ def test_api_key_never_stored_returned_or_logged(
 @pytest.mark.parametrize(
     ("case", "reason"),
     [
-        ("401", "HTTP 401 (not retried): Incorrect API key provided: Bearer ***"),
+        ("401", "HTTP 401 (not retried): Incorrect API key provided: Bearer [redacted]"),
         ("unknown_model", "HTTP 404 (not retried): The model `no-such-model` does not exist"),
         ("refused", "5 calls in a row failed all 3 attempts: connection error: connection refused"),
         (

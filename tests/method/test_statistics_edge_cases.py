@@ -46,7 +46,7 @@ def _set_interval(res, lo, hi):
 def test_a_system_failing_most_calls_withholds_the_verdict_with_the_count():
     answers, scores = make_tables(n_questions=200, seed=41)
     failed = answers["question_id"].isin([f"q{i:03d}" for i in range(150)])
-    answers = answers.assign(retrieval_ok=~failed)
+    answers = answers.assign(retrieval_ok=~failed, error=failed.map({True: "HTTP 500", False: ""}))
     res = _eval(answers, scores, AnalysisParams(bootstrap=100))
     out = _assess(res)
     assert out["verdict"] == "withheld"
@@ -62,6 +62,27 @@ def test_a_system_failing_most_calls_withholds_the_verdict_with_the_count():
     assert not any("calls to the system under test failed" in r for r in ok["withheld_reasons"])
     looser = _assess(res, max_system_failure_rate=0.8)
     assert not any("calls to the system under test failed" in r for r in looser["withheld_reasons"])
+
+
+def test_questions_whose_retrieval_could_not_be_told_are_not_called_failed_calls():
+    # 20 calls failed (an error recorded) and 30 questions undetermined (a near-duplicate tie,
+    # no error: cube.systems.retrieved.undetermined): 50 unknown of 200, yet only 20 failed calls,
+    # 10 %, under max_system_failure_rate; before, "50 of 200 calls ... failed" withheld it
+    answers, scores = make_tables(n_questions=200, seed=41)
+    qid = answers["question_id"]
+    failed = qid.isin([f"q{i:03d}" for i in range(20)])
+    unsure = qid.isin([f"q{i:03d}" for i in range(20, 50)])
+    answers = answers.assign(
+        retrieval_ok=~(failed | unsure), error=failed.map({True: "HTTP 500", False: ""})
+    )
+    res = _eval(answers, scores, AnalysisParams(bootstrap=100))
+    assert (res.settings["retrieval_unknown"], res.settings["retrieval_failed"]) == (50, 20)
+    out = _assess(res)
+    assert not any("calls to the system under test failed" in r for r in out["withheld_reasons"])
+    out = _assess(res, max_system_failure_rate=0.05)  # 20 of 200 failed: 10 %, over 5 %
+    assert any(
+        "20 of 200 calls to the system under test failed" in r for r in out["withheld_reasons"]
+    )
 
 
 # --------------------------------------------------------------------- no interval: provisional

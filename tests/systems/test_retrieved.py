@@ -25,7 +25,24 @@ def test_ids_keep_first_rank_misses_keep_their_rank_and_lists_are_cut():
     )
     assert out.lists == [["CAT02", "unmapped:nope", "DOG01"], []]
     assert out.long == [True, False]
-    assert (out.ids, out.unknown_ids, out.passages) == (4, ["nope"], 0)
+    # counted after the cut, as R@k reads them: 3 entries kept, one unknown
+    assert (out.ids, out.unknown_ids, out.passages) == (3, ["nope"], 0)
+
+
+def test_the_share_is_of_the_entries_kept_after_the_cut():
+    # 8 unknown ids, then a long known tail: R@8 reads only the unknown ones, so the retrieval is
+    # not measured, however many known ids follow (counted before the cut: 8 of 100, "measured")
+    known = [f"K{i:03d}" for i in range(92)]
+    corpus = pd.DataFrame({"doc_id": known, "text": [f"text {k}" for k in known]})
+    head_unknown = Retrieved(ids=[f"x{i}" for i in range(8)] + known)
+    out = ranked_lists([head_unknown], corpus, 8)
+    assert (out.ids, len(out.unknown_ids)) == (8, 8)
+    assert unmeasured_reasons(out, 0.1)
+    # the reverse: a known first 8 and an unknown tail past the cut is measured
+    tail_unknown = Retrieved(ids=known[:8] + [f"x{i}" for i in range(92)])
+    out = ranked_lists([tail_unknown], corpus, 8)
+    assert (out.ids, out.unknown_ids) == (8, [])
+    assert not unmeasured_reasons(out, 0.1)
 
 
 def test_passages_are_mapped_and_counted_apart_from_ids():
