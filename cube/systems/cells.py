@@ -158,6 +158,17 @@ def _literal_list(text: str) -> list[Any]:
     return list(parsed)
 
 
+def _maybe_list(text: str) -> list[Any] | None:
+    """A passages cell that parses as a list; None for text that only starts with "[" (a citation
+    marker such as "[1] The passport office...": one passage, not a malformed list)."""
+    if not text.startswith("["):
+        return None
+    try:
+        return _literal_list(text)
+    except ValueError:
+        return None
+
+
 def parse_ids(value: Any) -> list[str]:
     """A retrieved-ids cell as doc ids (JSON or Python list, list, or `|`/`;` string)."""
     if isinstance(value, str) and value.strip().startswith("["):
@@ -173,8 +184,8 @@ def parse_passages(value: Any, joined: bool = False) -> list[str]:
         items = list(value)
     elif cell_text(value) == "":
         return []
-    elif str(value).strip().startswith("["):
-        items = _literal_list(str(value).strip())
+    elif (listed := _maybe_list(str(value).strip())) is not None:
+        items = listed
     elif joined:
         items = str(value).split(DEEPEVAL_DELIMITER)
     else:

@@ -228,3 +228,14 @@ def test_question_file_encoding_error_names_questions_encoding(tmp_path):
     params["questions"]["encoding"] = "gbk"
     _, questions = question_set(parse_params(params), Path("."))
     assert questions["question"].tolist() == ["狗证要多少钱？"]
+
+
+def test_a_passage_that_starts_with_a_bracket_is_one_passage_not_a_broken_list():
+    from cube.systems.cells import parse_passages
+
+    # a citation marker is text; a cell that parses as a list is a list, "[]" an empty one
+    assert parse_passages("[1] The passport office opens at nine.") == [
+        "[1] The passport office opens at nine."
+    ]
+    assert parse_passages('["a b", "c d"]') == ["a b", "c d"]
+    assert parse_passages("[]") == []
