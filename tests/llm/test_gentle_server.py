@@ -205,3 +205,70 @@ def test_preflight_names_a_server_that_dies_answering_the_check(tmp_path: Path) 
     params = parse_params({"run": "x", "judges": [{"name": "j", "model": model}]})
     lines = check_endpoints(params, timeout_s=5)
     assert len(lines) == 1 and "server dead: it took the request" in lines[0], lines
+
+
+def test_a_server_that_refuses_briefly_and_comes_back_gets_every_call_answered(
+    tmp_path: Path,
+) -> None:
+    """A restart on this machine (the listener gone for 0.3 s, then back on the same port) is not
+    a death: the death check finds it listening again and the calls retry through."""
+    first = ServerProcess(latency_s=0.05, reply="score").start()  # killed: every connection drops
+    spec = ModelSpec(
+        model="m",
+        base_url=first.url,
+        max_concurrency=2,
+        max_attempts=5,
+        backoff_base_s=0.05,
+        backoff_max_s=0.1,
+    )
+    reqs = [Request(({"role": "user", "content": f"q {i}"},)) for i in range(40)]
+    out: list = []
+    worker = threading.Thread(
+        target=lambda: out.extend(
+            make_model(spec, tmp_path / "cache.sqlite").complete(
+                reqs, role="judging", progress=False
+            )
+        )
+    )
+    second = ServerProcess(latency_s=0.05, reply="score", port=first.port)
+    try:
+        worker.start()
+        deadline = time.monotonic() + 30
+        while first.stats()["requests_total"] < 6 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert first.proc is not None
+        first.proc.kill()  # the restart: nothing listens for a moment ...
+        first.proc.wait()
+        first.proc = None
+        time.sleep(0.3)
+        second.start()  # ... then the server is back on its port
+        worker.join(timeout=60)
+        answered_after = second.stats()["requests_total"]
+    finally:
+        second.stop()
+    assert len(out) == 40 and all(r.ok for r in out), [r.error for r in out if not r.ok]
+    assert answered_after >= 30  # the restarted server answered the rest
+
+
+def test_only_a_server_on_this_machine_is_stopped_on_a_refusal() -> None:
+    """A remote service refusing after it answered (a rolling restart) is left to the retries; a
+    loopback one gets its death check."""
+    assert breaker_mod.on_this_machine("http://127.0.0.1:8000/v1")
+    assert breaker_mod.on_this_machine("http://localhost:8000/v1")
+    assert breaker_mod.on_this_machine("http://[::1]:8000/v1")
+    assert not breaker_mod.on_this_machine("http://10.0.0.5:8000/v1")
+    assert not breaker_mod.on_this_machine("https://vllm.example.com/v1")
+
+    async def checking_after_a_refusal(url: str) -> bool:
+        b = breaker_mod.Breaker("m", [url], 5, 5, str)
+        b.healthy(url)
+        b.no_answer(url, breaker_mod.REFUSED)
+        checking = b.checking()
+        for task in list(b._checks.values()):
+            task.cancel()
+        return checking
+
+    import asyncio
+
+    assert asyncio.run(checking_after_a_refusal("http://127.0.0.1:9/v1"))
+    assert not asyncio.run(checking_after_a_refusal("https://vllm.example.com/v1"))
