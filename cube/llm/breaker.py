@@ -144,6 +144,12 @@ class Breaker:
         """The endpoints of `order` that are not stopped."""
         return [e for e in order if e not in self.stopped]
 
+    def ready(self, order: list[str]) -> list[str]:
+        """The endpoints of `order` that are not stopped and have no death check in progress (the
+        live ones when every one has: `checking` holds the attempts back then)."""
+        live = self.live(order)
+        return [e for e in live if e not in self._checks] or live
+
     def trial(self, order: list[str]) -> str | None:
         """The first stopped endpoint of `order` whose cool-down is over and that has no trial in
         flight (it gets this call as its trial); None when there is none."""

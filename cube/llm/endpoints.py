@@ -190,7 +190,7 @@ class Endpoints:
         """The least busy endpoint that is not stopped; when every one is, a stopped one whose
         cool-down is over and that has no trial in flight (its trial call); None otherwise."""
         order = self.pool.rotation()
-        live = self.breaker.live(order)
+        live = self.breaker.ready(order)  # a replica under a death check only when all are
         return self.pool.least_busy(live) if live else self.breaker.trial(order)
 
     async def call(self, request: Request) -> Response:

@@ -379,3 +379,40 @@ def test_a_tokenize_reply_is_bounded_in_size_and_time() -> None:
         ):
             tokens._bounded_post(client, url, {"input": "a"}, Limits(timeout_s=0.5))
         assert tokens._server_counter(spec, timeout_s=0.5) is None
+
+
+def test_a_dead_replica_is_stopped_and_the_other_answers_every_call(tmp_path: Path) -> None:
+    dying = ServerProcess(latency_s=0.05, reply="score").start()
+    other = ServerProcess(latency_s=0.05, reply="score").start()
+    spec = ModelSpec(
+        model="m",
+        base_urls=[dying.url, other.url],
+        max_concurrency=2,
+        max_attempts=5,
+        backoff_base_s=0.05,
+        backoff_max_s=0.1,
+    )
+    reqs = [Request(({"role": "user", "content": f"q {i}"},)) for i in range(40)]
+    out: list = []
+    worker = threading.Thread(
+        target=lambda: out.extend(
+            make_model(spec, tmp_path / "cache.sqlite").complete(
+                reqs, role="judging", progress=False
+            )
+        )
+    )
+    try:
+        worker.start()
+        deadline = time.monotonic() + 30
+        while dying.stats()["requests_total"] < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert dying.proc is not None
+        dying.proc.kill()
+        dying.proc.wait()
+        dying.proc = None
+        worker.join(timeout=60)
+        answered_by_other = other.stats()["requests_total"]
+    finally:
+        other.stop()
+    assert len(out) == 40 and all(r.ok for r in out), [r.error for r in out if not r.ok]
+    assert answered_by_other >= 20
