@@ -29,6 +29,7 @@ ride out. A stopped server's cool-down trial still resumes it once it is back.
 
 In flight, process-wide: `calls_in_flight(urls)` counts the calls started and not returned to
 these endpoints in this process, so a tokenize request (`cube.llm.tokens`) never runs beside them.
+Another process's calls are not seen: inside `cube run` the tokenize route is not used at all.
 
 `stopped` and `stopped_at` may be shared by the batches of one model (`OpenAIModel` passes its
 own), so a later batch does not send to an endpoint an earlier one stopped.
