@@ -457,16 +457,22 @@ class ServerProcess:
         latency_s: fixed delay before every answer.
         reply: a name in `REPLIES` ("echo" or "score").
         rate_limit_rps: as `OpenAIServer`'s (its `rate_limited` count is in `stats()`).
+        port: 0 picks a free port (another: a restart on the port of a server that was killed).
     """
 
     def __init__(
-        self, *, latency_s: float = 0.0, reply: str = "echo", rate_limit_rps: float | None = None
+        self,
+        *,
+        latency_s: float = 0.0,
+        reply: str = "echo",
+        rate_limit_rps: float | None = None,
+        port: int = 0,
     ):
         self.latency_s = latency_s
         self.reply = reply
         self.rate_limit_rps = rate_limit_rps
         self.proc: subprocess.Popen[str] | None = None
-        self.port = 0
+        self.port = port
 
     @property
     def url(self) -> str:
@@ -476,6 +482,8 @@ class ServerProcess:
         cmd = [sys.executable, __file__, "--latency", str(self.latency_s), "--reply", self.reply]
         if self.rate_limit_rps is not None:
             cmd += ["--rate-limit-rps", str(self.rate_limit_rps)]
+        if self.port:
+            cmd += ["--port", str(self.port)]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline() if self.proc.stdout else ""
         if not line.startswith("PORT "):

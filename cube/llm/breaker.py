@@ -16,14 +16,20 @@ already retrying show whether it is a brief outage (one answers: go on) or a dea
 up their attempts: stop). A dead endpoint then costs the attempts of the calls already started, not
 `max_attempts` attempts of every pending call.
 
-Death: an endpoint that answered in this batch and then refuses the connection has died (a local
-llama-cpp-python server that crashed, issue 38), not become busy: it is stopped at its first
-refusal, with how many calls were in flight when it died (their answers are lost; each is recorded
-as failed), instead of every call retrying it `max_attempts` times. Its cool-down trial still
-resumes it once it is back.
+Death: a server on this machine (a loopback URL: `localhost`, 127.0.0.0/8, ::1) that answered in
+this batch and then refuses the connection may have died (a local llama-cpp-python server that
+crashed, issue 38), not become busy. Its first refusal starts one death check (`DEATH_CHECK_S`
+later, a bare TCP connect, as `cube.llm.preflight` confirms a crash); meanwhile no new attempt goes
+to it (`checked`, `settle`). Still refused: it is stopped, with how many calls were in flight when
+it died (their answers are lost; each is recorded as failed), instead of every call retrying it
+`max_attempts` times. Listening again (a restart): nothing is stopped and the calls retry as usual.
+A server elsewhere is never stopped on a refusal alone: a remote service in a rolling restart
+refuses for a while and then answers, which the retries, the streak rule and the suspicion above
+ride out. A stopped server's cool-down trial still resumes it once it is back.
 
 In flight, process-wide: `calls_in_flight(urls)` counts the calls started and not returned to
 these endpoints in this process, so a tokenize request (`cube.llm.tokens`) never runs beside them.
+Another process's calls are not seen: inside `cube run` the tokenize route is not used at all.
 
 `stopped` and `stopped_at` may be shared by the batches of one model (`OpenAIModel` passes its
 own), so a later batch does not send to an endpoint an earlier one stopped.
@@ -32,15 +38,19 @@ own), so a later batch does not send to an endpoint an earlier one stopped.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
+from urllib.parse import urlsplit
 
 log = logging.getLogger("cube.llm")
 BREAKER_COOLDOWN_S = 30.0  # a stopped endpoint gets one trial call this long after its stop
 REFUSED = "connection refused"  # `cube.llm.retry.connection_reason`'s name for a refusal
+DEATH_CHECK_S = 1.0  # after a refusal, how long a loopback server gets before the death check
+PROBE_TIMEOUT_S = 2.0  # the death check's TCP connect
 
 _IN_FLIGHT: Counter[str] = Counter()  # endpoint URL -> calls started and not returned
 _IN_FLIGHT_LOCK = threading.Lock()  # batches run in several threads' event loops
@@ -59,6 +69,37 @@ def _count_in_flight(endpoints: Iterable[str], step: int) -> None:
             _IN_FLIGHT[ep.rstrip("/")] += step
             if _IN_FLIGHT[ep.rstrip("/")] <= 0:
                 del _IN_FLIGHT[ep.rstrip("/")]
+
+
+def on_this_machine(url: str) -> bool:
+    """`url`'s host is this machine: `localhost` or a loopback address (not a LAN host: a
+    service there may be restarting behind its name)."""
+    try:
+        host = (urlsplit(url).hostname or "").rstrip(".").lower()
+    except ValueError:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+async def refuses(url: str) -> bool:
+    """Nothing listens at `url`'s host and port now (a TCP connect is refused)."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        _, writer = await asyncio.wait_for(
+            asyncio.open_connection(parts.hostname, port), PROBE_TIMEOUT_S
+        )
+    except ConnectionRefusedError:
+        return True
+    except (OSError, ValueError, TimeoutError):
+        return False
+    writer.close()
+    return False
 
 
 class Breaker:
@@ -97,11 +138,18 @@ class Breaker:
         self._wake = asyncio.Event()  # set when suspicion ends, a stop happens or no call is active
         self._trial: set[str] = set()  # stopped endpoints with their one trial request in flight
         self._answered: set[str] = set()  # endpoints that answered in this batch (death: above)
+        self._checks: dict[str, asyncio.Task] = {}  # endpoint -> its death check in progress
 
     # -- which endpoint may get the next request --------------------------------------------
     def live(self, order: list[str]) -> list[str]:
         """The endpoints of `order` that are not stopped."""
         return [e for e in order if e not in self.stopped]
+
+    def ready(self, order: list[str]) -> list[str]:
+        """The endpoints of `order` that are not stopped and have no death check in progress (the
+        live ones when every one has: `checking` holds the attempts back then)."""
+        live = self.live(order)
+        return [e for e in live if e not in self._checks] or live
 
     def trial(self, order: list[str]) -> str | None:
         """The first stopped endpoint of `order` whose cool-down is over and that has no trial in
@@ -124,16 +172,59 @@ class Breaker:
 
     def no_answer(self, ep: str, detail: str = "") -> None:
         """An attempt got no usable answer (connection error, timeout, malformed reply); a refused
-        connection to an endpoint that had answered stops it at once as dead."""
+        connection to a server on this machine that had answered starts its death check."""
         self._fails[ep] += 1
-        if detail == REFUSED and ep in self._answered:
+        if (
+            detail == REFUSED
+            and ep in self._answered
+            and ep not in self.stopped
+            and ep not in self._checks
+            and self.threshold
+            and on_this_machine(ep)
+        ):
             n = max(self._active, 1)
-            self.stop(
-                ep,
-                f"server dead: connection refused after it had answered ({n} call"
-                f"{'s' * (n > 1)} of {self.name} in flight when it died, each recorded as "
-                "failed; is the server still running? see its log)",
-            )
+            self._checks[ep] = asyncio.get_running_loop().create_task(self._check_death(ep, n))
+
+    async def _check_death(self, ep: str, n: int) -> None:
+        """Stop `ep` as dead when it still refuses `DEATH_CHECK_S` after its first refusal (`n`
+        calls were in flight then)."""
+        try:
+            await asyncio.sleep(DEATH_CHECK_S)
+            if await refuses(ep):
+                self.stop(
+                    ep,
+                    f"server dead: connection refused after it had answered, and still "
+                    f"{DEATH_CHECK_S:g} s later ({n} call{'s' * (n > 1)} of {self.name} in flight "
+                    "when it died, each recorded as failed; is the server still running? see its "
+                    "log)",
+                )
+            else:
+                log.info("%s: %s listens again after a refusal; retrying", self.name, ep)
+        finally:
+            self._checks.pop(ep, None)
+            self._wake.set()
+
+    async def settle(self, ep: str) -> None:
+        """Until `ep`'s death check, if one is in progress, has decided."""
+        task = self._checks.get(ep)
+        if task is not None:
+            await asyncio.wait({task})
+
+    def _pending(self) -> set[asyncio.Task] | None:
+        """The death checks in progress when every endpoint still sending has one, else None."""
+        live = self.live(self.endpoints)
+        pending = {self._checks[e] for e in live if e in self._checks}
+        return pending if live and len(pending) == len(live) else None
+
+    def checking(self) -> bool:
+        """Every endpoint still sending has a death check in progress (no attempt should go)."""
+        return self._pending() is not None
+
+    async def checked(self) -> None:
+        """Until some endpoint still sending has no death check in progress (a new attempt waits
+        rather than meet a server that may be dead)."""
+        while (pending := self._pending()) is not None:
+            await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
 
     def attempt_failed(self, ep: str) -> None:
         """Any failed attempt: a failed trial re-arms the cool-down of its stopped endpoint."""

@@ -190,7 +190,7 @@ class Endpoints:
         """The least busy endpoint that is not stopped; when every one is, a stopped one whose
         cool-down is over and that has no trial in flight (its trial call); None otherwise."""
         order = self.pool.rotation()
-        live = self.breaker.live(order)
+        live = self.breaker.ready(order)  # a replica under a death check only when all are
         return self.pool.least_busy(live) if live else self.breaker.trial(order)
 
     async def call(self, request: Request) -> Response:
@@ -206,13 +206,17 @@ class Endpoints:
     @contextlib.asynccontextmanager
     async def _slot(self, state: dict[str, bool]) -> AsyncIterator[int]:
         """A concurrency slot for one attempt (yields its sequence number for
-        `AdaptiveLimit.congested`); a call's first attempt also passes the suspicion gate."""
+        `AdaptiveLimit.congested`); a call's first attempt also passes the suspicion gate, and
+        every attempt waits out a death check of the endpoints (`Breaker.checked`)."""
         while True:
             seq = await self.sem.acquire()
-            if not self.breaker.holds_back(state["started"]):
+            # not to a server whose death is being checked (asked with the slot held: a check
+            # started while this call waited for the slot counts)
+            checking = self.breaker.checking()
+            if not checking and not self.breaker.holds_back(state["started"]):
                 break
             await self.sem.release()
-            await self.breaker.wait()
+            await (self.breaker.checked() if checking else self.breaker.wait())
         if not state["started"]:
             state["started"] = True
             self.breaker.started()
@@ -250,6 +254,9 @@ class Endpoints:
                 return outcome
             fault = outcome
             if fault.at_once:  # a refused structured form: the next form at once
+                continue
+            await self.breaker.settle(ep)  # a refusal may have started its death check
+            if ep in self.stopped:  # stopped (dead, or a 401): no backoff, another or none at once
                 continue
             if attempt < spec.max_attempts:
                 wait = backoff_delay(spec, attempt, fault.retry_after)

@@ -170,7 +170,10 @@ def _died(url: str, exc: BaseException) -> str:
     """A prefix naming a server that took the check's request, closed the connection without an
     answer and now refuses connections: it died answering (issue 38: a llama-cpp-python server
     that crashed); "" otherwise."""
-    if not isinstance(exc, openai.APIConnectionError) or isinstance(exc, openai.APITimeoutError):
+    if not isinstance(exc, openai.APIConnectionError):
+        return ""
+    # aiohttp's transport reports the dropped connection as a connect timeout (`not_a_timeout`)
+    if isinstance(exc, openai.APITimeoutError) and not not_a_timeout(exc):
         return ""
     if connection_reason(exc) == "connection refused" or not _refuses(url):
         return ""

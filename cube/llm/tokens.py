@@ -15,7 +15,11 @@ Where a real tokenizer is known it is used, else a stated estimate (`TokenCount.
   requests; measured again, that build (compiled for the machine's own CPU, AVX-512/AMX) died on
   any chat completion of more than one prompt token, and a build without those kernels survived
   30 tokenize requests beside a completion. The route is not documented as safe beside
-  generation either, so it is called gently or not at all;
+  generation either, so it is called gently or not at all: never inside `cube run`
+  (`IN_RUN_ENV`, set for its stages' kernel: a run's calls are made there, in another process than
+  a count, e.g. the sequential driver's plan, so this process's in-flight count cannot see them),
+  and each reply bounded like every other (`timeout_s` for the whole request, `max_reply_bytes`,
+  no redirects: `cube.llm.transport`'s limits);
 - an OpenAI model: `tiktoken` when it is installed and its encoding loads (it downloads the encoding
   file once; offline without it, the estimate is used);
 - otherwise `estimate`: one token per CJK character plus one per four other characters (the rule of
@@ -37,15 +41,19 @@ Otherwise counts are of the contents alone and `method` says so.
 from __future__ import annotations
 
 import functools
+import json
+import os
 import re
 import statistics
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from cube.config.model_spec import ModelSpec, local_url
+from cube.llm.transport import ACCEPT_ENCODING, Counter, Limits, TransportLimit, declared_too_large
 
 SAMPLE = 200
 _CJK = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]")
@@ -76,6 +84,14 @@ ESTIMATE = "estimate (1 per CJK character + 1 per 4 other characters)"
 
 # one tokenize request at a time, process-wide (see the module's docstring)
 _ROUTE_LOCK = threading.Lock()
+# set by `cube run` for its stages: inside a run the server's tokenize route is never used
+IN_RUN_ENV = "CUBE_IN_RUN"
+IN_RUN = "the server's tokenize route is not used inside `cube run`"
+
+
+def in_run() -> bool:
+    """This process runs a stage of `cube run` (`IN_RUN_ENV` is set)."""
+    return bool(os.environ.get(IN_RUN_ENV))
 
 
 class ServerBusy(RuntimeError):
@@ -97,31 +113,50 @@ def _server_counter(spec: ModelSpec, timeout_s: float = 10.0) -> Callable[[str],
         (f"{root}/tokenize", lambda t: {"content": t}),
     )
     urls = [u for u in spec.endpoints() if u]
-    client = httpx.Client(timeout=timeout_s)
+    limits = Limits(timeout_s=timeout_s, max_reply_bytes=spec.max_reply_bytes)
+    client = httpx.Client(timeout=timeout_s, follow_redirects=False)
 
-    def post(url: str, body: dict) -> Any:
+    def post(url: str, body: dict) -> tuple[int, Any]:
         with _ROUTE_LOCK:
             if calls_in_flight(urls):
                 raise ServerBusy(base)
-            return client.post(url, json=body)
+            return _bounded_post(client, url, body, limits)
 
     for url, body in routes:
         try:
-            r = post(url, body("probe"))
-            if r.status_code == 200 and isinstance(r.json().get("tokens"), list):
+            status, got = post(url, body("probe"))
+            if status == 200 and isinstance(got.get("tokens"), list):
 
                 def count(text: str, url: str = url, body: Callable = body) -> int:
-                    got = post(url, body(text))
-                    got.raise_for_status()
-                    return len(got.json()["tokens"])
+                    status, got = post(url, body(text))
+                    if status != 200:
+                        raise ValueError(f"the tokenize route answered HTTP {status}")
+                    return len(got["tokens"])
 
                 return count
         except ServerBusy:
             break
-        except (httpx.HTTPError, ValueError, AttributeError):
+        except (httpx.HTTPError, TransportLimit, ValueError, AttributeError):
             continue
     client.close()
     return None
+
+
+def _bounded_post(client: Any, url: str, body: dict, limits: Limits) -> tuple[int, Any]:
+    """(status, JSON body) of one POST under `limits`: the whole request within `timeout_s`, the
+    reply (on the wire and inflated) within `max_reply_bytes`, read as it streams (raises
+    TransportLimit past either)."""
+    t_end = time.monotonic() + limits.timeout_s
+    with client.stream("POST", url, json=body, headers={"Accept-Encoding": ACCEPT_ENCODING}) as r:
+        if declared_too_large(limits, r.headers):
+            raise limits.too_large(0, "the declared reply (Content-Length) is")
+        counter, out = Counter(limits, r.headers.get("content-encoding", "")), bytearray()
+        for chunk in r.iter_raw():
+            if time.monotonic() > t_end:
+                raise limits.deadline_passed()
+            for piece in counter.feed(chunk):
+                out += piece
+        return r.status_code, json.loads(out) if out else {}
 
 
 @functools.lru_cache(maxsize=4)
@@ -223,7 +258,9 @@ def _measuring_counter(spec: ModelSpec, method: str) -> Callable[[str], int] | N
     if method.startswith("the model's own tokenizer"):
         found = _local_counter(spec)
         return found[0] if found else None
-    return _server_counter(spec) if method.startswith("server tokenize route") else None
+    if method.startswith("server tokenize route") and not in_run():
+        return _server_counter(spec)
+    return None
 
 
 def _count_contents(spec: ModelSpec, texts: list[str]) -> TokenCount:
@@ -236,7 +273,7 @@ def _count_contents(spec: ModelSpec, texts: list[str]) -> TokenCount:
         if local is not None:
             count, name = local
             return TokenCount([count(t) for t in texts], name)
-        counter = _server_counter(spec)
+        counter = None if in_run() else _server_counter(spec)
         if counter is not None:
             try:
                 if len(texts) <= SAMPLE:
@@ -256,4 +293,5 @@ def _count_contents(spec: ModelSpec, texts: list[str]) -> TokenCount:
     if found is not None:
         counter, name = found
         return TokenCount([counter(t) for t in texts], name)
-    return TokenCount(estimates, ESTIMATE)
+    local_route = urls and all(local_url(u) for u in urls) and in_run()
+    return TokenCount(estimates, f"{ESTIMATE}; {IN_RUN}" if local_route else ESTIMATE)

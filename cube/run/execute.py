@@ -263,8 +263,12 @@ def execute_run(
             _param_path(params_path, root): str(params_path),
             _param_path(published.root, root): str(published.root.resolve()),
         }
+        from cube.llm.tokens import IN_RUN_ENV
+
         try:
-            with _kernel_env(**{LOCAL_PATHS_ENV: json.dumps(local)}):
+            # IN_RUN_ENV: no count made while the stages run (the sequential driver's plan, in the
+            # kernel beside the run's calls) asks a local server's tokenize route
+            with _kernel_env(**{LOCAL_PATHS_ENV: json.dumps(local), IN_RUN_ENV: "1"}):
                 _run_stages(
                     params, params_path, paths, notebooks, chosen, force, summary, log, overrides
                 )
