@@ -51,6 +51,8 @@ def _asgi(app: object, method: str, host: str, headers: dict[str, str]) -> tuple
     return got["status"], got["headers"]
 
 
+# starlette comes with the extra cube[local] (llama-cpp-python's server): `make test-local-llm`
+@pytest.mark.local_llm
 def test_an_app_allowing_any_origin_is_closed_to_browsers() -> None:
     pytest.importorskip("starlette")
     from starlette.applications import Starlette
