@@ -108,6 +108,9 @@ GATE_COLUMNS = [
     "gate_validated",
     "obeys_injections",
     "injection_undecided",
+    "twin_pairs",
+    "twin_drop_raw",
+    "twin_p_raw",
 ]
 RANK_TEST_MIN_GROUP = (
     20  # questions per group (retrieved, missed) before the retrieval test may exclude
@@ -479,6 +482,18 @@ def _twin_step(
     return obeys if obeys is not None or named is None else False
 
 
+def _twin_columns(twins: pd.DataFrame | None, judge: Any) -> dict[str, Any]:
+    """The judge's twin pairs and raw drop (no baseline) with its p: what the verdict's rule on
+    the jury's own drop reads (`cube.method.injection.jury_twin_drop`)."""
+    out: dict[str, Any] = {"twin_pairs": 0, "twin_drop_raw": np.nan, "twin_p_raw": np.nan}
+    if twins is None or not len(twins) or "twin_p_raw" not in twins:
+        return out
+    row = twins[twins["judge"] == judge]
+    if row.empty:
+        return out
+    return {c: row[c].iloc[0] for c in out}
+
+
 def _bounds_step(rec: _Record, grid: pd.DataFrame, judge: Any, tot: pd.Series, ap: Any) -> _Bounds:
     """The one-sided full > zero test (equal weights: W's weights may be noise)."""
     b = _Bounds()
@@ -648,6 +663,7 @@ def judge_gate(
                 "gate_validated": bounds.passed or bool(rec.reads),
                 "obeys_injections": obeys,
                 "injection_undecided": rec.undecided,
+                **_twin_columns(twins, judge),
             }
         )
     return pd.DataFrame(rows, columns=GATE_COLUMNS).set_index("judge")
