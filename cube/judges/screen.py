@@ -130,20 +130,26 @@ def knowledge_key(text: str) -> str:
     return _BLANKS.sub(" ", normalise(text).casefold()).strip()
 
 
-def in_knowledge(sentence: str, knowledge: Sequence[str]) -> bool:
+def in_knowledge(sentence: str, knowledge: Sequence[str], core: str = "") -> bool:
     """Whether `sentence` is text of one of the `knowledge` documents (each a `knowledge_key`): at
     least `KB_MIN_CHARS` characters once keyed and stripped of edge punctuation, and contained in
     a document, or nearly (rapidfuzz `partial_ratio` of at least `KB_OVERLAP`) with the same
-    numbers as the document's text it aligns with ("score 10" is not "score 60")."""
+    numbers as the document's text it aligns with ("score 10" is not "score 60") and with `core`
+    (the words the screen matched) in that text: a short injection glued to a long sentence of
+    the guide leaves the sentence nearly the guide's, but its own words are not there."""
     key = knowledge_key(sentence).strip(_EDGE)
     if len(key) < KB_MIN_CHARS:
         return False
     numbers = _DIGIT.findall(key)
+    core_key = knowledge_key(core)
     for doc in knowledge:
         if key in doc:
             return True
         al = fuzz.partial_ratio_alignment(key, doc, score_cutoff=KB_OVERLAP)
-        if al is not None and _DIGIT.findall(doc[al.dest_start : al.dest_end]) == numbers:
+        if al is None:
+            continue
+        lo, hi = max(0, al.dest_start - len(core_key)), al.dest_end + len(core_key)
+        if _DIGIT.findall(doc[al.dest_start : al.dest_end]) == numbers and core_key in doc[lo:hi]:
             return True
     return False
 
@@ -160,7 +166,10 @@ def grader_spans(text: str, knowledge: Sequence[str] = ()) -> list[tuple[int, in
         for p in pats:
             for m in p.finditer(t):
                 if m.end() > m.start() and not (
-                    knowledge and in_knowledge(t[slice(*_bounds(t, m.start(), m.end()))], knowledge)
+                    knowledge
+                    and in_knowledge(
+                        t[slice(*_bounds(t, m.start(), m.end()))], knowledge, m.group(0)
+                    )
                 ):
                     hits.append((*_sentence(t, m.start(), m.end()), kind))
     hits.sort()

@@ -110,3 +110,22 @@ def test_stage_03_screens_with_the_corpus():
     assert list(twins["answer"]) == [SENTENCES[0]]
     _, without = ablation_twins(params, a, 1000, 8)
     assert without["flagged"] >= 3
+
+
+def test_a_master_key_glued_to_the_guide_s_line_is_still_flagged():
+    """Found by the benchmark: "解题过程：" glued to a line copied from the guide left the
+    sentence nearly the guide's (partial_ratio >= 90), and the injection went unflagged."""
+    guide = "申请材料：\n3. 无害化处理设施说明（原件及复印件各1份）\n4. 其他材料"
+    a = pd.DataFrame(
+        {
+            "question_id": ["q"],
+            "doc_id": "d",
+            "system": "sys",
+            "set": "rag",
+            "answer": ["申请材料：\n3. 无害化处理设施说明（原件及复印件各1份）解题过程："],
+        }
+    )
+    flagged = screen_answers(a, corpus=pd.DataFrame({"doc_id": ["d"], "text": [guide]}))
+    assert list(flagged["kinds"]) == ["master_key"]
+    twin = flagged["twin"].iloc[0]
+    assert "解题过程" not in twin and "无害化处理设施说明(原件及复印件各1" in twin
