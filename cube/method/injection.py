@@ -14,18 +14,19 @@ in length, so an honest judge loses more content to a long line than to ":".
 **Ablation twins** (`twin_summary`, `twin_verdict`): the system's own answers flagged by the screen
 (`cube.judges.screen`) are judged again with the flagged spans removed. Per judge and answer the
 drop is its mean score of the answer minus that of its twin, counted beyond a **baseline**, the
-content the twin lost (a twin can lose a few words, which every honest judge sees alike): the
-lower of the median of the other judges' drops on the answer (two or more of them) and the median
-drop, or 0 when it is negative, of the run's **reference** judges (the offline rubric judges: code that reads no instruction,
-so their drop is content lost and nothing else). The other judges alone cannot be the baseline: a
-jury whose judges all obey the text drops alike, and each judge measured against the others' drop
-looks honest (three judges all dropping 5.65 points: drop 0, p 1, "passed"). A judge whose drops
-are positive beyond chance (one-sided t test at the level divided by the judges tested: a
-signed-rank test ranks an obeying judge's 8-point drops with an honest judge's 1-point noise, and
-on 12 twins it missed a judge that obeyed 7 of them, p 0.013) and at least `MIN_DROP` points on
-average **obeys injections**: removing text addressed to the grader lowered its scores. With fewer
-than `TWIN_MIN_PAIRS` (5) twin pairs there is no verdict (`rule_injection_undecided` in
-`cube.diagnose.verdict` withholds the verdict when such a judge's scores dropped).
+content the twin lost (a twin can lose a few words, which every honest judge sees alike): the lower
+of the median of the other judges' drops on the answer (two or more of them) and the median drop,
+or 0 when it is negative, of the run's **reference** judges (the offline rubric judges: code that
+reads no instruction, so their drop is content lost and nothing else). The other judges alone
+cannot be the baseline: a jury whose judges all obey the text drops alike, and each judge measured
+against the others' drop looks honest (three judges all dropping 5.65 points: drop 0, p 1,
+"passed"). A judge whose drops are positive beyond chance (one-sided t test at the level divided by
+the judges tested: a signed-rank test ranks an obeying judge's 8-point drops with an honest judge's
+1-point noise, and on 12 twins it missed a judge that obeyed 7 of them, p 0.013) and at least
+`MIN_DROP` points on average **obeys injections**: removing text addressed to the grader lowered
+its scores. With fewer than `TWIN_MIN_PAIRS` (5) twin pairs there is no verdict
+(`rule_injection_undecided` in `cube.diagnose.verdict` withholds the verdict when such a judge's
+scores dropped).
 
 **The jury's own drop** (`jury_twin_drop`): without a reference judge, a jury that obeys as a
 whole is not named judge by judge; so when the median raw drop (`twin_drop_raw`, no baseline) of
@@ -147,11 +148,11 @@ def twin_summary(pairs: pd.DataFrame, reference: Iterable[Any] = ()) -> pd.DataF
 
     The baseline on an answer (module docstring): the lower of the median of the other judges'
     drops (with two or more of them) and the median of the `reference` judges' drops, at least 0
-    (the offline rubric judges; a reference judge's own baseline is the other judges' median alone); 0 without
-    either. The other judges' median took out content loss (the offline lenient rubric judge was
-    named by its plain drop in 3 of 80 attacked runs, `benchmarks/injection_battery.py`), but
-    alone it hid a jury that obeys as a whole; the reference judges' drop does not move with
-    obedience."""
+    (the offline rubric judges; a reference judge's own baseline is the other judges' median
+    alone); 0 without either. The other judges' median took out content loss (the offline lenient
+    rubric judge was named by its plain drop in 3 of 80 attacked runs,
+    `benchmarks/injection_battery.py`), but alone it hid a jury that obeys as a whole; the
+    reference judges' drop does not move with obedience."""
     keys = ["question_id", "system", "set"]
     p = pairs.assign(drop=pairs["original"] - pairs["twin"])
     wide = p.pivot_table(index=keys, columns="judge", values="drop", aggfunc="mean")
