@@ -53,12 +53,12 @@ def test_three_judges_that_all_obey_withhold_the_verdict():
     ts = twin_summary(pairs(dict.fromkeys(three, True)))
     # measured against each other they look alike: none is named on its own
     assert (ts["twin_drop"].abs() < 1).all()
-    assert (ts["twin_drop_raw"] > 5).all() and (ts["twin_p_raw"] < 1e-6).all()
     table, reasons = verdict(three, ts)
     assert table["in_jury"].all(), table["excluded_reason"].to_dict()
     jury = [r for r in reasons if r.startswith("the jury's scores fall when grader-addressed")]
     assert len(jury) == 1, reasons
     assert "from 12 answers" in jury[0] and "median drop +5." in jury[0]
+    assert (ts["twin_drop_raw"] > 5).all() and (ts["twin_p_raw"] < 1e-6).all()
 
 
 def test_three_of_four_judges_obeying_withhold_the_verdict():
