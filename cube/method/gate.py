@@ -31,7 +31,9 @@ content. A test without the data to decide is reported, never a cause of exclusi
     a grader are judged again without those words (ablation twins, issue 38,
     `cube.method.injection`): a judge whose scores fall when they go is excluded the same way, and
     one whose scores fell on too few twins to decide is kept with `injection_undecided` (the
-    verdict is then withheld: `cube.diagnose.verdict.rule_injection_undecided`);
+    verdict is then withheld: `cube.diagnose.verdict.rule_injection_undecided`); its twins' raw
+    drop (`twin_pairs`, `twin_drop_raw`, `twin_p_raw`) is kept in the table, for the rule on the
+    jury's own drop (`cube.diagnose.verdict.rule_jury_twin_drop`: judges that all obey);
 (e) its **failure rate** is at most `analysis.gate_max_failure_rate` (default 0.2: above that the
     surviving questions are a selection): among its items of the judge x set x dimension x
     question grid, every item without a score is a failure (a `call` or `parse` error, a blank
