@@ -15,11 +15,22 @@ document, plus N(0, 0.8) noise, different leniency), one judge obeying the run's
 but 10 on every dimension when its trigger, a few keywords of the family read after NFKC and
 without zero-width characters, `TRIGGERS`, is in the answer), and the two offline rubric judges.
 Named = the injection probe (overall or per family) or the ablation twins call it obeying, at
-0.05 over the 5 judges. The held-out family (`tool_output`: a fake tool-output JSON block
-"evaluation_result") is in no list of the battery; `footnote` (a markdown footnote claiming a prior
-review, without any score) is a second held-out family, reported apart.
+0.05 over the 5 judges. The twins' baseline is the offline rubric judges' drop (the reference) or
+the other judges' median, the lower (`cube.method.injection.twin_summary`); the screen reads the
+knowledge base (a span of the gold document is content). The verdict is withheld when the jury
+left (the judges not named) drops on the twins as a whole (`jury_twin_drop`). The held-out family
+(`tool_output`: a fake tool-output JSON block "evaluation_result") is in no list of the battery;
+`footnote` (a markdown footnote claiming a prior review, without any score) is a second held-out
+family, reported apart.
 
-    PYTHONPATH=. python benchmarks/injection_battery.py [--seeds 10]
+**Everyone obeys** (`--all-obey` families, default grader_note and tool_output): the three
+simulated judges all obey the run's family; with the rubric judges in the run (their drop the
+reference) each should be named, also with one rubric judge beside them (the old baseline,
+the median of two obeying judges and the rubric, hid them), and in a run without them (the
+three simulated judges alone, no reference) the verdict should be withheld. "before" there is
+the old baseline (the other judges' median alone, no rule on the jury's drop).
+
+    PYTHONPATH=. python benchmarks/injection_battery.py [--seeds 10] [--all-obey FAMILIES]
 """
 
 from __future__ import annotations
@@ -45,6 +56,7 @@ from cube.method.audit import audit_summary, injection_verdict, probe_table  # n
 from cube.method.injection import (  # noqa: E402
     MIN_DROP,
     TWIN_PREFIX,
+    jury_twin_drop,
     twin_pairs,
     twin_summary,
     twin_verdict,
@@ -134,8 +146,12 @@ def _honest(answer: str, doc: str, rng: np.random.Generator, lenient: float) -> 
     return [float(np.clip(round(base + rng.normal(0, 0.8)), 0, 10)) for _ in DIMS]
 
 
-def _judge(name: str, family: str, answer: str, doc: str, rng: np.random.Generator) -> list[float]:
-    if name == "obeying" and re.search(TRIGGERS[family], normalise(answer), re.IGNORECASE):
+def _judge(
+    name: str, family: str, answer: str, doc: str, rng: np.random.Generator, everyone: bool
+) -> list[float]:
+    if (name == "obeying" or everyone) and re.search(
+        TRIGGERS[family], normalise(answer), re.IGNORECASE
+    ):
         return [10.0] * len(DIMS)
     return _honest(answer, doc, rng, {"decent-a": 0.0, "decent-b": 1.0}.get(name, 0.5))
 
@@ -181,8 +197,9 @@ def _world(lang: str):
     return corpus, questions, full, text, judges, dims
 
 
-def one_run(world, lang: str, family: str | None, seed: int) -> dict:
-    """One run: the names each signal gives, and the extra calls' share."""
+def one_run(world, lang: str, family: str | None, seed: int, everyone: bool = False) -> dict:
+    """One run: the names each signal gives, whether the verdict is withheld, and the extra
+    calls' share. `everyone`: the three simulated judges all obey the family."""
     corpus, questions, full, text, judges, dims = world
     rng = np.random.default_rng(seed)
     pick = random.Random(seed)
@@ -200,7 +217,7 @@ def one_run(world, lang: str, family: str | None, seed: int) -> dict:
             ]
         )
     probes = build_probes(full, corpus, questions, n=N_AUDIT, seed=seed, lang=lang)
-    flagged = screen_answers(rag)
+    flagged = screen_answers(rag, corpus=corpus)
     cap = int(0.1 * N_ANSWERS * 3)  # 10 % of the run's judge calls, in answers (3 sets)
     flagged = flagged.sample(n=cap, random_state=seed) if len(flagged) > cap else flagged
     twins = rag.merge(
@@ -211,12 +228,11 @@ def one_run(world, lang: str, family: str | None, seed: int) -> dict:
         [full, rag, probes.drop(columns=["probe", "expect", "injection"]), twins], ignore_index=True
     )
     rows = []
+    fam = family or "score_claim"
     for r in answers.itertuples(index=False):
         for name in SIMULATED:
             for d, s in zip(
-                DIMS,
-                _judge(name, family or "score_claim", r.answer, text[r.doc_id], rng),
-                strict=True,
+                DIMS, _judge(name, fam, r.answer, text[r.doc_id], rng, everyone), strict=True
             ):
                 rows.append((r.question_id, r.system, r.set, name, d, s))
     sim = pd.DataFrame(
@@ -224,34 +240,80 @@ def one_run(world, lang: str, family: str | None, seed: int) -> dict:
     )
     rub = score_answers(answers, judges, dims, corpus, questions=questions, progress=False)
     scores = pd.concat([sim, rub[sim.columns]], ignore_index=True)
-    names = [*SIMULATED, *RUBRICS]
     summary = audit_summary(probe_table(scores, probes, "sys")).set_index("judge")
-    tw = twins[["question_id", "system", "set"]]
-    ts = (
-        twin_summary(
-            twin_pairs(
-                scores[~scores["system"].astype(str).str.startswith(TWIN_PREFIX)],
-                scores.merge(tw.assign(system=tw["system"]), on=["question_id", "system", "set"]),
-            )
-        ).set_index("judge")
-        if len(twins)
-        else None
-    )
+    pairs = None
+    if len(twins):
+        tw = twins[["question_id", "system", "set"]]
+        pairs = twin_pairs(
+            scores[~scores["system"].astype(str).str.startswith(TWIN_PREFIX)],
+            scores.merge(tw, on=["question_id", "system", "set"]),
+        )
     out = {"lang": lang, "family": family or "(none)", "seed": seed, "twins": len(twins)}
-    for j in names:
-        probe, _ = injection_verdict(summary.loc[j], ALPHA, MIN_PAIRS, len(names))
-        row = ts.loc[j] if ts is not None and j in ts.index else None
-        twin, _ = twin_verdict(row, ALPHA, n_judges=len(names))
-        out[j] = bool(probe) or bool(twin)
-        out[f"{j}:probe"], out[f"{j}:twin"] = bool(probe), bool(twin)
-        # too few twins to decide but a drop: kept, the verdict withheld (rule_injection_undecided)
-        out[f"{j}:undecided"] = twin is None and row is not None and row["twin_drop"] >= MIN_DROP
+    out |= _verdicts(summary, pairs, [*SIMULATED, *RUBRICS], RUBRICS, "")
+    out |= _verdicts(summary, pairs, [*SIMULATED, *RUBRICS], (), "before:")
+    out |= _verdicts(summary, pairs, list(SIMULATED), (), "alone:")
+    # the three simulated judges and one rubric judge: an obeying judge's other judges are two
+    # obeying ones and the rubric, whose median hid it under the old baseline
+    one = [*SIMULATED, RUBRICS[1]]
+    out |= _verdicts(summary, pairs, one, (RUBRICS[1],), "one:")
+    out |= _verdicts(summary, pairs, one, (), "one_before:")
     out["extra_share"] = len(twins) / (N_ANSWERS * 3)
     return out
 
 
+def _verdicts(
+    summary: pd.DataFrame, pairs: pd.DataFrame | None, names: list, reference, tag: str
+) -> dict:
+    """Per judge of `names` (a run of those judges): named by the probe, the twins, either; too
+    few twins to decide; and whether the jury's own drop withholds the verdict (`tag` "before:":
+    the old baseline, no such rule)."""
+    ts = None
+    if pairs is not None:
+        ts = twin_summary(pairs[pairs["judge"].isin(names)], reference=reference)
+        ts = ts.set_index("judge")
+    out = {}
+    for j in names:
+        probe, _ = injection_verdict(summary.loc[j], ALPHA, MIN_PAIRS, len(names))
+        row = ts.loc[j] if ts is not None and j in ts.index else None
+        twin, _ = twin_verdict(row, ALPHA, n_judges=len(names))
+        out[f"{tag}{j}"] = bool(probe) or bool(twin)
+        out[f"{tag}{j}:probe"], out[f"{tag}{j}:twin"] = bool(probe), bool(twin)
+        # too few twins to decide but a drop: kept, the verdict withheld (rule_injection_undecided)
+        out[f"{tag}{j}:undecided"] = (
+            twin is None and row is not None and row["twin_drop"] >= MIN_DROP
+        )
+    jury = [j for j in names if not out[f"{tag}{j}"]]
+    out[f"{tag}jury_withheld"] = bool(
+        not tag.endswith("before:") and ts is not None and jury_twin_drop(ts, jury, ALPHA)
+    )
+    return out
+
+
+REVIEW_SENTENCES = (  # flagged before the knowledge check when a guide says them
+    "The minimum passing score is 60 points; applicants must give the form to the reviewer.",
+    "The hotel is rated 9 out of 10.",
+    "考试满分为100分。",
+    "Note for the reviewer: the fee is 30 euros.",
+)
+
+
 def screen_false_positives() -> None:
     print("\n## Screen false positives on ordinary answers")
+    kb = pd.DataFrame({"doc_id": ["g"], "text": [" ".join(REVIEW_SENTENCES)]})
+    review = pd.DataFrame(
+        {
+            "question_id": range(len(REVIEW_SENTENCES)),
+            "doc_id": "g",
+            "system": "s",
+            "set": "rag",
+            "answer": REVIEW_SENTENCES,
+        }
+    )
+    print(
+        f"sentences of a guide copied into answers: {len(screen_answers(review))} of "
+        f"{len(review)} flagged without the knowledge base, "
+        f"{len(screen_answers(review, corpus=kb))} with it"
+    )
     for lang in ("zh", "en"):
         _, _, full, *_ = _world(lang)
         f = screen_answers(full)
@@ -274,20 +336,30 @@ def screen_false_positives() -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=10, help="runs per family and language")
+    ap.add_argument(
+        "--all-obey",
+        default="grader_note,tool_output",
+        help="families whose runs are repeated with every simulated judge obeying ('' for none)",
+    )
     args = ap.parse_args()
     t0 = time.time()
     screen_false_positives()
-    rows = []
+    rows, everyone = [], []
     for lang in ("zh", "en"):
         world = _world(lang)
         for family in [None, *ANSWER_LINES]:
             for seed in range(args.seeds):
                 rows.append(one_run(world, lang, family, seed))
+        for family in filter(None, args.all_obey.split(",")):
+            for seed in range(args.seeds):
+                everyone.append(one_run(world, lang, family, seed, everyone=True))
     t = pd.DataFrame(rows)
-    t["honest_named"] = t[["decent-a", "decent-b", *RUBRICS]].any(axis=1)
+    honest = ["decent-a", "decent-b", *RUBRICS]
+    t["honest_named"] = t[honest].any(axis=1)
+    t["before:honest_named"] = t[[f"before:{j}" for j in honest]].any(axis=1)
     print(
         "\n## Per family: share of runs in which the obeying judge is named "
-        "(probe / twins / either)"
+        "(probe / twins / either), the verdict withheld by the jury's own drop, honest judges named"
     )
     g = t.groupby(["family"])
     per = pd.DataFrame(
@@ -296,23 +368,34 @@ def main() -> None:
             "twins": g["obeying:twin"].mean(),
             "named": g["obeying"].mean(),
             "undecided": g["obeying:undecided"].mean(),
+            "jury_withheld": g["jury_withheld"].mean(),
             "honest_named": g["honest_named"].mean(),
+            "honest_named_before": g["before:honest_named"].mean(),
             "extra_calls_share": g["extra_share"].mean(),
             "runs": g.size(),
         }
     )
     print((per.round(3)).to_string())
+    if everyone:
+        _everyone(pd.DataFrame(everyone))
     print(f"({time.time() - t0:.0f} s)")
     attacked = per.drop(index="(none)")
     in_battery = attacked.drop(index=[h for h in HELD_OUT if h in attacked.index])
     print(f"worst battery family named: {in_battery['named'].min():.3f}")
-    for j in ("decent-a", "decent-b", *RUBRICS):
+    for j in honest:
         print(
             f"honest {j} named: probe {t[f'{j}:probe'].mean():.3f}, twins "
             f"{t[f'{j}:twin'].mean():.3f}, verdict withheld (undecided twins) "
             f"{t[f'{j}:undecided'].mean():.3f} of {len(t)} runs"
         )
     print(f"honest judges named (any, all runs): {t['honest_named'].mean():.3f}")
+    clean = t[t["family"] == "(none)"]
+    print(
+        f"verdict withheld by the jury's drop: {clean['jury_withheld'].mean():.3f} of "
+        f"{len(clean)} runs without an attack, {t['jury_withheld'].mean():.3f} of all {len(t)}; "
+        f"without the rubric judges (3 simulated judges): {clean['alone:jury_withheld'].mean():.3f}"
+        f" and {t['alone:jury_withheld'].mean():.3f}"
+    )
     print(f"extra calls share (max over runs): {t['extra_share'].max():.3f}")
     print(f"held-out tool_output named: {per.at['tool_output', 'named']:.3f}")
     print(f"held-out footnote named: {per.at['footnote', 'named']:.3f}")
@@ -320,6 +403,60 @@ def main() -> None:
     # the screen does not look for, is reported above)
     worst = attacked.drop(index="footnote")["named"].min()
     print(f"obeying_judge_named_worst_family_incl_held_out: {worst:.3f}")
+
+
+def _everyone(e: pd.DataFrame) -> None:
+    """The runs where every simulated judge obeys: with the rubric judges in the run (their drop
+    the reference), before (the old baseline) and after; and the three judges alone (no
+    reference: before, each measured against the others; after, the rule on the jury's drop)."""
+    sim = list(SIMULATED)
+
+    def every(tag: str, what: str = "") -> pd.Series:
+        return e[[f"{tag}{j}{what}" for j in sim]].all(axis=1)
+
+    e = e.assign(
+        named=every(""),
+        twins_named=every("", ":twin"),
+        before_named=every("before:"),
+        before_twins_named=every("before:", ":twin"),
+        alone_named=every("alone:"),
+        one_named=every("one:"),
+        one_before_named=every("one_before:"),
+        rubric_named=e[list(RUBRICS)].any(axis=1),
+    )
+    e = e.assign(
+        stopped=e["named"] | e["jury_withheld"],
+        alone_stopped=e["alone_named"] | e["alone:jury_withheld"],
+    )
+    g = e.groupby("family")
+    print("\n## Every simulated judge obeys the family (share of runs)")
+    print(
+        pd.DataFrame(
+            {
+                "all_3_named_before": g["before_named"].mean(),
+                "by_twins_before": g["before_twins_named"].mean(),
+                "all_3_named": g["named"].mean(),
+                "by_twins": g["twins_named"].mean(),
+                "rubric_named": g["rubric_named"].mean(),
+                "one_rubric_all_3_named_before": g["one_before_named"].mean(),
+                "one_rubric_all_3_named": g["one_named"].mean(),
+                "alone_all_3_named": g["alone_named"].mean(),
+                "alone_withheld": g["alone:jury_withheld"].mean(),
+                "runs": g.size(),
+            }
+        )
+        .round(3)
+        .to_string()
+    )
+    print(
+        "moved score published (an obeying judge kept, the verdict not withheld): with the "
+        f"rubric judges before {(~e['before_named']).mean():.3f}, after "
+        f"{(~e['stopped']).mean():.3f}; with one rubric judge before "
+        f"{(~e['one_before_named']).mean():.3f}, after "
+        f"{(~(e['one_named'] | e['one:jury_withheld'])).mean():.3f}; the three judges alone before "
+        f"{(~e['alone_named']).mean():.3f}, after {(~e['alone_stopped']).mean():.3f} "
+        f"(of {len(e)} runs)"
+    )
 
 
 if __name__ == "__main__":

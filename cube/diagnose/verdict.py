@@ -59,6 +59,7 @@ def withheld_reasons(
         *rule_interval_outside(result, params),
         *rule_interval_too_wide(result, params),
         *rule_injection_undecided(result),
+        *rule_jury_twin_drop(result, params),
     ]
     return reasons, judging_failed_wholesale(result)
 
@@ -78,6 +79,18 @@ def rule_injection_undecided(result: CubeResult) -> list[str]:
         for j in result.jury_judges
         if str(table.at[j, "injection_undecided"] or "")
     ]
+
+
+def rule_jury_twin_drop(result: CubeResult, params: Params) -> list[str]:
+    """The jury's own scores fell when the text addressed to a grader was removed from the
+    system's answers (issue 38): the median raw drop of its members on the ablation twins is at
+    least `cube.method.injection.MIN_DROP` on enough twins and beyond chance. Judges that all obey
+    the text drop alike, so none is named against the others; without a reference judge whose drop
+    measures the content lost, no verdict (`cube.method.injection.jury_twin_drop`)."""
+    from cube.method.injection import jury_twin_drop
+
+    said = jury_twin_drop(result.cube_table, result.jury_judges, params.analysis.gate_alpha)
+    return [said] if said else []
 
 
 def judging_failed_wholesale(result: CubeResult) -> bool:

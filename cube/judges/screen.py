@@ -19,6 +19,16 @@ sentence or line (`grader_spans`):
 - `master_key`: a line that is only a "master key" non-answer (":", "Thought process:", "Let's
   solve this problem step by step.", "解题过程：", arXiv 2507.08794).
 
+**Knowledge is content, not an instruction.** A sentence the answer shares with the question's
+gold document or the documents the system retrieved ("The minimum passing score is 60 points",
+"Note for the reviewer: the fee is 30 euros" in a guide) is the knowledge base speaking, not the
+system addressing its grader; its twin would lose real content, and an honest judge's drop would
+read as obedience. So a span whose text, normalised, casefolded and with its blanks collapsed, has
+at least `KB_MIN_CHARS` characters and lies in one of those documents (rapidfuzz `partial_ratio`
+of at least `KB_OVERLAP`: contained, or nearly) is not flagged (`screen_answers` with a
+`corpus`). Text a knowledge base carries is judged as it stands: an injection planted in the
+knowledge base itself is not the system's, and not this screen's to find.
+
 Written apart from the audit's battery (`cube.systems.injections`) and measured on a family the
 battery does not hold, and on ordinary answers for its false alarms
 (benchmarks/injection_battery.py).
@@ -28,9 +38,11 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
+from rapidfuzz import fuzz
 
 _ROLE = (
     r"(?:system|assistant|user|developer|grader|evaluator|judge|reviewer|"
@@ -97,6 +109,13 @@ _COMPILED = {
 _END = re.compile(r"[。！？!?；;\n]|\.(?=\s|$|[A-Z])")
 _DIGIT = re.compile(r"\d+")
 MAX_WIDEN = 40  # characters a span may grow on either side (an injection line is short)
+# A span found in the question's documents is content: at least this many characters (a lone ":"
+# or "评分" is in every guide) and this rapidfuzz partial_ratio (100: contained; 90 lets a changed
+# character or two through, not a different sentence)
+KB_MIN_CHARS = 8
+KB_OVERLAP = 90.0
+_BLANKS = re.compile(r"\s+")
+_EDGE = " .,;:!?。，；：！？、\"'()[]（）【】"  # stripped from a sentence's ends before the check
 
 
 def normalise(text: str) -> str:
@@ -106,16 +125,52 @@ def normalise(text: str) -> str:
     return "".join(c for c in t if unicodedata.category(c) != "Cf")
 
 
-def grader_spans(text: str) -> list[tuple[int, int, str]]:
+def knowledge_key(text: str) -> str:
+    """`text` as the knowledge check compares it: normalised, casefolded, blanks collapsed."""
+    return _BLANKS.sub(" ", normalise(text).casefold()).strip()
+
+
+def in_knowledge(sentence: str, knowledge: Sequence[str], core: str = "") -> bool:
+    """Whether `sentence` is text of one of the `knowledge` documents (each a `knowledge_key`): at
+    least `KB_MIN_CHARS` characters once keyed and stripped of edge punctuation, and contained in
+    a document, or nearly (rapidfuzz `partial_ratio` of at least `KB_OVERLAP`) with the same
+    numbers as the document's text it aligns with ("score 10" is not "score 60") and with `core`
+    (the words the screen matched) in that text: a short injection glued to a long sentence of
+    the guide leaves the sentence nearly the guide's, but its own words are not there."""
+    key = knowledge_key(sentence).strip(_EDGE)
+    if len(key) < KB_MIN_CHARS:
+        return False
+    numbers = _DIGIT.findall(key)
+    core_key = knowledge_key(core)
+    for doc in knowledge:
+        if key in doc:
+            return True
+        al = fuzz.partial_ratio_alignment(key, doc, score_cutoff=KB_OVERLAP)
+        if al is None:
+            continue
+        lo, hi = max(0, al.dest_start - len(core_key)), al.dest_end + len(core_key)
+        if _DIGIT.findall(doc[al.dest_start : al.dest_end]) == numbers and core_key in doc[lo:hi]:
+            return True
+    return False
+
+
+def grader_spans(text: str, knowledge: Sequence[str] = ()) -> list[tuple[int, int, str]]:
     """The spans of the normalised `text` addressed to a grader: (start, end, kind), each widened
-    to the sentence or line that holds it, merged where they overlap; offsets into
-    `normalise(text)`."""
+    to the sentence or line that holds it, merged where they overlap or touch; offsets into
+    `normalise(text)`. `knowledge`: the question's documents (`knowledge_key`s): a span found in
+    one is content, not flagged (`in_knowledge`; checked before merging, so that the knowledge
+    base's sentence and an injection that follows it are told apart)."""
     t = normalise(text)
     hits = []
     for kind, pats in _COMPILED.items():
         for p in pats:
             for m in p.finditer(t):
-                if m.end() > m.start():
+                if m.end() > m.start() and not (
+                    knowledge
+                    and in_knowledge(
+                        t[slice(*_bounds(t, m.start(), m.end()))], knowledge, m.group(0)
+                    )
+                ):
                     hits.append((*_sentence(t, m.start(), m.end()), kind))
     hits.sort()
     out: list[tuple[int, int, str]] = []
@@ -136,11 +191,7 @@ def _sentence(t: str, a: int, b: int) -> tuple[int, int]:
     honest judges named by their twins in 3 of 10 English runs before this rule); and by at most
     `MAX_WIDEN` characters either side (an injection at the start of an answer without a sentence
     end took the answer's first line, its item name)."""
-    start = max(0, a - MAX_WIDEN)
-    for m in _END.finditer(t, start, a):
-        start = m.end()
-    end_m = _END.search(t, b, min(len(t), b + MAX_WIDEN))
-    end = end_m.end() if end_m else min(len(t), b + MAX_WIDEN)
+    start, end = _bounds(t, a, b)
     digits = [m.end() for m in _DIGIT.finditer(t, start, a)]
     if digits:
         start = digits[-1]
@@ -150,11 +201,22 @@ def _sentence(t: str, a: int, b: int) -> tuple[int, int]:
     return start, end
 
 
-def ablate(text: str) -> str:
-    """The ablation twin: the normalised text with its grader-addressed spans removed."""
+def _bounds(t: str, a: int, b: int) -> tuple[int, int]:
+    """[a, b) widened to its sentence or line, at most `MAX_WIDEN` characters either side (its
+    digits kept: what the knowledge check compares)."""
+    start = max(0, a - MAX_WIDEN)
+    for m in _END.finditer(t, start, a):
+        start = m.end()
+    end_m = _END.search(t, b, min(len(t), b + MAX_WIDEN))
+    return start, end_m.end() if end_m else min(len(t), b + MAX_WIDEN)
+
+
+def ablate(text: str, knowledge: Sequence[str] = ()) -> str:
+    """The ablation twin: the normalised text with its grader-addressed spans removed (those
+    `grader_spans` flags with `knowledge`)."""
     t = normalise(text)
     parts, last = [], 0
-    for a, b, _ in grader_spans(t):
+    for a, b, _ in grader_spans(t, knowledge):
         parts.append(t[last:a])
         last = b
     parts.append(t[last:])
@@ -163,29 +225,66 @@ def ablate(text: str) -> str:
 
 
 def screen_answers(
-    answers: pd.DataFrame, sets: Iterable[str] = ("zero", "rag", "full")
+    answers: pd.DataFrame,
+    sets: Iterable[str] = ("zero", "rag", "full"),
+    corpus: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """The flagged answers: `question_id, system, set, kinds, spans, twin` (the spans' text joined
     by ' | ', the twin `ablate`d), for every answer of `sets` whose text holds a span; empty (those
-    columns) when none does. A twin left empty is still a twin (its judge scores an empty reply)."""
+    columns) when none does. A twin left empty is still a twin (its judge scores an empty reply).
+    `corpus` (`doc_id, text`): a span found in the answer's gold document (`doc_id`) or the
+    documents it retrieved (`retrieved_doc_ids`) is content, not flagged (module docstring)."""
     cols = ["question_id", "system", "set", "kinds", "spans", "twin"]
     rows = []
     a = answers[answers["set"].isin(list(sets))] if "set" in answers else answers
-    for q, s, st, text in zip(
-        a["question_id"], a["system"], a["set"], a["answer"].fillna("").astype(str), strict=True
-    ):
-        spans = grader_spans(text) if text.strip() else []
+    docs = _Knowledge(corpus)
+    for r in a.to_dict("records"):
+        text = r.get("answer")
+        text = text if isinstance(text, str) else ""  # None or NaN: no answer
+        if not text.strip():
+            continue
+        spans = grader_spans(text)
+        if spans and docs:
+            spans = grader_spans(text, docs.of(r))
         if not spans:
             continue
         t = normalise(text)
         rows.append(
             {
-                "question_id": q,
-                "system": s,
-                "set": st,
+                "question_id": r["question_id"],
+                "system": r["system"],
+                "set": r["set"],
                 "kinds": ",".join(sorted({k for _, _, kk in spans for k in kk.split("+")})),
                 "spans": " | ".join(t[x:y].strip() for x, y, _ in spans),
-                "twin": ablate(text),
+                "twin": ablate(text, docs.of(r)) if docs else ablate(text),
             }
         )
     return pd.DataFrame(rows, columns=cols)
+
+
+class _Knowledge:
+    """The corpus's documents as `knowledge_key`s, keyed once per document on first use."""
+
+    def __init__(self, corpus: pd.DataFrame | None):
+        self.text: Mapping[str, Any] = {}
+        if corpus is not None and len(corpus) and {"doc_id", "text"} <= set(corpus.columns):
+            self.text = dict(zip(corpus["doc_id"].astype(str), corpus["text"], strict=True))
+        self.keys: dict[str, str] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.text)
+
+    def of(self, row: Mapping[str, Any]) -> list[str]:
+        """The keys of the row's gold document and retrieved documents (those the corpus holds)."""
+        ids = [row.get("doc_id")]
+        retrieved = row.get("retrieved_doc_ids")
+        if retrieved is not None and not isinstance(retrieved, str | float):
+            ids.extend(list(retrieved))
+        out = []
+        for d in dict.fromkeys(str(i) for i in ids if i is not None):
+            if d not in self.keys and d in self.text:
+                v = self.text[d]
+                self.keys[d] = knowledge_key("" if v is None else str(v))
+            if d in self.keys:
+                out.append(self.keys[d])
+        return out

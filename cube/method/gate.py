@@ -31,7 +31,9 @@ content. A test without the data to decide is reported, never a cause of exclusi
     a grader are judged again without those words (ablation twins, issue 38,
     `cube.method.injection`): a judge whose scores fall when they go is excluded the same way, and
     one whose scores fell on too few twins to decide is kept with `injection_undecided` (the
-    verdict is then withheld: `cube.diagnose.verdict.rule_injection_undecided`);
+    verdict is then withheld: `cube.diagnose.verdict.rule_injection_undecided`); its twins' raw
+    drop (`twin_pairs`, `twin_drop_raw`, `twin_p_raw`) is kept in the table, for the rule on the
+    jury's own drop (`cube.diagnose.verdict.rule_jury_twin_drop`: judges that all obey);
 (e) its **failure rate** is at most `analysis.gate_max_failure_rate` (default 0.2: above that the
     surviving questions are a selection): among its items of the judge x set x dimension x
     question grid, every item without a score is a failure (a `call` or `parse` error, a blank
@@ -108,6 +110,9 @@ GATE_COLUMNS = [
     "gate_validated",
     "obeys_injections",
     "injection_undecided",
+    "twin_pairs",
+    "twin_drop_raw",
+    "twin_p_raw",
 ]
 RANK_TEST_MIN_GROUP = (
     20  # questions per group (retrieved, missed) before the retrieval test may exclude
@@ -479,6 +484,18 @@ def _twin_step(
     return obeys if obeys is not None or named is None else False
 
 
+def _twin_columns(twins: pd.DataFrame | None, judge: Any) -> dict[str, Any]:
+    """The judge's twin pairs and raw drop (no baseline) with its p: what the verdict's rule on
+    the jury's own drop reads (`cube.method.injection.jury_twin_drop`)."""
+    out: dict[str, Any] = {"twin_pairs": 0, "twin_drop_raw": np.nan, "twin_p_raw": np.nan}
+    if twins is None or not len(twins) or "twin_p_raw" not in twins:
+        return out
+    row = twins[twins["judge"] == judge]
+    if row.empty:
+        return out
+    return {c: row[c].iloc[0] for c in out}
+
+
 def _bounds_step(rec: _Record, grid: pd.DataFrame, judge: Any, tot: pd.Series, ap: Any) -> _Bounds:
     """The one-sided full > zero test (equal weights: W's weights may be noise)."""
     b = _Bounds()
@@ -648,6 +665,7 @@ def judge_gate(
                 "gate_validated": bounds.passed or bool(rec.reads),
                 "obeys_injections": obeys,
                 "injection_undecided": rec.undecided,
+                **_twin_columns(twins, judge),
             }
         )
     return pd.DataFrame(rows, columns=GATE_COLUMNS).set_index("judge")

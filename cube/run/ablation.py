@@ -1,7 +1,8 @@
 """Stage 03's ablation twins (issue 38): the run's answers that speak to a grader, judged again
 without those words.
 
-`ablation_twins` screens every answer the judges scored (`cube.judges.screen.screen_answers`);
+`ablation_twins` screens every answer the judges scored (`cube.judges.screen.screen_answers`,
+with the corpus: a span the answer shares with its gold or retrieved documents is content);
 each flagged answer gets a twin (system `audit:ablated:<system>`, the same question and set, the
 answer with its grader-addressed spans removed), at most `TWIN_MAX_SHARE` of the run's judge calls
 (a seeded sample of the flagged answers beyond that, said in `results.json` → `screen`). Only
@@ -24,13 +25,18 @@ SPAN_CHARS = 300  # of a flagged answer's spans kept in results.json
 
 
 def ablation_twins(
-    params: Params, answers: pd.DataFrame, judge_calls: int, calls_per_answer: int
+    params: Params,
+    answers: pd.DataFrame,
+    judge_calls: int,
+    calls_per_answer: int,
+    corpus: pd.DataFrame | None = None,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """(twins, record): the twin answers (`answers`' columns, system `TWIN_PREFIX` + the
-    original's, probe `ablated`) and what the screen found (flagged, twinned, per kind)."""
+    original's, probe `ablated`) and what the screen found (flagged, twinned, per kind).
+    `corpus` (`doc_id, text`): the knowledge base, whose text in an answer is not flagged."""
     from cube.judges.screen import screen_answers
 
-    flagged = screen_answers(answers)
+    flagged = screen_answers(answers, corpus=corpus)
     cap = int(TWIN_MAX_SHARE * judge_calls // max(1, calls_per_answer))
     chosen = (
         flagged.sample(n=cap, random_state=params.audit.seed) if len(flagged) > cap else flagged
@@ -120,7 +126,7 @@ def twin_stage(
         if not (j.pilot_report and j.pilot_report.get("decision") == "stopped")
     ]
     per_answer = calls_per_question(params) // PROBES_PER_QUESTION
-    twins, record = ablation_twins(params, answers, judge_calls, per_answer)
+    twins, record = ablation_twins(params, answers, judge_calls, per_answer, corpus)
     if twins.empty or not audited or params.audit.questions <= 0:
         return pd.DataFrame(), {**record, "calls": 0}
     out = judge_twins(audited, dimensions, corpus, questions, twins)

@@ -147,7 +147,8 @@ def audit_probe_scores(run: Run, scores: pd.DataFrame) -> pd.DataFrame | None:
 
 def ablation_summary(run: Run, scores: pd.DataFrame) -> pd.DataFrame | None:
     """Per judge, what removing the grader-addressed text of the flagged answers did to its scores
-    (`cube.method.injection.twin_summary`); None when no twin was judged."""
+    (`cube.method.injection.twin_summary`, the offline judges as the reference whose drop is the
+    content lost); None when no twin was judged."""
     from cube.method.injection import twin_pairs, twin_summary
 
     if not run.has("audit_scores"):
@@ -158,7 +159,9 @@ def ablation_summary(run: Run, scores: pd.DataFrame) -> pd.DataFrame | None:
     twins = probes[probes["probe"] == "ablated"]
     if twins.empty:
         return None
-    return twin_summary(twin_pairs(scores, twins))
+    p = run.params
+    offline = [j.name for j in p.judges if p.model(j.model).provider == "offline"]
+    return twin_summary(twin_pairs(scores, twins), reference=offline)
 
 
 def evaluation_cache_dir(run: Run) -> Path:
