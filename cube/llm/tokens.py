@@ -40,6 +40,7 @@ Otherwise counts are of the contents alone and `method` says so.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import json
 import os
@@ -164,7 +165,11 @@ def _gguf_vocab(path: str) -> Any:
     """The GGUF's tokenizer alone (`vocab_only`: no weights, no context), loaded once."""
     from llama_cpp import Llama  # the extra cube[local]
 
-    return Llama(model_path=path, vocab_only=True, verbose=False)
+    vocab = Llama(model_path=path, vocab_only=True, verbose=False)
+    # closed before the interpreter tears llama_cpp's module down: its __del__ at exit otherwise
+    # prints a TypeError traceback ('NoneType' object is not callable) after every such process
+    atexit.register(vocab.close)
+    return vocab
 
 
 def _local_counter(spec: ModelSpec) -> tuple[Callable[[str], int], str] | None:
