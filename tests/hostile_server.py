@@ -127,8 +127,10 @@ class HostileServer:
             return json.dumps(chat_reply(answer)).encode()
         return json.dumps({"answer": answer, "ids": ["d1"]}).encode()
 
-    def _send(self, h: BaseHTTPRequestHandler, body: bytes, **headers: str) -> None:
-        h.send_response(200)
+    def _send(
+        self, h: BaseHTTPRequestHandler, body: bytes, status: int = 200, **headers: str
+    ) -> None:
+        h.send_response(status)
         h.send_header("Content-Type", "application/json")
         h.send_header("Content-Length", str(len(body)))
         for k, v in headers.items():
@@ -186,18 +188,16 @@ class HostileServer:
     def _deep(self, h: BaseHTTPRequestHandler) -> None:
         self._send(h, b'{"answer": ' + b"[" * 200_000 + b"]" * 200_000 + b"}")
 
+    @staticmethod
+    def _headers_sent(h: BaseHTTPRequestHandler) -> str:
+        return " ".join(f"{k}={v}" for k, v in h.headers.items())
+
     def _echo(self, h: BaseHTTPRequestHandler) -> None:
-        values = " ".join(f"{k}={v}" for k, v in h.headers.items())
-        self._send(h, self._payload(h, f"{ANSWER} (you sent: {values})"))
+        self._send(h, self._payload(h, f"{ANSWER} (you sent: {self._headers_sent(h)})"))
 
     def _echo422(self, h: BaseHTTPRequestHandler) -> None:
-        values = " ".join(f"{k}={v}" for k, v in h.headers.items())
-        body = json.dumps({"detail": [{"msg": f"field required; headers: {values}"}]}).encode()
-        h.send_response(422)
-        h.send_header("Content-Type", "application/json")
-        h.send_header("Content-Length", str(len(body)))
-        h.end_headers()
-        h.wfile.write(body)
+        detail = f"field required; headers: {self._headers_sent(h)}"
+        self._send(h, json.dumps({"detail": [{"msg": detail}]}).encode(), status=422)
 
     def _gzipped(self, h: BaseHTTPRequestHandler) -> None:
         self._send(h, gzip.compress(self._payload(h, ANSWER)), Content_Encoding="gzip")
