@@ -206,7 +206,7 @@ def cli_reference(parser: argparse.ArgumentParser) -> str:
     usage, description and arguments, in the parser's order. Built from the parser's actions, not
     its help text, so the page is the same on every Python version and terminal width."""
     out = [
-        GENERATED.format(source="the parser of cube/cli.py"),
+        GENERATED.format(source="the parser of cube/cli/"),
         "",
         f"# Command line: `{parser.prog}`",
         "",

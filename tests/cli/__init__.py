@@ -1,1 +1,1 @@
-"""Tests of cube/cli.py."""
+"""Tests of cube/cli/ (the `cube` command)."""

@@ -146,15 +146,19 @@ def test_fifteen_is_allowed(scratch: Path):
 
 
 def test_a_stale_allowlist_entry_fails_remove_it_from_the_list(scratch: Path):
-    _add_to_allowlist(scratch, "cube/cli.py:main", "cube/cli.py:no_such_function", "cube/gone.py:f")
+    _add_to_allowlist(
+        scratch, "cube/cli/app.py:main", "cube/cli/app.py:no_such_function", "cube/gone.py:f"
+    )
     pyproject = scratch / "pyproject.toml"
     done = check(scratch, "complexity")
     assert done.returncode == 1
     out = done.stdout
-    line = _line_of(pyproject, '"cube/cli.py:main"')
-    assert f'pyproject.toml:{line}: complexity-allowlist entry "cube/cli.py:main" is stale' in out
+    line = _line_of(pyproject, '"cube/cli/app.py:main"')
+    assert (
+        f'pyproject.toml:{line}: complexity-allowlist entry "cube/cli/app.py:main" is stale' in out
+    )
     assert "`main` now has complexity" in out and "<= 15; remove it from the list" in out
-    assert "cube/cli.py has no function `no_such_function` any more" in out
+    assert "cube/cli/app.py has no function `no_such_function` any more" in out
     assert "cube/gone.py no longer exists" in out
     assert out.count("remove it from the list") == 3, out
 
@@ -244,14 +248,14 @@ def test_every_problem_is_reported_at_once(scratch: Path):
         (scratch / "cube" / "method" / "compare.py").read_text(encoding="utf-8") + _branchy(),
         encoding="utf-8",
     )
-    _add_to_allowlist(scratch, "cube/cli.py:main")
+    _add_to_allowlist(scratch, "cube/cli/app.py:main")
     init = scratch / "cube" / "run" / "__init__.py"
     init.write_text(init.read_text(encoding="utf-8").replace("__all__ = [", "_all = ["), "utf-8")
     done = check(scratch)
     assert done.returncode == 1
     out = done.stdout
     assert "`branchy_new_block` has complexity 16" in out
-    assert '"cube/cli.py:main" is stale' in out
+    assert '"cube/cli/app.py:main" is stale' in out
     assert "cube/run/__init__.py:1: cube/run/ declares no `__all__`" in out
     assert "`open_run` is not public in cube.run" in out
     assert "house rules:" in done.stderr and "problem(s)" in done.stderr

@@ -1,0 +1,82 @@
+"""`cube compare A B`: the paired comparison of two systems or runs (`cube.run.compare`), its
+headline in one line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    cmp = sub.add_parser(
+        "compare",
+        help="paired comparison of two systems or runs (delta, CI, p-value, MDE, regressions)",
+        description="Compare side B with side A on their common questions: ΔCuBE, ΔW, ΔR@k and "
+        "each Δ normalised dimension per judge and jury, a paired bootstrap interval, a paired "
+        "permutation p-value, the minimum detectable ΔCuBE and the largest regressions and "
+        "improvements. A and B are params files or run folders (of completed runs); the same run "
+        "twice compares its first system with its second (or --system-a / --system-b). Writes "
+        "outputs/compare/<a>__vs__<b>/ (comparison.json, tables, figures, index.html).",
+    )
+    cmp.add_argument("a", type=Path, help="side A: params file or run folder")
+    cmp.add_argument("b", type=Path, help="side B: params file or run folder")
+    cmp.add_argument(
+        "--system-a", default=None, help="system of side A (default: its primary system)"
+    )
+    cmp.add_argument(
+        "--system-b",
+        default=None,
+        help="system of side B (default: its primary, or the second "
+        "system when B is the same run as A)",
+    )
+    cmp.add_argument(
+        "--outputs", type=Path, default=None, help="outputs folder (default: side A's outputs_dir)"
+    )
+    cmp.add_argument(
+        "--permutations", type=int, default=1000, help="permutations of the p-value (default 1000)"
+    )
+    cmp.add_argument(
+        "--top", type=int, default=20, help="regressions / improvements listed (default 20)"
+    )
+    cmp.set_defaults(func=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    from cube.method.analysis import p_is
+    from cube.run.compare import run_compare
+
+    out = run_compare(
+        args.a,
+        args.b,
+        system_a=args.system_a,
+        system_b=args.system_b,
+        outputs=args.outputs,
+        n_permutations=args.permutations,
+        k=args.top,
+    )
+    head = json.loads((out / "comparison.json").read_text(encoding="utf-8"))
+    ci = head["delta_cube_ci"]
+    print(
+        f"{head['b']} vs {head['a']}: ΔCuBE {_fmt(head['delta_cube'])} "
+        f"[{_fmt(ci[0])}, {_fmt(ci[1])}], p {p_is(head['p_value'])}, "
+        f"MDE {_fmt(head['mde'])} (about 80 % power: see the page), "
+        f"{head['n_questions']} questions, {head['n_regressions']} regressions, "
+        f"{head['n_improvements']} improvements beyond the judges' noise (about "
+        f"{_fmt(head['n_expected_by_chance'], 1)} of each with no difference)"
+        + _flags_note(head.get("flags") or [])
+    )
+    for flag in (
+        head.get("flags") or []
+    ):  # as the page: the interval or p-value rests on a selection
+        print(f"  flag: {flag}")
+    print(f"comparison: {out / 'index.html'}")
+    return 0
+
+
+def _flags_note(flags: list[str]) -> str:
+    return f" ({len(flags)} flag{'s' if len(flags) != 1 else ''} below)" if flags else ""
+
+
+def _fmt(v: float | None, digits: int = 2) -> str:
+    return "n/a" if v is None else f"{v:.{digits}f}"

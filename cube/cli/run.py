@@ -1,0 +1,181 @@
+"""`cube run`: the preflight, the notebook sequence (`cube.run.execute`), then the outcome in the
+terminal and its exit code (0 published, 1 a stage failed, 2 bad input, 3 verdict withheld, 130
+interrupted)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from cube.cli.common import load_params, preflight
+from cube.config.project import display_path, resolve
+from cube.config.runpaths import RunPaths
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    r = sub.add_parser(
+        "run",
+        help="execute the notebook sequence with a params file and write the HTML report",
+        description="Execute notebooks/NN_*.ipynb in order with papermill into "
+        "outputs/<run>/notebooks/, export each to HTML (with and without code) under "
+        "outputs/<run>/report/, and write report/index.html. Stages whose inputs did not "
+        "change since their last execution are skipped; LLM calls are served from the cache. "
+        "Stages run in outputs/<run>/.staging/ and are published only when all succeed. Exit "
+        "codes: 0 published, 1 a stage failed (nothing published; see report/last_run.html), 2 "
+        "bad params or data (`cube validate`'s errors, checked before any stage runs), a preflight "
+        "problem (unset key variable, broken LLM endpoint) or the run folder is locked by another "
+        "run, 3 published but the verdict is withheld (judging failed, or another reason the "
+        "summary names), 130 interrupted (re-run to resume). It ends with a summary: per system "
+        "CuBE with its interval, R@k at its own TOP-N and the verdict (or WITHHELD and its first "
+        "reason), the run's calls against the plan (made: computed offline, from the cache, "
+        "sent, failed; not made: what the early stop saved and why the rest was not needed), the "
+        "cost, the report's path.",
+    )
+    r.add_argument("params", type=Path, help="params YAML file (e.g. params/default.yaml)")
+    r.add_argument(
+        "--only", metavar="SEL", help="notebooks to run by number: 03, 03..06, ..04, 05.. or 01,03"
+    )
+    r.add_argument(
+        "--force", action="store_true", help="re-execute the selected stages even if up to date"
+    )
+    r.add_argument(
+        "--notebooks", type=Path, default=None, help="notebook folder (default: ./notebooks)"
+    )
+    r.add_argument(
+        "--outputs", type=Path, default=None, help="outputs folder (default: params outputs_dir)"
+    )
+    r.add_argument(
+        "--no-preflight",
+        action="store_true",
+        help="skip the start-of-run check of key variables and LLM endpoints (e.g. a fully "
+        "cached re-run)",
+    )
+    r.add_argument(
+        "--until-settled",
+        action="store_true",
+        help="sequential evaluation: answer and judge in batches and stop when every system's "
+        "verdict is settled (analysis.sequential, its defaults when the params lack it)",
+    )
+    r.set_defaults(func=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    if not args.no_preflight and preflight(load_params(args.params), endpoints=None):
+        return 2
+    _batch_pending(args)
+    return _execute(args)
+
+
+def _batch_pending(args: argparse.Namespace) -> None:
+    """One line before `cube run` sends anything: calls of the run's batch export not in the call
+    cache (e.g. after a partial `cube batch import`) would go out as live, paid requests."""
+    from cube.config.params import ParamsError
+    from cube.llm.batch import unanswered_exports
+
+    try:
+        params = load_params(args.params)
+    except ParamsError:  # said by the run itself, with every other problem of the file
+        return
+    left = unanswered_exports(
+        RunPaths.for_params(params, args.outputs or resolve(params.outputs_dir))
+    )
+    if left:
+        print(
+            f"cube: {sum(left.values())} call(s) of the batch export "
+            f"({', '.join(p.name for p in left)}) are not in the call cache: this run sends those "
+            "it needs as live requests (import their results first with `cube batch import` to "
+            "avoid that)",
+            file=sys.stderr,
+        )
+
+
+def _execute(args: argparse.Namespace) -> int:
+    """`cube run`: 0 committed, 1 a stage failed, 2 bad input or the run folder is locked,
+    3 judging failed wholesale (decision withheld), 130 interrupted."""
+    from cube.run.execute import InputError, execute_run
+    from cube.run.state import RunInterrupted, interrupts_raise
+
+    try:
+        with interrupts_raise():
+            summary = execute_run(
+                args.params,
+                notebooks_dir=args.notebooks,
+                only=args.only,
+                force=args.force,
+                outputs_dir=args.outputs,
+                overrides=_settled_overrides(args),
+            )
+    except InputError as err:  # validate's errors, found before any stage ran
+        print(
+            f"error: {args.params_typed}: the run's data inputs have problems:\n{err}\n"
+            f"(`cube validate {args.params_typed}` lists them with the warnings and notes)",
+            file=sys.stderr,
+        )
+        return 2
+    except (RunInterrupted, KeyboardInterrupt) as exc:
+        signame = getattr(exc, "signame", "SIGINT")
+        print(
+            f"\ncube: interrupted ({signame}); the published run is unchanged and the notebook "
+            f"kernel was stopped. Resume with `cube run {args.params_typed}` (completed stages and "
+            "cached LLM calls are kept).",
+            file=sys.stderr,
+        )
+        return 130
+    if not summary.ok:
+        from cube.run.execute import has_published_run
+
+        failed = next((s for s in summary.stages if s.status == "failed"), None)
+        shown = (
+            "the report still shows the last successful run"
+            if has_published_run(summary.paths)
+            else "no run of these params has succeeded yet"
+        )
+        print(
+            f"cube: stage {failed.notebook if failed else '?'} failed; nothing was published, "
+            f"{shown} "
+            f"(see {display_path(summary.paths.report / 'last_run.html')}); fix the cause and run "
+            f"`cube run {args.params_typed}` again (completed stages are kept)",
+            file=sys.stderr,
+        )
+        return 1
+    return _outcome(summary.paths, args.cwd)
+
+
+def _settled_overrides(args: argparse.Namespace) -> list[str] | None:
+    """`--until-settled`: `analysis.sequential` with its defaults, unless the params set it."""
+    if not getattr(args, "until_settled", False):
+        return None
+    return None if load_params(args.params).analysis.sequential else ["analysis.sequential={}"]
+
+
+def _outcome(paths: RunPaths, cwd: Path) -> int:
+    """The run's result in the terminal (`cube.run.outcome`); 3 when the primary system's verdict
+    was withheld, else 0."""
+    from cube.run.outcome import (
+        failure_lines,
+        outcome_lines,
+        read_decision,
+        read_questions,
+        withheld,
+    )
+    from cube.run.reconcile import read_calls_line
+
+    decision = read_decision(paths.results)
+    index = (paths.report / "index.html").resolve()
+    shown = index.relative_to(cwd.resolve()) if index.is_relative_to(cwd.resolve()) else index
+    calls = read_calls_line(paths.results, paths.manifest)
+    lines = outcome_lines(decision, str(shown), read_questions(paths.results), calls)
+    if lines:
+        print("\n".join(lines))
+    for line in failure_lines(paths.results):  # the systems' failures: the cause, whatever the code
+        print(f"cube: {line}", file=sys.stderr)
+    if withheld(decision):
+        why = "judging failed" if decision.get("judging_failed") else "see the reasons above"
+        print(
+            f"cube: the verdict is withheld ({why}; exit code 3): the report's decision page says "
+            "why in full",
+            file=sys.stderr,
+        )
+        return 3
+    return 0
