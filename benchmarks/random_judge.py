@@ -26,7 +26,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 import yaml  # noqa: E402
 from openai_server import OpenAIServer, body_digest  # noqa: E402
 
-from cube.run import pipeline  # noqa: E402
+from cube.run import decide, evaluate, pipeline  # noqa: E402
 from cube.run.notebook import open_run  # noqa: E402
 
 
@@ -88,8 +88,8 @@ def run_case(tmp: Path, faults: float, items: int, bootstrap: int, down: bool = 
                 pipeline.scores_stage,
             ):
                 stage(run)
-            results = pipeline.evaluate_run(run)
-            decision = pipeline.decision(run, results)
+            results = evaluate.evaluate_run(run)
+            decision = decide.decision(run, results)
     return {
         "decision": decision,
         "results": results,

@@ -39,7 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def handle(args: argparse.Namespace) -> int:
     import time
 
-    from cube.run.pipeline import export_annotation
+    from cube.run.human import export_annotation
 
     params = load_params(args.params)
     started = time.time() - 1

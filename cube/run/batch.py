@@ -19,8 +19,8 @@ STAGES = ("03",)
 def stage_calls(params_path: str | Path, stage: str = "03") -> tuple[list[Pending], Path]:
     """Every LLM call of `stage` for the run of these params (deduplicated), and the cache path."""
     from cube.judges import load_dimensions, make_judges
+    from cube.run.audit import audit_probes, judge_calls, stage_requests
     from cube.run.notebook import open_run
-    from cube.run.pipeline import audit_probes, judge_calls, stage_requests
 
     if stage not in STAGES:
         raise BatchError(
@@ -33,7 +33,7 @@ def stage_calls(params_path: str | Path, stage: str = "03") -> tuple[list[Pendin
     judges = make_judges(run.params, run.paths.cache)
     requests = stage_requests(judges, answers, corpus, questions, dimensions)
     # the judge audit's calls are stage 03's too, capped by the run's judge calls as stage 03 caps
-    # them (`cube.run.pipeline.judge_calls`, the one count of the three)
+    # them (`cube.run.audit.judge_calls`, the one count of the three)
     probes = audit_probes(run.params, corpus, questions, answers, judge_calls(judges, requests))
     if not probes.empty:
         audit = stage_requests(

@@ -15,9 +15,10 @@ once the earlier stages' files exist (`Run.require` says which notebook to run f
 work is resumable through the call cache (`outputs/cache.sqlite`): a re-executed stage only
 pays for calls it has never made.
 
-The audit (`cube.run.audit`), the decision (`cube.run.decide`) and human ratings
-(`cube.run.human`) live in modules of their own; their public names are re-exported here, which is
-where the notebooks call them (`pipeline.decision`, `pipeline.audit_report`, ...).
+The audit (`cube.run.audit`), the decision (`cube.run.decide`), the evaluation
+(`cube.run.evaluate`) and human ratings (`cube.run.human`) live in modules of their own, and the
+notebooks import them from `cube.run` by name (`decide.decision`, `audit.audit_report`): this module
+re-exports nothing.
 """
 
 from __future__ import annotations
@@ -30,51 +31,10 @@ from typing import Any
 import pandas as pd
 
 from cube.config.params import Params
-from cube.run.ablation import flagged_table, screen_note  # noqa: F401  (re-exported: notebook 11)
-from cube.run.audit import (  # noqa: F401  (re-exported: notebook 11, cube batch, cube plan)
-    PROBE_JUDGMENT_COLUMNS,
-    SELF_PREFERENCE_COLUMNS,
-    answerer_sets,
-    audit_probes,
-    audit_report,
-    audit_sample,
-    audit_sample_note,
-    audit_sample_sentence,
-    audit_stage,
-    judge_audit,
-    judge_calls,
-    same_model,
-    self_judges,
-    self_preference_table,
-    stage_judge_calls,
-    stage_requests,
-)
-from cube.run.decide import (  # noqa: F401  (re-exported: notebooks 04 and 06)
-    bound_answerer_note,
-    decision,
-    offline_judges,
-    retrieval_quality,
-)
-from cube.run.evaluate import (  # noqa: F401  (stages of notebooks 02-06)
-    ANALYSIS_SCORE_COLUMNS,
-    evaluate_run,
-    primary_system,
-    system_top_n,
-)
-from cube.run.evaluate import recorded as _recorded  # noqa: F401
-from cube.run.human import (  # noqa: F401  (re-exported: notebook 07, cube annotate)
-    HumanSection,
-    annotation_dir,
-    export_annotation,
-    human_agreement,
-    human_calibration,
-    human_stage,
-)
+from cube.run.audit import audit_stage, stage_judge_calls
+from cube.run.evaluate import ANALYSIS_SCORE_COLUMNS, primary_system, system_top_n
 from cube.run.notebook import Run
-from cube.run.questions import (  # noqa: F401  (unusable_questions: re-exported)
-    build_question_set,
-    unusable_questions,
-)
+from cube.run.questions import build_question_set, unusable_questions
 
 
 def corpus_stage(run: Run) -> pd.DataFrame:

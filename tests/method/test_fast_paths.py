@@ -477,8 +477,8 @@ analysis: {{bootstrap: 50}}
     planted = run.paths.root / "cache" / f"evaluate-{key[:24]}.pkl"
     planted.parent.mkdir(parents=True, exist_ok=True)
     planted.write_bytes(pickle.dumps(_Poison(str(marker))))
-    first = pipeline.evaluate_run(run, bootstrap=False)
-    again = pipeline.evaluate_run(run, bootstrap=False)
+    first = evaluate.evaluate_run(run, bootstrap=False)
+    again = evaluate.evaluate_run(run, bootstrap=False)
     assert len(calls) == 1 and list(again) == list(first) == ["bm25"]
     assert not marker.exists()
     assert sorted(p.name for p in run.paths.root.rglob("*.pkl")) == [
@@ -490,12 +490,12 @@ analysis: {{bootstrap: 50}}
 
     assert_frame_equal(again["bm25"].jury, first["bm25"].jury)
     assert_frame_equal(again["bm25"].trimmed_means, first["bm25"].trimmed_means)
-    pipeline.evaluate_run(run)  # with the bootstrap: another evaluation
+    evaluate.evaluate_run(run)  # with the bootstrap: another evaluation
     assert len(calls) == 2
     scores = run.load("scores")
     scores.loc[0, "score"] = 10.0 - scores.loc[0, "score"] if scores.loc[0, "score"] != 5 else 0.0
     run.save("scores", scores)
-    pipeline.evaluate_run(
+    evaluate.evaluate_run(
         run, bootstrap=False
     )  # changed scores: recomputed, never the stale result
     assert len(calls) == 3

@@ -20,7 +20,7 @@ import pytest
 
 from cube.config.params import parse_params
 from cube.pages.decision import decision_markdown
-from cube.run import pipeline
+from cube.run import audit, decide, pipeline
 from cube.run.evaluate import evaluate_run
 from cube.run.notebook import open_run
 from tests.openai_server import OpenAIServer, last_user_message
@@ -108,8 +108,8 @@ def test_a_judge_whose_model_answered_is_not_measured_without_answers_of_another
     # answer 9) cannot be told from self-preference: not measurable with the cause, never a number
     # (was +7.10)
     run = uncapped
-    assert pipeline.self_judges(run.params, "bm25") == {"self": ("zero", "rag", "full")}
-    report = pipeline.audit_report(run)
+    assert audit.self_judges(run.params, "bm25") == {"self": ("zero", "rag", "full")}
+    report = audit.audit_report(run)
     sp = report.loc["self"]
     assert sp["self_preference_items"] > 20 and sp["self_preference_control_items"] == 0
     assert math.isnan(sp["self_preference"]) and "another model" in sp["self_preference_note"]
@@ -124,7 +124,7 @@ def test_unmeasurable_self_preference_reaches_results_json_and_decision_page_onl
     uncapped,
 ):
     run = uncapped
-    out = pipeline.decision(run, evaluate_run(run, bootstrap=False))
+    out = decide.decision(run, evaluate_run(run, bootstrap=False))
     recorded = json.loads(run.paths.results.read_text(encoding="utf-8"))["audit"]["judges"]
     assert (
         recorded["self"]["self_preference"] is None
@@ -163,7 +163,7 @@ def _two_models_report(tmp_path: Path, judge_reply) -> pd.DataFrame:
             pipeline.scores_stage,
         ):
             stage(run)
-        return pipeline.audit_report(run)
+        return audit.audit_report(run)
     finally:
         server.__exit__(None, None, None)
 
@@ -223,7 +223,7 @@ def test_two_models_entries_of_one_provider_endpoint_and_model_are_the_same_mode
             {"name": "same_entry", "model": "gpt_answer"},
         ],
     }
-    assert pipeline.self_judges(parse_params(data), "bm25") == {
+    assert audit.self_judges(parse_params(data), "bm25") == {
         "named": ("zero", "rag", "full"),
         "same_entry": ("zero", "rag", "full"),
     }
@@ -247,12 +247,12 @@ def test_no_self_preference_when_no_judge_answered():
         ],
     }
     assert (
-        pipeline.self_judges(parse_params(data), "bm25") == {}
+        audit.self_judges(parse_params(data), "bm25") == {}
     )  # same model name, another provider: not the same
     same = dict(
         data, judges=[{"name": "twin", "model": {"provider": "offline", "model": "extractive"}}]
     )
-    assert pipeline.self_judges(parse_params(same), "bm25") == {"twin": ("zero", "rag", "full")}
+    assert audit.self_judges(parse_params(same), "bm25") == {"twin": ("zero", "rag", "full")}
 
 
 def test_at_max_share_1_the_audit_costs_at_most_the_judging_and_the_records_say_so(uncapped):
@@ -275,9 +275,9 @@ def test_the_audit_is_capped_at_its_share_of_the_judge_calls(tmp_path):
         # measured from the run's own records: the audit's calls against the judges'
         assert 0 < rec["audit_calls"] <= 0.5 * sample["judge_calls"]
         assert rec["audit_share_of_judge_calls"] <= 0.5
-        note = pipeline.audit_sample_note(run)
+        note = audit.audit_sample_note(run)
         assert re.search(r"shrank from 40 to \d+ questions", note) and "audit.max_share" in note
-        report = pipeline.audit_report(run)
+        report = audit.audit_report(run)
         # too few pairs left: no verdict (the gate reads it as no evidence), and the verdict names
         # the cap
         few = report[report["pairs"] < run.params.audit.min_pairs]
@@ -295,13 +295,13 @@ def _batch_judge_calls(run, params: Path, monkeypatch) -> int:
     from cube.run.batch import stage_calls
 
     seen = {}
-    real = pipeline.audit_probes
+    real = audit.audit_probes
 
     def spy(params_, corpus, questions, answers, judge_calls):
         seen["judge_calls"] = judge_calls
         return real(params_, corpus, questions, answers, judge_calls)
 
-    monkeypatch.setattr(pipeline, "audit_probes", spy)
+    monkeypatch.setattr(audit, "audit_probes", spy)
     monkeypatch.chdir(params.parent)
     stage_calls(params)
     return seen["judge_calls"]

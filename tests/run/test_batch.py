@@ -13,7 +13,7 @@ import pytest
 
 from cube.cli import main as cli
 from cube.llm import batch as llm_batch
-from cube.run import batch, pipeline
+from cube.run import audit, batch, pipeline
 from cube.run.notebook import open_run
 from tests.openai_server import OpenAIServer, score_reply
 
@@ -94,7 +94,7 @@ def test_export_import_then_the_run_judges_with_zero_requests(prepared, tmp_path
     n = written[requests]
     judged = int(answers["answer"].notna().sum())
     probed = len(
-        pipeline.audit_probes(run.params, run.load("corpus"), run.load("questions"), answers, 10**9)
+        audit.audit_probes(run.params, run.load("corpus"), run.load("questions"), answers, 10**9)
     )  # at most
     lines = [json.loads(x) for x in requests.read_text(encoding="utf-8").splitlines()]
     # the LLM judge's calls only (2 dimensions; the offline judge makes none), identical calls once
@@ -143,11 +143,11 @@ def test_export_import_then_the_run_judges_with_zero_requests(prepared, tmp_path
     assert server.requests_total == 0
     llm = scores[scores["judge"] == "llm"]
     assert len(llm) == judged * 2 and llm["cached"].all() and (llm["error_kind"] == "").all()
-    audit = run.load("audit_scores")
+    audited = run.load("audit_scores")
     assert (
-        llm["call_id"].nunique() + audit.loc[audit["judge"] == "llm", "call_id"].nunique() >= n
+        llm["call_id"].nunique() + audited.loc[audited["judge"] == "llm", "call_id"].nunique() >= n
     )  # every export line used
-    assert set(llm["call_id"]) | set(audit.loc[audit["judge"] == "llm", "call_id"]) == {
+    assert set(llm["call_id"]) | set(audited.loc[audited["judge"] == "llm", "call_id"]) == {
         x["custom_id"] for x in lines
     }
     # the same scores as judging live (fresh cache)

@@ -12,7 +12,7 @@ import pytest
 
 from cube.diagnose.decision_record import Decision
 from cube.pages.decision import decision_markdown, headline
-from cube.run import pipeline
+from cube.run import decide, evaluate, pipeline
 from cube.run.execute import RunSummary, write_manifest
 from cube.run.notebook import open_run
 from tests.openai_server import OpenAIServer, last_user_message
@@ -59,7 +59,7 @@ def paid(tmp_path_factory):
             pipeline.scores_stage,
         ):
             stage(run)
-        decision = pipeline.decision(run, pipeline.evaluate_run(run))
+        decision = decide.decision(run, evaluate.evaluate_run(run))
         yield run, decision
 
 

@@ -11,7 +11,7 @@ import yaml
 
 from cube.diagnose.lta import assess, human_sentence
 from cube.diagnose.verdict import verdict
-from cube.run import human, pipeline
+from cube.run import decide, evaluate, human, pipeline
 from cube.run.notebook import open_run
 
 JUDGES = [
@@ -51,19 +51,19 @@ def run(tmp_path_factory):
 
 
 def test_an_annotation_sheet_being_filled_is_never_overwritten(run):
-    first = pipeline.export_annotation(run.params, paths=run.paths)
+    first = human.export_annotation(run.params, paths=run.paths)
     sheet = next(p for p in first if p.name == "annotation_sheet.csv")
     filled = pd.read_csv(sheet)
     filled["relevance.total"] = 7
     filled.to_csv(sheet, index=False)
-    again = pipeline.export_annotation(run.params, paths=run.paths)
+    again = human.export_annotation(run.params, paths=run.paths)
     assert again == first and (pd.read_csv(sheet)["relevance.total"] == 7).all()
-    pipeline.export_annotation(run.params, paths=run.paths, overwrite=True)
+    human.export_annotation(run.params, paths=run.paths, overwrite=True)
     assert pd.read_csv(sheet)["relevance.total"].isna().all()
 
 
 def test_decision_with_undefined_dimensions_is_withheld_not_a_crash(run):
-    results = pipeline.evaluate_run(run)
+    results = evaluate.evaluate_run(run)
     result = results["bm25-top8"]
     dims = ["relevance", "specificity", "completeness", "quality"]
     result.jury.loc[:, [*dims, "weighted_score", "cube_score"]] = np.nan
@@ -77,7 +77,7 @@ def test_decision_with_undefined_dimensions_is_withheld_not_a_crash(run):
 
 
 def test_decision_names_offline_bounds_and_subset_wording(run):
-    out = pipeline.decision(run, pipeline.evaluate_run(run))
+    out = decide.decision(run, evaluate.evaluate_run(run))
     assert (
         "offline extractive algorithm" in out["synthetic_data"]
         and "SYNTHETIC" in out["synthetic_data"]
@@ -126,7 +126,7 @@ def test_a_larger_top_n_system_is_reported_with_its_numbers():
 
 
 def test_agreement_is_on_the_rag_set_unless_other_sets_are_asked(run):
-    section = pipeline.human_agreement(run)
+    section = human.human_agreement(run)
     assert section.sets == ["rag"] and set(section.agreement["set"]) == {"rag"}
     assert set(section.set_scores["set"]) == {"rag"}
     assert "the rag set" in section.agreement_note and "never pooled" in section.agreement_note
@@ -146,8 +146,8 @@ def test_decision_reports_r_at_1_and_near_duplicate_confusion_from_the_run(run):
     from cube.method import tables
     from cube.pages.decision import decision_markdown
 
-    results = pipeline.evaluate_run(run)
-    out = pipeline.decision(run, results)
+    results = evaluate.evaluate_run(run)
+    out = decide.decision(run, results)
     ranks = results["bm25-top8"].ranks
     expected = near_duplicate_confusion(run.load("answers"), run.load("corpus"), system="bm25-top8")
     assert out["retrieval_quality"]["r_at_1"] == pytest.approx((ranks["rank"] == 1).mean())
@@ -161,7 +161,7 @@ def test_decision_reports_r_at_1_and_near_duplicate_confusion_from_the_run(run):
 def test_without_a_bootstrap_the_decision_says_its_precision_is_unknown_and_the_table_says_why(run):
     from cube.method import tables
 
-    results = pipeline.evaluate_run(run, bootstrap=False)
+    results = evaluate.evaluate_run(run, bootstrap=False)
     out = assess(results, run.params)
     assert out["cube_ci"] is None and "precision of this score is unknown" in out["sentence"]
     table = tables.bootstrap_intervals(results)
@@ -196,7 +196,7 @@ def test_duplicate_texts_and_high_confusion_become_suggestions(run):
 def test_the_sheet_is_blind_and_the_page_counts_its_rows(run, tmp_path):
     import dataclasses
 
-    files = pipeline.export_annotation(run.params, paths=run.paths)
+    files = human.export_annotation(run.params, paths=run.paths)
     key_file = next(p for p in files if p.name == "annotation_key.csv")
     sheet = pd.read_csv(
         next(p for p in files if p.name == "annotation_sheet.csv"), dtype=str, keep_default_na=False
@@ -207,7 +207,7 @@ def test_the_sheet_is_blind_and_the_page_counts_its_rows(run, tmp_path):
     assert (
         pairs == run.params.human.sample_size and len(sheet) == 3 * pairs
     )  # sample_size counts pairs
-    section = pipeline.human_agreement(run)
+    section = human.human_agreement(run)
     assert (
         f"({len(sheet)} rows: {pairs} sampled question-system pairs × 3 answer sets"
         in section.message
@@ -222,9 +222,9 @@ def test_the_sheet_is_blind_and_the_page_counts_its_rows(run, tmp_path):
         sheet[f"{d}.total"] = "4"
     filled = tmp_path / "ann.csv"
     sheet.to_csv(filled, index=False)
-    human = run.params.human.model_copy(update={"ratings": str(filled)})
-    rated = dataclasses.replace(run, params=run.params.model_copy(update={"human": human}))
-    scores, report = pipeline.human_stage(rated)
+    section = run.params.human.model_copy(update={"ratings": str(filled)})
+    rated = dataclasses.replace(run, params=run.params.model_copy(update={"human": section}))
+    scores, report = human.human_stage(rated)
     assert report["key"] == str(key_file) and (scores["score"] == 4.0).all()
     got = set(zip(scores["question_id"], scores["system"], scores["set"], strict=True))
     assert got == set(zip(key["question_id"], key["system"], key["set"], strict=True))
@@ -233,7 +233,7 @@ def test_the_sheet_is_blind_and_the_page_counts_its_rows(run, tmp_path):
     system = sorted(key["system"])[0]
     run.record(decision={"system": system, "verdict": "good"})  # as notebook 06 leaves it
     before = json.loads(run.paths.results.read_text(encoding="utf-8"))["decision"]
-    table, per, heads = pipeline.human_calibration(rated)
+    table, per, heads = human.human_calibration(rated)
     assert set(table["system"]) == set(key["system"]) and (table["n_rated"] > 0).all()
     assert table["human_calibrated_cube"].isna().all() and all(
         h["cube_score"] is None for h in heads.values()
@@ -252,10 +252,10 @@ def test_the_sheet_is_blind_and_the_page_counts_its_rows(run, tmp_path):
 
 
 def test_a_sheet_named_by_the_user_lists_its_key_once(run, tmp_path):
-    files = pipeline.export_annotation(run.params, out=tmp_path / "ratings_round2", paths=run.paths)
+    files = human.export_annotation(run.params, out=tmp_path / "ratings_round2", paths=run.paths)
     names = [p.name for p in files]
     assert names[-1] == "ratings_round2_key.csv" and names.count("ratings_round2_key.csv") == 1
-    again = pipeline.export_annotation(run.params, out=tmp_path / "ratings_round2", paths=run.paths)
+    again = human.export_annotation(run.params, out=tmp_path / "ratings_round2", paths=run.paths)
     assert again == files  # kept, not rewritten, and still listed once
 
 
@@ -266,7 +266,7 @@ def test_the_human_calibration_is_its_own_key_and_the_index_says_what_it_counts(
 
     from cube.pages.publish import _human_line
 
-    files = pipeline.export_annotation(run.params, paths=run.paths)
+    files = human.export_annotation(run.params, paths=run.paths)
     sheet = pd.read_csv(
         next(p for p in files if p.name == "annotation_sheet.csv"), dtype=str, keep_default_na=False
     )
@@ -279,17 +279,17 @@ def test_the_human_calibration_is_its_own_key_and_the_index_says_what_it_counts(
     for d in run.params.dimension_names():
         filled[f"{d}.total"] = sets.map({"zero": "2", "rag": "5", "full": "8"}).to_numpy()
     filled.to_csv(tmp_path / "first.csv", index=False)
-    human = run.params.human.model_copy(update={"ratings": str(tmp_path / "first.csv")})
-    rated = dataclasses.replace(run, params=run.params.model_copy(update={"human": human}))
-    results = pipeline.evaluate_run(rated)
-    out = pipeline.decision(rated, results)
+    section = run.params.human.model_copy(update={"ratings": str(tmp_path / "first.csv")})
+    rated = dataclasses.replace(run, params=run.params.model_copy(update={"human": section}))
+    results = evaluate.evaluate_run(rated)
+    out = decide.decision(rated, results)
     written = json.loads(run.paths.results.read_text(encoding="utf-8"))["decision"]
     assert written == out.as_json() and "human_calibrated" not in written
-    _, per, heads = pipeline.human_calibration(rated, results)
+    _, per, heads = human.human_calibration(rated, results)
     recorded = json.loads(run.paths.results.read_text(encoding="utf-8"))
     assert recorded["decision"] == written and recorded["human_calibrated"] == heads
     head = heads[out.system]
-    ratings = pipeline.human_stage(rated)[0]
+    ratings = human.human_stage(rated)[0]
     n_ratings = int(ratings.loc[ratings["system"] == out.system, "score"].notna().sum())
     line = _human_line(recorded)
     assert head["n_ratings"] == n_ratings and head["n_rated"] == per[out.system].n_rated

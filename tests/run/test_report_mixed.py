@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from cube.config.project import project_root
-from cube.run import pipeline
+from cube.run import decide, evaluate, pipeline
 from cube.run.execute import publish
 from cube.run.notebook import open_run
 from cube.run.ran_alone import stages_mixed
@@ -36,7 +36,7 @@ analysis: {{bootstrap: 20}}
 
 
 def _decide(run) -> float:
-    return pipeline.decision(run, pipeline.evaluate_run(run)).cube_score
+    return decide.decision(run, evaluate.evaluate_run(run)).cube_score
 
 
 def _nav(page: Path) -> str:

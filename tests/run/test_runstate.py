@@ -130,7 +130,7 @@ def test_publishing_never_replaces_the_annotation_sheet_a_rater_fills_in_place(t
     # Review finding 2: annotation/ was staged, so a commit moved the sheet copied at the start
     # of the run over the one a rater had filled during it (an afternoon of ratings lost).
     from cube.config.runpaths import RunPaths
-    from cube.run.pipeline import annotation_dir
+    from cube.run.human import annotation_dir
     from cube.run.state import commit_staging
 
     _published(tmp_path)

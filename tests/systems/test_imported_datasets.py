@@ -24,7 +24,8 @@ from cube.cli import main
 from cube.config.params import ParamsError, parse_params
 from cube.diagnose.retrieval import metrics_from_ranks
 from cube.kb.questions import QuestionError
-from cube.run.pipeline import question_set, unusable_questions
+from cube.run.pipeline import question_set
+from cube.run.questions import unusable_questions
 from cube.systems.imported import ImportedAnswers, parse_passages
 from cube.systems.imported_questions import questions_from_imported
 
