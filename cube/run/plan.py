@@ -609,13 +609,13 @@ def _cache_facts(
     return cached, latencies, observed
 
 
-def _table(plan: _Plan, cache_path: Path | None, pilot: int) -> pd.DataFrame:
-    from cube.llm import cache_key, make_model
-    from cube.llm.tokens import count_prompt_tokens, prompt_text
+def _dedupe(plan: _Plan) -> None:
+    """Identical requests are one call (one cache key), as in the stages; a judge's prompts hold
+    stand-in answers, alike where the real ones differ (its answers are told apart by `source`
+    instead), so a judge's or the audit's requests are merged only when exact."""
+    from cube.llm import cache_key
 
     for g in plan.groups.values():
-        # identical requests are one call (one cache key); a judge's prompts hold stand-in answers,
-        # alike where the real ones differ (its answers are told apart by `source` above instead)
         if (
             (g.role not in ("judging", "audit") or g.exact)
             and g.requests
@@ -624,7 +624,35 @@ def _table(plan: _Plan, cache_path: Path | None, pilot: int) -> pd.DataFrame:
             unique = {cache_key(g.spec, r): r for r in g.requests}
             g.calls -= len(g.requests) - len(unique)
             g.requests = list(unique.values())
-    in_cache, seen, observed = _cache_facts(cache_path, plan.groups)
+
+
+def _pilot_latency(
+    role: str, g: _Group, cache_path: Path | None, pilot: int, observed: dict[str, list]
+) -> tuple[float, str] | None:
+    """Send up to `pilot` of the group's planned requests (cached: the run reuses them); their
+    median latency, and their messages and prompt tokens added to `observed`. None when none was
+    sent fresh."""
+    from cube.llm import make_model
+
+    sent = make_model(g.spec, cache_path).complete(g.requests[:pilot], role=role, progress=False)
+    times = [r.latency_s for r in sent if r.ok and not r.cached]
+    observed.setdefault(g.spec.model, []).extend(
+        (list(q.messages), r.input_tokens)
+        for q, r in zip(g.requests[:pilot], sent, strict=True)
+        if r.ok
+    )
+    return (statistics.median(times), f"median of {len(times)} pilot calls") if times else None
+
+
+def _latencies(
+    plan: _Plan,
+    seen: dict[str, list[float]],
+    observed: dict[str, list],
+    cache_path: Path | None,
+    pilot: int,
+) -> dict[str, tuple[float, str]]:
+    """Per LLM model: the median latency of its cached calls, else of `pilot` calls of its first
+    role's planned requests, and where it comes from; a model with neither is left out."""
     latency: dict[str, tuple[float, str]] = {}
     for (role, model), g in plan.groups.items():
         if g.spec.provider == "offline" or model in latency:
@@ -634,84 +662,126 @@ def _table(plan: _Plan, cache_path: Path | None, pilot: int) -> pd.DataFrame:
                 statistics.median(seen[model]),
                 f"median of {len(seen[model])} cached calls",
             )
-        elif pilot and g.requests:  # the model's first planned calls (its first role's)
-            sent = make_model(g.spec, cache_path).complete(
-                g.requests[:pilot], role=role, progress=False
-            )
-            times = [r.latency_s for r in sent if r.ok and not r.cached]
-            observed.setdefault(model, []).extend(
-                (list(q.messages), r.input_tokens)
-                for q, r in zip(g.requests[:pilot], sent, strict=True)
-                if r.ok
-            )
-            if times:
-                latency[model] = (statistics.median(times), f"median of {len(times)} pilot calls")
-    rows = []
-    for (role, model), g in plan.groups.items():
-        spec = g.spec
-        offline = spec.provider == "offline"
-        counted = (
-            count_prompt_tokens(
-                spec,
-                [prompt_text(r) for r in g.requests],
-                [tuple(str(m.get("role", "")) for m in r.messages) for r in g.requests],
-                observed.get(model, ()),
-            )
-            if g.requests
-            else None
+        elif pilot and g.requests:
+            measured = _pilot_latency(role, g, cache_path, pilot, observed)
+            if measured is not None:
+                latency[model] = measured
+    return latency
+
+
+OFFLINE_NOTE = (
+    "an offline algorithm computes identical inputs once (two systems' equal answers, say): an "
+    "upper bound"
+)
+NO_LATENCY = (float("nan"), "unknown: no cached call (cube plan --pilot N)")
+
+
+def _offline_row(role: str, model: str, g: _Group) -> dict[str, Any]:
+    """The row of an offline algorithm: its calls are computed here, never sent (no tokens, no
+    cost, no time)."""
+    spec = g.spec
+    return {
+        "role": role,
+        "model": model,
+        "calls": g.calls,
+        "cached_calls": 0,
+        "to_send": 0,
+        "prompt_tokens": 0,
+        "completion_tokens": g.completion_per_call * g.calls,
+        "completion_tokens_max": 0,
+        "tokens_by": "offline (no tokens)",
+        "exact": True,
+        "cost": _cost(spec, 0.0, 0.0, batch=False),
+        "batch_cost": _cost(spec, 0.0, 0.0, batch=True)
+        if role in ("judging", "audit")
+        else float("nan"),
+        "currency": spec.currency,
+        "concurrency": float("nan"),
+        "latency_s": float("nan"),
+        "latency_from": "",
+        "time_s": float("nan"),
+        "note": "; ".join(g.notes + [OFFLINE_NOTE] * (role != "question_generation")),
+    }
+
+
+def _prompt_tokens(g: _Group, observed: Any) -> tuple[int, str]:
+    """The prompt tokens of a group's built requests by its model's tokenizer (plus its stand-in
+    answers' tokens), and how they were counted ('' with no request built)."""
+    from cube.llm.tokens import count_prompt_tokens, prompt_text
+
+    if not g.requests:
+        return 0, ""
+    counted = count_prompt_tokens(
+        g.spec,
+        [prompt_text(r) for r in g.requests],
+        [tuple(str(m.get("role", "")) for m in r.messages) for r in g.requests],
+        observed,
+    )
+    return sum(counted.counts) + g.extra_prompt_tokens, counted.method
+
+
+def _llm_row(
+    role: str,
+    model: str,
+    g: _Group,
+    in_cache: int,
+    observed: Any,
+    latency: tuple[float, str],
+) -> dict[str, Any]:
+    """The row of an LLM model in one role: prompt tokens counted by its tokenizer, the calls not
+    in the cache to send, their cost and their time at its concurrency."""
+    spec = g.spec
+    prompt, tokens_by = _prompt_tokens(g, observed)
+    # keys of the built requests already in the cache: only real requests can be (stand-ins not)
+    cached = min(in_cache if g.exact else 0, g.calls)
+    completion = g.completion_per_call * g.calls
+    to_send = g.calls - cached
+    share = to_send / g.calls if g.calls else 0.0
+    lat, lat_from = latency
+    conc = spec.max_concurrency or 1
+    return {
+        "role": role,
+        "model": model,
+        "calls": g.calls,
+        "cached_calls": cached,
+        "to_send": to_send,
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "completion_tokens_max": (spec.max_tokens or 0) * g.calls,
+        "tokens_by": tokens_by,
+        "exact": bool(g.exact),
+        "cost": _cost(spec, prompt * share, completion * share, batch=False),
+        "batch_cost": _cost(spec, prompt * share, completion * share, batch=True)
+        if role in ("judging", "audit")
+        else float("nan"),
+        "currency": spec.currency,
+        "concurrency": conc,
+        "latency_s": lat,
+        "latency_from": lat_from,
+        "time_s": float("nan") if math.isnan(lat) else to_send * lat / min(conc, max(to_send, 1)),
+        "note": "; ".join(g.notes),
+    }
+
+
+def _table(plan: _Plan, cache_path: Path | None, pilot: int) -> pd.DataFrame:
+    """The plan's rows (`PLAN_COLUMNS`): its requests deduplicated, what the cache holds and the
+    latencies read (or measured by `pilot` calls), one row per role and model."""
+    _dedupe(plan)
+    in_cache, seen, observed = _cache_facts(cache_path, plan.groups)
+    latency = _latencies(plan, seen, observed, cache_path, pilot)
+    rows = [
+        _offline_row(role, model, g)
+        if g.spec.provider == "offline"
+        else _llm_row(
+            role,
+            model,
+            g,
+            in_cache.get((role, model), 0),
+            observed.get(model, ()),
+            latency.get(model, NO_LATENCY),
         )
-        prompt = (sum(counted.counts) + g.extra_prompt_tokens) if counted else 0
-        # keys of the built requests already in the cache: only real requests can be (stand-ins are
-        # not)
-        cached = in_cache.get((role, model), 0) if g.exact and not offline else 0
-        cached = min(cached, g.calls)
-        completion = g.completion_per_call * g.calls
-        to_send = 0 if offline else g.calls - cached  # an offline algorithm sends nothing
-        share = to_send / g.calls if g.calls else 0.0
-        lat, lat_from = latency.get(
-            model, (float("nan"), "unknown: no cached call (cube plan --pilot N)")
-        )
-        conc = spec.max_concurrency or 1
-        rows.append(
-            {
-                "role": role,
-                "model": model,
-                "calls": g.calls,
-                "cached_calls": cached,
-                "to_send": to_send,
-                "prompt_tokens": prompt,
-                "completion_tokens": completion,
-                "completion_tokens_max": (spec.max_tokens or 0) * g.calls if not offline else 0,
-                "tokens_by": "offline (no tokens)"
-                if offline
-                else counted.method
-                if counted
-                else "",
-                "exact": bool(g.exact) if not offline else True,
-                "cost": _cost(spec, prompt * share, completion * share, batch=False),
-                "batch_cost": _cost(spec, prompt * share, completion * share, batch=True)
-                if role in ("judging", "audit")
-                else float("nan"),
-                "currency": spec.currency,
-                "concurrency": conc if not offline else float("nan"),
-                "latency_s": lat if not offline else float("nan"),
-                "latency_from": "" if offline else lat_from,
-                "time_s": to_send * lat / min(conc, max(to_send, 1))
-                if not offline and not math.isnan(lat)
-                else float("nan"),
-                "note": "; ".join(
-                    g.notes
-                    + (
-                        [
-                            "an offline algorithm computes identical inputs once (two systems' "
-                            "equal answers, say): an upper bound"
-                        ]
-                        if offline and role != "question_generation"
-                        else []
-                    )
-                ),
-            }
-        )
+        for (role, model), g in plan.groups.items()
+    ]
     return pd.DataFrame(rows, columns=list(PLAN_COLUMNS))
 
 
