@@ -552,11 +552,12 @@ def validate_data(
     )
     for s in imported:
         check_imported(s, corpus, base_dir, report, inputs, params.analysis.max_unmapped_share)
-    for s in params.systems:
-        if s.kind == "python" and f"systems[{s.name}].callable" not in missing:
-            from cube.systems.python_system import load_problems  # its functions load
+    from cube.systems.kinds import kind_of
 
-            report.errors.extend(load_problems(s, base_dir))
+    for s in params.systems:  # each kind's own checks (a python system's functions load)
+        check = kind_of(s).check
+        if check is not None and not any(m.startswith(f"systems[{s.name}].") for m in missing):
+            report.errors.extend(check(s, base_dir))
     check_systems(params, report, missing)
     from cube.run.sequential import sequential_problems  # analysis.sequential's values
 

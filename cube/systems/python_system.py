@@ -50,9 +50,20 @@ from typing import Any
 
 import pandas as pd
 
+from cube.config.model_spec import ModelSpec
+from cube.config.params import Params
 from cube.config.schema import require_columns
 from cube.config.sections import PythonSystem, split_target
 from cube.systems.base import System, answers_frame
+from cube.systems.kinds import (
+    PlanContext,
+    Planned,
+    SystemKind,
+    SystemProbe,
+    excerpt,
+    extracted,
+    register,
+)
 from cube.systems.python_calls import CachedCaller
 from cube.systems.python_contract import (
     Question,
@@ -68,7 +79,7 @@ from cube.systems.python_loader import (
     source_digest,
     source_files,
 )
-from cube.systems.retrieved import Retrieved, ranked_lists
+from cube.systems.question_system import answers_from_outcomes, questions_of
 
 __all__ = [
     "PythonRAG",
@@ -149,62 +160,21 @@ class PythonRAG(System):
         )
 
     def _questions(self, questions: pd.DataFrame) -> list[Question]:
-        return [
-            Question(text=str(t), question_id=str(q), lang=self.lang, top_n=self.spec.top_n)
-            for q, t in zip(questions["question_id"], questions["question"], strict=True)
-        ]
+        return questions_of(questions, self.lang, self.spec.top_n)
 
     def answer(
         self, questions: pd.DataFrame, corpus: pd.DataFrame, *, progress: bool = True
     ) -> pd.DataFrame:
         """The `rag` answers: one call per question (or its cached reply)."""
-        require_columns(questions, ("question_id", "doc_id", "question"), "questions")
         qs = self._questions(questions)
         outcomes = self.system.run(
             [(q,) for q in qs], [asdict(q) for q in qs], f"{self.name}: python", progress
         )
-        retrieved = ranked_lists(
-            [
-                None
-                if r is None
-                else Retrieved(ids=r["retrieved_ids"], passages=r["retrieved_passages"])
-                for r in (o.reply for o in outcomes)
-            ],
-            corpus,
-            self.spec.top_n,
+        df = answers_from_outcomes(
+            self, questions, corpus, outcomes, top_n=self.spec.top_n, answerer=self.answerer
         )
-        self._warn(retrieved.unmapped, retrieved.truncated)
-        df = answers_frame(
-            questions,
-            system=self.name,
-            set_name="rag",
-            responses=[o.response for o in outcomes],
-            retrieved=retrieved.lists,
-            answerer=self.answerer,
-            # a failed call or a reply of the wrong shape says nothing about the retrieval
-            retrieval_ok=[o.reply is not None for o in outcomes],
-        )
-        df.attrs.update(
-            unmapped=retrieved.unmapped,
-            truncated=retrieved.truncated,
-            calls=self.system.calls,
-            retrieved=retrieved,
-        )
+        df.attrs["calls"] = self.system.calls
         return df
-
-    def _warn(self, unmapped: int, truncated: int) -> None:
-        if unmapped:
-            warnings.warn(
-                f"system {self.name!r}: {unmapped} retrieved id(s) or passage(s) matched no "
-                "knowledge-base document (ids kept as 'unmapped:<id>'; they count as misses)",
-                stacklevel=3,
-            )
-        if truncated:
-            warnings.warn(
-                f"system {self.name!r}: {truncated} retrieved list(s) longer than "
-                f"top_n={self.spec.top_n} were cut at top_n",
-                stacklevel=3,
-            )
 
     def bounds(
         self, questions: pd.DataFrame, corpus: pd.DataFrame, *, progress: bool = True
@@ -245,3 +215,69 @@ class PythonRAG(System):
             ],
             ignore_index=True,
         )
+
+
+# --------------------------------------------------------------------------- the kind
+def _build(entry: PythonSystem, params: Params, cache_path: Path | None) -> PythonRAG:
+    named = entry.answerer is not None or "answerer" in params.model_fields_set
+    return PythonRAG(
+        entry,
+        lang=params.lang,
+        cache_path=cache_path,
+        answerer=params.model_name(params.system_answerer(entry)) if named else "",
+    )
+
+
+def _plan(ctx: PlanContext, entry: PythonSystem) -> Planned:
+    """A python system's calls of its function, one per question (the model calls it makes itself
+    are not seen: tokens and cost unknown); with a `bounds` function, its two calls per question too
+    (then no spec is returned: no answering model writes the bound sets)."""
+    n, params = len(ctx.questions), ctx.params
+    system = ModelSpec(provider="offline", model=f"python:{entry.name}")
+    ctx.add("answering", system, [], calls=n).notes.append(
+        "a Python function: the model calls it makes are not seen (their tokens and cost unknown)"
+    )
+    rows = [ctx.answers_to_come(entry.name, entry.name)]
+    if entry.bounds is None:
+        return params.model(params.system_answerer(entry)), rows
+    bounds = params.model(params.system_answerer(entry))
+    ctx.add("answering", bounds, [], calls=2 * n).notes.append(
+        f"the bound sets by the bounds function {entry.bounds}"
+    )
+    key = bounds.model_dump_json()
+    rows += [
+        ctx.questions.assign(system=entry.name, set=s, answer="", source=key)
+        for s in ("zero", "full")
+    ]
+    return None, rows
+
+
+def _probe(
+    entry: PythonSystem, params: Params, q: pd.DataFrame, corpus: pd.DataFrame
+) -> SystemProbe:
+    """The function called once (no cache): its answer or failure, and what it retrieved."""
+    probe = SystemProbe(entry.name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        df = _build(entry, params, None).answer(q, corpus, progress=False)
+    row = df.iloc[0]
+    probe.lines.append(f"{entry.name}: called {entry.callable} once")
+    if row["error"]:
+        probe.problem = f"{entry.name}: the call failed: {excerpt(row['error'])}"
+        probe.lines.append(probe.problem)
+        return probe
+    probe.lines += extracted(entry.name, row["answer"], df.attrs["retrieved"])
+    return probe
+
+
+KIND = register(
+    SystemKind(
+        "python",
+        PythonSystem,
+        _build,
+        "your RAG pipeline as a Python function",
+        plan=_plan,
+        check=lambda entry, base_dir: load_problems(entry, base_dir),
+        probe=_probe,
+    )
+)
