@@ -51,6 +51,11 @@ class KindParams(StrictModel):
         description="The model the system answers with: it writes the zero and full bound sets "
         "(docs/explanation/method.md).",
     )
+    version: str = Field(
+        "",
+        description="Your label for what the file cannot show (a model, an index): changing it "
+        "asks every question again instead of reusing the cached replies.",
+    )
 
     def secret_envs(self) -> list[tuple[str, str, str]]:
         """(environment variable, params key, who needs it) of each secret the system reads:
@@ -109,14 +114,20 @@ def params_model(kind: str) -> type[BaseModel] | None:
 
 
 def checked_entry(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
-    """A `systems:` entry validated by its kind's model: a user kind's by the registered one, any
-    other by the package's discriminated union (`handler`), whose error names the known kinds."""
+    """A `systems:` entry validated by its kind's model: a user kind's by the registered one, a
+    package kind's (or an entry without a `kind`) by the discriminated union (`handler`); a kind
+    nobody registered is an error naming the known ones and how to add one."""
     kind = value.get("kind") if isinstance(value, dict) else getattr(value, "kind", None)
     if not isinstance(kind, str) or kind in PACKAGE_KINDS:
         return handler(value)
     model = params_model(kind)
     if model is None:
-        return handler(value)
+        known = [*PACKAGE_KINDS, *_REGISTERED]
+        raise ValueError(
+            f"unknown system kind {kind!r}; known: {', '.join(known)}. A kind of your own: name "
+            f"its module in `system_kinds:`, or install a package with the entry point "
+            f"{ENTRY_POINT_GROUP} (docs/how-to/system-kind.md)"
+        )
     return value if isinstance(value, model) else model.model_validate(value)
 
 

@@ -49,7 +49,7 @@ from cube.config.sections import (
 from cube.llm import make_model
 from cube.systems import extractive  # noqa: F401  (registers the offline extractive answerer with cube.llm)
 from cube.systems.base import ANSWERS_COLUMNS, System, answers_frame
-from cube.systems.kinds import SystemKind, kind_of, kinds, system_kind
+from cube.systems.kinds import SystemKind, all_kinds, kind_of, system_kind
 from cube.systems.python_contract import Question, SystemAnswer
 from cube.systems.question_system import QuestionSystem
 from cube.systems.retrieved import (
@@ -69,12 +69,12 @@ __all__ = [
     "System",
     "SystemAnswer",
     "SystemKind",
+    "all_kinds",
     "answer_bounds",
     "answers_frame",
     "build_answers",
     "failure_reasons",
     "kind_of",
-    "kinds",
     "make_system",
     "ranked_lists",
     "refusal_answers",

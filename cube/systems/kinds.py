@@ -18,8 +18,8 @@ A `SystemKind` bundles what the rest of the workbench asks of a kind:
 - `summary`: one line saying what it is (`cube init`, the params reference).
 
 The package's kinds register themselves at the end of their modules (`cube.systems.builtin`,
-`.ragflow`, `.imported`, `.http`, `.python_system`); `kinds()` imports them, and any user kind is
-registered by importing its module (params key `system_kinds:`, or the entry point group
+`.ragflow`, `.imported`, `.http`, `.python_system`); `all_kinds()` imports them, and any user kind
+is registered by importing its module (params key `system_kinds:`, or the entry point group
 `cube.system_kinds`: `cube.config.system_kinds`). A user kind's file is its params model, a
 `QuestionSystem` subclass and one decorated builder (docs/how-to/system-kind.md):
 
@@ -219,7 +219,7 @@ def system_kind(
     return wrap
 
 
-def kinds() -> dict[str, SystemKind]:
+def all_kinds() -> dict[str, SystemKind]:
     """Every registered kind, the package's first (in `PACKAGE_MODULES` order), then the user
     kinds registered so far."""
     for module in PACKAGE_MODULES.values():
@@ -238,6 +238,6 @@ def kind_of(entry: Any) -> SystemKind:
     if name not in _KINDS:
         raise KeyError(
             f"system {getattr(entry, 'name', '?')!r}: no system kind {name!r} is registered "
-            f"(known: {', '.join(kinds())}); docs/how-to/system-kind.md"
+            f"(known: {', '.join(all_kinds())}); docs/how-to/system-kind.md"
         )
     return _KINDS[name]
