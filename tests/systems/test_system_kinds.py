@@ -94,6 +94,7 @@ def kind_folder(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(folder))
     path = os.pathsep.join([str(folder), str(ROOT), os.environ.get("PYTHONPATH", "")])
     monkeypatch.setenv("PYTHONPATH", path)
+    systems_kinds.all_kinds()  # the package's kinds registered in the registry kept
     monkeypatch.setattr(config_kinds, "_REGISTERED", dict(config_kinds._REGISTERED))
     monkeypatch.setattr(systems_kinds, "_KINDS", dict(systems_kinds._KINDS))
     yield folder
@@ -183,6 +184,25 @@ def test_a_failed_ask_is_that_questions_failure_and_a_rerun_asks_nothing(
     again = make_system(params.systems[0], params, cache)
     again.answer(questions, corpus, progress=False)
     assert again.caller.calls == 1  # the failure is asked again, the answer is read back
+
+
+def test_an_installed_packages_entry_point_brings_its_kind(kind_folder, tmp_path, monkeypatch):
+    """Without `system_kinds:`, the entry point named as the kind (group cube.system_kinds) is
+    loaded the first time a params file names it (an installed package's metadata, stood in for
+    here: the test cannot install one)."""
+    from importlib.metadata import EntryPoint
+
+    point = EntryPoint(name="llamaindex", value="llamaindex_kind", group="cube.system_kinds")
+    monkeypatch.setattr(
+        config_kinds,
+        "entry_points",
+        lambda group, name: [point] if (group, name) == ("cube.system_kinds", "llamaindex") else [],
+    )
+    path = _params_file(tmp_path, monkeypatch)
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    path.write_text(yaml.safe_dump({**data, "system_kinds": []}), encoding="utf-8")
+    (entry,) = load_params(path).systems
+    assert type(entry).__name__ == "LlamaIndexParams"
 
 
 def test_a_kind_nobody_registered_is_a_params_error_naming_the_known_kinds(tmp_path):
