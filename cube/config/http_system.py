@@ -213,6 +213,14 @@ class HttpSystem(StrictModel):
             raise ValueError("; ".join(problems))
         return self
 
+    def secret_envs(self) -> list[tuple[str, str, str]]:
+        """(variable, params key, who needs it) of each secret header
+        (`cube.llm.preflight.check_keys`)."""
+        return [
+            (var, "header_env", f"HTTP at {redact_url(self.url)}")
+            for var in self.header_env.values()
+        ]
+
     def _url_problems(self) -> list[str]:
         if not re.match(r"^https?://", self.url):
             return [f"url {redact_url(self.url)} must start with http:// or https://"]

@@ -26,10 +26,17 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    Field,
+    ValidationError,
+    WrapSerializer,
+    WrapValidator,
+    field_validator,
+    model_validator,
+)
 
 from cube.config.model_spec import (
     SECRET_FIELDS,
@@ -56,7 +63,11 @@ from cube.config.sections import (
     SystemParams,
     expand_sweeps,
 )
+from cube.config.system_kinds import checked_entry, dumped_entry, import_kind_modules
 from cube.config.yaml_load import load_yaml
+
+# a `systems:` entry: a package kind by the union, a user's kind by its registered model
+SystemEntry = Annotated[SystemParams, WrapValidator(checked_entry), WrapSerializer(dumped_entry)]
 
 
 def answerer_missing(name: str, kind: str) -> str:
@@ -115,7 +126,14 @@ class Params(StrictModel):
         description="Model writing the answers (rag of builtin systems, and the zero/full "
         "bound sets).",
     )
-    systems: list[SystemParams] = Field(
+    system_kinds: list[str] = Field(
+        default_factory=list,
+        description="Modules defining system kinds of your own (`package.module`, importable from "
+        "the project root), imported before `systems` is read; an installed package's kinds come "
+        "through the entry point group `cube.system_kinds` without this key "
+        "(docs/how-to/system-kind.md).",
+    )
+    systems: list[SystemEntry] = Field(
         default_factory=lambda: [BuiltinSystem(name="bm25-top8")],
         description="Systems under test (one or more).",
     )
@@ -149,6 +167,12 @@ class Params(StrictModel):
         default_factory=StagesParams,
         description="Optional stages (00_paper_tables, 12_validation): on, off or auto.",
     )
+
+    @field_validator("system_kinds")
+    @classmethod
+    def _import_kinds(cls, v: list[str]) -> list[str]:
+        import_kind_modules(v)  # before `systems` (the next field): its kinds are then known
+        return v
 
     @field_validator("run")
     @classmethod

@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from cube.config import model_spec, params, sections
+from cube.config.system_kinds import kind_tag, registered_kinds
 
 # A model reached through a model reference (`answerer`, `judges[].model`, ...) is documented once,
 # under the name a reader looks for; every other section's title is its key path in the params file.
@@ -37,26 +38,20 @@ def _models_in(annotation: typing.Any) -> list[type[BaseModel]]:
     return found
 
 
-def _kind(model: type[BaseModel]) -> str | None:
-    """The `kind` tag a model carries in a discriminated union (`Literal["http"]` -> "http")."""
-    info = model.model_fields.get("kind")
-    values = typing.get_args(info.annotation) if info is not None else ()
-    return str(values[0]) if len(values) == 1 else None
-
-
 def union_kinds(annotation: typing.Any) -> list[tuple[str, type[BaseModel]]]:
     """(kind, model) of each member of the discriminated union an annotation holds, in the
-    union's order; empty when it holds none."""
+    union's order, then the user kinds registered (`cube.config.system_kinds`: they extend the
+    union of systems, the only one the schema has); empty when it holds none."""
     members = _models_in(annotation)
-    kinds = [(_kind(m), m) for m in members]
+    kinds = [(kind_tag(m), m) for m in members]
     if len(members) < 2 or any(k is None for k, _ in kinds):
         return []
-    return [(str(k), m) for k, m in kinds]
+    return [(str(k), m) for k, m in kinds] + list(registered_kinds().items())
 
 
 def system_kinds() -> list[tuple[str, type[BaseModel]]]:
-    """Every system kind of the schema, read from the type of `Params.systems` (so a kind added to
-    the union is documented without a change here)."""
+    """Every system kind of the schema, read from the type of `Params.systems` and the registry of
+    user kinds (so a kind added either way is documented without a change here)."""
     return union_kinds(params.Params.model_fields["systems"].annotation)
 
 
@@ -72,7 +67,7 @@ def _section_title(parent: str, name: str, info: FieldInfo, model: type[BaseMode
         path += "[]"
     elif origin is dict:
         path += ".<name>"
-    kind = _kind(model)
+    kind = kind_tag(model)
     if kind is not None and union_kinds(info.annotation):
         return f"{path} (kind: {kind})"
     if str in _plain_types(info.annotation):
@@ -98,7 +93,9 @@ def sections_of(root: type[BaseModel] = params.Params) -> list[tuple[str, type[B
         seen.add(model)
         out.append((title, model))
         for name, info in model.model_fields.items():
-            for child in _models_in(info.annotation):
+            children = _models_in(info.annotation)
+            children += [m for _, m in union_kinds(info.annotation) if m not in children]
+            for child in children:
                 if child not in seen:
                     walk(_section_title(title, name, info, child), child)
 

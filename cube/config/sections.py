@@ -232,6 +232,10 @@ class RagflowSystem(StrictModel):
             raise ValueError(f"base_url {redact_url(self.base_url)} {why}")
         return self
 
+    def secret_envs(self) -> list[tuple[str, str, str]]:
+        """(variable, params key, who needs it): the API key (`cube.llm.preflight.check_keys`)."""
+        return [(self.api_key_env, "api_key_env", f"RAGFlow at {redact_url(self.base_url)}")]
+
 
 # The columns of an imported QA file (cube.systems.imported; docs/reference/imported-files.md).
 ImportedColumn = Literal[

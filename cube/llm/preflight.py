@@ -27,7 +27,6 @@ import openai
 
 from cube.config.model_spec import ModelSpec, redact_url
 from cube.config.params import Params
-from cube.config.sections import HttpSystem, RagflowSystem
 from cube.llm.pool import make_client
 from cube.llm.replies import ReplyGuard
 from cube.llm.retry import (
@@ -86,16 +85,10 @@ def check_keys(params: Params) -> list[str]:
                 need.setdefault((var, where), []).extend(
                     f"{w} (model {use.spec.model})" for w in use.users
                 )
-    for s in params.systems:
-        if isinstance(s, RagflowSystem):
-            need.setdefault((s.api_key_env, "api_key_env"), []).append(
-                f"system '{s.name}' (RAGFlow at {redact_url(s.base_url)})"
-            )
-        if isinstance(s, HttpSystem):
-            for var in s.header_env.values():
-                need.setdefault((var, "header_env"), []).append(
-                    f"system '{s.name}' (HTTP at {redact_url(s.url)})"
-                )
+    for s in params.systems:  # each kind says which secrets its entry reads
+        envs = getattr(s, "secret_envs", None)
+        for var, where, who in envs() if envs is not None else []:
+            need.setdefault((var, where), []).append(f"system '{s.name}' ({who})")
     return [
         f"environment variable {var} ({where}) is not set or empty; needed by "
         f"{', '.join(dict.fromkeys(users))}; export {var}=<your "

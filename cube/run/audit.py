@@ -346,11 +346,12 @@ def same_model(params: Params, a: Any, b: Any) -> bool:
 
 
 def answerer_sets(params: Params, system: Any) -> tuple[str, ...]:
-    """The answer sets a system's answerer writes: every set of a builtin system, the bound sets of
-    another (its rag answers come from a file or RAGFlow, by a model the run does not know)."""
-    from cube.config.sections import BuiltinSystem
+    """The answer sets a system's answerer writes: every set of a kind whose answering model writes
+    its rag answers too (builtin: `SystemKind.answerer_writes_rag`), the bound sets of another (its
+    rag answers come from a file, a service or a function, by a model the run does not know)."""
+    from cube.systems.kinds import kind_of
 
-    return ("zero", "rag", "full") if isinstance(system, BuiltinSystem) else ("zero", "full")
+    return ("zero", "rag", "full") if kind_of(system).answerer_writes_rag else ("zero", "full")
 
 
 def self_judges(params: Params, system: str) -> dict[str, tuple[str, ...]]:

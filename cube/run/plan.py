@@ -67,13 +67,7 @@ import pandas as pd
 
 from cube.config.model_spec import ModelSpec
 from cube.config.params import Params
-from cube.config.sections import (
-    BuiltinSystem,
-    HttpSystem,
-    ImportedSystem,
-    PythonSystem,
-    RagflowSystem,
-)
+from cube.systems.kinds import kind_of
 
 COMPLETION_ESTIMATE = {"question_generation": 40, "answering": 200, "judging": 6, "audit": 6}
 ANSWER_TOKENS = COMPLETION_ESTIMATE["answering"]
@@ -173,14 +167,11 @@ def build_plan(
     questions, known_questions = _plan_question_writing(plan, params, corpus, base_dir)
     if question_ids is not None:  # a sequential run's questions reached (`cube.run.sequential`)
         questions = questions[questions["question_id"].astype(str).isin(set(question_ids))]
-    inputs = _AnsweringInputs.of(params, corpus, questions, known_questions)
+    inputs = _AnsweringInputs.of(plan, params, corpus, questions, known_questions)
     answer_rows: list[pd.DataFrame] = []
     bound_specs: set[str] = set()
     for sp in params.systems:
-        answered = _plan_system_answers(plan, inputs, sp)
-        if answered is None:
-            continue
-        spec, rows = answered
+        spec, rows = kind_of(sp).plan(inputs, sp)
         answer_rows += rows
         if spec is not None:  # None: the system plans its own bound sets (a bounds function)
             answer_rows += _plan_bound_answers(plan, inputs, sp, spec, bound_specs)
@@ -222,10 +213,11 @@ def _plan_question_writing(
 
 @dataclass
 class _AnsweringInputs:
-    """What the answering steps read: the corpus, the questions (`known`: the real ones), the
-    refusal questions, each document's text, and `real`: whether answers an LLM judge will read are
-    computed when that costs no call (an offline answerer, an imported file, questions known before
-    the run): its calls and prompts are then the real ones."""
+    """What the answering steps read (a kind's plan reads it as its `cube.systems.kinds.
+    PlanContext`): the corpus, the questions (`known`: the real ones), the refusal questions, each
+    document's text, and `real`: whether answers an LLM judge will read are computed when that
+    costs no call (an offline answerer, an imported file, questions known before the run): its
+    calls and prompts are then the real ones; `plan`, which the calls are added to."""
 
     params: Params
     corpus: pd.DataFrame
@@ -234,148 +226,50 @@ class _AnsweringInputs:
     refusal: pd.DataFrame
     real: bool
     texts: dict[str, str]
+    plan: _Plan
 
     @classmethod
     def of(
-        cls, params: Params, corpus: pd.DataFrame, questions: pd.DataFrame, known: bool
+        cls,
+        plan: _Plan,
+        params: Params,
+        corpus: pd.DataFrame,
+        questions: pd.DataFrame,
+        known: bool,
     ) -> _AnsweringInputs:
         texts = dict(
             zip(corpus["doc_id"].astype(str), corpus["text"].fillna("").astype(str), strict=True)
         )
         refusal = _refusal_questions(params, corpus)
         real = known and any(params.model(j.model).provider != "offline" for j in params.judges)
-        return cls(params, corpus, questions, known, refusal, real, texts)
+        return cls(params, corpus, questions, known, refusal, real, texts, plan)
 
     @property
     def question_texts(self) -> list[str]:
         return self.questions["question"].astype(str).tolist()
 
+    def add(
+        self,
+        role: str,
+        spec: ModelSpec,
+        requests: list[Any],
+        *,
+        calls: int | None = None,
+        exact: bool = True,
+    ) -> _Group:
+        """`_Plan.add`: a kind's calls counted."""
+        return self.plan.add(role, spec, requests, calls=calls, exact=exact)
 
-def _known_answers(rows: pd.DataFrame, system: str) -> pd.DataFrame:
-    """Answers computed before the run (their texts are the real ones)."""
-    return rows[["question_id", "doc_id", "set", "answer"]].assign(
-        system=system, source="", known=True
-    )
-
-
-def _answers_to_come(inputs: _AnsweringInputs, system: str, source: Any) -> pd.DataFrame:
-    """A system's rag answers not known before the run: one stand-in per question; `source` tells
-    apart the answers that differ (one answer shared by two systems has one source)."""
-    return inputs.questions.assign(system=system, set="rag", answer="", source=source)
-
-
-def _plan_system_answers(
-    plan: _Plan, inputs: _AnsweringInputs, sp: Any
-) -> tuple[ModelSpec | None, list[pd.DataFrame]] | None:
-    """A system's answering calls, and its answers for the judges to read (real or stand-ins); its
-    answering model's spec for the bound sets. None for a system the plan does not know."""
-    if isinstance(sp, ImportedSystem):
-        return _plan_imported_answers(plan, inputs, sp)
-    if isinstance(sp, PythonSystem):
-        return _plan_python_answers(plan, inputs, sp)
-    if isinstance(sp, RagflowSystem):
-        spec = ModelSpec(provider="offline", model=f"ragflow:{sp.name}")
-        g = plan.add("answering", spec, [], calls=len(inputs.questions))
-        g.notes.append("RAGFlow reports no tokens")
-        return spec, [_answers_to_come(inputs, sp.name, sp.name)]
-    if isinstance(sp, HttpSystem):  # one request per question; the bound sets by its answerer
-        service = ModelSpec(provider="offline", model=f"http:{sp.name}")
-        plan.add("answering", service, [], calls=len(inputs.questions)).notes.append(
-            "requests to your service: it reports no tokens (their cost unknown)"
+    def known_answers(self, rows: pd.DataFrame, system: str) -> pd.DataFrame:
+        """Answers computed before the run (their texts are the real ones)."""
+        return rows[["question_id", "doc_id", "set", "answer"]].assign(
+            system=system, source="", known=True
         )
-        params = inputs.params
-        return params.model(params.system_answerer(sp)), [
-            _answers_to_come(inputs, sp.name, sp.name)
-        ]
-    if isinstance(sp, BuiltinSystem):
-        return _plan_builtin_answers(plan, inputs, sp)
-    return None
 
-
-def _plan_imported_answers(
-    plan: _Plan, inputs: _AnsweringInputs, sp: ImportedSystem
-) -> tuple[ModelSpec, list[pd.DataFrame]]:
-    """An imported system's answers are read from the file: no call (its bounds are answered)."""
-    from cube.systems.imported import ImportedAnswers
-
-    params = inputs.params
-    spec = params.model(params.system_answerer(sp))
-    plan.add("answering", spec, [], calls=0)
-    if inputs.real:
-        answers = ImportedAnswers(sp).answer(inputs.questions, inputs.corpus, progress=False)
-        return spec, [_known_answers(answers, sp.name)]
-    plan.groups[("answering", spec.model)].notes.append(
-        f"system {sp.name}: the bounds assume its file answers every question"
-    )
-    return spec, [_answers_to_come(inputs, sp.name, sp.name)]
-
-
-def _plan_python_answers(
-    plan: _Plan, inputs: _AnsweringInputs, sp: PythonSystem
-) -> tuple[ModelSpec | None, list[pd.DataFrame]]:
-    """A python system's calls of its function, one per question (the model calls it makes itself
-    are not seen: tokens and cost unknown); with a `bounds` function, its two calls per question too
-    (then no spec is returned: no answering model writes the bound sets)."""
-    n, params = len(inputs.questions), inputs.params
-    system = ModelSpec(provider="offline", model=f"python:{sp.name}")
-    plan.add("answering", system, [], calls=n).notes.append(
-        "a Python function: the model calls it makes are not seen (their tokens and cost unknown)"
-    )
-    rows = [_answers_to_come(inputs, sp.name, sp.name)]
-    if sp.bounds is None:
-        return params.model(params.system_answerer(sp)), rows
-    bounds = params.model(params.system_answerer(sp))
-    plan.add("answering", bounds, [], calls=2 * n).notes.append(
-        f"the bound sets by the bounds function {sp.bounds}"
-    )
-    key = bounds.model_dump_json()
-    rows += [
-        inputs.questions.assign(system=sp.name, set=s, answer="", source=key)
-        for s in ("zero", "full")
-    ]
-    return None, rows
-
-
-def _plan_builtin_answers(
-    plan: _Plan, inputs: _AnsweringInputs, sp: BuiltinSystem
-) -> tuple[ModelSpec, list[pd.DataFrame]]:
-    """A builtin system's answering calls: an offline answerer's are computed when an LLM judge will
-    read them; an LLM's requests are built (its BM25 retrieval run: offline, no call), the
-    refusal questions' too."""
-    from cube.llm import cache_key, make_model
-    from cube.systems.builtin import BuiltinRAG, answer_request
-
-    params, questions, corpus = inputs.params, inputs.questions, inputs.corpus
-    lang = params.lang
-    spec = params.model(params.system_answerer(sp))
-    if spec.provider == "offline":
-        plan.add("answering", spec, [], calls=len(questions) + len(inputs.refusal))
-        if inputs.real:
-            system = BuiltinRAG(sp, make_model(spec), lang=lang)
-            answers = system.answer(questions, corpus, progress=False)
-            return spec, [_known_answers(answers, sp.name)]
-        return spec, [_answers_to_come(inputs, sp.name, sp.name)]
-    system = BuiltinRAG(sp, make_model(spec), lang=lang)
-    texts = inputs.texts
-    retrieved = system.retrieve(questions, corpus)
-    reqs = [
-        answer_request(q, [texts[d] for d in docs], lang)
-        for q, docs in zip(inputs.question_texts, retrieved, strict=True)
-    ]
-    # two systems sending the same request (the same documents retrieved) get one answer:
-    # judged once
-    source = [cache_key(spec, r) for r in reqs]
-    if len(inputs.refusal):
-        reqs += [
-            answer_request(q, [texts[d] for d in docs], lang)
-            for q, docs in zip(
-                inputs.refusal["question"].astype(str),
-                system.retrieve(inputs.refusal, corpus),
-                strict=True,
-            )
-        ]
-    plan.add("answering", spec, reqs, exact=inputs.known)
-    return spec, [_answers_to_come(inputs, sp.name, source)]
+    def answers_to_come(self, system: str, source: Any) -> pd.DataFrame:
+        """A system's rag answers not known before the run: one stand-in per question; `source`
+        tells apart the answers that differ (one answer shared by two systems has one source)."""
+        return self.questions.assign(system=system, set="rag", answer="", source=source)
 
 
 def _plan_bound_answers(
@@ -399,7 +293,7 @@ def _plan_bound_answers(
                 bounds = answer_bounds(
                     questions, inputs.corpus, make_model(spec), lang=lang, progress=False
                 )
-                rows.append(_known_answers(bounds, sp.name))
+                rows.append(inputs.known_answers(bounds, sp.name))
         else:
             qtexts = inputs.question_texts
             golds = questions["doc_id"].astype(str).tolist()
@@ -609,13 +503,13 @@ def _cache_facts(
     return cached, latencies, observed
 
 
-def _table(plan: _Plan, cache_path: Path | None, pilot: int) -> pd.DataFrame:
-    from cube.llm import cache_key, make_model
-    from cube.llm.tokens import count_prompt_tokens, prompt_text
+def _dedupe(plan: _Plan) -> None:
+    """Identical requests are one call (one cache key), as in the stages; a judge's prompts hold
+    stand-in answers, alike where the real ones differ (its answers are told apart by `source`
+    instead), so a judge's or the audit's requests are merged only when exact."""
+    from cube.llm import cache_key
 
     for g in plan.groups.values():
-        # identical requests are one call (one cache key); a judge's prompts hold stand-in answers,
-        # alike where the real ones differ (its answers are told apart by `source` above instead)
         if (
             (g.role not in ("judging", "audit") or g.exact)
             and g.requests
@@ -624,7 +518,35 @@ def _table(plan: _Plan, cache_path: Path | None, pilot: int) -> pd.DataFrame:
             unique = {cache_key(g.spec, r): r for r in g.requests}
             g.calls -= len(g.requests) - len(unique)
             g.requests = list(unique.values())
-    in_cache, seen, observed = _cache_facts(cache_path, plan.groups)
+
+
+def _pilot_latency(
+    role: str, g: _Group, cache_path: Path | None, pilot: int, observed: dict[str, list]
+) -> tuple[float, str] | None:
+    """Send up to `pilot` of the group's planned requests (cached: the run reuses them); their
+    median latency, and their messages and prompt tokens added to `observed`. None when none was
+    sent fresh."""
+    from cube.llm import make_model
+
+    sent = make_model(g.spec, cache_path).complete(g.requests[:pilot], role=role, progress=False)
+    times = [r.latency_s for r in sent if r.ok and not r.cached]
+    observed.setdefault(g.spec.model, []).extend(
+        (list(q.messages), r.input_tokens)
+        for q, r in zip(g.requests[:pilot], sent, strict=True)
+        if r.ok
+    )
+    return (statistics.median(times), f"median of {len(times)} pilot calls") if times else None
+
+
+def _latencies(
+    plan: _Plan,
+    seen: dict[str, list[float]],
+    observed: dict[str, list],
+    cache_path: Path | None,
+    pilot: int,
+) -> dict[str, tuple[float, str]]:
+    """Per LLM model: the median latency of its cached calls, else of `pilot` calls of its first
+    role's planned requests, and where it comes from; a model with neither is left out."""
     latency: dict[str, tuple[float, str]] = {}
     for (role, model), g in plan.groups.items():
         if g.spec.provider == "offline" or model in latency:
@@ -634,84 +556,126 @@ def _table(plan: _Plan, cache_path: Path | None, pilot: int) -> pd.DataFrame:
                 statistics.median(seen[model]),
                 f"median of {len(seen[model])} cached calls",
             )
-        elif pilot and g.requests:  # the model's first planned calls (its first role's)
-            sent = make_model(g.spec, cache_path).complete(
-                g.requests[:pilot], role=role, progress=False
-            )
-            times = [r.latency_s for r in sent if r.ok and not r.cached]
-            observed.setdefault(model, []).extend(
-                (list(q.messages), r.input_tokens)
-                for q, r in zip(g.requests[:pilot], sent, strict=True)
-                if r.ok
-            )
-            if times:
-                latency[model] = (statistics.median(times), f"median of {len(times)} pilot calls")
-    rows = []
-    for (role, model), g in plan.groups.items():
-        spec = g.spec
-        offline = spec.provider == "offline"
-        counted = (
-            count_prompt_tokens(
-                spec,
-                [prompt_text(r) for r in g.requests],
-                [tuple(str(m.get("role", "")) for m in r.messages) for r in g.requests],
-                observed.get(model, ()),
-            )
-            if g.requests
-            else None
+        elif pilot and g.requests:
+            measured = _pilot_latency(role, g, cache_path, pilot, observed)
+            if measured is not None:
+                latency[model] = measured
+    return latency
+
+
+OFFLINE_NOTE = (
+    "an offline algorithm computes identical inputs once (two systems' equal answers, say): an "
+    "upper bound"
+)
+NO_LATENCY = (float("nan"), "unknown: no cached call (cube plan --pilot N)")
+
+
+def _offline_row(role: str, model: str, g: _Group) -> dict[str, Any]:
+    """The row of an offline algorithm: its calls are computed here, never sent (no tokens, no
+    cost, no time)."""
+    spec = g.spec
+    return {
+        "role": role,
+        "model": model,
+        "calls": g.calls,
+        "cached_calls": 0,
+        "to_send": 0,
+        "prompt_tokens": 0,
+        "completion_tokens": g.completion_per_call * g.calls,
+        "completion_tokens_max": 0,
+        "tokens_by": "offline (no tokens)",
+        "exact": True,
+        "cost": _cost(spec, 0.0, 0.0, batch=False),
+        "batch_cost": _cost(spec, 0.0, 0.0, batch=True)
+        if role in ("judging", "audit")
+        else float("nan"),
+        "currency": spec.currency,
+        "concurrency": float("nan"),
+        "latency_s": float("nan"),
+        "latency_from": "",
+        "time_s": float("nan"),
+        "note": "; ".join(g.notes + [OFFLINE_NOTE] * (role != "question_generation")),
+    }
+
+
+def _prompt_tokens(g: _Group, observed: Any) -> tuple[int, str]:
+    """The prompt tokens of a group's built requests by its model's tokenizer (plus its stand-in
+    answers' tokens), and how they were counted ('' with no request built)."""
+    from cube.llm.tokens import count_prompt_tokens, prompt_text
+
+    if not g.requests:
+        return 0, ""
+    counted = count_prompt_tokens(
+        g.spec,
+        [prompt_text(r) for r in g.requests],
+        [tuple(str(m.get("role", "")) for m in r.messages) for r in g.requests],
+        observed,
+    )
+    return sum(counted.counts) + g.extra_prompt_tokens, counted.method
+
+
+def _llm_row(
+    role: str,
+    model: str,
+    g: _Group,
+    in_cache: int,
+    observed: Any,
+    latency: tuple[float, str],
+) -> dict[str, Any]:
+    """The row of an LLM model in one role: prompt tokens counted by its tokenizer, the calls not
+    in the cache to send, their cost and their time at its concurrency."""
+    spec = g.spec
+    prompt, tokens_by = _prompt_tokens(g, observed)
+    # keys of the built requests already in the cache: only real requests can be (stand-ins not)
+    cached = min(in_cache if g.exact else 0, g.calls)
+    completion = g.completion_per_call * g.calls
+    to_send = g.calls - cached
+    share = to_send / g.calls if g.calls else 0.0
+    lat, lat_from = latency
+    conc = spec.max_concurrency or 1
+    return {
+        "role": role,
+        "model": model,
+        "calls": g.calls,
+        "cached_calls": cached,
+        "to_send": to_send,
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "completion_tokens_max": (spec.max_tokens or 0) * g.calls,
+        "tokens_by": tokens_by,
+        "exact": bool(g.exact),
+        "cost": _cost(spec, prompt * share, completion * share, batch=False),
+        "batch_cost": _cost(spec, prompt * share, completion * share, batch=True)
+        if role in ("judging", "audit")
+        else float("nan"),
+        "currency": spec.currency,
+        "concurrency": conc,
+        "latency_s": lat,
+        "latency_from": lat_from,
+        "time_s": float("nan") if math.isnan(lat) else to_send * lat / min(conc, max(to_send, 1)),
+        "note": "; ".join(g.notes),
+    }
+
+
+def _table(plan: _Plan, cache_path: Path | None, pilot: int) -> pd.DataFrame:
+    """The plan's rows (`PLAN_COLUMNS`): its requests deduplicated, what the cache holds and the
+    latencies read (or measured by `pilot` calls), one row per role and model."""
+    _dedupe(plan)
+    in_cache, seen, observed = _cache_facts(cache_path, plan.groups)
+    latency = _latencies(plan, seen, observed, cache_path, pilot)
+    rows = [
+        _offline_row(role, model, g)
+        if g.spec.provider == "offline"
+        else _llm_row(
+            role,
+            model,
+            g,
+            in_cache.get((role, model), 0),
+            observed.get(model, ()),
+            latency.get(model, NO_LATENCY),
         )
-        prompt = (sum(counted.counts) + g.extra_prompt_tokens) if counted else 0
-        # keys of the built requests already in the cache: only real requests can be (stand-ins are
-        # not)
-        cached = in_cache.get((role, model), 0) if g.exact and not offline else 0
-        cached = min(cached, g.calls)
-        completion = g.completion_per_call * g.calls
-        to_send = 0 if offline else g.calls - cached  # an offline algorithm sends nothing
-        share = to_send / g.calls if g.calls else 0.0
-        lat, lat_from = latency.get(
-            model, (float("nan"), "unknown: no cached call (cube plan --pilot N)")
-        )
-        conc = spec.max_concurrency or 1
-        rows.append(
-            {
-                "role": role,
-                "model": model,
-                "calls": g.calls,
-                "cached_calls": cached,
-                "to_send": to_send,
-                "prompt_tokens": prompt,
-                "completion_tokens": completion,
-                "completion_tokens_max": (spec.max_tokens or 0) * g.calls if not offline else 0,
-                "tokens_by": "offline (no tokens)"
-                if offline
-                else counted.method
-                if counted
-                else "",
-                "exact": bool(g.exact) if not offline else True,
-                "cost": _cost(spec, prompt * share, completion * share, batch=False),
-                "batch_cost": _cost(spec, prompt * share, completion * share, batch=True)
-                if role in ("judging", "audit")
-                else float("nan"),
-                "currency": spec.currency,
-                "concurrency": conc if not offline else float("nan"),
-                "latency_s": lat if not offline else float("nan"),
-                "latency_from": "" if offline else lat_from,
-                "time_s": to_send * lat / min(conc, max(to_send, 1))
-                if not offline and not math.isnan(lat)
-                else float("nan"),
-                "note": "; ".join(
-                    g.notes
-                    + (
-                        [
-                            "an offline algorithm computes identical inputs once (two systems' "
-                            "equal answers, say): an upper bound"
-                        ]
-                        if offline and role != "question_generation"
-                        else []
-                    )
-                ),
-            }
-        )
+        for (role, model), g in plan.groups.items()
+    ]
     return pd.DataFrame(rows, columns=list(PLAN_COLUMNS))
 
 

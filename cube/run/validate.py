@@ -528,6 +528,20 @@ def _missing_message(where: str, full: Path, written: str | None, read_from: Pat
     return f"{where}: {kind} {full} not found (as written in {read_from})"
 
 
+def kind_checks(params: Params, base_dir: Path, missing: set[str]) -> list[str]:
+    """Each system kind's own checks (`cube.systems.kinds.SystemKind.check`: a python system's
+    functions load), for the systems none of whose files is already reported missing."""
+    from cube.systems.kinds import kind_of
+
+    return [
+        problem
+        for s in params.systems
+        if (check := kind_of(s).check) is not None
+        and not any(m.startswith(f"systems[{s.name}].") for m in missing)
+        for problem in check(s, base_dir)
+    ]
+
+
 def validate_data(
     params: Params, base_dir: str | Path = ".", params_file: str | Path | None = None
 ) -> DataReport:
@@ -552,11 +566,7 @@ def validate_data(
     )
     for s in imported:
         check_imported(s, corpus, base_dir, report, inputs, params.analysis.max_unmapped_share)
-    for s in params.systems:
-        if s.kind == "python" and f"systems[{s.name}].callable" not in missing:
-            from cube.systems.python_system import load_problems  # its functions load
-
-            report.errors.extend(load_problems(s, base_dir))
+    report.errors.extend(kind_checks(params, base_dir, missing))
     check_systems(params, report, missing)
     from cube.run.sequential import sequential_problems  # analysis.sequential's values
 

@@ -5,11 +5,12 @@
     answer_bounds(questions, corpus, answerer, *, lang, progress=True) -> answers ('zero', 'full')
     build_answers(params, corpus, questions, cache_path, *, progress=True) -> all answers
 
-Kinds: `builtin` (bm25s retrieval + an answering model, `cube.systems.builtin`), `ragflow`
-(a RAGFlow chat assistant through ragflow-sdk, `cube.systems.ragflow`), `imported` (a
-user's own QA file, `cube.systems.imported`), `http` (any JSON endpoint, `cube.systems.http`) and
-`python` (a user's function, `cube.systems.python_system`, called with a `Question` and returning a
-dict or a `SystemAnswer`, both exported here).
+Kinds (`cube.systems.kinds`: each kind's params model, builder, plan, checks and probe in one
+place, a user's own kind in one file: docs/how-to/system-kind.md): `builtin` (bm25s retrieval + an
+answering model, `cube.systems.builtin`), `ragflow` (a RAGFlow chat assistant through ragflow-sdk,
+`cube.systems.ragflow`), `imported` (a user's own QA file, `cube.systems.imported`), `http` (any
+JSON endpoint, `cube.systems.http`) and `python` (a user's function, `cube.systems.python_system`,
+called with a `Question` and returning a dict or a `SystemAnswer`, both exported here).
 
 The answers table (one row per question, system and set), `ANSWERS_COLUMNS`:
 `question_id, doc_id` (gold), `system, set, answer` (None when the call failed),
@@ -44,15 +45,13 @@ from cube.config.schema import QUESTION_COLUMNS, require_columns
 from cube.config.sections import (
     AnalysisParams,
     BuiltinSystem,
-    HttpSystem,
-    ImportedSystem,
-    PythonSystem,
-    RagflowSystem,
 )
 from cube.llm import make_model
 from cube.systems import extractive  # noqa: F401  (registers the offline extractive answerer with cube.llm)
 from cube.systems.base import ANSWERS_COLUMNS, System, answers_frame
-from cube.systems.python_system import Question, SystemAnswer
+from cube.systems.kinds import SystemKind, all_kinds, kind_of, system_kind
+from cube.systems.python_contract import Question, SystemAnswer
+from cube.systems.question_system import QuestionSystem
 from cube.systems.retrieved import (
     Retrieved,
     RetrievedLists,
@@ -64,17 +63,22 @@ from cube.systems.retrieved import (
 __all__ = [
     "ANSWERS_COLUMNS",
     "Question",
+    "QuestionSystem",
     "Retrieved",
     "RetrievedLists",
     "System",
     "SystemAnswer",
+    "SystemKind",
+    "all_kinds",
     "answer_bounds",
     "answers_frame",
     "build_answers",
     "failure_reasons",
+    "kind_of",
     "make_system",
     "ranked_lists",
     "refusal_answers",
+    "system_kind",
 ]
 
 
@@ -83,44 +87,15 @@ def make_system(
     params: Params,
     cache_path: Path | str | None,
 ) -> System:
-    """The runnable system a params entry describes.
+    """The runnable system a params entry describes, built by its kind (`cube.systems.kinds`).
 
     Args:
         system_params: one entry of `params.systems`.
         params: the run params (the answering model and `lang` of builtin systems).
         cache_path: the LLM call cache (`RunPaths.cache`).
     """
-    if isinstance(system_params, BuiltinSystem):
-        from cube.systems.builtin import BuiltinRAG
-
-        spec = params.model(params.system_answerer(system_params))
-        model = make_model(spec, cache_path=Path(cache_path) if cache_path else None)
-        return BuiltinRAG(system_params, model, lang=params.lang)
-    if isinstance(system_params, RagflowSystem):
-        from cube.systems.ragflow import RagflowAssistant
-
-        return RagflowAssistant(system_params)
-    if isinstance(system_params, ImportedSystem):
-        from cube.systems.imported import ImportedAnswers
-
-        return ImportedAnswers(system_params)
-    if isinstance(system_params, HttpSystem):
-        from cube.systems.http import HttpRAG
-
-        answerer = params.model_name(params.system_answerer(system_params))
-        path = Path(cache_path) if cache_path else None
-        return HttpRAG(system_params, answerer=answerer, lang=params.lang, cache_path=path)
-    if isinstance(system_params, PythonSystem):
-        from cube.systems.python_system import PythonRAG
-
-        named = system_params.answerer is not None or "answerer" in params.model_fields_set
-        return PythonRAG(
-            system_params,
-            lang=params.lang,
-            cache_path=cache_path,
-            answerer=params.model_name(params.system_answerer(system_params)) if named else "",
-        )
-    raise TypeError(f"make_system: unknown system params {type(system_params).__name__}")
+    path = Path(cache_path) if cache_path else None
+    return kind_of(system_params).build(system_params, params, path)
 
 
 def answer_bounds(*args: Any, **kwargs: Any) -> pd.DataFrame:

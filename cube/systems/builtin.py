@@ -17,14 +17,17 @@ import hashlib
 from collections.abc import Sequence
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 
 import pandas as pd
 
 from cube.config.fence import fence_block, fill_fenced, neutralise_tags
+from cube.config.params import Params
 from cube.config.schema import require_columns
 from cube.config.sections import BuiltinSystem
 from cube.llm import Model, Request
 from cube.systems.base import System, answers_frame
+from cube.systems.kinds import PlanContext, Planned, SystemKind, register
 from cube.systems.region_filter import RegionFilter
 from cube.systems.retrieval import BM25Index
 from cube.systems.retrieved import Retrieved, ranked_lists
@@ -161,3 +164,68 @@ class BuiltinRAG(System):
         if self.region_counts:
             out.attrs["region_filter"] = dict(self.region_counts)
         return out
+
+
+# --------------------------------------------------------------------------- the kind
+def _build(entry: BuiltinSystem, params: Params, cache_path: Path | None) -> BuiltinRAG:
+    from cube.llm import make_model
+
+    spec = params.model(params.system_answerer(entry))
+    return BuiltinRAG(
+        entry,
+        make_model(spec, cache_path=Path(cache_path) if cache_path else None),
+        lang=params.lang,
+    )
+
+
+def _plan(ctx: PlanContext, entry: BuiltinSystem) -> Planned:
+    """A builtin system's answering calls: an offline answerer's are computed when an LLM judge will
+    read them; an LLM's requests are built (its BM25 retrieval run: offline, no call), the
+    refusal questions' too."""
+    from cube.llm import cache_key, make_model
+
+    params, questions, corpus = ctx.params, ctx.questions, ctx.corpus
+    lang = params.lang
+    spec = params.model(params.system_answerer(entry))
+    if spec.provider == "offline":
+        ctx.add("answering", spec, [], calls=len(questions) + len(ctx.refusal))
+        if ctx.real:
+            answers = BuiltinRAG(entry, make_model(spec), lang=lang).answer(
+                questions, corpus, progress=False
+            )
+            return spec, [ctx.known_answers(answers, entry.name)]
+        return spec, [ctx.answers_to_come(entry.name, entry.name)]
+    system = BuiltinRAG(entry, make_model(spec), lang=lang)
+    texts = ctx.texts
+    retrieved = system.retrieve(questions, corpus)
+    asked = questions["question"].astype(str).tolist()
+    reqs = [
+        answer_request(q, [texts[d] for d in docs], lang)
+        for q, docs in zip(asked, retrieved, strict=True)
+    ]
+    # two systems sending the same request (the same documents retrieved) get one answer:
+    # judged once
+    source = [cache_key(spec, r) for r in reqs]
+    if len(ctx.refusal):
+        reqs += [
+            answer_request(q, [texts[d] for d in docs], lang)
+            for q, docs in zip(
+                ctx.refusal["question"].astype(str),
+                system.retrieve(ctx.refusal, corpus),
+                strict=True,
+            )
+        ]
+    ctx.add("answering", spec, reqs, exact=ctx.known)
+    return spec, [ctx.answers_to_come(entry.name, source)]
+
+
+KIND = register(
+    SystemKind(
+        "builtin",
+        BuiltinSystem,
+        _build,
+        "the built-in RAG baseline: BM25 retrieval and the answering model",
+        plan=_plan,
+        answerer_writes_rag=True,
+    )
+)

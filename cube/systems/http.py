@@ -38,10 +38,12 @@ import pandas as pd
 
 from cube.config.http_system import PLACEHOLDER, HttpSystem, fill_json_text, placeholders
 from cube.config.model_spec import ModelSpec
+from cube.config.params import Params
 from cube.config.schema import require_columns
 from cube.llm import JsonWire, MalformedReply, OpenAIModel, Request, Response
 from cube.llm.json_wire import secret_digest
 from cube.systems.base import System, answers_frame
+from cube.systems.kinds import SystemKind, SystemProbe, excerpt, extracted, register
 from cube.systems.region_filter import RegionFilter
 from cube.systems.retrieved import Retrieved, RetrievedLists, ranked_lists
 
@@ -261,3 +263,46 @@ class HttpRAG(System):
                 stacklevel=2,
             )
         return df
+
+
+# --------------------------------------------------------------------------- the kind
+def _build(entry: HttpSystem, params: Params, cache_path: Path | None) -> HttpRAG:
+    answerer = params.model_name(params.system_answerer(entry))
+    path = Path(cache_path) if cache_path else None
+    return HttpRAG(entry, answerer=answerer, lang=params.lang, cache_path=path)
+
+
+def _probe(entry: HttpSystem, params: Params, q: pd.DataFrame, corpus: pd.DataFrame) -> SystemProbe:
+    """ONE request, sent once (no retry, no cache): the body sent, the reply's start or the
+    failure, and what the paths extracted."""
+    entry = entry.model_copy(update={"max_attempts": 1})
+    system = _build(entry, params, None)
+    probe = SystemProbe(entry.name)
+    requests = system.requests(q, corpus)
+    body = json.dumps(requests[0].payload, ensure_ascii=False)
+    probe.lines.append(f"{entry.name}: sent {entry.method} {entry.url} {excerpt(body)}")
+    with warnings.catch_warnings():  # the failure is shown below, once
+        warnings.simplefilter("ignore")
+        (resp,) = system.model.complete(requests, role="answering", progress=False)
+    if not resp.ok:  # the status and the body's start, or why nothing came back
+        probe.problem = f"{entry.name}: the call failed: {excerpt(resp.error)}"
+        probe.lines.append(probe.problem)
+        return probe
+    probe.lines.append(f"{entry.name}: reply: {excerpt(resp.text)}")
+    reading = system.read(json.loads(str(resp.text)))  # the wire checked it reads
+    lists = ranked_lists(
+        [Retrieved(ids=reading.ids, passages=reading.passages)], corpus, entry.top_n
+    )
+    probe.lines += extracted(entry.name, reading.answer, lists)
+    return probe
+
+
+KIND = register(
+    SystemKind(
+        "http",
+        HttpSystem,
+        _build,
+        "your RAG service behind an HTTP (JSON) endpoint",
+        probe=_probe,
+    )
+)

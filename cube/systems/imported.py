@@ -78,6 +78,7 @@ from cube.systems.cells import (  # noqa: F401  (the file's reading, re-exported
     read_table,
     resolve_columns,
 )
+from cube.systems.kinds import PlanContext, Planned, SystemKind, register
 from cube.systems.retrieved import Retrieved, RetrievedLists, did_you_mean, ranked_lists
 
 
@@ -373,3 +374,27 @@ class ImportedAnswers(System):
     @staticmethod
     def _answerer(raw: pd.DataFrame, i: int) -> str:
         return (cell_text(raw["answerer"][i]) if "answerer" in raw.columns else "") or "imported"
+
+
+# --------------------------------------------------------------------------- the kind
+def _plan(ctx: PlanContext, entry: ImportedSystem) -> Planned:
+    """An imported system's answers are read from the file: no call (its bounds are answered)."""
+    params = ctx.params
+    spec = params.model(params.system_answerer(entry))
+    g = ctx.add("answering", spec, [], calls=0)
+    if ctx.real:
+        answers = ImportedAnswers(entry).answer(ctx.questions, ctx.corpus, progress=False)
+        return spec, [ctx.known_answers(answers, entry.name)]
+    g.notes.append(f"system {entry.name}: the bounds assume its file answers every question")
+    return spec, [ctx.answers_to_come(entry.name, entry.name)]
+
+
+KIND = register(
+    SystemKind(
+        "imported",
+        ImportedSystem,
+        lambda entry, params, cache_path: ImportedAnswers(entry),
+        "answers your system wrote elsewhere, imported from a file",
+        plan=_plan,
+    )
+)

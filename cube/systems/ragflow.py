@@ -64,13 +64,14 @@ import pandas as pd
 from ragflow_sdk import RAGFlow
 from ragflow_sdk.modules.chat import Chat
 
-from cube.config.model_spec import DEFAULT_MAX_REPLY_BYTES
+from cube.config.model_spec import DEFAULT_MAX_REPLY_BYTES, ModelSpec
 from cube.config.schema import require_columns
 from cube.config.sections import RagflowSystem
 from cube.llm import Response, progress_bar
 from cube.llm.replies import MalformedReply, ReplyGuard
 from cube.llm.transport import Limits, TransportLimit, sync_request
 from cube.systems.base import System, answers_frame
+from cube.systems.kinds import PlanContext, Planned, SystemKind, register
 from cube.systems.retrieved import Retrieved, ranked_lists
 
 
@@ -323,3 +324,27 @@ class RagflowAssistant(System):
                 stacklevel=2,
             )
         return df
+
+
+# --------------------------------------------------------------------------- the kind
+def _plan(ctx: PlanContext, entry: RagflowSystem) -> Planned:
+    """One chat call per question (RAGFlow reports no tokens); the bound sets by its answerer (the
+    chat's own model spec once stood here, an offline name `cube plan` could not build)."""
+    spec = ModelSpec(provider="offline", model=f"ragflow:{entry.name}")
+    ctx.add("answering", spec, [], calls=len(ctx.questions)).notes.append(
+        "RAGFlow reports no tokens"
+    )
+    params = ctx.params
+    bounds = params.model(params.system_answerer(entry))
+    return bounds, [ctx.answers_to_come(entry.name, entry.name)]
+
+
+KIND = register(
+    SystemKind(
+        "ragflow",
+        RagflowSystem,
+        lambda entry, params, cache_path: RagflowAssistant(entry),
+        "a RAGFlow chat assistant, through ragflow-sdk",
+        plan=_plan,
+    )
+)

@@ -82,7 +82,7 @@ def test_no_module_reaches_into_another_modules_private_names():
 LOADERS = {
     # a python system's .py file is registered under a name of its own before it runs (importlib's
     # recipe for importing a source file: a dataclass in it looks its module up there)
-    "cube/systems/python_system.py",
+    "cube/systems/python_loader.py",
 }
 
 

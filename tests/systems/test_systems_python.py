@@ -317,7 +317,7 @@ def test_a_rerun_is_served_from_the_cache_and_a_new_version_or_an_edit_calls_aga
     assert len(_calls(calls)) == 12
     # an edit of the file defining the function (loaded anew, as by a new `cube run`)
     user_file.write_text(code + "\n# tuned the prompt\n", encoding="utf-8")
-    from cube.systems.python_system import _load
+    from cube.systems.python_loader import _load
 
     _load.cache_clear()
     run(version="index-2")
