@@ -1,5 +1,5 @@
 """What to do next: suggestions derived from the numbers, each naming the figure behind it, and
-the decision's one ordered list of them. Moved out of `cube.diagnose.lta`.
+the decision's one ordered list of them. Moved out of `cube.diagnose.assessment`.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 `verdict` and `verdict_bands` read the thresholds; `withheld_reasons` runs the `rule_*` functions
 (each returns the sentences of its rule, empty when it does not fire); `provisional_reason`,
 `retriever_note` and `interval_width` say what a verdict or an interval rests on. Moved out of
-`cube.diagnose.lta`, which builds the decision from them.
+`cube.diagnose.assessment`, which builds the decision from them.
 """
 
 from __future__ import annotations

@@ -148,11 +148,11 @@ def test_unscored_answers_give_no_pattern_and_say_so():
 
 
 def test_decision_page_lists_the_top_three_patterns_and_the_curve(classified):
-    from cube.diagnose import lta
+    from cube.diagnose import assessment
     from cube.diagnose.retrieval import metrics_from_ranks
     from cube.pages.decision import decision_markdown
 
-    extra = lta.diagnosis_sentences(
+    extra = assessment.diagnosis_sentences(
         "s",
         {
             "retrieval": metrics_from_ranks([1, 2, 0], 4),
@@ -165,7 +165,7 @@ def test_decision_page_lists_the_top_three_patterns_and_the_curve(classified):
     assert len(listed) == 3 and "top failure patterns" in md
     # the patterns' remedies are in the one ordered list of suggestions, not beside each pattern
     assert "consider:" not in md and "1. y" in md
-    assert lta.diagnosis_sentences("s", {}) == {}
+    assert assessment.diagnosis_sentences("s", {}) == {}
 
 
 GOLD_ZH = (

@@ -145,8 +145,8 @@ def test_a_mis_mapped_knowledge_base_is_flagged_in_results_and_on_the_decision(e
     import warnings
 
     from cube.config.sections import AnalysisParams
+    from cube.diagnose.assessment import assess
     from cube.diagnose.decision_record import DecisionInputs
-    from cube.diagnose.lta import assess
     from cube.kb.corpus import build_corpus, corpus_structure
     from cube.method.evaluation import evaluate
     from tests.factories import make_tables

@@ -10,7 +10,7 @@ import pytest
 
 from cube.config.params import parse_params
 from cube.config.sections import AnalysisParams
-from cube.diagnose import lta, verdict
+from cube.diagnose import assessment, verdict
 from cube.method import evaluation as E
 from cube.method.compare import compare_all, compare_pair, holm, mde
 from cube.pages.decision import decision_markdown
@@ -34,7 +34,7 @@ def _assess(res, **analysis):
             "analysis": analysis,
         }
     )
-    return lta.assess({"sys": res}, params)
+    return assessment.assess({"sys": res}, params)
 
 
 def _set_interval(res, lo, hi):

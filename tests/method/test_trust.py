@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from cube.config.params import parse_params
 from cube.config.sections import AnalysisParams
-from cube.diagnose import lta
+from cube.diagnose import assessment
 from cube.method import analysis as A
 from cube.method import evaluation as E
 from cube.method import normalise as N
@@ -307,7 +307,7 @@ def test_gate_failure_rate_counts_call_and_parse_not_skipped():
 
 # ------------------------------------------------------------------------------ withheld
 def _assess(res, **analysis):
-    return lta.assess({"sys": res}, _params(**analysis))
+    return assessment.assess({"sys": res}, _params(**analysis))
 
 
 def test_the_verdict_is_withheld_when_the_interval_is_wider_than_the_limit():

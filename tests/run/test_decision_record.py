@@ -144,7 +144,7 @@ def test_an_eight_question_runs_width_is_blamed_on_its_questions_with_how_many_w
 
     from cube.config.params import parse_params
     from cube.config.sections import AnalysisParams
-    from cube.diagnose.lta import assess
+    from cube.diagnose.assessment import assess
     from cube.method.compare import questions_needed
     from cube.method.evaluation import evaluate
     from tests.factories import make_tables

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from cube.diagnose.lta import assess, human_sentence
+from cube.diagnose.assessment import assess, human_sentence
 from cube.diagnose.verdict import verdict
 from cube.run import human, pipeline
 from cube.run.notebook import open_run

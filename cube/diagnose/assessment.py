@@ -1,4 +1,5 @@
-"""The Lightweight Targeted Assessment (paper 5.5): one number, a verdict, and what to do next.
+"""How the decision is made: the paper's Lightweight Targeted Assessment (5.5), one number, a
+verdict and what to do next. (This module was `cube.diagnose.lta`.)
 
 `assess` turns the CuBE results of a run into the decision
 (`cube.diagnose.decision_record.Decision`, a typed record) for non-technical readers: the jury's
@@ -7,6 +8,11 @@ thresholds in params (`cube.diagnose.verdict`, one function per withholding rule
 dimensions, and suggestions derived from the numbers (`cube.diagnose.suggest`: never from a fixed
 list, each one names the figure behind it).
 `human_sentence` says the human-calibrated line that notebook 07 records beside the decision.
+
+The decision's other homes, one role each: `cube.diagnose.decision_record` (what it is, and its
+JSON), `cube.diagnose.verdict` (the verdict's rules), `cube.diagnose.suggest` (what to do next),
+`cube.run.decide` (stage 06: the run folder's inputs in, `results.json` out) and
+`cube.pages.decision` (the page's text).
 """
 
 from __future__ import annotations
@@ -270,7 +276,7 @@ def assess(
             tips,
             inputs.diagnosis.get("failure_patterns"),
         ),
-        retrieval_quality=_json_safe(inputs.retrieval),
+        retrieval_quality=inputs.retrieval,
         weighted_label="Answer quality when retrieved",
         judges=[str(j) for j in result.cube_table.index],
         systems=[
@@ -290,15 +296,6 @@ def assess(
         self_preference=inputs.self_preference,
         injection=inputs.injection,
     )
-
-
-def _json_safe(value: Any) -> Any:
-    """NaN as null, so `results.json` stays strict JSON."""
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, float) and not np.isfinite(value):
-        return None
-    return value
 
 
 def diagnosis_sentences(system: str, diagnosis: dict[str, Any]) -> dict[str, Any]:
@@ -325,32 +322,3 @@ def diagnosis_sentences(system: str, diagnosis: dict[str, Any]) -> dict[str, Any
         out["top_n_sweep"] = diagnosis["top_n_sweep"]
         out["sweep_sentence"] = diagnosis["top_n_sweep"]["sentence"]
     return out
-
-
-def correlation_reading(result: CubeResult) -> str:
-    """The paper's 5.3 reading, stated from this run's data whatever it shows."""
-    ca, cr = result.correlations_all, result.correlations_retrieved
-    r_all, r_ret = ca["r"].mean(), cr["r"].mean()
-    if not (np.isfinite(r_all) and np.isfinite(r_ret)):
-        return (
-            "The correlation with rank is undefined for this run (a constant score or rank, or too "
-            "few questions), so the paper's reading cannot be checked here."
-        )
-    per_judge = ca.groupby("judge")["r"].mean() - cr.groupby("judge")["r"].mean()
-    dropped = int((per_judge > 0.1).sum())
-    text = (
-        f"Mean Pearson r between rank_score and the dimension scores: {r_all:.2f} over all "
-        f"{result.n_questions} questions, {r_ret:.2f} over the {result.n_retrieved} retrieved "
-        f"ones; the correlation falls by more than 0.1 for {dropped} of {len(per_judge)} judges. "
-    )
-    if r_ret < r_all - 0.1:
-        text += (
-            "As in the paper, the correlation collapses once the gold document is retrieved: "
-            "whether the document is found matters far more than its position in the top N."
-        )
-    else:
-        text += (
-            "Unlike the paper, the correlation does not collapse on retrieved questions: in this "
-            "run the rank of the gold document still matters once it is retrieved."
-        )
-    return text
