@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -328,33 +329,43 @@ def _plain(text: str) -> str:
 def field_stated(field: str, value: str, answer: str, match_from: float = 80.0) -> bool:
     """True when `answer` says what `value` (the gold's `field`) means; the rules are in the module
     doc (pattern field_missing). A missing or placeholder value has nothing to miss (True)."""
-    from rapidfuzz import fuzz
-
-    if is_missing(value):
-        return True
-    if says_only_value(
-        answer, field, value
-    ):  # the value itself, maybe after the field's label ("是否收费：否")
+    if is_missing(value) or says_only_value(answer, field, value):
+        # nothing to miss, or the value itself, maybe after the field's label ("是否收费：否")
         return True
     flag = yes_no(value) if field in YES_NO_FIELDS else None
     if flag is not None:  # a yes/no or free/charged value: compare the sense
-        if says_only_value(
-            answer, field, "否" if flag else "是"
-        ):  # the other flag after a label ("是否收费：是")
-            return False
-        says_no = bool(_SAYS_NO[field].search(answer))
-        says_yes = bool(_SAYS_YES[field].search(_SAYS_NO[field].sub(" ", answer)))
-        return says_no if flag is False else (says_yes and not says_no)
+        return _flag_stated(field, flag, answer)
+    by_numbers = _numbers_stated(value, answer)
+    return by_numbers if by_numbers is not None else _text_stated(value, answer, match_from)
+
+
+def _flag_stated(field: str, flag: bool, answer: str) -> bool:
+    """A yes/no or free/charged value: the answer says its sense (a saying of "no" read first)."""
+    if says_only_value(answer, field, "否" if flag else "是"):  # the other flag after a label
+        return False
+    says_no = bool(_SAYS_NO[field].search(answer))
+    says_yes = bool(_SAYS_YES[field].search(_SAYS_NO[field].sub(" ", answer)))
+    return says_no if flag is False else (says_yes and not says_no)
+
+
+def _numbers_stated(value: str, answer: str) -> bool | None:
+    """A value with numbers (fee, time limit): False when one of its numbers, said in any form, is
+    not in the answer; True when all are and the numbers are the value ("10个工作日"); None when
+    the value has no numbers, or more than its numbers (its text decides, `_text_stated`)."""
     wanted = claimed_numbers(value)
-    if (
-        wanted
-    ):  # a value with numbers (fee, time limit): its numbers, said in any form, must be there
-        if not wanted <= _numbers(answer.translate(_WIDE)):
-            return False
-        if (
-            len(_plain(_NUM.sub("", value.translate(_WIDE)))) <= 8
-        ):  # the numbers are the value ("10个工作日")
-            return True
+    if not wanted:
+        return None
+    if not wanted <= _numbers(answer.translate(_WIDE)):
+        return False
+    return True if len(_plain(_NUM.sub("", value.translate(_WIDE)))) <= 8 else None
+
+
+def _text_stated(value: str, answer: str, match_from: float) -> bool:
+    """At least 80 % of the value's segments (split at its commas and stops) partly match the
+    answer at `match_from` or more (rapidfuzz's partial ratio, without numbering and
+    punctuation)."""
+    from rapidfuzz import fuzz
+
     plain_answer = _plain(answer)
     segments = [p for p in (_plain(s) for s in _SEGMENT.split(value)) if len(p) >= 2] or [
         _plain(value)
@@ -385,45 +396,89 @@ def evidence(
     the asked field's key (its `field_value` in the gold document is judged by `field_stated`)."""
     answer = "" if _blank(row.get("answer")) else str(row["answer"])
     rank = int(row.get("rank", 0) or 0)
-    found: list[str] = []
-    if not answer.strip() or not _blank(row.get("error")):
-        found.append("empty")
-    if str(row.get("finish_reason") or "") == "length":
-        found.append("truncated")
-    if confusion:
-        found.append("wrong_near_duplicate")
-    if rank == 0:
-        found.append("retrieval_miss")
-    if rank > 0 and answer and is_refusal(answer):
-        found.append("refusal_despite_gold")
-    if rank >= params.low_rank_from:
-        found.append("low_rank")
-    if (
-        answer
-        and gold_text
-        and number_mismatch(answer, gold_text, str(row.get("question", "") or ""))
-    ):
-        found.append(
-            "number_mismatch"
-        )  # a wrong number is the more specific cause than a missing field
-    if (
-        rank > 0
-        and answer
-        and field
-        and "refusal_despite_gold" not in found
-        and not field_stated(field, field_value, answer, params.field_match_below)
-    ):
-        found.append("field_missing")
-    if answer and gold_text:
-        if (
-            not is_refusal(answer)
-            and 1 - _supported_share(answer, gold_text) > params.unsupported_share_above
-        ):
-            found.append("unsupported")
+    said = _AnswerSaid(answer, gold_text, str(row.get("question", "") or ""), rank)
+    return [
+        *_delivery_patterns(row, answer),
+        *_retrieval_patterns(rank, answer, confusion, params),
+        *_content_patterns(said, params, field, field_value),
+        *_judge_patterns(row, params),
+    ]
+
+
+@dataclass(frozen=True)
+class _AnswerSaid:
+    """What the content patterns read of one answer: its text, the gold document's, the question
+    and the gold's rank (0: not retrieved)."""
+
+    answer: str
+    gold_text: str
+    question: str
+    rank: int
+
+
+def _delivery_patterns(row: pd.Series, answer: str) -> list[str]:
+    """`empty` (no answer text, or the call failed) and `truncated` (cut at the length limit)."""
+    checks = (
+        ("empty", not answer.strip() or not _blank(row.get("error"))),
+        ("truncated", str(row.get("finish_reason") or "") == "length"),
+    )
+    return [name for name, holds in checks if holds]
+
+
+def _retrieval_patterns(rank: int, answer: str, confusion: str, params: Any) -> list[str]:
+    """`wrong_near_duplicate`, `retrieval_miss`, `refusal_despite_gold` and `low_rank`."""
+    checks = (
+        ("wrong_near_duplicate", bool(confusion)),
+        ("retrieval_miss", rank == 0),
+        ("refusal_despite_gold", rank > 0 and bool(answer) and is_refusal(answer)),
+        ("low_rank", rank >= params.low_rank_from),
+    )
+    return [name for name, holds in checks if holds]
+
+
+def _content_patterns(said: _AnswerSaid, params: Any, field: str, field_value: str) -> list[str]:
+    """`number_mismatch` (the more specific cause than a missing field), `field_missing` and
+    `unsupported`: what an answer says against the gold document."""
+    if not said.answer:
+        return []
+    checks = (
+        ("number_mismatch", _number_mismatch(said)),
+        ("field_missing", _field_missing(said, params, field, field_value)),
+        ("unsupported", _unsupported(said, params)),
+    )
+    return [name for name, holds in checks if holds]
+
+
+def _number_mismatch(said: _AnswerSaid) -> bool:
+    return bool(said.gold_text) and bool(
+        number_mismatch(said.answer, said.gold_text, said.question)
+    )
+
+
+def _field_missing(said: _AnswerSaid, params: Any, field: str, field_value: str) -> bool:
+    """The asked field's value not said, the gold retrieved (a refusal is its own pattern)."""
+    return (
+        said.rank > 0
+        and bool(field)
+        and not is_refusal(said.answer)
+        and not field_stated(field, field_value, said.answer, params.field_match_below)
+    )
+
+
+def _unsupported(said: _AnswerSaid, params: Any) -> bool:
+    """More than `unsupported_share_above` of the answer's clauses not in the gold document (a
+    refusal states nothing to support)."""
+    if not said.gold_text or is_refusal(said.answer):
+        return False
+    return 1 - _supported_share(said.answer, said.gold_text) > params.unsupported_share_above
+
+
+def _judge_patterns(row: pd.Series, params: Any) -> list[str]:
+    """`judge_disagreement`: the judges' spread on the answer above `judge_disagreement_above`."""
     spread = row.get("spread")
     if spread is not None and np.isfinite(spread) and spread > params.judge_disagreement_above:
-        found.append("judge_disagreement")
-    return found
+        return ["judge_disagreement"]
+    return []
 
 
 def classify(

@@ -223,9 +223,9 @@ def test_a_kept_judge_with_noise_weights_leaves_the_jury_cube_undefined_and_unpr
     system = str(answers["system"].iloc[0])
     out = assess({system: r}, _params(judges, system))
     assert (
-        out["cube_score"] is None  # undefined: null in results.json, never NaN
-        and "CuBE score of" not in out["sentence"]
-        and "nan" not in out["sentence"]
+        out.cube_score is None  # undefined: null in results.json, never NaN
+        and "CuBE score of" not in out.sentence
+        and "nan" not in out.sentence
     )
 
 
