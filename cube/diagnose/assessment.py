@@ -87,6 +87,12 @@ def human_sentence(calibrated: dict[str, Any] | None) -> str:
             + "; ".join(flags or ["see notebook 07"])
             + ")."
         )
+    note = (" Note: " + "; ".join(flags) + ".") if flags else ""
+    return f"{counted}: {_human_cube(h)}.{note}"
+
+
+def _human_cube(h: dict[str, Any]) -> str:
+    """The defined human-calibrated CuBE with its interval, beside the judges' alone."""
     ci = (
         f" [{h['cube_lo']:.1f}, {h['cube_hi']:.1f}] ({h['confidence']:.0%} interval, bootstrap "
         "over the questions and their ratings)"
@@ -95,10 +101,9 @@ def human_sentence(calibrated: dict[str, Any] | None) -> str:
     )
     judge = h.get("judge_only_cube")
     beside = f"; the judges alone, on the same means: {judge:.1f}" if judge is not None else ""
-    note = (" Note: " + "; ".join(flags) + ".") if flags else ""
     return (
-        f"{counted}: CuBE {h['cube_score']:.1f}{ci}, the judges calibrated to the raters by "
-        f"prediction-powered inference{beside}.{note}"
+        f"CuBE {h['cube_score']:.1f}{ci}, the judges calibrated to the raters by "
+        f"prediction-powered inference{beside}"
     )
 
 
@@ -121,17 +126,6 @@ def _system_figures(
 ) -> SystemFigures:
     cube = 0.0 if nothing_retrieved(result) else result.jury_cube()
     lo, hi = result.interval("jury", "cube_score")
-    reasons, failed = withheld_reasons(result, params, unmeasured or [])
-    # within the tolerance, a value just outside [0, 100] is read at the nearest bound for the
-    # verdict
-    shown = float(np.clip(cube, 0, 100)) if np.isfinite(cube) else cube
-    thresholds = params.analysis.verdict_thresholds
-    name = "withheld" if reasons else verdict(shown, thresholds)
-    provisional = "" if reasons else provisional_reason(result, params)
-    bands = [] if reasons or nothing_retrieved(result) else verdict_bands(lo, hi, thresholds)
-    label = " to ".join(bands) if len(bands) > 1 else name
-    if provisional:
-        label += " (provisional)"
     return SystemFigures(
         system=str(result.system),
         cube_score=cube,
@@ -139,64 +133,68 @@ def _system_figures(
         recall_at_k=result.recall_at_k,
         top_n=top_n,
         weighted_score=float(result.jury.at["mean", "weighted_score"]),
-        verdict=name,
-        verdict_label=label,
-        verdict_bands=bands or [name],
-        provisional=bool(provisional),
-        provisional_reason=provisional,
+        **_verdict_fields(result, params, cube, unmeasured or []),
         retriever_note=retriever_note(result, top_n),
-        withheld_reasons=reasons,
-        judging_failed=bool(failed and not result.jury_judges),
-        n_judges=len(result.jury_judges),
-        judges_used=[str(j) for j in result.jury_judges],
-        judges_not_validated=[str(j) for j in not_validated_judges(result)],
-        judges_excluded={str(j): str(r) for j, r in result.excluded_judges.items()},
-        judge_evidence={str(j): str(e) for j, e in result.cube_table["gate_evidence"].items()}
-        if "gate_evidence" in result.cube_table
-        else {},
+        **_jury_fields(result),
         n_questions=result.n_questions,
     )
+
+
+def _verdict_fields(
+    result: CubeResult, params: Params, cube: float, unmeasured: list[str]
+) -> dict[str, Any]:
+    """The verdict (or why it is withheld), its label, the bands its interval touches and whether
+    it is provisional; `judging_failed` when no judge has usable scores."""
+    reasons, failed = withheld_reasons(result, params, unmeasured)
+    # within the tolerance, a value just outside [0, 100] is read at the nearest bound for the
+    # verdict
+    shown = float(np.clip(cube, 0, 100)) if np.isfinite(cube) else cube
+    thresholds = params.analysis.verdict_thresholds
+    name = "withheld" if reasons else verdict(shown, thresholds)
+    provisional = "" if reasons else provisional_reason(result, params)
+    lo, hi = result.interval("jury", "cube_score")
+    bands = [] if reasons or nothing_retrieved(result) else verdict_bands(lo, hi, thresholds)
+    label = " to ".join(bands) if len(bands) > 1 else name
+    return {
+        "verdict": name,
+        "verdict_label": label + (" (provisional)" if provisional else ""),
+        "verdict_bands": bands or [name],
+        "provisional": bool(provisional),
+        "provisional_reason": provisional,
+        "withheld_reasons": reasons,
+        "judging_failed": bool(failed and not result.jury_judges),
+    }
+
+
+def _jury_fields(result: CubeResult) -> dict[str, Any]:
+    """The jury, its members no test could validate, the judges the gate excluded (with why) and
+    what the gate read of each judge."""
+    table = result.cube_table
+    evidence = table["gate_evidence"].items() if "gate_evidence" in table else ()
+    return {
+        "n_judges": len(result.jury_judges),
+        "judges_used": [str(j) for j in result.jury_judges],
+        "judges_not_validated": [str(j) for j in not_validated_judges(result)],
+        "judges_excluded": {str(j): str(r) for j, r in result.excluded_judges.items()},
+        "judge_evidence": {str(j): str(e) for j, e in evidence},
+    }
 
 
 def _sentence(head: SystemFigures, result: CubeResult, params: Params, top_n: int) -> str:
     """The decision's one sentence: the verdict (or why it is withheld), the score with its
     interval, R@k and W, whether it is provisional and which verdicts the interval spans."""
-    dims = [c for c in result.cube_table.columns if c in set(result.weights["dimension"])]
-    ci = head.cube_ci
-    ci_text = f" ({params.analysis.confidence:.0%} interval {ci[0]:.1f}-{ci[1]:.1f})" if ci else ""
-    jury_text = f"{head.n_judges} of {len(result.cube_table)} judges"
-    primary = head.system
-    if head.verdict == "withheld":
-        sentence = (
-            f"{primary}: verdict withheld ({'; '.join(head.withheld_reasons)}). "
-            + (
-                f"The jury of {jury_text} gives a CuBE score of {head.cube_score:.1f}{ci_text}, "
-                "which is not a reliable basis for a decision. "
-                if _defined(head.cube_score)
-                else ""
-            )
-            + (
-                f"Retrieval found the gold document for {result.recall_at_k:.1%} of questions "
-                f"(R@{top_n})."
-                if _defined(result.recall_at_k)
-                else f"R@{top_n} is undefined: the retrieval was not measured."
-            )
-        )
-    elif head.retriever_note:
-        sentence = f"{primary}: CuBE 0.0, {head.verdict}: {head.retriever_note}."
-    else:
-        sentence = (
-            f"{primary} achieved a CuBE score of {head.cube_score:.1f}{ci_text} across "
-            f"{', '.join(dims)} (jury of {jury_text}): "
-            f"{head.verdict_label}{_clip_note(head, params)}. Retrieval found the gold document "
-            f"for {result.recall_at_k:.1%} of questions (R@{top_n}), and on those the answers "
-            f"reach {head.weighted_score:.1f} of 100 on the scale from the no-document bound "
-            "(0) to the gold-document bound (100)."
-        )
-    if head.provisional:
-        sentence += f" The verdict is provisional: {head.provisional_reason}."
     from cube.method.design import design_note  # the families' design effect (issue 30)
 
+    ci = head.cube_ci
+    ci_text = f" ({params.analysis.confidence:.0%} interval {ci[0]:.1f}-{ci[1]:.1f})" if ci else ""
+    if head.verdict == "withheld":
+        sentence = _withheld_sentence(head, result, ci_text, top_n)
+    elif head.retriever_note:
+        sentence = f"{head.system}: CuBE 0.0, {head.verdict}: {head.retriever_note}."
+    else:
+        sentence = _verdict_sentence(head, result, params, ci_text, top_n)
+    if head.provisional:
+        sentence += f" The verdict is provisional: {head.provisional_reason}."
     families = design_note(getattr(result, "design", {}))
     sentence += f" {families}" if families else ""
     if len(head.verdict_bands) > 1:
@@ -206,6 +204,44 @@ def _sentence(head: SystemFigures, result: CubeResult, params: Params, top_n: in
             f'"{" to ".join(head.verdict_bands)}".'
         )
     return sentence
+
+
+def _jury_text(head: SystemFigures, result: CubeResult) -> str:
+    return f"{head.n_judges} of {len(result.cube_table)} judges"
+
+
+def _withheld_sentence(head: SystemFigures, result: CubeResult, ci_text: str, top_n: int) -> str:
+    """Why the verdict is withheld, the jury's score said to be no basis, and R@k."""
+    return (
+        f"{head.system}: verdict withheld ({'; '.join(head.withheld_reasons)}). "
+        + (
+            f"The jury of {_jury_text(head, result)} gives a CuBE score of "
+            f"{head.cube_score:.1f}{ci_text}, which is not a reliable basis for a decision. "
+            if _defined(head.cube_score)
+            else ""
+        )
+        + (
+            f"Retrieval found the gold document for {result.recall_at_k:.1%} of questions "
+            f"(R@{top_n})."
+            if _defined(result.recall_at_k)
+            else f"R@{top_n} is undefined: the retrieval was not measured."
+        )
+    )
+
+
+def _verdict_sentence(
+    head: SystemFigures, result: CubeResult, params: Params, ci_text: str, top_n: int
+) -> str:
+    """The score with its interval across the dimensions, the verdict, R@k and W."""
+    dims = [c for c in result.cube_table.columns if c in set(result.weights["dimension"])]
+    return (
+        f"{head.system} achieved a CuBE score of {head.cube_score:.1f}{ci_text} across "
+        f"{', '.join(dims)} (jury of {_jury_text(head, result)}): "
+        f"{head.verdict_label}{_clip_note(head, params)}. Retrieval found the gold document "
+        f"for {result.recall_at_k:.1%} of questions (R@{top_n}), and on those the answers "
+        f"reach {head.weighted_score:.1f} of 100 on the scale from the no-document bound "
+        "(0) to the gold-document bound (100)."
+    )
 
 
 def _caveats(inputs: DecisionInputs) -> str:

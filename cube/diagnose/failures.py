@@ -257,30 +257,39 @@ def claimed_numbers(answer: str, question: str = "") -> set[float]:
 def strip_list_numbering(text: str) -> str:
     """`text` with its list numbering blanked (see `_CANDIDATES`): what remains are
     claimed numbers."""
-    found = []  # (start, end, item number, kind, item text follows)
-    for m in _CANDIDATES.finditer(text):
-        kind = str(m.lastgroup)
-        text_follows = not _NOT_ITEM_TEXT.match(text, m.end())
-        if kind == "par":
-            before = text[m.start() - 1] if m.start() else "\n"
-            text_follows = text_follows and (
-                before.isspace() or before in _SEPARATORS or before in ">*-•"
-            )
-        found.append((m.start(), m.end(), int(m.group(kind)), kind, text_follows))
+    found = [_candidate(text, m) for m in _CANDIDATES.finditer(text)]
     keep = list(text)
     for i, (start, end, n, kind, text_follows) in enumerate(found):
         in_run = any(f[2] == n - 1 for f in found[:i]) or any(f[2] == n + 1 for f in found[i + 1 :])
-        if kind == "square":
-            numbering = not _UNIT.match(text, end)
-        elif kind == "blank":
-            numbering = in_run
-        elif kind == "sepdot":
-            numbering = text_follows and in_run
-        else:
-            numbering = text_follows or in_run
-        if numbering:
+        if _is_numbering(text, end, kind, text_follows, in_run):
             keep[start:end] = " " * (end - start)
     return _ALWAYS_MARKERS.sub(" ", "".join(keep))
+
+
+def _candidate(text: str, m: re.Match[str]) -> tuple[int, int, int, str, bool]:
+    """A possible list number: (start, end, item number, kind, item text follows); a number in
+    parentheses is an item only after a blank, a separator or a list mark."""
+    kind = str(m.lastgroup)
+    text_follows = not _NOT_ITEM_TEXT.match(text, m.end())
+    if kind == "par":
+        before = text[m.start() - 1] if m.start() else "\n"
+        text_follows = text_follows and (
+            before.isspace() or before in _SEPARATORS or before in ">*-•"
+        )
+    return (m.start(), m.end(), int(m.group(kind)), kind, text_follows)
+
+
+def _is_numbering(text: str, end: int, kind: str, text_follows: bool, in_run: bool) -> bool:
+    """Whether a candidate is list numbering: a square-bracketed number unless a unit follows, a
+    bare number in a run of consecutive ones, a number with a separating dot when item text follows
+    and it is in a run, any other kind when item text follows or it is in a run."""
+    if kind == "square":
+        return not _UNIT.match(text, end)
+    if kind == "blank":
+        return in_run
+    if kind == "sepdot":
+        return text_follows and in_run
+    return text_follows or in_run
 
 
 def number_mismatch(answer: str, gold: str, question: str = "") -> set[float]:
@@ -481,6 +490,46 @@ def _judge_patterns(row: pd.Series, params: Any) -> list[str]:
     return []
 
 
+def _with_question(rag: pd.DataFrame, questions: pd.DataFrame) -> pd.DataFrame:
+    """The question's text, asked field and style beside each answer ("" or a placeholder when
+    the questions table has no such column)."""
+    q = questions.set_index("question_id")
+    rag["question"] = rag["question_id"].map(q["question"]) if "question" in q else ""
+    rag["asked_field"] = (
+        rag["question_id"].map(q["asked_field"]).fillna("") if "asked_field" in q else ""
+    )
+    rag["style"] = (
+        rag["question_id"].map(q["style"]).fillna("").replace("", "(llm or file)")
+        if "style" in q
+        else "(none)"
+    )
+    return rag
+
+
+def _gold_texts(rag: pd.DataFrame, corpus: pd.DataFrame) -> pd.Series:
+    """The gold document's department beside each answer (set on `rag`, "(none)" when unknown),
+    and its text (returned, "" when unknown); `corpus` indexed by doc_id as text."""
+    gold = rag["doc_id"].astype(str)
+    rag["department"] = (
+        gold.map(corpus["department"]).fillna("").replace("", "(none)")
+        if "department" in corpus
+        else "(none)"
+    )
+    if "text" not in corpus:
+        return pd.Series("", index=rag.index)
+    return gold.map(corpus["text"]).fillna("")
+
+
+def _low_answer_patterns(
+    row: pd.Series, corpus: pd.DataFrame, gold_text: str, confusion: str, params: Any
+) -> list[str]:
+    """`evidence` of a low answer, with the asked field's value in its gold document (`corpus`
+    indexed by doc_id as text; "" when the field or the document is unknown)."""
+    field, doc = row["asked_field"], str(row["doc_id"])
+    value = str(corpus.at[doc, field]) if field and field in corpus and doc in corpus.index else ""
+    return evidence(row, gold_text, "" if _blank(value) else value, confusion, params, field)
+
+
 def classify(
     answers: pd.DataFrame,
     scores: pd.DataFrame,
@@ -503,45 +552,20 @@ def classify(
     if "retrieval_ok" in rag:
         rag = rag[known_retrieval(rag)]
     rag = rag.merge(jury_scores(scores, system, judges), on="question_id", how="left")
-    q = questions.set_index("question_id")
-    rag["question"] = rag["question_id"].map(q["question"]) if "question" in q else ""
-    rag["asked_field"] = (
-        rag["question_id"].map(q["asked_field"]).fillna("") if "asked_field" in q else ""
-    )
-    rag["style"] = (
-        rag["question_id"].map(q["style"]).fillna("").replace("", "(llm or file)")
-        if "style" in q
-        else "(none)"
-    )
+    rag = _with_question(rag, questions)
     c = corpus.set_index(corpus["doc_id"].astype(str))
-    gold = rag["doc_id"].astype(str)
-    rag["department"] = (
-        gold.map(c["department"]).fillna("").replace("", "(none)")
-        if "department" in c
-        else "(none)"
-    )
-    texts = gold.map(c["text"]).fillna("") if "text" in c else pd.Series("", index=rag.index)
+    texts = _gold_texts(rag, c)
     causes = confusion_causes(rag, corpus)["cause"].tolist()
     rag["low"] = rag["score"] < p.low_score_below
-    patterns, primary = [], []
-    for i, (_, row) in enumerate(rag.iterrows()):
-        if not row["low"]:
-            patterns.append([])
-            primary.append("")
-            continue
-        field = row["asked_field"]
-        value = (
-            str(c.at[str(row["doc_id"]), field])
-            if field and field in c and str(row["doc_id"]) in c.index
-            else ""
-        )
-        found = evidence(
-            row, str(texts.iloc[i]), "" if _blank(value) else value, causes[i], p, field
-        )
-        patterns.append(found)
-        primary.append(found[0] if found else UNEXPLAINED)
+    patterns = [
+        _low_answer_patterns(row, c, str(texts.iloc[i]), causes[i], p) if row["low"] else []
+        for i, (_, row) in enumerate(rag.iterrows())
+    ]
     rag["patterns"] = patterns
-    rag["primary"] = primary
+    rag["primary"] = [
+        (found[0] if found else UNEXPLAINED) if low else ""
+        for found, low in zip(patterns, rag["low"], strict=True)
+    ]
     keep = [
         "question_id",
         "doc_id",

@@ -222,6 +222,30 @@ def retrieval_icc(ranks: pd.DataFrame, top_n: int) -> float:
     return icc_oneway(hit, codes)
 
 
+def _group_row(
+    g: pd.DataFrame, n_top: int, k: int | None, interval: tuple[float | None, float]
+) -> dict[str, Any]:
+    """One group's row of `by_group`: questions, R@1 (R@k), R@N with its Wilson interval, MRR,
+    nDCG@N. `interval`: the families' intraclass correlation (None: questions independent) and
+    the confidence."""
+    rho, confidence = interval
+    m = metrics_from_ranks(g["rank"], n_top, (1, k or 1))
+    hit = ((g["rank"] > 0) & (g["rank"] <= n_top)).to_numpy()
+    fam = g["family"].fillna("").astype(str).to_numpy() if rho is not None else None
+    lo, hi = family_wilson(hit, fam, float("nan") if rho is None else rho, confidence)
+    return {
+        "questions": len(g),
+        "R@1": m["r_at_k"][1],
+        **({f"R@{k}": m["r_at_k"][k]} if k and k < n_top else {}),
+        "R@N": m["hit_rate"],
+        "R@N_lo": lo,
+        "R@N_hi": hi,
+        "MRR": m["mrr"],
+        "nDCG@N": m["ndcg_at_k"][n_top],
+        "top_n": n_top,
+    }
+
+
 def by_group(
     answers: pd.DataFrame,
     groups: pd.DataFrame,
@@ -242,27 +266,11 @@ def by_group(
         ranks = retrieval_outcomes(a, n_top).ranks.merge(groups[keep], on="question_id", how="left")
         ranks[by] = ranks[by].fillna("(unknown)")
         families = cluster == "family" and "family" in ranks
-        rho = retrieval_icc(ranks, n_top) if families else float("nan")
-        for value, g in ranks.groupby(by, sort=True):
-            m = metrics_from_ranks(g["rank"], n_top, (1, k or 1))
-            hit = ((g["rank"] > 0) & (g["rank"] <= n_top)).to_numpy()
-            fam = g["family"].fillna("").astype(str).to_numpy() if families else None
-            lo, hi = family_wilson(hit, fam, rho, confidence)
-            rows.append(
-                {
-                    "system": system,
-                    by: value,
-                    "questions": len(g),
-                    "R@1": m["r_at_k"][1],
-                    **({f"R@{k}": m["r_at_k"][k]} if k and k < n_top else {}),
-                    "R@N": m["hit_rate"],
-                    "R@N_lo": lo,
-                    "R@N_hi": hi,
-                    "MRR": m["mrr"],
-                    "nDCG@N": m["ndcg_at_k"][n_top],
-                    "top_n": n_top,
-                }
-            )
+        fam_rho = retrieval_icc(ranks, n_top) if families else None
+        rows += [
+            {"system": system, by: value, **_group_row(g, n_top, k, (fam_rho, confidence))}
+            for value, g in ranks.groupby(by, sort=True)
+        ]
     out = pd.DataFrame(rows)
     return (
         out.sort_values(

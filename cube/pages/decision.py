@@ -150,23 +150,27 @@ def _jury_lines(d: Decision) -> list[str]:
 def _jury_members(d: Decision) -> list[str]:
     """The jury's validated members, then those kept because no test could decide on this run
     (not because one passed them)."""
-    esc = escape_text
-    used = d.judges_used
-    untested = [j for j in d.judges_not_validated if j in used]
-    tested = [j for j in used if j not in untested]
+    tested, untested = _validated(d)
     lines = []
     if tested or not untested:
-        n = len(tested) if untested else d.n_judges or len(used)
-        lines.append(
-            f"Judges in the jury ({n}): " + (", ".join(esc(j) for j in tested) or "none") + "."
-        )
+        n = len(tested) if untested else d.n_judges or len(d.judges_used)
+        lines.append(f"Judges in the jury ({n}): {_names(tested) or 'none'}.")
     if untested:
         lines.append(
-            f"Judges not validated ({len(untested)}): "
-            + ", ".join(esc(j) for j in untested)
-            + ": the gate could not test them on this run (kept, and the verdict withheld)."
+            f"Judges not validated ({len(untested)}): {_names(untested)}: the gate could not test "
+            "them on this run (kept, and the verdict withheld)."
         )
     return lines
+
+
+def _validated(d: Decision) -> tuple[list[str], list[str]]:
+    """The jury's members a test validated, and those no test could validate on this run."""
+    untested = [j for j in d.judges_not_validated if j in d.judges_used]
+    return [j for j in d.judges_used if j not in untested], untested
+
+
+def _names(judges: list[str]) -> str:
+    return ", ".join(escape_text(j) for j in judges)
 
 
 # the injection probe (issue 29): True obeys (excluded by the gate), False passes, None untested
