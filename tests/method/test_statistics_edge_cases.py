@@ -80,9 +80,7 @@ def test_questions_whose_retrieval_could_not_be_told_are_not_called_failed_calls
     out = _assess(res)
     assert not any("calls to the system under test failed" in r for r in out.withheld_reasons)
     out = _assess(res, max_system_failure_rate=0.05)  # 20 of 200 failed: 10 %, over 5 %
-    assert any(
-        "20 of 200 calls to the system under test failed" in r for r in out.withheld_reasons
-    )
+    assert any("20 of 200 calls to the system under test failed" in r for r in out.withheld_reasons)
 
 
 # --------------------------------------------------------------------- no interval: provisional

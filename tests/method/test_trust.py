@@ -329,9 +329,7 @@ def test_no_verdict_outside_the_bounds_beyond_tolerance_and_none_without_gated_j
     res = _eval(answers, scores, AnalysisParams(bootstrap=100))
     res.jury.loc["mean", "cube_score"] = 112.0
     out = _assess(res)
-    assert out.verdict == "withheld" and any(
-        "leaves [0, 100]" in r for r in out.withheld_reasons
-    )
+    assert out.verdict == "withheld" and any("leaves [0, 100]" in r for r in out.withheld_reasons)
     res.jury.loc["mean", "cube_score"] = 103.0  # within the 5-point tolerance: read as 100
     res.bootstrap.loc[
         (res.bootstrap.judge == "jury") & (res.bootstrap.metric == "cube_score"), ["lo", "hi"]

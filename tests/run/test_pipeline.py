@@ -79,8 +79,7 @@ def test_decision_with_undefined_dimensions_is_withheld_not_a_crash(run):
 def test_decision_names_offline_bounds_and_subset_wording(run):
     out = pipeline.decision(run, pipeline.evaluate_run(run))
     assert (
-        "offline extractive algorithm" in out.synthetic_data
-        and "SYNTHETIC" in out.synthetic_data
+        "offline extractive algorithm" in out.synthetic_data and "SYNTHETIC" in out.synthetic_data
     )
     assert (
         "on those the answers" in out.sentence
