@@ -4,9 +4,10 @@ Public face (`__all__`): the modules below, imported as `from cube.diagnose impo
 
 Modules: `retrieval` (R@k, MRR, nDCG, the R@k curve, Wilson intervals, the rank-correlation
 reading), `near_duplicates` (the top-1 document a sibling of the gold one), `refusal` (the refusal
-detector and refusal report), `failures` (failure patterns of low answers), `categories` and
-`refusal_categories` (figures by department and style), `regressions` (per-question changes between
-two sides), `topn_sweep` (the TOP-N hypothesis).
+detector and refusal report), `failures` (failure patterns of low answers) with `claims` (the
+numbers an answer claims and whether it says a field's value), `categories` and
+`refusal_categories` (figures by department and style), `regressions` (per-question changes
+between two sides), `topn_sweep` (the TOP-N hypothesis).
 
 The decision (the paper's Lightweight Targeted Assessment) lives in four modules here and two
 outside, each with one role: `decision_record` (what the decision is: the typed record
@@ -20,6 +21,7 @@ parts), `assessment` (how it is made: `assess` builds the record from the evalua
 __all__ = [
     "assessment",
     "categories",
+    "claims",
     "decision_parts",
     "decision_record",
     "failures",
