@@ -13,7 +13,7 @@ value, "not stated", or a clause or material of a list left out), 0 when it says
 describe the extractive answerer's phrasing, not an LLM's.
 
 - before: the former rule, rapidfuzz partial_ratio(value[:120], answer) < 60 (restated here);
-- after: `cube.diagnose.failures.field_stated` (yes/no and fee values by meaning, numbers with
+- after: `cube.diagnose.claims.field_stated` (yes/no and fee values by meaning, numbers with
   their units, text by segments) at the default `diagnostics.field_match_below`.
 
 Printed per source and overall: flags, false positives (flagged, labelled said) and their share
@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from cube.config.sections import DiagnosticsParams  # noqa: E402
-from cube.diagnose.failures import field_stated  # noqa: E402
+from cube.diagnose.claims import field_stated  # noqa: E402
 
 SAMPLE = ROOT / "tests" / "fixtures" / "field_missing_labelled.csv"
 HELD_OUT = ROOT / "tests" / "fixtures" / "field_missing_heldout.csv"

@@ -17,9 +17,10 @@ Printed per cell (share of runs, %): excluded (with the audit, the goals' figure
 only), kept with a cause to withhold the verdict that is not the judge's (`gate_withhold`: a run too
 small for the bounds test, or W undefined or outside the band because of the rank-correlation
 weights), and the verdict withheld for the whole panel of ten judges
-(`cube.diagnose.lta.withheld_reasons`). The Monte Carlo standard error of a share p over R runs is
-sqrt(p (1 - p) / R), at most 0.5 / sqrt(R) (0.079 at 40 runs); a goal cell's SE is printed from its
-own p with the Agresti-Coull estimate (never 0), and the cells that miss their goal are listed.
+(`cube.diagnose.verdict.withheld_reasons`). The Monte Carlo standard error of a share p over R
+runs is sqrt(p (1 - p) / R), at most 0.5 / sqrt(R) (0.079 at 40 runs); a goal cell's SE is
+printed from its own p with the Agresti-Coull estimate (never 0), and the cells that miss their
+goal are listed.
 
 Goals: a decent judge excluded in <= 5 % of runs from 40 questions up at every R@k (Qwen-like
 from 100 questions); every content-blind judge excluded in >= 95 % of runs from 40 questions up.
@@ -48,7 +49,7 @@ import pandas as pd  # noqa: E402
 from judge_sim import BLIND, DECENT, simulate, simulate_probes  # noqa: E402
 
 from cube.config.sections import AnalysisParams  # noqa: E402
-from cube.diagnose.lta import withheld_reasons  # noqa: E402
+from cube.diagnose.verdict import withheld_reasons  # noqa: E402
 from cube.method.audit import audit_summary, audit_verdict  # noqa: E402
 from cube.method.evaluation import evaluate  # noqa: E402
 

@@ -103,56 +103,70 @@ def category_report(
             "R@N": hits / len(g),
             "R@N_lo": lo,
             "R@N_hi": hi,
-            "W": np.nan,
-            "W_lo": np.nan,
-            "W_hi": np.nan,
-            "CuBE": np.nan,
-            "CuBE_lo": np.nan,
-            "CuBE_hi": np.nan,
-            "note": "",
+            **_category_scores(
+                a[a["question_id"].isin(ids)],
+                s[s["question_id"].isin(ids)],
+                ap,
+                top_n,
+                (len(g), min_questions),
+                judges=judges,
+                dimensions=dimensions,
+            ),
         }
-        if len(g) < min_questions:
-            row["note"] = (
-                f"W and CuBE not computed: {len(g)} question(s), fewer than {min_questions}"
-            )
-        else:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", CubeWarning)
-                r = evaluate(
-                    a[a["question_id"].isin(ids)],
-                    s[s["question_id"].isin(ids)],
-                    ap,
-                    top_n,
-                    judges=judges,
-                    dimensions=dimensions,
-                )
-            row.update({"W": float(r.jury.at["mean", "weighted_score"]), "CuBE": r.jury_cube()})
-            row["W_lo"], row["W_hi"] = r.interval("jury", "weighted_score")
-            row["CuBE_lo"], row["CuBE_hi"] = r.interval("jury", "cube_score")
-            if not r.jury_judges:
-                row["note"] = "no judge passed the validity gate on this category"
-            elif causes := gate_withhold_reasons(
-                r
-            ):  # kept judges the verdict is withheld for: nothing published
-                row["note"] = "; ".join(causes) + ": W and CuBE not published"
-                row.update({k: np.nan for k in ("W", "W_lo", "W_hi", "CuBE", "CuBE_lo", "CuBE_hi")})
         mine = low[low[by] == value]
         row["low"] = len(mine)
         row["top_pattern"] = str(mine["primary"].value_counts().index[0]) if len(mine) else ""
         rows.append(row)
     out = pd.DataFrame(rows, columns=[by, *COLUMNS])
     if refusal is not None:
-        out = out.merge(refusal[[by, *REFUSAL_COLUMNS]].astype({by: object}), on=by, how="outer")
-        only = out["questions"].isna()
-        out.loc[only, ["questions", "low"]] = 0
-        out.loc[only, ["top_pattern"]] = ""
-        out.loc[only, "note"] = "refusal questions only"
-        out = out.astype(
-            {"questions": int, "low": int, "unanswerable": "Int64", "no_answer": "Int64"}
-        )
-        out[["unanswerable", "no_answer"]] = (
-            out[["unanswerable", "no_answer"]].fillna(0).astype(int)
-        )
+        out = _with_refusal(out, refusal, by)
     return out.sort_values(["questions", by], ascending=[False, True], kind="stable").reset_index(
         drop=True
     )
+
+
+_FIGURES = ("W", "W_lo", "W_hi", "CuBE", "CuBE_lo", "CuBE_hi")
+
+
+def _category_scores(
+    answers: pd.DataFrame,
+    scores: pd.DataFrame,
+    ap: Any,
+    top_n: int,
+    size: tuple[int, int],
+    **evaluated: Any,
+) -> dict[str, Any]:
+    """W and CuBE of one category with their intervals and a `note`: not computed when its
+    questions are fewer than `min_questions` (`size`: the two), nor published when no judge passes
+    the gate on it or the gate withholds the verdict for a kept judge. `evaluated`: `judges` and
+    `dimensions` of `evaluate`."""
+    row: dict[str, Any] = {**dict.fromkeys(_FIGURES, np.nan), "note": ""}
+    n, min_questions = size
+    if n < min_questions:
+        row["note"] = f"W and CuBE not computed: {n} question(s), fewer than {min_questions}"
+        return row
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CubeWarning)
+        r = evaluate(answers, scores, ap, top_n, **evaluated)
+    row.update({"W": float(r.jury.at["mean", "weighted_score"]), "CuBE": r.jury_cube()})
+    row["W_lo"], row["W_hi"] = r.interval("jury", "weighted_score")
+    row["CuBE_lo"], row["CuBE_hi"] = r.interval("jury", "cube_score")
+    if not r.jury_judges:
+        row["note"] = "no judge passed the validity gate on this category"
+    elif causes := gate_withhold_reasons(r):  # kept judges the verdict is withheld for
+        row["note"] = "; ".join(causes) + ": W and CuBE not published"
+        row.update(dict.fromkeys(_FIGURES, np.nan))
+    return row
+
+
+def _with_refusal(out: pd.DataFrame, refusal: pd.DataFrame, by: str) -> pd.DataFrame:
+    """The refusal figures of each category beside its scores; a category with refusal questions
+    only gets a row of its own."""
+    out = out.merge(refusal[[by, *REFUSAL_COLUMNS]].astype({by: object}), on=by, how="outer")
+    only = out["questions"].isna()
+    out.loc[only, ["questions", "low"]] = 0
+    out.loc[only, ["top_pattern"]] = ""
+    out.loc[only, "note"] = "refusal questions only"
+    out = out.astype({"questions": int, "low": int, "unanswerable": "Int64", "no_answer": "Int64"})
+    out[["unanswerable", "no_answer"]] = out[["unanswerable", "no_answer"]].fillna(0).astype(int)
+    return out

@@ -76,19 +76,24 @@ def confusion_causes(
     out = []
     for gold, docs in zip(rows["doc_id"].astype(str), rows["retrieved_doc_ids"], strict=True):
         top = str(docs[0]) if docs is not None and len(docs) else None
-        g_keys, g_region, g_name, g_variant = info.get(gold, (set(), "", "", ""))
-        cause = ""
-        if top is not None and top != gold and top in info and gold in info:
-            t_keys, t_region, t_name, t_variant = info[top]
-            if g_keys & t_keys:
-                if t_region != g_region:
-                    cause = "region"
-                elif (t_name, t_variant) != (g_name, g_variant):
-                    cause = "variant"
-                else:
-                    cause = "duplicate"
-        out.append((gold, base_name(g_name), g_region, cause))
+        _, g_region, g_name, _ = info.get(gold, (set(), "", "", ""))
+        out.append((gold, base_name(g_name), g_region, _cause(info, gold, top)))
     return pd.DataFrame(out, columns=["doc_id", "item", "region", "cause"])
+
+
+def _cause(info: dict[str, Any], gold: str, top: str | None) -> str:
+    """Why the top-1 document `top` is a sibling of `gold` (`doc_info` of both): another region,
+    another variant, or the same item ("duplicate"); "" when it is the gold, outside its family,
+    unknown or nothing was retrieved."""
+    if top is None or top == gold or top not in info or gold not in info:
+        return ""
+    g_keys, g_region, g_name, g_variant = info[gold]
+    t_keys, t_region, t_name, t_variant = info[top]
+    if not g_keys & t_keys:
+        return ""
+    if t_region != g_region:
+        return "region"
+    return "variant" if (t_name, t_variant) != (g_name, g_variant) else "duplicate"
 
 
 def near_duplicate_confusion(

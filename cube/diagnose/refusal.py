@@ -156,25 +156,37 @@ def refusal_accuracy(
     then says how many, since the rates describe only the answered questions."""
     outcomes = outcomes if outcomes is not None else ["answered"] * len(declined)
     rows = list(zip(declined, answerable, outcomes, strict=True))
-    un = [bool(d) for d, a, o in rows if not a and o == "answered"]
-    ans = [bool(d) for d, a, o in rows if a and o == "answered"]
+    un = _declined(rows, answerable=False)
+    ans = _declined(rows, answerable=True)
     count = {
-        f"{o}_{'answerable' if want else 'unanswerable'}": sum(
-            1 for _, a, oo in rows if a == want and oo == o
-        )
+        f"{o}_{'answerable' if want else 'unanswerable'}": _counted(rows, want, o)
         for want in (False, True)
         for o in ("failed", "empty")
     }
-    nan = float("nan")
     out: dict[str, Any] = {
-        "refusal_accuracy": sum(un) / len(un) if un else nan,
+        "refusal_accuracy": _share(un),
         "n_unanswerable": len(un),
-        "false_refusal_rate": sum(ans) / len(ans) if ans else nan,
+        "false_refusal_rate": _share(ans),
         "n_answerable": len(ans),
         **count,
     }
     out["flag"] = no_answer_flag(count)
     return out
+
+
+def _declined(rows: list[tuple[bool, bool, str]], answerable: bool) -> list[bool]:
+    """Whether each answered question of the kind (`answerable` or not) was declined."""
+    return [bool(d) for d, a, o in rows if bool(a) == answerable and o == "answered"]
+
+
+def _counted(rows: list[tuple[bool, bool, str]], answerable: bool, outcome: str) -> int:
+    """The questions of the kind whose answer had this `outcome` (failed, empty)."""
+    return sum(1 for _, a, o in rows if a == answerable and o == outcome)
+
+
+def _share(flags: list[bool]) -> float:
+    """The share of True (NaN over none)."""
+    return sum(flags) / len(flags) if flags else float("nan")
 
 
 def no_answer_flag(count: dict[str, int]) -> str:

@@ -80,14 +80,11 @@ def _judge_means(scores: pd.DataFrame) -> pd.DataFrame:
 
 
 def _retrieval_change(ra: int, rb: int) -> str:
-    if ra and not rb:
-        return "lost"
-    if rb and not ra:
-        return "found"
-    if ra and rb and rb < ra:
-        return "rank up"
-    if ra and rb and rb > ra:
-        return "rank down"
+    """lost, found, rank up, rank down or same, from the gold's ranks on A and B (0: missed)."""
+    if bool(ra) != bool(rb):
+        return "lost" if ra else "found"
+    if ra and rb != ra:  # retrieved on both sides, at another rank
+        return "rank up" if rb < ra else "rank down"
     return "same"
 
 
@@ -110,6 +107,16 @@ def question_changes(
     check_answers(b_answers, tables[1])
     ra, rb = _rag(a_answers), _rag(b_answers)
     qids = sorted(set(ra.index) & set(rb.index), key=str)
+    out = _retrieval_columns(ra, rb, qids)
+    jury = _score_columns(out, qids, (a_scores, b_scores), jury_judges)
+    sd = judge_noise(a_scores, b_scores, jury, qids)
+    out["noise_sd"] = sd
+    out["threshold"] = float(stats.norm.ppf(0.5 + confidence / 2)) * sd
+    return out
+
+
+def _retrieval_columns(ra: pd.DataFrame, rb: pd.DataFrame, qids: list[Any]) -> pd.DataFrame:
+    """`question_id, doc_id, rank_a, rank_b, retrieval_change` of the common questions."""
     out = pd.DataFrame({"question_id": qids})
     out["doc_id"] = [ra.at[q, "doc_id"] if "doc_id" in ra else None for q in qids]
     out["rank_a"] = [int(ra.at[q, "rank"]) for q in qids]
@@ -117,7 +124,19 @@ def question_changes(
     out["retrieval_change"] = [
         _retrieval_change(x, y) for x, y in zip(out["rank_a"], out["rank_b"], strict=True)
     ]
-    ma, mb = _judge_means(a_scores).reindex(qids), _judge_means(b_scores).reindex(qids)
+    return out
+
+
+def _score_columns(
+    out: pd.DataFrame,
+    qids: list[Any],
+    scores: tuple[pd.DataFrame, pd.DataFrame],
+    jury_judges: list[str],
+) -> list[str]:
+    """Add `score_a:<judge>`, `score_b:<judge>`, `delta:<judge>` per judge scoring both sides and
+    `jury_a, jury_b, delta` (the jury's means; NaN without a jury) to `out` (A's and B's
+    `scores`); the jury's judges that scored both sides."""
+    ma, mb = (_judge_means(s).reindex(qids) for s in scores)
     judges = sorted(set(ma.columns) & set(mb.columns), key=str)
     for j in judges:
         out[f"score_a:{j}"] = ma[j].to_numpy()
@@ -128,10 +147,7 @@ def question_changes(
         out["jury_a"] = out[[f"score_a:{j}" for j in jury]].mean(axis=1) if jury else np.nan
         out["jury_b"] = out[[f"score_b:{j}" for j in jury]].mean(axis=1) if jury else np.nan
     out["delta"] = out["jury_b"] - out["jury_a"]
-    sd = judge_noise(a_scores, b_scores, jury, qids)
-    out["noise_sd"] = sd
-    out["threshold"] = float(stats.norm.ppf(0.5 + confidence / 2)) * sd
-    return out
+    return jury
 
 
 def _residual_variance(m: pd.DataFrame) -> tuple[float, int]:
@@ -276,45 +292,76 @@ def details(
     corpus: pd.DataFrame | None = None,
 ) -> dict[str, Any]:
     """Everything a reader needs to judge one question's change (plain data; escape
-    when rendering)."""
+    when rendering): the row's values, the question and its gold item, both answers with their
+    diff and retrieved lists, and every judgment of both sides."""
     q = row["question_id"]
-    ra, rb = _rag(a_answers), _rag(b_answers)
-    info: dict[str, Any] = {
+    return {
+        **_plain_values(row),
+        **_question_context(q, row, questions, corpus),
+        **_both_answers(q, _rag(a_answers), _rag(b_answers)),
+        "judgments": [
+            *_judgments("a", a_scores[a_scores["question_id"] == q]),
+            *_judgments("b", b_scores[b_scores["question_id"] == q]),
+        ],
+    }
+
+
+def _plain_values(row: pd.Series) -> dict[str, Any]:
+    """The row's scalars as plain Python values, NaN as None (lists and dicts left out)."""
+    info = {
         k: (None if isinstance(v, float) and np.isnan(v) else v)
         for k, v in row.items()
         if not isinstance(v, (list, dict))
     }
-    info = {k: (v.item() if hasattr(v, "item") else v) for k, v in info.items()}
+    return {k: (v.item() if hasattr(v, "item") else v) for k, v in info.items()}
+
+
+def _question_context(
+    q: Any, row: pd.Series, questions: pd.DataFrame | None, corpus: pd.DataFrame | None
+) -> dict[str, Any]:
+    """`question` (its text) and `gold_item` (the gold document's item name), when the tables are
+    given (None when the question or document is not in them)."""
+    out: dict[str, Any] = {}
     if questions is not None and "question" in questions:
         m = questions[questions["question_id"] == q]
-        info["question"] = str(m["question"].iloc[0]) if len(m) else None
+        out["question"] = str(m["question"].iloc[0]) if len(m) else None
     if corpus is not None and "doc_id" in corpus:
         m = corpus[corpus["doc_id"] == row.get("doc_id")]
-        info["gold_item"] = str(m["item_name"].iloc[0]) if len(m) and "item_name" in m else None
-    info["answer_a"], info["answer_b"] = (
-        str(r.at[q, "answer"]) if "answer" in r else "" for r in (ra, rb)
+        out["gold_item"] = str(m["item_name"].iloc[0]) if len(m) and "item_name" in m else None
+    return out
+
+
+def _both_answers(q: Any, ra: pd.DataFrame, rb: pd.DataFrame) -> dict[str, Any]:
+    """`answer_a`, `answer_b`, their `diff` and the retrieved lists `retrieved_a`, `retrieved_b`."""
+    answer_a, answer_b = (str(r.at[q, "answer"]) if "answer" in r else "" for r in (ra, rb))
+    retrieved_a, retrieved_b = (
+        parse_doc_list(r.at[q, "retrieved_doc_ids"]) if "retrieved_doc_ids" in r else []
+        for r in (ra, rb)
     )
-    info["diff"] = answer_diff(info["answer_a"], info["answer_b"])
-    info["retrieved_a"] = (
-        parse_doc_list(ra.at[q, "retrieved_doc_ids"]) if "retrieved_doc_ids" in ra else []
-    )
-    info["retrieved_b"] = (
-        parse_doc_list(rb.at[q, "retrieved_doc_ids"]) if "retrieved_doc_ids" in rb else []
-    )
-    judgments = []
-    for side, sc in (("a", a_scores), ("b", b_scores)):
-        s = sc[(sc["question_id"] == q) & (sc["set"] == "rag")]
-        for _, r in s.sort_values(["judge", "dimension"]).iterrows():
-            score = pd.to_numeric(r["score"], errors="coerce")
-            judgments.append(
-                {
-                    "side": side,
-                    "judge": str(r["judge"]),
-                    "dimension": str(r["dimension"]),
-                    "score": None if pd.isna(score) else float(score),
-                    "raw": "" if pd.isna(r.get("raw")) else str(r.get("raw", "")),
-                    "error": "" if pd.isna(r.get("error")) else str(r.get("error", "")),
-                }
-            )
-    info["judgments"] = judgments
-    return info
+    return {
+        "answer_a": answer_a,
+        "answer_b": answer_b,
+        "diff": answer_diff(answer_a, answer_b),
+        "retrieved_a": retrieved_a,
+        "retrieved_b": retrieved_b,
+    }
+
+
+def _judgments(side: str, scores: pd.DataFrame) -> list[dict[str, Any]]:
+    """One side's rag judgments of the question, by judge and dimension: the score (None when it
+    is not a number), the raw reply and the error."""
+    out = []
+    rag = scores[scores["set"] == "rag"]
+    for _, r in rag.sort_values(["judge", "dimension"]).iterrows():
+        score = pd.to_numeric(r["score"], errors="coerce")
+        out.append(
+            {
+                "side": side,
+                "judge": str(r["judge"]),
+                "dimension": str(r["dimension"]),
+                "score": None if pd.isna(score) else float(score),
+                "raw": "" if pd.isna(r.get("raw")) else str(r.get("raw", "")),
+                "error": "" if pd.isna(r.get("error")) else str(r.get("error", "")),
+            }
+        )
+    return out

@@ -2,8 +2,8 @@
 
 `verdict` and `verdict_bands` read the thresholds; `withheld_reasons` runs the `rule_*` functions
 (each returns the sentences of its rule, empty when it does not fire); `provisional_reason`,
-`retriever_note` and `interval_width` say what a verdict or an interval rests on. Moved out of
-`cube.diagnose.lta`, which builds the decision from them.
+`retriever_note` and `interval_width` say what a verdict or an interval rests on.
+`cube.diagnose.assessment` builds the decision from them (the decision's homes: `cube.diagnose`).
 """
 
 from __future__ import annotations
@@ -242,23 +242,16 @@ def interval_width(result: CubeResult, params: Params, target: float) -> Interva
     alpha = 1 - confidence) gives the n whose interval is `target` wide.
     The judges' spread gives the jury mean a standard error of SD / sqrt(judges); the larger of
     the two is the `cause`."""
-    from scipy import stats
-
     from cube.method.compare import questions_needed
 
     lo, hi = result.interval("jury", "cube_score")
     n = result.n_questions
     if not (np.isfinite(lo) and np.isfinite(hi)) or hi <= lo or n < 1 or target <= 0:
         return None
-    from cube.method.bootstrap import expanded_alpha
-
     conf = params.analysis.confidence
-    units = int((getattr(result, "design", None) or {}).get("units") or n)
-    z = float(stats.norm.ppf(1 - expanded_alpha((1 - conf) / 2, units)))
-    se_q = (hi - lo) / (2 * z)
+    se_q = (hi - lo) / (2 * _interval_quantile(result, conf))
     k = len(result.jury_judges)
-    sd = float(result.jury.at["sd", "cube_score"]) if "cube_score" in result.jury else np.nan
-    se_j = sd / np.sqrt(k) if k > 1 and np.isfinite(sd) else float("nan")
+    se_j = _judges_se(result)
     need = questions_needed(target / 2, se_q * np.sqrt(n), alpha=1 - conf, power=0.5)
     return IntervalWidth(
         width=hi - lo,
@@ -270,6 +263,25 @@ def interval_width(result: CubeResult, params: Params, target: float) -> Interva
         n_judges=k,
         cause="judges" if np.isfinite(se_j) and se_j > se_q else "questions",
     )
+
+
+def _interval_quantile(result: CubeResult, confidence: float) -> float:
+    """The quantile the bootstrap interval was read at: z widened to Student's t at the units
+    resampled (families, else questions: `cube.method.bootstrap.expanded_alpha`)."""
+    from scipy import stats
+
+    from cube.method.bootstrap import expanded_alpha
+
+    units = int((getattr(result, "design", None) or {}).get("units") or result.n_questions)
+    return float(stats.norm.ppf(1 - expanded_alpha((1 - confidence) / 2, units)))
+
+
+def _judges_se(result: CubeResult) -> float:
+    """The jury mean's standard error from the judges' spread, SD / sqrt(judges) (NaN with one
+    judge or an undefined SD)."""
+    k = len(result.jury_judges)
+    sd = float(result.jury.at["sd", "cube_score"]) if "cube_score" in result.jury else np.nan
+    return sd / np.sqrt(k) if k > 1 and np.isfinite(sd) else float("nan")
 
 
 def gate_withhold_reasons(result: CubeResult) -> list[str]:

@@ -269,7 +269,7 @@ def bootstrap_cube(
     every judge), and a resample where one of them is undefined is undefined for the jury.
     Returns `judge, metric, estimate, lo, hi, n_valid` (the jury row is named `jury`; `n_valid`
     counts resamples where the value was defined, e.g. no zero denominator; the verdict is
-    withheld when the jury's is below `MIN_VALID_SHARE` of the resamples, `cube.diagnose.lta`).
+    withheld when the jury's is below `MIN_VALID_SHARE` of the resamples, `cube.diagnose.verdict`).
     `clusters`: question id -> resampling unit (None: every question its own unit)."""
     p = prepare(
         answers,

@@ -49,9 +49,10 @@ content. A test without the data to decide is reported, never a cause of exclusi
     is set (the jury's W and CuBE are then undefined: `cube.method.analysis.jury_summary`), and
     `gate_withhold` states both W and the evidence and names the remedy (`analysis.weights: equal`,
     or `analysis.weights_fallback: equal` for undefined weights); the verdict is withheld with it
-    (`cube.diagnose.lta.withheld_reasons`). Measured on simulated perfect retrievers (the paper's
-    four judges, 20 seeded runs each at 40 and 100 questions): all 9 W outside the band under
-    rank-correlation weights were in it with equal weights (Qwen-like -310 to 400 -> 47 to 104).
+    (`cube.diagnose.verdict.withheld_reasons`). Measured on simulated perfect retrievers (the
+    paper's four judges, 20 seeded runs each at 40 and 100 questions): all 9 W outside the band
+    under rank-correlation weights were in it with equal weights (Qwen-like -310 to 400 -> 47 to
+    104).
 
 A test that cannot decide at this run's size never excludes: with n questions the one-sided
 Wilcoxon test cannot go below p = 2^-n, n the questions with a nonzero difference (the test drops

@@ -309,8 +309,9 @@ def thresholds_inside(lower: float, upper: float, thresholds: dict[str, float]) 
 
 
 @dataclass(frozen=True)
-class Decision:
-    """Whether to stop after a look, and why (a sentence for the report)."""
+class LookDecision:
+    """Whether a sequential run stops after a look, and why (a sentence for the report); not the
+    run's decision about the system, which is `cube.diagnose.decision_record.Decision`."""
 
     stop: bool
     reason: str
@@ -334,20 +335,24 @@ def not_yet(current: Look, rule: StopRule) -> str | None:
     return None
 
 
-def decide(current: Look, rule: StopRule, thresholds: dict[str, float]) -> Decision:
+def decide(current: Look, rule: StopRule, thresholds: dict[str, float]) -> LookDecision:
     """Stop or go on after a look: never before `not_yet` allows it, then by the rule."""
     wait = not_yet(current, rule)
     if wait:
-        return Decision(False, wait)
+        return LookDecision(False, wait)
     if rule.stop == "width":
         if current.width <= rule.max_width:
-            return Decision(True, f"the interval is {current.width:.1f} wide, <= {rule.max_width}")
-        return Decision(False, f"the interval is {current.width:.1f} wide, > {rule.max_width}")
+            return LookDecision(
+                True, f"the interval is {current.width:.1f} wide, <= {rule.max_width}"
+            )
+        return LookDecision(False, f"the interval is {current.width:.1f} wide, > {rule.max_width}")
     edges = thresholds_inside(current.lower, current.upper, thresholds)
     if not edges:
-        return Decision(True, "the interval lies inside one verdict band")
+        return LookDecision(True, "the interval lies inside one verdict band")
     shown = ", ".join(f"{t:g}" for t in edges)
-    return Decision(False, f"the interval {current.lower:.1f}-{current.upper:.1f} spans {shown}")
+    return LookDecision(
+        False, f"the interval {current.lower:.1f}-{current.upper:.1f} spans {shown}"
+    )
 
 
 @dataclass(frozen=True)
@@ -368,7 +373,7 @@ def run(scores: np.ndarray, rule: StopRule, thresholds: dict[str, float]) -> Seq
     says so or the scores end (then the reason says why the sequence never settled)."""
     x = _checked(scores, rule)
     moments, looks = Moments(), []
-    decision = Decision(False, "no questions")
+    decision = LookDecision(False, "no questions")
     for start in range(0, x.size, rule.batch):
         moments = moments.merge(x[start : start + rule.batch])
         looks.append(look(moments, rule))

@@ -1,13 +1,16 @@
 """The decision page's text: the verdict badge and the decision as Markdown, with links into the
-judgment browser. `cube.diagnose.lta.assess` decides (it returns the typed record
+judgment browser. `cube.diagnose.assessment.assess` decides (it returns the typed record
 `cube.diagnose.decision_record.Decision`); this module only writes what it decided. A decision
-read from `results.json` (a dict) is read into the record first (`Decision.read`).
+read from `results.json` (a dict) is read into the record first (`Decision.read`), and every
+part of it is read by attribute. The decision's other homes: `cube.diagnose` (its package
+docstring).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from cube.diagnose.decision_parts import SelfPreference
 from cube.diagnose.decision_record import Decision
 from cube.pages.browser import FROM_PAGES, link
 from cube.pages.escape import escape_text
@@ -17,15 +20,15 @@ def retrieval_line(decision: Decision | dict[str, Any]) -> str:
     """One line on retrieval beyond R@k (R@1, near-duplicate confusion), '' when not known."""
     r = Decision.read(decision).retrieval_quality
     parts = []
-    if r.get("r_at_1") is not None:
-        parts.append(f"R@1 {r['r_at_1']:.1%}")
-    conf = r.get("near_duplicate_confusion") or {}
-    if conf.get("rate") is not None and conf.get("n"):
+    if r.r_at_1 is not None:
+        parts.append(f"R@1 {r.r_at_1:.1%}")
+    conf = r.near_duplicate_confusion
+    if conf is not None and conf.rate is not None and conf.n:
         parts.append(
-            f"near-duplicate confusion {conf['rate']:.1%} ({conf['count']} of {conf['n']} "
+            f"near-duplicate confusion {conf.rate:.1%} ({conf.count} of {conf.n} "
             f"questions retrieved a sibling of the gold document first: "
-            f"{conf.get('region', 0)} wrong region, "
-            f"{conf.get('variant', 0)} wrong variant, {conf.get('duplicate', 0)} duplicate)"
+            f"{conf.region} wrong region, "
+            f"{conf.variant} wrong variant, {conf.duplicate} duplicate)"
         )
     return ("Retrieval: " + "; ".join(parts) + ".") if parts else ""
 
@@ -89,24 +92,16 @@ def withheld_score(score: float, interval: str) -> str:
     )
 
 
-def self_preference_text(sp: dict[str, Any]) -> str:
+def self_preference_text(sp: SelfPreference | dict[str, Any]) -> str:
     """A judge's preference for its own model's answers apart from its leniency (`results.json`
     `audit`): the mean residual of its own model's answers with its interval
     (`cube.method.audit.self_preference`), or why it is not measurable."""
-    m, lo, hi, n, c = (
-        sp.get(k)
-        for k in (
-            "self_preference",
-            "self_preference_lo",
-            "self_preference_hi",
-            "self_preference_items",
-            "self_preference_control_items",
-        )
-    )
+    sp = SelfPreference.model_validate(sp) if isinstance(sp, dict) else sp
+    m, lo, hi = sp.self_preference, sp.self_preference_lo, sp.self_preference_hi
+    n, c = sp.self_preference_items, sp.self_preference_control_items
     if m is None or not n or not c:
         return escape_text(
-            sp.get("self_preference_note")
-            or "not measurable: no other judge scored the same answers"
+            sp.self_preference_note or "not measurable: no other judge scored the same answers"
         )
     ci = f" [{lo:+.2f}, {hi:+.2f}]" if lo is not None and hi is not None else ""
     return (
@@ -122,12 +117,11 @@ def decision_markdown(
     """The decision as Markdown for the notebook, the decision first (every text in it from params
     or the run, names included, goes through `cube.pages.escape.escape_text`, which also disarms
     Markdown's link syntax):
-    the verdict badge with the score, its interval and R@k, the sentence, the human-calibrated line
-    when notebook 07 recorded one (`human_line`: `cube.diagnose.lta.human_sentence`), the questions
-    a sequential run judged in the headline (`questions`: `cube.pages.sequential.questions_phrase`),
-    why a verdict
-    was withheld, the judges used and excluded with reasons, the diagnostics, and one ordered list
-    of what to do next."""
+    the verdict badge with the score, its interval and R@k, the sentence, the human-calibrated
+    line when notebook 07 recorded one (`human_line`: `cube.diagnose.assessment.human_sentence`),
+    the questions a sequential run judged in the headline (`questions`:
+    `cube.pages.sequential.questions_phrase`), why a verdict was withheld, the judges used and
+    excluded with reasons, the diagnostics, and one ordered list of what to do next."""
     esc = escape_text
     d = Decision.read(decision)
     lines = [headline(d, questions), "", f"**{esc(d.sentence)}**", ""]
@@ -148,39 +142,58 @@ def decision_markdown(
 def _jury_lines(d: Decision) -> list[str]:
     """The judges used (validated or not), those excluded with reasons, the evidence the gate read
     and each judge's self-preference; nothing when the decision names no judges."""
-    esc = escape_text
-    used = d.judges_used
-    if not used and not d.n_judges and not d.judges_excluded:
+    if not d.judges_used and not d.n_judges and not d.judges_excluded:
         return []
+    return [*_jury_members(d), *_judge_notes(d), ""]
+
+
+def _jury_members(d: Decision) -> list[str]:
+    """The jury's validated members, then those kept because no test could decide on this run
+    (not because one passed them)."""
+    tested, untested = _validated(d)
     lines = []
-    untested = [j for j in d.judges_not_validated if j in used]
-    tested = [j for j in used if j not in untested]
     if tested or not untested:
-        n = len(tested) if untested else d.n_judges or len(used)
-        lines.append(
-            f"Judges in the jury ({n}): " + (", ".join(esc(j) for j in tested) or "none") + "."
-        )
-    # kept because no test could decide on this run, not because one passed them
+        n = len(tested) if untested else d.n_judges or len(d.judges_used)
+        lines.append(f"Judges in the jury ({n}): {_names(tested) or 'none'}.")
     if untested:
         lines.append(
-            f"Judges not validated ({len(untested)}): "
-            + ", ".join(esc(j) for j in untested)
-            + ": the gate could not test them on this run (kept, and the verdict withheld)."
+            f"Judges not validated ({len(untested)}): {_names(untested)}: the gate could not test "
+            "them on this run (kept, and the verdict withheld)."
         )
-    for j, why in d.judges_excluded.items():
-        lines.append(f"- excluded: {esc(j)} ({esc(why)})")
-    # what the gate read (issue 20)
-    for j, evidence in d.judge_evidence.items():
-        lines.append(f"- evidence for {esc(j)}: {esc(evidence)}")
-    # a judge whose model wrote the answers
-    for j, sp in d.self_preference.items():
-        lines.append(f"- self-preference of {esc(j)}: {self_preference_text(sp)}")
-    # the injection probe (issue 29): True obeys (excluded by the gate), False passes, None untested
-    said = {True: "OBEYS injections (excluded)", False: "passes", None: "no verdict"}
-    for j, obeys in d.injection.items():
-        lines.append(f"- injection probe, {esc(j)}: {said[obeys]}")
-    lines.append("")
     return lines
+
+
+def _validated(d: Decision) -> tuple[list[str], list[str]]:
+    """The jury's members a test validated, and those no test could validate on this run."""
+    untested = [j for j in d.judges_not_validated if j in d.judges_used]
+    return [j for j in d.judges_used if j not in untested], untested
+
+
+def _names(judges: list[str]) -> str:
+    return ", ".join(escape_text(j) for j in judges)
+
+
+# the injection probe (issue 29): True obeys (excluded by the gate), False passes, None untested
+_INJECTION_SAID = {True: "OBEYS injections (excluded)", False: "passes", None: "no verdict"}
+
+
+def _judge_notes(d: Decision) -> list[str]:
+    """One line per judge excluded (with why), per judge's evidence the gate read (issue 20), per
+    judge whose model wrote the answers (its self-preference) and per judge the injection probe
+    read."""
+    esc = escape_text
+    return [
+        *(f"- excluded: {esc(j)} ({esc(why)})" for j, why in d.judges_excluded.items()),
+        *(f"- evidence for {esc(j)}: {esc(e)}" for j, e in d.judge_evidence.items()),
+        *(
+            f"- self-preference of {esc(j)}: {self_preference_text(sp)}"
+            for j, sp in d.self_preference.items()
+        ),
+        *(
+            f"- injection probe, {esc(j)}: {_INJECTION_SAID[obeys]}"
+            for j, obeys in d.injection.items()
+        ),
+    ]
 
 
 def _diagnostics_lines(d: Decision) -> list[str]:
@@ -215,15 +228,14 @@ def _patterns_lines(d: Decision) -> list[str]:
     judgments in the judgment browser."""
     esc = escape_text
     lines = [esc(d.patterns_sentence)]
-    for t in (d.failure_patterns or {}).get("top", []):
+    for t in d.failure_patterns.top if d.failure_patterns else []:
         examples = ", ".join(
             f'<a href="{esc(link(FROM_PAGES, system=d.system, set="rag", q=q))}">{esc(q)}</a>'
-            for q in str(t["examples"]).split(", ")
+            for q in str(t.examples).split(", ")
             if q
         )
         lines.append(
-            f"- {esc(t['pattern'].replace('_', ' '))}: {t['count']} ({t['share']:.0%}), "
-            f"e.g. {examples}"
+            f"- {esc(t.pattern.replace('_', ' '))}: {t.count} ({t.share:.0%}), e.g. {examples}"
         )
     lines.append("")
     return lines

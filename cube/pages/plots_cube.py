@@ -144,7 +144,7 @@ def _verdict_bands(
     thresholds: Mapping[str, float], lo_x: float, hi_x: float
 ) -> list[tuple[str, float, float]]:
     """(verdict, low, high) bands on the CuBE axis, with `poor` (below every threshold, as
-    `cube.diagnose.lta.verdict` names it) from the axis' left end."""
+    `cube.diagnose.verdict.verdict` names it) from the axis' left end."""
     ordered = sorted(thresholds.items(), key=lambda kv: kv[1])
     bands = [("poor", lo_x, ordered[0][1])] if ordered[0][1] > lo_x else []
     bands += [

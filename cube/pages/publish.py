@@ -393,7 +393,7 @@ def write_index(
 def _human_line(results: dict[str, Any]) -> str:
     """The human-calibrated line of the decision's system, from what notebook 07 recorded under its
     own key (`human_calibrated`), '' without it."""
-    from cube.diagnose.lta import human_sentence
+    from cube.diagnose.assessment import human_sentence
 
     system = (results.get("decision") or {}).get("system")
     return human_sentence((results.get("human_calibrated") or {}).get(str(system)))

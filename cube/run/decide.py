@@ -105,11 +105,11 @@ def retrieval_quality(run: Run, results: dict[str, CubeResult]) -> dict[str, Any
 
 
 def decision(run: Run, results: dict[str, CubeResult]) -> Decision:
-    """The Lightweight Targeted Assessment of the run (`cube.diagnose.lta.assess`, a typed record),
-    written to `results.json` (`decision`, and its headline keys at the top level) with the
-    audit's record (`audit`). The human-calibrated CuBE is not in it: notebook 07 records it under
-    its own key (`human_calibrated`)."""
-    from cube.diagnose.lta import assess
+    """The Lightweight Targeted Assessment of the run (`cube.diagnose.assessment.assess`, a typed
+    record), written to `results.json` (`decision`, and its headline keys at the top level) with
+    the audit's record (`audit`). The human-calibrated CuBE is not in it: notebook 07 records it
+    under its own key (`human_calibrated`)."""
+    from cube.diagnose.assessment import assess
 
     audit = audit_record(run)
     out = assess(results, run.params, decision_inputs(run, results, audit))

@@ -15,9 +15,9 @@ staging copy, published only when every selected stage succeeded (`cube.run.stat
 interrupts). Each executed notebook is exported twice: `report/<name>.html` without code (for
 readers) and `report/code/<name>.html` with code, each with a header linking the index and the
 previous/next page, and no script loaded from the network (the pages work offline). `index.html`
-opens on the decision page (`cube.diagnose.lta`), then lists the pages and, grouped by the page that
-made them, every table and figure with its caption, stale ones marked. Everything that came from a
-system or a judge is escaped (jinja2 autoescape; pandas escapes DataFrame cells).
+opens on the decision page (`cube.diagnose.assessment`), then lists the pages and, grouped by the
+page that made them, every table and figure with its caption, stale ones marked. Everything that
+came from a system or a judge is escaped (jinja2 autoescape; pandas escapes DataFrame cells).
 """
 
 from __future__ import annotations

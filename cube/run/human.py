@@ -106,7 +106,7 @@ def human_calibration(
     """The human-calibrated CuBE of every rated system (`cube.method.ppi`), None without ratings:
     the table of notebook 07, the `PPIResult` per system and their `results.json` headlines
     (recorded as `human_calibrated`, beside the decision: the report's index page says the
-    human-calibrated line from it, `cube.diagnose.lta.human_sentence`)."""
+    human-calibrated line from it, `cube.diagnose.assessment.human_sentence`)."""
     from cube.method.ppi import calibrate_systems
 
     if not run.params.human.ratings:

@@ -58,7 +58,7 @@ def failure_lines(results: Path) -> list[str]:
 
 def withheld(decision: dict[str, Any]) -> bool:
     """Whether the primary system's verdict was withheld (judging failed, or another reason of
-    `cube.diagnose.lta.withheld_reasons`)."""
+    `cube.diagnose.verdict.withheld_reasons`)."""
     return decision.get("verdict") == "withheld" or bool(decision.get("judging_failed"))
 
 

@@ -64,8 +64,8 @@ from scipy.stats import norm
 from cube.config.params import Params
 from cube.method.sequential import (
     MIN_GROUPS,
-    Decision,
     Look,
+    LookDecision,
     StopRule,
     decide,
     functional_look,
@@ -292,7 +292,7 @@ class _State:
     scores: list[pd.DataFrame] = field(default_factory=list)
     path: list[dict[str, Any]] = field(default_factory=list)
     last: dict[str, list[Quantity]] = field(default_factory=dict)
-    decisions: dict[str, Decision] = field(default_factory=dict)
+    decisions: dict[str, LookDecision] = field(default_factory=dict)
     excluded: dict[str, str] = field(default_factory=dict)  # judge -> why it left the look's jury
     failures: dict[str, Any] = field(default_factory=dict)  # failed answers and judgments so far
     failed_calls: dict[str, str] = field(default_factory=dict)  # cache key -> reason, every call
@@ -343,7 +343,7 @@ def _look(run: Run, units, rule: StopRule, state: _State) -> bool:
         state.decisions[s.name] = (
             decide(quantities[0].current, rule, thresholds)
             if jury
-            else Decision(
+            else LookDecision(
                 False, "no judge is left in the jury: " + "; ".join(state.excluded.values())
             )
         )

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from cube.config.sections import DiagnosticsParams
-from cube.diagnose import failures
+from cube.diagnose import claims, failures
 from tests import FIXTURES
 
 GOLD = "事项名称：护照签发\n收费标准：20元/件\n承诺时限：5个工作日\n办理地点：丹江市政务服务中心1楼"
@@ -148,11 +148,11 @@ def test_unscored_answers_give_no_pattern_and_say_so():
 
 
 def test_decision_page_lists_the_top_three_patterns_and_the_curve(classified):
-    from cube.diagnose import lta
+    from cube.diagnose import assessment
     from cube.diagnose.retrieval import metrics_from_ranks
     from cube.pages.decision import decision_markdown
 
-    extra = lta.diagnosis_sentences(
+    extra = assessment.diagnosis_sentences(
         "s",
         {
             "retrieval": metrics_from_ranks([1, 2, 0], 4),
@@ -165,7 +165,7 @@ def test_decision_page_lists_the_top_three_patterns_and_the_curve(classified):
     assert len(listed) == 3 and "top failure patterns" in md
     # the patterns' remedies are in the one ordered list of suggestions, not beside each pattern
     assert "consider:" not in md and "1. y" in md
-    assert lta.diagnosis_sentences("s", {}) == {}
+    assert assessment.diagnosis_sentences("s", {}) == {}
 
 
 GOLD_ZH = (
@@ -301,7 +301,7 @@ NUMBER_CASES = [
 def test_number_mismatch_ignores_list_numbering_and_the_questions_numbers(
     answer, question, gold, expected
 ):
-    assert failures.number_mismatch(answer, gold, question) == expected
+    assert claims.number_mismatch(answer, gold, question) == expected
 
 
 def test_list_numbering_alone_no_longer_makes_a_number_mismatch_pattern():
@@ -354,7 +354,7 @@ FIELD_SAMPLE = FIXTURES / "field_missing_labelled.csv"
     ],
 )
 def test_field_stated_compares_meanings(field, value, answer, stated):
-    assert failures.field_stated(field, value, answer) is stated
+    assert claims.field_stated(field, value, answer) is stated
 
 
 @pytest.mark.parametrize(
@@ -376,13 +376,13 @@ def test_field_stated_compares_meanings(field, value, answer, stated):
     ],
 )
 def test_field_stated_accepts_the_value_itself_and_fee_words_between(field, value, answer, stated):
-    assert failures.field_stated(field, value, answer) is stated
+    assert claims.field_stated(field, value, answer) is stated
 
 
 def test_field_missing_on_the_hand_labelled_sample_has_no_false_positive():
     sample = pd.read_csv(FIELD_SAMPLE, keep_default_na=False)
     flagged = sample.apply(
-        lambda r: not failures.field_stated(r.asked_field, r.field_value, r.answer), axis=1
+        lambda r: not claims.field_stated(r.asked_field, r.field_value, r.answer), axis=1
     )
     labelled = sample["missing"].astype(int).astype(bool)
     assert len(sample) == 95 and set(sample["source"]) == {"demo", "example", "review"}
@@ -397,7 +397,7 @@ def test_field_missing_on_the_held_out_sample_the_rule_never_saw():
     limit."""
     sample = pd.read_csv(FIELD_SAMPLE.with_name("field_missing_heldout.csv"), keep_default_na=False)
     flagged = sample.apply(
-        lambda r: not failures.field_stated(r.asked_field, r.field_value, r.answer), axis=1
+        lambda r: not claims.field_stated(r.asked_field, r.field_value, r.answer), axis=1
     )
     labelled = sample["missing"].astype(int).astype(bool)
     assert len(sample) == 70 and int(flagged.sum()) == 40

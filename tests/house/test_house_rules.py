@@ -229,7 +229,9 @@ def test_a_layer_folder_without_all_fails(scratch: Path):
 def test_all_must_be_literal_and_name_what_exists(scratch: Path):
     init = scratch / "cube" / "diagnose" / "__init__.py"
     init.write_text(
-        init.read_text(encoding="utf-8").replace('"lta",', '"lta",\n    "no_such_module",'),
+        init.read_text(encoding="utf-8").replace(
+            '"assessment",', '"assessment",\n    "no_such_module",'
+        ),
         encoding="utf-8",
     )
     pages = scratch / "cube" / "pages" / "__init__.py"

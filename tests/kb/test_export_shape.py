@@ -145,8 +145,8 @@ def test_a_mis_mapped_knowledge_base_is_flagged_in_results_and_on_the_decision(e
     import warnings
 
     from cube.config.sections import AnalysisParams
+    from cube.diagnose.assessment import assess
     from cube.diagnose.decision_record import DecisionInputs
-    from cube.diagnose.lta import assess
     from cube.kb.corpus import build_corpus, corpus_structure
     from cube.method.evaluation import evaluate
     from tests.factories import make_tables
@@ -182,7 +182,7 @@ def test_a_mis_mapped_knowledge_base_is_flagged_in_results_and_on_the_decision(e
                 k: wrong[k] for k in ("documents_merging_services", "documents_named_placeholder")
             }
         ),
-    )["suggestions"][0]
+    ).suggestions[0]
     assert (
         first.startswith("Warning: the knowledge base looks mis-mapped")
         and f"{n_regions} document(s)" in first
@@ -195,7 +195,7 @@ def test_a_mis_mapped_knowledge_base_is_flagged_in_results_and_on_the_decision(e
                 k: right[k] for k in ("documents_merging_services", "documents_named_placeholder")
             }
         ),
-    )["suggestions"]
+    ).suggestions
     assert not any("mis-mapped" in s for s in clean)
 
 

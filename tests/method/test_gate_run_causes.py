@@ -205,7 +205,7 @@ def _params(judges, system):
 def test_a_kept_judge_with_noise_weights_leaves_the_jury_cube_undefined_and_unprinted():
     """Before: gpt-4o 88.2 and qwen -47.0 (its W under noise weights) -> jury 20.6, printed as 'CuBE
     score 20.6' in the withheld sentence and the page headline (seed 3, perfect retriever)."""
-    from cube.diagnose.lta import assess
+    from cube.diagnose.assessment import assess
 
     judges = ("gpt-4o", "qwen2.5-32b")
     answers, scores = simulate(40, 1.0, 3, judges=judges)
@@ -223,9 +223,9 @@ def test_a_kept_judge_with_noise_weights_leaves_the_jury_cube_undefined_and_unpr
     system = str(answers["system"].iloc[0])
     out = assess({system: r}, _params(judges, system))
     assert (
-        out["cube_score"] is None  # undefined: null in results.json, never NaN
-        and "CuBE score of" not in out["sentence"]
-        and "nan" not in out["sentence"]
+        out.cube_score is None  # undefined: null in results.json, never NaN
+        and "CuBE score of" not in out.sentence
+        and "nan" not in out.sentence
     )
 
 
@@ -286,7 +286,7 @@ def test_the_cannot_decide_rule_counts_the_nonzero_differences_wilcoxon_uses():
 def test_a_judge_the_gate_could_not_test_is_listed_as_not_validated():
     """With 4 questions neither content-blindness test can run: the page lists such judges as not
     validated."""
-    from cube.diagnose.lta import assess
+    from cube.diagnose.assessment import assess
     from cube.pages.decision import decision_markdown
 
     judges = ("gpt-4o", "length")

@@ -267,7 +267,7 @@ def test_a_weighted_dimension_without_human_range_is_flagged_as_left_out_of_w():
 
 
 def test_the_human_sentence_shows_the_flags_of_a_defined_score():
-    from cube.diagnose.lta import human_sentence
+    from cube.diagnose.assessment import human_sentence
 
     answers, scores, human, _ = _world(n=200, n_rated=60, seed=5)
     bad = (human["dimension"] == "quality") & (human["set"] == "full")

@@ -10,7 +10,7 @@ import pytest
 
 from cube.config.params import parse_params
 from cube.config.sections import AnalysisParams
-from cube.diagnose import lta, verdict
+from cube.diagnose import assessment, verdict
 from cube.method import evaluation as E
 from cube.method.compare import compare_all, compare_pair, holm, mde
 from cube.pages.decision import decision_markdown
@@ -34,7 +34,7 @@ def _assess(res, **analysis):
             "analysis": analysis,
         }
     )
-    return lta.assess({"sys": res}, params)
+    return assessment.assess({"sys": res}, params)
 
 
 def _set_interval(res, lo, hi):
@@ -49,19 +49,19 @@ def test_a_system_failing_most_calls_withholds_the_verdict_with_the_count():
     answers = answers.assign(retrieval_ok=~failed, error=failed.map({True: "HTTP 500", False: ""}))
     res = _eval(answers, scores, AnalysisParams(bootstrap=100))
     out = _assess(res)
-    assert out["verdict"] == "withheld"
+    assert out.verdict == "withheld"
     assert any(
         "150 of 200 calls to the system under test failed" in r
         and "max_system_failure_rate = 20%" in r
-        for r in out["withheld_reasons"]
-    ), out["withheld_reasons"]
+        for r in out.withheld_reasons
+    ), out.withheld_reasons
     few = answers.assign(
         retrieval_ok=~answers["question_id"].isin([f"q{i:03d}" for i in range(20)])
     )
     ok = _assess(_eval(few, scores, AnalysisParams(bootstrap=100)))  # 10 % failed: below the limit
-    assert not any("calls to the system under test failed" in r for r in ok["withheld_reasons"])
+    assert not any("calls to the system under test failed" in r for r in ok.withheld_reasons)
     looser = _assess(res, max_system_failure_rate=0.8)
-    assert not any("calls to the system under test failed" in r for r in looser["withheld_reasons"])
+    assert not any("calls to the system under test failed" in r for r in looser.withheld_reasons)
 
 
 def test_questions_whose_retrieval_could_not_be_told_are_not_called_failed_calls():
@@ -78,26 +78,24 @@ def test_questions_whose_retrieval_could_not_be_told_are_not_called_failed_calls
     res = _eval(answers, scores, AnalysisParams(bootstrap=100))
     assert (res.settings["retrieval_unknown"], res.settings["retrieval_failed"]) == (50, 20)
     out = _assess(res)
-    assert not any("calls to the system under test failed" in r for r in out["withheld_reasons"])
+    assert not any("calls to the system under test failed" in r for r in out.withheld_reasons)
     out = _assess(res, max_system_failure_rate=0.05)  # 20 of 200 failed: 10 %, over 5 %
-    assert any(
-        "20 of 200 calls to the system under test failed" in r for r in out["withheld_reasons"]
-    )
+    assert any("20 of 200 calls to the system under test failed" in r for r in out.withheld_reasons)
 
 
 # --------------------------------------------------------------------- no interval: provisional
 def test_without_an_interval_the_verdict_is_provisional_and_says_why():
     answers, scores = make_tables(n_questions=60, seed=42)
     out = _assess(_eval(answers, scores, AnalysisParams(bootstrap=0)), bootstrap=0)
-    assert out["verdict"] != "withheld" and out["provisional"]
+    assert out.verdict != "withheld" and out.provisional
     assert (
-        "analysis.bootstrap = 0" in out["provisional_reason"]
-        and "max_interval_width" in out["provisional_reason"]
+        "analysis.bootstrap = 0" in out.provisional_reason
+        and "max_interval_width" in out.provisional_reason
     )
-    assert out["verdict_label"].endswith("(provisional)") and "provisional" in out["sentence"]
+    assert out.verdict_label.endswith("(provisional)") and "provisional" in out.sentence
     assert "(PROVISIONAL)" in decision_markdown(out)
     boot = _assess(_eval(answers, scores, AnalysisParams(bootstrap=100)))
-    assert not boot["provisional"] and "provisional" not in boot["verdict_label"]
+    assert not boot.provisional and "provisional" not in boot.verdict_label
 
 
 # ------------------------------------------------------------------------- R@k = 0: the retriever
@@ -107,9 +105,9 @@ def test_nothing_retrieved_gives_cube_zero_and_names_the_retriever_not_the_judge
     res = _eval(answers, scores, AnalysisParams(bootstrap=50))
     assert (res.cube_table["cube_score"] == 0).all()  # each judge: W x 0 = 0
     out = _assess(res)
-    assert out["cube_score"] == 0.0 and out["verdict"] == "poor"
-    assert not any("validity gate" in r for r in out["withheld_reasons"]), out["withheld_reasons"]
-    assert "retriever found the gold document for none of the 60 questions" in out["sentence"]
+    assert out.cube_score == 0.0 and out.verdict == "poor"
+    assert not any("validity gate" in r for r in out.withheld_reasons), out.withheld_reasons
+    assert "retriever found the gold document for none of the 60 questions" in out.sentence
 
 
 # ------------------------------------------------------------- every band the interval touches
@@ -121,13 +119,13 @@ def test_the_verdict_shows_every_band_its_interval_touches():
         res, 58.0, 84.0
     )  # 26 points: accepted by the 30-point width rule, spans three bands
     out = _assess(res)
-    assert out["verdict"] == "good"
-    assert out["verdict_bands"] == ["fair", "good", "excellent"]
-    assert out["verdict_label"] == "fair to good to excellent"
-    assert "spans the verdicts fair, good, excellent" in out["sentence"]
+    assert out.verdict == "good"
+    assert out.verdict_bands == ["fair", "good", "excellent"]
+    assert out.verdict_label == "fair to good to excellent"
+    assert "spans the verdicts fair, good, excellent" in out.sentence
     _set_interval(res, 62.0, 78.0)
     one = _assess(res)
-    assert one["verdict_label"] == "good" and one["verdict_bands"] == ["good"]
+    assert one.verdict_label == "good" and one.verdict_bands == ["good"]
     assert verdict.verdict_bands(61.0, 85.0, {"excellent": 80.0, "good": 60.0, "fair": 40.0}) == [
         "good",
         "excellent",

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from cube.config.params import parse_params
 from cube.config.sections import AnalysisParams
-from cube.diagnose import lta
+from cube.diagnose import assessment
 from cube.method import analysis as A
 from cube.method import evaluation as E
 from cube.method import normalise as N
@@ -307,7 +307,7 @@ def test_gate_failure_rate_counts_call_and_parse_not_skipped():
 
 # ------------------------------------------------------------------------------ withheld
 def _assess(res, **analysis):
-    return lta.assess({"sys": res}, _params(**analysis))
+    return assessment.assess({"sys": res}, _params(**analysis))
 
 
 def test_the_verdict_is_withheld_when_the_interval_is_wider_than_the_limit():
@@ -315,13 +315,13 @@ def test_the_verdict_is_withheld_when_the_interval_is_wider_than_the_limit():
     res = _eval(answers, scores, AnalysisParams(bootstrap=200))
     lo, hi = res.interval()
     wide = _assess(res, max_interval_width=(hi - lo) * 0.9)
-    assert wide["verdict"] == "withheld" and not wide["judging_failed"]
+    assert wide.verdict == "withheld" and not wide.judging_failed
     assert any(
-        "points wide, more than analysis.max_interval_width" in r for r in wide["withheld_reasons"]
+        "points wide, more than analysis.max_interval_width" in r for r in wide.withheld_reasons
     )
-    assert "verdict withheld" in wide["sentence"]
+    assert "verdict withheld" in wide.sentence
     fine = _assess(res, max_interval_width=(hi - lo) * 1.1)
-    assert fine["verdict"] != "withheld" and fine["withheld_reasons"] == []
+    assert fine.verdict != "withheld" and fine.withheld_reasons == []
 
 
 def test_no_verdict_outside_the_bounds_beyond_tolerance_and_none_without_gated_judges():
@@ -329,22 +329,20 @@ def test_no_verdict_outside_the_bounds_beyond_tolerance_and_none_without_gated_j
     res = _eval(answers, scores, AnalysisParams(bootstrap=100))
     res.jury.loc["mean", "cube_score"] = 112.0
     out = _assess(res)
-    assert out["verdict"] == "withheld" and any(
-        "leaves [0, 100]" in r for r in out["withheld_reasons"]
-    )
+    assert out.verdict == "withheld" and any("leaves [0, 100]" in r for r in out.withheld_reasons)
     res.jury.loc["mean", "cube_score"] = 103.0  # within the 5-point tolerance: read as 100
     res.bootstrap.loc[
         (res.bootstrap.judge == "jury") & (res.bootstrap.metric == "cube_score"), ["lo", "hi"]
     ] = [90.0, 104.0]
     out = _assess(res)
-    assert out["verdict"] == "excellent" and "nearest bound" in out["sentence"]
+    assert out.verdict == "excellent" and "nearest bound" in out.sentence
     dead = scores.assign(score=np.nan, error_kind="call")
     none = _eval(answers, dead, AnalysisParams(bootstrap=50))
     out = _assess(none)
-    assert out["verdict"] == "withheld" and out["judging_failed"] and out["n_judges"] == 0
+    assert out.verdict == "withheld" and out.judging_failed and out.n_judges == 0
     assert any(
         "no judge passed the validity gate" in r and "has no scores" in r
-        for r in out["withheld_reasons"]
+        for r in out.withheld_reasons
     )
     md = decision_markdown(out.model_copy(update={"suggestions": []}))
     assert "<span style=" in md and "WITHHELD" in md and "excluded: judge-a" in md
@@ -355,9 +353,9 @@ def test_the_decision_page_lists_used_and_excluded_judges_with_a_badge():
     res = _eval(answers, _random_judge(scores, 1), AnalysisParams(bootstrap=100))
     out = _assess(res)
     md = decision_markdown(out)
-    assert out["judges_used"] == ["judge-a", "judge-b"] and "judge-r" in out["judges_excluded"]
+    assert out.judges_used == ["judge-a", "judge-b"] and "judge-r" in out.judges_excluded
     assert "Judges in the jury (2): judge-a, judge-b." in md and "- excluded: judge-r (" in md
-    assert f"{out['verdict'].upper()}</span>" in md
+    assert f"{out.verdict.upper()}</span>" in md
 
 
 # ---------------------------------------------------------------------------------- one R@k
@@ -381,7 +379,7 @@ def test_the_same_r_at_k_in_the_retrieval_table_figure_2_data_and_the_decision()
     for value in (
         table.at["sys", "R@8"],
         fig_recall,
-        decision["recall_at_k"],
+        decision.recall_at_k,
         style["R@N"].iloc[0],
     ):
         assert value == pytest.approx(res.recall_at_k)

@@ -133,7 +133,7 @@ def test_unmeasurable_self_preference_reaches_results_json_and_decision_page_onl
     assert (
         "self_preference" not in recorded["other"] and "self_preference" not in recorded["rubric"]
     )
-    assert set(out["self_preference"]) == {"self"}
+    assert set(out.self_preference) == {"self"}
     lines = [x for x in decision_markdown(out).splitlines() if "self-preference" in x]
     assert len(lines) == 1 and lines[0].startswith("- self-preference of self: not measurable")
     assert "+" not in lines[0].split(":", 1)[1]

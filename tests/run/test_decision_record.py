@@ -144,7 +144,7 @@ def test_an_eight_question_runs_width_is_blamed_on_its_questions_with_how_many_w
 
     from cube.config.params import parse_params
     from cube.config.sections import AnalysisParams
-    from cube.diagnose.lta import assess
+    from cube.diagnose.assessment import assess
     from cube.method.compare import questions_needed
     from cube.method.evaluation import evaluate
     from tests.factories import make_tables
@@ -222,7 +222,8 @@ def test_the_reference_page_lists_every_field_of_the_record():
     table = page.split("<!-- fields:start -->\n")[1].split("<!-- fields:end -->")[0]
     assert table == reference_markdown()  # regenerate: make reference
     for part in PARTS:  # each field once, under the part that declares it
-        assert all(table.count(f" | `{name}` | ") >= 1 for name in part.model_fields)
+        keys = [info.alias or name for name, info in part.model_fields.items()]  # JSON keys
+        assert all(table.count(f" | `{key}` | ") >= 1 for key in keys)
 
 
 def test_notebook_10_reads_a_decision_without_a_sweep(paid):

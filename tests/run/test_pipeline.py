@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from cube.diagnose.lta import assess, human_sentence
+from cube.diagnose.assessment import assess, human_sentence
 from cube.diagnose.verdict import verdict
 from cube.run import decide, evaluate, human, pipeline
 from cube.run.notebook import open_run
@@ -68,8 +68,8 @@ def test_decision_with_undefined_dimensions_is_withheld_not_a_crash(run):
     dims = ["relevance", "specificity", "completeness", "quality"]
     result.jury.loc[:, [*dims, "weighted_score", "cube_score"]] = np.nan
     out = assess(results, run.params)
-    assert out["verdict"] == "withheld" and out["weakest"] == []
-    assert any("CuBE score is undefined" in r for r in out["withheld_reasons"])
+    assert out.verdict == "withheld" and out.weakest == []
+    assert any("CuBE score is undefined" in r for r in out.withheld_reasons)
     assert (
         verdict(float("nan"), {"good": 60}) == "undetermined"
         and verdict(59.9, {"good": 60}) == "poor"
@@ -79,12 +79,11 @@ def test_decision_with_undefined_dimensions_is_withheld_not_a_crash(run):
 def test_decision_names_offline_bounds_and_subset_wording(run):
     out = decide.decision(run, evaluate.evaluate_run(run))
     assert (
-        "offline extractive algorithm" in out["synthetic_data"]
-        and "SYNTHETIC" in out["synthetic_data"]
+        "offline extractive algorithm" in out.synthetic_data and "SYNTHETIC" in out.synthetic_data
     )
     assert (
-        "on those the answers" in out["sentence"]
-        and out["weighted_label"] == "Answer quality when retrieved"
+        "on those the answers" in out.sentence
+        and out.weighted_label == "Answer quality when retrieved"
     )
 
 
@@ -114,7 +113,7 @@ def test_a_larger_top_n_system_is_reported_with_its_numbers():
                 *make_tables(60, seed=2, recall=0.9, top_n=16, system="top16"), ap, 16
             ),
         }
-    text = " ".join(assess(results, params)["suggestions"])
+    text = " ".join(assess(results, params).suggestions)
     top16 = results["top16"]
     assert (
         f"top16 (TOP-N 16) retrieved {top16.recall_at_k:.1%}" in text
@@ -150,9 +149,10 @@ def test_decision_reports_r_at_1_and_near_duplicate_confusion_from_the_run(run):
     out = decide.decision(run, results)
     ranks = results["bm25-top8"].ranks
     expected = near_duplicate_confusion(run.load("answers"), run.load("corpus"), system="bm25-top8")
-    assert out["retrieval_quality"]["r_at_1"] == pytest.approx((ranks["rank"] == 1).mean())
-    assert out["retrieval_quality"]["near_duplicate_confusion"]["count"] == expected["count"]
-    assert out["retrieval_quality"]["duplicate_texts"] == 0
+    quality = out.retrieval_quality
+    assert quality.r_at_1 == pytest.approx((ranks["rank"] == 1).mean())
+    assert quality.near_duplicate_confusion.count == expected["count"]
+    assert quality.duplicate_texts == 0
     page = decision_markdown(out)
     assert f"R@1 {(ranks['rank'] == 1).mean():.1%}" in page and "near-duplicate confusion" in page
     assert "bm25-top8" in set(tables.bootstrap_intervals(results)["system"])
@@ -163,7 +163,7 @@ def test_without_a_bootstrap_the_decision_says_its_precision_is_unknown_and_the_
 
     results = evaluate.evaluate_run(run, bootstrap=False)
     out = assess(results, run.params)
-    assert out["cube_ci"] is None and "precision of this score is unknown" in out["sentence"]
+    assert out.cube_ci is None and "precision of this score is unknown" in out.sentence
     table = tables.bootstrap_intervals(results)
     assert set(table["note"]) == {"not computed: analysis.bootstrap is 0"} and len(table) == len(
         results

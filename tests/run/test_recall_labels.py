@@ -11,7 +11,7 @@ import warnings
 from cube.config.params import parse_params
 from cube.config.runpaths import RunPaths
 from cube.config.sections import AnalysisParams
-from cube.diagnose import lta
+from cube.diagnose import assessment
 from cube.method import evaluation as E
 from cube.pages.publish import write_index
 from cube.run.outcome import outcome_lines
@@ -42,7 +42,7 @@ def _decision():
         }
     )
     results = {"bm25-top8": _result("bm25-top8", 8, 1), "bm25-top2": _result("bm25-top2", 2, 2)}
-    return lta.assess(results, params).as_json()
+    return assessment.assess(results, params).as_json()
 
 
 def test_each_system_carries_its_own_k_in_the_record():

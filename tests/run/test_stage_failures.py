@@ -57,7 +57,7 @@ def test_a_stale_decision_is_forgotten_whole_when_an_earlier_stage_re_executes(
     # then worked could still read "judging failed" (exit 3) from the previous decision.
     import json
 
-    import cube.diagnose.lta
+    import cube.diagnose.assessment
     import cube.run.decide as decide
     from cube.diagnose.decision_record import HEADLINE_FIELDS, Decision, DecisionInputs
     from cube.run.execute import _forget_decision
@@ -79,7 +79,7 @@ def test_a_stale_decision_is_forgotten_whole_when_an_earlier_stage_re_executes(
         withheld_reasons=["judging failed"],
         judging_failed=True,
     )
-    monkeypatch.setattr(cube.diagnose.lta, "assess", lambda *a, **k: out)
+    monkeypatch.setattr(cube.diagnose.assessment, "assess", lambda *a, **k: out)
     monkeypatch.setattr(decide, "decision_inputs", lambda *a, **k: DecisionInputs())
     monkeypatch.setattr(decide, "audit_record", lambda *a, **k: {"ran": False})
     decide.decision(FakeRun(), {})

@@ -1,4 +1,5 @@
-"""The Lightweight Targeted Assessment (paper 5.5): one number, a verdict, and what to do next.
+"""How the decision is made: the paper's Lightweight Targeted Assessment (5.5), one number, a
+verdict and what to do next. (This module was `cube.diagnose.lta`.)
 
 `assess` turns the CuBE results of a run into the decision
 (`cube.diagnose.decision_record.Decision`, a typed record) for non-technical readers: the jury's
@@ -7,6 +8,11 @@ thresholds in params (`cube.diagnose.verdict`, one function per withholding rule
 dimensions, and suggestions derived from the numbers (`cube.diagnose.suggest`: never from a fixed
 list, each one names the figure behind it).
 `human_sentence` says the human-calibrated line that notebook 07 records beside the decision.
+
+The decision's other homes, one role each: `cube.diagnose.decision_record` (what it is, and its
+JSON), `cube.diagnose.verdict` (the verdict's rules), `cube.diagnose.suggest` (what to do next),
+`cube.run.decide` (stage 06: the run folder's inputs in, `results.json` out) and
+`cube.pages.decision` (the page's text).
 """
 
 from __future__ import annotations
@@ -81,6 +87,12 @@ def human_sentence(calibrated: dict[str, Any] | None) -> str:
             + "; ".join(flags or ["see notebook 07"])
             + ")."
         )
+    note = (" Note: " + "; ".join(flags) + ".") if flags else ""
+    return f"{counted}: {_human_cube(h)}.{note}"
+
+
+def _human_cube(h: dict[str, Any]) -> str:
+    """The defined human-calibrated CuBE with its interval, beside the judges' alone."""
     ci = (
         f" [{h['cube_lo']:.1f}, {h['cube_hi']:.1f}] ({h['confidence']:.0%} interval, bootstrap "
         "over the questions and their ratings)"
@@ -89,10 +101,9 @@ def human_sentence(calibrated: dict[str, Any] | None) -> str:
     )
     judge = h.get("judge_only_cube")
     beside = f"; the judges alone, on the same means: {judge:.1f}" if judge is not None else ""
-    note = (" Note: " + "; ".join(flags) + ".") if flags else ""
     return (
-        f"{counted}: CuBE {h['cube_score']:.1f}{ci}, the judges calibrated to the raters by "
-        f"prediction-powered inference{beside}.{note}"
+        f"CuBE {h['cube_score']:.1f}{ci}, the judges calibrated to the raters by "
+        f"prediction-powered inference{beside}"
     )
 
 
@@ -115,17 +126,6 @@ def _system_figures(
 ) -> SystemFigures:
     cube = 0.0 if nothing_retrieved(result) else result.jury_cube()
     lo, hi = result.interval("jury", "cube_score")
-    reasons, failed = withheld_reasons(result, params, unmeasured or [])
-    # within the tolerance, a value just outside [0, 100] is read at the nearest bound for the
-    # verdict
-    shown = float(np.clip(cube, 0, 100)) if np.isfinite(cube) else cube
-    thresholds = params.analysis.verdict_thresholds
-    name = "withheld" if reasons else verdict(shown, thresholds)
-    provisional = "" if reasons else provisional_reason(result, params)
-    bands = [] if reasons or nothing_retrieved(result) else verdict_bands(lo, hi, thresholds)
-    label = " to ".join(bands) if len(bands) > 1 else name
-    if provisional:
-        label += " (provisional)"
     return SystemFigures(
         system=str(result.system),
         cube_score=cube,
@@ -133,64 +133,68 @@ def _system_figures(
         recall_at_k=result.recall_at_k,
         top_n=top_n,
         weighted_score=float(result.jury.at["mean", "weighted_score"]),
-        verdict=name,
-        verdict_label=label,
-        verdict_bands=bands or [name],
-        provisional=bool(provisional),
-        provisional_reason=provisional,
+        **_verdict_fields(result, params, cube, unmeasured or []),
         retriever_note=retriever_note(result, top_n),
-        withheld_reasons=reasons,
-        judging_failed=bool(failed and not result.jury_judges),
-        n_judges=len(result.jury_judges),
-        judges_used=[str(j) for j in result.jury_judges],
-        judges_not_validated=[str(j) for j in not_validated_judges(result)],
-        judges_excluded={str(j): str(r) for j, r in result.excluded_judges.items()},
-        judge_evidence={str(j): str(e) for j, e in result.cube_table["gate_evidence"].items()}
-        if "gate_evidence" in result.cube_table
-        else {},
+        **_jury_fields(result),
         n_questions=result.n_questions,
     )
+
+
+def _verdict_fields(
+    result: CubeResult, params: Params, cube: float, unmeasured: list[str]
+) -> dict[str, Any]:
+    """The verdict (or why it is withheld), its label, the bands its interval touches and whether
+    it is provisional; `judging_failed` when no judge has usable scores."""
+    reasons, failed = withheld_reasons(result, params, unmeasured)
+    # within the tolerance, a value just outside [0, 100] is read at the nearest bound for the
+    # verdict
+    shown = float(np.clip(cube, 0, 100)) if np.isfinite(cube) else cube
+    thresholds = params.analysis.verdict_thresholds
+    name = "withheld" if reasons else verdict(shown, thresholds)
+    provisional = "" if reasons else provisional_reason(result, params)
+    lo, hi = result.interval("jury", "cube_score")
+    bands = [] if reasons or nothing_retrieved(result) else verdict_bands(lo, hi, thresholds)
+    label = " to ".join(bands) if len(bands) > 1 else name
+    return {
+        "verdict": name,
+        "verdict_label": label + (" (provisional)" if provisional else ""),
+        "verdict_bands": bands or [name],
+        "provisional": bool(provisional),
+        "provisional_reason": provisional,
+        "withheld_reasons": reasons,
+        "judging_failed": bool(failed and not result.jury_judges),
+    }
+
+
+def _jury_fields(result: CubeResult) -> dict[str, Any]:
+    """The jury, its members no test could validate, the judges the gate excluded (with why) and
+    what the gate read of each judge."""
+    table = result.cube_table
+    evidence = table["gate_evidence"].items() if "gate_evidence" in table else ()
+    return {
+        "n_judges": len(result.jury_judges),
+        "judges_used": [str(j) for j in result.jury_judges],
+        "judges_not_validated": [str(j) for j in not_validated_judges(result)],
+        "judges_excluded": {str(j): str(r) for j, r in result.excluded_judges.items()},
+        "judge_evidence": {str(j): str(e) for j, e in evidence},
+    }
 
 
 def _sentence(head: SystemFigures, result: CubeResult, params: Params, top_n: int) -> str:
     """The decision's one sentence: the verdict (or why it is withheld), the score with its
     interval, R@k and W, whether it is provisional and which verdicts the interval spans."""
-    dims = [c for c in result.cube_table.columns if c in set(result.weights["dimension"])]
-    ci = head.cube_ci
-    ci_text = f" ({params.analysis.confidence:.0%} interval {ci[0]:.1f}-{ci[1]:.1f})" if ci else ""
-    jury_text = f"{head.n_judges} of {len(result.cube_table)} judges"
-    primary = head.system
-    if head.verdict == "withheld":
-        sentence = (
-            f"{primary}: verdict withheld ({'; '.join(head.withheld_reasons)}). "
-            + (
-                f"The jury of {jury_text} gives a CuBE score of {head.cube_score:.1f}{ci_text}, "
-                "which is not a reliable basis for a decision. "
-                if _defined(head.cube_score)
-                else ""
-            )
-            + (
-                f"Retrieval found the gold document for {result.recall_at_k:.1%} of questions "
-                f"(R@{top_n})."
-                if _defined(result.recall_at_k)
-                else f"R@{top_n} is undefined: the retrieval was not measured."
-            )
-        )
-    elif head.retriever_note:
-        sentence = f"{primary}: CuBE 0.0, {head.verdict}: {head.retriever_note}."
-    else:
-        sentence = (
-            f"{primary} achieved a CuBE score of {head.cube_score:.1f}{ci_text} across "
-            f"{', '.join(dims)} (jury of {jury_text}): "
-            f"{head.verdict_label}{_clip_note(head, params)}. Retrieval found the gold document "
-            f"for {result.recall_at_k:.1%} of questions (R@{top_n}), and on those the answers "
-            f"reach {head.weighted_score:.1f} of 100 on the scale from the no-document bound "
-            "(0) to the gold-document bound (100)."
-        )
-    if head.provisional:
-        sentence += f" The verdict is provisional: {head.provisional_reason}."
     from cube.method.design import design_note  # the families' design effect (issue 30)
 
+    ci = head.cube_ci
+    ci_text = f" ({params.analysis.confidence:.0%} interval {ci[0]:.1f}-{ci[1]:.1f})" if ci else ""
+    if head.verdict == "withheld":
+        sentence = _withheld_sentence(head, result, ci_text, top_n)
+    elif head.retriever_note:
+        sentence = f"{head.system}: CuBE 0.0, {head.verdict}: {head.retriever_note}."
+    else:
+        sentence = _verdict_sentence(head, result, params, ci_text, top_n)
+    if head.provisional:
+        sentence += f" The verdict is provisional: {head.provisional_reason}."
     families = design_note(getattr(result, "design", {}))
     sentence += f" {families}" if families else ""
     if len(head.verdict_bands) > 1:
@@ -200,6 +204,44 @@ def _sentence(head: SystemFigures, result: CubeResult, params: Params, top_n: in
             f'"{" to ".join(head.verdict_bands)}".'
         )
     return sentence
+
+
+def _jury_text(head: SystemFigures, result: CubeResult) -> str:
+    return f"{head.n_judges} of {len(result.cube_table)} judges"
+
+
+def _withheld_sentence(head: SystemFigures, result: CubeResult, ci_text: str, top_n: int) -> str:
+    """Why the verdict is withheld, the jury's score said to be no basis, and R@k."""
+    return (
+        f"{head.system}: verdict withheld ({'; '.join(head.withheld_reasons)}). "
+        + (
+            f"The jury of {_jury_text(head, result)} gives a CuBE score of "
+            f"{head.cube_score:.1f}{ci_text}, which is not a reliable basis for a decision. "
+            if _defined(head.cube_score)
+            else ""
+        )
+        + (
+            f"Retrieval found the gold document for {result.recall_at_k:.1%} of questions "
+            f"(R@{top_n})."
+            if _defined(result.recall_at_k)
+            else f"R@{top_n} is undefined: the retrieval was not measured."
+        )
+    )
+
+
+def _verdict_sentence(
+    head: SystemFigures, result: CubeResult, params: Params, ci_text: str, top_n: int
+) -> str:
+    """The score with its interval across the dimensions, the verdict, R@k and W."""
+    dims = [c for c in result.cube_table.columns if c in set(result.weights["dimension"])]
+    return (
+        f"{head.system} achieved a CuBE score of {head.cube_score:.1f}{ci_text} across "
+        f"{', '.join(dims)} (jury of {_jury_text(head, result)}): "
+        f"{head.verdict_label}{_clip_note(head, params)}. Retrieval found the gold document "
+        f"for {result.recall_at_k:.1%} of questions (R@{top_n}), and on those the answers "
+        f"reach {head.weighted_score:.1f} of 100 on the scale from the no-document bound "
+        "(0) to the gold-document bound (100)."
+    )
 
 
 def _caveats(inputs: DecisionInputs) -> str:
@@ -270,7 +312,7 @@ def assess(
             tips,
             inputs.diagnosis.get("failure_patterns"),
         ),
-        retrieval_quality=_json_safe(inputs.retrieval),
+        retrieval_quality=inputs.retrieval,
         weighted_label="Answer quality when retrieved",
         judges=[str(j) for j in result.cube_table.index],
         systems=[
@@ -290,15 +332,6 @@ def assess(
         self_preference=inputs.self_preference,
         injection=inputs.injection,
     )
-
-
-def _json_safe(value: Any) -> Any:
-    """NaN as null, so `results.json` stays strict JSON."""
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, float) and not np.isfinite(value):
-        return None
-    return value
 
 
 def diagnosis_sentences(system: str, diagnosis: dict[str, Any]) -> dict[str, Any]:
@@ -325,32 +358,3 @@ def diagnosis_sentences(system: str, diagnosis: dict[str, Any]) -> dict[str, Any
         out["top_n_sweep"] = diagnosis["top_n_sweep"]
         out["sweep_sentence"] = diagnosis["top_n_sweep"]["sentence"]
     return out
-
-
-def correlation_reading(result: CubeResult) -> str:
-    """The paper's 5.3 reading, stated from this run's data whatever it shows."""
-    ca, cr = result.correlations_all, result.correlations_retrieved
-    r_all, r_ret = ca["r"].mean(), cr["r"].mean()
-    if not (np.isfinite(r_all) and np.isfinite(r_ret)):
-        return (
-            "The correlation with rank is undefined for this run (a constant score or rank, or too "
-            "few questions), so the paper's reading cannot be checked here."
-        )
-    per_judge = ca.groupby("judge")["r"].mean() - cr.groupby("judge")["r"].mean()
-    dropped = int((per_judge > 0.1).sum())
-    text = (
-        f"Mean Pearson r between rank_score and the dimension scores: {r_all:.2f} over all "
-        f"{result.n_questions} questions, {r_ret:.2f} over the {result.n_retrieved} retrieved "
-        f"ones; the correlation falls by more than 0.1 for {dropped} of {len(per_judge)} judges. "
-    )
-    if r_ret < r_all - 0.1:
-        text += (
-            "As in the paper, the correlation collapses once the gold document is retrieved: "
-            "whether the document is found matters far more than its position in the top N."
-        )
-    else:
-        text += (
-            "Unlike the paper, the correlation does not collapse on retrieved questions: in this "
-            "run the rank of the gold document still matters once it is retrieved."
-        )
-    return text
