@@ -36,6 +36,7 @@ import json
 import math
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -195,6 +196,148 @@ def _categories(
     return style, gold.map(dept).fillna("").replace("", "(none)").astype(str).to_dict()
 
 
+_Facts = tuple[dict[Any, Any], dict[Any, Any], dict[Any, Any]]  # text, style, department
+_SET_INDEX = {v: i for i, v in enumerate(SETS)}
+
+
+def _names(column: pd.Series) -> list[str]:
+    """The column's distinct values as text, in order of first appearance (`unique`, without a
+    Python loop over every judgment)."""
+    return [str(v) for v in column.astype(str).unique()]
+
+
+def _question_facts(questions: pd.DataFrame | None, corpus: pd.DataFrame | None) -> _Facts:
+    """Per question id its text, style and gold department (empty maps without questions)."""
+    if questions is None or not len(questions):
+        return {}, {}, {}
+    qi = questions.drop_duplicates("question_id").set_index("question_id")
+    qtext = qi["question"].to_dict() if "question" in qi else {}
+    return (qtext, *_categories(qi, corpus))
+
+
+def _column_or_blank(table: pd.DataFrame, column: str) -> pd.Series:
+    """The table's `column`, or empty text on its index when it has none."""
+    return table[column] if column in table else pd.Series("", index=table.index)
+
+
+def _documents(corpus: pd.DataFrame | None) -> dict[str, Any]:
+    """Per document id `[item name, text]` (empty without a corpus of ids)."""
+    if corpus is None or not len(corpus) or "doc_id" not in corpus:
+        return {}
+    ci = corpus.drop_duplicates("doc_id").set_index("doc_id")
+    names = _column_or_blank(ci, "item_name").tolist()
+    texts = _column_or_blank(ci, "text").tolist()
+    return {str(k): [_text(n), _text(t)] for k, n, t in zip(ci.index, names, texts, strict=True)}
+
+
+def _score_or_none(v: float) -> float | None:
+    """A score, or None for NaN (JSON has no NaN)."""
+    return None if v != v else v
+
+
+def _judgments(
+    sc: pd.DataFrame, judges: list[str], dims: list[str]
+) -> dict[tuple[str, str], list[list[Any]]]:
+    """Per (question, system) its judgments `[set, judge, dimension, score, raw, error]`, the
+    first three as indexes into `SETS`, `judges` and `dims` (set -1 when not one of `SETS`)."""
+    jidx, didx, sidx = ({v: i for i, v in enumerate(x)} for x in (judges, dims, SETS))
+    lists = [
+        sc[c].astype(str).tolist() for c in ("question_id", "system", "set", "judge", "dimension")
+    ]
+    # plain lists (a string column's own `tolist`, not element by element through `object`)
+    lists += [sc["score"].astype(float).tolist()]
+    lists += [_column_or_blank(sc, c).tolist() for c in ("raw", "error")]
+    judg: dict[tuple[str, str], list[list[Any]]] = {}
+    for q, s, set_, j, d, v, raw, err in zip(*lists, strict=True):
+        judg.setdefault((q, s), []).append(
+            [sidx.get(set_, -1), jidx[j], didx[d], _score_or_none(v), _text(raw), _text(err)]
+        )
+    return judg
+
+
+def _retrieved_rank(row: Any) -> int | None:
+    """The rag answer's rank of its gold document; None when retrieval failed (or is unknown)."""
+    ok = getattr(row, "retrieval_ok", True)
+    return int(row.rank) if not pd.isna(ok) and bool(ok) else None
+
+
+def _new_record(
+    row: Any,
+    key: tuple[str, str],
+    systems: list[str],
+    judgments: dict[tuple[str, str], list[list[Any]]],
+    facts: _Facts,
+) -> dict[str, Any]:
+    """The record of the answer row's (question, system), its answers still empty."""
+    qtext, qstyle, qdept = facts
+    qid = row.question_id
+    return {
+        "q": key[0],
+        "s": systems.index(key[1]),
+        "d": _text(getattr(row, "doc_id", "")),
+        "t": _text(qtext.get(qid, "")),
+        # as the category report names a question it cannot place
+        "st": _text(qstyle.get(qid, "(unknown)" if qstyle else "")),
+        "dp": _text(qdept.get(qid, "(unknown)" if qdept else "")),
+        "rk": None,
+        "r": [],
+        "a": ["", "", ""],
+        "e": ["", "", ""],
+        "j": judgments.get(key, []),
+    }
+
+
+def _add_answer(rec: dict[str, Any], row: Any) -> None:
+    """The answer row's text and error into its set's place; the rag set's retrieval too."""
+    i = _SET_INDEX.get(str(row.set))
+    if i is None:
+        return
+    rec["a"][i] = _text(getattr(row, "answer", ""))
+    rec["e"][i] = _text(getattr(row, "error", ""))
+    if row.set == "rag":
+        rec["rk"] = _retrieved_rank(row)
+        rec["r"] = parse_doc_list(getattr(row, "retrieved_doc_ids", None))
+
+
+def _records(
+    answers: pd.DataFrame,
+    systems: list[str],
+    judgments: dict[tuple[str, str], list[list[Any]]],
+    facts: _Facts,
+) -> dict[tuple[str, str], dict[str, Any]]:
+    """One record per (question, system) of the answers, holding its three sets' answers."""
+    recs: dict[tuple[str, str], dict[str, Any]] = {}
+    for row in answers.itertuples(index=False):
+        key = (str(row.question_id), str(row.system))
+        if key not in recs:
+            recs[key] = _new_record(row, key, systems, judgments, facts)
+        _add_answer(recs[key], row)
+    return recs
+
+
+def _mark(
+    recs: dict[tuple[str, str], dict[str, Any]],
+    field: str,
+    marks: dict[tuple[str, str], list[list[Any]]] | None,
+    shown: Callable[[list[list[Any]]], list[list[Any]]],
+) -> None:
+    """Set `field` of the records `marks` names to `shown(their marks)` (marks of no record are
+    left out)."""
+    for key, m in (marks or {}).items():
+        if key in recs:
+            recs[key][field] = shown(m)
+
+
+def _flag_marks(marks: list[list[Any]]) -> list[list[Any]]:
+    """The screen's flags `[set, kinds, spans]` with the set as an index into `SETS`."""
+    return [[_SET_INDEX.get(m[0], -1), _text(m[1]), _text(m[2])] for m in marks]
+
+
+def _present(records: list[dict[str, Any]], field: str) -> list[str]:
+    """The records' distinct non-empty values of `field`, sorted (the filter's choices)."""
+    return sorted({r[field] for r in records if r[field]})
+
+
 def build_records(
     answers: pd.DataFrame,
     scores: pd.DataFrame,
@@ -207,93 +350,26 @@ def build_records(
     (question, system) the comparisons where it is a regression or improvement (`run_changes`);
     `flagged`: per (question, system) its answers holding text addressed to a grader, `[set,
     kinds, spans]` (`screen_flags`)."""
-    # in order of first appearance (`unique`), without a Python loop over every judgment
-    systems = [str(s) for s in answers["system"].astype(str).unique()]
+    systems = _names(answers["system"])
     judges = sorted(scores["judge"].astype(str).unique()) if len(scores) else []
-    dims = [str(d) for d in scores["dimension"].astype(str).unique()] if len(scores) else []
-    qtext: dict[Any, Any] = {}
-    qstyle: dict[Any, Any] = {}
-    qdept: dict[Any, Any] = {}
-    if questions is not None and len(questions):
-        qi = questions.drop_duplicates("question_id").set_index("question_id")
-        qtext = qi["question"].to_dict() if "question" in qi else {}
-        qstyle, qdept = _categories(qi, corpus)
-    unknown = (
-        "(unknown)" if qstyle else ""
-    )  # as the category report names a question it cannot place
-    docs: dict[str, Any] = {}
-    if corpus is not None and len(corpus) and "doc_id" in corpus:
-        ci = corpus.drop_duplicates("doc_id").set_index("doc_id")
-        names = ci["item_name"] if "item_name" in ci else pd.Series("", index=ci.index)
-        texts = ci["text"] if "text" in ci else pd.Series("", index=ci.index)
-        docs = {
-            str(k): [_text(n), _text(t)]
-            for k, n, t in zip(ci.index, names.tolist(), texts.tolist(), strict=True)
-        }
+    dims = _names(scores["dimension"]) if len(scores) else []
     sc = scores.assign(score=pd.to_numeric(scores["score"], errors="coerce"))
-    cols = {c: sc[c] if c in sc else pd.Series("", index=sc.index) for c in ("raw", "error")}
-    jidx, didx, sidx = ({v: i for i, v in enumerate(x)} for x in (judges, dims, SETS))
-    judg: dict[tuple[str, str], list[list[Any]]] = {}
-    lists = [
-        sc[c].astype(str).tolist() for c in ("question_id", "system", "set", "judge", "dimension")
-    ]
-    # plain lists (a string column's own `tolist`, not element by element through `object`)
-    lists += [sc["score"].astype(float).tolist(), cols["raw"].tolist(), cols["error"].tolist()]
-    for q, s, set_, j, d, v, raw, err in zip(*lists, strict=True):
-        judg.setdefault((q, s), []).append(
-            [sidx.get(set_, -1), jidx[j], didx[d], None if v != v else v, _text(raw), _text(err)]
-        )
-    recs: dict[tuple[str, str], dict[str, Any]] = {}
-    for row in answers.itertuples(index=False):
-        q, s = str(row.question_id), str(row.system)
-        rec = recs.get((q, s))
-        if rec is None:
-            rec = recs[(q, s)] = {
-                "q": q,
-                "s": systems.index(s),
-                "d": _text(getattr(row, "doc_id", "")),
-                "t": _text(qtext.get(row.question_id, "")),
-                "st": _text(qstyle.get(row.question_id, unknown)),
-                "dp": _text(qdept.get(row.question_id, "(unknown)" if qdept else "")),
-                "rk": None,
-                "r": [],
-                "a": ["", "", ""],
-                "e": ["", "", ""],
-                "j": judg.get((q, s), []),
-            }
-        i = sidx.get(str(row.set))
-        if i is None:
-            continue
-        rec["a"][i] = _text(getattr(row, "answer", ""))
-        rec["e"][i] = _text(getattr(row, "error", ""))
-        if row.set == "rag":
-            ok = (
-                bool(getattr(row, "retrieval_ok", True))
-                if not pd.isna(getattr(row, "retrieval_ok", True))
-                else False
-            )
-            rec["rk"] = int(row.rank) if ok else None
-            rec["r"] = parse_doc_list(getattr(row, "retrieved_doc_ids", None))
-    for (q, s), marks in (changes or {}).items():
-        if (q, s) in recs:
-            recs[(q, s)]["c"] = marks
-    for (q, s), marks in (flagged or {}).items():
-        if (q, s) in recs:
-            recs[(q, s)]["g"] = [[sidx.get(m[0], -1), _text(m[1]), _text(m[2])] for m in marks]
+    facts = _question_facts(questions, corpus)
+    recs = _records(answers, systems, _judgments(sc, judges, dims), facts)
+    _mark(recs, "c", changes, lambda m: m)
+    _mark(recs, "g", flagged, _flag_marks)
     records = sorted(recs.values(), key=lambda r: (r["q"], r["s"]))
-    styles = sorted({r["st"] for r in records if r["st"]})
-    departments = sorted({r["dp"] for r in records if r["dp"]})
     meta = {
         "systems": systems,
         "judges": judges,
         "dimensions": dims,
         "sets": list(SETS),
-        "styles": styles,
-        "departments": departments,
+        "styles": _present(records, "st"),
+        "departments": _present(records, "dp"),
         "n_records": len(records),
         "n_judgments": int(len(sc)),
     }
-    return meta, records, docs
+    return meta, records, _documents(corpus)
 
 
 def run_changes(root: Path) -> dict[tuple[str, str], list[list[Any]]]:
@@ -357,14 +433,42 @@ def _read_columns(path: Path, columns: tuple[str, ...] | None) -> pd.DataFrame:
     return pd.read_parquet(path, columns=[c for c in columns if c in have])
 
 
+def _chunk_docs(part: list[dict[str, Any]], docs: dict[str, Any]) -> dict[str, Any]:
+    """The documents a chunk's records name: a gold one's name and text (shown), a retrieved
+    one's name only."""
+    gold = {r["d"] for r in part}
+    used = gold | {d for r in part for d in r["r"]}
+    return {d: (docs[d] if d in gold else [docs[d][0], ""]) for d in used if d in docs}
+
+
+def _write_chunks(folder: Path, records: list[dict[str, Any]], docs: dict[str, Any]) -> list[str]:
+    """Write the records `CHUNK` at a time (at least one file, even for none), replacing the
+    chunks of an earlier run; their file names, in order."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.glob("chunk-*.js"):
+        old.unlink()
+    chunks = []
+    for i in range(0, max(len(records), 1), CHUNK):
+        part = records[i : i + CHUNK]
+        name = f"chunk-{len(chunks):04d}.js"
+        (folder / name).write_text(
+            f"CUBE_CHUNK({len(chunks)},{_js({'rows': part, 'docs': _chunk_docs(part, docs)})});\n",
+            encoding="utf-8",
+        )
+        chunks.append(name)
+    return chunks
+
+
 def write_browser(run_paths: RunPaths) -> Path | None:
     """Write `report/judgments.html` and its data files; None when the run has no scores yet."""
     paths = run_paths
     if not (paths.data_file("answers").exists() and paths.data_file("scores").exists()):
         return None
-    load = lambda n, cols=None: (  # noqa: E731
-        _read_columns(paths.data_file(n), cols) if paths.data_file(n).exists() else None
-    )
+
+    def load(name: str, columns: tuple[str, ...] | None = None) -> pd.DataFrame | None:
+        path = paths.data_file(name)
+        return _read_columns(path, columns) if path.exists() else None
+
     meta, records, docs = build_records(
         load("answers", ANSWER_COLUMNS),
         load("scores", SCORE_COLUMNS),
@@ -374,21 +478,7 @@ def write_browser(run_paths: RunPaths) -> Path | None:
         screen_flags(paths.root),
     )
     folder = paths.report / "judgments"
-    folder.mkdir(parents=True, exist_ok=True)
-    for old in folder.glob("chunk-*.js"):
-        old.unlink()
-    chunks = []
-    for i in range(0, max(len(records), 1), CHUNK):
-        part = records[i : i + CHUNK]
-        gold = {r["d"] for r in part}  # their text is shown; a retrieved one's name only
-        used = gold | {d for r in part for d in r["r"]}
-        docs_part = {d: (docs[d] if d in gold else [docs[d][0], ""]) for d in used if d in docs}
-        name = f"chunk-{len(chunks):04d}.js"
-        (folder / name).write_text(
-            f"CUBE_CHUNK({len(chunks)},{_js({'rows': part, 'docs': docs_part})});\n",
-            encoding="utf-8",
-        )
-        chunks.append(name)
+    chunks = _write_chunks(folder, records, docs)
     (folder / "index.js").write_text(
         f"CUBE_INDEX({_js({**meta, 'chunks': chunks})});\n", encoding="utf-8"
     )
