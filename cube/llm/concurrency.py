@@ -207,13 +207,11 @@ class AdaptiveLimit:
         self._wake()
 
     def _count(self) -> None:
+        """One answered call: it opens a window (once the calls in flight fit under the limit),
+        counts in the open one, or closes it and judges it."""
         self._tick()
         if self._w is None:
-            if self.in_flight <= int(self.limit):  # drained after a step down: the window opens now
-                size = max(WINDOW, int(self.limit)) * (
-                    2 if self.mode == "probe" else 1
-                )  # a probe: twice as long
-                self._w, self._w_done = (self._t, self._area, size), 0
+            self._open_window()
             return
         self._w_done += 1
         t0, a0, size = self._w
@@ -226,6 +224,14 @@ class AdaptiveLimit:
             self._judge(level, n, elapsed)
         elif self.mode == "up" and not self.cuts:
             self._set(2 * self.limit)
+
+    def _open_window(self) -> None:
+        """Open a window of `max(WINDOW, limit)` calls (a probe's twice as long) once the calls in
+        flight fit under the limit (drained after a step down)."""
+        if self.in_flight > int(self.limit):
+            return
+        size = max(WINDOW, int(self.limit)) * (2 if self.mode == "probe" else 1)
+        self._w, self._w_done = (self._t, self._area, size), 0
 
     def _judge(self, level: float, n: int, elapsed: float) -> None:
         """One window's level and rate against the last judged window's (the module's docstring)."""
