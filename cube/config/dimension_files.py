@@ -163,16 +163,28 @@ def _check_prompts(
             problems.append(f"key 'description.{lang}': missing (the file has prompt.{lang})")
 
 
+def _bad_position(paper: Any) -> bool:
+    """Whether a `paper` value is no position 1, 2, ... (None, no key, is fine)."""
+    return paper is not None and (
+        not isinstance(paper, int) or isinstance(paper, bool) or paper < 1
+    )
+
+
+def _bad_text(value: Any) -> bool:
+    """Whether a value is no text (None, no key, is fine)."""
+    return value is not None and (not isinstance(value, str) or not value.strip())
+
+
 def _check_optional(data: dict[str, Any], problems: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     paper = data.get("paper")
-    if paper is not None and (not isinstance(paper, int) or isinstance(paper, bool) or paper < 1):
+    if _bad_position(paper):
         problems.append(f"key 'paper': expected a position 1, 2, ... (or no key), got {paper!r}")
     else:
         out["paper"] = paper
     for key in ("rubric", "score_format"):
         value = data.get(key)
-        if value is not None and (not isinstance(value, str) or not value.strip()):
+        if _bad_text(value):
             problems.append(f"key '{key}': expected a text, got {value!r}")
         else:
             out[key] = value

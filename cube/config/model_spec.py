@@ -95,28 +95,33 @@ def local_url(url: str) -> bool:
     Kubernetes service); or a loopback, private (10/8, 172.16/12, 192.168/16, fc00::/7), link-local,
     unspecified (`0.0.0.0`) or shared (100.64.0.0/10) address. Any other name is not local, a
     one-word one included: it may be a corporate gateway reached through the DNS search domain."""
-    import ipaddress
-
     try:
         host = (urlsplit(url).hostname or "").rstrip(".").lower()
     except ValueError:
         return False
     if host == "localhost" or host.endswith(LOCAL_SUFFIXES):
         return True
+    return _local_address(host)
+
+
+def _local_address(host: str) -> bool:
+    """Whether `host` is a loopback, link-local, unspecified or private (`LOCAL_NETWORKS`) IP
+    address (a name is not)."""
+    import ipaddress
+
     try:
         ip = ipaddress.ip_address(host)
     except ValueError:
         return False
-    return (
-        ip.is_loopback
-        or ip.is_link_local
-        or ip.is_unspecified
-        or any(
-            ip in ipaddress.ip_network(net)
-            for net in LOCAL_NETWORKS
-            if ipaddress.ip_network(net).version == ip.version
-        )
-    )
+    return ip.is_loopback or ip.is_link_local or ip.is_unspecified or _in_local_network(ip)
+
+
+def _in_local_network(ip: Any) -> bool:
+    """Whether the address is in one of `LOCAL_NETWORKS` of its IP version."""
+    import ipaddress
+
+    networks = [ipaddress.ip_network(net) for net in LOCAL_NETWORKS]
+    return any(ip in net for net in networks if net.version == ip.version)
 
 
 class ModelSpec(StrictModel):
@@ -337,24 +342,22 @@ def env_name_problem(name: str) -> str | None:
             "must be the NAME of an environment variable (e.g. OPENAI_API_KEY), not a key (the "
             "value is not repeated here)"
         )
-    mixed = (
-        any(c.islower() for c in name)
-        and any(c.isupper() for c in name)
-        and any(c.isdigit() for c in name)
-    )
-    keyish = (
-        _KEY_PREFIX.match(name)
-        and len(name) >= 20
-        and any(c.isdigit() for c in name)
-        and name != name.upper()
-    )
-    if keyish or (len(name) >= 24 and mixed):
+    if _looks_like_key(name):
         return (
             "looks like a key, not the NAME of an environment variable (the value is not repeated "
             "here): put the key in a variable, e.g. export OPENAI_API_KEY=..., and give its name "
             "(OPENAI_API_KEY)"
         )
     return None
+
+
+def _looks_like_key(name: str) -> bool:
+    """A known key prefix on a long mixed-case name with digits, or any long name mixing lower
+    case, upper case and digits (a variable name is one case)."""
+    has_digit = any(c.isdigit() for c in name)
+    prefixed = bool(_KEY_PREFIX.match(name)) and len(name) >= 20 and name != name.upper()
+    mixed = any(c.islower() for c in name) and any(c.isupper() for c in name)
+    return has_digit and (prefixed or (len(name) >= 24 and mixed))
 
 
 ModelRef = str | ModelSpec  # a name from the `models:` section, or an inline spec

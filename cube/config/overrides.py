@@ -28,46 +28,76 @@ _STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 
 def parse_overrides(overrides: Any) -> list[tuple[str, Any]]:
     """Normalise every accepted form to a list of (dotted key, value)."""
-    if overrides is None or overrides == "" or overrides == [] or overrides == {}:
+    if _empty(overrides):
         return []
     if isinstance(overrides, str):
-        text = overrides.strip()
-        try:
-            loaded = load_yaml(text)
-        except yaml.YAMLError:
-            loaded = text
-        if isinstance(loaded, str) or (
-            isinstance(loaded, dict) and "=" in text and not text.startswith("{")
-        ):
-            loaded = [text]  # one `key=value` string
-        overrides = loaded
+        overrides = _read_text(overrides)
     if isinstance(overrides, dict):
         return list(_flatten(overrides))
-    if isinstance(overrides, list | tuple) and all(
-        isinstance(i, tuple) and len(i) == 2 for i in overrides
-    ):
-        return list(overrides)  # already parsed
-    if isinstance(overrides, list | tuple):
-        out, bad = [], []
-        for item in overrides:
-            if isinstance(item, str) and "=" in item:
-                key, _, raw = item.partition("=")
-                out.append(
-                    (key.strip(), load_yaml(raw) if raw.strip() else "")
-                ) if key.strip() else bad.append(item)
-            elif isinstance(item, dict):
-                out.extend(_flatten(item))
-            else:
-                bad.append(item)
-        if bad:
-            raise ParamsError(
-                f"overrides: cannot read {bad!r}; expected strings like 'corpus.seed=3'"
-            )
-        return out
-    raise ParamsError(
-        f"overrides: expected a mapping or a list of 'key.path=value' strings, got "
-        f"{type(overrides).__name__}"
+    if not isinstance(overrides, list | tuple):
+        raise ParamsError(
+            f"overrides: expected a mapping or a list of 'key.path=value' strings, got "
+            f"{type(overrides).__name__}"
+        )
+    if _already_parsed(overrides):
+        return list(overrides)
+    return _parse_items(overrides)
+
+
+def _empty(overrides: Any) -> bool:
+    """No overrides: None, or an empty string, list or mapping."""
+    return overrides is None or overrides == "" or overrides == [] or overrides == {}
+
+
+def _read_text(raw: str) -> Any:
+    """The overrides given as text, read as YAML; one `key=value` string as a one-item list."""
+    text = raw.strip()
+    try:
+        loaded = load_yaml(text)
+    except yaml.YAMLError:
+        loaded = text
+    return [text] if _one_assignment(loaded, text) else loaded
+
+
+def _one_assignment(loaded: Any, text: str) -> bool:
+    """Whether the text is one `key=value` string: YAML read it as a string, or (`a=b: c`) as a
+    mapping that was not written as one."""
+    return isinstance(loaded, str) or (
+        isinstance(loaded, dict) and "=" in text and not text.startswith("{")
     )
+
+
+def _already_parsed(overrides: list[Any] | tuple[Any, ...]) -> bool:
+    """Whether every item is a (key, value) pair already."""
+    return all(isinstance(i, tuple) and len(i) == 2 for i in overrides)
+
+
+def _parse_items(items: list[Any] | tuple[Any, ...]) -> list[tuple[str, Any]]:
+    """The (key, value) pairs of a list of `key=value` strings and mappings; every item that is
+    neither is reported at once."""
+    out, bad = [], []
+    for item in items:
+        pairs = _item_pairs(item)
+        if pairs is None:
+            bad.append(item)
+        else:
+            out.extend(pairs)
+    if bad:
+        raise ParamsError(f"overrides: cannot read {bad!r}; expected strings like 'corpus.seed=3'")
+    return out
+
+
+def _item_pairs(item: Any) -> list[tuple[str, Any]] | None:
+    """One item's pairs: a mapping's (flattened), or a `key=value` string's (its value read as
+    YAML, empty text when none); None for anything else, or a string without a key."""
+    if isinstance(item, dict):
+        return _flatten(item)
+    if not (isinstance(item, str) and "=" in item):
+        return None
+    key, _, raw = item.partition("=")
+    if not key.strip():
+        return None
+    return [(key.strip(), load_yaml(raw) if raw.strip() else "")]
 
 
 def _flatten(mapping: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
@@ -78,29 +108,49 @@ def _flatten(mapping: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]
     return out
 
 
+def _key_steps(key: str) -> list[str | int] | None:
+    """A dotted key path's steps (`judges[0].name` -> judges, 0, name); None when it is not one."""
+    steps: list[str | int] = [
+        m.group(1) if m.group(1) is not None else int(m.group(2)) for m in _STEP.finditer(key)
+    ]
+    if not steps or re.sub(r"[.\[\]]", "", key) != "".join(str(s) for s in steps):
+        return None
+    return steps
+
+
+def _set_path(node: Any, steps: list[str | int], value: Any) -> None:
+    """Set `value` at `steps` below `node`, making the mappings and lists on the way that are
+    missing (raises when a step cannot be taken: an index out of range, a value not a mapping)."""
+    for step, nxt in zip(steps, steps[1:], strict=False):
+        if isinstance(step, str) and not isinstance(node.get(step), dict | list):
+            node[step] = [] if isinstance(nxt, int) else {}
+        node = node[step]
+    node[steps[-1]] = value
+
+
+def _set_override(data: dict[str, Any], key: str, value: Any) -> str | None:
+    """Set one override in `data`; the problem, if it could not be set."""
+    steps = _key_steps(key)
+    if steps is None:
+        return f"{key}: not a key path (use e.g. corpus.seed or judges[0].name)"
+    try:
+        _set_path(data, steps, value)
+    except (IndexError, KeyError, TypeError, AttributeError):
+        return (
+            f"{key}: no such element in the params file (a list index out of range or a "
+            "value that is not a mapping)"
+        )
+    return None
+
+
 def apply_overrides(data: dict[str, Any], overrides: Any) -> dict[str, Any]:
     """A copy of the raw params mapping with the overrides set (every bad path reported at once)."""
     out = copy.deepcopy(data)
     problems = []
     for key, value in parse_overrides(overrides):
-        steps: list[str | int] = [
-            m.group(1) if m.group(1) is not None else int(m.group(2)) for m in _STEP.finditer(key)
-        ]
-        if not steps or re.sub(r"[.\[\]]", "", key) != "".join(str(s) for s in steps):
-            problems.append(f"{key}: not a key path (use e.g. corpus.seed or judges[0].name)")
-            continue
-        node: Any = out
-        try:
-            for step, nxt in zip(steps, steps[1:], strict=False):
-                if isinstance(step, str) and not isinstance(node.get(step), dict | list):
-                    node[step] = [] if isinstance(nxt, int) else {}
-                node = node[step]
-            node[steps[-1]] = value
-        except (IndexError, KeyError, TypeError, AttributeError):
-            problems.append(
-                f"{key}: no such element in the params file (a list index out of range or a "
-                "value that is not a mapping)"
-            )
+        problem = _set_override(out, key, value)
+        if problem:
+            problems.append(problem)
     if problems:
         raise ParamsError("overrides: " + "; ".join(problems))
     return out

@@ -205,17 +205,28 @@ def says_only_value(
     said = squash(answer)
     if not said or not squash(value):
         return False
-    langs = (lang,) if lang else tuple(_PHRASES)
-    forms = ({squash(value)} | {squash(phrase_value(field, value, lg)) for lg in langs}) - {""}
-    labels = [squash(FIELD_LABELS[k].get(field, "")) for k in FIELD_LABELS]
-    labels += sorted((squash(a) for a in LABEL_ALIASES.get(field, ())), key=len, reverse=True)
-    for form in forms:
-        if not said.endswith(form):
-            continue
-        rest = said[: len(said) - len(form)]
-        for filler in (*(squash(n) for n in names), *labels, *(squash(f) for f in fillers)):
-            if filler:
-                rest = rest.replace(filler, "")
-        if not rest:
+    removed = [squash(n) for n in names] + _field_labels(field) + [squash(f) for f in fillers]
+    for form in _value_forms(field, value, lang):
+        if said.endswith(form) and not _without(said[: len(said) - len(form)], removed):
             return True
     return False
+
+
+def _value_forms(field: str, value: Any, lang: str | None) -> set[str]:
+    """The value squashed, and its phrasing in `lang` (None: in every language), squashed."""
+    langs = (lang,) if lang else tuple(_PHRASES)
+    return ({squash(value)} | {squash(phrase_value(field, value, lg)) for lg in langs}) - {""}
+
+
+def _field_labels(field: str) -> list[str]:
+    """The field's labels in every language, then its aliases longest first, squashed."""
+    labels = [squash(FIELD_LABELS[k].get(field, "")) for k in FIELD_LABELS]
+    return labels + sorted((squash(a) for a in LABEL_ALIASES.get(field, ())), key=len, reverse=True)
+
+
+def _without(text: str, parts: list[str]) -> str:
+    """`text` with every occurrence of each part removed, in order (empty parts skipped)."""
+    for part in parts:
+        if part:
+            text = text.replace(part, "")
+    return text

@@ -239,21 +239,35 @@ def shared_values(
     (`home_path`), else by its last name (or with `identify` its `path_identity`), and the dotted
     keys of the paths outside the project that were cut (for a note beside them)."""
     if isinstance(value, dict):
-        out, cut = {}, []
-        for k, v in value.items():
-            out[k], more = shared_values(v, root, f"{where}.{k}" if where else str(k), identify)
-            cut += more
-        return out, cut
+        return _shared_mapping(value, root, where, identify)
     if isinstance(value, list):
         items = [shared_values(v, root, f"{where}[{i}]", identify) for i, v in enumerate(value)]
         return [v for v, _ in items], [c for _, more in items for c in more]
     if isinstance(value, str) and _is_local_path(value) and is_path_key(where):
-        if Path(value).resolve().is_relative_to((root or project_root()).resolve()):
-            return display_path(value, root), []
-        if (home := home_path(value)) is not None:  # re-runnable here, and no user name published
-            return home, []
-        return (path_identity(value) if identify else display_path(value, root)), [where]
+        return _shared_path(value, root, where, identify)
     return value, []
+
+
+def _shared_mapping(
+    value: dict[str, Any], root: Path | None, where: str, identify: bool
+) -> tuple[dict[str, Any], list[str]]:
+    """`shared_values` of a mapping, key by key."""
+    out, cut = {}, []
+    for k, v in value.items():
+        out[k], more = shared_values(v, root, f"{where}.{k}" if where else str(k), identify)
+        cut += more
+    return out, cut
+
+
+def _shared_path(
+    value: str, root: Path | None, where: str, identify: bool
+) -> tuple[str, list[str]]:
+    """One absolute local path as `shared_values` shows it, and its key when it was cut."""
+    if Path(value).resolve().is_relative_to((root or project_root()).resolve()):
+        return display_path(value, root), []
+    if (home := home_path(value)) is not None:  # re-runnable here, and no user name published
+        return home, []
+    return (path_identity(value) if identify else display_path(value, root)), [where]
 
 
 def home_path(path: str | Path) -> str | None:

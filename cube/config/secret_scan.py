@@ -247,21 +247,34 @@ def secret_findings(mapping: Any, where: str) -> list[str]:
 
 def _walk(node: Any, path: str, found: list[str]) -> None:
     if isinstance(node, dict):
-        for key, value in node.items():
-            here = f"{path}.{key}"
-            if secret_key(str(key)) and _filled(value):
-                found.append(f"{here}: its key names a credential")
-            else:
-                _walk(value, here, found)
+        _walk_mapping(node, path, found)
     elif isinstance(node, list | tuple):
         for i, value in enumerate(node):
             _walk(value, f"{path}[{i}]", found)
-    elif (why := secret_value(node)) is not None:
-        found.append(f"{path}: its value looks like {why}")
-    elif (
-        isinstance(node, str) and re.match(r"(?i)^\s*https?://", node) and (why := url_secret(node))
-    ):
-        found.append(f"{path}: its value is {why}")
+    else:
+        why = _value_secret(node)
+        if why:
+            found.append(f"{path}: {why}")
+
+
+def _walk_mapping(node: dict[Any, Any], path: str, found: list[str]) -> None:
+    """A mapping's entries: one whose key names a credential and holds a value is found, the
+    others walked."""
+    for key, value in node.items():
+        here = f"{path}.{key}"
+        if secret_key(str(key)) and _filled(value):
+            found.append(f"{here}: its key names a credential")
+        else:
+            _walk(value, here, found)
+
+
+def _value_secret(node: Any) -> str | None:
+    """Why a value looks like a secret, or a URL holding a credential; None when it does not."""
+    if (why := secret_value(node)) is not None:
+        return f"its value looks like {why}"
+    if isinstance(node, str) and re.match(r"(?i)^\s*https?://", node) and (why := url_secret(node)):
+        return f"its value is {why}"
+    return None
 
 
 def _filled(value: Any) -> bool:

@@ -226,6 +226,67 @@ def _reply(line: dict[str, Any]) -> tuple[str | None, str]:
     return (body if isinstance(body, str) else json.dumps(body)), ""
 
 
+@dataclass
+class _Import:
+    """One import of a results file into the call cache, line by line (see `import_batch`)."""
+
+    by_id: dict[str, Pending]  # the calls the run makes now, by custom_id
+    stored: dict[str, Any]  # custom_ids whose reply the cache holds
+    cache: CallCache
+    report: ImportReport
+    stage: str
+
+    def line(self, raw: str, where: str) -> None:
+        """One line of the results file: refused (not JSON, not a call of this run), already
+        stored, stored now, or failed with its reason."""
+        try:
+            line = json.loads(raw)
+        except ValueError as exc:
+            self.report.problems.append(f"{where}: not JSON ({exc})")
+            return
+        cid = line.get("custom_id") if isinstance(line, dict) else None
+        if not isinstance(cid, str) or cid not in self.by_id:
+            self.report.problems.append(
+                f"{where}: custom_id {cid!r} is not a call of this run's stage {self.stage} "
+                "(another run, or params changed since the export?)"
+            )
+            return
+        if cid in self.stored:
+            self.report.already += 1
+            return
+        why = self._store(cid, line)
+        if why is not None:
+            self.report.failed.append(
+                {"custom_id": cid, "judge": self.by_id[cid].judge, "reason": why}
+            )
+
+    def _store(self, cid: str, line: dict[str, Any]) -> str | None:
+        """Store the line's reply in the cache; why it could not be, or None when it was."""
+        body, why = _reply(line)
+        if body is None:
+            return why
+        call = self.by_id[cid]
+        try:
+            text, n_in, n_out, finish, served, n_cached = parse_completion(body)
+        except MalformedReply as exc:
+            return f"malformed response: {exc}"
+        resp = Response(
+            text=text,
+            input_tokens=n_in,
+            output_tokens=n_out,
+            cached_input_tokens=n_cached,
+            cost=call_cost(_batch_spec(call.spec), n_in, n_out, n_cached),
+            attempts=1,
+            model=call.spec.model,
+            endpoint="batch",
+            detail={"finish_reason": finish, "served_model": served},
+        )
+        self.cache.put(cid, resp, canonical_json(key_payload(call.spec, call.request)))
+        self.stored[cid] = {}
+        self.report.stored += 1
+        return None
+
+
 def import_batch(
     calls: list[Pending], cache_path: Path, results: str | Path, stage: str = "03"
 ) -> ImportReport:
@@ -238,50 +299,10 @@ def import_batch(
     report = ImportReport()
     cache = CallCache(cache_path)
     try:
-        stored = cache.get_many(by_id)
+        run = _Import(by_id, cache.get_many(by_id), cache, report, stage)
         for n, raw in enumerate(results.read_text(encoding="utf-8").splitlines(), 1):
-            if not raw.strip():
-                continue
-            where = f"{results}: line {n}"
-            try:
-                line = json.loads(raw)
-            except ValueError as exc:
-                report.problems.append(f"{where}: not JSON ({exc})")
-                continue
-            cid = line.get("custom_id") if isinstance(line, dict) else None
-            if not isinstance(cid, str) or cid not in by_id:
-                report.problems.append(
-                    f"{where}: custom_id {cid!r} is not a call of this run's stage {stage} "
-                    "(another run, or params changed since the export?)"
-                )
-                continue
-            call = by_id[cid]
-            if cid in stored:
-                report.already += 1
-                continue
-            body, why = _reply(line)
-            if body is not None:
-                try:
-                    text, n_in, n_out, finish, served, n_cached = parse_completion(body)
-                except MalformedReply as exc:
-                    why = f"malformed response: {exc}"
-                else:
-                    resp = Response(
-                        text=text,
-                        input_tokens=n_in,
-                        output_tokens=n_out,
-                        cached_input_tokens=n_cached,
-                        cost=call_cost(_batch_spec(call.spec), n_in, n_out, n_cached),
-                        attempts=1,
-                        model=call.spec.model,
-                        endpoint="batch",
-                        detail={"finish_reason": finish, "served_model": served},
-                    )
-                    cache.put(cid, resp, canonical_json(key_payload(call.spec, call.request)))
-                    stored[cid] = {}
-                    report.stored += 1
-                    continue
-            report.failed.append({"custom_id": cid, "judge": call.judge, "reason": why})
+            if raw.strip():
+                run.line(raw, f"{results}: line {n}")
     finally:
         cache.close()
     failures = results.with_name(results.stem + ".failures.jsonl")

@@ -59,6 +59,32 @@ FLAT = 0.5  # elasticity of the rate to the level below which the server counts 
 HOLD = 4  # windows spent at a settled level before probing twice that level
 
 
+# (level, rate, limit, answered calls, seconds) of a judged window (settled: of them all)
+_Window = tuple[float, float, float, int, float]
+
+
+def _elasticity(prev: _Window | None, level: float, rate: float) -> tuple[float, float | None]:
+    """(level ratio, elasticity g of the rate to the level) against the last judged window; g is
+    None without one, or when the levels differ by less than `LEVEL_STEP` (too noisy to compare)."""
+    if prev is None:
+        return 1.0, None
+    step = level / prev[0]
+    if abs(math.log(step)) < math.log(LEVEL_STEP):
+        return step, None
+    return step, math.log(rate / prev[1]) / math.log(step)
+
+
+def _flat(step: float, g: float | None) -> bool:
+    """More in flight, no more answered per second."""
+    return g is not None and step > 1 and g < FLAT
+
+
+def _pooled(prev: _Window, level: float, n: int, elapsed: float) -> _Window:
+    """A settled window pooled into the baseline of the windows before it (less noise)."""
+    t = prev[4] + elapsed
+    return ((prev[0] * prev[4] + level * elapsed) / t, (prev[3] + n) / t, prev[2], prev[3] + n, t)
+
+
 class AdaptiveLimit:
     def __init__(
         self,
@@ -104,9 +130,7 @@ class AdaptiveLimit:
             None  # (start time, `_area` then, size) of the open window
         )
         self._w_done = 0  # answered calls in the open window
-        # (level, rate, limit, answered calls, seconds) of the last window judged (settled: of them
-        # all)
-        self._prev: tuple[float, float, float, int, float] | None = None
+        self._prev: _Window | None = None  # the last window judged
         self._held = 0  # windows spent settled
         self._settled = (
             self.limit
@@ -183,13 +207,11 @@ class AdaptiveLimit:
         self._wake()
 
     def _count(self) -> None:
+        """One answered call: it opens a window (once the calls in flight fit under the limit),
+        counts in the open one, or closes it and judges it."""
         self._tick()
         if self._w is None:
-            if self.in_flight <= int(self.limit):  # drained after a step down: the window opens now
-                size = max(WINDOW, int(self.limit)) * (
-                    2 if self.mode == "probe" else 1
-                )  # a probe: twice as long
-                self._w, self._w_done = (self._t, self._area, size), 0
+            self._open_window()
             return
         self._w_done += 1
         t0, a0, size = self._w
@@ -203,6 +225,14 @@ class AdaptiveLimit:
         elif self.mode == "up" and not self.cuts:
             self._set(2 * self.limit)
 
+    def _open_window(self) -> None:
+        """Open a window of `max(WINDOW, limit)` calls (a probe's twice as long) once the calls in
+        flight fit under the limit (drained after a step down)."""
+        if self.in_flight > int(self.limit):
+            return
+        size = max(WINDOW, int(self.limit)) * (2 if self.mode == "probe" else 1)
+        self._w, self._w_done = (self._t, self._area, size), 0
+
     def _judge(self, level: float, n: int, elapsed: float) -> None:
         """One window's level and rate against the last judged window's (the module's docstring)."""
         if (
@@ -212,67 +242,75 @@ class AdaptiveLimit:
         rate = n / elapsed
         prev, self._prev = self._prev, (level, rate, self.limit, n, elapsed)
         if self.mode == "hold":
-            if (
-                prev is not None and prev[2] == self.limit
-            ):  # settled windows pool into one baseline (less noise)
-                t = prev[4] + elapsed
-                self._prev = (
-                    (prev[0] * prev[4] + level * elapsed) / t,
-                    (prev[3] + n) / t,
-                    self.limit,
-                    prev[3] + n,
-                    t,
-                )
-            self._held += 1
-            if self._held >= HOLD and self.limit < self.hi:  # probe twice the level
-                self.mode, self._held, self._settled = "probe", 0, self.limit
-                self._set(2 * self.limit)
+            self._judge_settled(prev, level, n, elapsed)
             return
-        step = level / prev[0] if prev is not None else 1.0
-        g = (
-            math.log(rate / prev[1]) / math.log(step)
-            if prev is not None and abs(math.log(step)) >= math.log(LEVEL_STEP)
-            else None
-        )
+        step, g = _elasticity(prev, level, rate)
         if self.mode in ("up", "probe"):
-            flat = (
-                g is not None and step > 1 and g < FLAT
-            )  # more in flight, no more answered per second
-            if (
-                flat and self.mode == "up" and not self._flat_once
-            ):  # once may be noise: judge another window
-                self._flat_once = True
-                if self.limit < self.hi:
-                    self._set(2 * self.limit)  # against this one
-                else:
-                    self._prev = prev  # at the ceiling: against the same earlier window
-            elif flat:
-                self.flat_steps += 1
-                if self.mode == "probe":  # the probe bought nothing: back to the settled limit
-                    self.mode = "hold"
-                    self._set(self._settled)
-                else:
-                    # straight down to the floor: the widest level ratio, the least noisy comparison
-                    self.mode, self._settled = "down", self.limit
-                    self._set(self.lo)
-            elif (
-                self.mode == "probe"
-            ):  # the rate rose with the probe: settled there; no rise in level
-                self.mode = "hold"  # (too few calls waiting to tell): back to the settled limit
-                if g is None:
-                    self._set(self._settled)
-            elif g is None or step > 1:
-                self._flat_once = False
-                self._set(2 * self.limit)  # slow start
+            self._judge_rising(prev, step, g)
         elif self.mode == "down":
-            # the floor's rate against the rate where it stayed flat: if it fell with the level the
-            # server does run calls in parallel (the flat steps were noise: back to that limit,
-            # growing again), else settle at the floor
-            if g is not None and step < 1 and g >= FLAT:
-                self.mode, self._flat_once = "up", False
-                self._set(prev[2])
-            else:
-                self.mode = "hold"
+            self._judge_floor(prev, step, g)
+
+    def _judge_settled(self, prev: _Window | None, level: float, n: int, elapsed: float) -> None:
+        """A settled window: pooled into the baseline; every `HOLD` of them, a probe."""
+        if prev is not None and prev[2] == self.limit:
+            self._prev = _pooled(prev, level, n, elapsed)
+        self._held += 1
+        if self._held >= HOLD and self.limit < self.hi:  # probe twice the level
+            self.mode, self._held, self._settled = "probe", 0, self.limit
+            self._set(2 * self.limit)
+
+    def _judge_rising(self, prev: _Window | None, step: float, g: float | None) -> None:
+        """A window of slow start or of a probe: a flat rate judged again once, then a step back;
+        a rising rate goes on growing (slow start) or settles at the probe."""
+        flat = _flat(step, g)
+        if flat and self._first_flat():  # once may be noise: judge another window
+            self._judge_again(prev)
+        elif flat:
+            self._step_back()
+        else:
+            self._rose(step, g)
+
+    def _first_flat(self) -> bool:
+        """Whether a flat window in slow start is the first in a row."""
+        return self.mode == "up" and not self._flat_once
+
+    def _judge_again(self, prev: _Window | None) -> None:
+        self._flat_once = True
+        if self.limit < self.hi:
+            self._set(2 * self.limit)  # against this one
+        else:
+            self._prev = prev  # at the ceiling: against the same earlier window
+
+    def _step_back(self) -> None:
+        """A confirmed flat rate: a probe back to the settled limit, slow start to the floor."""
+        self.flat_steps += 1
+        if self.mode == "probe":  # the probe bought nothing: back to the settled limit
+            self.mode = "hold"
+            self._set(self._settled)
+        else:
+            # straight down to the floor: the widest level ratio, the least noisy comparison
+            self.mode, self._settled = "down", self.limit
+            self._set(self.lo)
+
+    def _rose(self, step: float, g: float | None) -> None:
+        """A window whose rate was not flat."""
+        if self.mode == "probe":  # the rate rose with the probe: settled there; no rise in level
+            self.mode = "hold"  # (too few calls waiting to tell): back to the settled limit
+            if g is None:
+                self._set(self._settled)
+        elif g is None or step > 1:
+            self._flat_once = False
+            self._set(2 * self.limit)  # slow start
+
+    def _judge_floor(self, prev: _Window | None, step: float, g: float | None) -> None:
+        """The floor's rate against the rate where it stayed flat: if it fell with the level the
+        server does run calls in parallel (the flat steps were noise: back to that limit, growing
+        again), else settle at the floor."""
+        if g is not None and step < 1 and g >= FLAT:
+            self.mode, self._flat_once = "up", False
+            self._set(prev[2])
+        else:
+            self.mode = "hold"
 
     def settled_limit(self) -> int | None:
         """The limit to start the model's next batch at (`settled`), or None while it is growing."""

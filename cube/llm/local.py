@@ -161,28 +161,45 @@ def _models_ids(root: str, timeout_s: float) -> list[str]:
     return [str(m.get("id", "")) for m in data if isinstance(m, dict)]
 
 
-def served_gguf(base_url: str, model: str, timeout_s: float = 5.0) -> Path | None:
-    """The GGUF file a local llama-cpp-python server at `base_url` serves as `model`, when it can
-    be known without a tokenize request: `model` itself is a GGUF path; or `cube serve` recorded
-    this port with this alias and its process is alive; or the server names a GGUF path as a
-    model id (llama-cpp-python does so without `--model_alias`). None otherwise."""
-    if model.endswith(".gguf") and Path(model).is_file():
-        return Path(model)
-    parts = urlsplit(base_url)
-    if parts.hostname not in ("127.0.0.1", "localhost", "::1") or parts.port is None:
-        return None
+def _is_gguf_file(path: str) -> bool:
+    return path.endswith(".gguf") and Path(path).is_file()
+
+
+def _recorded_gguf(port: int, model: str) -> Path | None:
+    """The GGUF file `cube serve` recorded for this port under the alias `model`, when its process
+    is alive and the file is there (a record of another user is not trusted)."""
     try:
-        note = _record_path(parts.port)
+        note = _record_path(port)
         rec = json.loads(note.read_text(encoding="utf-8")) if _own_file(note) else {}
         if rec.get("alias") == model and _alive(int(rec["pid"])) and Path(rec["model"]).is_file():
             return Path(rec["model"])
     except (OSError, ValueError, KeyError, TypeError):
         pass
-    root = f"{parts.scheme}://{parts.netloc}"
+    return None
+
+
+def _named_gguf(root: str, model: str, timeout_s: float) -> Path | None:
+    """A GGUF path the server names as a model id, of the same file name as `model`."""
     for mid in _models_ids(root, timeout_s):
         if mid.endswith(".gguf") and Path(mid).name == Path(model).name and Path(mid).is_file():
             return Path(mid)
     return None
+
+
+def served_gguf(base_url: str, model: str, timeout_s: float = 5.0) -> Path | None:
+    """The GGUF file a local llama-cpp-python server at `base_url` serves as `model`, when it can
+    be known without a tokenize request: `model` itself is a GGUF path; or `cube serve` recorded
+    this port with this alias and its process is alive; or the server names a GGUF path as a
+    model id (llama-cpp-python does so without `--model_alias`). None otherwise."""
+    if _is_gguf_file(model):
+        return Path(model)
+    parts = urlsplit(base_url)
+    if parts.hostname not in ("127.0.0.1", "localhost", "::1") or parts.port is None:
+        return None
+    recorded = _recorded_gguf(parts.port, model)
+    if recorded is not None:
+        return recorded
+    return _named_gguf(f"{parts.scheme}://{parts.netloc}", model, timeout_s)
 
 
 def port_free(port: int) -> bool:

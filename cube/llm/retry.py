@@ -46,7 +46,7 @@ import openai
 
 from cube.config.model_spec import ModelSpec
 from cube.llm.replies import REDACTED
-from cube.llm.transport import limit_in
+from cube.llm.transport import TransportLimit, limit_in
 from cube.llm.wire import MalformedReply
 
 RETRY_STATUS = frozenset({408, 409, 429})  # plus every 5xx; other 4xx are the caller's fault
@@ -125,41 +125,65 @@ def classify(exc: BaseException, timeout_s: float) -> Fault:
     """The `Fault` of one failed attempt; raises `exc` again when no table covers it (a bug of
     ours, not the endpoint's)."""
     if (limit := limit_in(exc)) is not None:  # a transport limit (the client wraps it)
-        return Fault(
-            limit.label,
-            limit.detail,
-            limit.retry,
-            no_answer=limit.retry,
-            congestion="timeouts" if limit.label == "timeout" else None,
-        )
+        return _limit_fault(limit)
     if isinstance(exc, openai.APIStatusError):
-        rule = status_rule(exc.status_code)
-        return Fault(
-            f"HTTP {exc.status_code}",
-            status_detail(exc),
-            rule.retry,
-            stop=rule.stop,
-            congestion=rule.congestion,
-            retry_after=retry_after(exc) if rule.retry else None,
-            status=exc.status_code,
-        )
+        return _status_fault(exc)
     if isinstance(exc, openai.APITimeoutError):
-        if not_a_timeout(exc):
-            return Fault("connection error", connection_reason(exc), True, no_answer=True)
-        return Fault(
-            "timeout",
-            f"no answer within {timeout_s:g} s",
-            True,
-            no_answer=True,
-            congestion="timeouts",
-        )
+        return _timeout_fault(exc, timeout_s)
+    fault = _table_fault(exc)
+    if fault is None:
+        raise exc
+    return fault
+
+
+def _limit_fault(limit: TransportLimit) -> Fault:
+    """A transport limit's fault: retried (as no answer) when the limit says so; a timeout is
+    congestion."""
+    return Fault(
+        limit.label,
+        limit.detail,
+        limit.retry,
+        no_answer=limit.retry,
+        congestion="timeouts" if limit.label == "timeout" else None,
+    )
+
+
+def _status_fault(exc: openai.APIStatusError) -> Fault:
+    """An HTTP status's fault, by `STATUS_TABLE` (the server's Retry-After when it is retried)."""
+    rule = status_rule(exc.status_code)
+    return Fault(
+        f"HTTP {exc.status_code}",
+        status_detail(exc),
+        rule.retry,
+        stop=rule.stop,
+        congestion=rule.congestion,
+        retry_after=retry_after(exc) if rule.retry else None,
+        status=exc.status_code,
+    )
+
+
+def _timeout_fault(exc: openai.APITimeoutError, timeout_s: float) -> Fault:
+    """A timeout (congestion), or a connection error reported as one (`not_a_timeout`)."""
+    if not_a_timeout(exc):
+        return Fault("connection error", connection_reason(exc), True, no_answer=True)
+    return Fault(
+        "timeout",
+        f"no answer within {timeout_s:g} s",
+        True,
+        no_answer=True,
+        congestion="timeouts",
+    )
+
+
+def _table_fault(exc: BaseException) -> Fault | None:
+    """The fault of the first `EXCEPTION_TABLE` row covering `exc`; None when none does."""
     for row in EXCEPTION_TABLE:
         if isinstance(exc, row.kind):
             detail = connection_reason(exc) if row.kind is openai.APIConnectionError else str(exc)
             return Fault(
                 row.label or type(exc).__name__, detail, row.retry, no_answer=row.no_answer
             )
-    raise exc
+    return None
 
 
 def backoff_delay(spec: ModelSpec, attempt: int, retry_after_s: float | None) -> float:

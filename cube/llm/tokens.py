@@ -234,17 +234,24 @@ def count_prompt_tokens(
         return counted
     roles = [tuple(r) for r in roles]
     if counted.method.startswith("tiktoken"):
-        return TokenCount(
-            [c + 3 * len(r) + 3 for c, r in zip(counted.counts, roles, strict=True)],
-            counted.method + " + 3 tokens per message and 3 per call (the chat format)",
-        )
-    counter = _measuring_counter(spec, counted.method) if observed else None
-    try:
-        extra = template_tokens(counter, observed) if counter else {}
-    except Exception:  # noqa: BLE001  the route stopped answering or the server got busy
-        extra = {}
-    missing = sorted({r for r in roles if r not in extra})
-    if missing:
+        return _with_chat_format(counted, roles)
+    return _with_template(counted, roles, _measured_template_tokens(spec, counted.method, observed))
+
+
+def _with_chat_format(counted: TokenCount, roles: list[tuple[str, ...]]) -> TokenCount:
+    """tiktoken's counts with OpenAI's chat format added: 3 tokens per message and 3 per call."""
+    return TokenCount(
+        [c + 3 * len(r) + 3 for c, r in zip(counted.counts, roles, strict=True)],
+        counted.method + " + 3 tokens per message and 3 per call (the chat format)",
+    )
+
+
+def _with_template(
+    counted: TokenCount, roles: list[tuple[str, ...]], extra: dict[tuple[str, ...], int]
+) -> TokenCount:
+    """The counts with the chat template's measured tokens added, when they are known for every
+    call's role sequence; else the counts, saying the template's tokens are not counted."""
+    if any(r not in extra for r in roles):
         return TokenCount(
             counted.counts,
             counted.method + "; the chat template's tokens not counted (no answered "
@@ -258,6 +265,20 @@ def count_prompt_tokens(
     )
 
 
+def _measured_template_tokens(
+    spec: ModelSpec, method: str, observed: Sequence[tuple[Sequence[dict[str, Any]], int]]
+) -> dict[tuple[str, ...], int]:
+    """The chat template's tokens per role sequence, measured on the answered calls `observed`
+    by the counter that counted the contents; empty when there is none to measure with."""
+    counter = _measuring_counter(spec, method) if observed else None
+    if counter is None:
+        return {}
+    try:
+        return template_tokens(counter, observed)
+    except Exception:  # noqa: BLE001  the route stopped answering or the server got busy
+        return {}
+
+
 def _measuring_counter(spec: ModelSpec, method: str) -> Callable[[str], int] | None:
     """The counter that counted the contents (`method`), to measure the template's tokens with."""
     if method.startswith("the model's own tokenizer"):
@@ -268,35 +289,58 @@ def _measuring_counter(spec: ModelSpec, method: str) -> Callable[[str], int] | N
     return None
 
 
+def _all_local(spec: ModelSpec) -> bool:
+    """Whether the model has base URLs and every one is local (a llama.cpp server, say)."""
+    urls = [u for u in spec.endpoints() if u]
+    return bool(urls) and all(local_url(u) for u in urls)
+
+
+def _count_by_route(
+    counter: Callable[[str], int], texts: list[str], estimates: list[int]
+) -> TokenCount:
+    """The texts counted by a server's tokenize route: each of up to `SAMPLE` texts, else a sample
+    of `SAMPLE` and the estimates of all scaled by the ratio measured on it."""
+    if len(texts) <= SAMPLE:
+        return TokenCount([counter(t) for t in texts], "server tokenize route")
+    step = len(texts) / SAMPLE
+    picked = [int(i * step) for i in range(SAMPLE)]
+    measured = sum(counter(texts[i]) for i in picked)
+    ratio = measured / max(1, sum(estimates[i] for i in picked))
+    return TokenCount(
+        [round(e * ratio) for e in estimates],
+        f"server tokenize route on {SAMPLE} of {len(texts)} prompts, the rest scaled "
+        f"(x{ratio:.2f} the estimate)",
+    )
+
+
+def _count_on_local_server(
+    spec: ModelSpec, texts: list[str], estimates: list[int]
+) -> TokenCount | None:
+    """The texts counted by the model's own tokenizer, else (outside `cube run`) by the server's
+    tokenize route; None when neither is available or the route stopped answering."""
+    local = _local_counter(spec)
+    if local is not None:
+        count, name = local
+        return TokenCount([count(t) for t in texts], name)
+    counter = None if in_run() else _server_counter(spec)
+    if counter is None:
+        return None
+    try:
+        return _count_by_route(counter, texts, estimates)
+    except Exception:  # noqa: BLE001  the route stopped answering: fall back to the estimate
+        return None
+
+
 def _count_contents(spec: ModelSpec, texts: list[str]) -> TokenCount:
     if spec.provider == "offline":
         return TokenCount([0] * len(texts), "offline (no tokens)")
     estimates = [estimate_tokens(t) for t in texts]
-    urls = [u for u in spec.endpoints() if u]
-    if urls and all(local_url(u) for u in urls):
-        local = _local_counter(spec)
-        if local is not None:
-            count, name = local
-            return TokenCount([count(t) for t in texts], name)
-        counter = None if in_run() else _server_counter(spec)
-        if counter is not None:
-            try:
-                if len(texts) <= SAMPLE:
-                    return TokenCount([counter(t) for t in texts], "server tokenize route")
-                step = len(texts) / SAMPLE
-                picked = [int(i * step) for i in range(SAMPLE)]
-                measured = sum(counter(texts[i]) for i in picked)
-                ratio = measured / max(1, sum(estimates[i] for i in picked))
-                return TokenCount(
-                    [round(e * ratio) for e in estimates],
-                    f"server tokenize route on {SAMPLE} of {len(texts)} prompts, the rest scaled "
-                    f"(x{ratio:.2f} the estimate)",
-                )
-            except Exception:  # noqa: BLE001  the route stopped answering: fall back to the estimate
-                pass
+    local = _all_local(spec)
+    counted = _count_on_local_server(spec, texts, estimates) if local else None
+    if counted is not None:
+        return counted
     found = _tiktoken_counter(spec.model)
     if found is not None:
         counter, name = found
         return TokenCount([counter(t) for t in texts], name)
-    local_route = urls and all(local_url(u) for u in urls) and in_run()
-    return TokenCount(estimates, f"{ESTIMATE}; {IN_RUN}" if local_route else ESTIMATE)
+    return TokenCount(estimates, f"{ESTIMATE}; {IN_RUN}" if local and in_run() else ESTIMATE)

@@ -157,20 +157,31 @@ class Inflater:
                 "malformed response", f"the body does not inflate ({exc})"
             ) from None
 
+    def _sniff_deflate(self, data: bytes) -> None:
+        """A server's "deflate" is zlib-wrapped or raw: try the header once, on the first bytes."""
+        if self._started or self._wbits != zlib.MAX_WBITS or not data:
+            return
+        self._started = True
+        try:
+            zlib.decompressobj(zlib.MAX_WBITS).decompress(data[:2])
+        except zlib.error:
+            self._d = zlib.decompressobj(-zlib.MAX_WBITS)
+
+    def _gzip_member_ended(self) -> bool:
+        """Whether a gzip member ended with bytes after it: the next member (gzip may hold
+        several)."""
+        assert self._d is not None
+        return bool(self._d.eof and self._d.unused_data and self._wbits == 16 + zlib.MAX_WBITS)
+
     def _inflate(self, data: bytes) -> Iterator[bytes]:
         assert self._d is not None
-        if not self._started and self._wbits == zlib.MAX_WBITS and data:
-            self._started = True
-            try:  # a server's "deflate" is zlib-wrapped or raw: try the header once
-                zlib.decompressobj(zlib.MAX_WBITS).decompress(data[:2])
-            except zlib.error:
-                self._d = zlib.decompressobj(-zlib.MAX_WBITS)
+        self._sniff_deflate(data)
         while True:
             out = self._d.decompress(data, MAX_INFLATE_STEP)
             if out:
                 yield out
             data = self._d.unconsumed_tail
-            if self._d.eof and self._d.unused_data and self._wbits == 16 + zlib.MAX_WBITS:
+            if self._gzip_member_ended():
                 data, self._d = self._d.unused_data, zlib.decompressobj(self._wbits)  # next member
                 continue
             if not data and len(out) < MAX_INFLATE_STEP:

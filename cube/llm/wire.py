@@ -103,18 +103,10 @@ def _completion(
     body: str, guard: ReplyGuard
 ) -> tuple[tuple[str, int, int, str | None, str | None, int], dict[str, int]]:
     data, _, notes = guard.loads(body)
-    if not isinstance(data, dict) or not data.get("choices"):
-        err = data.get("error") if isinstance(data, dict) else None
-        raise MalformedReply(f"no choices in the answer{f' (error: {err})' if err else ''}")
-    choice = data["choices"][0] if isinstance(data["choices"], list) else None
-    content = (choice.get("message") or {}).get("content") if isinstance(choice, dict) else None
-    if not isinstance(content, str):
-        raise MalformedReply("the first choice has no message content")
+    _require_choices(data)
+    choice, content = _first_choice(data)
     usage = data.get("usage") or {}
-    try:
-        n_in, n_out = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
-    except (AttributeError, TypeError, ValueError):
-        raise MalformedReply(f"unreadable usage {usage!r}") from None
+    n_in, n_out = _token_counts(usage)
     return (
         content,
         n_in,
@@ -123,6 +115,31 @@ def _completion(
         data.get("model"),
         cached_prompt_tokens(usage),
     ), notes
+
+
+def _require_choices(data: Any) -> None:
+    """Raise `MalformedReply` when the answer has no choices (naming its error, if it gives one)."""
+    if isinstance(data, dict) and data.get("choices"):
+        return
+    err = data.get("error") if isinstance(data, dict) else None
+    raise MalformedReply(f"no choices in the answer{f' (error: {err})' if err else ''}")
+
+
+def _first_choice(data: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """The first choice and its message's text (`MalformedReply` when it has none)."""
+    choice = data["choices"][0] if isinstance(data["choices"], list) else None
+    content = (choice.get("message") or {}).get("content") if isinstance(choice, dict) else None
+    if not isinstance(content, str):
+        raise MalformedReply("the first choice has no message content")
+    return choice, content
+
+
+def _token_counts(usage: Any) -> tuple[int, int]:
+    """The prompt and completion tokens of `usage` (0 when not given)."""
+    try:
+        return int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+    except (AttributeError, TypeError, ValueError):
+        raise MalformedReply(f"unreadable usage {usage!r}") from None
 
 
 @dataclass

@@ -6,7 +6,7 @@ conventions), `plots`, `plots_cube`, `plots_audit`, `plots_sequential`, `diag_pl
 `sim_plots` (one function per figure; `captions`, each figure's caption), `display` (tables for
 people), `numbers` (a figure and a parameter, each formatted once), `decision` (the decision
 page's markdown), `sequential` (what a sequential run did: its section's text and tables),
-`browser` (report/judgments.html), `publish` (HTML pages and the
+`browser` (report/judgments.html; `browser_records` builds its data), `publish` (HTML pages and the
 index), `escape` (the one escaping function for names and outside text, and the exported pages'
 sanitiser), `fonts` (the CJK font; `webfont` subsets it for the pages).
 """

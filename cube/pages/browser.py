@@ -7,10 +7,10 @@ work from `file://` where `fetch` of a JSON file does not. The first chunk is re
 as it arrives, so the page is usable before the whole run (at paper scale 6,111 questions x 3
 sets x 4 dimensions x 4 judges) has loaded; filters then apply to everything loaded.
 
-One record per question and system: question, style, gold document (id, item name, text),
-rank and retrieved list, the zero / rag / full answers, and every judgment
-`[set, judge, dimension, score, raw reply, failure reason]`. All text is inserted with
-`textContent`, never as HTML, so a `<script>` in an answer stays text; the data files are
+One record per question and system (built by `cube.pages.browser_records`): question, style,
+gold document (id, item name, text), rank and retrieved list, the zero / rag / full answers, and
+every judgment `[set, judge, dimension, score, raw reply, failure reason]`. All text is inserted
+with `textContent`, never as HTML, so a `<script>` in an answer stays text; the data files are
 JSON, with `<`, `>` and `&` escaped as `\\u003c` ... so no string can close a script tag.
 
 Filters (also readable from the URL hash, e.g. `#judge=rubric-strict&min=3&max=6`): system,
@@ -33,7 +33,6 @@ category values linked (the CSV keeps the raw values).
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 from pathlib import Path
@@ -43,11 +42,10 @@ from urllib.parse import quote
 import pandas as pd
 
 from cube.config.runpaths import RunPaths
-from cube.config.schema import parse_doc_list
 from cube.config.sheets import read_guarded_csv
+from cube.pages.browser_records import _text, build_records
 
 CHUNK = 100  # records per data file (the first one is all the first render waits for)
-SETS = ("zero", "rag", "full")
 PAGE = "judgments.html"
 FROM_PAGES = f"../report/{PAGE}"  # notebooks/*.ipynb, report/*.html and report/code/*.html alike
 FROM_INDEX = PAGE
@@ -163,139 +161,6 @@ def _js(obj: Any) -> str:
     )
 
 
-def _text(v: Any) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return ""
-    return str(v)
-
-
-def _categories(
-    qi: pd.DataFrame, corpus: pd.DataFrame | None
-) -> tuple[dict[Any, str], dict[Any, str]]:
-    """Per question id, its style and its gold document's department, named exactly as the
-    per-category report names them (`cube.diagnose.retrieval.question_groups`, without its
-    near-duplicate family sizes, which cost seconds at paper scale and the browser does not use)."""
-    style = (
-        (
-            qi["style"].fillna("").replace("", "(llm or file)")
-            if "style" in qi
-            else pd.Series("(none)", index=qi.index)
-        )
-        .astype(str)
-        .to_dict()
-    )
-    if corpus is None or not len(corpus) or "doc_id" not in corpus or "doc_id" not in qi:
-        return style, {}
-    gold = qi["doc_id"].astype(str)
-    if "department" not in corpus:
-        return style, dict.fromkeys(qi.index, "(none)")
-    dept = corpus.drop_duplicates("doc_id").set_index(
-        corpus.drop_duplicates("doc_id")["doc_id"].astype(str)
-    )["department"]
-    return style, gold.map(dept).fillna("").replace("", "(none)").astype(str).to_dict()
-
-
-def build_records(
-    answers: pd.DataFrame,
-    scores: pd.DataFrame,
-    questions: pd.DataFrame | None = None,
-    corpus: pd.DataFrame | None = None,
-    changes: dict[tuple[str, str], list[list[Any]]] | None = None,
-    flagged: dict[tuple[str, str], list[list[Any]]] | None = None,
-) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
-    """(meta, records, docs): the browser's data, plain JSON-able values. `changes`: per
-    (question, system) the comparisons where it is a regression or improvement (`run_changes`);
-    `flagged`: per (question, system) its answers holding text addressed to a grader, `[set,
-    kinds, spans]` (`screen_flags`)."""
-    # in order of first appearance (`unique`), without a Python loop over every judgment
-    systems = [str(s) for s in answers["system"].astype(str).unique()]
-    judges = sorted(scores["judge"].astype(str).unique()) if len(scores) else []
-    dims = [str(d) for d in scores["dimension"].astype(str).unique()] if len(scores) else []
-    qtext: dict[Any, Any] = {}
-    qstyle: dict[Any, Any] = {}
-    qdept: dict[Any, Any] = {}
-    if questions is not None and len(questions):
-        qi = questions.drop_duplicates("question_id").set_index("question_id")
-        qtext = qi["question"].to_dict() if "question" in qi else {}
-        qstyle, qdept = _categories(qi, corpus)
-    unknown = (
-        "(unknown)" if qstyle else ""
-    )  # as the category report names a question it cannot place
-    docs: dict[str, Any] = {}
-    if corpus is not None and len(corpus) and "doc_id" in corpus:
-        ci = corpus.drop_duplicates("doc_id").set_index("doc_id")
-        names = ci["item_name"] if "item_name" in ci else pd.Series("", index=ci.index)
-        texts = ci["text"] if "text" in ci else pd.Series("", index=ci.index)
-        docs = {
-            str(k): [_text(n), _text(t)]
-            for k, n, t in zip(ci.index, names.tolist(), texts.tolist(), strict=True)
-        }
-    sc = scores.assign(score=pd.to_numeric(scores["score"], errors="coerce"))
-    cols = {c: sc[c] if c in sc else pd.Series("", index=sc.index) for c in ("raw", "error")}
-    jidx, didx, sidx = ({v: i for i, v in enumerate(x)} for x in (judges, dims, SETS))
-    judg: dict[tuple[str, str], list[list[Any]]] = {}
-    lists = [
-        sc[c].astype(str).tolist() for c in ("question_id", "system", "set", "judge", "dimension")
-    ]
-    # plain lists (a string column's own `tolist`, not element by element through `object`)
-    lists += [sc["score"].astype(float).tolist(), cols["raw"].tolist(), cols["error"].tolist()]
-    for q, s, set_, j, d, v, raw, err in zip(*lists, strict=True):
-        judg.setdefault((q, s), []).append(
-            [sidx.get(set_, -1), jidx[j], didx[d], None if v != v else v, _text(raw), _text(err)]
-        )
-    recs: dict[tuple[str, str], dict[str, Any]] = {}
-    for row in answers.itertuples(index=False):
-        q, s = str(row.question_id), str(row.system)
-        rec = recs.get((q, s))
-        if rec is None:
-            rec = recs[(q, s)] = {
-                "q": q,
-                "s": systems.index(s),
-                "d": _text(getattr(row, "doc_id", "")),
-                "t": _text(qtext.get(row.question_id, "")),
-                "st": _text(qstyle.get(row.question_id, unknown)),
-                "dp": _text(qdept.get(row.question_id, "(unknown)" if qdept else "")),
-                "rk": None,
-                "r": [],
-                "a": ["", "", ""],
-                "e": ["", "", ""],
-                "j": judg.get((q, s), []),
-            }
-        i = sidx.get(str(row.set))
-        if i is None:
-            continue
-        rec["a"][i] = _text(getattr(row, "answer", ""))
-        rec["e"][i] = _text(getattr(row, "error", ""))
-        if row.set == "rag":
-            ok = (
-                bool(getattr(row, "retrieval_ok", True))
-                if not pd.isna(getattr(row, "retrieval_ok", True))
-                else False
-            )
-            rec["rk"] = int(row.rank) if ok else None
-            rec["r"] = parse_doc_list(getattr(row, "retrieved_doc_ids", None))
-    for (q, s), marks in (changes or {}).items():
-        if (q, s) in recs:
-            recs[(q, s)]["c"] = marks
-    for (q, s), marks in (flagged or {}).items():
-        if (q, s) in recs:
-            recs[(q, s)]["g"] = [[sidx.get(m[0], -1), _text(m[1]), _text(m[2])] for m in marks]
-    records = sorted(recs.values(), key=lambda r: (r["q"], r["s"]))
-    styles = sorted({r["st"] for r in records if r["st"]})
-    departments = sorted({r["dp"] for r in records if r["dp"]})
-    meta = {
-        "systems": systems,
-        "judges": judges,
-        "dimensions": dims,
-        "sets": list(SETS),
-        "styles": styles,
-        "departments": departments,
-        "n_records": len(records),
-        "n_judgments": int(len(sc)),
-    }
-    return meta, records, docs
-
-
 def run_changes(root: Path) -> dict[tuple[str, str], list[list[Any]]]:
     """Regressions and improvements of the run's comparisons (`compare/*/`, notebook 09), per
     (question, system B): `[[label, 'regression' | 'improvement', jury score change], ...]`."""
@@ -357,14 +222,42 @@ def _read_columns(path: Path, columns: tuple[str, ...] | None) -> pd.DataFrame:
     return pd.read_parquet(path, columns=[c for c in columns if c in have])
 
 
+def _chunk_docs(part: list[dict[str, Any]], docs: dict[str, Any]) -> dict[str, Any]:
+    """The documents a chunk's records name: a gold one's name and text (shown), a retrieved
+    one's name only."""
+    gold = {r["d"] for r in part}
+    used = gold | {d for r in part for d in r["r"]}
+    return {d: (docs[d] if d in gold else [docs[d][0], ""]) for d in used if d in docs}
+
+
+def _write_chunks(folder: Path, records: list[dict[str, Any]], docs: dict[str, Any]) -> list[str]:
+    """Write the records `CHUNK` at a time (at least one file, even for none), replacing the
+    chunks of an earlier run; their file names, in order."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.glob("chunk-*.js"):
+        old.unlink()
+    chunks = []
+    for i in range(0, max(len(records), 1), CHUNK):
+        part = records[i : i + CHUNK]
+        name = f"chunk-{len(chunks):04d}.js"
+        (folder / name).write_text(
+            f"CUBE_CHUNK({len(chunks)},{_js({'rows': part, 'docs': _chunk_docs(part, docs)})});\n",
+            encoding="utf-8",
+        )
+        chunks.append(name)
+    return chunks
+
+
 def write_browser(run_paths: RunPaths) -> Path | None:
     """Write `report/judgments.html` and its data files; None when the run has no scores yet."""
     paths = run_paths
     if not (paths.data_file("answers").exists() and paths.data_file("scores").exists()):
         return None
-    load = lambda n, cols=None: (  # noqa: E731
-        _read_columns(paths.data_file(n), cols) if paths.data_file(n).exists() else None
-    )
+
+    def load(name: str, columns: tuple[str, ...] | None = None) -> pd.DataFrame | None:
+        path = paths.data_file(name)
+        return _read_columns(path, columns) if path.exists() else None
+
     meta, records, docs = build_records(
         load("answers", ANSWER_COLUMNS),
         load("scores", SCORE_COLUMNS),
@@ -374,21 +267,7 @@ def write_browser(run_paths: RunPaths) -> Path | None:
         screen_flags(paths.root),
     )
     folder = paths.report / "judgments"
-    folder.mkdir(parents=True, exist_ok=True)
-    for old in folder.glob("chunk-*.js"):
-        old.unlink()
-    chunks = []
-    for i in range(0, max(len(records), 1), CHUNK):
-        part = records[i : i + CHUNK]
-        gold = {r["d"] for r in part}  # their text is shown; a retrieved one's name only
-        used = gold | {d for r in part for d in r["r"]}
-        docs_part = {d: (docs[d] if d in gold else [docs[d][0], ""]) for d in used if d in docs}
-        name = f"chunk-{len(chunks):04d}.js"
-        (folder / name).write_text(
-            f"CUBE_CHUNK({len(chunks)},{_js({'rows': part, 'docs': docs_part})});\n",
-            encoding="utf-8",
-        )
-        chunks.append(name)
+    chunks = _write_chunks(folder, records, docs)
     (folder / "index.js").write_text(
         f"CUBE_INDEX({_js({**meta, 'chunks': chunks})});\n", encoding="utf-8"
     )

@@ -85,29 +85,48 @@ def header(name: Any) -> str:
     return " ".join(words)
 
 
-def cell(value: Any, digits: int = 2) -> tuple[str, str]:
-    """(text, css class) of one value."""
-    if (
+def _missing(value: Any) -> bool:
+    """Whether a value is missing (None, NaN, `pd.NA`, `pd.NaT`): an empty cell."""
+    return (
         value is None
         or (isinstance(value, float) and math.isnan(value))
         or value is pd.NA
         or value is pd.NaT
-    ):
+    )
+
+
+def _int_text(value: Any) -> str:
+    """A whole number, its thousands separated by a blank from 10 000 on."""
+    n = int(value)
+    return f"{n:,}".replace(",", " ") if abs(n) >= 10_000 else str(n)
+
+
+def _float_text(v: float, digits: int) -> str:
+    """A float: ∞ as a sign, a whole value without decimals, a small one in two significant
+    digits (never 0.00), else `digits` decimals."""
+    if math.isinf(v):
+        return "∞" if v > 0 else "-∞"
+    if v.is_integer() and abs(v) < 1e15:
+        return str(int(v))
+    return f"{v:.{digits}f}" if abs(v) >= 10**-digits else f"{v:.2g}"
+
+
+def _is_sequence(value: Any) -> bool:
+    """A list, tuple, set or numpy array: shown joined."""
+    return isinstance(value, list | tuple | set) or type(value).__name__ == "ndarray"
+
+
+def cell(value: Any, digits: int = 2) -> tuple[str, str]:
+    """(text, css class) of one value."""
+    if _missing(value):
         return "", "text"
     if isinstance(value, bool | np_bool()):
         return ("yes" if value else "no"), "text"
     if isinstance(value, int | np_int()):
-        return f"{int(value):,}".replace(",", " ") if abs(int(value)) >= 10_000 else str(
-            int(value)
-        ), "num"
+        return _int_text(value), "num"
     if isinstance(value, float | np_float()):
-        v = float(value)
-        if math.isinf(v):
-            return ("∞" if v > 0 else "-∞"), "num"
-        if v.is_integer() and abs(v) < 1e15:
-            return str(int(v)), "num"
-        return (f"{v:.{digits}f}" if abs(v) >= 10**-digits else f"{v:.2g}"), "num"
-    if isinstance(value, list | tuple | set) or type(value).__name__ == "ndarray":
+        return _float_text(float(value), digits), "num"
+    if _is_sequence(value):
         return ", ".join(cell(v, digits)[0] for v in value), "text"
     return str(value), "text"
 
@@ -185,18 +204,100 @@ def is_name(text: str) -> bool:
     return width <= NAME_CHARS and not any(c in _SENTENCE_MARKS for c in text)
 
 
-def _td(col: Any, value: Any, row: dict[str, Any], fmt: dict[str, Any], links: Links | None) -> str:
-    """One cell as `<td>` (see `to_html`); `fmt`: digits, numeric and p-value columns, marks."""
+def _text_and_class(col: Any, value: Any, fmt: dict[str, Any]) -> tuple[str, str]:
+    """A cell's text and css class: a p-value by `format_p`, a missing number as "n/a", a name
+    kept on one line."""
     text, cls = (format_p(value), "num") if col in fmt["pcols"] else cell(value, fmt["digits"])
     if col in fmt["numeric"] and text == "":
-        text, cls = "n/a", "num"
+        return "n/a", "num"
     if cls == "text" and is_name(text):
-        cls = "text name"
-    inner = _linked(text, links[col](row)) if links and col in links and text else escape_text(text)
+        return text, "text name"
+    return text, cls
+
+
+def _applies(per_column: Links | Marks | None, col: Any, text: str) -> bool:
+    """Whether a function of `per_column` (links or marks) applies to a cell: one for its column
+    and a cell that is not empty."""
+    return bool(per_column and col in per_column and text)
+
+
+def _td(col: Any, value: Any, row: dict[str, Any], fmt: dict[str, Any], links: Links | None) -> str:
+    """One cell as `<td>` (see `to_html`); `fmt`: digits, numeric and p-value columns, marks."""
+    text, cls = _text_and_class(col, value, fmt)
+    inner = _linked(text, links[col](row)) if _applies(links, col, text) else escape_text(text)
     marks = fmt["marks"]
-    if marks and col in marks and text and marks[col](row):
+    if _applies(marks, col, text) and marks[col](row):
         inner += MARK
     return f'<td class="{cls}">{inner}</td>'
+
+
+def _flat(df: pd.DataFrame) -> pd.DataFrame:
+    """The table with a meaningful index (named, or not 0..n-1) made ordinary columns."""
+    if not isinstance(df.index, pd.RangeIndex) or df.index.name is not None:
+        return df.reset_index()
+    return df
+
+
+def _numeric_columns(frame: pd.DataFrame) -> set[Any]:
+    """The columns of numbers (booleans are yes/no text)."""
+    is_number, is_bool = pd.api.types.is_numeric_dtype, pd.api.types.is_bool_dtype
+    return {c for c in frame.columns if is_number(frame[c]) and not is_bool(frame[c])}
+
+
+def _row_cells(
+    frame: pd.DataFrame, fmt: dict[str, Any], links: Links | None, max_rows: int
+) -> list[list[str]]:
+    """Per row shown (the first `max_rows`), the `<td>` of each column."""
+    cells = []
+    for values in frame.head(max_rows).itertuples(index=False, name=None):
+        # the row as a dict only for the functions that read it
+        row = dict(zip(frame.columns, values, strict=True)) if links or fmt["marks"] else {}
+        cells.append(
+            [
+                _td(col, value, row, fmt, links)
+                for col, value in zip(frame.columns, values, strict=True)
+            ]
+        )
+    return cells
+
+
+def _rows_note(rows: int, max_rows: int) -> str:
+    """What the caption says of rows left out (nothing when all are shown)."""
+    if rows <= max_rows:
+        return ""
+    return f"{rows} rows; the first {max_rows} are shown (all are in the CSV)."
+
+
+def _part_note(k: int, parts: int, columns: int) -> str:
+    """Which part of a wide table this is (nothing for a table shown whole)."""
+    if parts == 1:
+        return ""
+    after = "; continued below." if k < parts else "."
+    return (
+        f"Part {k} of {parts} of a table of {columns} columns (the first columns repeated){after}"
+    )
+
+
+def _joined(*texts: str) -> str:
+    """The non-empty texts joined by a blank."""
+    return " ".join(x for x in texts if x)
+
+
+def _caption(k: int, parts: int, columns: int, caption: str, note: str) -> str:
+    """Part `k`'s caption: its part note; the caption and the rows note under the last part."""
+    last = _joined(caption, note) if k == parts else ""
+    return _joined(_part_note(k, parts, columns), last)
+
+
+def _table_part(cap: str, heads: list[str], cells: list[list[str]], cols: list[int]) -> str:
+    """One `<table>` of the columns at positions `cols`."""
+    body = "".join("<tr>" + "".join(tds[i] for i in cols) + "</tr>" for tds in cells)
+    return (
+        '<table class="cube-table">'
+        + (f"<caption>{escape_text(cap)}</caption>" if cap else "")
+        + f"<thead><tr>{''.join(heads[i] for i in cols)}</tr></thead>"
+        f"<tbody>{body}</tbody></table>"
+    )
 
 
 def to_html(
@@ -211,56 +312,23 @@ def to_html(
     more than `MAX_COLUMNS` columns is shown in parts (`column_parts`), one under the other.
     `marks`: per column, a function of the row saying whether its cell gets `MARK` (a footnote
     explains it: put it in `caption`)."""
-    frame = df
-    if not isinstance(frame.index, pd.RangeIndex) or frame.index.name is not None:
-        frame = frame.reset_index()
-    numeric = {
-        c
-        for c in frame.columns
-        if pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])
-    }
+    frame = _flat(df)
+    numeric = _numeric_columns(frame)
     fmt = {
         "digits": digits,
         "numeric": numeric,
         "pcols": {c for c in numeric if is_p_column(c)},
         "marks": marks,
     }
-    cells = []  # per row: the <td> of each column
-    for values in frame.head(max_rows).itertuples(index=False, name=None):
-        row = dict(zip(frame.columns, values, strict=True)) if links or marks else {}
-        cells.append(
-            [
-                _td(col, value, row, fmt, links)
-                for col, value in zip(frame.columns, values, strict=True)
-            ]
-        )
-    more = len(frame) - max_rows
-    note = (
-        f"{len(frame)} rows; the first {max_rows} are shown (all are in the CSV)."
-        if more > 0
-        else ""
-    )
+    cells = _row_cells(frame, fmt, links, max_rows)
+    note = _rows_note(len(frame), max_rows)
     heads = [f"<th>{escape_text(header(c))}</th>" for c in frame.columns]
     parts = column_parts(frame, numeric)
-    tables = []
-    for k, cols in enumerate(parts, 1):
-        split = (
-            (
-                f"Part {k} of {len(parts)} of a table of {len(frame.columns)} columns (the "
-                "first columns repeated)" + ("; continued below." if k < len(parts) else ".")
-            )
-            if len(parts) > 1
-            else ""
-        )
-        cap = " ".join(x for x in ((caption, note) if k == len(parts) else ()) if x)
-        cap = " ".join(x for x in (split, cap) if x)
-        body = "".join("<tr>" + "".join(tds[i] for i in cols) + "</tr>" for tds in cells)
-        tables.append(
-            '<table class="cube-table">'
-            + (f"<caption>{escape_text(cap)}</caption>" if cap else "")
-            + f"<thead><tr>{''.join(heads[i] for i in cols)}</tr></thead>"
-            f"<tbody>{body}</tbody></table>"
-        )
+    n, width = len(parts), len(frame.columns)
+    tables = [
+        _table_part(_caption(k, n, width, caption, note), heads, cells, cols)
+        for k, cols in enumerate(parts, 1)
+    ]
     if len(tables) == 1:
         return STYLE + tables[0]
     return f'{STYLE}<div class="cube-parts">{"".join(tables)}</div>'

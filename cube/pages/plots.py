@@ -253,6 +253,46 @@ def _matched(means: pd.DataFrame, judge: str, reference: str) -> pd.DataFrame:
     return a.merge(b, on=unit, suffixes=("", "_ref")).dropna(subset=["score", "score_ref"])
 
 
+def _compared_judges(means: pd.DataFrame, reference_judge: str) -> list[str]:
+    """The judges compared with the reference (not a human rater, not the reference itself)."""
+    judges = sorted(j for j in means["judge"].unique() if not is_human(j) and j != reference_judge)
+    if not judges:
+        raise ValueError(f"scores: no judge to compare with {reference_judge!r}")
+    return judges
+
+
+def _agreement_panel(
+    ax: Axes, g: pd.DataFrame, rng: np.random.Generator, colour: Any, title: str
+) -> None:
+    """One judge's scores against the reference's on one dimension, jittered, with the identity
+    line; n and Pearson r in the title."""
+    x, y = g["score_ref"].to_numpy(float), g["score"].to_numpy(float)
+    ax.scatter(
+        x + rng.uniform(-0.2, 0.2, len(x)),
+        y + rng.uniform(-0.2, 0.2, len(y)),
+        s=14,
+        alpha=0.6,
+        color=colour,
+        edgecolors="none",
+    )
+    ax.plot([0, 10], [0, 10], color="#888888", ls="--", lw=0.8)
+    ax.set_title(f"{title}\nn = {len(g)}, r = {S.r_text(x, y)}", fontsize="small")
+    ax.set(
+        xlim=(-0.6, 10.6),
+        ylim=(-0.6, 10.6),
+        xticks=[0, 5, 10],
+        yticks=[0, 5, 10],
+        aspect="equal",
+    )
+
+
+def _judges_kind(judges: list[str], llm_judges: Iterable[str] | None) -> str:
+    """ "LLM judges" when `llm_judges` names every plotted judge, else "Judges"."""
+    if llm_judges is not None and set(judges) <= set(map(str, llm_judges)):
+        return "LLM judges"
+    return "Judges"
+
+
 @S.quiet
 def judge_vs_human(
     scores: pd.DataFrame,
@@ -268,9 +308,7 @@ def judge_vs_human(
     otherwise (offline rubric algorithms among them, or unknown) it says "judges"."""
     means = with_human_consensus(judge_means(scores))  # "human" = the raters' consensus
     S.require_judge(means, reference_judge)
-    judges = sorted(j for j in means["judge"].unique() if not is_human(j) and j != reference_judge)
-    if not judges:
-        raise ValueError(f"scores: no judge to compare with {reference_judge!r}")
+    judges = _compared_judges(means, reference_judge)
     dims = [dimension] if dimension else S.dims(means[means["judge"] == reference_judge])
     labels, palette = display_labels(means["judge"].unique()), judge_palette(judges)
     dlabels, ref = (
@@ -285,37 +323,13 @@ def judge_vs_human(
     for i, judge in enumerate(judges):
         m = _matched(means, judge, reference_judge)
         for k, dim in enumerate(dims):
-            ax, g = axes[i, k], m[m["dimension"] == dim]
-            x, y = g["score_ref"].to_numpy(float), g["score"].to_numpy(float)
-            ax.scatter(
-                x + rng.uniform(-0.2, 0.2, len(x)),
-                y + rng.uniform(-0.2, 0.2, len(y)),
-                s=14,
-                alpha=0.6,
-                color=palette[judge],
-                edgecolors="none",
-            )
-            ax.plot([0, 10], [0, 10], color="#888888", ls="--", lw=0.8)
-            ax.set_title(
-                f"{labels[judge]} - {dlabels[dim]}\nn = {len(g)}, r = {S.r_text(x, y)}",
-                fontsize="small",
-            )
-            ax.set(
-                xlim=(-0.6, 10.6),
-                ylim=(-0.6, 10.6),
-                xticks=[0, 5, 10],
-                yticks=[0, 5, 10],
-                aspect="equal",
-            )
-            if i == len(judges) - 1:
-                ax.set_xlabel(f"{ref} score")
-            if k == 0:
-                ax.set_ylabel("judge score")
-    kind = (
-        "LLM judges"
-        if llm_judges is not None and set(judges) <= set(map(str, llm_judges))
-        else "Judges"
-    )
+            g = m[m["dimension"] == dim]
+            title = f"{labels[judge]} - {dlabels[dim]}"
+            _agreement_panel(axes[i, k], g, rng, palette[judge], title)
+        axes[i, 0].set_ylabel("judge score")
+    for ax in axes[-1, :]:
+        ax.set_xlabel(f"{ref} score")
+    kind = _judges_kind(judges, llm_judges)
     return S.titled(
         fig, f"Figure 5. {kind} against {ref} scores (jittered; dashed = perfect agreement)"
     )

@@ -9,6 +9,7 @@ fonts, labels) are those of `cube.pages.plots`.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -34,6 +35,11 @@ def _by_system(results: Results) -> dict[str, CubeResult]:
             "no CuBE result to plot: pass a CubeResult or a non-empty {system: result} mapping"
         )
     return out
+
+
+def _dimensions(by: Mapping[str, CubeResult]) -> list[str]:
+    """The dimensions the systems' trimmed means hold, in the report's order."""
+    return S.dims(pd.concat([r.trimmed_means for r in by.values()], ignore_index=True))
 
 
 class _Rows:
@@ -81,6 +87,51 @@ class _Rows:
             ax.axhline(y, color="#bbbbbb", lw=0.8)
 
 
+# the rag mean (a point on the bar) larger and round, the bounds (the bar's ends) square
+_SET_MARKS = {"zero": (45, "s"), "full": (45, "s"), "rag": (60, "o")}
+
+
+def _set_means(tm: pd.DataFrame, dim: str, judge: str) -> tuple[float, float, float]:
+    """The judge's zero, rag and full trimmed means of `dim` (NaN where it has none)."""
+    t = tm.loc[(dim, judge)] if (dim, judge) in tm.index else pd.Series(dtype=float)
+    z, r, f = (float(t.get(s, np.nan)) for s in ("zero", "rag", "full"))
+    return z, r, f
+
+
+def _n_label(n_d: float) -> str:
+    return "N = n/a" if not np.isfinite(n_d) else f"N = {n_d:.0f}"
+
+
+def _judge_bounds(ax: Axes, y: float, means: tuple[float, float, float], n_d: float) -> None:
+    """One row: a bar from the zero to the full mean, the three means as marks, N_d over rag."""
+    z, r, f = means
+    ax.plot([z, f], [y, y], color="#d9d9d9", lw=7, solid_capstyle="round", zorder=1)
+    for s, v in (("zero", z), ("full", f), ("rag", r)):
+        size, marker = _SET_MARKS[s]
+        ax.scatter([v], [y], s=size, color=SET_COLORS[s], zorder=3, marker=marker)
+    if np.isfinite(r):
+        ax.annotate(
+            _n_label(n_d),
+            (r, y),
+            xytext=(0, 7),
+            textcoords="offset points",
+            ha="center",
+            fontsize="x-small",
+        )
+
+
+def _system_bounds(
+    ax: Axes, dim: str, result: CubeResult, judges: list[str], y: Mapping[str, float]
+) -> None:
+    """The rows of one system's judges on the panel of `dim`."""
+    tm = result.trimmed_means.pivot_table(
+        index=["dimension", "judge"], columns="set", values="trimmed_mean"
+    )
+    for judge in judges:
+        n_d = result.cube_table.at[judge, dim] if dim in result.cube_table else np.nan
+        _judge_bounds(ax, y[judge], _set_means(tm, dim, judge), n_d)
+
+
 @S.quiet
 def bounds(results: Results) -> Figure:
     """Per dimension (panels) and, for each system, judge (rows): the zero and full trimmed means
@@ -91,7 +142,7 @@ def bounds(results: Results) -> Figure:
         results: one system's `CubeResult`, or `{system: result}` to show every system.
     """
     by = _by_system(results)
-    dims = S.dims(pd.concat([r.trimmed_means for r in by.values()], ignore_index=True))
+    dims = _dimensions(by)
     judges_of = {s: sorted(r.trimmed_means["judge"].astype(str).unique()) for s, r in by.items()}
     labels = display_labels([j for js in judges_of.values() for j in js])
     dlabels = display_labels(dims, "dimension")
@@ -100,33 +151,8 @@ def bounds(results: Results) -> Figure:
     fig, axes = S.figure(nrows, ncols, (5.0, 0.55 * rows.n + 1.4), sharex=True)
     for ax, dim in zip(S.drop_unused(axes, len(dims)), dims, strict=True):
         for system, result in by.items():
-            tm = result.trimmed_means.pivot_table(
-                index=["dimension", "judge"], columns="set", values="trimmed_mean"
-            )
-            for judge in judges_of[system]:
-                yi = rows.y[(system, judge)]
-                t = tm.loc[(dim, judge)] if (dim, judge) in tm.index else pd.Series(dtype=float)
-                z, r, f = (float(t.get(s, np.nan)) for s in ("zero", "rag", "full"))
-                ax.plot([z, f], [yi, yi], color="#d9d9d9", lw=7, solid_capstyle="round", zorder=1)
-                for s, v in (("zero", z), ("full", f), ("rag", r)):
-                    ax.scatter(
-                        [v],
-                        [yi],
-                        s=60 if s == "rag" else 45,
-                        color=SET_COLORS[s],
-                        zorder=3,
-                        marker="o" if s == "rag" else "s",
-                    )
-                n_d = result.cube_table.at[judge, dim] if dim in result.cube_table else np.nan
-                if np.isfinite(r):
-                    ax.annotate(
-                        "N = n/a" if not np.isfinite(n_d) else f"N = {n_d:.0f}",
-                        (r, yi),
-                        xytext=(0, 7),
-                        textcoords="offset points",
-                        ha="center",
-                        fontsize="x-small",
-                    )
+            y = {j: rows.y[(system, j)] for j in judges_of[system]}
+            _system_bounds(ax, dim, result, judges_of[system], y)
         ax.set(title=dlabels[dim], xlim=(0, 10.3))
         rows.apply(ax)
         if ax.get_subplotspec().is_last_row():
@@ -154,6 +180,105 @@ def _verdict_bands(
     return bands
 
 
+def _shade_verdicts(ax: Axes, thresholds: Mapping[str, float], lo_x: float, hi_x: float) -> None:
+    """The verdict bands shaded (darker for better), each named above the plot."""
+    bands = _verdict_bands(thresholds, lo_x, hi_x)
+    shades = sns.light_palette("seagreen", len(bands) + 1)
+    for k, (verdict, low, high) in enumerate(bands):
+        ax.axvspan(low, high, color=shades[k], alpha=0.5, zorder=0, lw=0)
+        ax.text(
+            (low + high) / 2,
+            1.0,
+            S.display_text(verdict, f"verdict {k + 1}"),
+            ha="center",
+            va="bottom",
+            transform=ax.get_xaxis_transform(),
+            fontsize="small",
+        )
+
+
+def _forest_score(result: CubeResult, name: str) -> float:
+    """A judge's CuBE score, or the jury mean's (`name` "jury")."""
+    if name == "jury":
+        return result.jury_cube()
+    return float(result.cube_table.at[name, "cube_score"])
+
+
+def _forest_marker(name: str, v: float, shown: float, hi_x: float) -> str:
+    """A diamond for the jury, a dot for a judge; an arrow for a score off the scale."""
+    if shown != v:
+        return ">" if v > hi_x else "<"
+    return "D" if name == "jury" else "o"
+
+
+def _forest_row(
+    ax: Axes, y: float, name: str, result: CubeResult, colour: str, x_range: tuple[float, float]
+) -> None:
+    """One row: the score's interval, the score (clipped to the axis, said when it is) and its
+    value."""
+    lo_x, hi_x = x_range
+    v = _forest_score(result, name)
+    # a percentile interval need not contain the estimate, so it is drawn as a capped range
+    ax.plot(result.interval(name), [y, y], color=colour, lw=1.6, marker="|", ms=12)
+    shown = float(np.clip(v, lo_x, hi_x))
+    ax.plot([shown], [y], _forest_marker(name, v, shown, hi_x), color=colour, ms=8)
+    if not np.isfinite(v):
+        return
+    inside = shown == v
+    ax.annotate(
+        f"{v:.1f}" + ("" if inside else " (off scale)"),
+        (shown, y),
+        xytext=(0, 8),
+        textcoords="offset points",
+        ha="center" if inside else "right",
+        fontsize="small",
+    )
+
+
+def _verdict_badge(ax: Axes, verdict: str, y: float) -> None:
+    """The system's verdict right of its jury row, outside the plot."""
+    ax.annotate(
+        f"verdict: {S.display_text(verdict, 'verdict')}",
+        (1.0, y),
+        xycoords=("axes fraction", "data"),
+        xytext=(8, 0),
+        textcoords="offset points",
+        ha="left",
+        va="center",
+        fontsize="small",
+        color="white",
+        bbox={"boxstyle": "round,pad=0.3", "fc": "#333333", "ec": "none"},
+    )
+
+
+def _interval_note(first: CubeResult) -> str:
+    """What the error bars are (the title's second line)."""
+    if first.bootstrap is None:
+        return "no bootstrap interval (analysis.bootstrap = 0)"
+    conf = first.settings.get("confidence", 0.95)
+    return (
+        f"{conf:.0%} bootstrap interval over questions ({first.settings.get('bootstrap')} "
+        "resamples)"
+    )
+
+
+def _every_judge(judges_of: Mapping[str, list[str]]) -> list[str]:
+    """The judges of every system, sorted, each once."""
+    return sorted({j for js in judges_of.values() for j in js})
+
+
+def _headings(by: Mapping[str, CubeResult]) -> dict[str, str]:
+    """Each system's group heading: its name and R@k."""
+    return {s: f"{S.display_text(s, 'system')} (R@k {r.recall_at_k:.1%})" for s, r in by.items()}
+
+
+def _one_recall(by: Mapping[str, CubeResult]) -> str:
+    """The R@k of the only system, said on the axis (several systems' are in their headings)."""
+    if len(by) != 1:
+        return ""
+    return f" (R@k = {next(iter(by.values())).recall_at_k:.1%})"
+
+
 @S.quiet
 def cube_forest(
     results: Results,
@@ -174,78 +299,128 @@ def cube_forest(
     """
     by = _by_system(results)
     judges_of = {s: sorted(map(str, r.cube_table.index)) for s, r in by.items()}
-    every = sorted({j for js in judges_of.values() for j in js})
+    every = _every_judge(judges_of)
     labels, palette = {**display_labels(every), "jury": "jury mean"}, judge_palette(every)
-    headings = {
-        s: f"{S.display_text(s, 'system')} (R@k {r.recall_at_k:.1%})" for s, r in by.items()
-    }
-    rows = _Rows({s: [*js, "jury"] for s, js in judges_of.items()}, labels, headings)
+    colours = {**palette, "jury": "black"}
+    rows = _Rows({s: [*js, "jury"] for s, js in judges_of.items()}, labels, _headings(by))
     fig, ax = S.figure1(7.5, 0.45 * rows.n + 2.2)
     lo_x, hi_x = S.OFF_SCALE  # a runaway score (bounds nearly equal) must not squash the others
     if thresholds:
-        bands = _verdict_bands(thresholds, lo_x, hi_x)
-        shades = sns.light_palette("seagreen", len(bands) + 1)
-        for k, (verdict, low, high) in enumerate(bands):
-            ax.axvspan(low, high, color=shades[k], alpha=0.5, zorder=0, lw=0)
-            ax.text(
-                (low + high) / 2,
-                1.0,
-                S.display_text(verdict, f"verdict {k + 1}"),
-                ha="center",
-                va="bottom",
-                transform=ax.get_xaxis_transform(),
-                fontsize="small",
-            )
+        _shade_verdicts(ax, thresholds, lo_x, hi_x)
+    verdicts = verdicts or {}
     for system, result in by.items():
         for name in [*judges_of[system], "jury"]:
-            yi = rows.y[(system, name)]
-            v = (
-                result.jury_cube()
-                if name == "jury"
-                else float(result.cube_table.at[name, "cube_score"])
-            )
-            colour = "black" if name == "jury" else palette[name]
-            # a percentile interval need not contain the estimate, so it is drawn as a capped range
-            ax.plot(result.interval(name), [yi, yi], color=colour, lw=1.6, marker="|", ms=12)
-            shown = float(np.clip(v, lo_x, hi_x))
-            marker = ("D" if name == "jury" else "o") if shown == v else (">" if v > hi_x else "<")
-            ax.plot([shown], [yi], marker, color=colour, ms=8)
-            if np.isfinite(v):
-                ax.annotate(
-                    f"{v:.1f}" + ("" if shown == v else " (off scale)"),
-                    (shown, yi),
-                    xytext=(0, 8),
-                    textcoords="offset points",
-                    ha="center" if shown == v else "right",
-                    fontsize="small",
-                )
-        if verdicts and verdicts.get(system):
-            ax.annotate(
-                f"verdict: {S.display_text(str(verdicts[system]), 'verdict')}",
-                (1.0, rows.y[(system, "jury")]),
-                xycoords=("axes fraction", "data"),
-                xytext=(8, 0),
-                textcoords="offset points",
-                ha="left",
-                va="center",
-                fontsize="small",
-                color="white",
-                bbox={"boxstyle": "round,pad=0.3", "fc": "#333333", "ec": "none"},
-            )
+            _forest_row(ax, rows.y[(system, name)], name, result, colours[name], (lo_x, hi_x))
+        if verdicts.get(system):
+            _verdict_badge(ax, str(verdicts[system]), rows.y[(system, "jury")])
         if len(by) == 1:  # a rule between the judges and the jury mean
             ax.axhline(rows.y[(system, "jury")] + 0.5, color="#bbbbbb", lw=0.8)
     rows.apply(ax)
     first = next(iter(by.values()))
-    recall = f" (R@k = {first.recall_at_k:.1%})" if len(by) == 1 else ""
-    ax.set(xlim=(lo_x, hi_x), xlabel=f"CuBE score = weighted score x R@k{recall}")
-    conf = first.settings.get("confidence", 0.95)
-    note = (
-        f"{conf:.0%} bootstrap interval over questions ({first.settings.get('bootstrap')} "
-        "resamples)"
-        if first.bootstrap is not None
-        else "no bootstrap interval (analysis.bootstrap = 0)"
-    )
+    ax.set(xlim=(lo_x, hi_x), xlabel=f"CuBE score = weighted score x R@k{_one_recall(by)}")
+    note = _interval_note(first)
     return S.titled(fig, f"CuBE score of {S.systems_text(by)} per judge and for the jury\n({note})")
+
+
+def _scored_dimensions(dims: list[str], by: Mapping[str, CubeResult]) -> list[str]:
+    """The dimensions some system has a normalised score of."""
+    return [d for d in dims if any(d in r.cube_table for r in by.values())]
+
+
+def _judge_values(table: pd.DataFrame, judge: str, n: int) -> np.ndarray:
+    """A judge's row of the table as numbers (NaN for a judge the system's table lacks)."""
+    if judge in table.index:
+        return table.loc[judge].to_numpy(float)
+    return np.full(n, np.nan)
+
+
+def _off_scale(u: float, lo_y: float, hi_y: float) -> bool:
+    return not lo_y <= u <= hi_y and np.isfinite(u)
+
+
+@dataclass(frozen=True)
+class _BarLayout:
+    """Where the grouped bars go: x of each column's group, a bar's width, the axis' range."""
+
+    x: np.ndarray
+    width: float
+    lo_y: float
+    hi_y: float
+
+
+def _judge_bars(
+    ax: Axes, k: int, judge: str, v: np.ndarray, layout: _BarLayout, style: tuple[str, str]
+) -> list[int]:
+    """Judge `k`'s bars (one per column, cut at the axis and hatched when off it); the columns
+    cut."""
+    colour, label = style
+    bars = ax.bar(
+        layout.x - 0.4 + layout.width * (k + 0.5),
+        np.clip(v, layout.lo_y, layout.hi_y),
+        layout.width,
+        color=colour,
+        label=label,
+    )
+    cut = []
+    for i, (bar, u) in enumerate(zip(bars, v, strict=True)):
+        if _off_scale(u, layout.lo_y, layout.hi_y):
+            bar.set_hatch("//")
+            cut.append(i)
+    return cut
+
+
+def _jury_means(ax: Axes, jury: np.ndarray, layout: _BarLayout, label_y: float) -> None:
+    """The jury mean as a black line on each group and its value in the row of labels above."""
+    x = layout.x
+    ax.hlines(
+        np.clip(jury, layout.lo_y, layout.hi_y),
+        x - 0.45,
+        x + 0.45,
+        color="black",
+        lw=2.2,
+        label="jury mean",
+        zorder=3,
+    )
+    for xi, v in zip(x, jury, strict=True):
+        ax.text(
+            xi,
+            label_y,
+            "n/a" if not np.isfinite(v) else f"{v:.1f}",
+            ha="center",
+            va="bottom",
+            fontsize="small",
+        )
+    ax.text(
+        -0.01,
+        label_y,
+        "jury mean",
+        transform=ax.get_yaxis_transform(),
+        ha="right",
+        va="bottom",
+        fontsize="small",
+    )
+
+
+def _bound_lines(ax: Axes) -> None:
+    """Dashed lines at the zero (0) and full (100) bounds, named right of the plot."""
+    for level, text in ((0, "zero bound"), (100, "full bound")):
+        ax.axhline(level, color="#888888", ls="--", lw=0.8)
+        ax.text(
+            1.0,
+            level,
+            f" {text}",
+            transform=ax.get_yaxis_transform(),
+            va="center",
+            fontsize="small",
+        )
+
+
+def _bar_axes(ax: Axes, layout: _BarLayout, tick_labels: list[str]) -> None:
+    """A panel's ticks (the columns' names; 0-100 by 20) and its range: room below the zero
+    bound and above the highest bar for the row of jury-mean labels."""
+    ax.set_xticks(layout.x, tick_labels)
+    ax.set_yticks(np.arange(0, 101, 20))
+    ax.set(ylabel="normalised score (0-100)", ylim=(layout.lo_y - 12, layout.hi_y + 16))
 
 
 @S.quiet
@@ -258,78 +433,27 @@ def normalised_dimensions(results: Results) -> Figure:
         results: one system's `CubeResult`, or `{system: result}` to show every system.
     """
     by = _by_system(results)
-    dims = S.dims(pd.concat([r.trimmed_means for r in by.values()], ignore_index=True))
-    cols = [*[d for d in dims if any(d in r.cube_table for r in by.values())], "weighted_score"]
-    judges = sorted({str(j) for r in by.values() for j in r.cube_table.index})
+    dims = _dimensions(by)
+    cols = [*_scored_dimensions(dims, by), "weighted_score"]
+    judges = _every_judge({s: list(map(str, r.cube_table.index)) for s, r in by.items()})
     labels, palette = display_labels(judges), judge_palette(judges)
     names = {**display_labels(dims, "dimension"), "weighted_score": "weighted (W)"}
     fig, axes = S.figure(len(by), 1, (max(7.0, 1.6 * len(cols) + 1.5), 4.8), sharey=True)
-    x, width = np.arange(len(cols)), 0.8 / len(judges)
     lo_y, hi_y = S.OFF_SCALE
+    layout = _BarLayout(np.arange(len(cols)), 0.8 / len(judges), lo_y, hi_y)
     label_y = hi_y + 4  # the row of jury-mean labels, above the highest bar an axis can show
     off: list[str] = []  # bars cut at the axis (a judge whose bounds nearly coincide), listed below
     for ax, (system, result) in zip(axes[:, 0], by.items(), strict=True):
         table = result.cube_table.reindex(columns=cols)
         for k, judge in enumerate(judges):
-            v = (
-                table.loc[judge].to_numpy(float)
-                if judge in table.index
-                else np.full(len(cols), np.nan)
-            )
-            bars = ax.bar(
-                x - 0.4 + width * (k + 0.5),
-                np.clip(v, lo_y, hi_y),
-                width,
-                color=palette[judge],
-                label=labels[judge],
-            )
-            for bar, col, u in zip(bars, cols, v, strict=True):
-                if not lo_y <= u <= hi_y and np.isfinite(u):
-                    bar.set_hatch("//")
-                    off.append(
-                        f"{S.display_text(system, 'system')} {labels[judge]} {names[col]} {u:.0f}"
-                    )
+            v = _judge_values(table, judge, len(cols))
+            cut = _judge_bars(ax, k, judge, v, layout, (palette[judge], labels[judge]))
+            who = f"{S.display_text(system, 'system')} {labels[judge]}"
+            off += [f"{who} {names[cols[i]]} {v[i]:.0f}" for i in cut]
         jury = result.jury.reindex(columns=cols).loc["mean"].to_numpy(float)  # Table 4's Mean row
-        ax.hlines(
-            np.clip(jury, lo_y, hi_y),
-            x - 0.45,
-            x + 0.45,
-            color="black",
-            lw=2.2,
-            label="jury mean",
-            zorder=3,
-        )
-        for xi, v in zip(x, jury, strict=True):
-            ax.text(
-                xi,
-                label_y,
-                "n/a" if not np.isfinite(v) else f"{v:.1f}",
-                ha="center",
-                va="bottom",
-                fontsize="small",
-            )
-        ax.text(
-            -0.01,
-            label_y,
-            "jury mean",
-            transform=ax.get_yaxis_transform(),
-            ha="right",
-            va="bottom",
-            fontsize="small",
-        )
-        for level, text in ((0, "zero bound"), (100, "full bound")):
-            ax.axhline(level, color="#888888", ls="--", lw=0.8)
-            ax.text(
-                1.0,
-                level,
-                f" {text}",
-                transform=ax.get_yaxis_transform(),
-                va="center",
-                fontsize="small",
-            )
-        ax.set_xticks(x, [names[c] for c in cols])
-        ax.set_yticks(np.arange(0, 101, 20))
-        ax.set(ylabel="normalised score (0-100)", ylim=(lo_y - 12, hi_y + 16))
+        _jury_means(ax, jury, layout, label_y)
+        _bound_lines(ax)
+        _bar_axes(ax, layout, [names[c] for c in cols])
         if len(by) > 1:
             ax.set_title(S.display_text(system, "system"))
     if off:

@@ -115,6 +115,40 @@ def _legend(fig: Figure) -> None:
     fig.legend(handles=handles, loc="outside lower center", ncols=2, frameon=False)
 
 
+def _systems(record: SequentialRecord) -> list[str]:
+    """The systems to draw: those of the final looks, else those of the path."""
+    systems = [str(s) for s in record.final] or sorted({str(p["system"]) for p in record.path})
+    if not systems:
+        raise ValueError("results.json sequential: no system in final or path to plot")
+    return systems
+
+
+_DRAWN = ("lower", "upper", "estimate", "fixed_lower", "fixed_upper")
+
+
+def _jury_values(record: SequentialRecord) -> np.ndarray:
+    """Every value drawn of the jury's path (NaN where one is missing): what the y range holds."""
+    drawn = [p for p in record.path if p["quantity"] == JURY]
+    return np.array([_float_or_nan(p.get(k)) for p in drawn for k in _DRAWN])
+
+
+def _panel(
+    ax: Axes, k: int, system: str, record: SequentialRecord, y_range: tuple[float, float]
+) -> None:
+    """System `k`'s panel: the verdict bands, its path, whether it settled."""
+    low, high = y_range
+    _draw_bands(ax, record.thresholds, low, high)
+    _draw_path(ax, record, system)
+    settled = (record.final.get(system) or {}).get("settled")
+    state = "settled" if settled else "not settled"
+    # a name is text, never mathtext (a `$` in it would be read as a formula)
+    ax.set_title(f"{S.display_text(system, f'system {k + 1}')}: {state}", parse_math=False)
+    ax.set(ylim=(low, high), xlim=(0, max(record.questions_available, 1) * 1.02))
+    ax.set_xlabel("questions judged")
+    if ax.get_subplotspec().is_first_col():
+        ax.set_ylabel("jury CuBE score")
+
+
 @S.quiet
 def sequence_path(record: SequentialRecord) -> Figure:
     """Per system (panels), the jury CuBE's confidence sequence against questions judged, the
@@ -123,26 +157,12 @@ def sequence_path(record: SequentialRecord) -> Figure:
     Args:
         record: the run's `results.json` `sequential` (`cube.pages.sequential.read_record`).
     """
-    systems = [str(s) for s in record.final] or sorted({str(p["system"]) for p in record.path})
-    if not systems:
-        raise ValueError("results.json sequential: no system in final or path to plot")
+    systems = _systems(record)
     nrows, ncols = S.grid(len(systems), max_cols=2)
     fig, axes = S.figure(nrows, ncols, (5.2, 3.4), sharey=True)
-    keys = ("lower", "upper", "estimate", "fixed_lower", "fixed_upper")
-    drawn = [p for p in record.path if p["quantity"] == JURY]
-    values = np.array([_float_or_nan(p.get(k)) for p in drawn for k in keys])
-    low, high = _y_range(values)
+    y_range = _y_range(_jury_values(record))
     for k, (ax, system) in enumerate(zip(S.drop_unused(axes, len(systems)), systems, strict=True)):
-        _draw_bands(ax, record.thresholds, low, high)
-        _draw_path(ax, record, system)
-        settled = (record.final.get(system) or {}).get("settled")
-        state = "settled" if settled else "not settled"
-        # a name is text, never mathtext (a `$` in it would be read as a formula)
-        ax.set_title(f"{S.display_text(system, f'system {k + 1}')}: {state}", parse_math=False)
-        ax.set(ylim=(low, high), xlim=(0, max(record.questions_available, 1) * 1.02))
-        ax.set_xlabel("questions judged")
-        if ax.get_subplotspec().is_first_col():
-            ax.set_ylabel("jury CuBE score")
+        _panel(ax, k, system, record, y_range)
     _legend(fig)
     reason = S.display_text(questions_phrase(record), "the run's stop")
     title = "Sequential evaluation: the jury CuBE's confidence sequence, "

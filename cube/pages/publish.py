@@ -191,59 +191,99 @@ def publish(
     ended without anything published yet."""
     from cube.config.project import NOTEBOOK_GLOB, default_notebooks_dir
 
-    prints_file = paths.notebooks / ".fingerprints.json"
-    recorded = json.loads(prints_file.read_text()) if prints_file.exists() else {}
+    recorded = _json_or_empty(paths.notebooks / ".fingerprints.json")
     sources = {p.name: p for p in list_notebooks_or_none(notebooks_dir or default_notebooks_dir())}
     executed_nbs = sorted(paths.notebooks.glob(NOTEBOOK_GLOB))
-    known = [sources[e.name] for e in executed_nbs if e.name in sources]
-    try:
-        current = fingerprints(known) if known and fingerprints else {}
-    except OSError:
-        current = {}
+    current = _current_fingerprints(
+        [sources[e.name] for e in executed_nbs if e.name in sources], fingerprints
+    )
     pages = []
     for executed in executed_nbs:
-        html = paths.report / f"{executed.stem}.html"
-        code = paths.report / "code" / f"{executed.stem}.html"
-        if (
-            not html.exists()
-            or html.stat().st_mtime < executed.stat().st_mtime
-            or not code.exists()
-        ):
-            import nbformat
-
-            notebook = nbformat.read(executed, as_version=4)
-            export_html(executed, html, with_code=False, notebook=notebook)
-            export_html(executed, code, with_code=True, notebook=notebook)
-        if executed.stem in (mixed or {}):
-            stale = f"{OUT}: {(mixed or {})[executed.stem]}"
-        elif executed.name not in recorded:
-            stale = "freshness unknown: not executed by `cube run`"
-        elif current.get(executed.name) not in (None, recorded[executed.name]):
-            stale = f"{OUT}: what this page reads changed since it ran"
-        else:
-            stale = ""
-        pages.append(
-            {
-                "name": executed.stem,
-                "title": _notebook_title(executed),
-                "href": html.name,
-                "code_href": f"code/{code.name}",
-                "stale": stale,
-                "outputs": page_outputs(executed),
-                "html": html,
-                "code": code,
-            }
-        )
+        page = _exported_page(executed, paths)
+        page["stale"] = _stale_mark(executed, mixed or {}, recorded, current)
+        pages.append(page)
     for i, page in enumerate(pages):
         set_nav(page["html"], _nav(pages, i, ""))
         set_nav(page["code"], _nav(pages, i, "../"))
     from cube.pages.browser import write_browser  # issue 13: report/judgments.html, every judgment
 
     write_browser(paths)
-    ran = {e.name for e in executed_nbs}
-    skipped_file = paths.notebooks / SKIPPED_FILE  # written by the runner (`cube.run.skip`)
-    skipped = json.loads(skipped_file.read_text("utf-8")) if skipped_file.exists() else {}
-    missing = [
+    missing = _not_run(sources, {e.name for e in executed_nbs}, paths)
+    index = write_index(
+        params,
+        paths,
+        pages,
+        attempt,
+        missing=missing,
+        decision_stale=_decision_stale(pages, decision_page),
+    )
+    embed_fonts(paths.report)
+    return index
+
+
+def _json_or_empty(path: Path) -> dict[str, Any]:
+    """A JSON file's object; empty when the file does not exist."""
+    return json.loads(path.read_text("utf-8")) if path.exists() else {}
+
+
+def _current_fingerprints(
+    known: list[Path], fingerprints: Callable[[list[Path]], dict[str, str]] | None
+) -> dict[str, str]:
+    """The source notebooks' current fingerprints; empty when not checked or not readable."""
+    if not (known and fingerprints):
+        return {}
+    try:
+        return fingerprints(known)
+    except OSError:
+        return {}
+
+
+def _exported_page(executed: Path, paths: RunPaths) -> dict[str, Any]:
+    """An executed notebook's two pages, exported again when older than it; its index entry
+    (without its stale mark)."""
+    html = paths.report / f"{executed.stem}.html"
+    code = paths.report / "code" / f"{executed.stem}.html"
+    if _outdated(html, executed) or not code.exists():
+        import nbformat
+
+        notebook = nbformat.read(executed, as_version=4)
+        export_html(executed, html, with_code=False, notebook=notebook)
+        export_html(executed, code, with_code=True, notebook=notebook)
+    return {
+        "name": executed.stem,
+        "title": _notebook_title(executed),
+        "href": html.name,
+        "code_href": f"code/{code.name}",
+        "stale": "",
+        "outputs": page_outputs(executed),
+        "html": html,
+        "code": code,
+    }
+
+
+def _outdated(page: Path, notebook: Path) -> bool:
+    """Whether a page is missing or older than the notebook it shows."""
+    return not page.exists() or page.stat().st_mtime < notebook.stat().st_mtime
+
+
+def _stale_mark(
+    executed: Path, mixed: dict[str, str], recorded: dict[str, str], current: dict[str, str]
+) -> str:
+    """The page's stale mark: out of date (mixed with another run, or what it reads changed since
+    it ran), of unknown freshness (not executed by `cube run`), or none."""
+    if executed.stem in mixed:
+        return f"{OUT}: {mixed[executed.stem]}"
+    if executed.name not in recorded:
+        return "freshness unknown: not executed by `cube run`"
+    if current.get(executed.name) not in (None, recorded[executed.name]):
+        return f"{OUT}: what this page reads changed since it ran"
+    return ""
+
+
+def _not_run(sources: dict[str, Path], ran: set[str], paths: RunPaths) -> list[dict[str, str]]:
+    """The stages not run in this folder (name, number, title, why the runner skipped it)."""
+    skipped = _json_or_empty(paths.notebooks / SKIPPED_FILE)  # the runner's (`cube.run.skip`)
+    return [
         {
             "name": name[:-6],
             "number": name[:2],
@@ -253,19 +293,14 @@ def publish(
         for name, src in sources.items()
         if name not in ran
     ]
-    decision_stale = next(
-        (
-            p["stale"].removeprefix(f"{OUT}: ")
-            for p in pages
-            if p["name"] == decision_page and p["stale"].startswith(OUT)
-        ),
-        "",
-    )
-    index = write_index(
-        params, paths, pages, attempt, missing=missing, decision_stale=decision_stale
-    )
-    embed_fonts(paths.report)
-    return index
+
+
+def _decision_stale(pages: list[dict[str, Any]], decision_page: str) -> str:
+    """Why the page writing the decision is out of date ("" when it is not, or not shown)."""
+    for p in pages:
+        if p["name"] == decision_page and p["stale"].startswith(OUT):
+            return p["stale"].removeprefix(f"{OUT}: ")
+    return ""
 
 
 def embed_fonts(report: Path) -> dict[Path, int]:
@@ -301,45 +336,47 @@ def _notebook_title(path: Path) -> str:
     return path.stem
 
 
+def _output_file(paths: RunPaths, out: dict[str, Any]) -> Path:
+    """Where a page's table (CSV) or figure (PNG) is written."""
+    if out["kind"] == "table":
+        return paths.tables / f"{out['name']}.csv"
+    return paths.figures / f"{out['name']}.png"
+
+
+def _unclaimed_item(f: Path, href: str) -> dict[str, Any]:
+    """The index entry of a table or figure no page claims (a figure keeps its own caption)."""
+    from cube.pages.captions import figure_caption
+
+    figure = f.suffix == ".png"
+    return {
+        "kind": "figure" if figure else "table",
+        "name": f.stem,
+        "caption": figure_caption(f.stem) if figure else "",
+        "href": href,
+        "file": f.name,
+    }
+
+
 def _groups(paths: RunPaths, pages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Tables and figures grouped by the page that writes them, with captions and stale marks;
     files no page claims are listed last."""
-    from cube.pages.captions import figure_caption
 
-    rel = lambda p: (Path("..") / p.relative_to(paths.root)).as_posix()  # noqa: E731
+    def rel(p: Path) -> str:
+        return (Path("..") / p.relative_to(paths.root)).as_posix()
+
     claimed: set[Path] = set()
     groups = []
     for page in pages:
         items = []
         for out in page["outputs"]:
-            f = (
-                (paths.tables / f"{out['name']}.csv")
-                if out["kind"] == "table"
-                else (paths.figures / f"{out['name']}.png")
-            )
+            f = _output_file(paths, out)
             if f.exists() and f not in claimed:
                 claimed.add(f)
                 items.append({**out, "href": rel(f), "file": f.name})
         if items:
-            groups.append(
-                {
-                    "title": page["title"],
-                    "href": page["href"],
-                    "stale": page["stale"],
-                    "items": items,
-                }
-            )
-    rest = [
-        {
-            "kind": "table" if f.suffix == ".csv" else "figure",
-            "name": f.stem,
-            "caption": figure_caption(f.stem) if f.suffix == ".png" else "",
-            "href": rel(f),
-            "file": f.name,
-        }
-        for f in sorted([*paths.tables.glob("*.csv"), *paths.figures.glob("*.png")])
-        if f not in claimed
-    ]
+            groups.append({**{k: page[k] for k in ("title", "href", "stale")}, "items": items})
+    files = sorted([*paths.tables.glob("*.csv"), *paths.figures.glob("*.png")])
+    rest = [_unclaimed_item(f, rel(f)) for f in files if f not in claimed]
     if rest:
         groups.append({"title": "Other files", "href": "", "stale": "", "items": rest})
     return groups

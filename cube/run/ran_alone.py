@@ -56,24 +56,39 @@ def identify_notebook(executed: list[str], folder: Path) -> str | None:
     return winners[0] if best and len(winners) == 1 else None
 
 
+def _shell() -> Any | None:
+    """The IPython shell this code runs in, or None outside one."""
+    ipython = sys.modules.get("IPython")
+    if ipython is None or not hasattr(ipython, "get_ipython"):
+        return None
+    return ipython.get_ipython()
+
+
+def _project_notebook(named: Any, folder: Path) -> bool:
+    """Whether a kernel variable names a notebook of the project's `folder`."""
+    return (
+        isinstance(named, str)
+        and named.endswith(".ipynb")
+        and (folder / Path(named).name).is_file()
+    )
+
+
+def _executed_cells(shell: Any) -> list[str]:
+    """The cells the kernel has executed (its input history)."""
+    history = getattr(getattr(shell, "history_manager", None), "input_hist_raw", None) or []
+    return [c for c in history if isinstance(c, str)]
+
+
 def running_notebook(folder: Path) -> str | None:
     """The stem of the project notebook this kernel runs (see the module docstring), else None."""
-    ipython = sys.modules.get("IPython")
-    shell = (
-        ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
-    )
+    shell = _shell()
     if shell is None:
         return None
     for var in ("__session__", "__vsc_ipynb_file__"):
         named = shell.user_ns.get(var)
-        if (
-            isinstance(named, str)
-            and named.endswith(".ipynb")
-            and (folder / Path(named).name).is_file()
-        ):
+        if _project_notebook(named, folder):
             return Path(named).stem
-    history = getattr(getattr(shell, "history_manager", None), "input_hist_raw", None) or []
-    return identify_notebook([c for c in history if isinstance(c, str)], folder)
+    return identify_notebook(_executed_cells(shell), folder)
 
 
 def every_section() -> list[str]:
@@ -103,11 +118,38 @@ def read_ran_alone(notebooks_dir: Path) -> dict[str, Any]:
     return read_json_dict(notebooks_dir / RAN_ALONE)
 
 
+def _stage_sections(stem: str, stems: list[str]) -> list[str] | tuple[str, ...]:
+    """The params sections stage `stem` reads, in the sequence `stems`."""
+    from cube.run.stages import stage_spec
+
+    return stage_spec(stem, [s for s in stems if s < stem]).sections
+
+
+def _targets(key: str, stems: list[str]) -> list[str]:
+    """The stages a record compares with: a stage of this sequence, itself; a known stage this
+    sequence leaves out, none; else (not recognised, or a notebook of another name, e.g. a copy)
+    every stage."""
+    from cube.run.stages import STAGES
+
+    if key in stems:
+        return [key]
+    return [] if key in STAGES else stems
+
+
+def _recorder(key: str) -> str:
+    return "a notebook not recognised" if key.startswith(UNKNOWN) else f"notebook {key}"
+
+
+def _first_keys(keys: list[str]) -> str:
+    """The first four keys, "..." after them when there are more."""
+    return ", ".join(keys[:4]) + (", ..." if len(keys) > 4 else "")
+
+
 def stages_ran_alone(notebooks_dir: Path, params: Any, stems: list[str]) -> dict[str, str]:
     """Stages whose notebook, run alone, last wrote the run folder with values other than `params`
     in a section the stage reads (an unrecognised notebook counts for every stage), with the
     reason."""
-    from cube.run.stages import STAGES, comparable_values, diff_keys, stage_spec
+    from cube.run.stages import comparable_values, diff_keys
 
     current = json.loads(params.model_dump_json())
     found: dict[str, str] = {}
@@ -115,18 +157,16 @@ def stages_ran_alone(notebooks_dir: Path, params: Any, stems: list[str]) -> dict
         recorded = entry.get("params") if isinstance(entry, dict) else None
         if not isinstance(recorded, dict):
             continue
-        # a stage of this sequence; a known stage this sequence leaves out: none; else (not
-        # recognised, or a notebook of another name, e.g. a copy) every stage
-        targets = [key] if key in stems else [] if key in STAGES else stems
-        who = "a notebook not recognised" if key.startswith(UNKNOWN) else f"notebook {key}"
-        for stem in targets:
-            sections = stage_spec(stem, [s for s in stems if s < stem]).sections
+        for stem in _targets(key, stems):
+            sections = _stage_sections(stem, stems)
             differing = diff_keys(
                 comparable_values(recorded, sections), comparable_values(current, sections)
             )
             if differing and stem not in found:
-                shown = ", ".join(differing[:4]) + (", ..." if len(differing) > 4 else "")
-                found[stem] = f"{who} ran alone into this run folder with other params: {shown}"
+                found[stem] = (
+                    f"{_recorder(key)} ran alone into this run folder with other params: "
+                    f"{_first_keys(differing)}"
+                )
     return found
 
 
@@ -153,41 +193,64 @@ def stages_run_outside(
     differs from these params; an executed notebook in `notebooks/` whose papermill parameters are
     not the ones `cube run` gives (`injected`); the run's `params.yaml` (written by the last
     notebook run) differing from these params in a section the stage reads."""
-    import yaml
-
-    from cube.run.stages import dumped_section_values, params_differ, read_provenance, stage_spec
-
     found: dict[str, str] = {}
-    for name, entry in sorted(read_provenance(run_root / "data").items()):
-        if entry.get("stage") and params_differ(entry, params):
-            found.setdefault(entry["stage"], f"data/{name}.parquet was written with other params")
-    for nb in sorted((run_root / "notebooks").glob("[0-9][0-9]_*.ipynb")):
-        try:
-            meta = (
-                json.loads(nb.read_text(encoding="utf-8")).get("metadata", {}).get("papermill")
-                or {}
-            )
-        except (OSError, ValueError):
-            meta = {}
-        if meta.get("parameters") != injected:
-            found.setdefault(
-                nb.stem, f"notebooks/{nb.name} was not executed by `cube run` with these params"
-            )
-    try:
-        published = yaml.safe_load((run_root / "params.yaml").read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
-        published = None
-    if isinstance(published, dict):
-        current = yaml.safe_load(shared_yaml)
-        for stem in stems:
-            sections = stage_spec(stem, [s for s in stems if s < stem]).sections
-            if dumped_section_values(published, sections) != dumped_section_values(
-                current, sections
-            ):
-                found.setdefault(stem, "params.yaml shows a notebook ran with other params")
+    _data_written_otherwise(run_root, params, found)
+    _notebooks_run_otherwise(run_root, injected, found)
+    _params_yaml_otherwise(run_root, shared_yaml, stems, found)
     for stem, why in stages_ran_alone(run_root / "notebooks", params, stems).items():
         found.setdefault(stem, why)
     return _with_readers(found, stems)
+
+
+def _data_written_otherwise(run_root: Path, params: Params, found: dict[str, str]) -> None:
+    """The stages whose data file's provenance differs from `params`, into `found`."""
+    from cube.run.stages import params_differ, read_provenance
+
+    for name, entry in sorted(read_provenance(run_root / "data").items()):
+        if entry.get("stage") and params_differ(entry, params):
+            found.setdefault(entry["stage"], f"data/{name}.parquet was written with other params")
+
+
+def _papermill_parameters(nb: Path) -> Any:
+    """The parameters papermill recorded in an executed notebook (None when it has none)."""
+    try:
+        meta = json.loads(nb.read_text(encoding="utf-8")).get("metadata", {}).get("papermill")
+    except (OSError, ValueError):
+        return None
+    return (meta or {}).get("parameters")
+
+
+def _notebooks_run_otherwise(
+    run_root: Path, injected: dict[str, str], found: dict[str, str]
+) -> None:
+    """The executed notebooks whose papermill parameters are not `cube run`'s, into `found`."""
+    for nb in sorted((run_root / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        if _papermill_parameters(nb) != injected:
+            found.setdefault(
+                nb.stem, f"notebooks/{nb.name} was not executed by `cube run` with these params"
+            )
+
+
+def _params_yaml_otherwise(
+    run_root: Path, shared_yaml: str, stems: list[str], found: dict[str, str]
+) -> None:
+    """The stages reading a section in which the run's `params.yaml` (the last notebook run's)
+    differs from `shared_yaml`, into `found`."""
+    import yaml
+
+    from cube.run.stages import dumped_section_values
+
+    try:
+        published = yaml.safe_load((run_root / "params.yaml").read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return
+    if not isinstance(published, dict):
+        return
+    current = yaml.safe_load(shared_yaml)
+    for stem in stems:
+        sections = _stage_sections(stem, stems)
+        if dumped_section_values(published, sections) != dumped_section_values(current, sections):
+            found.setdefault(stem, "params.yaml shows a notebook ran with other params")
 
 
 def _with_readers(found: dict[str, str], stems: list[str]) -> dict[str, str]:

@@ -51,6 +51,28 @@ def _sum(rows: Iterable[Mapping[str, Any]], column: str) -> int:
     return sum(_int(r.get(column)) for r in rows)
 
 
+def _offline_models(plan: list[Mapping[str, Any]]) -> set[tuple[str, str]]:
+    """The (role, model) of the plan's rows an offline algorithm computes."""
+    return {_key(r) for r in plan if str(r.get("tokens_by", "")).startswith(OFFLINE_TOKENS_BY)}
+
+
+def _rows(
+    rows: Iterable[Mapping[str, Any]], offline: set[tuple[str, str]], *, of_offline: bool
+) -> list[Mapping[str, Any]]:
+    """The rows of offline algorithms (`of_offline`), or those of models."""
+    return [r for r in rows if (_key(r) in offline) == of_offline]
+
+
+def _made_parts(made_off: int, cached: int, sent: int, failed: int, *, offline: bool) -> str:
+    """How the calls made were made: computed offline (when the plan or the run has any), from
+    the cache, sent (and how many of those failed)."""
+    parts = [f"{made_off} computed offline"] * offline + [
+        f"{cached} from the cache",
+        f"{sent} sent" + (f", {failed} of them failed" if failed else ""),
+    ]
+    return ", ".join(parts)
+
+
 def calls_line(
     plan: list[Mapping[str, Any]], usage: list[Mapping[str, Any]], saved: int | None = None
 ) -> str:
@@ -61,18 +83,15 @@ def calls_line(
         usage: the run's usage rows (`role`, `model`, `calls`, `cached_calls`, `failed_calls`).
         saved: the calls the sequential driver's early stop saved, None for a fixed-n run.
     """
-    offline = {_key(r) for r in plan if str(r.get("tokens_by", "")).startswith(OFFLINE_TOKENS_BY)}
+    offline = _offline_models(plan)
     planned, made = _sum(plan, "calls"), _sum(usage, "calls")
-    planned_off = _sum((r for r in plan if _key(r) in offline), "calls")
-    made_off = _sum((u for u in usage if _key(u) in offline), "calls")
-    models = [u for u in usage if _key(u) not in offline]
+    planned_off = _sum(_rows(plan, offline, of_offline=True), "calls")
+    made_off = _sum(_rows(usage, offline, of_offline=True), "calls")
+    models = _rows(usage, offline, of_offline=False)
     cached, failed = _sum(models, "cached_calls"), _sum(models, "failed_calls")
     sent = made - made_off - cached
-    parts = [f"{made_off} computed offline"] * bool(planned_off or made_off) + [
-        f"{cached} from the cache",
-        f"{sent} sent" + (f", {failed} of them failed" if failed else ""),
-    ]
-    head = f"calls: {made} made of {planned} planned ({', '.join(parts)})"
+    how = _made_parts(made_off, cached, sent, failed, offline=bool(planned_off or made_off))
+    head = f"calls: {made} made of {planned} planned ({how})"
     gaps = _gaps(
         planned - planned_off - (made - made_off),
         planned_off - made_off,

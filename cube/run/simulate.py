@@ -100,6 +100,95 @@ def _map(fn: Callable[..., Any], jobs: Iterable[tuple], workers: int) -> list[An
         return list(ex.map(fn, *zip(*jobs, strict=True)))
 
 
+_CUSTOM_WEIGHTS_NOTE = (
+    "analysis.weights is custom: the simulated judges score the simulation's own "
+    "dimensions, so the study weights them equally"
+)
+
+
+def _study_analysis(params: Params, bootstrap: int) -> tuple[Any, str]:
+    """The analysis settings the study uses (the simulation's `bootstrap`), and a note when they
+    differ from the run's: custom weights name the run's dimensions, while the simulated judges
+    score their own, weighted equally."""
+    ap = params.analysis.model_copy(update={"bootstrap": bootstrap})
+    if ap.weights != "custom":
+        return ap, ""
+    return ap.model_copy(update={"weights": "equal", "custom_weights": None}), _CUSTOM_WEIGHTS_NOTE
+
+
+def _mde_shifts(model: RunModel, pvalues: pd.DataFrame, ap: Any) -> dict[int, tuple[float, float]]:
+    """Per number of questions, (the answer-quality shift making system B worse by the printed
+    minimum detectable effect, that MDE), for the params' unit where an MDE was printed."""
+    return {
+        int(r.n_questions): (S.quality_shift_for(model, -r.mean_mde, ap), r.mean_mde)
+        for r in pvalues.itertuples()
+        if r.mean_mde == r.mean_mde and r.unit == ap.cluster  # the power of the params' unit
+    }
+
+
+def _true_deltas(
+    model: RunModel, shifts: dict[int, tuple[float, float]], ap: Any
+) -> dict[int, float]:
+    """Per number of questions, the true CuBE difference its shift makes."""
+    base = S.jury_truth(model, ap)
+    return {
+        n: S.jury_truth(model.with_system(answer_quality=model.system.answer_quality + s), ap)
+        - base
+        for n, (s, _m) in shifts.items()
+    }
+
+
+@dataclass
+class _Design:
+    """What every replicate of the study shares."""
+
+    model: RunModel
+    ap: Any
+    replicates: int
+    permutations: int
+    seed: int
+    workers: int
+
+
+def _coverage_replicates(d: _Design, sizes: list[int], true: pd.DataFrame) -> pd.DataFrame:
+    """One row per judge and replicate of each size: the coverage and gate replicates."""
+    rows = _map(
+        S.coverage_replicate,
+        [(d.model, n, r, d.ap, true, d.seed) for n in sizes for r in range(d.replicates)],
+        d.workers,
+    )
+    return pd.DataFrame([x for rep in rows for x in rep])
+
+
+def _null_pairs(d: _Design, units: Iterable[str], pair_sizes: list[int]) -> pd.DataFrame:
+    """Compare's replicates under no difference, per unit and size."""
+    jobs = [
+        (d.model, n, r, d.ap, 0.0, 0.0, d.permutations, d.seed, u)
+        for u in units
+        for n in pair_sizes
+        for r in range(d.replicates)
+    ]
+    return pd.DataFrame(_map(_pair, jobs, d.workers))
+
+
+def _power_pairs(
+    d: _Design, pvalues: pd.DataFrame
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[int, tuple[float, float]]]:
+    """Compare's replicates with system B worse by the printed MDE: (the power table, the pairs,
+    the shifts per size)."""
+    shifts = _mde_shifts(d.model, pvalues, d.ap)
+    true_d = _true_deltas(d.model, shifts, d.ap)
+    jobs = [
+        (d.model, n, r, d.ap, shifts[n][0], true_d[n], d.permutations, d.seed + 1, d.ap.cluster)
+        for n in shifts
+        for r in range(d.replicates)
+    ]
+    alt = pd.DataFrame(_map(_pair, jobs, d.workers))
+    power_tab = S.power_table(alt, 1 - d.ap.confidence)
+    power_tab.insert(1, "printed_mde", [shifts[int(n)][1] for n in power_tab["n_questions"]])
+    return power_tab, alt, shifts
+
+
 def study(
     params: Params,
     *,
@@ -122,45 +211,18 @@ def study(
     P = permutations or sp.permutations
     do_power = sp.power if power is None else power
     pair_sizes = power_questions or [sorted(sizes)[len(sizes) // 2]]
-    ap = params.analysis.model_copy(update={"bootstrap": B})
-    weights_note = ""
-    if (
-        ap.weights == "custom"
-    ):  # custom weights name the run's dimensions; the simulated judges score their own
-        ap = ap.model_copy(update={"weights": "equal", "custom_weights": None})
-        weights_note = (
-            "analysis.weights is custom: the simulated judges score the simulation's own "
-            "dimensions, so the study weights them equally"
-        )
-        say_later = weights_note
-    else:
-        say_later = ""
+    ap, weights_note = _study_analysis(params, B)
     model = model_from(params)
     say = log or (lambda _m: None)
-    if say_later:
-        say(say_later)
+    if weights_note:
+        say(weights_note)
+    design = _Design(model, ap, R, P, sp.seed, workers)
     t0 = time.time()
     true = truth(model, proportion=ap.trim_proportion, weights=ap.weights)
-    rows = _map(
-        S.coverage_replicate,
-        [(model, n, r, ap, true, sp.seed) for n in sizes for r in range(R)],
-        workers,
-    )
-    reps = pd.DataFrame([x for rep in rows for x in rep])
+    reps = _coverage_replicates(design, sizes, true)
     say(f"coverage: {len(sizes)} sizes x {R} runs in {time.time() - t0:.0f} s")
     units = S.study_units(model, ap)
-    null = pd.DataFrame(
-        _map(
-            _pair,
-            [
-                (model, n, r, ap, 0.0, 0.0, P, sp.seed, u)
-                for u in units
-                for n in pair_sizes
-                for r in range(R)
-            ],
-            workers,
-        )
-    )
+    null = _null_pairs(design, units, pair_sizes)
     say(
         f"compare under no difference: {len(pair_sizes)} sizes x {R} pairs in "
         f"{time.time() - t0:.0f} s"
@@ -169,29 +231,7 @@ def study(
     power_tab = pd.DataFrame()
     pairs = null.assign(case="no difference")
     if do_power:
-        shifts = {
-            int(r.n_questions): (S.quality_shift_for(model, -r.mean_mde, ap), r.mean_mde)
-            for r in pvalues.itertuples()
-            if r.mean_mde == r.mean_mde and r.unit == ap.cluster  # the power of the params' unit
-        }
-        true_d = {
-            n: S.jury_truth(model.with_system(answer_quality=model.system.answer_quality + s), ap)
-            - S.jury_truth(model, ap)
-            for n, (s, _m) in shifts.items()
-        }
-        alt = pd.DataFrame(
-            _map(
-                _pair,
-                [
-                    (model, n, r, ap, shifts[n][0], true_d[n], P, sp.seed + 1, ap.cluster)
-                    for n in shifts
-                    for r in range(R)
-                ],
-                workers,
-            )
-        )
-        power_tab = S.power_table(alt, 1 - ap.confidence)
-        power_tab.insert(1, "printed_mde", [shifts[int(n)][1] for n in power_tab["n_questions"]])
+        power_tab, alt, shifts = _power_pairs(design, pvalues)
         pairs = pd.concat([pairs, alt.assign(case="B worse by the MDE")], ignore_index=True)
         say(f"power at the MDE: {len(shifts)} sizes x {R} pairs in {time.time() - t0:.0f} s")
     settings = {
@@ -411,6 +451,24 @@ def _sequential_chunk(design: Any, start: int, stop: int, seed: int) -> list[dic
         return SS.run_design(design, range(start, stop), seed)
 
 
+_Job = tuple[int, tuple[Any, int, int, int]]  # design index, (design, start, stop, seed)
+
+
+def _chunk_jobs(designs: list[Any], replicates: int, workers: int, seed: int) -> list[_Job]:
+    """Each design's replicates in about `workers` chunks (one job each)."""
+    step = max(1, -(-replicates // max(1, workers)))
+    return [
+        (i, (d, s, min(s + step, replicates), seed))
+        for i, d in enumerate(designs)
+        for s in range(0, replicates, step)
+    ]
+
+
+def _replicates_of(i: int, jobs: list[_Job], parts: list[list[dict[str, Any]]]) -> list[Any]:
+    """Design `i`'s replicates, gathered from the chunks' results in order."""
+    return [r for (k, _), part in zip(jobs, parts, strict=True) if k == i for r in part]
+
+
 def sequential_study(
     params: Params,
     *,
@@ -430,18 +488,13 @@ def sequential_study(
 
     t0 = time.time()
     designs = sequential_designs(params, max_questions, distances or SS.DISTANCES, scale)
-    step = max(1, -(-replicates // max(1, workers)))
-    jobs = [
-        (i, (d, s, min(s + step, replicates), params.simulation.seed))
-        for i, d in enumerate(designs)
-        for s in range(0, replicates, step)
-    ]
+    jobs = _chunk_jobs(designs, replicates, workers, params.simulation.seed)
     parts = _map(_sequential_chunk, [j for _, j in jobs], workers)
+    say = log or (lambda _m: None)
     rows = []
     for i, design in enumerate(designs):
-        reps = [r for (k, _), part in zip(jobs, parts, strict=True) if k == i for r in part]
-        rows.append(SS.summary_row(design, reps))
-        (log or (lambda _m: None))(
+        rows.append(SS.summary_row(design, _replicates_of(i, jobs, parts)))
+        say(
             f"sequential, {rows[-1]['inside']:.0f} points inside: {replicates} runs "
             f"({time.time() - t0:.0f} s)"
         )

@@ -1,0 +1,241 @@
+"""The judgment browser's data: one record per question and system, every judgment in it.
+
+`build_records(answers, scores, questions, corpus, changes, flagged)` returns `(meta, records,
+docs)`, plain JSON-able values that `cube.pages.browser` writes as the page's data files. A record
+is keyed by short names, as the page's script reads them (`templates/judgments.html`):
+
+- `q` question id, `s` the system's index in `meta["systems"]`, `d` the gold document id, `t` the
+  question's text, `st` its style and `dp` its gold document's department (named as the
+  per-category report names them, `cube.diagnose.retrieval.question_groups`);
+- `rk` the gold document's rank in the rag answer's retrieval (None when retrieval failed), `r`
+  the retrieved ids;
+- `a` and `e` the zero / rag / full answers and their errors (`SETS` order);
+- `j` every judgment, `[set, judge, dimension, score, raw reply, failure reason]`, the first three
+  as indexes (into `SETS`, `meta["judges"]`, `meta["dimensions"]`), a missing score None;
+- `c` the comparisons where it is a regression or improvement, `g` the screen's flags (only when
+  it has some).
+
+`docs` holds per document id its item name and text. Everything is built from whole columns
+(`tolist`, `unique`), not element by element: at the paper's scale (6,111 questions x 3 sets x 4
+dimensions x 4 judges) the judgments are most of the report step's time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import pandas as pd
+
+from cube.config.schema import parse_doc_list
+
+SETS = ("zero", "rag", "full")
+
+
+def _text(v: Any) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    return str(v)
+
+
+def _categories(
+    qi: pd.DataFrame, corpus: pd.DataFrame | None
+) -> tuple[dict[Any, str], dict[Any, str]]:
+    """Per question id, its style and its gold document's department, named exactly as the
+    per-category report names them (`cube.diagnose.retrieval.question_groups`, without its
+    near-duplicate family sizes, which cost seconds at paper scale and the browser does not use)."""
+    style = (
+        (
+            qi["style"].fillna("").replace("", "(llm or file)")
+            if "style" in qi
+            else pd.Series("(none)", index=qi.index)
+        )
+        .astype(str)
+        .to_dict()
+    )
+    if corpus is None or not len(corpus) or "doc_id" not in corpus or "doc_id" not in qi:
+        return style, {}
+    gold = qi["doc_id"].astype(str)
+    if "department" not in corpus:
+        return style, dict.fromkeys(qi.index, "(none)")
+    dept = corpus.drop_duplicates("doc_id").set_index(
+        corpus.drop_duplicates("doc_id")["doc_id"].astype(str)
+    )["department"]
+    return style, gold.map(dept).fillna("").replace("", "(none)").astype(str).to_dict()
+
+
+_Facts = tuple[dict[Any, Any], dict[Any, Any], dict[Any, Any]]  # text, style, department
+_SET_INDEX = {v: i for i, v in enumerate(SETS)}
+
+
+def _names(column: pd.Series) -> list[str]:
+    """The column's distinct values as text, in order of first appearance (`unique`, without a
+    Python loop over every judgment)."""
+    return [str(v) for v in column.astype(str).unique()]
+
+
+def _question_facts(questions: pd.DataFrame | None, corpus: pd.DataFrame | None) -> _Facts:
+    """Per question id its text, style and gold department (empty maps without questions)."""
+    if questions is None or not len(questions):
+        return {}, {}, {}
+    qi = questions.drop_duplicates("question_id").set_index("question_id")
+    qtext = qi["question"].to_dict() if "question" in qi else {}
+    return (qtext, *_categories(qi, corpus))
+
+
+def _column_or_blank(table: pd.DataFrame, column: str) -> pd.Series:
+    """The table's `column`, or empty text on its index when it has none."""
+    return table[column] if column in table else pd.Series("", index=table.index)
+
+
+def _documents(corpus: pd.DataFrame | None) -> dict[str, Any]:
+    """Per document id `[item name, text]` (empty without a corpus of ids)."""
+    if corpus is None or not len(corpus) or "doc_id" not in corpus:
+        return {}
+    ci = corpus.drop_duplicates("doc_id").set_index("doc_id")
+    names = _column_or_blank(ci, "item_name").tolist()
+    texts = _column_or_blank(ci, "text").tolist()
+    return {str(k): [_text(n), _text(t)] for k, n, t in zip(ci.index, names, texts, strict=True)}
+
+
+def _score_or_none(v: float) -> float | None:
+    """A score, or None for NaN (JSON has no NaN)."""
+    return None if v != v else v
+
+
+def _judgments(
+    sc: pd.DataFrame, judges: list[str], dims: list[str]
+) -> dict[tuple[str, str], list[list[Any]]]:
+    """Per (question, system) its judgments `[set, judge, dimension, score, raw, error]`, the
+    first three as indexes into `SETS`, `judges` and `dims` (set -1 when not one of `SETS`)."""
+    jidx, didx, sidx = ({v: i for i, v in enumerate(x)} for x in (judges, dims, SETS))
+    lists = [
+        sc[c].astype(str).tolist() for c in ("question_id", "system", "set", "judge", "dimension")
+    ]
+    # plain lists (a string column's own `tolist`, not element by element through `object`)
+    lists += [sc["score"].astype(float).tolist()]
+    lists += [_column_or_blank(sc, c).tolist() for c in ("raw", "error")]
+    judg: dict[tuple[str, str], list[list[Any]]] = {}
+    for q, s, set_, j, d, v, raw, err in zip(*lists, strict=True):
+        judg.setdefault((q, s), []).append(
+            [sidx.get(set_, -1), jidx[j], didx[d], _score_or_none(v), _text(raw), _text(err)]
+        )
+    return judg
+
+
+def _retrieved_rank(row: Any) -> int | None:
+    """The rag answer's rank of its gold document; None when retrieval failed (or is unknown)."""
+    ok = getattr(row, "retrieval_ok", True)
+    return int(row.rank) if not pd.isna(ok) and bool(ok) else None
+
+
+def _new_record(
+    row: Any,
+    key: tuple[str, str],
+    systems: list[str],
+    judgments: dict[tuple[str, str], list[list[Any]]],
+    facts: _Facts,
+) -> dict[str, Any]:
+    """The record of the answer row's (question, system), its answers still empty."""
+    qtext, qstyle, qdept = facts
+    qid = row.question_id
+    return {
+        "q": key[0],
+        "s": systems.index(key[1]),
+        "d": _text(getattr(row, "doc_id", "")),
+        "t": _text(qtext.get(qid, "")),
+        # as the category report names a question it cannot place
+        "st": _text(qstyle.get(qid, "(unknown)" if qstyle else "")),
+        "dp": _text(qdept.get(qid, "(unknown)" if qdept else "")),
+        "rk": None,
+        "r": [],
+        "a": ["", "", ""],
+        "e": ["", "", ""],
+        "j": judgments.get(key, []),
+    }
+
+
+def _add_answer(rec: dict[str, Any], row: Any) -> None:
+    """The answer row's text and error into its set's place; the rag set's retrieval too."""
+    i = _SET_INDEX.get(str(row.set))
+    if i is None:
+        return
+    rec["a"][i] = _text(getattr(row, "answer", ""))
+    rec["e"][i] = _text(getattr(row, "error", ""))
+    if row.set == "rag":
+        rec["rk"] = _retrieved_rank(row)
+        rec["r"] = parse_doc_list(getattr(row, "retrieved_doc_ids", None))
+
+
+def _records(
+    answers: pd.DataFrame,
+    systems: list[str],
+    judgments: dict[tuple[str, str], list[list[Any]]],
+    facts: _Facts,
+) -> dict[tuple[str, str], dict[str, Any]]:
+    """One record per (question, system) of the answers, holding its three sets' answers."""
+    recs: dict[tuple[str, str], dict[str, Any]] = {}
+    for row in answers.itertuples(index=False):
+        key = (str(row.question_id), str(row.system))
+        if key not in recs:
+            recs[key] = _new_record(row, key, systems, judgments, facts)
+        _add_answer(recs[key], row)
+    return recs
+
+
+def _mark(
+    recs: dict[tuple[str, str], dict[str, Any]],
+    field: str,
+    marks: dict[tuple[str, str], list[list[Any]]] | None,
+    shown: Callable[[list[list[Any]]], list[list[Any]]],
+) -> None:
+    """Set `field` of the records `marks` names to `shown(their marks)` (marks of no record are
+    left out)."""
+    for key, m in (marks or {}).items():
+        if key in recs:
+            recs[key][field] = shown(m)
+
+
+def _flag_marks(marks: list[list[Any]]) -> list[list[Any]]:
+    """The screen's flags `[set, kinds, spans]` with the set as an index into `SETS`."""
+    return [[_SET_INDEX.get(m[0], -1), _text(m[1]), _text(m[2])] for m in marks]
+
+
+def _present(records: list[dict[str, Any]], field: str) -> list[str]:
+    """The records' distinct non-empty values of `field`, sorted (the filter's choices)."""
+    return sorted({r[field] for r in records if r[field]})
+
+
+def build_records(
+    answers: pd.DataFrame,
+    scores: pd.DataFrame,
+    questions: pd.DataFrame | None = None,
+    corpus: pd.DataFrame | None = None,
+    changes: dict[tuple[str, str], list[list[Any]]] | None = None,
+    flagged: dict[tuple[str, str], list[list[Any]]] | None = None,
+) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
+    """(meta, records, docs): the browser's data, plain JSON-able values. `changes`: per
+    (question, system) the comparisons where it is a regression or improvement (`run_changes`);
+    `flagged`: per (question, system) its answers holding text addressed to a grader, `[set,
+    kinds, spans]` (`screen_flags`)."""
+    systems = _names(answers["system"])
+    judges = sorted(scores["judge"].astype(str).unique()) if len(scores) else []
+    dims = _names(scores["dimension"]) if len(scores) else []
+    sc = scores.assign(score=pd.to_numeric(scores["score"], errors="coerce"))
+    facts = _question_facts(questions, corpus)
+    recs = _records(answers, systems, _judgments(sc, judges, dims), facts)
+    _mark(recs, "c", changes, lambda m: m)
+    _mark(recs, "g", flagged, _flag_marks)
+    records = sorted(recs.values(), key=lambda r: (r["q"], r["s"]))
+    meta = {
+        "systems": systems,
+        "judges": judges,
+        "dimensions": dims,
+        "sets": list(SETS),
+        "styles": _present(records, "st"),
+        "departments": _present(records, "dp"),
+        "n_records": len(records),
+        "n_judgments": int(len(sc)),
+    }
+    return meta, records, _documents(corpus)
