@@ -993,8 +993,10 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
 def _cmd_docs_reference(args: argparse.Namespace) -> int:
     from cube.config.reference import write_references
+    from cube.run.record import write_results_reference
 
-    for path in write_references(args.folder or Path("docs/reference"), build_parser()):
+    folder = args.folder or Path("docs/reference")
+    for path in [*write_references(folder, build_parser()), write_results_reference(folder)]:
         print(display_path(path))
     return 0
 

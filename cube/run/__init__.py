@@ -9,10 +9,10 @@ decision of stage 06 and the run's call usage) and `human` (human ratings, noteb
 run folder), `notebook`, `stages` (what each stage reads), `state` (lock, staging, interrupts),
 `kernel`, `execute` (`execute_run`: the notebook sequence and the report), `plan` (what a run will
 send), `sequential` (the driver of `analysis.sequential`, run by stage 02), `outcome` (the result
-`cube run` prints), `reconcile` (its line of the plan's and the run's calls), `scaffold` (`cube
-init`), `question_file` (`cube questions`), `ran_alone`, `sweep`, `validate`, `compare`,
-`simulate` (the simulation study), `batch` and `batch_cli` (`cube batch`). The top of the
-package below `cube.cli`.
+`cube run` prints), `record` (results.json as one typed record), `reconcile` (its line of the
+plan's and the run's calls), `scaffold` (`cube init`), `question_file` (`cube questions`),
+`ran_alone`, `sweep`, `validate`, `compare`, `simulate` (the simulation study), `batch` and
+`batch_cli` (`cube batch`). The top of the package below `cube.cli`.
 
 `open_run` is re-exported lazily (PEP 562 `__getattr__`): importing this package imports none of
 its modules, so `cube --help` and each subcommand load only what they use.
@@ -44,6 +44,7 @@ __all__ = [
     "question_file",
     "ran_alone",
     "reconcile",
+    "record",
     "scaffold",
     "sequential",
     "simulate",

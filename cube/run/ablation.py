@@ -163,9 +163,7 @@ def with_twins(run: Any, summary: pd.DataFrame) -> pd.DataFrame:
 def screen_note(run: Any) -> str:
     """Notebook 11's sentence on the screen: how many answers speak to a grader, of which kinds,
     how many got a twin and what the twins cost (what stage 03 recorded)."""
-    from cube.run.evaluate import recorded
-
-    rec = recorded(run).get("screen")
+    rec = run.read_record().scores.screen
     if rec is None:
         return "The screen did not run: re-run stage 03 (cube run PARAMS --only 03)."
     if not rec["flagged"]:
@@ -192,7 +190,5 @@ def screen_note(run: Any) -> str:
 
 def flagged_table(run: Any) -> pd.DataFrame:
     """The answers the screen flagged (notebook 11): question, system, set, kinds, the spans."""
-    from cube.run.evaluate import recorded
-
-    rows = (recorded(run).get("screen") or {}).get("flagged_answers") or []
+    rows = (run.read_record().scores.screen or {}).get("flagged_answers") or []
     return pd.DataFrame(rows, columns=["question_id", "system", "set", "kinds", "spans"])
