@@ -268,15 +268,15 @@ def judge_pilot_table(run: Run) -> pd.DataFrame:
 
 def answers_stage(run: Run) -> pd.DataFrame:
     """Answer the question set with every system (`rag`) and write the two bound sets."""
-    from cube.llm import failures_replayed
+    from cube.llm import CallLog
     from cube.systems import build_answers
 
     run.require("corpus", "questions")  # one message naming every stage to run first
     corpus, questions = run.load("corpus"), run.load("questions")
     # the driver ran in this stage, just before: a call it sent that failed stays failed
     driver = run.read_record().sequential.sequential
-    with failures_replayed(driver.failed_calls if driver is not None else {}):
-        answers = build_answers(run.params, corpus, questions, run.paths.cache)
+    calls = CallLog(replay=driver.failed_calls) if driver is not None else None
+    answers = build_answers(run.params, corpus, questions, run.paths.cache, calls=calls)
     run.save("answers", answers)
     from cube.run.record import AnswersRecord
 
@@ -326,19 +326,19 @@ def _scores_stage(
     with their reasons (not sent) and its pilots are not run a second time; the stage's record
     says it took them (`driver_taken`), so a later run of this stage asks them anew."""
     from cube.judges import load_dimensions, make_judges, score_answers
-    from cube.llm import failures_replayed
+    from cube.llm import CallLog
     from cube.run.record import ScoresRecord
     from cube.run.sequential import driver_taken, with_driver_pilots
 
-    judges = with_driver_pilots(make_judges(run.params, run.paths.cache), outcome)
+    calls = CallLog(replay=outcome.failed_calls) if outcome is not None else None
+    judges = with_driver_pilots(make_judges(run.params, run.paths.cache, calls), outcome)
     dimensions = load_dimensions(run.params, base_dir=run.base_dir)
-    with failures_replayed(outcome.failed_calls if outcome is not None else {}):
-        scores = score_answers(answers, judges, dimensions, corpus, questions=questions)
-        run.save("scores", scores)
-        # the judging pilots' reports, taken before the audit scores its probes with the judges
-        pilots = [j.pilot_report for j in judges if j.pilot_report]
-        n_judge = stage_judge_calls(judges, answers, corpus, questions, dimensions, scores)
-        audit, n_audit = audit_stage(run, judges, dimensions, corpus, questions, answers, n_judge)
+    scores = score_answers(answers, judges, dimensions, corpus, questions=questions)
+    run.save("scores", scores)
+    # the judging pilots' reports, taken before the audit scores its probes with the judges
+    pilots = [j.pilot_report for j in judges if j.pilot_report]
+    n_judge = stage_judge_calls(judges, answers, corpus, questions, dimensions, scores)
+    audit, n_audit = audit_stage(run, judges, dimensions, corpus, questions, answers, n_judge)
     # calls in flight reached (issue 15), per judge with an endpoint; always written, so that a
     # re-run whose calls were all cached does not keep the previous run's figures (record() merges
     # keys)

@@ -44,8 +44,8 @@ stages after it are the ordinary notebooks on the questions it reached:
    stays failed with its reason, not sent again, and a pilot is not run a second time (a stopped
    judge is sent nothing more), so the looks and the report rest on the same judgments. Stage 03
    takes them once per drive (`drive_id`; its own record says which it took, `driver_taken`): a
-   later run of stage 03 alone, or of the driver, asks every
-   call anew. Only LLM calls' failures are kept (`cube.llm.failures_recorded`): an answer of a
+   later run of stage 03 alone, or of the driver, asks every call anew. Only LLM calls' failures
+   are kept (the driver's models record them in a `cube.llm.CallLog`, an argument): an answer of a
    Python or RAGFlow system that failed in the driver is asked again by stage 02.
 """
 
@@ -63,6 +63,7 @@ import pandas as pd
 from scipy.stats import norm
 
 from cube.config.params import Params
+from cube.llm import CallLog
 from cube.method.sequential import (
     MIN_GROUPS,
     Decision,
@@ -297,7 +298,7 @@ class _State:
     decisions: dict[str, Decision] = field(default_factory=dict)
     excluded: dict[str, str] = field(default_factory=dict)  # judge -> why it left the look's jury
     failures: dict[str, Any] = field(default_factory=dict)  # failed answers and judgments so far
-    failed_calls: dict[str, str] = field(default_factory=dict)  # cache key -> reason, every call
+    calls: CallLog = field(default_factory=CallLog)  # every failed LLM call: cache key -> reason
     pilots: dict[str, dict[str, Any]] = field(default_factory=dict)  # judge -> its pilot's outcome
 
 
@@ -312,7 +313,9 @@ def _judge_batch(run: Run, judges, dims, corpus, questions: pd.DataFrame, state:
     from cube.run.evaluate import ANALYSIS_SCORE_COLUMNS
     from cube.systems import build_answers
 
-    answers = build_answers(run.params, corpus, questions, run.paths.cache, progress=False)
+    answers = build_answers(
+        run.params, corpus, questions, run.paths.cache, progress=False, calls=state.calls
+    )
     scores = score_answers(answers, judges, dims, corpus, questions=questions, progress=False)
     _note_pilots(judges, scores, state)
     state.ids += questions["question_id"].astype(str).tolist()
@@ -403,7 +406,6 @@ def drive(run: Run, corpus: pd.DataFrame, questions: pd.DataFrame) -> Sequential
         SequentialError: `analysis.sequential` is invalid for this set (every problem named).
     """
     from cube.judges import load_dimensions, make_judges
-    from cube.llm import failures_recorded
 
     params = run.params
     problems = sequential_problems(params, len(questions))
@@ -414,22 +416,22 @@ def drive(run: Run, corpus: pd.DataFrame, questions: pd.DataFrame) -> Sequential
         "question_id", drop=False
     )
     units = unit_of(params, by_id, corpus)
-    judges = make_judges(params, run.paths.cache)
-    dims = load_dimensions(params, base_dir=run.base_dir)
     state, rule, why, stopped = _State(), stop_rule(params), None, False
+    judges = make_judges(params, run.paths.cache, calls=state.calls)
+    dims = load_dimensions(params, base_dir=run.base_dir)
     active = judges
-    with failures_recorded() as state.failed_calls:
-        for i, ids in enumerate(batches(units, sp.batch, sp.seed)):
-            _judge_batch(run, active, dims, corpus, by_id.loc[ids], state)
-            if i == 0:  # the judge calls per question are known once a batch is judged
-                per_q = _calls_per_question(judges, dims, corpus, by_id.loc[state.ids], state)
-                rule, why = raised_rule(params, per_q, len(questions))
-                active = _after_pilot(judges, state)
-            if _look(run, units, rule, state):
-                stopped = len(state.ids) < len(questions)
-                break
-        used = by_id.loc[state.ids]
-        _audit_calls(run, judges, dims, corpus, used, state)
+    # every LLM call the driver's systems and judges send that fails is added to state.calls
+    for i, ids in enumerate(batches(units, sp.batch, sp.seed)):
+        _judge_batch(run, active, dims, corpus, by_id.loc[ids], state)
+        if i == 0:  # the judge calls per question are known once a batch is judged
+            per_q = _calls_per_question(judges, dims, corpus, by_id.loc[state.ids], state)
+            rule, why = raised_rule(params, per_q, len(questions))
+            active = _after_pilot(judges, state)
+        if _look(run, units, rule, state):
+            stopped = len(state.ids) < len(questions)
+            break
+    used = by_id.loc[state.ids]
+    _audit_calls(run, judges, dims, corpus, used, state)
     record = _record(run, rule, why, questions, used, state, stopped)
     run.write_record(DriverRecord(sequential=record))
     return record
@@ -681,7 +683,7 @@ def _record(
         "excluded_judges": dict(state.excluded),
         "failures": state.failures,
         "judge_pilot": state.pilots,
-        "failed_calls": dict(sorted(state.failed_calls.items())),
+        "failed_calls": dict(sorted(state.calls.failed.items())),
         "drive_id": uuid.uuid4().hex,
     }
     return SequentialRecord(**fields)

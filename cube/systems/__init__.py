@@ -49,7 +49,7 @@ from cube.config.sections import (
     PythonSystem,
     RagflowSystem,
 )
-from cube.llm import make_model
+from cube.llm import CallLog, make_model
 from cube.systems import extractive  # noqa: F401  (registers the offline extractive answerer with cube.llm)
 from cube.systems.base import ANSWERS_COLUMNS, System, answers_frame
 from cube.systems.python_system import Question, SystemAnswer
@@ -82,6 +82,7 @@ def make_system(
     system_params: Any,
     params: Params,
     cache_path: Path | str | None,
+    calls: CallLog | None = None,
 ) -> System:
     """The runnable system a params entry describes.
 
@@ -89,12 +90,13 @@ def make_system(
         system_params: one entry of `params.systems`.
         params: the run params (the answering model and `lang` of builtin systems).
         cache_path: the LLM call cache (`RunPaths.cache`).
+        calls: the failed calls its LLM calls record and replay (`cube.llm.CallLog`).
     """
     if isinstance(system_params, BuiltinSystem):
         from cube.systems.builtin import BuiltinRAG
 
         spec = params.model(params.system_answerer(system_params))
-        model = make_model(spec, cache_path=Path(cache_path) if cache_path else None)
+        model = make_model(spec, cache_path=Path(cache_path) if cache_path else None, calls=calls)
         return BuiltinRAG(system_params, model, lang=params.lang)
     if isinstance(system_params, RagflowSystem):
         from cube.systems.ragflow import RagflowAssistant
@@ -109,7 +111,9 @@ def make_system(
 
         answerer = params.model_name(params.system_answerer(system_params))
         path = Path(cache_path) if cache_path else None
-        return HttpRAG(system_params, answerer=answerer, lang=params.lang, cache_path=path)
+        return HttpRAG(
+            system_params, answerer=answerer, lang=params.lang, cache_path=path, calls=calls
+        )
     if isinstance(system_params, PythonSystem):
         from cube.systems.python_system import PythonRAG
 
@@ -158,8 +162,10 @@ def build_answers(
     cache_path: Path | str | None,
     *,
     progress: bool = True,
+    calls: CallLog | None = None,
 ) -> pd.DataFrame:
-    """All three QA sets for every system of `params.systems`.
+    """All three QA sets for every system of `params.systems` (`calls`: the failed LLM calls to
+    record and to replay, `cube.llm.CallLog`: the sequential driver's, `cube.run.sequential`).
 
     Runs each system (`rag`), then the bounds ONCE per distinct answering model
     (`params.system_answerer(s)`, compared by its full spec; a python system's `bounds` function
@@ -190,7 +196,7 @@ def build_answers(
     shared = _sweep_retrievals(params, corpus, questions, cache_path)
     systems: dict[str, System] = {}
     for sp in params.systems:
-        system = systems[sp.name] = make_system(sp, params, cache_path)
+        system = systems[sp.name] = make_system(sp, params, cache_path, calls)
         sweep = getattr(sp, "sweep_of", None)
         if (
             sweep in shared
@@ -217,7 +223,7 @@ def build_answers(
             bounds_by_model[key] = systems[sp.name].bounds(questions, corpus, progress=progress)
         elif key not in bounds_by_model:
             model = make_model(
-                params.model(ref), cache_path=Path(cache_path) if cache_path else None
+                params.model(ref), cache_path=Path(cache_path) if cache_path else None, calls=calls
             )
             bounds_by_model[key] = answer_bounds(
                 questions, corpus, model, lang=params.lang, progress=progress

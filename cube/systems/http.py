@@ -39,7 +39,7 @@ import pandas as pd
 from cube.config.http_system import PLACEHOLDER, HttpSystem, fill_json_text, placeholders
 from cube.config.model_spec import ModelSpec
 from cube.config.schema import require_columns
-from cube.llm import JsonWire, MalformedReply, OpenAIModel, Request, Response
+from cube.llm import CallLog, JsonWire, MalformedReply, OpenAIModel, Request, Response
 from cube.llm.json_wire import secret_digest
 from cube.systems.base import System, answers_frame
 from cube.systems.region_filter import RegionFilter
@@ -97,11 +97,20 @@ class HttpRAG(System):
         answerer: the name of the model the service answers with (the `answerer` column).
         lang: the run's language (`{lang}`).
         cache_path: the call cache (`RunPaths.cache`); None: no persistence.
+        calls: the failed calls to record and replay (`cube.llm.CallLog`).
     """
 
     kind = "http"
 
-    def __init__(self, spec: HttpSystem, *, answerer: str, lang: str, cache_path: Path | None):
+    def __init__(
+        self,
+        spec: HttpSystem,
+        *,
+        answerer: str,
+        lang: str,
+        cache_path: Path | None,
+        calls: CallLog | None = None,
+    ):
         super().__init__(spec.name)
         self.spec, self.answerer, self.lang = spec, answerer, lang
         self.paths = {
@@ -130,7 +139,7 @@ class HttpRAG(System):
                 {h: os.environ.get(var, "") for h, var in spec.header_env.items()}
             ),
         )
-        self.model = OpenAIModel(model_spec, cache_path=cache_path, wire=wire)
+        self.model = OpenAIModel(model_spec, cache_path=cache_path, wire=wire, calls=calls)
 
     # ------------------------------------------------------------------ one reply
     def _find(self, key: str, data: Any) -> Any:
