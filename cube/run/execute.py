@@ -46,15 +46,8 @@ from cube.config.project import (
 from cube.config.runpaths import RunPaths
 from cube.pages.publish import publish as publish_pages
 from cube.run.notebook import LOCAL_PATHS_ENV, shared_params_yaml, write_shared_params
-from cube.run.record import (
-    DecisionRecord,
-    HumanRecord,
-    PlanRecord,
-    forget,
-    keys_of,
-    read_record,
-    write_part,
-)
+from cube.run.record import PlanRecord, forget, read_record, write_part
+from cube.run.stages import written_keys
 from cube.run.state import (
     RunInterrupted,
     commit_staging,
@@ -125,11 +118,12 @@ DECISION_STAGE = (
     "06_cube_score"  # writes the decision; a stage it reads re-executing makes it stale
 )
 # every key `pipeline.decision` records: a stale `judging_failed` would make `cube run` exit 3
-HEADLINE_KEYS = keys_of(DecisionRecord)
+HEADLINE_KEYS = written_keys(DECISION_STAGE)
 # notebook 07 writes the human-calibrated CuBE under its own key: stale as soon as 07 or a stage
 # feeding the decision re-executes (a failed or rating-less 07 must not leave the old line beside
 # a new decision)
-HUMAN_STAGE, HUMAN_KEYS = "07_human_agreement", keys_of(HumanRecord)
+HUMAN_STAGE = "07_human_agreement"
+HUMAN_KEYS = written_keys(HUMAN_STAGE)
 
 
 def _forget_decision(paths: RunPaths, keys: tuple[str, ...] = HEADLINE_KEYS + HUMAN_KEYS) -> None:
@@ -385,7 +379,7 @@ def _run_stages(
     from cube.run.kernel import WarmKernel
     from cube.run.notebook import STAGING_ENV
     from cube.run.skip import forget_skipped, note_skipped, run_order, skip_reason
-    from cube.run.stages import stage_fingerprints, stage_spec
+    from cube.run.stages import stage_fingerprints, upstream
 
     root = project_root()
     prints_file = paths.notebooks / ".fingerprints.json"
@@ -397,23 +391,10 @@ def _run_stages(
     )  # stages re-executed in this run: the stages reading their data must too
 
     def reads_executed(stem: str) -> bool:
-        todo, seen = list(stage_spec(stem, [s for s in stems if s < stem]).inputs), set()
-        while todo:
-            s = todo.pop()
-            if s in executed:
-                return True
-            if s not in seen:
-                seen.add(s)
-                todo += stage_spec(s, [x for x in stems if x < s]).inputs
-        return False
+        return any(s in executed for s in upstream(stem, stems))
 
-    feeds_decision: set[str] = set()  # the stages whose data the decision is computed from
-    todo = list(stage_spec(DECISION_STAGE, stems).inputs)
-    while todo:
-        s = todo.pop()
-        if s not in feeds_decision:
-            feeds_decision.add(s)
-            todo += stage_spec(s, [x for x in stems if x < s]).inputs
+    # the stages whose data and record the decision is computed from
+    feeds_decision = set(upstream(DECISION_STAGE, stems))
     # The parameters the notebooks receive: paths relative to the project root (the executed
     # notebooks are published); the staging folder is named by an environment variable.
     injected = {

@@ -20,16 +20,14 @@ from cube.config.params import Params
 from cube.config.runpaths import RunPaths
 from cube.config.sections import SMALL_RUN_QUESTIONS
 from cube.pages.publish import SKIPPED_FILE
-from cube.run.record import PaperRecord, SimulationRecord, forget, keys_of
+from cube.run.record import forget
+from cube.run.stages import written_keys
 
 # stage -> its switch in params `stages`
 SWITCHES = {"00_paper_tables": "paper_tables", "12_validation": "validation"}
 QUESTION_STAGE = "02_qa_sets"  # writes the question set (data/questions)
-# the `results.json` keys each optional stage records (its part of `cube.run.record.RunRecord`)
-RESULT_KEYS = {
-    "00_paper_tables": keys_of(PaperRecord),
-    "12_validation": keys_of(SimulationRecord),
-}
+# the `results.json` keys each optional stage records (its `Stage.record_writes`)
+RESULT_KEYS = {stage: written_keys(stage) for stage in SWITCHES}
 
 
 def switch(params: Params, stage: str) -> str:

@@ -37,6 +37,7 @@ from cube.run.record import (
     SimulationRecord,
     forget,
     key_owners,
+    keys_of,
     read_record,
     results_reference,
     write_part,
@@ -208,3 +209,46 @@ def test_the_drivers_pilots_reach_the_judges_as_arguments():
     }
     assert out[1] is judges[1]
     assert with_driver_pilots(judges, None) == judges
+
+
+# ------------------------------------------------------------ the stages' record declarations
+def test_every_part_a_stage_reads_or_writes_is_a_part_with_one_writer():
+    from cube.run.stages import STAGES, record_writer
+
+    parts = set(RunRecord.parts())
+    for name, spec in STAGES.items():
+        assert set(spec.record_reads) | set(spec.record_writes) <= parts, name
+        for part in spec.record_reads:
+            assert record_writer(part) is not None and record_writer(part) < name, (name, part)
+    writers = [p for spec in STAGES.values() for p in spec.record_writes]
+    assert len(writers) == len(set(writers))  # one writer per part
+    assert parts - set(writers) == {"plan"}  # `cube run` itself writes the plan
+
+
+def test_the_stage_graph_follows_the_declarations_and_keeps_the_hand_written_inputs():
+    """The inputs derived from the data and record parts each stage reads are the ones the table
+    declared by hand before (so every run folder's fingerprints stay as they were); a part read
+    from a stage that is not upstream adds that stage (10 reads 06's decision)."""
+    from cube.run.stages import STAGES, stage_inputs, upstream, written_keys
+
+    before = {
+        "02_qa_sets": ("01_dataset_prep",),
+        "03_scoring_sets": ("02_qa_sets",),
+        "10_diagnostics": ("03_scoring_sets", "06_cube_score"),
+        "12_validation": (),
+        "00_paper_tables": (),
+        "01_dataset_prep": (),
+    }
+    stems = list(STAGES)
+    for stem in stems:
+        assert stage_inputs(stem, stems) == before.get(stem, ("03_scoring_sets",)), stem
+    assert STAGES["10_diagnostics"].inputs == ("03_scoring_sets",)  # 06 comes from the record
+    assert upstream("10_diagnostics", stems) == [
+        "01_dataset_prep",
+        "02_qa_sets",
+        "03_scoring_sets",
+        "06_cube_score",
+    ]
+    assert written_keys("06_cube_score") == keys_of(DecisionRecord)
+    assert written_keys("12_validation") == ("simulation",)
+    assert written_keys("04_rank_correlation") == ()
