@@ -21,6 +21,7 @@ from cube.config.params import Params
 from cube.config.schema import ACCOUNTING_COLUMNS
 from cube.run.evaluate import ANALYSIS_SCORE_COLUMNS, evaluate_run, primary_system
 from cube.run.notebook import Run
+from cube.run.record import AuditSample, ScoresRecord
 
 # The columns of the probe judgments (one row per probe answer judged); not
 # `cube.method.audit.AUDIT_COLUMNS`, which are the per-judge audit table's.
@@ -76,15 +77,15 @@ def audit_sample(params: Params, judge_calls: int) -> dict[str, Any]:
     }
 
 
-def audit_sample_sentence(sample: dict[str, Any] | None) -> str:
+def audit_sample_sentence(sample: AuditSample | None) -> str:
     """What notebook 11 and the audit's verdicts say of the sample (empty when it was not
     capped)."""
-    if not sample or not sample.get("capped") or not sample.get("requested"):
+    if sample is None or not sample.capped or not sample.requested:
         return ""
     return (
-        f"the audit sample shrank from {sample['requested']} to {sample['questions']} questions: "
-        f"{sample['calls_per_question']} judge calls per question, at most "
-        f"{sample['max_share']:.0%} of the run's {sample['judge_calls']} judge calls "
+        f"the audit sample shrank from {sample.requested} to {sample.questions} questions: "
+        f"{sample.calls_per_question} judge calls per question, at most "
+        f"{sample.max_share or 0:.0%} of the run's {sample.judge_calls} judge calls "
         "(audit.max_share)"
     )
 
@@ -96,13 +97,13 @@ def audit_sample_note(run: Run) -> str:
     sample = rec.audit_sample
     if not sample:
         return "The audit's sample was not recorded: re-run stage 03 (cube run PARAMS --only 03)."
-    if not sample["requested"]:
+    if not sample.requested:
         return "The audit is off (audit.questions: 0)."
     head = (
-        f"The audit sampled {sample['questions']} questions: "
-        f"{rec.audit_calls if rec.audit_calls is not None else sample['audit_calls']} judge "
-        f"calls, {rec.audit_share_of_judge_calls or 0:.1%} of the run's {sample['judge_calls']} "
-        f"judge calls (at most {sample['max_share']:.0%}, audit.max_share)."
+        f"The audit sampled {sample.questions} questions: "
+        f"{rec.audit_calls if rec.audit_calls is not None else sample.audit_calls} judge "
+        f"calls, {rec.audit_share_of_judge_calls or 0:.1%} of the run's {sample.judge_calls} "
+        f"judge calls (at most {sample.max_share or 0:.0%}, audit.max_share)."
     )
     note = audit_sample_sentence(sample)
     return head + (
@@ -236,8 +237,6 @@ def audit_stage(
     twins, screen = twin_stage(
         run.params, judges, dimensions, corpus, questions, answers, n_judge, stage_judge_calls
     )
-    from cube.run.record import ScoresRecord
-
     run.write_record(ScoresRecord(audit_sample=sample, screen=screen))
     if len(twins):  # the screen's ablation twins beside the probes (issue 38)
         out = pd.concat([out, twins], ignore_index=True) if len(out) else twins
@@ -413,7 +412,7 @@ def audit_record(run: Run) -> dict[str, Any]:
     report = audit_report(run)
     sample = run.read_record().scores.audit_sample
     if report.empty:
-        return {"ran": False, **({"sample": sample} if sample else {})}
+        return {"ran": False, **({"sample": sample.as_json()} if sample else {})}
     keep = [
         "pairs",
         "discrimination",
@@ -442,4 +441,4 @@ def audit_record(run: Run) -> dict[str, Any]:
     )
     for judge, values in own.items():
         judges[judge].update(values)
-    return {"ran": True, "judges": judges, **({"sample": sample} if sample else {})}
+    return {"ran": True, "judges": judges, **({"sample": sample.as_json()} if sample else {})}

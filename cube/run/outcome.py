@@ -52,9 +52,9 @@ def failure_lines(results: Path) -> list[str]:
     first reason of its withheld verdict)."""
     lines = []
     for system, f in (read_record(results).answers.answers_failures or {}).items():
-        lines.append(f"{system}: {f.get('failed')} of {f.get('calls')} calls to the system failed")
-        reasons = f.get("reasons") or []
-        lines += [f"  {r.get('count')} x {r.get('reason')}" for r in reasons[:FAILURE_LINES]]
+        lines.append(f"{system}: {f.failed} of {f.calls} calls to the system failed")
+        reasons = f.reasons
+        lines += [f"  {r.count} x {r.reason}" for r in reasons[:FAILURE_LINES]]
         if len(reasons) > FAILURE_LINES:
             lines.append(f"  ... {len(reasons) - FAILURE_LINES} other reason(s) in results.json")
     return lines

@@ -231,15 +231,15 @@ def question_set(
 def question_screen_table(run: Run) -> pd.DataFrame:
     """Page 02's screen table: per reason (and `usable`) the questions, their share and examples;
     one row saying why when the run's questions were not screened."""
-    rec = run.read_record().questions.question_screen or {}
-    if rec.get("table"):  # screened, or an imported file's questions left out
-        return pd.DataFrame(rec["table"])[["reason", "questions", "share", "examples"]]
-    why = rec.get("why", "questions_stage has not run")
+    rec = run.read_record().questions.question_screen
+    if rec is not None and rec.table:  # screened, or an imported file's questions left out
+        return pd.DataFrame(rec.table)[["reason", "questions", "share", "examples"]]
+    why = rec.why if rec is not None else "questions_stage has not run"
     return pd.DataFrame(
         [
             {
                 "reason": f"not screened: {why}",
-                "questions": rec.get("questions"),
+                "questions": rec.questions if rec is not None else None,
                 "share": float("nan"),
                 "examples": "",
             }

@@ -79,6 +79,68 @@ class Part(BaseModel):
         return self.model_dump(mode="python", exclude_unset=True)
 
 
+class Payload(BaseModel):
+    """A typed payload inside a part: the fields readers branch on are typed; a key its producer
+    adds later is kept as it is (`extra="allow"`), so a file is never refused for one."""
+
+    model_config = ConfigDict(extra="allow")
+
+    def as_json(self) -> dict[str, Any]:
+        """The keys its producer wrote (none added)."""
+        return self.model_dump(mode="python", exclude_unset=True)
+
+
+class QuestionScreen(Payload):
+    """`question_screen`: what the question screen did (`cube.run.pipeline.screen_question_set`)."""
+
+    screened: bool = Field(False, description="Whether the screen read the questions.")
+    why: str = Field("", description="Why not, when it did not.")
+    questions: int = Field(0, description="Questions it was given.")
+    usable: int | None = Field(None, description="Questions it kept.")
+    reasons: dict[str, int] = Field({}, description="Rejected questions per reason.")
+    table: list[JsonObject] = Field([], description="Page 02's rows: reason, questions, share.")
+
+
+class FailureReason(Payload):
+    """One reason calls to a system failed, and how often."""
+
+    reason: str = Field("", description="Status and a short body excerpt.")
+    count: int = Field(0, description="Calls that failed so.")
+
+
+class SystemFailures(Payload):
+    """One system's failed calls (`answers_failures`, `cube.systems.failure_reasons`)."""
+
+    failed: int = Field(0, description="Calls to the system that failed.")
+    calls: int = Field(0, description="Calls to the system.")
+    reasons: list[FailureReason] = Field([], description="Each reason and its count, most first.")
+
+
+class AuditSample(Payload):
+    """`audit_sample`: the audit's question sample (`cube.run.audit.audit_sample`)."""
+
+    requested: int = Field(0, description="`audit.questions`.")
+    questions: int = Field(0, description="Questions sampled (capped by `audit.max_share`).")
+    capped: bool = Field(False, description="Whether the cap shrank the sample.")
+    max_share: float | None = Field(None, description="`audit.max_share`.")
+    judge_calls: int = Field(0, description="The stage's judge calls.")
+    calls_per_question: int | float = Field(0, description="Audit calls per question.")
+    audit_calls: int = Field(0, description="Audit calls planned.")
+
+
+class AnswerScreen(Payload):
+    """`screen`: the answer screen of stage 03 (`cube.run.ablation.twin_stage`, issue 38)."""
+
+    flagged: int = Field(0, description="Answers holding text addressed to a grader.")
+    twinned: int = Field(0, description="Of them, those given an ablation twin.")
+    capped: bool = Field(False, description="Whether the twins were capped (a seeded sample).")
+    max_share: float | None = Field(None, description="Cap: share of the run's judge calls.")
+    kinds: dict[str, int] = Field({}, description="Flagged answers per kind.")
+    flagged_answers: list[JsonObject] = Field([], description="Each flagged answer, spans cut.")
+    calls: int = Field(0, description="The twins' judge calls.")
+    share_of_judge_calls: float | None = Field(None, description="Their share of judge calls.")
+
+
 class PlanRecord(Part):
     TITLE = "Plan"
     WRITER = "`cube run` before the first call (`cube.run.execute`)"
@@ -123,7 +185,7 @@ class QuestionsRecord(Part):
     TITLE = "Questions (stage 02)"
     WRITER = "`questions_stage` (with its screen, `screen_question_set`)"
 
-    question_screen: JsonObject | None = Field(
+    question_screen: QuestionScreen | None = Field(
         None,
         description="The question screen: `screened`, else `why` not; `questions`, `usable`, "
         "the count per rejection `reason` and page 02's `table` (reason, questions, share, "
@@ -218,7 +280,7 @@ class AnswersRecord(Part):
         description="Per system whose retrieval was not measured (too much did not map): why, "
         "and the fix. Its verdict is withheld.",
     )
-    answers_failures: dict[str, JsonObject] | None = Field(
+    answers_failures: dict[str, SystemFailures] | None = Field(
         None,
         description="Per system whose calls failed: how many, and each reason (status, body "
         "excerpt) counted.",
@@ -266,12 +328,12 @@ class ScoresRecord(Part):
     TITLE = "Scores, pilots, concurrency and the audit (stage 03)"
     WRITER = "`scores_stage`; `audit_sample` and `screen` by its audit (`cube.run.audit`)"
 
-    audit_sample: JsonObject | None = Field(
+    audit_sample: AuditSample | None = Field(
         None,
         description="The audit's question sample: requested, questions, capped, max_share, "
         "judge calls, calls per question, audit calls.",
     )
-    screen: JsonObject | None = Field(
+    screen: AnswerScreen | None = Field(
         None,
         description="The answer screen (issue 38): answers flagged and twinned, kinds, the "
         "flagged answers (spans cut), calls.",
@@ -568,6 +630,8 @@ def results_reference() -> str:
     for cls in RunRecord.parts().values():
         out += [f"## {cls.TITLE}", "", f"Written by {cls.WRITER}.", "", *_rows(cls), ""]
     out += ["## `sequential`: the driver's record", "", *_rows(SequentialRecord), ""]
+    for payload in (QuestionScreen, SystemFailures, FailureReason, AuditSample, AnswerScreen):
+        out += [f"## `{payload.__name__}`", "", payload.__doc__ or "", "", *_rows(payload), ""]
     out += ["## `driver_taken`", "", *_rows(DriverTaken), ""]
     return "\n".join(out).rstrip("\n") + "\n"
 
