@@ -70,13 +70,13 @@ from cube.run.human import (  # noqa: F401  (re-exported: notebook 07, cube anno
     human_stage,
 )
 from cube.run.notebook import Run
-
-if TYPE_CHECKING:
-    from cube.run.record import SequentialRecord
 from cube.run.questions import (  # noqa: F401  (unusable_questions: re-exported)
     build_question_set,
     unusable_questions,
 )
+
+if TYPE_CHECKING:
+    from cube.run.record import SequentialRecord
 
 
 def corpus_stage(run: Run) -> pd.DataFrame:
