@@ -171,7 +171,7 @@ def _outcome(paths: RunPaths, cwd: Path) -> int:
     for line in failure_lines(paths.results):  # the systems' failures: the cause, whatever the code
         print(f"cube: {line}", file=sys.stderr)
     if withheld(decision):
-        why = "judging failed" if decision.get("judging_failed") else "see the reasons above"
+        why = "judging failed" if decision and decision.judging_failed else "see the reasons above"
         print(
             f"cube: the verdict is withheld ({why}; exit code 3): the report's decision page says "
             "why in full",

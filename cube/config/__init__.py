@@ -40,7 +40,7 @@ _LAZY = {
             "parse_params",
             "read_params_yaml",
         ),
-        "cube.config.runpaths": ("RunPaths", "record_results", "write_resolved_params"),
+        "cube.config.runpaths": ("RunPaths", "write_resolved_params"),
         "cube.config.schema": ("SETS",),
         "cube.config.sections": (
             "PAPER_DIMENSIONS",
@@ -92,7 +92,6 @@ __all__ = [
     "parse_params",
     "read_params_yaml",
     "RunPaths",
-    "record_results",
     "write_resolved_params",
 ]
 

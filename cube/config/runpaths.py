@@ -1,14 +1,13 @@
-"""Every path of one run (cookiecutter-data-science: one module owns the layout), and the
-results.json writer. Split out of `cube.config.params`, which re-exports these names; the layout
-itself is described in `cube.config.params`'s docstring.
+"""Every path of one run (cookiecutter-data-science: one module owns the layout; results.json is
+written through the typed run record, `cube.run.record`). Split out of `cube.config.params`, which
+re-exports these names; the layout itself is described in `cube.config.params`'s docstring.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from cube.config.params import Params
@@ -85,16 +84,3 @@ def write_resolved_params(params: Params, paths: RunPaths) -> Path:
 
     paths.params.write_text(params_to_yaml(params), encoding="utf-8")
     return paths.params
-
-
-def record_results(paths: RunPaths, **figures: Any) -> dict[str, Any]:
-    """Merge headline figures into `results.json` (read back by tests and the report)."""
-    current = (
-        json.loads(paths.results.read_text(encoding="utf-8")) if paths.results.exists() else {}
-    )
-    current.update(figures)
-    paths.root.mkdir(parents=True, exist_ok=True)
-    paths.results.write_text(
-        json.dumps(current, indent=2, ensure_ascii=False, default=float), encoding="utf-8"
-    )
-    return current

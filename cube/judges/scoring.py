@@ -92,12 +92,15 @@ class Judge:
     pilot_calls: frozenset[str] | None = None
 
 
-def make_judges(params: Params, cache_path: Path | None) -> list[Judge]:
-    """The judges of `params.judges`, each with its model built by `cube.llm.make_model`."""
+def make_judges(
+    params: Params, cache_path: Path | None, calls: llm.CallLog | None = None
+) -> list[Judge]:
+    """The judges of `params.judges`, each with its model built by `cube.llm.make_model` (`calls`:
+    the failed calls its LLM records and replays, `cube.llm.CallLog`)."""
     return [
         Judge(
             name=j.name,
-            model=llm.make_model(params.model(j.model), cache_path=cache_path),
+            model=llm.make_model(params.model(j.model), cache_path=cache_path, calls=calls),
             samples=j.samples,
             all_dimensions=j.all_dimensions,
             role=j.role,

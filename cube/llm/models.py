@@ -5,7 +5,7 @@ The interface other modules code against:
     Request(messages, context={}, template_version="", sample=0)
     Response(text, error, input_tokens, output_tokens, cost, latency_s, cached, attempts,
              model, endpoint, detail)
-    make_model(spec: ModelSpec, cache_path: Path | None = None) -> Model
+    make_model(spec: ModelSpec, cache_path: Path | None = None, calls: CallLog | None = None)
     Model.name                                 # spec.model
     Model.offline                              # True for deterministic algorithms
     Model.complete(requests, role=..., desc=None, progress=True) -> list[Response]  # sync, ordered
@@ -50,9 +50,8 @@ import random
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -212,8 +211,11 @@ def offline_names() -> list[str]:
     return sorted(_OFFLINE)
 
 
-def make_model(spec: ModelSpec, cache_path: Path | None = None) -> Model:
-    """The model a spec describes. Offline names are looked up in the registry."""
+def make_model(
+    spec: ModelSpec, cache_path: Path | None = None, calls: CallLog | None = None
+) -> Model:
+    """The model a spec describes. Offline names are looked up in the registry; `calls`: the
+    failed calls an LLM records and replays (`CallLog`; an offline algorithm sends none)."""
     if spec.provider == "offline":
         if spec.model not in _OFFLINE:
             raise ValueError(
@@ -223,13 +225,12 @@ def make_model(spec: ModelSpec, cache_path: Path | None = None) -> Model:
                 "provider: openai with a base_url)"
             )
         return _OFFLINE[spec.model](spec)
-    return OpenAIModel(spec, cache_path=cache_path)
+    return OpenAIModel(spec, cache_path=cache_path, calls=calls)
 
 
 def run_sync(coro: Any) -> Any:
     """Run a coroutine from sync code, also inside a running event loop (Jupyter: in a thread,
-    with the caller's context variables, so `failures_recorded` and `failures_replayed` hold
-    there too)."""
+    with the caller's context variables)."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -242,48 +243,29 @@ def run_sync(coro: Any) -> Any:
 
 
 # ------------------------------------------------------------------- a run's failed calls
-# Failures are never cached (a later run asks again), but within one run the stages after the
-# sequential driver must rest on the driver's outcome: a call it sent that failed stays failed,
-# with its reason, instead of being sent again (`cube.run.sequential`).
-_RECORDED: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
-    "cube_failures_recorded", default=None
-)
-_REPLAYED: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar(
-    "cube_failures_replayed", default=None
-)
+@dataclass
+class CallLog:
+    """The failed calls of a stretch of a run, handed to the models that send them (an argument
+    of `make_model`, never ambient state). Failures are never cached (a later run asks again), but
+    within one run the stages after the sequential driver rest on the driver's outcome
+    (`cube.run.sequential`): the driver's models add every call that fails to `failed` (its cache
+    key -> the failure's reason), and a call whose key is in `replay` and that the cache does not
+    hold is not sent: its response is that failure, with its reason (nothing spent)."""
 
+    replay: Mapping[str, str] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
 
-@contextmanager
-def failures_recorded() -> Iterator[dict[str, str]]:
-    """Inside the block, every call an `OpenAIModel` sends that fails is added to the dict it
-    yields (its cache key -> the failure's reason)."""
-    failed: dict[str, str] = {}
-    token = _RECORDED.set(failed)
-    try:
-        yield failed
-    finally:
-        _RECORDED.reset(token)
-
-
-@contextmanager
-def failures_replayed(failed: Mapping[str, str]) -> Iterator[None]:
-    """Inside the block, a call whose cache key is in `failed` (from `failures_recorded`) and that
-    the cache does not hold is not sent: its response is that failure, with its reason."""
-    token = _REPLAYED.set(failed)
-    try:
-        yield
-    finally:
-        _REPLAYED.reset(token)
-
-
-def _replayed_failure(key: str, model: str) -> Response | None:
-    """The recorded failure of call `key` (no call, nothing spent), None when none is replayed."""
-    failed = _REPLAYED.get()
-    if not failed or key not in failed:
-        return None
-    return Response(
-        None, failed[key], model=model, call_id=key, detail={"cache_key": key, "replayed": True}
-    )
+    def replayed(self, key: str, model: str) -> Response | None:
+        """The replayed failure of call `key`, None when it is not one to replay."""
+        if key not in self.replay:
+            return None
+        return Response(
+            None,
+            self.replay[key],
+            model=model,
+            call_id=key,
+            detail={"cache_key": key, "replayed": True},
+        )
 
 
 # ---------------------------------------------------------------------- OpenAI-compatible endpoints
@@ -327,11 +309,19 @@ class OpenAIModel(Model):
             disables persistence (identical requests of one batch are still sent once).
         wire: the wire format (`cube.llm.wire`): OpenAI's chat completions, or another JSON
             protocol sent with the same machinery (`cube.llm.json_wire.JsonWire`, an HTTP system).
+        calls: the run's failed calls to record and to replay (`CallLog`); None: neither.
     """
 
-    def __init__(self, spec: ModelSpec, cache_path: Path | None = None, wire: Any = CHAT):
+    def __init__(
+        self,
+        spec: ModelSpec,
+        cache_path: Path | None = None,
+        wire: Any = CHAT,
+        calls: CallLog | None = None,
+    ):
         super().__init__(spec)
         self.wire = wire
+        self.calls = calls
         self.cache_path = Path(cache_path) if cache_path is not None else None
         self.endpoints = [endpoint_id(u) for u in spec.endpoints()]
         self.counts: Counter[str] = Counter()  # requests, cache_hits, calls, failed (all batches)
@@ -413,7 +403,10 @@ class OpenAIModel(Model):
             for i, k in enumerate(keys):
                 if k in hits:
                     out[i] = cached_response(hits[k], k)
-                elif (failure := _replayed_failure(k, self.spec.model)) is not None:
+                elif (
+                    self.calls is not None
+                    and (failure := self.calls.replayed(k, self.spec.model)) is not None
+                ):
                     out[i] = failure  # failed earlier in this run: not sent again
                 else:
                     todo.setdefault(k, []).append(i)
@@ -502,8 +495,8 @@ class OpenAIModel(Model):
                 elif cache is not None:
                     cache.release(owner, [key])
                 self.counts.update(calls=1, failed=int(not resp.ok))
-                if not resp.ok and (recorded := _RECORDED.get()) is not None:
-                    recorded[key] = str(resp.error)
+                if not resp.ok and self.calls is not None:
+                    self.calls.failed[key] = str(resp.error)
             for j in where:
                 out[j] = replace(resp, detail=dict(resp.detail or {}))
             bar.update(len(where))

@@ -163,26 +163,24 @@ def with_twins(run: Any, summary: pd.DataFrame) -> pd.DataFrame:
 def screen_note(run: Any) -> str:
     """Notebook 11's sentence on the screen: how many answers speak to a grader, of which kinds,
     how many got a twin and what the twins cost (what stage 03 recorded)."""
-    from cube.run.evaluate import recorded
-
-    rec = recorded(run).get("screen")
+    rec = run.read_record().scores.screen
     if rec is None:
         return "The screen did not run: re-run stage 03 (cube run PARAMS --only 03)."
-    if not rec["flagged"]:
+    if not rec.flagged:
         return (
             "No answer holds text addressed to a grader (score claims, instructions, role "
             "markers, master keys): no ablation twin, no extra call."
         )
-    kinds = ", ".join(f"{k} {v}" for k, v in rec["kinds"].items())
+    kinds = ", ".join(f"{k} {v}" for k, v in rec.kinds.items())
     capped = (
-        f" (capped at {rec['max_share']:.0%} of the run's judge calls: a seeded sample)"
-        if rec["capped"]
+        f" (capped at {rec.max_share or 0:.0%} of the run's judge calls: a seeded sample)"
+        if rec.capped
         else ""
     )
-    share = rec.get("share_of_judge_calls")
+    share = rec.share_of_judge_calls
     return (
-        f"{rec['flagged']} answers hold text addressed to a grader ({kinds}); {rec['twinned']} "
-        f"got an ablation twin{capped}, judged by every judge: {rec.get('calls', 0)} judge calls"
+        f"{rec.flagged} answers hold text addressed to a grader ({kinds}); {rec.twinned} "
+        f"got an ablation twin{capped}, judged by every judge: {rec.calls} judge calls"
         + (f", {share:.1%} of the run's" if share is not None else "")
         + ". A judge whose score falls when the text goes is named in the audit table above "
         "(`ablation`, `twin_answers`) and excluded by the gate; the answers are flagged in the "
@@ -192,7 +190,6 @@ def screen_note(run: Any) -> str:
 
 def flagged_table(run: Any) -> pd.DataFrame:
     """The answers the screen flagged (notebook 11): question, system, set, kinds, the spans."""
-    from cube.run.evaluate import recorded
-
-    rows = (recorded(run).get("screen") or {}).get("flagged_answers") or []
+    screen = run.read_record().scores.screen
+    rows = screen.flagged_answers if screen is not None else []
     return pd.DataFrame(rows, columns=["question_id", "system", "set", "kinds", "spans"])

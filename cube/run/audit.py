@@ -20,8 +20,8 @@ import pandas as pd
 from cube.config.params import Params
 from cube.config.schema import ACCOUNTING_COLUMNS
 from cube.run.evaluate import ANALYSIS_SCORE_COLUMNS, evaluate_run, primary_system
-from cube.run.evaluate import recorded as _recorded
 from cube.run.notebook import Run
+from cube.run.record import AuditSample, ScoresRecord
 
 # The columns of the probe judgments (one row per probe answer judged); not
 # `cube.method.audit.AUDIT_COLUMNS`, which are the per-judge audit table's.
@@ -77,15 +77,15 @@ def audit_sample(params: Params, judge_calls: int) -> dict[str, Any]:
     }
 
 
-def audit_sample_sentence(sample: dict[str, Any] | None) -> str:
+def audit_sample_sentence(sample: AuditSample | None) -> str:
     """What notebook 11 and the audit's verdicts say of the sample (empty when it was not
     capped)."""
-    if not sample or not sample.get("capped") or not sample.get("requested"):
+    if sample is None or not sample.capped or not sample.requested:
         return ""
     return (
-        f"the audit sample shrank from {sample['requested']} to {sample['questions']} questions: "
-        f"{sample['calls_per_question']} judge calls per question, at most "
-        f"{sample['max_share']:.0%} of the run's {sample['judge_calls']} judge calls "
+        f"the audit sample shrank from {sample.requested} to {sample.questions} questions: "
+        f"{sample.calls_per_question} judge calls per question, at most "
+        f"{sample.max_share or 0:.0%} of the run's {sample.judge_calls} judge calls "
         "(audit.max_share)"
     )
 
@@ -93,17 +93,17 @@ def audit_sample_sentence(sample: dict[str, Any] | None) -> str:
 def audit_sample_note(run: Run) -> str:
     """Notebook 11's sentence on the audit's sample: how many questions, their calls against the
     run's judge calls, and whether `audit.max_share` shrank it (what stage 03 recorded)."""
-    rec = _recorded(run)
-    sample = rec.get("audit_sample")
+    rec = run.read_record().scores
+    sample = rec.audit_sample
     if not sample:
         return "The audit's sample was not recorded: re-run stage 03 (cube run PARAMS --only 03)."
-    if not sample["requested"]:
+    if not sample.requested:
         return "The audit is off (audit.questions: 0)."
     head = (
-        f"The audit sampled {sample['questions']} questions: "
-        f"{rec.get('audit_calls', sample['audit_calls'])} judge calls, "
-        f"{rec.get('audit_share_of_judge_calls') or 0:.1%} of the run's {sample['judge_calls']} "
-        f"judge calls (at most {sample['max_share']:.0%}, audit.max_share)."
+        f"The audit sampled {sample.questions} questions: "
+        f"{rec.audit_calls if rec.audit_calls is not None else sample.audit_calls} judge "
+        f"calls, {rec.audit_share_of_judge_calls or 0:.1%} of the run's {sample.judge_calls} "
+        f"judge calls (at most {sample.max_share or 0:.0%}, audit.max_share)."
     )
     note = audit_sample_sentence(sample)
     return head + (
@@ -237,7 +237,7 @@ def audit_stage(
     twins, screen = twin_stage(
         run.params, judges, dimensions, corpus, questions, answers, n_judge, stage_judge_calls
     )
-    run.record(audit_sample=sample, screen=screen)
+    run.write_record(ScoresRecord(audit_sample=sample, screen=screen))
     if len(twins):  # the screen's ablation twins beside the probes (issue 38)
         out = pd.concat([out, twins], ignore_index=True) if len(out) else twins
     run.save("audit_scores", out)
@@ -308,7 +308,7 @@ def audit_report(run: Run) -> pd.DataFrame:
     verdicts = [audit_verdict(row, ap.gate_alpha, a.min_pairs) for _, row in summary.iterrows()]
     summary["content_blind"] = [v for v, _ in verdicts]
     summary["audit"] = [why for _, why in verdicts]
-    note = audit_sample_sentence(_recorded(run).get("audit_sample"))
+    note = audit_sample_sentence(run.read_record().scores.audit_sample)
     summary["audit"] = [f"{why} ({note})" if note and v is None else why for v, why in verdicts]
     k = len(summary)  # Bonferroni over the judges tested, as the gate
     inj = [injection_verdict(row, ap.gate_alpha, a.min_pairs, k) for _, row in summary.iterrows()]
@@ -411,9 +411,9 @@ def audit_record(run: Run) -> dict[str, Any]:
     import json
 
     report = audit_report(run)
-    sample = _recorded(run).get("audit_sample")
+    sample = run.read_record().scores.audit_sample
     if report.empty:
-        return {"ran": False, **({"sample": sample} if sample else {})}
+        return {"ran": False, **({"sample": sample.as_json()} if sample else {})}
     keep = [
         "pairs",
         "discrimination",
@@ -442,4 +442,4 @@ def audit_record(run: Run) -> dict[str, Any]:
     )
     for judge, values in own.items():
         judges[judge].update(values)
-    return {"ran": True, "judges": judges, **({"sample": sample} if sample else {})}
+    return {"ran": True, "judges": judges, **({"sample": sample.as_json()} if sample else {})}

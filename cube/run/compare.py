@@ -515,7 +515,9 @@ def notebook_compare(
     linked from `results.json` → `comparisons`); with sides, `cube compare side_a side_b`."""
     if side_a is None and side_b is None:
         rows = compare_in_run(run, n_permutations=n_permutations, k=k)
-        run.record(comparisons=rows)
+        from cube.run.record import ComparisonsRecord
+
+        run.write_record(ComparisonsRecord(comparisons=rows))
     else:
         out = run_compare(
             side_a or run.paths.root,

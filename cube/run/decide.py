@@ -19,7 +19,7 @@ from cube.config.runpaths import RunPaths
 from cube.diagnose.decision_record import HEADLINE_FIELDS, Decision, DecisionInputs
 from cube.method.evaluation import CubeResult
 from cube.run.audit import SELF_PREFERENCE_COLUMNS, audit_record
-from cube.run.evaluate import primary_system, recorded
+from cube.run.evaluate import primary_system
 from cube.run.notebook import Run
 
 # Every data table holding calls, in the order their stages write them: questions (written,
@@ -110,14 +110,13 @@ def decision(run: Run, results: dict[str, CubeResult]) -> Decision:
     the audit's record (`audit`). The human-calibrated CuBE is not in it: notebook 07 records it
     under its own key (`human_calibrated`)."""
     from cube.diagnose.assessment import assess
+    from cube.run.record import DecisionRecord
 
     audit = audit_record(run)
     out = assess(results, run.params, decision_inputs(run, results, audit))
-    record = out.as_json()
-    run.record(
-        decision=record,
-        **{k: record[k] for k in HEADLINE_FIELDS},
-        audit=audit,
+    record = out.as_json()  # its headline fields as the decision holds them (NaN: null)
+    run.write_record(
+        DecisionRecord(decision=out, **{k: record[k] for k in HEADLINE_FIELDS}, audit=audit)
     )
     return out
 
@@ -160,7 +159,7 @@ def decision_inputs(
         # the injection probe's verdict per judge (issue 29): the decision page's short line
         injection={j: v.get("obeys_injections") for j, v in (audit.get("judges") or {}).items()},
         # stage 02's systems whose retrieval was not measured: their verdicts are withheld
-        unmeasured=recorded(run).get("answers_unmeasured") or {},
+        unmeasured=run.read_record().answers.answers_unmeasured or {},
     )
 
 

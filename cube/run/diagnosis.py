@@ -84,10 +84,13 @@ def category_reports(
     def records(t: pd.DataFrame) -> list[dict[str, Any]]:
         return json.loads(t.to_json(orient="records", force_ascii=False))
 
-    run.record(categories={b: records(t) for b, t in reports.items()})
+    from cube.run.record import DiagnosticsRecord
+
+    run.write_record(DiagnosticsRecord(categories={b: records(t) for b, t in reports.items()}))
     if "kind" in refusal:
         reports["kind"] = refusal["kind"]
-        run.record(refusal_by_kind={"system": system, "rows": records(refusal["kind"])})
+        rows = records(refusal["kind"])
+        run.write_record(DiagnosticsRecord(refusal_by_kind={"system": system, "rows": rows}))
     return reports
 
 
@@ -139,16 +142,12 @@ def recorded_sweep(run: Run) -> tuple[str, pd.DataFrame, dict[str, Any]] | None:
     """The TOP-N sweep as the decision page (notebook 06) recorded it in `results.json`, so this
     notebook states the same reading without evaluating every system again; computed with
     `pipeline.evaluate_run` when the decision was not recorded yet."""
-    import json
-
-    path = run.paths.results
-    recorded = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-    saved = recorded.get("decision") or {}
-    if (saved.get("top_n_sweep") or {}).get("table"):
-        got = dict(saved["top_n_sweep"])
+    saved = run.read_record().decision.decision
+    if saved is not None and (saved.top_n_sweep or {}).get("table"):
+        got = dict(saved.top_n_sweep)
         table = pd.DataFrame(got.pop("table")).astype({"R@N": float, "W": float, "CuBE": float})
         return got.pop("sweep"), table, got
-    if "decision" in recorded or not any(getattr(s, "sweep_of", None) for s in run.params.systems):
+    if saved is not None or not any(getattr(s, "sweep_of", None) for s in run.params.systems):
         return None
     from cube.run.evaluate import evaluate_run
 
@@ -181,11 +180,15 @@ def refusal_stage(run: Run) -> pd.DataFrame:
 
     columns = ["sample", "ok", "error", "questions", *ACCOUNTING_COLUMNS]
     run.save("refusal_generation", pd.DataFrame((made or {}).get("calls") or [], columns=columns))
-    run.record(
-        refusal=_json_safe(
-            refusal_report(out, run.load("answers"), run.params.analysis.confidence)
-        ),
-        refusal_generation=made,
+    from cube.run.record import RefusalRecord
+
+    run.write_record(
+        RefusalRecord(
+            refusal=_json_safe(
+                refusal_report(out, run.load("answers"), run.params.analysis.confidence)
+            ),
+            refusal_generation=made,
+        )
     )
     return out
 

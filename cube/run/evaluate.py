@@ -30,12 +30,6 @@ def primary_system(run: Run) -> str:
     return run.params.systems[0].name
 
 
-def recorded(run: Run) -> dict[str, Any]:
-    """`results.json` as recorded so far ({} before the first record)."""
-    path = run.paths.results
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-
-
 def system_top_n(params: Params) -> dict[str, int]:
     """N of each system's retrieved list (for `rank_score`)."""
     return {s.name: s.top_n for s in params.systems}

@@ -44,9 +44,10 @@ from cube.config.project import (
     shared_values,
 )
 from cube.config.runpaths import RunPaths
-from cube.diagnose.decision_record import HEADLINE_FIELDS
 from cube.pages.publish import publish as publish_pages
 from cube.run.notebook import LOCAL_PATHS_ENV, shared_params_yaml, write_shared_params
+from cube.run.record import PlanRecord, forget, read_record, write_part
+from cube.run.stages import written_keys
 from cube.run.state import (
     RunInterrupted,
     commit_staging,
@@ -117,21 +118,16 @@ DECISION_STAGE = (
     "06_cube_score"  # writes the decision; a stage it reads re-executing makes it stale
 )
 # every key `pipeline.decision` records: a stale `judging_failed` would make `cube run` exit 3
-HEADLINE_KEYS = ("decision", *HEADLINE_FIELDS, "audit")
+HEADLINE_KEYS = written_keys(DECISION_STAGE)
 # notebook 07 writes the human-calibrated CuBE under its own key: stale as soon as 07 or a stage
 # feeding the decision re-executes (a failed or rating-less 07 must not leave the old line beside
 # a new decision)
-HUMAN_STAGE, HUMAN_KEYS = "07_human_agreement", ("human_calibrated",)
+HUMAN_STAGE = "07_human_agreement"
+HUMAN_KEYS = written_keys(HUMAN_STAGE)
 
 
 def _forget_decision(paths: RunPaths, keys: tuple[str, ...] = HEADLINE_KEYS + HUMAN_KEYS) -> None:
-    if paths.results.exists():
-        results = json.loads(paths.results.read_text(encoding="utf-8"))
-        for key in keys:
-            results.pop(key, None)
-        paths.results.write_text(
-            json.dumps(results, indent=2, ensure_ascii=False), encoding="utf-8"
-        )
+    forget(paths, keys)
 
 
 def _forget_stale(paths: RunPaths, stage: str, feeds_decision: set[str] | Any) -> None:
@@ -383,7 +379,7 @@ def _run_stages(
     from cube.run.kernel import WarmKernel
     from cube.run.notebook import STAGING_ENV
     from cube.run.skip import forget_skipped, note_skipped, run_order, skip_reason
-    from cube.run.stages import stage_fingerprints, stage_spec
+    from cube.run.stages import stage_fingerprints, upstream
 
     root = project_root()
     prints_file = paths.notebooks / ".fingerprints.json"
@@ -395,23 +391,10 @@ def _run_stages(
     )  # stages re-executed in this run: the stages reading their data must too
 
     def reads_executed(stem: str) -> bool:
-        todo, seen = list(stage_spec(stem, [s for s in stems if s < stem]).inputs), set()
-        while todo:
-            s = todo.pop()
-            if s in executed:
-                return True
-            if s not in seen:
-                seen.add(s)
-                todo += stage_spec(s, [x for x in stems if x < s]).inputs
-        return False
+        return any(s in executed for s in upstream(stem, stems))
 
-    feeds_decision: set[str] = set()  # the stages whose data the decision is computed from
-    todo = list(stage_spec(DECISION_STAGE, stems).inputs)
-    while todo:
-        s = todo.pop()
-        if s not in feeds_decision:
-            feeds_decision.add(s)
-            todo += stage_spec(s, [x for x in stems if x < s]).inputs
+    # the stages whose data and record the decision is computed from
+    feeds_decision = set(upstream(DECISION_STAGE, stems))
     # The parameters the notebooks receive: paths relative to the project root (the executed
     # notebooks are published); the staging folder is named by an environment variable.
     injected = {
@@ -673,7 +656,6 @@ def _record_plan(params: Params, paths: RunPaths, root: Path, log) -> None:
     """`cube plan` before any call of the run, into results.json (`plan`): the manifest sets it
     beside the usage the run reports. A plan that cannot be made (an input the stages will reject
     anyway) is recorded as its reason and never stops the run."""
-    from cube.config.runpaths import record_results
     from cube.run.plan import build_plan, plan_line
 
     try:
@@ -682,7 +664,7 @@ def _record_plan(params: Params, paths: RunPaths, root: Path, log) -> None:
         log(f"[cube] plan: {plan_line(plan)}; `cube plan` shows them per role and model")
     except Exception as exc:  # noqa: BLE001  the stages report the input's problem themselves
         rows = {"error": _short(exc)}
-    record_results(paths, plan=rows)
+    write_part(paths, PlanRecord(plan=rows))
 
 
 def _plan_vs_actual(
@@ -690,10 +672,7 @@ def _plan_vs_actual(
 ) -> tuple[Any, list[dict[str, Any]]]:
     from cube.run.plan import plan_vs_actual
 
-    results = (
-        json.loads(paths.results.read_text(encoding="utf-8")) if paths.results.exists() else {}
-    )
-    plan = results.get("plan")
+    plan = read_record(paths.results).plan.plan
     return plan, plan_vs_actual(plan, usage) if isinstance(plan, list) else []
 
 
@@ -711,10 +690,7 @@ def _concurrency(paths: RunPaths) -> dict[str, Any]:
     peak in flight, final and lowest limit, cuts, 429s and timeouts (`cube.llm.concurrency`) and
     `calls_sent`. Written by every run of the judging stage (in results.json): a judge whose calls
     were all cached has `calls_sent: 0` and a note, never the figures of an earlier run."""
-    results = (
-        json.loads(paths.results.read_text(encoding="utf-8")) if paths.results.exists() else {}
-    )
-    return results.get("judge_concurrency") or {}
+    return read_record(paths.results).scores.judge_concurrency or {}
 
 
 def _git_commit() -> str | None:

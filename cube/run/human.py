@@ -127,7 +127,9 @@ def human_calibration(
         widths=(10.0, ap.max_interval_width),
     )
     heads = {s: p.headline() | {"n_ratings": rating_count(imported[0], s)} for s, p in per.items()}
-    run.record(human_calibrated=heads)  # its own key: the decision (06) is not rewritten
+    from cube.run.record import HumanRecord
+
+    run.write_record(HumanRecord(human_calibrated=heads))  # the decision (06) is not rewritten
     return table, per, heads
 
 

@@ -40,9 +40,10 @@ from cube.config.project import (
     resolve,
     shared_values,
 )
-from cube.config.runpaths import RunPaths, record_results
+from cube.config.runpaths import RunPaths
 from cube.config.sheets import write_csv
 from cube.pages.display import table as shown_table
+from cube.run.record import Part, RunRecord, read_record, write_part
 from cube.run.stages import STAGES, check_provenance, record_provenance
 from cube.run.state import STAGING
 
@@ -151,10 +152,15 @@ class Run:
         fig.savefig(path, dpi=150, bbox_inches="tight", metadata={"Software": None})
         return Image(data=path.read_bytes(), format="png", alt=figure_caption(name) or None)
 
-    def record(self, **figures: Any) -> dict[str, Any]:
-        """Merge headline figures into `results.json`."""
+    def write_record(self, *parts: Part) -> RunRecord:
+        """Store sub-records of the run record (`results.json`, `cube.run.record`): each part's
+        fields it sets are written over those of its kind; the record written is returned."""
         self._folder()
-        return record_results(self.paths, **figures)
+        return write_part(self.paths, *parts)
+
+    def read_record(self) -> RunRecord:
+        """The run record (`results.json`) as stored so far (empty before the first write)."""
+        return read_record(self.paths.results)
 
     def _folder(self) -> None:
         """The run folder with its resolved params, made again if a failed cell removed it as empty;

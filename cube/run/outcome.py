@@ -13,18 +13,25 @@ and why it stopped (`read_questions`: `cube.pages.sequential.questions_phrase`).
 
 from __future__ import annotations
 
-import json
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from cube.diagnose.decision_record import Decision, SystemFigures
+from cube.run.record import read_record
 
-def read_decision(results: Path) -> dict[str, Any]:
-    """The `decision` of a run's results.json ({} when there is none: stage 06 did not run)."""
-    if not results.exists():
-        return {}
-    decision = json.loads(results.read_text(encoding="utf-8")).get("decision")
-    return decision if isinstance(decision, dict) else {}
+
+def read_decision(results: Path) -> Decision | None:
+    """The `decision` of a run's results.json (None when there is none: stage 06 did not run)."""
+    return read_record(results).decision.decision
+
+
+def _typed(decision: Decision | Mapping[str, Any] | None) -> Decision | None:
+    """The decision as its record (a mapping: its results.json form); None for none."""
+    if not decision:
+        return None
+    return Decision.read(dict(decision) if isinstance(decision, Mapping) else decision)
 
 
 def read_questions(results: Path) -> str:
@@ -43,23 +50,21 @@ def failure_lines(results: Path) -> list[str]:
     then its most frequent reasons (status and a short body excerpt) with their counts ([] when
     none). A system whose retrieval was not measured says so on its own line (`system_line`: the
     first reason of its withheld verdict)."""
-    if not results.exists():
-        return []
-    record = json.loads(results.read_text(encoding="utf-8"))
     lines = []
-    for system, f in (record.get("answers_failures") or {}).items():
-        lines.append(f"{system}: {f.get('failed')} of {f.get('calls')} calls to the system failed")
-        reasons = f.get("reasons") or []
-        lines += [f"  {r.get('count')} x {r.get('reason')}" for r in reasons[:FAILURE_LINES]]
+    for system, f in (read_record(results).answers.answers_failures or {}).items():
+        lines.append(f"{system}: {f.failed} of {f.calls} calls to the system failed")
+        reasons = f.reasons
+        lines += [f"  {r.count} x {r.reason}" for r in reasons[:FAILURE_LINES]]
         if len(reasons) > FAILURE_LINES:
             lines.append(f"  ... {len(reasons) - FAILURE_LINES} other reason(s) in results.json")
     return lines
 
 
-def withheld(decision: dict[str, Any]) -> bool:
+def withheld(decision: Decision | Mapping[str, Any] | None) -> bool:
     """Whether the primary system's verdict was withheld (judging failed, or another reason of
     `cube.diagnose.verdict.withheld_reasons`)."""
-    return decision.get("verdict") == "withheld" or bool(decision.get("judging_failed"))
+    d = _typed(decision)
+    return d is not None and (d.verdict == "withheld" or d.judging_failed)
 
 
 REASON_CHARS = 240  # a withheld verdict's first reason as the summary shows it (the report: whole)
@@ -76,58 +81,53 @@ def _short(text: str) -> str:
     return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 1].rstrip() + "…"
 
 
-def system_line(entry: dict[str, Any], width: int, k: Any = None) -> str:
+def system_line(entry: SystemFigures, width: int, k: Any = None) -> str:
     """One system: `name  CuBE 71.3 [66.6, 75.7]  R@8 81.7 %  good`, R@ at the system's own
-    TOP-N (`entry["top_n"]`; `k` when the entry has none, else a plain R@k: never another
+    TOP-N (`entry.top_n`; `k` when the entry has none, else a plain R@k: never another
     system's N)."""
-    ci = entry.get("cube_ci") or [None, None]
+    ci = entry.cube_ci or [None, None]
     interval = f"[{_number(ci[0], '.1f')}, {_number(ci[1], '.1f')}]"
-    recall = entry.get("recall_at_k")
+    recall = entry.recall_at_k
     head = (
-        f"{entry.get('system', '?'):<{width}}  CuBE {_number(entry.get('cube_score'), '.1f')} "
-        f"{interval}  R@{entry.get('top_n') or k or 'k'} "
-        + ("n/a" if _number(recall, "g") == "n/a" else f"{100 * recall:.1f} %")
+        f"{entry.system or '?':<{width}}  CuBE {_number(entry.cube_score, '.1f')} "
+        f"{interval}  R@{entry.top_n or k or 'k'} "
+        + ("n/a" if recall is None else f"{100 * recall:.1f} %")
     )
-    reasons = entry.get("withheld_reasons") or []
-    if entry.get("verdict") == "withheld" or reasons:
+    reasons = entry.withheld_reasons
+    if entry.verdict == "withheld" or reasons:
         return f"{head}  WITHHELD: {_short(str(reasons[0])) if reasons else 'no reason recorded'}"
-    label = entry.get("verdict_label") or entry.get("verdict") or "no verdict"
-    if entry.get("provisional"):
-        label += f" (provisional: {entry.get('provisional_reason') or 'see the report'})"
+    label = entry.verdict_label or entry.verdict or "no verdict"
+    if entry.provisional:
+        label += f" (provisional: {entry.provisional_reason or 'see the report'})"
     return f"{head}  {label}"
 
 
 def outcome_lines(
-    decision: dict[str, Any], report: str, questions: str = "", calls: str = ""
+    decision: Decision | Mapping[str, Any] | None, report: str, questions: str = "", calls: str = ""
 ) -> list[str]:
     """The summary `cube run` prints (`report`: the report's path as shown; `questions`: what a
     sequential run judged, `read_questions`; `calls`: the plan and the run's calls reconciled,
     `cube.run.reconcile.read_calls_line`, then the cost on its own line)."""
-    if not decision:  # notebook 06 has not run (e.g. `--only 00`): the log named the report
+    d = _typed(decision)
+    if d is None:  # notebook 06 has not run (e.g. `--only 00`): the log named the report
         return []
-    systems = decision.get("systems") or [decision]
-    width = max(len(str(s.get("system", "?"))) for s in systems)
+    systems: list[SystemFigures] = list(d.systems) or [d]
+    width = max(len(s.system or "?") for s in systems)
     # an entry without its own top_n (a record written before it had one) borrows the decision's
     # only when it is the decision's system: the primary's N on another system was a wrong label
-    lines = [
-        system_line(s, width, decision.get("top_n") if not i else None)
-        for i, s in enumerate(systems)
-    ]
+    lines = [system_line(s, width, d.top_n if not i else None) for i, s in enumerate(systems)]
     if len(systems) > 1:
         lines[0] += "   <- the decision is about this system"
     if questions:
         lines.append(f"judged {questions}")
-    cost, currency = decision.get("cost_this_run"), decision.get("currency") or ""
+    cost, currency = d.cost_this_run, d.currency
     cost_text = (
         f"cost this run {_number(cost, '.2f')} {currency}".rstrip()
-        + f" (all calls {_number(decision.get('cost_total'), '.2f')} {currency})".rstrip()
+        + f" (all calls {_number(d.cost_total, '.2f')} {currency})".rstrip()
     )
     if calls:  # the plan and the run's calls in the plan's words (`cube.run.reconcile`)
         lines += [calls, cost_text[0].upper() + cost_text[1:]]
     else:
-        lines.append(
-            f"calls: {decision.get('calls_total', 'n/a')} ({decision.get('calls_cached', 'n/a')} "
-            f"from the cache), {cost_text}"
-        )
+        lines.append(f"calls: {d.calls_total} ({d.calls_cached} from the cache), {cost_text}")
     lines.append(f"report: {report}")
     return lines

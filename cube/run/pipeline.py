@@ -26,7 +26,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -36,16 +36,22 @@ from cube.run.evaluate import ANALYSIS_SCORE_COLUMNS, primary_system, system_top
 from cube.run.notebook import Run
 from cube.run.questions import build_question_set, unusable_questions
 
+if TYPE_CHECKING:
+    from cube.run.record import SequentialRecord
+
 
 def corpus_stage(run: Run) -> pd.DataFrame:
     """Build the knowledge base (demo generator or the user's file) and save it."""
     from cube.kb.corpus import build_corpus
+    from cube.run.record import CorpusRecord
 
     corpus = build_corpus(run.params, base_dir=run.base_dir)
     run.save("corpus", corpus)
-    run.record(
-        corpus_items=len(corpus),
-        corpus_synthetic=bool(corpus.get("synthetic", pd.Series([False])).all()),
+    run.write_record(
+        CorpusRecord(
+            corpus_items=len(corpus),
+            corpus_synthetic=bool(corpus.get("synthetic", pd.Series([False])).all()),
+        )
     )
     return corpus
 
@@ -59,11 +65,12 @@ def questions_stage(run: Run) -> pd.DataFrame:
     than `questions.min_usable_share` stops the run with one line naming the reasons. Page 02 shows
     the screen's counts and examples (`question_screen_table`)."""
     from cube.kb.questions import QuestionError
+    from cube.run.record import QuestionsRecord
 
     corpus = run.load("corpus")
     questions = build_question_set(run.params, corpus, run.paths.cache)
     screen = screen_question_set(run.params, corpus, questions)
-    run.record(question_screen=screen)
+    run.write_record(QuestionsRecord(question_screen=screen))
     stop = too_few_usable(run.params, screen)
     if stop:
         run.save("questions_failed", questions[questions["error"].fillna("").ne("")])
@@ -84,7 +91,7 @@ def questions_stage(run: Run) -> pd.DataFrame:
 
     questions = reached_questions(run, corpus, questions)
     run.save("questions", questions)
-    run.record(questions=len(questions), questions_failed=int(failed.sum()))
+    run.write_record(QuestionsRecord(questions=len(questions), questions_failed=int(failed.sum())))
     return questions
 
 
@@ -185,15 +192,15 @@ def question_set(
 def question_screen_table(run: Run) -> pd.DataFrame:
     """Page 02's screen table: per reason (and `usable`) the questions, their share and examples;
     one row saying why when the run's questions were not screened."""
-    rec = run.record().get("question_screen") or {}
-    if rec.get("table"):  # screened, or an imported file's questions left out
-        return pd.DataFrame(rec["table"])[["reason", "questions", "share", "examples"]]
-    why = rec.get("why", "questions_stage has not run")
+    rec = run.read_record().questions.question_screen
+    if rec is not None and rec.table:  # screened, or an imported file's questions left out
+        return pd.DataFrame(rec.table)[["reason", "questions", "share", "examples"]]
+    why = rec.why if rec is not None else "questions_stage has not run"
     return pd.DataFrame(
         [
             {
                 "reason": f"not screened: {why}",
-                "questions": rec.get("questions"),
+                "questions": rec.questions if rec is not None else None,
                 "share": float("nan"),
                 "examples": "",
             }
@@ -205,7 +212,7 @@ def judge_pilot_table(run: Run) -> pd.DataFrame:
     """Page 03's table of the LLM judges' pilots: calls, replies, their dimension scores, the parsed
     scores and their share, the decision, the calls not sent and example replies that did not
     parse."""
-    pilots = run.record().get("judge_pilot") or {}
+    pilots = run.read_record().scores.judge_pilot or {}
     if not pilots:
         return pd.DataFrame([{"judge": "(no LLM judge with a pilot)"}])
     return pd.DataFrame(
@@ -222,26 +229,32 @@ def judge_pilot_table(run: Run) -> pd.DataFrame:
 
 def answers_stage(run: Run) -> pd.DataFrame:
     """Answer the question set with every system (`rag`) and write the two bound sets."""
-    from cube.run.sequential import driver_failures
+    from cube.llm import CallLog
     from cube.systems import build_answers
 
     run.require("corpus", "questions")  # one message naming every stage to run first
     corpus, questions = run.load("corpus"), run.load("questions")
-    with driver_failures(run):  # a call the sequential driver sent that failed stays failed
-        answers = build_answers(run.params, corpus, questions, run.paths.cache)
+    # the driver ran in this stage, just before: a call it sent that failed stays failed
+    driver = run.read_record().sequential.sequential
+    calls = CallLog(replay=driver.failed_calls) if driver is not None else None
+    answers = build_answers(run.params, corpus, questions, run.paths.cache, calls=calls)
     run.save("answers", answers)
-    run.record(
-        answers=len(answers),
-        answers_failed=int((answers["error"].fillna("") != "").sum()),
-        answers_dropped={k: int(v) for k, v in answers.attrs.get("dropped", {}).items()},
-        # retrieved ids or passages that named no knowledge-base document, per system
-        answers_unmapped={k: int(v) for k, v in answers.attrs.get("unmapped", {}).items()},
-        # per system: passages and ids read, and those that did not map (apart)
-        answers_retrieval=answers.attrs.get("retrieval", {}),
-        # per system whose retrieval was not measured (too much did not map): why, and the fix
-        answers_unmeasured=answers.attrs.get("unmeasured", {}),
-        # per system whose calls failed: how many, and each reason (status, body excerpt) counted
-        answers_failures=answers.attrs.get("failures", {}),
+    from cube.run.record import AnswersRecord
+
+    run.write_record(
+        AnswersRecord(
+            answers=len(answers),
+            answers_failed=int((answers["error"].fillna("") != "").sum()),
+            answers_dropped={k: int(v) for k, v in answers.attrs.get("dropped", {}).items()},
+            # retrieved ids or passages that named no knowledge-base document, per system
+            answers_unmapped={k: int(v) for k, v in answers.attrs.get("unmapped", {}).items()},
+            # per system: passages and ids read, and those that did not map (apart)
+            answers_retrieval=answers.attrs.get("retrieval", {}),
+            # per system whose retrieval was not measured (too much did not map): why, and the fix
+            answers_unmeasured=answers.attrs.get("unmeasured", {}),
+            # per system whose calls failed: how many, and each reason (status, body excerpt)
+            answers_failures=answers.attrs.get("failures", {}),
+        )
     )
     return answers
 
@@ -252,22 +265,41 @@ def scores_stage(run: Run) -> pd.DataFrame:
     Each LLM judge starts with its pilot (`judges[].pilot`, `cube.judges.scoring.pilot_decision`);
     the pilots' decisions go to `results.json` (`judge_pilot`, shown on page 03 by
     `judge_pilot_table`), a stopped judge also to a warning with example replies."""
-    from cube.judges import load_dimensions, make_judges, score_answers
+    from cube.run.sequential import driver_outcome
 
     run.require("corpus", "questions", "answers")
     corpus, questions, answers = run.load("corpus"), run.load("questions"), run.load("answers")
-    from cube.run.sequential import driver_failures, driver_pilots, driver_replayed
 
-    judges = driver_pilots(run, make_judges(run.params, run.paths.cache))  # no second pilot
+    # the sequential driver's outcome, an argument from stage 02's record (None: no driver, or
+    # this stage took it already)
+    outcome = driver_outcome(run.read_record())
+    return _scores_stage(run, corpus, questions, answers, outcome)
+
+
+def _scores_stage(
+    run: Run,
+    corpus: pd.DataFrame,
+    questions: pd.DataFrame,
+    answers: pd.DataFrame,
+    outcome: SequentialRecord | None,
+) -> pd.DataFrame:
+    """Stage 03 with the sequential driver's outcome as its argument: its failed calls fail again
+    with their reasons (not sent) and its pilots are not run a second time; the stage's record
+    says it took them (`driver_taken`), so a later run of this stage asks them anew."""
+    from cube.judges import load_dimensions, make_judges, score_answers
+    from cube.llm import CallLog
+    from cube.run.record import ScoresRecord
+    from cube.run.sequential import driver_taken, with_driver_pilots
+
+    calls = CallLog(replay=outcome.failed_calls) if outcome is not None else None
+    judges = with_driver_pilots(make_judges(run.params, run.paths.cache, calls), outcome)
     dimensions = load_dimensions(run.params, base_dir=run.base_dir)
-    with driver_failures(run):  # a call the sequential driver sent that failed stays failed
-        scores = score_answers(answers, judges, dimensions, corpus, questions=questions)
-        run.save("scores", scores)
-        # the judging pilots' reports, taken before the audit scores its probes with the judges
-        pilots = [j.pilot_report for j in judges if j.pilot_report]
-        n_judge = stage_judge_calls(judges, answers, corpus, questions, dimensions, scores)
-        audit, n_audit = audit_stage(run, judges, dimensions, corpus, questions, answers, n_judge)
-    driver_replayed(run)  # a later run of this stage alone asks the driver's failed calls again
+    scores = score_answers(answers, judges, dimensions, corpus, questions=questions)
+    run.save("scores", scores)
+    # the judging pilots' reports, taken before the audit scores its probes with the judges
+    pilots = [j.pilot_report for j in judges if j.pilot_report]
+    n_judge = stage_judge_calls(judges, answers, corpus, questions, dimensions, scores)
+    audit, n_audit = audit_stage(run, judges, dimensions, corpus, questions, answers, n_judge)
     # calls in flight reached (issue 15), per judge with an endpoint; always written, so that a
     # re-run whose calls were all cached does not keep the previous run's figures (record() merges
     # keys)
@@ -276,14 +308,18 @@ def scores_stage(run: Run) -> pd.DataFrame:
         for j in judges
         if hasattr(j.model, "concurrency_record")
     }
-    run.record(
-        scores=len(scores),
-        scores_unscored=int(scores["score"].isna().sum()),
-        judge_concurrency=concurrency,
-        judge_pilot={p["judge"]: {k: v for k, v in p.items() if k != "judge"} for p in pilots},
-        audit_judgments=len(audit),
-        audit_calls=n_audit,
-        audit_share_of_judge_calls=round(n_audit / n_judge, 4) if n_judge else None,
+    run.write_record(
+        ScoresRecord(
+            scores=len(scores),
+            scores_unscored=int(scores["score"].isna().sum()),
+            judge_concurrency=concurrency,
+            judge_pilot={p["judge"]: {k: v for k, v in p.items() if k != "judge"} for p in pilots},
+            audit_judgments=len(audit),
+            audit_calls=n_audit,
+            audit_share_of_judge_calls=round(n_audit / n_judge, 4) if n_judge else None,
+            # set only when taken: a later run of this stage keeps saying this drive was taken
+            **({"driver_taken": driver_taken(outcome)} if outcome is not None else {}),
+        )
     )
     for p in pilots:
         if p["decision"] == "stopped":

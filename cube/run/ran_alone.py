@@ -255,11 +255,11 @@ def _params_yaml_otherwise(
 
 def _with_readers(found: dict[str, str], stems: list[str]) -> dict[str, str]:
     """`found` and every stage reading the data of one of them, in order, with the reason."""
-    from cube.run.stages import stage_spec
+    from cube.run.stages import stage_inputs
 
     for stem in stems:
-        spec = stage_spec(stem, [s for s in stems if s < stem])
-        if stem not in found and (inp := next((i for i in spec.inputs if i in found), None)):
+        inputs = stage_inputs(stem, stems)
+        if stem not in found and (inp := next((i for i in inputs if i in found), None)):
             found[stem] = f"it reads the data of {inp}"
     return found
 

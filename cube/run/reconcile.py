@@ -145,14 +145,16 @@ def _gaps(
 def read_calls_line(results: Path, manifest: Path) -> str:
     """`calls_line` of a run folder: the plan and the early stop from `results.json`, the usage
     from `manifest.json` ('' when either is missing or the plan could not be made)."""
+    from cube.run.record import read_record
+
     try:
-        recorded = json.loads(results.read_text(encoding="utf-8"))
+        recorded = read_record(results)
         usage = json.loads(manifest.read_text(encoding="utf-8")).get("usage")
-    except (OSError, ValueError):
+    except (OSError, ValueError):  # RecordError is a ValueError
         return ""
-    plan = recorded.get("plan") if isinstance(recorded, dict) else None
+    plan = recorded.plan.plan
     if not isinstance(plan, list) or not isinstance(usage, list):
         return ""
-    sequential = recorded.get("sequential") or {}
-    saved = (sequential.get("calls") or {}).get("saved") if isinstance(sequential, dict) else None
+    sequential = recorded.sequential.sequential
+    saved = (sequential.calls or {}).get("saved") if sequential is not None else None
     return calls_line(plan, usage, _int(saved) if saved is not None else None)

@@ -39,19 +39,20 @@ stages after it are the ordinary notebooks on the questions it reached:
 6. **The same outcome after it.** Failures are never cached (a later run asks again), so the
    record keeps the calls the driver sent that failed (`failed_calls`: cache key -> reason) and
    its judges' pilot decisions (`judge_pilot`, with the pilot's call keys for a judge it stopped).
-   Within the run, stages 02 and 03 take them (`driver_failures`, `driver_pilots`): a failed call
+   Within the run, stages 02 and 03 take them as arguments from stage 02's record
+   (`driver_outcome`, `with_driver_pilots`, `cube.run.record.SequentialRecord`): a failed call
    stays failed with its reason, not sent again, and a pilot is not run a second time (a stopped
    judge is sent nothing more), so the looks and the report rest on the same judgments. Stage 03
-   takes them once (`driver_replayed`): a later run of stage 03 alone, or of the driver, asks every
-   call anew. Only LLM calls' failures are kept (`cube.llm.failures_recorded`): an answer of a
+   takes them once per drive (`drive_id`; its own record says which it took, `driver_taken`): a
+   later run of stage 03 alone, or of the driver, asks every call anew. Only LLM calls' failures
+   are kept (the driver's models record them in a `cube.llm.CallLog`, an argument): an answer of a
    Python or RAGFlow system that failed in the driver is asked again by stage 02.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
+import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -62,6 +63,7 @@ import pandas as pd
 from scipy.stats import norm
 
 from cube.config.params import Params
+from cube.llm import CallLog
 from cube.method.sequential import (
     MIN_GROUPS,
     Look,
@@ -75,6 +77,7 @@ from cube.method.sequential import (
     rule_problems,
 )
 from cube.run.notebook import Run
+from cube.run.record import DriverRecord, DriverTaken, RunRecord, SequentialRecord
 
 JACKKNIFE_GROUPS = 40  # leave-out groups of a look (`cube.method.sequential.jackknife_groups`)
 COST_ROLES = ("answering", "judging", "audit")  # the calls the record counts (not question writing)
@@ -295,7 +298,7 @@ class _State:
     decisions: dict[str, LookDecision] = field(default_factory=dict)
     excluded: dict[str, str] = field(default_factory=dict)  # judge -> why it left the look's jury
     failures: dict[str, Any] = field(default_factory=dict)  # failed answers and judgments so far
-    failed_calls: dict[str, str] = field(default_factory=dict)  # cache key -> reason, every call
+    calls: CallLog = field(default_factory=CallLog)  # every failed LLM call: cache key -> reason
     pilots: dict[str, dict[str, Any]] = field(default_factory=dict)  # judge -> its pilot's outcome
 
 
@@ -310,7 +313,9 @@ def _judge_batch(run: Run, judges, dims, corpus, questions: pd.DataFrame, state:
     from cube.run.evaluate import ANALYSIS_SCORE_COLUMNS
     from cube.systems import build_answers
 
-    answers = build_answers(run.params, corpus, questions, run.paths.cache, progress=False)
+    answers = build_answers(
+        run.params, corpus, questions, run.paths.cache, progress=False, calls=state.calls
+    )
     scores = score_answers(answers, judges, dims, corpus, questions=questions, progress=False)
     _note_pilots(judges, scores, state)
     state.ids += questions["question_id"].astype(str).tolist()
@@ -393,7 +398,7 @@ def _calls_per_question(judges, dims, corpus, questions, state: _State) -> float
     return n / max(len(state.ids), 1)
 
 
-def drive(run: Run, corpus: pd.DataFrame, questions: pd.DataFrame) -> dict[str, Any]:
+def drive(run: Run, corpus: pd.DataFrame, questions: pd.DataFrame) -> SequentialRecord:
     """Run the sequential evaluation over the question set (module docstring); returns the record
     `sequential` (also written to results.json).
 
@@ -401,7 +406,6 @@ def drive(run: Run, corpus: pd.DataFrame, questions: pd.DataFrame) -> dict[str, 
         SequentialError: `analysis.sequential` is invalid for this set (every problem named).
     """
     from cube.judges import load_dimensions, make_judges
-    from cube.llm import failures_recorded
 
     params = run.params
     problems = sequential_problems(params, len(questions))
@@ -412,24 +416,24 @@ def drive(run: Run, corpus: pd.DataFrame, questions: pd.DataFrame) -> dict[str, 
         "question_id", drop=False
     )
     units = unit_of(params, by_id, corpus)
-    judges = make_judges(params, run.paths.cache)
-    dims = load_dimensions(params, base_dir=run.base_dir)
     state, rule, why, stopped = _State(), stop_rule(params), None, False
+    judges = make_judges(params, run.paths.cache, calls=state.calls)
+    dims = load_dimensions(params, base_dir=run.base_dir)
     active = judges
-    with failures_recorded() as state.failed_calls:
-        for i, ids in enumerate(batches(units, sp.batch, sp.seed)):
-            _judge_batch(run, active, dims, corpus, by_id.loc[ids], state)
-            if i == 0:  # the judge calls per question are known once a batch is judged
-                per_q = _calls_per_question(judges, dims, corpus, by_id.loc[state.ids], state)
-                rule, why = raised_rule(params, per_q, len(questions))
-                active = _after_pilot(judges, state)
-            if _look(run, units, rule, state):
-                stopped = len(state.ids) < len(questions)
-                break
-        used = by_id.loc[state.ids]
-        _audit_calls(run, judges, dims, corpus, used, state)
+    # every LLM call the driver's systems and judges send that fails is added to state.calls
+    for i, ids in enumerate(batches(units, sp.batch, sp.seed)):
+        _judge_batch(run, active, dims, corpus, by_id.loc[ids], state)
+        if i == 0:  # the judge calls per question are known once a batch is judged
+            per_q = _calls_per_question(judges, dims, corpus, by_id.loc[state.ids], state)
+            rule, why = raised_rule(params, per_q, len(questions))
+            active = _after_pilot(judges, state)
+        if _look(run, units, rule, state):
+            stopped = len(state.ids) < len(questions)
+            break
+    used = by_id.loc[state.ids]
+    _audit_calls(run, judges, dims, corpus, used, state)
     record = _record(run, rule, why, questions, used, state, stopped)
-    run.record(sequential=record)
+    run.write_record(DriverRecord(sequential=record))
     return record
 
 
@@ -641,13 +645,14 @@ def _record(
     used: pd.DataFrame,
     state: _State,
     stopped: bool,
-) -> dict[str, Any]:
-    """The record `sequential` of results.json (its schema: docs/how-to/sequential.md)."""
+) -> SequentialRecord:
+    """The record `sequential` of results.json (its schema: docs/how-to/sequential.md); a new
+    `drive_id`, so that stage 03 takes this drive's outcome once (`driver_outcome`)."""
     calls_used, cost_used = _calls_and_cost(run, list(state.ids))
     calls_full, cost_full = _calls_and_cost(run, None)
     sp = run.params.analysis.sequential
     watched = watched_systems(run.params)
-    return {
+    fields = {
         "stop": rule.stop,
         "batch": rule.batch,
         "min_questions": rule.min_questions,
@@ -678,60 +683,49 @@ def _record(
         "excluded_judges": dict(state.excluded),
         "failures": state.failures,
         "judge_pilot": state.pilots,
-        "failed_calls": dict(sorted(state.failed_calls.items())),
+        "failed_calls": dict(sorted(state.calls.failed.items())),
+        "drive_id": uuid.uuid4().hex,
     }
+    return SequentialRecord(**fields)
 
 
-def _driver_record(run: Run) -> dict[str, Any]:
-    """The `sequential` record of this run's driver ({} when it did not run)."""
-    from cube.run.evaluate import recorded
-
-    rec = recorded(run).get("sequential")
-    return rec if isinstance(rec, dict) else {}
-
-
-def _to_replay(run: Run) -> dict[str, Any]:
-    """The driver's record while its outcomes are still to be taken by stage 03 ({} once stage 03
-    took them, `driver_replayed`, or when the driver did not run)."""
-    rec = _driver_record(run)
-    return {} if rec.get("replayed") else rec
+def driver_outcome(record: RunRecord) -> SequentialRecord | None:
+    """The driver's outcome stage 03 has still to take (its failed calls and pilots): the
+    driver's record, unless stage 03's own record says it took this drive already (a later run of
+    stage 03 alone then asks every call anew, as any run does); None when the driver did not run."""
+    seq = record.sequential.sequential
+    taken = record.scores.driver_taken
+    if seq is None or (taken is not None and taken.drive_id == seq.drive_id):
+        return None
+    return seq
 
 
-def driver_replayed(run: Run) -> None:
-    """Stage 03 took the driver's failed calls and pilot decisions: marked in the record, so that a
-    later run of stage 03 alone (its failed calls to retry, stage 02 up to date and not run again)
-    asks them again as any run does, instead of replaying the old failures for ever."""
-    rec = _driver_record(run)
-    if rec and not rec.get("replayed"):
-        run.record(sequential={**rec, "replayed": True})
+def driver_taken(outcome: SequentialRecord | None) -> DriverTaken | None:
+    """What stage 03 writes in its own record when it took the driver's outcome."""
+    if outcome is None:
+        return None
+    return DriverTaken(
+        drive_id=outcome.drive_id,
+        failed_calls=len(outcome.failed_calls),
+        pilots=sorted(outcome.judge_pilot),
+    )
 
 
-@contextmanager
-def driver_failures(run: Run) -> Iterator[None]:
-    """Inside the block (stages 02 and 03 right after the driver), a call the driver sent that
-    failed is not sent again: it fails with the driver's reason (`cube.llm.failures_replayed`).
-    Nothing changes in a run whose driver did not run, nor once stage 03 took the driver's
-    outcomes (`driver_replayed`)."""
-    from cube.llm import failures_replayed
-
-    with failures_replayed(_to_replay(run).get("failed_calls") or {}):
-        yield
-
-
-def driver_pilots(run: Run, judges: list) -> list:
+def with_driver_pilots(judges: list, outcome: SequentialRecord | None) -> list:
     """The judges of stage 03 with the driver's pilot outcome: a judge its pilot let go on runs no
     second pilot (its report kept); one it stopped takes its pilot's calls again and sends nothing
-    (`Judge.pilot_calls`). The judges unchanged when the driver did not run."""
-    pilots = _to_replay(run).get("judge_pilot") or {}
+    (`Judge.pilot_calls`). The judges unchanged without an outcome to take."""
+    pilots = outcome.judge_pilot if outcome is not None else {}
     out = []
     for j in judges:
-        outcome = pilots.get(j.name)
-        if not isinstance(outcome, dict) or j.model.offline:
+        pilot = pilots.get(j.name)
+        if not isinstance(pilot, dict) or j.model.offline:
             out.append(j)
             continue
-        report = {k: v for k, v in outcome.items() if k != "calls"}
-        if outcome.get("calls"):
-            out.append(replace(j, pilot_report=report, pilot_calls=frozenset(outcome["calls"])))
+        report = {k: v for k, v in pilot.items() if k != "calls"}
+        calls = pilot.get("calls")
+        if calls:
+            out.append(replace(j, pilot_report=report, pilot_calls=frozenset(map(str, calls))))
         else:
             out.append(replace(j, pilot=0, pilot_report=report))
     return out
@@ -741,12 +735,10 @@ def reached_questions(run: Run, corpus: pd.DataFrame, questions: pd.DataFrame) -
     """Stage 02's question set under `analysis.sequential`: the driver runs (its calls cached) and
     only the questions it reached are kept, in the set's order; without it, the whole set (and an
     earlier run's `sequential` record is cleared)."""
-    from cube.run.evaluate import recorded
-
     if run.params.analysis.sequential is None:
-        if "sequential" in recorded(run):
-            run.record(sequential=None)
+        if "sequential" in run.read_record().sequential.model_fields_set:
+            run.write_record(DriverRecord(sequential=None))
         return questions
     record = drive(run, corpus, questions)
-    keep = set(record["question_ids"])
+    keep = set(record.question_ids)
     return questions[questions["question_id"].astype(str).isin(keep)].reset_index(drop=True)

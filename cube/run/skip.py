@@ -20,15 +20,14 @@ from cube.config.params import Params
 from cube.config.runpaths import RunPaths
 from cube.config.sections import SMALL_RUN_QUESTIONS
 from cube.pages.publish import SKIPPED_FILE
+from cube.run.record import forget
+from cube.run.stages import written_keys
 
 # stage -> its switch in params `stages`
 SWITCHES = {"00_paper_tables": "paper_tables", "12_validation": "validation"}
 QUESTION_STAGE = "02_qa_sets"  # writes the question set (data/questions)
-# the `results.json` keys each optional stage records (`run.record`)
-RESULT_KEYS = {
-    "00_paper_tables": ("paper_table4_max_abs_difference", "paper_table4_reproduced"),
-    "12_validation": ("simulation",),
-}
+# the `results.json` keys each optional stage records (its `Stage.record_writes`)
+RESULT_KEYS = {stage: written_keys(stage) for stage in SWITCHES}
 
 
 def switch(params: Params, stage: str) -> str:
@@ -100,14 +99,7 @@ def forget_skipped(paths: RunPaths, notebook: Path, reason: str) -> None:
         paths.report / "code" / f"{notebook.stem}.html",
     ):
         page.unlink(missing_ok=True)
-    if paths.results.exists():
-        results = json.loads(paths.results.read_text(encoding="utf-8"))
-        if any(k in results for k in RESULT_KEYS.get(notebook.stem, ())):
-            for k in RESULT_KEYS.get(notebook.stem, ()):
-                results.pop(k, None)
-            paths.results.write_text(
-                json.dumps(results, indent=2, ensure_ascii=False), encoding="utf-8"
-            )
+    forget(paths, RESULT_KEYS.get(notebook.stem, ()))
     note_skipped(paths.notebooks, notebook.stem, reason)
 
 

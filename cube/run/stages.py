@@ -4,7 +4,10 @@
   sections listed in `STAGES`, the user files those sections name (corpus, question file,
   imported answers, prompt files, ratings), the `cube` modules the notebook imports (followed
   through their own `cube` imports), the notebook file, and the fingerprints of the stages it
-  takes data from. A section may be a subset of one's keys (`diagnostics.refusal_*`: 02 reads only
+  takes data or run-record parts from (`stage_inputs`: each `Stage` declares the data files and
+  the parts of `cube.run.record.RunRecord` it reads and writes; `upstream` is the one walk of
+  that graph, for fingerprints, provenance and what a re-executed stage makes stale). A section
+  may be a subset of one's keys (`diagnostics.refusal_*`: 02 reads only
   the refusal questions' keys, a failure threshold re-runs 06 and 10). So adding a judge re-runs
   from 03, changing `analysis` re-runs 04-07,
   changing `lexical` re-runs 08 only; 00 (the paper's published tables) reads no params at all.
@@ -39,16 +42,26 @@ from cube.config.project import project_root, shared_values
 
 @dataclass(frozen=True)
 class Stage:
+    """What a stage reads and writes: params, data files and parts of the run record.
+
+    The stage graph is these declarations: a stage's inputs (`stage_inputs`) are the stages whose
+    data files it reads (`inputs`) and those writing the run-record parts it reads
+    (`record_reads`, the parts of `cube.run.record.RunRecord`); its fingerprint, the sections of
+    its provenance, the stages a re-executed one makes stale and the keys a skipped one forgets
+    all follow from them (`upstream`, `record_writer`)."""
+
     # params keys the stage reads: a top-level section, or keys of one (`diagnostics.refusal_*`:
     # a dotted name with a glob for the sub-keys), so a key only later stages read re-runs only them
     sections: tuple[str, ...]
     inputs: tuple[str, ...]  # stages whose data it reads
     writes: tuple[str, ...] = ()  # data files it writes (data/<name>.parquet)
+    record_reads: tuple[str, ...] = ()  # parts of the run record (results.json) it reads
+    record_writes: tuple[str, ...] = ()  # parts of the run record it writes
 
 
 STAGES: dict[str, Stage] = {
-    "00_paper_tables": Stage((), ()),
-    "01_dataset_prep": Stage(("lang", "corpus"), (), ("corpus",)),
+    "00_paper_tables": Stage((), (), record_writes=("paper",)),
+    "01_dataset_prep": Stage(("lang", "corpus"), (), ("corpus",), record_writes=("corpus",)),
     "02_qa_sets": Stage(
         (
             "lang",
@@ -61,27 +74,41 @@ STAGES: dict[str, Stage] = {
         ),
         ("01_dataset_prep",),
         ("questions", "answers", "questions_failed", "refusal_generation", "refusal_answers"),
+        record_writes=("questions", "sequential", "answers", "refusal"),
     ),
     "03_scoring_sets": Stage(
-        ("models", "dimensions", "judges", "audit"), ("02_qa_sets",), ("scores", "audit_scores")
+        ("models", "dimensions", "judges", "audit"),
+        ("02_qa_sets",),
+        ("scores", "audit_scores"),
+        record_reads=("sequential",),  # the driver's outcome: its failed calls and pilots
+        record_writes=("scores",),
     ),
     "04_rank_correlation": Stage(("analysis",), ("03_scoring_sets",)),
     "05_bounds_and_weights": Stage(("analysis",), ("03_scoring_sets",)),
-    "06_cube_score": Stage(
-        ("analysis", "diagnostics"), ("03_scoring_sets",)
-    ),  # the decision states the diagnosis
+    "06_cube_score": Stage(  # the decision states the diagnosis
+        ("analysis", "diagnostics"),
+        ("03_scoring_sets",),
+        record_reads=("answers", "scores"),  # systems not measured; the audit's sample
+        record_writes=("decision",),
+    ),
     "07_human_agreement": Stage(
-        ("lang", "human", "analysis"), ("03_scoring_sets",), ("human_ratings",)
+        ("lang", "human", "analysis"),
+        ("03_scoring_sets",),
+        ("human_ratings",),
+        record_writes=("human",),
     ),
     "08_bleu_rouge": Stage(("lang", "lexical", "human"), ("03_scoring_sets",), ("lexical",)),
-    "09_compare": Stage(("analysis",), ("03_scoring_sets",)),
+    "09_compare": Stage(("analysis",), ("03_scoring_sets",), record_writes=("comparisons",)),
     "10_diagnostics": Stage(
-        ("analysis", "diagnostics"), ("03_scoring_sets", "06_cube_score")
-    ),  # reads 06's sweep reading
-    "11_judge_audit": Stage(("audit", "analysis"), ("03_scoring_sets",)),
-    "12_validation": Stage(
-        ("analysis", "simulation"), ()
-    ),  # simulated runs only: no data of the run
+        ("analysis", "diagnostics"),
+        ("03_scoring_sets",),
+        record_reads=("decision",),  # 06's sweep reading
+        record_writes=("diagnostics",),
+    ),
+    "11_judge_audit": Stage(("audit", "analysis"), ("03_scoring_sets",), record_reads=("scores",)),
+    "12_validation": Stage(  # simulated runs only: no data of the run
+        ("analysis", "simulation"), (), record_writes=("simulation",)
+    ),
 }
 # What stage 02 reads besides its own sections when `analysis.sequential` is on: its driver judges
 # and looks (`cube.run.sequential`), so a change of the judges, the audit or the keys of the CuBE
@@ -119,12 +146,53 @@ def producer(data_name: str) -> str | None:
     return next((s for s, spec in STAGES.items() if data_name in spec.writes), None)
 
 
+def record_writer(part: str) -> str | None:
+    """The stage writing a part of the run record (None: written by `cube run` itself, `plan`)."""
+    return next((s for s, spec in STAGES.items() if part in spec.record_writes), None)
+
+
+def stage_inputs(name: str, stems: list[str] | None = None) -> tuple[str, ...]:
+    """The stages `name` takes something from: those whose data it reads, then those writing the
+    record parts it reads, unless already upstream (so a part read from a stage its data come
+    through adds nothing). `stems`: the run's notebooks (an unknown one reads every earlier)."""
+    earlier = None if stems is None else [s for s in stems if s < name]
+    spec = stage_spec(name, earlier)
+    out = list(spec.inputs)
+    for part in spec.record_reads:
+        writer = record_writer(part)
+        # an earlier stage only: the graph stays acyclic
+        if writer and writer < name and writer not in upstream(name, stems, out):
+            out.append(writer)
+    return tuple(out)
+
+
+def upstream(
+    name: str, stems: list[str] | None = None, direct: list[str] | None = None
+) -> list[str]:
+    """Every stage `name` depends on, transitively, ancestors first (the one walk of the stage
+    graph: fingerprints, provenance, staleness). `direct`: its inputs, when already known."""
+    out: list[str] = []
+    for inp in direct if direct is not None else stage_inputs(name, stems):
+        out += [s for s in upstream(inp, stems) if s not in out]
+        if inp not in out:
+            out.append(inp)
+    return out
+
+
+def written_keys(stage: str) -> tuple[str, ...]:
+    """The results.json keys a stage writes: what a stale or skipped stage's run forgets."""
+    from cube.run.record import RunRecord
+
+    parts = RunRecord.parts()
+    return tuple(k for p in stage_spec(stage).record_writes for k in parts[p].model_fields)
+
+
 def upstream_sections(name: str) -> list[str]:
     """The sections a stage's data depend on: its own and, transitively, its inputs'."""
-    spec, seen = stage_spec(name), []
-    for inp in spec.inputs:
-        seen += [s for s in upstream_sections(inp) if s not in seen]
-    return seen + [s for s in spec.sections if s not in seen]
+    seen: list[str] = []
+    for stage in upstream(name):
+        seen += [s for s in stage_spec(stage).sections if s not in seen]
+    return seen + [s for s in stage_spec(name).sections if s not in seen]
 
 
 # The fields of a model spec that change no reply (`cube.llm.cache.key_payload` leaves them out
@@ -417,8 +485,9 @@ def stage_fingerprints(params: Params, notebooks: list[Path], root: Path) -> dic
     docstring)."""
     prints: dict[str, str] = {}
     by_stem: dict[str, str] = {}
+    stems = [p.stem for p in notebooks]
     for nb in notebooks:
-        spec = stage_spec(nb.stem, [p.stem for p in notebooks if p.stem < nb.stem])
+        spec = stage_spec(nb.stem, [s for s in stems if s < nb.stem])
         h = hashlib.sha256()
         h.update(nb.read_text(encoding="utf-8").encode())
         sections = spec.sections
@@ -429,7 +498,7 @@ def stage_fingerprints(params: Params, notebooks: list[Path], root: Path) -> dic
         # sequential driver of stage 02, which judged with it)
         h.update(files_digest(params, sections, root).encode())
         h.update(modules_digest(notebook_code(nb)).encode())
-        for inp in spec.inputs:
+        for inp in stage_inputs(nb.stem, stems):
             h.update(by_stem.get(inp, f"<{inp} absent>").encode())
         by_stem[nb.stem] = prints[nb.name] = h.hexdigest()
     return prints

@@ -11,7 +11,6 @@ in a run are skipped as usual), and
 from __future__ import annotations
 
 import itertools
-import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -122,19 +121,17 @@ def run_sweep(
                 }
             )  # no report: link its params
             continue
-        results_file = summary.paths.results
-        results = (
-            json.loads(results_file.read_text(encoding="utf-8")) if results_file.exists() else {}
-        )
-        decision = results.get("decision") if isinstance(results.get("decision"), dict) else {}
+        from cube.run.record import read_record
+
+        decision = read_record(summary.paths.results).decision.decision
         rows.append(
             {
                 "run": data["run"],
                 "values": values,
                 "ok": summary.ok,
                 "href": href,
-                "cube": decision.get("cube_score"),
-                "verdict": decision.get("verdict", ""),
+                "cube": decision.cube_score if decision is not None else None,
+                "verdict": decision.verdict if decision is not None else "",
             }
         )
     index = folder / "index.html"

@@ -33,6 +33,7 @@ of a question agree on the system's retrieval outcome (the analysis groups by it
 
 from __future__ import annotations
 
+import inspect
 import json
 import warnings
 from pathlib import Path
@@ -46,7 +47,7 @@ from cube.config.sections import (
     AnalysisParams,
     BuiltinSystem,
 )
-from cube.llm import make_model
+from cube.llm import CallLog, make_model
 from cube.systems import extractive  # noqa: F401  (registers the offline extractive answerer with cube.llm)
 from cube.systems.base import ANSWERS_COLUMNS, System, answers_frame
 from cube.systems.kinds import SystemKind, all_kinds, kind_of, system_kind
@@ -86,6 +87,7 @@ def make_system(
     system_params: Any,
     params: Params,
     cache_path: Path | str | None,
+    calls: CallLog | None = None,
 ) -> System:
     """The runnable system a params entry describes, built by its kind (`cube.systems.kinds`).
 
@@ -93,9 +95,13 @@ def make_system(
         system_params: one entry of `params.systems`.
         params: the run params (the answering model and `lang` of builtin systems).
         cache_path: the LLM call cache (`RunPaths.cache`).
+        calls: the failed calls its LLM calls record and replay (`cube.llm.CallLog`).
     """
     path = Path(cache_path) if cache_path else None
-    return kind_of(system_params).build(system_params, params, path)
+    kind = kind_of(system_params)
+    if "calls" in inspect.signature(kind.build).parameters:  # the package's LLM-calling kinds
+        return kind.build(system_params, params, path, calls=calls)
+    return kind.build(system_params, params, path)
 
 
 def answer_bounds(*args: Any, **kwargs: Any) -> pd.DataFrame:
@@ -133,8 +139,10 @@ def build_answers(
     cache_path: Path | str | None,
     *,
     progress: bool = True,
+    calls: CallLog | None = None,
 ) -> pd.DataFrame:
-    """All three QA sets for every system of `params.systems`.
+    """All three QA sets for every system of `params.systems` (`calls`: the failed LLM calls to
+    record and to replay, `cube.llm.CallLog`: the sequential driver's, `cube.run.sequential`).
 
     Runs each system (`rag`), then the bounds ONCE per distinct answering model
     (`params.system_answerer(s)`, compared by its full spec; a python system's `bounds` function
@@ -165,7 +173,7 @@ def build_answers(
     shared = _sweep_retrievals(params, corpus, questions, cache_path)
     systems: dict[str, System] = {}
     for sp in params.systems:
-        system = systems[sp.name] = make_system(sp, params, cache_path)
+        system = systems[sp.name] = make_system(sp, params, cache_path, calls)
         sweep = getattr(sp, "sweep_of", None)
         if (
             sweep in shared
@@ -192,7 +200,7 @@ def build_answers(
             bounds_by_model[key] = systems[sp.name].bounds(questions, corpus, progress=progress)
         elif key not in bounds_by_model:
             model = make_model(
-                params.model(ref), cache_path=Path(cache_path) if cache_path else None
+                params.model(ref), cache_path=Path(cache_path) if cache_path else None, calls=calls
             )
             bounds_by_model[key] = answer_bounds(
                 questions, corpus, model, lang=params.lang, progress=progress

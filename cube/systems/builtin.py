@@ -25,7 +25,7 @@ from cube.config.fence import fence_block, fill_fenced, neutralise_tags
 from cube.config.params import Params
 from cube.config.schema import require_columns
 from cube.config.sections import BuiltinSystem
-from cube.llm import Model, Request
+from cube.llm import CallLog, Model, Request
 from cube.systems.base import System, answers_frame
 from cube.systems.kinds import PlanContext, Planned, SystemKind, register
 from cube.systems.region_filter import RegionFilter
@@ -167,13 +167,16 @@ class BuiltinRAG(System):
 
 
 # --------------------------------------------------------------------------- the kind
-def _build(entry: BuiltinSystem, params: Params, cache_path: Path | None) -> BuiltinRAG:
+def _build(
+    entry: BuiltinSystem, params: Params, cache_path: Path | None, calls: CallLog | None = None
+) -> BuiltinRAG:
+    """The system; `calls`: the failed calls its answerer records and replays (`CallLog`)."""
     from cube.llm import make_model
 
     spec = params.model(params.system_answerer(entry))
     return BuiltinRAG(
         entry,
-        make_model(spec, cache_path=Path(cache_path) if cache_path else None),
+        make_model(spec, cache_path=Path(cache_path) if cache_path else None, calls=calls),
         lang=params.lang,
     )
 

@@ -40,7 +40,7 @@ from cube.config.http_system import PLACEHOLDER, HttpSystem, fill_json_text, pla
 from cube.config.model_spec import ModelSpec
 from cube.config.params import Params
 from cube.config.schema import require_columns
-from cube.llm import JsonWire, MalformedReply, OpenAIModel, Request, Response
+from cube.llm import CallLog, JsonWire, MalformedReply, OpenAIModel, Request, Response
 from cube.llm.json_wire import secret_digest
 from cube.systems.base import System, answers_frame
 from cube.systems.kinds import SystemKind, SystemProbe, excerpt, extracted, register
@@ -99,11 +99,20 @@ class HttpRAG(System):
         answerer: the name of the model the service answers with (the `answerer` column).
         lang: the run's language (`{lang}`).
         cache_path: the call cache (`RunPaths.cache`); None: no persistence.
+        calls: the failed calls to record and replay (`cube.llm.CallLog`).
     """
 
     kind = "http"
 
-    def __init__(self, spec: HttpSystem, *, answerer: str, lang: str, cache_path: Path | None):
+    def __init__(
+        self,
+        spec: HttpSystem,
+        *,
+        answerer: str,
+        lang: str,
+        cache_path: Path | None,
+        calls: CallLog | None = None,
+    ):
         super().__init__(spec.name)
         self.spec, self.answerer, self.lang = spec, answerer, lang
         self.paths = {
@@ -132,7 +141,7 @@ class HttpRAG(System):
                 {h: os.environ.get(var, "") for h, var in spec.header_env.items()}
             ),
         )
-        self.model = OpenAIModel(model_spec, cache_path=cache_path, wire=wire)
+        self.model = OpenAIModel(model_spec, cache_path=cache_path, wire=wire, calls=calls)
 
     # ------------------------------------------------------------------ one reply
     def _find(self, key: str, data: Any) -> Any:
@@ -266,10 +275,13 @@ class HttpRAG(System):
 
 
 # --------------------------------------------------------------------------- the kind
-def _build(entry: HttpSystem, params: Params, cache_path: Path | None) -> HttpRAG:
+def _build(
+    entry: HttpSystem, params: Params, cache_path: Path | None, calls: CallLog | None = None
+) -> HttpRAG:
+    """The system; `calls`: the failed calls it records and replays (`cube.llm.CallLog`)."""
     answerer = params.model_name(params.system_answerer(entry))
     path = Path(cache_path) if cache_path else None
-    return HttpRAG(entry, answerer=answerer, lang=params.lang, cache_path=path)
+    return HttpRAG(entry, answerer=answerer, lang=params.lang, cache_path=path, calls=calls)
 
 
 def _probe(entry: HttpSystem, params: Params, q: pd.DataFrame, corpus: pd.DataFrame) -> SystemProbe:

@@ -390,3 +390,17 @@ def test_results_carry_the_diagnostics(e2e):
         "bm25-top8"
     ]  # the imported system holds no answers to refusal questions
     assert refusal["n_unanswerable"] == 30 and 0 <= refusal["refusal_accuracy"] <= 1
+
+
+def test_results_json_validates_against_the_run_record(e2e):
+    """Every key a whole run writes is a field of `RunRecord` (an unknown key or a value of another
+    shape would be refused), the file is the record's current version, and it reads back equal."""
+    from cube.run.record import RECORD_VERSION, RunRecord
+
+    raw = json.loads((e2e["root"] / "results.json").read_text(encoding="utf-8"))
+    record = RunRecord.from_json(raw, "e2e results.json")
+    assert raw["version"] == RECORD_VERSION and list(raw)[0] == "version"
+    assert json.dumps(record.as_json(), sort_keys=True, default=float) == json.dumps(
+        raw, sort_keys=True, default=float
+    )
+    assert record.decision.decision is not None and record.scores.audit_sample is not None

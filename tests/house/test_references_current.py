@@ -26,10 +26,21 @@ def test_committed_reference_is_what_the_code_generates(tmp_path, name):
     )
 
 
-def test_docs_reference_command_writes_both_pages(tmp_path, capsys):
+def test_docs_reference_command_writes_every_page(tmp_path, capsys):
     assert main(["docs-reference", str(tmp_path / "out")]) == 0
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["cli.md", "params.md"]
-    assert capsys.readouterr().out.count(".md") == 2
+    names = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert names == ["cli.md", "params.md", "results.md"]
+    assert capsys.readouterr().out.count(".md") == 3
+
+
+def test_committed_results_reference_is_what_the_record_generates():
+    from cube.run.record import results_reference
+
+    committed = COMMITTED / "results.md"
+    assert committed.is_file(), f"docs/reference/results.md is missing: run `{REGENERATE}`"
+    assert committed.read_text(encoding="utf-8") == results_reference(), (
+        f"docs/reference/results.md differs from what the code generates: run `{REGENERATE}`"
+    )
 
 
 def test_cli_reference_names_every_subcommand_and_option():

@@ -829,23 +829,26 @@ def test_two_processes_upgrading_an_old_cache_at_once_both_open_it(tmp_path: Pat
 
 
 def test_a_recorded_failure_is_replayed_not_sent_also_inside_a_running_loop(tmp_path: Path) -> None:
-    """`failures_recorded` collects the calls that failed; inside `failures_replayed` those calls
-    fail again with the same reason without being sent, also from a running event loop (Jupyter:
-    `run_sync` works in a thread with the caller's context), while an answered call is cached and
-    any other call is sent as usual; outside the block a failed call is sent again."""
-    from cube.llm import failures_recorded, failures_replayed
+    """A model given a `CallLog` adds every call that failed to its `failed`; a model given those
+    as its `replay` fails them again with the same reason without sending them, also from a
+    running event loop (Jupyter: `run_sync` works in a thread), while an answered call is cached
+    and any other call is sent as usual; a model without the log sends a failed call again. The
+    log is an argument of the model, never ambient state."""
+    from cube.llm import CallLog
 
     with OpenAIServer() as server:
         server.fail("400", times=None, when=lambda b: "question 1" in json.dumps(b))
-        model = make_model(spec_for(server.url), tmp_path / "c.sqlite")
-        with failures_recorded() as failed:
-            first = model.complete(reqs(3), role="judging", progress=False)
+        log = CallLog()
+        model = make_model(spec_for(server.url), tmp_path / "c.sqlite", calls=log)
+        first = model.complete(reqs(3), role="judging", progress=False)
         assert [r.ok for r in first] == [True, False, True]
-        assert failed == {first[1].call_id: first[1].error} and server.requests_total == 3
+        assert log.failed == {first[1].call_id: first[1].error} and server.requests_total == 3
+        replaying = make_model(
+            spec_for(server.url), tmp_path / "c.sqlite", calls=CallLog(replay=log.failed)
+        )
 
         async def in_a_loop() -> list[Response]:  # complete() from inside a running loop
-            with failures_replayed(failed):
-                return model.complete(reqs(4), role="judging", progress=False)
+            return replaying.complete(reqs(4), role="judging", progress=False)
 
         server.reset_stats()
         again = asyncio.run(in_a_loop())
@@ -853,7 +856,8 @@ def test_a_recorded_failure_is_replayed_not_sent_also_inside_a_running_loop(tmp_
         assert not again[1].ok and again[1].error == first[1].error
         assert again[1].call_id == first[1].call_id and again[1].cost in (None, 0, 0.0)
         assert again[0].ok and again[0].cached and again[3].ok
-        model.complete(reqs(2), role="judging", progress=False)  # outside: asked again
+        plain = make_model(spec_for(server.url), tmp_path / "c.sqlite")
+        plain.complete(reqs(2), role="judging", progress=False)  # no log: asked again
         assert server.requests_total == 2
 
 

@@ -273,7 +273,9 @@ def test_notebook_06_cells_write_the_section_on_a_tiny_run_folder(tmp_path, raw)
     from cube.run import open_run
 
     run = open_run(ROOT / "params" / "default.yaml", tmp_path / "run")
-    run.record(sequential=raw)
+    from cube.run.record import DriverRecord
+
+    run.write_record(DriverRecord(sequential=raw))
     shown: list = []
     ns = {"run": run, "display": shown.append}
     exec(_cells("cell-01"), ns)  # noqa: S102 - the notebook's own code

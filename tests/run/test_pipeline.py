@@ -231,7 +231,11 @@ def test_the_sheet_is_blind_and_the_page_counts_its_rows(run, tmp_path):
     # every rating 4 in every set: no range between the human bounds, so no human-calibrated CuBE,
     # said why
     system = sorted(key["system"])[0]
-    run.record(decision={"system": system, "verdict": "good"})  # as notebook 06 leaves it
+    from cube.diagnose.decision_record import Decision
+    from cube.run.record import DecisionRecord
+
+    # as notebook 06 leaves it
+    run.write_record(DecisionRecord(decision=Decision(system=system, verdict="good")))
     before = json.loads(run.paths.results.read_text(encoding="utf-8"))["decision"]
     table, per, heads = human.human_calibration(rated)
     assert set(table["system"]) == set(key["system"]) and (table["n_rated"] > 0).all()

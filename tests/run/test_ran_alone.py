@@ -109,8 +109,10 @@ def test_a_forced_run_of_every_stage_drops_the_record_of_a_notebook_not_recognis
     assert execute_run(params_file, notebooks_dir=notebooks, log=lambda _: None).ok
     other = parse_params({**raw, "corpus": {"n_items": 12, "seed": 2}})
     paths = RunPaths(root=run, cache=tmp_path / "out" / "cache.sqlite")
-    Run(params=other, paths=paths, params_path=params_file, alone=True).record(
-        x=1
+    from cube.run.record import CorpusRecord
+
+    Run(params=other, paths=paths, params_path=params_file, alone=True).write_record(
+        CorpusRecord(corpus_items=1)
     )  # stage not recognised
     unknown = [k for k in read_ran_alone(run / "notebooks") if k.startswith(UNKNOWN)]
     assert len(unknown) == 1

@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cube.config.runpaths import record_results
 from cube.run import pipeline
 from cube.run.execute import RunSummary, write_manifest
 from cube.run.notebook import open_run
 from cube.run.outcome import outcome_lines
 from cube.run.plan import build_plan
 from cube.run.reconcile import calls_line, read_calls_line
+from cube.run.record import PlanRecord, write_part
 from tests import ROOT
 from tests.openai_server import OpenAIServer, last_user_message
 
@@ -124,7 +124,7 @@ def _run_line(params: Path) -> tuple[str, list[dict], list[dict]]:
     run = open_run(params)
     plan = build_plan(run.params, base_dir=run.base_dir, cache_path=run.paths.cache)
     rows = json.loads(plan.to_json(orient="records"))
-    record_results(run.paths, plan=rows)  # as `cube run` records it before its first call
+    write_part(run.paths, PlanRecord(plan=rows))  # as `cube run` records it before its first call
     for stage in (
         pipeline.corpus_stage,
         pipeline.questions_stage,

@@ -48,7 +48,9 @@ def test_a_failed_cell_keeps_an_existing_run_folder_and_the_params_file_kept_in_
     assert not remove_if_empty(run.paths, [root / "caches"])
     assert mine.read_text(encoding="utf-8") == text
     assert not (root / "caches").exists()  # the folder open_run created, empty, goes
-    run.record(x=1)  # a later write keeps the user's file as it is
+    from cube.run.record import CorpusRecord
+
+    run.write_record(CorpusRecord(corpus_items=1))  # a later write keeps the user's file as it is
     assert mine.read_text(encoding="utf-8") == text
 
 
@@ -319,6 +321,7 @@ def test_cube_run_sees_a_stage_run_alone_with_other_params_that_wrote_no_data(
     from cube.config.runpaths import RunPaths
     from cube.run.notebook import Run, shared_params_yaml, write_shared_params
     from cube.run.ran_alone import RAN_ALONE, forget_ran_alone, stages_ran_alone, stages_run_outside
+    from cube.run.record import CorpusRecord
 
     _project(tmp_path, monkeypatch)
     stems = [nb.stem for nb in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))]
@@ -335,7 +338,7 @@ def test_cube_run_sees_a_stage_run_alone_with_other_params_that_wrote_no_data(
         params_path=tmp_path / "p.yaml",
         alone=True,
         stage="06_cube_score",
-    ).record(x=1)
+    ).write_record(CorpusRecord(corpus_items=1))
     # 07 then runs alone with the file's params: params.yaml no longer shows 06's overrides
     Run(
         params=mine,
@@ -371,7 +374,9 @@ def test_cube_run_sees_a_stage_run_alone_with_other_params_that_wrote_no_data(
     forget_ran_alone(paths.notebooks)
     assert not (paths.notebooks / RAN_ALONE).exists()
     # a Run of `cube run` (not alone) records nothing
-    Run(params=other, paths=paths, params_path=tmp_path / "p.yaml").record(y=1)
+    Run(params=other, paths=paths, params_path=tmp_path / "p.yaml").write_record(
+        CorpusRecord(corpus_items=2)
+    )
     assert not (paths.notebooks / RAN_ALONE).exists()
 
 

@@ -23,7 +23,7 @@ RECORD_KEYS = {
     "stop", "batch", "min_questions", "min_questions_why", "alpha", "max_width", "seed",
     "questions_available", "questions_used", "question_ids", "stopped_early", "reason",
     "thresholds", "calls", "cost_usd", "path", "final", "excluded_judges", "failures",
-    "systems", "watched", "judge_pilot", "failed_calls",
+    "systems", "watched", "judge_pilot", "failed_calls", "drive_id",
 }  # fmt: skip
 PATH_KEYS = {"system", "quantity", "questions", "estimate", "lower", "upper", "fixed_lower",
              "fixed_upper"}  # fmt: skip
@@ -62,6 +62,11 @@ def write_params(tmp, name: str, **changes) -> str:
 
 def record(run) -> dict:
     return json.loads(run.paths.results.read_text(encoding="utf-8"))["sequential"]
+
+
+def taken(run) -> dict | None:
+    """What stage 03 wrote in its own record of the driver's outcome it took."""
+    return json.loads(run.paths.results.read_text(encoding="utf-8")).get("driver_taken")
 
 
 @pytest.fixture(scope="module")
@@ -116,8 +121,9 @@ def stopped(tmp_path_factory):
 
 def test_a_settled_run_stops_early_and_publishes_its_record(stopped):
     rec = record(stopped["run"])
-    assert set(rec) == RECORD_KEYS | {"replayed"}
-    assert rec["replayed"] is True  # stage 03 took the driver's outcomes (once)
+    assert set(rec) == RECORD_KEYS
+    # stage 03 took the driver's outcomes (once), and says so in its own record
+    assert taken(stopped["run"])["drive_id"] == rec["drive_id"]
     assert rec["stopped_early"] is True
     assert rec["questions_used"] < rec["questions_available"] == len(stopped["all"])
     assert rec["reason"].startswith(f"stopped at {rec['questions_used']}: ")
@@ -380,7 +386,11 @@ def test_stages_02_and_03_take_the_drivers_failures_and_pilots_a_fresh_run_asks_
         assert pilot["deaf"]["calls_not_sent"] == len(deaf_rows) - len(sent)
         # stage 03 alone again (02 up to date: what `cube run` does when only the scores hold
         # failed calls) took the driver's outcomes once already: it asks its failed calls again
-        assert record(run)["replayed"] is True
+        assert taken(run) == {
+            "drive_id": rec["drive_id"],
+            "failed_calls": len(rec["failed_calls"]),
+            "pilots": sorted(rec["judge_pilot"]),
+        }
         pipeline.scores_stage(open_run(params, tmp_path / "fail"))
         assert good.requests_total > 0 and all(map(_one_in_four, good.bodies))
         good.reset_stats()
@@ -390,7 +400,8 @@ def test_stages_02_and_03_take_the_drivers_failures_and_pilots_a_fresh_run_asks_
         assert good.requests_total == refused >= len(rec["failed_calls"])
         assert all(map(_one_in_four, good.bodies))
         assert deaf.requests_total == 0
-        assert "replayed" not in record(run)  # its outcomes are for the stage 03 after it
+        # its outcomes are for the stage 03 after it: a new drive, not the one stage 03 took
+        assert record(run)["drive_id"] != taken(run)["drive_id"]
 
 
 def test_notebook_06_cells_show_the_record_the_driver_wrote(tmp_path):

@@ -67,8 +67,9 @@ def test_a_stale_decision_is_forgotten_whole_when_an_earlier_stage_re_executes(
     class FakeRun:  # captures what the decision records
         params = None
 
-        def record(self, **figures):
-            recorded.update(figures)
+        def write_record(self, *parts):
+            for part in parts:
+                recorded.update(part.as_json())
 
     out = Decision(
         cube_score=1.0,
@@ -88,7 +89,7 @@ def test_a_stale_decision_is_forgotten_whole_when_an_earlier_stage_re_executes(
     paths = RunPaths(root=tmp_path / "run", cache=tmp_path / "c.sqlite").ensure()
     paths.results.write_text(json.dumps({**recorded, "answers": 3}, default=str), encoding="utf-8")
     _forget_decision(paths)
-    assert json.loads(paths.results.read_text(encoding="utf-8")) == {"answers": 3}
+    assert json.loads(paths.results.read_text(encoding="utf-8")) == {"version": 1, "answers": 3}
 
 
 def test_the_human_calibrated_line_is_forgotten_when_its_stage_or_the_decision_re_runs(tmp_path):
@@ -100,16 +101,24 @@ def test_the_human_calibrated_line_is_forgotten_when_its_stage_or_the_decision_r
     from cube.run.execute import HUMAN_KEYS, _forget_decision
 
     paths = RunPaths(root=tmp_path / "run", cache=tmp_path / "c.sqlite").ensure()
-    head = {"decision": {"cube_score": 50.0}, "human_calibrated": {"s": {"n_rated": 3}}, "n": 1}
-    paths.results.write_text(json.dumps(head), encoding="utf-8")
-    _forget_decision(paths, HUMAN_KEYS)  # 07 itself re-executes: only its own key goes
-    assert json.loads(paths.results.read_text(encoding="utf-8")) == {
+    from cube.run.record import read_record
+
+    head = {
         "decision": {"cube_score": 50.0},
-        "n": 1,
+        "human_calibrated": {"s": {"n_rated": 3}},
+        "questions": 1,
     }
     paths.results.write_text(json.dumps(head), encoding="utf-8")
+    _forget_decision(paths, HUMAN_KEYS)  # 07 itself re-executes: only its own key goes
+    assert set(json.loads(paths.results.read_text(encoding="utf-8"))) == {
+        "version",
+        "decision",
+        "questions",
+    }
+    assert read_record(paths.results).decision.decision.cube_score == 50.0
+    paths.results.write_text(json.dumps(head), encoding="utf-8")
     _forget_decision(paths)  # a stage feeding the decision: both go
-    assert json.loads(paths.results.read_text(encoding="utf-8")) == {"n": 1}
+    assert json.loads(paths.results.read_text(encoding="utf-8")) == {"version": 1, "questions": 1}
 
 
 def test_the_refusal_writer_s_calls_count_in_the_cost(tmp_path):
