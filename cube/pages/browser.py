@@ -43,7 +43,7 @@ import pandas as pd
 
 from cube.config.runpaths import RunPaths
 from cube.config.sheets import read_guarded_csv
-from cube.pages.browser_records import _text, build_records
+from cube.pages.browser_records import build_records, cell_text
 
 CHUNK = 100  # records per data file (the first one is all the first render waits for)
 PAGE = "judgments.html"
@@ -120,7 +120,7 @@ def linked_questions(
     from cube.pages.display import table as shown
 
     def ids(row: dict[str, Any]) -> list[tuple[str, str]]:
-        v = _text(row.get(column))
+        v = cell_text(row.get(column))
         qs = [x.strip() for x in v.split(sep.strip() or sep)] if sep else [v]
         return [(q, link(target, system=system, set=set_, q=q)) for q in qs if q]
 
@@ -145,7 +145,7 @@ def linked_categories(
         n = pd.to_numeric(pd.Series([row.get("questions")]), errors="coerce").iloc[0]
         if "questions" in row and not (n > 0):
             return None
-        return link(target, system=system, set="rag", **{by: _text(row.get(by))})
+        return link(target, system=system, set="rag", **{by: cell_text(row.get(by))})
 
     return shown(table, getattr(table, "_cube_digits", 2) or 2, links={by: href})
 

@@ -33,7 +33,8 @@ from cube.config.schema import parse_doc_list
 SETS = ("zero", "rag", "full")
 
 
-def _text(v: Any) -> str:
+def cell_text(v: Any) -> str:
+    """A cell as text: missing (None, NaN) as the empty string."""
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return ""
     return str(v)
@@ -96,7 +97,7 @@ def _documents(corpus: pd.DataFrame | None) -> dict[str, Any]:
     ci = corpus.drop_duplicates("doc_id").set_index("doc_id")
     names = _column_or_blank(ci, "item_name").tolist()
     texts = _column_or_blank(ci, "text").tolist()
-    return {str(k): [_text(n), _text(t)] for k, n, t in zip(ci.index, names, texts, strict=True)}
+    return {str(k): [cell_text(n), cell_text(t)] for k, n, t in zip(ci.index, names, texts, strict=True)}
 
 
 def _score_or_none(v: float) -> float | None:
@@ -119,7 +120,7 @@ def _judgments(
     judg: dict[tuple[str, str], list[list[Any]]] = {}
     for q, s, set_, j, d, v, raw, err in zip(*lists, strict=True):
         judg.setdefault((q, s), []).append(
-            [sidx.get(set_, -1), jidx[j], didx[d], _score_or_none(v), _text(raw), _text(err)]
+            [sidx.get(set_, -1), jidx[j], didx[d], _score_or_none(v), cell_text(raw), cell_text(err)]
         )
     return judg
 
@@ -143,11 +144,11 @@ def _new_record(
     return {
         "q": key[0],
         "s": systems.index(key[1]),
-        "d": _text(getattr(row, "doc_id", "")),
-        "t": _text(qtext.get(qid, "")),
+        "d": cell_text(getattr(row, "doc_id", "")),
+        "t": cell_text(qtext.get(qid, "")),
         # as the category report names a question it cannot place
-        "st": _text(qstyle.get(qid, "(unknown)" if qstyle else "")),
-        "dp": _text(qdept.get(qid, "(unknown)" if qdept else "")),
+        "st": cell_text(qstyle.get(qid, "(unknown)" if qstyle else "")),
+        "dp": cell_text(qdept.get(qid, "(unknown)" if qdept else "")),
         "rk": None,
         "r": [],
         "a": ["", "", ""],
@@ -161,8 +162,8 @@ def _add_answer(rec: dict[str, Any], row: Any) -> None:
     i = _SET_INDEX.get(str(row.set))
     if i is None:
         return
-    rec["a"][i] = _text(getattr(row, "answer", ""))
-    rec["e"][i] = _text(getattr(row, "error", ""))
+    rec["a"][i] = cell_text(getattr(row, "answer", ""))
+    rec["e"][i] = cell_text(getattr(row, "error", ""))
     if row.set == "rag":
         rec["rk"] = _retrieved_rank(row)
         rec["r"] = parse_doc_list(getattr(row, "retrieved_doc_ids", None))
@@ -199,7 +200,7 @@ def _mark(
 
 def _flag_marks(marks: list[list[Any]]) -> list[list[Any]]:
     """The screen's flags `[set, kinds, spans]` with the set as an index into `SETS`."""
-    return [[_SET_INDEX.get(m[0], -1), _text(m[1]), _text(m[2])] for m in marks]
+    return [[_SET_INDEX.get(m[0], -1), cell_text(m[1]), cell_text(m[2])] for m in marks]
 
 
 def _present(records: list[dict[str, Any]], field: str) -> list[str]:
