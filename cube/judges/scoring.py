@@ -205,56 +205,67 @@ def score_answers(
     # score the same slice of answers one after the other, then the slice's text analyses are
     # released (`release_caches`): an answer's three sets are adjacent rows, so each document and
     # answer is still analysed once, and the caches never hold more than one slice's texts.
-    offline = [j for j in judges if j.model.offline]
     frames: dict[int, list[pd.DataFrame]] = {id(j): [] for j in judges}
     skipped_rows: dict[int, list[dict[str, Any]]] = {id(j): [] for j in judges}
+    _score_offline(judges, records, dimensions, progress, frames, skipped_rows)
+    # an LLM judge's calls go to the model together (concurrency, retries of the unscored)
+    for judge in (j for j in judges if not j.model.offline):
+        rounds = judge.retry_unscored if retry_unscored is None else retry_unscored
+        desc = f"judging: {judge.name}"
+        pair = (frames[id(judge)], skipped_rows[id(judge)])
+        _score_slice(judge, records, dimensions, desc, progress, rounds, *pair)
+    return _typed_scores(_assembled(judges, frames, skipped_rows))
+
+
+def _score_offline(
+    judges: list[Judge],
+    records: list[dict[str, Any]],
+    dimensions: list[Dimension],
+    progress: bool,
+    frames: dict[int, list[pd.DataFrame]],
+    skipped_rows: dict[int, list[dict[str, Any]]],
+) -> None:
+    """The offline judges' rows, a slice of OFFLINE_SLICE records at a time, each judge's into
+    its `frames` and `skipped_rows`; after each slice the models release its text analyses."""
+    offline = [j for j in judges if j.model.offline]
     n_slices = -(-len(records) // OFFLINE_SLICE)
     for k, start in enumerate(range(0, len(records), OFFLINE_SLICE)):
         for judge in offline:
             desc = f"judging: {judge.name}" + (f" ({k + 1}/{n_slices})" if n_slices > 1 else "")
-            _score_slice(
-                judge,
-                records[start : start + OFFLINE_SLICE],
-                dimensions,
-                desc,
-                progress,
-                0,
-                frames[id(judge)],
-                skipped_rows[id(judge)],
-            )
-        for model in {id(j.model): j.model for j in offline}.values():
-            release = getattr(model, "release_caches", None)
-            if release is not None:
-                release()
-    for judge in (
-        judges
-    ):  # an LLM judge's calls go to the model together (concurrency, retries of the unscored)
-        if not judge.model.offline:
-            rounds = judge.retry_unscored if retry_unscored is None else retry_unscored
-            _score_slice(
-                judge,
-                records,
-                dimensions,
-                f"judging: {judge.name}",
-                progress,
-                rounds,
-                frames[id(judge)],
-                skipped_rows[id(judge)],
-            )
+            part = records[start : start + OFFLINE_SLICE]
+            pair = (frames[id(judge)], skipped_rows[id(judge)])
+            _score_slice(judge, part, dimensions, desc, progress, 0, *pair)
+        _release_caches(offline)
+
+
+def _release_caches(judges: list[Judge]) -> None:
+    """Each distinct model's `release_caches`, where it has one."""
+    for model in {id(j.model): j.model for j in judges}.values():
+        release = getattr(model, "release_caches", None)
+        if release is not None:
+            release()
+
+
+def _assembled(
+    judges: list[Judge],
+    frames: dict[int, list[pd.DataFrame]],
+    skipped_rows: dict[int, list[dict[str, Any]]],
+) -> pd.DataFrame:
+    """One table of every judge's rows, in the jury's order, a judge's skipped rows after its
+    judged ones (each part released from the dicts as it is taken)."""
     parts: list[pd.DataFrame] = []
-    for judge in judges:  # in the jury's order; a judge's skipped rows after its judged ones
+    for judge in judges:
         parts += frames.pop(id(judge))
-        if skipped_rows[id(judge)]:
-            parts.append(pd.DataFrame(skipped_rows[id(judge)], columns=list(SCORES_TABLE_COLUMNS)))
-    del frames, skipped_rows
-    out = (
-        pd.concat(parts, ignore_index=True)
-        if len(parts) > 1
-        else parts[0]
-        if parts
-        else pd.DataFrame([], columns=list(SCORES_TABLE_COLUMNS))
-    )
-    del parts
+        skipped = skipped_rows.pop(id(judge))
+        if skipped:
+            parts.append(pd.DataFrame(skipped, columns=list(SCORES_TABLE_COLUMNS)))
+    if not parts:
+        return pd.DataFrame([], columns=list(SCORES_TABLE_COLUMNS))
+    return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+
+
+def _typed_scores(out: pd.DataFrame) -> pd.DataFrame:
+    """The scores table's columns in their types (an empty table's too)."""
     out["score"] = out["score"].astype("float64")
     out["sample"] = out["sample"].astype("int64")
     for c in ("input_tokens", "output_tokens", "cached_input_tokens"):
@@ -279,73 +290,96 @@ def _score_slice(
     missing answers (not judged) to `skipped_rows`."""
     units, requests, skipped = judge_requests(judge, records, dimensions)
     units, requests, n_pilot, decided = _pilot_calls(judge, units, requests)
-    responses = (
-        _complete_prefix_order(judge, requests[:n_pilot], f"{desc} (pilot)", progress)
-        if n_pilot
-        else []
-    )
-    if len(responses) != n_pilot:
-        raise RuntimeError(
-            f"judge {judge.name!r}: model returned {len(responses)} responses for {n_pilot} "
-            "requests"
-        )
+    responses = _sent(judge, requests[:n_pilot], f"{desc} (pilot)", progress)
     unit_rows = [
         _rows_for(judge, *unit, resp) for unit, resp in zip(units, responses, strict=False)
     ]
-    if n_pilot and not decided:
-        judge.pilot_report = pilot_decision(judge, unit_rows, len(requests) - n_pilot)
-    elif decided:  # the pilot's decision as it was taken, its calls not sent counted here
-        not_sent = len(requests) - n_pilot
-        judge.pilot_report = {**(judge.pilot_report or {}), "calls_not_sent": not_sent}
-    if decided or (
-        n_pilot and judge.pilot_report["decision"] == "stopped"
-    ):  # the rest is never sent: rows 'pilot'
-        reason = judge.pilot_report[
-            "reason"
-        ]  # (the gate excludes a judge stopped by its pilot, naming it)
-        skipped += [(rec, d, s, reason, "pilot") for rec, dims, s in units[n_pilot:] for d in dims]
+    _record_pilot(judge, unit_rows, n_pilot, decided, len(requests) - n_pilot)
+    if _stopped_by_pilot(judge, n_pilot, decided):  # the rest is never sent: rows 'pilot'
+        reason = judge.pilot_report["reason"]  # the gate excludes the judge, naming it
+        skipped += _not_sent(units[n_pilot:], reason)
         units, requests = units[:n_pilot], requests[:n_pilot]
     elif len(requests) > n_pilot:
-        rest = _complete_prefix_order(judge, requests[n_pilot:], desc, progress)
-        if len(rest) != len(requests) - n_pilot:
-            raise RuntimeError(
-                f"judge {judge.name!r}: model returned {len(rest)} responses for "
-                f"{len(requests) - n_pilot} requests"
-            )
+        rest = _sent(judge, requests[n_pilot:], desc, progress)
         unit_rows += [
             _rows_for(judge, *unit, resp) for unit, resp in zip(units[n_pilot:], rest, strict=True)
         ]
         del rest
-    if (
-        rounds and not judge.model.offline
-    ):  # an offline scorer is deterministic: asking again changes nothing
-        _reask_unscored(judge, units, requests, unit_rows, rounds, progress)
+    if rounds and not judge.model.offline:  # an offline scorer is deterministic: asking again
+        _reask_unscored(judge, units, requests, unit_rows, rounds, progress)  # changes nothing
     del requests, responses
     if unit_rows:
-        frames.append(
-            pd.DataFrame([r for rs in unit_rows for r in rs], columns=list(SCORES_TABLE_COLUMNS))
-        )
+        frames.append(_frame_of(unit_rows))
     del unit_rows
-    for (
-        rec,
-        d,
-        s,
-        *why,
-    ) in skipped:  # not judged: no call was made, so none failed and nothing was spent
-        skipped_rows.append(
-            _row(
-                judge,
-                rec,
-                d.name,
-                s,
-                None,
-                "",
-                why[0] if why else "answer is missing (no answer to judge)",
-                why[1] if len(why) > 1 else "skipped",
-                "",
-                no_call_accounting(judge.model.name, "judging"),
-            )
+    # not judged: no call was made, so none failed and nothing was spent
+    skipped_rows += [_skipped_row(judge, rec, d, s, why) for rec, d, s, *why in skipped]
+
+
+def _not_sent(units: list, reason: str) -> list[tuple]:
+    """The skipped entries (record, dimension, sample, reason, "pilot") of units not sent."""
+    return [(rec, d, s, reason, "pilot") for rec, dims, s in units for d in dims]
+
+
+def _frame_of(unit_rows: list[list[dict[str, Any]]]) -> pd.DataFrame:
+    """The units' rows as one scores frame."""
+    return pd.DataFrame([r for rs in unit_rows for r in rs], columns=list(SCORES_TABLE_COLUMNS))
+
+
+def _sent(
+    judge: Judge, requests: list[llm.Request], desc: str, progress: bool
+) -> list[llm.Response]:
+    """The responses to `requests` (none sent when there are none); a model that returns another
+    number of responses than requests is an error naming the judge."""
+    if not requests:
+        return []
+    responses = _complete_prefix_order(judge, requests, desc, progress)
+    if len(responses) != len(requests):
+        raise RuntimeError(
+            f"judge {judge.name!r}: model returned {len(responses)} responses for "
+            f"{len(requests)} requests"
         )
+    return responses
+
+
+def _record_pilot(
+    judge: Judge,
+    unit_rows: list[list[dict[str, Any]]],
+    n_pilot: int,
+    decided: bool,
+    not_sent: int,
+) -> None:
+    """The judge's `pilot_report`: the decision on the pilot's rows when the pilot ran here; when
+    it was decided before, that decision as it was taken, with the calls not sent counted here."""
+    if decided:
+        judge.pilot_report = {**(judge.pilot_report or {}), "calls_not_sent": not_sent}
+    elif n_pilot:
+        judge.pilot_report = pilot_decision(judge, unit_rows, not_sent)
+
+
+def _stopped_by_pilot(judge: Judge, n_pilot: int, decided: bool) -> bool:
+    """Whether the judge's calls after its pilot are not sent: a pilot decided before (only its
+    calls are taken again) or one that stopped the judge here."""
+    if decided:
+        return True
+    return bool(n_pilot) and judge.pilot_report["decision"] == "stopped"
+
+
+def _skipped_row(
+    judge: Judge, rec: dict[str, Any], d: Dimension, s: int, why: list[str]
+) -> dict[str, Any]:
+    """The row of a call not made: the answer is missing, or `why` = (reason, error kind)."""
+    return _row(
+        judge,
+        rec,
+        d.name,
+        s,
+        None,
+        "",
+        why[0] if why else "answer is missing (no answer to judge)",
+        why[1] if len(why) > 1 else "skipped",
+        "",
+        no_call_accounting(judge.model.name, "judging"),
+    )
 
 
 def _pilot_calls(
