@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
@@ -444,7 +445,7 @@ def pilot_decision(
     scores counts 3 of 4, not 0. Calls that failed are not replies (the retries and the breaker deal
     with them); a pilot without any reply decides nothing ("continued"). `insist` sends the rest
     whatever the share."""
-    replies = [rows for rows in pilot_rows if rows and rows[0]["error_kind"] != "call"]
+    replies = [rows for rows in pilot_rows if _is_reply(rows)]
     scores = sum(len(rows) for rows in replies)
     parsed = scores - sum(_n_parse(rows) for rows in replies)
     share = parsed / scores if scores else float("nan")
@@ -454,6 +455,7 @@ def pilot_decision(
         f"not sent: judge {judge.name!r} was stopped by its pilot ({parsed} of {scores} dimension "
         f"scores in {len(replies)} replies parsed, under {judge.pilot_min_parsed:.0%})"
     )
+    decision = _pilot_verdict(low, judge.insist)
     return {
         "judge": judge.name,
         "pilot_calls": len(pilot_rows),
@@ -461,15 +463,23 @@ def pilot_decision(
         "scores": scores,
         "parsed": parsed,
         "parsed_share": share,
-        "decision": "stopped"
-        if low and not judge.insist
-        else "continued (insist)"
-        if low
-        else "continued",
-        "calls_not_sent": remaining if low and not judge.insist else 0,
+        "decision": decision,
+        "calls_not_sent": remaining if decision == "stopped" else 0,
         "reason": reason,
         "examples": examples,
     }
+
+
+def _is_reply(rows: list[dict[str, Any]]) -> bool:
+    """A call's rows come from a reply: the call did not fail."""
+    return bool(rows) and rows[0]["error_kind"] != "call"
+
+
+def _pilot_verdict(low: bool, insist: bool) -> str:
+    """Stopped when too few scores parsed, unless the judge insists."""
+    if not low:
+        return "continued"
+    return "continued (insist)" if insist else "stopped"
 
 
 _RECORD_COLUMNS = (
@@ -498,78 +508,73 @@ def judge_requests(
     `units[i]` is the (answer row, dimensions, sample) of `requests[i]`; `skipped` lists the
     (row, dimension, sample) not judged because the answer is missing. `cube.llm.batch` exports the
     same requests, so a batch reply lands on the cache key the run looks up."""
-    names = [d.name for d in dimensions]
-    rubrics = {d.name: d.rubric for d in dimensions}  # the rubric judge's rule of each
-    all_dimensions_version = all_dimensions_prompt(dimensions, "", "", "")[1]
-    offline = judge.model.offline
-    one_schema, all_schema = (
-        score_schema(),
-        score_schema(names),
-    )  # sent where structured_output allows
+    calls = _CallBuilder(judge, dimensions)
     units: list[Unit] = []
     requests: list[llm.Request] = []
     skipped: list[tuple[dict[str, Any], Dimension, int]] = []
     for rec in records:
-        base_ctx = {
+        if _missing(rec["answer"]):
+            skipped += [(rec, d, s) for s in range(judge.samples) for d in dimensions]
+            continue
+        base_ctx = calls.context(rec)
+        for s in range(judge.samples):
+            for unit, request in calls.calls(rec, base_ctx, s):
+                units.append(unit)
+                requests.append(request)
+    return units, requests, skipped
+
+
+class _CallBuilder:
+    """A judge's calls of one answer row: one call for all dimensions or one per dimension. An
+    offline scorer reads `context` only: its prompt text is never built (no messages) and no
+    schema is sent; an LLM gets the score schema where structured_output allows."""
+
+    def __init__(self, judge: Judge, dimensions: list[Dimension]) -> None:
+        self.judge = judge
+        self.dimensions = dimensions
+        self.offline = judge.model.offline
+        self.names = [d.name for d in dimensions]
+        self.rubrics = {d.name: d.rubric for d in dimensions}  # the rubric judge's rule of each
+        self.all_version = all_dimensions_prompt(dimensions, "", "", "")[1]
+        self.one_schema, self.all_schema = score_schema(), score_schema(self.names)
+
+    def context(self, rec: dict[str, Any]) -> dict[str, Any]:
+        """What every call of the row reads (a missing item name as "")."""
+        item = rec["_item_name"]
+        return {
             "question": str(rec["question"]),
             "document": rec["_document"],
-            "answer": "" if _missing(rec["answer"]) else str(rec["answer"]),
-            "item_name": "" if _missing(rec["_item_name"]) else str(rec["_item_name"]),
-            "lang": dimensions[0].lang,
+            "answer": str(rec["answer"]),
+            "item_name": "" if _missing(item) else str(item),
+            "lang": self.dimensions[0].lang,
         }
-        for s in range(judge.samples):
-            if _missing(rec["answer"]):
-                skipped += [(rec, d, s) for d in dimensions]
-                continue
-            # An offline scorer reads `context` only: its prompt text is never built (no messages).
-            if judge.all_dimensions:
-                version = all_dimensions_version
-                messages = (
-                    ()
-                    if offline
-                    else (
-                        {
-                            "role": "user",
-                            "content": all_dimensions_prompt(
-                                dimensions,
-                                base_ctx["question"],
-                                base_ctx["document"],
-                                base_ctx["answer"],
-                            )[0],
-                        },
-                    )
-                )
-                ctx = {**base_ctx, "dimension": None, "dimensions": names, "rubrics": rubrics}
-                requests.append(
-                    llm.Request(messages, ctx, version, s, schema=None if offline else all_schema)
-                )
-                units.append((rec, dimensions, s))
-            else:
-                for d in dimensions:
-                    messages = (
-                        ()
-                        if offline
-                        else (
-                            {
-                                "role": "user",
-                                "content": d.fill(
-                                    base_ctx["question"], base_ctx["document"], base_ctx["answer"]
-                                ),
-                            },
-                        )
-                    )
-                    ctx = {**base_ctx, "dimension": d.name, "rubric": d.rubric}
-                    requests.append(
-                        llm.Request(
-                            messages,
-                            ctx,
-                            d.template_version,
-                            s,
-                            schema=None if offline else one_schema,
-                        )
-                    )
-                    units.append((rec, [d], s))
-    return units, requests, skipped
+
+    def calls(
+        self, rec: dict[str, Any], ctx: dict[str, Any], s: int
+    ) -> list[tuple[Unit, llm.Request]]:
+        """The (unit, request) pairs of sample `s` of the row."""
+        if self.judge.all_dimensions:
+            return [((rec, self.dimensions, s), self._all_request(ctx, s))]
+        return [((rec, [d], s), self._one_request(d, ctx, s)) for d in self.dimensions]
+
+    def _messages(self, content: Callable[[], str]) -> tuple[dict[str, str], ...]:
+        return () if self.offline else ({"role": "user", "content": content()},)
+
+    def _all_request(self, ctx: dict[str, Any], s: int) -> llm.Request:
+        messages = self._messages(
+            lambda: all_dimensions_prompt(
+                self.dimensions, ctx["question"], ctx["document"], ctx["answer"]
+            )[0]
+        )
+        full = {**ctx, "dimension": None, "dimensions": self.names, "rubrics": self.rubrics}
+        schema = None if self.offline else self.all_schema
+        return llm.Request(messages, full, self.all_version, s, schema=schema)
+
+    def _one_request(self, d: Dimension, ctx: dict[str, Any], s: int) -> llm.Request:
+        messages = self._messages(lambda: d.fill(ctx["question"], ctx["document"], ctx["answer"]))
+        full = {**ctx, "dimension": d.name, "rubric": d.rubric}
+        schema = None if self.offline else self.one_schema
+        return llm.Request(messages, full, d.template_version, s, schema=schema)
 
 
 def _row(
@@ -607,42 +612,48 @@ def _rows_for(
 ) -> list[dict[str, Any]]:
     # Every row of an all-dimensions call carries that call's accounting and call_id;
     # cube.llm.usage.usage_summary counts the call once.
-    accs = [_accounting(resp)] * len(dims)
-    finish = str((resp.detail or {}).get("finish_reason") or "")
+    acc = _accounting(resp)
+    finish = _finish_reason(resp)
     if not resp.ok:
         reason = resp.error or "no text in the response"
+        raw = resp.text or ""
         return [
-            _row(judge, rec, d.name, sample, None, resp.text or "", reason, "call", "", a, finish)
-            for d, a in zip(dims, accs, strict=True)
+            _row(judge, rec, d.name, sample, None, raw, reason, "call", "", acc, finish)
+            for d in dims
         ]
     text = resp.text or ""
-    if len(dims) == 1 and not judge.all_dimensions:
-        parsed = {dims[0].name: _parse_score(text, dims[0].score_format)}
-        details = {dims[0].name: resp.detail}
-        # Only an offline scorer's detail is criterion points (an LLM's holds e.g. its cache key).
-    else:
-        parsed = parse_scores_json(text, [d.name for d in dims])
-        details = resp.detail if isinstance(resp.detail, dict) else {}
+    parsed, details = _parsed_reply(judge, dims, text, resp.detail)
     rows = []
-    for d, a in zip(dims, accs, strict=True):
+    for d in dims:
         score, reason = parsed[d.name]
-        detail = details.get(d.name) if judge.model.offline else None
+        detail = _offline_detail(judge, details, d.name)
+        kind = "parse" if reason else ""
         rows.append(
-            _row(
-                judge,
-                rec,
-                d.name,
-                sample,
-                score,
-                text,
-                reason or "",
-                "parse" if reason else "",
-                _detail_json(detail) if detail else "",
-                a,
-                finish,
-            )
+            _row(judge, rec, d.name, sample, score, text, reason or "", kind, detail, acc, finish)
         )
     return rows
+
+
+def _finish_reason(resp: llm.Response) -> str:
+    return str((resp.detail or {}).get("finish_reason") or "")
+
+
+def _parsed_reply(
+    judge: Judge, dims: list[Dimension], text: str, detail: Any
+) -> tuple[dict[str, tuple[float | None, str | None]], dict[str, Any]]:
+    """Each dimension's (score, parse error) in a reply, and the reply's detail per dimension: a
+    one-dimension call's reads its score format, an all-dimensions call's is JSON."""
+    if len(dims) == 1 and not judge.all_dimensions:
+        return {dims[0].name: _parse_score(text, dims[0].score_format)}, {dims[0].name: detail}
+    parsed = parse_scores_json(text, [d.name for d in dims])
+    return parsed, detail if isinstance(detail, dict) else {}
+
+
+def _offline_detail(judge: Judge, details: dict[str, Any], name: str) -> str:
+    """A dimension's detail as JSON: only an offline scorer's is criterion points (an LLM's holds
+    e.g. its cache key), so an LLM's rows get ""."""
+    detail = details.get(name) if judge.model.offline else None
+    return _detail_json(detail) if detail else ""
 
 
 def _detail_json(detail: Any) -> str:
@@ -712,36 +723,39 @@ def _reask_unscored(
         for i, resp in zip(redo, responses, strict=True):
             rec, dims, s = units[i]
             new = _rows_for(judge, rec, dims, s, resp)
-            old = unit_rows[i][0]
-            first = json.loads(old["detail"]) if old["detail"] else {}
-            tally = {
-                "calls": first.get("calls", 1) + 1,
-                "failed_calls": first.get("failed_calls", 0) + (not resp.ok),
-            }
-            if not resp.ok or _n_parse(new) >= _n_parse(unit_rows[i]):
-                kept, extra = (
-                    unit_rows[i],
-                    new[0],
-                )  # the re-ask is no better: keep the rows, add its call
-                record = {**first, **tally}
-            else:
-                kept, extra = new, old
-                record = {
-                    "reasked": k,
-                    "first_reply": first.get("first_reply", old["raw"]),
-                    "first_call_id": first.get("first_call_id", old["call_id"]),
-                    **tally,
-                }
-            for row in kept:
-                row["detail"] = json.dumps(record, ensure_ascii=False)
-                for c in (
-                    "input_tokens",
-                    "output_tokens",
-                    "cached_input_tokens",
-                    "latency_s",
-                    "queue_s",
-                ):
-                    row[c] = row[c] + extra[c]
-                row["cost"] = row["cost"] + extra["cost"]  # NaN (unknown price) stays NaN
-                row["cached"] = bool(row["cached"] and extra["cached"])
-            unit_rows[i] = kept
+            unit_rows[i] = _better_of(unit_rows[i], new, resp.ok, k)
+
+
+_SUMMED = ("input_tokens", "output_tokens", "cached_input_tokens", "latency_s", "queue_s")
+
+
+def _better_of(
+    old_rows: list[dict[str, Any]], new: list[dict[str, Any]], ok: bool, k: int
+) -> list[dict[str, Any]]:
+    """A unit's rows after re-ask `k`: the new reply's when its call answered and fewer of its
+    dimensions fail to parse (recording the first reply and call), else the old ones; either
+    way with both calls' accounting added up and counted in `detail`."""
+    old = old_rows[0]
+    first = json.loads(old["detail"]) if old["detail"] else {}
+    tally = {
+        "calls": first.get("calls", 1) + 1,
+        "failed_calls": first.get("failed_calls", 0) + (not ok),
+    }
+    if not ok or _n_parse(new) >= _n_parse(old_rows):
+        # the re-ask is no better: keep the rows, add its call
+        kept, extra, record = old_rows, new[0], {**first, **tally}
+    else:
+        kept, extra = new, old
+        record = {
+            "reasked": k,
+            "first_reply": first.get("first_reply", old["raw"]),
+            "first_call_id": first.get("first_call_id", old["call_id"]),
+            **tally,
+        }
+    for row in kept:
+        row["detail"] = json.dumps(record, ensure_ascii=False)
+        for c in _SUMMED:
+            row[c] = row[c] + extra[c]
+        row["cost"] = row["cost"] + extra["cost"]  # NaN (unknown price) stays NaN
+        row["cached"] = bool(row["cached"] and extra["cached"])
+    return kept
