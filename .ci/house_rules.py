@@ -9,7 +9,12 @@
    it from the list): the list can only shrink. ruff's own per-file-ignores would be per file, so
    a new complex block could slip into a listed file; that is why C901 is not in ruff's `select`
    and runs here (with `# noqa` and per-file-ignores disabled), keyed by function.
-2. Public faces (rule "public"): every layer folder (the layers contract of
+2. Complexity as radon counts it (rule "radon", .ci/radon_ratchet.py): the mean cyclomatic
+   complexity of cube/'s blocks and the share at 11 or more may not exceed the ratchet file
+   (`[tool.cube.house] radon-ratchet`, .ci/complexity_ratchet.toml), whose figures only go down.
+   mccabe per function (rule 1) and radon over the package (rule 2) see different things: rule 1
+   bounds the worst block, rule 2 the branches hidden in expressions everywhere.
+3. Public faces (rule "public"): every layer folder (the layers contract of
    `[tool.importlinter]`) declares `__all__` in its `__init__.py`, a literal list of strings, and
    the notebooks (notebooks/*.ipynb, every code cell) import from the package only names a
    folder's `__all__` declares: `from cube.run import pipeline`, `import cube.kb.corpus`, never
@@ -17,9 +22,10 @@
 
 Every problem is reported at once (file, line, what is expected); exit 1 if any, else 0.
 
-    python .ci/house_rules.py [--root DIR] [--ruff PATH] [--rules complexity,public]
+    python .ci/house_rules.py [--root DIR] [--ruff PATH] [--rules complexity,radon,public]
 
-Standard library only (Python 3.11+: tomllib), plus the ruff executable for rule 1.
+Standard library (Python 3.11+: tomllib), the ruff executable for rule 1 and radon (a dev
+dependency) for rule 2.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-RULES = ("complexity", "public")
+RULES = ("complexity", "radon", "public")
 PACKAGE = "cube"
 COMPLEXITY = re.compile(r"is too complex \((\d+) > \d+\)")
 
@@ -72,6 +78,11 @@ def allowlist(config: dict) -> list[str]:
     return list(
         config.get("tool", {}).get("cube", {}).get("house", {}).get("complexity-allowlist", [])
     )
+
+
+def ratchet_file(config: dict) -> str:
+    house = config.get("tool", {}).get("cube", {}).get("house", {})
+    return str(house.get("radon-ratchet", ".ci/complexity_ratchet.toml"))
 
 
 def layer_folders(config: dict) -> list[str]:
@@ -214,7 +225,27 @@ def _def_line(path: Path, qualname: str) -> int:
     return next((line for line, name in _qualnames(path).items() if name == qualname), 1)
 
 
-# --------------------------------------------------------------------------- rule 2: public faces
+# --------------------------------------------------------------------------- rule 2: radon
+
+
+def check_radon(root: Path, config: dict) -> tuple[list[Problem], list[str]]:
+    """Problems and notes (the figures; "lower the ratchet to ...") of .ci/radon_ratchet.py."""
+    here = str(Path(__file__).resolve().parent)
+    if here not in sys.path:  # sys.path[0] when run as a script; not when imported
+        sys.path.insert(0, here)
+    try:
+        import radon_ratchet
+    except ModuleNotFoundError as err:  # radon itself is imported on first measurement
+        return [Problem(".ci/radon_ratchet.py:1", f"cannot import the radon rule: {err}")], []
+    try:
+        problems, notes = radon_ratchet.check(root, ratchet_file(config))
+    except ModuleNotFoundError as err:
+        what = f"{err}: radon is a dev dependency (`pip install -e '.[dev]'`)"
+        return [Problem(f"{ratchet_file(config)}:1", what)], []
+    return [Problem(where, what) for where, what in problems], notes
+
+
+# --------------------------------------------------------------------------- rule 3: public faces
 
 
 @dataclass
@@ -439,12 +470,18 @@ def main(argv: list[str] | None = None) -> int:
     root = args.root.resolve()
     config = _pyproject(root)
     problems: list[Problem] = []
+    notes: list[str] = []
     if "complexity" in rules:
         problems += check_complexity(root, config, args.ruff or _default_ruff())
+    if "radon" in rules:
+        found, notes = check_radon(root, config)
+        problems += found
     if "public" in rules:
         problems += check_public(root, config)
     for problem in problems:
         print(problem)
+    for note in notes:
+        print(note)
     if problems:
         print(f"house rules: {len(problems)} problem(s) ({', '.join(rules)})", file=sys.stderr)
         return 1

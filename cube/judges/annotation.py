@@ -148,29 +148,44 @@ def annotation_sample(
         ["question_id", "system", "set"], key=lambda s: s.astype(str), kind="stable"
     )
     df = df.reset_index(drop=True)
+    strata = _checked_strata(df, strata, paired)
+    units = df.drop_duplicates(["question_id", "system"]) if paired else df
+    rng = np.random.default_rng(seed)
+    chosen = units if size >= len(units) else _stratified(units, strata, size, rng)
+    if paired:
+        chosen = _every_set_of(df, chosen)
+    return chosen.iloc[rng.permutation(len(chosen))].reset_index(drop=True)
+
+
+def _checked_strata(df: pd.DataFrame, strata: tuple[str, ...], paired: bool) -> tuple[str, ...]:
+    """The strata to sample by (`set` is no stratum of paired units); a missing column raises."""
     strata = tuple(s for s in strata if not (paired and s == "set"))
     for s in strata:
         if s not in df.columns:
             raise SchemaError(
                 f"answers: stratum column {s!r} not found; columns: {list(df.columns)}"
             )
-    units = df.drop_duplicates(["question_id", "system"]) if paired else df
-    rng = np.random.default_rng(seed)
-    if size >= len(units):
-        chosen = units
-    else:
-        groups = [g for _, g in units.groupby(list(strata), sort=True)] if strata else [units]
-        alloc = _allocate(np.array([len(g) for g in groups]), size)
-        chosen = pd.concat(
-            [
-                g.iloc[np.sort(rng.choice(len(g), k, replace=False))]
-                for g, k in zip(groups, alloc, strict=True)
-            ]
-        )
-    if paired:
-        keys = pd.MultiIndex.from_frame(chosen[["question_id", "system"]].astype(str))
-        chosen = df[pd.MultiIndex.from_frame(df[["question_id", "system"]].astype(str)).isin(keys)]
-    return chosen.iloc[rng.permutation(len(chosen))].reset_index(drop=True)
+    return strata
+
+
+def _stratified(
+    units: pd.DataFrame, strata: tuple[str, ...], size: int, rng: np.random.Generator
+) -> pd.DataFrame:
+    """`size` units drawn without replacement, allocated over the strata (`_allocate`)."""
+    groups = [g for _, g in units.groupby(list(strata), sort=True)] if strata else [units]
+    alloc = _allocate(np.array([len(g) for g in groups]), size)
+    return pd.concat(
+        [
+            g.iloc[np.sort(rng.choice(len(g), k, replace=False))]
+            for g, k in zip(groups, alloc, strict=True)
+        ]
+    )
+
+
+def _every_set_of(df: pd.DataFrame, chosen: pd.DataFrame) -> pd.DataFrame:
+    """All the answer rows (every set) of the chosen (question, system) units."""
+    keys = pd.MultiIndex.from_frame(chosen[["question_id", "system"]].astype(str))
+    return df[pd.MultiIndex.from_frame(df[["question_id", "system"]].astype(str)).isin(keys)]
 
 
 def rating_columns(dimensions: list[str]) -> list[str]:

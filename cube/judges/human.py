@@ -61,27 +61,8 @@ def _collect_files(paths: Path | list[Path]) -> tuple[list[Path], list[Path]]:
     keys: list[Path] = []
     for p in items:
         if p.is_dir():
-            keys += sorted(
-                f for f in p.iterdir() if f.suffix.lower() == ".csv" and f.stem.endswith("_key")
-            )
-            found = sorted(
-                f
-                for f in p.iterdir()
-                if f.suffix.lower() in (".csv", ".xlsx")
-                and not f.stem.endswith(("_criteria", "_key"))
-                and not f.name.startswith("~$")  # Excel lock files
-            )
-            stems: dict[str, Path] = {}
-            for f in found:
-                if f.stem in stems:
-                    raise RatingsError(
-                        [
-                            f"{p}: both {stems[f.stem].name} and {f.name} found; keep only the "
-                            "filled one"
-                        ]
-                    )
-                stems[f.stem] = f
-            files += found
+            keys += sorted(f for f in p.iterdir() if _is_key_file(f))
+            files += _folder_rating_files(p)
         elif p.is_file():
             files.append(p)
         else:
@@ -89,6 +70,29 @@ def _collect_files(paths: Path | list[Path]) -> tuple[list[Path], list[Path]]:
     if not files:
         raise RatingsError([f"{[str(p) for p in items]}: no .csv or .xlsx rating file found"])
     return files, keys
+
+
+def _is_key_file(f: Path) -> bool:
+    return f.suffix.lower() == ".csv" and f.stem.endswith("_key")
+
+
+def _is_rating_file(f: Path) -> bool:
+    """A CSV or XLSX that is neither a criteria nor a key file nor an Excel lock file."""
+    if f.suffix.lower() not in (".csv", ".xlsx"):
+        return False
+    return not f.stem.endswith(("_criteria", "_key")) and not f.name.startswith("~$")
+
+
+def _folder_rating_files(folder: Path) -> list[Path]:
+    """A folder's rating files; one sheet saved both as CSV and XLSX is an error (which one?)."""
+    found = sorted(f for f in folder.iterdir() if _is_rating_file(f))
+    stems: dict[str, Path] = {}
+    for f in found:
+        if f.stem in stems:
+            both = f"both {stems[f.stem].name} and {f.name} found"
+            raise RatingsError([f"{folder}: {both}; keep only the filled one"])
+        stems[f.stem] = f
+    return found
 
 
 def read_key(path: Path, answers_known: dict[str, tuple], errors: list[str]) -> dict[str, str]:
@@ -195,73 +199,118 @@ def _parse_file(
     df = _read_sheet(file)
     columns = [str(c).strip() for c in df.columns]
     df.columns = columns
-    if "item_id" not in columns:
-        errors.append(f"{file}: no 'item_id' column; columns are {columns}")
+    if not _has_columns(file, columns, dimensions, errors):
         return [], []
-    for d in dimensions:
-        if not any(c in columns for c in rating_columns([d])):
-            errors.append(f"{file}: no column for dimension {d!r}; expected {rating_columns([d])}")
     records, missing = [], []
     for i, row in enumerate(df.to_dict("records")):
         line = i + 2  # spreadsheet row: the header is row 1
         if all(_blank(v) for v in row.values()):
             continue  # trailing empty rows of a spreadsheet
-        cell = _text(row.get("item_id"))
-        iid = key.get(cell, cell)  # an opaque id through the key; a pre-blinding id as it is
-        if iid not in known:
-            where = (
-                f"not in the key {key_name}"
-                if key_name
-                else "no key file given, and not in the answers"
-            )
-            errors.append(
-                f"{file}, row {line}, column 'item_id': unknown item id {cell!r} ({where})"
-            )
+        iid = _known_item(row, file, line, known, key, key_name, errors)
+        if iid is None:
             continue
         rater = _text(row.get("rater")) or file.stem
         for d in dimensions:
-            where = f"{file}, row {line}, column"
-            crit = [
-                _number(row.get(f"{d}.{c}"), CRITERION_MAX, f"{where} '{d}.{c}'", errors)
-                for c in CRITERIA
-            ]
-            total = _number(row.get(f"{d}.total"), TOTAL_MAX, f"{where} '{d}.total'", errors)
             base = {"file": str(file), "row": line, "rater": rater, "item_id": iid, "dimension": d}
-            score = _dimension_score(crit, total, f"{where} '{d}.total'", errors)
-            if math.isnan(score):
-                blanks = [f"{d}.{c}" for c, x in zip(CRITERIA, crit, strict=True) if math.isnan(x)]
-                missing.append({**base, "columns": [*blanks, f"{d}.total"]})
-            criteria = {c: _points(x) for c, x in zip(CRITERIA, crit, strict=True)}
-            records.append({**base, "score": score, "criteria": criteria, "total": _points(total)})
+            record, blank = _dimension_record(row, d, f"{file}, row {line}, column", errors)
+            records.append({**base, **record})
+            if blank:
+                missing.append({**base, "columns": blank})
     return records, missing
+
+
+def _has_columns(file: Path, columns: list[str], dimensions: list[str], errors: list[str]) -> bool:
+    """Whether the sheet has an `item_id` column (else nothing can be read); a dimension without
+    any column is an error too."""
+    if "item_id" not in columns:
+        errors.append(f"{file}: no 'item_id' column; columns are {columns}")
+        return False
+    for d in dimensions:
+        if not any(c in columns for c in rating_columns([d])):
+            errors.append(f"{file}: no column for dimension {d!r}; expected {rating_columns([d])}")
+    return True
+
+
+def _known_item(
+    row: dict[str, Any],
+    file: Path,
+    line: int,
+    known: dict[str, tuple],
+    key: dict[str, str],
+    key_name: str | None,
+    errors: list[str],
+) -> str | None:
+    """The row's internal item id (an opaque id through the key; a pre-blinding id as it is), or
+    None with an error when it names no answer."""
+    cell = _text(row.get("item_id"))
+    iid = key.get(cell, cell)
+    if iid in known:
+        return iid
+    where = (
+        f"not in the key {key_name}" if key_name else "no key file given, and not in the answers"
+    )
+    errors.append(f"{file}, row {line}, column 'item_id': unknown item id {cell!r} ({where})")
+    return None
+
+
+def _dimension_record(
+    row: dict[str, Any], d: str, where: str, errors: list[str]
+) -> tuple[dict[str, Any], list[str]]:
+    """One dimension's score, criterion points and total of a row, and its blank columns when it
+    has no score ([] otherwise)."""
+    crit = [
+        _number(row.get(f"{d}.{c}"), CRITERION_MAX, f"{where} '{d}.{c}'", errors) for c in CRITERIA
+    ]
+    total = _number(row.get(f"{d}.total"), TOTAL_MAX, f"{where} '{d}.total'", errors)
+    score = _dimension_score(crit, total, f"{where} '{d}.total'", errors)
+    blank: list[str] = []
+    if math.isnan(score):
+        blank = [f"{d}.{c}" for c, x in zip(CRITERIA, crit, strict=True) if math.isnan(x)]
+        blank.append(f"{d}.total")
+    criteria = {c: _points(x) for c, x in zip(CRITERIA, crit, strict=True)}
+    return {"score": score, "criteria": criteria, "total": _points(total)}, blank
+
+
+def _rater_rows(records: pd.DataFrame) -> list[tuple]:
+    """(item, "human:<rater>", dimension, score, detail) per record."""
+    rows = []
+    for r in records.to_dict("records"):
+        detail = {k: r[k] for k in ("criteria", "total", "rater", "file", "row")}
+        rows.append((r["item_id"], f"human:{r['rater']}", r["dimension"], r["score"], detail))
+    return rows
+
+
+def _consensus_rows(records: pd.DataFrame) -> list[tuple]:
+    """(item, "human", dimension, mean score of the raters who scored it (NaN: none), detail)
+    per item and dimension."""
+    rows = []
+    for (iid, dim), g in records.groupby(["item_id", "dimension"], sort=True):
+        scored = g[g["score"].notna()]
+        detail = {
+            "criteria": _mean_criteria(g["criteria"]),
+            "n_raters": len(scored),
+            "raters": {
+                r["rater"]: {"criteria": r["criteria"], "total": r["total"]}
+                for r in g.to_dict("records")
+            },
+        }
+        score = float(scored["score"].mean()) if len(scored) else float("nan")
+        rows.append((iid, "human", dim, score, detail))
+    return rows
+
+
+def _mean_criteria(criteria: pd.Series) -> dict[str, int | float | None]:
+    """Each criterion's mean points over the raters who filled it (None: nobody did)."""
+    out: dict[str, int | float | None] = {}
+    for c in CRITERIA:
+        vals = [x[c] for x in criteria if x[c] is not None]
+        out[c] = _points(float(np.mean(vals))) if vals else None
+    return out
 
 
 def _score_rows(records: pd.DataFrame, known: dict[str, tuple], per_rater: bool) -> pd.DataFrame:
     """Scores-table rows from the parsed records (per rater, or the consensus per item)."""
-    rows = []
-    if per_rater:
-        for r in records.to_dict("records"):
-            detail = {k: r[k] for k in ("criteria", "total", "rater", "file", "row")}
-            rows.append((r["item_id"], f"human:{r['rater']}", r["dimension"], r["score"], detail))
-    else:
-        for (iid, dim), g in records.groupby(["item_id", "dimension"], sort=True):
-            scored = g[g["score"].notna()]
-            crit = {
-                c: _points(float(np.mean(vals)))
-                if (vals := [x[c] for x in g["criteria"] if x[c] is not None])
-                else None
-                for c in CRITERIA
-            }
-            detail = {
-                "criteria": crit,  # mean points over the raters who filled the criterion
-                "n_raters": len(scored),
-                "raters": {
-                    r["rater"]: {"criteria": r["criteria"], "total": r["total"]}
-                    for r in g.to_dict("records")
-                },
-            }
-            score = float(scored["score"].mean()) if len(scored) else float("nan")
-            rows.append((iid, "human", dim, score, detail))
+    rows = _rater_rows(records) if per_rater else _consensus_rows(records)
     out = pd.DataFrame(rows, columns=["item_id", "judge", "dimension", "score", "detail"])
     keys = pd.DataFrame(
         [known[i] for i in out["item_id"]], columns=["question_id", "system", "set"]
@@ -333,11 +382,7 @@ def import_ratings(
     records: list[dict] = []
     missing: list[dict] = []
     files, found_keys = _collect_files(paths)
-    if key is None and len(found_keys) > 1:
-        raise RatingsError(
-            [f"several key files found ({[str(k) for k in found_keys]}); pass the one to use"]
-        )
-    key = Path(key) if key is not None else (found_keys[0] if found_keys else None)
+    key = _chosen_key(key, found_keys)
     mapping = read_key(key, known, errors) if key is not None else {}
     for file in files:
         recs, miss = _parse_file(
@@ -345,9 +390,34 @@ def import_ratings(
         )
         records += recs
         missing += miss
+    errors += _rated_twice(records, dimensions[0])
+    if errors:
+        raise RatingsError(errors)
+    if not records:
+        raise RatingsError([f"{[str(f) for f in files]}: no rating rows found"])
+    table = pd.DataFrame(records)
+    report = _ratings_report(table, files, dimensions, missing, key)
+    return _score_rows(table, known, per_rater), report
+
+
+def _chosen_key(key: Path | None, found_keys: list[Path]) -> Path | None:
+    """The key file given, else the one found in the given folders (None: no key); several found
+    and none given is an error."""
+    if key is not None:
+        return Path(key)
+    if len(found_keys) > 1:
+        raise RatingsError(
+            [f"several key files found ({[str(k) for k in found_keys]}); pass the one to use"]
+        )
+    return found_keys[0] if found_keys else None
+
+
+def _rated_twice(records: list[dict], first_dimension: str) -> list[str]:
+    """An error per (rater, item) rated again, naming both rows."""
+    errors: list[str] = []
     seen: dict[tuple[str, str], str] = {}
     for r in records:
-        if r["dimension"] != dimensions[0]:
+        if r["dimension"] != first_dimension:
             continue  # one record per dimension: check each (rater, item) row once
         pair = (r["rater"], r["item_id"])
         here = f"{r['file']}, row {r['row']}"
@@ -357,13 +427,19 @@ def import_ratings(
             )
         else:
             seen[pair] = here
-    if errors:
-        raise RatingsError(errors)
-    if not records:
-        raise RatingsError([f"{[str(f) for f in files]}: no rating rows found"])
-    table = pd.DataFrame(records)
+    return errors
+
+
+def _ratings_report(
+    table: pd.DataFrame,
+    files: list[Path],
+    dimensions: list[str],
+    missing: list[dict],
+    key: Path | None,
+) -> dict[str, Any]:
+    """What `import_ratings` read (see its Returns)."""
     per_item = table.drop_duplicates(["item_id", "rater"]).groupby("item_id")["rater"].nunique()
-    report = {
+    return {
         "files": [str(f) for f in files],
         "rows": int(len(table) // len(dimensions)),
         "raters": sorted(table["rater"].unique()),
@@ -376,7 +452,6 @@ def import_ratings(
         "missing_rows": missing,
         "key": str(key) if key is not None else None,
     }
-    return _score_rows(table, known, per_rater), report
 
 
 def table7_criteria(
@@ -397,15 +472,7 @@ def table7_criteria(
     Returns:
         Columns `criterion, wording, points`; the last row is `total` ("Overall Score").
     """
-    rows = human_scores[human_scores["dimension"] == dimension]
-    rows = rows[
-        (rows["question_id"].astype(str) == str(question_id))
-        & (rows["system"].astype(str) == str(system))
-        & (rows["set"].astype(str) == str(set))
-    ]
-    picked = rows[rows["judge"] == judge]
-    if picked.empty and judge == HUMAN:
-        picked = rows[rows["judge"].astype(str).str.startswith(HUMAN + ":")]
+    picked = _rating_of(human_scores, (question_id, system, set), dimension, judge)
     if picked.empty:
         raise KeyError(
             f"no {judge!r} rating for ({question_id!r}, {system!r}, {set!r}, {dimension!r})"
@@ -413,13 +480,34 @@ def table7_criteria(
     details = [json.loads(d) if isinstance(d, str) and d else {} for d in picked["detail"]]
     wording = dimension_criteria(dimension, lang)
     keys = [f"c{i + 1}" for i in range(len(wording))]
-    points = []
-    for k in keys:
-        values = [d.get("criteria", {}).get(k) for d in details]
-        values = [float(v) for v in values if v is not None]
-        points.append(float(np.mean(values)) if values else math.nan)
+    points = [_mean_points(details, k) for k in keys]
     total = float(pd.to_numeric(picked["score"], errors="coerce").mean())
     overall = {"en": "Overall Score", "zh": "总分"}.get(lang, "Overall Score")
     return pd.DataFrame(
         {"criterion": [*keys, "total"], "wording": [*wording, overall], "points": [*points, total]}
     )
+
+
+def _rating_of(
+    human_scores: pd.DataFrame, answer: tuple[str, str, str], dimension: str, judge: str
+) -> pd.DataFrame:
+    """The judge's rows of one answer (question_id, system, set) and dimension; for "human"
+    without a consensus row, every rater's."""
+    question_id, system, set_ = (str(x) for x in answer)
+    rows = human_scores[human_scores["dimension"] == dimension]
+    rows = rows[
+        (rows["question_id"].astype(str) == question_id)
+        & (rows["system"].astype(str) == system)
+        & (rows["set"].astype(str) == set_)
+    ]
+    picked = rows[rows["judge"] == judge]
+    if picked.empty and judge == HUMAN:
+        picked = rows[rows["judge"].astype(str).str.startswith(HUMAN + ":")]
+    return picked
+
+
+def _mean_points(details: list[dict], criterion: str) -> float:
+    """A criterion's mean points over the ratings' details (NaN: none has it)."""
+    values = [d.get("criteria", {}).get(criterion) for d in details]
+    values = [float(v) for v in values if v is not None]
+    return float(np.mean(values)) if values else math.nan

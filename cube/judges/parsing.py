@@ -210,6 +210,12 @@ def _explicit(t: str, score_format: str | None) -> Parsed | None:
         )
         if found is not None:
             return found
+    return _marked(t)
+
+
+def _marked(t: str) -> Parsed | None:
+    """The score of the common explicit markers ([[N]], [RESULT] N, <score>N</score>); a marker
+    on a scale other than 10 is refused."""
     values = []
     for marker in _MARKERS:
         for m in marker.finditer(t):
@@ -250,16 +256,29 @@ def _from_prose(t: str) -> Parsed:
     bare = _BARE.match(t)
     if bare:
         return _in_range(float(bare.group(1)), bare.group(1))
-    rng = _RANGE.search(t)
-    if rng and (_LABELLED.search(t) or _WITH_UNIT.search(t)) and rng.group(1) != rng.group(2):
+    rng = _labelled_range(t)
+    if rng:
         return None, f"a range, not one score ({rng.group(0).strip()})"
     # Per-criterion points followed by a total ("(1) 2分 ... 总分：8"): the total is the score.
     finals = [m.group(1) for m in _FINAL.finditer(t)]
     if finals and len({float(v) for v in finals}) == 1:
         return _in_range(float(finals[0]), finals[0])
-    found = [m.group(1) for m in _LABELLED.finditer(t)] + [
-        m.group(1) for m in _WITH_UNIT.finditer(t)
-    ]
+    return _one_labelled(t)
+
+
+def _labelled_range(t: str) -> re.Match[str] | None:
+    """A range of two different values in a reply that labels its score or gives it a unit."""
+    rng = _RANGE.search(t)
+    if not rng or rng.group(1) == rng.group(2):
+        return None
+    return rng if _LABELLED.search(t) or _WITH_UNIT.search(t) else None
+
+
+def _one_labelled(t: str) -> Parsed:
+    """The one labelled value (or value with a unit) of a reply; several values, only unlabelled
+    numbers or none are refused, saying which."""
+    found = [m.group(1) for m in _LABELLED.finditer(t)]
+    found += [m.group(1) for m in _WITH_UNIT.finditer(t)]
     values = sorted({float(v) for v in found})
     if len(values) == 1:
         return _in_range(values[0], found[0])
@@ -333,9 +352,7 @@ def parse_scores_json(text: str, dimensions: list[str]) -> dict[str, Parsed]:
     obj = _json_object(unicodedata.normalize("NFKC", str(text)))
     if obj is None:
         return {d: (None, "reply is not a JSON object") for d in dimensions}
-    nested = {str(k).lower(): v for k, v in obj.items()}.get("scores")
-    if isinstance(nested, dict):
-        obj = nested
+    obj = _unnested(obj)
     by_key = {str(k).strip().lower(): v for k, v in obj.items()}
     out: dict[str, Parsed] = {}
     for d in dimensions:
@@ -344,3 +361,9 @@ def parse_scores_json(text: str, dimensions: list[str]) -> dict[str, Parsed]:
         else:
             out[d] = _from_json_value(by_key[d.lower()])
     return out
+
+
+def _unnested(obj: dict[str, Any]) -> dict[str, Any]:
+    """The object under a "scores" key (any case) when it holds one, else the object itself."""
+    nested = {str(k).lower(): v for k, v in obj.items()}.get("scores")
+    return nested if isinstance(nested, dict) else obj

@@ -257,12 +257,16 @@ def tokenize(text: str, lang: str) -> tuple[str, ...]:
     text = unicodedata.normalize("NFKC", text).lower()
     if lang == "zh":
         words = segment(text, hmm=False)
-        return tuple(
-            w
-            for w in (w.strip() for w in words)
-            if w and w not in _ZH_STOP and (len(w) > 1 or w.isdigit()) and _WORDCHAR.search(w)
-        )
+        return tuple(w for w in (w.strip() for w in words) if _zh_content_word(w))
     return tuple(w for w in re.findall(r"[a-z0-9]+(?:\.\d+)?", text) if w not in _EN_STOP)
+
+
+def _zh_content_word(w: str) -> bool:
+    """A Chinese word that is no stopword, of two characters or more (or a number), with a word
+    character."""
+    if not w or w in _ZH_STOP:
+        return False
+    return (len(w) > 1 or w.isdigit()) and bool(_WORDCHAR.search(w))
 
 
 _UNITS = (
@@ -306,6 +310,11 @@ class _Doc:
     free: bool
 
 
+def _field_of(m: re.Match[str] | None) -> str | None:
+    """The field a "label: value" line's label names (None: no label, or not a field's)."""
+    return _LABEL_TO_FIELD.get(m.group(1).strip().lower()) if m else None
+
+
 @lru_cache(maxsize=20_000)
 def _doc(text: str, lang: str) -> _Doc:
     fields: dict[str, str] = {}
@@ -315,9 +324,9 @@ def _doc(text: str, lang: str) -> _Doc:
     # Each line is segmented once; the document's words are the union of its fields' words.
     for line in unicodedata.normalize("NFKC", text).splitlines():
         m = _KV.match(line)
-        field = _LABEL_TO_FIELD.get(m.group(1).strip().lower()) if m else None
-        if m and field:
-            current, value = field, m.group(2).strip()
+        field = _field_of(m)
+        if field:
+            current, value = field, m.group(2).strip()  # type: ignore[union-attr]
             fields[field] = value
             ftoks[field] = set(tokenize(value, lang))
         elif (
@@ -381,20 +390,33 @@ def _answer(text: str, lang: str) -> _Answer:
 def asked_fields(question: str, asked_field: str = "") -> tuple[str, ...]:
     """The fields a question asks about: the question set's `asked_field` if valid, else
     keywords."""
-    known = [f.strip() for f in re.split(r"[,;|]", asked_field or "") if f.strip()]
-    known = [_LABEL_TO_FIELD.get(f.lower(), f) for f in known]
-    if known and all(f in FIELD_LABELS["en"] for f in known):
-        return tuple(known)
+    known = _declared_fields(asked_field)
+    if known:
+        return known
     q = unicodedata.normalize("NFKC", question).lower()
     hits = tuple(f for f, kws in _ASK_KEYWORDS.items() if any(k in q for k in kws))
     return hits or _DEFAULT_ASKED
 
 
+def _declared_fields(asked_field: str) -> tuple[str, ...]:
+    """The question set's `asked_field` as fields (labels mapped to keys); () unless every one is
+    a known field."""
+    known = [f.strip() for f in re.split(r"[,;|]", asked_field or "") if f.strip()]
+    known = [_LABEL_TO_FIELD.get(f.lower(), f) for f in known]
+    if known and all(f in FIELD_LABELS["en"] for f in known):
+        return tuple(known)
+    return ()
+
+
+def _squash(s: str) -> str:
+    """NFKC, lower case, no whitespace: names compared as written together."""
+    return re.sub(r"\s+", "", unicodedata.normalize("NFKC", s)).lower()
+
+
 def item_match(answer_norm: str, item_name: str, answer_tokens: frozenset[str], lang: str) -> float:
     """1: names the gold item; 0.4: its family name without qualifier; 0: names a sibling; else
     partial."""
-    squash = lambda s: re.sub(r"\s+", "", unicodedata.normalize("NFKC", s)).lower()  # noqa: E731
-    gold, ans = squash(item_name), squash(answer_norm)
+    gold, ans = _squash(item_name), _squash(answer_norm)
     if not gold:
         return 0.0
     m = re.match(r"^(.*?)\(([^()]*)\)$", gold)
@@ -406,6 +428,11 @@ def item_match(answer_norm: str, item_name: str, answer_tokens: frozenset[str], 
         return 1.0
     if qual and base in ans:  # the family name only: unspecific (it may be the base sibling itself)
         return 0.4
+    return _partial_item_match(item_name, answer_tokens, lang)
+
+
+def _partial_item_match(item_name: str, answer_tokens: frozenset[str], lang: str) -> float:
+    """Half the share of the item name's words the answer holds."""
     item_toks = frozenset(tokenize(item_name, lang))
     return 0.5 * len(item_toks & answer_tokens) / len(item_toks) if item_toks else 0.0
 
@@ -485,23 +512,26 @@ def _coverage_features(d: _Doc, a: _Answer, fields: list[str], lang: str) -> dic
     action fields (where, online, whom to ask, steps) the answer reproduces."""
     asked_cov = [_recall(d.field_tokens[f], a.tokens) for f in fields]
     segments = _segments(d, fields, lang)
-    asked_nums = frozenset().union(*(d.field_numbers[f] for f in fields)) if fields else frozenset()
-    related = [f for f in _RELATED if f in d.fields and f not in fields]
+    asked_nums = frozenset().union(*(d.field_numbers[f] for f in fields))
+    related, actions = _other_fields(d, fields)
     return {
-        "asked_cov": sum(asked_cov) / len(asked_cov) if asked_cov else 0.0,
-        "segments_cov": (sum(_recall(s, a.tokens) >= 0.6 for s in segments) / len(segments))
-        if segments
-        else 0.0,
+        "asked_cov": _mean(asked_cov),
+        "segments_cov": _mean([_recall(s, a.tokens) >= 0.6 for s in segments]),
         "asked_nums_recall": len(asked_nums & a.numbers) / len(asked_nums) if asked_nums else None,
-        "related_cov": (
-            sum(_recall(d.field_tokens[f], a.tokens) >= 0.3 for f in related) / len(related)
-        )
-        if related
-        else 0.0,
-        "action_cov": max(
-            [_recall(d.field_tokens[f], a.tokens) for f in _ACTION if f in d.fields], default=0.0
-        ),
+        "related_cov": _mean([_recall(d.field_tokens[f], a.tokens) >= 0.3 for f in related]),
+        "action_cov": max([_recall(d.field_tokens[f], a.tokens) for f in actions], default=0.0),
     }
+
+
+def _other_fields(d: _Doc, fields: list[str]) -> tuple[list[str], list[str]]:
+    """The document's related fields not asked, and its action fields."""
+    related = [f for f in _RELATED if f in d.fields and f not in fields]
+    return related, [f for f in _ACTION if f in d.fields]
+
+
+def _mean(values: list[float] | list[bool]) -> float:
+    """The mean (a share, for truth values); 0.0 for none."""
+    return sum(values) / len(values) if values else 0.0
 
 
 def _focus_features(
@@ -695,27 +725,31 @@ def _completeness(x: dict[str, Any], p: Preset, lang: str) -> Points:
 
 @rule("quality")
 def _quality(x: dict[str, Any], p: Preset, lang: str) -> Points:
-    short, good, long_ = (30, 60, 1200) if lang == "zh" else (80, 150, 3000)
-    structured = x["list_lines"] >= 2 or x["sentences"] >= 3
-    if (
-        short <= x["chars"] <= long_
-        and x["chars"] >= good
-        and (structured or not p.long_needs_structure)
-    ):
-        length = 2
-    else:  # strict never gives 2 for a short answer: brevity alone is not clarity evidence
-        length = 1 if x["chars"] >= short or p.short_length_point else 0
-    organisation = (
-        2
-        if x["list_lines"] >= p.list_lines
-        else 1
-        if x["sentences"] >= p.organised_sentences
-        else 0
-    )
+    length = _length_point(x, p, lang)
+    organisation = _organisation_point(x, p)
     repetition = _pts(1 - 2 * x["duplicate_share"], p)
     fluent = _pts(x["fluent_share"], p)
     wording = _pts(max(0.0, 1 - x["hedge_rate"] * p.hedge_weight), p)
     return (length, organisation, repetition, fluent, wording)
+
+
+def _length_point(x: dict[str, Any], p: Preset, lang: str) -> int:
+    """2 for a length between good and long (structured, where the preset asks it), else 1 from
+    the short length on (or always, by the preset's `short_length_point`), else 0."""
+    short, good, long_ = (30, 60, 1200) if lang == "zh" else (80, 150, 3000)
+    structured = x["list_lines"] >= 2 or x["sentences"] >= 3
+    if good <= x["chars"] <= long_ and short <= x["chars"]:
+        if structured or not p.long_needs_structure:
+            return 2
+    # strict never gives 2 for a short answer: brevity alone is not clarity evidence
+    return 1 if x["chars"] >= short or p.short_length_point else 0
+
+
+def _organisation_point(x: dict[str, Any], p: Preset) -> int:
+    """2 for a list, 1 for several sentences, else 0."""
+    if x["list_lines"] >= p.list_lines:
+        return 2
+    return 1 if x["sentences"] >= p.organised_sentences else 0
 
 
 def _accuracy_grade(points: Points) -> int:

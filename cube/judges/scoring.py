@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
@@ -208,56 +209,67 @@ def score_answers(
     # score the same slice of answers one after the other, then the slice's text analyses are
     # released (`release_caches`): an answer's three sets are adjacent rows, so each document and
     # answer is still analysed once, and the caches never hold more than one slice's texts.
-    offline = [j for j in judges if j.model.offline]
     frames: dict[int, list[pd.DataFrame]] = {id(j): [] for j in judges}
     skipped_rows: dict[int, list[dict[str, Any]]] = {id(j): [] for j in judges}
+    _score_offline(judges, records, dimensions, progress, frames, skipped_rows)
+    # an LLM judge's calls go to the model together (concurrency, retries of the unscored)
+    for judge in (j for j in judges if not j.model.offline):
+        rounds = judge.retry_unscored if retry_unscored is None else retry_unscored
+        desc = f"judging: {judge.name}"
+        pair = (frames[id(judge)], skipped_rows[id(judge)])
+        _score_slice(judge, records, dimensions, desc, progress, rounds, *pair)
+    return _typed_scores(_assembled(judges, frames, skipped_rows))
+
+
+def _score_offline(
+    judges: list[Judge],
+    records: list[dict[str, Any]],
+    dimensions: list[Dimension],
+    progress: bool,
+    frames: dict[int, list[pd.DataFrame]],
+    skipped_rows: dict[int, list[dict[str, Any]]],
+) -> None:
+    """The offline judges' rows, a slice of OFFLINE_SLICE records at a time, each judge's into
+    its `frames` and `skipped_rows`; after each slice the models release its text analyses."""
+    offline = [j for j in judges if j.model.offline]
     n_slices = -(-len(records) // OFFLINE_SLICE)
     for k, start in enumerate(range(0, len(records), OFFLINE_SLICE)):
         for judge in offline:
             desc = f"judging: {judge.name}" + (f" ({k + 1}/{n_slices})" if n_slices > 1 else "")
-            _score_slice(
-                judge,
-                records[start : start + OFFLINE_SLICE],
-                dimensions,
-                desc,
-                progress,
-                0,
-                frames[id(judge)],
-                skipped_rows[id(judge)],
-            )
-        for model in {id(j.model): j.model for j in offline}.values():
-            release = getattr(model, "release_caches", None)
-            if release is not None:
-                release()
-    for judge in (
-        judges
-    ):  # an LLM judge's calls go to the model together (concurrency, retries of the unscored)
-        if not judge.model.offline:
-            rounds = judge.retry_unscored if retry_unscored is None else retry_unscored
-            _score_slice(
-                judge,
-                records,
-                dimensions,
-                f"judging: {judge.name}",
-                progress,
-                rounds,
-                frames[id(judge)],
-                skipped_rows[id(judge)],
-            )
+            part = records[start : start + OFFLINE_SLICE]
+            pair = (frames[id(judge)], skipped_rows[id(judge)])
+            _score_slice(judge, part, dimensions, desc, progress, 0, *pair)
+        _release_caches(offline)
+
+
+def _release_caches(judges: list[Judge]) -> None:
+    """Each distinct model's `release_caches`, where it has one."""
+    for model in {id(j.model): j.model for j in judges}.values():
+        release = getattr(model, "release_caches", None)
+        if release is not None:
+            release()
+
+
+def _assembled(
+    judges: list[Judge],
+    frames: dict[int, list[pd.DataFrame]],
+    skipped_rows: dict[int, list[dict[str, Any]]],
+) -> pd.DataFrame:
+    """One table of every judge's rows, in the jury's order, a judge's skipped rows after its
+    judged ones (each part released from the dicts as it is taken)."""
     parts: list[pd.DataFrame] = []
-    for judge in judges:  # in the jury's order; a judge's skipped rows after its judged ones
+    for judge in judges:
         parts += frames.pop(id(judge))
-        if skipped_rows[id(judge)]:
-            parts.append(pd.DataFrame(skipped_rows[id(judge)], columns=list(SCORES_TABLE_COLUMNS)))
-    del frames, skipped_rows
-    out = (
-        pd.concat(parts, ignore_index=True)
-        if len(parts) > 1
-        else parts[0]
-        if parts
-        else pd.DataFrame([], columns=list(SCORES_TABLE_COLUMNS))
-    )
-    del parts
+        skipped = skipped_rows.pop(id(judge))
+        if skipped:
+            parts.append(pd.DataFrame(skipped, columns=list(SCORES_TABLE_COLUMNS)))
+    if not parts:
+        return pd.DataFrame([], columns=list(SCORES_TABLE_COLUMNS))
+    return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+
+
+def _typed_scores(out: pd.DataFrame) -> pd.DataFrame:
+    """The scores table's columns in their types (an empty table's too)."""
     out["score"] = out["score"].astype("float64")
     out["sample"] = out["sample"].astype("int64")
     for c in ("input_tokens", "output_tokens", "cached_input_tokens"):
@@ -282,73 +294,96 @@ def _score_slice(
     missing answers (not judged) to `skipped_rows`."""
     units, requests, skipped = judge_requests(judge, records, dimensions)
     units, requests, n_pilot, decided = _pilot_calls(judge, units, requests)
-    responses = (
-        _complete_prefix_order(judge, requests[:n_pilot], f"{desc} (pilot)", progress)
-        if n_pilot
-        else []
-    )
-    if len(responses) != n_pilot:
-        raise RuntimeError(
-            f"judge {judge.name!r}: model returned {len(responses)} responses for {n_pilot} "
-            "requests"
-        )
+    responses = _sent(judge, requests[:n_pilot], f"{desc} (pilot)", progress)
     unit_rows = [
         _rows_for(judge, *unit, resp) for unit, resp in zip(units, responses, strict=False)
     ]
-    if n_pilot and not decided:
-        judge.pilot_report = pilot_decision(judge, unit_rows, len(requests) - n_pilot)
-    elif decided:  # the pilot's decision as it was taken, its calls not sent counted here
-        not_sent = len(requests) - n_pilot
-        judge.pilot_report = {**(judge.pilot_report or {}), "calls_not_sent": not_sent}
-    if decided or (
-        n_pilot and judge.pilot_report["decision"] == "stopped"
-    ):  # the rest is never sent: rows 'pilot'
-        reason = judge.pilot_report[
-            "reason"
-        ]  # (the gate excludes a judge stopped by its pilot, naming it)
-        skipped += [(rec, d, s, reason, "pilot") for rec, dims, s in units[n_pilot:] for d in dims]
+    _record_pilot(judge, unit_rows, n_pilot, decided, len(requests) - n_pilot)
+    if _stopped_by_pilot(judge, n_pilot, decided):  # the rest is never sent: rows 'pilot'
+        reason = judge.pilot_report["reason"]  # the gate excludes the judge, naming it
+        skipped += _not_sent(units[n_pilot:], reason)
         units, requests = units[:n_pilot], requests[:n_pilot]
     elif len(requests) > n_pilot:
-        rest = _complete_prefix_order(judge, requests[n_pilot:], desc, progress)
-        if len(rest) != len(requests) - n_pilot:
-            raise RuntimeError(
-                f"judge {judge.name!r}: model returned {len(rest)} responses for "
-                f"{len(requests) - n_pilot} requests"
-            )
+        rest = _sent(judge, requests[n_pilot:], desc, progress)
         unit_rows += [
             _rows_for(judge, *unit, resp) for unit, resp in zip(units[n_pilot:], rest, strict=True)
         ]
         del rest
-    if (
-        rounds and not judge.model.offline
-    ):  # an offline scorer is deterministic: asking again changes nothing
-        _reask_unscored(judge, units, requests, unit_rows, rounds, progress)
+    if rounds and not judge.model.offline:  # an offline scorer is deterministic: asking again
+        _reask_unscored(judge, units, requests, unit_rows, rounds, progress)  # changes nothing
     del requests, responses
     if unit_rows:
-        frames.append(
-            pd.DataFrame([r for rs in unit_rows for r in rs], columns=list(SCORES_TABLE_COLUMNS))
-        )
+        frames.append(_frame_of(unit_rows))
     del unit_rows
-    for (
-        rec,
-        d,
-        s,
-        *why,
-    ) in skipped:  # not judged: no call was made, so none failed and nothing was spent
-        skipped_rows.append(
-            _row(
-                judge,
-                rec,
-                d.name,
-                s,
-                None,
-                "",
-                why[0] if why else "answer is missing (no answer to judge)",
-                why[1] if len(why) > 1 else "skipped",
-                "",
-                no_call_accounting(judge.model.name, "judging"),
-            )
+    # not judged: no call was made, so none failed and nothing was spent
+    skipped_rows += [_skipped_row(judge, rec, d, s, why) for rec, d, s, *why in skipped]
+
+
+def _not_sent(units: list, reason: str) -> list[tuple]:
+    """The skipped entries (record, dimension, sample, reason, "pilot") of units not sent."""
+    return [(rec, d, s, reason, "pilot") for rec, dims, s in units for d in dims]
+
+
+def _frame_of(unit_rows: list[list[dict[str, Any]]]) -> pd.DataFrame:
+    """The units' rows as one scores frame."""
+    return pd.DataFrame([r for rs in unit_rows for r in rs], columns=list(SCORES_TABLE_COLUMNS))
+
+
+def _sent(
+    judge: Judge, requests: list[llm.Request], desc: str, progress: bool
+) -> list[llm.Response]:
+    """The responses to `requests` (none sent when there are none); a model that returns another
+    number of responses than requests is an error naming the judge."""
+    if not requests:
+        return []
+    responses = _complete_prefix_order(judge, requests, desc, progress)
+    if len(responses) != len(requests):
+        raise RuntimeError(
+            f"judge {judge.name!r}: model returned {len(responses)} responses for "
+            f"{len(requests)} requests"
         )
+    return responses
+
+
+def _record_pilot(
+    judge: Judge,
+    unit_rows: list[list[dict[str, Any]]],
+    n_pilot: int,
+    decided: bool,
+    not_sent: int,
+) -> None:
+    """The judge's `pilot_report`: the decision on the pilot's rows when the pilot ran here; when
+    it was decided before, that decision as it was taken, with the calls not sent counted here."""
+    if decided:
+        judge.pilot_report = {**(judge.pilot_report or {}), "calls_not_sent": not_sent}
+    elif n_pilot:
+        judge.pilot_report = pilot_decision(judge, unit_rows, not_sent)
+
+
+def _stopped_by_pilot(judge: Judge, n_pilot: int, decided: bool) -> bool:
+    """Whether the judge's calls after its pilot are not sent: a pilot decided before (only its
+    calls are taken again) or one that stopped the judge here."""
+    if decided:
+        return True
+    return bool(n_pilot) and judge.pilot_report["decision"] == "stopped"
+
+
+def _skipped_row(
+    judge: Judge, rec: dict[str, Any], d: Dimension, s: int, why: list[str]
+) -> dict[str, Any]:
+    """The row of a call not made: the answer is missing, or `why` = (reason, error kind)."""
+    return _row(
+        judge,
+        rec,
+        d.name,
+        s,
+        None,
+        "",
+        why[0] if why else "answer is missing (no answer to judge)",
+        why[1] if len(why) > 1 else "skipped",
+        "",
+        no_call_accounting(judge.model.name, "judging"),
+    )
 
 
 def _pilot_calls(
@@ -413,7 +448,7 @@ def pilot_decision(
     scores counts 3 of 4, not 0. Calls that failed are not replies (the retries and the breaker deal
     with them); a pilot without any reply decides nothing ("continued"). `insist` sends the rest
     whatever the share."""
-    replies = [rows for rows in pilot_rows if rows and rows[0]["error_kind"] != "call"]
+    replies = [rows for rows in pilot_rows if _is_reply(rows)]
     scores = sum(len(rows) for rows in replies)
     parsed = scores - sum(_n_parse(rows) for rows in replies)
     share = parsed / scores if scores else float("nan")
@@ -423,6 +458,7 @@ def pilot_decision(
         f"not sent: judge {judge.name!r} was stopped by its pilot ({parsed} of {scores} dimension "
         f"scores in {len(replies)} replies parsed, under {judge.pilot_min_parsed:.0%})"
     )
+    decision = _pilot_verdict(low, judge.insist)
     return {
         "judge": judge.name,
         "pilot_calls": len(pilot_rows),
@@ -430,15 +466,23 @@ def pilot_decision(
         "scores": scores,
         "parsed": parsed,
         "parsed_share": share,
-        "decision": "stopped"
-        if low and not judge.insist
-        else "continued (insist)"
-        if low
-        else "continued",
-        "calls_not_sent": remaining if low and not judge.insist else 0,
+        "decision": decision,
+        "calls_not_sent": remaining if decision == "stopped" else 0,
         "reason": reason,
         "examples": examples,
     }
+
+
+def _is_reply(rows: list[dict[str, Any]]) -> bool:
+    """A call's rows come from a reply: the call did not fail."""
+    return bool(rows) and rows[0]["error_kind"] != "call"
+
+
+def _pilot_verdict(low: bool, insist: bool) -> str:
+    """Stopped when too few scores parsed, unless the judge insists."""
+    if not low:
+        return "continued"
+    return "continued (insist)" if insist else "stopped"
 
 
 _RECORD_COLUMNS = (
@@ -467,78 +511,73 @@ def judge_requests(
     `units[i]` is the (answer row, dimensions, sample) of `requests[i]`; `skipped` lists the
     (row, dimension, sample) not judged because the answer is missing. `cube.llm.batch` exports the
     same requests, so a batch reply lands on the cache key the run looks up."""
-    names = [d.name for d in dimensions]
-    rubrics = {d.name: d.rubric for d in dimensions}  # the rubric judge's rule of each
-    all_dimensions_version = all_dimensions_prompt(dimensions, "", "", "")[1]
-    offline = judge.model.offline
-    one_schema, all_schema = (
-        score_schema(),
-        score_schema(names),
-    )  # sent where structured_output allows
+    calls = _CallBuilder(judge, dimensions)
     units: list[Unit] = []
     requests: list[llm.Request] = []
     skipped: list[tuple[dict[str, Any], Dimension, int]] = []
     for rec in records:
-        base_ctx = {
+        if _missing(rec["answer"]):
+            skipped += [(rec, d, s) for s in range(judge.samples) for d in dimensions]
+            continue
+        base_ctx = calls.context(rec)
+        for s in range(judge.samples):
+            for unit, request in calls.calls(rec, base_ctx, s):
+                units.append(unit)
+                requests.append(request)
+    return units, requests, skipped
+
+
+class _CallBuilder:
+    """A judge's calls of one answer row: one call for all dimensions or one per dimension. An
+    offline scorer reads `context` only: its prompt text is never built (no messages) and no
+    schema is sent; an LLM gets the score schema where structured_output allows."""
+
+    def __init__(self, judge: Judge, dimensions: list[Dimension]) -> None:
+        self.judge = judge
+        self.dimensions = dimensions
+        self.offline = judge.model.offline
+        self.names = [d.name for d in dimensions]
+        self.rubrics = {d.name: d.rubric for d in dimensions}  # the rubric judge's rule of each
+        self.all_version = all_dimensions_prompt(dimensions, "", "", "")[1]
+        self.one_schema, self.all_schema = score_schema(), score_schema(self.names)
+
+    def context(self, rec: dict[str, Any]) -> dict[str, Any]:
+        """What every call of the row reads (a missing item name as "")."""
+        item = rec["_item_name"]
+        return {
             "question": str(rec["question"]),
             "document": rec["_document"],
-            "answer": "" if _missing(rec["answer"]) else str(rec["answer"]),
-            "item_name": "" if _missing(rec["_item_name"]) else str(rec["_item_name"]),
-            "lang": dimensions[0].lang,
+            "answer": str(rec["answer"]),
+            "item_name": "" if _missing(item) else str(item),
+            "lang": self.dimensions[0].lang,
         }
-        for s in range(judge.samples):
-            if _missing(rec["answer"]):
-                skipped += [(rec, d, s) for d in dimensions]
-                continue
-            # An offline scorer reads `context` only: its prompt text is never built (no messages).
-            if judge.all_dimensions:
-                version = all_dimensions_version
-                messages = (
-                    ()
-                    if offline
-                    else (
-                        {
-                            "role": "user",
-                            "content": all_dimensions_prompt(
-                                dimensions,
-                                base_ctx["question"],
-                                base_ctx["document"],
-                                base_ctx["answer"],
-                            )[0],
-                        },
-                    )
-                )
-                ctx = {**base_ctx, "dimension": None, "dimensions": names, "rubrics": rubrics}
-                requests.append(
-                    llm.Request(messages, ctx, version, s, schema=None if offline else all_schema)
-                )
-                units.append((rec, dimensions, s))
-            else:
-                for d in dimensions:
-                    messages = (
-                        ()
-                        if offline
-                        else (
-                            {
-                                "role": "user",
-                                "content": d.fill(
-                                    base_ctx["question"], base_ctx["document"], base_ctx["answer"]
-                                ),
-                            },
-                        )
-                    )
-                    ctx = {**base_ctx, "dimension": d.name, "rubric": d.rubric}
-                    requests.append(
-                        llm.Request(
-                            messages,
-                            ctx,
-                            d.template_version,
-                            s,
-                            schema=None if offline else one_schema,
-                        )
-                    )
-                    units.append((rec, [d], s))
-    return units, requests, skipped
+
+    def calls(
+        self, rec: dict[str, Any], ctx: dict[str, Any], s: int
+    ) -> list[tuple[Unit, llm.Request]]:
+        """The (unit, request) pairs of sample `s` of the row."""
+        if self.judge.all_dimensions:
+            return [((rec, self.dimensions, s), self._all_request(ctx, s))]
+        return [((rec, [d], s), self._one_request(d, ctx, s)) for d in self.dimensions]
+
+    def _messages(self, content: Callable[[], str]) -> tuple[dict[str, str], ...]:
+        return () if self.offline else ({"role": "user", "content": content()},)
+
+    def _all_request(self, ctx: dict[str, Any], s: int) -> llm.Request:
+        messages = self._messages(
+            lambda: all_dimensions_prompt(
+                self.dimensions, ctx["question"], ctx["document"], ctx["answer"]
+            )[0]
+        )
+        full = {**ctx, "dimension": None, "dimensions": self.names, "rubrics": self.rubrics}
+        schema = None if self.offline else self.all_schema
+        return llm.Request(messages, full, self.all_version, s, schema=schema)
+
+    def _one_request(self, d: Dimension, ctx: dict[str, Any], s: int) -> llm.Request:
+        messages = self._messages(lambda: d.fill(ctx["question"], ctx["document"], ctx["answer"]))
+        full = {**ctx, "dimension": d.name, "rubric": d.rubric}
+        schema = None if self.offline else self.one_schema
+        return llm.Request(messages, full, d.template_version, s, schema=schema)
 
 
 def _row(
@@ -576,42 +615,48 @@ def _rows_for(
 ) -> list[dict[str, Any]]:
     # Every row of an all-dimensions call carries that call's accounting and call_id;
     # cube.llm.usage.usage_summary counts the call once.
-    accs = [_accounting(resp)] * len(dims)
-    finish = str((resp.detail or {}).get("finish_reason") or "")
+    acc = _accounting(resp)
+    finish = _finish_reason(resp)
     if not resp.ok:
         reason = resp.error or "no text in the response"
+        raw = resp.text or ""
         return [
-            _row(judge, rec, d.name, sample, None, resp.text or "", reason, "call", "", a, finish)
-            for d, a in zip(dims, accs, strict=True)
+            _row(judge, rec, d.name, sample, None, raw, reason, "call", "", acc, finish)
+            for d in dims
         ]
     text = resp.text or ""
-    if len(dims) == 1 and not judge.all_dimensions:
-        parsed = {dims[0].name: _parse_score(text, dims[0].score_format)}
-        details = {dims[0].name: resp.detail}
-        # Only an offline scorer's detail is criterion points (an LLM's holds e.g. its cache key).
-    else:
-        parsed = parse_scores_json(text, [d.name for d in dims])
-        details = resp.detail if isinstance(resp.detail, dict) else {}
+    parsed, details = _parsed_reply(judge, dims, text, resp.detail)
     rows = []
-    for d, a in zip(dims, accs, strict=True):
+    for d in dims:
         score, reason = parsed[d.name]
-        detail = details.get(d.name) if judge.model.offline else None
+        detail = _offline_detail(judge, details, d.name)
+        kind = "parse" if reason else ""
         rows.append(
-            _row(
-                judge,
-                rec,
-                d.name,
-                sample,
-                score,
-                text,
-                reason or "",
-                "parse" if reason else "",
-                _detail_json(detail) if detail else "",
-                a,
-                finish,
-            )
+            _row(judge, rec, d.name, sample, score, text, reason or "", kind, detail, acc, finish)
         )
     return rows
+
+
+def _finish_reason(resp: llm.Response) -> str:
+    return str((resp.detail or {}).get("finish_reason") or "")
+
+
+def _parsed_reply(
+    judge: Judge, dims: list[Dimension], text: str, detail: Any
+) -> tuple[dict[str, tuple[float | None, str | None]], dict[str, Any]]:
+    """Each dimension's (score, parse error) in a reply, and the reply's detail per dimension: a
+    one-dimension call's reads its score format, an all-dimensions call's is JSON."""
+    if len(dims) == 1 and not judge.all_dimensions:
+        return {dims[0].name: _parse_score(text, dims[0].score_format)}, {dims[0].name: detail}
+    parsed = parse_scores_json(text, [d.name for d in dims])
+    return parsed, detail if isinstance(detail, dict) else {}
+
+
+def _offline_detail(judge: Judge, details: dict[str, Any], name: str) -> str:
+    """A dimension's detail as JSON: only an offline scorer's is criterion points (an LLM's holds
+    e.g. its cache key), so an LLM's rows get ""."""
+    detail = details.get(name) if judge.model.offline else None
+    return _detail_json(detail) if detail else ""
 
 
 def _detail_json(detail: Any) -> str:
@@ -681,36 +726,39 @@ def _reask_unscored(
         for i, resp in zip(redo, responses, strict=True):
             rec, dims, s = units[i]
             new = _rows_for(judge, rec, dims, s, resp)
-            old = unit_rows[i][0]
-            first = json.loads(old["detail"]) if old["detail"] else {}
-            tally = {
-                "calls": first.get("calls", 1) + 1,
-                "failed_calls": first.get("failed_calls", 0) + (not resp.ok),
-            }
-            if not resp.ok or _n_parse(new) >= _n_parse(unit_rows[i]):
-                kept, extra = (
-                    unit_rows[i],
-                    new[0],
-                )  # the re-ask is no better: keep the rows, add its call
-                record = {**first, **tally}
-            else:
-                kept, extra = new, old
-                record = {
-                    "reasked": k,
-                    "first_reply": first.get("first_reply", old["raw"]),
-                    "first_call_id": first.get("first_call_id", old["call_id"]),
-                    **tally,
-                }
-            for row in kept:
-                row["detail"] = json.dumps(record, ensure_ascii=False)
-                for c in (
-                    "input_tokens",
-                    "output_tokens",
-                    "cached_input_tokens",
-                    "latency_s",
-                    "queue_s",
-                ):
-                    row[c] = row[c] + extra[c]
-                row["cost"] = row["cost"] + extra["cost"]  # NaN (unknown price) stays NaN
-                row["cached"] = bool(row["cached"] and extra["cached"])
-            unit_rows[i] = kept
+            unit_rows[i] = _better_of(unit_rows[i], new, resp.ok, k)
+
+
+_SUMMED = ("input_tokens", "output_tokens", "cached_input_tokens", "latency_s", "queue_s")
+
+
+def _better_of(
+    old_rows: list[dict[str, Any]], new: list[dict[str, Any]], ok: bool, k: int
+) -> list[dict[str, Any]]:
+    """A unit's rows after re-ask `k`: the new reply's when its call answered and fewer of its
+    dimensions fail to parse (recording the first reply and call), else the old ones; either
+    way with both calls' accounting added up and counted in `detail`."""
+    old = old_rows[0]
+    first = json.loads(old["detail"]) if old["detail"] else {}
+    tally = {
+        "calls": first.get("calls", 1) + 1,
+        "failed_calls": first.get("failed_calls", 0) + (not ok),
+    }
+    if not ok or _n_parse(new) >= _n_parse(old_rows):
+        # the re-ask is no better: keep the rows, add its call
+        kept, extra, record = old_rows, new[0], {**first, **tally}
+    else:
+        kept, extra = new, old
+        record = {
+            "reasked": k,
+            "first_reply": first.get("first_reply", old["raw"]),
+            "first_call_id": first.get("first_call_id", old["call_id"]),
+            **tally,
+        }
+    for row in kept:
+        row["detail"] = json.dumps(record, ensure_ascii=False)
+        for c in _SUMMED:
+            row[c] = row[c] + extra[c]
+        row["cost"] = row["cost"] + extra["cost"]  # NaN (unknown price) stays NaN
+        row["cached"] = bool(row["cached"] and extra["cached"])
+    return kept

@@ -156,6 +156,29 @@ def read_table(
     `what` names the kind of file in error messages ("knowledge-base", "question-set"),
     `encoding_key` the params key an encoding error tells to set ("questions.encoding").
     """
+    fmt = _checked_format(path, fmt, what)
+    if fmt == "csv":
+        df, where = _read_csv(path, encoding, encoding_key)
+    elif fmt == "jsonl":
+        df, where = _read_jsonl(path, encoding, encoding_key)
+    elif fmt == "txt":
+        df, where = _read_txt(path, encoding, labels)
+    else:
+        df, where = _read_binary(path, fmt, sheet)
+    if df.empty:
+        raise CorpusError(
+            f"{path}: the {what} file is empty (expected one row, line or .txt file per item)"
+        )
+    return df, where
+
+
+def _sheet_or_first(sheet: str | int | None) -> str | int:
+    return 0 if sheet is None else sheet
+
+
+def _checked_format(path: Path, fmt: str, what: str) -> str:
+    """The format to read `path` as (`auto`: by its suffix; a folder is `txt`), or a clear error:
+    no such file, an unknown format, a folder in any format but `txt`."""
     if not path.exists():
         raise CorpusError(f"{path}: {what} file or folder not found")
     if fmt == "auto":
@@ -171,35 +194,28 @@ def read_table(
         )
     if path.is_dir() and fmt != "txt":
         raise CorpusError(f"{path}: is a folder; only format 'txt' reads a folder")
-    if fmt == "csv":
-        df, where = _read_csv(path, encoding, encoding_key)
-    elif fmt == "jsonl":
-        df, where = _read_jsonl(path, encoding, encoding_key)
-    elif fmt == "txt":
-        df, where = _read_txt(path, encoding, labels)
-    else:
-        if fmt == "excel" and sheet is not None:
-            _check_sheet(path, sheet)
-        try:
-            if fmt == "parquet":
-                df = pd.read_parquet(path)
-            else:
-                df = pd.read_excel(path, sheet_name=0 if sheet is None else sheet, dtype=str)
-        except Exception as err:  # pyarrow/openpyxl raise many types; all mean "unreadable"
-            at = f" (sheet {sheet!r})" if fmt == "excel" and sheet is not None else ""
-            raise CorpusError(
-                f"{path}: cannot read as {fmt}{at}: {type(err).__name__}: {err}"
-            ) from None
-        offset = 2 if fmt == "excel" else 1
-        where = [
-            f"row {i + 1}" + (f" (sheet row {i + offset})" if fmt == "excel" else "")
-            for i in range(len(df))
-        ]
-    if df.empty:
+    return fmt
+
+
+def _read_binary(path: Path, fmt: str, sheet: str | int | None) -> tuple[pd.DataFrame, list[str]]:
+    """A parquet or Excel file (the sheet given, else the first) and its rows' locators (Excel's:
+    the sheet row, under the header)."""
+    excel = fmt == "excel"
+    if excel and sheet is not None:
+        _check_sheet(path, sheet)
+    try:
+        if fmt == "parquet":
+            df = pd.read_parquet(path)
+        else:
+            df = pd.read_excel(path, sheet_name=_sheet_or_first(sheet), dtype=str)
+    except Exception as err:  # pyarrow/openpyxl raise many types; all mean "unreadable"
+        at = f" (sheet {sheet!r})" if excel and sheet is not None else ""
         raise CorpusError(
-            f"{path}: the {what} file is empty (expected one row, line or .txt file per item)"
-        )
-    return df, where
+            f"{path}: cannot read as {fmt}{at}: {type(err).__name__}: {err}"
+        ) from None
+    if excel:
+        return df, [f"row {i + 1} (sheet row {i + 2})" for i in range(len(df))]
+    return df, [f"row {i + 1}" for i in range(len(df))]
 
 
 # The largest knowledge-base cell `cube validate` lets pass without a warning: 100,000 characters

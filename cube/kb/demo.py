@@ -538,23 +538,16 @@ def _pick_materials(
 
 
 def _unit(rng: random.Random, ri: int, svc: int, size: int) -> list[dict[str, Any]]:
-    """The language-neutral choices of one item (size 1) or one family (base item + variants)."""
+    """The language-neutral choices of one item (size 1) or one family (base item + variants).
+
+    Every draw is made in a fixed order (the steps below are called in it), so one seed gives one
+    corpus."""
     si, name, kind, person = SERVICES[svc]
     sec = SECTORS[si]
     stat = rng.choice(STATUTORY_DAYS[kind])
     immediate = stat <= 10 and rng.random() < 0.3
     pool = PERSON_MATERIALS if person else ORG_MATERIALS
-    laws = [
-        (law, sorted(rng.sample(range(2, 61), rng.choice((1, 1, 2)))))
-        for law in rng.sample(sec["laws"], rng.choice((1, 2)))
-    ]
-    if kind != "registration" and rng.random() < 0.5:
-        laws.append(
-            (
-                ("中华人民共和国行政许可法", "Administrative Licensing Law of the PRC"),
-                [rng.randint(12, 57)],
-            )
-        )
+    laws = _laws(rng, sec, kind)
     base = dict(
         si=si,
         ri=ri,
@@ -564,41 +557,135 @@ def _unit(rng: random.Random, ri: int, svc: int, size: int) -> list[dict[str, An
         variant=("", ""),
         stat=stat,
         immediate=immediate,
-        committed=1 if immediate else rng.randint(max(1, stat // 5), max(1, stat * 3 // 5)),
+        committed=_committed(rng, immediate, stat),
         requirements=rng.sample(REQUIREMENTS[kind], rng.choice((2, 3))),
         laws=laws,
-        objects=[("自然人", "Natural persons")]
-        if person
-        else rng.sample(ORG_OBJECTS, rng.choice((1, 1, 2))),
+        objects=_objects(rng, person),
         online=rng.choices(ONLINE, weights=(65, 20, 15))[0],
-        fee=None if rng.random() < 0.8 else rng.choice((10, 20, 50, 100, 200)),
-        steps=[s for s in STEPS if s[2] == "*" or (kind in s[2].split() and rng.random() < s[3])],
-        materials=[(pool[0], rng.choice(FORMS))]
-        + _pick_materials(rng, pool[1:], rng.randint(1, 3))
-        + _pick_materials(rng, sec["materials"], rng.randint(1, 3)),
+        fee=_fee(rng),
+        steps=_steps(rng, kind),
+        materials=_materials(rng, pool, sec),
     )
     members = [base]
     for vi in sorted(rng.sample(range(len(VARIANTS[kind])), size - 1)):
-        vname, material, requirement, factor, free = VARIANTS[kind][vi]
-        stat_v = max(2, round(stat * factor))
-        mats = list(base["materials"])
-        if len(mats) > 3:  # a variant needs fewer of the base documents
-            del mats[rng.randrange(1, len(mats))]
-        members.append(
-            dict(
-                base,
-                name=(f"{name[0]}（{vname[0]}）", f"{name[1]} ({vname[1]})"),
-                variant=vname,
-                stat=stat_v,
-                committed=1
-                if immediate
-                else rng.randint(max(1, stat_v // 5), max(1, stat_v * 3 // 5)),
-                requirements=base["requirements"] + [requirement],
-                fee=None if free else base["fee"],
-                materials=mats + [(material, rng.choice(FORMS))],
-            )
-        )
+        members.append(_variant_of(rng, base, VARIANTS[kind][vi]))
     return members
+
+
+def _laws(
+    rng: random.Random, sec: dict[str, Any], kind: str
+) -> list[tuple[tuple[str, str], list[int]]]:
+    """One or two of the sector's laws with one or two articles each, and for a licence half
+    of the time an article of the Administrative Licensing Law."""
+    laws = [
+        (law, sorted(rng.sample(range(2, 61), rng.choice((1, 1, 2)))))
+        for law in rng.sample(sec["laws"], rng.choice((1, 2)))
+    ]
+    if kind != "registration" and rng.random() < 0.5:
+        licensing = ("中华人民共和国行政许可法", "Administrative Licensing Law of the PRC")
+        laws.append((licensing, [rng.randint(12, 57)]))
+    return laws
+
+
+def _committed(rng: random.Random, immediate: bool, stat: int) -> int:
+    """The committed time limit: 1 day for an immediate item, else 1/5 to 3/5 of the statutory."""
+    if immediate:
+        return 1
+    return rng.randint(max(1, stat // 5), max(1, stat * 3 // 5))
+
+
+def _objects(rng: random.Random, person: bool) -> list[tuple[str, str]]:
+    if person:
+        return [("自然人", "Natural persons")]
+    return rng.sample(ORG_OBJECTS, rng.choice((1, 1, 2)))
+
+
+def _fee(rng: random.Random) -> int | None:
+    """No fee 80 % of the time."""
+    return None if rng.random() < 0.8 else rng.choice((10, 20, 50, 100, 200))
+
+
+def _steps(rng: random.Random, kind: str) -> list[tuple]:
+    """Every common step, and each step of the kind with its probability."""
+    return [s for s in STEPS if s[2] == "*" or (kind in s[2].split() and rng.random() < s[3])]
+
+
+def _materials(
+    rng: random.Random, pool: list[tuple[str, str]], sec: dict[str, Any]
+) -> list[tuple[tuple[str, str], tuple[str, str]]]:
+    """The identity document, one to three of the pool's and one to three of the sector's."""
+    return (
+        [(pool[0], rng.choice(FORMS))]
+        + _pick_materials(rng, pool[1:], rng.randint(1, 3))
+        + _pick_materials(rng, sec["materials"], rng.randint(1, 3))
+    )
+
+
+def _variant_of(rng: random.Random, base: dict[str, Any], spec: tuple) -> dict[str, Any]:
+    """A family member: the base item with a variant's name, time factor, extra requirement and
+    material (and fewer of the base documents), free when the variant is."""
+    vname, material, requirement, factor, free = spec
+    stat_v = max(2, round(base["stat"] * factor))
+    mats = list(base["materials"])
+    if len(mats) > 3:  # a variant needs fewer of the base documents
+        del mats[rng.randrange(1, len(mats))]
+    name = base["name"]
+    return dict(
+        base,
+        name=(f"{name[0]}（{vname[0]}）", f"{name[1]} ({vname[1]})"),
+        variant=vname,
+        stat=stat_v,
+        committed=_committed(rng, base["immediate"], stat_v),
+        requirements=base["requirements"] + [requirement],
+        fee=None if free else base["fee"],
+        materials=mats + [(material, rng.choice(FORMS))],
+    )
+
+
+def _days(n: int, zh: bool) -> str:
+    return f"{n}个工作日" if zh else f"{n} working day{'s' if n > 1 else ''}"
+
+
+def _cite(law: tuple[str, str], arts: list[int], zh: bool) -> str:
+    if zh:
+        return f"《{law[0]}》" + "、".join(f"第{_zh_number(a)}条" for a in arts)
+    if len(arts) == 1:
+        return f"{law[1]}, Article {arts[0]}"
+    return f"{law[1]}, Articles {arts[0]} and {arts[1]}"
+
+
+def _consultation(phone: str, zh: bool) -> str:
+    if zh:
+        return f"咨询电话：{phone}（工作日）；网上咨询：{PORTAL[0]}“我要咨询”栏目"
+    return f"Phone: {phone} (working days); online: the 'Ask Us' section of the {PORTAL[1]}"
+
+
+def _location(centre: tuple[str, str], si: int, ri: int, zh: bool) -> str:
+    """The window of the region's service centre that handles the sector."""
+    floor, zone, window = 1 + si % 4, "ABCD"[(si // 4) % 4], 1 + (si * 7 + ri) % 30
+    if zh:
+        return f"{centre[0]}{floor}楼{zone}区{window}号窗口"
+    return f"{centre[1]}, Floor {floor}, Zone {zone}, Window {window}"
+
+
+def _fee_text(fee: int | None, li: int) -> str:
+    if fee is None:
+        return ("不收费", "Free of charge")[li]
+    if li == 0:
+        return f"{fee}元/件（按明川省发展和改革委员会、明川省财政厅核定的标准收取）"
+    return (
+        f"CNY {fee} per application (schedule approved by the Mingchuan Provincial "
+        "Development and Reform Commission and Department of Finance)"
+    )
+
+
+def _procedure(steps: list[tuple], li: int) -> str:
+    zh = li == 0
+    end = "。" if zh else "."
+    return "\n".join(
+        f"{i}. {s[0].split('|')[li]}{'：' if zh else ': '}{s[1].split('|')[li]}{end}"
+        for i, s in enumerate(steps, 1)
+    )
 
 
 def _localise(m: dict[str, Any], li: int, doc_id: str) -> dict[str, str]:
@@ -607,60 +694,46 @@ def _localise(m: dict[str, Any], li: int, doc_id: str) -> dict[str, str]:
     si, ri = m["si"], m["ri"]
     region, agency = REGIONS[ri], SECTORS[si]["agency"][0 if REGIONS[ri]["level"] == 0 else 1]
     phone = f"0000-{6_000_000 + ((ri * 31 + si) * 7919) % 3_999_999:07d}"
-    floor, zone, window = 1 + si % 4, "ABCD"[(si // 4) % 4], 1 + (si * 7 + ri) % 30
     sep, end = ("；", "。") if zh else ("; ", ".")
-
-    def days(n: int) -> str:
-        return f"{n}个工作日" if zh else f"{n} working day{'s' if n > 1 else ''}"
-
-    def cite(law: tuple[str, str], arts: list[int]) -> str:
-        if zh:
-            return f"《{law[0]}》" + "、".join(f"第{_zh_number(a)}条" for a in arts)
-        return (
-            f"{law[1]}, Article {arts[0]}"
-            if len(arts) == 1
-            else f"{law[1]}, Articles {arts[0]} and {arts[1]}"
-        )
-
-    fee = m["fee"]
     return {
         "region": region["region"][li],
         "publication_address": f"{DEMO_DOMAIN}/bszn/{doc_id}.html",
         "item_name": m["name"][li],
         "handling_agency": region["prefix"][li] + ("" if zh else " ") + agency[li],
         "department": agency[li],
-        "consultation_method": f"咨询电话：{phone}（工作日）；网上咨询：{PORTAL[0]}“我要咨询”栏目"
-        if zh
-        else f"Phone: {phone} (working days); online: the 'Ask Us' section of the {PORTAL[1]}",
+        "consultation_method": _consultation(phone, zh),
         "requirements": sep.join(r[li] for r in m["requirements"]) + end,
-        "legal_basis": sep.join(cite(law, arts) for law, arts in m["laws"]),
-        "statutory_time_limit": days(m["stat"]),
-        "committed_time_limit": days(m["committed"]),
+        "legal_basis": sep.join(_cite(law, arts, zh) for law, arts in m["laws"]),
+        "statutory_time_limit": _days(m["stat"], zh),
+        "committed_time_limit": _days(m["committed"], zh),
         "service_object": ("、" if zh else ", ").join(o[li] for o in m["objects"]),
-        "processing_type": ("即办件", "Immediate item")[li]
-        if m["immediate"]
-        else ("承诺件", "Commitment item")[li],
+        "processing_type": (
+            ("即办件", "Immediate item") if m["immediate"] else ("承诺件", "Commitment item")
+        )[li],
         "online_handling": m["online"][li],
         "processing_time": HOURS[ri % len(HOURS)][li],
-        "processing_location": f"{region['centre'][0]}{floor}楼{zone}区{window}号窗口"
-        if zh
-        else f"{region['centre'][1]}, Floor {floor}, Zone {zone}, Window {window}",
-        "fee_standard": ("不收费", "Free of charge")[li]
-        if fee is None
-        else (
-            f"{fee}元/件（按明川省发展和改革委员会、明川省财政厅核定的标准收取）"
-            if zh
-            else f"CNY {fee} per application (schedule approved by the Mingchuan Provincial "
-            "Development and Reform Commission and Department of Finance)"
-        ),
-        "procedure": "\n".join(
-            f"{i}. {s[0].split('|')[li]}{'：' if zh else ': '}{s[1].split('|')[li]}{end}"
-            for i, s in enumerate(m["steps"], 1)
-        ),
+        "processing_location": _location(region["centre"], si, ri, zh),
+        "fee_standard": _fee_text(m["fee"], li),
+        "procedure": _procedure(m["steps"], li),
         "application_materials": "\n".join(
             f"{i}. {name[li]}{form[li]}" for i, (name, form) in enumerate(m["materials"], 1)
         ),
     }
+
+
+def _next_region_service(
+    rng: random.Random, available: list[int], queues: dict[int, list[int]]
+) -> tuple[int, int]:
+    """A region drawn by weight among those with services left, and its next service: each region
+    offers each service once, in a shuffled order (`available` and `queues` updated in place)."""
+    ri = rng.choices(available, weights=[REGION_WEIGHTS[i] for i in available])[0]
+    if ri not in queues:
+        queues[ri] = list(range(len(SERVICES)))
+        rng.shuffle(queues[ri])
+    svc = queues[ri].pop()
+    if not queues[ri]:
+        available.remove(ri)
+    return ri, svc
 
 
 def generate_demo_corpus(
@@ -706,15 +779,7 @@ def generate_demo_corpus(
     rows: list[dict[str, Any]] = []
     n_families = 0
     for size in sizes:
-        # A region is drawn by weight among those with services left; each region offers each
-        # service once.
-        ri = rng.choices(available, weights=[REGION_WEIGHTS[i] for i in available])[0]
-        if ri not in queues:
-            queues[ri] = list(range(len(SERVICES)))
-            rng.shuffle(queues[ri])
-        svc = queues[ri].pop()
-        if not queues[ri]:
-            available.remove(ri)
+        ri, svc = _next_region_service(rng, available, queues)
         n_families += size > 1
         family_id = f"F{n_families:04d}" if size > 1 else ""
         for m in _unit(rng, ri, svc, size):

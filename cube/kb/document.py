@@ -49,16 +49,28 @@ def field_text(field: str, value: Any) -> str:
     if isinstance(value, list | tuple | np.ndarray):
         return _numbered(value)
     if isinstance(value, float):
-        if math.isnan(value):
-            return ""
-        return str(int(value)) if value.is_integer() else str(value)
+        return _number_text(value)
     if value is pd.NA:
         return ""
     text = str(value).strip()
     if field in LIST_FIELDS and "\n" in text:
-        lines = [ln for ln in text.splitlines() if ln.strip()]
-        if not all(_NUMBERED.match(ln) for ln in lines):  # unnumbered step lists get numbers
-            return _numbered(lines)
+        return _numbered_lines(text)
+    return text
+
+
+def _number_text(value: float) -> str:
+    """A float cell as text: "" for NaN, an integer without ".0"."""
+    if math.isnan(value):
+        return ""
+    return str(int(value)) if value.is_integer() else str(value)
+
+
+def _numbered_lines(text: str) -> str:
+    """A multi-line list value: numbered when any of its lines is not (unnumbered step lists get
+    numbers), else as it is."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if not all(_NUMBERED.match(ln) for ln in lines):
+        return _numbered(lines)
     return text
 
 
@@ -88,23 +100,35 @@ def render_document(
         field_text("variant", record.get("variant")),
     )
     order: list[tuple[str, str, Any]] = [("", str(lab), v) for lab, v in extras]
+    order += _field_order(record, labels, variant if variant not in name else "")
+    lines: list[str] = []
+    for key, label, value in order:
+        lines += _field_lines(label, colon, field_text(key, value))
+    return "\n".join(lines)
+
+
+def _field_order(
+    record: Mapping[str, Any], labels: Mapping[str, str], variant: str
+) -> list[tuple[str, str, Any]]:
+    """(field, label, value) of the 18 fields in order, `parent_region` after the region and the
+    variant ("" : not said) after the item name."""
+    order: list[tuple[str, str, Any]] = []
     for f in CORPUS_FIELDS:
         order.append((f, labels[f], record.get(f)))
         if f == "region":
             order.append(("parent_region", labels["parent_region"], record.get("parent_region")))
-        if f == "item_name" and variant and variant not in name:
+        if f == "item_name" and variant:
             order.append(("variant", labels["variant"], variant))
-    lines: list[str] = []
-    for key, label, value in order:
-        text = field_text(key, value)
-        if not text:
-            continue
-        if "\n" in text:
-            lines.append(f"{label}{colon}".rstrip())
-            lines.extend(text.splitlines())
-        else:
-            lines.append(f"{label}{colon}{text}")
-    return "\n".join(lines)
+    return order
+
+
+def _field_lines(label: str, colon: str, text: str) -> list[str]:
+    """A field's lines: none when empty, a multi-line value on the lines after its label."""
+    if not text:
+        return []
+    if "\n" in text:
+        return [f"{label}{colon}".rstrip(), *text.splitlines()]
+    return [f"{label}{colon}{text}"]
 
 
 def _label_pattern(extra_labels: Iterable[str]) -> tuple[re.Pattern[str], dict[str, str]]:

@@ -185,17 +185,12 @@ def example_kb(seed: int = 0) -> pd.DataFrame:
     regions = [(CITY, PROVINCE)] + [(d, CITY) for d in DISTRICTS]
     rows: list[dict[str, str]] = []
     for main, items, condition, base, fee, limit, dept in SERVICES:
-        offered = [
-            r for r in regions if r[0] == CITY or rng.random() < 0.8
-        ]  # not every district offers it
+        # not every district offers it
+        offered = [r for r in regions if r[0] == CITY or rng.random() < 0.8]
         for item, situations in items:
             for region, parent in offered:
                 ri = regions.index((region, parent))
-                phone = (
-                    "/"
-                    if rng.random() < 0.1
-                    else f"0000-{8100000 + 1000 * ri + rng.randrange(1000):07d}"
-                )
+                phone = _phone(rng, ri)
                 common = {
                     "区划名称": region,
                     "上级区划名称": parent,
@@ -209,12 +204,26 @@ def example_kb(seed: int = 0) -> pd.DataFrame:
                     "办理时间": "暂无" if rng.random() < 0.1 else HOURS[ri % 2],
                     "咨询方式": phone,
                 }
-                for situation in situations:
-                    for material in _materials(item, situation, base):
-                        rows.append(
-                            {**common, "情形": situation, "材料名称": material, "synthetic": "true"}
-                        )
+                rows += _material_rows(common, item, situations, base)
     return pd.DataFrame(rows, columns=list(EXAMPLE_COLUMNS))
+
+
+def _phone(rng: random.Random, ri: int) -> str:
+    """A region's consultation phone; a placeholder "/" one time in ten."""
+    if rng.random() < 0.1:
+        return "/"
+    return f"0000-{8100000 + 1000 * ri + rng.randrange(1000):07d}"
+
+
+def _material_rows(
+    common: dict[str, str], item: str, situations: list[str], base: list[str]
+) -> list[dict[str, str]]:
+    """One row per situation and material of an item in a region."""
+    return [
+        {**common, "情形": situation, "材料名称": material, "synthetic": "true"}
+        for situation in situations
+        for material in _materials(item, situation, base)
+    ]
 
 
 def write_example_kb(path: str | Path, seed: int = 0) -> Path:

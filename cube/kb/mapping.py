@@ -129,26 +129,35 @@ def check_mapping(
         problems.append(
             f"corpus.columns: unknown field key(s) {unknown}; valid keys: {field_keys_help()}"
         )
-    for key, col in columns.items():
-        if key in MAPPABLE and col not in found:
-            problems.append(
-                f"{source}: corpus.columns maps '{key}' to column '{col}', which the file does not "
-                f"have; columns found: {found}"
-            )
-    for col in group_by:
-        if col not in found:
-            problems.append(
-                f"{source}: corpus.group_by names column '{col}', which the file does not have; "
-                f"columns found: {found}"
-            )
-    for key in REQUIRED_FIELDS:
-        if key not in columns and key not in found:
-            problems.append(
-                f"{source}: no column for required field '{key}' (add a '{key}' column or map it "
-                f"with corpus.columns.{key}: <your column>, e.g. {key_label(key, 'zh')}); columns "
-                f"found: {found}"
-            )
+    problems += [
+        f"{source}: corpus.columns maps '{key}' to column '{col}', which the file does not "
+        f"have; columns found: {found}"
+        for key, col in _mapped_columns(columns)
+        if col not in found
+    ]
+    problems += [
+        f"{source}: corpus.group_by names column '{col}', which the file does not have; "
+        f"columns found: {found}"
+        for col in group_by
+        if col not in found
+    ]
+    problems += [
+        f"{source}: no column for required field '{key}' (add a '{key}' column or map it "
+        f"with corpus.columns.{key}: <your column>, e.g. {key_label(key, 'zh')}); columns "
+        f"found: {found}"
+        for key in _unmapped_required(columns, found)
+    ]
     return problems
+
+
+def _mapped_columns(columns: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(field key, column) of each known key of the mapping."""
+    return [(key, col) for key, col in columns.items() if key in MAPPABLE]
+
+
+def _unmapped_required(columns: Mapping[str, str], found: list[str]) -> list[str]:
+    """The required fields neither mapped nor present as a column of their own name."""
+    return [key for key in REQUIRED_FIELDS if key not in columns and key not in found]
 
 
 def map_table(
@@ -454,32 +463,53 @@ def _service_column(
     if fam in raw.columns and fam != name_col:
         return fam
     text = raw.astype(str).apply(lambda s: s.str.strip())
-    named = (
-        text[name_col].ne("") & ~text[name_col].isin(DEFAULT_EMPTY_VALUES)
-        if name_col in raw.columns
-        else None
-    )
-    mapped = {v for k, v in columns.items() if k not in ("item_name", "family_id")}
-    ranked = []
-    for col in raw.columns:
-        if col == name_col or col in mapped:
-            continue
-        vals = text[col].iloc[list(rows)]
-        if (
-            not vals.ne("").all()
-            or vals.isin(DEFAULT_EMPTY_VALUES).any()
-            or not vals.map(_has_letters).all()
-        ):
-            continue
-        if (
-            named is not None
-            and named.any()
-            and text.loc[named].groupby(name_col)[col].nunique().max() > 1
-        ):
-            continue  # varies within one named item: a material, a remark, not the service
-        if text[col].nunique() > 1:
-            ranked.append((_names_service(str(col)), text[col].nunique(), str(col)))
+    named = _named_rows(text, name_col) if name_col in raw.columns else None
+    ranked = [
+        (_names_service(str(col)), text[col].nunique(), str(col))
+        for col in _unmapped_columns(raw, columns, name_col)
+        if _may_name_the_service(text, rows, named, name_col, col)
+    ]
     return max(ranked)[2] if ranked else None
+
+
+def _unmapped_columns(raw: pd.DataFrame, columns: Mapping[str, str], name_col: str) -> list:
+    """The file's columns other than the name column and those mapped to another field."""
+    mapped = {v for k, v in columns.items() if k not in ("item_name", "family_id")}
+    return [col for col in raw.columns if col != name_col and col not in mapped]
+
+
+def _may_name_the_service(
+    text: pd.DataFrame, rows: Sequence[int], named: pd.Series | None, name_col: str, col: str
+) -> bool:
+    """Column `col` names something in every row of `rows`, one value per named item, and
+    several values in all."""
+    if not _names_every_row(text[col].iloc[list(rows)]):
+        return False
+    if _varies_within_an_item(text, named, name_col, col):
+        return False
+    return bool(text[col].nunique() > 1)
+
+
+def _named_rows(text: pd.DataFrame, name_col: str) -> pd.Series:
+    """The rows whose item name is neither empty nor a placeholder."""
+    return text[name_col].ne("") & ~text[name_col].isin(DEFAULT_EMPTY_VALUES)
+
+
+def _names_every_row(vals: pd.Series) -> bool:
+    """Every value is a text with letters: no empty cell, no placeholder, no code."""
+    if not vals.ne("").all() or vals.isin(DEFAULT_EMPTY_VALUES).any():
+        return False
+    return bool(vals.map(_has_letters).all())
+
+
+def _varies_within_an_item(
+    text: pd.DataFrame, named: pd.Series | None, name_col: str, col: str
+) -> bool:
+    """Column `col` takes several values within one named item: a material, a remark, not the
+    service."""
+    if named is None or not named.any():
+        return False
+    return bool(text.loc[named].groupby(name_col)[col].nunique().max() > 1)
 
 
 def _empty_name_problem(
@@ -511,12 +541,7 @@ def _empty_name_problem(
     service = _service_column(raw, columns, col, rows)
     if service is None:
         return line + f"; map the column naming the service as item_name and '{col}' as variant"
-    keys = [
-        c for g in group_by for c in ((service, col) if g == col else (g,) if g != service else ())
-    ]
-    grouping = (
-        f", group_by: {keys if col in group_by else [*keys, service, col]}" if group_by else ""
-    )
+    grouping = _suggested_grouping(group_by, service, col)
     was = columns.get("variant")
     kept = (
         f" ('{was}', now mapped as variant, stays in group_by and is rendered under its own label)"
@@ -528,6 +553,20 @@ def _empty_name_problem(
         f"{col}{grouping}{kept} (one document per service and sub-item; "
         "docs/tutorials/own-knowledge-base.md: 'One row per material, sub-items 无')"
     )
+
+
+def _suggested_grouping(group_by: Sequence[str], service: str, col: str) -> str:
+    """The group_by of the suggested mapping ("" without one): the service then the sub-item
+    column in place of the sub-item column, else both appended."""
+    if not group_by:
+        return ""
+    keys = []
+    for g in group_by:
+        if g == col:
+            keys += [service, col]
+        elif g != service:
+            keys.append(g)
+    return f", group_by: {keys if col in group_by else [*keys, service, col]}"
 
 
 def _name_warnings(
@@ -546,56 +585,80 @@ def _name_warnings(
     services, e.g. 主项名称 or service_name, in one document); and an item_name column that names no
     service (`_name_column_warnings`). Measured on known-truth mappings:
     benchmarks/mapping_warnings.py."""
-    out = []
     names = [str(r.get("item_name", "")).strip() for r in records]
-    placeholder_named = [
-        n for n in names if n.casefold() in {p.casefold() for p in DEFAULT_EMPTY_VALUES}
-    ]
-    if placeholder_named:
-        out.append(
-            f"{source}: {len(placeholder_named)} document(s) are named by a placeholder "
-            f"({', '.join(repr(v) for v in dict.fromkeys(placeholder_named))}, column "
-            f"'{src.get('item_name', 'item_name')}'): a placeholder names no service; keep it in "
-            "corpus.empty_values and map the service column as item_name (the placeholder "
-            "column as variant)"
-        )
+    out = _placeholder_name_warnings(names, src, source)
     out += _name_column_warnings(names, records, cols, src, columns, source)
     if not group_by:
         return out
-    service_cols = [
-        c
-        for c in (src.get("family_id"), src.get("item_name"), *extra)
-        if c
-        and c in cols
-        and (c in (src.get("family_id"), src.get("item_name")) or _names_service(c))
-    ]
-    for col in dict.fromkeys(service_cols):
-        counts = [
-            len(
-                {
-                    v
-                    for i in r["_idx"]
-                    for v in (
-                        [cols[col][i]] if not isinstance(cols[col][i], list) else cols[col][i]
-                    )
-                    if v
-                }
-            )
-            for r in records
-        ]
+    for col in _service_columns(cols, src, extra):
+        counts = [_distinct_count(cols, col, r["_idx"]) for r in records]
         merged = [i for i, n in enumerate(counts) if n >= SERVICE_MERGE_MIN]
         if merged:
-            worst = max(merged, key=lambda i: counts[i])
             out.append(
-                f"{source}: {len(merged)} of {len(records)} documents each merge "
-                f"{SERVICE_MERGE_MIN} or more services (distinct values of column '{col}'; up to "
-                f"{counts[worst]} in the document named '{(names[worst] or '(no name)')[:60]}' at "
-                f"{records[worst]['source_rows']}): group_by {list(group_by)} does not separate "
-                "services, so retrieval and every score built on these documents mean little; map "
-                "the column naming the service as item_name and add it to group_by"
+                _merged_services_warning(col, merged, counts, names, records, group_by, source)
             )
             break  # one line: the first column that shows it
     return out
+
+
+def _placeholder_name_warnings(names: list[str], src: Mapping[str, str], source: str) -> list[str]:
+    """Documents named by a placeholder (无 kept as a name), in one line."""
+    placeholders = {p.casefold() for p in DEFAULT_EMPTY_VALUES}
+    placeholder_named = [n for n in names if n.casefold() in placeholders]
+    if not placeholder_named:
+        return []
+    return [
+        f"{source}: {len(placeholder_named)} document(s) are named by a placeholder "
+        f"({', '.join(repr(v) for v in dict.fromkeys(placeholder_named))}, column "
+        f"'{src.get('item_name', 'item_name')}'): a placeholder names no service; keep it in "
+        "corpus.empty_values and map the service column as item_name (the placeholder "
+        "column as variant)"
+    ]
+
+
+def _service_columns(
+    cols: Mapping[str, list[Any]], src: Mapping[str, str], extra: Sequence[str]
+) -> list[str]:
+    """The columns that may name a service, once each: the family_id and item_name columns, and an
+    unmapped column whose header names services."""
+    mapped = (src.get("family_id"), src.get("item_name"))
+    return list(
+        dict.fromkeys(
+            c for c in (*mapped, *extra) if c and c in cols and (c in mapped or _names_service(c))
+        )
+    )
+
+
+def _values_of(cell: Any) -> list[Any]:
+    """A cell's values: a list field's items, else the cell itself."""
+    return cell if isinstance(cell, list) else [cell]
+
+
+def _distinct_count(cols: Mapping[str, list[Any]], col: str, idx: Iterable[int]) -> int:
+    """How many distinct non-empty values column `col` holds in rows `idx` (lists flattened)."""
+    return len({v for i in idx for v in _values_of(cols[col][i]) if v})
+
+
+def _merged_services_warning(
+    col: str,
+    merged: list[int],
+    counts: list[int],
+    names: list[str],
+    records: list[dict[str, Any]],
+    group_by: Sequence[str],
+    source: str,
+) -> str:
+    """The line for documents that each merge SERVICE_MERGE_MIN or more services of `col`."""
+    worst = max(merged, key=lambda i: counts[i])
+    name = (names[worst] or "(no name)")[:60]
+    return (
+        f"{source}: {len(merged)} of {len(records)} documents each merge "
+        f"{SERVICE_MERGE_MIN} or more services (distinct values of column '{col}'; up to "
+        f"{counts[worst]} in the document named '{name}' at "
+        f"{records[worst]['source_rows']}): group_by {list(group_by)} does not separate "
+        "services, so retrieval and every score built on these documents mean little; map "
+        "the column naming the service as item_name and add it to group_by"
+    )
 
 
 def _name_column_warnings(
@@ -616,12 +679,8 @@ def _name_column_warnings(
     col = src.get("item_name")
     if not col or not records:
         return []
-    also = [
-        k
-        for k, v in columns.items()
-        if v == col and k not in ("item_name", "family_id", "doc_id", "variant", "aliases")
-    ]
     fix = "map the column that names each service (主项名称, 事项名称, service name) as item_name"
+    also = _also_mapped(col, columns)
     if also:
         return [
             f"{source}: column '{col}' is mapped both as item_name and as {also}: a document's "
@@ -629,50 +688,14 @@ def _name_column_warnings(
         ]
     if len(records) < SHARE_MIN_DOCUMENTS:
         return []  # a share of 2 documents says nothing about a column
-    joined = [
-        len(
-            {
-                v
-                for i in r["_idx"]
-                for v in ([cols[col][i]] if not isinstance(cols[col][i], list) else cols[col][i])
-                if v
-            }
-        )
-        > 1
-        for r in records
-    ]
-    odd = [
-        n
-        for n, j in zip(names, joined, strict=True)
-        if n
-        and (
-            j
-            or yes_no(n) is not None
-            or len(n) > 80
-            or (_NOT_NAME.search(n) and not _IDENTIFIER.fullmatch(n))
-        )
-    ]
+    odd = _odd_names(names, records, cols, col)
     if len(odd) >= NOT_NAMES_SHARE * len(records):
         return [
             f"{source}: {len(odd)} of {len(records)} documents are named by a number, yes/no "
             f"value, phone number, sentence or several values of column '{col}' (e.g. "
             f"{odd[0][:40]!r}): item_name names no service; {fix}"
         ]
-    several = (
-        len({str(r.get("region", "")) for r in records}) > 1
-    )  # a single region may prefix every name
-    regional = []
-    for n, r in zip(names, records, strict=True):
-        region = str(r.get("region", "")).strip()
-        # its units, the smallest last: "Yaonan District, Yaotai City, ..." reversed;
-        # "明川省瑶台市瑶南区" -> [..., 瑶南区]
-        units = (
-            [u.strip() for u in region.split(",")][::-1]
-            if "," in region
-            else _REGION_UNIT.findall(region) or [region]
-        )
-        if n and ((_REGION_NAME.search(n) and len(n) <= 12) or (several and _office_of(n, units))):
-            regional.append(n)
+    regional = _regional_names(names, records)
     if len(set(regional)) > 1 and len(regional) >= REGION_NAMES_SHARE * len(records):
         return [
             f"{source}: {len(regional)} of {len(records)} documents are named by a region or hold "
@@ -680,6 +703,56 @@ def _name_column_warnings(
             f"region names no service; {fix}"
         ]
     return []
+
+
+# the fields a name column may also be mapped to without ceasing to be a name
+_NAME_LIKE_FIELDS = ("item_name", "family_id", "doc_id", "variant", "aliases")
+
+
+def _also_mapped(col: str, columns: Mapping[str, str]) -> list[str]:
+    """The fields other than name-like ones that column `col` is also mapped to."""
+    return [k for k, v in columns.items() if v == col and k not in _NAME_LIKE_FIELDS]
+
+
+def _odd_names(
+    names: list[str], records: list[dict[str, Any]], cols: Mapping[str, list[Any]], col: str
+) -> list[str]:
+    """The names that name no service: several values joined in one document, or `_not_a_name`."""
+    return [
+        n
+        for n, r in zip(names, records, strict=True)
+        if n and (_distinct_count(cols, col, r["_idx"]) > 1 or _not_a_name(n))
+    ]
+
+
+def _not_a_name(name: str) -> bool:
+    """A yes/no value, over 80 characters, or a number, phone number, web address or sentence
+    (`_NOT_NAME`) that is not a form or code number (`_IDENTIFIER`)."""
+    if yes_no(name) is not None or len(name) > 80:
+        return True
+    return bool(_NOT_NAME.search(name)) and not _IDENTIFIER.fullmatch(name)
+
+
+def _region_units(region: str) -> list[str]:
+    """A region's units, the smallest last: "Yaonan District, Yaotai City, ..." reversed;
+    "明川省瑶台市瑶南区" -> [..., 瑶南区]."""
+    if "," in region:
+        return [u.strip() for u in region.split(",")][::-1]
+    return _REGION_UNIT.findall(region) or [region]
+
+
+def _regional_names(names: list[str], records: list[dict[str, Any]]) -> list[str]:
+    """The names that are a region (at most 12 characters) or, when the documents are of several
+    regions (a single region may prefix every name), their own region's office or agency."""
+    several = len({str(r.get("region", "")) for r in records}) > 1
+    regional = []
+    for n, r in zip(names, records, strict=True):
+        if not n:
+            continue
+        units = _region_units(str(r.get("region", "")).strip())
+        if (_REGION_NAME.search(n) and len(n) <= 12) or (several and _office_of(n, units)):
+            regional.append(n)
+    return regional
 
 
 def _office_of(name: str, units: Sequence[str]) -> bool:

@@ -367,20 +367,8 @@ def assign_styles(
     `colloquial` one; a quota that finds too few such slots falls back to `named` with a warning.
     """
     n = len(slots)
-    total = sum(shares.get(s, 0.0) for s in STYLES) or 1.0
-    raw = {s: n * shares.get(s, 0.0) / total for s in STYLES}
-    quota = {s: int(raw[s]) for s in STYLES}
-    for s in sorted(STYLES, key=lambda s: -(raw[s] - quota[s]))[: n - sum(quota.values())]:
-        quota[s] += 1
-    ids = corpus["doc_id"].astype(str)
-    # A placeholder variant (无) is no variant; aliases that are all placeholders are none.
-    has = {
-        "ambiguous": [not is_missing(v) for v in corpus["variant"]]
-        if "variant" in corpus
-        else [False] * len(ids),
-        "colloquial": [bool(situations_of(r, lang)) for r in corpus.to_dict("records")],
-    }
-    capable = {s: dict(zip(ids, flags, strict=True)) for s, flags in has.items()}
+    quota = _style_quotas(n, shares)
+    capable = _capable_documents(corpus, lang)
     order = list(range(n))
     random.Random(f"{seed}|styles").shuffle(order)
     styles = ["named"] * n
@@ -391,21 +379,61 @@ def assign_styles(
         for i in picked:
             styles[i] = style
         if len(picked) < quota[style]:
-            why = (
-                "family variants"
-                if style == "ambiguous"
-                else "items with aliases or a keyword form"
-            )
-            warnings.warn(
-                f"questions.styles: {quota[style]} {style} questions asked for, but only "
-                f"{len(picked)} slots are {why}; the other {quota[style] - len(picked)} are named",
-                stacklevel=3,
-            )
+            _warn_too_few_slots(style, quota[style], len(picked))
     return styles
+
+
+def _style_quotas(n: int, shares: dict[str, float]) -> dict[str, int]:
+    """How many of `n` slots each style gets: `shares` normalised, largest remainder."""
+    total = sum(shares.get(s, 0.0) for s in STYLES) or 1.0
+    raw = {s: n * shares.get(s, 0.0) / total for s in STYLES}
+    quota = {s: int(raw[s]) for s in STYLES}
+    for s in sorted(STYLES, key=lambda s: -(raw[s] - quota[s]))[: n - sum(quota.values())]:
+        quota[s] += 1
+    return quota
+
+
+def _capable_documents(corpus: pd.DataFrame, lang: str) -> dict[str, dict[str, bool]]:
+    """Style -> doc_id -> whether the document can get a question of that style: `ambiguous` a
+    family variant, `colloquial` an item a citizen can be made to describe. A placeholder variant
+    (无) is no variant; aliases that are all placeholders are none."""
+    ids = corpus["doc_id"].astype(str)
+    if "variant" in corpus:
+        variants = [not is_missing(v) for v in corpus["variant"]]
+    else:
+        variants = [False] * len(ids)
+    has = {
+        "ambiguous": variants,
+        "colloquial": [bool(situations_of(r, lang)) for r in corpus.to_dict("records")],
+    }
+    return {s: dict(zip(ids, flags, strict=True)) for s, flags in has.items()}
+
+
+def _warn_too_few_slots(style: str, quota: int, picked: int) -> None:
+    why = "family variants" if style == "ambiguous" else "items with aliases or a keyword form"
+    warnings.warn(
+        f"questions.styles: {quota} {style} questions asked for, but only "
+        f"{picked} slots are {why}; the other {quota - picked} are named",
+        stacklevel=4,
+    )
 
 
 def _with_variant(base: str, variant: str, lang: str) -> str:
     return f"{base}（{variant}）" if lang == "zh" else f"{base} ({variant})"
+
+
+def _named_variant(name: str, variant: str, style: str, lang: str, rng: random.Random) -> str:
+    """The item's name with its variant as a question says it (before the region)."""
+    if style == "ambiguous":  # the family's base service: the citizen does not say which variant
+        return strip_variant(name, variant)
+    if variant and rng.random() < 0.4:  # the colloquial form of a family member: "注销食品经营许可"
+        base = strip_variant(name, variant)
+        if not short_variant(variant, lang):
+            return _with_variant(base, variant, lang)
+        return f"{variant}{base}" if lang == "zh" else f"{base} for {variant.lower()}"
+    if variant and variant not in name:  # the exact item: a variant kept in its own column is said
+        return _with_variant(name, variant, lang)
+    return name
 
 
 def _name_phrase(
@@ -414,20 +442,7 @@ def _name_phrase(
     """How a question names the item; placeholders (无, /, ...) are never said, a variant never
     twice."""
     name, variant = clean(record["item_name"]), clean(record.get("variant"))
-    if style == "ambiguous":  # the family's base service: the citizen does not say which variant
-        name = strip_variant(name, variant)
-    elif (
-        variant and rng.random() < 0.4
-    ):  # the colloquial form of a family member: "注销食品经营许可"
-        base = strip_variant(name, variant)
-        if not short_variant(variant, lang):
-            name = _with_variant(base, variant, lang)
-        else:
-            name = f"{variant}{base}" if lang == "zh" else f"{base} for {variant.lower()}"
-    elif (
-        variant and variant not in name
-    ):  # the exact item: a variant kept in its own column is said
-        name = _with_variant(name, variant, lang)
+    name = _named_variant(name, variant, style, lang, rng)
     name = flatten_brackets(name)  # "换领（残损换新（户籍地））" is said "换领（残损换新、户籍地）"
     region = clean(record.get("region"))
     if name_region and region:  # the same service offered by several regions: say which one
@@ -671,6 +686,24 @@ def load_questions_file(
             doc_ids, duplicate question_ids or an unknown asked_field (naming the rows).
     """
     path = Path(path)
+    raw, where = _read_question_table(path, encoding)
+    df = pd.DataFrame(
+        {c: raw[c].fillna("").astype(str).str.strip() for c in ("question", "doc_id")}
+    )
+    df["question_id"] = _question_ids(raw)
+    df["asked_field"] = _optional_column(raw, "asked_field")
+    df["style"] = _optional_column(raw, "style")
+    _check_questions(path, df, where, corpus)
+    df["generator"] = "file"
+    for col, value in _no_call("file").items():
+        df[col] = value
+    df["error"], df["raw"] = "", ""
+    return df[list(QUESTION_TABLE_COLUMNS)]
+
+
+def _read_question_table(path: Path, encoding: str) -> tuple[pd.DataFrame, list[str]]:
+    """The raw question table and its rows' locators; a folder, a .txt file or a table without
+    `question` and `doc_id` is refused."""
     if path.is_dir() or path.suffix.lower() == ".txt":
         raise QuestionError(f"{path}: a question set is a CSV, JSONL, Parquet or Excel file")
     try:
@@ -686,20 +719,26 @@ def load_questions_file(
             "('question_id', 'asked_field', 'style' optional); columns found: "
             f"{[str(c) for c in raw.columns]}"
         )
-    df = pd.DataFrame(
-        {c: raw[c].fillna("").astype(str).str.strip() for c in ("question", "doc_id")}
-    )
-    df["question_id"] = (
-        raw["question_id"].fillna("").astype(str).str.strip()
-        if "question_id" in raw.columns
-        else [f"Q{i + 1:05d}" for i in range(len(raw))]
-    )
-    df["asked_field"] = (
-        raw["asked_field"].fillna("").astype(str).str.strip()
-        if "asked_field" in raw.columns
-        else ""
-    )
-    df["style"] = raw["style"].fillna("").astype(str).str.strip() if "style" in raw.columns else ""
+    return raw, where
+
+
+def _question_ids(raw: pd.DataFrame) -> pd.Series | list[str]:
+    """The file's question ids, else Q00001, Q00002, ... by row."""
+    if "question_id" in raw.columns:
+        return _optional_column(raw, "question_id")
+    return [f"Q{i + 1:05d}" for i in range(len(raw))]
+
+
+def _optional_column(raw: pd.DataFrame, col: str) -> pd.Series | str:
+    """An optional column's stripped text, "" when the file has no such column."""
+    if col not in raw.columns:
+        return ""
+    return raw[col].fillna("").astype(str).str.strip()
+
+
+def _check_questions(path: Path, df: pd.DataFrame, where: list[str], corpus: pd.DataFrame) -> None:
+    """Raise on the first failed check (empty question or id, a doc_id not in the corpus, an
+    unknown asked_field, duplicate ids), naming the rows (and the values)."""
 
     def rows(mask: pd.Series) -> str:
         hits = [w for w, m in zip(where, mask, strict=True) if m]
@@ -729,11 +768,6 @@ def load_questions_file(
             f"{path}: duplicate question_id(s) {sorted(set(df.loc[dup, 'question_id']))[:10]} "
             f"at {rows(dup)}"
         )
-    df["generator"] = "file"
-    for col, value in _no_call("file").items():
-        df[col] = value
-    df["error"], df["raw"] = "", ""
-    return df[list(QUESTION_TABLE_COLUMNS)]
 
 
 # --------------------------------------------------------------------------- entry points

@@ -211,11 +211,24 @@ def _python_list(reply: str) -> list[str]:
 
 
 def _json_questions(reply: str) -> list[str] | None:
+    """The strings of the first JSON array or object holding a question (else of the first
+    holding strings); an array cut short: its whole strings; else a Python list; None if none."""
+    got = _first_json_strings(reply)
+    if got:
+        return got
+    cut = re.search(r'\[\s*"', reply)  # an array cut short (the token limit): its whole strings
+    if cut:
+        whole = [json.loads(f'"{m}"') for m in _STRING.findall(reply[cut.start() :])]
+        return [_clean(x) for x in whole if _clean(x)] or None
+    return _python_list(reply) or None
+
+
+def _first_json_strings(reply: str) -> list[str]:
+    """The strings of the first JSON value (opened by "[" or "{") holding a question, else of the
+    first holding strings none of which reads as a question ([] if none)."""
     decoder = json.JSONDecoder()
-    first: list[
-        str
-    ] = []  # strings none of which reads as a question: kept unless a later array has one
-    for m in re.finditer(r"[\[{]", reply):  # the first "[" / "{" that opens JSON holding questions
+    first: list[str] = []  # kept unless a later array has a question
+    for m in re.finditer(r"[\[{]", reply):
         try:
             got = _listed(decoder.raw_decode(reply, m.start())[0])
         except ValueError:
@@ -223,13 +236,7 @@ def _json_questions(reply: str) -> list[str] | None:
         if any(_QUESTION.search(q) for q in got):
             return got
         first = first or got
-    if first:
-        return first
-    cut = re.search(r'\[\s*"', reply)  # an array cut short (the token limit): its whole strings
-    if cut:
-        whole = [json.loads(f'"{m}"') for m in _STRING.findall(reply[cut.start() :])]
-        return [_clean(x) for x in whole if _clean(x)] or None
-    return _python_list(reply) or None
+    return first
 
 
 def parse_questions(reply: str, reject: Callable[[str], bool] | None = None) -> list[str]:
@@ -240,13 +247,22 @@ def parse_questions(reply: str, reject: Callable[[str], bool] | None = None) -> 
     got = _json_questions(text)
     if got is not None:
         return got
-    cells = [
-        c
-        for line in text.splitlines()
-        for c in (line.strip().strip("|").split("|") if line.lstrip().startswith("|") else [line])
-    ]
-    lines = [_clean(c) for c in cells]
-    return [q for q in lines if len(q) >= 4 and _QUESTION.search(q) and not (reject and reject(q))]
+    lines = [_clean(c) for line in text.splitlines() for c in _cells_of(line)]
+    return [q for q in lines if _reads_as_question(q, reject)]
+
+
+def _cells_of(line: str) -> list[str]:
+    """A Markdown table row's cells; any other line whole."""
+    if line.lstrip().startswith("|"):
+        return line.strip().strip("|").split("|")
+    return [line]
+
+
+def _reads_as_question(line: str, reject: Callable[[str], bool] | None) -> bool:
+    """At least 4 characters, a question's form, and not rejected (a refusal)."""
+    if len(line) < 4 or not _QUESTION.search(line):
+        return False
+    return not (reject and reject(line))
 
 
 def corpus_item(question: str, names: list[str], lang: str) -> str | None:
@@ -291,8 +307,7 @@ def build_llm_refusal_questions(
     (ok, error, tokens, cost, cached), questions parsed, duplicates and in-corpus questions
     dropped (with the item each named). `reject`: as in `parse_questions`."""
     from cube.config.schema import REFUSAL_QUESTION_COLUMNS as COLUMNS
-    from cube.llm import Request, make_model
-    from cube.llm.usage import response_accounting
+    from cube.llm import make_model
 
     ref = params.diagnostics.refusal_model
     if ref is None:
@@ -309,81 +324,134 @@ def build_llm_refusal_questions(
     in_corpus: list[dict[str, str]] = []
     batch = list(range(first))
     while batch:
-        prompts = [render_refusal_prompt(template, corpus, lang, PER_CALL, k) for k in batch]
-        requests = [
-            Request(
-                messages=({"role": "user", "content": p},),
-                template_version=version,
-                sample=k,
-                context={"task": "refusal_generation", "lang": lang, "n": PER_CALL},
-            )
-            for k, p in zip(batch, prompts, strict=True)
-        ]
-        for k, resp in zip(
-            batch,
-            model.complete(requests, role=ROLE, desc="refusal questions", progress=False),
-            strict=True,
-        ):
-            got = parse_questions(resp.text or "", reject) if resp.ok else []
-            error = "" if resp.ok else (resp.error or "no reply")
-            if resp.ok and not got:
-                error = "no question in the reply"
-            calls.append(
-                {
-                    "sample": k,
-                    "ok": not error,
-                    "error": error,
-                    "questions": len(got),
-                    **response_accounting(resp, ROLE),
-                }
-            )
+        requests = _generation_requests(batch, template, corpus, lang, version)
+        replies = model.complete(requests, role=ROLE, desc="refusal questions", progress=False)
+        for k, resp in zip(batch, replies, strict=True):
+            call, got = _generation_call(k, resp, reject)
+            calls.append(call)
             parsed += got
-        unique = dedupe(parsed)
-        kept, in_corpus = [], []
-        for q in unique:
-            item = corpus_item(q, names, lang)
-            if item is None:
-                kept.append(q)
-            else:
-                in_corpus.append({"question": q, "item": item})
-        nxt = len(calls)
-        batch = [nxt] if len(kept) < n and nxt < first + EXTRA_CALLS else []
+        kept, in_corpus = _outside_corpus(dedupe(parsed), names, lang)
+        batch = _next_batch(len(kept), n, len(calls), first)
     kept = kept[:n]
-    rows = [
-        {
-            "question_id": f"R{i + 1:05d}",
-            "doc_id": "",
-            "question": q,
-            "kind": KIND,
-            "style": STYLE,
-            "generator": f"llm:{model.name}",
-            "item": "",
-        }
-        for i, q in enumerate(kept)
-    ]
-    record = {
+    rows = [_question_row(i, q, model.name) for i, q in enumerate(kept)]
+    record = _generation_record(model.name, n, kept, parsed, in_corpus, calls)
+    if record["failed_calls"] or len(kept) < n:
+        _warn_short(model.name, record, calls, n)
+    return pd.DataFrame(rows, columns=COLUMNS), record
+
+
+def _next_batch(kept: int, n: int, calls: int, first: int) -> list[int]:
+    """One more call while fewer than `n` questions are kept, up to EXTRA_CALLS beyond the first
+    `first` (the sample number is the call's: a new prompt, not a cached reply)."""
+    if kept < n and calls < first + EXTRA_CALLS:
+        return [calls]
+    return []
+
+
+def _generation_record(
+    model: str,
+    n: int,
+    kept: list[str],
+    parsed: list[str],
+    in_corpus: list[dict[str, str]],
+    calls: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """The record of the generation for results.json."""
+    return {
         "generator": "llm",
-        "model": model.name,
+        "model": model,
         "requested": n,
         "questions": len(kept),
         "parsed": len(parsed),
         "duplicates": len(parsed) - len(dedupe(parsed)),
         "in_corpus": in_corpus,
         "failed_calls": sum(not c["ok"] for c in calls),
-        "calls": [
-            {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in c.items()}
-            for c in calls
-        ],
+        "calls": [_without_nan(c) for c in calls],
     }
-    if record["failed_calls"] or len(kept) < n:
-        import warnings
 
-        first_error = next((c["error"] for c in calls if c["error"]), "")
-        warnings.warn(
-            f"refusal questions ({model.name}): {len(kept)} of {n} asked for; "
-            f"{record['failed_calls']} of {len(calls)} calls failed or gave no "
-            f"question{f' (first: {first_error})' if first_error else ''}; {record['duplicates']} "
-            f"duplicate(s) and {len(in_corpus)} naming a corpus item dropped",
-            stacklevel=2,
+
+def _generation_requests(
+    batch: list[int], template: str, corpus: pd.DataFrame, lang: str, version: str
+) -> list[Any]:
+    """One request per sample of `batch`, each asking for PER_CALL questions."""
+    from cube.llm import Request
+
+    prompts = [render_refusal_prompt(template, corpus, lang, PER_CALL, k) for k in batch]
+    return [
+        Request(
+            messages=({"role": "user", "content": p},),
+            template_version=version,
+            sample=k,
+            context={"task": "refusal_generation", "lang": lang, "n": PER_CALL},
         )
-    return pd.DataFrame(rows, columns=COLUMNS), record
+        for k, p in zip(batch, prompts, strict=True)
+    ]
+
+
+def _generation_call(
+    k: int, resp: Any, reject: Callable[[str], bool] | None
+) -> tuple[dict[str, Any], list[str]]:
+    """The record of one call (ok, its error, the questions parsed, tokens and cost) and its
+    questions; a reply without a question is a failed call."""
+    from cube.llm.usage import response_accounting
+
+    got = parse_questions(resp.text or "", reject) if resp.ok else []
+    error = "" if resp.ok else (resp.error or "no reply")
+    if resp.ok and not got:
+        error = "no question in the reply"
+    call = {
+        "sample": k,
+        "ok": not error,
+        "error": error,
+        "questions": len(got),
+        **response_accounting(resp, ROLE),
+    }
+    return call, got
+
+
+def _outside_corpus(
+    unique: list[str], names: list[str], lang: str
+) -> tuple[list[str], list[dict[str, str]]]:
+    """The questions naming no corpus item (kept), and the others with the item each names."""
+    kept: list[str] = []
+    in_corpus: list[dict[str, str]] = []
+    for q in unique:
+        item = corpus_item(q, names, lang)
+        if item is None:
+            kept.append(q)
+        else:
+            in_corpus.append({"question": q, "item": item})
+    return kept, in_corpus
+
+
+def _question_row(i: int, question: str, model: str) -> dict[str, Any]:
+    """The i-th (0-based) refusal question's row."""
+    return {
+        "question_id": f"R{i + 1:05d}",
+        "doc_id": "",
+        "question": question,
+        "kind": KIND,
+        "style": STYLE,
+        "generator": f"llm:{model}",
+        "item": "",
+    }
+
+
+def _without_nan(call: dict[str, Any]) -> dict[str, Any]:
+    """A call's record with NaN (an unknown cost) as None, for results.json."""
+    return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in call.items()}
+
+
+def _warn_short(model: str, record: dict[str, Any], calls: list[dict[str, Any]], n: int) -> None:
+    """Warn that calls failed or fewer questions than asked for came back, and why."""
+    import warnings
+
+    first_error = next((c["error"] for c in calls if c["error"]), "")
+    first = f" (first: {first_error})" if first_error else ""
+    warnings.warn(
+        f"refusal questions ({model}): {record['questions']} of {n} asked for; "
+        f"{record['failed_calls']} of {len(calls)} calls failed or gave no "
+        f"question{first}; {record['duplicates']} "
+        f"duplicate(s) and {len(record['in_corpus'])} naming a corpus item dropped",
+        stacklevel=3,
+    )

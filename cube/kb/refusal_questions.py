@@ -81,22 +81,15 @@ def build_refusal_questions(
         return pd.DataFrame(columns=COLUMNS)
     names = corpus["item_name"].fillna("").astype(str)
     text = corpus["text"].fillna("").astype(str) if "text" in corpus else names
-    absent = [i for i in ABSENT_ITEMS[lang] if not names.str.contains(i, regex=False).any()]
-    province = next(
-        (p for p in PROVINCES[lang] if not text.str.contains(p, regex=False).any()), None
-    )
+    absent = [i for i in ABSENT_ITEMS[lang] if not _named_in(names, i)]
+    province = next((p for p in PROVINCES[lang] if not _named_in(text, p)), None)
     rng = np.random.default_rng(seed)
     real = names[names != ""].drop_duplicates().tolist()
     rows = []
     for i in range(n):
         kind = KINDS[i % len(KINDS)]
-        if kind == "absent_item" and absent:
-            item = absent[(i // len(KINDS)) % len(absent)]
-        elif kind == "other_province" and province and real:
-            item = real[int(rng.integers(len(real)))]
-        elif kind == "absent_field" and real:
-            item = real[int(rng.integers(len(real)))]
-        else:
+        item = _item_asked(kind, i, absent, province, real, rng)
+        if item is None:
             continue
         q = TEMPLATES[lang][kind].format(item=item, province=province or "")
         rows.append(
@@ -111,6 +104,30 @@ def build_refusal_questions(
             }
         )
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _named_in(texts: pd.Series, word: str) -> bool:
+    return bool(texts.str.contains(word, regex=False).any())
+
+
+def _item_asked(
+    kind: str,
+    i: int,
+    absent: list[str],
+    province: str | None,
+    real: list[str],
+    rng: np.random.Generator,
+) -> str | None:
+    """The service the i-th question (of `kind`) asks about: an absent item in turn, else a real
+    one drawn (another province's needs a province the corpus does not name); None when the
+    corpus leaves none."""
+    if kind == "absent_item":
+        return absent[(i // len(KINDS)) % len(absent)] if absent else None
+    if kind == "other_province" and not province:
+        return None
+    if kind in ("other_province", "absent_field") and real:
+        return real[int(rng.integers(len(real)))]
+    return None
 
 
 def build_refusal_set(

@@ -199,13 +199,32 @@ def _names_another_service(
        `ANOTHER_MIN` of them while the gold holds none asks about that one (True)."""
     name, body = service[doc]
     shared = name & words
-    if any(name_df[w] <= max(1, COMMON_NAME_SHARE * name_df.total) for w in shared):  # type: ignore[attr-defined]
+    if _says_a_rare_name_word(shared, name_df):
         return False
     closest = max((len(other & words) for d, (other, _) in service.items() if d != doc), default=0)
     if closest > len(shared) and closest >= ANOTHER_MIN:
         return True
     if shared:
         return False
+    return _distinctive_words_name_another(words, doc, body, service, df)
+
+
+def _says_a_rare_name_word(shared: set[str], name_df: Counter[str]) -> bool:
+    """Rule 1: one of the words shared with its service's name is held by at most
+    `COMMON_NAME_SHARE` of the distinct names."""
+    common = max(1, COMMON_NAME_SHARE * name_df.total)  # type: ignore[attr-defined]
+    return any(name_df[w] <= common for w in shared)
+
+
+def _distinctive_words_name_another(
+    words: set[str],
+    doc: str,
+    body: set[str],
+    service: dict[str, tuple[set[str], set[str]]],
+    df: Counter[str],
+) -> bool:
+    """Rule 4: by the question's distinctive words (in at most `DISTINCT_SHARE` of the
+    documents)."""
     cap = max(1, DISTINCT_SHARE * len(service))
     distinctive = {w for w in words if 0 < df.get(w, 0) <= cap}
     if not distinctive:
@@ -230,55 +249,86 @@ def screen_questions(
     """
     echo = instruction_shingles(prompt_template)
     names = service_words(corpus)
-    df = Counter(
-        w for _, body in names.values() for w in body
-    )  # in how many documents each word is
-    distinct = {
-        frozenset(name) for name, _ in names.values()
-    }  # a name offered in 50 regions counts once
-    name_df = Counter(w for name in distinct for w in name)  # in how many distinct service names
-    name_df.total = len(distinct)  # type: ignore[attr-defined]
+    df, name_df = _word_counts(names)
     texts = questions["question"].fillna("").astype(str).str.strip().tolist()
     docs = questions["doc_id"].astype(str).tolist()
-    token_sets = [_tokens(t) for t in texts]
-    freq = Counter(t for s in token_sets for t in s)
-    buckets: dict[
-        str, list[int]
-    ] = {}  # a question's two rarest tokens -> earlier usable questions holding them
-    by_doc: dict[
-        str, list[int]
-    ] = {}  # a gold document -> its earlier usable questions (a few each)
+    earlier = _Earlier([_tokens(t) for t in texts])
     reasons = []
     for i, q in enumerate(texts):
-        reason = ""
-        if q:
-            shingles = _shingles(q)
-            if shingles and sum(s in echo for s in shingles) >= ECHO_SHARE * len(shingles):
-                reason = "instruction_echo"
-            elif _URL.search(q):
-                reason = "url"
-            elif _not_a_question(q):
-                reason = "not_a_question"
-            else:
-                mine = token_sets[i]
-                keys = sorted(mine, key=lambda t: (freq[t], t))[:2]
-                # the same words anywhere share the rarest tokens; a near copy of the same document
-                # may not (a rare word added makes new rarest tokens), so it is compared with all of
-                # them
-                same_words = any(mine == token_sets[j] for k in keys for j in buckets.get(k, []))
-                if same_words or any(
-                    len(mine & token_sets[j]) >= DUPLICATE_JACCARD * len(mine | token_sets[j])
-                    for j in by_doc.get(docs[i], [])
-                ):
-                    reason = "near_duplicate"
-                elif docs[i] in names and _names_another_service(mine, docs[i], names, df, name_df):
-                    reason = "names_no_service"
-                else:
-                    for k in keys:
-                        buckets.setdefault(k, []).append(i)
-                    by_doc.setdefault(docs[i], []).append(i)
+        if not q:
+            reasons.append("")
+            continue
+        reason = _form_reason(q, echo)
+        if not reason:
+            reason = earlier.reason(i, docs[i], names, df, name_df)
         reasons.append(reason)
     return pd.Series(reasons, index=questions.index, dtype=object, name="screen")
+
+
+def _word_counts(
+    names: dict[str, tuple[set[str], set[str]]],
+) -> tuple[Counter[str], Counter[str]]:
+    """In how many documents each word is, and in how many distinct service names (a name offered
+    in 50 regions counts once; `.total` holds their number)."""
+    df = Counter(w for _, body in names.values() for w in body)
+    distinct = {frozenset(name) for name, _ in names.values()}
+    name_df = Counter(w for name in distinct for w in name)
+    name_df.total = len(distinct)  # type: ignore[attr-defined]
+    return df, name_df
+
+
+def _form_reason(question: str, echo: set) -> str:
+    """The reason a question fails on by its form alone ("" if none): it echoes the instructions,
+    holds a URL, or is not a question."""
+    shingles = _shingles(question)
+    if shingles and sum(s in echo for s in shingles) >= ECHO_SHARE * len(shingles):
+        return "instruction_echo"
+    if _URL.search(question):
+        return "url"
+    if _not_a_question(question):
+        return "not_a_question"
+    return ""
+
+
+class _Earlier:
+    """The usable questions so far, found by their two rarest tokens (the same words anywhere
+    share them) and by their gold document (a near copy of the same document may not: a rare
+    word added makes new rarest tokens, so it is compared with all of them)."""
+
+    def __init__(self, token_sets: list[set[str]]) -> None:
+        self.token_sets = token_sets
+        self.freq = Counter(t for s in token_sets for t in s)
+        self.buckets: dict[str, list[int]] = {}  # rarest token -> earlier usable questions
+        self.by_doc: dict[str, list[int]] = {}  # gold document -> its earlier usable questions
+
+    def reason(
+        self,
+        i: int,
+        doc: str,
+        names: dict[str, tuple[set[str], set[str]]],
+        df: Counter[str],
+        name_df: Counter[str],
+    ) -> str:
+        """Question i's reason by its words ("" when usable, and then it is remembered)."""
+        mine = self.token_sets[i]
+        keys = sorted(mine, key=lambda t: (self.freq[t], t))[:2]
+        if self._near_duplicate(mine, keys, doc):
+            return "near_duplicate"
+        if doc in names and _names_another_service(mine, doc, names, df, name_df):
+            return "names_no_service"
+        for k in keys:
+            self.buckets.setdefault(k, []).append(i)
+        self.by_doc.setdefault(doc, []).append(i)
+        return ""
+
+    def _near_duplicate(self, mine: set[str], keys: list[str], doc: str) -> bool:
+        sets = self.token_sets
+        if any(mine == sets[j] for k in keys for j in self.buckets.get(k, [])):
+            return True
+        return any(
+            len(mine & sets[j]) >= DUPLICATE_JACCARD * len(mine | sets[j])
+            for j in self.by_doc.get(doc, [])
+        )
 
 
 def screen_table(questions: pd.DataFrame, reasons: pd.Series) -> pd.DataFrame:

@@ -286,11 +286,7 @@ def agreement_table(
     means = judge_means(scores)
     labels = _check_sets(means, sets)
     ref, absorbed = _reference(means, reference_judge)
-    if ref.empty:
-        raise ValueError(
-            f"scores: reference judge {reference_judge!r} has no rows; judges present: "
-            f"{sorted(means['judge'].unique())}"
-        )
+    _require_reference(ref, reference_judge, means)
     code, counts = question_draws(ref["question_id"], bootstrap, seed)
     rows = []
     for judge in sorted(set(means["judge"].unique()) - absorbed):
@@ -310,16 +306,31 @@ def agreement_table(
                 row.update(_statistics(x, y))
                 if bootstrap > 0 and len(x) > 0:
                     unit_counts = counts[:, [code[q] for q in qids]]
-                    intervals, row["boot_undefined"] = _bootstrap_statistics(
-                        x, y, unit_counts, confidence
-                    )
-                    for key, (lo, hi) in intervals.items():
-                        row[f"{key}_lo"], row[f"{key}_hi"] = lo, hi
+                    row.update(_interval_columns(x, y, unit_counts, confidence))
                 rows.append(row)
     columns = ["judge", "set", "dimension", "n", "n_missing", *STATISTICS]
     if bootstrap > 0:
         columns += ["boot_undefined", *(f"{s}_{side}" for s in STATISTICS for side in ("lo", "hi"))]
     return pd.DataFrame(rows).reindex(columns=columns)
+
+
+def _require_reference(ref: pd.DataFrame, reference_judge: str, means: pd.DataFrame) -> None:
+    if ref.empty:
+        raise ValueError(
+            f"scores: reference judge {reference_judge!r} has no rows; judges present: "
+            f"{sorted(means['judge'].unique())}"
+        )
+
+
+def _interval_columns(
+    x: np.ndarray, y: np.ndarray, unit_counts: np.ndarray, confidence: float
+) -> dict[str, object]:
+    """`boot_undefined` and each statistic's `<stat>_lo`, `<stat>_hi` over the resamples."""
+    intervals, undefined = _bootstrap_statistics(x, y, unit_counts, confidence)
+    out: dict[str, object] = {"boot_undefined": undefined}
+    for key, (lo, hi) in intervals.items():
+        out[f"{key}_lo"], out[f"{key}_hi"] = lo, hi
+    return out
 
 
 def _reliability_matrix(
@@ -449,20 +460,30 @@ def reliability_table(
                     "alpha": _alpha(data, level),
                 }
                 if bootstrap > 0:
-                    columns = np.arange(data.shape[1])
                     unit_counts = counts[:, [code[q] for q in questions]]
-                    arr = np.asarray(
-                        [_alpha(data[:, np.repeat(columns, c)], level) for c in unit_counts], float
-                    )
-                    arr = arr[np.isfinite(arr)]
-                    tail = (1 - confidence) / 2
-                    row["alpha_lo"] = float(np.quantile(arr, tail)) if len(arr) else np.nan
-                    row["alpha_hi"] = float(np.quantile(arr, 1 - tail)) if len(arr) else np.nan
+                    row.update(_alpha_interval(data, unit_counts, level, confidence))
                 rows.append(row)
     columns = ["group", "set", "dimension", "n_units", "n_raters", "alpha"]
     if bootstrap > 0:
         columns += ["alpha_lo", "alpha_hi"]
     return pd.DataFrame(rows).reindex(columns=columns)
+
+
+def _alpha_interval(
+    data: np.ndarray, unit_counts: np.ndarray, level: str, confidence: float
+) -> dict[str, float]:
+    """`alpha_lo`, `alpha_hi`: the percentile interval of alpha over the resampled units (NaN when
+    no resample defines it)."""
+    columns = np.arange(data.shape[1])
+    arr = np.asarray([_alpha(data[:, np.repeat(columns, c)], level) for c in unit_counts], float)
+    arr = arr[np.isfinite(arr)]
+    if not len(arr):
+        return {"alpha_lo": np.nan, "alpha_hi": np.nan}
+    tail = (1 - confidence) / 2
+    return {
+        "alpha_lo": float(np.quantile(arr, tail)),
+        "alpha_hi": float(np.quantile(arr, 1 - tail)),
+    }
 
 
 def _pair_stat(x: np.ndarray, y: np.ndarray, stat: str) -> float:

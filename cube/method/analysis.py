@@ -347,51 +347,58 @@ def dimension_weights(
     require_columns(correlations, ["judge", "dimension"], "correlations")
     out = correlations[["judge", "dimension"]].copy()
     if mode == "rank_correlation":
-        require_columns(correlations, ["r"], "correlations")
-        r = correlations["r"].astype(float)
-        bad = r.isna() | (r < 0)
-        for _, row in correlations[bad].iterrows():
-            warnings.warn(
-                f"judge {row['judge']!r}, dimension {row['dimension']!r}: correlation with rank is "
-                f"{row['r']:.3f}; its weight is set to 0",
-                CubeWarning,
-                stacklevel=2,
-            )
-        out["raw"] = r.where(~bad, 0.0)
+        out["raw"] = _rank_weights(correlations)
     elif mode == "equal":
         out["raw"] = 1.0
     elif mode == "custom":
-        if not custom:
-            raise ValueError("custom weights requested but none given (analysis.custom_weights)")
-        missing = sorted(set(out["dimension"]) - set(custom))
-        if missing:
-            raise ValueError(f"analysis.custom_weights: no weight for dimension(s) {missing}")
-        neg = {k: v for k, v in custom.items() if v < 0}
-        if neg:
-            raise ValueError(f"analysis.custom_weights: weights must be >= 0, got {neg}")
+        _check_custom(out, custom)
         out["raw"] = out["dimension"].map(custom).astype(float)
     else:
         raise ValueError(f"weights mode must be rank_correlation, equal or custom, got {mode!r}")
     total = out.groupby("judge")["raw"].transform("sum")
-    for judge in out.loc[total <= _EPS, "judge"].unique():
-        if fallback == "equal":
-            warnings.warn(
-                f"judge {judge!r}: all weights are 0; equal weights used "
-                "(analysis.weights_fallback)",
-                CubeWarning,
-                stacklevel=2,
-            )
-        else:
-            warnings.warn(
-                f"judge {judge!r}: all weights are 0; its weighted score is undefined",
-                CubeWarning,
-                stacklevel=2,
-            )
+    _warn_all_zero(out.loc[total <= _EPS, "judge"].unique(), fallback)
     if fallback == "equal":
         out["raw"] = np.where(total <= _EPS, 1.0, out["raw"])
         total = out.groupby("judge")["raw"].transform("sum")
     out["weight"] = np.where(total > _EPS, out["raw"] / total.where(total > _EPS, 1.0), np.nan)
     return out[["judge", "dimension", "weight"]]
+
+
+def _rank_weights(correlations: pd.DataFrame) -> pd.Series:
+    """The raw weights r, a negative or undefined r as 0 (with a warning each)."""
+    require_columns(correlations, ["r"], "correlations")
+    r = correlations["r"].astype(float)
+    bad = r.isna() | (r < 0)
+    for _, row in correlations[bad].iterrows():
+        warnings.warn(
+            f"judge {row['judge']!r}, dimension {row['dimension']!r}: correlation with rank is "
+            f"{row['r']:.3f}; its weight is set to 0",
+            CubeWarning,
+            stacklevel=3,
+        )
+    return r.where(~bad, 0.0)
+
+
+def _check_custom(out: pd.DataFrame, custom: Mapping[str, float] | None) -> None:
+    """Custom weights are given, for every dimension, and none is negative."""
+    if not custom:
+        raise ValueError("custom weights requested but none given (analysis.custom_weights)")
+    missing = sorted(set(out["dimension"]) - set(custom))
+    if missing:
+        raise ValueError(f"analysis.custom_weights: no weight for dimension(s) {missing}")
+    neg = {k: v for k, v in custom.items() if v < 0}
+    if neg:
+        raise ValueError(f"analysis.custom_weights: weights must be >= 0, got {neg}")
+
+
+def _warn_all_zero(judges: Iterable[Any], fallback: str) -> None:
+    """A warning per judge whose weights are all 0: equal weights used, or W undefined."""
+    for judge in judges:
+        if fallback == "equal":
+            what = "equal weights used (analysis.weights_fallback)"
+        else:
+            what = "its weighted score is undefined"
+        warnings.warn(f"judge {judge!r}: all weights are 0; {what}", CubeWarning, stacklevel=3)
 
 
 # ------------------------------------------------------------------------------ trimmed means
@@ -426,49 +433,47 @@ def trimmed_means(
     cube = grid.set_index(["judge", "dimension", "question_id", "set"])["score"].unstack("set")
     cube = cube.reindex(columns=list(SETS))
     ok = cube.notna().all(axis=1) if paired else pd.Series(True, index=cube.index)
-    rows = []
-    dims = (
-        dimension_order(grid["dimension"].unique())
-        if len(grid)
-        else list(dict.fromkeys(dimensions or scores["dimension"]))
-    )
-    judges_all = (  # in order of appearance (unique(): a Python loop over the rows was slow)
-        list(grid["judge"].unique()) if len(grid) else sorted(scores["judge"].unique(), key=str)
-    )
+    judges_all, dims = _grid_axes(grid, scores, dimensions)
     by_jd = {k: g for k, g in cube.groupby(level=["judge", "dimension"], sort=False)}
-    for judge in judges_all:
-        for dim in dims:
-            g = by_jd.get((judge, dim))
-            for set_ in SETS:
-                if g is None:
-                    rows.append(
-                        {
-                            "judge": judge,
-                            "set": set_,
-                            "dimension": dim,
-                            "trimmed_mean": float("nan"),
-                            "n": 0,
-                            "n_unscored": 0,
-                            "n_unpaired": 0,
-                        }
-                    )
-                    continue
-                v = g[set_].to_numpy(float)
-                keep = ok.loc[g.index].to_numpy(bool) & ~np.isnan(v)
-                tm = float(stats.trim_mean(v[keep], proportion)) if keep.any() else float("nan")
-                rows.append(
-                    {
-                        "judge": judge,
-                        "set": set_,
-                        "dimension": dim,
-                        "trimmed_mean": tm,
-                        "n": int(keep.sum()),
-                        "n_unscored": int(np.isnan(v).sum()),
-                        "n_unpaired": int((~keep & ~np.isnan(v)).sum()),
-                    }
-                )
+    rows = [
+        _trimmed_row(judge, set_, dim, by_jd.get((judge, dim)), ok, proportion)
+        for judge in judges_all
+        for dim in dims
+        for set_ in SETS
+    ]
     cols = ["judge", "set", "dimension", "trimmed_mean", "n", "n_unscored", "n_unpaired"]
     return _order(pd.DataFrame(rows, columns=cols), dims)
+
+
+def _grid_axes(
+    grid: pd.DataFrame, scores: pd.DataFrame, dimensions: Iterable[str] | None
+) -> tuple[list[Any], list[str]]:
+    """The judges (in order of appearance: unique(), a Python loop over the rows was slow) and the
+    dimensions of the grid; of the scores and the configured dimensions when it is empty."""
+    if len(grid):
+        return list(grid["judge"].unique()), dimension_order(grid["dimension"].unique())
+    judges = sorted(scores["judge"].unique(), key=str)
+    return judges, list(dict.fromkeys(dimensions or scores["dimension"]))
+
+
+def _trimmed_row(
+    judge: Any, set_: str, dim: str, g: pd.DataFrame | None, ok: pd.Series, proportion: float
+) -> dict[str, Any]:
+    """One (judge, set, dimension)'s trimmed mean over the kept questions (scored, and paired
+    when `ok` says so) with the counts; NaN and zeros without any score row."""
+    row = {"judge": judge, "set": set_, "dimension": dim}
+    if g is None:
+        return {**row, "trimmed_mean": float("nan"), "n": 0, "n_unscored": 0, "n_unpaired": 0}
+    v = g[set_].to_numpy(float)
+    keep = ok.loc[g.index].to_numpy(bool) & ~np.isnan(v)
+    tm = float(stats.trim_mean(v[keep], proportion)) if keep.any() else float("nan")
+    return {
+        **row,
+        "trimmed_mean": tm,
+        "n": int(keep.sum()),
+        "n_unscored": int(np.isnan(v).sum()),
+        "n_unpaired": int((~keep & ~np.isnan(v)).sum()),
+    }
 
 
 JURY_W_METRICS = (

@@ -198,68 +198,80 @@ def audit_summary(probes: pd.DataFrame, confidence: float = 0.95) -> pd.DataFram
     and clustering (module docstring). Columns `AUDIT_COLUMNS`, indexed by nothing (a
     `judge` column)."""
     tot = probe_totals(probes)
-    families = None
-    if "injection" in probes:  # the injected probe's battery family, per question
-        fam = probes.loc[
-            probes["injection"].fillna("").astype(str) != "", ["question_id", "injection"]
-        ]
-        families = fam.drop_duplicates("question_id").set_index("question_id")["injection"]
+    families = _injection_families(probes)
     jury_mean = tot.groupby(level="question_id").mean()  # per question and probe, over judges
     rows = []
     raw = probes.assign(score=pd.to_numeric(probes["score"], errors="coerce"))
     for judge, t in tot.groupby(level="judge", sort=False):
         t = t.droplevel("judge")
         orig = t["original"] if "original" in t else pd.Series(np.nan, index=t.index)
-        diffs = (
-            pd.concat([orig - t[k] for k in LENGTH_MATCHED_WORSE if k in t], axis=1)
-            if any(k in t for k in LENGTH_MATCHED_WORSE)
-            else pd.DataFrame(index=t.index)
-        )
-        d = diffs.stack().dropna().to_numpy(float)
-        wins, losses = int((d > 0).sum()), int((d < 0).sum())
-        ties = len(d) - wins - losses
-        per_q = (
-            diffs.mean(axis=1).dropna().to_numpy(float)
-        )  # a question's pairs share its original: one value each
-        per_q = per_q[np.abs(per_q) > 1e-12]
-        p = (
-            float(stats.wilcoxon(per_q, alternative="greater").pvalue)
-            if len(per_q)
-            else float("nan")
-        )
-        share = (wins + ties / 2) / len(d) if len(d) else float("nan")
-        lo, hi = _wilson(wins + ties / 2, len(d), confidence)
-        et = [orig - t[k] for k in OTHER_WORSE if k in t]
-        e = pd.concat(et).dropna().to_numpy(float) if et else np.array([])
-        row: dict[str, Any] = {
-            "judge": judge,
-            "pairs": len(d),
-            "wins": wins,
-            "ties": ties,
-            "losses": losses,
-            "discrimination": share,
-            "discrimination_lo": lo,
-            "discrimination_hi": hi,
-            "discrimination_p_value": p,
-            "empty_truncated_pairs": len(e),
-            "empty_truncated_wins": int((e > 0).sum()),
-        }
+        row: dict[str, Any] = {"judge": judge, **_discrimination(t, orig, confidence)}
         for kind, name in BIAS.items():
             b = (t[kind] - orig).to_numpy(float) if kind in t else np.array([])
             row[name], row[f"{name}_lo"], row[f"{name}_hi"] = _mean_interval(b, confidence)
-        j_items = t.stack()
-        row["leniency"] = (
-            float((j_items - jury_mean.stack().reindex(j_items.index)).mean())
-            if len(j_items)
-            else np.nan
-        )
-        s = raw.loc[raw["judge"] == judge, "score"].dropna()
-        row["modal_share"] = float(s.value_counts().iloc[0] / len(s)) if len(s) else float("nan")
-        row["probes_scored"] = int(len(s))
-        row["probes_unscored"] = int(raw.loc[raw["judge"] == judge, "score"].isna().sum())
+        row["leniency"] = _leniency(t, jury_mean)
+        row.update(_score_spread(raw.loc[raw["judge"] == judge, "score"]))
         row.update(_injection(t, orig, confidence, families))
         rows.append(row)
     return pd.DataFrame(rows, columns=AUDIT_COLUMNS)
+
+
+def _injection_families(probes: pd.DataFrame) -> pd.Series | None:
+    """The injected probe's battery family, per question (None without injected probes)."""
+    if "injection" not in probes:
+        return None
+    fam = probes.loc[probes["injection"].fillna("").astype(str) != "", ["question_id", "injection"]]
+    return fam.drop_duplicates("question_id").set_index("question_id")["injection"]
+
+
+def _discrimination(t: pd.DataFrame, orig: pd.Series, confidence: float) -> dict[str, Any]:
+    """A judge's discrimination: the original against each length-matched worse probe (wins, ties,
+    losses, the share won with its Wilson interval, the one-sided Wilcoxon p-value over the
+    questions) and the empty or truncated probes it scored lower."""
+    matched = [orig - t[k] for k in LENGTH_MATCHED_WORSE if k in t]
+    diffs = pd.concat(matched, axis=1) if matched else pd.DataFrame(index=t.index)
+    d = diffs.stack().dropna().to_numpy(float)
+    wins, losses = int((d > 0).sum()), int((d < 0).sum())
+    ties = len(d) - wins - losses
+    # a question's pairs share its original: one value each
+    per_q = diffs.mean(axis=1).dropna().to_numpy(float)
+    per_q = per_q[np.abs(per_q) > 1e-12]
+    p = float(stats.wilcoxon(per_q, alternative="greater").pvalue) if len(per_q) else float("nan")
+    share = (wins + ties / 2) / len(d) if len(d) else float("nan")
+    lo, hi = _wilson(wins + ties / 2, len(d), confidence)
+    et = [orig - t[k] for k in OTHER_WORSE if k in t]
+    e = pd.concat(et).dropna().to_numpy(float) if et else np.array([])
+    return {
+        "pairs": len(d),
+        "wins": wins,
+        "ties": ties,
+        "losses": losses,
+        "discrimination": share,
+        "discrimination_lo": lo,
+        "discrimination_hi": hi,
+        "discrimination_p_value": p,
+        "empty_truncated_pairs": len(e),
+        "empty_truncated_wins": int((e > 0).sum()),
+    }
+
+
+def _leniency(t: pd.DataFrame, jury_mean: pd.DataFrame) -> float:
+    """The judge's mean score above the jury's on the same question and probe."""
+    j_items = t.stack()
+    if not len(j_items):
+        return np.nan
+    return float((j_items - jury_mean.stack().reindex(j_items.index)).mean())
+
+
+def _score_spread(scores: pd.Series) -> dict[str, Any]:
+    """The share of the judge's probe scores at its most frequent value, and how many it scored
+    and did not."""
+    s = scores.dropna()
+    return {
+        "modal_share": float(s.value_counts().iloc[0] / len(s)) if len(s) else float("nan"),
+        "probes_scored": int(len(s)),
+        "probes_unscored": int(scores.isna().sum()),
+    }
 
 
 def audit_verdict(

@@ -170,6 +170,17 @@ def _trim_sorted(Cs: np.ndarray, vals: np.ndarray, proportion: float) -> np.ndar
         return np.where(high - low > 0, (take @ vals) / (high - low), np.nan)
 
 
+def _resampled_weight(p: Prepared, C: np.ndarray, j: int, d: int) -> np.ndarray | float:
+    """Judge j's weight of dimension d in each resample: its rank correlation on the rag set (0
+    when negative or undefined), 1, or the custom weight."""
+    if p.mode == "rank_correlation":
+        r = _weighted_pearson(C, p.rank_score, p.scores[j, A.SETS.index("rag"), d])
+        return np.where(np.isnan(r) | (r < 0), 0.0, r)
+    if p.mode == "equal":
+        return 1.0
+    return float((p.custom or {})[p.dims[d]])
+
+
 def cube_from_counts(p: Prepared, C: np.ndarray) -> dict[str, np.ndarray]:
     """Every judge's weighted score and CuBE for each row of the counts matrix C (B x n)."""
     B = C.shape[0]
@@ -181,13 +192,7 @@ def cube_from_counts(p: Prepared, C: np.ndarray) -> dict[str, np.ndarray]:
     tm = np.empty((J, len(A.SETS), D, B))
     for j in range(J):
         for d in range(D):
-            if p.mode == "rank_correlation":
-                r = _weighted_pearson(C, p.rank_score, p.scores[j, rag, d])
-                w[j, d] = np.where(np.isnan(r) | (r < 0), 0.0, r)
-            elif p.mode == "equal":
-                w[j, d] = 1.0
-            else:
-                w[j, d] = float((p.custom or {})[p.dims[d]])
+            w[j, d] = _resampled_weight(p, C, j, d)
             # paired: only questions this judge scored in all three sets (as
             # cube.method.analysis.trimmed_means)
             keep_jd = keep & ~np.isnan(p.scores[j, :, d]).any(axis=0) if p.paired else keep
@@ -379,50 +384,84 @@ def bootstrap_prepared(
     # on the retrieved questions' units only, CuBE = W x R@k on all of them (issue 30); R@k's at t
     # levels too when families are fewer than questions (few units)
     on = {"cube_score": n_units, "weighted_score": t_level_units(p), "recall_at_k": n_units}
-    tail = {
-        m: expanded_alpha(alpha, on[m]) if expand and (m != "recall_at_k" or n_units < n) else alpha
-        for m in ("cube_score", "weighted_score", "recall_at_k")
-    }
+    tail = _tails(alpha, on, expand, few_units=n_units < n)
+    members = _jury_members(p, jury_judges)
     rows = []
-    members = [i for i, j in enumerate(p.judges) if jury_judges is None or j in set(jury_judges)]
-
-    def values(res: dict[str, np.ndarray], j: int | None, m: str) -> np.ndarray:
-        if m == "recall_at_k":
-            return res[m]
-        if j is not None:
-            return res[m][j]
-        # The jury mean always averages the same judges: a resample where a member is undefined is
-        # undefined for the jury (not a mean of fewer judges); `n_valid` counts the defined ones.
-        return np.mean(res[m][members], axis=0) if members else np.full(res[m].shape[-1], np.nan)
-
-    def add(judge: str, j: int | None, metric: str) -> None:
-        est = float(values(point, j, metric)[0])
-        sample = values(boot, j, metric)
-        ok = sample[np.isfinite(sample)]
-        q = [tail[metric], 1 - tail[metric]]
-        if method == "bca" and len(ok) and np.isfinite(est):
-            q = bca_levels(est, ok, values(jack, j, metric), tail[metric])  # type: ignore[arg-type]
-        lo, hi = np.quantile(ok, q) if len(ok) and np.all(np.isfinite(q)) else (np.nan, np.nan)
-        if method == "basic":
-            lo, hi = 2 * est - hi, 2 * est - lo
+    for judge, j, metric in _cells(p):
+        est = float(_metric_values(point, j, metric, members)[0])
+        sample = _metric_values(boot, j, metric, members)
+        jacked = None if jack is None else _metric_values(jack, j, metric, members)
+        lo, hi, n_valid = _interval(est, sample, jacked, tail[metric], method)
         rows.append(
             {
                 "judge": judge,
                 "metric": metric,
                 "estimate": est,
-                "lo": float(lo),
-                "hi": float(hi),
-                "n_valid": int(len(ok)),
+                "lo": lo,
+                "hi": hi,
+                "n_valid": n_valid,
             }
         )
-
-    for j, judge in enumerate(p.judges):
-        for m in ("cube_score", "weighted_score", "recall_at_k"):
-            add(judge, j if m != "recall_at_k" else None, m)
-    for m in ("cube_score", "weighted_score"):
-        add("jury", None, m)
-    add("jury", None, "recall_at_k")
     return pd.DataFrame(rows)
+
+
+def _tails(alpha: float, on: dict[str, int], expand: bool, few_units: bool) -> dict[str, float]:
+    """Each metric's tail level: `expanded_alpha` of the units it rests on when `expand`, but
+    R@k's only when families are fewer than questions (`few_units`)."""
+    return {
+        m: expanded_alpha(alpha, on[m]) if expand and (m != "recall_at_k" or few_units) else alpha
+        for m in _METRICS
+    }
+
+
+def _jury_members(p: Prepared, jury_judges: list[str] | None) -> list[int]:
+    """The indices of the jury's judges (every judge when None)."""
+    if jury_judges is None:
+        return list(range(len(p.judges)))
+    chosen = set(jury_judges)
+    return [i for i, j in enumerate(p.judges) if j in chosen]
+
+
+def _cells(p: Prepared) -> list[tuple[str, int | None, str]]:
+    """(judge, its index or None, metric) of each interval: every judge's three (R@k is the
+    system's), then the jury's."""
+    cells = [
+        (judge, None if m == "recall_at_k" else j, m)
+        for j, judge in enumerate(p.judges)
+        for m in _METRICS
+    ]
+    return cells + [("jury", None, m) for m in _METRICS]
+
+
+_METRICS = ("cube_score", "weighted_score", "recall_at_k")
+
+
+def _metric_values(
+    res: dict[str, np.ndarray], j: int | None, m: str, members: list[int]
+) -> np.ndarray:
+    """A metric's values over the resamples: R@k's, judge j's, or the jury's (j None). The jury
+    mean always averages the same judges: a resample where a member is undefined is undefined for
+    the jury (not a mean of fewer judges); `n_valid` counts the defined ones."""
+    if m == "recall_at_k":
+        return res[m]
+    if j is not None:
+        return res[m][j]
+    return np.mean(res[m][members], axis=0) if members else np.full(res[m].shape[-1], np.nan)
+
+
+def _interval(
+    est: float, sample: np.ndarray, jacked: np.ndarray | None, tail: float, method: str
+) -> tuple[float, float, int]:
+    """(lo, hi, number of defined resamples) of one metric by `method` (see
+    `bootstrap_prepared`); NaN where no resample or level is defined."""
+    ok = sample[np.isfinite(sample)]
+    q = [tail, 1 - tail]
+    if method == "bca" and len(ok) and np.isfinite(est):
+        q = bca_levels(est, ok, jacked, tail)  # type: ignore[arg-type]
+    lo, hi = np.quantile(ok, q) if len(ok) and np.all(np.isfinite(q)) else (np.nan, np.nan)
+    if method == "basic":
+        lo, hi = 2 * est - hi, 2 * est - lo
+    return float(lo), float(hi), int(len(ok))
 
 
 JACKKNIFE_GROUPS = (

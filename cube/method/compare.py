@@ -189,32 +189,51 @@ def _concat(pa: Prepared, pb: Prepared) -> Prepared:
 def _stats(p: Prepared, C: np.ndarray, jury: list[int]) -> dict[tuple[str, str], np.ndarray]:
     """Every (judge, metric) as a vector over the rows of C; metrics: the headline three
     and `N_<dim>`."""
-    out: dict[tuple[str, str], np.ndarray] = {}
+    out: dict[tuple[str, str], list[np.ndarray]] = {}
     for start in range(0, C.shape[0], _CHUNK):
         res = cube_from_counts(p, C[start : start + _CHUNK])
-        tm = res["trimmed_means"]  # (J, sets, D, B)
-        zero, rag, full = (A.SETS.index(s) for s in ("zero", "rag", "full"))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            den = tm[:, full] - tm[:, zero]
-            nd = np.where(den > 1e-12, 100 * (tm[:, rag] - tm[:, zero]) / den, np.nan)  # (J, D, B)
-        part: dict[tuple[str, str], np.ndarray] = {}
-        for j, judge in enumerate(p.judges):
-            part[(judge, "cube_score")] = res["cube_score"][j]
-            part[(judge, "weighted_score")] = res["weighted_score"][j]
-            for d, dim in enumerate(p.dims):
-                part[(judge, f"N_{dim}")] = nd[j, d]
-        for m in ["cube_score", "weighted_score", *(f"N_{d}" for d in p.dims)]:
-            # As in `cube.method.bootstrap.bootstrap_cube`: the jury always averages the same
-            # judges, so a resample (or permutation) where one member is undefined is undefined for
-            # the jury.
-            vals = np.array([part[(p.judges[j], m)] for j in jury]) if jury else None
-            part[("jury", m)] = (
-                np.mean(vals, axis=0) if jury else np.full(len(res["recall_at_k"]), np.nan)
-            )
+        part = _judge_vectors(p, res)
+        part.update(_jury_vectors(p, part, jury, len(res["recall_at_k"])))
         part[("jury", "recall_at_k")] = res["recall_at_k"]
         for k, v in part.items():
-            out.setdefault(k, []).append(np.asarray(v, float))  # type: ignore[arg-type]
-    return {k: np.concatenate(v) for k, v in out.items()}  # type: ignore[arg-type]
+            out.setdefault(k, []).append(np.asarray(v, float))
+    return {k: np.concatenate(v) for k, v in out.items()}
+
+
+def _normalised_dimensions(tm: np.ndarray) -> np.ndarray:
+    """N_d of every judge, dimension and resample (J, D, B) from the trimmed means (J, sets, D, B);
+    NaN where full - zero is not positive."""
+    zero, rag, full = (A.SETS.index(s) for s in ("zero", "rag", "full"))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        den = tm[:, full] - tm[:, zero]
+        return np.where(den > 1e-12, 100 * (tm[:, rag] - tm[:, zero]) / den, np.nan)
+
+
+def _judge_vectors(p: Prepared, res: dict[str, Any]) -> dict[tuple[str, str], np.ndarray]:
+    """(judge, metric) -> its vector over the resamples: CuBE, W and each N_<dim>."""
+    nd = _normalised_dimensions(res["trimmed_means"])
+    part: dict[tuple[str, str], np.ndarray] = {}
+    for j, judge in enumerate(p.judges):
+        part[(judge, "cube_score")] = res["cube_score"][j]
+        part[(judge, "weighted_score")] = res["weighted_score"][j]
+        for d, dim in enumerate(p.dims):
+            part[(judge, f"N_{dim}")] = nd[j, d]
+    return part
+
+
+def _jury_vectors(
+    p: Prepared, part: dict[tuple[str, str], np.ndarray], jury: list[int], n: int
+) -> dict[tuple[str, str], np.ndarray]:
+    """("jury", metric) -> the mean of the jury's vectors (NaN without a jury). As in
+    `cube.method.bootstrap.bootstrap_cube`: the jury always averages the same judges, so a
+    resample (or permutation) where one member is undefined is undefined for the jury."""
+    metrics = ["cube_score", "weighted_score", *(f"N_{d}" for d in p.dims)]
+    if not jury:
+        return {("jury", m): np.full(n, np.nan) for m in metrics}
+    return {
+        ("jury", m): np.mean(np.array([part[(p.judges[j], m)] for j in jury]), axis=0)
+        for m in metrics
+    }
 
 
 # Analysis settings that do not enter the numbers being compared: resampling settings of the
@@ -541,53 +560,30 @@ def compare_pair(
     from cube.config.sections import AnalysisParams
 
     ap = analysis_params or AnalysisParams()
-    alpha = 1 - ap.confidence if alpha is None else alpha
+    alpha = _default(alpha, 1 - ap.confidence)
     ap_b = analysis_params_b or ap
     _require_one_definition(ap, ap_b)
-    n_resamples = ap.bootstrap if n_resamples is None else n_resamples
-    seed = ap.seed if seed is None else seed
+    n_resamples = _default(n_resamples, ap.bootstrap)
+    seed = _default(seed, ap.seed)
     A.validate_answers(a_answers, "answers (A)")
     A.validate_answers(b_answers, "answers (B)")
-    label_a = labels[0] if labels else str(a_answers["system"].iloc[0])
-    label_b = labels[1] if labels else str(b_answers["system"].iloc[0])
-    na, nb = top_n_a or ap.top_n or 8, top_n_b or ap_b.top_n or 8
+    label_a, label_b = _labels(labels, a_answers, b_answers)
+    na, nb = _side_top_n(top_n_a, ap), _side_top_n(top_n_b, ap_b)
     common, only_a, only_b = _common_questions(a_answers, b_answers, na, nb, label_a, label_b)
     judges, excluded = _common_judges(a_scores, b_scores, label_a, label_b)
-    dims = dimensions or [
-        d
-        for d in A.dimension_order(a_scores["dimension"].unique())
-        if d in set(b_scores["dimension"].unique())
-    ]
+    dims = dimensions or _shared_dimensions(a_scores, b_scores)
     a_ans, a_sc = _restrict(a_answers, a_scores, common, judges, dims)
     b_ans, b_sc = _restrict(b_answers, b_scores, common, judges, dims)
-    # each side's N is passed explicitly
-    quiet = ap.model_copy(update={"bootstrap": 0, "top_n": None})
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", A.CubeWarning)
-        ra = E.evaluate(a_ans, a_sc, quiet, na, judges=judges, dimensions=dims)
-        rb = E.evaluate(b_ans, b_sc, quiet, nb, judges=judges, dimensions=dims)
+    ra, rb = _evaluated_quietly((a_ans, a_sc, na), (b_ans, b_sc, nb), ap, judges, dims)
     jury_judges = _exclude_gate_failures(judges, ra, rb, excluded)
-    kw = dict(
-        proportion=ap.trim_proportion,
-        subset=ap.subset,
-        mode=ap.weights,
-        custom=ap.custom_weights,
-        paired=ap.paired,
-        judges=judges,
-        dimensions=dims,
-        fallback=ap.weights_fallback,
-        clusters=clusters if ap.cluster == "family" else None,
-    )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", A.CubeWarning)
-        pa, pb = prepare(a_ans, a_sc, top_n=na, **kw), prepare(b_ans, b_sc, top_n=nb, **kw)
+    pa, pb = _prepared_pair((a_ans, a_sc, na), (b_ans, b_sc, nb), ap, judges, dims, clusters)
     n = len(pa.rank_score)
     jury = [pa.judges.index(j) for j in jury_judges]
     point_a, point_b = _stats(pa, np.ones((1, n)), jury), _stats(pb, np.ones((1, n)), jury)
     rng = np.random.default_rng(seed)
     boot_d = _paired_bootstrap(pa, pb, jury, n_resamples, rng)
     perm_d = _paired_permutations(pa, pb, jury, n_permutations, rng)
-    n_units = int(pa.unit_codes().max()) + 1 if n else 0
+    n_units = _unit_count(pa, n)
     tail = interval_tail(ap.confidence, n, n_units)
     tail_sim = interval_tail(1 - (1 - ap.confidence) / max(n_pairs, 1), n, n_units)
     rows = [
@@ -634,6 +630,84 @@ def compare_pair(
     return cmp
 
 
+# --------------------------------------------------------------------------- compare_pair's steps
+
+
+def _default(value: Any, default: Any) -> Any:
+    """`value`, or `default` when it is None (0 and other falsy values are kept)."""
+    return default if value is None else value
+
+
+def _labels(
+    labels: tuple[str, str] | None, a_answers: pd.DataFrame, b_answers: pd.DataFrame
+) -> tuple[str, str]:
+    """The sides' names: those given, else each side's system."""
+    if labels:
+        return labels[0], labels[1]
+    return str(a_answers["system"].iloc[0]), str(b_answers["system"].iloc[0])
+
+
+def _side_top_n(top_n: int | None, ap: Any) -> int:
+    """A side's N: the one it was evaluated at, else its params' `top_n`, else 8."""
+    return top_n or ap.top_n or 8
+
+
+def _shared_dimensions(a_scores: pd.DataFrame, b_scores: pd.DataFrame) -> list[str]:
+    """The dimensions both sides scored, in side A's dimension order."""
+    in_b = set(b_scores["dimension"].unique())
+    return [d for d in A.dimension_order(a_scores["dimension"].unique()) if d in in_b]
+
+
+def _evaluated_quietly(
+    a: tuple[pd.DataFrame, pd.DataFrame, int],
+    b: tuple[pd.DataFrame, pd.DataFrame, int],
+    ap: Any,
+    judges: list[str],
+    dims: list[str],
+) -> tuple[E.CubeResult, E.CubeResult]:
+    """Each side's `evaluate` (answers, scores, N) on the shared questions, without intervals or
+    warnings: the gate's verdicts decide the jury of the comparison."""
+    quiet = ap.model_copy(update={"bootstrap": 0, "top_n": None})  # each side's N is explicit
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", A.CubeWarning)
+        return tuple(  # type: ignore[return-value]
+            E.evaluate(answers, scores, quiet, n, judges=judges, dimensions=dims)
+            for answers, scores, n in (a, b)
+        )
+
+
+def _prepared_pair(
+    a: tuple[pd.DataFrame, pd.DataFrame, int],
+    b: tuple[pd.DataFrame, pd.DataFrame, int],
+    ap: Any,
+    judges: list[str],
+    dims: list[str],
+    clusters: Mapping[Any, Any] | None,
+) -> tuple[Prepared, Prepared]:
+    """Each side's (answers, scores, N) prepared for resampling under side A's settings."""
+    kw = dict(
+        proportion=ap.trim_proportion,
+        subset=ap.subset,
+        mode=ap.weights,
+        custom=ap.custom_weights,
+        paired=ap.paired,
+        judges=judges,
+        dimensions=dims,
+        fallback=ap.weights_fallback,
+        clusters=clusters if ap.cluster == "family" else None,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", A.CubeWarning)
+        return tuple(  # type: ignore[return-value]
+            prepare(answers, scores, top_n=n, **kw) for answers, scores, n in (a, b)
+        )
+
+
+def _unit_count(prepared: Prepared, n: int) -> int:
+    """The number of resampling units (families or questions) of `n` shared questions."""
+    return int(prepared.unit_codes().max()) + 1 if n else 0
+
+
 def compare_all(
     answers: pd.DataFrame,
     scores: pd.DataFrame,
@@ -648,9 +722,8 @@ def compare_all(
     intervals over them (`delta_cube_ci_simultaneous`)."""
     systems = systems or list(dict.fromkeys(answers["system"].dropna()))
     out: dict[tuple[str, str], PairComparison] = {}
-    run_n = getattr(
-        analysis_params, "top_n", None
-    )  # the run's `analysis.top_n` wins over each system's N
+    # the run's `analysis.top_n` wins over each system's N
+    run_n = getattr(analysis_params, "top_n", None)
     pairs = list(itertools.combinations(systems, 2))
     for a, b in pairs:
         out[(a, b)] = compare_pair(
@@ -659,22 +732,25 @@ def compare_all(
             answers[answers["system"] == b],
             scores[scores["system"] == b],
             analysis_params,
-            top_n_a=run_n or (top_n or {}).get(a),
-            top_n_b=run_n or (top_n or {}).get(b),
+            top_n_a=_system_top_n(run_n, top_n, a),
+            top_n_b=_system_top_n(run_n, top_n, b),
             **{"n_pairs": len(pairs), **kwargs},
         )
-    summary = pd.DataFrame(
-        [
-            {
-                **{
-                    k: v
-                    for k, v in c.headline().items()
-                    if k not in ("jury_judges", "excluded_judges")
-                }
-            }
-            for c in out.values()
-        ]
-    )
+    summary = pd.DataFrame([_summary_row(c) for c in out.values()])
     if len(summary):
         summary["p_holm_pairs"] = holm(summary["p_value"].astype(float).tolist())
     return out, summary
+
+
+def _system_top_n(run_n: int | None, top_n: dict[str, int] | None, system: str) -> int | None:
+    """A system's N in a run's comparison: the run's `analysis.top_n`, else the system's own."""
+    return run_n or (top_n or {}).get(system)
+
+
+def _summary_row(comparison: PairComparison) -> dict[str, Any]:
+    """A pair's headline for the summary table (without the judge lists)."""
+    return {
+        k: v
+        for k, v in comparison.headline().items()
+        if k not in ("jury_judges", "excluded_judges")
+    }

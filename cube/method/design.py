@@ -102,6 +102,25 @@ def wilson_effective(
     return (max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half)))
 
 
+def _known(design: dict, key: str) -> bool:
+    return math.isfinite(design.get(key, math.nan))
+
+
+def _design_effects(design: dict) -> list[str]:
+    """ "<deff> for <outcome> (intraclass correlation <icc>)" of each outcome with both known."""
+    return [
+        f"{design[f'deff_{k}']:.2f} for {name} (intraclass correlation {design[f'icc_{k}']:.2f})"
+        for k, name in (("rag_score", "the rag score"), ("retrieval", "retrieval"))
+        if _known(design, f"deff_{k}") and _known(design, f"icc_{k}")
+    ]
+
+
+def _largest_design_effect(design: dict) -> float:
+    """The larger known design effect of the two outcomes (NaN when neither is known)."""
+    known = [design[f"deff_{k}"] for k in ("rag_score", "retrieval") if _known(design, f"deff_{k}")]
+    return max(known, default=math.nan)
+
+
 def design_note(design: dict) -> str:
     """The decision page's sentence on the families ('' without families or a design effect
     below `NOTICEABLE_DEFF`): the design effects measured (Kish's, for a mean: an interval that
@@ -111,14 +130,8 @@ def design_note(design: dict) -> str:
     CuBE was as wide as the question one (docs/measurements.md). NaN figures are left out."""
     if not design or design.get("units", 0) >= design.get("questions", 0):
         return ""
-    parts = [
-        f"{design[f'deff_{k}']:.2f} for {name} (intraclass correlation {design[f'icc_{k}']:.2f})"
-        for k, name in (("rag_score", "the rag score"), ("retrieval", "retrieval"))
-        if math.isfinite(design.get(f"deff_{k}", math.nan))
-        and math.isfinite(design.get(f"icc_{k}", math.nan))
-    ]
-    finite = [design[f"deff_{k}"] for k in ("rag_score", "retrieval") if f"deff_{k}" in design]
-    deff = max((d for d in finite if math.isfinite(d)), default=math.nan)
+    parts = _design_effects(design)
+    deff = _largest_design_effect(design)
     if not parts or not deff >= NOTICEABLE_DEFF:
         return ""
     head = (

@@ -186,40 +186,17 @@ def evaluate(
     its own unit; None: every question is), and `design` reports the families' design effect.
     `twins`: the ablation twins' summary per judge (`cube.method.injection.twin_summary`, over every
     system's flagged answers; None: no answer was flagged or the twins were not judged)."""
-    from cube.config.sections import AnalysisParams
-    from cube.method.audit import audit_summary
-    from cube.method.bootstrap import MIN_RETRIEVED_FOR_W, bootstrap_cube
-    from cube.method.gate import judge_gate
-
-    ap = analysis_params or AnalysisParams()
-    if ap.subset != "retrieved":
-        raise ValueError(
-            "analysis.subset: only 'retrieved' is supported for CuBE ('all' would count retrieval "
-            "twice: W over all questions already includes the non-retrieved answers)"
-        )
+    ap = _checked_params(analysis_params)
     n_top = ap.top_n or top_n or 8
-    validate_answers(answers)
-    validate_scores(scores)
-    single_system(answers, "answers")
-    single_system(scores, "scores")
-    system = str(answers["system"].iloc[0]) if len(answers) else ""
-    judge_names = list(dict.fromkeys([*(judges or []), *sorted(scores["judge"].unique(), key=str)]))
+    system = _checked_system(answers, scores)
+    judge_names = _judge_names(judges, scores)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CubeWarning)
         outcomes = retrieval_outcomes(answers, n_top)
         seen_dims = [*(dimensions or []), *scores["dimension"].unique()]
-        if outcomes.n_unknown:
-            warnings.warn(
-                f"{outcomes.n_unknown} question(s) left out: the system call failed or its "
-                "retrieval could not be told, so whether it retrieved the gold document is "
-                "unknown (not counted as misses)",
-                CubeWarning,
-                stacklevel=2,
-            )
-            answers = answers[~answers["question_id"].isin(outcomes.unknown)]
-            scores = scores[~scores["question_id"].isin(outcomes.unknown)]
+        answers, scores = _without_unknown_retrieval(answers, scores, outcomes)
         ranks = outcomes.ranks
-        if ranks.empty and outcomes.n_unknown:  # every system call failed: nothing to measure
+        if _every_retrieval_unknown(ranks, outcomes):  # every system call failed
             return _all_retrieval_unknown(
                 system, outcomes, scores, judge_names, seen_dims, ap, n_top, caught
             )
@@ -232,7 +209,7 @@ def evaluate(
             scores, answers, "retrieved", n_top, judges=judge_names, dimensions=dimensions
         )
         weights = dimension_weights(corr_all, ap.weights, ap.custom_weights, ap.weights_fallback)
-        causes = weight_causes(ranks, corr_all) if ap.weights == "rank_correlation" else {}
+        causes = _weight_causes_if_ranked(ranks, corr_all, ap)
         retrieved_ids = set(ranks.loc[ranks["retrieved"], "question_id"])
         grid = score_grid(scores, judges=judge_names, dimensions=dimensions, questions=qids)
         tm = trimmed_means(
@@ -245,80 +222,29 @@ def evaluate(
             dimensions=dimensions,
         )
         weights = _weights_for(weights, tm)
-        table, flags = cube_scores_with_flags(tm, weights, recall, causes)
-        if ap.weights == "rank_correlation" and ap.weights_fallback == "equal" and causes:
-            flags = _fallback_flags(flags, causes)
-            for j in causes:
-                extra = flags.loc[
-                    (flags["judge"] == j) & (flags["code"] == "weights_fallback_equal"), "message"
-                ]
-                table.at[j, "flags"] = "; ".join([m for m in [table.at[j, "flags"], *extra] if m])
-        if ap.weights == "rank_correlation":
-            flags = _unweighted_flags(table, flags, corr_all, weights)
-        if len(retrieved_ids) < 3:  # the trimmed means, the bounds and W rest on almost nothing
-            few = [
-                {
-                    "judge": j,
-                    "dimension": "W",
-                    "code": "too_few_questions",
-                    "message": f"judge {j} · W: only {len(retrieved_ids)} question(s) with the "
-                    "gold document retrieved: the trimmed means and W rest on too few questions",
-                }
-                for j in table.index
-            ]
-            flags = pd.concat([flags, pd.DataFrame(few, columns=FLAG_COLUMNS)], ignore_index=True)
-            for f in few:
-                table.at[f["judge"], "flags"] = "; ".join(
-                    m for m in [table.at[f["judge"], "flags"], f["message"]] if m
-                )
-        if ap.bootstrap > 0 and 3 <= len(retrieved_ids) < MIN_RETRIEVED_FOR_W:
-            warnings.warn(w_interval_note(len(retrieved_ids)), CubeWarning, stacklevel=2)
+        table, flags = _flagged_table(tm, weights, recall, causes, corr_all, retrieved_ids, ap)
+        _warn_if_w_interval_approximate(ap, len(retrieved_ids))
         totals = weighted_totals(tm, weights)
-        summary = audit_summary(audit, ap.confidence) if audit is not None and len(audit) else None
-        gate = judge_gate(
+        gate = _gate(
             grid,
             scores,
             table,
-            effective_weight_table(tm, weights),
+            tm,
+            weights,
             totals,
             retrieved_ids,
             ap,
-            ranks=ranks,
-            audit=summary,
+            ranks,
+            causes,
+            audit=audit,
             audit_min_pairs=audit_min_pairs,
-            trimmed=tm if ap.weights == "rank_correlation" else None,
-            weight_causes=causes,
             twins=twins,
         )
     table = table.join(gate)
     for w in caught:  # recorded in the result and still shown to the reader
         warnings.warn(w.message, CubeWarning, stacklevel=2)
-    boot = None
-    if ap.bootstrap > 0:
-        boot = bootstrap_cube(
-            answers,
-            scores,
-            n_resamples=ap.bootstrap,
-            confidence=ap.confidence,
-            seed=ap.seed,
-            proportion=ap.trim_proportion,
-            subset=ap.subset,
-            weights=ap.weights,
-            custom_weights=ap.custom_weights,
-            top_n=n_top,
-            paired=ap.paired,
-            judges=judge_names,
-            dimensions=dimensions,
-            jury_judges=[j for j in table.index if table.at[j, "in_jury"]],
-            weights_fallback=ap.weights_fallback,
-            method=ap.interval,
-            clusters=clusters if ap.cluster == "family" else None,
-        )
     design = _design(ranks, grid, table, clusters, ap.cluster)
-    if boot is not None:
-        boot = _with_design(boot, design)
-    if boot is not None and "gate_w_unusable" in table:
-        boot = _undefined_jury_interval(boot, table)
+    boot = _intervals(answers, scores, ap, n_top, judge_names, dimensions, table, clusters, design)
     return CubeResult(
         system=system,
         recall_at_k=recall,
@@ -335,25 +261,245 @@ def evaluate(
         judge_summary=judge_summary(scores),
         retrieved_summary=judge_summary(scores[scores["question_id"].isin(retrieved_ids)]),
         bootstrap=boot,
-        settings={
-            "trim_proportion": ap.trim_proportion,
-            "subset": ap.subset,
-            "weights": ap.weights,
-            "top_n": n_top,
-            "bootstrap": ap.bootstrap,
-            "confidence": ap.confidence,
-            "interval": ap.interval,
-            "paired": ap.paired,
-            "cluster": ap.cluster,
-            "retrieval_unknown": outcomes.n_unknown,
-            "retrieval_failed": outcomes.n_failed,
-        },
+        settings=_settings(ap, n_top, outcomes),
         warnings=[str(w.message) for w in caught],
         flags=flags,
         unknown_retrieval=outcomes.unknown,
         design=design,
-        clusters=dict(clusters) if clusters is not None and ap.cluster == "family" else None,
+        clusters=_copied_families(clusters, ap),
     )
+
+
+# --------------------------------------------------------------------------- evaluate's steps
+
+
+def _checked_params(analysis_params: Any) -> Any:
+    """The analysis params (defaults when None); only the `retrieved` subset is CuBE's."""
+    from cube.config.sections import AnalysisParams
+
+    ap = analysis_params or AnalysisParams()
+    if ap.subset != "retrieved":
+        raise ValueError(
+            "analysis.subset: only 'retrieved' is supported for CuBE ('all' would count retrieval "
+            "twice: W over all questions already includes the non-retrieved answers)"
+        )
+    return ap
+
+
+def _checked_system(answers: pd.DataFrame, scores: pd.DataFrame) -> str:
+    """The one system both tables are of ("" without answers); a bad table raises."""
+    validate_answers(answers)
+    validate_scores(scores)
+    single_system(answers, "answers")
+    single_system(scores, "scores")
+    return str(answers["system"].iloc[0]) if len(answers) else ""
+
+
+def _judge_names(judges: Sequence[str] | None, scores: pd.DataFrame) -> list[str]:
+    """The configured judges first, then any other judge with scores (by name), once each."""
+    configured = list(judges or [])
+    return list(dict.fromkeys([*configured, *sorted(scores["judge"].unique(), key=str)]))
+
+
+def _without_unknown_retrieval(
+    answers: pd.DataFrame, scores: pd.DataFrame, outcomes: Any
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The tables without the questions of unknown retrieval outcome, with a warning."""
+    if not outcomes.n_unknown:
+        return answers, scores
+    warnings.warn(
+        f"{outcomes.n_unknown} question(s) left out: the system call failed or its "
+        "retrieval could not be told, so whether it retrieved the gold document is "
+        "unknown (not counted as misses)",
+        CubeWarning,
+        stacklevel=3,
+    )
+    return (
+        answers[~answers["question_id"].isin(outcomes.unknown)],
+        scores[~scores["question_id"].isin(outcomes.unknown)],
+    )
+
+
+def _every_retrieval_unknown(ranks: pd.DataFrame, outcomes: Any) -> bool:
+    """Nothing to measure: no question left, because every system call failed."""
+    return bool(ranks.empty and outcomes.n_unknown)
+
+
+def _weight_causes_if_ranked(ranks: pd.DataFrame, corr_all: pd.DataFrame, ap: Any) -> dict:
+    """`weight_causes` when the weights are rank correlations (no cause otherwise)."""
+    return weight_causes(ranks, corr_all) if ap.weights == "rank_correlation" else {}
+
+
+def _flagged_table(
+    tm: pd.DataFrame,
+    weights: pd.DataFrame,
+    recall: float,
+    causes: dict[str, str],
+    corr_all: pd.DataFrame,
+    retrieved_ids: set,
+    ap: Any,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """CuBE's table with its flags: the normalised scores' own, then the equal-weights fallback,
+    the unweighted dimensions and too few retrieved questions, each also in the judge's row."""
+    table, flags = cube_scores_with_flags(tm, weights, recall, causes)
+    ranked = ap.weights == "rank_correlation"
+    if ranked and ap.weights_fallback == "equal" and causes:
+        flags = _fallback_flags(flags, causes)
+        _note_fallback_in_table(table, flags, causes)
+    if ranked:
+        flags = _unweighted_flags(table, flags, corr_all, weights)
+    if len(retrieved_ids) < 3:  # the trimmed means, the bounds and W rest on almost nothing
+        flags = _too_few_retrieved_flags(table, flags, len(retrieved_ids))
+    return table, flags
+
+
+def _joined(*messages: str) -> str:
+    """The non-empty messages, joined as a table's `flags` cell."""
+    return "; ".join(m for m in messages if m)
+
+
+def _note_fallback_in_table(
+    table: pd.DataFrame, flags: pd.DataFrame, causes: dict[str, str]
+) -> None:
+    """Each fallen-back judge's row also says it used equal weights (in place)."""
+    for j in causes:
+        extra = flags.loc[
+            (flags["judge"] == j) & (flags["code"] == "weights_fallback_equal"), "message"
+        ]
+        table.at[j, "flags"] = _joined(table.at[j, "flags"], *extra)
+
+
+def _too_few_retrieved_flags(table: pd.DataFrame, flags: pd.DataFrame, n: int) -> pd.DataFrame:
+    """Flag every judge's W when fewer than 3 questions had the gold document retrieved (in the
+    table's rows too)."""
+    few = [
+        {
+            "judge": j,
+            "dimension": "W",
+            "code": "too_few_questions",
+            "message": f"judge {j} · W: only {n} question(s) with the "
+            "gold document retrieved: the trimmed means and W rest on too few questions",
+        }
+        for j in table.index
+    ]
+    flags = pd.concat([flags, pd.DataFrame(few, columns=FLAG_COLUMNS)], ignore_index=True)
+    for f in few:
+        table.at[f["judge"], "flags"] = _joined(table.at[f["judge"], "flags"], f["message"])
+    return flags
+
+
+def _warn_if_w_interval_approximate(ap: Any, n_retrieved: int) -> None:
+    """Warn that W's interval is approximate on 3 to `MIN_RETRIEVED_FOR_W` retrieved questions."""
+    from cube.method.bootstrap import MIN_RETRIEVED_FOR_W
+
+    if ap.bootstrap > 0 and 3 <= n_retrieved < MIN_RETRIEVED_FOR_W:
+        warnings.warn(w_interval_note(n_retrieved), CubeWarning, stacklevel=3)
+
+
+def _gate(
+    grid: pd.DataFrame,
+    scores: pd.DataFrame,
+    table: pd.DataFrame,
+    tm: pd.DataFrame,
+    weights: pd.DataFrame,
+    totals: pd.DataFrame,
+    retrieved_ids: set,
+    ap: Any,
+    ranks: pd.DataFrame,
+    causes: dict[str, str],
+    *,
+    audit: pd.DataFrame | None,
+    audit_min_pairs: int,
+    twins: pd.DataFrame | None,
+) -> pd.DataFrame:
+    """The judge validity gate (`cube.method.gate.judge_gate`), with the audit's summary when the
+    audit ran and the trimmed means when the weights are rank correlations."""
+    from cube.method.audit import audit_summary
+    from cube.method.gate import judge_gate
+
+    audited = audit is not None and len(audit) > 0
+    ranked = ap.weights == "rank_correlation"
+    return judge_gate(
+        grid,
+        scores,
+        table,
+        effective_weight_table(tm, weights),
+        totals,
+        retrieved_ids,
+        ap,
+        ranks=ranks,
+        audit=audit_summary(audit, ap.confidence) if audited else None,
+        audit_min_pairs=audit_min_pairs,
+        trimmed=tm if ranked else None,
+        weight_causes=causes,
+        twins=twins,
+    )
+
+
+def _intervals(
+    answers: pd.DataFrame,
+    scores: pd.DataFrame,
+    ap: Any,
+    n_top: int,
+    judge_names: list[str],
+    dimensions: Sequence[str] | None,
+    table: pd.DataFrame,
+    clusters: Mapping[Any, Any] | None,
+    design: dict[str, Any],
+) -> pd.DataFrame | None:
+    """The bootstrap intervals (None when `analysis.bootstrap` is 0), with the design beside each
+    and the jury's W and CuBE undefined where `jury_summary` leaves them undefined."""
+    from cube.method.bootstrap import bootstrap_cube
+
+    if ap.bootstrap <= 0:
+        return None
+    boot = bootstrap_cube(
+        answers,
+        scores,
+        n_resamples=ap.bootstrap,
+        confidence=ap.confidence,
+        seed=ap.seed,
+        proportion=ap.trim_proportion,
+        subset=ap.subset,
+        weights=ap.weights,
+        custom_weights=ap.custom_weights,
+        top_n=n_top,
+        paired=ap.paired,
+        judges=judge_names,
+        dimensions=dimensions,
+        jury_judges=[j for j in table.index if table.at[j, "in_jury"]],
+        weights_fallback=ap.weights_fallback,
+        method=ap.interval,
+        clusters=clusters if ap.cluster == "family" else None,
+    )
+    boot = _with_design(boot, design)
+    if "gate_w_unusable" in table:
+        boot = _undefined_jury_interval(boot, table)
+    return boot
+
+
+def _settings(ap: Any, n_top: int, outcomes: Any) -> dict[str, Any]:
+    """The analysis settings the result was computed with (shown beside the tables)."""
+    return {
+        "trim_proportion": ap.trim_proportion,
+        "subset": ap.subset,
+        "weights": ap.weights,
+        "top_n": n_top,
+        "bootstrap": ap.bootstrap,
+        "confidence": ap.confidence,
+        "interval": ap.interval,
+        "paired": ap.paired,
+        "cluster": ap.cluster,
+        "retrieval_unknown": outcomes.n_unknown,
+        "retrieval_failed": outcomes.n_failed,
+    }
+
+
+def _copied_families(clusters: Mapping[Any, Any] | None, ap: Any) -> dict[Any, Any] | None:
+    """The families the intervals resampled (None when they resampled questions)."""
+    if clusters is None or ap.cluster != "family":
+        return None
+    return dict(clusters)
 
 
 def _design(

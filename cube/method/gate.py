@@ -592,6 +592,21 @@ def _w_step(
     return False
 
 
+def _indexed_audit(audit: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The audit summary by judge (None when the audit did not run or judged nothing)."""
+    return audit.set_index("judge") if audit is not None and len(audit) else None
+
+
+def _finite_or_nan(value: Any) -> float:
+    return float(value) if np.isfinite(value) else float("nan")
+
+
+def _positive_weights(effective: pd.DataFrame, judge: Any) -> pd.Series:
+    """The judge's dimensions of positive effective weight, weight by dimension."""
+    w = effective[effective["judge"] == judge].set_index("dimension")["effective_weight"]
+    return w[w.fillna(0) > 0]
+
+
 def judge_gate(
     grid: pd.DataFrame,
     scores: pd.DataFrame,
@@ -618,19 +633,18 @@ def judge_gate(
     judges = list(cube_table.index)
     fails = failure_table(scores, grid, judges)
     tot = totals.set_index(["judge", "set"])["weighted_total"]
-    aud = audit.set_index("judge") if audit is not None and len(audit) else None
+    aud = _indexed_audit(audit)
     present = set(scores["judge"].unique()) if "judge" in scores else set()
     rows = []
     for judge in judges:
         rec = _Record()
         f = fails.loc[judge]
-        rate = float(f["failure_rate"]) if np.isfinite(f["failure_rate"]) else float("nan")
+        rate = _finite_or_nan(f["failure_rate"])
         failure = _judging_failure(f, judge, present, rate, ap)
         failed = failure is not None
         if failure is not None:
             rec.reasons.append(failure)
-        w = effective[effective["judge"] == judge].set_index("dimension")["effective_weight"]
-        w = w[w.fillna(0) > 0]
+        w = _positive_weights(effective, judge)
         bounds = _Bounds()
         rank_r, rank_p, applied = float("nan"), float("nan"), False
         blind = w_unusable = False

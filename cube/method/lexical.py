@@ -40,7 +40,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Callable, Sequence
 from functools import lru_cache
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -322,6 +322,33 @@ def lexical_scores(
             f"{LEXICAL_INCOMPATIBLE[lang, tokenizer]}"
         )
     require_columns(answers, ("question_id", "doc_id", "system", "set", "answer"), "answers")
+    lookup, keys = _references(answers, corpus, reference, questions)
+    scorer = _scorer(tokenizer)
+    # The answers of one reference together: its words and n-grams are computed once and dropped
+    # before the next reference (a cache of every gold document's n-grams was ~0.5 GB at the
+    # paper's scale).
+    texts, refs = answers["answer"].tolist(), keys.tolist()
+    by_reference: dict[str, list[int]] = {}
+    for i, k in enumerate(refs):
+        by_reference.setdefault(k, []).append(i)
+    scored: list[tuple[dict[str, float], str]] = [({}, "")] * len(refs)
+    for k, rows in by_reference.items():
+        for i, result in _reference_scores(rows, texts, lookup[k], cut, scorer):
+            scored[i] = result
+    out = pd.DataFrame([m for m, _ in scored], columns=list(METRICS), dtype=float)
+    out.insert(0, "set", answers["set"].astype(str).to_numpy())
+    out.insert(0, "system", answers["system"].astype(str).to_numpy())
+    out.insert(0, "question_id", answers["question_id"].astype(str).to_numpy())
+    out["tokenizer"] = tokenizer
+    out["excluded"] = [why for _, why in scored]
+    return out
+
+
+def _references(
+    answers: pd.DataFrame, corpus: pd.DataFrame, reference: str, questions: pd.DataFrame | None
+) -> tuple[dict[str, Any], pd.Series]:
+    """Reference text by key, and each answer's key: its gold document's `doc_id`, or its
+    `question_id` in the questions' `reference` column; a key without a row raises."""
     if reference == "gold_document":
         require_columns(corpus, ("doc_id", "text"), "corpus")
         lookup = dict(zip(corpus["doc_id"].astype(str), corpus["text"], strict=False))
@@ -337,34 +364,27 @@ def lexical_scores(
     unknown = sorted(set(keys) - set(lookup))
     if unknown:
         raise ValueError(f"{source}: no row for {unknown[:10]} referenced by the answers")
-    scorer = _scorer(tokenizer)
-    # The answers of one reference together: its words and n-grams are computed once and dropped
-    # before the next reference (a cache of every gold document's n-grams was ~0.5 GB at the
-    # paper's scale).
-    texts, refs = answers["answer"].tolist(), keys.tolist()
-    by_reference: dict[str, list[int]] = {}
-    for i, k in enumerate(refs):
-        by_reference.setdefault(k, []).append(i)
-    scored: list[tuple[dict[str, float], str]] = [({}, "")] * len(refs)
-    for k, rows in by_reference.items():
-        cache: dict[str, tuple] = {}
-        # the same answer to the same reference is scored once (a rag answer that quotes the
-        # gold document as the full answer does; ~16 % of the answers at the paper's scale)
-        done: dict[str, tuple[dict[str, float], str]] = {}
-        for i in rows:
-            text = texts[i]
-            if not isinstance(text, str):  # a missing answer: NaN with its reason
-                scored[i] = _text_scores(text, lookup[k], cut, scorer, cache)
-            elif text in done:
-                scored[i] = done[text]
-            else:
-                scored[i] = done[text] = _text_scores(text, lookup[k], cut, scorer, cache)
-    out = pd.DataFrame([m for m, _ in scored], columns=list(METRICS), dtype=float)
-    out.insert(0, "set", answers["set"].astype(str).to_numpy())
-    out.insert(0, "system", answers["system"].astype(str).to_numpy())
-    out.insert(0, "question_id", answers["question_id"].astype(str).to_numpy())
-    out["tokenizer"] = tokenizer
-    out["excluded"] = [why for _, why in scored]
+    return lookup, keys
+
+
+def _reference_scores(
+    rows: list[int], texts: list[Any], reference: Any, cut: Any, scorer: Any
+) -> list[tuple[int, tuple[dict[str, float], str]]]:
+    """(row, (metrics, why excluded)) of the answers of one reference; the reference's words are
+    cut once, and the same answer to it is scored once (a rag answer that quotes the gold
+    document as the full answer does; ~16 % of the answers at the paper's scale)."""
+    cache: dict[str, tuple] = {}
+    done: dict[str, tuple[dict[str, float], str]] = {}
+    out = []
+    for i in rows:
+        text = texts[i]
+        if not isinstance(text, str):  # a missing answer: NaN with its reason
+            out.append((i, _text_scores(text, reference, cut, scorer, cache)))
+        elif text in done:
+            out.append((i, done[text]))
+        else:
+            done[text] = _text_scores(text, reference, cut, scorer, cache)
+            out.append((i, done[text]))
     return out
 
 
@@ -401,12 +421,8 @@ def lexical_correlations(
     lex = lexical.loc[:, ["question_id", "system", "set", *METRICS]].astype(
         {"question_id": str, "system": str, "set": str}
     )
-    labels = [sets] if isinstance(sets, str) else list(sets)
+    labels = _checked_sets(sets, lex, scores)
     score_sets = scores["set"].astype(str)
-    present = sorted(set(lex["set"]) | set(score_sets.unique()))
-    unknown = [x for x in labels if x != POOLED and x not in present]
-    if not labels or unknown:
-        raise ValueError(f"sets: expected one or more of {present + [POOLED]}; got {labels!r}")
     if POOLED not in labels:  # a unit's mean is its own rows': the other sets' rows are not read
         scores = scores[score_sets.isin(labels).to_numpy()]
     means = _judge_table(scores)
@@ -417,23 +433,32 @@ def lexical_correlations(
     for label in labels:
         part = merged if label == POOLED else merged[merged["set"] == label]
         for (judge, dim), g in part.groupby(["judge", "dimension"], sort=True):
-            for metric in METRICS:
-                ok = g["score"].notna() & g[metric].notna()
-                x, y = g.loc[ok, metric].to_numpy(float), g.loc[ok, "score"].to_numpy(float)
-                rows.append(
-                    {
-                        "metric": metric,
-                        "judge": judge,
-                        "set": label,
-                        "dimension": dim,
-                        "n": int(ok.sum()),
-                        "pearson": _corr(x, y, stats.pearsonr),
-                        "spearman": _corr(x, y, stats.spearmanr),
-                    }
-                )
+            head = {"judge": judge, "set": label, "dimension": dim}
+            rows += [{"metric": m, **head, **_correlation(g, m)} for m in METRICS]
     return pd.DataFrame(
         rows, columns=["metric", "judge", "set", "dimension", "n", "pearson", "spearman"]
     )
+
+
+def _checked_sets(sets: Sequence[str] | str, lex: pd.DataFrame, scores: pd.DataFrame) -> list[str]:
+    """The set labels asked for, each a set of the tables or `pooled`; else an error naming them."""
+    labels = [sets] if isinstance(sets, str) else list(sets)
+    present = sorted(set(lex["set"]) | set(scores["set"].astype(str).unique()))
+    unknown = [x for x in labels if x != POOLED and x not in present]
+    if not labels or unknown:
+        raise ValueError(f"sets: expected one or more of {present + [POOLED]}; got {labels!r}")
+    return labels
+
+
+def _correlation(g: pd.DataFrame, metric: str) -> dict[str, Any]:
+    """n, Pearson and Spearman of a metric with the score over the pairs where both are known."""
+    ok = g["score"].notna() & g[metric].notna()
+    x, y = g.loc[ok, metric].to_numpy(float), g.loc[ok, "score"].to_numpy(float)
+    return {
+        "n": int(ok.sum()),
+        "pearson": _corr(x, y, stats.pearsonr),
+        "spearman": _corr(x, y, stats.spearmanr),
+    }
 
 
 def _select(df: pd.DataFrame, question_id: str, system: str, set_name: str) -> pd.DataFrame:

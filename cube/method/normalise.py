@@ -156,114 +156,156 @@ def cube_scores_with_flags(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """`cube_scores` and the flags as a table `judge, dimension, code, message` (dimension
     `W` for the weighted score, `R@k` for retrieval)."""
-    require_columns(trimmed, ["judge", "set", "dimension", "trimmed_mean"], "trimmed_means")
-    for s in SETS:
-        if not (trimmed["set"] == s).any():
-            raise SchemaError(
-                f"trimmed_means: no '{s}' set; CuBE needs the zero, rag and full scoring sets"
-            )
+    _require_sets(trimmed)
     tm = _wide(trimmed)
     dims = list(dict.fromkeys(trimmed["dimension"]))
     eff = effective_weight_table(trimmed, weights).set_index(["judge", "dimension"])
     causes = weight_causes or {}
     rows, flags = [], []
     for judge in sorted(trimmed["judge"].unique(), key=str):
-        row: dict[str, Any] = {"judge": judge}
-        jflags: list[tuple[str, str, str]] = []
-        t = tm.reindex(pd.MultiIndex.from_product([[judge], dims]))
-        z, r, f = (t[s].to_numpy(float) for s in SETS)
-        n = _normalise(r, z, f)
-        for i, d in enumerate(dims):
-            row[d] = float(n[i])
-            jflags += [(d, c, m) for c, m in _dimension_flags(str(judge), d, z[i], r[i], f[i])]
-        e = eff.reindex(pd.MultiIndex.from_product([[judge], dims]))
-        w, we = e["weight"].to_numpy(float), e["effective_weight"].to_numpy(float)
-        W = float("nan")
-        who = f"judge {judge} · W"
-        if not (np.nan_to_num(w, nan=0.0) > 0).any():
-            cause = causes.get(str(judge), "every weight is 0 or undefined")
-            jflags.append(
-                (
-                    "W",
-                    "weights_undefined",
-                    f"{who}: undefined because the weights are undefined: {cause}",
-                )
-            )
-        elif not np.isfinite(we).all():
-            gone = [
-                d
-                for i, d in enumerate(dims)
-                if w[i] > 0 and not np.isfinite([z[i], r[i], f[i]]).all()
-            ]
-            if gone:
-                jflags.append(
-                    (
-                        "W",
-                        "w_missing_dimension",
-                        f"{who}: undefined: weighted dimension(s) {', '.join(gone)} have no "
-                        "trimmed mean in some set (absent or unscored rows), so W would mix "
-                        "different dimensions",
-                    )
-                )
-            else:
-                jflags.append(
-                    (
-                        "W",
-                        "w_no_valid_dimension",
-                        f"{who}: undefined: no weighted dimension has "
-                        "full > zero (zero range or inverted bounds)",
-                    )
-                )
-        else:
-            T = [float(_totals(we, v)) for v in (z, r, f)]
-            W = float(_normalise(T[1], T[0], T[2]))
-            left = [d for i, d in enumerate(dims) if w[i] > 0 and we[i] == 0]
-            if left:
-                used = [d for i, d in enumerate(dims) if we[i] > 0]
-                jflags.append(
-                    (
-                        "W",
-                        "w_dimension_left_out",
-                        f"{who}: computed over {', '.join(used)}; {', '.join(left)} left W (no "
-                        "positive range between zero and full) and the remaining weights were "
-                        "renormalised",
-                    )
-                )
-            if np.isfinite(W) and not -1e-9 <= W <= 100 + 1e-9:
-                jflags.append(("W", "w_outside_bounds", f"{who}: W = {W:.1f}, outside [0, 100]"))
-        row["weighted_score"] = W
-        row["recall_at_k"] = float(recall)
-        if float(recall) == 0.0:  # CuBE = W x R@k is 0 when nothing was retrieved, whatever W is
-            row["cube_score"] = 0.0
-            jflags.append(
-                (
-                    "R@k",
-                    "nothing_retrieved",
-                    f"judge {judge}: nothing retrieved: R@k = 0, so CuBE = 0",
-                )
-            )
-        else:
-            row["cube_score"] = W * float(recall)
-        codes = {c for _, c, _ in jflags}
-        row["flag_zero_denominator"] = bool(
-            codes
-            & {
-                "zero_range",
-                "weights_undefined",
-                "w_missing_dimension",
-                "w_no_valid_dimension",
-                "no_trimmed_mean",
-            }
-        )
-        row["flag_out_of_bounds"] = bool(codes & {"rag_outside_bounds", "w_outside_bounds"})
-        row["flag_inverted_bounds"] = "inverted_bounds" in codes
-        row["flags"] = "; ".join(m for _, _, m in jflags)
+        row, jflags = _judge_row(judge, tm, eff, dims, float(recall), causes)
         rows.append(row)
         flags += [{"judge": judge, "dimension": d, "code": c, "message": m} for d, c, m in jflags]
     for r in rows:
         if r["flags"]:
             warnings.warn(r["flags"], _warning_class(), stacklevel=3)
     return pd.DataFrame(rows).set_index("judge"), pd.DataFrame(flags, columns=FLAG_COLUMNS)
+
+
+Flag = tuple[str, str, str]  # (dimension, code, message)
+
+# the flag codes that leave a denominator at zero or undefined (`flag_zero_denominator`)
+ZERO_DENOMINATOR_CODES = {
+    "zero_range",
+    "weights_undefined",
+    "w_missing_dimension",
+    "w_no_valid_dimension",
+    "no_trimmed_mean",
+}
+
+
+def _require_sets(trimmed: pd.DataFrame) -> None:
+    """The trimmed means have the columns and the three scoring sets CuBE needs."""
+    require_columns(trimmed, ["judge", "set", "dimension", "trimmed_mean"], "trimmed_means")
+    for s in SETS:
+        if not (trimmed["set"] == s).any():
+            raise SchemaError(
+                f"trimmed_means: no '{s}' set; CuBE needs the zero, rag and full scoring sets"
+            )
+
+
+def _judge_row(
+    judge: Any,
+    tm: pd.DataFrame,
+    eff: pd.DataFrame,
+    dims: list[str],
+    recall: float,
+    causes: dict[str, str],
+) -> tuple[dict[str, Any], list[Flag]]:
+    """One judge's row of `cube_scores` (N_d per dimension, W, R@k, CuBE, the flag columns) and
+    its flags."""
+    row: dict[str, Any] = {"judge": judge}
+    jflags: list[Flag] = []
+    t = tm.reindex(pd.MultiIndex.from_product([[judge], dims]))
+    z, r, f = (t[s].to_numpy(float) for s in SETS)
+    n = _normalise(r, z, f)
+    for i, d in enumerate(dims):
+        row[d] = float(n[i])
+        jflags += [(d, c, m) for c, m in _dimension_flags(str(judge), d, z[i], r[i], f[i])]
+    e = eff.reindex(pd.MultiIndex.from_product([[judge], dims]))
+    w, we = e["weight"].to_numpy(float), e["effective_weight"].to_numpy(float)
+    cause = causes.get(str(judge), "every weight is 0 or undefined")
+    W, w_flags = _weighted_score(f"judge {judge} · W", dims, (z, r, f), w, we, cause)
+    cube, cube_flags = _cube_score(judge, W, recall)
+    jflags += w_flags + cube_flags
+    row["weighted_score"] = W
+    row["recall_at_k"] = recall
+    row["cube_score"] = cube
+    row.update(_flag_columns(jflags))
+    return row, jflags
+
+
+def _weighted_score(
+    who: str,
+    dims: list[str],
+    bounds: tuple[np.ndarray, np.ndarray, np.ndarray],
+    w: np.ndarray,
+    we: np.ndarray,
+    cause: str,
+) -> tuple[float, list[Flag]]:
+    """W of one judge (NaN when undefined) and the flags that say why or what it left out."""
+    if not (np.nan_to_num(w, nan=0.0) > 0).any():
+        what = f"{who}: undefined because the weights are undefined: {cause}"
+        return float("nan"), [("W", "weights_undefined", what)]
+    if not np.isfinite(we).all():
+        return float("nan"), [_undefined_w_flag(who, dims, bounds, w)]
+    z, r, f = bounds
+    T = [float(_totals(we, v)) for v in (z, r, f)]
+    W = float(_normalise(T[1], T[0], T[2]))
+    return W, _computed_w_flags(who, dims, w, we, W)
+
+
+def _undefined_w_flag(
+    who: str, dims: list[str], bounds: tuple[np.ndarray, ...], w: np.ndarray
+) -> Flag:
+    """Why W is undefined although some weight is positive: a weighted dimension lacks a trimmed
+    mean in some set, or no weighted dimension has full > zero."""
+    z, r, f = bounds
+    gone = [d for i, d in enumerate(dims) if w[i] > 0 and not np.isfinite([z[i], r[i], f[i]]).all()]
+    if gone:
+        return (
+            "W",
+            "w_missing_dimension",
+            f"{who}: undefined: weighted dimension(s) {', '.join(gone)} have no "
+            "trimmed mean in some set (absent or unscored rows), so W would mix "
+            "different dimensions",
+        )
+    return (
+        "W",
+        "w_no_valid_dimension",
+        f"{who}: undefined: no weighted dimension has full > zero (zero range or inverted bounds)",
+    )
+
+
+def _computed_w_flags(
+    who: str, dims: list[str], w: np.ndarray, we: np.ndarray, W: float
+) -> list[Flag]:
+    """The flags of a computed W: dimensions it left out (renormalised), W outside [0, 100]."""
+    flags: list[Flag] = []
+    left = [d for i, d in enumerate(dims) if w[i] > 0 and we[i] == 0]
+    if left:
+        used = [d for i, d in enumerate(dims) if we[i] > 0]
+        flags.append(
+            (
+                "W",
+                "w_dimension_left_out",
+                f"{who}: computed over {', '.join(used)}; {', '.join(left)} left W (no "
+                "positive range between zero and full) and the remaining weights were "
+                "renormalised",
+            )
+        )
+    if np.isfinite(W) and not -1e-9 <= W <= 100 + 1e-9:
+        flags.append(("W", "w_outside_bounds", f"{who}: W = {W:.1f}, outside [0, 100]"))
+    return flags
+
+
+def _cube_score(judge: Any, W: float, recall: float) -> tuple[float, list[Flag]]:
+    """CuBE = W x R@k, and 0 when nothing was retrieved, whatever W is (flagged)."""
+    if recall == 0.0:
+        what = f"judge {judge}: nothing retrieved: R@k = 0, so CuBE = 0"
+        return 0.0, [("R@k", "nothing_retrieved", what)]
+    return W * recall, []
+
+
+def _flag_columns(jflags: list[Flag]) -> dict[str, Any]:
+    """The row's flag columns, from its flags' codes, and the messages joined."""
+    codes = {c for _, c, _ in jflags}
+    return {
+        "flag_zero_denominator": bool(codes & ZERO_DENOMINATOR_CODES),
+        "flag_out_of_bounds": bool(codes & {"rag_outside_bounds", "w_outside_bounds"}),
+        "flag_inverted_bounds": "inverted_bounds" in codes,
+        "flags": "; ".join(m for _, _, m in jflags),
+    }
 
 
 def _warning_class() -> type[Warning]:

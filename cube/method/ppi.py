@@ -236,13 +236,13 @@ def ppi_cube(
     _check_arguments(human, scores, lam, method)
     outcomes = retrieval_outcomes(answers, top_n)
     ranks = outcomes.ranks.sort_values("question_id", kind="stable")
-    qids = [q for q, hit in zip(ranks["question_id"], ranks["retrieved"], strict=True) if hit]
+    qids = _retrieved_ids(ranks)
     retrieved = ranks["retrieved"].to_numpy(bool)
     dims = dimension_order(dimensions if dimensions is not None else scores["dimension"].unique())
     w = _normalised_weights(weights, dims)
     f_all = _item_means(scores, qids, dims, judges)
     h_all = _item_means(human, qids, dims, None)
-    rated = [i for i in range(len(qids)) if (~np.isnan(h_all[:, :, i])).any()]
+    rated = _rated_items(h_all)
     f_lab, y_lab = f_all[:, :, rated], h_all[:, :, rated]
     flags = _rating_gaps(rated, w, f_lab, y_lab, dims)
     run = functools.partial(
@@ -255,7 +255,7 @@ def ppi_cube(
     flags += _range_flags(theta, w, dims, point, check_w=bool(rated and not flags))
     interval = {m: (float("nan"), float("nan")) for m in METRICS}
     n_valid, var_lab, var_all = 0, float("nan"), float("nan")
-    if n_resamples > 0 and rated and n_all:
+    if _can_resample(n_resamples, rated, n_all):
         interval, n_valid, var_lab, var_all = _bootstrap_interval(
             run, point, n_all, rated, n_resamples, seed, confidence, method, flags, units, retrieved
         )
@@ -281,6 +281,21 @@ def ppi_cube(
         lam=lam,
         flags=flags,
     )
+
+
+def _retrieved_ids(ranks: pd.DataFrame) -> list[Any]:
+    """The question ids with the gold document retrieved, in the ranks' order."""
+    return [q for q, hit in zip(ranks["question_id"], ranks["retrieved"], strict=True) if hit]
+
+
+def _rated_items(h_all: np.ndarray) -> list[int]:
+    """The retrieved questions with a human rating in some set and dimension."""
+    return [i for i in range(h_all.shape[2]) if (~np.isnan(h_all[:, :, i])).any()]
+
+
+def _can_resample(n_resamples: int, rated: list[int], n_all: int) -> bool:
+    """An interval needs resamples, a rated retrieved question and questions."""
+    return n_resamples > 0 and bool(rated) and n_all > 0
 
 
 def _check_arguments(human: pd.DataFrame, scores: pd.DataFrame, lam: Any, method: str) -> None:
@@ -350,25 +365,69 @@ def _range_flags(
 ) -> list[str]:
     flags: list[str] = []
     z, f = theta[SETS.index("zero"), :, 0], theta[SETS.index("full"), :, 0]
-    if check_w and not np.isfinite(point["weighted_score"][0]):
+    w_defined = bool(np.isfinite(point["weighted_score"][0]))
+    if check_w and not w_defined:
         flags.append(
             "no weighted dimension has full > zero on the human scale ("
             + ", ".join(f"{d}: zero {z[i]:.2f}, full {f[i]:.2f}" for i, d in enumerate(dims))
             + "): W undefined"
         )
-    left = [
-        i for i in range(len(dims)) if w[i] > 0 and not np.nan_to_num(f[i] - z[i], nan=0.0) > _EPS
-    ]
-    if np.isfinite(point["weighted_score"][0]) and left:  # as `cube.method.normalise` flags it
-        flags.append(
-            "w_dimension_left_out: W computed over "
-            + ", ".join(d for i, d in enumerate(dims) if w[i] > 0 and i not in left)
-            + "; "
-            + ", ".join(f"{dims[i]} (zero {z[i]:.2f}, full {f[i]:.2f})" for i in left)
-            + " left W (no positive range between "
-            "zero and full on the human scale) and the remaining weights were renormalised"
-        )
+    left = _left_out(w, z, f)
+    if w_defined and left:  # as `cube.method.normalise` flags it
+        flags.append(_left_out_flag(dims, w, z, f, left))
     return flags
+
+
+def _left_out(w: np.ndarray, z: np.ndarray, f: np.ndarray) -> list[int]:
+    """The weighted dimensions without a positive range between zero and full."""
+    return [i for i in range(len(w)) if w[i] > 0 and not np.nan_to_num(f[i] - z[i], nan=0.0) > _EPS]
+
+
+def _left_out_flag(
+    dims: list[str], w: np.ndarray, z: np.ndarray, f: np.ndarray, left: list[int]
+) -> str:
+    return (
+        "w_dimension_left_out: W computed over "
+        + ", ".join(d for i, d in enumerate(dims) if w[i] > 0 and i not in left)
+        + "; "
+        + ", ".join(f"{dims[i]} (zero {z[i]:.2f}, full {f[i]:.2f})" for i in left)
+        + " left W (no positive range between "
+        "zero and full on the human scale) and the remaining weights were renormalised"
+    )
+
+
+NO_BCA_FLAG = (
+    "no BCa interval: every resample's CuBE lies on one side of the estimate (its "
+    "bias correction is undefined); analysis.interval: percentile gives the "
+    "percentile one"
+)
+
+
+def _quantile_intervals(
+    boot: dict[str, np.ndarray],
+    point: dict[str, np.ndarray],
+    jack: dict[str, np.ndarray] | None,
+    a: float,
+    flags: list[str],
+) -> dict[str, tuple[float, float]]:
+    """Each metric's interval from its defined resamples: percentile, or BCa with the jackknife
+    (NaN, and for CuBE a flag, where BCa's levels are undefined)."""
+    interval = {m: (float("nan"), float("nan")) for m in METRICS}
+    for m in METRICS:
+        ok = boot[m][np.isfinite(boot[m])]
+        if not len(ok):
+            continue
+        levels = [a, 1 - a] if jack is None else bca_levels(float(point[m][0]), ok, jack[m], a)
+        if np.isfinite(levels).all():
+            interval[m] = tuple(float(x) for x in np.quantile(ok, levels))
+        elif m == "cube_score":
+            flags.append(NO_BCA_FLAG)
+    return interval
+
+
+def _remainder(var_total: float, var_lab: float) -> float:
+    """The variance left beyond the rated questions' rectifier (>= 0; NaN when unknown)."""
+    return max(var_total - var_lab, 0.0) if math.isfinite(var_lab) else float("nan")
 
 
 def _bootstrap_interval(
@@ -384,32 +443,18 @@ def _bootstrap_interval(
     units: np.ndarray | None = None,
     retrieved: np.ndarray | None = None,
 ) -> tuple[dict[str, tuple[float, float]], int, float, float]:
-    interval = {m: (float("nan"), float("nan")) for m in METRICS}
     rng = np.random.default_rng(seed)
     all_units = np.arange(n_all) if units is None else units
     boot = run(resample_unit_counts(all_units, n_resamples, rng))[0]
     a = (1 - confidence) / 2
     jack = run(1.0 - leave_out_rows(n_all, units))[0] if method == "bca" else None
-    for m in METRICS:
-        ok = boot[m][np.isfinite(boot[m])]
-        if len(ok):
-            levels = [a, 1 - a] if jack is None else bca_levels(float(point[m][0]), ok, jack[m], a)
-            if np.isfinite(levels).all():
-                interval[m] = tuple(float(x) for x in np.quantile(ok, levels))
-            elif m == "cube_score":
-                flags.append(
-                    "no BCa interval: every resample's CuBE lies on one side of the estimate (its "
-                    "bias correction is undefined); analysis.interval: percentile gives the "
-                    "percentile one"
-                )
+    interval = _quantile_intervals(boot, point, jack, a, flags)
     n_valid = int(np.isfinite(boot["cube_score"]).sum())
     # the rated questions' rectifier alone (the questions' judge means and R@k fixed): the part
     # of the variance that shrinks as 1/n; the rest, fixed for these questions, is the remainder
     C_lab = _rated_counts(rated, n_resamples, rng, units, retrieved)
     var_lab = _var(run(np.ones((n_resamples, n_all)), C_lab)[0]["cube_score"])
-    var_all = (
-        max(_var(boot["cube_score"]) - var_lab, 0.0) if math.isfinite(var_lab) else float("nan")
-    )
+    var_all = _remainder(_var(boot["cube_score"]), var_lab)
     if n_valid < 0.9 * n_resamples:
         flags.append(
             f"only {n_valid} of {n_resamples} resamples give a defined CuBE: the interval rests "

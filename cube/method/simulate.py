@@ -99,17 +99,7 @@ class RunModel:
     rater_noise: float = 1.0
 
     def __post_init__(self) -> None:
-        problems = []
-        if not self.judges:
-            problems.append("judges: at least one judge is needed")
-        if len({j.name for j in self.judges}) != len(self.judges):
-            problems.append(f"judges: names must be distinct, got {[j.name for j in self.judges]}")
-        for key in ("dimension_offset", "retrieval_gain"):
-            if len(getattr(self, key)) != len(self.dimensions):
-                problems.append(
-                    f"{key}: one value per dimension ({len(self.dimensions)}), got "
-                    f"{len(getattr(self, key))}"
-                )
+        problems = self._judge_problems() + self._dimension_problems()
         if not 0 <= self.system.recall <= 1:
             problems.append(f"system.recall: a share in [0, 1], got {self.system.recall}")
         if self.system.top_n < 1 or self.cluster_size < 1 or self.family_size < 1:
@@ -121,6 +111,24 @@ class RunModel:
             problems.append(f"answer_sd: at least 0, got {self.answer_sd}")
         if problems:
             raise ValueError("simulation model: " + "; ".join(problems))
+
+    def _judge_problems(self) -> list[str]:
+        """At least one judge, with distinct names."""
+        problems = []
+        if not self.judges:
+            problems.append("judges: at least one judge is needed")
+        if len({j.name for j in self.judges}) != len(self.judges):
+            problems.append(f"judges: names must be distinct, got {[j.name for j in self.judges]}")
+        return problems
+
+    def _dimension_problems(self) -> list[str]:
+        """One offset and one retrieval gain per dimension."""
+        return [
+            f"{key}: one value per dimension ({len(self.dimensions)}), got "
+            f"{len(getattr(self, key))}"
+            for key in ("dimension_offset", "retrieval_gain")
+            if len(getattr(self, key)) != len(self.dimensions)
+        ]
 
     def with_system(self, **changes: float | str) -> RunModel:
         return dataclasses.replace(self, system=dataclasses.replace(self.system, **changes))

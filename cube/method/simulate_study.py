@@ -289,12 +289,6 @@ def coverage_table(reps: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame
         cover, cover_se, k = mc_rate((ok["lo"] <= ok["truth"]) & (ok["truth"] <= ok["hi"]))
         err = (g["estimate"] - g["truth"]).dropna()
         width = ok["hi"] - ok["lo"]
-        rmse = float(np.sqrt((err**2).mean())) if len(err) else math.nan
-        rmse_se = (
-            float((err**2).std(ddof=1) / math.sqrt(len(err)) / (2 * rmse))
-            if len(err) > 1 and rmse > 0
-            else math.nan
-        )
         nominal_se = math.sqrt(confidence * (1 - confidence) / k) if k else math.nan
         out.append(
             {
@@ -305,19 +299,35 @@ def coverage_table(reps: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame
                 "coverage_mc_se": cover_se,
                 "misses": bool(k and abs(cover - confidence) > 2 * nominal_se),
                 "mean_width": float(width.mean()) if k else math.nan,
-                "width_mc_se": float(width.std(ddof=1) / math.sqrt(k)) if k > 1 else math.nan,
-                "bias": float(err.mean()) if len(err) else math.nan,
-                "bias_mc_se": float(err.std(ddof=1) / math.sqrt(len(err)))
-                if len(err) > 1
-                else math.nan,
-                "rmse": rmse,
-                "rmse_mc_se": rmse_se,
+                "width_mc_se": _mc_se(width) if k > 1 else math.nan,
+                **_error_figures(err),
                 "design_effect": float(g["design_effect"].mean())
                 if "design_effect" in g
                 else math.nan,
             }
         )
     return pd.DataFrame(out)
+
+
+def _mc_se(values: pd.Series) -> float:
+    """The Monte Carlo error of a mean: SD / sqrt(n)."""
+    return float(values.std(ddof=1) / math.sqrt(len(values)))
+
+
+def _error_figures(err: pd.Series) -> dict[str, float]:
+    """Bias and RMSE of the estimates' errors, each with its Monte Carlo error (NaN where too few
+    replicates define it; RMSE's by the delta method)."""
+    n = len(err)
+    rmse = float(np.sqrt((err**2).mean())) if n else math.nan
+    rmse_se = (
+        float((err**2).std(ddof=1) / math.sqrt(n) / (2 * rmse)) if n > 1 and rmse > 0 else math.nan
+    )
+    return {
+        "bias": float(err.mean()) if n else math.nan,
+        "bias_mc_se": _mc_se(err) if n > 1 else math.nan,
+        "rmse": rmse,
+        "rmse_mc_se": rmse_se,
+    }
 
 
 def gate_table(reps: pd.DataFrame) -> pd.DataFrame:

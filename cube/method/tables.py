@@ -304,18 +304,19 @@ def table5_human_vs_cube(
             ("CuBE (judges)", t[keep], left_out),
             ("Human rating", t[is_h], []),
         ):
-            row = {
-                "system": system,
-                "group": label,
-                "members": len(part),
-                "left_out": ", ".join(out),
-                "questions": len(q),
-            }
-            for c in num:
-                row[f"{c}_mean"] = float(part[c].mean())
-                row[f"{c}_sd"] = float(part[c].std(ddof=1)) if len(part) > 1 else float("nan")
-            rows.append(row)
+            head = {"system": system, "group": label, "members": len(part)}
+            row = {**head, "left_out": ", ".join(out), "questions": len(q)}
+            rows.append({**row, **_mean_sd(part, num)})
     return pd.DataFrame(rows)
+
+
+def _mean_sd(part: pd.DataFrame, columns: list[str]) -> dict[str, float]:
+    """`<column>_mean` and `<column>_sd` (across the group's members; NaN for fewer than 2)."""
+    out: dict[str, float] = {}
+    for c in columns:
+        out[f"{c}_mean"] = float(part[c].mean())
+        out[f"{c}_sd"] = float(part[c].std(ddof=1)) if len(part) > 1 else float("nan")
+    return out
 
 
 TABLE5_NOTE = (

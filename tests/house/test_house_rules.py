@@ -302,3 +302,142 @@ def test_the_faces_import_nothing_heavy():
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     )
     assert done.stdout.splitlines() == ["[]", "cube.run.notebook"]
+
+
+# ------------------------------------------------------------------ radon: the ratchet
+
+
+def _ratchet_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "radon_ratchet", ROOT / ".ci" / "radon_ratchet.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("radon_ratchet", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _set_ratchet(root: Path, mean: float | None = None, share: float | None = None) -> Path:
+    """Write the scratch ratchet at the figures measured there (or those given)."""
+    ratchet = _ratchet_module()
+    measured = ratchet.figures(ratchet.package_blocks(root), 11)
+    path = root / ".ci" / "complexity_ratchet.toml"
+    text = path.read_text(encoding="utf-8")
+    head, _, _ = text.partition("\n[ratchet]\n")
+    path.write_text(
+        f"{head}\n[ratchet]\nmean = {measured.mean if mean is None else mean:.2f}\n"
+        f"share_ge_11 = {measured.share_ge_11 if share is None else share:.2f}\n\n"
+        "[goal]\nmean = 4.00\nshare_ge_11 = 6.00\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+def _git(root: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.org", *args],
+        cwd=root,
+        check=True,
+        capture_output=True,
+    )
+
+
+def _commit_all(root: Path, message: str) -> None:
+    if not (root / ".git").exists():
+        _git(root, "init", "-q")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-q", "-m", message)
+
+
+def _add_branchy_blocks(target: Path, count: int = 4) -> list[int]:
+    text = target.read_text(encoding="utf-8")
+    for i in range(count):
+        text += _branchy(14).replace("branchy_new_block", f"branchy_{i}")
+    target.write_text(text, encoding="utf-8")
+    return [_line_of(target, f"def branchy_{i}(") for i in range(count)]
+
+
+def test_radon_over_the_ratchet_fails_naming_the_new_blocks(scratch: Path):
+    # four blocks of complexity 14: under mccabe's 15, so only radon's figures see them
+    _set_ratchet(scratch)
+    _commit_all(scratch, "ratchet set")
+    target = scratch / "cube" / "method" / "tables.py"
+    lines = _add_branchy_blocks(target)
+    done = check(scratch, "complexity,radon")
+    assert done.returncode == 1, done.stdout
+    out = done.stdout
+    assert "`branchy_0` has complexity" not in out  # the mccabe rule lets 14 pass
+    assert ".ci/complexity_ratchet.toml:" in out
+    assert "radon mean of cube/ is" in out and "radon share_ge_11 of cube/ is" in out
+    assert "new or more complex since the ratchet was set" in out
+    assert f"cube/method/tables.py:{lines[0]} `branchy_0` 14 (new)" in out, out
+
+
+def test_radon_without_git_names_the_most_complex_blocks(scratch: Path):
+    _set_ratchet(scratch)
+    _add_branchy_blocks(scratch / "cube" / "kb" / "naming.py")
+    done = check(scratch, "radon")
+    assert done.returncode == 1
+    assert "git cannot tell which are new" in done.stdout
+    assert "no previous version in git" in done.stdout
+
+
+def test_radon_below_the_ratchet_passes_and_says_lower_it(scratch: Path):
+    ratchet = _ratchet_module()
+    measured = ratchet.figures(ratchet.package_blocks(scratch), 11)
+    _set_ratchet(scratch, mean=measured.mean + 0.5, share=measured.share_ge_11)
+    done = check(scratch, "radon")
+    assert done.returncode == 0, done.stdout
+    assert f"radon: lower the ratchet to mean = {measured.mean:.2f} in" in done.stdout
+    assert "share_ge_11 =" not in done.stdout.split("lower the ratchet")[1]  # at its figure
+
+
+def test_a_raised_ratchet_fails_against_gits_previous_version(scratch: Path):
+    ratchet = _ratchet_module()
+    measured = ratchet.figures(ratchet.package_blocks(scratch), 11)
+    _set_ratchet(scratch)
+    _commit_all(scratch, "ratchet set")
+    path = _set_ratchet(scratch, share=measured.share_ge_11 + 1)
+    line = _line_of(path, "share_ge_11 =")
+    done = check(scratch, "radon")
+    assert done.returncode == 1
+    expected = (
+        f".ci/complexity_ratchet.toml:{line}: [ratchet] `share_ge_11` raised from "
+        f"{measured.share_ge_11:.2f} (git HEAD) to {measured.share_ge_11 + 1:.2f}"
+    )
+    assert expected in done.stdout, done.stdout
+    # committed, the raise is still seen: the last change against its parent
+    _commit_all(scratch, "raise it")
+    done = check(scratch, "radon")
+    assert done.returncode == 1
+    assert "`share_ge_11` raised from" in done.stdout and "^) to" in done.stdout
+    # lowering is what the ratchet is for
+    _set_ratchet(scratch)
+    _commit_all(scratch, "lower it")
+    assert check(scratch, "radon").returncode == 0
+
+
+def test_a_malformed_ratchet_file_fails_with_every_problem(scratch: Path):
+    path = scratch / ".ci" / "complexity_ratchet.toml"
+    path.write_text('threshold = 0\n[ratchet]\nmean = "low"\n', encoding="utf-8")
+    done = check(scratch, "radon")
+    assert done.returncode == 1
+    out = done.stdout
+    assert "`threshold` must be a positive integer, got 0" in out
+    assert "[ratchet] `mean` must be a number >= 0, got 'low'" in out
+    assert "[ratchet] `share_ge_11` must be a number >= 0, got None" in out
+    assert "no [goal] table" in out
+
+
+def test_the_ratchet_holds_the_issue_goal_and_the_repository_meets_it():
+    import tomllib
+
+    data = tomllib.loads((ROOT / ".ci" / "complexity_ratchet.toml").read_text(encoding="utf-8"))
+    assert data["threshold"] == 11
+    assert data["goal"] == {"mean": 4.0, "share_ge_11": 6.0}  # issue 39, item 5
+    assert set(data["ratchet"]) == set(data["goal"])
+    done = check(ROOT, "radon")
+    assert done.returncode == 0, done.stdout
+    assert "radon: mean " in done.stdout
