@@ -97,7 +97,9 @@ def _documents(corpus: pd.DataFrame | None) -> dict[str, Any]:
     ci = corpus.drop_duplicates("doc_id").set_index("doc_id")
     names = _column_or_blank(ci, "item_name").tolist()
     texts = _column_or_blank(ci, "text").tolist()
-    return {str(k): [cell_text(n), cell_text(t)] for k, n, t in zip(ci.index, names, texts, strict=True)}
+    return {
+        str(k): [cell_text(n), cell_text(t)] for k, n, t in zip(ci.index, names, texts, strict=True)
+    }
 
 
 def _score_or_none(v: float) -> float | None:
@@ -120,7 +122,14 @@ def _judgments(
     judg: dict[tuple[str, str], list[list[Any]]] = {}
     for q, s, set_, j, d, v, raw, err in zip(*lists, strict=True):
         judg.setdefault((q, s), []).append(
-            [sidx.get(set_, -1), jidx[j], didx[d], _score_or_none(v), cell_text(raw), cell_text(err)]
+            [
+                sidx.get(set_, -1),
+                jidx[j],
+                didx[d],
+                _score_or_none(v),
+                cell_text(raw),
+                cell_text(err),
+            ]
         )
     return judg
 
