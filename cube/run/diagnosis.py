@@ -143,8 +143,9 @@ def recorded_sweep(run: Run) -> tuple[str, pd.DataFrame, dict[str, Any]] | None:
     notebook states the same reading without evaluating every system again; computed with
     `pipeline.evaluate_run` when the decision was not recorded yet."""
     saved = run.read_record().decision.decision
-    if saved is not None and (saved.top_n_sweep or {}).get("table"):
-        got = dict(saved.top_n_sweep)
+    sweep = saved.top_n_sweep if saved is not None else None
+    if sweep is not None and sweep.table:
+        got = sweep.model_dump(mode="json")  # its results.json form: the table's keys `R@N`, ...
         table = pd.DataFrame(got.pop("table")).astype({"R@N": float, "W": float, "CuBE": float})
         return got.pop("sweep"), table, got
     if saved is not None or not any(getattr(s, "sweep_of", None) for s in run.params.systems):
