@@ -51,6 +51,7 @@ FREE = 4.0  # a run without structure: at least this weight (4 words, 8 Chinese 
 MOSTLY = 0.5  # a structure whose unsupported share is at least this is flagged whole
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _TOKEN = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+")
+_WORD = re.compile(r"[^\W_]")
 # neutral words: in every text, they neither support nor break a run
 _STOP = frozenset(
     "a an the and or of to in on at by for with from as is are was were be been it its this "
@@ -172,7 +173,10 @@ def aside_spans(text: str, vocab: Vocabulary, raw: str | None = None) -> list[tu
                 out.append((*span, f"aside:{kind}"))
                 covered.append(span)
     for a, b, w, _ in runs(toks):
-        if w >= FREE and not any(x <= a < y or x < b <= y for x, y in covered):
+        # at the answer's edges only: text prepended or appended to it (an unsupported stretch in
+        # its middle is more often the answer's own paraphrase, which a twin must not take away)
+        edge = not _WORD.search(text, 0, a) or not _WORD.search(text, b)
+        if edge and w >= FREE and not any(x <= a < y or x < b <= y for x, y in covered):
             out.append((a, b, "aside:unsupported"))
     return sorted(out)
 
@@ -214,6 +218,8 @@ def _hidden(text: str, raw: str) -> list[tuple[int, int, str]]:
     out, at = [], 0
     for m in _HIDDEN.finditer(raw):
         seen = unicodedata.normalize("NFKC", re.sub(f"[{_FORMAT}]", "", m.group(0)))
+        # the sentence end the hidden text was glued to is the answer's
+        seen = seen.lstrip(".。!?！？;；,，")
         if not any(c.isalnum() for c in seen):
             continue
         i = text.find(seen, at)

@@ -24,28 +24,36 @@ TWIN_MAX_SHARE = 0.1  # of the run's judge calls (issue 38's budget for the extr
 SPAN_CHARS = 300  # of a flagged answer's spans kept in results.json
 
 
+def twin_cap(judge_calls: int, calls_per_answer: int) -> int:
+    """The most answers that get a twin: their calls (`calls_per_answer`, every judge's) at most
+    `TWIN_MAX_SHARE` of the run's `judge_calls`."""
+    return int(TWIN_MAX_SHARE * judge_calls // max(1, calls_per_answer))
+
+
 def ablation_twins(
     params: Params,
     answers: pd.DataFrame,
     judge_calls: int,
     calls_per_answer: int,
     corpus: pd.DataFrame | None = None,
+    questions: pd.DataFrame | None = None,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """(twins, record): the twin answers (`answers`' columns, system `TWIN_PREFIX` + the
-    original's, probe `ablated`) and what the screen found (flagged, twinned, per kind).
-    `corpus` (`doc_id, text`): the knowledge base, whose text in an answer is not flagged."""
-    from cube.judges.screen import screen_answers
+    original's, probe `ablated`) and what the screen found (flagged, twinned, per kind, per tier).
+    `corpus` (`doc_id, text`): the knowledge base, whose text in an answer is not flagged and
+    which, with the `questions`, the asides are measured against (`cube.judges.asides`). Beyond
+    the cap, `choose_twins` picks: text addressed to a grader first, then asides set apart by
+    structure, then unsupported runs."""
+    from cube.judges.screen import choose_twins, screen_answers
 
-    flagged = screen_answers(answers, corpus=corpus)
-    cap = int(TWIN_MAX_SHARE * judge_calls // max(1, calls_per_answer))
-    chosen = (
-        flagged.sample(n=cap, random_state=params.audit.seed) if len(flagged) > cap else flagged
-    )
+    flagged = screen_answers(answers, corpus=corpus, questions=questions)
+    chosen = choose_twins(flagged, twin_cap(judge_calls, calls_per_answer), params.audit.seed)
     record = {
         "flagged": len(flagged),
         "twinned": len(chosen),
         "capped": len(chosen) < len(flagged),
         "max_share": TWIN_MAX_SHARE,
+        "tiers": {str(k): int(v) for k, v in flagged["tier"].value_counts().sort_index().items()},
         "kinds": {
             k: int(v) for k, v in flagged["kinds"].str.split(",").explode().value_counts().items()
         }
@@ -116,17 +124,11 @@ def twin_stage(
     (empty with `audit.questions: 0`: the audit is off). Returns the twin judgments and the
     screen's record (`results.json` → `screen`, with the twins' judge calls, counted by
     `count_calls`: `cube.run.audit.stage_judge_calls`)."""
-    from dataclasses import replace
-
     from cube.systems.probes import PROBES_PER_QUESTION, calls_per_question
 
-    audited = [
-        replace(j, pilot=0, pilot_report=None)
-        for j in judges
-        if not (j.pilot_report and j.pilot_report.get("decision") == "stopped")
-    ]
+    audited = _audited(judges)
     per_answer = calls_per_question(params) // PROBES_PER_QUESTION
-    twins, record = ablation_twins(params, answers, judge_calls, per_answer, corpus)
+    twins, record = ablation_twins(params, answers, judge_calls, per_answer, corpus, questions)
     if twins.empty or not audited or params.audit.questions <= 0:
         return pd.DataFrame(), {**record, "calls": 0}
     out = judge_twins(audited, dimensions, corpus, questions, twins)
@@ -134,6 +136,101 @@ def twin_stage(
     calls = count_calls(audited, inputs, corpus, questions, dimensions, out)
     share = round(calls / judge_calls, 4) if judge_calls else None
     return out, {**record, "calls": calls, "share_of_judge_calls": share}
+
+
+def _audited(judges: list[Any]) -> list[Any]:
+    """The judges the twins go to: every judge its judging pilot did not stop (no pilot again)."""
+    from dataclasses import replace
+
+    return [
+        replace(j, pilot=0, pilot_report=None)
+        for j in judges
+        if not (j.pilot_report and j.pilot_report.get("decision") == "stopped")
+    ]
+
+
+def _stage_twins(
+    params: Params,
+    judges: list[Any],
+    corpus: pd.DataFrame,
+    questions: pd.DataFrame,
+    answers: pd.DataFrame,
+    judge_calls: int,
+) -> tuple[list[Any], pd.DataFrame]:
+    """The audited judges and the twin answers stage 03 judges (empty with the audit off)."""
+    from cube.systems.probes import PROBES_PER_QUESTION, calls_per_question
+
+    audited = _audited(judges)
+    if params.audit.questions <= 0 or not audited:
+        return audited, pd.DataFrame()
+    per_answer = calls_per_question(params) // PROBES_PER_QUESTION
+    twins, _ = ablation_twins(params, answers, judge_calls, per_answer, corpus, questions)
+    return audited, twins
+
+
+def twin_requests(
+    params: Params,
+    judges: list[Any],
+    dimensions: list[Any],
+    corpus: pd.DataFrame,
+    questions: pd.DataFrame,
+    answers: pd.DataFrame,
+    judge_calls: int,
+) -> dict[str, list[Any]]:
+    """Per judge, the requests of the twins stage 03 judges (`cube batch` exports and imports them
+    with the other judge calls of stage 03): the same screen, cap and choice from the same
+    answers and the run's `judge_calls` (`cube.run.audit.judge_calls`, the count stage 03 caps
+    with)."""
+    from cube.run.audit import stage_requests
+
+    audited, twins = _stage_twins(params, judges, corpus, questions, answers, judge_calls)
+    if twins.empty:
+        return {}
+    inputs = twins.drop(columns=["probe", "expect", "injection"])
+    return stage_requests(audited, inputs, corpus, questions, dimensions)
+
+
+def driver_twins(
+    params: Params,
+    judges: list[Any],
+    dimensions: list[Any],
+    corpus: pd.DataFrame,
+    questions: pd.DataFrame,
+    answers: pd.DataFrame,
+    judge_calls: int,
+) -> int:
+    """The sequential driver's twins (`cube.run.sequential`): judged on the questions reached as
+    stage 03 judges them, so that stage 03 finds their calls in the cache; returns how many."""
+    audited, twins = _stage_twins(params, judges, corpus, questions, answers, judge_calls)
+    if twins.empty:
+        return 0
+    judge_twins(audited, dimensions, corpus, questions, twins, progress=False)
+    return len(twins)
+
+
+def plan_twins(
+    plan: Any, params: Params, judges: list[tuple[Any, int, list[Any], int]], judge_calls: int
+) -> None:
+    """`cube plan`'s twins (role `audit`): an upper bound, the cap (`twin_cap`: at most
+    `TWIN_MAX_SHARE` of the judge calls planned) x each judge's calls per answer, as if the screen
+    flagged that many answers (it flags only those with text addressed to a grader or set apart
+    from the answer, often none: then no call). `judges`: per judge its spec, calls per answer,
+    requests (stand-ins for the twins' prompts, as the audit's) and completion tokens per call."""
+    if params.audit.questions <= 0 or not judges:
+        return
+    cap = twin_cap(judge_calls, sum(per for _, per, _, _ in judges))
+    if not cap:
+        return
+    note = (
+        f"ablation twins: at most {cap} answers ({TWIN_MAX_SHARE:.0%} of the judge calls, an upper "
+        "bound: only the answers the screen flags get one)"
+    )
+    for spec, per_answer, reqs, per_call in judges:
+        calls = cap * per_answer
+        stand_in = [reqs[i % len(reqs)] for i in range(calls)] if reqs else []
+        g = plan.add("audit", spec, stand_in, calls=calls, exact=False, per_call=per_call or None)
+        if note not in g.notes:
+            g.notes.append(note)
 
 
 def with_twins(run: Any, summary: pd.DataFrame) -> pd.DataFrame:
