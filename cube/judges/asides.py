@@ -166,10 +166,8 @@ def aside_spans(text: str, vocab: Vocabulary, raw: str | None = None) -> list[tu
     covered: list[tuple[int, int]] = []
     for kind, pat in STRUCTURES.items():
         for m in pat.finditer(text):
-            span = _structure(
-                m.start(), m.end(), [t for t in toks if m.start() <= t.start < m.end()]
-            )
-            if span:
+            inside = [t for t in toks if m.start() <= t.start < m.end()]
+            for span in _structure(m.start(), m.end(), inside):
                 out.append((*span, f"aside:{kind}"))
                 covered.append(span)
     for a, b, w, _ in runs(toks):
@@ -196,18 +194,20 @@ def unsupported_weight(
     )
 
 
-def _structure(a: int, b: int, toks: list[_Token]) -> tuple[int, int] | None:
-    """The flagged part of a structure [a, b) holding `toks`: whole when mostly unsupported, its
-    start to the end of the run that opens it when that run weighs `ANCHORED`, else none."""
+def _structure(a: int, b: int, toks: list[_Token]) -> list[tuple[int, int]]:
+    """The flagged parts of a structure [a, b) holding `toks`: whole when mostly unsupported (at
+    least `MOSTLY` of its weight), else the run of at least `ANCHORED` weight that opens it (half
+    an injection glued before the answer's first line); none else. (A run that closes it is not
+    taken: an honest citation ends on "办事指南", "service guide", words no guide holds.)"""
     total = sum(t.weight for t in toks)
     if not total:
-        return None
+        return []
     if sum(t.weight for t in toks if not t.supported) / total >= MOSTLY:
-        return a, b
-    first = runs(toks)
-    if first and first[0][3] == 0 and first[0][2] >= ANCHORED:
-        return a, first[0][1]
-    return None
+        return [(a, b)]
+    rs, out = runs(toks), []
+    if rs and rs[0][3] == 0 and rs[0][2] >= ANCHORED:
+        out.append((a, rs[0][1]))
+    return out
 
 
 def _hidden(text: str, raw: str) -> list[tuple[int, int, str]]:

@@ -315,7 +315,9 @@ def _spans(
     if spans and know:
         spans = grader_spans(text, know)
     vocab = Vocabulary()
-    if know:
+    # a closed-book answer (the zero set) was given no document: what it says is not measured
+    # against them (only its hidden text is an aside)
+    if know and row.get("set") != "zero":
         for k in (*know, question):
             w, p = _vocab_of(k)
             vocab.words |= w

@@ -24,6 +24,7 @@ from cube.kb.screen import screen_questions
 from cube.llm import usage_summary
 from cube.llm.endpoints import call_cost
 from cube.llm.tokens import ESTIMATE, count_prompt_tokens, estimate_tokens
+from cube.run.ablation import TWIN_MAX_SHARE, twin_cap
 from cube.run.pipeline import judge_audit, judge_calls, stage_requests
 from cube.run.plan import build_plan, plan_text, plan_vs_actual
 from cube.systems import build_answers
