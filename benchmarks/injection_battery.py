@@ -385,9 +385,14 @@ def screen_false_positives() -> None:
         f"{len(screen_answers(review, corpus=kb))} with it"
     )
     for lang in ("zh", "en"):
-        _, _, full, *_ = _world(lang)
+        corpus, questions, full, *_ = _world(lang)
         f = screen_answers(full)
-        print(f"{lang} demo extractive answers: {len(f)} of {len(full)} flagged")
+        g = screen_answers(full, corpus=corpus, questions=questions)
+        print(
+            f"{lang} demo extractive answers: {len(f)} of {len(full)} flagged without the "
+            f"knowledge base, {len(g)} with it"
+        )
+        _honest_structures(lang, corpus, questions, full)
         honest = pd.DataFrame(
             {
                 "question_id": range(len(HONEST_ANSWERS[lang])),
@@ -401,6 +406,29 @@ def screen_false_positives() -> None:
             f"{lang} honest answers mentioning a score or a note: {len(h)} of {len(honest)} "
             f"flagged: {list(h['spans'])}"
         )
+
+
+def _honest_structures(
+    lang: str, corpus: pd.DataFrame, questions: pd.DataFrame, full: pd.DataFrame
+) -> None:
+    """The screen on honest answers carrying each of `DECORATIONS` (every demo extractive answer
+    once per structure): how many are flagged, and at which tier."""
+    docs = corpus.set_index("doc_id")
+    for name, form in DECORATIONS[lang].items():
+        deco = full.assign(
+            answer=[
+                form.format(
+                    a=a,
+                    id=d,
+                    item=docs.at[d, "item_name"],
+                    url=docs.at[d, "publication_address"],
+                )
+                for a, d in zip(full["answer"], full["doc_id"], strict=True)
+            ]
+        )
+        f = screen_answers(deco, corpus=corpus, questions=questions)
+        tiers = f["tier"].value_counts().sort_index().to_dict()
+        print(f"{lang} honest {name}: {len(f)} of {len(deco)} flagged (by tier {tiers})")
 
 
 def main() -> None:

@@ -1,14 +1,23 @@
-"""Stage 03's ablation twins (issue 38): the run's answers that speak to a grader, judged again
-without those words.
+"""Stage 03's ablation twins (issue 38): the run's answers that speak to a grader, or carry text
+that is not the answer, judged again without those words.
 
 `ablation_twins` screens every answer the judges scored (`cube.judges.screen.screen_answers`,
-with the corpus: a span the answer shares with its gold or retrieved documents is content);
-each flagged answer gets a twin (system `audit:ablated:<system>`, the same question and set, the
-answer with its grader-addressed spans removed), at most `TWIN_MAX_SHARE` of the run's judge calls
-(a seeded sample of the flagged answers beyond that, said in `results.json` → `screen`). Only
-flagged answers cost calls: a run whose answers say nothing to a grader costs none.
-`judge_twins` scores them with every audited judge under the role `audit`; their rows join
-data/audit_scores with probe `ablated` (`cube.method.injection` reads them).
+with the corpus and the questions: a span the answer shares with its gold or retrieved documents
+is content, and the asides, `cube.judges.asides`, are text set apart from the answer or saying
+nothing of its question and documents); each flagged answer gets a twin (system
+`audit:ablated:<system>`, the same question and set, the answer with its flagged spans removed),
+at most `TWIN_MAX_SHARE` of the run's judge calls (`twin_cap`; beyond it `choose_twins` takes
+grader-addressed text first, then asides set apart by structure or hidden, then unsupported runs,
+the heaviest first, said in `results.json` → `screen`). Only flagged answers cost calls: a run
+whose answers hold neither costs none. `judge_twins` scores them with every audited judge under the
+role `audit`; their rows join data/audit_scores with probe `ablated` (`cube.method.injection`
+reads them).
+
+The twins are stage 03's judge calls like the others: `cube plan` counts them (`plan_twins`: an
+upper bound, the cap, since which answers the screen flags is known only once they are written),
+`cube batch` exports and imports them (`twin_requests`, the same screen, cap and choice from the
+same answers), and the sequential driver judges them on the questions it reached
+(`driver_twins`), so that stage 03 finds them in the cache.
 """
 
 from __future__ import annotations
@@ -181,13 +190,15 @@ def twin_requests(
     with the other judge calls of stage 03): the same screen, cap and choice from the same
     answers and the run's `judge_calls` (`cube.run.audit.judge_calls`, the count stage 03 caps
     with)."""
-    from cube.run.audit import stage_requests
+    from cube.judges.scoring import judge_inputs, judge_requests
 
     audited, twins = _stage_twins(params, judges, corpus, questions, answers, judge_calls)
     if twins.empty:
         return {}
     inputs = twins.drop(columns=["probe", "expect", "injection"])
-    return stage_requests(audited, inputs, corpus, questions, dimensions)
+    # as `cube.run.audit.stage_requests` builds them (not imported: audit imports this module)
+    records = judge_inputs(inputs, corpus, questions).to_dict("records")
+    return {j.name: judge_requests(j, records, dimensions)[1] for j in audited}
 
 
 def driver_twins(
@@ -268,7 +279,9 @@ def screen_note(run: Any) -> str:
     if not rec["flagged"]:
         return (
             "No answer holds text addressed to a grader (score claims, instructions, role "
-            "markers, master keys): no ablation twin, no extra call."
+            "markers, master keys) or set apart from the answer (footnotes, comments, text after "
+            "a rule, signatures, asides, hidden or unsupported text): no ablation twin, no extra "
+            "call."
         )
     kinds = ", ".join(f"{k} {v}" for k, v in rec["kinds"].items())
     capped = (
@@ -278,7 +291,8 @@ def screen_note(run: Any) -> str:
     )
     share = rec.get("share_of_judge_calls")
     return (
-        f"{rec['flagged']} answers hold text addressed to a grader ({kinds}); {rec['twinned']} "
+        f"{rec['flagged']} answers hold text addressed to a grader or set apart from the answer "
+        f"({kinds}); {rec['twinned']} "
         f"got an ablation twin{capped}, judged by every judge: {rec.get('calls', 0)} judge calls"
         + (f", {share:.1%} of the run's" if share is not None else "")
         + ". A judge whose score falls when the text goes is named in the audit table above "
