@@ -51,7 +51,6 @@ FREE = 4.0  # a run without structure: at least this weight (4 words, 8 Chinese 
 MOSTLY = 0.5  # a structure whose unsupported share is at least this is flagged whole
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _TOKEN = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+")
-_WORD = re.compile(r"[^\W_]")
 # neutral words: in every text, they neither support nor break a run
 _STOP = frozenset(
     "a an the and or of to in on at by for with from as is are was were be been it its this "
@@ -173,7 +172,10 @@ def aside_spans(text: str, vocab: Vocabulary, raw: str | None = None) -> list[tu
     for a, b, w, _ in runs(toks):
         # at the answer's edges only: text prepended or appended to it (an unsupported stretch in
         # its middle is more often the answer's own paraphrase, which a twin must not take away)
-        edge = not _WORD.search(text, 0, a) or not _WORD.search(text, b)
+        # (and never the whole answer: a reply that is all unsupported, a refusal such as "no
+        # guide was found", is the answer, not an aside to it)
+        before, after = any(t.end <= a for t in toks), any(t.start >= b for t in toks)
+        edge = before != after
         if edge and w >= FREE and not any(x <= a < y or x < b <= y for x, y in covered):
             out.append((a, b, "aside:unsupported"))
     return sorted(out)

@@ -124,6 +124,7 @@ def test_a_closed_book_answer_is_not_measured_against_documents_it_was_not_given
     refusal = "I have no guide for this item; please ask the service hall or call the hotline."
     assert _screen([refusal], "en", set_="zero").empty
     assert not _screen([f"{ANSWER['en']} {refusal}"], "en").empty  # a rag answer: appended
+    assert _screen([refusal], "en").empty  # the whole answer is the answer, not an aside to it
 
 
 def test_the_twins_budget_goes_to_grader_addressed_text_then_structure_then_the_heaviest():
