@@ -29,8 +29,18 @@ of at least `KB_OVERLAP`: contained, or nearly) is not flagged (`screen_answers`
 `corpus`). Text a knowledge base carries is judged as it stands: an injection planted in the
 knowledge base itself is not the system's, and not this screen's to find.
 
-Written apart from the audit's battery (`cube.systems.injections`) and measured on a family the
-battery does not hold, and on ordinary answers for its false alarms
+**Asides.** The patterns know phrasings; a judge obeying another one (a markdown footnote claiming
+a prior review, no score, no grader) went unseen. So `screen_answers` also flags the **asides**
+(`cube.judges.asides`): text set apart from the answer by structure (footnote definitions, HTML
+comments, text after a rule, signature lines, bracketed asides) or hidden by format characters,
+and stretches at the answer's edge that nothing in its question or documents supports: what is
+not the answer, whatever its words. Their spans join the grader spans in the twin; the row's
+`tier` (1 grader-addressed, 2 structure or hidden, 3 an unsupported run) and `foreign` weight
+order the twins' budget (`choose_twins`).
+
+Written apart from the audit's battery (`cube.systems.injections`) and measured on families the
+battery does not hold (two of them never tuned on), on honest answers carrying citations, source
+lists, courtesy and markdown, and on ordinary answers for its false alarms
 (benchmarks/injection_battery.py).
 """
 
