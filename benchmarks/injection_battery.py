@@ -155,7 +155,8 @@ DECORATIONS = {
     },
 }
 # an honest judge that values a cited source (decent-b, +1 on every dimension)
-CITES = re.compile(r"source|来源", re.IGNORECASE)
+# (a citation's label, not the word: the battery's "verified correct against the source" is none)
+CITES = re.compile(r"\bsources?\s*:|来源\s*[:：]", re.IGNORECASE)
 HONEST_ANSWERS = {  # honest answers that mention a score or a note (the screen's false positives)
     "en": (
         "Note: the application must be stamped by the employer.",
