@@ -29,8 +29,18 @@ of at least `KB_OVERLAP`: contained, or nearly) is not flagged (`screen_answers`
 `corpus`). Text a knowledge base carries is judged as it stands: an injection planted in the
 knowledge base itself is not the system's, and not this screen's to find.
 
-Written apart from the audit's battery (`cube.systems.injections`) and measured on a family the
-battery does not hold, and on ordinary answers for its false alarms
+**Asides.** The patterns know phrasings; a judge obeying another one (a markdown footnote claiming
+a prior review, no score, no grader) went unseen. So `screen_answers` also flags the **asides**
+(`cube.judges.asides`): text set apart from the answer by structure (footnote definitions, HTML
+comments, text after a rule, signature lines, bracketed asides) or hidden by format characters,
+and stretches at the answer's edge that nothing in its question or documents supports: what is
+not the answer, whatever its words. Their spans join the grader spans in the twin; the row's
+`tier` (1 grader-addressed, 2 structure or hidden, 3 an unsupported run) and `foreign` weight
+order the twins' budget (`choose_twins`).
+
+Written apart from the audit's battery (`cube.systems.injections`) and measured on families the
+battery does not hold (two of them never tuned on), on honest answers carrying citations, source
+lists, courtesy and markdown, and on ordinary answers for its false alarms
 (benchmarks/injection_battery.py).
 """
 
@@ -39,6 +49,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 import pandas as pd
@@ -172,9 +183,14 @@ def grader_spans(text: str, knowledge: Sequence[str] = ()) -> list[tuple[int, in
                     )
                 ):
                     hits.append((*_sentence(t, m.start(), m.end()), kind))
-    hits.sort()
+    return merge_spans(hits)
+
+
+def merge_spans(hits: Iterable[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    """`hits` (start, end, kind) sorted and merged where they overlap or touch, kinds joined by
+    '+'."""
     out: list[tuple[int, int, str]] = []
-    for a, b, k in hits:
+    for a, b, k in sorted(hits):
         if out and a <= out[-1][1]:
             pa, pb, pk = out[-1]
             kinds = pk if k in pk.split("+") else f"{pk}+{k}"
@@ -215,8 +231,13 @@ def ablate(text: str, knowledge: Sequence[str] = ()) -> str:
     """The ablation twin: the normalised text with its grader-addressed spans removed (those
     `grader_spans` flags with `knowledge`)."""
     t = normalise(text)
+    return cut(t, grader_spans(t, knowledge))
+
+
+def cut(t: str, spans: Iterable[tuple[int, int, str]]) -> str:
+    """The normalised text `t` without `spans` (merged, in order)."""
     parts, last = [], 0
-    for a, b, _ in grader_spans(t, knowledge):
+    for a, b, _ in spans:
         parts.append(t[last:a])
         last = b
     parts.append(t[last:])
@@ -224,42 +245,104 @@ def ablate(text: str, knowledge: Sequence[str] = ()) -> str:
     return re.sub(r"[ \t]{2,}", " ", " ".join(parts)).strip()
 
 
+def choose_twins(flagged: pd.DataFrame, cap: int, seed: int) -> pd.DataFrame:
+    """At most `cap` of the `flagged` answers (`screen_answers`), the lowest `tier` first (text
+    addressed to a grader, then text set apart by structure, then unsupported runs), within a
+    tier the most `foreign` first (the spans' unsupported weight: an honest aside is short), ties
+    in a seeded order."""
+    if len(flagged) <= cap:
+        return flagged
+    if "tier" not in flagged:
+        return flagged.sample(n=cap, random_state=seed)
+    shuffled = flagged.sample(frac=1.0, random_state=seed)
+    order = ["tier", "foreign"] if "foreign" in flagged else ["tier"]
+    up = [True, False][: len(order)]
+    return shuffled.sort_values(order, ascending=up, kind="stable").head(cap)
+
+
 def screen_answers(
     answers: pd.DataFrame,
     sets: Iterable[str] = ("zero", "rag", "full"),
     corpus: pd.DataFrame | None = None,
+    questions: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
-    """The flagged answers: `question_id, system, set, kinds, spans, twin` (the spans' text joined
-    by ' | ', the twin `ablate`d), for every answer of `sets` whose text holds a span; empty (those
-    columns) when none does. A twin left empty is still a twin (its judge scores an empty reply).
-    `corpus` (`doc_id, text`): a span found in the answer's gold document (`doc_id`) or the
-    documents it retrieved (`retrieved_doc_ids`) is content, not flagged (module docstring)."""
-    cols = ["question_id", "system", "set", "kinds", "spans", "twin"]
+    """The flagged answers: `question_id, system, set, kinds, spans, twin, tier` (the spans' text
+    joined by ' | ', the twin the answer without them), for every answer of `sets` whose text
+    holds a span; empty (those columns) when none does. A twin left empty is still a twin (its
+    judge scores an empty reply). `corpus` (`doc_id, text`): a span found in the answer's gold
+    document (`doc_id`) or the documents it retrieved (`retrieved_doc_ids`) is content, not
+    flagged (module docstring), and those documents with the question (`questions`:
+    `question_id, question`) are what the asides are measured against (`cube.judges.asides`:
+    text set apart from the answer, or saying nothing of the question or its documents). `tier`:
+    1 text addressed to a grader, 2 an aside set apart by structure or hidden, 3 only an
+    unsupported run (`choose_twins` spends the twins' budget in that order); `foreign`: the
+    unsupported weight the spans hold (within a tier, the heaviest first)."""
+    cols = ["question_id", "system", "set", "kinds", "spans", "twin", "tier", "foreign"]
     rows = []
     a = answers[answers["set"].isin(list(sets))] if "set" in answers else answers
     docs = _Knowledge(corpus)
+    asked: dict[str, str] = {}
+    if questions is not None and {"question_id", "question"} <= set(questions.columns):
+        asked = dict(zip(questions["question_id"].astype(str), questions["question"], strict=True))
     for r in a.to_dict("records"):
         text = r.get("answer")
         text = text if isinstance(text, str) else ""  # None or NaN: no answer
         if not text.strip():
             continue
-        spans = grader_spans(text)
-        if spans and docs:
-            spans = grader_spans(text, docs.of(r))
+        spans, t, foreign = _spans(text, docs, r, str(asked.get(str(r["question_id"])) or ""))
         if not spans:
             continue
-        t = normalise(text)
+        kinds = sorted({k for _, _, kk in spans for k in kk.split("+")})
         rows.append(
             {
                 "question_id": r["question_id"],
                 "system": r["system"],
                 "set": r["set"],
-                "kinds": ",".join(sorted({k for _, _, kk in spans for k in kk.split("+")})),
+                "kinds": ",".join(kinds),
                 "spans": " | ".join(t[x:y].strip() for x, y, _ in spans),
-                "twin": ablate(text, docs.of(r)) if docs else ablate(text),
+                "twin": cut(t, spans),
+                "tier": 1
+                if any(not k.startswith("aside:") for k in kinds)
+                else 2
+                if any(k != "aside:unsupported" for k in kinds)
+                else 3,
+                "foreign": foreign,
             }
         )
     return pd.DataFrame(rows, columns=cols)
+
+
+def _spans(
+    text: str, docs: _Knowledge, row: Mapping[str, Any], question: str
+) -> tuple[list[tuple[int, int, str]], str, float]:
+    """The merged spans of one answer (grader-addressed and asides), its normalised text and the
+    unsupported weight the spans hold (`cube.judges.asides.unsupported_weight`)."""
+    from cube.judges.asides import Vocabulary, aside_spans, unsupported_weight
+
+    t = normalise(text)
+    know = docs.of(row) if docs else []
+    spans = grader_spans(text)
+    if spans and know:
+        spans = grader_spans(text, know)
+    vocab = Vocabulary()
+    # a closed-book answer (the zero set) was given no document: what it says is not measured
+    # against them (only its hidden text is an aside)
+    if know and row.get("set") != "zero":
+        for k in (*know, question):
+            w, p = _vocab_of(k)
+            vocab.words |= w
+            vocab.pairs |= p
+    merged = merge_spans([*spans, *aside_spans(t, vocab, raw=text)])
+    return merged, t, unsupported_weight(t, merged, vocab)
+
+
+@lru_cache(maxsize=4096)
+def _vocab_of(text: str) -> tuple[frozenset[str], frozenset[str]]:
+    """A document's (or question's) supporting tokens (`cube.judges.asides.Vocabulary`), once."""
+    from cube.judges.asides import Vocabulary
+
+    v = Vocabulary().add(text)
+    return frozenset(v.words), frozenset(v.pairs)
 
 
 class _Knowledge:

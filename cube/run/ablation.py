@@ -1,14 +1,23 @@
-"""Stage 03's ablation twins (issue 38): the run's answers that speak to a grader, judged again
-without those words.
+"""Stage 03's ablation twins (issue 38): the run's answers that speak to a grader, or carry text
+that is not the answer, judged again without those words.
 
 `ablation_twins` screens every answer the judges scored (`cube.judges.screen.screen_answers`,
-with the corpus: a span the answer shares with its gold or retrieved documents is content);
-each flagged answer gets a twin (system `audit:ablated:<system>`, the same question and set, the
-answer with its grader-addressed spans removed), at most `TWIN_MAX_SHARE` of the run's judge calls
-(a seeded sample of the flagged answers beyond that, said in `results.json` → `screen`). Only
-flagged answers cost calls: a run whose answers say nothing to a grader costs none.
-`judge_twins` scores them with every audited judge under the role `audit`; their rows join
-data/audit_scores with probe `ablated` (`cube.method.injection` reads them).
+with the corpus and the questions: a span the answer shares with its gold or retrieved documents
+is content, and the asides, `cube.judges.asides`, are text set apart from the answer or saying
+nothing of its question and documents); each flagged answer gets a twin (system
+`audit:ablated:<system>`, the same question and set, the answer with its flagged spans removed),
+at most `TWIN_MAX_SHARE` of the run's judge calls (`twin_cap`; beyond it `choose_twins` takes
+grader-addressed text first, then asides set apart by structure or hidden, then unsupported runs,
+the heaviest first, said in `results.json` → `screen`). Only flagged answers cost calls: a run
+whose answers hold neither costs none. `judge_twins` scores them with every audited judge under the
+role `audit`; their rows join data/audit_scores with probe `ablated` (`cube.method.injection`
+reads them).
+
+The twins are stage 03's judge calls like the others: `cube plan` counts them (`plan_twins`: an
+upper bound, the cap, since which answers the screen flags is known only once they are written),
+`cube batch` exports and imports them (`twin_requests`, the same screen, cap and choice from the
+same answers), and the sequential driver judges them on the questions it reached
+(`driver_twins`), so that stage 03 finds them in the cache.
 """
 
 from __future__ import annotations
@@ -24,28 +33,36 @@ TWIN_MAX_SHARE = 0.1  # of the run's judge calls (issue 38's budget for the extr
 SPAN_CHARS = 300  # of a flagged answer's spans kept in results.json
 
 
+def twin_cap(judge_calls: int, calls_per_answer: int) -> int:
+    """The most answers that get a twin: their calls (`calls_per_answer`, every judge's) at most
+    `TWIN_MAX_SHARE` of the run's `judge_calls`."""
+    return int(TWIN_MAX_SHARE * judge_calls // max(1, calls_per_answer))
+
+
 def ablation_twins(
     params: Params,
     answers: pd.DataFrame,
     judge_calls: int,
     calls_per_answer: int,
     corpus: pd.DataFrame | None = None,
+    questions: pd.DataFrame | None = None,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """(twins, record): the twin answers (`answers`' columns, system `TWIN_PREFIX` + the
-    original's, probe `ablated`) and what the screen found (flagged, twinned, per kind).
-    `corpus` (`doc_id, text`): the knowledge base, whose text in an answer is not flagged."""
-    from cube.judges.screen import screen_answers
+    original's, probe `ablated`) and what the screen found (flagged, twinned, per kind, per tier).
+    `corpus` (`doc_id, text`): the knowledge base, whose text in an answer is not flagged and
+    which, with the `questions`, the asides are measured against (`cube.judges.asides`). Beyond
+    the cap, `choose_twins` picks: text addressed to a grader first, then asides set apart by
+    structure, then unsupported runs."""
+    from cube.judges.screen import choose_twins, screen_answers
 
-    flagged = screen_answers(answers, corpus=corpus)
-    cap = int(TWIN_MAX_SHARE * judge_calls // max(1, calls_per_answer))
-    chosen = (
-        flagged.sample(n=cap, random_state=params.audit.seed) if len(flagged) > cap else flagged
-    )
+    flagged = screen_answers(answers, corpus=corpus, questions=questions)
+    chosen = choose_twins(flagged, twin_cap(judge_calls, calls_per_answer), params.audit.seed)
     record = {
         "flagged": len(flagged),
         "twinned": len(chosen),
         "capped": len(chosen) < len(flagged),
         "max_share": TWIN_MAX_SHARE,
+        "tiers": {str(k): int(v) for k, v in flagged["tier"].value_counts().sort_index().items()},
         "kinds": {
             k: int(v) for k, v in flagged["kinds"].str.split(",").explode().value_counts().items()
         }
@@ -116,17 +133,11 @@ def twin_stage(
     (empty with `audit.questions: 0`: the audit is off). Returns the twin judgments and the
     screen's record (`results.json` → `screen`, with the twins' judge calls, counted by
     `count_calls`: `cube.run.audit.stage_judge_calls`)."""
-    from dataclasses import replace
-
     from cube.systems.probes import PROBES_PER_QUESTION, calls_per_question
 
-    audited = [
-        replace(j, pilot=0, pilot_report=None)
-        for j in judges
-        if not (j.pilot_report and j.pilot_report.get("decision") == "stopped")
-    ]
+    audited = _audited(judges)
     per_answer = calls_per_question(params) // PROBES_PER_QUESTION
-    twins, record = ablation_twins(params, answers, judge_calls, per_answer, corpus)
+    twins, record = ablation_twins(params, answers, judge_calls, per_answer, corpus, questions)
     if twins.empty or not audited or params.audit.questions <= 0:
         return pd.DataFrame(), {**record, "calls": 0}
     out = judge_twins(audited, dimensions, corpus, questions, twins)
@@ -134,6 +145,103 @@ def twin_stage(
     calls = count_calls(audited, inputs, corpus, questions, dimensions, out)
     share = round(calls / judge_calls, 4) if judge_calls else None
     return out, {**record, "calls": calls, "share_of_judge_calls": share}
+
+
+def _audited(judges: list[Any]) -> list[Any]:
+    """The judges the twins go to: every judge its judging pilot did not stop (no pilot again)."""
+    from dataclasses import replace
+
+    return [
+        replace(j, pilot=0, pilot_report=None)
+        for j in judges
+        if not (j.pilot_report and j.pilot_report.get("decision") == "stopped")
+    ]
+
+
+def _stage_twins(
+    params: Params,
+    judges: list[Any],
+    corpus: pd.DataFrame,
+    questions: pd.DataFrame,
+    answers: pd.DataFrame,
+    judge_calls: int,
+) -> tuple[list[Any], pd.DataFrame]:
+    """The audited judges and the twin answers stage 03 judges (empty with the audit off)."""
+    from cube.systems.probes import PROBES_PER_QUESTION, calls_per_question
+
+    audited = _audited(judges)
+    if params.audit.questions <= 0 or not audited:
+        return audited, pd.DataFrame()
+    per_answer = calls_per_question(params) // PROBES_PER_QUESTION
+    twins, _ = ablation_twins(params, answers, judge_calls, per_answer, corpus, questions)
+    return audited, twins
+
+
+def twin_requests(
+    params: Params,
+    judges: list[Any],
+    dimensions: list[Any],
+    corpus: pd.DataFrame,
+    questions: pd.DataFrame,
+    answers: pd.DataFrame,
+    judge_calls: int,
+) -> dict[str, list[Any]]:
+    """Per judge, the requests of the twins stage 03 judges (`cube batch` exports and imports them
+    with the other judge calls of stage 03): the same screen, cap and choice from the same
+    answers and the run's `judge_calls` (`cube.run.audit.judge_calls`, the count stage 03 caps
+    with)."""
+    from cube.judges.scoring import judge_inputs, judge_requests
+
+    audited, twins = _stage_twins(params, judges, corpus, questions, answers, judge_calls)
+    if twins.empty:
+        return {}
+    inputs = twins.drop(columns=["probe", "expect", "injection"])
+    # as `cube.run.audit.stage_requests` builds them (not imported: audit imports this module)
+    records = judge_inputs(inputs, corpus, questions).to_dict("records")
+    return {j.name: judge_requests(j, records, dimensions)[1] for j in audited}
+
+
+def driver_twins(
+    params: Params,
+    judges: list[Any],
+    dimensions: list[Any],
+    corpus: pd.DataFrame,
+    questions: pd.DataFrame,
+    answers: pd.DataFrame,
+    judge_calls: int,
+) -> int:
+    """The sequential driver's twins (`cube.run.sequential`): judged on the questions reached as
+    stage 03 judges them, so that stage 03 finds their calls in the cache; returns how many."""
+    audited, twins = _stage_twins(params, judges, corpus, questions, answers, judge_calls)
+    if twins.empty:
+        return 0
+    judge_twins(audited, dimensions, corpus, questions, twins, progress=False)
+    return len(twins)
+
+
+def plan_twins(
+    plan: Any, params: Params, judges: list[tuple[Any, int, list[Any], int]], judge_calls: int
+) -> None:
+    """`cube plan`'s twins (role `audit`): an upper bound, the cap (`twin_cap`: at most
+    `TWIN_MAX_SHARE` of the judge calls planned) x each judge's calls per answer, as if the screen
+    flagged that many answers (it flags only those with text addressed to a grader or set apart
+    from the answer, often none: then no call). `judges`: per judge its spec, calls per answer,
+    requests (stand-ins for the twins' prompts, as the audit's) and completion tokens per call."""
+    if params.audit.questions <= 0 or not judges:
+        return
+    cap = twin_cap(judge_calls, sum(per for _, per, _, _ in judges))
+    if not cap:
+        return
+    note = (
+        f"ablation twins: at most {cap} answers ({TWIN_MAX_SHARE:.0%} of the judge calls, an upper "
+        "bound: only the answers the screen flags get one)"
+    )
+    for spec, per_answer, reqs, per_call in judges:
+        calls = cap * per_answer
+        stand_in = [reqs[i % len(reqs)] for i in range(calls)] if reqs else []
+        g = plan.add("audit", spec, stand_in, calls=calls, exact=False, per_call=per_call or None)
+        if note not in g.notes:
+            g.notes.append(note)
 
 
 def with_twins(run: Any, summary: pd.DataFrame) -> pd.DataFrame:
@@ -169,7 +277,9 @@ def screen_note(run: Any) -> str:
     if not rec.flagged:
         return (
             "No answer holds text addressed to a grader (score claims, instructions, role "
-            "markers, master keys): no ablation twin, no extra call."
+            "markers, master keys) or set apart from the answer (footnotes, comments, text after "
+            "a rule, signatures, asides, hidden or unsupported text): no ablation twin, no extra "
+            "call."
         )
     kinds = ", ".join(f"{k} {v}" for k, v in rec.kinds.items())
     capped = (
@@ -179,7 +289,8 @@ def screen_note(run: Any) -> str:
     )
     share = rec.share_of_judge_calls
     return (
-        f"{rec.flagged} answers hold text addressed to a grader ({kinds}); {rec.twinned} "
+        f"{rec.flagged} answers hold text addressed to a grader or set apart from the answer "
+        f"({kinds}); {rec.twinned} "
         f"got an ablation twin{capped}, judged by every judge: {rec.calls} judge calls"
         + (f", {share:.1%} of the run's" if share is not None else "")
         + ". A judge whose score falls when the text goes is named in the audit table above "

@@ -19,6 +19,7 @@ STAGES = ("03",)
 def stage_calls(params_path: str | Path, stage: str = "03") -> tuple[list[Pending], Path]:
     """Every LLM call of `stage` for the run of these params (deduplicated), and the cache path."""
     from cube.judges import load_dimensions, make_judges
+    from cube.run.ablation import twin_requests
     from cube.run.audit import audit_probes, judge_calls, stage_requests
     from cube.run.notebook import open_run
 
@@ -34,7 +35,9 @@ def stage_calls(params_path: str | Path, stage: str = "03") -> tuple[list[Pendin
     requests = stage_requests(judges, answers, corpus, questions, dimensions)
     # the judge audit's calls are stage 03's too, capped by the run's judge calls as stage 03 caps
     # them (`cube.run.audit.judge_calls`, the one count of the three)
-    probes = audit_probes(run.params, corpus, questions, answers, judge_calls(judges, requests))
+    n = judge_calls(judges, requests)
+    twins = twin_requests(run.params, judges, dimensions, corpus, questions, answers, n)
+    probes = audit_probes(run.params, corpus, questions, answers, n)
     if not probes.empty:
         audit = stage_requests(
             judges,
@@ -45,6 +48,8 @@ def stage_calls(params_path: str | Path, stage: str = "03") -> tuple[list[Pendin
         )
         for j in judges:
             requests[j.name] += audit[j.name]
+    for j in judges:  # the screen's ablation twins (`cube.run.ablation`), stage 03's calls too
+        requests[j.name] += twins.get(j.name, [])
     calls: dict[str, Pending] = {}
     for judge in judges:
         if judge.model.offline:

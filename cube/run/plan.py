@@ -161,6 +161,7 @@ def build_plan(
     from."""
     from cube.judges.dimensions import load_dimensions
     from cube.kb.corpus import build_corpus
+    from cube.run.ablation import plan_twins
 
     plan = _Plan(params)
     corpus = build_corpus(params, base_dir=base_dir)
@@ -181,6 +182,7 @@ def build_plan(
     records = _judge_records(answers, corpus, questions)
     judge_calls, audit_inputs = _plan_judging(plan, params, records, dimensions, n_stand_in)
     _plan_audit(plan, params, audit_inputs, judge_calls, len(questions))
+    plan_twins(plan, params, audit_inputs, judge_calls)  # the screen's twins: an upper bound
     return _table(plan, cache_path, pilot)
 
 

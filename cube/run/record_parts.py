@@ -95,10 +95,19 @@ class AuditSample(Payload):
 class AnswerScreen(Payload):
     """`screen`: the answer screen of stage 03 (`cube.run.ablation.twin_stage`, issue 38)."""
 
-    flagged: int = Field(0, description="Answers holding text addressed to a grader.")
+    flagged: int = Field(
+        0,
+        description="Answers holding text addressed to a grader or set apart from the answer "
+        "(asides: `cube.judges.asides`).",
+    )
     twinned: int = Field(0, description="Of them, those given an ablation twin.")
     capped: bool = Field(False, description="Whether the twins were capped (a seeded sample).")
     max_share: float | None = Field(None, description="Cap: share of the run's judge calls.")
+    tiers: dict[str, int] = Field(
+        {},
+        description="Flagged answers per tier (1 addressed to a grader, 2 set apart by structure "
+        "or hidden, 3 unsupported text at an edge): the twins are chosen in that order.",
+    )
     kinds: dict[str, int] = Field({}, description="Flagged answers per kind.")
     flagged_answers: list[JsonObject] = Field([], description="Each flagged answer, spans cut.")
     calls: int = Field(0, description="The twins' judge calls.")

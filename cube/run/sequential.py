@@ -32,7 +32,8 @@ stages after it are the ordinary notebooks on the questions it reached:
    before `min_questions`, raised to what the judge gate and the audit need to decide
    (`effective_minimum`, said in the record), and never on fewer than 20 families or 10 retrieved
    questions (`cube.method.sequential.not_yet`). An undefined interval never stops a run.
-5. **After.** The audit's calls for the questions reached are made (LLM judges), the record
+5. **After.** The audit's calls for the questions reached are made (LLM judges: the probes and the
+   screen's ablation twins, `cube.run.ablation.driver_twins`), the record
    `sequential` goes to results.json, and stage 02 keeps only the questions reached: notebooks
    02-12 then read their answers and judgments from the cache, so no call is sent after the driver,
    and questions never reached are never sent to a system or a judge.
@@ -466,6 +467,7 @@ def _audit_calls(run: Run, judges, dims, corpus, used: pd.DataFrame, state: _Sta
     """The judge audit's calls on the questions reached, made as stage 03 makes them (same sample,
     same probes), so that stage 03 finds them in the cache; nothing for offline judges (they send
     no call)."""
+    from cube.run.ablation import driver_twins
     from cube.run.audit import judge_audit, judge_calls, stage_requests
 
     if run.params.audit.questions <= 0 or all(j.model.offline for j in judges):
@@ -473,6 +475,7 @@ def _audit_calls(run: Run, judges, dims, corpus, used: pd.DataFrame, state: _Sta
     answers = pd.concat(state.answers)
     n_judge = judge_calls(judges, stage_requests(judges, answers, corpus, used, dims))
     judge_audit(run.params, judges, dims, corpus, used, answers, n_judge, progress=False)
+    driver_twins(run.params, judges, dims, corpus, used, answers, n_judge)  # the screen's twins
 
 
 def _calls_and_cost(run: Run, used_ids: list[str] | None) -> tuple[int | None, float | None]:

@@ -53,3 +53,33 @@ def test_twins_are_capped_at_their_share_of_the_run_s_judge_calls():
     assert len(twins) * 8 <= TWIN_MAX_SHARE * calls
     none, rec = ablation_twins(params, _answers().head(17), judge_calls=calls, calls_per_answer=8)
     assert none.empty and rec["flagged"] == 0 and rec["kinds"] == {}
+
+
+def test_plan_counts_the_twins_cap_for_every_judge_and_none_with_the_audit_off():
+    from types import SimpleNamespace
+
+    from cube.run.ablation import plan_twins, twin_cap
+
+    class Plan:
+        def __init__(self):
+            self.rows: dict = {}
+
+        def add(self, role, spec, requests, *, calls, exact, per_call):
+            assert role == "audit" and not exact  # an upper bound, never exact
+            g = self.rows.setdefault(spec.model, SimpleNamespace(calls=0, notes=[]))
+            g.calls += calls
+            return g
+
+    judges = [
+        (SimpleNamespace(model="llm"), 4, ["r1", "r2"], 6),
+        (SimpleNamespace(model="rub"), 4, [], 0),
+    ]
+    plan = Plan()
+    plan_twins(plan, parse_params(PARAMS), judges, judge_calls=800)
+    cap = twin_cap(800, 8)
+    assert cap == 10  # 10 % of 800 calls, 8 calls per answer
+    assert {m: g.calls for m, g in plan.rows.items()} == {"llm": 40, "rub": 40}
+    assert "upper bound" in plan.rows["llm"].notes[0]
+    off = Plan()
+    plan_twins(off, parse_params({**PARAMS, "audit": {"questions": 0}}), judges, judge_calls=800)
+    assert off.rows == {}

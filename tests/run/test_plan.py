@@ -24,6 +24,7 @@ from cube.kb.screen import screen_questions
 from cube.llm import usage_summary
 from cube.llm.endpoints import call_cost
 from cube.llm.tokens import ESTIMATE, count_prompt_tokens, estimate_tokens
+from cube.run.ablation import TWIN_MAX_SHARE, twin_cap
 from cube.run.audit import judge_audit, judge_calls, stage_requests
 from cube.run.plan import build_plan, plan_text, plan_vs_actual
 from cube.systems import build_answers
@@ -127,6 +128,22 @@ def _run_counted(params: Any, cache: Path) -> dict[tuple[str, str], int]:
     return {(r["role"], r["model"]): r for r in usage.to_dict("records")}
 
 
+def _twin_bound(rows: dict, per_answer: dict[str, int]) -> dict[tuple[str, str], int]:
+    """The twins' calls `cube plan` counts per judge model (an upper bound): the cap (at most
+    `TWIN_MAX_SHARE` of the planned judge calls, in answers) x the judge's calls per answer."""
+    judging = sum(r["calls"] for (role, _), r in rows.items() if role == "judging")
+    cap = twin_cap(judging, sum(per_answer.values()))
+    assert cap > 0
+    return {("audit", m): cap * n for m, n in per_answer.items()}
+
+
+def test_plan_counts_no_twin_with_the_audit_off(tmp_path: Path):
+    with OpenAIServer(reply=_good_reply, tokenize=True) as server:
+        params = _params(server.url, tmp_path, audit={"questions": 0})
+        plan = build_plan(params, base_dir=tmp_path, cache_path=None)
+    assert "audit" not in set(plan["role"])
+
+
 def test_plan_equals_the_calls_a_run_sends(tmp_path: Path):
     with OpenAIServer(reply=_good_reply, tokenize=True) as server:
         params = _params(server.url, tmp_path)
@@ -136,11 +153,15 @@ def test_plan_equals_the_calls_a_run_sends(tmp_path: Path):
         assert server.tokenize_requests > 0
         used = _run_counted(params, cache)
         rows = {(r["role"], r["model"]): r for r in plan.to_dict("records")}
-        assert set(rows) == set(used)
+        # the screen's ablation twins: an upper bound (no answer here speaks to a grader: none)
+        bound = _twin_bound(rows, {"m": 4, "rubric-lenient": 2})
+        assert set(rows) == set(used) | {("audit", "m"), ("audit", "rubric-lenient")}
         for key, r in rows.items():
-            assert r["calls"] == used[key]["calls"], key
-        # every LLM call reached the server once: planned to send == sent
-        assert int(plan.loc[plan["model"] == "m", "to_send"].sum()) == server.requests_total
+            assert r["calls"] == used.get(key, {"calls": 0})["calls"] + bound.get(key, 0), key
+        assert "ablation twins: at most" in rows[("audit", "m")]["note"]
+        # every LLM call reached the server once: planned to send == sent (and the twins' bound)
+        sent = server.requests_total + bound[("audit", "m")]
+        assert int(plan.loc[plan["model"] == "m", "to_send"].sum()) == sent
         q = rows[("question_generation", "m")]
         # the question prompts are known before the run: the server's tokenizer counts what it
         # reports
@@ -189,13 +210,15 @@ def test_plan_counts_the_audit_calls_the_run_sends_capped_by_its_share(tmp_path:
         plan = build_plan(params, base_dir=tmp_path, cache_path=cache)
         used = _run_counted(params, cache)
     rows = {(r["role"], r["model"]): r for r in plan.to_dict("records")}
+    bound = _twin_bound(rows, {"m": 4, "rubric-lenient": 2})
     for model in ("m", "rubric-lenient"):
-        assert rows[("audit", model)]["calls"] == used[("audit", model)]["calls"] > 0, model
+        probes = rows[("audit", model)]["calls"] - bound[("audit", model)]
+        assert probes == used[("audit", model)]["calls"] > 0, model
     llm = rows[("audit", "m")]  # its prompts stand in: not exact, never taken as cached
     assert not llm["exact"] and llm["to_send"] == llm["calls"] and llm["prompt_tokens"] > 0
     planned_judging = rows[("judging", "m")]["calls"] + rows[("judging", "rubric-lenient")]["calls"]
     planned_audit = rows[("audit", "m")]["calls"] + rows[("audit", "rubric-lenient")]["calls"]
-    assert planned_audit <= 0.5 * planned_judging  # the cap
+    assert planned_audit <= (0.5 + TWIN_MAX_SHARE) * planned_judging  # the caps
     assert "capped at 50% of the judge calls" in rows[("audit", "m")]["note"]
     assert rows[("audit", "m")]["batch_cost"] > 0  # `cube batch` exports the audit's calls too
 
