@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict, cast
+from typing import Any, NotRequired, TypedDict
 
 import pandas as pd
 
@@ -43,7 +43,7 @@ from cube.config.schema import ACCOUNTING_COLUMNS, SCORE_COLUMNS, SchemaError, r
 from cube.judges import rubric  # noqa: F401  (registers the offline rubric judges with cube.llm)
 from cube.judges.dimensions import Dimension, all_dimensions_prompt
 from cube.judges.parsing import parse_score, parse_scores_json, score_schema
-from cube.llm.usage import no_call_accounting
+from cube.llm.usage import Accounting, no_call_accounting
 
 SCORES_TABLE_COLUMNS: tuple[str, ...] = (
     *SCORE_COLUMNS[:5],
@@ -56,21 +56,6 @@ SCORES_TABLE_COLUMNS: tuple[str, ...] = (
     "finish_reason",
     *ACCOUNTING_COLUMNS,
 )
-
-
-class Accounting(TypedDict):
-    """The `ACCOUNTING_COLUMNS` of one row (`cube.llm.response_accounting`)."""
-
-    model: str
-    role: str
-    input_tokens: int
-    output_tokens: int
-    cached_input_tokens: int
-    cost: float
-    latency_s: float
-    queue_s: float
-    cached: bool
-    call_id: str
 
 
 class ScoreRow(Accounting):
@@ -189,7 +174,7 @@ def make_judges(
 
 
 def _accounting(resp: llm.Response) -> Accounting:
-    return cast(Accounting, dict(llm.response_accounting(resp, role="judging")))
+    return llm.response_accounting(resp, role="judging")
 
 
 def _missing(value: Any) -> bool:
@@ -454,7 +439,7 @@ def _skipped_row(judge: Judge, rec: AnswerRecord, d: Dimension, s: int, why: lis
         why[0] if why else "answer is missing (no answer to judge)",
         why[1] if len(why) > 1 else "skipped",
         "",
-        cast(Accounting, no_call_accounting(judge.model.name, "judging")),
+        no_call_accounting(judge.model.name, "judging"),
     )
 
 
