@@ -17,7 +17,7 @@ JSON), `cube.diagnose.verdict` (the verdict's rules), `cube.diagnose.suggest` (w
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -69,12 +69,59 @@ def _usage_figures(usage: pd.DataFrame | None, currency: str) -> UsageFigures:
     )
 
 
-def human_sentence(calibrated: dict[str, Any] | None) -> str:
+# A system's human-calibrated CuBE as results.json records it (`human_calibrated`): a
+# `cube.method.ppi.PPIResult.headline()` (NaN as None) with `n_ratings`; read back from JSON, so
+# any key may be absent (functional form: `lambda` is a keyword).
+HumanHeadline = TypedDict(
+    "HumanHeadline",
+    {
+        "cube_score": float | None,
+        "cube_lo": float | None,
+        "cube_hi": float | None,
+        "weighted_score": float | None,
+        "recall_at_k": float | None,
+        "judge_only_cube": float | None,
+        "n_rated": int,
+        "n_retrieved": int | None,
+        "n_ratings": int | None,
+        "confidence": float,
+        "n_resamples": int,
+        "n_valid": int,
+        "lambda": float | None,
+        "flags": list[str],
+    },
+    total=False,
+)
+
+
+class VerdictFields(TypedDict):
+    """The verdict part of a system's `SystemFigures` (`_verdict_fields`)."""
+
+    verdict: str
+    verdict_label: str
+    verdict_bands: list[str]
+    provisional: bool
+    provisional_reason: str
+    withheld_reasons: list[str]
+    judging_failed: bool
+
+
+class JuryFields(TypedDict):
+    """The jury part of a system's `SystemFigures` (`_jury_fields`)."""
+
+    n_judges: int
+    judges_used: list[str]
+    judges_not_validated: list[str]
+    judges_excluded: dict[str, str]
+    judge_evidence: dict[str, str]
+
+
+def human_sentence(calibrated: HumanHeadline | None) -> str:
     """'Human-calibrated CuBE X [lo, hi] from N retrieved questions rated (M ratings)' (a
     `PPIResult.headline()` with `n_ratings`, as notebook 07 records it), '' without ratings; its
     flags follow whenever there are any (why the score is undefined, or what a defined one rests
     on). It says what it counts: `n_rated` is retrieved questions with a rating, not ratings."""
-    h = calibrated or {}
+    h: HumanHeadline = calibrated or {}
     if not h.get("n_rated"):
         return ""
     of = f" of {h['n_retrieved']}" if h.get("n_retrieved") is not None else ""
@@ -91,7 +138,7 @@ def human_sentence(calibrated: dict[str, Any] | None) -> str:
     return f"{counted}: {_human_cube(h)}.{note}"
 
 
-def _human_cube(h: dict[str, Any]) -> str:
+def _human_cube(h: HumanHeadline) -> str:
     """The defined human-calibrated CuBE with its interval, beside the judges' alone."""
     ci = (
         f" [{h['cube_lo']:.1f}, {h['cube_hi']:.1f}] ({h['confidence']:.0%} interval, bootstrap "
@@ -142,7 +189,7 @@ def _system_figures(
 
 def _verdict_fields(
     result: CubeResult, params: Params, cube: float, unmeasured: list[str]
-) -> dict[str, Any]:
+) -> VerdictFields:
     """The verdict (or why it is withheld), its label, the bands its interval touches and whether
     it is provisional; `judging_failed` when no judge has usable scores."""
     reasons, failed = withheld_reasons(result, params, unmeasured)
@@ -166,7 +213,7 @@ def _verdict_fields(
     }
 
 
-def _jury_fields(result: CubeResult) -> dict[str, Any]:
+def _jury_fields(result: CubeResult) -> JuryFields:
     """The jury, its members no test could validate, the judges the gate excluded (with why) and
     what the gate read of each judge."""
     table = result.cube_table

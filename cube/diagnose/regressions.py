@@ -31,7 +31,7 @@ scores per dimension with the raw reply and any failure reason.
 from __future__ import annotations
 
 import difflib
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -208,7 +208,50 @@ def _counted(changes: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     )
 
 
-def expected_counts(changes: pd.DataFrame, confidence: float = 0.95) -> dict[str, Any]:
+class ExpectedCounts(TypedDict):
+    """The counts of a comparison and what they would be if A and B did not differ
+    (`expected_counts`)."""
+
+    regressions: int
+    improvements: int
+    expected: float
+    range: list[int]
+    confidence: float
+    noise_sd: float | None
+    threshold: float | None
+    questions: int
+
+
+class QuestionContext(TypedDict):
+    """The question's text and its gold document's item name, each when its table is given
+    (None when the question or document is not in it)."""
+
+    question: NotRequired[str | None]
+    gold_item: NotRequired[str | None]
+
+
+class BothAnswers(TypedDict):
+    """Both sides' rag answers, their diff and their retrieved lists."""
+
+    answer_a: str
+    answer_b: str
+    diff: list[dict[str, str]]
+    retrieved_a: list[str]
+    retrieved_b: list[str]
+
+
+class SideJudgment(TypedDict):
+    """One judgment of one side's rag answer (`score` None when not a number)."""
+
+    side: str
+    judge: str
+    dimension: str
+    score: float | None
+    raw: str
+    error: str
+
+
+def expected_counts(changes: pd.DataFrame, confidence: float = 0.95) -> ExpectedCounts:
     """What the counts would be if A and B did not differ: each about (regressions +
     improvements) / 2, within the binomial range at `confidence` (a question counted both ways
     counts in both). Also the noise's sd and threshold and how many questions were compared."""
@@ -318,10 +361,10 @@ def _plain_values(row: pd.Series) -> dict[str, Any]:
 
 def _question_context(
     q: Any, row: pd.Series, questions: pd.DataFrame | None, corpus: pd.DataFrame | None
-) -> dict[str, Any]:
+) -> QuestionContext:
     """`question` (its text) and `gold_item` (the gold document's item name), when the tables are
     given (None when the question or document is not in them)."""
-    out: dict[str, Any] = {}
+    out: QuestionContext = {}
     if questions is not None and "question" in questions:
         m = questions[questions["question_id"] == q]
         out["question"] = str(m["question"].iloc[0]) if len(m) else None
@@ -331,7 +374,7 @@ def _question_context(
     return out
 
 
-def _both_answers(q: Any, ra: pd.DataFrame, rb: pd.DataFrame) -> dict[str, Any]:
+def _both_answers(q: Any, ra: pd.DataFrame, rb: pd.DataFrame) -> BothAnswers:
     """`answer_a`, `answer_b`, their `diff` and the retrieved lists `retrieved_a`, `retrieved_b`."""
     answer_a, answer_b = (str(r.at[q, "answer"]) if "answer" in r else "" for r in (ra, rb))
     retrieved_a, retrieved_b = (
@@ -347,10 +390,10 @@ def _both_answers(q: Any, ra: pd.DataFrame, rb: pd.DataFrame) -> dict[str, Any]:
     }
 
 
-def _judgments(side: str, scores: pd.DataFrame) -> list[dict[str, Any]]:
+def _judgments(side: str, scores: pd.DataFrame) -> list[SideJudgment]:
     """One side's rag judgments of the question, by judge and dimension: the score (None when it
     is not a number), the raw reply and the error."""
-    out = []
+    out: list[SideJudgment] = []
     rag = scores[scores["set"] == "rag"]
     for _, r in rag.sort_values(["judge", "dimension"]).iterrows():
         score = pd.to_numeric(r["score"], errors="coerce")

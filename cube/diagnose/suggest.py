@@ -6,7 +6,7 @@ beyond R@k, and `ordered_suggestions` makes the one list; each suggestion is one
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -15,6 +15,38 @@ from cube.config.params import Params
 from cube.diagnose.decision_record import IntervalWidth
 from cube.diagnose.verdict import interval_width
 from cube.method.evaluation import CubeResult
+
+
+class TopPattern(TypedDict):
+    """One of the top failure patterns (`cube.diagnose.failures.top_patterns`)."""
+
+    pattern: str
+    count: int
+    share: float
+    suggestion: str
+    examples: str  # question ids, comma-separated
+
+
+class PatternSummary(TypedDict, total=False):
+    """The failure patterns of the low rag answers (`cube.diagnose.failures.summary`)."""
+
+    answers: int
+    scored: int
+    low: int
+    low_score_below: float
+    patterns: dict[str, int]
+    top: list[TopPattern]
+
+
+class RetrievalQuality(TypedDict, total=False):
+    """The retrieval beyond R@k (`cube.run.decide.retrieval_quality`); the knowledge base's counts
+    and the confusion are absent without a corpus."""
+
+    r_at_1: float
+    near_duplicate_confusion: dict[str, Any]  # open: cube.diagnose.near_duplicates' report
+    duplicate_texts: int
+    documents_merging_services: int
+    documents_named_placeholder: int
 
 
 def suggestions(
@@ -167,7 +199,7 @@ _LOW_RANK_WITH_RAISE = (
 
 
 def ordered_suggestions(
-    retrieval_tips: list[str], number_tips: list[str], patterns: dict[str, Any] | None = None
+    retrieval_tips: list[str], number_tips: list[str], patterns: PatternSummary | None = None
 ) -> list[str]:
     """The decision's one list of suggestions, in order and without contradictions: data and
     knowledge-base problems and retrieval first (`retrieval_tips`, then `number_tips` from
@@ -185,7 +217,7 @@ def ordered_suggestions(
     return out or [KEEP]
 
 
-def _pattern_tip(top: dict[str, Any], low: int, raise_top_n: bool) -> str:
+def _pattern_tip(top: TopPattern, low: int, raise_top_n: bool) -> str:
     """A top failure pattern's remedy with its count among the `low` answers (low_rank's yields to
     a suggestion to raise TOP-N: re-rank instead)."""
     low_rank = top["pattern"] == "low_rank" and raise_top_n
@@ -251,7 +283,7 @@ def _judges_disagree(width: IntervalWidth | None, interval: tuple[float, float],
     )
 
 
-def retrieval_suggestions(retrieval: dict[str, Any]) -> list[str]:
+def retrieval_suggestions(retrieval: RetrievalQuality) -> list[str]:
     """What the knowledge base and the retrieval beyond R@k call for (`retrieval`:
     `cube.run.decide.retrieval_quality`): a mis-mapped knowledge base, duplicate texts, and the
     near-duplicate confusion's note."""
@@ -264,7 +296,7 @@ def retrieval_suggestions(retrieval: dict[str, Any]) -> list[str]:
     return out
 
 
-def _mis_mapped(retrieval: dict[str, Any]) -> list[str]:
+def _mis_mapped(retrieval: RetrievalQuality) -> list[str]:
     """A mapping that ran but is wrong: the score describes a broken knowledge base."""
     merged = retrieval.get("documents_merging_services") or 0
     named = retrieval.get("documents_named_placeholder") or 0
@@ -280,7 +312,7 @@ def _mis_mapped(retrieval: dict[str, Any]) -> list[str]:
     ]
 
 
-def _duplicate_texts(retrieval: dict[str, Any]) -> list[str]:
+def _duplicate_texts(retrieval: RetrievalQuality) -> list[str]:
     dup = retrieval.get("duplicate_texts") or 0
     if not dup:
         return []

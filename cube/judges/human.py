@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -51,6 +51,49 @@ from cube.judges.annotation import (
 )
 from cube.judges.dimensions import dimension_criteria
 from cube.llm.usage import no_call_accounting
+
+
+class CellPlace(TypedDict):
+    """Where a rating is in the sheets: file, spreadsheet row, rater, item and dimension."""
+
+    file: str
+    row: int
+    rater: str
+    item_id: str
+    dimension: str
+
+
+class DimensionRecord(TypedDict):
+    """One dimension's rating in a row: its score (NaN when it has none), criterion points and
+    total (None when blank)."""
+
+    score: float
+    criteria: dict[str, int | float | None]
+    total: int | float | None
+
+
+class RatingRecord(CellPlace, DimensionRecord):
+    """One rater's rating of one dimension of one answer."""
+
+
+class MissingCells(CellPlace):
+    """A rating without a score, with its blank columns."""
+
+    columns: list[str]
+
+
+class RatingsReport(TypedDict):
+    """What `import_ratings` read (see its Returns)."""
+
+    files: list[str]
+    rows: int
+    raters: list[str]
+    items: int
+    raters_per_item: dict[int, int]
+    items_with_several_raters: int
+    missing: dict[str, int]
+    missing_rows: list[MissingCells]
+    key: str | None
 
 
 def _collect_files(paths: Path | list[Path]) -> tuple[list[Path], list[Path]]:
@@ -194,14 +237,15 @@ def _parse_file(
     key: dict[str, str],
     key_name: str | None,
     errors: list[str],
-) -> tuple[list[dict], list[dict]]:
+) -> tuple[list[RatingRecord], list[MissingCells]]:
     """Per-rater rating records of one file, and its missing-cell reports."""
     df = _read_sheet(file)
     columns = [str(c).strip() for c in df.columns]
     df.columns = columns
     if not _has_columns(file, columns, dimensions, errors):
         return [], []
-    records, missing = [], []
+    records: list[RatingRecord] = []
+    missing: list[MissingCells] = []
     for i, row in enumerate(df.to_dict("records")):
         line = i + 2  # spreadsheet row: the header is row 1
         if all(_blank(v) for v in row.values()):
@@ -211,7 +255,13 @@ def _parse_file(
             continue
         rater = _text(row.get("rater")) or file.stem
         for d in dimensions:
-            base = {"file": str(file), "row": line, "rater": rater, "item_id": iid, "dimension": d}
+            base: CellPlace = {
+                "file": str(file),
+                "row": line,
+                "rater": rater,
+                "item_id": iid,
+                "dimension": d,
+            }
             record, blank = _dimension_record(row, d, f"{file}, row {line}, column", errors)
             records.append({**base, **record})
             if blank:
@@ -255,7 +305,7 @@ def _known_item(
 
 def _dimension_record(
     row: dict[str, Any], d: str, where: str, errors: list[str]
-) -> tuple[dict[str, Any], list[str]]:
+) -> tuple[DimensionRecord, list[str]]:
     """One dimension's score, criterion points and total of a row, and its blank columns when it
     has no score ([] otherwise)."""
     crit = [
@@ -350,7 +400,7 @@ def import_ratings(
     *,
     per_rater: bool = False,
     key: Path | None = None,
-) -> tuple[pd.DataFrame, dict]:
+) -> tuple[pd.DataFrame, RatingsReport]:
     """Read filled rating sheets (CSV/XLSX files or a folder), validate them, return scores.
 
     Args:
@@ -379,8 +429,8 @@ def import_ratings(
         for k in answers[["question_id", "system", "set"]].itertuples(index=False)
     }
     errors: list[str] = []
-    records: list[dict] = []
-    missing: list[dict] = []
+    records: list[RatingRecord] = []
+    missing: list[MissingCells] = []
     files, found_keys = _collect_files(paths)
     key = _chosen_key(key, found_keys)
     mapping = read_key(key, known, errors) if key is not None else {}
@@ -412,7 +462,7 @@ def _chosen_key(key: Path | None, found_keys: list[Path]) -> Path | None:
     return found_keys[0] if found_keys else None
 
 
-def _rated_twice(records: list[dict], first_dimension: str) -> list[str]:
+def _rated_twice(records: list[RatingRecord], first_dimension: str) -> list[str]:
     """An error per (rater, item) rated again, naming both rows."""
     errors: list[str] = []
     seen: dict[tuple[str, str], str] = {}
@@ -434,9 +484,9 @@ def _ratings_report(
     table: pd.DataFrame,
     files: list[Path],
     dimensions: list[str],
-    missing: list[dict],
+    missing: list[MissingCells],
     key: Path | None,
-) -> dict[str, Any]:
+) -> RatingsReport:
     """What `import_ratings` read (see its Returns)."""
     per_item = table.drop_duplicates(["item_id", "rater"]).groupby("item_id")["rater"].nunique()
     return {

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import pandas as pd
 
@@ -43,7 +43,7 @@ from cube.config.schema import ACCOUNTING_COLUMNS, SCORE_COLUMNS, SchemaError, r
 from cube.judges import rubric  # noqa: F401  (registers the offline rubric judges with cube.llm)
 from cube.judges.dimensions import Dimension, all_dimensions_prompt
 from cube.judges.parsing import parse_score, parse_scores_json, score_schema
-from cube.llm.usage import no_call_accounting
+from cube.llm.usage import Accounting, no_call_accounting
 
 SCORES_TABLE_COLUMNS: tuple[str, ...] = (
     *SCORE_COLUMNS[:5],
@@ -56,6 +56,65 @@ SCORES_TABLE_COLUMNS: tuple[str, ...] = (
     "finish_reason",
     *ACCOUNTING_COLUMNS,
 )
+
+
+class ScoreRow(Accounting):
+    """One row of the scores table (`SCORES_TABLE_COLUMNS`): one judge's score of one dimension
+    of one answer in one sample, with the accounting of the call that produced it."""
+
+    question_id: str
+    system: str
+    set: str
+    judge: str
+    dimension: str
+    sample: int
+    score: float
+    raw: str
+    error: str
+    error_kind: str
+    detail: str
+    finish_reason: str
+
+
+class AnswerRecord(TypedDict):
+    """One answer row as a judge reads it (`_RECORD_COLUMNS` of `judge_inputs`); `answer` is
+    missing (None, NaN) when its answering call failed."""
+
+    question_id: str
+    doc_id: str
+    system: str
+    set: str
+    answer: str | float | None
+    question: str
+    asked_field: NotRequired[str]
+    _document: str
+    _item_name: str | float | None
+
+
+class CallContext(TypedDict):
+    """What every call of one answer row reads: the base of `llm.Request.context` (each call adds
+    its dimension and rubric), which is a plain dict the offline scorers read by key."""
+
+    question: str
+    document: str
+    answer: str
+    item_name: str
+    lang: str
+
+
+class PilotReport(TypedDict):
+    """A judge's pilot and its decision (`pilot_decision`), recorded in results.json."""
+
+    judge: str
+    pilot_calls: int
+    replies: int
+    scores: int
+    parsed: int
+    parsed_share: float
+    decision: str
+    calls_not_sent: int
+    reason: str
+    examples: list[str]
 
 
 @dataclass
@@ -89,7 +148,7 @@ class Judge:
     pilot: int = 0
     pilot_min_parsed: float = 0.5
     insist: bool = False
-    pilot_report: dict[str, Any] | None = None
+    pilot_report: PilotReport | None = None
     pilot_calls: frozenset[str] | None = None
 
 
@@ -114,8 +173,8 @@ def make_judges(
     ]
 
 
-def _accounting(resp: llm.Response) -> dict[str, Any]:
-    return dict(llm.response_accounting(resp, role="judging"))
+def _accounting(resp: llm.Response) -> Accounting:
+    return llm.response_accounting(resp, role="judging")
 
 
 def _missing(value: Any) -> bool:
@@ -210,7 +269,7 @@ def score_answers(
     # released (`release_caches`): an answer's three sets are adjacent rows, so each document and
     # answer is still analysed once, and the caches never hold more than one slice's texts.
     frames: dict[int, list[pd.DataFrame]] = {id(j): [] for j in judges}
-    skipped_rows: dict[int, list[dict[str, Any]]] = {id(j): [] for j in judges}
+    skipped_rows: dict[int, list[ScoreRow]] = {id(j): [] for j in judges}
     _score_offline(judges, records, dimensions, progress, frames, skipped_rows)
     # an LLM judge's calls go to the model together (concurrency, retries of the unscored)
     for judge in (j for j in judges if not j.model.offline):
@@ -223,11 +282,11 @@ def score_answers(
 
 def _score_offline(
     judges: list[Judge],
-    records: list[dict[str, Any]],
+    records: list[AnswerRecord],
     dimensions: list[Dimension],
     progress: bool,
     frames: dict[int, list[pd.DataFrame]],
-    skipped_rows: dict[int, list[dict[str, Any]]],
+    skipped_rows: dict[int, list[ScoreRow]],
 ) -> None:
     """The offline judges' rows, a slice of OFFLINE_SLICE records at a time, each judge's into
     its `frames` and `skipped_rows`; after each slice the models release its text analyses."""
@@ -253,7 +312,7 @@ def _release_caches(judges: list[Judge]) -> None:
 def _assembled(
     judges: list[Judge],
     frames: dict[int, list[pd.DataFrame]],
-    skipped_rows: dict[int, list[dict[str, Any]]],
+    skipped_rows: dict[int, list[ScoreRow]],
 ) -> pd.DataFrame:
     """One table of every judge's rows, in the jury's order, a judge's skipped rows after its
     judged ones (each part released from the dicts as it is taken)."""
@@ -282,13 +341,13 @@ def _typed_scores(out: pd.DataFrame) -> pd.DataFrame:
 
 def _score_slice(
     judge: Judge,
-    records: list[dict[str, Any]],
+    records: list[AnswerRecord],
     dimensions: list[Dimension],
     desc: str,
     progress: bool,
     rounds: int,
     frames: list[pd.DataFrame],
-    skipped_rows: list[dict[str, Any]],
+    skipped_rows: list[ScoreRow],
 ) -> None:
     """Score `records` with one judge: its rows as one frame appended to `frames`, the rows of
     missing answers (not judged) to `skipped_rows`."""
@@ -324,7 +383,7 @@ def _not_sent(units: list, reason: str) -> list[tuple]:
     return [(rec, d, s, reason, "pilot") for rec, dims, s in units for d in dims]
 
 
-def _frame_of(unit_rows: list[list[dict[str, Any]]]) -> pd.DataFrame:
+def _frame_of(unit_rows: list[list[ScoreRow]]) -> pd.DataFrame:
     """The units' rows as one scores frame."""
     return pd.DataFrame([r for rs in unit_rows for r in rs], columns=list(SCORES_TABLE_COLUMNS))
 
@@ -347,7 +406,7 @@ def _sent(
 
 def _record_pilot(
     judge: Judge,
-    unit_rows: list[list[dict[str, Any]]],
+    unit_rows: list[list[ScoreRow]],
     n_pilot: int,
     decided: bool,
     not_sent: int,
@@ -368,9 +427,7 @@ def _stopped_by_pilot(judge: Judge, n_pilot: int, decided: bool) -> bool:
     return bool(n_pilot) and judge.pilot_report["decision"] == "stopped"
 
 
-def _skipped_row(
-    judge: Judge, rec: dict[str, Any], d: Dimension, s: int, why: list[str]
-) -> dict[str, Any]:
+def _skipped_row(judge: Judge, rec: AnswerRecord, d: Dimension, s: int, why: list[str]) -> ScoreRow:
     """The row of a call not made: the answer is missing, or `why` = (reason, error kind)."""
     return _row(
         judge,
@@ -439,9 +496,7 @@ def _prefix_key(request: llm.Request) -> tuple[str, ...]:
 PILOT_EXAMPLES = 3
 
 
-def pilot_decision(
-    judge: Judge, pilot_rows: list[list[dict[str, Any]]], remaining: int
-) -> dict[str, Any]:
+def pilot_decision(judge: Judge, pilot_rows: list[list[ScoreRow]], remaining: int) -> PilotReport:
     """Whether an LLM judge goes on after its pilot: the share of the dimension scores (score rows)
     of the pilot's replies (calls that answered) that parsed, against `judge.pilot_min_parsed`. The
     unit is the row, as in the gate's failure rate: an all-dimensions reply missing one of four
@@ -473,7 +528,7 @@ def pilot_decision(
     }
 
 
-def _is_reply(rows: list[dict[str, Any]]) -> bool:
+def _is_reply(rows: list[ScoreRow]) -> bool:
     """A call's rows come from a reply: the call did not fail."""
     return bool(rows) and rows[0]["error_kind"] != "call"
 
@@ -500,12 +555,12 @@ _RECORD_COLUMNS = (
 # replies, rows and rubric analyses are what stage 03 holds on top of its tables (4096: +60 MB).
 OFFLINE_SLICE = 1024
 
-Unit = tuple[dict[str, Any], list[Dimension], int]  # (answer row, dimensions of one call, sample)
+Unit = tuple[AnswerRecord, list[Dimension], int]  # (answer row, dimensions of one call, sample)
 
 
 def judge_requests(
-    judge: Judge, records: list[dict[str, Any]], dimensions: list[Dimension]
-) -> tuple[list[Unit], list[llm.Request], list[tuple[dict[str, Any], Dimension, int]]]:
+    judge: Judge, records: list[AnswerRecord], dimensions: list[Dimension]
+) -> tuple[list[Unit], list[llm.Request], list[tuple[AnswerRecord, Dimension, int]]]:
     """One judge's calls over the answer rows of `judge_inputs(...)`: (units, requests, skipped).
 
     `units[i]` is the (answer row, dimensions, sample) of `requests[i]`; `skipped` lists the
@@ -514,7 +569,7 @@ def judge_requests(
     calls = _CallBuilder(judge, dimensions)
     units: list[Unit] = []
     requests: list[llm.Request] = []
-    skipped: list[tuple[dict[str, Any], Dimension, int]] = []
+    skipped: list[tuple[AnswerRecord, Dimension, int]] = []
     for rec in records:
         if _missing(rec["answer"]):
             skipped += [(rec, d, s) for s in range(judge.samples) for d in dimensions]
@@ -541,7 +596,7 @@ class _CallBuilder:
         self.all_version = all_dimensions_prompt(dimensions, "", "", "")[1]
         self.one_schema, self.all_schema = score_schema(), score_schema(self.names)
 
-    def context(self, rec: dict[str, Any]) -> dict[str, Any]:
+    def context(self, rec: AnswerRecord) -> CallContext:
         """What every call of the row reads (a missing item name as "")."""
         item = rec["_item_name"]
         return {
@@ -552,9 +607,7 @@ class _CallBuilder:
             "lang": self.dimensions[0].lang,
         }
 
-    def calls(
-        self, rec: dict[str, Any], ctx: dict[str, Any], s: int
-    ) -> list[tuple[Unit, llm.Request]]:
+    def calls(self, rec: AnswerRecord, ctx: CallContext, s: int) -> list[tuple[Unit, llm.Request]]:
         """The (unit, request) pairs of sample `s` of the row."""
         if self.judge.all_dimensions:
             return [((rec, self.dimensions, s), self._all_request(ctx, s))]
@@ -563,7 +616,7 @@ class _CallBuilder:
     def _messages(self, content: Callable[[], str]) -> tuple[dict[str, str], ...]:
         return () if self.offline else ({"role": "user", "content": content()},)
 
-    def _all_request(self, ctx: dict[str, Any], s: int) -> llm.Request:
+    def _all_request(self, ctx: CallContext, s: int) -> llm.Request:
         messages = self._messages(
             lambda: all_dimensions_prompt(
                 self.dimensions, ctx["question"], ctx["document"], ctx["answer"]
@@ -573,7 +626,7 @@ class _CallBuilder:
         schema = None if self.offline else self.all_schema
         return llm.Request(messages, full, self.all_version, s, schema=schema)
 
-    def _one_request(self, d: Dimension, ctx: dict[str, Any], s: int) -> llm.Request:
+    def _one_request(self, d: Dimension, ctx: CallContext, s: int) -> llm.Request:
         messages = self._messages(lambda: d.fill(ctx["question"], ctx["document"], ctx["answer"]))
         full = {**ctx, "dimension": d.name, "rubric": d.rubric}
         schema = None if self.offline else self.one_schema
@@ -582,7 +635,7 @@ class _CallBuilder:
 
 def _row(
     judge: Judge,
-    rec: dict[str, Any],
+    rec: AnswerRecord,
     dim: str,
     sample: int,
     score: float | None,
@@ -590,9 +643,9 @@ def _row(
     error: str,
     kind: str,
     detail: str,
-    acc: dict[str, Any],
+    acc: Accounting,
     finish_reason: str = "",
-) -> dict[str, Any]:
+) -> ScoreRow:
     return {
         "question_id": rec["question_id"],
         "system": rec["system"],
@@ -611,8 +664,8 @@ def _row(
 
 
 def _rows_for(
-    judge: Judge, rec: dict[str, Any], dims: list[Dimension], sample: int, resp: llm.Response
-) -> list[dict[str, Any]]:
+    judge: Judge, rec: AnswerRecord, dims: list[Dimension], sample: int, resp: llm.Response
+) -> list[ScoreRow]:
     # Every row of an all-dimensions call carries that call's accounting and call_id;
     # cube.llm.usage.usage_summary counts the call once.
     acc = _accounting(resp)
@@ -688,15 +741,15 @@ def _parse_score(text: str, score_format: str | None) -> tuple[float | None, str
     return parse_score(text, score_format)
 
 
-def _n_parse(rows: list[dict[str, Any]]) -> int:
+def _n_parse(rows: list[ScoreRow]) -> int:
     return sum(r["error_kind"] == "parse" for r in rows)
 
 
 def _reask_unscored(
     judge: Judge,
-    units: list[tuple[dict[str, Any], list[Dimension], int]],
+    units: list[Unit],
     requests: list[llm.Request],
-    unit_rows: list[list[dict[str, Any]]],
+    unit_rows: list[list[ScoreRow]],
     rounds: int,
     progress: bool,
 ) -> None:
@@ -732,9 +785,7 @@ def _reask_unscored(
 _SUMMED = ("input_tokens", "output_tokens", "cached_input_tokens", "latency_s", "queue_s")
 
 
-def _better_of(
-    old_rows: list[dict[str, Any]], new: list[dict[str, Any]], ok: bool, k: int
-) -> list[dict[str, Any]]:
+def _better_of(old_rows: list[ScoreRow], new: list[ScoreRow], ok: bool, k: int) -> list[ScoreRow]:
     """A unit's rows after re-ask `k`: the new reply's when its call answered and fewer of its
     dimensions fail to parse (recording the first reply and call), else the old ones; either
     way with both calls' accounting added up and counted in `detail`."""

@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 import random
 from importlib import resources
-from typing import Any
+from typing import Any, TypedDict
 
 import pandas as pd
 
@@ -43,6 +43,50 @@ from cube.kb.document import CORPUS_COLUMNS, render_document
 
 DEMO_DOMAIN = "https://zwfw.demo-province.example"
 _L = {"zh": 0, "en": 1}
+
+
+Pair = tuple[str, str]  # (Chinese, English)
+
+
+class Sector(TypedDict):
+    """A sector of the vocabulary: its agency (province level, city/county level), laws, materials
+    and service templates ("中文模板|English template", kind, for persons, fillers)."""
+
+    agency: list[Pair]
+    laws: list[Pair]
+    materials: list[Pair]
+    services: list[tuple[str, str, bool, list[Pair]]]
+
+
+class Region(TypedDict):
+    """A region: its names, the prefix of its agencies, its level (0 province, 1 city, 2 district)
+    and its service centre."""
+
+    region: Pair
+    prefix: Pair
+    level: int
+    centre: Pair
+
+
+class ItemChoices(TypedDict):
+    """The language-neutral choices of one item (`_unit`), localised by `_localise`."""
+
+    si: int
+    ri: int
+    name: Pair
+    service: Pair
+    kind: str
+    variant: Pair
+    stat: int
+    immediate: bool
+    committed: int
+    requirements: list[Pair]
+    laws: list[tuple[Pair, list[int]]]
+    objects: list[Pair]
+    online: Pair
+    fee: int | None
+    steps: list[tuple]
+    materials: list[tuple[Pair, Pair]]
 
 
 def _p(*pairs: str) -> list[tuple[str, str]]:
@@ -141,8 +185,8 @@ def _load_vocab() -> dict[str, Any]:
 _VOCAB = _load_vocab()
 # Sector: agency (province level, city/county level), service templates, laws, sector materials. A
 # service template: ("中文模板|English template", kind, for_persons, fillers); "{x}" takes a filler.
-SECTORS: list[dict[str, Any]] = [
-    dict(
+SECTORS: list[Sector] = [
+    Sector(
         agency=_p(*sec["agency"]),
         laws=_p(*sec["laws"]),
         materials=_p(*sec["materials"]),
@@ -416,11 +460,11 @@ def _zh_number(n: int) -> str:
     return head + (_ZH_DIGITS[ones] if ones else "") if n >= 10 else _ZH_DIGITS[n]
 
 
-def _regions() -> list[dict[str, Any]]:
+def _regions() -> list[Region]:
     """Every region with its names and service centre, in a fixed order (province, cities,
     districts)."""
     out = [
-        dict(
+        Region(
             region=PROVINCE,
             prefix=("明川省", "Mingchuan Provincial"),
             level=0,
@@ -435,7 +479,7 @@ def _regions() -> list[dict[str, Any]]:
     for ci, (city, _) in enumerate(cities):
         st = STREETS[ci % len(STREETS)]
         out.append(
-            dict(
+            Region(
                 region=(PROVINCE[0] + city[0], f"{city[1]}, {PROVINCE[1]}"),
                 prefix=(city[0], city[1].replace(" City", " Municipal")),
                 level=1,
@@ -449,7 +493,7 @@ def _regions() -> list[dict[str, Any]]:
         for di, dist in enumerate(districts):
             st = STREETS[(ci + di + 3) % len(STREETS)]
             out.append(
-                dict(
+                Region(
                     region=(
                         PROVINCE[0] + city[0] + dist[0],
                         f"{dist[1]}, {city[1]}, {PROVINCE[1]}",
@@ -537,7 +581,7 @@ def _pick_materials(
     return [(m, rng.choice(FORMS)) for m in rng.sample(pool, k)]
 
 
-def _unit(rng: random.Random, ri: int, svc: int, size: int) -> list[dict[str, Any]]:
+def _unit(rng: random.Random, ri: int, svc: int, size: int) -> list[ItemChoices]:
     """The language-neutral choices of one item (size 1) or one family (base item + variants).
 
     Every draw is made in a fixed order (the steps below are called in it), so one seed gives one
@@ -548,7 +592,7 @@ def _unit(rng: random.Random, ri: int, svc: int, size: int) -> list[dict[str, An
     immediate = stat <= 10 and rng.random() < 0.3
     pool = PERSON_MATERIALS if person else ORG_MATERIALS
     laws = _laws(rng, sec, kind)
-    base = dict(
+    base = ItemChoices(
         si=si,
         ri=ri,
         name=name,
@@ -572,9 +616,7 @@ def _unit(rng: random.Random, ri: int, svc: int, size: int) -> list[dict[str, An
     return members
 
 
-def _laws(
-    rng: random.Random, sec: dict[str, Any], kind: str
-) -> list[tuple[tuple[str, str], list[int]]]:
+def _laws(rng: random.Random, sec: Sector, kind: str) -> list[tuple[Pair, list[int]]]:
     """One or two of the sector's laws with one or two articles each, and for a licence half
     of the time an article of the Administrative Licensing Law."""
     laws = [
@@ -610,9 +652,7 @@ def _steps(rng: random.Random, kind: str) -> list[tuple]:
     return [s for s in STEPS if s[2] == "*" or (kind in s[2].split() and rng.random() < s[3])]
 
 
-def _materials(
-    rng: random.Random, pool: list[tuple[str, str]], sec: dict[str, Any]
-) -> list[tuple[tuple[str, str], tuple[str, str]]]:
+def _materials(rng: random.Random, pool: list[Pair], sec: Sector) -> list[tuple[Pair, Pair]]:
     """The identity document, one to three of the pool's and one to three of the sector's."""
     return (
         [(pool[0], rng.choice(FORMS))]
@@ -621,7 +661,7 @@ def _materials(
     )
 
 
-def _variant_of(rng: random.Random, base: dict[str, Any], spec: tuple) -> dict[str, Any]:
+def _variant_of(rng: random.Random, base: ItemChoices, spec: tuple) -> ItemChoices:
     """A family member: the base item with a variant's name, time factor, extra requirement and
     material (and fewer of the base documents), free when the variant is."""
     vname, material, requirement, factor, free = spec
@@ -630,16 +670,16 @@ def _variant_of(rng: random.Random, base: dict[str, Any], spec: tuple) -> dict[s
     if len(mats) > 3:  # a variant needs fewer of the base documents
         del mats[rng.randrange(1, len(mats))]
     name = base["name"]
-    return dict(
-        base,
-        name=(f"{name[0]}（{vname[0]}）", f"{name[1]} ({vname[1]})"),
-        variant=vname,
-        stat=stat_v,
-        committed=_committed(rng, base["immediate"], stat_v),
-        requirements=base["requirements"] + [requirement],
-        fee=None if free else base["fee"],
-        materials=mats + [(material, rng.choice(FORMS))],
-    )
+    return {
+        **base,
+        "name": (f"{name[0]}（{vname[0]}）", f"{name[1]} ({vname[1]})"),
+        "variant": vname,
+        "stat": stat_v,
+        "committed": _committed(rng, base["immediate"], stat_v),
+        "requirements": base["requirements"] + [requirement],
+        "fee": None if free else base["fee"],
+        "materials": mats + [(material, rng.choice(FORMS))],
+    }
 
 
 def _days(n: int, zh: bool) -> str:
@@ -688,7 +728,7 @@ def _procedure(steps: list[tuple], li: int) -> str:
     )
 
 
-def _localise(m: dict[str, Any], li: int, doc_id: str) -> dict[str, str]:
+def _localise(m: ItemChoices, li: int, doc_id: str) -> dict[str, str]:
     """One item's 18 fields in one language (li: 0 zh, 1 en)."""
     zh = li == 0
     si, ri = m["si"], m["ri"]
@@ -776,7 +816,7 @@ def generate_demo_corpus(
     li = _L[lang]
     queues: dict[int, list[int]] = {}
     available = list(range(len(REGIONS)))
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, str | bool]] = []  # the corpus's columns: text, `synthetic` True
     n_families = 0
     for size in sizes:
         ri, svc = _next_region_service(rng, available, queues)

@@ -26,7 +26,7 @@ import hashlib
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict, cast
 
 import numpy as np
 import pandas as pd
@@ -48,6 +48,42 @@ _NUMBERING = re.compile(
 def strip_numbering(text: str) -> str:
     """`text` without a leading list number ("1. 身份证", "2、户口本", "（3）照片" -> the item)."""
     return _NUMBERING.sub("", str(text), count=1).strip()
+
+
+FieldValue = str | list[str]  # a list field's merged lines (LIST_FIELDS), else text
+
+
+class MergedItem(TypedDict, total=False):
+    """One item of the user's table while it is mapped (`_merge_records`): the fields its mapping
+    names (every key of `MAPPABLE`; `doc_id` derived when not mapped), the unread columns as
+    (column, value), where it comes from, and its rows (`_idx`, dropped from the corpus)."""
+
+    doc_id: str
+    region: str
+    publication_address: str
+    item_name: str
+    handling_agency: str
+    department: str
+    consultation_method: str
+    requirements: str
+    legal_basis: str
+    statutory_time_limit: str
+    committed_time_limit: str
+    service_object: str
+    processing_type: str
+    online_handling: str
+    processing_time: str
+    processing_location: str
+    fee_standard: str
+    procedure: str | list[str]
+    application_materials: str | list[str]
+    family_id: str
+    variant: str
+    parent_region: str
+    aliases: str
+    extras: list[tuple[str, FieldValue]]
+    source_rows: str
+    _idx: list[int]
 
 
 DEFAULT_EMPTY_VALUES: tuple[str, ...] = ("无", "无情形", "暂无", "/", "-", "—", "N/A")
@@ -296,7 +332,7 @@ def _distinct_values(cols: Mapping[str, list[Any]], col: str, idx: list[int]) ->
 
 def _merge_field(
     cols: Mapping[str, list[Any]], key: str, col: str, idx: list[int], joined: dict[str, int]
-) -> Any:
+) -> FieldValue:
     """Field `key`'s value from column `col` over rows `idx`: a list field's lines, else the
     distinct values joined with JOIN (counted in `joined` per column when several)."""
     vals = _distinct_values(cols, col, idx)
@@ -318,13 +354,16 @@ def _merge_records(
     extra: Sequence[str],
     members: list[list[int]],
     where: Sequence[str],
-) -> tuple[list[dict[str, Any]], list[str]]:
+) -> tuple[list[MergedItem], list[str]]:
     """One record per item (its rows in `_idx`), and the note naming the columns whose
     distinct values were joined."""
     joined: dict[str, int] = {}
-    records = []
+    records: list[MergedItem] = []
     for idx in members:
-        rec: dict[str, Any] = {k: _merge_field(cols, k, col, idx, joined) for k, col in src.items()}
+        # the keys are the mapping's, all of MergedItem's fields
+        rec = cast(
+            MergedItem, {k: _merge_field(cols, k, col, idx, joined) for k, col in src.items()}
+        )
         rec["extras"] = [
             (col, v) for col in extra if (v := _merge_field(cols, "", col, idx, joined))
         ]
@@ -341,7 +380,7 @@ def _merge_records(
 
 
 def _assign_ids(
-    records: list[dict[str, Any]],
+    records: list[MergedItem],
     raw: pd.DataFrame,
     cols: Mapping[str, list[Any]],
     src: Mapping[str, str],
@@ -384,7 +423,7 @@ def _assign_ids(
 
 def _empty_field_problems(
     out: pd.DataFrame,
-    records: list[dict[str, Any]],
+    records: list[MergedItem],
     raw: pd.DataFrame,
     src: Mapping[str, str],
     where: Sequence[str],
@@ -417,7 +456,7 @@ def _empty_field_problems(
 
 
 def _duplicate_id_problems(
-    out: pd.DataFrame, records: list[dict[str, Any]], where: Sequence[str], source: str
+    out: pd.DataFrame, records: list[MergedItem], where: Sequence[str], source: str
 ) -> list[str]:
     """The problem listing the doc_ids that several items share (the first few, with rows)."""
     ids = out["doc_id"].astype(str)
@@ -433,7 +472,7 @@ def _duplicate_id_problems(
     return [f"{source}: duplicate doc_id(s): " + "; ".join(parts) + more]
 
 
-def _synthetic_flags(raw: pd.DataFrame, records: list[dict[str, Any]]) -> list[bool]:
+def _synthetic_flags(raw: pd.DataFrame, records: list[MergedItem]) -> list[bool]:
     """Each item's `synthetic` flag, read from its first row (False without the column)."""
     first = [r["_idx"][0] for r in records]
     flags = (
@@ -572,7 +611,7 @@ def _suggested_grouping(group_by: Sequence[str], service: str, col: str) -> str:
 def _name_warnings(
     raw: pd.DataFrame,
     cols: Mapping[str, list[Any]],
-    records: list[dict[str, Any]],
+    records: list[MergedItem],
     src: Mapping[str, str],
     group_by: Sequence[str],
     extra: Sequence[str],
@@ -644,7 +683,7 @@ def _merged_services_warning(
     merged: list[int],
     counts: list[int],
     names: list[str],
-    records: list[dict[str, Any]],
+    records: list[MergedItem],
     group_by: Sequence[str],
     source: str,
 ) -> str:
@@ -663,7 +702,7 @@ def _merged_services_warning(
 
 def _name_column_warnings(
     names: list[str],
-    records: list[dict[str, Any]],
+    records: list[MergedItem],
     cols: Mapping[str, list[Any]],
     src: Mapping[str, str],
     columns: Mapping[str, str],
@@ -715,7 +754,7 @@ def _also_mapped(col: str, columns: Mapping[str, str]) -> list[str]:
 
 
 def _odd_names(
-    names: list[str], records: list[dict[str, Any]], cols: Mapping[str, list[Any]], col: str
+    names: list[str], records: list[MergedItem], cols: Mapping[str, list[Any]], col: str
 ) -> list[str]:
     """The names that name no service: several values joined in one document, or `_not_a_name`."""
     return [
@@ -741,7 +780,7 @@ def _region_units(region: str) -> list[str]:
     return _REGION_UNIT.findall(region) or [region]
 
 
-def _regional_names(names: list[str], records: list[dict[str, Any]]) -> list[str]:
+def _regional_names(names: list[str], records: list[MergedItem]) -> list[str]:
     """The names that are a region (at most 12 characters) or, when the documents are of several
     regions (a single region may prefix every name), their own region's office or agency."""
     several = len({str(r.get("region", "")) for r in records}) > 1

@@ -49,15 +49,58 @@ import re
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import pandas as pd
 
 from cube.config.fence import fill_fenced
+from cube.llm.usage import Accounting
 
 KIND = "role_play"
 STYLE = "role-play"
 ROLE = "question_generation"
+
+
+class GenerationCall(Accounting):
+    """One generation call's record: its sample, whether it gave questions, why not, how many,
+    and its accounting."""
+
+    sample: int
+    ok: bool
+    error: str
+    questions: int
+
+
+JsonScalar = str | int | float | bool | None
+
+
+class GenerationRecord(TypedDict):
+    """How the questions were made, for results.json (`refusal_generation`): the calls (NaN as
+    None), the questions parsed, the duplicates and the questions naming a corpus item dropped."""
+
+    generator: str
+    model: str
+    requested: int
+    questions: int
+    parsed: int
+    duplicates: int
+    in_corpus: list[dict[str, str]]
+    failed_calls: int
+    calls: list[dict[str, JsonScalar]]
+
+
+class QuestionRow(TypedDict):
+    """A refusal question's row (`cube.config.schema.REFUSAL_QUESTION_COLUMNS`)."""
+
+    question_id: str
+    doc_id: str
+    question: str
+    kind: str
+    style: str
+    generator: str
+    item: str
+
+
 PER_CALL = 10
 EXTRA_CALLS = 2
 MAX_LISTED = 300
@@ -301,7 +344,7 @@ def build_llm_refusal_questions(
     n: int,
     cache_path: Path | None = None,
     reject: Callable[[str], bool] | None = None,
-) -> tuple[pd.DataFrame, dict[str, Any]]:
+) -> tuple[pd.DataFrame, GenerationRecord]:
     """Up to `n` role-play refusal questions (the columns of `cube.kb.refusal_questions.COLUMNS`,
     `generator` "llm:<model>") and a record of the generation for `results.json`: the calls
     (ok, error, tokens, cost, cached), questions parsed, duplicates and in-corpus questions
@@ -319,7 +362,7 @@ def build_llm_refusal_questions(
     names = corpus["item_name"].fillna("").astype(str).tolist()
     first = math.ceil(n / PER_CALL) if n > 0 else 0
     parsed: list[str] = []
-    calls: list[dict[str, Any]] = []
+    calls: list[GenerationCall] = []
     kept: list[str] = []
     in_corpus: list[dict[str, str]] = []
     batch = list(range(first))
@@ -354,8 +397,8 @@ def _generation_record(
     kept: list[str],
     parsed: list[str],
     in_corpus: list[dict[str, str]],
-    calls: list[dict[str, Any]],
-) -> dict[str, Any]:
+    calls: list[GenerationCall],
+) -> GenerationRecord:
     """The record of the generation for results.json."""
     return {
         "generator": "llm",
@@ -390,7 +433,7 @@ def _generation_requests(
 
 def _generation_call(
     k: int, resp: Any, reject: Callable[[str], bool] | None
-) -> tuple[dict[str, Any], list[str]]:
+) -> tuple[GenerationCall, list[str]]:
     """The record of one call (ok, its error, the questions parsed, tokens and cost) and its
     questions; a reply without a question is a failed call."""
     from cube.llm.usage import response_accounting
@@ -399,7 +442,7 @@ def _generation_call(
     error = "" if resp.ok else (resp.error or "no reply")
     if resp.ok and not got:
         error = "no question in the reply"
-    call = {
+    call: GenerationCall = {
         "sample": k,
         "ok": not error,
         "error": error,
@@ -424,7 +467,7 @@ def _outside_corpus(
     return kept, in_corpus
 
 
-def _question_row(i: int, question: str, model: str) -> dict[str, Any]:
+def _question_row(i: int, question: str, model: str) -> QuestionRow:
     """The i-th (0-based) refusal question's row."""
     return {
         "question_id": f"R{i + 1:05d}",
@@ -437,12 +480,12 @@ def _question_row(i: int, question: str, model: str) -> dict[str, Any]:
     }
 
 
-def _without_nan(call: dict[str, Any]) -> dict[str, Any]:
+def _without_nan(call: GenerationCall) -> dict[str, JsonScalar]:
     """A call's record with NaN (an unknown cost) as None, for results.json."""
     return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in call.items()}
 
 
-def _warn_short(model: str, record: dict[str, Any], calls: list[dict[str, Any]], n: int) -> None:
+def _warn_short(model: str, record: GenerationRecord, calls: list[GenerationCall], n: int) -> None:
     """Warn that calls failed or fewer questions than asked for came back, and why."""
     import warnings
 

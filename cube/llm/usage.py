@@ -15,7 +15,7 @@ unknown (a RAGFlow answer: RAGFlow reports no tokens) has a unique `call_id` and
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 import pandas as pd
 
@@ -28,6 +28,23 @@ USAGE_COLUMNS = (*ACCOUNTING_COLUMNS, "error", "error_kind", "detail", "finish_r
 
 if TYPE_CHECKING:
     from cube.llm.calls import Response
+
+
+class Accounting(TypedDict):
+    """The `ACCOUNTING_COLUMNS` of one table row, in their order: what the call that produced it
+    cost (`response_accounting`), or nothing when no call did (`no_call_accounting`)."""
+
+    model: str
+    role: str
+    input_tokens: int
+    output_tokens: int
+    cached_input_tokens: int
+    cost: float
+    latency_s: float
+    queue_s: float
+    cached: bool
+    call_id: str
+
 
 SUMMARY_COLUMNS: tuple[str, ...] = (
     "role",
@@ -49,7 +66,7 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
 OPTIONAL_ACCOUNTING = ("queue_s", "cached_input_tokens")
 
 
-def response_accounting(resp: Response, role: str) -> dict[str, Any]:
+def response_accounting(resp: Response, role: str) -> Accounting:
     """The `ACCOUNTING_COLUMNS` of a table row produced by `resp` in `role`."""
     if role not in ROLES:
         raise ValueError(f"role {role!r} is not one of {list(ROLES)}")
@@ -67,7 +84,7 @@ def response_accounting(resp: Response, role: str) -> dict[str, Any]:
     }
 
 
-def no_call_accounting(model: str, role: str, *, latency_s: float = 0.0) -> dict[str, Any]:
+def no_call_accounting(model: str, role: str, *, latency_s: float = 0.0) -> Accounting:
     """The `ACCOUNTING_COLUMNS` of a row that no model call produced: call_id "", no tokens, cost
     0.0.
 
@@ -78,7 +95,7 @@ def no_call_accounting(model: str, role: str, *, latency_s: float = 0.0) -> dict
     """
     if role not in ROLES:
         raise ValueError(f"role {role!r} is not one of {list(ROLES)}")
-    values = {
+    return {
         "model": model,
         "role": role,
         "input_tokens": 0,
@@ -90,7 +107,6 @@ def no_call_accounting(model: str, role: str, *, latency_s: float = 0.0) -> dict
         "cached": False,
         "call_id": "",
     }
-    return {c: values[c] for c in ACCOUNTING_COLUMNS}
 
 
 def failed_calls(df: pd.DataFrame) -> pd.Series:

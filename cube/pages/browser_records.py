@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, NotRequired, TypedDict
 
 import pandas as pd
 
@@ -66,6 +66,43 @@ def _categories(
     return style, gold.map(dept).fillna("").replace("", "(none)").astype(str).to_dict()
 
 
+Judgment = list[Any]  # [set index, judge index, dimension index, score or None, raw, error]
+Marks = list[list[Any]]  # a (question, system)'s comparisons or the screen's flags, as shown
+
+
+class BrowserRecord(TypedDict):
+    """One (question, system) of the browser, keyed by the short names the page's script reads
+    (see the module docstring)."""
+
+    q: str
+    s: int
+    d: str
+    t: str
+    st: str
+    dp: str
+    rk: int | None
+    r: list[str]
+    a: list[str]
+    e: list[str]
+    j: list[Judgment]
+    c: NotRequired[Marks]
+    g: NotRequired[Marks]
+
+
+class BrowserMeta(TypedDict):
+    """The browser's index: the names the records' indexes point into, the filters' choices and
+    the counts."""
+
+    systems: list[str]
+    judges: list[str]
+    dimensions: list[str]
+    sets: list[str]
+    styles: list[str]
+    departments: list[str]
+    n_records: int
+    n_judgments: int
+
+
 _Facts = tuple[dict[Any, Any], dict[Any, Any], dict[Any, Any]]  # text, style, department
 _SET_INDEX = {v: i for i, v in enumerate(SETS)}
 
@@ -90,7 +127,7 @@ def _column_or_blank(table: pd.DataFrame, column: str) -> pd.Series:
     return table[column] if column in table else pd.Series("", index=table.index)
 
 
-def _documents(corpus: pd.DataFrame | None) -> dict[str, Any]:
+def _documents(corpus: pd.DataFrame | None) -> dict[str, list[str]]:
     """Per document id `[item name, text]` (empty without a corpus of ids)."""
     if corpus is None or not len(corpus) or "doc_id" not in corpus:
         return {}
@@ -109,7 +146,7 @@ def _score_or_none(v: float) -> float | None:
 
 def _judgments(
     sc: pd.DataFrame, judges: list[str], dims: list[str]
-) -> dict[tuple[str, str], list[list[Any]]]:
+) -> dict[tuple[str, str], list[Judgment]]:
     """Per (question, system) its judgments `[set, judge, dimension, score, raw, error]`, the
     first three as indexes into `SETS`, `judges` and `dims` (set -1 when not one of `SETS`)."""
     jidx, didx, sidx = ({v: i for i, v in enumerate(x)} for x in (judges, dims, SETS))
@@ -119,7 +156,7 @@ def _judgments(
     # plain lists (a string column's own `tolist`, not element by element through `object`)
     lists += [sc["score"].astype(float).tolist()]
     lists += [_column_or_blank(sc, c).tolist() for c in ("raw", "error")]
-    judg: dict[tuple[str, str], list[list[Any]]] = {}
+    judg: dict[tuple[str, str], list[Judgment]] = {}
     for q, s, set_, j, d, v, raw, err in zip(*lists, strict=True):
         judg.setdefault((q, s), []).append(
             [
@@ -144,9 +181,9 @@ def _new_record(
     row: Any,
     key: tuple[str, str],
     systems: list[str],
-    judgments: dict[tuple[str, str], list[list[Any]]],
+    judgments: dict[tuple[str, str], list[Judgment]],
     facts: _Facts,
-) -> dict[str, Any]:
+) -> BrowserRecord:
     """The record of the answer row's (question, system), its answers still empty."""
     qtext, qstyle, qdept = facts
     qid = row.question_id
@@ -166,7 +203,7 @@ def _new_record(
     }
 
 
-def _add_answer(rec: dict[str, Any], row: Any) -> None:
+def _add_answer(rec: BrowserRecord, row: Any) -> None:
     """The answer row's text and error into its set's place; the rag set's retrieval too."""
     i = _SET_INDEX.get(str(row.set))
     if i is None:
@@ -181,11 +218,11 @@ def _add_answer(rec: dict[str, Any], row: Any) -> None:
 def _records(
     answers: pd.DataFrame,
     systems: list[str],
-    judgments: dict[tuple[str, str], list[list[Any]]],
+    judgments: dict[tuple[str, str], list[Judgment]],
     facts: _Facts,
-) -> dict[tuple[str, str], dict[str, Any]]:
+) -> dict[tuple[str, str], BrowserRecord]:
     """One record per (question, system) of the answers, holding its three sets' answers."""
-    recs: dict[tuple[str, str], dict[str, Any]] = {}
+    recs: dict[tuple[str, str], BrowserRecord] = {}
     for row in answers.itertuples(index=False):
         key = (str(row.question_id), str(row.system))
         if key not in recs:
@@ -195,9 +232,9 @@ def _records(
 
 
 def _mark(
-    recs: dict[tuple[str, str], dict[str, Any]],
-    field: str,
-    marks: dict[tuple[str, str], list[list[Any]]] | None,
+    recs: dict[tuple[str, str], BrowserRecord],
+    field: Literal["c", "g"],
+    marks: dict[tuple[str, str], Marks] | None,
     shown: Callable[[list[list[Any]]], list[list[Any]]],
 ) -> None:
     """Set `field` of the records `marks` names to `shown(their marks)` (marks of no record are
@@ -212,7 +249,7 @@ def _flag_marks(marks: list[list[Any]]) -> list[list[Any]]:
     return [[_SET_INDEX.get(m[0], -1), cell_text(m[1]), cell_text(m[2])] for m in marks]
 
 
-def _present(records: list[dict[str, Any]], field: str) -> list[str]:
+def _present(records: list[BrowserRecord], field: Literal["st", "dp"]) -> list[str]:
     """The records' distinct non-empty values of `field`, sorted (the filter's choices)."""
     return sorted({r[field] for r in records if r[field]})
 
@@ -222,9 +259,9 @@ def build_records(
     scores: pd.DataFrame,
     questions: pd.DataFrame | None = None,
     corpus: pd.DataFrame | None = None,
-    changes: dict[tuple[str, str], list[list[Any]]] | None = None,
-    flagged: dict[tuple[str, str], list[list[Any]]] | None = None,
-) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
+    changes: dict[tuple[str, str], Marks] | None = None,
+    flagged: dict[tuple[str, str], Marks] | None = None,
+) -> tuple[BrowserMeta, list[BrowserRecord], dict[str, list[str]]]:
     """(meta, records, docs): the browser's data, plain JSON-able values. `changes`: per
     (question, system) the comparisons where it is a regression or improvement (`run_changes`);
     `flagged`: per (question, system) its answers holding text addressed to a grader, `[set,
@@ -238,7 +275,7 @@ def build_records(
     _mark(recs, "c", changes, lambda m: m)
     _mark(recs, "g", flagged, _flag_marks)
     records = sorted(recs.values(), key=lambda r: (r["q"], r["s"]))
-    meta = {
+    meta: BrowserMeta = {
         "systems": systems,
         "judges": judges,
         "dimensions": dims,

@@ -23,7 +23,7 @@ import json
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from cube.config.params import Params
 from cube.config.runpaths import LAST_RUN, RunPaths
@@ -115,7 +115,7 @@ def set_nav(page: Path, nav: str) -> None:
     page.write_text(text, encoding="utf-8")
 
 
-def _nav(pages: list[dict[str, Any]], i: int, up: str) -> str:
+def _nav(pages: list[IndexPage], i: int, up: str) -> str:
     from cube.pages.escape import escape_text as escape
 
     page = pages[i]
@@ -141,17 +141,56 @@ def _nav(pages: list[dict[str, Any]], i: int, up: str) -> str:
     return f'<nav class="cube-nav" id="cube-nav">{"".join(parts)}{other}</nav>'
 
 
+class PageOutput(TypedDict):
+    """A table or figure a notebook writes, with its caption (`page_outputs`)."""
+
+    kind: str  # "table" | "figure"
+    name: str
+    caption: str
+
+
+class IndexItem(PageOutput):
+    """A table or figure as the index lists it: where it is (`href`, relative to the index) and its
+    file name."""
+
+    href: str
+    file: str
+
+
+class IndexPage(TypedDict):
+    """An executed notebook's two pages as the index and the navigation bars read them."""
+
+    name: str
+    title: str
+    href: str
+    code_href: str
+    stale: str  # why the page may be out of date ("" when it is not)
+    outputs: list[PageOutput]
+    html: Path
+    code: Path
+
+
+class IndexGroup(TypedDict):
+    """The index's tables and figures of one page (or the files no page claims)."""
+
+    title: str
+    href: str
+    stale: str
+    items: list[IndexItem]
+
+
 _OUTPUT_CALL = re.compile(r"run\.(table|figure)\(\s*[\"']([^\"']+)[\"']")
 
 
-def page_outputs(executed: Path) -> list[dict[str, str]]:
+def page_outputs(executed: Path) -> list[PageOutput]:
     """The tables and figures a notebook writes (`run.table("name", ...)`, `run.figure(...)`), in
     order, each with a caption: a figure's own (`cube.pages.captions`), a table's the heading or
     first line of the Markdown cell before it."""
     from cube.pages.captions import figure_caption
 
     nb = json.loads(executed.read_text(encoding="utf-8"))
-    caption, found = "", []
+    caption = ""
+    found: list[PageOutput] = []
     for cell in nb.get("cells", []):
         source = "".join(cell.get("source", ""))
         if cell.get("cell_type") == "markdown":
@@ -197,7 +236,7 @@ def publish(
     current = _current_fingerprints(
         [sources[e.name] for e in executed_nbs if e.name in sources], fingerprints
     )
-    pages = []
+    pages: list[IndexPage] = []
     for executed in executed_nbs:
         page = _exported_page(executed, paths)
         page["stale"] = _stale_mark(executed, mixed or {}, recorded, current)
@@ -221,8 +260,9 @@ def publish(
     return index
 
 
-def _json_or_empty(path: Path) -> dict[str, Any]:
-    """A JSON file's object; empty when the file does not exist."""
+def _json_or_empty(path: Path) -> dict[str, str]:
+    """A JSON file's object of names to texts (the runner's fingerprints, its skipped stages);
+    empty when the file does not exist."""
     return json.loads(path.read_text("utf-8")) if path.exists() else {}
 
 
@@ -238,7 +278,7 @@ def _current_fingerprints(
         return {}
 
 
-def _exported_page(executed: Path, paths: RunPaths) -> dict[str, Any]:
+def _exported_page(executed: Path, paths: RunPaths) -> IndexPage:
     """An executed notebook's two pages, exported again when older than it; its index entry
     (without its stale mark)."""
     html = paths.report / f"{executed.stem}.html"
@@ -295,7 +335,7 @@ def _not_run(sources: dict[str, Path], ran: set[str], paths: RunPaths) -> list[d
     ]
 
 
-def _decision_stale(pages: list[dict[str, Any]], decision_page: str) -> str:
+def _decision_stale(pages: list[IndexPage], decision_page: str) -> str:
     """Why the page writing the decision is out of date ("" when it is not, or not shown)."""
     for p in pages:
         if p["name"] == decision_page and p["stale"].startswith(OUT):
@@ -336,14 +376,14 @@ def _notebook_title(path: Path) -> str:
     return path.stem
 
 
-def _output_file(paths: RunPaths, out: dict[str, Any]) -> Path:
+def _output_file(paths: RunPaths, out: PageOutput) -> Path:
     """Where a page's table (CSV) or figure (PNG) is written."""
     if out["kind"] == "table":
         return paths.tables / f"{out['name']}.csv"
     return paths.figures / f"{out['name']}.png"
 
 
-def _unclaimed_item(f: Path, href: str) -> dict[str, Any]:
+def _unclaimed_item(f: Path, href: str) -> IndexItem:
     """The index entry of a table or figure no page claims (a figure keeps its own caption)."""
     from cube.pages.captions import figure_caption
 
@@ -357,7 +397,7 @@ def _unclaimed_item(f: Path, href: str) -> dict[str, Any]:
     }
 
 
-def _groups(paths: RunPaths, pages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _groups(paths: RunPaths, pages: list[IndexPage]) -> list[IndexGroup]:
     """Tables and figures grouped by the page that writes them, with captions and stale marks;
     files no page claims are listed last."""
 
@@ -365,16 +405,23 @@ def _groups(paths: RunPaths, pages: list[dict[str, Any]]) -> list[dict[str, Any]
         return (Path("..") / p.relative_to(paths.root)).as_posix()
 
     claimed: set[Path] = set()
-    groups = []
+    groups: list[IndexGroup] = []
     for page in pages:
-        items = []
+        items: list[IndexItem] = []
         for out in page["outputs"]:
             f = _output_file(paths, out)
             if f.exists() and f not in claimed:
                 claimed.add(f)
                 items.append({**out, "href": rel(f), "file": f.name})
         if items:
-            groups.append({**{k: page[k] for k in ("title", "href", "stale")}, "items": items})
+            groups.append(
+                {
+                    "title": page["title"],
+                    "href": page["href"],
+                    "stale": page["stale"],
+                    "items": items,
+                }
+            )
     files = sorted([*paths.tables.glob("*.csv"), *paths.figures.glob("*.png")])
     rest = [_unclaimed_item(f, rel(f)) for f in files if f not in claimed]
     if rest:
@@ -385,7 +432,7 @@ def _groups(paths: RunPaths, pages: list[dict[str, Any]]) -> list[dict[str, Any]
 def write_index(
     params: Params,
     paths: RunPaths,
-    pages: list[dict[str, Any]],
+    pages: list[IndexPage],
     attempt: dict[str, str] | None = None,
     missing: list[dict[str, str]] | None = None,
     decision_stale: str = "",

@@ -22,7 +22,7 @@ from typing import Any
 
 from cube.llm import CallCache, Response, progress_bar, run_sync
 from cube.llm.cache import canonical_json
-from cube.systems.python_contract import ShapeError
+from cube.systems.python_contract import Reply, ShapeError
 
 MAX_ERROR_CHARS = 500  # an exception's message kept in `error` (a traceback-sized one is cut)
 
@@ -81,7 +81,7 @@ class Outcome:
     (None when the call failed or the reply had the wrong shape)."""
 
     response: Response
-    reply: dict[str, Any] | None
+    reply: Reply | None
 
 
 class CachedCaller:
@@ -103,7 +103,7 @@ class CachedCaller:
         *,
         label: str,
         identity: dict[str, Any],
-        parse: Callable[[Any], dict[str, Any]],
+        parse: Callable[[Any], Reply],
         cache_path: Path | None,
         limit: int,
     ):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Required, TypedDict
 
 ANSWER_KEYS = ("answer", "retrieved_ids", "retrieved_passages")
 EXPECTED = (
@@ -40,6 +40,15 @@ class SystemAnswer:
     retrieved_passages: Sequence[str] | None = None
 
 
+class Reply(TypedDict, total=False):
+    """A function's reply once parsed: the answer (always) and, from a system function, what it
+    retrieved in rank order (None when it did not say)."""
+
+    answer: Required[str]
+    retrieved_ids: list[str] | None
+    retrieved_passages: list[str] | None
+
+
 class ShapeError(ValueError):
     """A function's reply that is not of the expected shape."""
 
@@ -55,7 +64,7 @@ def _str_list(value: Any, key: str) -> list[str] | None:
     return [str(v) for v in value]
 
 
-def parse_answer(value: Any) -> dict[str, Any]:
+def parse_answer(value: Any) -> Reply:
     """A system function's reply as `{answer, retrieved_ids, retrieved_passages}`.
 
     Raises:
@@ -77,7 +86,7 @@ def parse_answer(value: Any) -> dict[str, Any]:
     return {"answer": value["answer"], "retrieved_ids": ids, "retrieved_passages": passages}
 
 
-def parse_bound(value: Any) -> dict[str, Any]:
+def parse_bound(value: Any) -> Reply:
     """A bounds function's reply (a str, a dict with 'answer', or a `SystemAnswer`) as
     `{answer}`."""
     if isinstance(value, SystemAnswer):

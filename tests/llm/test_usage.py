@@ -20,7 +20,7 @@ from cube.config.schema import ACCOUNTING_COLUMNS
 from cube.config.sections import JudgeParams
 from cube.kb.demo import generate_demo_corpus
 from cube.kb.questions import build_questions
-from cube.llm.usage import SUMMARY_COLUMNS, no_call_accounting, usage_summary
+from cube.llm.usage import SUMMARY_COLUMNS, Accounting, no_call_accounting, usage_summary
 
 
 def call(
@@ -99,6 +99,8 @@ def by_key(summary: pd.DataFrame) -> pd.DataFrame:
 def test_no_call_accounting_is_the_convention() -> None:
     acc = no_call_accounting("template", "question_generation")
     assert tuple(acc) == ACCOUNTING_COLUMNS
+    # the row type declares the same columns in the same order
+    assert tuple(Accounting.__annotations__) == ACCOUNTING_COLUMNS
     assert (acc["call_id"], acc["cost"], acc["input_tokens"], acc["output_tokens"]) == (
         "",
         0.0,
