@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -230,11 +231,12 @@ def _side_record(side: Side) -> dict[str, str]:
     return {"run": side.run, "system": side.system, "folder": run_folder_name(side.paths.root)}
 
 
-def _cleaned(figures: dict[str, Any]) -> dict[str, Any]:
-    return {k: _clean(v) for k, v in figures.items()}
+def _cleaned(figures: Mapping[Hashable, object]) -> dict[str, object]:
+    """Figures as JSON values: NaN and infinities None, numpy scalars plain numbers."""
+    return {str(k): _clean(v) for k, v in figures.items()}
 
 
-def _records(table: pd.DataFrame) -> list[dict[str, Any]]:
+def _records(table: pd.DataFrame) -> list[dict[str, object]]:
     return [_cleaned(r) for r in table.to_dict("records")]
 
 

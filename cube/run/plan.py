@@ -785,14 +785,14 @@ def _row_lines(r: dict[str, Any]) -> list[str]:
         f"~{r['completion_tokens']} (max {r['completion_tokens_max']})  cost {cost}{batch}  "
         f"time {t}"
     )
-    details = _row_details(r)
+    details = _row_details(r["tokens_by"], r["latency_from"], r["note"])
     return [line, " " * 22 + "; ".join(details)] if details else [line]
 
 
-def _row_details(r: dict[str, Any]) -> list[str]:
+def _row_details(tokens_by: str, latency_from: str, note: str) -> list[str]:
     """How a row's tokens and latency were found, and its note (an offline model: its note)."""
-    offline = str(r["tokens_by"]).startswith("offline")
-    shown = (r["note"],) if offline else (r["tokens_by"], r["latency_from"], r["note"])
+    offline = str(tokens_by).startswith("offline")
+    shown = (note,) if offline else (tokens_by, latency_from, note)
     return [x for x in shown if x]
 
 

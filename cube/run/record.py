@@ -28,6 +28,7 @@ producers' docstrings); the figures a reader branches on are typed.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -138,12 +139,10 @@ class RunRecord(BaseModel):
         if version == 0:
             flat = _from_version_0(flat)
         where = f"{source} (version {version})"
-        return cls(**cls._parts_of(_grouped_by_part(flat, where), where))
-
-    @classmethod
-    def _parts_of(cls, grouped: dict[str, dict[str, Any]], where: str) -> dict[str, Part]:
-        """Each part built from its keys; a `RecordError` names every part's problems, each
-        with its key."""
+        owner = _owners_of(flat, where)
+        grouped: dict[str, dict[str, Any]] = {}
+        for key, value in flat.items():
+            grouped.setdefault(owner[key], {})[key] = value
         parts, problems = {}, []
         for name, values in grouped.items():
             try:
@@ -152,7 +151,7 @@ class RunRecord(BaseModel):
                 problems += [f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors()]
         if problems:
             raise RecordError(f"{where}: " + "; ".join(problems))
-        return parts
+        return cls(**parts)
 
     def as_json(self) -> dict[str, Any]:
         """The file's content: `version`, then every part's fields in order (absent when unset)."""
@@ -184,18 +183,15 @@ def _readable_version(raw: Any, source: str) -> int:
     return version
 
 
-def _grouped_by_part(flat: dict[str, Any], where: str) -> dict[str, dict[str, Any]]:
-    """The file's keys grouped by the part owning each; unknown keys refused, all at once."""
+def _owners_of(flat: Mapping[str, object], where: str) -> dict[str, str]:
+    """Each key -> the part owning it; unknown keys refused, all at once."""
     owner = key_owners()
     unknown = sorted(k for k in flat if k not in owner)
     if unknown:
         raise RecordError(
             f"{where}: unknown key(s) {', '.join(unknown)}; known: see docs/reference/results.md"
         )
-    grouped: dict[str, dict[str, Any]] = {}
-    for key, value in flat.items():
-        grouped.setdefault(owner[key], {})[key] = value
-    return grouped
+    return owner
 
 
 def _from_version_0(flat: dict[str, Any]) -> dict[str, Any]:
