@@ -228,16 +228,7 @@ class HttpSystem(StrictModel):
         return [f"url {redact_url(self.url)} {why}"] if why else []
 
     def _header_problems(self) -> list[str]:
-        out = []
-        for name, value in self.headers.items():
-            if not isinstance(value, str):
-                out.append(f"headers[{name}] must be text (the value is not repeated here)")
-            elif _SECRET_HEADER.search(name) or _SECRET_VALUE.match(value):
-                out.append(
-                    f"headers[{name}] looks like a credential (the value is not repeated here): "
-                    f"put the value in an environment variable and name it under header_env, "
-                    f"e.g. header_env: {{{name}: MY_SERVICE_SECRET}}"
-                )
+        out = [why for name, value in self.headers.items() if (why := _header_problem(name, value))]
         bad = [h for h, v in self.header_env.items() if env_name_problem(v)]
         if bad:
             out.append(
@@ -303,12 +294,27 @@ class HttpSystem(StrictModel):
             )
         if isinstance(self.body, str) and not unknown:
             out += _json_text_problems(self.body)
-        if self.method == "GET" and not (
-            isinstance(self.body, dict)
-            and all(not isinstance(v, dict | list) for v in self.body.values())
-        ):
+        if self.method == "GET" and not _flat_mapping(self.body):
             out.append("body: a GET sends its body as query parameters: give a flat mapping")
         return out
+
+
+def _header_problem(name: str, value: Any) -> str:
+    """A plain header's problem ("" for none): not text, or a credential written in params."""
+    if not isinstance(value, str):
+        return f"headers[{name}] must be text (the value is not repeated here)"
+    if _SECRET_HEADER.search(name) or _SECRET_VALUE.match(value):
+        return (
+            f"headers[{name}] looks like a credential (the value is not repeated here): "
+            f"put the value in an environment variable and name it under header_env, "
+            f"e.g. header_env: {{{name}: MY_SERVICE_SECRET}}"
+        )
+    return ""
+
+
+def _flat_mapping(body: Any) -> bool:
+    """A body a GET can send as query parameters: a mapping of plain values."""
+    return isinstance(body, dict) and all(not isinstance(v, dict | list) for v in body.values())
 
 
 def _json_text_problems(template: str) -> list[str]:

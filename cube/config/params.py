@@ -37,6 +37,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import ErrorDetails
 
 from cube.config.model_spec import (
     SECRET_FIELDS,
@@ -193,21 +194,31 @@ class Params(StrictModel):
 
     @model_validator(mode="after")
     def _references(self) -> Params:
+        self._check_systems()
+        self.question_source()
+        self._check_judges()
+        self._check_model_names()
+        if (self.lang, self.lexical.tokenizer) in LEXICAL_INCOMPATIBLE:
+            raise ValueError(
+                f"lexical.tokenizer: {self.lexical.tokenizer!r} cannot be used with lang: "
+                f"{self.lang!r}: {LEXICAL_INCOMPATIBLE[self.lang, self.lexical.tokenizer]}"
+            )
+        return self
+
+    def _check_systems(self) -> None:
+        """System names unique; each system's answerer known (a builtin's may be the default)."""
         names = [s.name for s in self.systems]
         if len(set(names)) != len(names):
             raise ValueError(f"systems: duplicate system names {names}")
         for s in self.systems:
             if s.kind != "builtin" and not self._answerer_known(s):
                 raise ValueError(answerer_missing(s.name, s.kind))
-        self.question_source()
+
+    def _check_judges(self) -> None:
+        """Judge names unique, and no two judges making exactly the same calls."""
         jnames = [j.name for j in self.judges]
         if len(set(jnames)) != len(jnames):
             raise ValueError(f"judges: duplicate judge names {jnames}")
-        refs = [
-            ("answerer", self.answerer),
-            ("questions.model", self.questions.model),
-            ("diagnostics.refusal_model", self.diagnostics.refusal_model),
-        ]
         twins = self._twin_judges()
         if twins:
             raise ValueError(
@@ -218,19 +229,21 @@ class Params(StrictModel):
                 "identical: one judge counted twice. Remove one, or make their calls differ (e.g. "
                 "another seed or temperature; an offline rubric: another preset)"
             )
-        refs += [(f"systems[{s.name}].answerer", s.answerer) for s in self.systems]
-        refs += [(f"judges[{j.name}].model", j.model) for j in self.judges]
+
+    def _check_model_names(self) -> None:
+        """Every model named by a string is an entry of `models:`."""
+        refs = [
+            ("answerer", self.answerer),
+            ("questions.model", self.questions.model),
+            ("diagnostics.refusal_model", self.diagnostics.refusal_model),
+            *((f"systems[{s.name}].answerer", s.answerer) for s in self.systems),
+            *((f"judges[{j.name}].model", j.model) for j in self.judges),
+        ]
         for where, ref in refs:
             if isinstance(ref, str) and ref not in self.models:
                 raise ValueError(
                     f"{where}: model '{ref}' is not defined under `models:` ({sorted(self.models)})"
                 )
-        if (self.lang, self.lexical.tokenizer) in LEXICAL_INCOMPATIBLE:
-            raise ValueError(
-                f"lexical.tokenizer: {self.lexical.tokenizer!r} cannot be used with lang: "
-                f"{self.lang!r}: {LEXICAL_INCOMPATIBLE[self.lang, self.lexical.tokenizer]}"
-            )
-        return self
 
     def question_source(self) -> Any:
         """The `kind: imported` system whose file holds the questions (`questions.generator:
@@ -357,6 +370,17 @@ def _did_you_mean(key: str) -> str:
     return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
 
 
+def _indexes(node: Any, p: Any) -> bool:
+    """Whether a step of an error's location is an index of this YAML list."""
+    return isinstance(node, list) and isinstance(p, int) and 0 <= p < len(node)
+
+
+def _item_label(item: Any, index: int) -> str:
+    """A list item in a key path: `[its name]`, else `[its index]`."""
+    name = item.get("name") if isinstance(item, dict) else None
+    return f"[{name}]" if isinstance(name, str) and name else f"[{index}]"
+
+
 def _user_key(loc: tuple[Any, ...], data: Any) -> str | None:
     """The key path as the user wrote it ("systems[bm25-top8].top_N"): the keys and list items of
     the YAML, without the schema's own steps (a system's `kind` tag such as `builtin`, a union
@@ -369,12 +393,9 @@ def _user_key(loc: tuple[Any, ...], data: Any) -> str | None:
         if isinstance(node, dict) and p in node:
             parts.append(str(p))
             node = node[p]
-        elif isinstance(node, list) and isinstance(p, int) and 0 <= p < len(node):
-            item = node[p]
-            name = item.get("name") if isinstance(item, dict) else None
-            label = f"[{name}]" if isinstance(name, str) and name else f"[{p}]"
-            parts[-1:] = [(parts[-1] if parts else "") + label]
-            node = item
+        elif _indexes(node, p):
+            node = node[p]
+            parts[-1:] = ["".join(parts[-1:]) + _item_label(node, p)]  # "" at the top level
         elif last and p not in ("str",):
             parts.append(str(p))
         elif p == "str" and isinstance(node, dict):
@@ -392,22 +413,26 @@ def _format_validation_error(err: ValidationError, source: str, data: Any = None
         )
         if key is None:
             continue
-        key = key or "(top level)"
-        if e["type"] == "extra_forbidden":
-            line = (
-                f"  - {key}: unknown key{_did_you_mean(str(e['loc'][-1]))} (see the params "
-                "reference, docs/reference/params.md, or `cube params-reference`)"
-            )
-        elif e["type"] == "missing":
-            line = f"  - {key}: required key is missing"
-        else:
-            got = e.get("input")
-            secret = any(str(p) in SECRET_FIELDS for p in e["loc"])
-            shown = "" if isinstance(got, dict | list) or secret else f" (got {got!r})"
-            line = f"  - {key}: {e['msg']}{shown}"
+        line = _error_line(e, key or "(top level)")
         if line not in lines:
             lines.append(line)
     return "\n".join([f"{source}: invalid params ({len(lines)} problem(s))", *lines])
+
+
+def _error_line(e: ErrorDetails, key: str) -> str:
+    """One problem as the user reads it: an unknown key (with a close known one), a missing key,
+    or pydantic's message with the value given (never a mapping, a list or a secret)."""
+    if e["type"] == "extra_forbidden":
+        return (
+            f"  - {key}: unknown key{_did_you_mean(str(e['loc'][-1]))} (see the params "
+            "reference, docs/reference/params.md, or `cube params-reference`)"
+        )
+    if e["type"] == "missing":
+        return f"  - {key}: required key is missing"
+    got = e.get("input")
+    secret = any(str(p) in SECRET_FIELDS for p in e["loc"])
+    shown = "" if isinstance(got, dict | list) or secret else f" (got {got!r})"
+    return f"  - {key}: {e['msg']}{shown}"
 
 
 def parse_params(data: dict[str, Any], source: str = "<params>") -> Params:

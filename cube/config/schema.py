@@ -234,16 +234,23 @@ def parse_doc_list(value: Any) -> list[str]:
     if value is None or (isinstance(value, float) and np.isnan(value)):
         return []
     if isinstance(value, list | tuple | np.ndarray):
-        return [str(v).strip() for v in value if str(v).strip()]
+        return _stripped(value)
     text = str(value).strip()
-    if not text:
-        return []
     if text.startswith("["):
-        try:
-            parsed = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"not a valid JSON list ({exc.msg})") from None
-        if not isinstance(parsed, list):
-            raise ValueError("expected a JSON list")
-        return [str(v).strip() for v in parsed if str(v).strip()]
+        return _stripped(_json_list(text))
     return [p.strip() for p in re.split(r"[|;]", text) if p.strip()]
+
+
+def _stripped(values: Any) -> list[str]:
+    """Each value as stripped text, the empty ones left out."""
+    return [str(v).strip() for v in values if str(v).strip()]
+
+
+def _json_list(text: str) -> list[Any]:
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not a valid JSON list ({exc.msg})") from None
+    if not isinstance(parsed, list):
+        raise ValueError("expected a JSON list")
+    return parsed

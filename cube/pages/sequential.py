@@ -122,30 +122,59 @@ def record_problems(raw: Any) -> list[str]:
     """Every problem of a `sequential` record at once, each naming the key and what was expected."""
     if not isinstance(raw, Mapping):
         return [f"expected a mapping, got {type(raw).__name__}"]
-    out = [f"missing key {k!r}" for k in _REQUIRED if k not in raw]
+    return [
+        *(f"missing key {k!r}" for k in _REQUIRED if k not in raw),
+        *_count_problems(raw),
+        *_path_problems(raw),
+        *_final_problems(raw),
+        *_usage_problems(raw),
+    ]
+
+
+def _count_problems(raw: Mapping[str, Any]) -> list[str]:
+    """The question counts: whole numbers >= 0."""
+    out = []
     for key in ("batch", "min_questions", "questions_available", "questions_used"):
         v = raw.get(key)
         if key in raw and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
             out.append(f"{key} is {v!r}, expected a whole number >= 0")
-    if isinstance(raw.get("path"), list):
-        for i, look in enumerate(raw["path"]):
-            missing = [k for k in _PATH_KEYS if not isinstance(look, Mapping) or k not in look]
-            if missing:
-                out.append(f"path[{i}] lacks {', '.join(missing)}")
-    elif "path" in raw:
-        out.append("path is not a list of looks")
-    if isinstance(raw.get("final"), Mapping):
-        for system, last in raw["final"].items():
-            missing = [k for k in _FINAL_KEYS if not isinstance(last, Mapping) or k not in last]
-            if missing:
-                out.append(f"final[{system!r}] lacks {', '.join(missing)}")
-    elif "final" in raw:
-        out.append("final is not a mapping system -> last look")
-    for key in ("calls", "cost_usd"):
-        v = raw.get(key)
-        if v is not None and not isinstance(v, Mapping):
-            out.append(f"{key} is {v!r}, expected null or a mapping of used, full_set, saved")
     return out
+
+
+def _lacking(entry: Any, keys: tuple[str, ...]) -> list[str]:
+    """The keys a path or final entry lacks (all of them when it is not a mapping)."""
+    return [k for k in keys if not isinstance(entry, Mapping) or k not in entry]
+
+
+def _path_problems(raw: Mapping[str, Any]) -> list[str]:
+    """`path`: a list of looks, each with its keys."""
+    if not isinstance(raw.get("path"), list):
+        return ["path is not a list of looks"] if "path" in raw else []
+    return [
+        f"path[{i}] lacks {', '.join(missing)}"
+        for i, look in enumerate(raw["path"])
+        if (missing := _lacking(look, _PATH_KEYS))
+    ]
+
+
+def _final_problems(raw: Mapping[str, Any]) -> list[str]:
+    """`final`: a mapping system -> its last look, each with its keys."""
+    if not isinstance(raw.get("final"), Mapping):
+        return ["final is not a mapping system -> last look"] if "final" in raw else []
+    return [
+        f"final[{system!r}] lacks {', '.join(missing)}"
+        for system, last in raw["final"].items()
+        if (missing := _lacking(last, _FINAL_KEYS))
+    ]
+
+
+def _usage_problems(raw: Mapping[str, Any]) -> list[str]:
+    """`calls` and `cost_usd`: null or a mapping of used, full_set, saved."""
+    return [
+        f"{key} is {v!r}, expected null or a mapping of used, full_set, saved"
+        for key in ("calls", "cost_usd")
+        if (v := raw.get(key)) is not None and not isinstance(v, Mapping)
+    ]
 
 
 def read_record(results: Path | Mapping[str, Any]) -> SequentialRecord | None:

@@ -295,7 +295,7 @@ def audit_report(run: Run) -> pd.DataFrame:
     """Per judge: the audit's figures (`cube.method.audit.audit_summary`), its verdict for the gate
     and whether the judge is in the primary system's jury (notebook 11). Empty when the audit did
     not run."""
-    from cube.method.audit import audit_summary, audit_verdict, injection_verdict
+    from cube.method.audit import audit_summary
     from cube.run.ablation import with_twins
     from cube.run.evaluate import audit_probe_scores
 
@@ -304,6 +304,15 @@ def audit_report(run: Run) -> pd.DataFrame:
     if probes is None:
         return pd.DataFrame(columns=["judge", "audit"])
     summary = audit_summary(probes, run.params.analysis.confidence)
+    summary = with_twins(run, _with_verdicts(run, summary))
+    return _with_jury_and_self_preference(run, summary).set_index("judge")
+
+
+def _with_verdicts(run: Run, summary: pd.DataFrame) -> pd.DataFrame:
+    """Each judge's content-blindness verdict for the gate (`content_blind`, why in `audit`) and
+    its injection verdict (`obeys_injections`, why in `injection`)."""
+    from cube.method.audit import audit_verdict, injection_verdict
+
     a, ap = run.params.audit, run.params.analysis
     verdicts = [audit_verdict(row, ap.gate_alpha, a.min_pairs) for _, row in summary.iterrows()]
     summary["content_blind"] = [v for v, _ in verdicts]
@@ -313,13 +322,17 @@ def audit_report(run: Run) -> pd.DataFrame:
     k = len(summary)  # Bonferroni over the judges tested, as the gate
     inj = [injection_verdict(row, ap.gate_alpha, a.min_pairs, k) for _, row in summary.iterrows()]
     summary["obeys_injections"], summary["injection"] = [v for v, _ in inj], [w for _, w in inj]
-    summary = with_twins(run, summary)
+    return summary
+
+
+def _with_jury_and_self_preference(run: Run, summary: pd.DataFrame) -> pd.DataFrame:
+    """Whether each judge is in the primary system's jury, and its self-preference figures."""
     table = evaluate_run(run, bootstrap=False)[primary_system(run)].cube_table
     summary["in_jury"] = summary["judge"].map(table["in_jury"]) if "in_jury" in table else None
     own = self_preference_table(run)
     for c in SELF_PREFERENCE_COLUMNS:
         summary[c] = summary["judge"].map(own[c]) if c in own else np.nan
-    return summary.set_index("judge")
+    return summary
 
 
 SELF_PREFERENCE_COLUMNS = (

@@ -61,46 +61,58 @@ def add_batch_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def batch_main(args: argparse.Namespace) -> int:
-    from cube.run import batch
-
     if args.batch_command == "export":
-        from cube.config.params import load_params
-        from cube.config.runpaths import RunPaths
-
-        out = (
-            args.out
-            or RunPaths.for_params(load_params(args.params)).root / "batch" / f"{args.stage}.jsonl"
-        )
-        written = batch.export_batch(args.params, out, args.stage)
-        for path, n in written.items():
-            print(f"{n} pending call(s) written to {path}")
-        if not written:
-            print(f"nothing to export: every call is cached ({out.parent})")
-        elif len(written) > 1:
-            print(
-                f"{len(written)} files, one per (model, endpoint): submit each with that model's "
-                "--model"
-            )
-        return 0
+        return _export(args)
     if args.batch_command == "import":
-        problems = False
-        for file in args.file:
-            report = batch.import_batch(args.params, file, args.stage)
-            for line in report.lines():
-                out = sys.stderr if line.startswith(("failed", "refused")) else sys.stdout
-                print(f"{file}: {line}" if len(args.file) > 1 else line, file=out)
-            problems = problems or bool(report.problems)
-        # what is still pending after this import: `cube run` would send it live (paid) requests
-        from cube.config.params import load_params
-        from cube.config.runpaths import RunPaths
-
-        folders = [
-            RunPaths.for_params(load_params(args.params)).root / "batch",
-            *(Path(f).parent for f in args.file),
-        ]
-        for line in batch.pending_after_import(args.params, folders, args.stage):
-            print(line)
-        return 2 if problems else 0
+        return _import(args)
     from cube.llm import batch_remote
 
     return batch_remote.command(args)
+
+
+def _batch_folder(params: Path) -> Path:
+    """The run's `batch/` folder, where `export` writes by default."""
+    from cube.config.params import load_params
+    from cube.config.runpaths import RunPaths
+
+    return RunPaths.for_params(load_params(params)).root / "batch"
+
+
+def _export(args: argparse.Namespace) -> int:
+    from cube.run import batch
+
+    out = args.out or _batch_folder(args.params) / f"{args.stage}.jsonl"
+    written = batch.export_batch(args.params, out, args.stage)
+    for path, n in written.items():
+        print(f"{n} pending call(s) written to {path}")
+    if not written:
+        print(f"nothing to export: every call is cached ({out.parent})")
+    elif len(written) > 1:
+        print(
+            f"{len(written)} files, one per (model, endpoint): submit each with that model's "
+            "--model"
+        )
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    from cube.run import batch
+
+    problems = False
+    for file in args.file:
+        report = batch.import_batch(args.params, file, args.stage)
+        _print_report(report.lines(), file if len(args.file) > 1 else None)
+        problems = problems or bool(report.problems)
+    # what is still pending after this import: `cube run` would send it live (paid) requests
+    folders = [_batch_folder(args.params), *(Path(f).parent for f in args.file)]
+    for line in batch.pending_after_import(args.params, folders, args.stage):
+        print(line)
+    return 2 if problems else 0
+
+
+def _print_report(lines: list[str], file: Path | None) -> None:
+    """An import's report, its failures and refusals on stderr, each line prefixed with the file
+    when several were imported."""
+    for line in lines:
+        out = sys.stderr if line.startswith(("failed", "refused")) else sys.stdout
+        print(f"{file}: {line}" if file is not None else line, file=out)

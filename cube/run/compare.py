@@ -18,13 +18,14 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 
-from cube.config.params import Params, load_params
+from cube.config.params import AnalysisParams, Params, load_params
 from cube.config.runpaths import RunPaths
 from cube.config.sheets import write_csv
 from cube.run.state import STAGING
@@ -49,6 +50,23 @@ class Side:
                 f"{path}: missing; run the stages of run {self.run!r} first (cube run)"
             )
         return pd.read_parquet(path)
+
+    def load_if_present(self, name: str) -> pd.DataFrame | None:
+        return self.load(name) if self.paths.data_file(name).exists() else None
+
+    def own(self, table: pd.DataFrame) -> pd.DataFrame:
+        """The rows of a run's table that are this side's system."""
+        return table[table["system"] == self.system]
+
+    @property
+    def analysis(self) -> AnalysisParams | None:
+        return self.params.analysis if self.params is not None else None
+
+    @property
+    def evaluated_top_n(self) -> int | None:
+        """The N the run evaluated this side at: its analysis' `top_n`, else the system's."""
+        ap = self.analysis
+        return (ap.top_n if ap is not None else None) or self.top_n
 
 
 def _systems(params: Params | None, answers_path: Path) -> list[str]:
@@ -79,42 +97,11 @@ def resolve_side(
     `default_index`-th system, or with `avoid` the first system other than `avoid`). The run
     root is resolved: a params file's `outputs_dir` is read from the project root, and a run's
     own `params.yaml` copy stands for its folder."""
-    from cube.config.project import resolve
-
     spec = Path(spec).expanduser()
-    if spec.is_file():
-        params = load_params(spec)
-        folder = spec.resolve().parent
-        if spec.name == "params.yaml" and _is_run_root(
-            folder
-        ):  # the run's own copy, wherever it moved
-            paths = RunPaths(root=folder, cache=folder.parent / "cache.sqlite")
-        else:
-            paths = RunPaths.for_params(params, resolve(params.outputs_dir))
-            paths = RunPaths(root=paths.root.resolve(), cache=paths.cache)
-    elif spec.is_dir():
-        root = run_root(spec)
-        params = load_params(root / "params.yaml") if (root / "params.yaml").exists() else None
-        paths = RunPaths(root=root, cache=root.parent / "cache.sqlite")
-    else:
-        raise FileNotFoundError(f"{spec}: neither a params file nor a run folder")
+    params, paths = _located(spec)
     systems = _systems(params, paths.data_file("answers"))
     if system is None:
-        choices = (
-            [s for s in systems if s != avoid] if avoid is not None else systems[default_index:]
-        )
-        if not choices:
-            same = (
-                f"side B is the same run as side A (system {avoid!r}), and "
-                if avoid is not None
-                else ""
-            )
-            raise ValueError(
-                f"{spec}: {same}run {run_folder_name(paths.root)!r} has only the system(s) "
-                f"{systems}; a comparison needs two systems: give two runs, or name two systems "
-                "(--system-a / --system-b)"
-            )
-        system = choices[0]
+        system = _default_system(spec, paths, systems, default_index=default_index, avoid=avoid)
     elif system not in systems:
         raise ValueError(f"{spec}: no system {system!r}; the run has {systems}")
     top_n = {s.name: s.top_n for s in params.systems}.get(system) if params is not None else None
@@ -124,6 +111,46 @@ def resolve_side(
         paths,
         params,
         top_n,
+    )
+
+
+def _located(spec: Path) -> tuple[Params | None, RunPaths]:
+    """The params (None for a run folder without its copy) and the run paths a side names."""
+    if spec.is_file():
+        return _located_params_file(spec)
+    if spec.is_dir():
+        root = run_root(spec)
+        params = load_params(root / "params.yaml") if (root / "params.yaml").exists() else None
+        return params, RunPaths(root=root, cache=root.parent / "cache.sqlite")
+    raise FileNotFoundError(f"{spec}: neither a params file nor a run folder")
+
+
+def _located_params_file(spec: Path) -> tuple[Params, RunPaths]:
+    """A params file's run: the run's own `params.yaml` copy stands for its folder, wherever it
+    moved; any other params file's `outputs_dir` is read from the project root."""
+    from cube.config.project import resolve
+
+    params = load_params(spec)
+    folder = spec.resolve().parent
+    if spec.name == "params.yaml" and _is_run_root(folder):
+        return params, RunPaths(root=folder, cache=folder.parent / "cache.sqlite")
+    paths = RunPaths.for_params(params, resolve(params.outputs_dir))
+    return params, RunPaths(root=paths.root.resolve(), cache=paths.cache)
+
+
+def _default_system(
+    spec: Path, paths: RunPaths, systems: list[str], *, default_index: int, avoid: str | None
+) -> str:
+    """The side's system when none is named: the first other than `avoid`, else the
+    `default_index`-th; a run without such a system is refused, saying how to name two."""
+    choices = [s for s in systems if s != avoid] if avoid is not None else systems[default_index:]
+    if choices:
+        return choices[0]
+    same = f"side B is the same run as side A (system {avoid!r}), and " if avoid is not None else ""
+    raise ValueError(
+        f"{spec}: {same}run {run_folder_name(paths.root)!r} has only the system(s) "
+        f"{systems}; a comparison needs two systems: give two runs, or name two systems "
+        "(--system-a / --system-b)"
     )
 
 
@@ -139,6 +166,94 @@ def _slug(s: str) -> str:
 
 def side_name(side: Side, other: Side) -> str:
     return _slug(side.system if side.run == other.run else f"{side.run}-{side.system}")
+
+
+class _Judged(NamedTuple):
+    """One side's rows of the run's answers and scores tables."""
+
+    answers: pd.DataFrame
+    scores: pd.DataFrame
+
+
+def _judged(a: Side, b: Side) -> tuple[_Judged, _Judged]:
+    """Each side's own rows (its system's) of its run's answers and scores; two systems of one
+    run read the tables once."""
+    ans_a, sc_a = a.load("answers"), a.load("scores")
+    same_run = a.paths.root == b.paths.root
+    ans_b, sc_b = (ans_a, sc_a) if same_run else (b.load("answers"), b.load("scores"))
+    return (
+        _Judged(a.own(ans_a), a.own(sc_a)),
+        _Judged(b.own(ans_b), b.own(sc_b)),
+    )
+
+
+def _dimension_names(params: Params | None) -> list[str] | None:
+    """The dimensions side A's params name (None: the comparison's default, every dimension)."""
+    if params is None or not params.dimensions:
+        return None
+    return [d if isinstance(d, str) else getattr(d, "name", str(d)) for d in params.dimensions]
+
+
+class _Listing(NamedTuple):
+    """What a listed regression or improvement is detailed and linked from."""
+
+    a: Side
+    b: Side
+    ja: _Judged
+    jb: _Judged
+    questions: pd.DataFrame | None
+    corpus: pd.DataFrame | None
+    hrefs: list[str | None]
+
+
+def _listed(rows: pd.DataFrame, at: _Listing) -> list[dict[str, Any]]:
+    """Each changed question's details, with its links to each side's judgment browser."""
+    from cube.diagnose.regressions import details
+
+    out = []
+    for _, r in rows.iterrows():
+        d = details(r, *at.ja, *at.jb, at.questions, at.corpus)
+        d["links"] = {
+            side: _browser_link(href, sd, str(r["question_id"]))
+            for side, sd, href in (("a", at.a, at.hrefs[0]), ("b", at.b, at.hrefs[1]))
+        }
+        out.append(d)
+    return out
+
+
+def _browser_link(href: str | None, side: Side, question_id: str) -> str | None:
+    from cube.pages.browser import link
+
+    return link(href, system=side.system, set="rag", q=question_id) if href else None
+
+
+def _side_record(side: Side) -> dict[str, str]:
+    return {"run": side.run, "system": side.system, "folder": run_folder_name(side.paths.root)}
+
+
+def _cleaned(figures: Mapping[Hashable, object]) -> dict[str, object]:
+    """Figures as JSON values: NaN and infinities None, numpy scalars plain numbers."""
+    return {str(k): _clean(v) for k, v in figures.items()}
+
+
+def _records(table: pd.DataFrame) -> list[dict[str, object]]:
+    return [_cleaned(r) for r in table.to_dict("records")]
+
+
+def _ids(questions: Any) -> list[str]:
+    return [str(q) for q in questions]
+
+
+def _counted(column: pd.Series) -> dict[str, int]:
+    return {str(k): int(v) for k, v in column.value_counts().items()}
+
+
+def _write_tables(out_dir: Path, tables: dict[str, pd.DataFrame]) -> None:
+    """The comparison's tables as CSV (answers and names beginning with = + - @ stay text in a
+    spreadsheet)."""
+    (out_dir / "tables").mkdir(parents=True, exist_ok=True)
+    for name, table in tables.items():
+        write_csv(table, out_dir / "tables" / f"{name}.csv", index=False)
 
 
 def compare_sides(
@@ -159,7 +274,6 @@ def compare_sides(
     both sides are of the run holding `out_dir`) is the page's link to all of them."""
     from cube.diagnose.regressions import (
         check_answers,
-        details,
         expected_counts,
         question_changes,
         ranked,
@@ -168,94 +282,65 @@ def compare_sides(
     from cube.pages.browser import link
     from cube.run.evaluate import question_families
 
-    ans_a, sc_a = a.load("answers"), a.load("scores")
-    ans_b, sc_b = (
-        (ans_a, sc_a) if a.paths.root == b.paths.root else (b.load("answers"), b.load("scores"))
-    )
-    ans_a, sc_a = ans_a[ans_a["system"] == a.system], sc_a[sc_a["system"] == a.system]
-    ans_b, sc_b = ans_b[ans_b["system"] == b.system], sc_b[sc_b["system"] == b.system]
+    ja, jb = _judged(a, b)
     tables = tuple(f"{s.paths.data_file('answers')} (system {s.system})" for s in (a, b))
-    check_answers(ans_a, tables[0])  # every bad row at once, naming the file, before any statistic
-    check_answers(ans_b, tables[1])
-    ap = a.params.analysis if a.params is not None else None
-    dims = list(a.params.dimensions) if a.params is not None and a.params.dimensions else None
-    dims = [d if isinstance(d, str) else getattr(d, "name", str(d)) for d in dims] if dims else None
-    ap_b = b.params.analysis if b.params is not None else None
-    n_a = (ap.top_n if ap is not None else None) or a.top_n  # the N each run evaluated its side at
-    n_b = (ap_b.top_n if ap_b is not None else None) or b.top_n
-    corpus = a.load("corpus") if a.paths.data_file("corpus").exists() else None
+    check_answers(ja.answers, tables[0])  # every bad row at once, naming the file, before any
+    check_answers(jb.answers, tables[1])  # statistic
+    ap = a.analysis
+    corpus = a.load_if_present("corpus")
     cmp = compare_pair(
-        ans_a,
-        sc_a,
-        ans_b,
-        sc_b,
+        *ja,
+        *jb,
         ap,
-        analysis_params_b=ap_b,
-        top_n_a=n_a,
-        top_n_b=n_b,
+        analysis_params_b=b.analysis,
+        top_n_a=a.evaluated_top_n,  # the N each run evaluated its side at
+        top_n_b=b.evaluated_top_n,
         labels=(a.label, b.label),
         n_permutations=n_permutations,
         seed=seed,
-        dimensions=dims,
-        clusters=question_families(ans_a, corpus),  # the resampling unit: side A's families
+        dimensions=_dimension_names(a.params),
+        clusters=question_families(ja.answers, corpus),  # the resampling unit: side A's families
         n_pairs=n_pairs,
     )
     confidence = ap.confidence if ap is not None else 0.95
-    changes = question_changes(
-        ans_a, sc_a, ans_b, sc_b, cmp.jury_judges, tables=tables, confidence=confidence
-    )
-    questions = a.load("questions") if a.paths.data_file("questions").exists() else None
+    changes = question_changes(*ja, *jb, cmp.jury_judges, tables=tables, confidence=confidence)
     reg, imp = ranked(changes, "regressions", k), ranked(changes, "improvements", k)
-    (href_a, href_b), browser_notes = _browsers((a, b), out_dir)
-    if browser is None and href_b is not None and a.paths.root == b.paths.root:
-        browser = link(href_b, system=b.system, change="regression")
-
-    def listed(rows: pd.DataFrame) -> list[dict[str, Any]]:
-        out = []
-        for _, r in rows.iterrows():
-            d = details(r, ans_a, sc_a, ans_b, sc_b, questions, corpus)
-            d["links"] = {
-                side: link(href, system=sd.system, set="rag", q=str(r["question_id"]))
-                if href
-                else None
-                for side, sd, href in (("a", a, href_a), ("b", b, href_b))
-            }
-            out.append(d)
-        return out
-
+    hrefs, browser_notes = _browsers((a, b), out_dir)
+    if browser is None and hrefs[1] is not None and a.paths.root == b.paths.root:
+        browser = link(hrefs[1], system=b.system, change="regression")
+    listing = _Listing(a, b, ja, jb, a.load_if_present("questions"), corpus, hrefs)
     counts = expected_counts(changes, confidence)  # beyond the judges' noise, and by chance
     payload = {
         **cmp.headline(),
-        "side_a": {"run": a.run, "system": a.system, "folder": run_folder_name(a.paths.root)},
-        "side_b": {"run": b.run, "system": b.system, "folder": run_folder_name(b.paths.root)},
-        "power": {k2: _clean(v) for k2, v in cmp.power.items()},
+        "side_a": _side_record(a),
+        "side_b": _side_record(b),
+        "power": _cleaned(cmp.power),
         "settings": cmp.settings,
-        "only_a": [str(q) for q in cmp.only_a],
-        "only_b": [str(q) for q in cmp.only_b],
+        "only_a": _ids(cmp.only_a),
+        "only_b": _ids(cmp.only_b),
         "n_regressions": counts["regressions"],
         "n_improvements": counts["improvements"],
         "n_expected_by_chance": counts["expected"],
         "changes_by_chance": counts,
-        "retrieval_changes": {
-            str(k2): int(v) for k2, v in changes["retrieval_change"].value_counts().items()
-        },
-        "regressions": listed(reg),
-        "improvements": listed(imp),
-        "deltas": [{k2: _clean(v) for k2, v in r.items()} for r in cmp.deltas.to_dict("records")],
+        "retrieval_changes": _counted(changes["retrieval_change"]),
+        "regressions": _listed(reg, listing),
+        "improvements": _listed(imp, listing),
+        "deltas": _records(cmp.deltas),
         "n_holm": int(cmp.deltas["p_value"].notna().sum()),
         "browser": browser,
         "browser_notes": browser_notes,
     }
     out_dir = Path(out_dir)
-    (out_dir / "tables").mkdir(parents=True, exist_ok=True)
+    _write_tables(
+        out_dir,
+        {
+            "deltas": cmp.deltas,
+            "question_changes": changes,
+            "regressions": reg,
+            "improvements": imp,
+        },
+    )
     (out_dir / "figures").mkdir(parents=True, exist_ok=True)
-    for name, table in (
-        ("deltas", cmp.deltas),
-        ("question_changes", changes),
-        ("regressions", reg),
-        ("improvements", imp),
-    ):  # answers and names beginning with = + - @ stay text in a spreadsheet
-        write_csv(table, out_dir / "tables" / f"{name}.csv", index=False)
     _figures(cmp.deltas, changes, a.label, b.label, out_dir / "figures")
     (out_dir / "comparison.json").write_text(
         json.dumps(payload, ensure_ascii=False, indent=1, default=str), encoding="utf-8"

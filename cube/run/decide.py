@@ -10,6 +10,7 @@ Moved out of `cube.run.pipeline` (which re-exports these names for the notebooks
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -127,22 +128,12 @@ def decision_inputs(
     """What the decision reads of the run beside its evaluation (`DecisionInputs`): the usage of
     every table holding calls (`call_usage`), the caveats, the judgments' failure shares, the
     retrieval beyond R@k, the diagnostics and the audit's self-preference per judge."""
-    scores = run.load("scores", ("error_kind",))
-    kind = (
-        scores["error_kind"].fillna("")
-        if "error_kind" in scores
-        else pd.Series("", index=scores.index)
-    )
-
-    def share(what: str) -> float:
-        return float((kind == what).mean()) if len(scores) else 0.0
-
+    share = _failure_shares(run)
     audit = audit if audit is not None else audit_record(run)
+    judges = audit.get("judges") or {}
     return DecisionInputs(
         usage=call_usage(run.paths),
-        synthetic=bool(run.load("corpus").get("synthetic", pd.Series([False])).all())
-        if run.has("corpus")
-        else False,
+        synthetic=_synthetic(run),
         offline_judges=offline_judges(run),
         call_failure_share=share("call"),
         parse_failure_share=share("parse"),
@@ -153,14 +144,36 @@ def decision_inputs(
         # the decision page's line per judge whose model wrote the answers it judged
         self_preference={
             j: {k: v[k] for k in SELF_PREFERENCE_COLUMNS}
-            for j, v in (audit.get("judges") or {}).items()
+            for j, v in judges.items()
             if "self_preference" in v
         },
         # the injection probe's verdict per judge (issue 29): the decision page's short line
-        injection={j: v.get("obeys_injections") for j, v in (audit.get("judges") or {}).items()},
+        injection={j: v.get("obeys_injections") for j, v in judges.items()},
         # stage 02's systems whose retrieval was not measured: their verdicts are withheld
         unmeasured=run.read_record().answers.answers_unmeasured or {},
     )
+
+
+def _failure_shares(run: Run) -> Callable[[str], float]:
+    """The share of the judgments whose `error_kind` is a given kind (0 without judgments)."""
+    scores = run.load("scores", ("error_kind",))
+    kind = (
+        scores["error_kind"].fillna("")
+        if "error_kind" in scores
+        else pd.Series("", index=scores.index)
+    )
+
+    def share(what: str) -> float:
+        return float((kind == what).mean()) if len(scores) else 0.0
+
+    return share
+
+
+def _synthetic(run: Run) -> bool:
+    """Whether the run's knowledge base is the synthetic demo corpus."""
+    if not run.has("corpus"):
+        return False
+    return bool(run.load("corpus").get("synthetic", pd.Series([False])).all())
 
 
 def _diagnosis(run: Run, results: dict[str, CubeResult]) -> dict[str, Any]:

@@ -28,10 +28,10 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cube.config.params import Params, load_params
 from cube.config.project import (
@@ -57,6 +57,9 @@ from cube.run.state import (
     run_lock,
     write_last_run,
 )
+
+if TYPE_CHECKING:
+    from cube.run.kernel import WarmKernel
 
 
 def publish(
@@ -94,24 +97,23 @@ def select_notebooks(notebooks: list[Path], only: str | None) -> list[Path]:
     if not only:
         return notebooks
     numbers = {p: int(p.name[:2]) for p in notebooks}
-    wanted: set[int] = set()
-    for part in only.split(","):
-        part = part.strip()
-        m = re.fullmatch(r"(\d+)?\s*\.\.\s*(\d+)?", part)
-        if m:
-            lo = int(m.group(1)) if m.group(1) else 0
-            hi = int(m.group(2)) if m.group(2) else 99
-            wanted |= set(range(lo, hi + 1))
-        elif part.isdigit():
-            wanted.add(int(part))
-        else:
-            raise ValueError(
-                f"--only: cannot read {part!r}; use e.g. 03, 03..06, ..04, 05.. or 01,03"
-            )
+    wanted = set().union(*(_numbers_meant(part.strip()) for part in only.split(",")))
     chosen = [p for p in notebooks if numbers[p] in wanted]
     if not chosen:
         raise ValueError(f"--only {only}: matches none of {[p.name for p in notebooks]}")
     return chosen
+
+
+def _numbers_meant(part: str) -> set[int]:
+    """The stage numbers one part of `--only` names: `03`, or a range `03..06`, `..04`, `05..`."""
+    m = re.fullmatch(r"(\d+)?\s*\.\.\s*(\d+)?", part)
+    if m:
+        lo = int(m.group(1)) if m.group(1) else 0
+        hi = int(m.group(2)) if m.group(2) else 99
+        return set(range(lo, hi + 1))
+    if part.isdigit():
+        return {int(part)}
+    raise ValueError(f"--only: cannot read {part!r}; use e.g. 03, 03..06, ..04, 05.. or 01,03")
 
 
 DECISION_STAGE = (
@@ -211,23 +213,12 @@ def execute_run(
         else load_params(params_path)
     )
     root = project_root()
-    published = RunPaths.for_params(params, resolve(outputs_dir or params.outputs_dir, root))
-    if params.cache_path:
-        published = RunPaths(root=published.root, cache=resolve(params.cache_path, root))
+    published = _published_paths(params, outputs_dir, root)
     notebooks = list_notebooks(notebooks_dir or default_notebooks_dir())
     chosen = set(select_notebooks(notebooks, only))
     check_inputs(params, root, log, params_file=params_path)
-    if (
-        not force
-    ):  # a copied params file that kept the `run:` name never replaces another's data silently
-        from cube.run.stages import check_run_folder
-
-        check_run_folder(
-            published.data,
-            params,
-            display_path(params_path, root),
-            display_path(published.root, root),
-        )
+    if not force:  # a copied params file that kept the `run:` name never replaces another's data
+        _check_run_folder(params, published, params_path, root)  # silently
     with run_lock(published.root, log=log):
         finish_interrupted_commit(published.root, log=log)
         staging = prepare_staging(
@@ -239,19 +230,12 @@ def execute_run(
             _forget_stages_run_outside(
                 params, published, paths, notebooks, params_path, root, log, overrides
             )
-        else:  # the stages forced now no longer hold what a notebook run alone wrote; when every
-            # stage is forced, neither does any (a notebook not recognised counted for them all)
-            from cube.run.ran_alone import forget_ran_alone
-
-            forget_ran_alone(
-                paths.notebooks, None if chosen >= set(notebooks) else {nb.stem for nb in chosen}
-            )
+        else:
+            _forget_forced(paths, notebooks, chosen)
         summary = RunSummary(published)
         started = dt.datetime.now(dt.UTC)
-        if any(
-            nb.name[:2] in ("02", "03") for nb in chosen
-        ):  # the stages that call models (questions,
-            _record_plan(params, paths, root, log)  # answers, judgments): `--only 00` plans nothing
+        if _calls_models(chosen):
+            _record_plan(params, paths, root, log)
         # The notebooks are given the params file and run folder by their shown paths (relative to
         # the project root, or their name when outside it); the kernel maps them back to local
         # paths.
@@ -278,6 +262,41 @@ def execute_run(
             return summary
         _publish(params, params_path, paths, published, summary, started, notebooks_dir, log)
         return summary
+
+
+def _published_paths(params: Params, outputs_dir: str | Path | None, root: Path) -> RunPaths:
+    """The published run folder (`--outputs-dir` over the params') and its cache."""
+    published = RunPaths.for_params(params, resolve(outputs_dir or params.outputs_dir, root))
+    if params.cache_path:
+        published = RunPaths(root=published.root, cache=resolve(params.cache_path, root))
+    return published
+
+
+def _check_run_folder(params: Params, published: RunPaths, params_path: Path, root: Path) -> None:
+    from cube.run.stages import check_run_folder
+
+    check_run_folder(
+        published.data,
+        params,
+        display_path(params_path, root),
+        display_path(published.root, root),
+    )
+
+
+def _forget_forced(paths: RunPaths, notebooks: list[Path], chosen: set[Path]) -> None:
+    """The stages forced now no longer hold what a notebook run alone wrote; when every stage is
+    forced, neither does any (a notebook not recognised counted for them all)."""
+    from cube.run.ran_alone import forget_ran_alone
+
+    forget_ran_alone(
+        paths.notebooks, None if chosen >= set(notebooks) else {nb.stem for nb in chosen}
+    )
+
+
+def _calls_models(chosen: set[Path]) -> bool:
+    """Whether a chosen stage calls models (questions, answers, judgments): `--only 00` plans
+    nothing."""
+    return any(nb.name[:2] in ("02", "03") for nb in chosen)
 
 
 class InputError(ValueError):
@@ -365,6 +384,50 @@ def _publish(
     log(f"[cube] report: {summary.index}")
 
 
+@dataclass
+class _StageLoop:
+    """What the stage loop of one run reads and updates: the stages' recorded and current
+    fingerprints, and the stages re-executed so far (the stages reading their data must too)."""
+
+    params: Params
+    paths: RunPaths
+    root: Path
+    force: bool
+    summary: RunSummary
+    log: Callable[[str], Any]
+    prints: dict[str, str]  # the fingerprints recorded by the stages' last executions
+    current: dict[str, str]  # the fingerprints of the stages as they are now
+    stems: list[str]
+    feeds_decision: set[str]  # the stages whose data and record the decision is computed from
+    executed: set[str] = field(default_factory=set)
+
+    def reads_executed(self, stem: str) -> bool:
+        from cube.run.stages import upstream
+
+        return any(s in self.executed for s in upstream(stem, self.stems))
+
+    def forget_if_stale(self, nb: Path) -> None:
+        """A stage not selected that reads a re-executed one: re-executed by the next run that
+        selects it."""
+        if self.reads_executed(nb.stem):
+            self.prints.pop(nb.name, None)
+
+    def up_to_date(self, nb: Path, out: Path) -> bool:
+        """Not forced, nothing it reads re-executed, its fingerprint unchanged, its executed copy
+        present and no failed call left in its data."""
+        return (
+            not self.force
+            and not self.reads_executed(nb.stem)
+            and self.prints.get(nb.name) == self.current[nb.name]
+            and out.exists()
+            and not call_failures(self.paths, nb.stem)
+        )
+
+    def done(self, outcome: StageOutcome, line: str) -> None:
+        self.summary.stages.append(outcome)
+        self.log(f"[cube] {outcome.notebook}: {line}")
+
+
 def _run_stages(
     params: Params,
     params_path: Path,
@@ -377,105 +440,121 @@ def _run_stages(
     overrides: list[str] | None = None,
 ) -> None:
     from cube.run.kernel import WarmKernel
-    from cube.run.notebook import STAGING_ENV
-    from cube.run.skip import forget_skipped, note_skipped, run_order, skip_reason
+    from cube.run.skip import note_skipped, run_order
     from cube.run.stages import stage_fingerprints, upstream
 
     root = project_root()
     prints_file = paths.notebooks / ".fingerprints.json"
-    prints = json.loads(prints_file.read_text()) if prints_file.exists() else {}
-    current = stage_fingerprints(params, notebooks, root)
     stems = [nb.stem for nb in notebooks]
-    executed: set[str] = (
-        set()
-    )  # stages re-executed in this run: the stages reading their data must too
-
-    def reads_executed(stem: str) -> bool:
-        return any(s in executed for s in upstream(stem, stems))
-
-    # the stages whose data and record the decision is computed from
-    feeds_decision = set(upstream(DECISION_STAGE, stems))
-    # The parameters the notebooks receive: paths relative to the project root (the executed
-    # notebooks are published); the staging folder is named by an environment variable.
-    injected = {
-        "params_path": _param_path(params_path, root),
-        "run_dir": _param_path(paths.root.parent, root),
-        **({"overrides": overrides} if overrides else {}),
-    }
+    loop = _StageLoop(
+        params,
+        paths,
+        root,
+        force,
+        summary,
+        log,
+        prints=json.loads(prints_file.read_text()) if prints_file.exists() else {},
+        current=stage_fingerprints(params, notebooks, root),
+        stems=stems,
+        feeds_decision=set(upstream(DECISION_STAGE, stems)),
+    )
+    injected = _injected(params_path, paths, root, overrides)
     kernel = WarmKernel(
         root, ["--IPKernelApp.capture_fd_output=False", "--IPKernelApp.log_level=CRITICAL"]
     )
     try:
         for nb in run_order(params, notebooks, chosen):  # optional stages: `cube.run.skip`
             if nb not in chosen:
-                if reads_executed(nb.stem):
-                    prints.pop(nb.name, None)  # stale: re-executed by the next run that selects it
+                loop.forget_if_stale(nb)
                 continue
-            if reason := skip_reason(params, nb.stem, paths):
-                prints.pop(nb.name, None)  # `on` again executes it
-                forget_skipped(paths, nb, reason)
-                summary.stages.append(StageOutcome(nb.stem, "skipped", 0.0, reason))
-                log(f"[cube] {nb.stem}: {reason}")
+            if _skipped(loop, nb):
                 continue
             note_skipped(paths.notebooks, nb.stem, "")
             out = paths.notebooks / nb.name
-            if (
-                not force
-                and not reads_executed(nb.stem)
-                and prints.get(nb.name) == current[nb.name]
-                and out.exists()
-                and not call_failures(paths, nb.stem)
-            ):
-                summary.stages.append(StageOutcome(nb.stem, "up to date", 0.0))
-                log(f"[cube] {nb.stem}: up to date")
+            if loop.up_to_date(nb, out):
+                loop.done(StageOutcome(nb.stem, "up to date", 0.0), "up to date")
                 continue
-            t0 = time.perf_counter()
-            prints.pop(nb.name, None)
-            executed.add(nb.stem)
-            _forget_stale(paths, nb.stem, feeds_decision)
-            try:
-                # Progress bars go to the terminal of `cube run`, not into the published pages: the
-                # kernel writes them to its inherited stderr, which it is told not to capture. Its
-                # own log (transport warnings, shutdown noise) is silenced: errors reach the
-                # notebook. Every stage runs in the run's one warm kernel, reset before each
-                # (`cube.run.kernel`).
-                with _kernel_env(
-                    CUBE_PROGRESS="terminal",
-                    PYTHONWARNINGS="ignore:IProgress not found",
-                    **kernel_thread_limits(),
-                    **{STAGING_ENV: str(paths.root.resolve()), ROOT_ENV: str(root)},
-                ):
-                    kernel.execute(nb, out, injected)
-            except Exception as exc:  # keep what earlier stages computed; publish the failure
-                _relative_papermill_paths(out, nb, root)
-                summary.stages.append(
-                    StageOutcome(nb.stem, "failed", time.perf_counter() - t0, _short(exc))
-                )
-                log(
-                    f"[cube] {nb.stem}: FAILED after {time.perf_counter() - t0:.1f} s: "
-                    f"{_short(exc)}"
-                )
+            if not _execute_stage(loop, kernel, nb, out, injected):
                 break
-            _relative_papermill_paths(out, nb, root)
-            failed = call_failures(paths, nb.stem)
-            note = ""
-            if failed:  # not fingerprinted: a plain re-run retries exactly the failed calls
-                note = (
-                    f" ({failed} rows hold a failed call; a plain `cube run` retries those calls)"
-                )
-            else:
-                prints[nb.name] = current[nb.name]
-            prints_file.write_text(json.dumps(prints, indent=1))
-            summary.stages.append(
-                StageOutcome(nb.stem, "executed", time.perf_counter() - t0, failed_calls=failed)
-            )
-            log(f"[cube] {nb.stem}: done in {time.perf_counter() - t0:.1f} s{note}")
+            prints_file.write_text(json.dumps(loop.prints, indent=1))
     except BaseException:
         kernel.kill()  # interrupted: no event loop may run again (see `WarmKernel.kill`)
         raise
     finally:
         kernel.close()
-        prints_file.write_text(json.dumps(prints, indent=1))
+        prints_file.write_text(json.dumps(loop.prints, indent=1))
+
+
+def _injected(
+    params_path: Path, paths: RunPaths, root: Path, overrides: list[str] | None
+) -> dict[str, str | list[str]]:
+    """The parameters the notebooks receive: paths relative to the project root (the executed
+    notebooks are published); the staging folder is named by an environment variable."""
+    return {
+        "params_path": _param_path(params_path, root),
+        "run_dir": _param_path(paths.root.parent, root),
+        **({"overrides": overrides} if overrides else {}),
+    }
+
+
+def _skipped(loop: _StageLoop, nb: Path) -> bool:
+    """An optional stage its params turn off (`cube.run.skip`): its data forgotten, the reason
+    recorded; `on` again executes it."""
+    from cube.run.skip import forget_skipped, skip_reason
+
+    reason = skip_reason(loop.params, nb.stem, loop.paths)
+    if not reason:
+        return False
+    loop.prints.pop(nb.name, None)
+    forget_skipped(loop.paths, nb, reason)
+    loop.done(StageOutcome(nb.stem, "skipped", 0.0, reason), reason)
+    return True
+
+
+def _execute_stage(
+    loop: _StageLoop, kernel: WarmKernel, nb: Path, out: Path, injected: dict[str, str | list[str]]
+) -> bool:
+    """Execute one stage in the run's warm kernel; False when it failed (kept what earlier stages
+    computed; the failure is published)."""
+    from cube.run.notebook import STAGING_ENV
+
+    t0 = time.perf_counter()
+    loop.prints.pop(nb.name, None)
+    loop.executed.add(nb.stem)
+    _forget_stale(loop.paths, nb.stem, loop.feeds_decision)
+    try:
+        # Progress bars go to the terminal of `cube run`, not into the published pages: the
+        # kernel writes them to its inherited stderr, which it is told not to capture. Its
+        # own log (transport warnings, shutdown noise) is silenced: errors reach the
+        # notebook. Every stage runs in the run's one warm kernel, reset before each
+        # (`cube.run.kernel`).
+        with _kernel_env(
+            CUBE_PROGRESS="terminal",
+            PYTHONWARNINGS="ignore:IProgress not found",
+            **kernel_thread_limits(),
+            **{STAGING_ENV: str(loop.paths.root.resolve()), ROOT_ENV: str(loop.root)},
+        ):
+            kernel.execute(nb, out, injected)
+    except Exception as exc:  # keep what earlier stages computed; publish the failure
+        _relative_papermill_paths(out, nb, loop.root)
+        loop.done(
+            StageOutcome(nb.stem, "failed", time.perf_counter() - t0, _short(exc)),
+            f"FAILED after {time.perf_counter() - t0:.1f} s: {_short(exc)}",
+        )
+        return False
+    _relative_papermill_paths(out, nb, loop.root)
+    failed = call_failures(loop.paths, nb.stem)
+    note = ""
+    if failed:  # not fingerprinted: a plain re-run retries exactly the failed calls
+        note = f" ({failed} rows hold a failed call; a plain `cube run` retries those calls)"
+    else:
+        loop.prints[nb.name] = loop.current[nb.name]
+    seconds = time.perf_counter() - t0
+    loop.done(
+        StageOutcome(nb.stem, "executed", seconds, failed_calls=failed),
+        f"done in {time.perf_counter() - t0:.1f} s{note}",
+    )
+    return True
 
 
 def _relative_papermill_paths(executed: Path, source: Path, root: Path) -> None:
@@ -597,48 +676,17 @@ def write_manifest(
 
     Stage timings are merged with the previous manifest's: a stage that was not executed this
     time (not selected, or up to date) keeps the entry of the run that executed it."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    versions = {}
-    for pkg in (
-        "cube",
-        "pandas",
-        "numpy",
-        "scipy",
-        "openai",
-        "papermill",
-        "nbconvert",
-        "bm25s",
-        "jieba",
-        "sacrebleu",
-        "rouge-score",
-        "ragflow-sdk",
-    ):
-        try:
-            versions[pkg] = version(pkg)
-        except PackageNotFoundError:
-            versions[pkg] = None
-    previous = (
-        json.loads(paths.manifest.read_text(encoding="utf-8")) if paths.manifest.exists() else {}
-    )
-    stages = {
-        s["notebook"]: s
-        for s in previous.get("stages", [])
-        if isinstance(s, dict) and "notebook" in s
-    }
-    for s in summary.stages:
-        if s.status != "up to date" or s.notebook not in stages:
-            stages[s.notebook] = dict(s.__dict__)
+    stages = _merged_stages(paths, summary)
     usage = _usage(paths)
     plan, vs_actual = _plan_vs_actual(paths, usage)
     manifest = {
         "run": params.run,
-        "status": status if not summary.interrupted else f"interrupted ({summary.interrupted})",
+        "status": f"interrupted ({summary.interrupted})" if summary.interrupted else status,
         "params_file": display_path(params_file) if params_file else None,
         "started": started.isoformat(timespec="seconds"),
         "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "git_commit": _git_commit(),
-        "versions": versions,
+        "versions": _versions(),
         "stages": [stages[k] for k in sorted(stages)],
         "usage": usage,
         "plan": plan,
@@ -650,6 +698,51 @@ def write_manifest(
         json.dumps(manifest, indent=2, ensure_ascii=False, default=str), encoding="utf-8"
     )
     return paths.manifest
+
+
+_VERSIONED = (
+    "cube",
+    "pandas",
+    "numpy",
+    "scipy",
+    "openai",
+    "papermill",
+    "nbconvert",
+    "bm25s",
+    "jieba",
+    "sacrebleu",
+    "rouge-score",
+    "ragflow-sdk",
+)  # the packages whose versions the manifest records
+
+
+def _versions() -> dict[str, str | None]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    versions: dict[str, str | None] = {}
+    for pkg in _VERSIONED:
+        try:
+            versions[pkg] = version(pkg)
+        except PackageNotFoundError:
+            versions[pkg] = None
+    return versions
+
+
+def _merged_stages(paths: RunPaths, summary: RunSummary) -> dict[str, dict[str, Any]]:
+    """The previous manifest's stage entries, each replaced by this run's when it executed the
+    stage (or the previous manifest has none)."""
+    previous = (
+        json.loads(paths.manifest.read_text(encoding="utf-8")) if paths.manifest.exists() else {}
+    )
+    stages = {
+        s["notebook"]: s
+        for s in previous.get("stages", [])
+        if isinstance(s, dict) and "notebook" in s
+    }
+    for s in summary.stages:
+        if s.status != "up to date" or s.notebook not in stages:
+            stages[s.notebook] = dict(s.__dict__)
+    return stages
 
 
 def _record_plan(params: Params, paths: RunPaths, root: Path, log) -> None:

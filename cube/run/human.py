@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pandas as pd
 
@@ -19,6 +19,14 @@ from cube.method.evaluation import CubeResult
 from cube.pages.escape import escape_text
 from cube.run.evaluate import evaluate_run, system_top_n
 from cube.run.notebook import Run
+
+if TYPE_CHECKING:
+    from cube.method.ppi import PPIResult
+
+ImportReport = dict[str, Any]  # what `import_ratings` reports of the filled sheets (its own shape)
+Imported = tuple[pd.DataFrame, ImportReport]  # the human ratings as scores rows, and the report
+# the table of notebook 07, the `PPIResult` per rated system, their `results.json` headlines
+Calibration = tuple[pd.DataFrame, dict[str, "PPIResult"], dict[str, dict[str, Any]]]
 
 
 def annotation_dir(paths: RunPaths) -> Path:
@@ -69,7 +77,7 @@ def export_annotation(
     return sorted(p for p in target.parent.glob(f"{target.name}*") if p != key) + [key]
 
 
-def human_stage(run: Run) -> tuple[pd.DataFrame, dict[str, Any]] | None:
+def human_stage(run: Run) -> Imported | None:
     """Import the filled annotation sheet(s) named by `human.ratings`; None when there are none."""
     from cube.judges.annotation import key_path
     from cube.judges.human import import_ratings
@@ -102,7 +110,7 @@ def human_calibration(
     run: Run,
     results: dict[str, CubeResult] | None = None,
     imported: tuple[pd.DataFrame, Any] | None = None,
-) -> tuple[pd.DataFrame, dict[str, Any], dict[str, dict[str, Any]]] | None:
+) -> Calibration | None:
     """The human-calibrated CuBE of every rated system (`cube.method.ppi`), None without ratings:
     the table of notebook 07, the `PPIResult` per system and their `results.json` headlines
     (recorded as `human_calibrated`, beside the decision: the report's index page says the
@@ -150,7 +158,7 @@ class HumanSection:
     message: str
     sheet: list[Path]
     sheet_preview: pd.DataFrame | None
-    import_report: dict[str, Any] | None
+    import_report: ImportReport | None
     agreement: pd.DataFrame
     reliability: pd.DataFrame
     pairwise: pd.DataFrame
@@ -191,13 +199,67 @@ def _sheet_size(sample_size: int, files: list[Path]) -> str:
     )
 
 
+class _Compared(NamedTuple):
+    """Whom the agreement compares: the human raters with the judges, or the judges alone."""
+
+    message: str
+    scores: pd.DataFrame  # the judges' scores, with the human rows when rated
+    groups: dict[str, list[str]]  # the raters' groups whose reliability is measured
+    reference: str  # the agreement's reference judge ("human" with ratings)
+    table5: pd.DataFrame | None
+    report: ImportReport | None
+    calibrated: Calibration | None
+
+
 def human_agreement(run: Run) -> HumanSection:
     from cube.method import agreement as ag
-    from cube.method.tables import table5_human_vs_cube
 
     scores = run.load("scores")
-    answers = run.load("answers")
     sheet = export_annotation(run.params, paths=run.paths)
+    preview, n_rows = _sheet_preview(run, sheet)
+    imported = human_stage(run)
+    judges = sorted(scores["judge"].unique())
+    ap = run.params.analysis
+    compared = (
+        _judges_only(run, scores, judges, n_rows, sheet)
+        if imported is None
+        else _with_humans(run, imported, scores, judges)
+    )
+    both = compared.scores
+    sets, note = _agreement_sets(run.params.human.agreement_sets, both)
+    agreement = ag.agreement_table(
+        both,
+        reference_judge=compared.reference,
+        sets=sets,
+        bootstrap=min(ap.bootstrap, 200),
+        confidence=ap.confidence,
+        seed=ap.seed,
+    )
+    first = sets[0]
+    set_scores = both if first == ag.POOLED else both[both["set"].astype(str) == first]
+    calibrated = compared.calibrated
+    return HumanSection(
+        imported is not None,
+        compared.message,
+        sheet,
+        preview,
+        compared.report,
+        agreement,
+        _reliability(both, compared.groups, sets),
+        ag.pairwise_agreement(both, set_name=first),
+        compared.table5,
+        both,
+        sets,
+        note + _unpaired_note(agreement),
+        set_scores,
+        None if calibrated is None else calibrated[0],
+        _calibrated_means(calibrated),
+    )
+
+
+def _sheet_preview(run: Run, sheet: list[Path]) -> tuple[pd.DataFrame, int]:
+    """The annotation sheet's first five rows (the ids, the texts cut at 60 characters, the
+    first dimension's columns) and its number of rows."""
     sheet_csv = next(
         p for p in sheet if p.suffix == ".csv" and not p.stem.endswith(("_criteria", "_key"))
     )
@@ -212,94 +274,93 @@ def human_agreement(run: Run) -> HumanSection:
     preview[["question", "answer"]] = preview[["question", "answer"]].map(
         lambda t: t[:60] + "…" * (len(t) > 60)
     )
-    imported = human_stage(run)
-    judges = sorted(scores["judge"].unique())
-    ap = run.params.analysis
-    if imported is None:
-        reference = judges[0]
-        msg = (
-            "No human ratings were given (params `human.ratings` is empty), so none are shown: "
-            f"this notebook never invents them. The annotation sheet ({n_rows} rows: "
-            f"{escape_text(_sheet_size(run.params.human.sample_size, sheet))}) is ready in "
-            # <code>, not backticks: a code span shows character references as written
-            f"<code>{escape_text(run.shown_path(annotation_dir(run.paths)))}/</code>; fill it in "
-            "(or hand it to raters), then set `human: {ratings: <the filled file or folder>}` in "
-            "the params and re-run "
-            "notebooks 07-08. Meanwhile, the judges are compared with each other, taking "
-            f"{escape_text(reference)} as the reference."  # Markdown: a name is outside text
-        )
-        both = scores
-        groups = {"LLM/offline judges": judges}
-        t5 = None
-        report = None
-        calibrated = None
-    else:
-        human, report = imported
-        reference = "human"
-        rated = set(zip(human["question_id"], human["system"], human["set"], strict=True))
-        key = list(zip(scores["question_id"], scores["system"], scores["set"], strict=True))
-        both = pd.concat([scores[[k in rated for k in key]], human], ignore_index=True)
-        raters = sorted(j for j in human["judge"].unique())
-        groups = {"human raters": raters, "judges": judges}
-        full = evaluate_run(run, bootstrap=False)
-        full_recall = {s: r.recall_at_k for s, r in full.items()}
-        jury = {s: r.jury_judges for s, r in full.items()}  # Table 5 over the jury only
-        t5 = table5_human_vs_cube(
-            answers, scores, human, ap, system_top_n(run.params), full_recall, jury
-        )
-        calibrated = human_calibration(run, imported=imported)
-        msg = (
-            f"{len(raters)} human rater(s) rated "
-            f"{human[['question_id', 'system', 'set']].drop_duplicates().shape[0]} answers; "
-            f"{int(human['score'].isna().sum())} cells were left blank and are reported, not "
-            "guessed."
-        )
-    sets, note = _agreement_sets(run.params.human.agreement_sets, both)
-    agreement = ag.agreement_table(
-        both,
-        reference_judge=reference,
-        sets=sets,
-        bootstrap=min(ap.bootstrap, 200),
-        confidence=ap.confidence,
-        seed=ap.seed,
+    return preview, n_rows
+
+
+def _judges_only(
+    run: Run, scores: pd.DataFrame, judges: list[str], n_rows: int, sheet: list[Path]
+) -> _Compared:
+    """Without ratings: the judges against the first of them, and where the sheet to fill is."""
+    reference = judges[0]
+    msg = (
+        "No human ratings were given (params `human.ratings` is empty), so none are shown: "
+        f"this notebook never invents them. The annotation sheet ({n_rows} rows: "
+        f"{escape_text(_sheet_size(run.params.human.sample_size, sheet))}) is ready in "
+        # <code>, not backticks: a code span shows character references as written
+        f"<code>{escape_text(run.shown_path(annotation_dir(run.paths)))}/</code>; fill it in "
+        "(or hand it to raters), then set `human: {ratings: <the filled file or folder>}` in "
+        "the params and re-run "
+        "notebooks 07-08. Meanwhile, the judges are compared with each other, taking "
+        f"{escape_text(reference)} as the reference."  # Markdown: a name is outside text
     )
-    reliability = (
-        ag.reliability_table(both, {k: v for k, v in groups.items() if len(v) > 1}, sets=sets)
-        if any(len(v) > 1 for v in groups.values())
-        else pd.DataFrame()
+    return _Compared(msg, scores, {"LLM/offline judges": judges}, reference, None, None, None)
+
+
+def _with_humans(
+    run: Run,
+    imported: Imported,
+    scores: pd.DataFrame,
+    judges: list[str],
+) -> _Compared:
+    """With ratings: the raters against the judges on the rated answers, Table 5 over the jury
+    and the human-calibrated CuBE."""
+    from cube.method.tables import table5_human_vs_cube
+
+    human, report = imported
+    rated = set(zip(human["question_id"], human["system"], human["set"], strict=True))
+    key = list(zip(scores["question_id"], scores["system"], scores["set"], strict=True))
+    both = pd.concat([scores[[k in rated for k in key]], human], ignore_index=True)
+    raters = sorted(j for j in human["judge"].unique())
+    full = evaluate_run(run, bootstrap=False)
+    full_recall = {s: r.recall_at_k for s, r in full.items()}
+    jury = {s: r.jury_judges for s, r in full.items()}  # Table 5 over the jury only
+    t5 = table5_human_vs_cube(
+        run.load("answers"),
+        scores,
+        human,
+        run.params.analysis,
+        system_top_n(run.params),
+        full_recall,
+        jury,
     )
+    calibrated = human_calibration(run, imported=imported)
+    msg = (
+        f"{len(raters)} human rater(s) rated "
+        f"{human[['question_id', 'system', 'set']].drop_duplicates().shape[0]} answers; "
+        f"{int(human['score'].isna().sum())} cells were left blank and are reported, not "
+        "guessed."
+    )
+    groups = {"human raters": raters, "judges": judges}
+    return _Compared(msg, both, groups, "human", t5, report, calibrated)
+
+
+def _reliability(
+    scores: pd.DataFrame, groups: dict[str, list[str]], sets: list[str]
+) -> pd.DataFrame:
+    """The inter-rater reliability of each group of more than one rater (empty when none)."""
+    from cube.method import agreement as ag
+
+    several = {k: v for k, v in groups.items() if len(v) > 1}
+    return ag.reliability_table(scores, several, sets=sets) if several else pd.DataFrame()
+
+
+def _unpaired_note(agreement: pd.DataFrame) -> str:
     unpaired = int(agreement["n_missing"].sum()) if len(agreement) else 0
-    note += (
+    if not unpaired:
+        return ""
+    return (
         f" {unpaired} (judge, answer, dimension) pair(s) where a side is unscored are left out and "
         "counted in `n_missing`."
-        if unpaired
-        else ""
     )
-    first = sets[0]
-    set_scores = both if first == ag.POOLED else both[both["set"].astype(str) == first]
-    cal_means = (
-        None
-        if calibrated is None
-        else pd.concat(
-            [p.means.assign(system=s) for s, p in calibrated[1].items()], ignore_index=True
-        )
-    )
-    return HumanSection(
-        imported is not None,
-        msg,
-        sheet,
-        preview,
-        report,
-        agreement,
-        reliability,
-        ag.pairwise_agreement(both, set_name=first),
-        t5,
-        both,
-        sets,
-        note,
-        set_scores,
-        None if calibrated is None else calibrated[0],
-        cal_means,
+
+
+def _calibrated_means(
+    calibrated: Calibration | None,
+) -> pd.DataFrame | None:
+    if calibrated is None:
+        return None
+    return pd.concat(
+        [p.means.assign(system=s) for s, p in calibrated[1].items()], ignore_index=True
     )
 
 
@@ -314,17 +375,27 @@ def _agreement_sets(requested: list[str], scores: pd.DataFrame) -> tuple[list[st
             f"human.agreement_sets: none of {requested} has scores in this run; sets present: "
             f"{present}"
         )
-    named = ", ".join(
-        "all sets pooled" if s == "pooled" else f"the {escape_text(s)} set" for s in sets
-    )  # the note is Markdown: the set names are escaped
-    left = [s for s in present if s not in sets and "pooled" not in sets]
+    return sets, _agreement_note(sets, present, absent)
+
+
+def _set_phrase(name: str) -> str:
+    # the note is Markdown: the set names are escaped
+    return "all sets pooled" if name == "pooled" else f"the {escape_text(name)} set"
+
+
+def _agreement_note(sets: list[str], present: list[str], absent: list[str]) -> str:
+    """Which sets the statistics are on, which present sets were left out and which requested
+    sets have no scores."""
+    pooled = "pooled" in sets
+    named = ", ".join(_set_phrase(s) for s in sets)
+    left = [] if pooled else [s for s in present if s not in sets]
     note = (
         f"Agreement is computed on {named} (`human.agreement_sets`), each separately"
-        + (", never pooled across sets" if "pooled" not in sets else "")
+        + ("" if pooled else ", never pooled across sets")
         + "; bootstrap intervals resample questions (all answers of a question move together)."
     )
     if left:
         note += f" Not included: the {escape_text(', '.join(left))} set(s)."
     if absent:
         note += f" Requested but without scores: {escape_text(', '.join(absent))}."
-    return sets, note
+    return note

@@ -186,23 +186,34 @@ class Run:
         missing = [n for n in names if not self.has(n)]
         if not missing:
             return
+        ordered = self._stages_to_run(missing)
+        raise MissingStageError(
+            f"{self.label}: missing {', '.join(f'data/{n}.parquet' for n in missing)}. Run "
+            + _in_order(ordered)
+            + " first, in this order "
+            f"(or `cube run {self.params_label}` for the whole sequence)."
+        )
+
+    def _stages_to_run(self, missing: list[str]) -> list[str]:
+        """The producers of the missing files and, transitively, of their own missing inputs."""
         stages: set[str] = set()
         todo = [PRODUCED_BY.get(n, "an earlier notebook") for n in missing]
         while todo:
             stage = todo.pop()
-            if stage in stages:
-                continue
-            stages.add(stage)
-            for inp in STAGES.get(stage, None).inputs if stage in STAGES else ():
-                if any(not self.has(w) for w in STAGES[inp].writes if w != "questions_failed"):
-                    todo.append(inp)
-        ordered = sorted(stages)
-        raise MissingStageError(
-            f"{self.label}: missing {', '.join(f'data/{n}.parquet' for n in missing)}. Run "
-            + (", ".join(ordered[:-1]) + " and " + ordered[-1] if len(ordered) > 1 else ordered[0])
-            + " first, in this order "
-            f"(or `cube run {self.params_label}` for the whole sequence)."
-        )
+            if stage not in stages:
+                stages.add(stage)
+                todo += self._inputs_missing(stage)
+        return sorted(stages)
+
+    def _inputs_missing(self, stage: str) -> list[str]:
+        """The stages feeding `stage` whose data files are not all here."""
+        if stage not in STAGES:
+            return []
+        return [
+            inp
+            for inp in STAGES[stage].inputs
+            if any(not self.has(w) for w in STAGES[inp].writes if w != "questions_failed")
+        ]
 
     def load(self, name: str, columns: tuple[str, ...] | None = None) -> pd.DataFrame:
         """`data/<name>.parquet` (checked: present, produced by these params), whole or only the
@@ -228,6 +239,11 @@ class Run:
         tmp.replace(path)
         record_provenance(self.paths.data, name, self.params, self.params_label)
         return path
+
+
+def _in_order(stages: list[str]) -> str:
+    """ "a", "a and b", "a, b and c"."""
+    return ", ".join(stages[:-1]) + " and " + stages[-1] if len(stages) > 1 else stages[0]
 
 
 def _kernel_namespace() -> dict[str, Any] | None:
@@ -276,37 +292,14 @@ def open_run(
     _refuse_injected_params_keys()
     params_path, run_dir = local_path(params_path), local_path(run_dir)
     root = project_root()
-    if (
-        _kernel_namespace() is not None
-        and find_marked_root() is not None
-        and Path.cwd().resolve() != root
-    ):
-        os.chdir(root)  # JupyterLab / nbconvert start kernels in notebooks/
+    _work_in_root(root)
     params_file = resolve(params_path, root)
     params = load_params_with_overrides(params_file, overrides)
-    paths = RunPaths.for_params(params, resolve(params.outputs_dir, root))
-    if params.cache_path:
-        paths = RunPaths(root=paths.root, cache=resolve(params.cache_path, root))
-    alone = True
-    if run_dir is not None:
-        target = resolve(run_dir, root)
-        staging = os.environ.get(STAGING_ENV)
-        if staging and Path(staging).parent.resolve() == target.resolve():
-            target = Path(staging)  # under `cube run`: write into its staging copy
-            alone = False
-        # The outputs folder (and the shared cache) is the run folder's parent (two levels up from
-        # staging).
-        outputs = target.parent.parent if target.name == STAGING else target.parent
-        cache = resolve(params.cache_path, root) if params.cache_path else outputs / "cache.sqlite"
-        paths = RunPaths(root=target, cache=cache)
-    created = [d for d in (paths.root, paths.cache.parent) if not d.exists()]
-    paths.ensure()
-    if (
-        paths.params.resolve() != params_file.resolve()
-    ):  # never overwrite the params file being used
-        write_shared_params(params, paths)
-    if created:
-        _forget_on_failure(paths, created)
+    if run_dir is None:
+        paths, alone = _default_paths(params, root), True
+    else:
+        paths, alone = _given_paths(params, resolve(run_dir, root), root)
+    _prepare_folder(paths, params, params_file)
     pd.set_option("display.max_colwidth", 120)
     pd.set_option("display.precision", 4)
     stage = None
@@ -315,6 +308,51 @@ def open_run(
 
         stage = running_notebook(root / "notebooks")
     return Run(params=params, paths=paths, params_path=params_file, alone=alone, stage=stage)
+
+
+def _work_in_root(root: Path) -> None:
+    """In a notebook kernel of the project, work in its root (JupyterLab / nbconvert start
+    kernels in notebooks/)."""
+    if (
+        _kernel_namespace() is not None
+        and find_marked_root() is not None
+        and Path.cwd().resolve() != root
+    ):
+        os.chdir(root)
+
+
+def _default_paths(params: Params, root: Path) -> RunPaths:
+    """`outputs/<run>` under the params' outputs folder, with the params' cache if named."""
+    paths = RunPaths.for_params(params, resolve(params.outputs_dir, root))
+    if params.cache_path:
+        paths = RunPaths(root=paths.root, cache=resolve(params.cache_path, root))
+    return paths
+
+
+def _given_paths(params: Params, target: Path, root: Path) -> tuple[RunPaths, bool]:
+    """The run folder a notebook was given, and whether the notebook runs alone: under `cube run`
+    it writes into the run's staging copy."""
+    alone = True
+    staging = os.environ.get(STAGING_ENV)
+    if staging and Path(staging).parent.resolve() == target.resolve():
+        target = Path(staging)  # under `cube run`: write into its staging copy
+        alone = False
+    # The outputs folder (and the shared cache) is the run folder's parent (two levels up from
+    # staging).
+    outputs = target.parent.parent if target.name == STAGING else target.parent
+    cache = resolve(params.cache_path, root) if params.cache_path else outputs / "cache.sqlite"
+    return RunPaths(root=target, cache=cache), alone
+
+
+def _prepare_folder(paths: RunPaths, params: Params, params_file: Path) -> None:
+    """Create the run folder (removed again if the first cell fails while it is empty) and copy
+    the params there, never over the params file being used."""
+    created = [d for d in (paths.root, paths.cache.parent) if not d.exists()]
+    paths.ensure()
+    if paths.params.resolve() != params_file.resolve():
+        write_shared_params(params, paths)
+    if created:
+        _forget_on_failure(paths, created)
 
 
 def local_path(shown: str | Path | None) -> str | Path | None:
@@ -424,27 +462,39 @@ def apply_parameters_cell(notebooks: list[Path]) -> list[Path]:
     for path in notebooks:
         nb = nbformat.read(path, as_version=4)
         before = nbformat.writes(nb)
-        cells = [c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", [])]
-        if not cells:
-            code = [c for c in nb.cells if c.cell_type == "code"]
-            cell = nbformat.v4.new_code_cell(
-                PARAMETERS_CELL.rstrip("\n"), metadata={"tags": ["parameters"]}
-            )
-            nb.cells.insert(nb.cells.index(code[0]) + 1 if code else 0, cell)
-        else:
-            # a notebook's own parameters (e.g. 09's two sides) follow the common ones, kept as
-            # they are
-            cells[0].source = PARAMETERS_CELL + "\n".join(_own_parameters(cells[0].source))
-            cells[0].source = cells[0].source.rstrip("\n")
-        for c in nb.cells:
-            if c.cell_type == "code" and "open_run(params_path, run_dir)" in c.source:
-                c.source = c.source.replace(
-                    "open_run(params_path, run_dir)", "open_run(params_path, run_dir, overrides)"
-                )
+        _set_parameters_cell(nb)
+        _pass_overrides(nb)
         if nbformat.writes(nb) != before:
             nbformat.write(nb, path)
             changed.append(path)
     return changed
+
+
+def _set_parameters_cell(nb: Any) -> None:
+    """`PARAMETERS_CELL` in the cell tagged `parameters`, a new one after the imports when none
+    is tagged; a notebook's own parameters (e.g. 09's two sides) follow the common ones, kept as
+    they are."""
+    import nbformat
+
+    cells = [c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", [])]
+    if cells:
+        cells[0].source = PARAMETERS_CELL + "\n".join(_own_parameters(cells[0].source))
+        cells[0].source = cells[0].source.rstrip("\n")
+        return
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    cell = nbformat.v4.new_code_cell(
+        PARAMETERS_CELL.rstrip("\n"), metadata={"tags": ["parameters"]}
+    )
+    nb.cells.insert(nb.cells.index(code[0]) + 1 if code else 0, cell)
+
+
+def _pass_overrides(nb: Any) -> None:
+    """The notebook's `open_run` call passes `overrides`."""
+    for c in nb.cells:
+        if c.cell_type == "code" and "open_run(params_path, run_dir)" in c.source:
+            c.source = c.source.replace(
+                "open_run(params_path, run_dir)", "open_run(params_path, run_dir, overrides)"
+            )
 
 
 if (

@@ -85,21 +85,28 @@ def system_line(entry: SystemFigures, width: int, k: Any = None) -> str:
     """One system: `name  CuBE 71.3 [66.6, 75.7]  R@8 81.7 %  good`, R@ at the system's own
     TOP-N (`entry.top_n`; `k` when the entry has none, else a plain R@k: never another
     system's N)."""
-    ci = entry.cube_ci or [None, None]
-    interval = f"[{_number(ci[0], '.1f')}, {_number(ci[1], '.1f')}]"
-    recall = entry.recall_at_k
-    head = (
-        f"{entry.system or '?':<{width}}  CuBE {_number(entry.cube_score, '.1f')} "
-        f"{interval}  R@{entry.top_n or k or 'k'} "
-        + ("n/a" if recall is None else f"{100 * recall:.1f} %")
-    )
+    head = f"{entry.system or '?':<{width}}  {_figures_text(entry, k)}"
     reasons = entry.withheld_reasons
     if entry.verdict == "withheld" or reasons:
         return f"{head}  WITHHELD: {_short(str(reasons[0])) if reasons else 'no reason recorded'}"
+    return f"{head}  {_verdict_text(entry)}"
+
+
+def _figures_text(entry: SystemFigures, k: Any) -> str:
+    """`CuBE 71.3 [66.6, 75.7]  R@8 81.7 %` ("n/a" for a figure not recorded)."""
+    ci = entry.cube_ci or [None, None]
+    interval = f"[{_number(ci[0], '.1f')}, {_number(ci[1], '.1f')}]"
+    recall = entry.recall_at_k
+    return f"CuBE {_number(entry.cube_score, '.1f')} {interval}  R@{entry.top_n or k or 'k'} " + (
+        "n/a" if recall is None else f"{100 * recall:.1f} %"
+    )
+
+
+def _verdict_text(entry: SystemFigures) -> str:
     label = entry.verdict_label or entry.verdict or "no verdict"
     if entry.provisional:
         label += f" (provisional: {entry.provisional_reason or 'see the report'})"
-    return f"{head}  {label}"
+    return label
 
 
 def outcome_lines(

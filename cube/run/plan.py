@@ -61,13 +61,16 @@ import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from cube.config.model_spec import ModelSpec
 from cube.config.params import Params
 from cube.systems.kinds import kind_of
+
+if TYPE_CHECKING:
+    from cube.llm import CallCache
 
 COMPLETION_ESTIMATE = {"question_generation": 40, "answering": 200, "judging": 6, "audit": 6}
 ANSWER_TOKENS = COMPLETION_ESTIMATE["answering"]
@@ -474,7 +477,7 @@ def _cache_facts(
     of its cached calls (the latest 200), and the messages and reported prompt tokens of its latest
     cached calls (`observed`, for the chat template's tokens:
     `cube.llm.tokens.count_prompt_tokens`)."""
-    from cube.llm import CallCache, cache_key
+    from cube.llm import CallCache
 
     cached: dict[tuple[str, str], int] = {}
     latencies: dict[str, list[float]] = {}
@@ -486,23 +489,40 @@ def _cache_facts(
         for key, g in groups.items():
             if g.spec.provider == "offline":
                 continue
-            keys = [cache_key(g.spec, r) for r in g.requests]
-            stored = cache.get_many(keys)
-            cached[key] = sum(k in stored for k in keys)
-            rows = cache.conn.execute(
-                "SELECT latency_s FROM calls WHERE model = ? ORDER BY created_at DESC LIMIT 200",
-                (g.spec.model,),
-            ).fetchall()
-            latencies[key[1]] = [r[0] for r in rows if r[0]]
-            rows = cache.conn.execute(
-                "SELECT request, input_tokens FROM calls WHERE model = ? ORDER BY created_at DESC "
-                "LIMIT 200",
-                (g.spec.model,),
-            ).fetchall()
-            observed[key[1]] = [(json.loads(r[0]).get("messages") or [], r[1]) for r in rows]
+            cached[key] = _cached_count(cache, g)
+            latencies[key[1]] = _cached_latencies(cache, g.spec.model)
+            observed[key[1]] = _cached_messages(cache, g.spec.model)
     finally:
         cache.close()
     return cached, latencies, observed
+
+
+def _cached_count(cache: CallCache, g: _Group) -> int:
+    """How many of a group's built requests the cache holds."""
+    from cube.llm import cache_key
+
+    keys = [cache_key(g.spec, r) for r in g.requests]
+    stored = cache.get_many(keys)
+    return sum(k in stored for k in keys)
+
+
+def _cached_latencies(cache: CallCache, model: str) -> list[float]:
+    """The latencies of a model's latest 200 cached calls (those that recorded one)."""
+    rows = cache.conn.execute(
+        "SELECT latency_s FROM calls WHERE model = ? ORDER BY created_at DESC LIMIT 200",
+        (model,),
+    ).fetchall()
+    return [r[0] for r in rows if r[0]]
+
+
+def _cached_messages(cache: CallCache, model: str) -> list[tuple[list[dict], int]]:
+    """The messages and reported prompt tokens of a model's latest 200 cached calls."""
+    rows = cache.conn.execute(
+        "SELECT request, input_tokens FROM calls WHERE model = ? ORDER BY created_at DESC "
+        "LIMIT 200",
+        (model,),
+    ).fetchall()
+    return [(json.loads(r[0]).get("messages") or [], r[1]) for r in rows]
 
 
 def _dedupe(plan: _Plan) -> None:
@@ -754,41 +774,49 @@ def plan_vs_actual(plan: list[dict[str, Any]], usage: list[dict[str, Any]]) -> l
     return out
 
 
-def plan_text(plan: pd.DataFrame) -> str:
-    """The plan as `cube plan` prints it: one line per role and model, then the totals."""
-    lines = []
-    for r in plan.to_dict("records"):
-        cost = "n/a" if pd.isna(r["cost"]) else f"{r['cost']:.4f} {r['currency']}"
-        batch = "" if pd.isna(r["batch_cost"]) else f" (batch {r['batch_cost']:.4f})"
-        t = "n/a" if pd.isna(r["time_s"]) else f"{r['time_s']:.0f} s"
-        least = f", least {r['calls_least']}" if "calls_least" in r else ""
-        lines.append(
-            f"{r['role']:<20} {r['model']:<28} calls {r['calls']:>7} (cached {r['cached_calls']}, "
-            f"to send {r['to_send']}{least})  prompt tokens "
-            f"{r['prompt_tokens']:>10}{'' if r['exact'] else '*'}  completion "
-            f"~{r['completion_tokens']} (max {r['completion_tokens_max']})  cost {cost}{batch}  "
-            f"time {t}"
-        )
-        offline = str(r["tokens_by"]).startswith("offline")
-        details = [
-            x
-            for x in ((r["note"],) if offline else (r["tokens_by"], r["latency_from"], r["note"]))
-            if x
-        ]
-        if details:
-            lines.append(" " * 22 + "; ".join(details))
+def _row_lines(r: dict[str, Any]) -> list[str]:
+    """One role and model's line, and the line of how its figures were found when there is one."""
+    cost = "n/a" if pd.isna(r["cost"]) else f"{r['cost']:.4f} {r['currency']}"
+    batch = "" if pd.isna(r["batch_cost"]) else f" (batch {r['batch_cost']:.4f})"
+    t = "n/a" if pd.isna(r["time_s"]) else f"{r['time_s']:.0f} s"
+    least = f", least {r['calls_least']}" if "calls_least" in r else ""
+    line = (
+        f"{r['role']:<20} {r['model']:<28} calls {r['calls']:>7} (cached {r['cached_calls']}, "
+        f"to send {r['to_send']}{least})  prompt tokens "
+        f"{r['prompt_tokens']:>10}{'' if r['exact'] else '*'}  completion "
+        f"~{r['completion_tokens']} (max {r['completion_tokens_max']})  cost {cost}{batch}  "
+        f"time {t}"
+    )
+    details = _row_details(r["tokens_by"], r["latency_from"], r["note"])
+    return [line, " " * 22 + "; ".join(details)] if details else [line]
+
+
+def _row_details(tokens_by: str, latency_from: str, note: str) -> list[str]:
+    """How a row's tokens and latency were found, and its note (an offline model: its note)."""
+    offline = str(tokens_by).startswith("offline")
+    shown = (note,) if offline else (tokens_by, latency_from, note)
+    return [x for x in shown if x]
+
+
+def _totals_line(plan: pd.DataFrame) -> str:
     costs = plan["cost"]
     total = "n/a" if costs.isna().any() else f"{costs.sum():.4f}"
     times = plan["time_s"].dropna()
-    lines.append(
-        f"total: calls {int(plan['calls'].sum())}, to send {int(plan['to_send'].sum())}, cost "
-        f"{total}, time "
-        f"{'n/a' if times.empty else f'{times.sum():.0f} s (roles one after another)'}"
-        + (
-            "; * prompts with stand-ins for text not known before the run"
-            if not plan["exact"].all()
-            else ""
-        )
+    time = "n/a" if times.empty else f"{times.sum():.0f} s (roles one after another)"
+    stand_ins = (
+        ""
+        if plan["exact"].all()
+        else "; * prompts with stand-ins for text not known before the run"
     )
+    return (
+        f"total: calls {int(plan['calls'].sum())}, to send {int(plan['to_send'].sum())}, cost "
+        f"{total}, time {time}{stand_ins}"
+    )
+
+
+def plan_text(plan: pd.DataFrame) -> str:
+    """The plan as `cube plan` prints it: one line per role and model, then the totals."""
+    lines = [line for r in plan.to_dict("records") for line in _row_lines(r)]
+    lines.append(_totals_line(plan))
     least = least_text(plan)
     return "\n".join(lines + ([least] if least else []))

@@ -28,6 +28,7 @@ producers' docstrings); the figures a reader branches on are typed.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -133,25 +134,12 @@ class RunRecord(BaseModel):
     def from_json(cls, raw: Any, source: str = "results.json") -> RunRecord:
         """The record of a results.json's content; a `RecordError` names `source`, its version
         and every unknown or malformed key at once."""
-        if not isinstance(raw, dict):
-            raise RecordError(f"{source}: expected a JSON object, got {type(raw).__name__}")
-        version = raw.get("version", 0)
-        if version not in READABLE_VERSIONS:
-            raise RecordError(
-                f"{source} is results.json version {version!r}; this cube reads versions "
-                f"{', '.join(map(str, READABLE_VERSIONS))} (0: no version): run the stages again "
-                "with this cube, or read it with the cube that wrote it"
-            )
+        version = _readable_version(raw, source)
         flat = {k: v for k, v in raw.items() if k != "version"}
         if version == 0:
             flat = _from_version_0(flat)
-        owner = key_owners()
-        unknown = sorted(k for k in flat if k not in owner)
-        if unknown:
-            raise RecordError(
-                f"{source} (version {version}): unknown key(s) {', '.join(unknown)}; "
-                f"known: see docs/reference/results.md"
-            )
+        where = f"{source} (version {version})"
+        owner = _owners_of(flat, where)
         grouped: dict[str, dict[str, Any]] = {}
         for key, value in flat.items():
             grouped.setdefault(owner[key], {})[key] = value
@@ -162,7 +150,7 @@ class RunRecord(BaseModel):
             except ValidationError as e:  # every part's problems, each naming its key
                 problems += [f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors()]
         if problems:
-            raise RecordError(f"{source} (version {version}): " + "; ".join(problems))
+            raise RecordError(f"{where}: " + "; ".join(problems))
         return cls(**parts)
 
     def as_json(self) -> dict[str, Any]:
@@ -178,6 +166,32 @@ class RunRecord(BaseModel):
         merged = {**getattr(self, name).as_json(), **part.as_json()}
         current = type(part)(**merged)
         return self.model_copy(update={name: current, "version": RECORD_VERSION})
+
+
+def _readable_version(raw: Any, source: str) -> int:
+    """The version of a results.json's content (0: no version), refused with a `RecordError`
+    naming it when this cube cannot read it."""
+    if not isinstance(raw, dict):
+        raise RecordError(f"{source}: expected a JSON object, got {type(raw).__name__}")
+    version = raw.get("version", 0)
+    if version not in READABLE_VERSIONS:
+        raise RecordError(
+            f"{source} is results.json version {version!r}; this cube reads versions "
+            f"{', '.join(map(str, READABLE_VERSIONS))} (0: no version): run the stages again "
+            "with this cube, or read it with the cube that wrote it"
+        )
+    return version
+
+
+def _owners_of(flat: Mapping[str, object], where: str) -> dict[str, str]:
+    """Each key -> the part owning it; unknown keys refused, all at once."""
+    owner = key_owners()
+    unknown = sorted(k for k in flat if k not in owner)
+    if unknown:
+        raise RecordError(
+            f"{where}: unknown key(s) {', '.join(unknown)}; known: see docs/reference/results.md"
+        )
+    return owner
 
 
 def _from_version_0(flat: dict[str, Any]) -> dict[str, Any]:

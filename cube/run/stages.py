@@ -28,6 +28,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from functools import cache
@@ -242,15 +243,16 @@ def _model_refs(value: Any, names: set[str], key: str = "") -> set[str]:
     """Names of `models:` entries a dumped section refers to: a string value naming an entry under
     a key that holds a model reference (`model`, `answerer`, `*_model`, `*_answerer`)."""
     if isinstance(value, str):
-        refers = key in ("model", "answerer") or key.endswith(("_model", "_answerer"))
-        return {value} if refers and value in names else set()
+        return {value} if _refers_to_model(key) and value in names else set()
     if isinstance(value, dict) and not _is_spec(value):
-        return (
-            set().union(*(_model_refs(v, names, k) for k, v in value.items())) if value else set()
-        )
+        return set().union(*(_model_refs(v, names, k) for k, v in value.items()))
     if isinstance(value, list):
-        return set().union(*(_model_refs(v, names, key) for v in value)) if value else set()
+        return set().union(*(_model_refs(v, names, key) for v in value))
     return set()
+
+
+def _refers_to_model(key: str) -> bool:
+    return key in ("model", "answerer") or key.endswith(("_model", "_answerer"))
 
 
 def section_values(params: Params, sections: list[str] | tuple[str, ...]) -> dict[str, Any]:
@@ -294,24 +296,46 @@ def dumped_section_values(
 
 
 # ------------------------------------------------------------------------------ fingerprints
-def _files_for(params: Params, section: str) -> list[str]:
-    if section == "corpus" and params.corpus.source == "file" and params.corpus.path:
-        return [str(params.corpus.path)]
-    if section == "questions" and params.questions.generator == "file" and params.questions.path:
-        return [params.questions.path]
-    if section == "systems":
-        from cube.systems.python_system import source_files
+def _corpus_files(params: Params) -> list[str]:
+    corpus = params.corpus
+    return [str(corpus.path)] if corpus.source == "file" and corpus.path else []
 
-        files = [p for s in params.systems if (p := getattr(s, "path", None))]
-        # a python system's function: editing its file re-runs the answers (its cache decides
-        # which calls are made again)
-        return files + [f for s in params.systems if s.kind == "python" for f in source_files(s)]
-    if section == "dimensions":
-        dims = params.dimension_list()
-        return [p for d in dims for p in (d.prompt_file, d.path) if p]
-    if section == "human":
-        return [p for p in (params.human.ratings, params.human.key) if p]
-    return []
+
+def _question_files(params: Params) -> list[str]:
+    questions = params.questions
+    return [questions.path] if questions.generator == "file" and questions.path else []
+
+
+def _system_files(params: Params) -> list[str]:
+    from cube.systems.python_system import source_files
+
+    files = [p for s in params.systems if (p := getattr(s, "path", None))]
+    # a python system's function: editing its file re-runs the answers (its cache decides
+    # which calls are made again)
+    return files + [f for s in params.systems if s.kind == "python" for f in source_files(s)]
+
+
+def _dimension_files(params: Params) -> list[str]:
+    return [p for d in params.dimension_list() for p in (d.prompt_file, d.path) if p]
+
+
+def _human_files(params: Params) -> list[str]:
+    return [p for p in (params.human.ratings, params.human.key) if p]
+
+
+# the user files each params section names (a section absent here names none)
+_SECTION_FILES: dict[str, Callable[[Params], list[str]]] = {
+    "corpus": _corpus_files,
+    "questions": _question_files,
+    "systems": _system_files,
+    "dimensions": _dimension_files,
+    "human": _human_files,
+}
+
+
+def _files_for(params: Params, section: str) -> list[str]:
+    files = _SECTION_FILES.get(section)
+    return files(params) if files is not None else []
 
 
 def files_digest(params: Params, sections: tuple[str, ...], root: Path) -> str:
@@ -356,37 +380,49 @@ def _module_data(path: Path) -> frozenset[str]:
 
 def _data_of(tree: ast.AST, path: Path) -> frozenset[str]:
     found: set[str] = set()
-
-    def names(nodes: list[ast.expr]) -> set[str]:
-        """Package folders (relative to `cube/`) a string names: a dotted package (`"cube.pages"`),
-        a top-level data folder (`"prompts"`) or a folder beside the module (`"templates"`)."""
-        out = set()
-        for n in nodes:
-            if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value:
-                for folder in (
-                    PACKAGE / n.value.removeprefix("cube.").replace(".", "/"),
-                    path.parent / n.value,
-                ):
-                    if (
-                        folder.is_dir()
-                        and folder.resolve().is_relative_to(PACKAGE)
-                        and folder.resolve() != PACKAGE
-                    ):
-                        out.add(folder.resolve().relative_to(PACKAGE).as_posix())
-        return out
-
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            f = node.func
-            called = (
-                f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
-            )
-            if called in ("files", "joinpath", "PackageLoader"):
-                found |= names(node.args)
-        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
-            if any(isinstance(n, ast.Name) and n.id == "__file__" for n in ast.walk(node.left)):
-                found |= names([node.right])
+        if isinstance(node, ast.Call) and _called_name(node.func) in _DATA_CALLS:
+            found |= _folders_named(node.args, path)
+        elif (joined := _joined_to_file(node)) is not None:
+            found |= _folders_named([joined], path)
     return frozenset(found)
+
+
+_DATA_CALLS = ("files", "joinpath", "PackageLoader")  # the calls whose strings name data folders
+
+
+def _called_name(f: ast.expr) -> str:
+    return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+
+
+def _joined_to_file(node: ast.AST) -> ast.expr | None:
+    """What `<a path built from __file__> / <it>` joins to the module's path; None otherwise."""
+    if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)):
+        return None
+    from_file = any(isinstance(n, ast.Name) and n.id == "__file__" for n in ast.walk(node.left))
+    return node.right if from_file else None
+
+
+def _folders_named(nodes: list[ast.expr], path: Path) -> set[str]:
+    """Package folders (relative to `cube/`) a string names: a dotted package (`"cube.pages"`),
+    a top-level data folder (`"prompts"`) or a folder beside the module (`"templates"`)."""
+    out = set()
+    for n in nodes:
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value:
+            for folder in (
+                PACKAGE / n.value.removeprefix("cube.").replace(".", "/"),
+                path.parent / n.value,
+            ):
+                if _inside_package(folder):
+                    out.add(folder.resolve().relative_to(PACKAGE).as_posix())
+    return out
+
+
+def _inside_package(folder: Path) -> bool:
+    """A folder of the package below its root."""
+    return (
+        folder.is_dir() and folder.resolve().is_relative_to(PACKAGE) and folder.resolve() != PACKAGE
+    )
 
 
 def _module_name(path: Path) -> str:
@@ -413,23 +449,33 @@ def _imports_of(tree: ast.AST, current: str) -> frozenset[str]:
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names if a.name.split(".")[0] == "cube"}
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:  # relative import inside the package
-                pkg = current.split(".")[: -node.level] if current else ["cube"]
-                base = ".".join([*pkg, base] if base else pkg)
-            if base.split(".")[0] == "cube":
-                found.add(base)
-                found |= {f"{base}.{a.name}" for a in node.names}
-        elif (
-            isinstance(node, ast.Constant)
-            and isinstance(node.value, str)
-            and node.value.startswith("cube.")
-            and all(p.isidentifier() for p in node.value.split("."))
-        ):
-            found.add(node.value)
+            found |= _imported_from(node, current)
+        elif (module := _module_named(node)) is not None:
+            found.add(module)
     # importing a module runs its parent packages' __init__ first
     found |= {".".join(m.split(".")[:i]) for m in found for i in range(1, m.count(".") + 1)}
     return frozenset(found)
+
+
+def _imported_from(node: ast.ImportFrom, current: str) -> set[str]:
+    """The `cube` module of a `from ... import` (relative ones resolved from `current`) and each
+    name imported from it (a name may be a submodule)."""
+    base = node.module or ""
+    if node.level:  # relative import inside the package
+        pkg = current.split(".")[: -node.level] if current else ["cube"]
+        base = ".".join([*pkg, base] if base else pkg)
+    if base.split(".")[0] != "cube":
+        return set()
+    return {base} | {f"{base}.{a.name}" for a in node.names}
+
+
+def _module_named(node: ast.AST) -> str | None:
+    """The `cube` module a string constant spells (`"cube.judges.rubric"`); None otherwise."""
+    if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+        return None
+    name = node.value
+    spelled = name.startswith("cube.") and all(p.isidentifier() for p in name.split("."))
+    return name if spelled else None
 
 
 def _module_file(name: str) -> list[Path]:
@@ -520,18 +566,26 @@ class ParamsMismatchError(RuntimeError):
 def diff_keys(old: Any, new: Any, prefix: str = "") -> list[str]:
     """Dotted keys whose values differ (lists by index; a different length names the list)."""
     if isinstance(old, dict) and isinstance(new, dict):
-        out = []
-        for k in list(old) + [k for k in new if k not in old]:
-            out += diff_keys(old.get(k), new.get(k), f"{prefix}.{k}" if prefix else str(k))
-        return out
-    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
-        out = []
-        for i, (a, b) in enumerate(zip(old, new, strict=True)):
-            out += diff_keys(a, b, f"{prefix}[{i}]")
-        return out
+        return _diff_mappings(old, new, prefix)
     if isinstance(old, list) and isinstance(new, list):
-        return [f"{prefix} ({len(old)} entries in the data, {len(new)} in the params)"]
+        return _diff_lists(old, new, prefix)
     return [] if old == new else [prefix]
+
+
+def _diff_mappings(old: dict[str, Any], new: dict[str, Any], prefix: str) -> list[str]:
+    out = []
+    for k in list(old) + [k for k in new if k not in old]:
+        out += diff_keys(old.get(k), new.get(k), f"{prefix}.{k}" if prefix else str(k))
+    return out
+
+
+def _diff_lists(old: list[Any], new: list[Any], prefix: str) -> list[str]:
+    if len(old) != len(new):
+        return [f"{prefix} ({len(old)} entries in the data, {len(new)} in the params)"]
+    out = []
+    for i, (a, b) in enumerate(zip(old, new, strict=True)):
+        out += diff_keys(a, b, f"{prefix}[{i}]")
+    return out
 
 
 def read_provenance(data_dir: Path) -> dict[str, Any]:

@@ -18,6 +18,7 @@ report ends with a one-line summary: items, fields mapped, duplicates, warnings,
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ import pandas as pd
 
 from cube.config.params import Params
 from cube.config.schema import CORPUS_FIELDS, MAPPABLE
-from cube.config.sections import ImportedSystem
+from cube.config.sections import CorpusParams, ImportedSystem, QuestionParams
 from cube.kb.corpus import SheetError, oversized_cells, read_table
 from cube.kb.document import CorpusError, field_text, render_document
 from cube.kb.mapping import WARNING, check_mapping, map_table
@@ -72,27 +73,15 @@ def check_corpus(params: Params, base_dir: Path, report: DataReport) -> pd.DataF
     """Load the knowledge base the way a run does, recording every problem; the corpus or None."""
     c = params.corpus
     if c.source == "demo":
-        from cube.kb.corpus import build_corpus
-
-        corpus = build_corpus(params, base_dir)
-        report.notes.append(f"knowledge base: the synthetic demo corpus ({len(corpus)} items)")
-        report.figures.update(items=len(corpus), fields_mapped=len(CORPUS_FIELDS))
-        _check_documents(corpus, "demo corpus", None, report)
-        return corpus
+        return _demo_corpus(params, base_dir, report)
     path = _resolve(str(c.path), base_dir)
     unknown = {k: v for k, v in c.columns.items() if k not in MAPPABLE}
     if unknown:  # reported even when the file cannot be read
         report.errors.append(check_mapping([], unknown, (), str(path))[0])
-    try:
-        raw, where = read_table(
-            path, c.format, sheet=c.sheet, encoding=c.encoding, labels=list(c.columns.values())
-        )
-    except SheetError as err:  # names corpus.sheet itself
-        report.errors.append(str(err))
+    table = _read_corpus_table(c, path, report)
+    if table is None:
         return None
-    except CorpusError as err:
-        report.errors.append(f"{err} (corpus.path)")
-        return None
+    raw, where = table
     # a cell over the documented size: a warning with its row and column (issue 38)
     report.warnings.extend(oversized_cells(raw, where, str(path)))
     out, problems, notes = map_table(
@@ -104,25 +93,68 @@ def check_corpus(params: Params, base_dir: Path, report: DataReport) -> pd.DataF
         empty_values=c.empty_values,
         extra_columns=c.extra_columns,
     )
-    report.errors.extend(p for p in problems if p not in report.errors)
-    report.warnings.extend(n.removeprefix(WARNING) for n in notes if n.startswith(WARNING))
-    report.notes.extend(n for n in notes if not n.startswith(WARNING))
-    raw_cols = [str(x) for x in raw.columns]
-    mapped = [k for k in MAPPABLE if c.columns.get(k, k) in raw_cols]
-    report.figures.update(rows=len(raw), fields_mapped=len(mapped))
-    report.notes.append(
-        f"{path}: {len(raw)} rows; fields mapped: "
-        + ", ".join(f"{k} <- '{c.columns.get(k, k)}'" for k in mapped)
-    )
+    _record_mapping(report, problems, notes)
+    _note_mapped_fields(raw, c.columns, path, report)
     if out is None:
         return None
-    for k in MAPPABLE:
-        out[k] = [field_text(k, v) for v in out[k]]
-    out["text"] = [render_document(r, params.lang, r["extras"]) for r in out.to_dict("records")]
+    out = _as_documents(out, params)
     report.figures["items"] = len(out)
     if not c.group_by:
         _suggest_group_by(out, c.columns, report, str(path))
     _check_documents(out, str(path), out["source_rows"], report)
+    return out
+
+
+def _demo_corpus(params: Params, base_dir: Path, report: DataReport) -> pd.DataFrame:
+    from cube.kb.corpus import build_corpus
+
+    corpus = build_corpus(params, base_dir)
+    report.notes.append(f"knowledge base: the synthetic demo corpus ({len(corpus)} items)")
+    report.figures.update(items=len(corpus), fields_mapped=len(CORPUS_FIELDS))
+    _check_documents(corpus, "demo corpus", None, report)
+    return corpus
+
+
+def _read_corpus_table(
+    c: CorpusParams, path: Path, report: DataReport
+) -> tuple[pd.DataFrame, list[str]] | None:
+    """The knowledge base's raw table and where each row came from; None (with the error
+    recorded) when it cannot be read."""
+    try:
+        return read_table(
+            path, c.format, sheet=c.sheet, encoding=c.encoding, labels=list(c.columns.values())
+        )
+    except SheetError as err:  # names corpus.sheet itself
+        report.errors.append(str(err))
+    except CorpusError as err:
+        report.errors.append(f"{err} (corpus.path)")
+    return None
+
+
+def _record_mapping(report: DataReport, problems: list[str], notes: list[str]) -> None:
+    """The mapping's problems as errors (once each), its notes as warnings or notes."""
+    report.errors.extend(p for p in problems if p not in report.errors)
+    report.warnings.extend(n.removeprefix(WARNING) for n in notes if n.startswith(WARNING))
+    report.notes.extend(n for n in notes if not n.startswith(WARNING))
+
+
+def _note_mapped_fields(
+    raw: pd.DataFrame, columns: dict[str, str], path: Path, report: DataReport
+) -> None:
+    raw_cols = [str(x) for x in raw.columns]
+    mapped = [k for k in MAPPABLE if columns.get(k, k) in raw_cols]
+    report.figures.update(rows=len(raw), fields_mapped=len(mapped))
+    report.notes.append(
+        f"{path}: {len(raw)} rows; fields mapped: "
+        + ", ".join(f"{k} <- '{columns.get(k, k)}'" for k in mapped)
+    )
+
+
+def _as_documents(out: pd.DataFrame, params: Params) -> pd.DataFrame:
+    """The mapped rows as the run's documents: each field's text, and the rendered document."""
+    for k in MAPPABLE:
+        out[k] = [field_text(k, v) for v in out[k]]
+    out["text"] = [render_document(r, params.lang, r["extras"]) for r in out.to_dict("records")]
     return out
 
 
@@ -189,39 +221,51 @@ def check_questions(
     params: Params, corpus: pd.DataFrame | None, base_dir: Path, report: DataReport
 ) -> None:
     q = params.questions
-    if q.generator == "llm" and q.model is None:
-        report.errors.append(
-            "questions.generator 'llm' needs questions.model (a model name from `models:` "
-            "or an inline spec)"
-        )
-    if q.generator != "file":
-        return
-    if not q.path:
-        report.errors.append("questions.generator 'file' needs questions.path")
+    if not _question_file_named(q, report):
         return
     from cube.kb.questions import QuestionError, load_questions_file
 
     path = _resolve(q.path, base_dir)
     if corpus is None:  # doc_ids cannot be checked; the file and its columns can
-        try:
-            raw, _ = read_table(
-                path, what="question-set", encoding=q.encoding, encoding_key="questions.encoding"
-            )
-        except CorpusError as err:
-            report.errors.append(f"{err} (questions.path)")
-            return
-        missing = [c for c in ("question", "doc_id") if c not in raw.columns]
-        if missing:
-            report.errors.append(
-                f"{path}: missing column(s) {missing}; expected 'question' and 'doc_id'; columns "
-                f"found: {[str(c) for c in raw.columns]} (questions.path)"
-            )
+        _check_question_columns(path, q, report)
         return
     try:
         n = len(load_questions_file(path, corpus, q.encoding))
         report.notes.append(f"{path}: {n} questions, every doc_id in the knowledge base")
     except QuestionError as err:
         report.errors.append(f"{err} (questions.path)")
+
+
+def _question_file_named(q: QuestionParams, report: DataReport) -> bool:
+    """Whether the questions come from a file that is named (the generator's needs recorded)."""
+    if q.generator == "llm" and q.model is None:
+        report.errors.append(
+            "questions.generator 'llm' needs questions.model (a model name from `models:` "
+            "or an inline spec)"
+        )
+    if q.generator != "file":
+        return False
+    if not q.path:
+        report.errors.append("questions.generator 'file' needs questions.path")
+        return False
+    return True
+
+
+def _check_question_columns(path: Path, q: QuestionParams, report: DataReport) -> None:
+    """Without a knowledge base: the question file readable, with its two columns."""
+    try:
+        raw, _ = read_table(
+            path, what="question-set", encoding=q.encoding, encoding_key="questions.encoding"
+        )
+    except CorpusError as err:
+        report.errors.append(f"{err} (questions.path)")
+        return
+    missing = [c for c in ("question", "doc_id") if c not in raw.columns]
+    if missing:
+        report.errors.append(
+            f"{path}: missing column(s) {missing}; expected 'question' and 'doc_id'; columns "
+            f"found: {[str(c) for c in raw.columns]} (questions.path)"
+        )
 
 
 def check_imported(
@@ -276,21 +320,50 @@ def _check_imported_lists(
     (comma-separated ids are an error naming the separators), or passages parsed. With `unknown`,
     ids not in the knowledge base are a warning (with the run's question set, the run's own import
     says what it does with them)."""
-    from cube.systems.imported import SEPARATORS_HINT, comma_lists, parse_ids, passages_parser
+    from cube.systems.imported import parse_ids, passages_parser
 
     col = names.get("retrieved_doc_ids") or names["retrieved_passages"]
     # passages as the import splits them (DeepEval's `|`-joined cells under its own names)
     parse = parse_ids if "retrieved_doc_ids" in names else passages_parser(col)
+    lists = _parsed_lists(raw[col].tolist(), parse, f"column '{col}'", path, where, report)
+    if "retrieved_doc_ids" not in names:  # passages: mapped to documents by the run
+        return
+    _check_id_lists(lists, set(corpus["doc_id"].astype(str)), col, (path, where), report, unknown)
+
+
+def _parsed_lists(
+    cells: list[Any],
+    parse: Callable[[Any], list[str]],
+    column: str,
+    path: Path,
+    where: str,
+    report: DataReport,
+) -> list[list[str]]:
+    """Each cell's list as the import parses it; a cell it refuses is an error naming its row,
+    and an empty list."""
     lists: list[list[str]] = []
-    for i, cell in enumerate(raw[col].tolist()):
+    for i, cell in enumerate(cells):
         try:
             lists.append(parse(cell))
         except ValueError as err:
-            report.errors.append(f"{path}: row {i + 1}, column '{col}': {err} ({where})")
+            report.errors.append(f"{path}: row {i + 1}, {column}: {err} ({where})")
             lists.append([])
-    if "retrieved_doc_ids" not in names:  # passages: mapped to documents by the run
-        return
-    known = set(corpus["doc_id"].astype(str))
+    return lists
+
+
+def _check_id_lists(
+    lists: list[list[str]],
+    known: set[str],
+    col: str,
+    at: tuple[Path, str],
+    report: DataReport,
+    unknown: bool,
+) -> None:
+    """Comma-separated ids are an error naming the separators; with `unknown`, ids not in the
+    knowledge base a warning (they count as misses)."""
+    from cube.systems.imported import SEPARATORS_HINT, comma_lists
+
+    path, where = at
     commas = comma_lists(lists, known)
     if commas:
         rows = ", ".join(str(i + 1) for i in sorted(commas)[:10])
@@ -298,8 +371,10 @@ def _check_imported_lists(
             f"{path}: column '{col}' separates doc ids with commas, e.g. "
             f"{next(iter(commas.values()))!r} (rows {rows}); {SEPARATORS_HINT} ({where})"
         )
+    if not unknown:
+        return
     bad = [(i, d) for i, ids in enumerate(lists) if i not in commas for d in ids if d not in known]
-    if bad and unknown:
+    if bad:
         report.warnings.append(
             f"{path}: column '{col}': {len(bad)} retrieved doc id(s) not in the knowledge "
             "base (they count as misses): " + ", ".join(f"row {i + 1}: {d}" for i, d in bad)
@@ -554,18 +629,7 @@ def validate_data(
     corpus = check_corpus(params, base_dir, report) if "corpus.path" not in missing else None
     if "questions.path" not in missing:
         check_questions(params, corpus, base_dir, report)
-    imported = [
-        s
-        for s in params.systems
-        if isinstance(s, ImportedSystem) and f"systems[{s.name}].path" not in missing
-    ]
-    inputs = (
-        run_inputs(params, base_dir, report)
-        if imported and corpus is not None and report.ok
-        else None
-    )
-    for s in imported:
-        check_imported(s, corpus, base_dir, report, inputs, params.analysis.max_unmapped_share)
+    _check_imported_systems(params, corpus, base_dir, report, missing)
     report.errors.extend(kind_checks(params, base_dir, missing))
     check_systems(params, report, missing)
     from cube.run.sequential import sequential_problems  # analysis.sequential's values
@@ -574,3 +638,23 @@ def validate_data(
     if not any(w.startswith("dimensions") for w in missing):
         check_dimensions(params, base_dir, report)
     return report
+
+
+def _check_imported_systems(
+    params: Params,
+    corpus: pd.DataFrame | None,
+    base_dir: Path,
+    report: DataReport,
+    missing: set[str],
+) -> None:
+    """Every imported system whose file exists, read as the run reads it (with the run's
+    knowledge base and question set when both are sound so far)."""
+    imported = [
+        s
+        for s in params.systems
+        if isinstance(s, ImportedSystem) and f"systems[{s.name}].path" not in missing
+    ]
+    sound = bool(imported) and corpus is not None and report.ok
+    inputs = run_inputs(params, base_dir, report) if sound else None
+    for s in imported:
+        check_imported(s, corpus, base_dir, report, inputs, params.analysis.max_unmapped_share)

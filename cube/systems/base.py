@@ -51,6 +51,16 @@ class System:
         raise NotImplementedError
 
 
+def _failure(resp: Response) -> str:
+    """Why a call gave no answer: its error, else an empty response."""
+    return resp.error or "empty response"
+
+
+def _finish_reason(resp: Response) -> str:
+    """The provider's finish reason ("stop", "length"...), "" when not reported."""
+    return str((resp.detail or {}).get("finish_reason") or "")
+
+
 def answers_frame(
     questions: pd.DataFrame,
     *,
@@ -101,8 +111,8 @@ def answers_frame(
                 "rank": rank_of(str(gold), docs),
                 "n_retrieved": len(docs),
                 "retrieval_ok": bool(known),
-                "error": "" if ok else (resp.error or "empty response"),
-                "finish_reason": str((resp.detail or {}).get("finish_reason") or ""),
+                "error": "" if ok else _failure(resp),
+                "finish_reason": _finish_reason(resp),
                 "answerer": answerer,
                 **response_accounting(resp, "answering"),
             }

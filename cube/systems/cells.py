@@ -114,17 +114,8 @@ def resolve_columns(
         for ours, theirs in mapping.items()
         if theirs not in found
     ]
-    out = {
-        ours: mapping.get(ours) or next((a for a in aliases if a in found), "")
-        for ours, aliases in COLUMN_ALIASES.items()
-    }
-    out = {ours: theirs for ours, theirs in out.items() if theirs in found}
-    required = (
-        ("question_id or question", ("question_id", "question")),
-        ("answer", ("answer",)),
-        ("retrieved_doc_ids or retrieved_passages", ("retrieved_doc_ids", "retrieved_passages")),
-    )
-    missing = [name for name, ours in required if not any(o in out for o in ours)]
+    out = _matched_columns(found, mapping)
+    missing = [name for name, ours in _REQUIRED_COLUMNS if not any(o in out for o in ours)]
     if missing:
         problems.append(f"missing column(s) {missing}")
     if problems:
@@ -133,6 +124,24 @@ def resolve_columns(
             "`columns:` mapping: docs/reference/imported-files.md)"
         )
     return out
+
+
+# what a QA file must hold: each named need met by one of our columns
+_REQUIRED_COLUMNS = (
+    ("question_id or question", ("question_id", "question")),
+    ("answer", ("answer",)),
+    ("retrieved_doc_ids or retrieved_passages", ("retrieved_doc_ids", "retrieved_passages")),
+)
+
+
+def _matched_columns(found: list[str], mapping: dict[str, str]) -> dict[str, str]:
+    """Our column -> the file's, for the columns the file has: the mapped name, else the first
+    alias present."""
+    out = {
+        ours: mapping.get(ours) or next((a for a in aliases if a in found), "")
+        for ours, aliases in COLUMN_ALIASES.items()
+    }
+    return {ours: theirs for ours, theirs in out.items() if theirs in found}
 
 
 # DeepEval's CSV and JSONL exports (`EvaluationDataset.save_as`) join a list of passages into one

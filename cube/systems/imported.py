@@ -103,6 +103,13 @@ def comma_lists(lists: list[list[str]], known: set[str]) -> dict[int, str]:
     return out
 
 
+def _error_texts(raw: pd.DataFrame) -> pd.Series:
+    """Each row's recorded error as text ("" for none, and for a file without an error column)."""
+    if "error" in raw.columns:
+        return raw["error"].map(cell_text)
+    return pd.Series([""] * len(raw))
+
+
 def _rows(idx: list[int], limit: int = 10) -> str:
     shown = ", ".join(str(i + 1) for i in idx[:limit])
     return shown + (f" ... ({len(idx)} rows)" if len(idx) > limit else "")
@@ -148,12 +155,8 @@ class ImportedAnswers(System):
         self.outside = 0
         qids = questions["question_id"].astype(str)
         row_qid = self._row_question_ids(raw, questions, qids, drop, corpus)
-        errors = (
-            raw["error"].map(cell_text) if "error" in raw.columns else pd.Series([""] * len(raw))
-        )
-        # An empty answer is invalid unless the row records why the system failed.
-        empty = {i for i, a in enumerate(raw["answer"]) if not cell_text(a) and not errors[i]}
-        self._problem("empty answer (and no error recorded)", empty, drop)
+        errors = _error_texts(raw)
+        self._drop_empty(raw, errors, drop)
         retrieved = self._retrieved(raw, corpus, drop)
         keep = [i for i in range(len(raw)) if i not in drop]
         n_dropped = self._check_coverage(qids, row_qid, keep, drop)
@@ -163,8 +166,32 @@ class ImportedAnswers(System):
         q_keep = questions[qids.isin(set(row_of))].reset_index(drop=True)
         rows = [row_of[q] for q in q_keep["question_id"].astype(str)]
         truncated = self._warn_truncated(sum(retrieved.long[i] for i in rows))
+        df = self._frame(raw, errors, retrieved, q_keep, rows)
+        df.attrs.update(
+            dropped=n_dropped,
+            truncated=truncated,
+            unmapped=retrieved.unmapped,
+            retrieved=retrieved,
+            outside=self.outside,
+        )
+        return df
+
+    def _drop_empty(self, raw: pd.DataFrame, errors: pd.Series, drop: set[int]) -> None:
+        """An empty answer is invalid unless the row records why the system failed."""
+        empty = {i for i, a in enumerate(raw["answer"]) if not cell_text(a) and not errors[i]}
+        self._problem("empty answer (and no error recorded)", empty, drop)
+
+    def _frame(
+        self,
+        raw: pd.DataFrame,
+        errors: pd.Series,
+        retrieved: RetrievedLists,
+        questions: pd.DataFrame,
+        rows: list[int],
+    ) -> pd.DataFrame:
+        """The answers table of the kept rows, in question-set order."""
         df = answers_frame(
-            q_keep,
+            questions,
             system=self.name,
             set_name="rag",
             responses=[self._response(raw, errors, i) for i in rows],
@@ -175,13 +202,6 @@ class ImportedAnswers(System):
         )
         if "answerer" in raw.columns:
             df["answerer"] = [self._answerer(raw, i) for i in rows]
-        df.attrs.update(
-            dropped=n_dropped,
-            truncated=truncated,
-            unmapped=retrieved.unmapped,
-            retrieved=retrieved,
-            outside=self.outside,
-        )
         return df
 
     def _warn_truncated(self, truncated: int) -> int:

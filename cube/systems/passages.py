@@ -128,6 +128,13 @@ def _grams(text: str, n: int = GRAM) -> set[str]:
     return {text[i : i + n] for i in range(len(text) - n + 1)}
 
 
+def _among_held(ranked: Found | None, held: list[int], text: str, parts: tuple[str, ...]) -> Found:
+    """The pieces tie between `held`: the ranked match decides when it names one of them alone."""
+    if ranked and len(ranked.docs) == 1 and ranked.docs[0] in held:
+        return ranked
+    return Found(tuple(held), "pieces", 1.0, text, parts)
+
+
 def _beats(best: set[str], other: set[str]) -> bool:
     """Whether the grams a document covers (`best`) decide against another's (`other`)."""
     ahead, behind = len(best - other), len(other - best)
@@ -181,16 +188,19 @@ class PassageIndex:
         if any(g not in self._postings for g in grams):
             return None
         if not grams:  # parts shorter than a gram: scan (rare, and they are short)
-            return [i for i in range(len(self.texts)) if all(self.holds(i, p) for p in parts)]
+            return [i for i in range(len(self.texts)) if self._holds_all(i, parts)]
+        return [int(i) for i in self._probed(grams) if self._holds_all(int(i), parts)]
+
+    def _holds_all(self, doc: int, parts: Sequence[str]) -> bool:
+        return all(self.holds(doc, p) for p in parts)
+
+    def _probed(self, grams: set[str]) -> np.ndarray:
+        """The documents holding the `PROBE` rarest grams (candidates, checked whole after)."""
         probe = sorted(grams, key=lambda g: len(self._postings[g]))[:PROBE]
         counts = np.bincount(
             np.concatenate([self._postings[g] for g in probe]), minlength=len(self.texts)
         )
-        return [
-            int(i)
-            for i in np.flatnonzero(counts == len(probe))
-            if all(self.holds(int(i), p) for p in parts)
-        ]
+        return np.flatnonzero(counts == len(probe))
 
     def find(self, passage: object) -> Found:
         """The documents one passage matches and how (module docstring, steps 2-4), memoised."""
@@ -207,17 +217,20 @@ class PassageIndex:
         if docs:
             return Found(tuple(docs), "contained", 1.0, text, (text,))
         parts = tuple(dict.fromkeys(pieces(passage)))
-        held = None
-        if len(parts) > 1 or (parts and parts[0] != text):
-            held = self._holding(parts)
-            if held and len(held) == 1:
-                return Found(tuple(held), "pieces", 1.0, text, parts)
+        held = self._pieces_held(parts, text)
+        if held and len(held) == 1:
+            return Found(tuple(held), "pieces", 1.0, text, parts)
         ranked = self._ranked(text) if len(text) >= MIN_RANKED_CHARS else None
         if held:  # the pieces tie: the ranked match may decide among those documents only
-            if ranked and len(ranked.docs) == 1 and ranked.docs[0] in held:
-                return ranked
-            return Found(tuple(held), "pieces", 1.0, text, parts)
+            return _among_held(ranked, held, text, parts)
         return ranked or Found((), "none", 0.0, text)
+
+    def _pieces_held(self, parts: tuple[str, ...], text: str) -> list[int] | None:
+        """Step 3: the documents holding every piece of the passage (None when the pieces are
+        the passage itself, already looked for whole)."""
+        if len(parts) > 1 or (parts and parts[0] != text):
+            return self._holding(parts)
+        return None
 
     def _ranked(self, text: str) -> Found:
         """Step 4: the candidate covering most of the passage's grams, if it beats the rest."""
@@ -225,11 +238,7 @@ class PassageIndex:
         known = sorted((len(self._postings[g]), g) for g in grams if g in self._postings)
         if not known:
             return Found((), "none", 0.0, text)
-        counts = np.bincount(
-            np.concatenate([self._postings[g] for _, g in known[:PROBE]]),
-            minlength=len(self.texts),
-        )
-        order = [int(i) for i in np.argsort(-counts, kind="stable")[:CANDIDATES] if counts[i]]
+        order = self._candidates([g for _, g in known[:PROBE]])
         cover = {i: grams & self._gramsets[i] for i in order}
         best = max(order, key=lambda i: len(cover[i]))  # max keeps the first of equals
         # Grams no document holds (a user's label, an edit) cannot point anywhere: the share
@@ -237,10 +246,24 @@ class PassageIndex:
         share = len(cover[best]) / len(known)
         if share < MIN_COVER or len(cover[best]) < MIN_EVIDENCE * len(grams):
             return Found((), "none", share, text)
+        return Found(tuple(sorted(self._tied(text, order, cover, best))), "ranked", share, text)
+
+    def _candidates(self, probe: list[str]) -> list[int]:
+        """The `CANDIDATES` documents holding most of the probe grams (any of them), most first."""
+        counts = np.bincount(
+            np.concatenate([self._postings[g] for g in probe]), minlength=len(self.texts)
+        )
+        return [int(i) for i in np.argsort(-counts, kind="stable")[:CANDIDATES] if counts[i]]
+
+    def _tied(
+        self, text: str, order: list[int], cover: dict[int, set[str]], best: int
+    ) -> list[int]:
+        """The best candidate and those it does not beat, told apart by longer grams when
+        several."""
         tied = [i for i in order if i == best or not _beats(cover[best], cover[i])]
         if len(tied) > 1:  # sets of 4-grams lose order ("D00066" and "D00660" share them)
             tied = self._longer(text, tied)
-        return Found(tuple(sorted(tied)), "ranked", share, text)
+        return tied
 
     def _longer(self, text: str, tied: list[int]) -> list[int]:
         """The ranked match's second pass: the tied documents compared by `LONG_GRAM`-grams,

@@ -128,32 +128,51 @@ class CachedCaller:
         keys = [self.key(p) for p in payloads]
         cache = CallCache(self.cache_path) if self.cache_path is not None and calls else None
         try:
-            hits = cache.get_many(keys) if cache else {}
-            out: list[Outcome | None] = [self._hit(hits[k], k) if k in hits else None for k in keys]
+            out = self._cached(cache, keys)
             todo = [i for i, o in enumerate(out) if o is None]
-            bar = progress_bar(
-                total=len(calls), initial=len(calls) - len(todo), desc=desc, disable=not progress
-            )
-            try:
-                raw = run_sync(call_all(self.fn, [calls[i] for i in todo], self.limit, bar))
-            finally:
-                bar.close()
-            self.calls += len(todo)
+            raw = self._call(calls, todo, desc, progress)
             for i, (value, error, seconds) in zip(todo, raw, strict=True):
-                out[i] = self._made(value, error, seconds, keys[i])
-                if cache is not None and out[i].reply is not None and out[i].response.ok:
-                    stored = Response(
-                        text=json.dumps(out[i].reply, ensure_ascii=False),
-                        latency_s=seconds,
-                        model=self.label,
-                        endpoint="python",
-                        attempts=1,
-                    )
-                    cache.put(keys[i], stored, canonical_json({**self.identity, **payloads[i]}))
+                made = out[i] = self._made(value, error, seconds, keys[i])
+                if cache is not None:
+                    self._store(cache, made, seconds, keys[i], payloads[i])
         finally:
             if cache is not None:
                 cache.close()
         return out  # type: ignore[return-value]
+
+    def _cached(self, cache: CallCache | None, keys: list[str]) -> list[Outcome | None]:
+        """Each call's outcome read back from the cache; None for a call to make."""
+        hits = cache.get_many(keys) if cache else {}
+        return [self._hit(hits[k], k) if k in hits else None for k in keys]
+
+    def _call(
+        self, calls: list[tuple[Any, ...]], todo: list[int], desc: str, progress: bool
+    ) -> list[tuple[Any, str | None, float]]:
+        """Make the calls not served from the cache, with a progress bar over all of them."""
+        bar = progress_bar(
+            total=len(calls), initial=len(calls) - len(todo), desc=desc, disable=not progress
+        )
+        try:
+            raw = run_sync(call_all(self.fn, [calls[i] for i in todo], self.limit, bar))
+        finally:
+            bar.close()
+        self.calls += len(todo)
+        return raw
+
+    def _store(
+        self, cache: CallCache, made: Outcome, seconds: float, key: str, payload: dict[str, Any]
+    ) -> None:
+        """A call that succeeded, stored in the cache (a failed one is made again next time)."""
+        if made.reply is None or not made.response.ok:
+            return
+        stored = Response(
+            text=json.dumps(made.reply, ensure_ascii=False),
+            latency_s=seconds,
+            model=self.label,
+            endpoint="python",
+            attempts=1,
+        )
+        cache.put(key, stored, canonical_json({**self.identity, **payload}))
 
     def _hit(self, row: dict[str, Any], key: str) -> Outcome:
         reply = json.loads(row["text"])

@@ -174,24 +174,41 @@ class BM25Index:
             [t for t in toks if t in self._bm25.vocab_dict] for toks in tokenize(queries, self.lang)
         ]
         out: list[list[str]] = [[] for _ in q_tokens]
-        named = plan.named if plan is not None else [None] * len(q_tokens)
-        if len(named) != len(q_tokens):
-            raise ValueError(
-                f"BM25Index.search: region plan for {len(named)} questions, {len(q_tokens)} given"
-            )
-        groups: dict[str | None, list[int]] = {}
-        for i, toks in enumerate(q_tokens):
-            if toks:
-                groups.setdefault(named[i], []).append(i)
-        for region, todo in groups.items():
-            mask = None if region is None or plan is None else plan.masks[region].astype(np.float32)
+        named = _regions_named(plan, len(q_tokens))
+        for region, todo in _by_region(q_tokens, named).items():
             idx, scores = self._bm25.retrieve(
-                [q_tokens[i] for i in todo], k=k, show_progress=False, n_threads=0, weight_mask=mask
+                [q_tokens[i] for i in todo],
+                k=k,
+                show_progress=False,
+                n_threads=0,
+                weight_mask=_region_mask(plan, region),
             )
             for row, i in enumerate(todo):
                 keep = scores[row] > 0
                 out[i] = [str(d) for d in self.doc_ids[idx[row][keep]]]
         return out
+
+
+def _regions_named(plan: RegionPlan | None, n: int) -> list[str | None]:
+    """The region each of the `n` questions names (None: none, or no plan)."""
+    named = plan.named if plan is not None else [None] * n
+    if len(named) != n:
+        raise ValueError(f"BM25Index.search: region plan for {len(named)} questions, {n} given")
+    return named
+
+
+def _by_region(q_tokens: list[list[str]], named: list[str | None]) -> dict[str | None, list[int]]:
+    """The questions with a known token, grouped by the region they name (searched together)."""
+    groups: dict[str | None, list[int]] = {}
+    for i, toks in enumerate(q_tokens):
+        if toks:
+            groups.setdefault(named[i], []).append(i)
+    return groups
+
+
+def _region_mask(plan: RegionPlan | None, region: str | None) -> np.ndarray | None:
+    """The weight mask restricting a search to `region`'s documents (None: all of them)."""
+    return None if region is None or plan is None else plan.masks[region].astype(np.float32)
 
 
 @lru_cache(maxsize=2)

@@ -122,30 +122,61 @@ def ranked_lists(
     withhold a system whose first `top_n` are known, nor a known tail hide a first `top_n` that
     named nothing."""
     known = set(corpus["doc_id"].astype(str))
-    lists: list[list[str]] = [[] for _ in replies]
-    by_passage = [
-        i for i, r in enumerate(replies) if r is not None and not r.ids and r.passages is not None
-    ]
-    if by_passage:
-        texts = [list(replies[i].passages or []) for i in by_passage]  # type: ignore[union-attr]
-        for i, docs in zip(by_passage, _mapped(texts, corpus), strict=True):
-            lists[i] = docs
-    unknown: list[str] = []
-    passage_replies = set(by_passage)
-    for i, r in enumerate(replies):
-        if r is None or i in passage_replies or r.ids is None:
-            continue
-        ids = list(dict.fromkeys(str(d) for d in r.ids))
-        unknown += [d for d in ids if d not in known]
-        lists[i] = [d if d in known else f"{UNMAPPED}{d}" for d in ids]
-    lists[:] = [list(dict.fromkeys(docs)) for docs in lists]  # a document keeps its first rank
+    passages = _passage_replies(replies)
+    ids = _id_replies(replies, passages)
+    lists = _lists(len(replies), passages, ids, corpus, known)
     out = RetrievedLists(lists=lists, long=[top_n is not None and len(d) > top_n for d in lists])
     if top_n is not None:
-        lists[:] = [docs[:top_n] for docs in lists]
+        lists[:] = [docs[:top_n] for docs in lists]  # in place: `out.lists` holds the cut lists
     for i, docs in enumerate(lists):
-        _count(docs, i in passage_replies, out)
+        _count(docs, i in passages, out)
+    unknown = [d for listed in ids.values() for d in listed if d not in known]
     out.did_you_mean = did_you_mean(dict.fromkeys(unknown), known)
     return out
+
+
+def _lists(
+    n: int,
+    passages: dict[int, list[str]],
+    ids: dict[int, list[str]],
+    corpus: pd.DataFrame,
+    known: set[str],
+) -> list[list[str]]:
+    """Every reply's doc ids before the cut (empty for a failed call), each document once in its
+    first rank."""
+    lists: list[list[str]] = [[] for _ in range(n)]
+    if passages:
+        for i, docs in zip(passages, _mapped(list(passages.values()), corpus), strict=True):
+            lists[i] = docs
+    for i, listed in ids.items():
+        lists[i] = _id_list(listed, known)
+    return [list(dict.fromkeys(docs)) for docs in lists]  # a document keeps its first rank
+
+
+def _passage_replies(replies: Sequence[Retrieved | None]) -> dict[int, list[str]]:
+    """The replies ranked by their passages (no ids, passages given): index -> passages."""
+    return {
+        i: list(r.passages)
+        for i, r in enumerate(replies)
+        if r is not None and not r.ids and r.passages is not None
+    }
+
+
+def _id_replies(
+    replies: Sequence[Retrieved | None], passages: dict[int, list[str]]
+) -> dict[int, list[str]]:
+    """The replies ranked by their ids: index -> the ids as text, each once in its first rank."""
+    return {
+        i: list(dict.fromkeys(str(d) for d in r.ids))
+        for i, r in enumerate(replies)
+        if r is not None and i not in passages and r.ids is not None
+    }
+
+
+def _id_list(ids: list[str], known: set[str]) -> list[str]:
+    """A reply's ids, those not in the knowledge base marked `unmapped:<id>` (they count as
+    misses)."""
+    return [d if d in known else f"{UNMAPPED}{d}" for d in ids]
 
 
 def _count(docs: list[str], by_passage: bool, out: RetrievedLists) -> None:
