@@ -14,10 +14,10 @@ radon-ratchet` of pyproject.toml, .ci/complexity_ratchet.toml):
   of the package);
 - measured below it (by at least one unit of the last decimal kept, 0.01) passes with a note
   "lower the ratchet to ...": the figures never go back up unnoticed once the file is lowered;
-- a ratchet figure raised against git's previous version of the file fails (the working tree
-  against HEAD when they differ, else the last commit that changed it against its parent). Where
-  git cannot tell (no repository, a shallow clone without that parent) the check is skipped and
-  a note says so; the ratchet's history is then only as good as review.
+- a ratchet figure above the lowest it has been in any version of the file git holds fails (the
+  working tree's, HEAD's and every commit's that changed it), so a raise cannot hide behind a
+  later commit that touches the file again. Where git cannot tell (no repository) the check is
+  skipped and a note says so; in a shallow clone it sees the versions the clone holds.
 
 The figures are rounded to two decimals before any comparison, so float noise never fails a run.
 radon over the package takes about 0.6 s (2,046 blocks); the git look-ups run only when a figure
@@ -159,17 +159,21 @@ def _last_change(root: Path, rel: str) -> str | None:
     return out.strip()
 
 
-def previous_version(root: Path, rel: str, current: str) -> tuple[str, str] | None:
-    """(where, text) of git's previous version of the ratchet file: HEAD's when the working tree
-    differs from it, else the version before the commit that last changed it."""
+def past_versions(root: Path, rel: str, current: str) -> list[tuple[str, str]] | None:
+    """(where, text) of every version git holds of the ratchet file, newest first: HEAD's when the
+    working tree differs from it, then each commit that changed it (None: no git history)."""
+    log = _git(root, "log", "--format=%H", "--", rel)
+    if log is None:
+        return None
+    out = []
     head = _git(root, "show", f"HEAD:{rel}")
     if head is not None and head != current:
-        return "HEAD", head
-    commit = _last_change(root, rel)
-    if commit is None:
-        return None
-    before = _git(root, "show", f"{commit}^:{rel}")
-    return (f"{commit[:10]}^", before) if before is not None else None
+        out.append(("HEAD", head))
+    for commit in log.split():
+        text = _git(root, "show", f"{commit}:{rel}")
+        if text is not None:
+            out.append((commit[:10], text))
+    return out or None
 
 
 def changed_blocks(root: Path, rel: str, now: list[Block]) -> list[tuple[Block, int]] | None:
@@ -203,23 +207,26 @@ def _describe(block: Block, then: int | None = None) -> str:
 
 
 def _raised(root: Path, ratchet: Ratchet, text: str) -> tuple[list[tuple[int, str]], list[str]]:
-    """Problems (line, message) for each figure raised against git's previous version; notes."""
-    previous = previous_version(root, ratchet.rel, text)
-    if previous is None:
+    """Problems (line, message) for each figure above the lowest it has been in any version git
+    holds (so a raise cannot hide behind a later commit that touches the file again); notes."""
+    versions = past_versions(root, ratchet.rel, text)
+    if versions is None:
         return [], [f"{ratchet.rel}: no previous version in git to compare the ratchet with"]
-    where, old_text = previous
-    old, _ = read_ratchet(ratchet.rel, old_text)
-    if old is None:
-        return [], []
+    lowest: dict[str, tuple[float, str]] = {}
+    for where, old_text in versions:
+        old, _ = read_ratchet(ratchet.rel, old_text)
+        for name in FIGURES if old is not None else ():
+            if name not in lowest or round(old.limits[name], 2) < lowest[name][0]:
+                lowest[name] = (round(old.limits[name], 2), where)
     problems = [
         (
             _line_of(text, "ratchet", name),
-            f"[ratchet] `{name}` raised from {old.limits[name]:.2f} (git {where}) to "
+            f"[ratchet] `{name}` raised from {lowest[name][0]:.2f} (git {lowest[name][1]}) to "
             f"{ratchet.limits[name]:.2f}: the ratchet only goes down; split the new complexity "
             "into named steps instead",
         )
         for name in FIGURES
-        if round(ratchet.limits[name], 2) > round(old.limits[name], 2)
+        if name in lowest and round(ratchet.limits[name], 2) > lowest[name][0]
     ]
     return problems, []
 

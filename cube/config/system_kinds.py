@@ -28,7 +28,13 @@ import typing
 from importlib.metadata import entry_points
 from typing import Any
 
-from pydantic import BaseModel, Field, SerializationInfo, ValidatorFunctionWrapHandler
+from pydantic import (
+    BaseModel,
+    Field,
+    SerializationInfo,
+    ValidatorFunctionWrapHandler,
+    model_validator,
+)
 
 from cube.config.model_spec import ModelRef, Name, StrictModel
 from cube.config.project import project_root
@@ -61,6 +67,18 @@ class KindParams(StrictModel):
         """(environment variable, params key, who needs it) of each secret the system reads:
         `cube validate` and the run's preflight say which are unset, all at once."""
         return []
+
+    @model_validator(mode="after")
+    def _no_secrets(self) -> KindParams:
+        """A user kind's keys are written to the resolved params.yaml and key its call cache: a
+        key or token pasted into any of them is refused as in the package's kinds
+        (`cube.config.secret_scan`; the value is never echoed). Secrets come from environment
+        variables the kind names (`secret_envs`)."""
+        from cube.config.secret_scan import secrets_problem
+
+        if why := secrets_problem({f"systems[{self.name}]": self.model_dump(mode="json")}):
+            raise ValueError(why)
+        return self
 
 
 def kind_tag(model: type[BaseModel]) -> str | None:

@@ -17,8 +17,9 @@ Field descriptions are the documentation: docs/reference/results.md is generated
 Versions: `RECORD_VERSION` is the layout written. A file without `version` (written before the
 record was typed) is read as version 0: the same keys, and the sequential driver's old `replayed`
 flag (its outcome taken by stage 03) is mapped to `ScoresRecord.driver_taken`. Any other version
-is refused with a `RecordError` naming the file and its version. An unknown key is refused too,
-naming the file and every such key at once.
+is refused with a `RecordError` naming the file and its version. A key no part owns (a user's
+notebook's own figure, a later cube's) is named in a warning and kept as it is: written back
+after the parts, read by no stage, so a run folder is never made unwritable by one key.
 
 The payloads that are tables of a diagnostic (`categories`, `simulation`, ...) are typed `Json`:
 JSON as their producers build it (documented here by their description, their columns by the
@@ -28,11 +29,11 @@ producers' docstrings); the figures a reader branches on are typed.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import warnings
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from cube.config.runpaths import RunPaths
 from cube.run.record_parts import (
@@ -124,6 +125,8 @@ class RunRecord(BaseModel):
     comparisons: ComparisonsRecord = ComparisonsRecord()
     diagnostics: DiagnosticsRecord = DiagnosticsRecord()
     simulation: SimulationRecord = SimulationRecord()
+    # keys no part owns (a user's notebook's own figure, a later cube's): written back unread
+    _unknown: dict[str, Any] = PrivateAttr(default_factory=dict)
 
     @classmethod
     def parts(cls) -> dict[str, type[Part]]:
@@ -139,10 +142,18 @@ class RunRecord(BaseModel):
         if version == 0:
             flat = _from_version_0(flat)
         where = f"{source} (version {version})"
-        owner = _owners_of(flat, where)
+        owner = key_owners()
+        unknown = {k: v for k, v in flat.items() if k not in owner}
+        if unknown:  # a user's notebook's own figure, or a later cube's: kept as it is, not lost
+            warnings.warn(
+                f"{where}: key(s) {', '.join(sorted(unknown))} are not part of the run record "
+                "(docs/reference/results.md); kept as they are, read by no stage",
+                stacklevel=2,
+            )
         grouped: dict[str, dict[str, Any]] = {}
         for key, value in flat.items():
-            grouped.setdefault(owner[key], {})[key] = value
+            if key in owner:
+                grouped.setdefault(owner[key], {})[key] = value
         parts, problems = {}, []
         for name, values in grouped.items():
             try:
@@ -151,13 +162,16 @@ class RunRecord(BaseModel):
                 problems += [f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors()]
         if problems:
             raise RecordError(f"{where}: " + "; ".join(problems))
-        return cls(**parts)
+        record = cls(**parts)
+        record._unknown = unknown
+        return record
 
     def as_json(self) -> dict[str, Any]:
         """The file's content: `version`, then every part's fields in order (absent when unset)."""
         out: dict[str, Any] = {"version": self.version}
         for name in self.parts():
             out.update(getattr(self, name).as_json())
+        out.update({k: v for k, v in self._unknown.items() if k not in out})
         return out
 
     def with_part(self, part: Part) -> RunRecord:
@@ -181,17 +195,6 @@ def _readable_version(raw: Any, source: str) -> int:
             "with this cube, or read it with the cube that wrote it"
         )
     return version
-
-
-def _owners_of(flat: Mapping[str, object], where: str) -> dict[str, str]:
-    """Each key -> the part owning it; unknown keys refused, all at once."""
-    owner = key_owners()
-    unknown = sorted(k for k in flat if k not in owner)
-    if unknown:
-        raise RecordError(
-            f"{where}: unknown key(s) {', '.join(unknown)}; known: see docs/reference/results.md"
-        )
-    return owner
 
 
 def _from_version_0(flat: dict[str, Any]) -> dict[str, Any]:

@@ -376,7 +376,7 @@ class HumanRecord(Part):
 
 class ComparisonsRecord(Part):
     TITLE = "Comparisons (stage 09)"
-    WRITER = "`cube.run.compare.comparison_stage`"
+    WRITER = "`cube.run.compare.notebook_compare` (notebook 09)"
 
     comparisons: list[JsonObject] | None = Field(
         None,

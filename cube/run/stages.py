@@ -307,12 +307,12 @@ def _question_files(params: Params) -> list[str]:
 
 
 def _system_files(params: Params) -> list[str]:
-    from cube.systems.python_system import source_files
+    from cube.systems.kinds import kind_of
 
     files = [p for s in params.systems if (p := getattr(s, "path", None))]
-    # a python system's function: editing its file re-runs the answers (its cache decides
-    # which calls are made again)
-    return files + [f for s in params.systems if s.kind == "python" for f in source_files(s)]
+    # the code a system runs (a python system's functions, a user kind's file and engine):
+    # editing it re-runs the answers (its cache decides which calls are made again)
+    return files + [f for s in params.systems for f in kind_of(s).source_files(s)]
 
 
 def _dimension_files(params: Params) -> list[str]:

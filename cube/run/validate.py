@@ -605,15 +605,16 @@ def _missing_message(where: str, full: Path, written: str | None, read_from: Pat
 
 def kind_checks(params: Params, base_dir: Path, missing: set[str]) -> list[str]:
     """Each system kind's own checks (`cube.systems.kinds.SystemKind.check`: a python system's
-    functions load), for the systems none of whose files is already reported missing."""
+    functions load), less the problems of a key whose file is already reported missing (a
+    missing `bounds` file does not hide a `callable` that fails to load)."""
     from cube.systems.kinds import kind_of
 
     return [
         problem
         for s in params.systems
         if (check := kind_of(s).check) is not None
-        and not any(m.startswith(f"systems[{s.name}].") for m in missing)
         for problem in check(s, base_dir)
+        if problem.split(":", 1)[0] not in missing
     ]
 
 

@@ -34,6 +34,7 @@ is registered by importing its module (params key `system_kinds:`, or the entry 
 from __future__ import annotations
 
 import importlib
+import inspect
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -178,6 +179,22 @@ class SystemKind:
     check: Callable[[Any, Path], list[str]] | None = None
     probe: Callable[[Any, Params, pd.DataFrame, pd.DataFrame], SystemProbe] | None = None
     answerer_writes_rag: bool = False
+    sources: Callable[[Any], list[str]] | None = None
+
+    def source_files(self, entry: Any) -> list[str]:
+        """The files of the code an entry of this kind runs, for stage 02's fingerprint (editing
+        one re-runs the answers; the kind's call cache decides which calls are made again): what
+        `sources` names (a python system's functions, a user kind's engine), and for a kind
+        outside the package the file of its own module. The package's own modules are in the
+        stages' code fingerprints already."""
+        files = list(self.sources(entry)) if self.sources is not None else []
+        if self.name not in PACKAGE_KINDS:
+            try:
+                own = inspect.getsourcefile(self.build)
+            except TypeError:  # a builder without a file (a builtin): nothing to follow
+                own = None
+            files += [own] if own and Path(own).is_file() else []
+        return files
 
 
 _KINDS: dict[str, SystemKind] = {}
@@ -191,8 +208,17 @@ PACKAGE_MODULES = {
 
 
 def register(kind: SystemKind) -> SystemKind:
-    """Add a kind to the registry (a user's: its params model to the params schema too)."""
-    if kind.name not in PACKAGE_KINDS:
+    """Add a kind to the registry (a user's: its params model to the params schema too). A
+    package kind's name is taken by its own module only: a user's kind of that name would replace
+    the package's builder depending on import order."""
+    if kind.name in PACKAGE_KINDS:
+        module = getattr(kind.build, "__module__", None)
+        if module != PACKAGE_MODULES[kind.name]:
+            raise ValueError(
+                f"system kind {kind.name!r} is the package's ({PACKAGE_MODULES[kind.name]}); "
+                f"{module} cannot register it: give your kind another name"
+            )
+    else:
         register_params(kind.params)
     _KINDS[kind.name] = kind
     return kind
@@ -205,6 +231,7 @@ def system_kind(
     plan: Callable[[PlanContext, Any], Planned] = plan_service,
     check: Callable[[Any, Path], list[str]] | None = None,
     probe: Callable[..., SystemProbe] | None = probe_by_answer,
+    sources: Callable[[Any], list[str]] | None = None,
 ) -> Callable[[Builder], Builder]:
     """Register the decorated builder as the kind its params model names (`kind: Literal[...]`);
     a user kind is probed by asking it one question unless `probe` says otherwise."""
@@ -213,7 +240,11 @@ def system_kind(
         name = kind_tag(params)
         if name is None:
             raise TypeError(f"{params.__name__}: a kind's params model needs `kind: Literal[...]`")
-        register(SystemKind(name, params, build, summary, plan=plan, check=check, probe=probe))
+        register(
+            SystemKind(
+                name, params, build, summary, plan=plan, check=check, probe=probe, sources=sources
+            )
+        )
         return build
 
     return wrap

@@ -127,9 +127,16 @@ def source_files(spec: PythonSystem, base_dir: str | Path | None = None) -> list
     """The files defining a python system's functions, found without running them (for the stage
     fingerprints: an edit re-runs the answers' stage); one not found is left to the run to
     report."""
+    return target_files(spec.callable, spec.bounds, base_dir=base_dir)
+
+
+def target_files(*targets: str | None, base_dir: str | Path | None = None) -> list[str]:
+    """The files of `module:function` / `path.py:function` targets, found without importing
+    the module (a user kind's `sources`, docs/how-to/system-kind.md); None and one not found
+    are skipped."""
     root = Path(base_dir).resolve() if base_dir is not None else project_root()
     out = []
-    for target in (spec.callable, spec.bounds):
+    for target in targets:
         if target is None:
             continue
         where, _, is_file = split_target(target)

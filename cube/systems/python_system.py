@@ -78,6 +78,7 @@ from cube.systems.python_loader import (
     load_problems,
     source_digest,
     source_files,
+    target_files,
 )
 from cube.systems.question_system import answers_from_outcomes, questions_of
 
@@ -93,6 +94,7 @@ __all__ = [
     "parse_bound",
     "source_digest",
     "source_files",
+    "target_files",
 ]
 
 
@@ -279,5 +281,6 @@ KIND = register(
         plan=_plan,
         check=lambda entry, base_dir: load_problems(entry, base_dir),
         probe=_probe,
+        sources=source_files,
     )
 )

@@ -241,3 +241,47 @@ def test_a_run_answers_with_the_kind(kind_folder, tmp_path, monkeypatch):
     # the stand-in ranks the gold document first for a question naming its item
     assert (rag["rank"] == 1).mean() >= 0.5
     assert rag["error"].eq("").all() and rag["retrieval_ok"].all()
+
+
+def test_editing_the_kind_or_its_engine_makes_the_answers_out_of_date(
+    kind_folder, tmp_path, monkeypatch
+):
+    """Stage 02's fingerprint follows a user kind's own file and the files its `sources` names
+    (the engine): an edit re-runs the answers instead of keeping the old ones."""
+    from cube.config.project import list_notebooks
+    from cube.run.stages import stage_fingerprints
+
+    params = load_params(_params_file(tmp_path, monkeypatch))
+    notebooks = list_notebooks(ROOT / "notebooks")
+    before = stage_fingerprints(params, notebooks, ROOT)
+    for name in ("llamaindex_kind.py", "fake_engine.py"):
+        with (kind_folder / name).open("a", encoding="utf-8") as f:
+            f.write("\n# edited\n")
+        after = stage_fingerprints(params, notebooks, ROOT)
+        changed = [n for n in before if before[n] != after[n]]
+        assert changed and changed[0].startswith("02_") and not any(n < "02" for n in changed), name
+        before = after
+
+
+def test_a_secret_pasted_into_a_kinds_key_is_refused_unechoed(kind_folder, tmp_path, monkeypatch):
+    path = _params_file(tmp_path, monkeypatch)
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    secret = "sk-proj-" + "Q7x9" * 12
+    data["systems"][0]["id_key"] = secret
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    with pytest.raises(ParamsError) as err:
+        load_params(path)
+    assert "systems[my-index]" in str(err.value) and secret not in str(err.value)
+
+
+def test_a_user_kind_cannot_take_a_package_kinds_name(kind_folder):
+    from typing import Literal
+
+    from cube.config.system_kinds import KindParams
+
+    class Mine(KindParams):
+        kind: Literal["http"] = "http"
+
+    with pytest.raises(ValueError, match="'http' is the package's"):
+        systems_kinds.system_kind(Mine, summary="mine")(lambda entry, params, cache_path: None)
+    assert systems_kinds.all_kinds()["http"].summary != "mine"

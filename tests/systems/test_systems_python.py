@@ -417,6 +417,23 @@ def test_a_function_that_cannot_be_loaded_is_named_by_validate_and_by_the_run(
         make_system(params.systems[0], params, None)
 
 
+def test_a_missing_bounds_file_does_not_hide_a_callable_that_fails_to_load(tmp_path, monkeypatch):
+    from cube.run.validate import validate_data
+
+    broken = tmp_path / "broken.py"
+    broken.write_text("import not_a_module_anywhere\n\ndef answer(q):\n    return {}\n")
+    system = {"kind": "python", "name": "a", "callable": f"{broken}:answer"}
+    system |= {"bounds": "tests/missing.py:bounds"}
+    params_file, _ = _setup(tmp_path, monkeypatch, [system])
+    params = parse_params(yaml.safe_load(params_file.read_text(encoding="utf-8")))
+    errors = validate_data(params, ROOT).errors
+    assert any(e.startswith("systems[a].bounds: Python file") for e in errors), errors
+    assert any(
+        e.startswith("systems[a].callable:") and "not_a_module_anywhere" in e for e in errors
+    ), errors
+    assert sum(e.startswith("systems[a].bounds") for e in errors) == 1  # named once
+
+
 def test_the_source_digest_follows_the_file_defining_the_function(tmp_path):
     assert source_digest(python_systems.answer) == source_digest(python_systems.flaky)
     assert source_digest(python_systems.answer) != source_digest(slow_sync)
