@@ -281,9 +281,7 @@ def screen_answers(
     rows = []
     a = answers[answers["set"].isin(list(sets))] if "set" in answers else answers
     docs = _Knowledge(corpus)
-    asked: dict[str, str] = {}
-    if questions is not None and {"question_id", "question"} <= set(questions.columns):
-        asked = dict(zip(questions["question_id"].astype(str), questions["question"], strict=True))
+    asked = _questions_by_id(questions)
     for r in a.to_dict("records"):
         text = r.get("answer")
         text = text if isinstance(text, str) else ""  # None or NaN: no answer
@@ -301,15 +299,26 @@ def screen_answers(
                 "kinds": ",".join(kinds),
                 "spans": " | ".join(t[x:y].strip() for x, y, _ in spans),
                 "twin": cut(t, spans),
-                "tier": 1
-                if any(not k.startswith("aside:") for k in kinds)
-                else 2
-                if any(k != "aside:unsupported" for k in kinds)
-                else 3,
+                "tier": _tier(kinds),
                 "foreign": foreign,
             }
         )
     return pd.DataFrame(rows, columns=cols)
+
+
+def _questions_by_id(questions: pd.DataFrame | None) -> dict[str, str]:
+    """question_id -> its question (empty without the columns)."""
+    if questions is None or not {"question_id", "question"} <= set(questions.columns):
+        return {}
+    return dict(zip(questions["question_id"].astype(str), questions["question"], strict=True))
+
+
+def _tier(kinds: list[str]) -> int:
+    """1 text addressed to a grader, 2 an aside set apart by structure or hidden, 3 only an
+    unsupported run (the order `choose_twins` spends the twins' budget in)."""
+    if any(not k.startswith("aside:") for k in kinds):
+        return 1
+    return 2 if any(k != "aside:unsupported" for k in kinds) else 3
 
 
 def _spans(

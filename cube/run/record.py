@@ -143,13 +143,7 @@ class RunRecord(BaseModel):
             flat = _from_version_0(flat)
         where = f"{source} (version {version})"
         owner = key_owners()
-        unknown = {k: v for k, v in flat.items() if k not in owner}
-        if unknown:  # a user's notebook's own figure, or a later cube's: kept as it is, not lost
-            warnings.warn(
-                f"{where}: key(s) {', '.join(sorted(unknown))} are not part of the run record "
-                "(docs/reference/results.md); kept as they are, read by no stage",
-                stacklevel=2,
-            )
+        unknown = _unknown_keys(flat, owner, where)
         grouped: dict[str, dict[str, Any]] = {}
         for key, value in flat.items():
             if key in owner:
@@ -195,6 +189,19 @@ def _readable_version(raw: Any, source: str) -> int:
             "with this cube, or read it with the cube that wrote it"
         )
     return version
+
+
+def _unknown_keys(flat: dict[str, Any], owner: dict[str, str], where: str) -> dict[str, Any]:
+    """The keys no part owns (a user's notebook's own figure, a later cube's), named in a
+    warning: the record keeps them as they are, so they are not lost, and no stage reads them."""
+    unknown = {k: v for k, v in flat.items() if k not in owner}
+    if unknown:
+        warnings.warn(
+            f"{where}: key(s) {', '.join(sorted(unknown))} are not part of the run record "
+            "(docs/reference/results.md); kept as they are, read by no stage",
+            stacklevel=3,
+        )
+    return unknown
 
 
 def _from_version_0(flat: dict[str, Any]) -> dict[str, Any]:
