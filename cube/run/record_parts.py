@@ -248,10 +248,11 @@ class AnswersRecord(Part):
     answers_retrieval: dict[str, JsonObject] | None = Field(
         None, description="Per system: passages and ids read, and those that did not map."
     )
-    answers_unmeasured: dict[str, JsonObject] | None = Field(
+    answers_unmeasured: dict[str, list[str]] | None = Field(
         None,
         description="Per system whose retrieval was not measured (too much did not map): why, "
-        "and the fix. Its verdict is withheld.",
+        "and the fix, one sentence each (`cube.systems.retrieved.unmeasured_reasons`). Its "
+        "verdict is withheld.",
     )
     answers_failures: dict[str, SystemFailures] | None = Field(
         None,

@@ -72,7 +72,14 @@ PARTS = [
     CorpusRecord(corpus_items=300, corpus_synthetic=True, corpus_structure={"families": 35}),
     QuestionsRecord(question_screen={"screened": False, "why": "x"}, questions=3),
     DriverRecord(sequential=_sequential()),
-    AnswersRecord(answers=12, answers_failed=0, answers_dropped={"a": 0}, region_filter={}),
+    AnswersRecord(
+        answers=12,
+        answers_failed=0,
+        answers_dropped={"a": 0},
+        region_filter={},
+        # stage 02's shape (`cube.systems.retrieved.unmeasured_reasons`: sentences per system)
+        answers_unmeasured={"echo": ["8 of 8 retrieved ids are not knowledge-base doc ids"]},
+    ),
     RefusalRecord(refusal={"a": {"refusal_accuracy": 0.5}}, refusal_generation={"questions": 2}),
     ScoresRecord(
         audit_sample={"requested": 40},
