@@ -42,6 +42,9 @@ def test_committed_notebook_is_clean(path):
     )  # a notebook's own parameters follow the common ones
     assert any("open_run(params_path, run_dir, overrides)" in "".join(c["source"]) for c in code)
     assert not any("def " in "".join(c["source"]) or "class " in "".join(c["source"]) for c in code)
+    # nbformat 4.5 requires a unique id per cell (a missing one is a warning today, an error later)
+    ids = [c.get("id") for c in nb["cells"]]
+    assert None not in ids and len(set(ids)) == len(ids), f"cell ids missing or repeated: {ids}"
 
 
 def test_select_notebooks():
