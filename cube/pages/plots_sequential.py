@@ -1,7 +1,7 @@
 """The figure of a sequential run: each system's confidence sequence against questions judged.
 
 `sequence_path` draws, per system (one panel each), the jury CuBE's path as the driver recorded it
-(`cube.pages.sequential.SequentialRecord`): the estimate at each look, the confidence sequence's
+(`cube.pages.sequential.SequentialPage`): the estimate at each look, the confidence sequence's
 bounds as a band (built to hold at every look), the fixed-n interval at each look as dashed lines
 (valid only at one number of questions fixed in advance: drawn for comparison), the verdict bands as
 shaded horizontal regions named at the right, and a vertical line where the run stopped, with the
@@ -24,7 +24,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from cube.pages import style as S
-from cube.pages.sequential import SequentialRecord, questions_phrase
+from cube.pages.sequential import SequentialPage, questions_phrase
 from cube.pages.style import SET_COLORS
 
 JURY = "CuBE"  # the path's quantity the run stops on
@@ -71,7 +71,7 @@ def _draw_bands(ax: Axes, thresholds: dict[str, float], low: float, high: float)
         )
 
 
-def _draw_path(ax: Axes, record: SequentialRecord, system: str) -> None:
+def _draw_path(ax: Axes, record: SequentialPage, system: str) -> None:
     """One system's sequence band, estimate, fixed-n interval and the stop line."""
     look = record.path_of(system, JURY)
     q = look["questions"].to_numpy(float)
@@ -115,7 +115,7 @@ def _legend(fig: Figure) -> None:
     fig.legend(handles=handles, loc="outside lower center", ncols=2, frameon=False)
 
 
-def _systems(record: SequentialRecord) -> list[str]:
+def _systems(record: SequentialPage) -> list[str]:
     """The systems to draw: those of the final looks, else those of the path."""
     systems = [str(s) for s in record.final] or sorted({str(p["system"]) for p in record.path})
     if not systems:
@@ -126,14 +126,14 @@ def _systems(record: SequentialRecord) -> list[str]:
 _DRAWN = ("lower", "upper", "estimate", "fixed_lower", "fixed_upper")
 
 
-def _jury_values(record: SequentialRecord) -> np.ndarray:
+def _jury_values(record: SequentialPage) -> np.ndarray:
     """Every value drawn of the jury's path (NaN where one is missing): what the y range holds."""
     drawn = [p for p in record.path if p["quantity"] == JURY]
     return np.array([_float_or_nan(p.get(k)) for p in drawn for k in _DRAWN])
 
 
 def _panel(
-    ax: Axes, k: int, system: str, record: SequentialRecord, y_range: tuple[float, float]
+    ax: Axes, k: int, system: str, record: SequentialPage, y_range: tuple[float, float]
 ) -> None:
     """System `k`'s panel: the verdict bands, its path, whether it settled."""
     low, high = y_range
@@ -150,7 +150,7 @@ def _panel(
 
 
 @S.quiet
-def sequence_path(record: SequentialRecord) -> Figure:
+def sequence_path(record: SequentialPage) -> Figure:
     """Per system (panels), the jury CuBE's confidence sequence against questions judged, the
     fixed-n interval at each look, the verdict bands and the stop (see the module docstring).
 

@@ -3,8 +3,10 @@
 `cube run --until-settled` judges the questions batch by batch and stops when every system's
 anytime-valid confidence sequence for its jury CuBE lies inside one verdict band (`stop: verdict`)
 or is narrow enough (`stop: width`), or when the question set ends; it writes what happened to
-`results.json` under `sequential` (`read_record` reads it into `SequentialRecord`, checking every
-key at once). A run without that key judged every question of its set (a fixed-n run).
+`results.json` under `sequential` (`read_record` reads it into `SequentialPage`, checking every
+key at once: the pages' own reading of the run record's `cube.run.record.SequentialRecord`, since
+pages/ may not import run/). A run without that key judged every question of its set (a
+fixed-n run).
 
 Here: `questions_phrase` ("on 80 of 300 questions (stopped early: ...)", plain text for the
 terminal and the decision's headline; HTML callers escape it), `section_markdown` (the section's
@@ -65,8 +67,9 @@ def _float(value: Any) -> float:
 
 
 @dataclass(frozen=True)
-class SequentialRecord:
-    """`results.json` `sequential`, as written by the sequential driver (see the module docstring).
+class SequentialPage:
+    """`results.json` `sequential` as the pages draw it, written by the sequential driver (see the
+    module docstring).
 
     `path` holds one dict per look and quantity ("CuBE" for the jury, "CuBE · <judge>", "R@k");
     `final` maps each system to its last look (`estimate`, `lower`, `upper`, `fixed_lower`,
@@ -101,7 +104,7 @@ class SequentialRecord:
         return self.systems == "primary"
 
     @classmethod
-    def read(cls, raw: Mapping[str, Any]) -> SequentialRecord:
+    def read(cls, raw: Mapping[str, Any]) -> SequentialPage:
         """The record from its JSON form; a ValueError names every missing or malformed key."""
         problems = record_problems(raw)
         if problems:
@@ -177,7 +180,7 @@ def _usage_problems(raw: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def read_record(results: Path | Mapping[str, Any]) -> SequentialRecord | None:
+def read_record(results: Path | Mapping[str, Any]) -> SequentialPage | None:
     """The sequential record of a run (its `results.json` path or its parsed content); None for a
     fixed-n run (no `sequential` key, or no results.json yet)."""
     if isinstance(results, Path):
@@ -185,10 +188,10 @@ def read_record(results: Path | Mapping[str, Any]) -> SequentialRecord | None:
             return None
         results = json.loads(results.read_text(encoding="utf-8"))
     raw = results.get(KEY)
-    return None if raw is None else SequentialRecord.read(raw)
+    return None if raw is None else SequentialPage.read(raw)
 
 
-def _stop_words(record: SequentialRecord) -> str:
+def _stop_words(record: SequentialPage) -> str:
     """Why the run ended, without the driver's "stopped at N: " or "question set ended at N: "
     prefix (the sentences around it say N and how the run ended)."""
     reason = str(record.reason)
@@ -199,7 +202,7 @@ def _stop_words(record: SequentialRecord) -> str:
     return reason
 
 
-def questions_phrase(record: SequentialRecord | None) -> str:
+def questions_phrase(record: SequentialPage | None) -> str:
     """'on 80 of 300 questions (stopped early: every system's interval lies inside one verdict
     band)', or 'on 300 of 300 questions (the set ended before the verdict settled: bm25's
     interval 57.8-62.1 spans 60)'; '' for a fixed-n run. Plain text: a page escapes it."""
@@ -226,7 +229,7 @@ def questions_phrase(record: SequentialRecord | None) -> str:
     )
 
 
-def _final_intervals(record: SequentialRecord) -> str:
+def _final_intervals(record: SequentialPage) -> str:
     """Each system's final anytime-valid interval, 'bm25 63.4-79.2'."""
     return ", ".join(
         f"{system} {_number(f.get('lower'))}-{_number(f.get('upper'))}"
@@ -252,7 +255,7 @@ def _saved(row: Mapping[str, Any] | None) -> tuple[float, float, float]:
     return used, full, saved
 
 
-def summary_table(record: SequentialRecord) -> pd.DataFrame:
+def summary_table(record: SequentialPage) -> pd.DataFrame:
     """Questions, LLM calls and cost (USD): this run, the full set, saved, and how many times
     fewer; NaN (shown "n/a") where the record does not know (e.g. no price set for a model)."""
     q_used, q_full = float(record.questions_used), float(record.questions_available)
@@ -266,7 +269,7 @@ def summary_table(record: SequentialRecord) -> pd.DataFrame:
     return frame
 
 
-def final_table(record: SequentialRecord) -> pd.DataFrame:
+def final_table(record: SequentialPage) -> pd.DataFrame:
     """Each system's jury CuBE at the stop: the estimate, the confidence sequence's interval (the
     one to read) and the fixed-n interval (for comparison), and whether it had settled."""
     rows = [
@@ -285,7 +288,7 @@ def final_table(record: SequentialRecord) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _rule_words(record: SequentialRecord) -> str:
+def _rule_words(record: SequentialPage) -> str:
     """The stop rule in words (Markdown: a system's name escaped), naming the watched system under
     `systems: primary`."""
     whose = "every system's interval"
@@ -305,7 +308,7 @@ def _number(value: Any, digits: int = 1) -> str:
     return f"{v:,.{digits}f}" if math.isfinite(v) else "n/a"
 
 
-def _savings_sentence(record: SequentialRecord) -> str:
+def _savings_sentence(record: SequentialPage) -> str:
     """Calls and cost against the full set, 'n/a' where not known."""
     used, full, saved = _saved(record.calls)
     if math.isfinite(used) and math.isfinite(full):
@@ -328,7 +331,7 @@ def _savings_sentence(record: SequentialRecord) -> str:
     return f"{calls} {cost}"
 
 
-def section_markdown(record: SequentialRecord | None, n_questions: int | None = None) -> str:
+def section_markdown(record: SequentialPage | None, n_questions: int | None = None) -> str:
     """The report's "Sequential evaluation" section as Markdown (its heading, what the run did,
     what it saved and how to read the intervals); for a fixed-n run (`record` None) the one line
     `FIXED_N_LINE` (with the number of questions when given). Every outside text is escaped."""

@@ -23,7 +23,7 @@ from cube.pages.escape import escape_text  # noqa: E402
 from cube.pages.plots_sequential import sequence_path  # noqa: E402
 from cube.pages.sequential import (  # noqa: E402
     FIXED_N_LINE,
-    SequentialRecord,
+    SequentialPage,
     final_table,
     questions_phrase,
     read_record,
@@ -46,7 +46,7 @@ def raw() -> dict:
 
 
 @pytest.fixture(scope="module")
-def record(raw) -> SequentialRecord:
+def record(raw) -> SequentialPage:
     return read_record({"sequential": raw})
 
 
