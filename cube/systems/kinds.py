@@ -145,17 +145,18 @@ def extracted(system: str, answer: object, retrieved: RetrievedLists) -> list[st
 
 
 def probe_by_answer(
-    entry: Any, params: Params, q: pd.DataFrame, corpus: pd.DataFrame
+    entry: Any, params: Params, q: pd.DataFrame, corpus: pd.DataFrame, asked: str = ""
 ) -> SystemProbe:
     """The probe of a system answering in Python: asked once (no cache), its answer or failure
-    shown, and what its retrieval mapped to."""
+    shown, and what its retrieval mapped to; `asked`: how the first line says it was asked
+    (default `asked once (<kind>)`)."""
     system = kind_of(entry).build(entry, params, None)
     probe = SystemProbe(entry.name)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         df = system.answer(q, corpus, progress=False)
     row = df.iloc[0]
-    probe.lines.append(f"{entry.name}: asked once ({entry.kind})")
+    probe.lines.append(f"{entry.name}: {asked or f'asked once ({entry.kind})'}")
     if row["error"]:
         probe.problem = f"{entry.name}: the call failed: {excerpt(row['error'])}"
         probe.lines.append(probe.problem)

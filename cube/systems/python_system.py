@@ -42,7 +42,6 @@ workbench cannot see).
 from __future__ import annotations
 
 import hashlib
-import warnings
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -60,8 +59,7 @@ from cube.systems.kinds import (
     Planned,
     SystemKind,
     SystemProbe,
-    excerpt,
-    extracted,
+    probe_by_answer,
     register,
 )
 from cube.systems.python_calls import CachedCaller
@@ -258,18 +256,7 @@ def _probe(
     entry: PythonSystem, params: Params, q: pd.DataFrame, corpus: pd.DataFrame
 ) -> SystemProbe:
     """The function called once (no cache): its answer or failure, and what it retrieved."""
-    probe = SystemProbe(entry.name)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        df = _build(entry, params, None).answer(q, corpus, progress=False)
-    row = df.iloc[0]
-    probe.lines.append(f"{entry.name}: called {entry.callable} once")
-    if row["error"]:
-        probe.problem = f"{entry.name}: the call failed: {excerpt(row['error'])}"
-        probe.lines.append(probe.problem)
-        return probe
-    probe.lines += extracted(entry.name, row["answer"], df.attrs["retrieved"])
-    return probe
+    return probe_by_answer(entry, params, q, corpus, asked=f"called {entry.callable} once")
 
 
 KIND = register(
