@@ -44,6 +44,8 @@ import numpy as np
 from scipy.stats import norm
 from scipy.stats import t as student_t
 
+from cube.method.group_sequential import BOUNDARIES
+
 STOP_RULES = ("verdict", "width")
 MIN_GROUPS = 20  # jackknife groups (families) before a smooth statistic's look may stop a run
 MIN_RETRIEVED = 10  # retrieved questions behind W before a CuBE look may stop a run (as W's CI)
@@ -63,6 +65,8 @@ class StopRule:
     target_questions: int = 100
     low: float = 0.0
     high: float = 100.0
+    boundary: str = "anytime"  # or a finite-horizon one (`cube.method.group_sequential`)
+    require_band: bool = False  # `width`: stop only when the interval also lies in one band
 
     def __post_init__(self) -> None:
         problems = rule_problems(self)
@@ -85,6 +89,8 @@ def rule_problems(rule: StopRule) -> list[str]:
         out.append(f"max_width is {rule.max_width!r}, expected a positive number with stop: width")
     if not rule.low < rule.high:
         out.append(f"low {rule.low!r} is not below high {rule.high!r}")
+    if rule.boundary not in BOUNDARIES:
+        out.append(f"boundary is {rule.boundary!r}, expected one of {', '.join(BOUNDARIES)}")
     return out
 
 
@@ -261,6 +267,7 @@ def functional_look(
     clip: bool = False,
     retrieved: int | None = None,
     scale: str = DEFAULT_SCALE,
+    critical: float | None = None,
 ) -> Look:
     """The sequence's interval for a smooth statistic of the n questions judged (the CuBE score, a
     ratio of trimmed means times R@k, is not a mean of per-question scores): the AsympCS boundary
@@ -280,7 +287,12 @@ def functional_look(
     studentised estimate's 0.5 % quantile -4.0 against +2.2 above, 30 points inside a band,
     `benchmarks/sequential_diagnosis.py`). `log` (Var proportional to the square) over-corrects
     there; `linear` is the sequence as first built. A statistic or a left-out value <= 0 (no
-    square root or log) gets the linear scale at that look; `Look.scale` says which was used."""
+    square root or log) gets the linear scale at that look; `Look.scale` says which was used.
+
+    `critical`: a finite-horizon group-sequential boundary's value at this look
+    (`cube.method.group_sequential.critical_value`): the interval is then estimate +- critical x SE
+    (on the scale, with the same Student's t allowance) instead of the AsympCS margin; None keeps
+    the anytime-valid sequence."""
     if scale not in SCALES:
         raise ValueError(f"functional_look: scale is {scale!r}, expected one of {sorted(SCALES)}")
     values = np.asarray(leave_out, dtype=float)
@@ -291,8 +303,12 @@ def functional_look(
     if n == 0 or not (np.isfinite(se) and np.isfinite(estimate)):
         nan = float("nan")
         return Look(n, float(estimate), nan, nan, len(values), retrieved, scale)
-    rho2 = rho_squared(rule.target_questions, rule.alpha)
-    half = float(margin(n, se * np.sqrt(n), rule.alpha, rho2)) * t_allowance(len(values), rule)
+    if critical is None:
+        rho2 = rho_squared(rule.target_questions, rule.alpha)
+        half = float(margin(n, se * np.sqrt(n), rule.alpha, rho2))
+    else:
+        half = critical * se
+    half *= t_allowance(len(values), rule)
     centre = float(forward(estimate))
     # the square root's inverse on the whole line: a lower bound below 0 maps to 0, not above it
     low_end = max(centre - half, 0.0) if scale == "sqrt" else centre - half
@@ -306,6 +322,19 @@ def thresholds_inside(lower: float, upper: float, thresholds: dict[str, float]) 
     """The band edges the interval straddles (lower < t <= upper): empty when it lies in one band
     (a score exactly at t is in the band that starts at t, as `cube.diagnose.verdict` has it)."""
     return sorted(t for t in thresholds.values() if lower < t <= upper)
+
+
+def bands_named(edges: list[float], thresholds: dict[str, float]) -> str:
+    """The verdict bands an interval spanning the band edges `edges` touches, 'good or excellent'
+    (the band below the lowest edge spanned, then the band of each edge; `poor` below every
+    threshold, as `cube.diagnose.verdict` names it)."""
+    ordered = sorted(thresholds.items(), key=lambda kv: kv[1])
+    names = ["poor", *(name for name, _ in ordered)]
+    lows = [-np.inf, *(t for _, t in ordered)]
+    first = max(i for i, t in enumerate(lows) if t < min(edges))
+    last = max(i for i, t in enumerate(lows) if t <= max(edges))
+    touched = names[first : last + 1]
+    return ", ".join(touched[:-1]) + " or " + touched[-1] if len(touched) > 1 else touched[0]
 
 
 @dataclass(frozen=True)
@@ -340,13 +369,24 @@ def decide(current: Look, rule: StopRule, thresholds: dict[str, float]) -> LookD
     wait = not_yet(current, rule)
     if wait:
         return LookDecision(False, wait)
+    edges = thresholds_inside(current.lower, current.upper, thresholds)
     if rule.stop == "width":
-        if current.width <= rule.max_width:
+        if current.width > rule.max_width:
+            return LookDecision(
+                False, f"the interval is {current.width:.1f} wide, > {rule.max_width}"
+            )
+        if not edges:
             return LookDecision(
                 True, f"the interval is {current.width:.1f} wide, <= {rule.max_width}"
             )
-        return LookDecision(False, f"the interval is {current.width:.1f} wide, > {rule.max_width}")
-    edges = thresholds_inside(current.lower, current.upper, thresholds)
+        spans = f"{current.lower:.1f}-{current.upper:.1f}: {bands_named(edges, thresholds)}"
+        if rule.require_band:  # width and one band, both
+            return LookDecision(
+                False, f"the interval is narrow enough but spans a verdict edge ({spans})"
+            )
+        return LookDecision(
+            True, f"the interval is {current.width:.1f} wide, <= {rule.max_width} ({spans})"
+        )
     if not edges:
         return LookDecision(True, "the interval lies inside one verdict band")
     shown = ", ".join(f"{t:g}" for t in edges)

@@ -41,6 +41,7 @@ from scipy.stats import norm
 
 from cube.method import sequential as seq
 from cube.method.bootstrap import Prepared, cube_from_counts
+from cube.method.group_sequential import critical_value
 from cube.method.simulate import RunModel, draw_questions, prepared_run
 from cube.method.simulate_study import jury_truth, mc_rate, replicate_seed
 
@@ -62,6 +63,8 @@ class Design:
     weights: str = "rank_correlation"
     max_groups: int = 40
     scale: str = seq.DEFAULT_SCALE  # the sequence's (`sequential.functional_look`)
+    order: str = "families"  # or "round_robin" (`round_robin_order`)
+    recall_from: str = "judged"  # or "all": R@k from every question's retrieval (free)
 
     @property
     def edge(self) -> float:
@@ -106,6 +109,29 @@ def driver_order(units: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return np.lexsort((np.arange(units.size), rank[inverse]))
 
 
+def round_robin_order(units: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """The questions one per family per round (`cube.run.sequential.round_robin`): the families in
+    a seeded random order, each family's questions in a seeded random order, round r taking the
+    r-th question of every family that has one."""
+    codes, inverse = np.unique(units, return_inverse=True)
+    rank = np.empty(codes.size, dtype=int)
+    rank[rng.permutation(codes.size)] = np.arange(codes.size)
+    shuffled = rng.permutation(units.size)
+    within = np.empty(units.size, dtype=int)  # each question's round: its place in its family
+    seen = np.zeros(codes.size, dtype=int)
+    for q in shuffled:
+        within[q] = seen[inverse[q]]
+        seen[inverse[q]] += 1
+    return np.lexsort((rank[inverse], within))
+
+
+def regular_sizes(n: int, batch: int, min_questions: int) -> np.ndarray:
+    """The looks of a round-robin run: every `batch` questions (a batch need not close a family)
+    from `min_questions` on, and the last at the set's end."""
+    ends = list(range(batch, n, batch)) + [n]
+    return np.array([m for m in ends if m >= min_questions] or ends[-1:], dtype=int)
+
+
 def look_sizes(units_in_order: np.ndarray, batch: int, min_questions: int) -> np.ndarray:
     """The questions reached at each look: batches of whole families of at least `batch`
     questions; looks from `min_questions` on, and the last at the set's end."""
@@ -121,29 +147,72 @@ def look_sizes(units_in_order: np.ndarray, batch: int, min_questions: int) -> np
 
 
 def look_counts(
-    units_in_order: np.ndarray, sizes: np.ndarray, max_groups: int, seed: int
-) -> tuple[np.ndarray, list[slice]]:
+    units_in_order: np.ndarray,
+    sizes: np.ndarray,
+    max_groups: int,
+    seed: int,
+    recall_all: bool = False,
+) -> tuple[np.ndarray, np.ndarray, list[slice]]:
     """The counts rows of every look (questions in the driver's order): per look, a row of 1 on the
     questions reached, then one row per jackknife group with that group also at 0; and each look's
-    slice of rows."""
+    slice of rows. Two matrices: the judged questions behind W, and the questions behind R@k (the
+    same, or with `recall_all` every question of the set: its retrieval is known before any
+    judging; the jackknife groups are then those of every family of the set, so a left-out group
+    leaves out its judged questions from W and all its questions from R@k)."""
     n = units_in_order.size
-    rows, slices, start = [], [], 0
+    w_rows, r_rows, slices, start = [], [], [], 0
+    every = seq.jackknife_groups(units_in_order, max_groups, seed) if recall_all else None
     for m in sizes:
-        groups = seq.jackknife_groups(units_in_order[:m], max_groups, seed)
+        groups = (
+            every
+            if every is not None
+            else seq.jackknife_groups(units_in_order[:m], max_groups, seed)
+        )
+        g = int(groups.max()) + 1
         reached = np.zeros((1, n))
         reached[0, :m] = 1.0
-        keep = np.zeros((int(groups.max()) + 1, n))
-        keep[:, :m] = groups[None, :] != np.arange(keep.shape[0])[:, None]
-        slices.append(slice(start, start + 1 + len(keep)))
-        start += 1 + len(keep)
-        rows += [reached, keep]
-    return np.vstack(rows), slices
+        left = groups[None, :] != np.arange(g)[:, None]
+        keep = np.zeros((g, n))
+        keep[:, :m] = left[:, :m]
+        w_rows += [reached, keep]
+        if every is not None:
+            r_rows += [np.ones((1, n)), left.astype(float)]
+        else:
+            r_rows += [reached, keep]
+        slices.append(slice(start, start + 1 + g))
+        start += 1 + g
+    return np.vstack(w_rows), np.vstack(r_rows), slices
 
 
-def jury_cube(p: Prepared, counts: np.ndarray) -> np.ndarray:
+def jury_cube(
+    p: Prepared, counts: np.ndarray, recall_counts: np.ndarray | None = None
+) -> np.ndarray:
     """The jury CuBE (the mean of every judge's; undefined when one judge's is) of each counts
-    row."""
-    return cube_from_counts(p, counts)["cube_score"].mean(axis=0)
+    row; `recall_counts`: the rows R@k is taken over when not the same as W's (every question)."""
+    out = cube_from_counts(p, counts)
+    if recall_counts is None:
+        return out["cube_score"].mean(axis=0)
+    recall = recall_counts @ p.retrieved.astype(float) / recall_counts.sum(axis=1)
+    cube = np.where(recall[None, :] == 0, 0.0, out["weighted_score"] * recall[None, :])
+    return cube.mean(axis=0)
+
+
+def critical_at(design: Design, sizes: np.ndarray) -> list[float | None]:
+    """The finite-horizon boundary's critical value at each look (None: the anytime sequence)."""
+    looks = [int(m) for m in sizes]
+    return [
+        critical_value(design.rule.boundary, looks[: k + 1], looks, design.n, design.rule.alpha)
+        for k in range(len(looks))
+    ]
+
+
+def question_calls(model: RunModel, retrieved: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each question's LLM calls as a run counts them today (`calls_per_question`) and with no
+    unread call (issue 40.1: a missed question's zero and full answers and their judgments are not
+    made, two thirds of its calls)."""
+    per_q = calls_per_question(model)
+    today = np.full(retrieved.size, float(per_q))
+    return today, np.where(np.asarray(retrieved, dtype=bool), per_q, per_q / 3.0)
 
 
 def replicate_looks(design: Design, replicate: int, seed: int = 0) -> pd.DataFrame:
@@ -154,25 +223,37 @@ def replicate_looks(design: Design, replicate: int, seed: int = 0) -> pd.DataFra
     model = design.model
     q = draw_questions(model, design.n, np.random.default_rng(rep_seed))
     p = prepared_run(model, design.n, rep_seed + 1, questions=q)
-    order = driver_order(q.families(), np.random.default_rng(rep_seed + 2))
+    arrange = round_robin_order if design.order == "round_robin" else driver_order
+    order = arrange(q.families(), np.random.default_rng(rep_seed + 2))
     p = dataclasses.replace(reordered(p, order), proportion=design.proportion, mode=design.weights)
     units = p.unit_codes()
-    sizes = look_sizes(units, design.rule.batch, design.rule.min_questions)
-    counts, slices = look_counts(units, sizes, design.max_groups, rep_seed + 3)
-    values = jury_cube(p, counts)
+    if design.order == "round_robin":
+        sizes = regular_sizes(design.n, design.rule.batch, design.rule.min_questions)
+    else:
+        sizes = look_sizes(units, design.rule.batch, design.rule.min_questions)
+    recall_all = design.recall_from == "all"
+    counts, recall_counts, slices = look_counts(
+        units, sizes, design.max_groups, rep_seed + 3, recall_all
+    )
+    values = jury_cube(p, counts, recall_counts if recall_all else None)
     z = norm.ppf(1 - design.rule.alpha / 2)
+    today, skipping = (np.cumsum(c) for c in question_calls(design.model, p.retrieved))
     rows = []
-    for m, part in zip(sizes, slices, strict=True):
+    for m, part, crit in zip(sizes, slices, critical_at(design, sizes), strict=True):
         est, leave_out = values[part][0], values[part][1:]
         hits = int(np.asarray(p.retrieved[:m]).sum())
         look = seq.functional_look(
-            est, leave_out, int(m), design.rule, retrieved=hits, scale=design.scale
+            est, leave_out, int(m), design.rule, retrieved=hits, scale=design.scale, critical=crit
         )
         half = z * seq.jackknife_se(leave_out)
         stop = seq.decide(look, design.rule, dict(design.thresholds)).stop
         may = seq.not_yet(look, design.rule) is None
-        rows.append((int(m), est, look.lower, look.upper, est - half, est + half, stop, may))
-    cols = ["n", "estimate", "lower", "upper", "fixed_lo", "fixed_hi", "stop", "may_stop"]
+        rows.append(
+            (int(m), est, look.lower, look.upper, est - half, est + half, stop, may,
+             today[m - 1], skipping[m - 1], today[-1], skipping[-1])
+        )  # fmt: skip
+    cols = ["n", "estimate", "lower", "upper", "fixed_lo", "fixed_hi", "stop", "may_stop",
+            "calls", "calls_skipping", "full_calls", "full_calls_skipping"]  # fmt: skip
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -207,6 +288,10 @@ def replicate_summary(design: Design, looks: pd.DataFrame) -> dict[str, Any]:
     )
     peek = int(np.argmax(peek_ok)) if peek_ok.any() else len(looks) - 1
     return {
+        "calls": float(looks["calls"].iloc[at]),
+        "calls_skipping": float(looks["calls_skipping"].iloc[at]),
+        "full_calls": float(looks["full_calls"].iloc[-1]),
+        "full_calls_skipping": float(looks["full_calls_skipping"].iloc[-1]),
         "covered": bool(held[defined].all()),
         "missed_first_look": bool(defined.any() and not held[defined].iloc[0]),
         "fixed_covered": bool(fixed_held[defined].all()),
@@ -226,6 +311,21 @@ def run_design(design: Design, replicates: Iterable[int], seed: int = 0) -> list
     """The summaries of the replicates numbered `replicates` (each has its own seed, so a share
     of them run in one process gives what the whole would: `cube.run.simulate` spreads them)."""
     return [replicate_summary(design, replicate_looks(design, r, seed)) for r in replicates]
+
+
+def _calls_ratios(df: pd.DataFrame) -> dict[str, float]:
+    """Calls against the fixed-n run of the whole set, counted two more ways (issue 40) beside
+    `calls_saved` (both as a run counts them today): `calls_saved_skipping_both`, both with no
+    unread call (40.1: a missed question's bound answers and their judgments not made); and
+    `calls_saved_with_skipping`, the fixed-n run as today against the sequential run with no unread
+    call (both changes together). NaN for replicates that did not count calls."""
+    if "calls_skipping" not in df:
+        return {"calls_saved_skipping_both": math.nan, "calls_saved_with_skipping": math.nan}
+    used = float(df["calls_skipping"].mean())
+    return {
+        "calls_saved_skipping_both": float(df["full_calls_skipping"].mean()) / used,
+        "calls_saved_with_skipping": float(df["full_calls"].mean()) / used,
+    }
 
 
 def summary_row(design: Design, reps: list[dict[str, Any]]) -> dict[str, Any]:
@@ -256,7 +356,7 @@ def summary_row(design: Design, reps: list[dict[str, Any]]) -> dict[str, Any]:
     per_q = calls_per_question(design.model)
     row = {
         "truth": design.truth,
-        "inside": abs(design.truth - design.edge),
+        "inside": min(abs(design.truth - t) for _, t in design.thresholds),  # nearest edge
         "recall": design.model.system.recall,
         "family_size": design.model.family_size,
         "replicates": len(df),
@@ -286,6 +386,7 @@ def summary_row(design: Design, reps: list[dict[str, Any]]) -> dict[str, Any]:
             "mean_calls": float(used.mean()) * per_q,
             "full_calls": design.n * per_q,
             "calls_saved": design.n / float(used.mean()),
+            **_calls_ratios(df),
             "fixed_n_at_mean": int(sizes[at_mean]),
             "n_same_error": int(sizes[same_from]) if same_from < len(sizes) else math.nan,
             "peek_mean_questions": float(df["peek_n"].mean()),
@@ -303,7 +404,10 @@ __all__ = [
     "look_counts",
     "look_sizes",
     "recall_for",
+    "regular_sizes",
     "reordered",
+    "round_robin_order",
+    "question_calls",
     "replicate_looks",
     "replicate_summary",
     "run_design",

@@ -44,7 +44,7 @@ def test_every_look_row_is_the_methods_point_estimate_on_the_questions_it_keeps(
     order = SS.driver_order(p.unit_codes(), np.random.default_rng(9))
     p = SS.reordered(p, order)
     sizes = SS.look_sizes(p.unit_codes(), batch=20, min_questions=40)
-    counts, slices = SS.look_counts(p.unit_codes(), sizes, max_groups=40, seed=2)
+    counts, _, slices = SS.look_counts(p.unit_codes(), sizes, max_groups=40, seed=2)
     values = SS.jury_cube(p, counts)
     for m, part in zip(sizes, slices, strict=True):
         reached = qids[order[:m]]
