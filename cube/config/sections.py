@@ -427,7 +427,34 @@ class SequentialParams(StrictModel):
     stop: str = Field(
         "verdict",
         description="verdict: stop when every system's interval lies inside one verdict band; "
-        "width: when it is no wider than analysis.max_interval_width.",
+        "width: when it is no wider than analysis.max_interval_width (the terminal and the "
+        "report then name every band an interval still spans, 'good or excellent').",
+    )
+    require_band: bool = Field(
+        False,
+        description="With stop: width, stop only when the interval is narrow enough AND lies "
+        "inside one verdict band (both).",
+    )
+    order: str = Field(
+        "round_robin",
+        description="round_robin: one question per family per round, families and each family's "
+        "questions in a seeded order (batches of exactly `batch` questions: the 20-family guard "
+        "is met after 20 questions); families: whole families per batch (the order before "
+        "issue 40).",
+    )
+    recall: str = Field(
+        "all",
+        description="all: R@k from every question's retrieval, made before the first batch where "
+        "it costs no call (builtin and imported systems); an http, python or RAGFlow system's "
+        "retrieval comes only with its answer, so its R@k is from the questions judged. judged: "
+        "R@k from the questions judged for every system.",
+    )
+    boundary: str = Field(
+        "spending",
+        description="spending: a finite-horizon group-sequential boundary for the question set "
+        "(Lan-DeMets alpha-spending, Pocock-type: about +-2.5-2.7 SE on 40..300 by 20 against "
+        "+-3.0-3.1); pocock: one constant for the planned looks; anytime: the anytime-valid "
+        "confidence sequence (a run that may go on past its question set).",
     )
     alpha: float = Field(0.05, description="Error level of the confidence sequence.")
     seed: int = Field(0, description="Seed of the order in which families are taken.")

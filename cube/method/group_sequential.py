@@ -128,16 +128,15 @@ def critical_value(
     stop so far, in order) of a run over `horizon` questions: `spending` from those looks alone,
     `pocock` the constant of the `planned` schedule (every look at which the run may stop, its
     last at the set's end), None for `anytime` (the confidence sequence has no critical value)."""
+    if boundary not in BOUNDARIES:
+        raise ValueError(f"boundary is {boundary!r}, expected one of {', '.join(BOUNDARIES)}")
     if boundary == "anytime" or not looks:
         return None
-    if boundary == "pocock":
-        plan = tuple(float(s) for s in planned if s <= horizon)
-        if not plan or plan[-1] < horizon:
-            plan = (*plan, float(horizon))  # the planned look at the set's end
-        return pocock_constant(plan, alpha, float(horizon))
     if boundary == "spending":
         return spending_bounds(tuple(float(s) for s in looks), float(horizon), alpha)[-1]
-    raise ValueError(f"boundary is {boundary!r}, expected one of {', '.join(BOUNDARIES)}")
+    # the planned looks, with the one at the set's end
+    plan = sorted({float(s) for s in planned if s <= horizon} | {float(horizon)})
+    return pocock_constant(tuple(plan), alpha, float(horizon))
 
 
 __all__ = [

@@ -89,9 +89,13 @@ def rule_problems(rule: StopRule) -> list[str]:
         out.append(f"max_width is {rule.max_width!r}, expected a positive number with stop: width")
     if not rule.low < rule.high:
         out.append(f"low {rule.low!r} is not below high {rule.high!r}")
-    if rule.boundary not in BOUNDARIES:
-        out.append(f"boundary is {rule.boundary!r}, expected one of {', '.join(BOUNDARIES)}")
-    return out
+    return out + _boundary_problems(rule)
+
+
+def _boundary_problems(rule: StopRule) -> list[str]:
+    if rule.boundary in BOUNDARIES:
+        return []
+    return [f"boundary is {rule.boundary!r}, expected one of {', '.join(BOUNDARIES)}"]
 
 
 def rho_squared(target_questions: int, alpha: float) -> float:
@@ -326,15 +330,13 @@ def thresholds_inside(lower: float, upper: float, thresholds: dict[str, float]) 
 
 def bands_named(edges: list[float], thresholds: dict[str, float]) -> str:
     """The verdict bands an interval spanning the band edges `edges` touches, 'good or excellent'
-    (the band below the lowest edge spanned, then the band of each edge; `poor` below every
+    (the band below the lowest edge spanned, then the band each edge starts; `poor` below every
     threshold, as `cube.diagnose.verdict` names it)."""
     ordered = sorted(thresholds.items(), key=lambda kv: kv[1])
-    names = ["poor", *(name for name, _ in ordered)]
-    lows = [-np.inf, *(t for _, t in ordered)]
-    first = max(i for i, t in enumerate(lows) if t < min(edges))
-    last = max(i for i, t in enumerate(lows) if t <= max(edges))
-    touched = names[first : last + 1]
-    return ", ".join(touched[:-1]) + " or " + touched[-1] if len(touched) > 1 else touched[0]
+    starts = {t: name for name, t in ordered}
+    below = [name for name, t in ordered if t < min(edges)]
+    touched = [below[-1] if below else "poor", *(starts[t] for t in sorted(edges))]
+    return ", ".join(touched[:-1]) + " or " + touched[-1]
 
 
 @dataclass(frozen=True)
@@ -371,27 +373,31 @@ def decide(current: Look, rule: StopRule, thresholds: dict[str, float]) -> LookD
         return LookDecision(False, wait)
     edges = thresholds_inside(current.lower, current.upper, thresholds)
     if rule.stop == "width":
-        if current.width > rule.max_width:
-            return LookDecision(
-                False, f"the interval is {current.width:.1f} wide, > {rule.max_width}"
-            )
-        if not edges:
-            return LookDecision(
-                True, f"the interval is {current.width:.1f} wide, <= {rule.max_width}"
-            )
-        spans = f"{current.lower:.1f}-{current.upper:.1f}: {bands_named(edges, thresholds)}"
-        if rule.require_band:  # width and one band, both
-            return LookDecision(
-                False, f"the interval is narrow enough but spans a verdict edge ({spans})"
-            )
-        return LookDecision(
-            True, f"the interval is {current.width:.1f} wide, <= {rule.max_width} ({spans})"
-        )
+        return _width_decision(current, rule, thresholds, edges)
     if not edges:
         return LookDecision(True, "the interval lies inside one verdict band")
     shown = ", ".join(f"{t:g}" for t in edges)
     return LookDecision(
         False, f"the interval {current.lower:.1f}-{current.upper:.1f} spans {shown}"
+    )
+
+
+def _width_decision(
+    current: Look, rule: StopRule, thresholds: dict[str, float], edges: list[float]
+) -> LookDecision:
+    """`stop: width`: narrow enough; an interval across a band edge names the bands it spans
+    ('good or excellent'), and does not stop when `require_band` asks for one band too."""
+    if current.width > rule.max_width:
+        return LookDecision(False, f"the interval is {current.width:.1f} wide, > {rule.max_width}")
+    if not edges:
+        return LookDecision(True, f"the interval is {current.width:.1f} wide, <= {rule.max_width}")
+    spans = f"{current.lower:.1f}-{current.upper:.1f}: {bands_named(edges, thresholds)}"
+    if rule.require_band:  # width and one band, both
+        return LookDecision(
+            False, f"the interval is narrow enough but spans a verdict edge ({spans})"
+        )
+    return LookDecision(
+        True, f"the interval is {current.width:.1f} wide, <= {rule.max_width} ({spans})"
     )
 
 

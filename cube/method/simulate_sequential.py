@@ -72,6 +72,12 @@ class Design:
         by default: the only band 30 points wide)."""
         return min(t for _, t in self.thresholds)
 
+    @property
+    def nearest_edge(self) -> float:
+        """Points from the truth to the nearest verdict edge (10 at the centre of a 20-point
+        band)."""
+        return min(abs(self.truth - t) for _, t in self.thresholds)
+
     def bands(self, x: np.ndarray) -> np.ndarray:
         """The verdict band index of each score (0 poor ...; a score at t is in t's band); -1 when
         undefined."""
@@ -356,7 +362,7 @@ def summary_row(design: Design, reps: list[dict[str, Any]]) -> dict[str, Any]:
     per_q = calls_per_question(design.model)
     row = {
         "truth": design.truth,
-        "inside": min(abs(design.truth - t) for _, t in design.thresholds),  # nearest edge
+        "inside": design.nearest_edge,
         "recall": design.model.system.recall,
         "family_size": design.model.family_size,
         "replicates": len(df),

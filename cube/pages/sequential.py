@@ -93,6 +93,7 @@ class SequentialPage:
     min_questions_why: str | None = None
     systems: str | None = None  # analysis.sequential.systems: all | primary (None: older records)
     watched: list[str] | None = None  # the systems whose intervals could stop the run
+    design: dict[str, Any] | None = None  # order, boundary, recall, critical (None: older records)
 
     def watched_systems(self) -> list[str]:
         """The systems whose settled intervals stopped (or could have stopped) the run: those
@@ -109,7 +110,9 @@ class SequentialPage:
         problems = record_problems(raw)
         if problems:
             raise ValueError("results.json sequential: " + "; ".join(problems))
-        optional = ("calls", "cost_usd", "max_width", "min_questions_why", "systems", "watched")
+        optional = (
+            "calls", "cost_usd", "max_width", "min_questions_why", "systems", "watched", "design"
+        )  # fmt: skip
         return cls(**{k: raw[k] for k in _REQUIRED}, **{k: raw.get(k) for k in optional})
 
     def path_of(self, system: str, quantity: str = "CuBE") -> pd.DataFrame:
@@ -225,8 +228,27 @@ def questions_phrase(record: SequentialPage | None) -> str:
     )
     return (
         f"on {record.questions_used:,} of {record.questions_available:,} questions "
-        f"({how}: {_stop_words(record)}{read})"
+        f"({how}: {_stop_words(record)}{unsettled_bands(record)}{read})"
     )
+
+
+def unsettled_bands(record: SequentialPage) -> str:
+    """Under `stop: width`, every system whose final interval still spans a verdict edge with the
+    bands it spans, '; the verdict is not settled: bm25 61.6-82.2 is good or excellent' ('' when
+    every interval lies in one band, or under `stop: verdict`): a width stop must not read as a
+    settled verdict (issue 40, item 3)."""
+    from cube.diagnose.verdict import verdict_bands
+
+    if record.stop != "width":
+        return ""
+    open_ = []
+    for system, f in record.final.items():
+        lo, hi = _float(f.get("lower")), _float(f.get("upper"))
+        bands = verdict_bands(lo, hi, dict(record.thresholds))
+        if len(bands) > 1:
+            named = ", ".join(bands[:-1]) + " or " + bands[-1]
+            open_.append(f"{system} {_number(lo)}-{_number(hi)} is {named}")
+    return f"; the verdict is not settled: {'; '.join(open_)}" if open_ else ""
 
 
 def _final_intervals(record: SequentialPage) -> str:
@@ -298,9 +320,38 @@ def _rule_words(record: SequentialPage) -> str:
             "(analysis.sequential.systems: primary; the other systems' last intervals are "
             "reported, marked not settled where they are not)"
         )
+    design = _design_words(record)
     if record.stop == "width":
-        return f"stop once {whose} is at most {_number(record.max_width)} points wide"
-    return f"stop once {whose} lies inside one verdict band"
+        both = (
+            " and lies inside one verdict band" if (record.design or {}).get("require_band") else ""
+        )
+        return f"stop once {whose} is at most {_number(record.max_width)} points wide{both}{design}"
+    return f"stop once {whose} lies inside one verdict band{design}"
+
+
+ORDER_WORDS = {
+    "round_robin": "one question per family per round",
+    "families": "whole families per batch",
+}
+BOUNDARY_WORDS = {
+    "spending": "a group-sequential boundary for this question set's looks (Lan-DeMets "
+    "alpha-spending, Pocock-type)",
+    "pocock": "a group-sequential boundary for this question set's planned looks (Pocock's "
+    "constant)",
+    "anytime": "anytime-valid confidence sequences",
+}
+
+
+def _design_words(record: SequentialPage) -> str:
+    """The order and the boundary in words ('' for a record from before issue 40)."""
+    d = record.design or {}
+    if not d:
+        return ""
+    order = ORDER_WORDS.get(str(d.get("order")), str(d.get("order")))
+    bound = BOUNDARY_WORDS.get(str(d.get("boundary")), str(d.get("boundary")))
+    every = [escape_text(str(s)) for s, how in (d.get("recall") or {}).items() if how == "all"]
+    rk = f"; R@k of {', '.join(every)} from every question's retrieval" if every else ""
+    return f" ({order}; {bound}{rk})"
 
 
 def _number(value: Any, digits: int = 1) -> str:

@@ -214,6 +214,12 @@ class SequentialRecord(BaseModel):
     drive_id: str | None = Field(
         None, description="This drive's identity: stage 03 takes its outcome once."
     )
+    design: JsonObject | None = Field(
+        None,
+        description="The design (`cube.run.sequential_design`): `order`, `boundary`, "
+        "`require_band`, `recall` (per system: `all`, every question's retrieval, or `judged`) "
+        "and `critical` (the boundary's value at each look that could stop the run).",
+    )
 
     @field_validator("*", mode="before")
     @classmethod

@@ -74,11 +74,17 @@ from cube.method.sequential import (
     functional_look,
     jackknife_groups,
     jackknife_se,
-    leave_group_out,
     rule_problems,
 )
 from cube.run.notebook import Run
 from cube.run.record import DriverRecord, DriverTaken, RunRecord, SequentialRecord
+from cube.run.sequential_design import (
+    batches,
+    design_problems,
+    free_hits,
+    look_critical,
+    planned_looks,
+)
 
 JACKKNIFE_GROUPS = 40  # leave-out groups of a look (`cube.method.sequential.jackknife_groups`)
 COST_ROLES = ("answering", "judging", "audit")  # the calls the record counts (not question writing)
@@ -103,6 +109,7 @@ def sequential_problems(params: Params, n_questions: int | None = None) -> list[
         else f"analysis.sequential.{p}"
         for p in rule_problems(ns)  # type: ignore[arg-type]
     ]
+    out += design_problems(params)
     if sp.systems not in WATCH:
         out.append(
             f"analysis.sequential.systems is {sp.systems!r}, expected one of {', '.join(WATCH)}"
@@ -131,6 +138,8 @@ def _rule_fields(params: Params) -> dict[str, Any]:
         "alpha": sp.alpha,
         "max_width": params.analysis.max_interval_width,
         "target_questions": sp.target_questions,
+        "boundary": sp.boundary,
+        "require_band": sp.require_band,
     }
 
 
@@ -158,22 +167,6 @@ def unit_of(params: Params, questions: pd.DataFrame, corpus: pd.DataFrame) -> di
     if params.analysis.cluster == "question":
         return {str(q): f"question:{q}" for q in questions["question_id"]}
     return question_families(questions[["question_id", "doc_id"]], corpus)
-
-
-def batches(units: dict[str, str], size: int, seed: int) -> list[list[str]]:
-    """The question ids in batches: the units in a seeded random order, each unit's questions
-    together (sorted), a batch closed as soon as it holds at least `size` questions."""
-    members: dict[str, list[str]] = {}
-    for q in sorted(units):
-        members.setdefault(units[q], []).append(q)
-    names = sorted(members)
-    order = np.random.default_rng(seed).permutation(len(names))
-    out: list[list[str]] = [[]]
-    for i in order:
-        if len(out[-1]) >= size:
-            out.append([])
-        out[-1].extend(members[names[i]])
-    return [b for b in out if b]
 
 
 # ------------------------------------------------------------------------------------- look
@@ -221,10 +214,17 @@ def system_look(
     units,
     rule: StopRule,
     jury: list[str] | None = None,
+    *,
+    hits: dict[str, bool] | None = None,
+    critical: float | None = None,
 ) -> list[Quantity]:
     """One system's sequences after a look: the jury CuBE (the mean over `jury`, default every
     judge), each judge's CuBE, R@k (all with the same grouped jackknife: questions of one family
-    share their retrieval too)."""
+    share their retrieval too). `hits`: every question's retrieval outcome (`recall: all`,
+    `cube.run.sequential_design.free_hits`): R@k is then that of the whole set, W's of the questions
+    judged, and a group left out leaves out its judged questions from W and all its questions from
+    R@k; None: R@k of the questions judged. `critical`: the finite-horizon boundary's value at this
+    look (None: the anytime-valid sequence)."""
     from cube.method.bootstrap import cube_from_counts
 
     p = _prepared(params, answers, scores, system, units)
@@ -232,26 +232,46 @@ def system_look(
     if n == 0:
         empty = Look(0, float("nan"), float("nan"), float("nan"))
         return [Quantity("CuBE", empty, float("nan"), float("nan"))]
-    groups = jackknife_groups(p.unit_codes(), JACKKNIFE_GROUPS, params.analysis.sequential.seed)
-    keep = np.vstack([np.ones(n), *[groups != g for g in np.unique(groups)]]).astype(float)
+    groups, hit, hit_groups = _look_groups(p, answers, system, units, hits, params)
+    labels = np.unique(hit_groups)
+    keep = np.vstack([np.ones(n), *[groups != g for g in labels]]).astype(float)
+    recall = np.array([hit.mean(), *[hit[hit_groups != g].mean() for g in labels]]) / 100.0
     in_jury = np.array([j in (jury if jury is not None else p.judges) for j in p.judges])
     with np.errstate(all="ignore"):
-        cube = cube_from_counts(p, keep)["cube_score"]  # (judges, 1 + groups)
+        w = cube_from_counts(p, keep)["weighted_score"]  # (judges, 1 + groups)
+        cube = np.where(recall[None, :] == 0, 0.0, w * recall[None, :])
         jury_cube = cube[in_jury].mean(axis=0) if in_jury.any() else np.full(keep.shape[0], np.nan)
         series = [("CuBE", jury_cube)] + [(f"CuBE · {j}", cube[i]) for i, j in enumerate(p.judges)]
     out, hits_n = [], int(np.asarray(p.retrieved).sum())
     for name, values in series:
-        current = functional_look(float(values[0]), values[1:], n, rule, retrieved=hits_n)
+        current = functional_look(
+            float(values[0]), values[1:], n, rule, retrieved=hits_n, critical=critical
+        )
         out.append(
             Quantity(name, current, *_fixed(current.estimate, jackknife_se(values[1:]), rule.alpha))
         )
-    hit = 100.0 * np.asarray(p.retrieved, dtype=float)
-    recall_left = leave_group_out(lambda kept: float(hit[kept].mean()), groups)
-    recall = functional_look(float(hit.mean()), recall_left, n, rule, clip=True)
-    out.append(
-        Quantity("R@k", recall, *_fixed(recall.estimate, jackknife_se(recall_left), rule.alpha))
-    )
+    left = 100.0 * recall[1:]
+    rk = functional_look(float(hit.mean()), left, len(hit), rule, clip=True, critical=critical)
+    out.append(Quantity("R@k", rk, *_fixed(rk.estimate, jackknife_se(left), rule.alpha)))
     return out
+
+
+def _look_groups(p, answers: pd.DataFrame, system: str, units, hits, params: Params):
+    """(the judged questions' jackknife groups, the 0/100 hits R@k is the mean of, their groups).
+    With `hits` (every question's retrieval) the groups are those of every family of the set,
+    dealt as `jackknife_groups` deals them, and the judged questions take their family's group;
+    without, the judged questions' own."""
+    seed = params.analysis.sequential.seed
+    if not hits:
+        groups = jackknife_groups(p.unit_codes(), JACKKNIFE_GROUPS, seed)
+        return groups, 100.0 * np.asarray(p.retrieved, dtype=float), groups
+    everyone = sorted(hits)
+    all_groups = jackknife_groups(np.array([units[q] for q in everyone]), JACKKNIFE_GROUPS, seed)
+    group_of = dict(zip(everyone, all_groups.tolist(), strict=True))
+    # the prepared arrays are in sorted question-id order (`cube.method.bootstrap.prepare`)
+    judged = sorted(answers.loc[answers["system"] == system, "question_id"].astype(str).unique())
+    groups = np.array([group_of[q] for q in judged])
+    return groups, 100.0 * np.array([hits[q] for q in everyone], dtype=float), all_groups
 
 
 # --------------------------------------------------------------------------------- minimum
@@ -301,6 +321,9 @@ class _State:
     failures: dict[str, Any] = field(default_factory=dict)  # failed answers and judgments so far
     calls: CallLog = field(default_factory=CallLog)  # every failed LLM call: cache key -> reason
     pilots: dict[str, dict[str, Any]] = field(default_factory=dict)  # judge -> its pilot's outcome
+    hits: dict[str, dict[str, bool]] = field(default_factory=dict)  # recall: all (free_hits)
+    order: list[list[str]] = field(default_factory=list)  # the batches (`batches`)
+    critical: list[dict[str, Any]] = field(default_factory=list)  # boundary per look that may stop
 
 
 def _num(x: Any) -> float | None:
@@ -343,8 +366,12 @@ def _look(run: Run, units, rule: StopRule, state: _State) -> bool:
     answers, scores = pd.concat(state.answers), pd.concat(state.scores)
     thresholds = run.params.analysis.verdict_thresholds
     jury = _jury(run.params, answers, scores, state)
+    critical = _critical(rule, state)
     for s in run.params.systems:
-        quantities = system_look(run.params, answers, scores, s.name, units, rule, jury)
+        quantities = system_look(
+            run.params, answers, scores, s.name, units, rule, jury,
+            hits=state.hits.get(s.name), critical=critical,
+        )  # fmt: skip
         state.last[s.name] = quantities
         state.decisions[s.name] = (
             decide(quantities[0].current, rule, thresholds)
@@ -355,6 +382,20 @@ def _look(run: Run, units, rule: StopRule, state: _State) -> bool:
         )
         state.path += [_path_row(s.name, q, len(state.ids)) for q in quantities]
     return all(state.decisions[s].stop for s in watched_systems(run.params))
+
+
+def _critical(rule: StopRule, state: _State) -> float | None:
+    """The finite-horizon boundary's value at this look (`rule.boundary`), None under `anytime` or
+    before the effective minimum (no look may stop there: it spends nothing); noted in the state."""
+    n = len(state.ids)
+    if rule.boundary == "anytime" or n < rule.min_questions:
+        return None
+    looks = [int(c["questions"]) for c in state.critical] + [n]
+    horizon = sum(len(b) for b in state.order)
+    planned = planned_looks(state.order, rule.min_questions)
+    value = look_critical(rule.boundary, looks, planned, horizon, rule.alpha)
+    state.critical.append({"questions": n, "critical": _num(value)})
+    return value
 
 
 def _jury(params: Params, answers: pd.DataFrame, scores: pd.DataFrame, state: _State) -> list[str]:
@@ -418,11 +459,13 @@ def drive(run: Run, corpus: pd.DataFrame, questions: pd.DataFrame) -> Sequential
     )
     units = unit_of(params, by_id, corpus)
     state, rule, why, stopped = _State(), stop_rule(params), None, False
+    state.order = batches(units, sp.batch, sp.seed, sp.order)
+    state.hits = free_hits(params, corpus, by_id, run.paths.cache)  # no call: module docstring
     judges = make_judges(params, run.paths.cache, calls=state.calls)
     dims = load_dimensions(params, base_dir=run.base_dir)
     active = judges
     # every LLM call the driver's systems and judges send that fails is added to state.calls
-    for i, ids in enumerate(batches(units, sp.batch, sp.seed)):
+    for i, ids in enumerate(state.order):
         _judge_batch(run, active, dims, corpus, by_id.loc[ids], state)
         if i == 0:  # the judge calls per question are known once a batch is judged
             per_q = _calls_per_question(judges, dims, corpus, by_id.loc[state.ids], state)
@@ -537,7 +580,7 @@ def least_questions(
     questions = questions.assign(question_id=questions["question_id"].astype(str))
     n = len(questions)
     units = unit_of(params, questions, corpus)
-    order = batches(units, sp.batch, sp.seed)
+    order = batches(units, sp.batch, sp.seed, sp.order)
     per_q = _first_batch_calls(params, corpus, questions, order[0] if order else [], base_dir)
     source = "the driver's count on its first batch"
     if per_q is None:
@@ -688,6 +731,15 @@ def _record(
         "judge_pilot": state.pilots,
         "failed_calls": dict(sorted(state.calls.failed.items())),
         "drive_id": uuid.uuid4().hex,
+        "design": {
+            "order": sp.order,
+            "boundary": rule.boundary,
+            "require_band": rule.require_band,
+            "recall": {
+                s.name: "all" if s.name in state.hits else "judged" for s in run.params.systems
+            },
+            "critical": state.critical,
+        },
     }
     return SequentialRecord(**fields)
 

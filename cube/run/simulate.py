@@ -403,12 +403,20 @@ class SequentialResult:
 
 
 def sequential_designs(
-    params: Params, max_questions: int, distances: Iterable[float], scale: str | None = None
+    params: Params,
+    max_questions: int,
+    distances: Iterable[float],
+    scale: str | None = None,
+    *,
+    truths: Iterable[float] | None = None,
+    design: dict[str, str] | None = None,
 ) -> list[Any]:
     """One design per distance: the params' simulated world (`simulation`: families, answer SD,
     judge bias) with the system's R@k moved so the true jury CuBE sits that many points below the
-    lowest verdict edge; the run's own stop rule (`analysis.sequential` and
-    `analysis.max_interval_width`, else the defaults: batch 20, min_questions 40, alpha 0.05). The
+    lowest verdict edge (or at each of `truths`, when given: 50 is the centre of the 20-point band
+    `fair`); the run's own stop rule (`analysis.sequential` and `analysis.max_interval_width`, else
+    the defaults: batch 20, min_questions 40, alpha 0.05) and its design (`order`, `recall`,
+    `boundary`; `design` overrides them: the benchmark compares the driver's designs). The
     minimum the driver raises for the gate and the audit (`effective_minimum`) is not simulated:
     the simulated judges have no audit; the settings file says so. `scale`: the sequence's
     (`sequential.functional_look`, its default when None; "linear" measures the sequence as first
@@ -416,15 +424,19 @@ def sequential_designs(
     from cube.method import sequential as seq
     from cube.method import simulate_sequential as SS
     from cube.run.sequential import stop_rule
+    from cube.run.sequential_design import design_of
 
     ap = params.analysis
     rule = stop_rule(params) if ap.sequential is not None else seq.StopRule()
+    how = {**design_of(params), **(design or {})}
+    rule = dataclasses.replace(rule, boundary=how["boundary"])
     model = model_from(params)
     thresholds = tuple(ap.verdict_thresholds.items())
     edge = min(ap.verdict_thresholds.values())
+    targets = list(truths) if truths is not None else [edge - d for d in distances]
     designs = []
-    for d in distances:
-        placed = model.with_system(recall=SS.recall_for(model, edge - d, ap))
+    for target in targets:
+        placed = model.with_system(recall=SS.recall_for(model, target, ap))
         designs.append(
             SS.Design(
                 placed,
@@ -435,6 +447,8 @@ def sequential_designs(
                 ap.trim_proportion,
                 ap.weights,
                 scale=scale or seq.DEFAULT_SCALE,
+                order=how["order"],
+                recall_from=how["recall"],
             )
         )
     return designs
@@ -502,6 +516,7 @@ def sequential_study(
         "replicates": replicates,
         "max_questions": max_questions,
         "scale": scale,
+        "design": {"order": designs[0].order, "recall": designs[0].recall_from} if designs else {},
         "stop_rule": dataclasses.asdict(designs[0].rule) if designs else {},
         "not_simulated": "the minimum the driver raises for the judge gate and the audit "
         "(effective_minimum): the simulated judges have no audit",

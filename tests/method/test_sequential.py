@@ -219,3 +219,20 @@ def test_a_scale_maps_the_bounds_back_and_falls_back_to_linear_without_a_root():
     assert zero.upper - 2.0 == pytest.approx(2.0 - zero.lower)
     with pytest.raises(ValueError, match="scale is 'cube'"):
         seq.functional_look(20.0, leave_out, 120, rule, scale="cube")
+
+
+def test_a_width_stop_names_the_bands_it_spans_and_can_require_one_band():
+    """Issue 40, item 3: narrow enough but across 80 stops under `width` naming "good or
+    excellent", and does not stop when `require_band` asks for both."""
+    from cube.method.sequential import Look, StopRule, bands_named, decide
+
+    th = {"excellent": 80.0, "good": 60.0, "fair": 40.0}
+    across = Look(140, 72.0, 61.6, 82.2)
+    width = decide(across, StopRule(stop="width", max_width=25.0), th)
+    assert width.stop and "good or excellent" in width.reason
+    both = decide(across, StopRule(stop="width", max_width=25.0, require_band=True), th)
+    assert not both.stop and "good or excellent" in both.reason
+    inside = decide(Look(140, 70.0, 61.0, 79.0), StopRule(stop="width", max_width=25.0,
+                                                          require_band=True), th)  # fmt: skip
+    assert inside.stop
+    assert bands_named([40.0, 60.0], th) == "poor, fair or good"

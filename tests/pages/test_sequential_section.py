@@ -327,3 +327,28 @@ def test_a_run_that_waited_only_for_its_primary_system_says_so(raw):
     older = read_record({"sequential": raw})
     assert older.watched_systems() == list(raw["final"]) and not older.primary_only()
     assert "stop once every system's interval" in section_markdown(older)
+
+
+def test_a_width_stop_across_an_edge_names_both_bands_on_the_terminal_and_first_screen():
+    """Issue 40, item 3: a width stop whose interval spans 80 says "good or excellent" in the
+    phrase the terminal and the decision's headline print; one inside a band adds nothing; a
+    record that requires both says so in its rule."""
+    raw = build_record()
+    system = next(iter(raw["final"]))
+    raw = {**raw, "stop": "width", "max_width": 25.0, "stopped_early": True,
+           "reason": f"stopped at {raw['questions_used']}: every system's interval is no wider "
+           "than 25"}  # fmt: skip
+    crossing = {**raw["final"][system], "lower": 61.6, "upper": 82.2, "settled": True}
+    page = SequentialPage.read({**raw, "final": {system: crossing}})
+    phrase = questions_phrase(page)
+    assert f"the verdict is not settled: {system} 61.6-82.2 is good or excellent" in phrase
+    inside = {**crossing, "lower": 62.0, "upper": 78.0}
+    assert "not settled" not in questions_phrase(
+        SequentialPage.read({**raw, "final": {system: inside}})
+    )
+    both = SequentialPage.read(
+        {**raw, "final": {system: inside}, "design": {"require_band": True, "order": "round_robin",
+                                                       "boundary": "spending"}}
+    )  # fmt: skip
+    text = section_markdown(both)
+    assert "and lies inside one verdict band" in text and "one question per family" in text

@@ -23,7 +23,7 @@ RECORD_KEYS = {
     "stop", "batch", "min_questions", "min_questions_why", "alpha", "max_width", "seed",
     "questions_available", "questions_used", "question_ids", "stopped_early", "reason",
     "thresholds", "calls", "cost_usd", "path", "final", "excluded_judges", "failures",
-    "systems", "watched", "judge_pilot", "failed_calls", "drive_id",
+    "systems", "watched", "judge_pilot", "failed_calls", "drive_id", "design",
 }  # fmt: skip
 PATH_KEYS = {"system", "quantity", "questions", "estimate", "lower", "upper", "fixed_lower",
              "fixed_upper"}  # fmt: skip
@@ -267,14 +267,32 @@ def test_min_questions_above_the_set_stops_before_any_call(tmp_path):
     assert not run.has("questions")
 
 
+def test_round_robin_takes_one_question_per_family_per_round_in_a_seeded_order():
+    units = {f"q{i:02d}": f"family:{i // 3}" for i in range(30)}  # ten families of three
+    units |= {"q90": "family:solo", "q91": "family:pair", "q92": "family:pair"}  # 1 and 2
+    out = batches(units, 4, seed=1)
+    flat = [q for b in out for q in b]
+    assert [len(b) for b in out] == [4] * 8 + [1]  # exactly `batch` questions, never whole families
+    assert sorted(flat) == sorted(units)
+    # round 1: every family once (12 families), round 2: the 11 with a second, round 3: the 10
+    rounds = [flat[:12], flat[12:23], flat[23:]]
+    assert [len({units[q] for q in r}) for r in rounds] == [12, 11, 10]
+    assert [units[q] for q in rounds[1]] == [
+        units[q] for q in rounds[0] if units[q] != "family:solo"
+    ]
+    assert out == batches(units, 4, seed=1) and out != batches(units, 4, seed=2)
+    assert batches(units, 4, seed=1, order="round_robin") == out  # the default
+
+
 def test_batches_take_whole_families_in_a_seeded_order():
     units = {f"q{i:02d}": f"family:{i // 3}" for i in range(30)}  # ten families of three
-    out = batches(units, 5, seed=1)
+    out = batches(units, 5, seed=1, order="families")
     assert [len(b) for b in out] == [6] * 5  # two families make 6 >= 5
     assert sorted(q for b in out for q in b) == sorted(units)
     for b in out:
         assert all(sum(units[q] == units[p] for p in b) == 3 for q in b)  # never split
-    assert out == batches(units, 5, seed=1) and out != batches(units, 5, seed=2)
+    assert out == batches(units, 5, seed=1, order="families")
+    assert out != batches(units, 5, seed=2, order="families")
 
 
 def test_stage_02_is_out_of_date_when_the_sequential_section_or_its_judges_change():

@@ -1,0 +1,159 @@
+"""The sequential design of issue 40 (item 2) against today's driver and the fixed-n run, in the
+20-point bands users meet, with families: calls per verdict, wrong verdicts and coverage.
+
+Both designs run on the driver's own look functions (`cube.method.simulate_sequential`, the
+replicates of `cube simulate --sequential`; `cube.run.simulate.sequential_designs` with `design=`):
+
+- `driver` (today's, 9a40e80): whole families per batch (>= 20 questions), R@k from the questions
+  judged, the anytime-valid confidence sequence (`boundary: anytime`);
+- `new` (the default after issue 40): one question per family per round in batches of 20, R@k from
+  every question's retrieval (free for the builtin retriever), the finite-horizon Lan-DeMets
+  Pocock-type boundary for the looks 40, 60, ..., 300 (`boundary: spending`).
+
+Worlds: `independent` and `fam5` (families of 5 sharing their retrieval half of the time and the
+answer's correctness always: `benchmarks/sequential_cube.py`'s hardest family world). Truths (true
+jury CuBE, placed by the system's R@k): 35, 30 and 20 (5, 10 and 20 points inside the `fair` edge
+40, in `poor`), 45 (5 inside the same edge, in the 20-point band `fair`) and 50 (the centre of
+`fair`: 10 points from both its edges). Default thresholds 40/60/80, <= 300 questions, alpha 0.05,
+min_questions 40.
+
+Columns: `coverage` (the truth inside the interval at every look at which the run may stop, MC SE),
+`questions` (mean at the stop, MC SE), then calls saved against the fixed-n run of all 300, counted
+three ways: `x today` (both runs as calls are counted today: 27 per question, 3 answers and 2 judges
+x 4 dimensions x 3 sets), `x both skip` (both runs with helper unread40's saving: a question whose
+gold document was missed costs a third, its zero and full answers and their judgments not made),
+`x skip vs today` (the sequential run with the saving against the fixed-n run as today: the two
+changes together); `wrong seq` (the band at the stop, or at the set's end the point estimate's,
+differs from the truth's) and `wrong fixed` (the fixed-n run of all 300), with MC SEs.
+
+The last line is the headline: calls saved with families of 5 at the centre of a 20-point band
+and 10 points inside one edge (goals of the issue: >= 2x and >= 3x), as today / with the saving.
+
+    PYTHONPATH=. python benchmarks/sequential_design.py [--replicates 300] [--workers 2]
+        [--worlds independent,fam5] [--truths 35,30,20,45,50] [--csv out.csv]
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")  # small matrix products: BLAS threads only contend
+
+import argparse  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+
+import pandas as pd  # noqa: E402
+from sequential_cube import WORLDS  # noqa: E402
+
+from cube.config.params import load_params  # noqa: E402
+from cube.run.simulate import (  # noqa: E402
+    _chunk_jobs,
+    _map,
+    _replicates_of,
+    _sequential_chunk,
+    sequential_designs,  # noqa: E402
+)
+
+DESIGNS = {
+    "driver": {"order": "families", "recall": "judged", "boundary": "anytime"},
+    "new": {"order": "round_robin", "recall": "all", "boundary": "spending"},
+}
+
+
+def rate(r: object, key: str) -> str:
+    return f"{getattr(r, key):.3f} ({getattr(r, key + '_mc_se'):.3f})"
+
+
+def rows_of(params, designs: dict, truths: list[float], replicates: int, workers: int):
+    """Every (design name, truth) row of one world (`simulate_sequential.summary_row`)."""
+    from cube.method import simulate_sequential as SS
+
+    named = [
+        (name, d)
+        for name, how in designs.items()
+        for d in sequential_designs(params, 300, [], truths=truths, design=how)
+    ]
+    jobs = _chunk_jobs([d for _, d in named], replicates, workers, params.simulation.seed)
+    parts = _map(_sequential_chunk, [j for _, j in jobs], workers)
+    out = []
+    for i, (name, d) in enumerate(named):
+        out.append({"design": name, **SS.summary_row(d, _replicates_of(i, jobs, parts))})
+    return pd.DataFrame(out)
+
+
+def print_table(world: str, table: pd.DataFrame) -> None:
+    print(
+        "world        design  truth edge  R@k  coverage       questions    x today  x both skip  "
+        "x skip vs today  wrong seq      wrong fixed"
+    )
+    for r in table.itertuples():
+        print(
+            f"{world:<12} {r.design:<7} {r.truth:5.1f} {r.inside:4.0f} {r.recall:4.2f}  "
+            f"{rate(r, 'coverage')}  {r.mean_questions:5.1f} ({r.mean_questions_mc_se:3.1f})  "
+            f"{r.calls_saved:5.2f}x  {r.calls_saved_skipping_both:9.2f}x  "
+            f"{r.calls_saved_with_skipping:13.2f}x  {rate(r, 'wrong_sequential')}  "
+            f"{rate(r, 'wrong_full')}",
+            flush=True,
+        )
+
+
+def headline(tables: dict[str, pd.DataFrame]) -> str:
+    """The new design's calls saved with families of 5 at the centre and 10 inside one edge."""
+    world = "fam5" if "fam5" in tables else next(iter(tables))
+    t = tables[world]
+    new = t[t["design"] == "new"].set_index(t.loc[t["design"] == "new", "truth"].round())
+    parts = []
+    for label, truth in (("centre of a 20-point band", 50), ("10 inside one edge", 30)):
+        if truth in new.index:
+            r = new.loc[truth]
+            parts.append(
+                f"{label} {r['calls_saved']:.2f}x ({r['calls_saved_with_skipping']:.2f}x with the "
+                "saving)"
+            )
+    lowest = pd.concat(tables.values())
+    worst = lowest.loc[lowest["coverage"].idxmin()]
+    return (
+        f"sequential_design_calls_saved: {'; '.join(parts)} ({world}); lowest coverage "
+        f"{worst['coverage']:.3f} ({worst['coverage_mc_se']:.3f})"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--replicates", type=int, default=300)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--worlds", default="independent,fam5")
+    parser.add_argument("--truths", default="35,30,20,45,50")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--csv", type=Path, default=None, help="write every row here")
+    args = parser.parse_args()
+    base = load_params(ROOT / "params" / "default.yaml")
+    truths = [float(x) for x in args.truths.split(",")]
+    print(
+        f"# {args.replicates} runs per row, <= 300 questions, batch 20, looks from 40, alpha "
+        f"0.05, thresholds {base.analysis.verdict_thresholds}, seed {args.seed}; designs "
+        f"{DESIGNS}; Monte Carlo SEs in brackets",
+        flush=True,
+    )
+    t0, tables = time.time(), {}
+    for world in args.worlds.split(","):
+        sim = base.simulation.model_copy(update={**WORLDS[world], "seed": args.seed})
+        params = base.model_copy(update={"simulation": sim})
+        tables[world] = rows_of(params, DESIGNS, truths, args.replicates, args.workers)
+        print_table(world, tables[world])
+        print(f"# {world}: {time.time() - t0:.0f} s", flush=True)
+    if args.csv:
+        pd.concat([t.assign(world=w) for w, t in tables.items()], ignore_index=True).to_csv(
+            args.csv, index=False
+        )
+    print(headline(tables))
+
+
+if __name__ == "__main__":
+    main()

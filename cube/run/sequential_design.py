@@ -1,0 +1,174 @@
+"""The sequential driver's design (issue 40, item 2): the order questions are judged in, where R@k
+comes from, and the boundary a look is drawn with (`analysis.sequential.order`, `recall`,
+`boundary`). The driver itself is `cube.run.sequential`.
+
+**Order.** `round_robin` (the default) takes one question per family per round: the families in a
+seeded random order, each family's questions in a seeded random order, round r the r-th question
+of every family that has one, and batches of exactly `batch` questions. With families of five
+sharing their answers' correctness, five questions of one family tell little more than one, so
+the first rounds gather most of the information a family holds, and the 20-family guard of a look
+(`cube.method.sequential.MIN_GROUPS`) is met after 20 questions instead of 100. `families` is the
+order before it: whole families per batch.
+
+The jackknife over families stays valid with partial families: its unit is still the family (a
+left-out group leaves out every judged question of its families), families are independent of one
+another, and which of a family's questions are judged by a given look is decided by the seeded
+order alone, never by a score; so each family's contribution (its judged questions' scores and its
+retrieval) is an independent unit, not identically distributed when some families have one more
+question judged than others, which the delete-a-group jackknife of a smooth statistic allows (its
+variance estimate is that of independent, non-identical units, as the sandwich's).
+
+**R@k from every question** (`recall: all`). A builtin system's retrieval is bm25s over the corpus:
+it costs no LLM call, so every question is retrieved before the first batch and R@k is known on
+the whole set; an imported system's file holds its retrieval. A look's CuBE is then W of the
+questions judged x R@k of the whole set, and its jackknife leaves a group's judged questions out
+of W and all its questions out of R@k (R@k's own sampling error, over the set, stays in the SE).
+An http, python or RAGFlow system returns its retrieval only with its answer: retrieving every
+question first would ask the system every question (its whole-set calls, and an LLM-backed
+system's LLM calls) before the first look, so for those R@k comes from the questions judged, and
+their order is the same round robin.
+
+**Boundary.** `spending` (the default) is the Lan-DeMets Pocock-type alpha-spending boundary of
+`cube.method.group_sequential` over the looks at which the run may stop (from the effective
+minimum on), with the set's size as the horizon: the set is known and the driver ends at its last
+question, so the anytime-valid sequence's price for sample sizes past it (+-3.0-3.1 SE against
++-2.5-2.7) buys nothing. Spending, rather than Pocock's constant, because the driver's looks are
+not all planned: the effective minimum is raised after the first batch, and a look held by a
+guard spends nothing. `pocock` is the constant for the planned looks; `anytime` the sequence, for a
+run that may be extended past its question set (it then needs no horizon).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from cube.config.params import Params
+from cube.method.group_sequential import critical_value
+
+ORDERS = ("round_robin", "families")
+RECALLS = ("all", "judged")
+FREE_RETRIEVAL = ("builtin", "imported")  # system kinds whose retrieval costs no call
+
+
+def design_of(params: Params) -> dict[str, str]:
+    """`order`, `recall` and `boundary` of `analysis.sequential` (its defaults without it)."""
+    from cube.config.sections import SequentialParams
+
+    sp = params.analysis.sequential or SequentialParams()
+    return {"order": sp.order, "recall": sp.recall, "boundary": sp.boundary}
+
+
+def design_problems(params: Params) -> list[str]:
+    """Every problem of the design's keys, each naming its key and what was expected."""
+    sp = params.analysis.sequential
+    if sp is None:
+        return []
+    out = []
+    for key, allowed in (("order", ORDERS), ("recall", RECALLS)):  # boundary: rule_problems
+        value = getattr(sp, key)
+        if value not in allowed:
+            out.append(
+                f"analysis.sequential.{key} is {value!r}, expected one of {', '.join(allowed)}"
+            )
+    return out
+
+
+def batches(
+    units: dict[str, str], size: int, seed: int, order: str = "round_robin"
+) -> list[list[str]]:
+    """The question ids in batches (`order`: module docstring). `round_robin`: one per family per
+    round, batches of exactly `size` (the last may be shorter); `families`: the units in a seeded
+    random order, each unit's questions together (sorted), a batch closed as soon as it holds at
+    least `size` questions."""
+    members: dict[str, list[str]] = {}
+    for q in sorted(units):
+        members.setdefault(units[q], []).append(q)
+    names = sorted(members)
+    rng = np.random.default_rng(seed)
+    ranked = [names[i] for i in rng.permutation(len(names))]
+    if order == "round_robin":
+        flat = _rounds(members, ranked, rng)
+        return [flat[i : i + size] for i in range(0, len(flat), size)]
+    return _whole_families(members, ranked, size)
+
+
+def _rounds(
+    members: dict[str, list[str]], ranked: list[str], rng: np.random.Generator
+) -> list[str]:
+    """Round r: the r-th question (in a seeded order) of every family that has one, the families
+    in their seeded order."""
+    shuffled = {u: [members[u][i] for i in rng.permutation(len(members[u]))] for u in ranked}
+    rounds = max((len(m) for m in members.values()), default=0)
+    return [shuffled[u][r] for r in range(rounds) for u in ranked if r < len(shuffled[u])]
+
+
+def _whole_families(members: dict[str, list[str]], ranked: list[str], size: int) -> list[list[str]]:
+    out: list[list[str]] = [[]]
+    for u in ranked:
+        if len(out[-1]) >= size:
+            out.append([])
+        out[-1].extend(members[u])
+    return [b for b in out if b]
+
+
+def planned_looks(order: list[list[str]], minimum: int) -> list[int]:
+    """The sizes of the looks at which the run may stop: every batch end from `minimum` on (the
+    last at the set's end)."""
+    ends = np.cumsum([len(b) for b in order]).tolist()
+    return [int(m) for m in ends if m >= minimum] or ends[-1:]
+
+
+def look_critical(
+    boundary: str, looks: list[int], planned: list[int], horizon: int, alpha: float
+) -> float | None:
+    """The critical value of the last of `looks` (`group_sequential.critical_value`)."""
+    return critical_value(boundary, looks, planned, horizon, alpha)
+
+
+def free_hits(
+    params: Params, corpus: pd.DataFrame, questions: pd.DataFrame, cache_path: Any
+) -> dict[str, dict[str, bool]]:
+    """Per system whose retrieval costs no call (`FREE_RETRIEVAL`), under `recall: all`: whether
+    each question's gold document was retrieved (question id -> hit), from the system's own
+    retrieval (a builtin system's `retrieve`, an imported file's ranks). Systems absent: R@k from
+    the questions judged."""
+    from cube.systems import make_system
+
+    if design_of(params)["recall"] != "all":
+        return {}
+    out: dict[str, dict[str, bool]] = {}
+    for sp in params.systems:
+        kind = str(getattr(sp, "kind", ""))
+        if kind in FREE_RETRIEVAL:
+            out[sp.name] = _hits_of(make_system(sp, params, cache_path), kind, corpus, questions)
+    return out
+
+
+def _hits_of(system: Any, kind: str, corpus: pd.DataFrame, questions: pd.DataFrame):
+    """Question id -> whether the system's retrieval holds its gold document."""
+    qids = questions["question_id"].astype(str).tolist()
+    if kind == "builtin":
+        lists = system.retrieve(questions, corpus)
+        gold = questions["doc_id"].astype(str).tolist()
+        return {
+            q: g in {str(d) for d in docs} for q, g, docs in zip(qids, gold, lists, strict=True)
+        }
+    rag = system.answer(questions, corpus, progress=False)  # an imported file: its rows
+    ranks = dict(zip(rag["question_id"].astype(str), rag["rank"], strict=True))
+    return {q: bool(ranks.get(q, 0) > 0) for q in qids}
+
+
+__all__ = [
+    "FREE_RETRIEVAL",
+    "ORDERS",
+    "RECALLS",
+    "batches",
+    "design_of",
+    "design_problems",
+    "free_hits",
+    "look_critical",
+    "planned_looks",
+]
