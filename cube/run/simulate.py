@@ -529,11 +529,15 @@ def sequential_study(
 
 
 def sequential_lines(result: SequentialResult) -> list[str]:
-    """The sequential study as text: one line per true CuBE, Monte Carlo SEs in brackets."""
+    """The sequential study as text: the design, then one line per true CuBE, Monte Carlo SEs in
+    brackets (`coverage`: the truth inside the interval at every look at which a run may stop)."""
+    how, rule = result.settings.get("design") or {}, result.settings.get("stop_rule") or {}
     lines = [
+        f"design: order {how.get('order')}, R@k from {how.get('recall')} questions, boundary "
+        f"{rule.get('boundary')}",
         "inside  truth   R@k   coverage (SE)  fixed-n re-used  questions (SE)  calls saved  "
         "wrong: sequential  fixed-n full  fixed-n at mean n  peeking  fixed n, same error  "
-        "no look may stop"
+        "no look may stop",
     ]
     for r in result.table.itertuples():
         lines.append(

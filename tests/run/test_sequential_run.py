@@ -14,7 +14,7 @@ from cube.kb.questions import build_questions
 from cube.run import pipeline
 from cube.run.execute import execute_run
 from cube.run.notebook import open_run
-from cube.run.sequential import SequentialError, batches, sequential_problems
+from cube.run.sequential import SequentialError, batches, sequential_problems, unit_of
 from cube.run.stages import stage_fingerprints
 from tests import ROOT
 from tests.openai_server import OpenAIServer, body_digest, last_user_message
@@ -138,8 +138,27 @@ def test_a_settled_run_stops_early_and_publishes_its_record(stopped):
     final = rec["final"]["bm25-top8"]
     assert final["settled"] is True
     assert final["upper"] - final["lower"] <= 90
-    # the anytime-valid interval is wider than the fixed-n one at the same look
+    # the sequential interval is wider than the fixed-n one at the same look
     assert final["upper"] - final["lower"] > final["fixed_upper"] - final["fixed_lower"]
+
+
+def test_the_design_is_round_robin_with_r_at_k_of_the_whole_set_and_a_finite_boundary(stopped):
+    """Issue 40, item 2, on the family-structured demo world (a third of the items in families):
+    the questions judged are one per family before any family's second, R@k at every look is the
+    builtin retriever's on the whole set (known before the first batch), and the boundary's
+    values are the finite-horizon ones, below the anytime sequence's +-3."""
+    run, rec = stopped["run"], record(stopped["run"])
+    design = rec["design"]
+    assert design["order"] == "round_robin" and design["boundary"] == "spending"
+    assert design["recall"] == {"bm25-top8": "all"}
+    assert design["critical"] and all(2.0 < c["critical"] < 3.0 for c in design["critical"])
+    units = unit_of(run.params, stopped["all"].astype({"question_id": str}), run.load("corpus"))
+    families = [units[q] for q in rec["question_ids"]]
+    distinct = len(set(units.values()))
+    first = families[: min(distinct, len(families))]
+    assert len(set(first)) == len(first)  # no family twice before every family once
+    rk = {p["estimate"] for p in rec["path"] if p["quantity"] == "R@k"}
+    assert len(rk) == 1 and len(rec["path"]) > 4  # the same R@k at every look: the whole set's
 
 
 def test_unreached_questions_are_never_sent_and_the_stages_after_send_nothing(stopped):
