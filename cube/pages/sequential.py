@@ -36,13 +36,14 @@ FIXED_N_LINE = (
     "`cube run --until-settled` stops as soon as the verdict is settled)."
 )
 READING_NOTE = (
-    "Read the confidence sequence's interval: it is built to hold however often the run looked "
-    "and whenever it stopped (an asymptotic guarantee: the project's simulations measured it "
-    "covering the truth at every look where a stop was allowed in 93-98 % of runs for a nominal "
-    "95 %, see the docs' Intervals page). The fixed-n interval beside it is shown for comparison "
-    "only: it is valid "
-    "only at one number of questions fixed in advance; a run that stopped as soon as it looked "
-    "settled would give a wrong verdict more often."
+    "Read the sequential interval: it is built to hold at every look at which the run could stop, "
+    "whenever it stopped (a group-sequential boundary for this question set's looks, or an "
+    "anytime-valid confidence sequence, as the rule above says; an asymptotic guarantee: the "
+    "project's simulations measured it covering the truth at every such look in 93-98 % of runs "
+    "for a nominal 95 %, families included, see the docs' Intervals page). The fixed-n interval "
+    "beside it is shown for comparison only: it is valid only at one number of questions fixed in "
+    "advance; a run that stopped as soon as it looked settled would give a wrong verdict more "
+    "often."
 )
 _REQUIRED = (
     "stop",
@@ -221,7 +222,7 @@ def questions_phrase(record: SequentialPage | None) -> str:
         else "the set ended before the verdict settled"
     )
     read = (  # the bootstrap interval is fixed-n: after a stop the data chose, it is too narrow
-        f"; after a stop chosen by the data, read the anytime-valid interval: "
+        f"; after a stop chosen by the data, read the sequential interval: "
         f"{_final_intervals(record)}"
         if record.stopped_early
         else ""
@@ -252,7 +253,7 @@ def unsettled_bands(record: SequentialPage) -> str:
 
 
 def _final_intervals(record: SequentialPage) -> str:
-    """Each system's final anytime-valid interval, 'bm25 63.4-79.2'."""
+    """Each system's final sequential interval, 'bm25 63.4-79.2'."""
     return ", ".join(
         f"{system} {_number(f.get('lower'))}-{_number(f.get('upper'))}"
         for system, f in record.final.items()

@@ -5,11 +5,14 @@ It runs inside stage 02 (`cube.run.pipeline.questions_stage`, notebook 02), wher
 is made, so `cube run` and a notebook run alone (papermill, Jupyter) take the same path, and the
 stages after it are the ordinary notebooks on the questions it reached:
 
-1. **Order.** The resampling units (the families of `cube.run.evaluate.question_families`, or
-   single questions under `analysis.cluster: question`) in a seeded random order
-   (`analysis.sequential.seed`), each unit's questions together. A batch takes whole units until it
-   holds at least `batch` questions, so a batch spans several families and a look never splits
-   one: the sequence's independent unit is the family, as in the jackknife that gives its spread.
+1. **Order** (`cube.run.sequential_design`, issue 40). Every system whose retrieval costs no call
+   (builtin, imported) is retrieved on the whole set first (`recall: all`), so R@k is known before
+   any judging; then the questions one per resampling unit (the families of
+   `cube.run.evaluate.question_families`, or single questions under `analysis.cluster: question`)
+   per round in a seeded order (`order: round_robin`, `analysis.sequential.seed`), batches of
+   exactly `batch` questions; `order: families` takes whole families per batch (the order before
+   issue 40). The sequence's independent unit stays the family, as in the jackknife that gives its
+   spread (why partial families keep it valid: `cube.run.sequential_design`).
 2. **Per batch.** Only that batch's questions are answered by every system (rag and the bound sets,
    `cube.systems.build_answers`) and judged by every judge (`cube.judges.score_answers`): the
    stage functions of notebooks 02 and 03, their calls cached in the run's call cache. A failed
@@ -17,9 +20,12 @@ stages after it are the ordinary notebooks on the questions it reached:
 3. **Look.** For every system, the jury CuBE (the mean of every judge's CuBE, each from
    `cube.method.bootstrap.cube_from_counts`, the point computation of notebooks 04-06 that
    reproduces `evaluate` exactly) on the questions judged so far, and the same with each
-   jackknife group of units left out (`jackknife_groups`, at most 40 groups): the anytime-valid
-   interval is `functional_look` around the estimate, the fixed-n interval beside it estimate +- z
-   SE with the same jackknife SE. Each judge's CuBE the same way, and R@k (its 0/100 hits, the
+   jackknife group of units left out (`jackknife_groups`, at most 40 groups; under `recall: all`
+   W of the questions judged times R@k of the whole set, a group left out of both): the sequential
+   interval is `functional_look` around the estimate, drawn with the finite-horizon boundary's
+   value at this look (`boundary: spending` or `pocock`, `cube.method.group_sequential`) or the
+   anytime-valid sequence (`anytime`), the fixed-n interval beside it estimate +- z SE with the
+   same jackknife SE. Each judge's CuBE the same way, and R@k (its 0/100 hits, the
    same groups: a family's questions share their retrieval). A look is one `cube_from_counts` call
    of 41 rows per system. The jury leaves out the judges the validity gate will certainly exclude
    (stopped by their pilot, which runs once, on the first batch; failed judgments above
@@ -172,7 +178,7 @@ def unit_of(params: Params, questions: pd.DataFrame, corpus: pd.DataFrame) -> di
 # ------------------------------------------------------------------------------------- look
 @dataclass(frozen=True)
 class Quantity:
-    """One sequence after a look: the anytime-valid interval and the fixed-n one beside it."""
+    """One sequence after a look: the sequential interval and the fixed-n one beside it."""
 
     name: str  # "CuBE", "CuBE · <judge>", "R@k"
     current: Look
@@ -563,7 +569,7 @@ def with_least(
 def least_questions(
     plan: pd.DataFrame, params: Params, base_dir: Path
 ) -> tuple[list[str], dict[str, Any]]:
-    """The questions of the driver's first batches (its seeded order, whole families) up to its
+    """The questions of the driver's first batches (its seeded order, `order`) up to its
     effective minimum and at least `MIN_GROUPS` families (no look stops before both; the guard of
     `MIN_RETRIEVED` retrieved questions is not known before answering, so the least may still be
     below the run's), and the facts `plan_text` says. The minimum is raised with the judge calls

@@ -232,7 +232,7 @@ def test_the_decision_headline_says_what_was_judged(record):
     assert (
         f"on {record.questions_used} of {record.questions_available} questions (stopped early: "
         "every system&#x27;s interval lies inside one verdict band; after a stop chosen by the "
-        "data, read the anytime-valid interval: bm25 " in first
+        "data, read the sequential interval: bm25 " in first
     )
     hostile = questions_phrase(record).replace("every system", HOSTILE)
     assert "<img" not in decision_markdown(decision, questions=hostile)

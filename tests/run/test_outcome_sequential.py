@@ -31,7 +31,7 @@ def test_a_sequential_run_says_how_many_questions_and_why(tmp_path):
     assert lines[1].startswith(
         f"judged on {record['questions_used']} of 300 questions (stopped early: every system's "
         "interval lies inside one verdict band; after a stop chosen by the data, read the "
-        f"anytime-valid interval: bm25 {final['lower']:.1f}-{final['upper']:.1f}"
+        f"sequential interval: bm25 {final['lower']:.1f}-{final['upper']:.1f}"
     )
     assert lines[-1] == "report: report/index.html"
 
