@@ -67,19 +67,14 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.stats import norm
 
 from cube.config.params import Params
 from cube.llm import CallLog
 from cube.method.sequential import (
     MIN_GROUPS,
-    Look,
     LookDecision,
     StopRule,
     decide,
-    functional_look,
-    jackknife_groups,
-    jackknife_se,
     rule_problems,
 )
 from cube.run.notebook import Run
@@ -91,8 +86,8 @@ from cube.run.sequential_design import (
     look_critical,
     planned_looks,
 )
+from cube.run.sequential_look import Quantity, system_look
 
-JACKKNIFE_GROUPS = 40  # leave-out groups of a look (`cube.method.sequential.jackknife_groups`)
 COST_ROLES = ("answering", "judging", "audit")  # the calls the record counts (not question writing)
 LEAST = ("calls", "to_send", "cost")  # the plan's columns `with_least` adds, as `<name>_least`
 WATCH = ("all", "primary")  # analysis.sequential.systems: the systems whose intervals stop the run
@@ -173,111 +168,6 @@ def unit_of(params: Params, questions: pd.DataFrame, corpus: pd.DataFrame) -> di
     if params.analysis.cluster == "question":
         return {str(q): f"question:{q}" for q in questions["question_id"]}
     return question_families(questions[["question_id", "doc_id"]], corpus)
-
-
-# ------------------------------------------------------------------------------------- look
-@dataclass(frozen=True)
-class Quantity:
-    """One sequence after a look: the sequential interval and the fixed-n one beside it."""
-
-    name: str  # "CuBE", "CuBE · <judge>", "R@k"
-    current: Look
-    fixed_lower: float
-    fixed_upper: float
-
-
-def _fixed(estimate: float, se: float, alpha: float) -> tuple[float, float]:
-    half = norm.ppf(1 - alpha / 2) * se
-    return float(estimate - half), float(estimate + half)
-
-
-def _prepared(params: Params, answers: pd.DataFrame, scores: pd.DataFrame, system: str, units):
-    from cube.method.bootstrap import prepare
-
-    ap = params.analysis
-    top_n = ap.top_n or next(s.top_n for s in params.systems if s.name == system)
-    return prepare(
-        answers[answers["system"] == system],
-        scores[scores["system"] == system],
-        proportion=ap.trim_proportion,
-        subset=ap.subset,
-        mode=ap.weights,
-        custom=ap.custom_weights,
-        top_n=top_n,
-        paired=ap.paired,
-        judges=[j.name for j in params.judges],
-        dimensions=params.dimension_names(),
-        fallback=ap.weights_fallback,
-        clusters=units,
-    )
-
-
-def system_look(
-    params: Params,
-    answers: pd.DataFrame,
-    scores: pd.DataFrame,
-    system: str,
-    units,
-    rule: StopRule,
-    jury: list[str] | None = None,
-    *,
-    hits: dict[str, bool] | None = None,
-    critical: float | None = None,
-) -> list[Quantity]:
-    """One system's sequences after a look: the jury CuBE (the mean over `jury`, default every
-    judge), each judge's CuBE, R@k (all with the same grouped jackknife: questions of one family
-    share their retrieval too). `hits`: every question's retrieval outcome (`recall: all`,
-    `cube.run.sequential_design.free_hits`): R@k is then that of the whole set, W's of the questions
-    judged, and a group left out leaves out its judged questions from W and all its questions from
-    R@k; None: R@k of the questions judged. `critical`: the finite-horizon boundary's value at this
-    look (None: the anytime-valid sequence)."""
-    from cube.method.bootstrap import cube_from_counts
-
-    p = _prepared(params, answers, scores, system, units)
-    n = len(p.rank_score)
-    if n == 0:
-        empty = Look(0, float("nan"), float("nan"), float("nan"))
-        return [Quantity("CuBE", empty, float("nan"), float("nan"))]
-    groups, hit, hit_groups = _look_groups(p, answers, system, units, hits, params)
-    labels = np.unique(hit_groups)
-    keep = np.vstack([np.ones(n), *[groups != g for g in labels]]).astype(float)
-    recall = np.array([hit.mean(), *[hit[hit_groups != g].mean() for g in labels]]) / 100.0
-    in_jury = np.array([j in (jury if jury is not None else p.judges) for j in p.judges])
-    with np.errstate(all="ignore"):
-        w = cube_from_counts(p, keep)["weighted_score"]  # (judges, 1 + groups)
-        cube = np.where(recall[None, :] == 0, 0.0, w * recall[None, :])
-        jury_cube = cube[in_jury].mean(axis=0) if in_jury.any() else np.full(keep.shape[0], np.nan)
-        series = [("CuBE", jury_cube)] + [(f"CuBE · {j}", cube[i]) for i, j in enumerate(p.judges)]
-    out, hits_n = [], int(np.asarray(p.retrieved).sum())
-    for name, values in series:
-        current = functional_look(
-            float(values[0]), values[1:], n, rule, retrieved=hits_n, critical=critical
-        )
-        out.append(
-            Quantity(name, current, *_fixed(current.estimate, jackknife_se(values[1:]), rule.alpha))
-        )
-    left = 100.0 * recall[1:]
-    rk = functional_look(float(hit.mean()), left, len(hit), rule, clip=True, critical=critical)
-    out.append(Quantity("R@k", rk, *_fixed(rk.estimate, jackknife_se(left), rule.alpha)))
-    return out
-
-
-def _look_groups(p, answers: pd.DataFrame, system: str, units, hits, params: Params):
-    """(the judged questions' jackknife groups, the 0/100 hits R@k is the mean of, their groups).
-    With `hits` (every question's retrieval) the groups are those of every family of the set,
-    dealt as `jackknife_groups` deals them, and the judged questions take their family's group;
-    without, the judged questions' own."""
-    seed = params.analysis.sequential.seed
-    if not hits:
-        groups = jackknife_groups(p.unit_codes(), JACKKNIFE_GROUPS, seed)
-        return groups, 100.0 * np.asarray(p.retrieved, dtype=float), groups
-    everyone = sorted(hits)
-    all_groups = jackknife_groups(np.array([units[q] for q in everyone]), JACKKNIFE_GROUPS, seed)
-    group_of = dict(zip(everyone, all_groups.tolist(), strict=True))
-    # the prepared arrays are in sorted question-id order (`cube.method.bootstrap.prepare`)
-    judged = sorted(answers.loc[answers["system"] == system, "question_id"].astype(str).unique())
-    groups = np.array([group_of[q] for q in judged])
-    return groups, 100.0 * np.array([hits[q] for q in everyone], dtype=float), all_groups
 
 
 # --------------------------------------------------------------------------------- minimum
