@@ -1,4 +1,4 @@
-"""The share of the judge prompts a prefix cache could serve, estimated from their layout (no model).
+"""The share of the judge prompts a prefix cache could serve, estimated from their layout.
 
 `cube.llm.usage.prefix_share` (what `cube plan` prints as "prefix ~x % shareable"): the prompts
 in text order (the order `cube.judges.scoring` sends a judge's calls in), each sharing its longest
