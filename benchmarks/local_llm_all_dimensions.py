@@ -16,8 +16,8 @@ quadratic-weighted kappa (`cube.method.agreement.weighted_kappa`), and each side
 scores (a 135M model often gives one score to everything, which makes rho and kappa undefined:
 NaN, not 0); and per mode the mean Spearman correlation between two dimensions' scores of the
 same answers (one reply for all dimensions may move them together: a halo). A 135M model is a
-weak judge: its figures say how this model behaves, not how a
-capable judge would; the same script measures any served GGUF (`--model PATH`).
+weak judge: its figures say how this model behaves, not how a capable judge would; the same script
+measures any served GGUF (`--model PATH`).
 
     PYTHONPATH=. python benchmarks/local_llm_all_dimensions.py [--questions 10] [--model X.gguf]
 
