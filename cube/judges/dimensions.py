@@ -15,6 +15,17 @@ It is the same for the `zero`, `rag` and `full` sets, so the three scoring sets 
 answers against one yardstick and the bounds are comparable. (Showing the `rag` answer its own
 retrieved chunks would judge it against different material than the bounds.)
 
+The layout is the one a prefix cache can reuse: the shared parts first, the answer last (the
+dimension's instructions and rubric, the question, the gold document, then the answer and the
+reply line), in one user message. Each fenced block's nonce is the hash of its own text, so the
+answer's nonce appears only in the answer block; the zero, rag and full answers of one question
+and dimension (and every system's rag answer) share the prompt up to `<answer-`, and
+`cube.judges.scoring` sends a judge's calls in text order so that they follow each other. The
+all-dimensions prompt (`all_dimensions_prompt`) has the same order. The question and document
+come after the dimension's instructions, so two dimensions of one question share nothing beyond
+the chat template; placing them before would serve more (benchmarks/prompt_prefix_layout.py:
+0.87 of the text against 0.82) but moves the paper's verbatim prompt and every cache key.
+
 The three untrusted texts are placed in fenced blocks (`<question-NONCE>`, `<source-NONCE>`,
 `<answer-NONCE>`: `cube.config.fence`, whose nonce an answer cannot write, with tag-like text
 inside neutralised) with an instruction that their content is data, not instructions, and that

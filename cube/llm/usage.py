@@ -55,6 +55,7 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
     "input_tokens",
     "output_tokens",
     "cached_input_tokens",
+    "cached_input_share",
     "cost_this_run",
     "cost_total",
     "skipped",
@@ -197,7 +198,10 @@ def usage_summary(tables: Iterable[pd.DataFrame]) -> pd.DataFrame:
       `failed_calls` (any row of the call has `error_kind` 'call' where that column exists, else
       a non-empty `error`; a judge reply that could not be parsed was still a successful call);
     - `input_tokens`, `output_tokens`: summed once per call; `cached_input_tokens`: of the input
-      tokens, those the provider reported as served from its prompt cache (0 when not reported);
+      tokens, those the provider reported as served from its prompt cache (0 when not reported:
+      `cube.llm.wire.cached_prompt_tokens` reads each provider's shape); `cached_input_share`:
+      their share of the input tokens (NaN when there is no input token), a lower bound where
+      the server reports no count (llama-cpp-python's);
     - `cost_this_run` sums the calls not served from the cache (what this run spent),
       `cost_total` all calls (cached ones at their original price); NaN (unknown) when any
       call of that (role, model) has no price, 0.0 when there is no call;
@@ -257,6 +261,9 @@ def usage_summary(tables: Iterable[pd.DataFrame]) -> pd.DataFrame:
                 "input_tokens": int(c["input_tokens"].sum()),
                 "output_tokens": int(c["output_tokens"].sum()),
                 "cached_input_tokens": int(c["cached_input_tokens"].sum()),
+                "cached_input_share": _share(
+                    c["cached_input_tokens"].sum(), c["input_tokens"].sum()
+                ),
                 "cost_this_run": known_sum(c.loc[~cached, "cost"]),
                 "cost_total": known_sum(c["cost"]),
                 "skipped": int(len(g) - len(c)),
@@ -274,3 +281,36 @@ def usage_summary(tables: Iterable[pd.DataFrame]) -> pd.DataFrame:
         .drop(columns="_o")
         .reset_index(drop=True)
     )
+
+
+def _share(part: float, whole: float) -> float:
+    """part / whole, NaN when whole is not positive (no input token: no share to publish)."""
+    return float(part) / float(whole) if whole > 0 else float("nan")
+
+
+def prefix_share(prompts: Iterable[str]) -> float:
+    """The share of the prompts' characters a prefix cache holding the last prompt could serve
+    when the prompts are sent in text order (as `cube.judges.scoring` sends a judge's calls):
+    per prompt, the longest common prefix with the one before it in sorted order, summed, over
+    the prompts' total length. An estimate from the prompt layout, for `cube plan`: characters
+    stand for tokens, and a provider's rules (OpenAI caches prefixes of 1024 tokens or more, in
+    steps of 128; llama.cpp any length) make the served share lower. NaN for no prompt text."""
+    ordered = sorted(str(p) for p in prompts)
+    total = sum(map(len, ordered))
+    if not total:
+        return float("nan")
+    shared = sum(_common_prefix(a, b) for a, b in zip(ordered, ordered[1:], strict=False))
+    return shared / total
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """The length of the longest common prefix of a and b, by bisection on slice equality (each
+    comparison runs in C: a character loop in Python would cost seconds over a plan's prompts)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo

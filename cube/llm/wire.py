@@ -73,14 +73,27 @@ def format_refused(status: int, detail: str) -> bool:
     return status != 429 and status >= 400 and ("response_format" in low or "json_schema" in low)
 
 
-def cached_prompt_tokens(usage: dict) -> int:
-    """Prompt tokens the provider served from its prompt cache: OpenAI's
-    `usage.prompt_tokens_details.cached_tokens` (vLLM and llama.cpp's server report it the same way
-    when they do), DeepSeek's `prompt_cache_hit_tokens`; 0 when not reported."""
+def cached_prompt_tokens(usage: dict, timings: Any = None) -> int:
+    """Prompt tokens the provider served from its prompt cache, in each provider's shape:
+
+    - OpenAI's `usage.prompt_tokens_details.cached_tokens` (vLLM, SGLang and recent llama.cpp
+      `llama-server` builds report it the same way);
+    - DeepSeek's `usage.prompt_cache_hit_tokens`;
+    - llama.cpp `llama-server`'s `timings.cache_n` (the body's top-level `timings`: the tokens of
+      the prompt taken from the slot's KV cache), for builds that report no
+      `prompt_tokens_details`.
+
+    0 when none is reported (llama-cpp-python's server, 0.3.x, reports none: its reuse shows only
+    in its log, "Llama.generate: N prefix-match hit"; see benchmarks/local_llm_prefix_cache.py).
+    An unreadable or negative value counts as 0 (a count is never invented)."""
     details = usage.get("prompt_tokens_details") or {}
     value = details.get("cached_tokens") if isinstance(details, dict) else None
     if value is None:
         value = usage.get("prompt_cache_hit_tokens")
+    if value is None and isinstance(timings, dict):
+        value = timings.get("cache_n")
+    if isinstance(value, bool):
+        return 0
     try:
         return max(0, int(value or 0))
     except (TypeError, ValueError):
@@ -113,7 +126,7 @@ def _completion(
         n_out,
         choice.get("finish_reason"),
         data.get("model"),
-        cached_prompt_tokens(usage),
+        cached_prompt_tokens(usage, data.get("timings")),
     ), notes
 
 

@@ -81,6 +81,7 @@ PLAN_COLUMNS = (
     "cached_calls",
     "to_send",
     "prompt_tokens",
+    "prefix_share",
     "completion_tokens",
     "completion_tokens_max",
     "tokens_by",
@@ -662,6 +663,7 @@ def _llm_row(
         "cached_calls": cached,
         "to_send": to_send,
         "prompt_tokens": prompt,
+        "prefix_share": _prefix_share(role, g.requests),  # prompt40's hook (issue 40.4)
         "completion_tokens": completion,
         "completion_tokens_max": (spec.max_tokens or 0) * g.calls,
         "tokens_by": tokens_by,
@@ -677,6 +679,16 @@ def _llm_row(
         "time_s": float("nan") if math.isnan(lat) else to_send * lat / min(conc, max(to_send, 1)),
         "note": "; ".join(g.notes),
     }
+
+
+def _prefix_share(role: str, requests: list[Any]) -> float:
+    """For the roles whose calls go in prompt-text order (a judge's, the audit's), the share of
+    their prompt text a prefix cache could serve (`cube.llm.usage.prefix_share`); else NaN."""
+    from cube.llm.usage import prefix_share
+
+    if role not in ("judging", "audit") or not requests:
+        return float("nan")
+    return prefix_share("\n".join(str(m.get("content", "")) for m in r.messages) for r in requests)
 
 
 def _table(plan: _Plan, cache_path: Path | None, pilot: int) -> pd.DataFrame:
@@ -783,12 +795,18 @@ def _row_lines(r: dict[str, Any]) -> list[str]:
     line = (
         f"{r['role']:<20} {r['model']:<28} calls {r['calls']:>7} (cached {r['cached_calls']}, "
         f"to send {r['to_send']}{least})  prompt tokens "
-        f"{r['prompt_tokens']:>10}{'' if r['exact'] else '*'}  completion "
+        f"{r['prompt_tokens']:>10}{'' if r['exact'] else '*'}{_prefix_text(r)}  completion "
         f"~{r['completion_tokens']} (max {r['completion_tokens_max']})  cost {cost}{batch}  "
         f"time {t}"
     )
     details = _row_details(r["tokens_by"], r["latency_from"], r["note"])
     return [line, " " * 22 + "; ".join(details)] if details else [line]
+
+
+def _prefix_text(r: dict[str, Any]) -> str:
+    """ " (prefix ~x % shareable)" when the row has a prefix-share estimate (`_prefix_share`)."""
+    share = r.get("prefix_share")
+    return "" if share is None or pd.isna(share) else f" (prefix ~{share:.0%} shareable)"
 
 
 def _row_details(tokens_by: str, latency_from: str, note: str) -> list[str]:

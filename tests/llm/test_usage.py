@@ -126,6 +126,7 @@ def test_template_questions_are_no_calls() -> None:
         len(rec) == 1
         and math.isnan(rec[0].pop("latency_s_median"))
         and math.isnan(rec[0].pop("queue_s_median"))
+        and math.isnan(rec[0].pop("cached_input_share"))  # no input token: no share
     )
     assert rec == [
         {
