@@ -1,0 +1,152 @@
+"""No unread call (issue 40, item 1): with `analysis.bounds_of_missed: sample` (the default) the
+zero and full answers of a missed question are made only in the judge gate's seeded sample, and
+every figure is the one `bounds_of_missed: all` gives.
+
+A small offline run (the demo corpus, template questions, BM25 at TOP-1 so that about a third of
+the questions are missed, two rubric judges) is run through stages 01-03 twice, with and without
+the saving, then evaluated: W, CuBE, their intervals, the jury, the decision and the per-category
+tables are compared; the answering and judging calls are counted.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from cube.method.gate import min_questions
+from cube.run import decide, diagnosis, evaluate, pipeline
+from cube.run.notebook import open_run
+from cube.systems.bounds import bound_questions, bounds_sample_size, missed_sample
+
+JUDGES = [
+    {"name": "lenient", "model": {"provider": "offline", "model": "rubric-lenient"}},
+    {"name": "strict", "model": {"provider": "offline", "model": "rubric-strict"}},
+]
+SYSTEM = "bm25-top1"
+
+
+def _run(tmp, bounds_of_missed: str):
+    params = tmp / f"{bounds_of_missed}.yaml"
+    params.write_text(
+        yaml.safe_dump(
+            {
+                "run": bounds_of_missed,
+                "judges": JUDGES,
+                "systems": [{"kind": "builtin", "name": SYSTEM, "top_n": 1}],
+                "analysis": {
+                    "bootstrap": 60,
+                    "max_interval_width": 60,
+                    "bounds_of_missed": bounds_of_missed,
+                },
+                "corpus": {"n_items": 40, "seed": 3},
+                "audit": {"questions": 12, "max_share": 1.0},
+                "human": {"sample_size": 6},
+            }
+        ),
+        encoding="utf-8",
+    )
+    r = open_run(params, tmp / bounds_of_missed)
+    for stage in (
+        pipeline.corpus_stage,
+        pipeline.questions_stage,
+        pipeline.answers_stage,
+        pipeline.scores_stage,
+    ):
+        stage(r)
+    return r
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("unread")
+    return _run(tmp, "all"), _run(tmp, "sample")
+
+
+def _missed(answers: pd.DataFrame) -> set[str]:
+    rag = answers[answers["set"] == "rag"]
+    return set(rag.loc[rag["retrieval_ok"].astype(bool) & (rag["rank"] == 0), "question_id"])
+
+
+def test_the_sample_is_the_gates_minimum_and_a_subsets_sample_holds_the_whole_ones():
+    for alpha in (0.5, 0.1, 0.05, 0.01, 0.001):
+        assert bounds_sample_size(alpha) == min_questions(alpha)
+    ids = [f"q{i:03d}" for i in range(200)]
+    whole = set(missed_sample(ids, 5, seed=0))
+    for start in range(0, 200, 20):  # the sequential driver's batches
+        batch = ids[start : start + 20]
+        assert whole & set(batch) <= set(missed_sample(batch, 5, seed=0))
+    assert whole != set(missed_sample(ids, 5, seed=1))
+
+
+def test_bound_questions_keep_retrieved_and_the_sample_only():
+    from cube.config.sections import AnalysisParams
+
+    rag = pd.DataFrame(
+        {
+            "question_id": [f"q{i}" for i in range(12)],
+            "rank": [1, 0, 0, 2, 0, 0, 0, 0, 0, 0, 3, 0],
+            "retrieval_ok": [True] * 11 + [False],  # q11: a failed call, retrieval unknown
+        }
+    )
+    chosen = bound_questions(rag, AnalysisParams())
+    assert {"q0", "q3", "q10"} <= set(chosen) and "q11" not in chosen
+    assert len(set(chosen) - {"q0", "q3", "q10"}) == min_questions(0.05)
+    assert (
+        bound_questions(rag, AnalysisParams(bounds_of_missed="all")) == rag["question_id"].tolist()
+    )
+
+
+def test_no_unread_bound_is_made_or_judged(runs):
+    full, saving = runs
+    a_all, a_s = full.load("answers"), saving.load("answers")
+    missed = _missed(a_all)
+    assert 0.2 < len(missed) / (len(a_all) / 3) < 0.8  # a run with misses to save on
+    bounds = a_s[a_s["set"] != "rag"]
+    made_missed = set(bounds["question_id"]) & missed
+    assert len(made_missed) == min_questions(0.05)
+    assert (
+        set(bounds["question_id"]) - missed
+        == set(a_s.loc[a_s["set"] == "rag", "question_id"]) - missed
+    )
+    # the calls: two answers and their judgments per missed question outside the sample
+    saved = len(missed) - len(made_missed)
+    assert len(a_all) - len(a_s) == 2 * saved
+    s_all, s_s = full.load("scores"), saving.load("scores")
+    per_answer = s_all.groupby(["question_id", "set"]).size().iloc[0]
+    assert len(s_all) - len(s_s) == 2 * saved * per_answer
+    assert not s_s["error_kind"].fillna("").ne("").any()  # nothing failed, nothing skipped
+
+
+def test_every_figure_is_identical(runs):
+    full, saving = runs
+    r_all, r_s = evaluate.evaluate_run(full), evaluate.evaluate_run(saving)
+    a, b = r_all[SYSTEM], r_s[SYSTEM]
+    cols = ["weighted_score", "cube_score", "in_jury", "failure_rate"]
+    pd.testing.assert_frame_equal(a.cube_table[cols], b.cube_table[cols])
+    pd.testing.assert_frame_equal(a.jury, b.jury)
+    pd.testing.assert_frame_equal(a.trimmed_means, b.trimmed_means)
+    pd.testing.assert_frame_equal(a.bootstrap, b.bootstrap)
+    assert (b.cube_table["failure_rate"] == 0).all()  # a bound not made is no failure
+    # the gate decides from its sample: fewer questions, the same decision
+    assert (b.cube_table["gate_questions"] < a.cube_table["gate_questions"]).all()
+    assert (b.cube_table["gate_questions"] >= min_questions(0.05)).all()
+    assert (b.cube_table["gate_p_value"] < 0.05).all() and b.cube_table["in_jury"].all()
+    da, db = decide.decision(full, r_all).model_dump(), decide.decision(saving, r_s).model_dump()
+    # the calls differ (that is the point) and the gate's evidence names its sample's size
+    volatile = ("calls", "cost", "tokens", "evidence", "usage", "plan")
+
+    def kept(d: dict) -> dict:
+        out = {k: v for k, v in d.items() if not any(x in k for x in volatile)}
+        out["systems"] = [kept(s) for s in d.get("systems", [])]
+        return out
+
+    assert kept(da) == kept(db) and da["verdict"] == db["verdict"] != "withheld"
+    for by in ("department", "style"):
+        ta = diagnosis.category_reports(full, SYSTEM, diagnosis.failure_patterns(full, SYSTEM))[by]
+        tb = diagnosis.category_reports(saving, SYSTEM, diagnosis.failure_patterns(saving, SYSTEM))[
+            by
+        ]
+        pd.testing.assert_frame_equal(ta, tb)
+    assert np.isfinite(a.cube_table["cube_score"]).all()
