@@ -452,10 +452,10 @@ class AnalysisParams(StrictModel):
     bounds_of_missed: Literal["sample", "all"] = Field(
         "sample",
         description="Zero and full answers (and their judgments) of questions whose gold document "
-        "the system missed: sample makes only those of a seeded sample as large as the judge "
-        "gate's bounds test needs (5 at gate_alpha 0.05), as no estimator reads the others (W, "
-        "CuBE and their intervals are identical; a third fewer calls per missed question); all "
-        "makes every one.",
+        "the system missed: sample makes none, except a seeded sample when fewer questions were "
+        "retrieved than the judge gate's bounds test needs (5 at gate_alpha 0.05), as no estimator "
+        "reads them (W, CuBE and their intervals are identical; a missed question costs a third of "
+        "its calls); all makes every one.",
     )
     paired: bool = Field(
         True, description="Per judge and dimension, use only questions scored in all three sets."

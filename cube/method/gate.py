@@ -56,10 +56,11 @@ content. A test without the data to decide is reported, never a cause of exclusi
 
 **The bounds of missed questions** (`analysis.bounds_of_missed: sample`, the default,
 `cube.systems.bounds`): no estimator reads the zero and full answers of a question whose gold
-document the system missed, so only a seeded sample of `min_questions(gate_alpha)` of them is
-made, beside every retrieved question's. Test (a) runs on those (it can decide even when nothing
-was retrieved), so its p-value and `gate_questions` are of that sample, not of every question;
-its decision, the jury and every figure of the run are the same (tests/run/test_unread_bounds.py).
+document the system missed, so they are made only when fewer than `min_questions(gate_alpha)`
+questions were retrieved, for a seeded sample of missed ones that makes up that number. Test (a)
+runs on the questions with both answers (it can decide even when nothing was retrieved), so its
+p-value and `gate_questions` are of those, not of every question; its decision, the jury and every
+figure of the run are the same (tests/run/test_unread_bounds.py).
 
 A test that cannot decide at this run's size never excludes: with n questions the one-sided
 Wilcoxon test cannot go below p = 2^-n, n the questions with a nonzero difference (the test drops

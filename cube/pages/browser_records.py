@@ -15,8 +15,8 @@ is keyed by short names, as the page's script reads them (`templates/judgments.h
 - `c` the comparisons where it is a regression or improvement, `g` the screen's flags (only when
   it has some);
 - `nm` the sets (indexes into `SETS`) whose answer was not made, only when some was: the zero and
-  full answers of a question whose gold document the system missed, outside the judge gate's
-  sample (`analysis.bounds_of_missed: sample`, `cube.systems.bounds`); `meta["not_made"]` says
+  full answers of a question whose gold document the system missed (`analysis.bounds_of_missed:
+  sample`, `cube.systems.bounds`); `meta["not_made"]` says
   why, and the page shows it in place of the answer (not a failure).
 
 `docs` holds per document id its item name and text. Everything is built from whole columns
@@ -113,8 +113,8 @@ _Facts = tuple[dict[Any, Any], dict[Any, Any], dict[Any, Any]]  # text, style, d
 _SET_INDEX = {v: i for i, v in enumerate(SETS)}
 NOT_MADE = (
     "not made: the system missed the gold document, and no estimator reads a missed question's "
-    "zero and full answers (W and CuBE use the retrieved questions; the judge gate's bounds test "
-    "a seeded sample of missed ones); analysis.bounds_of_missed: all makes them"
+    "zero and full answers (W, CuBE and the judge gate's bounds test use the retrieved questions); "
+    "analysis.bounds_of_missed: all makes them"
 )
 
 
@@ -249,7 +249,7 @@ def _records(
     )
     for key, rec in recs.items():
         missing = [i for i, s in enumerate(SETS) if s != "rag" and (*key, s) not in made]
-        if missing:  # a bound not made (a missed question outside the gate's sample)
+        if missing:  # a bound not made (a missed question's)
             rec["nm"] = missing
     return recs
 

@@ -282,7 +282,7 @@ def _planned_bound_questions(params: Params, inputs: _AnsweringInputs) -> dict[s
     """Per system, the questions whose bound answers the run makes (`cube.systems.bounds.
     bound_questions`): known before the run for a builtin system on known questions (its BM25
     retrieval is run here: offline, no call), every question otherwise (the plan's upper bound:
-    a missed question's bounds are made only in the gate's sample, known after retrieval)."""
+    a missed question's bounds are not made, known after retrieval)."""
     from cube.config.sections import BuiltinSystem
     from cube.llm import make_model
     from cube.systems.bounds import bound_questions
@@ -334,20 +334,23 @@ def _plan_bound_answers(
     mine = set(needed.get(sp.name, inputs.questions["question_id"]))
     if key not in bound_specs:
         bound_specs.add(key)
-        same = [
-            s.name
-            for s in inputs.params.systems
-            if inputs.params.model(inputs.params.system_answerer(s)).model_dump_json() == key
+        questions = inputs.questions[
+            inputs.questions["question_id"].isin(
+                _model_questions(inputs.params, key, needed) | mine
+            )
         ]
-        wanted = set().union(*(set(needed.get(n, [])) for n in same)) | mine
-        questions = inputs.questions[inputs.questions["question_id"].isin(wanted)]
         g = _add_bound_calls(plan, inputs, spec, questions, offline)
         saved = len(inputs.questions) - len(questions)
+        if not saved and _retrieval_unknown(inputs, key):
+            g.notes.append(
+                "bound sets: an upper bound (a missed question's zero and full answers are not "
+                "made, known after the system's retrieval; analysis.bounds_of_missed)"
+            )
         if saved:
             g.notes.append(
                 f"bound sets: {2 * saved} calls not made, nor their judgments ({saved} missed "
-                "questions outside the judge gate's sample: no estimator reads their zero and "
-                "full answers; analysis.bounds_of_missed)"
+                "questions: no estimator reads their zero and full answers; "
+                "analysis.bounds_of_missed)"
             )
         if offline and inputs.real:
             bounds = answer_bounds(
@@ -361,6 +364,32 @@ def _plan_bound_answers(
             asked.assign(system=sp.name, set=s, answer="", source=key) for s in ("zero", "full")
         ]
     return rows
+
+
+def _retrieval_unknown(inputs: _AnsweringInputs, key: str) -> bool:
+    """Whether some system of the answering model of spec `key` has a retrieval the plan cannot
+    know (not builtin, or questions not known), so its bound sets are counted whole."""
+    from cube.config.sections import BuiltinSystem
+
+    params = inputs.params
+    if params.analysis.bounds_of_missed == "all":
+        return False
+    return any(
+        params.model(params.system_answerer(s)).model_dump_json() == key
+        and not (isinstance(s, BuiltinSystem) and inputs.known)
+        for s in params.systems
+    )
+
+
+def _model_questions(params: Params, key: str, needed: dict[str, list[Any]]) -> set[Any]:
+    """The questions whose bounds the answering model of spec `key` answers: those some system of
+    that model needs."""
+    same = [
+        s.name
+        for s in params.systems
+        if params.model(params.system_answerer(s)).model_dump_json() == key
+    ]
+    return set().union(*(set(needed.get(n, [])) for n in same))
 
 
 def _add_bound_calls(

@@ -31,8 +31,9 @@ of a question agree on the system's retrieval outcome (the analysis groups by it
 `retrieved_doc_ids` hold what their answerer saw: [] for `zero`, [gold] for `full`.
 
 Bounds not made: under `analysis.bounds_of_missed: sample` (the default) a question whose gold
-document the system missed has `zero` and `full` rows only when it is in the gate's seeded sample
-(`cube.systems.bounds.bound_questions`: no estimator reads the others); readers treat a question
+document the system missed has no `zero` and `full` rows (`cube.systems.bounds.bound_questions`:
+no estimator reads them; a seeded few are made when fewer questions were retrieved than the judge
+gate's bounds test needs); readers treat a question
 without them as not made, never as a failed call.
 """
 
@@ -158,8 +159,9 @@ def build_answers(
     paired. `zero`/`full` rows take the `rag` row's `rank`, `n_retrieved` and `retrieval_ok`
     (module docstring). The bounds are made after every rag answer, and only for the questions
     an estimator or the gate reads (`cube.systems.bounds.bound_questions`: under
-    `analysis.bounds_of_missed: sample`, the retrieved ones and a seeded sample of the missed
-    ones); the others have no `zero`/`full` row (not made, not a failure).
+    `analysis.bounds_of_missed: sample`, the retrieved ones, and a seeded few missed ones when too
+    few were retrieved for the judge gate's bounds test); the others have no `zero`/`full` row (not
+    made, not a failure).
 
     Returns:
         The answers table; `attrs['dropped']` maps system name -> questions dropped, and
@@ -171,7 +173,7 @@ def build_answers(
         system (`failure_reasons`), and
         `attrs['region_filter']` system name -> {filtered, unfiltered} question counts of the
         builtin systems with `region_filter: question`, `attrs['bounds_not_made']` system name ->
-        questions whose bounds were not made (missed, outside the gate's sample).
+        questions whose bounds were not made (missed ones: no estimator reads them).
     """
     require_columns(questions, QUESTION_COLUMNS[:3], "questions")
     rag_parts: dict[str, pd.DataFrame] = {}
