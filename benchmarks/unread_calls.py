@@ -11,7 +11,7 @@ call per score row (a judge scores one dimension per call by default; identical 
 call, and there are none here). The judge audit's calls (a capped share of the judge calls) are
 left out. It also checks that W, CuBE and CuBE's interval are the same both ways.
 
-    python benchmarks/unread_calls.py [--items 300]
+    python benchmarks/unread_calls.py [--items 300] 2>/dev/null   # the stages' progress on stderr
 
 The headline, last: the ratio of calls at R@k about 0.5.
 """
@@ -19,11 +19,8 @@ The headline, last: the ratio of calls at R@k about 0.5.
 from __future__ import annotations
 
 import argparse
-import os
 import tempfile
 from pathlib import Path
-
-os.environ.setdefault("TQDM_DISABLE", "1")  # the stages' progress bars (tqdm reads it)
 
 import yaml
 

@@ -615,7 +615,9 @@ class HumanParams(StrictModel):
         40,
         ge=1,
         description="(question, system) pairs sampled for the sheet; each appears in its three "
-        "answer sets (zero, rag, full), so the sheet has 3 x sample_size rows (per rater).",
+        "answer sets (zero, rag, full), so the sheet has 3 x sample_size rows (per rater); a "
+        "missed question has its rag answer alone unless its bounds were made "
+        "(analysis.bounds_of_missed).",
     )
     seed: int = 0
     per_rater_judges: bool = Field(
