@@ -20,6 +20,7 @@ from cube.method.gate import min_questions
 from cube.run import decide, diagnosis, evaluate, pipeline
 from cube.run.notebook import open_run
 from cube.systems.bounds import bound_questions, bounds_sample_size, missed_sample
+from tests.openai_server import OpenAIServer
 
 JUDGES = [
     {"name": "lenient", "model": {"provider": "offline", "model": "rubric-lenient"}},
@@ -28,13 +29,16 @@ JUDGES = [
 SYSTEM = "bm25-top2"
 
 
-def _run(tmp, bounds_of_missed: str):
+def _run(tmp, bounds_of_missed: str, judges=None, **extra):
     params = tmp / f"{bounds_of_missed}.yaml"
     params.write_text(
         yaml.safe_dump(
             {
                 "run": bounds_of_missed,
-                "judges": JUDGES,
+                "cache_path": str(
+                    tmp / f"{bounds_of_missed}-cache.sqlite"
+                ),  # each run sends its own
+                "judges": judges or JUDGES,
                 "systems": [{"kind": "builtin", "name": SYSTEM, "top_n": 2}],
                 "analysis": {
                     "bootstrap": 60,
@@ -44,6 +48,7 @@ def _run(tmp, bounds_of_missed: str):
                 "corpus": {"n_items": 40, "seed": 3},
                 "audit": {"questions": 12, "max_share": 1.0},
                 "human": {"sample_size": 6},
+                **extra,
             }
         ),
         encoding="utf-8",
@@ -207,3 +212,43 @@ def test_pages_say_a_bound_was_not_made(runs):
     assert all("nm" not in r for q, r in by_q.items() if q not in unmade)
     judged = {j[0] for j in by_q[unmade[0]]["j"]}
     assert judged == {1}  # only its rag answer was judged
+
+
+def _text(body: dict) -> str:
+    """Every message of a request, as one text."""
+    return "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
+
+
+def test_an_llm_judge_is_sent_no_unread_bound(tmp_path, monkeypatch):
+    """Requests counted at a local OpenAI-compatible server: the saving run sends none for a
+    missed question's zero or full answer, and fewer in all by exactly their judgments."""
+    monkeypatch.setenv("CUBE_UNREAD_KEY", "sk-unread-local")
+    with OpenAIServer(reply=lambda b: "Score: 6") as server:
+        judge = {
+            "provider": "openai",
+            "api_key_env": "CUBE_UNREAD_KEY",
+            "model": "j",
+            "base_url": server.url,
+        }
+        sent, prompts = {}, {}
+        for mode in ("all", "sample"):
+            server.bodies.clear()
+            r = _run(
+                tmp_path,
+                mode,
+                judges=[{"name": "llm", "model": "judge"}, JUDGES[0]],
+                models={"judge": judge},
+                audit={"questions": 0},
+            )
+            sent[mode] = len(server.bodies)
+            prompts[mode] = [_text(b) for b in server.bodies]
+    answers = r.load("answers")
+    missed = _missed(answers)
+    assert missed and not (set(answers.loc[answers["set"] != "rag", "question_id"]) & missed)
+    # nothing the full run did not send, and what it sent beyond is judgments of bound answers:
+    # the zero answer says it has no guide, the full one quotes the guide
+    assert set(prompts["sample"]) < set(prompts["all"])
+    extra = set(prompts["all"]) - set(prompts["sample"])
+    assert all("没有可供参考的办事指南" in p or "根据办事指南" in p for p in extra)
+    assert sent["all"] - sent["sample"] >= len(missed) * 4  # the 4 dimensions of each zero answer
+    assert sent["all"] / sent["sample"] > 1.2
