@@ -280,36 +280,21 @@ class _AnsweringInputs:
 
 def _planned_bound_questions(params: Params, inputs: _AnsweringInputs) -> dict[str, list[Any]]:
     """Per system, the questions whose bound answers the run makes (`cube.systems.bounds.
-    bound_questions`): known before the run for a builtin system on known questions (its BM25
-    retrieval is run here: offline, no call), every question otherwise (the plan's upper bound:
-    a missed question's bounds are not made, known after retrieval)."""
-    from cube.config.sections import BuiltinSystem
-    from cube.llm import make_model
+    bound_questions`): known before the run where the retrieval costs no call
+    (`cube.systems.known_outcomes`: a builtin system's BM25, an imported file) on known questions,
+    every question otherwise (the plan's upper bound: a missed question's bounds are not made,
+    known after retrieval)."""
+    from cube.systems import known_outcomes
     from cube.systems.bounds import bound_questions
-    from cube.systems.builtin import BuiltinRAG
 
     questions = inputs.questions
     ids = questions["question_id"].tolist()
     out: dict[str, list[Any]] = {}
     for sp in params.systems:
-        out[sp.name] = ids
-        if not (isinstance(sp, BuiltinSystem) and inputs.known and len(questions)):
-            continue
-        spec = params.model(params.system_answerer(sp))
-        lists = BuiltinRAG(sp, make_model(spec), lang=params.lang).retrieve(
-            questions, inputs.corpus
+        rag = known_outcomes(sp, params, inputs.corpus, questions) if inputs.known else None
+        out[sp.name] = (
+            ids if rag is None or not len(questions) else bound_questions(rag, params.analysis)
         )
-        golds = questions["doc_id"].astype(str).tolist()
-        rag = pd.DataFrame(
-            {
-                "question_id": ids,
-                "rank": [
-                    lst.index(g) + 1 if g in lst else 0 for g, lst in zip(golds, lists, strict=True)
-                ],
-                "retrieval_ok": True,
-            }
-        )
-        out[sp.name] = bound_questions(rag, params.analysis)
     return out
 
 
@@ -368,15 +353,14 @@ def _plan_bound_answers(
 
 def _retrieval_unknown(inputs: _AnsweringInputs, key: str) -> bool:
     """Whether some system of the answering model of spec `key` has a retrieval the plan cannot
-    know (not builtin, or questions not known), so its bound sets are counted whole."""
-    from cube.config.sections import BuiltinSystem
-
+    know (a service, a Python function, or questions not known), so its bound sets are counted
+    whole."""
     params = inputs.params
     if params.analysis.bounds_of_missed == "all":
         return False
     return any(
         params.model(params.system_answerer(s)).model_dump_json() == key
-        and not (isinstance(s, BuiltinSystem) and inputs.known)
+        and not (getattr(s, "kind", None) in ("builtin", "imported") and inputs.known)
         for s in params.systems
     )
 

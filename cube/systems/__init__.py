@@ -84,6 +84,7 @@ __all__ = [
     "failure_reasons",
     "kind_of",
     "make_system",
+    "known_outcomes",
     "ranked_lists",
     "refusal_answers",
     "system_kind",
@@ -269,6 +270,38 @@ def _bounds_by_model(
         )
         out[key] = answer_bounds(asked, corpus, model, lang=params.lang, progress=progress)
     return out
+
+
+def known_outcomes(
+    system_params: Any, params: Params, corpus: pd.DataFrame, questions: pd.DataFrame
+) -> pd.DataFrame | None:
+    """A system's retrieval outcome per question (`question_id, rank, retrieval_ok`) when it costs
+    no call to know before the run: a builtin system's BM25 retrieval (its answering model is not
+    called) or an imported file's rows (checked as `build_answers` checks them); None for a system
+    whose retrieval comes with its answer (a service, a Python function). `cube plan` counts the
+    bounds `cube.systems.bounds.bound_questions` will make from it."""
+    if isinstance(system_params, BuiltinSystem):
+        model = make_model(params.model(params.system_answerer(system_params)))
+        from cube.systems.builtin import BuiltinRAG
+
+        lists = BuiltinRAG(system_params, model, lang=params.lang).retrieve(questions, corpus)
+        golds = questions["doc_id"].astype(str).tolist()
+        return pd.DataFrame(
+            {
+                "question_id": questions["question_id"].tolist(),
+                "rank": [
+                    d.index(g) + 1 if g in d else 0 for g, d in zip(golds, lists, strict=True)
+                ],
+                "retrieval_ok": True,
+            }
+        )
+    if getattr(system_params, "kind", None) != "imported":
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the run says them; the plan counts
+        df = make_system(system_params, params, None).answer(questions, corpus, progress=False)
+        _measured(df, system_params.name, params.analysis, {}, {})
+    return df[["question_id", "rank", "retrieval_ok"]]
 
 
 def _measured(
