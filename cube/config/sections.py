@@ -476,6 +476,14 @@ class AnalysisParams(StrictModel):
         description="Questions of the trimmed means: retrieved ones (the paper); 'all' is refused "
         "because CuBE = W x R@k would count retrieval twice.",
     )
+    bounds_of_missed: Literal["sample", "all"] = Field(
+        "sample",
+        description="Zero and full answers (and their judgments) of questions whose gold document "
+        "the system missed: sample makes none, except a seeded sample when fewer questions were "
+        "retrieved than the judge gate's bounds test needs (5 at gate_alpha 0.05), as no estimator "
+        "reads them (W, CuBE and their intervals are identical; a missed question costs a third of "
+        "its calls); all makes every one.",
+    )
     paired: bool = Field(
         True, description="Per judge and dimension, use only questions scored in all three sets."
     )
@@ -634,7 +642,9 @@ class HumanParams(StrictModel):
         40,
         ge=1,
         description="(question, system) pairs sampled for the sheet; each appears in its three "
-        "answer sets (zero, rag, full), so the sheet has 3 x sample_size rows (per rater).",
+        "answer sets (zero, rag, full), so the sheet has 3 x sample_size rows (per rater); a "
+        "missed question has its rag answer alone unless its bounds were made "
+        "(analysis.bounds_of_missed).",
     )
     seed: int = 0
     per_rater_judges: bool = Field(

@@ -28,6 +28,7 @@ from cube.method.analysis import (
     validate_answers,
     validate_scores,
 )
+from cube.method.gate import made_items
 from cube.method.normalise import (
     FLAG_COLUMNS,
     cube_scores_with_flags,
@@ -226,7 +227,7 @@ def evaluate(
         _warn_if_w_interval_approximate(ap, len(retrieved_ids))
         totals = weighted_totals(tm, weights)
         gate = _gate(
-            grid,
+            made_items(grid, answers),  # a bound not made is no item (`cube.systems.bounds`)
             scores,
             table,
             tm,

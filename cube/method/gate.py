@@ -54,6 +54,14 @@ content. A test without the data to decide is reported, never a cause of exclusi
     under rank-correlation weights were in it with equal weights (Qwen-like -310 to 400 -> 47 to
     104).
 
+**The bounds of missed questions** (`analysis.bounds_of_missed: sample`, the default,
+`cube.systems.bounds`): no estimator reads the zero and full answers of a question whose gold
+document the system missed, so they are made only when fewer than `min_questions(gate_alpha)`
+questions were retrieved, for a seeded sample of missed ones that makes up that number. Test (a)
+runs on the questions with both answers (it can decide even when nothing was retrieved), so its
+p-value and `gate_questions` are of those, not of every question; its decision, the jury and every
+figure of the run are the same (tests/run/test_unread_bounds.py).
+
 A test that cannot decide at this run's size never excludes: with n questions the one-sided
 Wilcoxon test cannot go below p = 2^-n, n the questions with a nonzero difference (the test drops
 ties), so with 2^-n >= `analysis.gate_alpha` (n <= 4 at 0.05) no judge can be validated;
@@ -155,6 +163,19 @@ def failure_rates(scores: pd.DataFrame, by_dimension: bool = False) -> pd.DataFr
     out["call_failure_rate"] = out["call_failures"] / judged
     out["parse_failure_rate"] = out["parse_failures"] / judged
     return out
+
+
+def made_items(grid: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
+    """The items of the score grid whose answer was made: a (set, question) without an answer row
+    is no item to judge, so neither a failure nor a test's datum. Under `analysis.bounds_of_missed:
+    sample` (`cube.systems.bounds`) the zero and full answers of a missed question outside the
+    bounds test's seeded sample are not made; without this they would count as absent rows, i.e.
+    judge failures (rule e). An answer whose call failed has its row (its items stay: `skipped`)."""
+    if not len(answers) or "set" not in answers:
+        return grid
+    made = pd.MultiIndex.from_frame(answers[["set", "question_id"]].drop_duplicates())
+    keep = pd.MultiIndex.from_frame(grid[["set", "question_id"]]).isin(made)
+    return grid[keep].reset_index(drop=True)
 
 
 def failure_table(scores: pd.DataFrame, grid: pd.DataFrame, judges: list[Any]) -> pd.DataFrame:

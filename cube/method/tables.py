@@ -14,6 +14,10 @@ import pandas as pd
 from cube.method.analysis import retrieval_outcomes
 from cube.method.evaluation import CubeResult
 
+NOT_MADE = (
+    "(not made: the system missed the gold document and no estimator reads a missed question's "
+    "bounds; analysis.bounds_of_missed: all makes them)"
+)
 SET_LABELS = {"zero": "zero (no documents)", "full": "full (gold document)", "rag": "rag (system)"}
 
 
@@ -196,6 +200,16 @@ def jury_gate_table(results: Mapping[str, CubeResult]) -> pd.DataFrame:
     return out[["system", *[c for c in out.columns if c != "system"]]]
 
 
+def _example_question(a: pd.DataFrame) -> str:
+    """`qa_example`'s default question: retrieved but not at rank 1, else with its three answers
+    made, else the first."""
+    rag = a[a["set"] == "rag"].sort_values("question_id")
+    whole = a.groupby("question_id")["set"].nunique().eq(len(SET_LABELS))
+    pick = rag[rag["rank"] > 1]
+    pick = pick if len(pick) else rag[rag["question_id"].map(whole).fillna(False).astype(bool)]
+    return str((pick if len(pick) else rag)["question_id"].iloc[0])
+
+
 def qa_example(
     answers: pd.DataFrame,
     questions: pd.DataFrame,
@@ -203,22 +217,23 @@ def qa_example(
     system: str | None = None,
 ) -> pd.DataFrame:
     """One question answered three ways (zero, rag, full), side by side; default: the first
-    question whose gold document the system retrieved but not at rank 1, else the first."""
+    question whose gold document the system retrieved but not at rank 1, else the first with its
+    three answers made, else the first. A bound not made (a missed question's,
+    `cube.systems.bounds`) reads `NOT_MADE` in place of its answer."""
     a = answers if system is None else answers[answers["system"] == system]
     system = system or str(a["system"].iloc[0])
     a = a[a["system"] == system]
     if question_id is None:
-        rag = a[a["set"] == "rag"].sort_values("question_id")
-        pick = rag[rag["rank"] > 1]
-        question_id = str((pick if len(pick) else rag)["question_id"].iloc[0])
+        question_id = _example_question(a)
     rows = a[a["question_id"] == question_id].set_index("set")
     q = questions.set_index("question_id").loc[question_id]
+    sets = ("zero", "rag", "full")
     out = pd.DataFrame(
         {
-            "set": [SET_LABELS[s] for s in ("zero", "rag", "full")],
-            "answer": [rows.at[s, "answer"] for s in ("zero", "rag", "full")],
+            "set": [SET_LABELS[s] for s in sets],
+            "answer": [rows.at[s, "answer"] if s in rows.index else NOT_MADE for s in sets],
             "documents seen": [
-                list(rows.at[s, "retrieved_doc_ids"]) for s in ("zero", "rag", "full")
+                list(rows.at[s, "retrieved_doc_ids"]) if s in rows.index else [] for s in sets
             ],
         }
     )
@@ -353,10 +368,19 @@ def retrieval_by_style(
 
 
 def answers_per_set(answers: pd.DataFrame) -> pd.DataFrame:
-    """Answers and failed answering calls per system and set."""
+    """Answers and failed answering calls per system and set, and `not_made`: the system's
+    questions (its rag answers) without an answer in this set, i.e. the zero and full answers of
+    missed questions, not made because no estimator reads them
+    (`analysis.bounds_of_missed: sample`, `cube.systems.bounds`): not failures."""
     failed = answers["error"].fillna("").astype(str).ne("")
     out = answers.assign(failed=failed).groupby(["system", "set"], sort=True)
-    return out.agg(answers=("question_id", "size"), failed=("failed", "sum")).reset_index()
+    out = out.agg(answers=("question_id", "size"), failed=("failed", "sum")).reset_index()
+    asked = answers[answers["set"] == "rag"].groupby("system")["question_id"].nunique()
+    out["not_made"] = (out["system"].map(asked).fillna(out["answers"]) - out["answers"]).clip(
+        lower=0
+    )
+    out["not_made"] = out["not_made"].astype(int)
+    return out
 
 
 def bootstrap_intervals(results: Mapping[str, CubeResult]) -> pd.DataFrame:

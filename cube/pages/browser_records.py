@@ -13,7 +13,11 @@ is keyed by short names, as the page's script reads them (`templates/judgments.h
 - `j` every judgment, `[set, judge, dimension, score, raw reply, failure reason]`, the first three
   as indexes (into `SETS`, `meta["judges"]`, `meta["dimensions"]`), a missing score None;
 - `c` the comparisons where it is a regression or improvement, `g` the screen's flags (only when
-  it has some).
+  it has some);
+- `nm` the sets (indexes into `SETS`) whose answer was not made, only when some was: the zero and
+  full answers of a question whose gold document the system missed (`analysis.bounds_of_missed:
+  sample`, `cube.systems.bounds`); `meta["not_made"]` says
+  why, and the page shows it in place of the answer (not a failure).
 
 `docs` holds per document id its item name and text. Everything is built from whole columns
 (`tolist`, `unique`), not element by element: at the paper's scale (6,111 questions x 3 sets x 4
@@ -87,6 +91,7 @@ class BrowserRecord(TypedDict):
     j: list[Judgment]
     c: NotRequired[Marks]
     g: NotRequired[Marks]
+    nm: NotRequired[list[int]]
 
 
 class BrowserMeta(TypedDict):
@@ -101,10 +106,16 @@ class BrowserMeta(TypedDict):
     departments: list[str]
     n_records: int
     n_judgments: int
+    not_made: str
 
 
 _Facts = tuple[dict[Any, Any], dict[Any, Any], dict[Any, Any]]  # text, style, department
 _SET_INDEX = {v: i for i, v in enumerate(SETS)}
+NOT_MADE = (
+    "not made: the system missed the gold document, and no estimator reads a missed question's "
+    "zero and full answers (W, CuBE and the judge gate's bounds test use the retrieved questions); "
+    "analysis.bounds_of_missed: all makes them"
+)
 
 
 def _names(column: pd.Series) -> list[str]:
@@ -228,6 +239,18 @@ def _records(
         if key not in recs:
             recs[key] = _new_record(row, key, systems, judgments, facts)
         _add_answer(recs[key], row)
+    made = set(
+        zip(
+            answers["question_id"].astype(str),
+            answers["system"].astype(str),
+            answers["set"],
+            strict=True,
+        )
+    )
+    for key, rec in recs.items():
+        missing = [i for i, s in enumerate(SETS) if s != "rag" and (*key, s) not in made]
+        if missing:  # a bound not made (a missed question's)
+            rec["nm"] = missing
     return recs
 
 
@@ -284,5 +307,6 @@ def build_records(
         "departments": _present(records, "dp"),
         "n_records": len(records),
         "n_judgments": int(len(sc)),
+        "not_made": NOT_MADE,
     }
     return meta, records, _documents(corpus)

@@ -49,7 +49,10 @@ def audit_probes(
 ) -> pd.DataFrame:
     """The audit's probes (`cube.systems.probes.build_probes` of the primary system's full answers):
     `audit.questions` of them, fewer when their calls would exceed `audit.max_share` of the run's
-    `judge_calls` (`audit_sample`). Judged by stage 03, exported with its calls by `cube batch`."""
+    `judge_calls` (`audit_sample`). Judged by stage 03, exported with its calls by `cube batch`.
+    Under `analysis.bounds_of_missed: sample` the full answers are those made (the retrieved
+    questions', `cube.systems.bounds`): the audit draws among them, and its cap follows the judge
+    calls made, so its sample is another seeded one than with `all` (W and CuBE do not read it)."""
     from cube.systems.probes import build_probes
 
     full = answers[(answers["system"] == params.systems[0].name) & (answers["set"] == "full")]

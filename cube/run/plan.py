@@ -175,11 +175,12 @@ def build_plan(
     inputs = _AnsweringInputs.of(plan, params, corpus, questions, known_questions)
     answer_rows: list[pd.DataFrame] = []
     bound_specs: set[str] = set()
+    needed = _planned_bound_questions(params, inputs)
     for sp in params.systems:
         spec, rows = kind_of(sp).plan(inputs, sp)
         answer_rows += rows
         if spec is not None:  # None: the system plans its own bound sets (a bounds function)
-            answer_rows += _plan_bound_answers(plan, inputs, sp, spec, bound_specs)
+            answer_rows += _plan_bound_answers(plan, inputs, sp, spec, bound_specs, needed)
     _note_llm_refusal_questions(plan, params)
     answers, n_stand_in = _answers_to_judge(answer_rows)
     dimensions = load_dimensions(params, base_dir=base_dir)
@@ -278,42 +279,119 @@ class _AnsweringInputs:
         return self.questions.assign(system=system, set="rag", answer="", source=source)
 
 
+def _planned_bound_questions(params: Params, inputs: _AnsweringInputs) -> dict[str, list[Any]]:
+    """Per system, the questions whose bound answers the run makes (`cube.systems.bounds.
+    bound_questions`): known before the run where the retrieval costs no call
+    (`cube.systems.known_outcomes`: a builtin system's BM25, an imported file) on known questions,
+    every question otherwise (the plan's upper bound: a missed question's bounds are not made,
+    known after retrieval)."""
+    from cube.systems import known_outcomes
+    from cube.systems.bounds import bound_questions
+
+    questions = inputs.questions
+    ids = questions["question_id"].tolist()
+    out: dict[str, list[Any]] = {}
+    for sp in params.systems:
+        rag = known_outcomes(sp, params, inputs.corpus, questions) if inputs.known else None
+        out[sp.name] = (
+            ids if rag is None or not len(questions) else bound_questions(rag, params.analysis)
+        )
+    return out
+
+
 def _plan_bound_answers(
-    plan: _Plan, inputs: _AnsweringInputs, sp: Any, spec: ModelSpec, bound_specs: set[str]
+    plan: _Plan,
+    inputs: _AnsweringInputs,
+    sp: Any,
+    spec: ModelSpec,
+    bound_specs: set[str],
+    needed: dict[str, list[Any]],
 ) -> list[pd.DataFrame]:
     """The bound sets' calls (zero and full context), answered once per distinct answering model
-    (`bound_specs`: those already planned), and the system's bound answers for the judges."""
+    (`bound_specs`: those already planned) for the questions some system of that model needs
+    (`needed`, `_planned_bound_questions`), and the system's bound answers for the judges."""
     from cube.llm import make_model
     from cube.systems import answer_bounds
-    from cube.systems.builtin import answer_request
 
-    questions, lang = inputs.questions, inputs.params.lang
+    lang = inputs.params.lang
     offline = spec.provider == "offline"
     rows = []
     key = spec.model_dump_json()
+    mine = set(needed.get(sp.name, inputs.questions["question_id"]))
     if key not in bound_specs:
         bound_specs.add(key)
-        if offline:
-            plan.add("answering", spec, [], calls=2 * len(questions))
-            if inputs.real:
-                bounds = answer_bounds(
-                    questions, inputs.corpus, make_model(spec), lang=lang, progress=False
-                )
-                rows.append(inputs.known_answers(bounds, sp.name))
-        else:
-            qtexts = inputs.question_texts
-            golds = questions["doc_id"].astype(str).tolist()
-            reqs = [answer_request(q, [], lang) for q in qtexts] + [
-                answer_request(q, [inputs.texts[g]], lang)
-                for q, g in zip(qtexts, golds, strict=True)
-            ]
-            plan.add("answering", spec, reqs, exact=inputs.known)
+        questions = inputs.questions[
+            inputs.questions["question_id"].isin(
+                _model_questions(inputs.params, key, needed) | mine
+            )
+        ]
+        g = _add_bound_calls(plan, inputs, spec, questions, offline)
+        saved = len(inputs.questions) - len(questions)
+        if not saved and _retrieval_unknown(inputs, key):
+            g.notes.append(
+                "bound sets: an upper bound (a missed question's zero and full answers are not "
+                "made, known after the system's retrieval; analysis.bounds_of_missed)"
+            )
+        if saved:
+            g.notes.append(
+                f"bound sets: {2 * saved} calls not made, nor their judgments ({saved} missed "
+                "questions: no estimator reads their zero and full answers; "
+                "analysis.bounds_of_missed)"
+            )
+        if offline and inputs.real:
+            bounds = answer_bounds(
+                questions, inputs.corpus, make_model(spec), lang=lang, progress=False
+            )
+            rows.append(inputs.known_answers(bounds, sp.name))
     # a bound answer is one answer for every system sharing its answering model: judged once
     if not (inputs.real and offline):
+        asked = inputs.questions[inputs.questions["question_id"].isin(mine)]
         rows += [
-            questions.assign(system=sp.name, set=s, answer="", source=key) for s in ("zero", "full")
+            asked.assign(system=sp.name, set=s, answer="", source=key) for s in ("zero", "full")
         ]
     return rows
+
+
+def _retrieval_unknown(inputs: _AnsweringInputs, key: str) -> bool:
+    """Whether some system of the answering model of spec `key` has a retrieval the plan cannot
+    know (a service, a Python function, or questions not known), so its bound sets are counted
+    whole."""
+    params = inputs.params
+    if params.analysis.bounds_of_missed == "all":
+        return False
+    return any(
+        params.model(params.system_answerer(s)).model_dump_json() == key
+        and not (getattr(s, "kind", None) in ("builtin", "imported") and inputs.known)
+        for s in params.systems
+    )
+
+
+def _model_questions(params: Params, key: str, needed: dict[str, list[Any]]) -> set[Any]:
+    """The questions whose bounds the answering model of spec `key` answers: those some system of
+    that model needs."""
+    same = [
+        s.name
+        for s in params.systems
+        if params.model(params.system_answerer(s)).model_dump_json() == key
+    ]
+    return set().union(*(set(needed.get(n, [])) for n in same))
+
+
+def _add_bound_calls(
+    plan: _Plan, inputs: _AnsweringInputs, spec: ModelSpec, questions: pd.DataFrame, offline: bool
+) -> _Group:
+    """The bound sets' answering calls of `questions` (two each: zero and full)."""
+    from cube.systems.builtin import answer_request
+
+    if offline:
+        return plan.add("answering", spec, [], calls=2 * len(questions))
+    lang = inputs.params.lang
+    qtexts = questions["question"].astype(str).tolist()
+    golds = questions["doc_id"].astype(str).tolist()
+    reqs = [answer_request(q, [], lang) for q in qtexts] + [
+        answer_request(q, [inputs.texts[g]], lang) for q, g in zip(qtexts, golds, strict=True)
+    ]
+    return plan.add("answering", spec, reqs, exact=inputs.known)
 
 
 def _note_llm_refusal_questions(plan: _Plan, params: Params) -> None:

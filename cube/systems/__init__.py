@@ -29,6 +29,12 @@ Rank agreement: in `build_answers` the `zero` and `full` rows carry the `rank`,
 `n_retrieved` and `retrieval_ok` of the `rag` row of the same (system, question), so the three rows
 of a question agree on the system's retrieval outcome (the analysis groups by it), while their
 `retrieved_doc_ids` hold what their answerer saw: [] for `zero`, [gold] for `full`.
+
+Bounds not made: under `analysis.bounds_of_missed: sample` (the default) a question whose gold
+document the system missed has no `zero` and `full` rows (`cube.systems.bounds.bound_questions`:
+no estimator reads them; a seeded few are made when fewer questions were retrieved than the judge
+gate's bounds test needs); readers treat a question
+without them as not made, never as a failed call.
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ from cube.config.sections import (
 from cube.llm import CallLog, make_model
 from cube.systems import extractive  # noqa: F401  (registers the offline extractive answerer with cube.llm)
 from cube.systems.base import ANSWERS_COLUMNS, System, answers_frame
+from cube.systems.bounds import bound_questions
 from cube.systems.kinds import SystemKind, all_kinds, kind_of, system_kind
 from cube.systems.python_contract import Question, SystemAnswer
 from cube.systems.question_system import QuestionSystem
@@ -77,6 +84,7 @@ __all__ = [
     "failure_reasons",
     "kind_of",
     "make_system",
+    "known_outcomes",
     "ranked_lists",
     "refusal_answers",
     "system_kind",
@@ -150,7 +158,11 @@ def build_answers(
     every system that uses that model, filling `system`. Bound rows of a question the system
     dropped (an imported file with `on_invalid: drop`) are dropped too, so the sets stay
     paired. `zero`/`full` rows take the `rag` row's `rank`, `n_retrieved` and `retrieval_ok`
-    (module docstring).
+    (module docstring). The bounds are made after every rag answer, and only for the questions
+    an estimator or the gate reads (`cube.systems.bounds.bound_questions`: under
+    `analysis.bounds_of_missed: sample`, the retrieved ones, and a seeded few missed ones when too
+    few were retrieved for the judge gate's bounds test); the others have no `zero`/`full` row (not
+    made, not a failure).
 
     Returns:
         The answers table; `attrs['dropped']` maps system name -> questions dropped, and
@@ -161,7 +173,8 @@ def build_answers(
         its `retrieval_ok` is False on every row), `attrs['failures']` the failed calls per
         system (`failure_reasons`), and
         `attrs['region_filter']` system name -> {filtered, unfiltered} question counts of the
-        builtin systems with `region_filter: question`.
+        builtin systems with `region_filter: question`, `attrs['bounds_not_made']` system name ->
+        questions whose bounds were not made (missed ones: no estimator reads them).
     """
     require_columns(questions, QUESTION_COLUMNS[:3], "questions")
     rag_parts: dict[str, pd.DataFrame] = {}
@@ -170,6 +183,8 @@ def build_answers(
     retrieval: dict[str, dict[str, int]] = {}
     unmeasured: dict[str, list[str]] = {}
     region_filter: dict[str, dict[str, int]] = {}
+    not_made: dict[str, int] = {}
+    kw: dict[str, Any] = {"progress": progress, "calls": calls}
     shared = _sweep_retrievals(params, corpus, questions, cache_path)
     systems: dict[str, System] = {}
     for sp in params.systems:
@@ -190,29 +205,21 @@ def build_answers(
             region_filter[sp.name] = dict(df.attrs["region_filter"])
         rag_parts[sp.name] = df
 
-    bounds_by_model: dict[str, pd.DataFrame] = {}
+    needed = {
+        sp.name: bound_questions(rag_parts[sp.name], params.analysis) for sp in params.systems
+    }
+    bounds_by_model = _bounds_by_model(params, corpus, questions, cache_path, systems, needed, **kw)
     parts: list[pd.DataFrame] = []
     for sp in params.systems:
-        ref = params.system_answerer(sp)
-        key = _spec_key(params, ref)
-        if key not in bounds_by_model and getattr(sp, "bounds", None):
-            # a python system's own bounds function writes them (`PythonRAG.bounds`)
-            bounds_by_model[key] = systems[sp.name].bounds(questions, corpus, progress=progress)
-        elif key not in bounds_by_model:
-            model = make_model(
-                params.model(ref), cache_path=Path(cache_path) if cache_path else None, calls=calls
-            )
-            bounds_by_model[key] = answer_bounds(
-                questions, corpus, model, lang=params.lang, progress=progress
-            )
         rag = rag_parts[sp.name]
-        bounds = bounds_by_model[key]
-        bounds = bounds[bounds["question_id"].isin(set(rag["question_id"]))].copy()
+        bounds = bounds_by_model[_spec_key(params, params.system_answerer(sp))]
+        bounds = bounds[bounds["question_id"].isin(set(needed[sp.name]))].copy()
         bounds["system"] = sp.name
         outcome = rag.set_index("question_id")[["rank", "n_retrieved", "retrieval_ok"]]
         for col, dtype in (("rank", "int64"), ("n_retrieved", "int64"), ("retrieval_ok", bool)):
             bounds[col] = bounds["question_id"].map(outcome[col]).astype(dtype)
         parts += [rag, bounds]
+        not_made[sp.name] = len(rag) - len(set(needed[sp.name]))
     out = pd.concat(parts, ignore_index=True)[list(ANSWERS_COLUMNS)]
     order = {"zero": 0, "rag": 1, "full": 2}
     out = out.sort_values(
@@ -226,7 +233,75 @@ def build_answers(
     out.attrs["unmeasured"] = unmeasured
     out.attrs["failures"] = failure_reasons(out)
     out.attrs["region_filter"] = region_filter
+    out.attrs["bounds_not_made"] = {k: v for k, v in not_made.items() if v}
     return out
+
+
+def _bounds_by_model(
+    params: Params,
+    corpus: pd.DataFrame,
+    questions: pd.DataFrame,
+    cache_path: Path | str | None,
+    systems: dict[str, System],
+    needed: dict[str, list[Any]],
+    *,
+    progress: bool,
+    calls: CallLog | None,
+) -> dict[str, pd.DataFrame]:
+    """The `zero` and `full` answers per distinct answering model (`_spec_key`), made after every
+    system's rag answers (which carry the retrieval), for the questions some system of that model
+    needs (`cube.systems.bounds.bound_questions`), in the question set's order."""
+    wanted: dict[str, set[Any]] = {}
+    first: dict[str, Any] = {}
+    for sp in params.systems:
+        key = _spec_key(params, params.system_answerer(sp))
+        wanted.setdefault(key, set()).update(needed[sp.name])
+        first.setdefault(key, sp)
+    out: dict[str, pd.DataFrame] = {}
+    for key, sp in first.items():
+        asked = questions[questions["question_id"].isin(wanted[key])]
+        if getattr(sp, "bounds", None):
+            # a python system's own bounds function writes them (`PythonRAG.bounds`)
+            out[key] = systems[sp.name].bounds(asked, corpus, progress=progress)
+            continue
+        ref = params.system_answerer(sp)
+        model = make_model(
+            params.model(ref), cache_path=Path(cache_path) if cache_path else None, calls=calls
+        )
+        out[key] = answer_bounds(asked, corpus, model, lang=params.lang, progress=progress)
+    return out
+
+
+def known_outcomes(
+    system_params: Any, params: Params, corpus: pd.DataFrame, questions: pd.DataFrame
+) -> pd.DataFrame | None:
+    """A system's retrieval outcome per question (`question_id, rank, retrieval_ok`) when it costs
+    no call to know before the run: a builtin system's BM25 retrieval (its answering model is not
+    called) or an imported file's rows (checked as `build_answers` checks them); None for a system
+    whose retrieval comes with its answer (a service, a Python function). `cube plan` counts the
+    bounds `cube.systems.bounds.bound_questions` will make from it."""
+    if isinstance(system_params, BuiltinSystem):
+        model = make_model(params.model(params.system_answerer(system_params)))
+        from cube.systems.builtin import BuiltinRAG
+
+        lists = BuiltinRAG(system_params, model, lang=params.lang).retrieve(questions, corpus)
+        golds = questions["doc_id"].astype(str).tolist()
+        return pd.DataFrame(
+            {
+                "question_id": questions["question_id"].tolist(),
+                "rank": [
+                    d.index(g) + 1 if g in d else 0 for g, d in zip(golds, lists, strict=True)
+                ],
+                "retrieval_ok": True,
+            }
+        )
+    if getattr(system_params, "kind", None) != "imported":
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the run says them; the plan counts
+        df = make_system(system_params, params, None).answer(questions, corpus, progress=False)
+        _measured(df, system_params.name, params.analysis, {}, {})
+    return df[["question_id", "rank", "retrieval_ok"]]
 
 
 def _measured(

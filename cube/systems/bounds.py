@@ -7,9 +7,36 @@
 
 Both depend only on the answering model, the prompt and the questions, not on the system,
 so `build_answers` computes them once per distinct answering model and shares them.
+
+**Only the bounds an estimator reads** (issue 40, `bound_questions`): CuBE's trimmed means, W,
+the bootstrap and the per-category tables read the `zero` and `full` answers of the questions
+whose gold document the system retrieved (`analysis.subset: retrieved`); those of a missed
+question are read by one test alone, the judge gate's bounds test (full > zero, on every question
+with both answers: `cube.method.gate.bounds_test`), which needs `bounds_sample_size` questions
+(5 at `gate_alpha` 0.05) to be able to decide at all. So with `analysis.bounds_of_missed: sample`
+(the default) the bounds are made for the retrieved questions and, when fewer than that were
+retrieved, for a seeded sample of missed ones that makes up the number (the test can then decide
+even when nothing was retrieved); the other missed questions get no `zero`/`full` row, are not
+judged, and are no failure (they were not asked). Blanking those answers changed W, CuBE and every
+bootstrap resample by exactly 0.0 (the issue's measurement); tests/run/test_unread_bounds.py checks
+that a run with and without the saving gives identical figures. A missed question costs a third
+of the calls it cost before (its rag answer and judgments only): on 300 questions 1.46x fewer calls
+in all at R@k 0.53, 1.30x at 0.66, 1.14x at 0.82 (`benchmarks/unread_calls.py`).
+`bounds_of_missed: all` makes every bound, as before.
+
+The sample is the missed questions of smallest seeded hash (`analysis.seed` and the question id),
+not a draw over the call's questions. The sequential driver (`cube.run.sequential`) calls
+`build_answers` per batch: a batch with at least `bounds_sample_size` retrieved questions makes no
+missed question's bounds, and so does the whole set, so stage 02 after the driver asks for exactly
+what the driver made (all in the cache). Only a batch with fewer retrieved questions than that
+makes a sample of its own, which a whole set with enough retrieved questions does not keep.
 """
 
 from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from typing import Any
 
 import pandas as pd
 
@@ -96,3 +123,41 @@ def answer_bounds(
         ],
         ignore_index=True,
     )
+
+
+def bounds_sample_size(alpha: float) -> int:
+    """The fewest questions on which the gate's one-sided Wilcoxon bounds test can reach p < alpha
+    (its smallest attainable p is 2^-n): `cube.method.gate.min_questions`, computed here because
+    the systems layer does not import the method layer (a test asserts both agree)."""
+    n = 1
+    while not 0.5**n < alpha:
+        n += 1
+    return n
+
+
+def _seeded_hash(seed: int, question_id: Any) -> str:
+    return hashlib.sha256(f"{seed}\x1f{question_id}".encode()).hexdigest()
+
+
+def missed_sample(missed: Iterable[Any], size: int, seed: int) -> list[Any]:
+    """The `size` missed question ids of smallest seeded hash (all when fewer): the same choice
+    whatever else is in the call, so a subset's sample holds every sampled id it contains."""
+    return sorted(missed, key=lambda q: _seeded_hash(seed, q))[: max(size, 0)]
+
+
+def bound_questions(rag: pd.DataFrame, analysis: Any) -> list[Any]:
+    """The question ids of one system's `rag` rows whose `zero` and `full` answers are made: every
+    one under `analysis.bounds_of_missed: all`; else the retrieved ones (`retrieval_ok` and a
+    `rank` > 0) and, when they are fewer than the gate's bounds test needs
+    (`bounds_sample_size`), the seeded sample of missed ones (`retrieval_ok`, `rank` 0) that
+    makes up the number (module docstring). A question of unknown retrieval (a failed system
+    call, an undetermined rank) is left out of every estimator and the gate: it gets none."""
+    ids = rag["question_id"].tolist()
+    if getattr(analysis, "bounds_of_missed", "all") == "all":
+        return ids
+    known = rag["retrieval_ok"].astype(bool).to_numpy()
+    hit = rag["rank"].fillna(0).astype(int).to_numpy() > 0
+    missed = [q for q, k, h in zip(ids, known, hit, strict=True) if k and not h]
+    short = bounds_sample_size(analysis.gate_alpha) - int((known & hit).sum())
+    sample = set(missed_sample(missed, short, analysis.seed))
+    return [q for q, k, h in zip(ids, known, hit, strict=True) if (k and h) or q in sample]

@@ -11,7 +11,13 @@ import pytest
 import cube.systems as systems
 from cube.config.model_spec import ModelSpec
 from cube.config.params import Params
-from cube.config.sections import BuiltinSystem, ImportedSystem, JudgeParams, QuestionParams
+from cube.config.sections import (
+    AnalysisParams,
+    BuiltinSystem,
+    ImportedSystem,
+    JudgeParams,
+    QuestionParams,
+)
 from cube.kb.demo import generate_demo_corpus
 from cube.kb.questions import build_questions
 from cube.llm import make_model
@@ -318,6 +324,9 @@ def test_retrieval_ok_and_finish_reason_through_build_answers(tmp_path, caplog):
                 BuiltinSystem(name="bm25", top_n=3),
                 ImportedSystem(name="mine", path=str(imported)),
             ],
+            # every bound, so that each row's flag can be read (by default an unknown or missed
+            # question's bounds are not made: tests/run/test_unread_bounds.py)
+            analysis=AnalysisParams(bounds_of_missed="all"),
         )
         with caplog.at_level("WARNING", logger="cube.llm"):
             out = build_answers(params, corpus, q, tmp_path / "cache.sqlite", progress=False)
