@@ -1,0 +1,129 @@
+"""A cheap judge as a control variate for the sequential jury CuBE (issue 40, item 2): coverage at
+every look, variance cut, calls per verdict, against the jury alone and a Neyman allocation.
+
+Simulated on `cube.method.simulate_control_variate` (its docstring has the model): 300 questions,
+all answered and scored by the cheap judges up front, the jury (the model's two judges) judging
+one question per family in a seeded round-robin, a look every 20 judged questions from 40 (14
+looks). Worlds: independent questions and families of 5 (benchmarks/sequential_cube.py's fam5),
+each with the true jury CuBE at the centre of a 20-point band (50, in fair 40-60) and 10 points
+inside one edge (30, in poor 0-40). Cheap judges correlated with the jury's per-question score at
+rho 0, 0.3, 0.5, 0.7, 0.9, and one at 0.7 that is lenient, compressed and partial to the system
+(offset +2, scale 0.6, +1.5 on rag answers). Two boundaries: today's AsympCS sequence
+(`asympcs`) and Pocock's constant 2.58 for 14 looks at 5 % (`pocock`), each times Student's t at the
+judged groups. Columns:
+
+- `coverage`: the share of runs whose interval held the truth at every look where a stop was
+  allowed (Monte Carlo SE); `bias`: mean estimate - truth at the 100-question look;
+- `var`: the estimate's variance over runs at 100 judged questions over the jury's alone
+  (empirical); `lam`: the median power-tuned lambda; `rho_eff`: the median correlation of the jury's
+  and the correction's leave-out values at 100 (what the variance cut rests on);
+- `questions`: judged at the stop; `wrong`: wrong verdicts; `saved`: the fixed-n run's calls (300 x
+  27: 3 answers, 24 jury calls) over the design's (the jury's judged questions x 24, the 300
+  answers x 3 up front for a cheap judge; an offline cheap judge's calls free).
+
+Then the Neyman comparison at 100 judged questions (families of 5, centre): the variance of the
+jury CuBE from a Neyman allocation by the cheap judge's influence, and of the control variate, over
+the one-per-family subset's.
+
+    .venv/bin/python benchmarks/sequential_control_variate.py [--replicates 80] [--workers 2]
+
+Last line: `cv_calls_saved_centre_fam5_rho07_pocock: x` (the fixed-n run's calls over the control
+variate's, cheap judge at rho 0.7, free).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+import types
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT)]
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from cube.method import control_variate as cv  # noqa: E402
+from cube.method import sequential as seq  # noqa: E402
+from cube.method import simulate_control_variate as S  # noqa: E402
+from cube.method.simulate import RunModel  # noqa: E402
+from cube.method.simulate_sequential import recall_for  # noqa: E402
+
+RULE = seq.StopRule(min_questions=40, batch=20)
+TRUTHS = {"centre": 50.0, "10 inside": 30.0}
+ANALYSIS = types.SimpleNamespace(trim_proportion=0.1, weights="rank_correlation")
+
+
+def design(world: str, truth: float) -> S.CVDesign:
+    model = dataclasses.replace(RunModel(), **S.WORLDS[world])
+    model = model.with_system(recall=recall_for(model, truth, ANALYSIS))
+    bounds = {"asympcs": cv.asympcs_boundary(RULE), "pocock": cv.constant_boundary(2.58, RULE)}
+    return S.CVDesign(model, 300, RULE, truth, boundaries=bounds)
+
+
+def cell(world: str, where: str, replicates: int) -> pd.DataFrame:
+    d = design(world, TRUTHS[where])
+    looks = S.run_design(d, range(replicates))
+    at = looks[looks["n"] == 100].groupby(["estimator", "boundary"])["rho"].median()
+    out = S.summary(d, looks)
+    out["rho_eff"] = [
+        at.get((e, b), np.nan) for e, b in zip(out.estimator, out.boundary, strict=True)
+    ]
+    return out.assign(world=world, where=where, truth=d.truth, recall=d.model.system.recall)
+
+
+def neyman(replicates: int) -> pd.DataFrame:
+    d = design("families of 5", TRUTHS["centre"])
+    est = S.neyman_variance(d, 100, range(replicates))
+    base = est.loc[est["design"] == "uniform", "estimate"].var()
+    rows = est[est["design"] != "uniform"].groupby(["cheap", "design"], sort=False)["estimate"]
+    return rows.agg(var=lambda x: x.var() / base, bias=lambda x: x.mean() - d.truth).reset_index()
+
+
+def print_cells(table: pd.DataFrame) -> None:
+    cols = ["world", "where", "estimator", "boundary", "coverage", "coverage_mc_se", "bias_at_100",
+            "var_ratio_at_100", "lam", "rho_eff", "questions", "wrong", "saved"]  # fmt: skip
+    shown = table[cols].rename(columns={"bias_at_100": "bias", "var_ratio_at_100": "var"})
+    with pd.option_context("display.width", 220, "display.max_rows", 500):
+        print(shown.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--replicates", type=int, default=80)
+    ap.add_argument("--neyman-replicates", type=int, default=60)
+    ap.add_argument("--workers", type=int, default=2)
+    args = ap.parse_args()
+    t0 = time.time()
+    jobs = [(w, where) for w in S.WORLDS for where in TRUTHS]
+    with ProcessPoolExecutor(max_workers=args.workers) as ex:
+        futures = [ex.submit(cell, w, where, args.replicates) for w, where in jobs]
+        ney = ex.submit(neyman, args.neyman_replicates)
+        table = pd.concat([f.result() for f in futures], ignore_index=True)
+        ney_table = ney.result()
+    took = time.time() - t0
+    print(f"{args.replicates} runs a cell, 300 questions, looks every 20 from 40 ({took:.0f} s)")
+    print_cells(table)
+    print(
+        "\nNeyman allocation by the cheap judge vs the control variate, 100 judged, families of 5,"
+        f" centre ({args.neyman_replicates} runs; var over the one-per-family subset's)"
+    )
+    print(ney_table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    pick = table[
+        (table.world == "families of 5") & (table["where"] == "centre")
+        & (table.estimator == "cheap rho 0.7") & (table.boundary == "pocock")
+    ]  # fmt: skip
+    jury = table[
+        (table.world == "families of 5") & (table["where"] == "centre")
+        & (table.estimator == S.JURY) & (table.boundary == "pocock")
+    ]  # fmt: skip
+    print(f"jury_alone_calls_saved_centre_fam5_pocock: {float(jury['saved'].iloc[0]):.3f}")
+    print(f"cv_calls_saved_centre_fam5_rho07_pocock: {float(pick['saved'].iloc[0]):.3f}")
+
+
+if __name__ == "__main__":
+    main()
