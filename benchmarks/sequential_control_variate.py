@@ -92,12 +92,66 @@ def print_cells(table: pd.DataFrame) -> None:
         print(shown.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
 
 
+def llm_rho(data: Path, base_url: str, limit: int, dimensions: list[str]) -> None:
+    """The correlation of the offline rubric judge's per-question scores with an LLM judge's on a
+    run's answers (`data`: a run's data folder after stage 02, answers/corpus/questions.parquet),
+    per set and dimension over the first `limit` questions, and pooled over the three sets."""
+    from cube.config.model_spec import ModelSpec
+    from cube.config.params import parse_params
+    from cube.judges import Judge, load_dimensions, score_answers
+    from cube.llm import make_model
+
+    answers = pd.read_parquet(data / "answers.parquet")
+    corpus = pd.read_parquet(data / "corpus.parquet")
+    questions = pd.read_parquet(data / "questions.parquet")
+    keep = sorted(answers["question_id"].unique())[:limit]
+    answers = answers[answers["question_id"].isin(keep)]
+    params = parse_params(
+        {
+            "run": "rho",
+            "lang": "en",
+            "judges": [{"name": "j", "model": {"provider": "offline", "model": "rubric"}}],
+            "dimensions": dimensions,
+        }
+    )
+    llm = ModelSpec(model="local", base_url=base_url, temperature=0, max_tokens=16,
+                    timeout_s=300, max_concurrency=1)  # fmt: skip
+    judges = [
+        Judge(name="rubric", model=make_model(ModelSpec(provider="offline", model="rubric"))),
+        Judge(name="llm", model=make_model(llm)),
+    ]
+    t0 = time.time()
+    scores = score_answers(
+        answers, judges, load_dimensions(params, ROOT), corpus, questions=questions, progress=False
+    )
+    wide = scores.pivot_table(
+        index=["question_id", "set", "dimension"], columns="judge", values="score"
+    ).reset_index()
+    failed = int(scores.loc[scores["judge"] == "llm", "score"].isna().sum())
+    took = time.time() - t0
+    print(f"{len(keep)} questions x 3 sets x {len(dimensions)} dimensions, {took:.0f} s; "
+          f"LLM judgments unscored (failed or unparsed): {failed}")  # fmt: skip
+    both = wide.dropna(subset=["rubric", "llm"])
+    for (d, s_), g in both.groupby(["dimension", "set"]):
+        r = g["rubric"].corr(g["llm"]) if g["llm"].std() > 0 else float("nan")
+        print(f"{d:12s} {s_:5s} n={len(g):3d} rho {r:.3f}  (llm sd {g['llm'].std():.2f})")
+    pooled = both["rubric"].corr(both["llm"])
+    print(f"rubric_llm_rho_pooled: {pooled:.3f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--replicates", type=int, default=80)
     ap.add_argument("--neyman-replicates", type=int, default=60)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--llm-rho", type=Path, help="a run's data folder: measure rho instead")
+    ap.add_argument("--base-url", default="http://127.0.0.1:8765/v1")
+    ap.add_argument("--limit", type=int, default=30)
+    ap.add_argument("--dimensions", default="relevance")
     args = ap.parse_args()
+    if args.llm_rho:
+        llm_rho(args.llm_rho, args.base_url, args.limit, args.dimensions.split(","))
+        return
     t0 = time.time()
     jobs = [(w, where) for w in S.WORLDS for where in TRUTHS]
     with ProcessPoolExecutor(max_workers=args.workers) as ex:

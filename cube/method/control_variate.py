@@ -51,6 +51,20 @@ explains why for CuBE); the boundary is a callable (`Boundary`), so the same loo
 unlimited-horizon confidence sequence of today's driver (`asympcs_boundary`) and with a
 finite-horizon constant (`constant_boundary(2.58)`, Pocock's for 14 looks at 5 %).
 
+**What it can buy.** To first order the variance at n judged of N answered is the jury's times
+1 - rho^2 (1 - n / N), rho the correlation of the two CuBEs' influence values (`CVLook.rho` at a
+look, where it reads as rho sqrt(1 - n / N)). A verdict that needs the jury's precision at n_j
+questions is reached at n = n_j (1 - rho^2) / (1 - rho^2 n_j / N): half the jury's questions needs
+rho^2 = 1 / (2 - n_j / N), i.e. rho 1 when the jury alone needs the whole set, 0.82 when the
+cheap judge scores twice the questions the jury needs, 0.71 at the limit of an unlimited set.
+
+**The driver** (not wired: `cube.run.sequential`), per look and system: `bootstrap.prepare` on
+every answered question with the cheap judge's scores on all of them and the jury's where it
+judged (absent rows are NaN and carry no weight); `prepared_look(p, judged, groups, jury, cheap,
+boundary)` with `groups = sequential.jackknife_groups(p.unit_codes(), 40, seed)` over the answered
+questions; the stop on `sequential.Look(n_judged, estimate, lower, upper, groups with a judged
+question, judged retrieved questions)`.
+
 Coverage, variance reduction and calls per verdict are measured by simulation
 (`cube.method.simulate_control_variate`, benchmarks/sequential_control_variate.py). Pure: numpy and
 scipy only (and the method's own CuBE arithmetic for `prepared_look`).
