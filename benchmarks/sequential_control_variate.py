@@ -38,7 +38,7 @@ import dataclasses
 import sys
 import time
 import types
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -157,6 +157,9 @@ def main() -> None:
     with ProcessPoolExecutor(max_workers=args.workers) as ex:
         futures = [ex.submit(cell, w, where, args.replicates) for w, where in jobs]
         ney = ex.submit(neyman, args.neyman_replicates)
+        for done in as_completed(futures):  # each cell as it ends (a long run shows progress)
+            print_cells(done.result())
+            print(flush=True)
         table = pd.concat([f.result() for f in futures], ignore_index=True)
         ney_table = ney.result()
     took = time.time() - t0

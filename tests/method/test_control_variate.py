@@ -152,3 +152,19 @@ def test_simulated_looks_cover_and_the_cheap_judge_helps() -> None:
     np.testing.assert_allclose(last["cheap"], last[S.JURY], atol=1e-9)
     mid = looks[(looks["n"] == 60) & (looks["estimator"] == "cheap")]
     assert (mid["var_ratio"] < 1.0).all()
+
+
+def test_jury_scores_absent_outside_the_judged_questions_change_nothing() -> None:
+    # the driver's arrays: the jury's scores exist only where it judged (NaN elsewhere)
+    p = prepared_run(RunModel(), 80, 9)
+    p = S.with_cheap(p, (S.CheapJudge("cheap", 0.8),), np.random.default_rng(1))
+    judged = np.random.default_rng(2).random(80) < 0.5
+    groups = seq.jackknife_groups(p.unit_codes(), 40)
+    blank = p.scores.copy()
+    blank[:2, ..., ~judged] = np.nan
+    args = (groups, ["judge-a", "judge-b"], "cheap", cv.constant_boundary(2.58, RULE))
+    full = cv.prepared_look(p, judged, *args)
+    absent = cv.prepared_look(dataclasses.replace(p, scores=blank), judged, *args)
+    assert absent.estimate == pytest.approx(full.estimate, abs=1e-9)
+    assert (absent.lower, absent.upper) == pytest.approx((full.lower, full.upper), abs=1e-9)
+    assert absent.n_judged == int(judged.sum()) and absent.n_answered == 80
