@@ -25,7 +25,13 @@ Then the Neyman comparison at 100 judged questions (families of 5, centre): the 
 jury CuBE from a Neyman allocation by the cheap judge's influence, and of the control variate, over
 the one-per-family subset's.
 
-    .venv/bin/python benchmarks/sequential_control_variate.py [--replicates 80] [--workers 2]
+    .venv/bin/python benchmarks/sequential_control_variate.py [--replicates 40] [--workers 2]
+
+(40 runs a cell: 10 minutes on a loaded 2-core machine; coverage's MC SE is then 0.03-0.05.)
+The rubric judge's rho with an LLM judge, on a run's answers (a local server, `cube serve`):
+
+    .venv/bin/python benchmarks/sequential_control_variate.py --llm-rho outputs/<run>/data \
+        --base-url http://127.0.0.1:8765/v1 --limit 12 --dimensions relevance
 
 Last line: `cv_calls_saved_centre_fam5_rho07_pocock: x` (the fixed-n run's calls over the control
 variate's, cheap judge at rho 0.7, free).
@@ -134,15 +140,16 @@ def llm_rho(data: Path, base_url: str, limit: int, dimensions: list[str]) -> Non
     both = wide.dropna(subset=["rubric", "llm"])
     for (d, s_), g in both.groupby(["dimension", "set"]):
         r = g["rubric"].corr(g["llm"]) if g["llm"].std() > 0 else float("nan")
-        print(f"{d:12s} {s_:5s} n={len(g):3d} rho {r:.3f}  (llm sd {g['llm'].std():.2f})")
+        print(f"{d:12s} {s_:5s} n={len(g):3d} rho {r:.3f}  (llm scores {sorted(set(g['llm']))}, "
+              f"rubric sd {g['rubric'].std():.2f})")  # fmt: skip
     pooled = both["rubric"].corr(both["llm"])
     print(f"rubric_llm_rho_pooled: {pooled:.3f}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--replicates", type=int, default=80)
-    ap.add_argument("--neyman-replicates", type=int, default=60)
+    ap.add_argument("--replicates", type=int, default=40)
+    ap.add_argument("--neyman-replicates", type=int, default=40)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--llm-rho", type=Path, help="a run's data folder: measure rho instead")
     ap.add_argument("--base-url", default="http://127.0.0.1:8765/v1")
