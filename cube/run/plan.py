@@ -234,6 +234,8 @@ class _AnsweringInputs:
     real: bool
     texts: dict[str, str]
     plan: _Plan
+    # the systems whose retrieval the plan cannot know (`_planned_bound_questions` fills it)
+    unknown_retrieval: set[str] = field(default_factory=set)
 
     @classmethod
     def of(
@@ -282,9 +284,10 @@ class _AnsweringInputs:
 def _planned_bound_questions(params: Params, inputs: _AnsweringInputs) -> dict[str, list[Any]]:
     """Per system, the questions whose bound answers the run makes (`cube.systems.bounds.
     bound_questions`): known before the run where the retrieval costs no call
-    (`cube.systems.known_outcomes`: a builtin system's BM25, an imported file) on known questions,
-    every question otherwise (the plan's upper bound: a missed question's bounds are not made,
-    known after retrieval)."""
+    (`cube.systems.known_outcomes`, the kind's `free_outcomes`: a builtin system's BM25, an
+    imported file, a user kind's) on known questions, every question otherwise (the plan's upper
+    bound: a missed question's bounds are not made, known after retrieval; those systems are
+    noted in `inputs.unknown_retrieval`)."""
     from cube.systems import known_outcomes
     from cube.systems.bounds import bound_questions
 
@@ -293,6 +296,8 @@ def _planned_bound_questions(params: Params, inputs: _AnsweringInputs) -> dict[s
     out: dict[str, list[Any]] = {}
     for sp in params.systems:
         rag = known_outcomes(sp, params, inputs.corpus, questions) if inputs.known else None
+        if rag is None:
+            inputs.unknown_retrieval.add(sp.name)
         out[sp.name] = (
             ids if rag is None or not len(questions) else bound_questions(rag, params.analysis)
         )
@@ -361,7 +366,7 @@ def _retrieval_unknown(inputs: _AnsweringInputs, key: str) -> bool:
         return False
     return any(
         params.model(params.system_answerer(s)).model_dump_json() == key
-        and not (getattr(s, "kind", None) in ("builtin", "imported") and inputs.known)
+        and s.name in inputs.unknown_retrieval
         for s in params.systems
     )
 

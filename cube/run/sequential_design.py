@@ -20,9 +20,12 @@ variance estimate is that of independent, non-identical units, as the sandwich's
 
 **R@k from every question** (`recall: all`). A builtin system's retrieval is bm25s over the corpus:
 it costs no LLM call, so every question is retrieved before the first batch and R@k is known on
-the whole set; an imported system's file holds its retrieval. A look's CuBE is then W of the
-questions judged x R@k of the whole set, and its jackknife leaves a group's judged questions out
-of W and all its questions out of R@k (R@k's own sampling error, over the set, stays in the SE).
+the whole set; an imported system's file holds its retrieval, and a user kind may say its own
+(the kind registry's `free_outcomes`, `cube.systems.known_outcomes`; a question of unknown
+retrieval, an imported error row, is left out of R@k as in the analysis). A look's CuBE is then
+W of the questions judged x R@k of the whole set, and its jackknife leaves a group's judged
+questions out of W and all its questions out of R@k (R@k's own sampling error, over the set,
+stays in the SE).
 An http, python or RAGFlow system returns its retrieval only with its answer: retrieving every
 question first would ask the system every question (its whole-set calls, and an LLM-backed
 system's LLM calls) before the first look, so for those R@k comes from the questions judged, and
@@ -50,7 +53,6 @@ from cube.method.group_sequential import critical_value
 
 ORDERS = ("round_robin", "families")
 RECALLS = ("all", "judged")
-FREE_RETRIEVAL = ("builtin", "imported")  # system kinds whose retrieval costs no call
 
 
 def design_of(params: Params) -> dict[str, str]:
@@ -129,40 +131,36 @@ def look_critical(
 
 
 def free_hits(
-    params: Params, corpus: pd.DataFrame, questions: pd.DataFrame, cache_path: Any
+    params: Params, corpus: pd.DataFrame, questions: pd.DataFrame, cache_path: Any = None
 ) -> dict[str, dict[str, bool]]:
-    """Per system whose retrieval costs no call (`FREE_RETRIEVAL`), under `recall: all`: whether
-    each question's gold document was retrieved (question id -> hit), from the system's own
-    retrieval (a builtin system's `retrieve`, an imported file's ranks). Systems absent: R@k from
-    the questions judged."""
-    from cube.systems import make_system
+    """Per system whose retrieval costs no call (its kind's `free_outcomes`, read through
+    `cube.systems.known_outcomes` as `cube plan` reads it), under `recall: all`: whether each
+    question's gold document was retrieved (question id -> hit). A question of unknown retrieval
+    (an imported file's error row, an undetermined rank) is absent, as the analysis leaves it out
+    of R@k. Systems absent: R@k from the questions judged. `cache_path` is not read (free
+    retrieval sends nothing to cache)."""
+    from cube.systems import known_outcomes
 
+    del cache_path
     if design_of(params)["recall"] != "all":
         return {}
     out: dict[str, dict[str, bool]] = {}
     for sp in params.systems:
-        kind = str(getattr(sp, "kind", ""))
-        if kind in FREE_RETRIEVAL:
-            out[sp.name] = _hits_of(make_system(sp, params, cache_path), kind, corpus, questions)
+        rag = known_outcomes(sp, params, corpus, questions)
+        if rag is not None:
+            out[sp.name] = _hits_of(rag)
     return out
 
 
-def _hits_of(system: Any, kind: str, corpus: pd.DataFrame, questions: pd.DataFrame):
-    """Question id -> whether the system's retrieval holds its gold document."""
-    qids = questions["question_id"].astype(str).tolist()
-    if kind == "builtin":
-        lists = system.retrieve(questions, corpus)
-        gold = questions["doc_id"].astype(str).tolist()
-        return {
-            q: g in {str(d) for d in docs} for q, g, docs in zip(qids, gold, lists, strict=True)
-        }
-    rag = system.answer(questions, corpus, progress=False)  # an imported file: its rows
-    ranks = dict(zip(rag["question_id"].astype(str), rag["rank"], strict=True))
-    return {q: bool(ranks.get(q, 0) > 0) for q in qids}
+def _hits_of(rag: pd.DataFrame) -> dict[str, bool]:
+    """Question id -> whether the retrieval holds its gold document, for the questions whose
+    retrieval is known (`retrieval_ok`): the others are neither hits nor misses."""
+    known = rag[rag["retrieval_ok"].astype(bool)]
+    ranks = known["rank"].fillna(0).astype(int)
+    return {str(q): bool(r > 0) for q, r in zip(known["question_id"], ranks, strict=True)}
 
 
 __all__ = [
-    "FREE_RETRIEVAL",
     "ORDERS",
     "RECALLS",
     "batches",

@@ -276,31 +276,25 @@ def known_outcomes(
     system_params: Any, params: Params, corpus: pd.DataFrame, questions: pd.DataFrame
 ) -> pd.DataFrame | None:
     """A system's retrieval outcome per question (`question_id, rank, retrieval_ok`) when it costs
-    no call to know before the run: a builtin system's BM25 retrieval (its answering model is not
-    called) or an imported file's rows (checked as `build_answers` checks them); None for a system
-    whose retrieval comes with its answer (a service, a Python function). `cube plan` counts the
-    bounds `cube.systems.bounds.bound_questions` will make from it."""
-    if isinstance(system_params, BuiltinSystem):
-        model = make_model(params.model(params.system_answerer(system_params)))
-        from cube.systems.builtin import BuiltinRAG
-
-        lists = BuiltinRAG(system_params, model, lang=params.lang).retrieve(questions, corpus)
-        golds = questions["doc_id"].astype(str).tolist()
-        return pd.DataFrame(
-            {
-                "question_id": questions["question_id"].tolist(),
-                "rank": [
-                    d.index(g) + 1 if g in d else 0 for g, d in zip(golds, lists, strict=True)
-                ],
-                "retrieval_ok": True,
-            }
-        )
-    if getattr(system_params, "kind", None) != "imported":
+    no call to know before the run: its kind's `free_outcomes` (`cube.systems.kinds`; a builtin
+    system's BM25 retrieval, an imported file's rows, a user kind that registers one), checked as
+    `build_answers` checks a run's rows (too much unmapped or undetermined: `retrieval_ok` False);
+    None for a system whose retrieval comes with its answer (a service, a Python function). The
+    one source of free retrieval: `cube plan` counts the bounds `cube.systems.bounds.
+    bound_questions` will make from it, and the sequential driver's `recall: all` takes R@k of the
+    whole set from it (`cube.run.sequential_design.free_hits`)."""
+    free = kind_of(system_params).free_outcomes
+    if free is None:
         return None
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the run says them; the plan counts
-        df = make_system(system_params, params, None).answer(questions, corpus, progress=False)
+        warnings.simplefilter("ignore")  # the run says them; the plan and the driver count
+        df = free(system_params, params, corpus, questions)
+        if df is None:
+            return None
         _measured(df, system_params.name, params.analysis, {}, {})
+    require_columns(
+        df, ("question_id", "rank", "retrieval_ok"), f"system {system_params.name}: free_outcomes"
+    )
     return df[["question_id", "rank", "retrieval_ok"]]
 
 

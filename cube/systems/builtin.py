@@ -27,7 +27,7 @@ from cube.config.schema import require_columns
 from cube.config.sections import BuiltinSystem
 from cube.llm import CallLog, Model, Request
 from cube.systems.base import System, answers_frame
-from cube.systems.kinds import PlanContext, Planned, SystemKind, register
+from cube.systems.kinds import PlanContext, Planned, SystemKind, outcomes_frame, register
 from cube.systems.region_filter import RegionFilter
 from cube.systems.retrieval import BM25Index
 from cube.systems.retrieved import Retrieved, ranked_lists
@@ -222,6 +222,18 @@ def _plan(ctx: PlanContext, entry: BuiltinSystem) -> Planned:
     return spec, [ctx.answers_to_come(entry.name, source)]
 
 
+def _free_outcomes(
+    entry: BuiltinSystem, params: Params, corpus: pd.DataFrame, questions: pd.DataFrame
+) -> pd.DataFrame:
+    """Each question's retrieval without a call: the system's own bm25s retrieval (the
+    answering model is built, never called), ranked as its answers rank it."""
+    from cube.llm import make_model
+
+    model = make_model(params.model(params.system_answerer(entry)))
+    lists = BuiltinRAG(entry, model, lang=params.lang).retrieve(questions, corpus)
+    return outcomes_frame(questions, corpus, [Retrieved(ids=d) for d in lists], None)
+
+
 KIND = register(
     SystemKind(
         "builtin",
@@ -230,5 +242,6 @@ KIND = register(
         "the built-in RAG baseline: BM25 retrieval and the answering model",
         plan=_plan,
         answerer_writes_rag=True,
+        free_outcomes=_free_outcomes,
     )
 )

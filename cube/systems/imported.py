@@ -60,6 +60,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cube.config.params import Params
 from cube.config.schema import require_columns
 from cube.config.sections import ImportedSystem
 from cube.llm import Response
@@ -409,6 +410,15 @@ def _plan(ctx: PlanContext, entry: ImportedSystem) -> Planned:
     return spec, [ctx.answers_to_come(entry.name, entry.name)]
 
 
+def _free_outcomes(
+    entry: ImportedSystem, params: Params, corpus: pd.DataFrame, questions: pd.DataFrame
+) -> pd.DataFrame:
+    """Each question's retrieval as the file holds it (read, never asked): its rows, with
+    `attrs["retrieved"]` for `cube.systems.known_outcomes` to check as the run does; an error
+    row without a list has `retrieval_ok` False (unknown)."""
+    return ImportedAnswers(entry).answer(questions, corpus, progress=False)
+
+
 KIND = register(
     SystemKind(
         "imported",
@@ -416,5 +426,6 @@ KIND = register(
         lambda entry, params, cache_path: ImportedAnswers(entry),
         "answers your system wrote elsewhere, imported from a file",
         plan=_plan,
+        free_outcomes=_free_outcomes,
     )
 )

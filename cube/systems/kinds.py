@@ -15,6 +15,13 @@ A `SystemKind` bundles what the rest of the workbench asks of a kind:
   --check-endpoints` sends it (None: not probed; builtin and imported systems call nothing);
 - `answerer_writes_rag`: its answering model writes its rag answers too (the judge audit's
   self-preference check, `cube.run.audit.answerer_sets`);
+- `free_outcomes(entry, params, corpus, questions) -> DataFrame | None`: each question's retrieval
+  outcome (`question_id, rank, retrieval_ok`) known without any call, for a kind whose retrieval
+  is free (builtin: bm25s over the corpus; imported: the file's rows; a user kind whose retriever
+  runs locally); None (the attribute, or its return for an entry): the retrieval comes with the
+  answer. Read through `cube.systems.known_outcomes` alone, by `cube plan` (the bounds of missed
+  questions not made) and the sequential driver (`recall: all`: R@k of the whole set), so both
+  ask the same question of the kind; `outcomes_frame` builds the table from ranked lists;
 - `summary`: one line saying what it is (`cube init`, the params reference).
 
 The package's kinds register themselves at the end of their modules (`cube.systems.builtin`,
@@ -36,7 +43,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -53,8 +60,8 @@ from cube.config.system_kinds import (
     register_params,
     registered_kinds,
 )
-from cube.systems.base import System
-from cube.systems.retrieved import RetrievedLists
+from cube.systems.base import System, rank_of
+from cube.systems.retrieved import Retrieved, RetrievedLists, ranked_lists
 
 EXCERPT = 200  # characters of a reply shown by a probe
 
@@ -166,6 +173,38 @@ def probe_by_answer(
 
 
 Builder = Callable[[Any, Params, Path | None], System]
+FreeOutcomes = Callable[[Any, Params, pd.DataFrame, pd.DataFrame], pd.DataFrame | None]
+
+
+def outcomes_frame(
+    questions: pd.DataFrame,
+    corpus: pd.DataFrame,
+    replies: Sequence[Retrieved | None],
+    top_n: int | None,
+) -> pd.DataFrame:
+    """A `free_outcomes` table (`question_id, doc_id, retrieved_doc_ids, rank, retrieval_ok`)
+    from each question's retrieval (`Retrieved` ids or passages, in rank order; None: unknown):
+    the lists turned into ranked doc ids as a run turns a reply's
+    (`cube.systems.retrieved.ranked_lists`: passages mapped, cut at `top_n`), the gold
+    document's rank in each (0: missed), `retrieval_ok` False where the retrieval is unknown. The
+    lists ride along in `attrs["retrieved"]`, so `cube.systems.known_outcomes` checks them as a
+    run checks its answers (too many unmapped: R@k not measured, every row unknown)."""
+    lists = ranked_lists(list(replies), corpus, top_n)
+    golds = questions["doc_id"].astype(str).tolist()
+    known = [r is not None for r in replies]
+    df = pd.DataFrame(
+        {
+            "question_id": questions["question_id"].tolist(),
+            "doc_id": golds,
+            "retrieved_doc_ids": lists.lists,
+            "rank": [
+                rank_of(g, d) if k else 0 for g, d, k in zip(golds, lists.lists, known, strict=True)
+            ],
+            "retrieval_ok": known,
+        }
+    ).astype({"rank": "int64", "retrieval_ok": bool})
+    df.attrs["retrieved"] = lists
+    return df
 
 
 @dataclass(frozen=True)
@@ -181,6 +220,7 @@ class SystemKind:
     probe: Callable[[Any, Params, pd.DataFrame, pd.DataFrame], SystemProbe] | None = None
     answerer_writes_rag: bool = False
     sources: Callable[[Any], list[str]] | None = None
+    free_outcomes: FreeOutcomes | None = None
 
     def source_files(self, entry: Any) -> list[str]:
         """The files of the code an entry of this kind runs, for stage 02's fingerprint (editing
@@ -233,9 +273,11 @@ def system_kind(
     check: Callable[[Any, Path], list[str]] | None = None,
     probe: Callable[..., SystemProbe] | None = probe_by_answer,
     sources: Callable[[Any], list[str]] | None = None,
+    free_outcomes: FreeOutcomes | None = None,
 ) -> Callable[[Builder], Builder]:
     """Register the decorated builder as the kind its params model names (`kind: Literal[...]`);
-    a user kind is probed by asking it one question unless `probe` says otherwise."""
+    a user kind is probed by asking it one question unless `probe` says otherwise, and its
+    retrieval is taken to come with its answer unless it gives `free_outcomes`."""
 
     def wrap(build: Builder) -> Builder:
         name = kind_tag(params)
@@ -243,7 +285,15 @@ def system_kind(
             raise TypeError(f"{params.__name__}: a kind's params model needs `kind: Literal[...]`")
         register(
             SystemKind(
-                name, params, build, summary, plan=plan, check=check, probe=probe, sources=sources
+                name,
+                params,
+                build,
+                summary,
+                plan=plan,
+                check=check,
+                probe=probe,
+                sources=sources,
+                free_outcomes=free_outcomes,
             )
         )
         return build

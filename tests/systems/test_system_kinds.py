@@ -59,16 +59,28 @@ class Response:
         return self.response
 
 
-class Engine:
+ASKED = []  # the questions the engine was asked (its retriever alone is not asking)
+
+
+class Retriever:
     def __init__(self, docs):
         self.docs = docs
 
-    def query(self, text):
+    def retrieve(self, text):
         if "FAIL" in text:
             raise RuntimeError("the index is down")
         ranked = sorted(self.docs, key=lambda d: (d["name"] not in text, d["doc_id"]))[:3]
-        nodes = [NodeWithScore(Node(d["text"], {"doc_id": d["doc_id"]}), 1.0) for d in ranked]
-        return Response(ranked[0]["text"][:80], nodes)
+        return [NodeWithScore(Node(d["text"], {"doc_id": d["doc_id"]}), 1.0) for d in ranked]
+
+
+class Engine:
+    def __init__(self, docs):
+        self.retriever = Retriever(docs)
+
+    def query(self, text):
+        ASKED.append(text)
+        nodes = self.retriever.retrieve(text)
+        return Response(nodes[0].node.text[:80], nodes)
 
 
 def query_engine():
@@ -102,7 +114,7 @@ def kind_folder(tmp_path, monkeypatch):
         sys.modules.pop(name, None)
 
 
-def _params_file(tmp_path, monkeypatch, engine: str = "fake_engine:query_engine"):
+def _params_file(tmp_path, monkeypatch, engine: str = "fake_engine:query_engine", **entry: object):
     from cube.config.params import parse_params
     from cube.kb.corpus import build_corpus
 
@@ -112,7 +124,9 @@ def _params_file(tmp_path, monkeypatch, engine: str = "fake_engine:query_engine"
         "corpus": {"n_items": 12, "seed": 1},
         "questions": {"limit": 6},
         "system_kinds": ["llamaindex_kind"],
-        "systems": [{"kind": "llamaindex", "name": "my-index", "engine": engine, "top_n": 3}],
+        "systems": [
+            {"kind": "llamaindex", "name": "my-index", "engine": engine, "top_n": 3, **entry}
+        ],
         "answerer": {"provider": "offline", "model": "extractive"},
         "judges": JUDGES,
         "analysis": {"bootstrap": 0},
@@ -184,6 +198,50 @@ def test_a_failed_ask_is_that_questions_failure_and_a_rerun_asks_nothing(
     again = make_system(params.systems[0], params, cache)
     again.answer(questions, corpus, progress=False)
     assert again.caller.calls == 1  # the failure is asked again, the answer is read back
+
+
+def test_a_kind_that_registers_free_outcomes_is_read_by_plan_and_driver(
+    kind_folder, tmp_path, monkeypatch
+):
+    """The page's `free_outcomes` (`local_retrieval: true`): `known_outcomes` gives each question's
+    rank from the retriever alone (the engine asked nothing), a failed retrieval unknown; the
+    sequential driver's free hits are the answers' own (the unknown question left out), and `cube
+    plan` counts the bound sets from it instead of its upper bound. Off: neither reads it."""
+    from cube.kb.corpus import build_corpus
+    from cube.run.plan import build_plan
+    from cube.run.sequential_design import free_hits
+    from cube.systems import known_outcomes, make_system
+
+    params = load_params(_params_file(tmp_path, monkeypatch, local_retrieval=True))
+    corpus = build_corpus(params)
+    names, ids = corpus["item_name"].astype(str).tolist(), corpus["doc_id"].astype(str).tolist()
+    questions = pd.DataFrame(
+        {
+            "question_id": ["Q1", "Q2", "Q3"],
+            "doc_id": [ids[0], ids[1], max(ids)],
+            "question": [f"{names[0]}需要哪些材料？", "FAIL please", "什么都不提"],
+        }
+    )
+    engine = sys.modules.get("fake_engine") or __import__("fake_engine")
+    engine.ASKED.clear()
+    (entry,) = params.systems
+    outcomes = known_outcomes(entry, params, corpus, questions)
+    assert outcomes["rank"].tolist() == [1, 0, 0]
+    assert outcomes["retrieval_ok"].tolist() == [True, False, True]
+    hits = free_hits(params, corpus, questions, None)
+    assert hits == {"my-index": {"Q1": True, "Q3": False}}
+    assert engine.ASKED == []  # neither asked the engine a question
+    answers = make_system(entry, params, None).answer(questions, corpus, progress=False)
+    known = answers[answers["retrieval_ok"]]
+    assert hits["my-index"] == dict(zip(known["question_id"], known["rank"] > 0, strict=True))
+
+    upper = "bound sets: an upper bound"
+    notes = " ".join(build_plan(params, base_dir=tmp_path)["note"].astype(str))
+    assert upper not in notes
+    off = load_params(_params_file(tmp_path, monkeypatch))
+    assert known_outcomes(off.systems[0], off, corpus, questions) is None
+    assert free_hits(off, corpus, questions, None) == {}
+    assert upper in " ".join(build_plan(off, base_dir=tmp_path)["note"].astype(str))
 
 
 def test_an_installed_packages_entry_point_brings_its_kind(kind_folder, tmp_path, monkeypatch):
