@@ -175,8 +175,9 @@ def made_items(grid: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
     """The items of the score grid whose answer was made: a (set, question) without an answer row
     is no item to judge, so neither a failure nor a test's datum. Under `analysis.bounds_of_missed:
     sample` (`cube.systems.bounds`) the zero and full answers of a missed question outside the
-    gate's seeded sample (the floor `analysis.gate_bounds_questions`) are not made; without this they would count as absent rows, i.e.
-    judge failures (rule e). An answer whose call failed has its row (its items stay: `skipped`)."""
+    gate's seeded sample (the floor `analysis.gate_bounds_questions`) are not made; without this
+    they would count as absent rows, i.e. judge failures (rule e). An answer whose call failed
+    has its row (its items stay: `skipped`)."""
     if not len(answers) or "set" not in answers:
         return grid
     made = pd.MultiIndex.from_frame(answers[["set", "question_id"]].drop_duplicates())

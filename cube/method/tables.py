@@ -7,13 +7,13 @@ Numbers stay numbers (CSV-friendly); the notebooks display these frames as they 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from cube.method.analysis import retrieval_outcomes
 from cube.method.evaluation import CubeResult
-from cube.systems.bounds import not_made_reason
 
 NOT_MADE = (
     "(not made: the system missed the gold document and no estimator reads a missed question's "
@@ -234,8 +234,7 @@ def qa_example(
     rows = a[a["question_id"] == question_id].set_index("set")
     q = questions.set_index("question_id").loc[question_id]
     sets = ("zero", "rag", "full")
-    ok = "rag" not in rows.index or bool(rows.loc["rag"].get("retrieval_ok", True))
-    not_made = NOT_MADE if not_made_reason(ok) == "missed" else NOT_MADE_UNKNOWN
+    not_made = _not_made_text(rows)
     out = pd.DataFrame(
         {
             "set": [SET_LABELS[s] for s in sets],
@@ -373,6 +372,20 @@ def retrieval_by_style(
                 }
             )
     return pd.DataFrame(rows)
+
+
+def not_made_reason(retrieval_ok: Any) -> str:
+    """Why a question's bounds were not made, from its rag row's `retrieval_ok`
+    (`cube.systems.bounds.bound_questions`): `missed` (the system retrieved, but not the gold
+    document: no estimator reads them outside the gate's sample) or `retrieval unknown` (its call
+    failed or its rank is undetermined: the question is left out of every estimator)."""
+    return "missed" if not pd.isna(retrieval_ok) and bool(retrieval_ok) else "retrieval unknown"
+
+
+def _not_made_text(rows: pd.DataFrame) -> str:
+    """`NOT_MADE` or `NOT_MADE_UNKNOWN` for a question's answers indexed by set."""
+    ok = rows.loc["rag"].get("retrieval_ok", True) if "rag" in rows.index else True
+    return NOT_MADE if not_made_reason(ok) == "missed" else NOT_MADE_UNKNOWN
 
 
 def answers_per_set(answers: pd.DataFrame) -> pd.DataFrame:

@@ -35,7 +35,7 @@ from typing import Any, Literal, NotRequired, TypedDict
 import pandas as pd
 
 from cube.config.schema import parse_doc_list
-from cube.systems.bounds import not_made_reason
+from cube.method.tables import not_made_reason
 
 SETS = ("zero", "rag", "full")
 
@@ -247,13 +247,18 @@ def _records(
         if key not in recs:
             recs[key] = _new_record(row, key, systems, judgments, facts)
         _add_answer(recs[key], row)
+    _mark_not_made(recs, answers)
+    return recs
+
+
+def _mark_not_made(recs: dict[tuple[str, str], BrowserRecord], answers: pd.DataFrame) -> None:
+    """`nm` and `nr` of the records with a bound not made: a missed question's outside the gate's
+    sample, or one of unknown retrieval (`not_made_reason` of its rag row)."""
     rag = answers[answers["set"] == "rag"]
     ok = dict(
         zip(
             zip(rag["question_id"].astype(str), rag["system"].astype(str), strict=True),
-            rag["retrieval_ok"].fillna(False).astype(bool)
-            if "retrieval_ok" in rag
-            else [True] * len(rag),
+            rag["retrieval_ok"] if "retrieval_ok" in rag else [True] * len(rag),
             strict=True,
         )
     )
@@ -267,10 +272,9 @@ def _records(
     )
     for key, rec in recs.items():
         missing = [i for i, s in enumerate(SETS) if s != "rag" and (*key, s) not in made]
-        if missing:  # a bound not made (a missed question's, or one of unknown retrieval)
+        if missing:
             rec["nm"] = missing
             rec["nr"] = not_made_reason(ok.get(key, False))
-    return recs
 
 
 def _mark(

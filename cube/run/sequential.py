@@ -13,10 +13,11 @@ stages after it are the ordinary notebooks on the questions it reached:
    exactly `batch` questions; `order: families` takes whole families per batch (the order before
    issue 40). The sequence's independent unit stays the family, as in the jackknife that gives its
    spread (why partial families keep it valid: `cube.run.sequential_design`).
-2. **Per batch.** Only that batch's questions are answered by every system (rag, and the bound sets of
-   its retrieved questions, `cube.systems.build_answers`) and judged by every judge (`cube.judges.score_answers`): the
-   stage functions of notebooks 02 and 03, their calls cached in the run's call cache. A failed
-   answer or judgment stays failed (its row and reason as in stage 02/03); it is not a score.
+2. **Per batch.** Only that batch's questions are answered by every system (rag, and the bound
+   sets of its retrieved questions, `cube.systems.build_answers`) and judged by every judge
+   (`cube.judges.score_answers`): the stage functions of notebooks 02 and 03, their calls cached
+   in the run's call cache. A failed answer or judgment stays failed (its row and reason as in
+   stage 02/03); it is not a score.
 3. **Look.** For every system, the jury CuBE (the mean of every judge's CuBE, each from
    `cube.method.bootstrap.cube_from_counts`, the point computation of notebooks 04-06 that
    reproduces `evaluate` exactly) on the questions judged so far, and the same with each

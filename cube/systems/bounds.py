@@ -174,19 +174,11 @@ def bound_questions(rag: pd.DataFrame, analysis: Any, *, missed: bool = True) ->
     `missed=False` the retrieved ones alone (the sequential driver's batches, whose sample is drawn
     once on the questions reached). A question of unknown retrieval (a failed system call, an
     undetermined rank) is left out of every estimator and the gate: it gets none."""
-    ids = rag["question_id"].tolist()
     if getattr(analysis, "bounds_of_missed", "all") == "all":
-        return ids
-    known = rag["retrieval_ok"].astype(bool).to_numpy()
-    hit = rag["rank"].fillna(0).astype(int).to_numpy() > 0
-    missed_ids = [q for q, k, h in zip(ids, known, hit, strict=True) if k and not h]
-    short = gate_floor(analysis) - int((known & hit).sum()) if missed else 0
-    sample = set(missed_sample(missed_ids, short, analysis.seed))
-    return [q for q, k, h in zip(ids, known, hit, strict=True) if (k and h) or q in sample]
-
-
-def not_made_reason(retrieval_ok: Any) -> str:
-    """Why a question's bounds were not made, from its rag row's `retrieval_ok`: `missed` (the
-    system retrieved, but not the gold document: no estimator reads them) or `retrieval unknown`
-    (its call failed or its rank is undetermined: it is left out of every estimator)."""
-    return "missed" if bool(retrieval_ok) else "retrieval unknown"
+        return rag["question_id"].tolist()
+    known = rag["retrieval_ok"].astype(bool)
+    hit = known & (rag["rank"].fillna(0).astype(int) > 0)
+    short = (gate_floor(analysis) - int(hit.sum())) * int(missed)
+    chosen = set(rag.loc[hit, "question_id"])
+    chosen |= set(missed_sample(rag.loc[known & ~hit, "question_id"], short, analysis.seed))
+    return [q for q in rag["question_id"] if q in chosen]
