@@ -479,10 +479,12 @@ class AnalysisParams(StrictModel):
     bounds_of_missed: Literal["sample", "all"] = Field(
         "sample",
         description="Zero and full answers (and their judgments) of questions whose gold document "
-        "the system missed: sample makes none, except a seeded sample when fewer questions were "
-        "retrieved than the judge gate's bounds test needs (5 at gate_alpha 0.05), as no estimator "
-        "reads them (W, CuBE and their intervals are identical; a missed question costs a third of "
-        "its calls); all makes every one.",
+        "the system missed: sample makes them only for a seeded sample of missed ones when fewer "
+        "questions were retrieved than analysis.gate_bounds_questions (no estimator reads them: "
+        "given the same jury W, CuBE and their intervals are identical; the judge gate's bounds "
+        "test, failure rates and the audit's sample read fewer items and may decide differently "
+        "when few were retrieved; a missed question costs a third of its calls); all makes every "
+        "one.",
     )
     paired: bool = Field(
         True, description="Per judge and dimension, use only questions scored in all three sets."
@@ -548,6 +550,14 @@ class AnalysisParams(StrictModel):
         le=1,
         description="Judge gate: largest share of unscored items (call, parse, blank or absent) "
         "among judged ones.",
+    )
+    gate_bounds_questions: int = Field(
+        30,
+        ge=1,
+        description="Judge gate: fewest questions its bounds test reads under "
+        "bounds_of_missed: sample (every retrieved question, and a seeded sample of missed ones "
+        "making up this floor when fewer were retrieved; all when the set is smaller; never below "
+        "what the test needs to decide at gate_alpha).",
     )
     gate_band_tolerance: float = Field(
         25.0, ge=0, description="Judge gate: W must lie within [-tol, 100 + tol]."

@@ -76,7 +76,10 @@ def response_accounting(resp: Response, role: str) -> Accounting:
         "role": role,
         "input_tokens": int(resp.input_tokens),
         "output_tokens": int(resp.output_tokens),
-        "cached_input_tokens": int(resp.cached_input_tokens),
+        # at most the call's input tokens: a llama-server build whose `prompt_tokens` counts the
+        # processed tokens alone reports its `timings.cache_n` beside them, not among them (the
+        # price is clipped likewise, `cube.llm.endpoints.call_cost`); the share stays <= 100 %
+        "cached_input_tokens": min(int(resp.cached_input_tokens), int(resp.input_tokens)),
         "cost": float("nan") if resp.cost is None else float(resp.cost),
         "latency_s": float(resp.latency_s),
         "queue_s": float(resp.queue_s),

@@ -236,10 +236,17 @@ def _jury_vectors(
     }
 
 
+# Settings of the judge gate's sample of missed questions' bounds (`cube.systems.bounds`): not
+# part of CuBE's definition (given the same jury, W and CuBE are identical either way), but the gate
+# reads other items on each side, so a difference is said on the page (`_gate_sample_flag`).
+_GATE_SAMPLE = ("bounds_of_missed", "gate_bounds_questions")
+
 # Analysis settings that do not enter the numbers being compared: resampling settings of the
-# comparison itself (taken from side A) and presentation thresholds; `top_n` is per side.
+# comparison itself (taken from side A), presentation thresholds and the gate's sample; `top_n` is
+# per side.
 _NOT_DEFINITION = frozenset(
     {
+        *_GATE_SAMPLE,
         "top_n",
         "bootstrap",
         "cluster",
@@ -263,6 +270,22 @@ def definition_differences(ap_a: Any, ap_b: Any) -> list[str]:
         f"{k}: A={da[k]!r} B={db.get(k)!r}"
         for k in da
         if k not in _NOT_DEFINITION and da[k] != db.get(k)
+    ]
+
+
+def _gate_sample_flag(ap_a: Any, ap_b: Any) -> list[str]:
+    """The page's sentence when the two sides' judge gates read different samples of missed
+    questions' bounds (empty when their settings agree)."""
+    da, db = ap_a.model_dump(), ap_b.model_dump()
+    diff = [f"{k}: A={da.get(k)!r} B={db.get(k)!r}" for k in _GATE_SAMPLE if da.get(k) != db.get(k)]
+    if not diff:
+        return []
+    return [
+        "the two runs' judge gates read different samples of missed questions' bounds ("
+        + "; ".join(diff)
+        + "): W and CuBE are one definition, but each side's bounds test, failure rates and audit "
+        "read other items and may have excluded other judges (the jury compared is the judges "
+        "both gates kept)"
     ]
 
 
@@ -626,6 +649,7 @@ def compare_pair(
     )
     _withhold_jury(cmp, ra, rb, boot_d, perm_d)
     _flag_valid_share(cmp, boot_d, perm_d)
+    cmp.flags += _gate_sample_flag(ap, ap_b)
     cmp.power = _power_figures(cmp, n, alpha, power, cmp.settings["n_units"])
     return cmp
 

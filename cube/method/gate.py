@@ -56,11 +56,17 @@ content. A test without the data to decide is reported, never a cause of exclusi
 
 **The bounds of missed questions** (`analysis.bounds_of_missed: sample`, the default,
 `cube.systems.bounds`): no estimator reads the zero and full answers of a question whose gold
-document the system missed, so they are made only when fewer than `min_questions(gate_alpha)`
-questions were retrieved, for a seeded sample of missed ones that makes up that number. Test (a)
-runs on the questions with both answers (it can decide even when nothing was retrieved), so its
-p-value and `gate_questions` are of those, not of every question; its decision, the jury and every
-figure of the run are the same (tests/run/test_unread_bounds.py).
+document the system missed, so they are made for every retrieved question and, when those are
+fewer than the floor `analysis.gate_bounds_questions` (default 30, never below
+`min_questions(gate_alpha)`), for a seeded sample of missed ones making up the floor (every one when
+the set is smaller). Test (a) runs on the questions with both answers, rule (e)'s failure rate on
+the items made, and the audit draws among the full answers made: all three read fewer items than
+under `bounds_of_missed: all` and can decide differently, and an exclusion changes the jury (so
+the jury CuBE and the verdict). Given the same jury, W, CuBE and their intervals are identical.
+The floor keeps test (a)'s power where few questions were retrieved: with 6 retrieved of 320 and
+one contrary difference among them, test (a) on the 6 alone gives p 0.22 (the judge excluded),
+on the floor's 30 and on all 320 it passes (tests/run/test_unread_bounds.py). A judge near
+`gate_max_failure_rate`, or a sample of missed questions unlike the rest, can still differ.
 
 A test that cannot decide at this run's size never excludes: with n questions the one-sided
 Wilcoxon test cannot go below p = 2^-n, n the questions with a nonzero difference (the test drops
@@ -169,8 +175,9 @@ def made_items(grid: pd.DataFrame, answers: pd.DataFrame) -> pd.DataFrame:
     """The items of the score grid whose answer was made: a (set, question) without an answer row
     is no item to judge, so neither a failure nor a test's datum. Under `analysis.bounds_of_missed:
     sample` (`cube.systems.bounds`) the zero and full answers of a missed question outside the
-    bounds test's seeded sample are not made; without this they would count as absent rows, i.e.
-    judge failures (rule e). An answer whose call failed has its row (its items stay: `skipped`)."""
+    gate's seeded sample (the floor `analysis.gate_bounds_questions`) are not made; without this
+    they would count as absent rows, i.e. judge failures (rule e). An answer whose call failed
+    has its row (its items stay: `skipped`)."""
     if not len(answers) or "set" not in answers:
         return grid
     made = pd.MultiIndex.from_frame(answers[["set", "question_id"]].drop_duplicates())

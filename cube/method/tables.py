@@ -7,6 +7,7 @@ Numbers stay numbers (CSV-friendly); the notebooks display these frames as they 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -16,7 +17,11 @@ from cube.method.evaluation import CubeResult
 
 NOT_MADE = (
     "(not made: the system missed the gold document and no estimator reads a missed question's "
-    "bounds; analysis.bounds_of_missed: all makes them)"
+    "bounds outside the judge gate's sample; analysis.bounds_of_missed: all makes them)"
+)
+NOT_MADE_UNKNOWN = (
+    "(not made: the system's retrieval of this question is unknown, its call failed or its rank "
+    "is undetermined, so the question is left out of every estimator and the gate)"
 )
 SET_LABELS = {"zero": "zero (no documents)", "full": "full (gold document)", "rag": "rag (system)"}
 
@@ -219,7 +224,8 @@ def qa_example(
     """One question answered three ways (zero, rag, full), side by side; default: the first
     question whose gold document the system retrieved but not at rank 1, else the first with its
     three answers made, else the first. A bound not made (a missed question's,
-    `cube.systems.bounds`) reads `NOT_MADE` in place of its answer."""
+    `cube.systems.bounds`) reads `NOT_MADE` in place of its answer, one of a question of unknown
+    retrieval (`retrieval_ok` False on its rag row) `NOT_MADE_UNKNOWN`."""
     a = answers if system is None else answers[answers["system"] == system]
     system = system or str(a["system"].iloc[0])
     a = a[a["system"] == system]
@@ -228,10 +234,11 @@ def qa_example(
     rows = a[a["question_id"] == question_id].set_index("set")
     q = questions.set_index("question_id").loc[question_id]
     sets = ("zero", "rag", "full")
+    not_made = _not_made_text(rows)
     out = pd.DataFrame(
         {
             "set": [SET_LABELS[s] for s in sets],
-            "answer": [rows.at[s, "answer"] if s in rows.index else NOT_MADE for s in sets],
+            "answer": [rows.at[s, "answer"] if s in rows.index else not_made for s in sets],
             "documents seen": [
                 list(rows.at[s, "retrieved_doc_ids"]) if s in rows.index else [] for s in sets
             ],
@@ -367,11 +374,26 @@ def retrieval_by_style(
     return pd.DataFrame(rows)
 
 
+def not_made_reason(retrieval_ok: Any) -> str:
+    """Why a question's bounds were not made, from its rag row's `retrieval_ok`
+    (`cube.systems.bounds.bound_questions`): `missed` (the system retrieved, but not the gold
+    document: no estimator reads them outside the gate's sample) or `retrieval unknown` (its call
+    failed or its rank is undetermined: the question is left out of every estimator)."""
+    return "missed" if not pd.isna(retrieval_ok) and bool(retrieval_ok) else "retrieval unknown"
+
+
+def _not_made_text(rows: pd.DataFrame) -> str:
+    """`NOT_MADE` or `NOT_MADE_UNKNOWN` for a question's answers indexed by set."""
+    ok = rows.loc["rag"].get("retrieval_ok", True) if "rag" in rows.index else True
+    return NOT_MADE if not_made_reason(ok) == "missed" else NOT_MADE_UNKNOWN
+
+
 def answers_per_set(answers: pd.DataFrame) -> pd.DataFrame:
     """Answers and failed answering calls per system and set, and `not_made`: the system's
     questions (its rag answers) without an answer in this set, i.e. the zero and full answers of
-    missed questions, not made because no estimator reads them
-    (`analysis.bounds_of_missed: sample`, `cube.systems.bounds`): not failures."""
+    missed questions outside the judge gate's sample, not made because no estimator reads them
+    (`analysis.bounds_of_missed: sample`, `cube.systems.bounds`), and those of questions of unknown
+    retrieval (no bound is made for them): not failures."""
     failed = answers["error"].fillna("").astype(str).ne("")
     out = answers.assign(failed=failed).groupby(["system", "set"], sort=True)
     out = out.agg(answers=("question_id", "size"), failed=("failed", "sum")).reset_index()

@@ -15,9 +15,11 @@ is keyed by short names, as the page's script reads them (`templates/judgments.h
 - `c` the comparisons where it is a regression or improvement, `g` the screen's flags (only when
   it has some);
 - `nm` the sets (indexes into `SETS`) whose answer was not made, only when some was: the zero and
-  full answers of a question whose gold document the system missed (`analysis.bounds_of_missed:
-  sample`, `cube.systems.bounds`); `meta["not_made"]` says
-  why, and the page shows it in place of the answer (not a failure).
+  full answers of a question whose gold document the system missed outside the gate's sample
+  (`analysis.bounds_of_missed: sample`, `cube.systems.bounds`), or whose retrieval is unknown (a
+  failed system call: no bound is made for it); `nr` then names which (`missed` or `retrieval
+  unknown`, `cube.systems.bounds.not_made_reason`), `meta["not_made"]` says what each means, and
+  the page shows it in place of the answer (not a failure).
 
 `docs` holds per document id its item name and text. Everything is built from whole columns
 (`tolist`, `unique`), not element by element: at the paper's scale (6,111 questions x 3 sets x 4
@@ -33,6 +35,7 @@ from typing import Any, Literal, NotRequired, TypedDict
 import pandas as pd
 
 from cube.config.schema import parse_doc_list
+from cube.method.tables import not_made_reason
 
 SETS = ("zero", "rag", "full")
 
@@ -92,6 +95,7 @@ class BrowserRecord(TypedDict):
     c: NotRequired[Marks]
     g: NotRequired[Marks]
     nm: NotRequired[list[int]]
+    nr: NotRequired[str]
 
 
 class BrowserMeta(TypedDict):
@@ -106,16 +110,20 @@ class BrowserMeta(TypedDict):
     departments: list[str]
     n_records: int
     n_judgments: int
-    not_made: str
+    not_made: dict[str, str]
 
 
 _Facts = tuple[dict[Any, Any], dict[Any, Any], dict[Any, Any]]  # text, style, department
 _SET_INDEX = {v: i for i, v in enumerate(SETS)}
-NOT_MADE = (
-    "not made: the system missed the gold document, and no estimator reads a missed question's "
-    "zero and full answers (W, CuBE and the judge gate's bounds test use the retrieved questions); "
-    "analysis.bounds_of_missed: all makes them"
-)
+NOT_MADE = {
+    "missed": "not made: the system missed the gold document, and no estimator reads a missed "
+    "question's zero and full answers (W and CuBE use the retrieved questions; the judge gate a "
+    "seeded sample up to analysis.gate_bounds_questions); analysis.bounds_of_missed: all makes "
+    "them",
+    "retrieval unknown": "not made: the system's retrieval of this question is unknown (its call "
+    "failed or its rank is undetermined), so the question is left out of every estimator and the "
+    "gate",
+}
 
 
 def _names(column: pd.Series) -> list[str]:
@@ -239,6 +247,21 @@ def _records(
         if key not in recs:
             recs[key] = _new_record(row, key, systems, judgments, facts)
         _add_answer(recs[key], row)
+    _mark_not_made(recs, answers)
+    return recs
+
+
+def _mark_not_made(recs: dict[tuple[str, str], BrowserRecord], answers: pd.DataFrame) -> None:
+    """`nm` and `nr` of the records with a bound not made: a missed question's outside the gate's
+    sample, or one of unknown retrieval (`not_made_reason` of its rag row)."""
+    rag = answers[answers["set"] == "rag"]
+    ok = dict(
+        zip(
+            zip(rag["question_id"].astype(str), rag["system"].astype(str), strict=True),
+            rag["retrieval_ok"] if "retrieval_ok" in rag else [True] * len(rag),
+            strict=True,
+        )
+    )
     made = set(
         zip(
             answers["question_id"].astype(str),
@@ -249,9 +272,9 @@ def _records(
     )
     for key, rec in recs.items():
         missing = [i for i, s in enumerate(SETS) if s != "rag" and (*key, s) not in made]
-        if missing:  # a bound not made (a missed question's)
+        if missing:
             rec["nm"] = missing
-    return recs
+            rec["nr"] = not_made_reason(ok.get(key, False))
 
 
 def _mark(

@@ -51,8 +51,10 @@ def audit_probes(
     `audit.questions` of them, fewer when their calls would exceed `audit.max_share` of the run's
     `judge_calls` (`audit_sample`). Judged by stage 03, exported with its calls by `cube batch`.
     Under `analysis.bounds_of_missed: sample` the full answers are those made (the retrieved
-    questions', `cube.systems.bounds`): the audit draws among them, and its cap follows the judge
-    calls made, so its sample is another seeded one than with `all` (W and CuBE do not read it)."""
+    questions', and the gate's sample of missed ones up to `analysis.gate_bounds_questions`,
+    `cube.systems.bounds`): the audit draws among them, and its cap follows the judge calls made,
+    so its sample is another seeded one than with `all`. W and CuBE do not read it, but its
+    verdicts feed the judge gate: with few retrieved questions it may decide differently."""
     from cube.systems.probes import build_probes
 
     full = answers[(answers["system"] == params.systems[0].name) & (answers["set"] == "full")]

@@ -217,8 +217,10 @@ class SequentialRecord(BaseModel):
     design: JsonObject | None = Field(
         None,
         description="The design (`cube.run.sequential_design`): `order`, `boundary`, "
-        "`require_band`, `recall` (per system: `all`, every question's retrieval, or `judged`) "
-        "and `critical` (the boundary's value at each look that could stop the run).",
+        "`require_band`, `recall` (per system: `all`, every question's retrieval, or `judged`), "
+        "`critical` (the boundary's value at each look that could stop the run) and "
+        "`gate_sample` (per system, the missed questions whose bounds the judge gate's floor "
+        "made on the questions reached, `analysis.gate_bounds_questions`).",
     )
 
     @field_validator("*", mode="before")

@@ -13,10 +13,11 @@ stages after it are the ordinary notebooks on the questions it reached:
    exactly `batch` questions; `order: families` takes whole families per batch (the order before
    issue 40). The sequence's independent unit stays the family, as in the jackknife that gives its
    spread (why partial families keep it valid: `cube.run.sequential_design`).
-2. **Per batch.** Only that batch's questions are answered by every system (rag and the bound sets,
-   `cube.systems.build_answers`) and judged by every judge (`cube.judges.score_answers`): the
-   stage functions of notebooks 02 and 03, their calls cached in the run's call cache. A failed
-   answer or judgment stays failed (its row and reason as in stage 02/03); it is not a score.
+2. **Per batch.** Only that batch's questions are answered by every system (rag, and the bound
+   sets of its retrieved questions, `cube.systems.build_answers`) and judged by every judge
+   (`cube.judges.score_answers`): the stage functions of notebooks 02 and 03, their calls cached
+   in the run's call cache. A failed answer or judgment stays failed (its row and reason as in
+   stage 02/03); it is not a score.
 3. **Look.** For every system, the jury CuBE (the mean of every judge's CuBE, each from
    `cube.method.bootstrap.cube_from_counts`, the point computation of notebooks 04-06 that
    reproduces `evaluate` exactly) on the questions judged so far, and the same with each
@@ -38,7 +39,10 @@ stages after it are the ordinary notebooks on the questions it reached:
    before `min_questions`, raised to what the judge gate and the audit need to decide
    (`effective_minimum`, said in the record), and never on fewer than 20 families or 10 retrieved
    questions (`cube.method.sequential.not_yet`). An undefined interval never stops a run.
-5. **After.** The audit's calls for the questions reached are made (LLM judges: the probes and the
+5. **After.** On the questions reached, the judge gate's sample of missed questions' bounds is
+   made and judged (`_gate_sample`: a batch makes the bounds of its retrieved questions only, as
+   each batch would otherwise draw its own floor, `cube.systems.bounds`; counted per system in
+   `design.gate_sample`), then the audit's calls (LLM judges: the probes and the
    screen's ablation twins, `cube.run.ablation.driver_twins`), the record
    `sequential` goes to results.json, and stage 02 keeps only the questions reached: notebooks
    02-12 then read their answers and judgments from the cache, so no call is sent after the driver,
@@ -218,6 +222,7 @@ class _State:
     calls: CallLog = field(default_factory=CallLog)  # every failed LLM call: cache key -> reason
     pilots: dict[str, dict[str, Any]] = field(default_factory=dict)  # judge -> its pilot's outcome
     hits: dict[str, dict[str, bool]] = field(default_factory=dict)  # recall: all (free_hits)
+    gate_sample: dict[str, int] = field(default_factory=dict)  # system -> missed questions bounded
     order: list[list[str]] = field(default_factory=list)  # the batches (`batches`)
     critical: list[dict[str, Any]] = field(default_factory=list)  # boundary per look that may stop
 
@@ -234,7 +239,13 @@ def _judge_batch(run: Run, judges, dims, corpus, questions: pd.DataFrame, state:
     from cube.systems import build_answers
 
     answers = build_answers(
-        run.params, corpus, questions, run.paths.cache, progress=False, calls=state.calls
+        run.params,
+        corpus,
+        questions,
+        run.paths.cache,
+        progress=False,
+        calls=state.calls,
+        missed_bounds=False,  # the gate's sample of missed ones: once, on the reached set
     )
     scores = score_answers(answers, judges, dims, corpus, questions=questions, progress=False)
     _note_pilots(judges, scores, state)
@@ -371,6 +382,7 @@ def drive(run: Run, corpus: pd.DataFrame, questions: pd.DataFrame) -> Sequential
             stopped = len(state.ids) < len(questions)
             break
     used = by_id.loc[state.ids]
+    _gate_sample(run, active, dims, corpus, used, state)
     _audit_calls(run, judges, dims, corpus, used, state)
     record = _record(run, rule, why, questions, used, state, stopped)
     run.write_record(DriverRecord(sequential=record))
@@ -400,6 +412,42 @@ def raised_rule(params: Params, per_question: float, available: int) -> tuple[St
     if minimum > available:
         why = f"{why}; the set has {available} questions: the run goes to the end"
     return stop_rule(params, min(minimum, available)), why
+
+
+def _gate_sample(run: Run, judges, dims, corpus, used: pd.DataFrame, state: _State) -> None:
+    """The judge gate's sample of missed questions' bounds (`cube.systems.bounds`: every retrieved
+    question and, when those are fewer than `analysis.gate_bounds_questions`, a seeded sample of
+    missed ones making up that floor), drawn ONCE on the questions reached, as stage 02 draws it
+    after the driver (the batches made none: each would draw up to the floor), and judged with the
+    batches' scoring call by the judges still asked, so stages 02-03 find every call in the cache.
+    Counted per system in the record (`design.gate_sample`)."""
+    from cube.judges import score_answers
+    from cube.run.evaluate import ANALYSIS_SCORE_COLUMNS
+    from cube.systems import build_answers
+    from cube.systems.bounds import bound_questions
+
+    made = pd.concat(state.answers)
+    keys = ["system", "set", "question_id"]
+    have = made[made["set"] == "zero"].groupby("system")["question_id"].agg(set)
+    rag = made[made["set"] == "rag"]
+    if all(
+        set(bound_questions(g, run.params.analysis)) <= have.get(name, set())
+        for name, g in rag.groupby("system", sort=False)
+    ):
+        return
+    answers = build_answers(
+        run.params, corpus, used, run.paths.cache, progress=False, calls=state.calls
+    )
+    old = pd.MultiIndex.from_frame(made[keys].astype(str))
+    new = answers[~pd.MultiIndex.from_frame(answers[keys].astype(str)).isin(old)]
+    if not len(new):
+        return
+    state.gate_sample = {
+        str(k): int(v) for k, v in new[new["set"] == "zero"].groupby("system").size().items()
+    }
+    scores = score_answers(new, judges, dims, corpus, questions=used, progress=False)
+    state.answers.append(new)
+    state.scores.append(scores[[c for c in ANALYSIS_SCORE_COLUMNS if c in scores]])
 
 
 def _audit_calls(run: Run, judges, dims, corpus, used: pd.DataFrame, state: _State) -> None:
@@ -635,6 +683,7 @@ def _record(
                 s.name: "all" if s.name in state.hits else "judged" for s in run.params.systems
             },
             "critical": state.critical,
+            "gate_sample": dict(state.gate_sample),
         },
     }
     return SequentialRecord(**fields)

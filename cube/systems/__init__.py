@@ -32,8 +32,8 @@ of a question agree on the system's retrieval outcome (the analysis groups by it
 
 Bounds not made: under `analysis.bounds_of_missed: sample` (the default) a question whose gold
 document the system missed has no `zero` and `full` rows (`cube.systems.bounds.bound_questions`:
-no estimator reads them; a seeded few are made when fewer questions were retrieved than the judge
-gate's bounds test needs); readers treat a question
+no estimator reads them; a seeded sample is made when fewer were retrieved than the judge gate's
+floor, `analysis.gate_bounds_questions`); readers treat a question
 without them as not made, never as a failed call.
 """
 
@@ -148,9 +148,12 @@ def build_answers(
     *,
     progress: bool = True,
     calls: CallLog | None = None,
+    missed_bounds: bool = True,
 ) -> pd.DataFrame:
     """All three QA sets for every system of `params.systems` (`calls`: the failed LLM calls to
-    record and to replay, `cube.llm.CallLog`: the sequential driver's, `cube.run.sequential`).
+    record and to replay, `cube.llm.CallLog`: the sequential driver's, `cube.run.sequential`;
+    `missed_bounds=False`: no missed question's bounds, not even the gate's sample, which the
+    driver draws once on the questions it reached rather than per batch).
 
     Runs each system (`rag`), then the bounds ONCE per distinct answering model
     (`params.system_answerer(s)`, compared by its full spec; a python system's `bounds` function
@@ -160,9 +163,9 @@ def build_answers(
     paired. `zero`/`full` rows take the `rag` row's `rank`, `n_retrieved` and `retrieval_ok`
     (module docstring). The bounds are made after every rag answer, and only for the questions
     an estimator or the gate reads (`cube.systems.bounds.bound_questions`: under
-    `analysis.bounds_of_missed: sample`, the retrieved ones, and a seeded few missed ones when too
-    few were retrieved for the judge gate's bounds test); the others have no `zero`/`full` row (not
-    made, not a failure).
+    `analysis.bounds_of_missed: sample`, the retrieved ones, and a seeded sample of missed ones
+    when fewer were retrieved than the judge gate's floor, `analysis.gate_bounds_questions`); the
+    others have no `zero`/`full` row (not made, not a failure).
 
     Returns:
         The answers table; `attrs['dropped']` maps system name -> questions dropped, and
@@ -174,7 +177,8 @@ def build_answers(
         system (`failure_reasons`), and
         `attrs['region_filter']` system name -> {filtered, unfiltered} question counts of the
         builtin systems with `region_filter: question`, `attrs['bounds_not_made']` system name ->
-        questions whose bounds were not made (missed ones: no estimator reads them).
+        questions whose bounds were not made (missed ones: no estimator reads them; those of
+        unknown retrieval).
     """
     require_columns(questions, QUESTION_COLUMNS[:3], "questions")
     rag_parts: dict[str, pd.DataFrame] = {}
@@ -206,7 +210,8 @@ def build_answers(
         rag_parts[sp.name] = df
 
     needed = {
-        sp.name: bound_questions(rag_parts[sp.name], params.analysis) for sp in params.systems
+        sp.name: bound_questions(rag_parts[sp.name], params.analysis, missed=missed_bounds)
+        for sp in params.systems
     }
     bounds_by_model = _bounds_by_model(params, corpus, questions, cache_path, systems, needed, **kw)
     parts: list[pd.DataFrame] = []

@@ -11,25 +11,34 @@ so `build_answers` computes them once per distinct answering model and shares th
 **Only the bounds an estimator reads** (issue 40, `bound_questions`): CuBE's trimmed means, W,
 the bootstrap and the per-category tables read the `zero` and `full` answers of the questions
 whose gold document the system retrieved (`analysis.subset: retrieved`); those of a missed
-question are read by one test alone, the judge gate's bounds test (full > zero, on every question
-with both answers: `cube.method.gate.bounds_test`), which needs `bounds_sample_size` questions
-(5 at `gate_alpha` 0.05) to be able to decide at all. So with `analysis.bounds_of_missed: sample`
-(the default) the bounds are made for the retrieved questions and, when fewer than that were
-retrieved, for a seeded sample of missed ones that makes up the number (the test can then decide
-even when nothing was retrieved); the other missed questions get no `zero`/`full` row, are not
-judged, and are no failure (they were not asked). Blanking those answers changed W, CuBE and every
-bootstrap resample by exactly 0.0 (the issue's measurement); tests/run/test_unread_bounds.py checks
-that a run with and without the saving gives identical figures. A missed question costs a third
-of the calls it cost before (its rag answer and judgments only): on 300 questions 1.46x fewer calls
-in all at R@k 0.53, 1.30x at 0.66, 1.14x at 0.82 (`benchmarks/unread_calls.py`).
-`bounds_of_missed: all` makes every bound, as before.
+question are read by the judge gate alone: its bounds test (full > zero, on every question with
+both answers: `cube.method.gate.bounds_test`), its failure rate (rule e, over the items made) and
+the audit's probes (drawn among the full answers made, `cube.run.audit`). So with
+`analysis.bounds_of_missed: sample` (the default) the bounds are made for every retrieved question
+and, when those are fewer than the **gate floor** (`gate_floor`: `analysis.gate_bounds_questions`,
+default 30, and never below the `bounds_sample_size` the test needs to decide at all), for a
+seeded sample of missed ones that makes up the floor (every missed one when the set is smaller);
+the other missed questions get no `zero`/`full` row, are not judged, and are no failure (they were
+not asked). `bounds_of_missed: all` makes every bound, as before.
+
+What stays and what may move. Given the same jury, W, CuBE, their intervals and the per-category
+tables are identical (they read retrieved questions only; tests/run/test_unread_bounds.py). The
+gate's bounds test, its failure-rate denominator and the audit's sample read fewer items than
+under `all`, so they can decide differently, and an exclusion changes the jury (and so the jury
+CuBE and the verdict). The floor keeps that rare: the bounds test sees at least 30 questions,
+where one contrary difference among 6 retrieved (p 0.22 against 0.03) could exclude a judge the
+whole set passes. It can still happen when few questions were retrieved and the missed ones of
+the sample differ from the rest, or a judge's failure rate sits at `gate_max_failure_rate`; the
+compare page says when two runs' gate samples differ (`cube.method.compare`). A missed question
+outside the sample costs a third of the calls it cost before (its rag answer and judgments only):
+figures in `benchmarks/unread_calls.py` (the floor lowers the saving where R@k x questions < 30).
 
 The sample is the missed questions of smallest seeded hash (`analysis.seed` and the question id),
-not a draw over the call's questions. The sequential driver (`cube.run.sequential`) calls
-`build_answers` per batch: a batch with at least `bounds_sample_size` retrieved questions makes no
-missed question's bounds, and so does the whole set, so stage 02 after the driver asks for exactly
-what the driver made (all in the cache). Only a batch with fewer retrieved questions than that
-makes a sample of its own, which a whole set with enough retrieved questions does not keep.
+not a draw over the call's questions, and it is drawn on the questions the run keeps. The
+sequential driver (`cube.run.sequential`) answers batch by batch with `missed_bounds=False`
+(retrieved questions only: each batch drawing its own floor would make up to 30 per batch), then
+once on the questions it reached makes the sample with `build_answers` and judges it, so stage 02
+after it, drawing the same sample on the same set, finds every call in the cache.
 """
 
 from __future__ import annotations
@@ -44,6 +53,8 @@ from cube.config.schema import require_columns
 from cube.llm import Model
 from cube.systems.base import answers_frame
 from cube.systems.builtin import answer_request
+
+GATE_BOUNDS_QUESTIONS = 30  # analysis.gate_bounds_questions's default (`gate_floor`)
 
 
 def answer_bounds(
@@ -145,19 +156,29 @@ def missed_sample(missed: Iterable[Any], size: int, seed: int) -> list[Any]:
     return sorted(missed, key=lambda q: _seeded_hash(seed, q))[: max(size, 0)]
 
 
-def bound_questions(rag: pd.DataFrame, analysis: Any) -> list[Any]:
+def gate_floor(analysis: Any) -> int:
+    """The fewest questions the judge gate's bounds test reads under `bounds_of_missed: sample`:
+    `analysis.gate_bounds_questions`, never below `bounds_sample_size(gate_alpha)` (module
+    docstring)."""
+    return max(
+        int(getattr(analysis, "gate_bounds_questions", GATE_BOUNDS_QUESTIONS)),
+        bounds_sample_size(analysis.gate_alpha),
+    )
+
+
+def bound_questions(rag: pd.DataFrame, analysis: Any, *, missed: bool = True) -> list[Any]:
     """The question ids of one system's `rag` rows whose `zero` and `full` answers are made: every
     one under `analysis.bounds_of_missed: all`; else the retrieved ones (`retrieval_ok` and a
-    `rank` > 0) and, when they are fewer than the gate's bounds test needs
-    (`bounds_sample_size`), the seeded sample of missed ones (`retrieval_ok`, `rank` 0) that
-    makes up the number (module docstring). A question of unknown retrieval (a failed system
-    call, an undetermined rank) is left out of every estimator and the gate: it gets none."""
-    ids = rag["question_id"].tolist()
+    `rank` > 0) and, when they are fewer than the gate floor (`gate_floor`), the seeded sample of
+    missed ones (`retrieval_ok`, `rank` 0) that makes up the floor (module docstring); with
+    `missed=False` the retrieved ones alone (the sequential driver's batches, whose sample is drawn
+    once on the questions reached). A question of unknown retrieval (a failed system call, an
+    undetermined rank) is left out of every estimator and the gate: it gets none."""
     if getattr(analysis, "bounds_of_missed", "all") == "all":
-        return ids
-    known = rag["retrieval_ok"].astype(bool).to_numpy()
-    hit = rag["rank"].fillna(0).astype(int).to_numpy() > 0
-    missed = [q for q, k, h in zip(ids, known, hit, strict=True) if k and not h]
-    short = bounds_sample_size(analysis.gate_alpha) - int((known & hit).sum())
-    sample = set(missed_sample(missed, short, analysis.seed))
-    return [q for q, k, h in zip(ids, known, hit, strict=True) if (k and h) or q in sample]
+        return rag["question_id"].tolist()
+    known = rag["retrieval_ok"].astype(bool)
+    hit = known & (rag["rank"].fillna(0).astype(int) > 0)
+    short = (gate_floor(analysis) - int(hit.sum())) * int(missed)
+    chosen = set(rag.loc[hit, "question_id"])
+    chosen |= set(missed_sample(rag.loc[known & ~hit, "question_id"], short, analysis.seed))
+    return [q for q in rag["question_id"] if q in chosen]

@@ -153,3 +153,26 @@ def test_prefix_share_of_a_layout() -> None:
     assert prefix_share(["abc", "xyz"]) == 0.0
     assert prefix_share(["same", "same"]) == pytest.approx(4 / 8)
     assert math.isnan(prefix_share([])) and math.isnan(prefix_share([""]))
+
+
+def test_a_cached_count_above_the_input_tokens_is_clipped_where_the_row_is_recorded(
+    tmp_path: Path,
+) -> None:
+    """A llama-server build whose `usage.prompt_tokens` counts only the tokens it processed
+    reports `timings.cache_n` beside them: 25 cached of 10 prompt tokens. The usage row keeps at
+    most the call's input tokens, so the usage table's cached share never reads above 100 %."""
+
+    def _beside(usage: dict[str, Any], body: dict[str, Any]) -> None:
+        body["timings"] = {"cache_n": 25, "prompt_n": usage["prompt_tokens"], "predicted_n": 1}
+
+    with ShapedServer(_beside, reply=lambda body: "7") as server:
+        spec = ModelSpec(model="m", base_url=server.url)
+        model = make_model(spec, tmp_path / "c.sqlite")
+        req = Request(({"role": "user", "content": PROMPT},))
+        resp = model.complete([req], role="judging", progress=False)[0]
+    assert resp.ok and resp.input_tokens == 10 and resp.cached_input_tokens == 25  # as sent
+    row = response_accounting(resp, role="judging")
+    assert row["cached_input_tokens"] == 10
+    summary = usage_summary([pd.DataFrame([row, {**row, "call_id": "other"}])]).iloc[0]
+    assert summary["cached_input_tokens"] == 20
+    assert summary["cached_input_share"] == pytest.approx(1.0)

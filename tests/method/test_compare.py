@@ -340,3 +340,24 @@ def test_compare_sides_refuses_a_bad_rank_naming_the_file_before_writing(tmp_pat
         )
     assert str(err.value).startswith(f"{paths.data_file('answers')} (system v2): column 'rank'")
     assert f"row {bad[0]} (question_id q002, set rag): nan" in str(err.value) and not out.exists()
+
+
+def test_runs_differing_only_in_the_gates_sample_are_compared_and_the_page_says_so():
+    """Issue 40 review M4: `bounds_of_missed` and the gate floor are not part of CuBE's definition
+    (given the same jury W and CuBE are identical), so a run made with `all` compares with one
+    made with `sample`; the flag (shown on the compare page) says their gates read other items."""
+    from cube.config.sections import AnalysisParams
+    from cube.method.compare import definition_differences
+
+    ap = AnalysisParams()
+    other = ap.model_copy(update={"bounds_of_missed": "all", "gate_bounds_questions": 50})
+    assert definition_differences(ap, other) == []
+    ans, sc = make_tables(30, seed=9)
+    a, b = _side(ans, sc, "a"), _side(ans, sc, "b")
+    c = compare_pair(*a, *b, ap, analysis_params_b=other, n_resamples=10, n_permutations=9)
+    flag = [f for f in c.flags if "judge gates read different samples" in f]
+    assert len(flag) == 1
+    assert "bounds_of_missed: A='sample' B='all'" in flag[0]
+    assert "gate_bounds_questions: A=30 B=50" in flag[0]
+    same = compare_pair(*a, *b, ap, analysis_params_b=ap, n_resamples=10, n_permutations=9)
+    assert not [f for f in same.flags if "judge gates" in f]

@@ -97,6 +97,8 @@ def stopped(tmp_path_factory):
                 analysis={
                     "weights": "equal",
                     "max_interval_width": 90,
+                    # above the reached set's retrieved questions: the driver draws the sample
+                    "gate_bounds_questions": 80,
                     "sequential": {"stop": "width", "batch": 10, "min_questions": 20},
                 },
             )
@@ -171,6 +173,26 @@ def test_unreached_questions_are_never_sent_and_the_stages_after_send_nothing(st
     assert all(any(t in p for p in sent) for t in reached)  # the judge read every reached one
     assert not [t for t in unreached if any(t in p for p in sent)]
     assert stopped["after"] == 0  # stages 02-03 (answers, judging and audit) read the cache
+
+
+def test_the_gate_sample_is_drawn_once_on_the_reached_set_and_stage_02_keeps_it(stopped):
+    """Issue 40 review L6: the batches make no missed question's bounds; the driver's last step
+    draws the gate's floor (`analysis.gate_bounds_questions`) once on the questions reached and
+    judges it, so stage 02 (drawing the same sample on the same set) sends nothing (asserted
+    above) and keeps exactly those bounds, counted in the record."""
+    run, design = stopped["run"], record(stopped["run"])["design"]
+    answers = run.load("answers")
+    rag = answers[answers["set"] == "rag"]
+    missed = set(rag.loc[rag["retrieval_ok"].astype(bool) & (rag["rank"] == 0), "question_id"])
+    retrieved = int((rag["retrieval_ok"].astype(bool) & (rag["rank"] > 0)).sum())
+    bounded = set(answers.loc[answers["set"] == "zero", "question_id"])
+    floor = run.params.analysis.gate_bounds_questions
+    assert retrieved < floor and missed  # this run's reached set is below the floor
+    assert len(bounded & missed) == min(len(missed), floor - retrieved) > 0
+    assert design["gate_sample"] == {"bm25-top8": len(bounded & missed)}
+    scores = run.load("scores")
+    judged = set(scores.loc[scores["set"] == "zero", "question_id"])
+    assert bounded & missed <= judged
 
 
 def test_the_notebooks_then_send_no_call_and_publish_the_same_record(stopped):
