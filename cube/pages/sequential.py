@@ -238,16 +238,16 @@ def unsettled_bands(record: SequentialPage) -> str:
     bands it spans, '; the verdict is not settled: bm25 61.6-82.2 is good or excellent' ('' when
     every interval lies in one band, or under `stop: verdict`): a width stop must not read as a
     settled verdict (issue 40, item 3)."""
-    from cube.diagnose.verdict import verdict_bands
+    from cube.method.sequential import bands_named, thresholds_inside
 
     if record.stop != "width":
         return ""
-    open_ = []
+    open_, thresholds = [], dict(record.thresholds)
     for system, f in record.final.items():
         lo, hi = _float(f.get("lower")), _float(f.get("upper"))
-        bands = verdict_bands(lo, hi, dict(record.thresholds))
-        if len(bands) > 1:
-            named = ", ".join(bands[:-1]) + " or " + bands[-1]
+        edges = thresholds_inside(lo, hi, thresholds) if lo == lo and hi == hi else []
+        if edges:  # the terminal's sentence (`bands_named`): one implementation of it
+            named = bands_named(edges, thresholds)
             open_.append(f"{system} {_number(lo)}-{_number(hi)} is {named}")
     return f"; the verdict is not settled: {'; '.join(open_)}" if open_ else ""
 
