@@ -89,6 +89,8 @@ def rule_problems(rule: StopRule) -> list[str]:
         out.append(f"max_width is {rule.max_width!r}, expected a positive number with stop: width")
     if not rule.low < rule.high:
         out.append(f"low {rule.low!r} is not below high {rule.high!r}")
+    if rule.require_band and rule.stop != "width":  # a verdict stop is one band already
+        out.append(f"require_band applies only with stop: width (stop is {rule.stop!r})")
     return out + _boundary_problems(rule)
 
 
