@@ -292,23 +292,66 @@ def summary_table(record: SequentialPage) -> pd.DataFrame:
     return frame
 
 
-def final_table(record: SequentialPage) -> pd.DataFrame:
-    """Each system's jury CuBE at the stop: the estimate, the confidence sequence's interval (the
-    one to read) and the fixed-n interval (for comparison), and whether it had settled."""
+def sequential_cube_is(record: SequentialPage, system: str) -> str:
+    """What the driver's CuBE of `system` (its sequential interval's estimate) is: 'W of the 80
+    judged x R@k of all 300' under `recall: all`, else 'W x R@k of the 80 judged'."""
+    how = ((record.design or {}).get("recall") or {}).get(system)
+    n, m = record.questions_used, record.questions_available
+    if how == "all":
+        return f"W of the {n:,} judged x R@k of all {m:,} (sequential)"
+    return f"W x R@k of the {n:,} judged (sequential)"
+
+
+def report_cube_is(record: SequentialPage) -> str:
+    """What the report's CuBE (Table 4, its bootstrap interval, the verdict) is."""
+    return f"W x R@k of the {record.questions_used:,} reached (Table 4, bootstrap)"
+
+
+def final_table(record: SequentialPage, results: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    """Each system's jury CuBE at the stop: the driver's estimate (`cube`, what `cube_is` says),
+    the sequential interval (the one to read) and the fixed-n interval (for comparison), whether
+    it had settled; and beside it the report's CuBE (`report_cube`, from `results`, each system's
+    `CubeResult`: NaN without them), which takes R@k from the questions reached only
+    (`report_cube_is`): the two differ whenever the driver took R@k from every question."""
+
+    def reported(system: str) -> float:
+        r = (results or {}).get(system)
+        return float(r.jury_cube()) if r is not None else float("nan")
+
     rows = [
         {
             "system": str(system),
             "questions": record.questions_used,
             "cube": _float(last.get("estimate")),
+            "cube_is": sequential_cube_is(record, str(system)),
             "sequence_lower": _float(last.get("lower")),
             "sequence_upper": _float(last.get("upper")),
             "fixed_n_lower": _float(last.get("fixed_lower")),
             "fixed_n_upper": _float(last.get("fixed_upper")),
+            "report_cube": reported(str(system)),
+            "report_cube_is": report_cube_is(record),
             "settled": bool(last.get("settled")),
         }
         for system, last in record.final.items()
     ]
     return pd.DataFrame(rows)
+
+
+def _two_cubes(record: SequentialPage) -> str:
+    """The paragraph that tells the two CuBEs apart ('' when the driver's R@k is the report's:
+    every system's from the questions judged)."""
+    every = [s for s, how in ((record.design or {}).get("recall") or {}).items() if how == "all"]
+    if not every:
+        return ""
+    n, m = record.questions_used, record.questions_available
+    return (
+        f"Two CuBEs: the sequential interval's estimate (column `cube` of the table below) is W "
+        f"of the {n:,} questions judged x R@k of all {m:,} questions of the set (their retrieval "
+        f"cost no call) for {escape_text(', '.join(map(str, every)))}; the CuBE, its bootstrap "
+        f"interval, R@k and the verdict in the rest of this report (`report_cube`) are W x R@k of "
+        f"the {n:,} questions reached. The sequential interval is the one a stop was decided on; "
+        "the two estimates differ by R@k's sampling over the questions not reached."
+    )
 
 
 def _rule_words(record: SequentialPage) -> str:
@@ -331,6 +374,7 @@ def _rule_words(record: SequentialPage) -> str:
 
 
 ORDER_WORDS = {
+    "spread": "each family's questions spread over the run (systematic sampling within families)",
     "round_robin": "one question per family per round",
     "families": "whole families per batch",
 }
@@ -407,4 +451,6 @@ def section_markdown(record: SequentialPage | None, n_questions: int | None = No
         "",
         READING_NOTE,
     ]
+    if _two_cubes(record):
+        lines += ["", _two_cubes(record)]
     return "\n".join(lines)
