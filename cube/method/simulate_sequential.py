@@ -1,9 +1,14 @@
 """The sequential design simulated (issue 31, item 3): does the jury CuBE's confidence sequence
 cover, and what does stopping save, on runs of `cube.method.simulate`'s model with a known truth.
 
-A replicate is one simulated run of up to `n` questions taken as the sequential driver takes them:
-its families in a seeded random order (a family's questions together), in batches of whole families
-of at least `rule.batch` questions, a look after each batch from `rule.min_questions` on. At each
+A replicate is one simulated run of up to `n` questions taken as the sequential driver takes them
+(`Design.order`): `spread` (the driver's default, `group_sequential.spread_order`) or the round
+robin it replaced (`round_robin_order`, kept to measure its family-size bias) in batches of exactly
+`rule.batch` questions, or `families`, its families in a seeded random order (a family's questions
+together) in batches of whole families of at least `rule.batch` questions; a look after each batch
+from `rule.min_questions` on. A world of unequal families (`Design.singletons`: one-question
+families of their own system beside the model's families, `drawn_run`, its truth `mixed_truth`)
+makes the score go with family size. At each
 look the jury CuBE of the questions reached is the method's own arithmetic,
 `cube.method.bootstrap.cube_from_counts` (which reproduces `evaluate`, tested): a counts row of 1
 on the questions reached and 0 elsewhere is the run of those questions, and rows with one
