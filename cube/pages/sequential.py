@@ -38,13 +38,22 @@ FIXED_N_LINE = (
 READING_NOTE = (
     "Read the sequential interval: it is built to hold at every look at which the run could stop, "
     "whenever it stopped (a group-sequential boundary for this question set's looks, or an "
-    "anytime-valid confidence sequence, as the rule above says; an asymptotic guarantee: the "
-    "project's simulations measured it covering the truth at every such look in 93-98 % of runs "
-    "for a nominal 95 %, families included, see the docs' Intervals page). The fixed-n interval "
-    "beside it is shown for comparison only: it is valid only at one number of questions fixed in "
-    "advance; a run that stopped as soon as it looked settled would give a wrong verdict more "
-    "often."
+    "anytime-valid confidence sequence, as the rule above says; an asymptotic "
+    "guarantee{measured}). The fixed-n interval beside it is shown for comparison only: it is "
+    "valid only at one number of questions fixed in advance; a run that stopped as soon as it "
+    "looked settled would give a wrong verdict more often."
 )
+# what the project's simulations measured, per boundary (docs/measurements.md); none: no number
+MEASURED = {
+    # benchmarks/sequential_design.py, design `new` (spread, R@k of every question, spending):
+    # 300 runs per world and truth, independent questions, families of 5, unequal families
+    "spending": ": the project's simulations measured it covering the truth at every such look in "
+    "95-99 % of runs for a nominal 95 % (independent questions, families of five, and families of "
+    "unequal size whose score goes with their size; see the docs' Intervals page)",
+    # benchmarks/sequential_coverage.py
+    "anytime": ": the project's simulations measured it covering the truth at every such look in "
+    "93-98 % of runs for a nominal 95 %, families included (see the docs' Intervals page)",
+}
 _REQUIRED = (
     "stop",
     "batch",
@@ -427,6 +436,13 @@ def _savings_sentence(record: SequentialPage) -> str:
     return f"{calls} {cost}"
 
 
+def reading_measured(record: SequentialPage) -> str:
+    """What the simulations measured for the record's boundary ('' for one not measured, and for
+    a record from before issue 40, whose boundary is the anytime sequence)."""
+    boundary = str((record.design or {}).get("boundary") or "anytime")
+    return MEASURED.get(boundary, "")
+
+
 def section_markdown(record: SequentialPage | None, n_questions: int | None = None) -> str:
     """The report's "Sequential evaluation" section as Markdown (its heading, what the run did,
     what it saved and how to read the intervals); for a fixed-n run (`record` None) the one line
@@ -449,7 +465,7 @@ def section_markdown(record: SequentialPage | None, n_questions: int | None = No
         "",
         esc(_savings_sentence(record)),
         "",
-        READING_NOTE,
+        READING_NOTE.format(measured=reading_measured(record)),
     ]
     if _two_cubes(record):
         lines += ["", _two_cubes(record)]

@@ -380,3 +380,18 @@ def test_the_two_cubes_are_labelled_and_shown_side_by_side(raw):
     assert (plain["cube_is"] == f"W x R@k of the {n:,} judged (sequential)").all()
     assert plain["report_cube"].isna().all()  # no results given: not known, not guessed
     assert "Two CuBEs" not in section_markdown(judged)
+
+
+def test_the_reading_note_quotes_what_was_measured_for_the_boundary_used(raw):
+    """Review M3: the coverage quoted is the one measured for the record's boundary (spending:
+    benchmarks/sequential_design.py; anytime: benchmarks/sequential_coverage.py), and none for a
+    boundary the simulations did not measure (pocock)."""
+
+    def text(boundary):
+        design = {"order": "spread", "boundary": boundary} if boundary else None
+        return section_markdown(SequentialPage.read({**raw, "design": design}))
+
+    assert "95-99 % of runs" in text("spending") and "93-98" not in text("spending")
+    assert "93-98 % of runs" in text("anytime") and "93-98 % of runs" in text(None)  # older
+    pocock = text("pocock")
+    assert "Read the sequential interval" in pocock and "% of runs" not in pocock
