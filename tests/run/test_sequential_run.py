@@ -458,10 +458,15 @@ def test_notebook_06_cells_show_the_record_the_driver_wrote(tmp_path):
     run = open_run(path, tmp_path / "nb06")
     pipeline.corpus_stage(run)
     pipeline.questions_stage(run)
+    pipeline.answers_stage(run)  # stages 02-03 after the driver: from the cache, no call
+    pipeline.scores_stage(run)
     rec = record(run)
     assert rec["stopped_early"] is True
     shown: list = []
-    ns = {"run": run}
+    from cube.run.evaluate import evaluate_run
+
+    results = evaluate_run(run, bootstrap=False)
+    ns = {"run": run, "results": results}
     exec(_cells("cell-01"), ns)  # noqa: S102 - the notebook's own code
     ns["display"] = shown.append
     exec(_cells("cell-12").splitlines()[1], ns)  # noqa: S102 - `record = ...read_record(...)`
@@ -491,6 +496,13 @@ def test_notebook_06_cells_show_the_record_the_driver_wrote(tmp_path):
                          ("sequence_upper", "upper"), ("fixed_n_lower", "fixed_lower"),
                          ("fixed_n_upper", "fixed_upper")):  # fmt: skip
             assert row[col] == pytest.approx(last[key], abs=1e-9)
+        # review M2: the report's CuBE (R@k of the questions reached) beside the driver's, both
+        # labelled; the driver took R@k from every question of the set
+        assert row["report_cube"] == pytest.approx(results[system].jury_cube(), nan_ok=True)
+        n, m = rec["questions_used"], rec["questions_available"]
+        assert row["cube_is"] == f"W of the {n:,} judged x R@k of all {m:,} (sequential)"
+        assert row["report_cube_is"] == f"W x R@k of the {n:,} reached (Table 4, bootstrap)"
+    assert "Two CuBEs" in text
     fig = ns["plots_sequential"].sequence_path(ns["record"])
     (ax,) = fig.axes
     looks = [p for p in rec["path"] if p["quantity"] == "CuBE"]
