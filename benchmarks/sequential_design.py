@@ -1,21 +1,27 @@
 """The sequential design of issue 40 (item 2) against today's driver and the fixed-n run, in the
 20-point bands users meet, with families: calls per verdict, wrong verdicts and coverage.
 
-Both designs run on the driver's own look functions (`cube.method.simulate_sequential`, the
+The designs run on the driver's own look functions (`cube.method.simulate_sequential`, the
 replicates of `cube simulate --sequential`; `cube.run.simulate.sequential_designs` with `design=`):
 
-- `driver` (today's, 9a40e80): whole families per batch (>= 20 questions), R@k from the questions
+- `driver` (9a40e80's): whole families per batch (>= 20 questions), R@k from the questions
   judged, the anytime-valid confidence sequence (`boundary: anytime`);
-- `new` (the default after issue 40): one question per family per round in batches of 20, R@k from
-  every question's retrieval (free for the builtin retriever), the finite-horizon Lan-DeMets
-  Pocock-type boundary for the looks 40, 60, ..., 300 (`boundary: spending`).
+- `rrobin` (the first issue-40 merge): one question per family per round in batches of 20, R@k
+  from every question's retrieval, the finite-horizon boundary below: biased when family sizes
+  vary (review H1), kept to show it;
+- `new` (the default): systematic sampling within each family (`order: spread`,
+  `group_sequential.spread_order`) in batches of 20, R@k from every question's retrieval (free
+  for the builtin retriever), the finite-horizon Lan-DeMets Pocock-type boundary for the looks
+  40, 60, ..., 300 (`boundary: spending`).
 
-Worlds: `independent` and `fam5` (families of 5 sharing their retrieval half of the time and the
-answer's correctness always: `benchmarks/sequential_cube.py`'s hardest family world). Truths (true
-jury CuBE, placed by the system's R@k): 35, 30 and 20 (5, 10 and 20 points inside the `fair` edge
-40, in `poor`), 45 (5 inside the same edge, in the 20-point band `fair`) and 50 (the centre of
-`fair`: 10 points from both its edges). Default thresholds 40/60/80, <= 300 questions, alpha 0.05,
-min_questions 40.
+Worlds: `independent`, `fam5` (families of 5 sharing their retrieval half of the time and the
+answer's correctness always: `benchmarks/sequential_cube.py`'s hardest family world) and `unequal`
+(fam5's families of 5 for 250 questions, and 50 one-question families of a better system, R@k
++0.4 and answer quality 0.95: a score that correlates with family size; its truth is the mix's,
+so it is not the truth asked for). Truths (true jury CuBE, placed by the system's R@k): 35, 30 and
+20 (5, 10 and 20 points inside the `fair` edge 40, in `poor`), 45 (5 inside the same edge, in the
+20-point band `fair`) and 50 (the centre of `fair`: 10 points from both its edges). Default
+thresholds 40/60/80, <= 300 questions, alpha 0.05, min_questions 40.
 
 Columns: `coverage` (the truth inside the interval at every look at which the run may stop, MC SE),
 `questions` (mean at the stop, MC SE), then calls saved against the fixed-n run of all 300, counted
@@ -27,10 +33,12 @@ changes together); `wrong seq` (the band at the stop, or at the set's end the po
 differs from the truth's) and `wrong fixed` (the fixed-n run of all 300), with MC SEs.
 
 The last line is the headline: calls saved with families of 5 at the centre of a 20-point band
-and 10 points inside one edge (goals of the issue: >= 2x and >= 3x), as today / with the saving.
+and 10 points inside one edge (goals of the issue: >= 2x and >= 3x), as today / with the saving,
+and the lowest coverage of the new design and of the round robin over every world and truth.
 
     PYTHONPATH=. python benchmarks/sequential_design.py [--replicates 300] [--workers 2]
-        [--worlds independent,fam5] [--truths 35,30,20,45,50] [--csv out.csv]
+        [--worlds independent,fam5,unequal] [--designs driver,rrobin,new]
+        [--truths 35,30,20,45,50] [--csv out.csv] [--from-csv out.csv]
 """
 
 from __future__ import annotations
@@ -62,20 +70,46 @@ from cube.run.simulate import (  # noqa: E402
 
 DESIGNS = {
     "driver": {"order": "families", "recall": "judged", "boundary": "anytime"},
-    "new": {"order": "round_robin", "recall": "all", "boundary": "spending"},
+    "rrobin": {"order": "round_robin", "recall": "all", "boundary": "spending"},
+    "new": {"order": "spread", "recall": "all", "boundary": "spending"},
 }
+SINGLETONS = 50  # of the unequal world's 300 questions: 50 singletons + 50 families of 5
+
+
+def unequal(design):
+    """The unequal world's design from a `fam5` one: 50 of the 300 questions are one-question
+    families of a better system (R@k +0.4, answer quality 0.95) than the families of 5, so the
+    score correlates with family size; the truth is the mix's (`mixed_truth`)."""
+    import dataclasses
+
+    from cube.method import simulate_sequential as SS
+
+    m = design.model
+    single = dataclasses.replace(
+        m,
+        family_size=1,
+        family_retrieval_share=0.0,
+        family_correctness_share=0.0,
+        system=dataclasses.replace(
+            m.system, recall=min(0.98, m.system.recall + 0.4), answer_quality=0.95
+        ),
+    )
+    d = dataclasses.replace(design, singletons=single, singleton_questions=SINGLETONS)
+    return dataclasses.replace(d, truth=SS.mixed_truth(d))
 
 
 def rate(r: object, key: str) -> str:
     return f"{getattr(r, key):.3f} ({getattr(r, key + '_mc_se'):.3f})"
 
 
-def rows_of(params, designs: dict, truths: list[float], replicates: int, workers: int):
+def rows_of(
+    params, designs: dict, truths: list[float], replicates: int, workers: int, world: str = ""
+):
     """Every (design name, truth) row of one world (`simulate_sequential.summary_row`)."""
     from cube.method import simulate_sequential as SS
 
     named = [
-        (name, d)
+        (name, d if world != "unequal" else unequal(d))
         for name, how in designs.items()
         for d in sequential_designs(params, 300, [], truths=truths, design=how)
     ]
@@ -117,11 +151,18 @@ def headline(tables: dict[str, pd.DataFrame]) -> str:
                 f"{label} {r['calls_saved']:.2f}x ({r['calls_saved_with_skipping']:.2f}x with the "
                 "saving)"
             )
-    lowest = pd.concat(tables.values(), ignore_index=True)
-    worst = lowest.loc[lowest["coverage"].idxmin()]
+    every = pd.concat([t.assign(world=w) for w, t in tables.items()], ignore_index=True)
+    lowest = []
+    for name in ("new", "rrobin"):  # the design's own, and the round robin's it replaced
+        rows = every[every["design"] == name]
+        if len(rows):
+            worst = rows.loc[rows["coverage"].idxmin()]
+            lowest.append(
+                f"{name} {worst['coverage']:.3f} ({worst['coverage_mc_se']:.3f}, {worst['world']})"
+            )
     return (
         f"sequential_design_calls_saved: {'; '.join(parts)} ({world}); lowest coverage "
-        f"{worst['coverage']:.3f} ({worst['coverage_mc_se']:.3f})"
+        f"{', '.join(lowest)}"
     )
 
 
@@ -129,7 +170,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--replicates", type=int, default=300)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--worlds", default="independent,fam5")
+    parser.add_argument("--worlds", default="independent,fam5,unequal")
+    parser.add_argument("--designs", default="driver,rrobin,new")
     parser.add_argument("--truths", default="35,30,20,45,50")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--csv", type=Path, default=None, help="write every row here")
@@ -157,9 +199,11 @@ def main() -> None:
     )
     t0, tables = time.time(), {}
     for world in args.worlds.split(","):
-        sim = base.simulation.model_copy(update={**WORLDS[world], "seed": args.seed})
+        shape = WORLDS["fam5" if world == "unequal" else world]
+        sim = base.simulation.model_copy(update={**shape, "seed": args.seed})
         params = base.model_copy(update={"simulation": sim})
-        tables[world] = rows_of(params, DESIGNS, truths, args.replicates, args.workers)
+        chosen = {k: v for k, v in DESIGNS.items() if k in args.designs.split(",")}
+        tables[world] = rows_of(params, chosen, truths, args.replicates, args.workers, world)
         print_table(world, tables[world])
         print(f"# {world}: {time.time() - t0:.0f} s", flush=True)
     if args.csv:

@@ -436,11 +436,12 @@ class SequentialParams(StrictModel):
         "inside one verdict band (both).",
     )
     order: str = Field(
-        "round_robin",
-        description="round_robin: one question per family per round, families and each family's "
-        "questions in a seeded order (batches of exactly `batch` questions: the 20-family guard "
-        "is met after 20 questions); families: whole families per batch (the order before "
-        "issue 40).",
+        "spread",
+        description="spread: systematic sampling within each family (a seeded start per family, "
+        "its questions in a seeded order), batches of exactly `batch` questions: every question "
+        "is judged by a look with the same probability whatever its family's size, and each "
+        "family's questions are spread over the run (the 20-family guard is met after about 20 "
+        "questions); families: whole families per batch (the order before issue 40).",
     )
     recall: str = Field(
         "all",

@@ -21,9 +21,10 @@ probability 1 - alpha when P(|Z_k| < c_k for every k) = 1 - alpha.
 - `spending_bounds`: Lan and DeMets' alpha-spending (Biometrika 1983) with the Pocock-type spending
   function alpha(t) = alpha log(1 + (e - 1) t) (Kim and DeMets 1987): look k's c_k makes the
   probability of leaving the band by look k equal alpha(t_k), so it depends on the looks made so far
-  only, not on the ones to come: looks may be irregular (a batch of varying size, a look skipped
-  because a guard of `sequential.not_yet` held it) and the last look at the set's end (t = 1)
-  spends what is left.
+  only, not on the ones to come: looks may be irregular (a batch of varying size) and the last
+  look at the set's end (t = 1) spends what is left. The driver spends at every look from its
+  minimum on, also at one a guard of `sequential.not_yet` holds (one boundary for every system,
+  drawn before any system's guards are read): more than needed, so conservative, never liberal.
 
 The probability is computed by the recursive numerical integration of Armitage, McPherson and Rowe
 (1969) on a grid of the Brownian motion's value inside the continuation region (scipy's normal
@@ -31,11 +32,27 @@ density and Simpson's rule): deterministic, smooth in c (brentq needs that; the 
 quasi-Monte Carlo of `multivariate_normal.cdf` is not, and took 40-60 s for 14 looks here against
 0.2 s), and accurate to 1e-6 in c at 201 points per look against the tabulated constants.
 
-Information fraction by questions. With families (questions of one family correlated) and one
-question per family per round (the driver's order), a later round adds less information per
-question than an earlier one: the true information grows concavely in n, so the true correlation
-of an early and a late look is higher than sqrt(n_i / n_j) and the boundary computed with t = n/N
-leaves the band less often than alpha (conservative), never more. Pure: numpy and scipy only.
+Information fraction by questions. With families (questions of one family correlated) and the
+driver's order spreading each family over the run (`spread_order`), a later look adds less
+information per question than an earlier one: the true information grows concavely in n, so the
+true correlation of an early and a late look is higher than sqrt(n_i / n_j) and the boundary
+computed with t = n/N leaves the band less often than alpha (conservative), never more. This is
+about the variance only: the estimate at every look must also be unbiased, which is what
+`spread_order` is built for.
+
+The order (`spread_order`): systematic sampling within each family. Family f of size s_f draws a
+seeded uniform start U_f in [0, 1) and a seeded random order of its questions j = 0..s_f - 1;
+question (f, j) gets the key (j + U_f) / s_f, and the questions are judged in increasing key (ties,
+of probability zero, by a seeded random number). The first n questions judged are those with a key
+below some t, and question (f, j) has a key below t with probability clip(t s_f - j, 0, 1), whose
+average over j is min(t, 1) whatever s_f: every question of the set is in a look's sample with the
+same probability, so a look's unweighted W (and R@k of the questions judged) estimates the set's,
+with no family-size bias; and family f has t s_f questions judged, +-1 (spread as a round robin
+spreads them: with families of five the first fifth of the order is one question per family). A
+round robin (the r-th question of every family in round r) includes a question of a family of
+size m by round r with probability min(r, m) / m: small families over-represented at every look
+before the last round, a bias the jackknife SE does not see (benchmarks/sequential_design.py's
+`unequal` world measures it). Pure: numpy and scipy only.
 """
 
 from __future__ import annotations
@@ -121,6 +138,24 @@ def spending_bounds(sizes: tuple[float, ...], horizon: float, alpha: float) -> t
     return tuple(out)
 
 
+def spread_order(units: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """The positions of the questions (one family code per question in `units`) in the order they
+    are judged: systematic sampling within each family (module docstring), every draw from `rng`
+    (the same generator state gives the same order)."""
+    codes, inverse = np.unique(np.asarray(units), return_inverse=True)
+    n = inverse.size
+    size = np.bincount(inverse, minlength=codes.size)
+    start = rng.random(codes.size)
+    # j: each question's place in its family's seeded random order
+    shuffled = rng.permutation(n)
+    by_family = shuffled[np.argsort(inverse[shuffled], kind="stable")]
+    first = np.r_[0, np.cumsum(size)[:-1]]
+    j = np.empty(n, dtype=float)
+    j[by_family] = np.arange(n) - first[inverse[by_family]]
+    key = (j + start[inverse]) / size[inverse]
+    return np.lexsort((rng.random(n), key))
+
+
 def critical_value(
     boundary: str, looks: list[int], planned: list[int], horizon: int, alpha: float
 ) -> float | None:
@@ -145,5 +180,6 @@ __all__ = [
     "pocock_constant",
     "pocock_spending",
     "spending_bounds",
+    "spread_order",
     "stay_probability",
 ]

@@ -89,6 +89,8 @@ def rule_problems(rule: StopRule) -> list[str]:
         out.append(f"max_width is {rule.max_width!r}, expected a positive number with stop: width")
     if not rule.low < rule.high:
         out.append(f"low {rule.low!r} is not below high {rule.high!r}")
+    if rule.require_band and rule.stop != "width":  # a verdict stop is one band already
+        out.append(f"require_band applies only with stop: width (stop is {rule.stop!r})")
     return out + _boundary_problems(rule)
 
 
@@ -272,6 +274,7 @@ def functional_look(
     retrieved: int | None = None,
     scale: str = DEFAULT_SCALE,
     critical: float | None = None,
+    groups: int | None = None,
 ) -> Look:
     """The sequence's interval for a smooth statistic of the n questions judged (the CuBE score, a
     ratio of trimmed means times R@k, is not a mean of per-question scores): the AsympCS boundary
@@ -296,7 +299,12 @@ def functional_look(
     `critical`: a finite-horizon group-sequential boundary's value at this look
     (`cube.method.group_sequential.critical_value`): the interval is then estimate +- critical x SE
     (on the scale, with the same Student's t allowance) instead of the AsympCS margin; None keeps
-    the anytime-valid sequence."""
+    the anytime-valid sequence.
+
+    `groups`: the families behind the estimate when fewer than the leave-out values (R@k of the
+    whole set with W of the questions judged: a group with no question judged still has a
+    leave-out value); it is `Look.groups` (the 20-family guard of `not_yet`) and the Student's t
+    allowance's degrees of freedom. None: one per leave-out value."""
     if scale not in SCALES:
         raise ValueError(f"functional_look: scale is {scale!r}, expected one of {sorted(SCALES)}")
     values = np.asarray(leave_out, dtype=float)
@@ -304,22 +312,27 @@ def functional_look(
         scale = "linear"
     forward, back = SCALES[scale]
     se = jackknife_se(forward(values))
+    groups = len(values) if groups is None else groups
     if n == 0 or not (np.isfinite(se) and np.isfinite(estimate)):
         nan = float("nan")
-        return Look(n, float(estimate), nan, nan, len(values), retrieved, scale)
-    if critical is None:
-        rho2 = rho_squared(rule.target_questions, rule.alpha)
-        half = float(margin(n, se * np.sqrt(n), rule.alpha, rho2))
-    else:
-        half = critical * se
-    half *= t_allowance(len(values), rule)
+        return Look(n, float(estimate), nan, nan, groups, retrieved, scale)
+    half = _half_width(se, n, rule, critical) * t_allowance(groups, rule)
     centre = float(forward(estimate))
     # the square root's inverse on the whole line: a lower bound below 0 maps to 0, not above it
     low_end = max(centre - half, 0.0) if scale == "sqrt" else centre - half
     lo, hi = float(back(low_end)), float(back(centre + half))
     if clip:
         lo, hi = max(lo, rule.low), min(hi, rule.high)
-    return Look(n, float(estimate), lo, hi, len(values), retrieved, scale)
+    return Look(n, float(estimate), lo, hi, groups, retrieved, scale)
+
+
+def _half_width(se: float, n: int, rule: StopRule, critical: float | None) -> float:
+    """critical x SE for a finite-horizon boundary, else the AsympCS margin with sd = sqrt(n) SE
+    (`functional_look`), before the Student's t allowance."""
+    if critical is not None:
+        return critical * se
+    rho2 = rho_squared(rule.target_questions, rule.alpha)
+    return float(margin(n, se * np.sqrt(n), rule.alpha, rho2))
 
 
 def thresholds_inside(lower: float, upper: float, thresholds: dict[str, float]) -> list[float]:

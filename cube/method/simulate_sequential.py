@@ -1,9 +1,14 @@
 """The sequential design simulated (issue 31, item 3): does the jury CuBE's confidence sequence
 cover, and what does stopping save, on runs of `cube.method.simulate`'s model with a known truth.
 
-A replicate is one simulated run of up to `n` questions taken as the sequential driver takes them:
-its families in a seeded random order (a family's questions together), in batches of whole families
-of at least `rule.batch` questions, a look after each batch from `rule.min_questions` on. At each
+A replicate is one simulated run of up to `n` questions taken as the sequential driver takes them
+(`Design.order`): `spread` (the driver's default, `group_sequential.spread_order`) or the round
+robin it replaced (`round_robin_order`, kept to measure its family-size bias) in batches of exactly
+`rule.batch` questions, or `families`, its families in a seeded random order (a family's questions
+together) in batches of whole families of at least `rule.batch` questions; a look after each batch
+from `rule.min_questions` on. A world of unequal families (`Design.singletons`: one-question
+families of their own system beside the model's families, `drawn_run`, its truth `mixed_truth`)
+makes the score go with family size. At each
 look the jury CuBE of the questions reached is the method's own arithmetic,
 `cube.method.bootstrap.cube_from_counts` (which reproduces `evaluate`, tested): a counts row of 1
 on the questions reached and 0 elsewhere is the run of those questions, and rows with one
@@ -41,7 +46,7 @@ from scipy.stats import norm
 
 from cube.method import sequential as seq
 from cube.method.bootstrap import Prepared, cube_from_counts
-from cube.method.group_sequential import critical_value
+from cube.method.group_sequential import critical_value, spread_order
 from cube.method.simulate import RunModel, draw_questions, prepared_run
 from cube.method.simulate_study import jury_truth, mc_rate, replicate_seed
 
@@ -63,8 +68,12 @@ class Design:
     weights: str = "rank_correlation"
     max_groups: int = 40
     scale: str = seq.DEFAULT_SCALE  # the sequence's (`sequential.functional_look`)
-    order: str = "families"  # or "round_robin" (`round_robin_order`)
+    order: str = "families"  # "spread" (`group_sequential.spread_order`), "round_robin" (below)
     recall_from: str = "judged"  # or "all": R@k from every question's retrieval (free)
+    # unequal families: `singleton_questions` of the n questions drawn from `singletons` (a model
+    # of one-question families, its own system), the rest from `model` (`mixed_truth`)
+    singletons: RunModel | None = None
+    singleton_questions: int = 0
 
     @property
     def edge(self) -> float:
@@ -116,9 +125,10 @@ def driver_order(units: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 
 def round_robin_order(units: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """The questions one per family per round (`cube.run.sequential.round_robin`): the families in
-    a seeded random order, each family's questions in a seeded random order, round r taking the
-    r-th question of every family that has one."""
+    """The questions one per family per round: the families in a seeded random order, each
+    family's questions in a seeded random order, round r taking the r-th question of every family
+    that has one. The driver's order of the first issue-40 merge, kept to measure its family-size
+    bias against `spread` (`group_sequential.spread_order`, the driver's now)."""
     codes, inverse = np.unique(units, return_inverse=True)
     rank = np.empty(codes.size, dtype=int)
     rank[rng.permutation(codes.size)] = np.arange(codes.size)
@@ -132,8 +142,8 @@ def round_robin_order(units: np.ndarray, rng: np.random.Generator) -> np.ndarray
 
 
 def regular_sizes(n: int, batch: int, min_questions: int) -> np.ndarray:
-    """The looks of a round-robin run: every `batch` questions (a batch need not close a family)
-    from `min_questions` on, and the last at the set's end."""
+    """The looks of a spread (or round-robin) run: every `batch` questions (a batch need not
+    close a family) from `min_questions` on, and the last at the set's end."""
     ends = list(range(batch, n, batch)) + [n]
     return np.array([m for m in ends if m >= min_questions] or ends[-1:], dtype=int)
 
@@ -226,14 +236,12 @@ def replicate_looks(design: Design, replicate: int, seed: int = 0) -> pd.DataFra
     sequence's `lower`/`upper`, the fixed-n normal interval `fixed_lo`/`fixed_hi` (same SE) and
     `stop` (the stop rule's decision at that look; every look is computed, also after a stop)."""
     rep_seed = replicate_seed(seed, design.n, replicate, 31)
-    model = design.model
-    q = draw_questions(model, design.n, np.random.default_rng(rep_seed))
-    p = prepared_run(model, design.n, rep_seed + 1, questions=q)
-    arrange = round_robin_order if design.order == "round_robin" else driver_order
-    order = arrange(q.families(), np.random.default_rng(rep_seed + 2))
+    p = drawn_run(design, design.n, rep_seed)
+    arrange = ORDERS[design.order]
+    order = arrange(p.unit_codes(), np.random.default_rng(rep_seed + 2))
     p = dataclasses.replace(reordered(p, order), proportion=design.proportion, mode=design.weights)
     units = p.unit_codes()
-    if design.order == "round_robin":
+    if design.order != "families":
         sizes = regular_sizes(design.n, design.rule.batch, design.rule.min_questions)
     else:
         sizes = look_sizes(units, design.rule.batch, design.rule.min_questions)
@@ -242,15 +250,20 @@ def replicate_looks(design: Design, replicate: int, seed: int = 0) -> pd.DataFra
         units, sizes, design.max_groups, rep_seed + 3, recall_all
     )
     values = jury_cube(p, counts, recall_counts if recall_all else None)
+    # under recall_all the leave-out values run over every family's group: the families behind W
+    # are the groups holding a judged question (as the driver counts them, `sequential_look`)
+    every = seq.jackknife_groups(units, design.max_groups, rep_seed + 3) if recall_all else None
     z = norm.ppf(1 - design.rule.alpha / 2)
     today, skipping = (np.cumsum(c) for c in question_calls(design.model, p.retrieved))
     rows = []
     for m, part, crit in zip(sizes, slices, critical_at(design, sizes), strict=True):
         est, leave_out = values[part][0], values[part][1:]
         hits = int(np.asarray(p.retrieved[:m]).sum())
+        judged = None if every is None else len(np.unique(every[:m]))
         look = seq.functional_look(
-            est, leave_out, int(m), design.rule, retrieved=hits, scale=design.scale, critical=crit
-        )
+            est, leave_out, int(m), design.rule, retrieved=hits, scale=design.scale,
+            critical=crit, groups=judged,
+        )  # fmt: skip
         half = z * seq.jackknife_se(leave_out)
         stop = seq.decide(look, design.rule, dict(design.thresholds)).stop
         may = seq.not_yet(look, design.rule) is None
@@ -261,6 +274,39 @@ def replicate_looks(design: Design, replicate: int, seed: int = 0) -> pd.DataFra
     cols = ["n", "estimate", "lower", "upper", "fixed_lo", "fixed_hi", "stop", "may_stop",
             "calls", "calls_skipping", "full_calls", "full_calls_skipping"]  # fmt: skip
     return pd.DataFrame(rows, columns=cols)
+
+
+ORDERS = {"families": driver_order, "round_robin": round_robin_order, "spread": spread_order}
+
+
+def drawn_run(design: Design, n: int, seed: int) -> Prepared:
+    """One simulated run of `n` questions of the design's world: `model`'s, or with `singletons`
+    its first n - `singleton_questions` (scaled to n) from `model` and the rest one-question
+    families of the `singletons` model (its own system: a score that depends on family size)."""
+    extra = 0 if design.singletons is None else round(design.singleton_questions * n / design.n)
+    q = draw_questions(design.model, n - extra, np.random.default_rng(seed))
+    p = prepared_run(design.model, n - extra, seed + 1, questions=q)
+    if not extra:
+        return p
+    p1 = prepared_run(design.singletons, extra, seed + 5, by_family=False)
+    return dataclasses.replace(
+        p,
+        rank_score=np.r_[p.rank_score, p1.rank_score],
+        retrieved=np.r_[p.retrieved, p1.retrieved],
+        scores=np.concatenate([p.scores, p1.scores], axis=-1),
+        units=np.r_[p.unit_codes(), p.unit_codes().max() + 1 + np.arange(extra)],
+    )
+
+
+def mixed_truth(design: Design, n: int = 60_000) -> float:
+    """The true jury CuBE of a world with `singletons`: every judge's W on `n` questions drawn in
+    the design's mix (the estimator's own arithmetic, as `simulate.truth`) times the mix's R@k."""
+    p = dataclasses.replace(
+        drawn_run(design, n, 12345), proportion=design.proportion, mode=design.weights
+    )
+    share = design.singleton_questions / design.n
+    recall = (1 - share) * design.model.system.recall + share * design.singletons.system.recall
+    return float(cube_from_counts(p, np.ones((1, n)))["weighted_score"][:, 0].mean() * recall)
 
 
 def reordered(p: Prepared, order: np.ndarray) -> Prepared:
@@ -406,9 +452,11 @@ __all__ = [
     "THRESHOLDS",
     "Design",
     "calls_per_question",
+    "drawn_run",
     "driver_order",
     "look_counts",
     "look_sizes",
+    "mixed_truth",
     "recall_for",
     "regular_sizes",
     "reordered",
@@ -417,5 +465,6 @@ __all__ = [
     "replicate_looks",
     "replicate_summary",
     "run_design",
+    "spread_order",
     "summary_row",
 ]

@@ -38,13 +38,22 @@ FIXED_N_LINE = (
 READING_NOTE = (
     "Read the sequential interval: it is built to hold at every look at which the run could stop, "
     "whenever it stopped (a group-sequential boundary for this question set's looks, or an "
-    "anytime-valid confidence sequence, as the rule above says; an asymptotic guarantee: the "
-    "project's simulations measured it covering the truth at every such look in 93-98 % of runs "
-    "for a nominal 95 %, families included, see the docs' Intervals page). The fixed-n interval "
-    "beside it is shown for comparison only: it is valid only at one number of questions fixed in "
-    "advance; a run that stopped as soon as it looked settled would give a wrong verdict more "
-    "often."
+    "anytime-valid confidence sequence, as the rule above says; an asymptotic "
+    "guarantee{measured}). The fixed-n interval beside it is shown for comparison only: it is "
+    "valid only at one number of questions fixed in advance; a run that stopped as soon as it "
+    "looked settled would give a wrong verdict more often."
 )
+# what the project's simulations measured, per boundary (docs/measurements.md); none: no number
+MEASURED = {
+    # benchmarks/sequential_design.py, design `new` (spread, R@k of every question, spending):
+    # 300 runs per world and truth, independent questions, families of 5, unequal families
+    "spending": ": the project's simulations measured it covering the truth at every such look in "
+    "95-99 % of runs for a nominal 95 % (independent questions, families of five, and families of "
+    "unequal size whose score goes with their size; see the docs' Intervals page)",
+    # benchmarks/sequential_coverage.py
+    "anytime": ": the project's simulations measured it covering the truth at every such look in "
+    "93-98 % of runs for a nominal 95 %, families included (see the docs' Intervals page)",
+}
 _REQUIRED = (
     "stop",
     "batch",
@@ -238,16 +247,16 @@ def unsettled_bands(record: SequentialPage) -> str:
     bands it spans, '; the verdict is not settled: bm25 61.6-82.2 is good or excellent' ('' when
     every interval lies in one band, or under `stop: verdict`): a width stop must not read as a
     settled verdict (issue 40, item 3)."""
-    from cube.diagnose.verdict import verdict_bands
+    from cube.method.sequential import bands_named, thresholds_inside
 
     if record.stop != "width":
         return ""
-    open_ = []
+    open_, thresholds = [], dict(record.thresholds)
     for system, f in record.final.items():
         lo, hi = _float(f.get("lower")), _float(f.get("upper"))
-        bands = verdict_bands(lo, hi, dict(record.thresholds))
-        if len(bands) > 1:
-            named = ", ".join(bands[:-1]) + " or " + bands[-1]
+        edges = thresholds_inside(lo, hi, thresholds) if lo == lo and hi == hi else []
+        if edges:  # the terminal's sentence (`bands_named`): one implementation of it
+            named = bands_named(edges, thresholds)
             open_.append(f"{system} {_number(lo)}-{_number(hi)} is {named}")
     return f"; the verdict is not settled: {'; '.join(open_)}" if open_ else ""
 
@@ -292,23 +301,66 @@ def summary_table(record: SequentialPage) -> pd.DataFrame:
     return frame
 
 
-def final_table(record: SequentialPage) -> pd.DataFrame:
-    """Each system's jury CuBE at the stop: the estimate, the confidence sequence's interval (the
-    one to read) and the fixed-n interval (for comparison), and whether it had settled."""
+def sequential_cube_is(record: SequentialPage, system: str) -> str:
+    """What the driver's CuBE of `system` (its sequential interval's estimate) is: 'W of the 80
+    judged x R@k of all 300' under `recall: all`, else 'W x R@k of the 80 judged'."""
+    how = ((record.design or {}).get("recall") or {}).get(system)
+    n, m = record.questions_used, record.questions_available
+    if how == "all":
+        return f"W of the {n:,} judged x R@k of all {m:,} (sequential)"
+    return f"W x R@k of the {n:,} judged (sequential)"
+
+
+def report_cube_is(record: SequentialPage) -> str:
+    """What the report's CuBE (Table 4, its bootstrap interval, the verdict) is."""
+    return f"W x R@k of the {record.questions_used:,} reached (Table 4, bootstrap)"
+
+
+def final_table(record: SequentialPage, results: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    """Each system's jury CuBE at the stop: the driver's estimate (`cube`, what `cube_is` says),
+    the sequential interval (the one to read) and the fixed-n interval (for comparison), whether
+    it had settled; and beside it the report's CuBE (`report_cube`, from `results`, each system's
+    `CubeResult`: NaN without them), which takes R@k from the questions reached only
+    (`report_cube_is`): the two differ whenever the driver took R@k from every question."""
+
+    def reported(system: str) -> float:
+        r = (results or {}).get(system)
+        return float(r.jury_cube()) if r is not None else float("nan")
+
     rows = [
         {
             "system": str(system),
             "questions": record.questions_used,
             "cube": _float(last.get("estimate")),
+            "cube_is": sequential_cube_is(record, str(system)),
             "sequence_lower": _float(last.get("lower")),
             "sequence_upper": _float(last.get("upper")),
             "fixed_n_lower": _float(last.get("fixed_lower")),
             "fixed_n_upper": _float(last.get("fixed_upper")),
+            "report_cube": reported(str(system)),
+            "report_cube_is": report_cube_is(record),
             "settled": bool(last.get("settled")),
         }
         for system, last in record.final.items()
     ]
     return pd.DataFrame(rows)
+
+
+def _two_cubes(record: SequentialPage) -> str:
+    """The paragraph that tells the two CuBEs apart ('' when the driver's R@k is the report's:
+    every system's from the questions judged)."""
+    every = [s for s, how in ((record.design or {}).get("recall") or {}).items() if how == "all"]
+    if not every:
+        return ""
+    n, m = record.questions_used, record.questions_available
+    return (
+        f"Two CuBEs: the sequential interval's estimate (column `cube` of the table below) is W "
+        f"of the {n:,} questions judged x R@k of all {m:,} questions of the set (their retrieval "
+        f"cost no call) for {escape_text(', '.join(map(str, every)))}; the CuBE, its bootstrap "
+        f"interval, R@k and the verdict in the rest of this report (`report_cube`) are W x R@k of "
+        f"the {n:,} questions reached. The sequential interval is the one a stop was decided on; "
+        "the two estimates differ by R@k's sampling over the questions not reached."
+    )
 
 
 def _rule_words(record: SequentialPage) -> str:
@@ -331,6 +383,7 @@ def _rule_words(record: SequentialPage) -> str:
 
 
 ORDER_WORDS = {
+    "spread": "each family's questions spread over the run (systematic sampling within families)",
     "round_robin": "one question per family per round",
     "families": "whole families per batch",
 }
@@ -383,6 +436,13 @@ def _savings_sentence(record: SequentialPage) -> str:
     return f"{calls} {cost}"
 
 
+def reading_measured(record: SequentialPage) -> str:
+    """What the simulations measured for the record's boundary ('' for one not measured, and for
+    a record from before issue 40, whose boundary is the anytime sequence)."""
+    boundary = str((record.design or {}).get("boundary") or "anytime")
+    return MEASURED.get(boundary, "")
+
+
 def section_markdown(record: SequentialPage | None, n_questions: int | None = None) -> str:
     """The report's "Sequential evaluation" section as Markdown (its heading, what the run did,
     what it saved and how to read the intervals); for a fixed-n run (`record` None) the one line
@@ -405,6 +465,8 @@ def section_markdown(record: SequentialPage | None, n_questions: int | None = No
         "",
         esc(_savings_sentence(record)),
         "",
-        READING_NOTE,
+        READING_NOTE.format(measured=reading_measured(record)),
     ]
+    if _two_cubes(record):
+        lines += ["", _two_cubes(record)]
     return "\n".join(lines)

@@ -6,10 +6,11 @@ is made, so `cube run` and a notebook run alone (papermill, Jupyter) take the sa
 stages after it are the ordinary notebooks on the questions it reached:
 
 1. **Order** (`cube.run.sequential_design`, issue 40). Every system whose retrieval costs no call
-   (builtin, imported) is retrieved on the whole set first (`recall: all`), so R@k is known before
-   any judging; then the questions one per resampling unit (the families of
-   `cube.run.evaluate.question_families`, or single questions under `analysis.cluster: question`)
-   per round in a seeded order (`order: round_robin`, `analysis.sequential.seed`), batches of
+   (a kind registering `free_outcomes`: builtin, imported) is retrieved on the whole set first (`recall: all`), so R@k is known before
+   any judging; then the questions spread over the resampling units (the families of
+   `cube.run.evaluate.question_families`, or single questions under `analysis.cluster: question`):
+   systematic sampling within each family, every question equally likely to be judged by any
+   look, each family its share +-1 (`order: spread`, `analysis.sequential.seed`), batches of
    exactly `batch` questions; `order: families` takes whole families per batch (the order before
    issue 40). The sequence's independent unit stays the family, as in the jackknife that gives its
    spread (why partial families keep it valid: `cube.run.sequential_design`).

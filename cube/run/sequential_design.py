@@ -2,13 +2,20 @@
 comes from, and the boundary a look is drawn with (`analysis.sequential.order`, `recall`,
 `boundary`). The driver itself is `cube.run.sequential`.
 
-**Order.** `round_robin` (the default) takes one question per family per round: the families in a
-seeded random order, each family's questions in a seeded random order, round r the r-th question
-of every family that has one, and batches of exactly `batch` questions. With families of five
-sharing their answers' correctness, five questions of one family tell little more than one, so
-the first rounds gather most of the information a family holds, and the 20-family guard of a look
-(`cube.method.sequential.MIN_GROUPS`) is met after 20 questions instead of 100. `families` is the
-order before it: whole families per batch.
+**Order.** `spread` (the default) is systematic sampling within each family
+(`cube.method.group_sequential.spread_order`): each family gets a seeded random start in [0, 1)
+and its questions a seeded random order j, question j of a family of size s the key (j + start)
+/ s, and the questions are judged in increasing key, in batches of exactly `batch` questions.
+Every question is in a look's sample with the same probability (the share of the set judged),
+whatever its family's size, so a look's W estimates the set's W without a family-size bias; and
+each family has its share of questions judged +-1, so its questions are spread over the run: with
+families of five sharing their answers' correctness, five questions of one family tell little more
+than one, the first fifth of the order holds one question of every family, and the 20-family guard
+of a look (`cube.method.sequential.MIN_GROUPS`) is met after about 20 questions instead of 100.
+(A round robin, the r-th question of every family in round r, spreads as well but over-represents
+small families at every look before its last round: a set of singletons scoring 90 and families of
+five scoring 60, mean 65, read 75 at 60 questions.) `families` is the order before it: whole
+families per batch, families in a seeded random order.
 
 The jackknife over families stays valid with partial families: its unit is still the family (a
 left-out group leaves out every judged question of its families), families are independent of one
@@ -29,16 +36,23 @@ stays in the SE).
 An http, python or RAGFlow system returns its retrieval only with its answer: retrieving every
 question first would ask the system every question (its whole-set calls, and an LLM-backed
 system's LLM calls) before the first look, so for those R@k comes from the questions judged, and
-their order is the same round robin.
+their order is the same `spread`.
 
 **Boundary.** `spending` (the default) is the Lan-DeMets Pocock-type alpha-spending boundary of
 `cube.method.group_sequential` over the looks at which the run may stop (from the effective
 minimum on), with the set's size as the horizon: the set is known and the driver ends at its last
 question, so the anytime-valid sequence's price for sample sizes past it (+-3.0-3.1 SE against
-+-2.5-2.7) buys nothing. Spending, rather than Pocock's constant, because the driver's looks are
-not all planned: the effective minimum is raised after the first batch, and a look held by a
-guard spends nothing. `pocock` is the constant for the planned looks; `anytime` the sequence, for a
-run that may be extended past its question set (it then needs no horizon).
++-2.5-2.7) buys nothing. The looks are every batch end from the effective minimum on, which is
+raised after the first batch from the judge calls per question, never from a score: the schedule
+does not depend on the estimates, so both spending and Pocock's constant (computed for the planned
+looks with the raised minimum) stay valid. Spending is the default because it depends only on the
+looks made so far (a run may end early at the set's end, or a batch be short); Pocock's constant
+needs the whole schedule in advance. Every look from the minimum on spends its share of alpha,
+also one a guard holds (`cube.method.sequential.not_yet`: too few families or retrieved questions)
+and one shared by a system already settled: one boundary for every system, drawn before any
+system's guards are read. That spends more than needed (conservative), never less. `pocock` is the
+constant for the planned looks; `anytime` the sequence, for a run that may be extended past its
+question set (it then needs no horizon).
 """
 
 from __future__ import annotations
@@ -49,9 +63,9 @@ import numpy as np
 import pandas as pd
 
 from cube.config.params import Params
-from cube.method.group_sequential import critical_value
+from cube.method.group_sequential import critical_value, spread_order
 
-ORDERS = ("round_robin", "families")
+ORDERS = ("spread", "families")
 RECALLS = ("all", "judged")
 
 
@@ -78,33 +92,23 @@ def design_problems(params: Params) -> list[str]:
     return out
 
 
-def batches(
-    units: dict[str, str], size: int, seed: int, order: str = "round_robin"
-) -> list[list[str]]:
-    """The question ids in batches (`order`: module docstring). `round_robin`: one per family per
-    round, batches of exactly `size` (the last may be shorter); `families`: the units in a seeded
-    random order, each unit's questions together (sorted), a batch closed as soon as it holds at
-    least `size` questions."""
+def batches(units: dict[str, str], size: int, seed: int, order: str = "spread") -> list[list[str]]:
+    """The question ids in batches (`order`: module docstring). `spread`: systematic sampling
+    within each family (`group_sequential.spread_order`), batches of exactly `size` (the last may
+    be shorter); `families`: the units in a seeded random order, each unit's questions together
+    (sorted), a batch closed as soon as it holds at least `size` questions."""
+    rng = np.random.default_rng(seed)
+    if order == "spread":
+        qids = sorted(units)
+        at = spread_order(np.array([units[q] for q in qids]), rng)
+        flat = [qids[i] for i in at]
+        return [flat[i : i + size] for i in range(0, len(flat), size)]
     members: dict[str, list[str]] = {}
     for q in sorted(units):
         members.setdefault(units[q], []).append(q)
     names = sorted(members)
-    rng = np.random.default_rng(seed)
     ranked = [names[i] for i in rng.permutation(len(names))]
-    if order == "round_robin":
-        flat = _rounds(members, ranked, rng)
-        return [flat[i : i + size] for i in range(0, len(flat), size)]
     return _whole_families(members, ranked, size)
-
-
-def _rounds(
-    members: dict[str, list[str]], ranked: list[str], rng: np.random.Generator
-) -> list[str]:
-    """Round r: the r-th question (in a seeded order) of every family that has one, the families
-    in their seeded order."""
-    shuffled = {u: [members[u][i] for i in rng.permutation(len(members[u]))] for u in ranked}
-    rounds = max((len(m) for m in members.values()), default=0)
-    return [shuffled[u][r] for r in range(rounds) for u in ranked if r < len(shuffled[u])]
 
 
 def _whole_families(members: dict[str, list[str]], ranked: list[str], size: int) -> list[list[str]]:

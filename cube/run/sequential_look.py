@@ -89,7 +89,7 @@ def system_look(
         empty = Look(0, float("nan"), float("nan"), float("nan"))
         return [Quantity("CuBE", empty, float("nan"), float("nan"))]
     groups, hit, hit_groups = _look_groups(p, answers, system, units, hits, params)
-    labels = np.unique(hit_groups)
+    labels = np.unique(np.r_[groups, hit_groups])
     keep = np.vstack([np.ones(n), *[groups != g for g in labels]]).astype(float)
     recall = np.array([hit.mean(), *[hit[hit_groups != g].mean() for g in labels]]) / 100.0
     in_jury = np.array([j in (jury if jury is not None else p.judges) for j in p.judges])
@@ -99,9 +99,18 @@ def system_look(
         jury_cube = cube[in_jury].mean(axis=0) if in_jury.any() else np.full(keep.shape[0], np.nan)
         series = [("CuBE", jury_cube)] + [(f"CuBE · {j}", cube[i]) for i, j in enumerate(p.judges)]
     out, hits_n = [], int(np.asarray(p.retrieved).sum())
+    # the families behind W: the groups holding a judged question (under `recall: all` the
+    # leave-out values run over every group of the set, most of them W's without a question out)
+    judged_groups = len(np.unique(groups))
     for name, values in series:
         current = functional_look(
-            float(values[0]), values[1:], n, rule, retrieved=hits_n, critical=critical
+            float(values[0]),
+            values[1:],
+            n,
+            rule,
+            retrieved=hits_n,
+            critical=critical,
+            groups=judged_groups,
         )
         out.append(
             Quantity(name, current, *_fixed(current.estimate, jackknife_se(values[1:]), rule.alpha))
@@ -112,22 +121,37 @@ def system_look(
     return out
 
 
+def _judged_ids(params: Params, answers: pd.DataFrame, system: str) -> list[str]:
+    """The question ids behind the prepared arrays, in their order: those of known retrieval
+    (`retrieval_outcomes`, as `cube.method.bootstrap.prepare` takes them: a failed system call
+    is no question of W), sorted as `prepare` sorts them."""
+    from cube.method.analysis import retrieval_outcomes
+
+    top_n = params.analysis.top_n or next(s.top_n for s in params.systems if s.name == system)
+    ranks = retrieval_outcomes(answers[answers["system"] == system], top_n).ranks
+    return ranks.sort_values("question_id", kind="stable")["question_id"].astype(str).tolist()
+
+
 def _look_groups(p, answers: pd.DataFrame, system: str, units, hits, params: Params):
     """(the judged questions' jackknife groups, the 0/100 hits R@k is the mean of, their groups).
     With `hits` (every question's retrieval) the groups are those of every family of the set,
-    dealt as `jackknife_groups` deals them, and the judged questions take their family's group;
-    without, the judged questions' own."""
+    dealt as `jackknife_groups` deals them, and the judged questions (those of `p`, known
+    retrieval only: `_judged_ids`) take their family's group; without, the judged questions'
+    own."""
     seed = params.analysis.sequential.seed
     if not hits:
         groups = jackknife_groups(p.unit_codes(), JACKKNIFE_GROUPS, seed)
         return groups, 100.0 * np.asarray(p.retrieved, dtype=float), groups
-    everyone = sorted(hits)
-    all_groups = jackknife_groups(np.array([units[q] for q in everyone]), JACKKNIFE_GROUPS, seed)
+    judged = _judged_ids(params, answers, system)
+    everyone = sorted(set(hits) | set(judged))  # a judged question R@k does not count still has W
+    all_groups = jackknife_groups(
+        np.array([str(units.get(q, q)) for q in everyone]), JACKKNIFE_GROUPS, seed
+    )
     group_of = dict(zip(everyone, all_groups.tolist(), strict=True))
-    # the prepared arrays are in sorted question-id order (`cube.method.bootstrap.prepare`)
-    judged = sorted(answers.loc[answers["system"] == system, "question_id"].astype(str).unique())
     groups = np.array([group_of[q] for q in judged])
-    return groups, 100.0 * np.array([hits[q] for q in everyone], dtype=float), all_groups
+    in_hits = sorted(hits)
+    hit_groups = np.array([group_of[q] for q in in_hits])
+    return groups, 100.0 * np.array([hits[q] for q in in_hits], dtype=float), hit_groups
 
 
 __all__ = ["JACKKNIFE_GROUPS", "Quantity", "system_look"]

@@ -62,21 +62,52 @@ def test_spending_depends_only_on_the_looks_made_so_far():
         G.spending_bounds((60.0, 40.0), 300.0, 0.05)
 
 
-def test_round_robin_order_takes_one_question_per_family_per_round():
+def test_spread_order_with_equal_families_takes_one_question_per_family_per_fifth():
     units = np.repeat(np.arange(6), 5)  # six families of five
-    order = SS.round_robin_order(units, np.random.default_rng(3))
+    order = G.spread_order(units, np.random.default_rng(3))
     assert sorted(order) == list(range(30))
     for r in range(5):
         assert sorted(units[order[6 * r : 6 * r + 6]]) == list(range(6))  # each family once
-    first = units[order[:6]]
-    assert all((units[order[6 * r : 6 * r + 6]] == first).all() for r in range(5))  # same order
-    again = SS.round_robin_order(units, np.random.default_rng(3))
-    assert (again == order).all()
+    assert (G.spread_order(units, np.random.default_rng(3)) == order).all()  # seeded
+    assert not (G.spread_order(units, np.random.default_rng(4)) == order).all()
+
+
+def _reviewer_world() -> tuple[np.ndarray, np.ndarray]:
+    """Review H1's world: 30 singleton families scoring 90 and 30 families of 5 scoring 60 (the
+    set's mean 65)."""
+    units = np.r_[np.arange(30), 30 + np.arange(150) // 5]
+    return units, np.where(units < 30, 90.0, 60.0)
+
+
+def test_spread_order_is_an_equal_probability_sample_at_every_look():
+    """Every question is judged by a look with the same probability whatever its family's size,
+    so the mean of the questions judged is unbiased across seeds in review H1's world (the round
+    robin read 73.5-75 at 40-60 questions), and every family has its share of the look +-1."""
+    units, score = _reviewer_world()
+    sizes = np.bincount(units)
+    seen = np.zeros((5, units.size))
+    means = {n: [] for n in (40, 60, 80, 100, 120)}
+    for seed in range(3000):
+        order = G.spread_order(units, np.random.default_rng(seed))
+        for k, n in enumerate(means):
+            means[n].append(score[order[:n]].mean())
+            seen[k, order[:n]] += 1
+            count = np.bincount(units[order[:n]], minlength=sizes.size)
+            assert (np.abs(count - n / units.size * sizes) < 2).all()  # t s_f +-1 (t ~ n/N)
+    for k, (n, m) in enumerate(means.items()):
+        assert np.mean(m) == pytest.approx(65.0, abs=0.3)  # MC SE ~0.06
+        share = seen[k] / 3000  # each question's inclusion frequency: n / N for all
+        assert share[units < 30].mean() == pytest.approx(n / 180, abs=0.02)
+        assert share[units >= 30].mean() == pytest.approx(n / 180, abs=0.02)
+    rr = [
+        score[SS.round_robin_order(units, np.random.default_rng(s))[:60]].mean() for s in range(50)
+    ]
+    assert np.mean(rr) > 72  # the order it replaces: singletons over-represented
 
 
 def test_the_new_design_covers_at_every_look_with_families_and_stops_sooner():
     """A small seeded simulation, families of five, 10 points inside the edge 40: the design of
-    issue 40 (round robin, R@k from every question, alpha-spending) holds the truth at every look
+    issue 40 (spread, R@k from every question, alpha-spending) holds the truth at every look
     at which a run may stop in about 95 % of runs or more, errs no more than the fixed-n run of
     the whole set, and uses fewer questions than the design before it."""
     ap = load_params(ROOT / "params" / "default.yaml").analysis
@@ -92,7 +123,7 @@ def test_the_new_design_covers_at_every_look_with_families_and_stops_sooner():
 
     truth = jury_truth(placed, ap, 20_000)
     rule = seq.StopRule(batch=20, min_questions=40, boundary="spending")
-    new = SS.Design(placed, 200, rule, truth, order="round_robin", recall_from="all")
+    new = SS.Design(placed, 200, rule, truth, order="spread", recall_from="all")
     old = SS.Design(placed, 200, dataclasses.replace(rule, boundary="anytime"), truth)
     reps_new = SS.run_design(new, range(40), seed=5)
     reps_old = SS.run_design(old, range(40), seed=5)
@@ -103,3 +134,28 @@ def test_the_new_design_covers_at_every_look_with_families_and_stops_sooner():
     assert row_new["calls_saved_with_skipping"] > row_new["calls_saved"]  # the saving adds
     looks = SS.replicate_looks(new, 0, seed=5)
     assert list(looks["n"]) == list(range(40, 201, 20))  # regular looks: batches need not close
+
+
+def test_the_new_design_is_unbiased_where_family_size_and_score_go_together():
+    """The unequal world of benchmarks/sequential_design.py (small): a fifth of the questions are
+    one-question families of a better system, the rest families of five. The spread order's
+    first-look estimate averages the truth; the round robin's is pulled up by the singletons it
+    over-represents."""
+    fam = dataclasses.replace(
+        RunModel(), family_size=5, family_retrieval_share=0.5, family_correctness_share=1.0,
+        answer_sd=0.25,
+    ).with_system(recall=0.45)  # fmt: skip
+    single = dataclasses.replace(fam, family_size=1, family_correctness_share=0.0,
+                                 family_retrieval_share=0.0)  # fmt: skip
+    single = single.with_system(recall=0.95, answer_quality=0.95)
+    rule = seq.StopRule(batch=20, min_questions=40, boundary="spending")
+    base = SS.Design(fam, 200, rule, 0.0, order="spread", recall_from="all", singletons=single,
+                     singleton_questions=40)  # fmt: skip
+    base = dataclasses.replace(base, truth=SS.mixed_truth(base, n=30_000))
+    first = {}
+    for order in ("spread", "round_robin"):
+        d = dataclasses.replace(base, order=order)
+        first[order] = [SS.replicate_looks(d, r, seed=2)["estimate"].iloc[0] for r in range(60)]
+    spread, rr = np.array(first["spread"]), np.array(first["round_robin"])
+    assert abs(spread.mean() - base.truth) < 2.5 * spread.std() / np.sqrt(60) + 0.5
+    assert rr.mean() - base.truth > abs(spread.mean() - base.truth) + 1.0

@@ -109,6 +109,8 @@ def test_bad_rule_names_every_problem_at_once():
         assert key in text
     with pytest.raises(ValueError, match="max_width is None"):
         seq.StopRule(stop="width")
+    with pytest.raises(ValueError, match="require_band applies only with stop: width"):
+        seq.StopRule(stop="verdict", require_band=True)  # review L4: not accepted silently
 
 
 def test_scores_outside_the_range_are_refused():

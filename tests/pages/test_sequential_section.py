@@ -277,7 +277,7 @@ def test_notebook_06_cells_write_the_section_on_a_tiny_run_folder(tmp_path, raw)
 
     run.write_record(DriverRecord(sequential=raw))
     shown: list = []
-    ns = {"run": run, "display": shown.append}
+    ns = {"run": run, "display": shown.append, "results": {}}  # no evaluation: report_cube NaN
     exec(_cells("cell-01"), ns)  # noqa: S102 - the notebook's own code
     ns["display"] = shown.append
     ns["record"] = ns["sequential"].read_record(run.paths.results)
@@ -347,8 +347,51 @@ def test_a_width_stop_across_an_edge_names_both_bands_on_the_terminal_and_first_
         SequentialPage.read({**raw, "final": {system: inside}})
     )
     both = SequentialPage.read(
-        {**raw, "final": {system: inside}, "design": {"require_band": True, "order": "round_robin",
+        {**raw, "final": {system: inside}, "design": {"require_band": True, "order": "spread",
                                                        "boundary": "spending"}}
     )  # fmt: skip
     text = section_markdown(both)
-    assert "and lies inside one verdict band" in text and "one question per family" in text
+    assert "and lies inside one verdict band" in text and "spread over the run" in text
+
+
+def test_the_two_cubes_are_labelled_and_shown_side_by_side(raw):
+    """Review M2: under `recall: all` the driver's CuBE (W of the N judged x R@k of all M) is not
+    the report's (W x R@k of the N reached): the table labels both and shows them side by side,
+    the section says which is which; with R@k from the questions judged the labels say so."""
+    from types import SimpleNamespace
+
+    systems = list(raw["final"])
+    design = {"order": "spread", "boundary": "spending", "recall": dict.fromkeys(systems, "all")}
+    page = SequentialPage.read({**raw, "design": design})
+    n, m = raw["questions_used"], raw["questions_available"]
+    results = {s: SimpleNamespace(jury_cube=lambda k=k: 50.0 + k) for k, s in enumerate(systems)}
+    table = final_table(page, results).set_index("system")
+    for k, s in enumerate(systems):
+        row = table.loc[s]
+        assert row["cube"] == raw["final"][s]["estimate"]
+        assert row["cube_is"] == f"W of the {n:,} judged x R@k of all {m:,} (sequential)"
+        assert row["report_cube"] == 50.0 + k
+        assert row["report_cube_is"] == f"W x R@k of the {n:,} reached (Table 4, bootstrap)"
+    text = section_markdown(page)
+    assert f"W of the {n:,} questions judged x R@k of all {m:,} questions" in text
+    assert f"W x R@k of the {n:,} questions reached" in text
+    judged = SequentialPage.read({**raw, "design": {**design, "recall": {}}})
+    plain = final_table(judged).set_index("system")
+    assert (plain["cube_is"] == f"W x R@k of the {n:,} judged (sequential)").all()
+    assert plain["report_cube"].isna().all()  # no results given: not known, not guessed
+    assert "Two CuBEs" not in section_markdown(judged)
+
+
+def test_the_reading_note_quotes_what_was_measured_for_the_boundary_used(raw):
+    """Review M3: the coverage quoted is the one measured for the record's boundary (spending:
+    benchmarks/sequential_design.py; anytime: benchmarks/sequential_coverage.py), and none for a
+    boundary the simulations did not measure (pocock)."""
+
+    def text(boundary):
+        design = {"order": "spread", "boundary": boundary} if boundary else None
+        return section_markdown(SequentialPage.read({**raw, "design": design}))
+
+    assert "95-99 % of runs" in text("spending") and "93-98" not in text("spending")
+    assert "93-98 % of runs" in text("anytime") and "93-98 % of runs" in text(None)  # older
+    pocock = text("pocock")
+    assert "Read the sequential interval" in pocock and "% of runs" not in pocock

@@ -1,5 +1,6 @@
 """The driver's design (cube.run.sequential_design): R@k from every question's free retrieval is
-the one the answers report, and the round robin's looks are the planned ones."""
+the one the answers report, the spread order's looks are the planned ones, and a look's
+groups and judged questions are its own (review H3, M1)."""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def test_free_retrieval_gives_the_hits_the_answers_report(tmp_path):
         assert by_q == reported
     judged = _params(tmp_path, recall="judged")
     assert free_hits(judged, corpus, questions, None) == {}
-    assert design_of(params) == {"order": "round_robin", "recall": "all", "boundary": "spending"}
+    assert design_of(params) == {"order": "spread", "recall": "all", "boundary": "spending"}
 
 
 def test_the_planned_looks_are_every_batch_end_from_the_minimum():
@@ -90,3 +91,61 @@ def test_an_imported_error_row_is_left_out_of_the_free_hits(tmp_path):
     rag = answers[(answers["set"] == "rag") & answers["retrieval_ok"]]
     assert hits == dict(zip(rag["question_id"].astype(str), rag["rank"] > 0, strict=True))
     assert sum(hits.values()) == len(questions) // 2  # the odd rows: R@k 6 of 11, not of 12
+
+
+def _judged_run(params, qids, failed=()):
+    """Answers and scores of one system on `qids` (every other question retrieved, scores drawn
+    around the set's level), `failed` questions' system call failed (retrieval unknown)."""
+    import numpy as np
+    import pandas as pd
+
+    from cube.systems.base import ANSWERS_COLUMNS
+
+    system = params.systems[0].name
+    rng = np.random.default_rng(0)
+    rows, scores = [], []
+    for i, q in enumerate(qids):
+        rank = 1 + i % 3 if i % 2 == 0 else 0
+        for s in ("zero", "rag", "full"):
+            rows.append({"system": system, "question_id": q, "set": s, "answer": "a",
+                         "rank": rank, "n_retrieved": 8, "retrieval_ok": q not in failed,
+                         "error": "HTTP 500" if q in failed else ""})  # fmt: skip
+            level = {"zero": 2.0, "rag": 4.0 + 3.0 * (rank > 0), "full": 8.0}[s]
+            for j in params.judges:
+                for d in params.dimension_names():
+                    score = float(np.clip(level + rng.normal(0, 1.5), 0, 10))
+                    scores.append({"system": system, "question_id": q, "set": s,
+                                   "judge": j.name, "dimension": d, "score": score})  # fmt: skip
+    answers = pd.DataFrame(rows)
+    for c in ANSWERS_COLUMNS:
+        if c not in answers:
+            answers[c] = ""
+    return system, answers, pd.DataFrame(scores)
+
+
+def test_a_look_under_recall_all_counts_its_judged_families_and_skips_unknown_retrieval(tmp_path):
+    """Review M1: 60 questions judged from 12 families of a 200-question set (40 families, one
+    jackknife group each): the look's groups (the 20-family guard, the t allowance) are the 12
+    judged, not the set's 40, and the guard holds the look. Review H3: a judged question whose
+    system call failed (retrieval unknown) is no question of W: the look does not fail, and counts
+    the 59."""
+    from cube.method.sequential import not_yet, t_allowance
+    from cube.run.sequential import stop_rule
+    from cube.run.sequential_look import system_look
+
+    params = _params(tmp_path)
+    every = [f"q{i:03d}" for i in range(200)]
+    units = {q: f"f{i // 5}" for i, q in enumerate(every)}
+    hits = {q: i % 2 == 0 for i, q in enumerate(every)}
+    rule = stop_rule(params)
+    system, answers, scores = _judged_run(params, every[:60], failed={"q007"})
+    look = system_look(params, answers, scores, system, units, rule, hits=hits, critical=2.5)
+    cube = look[0].current
+    assert cube.n == 59 and cube.groups == 12
+    assert cube.lower < cube.estimate < cube.upper  # defined
+    assert "12 of the 20 families" in not_yet(cube, rule)
+    rk = look[-1]
+    assert rk.name == "R@k" and rk.current.estimate == 50.0 and rk.current.groups == 40
+    # the t allowance of 11 degrees of freedom, not 39: the same look drawn wider than with 40
+    allowance = t_allowance(12, rule) / t_allowance(40, rule)
+    assert allowance > 1.05

@@ -4,6 +4,7 @@ run that stops early sends no call for the questions it never reached and none a
 `analysis.sequential` values are named with their key."""
 
 import json
+from collections import Counter
 
 import pandas as pd
 import pytest
@@ -144,21 +145,24 @@ def test_a_settled_run_stops_early_and_publishes_its_record(stopped):
     assert final["upper"] - final["lower"] > final["fixed_upper"] - final["fixed_lower"]
 
 
-def test_the_design_is_round_robin_with_r_at_k_of_the_whole_set_and_a_finite_boundary(stopped):
+def test_the_design_is_spread_with_r_at_k_of_the_whole_set_and_a_finite_boundary(stopped):
     """Issue 40, item 2, on the family-structured demo world (a third of the items in families):
-    the questions judged are one per family before any family's second, R@k at every look is the
-    builtin retriever's on the whole set (known before the first batch), and the boundary's
-    values are the finite-horizon ones, below the anytime sequence's +-3."""
+    the questions judged are a spread sample (every family its share of the questions judged,
+    +-1, for one common share), R@k at every look is the builtin retriever's on the whole set
+    (known before the first batch), and the boundary's values are the finite-horizon ones, below
+    the anytime sequence's +-3."""
     run, rec = stopped["run"], record(stopped["run"])
     design = rec["design"]
-    assert design["order"] == "round_robin" and design["boundary"] == "spending"
+    assert design["order"] == "spread" and design["boundary"] == "spending"
     assert design["recall"] == {"bm25-top8": "all"}
     assert design["critical"] and all(2.0 < c["critical"] < 3.0 for c in design["critical"])
     units = unit_of(run.params, stopped["all"].astype({"question_id": str}), run.load("corpus"))
-    families = [units[q] for q in rec["question_ids"]]
-    distinct = len(set(units.values()))
-    first = families[: min(distinct, len(families))]
-    assert len(set(first)) == len(first)  # no family twice before every family once
+    size = Counter(units.values())
+    judged = Counter(units[q] for q in rec["question_ids"])
+    # family f's count c is ceil(t s - U) for the share t judged: (c - 1) / s < t < (c + 1) / s
+    low = max((judged[f] - 1) / s for f, s in size.items())
+    high = min((judged[f] + 1) / s for f, s in size.items())
+    assert low < high
     rk = {p["estimate"] for p in rec["path"] if p["quantity"] == "R@k"}
     assert len(rk) == 1 and len(rec["path"]) > 4  # the same R@k at every look: the whole set's
 
@@ -308,21 +312,22 @@ def test_min_questions_above_the_set_stops_before_any_call(tmp_path):
     assert not run.has("questions")
 
 
-def test_round_robin_takes_one_question_per_family_per_round_in_a_seeded_order():
+def test_spread_batches_exactly_batch_questions_each_family_spread_in_a_seeded_order():
     units = {f"q{i:02d}": f"family:{i // 3}" for i in range(30)}  # ten families of three
     units |= {"q90": "family:solo", "q91": "family:pair", "q92": "family:pair"}  # 1 and 2
     out = batches(units, 4, seed=1)
     flat = [q for b in out for q in b]
     assert [len(b) for b in out] == [4] * 8 + [1]  # exactly `batch` questions, never whole families
     assert sorted(flat) == sorted(units)
-    # round 1: every family once (12 families), round 2: the 11 with a second, round 3: the 10
-    rounds = [flat[:12], flat[12:23], flat[23:]]
-    assert [len({units[q] for q in r}) for r in rounds] == [12, 11, 10]
-    assert [units[q] for q in rounds[1]] == [
-        units[q] for q in rounds[0] if units[q] != "family:solo"
-    ]
+    size = Counter(units.values())
+    for n in range(1, len(flat) + 1):  # every prefix: each family its share of it +-1
+        count = Counter(units[q] for q in flat[:n])
+        share = n / len(flat)
+        assert all(abs(count[f] - share * s) < 2 for f, s in size.items())
+    first = [units[q] for q in flat[:10]]  # the first third: one of each family of three at most
+    assert all(first.count(f) == 1 for f in first if f.startswith("family:") and size[f] == 3)
     assert out == batches(units, 4, seed=1) and out != batches(units, 4, seed=2)
-    assert batches(units, 4, seed=1, order="round_robin") == out  # the default
+    assert batches(units, 4, seed=1, order="spread") == out  # the default
 
 
 def test_batches_take_whole_families_in_a_seeded_order():
@@ -475,10 +480,15 @@ def test_notebook_06_cells_show_the_record_the_driver_wrote(tmp_path):
     run = open_run(path, tmp_path / "nb06")
     pipeline.corpus_stage(run)
     pipeline.questions_stage(run)
+    pipeline.answers_stage(run)  # stages 02-03 after the driver: from the cache, no call
+    pipeline.scores_stage(run)
     rec = record(run)
     assert rec["stopped_early"] is True
     shown: list = []
-    ns = {"run": run}
+    from cube.run.evaluate import evaluate_run
+
+    results = evaluate_run(run, bootstrap=False)
+    ns = {"run": run, "results": results}
     exec(_cells("cell-01"), ns)  # noqa: S102 - the notebook's own code
     ns["display"] = shown.append
     exec(_cells("cell-12").splitlines()[1], ns)  # noqa: S102 - `record = ...read_record(...)`
@@ -508,6 +518,13 @@ def test_notebook_06_cells_show_the_record_the_driver_wrote(tmp_path):
                          ("sequence_upper", "upper"), ("fixed_n_lower", "fixed_lower"),
                          ("fixed_n_upper", "fixed_upper")):  # fmt: skip
             assert row[col] == pytest.approx(last[key], abs=1e-9)
+        # review M2: the report's CuBE (R@k of the questions reached) beside the driver's, both
+        # labelled; the driver took R@k from every question of the set
+        assert row["report_cube"] == pytest.approx(results[system].jury_cube(), nan_ok=True)
+        n, m = rec["questions_used"], rec["questions_available"]
+        assert row["cube_is"] == f"W of the {n:,} judged x R@k of all {m:,} (sequential)"
+        assert row["report_cube_is"] == f"W x R@k of the {n:,} reached (Table 4, bootstrap)"
+    assert "Two CuBEs" in text
     fig = ns["plots_sequential"].sequence_path(ns["record"])
     (ax,) = fig.axes
     looks = [p for p in rec["path"] if p["quantity"] == "CuBE"]
