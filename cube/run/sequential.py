@@ -6,14 +6,15 @@ is made, so `cube run` and a notebook run alone (papermill, Jupyter) take the sa
 stages after it are the ordinary notebooks on the questions it reached:
 
 1. **Order** (`cube.run.sequential_design`, issue 40). Every system whose retrieval costs no call
-   (a kind registering `free_outcomes`: builtin, imported) is retrieved on the whole set first (`recall: all`), so R@k is known before
-   any judging; then the questions spread over the resampling units (the families of
-   `cube.run.evaluate.question_families`, or single questions under `analysis.cluster: question`):
-   systematic sampling within each family, every question equally likely to be judged by any
-   look, each family its share +-1 (`order: spread`, `analysis.sequential.seed`), batches of
-   exactly `batch` questions; `order: families` takes whole families per batch (the order before
-   issue 40). The sequence's independent unit stays the family, as in the jackknife that gives its
-   spread (why partial families keep it valid: `cube.run.sequential_design`).
+   (a kind registering `free_outcomes`: builtin, imported) is retrieved on the whole set first
+   (`recall: all`), so R@k is known before any judging; then the questions are spread over the
+   resampling units (the families of `cube.run.evaluate.question_families`, or single questions
+   under `analysis.cluster: question`): systematic sampling within each family, every question
+   equally likely to be judged by any look, each family its share +-1 (`order: spread`,
+   `analysis.sequential.seed`), batches of exactly `batch` questions; `order: families` takes
+   whole families per batch (the order before issue 40). The sequence's independent unit stays the
+   family, as in the jackknife that gives its spread (why partial families keep it valid:
+   `cube.run.sequential_design`).
 2. **Per batch.** Only that batch's questions are answered by every system (rag, and the bound
    sets of its retrieved questions, `cube.systems.build_answers`) and judged by every judge
    (`cube.judges.score_answers`): the stage functions of notebooks 02 and 03, their calls cached
