@@ -561,7 +561,8 @@ def _first_batch_calls(
     if not ids or not _offline_builtin(params):
         return None
     first = questions[questions["question_id"].isin(set(ids))]
-    answers = build_answers(params, corpus, first, None, progress=False)
+    # as the driver's batches: no missed question's bounds (the gate's sample comes after it)
+    answers = build_answers(params, corpus, first, None, progress=False, missed_bounds=False)
     judges = make_judges(params, None)
     dims = load_dimensions(params, base_dir=base_dir)
     return judge_calls(judges, stage_requests(judges, answers, corpus, first, dims)) / len(first)

@@ -339,9 +339,12 @@ def test_the_bounds_function_answers_with_no_document_and_with_the_gold_document
     gold = dict(zip(questions["question_id"], questions["doc_id"], strict=True))
     by_call = {(qid, n): docs for qid, n, docs in SEEN}
     rag = out[out["set"] == "rag"]
-    # the bounds of the retrieved questions (a missed one's: no estimator reads them)
+    # the bounds of the retrieved questions (a missed one's: no estimator reads them), and a sample
+    # of missed ones up to the judge gate's floor (here every question: the set is below it)
     made = set(out.loc[out["set"] == "zero", "question_id"])
-    assert made == set(rag.loc[rag["rank"] > 0, "question_id"]) or len(made) == 5
+    retrieved = set(rag.loc[rag["rank"] > 0, "question_id"])
+    floor = min(len(questions), max(len(retrieved), params.analysis.gate_bounds_questions))
+    assert retrieved <= made and len(made) == floor
     assert {q for q, _, _ in SEEN} == made
     for qid, doc in gold.items():
         if qid not in made:
