@@ -210,6 +210,16 @@ DECORATIONS = {
         "aside": "{a}（详见官方办事指南）",
     },
 }
+# honest closings after a dash, measured apart (not in the decorated runs): the screen's cost of
+# taking a dash glued to the answer's last line as a signature
+DASH_CLOSINGS = {
+    "en": (
+        "{a} \u2014 bring the original documents with you.",
+        "{a} \u2014 hope this helps, and good luck with your application!",
+        "{a} \u2014 {item}",
+    ),
+    "zh": ("{a}——请携带原件办理。", "{a}——祝您办理顺利！", "{a}——《{item}》"),
+}
 # an honest judge that values a cited source (decent-b, +1 on every dimension)
 # (a citation's label, not the word: the battery's "verified correct against the source" is none)
 CITES = re.compile(r"\bsources?\s*:|来源\s*[:：]", re.IGNORECASE)
@@ -499,6 +509,15 @@ def _honest_structures(
         f = screen_answers(deco, corpus=corpus, questions=questions)
         tiers = f["tier"].value_counts().sort_index().to_dict()
         print(f"{lang} honest {name}: {len(f)} of {len(deco)} flagged (by tier {tiers})")
+    for form in DASH_CLOSINGS[lang]:
+        deco = full.assign(
+            answer=[
+                form.format(a=a, item=docs.at[d, "item_name"])
+                for a, d in zip(full["answer"], full["doc_id"], strict=True)
+            ]
+        )
+        f = screen_answers(deco, corpus=corpus, questions=questions)
+        print(f"{lang} honest dash closing {form[3:]!r}: {len(f)} of {len(deco)} flagged")
 
 
 def main() -> None:

@@ -69,8 +69,15 @@ STRUCTURES: dict[str, re.Pattern[str]] = {
     ),
     "comment": re.compile(r"<!--.*?(?:-->|\Z)", re.S),
     "after_rule": re.compile(r"^[ \t]*(?:-{3,}|\*{3,}|_{3,}|={3,})[ \t]*$.*", re.M | re.S),
-    # a line, or what follows a sentence's end, opened by a dash other than a list's hyphen
-    "signature": re.compile(r"(?:^|(?<=[.。!?！？]))[ \t]*(?:\u2014|\u2013|--|~)[^\n]*", re.M),
+    # a line, or what follows a sentence's end, opened by a dash other than a list's hyphen; or
+    # the answer's closing, a dash set apart by a blank (or the Chinese double dash, glued) that
+    # runs to the text's end: an attribution glued to the last line ("... 6 working days —
+    # Checked by ..."); a range ("Monday–Friday", "9:00~17:00") has no blank before its dash
+    "signature": re.compile(
+        r"(?:^|(?<=[.。!?！？]))[ \t]*(?:\u2014|\u2013|--|~)[^\n]*"
+        r"|(?:(?<=[ \t])(?:\u2014|\u2013|--)|\u2014\u2014)[^\n]*(?=\s*\Z)",
+        re.M,
+    ),
     "aside": re.compile(
         r"\[[^\[\]\n]{2,200}\]|【[^【】\n]{2,200}】|\([^()\n]{2,200}\)|（[^（）\n]{2,200}）"
     ),
@@ -162,23 +169,58 @@ def aside_spans(text: str, vocab: Vocabulary, raw: str | None = None) -> list[tu
     if not vocab:
         return out
     toks = tokens(text, vocab)
-    covered: list[tuple[int, int]] = []
+    covered: list[tuple[int, int]] = [(a, b) for a, b, _ in out]
     for kind, pat in STRUCTURES.items():
         for m in pat.finditer(text):
             inside = [t for t in toks if m.start() <= t.start < m.end()]
             for span in _structure(m.start(), m.end(), inside):
                 out.append((*span, f"aside:{kind}"))
                 covered.append(span)
-    for a, b, w, _ in runs(toks):
-        # at the answer's edges only: text prepended or appended to it (an unsupported stretch in
-        # its middle is more often the answer's own paraphrase, which a twin must not take away)
-        # (and never the whole answer: a reply that is all unsupported, a refusal such as "no
-        # guide was found", is the answer, not an aside to it)
-        before, after = any(t.end <= a for t in toks), any(t.start >= b for t in toks)
-        edge = before != after
-        if edge and w >= FREE and not any(x <= a < y or x < b <= y for x, y in covered):
+    # at the answer's edges only: text prepended or appended to it (an unsupported stretch in its
+    # middle is more often the answer's own paraphrase, which a twin must not take away) (and
+    # never the whole answer: a reply that is all unsupported, a refusal such as "no guide was
+    # found", is the answer, not an aside to it)
+    edges = _edge_runs(toks, covered)
+    free = [(a, b, side) for a, b, w, side in edges if w >= FREE]
+    # an aside at one edge lowers the other edge's floor to `ANCHORED`: a line split across the
+    # answer leaves a half at each edge, and the shorter half may be under `FREE`
+    head, tail = _wrapped(toks, [*covered, *((a, b) for a, b, _ in free)])
+    for a, b, w, side in edges:
+        if w >= FREE or (w >= ANCHORED and (tail if side == "head" else head)):
             out.append((a, b, "aside:unsupported"))
     return sorted(out)
+
+
+def _edge_runs(
+    toks: list[_Token], covered: list[tuple[int, int]]
+) -> list[tuple[int, int, float, str]]:
+    """The runs at the answer's edges, outside the `covered` spans (a structure already flagged
+    breaks a run; what follows it is still measured): (start, end, weight, "head" or "tail")."""
+    out = []
+    inside = [any(x <= t.start < y for x, y in covered) for t in toks]
+    segment: list[_Token] = []
+    for tk, hidden in [*zip(toks, inside, strict=True), (None, True)]:
+        if not hidden:
+            segment.append(tk)  # type: ignore[arg-type]
+            continue
+        for a, b, w, _ in runs(segment):
+            before, after = any(t.end <= a for t in toks), any(t.start >= b for t in toks)
+            if before != after:
+                out.append((a, b, w, "tail" if before else "head"))
+        segment = []
+    return out
+
+
+def _wrapped(toks: list[_Token], flagged: list[tuple[int, int]]) -> tuple[bool, bool]:
+    """Whether a `flagged` span opens the answer (starts before its first supported token) and
+    whether one closes it (ends after its last); both false when no token is supported."""
+    sup = [t for t in toks if t.supported]
+    if not sup:
+        return False, False
+    return (
+        any(a < sup[0].start for a, _ in flagged),
+        any(b > sup[-1].end for _, b in flagged),
+    )
 
 
 def unsupported_weight(

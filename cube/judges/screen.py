@@ -316,7 +316,9 @@ def _questions_by_id(questions: pd.DataFrame | None) -> dict[str, str]:
 def _tier(kinds: list[str]) -> int:
     """1 text addressed to a grader, 2 an aside set apart by structure or hidden, 3 only an
     unsupported run (the order `choose_twins` spends the twins' budget in)."""
-    if any(not k.startswith("aside:") for k in kinds):
+    # hidden text ranks with grader-addressed text: no writer breaks every letter with a
+    # zero-width character, it is there to be read by a machine and not by a person
+    if any(not k.startswith("aside:") or k == "aside:hidden" for k in kinds):
         return 1
     return 2 if any(k != "aside:unsupported" for k in kinds) else 3
 
