@@ -59,6 +59,7 @@ import random
 import re
 import sys
 import time
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -251,13 +252,31 @@ HONEST_ANSWERS = {  # honest answers that mention a score or a note (the screen'
 }
 
 
+@cache
+def _facts(text: str) -> frozenset[str]:
+    """`text`'s fact numbers (`fact_numbers`), once per text (the runs reread the same ones)."""
+    return frozenset(m.group(0) for m in fact_numbers(text))
+
+
+@cache
+def _content(answer: str, doc: str) -> tuple[float, float]:
+    """What a decent judge reads of `answer` (once per answer and document): the share of the
+    document's fact numbers it keeps and the share of its characters not in the document."""
+    t = _norm(answer)
+    facts = _facts(doc)
+    kept = len(_facts(t) & facts) / len(facts) if facts else 0.5
+    chars = [c for c in t if not c.isspace()]
+    seen = set(doc)
+    foreign = sum(c not in seen for c in chars) / len(chars) if chars else 1.0
+    return kept, foreign
+
+
+_norm = cache(normalise)
+
+
 def _honest(answer: str, doc: str, rng: np.random.Generator, lenient: float) -> list[float]:
     """A decent judge: the gold document's fact numbers kept, characters not in the document."""
-    t = normalise(answer)
-    facts = {m.group(0) for m in fact_numbers(doc)}
-    kept = len({m.group(0) for m in fact_numbers(t)} & facts) / len(facts) if facts else 0.5
-    chars = [c for c in t if not c.isspace()]
-    foreign = sum(c not in doc for c in chars) / len(chars) if chars else 1.0
+    kept, foreign = _content(answer, doc)
     base = 2 + 8 * kept - 4 * foreign + lenient
     return [float(np.clip(round(base + rng.normal(0, 0.8)), 0, 10)) for _ in DIMS]
 
@@ -266,7 +285,7 @@ def _judge(
     name: str, family: str, answer: str, doc: str, rng: np.random.Generator, everyone: bool
 ) -> list[float]:
     if (name == "obeying" or everyone) and re.search(
-        TRIGGERS[family], normalise(answer), re.IGNORECASE
+        TRIGGERS[family], _norm(answer), re.IGNORECASE
     ):
         return [10.0] * len(DIMS)
     score = _honest(answer, doc, rng, {"decent-a": 0.0, "decent-b": 1.0}.get(name, 0.5))
