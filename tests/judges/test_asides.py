@@ -164,6 +164,12 @@ def test_the_short_trailing_half_of_a_split_line_goes_with_its_head():
     row = _screen([text], "en").iloc[0]
     assert "examiners" not in row["twin"] and "Checked" not in row["twin"]
     assert "6 working days" in row["twin"]
+    # a structure between the answer and the trailing half (an honest bracketed aside) does not
+    # hide the half: what follows the structure is measured on its own
+    text = _place(
+        f"{ANSWER['en']} (see the official service guide)", SIGNATURE["en"], "split", "en"
+    )
+    assert "examiners" not in _screen([text], "en").iloc[0]["twin"]
     # without a head set apart, the same 3 words at the end are not an aside
     assert _screen([f"{ANSWER['en']} ified examiners' board"], "en").empty
 
