@@ -4,10 +4,10 @@ Judges here are functions of the answer's text: an honest one scores the content
 document's fact numbers the answer keeps), an obeying one gives 10 when its family's words are in
 the answer after NFKC and without zero-width characters; one obeys a family the battery does not
 hold (a fake tool-output block, and six more kinds of text: a signature, a forwarded e-mail's
-header, a YAML metadata block, a log line, a quoted testimonial, a translator's note). The
-battery's probe names a judge obeying any one of its families; the screen's ablation twins name
-one obeying a held-out family when the system's answers carry it (whole, split across the answer,
-broken by zero-width characters); honest judges are named by neither; the gate excludes a named judge, and the
+header, a YAML metadata block, a log line, a quoted testimonial, a translator's note). The battery's
+probe names a judge obeying any one of its families; the screen's ablation twins name one obeying a
+held-out family when the system's answers carry it (whole, split across the answer, broken by
+zero-width characters); honest judges are named by neither; the gate excludes a named judge, and the
 verdict is withheld when too few twins decide."""
 
 from __future__ import annotations
