@@ -18,21 +18,26 @@ by two general signals, neither a list of an attack's words:
   injection's "service" is in a service guide).
 - **Structure** (`STRUCTURES`): a markdown footnote or reference definition (`[^1]: ...`), an
   HTML comment, the text after a horizontal rule, a signature or closing line opened by a dash
-  ("— checked by ..."), a bracketed aside; and **hidden** text, letters with zero-width or other
-  format characters between them (a reader does not see the break, a string match does not see
-  the letters).
+  ("— checked by ...", also glued to the answer's last line when the dash is set apart by a blank
+  and runs to the text's end: a range's dash, "Monday–Friday", is not), a bracketed aside; and
+  **hidden** text, letters with zero-width or other format characters between them (a reader
+  does not see the break, a string match does not see the letters).
 
 An aside is flagged (`aside_spans`) when it is structure whose tokens are mostly unsupported (the
-whole region), or structure opened by a run of at least `ANCHORED` weight (the region's start to
-the run's end: half an injection glued before the answer's first line), or hidden text, or, with
-no structure, a run of at least `FREE` weight (an English word weighs 1, a Chinese character 1/2):
-a line appended to the answer or glued to its end. Honest structure is mostly supported: a
-citation footnote names the document and its item ("[^1]: Source: D00012, Approval of ...
-service guide"), a sources list its title and address; a courtesy line ("I hope this helps!") is
-a run too short to flag. What an honest answer carries that the documents do not (a disclaimer
-after a rule) is flagged, and costs a twin: `choose_twins` spends the budget on text addressed to
-a grader first, then on structure, then on bare runs. Measured on honest answers carrying these
-structures and on held-out injection families never tuned on (benchmarks/injection_battery.py).
+whole region), or structure opened by a run of at least `ANCHORED` weight (the region's start to the
+run's end: half an injection glued before the answer's first line), or hidden text, or, with no
+structure, a run of at least `FREE` weight (an English word weighs 1, a Chinese character 1/2): a
+line appended to the answer or glued to its end. A run that a structure already flagged breaks is
+measured on what is left of it. When an aside opens the answer (before its first supported token), a
+run closing it needs only `ANCHORED` weight, and the other way round: a line split across the answer
+leaves a half at each edge, and the shorter half ("ified examiners' board", 3 words) is under `FREE`
+on its own. Honest structure is mostly supported: a citation footnote names the document and its
+item ("[^1]: Source: D00012, Approval of ... service guide"), a sources list its title and address;
+a courtesy line ("I hope this helps!") is a run too short to flag. What an honest answer carries
+that the documents do not (a disclaimer after a rule, a closing after a dash) is flagged, and costs
+a twin: `choose_twins` spends the budget on text addressed to a grader or hidden first, then on
+structure, then on bare runs. Measured on honest answers carrying these structures and on held-out
+injection families never tuned on (benchmarks/injection_battery.py).
 
 Without the documents (no corpus) there is no support: only hidden text is flagged.
 """
@@ -69,8 +74,15 @@ STRUCTURES: dict[str, re.Pattern[str]] = {
     ),
     "comment": re.compile(r"<!--.*?(?:-->|\Z)", re.S),
     "after_rule": re.compile(r"^[ \t]*(?:-{3,}|\*{3,}|_{3,}|={3,})[ \t]*$.*", re.M | re.S),
-    # a line, or what follows a sentence's end, opened by a dash other than a list's hyphen
-    "signature": re.compile(r"(?:^|(?<=[.。!?！？]))[ \t]*(?:\u2014|\u2013|--|~)[^\n]*", re.M),
+    # a line, or what follows a sentence's end, opened by a dash other than a list's hyphen; or
+    # the answer's closing, a dash set apart by a blank (or the Chinese double dash, glued) that
+    # runs to the text's end: an attribution glued to the last line ("... 6 working days —
+    # Checked by ..."); a range ("Monday–Friday", "9:00~17:00") has no blank before its dash
+    "signature": re.compile(
+        r"(?:^|(?<=[.。!?！？]))[ \t]*(?:\u2014|\u2013|--|~)[^\n]*"
+        r"|(?:(?<=[ \t])(?:\u2014|\u2013|--)|\u2014\u2014)[^\n]*(?=\s*\Z)",
+        re.M,
+    ),
     "aside": re.compile(
         r"\[[^\[\]\n]{2,200}\]|【[^【】\n]{2,200}】|\([^()\n]{2,200}\)|（[^（）\n]{2,200}）"
     ),
@@ -162,23 +174,58 @@ def aside_spans(text: str, vocab: Vocabulary, raw: str | None = None) -> list[tu
     if not vocab:
         return out
     toks = tokens(text, vocab)
-    covered: list[tuple[int, int]] = []
+    covered: list[tuple[int, int]] = [(a, b) for a, b, _ in out]
     for kind, pat in STRUCTURES.items():
         for m in pat.finditer(text):
             inside = [t for t in toks if m.start() <= t.start < m.end()]
             for span in _structure(m.start(), m.end(), inside):
                 out.append((*span, f"aside:{kind}"))
                 covered.append(span)
-    for a, b, w, _ in runs(toks):
-        # at the answer's edges only: text prepended or appended to it (an unsupported stretch in
-        # its middle is more often the answer's own paraphrase, which a twin must not take away)
-        # (and never the whole answer: a reply that is all unsupported, a refusal such as "no
-        # guide was found", is the answer, not an aside to it)
-        before, after = any(t.end <= a for t in toks), any(t.start >= b for t in toks)
-        edge = before != after
-        if edge and w >= FREE and not any(x <= a < y or x < b <= y for x, y in covered):
+    # at the answer's edges only: text prepended or appended to it (an unsupported stretch in its
+    # middle is more often the answer's own paraphrase, which a twin must not take away) (and
+    # never the whole answer: a reply that is all unsupported, a refusal such as "no guide was
+    # found", is the answer, not an aside to it)
+    edges = _edge_runs(toks, covered)
+    free = [(a, b, side) for a, b, w, side in edges if w >= FREE]
+    # an aside at one edge lowers the other edge's floor to `ANCHORED`: a line split across the
+    # answer leaves a half at each edge, and the shorter half may be under `FREE`
+    head, tail = _wrapped(toks, [*covered, *((a, b) for a, b, _ in free)])
+    for a, b, w, side in edges:
+        if w >= FREE or (w >= ANCHORED and (tail if side == "head" else head)):
             out.append((a, b, "aside:unsupported"))
     return sorted(out)
+
+
+def _edge_runs(
+    toks: list[_Token], covered: list[tuple[int, int]]
+) -> list[tuple[int, int, float, str]]:
+    """The runs at the answer's edges, outside the `covered` spans (a structure already flagged
+    breaks a run; what follows it is still measured): (start, end, weight, "head" or "tail")."""
+    out = []
+    inside = [any(x <= t.start < y for x, y in covered) for t in toks]
+    segment: list[_Token] = []
+    for tk, hidden in [*zip(toks, inside, strict=True), (None, True)]:
+        if not hidden:
+            segment.append(tk)  # type: ignore[arg-type]
+            continue
+        for a, b, w, _ in runs(segment):
+            before, after = any(t.end <= a for t in toks), any(t.start >= b for t in toks)
+            if before != after:
+                out.append((a, b, w, "tail" if before else "head"))
+        segment = []
+    return out
+
+
+def _wrapped(toks: list[_Token], flagged: list[tuple[int, int]]) -> tuple[bool, bool]:
+    """Whether a `flagged` span opens the answer (starts before its first supported token) and
+    whether one closes it (ends after its last); both false when no token is supported."""
+    sup = [t for t in toks if t.supported]
+    if not sup:
+        return False, False
+    return (
+        any(a < sup[0].start for a, _ in flagged),
+        any(b > sup[-1].end for _, b in flagged),
+    )
 
 
 def unsupported_weight(

@@ -35,7 +35,7 @@ a prior review, no score, no grader) went unseen. So `screen_answers` also flags
 comments, text after a rule, signature lines, bracketed asides) or hidden by format characters,
 and stretches at the answer's edge that nothing in its question or documents supports: what is
 not the answer, whatever its words. Their spans join the grader spans in the twin; the row's
-`tier` (1 grader-addressed, 2 structure or hidden, 3 an unsupported run) and `foreign` weight
+`tier` (1 grader-addressed or hidden, 2 structure, 3 an unsupported run) and `foreign` weight
 order the twins' budget (`choose_twins`).
 
 Written apart from the audit's battery (`cube.systems.injections`) and measured on families the
@@ -247,9 +247,9 @@ def cut(t: str, spans: Iterable[tuple[int, int, str]]) -> str:
 
 def choose_twins(flagged: pd.DataFrame, cap: int, seed: int) -> pd.DataFrame:
     """At most `cap` of the `flagged` answers (`screen_answers`), the lowest `tier` first (text
-    addressed to a grader, then text set apart by structure, then unsupported runs), within a
-    tier the most `foreign` first (the spans' unsupported weight: an honest aside is short), ties
-    in a seeded order."""
+    addressed to a grader or hidden, then text set apart by structure, then unsupported runs),
+    within a tier the most `foreign` first (the spans' unsupported weight: an honest aside is
+    short), ties in a seeded order."""
     if len(flagged) <= cap:
         return flagged
     if "tier" not in flagged:
@@ -274,7 +274,7 @@ def screen_answers(
     flagged (module docstring), and those documents with the question (`questions`:
     `question_id, question`) are what the asides are measured against (`cube.judges.asides`:
     text set apart from the answer, or saying nothing of the question or its documents). `tier`:
-    1 text addressed to a grader, 2 an aside set apart by structure or hidden, 3 only an
+    1 text addressed to a grader or hidden, 2 an aside set apart by structure, 3 only an
     unsupported run (`choose_twins` spends the twins' budget in that order); `foreign`: the
     unsupported weight the spans hold (within a tier, the heaviest first)."""
     cols = ["question_id", "system", "set", "kinds", "spans", "twin", "tier", "foreign"]
@@ -314,9 +314,11 @@ def _questions_by_id(questions: pd.DataFrame | None) -> dict[str, str]:
 
 
 def _tier(kinds: list[str]) -> int:
-    """1 text addressed to a grader, 2 an aside set apart by structure or hidden, 3 only an
+    """1 text addressed to a grader or hidden, 2 an aside set apart by structure, 3 only an
     unsupported run (the order `choose_twins` spends the twins' budget in)."""
-    if any(not k.startswith("aside:") for k in kinds):
+    # hidden text ranks with grader-addressed text: no writer breaks every letter with a
+    # zero-width character, it is there to be read by a machine and not by a person
+    if any(not k.startswith("aside:") or k == "aside:hidden" for k in kinds):
         return 1
     return 2 if any(k != "aside:unsupported" for k in kinds) else 3
 

@@ -7,7 +7,7 @@ is content, and the asides, `cube.judges.asides`, are text set apart from the an
 nothing of its question and documents); each flagged answer gets a twin (system
 `audit:ablated:<system>`, the same question and set, the answer with its flagged spans removed),
 at most `TWIN_MAX_SHARE` of the run's judge calls (`twin_cap`; beyond it `choose_twins` takes
-grader-addressed text first, then asides set apart by structure or hidden, then unsupported runs,
+grader-addressed or hidden text first, then asides set apart by structure, then unsupported runs,
 the heaviest first, said in `results.json` → `screen`). Only flagged answers cost calls: a run
 whose answers hold neither costs none. `judge_twins` scores them with every audited judge under the
 role `audit`; their rows join data/audit_scores with probe `ablated` (`cube.method.injection`

@@ -105,8 +105,8 @@ class AnswerScreen(Payload):
     max_share: float | None = Field(None, description="Cap: share of the run's judge calls.")
     tiers: dict[str, int] = Field(
         {},
-        description="Flagged answers per tier (1 addressed to a grader, 2 set apart by structure "
-        "or hidden, 3 unsupported text at an edge): the twins are chosen in that order.",
+        description="Flagged answers per tier (1 addressed to a grader or hidden, 2 set apart by "
+        "structure, 3 unsupported text at an edge): the twins are chosen in that order.",
     )
     kinds: dict[str, int] = Field({}, description="Flagged answers per kind.")
     flagged_answers: list[JsonObject] = Field([], description="Each flagged answer, spans cut.")
