@@ -8,19 +8,25 @@ answers x the four paper dimensions, with a fresh temporary cache, at each concu
 latency L, compared with the ideal C / L. Per C:
 
 - `steady`: the adaptive limit starts at C (`min_concurrency = C`): what the client sustains;
-- `slow start`: the default start at 4, doubling per window of answered calls (~log2(C/4) x L
-  before C is in flight): what a run of this size gets;
+- `slow start`: a cache folder never used (no learned limit): the start at 4, doubling per window
+  of answered calls (~log2(C/4) x L before C is in flight): what a first run of this size gets;
+- `learned start`: the next run in the same cache folder (other answers): it starts from the limit
+  `slow start` stored in `concurrency_limits.json` (`cube.llm.learned_limit`; slow start from half
+  of it);
 - `bare openai SDK`: the same number of calls through `AsyncOpenAI` and a semaphore alone, the
   floor of CPU per call for any client that uses the SDK (as this project must);
-- client CPU per call: this process's CPU time (the server is another process) / calls, through
-  the pipeline, and the same judgments re-run fully cached (the pipeline without HTTP).
+- client CPU per call: this process's CPU time (the server is another process) / calls.
+
+Each of the `rounds` interleaves the four runs (the machine's load drifts between them); the share
+of the bare loop is each run's rate over its round's bare loop, printed min / median / max over the
+rounds with the load average before and after.
 
 The default latencies (0.1 s at 32, 1.0 s at 256) keep the ideal rate within one client core:
 at 256 and 0.1 s the ideal is 2,560 calls/s, i.e. 2.5 cores at 1 ms of CPU per call, which would
 measure the machine, not the client's concurrency (real judge calls take 0.5-5 s).
 
     .venv/bin/python benchmarks/judge_throughput.py [--concurrency 32,256] [--latency 0.1,1.0]
-        [--windows 60]
+        [--windows 60] [--rounds 3]
 
 N per C is `windows` x C (60 latency windows of calls: 1,920 judgments at 32, close to the 2,000 of
 the earlier benchmark; fewer windows weigh the fixed start-up of a run more). The last line is the
@@ -30,6 +36,8 @@ headline figure: `throughput_ratio: <the lowest steady ratio>`.
 from __future__ import annotations
 
 import argparse
+import os
+import statistics
 import sys
 import tempfile
 import time
@@ -119,52 +127,70 @@ def bare_sdk(url: str, concurrency: int, n: int) -> tuple[float, float]:
     return time.perf_counter() - t0, time.process_time() - c0
 
 
-def measure(concurrency: int, latency: float, windows: int, dims: list, tmp: Path) -> float:
+def _spread(xs: list[float]) -> str:
+    """min / median / max."""
+    return f"{min(xs):.2f} / {statistics.median(xs):.2f} / {max(xs):.2f}"
+
+
+def one_round(
+    server: ServerProcess, spec: ModelSpec, n_answers: int, dims: list, tmp: Path, r: int
+) -> dict[str, tuple[float, float, dict]]:
+    """One interleaved round: (calls/s, client CPU s per call, concurrency summary) per label.
+    Every run judges other answers (nothing cached between runs); `slow start` and `learned start`
+    share a cache folder of their own (`learned start` reads the limit `slow start` stored)."""
+    conc = spec.max_concurrency
+    out = {}
+    runs = (
+        ("steady", conc, f"steady-{conc}-{r}"),
+        ("slow start", 1, f"learn-{conc}-{r}"),
+        ("learned start", 1, f"learn-{conc}-{r}"),
+    )
+    for i, (label, start, folder) in enumerate(runs):
+        server.reset()
+        batch = judging_inputs(n_answers, offset=(3 * r + i + 1) * n_answers)
+        cache = tmp / folder / "cache.sqlite"
+        cache.parent.mkdir(exist_ok=True)
+        elapsed, cpu, failed, n, c = timed_run(
+            spec.model_copy(update={"min_concurrency": start}), cache, batch, dims
+        )
+        if failed:
+            raise SystemExit(f"{label}: {failed} calls failed")
+        out[label] = (n / elapsed, cpu / n, c)
+    n = n_answers * len(dims)
+    elapsed, cpu = bare_sdk(server.url, conc, n)
+    out["bare openai SDK"] = (n / elapsed, cpu / n, {})
+    return out
+
+
+def measure(
+    concurrency: int, latency: float, windows: int, dims: list, tmp: Path, rounds: int = 1
+) -> float:
     n_answers = max(1, windows * concurrency // len(dims))
     with ServerProcess(latency_s=latency, reply="score") as server:
         spec = ModelSpec(model="judge", base_url=server.url, max_concurrency=concurrency)
-        timed_run(
-            spec, None, judging_inputs(1, offset=2 * n_answers + 1), dims
-        )  # warm-up imports and jieba
+        timed_run(spec, None, judging_inputs(1, offset=0), dims)  # warm-up imports and jieba
         ideal = concurrency / latency
         print(
             f"concurrency {concurrency}, server latency "
             f"{latency * 1000:.0f} ms: ideal {ideal:.0f} calls/s, "
-            f"{n_answers * len(dims)} judgments per run"
+            f"{n_answers * len(dims)} judgments per run, {rounds} interleaved round(s); "
+            f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
         )
-        ratios = {}
-        for label, start, offset in (("steady", concurrency, 0), ("slow start", 1, n_answers)):
-            server.reset()
-            batch = judging_inputs(
-                n_answers, offset=offset
-            )  # other answers: nothing cached between runs
-            cache = tmp / f"c{concurrency}-{offset}.sqlite"
-            elapsed, cpu, failed, n, conc = timed_run(
-                spec.model_copy(update={"min_concurrency": start}), cache, batch, dims
-            )
-            stats = server.stats()
-            ratios[label] = n / elapsed / ideal
+        results = [one_round(server, spec, n_answers, dims, tmp, r) for r in range(rounds)]
+        print(f"  load average after: {os.getloadavg()[0]:.1f}")
+        bare = [res["bare openai SDK"] for res in results]
+        for label in ("steady", "slow start", "learned start", "bare openai SDK"):
+            runs = [res[label] for res in results]
+            share = [run[0] / b[0] for run, b in zip(runs, bare, strict=True)]
+            cpu = [run[1] / b[1] for run, b in zip(runs, bare, strict=True)]
+            starts = sorted({run[2].get("start") for run in runs if run[2]})
             print(
-                f"  {label:10}: {n / elapsed:7.1f} calls/s = "
-                f"{ratios[label]:.2f} of ideal; {elapsed:.2f} s; "
-                f"server max in flight {stats['max_in_flight']}, "
-                f"client peak {conc.get('peak_in_flight')}; "
-                f"client CPU {cpu / n * 1000:.2f} ms/call; failed {failed}"
+                f"  {label:15}: of ideal {_spread([run[0] / ideal for run in runs])}; "
+                f"of the bare loop {_spread(share)}; client CPU "
+                f"{_spread([run[1] * 1000 for run in runs])} ms/call = "
+                f"{_spread(cpu)} x the bare loop" + (f"; start {starts}" if starts else "")
             )
-            if label == "steady":
-                cached_elapsed, cached_cpu, _, _, _ = timed_run(spec, cache, batch, dims)
-                print(
-                    f"  cached re-run: {cached_cpu / n * 1000:.2f} ms "
-                    f"CPU/call (the pipeline without HTTP), "
-                    f"{server.stats()['requests_total'] - stats['requests_total']} requests sent"
-                )
-        n = n_answers * len(dims)
-        elapsed, cpu = bare_sdk(server.url, concurrency, n)
-        print(
-            f"  bare openai SDK + semaphore (no cube): {n / elapsed / ideal:.2f} of ideal; "
-            f"client CPU {cpu / n * 1000:.2f} ms/call"
-        )
-        return ratios["steady"]
+        return min(res["steady"][0] / ideal for res in results)
 
 
 def main() -> None:
@@ -174,6 +200,7 @@ def main() -> None:
         "--latency", default="0.1,1.0", help="server latency (s) per concurrency, comma-separated"
     )
     ap.add_argument("--windows", type=int, default=60, help="calls per run = windows x concurrency")
+    ap.add_argument("--rounds", type=int, default=1, help="interleaved rounds (min/median/max)")
     args = ap.parse_args()
     concs = [int(x) for x in args.concurrency.split(",")]
     lats = [float(x) for x in args.latency.split(",")]
@@ -189,7 +216,7 @@ def main() -> None:
     )
     with tempfile.TemporaryDirectory() as tmp:
         steady = [
-            measure(c, lat, args.windows, dims, Path(tmp))
+            measure(c, lat, args.windows, dims, Path(tmp), args.rounds)
             for c, lat in zip(concs, lats, strict=True)
         ]
     print(f"throughput_ratio: {min(steady):.2f}")

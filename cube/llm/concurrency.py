@@ -33,6 +33,19 @@ drive the limit (additive increase, cuts; no flat steps, no probes): a rate limi
 rate flat, and probing twice the limit there only runs into it (share of the rate limit 0.78 against
 0.95 with them).
 
+An earlier run's limit (`learned`, read by `cube.llm.learned_limit` from the store beside the call
+cache, keyed by the endpoints and the model) is a start, not a cap. One that settled for a flat rate
+starts settled there, as `settled` does. Any other starts slow start at half of it: the first
+window at half (opened with the batch, not at its first answer) and the second at the learned limit
+give the first comparison of two levels, so a server that now queues is still found (two flat
+judgements, then the floor), and a 429 or timeout cuts as above. Starting at the learned limit
+itself would leave no lower level to compare with when it is `max_concurrency` (the usual case:
+nothing pushed back); the half costs about one latency at half the calls in flight
+(`benchmarks/judge_throughput.py`: 0.95-0.98 of the bare loop at 32-64 in flight against 0.85-0.93
+for slow start from 4).
+`learned()` is what a batch hands the store at its end. An endpoint never seen starts slow start
+from 4 as before (the reasons: `cube.llm.learned_limit`).
+
 A released slot is handed straight to the first waiter (FIFO; a future per waiter, set by the
 releaser), O(1) per slot. The `asyncio.Condition` this replaced re-checked every waiter already
 woken but not yet run on each notify and made each woken waiter re-take its lock: a burst of k
@@ -46,6 +59,7 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 
 SLOW_START = 4  # the first limit (or min_concurrency if larger); it doubles per window until a 429
 DECREASE = (
@@ -57,6 +71,18 @@ WINDOW = (
 LEVEL_STEP = 1.3  # two windows' levels must differ by this ratio for their rates to be compared
 FLAT = 0.5  # elasticity of the rate to the level below which the server counts as saturated
 HOLD = 4  # windows spent at a settled level before probing twice that level
+
+
+@dataclass(frozen=True)
+class Learned:
+    """What a batch learned of an endpoint (`AdaptiveLimit.learned`), the start of a later run's
+    limit: `limit` (its `settled_limit`), `peak` (most calls in flight at once), `congested` (429s
+    or timeouts cut the limit) and `flat` (it settled for a flat rate: a server that queues)."""
+
+    limit: int
+    peak: int
+    congested: bool
+    flat: bool
 
 
 # (level, rate, limit, answered calls, seconds) of a judged window (settled: of them all)
@@ -85,6 +111,14 @@ def _pooled(prev: _Window, level: float, n: int, elapsed: float) -> _Window:
     return ((prev[0] * prev[4] + level * elapsed) / t, (prev[3] + n) / t, prev[2], prev[3] + n, t)
 
 
+def _first(settled: int | None, learned: Learned | None) -> int:
+    """The first limit (before the bounds): `settled`, else half the learned limit (slow start
+    from there: the module's docstring), else `SLOW_START`."""
+    if settled is not None:
+        return settled
+    return SLOW_START if learned is None else max(SLOW_START, learned.limit // 2)
+
+
 class AdaptiveLimit:
     def __init__(
         self,
@@ -92,20 +126,24 @@ class AdaptiveLimit:
         max_limit: int,
         clock: Callable[[], float] = time.monotonic,
         settled: int | None = None,
+        learned: Learned | None = None,
     ):
         """`settled`: the limit an earlier batch of the same model settled at for a flat rate; this
         batch starts there, settled (it probes twice that every `HOLD` windows), not at
-        `SLOW_START`."""
+        `SLOW_START`. `learned`: what an earlier run learned of the endpoint (the module's
+        docstring), used when `settled` is None."""
         if not 1 <= min_limit <= max_limit:
             raise ValueError(
                 "concurrency: expected 1 <= min_concurrency <= max_concurrency, got "
                 f"{min_limit}, {max_limit}"
             )
         self.lo, self.hi = min_limit, max_limit
-        self.limit = float(
-            min(max_limit, max(min_limit, SLOW_START if settled is None else settled))
-        )
+        self.learned_start = settled is None and learned is not None
+        if settled is None and learned is not None and learned.flat:
+            settled = learned.limit  # settled there for a flat rate: starts settled, as `settled`
+        self.limit = float(min(max_limit, max(min_limit, _first(settled, learned))))
         self.start = int(self.limit)
+        self.windows = 0  # throughput windows closed: the evidence `learned()` hands on
         self.pushback = {"http_429": 0, "timeouts": 0}  # congestion signals seen (each, cut or not)
         self.in_flight = 0
         self.peak = 0
@@ -138,6 +176,11 @@ class AdaptiveLimit:
         self._flat_once = (
             False  # the last judgement in slow start found the rate flat (a second confirms)
         )
+        if self.learned_start and self.mode == "up":
+            # the window at half the learned limit opens with the batch, not at its first answer:
+            # one latency less at half the calls in flight (its idle start lowers its level and
+            # rate alike, so the comparison with the next window holds)
+            self._w = (self._t, 0.0, max(WINDOW, int(self.limit)))
 
     def _tick(self) -> None:
         now = self._clock()
@@ -218,6 +261,7 @@ class AdaptiveLimit:
         if self._w_done < size:
             return
         elapsed, n = self._t - t0, self._w_done
+        self.windows += 1
         self._w, self._w_done = (self._t, self._area, max(WINDOW, int(self.limit))), 0
         level = (self._area - a0) / elapsed if elapsed > 0 else 0.0
         if level >= 0.5:  # else nothing measurably in flight: no evidence
@@ -318,6 +362,28 @@ class AdaptiveLimit:
             return None
         return int(self._settled if self.mode in ("probe", "down") else self.limit)
 
+    def learned(self) -> Learned | None:
+        """What this batch learned of the endpoint, for a later run's start: the limit it settled
+        or grew to (a grown one no higher than the calls in flight it reached: a short batch's
+        windows may double the limit past what it ever sent at once), whether 429s or timeouts
+        pushed back and whether the rate was flat. None when it answered too few calls to close a
+        throughput window and nothing pushed back: no evidence."""
+        congested = bool(self.cuts)
+        if not congested and not self.windows:
+            return None
+        # settled for a flat rate; a batch that ended in its one window at the floor ("down") has
+        # no verdict yet: it hands on the limit before the drop as grown, so the next run compares
+        # levels again rather than holding there
+        flat = not congested and self.mode in ("hold", "probe")
+        if congested:
+            limit = int(self.limit)
+        elif flat:
+            limit = int(self._settled if self.mode == "probe" else self.limit)
+        else:
+            grown = self._settled if self.mode == "down" else self.limit
+            limit = min(int(grown), max(self.peak, self.lo))
+        return Learned(limit=limit, peak=self.peak, congested=congested, flat=flat)
+
     def congested(self, seq: int | None = None, why: str = "http_429") -> None:
         """A 429 (`why="http_429"`) or a timeout (`why="timeouts"`) for the call whose slot had
         sequence number `seq` (default: the last slot taken): counted, and the limit is cut to 70 %,
@@ -346,6 +412,7 @@ class AdaptiveLimit:
             "cuts": self.cuts,
             **self.pushback,
             "flat_steps": self.flat_steps,
+            "learned_start": self.learned_start,
         }
 
 
@@ -358,6 +425,7 @@ def merge_summaries(
         return dict(after)
     out = dict(after)
     out["start"] = before["start"]
+    out["learned_start"] = before.get("learned_start", False)
     out["peak_in_flight"] = max(before["peak_in_flight"], after["peak_in_flight"])
     out["lowest_limit"] = min(before["lowest_limit"], after["lowest_limit"])
     for k in ("cuts", "http_429", "timeouts", "flat_steps"):

@@ -18,6 +18,7 @@ The ideas it composes, one module each:
     breaker      the circuit breaker (Breaker owns its state: stops, cool-downs, trials, suspicion)
     pool         the endpoint pool: pooled clients per endpoint, least-busy choice
     concurrency  AdaptiveLimit, the calls in flight (AIMD on 429s and timeouts)
+    learned_limit  LimitStore, the limit an earlier run learned of the endpoint (its start)
 
 `Endpoints.stopped` holds the reasons endpoints were stopped and `Endpoints.unsent` how many calls
 each stopped endpoint refused; `formats_refused` lists the structured-output forms refused and why.
@@ -40,6 +41,7 @@ from cube.llm.breaker import BREAKER_COOLDOWN_S as BREAKER_COOLDOWN_S
 from cube.llm.breaker import Breaker
 from cube.llm.calls import Request, Response
 from cube.llm.concurrency import AdaptiveLimit
+from cube.llm.learned_limit import LimitStore
 from cube.llm.pool import POOL_SHARD as POOL_SHARD
 from cube.llm.pool import Pool
 from cube.llm.replies import ReplyGuard
@@ -137,6 +139,7 @@ class Endpoints:
         stopped_at: dict[str, float] | None = None,
         settled: int | None = None,
         wire: Any = CHAT,
+        store: LimitStore | None = None,
     ):
         # the API key is passed to the clients and kept only among the values to scrub
         self.spec, self.endpoints, self.wire = spec, endpoints, wire
@@ -144,9 +147,14 @@ class Endpoints:
         self.headers = dict(headers or {})
         self._secrets = [v for v in (api_key, *self.headers.values()) if v and v != NO_KEY]
         # `settled`: where an earlier batch of this model settled for a flat rate (a one-at-a-time
-        # server)
+        # server); else what an earlier run learned of the endpoint (`store`, beside the cache)
+        self.store = store
+        learned = store.read(spec.model, endpoints) if store and settled is None else None
         self.sem = AdaptiveLimit(
-            min(spec.min_concurrency, spec.max_concurrency), spec.max_concurrency, settled=settled
+            min(spec.min_concurrency, spec.max_concurrency),
+            spec.max_concurrency,
+            settled=settled,
+            learned=learned,
         )
         self.breaker = Breaker(
             spec.model,
@@ -181,7 +189,10 @@ class Endpoints:
         return self.fallback.refused
 
     async def close(self) -> None:
+        """Close the clients; what the limit learned goes to the store for the next run."""
         await self.pool.close()
+        if self.store is not None:
+            self.store.write(self.spec.model, self.endpoints, self.sem.learned())
 
     def _scrub(self, text: str) -> str:
         return scrub(text, self._secrets)

@@ -458,6 +458,7 @@ class OpenAIModel(Model):
     ) -> None:
         # the key and secret headers are needed only now (a fully cached batch needs none)
         from cube.llm.endpoints import Endpoints
+        from cube.llm.learned_limit import LimitStore
 
         pool = Endpoints(
             self.spec,
@@ -468,6 +469,7 @@ class OpenAIModel(Model):
             self.stopped_at,
             settled=self.settled,
             wire=self.wire,
+            store=LimitStore.beside(self.cache_path),  # the limit learned in earlier runs
         )
 
         owner = f"{uuid.uuid4().hex}"  # this batch's in-flight claims in the shared cache

@@ -431,6 +431,7 @@ def _virtual(
     hi: int = 64,
     settled: int | None = None,
     stop=None,
+    learned=None,
 ) -> tuple[AdaptiveLimit, float, list[float]]:
     """Calls with the given service times (in send order) through an `AdaptiveLimit` on a virtual
     clock, to a server with `slots` calls in service at once (the rest queue FIFO) or unbounded
@@ -439,7 +440,7 @@ def _virtual(
     import heapq
 
     now = [0.0]
-    lim = AdaptiveLimit(1, hi, clock=lambda: now[0], settled=settled)
+    lim = AdaptiveLimit(1, hi, clock=lambda: now[0], settled=settled, learned=learned)
     done: list[tuple[float, int]] = []  # (finish time, call)
     pending, queue, busy, limits = list(range(len(services)))[::-1], deque(), [0], []
 
