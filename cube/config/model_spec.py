@@ -195,7 +195,9 @@ class ModelSpec(StrictModel):
         None,
         ge=1,
         description="Most calls in flight: the adaptive limit starts at 4 (or min_concurrency if "
-        "larger, at most this) and doubles per window of answered calls up to this. Default: "
+        "larger, at most this), or at half the limit an earlier run learned for this endpoint and "
+        "model (concurrency_limits.json beside the call cache), and doubles per window of answered "
+        "calls up to this. Default: "
         f"{LOCAL_MAX_CONCURRENCY} when every base URL is local (localhost or a host name ending in "
         ".localhost, .local, .internal or .cluster.local; a loopback, private, link-local, 0.0.0.0 "
         f"or 100.64.0.0/10 address), else {REMOTE_MAX_CONCURRENCY} (a one-word host name included: "
