@@ -186,7 +186,12 @@ class LimitStore:
         def change(data: dict[str, Any]) -> dict[str, Any]:
             limits = data.get("limits") if data.get("version") == VERSION else None
             limits = dict(limits) if isinstance(limits, dict) else {}
-            new = merged(_usable(limits.get(key)), learned)
+            old = _usable(limits.get(key))
+            new = merged(old, learned)
+            # a limit kept from an earlier batch keeps its date: a shorter batch is no evidence
+            # for it, so it still ages out after MAX_AGE_DAYS (review of issue 41)
+            kept = old is not None and learned.limit < old.limit and new.limit == old.limit
+            now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
             limits[key] = {
                 "model": model,
                 "endpoints": sorted(redact_url(e.rstrip("/")) for e in endpoints),
@@ -194,7 +199,7 @@ class LimitStore:
                 "peak": new.peak,
                 "congested": new.congested,
                 "flat": new.flat,
-                "updated": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                "updated": limits[key]["updated"] if kept else now,
             }
             return {"version": VERSION, "limits": limits}
 

@@ -45,14 +45,17 @@ seeded uniform start U_f in [0, 1) and a seeded random order of its questions j 
 question (f, j) gets the key (j + U_f) / s_f, and the questions are judged in increasing key (ties,
 of probability zero, by a seeded random number). The first n questions judged are those with a key
 below some t, and question (f, j) has a key below t with probability clip(t s_f - j, 0, 1), whose
-average over j is min(t, 1) whatever s_f: every question of the set is in a look's sample with the
-same probability, so a look's unweighted W (and R@k of the questions judged) estimates the set's,
-with no family-size bias; and family f has t s_f questions judged, +-1 (spread as a round robin
-spreads them: with families of five the first fifth of the order is one question per family). A
-round robin (the r-th question of every family in round r) includes a question of a family of
-size m by round r with probability min(r, m) / m: small families over-represented at every look
-before the last round, a bias the jackknife SE does not see (benchmarks/sequential_design.py's
-`unequal` world measures it). Pure: numpy and scipy only.
+average over j is min(t, 1) whatever s_f: for a fixed t every question of the set is in the sample
+with the same probability. A look takes the first n questions, i.e. t is the n-th key, which depends
+on the draws: the equality then holds to within O(1/n) (at n = 1 a lone question beside a family of
+99 is first with probability 0.0055, not 0.01; from 20 questions on the effect on W was under 0.1
+point in adversarial worlds, review of issue 40), so a look's unweighted W (and R@k of the questions
+judged) estimates the set's without the family-size bias of a round robin; and family f has t s_f
+questions judged, +-1 (spread as a round robin spreads them: with families of five the first fifth
+of the order is one question per family). A round robin (the r-th question of every family in round
+r) includes a question of a family of size m by round r with probability min(r, m) / m: small
+families over-represented at every look before the last round, a bias the jackknife SE does not see
+(benchmarks/sequential_design.py's `unequal` world measures it). Pure: numpy and scipy only.
 """
 
 from __future__ import annotations

@@ -123,6 +123,23 @@ def test_a_shorter_grown_batch_does_not_lower_the_stored_limit_but_pushback_does
     assert store.read("m", ["http://h/v1", "http://h2/v1"]) is None
 
 
+def test_a_kept_limit_keeps_its_date_and_still_ages_out(tmp_path):
+    """A shorter grown batch keeps the stored limit, not a fresh date for it: the limit that no
+    batch has reached since still ages out after MAX_AGE_DAYS (review of issue 41)."""
+    store = LimitStore(tmp_path / "concurrency_limits.json")
+    store.write("m", ["http://h/v1"], Learned(64, 64, False, False))
+    data = json.loads(store.path.read_text(encoding="utf-8"))
+    (record,) = data["limits"].values()
+    record["updated"] = (dt.datetime.now(dt.UTC) - dt.timedelta(days=29)).isoformat()
+    store.path.write_text(json.dumps(data), encoding="utf-8")
+    store.write("m", ["http://h/v1"], Learned(8, 8, False, False))  # grew to 8 only
+    assert store.read("m", ["http://h/v1"]) == Learned(64, 64, False, False)  # kept, not lowered
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(days=2)
+    assert store.read("m", ["http://h/v1"], now=later) is None  # 31 days: aged out
+    store.write("m", ["http://h/v1"], Learned(80, 80, False, False))  # new evidence: a new date
+    assert store.read("m", ["http://h/v1"], now=later) == Learned(80, 80, False, False)
+
+
 def test_the_key_and_record_hold_no_user_info_or_query_of_the_url(tmp_path):
     store = LimitStore(tmp_path / FILE_NAME)
     url = "https://user:pa55word@api.example.com/v1?api-key=sk-query-secret"
