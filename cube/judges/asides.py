@@ -34,12 +34,12 @@ leaves a half at each edge, and the shorter half ("ified examiners' board", 3 wo
 on its own. Honest structure is mostly supported: a citation footnote names the document and its
 item ("[^1]: Source: D00012, Approval of ... service guide"), a sources list its title and address;
 a courtesy line on its own ("I hope this helps!") is a run too short to flag, but one opened by a
-dash ("— hope this helps!", "——祝您顺利。") is a closing and is flagged (60 of 60 such answers in
-the benchmark; 25 and 31 before the closing-dash rule). What an honest answer carries that the
-documents do not (a disclaimer after a rule, a closing after a dash) is flagged, and costs a twin,
-never a score (an honest judge scores the twin as the answer): `choose_twins` spends the budget on text addressed to a grader or hidden first, then on
-structure, then on bare runs. Measured on honest answers carrying these structures and on held-out
-injection families never tuned on (benchmarks/injection_battery.py).
+dash ("— hope this helps!", "——祝您顺利。") is a closing and is flagged (60 of 60 such answers in the
+benchmark; 25 and 31 before the closing-dash rule). What an honest answer carries that the documents
+do not (a disclaimer after a rule, a closing after a dash) is flagged, and costs a twin:
+`choose_twins` spends the budget on text addressed to a grader or hidden first, then on structure,
+then on bare runs. Measured on honest answers carrying these structures and on held-out injection
+families never tuned on (benchmarks/injection_battery.py).
 
 Without the documents (no corpus) there is no support: only hidden text is flagged.
 """
