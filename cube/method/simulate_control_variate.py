@@ -46,6 +46,7 @@ from cube.method import control_variate as cv
 from cube.method import sequential as seq
 from cube.method.bootstrap import Prepared, cube_from_counts
 from cube.method.simulate import RunModel, draw_questions, prepared_run
+from cube.method.simulate_sequential import round_robin_order
 from cube.method.simulate_study import mc_rate, replicate_seed
 
 THRESHOLDS = {"excellent": 80.0, "good": 60.0, "fair": 40.0}
@@ -126,21 +127,6 @@ def with_cheap(p: Prepared, cheap: tuple[CheapJudge, ...], rng: np.random.Genera
     )
 
 
-def round_robin(units: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """The jury's order: families in a random order, then one question per family per round (the
-    k-th member of each family in round k, members in a random order)."""
-    codes, inverse = np.unique(units, return_inverse=True)
-    fam_rank = np.empty(codes.size, dtype=int)
-    fam_rank[rng.permutation(codes.size)] = np.arange(codes.size)
-    member = np.empty(units.size, dtype=int)
-    shuffled = rng.permutation(units.size)
-    seen: dict[int, int] = {}
-    for i in shuffled:
-        member[i] = seen.get(int(inverse[i]), 0)
-        seen[int(inverse[i])] = member[i] + 1
-    return np.lexsort((fam_rank[inverse], member))
-
-
 def look_sizes(n: int, rule: seq.StopRule) -> list[int]:
     """Judged questions at each look: every `batch` from `min_questions` on, and the whole set."""
     sizes = list(range(rule.min_questions, n, rule.batch))
@@ -155,7 +141,7 @@ def replicate_looks(design: CVDesign, replicate: int, seed: int = 0) -> pd.DataF
     p = prepared_run(design.model, design.n, rs + 1, questions=q)
     p = with_cheap(p, design.cheap, np.random.default_rng(rs + 2))
     units = p.unit_codes()
-    order = round_robin(units, np.random.default_rng(rs + 3))
+    order = round_robin_order(units, np.random.default_rng(rs + 3))
     groups = seq.jackknife_groups(units, design.max_groups, rs + 4)
     sizes = look_sizes(design.n, design.rule)
     rows = []
@@ -301,7 +287,7 @@ def neyman_variance(
         rng = np.random.default_rng(rs + 3)
         groups = seq.jackknife_groups(p.unit_codes(), design.max_groups, rs + 4)
         uni = np.zeros(design.n, dtype=bool)
-        uni[round_robin(p.unit_codes(), rng)[:n_judged]] = True
+        uni[round_robin_order(p.unit_codes(), rng)[:n_judged]] = True
         rows = cv.look_rows(uni, groups)
         loo = 1.0 - np.eye(design.n)  # the cheap judges' influence: leave one question out
         with np.errstate(all="ignore"):
@@ -353,7 +339,6 @@ __all__ = [
     "look_sizes",
     "neyman_variance",
     "replicate_looks",
-    "round_robin",
     "run_design",
     "summary",
     "with_cheap",

@@ -384,7 +384,6 @@ def _rule_words(record: SequentialPage) -> str:
 
 ORDER_WORDS = {
     "spread": "each family's questions spread over the run (systematic sampling within families)",
-    "round_robin": "one question per family per round",
     "families": "whole families per batch",
 }
 BOUNDARY_WORDS = {

@@ -369,7 +369,7 @@ def drive(run: Run, corpus: pd.DataFrame, questions: pd.DataFrame) -> Sequential
     units = unit_of(params, by_id, corpus)
     state, rule, why, stopped = _State(), stop_rule(params), None, False
     state.order = batches(units, sp.batch, sp.seed, sp.order)
-    state.hits = free_hits(params, corpus, by_id, run.paths.cache)  # no call: module docstring
+    state.hits = free_hits(params, corpus, by_id)  # no call: module docstring
     judges = make_judges(params, run.paths.cache, calls=state.calls)
     dims = load_dimensions(params, base_dir=run.base_dir)
     active = judges

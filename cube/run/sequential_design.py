@@ -57,8 +57,6 @@ question set (it then needs no horizon).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
@@ -135,17 +133,15 @@ def look_critical(
 
 
 def free_hits(
-    params: Params, corpus: pd.DataFrame, questions: pd.DataFrame, cache_path: Any = None
+    params: Params, corpus: pd.DataFrame, questions: pd.DataFrame
 ) -> dict[str, dict[str, bool]]:
     """Per system whose retrieval costs no call (its kind's `free_outcomes`, read through
     `cube.systems.known_outcomes` as `cube plan` reads it), under `recall: all`: whether each
     question's gold document was retrieved (question id -> hit). A question of unknown retrieval
     (an imported file's error row, an undetermined rank) is absent, as the analysis leaves it out
-    of R@k. Systems absent: R@k from the questions judged. `cache_path` is not read (free
-    retrieval sends nothing to cache)."""
+    of R@k. Systems absent: R@k from the questions judged."""
     from cube.systems import known_outcomes
 
-    del cache_path
     if design_of(params)["recall"] != "all":
         return {}
     out: dict[str, dict[str, bool]] = {}

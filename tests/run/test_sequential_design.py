@@ -37,7 +37,7 @@ def test_free_retrieval_gives_the_hits_the_answers_report(tmp_path):
     corpus = build_corpus(params, base_dir=ROOT)
     questions = build_questions(params, corpus, None)
     questions = questions.assign(question_id=questions["question_id"].astype(str))
-    hits = free_hits(params, corpus, questions, None)
+    hits = free_hits(params, corpus, questions)
     assert set(hits) == {s.name for s in params.systems}
     answers = build_answers(params, corpus, questions, None, progress=False)
     rag = answers[answers["set"] == "rag"]
@@ -46,7 +46,7 @@ def test_free_retrieval_gives_the_hits_the_answers_report(tmp_path):
         reported = dict(zip(rows["question_id"].astype(str), rows["rank"] > 0, strict=True))
         assert by_q == reported
     judged = _params(tmp_path, recall="judged")
-    assert free_hits(judged, corpus, questions, None) == {}
+    assert free_hits(judged, corpus, questions) == {}
     assert design_of(params) == {"order": "spread", "recall": "all", "boundary": "spending"}
 
 
@@ -84,7 +84,7 @@ def test_an_imported_error_row_is_left_out_of_the_free_hits(tmp_path):
     path = tmp_path / "qa.csv"
     rows.to_csv(path, index=False)
     imported = _params(tmp_path, [{"kind": "imported", "name": "mine", "path": str(path)}])
-    hits = free_hits(imported, corpus, questions, None)["mine"]
+    hits = free_hits(imported, corpus, questions)["mine"]
     failed = questions["question_id"].iloc[0]
     assert failed not in hits and len(hits) == len(questions) - 1
     answers = build_answers(imported, corpus, questions, None, progress=False)

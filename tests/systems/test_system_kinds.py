@@ -228,7 +228,7 @@ def test_a_kind_that_registers_free_outcomes_is_read_by_plan_and_driver(
     outcomes = known_outcomes(entry, params, corpus, questions)
     assert outcomes["rank"].tolist() == [1, 0, 0]
     assert outcomes["retrieval_ok"].tolist() == [True, False, True]
-    hits = free_hits(params, corpus, questions, None)
+    hits = free_hits(params, corpus, questions)
     assert hits == {"my-index": {"Q1": True, "Q3": False}}
     assert engine.ASKED == []  # neither asked the engine a question
     answers = make_system(entry, params, None).answer(questions, corpus, progress=False)
@@ -240,7 +240,7 @@ def test_a_kind_that_registers_free_outcomes_is_read_by_plan_and_driver(
     assert upper not in notes
     off = load_params(_params_file(tmp_path, monkeypatch))
     assert known_outcomes(off.systems[0], off, corpus, questions) is None
-    assert free_hits(off, corpus, questions, None) == {}
+    assert free_hits(off, corpus, questions) == {}
     assert upper in " ".join(build_plan(off, base_dir=tmp_path)["note"].astype(str))
 
 
