@@ -1,16 +1,22 @@
 """`cube run`: the preflight, the notebook sequence (`cube.run.execute`), then the outcome in the
-terminal and its exit code (0 published, 1 a stage failed, 2 bad input, 3 verdict withheld, 130
-interrupted)."""
+terminal and its exit code (0 published, 1 a stage failed, 2 bad input, 3 verdict withheld or
+release undecided, 4 held for a regression, 130 interrupted). With a baseline (`baseline:` in the
+params or `--baseline RUN_FOLDER`), the published run's primary system is compared with the
+baseline's and a release decision made (`cube.run.release`)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cube.cli.common import load_params, preflight
 from cube.config.project import display_path, resolve
 from cube.config.runpaths import RunPaths
+
+if TYPE_CHECKING:
+    from cube.run.release import Baseline
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -26,11 +32,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "bad params or data (`cube validate`'s errors, checked before any stage runs), a preflight "
         "problem (unset key variable, broken LLM endpoint) or the run folder is locked by another "
         "run, 3 published but the verdict is withheld (judging failed, or another reason the "
-        "summary names), 130 interrupted (re-run to resume). It ends with a summary: per system "
-        "CuBE with its interval, R@k at its own TOP-N and the verdict (or WITHHELD and its first "
-        "reason), the run's calls against the plan (made: computed offline, from the cache, "
-        "sent, failed; not made: what the early stop saved and why the rest was not needed), the "
-        "cost, the report's path.",
+        "summary names), 130 interrupted (re-run to resume). With a baseline (params "
+        "`baseline:` or --baseline), "
+        "after publishing: 0 released, 4 held for a regression, 3 verdict withheld or release "
+        "undecided (a hold wins over a withheld verdict: the regression is shown). It ends with a "
+        "summary: per system CuBE with its interval, R@k at its own TOP-N and the verdict (or "
+        "WITHHELD and its first reason), the run's calls against the plan (made: computed "
+        "offline, from the cache, sent, failed; not made: what the early stop saved and why the "
+        "rest was not needed), the cost, the report's path; with a baseline, the release "
+        "decision, ΔCuBE, the regressed questions and the reasons (report/summary.md, "
+        "report/junit.xml, report/decision.json).",
     )
     r.add_argument("params", type=Path, help="params YAML file (e.g. params/default.yaml)")
     r.add_argument(
@@ -57,14 +68,53 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="sequential evaluation: answer and judge in batches and stop when every system's "
         "verdict is settled (analysis.sequential, its defaults when the params lack it)",
     )
+    r.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        metavar="RUN_FOLDER",
+        help="a completed run of the previous version (outputs/<run>): compare the primary system "
+        "with its primary and decide the release (overrides the params' baseline.run; margin "
+        "from baseline.margin, default 5 CuBE points)",
+    )
     r.set_defaults(func=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
     if not args.no_preflight and preflight(load_params(args.params), endpoints=None):
         return 2
+    if _baseline_refused(args):
+        return 2
     _batch_pending(args)
     return _execute(args)
+
+
+def _baseline(args: argparse.Namespace) -> Baseline | None:
+    """The run's baseline (`--baseline` over the params' `baseline.run`), or None."""
+    from cube.run.release import baseline_of
+
+    typed = getattr(args, "baseline", None)
+    override = (args.cwd / typed).resolve() if typed is not None else None
+    return baseline_of(load_params(args.params), override)
+
+
+def _baseline_refused(args: argparse.Namespace) -> bool:
+    """Say every problem of the baseline before any stage runs (True: refused, exit 2)."""
+    from cube.config.params import ParamsError
+    from cube.run.release import baseline_problems
+
+    try:
+        params = load_params(args.params)
+        baseline = _baseline(args)
+    except ParamsError:  # said by the run itself, with every other problem of the file
+        return False
+    if baseline is None:
+        return False
+    run_folder = RunPaths.for_params(params, args.outputs or resolve(params.outputs_dir)).root
+    problems = baseline_problems(baseline, run_folder)
+    for problem in problems:
+        print(f"error: {args.params_typed}: {problem}", file=sys.stderr)
+    return bool(problems)
 
 
 def _batch_pending(args: argparse.Namespace) -> None:
@@ -92,7 +142,8 @@ def _batch_pending(args: argparse.Namespace) -> None:
 
 def _execute(args: argparse.Namespace) -> int:
     """`cube run`: 0 committed, 1 a stage failed, 2 bad input or the run folder is locked,
-    3 judging failed wholesale (decision withheld), 130 interrupted."""
+    3 judging failed wholesale (decision withheld) or the release undecided, 4 the release held
+    for a regression, 130 interrupted."""
     from cube.run.execute import InputError, execute_run
     from cube.run.state import RunInterrupted, interrupts_raise
 
@@ -139,7 +190,25 @@ def _execute(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    return _outcome(summary.paths, args.cwd)
+    code = _outcome(summary.paths, args.cwd)
+    baseline = _baseline(args)
+    return code if baseline is None else _gate(summary.paths, baseline, code)
+
+
+def _gate(paths: RunPaths, baseline: Baseline, code: int) -> int:
+    """The release gate after publishing: its lines, its report files and the exit code (4 held
+    for a regression; else 3 when the verdict was withheld (`code`) or the release undecided;
+    else 0)."""
+    from cube.pages.release import terminal_lines
+    from cube.run.outcome import with_release
+    from cube.run.release import release_gate
+
+    report = release_gate(paths, baseline)
+    print("\n".join(terminal_lines(report)))
+    print(
+        f"release summary: {display_path(paths.report / 'summary.md')} (junit.xml, decision.json)"
+    )
+    return with_release(code, int(report["exit_code"]))
 
 
 def _settled_overrides(args: argparse.Namespace) -> list[str] | None:

@@ -51,6 +51,7 @@ from cube.config.sections import (
     PAPER_DIMENSIONS,
     AnalysisParams,
     AuditParams,
+    BaselineParams,
     BuiltinSystem,
     CorpusParams,
     DiagnosticsParams,
@@ -167,6 +168,11 @@ class Params(StrictModel):
     stages: StagesParams = Field(
         default_factory=StagesParams,
         description="Optional stages (00_paper_tables, 12_validation): on, off or auto.",
+    )
+    baseline: BaselineParams | None = Field(
+        None,
+        description="The previous version's run to compare with and the release decision "
+        "(see `baseline`; docs/explanation/release-gate.md).",
     )
 
     @field_validator("system_kinds")

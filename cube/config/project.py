@@ -87,7 +87,15 @@ def working_dir(folder: Path) -> Iterator[Path]:
 # questions.path, systems[].path, dimensions[].prompt_file, human.ratings) or, for a name other
 # sections use for values, by their dotted key (human.key); other strings are values, never
 # rewritten.
-PATH_KEYS = ("outputs_dir", "cache_path", "path", "prompt_file", "ratings", "human.key")
+PATH_KEYS = (
+    "outputs_dir",
+    "cache_path",
+    "path",
+    "prompt_file",
+    "ratings",
+    "human.key",
+    "baseline.run",
+)
 
 
 def _is_local_path(value: str) -> bool:
@@ -117,6 +125,7 @@ LOCAL_PATH_KEYS = (
     "dimensions.prompt_file",
     "human.ratings",
     "human.key",
+    "baseline.run",
 )
 # A system's Python function given as a file, `path/to/file.py:function` (kind python): the file
 # part is a local path too; `package.module:function` is a module name, never rewritten.

@@ -860,3 +860,27 @@ class StagesParams(StrictModel):
         "auto",
         description="12_validation: on, off, or auto (skipped under 50 questions).",
     )
+
+
+class BaselineParams(StrictModel):
+    """The baseline a run is compared with after it publishes (issue 42): its primary system
+    against the baseline run's primary on their common questions (`cube.run.release`), and a
+    release decision by the non-inferiority rule of `cube.method.release_rule`
+    (docs/explanation/release-gate.md). Checked when `cube run` starts: the folder must hold a
+    completed run."""
+
+    run: str = Field(
+        description="The baseline's run folder (a completed run: `outputs/<run>`, with its "
+        "data/answers.parquet and data/scores.parquet); relative to the params file's folder. "
+        "`cube run --baseline FOLDER` overrides it."
+    )
+    margin: float = Field(
+        5.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="Non-inferiority margin in CuBE points: released when ΔCuBE's lower bound "
+        "is above -margin (dimensions on the same scale, R@k in percentage points).",
+    )
+    min_questions: int = Field(
+        20, ge=2, description="Fewer common questions than this: the release is undecided."
+    )

@@ -262,13 +262,17 @@ def compare_sides(
     out_dir: Path,
     *,
     n_permutations: int = 1000,
-    k: int = 20,
+    k: int | None = 20,
     seed: int | None = None,
     browser: str | None = None,
     n_pairs: int = 1,
+    tables_out: dict[str, pd.DataFrame] | None = None,
 ) -> dict[str, Any]:
     """Compare two sides and write the comparison folder; returns the `comparison.json` content.
-    `n_pairs`: the pairs the run compares together (simultaneous intervals over them).
+    `n_pairs`: the pairs the run compares together (simultaneous intervals over them); `k`: the
+    regressions and improvements listed (None: all); `tables_out`, when given, receives the
+    tables written (`deltas`, `question_changes`, ...) for a caller that reports from them (the
+    release gate, `cube.run.release`).
     Each listed regression / improvement links to its records in the judgment browser of each
     side's run (`_browsers`); `browser` (default: side B's regressions in its run's browser, when
     both sides are of the run holding `out_dir`) is the page's link to all of them."""
@@ -331,15 +335,15 @@ def compare_sides(
         "browser_notes": browser_notes,
     }
     out_dir = Path(out_dir)
-    _write_tables(
-        out_dir,
-        {
-            "deltas": cmp.deltas,
-            "question_changes": changes,
-            "regressions": reg,
-            "improvements": imp,
-        },
-    )
+    written = {
+        "deltas": cmp.deltas,
+        "question_changes": changes,
+        "regressions": reg,
+        "improvements": imp,
+    }
+    _write_tables(out_dir, written)
+    if tables_out is not None:
+        tables_out.update(written)
     (out_dir / "figures").mkdir(parents=True, exist_ok=True)
     _figures(cmp.deltas, changes, a.label, b.label, out_dir / "figures")
     (out_dir / "comparison.json").write_text(

@@ -7,6 +7,9 @@ report's decision page has them all); then the run's calls against its plan
 (`cube.run.reconcile`, when the run folder recorded both; else the calls alone) and the cost
 (judging serves every system, so they are the run's, not one system's) and the report's path.
 `withheld` says whether the primary system's verdict was withheld: `cube run` then exits 3.
+With a baseline, `with_release` combines that code with the release gate's (`cube.run.release`:
+0 release, 4 hold: regression, 3 undecided): a hold wins (exit 4, the regression is shown), then
+a withheld verdict or an undecided release (3), else 0.
 A sequential run (`cube run --until-settled`) says after the systems how many questions it judged
 and why it stopped (`read_questions`: `cube.pages.sequential.questions_phrase`).
 """
@@ -138,3 +141,15 @@ def outcome_lines(
         lines.append(f"calls: {d.calls_total} ({d.calls_cached} from the cache), {cost_text}")
     lines.append(f"report: {report}")
     return lines
+
+
+EXIT_RELEASED, EXIT_WITHHELD, EXIT_HELD = 0, 3, 4  # with EXIT_WITHHELD also "release undecided"
+
+
+def with_release(verdict_code: int, gate_code: int) -> int:
+    """`cube run`'s exit code with a baseline: 4 when the release is held for a regression
+    (whatever the verdict), else the verdict's code when not 0 (3: withheld), else the gate's
+    (0 released, 3 undecided)."""
+    if gate_code == EXIT_HELD:
+        return EXIT_HELD
+    return verdict_code or gate_code

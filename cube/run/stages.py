@@ -132,7 +132,7 @@ SEQUENTIAL_SECTIONS = (
 )
 # Sections no stage's data depend on: the report's title, where outputs go.
 # `stages`: which optional stages run is the runner's choice (`cube.run.skip`), not a stage input.
-NOT_STAGE_INPUTS = ("run", "title", "outputs_dir", "cache_path", "stages")
+NOT_STAGE_INPUTS = ("run", "title", "outputs_dir", "cache_path", "stages", "baseline")
 
 
 def stage_spec(name: str, earlier: list[str] | None = None) -> Stage:

@@ -1,0 +1,188 @@
+"""The release decision: a non-inferiority rule over a paired comparison (issue 42).
+
+A new version B of a system is compared with its baseline A on their common questions by
+`cube.method.compare.compare_pair` (the families resampled and swapped together); this module
+reads that comparison's jury rows and decides `release`, `hold: regression` or `undecided`.
+It computes no statistic of its own beyond the one-sided tests below, which use the comparison's
+own figures (Δ, its percentile interval, its bootstrap SE, its permutation p-value).
+
+With m the margin (CuBE points) and α = 1 − `analysis.confidence` (the comparison's `alpha`):
+
+- **ΔCuBE** (jury): compare's interval [lo, hi] at level 1 − α (each tail α/2, wider with few
+  families: `interval_tail`). Non-inferior when lo > −m; inferior when hi < −m.
+- **Each dimension** d (jury ΔN_d, points on CuBE's 0-100 scale) and **R@k** (ΔR@k, the margin
+  read as m percentage points): a one-sided test of H0 Δ >= −m against Δ < −m,
+  p = Φ((Δ + m) / se) with se the paired bootstrap SE of Δ, the p-values of the dimensions and
+  R@k adjusted together by Holm's step-down method (`cube.method.compare.holm`); significantly
+  below the margin when the adjusted p < α.
+- **R@k lower**: compare's two-sided permutation p-value of ΔR@k below α with ΔR@k < 0.
+
+The decision, in this order:
+
+1. `undecided` when fewer than `min_questions` questions are common, or ΔCuBE or its interval is
+   undefined (the jury withheld), or a dimension's or R@k's SE is undefined (nothing to test).
+2. `hold: regression` when hi < −m, or a dimension or R@k is significantly below −m (Holm).
+3. `release` when lo > −m and R@k is not significantly lower.
+4. `undecided` otherwise: the interval reaches below −m (too few questions to tell, or a real
+   loss within the margin's reach), or R@k is lower but not beyond the margin.
+
+So a version exactly m worse is released only when its interval's lower bound lies above −m,
+which happens with probability about α/2 (measured with families by
+benchmarks/release_gate.py), and an equal version is held only when a test rejects a true
+non-inferiority, at most α by Holm's control.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import pandas as pd
+from scipy import stats
+
+from cube.method.compare import holm
+
+RELEASE = "release"
+HOLD = "hold: regression"
+UNDECIDED = "undecided"
+MIN_QUESTIONS = 20  # fewer common questions: the interval would rest on a handful of draws
+
+Status = Literal["pass", "fail", "unknown"]
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One condition of the rule: `pass` (met for release), `fail` (held for a regression) or
+    `unknown` (neither shown: the decision is undecided unless another condition holds)."""
+
+    name: str
+    status: Status
+    text: str
+
+
+@dataclass
+class Ruling:
+    """The decision, its reasons (one sentence each) and every condition checked."""
+
+    decision: str
+    reasons: list[str]
+    conditions: list[Condition] = field(default_factory=list)
+    margin: float = 5.0
+    alpha: float = 0.05
+
+
+def _num(x: Any) -> float:
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
+        return math.nan
+    return x
+
+
+def below_margin_p(delta: float, se: float, margin: float) -> float:
+    """One-sided p of H0 Δ >= −margin against Δ < −margin, normal with the bootstrap SE (NaN when
+    either is undefined; an SE of 0 is a certainty either way)."""
+    if not (math.isfinite(delta) and math.isfinite(se)):
+        return math.nan
+    gap = delta + margin
+    if se <= 0:
+        return 0.0 if gap < 0 else 1.0
+    return float(stats.norm.cdf(gap / se))
+
+
+def _jury(deltas: pd.DataFrame) -> pd.DataFrame:
+    return deltas[deltas["judge"] == "jury"]
+
+
+def _secondary(deltas: pd.DataFrame, margin: float) -> pd.DataFrame:
+    """Jury rows of the dimensions and R@k with their one-sided p and Holm-adjusted p."""
+    rows = _jury(deltas)
+    rows = rows[rows["metric"].astype(str).str.startswith("N_") | (rows["metric"] == "recall_at_k")]
+    rows = rows.assign(
+        margin_here=[margin / 100 if m == "recall_at_k" else margin for m in rows["metric"]]
+    )
+    p = [
+        below_margin_p(_num(r["delta"]), _num(r["se"]), r["margin_here"])
+        for _, r in rows.iterrows()
+    ]
+    return rows.assign(p_below=p, p_below_holm=holm(p))
+
+
+def _label(metric: str) -> str:
+    return "R@k" if metric == "recall_at_k" else metric.removeprefix("N_")
+
+
+def _fmt(x: float, digits: int = 2) -> str:
+    return "n/a" if not math.isfinite(x) else f"{x:+.{digits}f}"
+
+
+def _cube_condition(row: dict[str, Any], margin: float, level: float) -> Condition:
+    d, lo, hi = (_num(row.get(k)) for k in ("delta", "lo", "hi"))
+    where = f"ΔCuBE {_fmt(d)} [{_fmt(lo)}, {_fmt(hi)}] ({level:.0%} interval), margin −{margin:g}"
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return Condition("cube_non_inferior", "unknown", f"{where}: the interval is undefined")
+    if hi < -margin:
+        return Condition("cube_non_inferior", "fail", f"{where}: the whole interval is below")
+    if lo > -margin:
+        return Condition("cube_non_inferior", "pass", f"{where}: the lower bound is above")
+    return Condition(
+        "cube_non_inferior", "unknown", f"{where}: the interval reaches below the margin"
+    )
+
+
+def _beyond_condition(r: pd.Series, alpha: float) -> Condition:
+    name = _label(str(r["metric"]))
+    unit = " points" if name == "R@k" else ""
+    m = r["margin_here"] * (100 if name == "R@k" else 1)
+    delta = _num(r["delta"]) * (100 if name == "R@k" else 1)
+    p = _num(r["p_below_holm"])
+    where = f"Δ{name} {_fmt(delta)}{unit}, below −{m:g}: p {p:.3g} (one-sided, Holm)"
+    if not math.isfinite(p):
+        return Condition(f"{name}_beyond_margin", "unknown", f"Δ{name}: undefined (no SE)")
+    if p < alpha:
+        return Condition(f"{name}_beyond_margin", "fail", f"{where} < {alpha:g}: significantly")
+    return Condition(f"{name}_beyond_margin", "pass", f"{where} >= {alpha:g}: not significantly")
+
+
+def _recall_condition(row: dict[str, Any], alpha: float) -> Condition:
+    d, p = _num(row.get("delta")), _num(row.get("p_value"))
+    if not math.isfinite(d):
+        return Condition("recall_not_lower", "unknown", "ΔR@k: undefined")
+    where = f"ΔR@k {_fmt(100 * d)} points, p {p:.3g} (two-sided permutation)"
+    if d < 0 and math.isfinite(p) and p < alpha:
+        return Condition("recall_not_lower", "unknown", f"{where} < {alpha:g}: R@k is lower")
+    return Condition("recall_not_lower", "pass", f"{where}: not significantly lower")
+
+
+def decide(
+    deltas: pd.DataFrame,
+    n_questions: int,
+    *,
+    margin: float = 5.0,
+    alpha: float = 0.05,
+    min_questions: int = MIN_QUESTIONS,
+) -> Ruling:
+    """The decision for B against its baseline A from compare's `deltas` table (B − A; the module
+    docstring states the rule). Every condition is returned, met or not, for the reports."""
+    size = Condition(
+        "enough_questions",
+        "pass" if n_questions >= min_questions else "unknown",
+        f"{n_questions} common questions (at least {min_questions} needed)",
+    )
+    if size.status != "pass":
+        return Ruling(UNDECIDED, [f"too few common questions: {size.text}"], [size], margin, alpha)
+    rows = _jury(deltas)
+    cube_row = rows[rows["metric"] == "cube_score"]
+    cube = _cube_condition(cube_row.iloc[0].to_dict() if len(cube_row) else {}, margin, 1 - alpha)
+    beyond = [_beyond_condition(r, alpha) for _, r in _secondary(deltas, margin).iterrows()]
+    recall_row = rows[rows["metric"] == "recall_at_k"]
+    recall = _recall_condition(recall_row.iloc[0].to_dict() if len(recall_row) else {}, alpha)
+    conditions = [size, cube, *beyond, recall]
+    failed = [c for c in conditions if c.status == "fail"]
+    unknown = [c for c in conditions if c.status == "unknown"]
+    if failed:
+        return Ruling(HOLD, [c.text for c in failed], conditions, margin, alpha)
+    if unknown:
+        return Ruling(UNDECIDED, [c.text for c in unknown], conditions, margin, alpha)
+    return Ruling(RELEASE, [cube.text, recall.text], conditions, margin, alpha)
