@@ -155,6 +155,17 @@ def _recall_condition(row: dict[str, Any], alpha: float) -> Condition:
     return Condition("recall_not_lower", "pass", f"{where}: not significantly lower")
 
 
+def _conditions(deltas: pd.DataFrame, margin: float, alpha: float) -> list[Condition]:
+    """ΔCuBE's non-inferiority, each dimension and R@k beyond the margin (Holm), R@k not lower."""
+    rows = _jury(deltas)
+    cube_row = rows[rows["metric"] == "cube_score"]
+    cube = _cube_condition(cube_row.iloc[0].to_dict() if len(cube_row) else {}, margin, 1 - alpha)
+    beyond = [_beyond_condition(r, alpha) for _, r in _secondary(deltas, margin).iterrows()]
+    recall_row = rows[rows["metric"] == "recall_at_k"]
+    recall = _recall_condition(recall_row.iloc[0].to_dict() if len(recall_row) else {}, alpha)
+    return [cube, *beyond, recall]
+
+
 def decide(
     deltas: pd.DataFrame,
     n_questions: int,
@@ -172,17 +183,11 @@ def decide(
     )
     if size.status != "pass":
         return Ruling(UNDECIDED, [f"too few common questions: {size.text}"], [size], margin, alpha)
-    rows = _jury(deltas)
-    cube_row = rows[rows["metric"] == "cube_score"]
-    cube = _cube_condition(cube_row.iloc[0].to_dict() if len(cube_row) else {}, margin, 1 - alpha)
-    beyond = [_beyond_condition(r, alpha) for _, r in _secondary(deltas, margin).iterrows()]
-    recall_row = rows[rows["metric"] == "recall_at_k"]
-    recall = _recall_condition(recall_row.iloc[0].to_dict() if len(recall_row) else {}, alpha)
-    conditions = [size, cube, *beyond, recall]
-    failed = [c for c in conditions if c.status == "fail"]
-    unknown = [c for c in conditions if c.status == "unknown"]
+    conditions = [size, *_conditions(deltas, margin, alpha)]
+    failed = [c.text for c in conditions if c.status == "fail"]
+    unknown = [c.text for c in conditions if c.status == "unknown"]
     if failed:
-        return Ruling(HOLD, [c.text for c in failed], conditions, margin, alpha)
+        return Ruling(HOLD, failed, conditions, margin, alpha)
     if unknown:
-        return Ruling(UNDECIDED, [c.text for c in unknown], conditions, margin, alpha)
-    return Ruling(RELEASE, [cube.text, recall.text], conditions, margin, alpha)
+        return Ruling(UNDECIDED, unknown, conditions, margin, alpha)
+    return Ruling(RELEASE, [conditions[1].text, conditions[-1].text], conditions, margin, alpha)
