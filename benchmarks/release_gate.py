@@ -10,7 +10,8 @@ differs from A's by a known Δ (`simulate_study.quality_shift_for`): equal (Δ 0
 margin (Δ = −m: the boundary of non-inferiority, where a release is the error the rule bounds),
 worse by twice the margin, better by the margin.
 
-Printed per case: the share released, held and undecided with Monte Carlo SEs (√(p(1−p)/R)).
+Printed per case: the share released, held and undecided with Monte Carlo SEs (Agresti-Coull:
+`simulate_study.mc_rate`).
 The headline, last: how often a version exactly `margin` worse is released (nominal: at most
 α/2 = 0.025 with 95 % intervals; the rule's type I error).
 
@@ -98,10 +99,11 @@ def main() -> None:
         f"release gate: {R} pairs per case, {n} questions, families of {model.family_size} "
         f"(retrieval share {model.family_retrieval_share}, correctness share "
         f"{model.family_correctness_share}), margin {m:g}, bootstrap {args.bootstrap}, "
-        f"permutations {args.permutations}, alpha {1 - ap.confidence:g}"
+        f"permutations {args.permutations}, alpha {1 - ap.confidence:g}",
+        flush=True,
     )
-    cases = [("equal", 0.0), ("worse by the margin", -m), ("worse by 2x the margin", -2 * m)]
-    cases.append(("better by the margin", m))
+    cases = [("worse by the margin", -m), ("equal", 0.0), ("better by the margin", m)]
+    cases.append(("worse by 2x the margin", -2 * m))
     rates: dict[str, dict[str, tuple[float, float]]] = {}
     t0 = time.process_time()
     for i, (name, delta) in enumerate(cases):
@@ -114,7 +116,8 @@ def main() -> None:
         rates[name] = {d: S.mc_rate(got == d)[:2] for d in (RELEASE, HOLD, UNDECIDED)}
         print(
             f"{name} (true ΔCuBE {true:+.2f}): "
-            + ", ".join(f"{d} {p:.3f} (MC SE {se:.3f})" for d, (p, se) in rates[name].items())
+            + ", ".join(f"{d} {p:.3f} (MC SE {se:.3f})" for d, (p, se) in rates[name].items()),
+            flush=True,
         )
     print(f"CPU time: {time.process_time() - t0:.0f} s")
     for name, d in (

@@ -17,7 +17,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "permutation p-value, the minimum detectable ΔCuBE and the largest regressions and "
         "improvements. A and B are params files or run folders (of completed runs); the same run "
         "twice compares its first system with its second (or --system-a / --system-b). Writes "
-        "outputs/compare/<a>__vs__<b>/ (comparison.json, tables, figures, index.html).",
+        "outputs/compare/<a>__vs__<b>/ (comparison.json, tables, figures, index.html). Exit "
+        "code 0; with --margin, the release decision's: 0 release, 4 hold: regression, 3 "
+        "undecided.",
     )
     cmp.add_argument("a", type=Path, help="side A: params file or run folder")
     cmp.add_argument("b", type=Path, help="side B: params file or run folder")
@@ -38,6 +40,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     cmp.add_argument(
         "--top", type=int, default=20, help="regressions / improvements listed (default 20)"
+    )
+    cmp.add_argument(
+        "--margin",
+        type=float,
+        default=None,
+        help="decide the release of B against A by the non-inferiority rule with this margin "
+        "(CuBE points; docs/explanation/release-gate.md) and exit 0 release, 4 hold: "
+        "regression, 3 undecided (default: no decision, exit 0)",
     )
     cmp.set_defaults(func=handle)
 
@@ -71,7 +81,28 @@ def handle(args: argparse.Namespace) -> int:
     ):  # as the page: the interval or p-value rests on a selection
         print(f"  flag: {flag}")
     print(f"comparison: {out / 'index.html'}")
-    return 0
+    return 0 if args.margin is None else _decided(head, args.margin)
+
+
+def _decided(head: dict, margin: float) -> int:
+    """The release decision of B against A (`cube.method.release_rule`), its reasons and code."""
+    import pandas as pd
+
+    from cube.method.release_rule import MIN_QUESTIONS, decide
+    from cube.pages.release import plain
+    from cube.run.release import exit_code
+
+    ruling = decide(
+        pd.DataFrame(head["deltas"]),
+        int(head["n_questions"]),
+        margin=margin,
+        alpha=float(head["settings"]["alpha"]),
+        min_questions=MIN_QUESTIONS,
+    )
+    print(f"release decision (margin {margin:g}): {ruling.decision}")
+    for reason in ruling.reasons:
+        print(f"  reason: {plain(reason)}")
+    return exit_code(ruling.decision)
 
 
 def _flags_note(flags: list[str]) -> str:

@@ -274,6 +274,19 @@ def decision_record(report: dict[str, Any]) -> dict[str, Any]:
     return {k: report.get(k) for k in (*keys, *extra) if k in report}
 
 
+REPORT_FILES = ("summary.md", "junit.xml", "decision.json")
+
+
+def clear_gate(paths: RunPaths) -> None:
+    """Remove an earlier gate's report and comparison from a run published without a baseline:
+    a CI job must never read a decision the run did not make."""
+    import shutil
+
+    for name in REPORT_FILES:
+        (paths.report / name).unlink(missing_ok=True)
+    shutil.rmtree(paths.root / "compare" / FOLDER, ignore_errors=True)
+
+
 def read_gate(report_dir: Path) -> dict[str, Any] | None:
     """A run's decision.json (None when there is none)."""
     path = report_dir / "decision.json"

@@ -249,3 +249,21 @@ def test_junit_xml_is_valid_against_the_junit_schema(runs, monkeypatch):
         for s in suites:
             assert int(s.get("tests")) == len(s.findall("testcase"))
             assert int(s.get("failures")) == len(s.findall("testcase/failure"))
+
+
+def test_a_run_without_baseline_leaves_no_earlier_decision(runs, monkeypatch):
+    tmp, made = runs
+    assert _cube_run(monkeypatch, made["v1-again"], "--baseline", str(tmp / "outputs" / "v1")) == 0
+    report = tmp / "outputs" / "v1-again" / "report"
+    assert (report / "decision.json").exists()
+    assert _cube_run(monkeypatch, made["v1-again"]) == 0  # no baseline: no decision to read
+    assert not any((report / n).exists() for n in ("decision.json", "summary.md", "junit.xml"))
+
+
+def test_cube_compare_with_a_margin_decides_and_exits_with_its_code(runs, capsys):
+    tmp, _ = runs
+    v1, v2 = (str(tmp / "outputs" / n) for n in ("v1", "v2"))
+    assert main(["compare", v1, v2, "--permutations", "99", "--margin", "5"]) == 4
+    assert "release decision (margin 5): hold: regression" in capsys.readouterr().out
+    assert main(["compare", v1, str(tmp / "outputs" / "v1-again"), "--margin", "5"]) == 0
+    assert main(["compare", v1, v2, "--permutations", "99"]) == 0  # no margin: no decision
