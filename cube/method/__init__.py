@@ -10,7 +10,8 @@ human-calibrated interval), `gate` (the judge validity gate and failure rates), 
 judges, reliability), `audit` (the judge audit), `lexical` (BLEU/ROUGE), `compare` (paired
 comparison of two systems), `sequential` (the anytime-valid confidence sequence and its stop
 rule), `tables` (the paper's tables), `paper` (the published tables and Table 4 rebuilt),
-`simulate` and `simulate_study` (runs simulated with a known truth). No file, network, LLM or
+`simulate` and `simulate_study` (runs simulated with a known truth), `release_rule` (the
+release gate's non-inferiority rule). No file, network, LLM or
 figure: only `cube.config`.
 """
 
@@ -28,6 +29,7 @@ __all__ = [
     "normalise",
     "paper",
     "ppi",
+    "release_rule",
     "sequential",
     "simulate",
     "simulate_study",

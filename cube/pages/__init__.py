@@ -8,7 +8,8 @@ people), `numbers` (a figure and a parameter, each formatted once), `decision` (
 page's markdown), `sequential` (what a sequential run did: its section's text and tables),
 `browser` (report/judgments.html; `browser_records` builds its data), `publish` (HTML pages and the
 index), `escape` (the one escaping function for names and outside text, and the exported pages'
-sanitiser), `fonts` (the CJK font; `webfont` subsets it for the pages).
+sanitiser), `fonts` (the CJK font; `webfont` subsets it for the pages), `release` (the release
+gate's summary.md, junit.xml and terminal lines).
 """
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "plots_cube",
     "plots_sequential",
     "publish",
+    "release",
     "sequential",
     "sim_plots",
     "style",

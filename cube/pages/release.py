@@ -44,7 +44,10 @@ def plain(text: Any) -> str:
 
 
 def code_span(text: Any, in_table: bool = True) -> str:
-    """`text` as a Markdown code span, literal whatever it holds (the module docstring)."""
+    """`text` as a Markdown code span, literal whatever it holds (the module docstring); n/a for
+    None."""
+    if text is None:
+        return "n/a"
     s = plain(text).strip()
     if not s:
         return "(empty)"

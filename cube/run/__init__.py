@@ -9,11 +9,12 @@ judge audit of stage 03 and its report), `ablation` (the screen beside the audit
 diagnostics from the run folder), `notebook`, `stages` (what each stage reads), `state` (lock,
 staging, interrupts), `kernel`, `execute` (`execute_run`: the notebook sequence and the report),
 `plan` (what a run will send), `sequential` (the driver of `analysis.sequential`, run by stage 02),
-`outcome` (the result `cube run` prints), `reconcile` (its line of the plan's and the run's calls),
-`record` (results.json as one typed record), `scaffold` (`cube init`), `question_file` (`cube
-questions`), `ran_alone`, `sweep`, `validate`, `compare`, `simulate` (the simulation study), `batch`
-and `batch_cli` (`cube batch`). A notebook imports the modules it calls by name (`from cube.run
-import decide, evaluate`); no module re-exports another's names for it. The top of the package below
+`outcome` (the result `cube run` prints), `release` (the gate against a baseline run),
+`reconcile` (its line of the plan's and the run's calls), `record` (results.json as one typed
+record), `scaffold` (`cube init`), `question_file` (`cube questions`), `ran_alone`, `sweep`,
+`validate`, `compare`, `simulate` (the simulation study), `batch` and `batch_cli` (`cube batch`).
+A notebook imports the modules it calls by name (`from cube.run import decide, evaluate`); no
+module re-exports another's names for it. The top of the package below
 `cube.cli`.
 
 `open_run` is re-exported lazily (PEP 562 `__getattr__`): importing this package imports none of
@@ -48,6 +49,7 @@ __all__ = [
     "ran_alone",
     "reconcile",
     "record",
+    "release",
     "scaffold",
     "sequential",
     "simulate",
