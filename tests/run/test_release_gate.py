@@ -267,3 +267,10 @@ def test_cube_compare_with_a_margin_decides_and_exits_with_its_code(runs, capsys
     assert "release decision (margin 5): hold: regression" in capsys.readouterr().out
     assert main(["compare", v1, str(tmp / "outputs" / "v1-again"), "--margin", "5"]) == 0
     assert main(["compare", v1, v2, "--permutations", "99"]) == 0  # no margin: no decision
+
+
+def test_exit_codes_a_hold_wins_then_a_withheld_verdict_or_undecided():
+    from cube.run.outcome import with_release
+
+    # (verdict's code: 0 given, 3 withheld) x (gate's: 0 release, 3 undecided, 4 hold)
+    assert [with_release(v, g) for v in (0, 3) for g in (0, 3, 4)] == [0, 3, 4, 3, 3, 4]
