@@ -26,10 +26,11 @@ The decision, in this order:
 4. `undecided` otherwise: the interval reaches below −m (too few questions to tell, or a real
    loss within the margin's reach), or R@k is lower but not beyond the margin.
 
-So a version exactly m worse is released only when its interval's lower bound lies above −m,
-which happens with probability about α/2 (measured with families by
-benchmarks/release_gate.py), and an equal version is held only when a test rejects a true
-non-inferiority, at most α by Holm's control.
+So a version exactly m worse is released only when its interval's lower bound lies above −m:
+nominally α/2; measured with families by benchmarks/release_gate.py, 0.020 at 100 questions and
+0.063 (MC SE 0.019) at 300, about α there (the percentile interval's lower tail covers less than
+its share). An equal version is held only when a test rejects a true non-inferiority (Holm keeps
+the dimensions' and R@k's together at α; measured: never, in 130 pairs).
 """
 
 from __future__ import annotations
