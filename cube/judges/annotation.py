@@ -245,6 +245,19 @@ def export_annotation_sheet(
     return write_annotation_sheet(sample, questions, corpus, dimensions, lang, path, raters=raters)
 
 
+def _check_lookups(sample: pd.DataFrame, question_text: dict, gold: dict) -> None:
+    """Every sampled answer's question and gold document are known (else the ids, named)."""
+    for col, lookup, table in (
+        ("question_id", question_text, "questions"),
+        ("doc_id", gold, "corpus"),
+    ):
+        unknown = sorted(set(sample[col].astype(str)) - set(lookup))
+        if unknown:
+            raise SchemaError(
+                f"{table}: no row for {col} {unknown[:10]} used by the sampled answers"
+            )
+
+
 def write_annotation_sheet(
     sample: pd.DataFrame,
     questions: pd.DataFrame,
@@ -268,15 +281,7 @@ def write_annotation_sheet(
         zip(questions["question_id"].astype(str), questions["question"], strict=False)
     )
     gold = dict(zip(corpus["doc_id"].astype(str), corpus["text"], strict=False))
-    for col, lookup, table in (
-        ("question_id", question_text, "questions"),
-        ("doc_id", gold, "corpus"),
-    ):
-        unknown = sorted(set(sample[col].astype(str)) - set(lookup))
-        if unknown:
-            raise SchemaError(
-                f"{table}: no row for {col} {unknown[:10]} used by the sampled answers"
-            )
+    _check_lookups(sample, question_text, gold)
     # the sample is shuffled, so the ids follow no system or set
     ids = opaque_ids(len(sample), prefix)
     key = pd.DataFrame(

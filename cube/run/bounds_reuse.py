@@ -110,6 +110,19 @@ def _baseline_ids(baseline: Path | None) -> tuple[set[str] | None, str]:
     return ids, ""
 
 
+def _judgments(scores: pd.DataFrame) -> pd.DataFrame:
+    """The judges' rows (human ratings are no call)."""
+    if "judge" not in scores:
+        return scores
+    return scores[~scores["judge"].astype(str).str.startswith("human")]
+
+
+def _sum_from_baseline(roles: dict[str, dict[str, Any]], ids: set[str] | None) -> int | None:
+    if ids is None:
+        return None
+    return sum(int(r["from_baseline"] or 0) for r in roles.values())
+
+
 def bounds_reuse(
     params: Params, answers: pd.DataFrame, scores: pd.DataFrame, baseline: Path | None = None
 ) -> dict[str, Any]:
@@ -119,9 +132,7 @@ def bounds_reuse(
     offline = _offline_models(params)
     ids, why = _baseline_ids(baseline)
     bound_answers = answers[answers["set"].astype(str).isin(BOUND_SETS)]
-    bound_scores = scores[scores["set"].astype(str).isin(BOUND_SETS)]
-    if "judge" in bound_scores:  # human ratings are no call
-        bound_scores = bound_scores[~bound_scores["judge"].astype(str).str.startswith("human")]
+    bound_scores = _judgments(scores[scores["set"].astype(str).isin(BOUND_SETS)])
     roles = {
         "answering": _calls(bound_answers, offline, ids),
         "judging": _calls(bound_scores, offline, ids),
@@ -135,9 +146,7 @@ def bounds_reuse(
         "total": total,
         "baseline": str(baseline) if baseline is not None else None,
         "baseline_unknown": why,
-        "from_baseline": None
-        if ids is None
-        else sum(int(r["from_baseline"] or 0) for r in roles.values()),
+        "from_baseline": _sum_from_baseline(roles, ids),
         "note": "calls taken from the cache were made by an earlier run sharing the cache (same "
         "answerer, questions and judges): they cost nothing now; offline bounds are computed "
         "locally and never sent",

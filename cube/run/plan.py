@@ -144,8 +144,8 @@ class _Plan:
         g.calls += n
         if spec.provider != "offline":
             g.requests += requests
-            g.real += [exact] * len(requests) if real is None else real
-            g.bound += [False] * len(requests) if bound is None else bound
+            g.real += real or [exact] * len(requests)
+            g.bound += bound or [False] * len(requests)
             g.exact = g.exact and exact
             g.extra_prompt_tokens += extra_tokens
             estimate = COMPLETION_ESTIMATE[role] if per_call is None else per_call
@@ -387,13 +387,16 @@ def _bound_rows(
         return sets
     found = cached_bound_answers(spec, _bound_requests(inputs, asked), inputs.cache_path)
     n = len(asked)
-    out = []
-    for i, frame in enumerate(sets):
-        texts = [found.get(i * n + j) for j in range(n)]
-        hit = pd.Series([t is not None for t in texts], index=frame.index)
-        known = frame[hit].assign(answer=[t for t in texts if t is not None], source="", known=True)
-        out += [known, frame[~hit]]
-    return out
+    return [part for i, frame in enumerate(sets) for part in _known_or_not(frame, found, i * n)]
+
+
+def _known_or_not(frame: pd.DataFrame, found: dict[int, str], start: int) -> list[pd.DataFrame]:
+    """`frame`'s stand-in rows split: those whose answer the cache holds (`found`, by request
+    position from `start`) become known answers, the others stay stand-ins."""
+    texts = [found.get(start + j) for j in range(len(frame))]
+    hit = pd.Series([t is not None for t in texts], index=frame.index)
+    known = frame[hit].assign(answer=[t for t in texts if t is not None], source="", known=True)
+    return [known, frame[~hit]]
 
 
 def _retrieval_unknown(inputs: _AnsweringInputs, key: str) -> bool:
@@ -637,12 +640,11 @@ def _cached_count(cache: CallCache, g: _Group) -> tuple[int, int]:
     many of those are the bound sets' calls (made by an earlier run: `cube.run.bounds_reuse`)."""
     from cube.llm import cache_key
 
-    keys = [
-        cache_key(g.spec, r) if real else "" for r, real in zip(g.requests, g.real, strict=True)
-    ]
-    stored = cache.get_many([k for k in keys if k])
-    hits = [bool(k) and k in stored for k in keys]
-    return sum(hits), sum(h and b for h, b in zip(hits, g.bound, strict=True))
+    keys = [cache_key(g.spec, r) for r, real in zip(g.requests, g.real, strict=True) if real]
+    bound = [b for b, real in zip(g.bound, g.real, strict=True) if real]
+    stored = cache.get_many(keys)
+    hits = [k in stored for k in keys]
+    return sum(hits), sum(h and b for h, b in zip(hits, bound, strict=True))
 
 
 def _cached_latencies(cache: CallCache, model: str) -> list[float]:
@@ -676,13 +678,16 @@ def _dedupe(plan: _Plan) -> None:
             and g.requests
             and g.spec.provider != "offline"
         ):
-            unique: dict[str, tuple[Any, bool, bool]] = {}
-            for r, real, bound in zip(g.requests, g.real, g.bound, strict=True):
-                unique.setdefault(cache_key(g.spec, r), (r, real, bound))
-            g.calls -= len(g.requests) - len(unique)
-            g.requests = [u[0] for u in unique.values()]
-            g.real = [u[1] for u in unique.values()]
-            g.bound = [u[2] for u in unique.values()]
+            _keep_unique(g, cache_key)
+
+
+def _keep_unique(g: _Group, cache_key: Any) -> None:
+    """A group's requests each once (by cache key), their flags with them."""
+    unique: dict[str, tuple[Any, bool, bool]] = {}
+    for r, real, bound in zip(g.requests, g.real, g.bound, strict=True):
+        unique.setdefault(cache_key(g.spec, r), (r, real, bound))
+    g.calls -= len(g.requests) - len(unique)
+    g.requests, g.real, g.bound = (list(x) for x in zip(*unique.values(), strict=True))
 
 
 def _pilot_latency(

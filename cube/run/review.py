@@ -99,6 +99,28 @@ def _jury(paths: RunPaths) -> list[str] | None:
     return sorted(used) or None
 
 
+def _largest_spread(scores: pd.DataFrame, jury: list[str] | None) -> pd.DataFrame:
+    """The pairs the judges disagree on at all, the largest spread first (ties by id)."""
+    spread = judge_spread(scores, jury)
+    return spread[spread["spread"] > 0].sort_values(
+        ["spread", "question_id", "system"], ascending=[False, True, True], kind="stable"
+    )
+
+
+def _one_row_per_pair(units: list[tuple[str, str, str]]) -> pd.DataFrame:
+    """(question_id, system, reason) rows, one per pair, its reasons joined by ';' in order."""
+    table = pd.DataFrame(units, columns=["question_id", "system", "reason"])
+    return (
+        table.groupby(["question_id", "system"], sort=False)["reason"]
+        .agg(lambda r: ";".join(dict.fromkeys(r)))
+        .reset_index()
+    )
+
+
+def _range(values: pd.Series) -> list[float] | None:
+    return [float(values.min()), float(values.max())] if len(values) else None
+
+
 def review_units(
     params: Params, paths: RunPaths, answers: pd.DataFrame, scores: pd.DataFrame, k: int
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
@@ -113,30 +135,20 @@ def review_units(
     unknown = [q for q in regressed if q not in known]
     units = [(q, primary, REGRESSED) for q in regressed if q in known]
     jury = _jury(paths)
-    spread = judge_spread(scores, jury)
-    spread = spread[spread["spread"] > 0].sort_values(
-        ["spread", "question_id", "system"], ascending=[False, True, True], kind="stable"
-    )
+    spread = _largest_spread(scores, jury)
     top = spread.head(k)
     units += [(str(r.question_id), str(r.system), DISAGREEMENT) for r in top.itertuples()]
     sample = annotation_sample(answers, params.human.sample_size, params.human.seed, paired=True)
     drawn = sample[["question_id", "system"]].astype(str).drop_duplicates()
     units += [(q, s, SAMPLE) for q, s in drawn.itertuples(index=False)]
-    table = pd.DataFrame(units, columns=["question_id", "system", "reason"])
-    table = (
-        table.groupby(["question_id", "system"], sort=False)["reason"]
-        .agg(lambda r: ";".join(dict.fromkeys(r)))
-        .reset_index()
-    )
+    table = _one_row_per_pair(units)
     report = {
         "regressed": len(regressed) - len(unknown),
         "regressed_from": source or "no report/decision.json (no baseline: nothing regressed)",
         "regressed_not_in_answers": unknown,
         "disagreement": len(top),
         "disagreement_judges": jury or sorted(scores["judge"].astype(str).unique()),
-        "spread_range": [float(top["spread"].min()), float(top["spread"].max())]
-        if len(top)
-        else None,
+        "spread_range": _range(top["spread"]),
         "sample": len(drawn),
         "pairs": len(table),
     }
