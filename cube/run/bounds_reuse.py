@@ -175,6 +175,8 @@ def bounds_line(plan: pd.DataFrame) -> str:
     """`cube plan`'s line on the cache: how many planned calls it saves, and how many of those
     are the bound sets (zero/full answers and their judgments) made by an earlier run."""
     cached = int(plan["cached_calls"].sum())
+    if (plan["tokens_by"] == "offline (no tokens)").all():
+        return "cache: every call is computed offline (nothing to send, nothing cached)"
     if not cached:
         return "cache: no planned call is in the cache yet (a run sharing it will reuse its calls)"
     rows = plan[plan["bounds_cached"] > 0]
