@@ -101,9 +101,9 @@ def human_stage(run: Run) -> Imported | None:
     )
     folder_key = ratings / REVIEW_KEY if ratings.is_dir() else None  # the folder's own key
     drawn, review_only = split_review_ratings(human, key or folder_key)
-    if review_only:
-        human.drop(drawn.index).to_parquet(run.paths.data / "human_review.parquet", index=False)
-        report = {**report, "review_only": review_only}
+    if len(review_only):
+        review_only.to_parquet(run.paths.data / "human_review.parquet", index=False)
+        report = {**report, "review_only": len(review_only)}
     run.save("human_ratings", drawn)
     return drawn, report
 

@@ -34,6 +34,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from cube.config.params import Params
@@ -200,17 +201,20 @@ def export_review(
     return files, report
 
 
-def split_review_ratings(human: pd.DataFrame, key: Path | None) -> tuple[pd.DataFrame, int]:
-    """The ratings a calibration may read (those of items drawn at random) and how many were left
-    out: with a key whose `reason` column exists, items whose reason lacks `sample` are review
-    items chosen on the judges' errors (see the module docstring); without one, all."""
+def split_review_ratings(
+    human: pd.DataFrame, key: Path | None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The ratings a calibration may read (those of items drawn at random) and those left out
+    (rows of items chosen for review alone): with a key whose `reason` column exists, items whose
+    reason lacks `sample` were chosen on the judges' errors (see the module docstring); without
+    one, every rating is read."""
     from cube.config.sheets import read_guarded_csv
 
     if key is None or not Path(key).exists():
-        return human, 0
+        return human, human.iloc[:0]
     k = read_guarded_csv(key, dtype=str, keep_default_na=False, encoding="utf-8-sig")
     if "reason" not in k.columns:
-        return human, 0
+        return human, human.iloc[:0]
     chosen = k[~k["reason"].str.split(";").map(lambda r: SAMPLE in r)]
     left = set(zip(chosen["question_id"], chosen["system"], chosen["set"], strict=True))
     rows = list(
@@ -221,5 +225,5 @@ def split_review_ratings(human: pd.DataFrame, key: Path | None) -> tuple[pd.Data
             strict=True,
         )
     )
-    out = pd.Series([r in left for r in rows], index=human.index)
-    return human[~out], int(out.sum())
+    out = np.array([r in left for r in rows], dtype=bool)
+    return human[~out], human[out]
