@@ -11,12 +11,13 @@ every run with the same answerer, questions and judges: a new version's run that
 - `cached_bound_answers`: the plan reads the bound answers already in the cache, so an LLM
   judge's prompts on them are the real ones and `cube plan` counts their judgments as cached
   (`cube.run.plan`, column `bounds_cached`, and `bounds_line`).
-- `bounds_reuse` / `write_bounds_reuse`: after stage 03, `report/bounds_reused.json` counts the
+- `bounds_reuse` / `write_bounds_reuse`: after stage 03, `data/bounds_reused.json` counts the
   bound calls of the run (answers and judgments, distinct calls by `call_id`), how many were taken
   from the cache rather than sent, and, when the baseline's run folder is known
   (`baseline.run`), how many of those are calls of the baseline's own tables. An offline
   algorithm's bounds cost nothing and are counted apart (`offline`). The release decision's page
-  reads the file to say which bounds came from the baseline.
+  reads the file to say which bounds came from the baseline. It is in `data/`, not `report/`: a
+  run's report folder is rendered anew when it commits (`cube.run.state`), its data published.
 
 A bound set not made (`analysis.bounds_of_missed: sample`: a missed question outside the gate's
 sample) has no row and is counted nowhere; a new version that retrieves a question the baseline
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     from cube.llm import Request
     from cube.run.notebook import Run
 
-BOUNDS_REUSED = "bounds_reused.json"  # under the run's report/ folder
+BOUNDS_REUSED = "bounds_reused.json"  # under the run's data/ folder
 BOUND_SETS = ("zero", "full")
 
 
@@ -126,7 +127,7 @@ def _sum_from_baseline(roles: dict[str, dict[str, Any]], ids: set[str] | None) -
 def bounds_reuse(
     params: Params, answers: pd.DataFrame, scores: pd.DataFrame, baseline: Path | None = None
 ) -> dict[str, Any]:
-    """What `report/bounds_reused.json` holds: per role (`answering`, `judging`) and in all, the
+    """What `data/bounds_reused.json` holds: per role (`answering`, `judging`) and in all, the
     bound sets' distinct calls, how many came from the cache (made by an earlier run: its
     baseline's when the same call is in the baseline's tables) and how many this run sent."""
     offline = _offline_models(params)
@@ -162,8 +163,8 @@ def baseline_folder(params: Params) -> Path | None:
 
 
 def write_bounds_reuse(run: Run, answers: pd.DataFrame, scores: pd.DataFrame) -> Path:
-    """Write `report/bounds_reused.json` of stage 03's tables (`bounds_reuse`)."""
-    target = run.paths.report / BOUNDS_REUSED
+    """Write `data/bounds_reused.json` of stage 03's tables (`bounds_reuse`)."""
+    target = run.paths.data / BOUNDS_REUSED
     target.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(
         target, bounds_reuse(run.params, answers, scores, baseline_folder(run.params))

@@ -298,7 +298,7 @@ def _scores_stage(
     run.save("scores", scores)
     from cube.run.bounds_reuse import write_bounds_reuse
 
-    write_bounds_reuse(run, answers, scores)  # report/bounds_reused.json: the bounds reused
+    write_bounds_reuse(run, answers, scores)  # data/bounds_reused.json: the bounds reused
     # the judging pilots' reports, taken before the audit scores its probes with the judges
     pilots = [j.pilot_report for j in judges if j.pilot_report]
     n_judge = stage_judge_calls(judges, answers, corpus, questions, dimensions, scores)

@@ -167,3 +167,23 @@ def test_the_documented_workflow_from_a_clean_clone_on_the_demo(tmp_path):
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "pull_request: cube run exit 4" in done.stdout
+
+
+@pytest.mark.e2e
+def test_the_main_job_from_a_clean_clone_runs_the_demo_and_keeps_it_as_the_baseline(tmp_path):
+    """The part that needs no `--baseline`: main's job with the real `cube run` on the demo (no
+    baseline yet) gives a verdict (exit 0), and the run folder is saved as the baseline."""
+    if not _has_committed_workflow():
+        pytest.skip("the workflow is not committed: a clean clone would not have it")
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--python", sys.executable, "--work", str(tmp_path)]
+        + ["--jobs", "main"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "main: cube run exit 0" in done.stdout
+    baseline = tmp_path / "store" / "baseline" / "ci-demo"
+    assert (baseline / "data" / "scores.parquet").exists()
+    assert (baseline / "data" / "bounds_reused.json").exists()

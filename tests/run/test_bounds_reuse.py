@@ -1,7 +1,7 @@
 """Cheap re-runs by construction (issue 42, item 4): a new version's run that shares the call cache
 with its baseline's (same answerer, questions and judges) sends no call for the bound sets, the
 plan says how many calls the cache saves and which of them are bounds, and
-`report/bounds_reused.json` says which bounds came from the cache (from the baseline's tables).
+`data/bounds_reused.json` says which bounds came from the cache (from the baseline's tables).
 
 Counted at a local OpenAI-compatible server: the answerer and an LLM judge are models on it; the
 server's answer says how many documents its prompt held (0: a zero answer, 1: a full one, 2 or
@@ -142,11 +142,11 @@ def test_the_second_version_sends_no_call_for_the_bounds(versions):
 
 def test_bounds_reused_json_says_which_bounds_came_from_the_cache_and_the_baseline(versions):
     v1, v2, sent_v1, _, _ = versions
-    first = json.loads((v1.paths.report / BOUNDS_REUSED).read_text(encoding="utf-8"))
+    first = json.loads((v1.paths.data / BOUNDS_REUSED).read_text(encoding="utf-8"))
     assert first["answering"]["sent"] == sent_v1["zero"] + sent_v1["full"]
     assert first["answering"]["from_cache"] == 0 and first["judging"]["from_cache"] == 0
     assert first["judging"]["offline"] > 0  # the rubric judge: computed, never sent
-    second = json.loads((v2.paths.report / BOUNDS_REUSED).read_text(encoding="utf-8"))
+    second = json.loads((v2.paths.data / BOUNDS_REUSED).read_text(encoding="utf-8"))
     assert second["answering"]["sent"] == 0 == second["judging"]["sent"]
     assert second["answering"]["from_cache"] == first["answering"]["calls"]
     assert second["judging"]["from_cache"] == first["judging"]["calls"] > 0
