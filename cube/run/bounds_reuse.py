@@ -155,11 +155,20 @@ def bounds_reuse(
 
 
 def baseline_folder(params: Params) -> Path | None:
-    """The baseline's run folder when the params name one (`baseline.run`), else None."""
-    from cube.config.project import resolve
-
+    """The baseline's run folder when the params name one (`baseline.run`, resolved as the release
+    gate resolves it), else None. `cube run --baseline FOLDER` is not in the params: the gate
+    calls `bounds_reuse_of` with its folder."""
     run = getattr(getattr(params, "baseline", None), "run", None)
-    return resolve(run) if run else None
+    return Path(run).expanduser().resolve() if run else None
+
+
+def bounds_reuse_of(params: Params, run_folder: Path, baseline: Path | None) -> dict[str, Any]:
+    """`bounds_reuse` of a published run folder's tables against a baseline's run folder (what the
+    release decision's page reads: which bounds came from the baseline)."""
+    data = Path(run_folder) / "data"
+    answers = pd.read_parquet(data / "answers.parquet")
+    scores = pd.read_parquet(data / "scores.parquet")
+    return bounds_reuse(params, answers, scores, baseline)
 
 
 def write_bounds_reuse(run: Run, answers: pd.DataFrame, scores: pd.DataFrame) -> Path:

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from cube.run import pipeline
-from cube.run.bounds_reuse import BOUNDS_REUSED, bounds_reuse
+from cube.run.bounds_reuse import BOUNDS_REUSED, bounds_reuse_of
 from cube.run.notebook import open_run
 from cube.run.plan import build_plan, plan_text
 from tests.openai_server import OpenAIServer, last_user_message
@@ -152,7 +152,7 @@ def test_bounds_reused_json_says_which_bounds_came_from_the_cache_and_the_baseli
     assert second["judging"]["from_cache"] == first["judging"]["calls"] > 0
     assert second["from_baseline"] is None and second["baseline_unknown"]
     # with the baseline's run folder known, every reused bound is a call of its tables
-    named = bounds_reuse(v2.params, v2.load("answers"), v2.load("scores"), baseline=v1.paths.root)
+    named = bounds_reuse_of(v2.params, v2.paths.root, baseline=v1.paths.root)
     assert named["from_baseline"] == second["total"]["from_cache"] > 0
     assert named["answering"]["from_baseline"] == second["answering"]["calls"]
 
