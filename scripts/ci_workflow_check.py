@@ -6,7 +6,7 @@ executed here, in order, as a runner would, on two versions of the offline demo:
 1. **main**, a clean clone of HEAD (`github.ref` refs/heads/main): no baseline yet, so `cube run`
    without `--baseline`; a release (exit 0) makes the run the baseline and saves it;
 2. **pull request**, a fresh clean clone with the version changed (`--change OLD=>NEW` in the params
-   file, by default the system's `top_n: 4` made `top_n: 2`): the call cache and the baseline
+   file, by default the system's `top_n: 4` made `top_n: 1`): the call cache and the baseline
    restored from step 1, `cube run --baseline`, its exit code checked (`--expect`).
 
 `run:` steps run in bash as on a runner (`bash --noprofile --norc -eo pipefail`), with the
@@ -49,7 +49,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW = ROOT / "examples" / "ci" / "github-actions.yml"
 PARAMS = "examples/ci/cube-ci.yaml"
-CHANGE = "top_n: 4}=>top_n: 2}"
+CHANGE = "top_n: 4}=>top_n: 1}"
 EXPR = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
 NAME = re.compile(r"(github\.\w+|steps\.[\w-]+\.outputs\.[\w-]+)")
 

@@ -153,7 +153,7 @@ def _cube_run_has_baseline() -> bool:
 
 @pytest.mark.e2e
 def test_the_documented_workflow_from_a_clean_clone_on_the_demo(tmp_path):
-    """Both jobs, the real `cube run`: main releases (exit 0), the changed version (TOP-2 against
+    """Both jobs, the real `cube run`: main releases (exit 0), the changed version (TOP-1 against
     the baseline's TOP-4) is held for its regression (exit 4)."""
     if not _has_committed_workflow():
         pytest.skip("the workflow is not committed: a clean clone would not have it")
