@@ -186,6 +186,11 @@ def test_filled_review_ratings_recalibrate_from_the_random_sample_alone(run, tmp
     assert set(kept["question_id"].astype(str)) == set(
         key.loc[~key.index.isin(sampled.index), "question_id"]
     )
+    # a sheet filled in place (review_sheet.xlsx) is read through the key beside it
+    from cube.run.human import _ratings_key
+
+    in_place = r.paths.annotation / "review_sheet.xlsx"
+    assert _ratings_key(r, in_place) == r.paths.annotation / REVIEW_KEY
     calibrated = human_calibration(r2, imported=(human, report))
     assert calibrated is not None
     table, per, heads = calibrated
