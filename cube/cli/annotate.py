@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from cube.cli.common import load_params
+from cube.config.params import Params
 from cube.config.project import display_path, resolve
 from cube.config.runpaths import RunPaths
 
@@ -29,6 +30,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--raters", nargs="*", default=None, help="rater ids: one row per rater and item"
     )
     a.add_argument(
+        "--for-review",
+        action="store_true",
+        help="the weekly review sheet instead (annotation/review_sheet): the regressed questions "
+        "of report/decision.json, the questions the judges disagree on most and the run's random "
+        "sample, with a key whose `reason` column says why each is there; ratings imported later "
+        "recalibrate the run from its random sample (cube.run.review)",
+    )
+    a.add_argument(
+        "--disagreements",
+        type=int,
+        default=20,
+        metavar="K",
+        help="with --for-review: the K (question, system) pairs of largest judge spread "
+        "(default 20)",
+    )
+    a.add_argument(
         "--overwrite",
         action="store_true",
         help="replace an existing sheet (by default it is kept: raters may be filling it in)",
@@ -44,6 +61,8 @@ def handle(args: argparse.Namespace) -> int:
     params = load_params(args.params)
     started = time.time() - 1
     paths = RunPaths.for_params(params, resolve(params.outputs_dir))
+    if args.for_review:
+        return _review(params, paths, args)
     written = export_annotation(
         params, out=args.out, raters=args.raters, overwrite=args.overwrite, paths=paths
     )
@@ -55,4 +74,33 @@ def handle(args: argparse.Namespace) -> int:
             f"annotate: kept the existing sheet ({len(kept)} file(s)): raters may be filling it "
             "in; pass --overwrite to replace it"
         )
+    return 0
+
+
+def _review(params: Params, paths: RunPaths, args: argparse.Namespace) -> int:
+    """`--for-review`: write the review sheet (always anew: it follows the latest decision) and
+    say what it holds."""
+    from cube.run.review import export_review
+
+    if args.disagreements < 0:
+        raise SystemExit("annotate: --disagreements must be 0 or more")
+    files, report = export_review(
+        params, paths, disagreements=args.disagreements, out=args.out, raters=args.raters
+    )
+    for path in files:
+        print(display_path(path))
+    spread = report["spread_range"]
+    print(
+        f"review: {report['pairs']} (question, system) pairs, every answer set of each: "
+        f"{report['regressed']} regressed ({report['regressed_from']}), "
+        f"{report['disagreement']} of largest judge spread"
+        + (f" ({spread[1]:.1f}-{spread[0]:.1f} points)" if spread else "")
+        + f", {report['sample']} of the random sample (the ratings recalibrate from these)"
+    )
+    if report["regressed_not_in_answers"]:
+        print(
+            f"review: regressed ids not in this run's answers: {report['regressed_not_in_answers']}"
+        )
+    if report.get("disagreement_note"):
+        print(f"review: {report['disagreement_note']}")
     return 0

@@ -241,14 +241,12 @@ def export_annotation_sheet(
     Returns:
         The ratings sheet as written (rating cells blank).
     """
-    require_columns(questions, ("question_id", "question"), "questions")
-    require_columns(corpus, ("doc_id", "text"), "corpus")
-    criteria = _criteria_table(dimensions, lang)
     sample = annotation_sample(answers, size, seed, paired=paired)
-    question_text = dict(
-        zip(questions["question_id"].astype(str), questions["question"], strict=False)
-    )
-    gold = dict(zip(corpus["doc_id"].astype(str), corpus["text"], strict=False))
+    return write_annotation_sheet(sample, questions, corpus, dimensions, lang, path, raters=raters)
+
+
+def _check_lookups(sample: pd.DataFrame, question_text: dict, gold: dict) -> None:
+    """Every sampled answer's question and gold document are known (else the ids, named)."""
     for col, lookup, table in (
         ("question_id", question_text, "questions"),
         ("doc_id", gold, "corpus"),
@@ -258,13 +256,41 @@ def export_annotation_sheet(
             raise SchemaError(
                 f"{table}: no row for {col} {unknown[:10]} used by the sampled answers"
             )
-    ids = opaque_ids(len(sample))  # the sample is shuffled, so the ids follow no system or set
+
+
+def write_annotation_sheet(
+    sample: pd.DataFrame,
+    questions: pd.DataFrame,
+    corpus: pd.DataFrame,
+    dimensions: list[str],
+    lang: str,
+    path: Path,
+    *,
+    raters: list[str] | None = None,
+    key_extra: dict[str, pd.Series] | None = None,
+    prefix: str = "A",
+) -> pd.DataFrame:
+    """Write the blind rating sheet of the answer rows `sample` (in their order) as
+    `export_annotation_sheet` does; `key_extra`: more key columns (aligned with `sample`, e.g. the
+    review sheet's `reason`, `cube.run.review`); `prefix`: the opaque ids' letter (a review sheet's
+    `R001` cannot be read through a sampled sheet's key by mistake)."""
+    require_columns(questions, ("question_id", "question"), "questions")
+    require_columns(corpus, ("doc_id", "text"), "corpus")
+    criteria = _criteria_table(dimensions, lang)
+    question_text = dict(
+        zip(questions["question_id"].astype(str), questions["question"], strict=False)
+    )
+    gold = dict(zip(corpus["doc_id"].astype(str), corpus["text"], strict=False))
+    _check_lookups(sample, question_text, gold)
+    # the sample is shuffled, so the ids follow no system or set
+    ids = opaque_ids(len(sample), prefix)
     key = pd.DataFrame(
         {
             "item_id": ids,
             "question_id": sample["question_id"].astype(str),
             "system": sample["system"].astype(str),
             "set": sample["set"].astype(str),
+            **{k: v.astype(str).to_numpy() for k, v in (key_extra or {}).items()},
         }
     )
     sheet = pd.DataFrame(  # columns in the order of SHEET_COLUMNS

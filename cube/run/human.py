@@ -78,23 +78,20 @@ def export_annotation(
 
 
 def human_stage(run: Run) -> Imported | None:
-    """Import the filled annotation sheet(s) named by `human.ratings`; None when there are none."""
-    from cube.judges.annotation import key_path
+    """Import the filled annotation sheet(s) named by `human.ratings`; None when there are none.
+
+    A review sheet's ratings (`cube annotate --for-review`, `cube.run.review`) are read through
+    its own key (`review_key.csv` beside `review_sheet.*`, unless `human.key` names one); those of
+    items chosen for review and not drawn at random are kept apart (`data/human_review.parquet`,
+    `review_only` in the report): the calibration reads a random sample."""
     from cube.judges.human import import_ratings
+    from cube.run.review import REVIEW_KEY, split_review_ratings
 
     if not run.params.human.ratings:
         return None
     answers = run.load("answers")
     ratings = Path(run.params.human.ratings)
-    key = (
-        Path(run.params.human.key)
-        if run.params.human.key
-        else key_path(annotation_dir(run.paths) / "annotation_sheet")
-    )
-    if not run.params.human.key and (
-        not key.exists() or (ratings.is_dir() and any(ratings.glob("*_key.csv")))
-    ):
-        key = None  # the ratings folder's own key, or a sheet written before blinding
+    key = _ratings_key(run, ratings)
     human, report = import_ratings(
         ratings,
         answers,
@@ -102,8 +99,29 @@ def human_stage(run: Run) -> Imported | None:
         per_rater=run.params.human.per_rater_judges,
         key=key,
     )
-    run.save("human_ratings", human)
-    return human, report
+    folder_key = ratings / REVIEW_KEY if ratings.is_dir() else None  # the folder's own key
+    drawn, review_only = split_review_ratings(human, key or folder_key)
+    if len(review_only):
+        review_only.to_parquet(run.paths.data / "human_review.parquet", index=False)
+        report = {**report, "review_only": len(review_only)}
+    run.save("human_ratings", drawn)
+    return drawn, report
+
+
+def _ratings_key(run: Run, ratings: Path) -> Path | None:
+    """The key the filled sheet(s) are read through: `human.key`; a sheet file's own key beside it
+    (`review_sheet.xlsx` -> `review_key.csv`); the run's annotation key; None for the ratings
+    folder's own key, or a sheet written before blinding."""
+    from cube.judges.annotation import key_path
+
+    if run.params.human.key:
+        return Path(run.params.human.key)
+    if ratings.is_file() and key_path(ratings).exists():
+        return key_path(ratings)
+    key = key_path(annotation_dir(run.paths) / "annotation_sheet")
+    if not key.exists() or (ratings.is_dir() and any(ratings.glob("*_key.csv"))):
+        return None
+    return key
 
 
 def human_calibration(

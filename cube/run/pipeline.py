@@ -296,6 +296,9 @@ def _scores_stage(
     dimensions = load_dimensions(run.params, base_dir=run.base_dir)
     scores = score_answers(answers, judges, dimensions, corpus, questions=questions)
     run.save("scores", scores)
+    from cube.run.bounds_reuse import write_bounds_reuse
+
+    write_bounds_reuse(run, answers, scores)  # data/bounds_reused.json: the bounds reused
     # the judging pilots' reports, taken before the audit scores its probes with the judges
     pilots = [j.pilot_report for j in judges if j.pilot_report]
     n_judge = stage_judge_calls(judges, answers, corpus, questions, dimensions, scores)

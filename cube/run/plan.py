@@ -38,6 +38,13 @@ batch prices for judges, which `cube batch` can send), and time at the model's c
   will read them.
 - **Completion tokens** are an estimate per call (`COMPLETION_ESTIMATE`, at most the model's
   `max_tokens`); `completion_tokens_max` is `max_tokens` x calls, the ceiling of the cost.
+- **Bounds from an earlier run** (`bounds_cached`, issue 42): the cached calls that are the bound
+  sets' (zero/full answers and their judgments). An LLM answerer's bound answers already in the
+  cache are known before the run (`cube.run.bounds_reuse.cached_bound_answers`), so a judge's
+  prompts on them are the real ones and counted as cached where an earlier run sharing the cache
+  judged them (a new version's run with its baseline's answerer, questions and judges);
+  `cube plan` says how many calls the cache saves and how many of them are bounds
+  (`cube.run.bounds_reuse.bounds_line`). A stand-in is never counted as cached.
 - **To send**: a model's calls not already in the cache; an offline algorithm's calls are
   computed locally and never sent (`to_send` 0, `plan_line` counts them apart).
 - **Time**: the calls to send x the median latency of this model's calls in the cache (or of the
@@ -94,6 +101,7 @@ PLAN_COLUMNS = (
     "latency_from",
     "time_s",
     "note",
+    "bounds_cached",
 )
 
 
@@ -107,6 +115,10 @@ class _Group:
     extra_prompt_tokens: int = 0  # the stand-in answers' tokens, added to the counted prompts
     completion_per_call: int = 0
     notes: list[str] = field(default_factory=list)
+    # per request: whether it is the real one (a stand-in is never in the cache) and whether it
+    # is a bound set's call (a zero/full answer or its judgment: `cube.run.bounds_reuse`)
+    real: list[bool] = field(default_factory=list)
+    bound: list[bool] = field(default_factory=list)
 
 
 class _Plan:
@@ -124,12 +136,16 @@ class _Plan:
         exact: bool = True,
         extra_tokens: int = 0,
         per_call: int | None = None,
+        real: list[bool] | None = None,
+        bound: list[bool] | None = None,
     ) -> _Group:
         g = self.groups.setdefault((role, spec.model), _Group(role, spec))
         n = len(requests) if calls is None else calls
         g.calls += n
         if spec.provider != "offline":
             g.requests += requests
+            g.real += real or [exact] * len(requests)
+            g.bound += bound or [False] * len(requests)
             g.exact = g.exact and exact
             g.extra_prompt_tokens += extra_tokens
             estimate = COMPLETION_ESTIMATE[role] if per_call is None else per_call
@@ -173,6 +189,7 @@ def build_plan(
     if question_ids is not None:  # a sequential run's questions reached (`cube.run.sequential`)
         questions = questions[questions["question_id"].astype(str).isin(set(question_ids))]
     inputs = _AnsweringInputs.of(plan, params, corpus, questions, known_questions)
+    inputs.cache_path = cache_path
     answer_rows: list[pd.DataFrame] = []
     bound_specs: set[str] = set()
     needed = _planned_bound_questions(params, inputs)
@@ -236,6 +253,8 @@ class _AnsweringInputs:
     plan: _Plan
     # the systems whose retrieval the plan cannot know (`_planned_bound_questions` fills it)
     unknown_retrieval: set[str] = field(default_factory=set)
+    # the call cache: bound answers already in it are known before the run (`_bound_rows`)
+    cache_path: Path | None = None
 
     @classmethod
     def of(
@@ -351,10 +370,33 @@ def _plan_bound_answers(
     # a bound answer is one answer for every system sharing its answering model: judged once
     if not (inputs.real and offline):
         asked = inputs.questions[inputs.questions["question_id"].isin(mine)]
-        rows += [
-            asked.assign(system=sp.name, set=s, answer="", source=key) for s in ("zero", "full")
-        ]
+        rows += _bound_rows(inputs, sp.name, spec, asked, key)
     return rows
+
+
+def _bound_rows(
+    inputs: _AnsweringInputs, system: str, spec: ModelSpec, asked: pd.DataFrame, key: str
+) -> list[pd.DataFrame]:
+    """A system's bound answers for the judges: those of an LLM answerer already in the cache are
+    known (an earlier run sharing the cache made them: their judgments' prompts are the real ones,
+    and are found in the cache when that run judged them too), the others stand-ins."""
+    from cube.run.bounds_reuse import cached_bound_answers
+
+    sets = [asked.assign(system=system, set=s, answer="", source=key) for s in ("zero", "full")]
+    if not inputs.real or spec.provider == "offline" or not len(asked):
+        return sets
+    found = cached_bound_answers(spec, _bound_requests(inputs, asked), inputs.cache_path)
+    n = len(asked)
+    return [part for i, frame in enumerate(sets) for part in _known_or_not(frame, found, i * n)]
+
+
+def _known_or_not(frame: pd.DataFrame, found: dict[int, str], start: int) -> list[pd.DataFrame]:
+    """`frame`'s stand-in rows split: those whose answer the cache holds (`found`, by request
+    position from `start`) become known answers, the others stay stand-ins."""
+    texts = [found.get(start + j) for j in range(len(frame))]
+    hit = pd.Series([t is not None for t in texts], index=frame.index)
+    known = frame[hit].assign(answer=[t for t in texts if t is not None], source="", known=True)
+    return [known, frame[~hit]]
 
 
 def _retrieval_unknown(inputs: _AnsweringInputs, key: str) -> bool:
@@ -386,17 +428,24 @@ def _add_bound_calls(
     plan: _Plan, inputs: _AnsweringInputs, spec: ModelSpec, questions: pd.DataFrame, offline: bool
 ) -> _Group:
     """The bound sets' answering calls of `questions` (two each: zero and full)."""
-    from cube.systems.builtin import answer_request
 
     if offline:
         return plan.add("answering", spec, [], calls=2 * len(questions))
+    reqs = _bound_requests(inputs, questions)
+    return plan.add("answering", spec, reqs, exact=inputs.known, bound=[True] * len(reqs))
+
+
+def _bound_requests(inputs: _AnsweringInputs, questions: pd.DataFrame) -> list[Any]:
+    """The bound sets' answering requests of `questions`: every zero answer's, then every full
+    answer's (`cube.systems.bounds.answer_bounds` builds the same)."""
+    from cube.systems.builtin import answer_request
+
     lang = inputs.params.lang
     qtexts = questions["question"].astype(str).tolist()
     golds = questions["doc_id"].astype(str).tolist()
-    reqs = [answer_request(q, [], lang) for q in qtexts] + [
+    return [answer_request(q, [], lang) for q in qtexts] + [
         answer_request(q, [inputs.texts[g]], lang) for q, g in zip(qtexts, golds, strict=True)
     ]
-    return plan.add("answering", spec, reqs, exact=inputs.known)
 
 
 def _note_llm_refusal_questions(plan: _Plan, params: Params) -> None:
@@ -442,7 +491,10 @@ def _judge_records(
     if not len(answers):
         return []
     columns = ["question_id", "doc_id", "system", "set", "answer"]
-    return judge_inputs(answers[columns], corpus, questions).to_dict("records")
+    records = judge_inputs(answers[columns], corpus, questions).to_dict("records")
+    for rec, known in zip(records, answers["known"], strict=True):
+        rec["_known"] = bool(known)  # a real answer (its judgments' prompts are the real ones)
+    return records
 
 
 def _plan_judging(
@@ -490,7 +542,7 @@ def _plan_llm_judge(
     judge = Judge(
         name=j.name, model=make_model(spec), samples=j.samples, all_dimensions=j.all_dimensions
     )
-    _, reqs, _ = judge_requests(judge, records, dimensions)
+    units, reqs, _ = judge_requests(judge, records, dimensions)
     per_call = COMPLETION_ESTIMATE["judging"] * (len(dimensions) if j.all_dimensions else 1)
     g = plan.add(
         "judging",
@@ -499,6 +551,8 @@ def _plan_llm_judge(
         exact=not n_stand_in,
         per_call=per_call,
         extra_tokens=n_stand_in * per_answer * ANSWER_TOKENS,
+        real=[bool(u[0].get("_known")) for u in units],
+        bound=[str(u[0]["set"]) in ("zero", "full") for u in units],
     )
     # identical requests of a judge are one call, counted as stage 03 and cube batch count them
     calls = count_judge_calls([judge], {judge.name: reqs}) if not n_stand_in else len(reqs)
@@ -563,7 +617,7 @@ def _cache_facts(
     `cube.llm.tokens.count_prompt_tokens`)."""
     from cube.llm import CallCache
 
-    cached: dict[tuple[str, str], int] = {}
+    cached: dict[tuple[str, str], tuple[int, int]] = {}
     latencies: dict[str, list[float]] = {}
     observed: dict[str, list[tuple[list[dict], int]]] = {}
     if cache_path is None or not Path(cache_path).exists():
@@ -581,13 +635,16 @@ def _cache_facts(
     return cached, latencies, observed
 
 
-def _cached_count(cache: CallCache, g: _Group) -> int:
-    """How many of a group's built requests the cache holds."""
+def _cached_count(cache: CallCache, g: _Group) -> tuple[int, int]:
+    """How many of a group's real built requests the cache holds (a stand-in never is), and how
+    many of those are the bound sets' calls (made by an earlier run: `cube.run.bounds_reuse`)."""
     from cube.llm import cache_key
 
-    keys = [cache_key(g.spec, r) for r in g.requests]
+    keys = [cache_key(g.spec, r) for r, real in zip(g.requests, g.real, strict=True) if real]
+    bound = [b for b, real in zip(g.bound, g.real, strict=True) if real]
     stored = cache.get_many(keys)
-    return sum(k in stored for k in keys)
+    hits = [k in stored for k in keys]
+    return sum(hits), sum(h and b for h, b in zip(hits, bound, strict=True))
 
 
 def _cached_latencies(cache: CallCache, model: str) -> list[float]:
@@ -621,9 +678,16 @@ def _dedupe(plan: _Plan) -> None:
             and g.requests
             and g.spec.provider != "offline"
         ):
-            unique = {cache_key(g.spec, r): r for r in g.requests}
-            g.calls -= len(g.requests) - len(unique)
-            g.requests = list(unique.values())
+            _keep_unique(g, cache_key)
+
+
+def _keep_unique(g: _Group, cache_key: Any) -> None:
+    """A group's requests each once (by cache key), their flags with them."""
+    unique: dict[str, tuple[Any, bool, bool]] = {}
+    for r, real, bound in zip(g.requests, g.real, g.bound, strict=True):
+        unique.setdefault(cache_key(g.spec, r), (r, real, bound))
+    g.calls -= len(g.requests) - len(unique)
+    g.requests, g.real, g.bound = (list(x) for x in zip(*unique.values(), strict=True))
 
 
 def _pilot_latency(
@@ -701,6 +765,7 @@ def _offline_row(role: str, model: str, g: _Group) -> dict[str, Any]:
         "latency_from": "",
         "time_s": float("nan"),
         "note": "; ".join(g.notes + [OFFLINE_NOTE] * (role != "question_generation")),
+        "bounds_cached": 0,
     }
 
 
@@ -724,7 +789,7 @@ def _llm_row(
     role: str,
     model: str,
     g: _Group,
-    in_cache: int,
+    in_cache: tuple[int, int],
     observed: Any,
     latency: tuple[float, str],
 ) -> dict[str, Any]:
@@ -733,7 +798,7 @@ def _llm_row(
     spec = g.spec
     prompt, tokens_by = _prompt_tokens(g, observed)
     # keys of the built requests already in the cache: only real requests can be (stand-ins not)
-    cached = min(in_cache if g.exact else 0, g.calls)
+    cached = min(in_cache[0], g.calls)
     completion = g.completion_per_call * g.calls
     to_send = g.calls - cached
     share = to_send / g.calls if g.calls else 0.0
@@ -761,6 +826,7 @@ def _llm_row(
         "latency_from": lat_from,
         "time_s": float("nan") if math.isnan(lat) else to_send * lat / min(conc, max(to_send, 1)),
         "note": "; ".join(g.notes),
+        "bounds_cached": min(in_cache[1], cached),
     }
 
 
@@ -787,7 +853,7 @@ def _table(plan: _Plan, cache_path: Path | None, pilot: int) -> pd.DataFrame:
             role,
             model,
             g,
-            in_cache.get((role, model), 0),
+            in_cache.get((role, model), (0, 0)),
             observed.get(model, ()),
             latency.get(model, NO_LATENCY),
         )
@@ -917,7 +983,10 @@ def _totals_line(plan: pd.DataFrame) -> str:
 
 def plan_text(plan: pd.DataFrame) -> str:
     """The plan as `cube plan` prints it: one line per role and model, then the totals."""
+    from cube.run.bounds_reuse import bounds_line
+
     lines = [line for r in plan.to_dict("records") for line in _row_lines(r)]
     lines.append(_totals_line(plan))
+    lines.append(bounds_line(plan))
     least = least_text(plan)
     return "\n".join(lines + ([least] if least else []))
