@@ -234,8 +234,6 @@ def execute_run(
             _forget_forced(paths, notebooks, chosen)
         summary = RunSummary(published)
         started = dt.datetime.now(dt.UTC)
-        if _calls_models(chosen):
-            _record_plan(params, paths, root, log)
         # The notebooks are given the params file and run folder by their shown paths (relative to
         # the project root, or their name when outside it); the kernel maps them back to local
         # paths.
@@ -244,19 +242,42 @@ def execute_run(
             _param_path(published.root, root): str(published.root.resolve()),
         }
         from cube.llm.tokens import IN_RUN_ENV
+        from cube.run.kernel import WarmKernel
+        from cube.run.stages import stage_fingerprints
 
+        # IN_RUN_ENV: no count made while the stages run (the sequential driver's plan, in the
+        # kernel beside the run's calls) asks a local server's tokenize route
+        run_env = {LOCAL_PATHS_ENV: json.dumps(local), IN_RUN_ENV: "1"}
+        kernel = WarmKernel(root, KERNEL_ARGUMENTS)
         try:
-            # IN_RUN_ENV: no count made while the stages run (the sequential driver's plan, in the
-            # kernel beside the run's calls) asks a local server's tokenize route
-            with _kernel_env(**{LOCAL_PATHS_ENV: json.dumps(local), IN_RUN_ENV: "1"}):
+            current = stage_fingerprints(params, notebooks, root)
+            if _may_execute(params, paths, notebooks, chosen, force, current):
+                # the kernel starts and imports on the other core while the plan is made
+                with _kernel_env(**run_env, **_stage_env(paths, root)):
+                    kernel.warm_up()
+            if _calls_models(chosen):
+                _record_plan(params, paths, root, log)
+            with _kernel_env(**run_env):
                 _run_stages(
-                    params, params_path, paths, notebooks, chosen, force, summary, log, overrides
+                    params,
+                    params_path,
+                    paths,
+                    notebooks,
+                    chosen,
+                    force,
+                    summary,
+                    log,
+                    overrides,
+                    _Kernel(kernel, current),
                 )
         except (RunInterrupted, KeyboardInterrupt) as exc:
+            kernel.kill()
             kill_child_kernels()
             summary.interrupted = getattr(exc, "signame", "SIGINT")
             _record_attempt(params, params_path, paths, summary, started, "interrupted")
             raise
+        finally:
+            kernel.close()  # a no-op when the stages closed it (a failed plan or check did not)
         if not summary.ok:  # a first run's failure is published (index and last_run.html say why)
             _record_attempt(params, params_path, paths, summary, started, "failed")
             return summary
@@ -290,6 +311,45 @@ def _forget_forced(paths: RunPaths, notebooks: list[Path], chosen: set[Path]) ->
 
     forget_ran_alone(
         paths.notebooks, None if chosen >= set(notebooks) else {nb.stem for nb in chosen}
+    )
+
+
+KERNEL_ARGUMENTS = ["--IPKernelApp.capture_fd_output=False", "--IPKernelApp.log_level=CRITICAL"]
+
+
+@dataclass
+class _Kernel:
+    """The run's warm kernel (maybe warming up already) and the stages' current fingerprints."""
+
+    kernel: WarmKernel
+    current: dict[str, str]
+
+
+def _may_execute(
+    params: Params,
+    paths: RunPaths,
+    notebooks: list[Path],
+    chosen: set[Path],
+    force: bool,
+    current: dict[str, str],
+) -> bool:
+    """Whether a chosen stage that is not skipped may execute (forced, or its fingerprint or
+    executed copy not as recorded): then the kernel is started early (`WarmKernel.warm_up`). A
+    run with nothing to do starts no kernel; one whose only stage to re-execute holds failed calls
+    starts it when that stage executes."""
+    from cube.run.skip import skip_reason
+
+    prints_file = paths.notebooks / ".fingerprints.json"
+    prints = json.loads(prints_file.read_text()) if prints_file.exists() else {}
+    return any(
+        not skip_reason(params, nb.stem, paths)
+        and (
+            force
+            or prints.get(nb.name) != current[nb.name]
+            or not (paths.notebooks / nb.name).exists()
+        )
+        for nb in notebooks
+        if nb in chosen
     )
 
 
@@ -437,11 +497,11 @@ def _run_stages(
     force: bool,
     summary: RunSummary,
     log,
-    overrides: list[str] | None = None,
+    overrides: list[str] | None,
+    warm: _Kernel,
 ) -> None:
-    from cube.run.kernel import WarmKernel
     from cube.run.skip import note_skipped, run_order
-    from cube.run.stages import stage_fingerprints, upstream
+    from cube.run.stages import upstream
 
     root = project_root()
     prints_file = paths.notebooks / ".fingerprints.json"
@@ -454,14 +514,12 @@ def _run_stages(
         summary,
         log,
         prints=json.loads(prints_file.read_text()) if prints_file.exists() else {},
-        current=stage_fingerprints(params, notebooks, root),
+        current=warm.current,
         stems=stems,
         feeds_decision=set(upstream(DECISION_STAGE, stems)),
     )
     injected = _injected(params_path, paths, root, overrides)
-    kernel = WarmKernel(
-        root, ["--IPKernelApp.capture_fd_output=False", "--IPKernelApp.log_level=CRITICAL"]
-    )
+    kernel = warm.kernel
     try:
         for nb in run_order(params, notebooks, chosen):  # optional stages: `cube.run.skip`
             if nb not in chosen:
@@ -516,8 +574,6 @@ def _execute_stage(
 ) -> bool:
     """Execute one stage in the run's warm kernel; False when it failed (kept what earlier stages
     computed; the failure is published)."""
-    from cube.run.notebook import STAGING_ENV
-
     t0 = time.perf_counter()
     loop.prints.pop(nb.name, None)
     loop.executed.add(nb.stem)
@@ -528,12 +584,7 @@ def _execute_stage(
         # own log (transport warnings, shutdown noise) is silenced: errors reach the
         # notebook. Every stage runs in the run's one warm kernel, reset before each
         # (`cube.run.kernel`).
-        with _kernel_env(
-            CUBE_PROGRESS="terminal",
-            PYTHONWARNINGS="ignore:IProgress not found",
-            **kernel_thread_limits(),
-            **{STAGING_ENV: str(loop.paths.root.resolve()), ROOT_ENV: str(loop.root)},
-        ):
+        with _kernel_env(**_stage_env(loop.paths, loop.root)):
             kernel.execute(nb, out, injected)
     except Exception as exc:  # keep what earlier stages computed; publish the failure
         _relative_papermill_paths(out, nb, loop.root)
@@ -555,6 +606,20 @@ def _execute_stage(
         f"done in {time.perf_counter() - t0:.1f} s{note}",
     )
     return True
+
+
+def _stage_env(paths: RunPaths, root: Path) -> dict[str, str]:
+    """The environment a stage's kernel starts with (besides the run's): progress bars to the
+    terminal, the thread limits, the staging folder and the project root."""
+    from cube.run.notebook import STAGING_ENV
+
+    return {
+        "CUBE_PROGRESS": "terminal",
+        "PYTHONWARNINGS": "ignore:IProgress not found",
+        **kernel_thread_limits(),
+        STAGING_ENV: str(paths.root.resolve()),
+        ROOT_ENV: str(root),
+    }
 
 
 def _relative_papermill_paths(executed: Path, source: Path, root: Path) -> None:
