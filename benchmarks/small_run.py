@@ -56,6 +56,7 @@ PHASES = [
     ("cube.run.execute", "commit_staging", "commit"),
     ("cube.run.execute", "write_last_run", "last_run page"),
     ("cube.pages.publish", "_exported_page", "publish: HTML export"),
+    ("cube.pages.publish", "PreparedPages.finish", "publish: waiting for the pages"),
     ("cube.pages.publish", "export_pages", "publish: HTML export"),
     ("cube.pages.publish", "set_nav", "publish: navigation bars"),
     ("cube.pages.browser", "write_browser", "publish: judgment browser"),

@@ -44,6 +44,7 @@ from cube.config.project import (
     shared_values,
 )
 from cube.config.runpaths import RunPaths
+from cube.pages.publish import PreparedPages
 from cube.pages.publish import publish as publish_pages
 from cube.run.notebook import LOCAL_PATHS_ENV, shared_params_yaml, write_shared_params
 from cube.run.record import PlanRecord, forget, read_record, write_part
@@ -67,11 +68,12 @@ def publish(
     paths: RunPaths,
     attempt: dict[str, str] | None = None,
     notebooks_dir: Path | None = None,
+    prepared: PreparedPages | None = None,
 ) -> Path:
     """The run's report (`cube.pages.publish.publish`), its pages' freshness read from this run's
     stage fingerprints (`cube.run.stages.stage_fingerprints`) and from what notebooks run alone
     changed since (`cube.run.ran_alone.stages_mixed`: their pages and the decision are marked out
-    of date)."""
+    of date). `prepared`: the pages exported while the stages ran."""
     from cube.config.project import NOTEBOOK_GLOB
     from cube.run.ran_alone import stages_mixed
 
@@ -89,6 +91,7 @@ def publish(
         fingerprints=fingerprints,
         mixed=stages_mixed(paths.root, params, stems) if stems else {},
         decision_page=DECISION_STAGE,
+        prepared=prepared,
     )
 
 
@@ -249,6 +252,7 @@ def execute_run(
         # kernel beside the run's calls) asks a local server's tokenize route
         run_env = {LOCAL_PATHS_ENV: json.dumps(local), IN_RUN_ENV: "1"}
         kernel = WarmKernel(root, KERNEL_ARGUMENTS)
+        pages = PreparedPages()  # each stage's pages, exported while the next ones execute
         try:
             current = stage_fingerprints(params, notebooks, root)
             if _may_execute(params, paths, notebooks, chosen, force, current):
@@ -268,7 +272,7 @@ def execute_run(
                     summary,
                     log,
                     overrides,
-                    _Kernel(kernel, current),
+                    _Kernel(kernel, current, pages),
                 )
         except (RunInterrupted, KeyboardInterrupt) as exc:
             kernel.kill()
@@ -278,10 +282,15 @@ def execute_run(
             raise
         finally:
             kernel.close()  # a no-op when the stages closed it (a failed plan or check did not)
-        if not summary.ok:  # a first run's failure is published (index and last_run.html say why)
-            _record_attempt(params, params_path, paths, summary, started, "failed")
-            return summary
-        _publish(params, params_path, paths, published, summary, started, notebooks_dir, log)
+        try:
+            if not summary.ok:  # a first run's failure is published (index, last_run.html say why)
+                _record_attempt(params, params_path, paths, summary, started, "failed")
+                return summary
+            _publish(
+                params, params_path, paths, published, summary, started, notebooks_dir, log, pages
+            )
+        finally:
+            pages.close()
         return summary
 
 
@@ -319,10 +328,12 @@ KERNEL_ARGUMENTS = ["--IPKernelApp.capture_fd_output=False", "--IPKernelApp.log_
 
 @dataclass
 class _Kernel:
-    """The run's warm kernel (maybe warming up already) and the stages' current fingerprints."""
+    """The run's warm kernel (maybe warming up already), the stages' current fingerprints, and the
+    pages exported in the background as stages end."""
 
     kernel: WarmKernel
     current: dict[str, str]
+    pages: PreparedPages
 
 
 def _may_execute(
@@ -428,6 +439,7 @@ def _publish(
     started: dt.datetime,
     notebooks_dir: Path | None,
     log,
+    prepared: PreparedPages | None = None,
 ) -> None:
     """Every selected stage succeeded: commit the staging copy and publish the report."""
     write_manifest(params, paths, summary, started, status="committed", params_file=params_path)
@@ -440,7 +452,7 @@ def _publish(
         stages=_stage_dicts(summary),
         message="Every selected stage succeeded; the report shows this run.",
     )
-    publish(params, published, notebooks_dir=notebooks_dir)
+    publish(params, published, notebooks_dir=notebooks_dir, prepared=prepared)
     log(f"[cube] report: {summary.index}")
 
 
@@ -534,6 +546,7 @@ def _run_stages(
                 continue
             if not _execute_stage(loop, kernel, nb, out, injected):
                 break
+            warm.pages.add(out)  # its pages, exported while the next stage executes
             prints_file.write_text(json.dumps(loop.prints, indent=1))
     except BaseException:
         kernel.kill()  # interrupted: no event loop may run again (see `WarmKernel.kill`)
