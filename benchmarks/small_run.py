@@ -11,7 +11,10 @@ stages' fingerprints, the kernel's start, each stage, the manifest, the commit, 
         [--checkout PATH]
 
 CPU is the process's own plus its children's (the notebook kernel, while alive, read from /proc;
-reaped children from `getrusage`), so a phase's CPU includes the kernel's work in it. On a shared
+reaped children from `getrusage`), so a phase's CPU includes the kernel's work in it; the column
+`runner` is the `cube run` process's own share. Work done beside a phase counts in it: the
+kernel's warm-up imports in the fingerprints and the plan, the pages exported on the runner's
+thread (`cube.pages.publish.PreparedPages`) in the stages after the one they show. On a shared
 machine CPU is the trustworthy figure; wall is indicative and printed beside the load average. A
 phase's figures exclude the phases nested in it (the index's fingerprints are not the publishing's
 HTML export). `--checkout`: measure that checkout's `cube` (first on PYTHONPATH), e.g. a `git

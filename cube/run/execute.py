@@ -254,11 +254,14 @@ def execute_run(
         kernel = WarmKernel(root, KERNEL_ARGUMENTS)
         pages = PreparedPages()  # each stage's pages, exported while the next ones execute
         try:
+            # the kernel starts and imports on the other core while the fingerprints (when the
+            # run is forced, or the folder's first: stages will execute) and the plan are made
+            first = force or not (paths.notebooks / ".fingerprints.json").exists()
+            if first:
+                _warm_up(kernel, run_env, paths, root)
             current = stage_fingerprints(params, notebooks, root)
-            if _may_execute(params, paths, notebooks, chosen, force, current):
-                # the kernel starts and imports on the other core while the plan is made
-                with _kernel_env(**run_env, **_stage_env(paths, root)):
-                    kernel.warm_up()
+            if not first and _may_execute(params, paths, notebooks, chosen, force, current):
+                _warm_up(kernel, run_env, paths, root)
             if _calls_models(chosen):
                 _record_plan(params, paths, root, log)
             with _kernel_env(**run_env):
@@ -334,6 +337,12 @@ class _Kernel:
     kernel: WarmKernel
     current: dict[str, str]
     pages: PreparedPages
+
+
+def _warm_up(kernel: WarmKernel, run_env: dict[str, str], paths: RunPaths, root: Path) -> None:
+    """Start the run's kernel with the stages' environment and have it import (`warm_up`)."""
+    with _kernel_env(**run_env, **_stage_env(paths, root)):
+        kernel.warm_up()
 
 
 def _may_execute(
