@@ -6,7 +6,8 @@ when the first stage executes) and papermill executes every stage in it through 
 engine, which first resets the kernel as a fresh one would be: the user namespace and output
 history are cleared (`InteractiveShell.reset(new_session=True)`, so execution counts restart at 1),
 open matplotlib figures are closed, cube's memoised functions are emptied, the working directory
-is restored, and garbage is collected and freed memory returned (glibc, Arrow's pool). Imported
+is restored, and garbage is collected and freed memory returned (glibc, Arrow's pool); what
+survives is frozen (`gc.freeze`: no later collection walks the imports again). Imported
 modules stay imported (that is the saving), so no notebook sees another's variables; the notebooks
 themselves are unchanged and still run alone in a fresh kernel (Jupyter, papermill). Memory: a
 kernel still holding > `RESTART_RSS` after a stage is replaced, and once a stage has grown it by
@@ -16,7 +17,10 @@ stage (`LIGHT_STAGE_DATA`), whose kernel the next stage takes,
 so the run's peak is its largest stage's, not that plus what the shared kernel holds. Each stage
 keeps its own executed notebook, papermill metadata, failure (the loop stops at the first failed
 stage) and interrupt handling (the kernel is a child process: `cube.run.state.kill_child_kernels`
-kills it).
+kills it). Issue 41 (an 8-question run in seconds): `cube run` starts the kernel early and has it
+import what the stages share (`WarmKernel.warm_up`) while the runner makes the fingerprints and the
+plan on the other core, and papermill writes a stage's notebook when it ends rather than at every
+cell's start and end (`SAVE_EVERY_S`).
 """
 
 from __future__ import annotations
