@@ -209,6 +209,7 @@ def execute_run(
     the kernel, record the attempt and propagate. `overrides`: params changes (`key.path=value`,
     `cube run --until-settled`), given to every notebook as its papermill `overrides`."""
     from cube.config.overrides import load_params_with_overrides
+    from cube.run.kernel import WarmKernel
 
     params_path = Path(params_path).resolve()
     params = (
@@ -238,31 +239,13 @@ def execute_run(
             _forget_forced(paths, notebooks, chosen)
         summary = RunSummary(published)
         started = dt.datetime.now(dt.UTC)
-        # The notebooks are given the params file and run folder by their shown paths (relative to
-        # the project root, or their name when outside it); the kernel maps them back to local
-        # paths.
-        local = {
-            _param_path(params_path, root): str(params_path),
-            _param_path(published.root, root): str(published.root.resolve()),
-        }
-        from cube.llm.tokens import IN_RUN_ENV
-        from cube.run.kernel import WarmKernel
-        from cube.run.stages import stage_fingerprints
-
-        # IN_RUN_ENV: no count made while the stages run (the sequential driver's plan, in the
-        # kernel beside the run's calls) asks a local server's tokenize route
-        run_env = {LOCAL_PATHS_ENV: json.dumps(local), IN_RUN_ENV: "1"}
+        run_env = _run_env(params_path, published, root)
         kernel = WarmKernel(root, KERNEL_ARGUMENTS)
         pages = PreparedPages()  # each stage's pages, exported while the next ones execute
         try:
-            # the kernel starts and imports on the other core while the fingerprints (when the
-            # run is forced, or the folder's first: stages will execute) and the plan are made
-            first = force or not (paths.notebooks / ".fingerprints.json").exists()
-            if first:
-                _warm_up(kernel, run_env, paths, root)
-            current = stage_fingerprints(params, notebooks, root)
-            if not first and _may_execute(params, paths, notebooks, chosen, force, current):
-                _warm_up(kernel, run_env, paths, root)
+            current = _fingerprints_warming(
+                params, paths, notebooks, chosen, force, kernel, run_env
+            )
             if _calls_models(chosen):
                 _record_plan(params, paths, root, log)
             with _kernel_env(**run_env):
@@ -289,13 +272,59 @@ def execute_run(
         try:
             if not summary.ok:  # a first run's failure is published (index, last_run.html say why)
                 _record_attempt(params, params_path, paths, summary, started, "failed")
-                return summary
-            _publish(
-                params, params_path, paths, published, summary, started, notebooks_dir, log, pages
-            )
+            else:
+                _publish(
+                    params,
+                    params_path,
+                    paths,
+                    published,
+                    summary,
+                    started,
+                    notebooks_dir,
+                    log,
+                    pages,
+                )
         finally:
             pages.close()
         return summary
+
+
+def _run_env(params_path: Path, published: RunPaths, root: Path) -> dict[str, str]:
+    """The environment of the run's kernels: where the paths the notebooks are given are (by
+    their shown paths, relative to the project root or their name when outside it; the kernel
+    maps them back), and IN_RUN_ENV: no count made while the stages run (the sequential driver's
+    plan, in the kernel beside the run's calls) asks a local server's tokenize route."""
+    from cube.llm.tokens import IN_RUN_ENV
+
+    local = {
+        _param_path(params_path, root): str(params_path),
+        _param_path(published.root, root): str(published.root.resolve()),
+    }
+    return {LOCAL_PATHS_ENV: json.dumps(local), IN_RUN_ENV: "1"}
+
+
+def _fingerprints_warming(
+    params: Params,
+    paths: RunPaths,
+    notebooks: list[Path],
+    chosen: set[Path],
+    force: bool,
+    kernel: WarmKernel,
+    run_env: dict[str, str],
+) -> dict[str, str]:
+    """The stages' current fingerprints. The kernel starts and imports (`WarmKernel.warm_up`) on
+    the other core meanwhile when the run is forced or the folder's first (stages will execute),
+    else after them when a stage may execute (`_may_execute`); then during the plan."""
+    from cube.run.stages import stage_fingerprints
+
+    root = kernel.cwd
+    first = force or not (paths.notebooks / ".fingerprints.json").exists()
+    if first:
+        _warm_up(kernel, run_env, paths, root)
+    current = stage_fingerprints(params, notebooks, root)
+    if not first and _may_execute(params, paths, notebooks, chosen, force, current):
+        _warm_up(kernel, run_env, paths, root)
+    return current
 
 
 def _published_paths(params: Params, outputs_dir: str | Path | None, root: Path) -> RunPaths:
