@@ -120,8 +120,8 @@ for mod, attr, label in json.loads(phases_json):
     except ImportError:
         continue
     owner, _, name = attr.rpartition('.')
-    holder = getattr(m, owner) if owner else m
-    if hasattr(holder, name):
+    holder = getattr(m, owner, None) if owner else m
+    if holder is not None and hasattr(holder, name):
         setattr(holder, name, wrap(getattr(holder, name), label))
 
 # the start-up: the interpreter and these imports (cube.cli and the wrapped modules, which
