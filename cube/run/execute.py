@@ -264,6 +264,7 @@ def execute_run(
         except (RunInterrupted, KeyboardInterrupt) as exc:
             kernel.kill()
             kill_child_kernels()
+            pages.close()  # the page being exported ends, the others are dropped
             summary.interrupted = getattr(exc, "signame", "SIGINT")
             _record_attempt(params, params_path, paths, summary, started, "interrupted")
             raise
