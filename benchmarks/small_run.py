@@ -8,7 +8,7 @@ stages' fingerprints, the kernel's start, each stage, the manifest, the commit, 
 (HTML export, navigation bars, judgment browser, index, fonts), then the command's outcome.
 
     nice -n 10 .venv/bin/python benchmarks/small_run.py [--items 8] [--rounds 1] [--keep DIR]
-        [--checkout PATH]
+        [--checkout PATH] [--rerun]
 
 CPU is the process's own plus its children's (the notebook kernel, while alive, read from /proc;
 reaped children from `getrusage`), so a phase's CPU includes the kernel's work in it; the column
@@ -195,6 +195,9 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, default=None, help="run in this folder and keep it")
     ap.add_argument("--checkout", type=Path, default=ROOT, help="the checkout whose cube runs")
     ap.add_argument("--no-preflight", action="store_true", help="pass --no-preflight")
+    ap.add_argument(
+        "--rerun", action="store_true", help="then run it again unchanged (every stage up to date)"
+    )
     args = ap.parse_args()
     uptime = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     print(f"{os.cpu_count()} cores; {uptime}")
@@ -210,6 +213,9 @@ def main() -> None:
             show(run, f"round {k + 1}, {args.items} items, load {os.getloadavg()[0]:.2f}")
             walls.append(run["wall"])
             cpus.append(run["cpu"])
+            if args.rerun:
+                again = one_run(params, work, args.checkout.resolve(), not args.no_preflight)
+                show(again, f"round {k + 1}, unchanged re-run, load {os.getloadavg()[0]:.2f}")
         finally:
             if args.keep is None:
                 shutil.rmtree(work, ignore_errors=True)
