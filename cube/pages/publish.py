@@ -71,6 +71,17 @@ def _exporter(with_code: bool) -> Any:
     )
 
 
+def page_html(notebook: Any, *, with_code: bool) -> str:
+    """An executed notebook (`nbformat.read`) as a standalone, offline HTML page's text."""
+    # the exporter leaves the notebook as it was: its preprocessors work on a copy
+    body, _ = _exporter(with_code).from_notebook_node(notebook)
+    from cube.pages.browser import (
+        rebase_links,  # links into the judgment browser, from report/ or report/code/
+    )
+
+    return rebase_links(offline_html(body), "../" if with_code else "")
+
+
 def export_html(
     executed: Path, target: Path, *, with_code: bool, notebook: Any | None = None
 ) -> Path:
@@ -81,17 +92,65 @@ def export_html(
 
     if notebook is None:
         notebook = nbformat.read(executed, as_version=4)
-    # the exporter leaves the notebook as it was: its preprocessors work on a copy
-    body, _ = _exporter(with_code).from_notebook_node(notebook)
+    text = page_html(notebook, with_code=with_code)
     target.parent.mkdir(parents=True, exist_ok=True)
-    from cube.pages.browser import (
-        rebase_links,  # links into the judgment browser, from report/ or report/code/
-    )
-
-    target.write_text(
-        rebase_links(offline_html(body), "../" if with_code else ""), encoding="utf-8"
-    )
+    target.write_text(text, encoding="utf-8")
     return target
+
+
+class PreparedPages:
+    """The two pages of each executed notebook, exported on a thread of their own while the next
+    stages execute (`cube run`: the runner only waits for the kernel then, so the export takes the
+    machine's other core instead of adding to the run's time). A page is used by `publish` only if
+    its notebook is the one exported (same size and modification time); otherwise, or if the export
+    failed, `publish` exports it itself, so a prepared page is always the page `export_html` would
+    write."""
+
+    def __init__(self) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cube-pages")
+        self._pages: dict[str, Any] = {}  # notebook file name -> future of (identity, html, code)
+
+    def add(self, executed: Path) -> None:
+        """Export `executed` (as it is now) in the background."""
+        self._pages[executed.name] = self._pool.submit(self._export, executed)
+
+    @staticmethod
+    def _export(executed: Path) -> tuple[tuple[int, int], str, str]:
+        import nbformat
+
+        identity = _identity(executed)
+        notebook = nbformat.read(executed, as_version=4)
+        return (
+            identity,
+            page_html(notebook, with_code=False),
+            page_html(notebook, with_code=True),
+        )
+
+    def get(self, executed: Path) -> tuple[str, str] | None:
+        """(page, page with code) of `executed` if prepared from the file as it is, else None."""
+        future = self._pages.get(executed.name)
+        if future is None:
+            return None
+        try:
+            identity, html, code = future.result()
+        except Exception:  # noqa: BLE001  exported again by `publish`, which says why if it fails
+            return None
+        return (html, code) if identity == _identity(executed) else None
+
+    def finish(self) -> None:
+        """Wait for every page to be exported (then no export runs beside `publish`'s own)."""
+        self._pool.shutdown(wait=True)
+
+    def close(self) -> None:
+        """Stop: pages not started are dropped, a page being exported is finished."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _identity(path: Path) -> tuple[int, int]:
+    stat = path.stat()
+    return stat.st_mtime_ns, stat.st_size
 
 
 def set_nav(page: Path, nav: str) -> None:
@@ -217,6 +276,7 @@ def publish(
     fingerprints: Callable[[list[Path]], dict[str, str]] | None = None,
     mixed: dict[str, str] | None = None,
     decision_page: str = "",
+    prepared: PreparedPages | None = None,
 ) -> Path:
     """Export every executed notebook found in `notebooks/` (by `cube run`, or saved there by
     papermill) and write `report/index.html`. A page is marked out of date when what its stage
@@ -227,9 +287,12 @@ def publish(
     params since `cube run`: `cube.run.ran_alone.stages_mixed`), marked out of date too; when the
     page `decision_page` (the stage writing the decision) is out of date, the index says so above
     the decision it reads from results.json. `attempt` (status, message) is shown when an attempt
-    ended without anything published yet."""
+    ended without anything published yet. `prepared`: pages exported while the stages ran, used
+    for the notebooks they were exported from."""
     from cube.config.project import NOTEBOOK_GLOB, default_notebooks_dir
 
+    if prepared is not None:
+        prepared.finish()
     recorded = _json_or_empty(paths.notebooks / ".fingerprints.json")
     sources = {p.name: p for p in list_notebooks_or_none(notebooks_dir or default_notebooks_dir())}
     executed_nbs = sorted(paths.notebooks.glob(NOTEBOOK_GLOB))
@@ -238,7 +301,7 @@ def publish(
     )
     pages: list[IndexPage] = []
     for executed in executed_nbs:
-        page = _exported_page(executed, paths)
+        page = _exported_page(executed, paths, prepared)
         page["stale"] = _stale_mark(executed, mixed or {}, recorded, current)
         pages.append(page)
     for i, page in enumerate(pages):
@@ -278,17 +341,25 @@ def _current_fingerprints(
         return {}
 
 
-def _exported_page(executed: Path, paths: RunPaths) -> IndexPage:
-    """An executed notebook's two pages, exported again when older than it; its index entry
-    (without its stale mark)."""
+def _exported_page(
+    executed: Path, paths: RunPaths, prepared: PreparedPages | None = None
+) -> IndexPage:
+    """An executed notebook's two pages, exported again when older than it (or taken from
+    `prepared`); its index entry (without its stale mark)."""
     html = paths.report / f"{executed.stem}.html"
     code = paths.report / "code" / f"{executed.stem}.html"
     if _outdated(html, executed) or not code.exists():
-        import nbformat
+        ready = prepared.get(executed) if prepared is not None else None
+        if ready is not None:
+            code.parent.mkdir(parents=True, exist_ok=True)
+            html.write_text(ready[0], encoding="utf-8")
+            code.write_text(ready[1], encoding="utf-8")
+        else:
+            import nbformat
 
-        notebook = nbformat.read(executed, as_version=4)
-        export_html(executed, html, with_code=False, notebook=notebook)
-        export_html(executed, code, with_code=True, notebook=notebook)
+            notebook = nbformat.read(executed, as_version=4)
+            export_html(executed, html, with_code=False, notebook=notebook)
+            export_html(executed, code, with_code=True, notebook=notebook)
     return {
         "name": executed.stem,
         "title": _notebook_title(executed),

@@ -56,6 +56,9 @@ def subset(font: Path | bytes, characters: str, font_number: int = 0) -> bytes:
     sub.subset(tt)
     out = io.BytesIO()
     tt.flavor = "woff"
+    # the source font's modification date, not the time of the export: the same characters give
+    # the same bytes, so a page is rewritten only when it changed and two runs' pages compare equal
+    tt.recalcTimestamp = False
     tt.save(out)
     return out.getvalue()
 

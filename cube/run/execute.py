@@ -12,7 +12,8 @@ run when selected, else in the next run that selects them (make-like; LLM calls 
 cache either way). Paths resolve against the project root (`cube.config.project`); outputs show them
 relative to it. A stage whose data hold failed calls is never up to date. Stages run in the run's
 staging copy, published only when every selected stage succeeded (`cube.run.state`: lock, staging,
-interrupts). Each executed notebook is exported twice: `report/<name>.html` without code (for
+interrupts). Each executed notebook is exported twice (on a thread while the next stages
+execute, `cube.pages.publish.PreparedPages`): `report/<name>.html` without code (for
 readers) and `report/code/<name>.html` with code, each with a header linking the index and the
 previous/next page, and no script loaded from the network (the pages work offline). `index.html`
 opens on the decision page (`cube.diagnose.assessment`), then lists the pages and, grouped by the
@@ -44,6 +45,7 @@ from cube.config.project import (
     shared_values,
 )
 from cube.config.runpaths import RunPaths
+from cube.pages.publish import PreparedPages
 from cube.pages.publish import publish as publish_pages
 from cube.run.notebook import LOCAL_PATHS_ENV, shared_params_yaml, write_shared_params
 from cube.run.record import PlanRecord, forget, read_record, write_part
@@ -67,11 +69,12 @@ def publish(
     paths: RunPaths,
     attempt: dict[str, str] | None = None,
     notebooks_dir: Path | None = None,
+    prepared: PreparedPages | None = None,
 ) -> Path:
     """The run's report (`cube.pages.publish.publish`), its pages' freshness read from this run's
     stage fingerprints (`cube.run.stages.stage_fingerprints`) and from what notebooks run alone
     changed since (`cube.run.ran_alone.stages_mixed`: their pages and the decision are marked out
-    of date)."""
+    of date). `prepared`: the pages exported while the stages ran."""
     from cube.config.project import NOTEBOOK_GLOB
     from cube.run.ran_alone import stages_mixed
 
@@ -89,6 +92,7 @@ def publish(
         fingerprints=fingerprints,
         mixed=stages_mixed(paths.root, params, stems) if stems else {},
         decision_page=DECISION_STAGE,
+        prepared=prepared,
     )
 
 
@@ -205,6 +209,7 @@ def execute_run(
     the kernel, record the attempt and propagate. `overrides`: params changes (`key.path=value`,
     `cube run --until-settled`), given to every notebook as its papermill `overrides`."""
     from cube.config.overrides import load_params_with_overrides
+    from cube.run.kernel import WarmKernel
 
     params_path = Path(params_path).resolve()
     params = (
@@ -234,34 +239,93 @@ def execute_run(
             _forget_forced(paths, notebooks, chosen)
         summary = RunSummary(published)
         started = dt.datetime.now(dt.UTC)
-        if _calls_models(chosen):
-            _record_plan(params, paths, root, log)
-        # The notebooks are given the params file and run folder by their shown paths (relative to
-        # the project root, or their name when outside it); the kernel maps them back to local
-        # paths.
-        local = {
-            _param_path(params_path, root): str(params_path),
-            _param_path(published.root, root): str(published.root.resolve()),
-        }
-        from cube.llm.tokens import IN_RUN_ENV
-
+        run_env = _run_env(params_path, published, root)
+        kernel = WarmKernel(root, KERNEL_ARGUMENTS)
+        pages = PreparedPages()  # each stage's pages, exported while the next ones execute
         try:
-            # IN_RUN_ENV: no count made while the stages run (the sequential driver's plan, in the
-            # kernel beside the run's calls) asks a local server's tokenize route
-            with _kernel_env(**{LOCAL_PATHS_ENV: json.dumps(local), IN_RUN_ENV: "1"}):
+            current = _fingerprints_warming(
+                params, paths, notebooks, chosen, force, kernel, run_env
+            )
+            if _calls_models(chosen):
+                _record_plan(params, paths, root, log)
+            with _kernel_env(**run_env):
                 _run_stages(
-                    params, params_path, paths, notebooks, chosen, force, summary, log, overrides
+                    params,
+                    params_path,
+                    paths,
+                    notebooks,
+                    chosen,
+                    force,
+                    summary,
+                    log,
+                    overrides,
+                    _Kernel(kernel, current, pages),
                 )
         except (RunInterrupted, KeyboardInterrupt) as exc:
+            kernel.kill()
             kill_child_kernels()
+            pages.close()  # the page being exported ends, the others are dropped
             summary.interrupted = getattr(exc, "signame", "SIGINT")
             _record_attempt(params, params_path, paths, summary, started, "interrupted")
             raise
-        if not summary.ok:  # a first run's failure is published (index and last_run.html say why)
-            _record_attempt(params, params_path, paths, summary, started, "failed")
-            return summary
-        _publish(params, params_path, paths, published, summary, started, notebooks_dir, log)
+        finally:
+            kernel.close()  # a no-op when the stages closed it (a failed plan or check did not)
+        try:
+            if not summary.ok:  # a first run's failure is published (index, last_run.html say why)
+                _record_attempt(params, params_path, paths, summary, started, "failed")
+            else:
+                _publish(
+                    params,
+                    params_path,
+                    paths,
+                    published,
+                    summary,
+                    started,
+                    notebooks_dir,
+                    log,
+                    pages,
+                )
+        finally:
+            pages.close()
         return summary
+
+
+def _run_env(params_path: Path, published: RunPaths, root: Path) -> dict[str, str]:
+    """The environment of the run's kernels: where the paths the notebooks are given are (by
+    their shown paths, relative to the project root or their name when outside it; the kernel
+    maps them back), and IN_RUN_ENV: no count made while the stages run (the sequential driver's
+    plan, in the kernel beside the run's calls) asks a local server's tokenize route."""
+    from cube.llm.tokens import IN_RUN_ENV
+
+    local = {
+        _param_path(params_path, root): str(params_path),
+        _param_path(published.root, root): str(published.root.resolve()),
+    }
+    return {LOCAL_PATHS_ENV: json.dumps(local), IN_RUN_ENV: "1"}
+
+
+def _fingerprints_warming(
+    params: Params,
+    paths: RunPaths,
+    notebooks: list[Path],
+    chosen: set[Path],
+    force: bool,
+    kernel: WarmKernel,
+    run_env: dict[str, str],
+) -> dict[str, str]:
+    """The stages' current fingerprints. The kernel starts and imports (`WarmKernel.warm_up`) on
+    the other core meanwhile when the run is forced or the folder's first (stages will execute),
+    else after them when a stage may execute (`_may_execute`); then during the plan."""
+    from cube.run.stages import stage_fingerprints
+
+    root = kernel.cwd
+    first = force or not (paths.notebooks / ".fingerprints.json").exists()
+    if first:
+        _warm_up(kernel, run_env, paths, root)
+    current = stage_fingerprints(params, notebooks, root)
+    if not first and _may_execute(params, paths, notebooks, chosen, force, current):
+        _warm_up(kernel, run_env, paths, root)
+    return current
 
 
 def _published_paths(params: Params, outputs_dir: str | Path | None, root: Path) -> RunPaths:
@@ -290,6 +354,53 @@ def _forget_forced(paths: RunPaths, notebooks: list[Path], chosen: set[Path]) ->
 
     forget_ran_alone(
         paths.notebooks, None if chosen >= set(notebooks) else {nb.stem for nb in chosen}
+    )
+
+
+KERNEL_ARGUMENTS = ["--IPKernelApp.capture_fd_output=False", "--IPKernelApp.log_level=CRITICAL"]
+
+
+@dataclass
+class _Kernel:
+    """The run's warm kernel (maybe warming up already), the stages' current fingerprints, and the
+    pages exported in the background as stages end."""
+
+    kernel: WarmKernel
+    current: dict[str, str]
+    pages: PreparedPages
+
+
+def _warm_up(kernel: WarmKernel, run_env: dict[str, str], paths: RunPaths, root: Path) -> None:
+    """Start the run's kernel with the stages' environment and have it import (`warm_up`)."""
+    with _kernel_env(**run_env, **_stage_env(paths, root)):
+        kernel.warm_up()
+
+
+def _may_execute(
+    params: Params,
+    paths: RunPaths,
+    notebooks: list[Path],
+    chosen: set[Path],
+    force: bool,
+    current: dict[str, str],
+) -> bool:
+    """Whether a chosen stage that is not skipped may execute (forced, or its fingerprint or
+    executed copy not as recorded): then the kernel is started early (`WarmKernel.warm_up`). A
+    run with nothing to do starts no kernel; one whose only stage to re-execute holds failed calls
+    starts it when that stage executes."""
+    from cube.run.skip import skip_reason
+
+    prints_file = paths.notebooks / ".fingerprints.json"
+    prints = json.loads(prints_file.read_text()) if prints_file.exists() else {}
+    return any(
+        not skip_reason(params, nb.stem, paths)
+        and (
+            force
+            or prints.get(nb.name) != current[nb.name]
+            or not (paths.notebooks / nb.name).exists()
+        )
+        for nb in notebooks
+        if nb in chosen
     )
 
 
@@ -368,6 +479,7 @@ def _publish(
     started: dt.datetime,
     notebooks_dir: Path | None,
     log,
+    prepared: PreparedPages | None = None,
 ) -> None:
     """Every selected stage succeeded: commit the staging copy and publish the report."""
     write_manifest(params, paths, summary, started, status="committed", params_file=params_path)
@@ -380,7 +492,7 @@ def _publish(
         stages=_stage_dicts(summary),
         message="Every selected stage succeeded; the report shows this run.",
     )
-    publish(params, published, notebooks_dir=notebooks_dir)
+    publish(params, published, notebooks_dir=notebooks_dir, prepared=prepared)
     log(f"[cube] report: {summary.index}")
 
 
@@ -437,11 +549,11 @@ def _run_stages(
     force: bool,
     summary: RunSummary,
     log,
-    overrides: list[str] | None = None,
+    overrides: list[str] | None,
+    warm: _Kernel,
 ) -> None:
-    from cube.run.kernel import WarmKernel
     from cube.run.skip import note_skipped, run_order
-    from cube.run.stages import stage_fingerprints, upstream
+    from cube.run.stages import upstream
 
     root = project_root()
     prints_file = paths.notebooks / ".fingerprints.json"
@@ -454,14 +566,12 @@ def _run_stages(
         summary,
         log,
         prints=json.loads(prints_file.read_text()) if prints_file.exists() else {},
-        current=stage_fingerprints(params, notebooks, root),
+        current=warm.current,
         stems=stems,
         feeds_decision=set(upstream(DECISION_STAGE, stems)),
     )
     injected = _injected(params_path, paths, root, overrides)
-    kernel = WarmKernel(
-        root, ["--IPKernelApp.capture_fd_output=False", "--IPKernelApp.log_level=CRITICAL"]
-    )
+    kernel = warm.kernel
     try:
         for nb in run_order(params, notebooks, chosen):  # optional stages: `cube.run.skip`
             if nb not in chosen:
@@ -476,6 +586,7 @@ def _run_stages(
                 continue
             if not _execute_stage(loop, kernel, nb, out, injected):
                 break
+            warm.pages.add(out)  # its pages, exported while the next stage executes
             prints_file.write_text(json.dumps(loop.prints, indent=1))
     except BaseException:
         kernel.kill()  # interrupted: no event loop may run again (see `WarmKernel.kill`)
@@ -516,8 +627,6 @@ def _execute_stage(
 ) -> bool:
     """Execute one stage in the run's warm kernel; False when it failed (kept what earlier stages
     computed; the failure is published)."""
-    from cube.run.notebook import STAGING_ENV
-
     t0 = time.perf_counter()
     loop.prints.pop(nb.name, None)
     loop.executed.add(nb.stem)
@@ -528,12 +637,7 @@ def _execute_stage(
         # own log (transport warnings, shutdown noise) is silenced: errors reach the
         # notebook. Every stage runs in the run's one warm kernel, reset before each
         # (`cube.run.kernel`).
-        with _kernel_env(
-            CUBE_PROGRESS="terminal",
-            PYTHONWARNINGS="ignore:IProgress not found",
-            **kernel_thread_limits(),
-            **{STAGING_ENV: str(loop.paths.root.resolve()), ROOT_ENV: str(loop.root)},
-        ):
+        with _kernel_env(**_stage_env(loop.paths, loop.root)):
             kernel.execute(nb, out, injected)
     except Exception as exc:  # keep what earlier stages computed; publish the failure
         _relative_papermill_paths(out, nb, loop.root)
@@ -555,6 +659,20 @@ def _execute_stage(
         f"done in {time.perf_counter() - t0:.1f} s{note}",
     )
     return True
+
+
+def _stage_env(paths: RunPaths, root: Path) -> dict[str, str]:
+    """The environment a stage's kernel starts with (besides the run's): progress bars to the
+    terminal, the thread limits, the staging folder and the project root."""
+    from cube.run.notebook import STAGING_ENV
+
+    return {
+        "CUBE_PROGRESS": "terminal",
+        "PYTHONWARNINGS": "ignore:IProgress not found",
+        **kernel_thread_limits(),
+        STAGING_ENV: str(paths.root.resolve()),
+        ROOT_ENV: str(root),
+    }
 
 
 def _relative_papermill_paths(executed: Path, source: Path, root: Path) -> None:

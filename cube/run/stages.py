@@ -31,7 +31,6 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -355,15 +354,29 @@ def files_digest(params: Params, sections: tuple[str, ...], root: Path) -> str:
 PACKAGE = Path(__file__).resolve().parents[1]
 
 
-@cache
+# path -> ((mtime_ns, size), facts): a plain dict, not `functools.cache`, because the warm kernel's
+# reset empties cube's memoised functions before every stage (`cube.run.kernel`) and three stages
+# digest the evaluation's modules (`cube.run.evaluate`): each parsed the package again (~1 s of
+# CPU). Facts depend on the file only, so a file changed since is parsed again.
+_FACTS: dict[Path, tuple[tuple[int, int], tuple[frozenset[str], frozenset[str]]]] = {}
+
+
 def _module_facts(path: Path) -> tuple[frozenset[str], frozenset[str]]:
     """A Python file's `cube` imports and the package data folders it reads, from one parse (the
-    parse is most of a run's first fingerprints)."""
+    parse is most of a run's first fingerprints), kept while the file is unchanged."""
+    stat = path.stat()
+    key = (stat.st_mtime_ns, stat.st_size)
+    known = _FACTS.get(path)
+    if known is not None and known[0] == key:
+        return known[1]
     try:
         tree = ast.parse(path.read_text(encoding="utf-8"))
     except SyntaxError:
-        return frozenset(), frozenset()
-    return _imports_of(tree, _module_name(path)), _data_of(tree, path)
+        facts: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
+    else:
+        facts = _imports_of(tree, _module_name(path)), _data_of(tree, path)
+    _FACTS[path] = (key, facts)
+    return facts
 
 
 def _module_imports(path: Path) -> frozenset[str]:

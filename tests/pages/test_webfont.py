@@ -74,3 +74,13 @@ def test_a_latin_page_gets_no_font_and_embedding_again_replaces_the_block(report
 def test_cjk_characters_skip_the_embedded_block_and_latin_text():
     page = "<p>abc 办理</p>" + webfont.START + "费" + webfont.END
     assert webfont.cjk_characters(page) == "办理"
+
+
+def test_the_same_characters_give_the_same_font_bytes_at_any_time(monkeypatch):
+    """A page is rewritten only when it changed, and two runs' pages compare equal: the subset
+    keeps the bundled font's date instead of the time it was made."""
+    made = []
+    for epoch in ("1000000000", "2000000000"):  # fontTools' "now" (reproducible builds' variable)
+        monkeypatch.setenv("SOURCE_DATE_EPOCH", epoch)
+        made.append(webfont.subset(FONT[0], "得分问题", FONT[1]))
+    assert made[0] == made[1] and webfont.subset(made[0], "得分") == webfont.subset(made[1], "得分")
