@@ -4,10 +4,10 @@ The paper's scale (`benchmarks/paper_scale.py`: 6,111 items, one builtin system,
 judges = 293,328 judgments) made larger the ways a research group's run grows: more systems (a
 builtin BM25 system at top 8 and one at top 4), more judges (the four presets) and more samples
 per judgment (`judges[].samples`). The default, 2 systems x 4 judges x 2 samples on the 6,111-item
-corpus, asks up to 6,111 x 3 sets x 4 dimensions x 16 = 1,173,312 judgments (fewer when a system
-misses a gold document outside the gate's sample: its zero and full answers are not made,
-`analysis.bounds_of_missed: sample`); `--systems 1 --samples 2` is 586,656, the paper's judgments
-twice over.
+corpus, is 6,111 x 3 sets x 4 dimensions x 16 = 1,173,312 judgments: every zero and full answer
+is made and judged (`analysis.bounds_of_missed: all`; with the default `sample` a missed question's
+are made only in the gate's sample, 894,912 judgments here); `--systems 1 --samples 2` is
+586,656, the paper's judgments twice over.
 
 `cube run` runs in a subprocess, sampled every 0.1 s by `paper_scale.Sampler` (each process's CPU
 and RSS attributed to the stage running then; "runner": the runner's own work between stages and
@@ -72,7 +72,7 @@ def params_text(items: int, systems: int, judges: int, samples: int, outputs: Pa
         "systems:\n" + "".join(SYSTEMS[:systems]) + "dimensions: [relevance, specificity, "
         "completeness, quality]\njudges:\n"
         + "".join(j.format(n=samples) for j in JUDGES[:judges])
-        + "analysis: {bootstrap: 1000}\nhuman: {sample_size: 40, seed: 7}\n"
+        + "analysis: {bootstrap: 1000, bounds_of_missed: all}\nhuman: {sample_size: 40, seed: 7}\n"
         f"lexical: {{tokenizer: jieba}}\noutputs_dir: {outputs}\n"
     )
 
