@@ -23,7 +23,7 @@ writes a results file answering every exported request with an error line), time
 alone on the run's folder; the run itself is then not made with that judge (its calls would fail).
 
 Usage: python benchmarks/million_judgments.py [--items 6111] [--systems 2] [--judges 4]
-           [--samples 2] [--keep DIR] [--paper-cpu STAGE=S,...] [--batch]
+           [--samples 2] [--keep DIR] [--paper-cpu STAGE=S,...] [--batch | --batch-only]
 Run it with `nice -n 10` on a shared machine. The last line is `million_judgments_peak_rss_mb:`.
 """
 
@@ -57,7 +57,7 @@ JUDGES = (
 )
 # a model no run reaches (port 9 discards): `cube batch export` writes its calls
 BATCH_JUDGE = (
-    "  - {name: batch-judge, model: {provider: openai_compatible, model: batch-model, "
+    "  - {name: batch-judge, model: {provider: openai, model: batch-model, "
     "base_url: 'http://127.0.0.1:9/v1', api_key_env: CUBE_BENCH_NO_KEY}}\n"
 )
 
@@ -136,7 +136,8 @@ def batch_round_trip(work: Path, args: argparse.Namespace) -> None:
         [sys.executable, "-m", "cube.cli", "batch", "import", str(params), str(results)], ROOT
     )
     print(f"batch import: CPU {cpu:.1f} s, peak RSS {rss:.0f} MB, wall {wall:.1f} s")
-    print("  " + report.strip().replace("\n", "\n  ")[-600:])
+    summary = [x for x in report.splitlines() if x.strip() and not x.startswith("  failed:")]
+    print("  " + "\n  ".join(summary[-6:]))
     print(f"batch_export_requests: {lines}")
 
 
@@ -152,7 +153,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--items", type=int, default=6111)
     ap.add_argument("--systems", type=int, default=2, choices=(1, 2, 3))
-    ap.add_argument("--judges", type=int, default=4, choices=(1, 2, 3, 4))
+    ap.add_argument("--judges", type=int, default=4, choices=(2, 3, 4))  # 07 compares judges
     ap.add_argument("--samples", type=int, default=2)
     ap.add_argument("--keep", type=Path, default=None, help="run in this folder and keep it")
     ap.add_argument(
@@ -162,6 +163,11 @@ def main() -> None:
         "(benchmarks/paper_scale.py's table): prints each stage's growth against linear",
     )
     ap.add_argument("--batch", action="store_true", help="also time cube batch export/import")
+    ap.add_argument(
+        "--batch-only",
+        action="store_true",
+        help="only the batch round trip, on the run kept in --keep (made by an earlier call)",
+    )
     args = ap.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="cube-million-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -171,6 +177,9 @@ def main() -> None:
         f"system(s) x {args.judges} judge(s) x {args.samples} sample(s) = up to {asked:,}; "
         f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start"
     )
+    if args.batch_only:
+        batch_round_trip(work, args)
+        return
     try:
         outputs = work / "outputs"
         params = work / "million.yaml"
