@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -43,7 +44,7 @@ import pandas as pd
 
 from cube.config.runpaths import RunPaths
 from cube.config.sheets import read_guarded_csv
-from cube.pages.browser_records import build_records, cell_text
+from cube.pages.browser_records import cell_text, record_chunks
 
 CHUNK = 100  # records per data file (the first one is all the first render waits for)
 PAGE = "judgments.html"
@@ -210,6 +211,10 @@ ANSWER_COLUMNS = (
     "retrieval_ok",
     "retrieved_doc_ids",
 )
+# of the questions and the corpus, what the records and the documents show (the corpus' other
+# columns, e.g. its source fields, are not shown)
+QUESTION_COLUMNS = ("question_id", "question", "style", "doc_id")
+CORPUS_COLUMNS = ("doc_id", "item_name", "text", "department")
 
 
 def _read_columns(path: Path, columns: tuple[str, ...] | None) -> pd.DataFrame:
@@ -230,26 +235,44 @@ def _chunk_docs(part: list[dict[str, Any]], docs: dict[str, Any]) -> dict[str, A
     return {d: (docs[d] if d in gold else [docs[d][0], ""]) for d in used if d in docs}
 
 
-def _write_chunks(folder: Path, records: list[dict[str, Any]], docs: dict[str, Any]) -> list[str]:
-    """Write the records `CHUNK` at a time (at least one file, even for none), replacing the
-    chunks of an earlier run; their file names, in order."""
+def _write_chunks(
+    folder: Path, chunks: Iterable[list[dict[str, Any]]], docs: dict[str, Any]
+) -> list[str]:
+    """Write each chunk of records as one data file as it comes (at least one file, even for
+    none), replacing the chunks of an earlier run; their file names, in order."""
     folder.mkdir(parents=True, exist_ok=True)
     for old in folder.glob("chunk-*.js"):
         old.unlink()
-    chunks = []
-    for i in range(0, max(len(records), 1), CHUNK):
-        part = records[i : i + CHUNK]
-        name = f"chunk-{len(chunks):04d}.js"
+    names: list[str] = []
+    for part in chunks:
+        name = f"chunk-{len(names):04d}.js"
         (folder / name).write_text(
-            f"CUBE_CHUNK({len(chunks)},{_js({'rows': part, 'docs': _chunk_docs(part, docs)})});\n",
+            f"CUBE_CHUNK({len(names)},{_js({'rows': part, 'docs': _chunk_docs(part, docs)})});\n",
             encoding="utf-8",
         )
-        chunks.append(name)
-    return chunks
+        names.append(name)
+    if not names:
+        (folder / "chunk-0000.js").write_text(
+            f"CUBE_CHUNK(0,{_js({'rows': [], 'docs': {}})});\n", encoding="utf-8"
+        )
+        names.append("chunk-0000.js")
+    return names
+
+
+def _read_scores(path: Path) -> pd.DataFrame:
+    """The scores' `SCORE_COLUMNS` (those it has), the repeated names as categories: a Python
+    string per judgment is made only for the chunk being written (`record_chunks`)."""
+    import pyarrow.parquet as pq
+
+    have = set(pq.read_schema(path).names)
+    cols = [c for c in SCORE_COLUMNS if c in have]
+    keys = [c for c in ("question_id", "system", "set", "judge", "dimension") if c in have]
+    return pq.read_table(path, columns=cols, read_dictionary=keys).to_pandas()
 
 
 def write_browser(run_paths: RunPaths) -> Path | None:
-    """Write `report/judgments.html` and its data files; None when the run has no scores yet."""
+    """Write `report/judgments.html` and its data files; None when the run has no scores yet.
+    The records are built and written `CHUNK` at a time (`record_chunks`)."""
     paths = run_paths
     if not (paths.data_file("answers").exists() and paths.data_file("scores").exists()):
         return None
@@ -258,18 +281,19 @@ def write_browser(run_paths: RunPaths) -> Path | None:
         path = paths.data_file(name)
         return _read_columns(path, columns) if path.exists() else None
 
-    meta, records, docs = build_records(
+    meta, chunks, docs = record_chunks(
         load("answers", ANSWER_COLUMNS),
-        load("scores", SCORE_COLUMNS),
-        load("questions"),
-        load("corpus"),
+        _read_scores(paths.data_file("scores")),
+        load("questions", QUESTION_COLUMNS),
+        load("corpus", CORPUS_COLUMNS),
         run_changes(paths.root),
         screen_flags(paths.root),
+        size=CHUNK,
     )
     folder = paths.report / "judgments"
-    chunks = _write_chunks(folder, records, docs)
+    names = _write_chunks(folder, chunks, docs)
     (folder / "index.js").write_text(
-        f"CUBE_INDEX({_js({**meta, 'chunks': chunks})});\n", encoding="utf-8"
+        f"CUBE_INDEX({_js({**meta, 'chunks': names})});\n", encoding="utf-8"
     )
     page = paths.report / "judgments.html"
     page.write_text(

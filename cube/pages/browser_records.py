@@ -29,7 +29,7 @@ dimensions x 4 judges) the judgments are most of the report step's time.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Literal, NotRequired, TypedDict
 
 import pandas as pd
@@ -298,6 +298,112 @@ def _flag_marks(marks: list[list[Any]]) -> list[list[Any]]:
 def _present(records: list[BrowserRecord], field: Literal["st", "dp"]) -> list[str]:
     """The records' distinct non-empty values of `field`, sorted (the filter's choices)."""
     return sorted({r[field] for r in records if r[field]})
+
+
+def _frame(
+    answers: pd.DataFrame,
+    scores: pd.DataFrame,
+    questions: pd.DataFrame | None,
+    corpus: pd.DataFrame | None,
+    changes: dict[tuple[str, str], Marks] | None,
+    flagged: dict[tuple[str, str], Marks] | None,
+) -> tuple[BrowserMeta, list[BrowserRecord], dict[str, list[str]]]:
+    """(meta, records, docs) with every record's judgments still empty (`j` is [])."""
+    systems = _names(answers["system"])
+    judges = sorted(scores["judge"].astype(str).unique()) if len(scores) else []
+    dims = _names(scores["dimension"]) if len(scores) else []
+    recs = _records(answers, systems, {}, _question_facts(questions, corpus))
+    _mark(recs, "c", changes, lambda m: m)
+    _mark(recs, "g", flagged, _flag_marks)
+    records = sorted(recs.values(), key=lambda r: (r["q"], r["s"]))
+    meta: BrowserMeta = {
+        "systems": systems,
+        "judges": judges,
+        "dimensions": dims,
+        "sets": list(SETS),
+        "styles": _present(records, "st"),
+        "departments": _present(records, "dp"),
+        "n_records": len(records),
+        "n_judgments": int(len(scores)),
+        "not_made": NOT_MADE,
+    }
+    return meta, records, _documents(corpus)
+
+
+def _codes(column: pd.Series) -> tuple[Any, pd.Index]:
+    """The column's values as integer codes (-1 for a missing one) and the text each stands for:
+    a category column's own codes, another's `factorize`."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return column.cat.codes.to_numpy(), pd.Index(column.cat.categories.astype(str))
+    codes, values = pd.factorize(column.astype(str))
+    return codes, pd.Index(values)
+
+
+def _record_of_rows(scores: pd.DataFrame, records: list[BrowserRecord], systems: list[str]) -> Any:
+    """Per score row the position of its (question, system) in `records` (-1: no record), from
+    the columns' codes (`factorize`), without a Python value per row."""
+    import numpy as np
+
+    qcode, qs = _codes(scores["question_id"])
+    scode, ss = _codes(scores["system"])
+    lut = np.full((len(qs) + 1, len(ss) + 1), -1, dtype=np.int64)  # the last row/column: absent
+    qi = qs.get_indexer([r["q"] for r in records])
+    si = ss.get_indexer([systems[r["s"]] for r in records])
+    lut[qi, si] = np.arange(len(records))  # a record without score rows lands in the last row
+    lut[-1, :] = lut[:, -1] = -1
+    return lut[qcode, scode]
+
+
+def record_chunks(
+    answers: pd.DataFrame,
+    scores: pd.DataFrame,
+    questions: pd.DataFrame | None = None,
+    corpus: pd.DataFrame | None = None,
+    changes: dict[tuple[str, str], Marks] | None = None,
+    flagged: dict[tuple[str, str], Marks] | None = None,
+    *,
+    size: int = 100,
+) -> tuple[BrowserMeta, Iterator[list[BrowserRecord]], dict[str, list[str]]]:
+    """`build_records`' data with the records `size` at a time, each chunk's judgments made
+    only when it is reached and emptied again when the next one is asked for: the judgments are
+    never all Python values at once (at the paper's scale they were most of the report step's
+    memory). The same meta and docs as `build_records`, and its records in the same order with
+    the same judgments in the same order (the score rows' order within a record)."""
+    import numpy as np
+
+    meta, records, docs = _frame(answers, scores, questions, corpus, changes, flagged)
+    sidx = {v: i for i, v in enumerate(SETS)}
+    jidx = {v: i for i, v in enumerate(meta["judges"])}
+    didx = {v: i for i, v in enumerate(meta["dimensions"])}
+    pos = _record_of_rows(scores, records, meta["systems"]) if len(scores) else np.zeros(0, int)
+    order = np.argsort(pos, kind="stable")  # rows grouped by record, each in the rows' order
+    order = order[pos[order] >= 0]
+    starts = np.searchsorted(pos[order], np.arange(len(records) + 1))
+    score = (
+        pd.to_numeric(scores["score"], errors="coerce")
+        if len(scores)
+        else pd.Series([], dtype=float)
+    )
+
+    def chunks() -> Iterator[list[BrowserRecord]]:
+        for i in range(0, len(records), size):
+            part = records[i : i + size]
+            rows = order[starts[i] : starts[min(i + size, len(records))]]
+            cols = [
+                scores[c].take(rows).astype(str).tolist() for c in ("set", "judge", "dimension")
+            ]
+            cols += [score.take(rows).astype(float).tolist()]
+            cols += [_column_or_blank(scores, c).take(rows).tolist() for c in ("raw", "error")]
+            for p, set_, j, d, v, raw, err in zip(pos[rows].tolist(), *cols, strict=True):
+                records[p]["j"].append(
+                    [sidx.get(set_, -1), jidx[j], didx[d], _score_or_none(v)]
+                    + [cell_text(raw), cell_text(err)]
+                )
+            yield part
+            for r in part:
+                r["j"] = []
+
+    return meta, chunks(), docs
 
 
 def build_records(

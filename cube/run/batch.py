@@ -20,7 +20,7 @@ def stage_calls(params_path: str | Path, stage: str = "03") -> tuple[list[Pendin
     """Every LLM call of `stage` for the run of these params (deduplicated), and the cache path."""
     from cube.judges import load_dimensions, make_judges
     from cube.run.ablation import twin_requests
-    from cube.run.audit import audit_probes, judge_calls, stage_requests
+    from cube.run.audit import audit_probes, stage_judge_calls, stage_requests
     from cube.run.notebook import open_run
 
     if stage not in STAGES:
@@ -32,28 +32,29 @@ def stage_calls(params_path: str | Path, stage: str = "03") -> tuple[list[Pendin
     corpus, questions, answers = run.load("corpus"), run.load("questions"), run.load("answers")
     dimensions = load_dimensions(run.params, base_dir=Path.cwd())
     judges = make_judges(run.params, run.paths.cache)
-    requests = stage_requests(judges, answers, corpus, questions, dimensions)
     # the judge audit's calls are stage 03's too, capped by the run's judge calls as stage 03 caps
-    # them (`cube.run.audit.judge_calls`, the one count of the three)
-    n = judge_calls(judges, requests)
+    # them (`cube.run.audit.judge_calls`, the one count of the three), counted a slice of answers
+    # at a time (`stage_judge_calls`, the same count): every judge's requests at once, the offline
+    # judges' too, were the export's peak (1.65 GB at 1.17M judgments, issue 41)
+    n = stage_judge_calls(judges, answers, corpus, questions, dimensions)
+    llm = [j for j in judges if not j.model.offline]  # only a model's calls are exported
+    requests = stage_requests(llm, answers, corpus, questions, dimensions)
     twins = twin_requests(run.params, judges, dimensions, corpus, questions, answers, n)
     probes = audit_probes(run.params, corpus, questions, answers, n)
     if not probes.empty:
         audit = stage_requests(
-            judges,
+            llm,
             probes.drop(columns=["probe", "expect", "injection"], errors="ignore"),
             corpus,
             questions,
             dimensions,
         )
-        for j in judges:
+        for j in llm:
             requests[j.name] += audit[j.name]
-    for j in judges:  # the screen's ablation twins (`cube.run.ablation`), stage 03's calls too
+    for j in llm:  # the screen's ablation twins (`cube.run.ablation`), stage 03's calls too
         requests[j.name] += twins.get(j.name, [])
     calls: dict[str, Pending] = {}
-    for judge in judges:
-        if judge.model.offline:
-            continue
+    for judge in llm:
         spec = judge.model.spec
         for request in requests[judge.name]:
             key = cache_key(spec, request)

@@ -496,7 +496,7 @@ def test_decision_examples_link_to_their_judgments_on_both_decision_pages(catego
 
 
 def test_the_screens_flags_reach_the_browsers_records():
-    from cube.pages.browser import build_records
+    from cube.pages.browser_records import build_records
 
     ans, sc = make_tables(4, seed=1)
     q, s = str(ans["question_id"].iloc[0]), str(ans["system"].iloc[0])
