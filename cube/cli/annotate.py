@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cube.cli.common import load_params
-from cube.config.params import Params
 from cube.config.project import display_path, resolve
 from cube.config.runpaths import RunPaths
+
+if TYPE_CHECKING:  # `cube --help` imports no pydantic (tests/cli/test_startup.py)
+    from cube.config.params import Params
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
