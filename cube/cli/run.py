@@ -103,11 +103,13 @@ def _baseline_refused(args: argparse.Namespace) -> bool:
     from cube.config.params import ParamsError
     from cube.run.release import baseline_problems
 
+    args.release_baseline = None  # read once here: the run's own errors say what is wrong
     try:
         params = load_params(args.params)
         baseline = _baseline(args)
     except ParamsError:  # said by the run itself, with every other problem of the file
         return False
+    args.release_baseline = baseline
     if baseline is None:
         return False
     run_folder = RunPaths.for_params(params, args.outputs or resolve(params.outputs_dir)).root
@@ -191,7 +193,7 @@ def _execute(args: argparse.Namespace) -> int:
         )
         return 1
     code = _outcome(summary.paths, args.cwd)
-    baseline = _baseline(args)
+    baseline = getattr(args, "release_baseline", None)  # as checked before the run
     if baseline is None:
         from cube.run.release import clear_gate
 
