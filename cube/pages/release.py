@@ -19,7 +19,8 @@ quote names) is untrusted wherever it goes:
 JUnit: one `testsuite` "release gate" of one test case per condition of the rule (a `failure`
 when the condition holds the release, `skipped` when it is undetermined) and one `testsuite`
 "regressed questions" of one failing test case per regressed question (its id and text, both
-scores, or the lost gold document when the scores are equal: `regression_change`), readable by Jenkins, GitLab and GitHub Actions (the Ant/Jenkins JUnit format).
+scores, or the lost gold document when the scores are equal: `regression_change`), readable by
+Jenkins, GitLab and GitHub Actions (the Ant/Jenkins JUnit format).
 """
 
 from __future__ import annotations
