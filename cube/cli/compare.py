@@ -111,6 +111,7 @@ def _decided(head: dict, margin: float, differing: list[str]) -> int:
             margin=margin,
             alpha=float(head["settings"]["alpha"]),
             min_questions=MIN_QUESTIONS,
+            n_units=head["settings"].get("n_units"),
         )
     print(f"release decision (margin {margin:g}): {ruling.decision}")
     for reason in ruling.reasons:

@@ -118,9 +118,28 @@ def _fmt(x: float, digits: int = 2) -> str:
     return "n/a" if not math.isfinite(x) else f"{x:+.{digits}f}"
 
 
-def _cube_condition(row: dict[str, Any], margin: float, level: float) -> Condition:
-    d, lo, hi = (_num(row.get(k)) for k in ("delta", "lo", "hi"))
-    where = f"ΔCuBE {_fmt(d)} [{_fmt(lo)}, {_fmt(hi)}] ({level:.0%} interval), margin −{margin:g}"
+def cube_bounds(row: dict[str, Any], alpha: float, n_units: int) -> tuple[float, float]:
+    """ΔCuBE's bounds the rule reads: the wider, on each side, of compare's percentile interval
+    [lo, hi] and Δ ± t·se·√(G/(G−1)), t Student's 1 − α/2 quantile with G − 1 degrees of freedom
+    for G resampled units (families, else questions) and se the bootstrap SE, a plug-in SE made
+    unbiased for G units (the module docstring says why). NaN where the row has neither."""
+    d, lo, hi, se = (_num(row.get(k)) for k in ("delta", "lo", "hi", "se"))
+    if not (math.isfinite(d) and math.isfinite(se)) or n_units < 3:
+        return lo, hi
+    reach = float(stats.t.ppf(1 - alpha / 2, n_units - 1)) * se * math.sqrt(n_units / (n_units - 1))
+    return (
+        min(lo, d - reach) if math.isfinite(lo) else math.nan,
+        max(hi, d + reach) if math.isfinite(hi) else math.nan,
+    )
+
+
+def _cube_condition(row: dict[str, Any], margin: float, alpha: float, n_units: int) -> Condition:
+    d = _num(row.get("delta"))
+    lo, hi = cube_bounds(row, alpha, n_units)
+    where = (
+        f"ΔCuBE {_fmt(d)} [{_fmt(lo)}, {_fmt(hi)}] ({1 - alpha:.0%} bounds, {n_units} units), "
+        f"margin −{margin:g}"
+    )
     if not (math.isfinite(lo) and math.isfinite(hi)):
         return Condition("cube_non_inferior", "unknown", f"{where}: the interval is undefined")
     if hi < -margin:
@@ -156,11 +175,12 @@ def _recall_condition(row: dict[str, Any], alpha: float) -> Condition:
     return Condition("recall_not_lower", "pass", f"{where}: not significantly lower")
 
 
-def _conditions(deltas: pd.DataFrame, margin: float, alpha: float) -> list[Condition]:
+def _conditions(deltas: pd.DataFrame, margin: float, alpha: float, n_units: int) -> list[Condition]:
     """ΔCuBE's non-inferiority, each dimension and R@k beyond the margin (Holm), R@k not lower."""
     rows = _jury(deltas)
     cube_row = rows[rows["metric"] == "cube_score"]
-    cube = _cube_condition(cube_row.iloc[0].to_dict() if len(cube_row) else {}, margin, 1 - alpha)
+    row = cube_row.iloc[0].to_dict() if len(cube_row) else {}
+    cube = _cube_condition(row, margin, alpha, n_units)
     beyond = [_beyond_condition(r, alpha) for _, r in _secondary(deltas, margin).iterrows()]
     recall_row = rows[rows["metric"] == "recall_at_k"]
     recall = _recall_condition(recall_row.iloc[0].to_dict() if len(recall_row) else {}, alpha)
@@ -174,9 +194,12 @@ def decide(
     margin: float = 5.0,
     alpha: float = 0.05,
     min_questions: int = MIN_QUESTIONS,
+    n_units: int | None = None,
 ) -> Ruling:
     """The decision for B against its baseline A from compare's `deltas` table (B − A; the module
-    docstring states the rule). Every condition is returned, met or not, for the reports."""
+    docstring states the rule). `n_units`: the units compare resampled (its settings' `n_units`:
+    families, else questions; default `n_questions`). Every condition is returned, met or not,
+    for the reports."""
     size = Condition(
         "enough_questions",
         "pass" if n_questions >= min_questions else "unknown",
@@ -184,7 +207,8 @@ def decide(
     )
     if size.status != "pass":
         return Ruling(UNDECIDED, [f"too few common questions: {size.text}"], [size], margin, alpha)
-    conditions = [size, *_conditions(deltas, margin, alpha)]
+    units = int(n_units) if n_units else n_questions
+    conditions = [size, *_conditions(deltas, margin, alpha, units)]
     failed = [c.text for c in conditions if c.status == "fail"]
     unknown = [c.text for c in conditions if c.status == "unknown"]
     if failed:

@@ -150,6 +150,7 @@ def _report(paths: RunPaths, baseline: Baseline, n_permutations: int) -> dict[st
         margin=baseline.margin,
         alpha=float(payload["settings"]["alpha"]),
         min_questions=baseline.min_questions,
+        n_units=payload["settings"].get("n_units"),
     )
     return head | _figures(payload, deltas, b, a, tables) | _ruled(ruling, payload)
 
