@@ -38,7 +38,7 @@ import pandas as pd
 
 from cube.config.params import Params
 from cube.config.runpaths import RunPaths
-from cube.method.release_rule import HOLD, RELEASE, UNDECIDED, Ruling, decide
+from cube.method.release_rule import HOLD, RELEASE, UNDECIDED, Ruling, cube_bounds, decide
 
 EXIT_CODES = {RELEASE: 0, HOLD: 4, UNDECIDED: 3}  # `cube run`'s codes (cube/cli/run.py)
 FOLDER = "baseline"  # <run>/compare/baseline/: the comparison with the baseline
@@ -152,6 +152,10 @@ def _report(paths: RunPaths, baseline: Baseline, n_permutations: int) -> dict[st
         min_questions=baseline.min_questions,
         n_units=payload["settings"].get("n_units"),
     )
+    jury = deltas[(deltas["judge"] == "jury") & (deltas["metric"] == "cube_score")]
+    units = int(payload["settings"].get("n_units") or payload["n_questions"])
+    bounds = cube_bounds(jury.iloc[0].to_dict() if len(jury) else {}, ruling.alpha, units)
+    head["delta_bounds"] = [_value(x) for x in bounds]  # what the rule read (wider than delta_ci)
     return head | _figures(payload, deltas, b, a, tables) | _ruled(ruling, payload)
 
 
@@ -355,6 +359,7 @@ def decision_record(report: dict[str, Any]) -> dict[str, Any]:
         "baseline",
         "n_questions",
         "conditions",
+        "delta_bounds",
         "bounds_reuse",
         "date",
     )

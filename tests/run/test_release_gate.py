@@ -131,6 +131,8 @@ def test_a_worse_version_is_held_and_its_regressions_named(runs, monkeypatch, ca
     assert decision["decision"] == "hold: regression"
     assert decision["delta_cube"] < -decision["margin"]
     assert decision["delta_ci"][1] < 0
+    lower, upper = decision["delta_bounds"]  # the rule's bounds: at least as wide as the interval
+    assert lower <= decision["delta_ci"][0] and upper >= decision["delta_ci"][1]
     assert {"decision", "reasons", "margin", "delta_cube", "delta_ci", "regressed"} <= set(decision)
     ids = pd.read_parquet(tmp / "outputs" / "v2" / "data" / "questions.parquet")["question_id"]
     sabotaged = set(ids[:SABOTAGED].astype(str))
