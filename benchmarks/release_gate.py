@@ -17,7 +17,7 @@ The headline, last: how often a version exactly `margin` worse is released (nomi
 
     PYTHONPATH=. python benchmarks/release_gate.py [--replicates 200] [--questions 100]
         [--margin 5] [--bootstrap 500] [--permutations 200] [--family-size 3]
-        [--family-share 0.5] [--seed 0] [--cases worse,equal,better,worse2]
+        [--family-share 0.5] [--seed 0] [--cases worse,equal,better,worse2] [--records FILE]
 """
 
 from __future__ import annotations
@@ -109,6 +109,13 @@ def main() -> None:
         help="share of a family's questions taking its retrieval and correctness",
     )
     ap_.add_argument("--seed", type=int, default=0)
+    ap_.add_argument(
+        "--records",
+        type=Path,
+        default=None,
+        help="write each pair's row (case, delta, lo, hi, se, units, the rule's bounds, decision) "
+        "as JSON lines: another bound can be tried on the same draws",
+    )
     ap_.add_argument("--params", type=Path, default=Path("params/default.yaml"))
     ap_.add_argument(
         "--cases",
@@ -158,6 +165,9 @@ def main() -> None:
             flush=True,
         )
         print(tails(got, true), flush=True)
+        if args.records is not None:
+            with args.records.open("a", encoding="utf-8") as f:
+                f.write(got.assign(case=name, true=true).to_json(orient="records", lines=True))
     print(f"CPU time: {time.process_time() - t0:.0f} s")
     for name, d in (
         ("equal_released", ("equal", RELEASE)),
