@@ -81,24 +81,38 @@ def handle(args: argparse.Namespace) -> int:
     ):  # as the page: the interval or p-value rests on a selection
         print(f"  flag: {flag}")
     print(f"comparison: {out / 'index.html'}")
-    return 0 if args.margin is None else _decided(head, args.margin)
+    return 0 if args.margin is None else _decided(head, args.margin, _differing(args))
 
 
-def _decided(head: dict, margin: float) -> int:
-    """The release decision of B against A (`cube.method.release_rule`), its reasons and code."""
+def _differing(args: argparse.Namespace) -> list[str]:
+    """The common question ids whose texts differ between the two sides' runs."""
+    from cube.run.compare import resolve_side
+    from cube.run.release import differing_questions
+
+    a, b = resolve_side(args.a, args.system_a), resolve_side(args.b, args.system_b)
+    return differing_questions(a.load_if_present("questions"), b.load_if_present("questions"))
+
+
+def _decided(head: dict, margin: float, differing: list[str]) -> int:
+    """The release decision of B against A (`cube.method.release_rule`), its reasons and code:
+    undecided when common ids hold different questions (`cube.run.release.differing_questions`)."""
     import pandas as pd
 
-    from cube.method.release_rule import MIN_QUESTIONS, decide
+    from cube.method.release_rule import MIN_QUESTIONS, UNDECIDED, Ruling, decide
     from cube.pages.release import plain
-    from cube.run.release import exit_code
+    from cube.run.release import differing_reason, exit_code
 
-    ruling = decide(
-        pd.DataFrame(head["deltas"]),
-        int(head["n_questions"]),
-        margin=margin,
-        alpha=float(head["settings"]["alpha"]),
-        min_questions=MIN_QUESTIONS,
-    )
+    if differing:
+        ruling = Ruling(UNDECIDED, [differing_reason(differing)], margin=margin)
+    else:
+        ruling = decide(
+            pd.DataFrame(head["deltas"]),
+            int(head["n_questions"]),
+            margin=margin,
+            alpha=float(head["settings"]["alpha"]),
+            min_questions=MIN_QUESTIONS,
+            n_units=head["settings"].get("n_units"),
+        )
     print(f"release decision (margin {margin:g}): {ruling.decision}")
     for reason in ruling.reasons:
         print(f"  reason: {plain(reason)}")

@@ -19,7 +19,8 @@ quote names) is untrusted wherever it goes:
 JUnit: one `testsuite` "release gate" of one test case per condition of the rule (a `failure`
 when the condition holds the release, `skipped` when it is undetermined) and one `testsuite`
 "regressed questions" of one failing test case per regressed question (its id and text, both
-scores), readable by Jenkins, GitLab and GitHub Actions (the Ant/Jenkins JUnit format).
+scores, or the lost gold document when the scores are equal: `regression_change`), readable by
+Jenkins, GitLab and GitHub Actions (the Ant/Jenkins JUnit format).
 """
 
 from __future__ import annotations
@@ -82,6 +83,31 @@ def _label(decision: str) -> str:
     return DECISION_LABEL.get(decision, decision.upper())
 
 
+LOST_GOLD = "gold document no longer retrieved"  # cube.run.release.regression_cause
+
+
+def _cause(q: dict[str, Any]) -> str:
+    """A regressed question's cause (older reports without one: from its retrieval change)."""
+    if q.get("cause"):
+        return str(q["cause"])
+    return LOST_GOLD if q.get("retrieval_change") == "lost" else "jury score dropped"
+
+
+def _same_score(q: dict[str, Any]) -> bool:
+    return _n(q.get("baseline_score"), 2) == _n(q.get("score"), 2)
+
+
+def regression_change(q: dict[str, Any], before: str = "", after: str = "") -> str:
+    """A regressed question's change in words: both scores, and the lost gold document when that
+    is the cause; equal scores are not shown as a change ("gold document no longer retrieved,
+    jury score 7.50 unchanged")."""
+    cause = _cause(q)
+    if _same_score(q):
+        return f"{cause}, jury score {_n(q.get('score'), 2)} unchanged"
+    scores = f"{before}{_n(q.get('baseline_score'), 2)} -> {after}{_n(q.get('score'), 2)}"
+    return f"{scores}, {cause}" if cause == LOST_GOLD else scores
+
+
 # ------------------------------------------------------------------------------------ summary.md
 def summary_markdown(r: dict[str, Any]) -> str:
     """The article's report as Markdown (`report/summary.md`)."""
@@ -141,7 +167,30 @@ def _figure_sections(r: dict[str, Any]) -> list[str]:
             f"{_n(d.get('delta'), 2, True)} | [{_n(d.get('lo'), 2)}, {_n(d.get('hi'), 2)}] |"
         )
     lines += [""] + _category_sections(r.get("categories") or {}) + _regressed_section(r)
-    return lines
+    return lines + _bounds_section(r.get("bounds_reuse"))
+
+
+def _bounds_section(b: dict[str, Any] | None) -> list[str]:
+    """Which bounds (the zero and full answers and their judgments) came from the cache and how
+    many of those are the baseline's own calls (`cube.run.bounds_reuse`)."""
+    if not b:
+        return []
+    head = ["### Bounds reused (zero / full answers and their judgments)", ""]
+    if "unknown" in b:
+        return [*head, md_text(b["unknown"]), ""]
+    lines = [*head, "| calls | made | from the cache | of the baseline's | sent | offline |"]
+    lines.append("|---|---|---|---|---|---|")
+    for role in ("answering", "judging"):
+        c = b.get(role) or {}
+        base = c.get("from_baseline")
+        lines.append(
+            f"| {role} | {c.get('calls', 0)} | {c.get('from_cache', 0)} | "
+            f"{'n/a' if base is None else base} | {c.get('sent', 0)} | {c.get('offline', 0)} |"
+        )
+    if b.get("from_baseline") is None:
+        why = b.get("baseline_unknown") or "unknown"
+        lines += ["", f"Which came from the baseline is not known: {md_text(why)}."]
+    return [*lines, ""]
 
 
 _BY = {"department": "Per category (department)", "style": "Per question style"}
@@ -180,13 +229,14 @@ def _regressed_section(r: dict[str, Any]) -> list[str]:
     ]
     if reg:
         lines += [
-            "| id | question | baseline | this version | retrieval |",
-            "|---|---|---|---|---|",
+            "| id | question | baseline | this version | why | retrieval |",
+            "|---|---|---|---|---|---|",
         ]
         lines += [
             f"| {code_span(q['question_id'])} | {code_span(q.get('text'))} | "
-            f"{_n(q.get('baseline_score'), 2)} | {_n(q.get('score'), 2)} | "
-            f"{code_span(q.get('retrieval_change'))} |"
+            f"{_n(q.get('baseline_score'), 2)} | "
+            f"{'unchanged' if _same_score(q) else _n(q.get('score'), 2)} | "
+            f"{md_text(_cause(q))} | {code_span(q.get('retrieval_change'))} |"
             for q in reg
         ]
         lines.append("")
@@ -221,9 +271,9 @@ def junit_xml(r: dict[str, Any]) -> str:
     reg = _suite(root, "regressed questions", len(regressed))
     reg.set("failures", str(len(regressed)))
     for q in regressed:
+        change = regression_change(q, "baseline ", "this version ")
         text = (
-            f"{q['question_id']}: {q.get('text')} (baseline {_n(q.get('baseline_score'), 2)} -> "
-            f"this version {_n(q.get('score'), 2)}; retrieval {q.get('retrieval_change')})"
+            f"{q['question_id']}: {q.get('text')} ({change}; retrieval {q.get('retrieval_change')})"
         )
         case = ET.SubElement(
             reg,
@@ -275,8 +325,7 @@ def terminal_lines(r: dict[str, Any], max_regressed: int = 20) -> list[str]:
             "chance)"
         )
         lines += [
-            f"    {plain(q['question_id'])}: {plain(q.get('text'))[:80]} "
-            f"({_n(q.get('baseline_score'), 2)} -> {_n(q.get('score'), 2)})"
+            f"    {plain(q['question_id'])}: {plain(q.get('text'))[:80]} ({regression_change(q)})"
             for q in reg[:max_regressed]
         ]
         if len(reg) > max_regressed:

@@ -8,12 +8,18 @@ expected by chance), written to `<run>/compare/baseline/` (its page, tables and 
 both judgment browsers). The decision is `cube.method.release_rule.decide` over its jury rows:
 `release`, `hold: regression` or `undecided` (docs/explanation/release-gate.md states the rule).
 A baseline the comparison cannot be made with (another definition of CuBE, no common question or
-judge, a missing table) is `undecided`, saying why.
+judge, a missing table) is `undecided`, saying why; so is one whose questions have other texts
+under ids this run also holds (`differing_questions`: the comparison pairs questions by id and
+would compare different questions; checked before comparing). `cube validate` checks the params'
+`baseline` block as `cube run` does before its first stage (`params_baseline_problems`).
 
 The report (`cube.pages.release`): `report/summary.md` (the evaluation-dataset article's report:
 run and date, questions, overall and per dimension with the change against the baseline, per
 category and per question style, R@k, refusal accuracy where the runs measured it, the regressed
-questions by id and text with both scores, then the decision and its reasons),
+questions by id and text with both scores and the cause (`regression_cause`: a drop beyond the
+judges' noise, or the gold document no longer retrieved, whatever the scores did), which bounds
+came from the cache and from the baseline's own calls (`cube.run.bounds_reuse.bounds_reuse_of`,
+also in decision.json as `bounds_reuse`), then the decision and its reasons),
 `report/junit.xml` (one test case per condition of the rule and one per regressed question) and
 `report/decision.json` (decision, reasons, margin, delta_cube, delta_ci, regressed: the interface
 a CI job reads; `exit_code` too). The terminal gets the summary's lines (`terminal_lines`).
@@ -32,7 +38,7 @@ import pandas as pd
 
 from cube.config.params import Params
 from cube.config.runpaths import RunPaths
-from cube.method.release_rule import HOLD, RELEASE, UNDECIDED, Ruling, decide
+from cube.method.release_rule import HOLD, RELEASE, UNDECIDED, Ruling, cube_bounds, decide
 
 EXIT_CODES = {RELEASE: 0, HOLD: 4, UNDECIDED: 3}  # `cube run`'s codes (cube/cli/run.py)
 FOLDER = "baseline"  # <run>/compare/baseline/: the comparison with the baseline
@@ -83,6 +89,17 @@ def baseline_problems(baseline: Baseline, run_folder: Path | None = None) -> lis
     return problems
 
 
+def params_baseline_problems(params: Params, base_dir: str | Path = ".") -> list[str]:
+    """`baseline_problems` of the params' `baseline` block as `cube run` checks it before its
+    first stage (for `cube validate`; [] without the block). A relative `outputs_dir` is taken
+    against `base_dir`, as the run takes it against its working folder."""
+    baseline = baseline_of(params)
+    if baseline is None:
+        return []
+    run_folder = RunPaths.for_params(params, Path(base_dir) / params.outputs_dir).root
+    return baseline_problems(baseline, run_folder)
+
+
 def exit_code(decision: str) -> int:
     """`cube run`'s exit code for a release decision: 0 release, 4 hold, 3 undecided."""
     return EXIT_CODES.get(decision, 3)
@@ -115,6 +132,9 @@ def _report(paths: RunPaths, baseline: Baseline, n_permutations: int) -> dict[st
         return head | _undecided(problems, baseline.margin)
     try:
         a, b = resolve_side(baseline.folder), resolve_side(paths.root)
+        differ = differing_questions(a.load_if_present("questions"), b.load_if_present("questions"))
+        if differ:
+            return head | _undecided([differing_reason(differ)], baseline.margin)
         tables: dict[str, pd.DataFrame] = {}
         out = paths.root / "compare" / FOLDER
         payload = _quiet_compare(a, b, out, n_permutations, tables)
@@ -122,6 +142,7 @@ def _report(paths: RunPaths, baseline: Baseline, n_permutations: int) -> dict[st
         why = f"the baseline's run cannot be compared with this one: {err}"
         return head | _undecided([why], baseline.margin)
     head |= {"system": b.system, "baseline": {"run": a.run, "system": a.system}}
+    head["bounds_reuse"] = _bounds_reuse(b.params, paths.root, baseline.folder)
     deltas = tables["deltas"]
     ruling = decide(
         deltas,
@@ -129,8 +150,56 @@ def _report(paths: RunPaths, baseline: Baseline, n_permutations: int) -> dict[st
         margin=baseline.margin,
         alpha=float(payload["settings"]["alpha"]),
         min_questions=baseline.min_questions,
+        n_units=payload["settings"].get("n_units"),
     )
+    jury = deltas[(deltas["judge"] == "jury") & (deltas["metric"] == "cube_score")]
+    units = int(payload["settings"].get("n_units") or payload["n_questions"])
+    bounds = cube_bounds(jury.iloc[0].to_dict() if len(jury) else {}, ruling.alpha, units)
+    head["delta_bounds"] = [_value(x) for x in bounds]  # what the rule read (wider than delta_ci)
     return head | _figures(payload, deltas, b, a, tables) | _ruled(ruling, payload)
+
+
+def differing_questions(qa: pd.DataFrame | None, qb: pd.DataFrame | None) -> list[str]:
+    """The question ids both runs hold whose texts differ (whitespace at either end aside): a
+    comparison pairs questions by id, so such a pair would compare two different questions. []
+    when either run has no questions table (nothing to check against)."""
+    if qa is None or qb is None or not {"question_id", "question"} <= set(qa) & set(qb):
+        return []
+    texts = [
+        q.assign(question_id=q["question_id"].astype(str))
+        .drop_duplicates("question_id")
+        .set_index("question_id")["question"]
+        .fillna("")
+        .astype(str)
+        .str.strip()
+        for q in (qa, qb)
+    ]
+    common = texts[0].index.intersection(texts[1].index)
+    differ = texts[0].loc[common] != texts[1].loc[common]
+    return sorted(common[differ.to_numpy()])
+
+
+def differing_reason(ids: list[str], shown: int = 5) -> str:
+    """The undecided decision's reason for `differing_questions`."""
+    more = f" and {len(ids) - shown} more" if len(ids) > shown else ""
+    return (
+        f"{len(ids)} question id{'s' if len(ids) != 1 else ''} of both runs "
+        f"{'have' if len(ids) != 1 else 'has'} another text in the baseline than in this version "
+        f"({', '.join(ids[:shown])}{more}): the comparison pairs questions by id and would compare "
+        "different questions; give a changed question a new id, or run both versions on the same "
+        "questions"
+    )
+
+
+def _bounds_reuse(params: Params, run_folder: Path, baseline: Path) -> dict[str, Any]:
+    """Which of this run's bounds came from the cache and from the baseline's own calls
+    (`cube.run.bounds_reuse.bounds_reuse_of`); `{"unknown": why}` when its tables cannot be read."""
+    from cube.run.bounds_reuse import bounds_reuse_of
+
+    try:
+        return bounds_reuse_of(params, run_folder, baseline)
+    except (OSError, KeyError, ValueError) as err:
+        return {"unknown": f"the bounds' calls could not be counted: {err}"}
 
 
 def _quiet_compare(
@@ -217,7 +286,20 @@ def _regressed(r: dict[str, Any]) -> dict[str, Any]:
         "baseline_score": _value(r.get("jury_a")),
         "score": _value(r.get("jury_b")),
         "retrieval_change": r.get("retrieval_change"),
+        "cause": regression_cause(r),
     }
+
+
+LOST_GOLD = "gold document no longer retrieved"
+
+
+def regression_cause(r: dict[str, Any]) -> str:
+    """Why a question is listed as regressed (`cube.diagnose.regressions`: a drop beyond the
+    judges' noise, or the gold document lost from the top N): a lost gold document whatever the
+    scores did (they may be equal: the judges scored the answer alike without it)."""
+    if str(r.get("retrieval_change")) == "lost":
+        return LOST_GOLD
+    return "jury score dropped beyond the judges' noise"
 
 
 def _refusal(a: Any, b: Any) -> dict[str, float | None] | None:
@@ -270,7 +352,17 @@ def _plain(v: Any) -> Any:
 def decision_record(report: dict[str, Any]) -> dict[str, Any]:
     """decision.json: the interface a CI job reads (COMMON keys first)."""
     keys = ("decision", "reasons", "margin", "delta_cube", "delta_ci", "regressed")
-    extra = ("exit_code", "run", "system", "baseline", "n_questions", "conditions", "date")
+    extra = (
+        "exit_code",
+        "run",
+        "system",
+        "baseline",
+        "n_questions",
+        "conditions",
+        "delta_bounds",
+        "bounds_reuse",
+        "date",
+    )
     return {k: report.get(k) for k in (*keys, *extra) if k in report}
 
 

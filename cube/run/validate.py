@@ -636,6 +636,9 @@ def validate_data(
     from cube.run.sequential import sequential_problems  # analysis.sequential's values
 
     report.errors.extend(sequential_problems(params))
+    from cube.run.release import params_baseline_problems  # the baseline: a completed run
+
+    report.errors.extend(params_baseline_problems(params, base_dir))
     if not any(w.startswith("dimensions") for w in missing):
         check_dimensions(params, base_dir, report)
     return report

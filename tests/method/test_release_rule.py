@@ -120,3 +120,24 @@ def test_too_few_questions_or_no_interval_is_undecided():
     assert decide(_deltas(), 19, min_questions=10).decision == RELEASE
     r = decide(_deltas(cube=(math.nan, math.nan, math.nan)), 100)
     assert r.decision == UNDECIDED and "undefined" in r.reasons[0]
+
+
+def test_cube_bounds_widen_the_percentile_interval_to_t_with_units_minus_one_df():
+    from cube.method.release_rule import cube_bounds
+
+    # hand-worked: t_9(0.975) = 2.2622, se 1, sqrt(10 / 9) = 1.0541: reach 2.3845
+    lo, hi = cube_bounds({"delta": 0.0, "lo": -2.0, "hi": 2.0, "se": 1.0}, 0.05, 10)
+    assert (lo, hi) == (pytest.approx(-2.3845, abs=1e-4), pytest.approx(2.3845, abs=1e-4))
+    # a percentile interval wider than the t reach is kept (a skewed bootstrap distribution)
+    assert cube_bounds({"delta": 0.0, "lo": -3.0, "hi": 2.0, "se": 1.0}, 0.05, 10)[0] == -3.0
+    assert all(math.isnan(x) for x in cube_bounds({"delta": 0.0, "se": 1.0}, 0.05, 10))
+
+
+def test_a_percentile_bound_above_the_margin_is_not_enough_on_few_units():
+    # lower percentile bound -4.9 > -5, but -2.5 - t_9 * 1.2 * sqrt(10/9) = -5.36 < -5
+    deltas = _deltas(cube=(-2.5, -4.9, 0.0))
+    deltas.loc[deltas["metric"] == "cube_score", "se"] = 1.2
+    few = decide(deltas, 40, n_units=10)
+    assert few.decision == UNDECIDED and "10 units" in few.reasons[0]
+    # on 1,000 units t * se * sqrt(G / (G-1)) = 2.36: the percentile bound -4.9 decides
+    assert decide(deltas, 1000, n_units=1000).decision == RELEASE

@@ -131,6 +131,8 @@ def test_a_worse_version_is_held_and_its_regressions_named(runs, monkeypatch, ca
     assert decision["decision"] == "hold: regression"
     assert decision["delta_cube"] < -decision["margin"]
     assert decision["delta_ci"][1] < 0
+    lower, upper = decision["delta_bounds"]  # the rule's bounds: at least as wide as the interval
+    assert lower <= decision["delta_ci"][0] and upper >= decision["delta_ci"][1]
     assert {"decision", "reasons", "margin", "delta_cube", "delta_ci", "regressed"} <= set(decision)
     ids = pd.read_parquet(tmp / "outputs" / "v2" / "data" / "questions.parquet")["question_id"]
     sabotaged = set(ids[:SABOTAGED].astype(str))
@@ -229,7 +231,7 @@ def test_outside_text_is_inert_in_summary_and_junit(runs, monkeypatch):
     assert "<h1" not in html  # its line break started no heading
     assert "alert(1)" in html  # ... and it is still there, as text
     row = next(line for line in summary.splitlines() if "alert(1)" in line)
-    assert row.count(" | ") == 4 or row.count("|") - row.count("\\|") == 6  # one row, 5 cells
+    assert row.count(" | ") == 5 or row.count("|") - row.count("\\|") == 7  # one row, 6 cells
     assert "\x1b" not in summary
     root = ET.fromstring(junit)  # well-formed despite the escape character
     assert any("alert(1)" in (f.get("message") or "") for f in root.iter("failure"))
@@ -274,3 +276,102 @@ def test_exit_codes_a_hold_wins_then_a_withheld_verdict_or_undecided():
 
     # (verdict's code: 0 given, 3 withheld) x (gate's: 0 release, 3 undecided, 4 hold)
     assert [with_release(v, g) for v in (0, 3) for g in (0, 3, 4)] == [0, 3, 4, 3, 3, 4]
+
+
+def test_a_regressed_question_with_equal_scores_is_a_lost_gold_document():
+    from cube.pages.release import junit_xml, summary_markdown, terminal_lines
+
+    lost = {
+        "question_id": "Q00007",
+        "text": "how long?",
+        "baseline_score": 7.5,
+        "score": 7.5,
+        "retrieval_change": "lost",
+        "cause": "gold document no longer retrieved",
+    }
+    dropped = lost | {"question_id": "Q00008", "score": 3.25, "retrieval_change": "same"}
+    dropped["cause"] = "jury score dropped beyond the judges' noise"
+    report = {
+        "decision": "undecided",
+        "reasons": ["r"],
+        "conditions": [],
+        "margin": 5.0,
+        "baseline": {"run": "v1"},
+        "n_questions": 40,
+        "overall": {"delta": -1.0, "lo": -3.0, "hi": 1.0},
+        "regressed": [lost, dropped],
+    }
+    out = "\n".join(terminal_lines(report))
+    summary, junit = summary_markdown(report), junit_xml(report)
+    assert "7.50 -> 7.50" not in out and "Q00007: how long? (gold document no longer" in out
+    assert "(7.50 -> 3.25)" in out  # a score drop is still shown as both scores
+    row7 = next(line for line in summary.splitlines() if "Q00007" in line)
+    assert "gold document no longer retrieved" in row7 and row7.count("7.50") == 1
+    messages = {
+        c.get("name"): c.find("failure").get("message")
+        for c in ET.fromstring(junit).iter("testcase")
+    }
+    assert "gold document no longer retrieved" in messages["Q00007"]
+    assert "7.50 -> this version 7.50" not in messages["Q00007"]
+    assert "baseline 7.50 -> this version 3.25" in messages["Q00008"]
+
+
+def test_the_report_says_which_bounds_came_from_the_baseline(runs, monkeypatch):
+    tmp, made = runs
+    _cube_run(monkeypatch, made["v1-again"], "--baseline", str(tmp / "outputs" / "v1"))
+    decision, summary, _ = _report(tmp, "v1-again")
+    reuse = decision["bounds_reuse"]
+    assert reuse["baseline"] == str(tmp / "outputs" / "v1")
+    assert {"answering", "judging", "total", "from_baseline"} <= set(reuse)
+    # the offline default computes its bounds locally: counted as offline, none sent
+    assert reuse["answering"]["offline"] > 0 and reuse["total"]["sent"] == 0
+    assert "### Bounds reused" in summary and "| answering |" in summary
+
+
+def _changed_texts_run(tmp: Path, source: Path, name: str, n: int) -> Path:
+    """A copy of a run folder whose first `n` questions' texts were edited, ids kept."""
+    path = _params(tmp, name)
+    folder = tmp / "outputs" / name
+    shutil.copytree(source, folder)
+    f = folder / "data" / "questions.parquet"
+    q = pd.read_parquet(f)
+    q.loc[: n - 1, "question"] = q.loc[: n - 1, "question"] + " (reworded)"
+    q.to_parquet(f)
+    return path
+
+
+def test_questions_of_one_id_with_other_texts_leave_the_release_undecided(
+    runs, monkeypatch, capsys
+):
+    from cube.run.release import differing_questions
+
+    tmp, made = runs
+    path = _changed_texts_run(tmp, tmp / "outputs" / "v1", "v4", 3)
+    code = _cube_run(monkeypatch, path, "--baseline", str(tmp / "outputs" / "v1"))
+    decision, summary, _ = _report(tmp, "v4")
+    assert code == 3 and decision["decision"] == "undecided"
+    assert decision["reasons"][0].startswith("3 question ids of both runs have another text")
+    assert decision["delta_cube"] is None  # no comparison of different questions
+    assert not (tmp / "outputs" / "v4" / "compare" / "baseline" / "comparison.json").exists()
+    v1, v4 = (str(tmp / "outputs" / n) for n in ("v1", "v4"))
+    capsys.readouterr()
+    assert main(["compare", v1, v4, "--permutations", "9", "--margin", "5"]) == 3
+    assert "3 question ids of both runs have another text" in capsys.readouterr().out
+    qa = pd.DataFrame({"question_id": ["a", "b", "c"], "question": ["x", "y ", "z"]})
+    qb = pd.DataFrame({"question_id": ["b", "c", "d"], "question": ["y", "Z", "w"]})
+    assert differing_questions(qa, qb) == ["c"]  # whitespace at an end aside; only shared ids
+
+
+def test_cube_validate_checks_the_baseline_block(runs, tmp_path, capsys):
+    tmp, made = runs
+    params = yaml.safe_load(made["v1-again"].read_text(encoding="utf-8"))
+    params["baseline"] = {"run": str(tmp / "outputs" / "nowhere")}
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(params, allow_unicode=True), encoding="utf-8")
+    assert main(["validate", str(bad)]) == 2
+    out = capsys.readouterr().out
+    assert "baseline.run" in out and "completed run" in out
+    params["baseline"] = {"run": str(tmp / "outputs" / "v1")}
+    good = tmp_path / "good.yaml"
+    good.write_text(yaml.safe_dump(params, allow_unicode=True), encoding="utf-8")
+    assert main(["validate", str(good)]) == 0, capsys.readouterr().out
