@@ -159,3 +159,16 @@ def test_the_new_design_is_unbiased_where_family_size_and_score_go_together():
     spread, rr = np.array(first["spread"]), np.array(first["round_robin"])
     assert abs(spread.mean() - base.truth) < 2.5 * spread.std() / np.sqrt(60) + 0.5
     assert rr.mean() - base.truth > abs(spread.mean() - base.truth) + 1.0
+
+
+def test_pocock_by_paths_reproduces_the_tabulated_constants_and_shrinks_as_looks_correlate():
+    """Issue 40's oracle: by simulated paths, Pocock's 2.178 (two looks) and 2.413 (five) to
+    +-0.015; looks whose information barely grows (families: every family in from the first look)
+    need a constant nearer the one-look 1.96 (2.24), below the 2.58 that n / N gives 14 looks."""
+    assert G.pocock_by_paths((0.5, 1.0), 0.05) == pytest.approx(2.178, abs=0.015)
+    assert G.pocock_by_paths(tuple(np.arange(1, 6) / 5), 0.05) == pytest.approx(2.413, abs=0.015)
+    close = G.pocock_by_paths(tuple(np.linspace(0.8, 1.0, 14)), 0.05)
+    spread = G.pocock_constant(tuple(float(n) for n in range(40, 301, 20)), 0.05)
+    assert 1.96 < close < 2.3 < spread  # 2.24 against 2.58
+    with pytest.raises(ValueError, match="increasing"):
+        G.pocock_by_paths((0.5, 0.5, 1.0), 0.05)
