@@ -286,4 +286,6 @@ def _stem(w: str) -> str:
 
 
 def _is_cjk(c: str) -> bool:
-    return bool(c) and bool(re.match(rf"[{_CJK}]", c))
+    # the ranges of `_CJK` by code point: a pattern matched per character cost more than scoring
+    o = ord(c[0]) if c else 0
+    return 0x3400 <= o <= 0x4DBF or 0x4E00 <= o <= 0x9FFF or 0xF900 <= o <= 0xFAFF

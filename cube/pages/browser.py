@@ -232,7 +232,8 @@ def _chunk_docs(part: list[dict[str, Any]], docs: dict[str, Any]) -> dict[str, A
     one's name only."""
     gold = {r["d"] for r in part}
     used = gold | {d for r in part for d in r["r"]}
-    return {d: (docs[d] if d in gold else [docs[d][0], ""]) for d in used if d in docs}
+    # sorted: a set's order changes with each process's string hashing, and so did the files' bytes
+    return {d: (docs[d] if d in gold else [docs[d][0], ""]) for d in sorted(used) if d in docs}
 
 
 def _write_chunks(

@@ -419,16 +419,16 @@ def embed_fonts(report: Path) -> dict[Path, int]:
     an embedded web font (`cube.pages.webfont`; the judgment browser's with those of its data
     files). Returns the embedded font's bytes per page."""
     from cube.pages.fonts import web_font_source
-    from cube.pages.webfont import embed_cjk_font
+    from cube.pages.webfont import cjk_characters, embed_cjk_font
 
     pages = sorted([*report.glob("*.html"), *report.glob("code/*.html")])
     browser = report / "judgments.html"
-    data = {
-        browser: "".join(
-            f.read_text(encoding="utf-8") for f in sorted((report / "judgments").glob("*.js"))
-        )
-    }
-    return embed_cjk_font(pages, web_font_source(), data)
+    # the data files' characters one file at a time: their text joined (tens of MB at the paper's
+    # scale, as str then copied by the font block's removal) was the runner's peak, +175 MB
+    chars: set[str] = set()
+    for f in sorted((report / "judgments").glob("*.js")):
+        chars.update(cjk_characters(f.read_text(encoding="utf-8")))
+    return embed_cjk_font(pages, web_font_source(), {browser: "".join(sorted(chars))})
 
 
 def list_notebooks_or_none(folder: Path) -> list[Path]:

@@ -87,3 +87,15 @@ def test_no_answers_write_one_empty_chunk(tmp_path):
     text = (paths.report / "judgments" / "chunk-0000.js").read_text(encoding="utf-8")
     assert text == 'CUBE_CHUNK(0,{"rows":[],"docs":{}});\n'
     assert not (paths.report / "judgments" / "chunk-0001.js").exists()
+
+
+def test_a_chunks_documents_are_written_in_id_order():
+    # the same records give the same data file in every process (a set's order follows the
+    # process's string hashing)
+    from cube.pages.browser import _chunk_docs
+
+    part = [{"d": "D9", "r": ["D3", "D7"]}, {"d": "D1", "r": ["D9", "D5"]}]
+    docs = {d: [f"name {d}", f"text {d}"] for d in ("D1", "D3", "D5", "D7", "D9")}
+    out = _chunk_docs(part, docs)
+    assert list(out) == ["D1", "D3", "D5", "D7", "D9"]
+    assert out["D9"] == ["name D9", "text D9"] and out["D3"] == ["name D3", ""]

@@ -84,3 +84,28 @@ def test_the_same_characters_give_the_same_font_bytes_at_any_time(monkeypatch):
         monkeypatch.setenv("SOURCE_DATE_EPOCH", epoch)
         made.append(webfont.subset(FONT[0], "得分问题", FONT[1]))
     assert made[0] == made[1] and webfont.subset(made[0], "得分") == webfont.subset(made[1], "得分")
+
+
+def test_published_browser_font_covers_every_data_file(tmp_path):
+    # `publish.embed_fonts` reads the judgment browser's data files one at a time: the browser's
+    # face holds the characters of each file (none of them in the page), and the page is the one
+    # the files' text joined would give
+    from cube.pages.publish import embed_fonts
+
+    report = tmp_path / "report"
+    (report / "judgments").mkdir(parents=True)
+    page = "<html><body><div id=x></div></body></html>"
+    (report / "judgments.html").write_text(page, encoding="utf-8")
+    chunks = ['CUBE_CHUNK({"t":"收费标准"});\n', 'CUBE_CHUNK({"t":"办理地点"});\n']
+    for i, text in enumerate(chunks):
+        (report / "judgments" / f"chunk-{i:04d}.js").write_text(text, encoding="utf-8")
+    joined = tmp_path / "joined.html"
+    joined.write_text(page, encoding="utf-8")
+
+    sizes = embed_fonts(report)
+    webfont.embed_cjk_font([joined], FONT, {joined: "".join(chunks)})
+
+    shown = (report / "judgments.html").read_text(encoding="utf-8")
+    assert set("收费标准办理地点") <= _embedded_cmap(shown)
+    assert shown == joined.read_text(encoding="utf-8")
+    assert sizes[report / "judgments.html"] > 0
