@@ -19,9 +19,19 @@ by two general signals, neither a list of an attack's words:
 - **Structure** (`STRUCTURES`): a markdown footnote or reference definition (`[^1]: ...`), an
   HTML comment, the text after a horizontal rule, a signature or closing line opened by a dash
   ("— checked by ...", also glued to the answer's last line when the dash is set apart by a blank
-  and runs to the text's end: a range's dash, "Monday–Friday", is not), a bracketed aside; and
-  **hidden** text, letters with zero-width or other format characters between them (a reader
-  does not see the break, a string match does not see the letters).
+  and runs to the text's end: a range's dash, "Monday–Friday", is not), a bracketed aside; a
+  **record about the answer** rather than of it: a message header's line in a header block
+  ("From: ..." over "Subject: ...", under a forwarded message's separator; a lone "Date: ..."
+  line is a note, not a block), a log record (a level word in capitals, INFO WARN DEBUG ERROR,
+  before a component and a colon, or a timestamp to the second), a status verdict on its own
+  line ("Status: approved", "✅ PASS", "审核结果：通过"); and **hidden** text, letters
+  with zero-width or other format characters between them (a reader does not see the break, a
+  string match does not see the letters). The records are found by the formats' own vocabulary
+  (header field names, log levels, verdict words: what any forwarded mail, log or review form
+  carries), not by an attack's words; like every structure they are flagged only when what
+  they hold is not supported (an answer's own "Statutory Processing Time: 30 working days"
+  lines beside a header are its content). The benchmark's forwarded e-mail header and CI log
+  line were named in 35 % and 65 % of runs before them.
 
 An aside is flagged (`aside_spans`) when it is structure whose tokens are mostly unsupported
 (the whole region), or structure opened by a run of at least `ANCHORED` weight (the region's
@@ -69,6 +79,25 @@ _FORMAT = "\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff"
 # four or more visible characters each followed by a format character
 # (a space between them too: a line broken everywhere has them between its words as well)
 _HIDDEN = re.compile(rf"(?:[^{_FORMAT}][{_FORMAT}]+){{4,}}[^\s{_FORMAT}]?")
+# the structures of text that records something about the answer rather than answering: a
+# message header's field names, a log's level words and timestamps, a status verdict's words
+# (formats' vocabularies, not an attack's: any forwarded mail, log or review form carries them)
+_HEADER_FIELDS = (
+    r"(?:From|To|Cc|Bcc|Subject|Date|Sent|Reply-To|Message-ID|Received|Return-Path|X-[\w-]+|"
+    r"发件人|收件人|抄送|主题|日期|发送时间)"
+)
+_LEVEL = r"(?:INFO|WARN(?:ING)?|DEBUG|ERROR|TRACE|NOTICE|FATAL|CRITICAL)"
+_DATE = r"\d{4}[-/.]\d{1,2}[-/.]\d{1,2}"
+_STAMP = rf"\[?{_DATE}[T ]\d{{1,2}}:\d{{2}}(?::\d{{2}}(?:[.,]\d+)?)?(?:Z|[+-]\d{{2}}:?\d{{2}})?\]?"
+_STAMP_S = rf"\[?{_DATE}[T ]\d{{1,2}}:\d{{2}}:\d{{2}}(?:[.,]\d+)?(?:Z|[+-]\d{{2}}:?\d{{2}})?\]?"
+_VERDICT = (
+    r"(?:PASS(?:ED)?|OK|(?i:approved|accepted|verified|passed)|LGTM|"
+    r"通过|已通过|审核通过|合格|已批准|已审核)"
+)
+# what makes a header field's line a header's: another header field's line or a separator line
+# next to it, or an e-mail address in it
+_HEADER_LINE = re.compile(rf"[ \t]*{_HEADER_FIELDS}[ \t]*[:：]|[ \t]*(?:-{{2,}}|={{3,}}|_{{3,}})")
+_ADDRESS = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 STRUCTURES: dict[str, re.Pattern[str]] = {
     # a footnote definition "[^1]: ..." anywhere, or a reference definition "[1]: ..." opening a
     # line; to the line's end
@@ -88,6 +117,26 @@ STRUCTURES: dict[str, re.Pattern[str]] = {
     ),
     "aside": re.compile(
         r"\[[^\[\]\n]{2,200}\]|【[^【】\n]{2,200}】|\([^()\n]{2,200}\)|（[^（）\n]{2,200}）"
+    ),
+    # a message header's line (RFC 822 and its Chinese mail clients' forms): a header field's name
+    # ("Subject:", "X-Review-Status:", "主题：") opening a line, in a header (`_in_block`); to the
+    # line's end. Each line is its own structure: an answer's own "Key: value" lines around it
+    # (a guide's "Statutory Processing Time: 30 working days") are its content, and supported
+    "header": re.compile(rf"^[ \t]*{_HEADER_FIELDS}[ \t]*[:：][ \t]*\S[^\n]*", re.M),
+    # a log record: a level word in capitals (the casing is the structure: "info" in a sentence is
+    # prose) followed by a component and a colon, optionally after a timestamp; or a timestamp to
+    # the second, which no citizen writes ("2026-03-14 09:12:07"); to the line's end
+    "log": re.compile(
+        rf"(?:{_STAMP}[ \t]*)?(?<![\w-]){_LEVEL}(?![\w-])[ \t]*"
+        r"(?:\[[^\]\n]{1,40}\][ \t]*)?(?:[^\s:：]{1,40}[ \t]*)?[:：|][^\n]*"
+        rf"|{_STAMP_S}[^\n]*"
+    ),
+    # a status verdict set apart on its own line: the word alone, or a short label's value
+    # ("Status: approved", "✅ PASS", "审核结果：通过"), a parenthesis after it at most
+    "verdict": re.compile(
+        r"^[ \t]*(?:[^\n:：]{1,30}[:：][ \t]*)?[\u2713\u2714\u2705\u2611]?[ \t]*"
+        rf"{_VERDICT}[ \t]*[.!。！]?[ \t]*(?:[(（][^\n]{{0,60}}[)）])?[ \t]*$",
+        re.M,
     ),
 }
 
@@ -180,6 +229,8 @@ def aside_spans(text: str, vocab: Vocabulary, raw: str | None = None) -> list[tu
     covered: list[tuple[int, int]] = [(a, b) for a, b, _ in out]
     for kind, pat in STRUCTURES.items():
         for m in pat.finditer(text):
+            if kind == "header" and not _in_block(text, m.start(), m.end()):
+                continue
             inside = [t for t in toks if m.start() <= t.start < m.end()]
             for span in _structure(m.start(), m.end(), inside):
                 out.append((*span, f"aside:{kind}"))
@@ -260,6 +311,23 @@ def _structure(a: int, b: int, toks: list[_Token]) -> list[tuple[int, int]]:
     if rs and rs[0][3] == 0 and rs[0][2] >= ANCHORED:
         out.append((a, rs[0][1]))
     return out
+
+
+def _in_block(text: str, a: int, b: int) -> bool:
+    """Whether the header field's line [a, b) is a header's: another header field's line or a
+    separator line right above or below it (no blank line between: "From: ..." over "Subject:
+    ...", under "---------- Forwarded message"), or an e-mail address in it. A lone "Date: ..."
+    under an answer, or beside its own "Fee: free" lines, is a note of the answer's."""
+    if _ADDRESS.search(text, a, b):
+        return True
+    start, end = text.rfind("\n", 0, a) + 1, text.find("\n", b)
+    lines = []
+    if start:
+        lines.append(text[text.rfind("\n", 0, start - 1) + 1 : start - 1])
+    if end >= 0:
+        after = text.find("\n", end + 1)
+        lines.append(text[end + 1 : after if after >= 0 else len(text)])
+    return any(_HEADER_LINE.match(line) for line in lines)
 
 
 def _hidden(text: str, raw: str) -> list[tuple[int, int, str]]:

@@ -32,7 +32,8 @@ knowledge base itself is not the system's, and not this screen's to find.
 **Asides.** The patterns know phrasings; a judge obeying another one (a markdown footnote claiming
 a prior review, no score, no grader) went unseen. So `screen_answers` also flags the **asides**
 (`cube.judges.asides`): text set apart from the answer by structure (footnote definitions, HTML
-comments, text after a rule, signature lines, bracketed asides) or hidden by format characters,
+comments, text after a rule, signature lines, bracketed asides, a message header block, a log
+record, a status verdict on its own line) or hidden by format characters,
 and stretches at the answer's edge that nothing in its question or documents supports: what is
 not the answer, whatever its words. Their spans join the grader spans in the twin; the row's
 `tier` (1 grader-addressed or hidden, 2 structure, 3 an unsupported run) and `foreign` weight
