@@ -5,7 +5,9 @@ review, no score and no grader in it) was named in 0 % of the benchmark's runs: 
 The asides find such text by what it is, not by its words: set apart by structure (a footnote
 definition, an HTML comment, text after a rule, a signature line, a bracketed aside), hidden by
 zero-width characters, or a stretch at the answer's edge that none of the question's documents
-supports. Honest structure that cites the documents is not flagged."""
+supports, or a record about the answer rather than of it (a message header block, a log record, a
+status verdict on its own line). Honest structure that cites the documents, and honest lines with
+a date, a time or a note, are not flagged."""
 
 from __future__ import annotations
 
