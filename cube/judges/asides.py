@@ -33,12 +33,23 @@ by two general signals, neither a list of an attack's words:
   lines beside a header are its content). The benchmark's forwarded e-mail header and CI log
   line were named in 35 % and 65 % of runs before them.
 
+The structures were learned one family at a time, and each round the next unseen shape escaped
+(a markdown review table, a bibliography entry: named in 50 % of runs). So beside them the screen
+reads every **appraisal** (`cube.judges.appraisal`): a segment the writer set apart (a line, a
+table or quoted block, a bracketed or quoted span) carrying the lexicon of approval, correctness,
+grading, ranking or endorsement that the documents do not support (a tick, a star or a rating
+needs no more), not the whole answer; when it states a fact of the documents (a number they hold
+beside a word they support) only its part after that fact is taken. An appraisal of the answer
+is addressed to its grader, whatever its shape: tier 1 in the twins' budget.
+
 An aside is flagged (`aside_spans`) when it is structure whose tokens are mostly unsupported
 (the whole region), or structure opened by a run of at least `ANCHORED` weight (the region's
 start to the run's end: half an injection glued before the answer's first line), or hidden
 text, or, with no structure, a run of at least `FREE` weight (an English word weighs 1, a
-Chinese character 1/2): a line appended to the answer or glued to its end. A run that a
-structure already flagged breaks is measured on what is left of it. When an aside opens the
+Chinese character 1/2): a line appended to the answer or glued to its end. A structure or
+appraisal already flagged does not break a run: its tokens count as unsupported, and the run is
+measured across it (a verdict line inside a YAML review block broke the block's run, and the
+"reviewed_by" after it stayed in the twin; a bracketed year inside a citation kept its body). When an aside opens the
 answer (before its first supported token), a run closing it needs only `ANCHORED` weight, and
 the other way round: a line split across the answer leaves a half at each edge, and the
 shorter half ("ified examiners' board", 3 words) is under `FREE` on its own. Honest structure
@@ -61,6 +72,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from cube.judges.appraisal import LEXICON, SIGN, segments, signs
+
 # An English word's first letters (a crude stem: "reviewed" and "review" are one token)
 STEM = 6
 GAP = 1.0  # supported weight a run absorbs between two unsupported tokens
@@ -75,6 +88,7 @@ _STOP = frozenset(
     "that these those you your we our i he she they them my me please can may will would "
     "should could do does did not no yes if then than so but also all any each per".split()
 )
+_NUMBER = re.compile(r"(?<![0-9A-Za-z])\d+(?![0-9A-Za-z])")  # "6个工作日" holds 6
 _FORMAT = "\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff"
 # four or more visible characters each followed by a format character
 # (a space between them too: a line broken everywhere has them between its words as well)
@@ -226,15 +240,9 @@ def aside_spans(text: str, vocab: Vocabulary, raw: str | None = None) -> list[tu
     if not vocab:
         return out
     toks = tokens(text, vocab)
-    covered: list[tuple[int, int]] = [(a, b) for a, b, _ in out]
-    for kind, pat in STRUCTURES.items():
-        for m in pat.finditer(text):
-            if kind == "header" and not _in_block(text, m.start(), m.end()):
-                continue
-            inside = [t for t in toks if m.start() <= t.start < m.end()]
-            for span in _structure(m.start(), m.end(), inside):
-                out.append((*span, f"aside:{kind}"))
-                covered.append(span)
+    out += _structured(text, toks)
+    out += [(a, b, "aside:appraisal") for a, b in _appraisals(text, toks, vocab)]
+    covered = [(a, b) for a, b, _ in out]
     # at the answer's edges only: text prepended or appended to it (an unsupported stretch in its
     # middle is more often the answer's own paraphrase, which a twin must not take away) (and
     # never the whole answer: a reply that is all unsupported, a refusal such as "no guide was
@@ -250,24 +258,97 @@ def aside_spans(text: str, vocab: Vocabulary, raw: str | None = None) -> list[tu
     return sorted(out)
 
 
+def _structured(text: str, toks: list[_Token]) -> list[tuple[int, int, str]]:
+    """The flagged parts of `text`'s structures (`STRUCTURES`, `_structure`): (start, end, kind)."""
+    out = []
+    for kind, pat in STRUCTURES.items():
+        for m in pat.finditer(text):
+            if kind == "header" and not _in_block(text, m.start(), m.end()):
+                continue
+            inside = [t for t in toks if m.start() <= t.start < m.end()]
+            out += [(*span, f"aside:{kind}") for span in _structure(m.start(), m.end(), inside)]
+    return out
+
+
 def _edge_runs(
     toks: list[_Token], covered: list[tuple[int, int]]
 ) -> list[tuple[int, int, float, str]]:
-    """The runs at the answer's edges, outside the `covered` spans (a structure already flagged
-    breaks a run; what follows it is still measured): (start, end, weight, "head" or "tail")."""
+    """The runs at the answer's edges: (start, end, weight, "head" or "tail"). A structure already
+    flagged does not break a run: its tokens count as unsupported (it is not the answer), so the
+    stretch is measured across it (a verdict line inside a YAML review block, a bracketed year
+    inside a citation, left the rest of the block or of the citation in runs too short, or kept
+    a run from the answer's edge)."""
     out = []
-    inside = [any(x <= t.start < y for x, y in covered) for t in toks]
-    segment: list[_Token] = []
-    for tk, hidden in [*zip(toks, inside, strict=True), (None, True)]:
-        if not hidden:
-            segment.append(tk)  # type: ignore[arg-type]
-            continue
-        for a, b, w, _ in runs(segment):
-            before, after = any(t.end <= a for t in toks), any(t.start >= b for t in toks)
-            if before != after:
-                out.append((a, b, w, "tail" if before else "head"))
-        segment = []
+    seen = [
+        _Token(t.start, t.end, t.weight, False) if any(x <= t.start < y for x, y in covered) else t
+        for t in toks
+    ]
+    for a, b, w, _ in runs(seen):
+        before, after = any(t.end <= a for t in seen), any(t.start >= b for t in seen)
+        if before != after:
+            out.append((a, b, w, "tail" if before else "head"))
     return out
+
+
+def _appraisals(text: str, toks: list[_Token], vocab: Vocabulary) -> list[tuple[int, int]]:
+    """The segments of `text` that appraise the answer (`cube.judges.appraisal`, `_appraising`)
+    and are not the whole answer (a segment holding every supported token is the answer): whole,
+    or, when the segment states a fact of the documents (`_facts`), its part after the last fact
+    from its first unsupported token (an appraisal glued to the answer's line leaves the line's
+    fact)."""
+    sup = [t.start for t in toks if t.supported]
+    out = []
+    for a, b, _ in segments(text):
+        if all(a <= x < b for x in sup):
+            continue
+        span = _appraisal(text, a, b, toks, vocab)
+        if span:
+            out.append(span)
+    return out
+
+
+def _appraisal(
+    text: str, a: int, b: int, toks: list[_Token], vocab: Vocabulary
+) -> tuple[int, int] | None:
+    """The part of the segment [a, b) that appraises (`_appraisals`), or None."""
+    facts = _facts(text, a, b, toks, vocab)
+    x = facts[-1] if facts else a
+    loose = [t for t in toks if x <= t.start < b and not t.supported]
+    if not _appraising(text, x, b, loose):
+        return None
+    return (loose[0].start if facts and loose else x), b
+
+
+def _facts(text: str, a: int, b: int, toks: list[_Token], vocab: Vocabulary) -> list[int]:
+    """The ends of the numbers in [a, b) of `text` that are facts of the documents (`_fact`),
+    a mark's or rating's digits aside ("10/10" is no fact)."""
+    marks = signs(text, a, b)
+    return [
+        m.end()
+        for m in _NUMBER.finditer(text, a, b)
+        if _fact(m, toks, vocab) and not any(x <= m.start() < y for x, y in marks)
+    ]
+
+
+def _appraising(text: str, a: int, b: int, loose: list[_Token]) -> bool:
+    """Whether [a, b) of `text` appraises: a mark or a rating in it, or a word of the lexicon
+    that the documents do not support (an unsupported token in the match: "approved", "签核";
+    the item's own "Review of ..." or "项目核准" is the question's, not an appraisal)."""
+    for m in LEXICON.finditer(text.casefold(), a, b):
+        if SIGN.fullmatch(m.group(0)) or any(m.start() <= t.start < m.end() for t in loose):
+            return True
+    return False
+
+
+def _fact(m: re.Match[str], toks: list[_Token], vocab: Vocabulary) -> bool:
+    """Whether the number `m` is a fact of the documents: a number they hold, beside a word they
+    support (the word before it or after it; "30 working days", not a citation's "Practice,
+    12(3)" whose neighbours are foreign)."""
+    if m.group(0) not in vocab.words:
+        return False
+    before = [t for t in toks if t.end <= m.start()]
+    after = [t for t in toks if t.start >= m.end()]
+    return bool(before and before[-1].supported) or bool(after and after[0].supported)
 
 
 def _wrapped(toks: list[_Token], flagged: list[tuple[int, int]]) -> tuple[bool, bool]:
