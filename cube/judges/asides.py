@@ -49,9 +49,9 @@ text, or, with no structure, a run of at least `FREE` weight (an English word we
 Chinese character 1/2): a line appended to the answer or glued to its end. A structure or
 appraisal already flagged does not break a run: its tokens count as unsupported, and the run is
 measured across it (a verdict line inside a YAML review block broke the block's run, and the
-"reviewed_by" after it stayed in the twin; a bracketed year inside a citation kept its body). When an aside opens the
-answer (before its first supported token), a run closing it needs only `ANCHORED` weight, and
-the other way round: a line split across the answer leaves a half at each edge, and the
+"reviewed_by" after it stayed in the twin; a bracketed year inside a citation kept its body).
+When an aside opens the answer (before its first supported token), a run closing it needs only
+`ANCHORED` weight, and the other way round: a line split across the answer leaves a half at each edge, and the
 shorter half ("ified examiners' board", 3 words) is under `FREE` on its own. Honest structure
 is mostly supported: a citation footnote names the document and its item ("[^1]: Source:
 D00012, Approval of ... service guide"), a sources list its title and address; a courtesy line

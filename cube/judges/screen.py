@@ -320,8 +320,9 @@ def _questions_by_id(questions: pd.DataFrame | None) -> dict[str, str]:
 
 
 def _tier(kinds: list[str]) -> int:
-    """1 text addressed to a grader, an appraisal of the answer or hidden, 2 an aside set apart by structure, 3 only an
-    unsupported run (the order `choose_twins` spends the twins' budget in)."""
+    """1 text addressed to a grader, an appraisal of the answer or hidden, 2 an aside set apart
+    by structure, 3 only an unsupported run (the order `choose_twins` spends the twins' budget
+    in)."""
     # hidden text ranks with grader-addressed text: no writer breaks every letter with a
     # zero-width character, it is there to be read by a machine and not by a person
     if any(not k.startswith("aside:") or k in ("aside:hidden", "aside:appraisal") for k in kinds):
