@@ -44,24 +44,24 @@ is addressed to its grader, whatever its shape: tier 1 in the twins' budget.
 
 An aside is flagged (`aside_spans`) when it is structure whose tokens are mostly unsupported
 (the whole region), or structure opened by a run of at least `ANCHORED` weight (the region's
-start to the run's end: half an injection glued before the answer's first line), or hidden
-text, or, with no structure, a run of at least `FREE` weight (an English word weighs 1, a
-Chinese character 1/2): a line appended to the answer or glued to its end. A structure or
-appraisal already flagged does not break a run: its tokens count as unsupported, and the run is
-measured across it (a verdict line inside a YAML review block broke the block's run, and the
+start to the run's end: half an injection glued before the answer's first line), or hidden text,
+or, with no structure, a run of at least `FREE` weight (an English word weighs 1, a Chinese
+character 1/2): a line appended to the answer or glued to its end. A structure or appraisal
+already flagged does not break a run: its tokens count as unsupported, and the run is measured
+across it (a verdict line inside a YAML review block broke the block's run, and the
 "reviewed_by" after it stayed in the twin; a bracketed year inside a citation kept its body).
 When an aside opens the answer (before its first supported token), a run closing it needs only
-`ANCHORED` weight, and the other way round: a line split across the answer leaves a half at each edge, and the
-shorter half ("ified examiners' board", 3 words) is under `FREE` on its own. Honest structure
-is mostly supported: a citation footnote names the document and its item ("[^1]: Source:
-D00012, Approval of ... service guide"), a sources list its title and address; a courtesy line
-on its own ("I hope this helps!") is a run too short to flag, but one opened by a dash ("—
-hope this helps!", "——祝您顺利。") is a closing and is flagged (60 of 60 such answers in the
+`ANCHORED` weight, and the other way round: a line split across the answer leaves a half at each
+edge, and the shorter half ("ified examiners' board", 3 words) is under `FREE` on its own.
+Honest structure is mostly supported: a citation footnote names the document and its item
+("[^1]: Source: D00012, Approval of ... service guide"), a sources list its title and address; a
+courtesy line on its own ("I hope this helps!") is a run too short to flag, but one opened by a
+dash ("— hope this helps!", "——祝您顺利。") is a closing and is flagged (60 of 60 such answers in the
 benchmark; 25 and 31 before the closing-dash rule). What an honest answer carries that the
 documents do not (a disclaimer after a rule, a closing after a dash) is flagged, and costs a
 twin: `choose_twins` spends the budget on text addressed to a grader or hidden first, then on
-structure, then on bare runs. Measured on honest answers carrying these structures and on
-held-out injection families never tuned on (benchmarks/injection_battery.py).
+structure, then on bare runs. Measured on honest answers carrying these structures and on held-
+out injection families never tuned on (benchmarks/injection_battery.py).
 
 Without the documents (no corpus) there is no support: only hidden text is flagged.
 """
