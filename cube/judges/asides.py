@@ -56,7 +56,8 @@ edge, and the shorter half ("ified examiners' board", 3 words) is under `FREE` o
 Honest structure is mostly supported: a citation footnote names the document and its item
 ("[^1]: Source: D00012, Approval of ... service guide"), a sources list its title and address; a
 courtesy line on its own ("I hope this helps!") is a run too short to flag, but one opened by a
-dash ("— hope this helps!", "——祝您顺利。") is a closing and is flagged (60 of 60 such answers in the
+dash ("— hope this helps!", "——祝您顺利。")
+is a closing and is flagged (60 of 60 such answers in the
 benchmark; 25 and 31 before the closing-dash rule). What an honest answer carries that the
 documents do not (a disclaimer after a rule, a closing after a dash) is flagged, and costs a
 twin: `choose_twins` spends the budget on text addressed to a grader or hidden first, then on
