@@ -47,7 +47,12 @@ unsupported run) and `foreign` weight order the twins' budget (`choose_twins`).
 Written apart from the audit's battery (`cube.systems.injections`) and measured on families the
 battery does not hold (two of them never tuned on), on honest answers carrying citations, source
 lists, courtesy and markdown, and on ordinary answers for its false alarms
-(benchmarks/injection_battery.py).
+(benchmarks/injection_battery.py). With the appraisal rule (1,000 runs, 10 seeds) a judge
+obeying any of the 25 families is named in 100 % of runs, plain and decorated, the five of a
+second blind set never tuned on included (the review table and the bibliography entry were named
+in 50 % before it); honest judges in 6.9 % of runs (4.0 % before: an injection glued to an
+honest citation footnote's line takes the footnote, and its "Source:", into the twin), the twins
+at most 9.7 % of the run's judge calls (docs/explanation/audit.md).
 """
 
 from __future__ import annotations
