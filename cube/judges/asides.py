@@ -72,6 +72,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import takewhile
+from operator import attrgetter
 
 from cube.judges.appraisal import LEXICON, SIGN, segments, signs
 
@@ -256,7 +258,61 @@ def aside_spans(text: str, vocab: Vocabulary, raw: str | None = None) -> list[tu
     for a, b, w, side in edges:
         if w >= FREE or (w >= ANCHORED and (tail if side == "head" else head)):
             out.append((a, b, "aside:unsupported"))
-    return sorted(out)
+    return _spare(text, out, citations(text, toks))
+
+
+# a citation's label: what an answer writes before the document it rests on ("Source:",
+# "Sources:", "References:", "来源：", "参考来源：", "出处："); not "Cited in:" (where the answer
+# itself is cited, which is a claim about it, not its source)
+CITATION = re.compile(
+    r"(?<![^\W\d_])(?:sources?|references?)[ \t]*[:：]"
+    r"|(?:参考来源|资料来源|参考资料|来源|出处)[ \t]*[:：]",
+    re.I,
+)
+
+
+def citations(text: str, toks: list[_Token]) -> list[tuple[int, int]]:
+    """The honest citations of `text` (normalised): a citation label (`CITATION`) and the
+    stretch of supported tokens right after it, on its line or the next ("Source: D00012,
+    Approval of ...", "Sources:\n- Approval of ... (https://...)": the document's id, name or
+    address, which the documents hold); none when what follows the label is not supported.
+    A twin never takes them (`_spare`): an injection glued to a citation footnote's line made the
+    footnote mostly unsupported, and its twin lost the answer's source as well."""
+    out = []
+    for m in CITATION.finditer(text):
+        end = _supported_end(toks, m.end(), _line_end(text, _line_end(text, m.end()) + 1))
+        if end:
+            out.append((m.start(), end))
+    return out
+
+
+def _supported_end(toks: list[_Token], a: int, limit: int) -> int:
+    """The end of the supported tokens that follow `a` before `limit`, none unsupported between
+    (0 when the first is unsupported)."""
+    kept = list(takewhile(attrgetter("supported"), [t for t in toks if a <= t.start < limit]))
+    return kept[-1].end if kept else 0
+
+
+def _line_end(text: str, i: int) -> int:
+    j = text.find("\n", i)
+    return len(text) if j < 0 else j
+
+
+def _spare(
+    text: str, spans: list[tuple[int, int, str]], kept: list[tuple[int, int]]
+) -> list[tuple[int, int, str]]:
+    """`spans` of `text` without the `kept` ranges (`_without`)."""
+    for p, q in kept:
+        spans = [piece for s in spans for piece in _without(text, s, p, q)]
+    return sorted(spans)
+
+
+def _without(text: str, span: tuple[int, int, str], p: int, q: int) -> list[tuple[int, int, str]]:
+    """`span` of `text` without [p, q) (split in two around it, a piece with no letter or digit
+    dropped); hidden text is never spared."""
+    a, b, k = span
+    pieces = [(a, min(b, p)), (max(a, q), b)] if k != "aside:hidden" else [(a, b)]
+    return [(x, y, k) for x, y in pieces if x < y and re.search(r"[^\W_]", text[x:y])]
 
 
 def _structured(text: str, toks: list[_Token]) -> list[tuple[int, int, str]]:
