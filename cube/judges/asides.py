@@ -282,8 +282,20 @@ def citations(text: str, toks: list[_Token]) -> list[tuple[int, int]]:
     for m in CITATION.finditer(text):
         end = _supported_end(toks, m.end(), _line_end(text, _line_end(text, m.end()) + 1))
         if end:
-            out.append((m.start(), end))
+            out.append((_opening(text, m.start()), end))
     return out
+
+
+# what may open a citation's line before its label: a footnote definition's marker, a bullet
+_OPENER = re.compile(r"[ \t]*(?:\[\^?[^\]\s]{1,20}\][ \t]*[:：]?|[-*\u2022])?[ \t]*")
+
+
+def _opening(text: str, i: int) -> int:
+    """Where the citation whose label starts at `i` starts: its line's start when only a footnote
+    marker or a bullet precedes the label ("[^1]: Source: ..."; the marker's number is the
+    answer's, as its reference in the body is), else `i`."""
+    start = text.rfind("\n", 0, i) + 1
+    return start if _OPENER.fullmatch(text, start, i) else i
 
 
 def _supported_end(toks: list[_Token], a: int, limit: int) -> int:

@@ -371,6 +371,8 @@ def test_a_twin_keeps_the_citation_the_documents_support(lang, i):
     )
     assert label in twin and item in twin  # the citation's label and what it names stay
     assert "6" in twin
+    if "[^1]:" in text or "[^1]：" in text:
+        assert "[^1]" in twin  # the footnote's marker opens its citation's line: kept with it
     for foreign in ("flawless", "quality board", "满分", "质量委员会", "portal before", "网上通知"):
         assert foreign not in twin  # the glued line (or the disclaimer) is still taken
 
