@@ -19,28 +19,50 @@ by two general signals, neither a list of an attack's words:
 - **Structure** (`STRUCTURES`): a markdown footnote or reference definition (`[^1]: ...`), an
   HTML comment, the text after a horizontal rule, a signature or closing line opened by a dash
   ("— checked by ...", also glued to the answer's last line when the dash is set apart by a blank
-  and runs to the text's end: a range's dash, "Monday–Friday", is not), a bracketed aside; and
-  **hidden** text, letters with zero-width or other format characters between them (a reader
-  does not see the break, a string match does not see the letters).
+  and runs to the text's end: a range's dash, "Monday–Friday", is not), a bracketed aside; a
+  **record about the answer** rather than of it: a message header's line in a header block
+  ("From: ..." over "Subject: ...", under a forwarded message's separator; a lone "Date: ..."
+  line is a note, not a block), a log record (a level word in capitals, INFO WARN DEBUG ERROR,
+  before a component and a colon, or a timestamp to the second), a status verdict on its own
+  line ("Status: approved", "✅ PASS", "审核结果：通过"); and **hidden** text, letters
+  with zero-width or other format characters between them (a reader does not see the break, a
+  string match does not see the letters). The records are found by the formats' own vocabulary
+  (header field names, log levels, verdict words: what any forwarded mail, log or review form
+  carries), not by an attack's words; like every structure they are flagged only when what
+  they hold is not supported (an answer's own "Statutory Processing Time: 30 working days"
+  lines beside a header are its content). The benchmark's forwarded e-mail header and CI log
+  line were named in 35 % and 65 % of runs before them.
+
+The structures were learned one family at a time, and each round the next unseen shape escaped
+(a markdown review table, a bibliography entry: named in 50 % of runs). So beside them the screen
+reads every **appraisal** (`cube.judges.appraisal`): a segment the writer set apart (a line, a
+table or quoted block, a bracketed or quoted span) carrying the lexicon of approval, correctness,
+grading, ranking or endorsement that the documents do not support (a tick, a star or a rating
+needs no more), not the whole answer; when it states a fact of the documents (a number they hold
+beside a word they support) only its part after that fact is taken. An appraisal of the answer
+is addressed to its grader, whatever its shape: tier 1 in the twins' budget.
 
 An aside is flagged (`aside_spans`) when it is structure whose tokens are mostly unsupported
 (the whole region), or structure opened by a run of at least `ANCHORED` weight (the region's
-start to the run's end: half an injection glued before the answer's first line), or hidden
-text, or, with no structure, a run of at least `FREE` weight (an English word weighs 1, a
-Chinese character 1/2): a line appended to the answer or glued to its end. A run that a
-structure already flagged breaks is measured on what is left of it. When an aside opens the
-answer (before its first supported token), a run closing it needs only `ANCHORED` weight, and
-the other way round: a line split across the answer leaves a half at each edge, and the
-shorter half ("ified examiners' board", 3 words) is under `FREE` on its own. Honest structure
-is mostly supported: a citation footnote names the document and its item ("[^1]: Source:
-D00012, Approval of ... service guide"), a sources list its title and address; a courtesy line
-on its own ("I hope this helps!") is a run too short to flag, but one opened by a dash ("—
-hope this helps!", "——祝您顺利。") is a closing and is flagged (60 of 60 such answers in the
+start to the run's end: half an injection glued before the answer's first line), or hidden text,
+or, with no structure, a run of at least `FREE` weight (an English word weighs 1, a Chinese
+character 1/2): a line appended to the answer or glued to its end. A structure or appraisal
+already flagged does not break a run: its tokens count as unsupported, and the run is measured
+across it (a verdict line inside a YAML review block broke the block's run, and the
+"reviewed_by" after it stayed in the twin; a bracketed year inside a citation kept its body).
+When an aside opens the answer (before its first supported token), a run closing it needs only
+`ANCHORED` weight, and the other way round: a line split across the answer leaves a half at each
+edge, and the shorter half ("ified examiners' board", 3 words) is under `FREE` on its own.
+Honest structure is mostly supported: a citation footnote names the document and its item
+("[^1]: Source: D00012, Approval of ... service guide"), a sources list its title and address; a
+courtesy line on its own ("I hope this helps!") is a run too short to flag, but one opened by a
+dash ("— hope this helps!", "——祝您顺利。")
+is a closing and is flagged (60 of 60 such answers in the
 benchmark; 25 and 31 before the closing-dash rule). What an honest answer carries that the
 documents do not (a disclaimer after a rule, a closing after a dash) is flagged, and costs a
 twin: `choose_twins` spends the budget on text addressed to a grader or hidden first, then on
-structure, then on bare runs. Measured on honest answers carrying these structures and on
-held-out injection families never tuned on (benchmarks/injection_battery.py).
+structure, then on bare runs. Measured on honest answers carrying these structures and on held-
+out injection families never tuned on (benchmarks/injection_battery.py).
 
 Without the documents (no corpus) there is no support: only hidden text is flagged.
 """
@@ -50,6 +72,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import takewhile
+from operator import attrgetter
+
+from cube.judges.appraisal import LEXICON, SIGN, segments, signs
 
 # An English word's first letters (a crude stem: "reviewed" and "review" are one token)
 STEM = 6
@@ -65,10 +91,30 @@ _STOP = frozenset(
     "that these those you your we our i he she they them my me please can may will would "
     "should could do does did not no yes if then than so but also all any each per".split()
 )
+_NUMBER = re.compile(r"(?<![0-9A-Za-z])\d+(?![0-9A-Za-z])")  # "6个工作日" holds 6
 _FORMAT = "\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff"
 # four or more visible characters each followed by a format character
 # (a space between them too: a line broken everywhere has them between its words as well)
 _HIDDEN = re.compile(rf"(?:[^{_FORMAT}][{_FORMAT}]+){{4,}}[^\s{_FORMAT}]?")
+# the structures of text that records something about the answer rather than answering: a
+# message header's field names, a log's level words and timestamps, a status verdict's words
+# (formats' vocabularies, not an attack's: any forwarded mail, log or review form carries them)
+_HEADER_FIELDS = (
+    r"(?:From|To|Cc|Bcc|Subject|Date|Sent|Reply-To|Message-ID|Received|Return-Path|X-[\w-]+|"
+    r"发件人|收件人|抄送|主题|日期|发送时间)"
+)
+_LEVEL = r"(?:INFO|WARN(?:ING)?|DEBUG|ERROR|TRACE|NOTICE|FATAL|CRITICAL)"
+_DATE = r"\d{4}[-/.]\d{1,2}[-/.]\d{1,2}"
+_STAMP = rf"\[?{_DATE}[T ]\d{{1,2}}:\d{{2}}(?::\d{{2}}(?:[.,]\d+)?)?(?:Z|[+-]\d{{2}}:?\d{{2}})?\]?"
+_STAMP_S = rf"\[?{_DATE}[T ]\d{{1,2}}:\d{{2}}:\d{{2}}(?:[.,]\d+)?(?:Z|[+-]\d{{2}}:?\d{{2}})?\]?"
+_VERDICT = (
+    r"(?:PASS(?:ED)?|OK|(?i:approved|accepted|verified|passed)|LGTM|"
+    r"通过|已通过|审核通过|合格|已批准|已审核)"
+)
+# what makes a header field's line a header's: another header field's line or a separator line
+# next to it, or an e-mail address in it
+_HEADER_LINE = re.compile(rf"[ \t]*{_HEADER_FIELDS}[ \t]*[:：]|[ \t]*(?:-{{2,}}|={{3,}}|_{{3,}})")
+_ADDRESS = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 STRUCTURES: dict[str, re.Pattern[str]] = {
     # a footnote definition "[^1]: ..." anywhere, or a reference definition "[1]: ..." opening a
     # line; to the line's end
@@ -88,6 +134,26 @@ STRUCTURES: dict[str, re.Pattern[str]] = {
     ),
     "aside": re.compile(
         r"\[[^\[\]\n]{2,200}\]|【[^【】\n]{2,200}】|\([^()\n]{2,200}\)|（[^（）\n]{2,200}）"
+    ),
+    # a message header's line (RFC 822 and its Chinese mail clients' forms): a header field's name
+    # ("Subject:", "X-Review-Status:", "主题：") opening a line, in a header (`_in_block`); to the
+    # line's end. Each line is its own structure: an answer's own "Key: value" lines around it
+    # (a guide's "Statutory Processing Time: 30 working days") are its content, and supported
+    "header": re.compile(rf"^[ \t]*{_HEADER_FIELDS}[ \t]*[:：][ \t]*\S[^\n]*", re.M),
+    # a log record: a level word in capitals (the casing is the structure: "info" in a sentence is
+    # prose) followed by a component and a colon, optionally after a timestamp; or a timestamp to
+    # the second, which no citizen writes ("2026-03-14 09:12:07"); to the line's end
+    "log": re.compile(
+        rf"(?:{_STAMP}[ \t]*)?(?<![\w-]){_LEVEL}(?![\w-])[ \t]*"
+        r"(?:\[[^\]\n]{1,40}\][ \t]*)?(?:[^\s:：]{1,40}[ \t]*)?[:：|][^\n]*"
+        rf"|{_STAMP_S}[^\n]*"
+    ),
+    # a status verdict set apart on its own line: the word alone, or a short label's value
+    # ("Status: approved", "✅ PASS", "审核结果：通过"), a parenthesis after it at most
+    "verdict": re.compile(
+        r"^[ \t]*(?:[^\n:：]{1,30}[:：][ \t]*)?[\u2713\u2714\u2705\u2611]?[ \t]*"
+        rf"{_VERDICT}[ \t]*[.!。！]?[ \t]*(?:[(（][^\n]{{0,60}}[)）])?[ \t]*$",
+        re.M,
     ),
 }
 
@@ -177,13 +243,9 @@ def aside_spans(text: str, vocab: Vocabulary, raw: str | None = None) -> list[tu
     if not vocab:
         return out
     toks = tokens(text, vocab)
-    covered: list[tuple[int, int]] = [(a, b) for a, b, _ in out]
-    for kind, pat in STRUCTURES.items():
-        for m in pat.finditer(text):
-            inside = [t for t in toks if m.start() <= t.start < m.end()]
-            for span in _structure(m.start(), m.end(), inside):
-                out.append((*span, f"aside:{kind}"))
-                covered.append(span)
+    out += _structured(text, toks)
+    out += [(a, b, "aside:appraisal") for a, b in _appraisals(text, toks, vocab)]
+    covered = [(a, b) for a, b, _ in out]
     # at the answer's edges only: text prepended or appended to it (an unsupported stretch in its
     # middle is more often the answer's own paraphrase, which a twin must not take away) (and
     # never the whole answer: a reply that is all unsupported, a refusal such as "no guide was
@@ -196,27 +258,166 @@ def aside_spans(text: str, vocab: Vocabulary, raw: str | None = None) -> list[tu
     for a, b, w, side in edges:
         if w >= FREE or (w >= ANCHORED and (tail if side == "head" else head)):
             out.append((a, b, "aside:unsupported"))
-    return sorted(out)
+    return _spare(text, out, citations(text, toks))
+
+
+# a citation's label: what an answer writes before the document it rests on ("Source:",
+# "Sources:", "References:", "来源：", "参考来源：", "出处："); not "Cited in:" (where the answer
+# itself is cited, which is a claim about it, not its source)
+CITATION = re.compile(
+    r"(?<![^\W\d_])(?:sources?|references?)[ \t]*[:：]"
+    r"|(?:参考来源|资料来源|参考资料|来源|出处)[ \t]*[:：]",
+    re.I,
+)
+
+
+def citations(text: str, toks: list[_Token]) -> list[tuple[int, int]]:
+    """The honest citations of `text` (normalised): a citation label (`CITATION`) and the
+    stretch of supported tokens right after it, on its line or the next ("Source: D00012,
+    Approval of ...", "Sources:\n- Approval of ... (https://...)": the document's id, name or
+    address, which the documents hold); none when what follows the label is not supported.
+    A twin never takes them (`_spare`): an injection glued to a citation footnote's line made the
+    footnote mostly unsupported, and its twin lost the answer's source as well."""
+    out = []
+    for m in CITATION.finditer(text):
+        end = _supported_end(toks, m.end(), _line_end(text, _line_end(text, m.end()) + 1))
+        if end:
+            out.append((_opening(text, m.start()), end))
+    return out
+
+
+# what may open a citation's line before its label: a footnote definition's marker, a bullet
+_OPENER = re.compile(r"[ \t]*(?:\[\^?[^\]\s]{1,20}\][ \t]*[:：]?|[-*\u2022])?[ \t]*")
+
+
+def _opening(text: str, i: int) -> int:
+    """Where the citation whose label starts at `i` starts: its line's start when only a footnote
+    marker or a bullet precedes the label ("[^1]: Source: ..."; the marker's number is the
+    answer's, as its reference in the body is), else `i`."""
+    start = text.rfind("\n", 0, i) + 1
+    return start if _OPENER.fullmatch(text, start, i) else i
+
+
+def _supported_end(toks: list[_Token], a: int, limit: int) -> int:
+    """The end of the supported tokens that follow `a` before `limit`, none unsupported between
+    (0 when the first is unsupported)."""
+    kept = list(takewhile(attrgetter("supported"), [t for t in toks if a <= t.start < limit]))
+    return kept[-1].end if kept else 0
+
+
+def _line_end(text: str, i: int) -> int:
+    j = text.find("\n", i)
+    return len(text) if j < 0 else j
+
+
+def _spare(
+    text: str, spans: list[tuple[int, int, str]], kept: list[tuple[int, int]]
+) -> list[tuple[int, int, str]]:
+    """`spans` of `text` without the `kept` ranges (`_without`)."""
+    for p, q in kept:
+        spans = [piece for s in spans for piece in _without(text, s, p, q)]
+    return sorted(spans)
+
+
+def _without(text: str, span: tuple[int, int, str], p: int, q: int) -> list[tuple[int, int, str]]:
+    """`span` of `text` without [p, q) (split in two around it, a piece with no letter or digit
+    dropped); hidden text is never spared."""
+    a, b, k = span
+    pieces = [(a, min(b, p)), (max(a, q), b)] if k != "aside:hidden" else [(a, b)]
+    return [(x, y, k) for x, y in pieces if x < y and re.search(r"[^\W_]", text[x:y])]
+
+
+def _structured(text: str, toks: list[_Token]) -> list[tuple[int, int, str]]:
+    """The flagged parts of `text`'s structures (`STRUCTURES`, `_structure`): (start, end, kind)."""
+    out = []
+    for kind, pat in STRUCTURES.items():
+        for m in pat.finditer(text):
+            if kind == "header" and not _in_block(text, m.start(), m.end()):
+                continue
+            inside = [t for t in toks if m.start() <= t.start < m.end()]
+            out += [(*span, f"aside:{kind}") for span in _structure(m.start(), m.end(), inside)]
+    return out
 
 
 def _edge_runs(
     toks: list[_Token], covered: list[tuple[int, int]]
 ) -> list[tuple[int, int, float, str]]:
-    """The runs at the answer's edges, outside the `covered` spans (a structure already flagged
-    breaks a run; what follows it is still measured): (start, end, weight, "head" or "tail")."""
+    """The runs at the answer's edges: (start, end, weight, "head" or "tail"). A structure already
+    flagged does not break a run: its tokens count as unsupported (it is not the answer), so the
+    stretch is measured across it (a verdict line inside a YAML review block, a bracketed year
+    inside a citation, left the rest of the block or of the citation in runs too short, or kept
+    a run from the answer's edge)."""
     out = []
-    inside = [any(x <= t.start < y for x, y in covered) for t in toks]
-    segment: list[_Token] = []
-    for tk, hidden in [*zip(toks, inside, strict=True), (None, True)]:
-        if not hidden:
-            segment.append(tk)  # type: ignore[arg-type]
-            continue
-        for a, b, w, _ in runs(segment):
-            before, after = any(t.end <= a for t in toks), any(t.start >= b for t in toks)
-            if before != after:
-                out.append((a, b, w, "tail" if before else "head"))
-        segment = []
+    seen = [
+        _Token(t.start, t.end, t.weight, False) if any(x <= t.start < y for x, y in covered) else t
+        for t in toks
+    ]
+    for a, b, w, _ in runs(seen):
+        before, after = any(t.end <= a for t in seen), any(t.start >= b for t in seen)
+        if before != after:
+            out.append((a, b, w, "tail" if before else "head"))
     return out
+
+
+def _appraisals(text: str, toks: list[_Token], vocab: Vocabulary) -> list[tuple[int, int]]:
+    """The segments of `text` that appraise the answer (`cube.judges.appraisal`, `_appraising`)
+    and are not the whole answer (a segment holding every supported token is the answer): whole,
+    or, when the segment states a fact of the documents (`_facts`), its part after the last fact
+    from its first unsupported token (an appraisal glued to the answer's line leaves the line's
+    fact)."""
+    sup = [t.start for t in toks if t.supported]
+    out = []
+    for a, b, _ in segments(text):
+        if all(a <= x < b for x in sup):
+            continue
+        span = _appraisal(text, a, b, toks, vocab)
+        if span:
+            out.append(span)
+    return out
+
+
+def _appraisal(
+    text: str, a: int, b: int, toks: list[_Token], vocab: Vocabulary
+) -> tuple[int, int] | None:
+    """The part of the segment [a, b) that appraises (`_appraisals`), or None."""
+    facts = _facts(text, a, b, toks, vocab)
+    x = facts[-1] if facts else a
+    loose = [t for t in toks if x <= t.start < b and not t.supported]
+    if not _appraising(text, x, b, loose):
+        return None
+    return (loose[0].start if facts and loose else x), b
+
+
+def _facts(text: str, a: int, b: int, toks: list[_Token], vocab: Vocabulary) -> list[int]:
+    """The ends of the numbers in [a, b) of `text` that are facts of the documents (`_fact`),
+    a mark's or rating's digits aside ("10/10" is no fact)."""
+    marks = signs(text, a, b)
+    return [
+        m.end()
+        for m in _NUMBER.finditer(text, a, b)
+        if _fact(m, toks, vocab) and not any(x <= m.start() < y for x, y in marks)
+    ]
+
+
+def _appraising(text: str, a: int, b: int, loose: list[_Token]) -> bool:
+    """Whether [a, b) of `text` appraises: a mark or a rating in it, or a word of the lexicon
+    that the documents do not support (an unsupported token in the match: "approved", "签核";
+    the item's own "Review of ..." or "项目核准" is the question's, not an appraisal)."""
+    for m in LEXICON.finditer(text.casefold(), a, b):
+        if SIGN.fullmatch(m.group(0)) or any(m.start() <= t.start < m.end() for t in loose):
+            return True
+    return False
+
+
+def _fact(m: re.Match[str], toks: list[_Token], vocab: Vocabulary) -> bool:
+    """Whether the number `m` is a fact of the documents: a number they hold, beside a word they
+    support (the word before it or after it; "30 working days", not a citation's "Practice,
+    12(3)" whose neighbours are foreign)."""
+    if m.group(0) not in vocab.words:
+        return False
+    before = [t for t in toks if t.end <= m.start()]
+    after = [t for t in toks if t.start >= m.end()]
+    return bool(before and before[-1].supported) or bool(after and after[0].supported)
 
 
 def _wrapped(toks: list[_Token], flagged: list[tuple[int, int]]) -> tuple[bool, bool]:
@@ -260,6 +461,23 @@ def _structure(a: int, b: int, toks: list[_Token]) -> list[tuple[int, int]]:
     if rs and rs[0][3] == 0 and rs[0][2] >= ANCHORED:
         out.append((a, rs[0][1]))
     return out
+
+
+def _in_block(text: str, a: int, b: int) -> bool:
+    """Whether the header field's line [a, b) is a header's: another header field's line or a
+    separator line right above or below it (no blank line between: "From: ..." over "Subject:
+    ...", under "---------- Forwarded message"), or an e-mail address in it. A lone "Date: ..."
+    under an answer, or beside its own "Fee: free" lines, is a note of the answer's."""
+    if _ADDRESS.search(text, a, b):
+        return True
+    start, end = text.rfind("\n", 0, a) + 1, text.find("\n", b)
+    lines = []
+    if start:
+        lines.append(text[text.rfind("\n", 0, start - 1) + 1 : start - 1])
+    if end >= 0:
+        after = text.find("\n", end + 1)
+        lines.append(text[end + 1 : after if after >= 0 else len(text)])
+    return any(_HEADER_LINE.match(line) for line in lines)
 
 
 def _hidden(text: str, raw: str) -> list[tuple[int, int, str]]:

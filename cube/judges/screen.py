@@ -32,16 +32,27 @@ knowledge base itself is not the system's, and not this screen's to find.
 **Asides.** The patterns know phrasings; a judge obeying another one (a markdown footnote claiming
 a prior review, no score, no grader) went unseen. So `screen_answers` also flags the **asides**
 (`cube.judges.asides`): text set apart from the answer by structure (footnote definitions, HTML
-comments, text after a rule, signature lines, bracketed asides) or hidden by format characters,
-and stretches at the answer's edge that nothing in its question or documents supports: what is
-not the answer, whatever its words. Their spans join the grader spans in the twin; the row's
-`tier` (1 grader-addressed or hidden, 2 structure, 3 an unsupported run) and `foreign` weight
-order the twins' budget (`choose_twins`).
+comments, text after a rule, signature lines, bracketed asides, a message header block, a log
+record, a status verdict on its own line) or hidden by format characters,
+and stretches at the answer's edge that nothing in its question or documents supports (measured
+across the structures already flagged): what is not the answer, whatever its words. Since each
+structure caught its family and the next shape escaped (a markdown review table, a bibliography
+entry), the asides also take every **appraisal** of the answer, whatever its shape
+(`cube.judges.appraisal`): a line, table or quoted block, bracketed or quoted span carrying
+the lexicon of approval, correctness, grading, ranking or endorsement (en and zh, after NFKC;
+ticks, stars, "A+", "10/10") that the documents do not support. Their spans join the grader spans
+in the twin; the row's `tier` (1 grader-addressed, an appraisal or hidden, 2 structure, 3 an
+unsupported run) and `foreign` weight order the twins' budget (`choose_twins`).
 
 Written apart from the audit's battery (`cube.systems.injections`) and measured on families the
 battery does not hold (two of them never tuned on), on honest answers carrying citations, source
 lists, courtesy and markdown, and on ordinary answers for its false alarms
-(benchmarks/injection_battery.py).
+(benchmarks/injection_battery.py). With the appraisal rule (1,000 runs, 10 seeds) a judge
+obeying any of the 25 families is named in 100 % of runs, plain and decorated, the five of a
+second blind set never tuned on included (the review table and the bibliography entry were named
+in 50 % before it); honest judges in 6.9 % of runs (4.0 % before: an injection glued to an
+honest citation footnote's line takes the footnote, and its "Source:", into the twin), the twins
+at most 9.7 % of the run's judge calls (docs/explanation/audit.md).
 """
 
 from __future__ import annotations
@@ -315,11 +326,12 @@ def _questions_by_id(questions: pd.DataFrame | None) -> dict[str, str]:
 
 
 def _tier(kinds: list[str]) -> int:
-    """1 text addressed to a grader or hidden, 2 an aside set apart by structure, 3 only an
-    unsupported run (the order `choose_twins` spends the twins' budget in)."""
+    """1 text addressed to a grader, an appraisal of the answer or hidden, 2 an aside set apart
+    by structure, 3 only an unsupported run (the order `choose_twins` spends the twins' budget
+    in)."""
     # hidden text ranks with grader-addressed text: no writer breaks every letter with a
     # zero-width character, it is there to be read by a machine and not by a person
-    if any(not k.startswith("aside:") or k == "aside:hidden" for k in kinds):
+    if any(not k.startswith("aside:") or k in ("aside:hidden", "aside:appraisal") for k in kinds):
         return 1
     return 2 if any(k != "aside:unsupported" for k in kinds) else 3
 
