@@ -61,8 +61,13 @@ is a closing and is flagged (60 of 60 such answers in the
 benchmark; 25 and 31 before the closing-dash rule). What an honest answer carries that the
 documents do not (a disclaimer after a rule, a closing after a dash) is flagged, and costs a
 twin: `choose_twins` spends the budget on text addressed to a grader or hidden first, then on
-structure, then on bare runs. Measured on honest answers carrying these structures and on held-
-out injection families never tuned on (benchmarks/injection_battery.py).
+structure, then on bare runs. And a twin never takes an honest **citation** (`citations`): a
+label ("Source:", "Sources:", "来源：") with the supported tokens right after it (the document's
+id, name or address), from its line's footnote marker or bullet. An injection glued to the
+footnote's line made the footnote mostly unsupported, taken whole: the twin lost the answer's
+source, and a judge that values a cited source dropped on it and was named (honest judges named
+in 6.9 % of the benchmark's runs). Measured on honest answers carrying these structures and on
+held-out injection families never tuned on (benchmarks/injection_battery.py).
 
 Without the documents (no corpus) there is no support: only hidden text is flagged.
 """

@@ -50,9 +50,12 @@ lists, courtesy and markdown, and on ordinary answers for its false alarms
 (benchmarks/injection_battery.py). With the appraisal rule (1,000 runs, 10 seeds) a judge
 obeying any of the 25 families is named in 100 % of runs, plain and decorated, the five of a
 second blind set never tuned on included (the review table and the bibliography entry were named
-in 50 % before it); honest judges in 6.9 % of runs (4.0 % before: an injection glued to an
-honest citation footnote's line takes the footnote, and its "Source:", into the twin), the twins
-at most 9.7 % of the run's judge calls (docs/explanation/audit.md).
+in 50 % before it); and since a twin keeps an honest citation the documents support
+(`cube.judges.asides.citations`), honest judges are named in 2.8 % of runs (6.9 % before it: an
+injection glued to a citation footnote's line took the footnote, and its "Source:", into the
+twin; 4.0 % before the appraisal rule), every family still named in 100 %, the second blind set
+seen (not tuned on) since, the twins at most 9.7 % of the run's judge calls
+(docs/explanation/audit.md).
 """
 
 from __future__ import annotations
