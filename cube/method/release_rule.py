@@ -22,7 +22,10 @@ With m the margin (CuBE points) and α = 1 − `analysis.confidence` (the compar
 
 The decision, in this order:
 
-1. `undecided` when fewer than `min_questions` questions are common, or ΔCuBE or its interval is
+1. `undecided` when the baseline has questions this run lacks (it would be judged on the rest), or
+   fewer than `min_questions` questions are common, or fewer than `min_units`
+   (10) units were resampled (with 1 or 2 families the bootstrap is degenerate, se 0 and
+   lo = hi = Δ, so the interval would release on Δ > −m alone), or ΔCuBE or its interval is
    undefined (the jury withheld), or a dimension's or R@k's SE is undefined (nothing to test).
 2. `hold: regression` when hi < −m, or a dimension or R@k is significantly below −m (Holm).
 3. `release` when lo > −m and R@k is not significantly lower.
@@ -62,6 +65,7 @@ RELEASE = "release"
 HOLD = "hold: regression"
 UNDECIDED = "undecided"
 MIN_QUESTIONS = 20  # fewer common questions: the interval would rest on a handful of draws
+MIN_UNITS = 10  # fewer resampled families: the bootstrap has too few distinct draws to bound Δ
 
 Status = Literal["pass", "fail", "unknown"]
 
@@ -138,7 +142,7 @@ def cube_bounds(row: dict[str, Any], alpha: float, n_units: int) -> tuple[float,
     for G resampled units (families, else questions) and se the bootstrap SE, a plug-in SE made
     unbiased for G units (the module docstring says why). NaN where the row has neither."""
     d, lo, hi, se = (_num(row.get(k)) for k in ("delta", "lo", "hi", "se"))
-    if not (math.isfinite(d) and math.isfinite(se)) or n_units < 3:
+    if not (math.isfinite(d) and math.isfinite(se)) or n_units < 2:
         return lo, hi
     reach = float(stats.t.ppf(1 - alpha / 2, n_units - 1)) * se * math.sqrt(n_units / (n_units - 1))
     return (
@@ -209,11 +213,24 @@ def decide(
     alpha: float = 0.05,
     min_questions: int = MIN_QUESTIONS,
     n_units: int | None = None,
+    min_units: int = MIN_UNITS,
+    baseline_only: int = 0,
 ) -> Ruling:
     """The decision for B against its baseline A from compare's `deltas` table (B − A; the module
     docstring states the rule). `n_units`: the units compare resampled (its settings' `n_units`:
-    families, else questions; default `n_questions`). Every condition is returned, met or not,
-    for the reports."""
+    families, else questions; default `n_questions`); fewer than `min_units` (10) is `undecided`,
+    the bootstrap being degenerate on one or two families. `baseline_only`: the baseline's questions
+    this run lacks; any is `undecided` (a version dropping the baseline's harder questions would be
+    judged on the easier rest). Every condition is returned, met or not, for the reports."""
+    if baseline_only > 0:
+        lacks = Condition(
+            "all_baseline_questions",
+            "unknown",
+            f"this run lacks {baseline_only} of the baseline's question"
+            f"{'s' if baseline_only != 1 else ''}",
+        )
+        reason = f"{lacks.text}: it would be judged on the rest only; run it on every question"
+        return Ruling(UNDECIDED, [reason], [lacks], margin, alpha)
     size = Condition(
         "enough_questions",
         "pass" if n_questions >= min_questions else "unknown",
@@ -222,6 +239,14 @@ def decide(
     if size.status != "pass":
         return Ruling(UNDECIDED, [f"too few common questions: {size.text}"], [size], margin, alpha)
     units = int(n_units) if n_units else n_questions
+    spread = Condition(
+        "enough_units",
+        "pass" if units >= min_units else "unknown",
+        f"{units} resampled units (families, else questions; at least {min_units} needed)",
+    )
+    if spread.status != "pass":
+        reason = f"too few resampled families: {spread.text}"
+        return Ruling(UNDECIDED, [reason], [size, spread], margin, alpha)
     conditions = [size, *_conditions(deltas, margin, alpha, units)]
     failed = [c.text for c in conditions if c.status == "fail"]
     unknown = [c.text for c in conditions if c.status == "unknown"]

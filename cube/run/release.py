@@ -151,12 +151,23 @@ def _report(paths: RunPaths, baseline: Baseline, n_permutations: int) -> dict[st
         alpha=float(payload["settings"]["alpha"]),
         min_questions=baseline.min_questions,
         n_units=payload["settings"].get("n_units"),
+        baseline_only=len(baseline_only_questions(a.load_if_present("questions"), b)),
     )
     jury = deltas[(deltas["judge"] == "jury") & (deltas["metric"] == "cube_score")]
     units = int(payload["settings"].get("n_units") or payload["n_questions"])
     bounds = cube_bounds(jury.iloc[0].to_dict() if len(jury) else {}, ruling.alpha, units)
     head["delta_bounds"] = [_value(x) for x in bounds]  # what the rule read (wider than delta_ci)
     return head | _figures(payload, deltas, b, a, tables) | _ruled(ruling, payload)
+
+
+def baseline_only_questions(qa: pd.DataFrame | None, b: Any) -> list[str]:
+    """The baseline's question ids this run (`b`, a resolved side) has no questions row for;
+    [] when either has no questions table."""
+    qb = b.load_if_present("questions")
+    if qa is None or qb is None or "question_id" not in qa or "question_id" not in qb:
+        return []
+    have = set(qb["question_id"].astype(str))
+    return sorted(set(qa["question_id"].astype(str)) - have)
 
 
 def differing_questions(qa: pd.DataFrame | None, qb: pd.DataFrame | None) -> list[str]:

@@ -141,3 +141,28 @@ def test_a_percentile_bound_above_the_margin_is_not_enough_on_few_units():
     assert few.decision == UNDECIDED and "10 units" in few.reasons[0]
     # on 1,000 units t * se * sqrt(G / (G-1)) = 2.36: the percentile bound -4.9 decides
     assert decide(deltas, 1000, n_units=1000).decision == RELEASE
+
+
+def test_one_or_two_families_are_undecided_however_large_delta():
+    # a degenerate bootstrap on 2 families: se 0, lo = hi = Δ; Δ > -m alone would release
+    deltas = _deltas(cube=(1.0, 1.0, 1.0))
+    deltas.loc[deltas["metric"] == "cube_score", "se"] = 0.0
+    for g in (1, 2, 9):
+        r = decide(deltas, 100, n_units=g)
+        assert r.decision == UNDECIDED and "too few resampled families" in r.reasons[0]
+        assert f"{g} resampled units" in r.reasons[0]
+    assert decide(deltas, 100, n_units=10).decision == RELEASE
+
+
+def test_cube_bounds_use_t_from_two_units():
+    from cube.method.release_rule import cube_bounds
+
+    # hand-worked: t_1(0.975) = 12.7062, se 1, sqrt(2 / 1) = 1.4142: reach 17.969
+    lo, hi = cube_bounds({"delta": 0.0, "lo": -1.0, "hi": 1.0, "se": 1.0}, 0.05, 2)
+    assert (lo, hi) == (pytest.approx(-17.969, abs=1e-3), pytest.approx(17.969, abs=1e-3))
+
+
+def test_baseline_questions_missing_from_the_new_run_are_undecided():
+    r = decide(_deltas(), 100, baseline_only=3)
+    assert r.decision == UNDECIDED and "lacks 3 of the baseline's questions" in r.reasons[0]
+    assert decide(_deltas(), 100, baseline_only=1).reasons[0].startswith("this run lacks 1 of")
