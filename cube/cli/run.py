@@ -81,12 +81,30 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    _clear_earlier_gate(args)
     if not args.no_preflight and preflight(load_params(args.params), endpoints=None):
         return 2
     if _baseline_refused(args):
         return 2
     _batch_pending(args)
     return _execute(args)
+
+
+def _clear_earlier_gate(args: argparse.Namespace) -> None:
+    """Delete an earlier run's gate report (decision.json, summary.md, junit.xml,
+    compare/baseline/) before anything can fail: a CI job publishing the report after a refused
+    baseline, a failed stage, an interrupt or a crash must not read the previous build's
+    decision."""
+    from cube.config.params import ParamsError
+    from cube.run.release import clear_gate
+
+    try:
+        params = load_params(args.params)
+    except (ParamsError, OSError):  # no run folder to name; the run says what is wrong
+        return
+    paths = RunPaths.for_params(params, args.outputs or resolve(params.outputs_dir))
+    if paths.root.is_dir():
+        clear_gate(paths)
 
 
 def _baseline(args: argparse.Namespace) -> Baseline | None:
@@ -208,9 +226,12 @@ def _gate(paths: RunPaths, baseline: Baseline, code: int) -> int:
     else 0)."""
     from cube.pages.release import terminal_lines
     from cube.run.outcome import with_release
-    from cube.run.release import release_gate
+    from cube.run.release import gate_failed, release_gate
 
-    report = release_gate(paths, baseline)
+    try:
+        report = release_gate(paths, baseline)
+    except Exception as err:  # noqa: BLE001 - any failure is an undecided record, never silence
+        report = gate_failed(paths, baseline, err)
     print("\n".join(terminal_lines(report)))
     print(
         f"release summary: {display_path(paths.report / 'summary.md')} (junit.xml, decision.json)"

@@ -222,31 +222,35 @@ def decide(
     the bootstrap being degenerate on one or two families. `baseline_only`: the baseline's questions
     this run lacks; any is `undecided` (a version dropping the baseline's harder questions would be
     judged on the easier rest). Every condition is returned, met or not, for the reports."""
-    if baseline_only > 0:
-        lacks = Condition(
+    gates = [
+        Condition(
+            "enough_questions",
+            "pass" if n_questions >= min_questions else "unknown",
+            f"{n_questions} common questions (at least {min_questions} needed)",
+        ),
+        Condition(
             "all_baseline_questions",
-            "unknown",
+            "pass" if baseline_only <= 0 else "unknown",
             f"this run lacks {baseline_only} of the baseline's question"
             f"{'s' if baseline_only != 1 else ''}",
-        )
-        reason = f"{lacks.text}: it would be judged on the rest only; run it on every question"
-        return Ruling(UNDECIDED, [reason], [lacks], margin, alpha)
-    size = Condition(
-        "enough_questions",
-        "pass" if n_questions >= min_questions else "unknown",
-        f"{n_questions} common questions (at least {min_questions} needed)",
-    )
-    if size.status != "pass":
-        return Ruling(UNDECIDED, [f"too few common questions: {size.text}"], [size], margin, alpha)
+        ),
+        Condition(
+            "enough_units",
+            "pass" if (n_units or n_questions) >= min_units else "unknown",
+            f"{int(n_units or n_questions)} resampled units (families, else questions; at least "
+            f"{min_units} needed)",
+        ),
+    ]
+    why = {
+        "all_baseline_questions": "{}: it would be judged on the rest only; run it on them all",
+        "enough_questions": "too few common questions: {}",
+        "enough_units": "too few resampled families: {}",
+    }
+    unmet = [why[c.name].format(c.text) for c in gates if c.status != "pass"]
+    if unmet:
+        return Ruling(UNDECIDED, unmet, [c for c in gates if c.status != "pass"], margin, alpha)
     units = int(n_units) if n_units else n_questions
-    spread = Condition(
-        "enough_units",
-        "pass" if units >= min_units else "unknown",
-        f"{units} resampled units (families, else questions; at least {min_units} needed)",
-    )
-    if spread.status != "pass":
-        reason = f"too few resampled families: {spread.text}"
-        return Ruling(UNDECIDED, [reason], [size, spread], margin, alpha)
+    size = gates[0]
     conditions = [size, *_conditions(deltas, margin, alpha, units)]
     failed = [c.text for c in conditions if c.status == "fail"]
     unknown = [c.text for c in conditions if c.status == "unknown"]

@@ -34,6 +34,7 @@ import pandas as pd
 
 from cube.config.jsonfile import write_json_atomic
 from cube.config.model_spec import ModelSpec
+from cube.config.project import display_path
 
 if TYPE_CHECKING:
     from cube.config.params import Params
@@ -106,7 +107,7 @@ def _baseline_ids(baseline: Path | None) -> tuple[set[str] | None, str]:
             found = True
             ids |= set(pd.read_parquet(path, columns=["call_id"])["call_id"].astype(str))
     if not found:
-        return None, f"{data}: no answers.parquet nor scores.parquet"
+        return None, f"{display_path(data)}: no answers.parquet nor scores.parquet"
     ids.discard("")
     return ids, ""
 
@@ -145,7 +146,7 @@ def bounds_reuse(
         "questions": int(bound_answers["question_id"].nunique()),
         **roles,
         "total": total,
-        "baseline": str(baseline) if baseline is not None else None,
+        "baseline": display_path(baseline) if baseline is not None else None,
         "baseline_unknown": why,
         "from_baseline": _sum_from_baseline(roles, ids),
         "note": "calls taken from the cache were made by an earlier run sharing the cache (same "

@@ -30,6 +30,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,12 +66,17 @@ def baseline_of(params: Params, override: Path | None = None) -> Baseline | None
     return Baseline(folder.expanduser().resolve(), block.margin, block.min_questions)
 
 
-def baseline_problems(baseline: Baseline, run_folder: Path | None = None) -> list[str]:
+def baseline_problems(
+    baseline: Baseline, run_folder: Path | None = None, *, relative: bool = False
+) -> list[str]:
     """What keeps `baseline.folder` from being a completed run to compare with, each naming the
     folder ([] when none): it must hold a published run's `data/answers.parquet` and
-    `data/scores.parquet`, and not be the folder this run publishes into."""
+    `data/scores.parquet`, and not be the folder this run publishes into. `relative`: the folder
+    shown relative to the project (else by name), for the reports; the terminal gets it whole."""
+    from cube.config.project import display_path
+
     f = baseline.folder
-    where = f"baseline.run ({f})"
+    where = f"baseline.run ({display_path(f) if relative else f})"
     if not f.is_dir():
         return [f"{where}: no such folder; expected a completed run folder (outputs/<run>)"]
     problems = [
@@ -127,7 +133,7 @@ def _report(paths: RunPaths, baseline: Baseline, n_permutations: int) -> dict[st
         "baseline": {"run": baseline.folder.name},
         "margin": baseline.margin,
     }
-    problems = baseline_problems(baseline)
+    problems = baseline_problems(baseline, relative=True)
     if problems:
         return head | _undecided(problems, baseline.margin)
     try:
@@ -139,7 +145,7 @@ def _report(paths: RunPaths, baseline: Baseline, n_permutations: int) -> dict[st
         out = paths.root / "compare" / FOLDER
         payload = _quiet_compare(a, b, out, n_permutations, tables)
     except (ValueError, FileNotFoundError, KeyError, SchemaError) as err:
-        why = f"the baseline's run cannot be compared with this one: {err}"
+        why = f"the baseline's run cannot be compared with this one: {without_paths(str(err))}"
         return head | _undecided([why], baseline.margin)
     head |= {"system": b.system, "baseline": {"run": a.run, "system": a.system}}
     head["bounds_reuse"] = _bounds_reuse(b.params, paths.root, baseline.folder)
@@ -151,7 +157,7 @@ def _report(paths: RunPaths, baseline: Baseline, n_permutations: int) -> dict[st
         alpha=float(payload["settings"]["alpha"]),
         min_questions=baseline.min_questions,
         n_units=payload["settings"].get("n_units"),
-        baseline_only=len(baseline_only_questions(a.load_if_present("questions"), b)),
+        baseline_only=len(baseline_only_questions(a, b)),
     )
     jury = deltas[(deltas["judge"] == "jury") & (deltas["metric"] == "cube_score")]
     units = int(payload["settings"].get("n_units") or payload["n_questions"])
@@ -160,14 +166,17 @@ def _report(paths: RunPaths, baseline: Baseline, n_permutations: int) -> dict[st
     return head | _figures(payload, deltas, b, a, tables) | _ruled(ruling, payload)
 
 
-def baseline_only_questions(qa: pd.DataFrame | None, b: Any) -> list[str]:
-    """The baseline's question ids this run (`b`, a resolved side) has no questions row for;
-    [] when either has no questions table."""
-    qb = b.load_if_present("questions")
-    if qa is None or qb is None or "question_id" not in qa or "question_id" not in qb:
-        return []
-    have = set(qb["question_id"].astype(str))
-    return sorted(set(qa["question_id"].astype(str)) - have)
+def baseline_only_questions(a: Any, b: Any) -> list[str]:
+    """The question ids the baseline's system (`a`, a resolved side) was scored on and this run's
+    (`b`) was not: the comparison, on common questions only, would not see them."""
+    ids = []
+    for side in (a, b):
+        scores = side.load_if_present("scores")
+        if scores is None or "question_id" not in scores:
+            return []
+        own = side.own(scores) if "system" in scores else scores
+        ids.append(set(own["question_id"].astype(str)))
+    return sorted(ids[0] - ids[1])
 
 
 def differing_questions(qa: pd.DataFrame | None, qb: pd.DataFrame | None) -> list[str]:
@@ -388,6 +397,44 @@ def clear_gate(paths: RunPaths) -> None:
     for name in REPORT_FILES:
         (paths.report / name).unlink(missing_ok=True)
     shutil.rmtree(paths.root / "compare" / FOLDER, ignore_errors=True)
+
+
+_ABSOLUTE = re.compile(r"(?:[A-Za-z]:\\|/)[^\s'\"`,;()<>]+")
+
+
+def without_paths(text: str) -> str:
+    """`text` with every absolute path shown relative to the project (else by its name:
+    `cube.config.project.display_path`): reports never carry the local folder layout."""
+    from cube.config.project import display_path
+
+    return _ABSOLUTE.sub(lambda m: display_path(m.group(0)), text)
+
+
+def gate_failed(paths: RunPaths, baseline: Baseline, err: BaseException) -> dict[str, Any]:
+    """The `undecided` report of a gate that raised (`err`: its type and message, no traceback,
+    no absolute path), written as far as it can be: a CI job must read this run's failure, never
+    an earlier run's decision."""
+    from cube.pages.release import write_reports
+
+    why = without_paths(str(err)) or "no message"
+    reason = f"the release gate failed ({type(err).__name__}: {why}); no decision was made"
+    report = {
+        "run": paths.root.name,
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "baseline": {"run": baseline.folder.name},
+        "margin": baseline.margin,
+    } | _undecided([reason], baseline.margin)
+    clear_gate(paths)
+    try:
+        write_reports(report, paths.report, decision_record(report))
+    except Exception:  # noqa: BLE001 - the record below must be written whatever broke the pages
+        clear_gate(paths)
+        paths.report.mkdir(parents=True, exist_ok=True)
+        (paths.report / "decision.json").write_text(
+            json.dumps(decision_record(report), ensure_ascii=True, indent=1, default=str),
+            encoding="utf-8",
+        )
+    return report
 
 
 def read_gate(report_dir: Path) -> dict[str, Any] | None:

@@ -321,7 +321,8 @@ def test_the_report_says_which_bounds_came_from_the_baseline(runs, monkeypatch):
     _cube_run(monkeypatch, made["v1-again"], "--baseline", str(tmp / "outputs" / "v1"))
     decision, summary, _ = _report(tmp, "v1-again")
     reuse = decision["bounds_reuse"]
-    assert reuse["baseline"] == str(tmp / "outputs" / "v1")
+    assert reuse["baseline"] == "v1"  # outside the project: by name, no absolute path
+    assert str(tmp) not in json.dumps(decision) and str(tmp) not in summary
     assert {"answering", "judging", "total", "from_baseline"} <= set(reuse)
     # the offline default computes its bounds locally: counted as offline, none sent
     assert reuse["answering"]["offline"] > 0 and reuse["total"]["sent"] == 0
@@ -375,3 +376,55 @@ def test_cube_validate_checks_the_baseline_block(runs, tmp_path, capsys):
     good = tmp_path / "good.yaml"
     good.write_text(yaml.safe_dump(params, allow_unicode=True), encoding="utf-8")
     assert main(["validate", str(good)]) == 0, capsys.readouterr().out
+
+
+def _stale_gate(tmp: Path, monkeypatch, made: dict) -> Path:
+    """v1-again released against v1: an earlier build's reports a later failure must not leave."""
+    assert _cube_run(monkeypatch, made["v1-again"], "--baseline", str(tmp / "outputs" / "v1")) == 0
+    report = tmp / "outputs" / "v1-again" / "report"
+    assert (report / "decision.json").exists()
+    return report
+
+
+GATE_FILES = ("decision.json", "summary.md", "junit.xml")
+
+
+def test_a_refused_baseline_or_a_failed_stage_leaves_no_earlier_decision(runs, monkeypatch):
+    import cube.run.execute as execute
+
+    tmp, made = runs
+    report = _stale_gate(tmp, monkeypatch, made)
+    missing = str(tmp / "outputs" / "nowhere")
+    assert main(["run", str(made["v1-again"]), "--no-preflight", "--baseline", missing]) == 2
+    assert not any((report / n).exists() for n in GATE_FILES)
+    assert not (tmp / "outputs" / "v1-again" / "compare" / "baseline").exists()
+    report = _stale_gate(tmp, monkeypatch, made)
+    failed = SimpleNamespace(
+        ok=False,
+        stages=[],
+        paths=RunPaths.for_params(load_params(made["v1-again"]), tmp / "outputs"),
+    )
+    monkeypatch.setattr(execute, "execute_run", lambda *a, **k: failed)
+    assert main(["run", str(made["v1-again"]), "--no-preflight"]) == 1
+    assert not any((report / n).exists() for n in GATE_FILES)
+
+
+def test_a_gate_that_raises_writes_an_undecided_record_without_paths(runs, monkeypatch):
+    import cube.run.release as release
+
+    tmp, made = runs
+    _stale_gate(tmp, monkeypatch, made)
+
+    def broken(*_a, **_k):
+        raise RuntimeError(f"cannot read {tmp / 'outputs' / 'v1' / 'data' / 'scores.parquet'}")
+
+    monkeypatch.setattr(release, "_report", broken)
+    code = _cube_run(monkeypatch, made["v1-again"], "--baseline", str(tmp / "outputs" / "v1"))
+    decision, summary, junit = _report(tmp, "v1-again")
+    assert code == 3 and decision["decision"] == "undecided"
+    assert (
+        "release gate failed (RuntimeError: cannot read scores.parquet)" in decision["reasons"][0]
+    )
+    assert str(tmp) not in json.dumps(decision) and str(tmp) not in summary
+    assert "Traceback" not in summary and "UNDECIDED" in summary
+    ET.fromstring(junit)
