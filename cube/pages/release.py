@@ -34,14 +34,23 @@ from typing import Any
 from cube.pages.escape import escape_text
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# invisible bidi and format characters (they reorder or hide what a reader sees: "Trojan
+# source") and lone surrogates (no UTF-8 encoding: writing them raises): removed everywhere
+_INVISIBLE = re.compile(r"[\u200b-\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 _XML_BAD = re.compile(r"[^\x09\x0a\x0d\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-_MD_EXTRA = {c: f"&#{ord(c)};" for c in "`*_~#|@!()"}
+_MD_EXTRA = {c: f"&#{ord(c)};" for c in "`*_~#|@!()$"}  # $: GitHub's math
 DECISION_LABEL = {"release": "RELEASE", "hold: regression": "HOLD: REGRESSION"}
 
 
+def visible(text: Any) -> str:
+    """`text` without bidi/format characters and lone surrogates (`_INVISIBLE`)."""
+    return _INVISIBLE.sub("", "" if text is None else str(text))
+
+
 def plain(text: Any) -> str:
-    """Text for the terminal: control characters (escape sequences, line breaks) as spaces."""
-    return _CONTROL.sub(" ", "" if text is None else str(text))
+    """Text for the terminal: control characters (escape sequences, line breaks) as spaces, bidi
+    and format characters and lone surrogates removed."""
+    return _CONTROL.sub(" ", visible(text))
 
 
 def code_span(text: Any, in_table: bool = True) -> str:
@@ -66,7 +75,7 @@ def md_text(text: Any) -> str:
 
 def xml_text(text: Any) -> str:
     """Text XML 1.0 allows (ElementTree escapes the rest when it writes)."""
-    return _XML_BAD.sub("\ufffd", "" if text is None else str(text))
+    return _XML_BAD.sub("\ufffd", visible(text))
 
 
 def _n(v: Any, digits: int = 1, signed: bool = False) -> str:
@@ -149,11 +158,15 @@ def _figure_sections(r: dict[str, Any]) -> list[str]:
         "| | baseline | this version | Δ | interval |",
         "|---|---|---|---|---|",
         f"| CuBE (jury) | {_n(o.get('a'))} | {_n(o.get('b'))} | {_n(o.get('delta'), 2, True)} | "
-        f"[{_n(o.get('lo'), 2)}, {_n(o.get('hi'), 2)}] |",
+        f"{_bounds(r)} (the rule's bounds) |",
         f"| R@{rec.get('k') or 'k'} | {_pct(rec.get('a'))} | {_pct(rec.get('b'))} | "
         f"{_pct(rec.get('delta'), True)} points | [{_pct(rec.get('lo'), True)}, "
         f"{_pct(rec.get('hi'), True)}] |",
     ]
+    lines.append(
+        f"| CuBE, compare's interval | | | | [{_n(o.get('lo'), 2)}, {_n(o.get('hi'), 2)}] "
+        "(percentile) |"
+    )
     ref = r.get("refusal")
     if ref:
         lines.append(
@@ -168,6 +181,14 @@ def _figure_sections(r: dict[str, Any]) -> list[str]:
         )
     lines += [""] + _category_sections(r.get("categories") or {}) + _regressed_section(r)
     return lines + _bounds_section(r.get("bounds_reuse"))
+
+
+def _bounds(r: dict[str, Any]) -> str:
+    """ΔCuBE's bounds the rule read (`delta_bounds`: compare's percentile interval widened to the
+    t bound), else compare's interval."""
+    o = r.get("overall") or {}
+    lo, hi = r.get("delta_bounds") or [o.get("lo"), o.get("hi")]
+    return f"[{_n(lo, 2)}, {_n(hi, 2)}]"
 
 
 def _bounds_section(b: dict[str, Any] | None) -> list[str]:
@@ -312,7 +333,8 @@ def terminal_lines(r: dict[str, Any], max_regressed: int = 20) -> list[str]:
     if "overall" in r:
         o = r["overall"]
         lines.append(
-            f"  ΔCuBE {_n(o.get('delta'), 2, True)} [{_n(o.get('lo'), 2)}, {_n(o.get('hi'), 2)}] "
+            f"  ΔCuBE {_n(o.get('delta'), 2, True)} {_bounds(r)} (the rule's bounds; compare's "
+            f"interval [{_n(o.get('lo'), 2)}, {_n(o.get('hi'), 2)}]) "
             f"on {r['n_questions']} common questions (margin {r['margin']:g}); "
             + ", ".join(
                 f"Δ{plain(k)} {_n(d.get('delta'), 1, True)}"
@@ -334,11 +356,23 @@ def terminal_lines(r: dict[str, Any], max_regressed: int = 20) -> list[str]:
     return lines
 
 
+def clean_record(x: Any) -> Any:
+    """decision.json's content with every string `visible` (a lone surrogate cannot be written)."""
+    if isinstance(x, str):
+        return visible(x)
+    if isinstance(x, dict):
+        return {visible(k): clean_record(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [clean_record(v) for v in x]
+    return x
+
+
 def write_reports(r: dict[str, Any], report_dir: Path, record: dict[str, Any]) -> None:
     """summary.md, junit.xml and decision.json (`record`: its keys) into `report_dir`."""
     report_dir.mkdir(parents=True, exist_ok=True)
     (report_dir / "summary.md").write_text(summary_markdown(r), encoding="utf-8")
     (report_dir / "junit.xml").write_text(junit_xml(r), encoding="utf-8")
     (report_dir / "decision.json").write_text(
-        json.dumps(record, ensure_ascii=False, indent=1, default=str), encoding="utf-8"
+        json.dumps(clean_record(record), ensure_ascii=False, indent=1, default=str),
+        encoding="utf-8",
     )

@@ -163,6 +163,10 @@ def _report(paths: RunPaths, baseline: Baseline, n_permutations: int) -> dict[st
     units = int(payload["settings"].get("n_units") or payload["n_questions"])
     bounds = cube_bounds(jury.iloc[0].to_dict() if len(jury) else {}, ruling.alpha, units)
     head["delta_bounds"] = [_value(x) for x in bounds]  # what the rule read (wider than delta_ci)
+    head["intervals"] = {
+        "delta_ci": "compare's percentile interval (shown for reference)",
+        "delta_bounds": "the bounds the rule read: delta_ci widened to the t bound",
+    }
     return head | _figures(payload, deltas, b, a, tables) | _ruled(ruling, payload)
 
 
@@ -380,6 +384,7 @@ def decision_record(report: dict[str, Any]) -> dict[str, Any]:
         "n_questions",
         "conditions",
         "delta_bounds",
+        "intervals",
         "bounds_reuse",
         "date",
     )

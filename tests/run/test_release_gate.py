@@ -171,6 +171,7 @@ def test_too_few_questions_is_undecided(runs, monkeypatch, capsys):
     assert code == 3
     assert decision["decision"] == "undecided"
     assert "too few common questions" in decision["reasons"][0]
+    assert "this run lacks 30 of the baseline's questions" in decision["reasons"][1]
     assert "10 common questions" in summary
     assert ET.fromstring(junit).find(".//skipped") is not None
 
@@ -428,3 +429,48 @@ def test_a_gate_that_raises_writes_an_undecided_record_without_paths(runs, monke
     assert str(tmp) not in json.dumps(decision) and str(tmp) not in summary
     assert "Traceback" not in summary and "UNDECIDED" in summary
     ET.fromstring(junit)
+
+
+def test_the_cube_row_shows_the_rules_bounds_and_labels_compares_interval():
+    from cube.pages.release import summary_markdown, terminal_lines
+
+    report = {
+        "decision": "undecided",
+        "reasons": ["r"],
+        "conditions": [],
+        "margin": 5.0,
+        "n_questions": 40,
+        "overall": {"a": 70.0, "b": 68.0, "delta": -2.0, "lo": -4.5, "hi": 0.5},
+        "delta_bounds": [-5.4, 1.4],
+    }
+    summary = summary_markdown(report)
+    row = next(line for line in summary.splitlines() if line.startswith("| CuBE (jury)"))
+    assert "[-5.40, 1.40] (the rule's bounds)" in row and "-4.50" not in row
+    ref = next(line for line in summary.splitlines() if "compare's interval" in line)
+    assert "[-4.50, 0.50] (percentile)" in ref
+    out = "\n".join(terminal_lines(report))
+    assert "[-5.40, 1.40] (the rule's bounds; compare's interval [-4.50, 0.50])" in out
+
+
+def test_bidi_format_characters_surrogates_and_dollars_are_inert(tmp_path):
+    from cube.pages.release import md_text, plain, summary_markdown, write_reports
+
+    hostile = "a\u202eb\u2066c\u200bd\ud800e $x$"
+    assert plain(hostile) == "abcde $x$"
+    assert "$" not in md_text(hostile) and "&#36;x&#36;" in md_text(hostile)
+    report = {
+        "decision": "undecided",
+        "reasons": [hostile],
+        "conditions": [{"name": hostile, "status": "unknown", "text": hostile}],
+        "margin": 5.0,
+        "baseline": {"run": hostile},
+        "run": hostile,
+    }
+    write_reports(report, tmp_path, dict(report))  # a lone surrogate once crashed this write
+    for name in ("summary.md", "junit.xml", "decision.json"):
+        text = (tmp_path / name).read_text(encoding="utf-8")
+        assert not any(ch in text for ch in "\u202e\u2066\u200b"), name
+    assert "\u202e" not in summary_markdown(report)
+    assert json.loads((tmp_path / "decision.json").read_text(encoding="utf-8"))["run"] == (
+        "abcde $x$"
+    )
