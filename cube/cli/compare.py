@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 
 
@@ -43,7 +44,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     cmp.add_argument(
         "--margin",
-        type=float,
+        type=_margin,
         default=None,
         help="decide the release of B against A by the non-inferiority rule with this margin "
         "(CuBE points; docs/explanation/release-gate.md) and exit 0 release, 4 hold: "
@@ -81,19 +82,23 @@ def handle(args: argparse.Namespace) -> int:
     ):  # as the page: the interval or p-value rests on a selection
         print(f"  flag: {flag}")
     print(f"comparison: {out / 'index.html'}")
-    return 0 if args.margin is None else _decided(head, args.margin, _differing(args))
+    if args.margin is None:
+        return 0
+    return _decided(head, args.margin, *_question_checks(args))
 
 
-def _differing(args: argparse.Namespace) -> list[str]:
-    """The common question ids whose texts differ between the two sides' runs."""
+def _question_checks(args: argparse.Namespace) -> tuple[list[str], int]:
+    """The common question ids whose texts differ between the two sides' runs, and how many of
+    A's scored questions B lacks."""
     from cube.run.compare import resolve_side
-    from cube.run.release import differing_questions
+    from cube.run.release import baseline_only_questions, differing_questions
 
     a, b = resolve_side(args.a, args.system_a), resolve_side(args.b, args.system_b)
-    return differing_questions(a.load_if_present("questions"), b.load_if_present("questions"))
+    differ = differing_questions(a.load_if_present("questions"), b.load_if_present("questions"))
+    return differ, len(baseline_only_questions(a, b))
 
 
-def _decided(head: dict, margin: float, differing: list[str]) -> int:
+def _decided(head: dict, margin: float, differing: list[str], baseline_only: int = 0) -> int:
     """The release decision of B against A (`cube.method.release_rule`), its reasons and code:
     undecided when common ids hold different questions (`cube.run.release.differing_questions`)."""
     import pandas as pd
@@ -112,11 +117,25 @@ def _decided(head: dict, margin: float, differing: list[str]) -> int:
             alpha=float(head["settings"]["alpha"]),
             min_questions=MIN_QUESTIONS,
             n_units=head["settings"].get("n_units"),
+            baseline_only=baseline_only,
         )
     print(f"release decision (margin {margin:g}): {ruling.decision}")
     for reason in ruling.reasons:
         print(f"  reason: {plain(reason)}")
     return exit_code(ruling.decision)
+
+
+def _margin(text: str) -> float:
+    """`--margin`: a finite number of CuBE points, at least 0 (as the params' `baseline.margin`)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected a finite number of CuBE points, at least 0 (e.g. 5)"
+        )
+    return value
 
 
 def _flags_note(flags: list[str]) -> str:

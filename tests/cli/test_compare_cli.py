@@ -259,3 +259,15 @@ def test_the_compare_page_adjusts_its_p_values_with_holm_over_the_rows_shown(run
     html = (out / "index.html").read_text(encoding="utf-8")
     assert "<th>p (Holm over rows)</th>" in html
     assert f"over the {len(shown)} p-values of this table" in html
+
+
+@pytest.mark.parametrize("margin", ["inf", "-1", "nan", "five"])
+def test_a_margin_that_is_not_a_finite_number_of_points_at_least_zero_is_refused(
+    margin, runs, capsys
+):
+    _, a, b = runs
+    with pytest.raises(SystemExit) as exit_:
+        main(["compare", str(a), str(b), "--margin", margin])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "--margin" in err and "finite number of CuBE points, at least 0" in err
