@@ -99,13 +99,38 @@ def human_stage(run: Run) -> Imported | None:
         per_rater=run.params.human.per_rater_judges,
         key=key,
     )
-    folder_key = ratings / REVIEW_KEY if ratings.is_dir() else None  # the folder's own key
-    drawn, review_only = split_review_ratings(human, key or folder_key)
+    drawn, review_only = split_review_ratings(human, _split_key(ratings, key))
+    apart = run.paths.data / "human_review.parquet"
     if len(review_only):
-        review_only.to_parquet(run.paths.data / "human_review.parquet", index=False)
+        review_only.to_parquet(apart, index=False)
         report = {**report, "review_only": len(review_only)}
+    else:  # an earlier import's items kept apart are not this import's
+        apart.unlink(missing_ok=True)
     run.save("human_ratings", drawn)
     return drawn, report
+
+
+def _split_key(ratings: Path, key: Path | None) -> Path | None:
+    """The key telling review-only items from the random sample (its `reason` column): the key
+    read through when it has one; else a review sheet's own `review_key.csv` beside the ratings (a
+    ratings folder holding it, or a file named `review_sheet*` next to it), so a `human.key`
+    naming the plain annotation key lets no review-only item reach the calibration."""
+    from cube.config.sheets import read_guarded_csv
+    from cube.run.review import REVIEW_KEY
+
+    if key is not None and key.exists():
+        head = read_guarded_csv(
+            key, dtype=str, keep_default_na=False, encoding="utf-8-sig", nrows=0
+        )
+        if "reason" in head.columns:
+            return key
+    if ratings.is_dir():
+        beside = ratings / REVIEW_KEY
+    elif ratings.name.startswith("review_sheet"):
+        beside = ratings.parent / REVIEW_KEY
+    else:
+        return key
+    return beside if beside.exists() else key
 
 
 def _ratings_key(run: Run, ratings: Path) -> Path | None:

@@ -217,3 +217,44 @@ def test_cli_for_review_prints_the_sheet_and_what_it_holds(run):
     assert done.returncode == 0, done.stderr
     assert "review_sheet.xlsx" in done.stdout
     assert "2 regressed" in done.stdout and "2 of largest judge spread" in done.stdout
+
+
+def _with_human(r, ratings, key):
+    params = r.params.model_copy(
+        update={
+            "human": r.params.human.model_copy(update={"ratings": str(ratings), "key": str(key)})
+        }
+    )
+    return type(r)(params=params, paths=r.paths, params_path=r.params_path)
+
+
+def test_a_plain_key_in_params_still_keeps_review_only_items_apart(run, tmp_path):
+    r, _, _ = run
+    export_review(r.params, r.paths, disagreements=3)
+    sheet = pd.read_csv(
+        r.paths.annotation / "review_sheet.csv",
+        dtype=str,
+        keep_default_na=False,
+        encoding="utf-8-sig",
+    )
+    for d in r.params.dimension_names():
+        sheet[f"{d}.total"] = "6"
+    sheet["rater"] = "ann"
+    filled = r.paths.annotation / "review_sheet_filled.csv"
+    sheet.to_csv(filled, index=False, encoding="utf-8-sig")
+    key = pd.read_csv(r.paths.annotation / REVIEW_KEY, dtype=str, keep_default_na=False)
+    plain_key = tmp_path / "annotation_key.csv"  # a key without the `reason` column
+    key.drop(columns="reason").to_csv(plain_key, index=False, encoding="utf-8-sig")
+    sampled = key["reason"].str.split(";").map(lambda x: SAMPLE in x)
+    assert (~sampled).any()
+    human, report = human_stage(_with_human(r, filled, plain_key))
+    assert len(human[["question_id", "system", "set"]].drop_duplicates()) == sampled.sum()
+    assert report["review_only"] == (~sampled).sum() * len(r.params.dimension_names())
+    apart = r.paths.data / "human_review.parquet"
+    assert apart.exists()
+    # a later import keeping nothing apart leaves no earlier import's items apart
+    only_sample = tmp_path / "sample_ratings.csv"
+    sheet[sampled.to_numpy()].to_csv(only_sample, index=False, encoding="utf-8-sig")
+    human, report = human_stage(_with_human(r, only_sample, plain_key))
+    assert "review_only" not in report and not apart.exists()
+    assert len(human[["question_id", "system", "set"]].drop_duplicates()) == sampled.sum()
