@@ -205,6 +205,34 @@ def _conditions(deltas: pd.DataFrame, margin: float, alpha: float, n_units: int)
     return [cube, *beyond, recall]
 
 
+def _gates(
+    n_questions: int, min_questions: int, units: int, min_units: int, baseline_only: int
+) -> list[tuple[Condition, str]]:
+    """The conditions checked before any figure (each with its reason when unmet): enough common
+    questions, none of the baseline's lacking, enough resampled units."""
+    s = "s" if baseline_only != 1 else ""
+    size = Condition(
+        "enough_questions",
+        "pass" if n_questions >= min_questions else "unknown",
+        f"{n_questions} common questions (at least {min_questions} needed)",
+    )
+    lacks = Condition(
+        "all_baseline_questions",
+        "pass" if baseline_only <= 0 else "unknown",
+        f"this run lacks {baseline_only} of the baseline's question{s}",
+    )
+    spread = Condition(
+        "enough_units",
+        "pass" if units >= min_units else "unknown",
+        f"{int(units)} resampled units (families, else questions; at least {min_units} needed)",
+    )
+    return [
+        (size, f"too few common questions: {size.text}"),
+        (lacks, f"{lacks.text}: it would be judged on the rest only; run it on them all"),
+        (spread, f"too few resampled families: {spread.text}"),
+    ]
+
+
 def decide(
     deltas: pd.DataFrame,
     n_questions: int,
@@ -222,36 +250,16 @@ def decide(
     the bootstrap being degenerate on one or two families. `baseline_only`: the baseline's questions
     this run lacks; any is `undecided` (a version dropping the baseline's harder questions would be
     judged on the easier rest). Every condition is returned, met or not, for the reports."""
-    gates = [
-        Condition(
-            "enough_questions",
-            "pass" if n_questions >= min_questions else "unknown",
-            f"{n_questions} common questions (at least {min_questions} needed)",
-        ),
-        Condition(
-            "all_baseline_questions",
-            "pass" if baseline_only <= 0 else "unknown",
-            f"this run lacks {baseline_only} of the baseline's question"
-            f"{'s' if baseline_only != 1 else ''}",
-        ),
-        Condition(
-            "enough_units",
-            "pass" if (n_units or n_questions) >= min_units else "unknown",
-            f"{int(n_units or n_questions)} resampled units (families, else questions; at least "
-            f"{min_units} needed)",
-        ),
-    ]
-    why = {
-        "all_baseline_questions": "{}: it would be judged on the rest only; run it on them all",
-        "enough_questions": "too few common questions: {}",
-        "enough_units": "too few resampled families: {}",
-    }
-    unmet = [why[c.name].format(c.text) for c in gates if c.status != "pass"]
+    units = int(n_units or n_questions)
+    gates = _gates(n_questions, min_questions, units, min_units, baseline_only)
+    unmet = [(c, why) for c, why in gates if c.status != "pass"]
     if unmet:
-        return Ruling(UNDECIDED, unmet, [c for c in gates if c.status != "pass"], margin, alpha)
-    units = int(n_units) if n_units else n_questions
-    size = gates[0]
-    conditions = [size, *_conditions(deltas, margin, alpha, units)]
+        return Ruling(UNDECIDED, [w for _, w in unmet], [c for c, _ in unmet], margin, alpha)
+    return _verdict([gates[0][0], *_conditions(deltas, margin, alpha, units)], margin, alpha)
+
+
+def _verdict(conditions: list[Condition], margin: float, alpha: float) -> Ruling:
+    """Hold on any failed condition, else undecided on any unknown one, else release."""
     failed = [c.text for c in conditions if c.status == "fail"]
     unknown = [c.text for c in conditions if c.status == "unknown"]
     if failed:

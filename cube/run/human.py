@@ -85,7 +85,7 @@ def human_stage(run: Run) -> Imported | None:
     items chosen for review and not drawn at random are kept apart (`data/human_review.parquet`,
     `review_only` in the report): the calibration reads a random sample."""
     from cube.judges.human import import_ratings
-    from cube.run.review import REVIEW_KEY, split_review_ratings
+    from cube.run.review import split_review_ratings
 
     if not run.params.human.ratings:
         return None
