@@ -404,7 +404,7 @@ def clear_gate(paths: RunPaths) -> None:
     shutil.rmtree(paths.root / "compare" / FOLDER, ignore_errors=True)
 
 
-_ABSOLUTE = re.compile(r"(?:[A-Za-z]:\\|/)[^\s'\"`,;()<>]+")
+_ABSOLUTE = re.compile(r"(?<![\w.~/:\\])(?:[A-Za-z]:\\|/)[^\s'\"`,;()<>]+")  # not a/b, 3/4
 
 
 def without_paths(text: str) -> str:

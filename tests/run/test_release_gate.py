@@ -474,3 +474,10 @@ def test_bidi_format_characters_surrogates_and_dollars_are_inert(tmp_path):
     assert json.loads((tmp_path / "decision.json").read_text(encoding="utf-8"))["run"] == (
         "abcde $x$"
     )
+
+
+def test_without_paths_shows_absolute_paths_by_name_and_leaves_ratios_alone():
+    from cube.run.release import without_paths
+
+    text = without_paths("cannot read /srv/ci/work/outputs/v1/data/scores.parquet: 3/4 and a/b")
+    assert text == "cannot read scores.parquet: 3/4 and a/b"
