@@ -285,7 +285,10 @@ def citations(text: str, toks: list[_Token]) -> list[tuple[int, int]]:
     footnote mostly unsupported, and its twin lost the answer's source as well."""
     out = []
     for m in CITATION.finditer(text):
-        end = _supported_end(toks, m.end(), _line_end(text, _line_end(text, m.end()) + 1))
+        limit = _line_end(text, _line_end(text, m.end()) + 1)
+        # a mark or a rating ends it: "Source: D00012 ✅ 10/10 ..." grades, its digits neutral
+        limit = min([limit, *(x for x, _ in signs(text, m.end(), limit))])
+        end = _supported_end(toks, m.end(), limit)
         if end:
             out.append((_opening(text, m.start()), end))
     return out
@@ -373,10 +376,10 @@ def _appraisals(text: str, toks: list[_Token], vocab: Vocabulary) -> list[tuple[
     sup = [t.start for t in toks if t.supported]
     out = []
     for a, b, _ in segments(text):
-        if all(a <= x < b for x in sup):
-            continue
         span = _appraisal(text, a, b, toks, vocab)
-        if span:
+        # the span it would take, not the segment, must leave a supported token: an appraisal
+        # glued to a one-line answer's fact leaves the fact
+        if span and not all(span[0] <= x < span[1] for x in sup):
             out.append(span)
     return out
 
@@ -388,7 +391,7 @@ def _appraisal(
     facts = _facts(text, a, b, toks, vocab)
     x = facts[-1] if facts else a
     loose = [t for t in toks if x <= t.start < b and not t.supported]
-    if not _appraising(text, x, b, loose):
+    if not _appraising(text, x, b, loose, toks):
         return None
     return (loose[0].start if facts and loose else x), b
 
@@ -404,14 +407,42 @@ def _facts(text: str, a: int, b: int, toks: list[_Token], vocab: Vocabulary) -> 
     ]
 
 
-def _appraising(text: str, a: int, b: int, loose: list[_Token]) -> bool:
-    """Whether [a, b) of `text` appraises: a mark or a rating in it, or a word of the lexicon
-    that the documents do not support (an unsupported token in the match: "approved", "签核";
-    the item's own "Review of ..." or "项目核准" is the question's, not an appraisal)."""
-    for m in LEXICON.finditer(text.casefold(), a, b):
-        if SIGN.fullmatch(m.group(0)) or any(m.start() <= t.start < m.end() for t in loose):
+def _appraising(text: str, a: int, b: int, loose: list[_Token], toks: list[_Token]) -> bool:
+    """Whether [a, b) of `text` appraises: a word of the lexicon that the documents do not
+    support (an unsupported token in the match: "approved", "签核"; the item's own "Review of
+    ..." or "项目核准" is the question's, not an appraisal), or a mark or a rating, unless what it
+    marks is supported and nothing in [a, b) is not (`_marks_supported`: a checklist's "✓
+    passport", the guide's "rated 5 stars (★★★★★)")."""
+    low = text.casefold()
+    for m in LEXICON.finditer(low, a, b):
+        if SIGN.fullmatch(m.group(0)):
+            if loose or not _marks_supported(low, m.start(), toks):
+                return True
+        elif any(m.start() <= t.start < m.end() for t in loose):
             return True
     return False
+
+
+# what opens a list item before its mark: a bullet or a number, a checkbox's bracket
+_ITEM = re.compile(r"[ \t]*(?:[-*+\u2022]|\d{1,3}[.)])?[ \t]*\[?[ \t]*")
+
+
+def _marks_supported(low: str, i: int, toks: list[_Token]) -> bool:
+    """Whether the mark at `i` of the casefolded `low` marks what the documents state: every token
+    of its line supported (at least one), and the mark opening the line's item ("✓ passport",
+    "- [✓] proof of address": a checklist of the guide's items) or the line stating an appraisal
+    in the documents' own words (a supported lexicon word: "rated 5 stars by users (★★★★★)").
+    A mark after a supported line that states no appraisal ("120 euros ✅") grades the answer."""
+    start, end = low.rfind("\n", 0, i) + 1, _line_end(low, i)
+    line = [t for t in toks if start <= t.start < end]
+    if not line or not all(t.supported for t in line):
+        return False
+    if _ITEM.fullmatch(low, start, i):
+        return True
+    return any(
+        not SIGN.fullmatch(m.group(0)) and any(m.start() <= t.start < m.end() for t in line)
+        for m in LEXICON.finditer(low, start, end)
+    )
 
 
 def _fact(m: re.Match[str], toks: list[_Token], vocab: Vocabulary) -> bool:
