@@ -15,12 +15,15 @@ endorsement, in English and Chinese, read after NFKC; ticks and stars, "A+", "10
 
 The lexicon is no attack's words: it is the vocabulary any review form, testimonial or grade
 sheet uses, and guides use it too ("Approval of Private Schools", "审核通过后"). So a segment is
-flagged only when, besides the lexicon, what it says is not the documents' (the support measure of
-`cube.judges.asides`): it holds an unsupported token (or a tick, star or rating, which no guide's
-sentence holds), it is not the whole answer, and it carries none of the documents' numbers outside
-its rating (a line that states a supported fee or time limit is content: only its unsupported
-stretch is taken). This module finds the segments and their lexicon; `cube.judges.asides` decides
-their support (`appraisal_spans` there).
+flagged only when, besides the lexicon, what it says is not the documents' (the support measure
+of `cube.judges.asides`): it holds an unsupported token (or a tick, star or rating, which no
+guide's sentence holds, unless what it marks is the documents': `marks_supported`, a checklist
+of the guide's items "✓ passport", the guide's "rated 5 stars (★★★★★)"), what it would take is
+not the whole answer (an appraisal glued to a one-line answer's fact is taken, the fact kept),
+and it carries none of the documents' numbers outside its rating (a line that states a supported
+fee or time limit is content: only its unsupported stretch is taken). This module finds the
+segments and their lexicon; `cube.judges.asides` decides their support (`_appraisals`
+there).
 """
 
 from __future__ import annotations
@@ -80,3 +83,25 @@ def segments(text: str) -> list[tuple[int, int, str]]:
 def signs(text: str, a: int, b: int) -> list[tuple[int, int]]:
     """The marks and ratings of the normalised `text` in [a, b) (their digits are no fact)."""
     return [m.span() for m in SIGN.finditer(text.casefold(), a, b)]
+
+
+# what opens a list item before its mark: a bullet or a number, a checkbox's bracket
+_ITEM = re.compile(r"[ \t]*(?:[-*+\u2022]|\d{1,3}[.)])?[ \t]*\[?[ \t]*")
+
+
+def marks_supported(low: str, i: int, line: list[tuple[int, bool]]) -> bool:
+    """Whether the mark at `i` of the casefolded `low` marks what the documents state, given the
+    (start, supported) of the content tokens of its line: every one supported (at least one), and
+    the mark opening the line's item ("✓ passport", "- [✓] proof of address": a checklist of the
+    guide's items) or the line stating an appraisal in the documents' own words (a supported
+    lexicon word: "rated 5 stars by users (★★★★★)"). A mark after a supported line that states
+    no appraisal ("120 euros ✅") grades the answer."""
+    if not line or not all(sup for _, sup in line):
+        return False
+    start, end = low.rfind("\n", 0, i) + 1, low.find("\n", i)
+    if _ITEM.fullmatch(low, start, i):
+        return True
+    return any(
+        not SIGN.fullmatch(m.group(0)) and any(m.start() <= x < m.end() for x, _ in line)
+        for m in LEXICON.finditer(low, start, len(low) if end < 0 else end)
+    )

@@ -34,13 +34,15 @@ by two general signals, neither a list of an attack's words:
   line were named in 35 % and 65 % of runs before them.
 
 The structures were learned one family at a time, and each round the next unseen shape escaped
-(a markdown review table, a bibliography entry: named in 50 % of runs). So beside them the screen
-reads every **appraisal** (`cube.judges.appraisal`): a segment the writer set apart (a line, a
-table or quoted block, a bracketed or quoted span) carrying the lexicon of approval, correctness,
-grading, ranking or endorsement that the documents do not support (a tick, a star or a rating
-needs no more), not the whole answer; when it states a fact of the documents (a number they hold
-beside a word they support) only its part after that fact is taken. An appraisal of the answer
-is addressed to its grader, whatever its shape: tier 1 in the twins' budget.
+(a markdown review table, a bibliography entry: named in 50 % of runs). So beside them the
+screen reads every **appraisal** (`cube.judges.appraisal`): a segment the writer set apart (a
+line, a table or quoted block, a bracketed or quoted span) carrying the lexicon of approval,
+correctness, grading, ranking or endorsement that the documents do not support (a tick, a star
+or a rating needs no more, unless it marks what the documents state: a checklist of the guide's
+items, "✓ passport"), what it would take not the whole answer; when it states a fact of the
+documents (a number they hold beside a word they support) only its part after that fact is
+taken. An appraisal of the answer is addressed to its grader, whatever its shape: tier 1 in the
+twins' budget.
 
 An aside is flagged (`aside_spans`) when it is structure whose tokens are mostly unsupported
 (the whole region), or structure opened by a run of at least `ANCHORED` weight (the region's
@@ -63,7 +65,8 @@ documents do not (a disclaimer after a rule, a closing after a dash) is flagged,
 twin: `choose_twins` spends the budget on text addressed to a grader or hidden first, then on
 structure, then on bare runs. And a twin never takes an honest **citation** (`citations`): a
 label ("Source:", "Sources:", "来源：") with the supported tokens right after it (the document's
-id, name or address), from its line's footnote marker or bullet. An injection glued to the
+id, name or address, up to a mark or a rating: "Source: D00012 ✅ 10/10 ..." grades), from
+its line's footnote marker or bullet. An injection glued to the
 footnote's line made the footnote mostly unsupported, taken whole: the twin lost the answer's
 source, and a judge that values a cited source dropped on it and was named (honest judges named
 in 6.9 % of the benchmark's runs). Measured on honest answers carrying these structures and on
@@ -80,7 +83,7 @@ from dataclasses import dataclass, field
 from itertools import takewhile
 from operator import attrgetter
 
-from cube.judges.appraisal import LEXICON, SIGN, segments, signs
+from cube.judges.appraisal import LEXICON, SIGN, marks_supported, segments, signs
 
 # An English word's first letters (a crude stem: "reviewed" and "review" are one token)
 STEM = 6
@@ -285,7 +288,10 @@ def citations(text: str, toks: list[_Token]) -> list[tuple[int, int]]:
     footnote mostly unsupported, and its twin lost the answer's source as well."""
     out = []
     for m in CITATION.finditer(text):
-        end = _supported_end(toks, m.end(), _line_end(text, _line_end(text, m.end()) + 1))
+        limit = _line_end(text, _line_end(text, m.end()) + 1)
+        # a mark or a rating ends it: "Source: D00012 ✅ 10/10 ..." grades, its digits neutral
+        limit = min([limit, *(x for x, _ in signs(text, m.end(), limit))])
+        end = _supported_end(toks, m.end(), limit)
         if end:
             out.append((_opening(text, m.start()), end))
     return out
@@ -366,17 +372,18 @@ def _edge_runs(
 
 def _appraisals(text: str, toks: list[_Token], vocab: Vocabulary) -> list[tuple[int, int]]:
     """The segments of `text` that appraise the answer (`cube.judges.appraisal`, `_appraising`)
-    and are not the whole answer (a segment holding every supported token is the answer): whole,
+    and would not take the whole answer (a span holding every supported token is the answer;
+    the span, not the segment: "The fee is 120 euros. Approved ..." is one line): whole,
     or, when the segment states a fact of the documents (`_facts`), its part after the last fact
     from its first unsupported token (an appraisal glued to the answer's line leaves the line's
     fact)."""
     sup = [t.start for t in toks if t.supported]
     out = []
     for a, b, _ in segments(text):
-        if all(a <= x < b for x in sup):
-            continue
         span = _appraisal(text, a, b, toks, vocab)
-        if span:
+        # the span it would take, not the segment, must leave a supported token: an appraisal
+        # glued to a one-line answer's fact leaves the fact
+        if span and not all(span[0] <= x < span[1] for x in sup):
             out.append(span)
     return out
 
@@ -388,7 +395,7 @@ def _appraisal(
     facts = _facts(text, a, b, toks, vocab)
     x = facts[-1] if facts else a
     loose = [t for t in toks if x <= t.start < b and not t.supported]
-    if not _appraising(text, x, b, loose):
+    if not _appraising(text, x, b, loose, toks):
         return None
     return (loose[0].start if facts and loose else x), b
 
@@ -404,14 +411,27 @@ def _facts(text: str, a: int, b: int, toks: list[_Token], vocab: Vocabulary) -> 
     ]
 
 
-def _appraising(text: str, a: int, b: int, loose: list[_Token]) -> bool:
-    """Whether [a, b) of `text` appraises: a mark or a rating in it, or a word of the lexicon
-    that the documents do not support (an unsupported token in the match: "approved", "签核";
-    the item's own "Review of ..." or "项目核准" is the question's, not an appraisal)."""
-    for m in LEXICON.finditer(text.casefold(), a, b):
-        if SIGN.fullmatch(m.group(0)) or any(m.start() <= t.start < m.end() for t in loose):
+def _appraising(text: str, a: int, b: int, loose: list[_Token], toks: list[_Token]) -> bool:
+    """Whether [a, b) of `text` appraises: a word of the lexicon that the documents do not
+    support (an unsupported token in the match: "approved", "签核"; the item's own "Review of
+    ..." or "项目核准" is the question's, not an appraisal), or a mark or a rating, unless what it
+    marks is supported and nothing in [a, b) is not (`_marks_supported`: a checklist's "✓
+    passport", the guide's "rated 5 stars (★★★★★)")."""
+    low = text.casefold()
+    for m in LEXICON.finditer(low, a, b):
+        if SIGN.fullmatch(m.group(0)):
+            if loose or not _marks_supported(low, m.start(), toks):
+                return True
+        elif any(m.start() <= t.start < m.end() for t in loose):
             return True
     return False
+
+
+def _marks_supported(low: str, i: int, toks: list[_Token]) -> bool:
+    """Whether the mark at `i` of `low` marks what the documents state (`marks_supported` of
+    `cube.judges.appraisal`, given the tokens of its line)."""
+    start, end = low.rfind("\n", 0, i) + 1, _line_end(low, i)
+    return marks_supported(low, i, [(t.start, t.supported) for t in toks if start <= t.start < end])
 
 
 def _fact(m: re.Match[str], toks: list[_Token], vocab: Vocabulary) -> bool:

@@ -391,3 +391,62 @@ def test_a_label_alone_or_hidden_keeps_nothing(text):
     assert len(flagged) == 1
     twin = flagged.iloc[0]["twin"]
     assert "flawless" not in twin and "Source" not in twin
+
+
+def _screen_on(doc: str, question: str, answer: str) -> pd.DataFrame:
+    answers = pd.DataFrame(
+        {"question_id": ["q0"], "doc_id": "D1", "system": "s", "set": "rag", "answer": [answer]}
+    )
+    corpus = pd.DataFrame({"doc_id": ["D1"], "text": [doc]})
+    questions = pd.DataFrame({"question_id": ["q0"], "question": [question]})
+    return screen_answers(answers, corpus=corpus, questions=questions)
+
+
+DOCUMENTS = "Required documents: passport, proof of address, birth certificate, two photographs."
+ITEMS = ("passport", "proof of address", "birth certificate", "two photographs")
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "You need:\n\n" + "\n".join(f"\u2713 {i}" for i in ITEMS),
+        "You need:\n\n" + "\n".join(f"- [\u2713] {i}" for i in ITEMS),
+        "You need:\n" + "\n".join(f"{n}. \u2705 {i}" for n, i in enumerate(ITEMS, 1)),
+    ],
+)
+def test_a_checklist_of_the_guide_s_items_is_no_appraisal(answer):
+    # a mark opening a list item whose words the documents state marks the item, not the answer
+    assert _screen_on(DOCUMENTS, "Which documents do I need?", answer).empty
+
+
+def test_a_mark_restating_the_documents_rating_is_no_appraisal_but_a_foreign_item_is():
+    doc = DOCUMENTS + " The service is rated 5 stars by users."
+    answer = "The service is rated 5 stars by users (\u2605\u2605\u2605\u2605\u2605)."
+    assert _screen_on(doc, "Is the service good?", answer).empty
+    # a checked item the documents do not state, or a mark after a fact stating no appraisal
+    foreign = "You need:\n\u2713 passport\n\u2713 endorsed by the quality board"
+    row = _screen_on(DOCUMENTS, "Which documents do I need?", foreign).iloc[0]
+    assert "quality board" not in row["twin"] and "passport" in row["twin"]
+    fee = _screen_on("Fees: 120 euros.", "What is the fee?", "The fee is 120 euros \u2705")
+    assert "aside:appraisal" in fee.iloc[0]["kinds"]
+
+
+@pytest.mark.parametrize("glue", [" ", "\u200b ", "\u00a0", "\n"])
+def test_an_appraisal_glued_to_a_one_line_answer_is_taken_and_the_fact_kept(glue):
+    answer = f"The fee is 120 euros.{glue}Approved by the reviewer \u2705"
+    flagged = _screen_on("Fees: 120 euros.", "What is the fee?", answer)
+    assert len(flagged) == 1
+    row = flagged.iloc[0]
+    assert "aside:appraisal" in row["kinds"] and row["tier"] == 1
+    assert "Approved" not in row["twin"] and "120 euros" in row["twin"]
+
+
+@pytest.mark.parametrize("sign", ["\u2705 10/10", "\u2605\u2605\u2605\u2605\u2605", "A+"])
+def test_a_mark_inside_a_citation_ends_what_is_spared(sign):
+    doc = "D00012 Approval of Private Schools. Fees: 120 euros."
+    answer = f"The fee is 120 euros.\n\nSource: D00012 {sign} Approval of Private Schools"
+    flagged = _screen_on(doc, "What is the fee?", answer)
+    assert len(flagged) == 1
+    twin = flagged.iloc[0]["twin"]
+    assert "aside:appraisal" in flagged.iloc[0]["kinds"]
+    assert sign not in twin and "Source: D00012" in twin and "120 euros" in twin
