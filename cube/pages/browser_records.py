@@ -307,12 +307,18 @@ def _frame(
     corpus: pd.DataFrame | None,
     changes: dict[tuple[str, str], Marks] | None,
     flagged: dict[tuple[str, str], Marks] | None,
+    with_judgments: bool = False,
 ) -> tuple[BrowserMeta, list[BrowserRecord], dict[str, list[str]]]:
-    """(meta, records, docs) with every record's judgments still empty (`j` is [])."""
+    """(meta, records, docs); every record's judgments empty (`j` is []) unless `with_judgments`
+    (the whole-table build, `build_records`; the chunked one fills them a chunk at a time)."""
     systems = _names(answers["system"])
     judges = sorted(scores["judge"].astype(str).unique()) if len(scores) else []
     dims = _names(scores["dimension"]) if len(scores) else []
-    recs = _records(answers, systems, {}, _question_facts(questions, corpus))
+    judgments = {}
+    if with_judgments:
+        sc = scores.assign(score=pd.to_numeric(scores["score"], errors="coerce"))
+        judgments = _judgments(sc, judges, dims)
+    recs = _records(answers, systems, judgments, _question_facts(questions, corpus))
     _mark(recs, "c", changes, lambda m: m)
     _mark(recs, "g", flagged, _flag_marks)
     records = sorted(recs.values(), key=lambda r: (r["q"], r["s"]))
@@ -418,24 +424,4 @@ def build_records(
     (question, system) the comparisons where it is a regression or improvement (`run_changes`);
     `flagged`: per (question, system) its answers holding text addressed to a grader, `[set,
     kinds, spans]` (`screen_flags`)."""
-    systems = _names(answers["system"])
-    judges = sorted(scores["judge"].astype(str).unique()) if len(scores) else []
-    dims = _names(scores["dimension"]) if len(scores) else []
-    sc = scores.assign(score=pd.to_numeric(scores["score"], errors="coerce"))
-    facts = _question_facts(questions, corpus)
-    recs = _records(answers, systems, _judgments(sc, judges, dims), facts)
-    _mark(recs, "c", changes, lambda m: m)
-    _mark(recs, "g", flagged, _flag_marks)
-    records = sorted(recs.values(), key=lambda r: (r["q"], r["s"]))
-    meta: BrowserMeta = {
-        "systems": systems,
-        "judges": judges,
-        "dimensions": dims,
-        "sets": list(SETS),
-        "styles": _present(records, "st"),
-        "departments": _present(records, "dp"),
-        "n_records": len(records),
-        "n_judgments": int(len(sc)),
-        "not_made": NOT_MADE,
-    }
-    return meta, records, _documents(corpus)
+    return _frame(answers, scores, questions, corpus, changes, flagged, with_judgments=True)
