@@ -81,7 +81,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import takewhile
-from operator import attrgetter
+from operator import attrgetter, or_
+from typing import NamedTuple
 
 from cube.judges.appraisal import LEXICON, SIGN, marks_supported, segments, signs
 
@@ -92,7 +93,10 @@ ANCHORED = 2.0  # a run that opens a structure: at least this weight
 FREE = 4.0  # a run without structure: at least this weight (4 words, 8 Chinese characters)
 MOSTLY = 0.5  # a structure whose unsupported share is at least this is flagged whole
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-_TOKEN = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+")
+# the tokens: a Chinese character each (found by the runs `_CJK_RUN`), or a run of other letters
+# and digits (`_WORD`, a Chinese character ends one)
+_WORD = re.compile(rf"[^\W_{_CJK}]+")
+_CJK_RUN = re.compile(rf"[{_CJK}]+")
 # neutral words: in every text, they neither support nor break a run
 _STOP = frozenset(
     "a an the and or of to in on at by for with from as is are was were be been it its this "
@@ -176,23 +180,23 @@ class Vocabulary:
     def add(self, text: str) -> Vocabulary:
         """Adds `text`'s words (stemmed) and its Chinese character pairs; returns self."""
         t = text.casefold()
-        for m in _TOKEN.finditer(t):
-            w = m.group(0)
-            if not _is_cjk(w):
-                self.words.add(_stem(w))
-        for run in re.finditer(rf"[{_CJK}]+", t):
-            s = run.group(0)
-            self.pairs.update(s[i : i + 2] for i in range(len(s) - 1))
+        # each distinct word stemmed once, the pairs of each run of characters at once: a
+        # document's ~800 characters were a token each, checked one by one (a quarter of the
+        # screen's CPU at the paper's scale)
+        self.words.update({_stem(w) for w in set(_WORD.findall(t))})
+        for s in _CJK_RUN.findall(t):
             if len(s) == 1:
                 self.pairs.add(s)
+            else:  # s[i : i + 2] for every i
+                self.pairs.update(map(str.__add__, s, s[1:]))
         return self
 
     def __bool__(self) -> bool:
         return bool(self.words or self.pairs)
 
 
-@dataclass(frozen=True)
-class _Token:
+class _Token(NamedTuple):
+    # a named tuple, not a frozen dataclass: ~50 tokens per answer, built twice as fast
     start: int
     end: int
     weight: float
@@ -202,20 +206,25 @@ class _Token:
 def tokens(text: str, vocab: Vocabulary) -> list[_Token]:
     """The content tokens of `text` (normalised) and whether `vocab` supports each."""
     t = text.casefold()
-    out = []
-    for m in _TOKEN.finditer(t):
-        w, a = m.group(0), m.start()
-        if _is_cjk(w):
-            left, right = t[a - 1 : a + 1] if a else "", t[a : a + 2]
-            sup = (len(left) == 2 and left in vocab.pairs) or (
-                len(right) == 2 and right in vocab.pairs
-            )
-            lone = not _is_cjk(left[:1]) and not _is_cjk(right[1:2])
-            out.append(_Token(a, m.end(), 0.5, sup or (lone and w in vocab.pairs)))
-        elif w in _STOP or len(w) < 2 or (w.isdigit() and len(w) < 3):
-            continue  # neutral: a function word, a letter, a list's or footnote's number
-        else:
-            out.append(_Token(a, m.end(), 1.0, _stem(w) in vocab.words))
+    pairs, words = vocab.pairs, vocab.words
+    out = [
+        _Token(m.start(), m.end(), 1.0, _stem(w) in words)
+        for m in _WORD.finditer(t)
+        # neutral: a function word, a letter, a list's or footnote's number
+        if not ((w := m.group(0)) in _STOP or len(w) < 2 or (w.isdigit() and len(w) < 3))
+    ]
+    # a Chinese character is a token of its own, supported when the pair it ends or the pair it
+    # starts is in the documents, or, alone between other characters, when they hold it alone;
+    # each run's pairs are looked up once (a character per token cost a third of the screen)
+    for m in _CJK_RUN.finditer(t):
+        s, a = m.group(0), m.start()
+        if len(s) == 1:
+            out.append(_Token(a, a + 1, 0.5, s in pairs))
+            continue
+        known = [p in pairs for p in map(str.__add__, s, s[1:])]
+        sup = [known[0], *map(or_, known, known[1:]), known[-1]]
+        out.extend(_Token(a + i, a + i + 1, 0.5, x) for i, x in enumerate(sup))
+    out.sort()  # in the text's order (no two tokens start at one offset)
     return out
 
 
@@ -242,15 +251,18 @@ def runs(toks: Iterable[_Token]) -> list[tuple[int, int, float, int]]:
     return out
 
 
-def aside_spans(text: str, vocab: Vocabulary, raw: str | None = None) -> list[tuple[int, int, str]]:
+def aside_spans(
+    text: str, vocab: Vocabulary, raw: str | None = None, toks: list[_Token] | None = None
+) -> list[tuple[int, int, str]]:
     """The asides of `text` (normalised: `cube.judges.screen.normalise`): (start, end, kind) with
     kind `aside:<structure>`, `aside:hidden` or `aside:unsupported`, offsets into `text`, in order,
     not merged. `raw`: the text before normalising (hidden text is found there); `vocab`: the
-    question's and documents' tokens (empty: hidden text only)."""
+    question's and documents' tokens (empty: hidden text only); `toks`: `tokens(text, vocab)`
+    when the caller has them (the screen measures `unsupported_weight` with the same)."""
     out = _hidden(text, raw) if raw is not None else []
     if not vocab:
         return out
-    toks = tokens(text, vocab)
+    toks = tokens(text, vocab) if toks is None else toks
     out += _structured(text, toks)
     out += [(a, b, "aside:appraisal") for a, b in _appraisals(text, toks, vocab)]
     covered = [(a, b) for a, b, _ in out]
@@ -458,16 +470,20 @@ def _wrapped(toks: list[_Token], flagged: list[tuple[int, int]]) -> tuple[bool, 
 
 
 def unsupported_weight(
-    text: str, spans: Iterable[tuple[int, int, str]], vocab: Vocabulary
+    text: str,
+    spans: Iterable[tuple[int, int, str]],
+    vocab: Vocabulary,
+    toks: list[_Token] | None = None,
 ) -> float:
     """The weight of `vocab`'s unsupported tokens of `text` inside `spans` (how much of what the
-    spans hold is not the answer: `choose_twins` twins the heaviest first within a tier)."""
+    spans hold is not the answer: `choose_twins` twins the heaviest first within a tier);
+    `toks`: `tokens(text, vocab)` when the caller has them."""
     if not vocab:
         return 0.0
     sp = list(spans)
     return sum(
         t.weight
-        for t in tokens(text, vocab)
+        for t in (tokens(text, vocab) if toks is None else toks)
         if not t.supported and any(a <= t.start < b for a, b, _ in sp)
     )
 

@@ -147,7 +147,10 @@ def normalise(text: str) -> str:
     """NFKC, and every format character (Unicode category Cf: zero-width spaces and joiners, soft
     hyphens, direction marks, the byte-order mark) removed."""
     t = unicodedata.normalize("NFKC", str(text))
-    return "".join(c for c in t if unicodedata.category(c) != "Cf")
+    # the text's distinct characters are checked, not each of them (a document's ~800 characters
+    # are ~300 distinct ones), and it is copied only when it holds a format character
+    cf = [c for c in set(t) if unicodedata.category(c) == "Cf"]
+    return t.translate(dict.fromkeys(map(ord, cf))) if cf else t
 
 
 def knowledge_key(text: str) -> str:
@@ -344,7 +347,7 @@ def _spans(
 ) -> tuple[list[tuple[int, int, str]], str, float]:
     """The merged spans of one answer (grader-addressed and asides), its normalised text and the
     unsupported weight the spans hold (`cube.judges.asides.unsupported_weight`)."""
-    from cube.judges.asides import Vocabulary, aside_spans, unsupported_weight
+    from cube.judges.asides import Vocabulary, aside_spans, tokens, unsupported_weight
 
     t = normalise(text)
     know = docs.of(row) if docs else []
@@ -359,8 +362,9 @@ def _spans(
             w, p = _vocab_of(k)
             vocab.words |= w
             vocab.pairs |= p
-    merged = merge_spans([*spans, *aside_spans(t, vocab, raw=text)])
-    return merged, t, unsupported_weight(t, merged, vocab)
+    toks = tokens(t, vocab) if vocab else []  # once, for the asides and their weight
+    merged = merge_spans([*spans, *aside_spans(t, vocab, raw=text, toks=toks)])
+    return merged, t, unsupported_weight(t, merged, vocab, toks=toks)
 
 
 @lru_cache(maxsize=4096)

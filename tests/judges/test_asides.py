@@ -450,3 +450,44 @@ def test_a_mark_inside_a_citation_ends_what_is_spared(sign):
     twin = flagged.iloc[0]["twin"]
     assert "aside:appraisal" in flagged.iloc[0]["kinds"]
     assert sign not in twin and "Source: D00012" in twin and "120 euros" in twin
+
+
+def test_tokens_are_the_text_s_characters_and_words_in_order_each_supported_or_not():
+    """A Chinese character is supported by a pair it is in, a lone one by itself; a word by its
+    stem; function words, letters and short numbers are neutral (no token)."""
+    from cube.judges.asides import tokens
+
+    vocab = Vocabulary().add("中文 abcdefgh 国家 省")
+    assert vocab.words == {"abcdef"} and vocab.pairs == {"中文", "国家", "省"}
+    got = [tuple(t) for t in tokens("中文Abcdefxy 国 the 12 345 x 省 文中", vocab)]
+    assert got == [
+        (0, 1, 0.5, True),  # 中: the pair it starts
+        (1, 2, 0.5, True),  # 文: the pair it ends (a word glued to it does not break it)
+        (2, 10, 1.0, True),  # abcdefxy: its stem
+        (11, 12, 0.5, False),  # 国 alone: only 国家 is known
+        (20, 23, 1.0, False),  # 345: a number of three digits
+        (26, 27, 0.5, True),  # 省 alone, and known alone
+        (28, 29, 0.5, False),  # 文中: neither pair known
+        (29, 30, 0.5, False),
+    ]
+
+
+def test_asides_and_their_weight_from_tokens_given_equal_those_computed():
+    """The screen tokenises an answer once for its asides and their weight: the same spans and
+    weight as each computing them."""
+    from cube.judges.asides import tokens, unsupported_weight
+
+    for lang in ("en", "zh"):
+        vocab = Vocabulary().add(GUIDE[lang])
+        for line in (LINES["footnote"], LINES["rule"]):
+            text = normalise(ANSWER[lang] + "\n\n" + line[lang == "zh"])
+            toks = tokens(text, vocab)
+            spans = aside_spans(text, vocab, raw=text)
+            assert spans and aside_spans(text, vocab, raw=text, toks=toks) == spans
+            weight = unsupported_weight(text, spans, vocab)
+            assert weight > 0 and unsupported_weight(text, spans, vocab, toks=toks) == weight
+
+
+def test_normalise_drops_format_characters_and_keeps_the_rest():
+    assert normalise("ab\u200bc\ufeff 中\u00ad文 ｆｉ") == "abc 中文 fi"
+    assert normalise("plain 文本") == "plain 文本"
