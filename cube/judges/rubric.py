@@ -125,6 +125,7 @@ _INLINE_MARK = re.compile(
     r"(?:(?<=^)|(?<=[\s;；。,，:：]))(?:\d{1,2}\s*[.、)](?!\d)|[(]\d{1,2}[)])"
 )
 _WORDCHAR = re.compile(r"\w")
+_DIGIT = re.compile(r"\d")  # what every `_QUANTITY` holds
 _NUM = re.compile(r"\d+(?:\.\d+)?")
 _SENT = re.compile(r"[。！？!?；;\n]+|(?<=[.])\s+")
 _FREE = re.compile(
@@ -291,6 +292,8 @@ def _numbers(text: str) -> frozenset[str]:
     The unit is part of the key so that "4个工作日" does not agree with an unrelated "4" (a floor,
     a window number) elsewhere in the source. List markers ("1.", "(2)") are not claims.
     """
+    if not _DIGIT.search(text):  # most of a document's fields hold no number
+        return frozenset()
     out = set()
     for m in _QUANTITY.finditer(_INLINE_MARK.sub(" ", text)):
         n = m.group(2)

@@ -320,7 +320,7 @@ def screen_answers(
                 "foreign": foreign,
             }
         )
-    _vocab_of.cache_clear()  # the documents' vocabularies (~80 MB at paper scale) end here
+    _vocab_of.cache_clear()  # the documents' vocabularies (~30 MB at paper scale) end here
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -360,24 +360,27 @@ def _spans(
     if know and row.get("set") != "zero":
         for k in (*know, question):
             w, p = _vocab_of(k)
-            vocab.words |= w
-            vocab.pairs |= p
+            vocab.words.update(w)
+            vocab.pairs.update(p)
     toks = tokens(t, vocab) if vocab else []  # once, for the asides and their weight
     merged = merge_spans([*spans, *aside_spans(t, vocab, raw=text, toks=toks)])
     return merged, t, unsupported_weight(t, merged, vocab, toks=toks)
 
 
-@lru_cache(maxsize=4096)
-def _vocab_of(text: str) -> tuple[frozenset[str], frozenset[str]]:
+# every document's and question's of the paper's scale (6,111 of each) fit: as tuples they take
+# ~3 KB each (a frozenset of a document's ~300 character pairs took 33 KB, so the 4,096 that fitted
+# in ~90 MB were too few, and a third of the lookups missed)
+@lru_cache(maxsize=16_384)
+def _vocab_of(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """A document's (or question's) supporting tokens (`cube.judges.asides.Vocabulary`), once."""
     from sys import intern
 
     from cube.judges.asides import Vocabulary
 
     v = Vocabulary().add(text)
-    # interned: the documents share most character pairs and words, so the cache's 4,096 entries
-    # hold one string of each (the cached sets' strings were ~60 % of their 175 MB at paper scale)
-    return frozenset(map(intern, v.words)), frozenset(map(intern, v.pairs))
+    # interned: the documents share most character pairs and words, so the cache holds one
+    # string of each
+    return tuple(map(intern, v.words)), tuple(map(intern, v.pairs))
 
 
 class _Knowledge:
