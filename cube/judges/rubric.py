@@ -63,7 +63,7 @@ from cube.config.dimension_files import packaged_dimensions
 from cube.config.model_spec import ModelSpec
 from cube.config.phrasing import says_only_value, squash
 from cube.config.schema import FIELD_LABELS
-from cube.kb.text import segment
+from cube.kb.text import clear_segment_caches, segment
 from cube.llm import OfflineModel, Request, Response, register_offline
 
 
@@ -859,10 +859,12 @@ class RubricJudge(OfflineModel):
         return Response(text=str(int(total)), detail=points)
 
     def release_caches(self) -> None:
-        """Forget the cached analyses: `score_answers` calls it after each slice of answers has
-        been scored by every offline judge (the next slice's texts are others), so that the
-        caches hold one slice's texts, not the whole run's (~0.3 GB at the paper's scale)."""
+        """Forget the cached analyses and segmentations: `score_answers` calls it after each
+        slice of answers has been scored by every offline judge (the next slice's texts are
+        others), so that the caches hold one slice's texts, not the whole run's (~0.3 GB at the
+        paper's scale; the segmentations alone ~30 MB, still held by the screen after judging)."""
         clear_caches()
+        clear_segment_caches()
 
 
 @register_offline("rubric")

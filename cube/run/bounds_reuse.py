@@ -125,6 +125,9 @@ def _sum_from_baseline(roles: dict[str, dict[str, Any]], ids: set[str] | None) -
     return sum(int(r["from_baseline"] or 0) for r in roles.values())
 
 
+_READ = ("question_id", "set", "judge", "call_id", "model", "cached")
+
+
 def bounds_reuse(
     params: Params, answers: pd.DataFrame, scores: pd.DataFrame, baseline: Path | None = None
 ) -> dict[str, Any]:
@@ -133,6 +136,9 @@ def bounds_reuse(
     baseline's when the same call is in the baseline's tables) and how many this run sent."""
     offline = _offline_models(params)
     ids, why = _baseline_ids(baseline)
+    # the columns read, before any row is selected: each selection copied every column of the
+    # 293k judgments (stage 03's memory peak at the paper's scale)
+    answers, scores = (t[[c for c in _READ if c in t]] for t in (answers, scores))
     bound_answers = answers[answers["set"].astype(str).isin(BOUND_SETS)]
     bound_scores = _judgments(scores[scores["set"].astype(str).isin(BOUND_SETS)])
     roles = {
