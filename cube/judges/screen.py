@@ -188,7 +188,11 @@ def grader_spans(text: str, knowledge: Sequence[str] = ()) -> list[tuple[int, in
     `normalise(text)`. `knowledge`: the question's documents (`knowledge_key`s): a span found in
     one is content, not flagged (`in_knowledge`; checked before merging, so that the knowledge
     base's sentence and an injection that follows it are told apart)."""
-    t = normalise(text)
+    return _grader_spans(normalise(text), knowledge)
+
+
+def _grader_spans(t: str, knowledge: Sequence[str] = ()) -> list[tuple[int, int, str]]:
+    """`grader_spans` of the normalised text `t` (the screen normalises an answer once)."""
     hits = []
     for kind, pats in _COMPILED.items():
         for p in pats:
@@ -351,9 +355,9 @@ def _spans(
 
     t = normalise(text)
     know = docs.of(row) if docs else []
-    spans = grader_spans(text)
+    spans = _grader_spans(t)
     if spans and know:
-        spans = grader_spans(text, know)
+        spans = _grader_spans(t, know)
     vocab = Vocabulary()
     # a closed-book answer (the zero set) was given no document: what it says is not measured
     # against them (only its hidden text is an aside)
