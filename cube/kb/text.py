@@ -37,20 +37,20 @@ def segment(text: str, hmm: bool = True) -> tuple[str, ...]:
     Both caches hold cuts made with jieba's dictionary as it was: after `jieba.add_word` or
     `jieba.load_userdict`, call `segment.cache_clear()` and `_cut_block.cache_clear()` (cube itself
     never changes jieba's dictionary)."""
-    jieba = jieba_module()
-    han, skip = jieba.re_han_default, jieba.re_skip_default
+    han = jieba_module().re_han_default
     words: list[str] = []
     for block in han.split(text):
         if not block:
             continue
         if han.match(block):
+            # a block's words are pieces of it, never blank (it holds no whitespace)
             words.extend(_cut_block(block, hmm))
         else:
             # punctuation and spaces: jieba yields whitespace runs whole and anything else per
-            # character
-            for part in skip.split(block):
-                words.extend([part] if skip.match(part) else part)
-    return tuple(w for w in words if w.strip())
+            # character, and the runs are dropped here (`str.isspace` is what `\s` and
+            # `str.strip` see)
+            words.extend([c for c in block if not c.isspace()])
+    return tuple(words)
 
 
 @lru_cache(maxsize=400_000)

@@ -516,6 +516,7 @@ _SEG_CHARS = st.sampled_from(
     list("的办理材料工作日元收费不个年月申请人营业执照")
     + list("ab9Z.+#&%-_")
     + list("，。、；：！？()（）¥ \n\r\t")
+    + list("\u3000\xa0\x1c\u2028\u200b")  # other whitespace, and a format character that is none
 )
 
 
