@@ -303,7 +303,9 @@ def screen_answers(
     a = answers[answers["set"].isin(list(sets))] if "set" in answers else answers
     docs = _Knowledge(corpus)
     asked = _questions_by_id(questions)
-    for r in a.to_dict("records"):
+    # the columns read (the answers table's other 16 made a dict entry each per row)
+    read = ["question_id", "system", "set", "answer", "doc_id", "retrieved_doc_ids"]
+    for r in a[[c for c in read if c in a]].to_dict("records"):
         text = r.get("answer")
         text = text if isinstance(text, str) else ""  # None or NaN: no answer
         if not text.strip():
