@@ -321,3 +321,28 @@ def test_a_wrong_or_longer_answer_does_not_take_the_equal_field_rule(answer):
     }
     assert rubric.judge(ctx, rubric.PRESETS["strict"], "accuracy")[0] < 10
     assert sum(rubric.judge(ctx, rubric.PRESETS["strict"], d)[0] for d in DIMS) < 40
+
+
+def test_numeric_claims_carry_their_unit_and_a_text_without_digits_has_none() -> None:
+    rubric.clear_caches()
+    assert rubric._numbers("不收费") == frozenset()
+    assert rubric._numbers("承诺办结时限：15个工作日，收费200元") == {"15|wd", "200|yuan"}
+    assert rubric._numbers("1. 网上申报；2. 受理审查") == frozenset()  # list markers are no claims
+    assert rubric._numbers.cache_info().currsize == 3
+    rubric.clear_caches()
+    assert rubric._numbers.cache_info().currsize == 0
+
+
+def test_releasing_the_judge_s_caches_drops_the_slice_s_segmentations() -> None:
+    from cube.kb import text
+
+    model = make_model(ModelSpec(provider="offline", model="rubric"))
+    rubric.judge(
+        {"answer": GOLDCOPY_ZH, "document": GOLD_ZH, "question": Q_ZH},
+        rubric.PRESETS["lenient"],
+        "quality",
+    )
+    assert text.segment.cache_info().currsize > 0 and rubric.tokenize.cache_info().currsize > 0
+    model.release_caches()
+    assert text.segment.cache_info().currsize == 0 and text._cut_block.cache_info().currsize == 0
+    assert rubric.tokenize.cache_info().currsize == 0
