@@ -12,8 +12,10 @@ run when selected, else in the next run that selects them (make-like; LLM calls 
 cache either way). Paths resolve against the project root (`cube.config.project`); outputs show them
 relative to it. A stage whose data hold failed calls is never up to date. Stages run in the run's
 staging copy, published only when every selected stage succeeded (`cube.run.state`: lock, staging,
-interrupts). Each executed notebook is exported twice (on a thread while the next stages
-execute, `cube.pages.publish.PreparedPages`): `report/<name>.html` without code (for
+interrupts). The input checks, the plan and the manifest's usage table are computed in forked
+children (`cube.config.forked`): their memory leaves with them, not held by the runner through
+the stages and publishing. Each executed notebook is exported twice (in a worker process while the
+next stages execute, `cube.pages.publish.PreparedPages`): `report/<name>.html` without code (for
 readers) and `report/code/<name>.html` with code, each with a header linking the index and the
 previous/next page, and no script loaded from the network (the pages work offline). `index.html`
 opens on the decision page (`cube.diagnose.assessment`), then lists the pages and, grouped by the
