@@ -16,8 +16,9 @@ child has the runner's modules) and a few milliseconds, and returns its result (
 pipe); the child's memory goes back to the system when it exits. An exception `fn` raises is
 raised here, with the child's traceback as a note (and so is pickle's error on a result it cannot
 carry); an exception pickle cannot carry raises `ChildFailed` with its type and message, and so
-does a child that dies (a signal) with how it ended. Where `os.fork` does not exist (Windows),
-`fn()` runs in this process.
+does a child that dies (a signal) with how it ended. Elsewhere than on Linux (Windows has no
+`fork`; on macOS a forked process must not use the system frameworks its parent did, and Python's
+own `multiprocessing` no longer forks there), `fn()` runs in this process.
 
 The child writes nothing the runner has buffered (the runner's standard streams are flushed before
 the fork, the child flushes only what it printed itself and ends with `os._exit`, running no
@@ -43,7 +44,7 @@ class ChildFailed(RuntimeError):
 
 def in_child(fn: Callable[[], T]) -> T:
     """`fn()` computed in a forked child process; its result. See the module's docstring."""
-    if not hasattr(os, "fork"):
+    if not sys.platform.startswith("linux"):  # macOS: forking a process using system frameworks
         return fn()
     sys.stdout.flush()
     sys.stderr.flush()
