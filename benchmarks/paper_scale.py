@@ -13,7 +13,9 @@ the stage running at that moment (the stage is the newest `outputs/<run>/.stagin
 file being written, until `cube run` logs that stage as done; else "runner": the runner's own work
 between stages, and after the last one the manifest written before the commit). The totals (CPU
 of all descendants, peak RSS of the largest single process) come from `os.wait4`, so they are
-exact; the per-stage split is sampled.
+exact; the per-stage split is sampled. The `cube run` process's own peak RSS and CPU (its forked
+children apart: `cube.config.forked`, the page worker) are sampled too: `first_runner_peak_rss_mb`,
+`first_runner_cpu_s`.
 
 Side by side (issue 31): `--against REV` checks the commit REV out in a git worktree of its own
 (`<tmp>/cube-against-<sha>`, kept and re-used by later invocations; `git worktree remove` deletes
@@ -108,6 +110,8 @@ class Sampler(threading.Thread):
         self.first: dict[str, float] = {}
         self.last: dict[str, float] = {}
         self.seen: dict[int, tuple[str, float]] = {}  # pid -> (stage, cpu already attributed)
+        self.runner_rss = 0  # the `cube run` process's own peak RSS (its forked children apart)
+        self.runner_cpu = 0.0  # and its own CPU seconds, as last read
 
     def stage(self) -> str:
         nbs = (
@@ -146,6 +150,8 @@ class Sampler(threading.Thread):
                 if s is None:
                     continue
                 cpu, rss = s
+                if pid == self.pid:
+                    self.runner_rss, self.runner_cpu = max(self.runner_rss, rss), cpu
                 _, done = self.seen.get(pid, (stage, 0.0))
                 self.cpu[stage] = self.cpu.get(stage, 0.0) + cpu - done
                 self.seen[pid] = (stage, cpu)
@@ -172,6 +178,8 @@ class Result:
     peak_rss_mb: float
     tree_peak_rss_mb: float
     wall_s: float
+    runner_peak_rss_mb: float = 0.0  # the `cube run` process alone (sampled)
+    runner_cpu_s: float = 0.0
     stages: dict[str, tuple[float, float, float, float]] = field(default_factory=dict)
     # stage -> (wall span s, cpu s, largest process rss MB, whole tree rss MB)
 
@@ -209,6 +217,8 @@ def run_once(
         peak_rss_mb=usage.ru_maxrss / 1024,  # the largest single process (exact)
         tree_peak_rss_mb=max(sampler.tree.values(), default=0) / 2**20,
         wall_s=wall,
+        runner_peak_rss_mb=sampler.runner_rss / 2**20,
+        runner_cpu_s=sampler.runner_cpu,
     )
     for stage in sorted(sampler.cpu):  # "runner": the cube process between stages
         result.stages[stage] = (
@@ -231,6 +241,8 @@ def _print_run(label: str, code: int, result: Result) -> None:
         print(f"{stage:8} {span:8.1f} {cpu:8.1f} {rss:8.0f} {tree:8.0f}")
     print(f"{label}_cpu_s: {result.cpu_s:.1f}")
     print(f"{label}_peak_rss_mb: {result.peak_rss_mb:.0f}")
+    print(f"{label}_runner_peak_rss_mb: {result.runner_peak_rss_mb:.0f}")
+    print(f"{label}_runner_cpu_s: {result.runner_cpu_s:.1f}")
     # every process alive at once (the runner, the kernel and its children), sampled
     print(f"{label}_tree_peak_rss_mb: {result.tree_peak_rss_mb:.0f}")
     print(f"{label}_wall_s: {result.wall_s:.1f}")

@@ -99,34 +99,27 @@ def export_html(
 
 
 class PreparedPages:
-    """The two pages of each executed notebook, exported on a thread of their own while the next
-    stages execute (`cube run`: the runner only waits for the kernel then, so the export takes the
-    machine's other core instead of adding to the run's time). A page is used by `publish` only if
-    its notebook is the one exported (same size and modification time); otherwise, or if the export
-    failed, `publish` exports it itself, so a prepared page is always the page `export_html` would
-    write."""
+    """The two pages of each executed notebook, exported while the next stages execute (`cube
+    run`: the runner only waits for the kernel then, so the export takes the machine's other core
+    instead of adding to the run's time). A page is used by `publish` only if its notebook is the
+    one exported (same size and modification time); otherwise, or if the export failed, `publish`
+    exports it itself, so a prepared page is always the page `export_html` would write.
+
+    On Linux the pages are exported in a worker process forked when this is made (before the
+    run's kernel starts, so no thread of the runner is forked with it), not on a thread of the
+    runner: nbconvert's exports took the runner from 215 to 380 MB over the stages of a
+    paper-scale run (its templates, nh3, pygments, and the memory their work left to the
+    allocator), memory it then held under publishing and the manifest, the run's largest process.
+    The worker has the runner's modules (no new imports); it returns each page's text. Elsewhere
+    (no `fork`), a thread of the runner exports them."""
 
     def __init__(self) -> None:
-        from concurrent.futures import ThreadPoolExecutor
-
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cube-pages")
+        self._pool = _page_pool()
         self._pages: dict[str, Any] = {}  # notebook file name -> future of (identity, html, code)
 
     def add(self, executed: Path) -> None:
         """Export `executed` (as it is now) in the background."""
-        self._pages[executed.name] = self._pool.submit(self._export, executed)
-
-    @staticmethod
-    def _export(executed: Path) -> tuple[tuple[int, int], str, str]:
-        import nbformat
-
-        identity = _identity(executed)
-        notebook = nbformat.read(executed, as_version=4)
-        return (
-            identity,
-            page_html(notebook, with_code=False),
-            page_html(notebook, with_code=True),
-        )
+        self._pages[executed.name] = self._pool.submit(_export_pages, executed)
 
     def get(self, executed: Path) -> tuple[str, str] | None:
         """(page, page with code) of `executed` if prepared from the file as it is, else None."""
@@ -146,6 +139,44 @@ class PreparedPages:
     def close(self) -> None:
         """Stop: pages not started are dropped, a page being exported is finished."""
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _page_pool() -> Any:
+    """One worker for the pages: a process forked now where `fork` exists (Linux), else a thread."""
+    import sys
+    from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+
+    if not sys.platform.startswith("linux"):  # macOS: forking a process using system frameworks
+        return ThreadPoolExecutor(max_workers=1, thread_name_prefix="cube-pages")
+    import multiprocessing
+
+    pool = ProcessPoolExecutor(
+        max_workers=1, mp_context=multiprocessing.get_context("fork"), initializer=_page_worker
+    )
+    pool.submit(int).result()  # fork it now: the runner has no other thread yet
+    return pool
+
+
+def _page_worker() -> None:
+    """The page worker ignores the terminal's Ctrl-C (the runner stops it: `PreparedPages.close`
+    lets the page being exported finish) and SIGTERM's handler of the runner (`cube.run.state`)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _export_pages(executed: Path) -> tuple[tuple[int, int], str, str]:
+    """(the notebook's identity, its page, its page with code), from the file as it is now."""
+    import nbformat
+
+    identity = _identity(executed)
+    notebook = nbformat.read(executed, as_version=4)
+    return (
+        identity,
+        page_html(notebook, with_code=False),
+        page_html(notebook, with_code=True),
+    )
 
 
 def _identity(path: Path) -> tuple[int, int]:

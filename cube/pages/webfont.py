@@ -37,9 +37,13 @@ def cjk_characters(page: str) -> str:
     return "".join(sorted(c for c in set(_BLOCK.sub("", page)) if _CJK.match(c)))
 
 
-def subset(font: Path | bytes, characters: str, font_number: int = 0) -> bytes:
+def subset(
+    font: Path | bytes, characters: str, font_number: int = 0, *, hinted: bool = True
+) -> bytes:
     """A WOFF subset of `font` (a file, or WOFF/OTF bytes) holding `characters` only, without
-    hinting or layout features (Chinese text needs neither)."""
+    hinting or layout features (Chinese text needs neither). `hinted=False`: `font` holds no
+    hints already (a subset this function made), so they are not looked for again: the same bytes,
+    without running every glyph's program once more (a tenth of a subset's time)."""
     from fontTools import subset as ft_subset
     from fontTools.ttLib import TTFont
 
@@ -48,7 +52,7 @@ def subset(font: Path | bytes, characters: str, font_number: int = 0) -> bytes:
     options = ft_subset.Options()
     options.flavor = "woff"
     options.layout_features = []
-    options.hinting = False
+    options.hinting = not hinted  # keeping "the hints" of a font without any leaves it as it is
     options.name_IDs = [1, 2]
     options.notdef_outline = True
     sub = ft_subset.Subsetter(options)
@@ -107,7 +111,7 @@ def embed_cjk_font(
     for page, text in texts.items():
         if chars[page]:
             if chars[page] not in made:
-                made[chars[page]] = subset(base, chars[page])
+                made[chars[page]] = subset(base, chars[page], hinted=False)
             woff = made[chars[page]]
             new = _insert(text, font_block(woff))
             sizes[page] = len(woff)

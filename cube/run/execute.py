@@ -12,8 +12,10 @@ run when selected, else in the next run that selects them (make-like; LLM calls 
 cache either way). Paths resolve against the project root (`cube.config.project`); outputs show them
 relative to it. A stage whose data hold failed calls is never up to date. Stages run in the run's
 staging copy, published only when every selected stage succeeded (`cube.run.state`: lock, staging,
-interrupts). Each executed notebook is exported twice (on a thread while the next stages
-execute, `cube.pages.publish.PreparedPages`): `report/<name>.html` without code (for
+interrupts). The input checks, the plan and the manifest's usage table are computed in forked
+children (`cube.config.forked`): their memory leaves with them, not held by the runner through
+the stages and publishing. Each executed notebook is exported twice (in a worker process while the
+next stages execute, `cube.pages.publish.PreparedPages`): `report/<name>.html` without code (for
 readers) and `report/code/<name>.html` with code, each with a header linking the index and the
 previous/next page, and no script loaded from the network (the pages work offline). `index.html`
 opens on the decision page (`cube.diagnose.assessment`), then lists the pages and, grouped by the
@@ -418,9 +420,11 @@ def check_inputs(params: Params, root: Path, log=print, params_file: Path | None
     """`cube validate`'s data checks before any stage runs: a bad knowledge base, question file or
     imported QA file stops the run here (`InputError`, every problem at once) instead of in the
     stage that reads it; the warnings are logged, one line each, and the run goes on."""
+    from cube.config.forked import in_child
     from cube.run.validate import validate_data
 
-    report = validate_data(params, root, params_file)
+    # in a child process: the demo corpus it builds (150 MB at the paper's scale) leaves with it
+    report = in_child(lambda: validate_data(params, root, params_file))
     for warning in report.warnings:
         log(f"[cube] warning: {warning}")
     if not report.ok:
@@ -867,15 +871,27 @@ def _record_plan(params: Params, paths: RunPaths, root: Path, log) -> None:
     """`cube plan` before any call of the run, into results.json (`plan`): the manifest sets it
     beside the usage the run reports. A plan that cannot be made (an input the stages will reject
     anyway) is recorded as its reason and never stops the run."""
+    from cube.config.forked import ChildFailed, in_child
+
+    try:  # in a child process: the plan's memory (268k calls at the paper's scale) leaves with it
+        rows, line = in_child(lambda: _plan_rows(params, paths, root))
+    except ChildFailed as exc:
+        rows, line = {"error": _short(exc)}, ""
+    if line:
+        log(line)
+    write_part(paths, PlanRecord(plan=rows))
+
+
+def _plan_rows(params: Params, paths: RunPaths, root: Path) -> tuple[Any, str]:
+    """The plan's rows (or why it could not be made) and its line in the run's log."""
     from cube.run.plan import build_plan, plan_line
 
     try:
         plan = build_plan(params, base_dir=root, cache_path=paths.cache)
-        rows: Any = json.loads(plan.to_json(orient="records"))
-        log(f"[cube] plan: {plan_line(plan)}; `cube plan` shows them per role and model")
     except Exception as exc:  # noqa: BLE001  the stages report the input's problem themselves
-        rows = {"error": _short(exc)}
-    write_part(paths, PlanRecord(plan=rows))
+        return {"error": _short(exc)}, ""
+    line = f"[cube] plan: {plan_line(plan)}; `cube plan` shows them per role and model"
+    return json.loads(plan.to_json(orient="records")), line
 
 
 def _plan_vs_actual(
@@ -890,6 +906,13 @@ def _plan_vs_actual(
 def _usage(paths: RunPaths) -> list[dict[str, Any]]:
     """The usage of every table holding calls (`cube.run.decide.call_usage`: the decision's cost
     card reads the same)."""
+    from cube.config.forked import in_child
+
+    # in a child process: every table of calls read (293k judgments at the paper's scale, +220 MB)
+    return in_child(lambda: _usage_rows(paths))
+
+
+def _usage_rows(paths: RunPaths) -> list[dict[str, Any]]:
     from cube.run.decide import call_usage
 
     usage = call_usage(paths)

@@ -47,3 +47,13 @@ def test_a_notebook_changed_since_its_pages_were_prepared_gets_none(tmp_path):
         assert pages.get(tmp_path / "02_never_added.ipynb") is None
     finally:
         pages.close()
+
+
+def test_the_pages_are_exported_in_a_worker_process_not_in_the_runner():
+    # the export's memory (nbconvert, its templates) stays out of the runner (`_page_pool`)
+    pages = PreparedPages()
+    try:
+        worker = pages._pool.submit(os.getpid).result()
+    finally:
+        pages.close()
+    assert worker != os.getpid()

@@ -109,3 +109,10 @@ def test_published_browser_font_covers_every_data_file(tmp_path):
     assert set("收费标准办理地点") <= _embedded_cmap(shown)
     assert shown == joined.read_text(encoding="utf-8")
     assert sizes[report / "judgments.html"] > 0
+
+
+def test_a_subset_of_a_subset_is_the_same_whether_or_not_hints_are_looked_for_again():
+    # `embed_cjk_font` subsets each page from the report's union subset, which holds no hints
+    base = webfont.subset(FONT[0], "得分问题回答评分", FONT[1])
+    for chars in ("得分", "问题回答", "评"):
+        assert webfont.subset(base, chars, hinted=False) == webfont.subset(base, chars)

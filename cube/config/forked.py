@@ -1,0 +1,118 @@
+"""Work done in a forked child of `cube run`, so that the memory it takes leaves with the child.
+
+The runner (`cube.run.execute`) lives for the whole run and publishes the report at its end; what
+it computed in its own process before and after the stages stayed with it, and publishing's own
+peak came on top: the run's largest process (732-751 MB at the paper's scale, 6,111 items and
+293k judgments). Before the stages, the input checks (`cube.run.validate.validate_data`, which
+builds the demo corpus the way a run does) took it from 215 to 370 MB and `cube plan`'s count of
+the run's calls (`cube.run.plan.build_plan`: every system's BM25 retrieval run, every judge's
+requests built) to 500 MB: jieba's dictionary, the BM25 index and its token caches (105 MB still
+referenced after the plan), and freed memory the allocator keeps (CPython's arenas and glibc's
+heap are not returned while a few objects remain in them). After them, the manifest's usage table
+(`cube.run.decide.call_usage`, every table of calls read) added 220 MB.
+
+`in_child(fn)` runs `fn()` in a child forked from the runner, which costs no new imports (the
+child has the runner's modules) and a few milliseconds, and returns its result (pickled through a
+pipe); the child's memory goes back to the system when it exits. An exception `fn` raises is
+raised here, with the child's traceback as a note (and so is pickle's error on a result it cannot
+carry); an exception pickle cannot carry raises `ChildFailed` with its type and message, and so
+does a child that dies (a signal) with how it ended. Elsewhere than on Linux (Windows has no
+`fork`; on macOS a forked process must not use the system frameworks its parent did, and Python's
+own `multiprocessing` no longer forks there), `fn()` runs in this process.
+
+The child writes nothing the runner has buffered (the runner's standard streams are flushed before
+the fork, the child flushes only what it printed itself and ends with `os._exit`, running no
+`atexit` handler and closing none of the runner's files, kernels or locks). An interrupt of the
+runner (SIGINT, SIGTERM) while it waits kills the child and propagates.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import sys
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+class ChildFailed(RuntimeError):
+    """The forked child ended without a result (killed, or a result pickle cannot carry)."""
+
+
+def in_child(fn: Callable[[], T]) -> T:
+    """`fn()` computed in a forked child process; its result. See the module's docstring."""
+    if not sys.platform.startswith("linux"):  # macOS: forking a process using system frameworks
+        return fn()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: compute, send, leave without running the runner's exit handlers
+        _child(fn, read, write)
+    os.close(write)
+    try:
+        with os.fdopen(read, "rb") as pipe:
+            data = pipe.read()
+        _, status = os.waitpid(pid, 0)
+    except BaseException:  # an interrupt: the child goes with the runner
+        _kill(pid)
+        raise
+    if status != 0 or not data:
+        raise ChildFailed(f"the child process ended without a result ({_status(status)})")
+    kind, value = pickle.loads(data)  # noqa: S301  our own child's result, through our own pipe
+    if kind == "raised":
+        raise value
+    return value
+
+
+def _child(fn: Callable[[], object], read: int, write: int) -> None:
+    code = 1
+    try:
+        os.close(read)
+        try:
+            data = _dumps(("returned", fn()))
+        except Exception as exc:  # noqa: BLE001  raised again in the runner
+            import traceback
+
+            exc.add_note("in a child process of the runner:\n" + traceback.format_exc().rstrip())
+            data = _dumps(("raised", exc), ("raised", ChildFailed(f"{type(exc).__name__}: {exc}")))
+        with os.fdopen(write, "wb") as pipe:
+            pipe.write(data)
+        code = 0
+    except BaseException:  # noqa: BLE001  an interrupt: the runner says it ended without a result
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def _dumps(result: tuple[str, object], instead: tuple[str, object] | None = None) -> bytes:
+    """The pickled result; `instead` when pickle cannot carry it (an exception with a lock)."""
+    try:
+        return pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # noqa: BLE001
+        if instead is None:
+            raise
+        return pickle.dumps(instead, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass
+
+
+def _status(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return f"killed by signal {os.WTERMSIG(status)}"
+    return f"exit code {os.waitstatus_to_exitcode(status)}"
