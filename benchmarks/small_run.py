@@ -17,7 +17,9 @@ kernel's warm-up imports in the fingerprints and the plan, the pages exported on
 thread (`cube.pages.publish.PreparedPages`) in the stages after the one they show. On a shared
 machine CPU is the trustworthy figure; wall is indicative and printed beside the load average. A
 phase's figures exclude the phases nested in it (the index's fingerprints are not the publishing's
-HTML export). `--checkout`: measure that checkout's `cube` (first on PYTHONPATH), e.g. a `git
+HTML export). The stages execute on runner threads, side by side in two kernels after 03
+(`cube.run.lanes`): the phase `stages` holds their whole wall and CPU, and each stage's line below
+it (indented, not summed again) its kernel's CPU and its thread's (`runner`). `--checkout`: measure that checkout's `cube` (first on PYTHONPATH), e.g. a `git
 worktree` of main for a before/after pair; the phases it lacks show as absent.
 
 The last line is the headline: `small_run_wall_s: <median wall of the whole command>`, preceded by
@@ -53,6 +55,7 @@ PHASES = [
     ("cube.run.kernel", "WarmKernel._start", "kernel start"),
     ("cube.run.kernel", "WarmKernel.warm_up", "kernel warm-up (sent)"),
     ("cube.run.kernel", "WarmKernel._warmed", "waiting for the warm-up"),
+    ("cube.run.execute", "_run_stages", "stages (their kernels' CPU below)"),
     ("cube.run.kernel", "WarmKernel.execute", None),
     ("cube.run.kernel", "WarmKernel.close", "kernel shutdown"),
     ("cube.run.execute", "write_manifest", "manifest"),
@@ -73,7 +76,7 @@ PHASES = [
 # line. Each phase's exclusive wall and CPU (the process, its reaped children and its live ones,
 # the kernel) go to the file named by argv[1] as JSON.
 INNER = r"""
-import functools, importlib, json, os, resource, sys, time
+import functools, importlib, json, os, resource, sys, threading, time
 T_START = time.monotonic()
 import psutil
 out_file, phases_json, argv = sys.argv[1], sys.argv[2], sys.argv[3:]
@@ -94,21 +97,38 @@ def cpu():
             pass
     return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime + live
 
-# label -> [wall, cpu, calls, own cpu]
-# stack of [label, wall0, cpu0, inner wall, inner cpu, own cpu0, inner own cpu]
-totals, stack = {}, []
+# label -> [wall, cpu, calls, own cpu, side]; side: 1 for a phase on a runner thread (a stage
+# executing beside another in the run's second kernel: `cube.run.lanes`), counted in the phase that
+# runs the stages, not summed again. Its CPU is its thread's and its kernel's.
+# stack (one per thread) of [label, wall0, cpu0, inner wall, inner cpu, own cpu0, inner own cpu]
+totals, local = {}, threading.local()
+MAIN = threading.main_thread()
+
+def kernel_cpu(a):
+    try:
+        t = psutil.Process(a[0]._process().pid).cpu_times()
+        return t.user + t.system
+    except Exception:
+        return 0.0
 
 def wrap(fn, label):
     @functools.wraps(fn)
     def timed(*a, **k):
         name = label or ('stage ' + os.path.basename(str(a[1])).split('.')[0])
-        stack.append([name, time.monotonic(), cpu(), 0.0, 0.0, own(), 0.0])
+        side = threading.current_thread() is not MAIN
+        stack = local.__dict__.setdefault('stack', [])
+        def cpu_now():
+            if not side:
+                return cpu()
+            return time.thread_time() + (kernel_cpu(a) if label is None else 0.0)
+        own_now = time.thread_time if side else own
+        stack.append([name, time.monotonic(), cpu_now(), 0.0, 0.0, own_now(), 0.0])
         try:
             return fn(*a, **k)
         finally:
             n, w0, c0, iw, ic, o0, io = stack.pop()
-            w, c, o = time.monotonic() - w0, cpu() - c0, own() - o0
-            t = totals.setdefault(n, [0.0, 0.0, 0, 0.0])
+            w, c, o = time.monotonic() - w0, cpu_now() - c0, own_now() - o0
+            t = totals.setdefault(n, [0.0, 0.0, 0, 0.0, int(side)])
             t[0] += w - iw; t[1] += c - ic; t[2] += 1; t[3] += o - io
             if stack:
                 stack[-1][3] += w; stack[-1][4] += c; stack[-1][6] += o
@@ -126,7 +146,7 @@ for mod, attr, label in json.loads(phases_json):
 
 # the start-up: the interpreter and these imports (cube.cli and the wrapped modules, which
 # `cube run` imports anyway), counted as the command's
-totals['start-up (interpreter, imports)'] = [time.monotonic() - T_START, cpu(), 1, own()]
+totals['start-up (interpreter, imports)'] = [time.monotonic() - T_START, cpu(), 1, own(), 0]
 from cube.cli import main
 try:
     code = main(argv)
@@ -180,7 +200,10 @@ def show(run: dict, label: str) -> None:
     print(f"--- {label}: wall {run['wall']:.1f} s, CPU {run['cpu']:.1f} s (children included)")
     print(f"{'phase':40} {'wall s':>7} {'CPU s':>7} {'runner':>7} {'calls':>5}")
     timed_w = timed_c = 0.0
-    for name, (w, c, n, o) in run["phases"].items():
+    for name, (w, c, n, o, *side) in run["phases"].items():
+        if side and side[0]:  # on a runner thread: inside the stages' phase, not summed again
+            print(f"  {name:38} {w:7.2f} {c:7.2f} {o:7.2f} {n:5d}")
+            continue
         print(f"{name:40} {w:7.2f} {c:7.2f} {o:7.2f} {n:5d}")
         timed_w, timed_c = timed_w + w, timed_c + c
     print(f"{'the rest (untimed)':40} {run['wall'] - timed_w:7.2f} {run['cpu'] - timed_c:7.2f}")
