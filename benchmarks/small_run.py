@@ -8,7 +8,7 @@ stages' fingerprints, the kernel's start, each stage, the manifest, the commit, 
 (HTML export, navigation bars, judgment browser, index, fonts), then the command's outcome.
 
     nice -n 10 .venv/bin/python benchmarks/small_run.py [--items 8] [--rounds 1] [--keep DIR]
-        [--checkout PATH] [--rerun]
+        [--checkout PATH] [--rerun] [--paper]
 
 CPU is the process's own plus its children's (the notebook kernel, while alive, read from /proc;
 reaped children from `getrusage`), so a phase's CPU includes the kernel's work in it; the column
@@ -19,8 +19,12 @@ machine CPU is the trustworthy figure; wall is indicative and printed beside the
 phase's figures exclude the phases nested in it (the index's fingerprints are not the publishing's
 HTML export). The stages execute on runner threads, side by side in two kernels after 03
 (`cube.run.lanes`): the phase `stages` holds their whole wall and CPU, and each stage's line below
-it (indented, not summed again) its kernel's CPU and its thread's (`runner`). `--checkout`: measure that checkout's `cube` (first on PYTHONPATH), e.g. a `git
-worktree` of main for a before/after pair; the phases it lacks show as absent.
+it (indented, not summed again) its kernel's CPU and its thread's (`runner`). Then each kernel's
+stages: fresh or taken over, its memory when the stage began, its peak and after its reset
+(`WarmKernel.history`). `--checkout`: measure that checkout's `cube` (first on PYTHONPATH), e.g. a
+`git worktree` of main for a before/after pair; the phases it lacks show as absent. `--paper`: the
+params of `benchmarks/paper_scale.py` (`--paper --items 6111`: the paper's scale, ~2 min, to see
+which stages get a fresh kernel and what each kernel holds).
 
 The last line is the headline: `small_run_wall_s: <median wall of the whole command>`, preceded by
 `small_run_cpu_s`.
@@ -104,10 +108,11 @@ def cpu():
 totals, local = {}, threading.local()
 MAIN = threading.main_thread()
 
+# the stage's kernel CPU (`WarmKernel.history`: a fresh kernel's start and imports included; the
+# kernel may be replaced inside the stage)
 def kernel_cpu(a):
     try:
-        t = psutil.Process(a[0]._process().pid).cpu_times()
-        return t.user + t.system
+        return a[0].history[-1]['cpu_s']
     except Exception:
         return 0.0
 
@@ -120,7 +125,7 @@ def wrap(fn, label):
         def cpu_now():
             if not side:
                 return cpu()
-            return time.thread_time() + (kernel_cpu(a) if label is None else 0.0)
+            return time.thread_time()
         own_now = time.thread_time if side else own
         stack.append([name, time.monotonic(), cpu_now(), 0.0, 0.0, own_now(), 0.0])
         try:
@@ -128,6 +133,8 @@ def wrap(fn, label):
         finally:
             n, w0, c0, iw, ic, o0, io = stack.pop()
             w, c, o = time.monotonic() - w0, cpu_now() - c0, own_now() - o0
+            if side and label is None:
+                c += kernel_cpu(a)
             t = totals.setdefault(n, [0.0, 0.0, 0, 0.0, int(side)])
             t[0] += w - iw; t[1] += c - ic; t[2] += 1; t[3] += o - io
             if stack:
@@ -144,6 +151,18 @@ for mod, attr, label in json.loads(phases_json):
     if holder is not None and hasattr(holder, name):
         setattr(holder, name, wrap(getattr(holder, name), label))
 
+# every kernel of the run, for its stages' memory (`WarmKernel.history`)
+kernels = []
+try:
+    import cube.run.kernel as _k
+    _init = _k.WarmKernel.__init__
+    def _kept(self, *a, **k):
+        _init(self, *a, **k)
+        kernels.append(self)
+    _k.WarmKernel.__init__ = _kept
+except (ImportError, AttributeError):
+    pass
+
 # the start-up: the interpreter and these imports (cube.cli and the wrapped modules, which
 # `cube run` imports anyway), counted as the command's
 totals['start-up (interpreter, imports)'] = [time.monotonic() - T_START, cpu(), 1, own(), 0]
@@ -152,14 +171,24 @@ try:
     code = main(argv)
 finally:
     with open(out_file, 'w') as f:
-        json.dump({'phases': totals}, f)
+        json.dump({'phases': totals,
+                   'kernels': [[h for h in getattr(k, 'history', [])] for k in kernels]}, f)
 sys.exit(code)
 """
 
 
-def write_params(work: Path, items: int) -> Path:
-    """The default params with `corpus.n_items: items` and the outputs in `work`."""
+def write_params(work: Path, items: int, paper: bool = False) -> Path:
+    """The default params with `corpus.n_items: items` and the outputs in `work`; `paper`: those of
+    `benchmarks/paper_scale.py` (4 offline judges, one BM25 system) instead."""
     import yaml
+
+    if paper:
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        from paper_scale import PARAMS
+
+        params = work / "paper.yaml"
+        params.write_text(PARAMS.format(items=items, outputs=work / "outputs"), encoding="utf-8")
+        return params
 
     data = yaml.safe_load((ROOT / "params" / "default.yaml").read_text(encoding="utf-8"))
     data["corpus"]["n_items"] = items
@@ -192,8 +221,14 @@ def one_run(params: Path, work: Path, checkout: Path, preflight: bool) -> dict:
         print(proc.stdout[-3000:], proc.stderr[-3000:], file=sys.stderr)
         raise SystemExit(f"cube run failed ({proc.returncode})")
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-    phases = json.loads(phases_file.read_text())["phases"]
-    return {"wall": wall, "cpu": cpu, "phases": phases, "rss_mb": after.ru_maxrss / 1024}
+    record = json.loads(phases_file.read_text())
+    return {
+        "wall": wall,
+        "cpu": cpu,
+        "phases": record["phases"],
+        "kernels": record.get("kernels", []),
+        "rss_mb": after.ru_maxrss / 1024,
+    }
 
 
 def show(run: dict, label: str) -> None:
@@ -207,6 +242,29 @@ def show(run: dict, label: str) -> None:
         print(f"{name:40} {w:7.2f} {c:7.2f} {o:7.2f} {n:5d}")
         timed_w, timed_c = timed_w + w, timed_c + c
     print(f"{'the rest (untimed)':40} {run['wall'] - timed_w:7.2f} {run['cpu'] - timed_c:7.2f}")
+    show_kernels(run.get("kernels", []))
+
+
+def show_kernels(kernels: list[list[dict]]) -> None:
+    """Each kernel's stages: fresh or taken over, its memory when the stage began, its peak, after
+    the reset, and whether it was then closed (MB)."""
+    mb = 2**20
+    print(
+        f"{'kernel':>6} {'stage':28} {'fresh':>5} {'start':>6} {'peak':>6} {'after':>6} "
+        f"{'closed':>6} {'cpu_s':>6}"
+    )
+    for n, history in enumerate(kernels):
+        for h in history:
+            print(
+                f"{n:6d} {h['stage']:28} {'yes' if h['fresh'] else 'no':>5} "
+                f"{h['before'] / mb:6.0f} {h['peak'] / mb:6.0f} {h['after'] / mb:6.0f} "
+                f"{'yes' if h['closed'] else 'no':>6} {h.get('cpu_s', 0.0):6.2f}"
+            )
+    fresh = [h.get("cpu_s", 0.0) for history in kernels for h in history if h["fresh"]]
+    print(f"fresh kernels: {len(fresh)}, their first stages' CPU {sum(fresh):.1f} s")
+    peaks = [h["peak"] for history in kernels for h in history]
+    if peaks:
+        print(f"small_run_kernel_peak_mb: {max(peaks) / mb:.0f}")
 
 
 def main() -> None:
@@ -218,6 +276,11 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, default=None, help="run in this folder and keep it")
     ap.add_argument("--checkout", type=Path, default=ROOT, help="the checkout whose cube runs")
     ap.add_argument("--no-preflight", action="store_true", help="pass --no-preflight")
+    ap.add_argument(
+        "--paper",
+        action="store_true",
+        help="paper_scale.py's params (--items 6111 for the paper's scale): the kernels' memory",
+    )
     ap.add_argument(
         "--rerun", action="store_true", help="then run it again unchanged (every stage up to date)"
     )
@@ -231,7 +294,7 @@ def main() -> None:
             work = args.keep / f"round{k + 1}"
         work.mkdir(parents=True, exist_ok=True)
         try:
-            params = write_params(work, args.items)
+            params = write_params(work, args.items, args.paper)
             run = one_run(params, work, args.checkout.resolve(), not args.no_preflight)
             show(run, f"round {k + 1}, {args.items} items, load {os.getloadavg()[0]:.2f}")
             walls.append(run["wall"])

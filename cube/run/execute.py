@@ -624,6 +624,21 @@ def fans_out(stem: str, later: list[str], stems: list[str]) -> bool:
     return sum(stem in stage_inputs(s, stems) for s in later) >= 2
 
 
+def small_corpus(paths: RunPaths) -> bool:
+    """Whether the run's knowledge base (01's table) has at most `SECOND_KERNEL_ITEMS` items: only
+    then does the run start a second kernel (`cube.run.lanes`), while the stage before the
+    fan-out executes."""
+    import pyarrow.parquet as pq
+
+    from cube.run.lanes import SECOND_KERNEL_ITEMS
+
+    path = paths.data_file("corpus")
+    try:
+        return path.exists() and pq.read_metadata(path).num_rows <= SECOND_KERNEL_ITEMS
+    except (OSError, ValueError):
+        return False
+
+
 def _run_stages(
     params: Params,
     params_path: Path,
@@ -710,8 +725,11 @@ def _next_stage(
     loop.prints.pop(nb.name, None)
     loop.executed.add(nb.stem)
     _forget_stale(loop.paths, nb.stem, loop.feeds_decision)
-    if fans_out(nb.stem, later, loop.stems):
-        lanes.warm_second()
+    if (
+        fans_out(nb.stem, later, loop.stems)
+        or (later and fans_out(later[0], later[1:], loop.stems))
+    ) and small_corpus(loop.paths):
+        lanes.warm_second()  # warm when the stages after the fan-out begin
     job = lanes.submit(lambda kernel: _execute_stage(loop, kernel, nb, out, injected))
     loop.jobs[nb.stem] = job
     loop.waiting.append(_Reported(nb, job=job))

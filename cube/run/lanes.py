@@ -4,15 +4,15 @@ seconds).
 A small run is mostly serial: one kernel executes the stages one after another while the other
 core idles. After stage 03 every analysis stage (04-11) reads only 03's data (10 reads 06's
 decision too, `cube.run.stages`), so they may execute side by side. `Lanes` is the run's kernels:
-the first (`cube.run.kernel.WarmKernel`, started and warmed up by `cube run` as before) and, once
-a stage that several later stages wait for is dispatched (`warm_second`), a second one that
-starts and imports on the other core while that stage runs. Each stage executes on a thread of
-the runner in whichever kernel is free (papermill, in that kernel, exactly as before: the reset
-makes a stage's kernel that of a fresh one whichever stages ran in it before).
+the first (`cube.run.kernel.WarmKernel`, started and warmed up by `cube run` as before) and, in a
+run of a small knowledge base (`SECOND_KERNEL_ITEMS`), a second one that starts and imports on the
+other core while the stage before the fan-out runs (`warm_second`). Each stage executes on a
+thread of the runner in whichever kernel is free (papermill, in that kernel, exactly as before:
+the reset makes a stage's kernel that of a fresh one whichever stages ran in it before).
 
-Memory: a second kernel doubles the kernels' memory, so it is used only while no kernel has found
-the run's data large (`WarmKernel.large`: the paper's scale runs its stages one at a time, its
-peak that of its largest stage), and closed as soon as one has.
+Memory: a second kernel doubles the kernels' memory, so it is started only for a small knowledge
+base, used only while no kernel has found the run's data large (`WarmKernel.large`), and closed as
+soon as one has: a large run's peak stays that of its largest stage.
 
 What `Lanes` does not decide: which stage may start (the runner waits for the stages a stage
 reads) and in what order results are reported (the runner reports them in the sequence's order,
@@ -27,6 +27,15 @@ from collections.abc import Callable
 from typing import Any
 
 from cube.run.kernel import WarmKernel
+
+# Only a run whose knowledge base has at most this many items starts a second kernel (while the
+# stage before the fan-out, 02, executes, so that it is warm when the fan-out begins): the default
+# run has 300. A larger run's stages execute one at a time, whatever its first stages showed: at
+# the paper's scale (6,111 items) 02 stays under the `large` thresholds and only 03 and 04 cross
+# them, so a second kernel started for 03 ran it beside 00 and handed 04 a kernel still holding
+# 02's heap (04 peaked at 632 MB, 470 in a fresh one). Its CPU is what counts there, and side by
+# side saves none.
+SECOND_KERNEL_ITEMS = 2_000
 
 # How often a waiting runner wakes (s): signals (Ctrl-C) are handled by the main thread between
 # waits, never blocked behind a stage.
