@@ -350,11 +350,19 @@ class WarmKernel:
             reset=reset_code(self.cwd),
             fresh=fresh,
         )
-        peak = self.peak_rss()
+        stage = {"stage": Path(notebook).stem, "fresh": fresh, "before": before}
+        self.history.append(stage)
+        if self._measured(stage, cpu0):
+            self.close()
+
+    def _measured(self, stage: dict[str, Any], cpu0: float) -> bool:
+        """After a stage: its peak, what the kernel holds after the reset and its CPU (into
+        `stage`), whether the run is large, and whether the kernel is to be closed (returned)."""
+        peak, before = self.peak_rss(), stage["before"]
         if peak - before > LARGE_STAGE_GROWTH or (self.base and peak - self.base > LARGE_OVER_BASE):
             self.large = True
         after = self.rss()
-        if fresh:
+        if stage["fresh"]:
             self.base = after
         # a light stage (its data never above LIGHT_STAGE_DATA over what the kernel holds after its
         # reset: its imports) leaves no heap behind, so it hands its kernel on even in a large run
@@ -362,19 +370,8 @@ class WarmKernel:
         # large data (unless the stage was light or its kernel holds little after its reset), or
         # what the stage left behind: the next stage starts afresh
         closed = (self.large and not light and after > REUSE_RSS) or after > RESTART_RSS
-        self.history.append(
-            {
-                "stage": Path(notebook).stem,
-                "fresh": fresh,
-                "before": before,
-                "peak": peak,
-                "after": after,
-                "closed": closed,
-                "cpu_s": self.cpu() - cpu0,
-            }
-        )
-        if closed:
-            self.close()
+        stage.update(peak=peak, after=after, closed=closed, cpu_s=self.cpu() - cpu0)
+        return closed
 
     def _reset_peak(self) -> None:
         """Reset the kernel's peak memory (VmHWM) to its current size, so that `peak_rss` after a
