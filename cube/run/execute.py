@@ -1,6 +1,9 @@
 """Executing the notebook sequence (papermill) and publishing it as HTML (nbconvert, in-process).
 
-`execute_run` runs `notebooks/[0-9][0-9]_*.ipynb` in order into `outputs/<run>/notebooks/`,
+`execute_run` runs `notebooks/[0-9][0-9]_*.ipynb` in order into `outputs/<run>/notebooks/` (a
+stage starts once the stages it reads have ended; in a run of a small knowledge base those that do
+not read each other execute side by side in two warm kernels, `cube.run.lanes`; a failed stage
+stops the stages reading it, the others still execute; lines are logged in the sequence's order),
 skipping a notebook whose inputs are unchanged since its last successful execution (its
 fingerprint, `cube.run.stages`: the notebook, the params sections and package modules it reads, the
 files those sections name and the fingerprints of the stages it takes data from; `force=True`

@@ -15,13 +15,15 @@ kernel still holding > `RESTART_RSS` after a stage is replaced, and once a stage
 (large data, e.g. the paper's scale) every later stage gets a fresh kernel, except after a light
 stage (`LIGHT_STAGE_DATA`) or one whose kernel holds little after its reset (`REUSE_RSS`), whose
 kernel the next stage takes, so the run's peak is its largest stage's, not that plus what the
-shared kernel holds. Each stage
-keeps its own executed notebook, papermill metadata, failure (the loop stops at the first failed
-stage) and interrupt handling (the kernel is a child process: `cube.run.state.kill_child_kernels`
-kills it). Issue 41 (an 8-question run in seconds): `cube run` starts the kernel early and has it
-import what the stages share (`WarmKernel.warm_up`) while the runner makes the fingerprints and the
-plan on the other core, and papermill writes a stage's notebook when it ends rather than at every
-cell's start and end (`SAVE_EVERY_S`).
+shared kernel holds (`history` records each stage's memory and its kernel's CPU). Each stage
+keeps its own executed notebook, papermill metadata, failure (a failed stage stops the stages
+reading it: `cube.run.execute`) and interrupt handling (the kernel is a child process:
+`cube.run.state.kill_child_kernels` kills it). A run of a small knowledge base executes the stages
+that do not read each other side by side in a second `WarmKernel` (`cube.run.lanes`). Issue 41
+(an 8-question run in seconds): `cube run` starts the kernel early and has it import what the
+stages share (`WarmKernel.warm_up`) while the runner makes the fingerprints and the plan on the
+other core, and papermill writes a stage's notebook when it ends rather than at every cell's start
+and end (`SAVE_EVERY_S`).
 """
 
 from __future__ import annotations
