@@ -32,6 +32,20 @@ def folder_lock(folder: Path) -> Iterator[None]:
         os.close(fd)  # releases the flock
 
 
+@contextlib.contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """An exclusive flock on `path` (created empty if missing) for the block: what one process
+    computes for a key (`path` named after it), another waits for instead of computing it too."""
+    import fcntl
+
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the flock
+
+
 def read_json_dict(path: Path) -> dict[str, Any]:
     """The JSON object in `path`; {} when it is missing, unreadable or not an object."""
     try:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from cube.config.jsonfile import file_lock
 from cube.config.params import Params
 from cube.method.analysis import CubeWarning
 from cube.method.evaluation import CubeResult, evaluate_systems
@@ -59,6 +60,22 @@ def evaluate_run(run: Run, *, bootstrap: bool = True) -> dict[str, CubeResult]:
     )
     key = _evaluation_key(run, ap, judges, dims, top_n)
     cached = evaluation_cache_dir(run) / f"{key}.pkl"
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    # stages executing side by side (`cube.run.lanes`: 04 and 05) ask for it at once: one computes
+    # it, the other waits and reads it (computing it twice cost ~4 s of CPU at 300 questions)
+    with file_lock(cached.with_suffix(".lock")):
+        return _evaluated(run, ap, judges, dims, top_n, cached)
+
+
+def _evaluated(
+    run: Run,
+    ap: Any,
+    judges: list[str],
+    dims: list[str],
+    top_n: dict[str, int],
+    cached: Path,
+) -> dict[str, CubeResult]:
+    """The evaluation kept in `cached`, else computed and kept there."""
     if cached.exists():
         try:
             with cached.open("rb") as f:
@@ -83,7 +100,6 @@ def evaluate_run(run: Run, *, bootstrap: bool = True) -> dict[str, CubeResult]:
             twins=ablation_summary(run, scores),
         )
     out = {s.name: results[s.name] for s in run.params.systems if s.name in results}  # params order
-    cached.parent.mkdir(parents=True, exist_ok=True)
     tmp = cached.with_suffix(f".tmp{os.getpid()}")
     with tmp.open("wb") as f:
         pickle.dump(out, f, protocol=pickle.HIGHEST_PROTOCOL)

@@ -1,6 +1,9 @@
 """Executing the notebook sequence (papermill) and publishing it as HTML (nbconvert, in-process).
 
-`execute_run` runs `notebooks/[0-9][0-9]_*.ipynb` in order into `outputs/<run>/notebooks/`,
+`execute_run` runs `notebooks/[0-9][0-9]_*.ipynb` in order into `outputs/<run>/notebooks/` (a
+stage starts once the stages it reads have ended; in a run of a small knowledge base those that do
+not read each other execute side by side in two warm kernels, `cube.run.lanes`; a failed stage
+stops the stages reading it, the others still execute; lines are logged in the sequence's order),
 skipping a notebook whose inputs are unchanged since its last successful execution (its
 fingerprint, `cube.run.stages`: the notebook, the params sections and package modules it reads, the
 files those sections name and the fingerprints of the stages it takes data from; `force=True`
@@ -64,6 +67,7 @@ from cube.run.state import (
 
 if TYPE_CHECKING:
     from cube.run.kernel import WarmKernel
+    from cube.run.lanes import Lanes, StageJob
 
 
 def publish(
@@ -501,9 +505,21 @@ def _publish(
 
 
 @dataclass
+class _Reported:
+    """A stage's line in the run's log and summary, reported in the sequence's order: `outcome`
+    None for a stage not run (it reads one that failed); `job` the execution still running."""
+
+    nb: Path
+    outcome: StageOutcome | None = None
+    line: str = ""
+    job: StageJob | None = None
+
+
+@dataclass
 class _StageLoop:
     """What the stage loop of one run reads and updates: the stages' recorded and current
-    fingerprints, and the stages re-executed so far (the stages reading their data must too)."""
+    fingerprints, the stages re-executed so far (the stages reading their data must too), and the
+    stages whose lines wait for an earlier stage's (`report`)."""
 
     params: Params
     paths: RunPaths
@@ -516,6 +532,10 @@ class _StageLoop:
     stems: list[str]
     feeds_decision: set[str]  # the stages whose data and record the decision is computed from
     executed: set[str] = field(default_factory=set)
+    pages: PreparedPages | None = None
+    waiting: list[_Reported] = field(default_factory=list)  # in the sequence's order
+    jobs: dict[str, StageJob] = field(default_factory=dict)  # stem -> its execution
+    not_run: set[str] = field(default_factory=set)  # failed, or reading one that failed
 
     def reads_executed(self, stem: str) -> bool:
         from cube.run.stages import upstream
@@ -539,9 +559,91 @@ class _StageLoop:
             and not call_failures(self.paths, nb.stem)
         )
 
-    def done(self, outcome: StageOutcome, line: str) -> None:
-        self.summary.stages.append(outcome)
-        self.log(f"[cube] {outcome.notebook}: {line}")
+    def done(self, outcome: StageOutcome | None, line: str, nb: Path | None = None) -> None:
+        nb = nb or Path(f"{outcome.notebook if outcome else ''}.ipynb")
+        self.waiting.append(_Reported(nb, outcome, line))
+        self.report()
+
+    def report(self) -> None:
+        """Log and record every stage whose line is due: those of the sequence's head that ended."""
+        while self.waiting and (self.waiting[0].job is None or self.waiting[0].job.done):
+            entry = self.waiting.pop(0)
+            if entry.job is not None:
+                entry.outcome, entry.line = entry.job.wait()
+                self._ended(entry.nb, entry.outcome)
+            if entry.outcome is not None:
+                self.summary.stages.append(entry.outcome)
+            self.log(f"[cube] {entry.nb.stem}: {entry.line}")
+
+    def _ended(self, nb: Path, outcome: StageOutcome) -> None:
+        """An executed stage's fingerprint (none while its data hold failed calls: a plain re-run
+        retries them) and its pages, exported while the next stages execute."""
+        if outcome.status == "failed":
+            return
+        if not outcome.failed_calls:
+            self.prints[nb.name] = self.current[nb.name]
+        if self.pages is not None:
+            self.pages.add(self.paths.notebooks / nb.name)
+        (self.paths.notebooks / ".fingerprints.json").write_text(json.dumps(self.prints, indent=1))
+
+    def keep_ended(self) -> None:
+        """After an interrupt: the fingerprints of the stages that ended well but were not reported
+        yet (their outputs are kept; a re-run does not execute them again)."""
+        for entry in self.waiting:
+            job = entry.job
+            if job is not None and job.done and job.error is None:
+                outcome = job.result[0]
+                if outcome.status == "executed" and not outcome.failed_calls:
+                    self.prints[entry.nb.name] = self.current[entry.nb.name]
+
+    def failed_input(self, nb: Path) -> str:
+        """Wait for the stages `nb` waits for (`waits_for`); the first of them that failed or did
+        not run ('' when none)."""
+        for stem in waits_for(nb.stem, self.stems):
+            job = self.jobs.get(stem)
+            if job is not None:
+                outcome, _ = job.wait()
+                if outcome.status == "failed":
+                    self.not_run.add(stem)
+                self.report()
+            if stem in self.not_run:
+                return stem
+        return ""
+
+
+def waits_for(stem: str, stems: list[str]) -> list[str]:
+    """The stages a stage may start only after: those it reads (`cube.run.stages.upstream`) and,
+    for an optional stage, the stage writing the question set its skipping depends on."""
+    from cube.run.skip import QUESTION_STAGE, SWITCHES
+    from cube.run.stages import upstream
+
+    out = upstream(stem, stems)
+    if stem in SWITCHES and QUESTION_STAGE not in out and QUESTION_STAGE in stems:
+        out.append(QUESTION_STAGE)
+    return out
+
+
+def fans_out(stem: str, later: list[str], stems: list[str]) -> bool:
+    """Whether at least two of the later stages read `stem` directly (after it ends they may
+    execute side by side: the run's second kernel starts while it executes)."""
+    from cube.run.stages import stage_inputs
+
+    return sum(stem in stage_inputs(s, stems) for s in later) >= 2
+
+
+def small_corpus(paths: RunPaths) -> bool:
+    """Whether the run's knowledge base (01's table) has at most `SECOND_KERNEL_ITEMS` items: only
+    then does the run start a second kernel (`cube.run.lanes`), while the stage before the
+    fan-out executes."""
+    import pyarrow.parquet as pq
+
+    from cube.run.lanes import SECOND_KERNEL_ITEMS
+
+    path = paths.data_file("corpus")
+    try:
+        return path.exists() and pq.read_metadata(path).num_rows <= SECOND_KERNEL_ITEMS
+    except (OSError, ValueError):
+        return False
 
 
 def _run_stages(
@@ -556,7 +658,12 @@ def _run_stages(
     overrides: list[str] | None,
     warm: _Kernel,
 ) -> None:
-    from cube.run.skip import note_skipped, run_order
+    """Each chosen stage in the sequence's order: skipped, up to date, or executed in a free kernel
+    of the run (`cube.run.lanes`) once every stage it reads has ended. A failed stage stops the
+    stages reading it (each logged as not run); the others still execute, and every line is
+    logged in the sequence's order, whichever kernel ended first."""
+    from cube.run.lanes import Lanes
+    from cube.run.skip import run_order
     from cube.run.stages import upstream
 
     root = project_root()
@@ -573,31 +680,66 @@ def _run_stages(
         current=warm.current,
         stems=stems,
         feeds_decision=set(upstream(DECISION_STAGE, stems)),
+        pages=warm.pages,
     )
     injected = _injected(params_path, paths, root, overrides)
-    kernel = warm.kernel
+    lanes = Lanes(warm.kernel)
+    order = run_order(params, notebooks, chosen)
     try:
-        for nb in run_order(params, notebooks, chosen):  # optional stages: `cube.run.skip`
-            if nb not in chosen:
-                loop.forget_if_stale(nb)
-                continue
-            if _skipped(loop, nb):
-                continue
-            note_skipped(paths.notebooks, nb.stem, "")
-            out = paths.notebooks / nb.name
-            if loop.up_to_date(nb, out):
-                loop.done(StageOutcome(nb.stem, "up to date", 0.0), "up to date")
-                continue
-            if not _execute_stage(loop, kernel, nb, out, injected):
-                break
-            warm.pages.add(out)  # its pages, exported while the next stage executes
-            prints_file.write_text(json.dumps(loop.prints, indent=1))
+        with _kernel_env(**_stage_env(paths, root)):
+            for i, nb in enumerate(order):
+                later = [s.stem for s in order[i + 1 :] if s in chosen]
+                _next_stage(loop, lanes, nb, nb in chosen, injected, later)
+            for job in list(loop.jobs.values()):
+                job.wait()
+            loop.report()
     except BaseException:
-        kernel.kill()  # interrupted: no event loop may run again (see `WarmKernel.kill`)
+        lanes.kill()  # interrupted: no event loop may run again (see `WarmKernel.kill`)
+        loop.keep_ended()
         raise
     finally:
-        kernel.close()
+        lanes.close()
         prints_file.write_text(json.dumps(loop.prints, indent=1))
+
+
+def _next_stage(
+    loop: _StageLoop,
+    lanes: Lanes,
+    nb: Path,
+    chosen: bool,
+    injected: dict[str, str | list[str]],
+    later: list[str],
+) -> None:
+    """Decide one stage of the sequence (after the stages it reads ended) and start it when it
+    executes."""
+    from cube.run.skip import note_skipped
+
+    if not chosen:
+        loop.forget_if_stale(nb)
+        return
+    failed = loop.failed_input(nb)
+    if failed:
+        loop.not_run.add(nb.stem)
+        loop.done(None, f"not run: it reads {failed}, which did not succeed", nb)
+        return
+    if _skipped(loop, nb):
+        return
+    note_skipped(loop.paths.notebooks, nb.stem, "")
+    out = loop.paths.notebooks / nb.name
+    if loop.up_to_date(nb, out):
+        loop.done(StageOutcome(nb.stem, "up to date", 0.0), "up to date")
+        return
+    loop.prints.pop(nb.name, None)
+    loop.executed.add(nb.stem)
+    _forget_stale(loop.paths, nb.stem, loop.feeds_decision)
+    if (
+        fans_out(nb.stem, later, loop.stems)
+        or (later and fans_out(later[0], later[1:], loop.stems))
+    ) and small_corpus(loop.paths):
+        lanes.warm_second()  # warm when the stages after the fan-out begin
+    job = lanes.submit(lambda kernel: _execute_stage(loop, kernel, nb, out, injected))
+    loop.jobs[nb.stem] = job
+    loop.waiting.append(_Reported(nb, job=job))
 
 
 def _injected(
@@ -628,41 +770,33 @@ def _skipped(loop: _StageLoop, nb: Path) -> bool:
 
 def _execute_stage(
     loop: _StageLoop, kernel: WarmKernel, nb: Path, out: Path, injected: dict[str, str | list[str]]
-) -> bool:
-    """Execute one stage in the run's warm kernel; False when it failed (kept what earlier stages
-    computed; the failure is published)."""
+) -> tuple[StageOutcome, str]:
+    """Execute one stage in one of the run's warm kernels (on a runner thread): its outcome and
+    log line; a failure keeps what earlier stages computed and is published."""
     t0 = time.perf_counter()
-    loop.prints.pop(nb.name, None)
-    loop.executed.add(nb.stem)
-    _forget_stale(loop.paths, nb.stem, loop.feeds_decision)
     try:
         # Progress bars go to the terminal of `cube run`, not into the published pages: the
         # kernel writes them to its inherited stderr, which it is told not to capture. Its
         # own log (transport warnings, shutdown noise) is silenced: errors reach the
-        # notebook. Every stage runs in the run's one warm kernel, reset before each
-        # (`cube.run.kernel`).
-        with _kernel_env(**_stage_env(loop.paths, loop.root)):
-            kernel.execute(nb, out, injected)
+        # notebook. The kernel is reset before each stage (`cube.run.kernel`).
+        kernel.execute(nb, out, injected)
     except Exception as exc:  # keep what earlier stages computed; publish the failure
         _relative_papermill_paths(out, nb, loop.root)
-        loop.done(
-            StageOutcome(nb.stem, "failed", time.perf_counter() - t0, _short(exc)),
-            f"FAILED after {time.perf_counter() - t0:.1f} s: {_short(exc)}",
+        seconds = time.perf_counter() - t0
+        return (
+            StageOutcome(nb.stem, "failed", seconds, _short(exc)),
+            f"FAILED after {seconds:.1f} s: {_short(exc)}",
         )
-        return False
     _relative_papermill_paths(out, nb, loop.root)
     failed = call_failures(loop.paths, nb.stem)
     note = ""
     if failed:  # not fingerprinted: a plain re-run retries exactly the failed calls
         note = f" ({failed} rows hold a failed call; a plain `cube run` retries those calls)"
-    else:
-        loop.prints[nb.name] = loop.current[nb.name]
     seconds = time.perf_counter() - t0
-    loop.done(
+    return (
         StageOutcome(nb.stem, "executed", seconds, failed_calls=failed),
-        f"done in {time.perf_counter() - t0:.1f} s{note}",
+        f"done in {seconds:.1f} s{note}",
     )
-    return True
 
 
 def _stage_env(paths: RunPaths, root: Path) -> dict[str, str]:

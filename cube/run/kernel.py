@@ -13,14 +13,17 @@ themselves are unchanged and still run alone in a fresh kernel (Jupyter, papermi
 kernel still holding > `RESTART_RSS` after a stage is replaced, and once a stage has grown it by
 > `LARGE_STAGE_GROWTH`, or peaked > `LARGE_OVER_BASE` above what it held after its first stage
 (large data, e.g. the paper's scale) every later stage gets a fresh kernel, except after a light
-stage (`LIGHT_STAGE_DATA`), whose kernel the next stage takes,
-so the run's peak is its largest stage's, not that plus what the shared kernel holds. Each stage
-keeps its own executed notebook, papermill metadata, failure (the loop stops at the first failed
-stage) and interrupt handling (the kernel is a child process: `cube.run.state.kill_child_kernels`
-kills it). Issue 41 (an 8-question run in seconds): `cube run` starts the kernel early and has it
-import what the stages share (`WarmKernel.warm_up`) while the runner makes the fingerprints and the
-plan on the other core, and papermill writes a stage's notebook when it ends rather than at every
-cell's start and end (`SAVE_EVERY_S`).
+stage (`LIGHT_STAGE_DATA`) or one whose kernel holds little after its reset (`REUSE_RSS`), whose
+kernel the next stage takes, so the run's peak is its largest stage's, not that plus what the
+shared kernel holds (`history` records each stage's memory and its kernel's CPU). Each stage
+keeps its own executed notebook, papermill metadata, failure (a failed stage stops the stages
+reading it: `cube.run.execute`) and interrupt handling (the kernel is a child process:
+`cube.run.state.kill_child_kernels` kills it). A run of a small knowledge base executes the stages
+that do not read each other side by side in a second `WarmKernel` (`cube.run.lanes`). Issue 41
+(an 8-question run in seconds): `cube run` starts the kernel early and has it import what the
+stages share (`WarmKernel.warm_up`) while the runner makes the fingerprints and the plan on the
+other core, and papermill writes a stage's notebook when it ends rather than at every cell's start
+and end (`SAVE_EVERY_S`).
 """
 
 from __future__ import annotations
@@ -53,6 +56,12 @@ LARGE_OVER_BASE = 350 * 2**20
 # leaves no fragmented heap behind, and the next stage saves a kernel start and the imports the
 # two share (~5-7 s of CPU each at the paper's scale: 05, 09 and 11 peak < 100 MB above that).
 LIGHT_STAGE_DATA = 150 * 2**20
+# In a large run, a kernel holding at most this after a stage's reset is handed on too, however
+# much the stage held at its peak: it holds hardly more than a fresh kernel does once a stage has
+# imported cube's modules (~250-300 MB at the paper's scale: 05's fresh kernel 256 MB after its
+# reset, 06 and 07 after theirs 288 and 299 MB), so the next stage peaks at most ~50 MB above
+# what it would in a fresh kernel, and saves the kernel's start and imports (~2-3 s of CPU).
+REUSE_RSS = 320 * 2**20
 
 
 # Run once in a fresh kernel before its first stage: the process state a fresh kernel starts with,
@@ -260,6 +269,10 @@ class WarmKernel:
         self.large = False  # set by a stage that grew the kernel by > LARGE_STAGE_GROWTH
         self.base = 0  # the kernel's memory after its first stage (imports), 0 before
         self._warming: Any = None  # the client of `warm_up`'s request, until its reply
+        # per executed stage: its notebook, whether its kernel was fresh, the kernel's memory when
+        # it began, its peak, after its reset (bytes), whether the kernel was then closed, and the
+        # kernel's CPU seconds (a fresh kernel's start and imports included)
+        self.history: list[dict[str, Any]] = []
 
     def __enter__(self) -> WarmKernel:
         return self
@@ -325,7 +338,7 @@ class WarmKernel:
         fresh = not self.used
         self.used += 1
         self._reset_peak()
-        before = self.rss()
+        before, cpu0 = self.rss(), 0.0 if fresh else self.cpu()
         pm.execute_notebook(
             str(notebook),
             str(output),
@@ -339,19 +352,28 @@ class WarmKernel:
             reset=reset_code(self.cwd),
             fresh=fresh,
         )
-        peak = self.peak_rss()
+        stage = {"stage": Path(notebook).stem, "fresh": fresh, "before": before}
+        self.history.append(stage)
+        if self._measured(stage, cpu0):
+            self.close()
+
+    def _measured(self, stage: dict[str, Any], cpu0: float) -> bool:
+        """After a stage: its peak, what the kernel holds after the reset and its CPU (into
+        `stage`), whether the run is large, and whether the kernel is to be closed (returned)."""
+        peak, before = self.peak_rss(), stage["before"]
         if peak - before > LARGE_STAGE_GROWTH or (self.base and peak - self.base > LARGE_OVER_BASE):
             self.large = True
         after = self.rss()
-        if fresh:
+        if stage["fresh"]:
             self.base = after
         # a light stage (its data never above LIGHT_STAGE_DATA over what the kernel holds after its
         # reset: its imports) leaves no heap behind, so it hands its kernel on even in a large run
         light = peak - after <= LIGHT_STAGE_DATA
-        if (
-            self.large and not light
-        ) or after > RESTART_RSS:  # large data, or what the stage left behind: start afresh
-            self.close()
+        # large data (unless the stage was light or its kernel holds little after its reset), or
+        # what the stage left behind: the next stage starts afresh
+        closed = (self.large and not light and after > REUSE_RSS) or after > RESTART_RSS
+        stage.update(peak=peak, after=after, closed=closed, cpu_s=self.cpu() - cpu0)
+        return closed
 
     def _reset_peak(self) -> None:
         """Reset the kernel's peak memory (VmHWM) to its current size, so that `peak_rss` after a
@@ -380,6 +402,18 @@ class WarmKernel:
             return psutil.Process(proc.pid).memory_info().rss if proc is not None else 0
         except psutil.Error:
             return 0
+
+    def cpu(self) -> float:
+        """CPU seconds the kernel process has used since it started (0 when it is not running):
+        a fresh kernel's first stage counts its start and imports."""
+        import psutil
+
+        proc = self._process()
+        try:
+            times = psutil.Process(proc.pid).cpu_times() if proc is not None else None
+        except psutil.Error:
+            return 0.0
+        return times.user + times.system if times is not None else 0.0
 
     def _process(self) -> Any:
         return getattr(getattr(self.km, "provisioner", None), "process", None)

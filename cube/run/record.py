@@ -29,12 +29,15 @@ producers' docstrings); the figures a reader branches on are typed.
 from __future__ import annotations
 
 import json
+import os
+import secrets
 import warnings
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
+from cube.config.jsonfile import folder_lock
 from cube.config.runpaths import RunPaths
 from cube.run.record_parts import (
     AnswerScreen,
@@ -249,32 +252,41 @@ def read_record(path: Path) -> RunRecord:
 
 
 def _write(paths: RunPaths, record: RunRecord) -> RunRecord:
-    paths.root.mkdir(parents=True, exist_ok=True)
-    paths.results.write_text(
-        json.dumps(record.as_json(), indent=2, ensure_ascii=False, default=float),
-        encoding="utf-8",
-    )
+    """Write through a temp file replaced at once: a stage reading the record while another
+    kernel's stage writes it (`cube.run.lanes`) never reads half a file."""
+    tmp = paths.results.with_name(f"{paths.results.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        tmp.write_text(
+            json.dumps(record.as_json(), indent=2, ensure_ascii=False, default=float),
+            encoding="utf-8",
+        )
+        os.replace(tmp, paths.results)
+    finally:
+        tmp.unlink(missing_ok=True)
     return record
 
 
 def write_part(paths: RunPaths, *parts: Part) -> RunRecord:
-    """Store sub-records in the run's results.json (each over the fields of its kind it sets)."""
-    record = read_record(paths.results)
-    for part in parts:
-        record = record.with_part(part)
-    return _write(paths, record)
+    """Store sub-records in the run's results.json (each over the fields of its kind it sets),
+    under the run folder's lock: stages executing side by side each keep the other's part."""
+    paths.root.mkdir(parents=True, exist_ok=True)
+    with folder_lock(paths.root):
+        record = read_record(paths.results)
+        for part in parts:
+            record = record.with_part(part)
+        return _write(paths, record)
 
 
 def forget(paths: RunPaths, keys: tuple[str, ...]) -> bool:
     """Remove these keys from the run's results.json; whether any was there."""
     if not paths.results.exists():
         return False
-    record = read_record(paths.results)
-    flat = record.as_json()
-    if not any(k in flat for k in keys):
-        return False
-    kept = {k: v for k, v in flat.items() if k not in keys}
-    _write(paths, RunRecord.from_json(kept, str(paths.results)))
+    with folder_lock(paths.root):
+        flat = read_record(paths.results).as_json()
+        if not any(k in flat for k in keys):
+            return False
+        kept = {k: v for k, v in flat.items() if k not in keys}
+        _write(paths, RunRecord.from_json(kept, str(paths.results)))
     return True
 
 

@@ -104,6 +104,7 @@ def test_after_a_stage_that_grew_the_kernel_a_lot_every_stage_gets_a_fresh_one(
 ):
     monkeypatch.setattr(kernel_mod, "LARGE_STAGE_GROWTH", -1)  # any stage counts as large
     monkeypatch.setattr(kernel_mod, "LIGHT_STAGE_DATA", -1)  # and none as light
+    monkeypatch.setattr(kernel_mod, "REUSE_RSS", 0)  # nor any kernel as holding little
     nb = _notebook(tmp_path / "a.ipynb", "import os\nprint(os.getpid())")
     with WarmKernel(tmp_path, ARGS) as k:
         k.execute(nb, tmp_path / "1.ipynb", {})
@@ -121,6 +122,7 @@ def test_in_a_large_run_a_light_stage_hands_its_kernel_on_and_a_heavy_one_does_n
     tmp_path, monkeypatch
 ):
     monkeypatch.setattr(kernel_mod, "LARGE_STAGE_GROWTH", -1)  # the run is large
+    monkeypatch.setattr(kernel_mod, "REUSE_RSS", 0)  # no kernel holds little
     light = _notebook(tmp_path / "a.ipynb", "import os\nprint(os.getpid())")
     # ~300 MB held at once, then freed by the reset: its peak is far above what it leaves behind
     heavy = _notebook(
@@ -139,12 +141,36 @@ def test_in_a_large_run_a_light_stage_hands_its_kernel_on_and_a_heavy_one_does_n
 
 
 @pytest.mark.timeout(180)
+def test_in_a_large_run_a_heavy_stage_whose_kernel_holds_little_after_its_reset_hands_it_on(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(kernel_mod, "LARGE_STAGE_GROWTH", -1)  # the run is large
+    heavy = _notebook(
+        tmp_path / "b.ipynb",
+        "import os\nx = bytearray(300 * 2**20)\nx[::4096] = b'1' * len(x[::4096])\n"
+        "print(os.getpid())",
+    )
+    with WarmKernel(tmp_path, ARGS) as k:
+        k.execute(heavy, tmp_path / "1.ipynb", {})
+        first = k.history[-1]
+        # its peak held the 300 MB, its reset gave them back: the kernel holds what a fresh one
+        # would, under REUSE_RSS, so the next stage takes it
+        assert first["peak"] - first["after"] > kernel_mod.LIGHT_STAGE_DATA
+        assert first["after"] <= kernel_mod.REUSE_RSS and k.km is not None
+        k.execute(heavy, tmp_path / "2.ipynb", {})
+        second = k.history[-1]
+        assert first["fresh"] and not second["fresh"] and second["cpu_s"] > 0
+    assert _outputs(tmp_path / "1.ipynb") == _outputs(tmp_path / "2.ipynb")  # one kernel
+
+
+@pytest.mark.timeout(180)
 def test_a_kernel_peaking_far_above_its_first_stage_memory_makes_the_run_large(
     tmp_path, monkeypatch
 ):
     monkeypatch.setattr(kernel_mod, "LARGE_OVER_BASE", -1)  # any later stage peaks above the base
     monkeypatch.setattr(kernel_mod, "RESTART_RSS", 2**40)
     monkeypatch.setattr(kernel_mod, "LIGHT_STAGE_DATA", -1)  # no stage is light
+    monkeypatch.setattr(kernel_mod, "REUSE_RSS", 0)  # no kernel holds little
     nb = _notebook(tmp_path / "a.ipynb", "import os\nprint(os.getpid())")
     with WarmKernel(tmp_path, ARGS) as k:
         k.execute(nb, tmp_path / "1.ipynb", {})
