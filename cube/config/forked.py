@@ -11,7 +11,9 @@ referenced after the plan), and freed memory the allocator keeps (CPython's aren
 heap are not returned while a few objects remain in them). After them, the manifest's usage table
 (`cube.run.decide.call_usage`, every table of calls read) added 220 MB.
 
-`in_child(fn)` runs `fn()` in a child forked from the runner, which costs no new imports (the
+`start_child(fn)` forks the child and returns at once (the runner's plan is computed while its
+kernel starts; it is forked before the runner has any thread, so the child holds no lock another
+thread held); `in_child(fn)` waits for it. Either runs `fn()` in a child forked from the runner, which costs no new imports (the
 child has the runner's modules) and a few milliseconds, and returns its result (pickled through a
 pipe); the child's memory goes back to the system when it exits. An exception `fn` raises is
 raised here, with the child's traceback as a note (and so is pickle's error on a result it cannot
@@ -33,9 +35,11 @@ import pickle
 import signal
 import sys
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
+# macOS: a forked process must not use the system frameworks its parent did; Windows: no fork
+_FORKS = sys.platform.startswith("linux")
 
 
 class ChildFailed(RuntimeError):
@@ -44,8 +48,49 @@ class ChildFailed(RuntimeError):
 
 def in_child(fn: Callable[[], T]) -> T:
     """`fn()` computed in a forked child process; its result. See the module's docstring."""
-    if not sys.platform.startswith("linux"):  # macOS: forking a process using system frameworks
-        return fn()
+    return start_child(fn).result()
+
+
+class Child(Generic[T]):
+    """A forked child computing a result (`start_child`); `result()` waits for it."""
+
+    def __init__(self, pid: int = 0, read: int = -1, value: Any = None) -> None:
+        self._pid, self._read, self._value = pid, read, value
+
+    def result(self) -> T:
+        """The child's result (raises what it raised, or `ChildFailed`); see the module's
+        docstring. Called once."""
+        if self._pid == 0:  # no fork here: computed in this process by `start_child`
+            return self._value
+        pid, self._pid = self._pid, 0
+        try:
+            with os.fdopen(self._read, "rb") as pipe:
+                data = pipe.read()
+            _, status = os.waitpid(pid, 0)
+        except BaseException:  # an interrupt: the child goes with the runner
+            _kill(pid)
+            raise
+        if status != 0 or not data:
+            raise ChildFailed(f"the child process ended without a result ({_status(status)})")
+        kind, value = pickle.loads(data)  # noqa: S301  our own child's result, through our own pipe
+        if kind == "raised":
+            raise value
+        return value
+
+    def kill(self) -> None:
+        """Stop the child without its result (an interrupted run)."""
+        pid, self._pid = self._pid, 0
+        if pid:
+            os.close(self._read)
+            _kill(pid)
+
+
+def start_child(fn: Callable[[], T]) -> Child[T]:
+    """Fork a child computing `fn()` now and go on; its `result()` is read later. Fork before
+    the process starts threads (a kernel's client, a pool): the child then holds no lock another
+    thread held at the fork. Where `os.fork` does not exist, `fn()` is computed here and now."""
+    if not _FORKS:
+        return Child(value=fn())
     sys.stdout.flush()
     sys.stderr.flush()
     read, write = os.pipe()
@@ -53,19 +98,7 @@ def in_child(fn: Callable[[], T]) -> T:
     if pid == 0:  # the child: compute, send, leave without running the runner's exit handlers
         _child(fn, read, write)
     os.close(write)
-    try:
-        with os.fdopen(read, "rb") as pipe:
-            data = pipe.read()
-        _, status = os.waitpid(pid, 0)
-    except BaseException:  # an interrupt: the child goes with the runner
-        _kill(pid)
-        raise
-    if status != 0 or not data:
-        raise ChildFailed(f"the child process ended without a result ({_status(status)})")
-    kind, value = pickle.loads(data)  # noqa: S301  our own child's result, through our own pipe
-    if kind == "raised":
-        raise value
-    return value
+    return Child(pid, read)
 
 
 def _child(fn: Callable[[], object], read: int, write: int) -> None:

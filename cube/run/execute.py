@@ -66,6 +66,7 @@ from cube.run.state import (
 )
 
 if TYPE_CHECKING:
+    from cube.config.forked import Child
     from cube.run.kernel import WarmKernel
     from cube.run.lanes import Lanes, StageJob
 
@@ -246,14 +247,16 @@ def execute_run(
         summary = RunSummary(published)
         started = dt.datetime.now(dt.UTC)
         run_env = _run_env(params_path, published, root)
+        # forked before any thread of the runner exists (the kernel's client, the pages' pool)
+        plan = _start_plan(params, paths, root) if _calls_models(chosen) else None
         kernel = WarmKernel(root, KERNEL_ARGUMENTS)
         pages = PreparedPages()  # each stage's pages, exported while the next ones execute
         try:
             current = _fingerprints_warming(
                 params, paths, notebooks, chosen, force, kernel, run_env
             )
-            if _calls_models(chosen):
-                _record_plan(params, paths, root, log)
+            if plan is not None:
+                _record_plan(plan, paths, log)
             with _kernel_env(**run_env):
                 _run_stages(
                     params,
@@ -268,6 +271,8 @@ def execute_run(
                     _Kernel(kernel, current, pages),
                 )
         except (RunInterrupted, KeyboardInterrupt) as exc:
+            if plan is not None:
+                plan.kill()
             kernel.kill()
             kill_child_kernels()
             pages.close()  # the page being exported ends, the others are dropped
@@ -1001,14 +1006,22 @@ def _merged_stages(paths: RunPaths, summary: RunSummary) -> dict[str, dict[str, 
     return stages
 
 
-def _record_plan(params: Params, paths: RunPaths, root: Path, log) -> None:
+def _start_plan(params: Params, paths: RunPaths, root: Path) -> Child[tuple[Any, str]]:
+    """`cube plan` of the run, computed in a forked child while the runner goes on (the kernel
+    starts, the fingerprints): its memory (268k calls at the paper's scale) leaves with it."""
+    from cube.config.forked import start_child
+
+    return start_child(lambda: _plan_rows(params, paths, root))
+
+
+def _record_plan(plan: Child[tuple[Any, str]], paths: RunPaths, log) -> None:
     """`cube plan` before any call of the run, into results.json (`plan`): the manifest sets it
     beside the usage the run reports. A plan that cannot be made (an input the stages will reject
     anyway) is recorded as its reason and never stops the run."""
-    from cube.config.forked import ChildFailed, in_child
+    from cube.config.forked import ChildFailed
 
-    try:  # in a child process: the plan's memory (268k calls at the paper's scale) leaves with it
-        rows, line = in_child(lambda: _plan_rows(params, paths, root))
+    try:
+        rows, line = plan.result()
     except ChildFailed as exc:
         rows, line = {"error": _short(exc)}, ""
     if line:

@@ -9,7 +9,7 @@ import signal
 
 import pytest
 
-from cube.config.forked import ChildFailed, in_child
+from cube.config.forked import ChildFailed, in_child, start_child
 
 
 class _Odd(ValueError):
@@ -66,3 +66,29 @@ def test_a_child_that_dies_raises_child_failed_with_the_signal():
 def test_a_result_pickle_cannot_carry_raises_pickles_error_here():
     with pytest.raises((AttributeError, TypeError, pickle.PicklingError), match="pickle"):
         in_child(lambda: lambda: None)
+
+
+def test_a_started_child_computes_while_the_caller_goes_on(tmp_path):
+    """`start_child` returns at once: the runner starts its kernel while the plan is computed."""
+    gate = tmp_path / "go"
+
+    def wait_for_the_caller() -> str:
+        import time
+
+        while not gate.exists():  # the caller must run on for the child to finish
+            time.sleep(0.01)
+        return "plan"
+
+    child = start_child(wait_for_the_caller)
+    gate.write_text("go")  # done by the caller after start_child returned
+    assert child.result() == "plan"
+
+
+def test_a_started_child_killed_by_an_interrupted_run_is_gone():
+    import time
+
+    child = start_child(lambda: time.sleep(60))
+    pid = child._pid
+    child.kill()
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # reaped: no such process
