@@ -89,22 +89,22 @@ def prepare(
     dimensions: list[str] | None = None,
     fallback: str = "none",
     clusters: Mapping[Any, Any] | None = None,
+    grid: pd.DataFrame | None = None,
 ) -> Prepared:
+    """The arrays the resamples read. `grid`: `cube.method.analysis.score_grid` of the same scores,
+    judges, dimensions and known-retrieval questions when the caller has it (in any question order:
+    it is reindexed here), else made here."""
     # Sorted by question id, so the same seed draws the same questions whatever the row order.
     # The same grid as cube.method.analysis (absent rows are NaN) and the same known-retrieval
     # questions.
     outcomes = A.retrieval_outcomes(answers, top_n)
     ranks = outcomes.ranks.sort_values("question_id", kind="stable").reset_index(drop=True)
     qids = ranks["question_id"].tolist()
-    grid = A.score_grid(scores, judges=judges, dimensions=dimensions, questions=qids)
+    if grid is None:
+        grid = A.score_grid(scores, judges=judges, dimensions=dimensions, questions=qids)
     judges_all = sorted(grid["judge"].unique(), key=str)
     dims = list(grid["dimension"].unique())  # in order of appearance, each once
-    cube = (
-        grid.set_index(["judge", "set", "dimension", "question_id"])["score"]
-        .reindex(pd.MultiIndex.from_product([judges_all, list(A.SETS), dims, qids]))
-        .to_numpy(float)
-    )
-    cube = cube.reshape(len(judges_all), len(A.SETS), len(dims), len(qids))
+    cube = _grid_array(grid, judges_all, dims, qids)
     return Prepared(
         judges_all,
         dims,
@@ -119,6 +119,59 @@ def prepare(
         fallback,
         unit_codes(qids, clusters),
     )
+
+
+def _grid_array(
+    grid: pd.DataFrame, judges: list[Any], dims: list[str], qids: list[Any]
+) -> np.ndarray:
+    """The grid's scores as an array judges x sets x dimensions x `qids`. A grid as `score_grid`
+    makes it (every judge x set x dimension x question, nested in that order) is reshaped and its
+    judges and questions taken in the order asked, by position (a reindex by four labels was most
+    of the bootstrap's set-up when the grid's questions are in another order); any other grid is
+    reindexed by label. Either way each cell is the grid's value of its labels."""
+    axes = [judges, list(A.SETS), dims, qids]
+    shape = tuple(len(a) for a in axes)
+    order = _positions(_nested_axes(grid, shape), axes)
+    if order is not None:
+        return grid["score"].to_numpy(float).reshape(shape)[np.ix_(*order)]
+    return (
+        grid.set_index(["judge", "set", "dimension", "question_id"])["score"]
+        .reindex(pd.MultiIndex.from_product(axes))
+        .to_numpy(float)
+        .reshape(shape)
+    )
+
+
+def _positions(own: list[list[Any]] | None, axes: list[list[Any]]) -> list[np.ndarray] | None:
+    """Where each label of `axes` sits on the grid's own axes; None when one is missing or
+    repeated (or the grid has no nested axes)."""
+    if own is None:
+        return None
+    out = []
+    for mine, asked in zip(own, axes, strict=True):
+        where = {v: i for i, v in enumerate(mine)}
+        order = [where.get(v, -1) for v in asked]
+        if len(set(order)) != len(order) or min(order, default=0) < 0:
+            return None
+        out.append(np.asarray(order, dtype=np.intp))
+    return out
+
+
+def _nested_axes(grid: pd.DataFrame, shape: tuple[int, ...]) -> list[list[Any]] | None:
+    """The grid's own judge, set, dimension and question axes when its rows are their full
+    product, nested in that order (each key column is its axis broadcast over the others); None
+    otherwise."""
+    if not len(grid) or len(grid) != int(np.prod(shape)):
+        return None
+    out = []
+    for i, key in enumerate(("judge", "set", "dimension", "question_id")):
+        col = grid[key].to_numpy(object).reshape(shape)
+        axis = col[tuple(slice(None) if k == i else 0 for k in range(len(shape)))]
+        expected = axis.reshape([-1 if k == i else 1 for k in range(len(shape))])
+        if not (col == expected).all():
+            return None
+        out.append(list(axis))
+    return out
 
 
 def _weighted_pearson(C: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -266,9 +319,10 @@ def bootstrap_cube(
     method: str = "percentile",
     expand: bool = True,
     clusters: Mapping[Any, Any] | None = None,
+    grid: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Intervals (`method`, `expand`: see `bootstrap_prepared`) of each judge's and the jury's CuBE,
-    W and R@k.
+    W and R@k. `grid`: the score grid when the caller has made it (`prepare`).
 
     The jury averages `jury_judges` only (the judges that passed the validity gate; default:
     every judge), and a resample where one of them is undefined is undefined for the jury.
@@ -289,6 +343,7 @@ def bootstrap_cube(
         dimensions=dimensions,
         fallback=weights_fallback,
         clusters=clusters,
+        grid=grid,
     )
     return bootstrap_prepared(
         p,

@@ -629,6 +629,15 @@ def _finite_or_nan(value: Any) -> float:
     return float(value) if np.isfinite(value) else float("nan")
 
 
+def judge_rows(grid: pd.DataFrame) -> dict[Any, pd.DataFrame]:
+    """Each judge's rows of the grid, in the grid's order: the gate's per-judge tests select a
+    judge's rows of what they are given, so on these they read the same rows as on the whole
+    grid, without comparing every row's judge again for each test."""
+    if not len(grid):
+        return {}
+    return dict(tuple(grid.groupby("judge", sort=False)))
+
+
 def _positive_weights(effective: pd.DataFrame, judge: Any) -> pd.Series:
     """The judge's dimensions of positive effective weight, weight by dimension."""
     w = effective[effective["judge"] == judge].set_index("dimension")["effective_weight"]
@@ -663,6 +672,7 @@ def judge_gate(
     tot = totals.set_index(["judge", "set"])["weighted_total"]
     aud = _indexed_audit(audit)
     present = set(scores["judge"].unique()) if "judge" in scores else set()
+    own = judge_rows(grid)
     rows = []
     for judge in judges:
         rec = _Record()
@@ -679,12 +689,13 @@ def judge_gate(
         obeys = None
         W = float(cube_table.at[judge, "weighted_score"])
         if not failed:
-            blind = _content_blind(rec, grid, judge, aud, ap, audit_min_pairs)
+            mine = own.get(judge, grid.iloc[:0])
+            blind = _content_blind(rec, mine, judge, aud, ap, audit_min_pairs)
             obeys = _injection_step(rec, judge, aud, ap, audit_min_pairs)
             obeys = _twin_step(rec, judge, twins, ap, len(judges), obeys)
-            bounds = _bounds_step(rec, grid, judge, tot, ap)
+            bounds = _bounds_step(rec, mine, judge, tot, ap)
             if ranks is not None:
-                rank_r, rank_p, applied = _retrieval_step(rec, grid, judge, w, ranks, ap)
+                rank_r, rank_p, applied = _retrieval_step(rec, mine, judge, w, ranks, ap)
             w_unusable = _w_step(
                 rec, judge, W, len(w) > 0, cube_table, trimmed, weight_causes or {}, ap, bounds
             )

@@ -1,0 +1,87 @@
+"""`evaluate` validates its tables once and makes each derived table once (issue 41): the rag
+set's per-item scores for both correlations and Table 1, the score grid for the trimmed means, the
+gate and the bootstrap. Each shared path gives what the public function gives on its own, to the
+last bit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cube.config.sections import AnalysisParams
+from cube.method import analysis as A
+from cube.method import bootstrap as B
+from cube.method import gate as G
+from cube.method.evaluation import evaluate
+from tests.factories import make_tables
+
+
+@pytest.fixture(scope="module")
+def tables() -> tuple[pd.DataFrame, pd.DataFrame]:
+    answers, scores = make_tables(60, judges=("judge-a", "judge-b", "judge-c"), seed=4)
+    # unscored and absent rows, and a second sample of some judgments
+    scores.loc[scores.index[::17], "score"] = np.nan
+    scores = scores.drop(scores.index[5::41])
+    twice = scores.iloc[::7].assign(sample=1, score=lambda d: (d["score"] + 1).clip(0, 10))
+    return answers, pd.concat([scores, twice], ignore_index=True).sample(frac=1, random_state=1)
+
+
+def test_evaluate_tables_equal_the_public_functions(tables) -> None:
+    answers, scores = tables
+    ap = AnalysisParams(bootstrap=50)
+    r = evaluate(answers, scores, ap, 8, judges=["judge-a", "judge-b", "judge-c", "judge-d"])
+    judges = ["judge-a", "judge-b", "judge-c", "judge-d"]
+    for subset, got in (("all", r.correlations_all), ("retrieved", r.correlations_retrieved)):
+        want = A.rank_correlations(scores, answers, subset, 8, judges=judges)
+        pd.testing.assert_frame_equal(got, want, check_exact=True)
+    retrieved = set(r.ranks.loc[r.ranks["retrieved"], "question_id"])
+    pd.testing.assert_frame_equal(r.judge_summary, A.judge_summary(scores), check_exact=True)
+    pd.testing.assert_frame_equal(
+        r.retrieved_summary,
+        A.judge_summary(scores[scores["question_id"].isin(retrieved)]),
+        check_exact=True,
+    )
+    qids = list(r.ranks["question_id"])
+    tm = A.trimmed_means(scores, 0.1, retrieved, questions=qids, judges=judges)
+    pd.testing.assert_frame_equal(r.trimmed_means, tm, check_exact=True)
+    # the bootstrap on a grid made by the caller (its questions in rank order, as evaluate's)
+    # draws the same intervals as on its own grid
+    kw = {"n_resamples": 50, "judges": judges, "jury_judges": r.jury_judges, "method": "bca"}
+    own = B.bootstrap_cube(answers, scores, **kw)
+    given = A.score_grid(scores, judges=judges, questions=qids[::-1])
+    pd.testing.assert_frame_equal(
+        B.bootstrap_cube(answers, scores, grid=given, **kw), own, check_exact=True
+    )
+
+
+def test_grid_array_by_position_equals_the_reindex(tables) -> None:
+    answers, scores = tables
+    judges = ["judge-b", "judge-a", "judge-c", "judge-z"]  # one judge without scores
+    qids = sorted(answers["question_id"].unique())
+    grid = A.score_grid(scores, judges=judges, questions=qids[::-1])  # questions reversed
+    dims = list(grid["dimension"].unique())
+    reference = (
+        grid.set_index(["judge", "set", "dimension", "question_id"])["score"]
+        .reindex(pd.MultiIndex.from_product([sorted(judges), list(A.SETS), dims, qids]))
+        .to_numpy(float)
+        .reshape(len(judges), len(A.SETS), len(dims), len(qids))
+    )
+    assert B._nested_axes(grid, reference.shape) is not None  # the positional path is taken
+    got = B._grid_array(grid, sorted(judges), dims, qids)
+    np.testing.assert_array_equal(got, reference)
+    # rows out of their nesting: reindexed by label, the same array
+    shuffled = grid.sample(frac=1, random_state=2).reset_index(drop=True)
+    assert B._nested_axes(shuffled, reference.shape) is None
+    np.testing.assert_array_equal(B._grid_array(shuffled, sorted(judges), dims, qids), reference)
+
+
+def test_gate_on_each_judges_rows_equals_the_whole_grid(tables) -> None:
+    answers, scores = tables
+    grid = A.score_grid(scores, judges=["judge-a", "judge-b", "judge-c"])
+    ranks = A.question_ranks(answers)
+    w = pd.Series(0.25, index=pd.Index(list(A.PAPER_DIMENSIONS), name="dimension"))
+    for judge, own in G.judge_rows(grid).items():
+        assert G.bounds_test(own, judge, w) == G.bounds_test(grid, judge, w)
+        assert G.retrieval_test(own, judge, w, ranks) == G.retrieval_test(grid, judge, w, ranks)
+        assert G.constant_sets(own, judge) == G.constant_sets(grid, judge)
