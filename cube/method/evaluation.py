@@ -224,15 +224,18 @@ def evaluate(
             grid, scores, ap.trim_proportion, retrieved_ids, ap.paired, dimensions
         )
         weights = _weights_for(weights, tm)
-        table, flags = _flagged_table(tm, weights, recall, causes, corr_all, retrieved_ids, ap)
+        effective = effective_weight_table(tm, weights)  # read by the table, totals and gate
+        table, flags = _flagged_table(
+            tm, (weights, effective), recall, causes, corr_all, retrieved_ids, ap
+        )
         _warn_if_w_interval_approximate(ap, len(retrieved_ids))
-        totals = weighted_totals(tm, weights)
+        totals = weighted_totals(tm, weights, effective)
         gate = _gate(
             made_items(grid, answers),  # a bound not made is no item (`cube.systems.bounds`)
             scores,
             table,
             tm,
-            weights,
+            effective,
             totals,
             retrieved_ids,
             ap,
@@ -357,7 +360,7 @@ def _weight_causes_if_ranked(ranks: pd.DataFrame, corr_all: pd.DataFrame, ap: An
 
 def _flagged_table(
     tm: pd.DataFrame,
-    weights: pd.DataFrame,
+    weighting: tuple[pd.DataFrame, pd.DataFrame],
     recall: float,
     causes: dict[str, str],
     corr_all: pd.DataFrame,
@@ -365,8 +368,10 @@ def _flagged_table(
     ap: Any,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """CuBE's table with its flags: the normalised scores' own, then the equal-weights fallback,
-    the unweighted dimensions and too few retrieved questions, each also in the judge's row."""
-    table, flags = cube_scores_with_flags(tm, weights, recall, causes)
+    the unweighted dimensions and too few retrieved questions, each also in the judge's row.
+    `weighting`: the weights and their `effective_weight_table`."""
+    weights, effective = weighting
+    table, flags = cube_scores_with_flags(tm, weights, recall, causes, effective)
     ranked = ap.weights == "rank_correlation"
     if ranked and ap.weights_fallback == "equal" and causes:
         flags = _fallback_flags(flags, causes)
@@ -426,7 +431,7 @@ def _gate(
     scores: pd.DataFrame,
     table: pd.DataFrame,
     tm: pd.DataFrame,
-    weights: pd.DataFrame,
+    effective: pd.DataFrame,
     totals: pd.DataFrame,
     retrieved_ids: set,
     ap: Any,
@@ -448,7 +453,7 @@ def _gate(
         grid,
         scores,
         table,
-        effective_weight_table(tm, weights),
+        effective,
         totals,
         retrieved_ids,
         ap,
