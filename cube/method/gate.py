@@ -298,15 +298,15 @@ def constant_sets(grid: pd.DataFrame, judge: Any) -> list[str]:
     set alone may be constant for a reason (identical answers, e.g. a zero-set answerer that
     always declines)."""
     g = grid[(grid["judge"] == judge)].dropna(subset=["score"])
+    if g.empty:
+        return []
+    # one grouping by set and dimension, the sets in order of appearance (as a loop over sets)
+    per = g.groupby(["set", "dimension"], sort=False)["score"].agg(["nunique", "size", "first"])
     out = []
-    for set_, s in g.groupby("set", sort=False):
-        per_dim = s.groupby("dimension")["score"].agg(["nunique", "size"])
-        if (
-            len(per_dim)
-            and (per_dim["size"] >= VARY_MIN_QUESTIONS).all()
-            and (per_dim["nunique"] <= 1).all()
-        ):
-            out.append(f"{set_} = {s['score'].iloc[0]:g}")
+    for set_ in g["set"].unique():
+        per_dim = per.xs(set_, level="set")
+        if (per_dim["size"] >= VARY_MIN_QUESTIONS).all() and (per_dim["nunique"] <= 1).all():
+            out.append(f"{set_} = {per_dim['first'].iloc[0]:g}")
     return out
 
 
