@@ -243,9 +243,23 @@ def _failure_counts(f: pd.Series, sep: str = ", ") -> str:
     )
 
 
-def _wide(grid: pd.DataFrame, judge: Any, dims: pd.Index) -> pd.DataFrame:
+def _wide(
+    grid: pd.DataFrame, judge: Any, dims: pd.Index, wide: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """The judge's scores of `dims`, one row per (question, dimension) in label order, one column
+    per set. `wide`: the judge's `judge_wide` table when the caller has it; its rows of `dims` are
+    the rows unstacking only those gives, in the same order."""
+    if wide is not None:
+        rows = wide[wide.index.get_level_values("dimension").isin(dims)]
+        return rows.set_axis(rows.index.remove_unused_levels(), axis=0)
     g = grid[(grid["judge"] == judge) & grid["dimension"].isin(dims)]
     return g.set_index(["question_id", "dimension", "set"])["score"].unstack("set")
+
+
+def judge_wide(grid: pd.DataFrame, judge: Any) -> pd.DataFrame:
+    """The judge's rows of every dimension unstacked once (`_wide`), which its bounds and
+    retrieval tests read instead of unstacking their dimensions each."""
+    return _wide(grid, judge, pd.Index(grid.loc[grid["judge"] == judge, "dimension"].unique()))
 
 
 def _weighted(values: pd.Series, weights: pd.Series) -> pd.Series:
@@ -260,11 +274,14 @@ def _weighted(values: pd.Series, weights: pd.Series) -> pd.Series:
     return (num / den.where(den > 0)).dropna()
 
 
-def bounds_test(grid: pd.DataFrame, judge: Any, weights: pd.Series) -> tuple[float, int]:
+def bounds_test(
+    grid: pd.DataFrame, judge: Any, weights: pd.Series, *, wide: pd.DataFrame | None = None
+) -> tuple[float, int]:
     """One-sided Wilcoxon p (full > zero) of the per-question weighted difference, each dimension
     paired on its own, and the number of questions with a nonzero difference: the ones the test uses
-    (Wilcoxon drops zero differences; p = 1 when every difference is 0)."""
-    wide = _wide(grid, judge, weights.index)
+    (Wilcoxon drops zero differences; p = 1 when every difference is 0). `wide`: the judge's
+    `judge_wide` table when the caller has it."""
+    wide = _wide(grid, judge, weights.index, wide)
     if not {"full", "zero"} <= set(wide.columns):
         return float("nan"), 0
     d = _weighted(wide["full"] - wide["zero"], weights)
@@ -275,12 +292,17 @@ def bounds_test(grid: pd.DataFrame, judge: Any, weights: pd.Series) -> tuple[flo
 
 
 def retrieval_test(
-    grid: pd.DataFrame, judge: Any, weights: pd.Series, ranks: pd.DataFrame
+    grid: pd.DataFrame,
+    judge: Any,
+    weights: pd.Series,
+    ranks: pd.DataFrame,
+    *,
+    wide: pd.DataFrame | None = None,
 ) -> tuple[float, float, int, int]:
     """(rank-biserial r, one-sided Mann-Whitney p, n retrieved, n missed) of the rag total of
     questions whose gold document was retrieved against the missed ones (NaN when a group
-    is empty)."""
-    wide = _wide(grid, judge, weights.index)
+    is empty). `wide`: the judge's `judge_wide` table when the caller has it."""
+    wide = _wide(grid, judge, weights.index, wide)
     if "rag" not in wide:
         return float("nan"), float("nan"), 0, 0
     t = _weighted(wide["rag"], weights)
@@ -525,13 +547,15 @@ def _twin_columns(twins: pd.DataFrame | None, judge: Any) -> dict[str, Any]:
     return {c: row[c].iloc[0] for c in out}
 
 
-def _bounds_step(rec: _Record, grid: pd.DataFrame, judge: Any, tot: pd.Series, ap: Any) -> _Bounds:
+def _bounds_step(
+    rec: _Record, grid: pd.DataFrame, judge: Any, tot: pd.Series, ap: Any, wide: pd.DataFrame
+) -> _Bounds:
     """The one-sided full > zero test (equal weights: W's weights may be noise)."""
     b = _Bounds()
     dims = sorted(set(grid.loc[grid["judge"] == judge, "dimension"].unique()))
     tw = pd.Series(1.0, index=pd.Index(dims, name="dimension"))
     b.sep = float(tot.get((judge, "full"), np.nan) - tot.get((judge, "zero"), np.nan))
-    b.p_value, b.nq = bounds_test(grid, judge, tw)
+    b.p_value, b.nq = bounds_test(grid, judge, tw, wide=wide)
     floor = ap.gate_min_separation
     # 0: no full/zero pairs at all
     b.too_small = 0 < b.nq and not bounds_test_can_decide(b.nq, ap.gate_alpha)
@@ -552,11 +576,17 @@ def _bounds_step(rec: _Record, grid: pd.DataFrame, judge: Any, tot: pd.Series, a
 
 
 def _retrieval_step(
-    rec: _Record, grid: pd.DataFrame, judge: Any, w: pd.Series, ranks: pd.DataFrame, ap: Any
+    rec: _Record,
+    grid: pd.DataFrame,
+    judge: Any,
+    w: pd.Series,
+    ranks: pd.DataFrame,
+    ap: Any,
+    wide: pd.DataFrame,
 ) -> tuple[float, float, bool]:
     """The rag-set score of retrieved against missed questions, when both groups are large."""
     rank_r, rank_p, n_hit, n_miss = retrieval_test(
-        grid, judge, _rank_test_weights(grid, judge, w, ap), ranks
+        grid, judge, _rank_test_weights(grid, judge, w, ap), ranks, wide=wide
     )
     applied = min(n_hit, n_miss) >= RANK_TEST_MIN_GROUP
     if not applied:
@@ -693,9 +723,10 @@ def judge_gate(
             blind = _content_blind(rec, mine, judge, aud, ap, audit_min_pairs)
             obeys = _injection_step(rec, judge, aud, ap, audit_min_pairs)
             obeys = _twin_step(rec, judge, twins, ap, len(judges), obeys)
-            bounds = _bounds_step(rec, mine, judge, tot, ap)
+            wide = judge_wide(mine, judge)  # read by both tests
+            bounds = _bounds_step(rec, mine, judge, tot, ap, wide)
             if ranks is not None:
-                rank_r, rank_p, applied = _retrieval_step(rec, mine, judge, w, ranks, ap)
+                rank_r, rank_p, applied = _retrieval_step(rec, mine, judge, w, ranks, ap, wide)
             w_unusable = _w_step(
                 rec, judge, W, len(w) > 0, cube_table, trimmed, weight_causes or {}, ap, bounds
             )

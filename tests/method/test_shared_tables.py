@@ -85,3 +85,14 @@ def test_gate_on_each_judges_rows_equals_the_whole_grid(tables) -> None:
         assert G.bounds_test(own, judge, w) == G.bounds_test(grid, judge, w)
         assert G.retrieval_test(own, judge, w, ranks) == G.retrieval_test(grid, judge, w, ranks)
         assert G.constant_sets(own, judge) == G.constant_sets(grid, judge)
+        # the judge's rows unstacked once, read by both tests (some dimensions only, too)
+        wide = G.judge_wide(own, judge)
+        some = w.iloc[[0, 2]]
+        for weights in (w, some):
+            got = G.bounds_test(own, judge, weights, wide=wide)
+            assert got == G.bounds_test(grid, judge, weights)
+            got_r = G.retrieval_test(own, judge, weights, ranks, wide=wide)
+            assert got_r == G.retrieval_test(grid, judge, weights, ranks)
+            pd.testing.assert_frame_equal(
+                G._wide(own, judge, weights.index, wide), G._wide(grid, judge, weights.index)
+            )
