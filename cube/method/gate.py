@@ -194,13 +194,14 @@ def failure_table(scores: pd.DataFrame, grid: pd.DataFrame, judges: list[Any]) -
     keys = ["judge", "set", "dimension", "question_id"]
     by_kind = "error_kind" in scores and len(scores) > 0
     g = grid[keys + ["score"]]
+    k = pd.Series("", index=g.index)
     if by_kind:
-        kind = scores[keys].assign(kind=scores["error_kind"].fillna("").astype(str))
-        kind = kind[kind["kind"] != ""].drop_duplicates(keys)
-        g = g.merge(kind, on=keys, how="left")
-        k = g["kind"].fillna("")
-    else:
-        k = pd.Series("", index=g.index)
+        kinds = scores["error_kind"].fillna("").astype(str)
+        failed = kinds != ""
+        if failed.any():  # no failed row (the usual run): nothing to look up, every kind ""
+            kind = scores.loc[failed, keys].assign(kind=kinds[failed]).drop_duplicates(keys)
+            g = g.merge(kind, on=keys, how="left")
+            k = g["kind"].fillna("")
     unscored = g["score"].isna()
     tmp = pd.DataFrame(
         {
@@ -269,8 +270,9 @@ def _weighted(values: pd.Series, weights: pd.Series) -> pd.Series:
     w = pd.Series(
         values.index.get_level_values("dimension").map(weights).to_numpy(float), index=values.index
     )
-    num = (values * w).groupby(level="question_id").sum()
-    den = w.groupby(level="question_id").sum()
+    # both sums in one grouping (each column summed on its own, as two groupings would)
+    sums = pd.DataFrame({"num": values * w, "den": w}).groupby(level="question_id").sum()
+    num, den = sums["num"], sums["den"]
     return (num / den.where(den > 0)).dropna()
 
 
