@@ -211,6 +211,45 @@ def _weighted_trim_mean(
 _MAX_DISTINCT = 256  # more distinct values than this: per element (sorting the columns of C)
 
 
+def _whole_counts(C: np.ndarray) -> bool:
+    """Whether every count is a whole number (resamples, the jackknife, the point estimate): then
+    every sum of counts over a score's questions is exact in floating point, whatever the order
+    of summation, and one product with all of a judge's one-hot columns gives the very sums the
+    products with each one's columns give."""
+    return bool(np.array_equal(C, np.rint(C)))
+
+
+def _judge_trim_means(
+    C: np.ndarray, scores: np.ndarray, keeps: list[np.ndarray], proportion: float, whole: bool
+) -> np.ndarray:
+    """`_weighted_trim_mean` of one judge's every set and dimension (`scores`: sets x dims x n,
+    `keeps[d]`: the questions kept for dimension d), as an array sets x dims x resamples. With
+    whole counts the one-hot columns of all its (set, dimension) pairs are multiplied by C at once:
+    one wide product instead of a narrow one each (C read once, ~3x faster at the paper's
+    scale), the same sums (`_whole_counts`)."""
+    n_sets, n_dims = scores.shape[0], scores.shape[1]
+    out = np.empty((n_sets, n_dims, C.shape[0]))
+    pieces = []  # (set, dim, distinct values, positions scored, value index of each)
+    for d, keep in enumerate(keeps):
+        for s in range(n_sets):
+            v = scores[s, d]
+            ok = keep & ~np.isnan(v)
+            values, inverse = np.unique(v[ok], return_inverse=True)
+            if whole and len(values) <= _MAX_DISTINCT:
+                pieces.append((s, d, values, np.flatnonzero(ok), inverse))
+            else:
+                out[s, d] = _weighted_trim_mean(C, v, keep, proportion)
+    if pieces:
+        starts = np.cumsum([0, *(len(x[2]) for x in pieces)])
+        onehot = np.zeros((C.shape[1], int(starts[-1])))
+        for (_, _, _, at, inverse), start in zip(pieces, starts, strict=False):
+            onehot[at, start + inverse] = 1.0
+        counts = C @ onehot
+        for (s, d, values, _, _), lo, hi in zip(pieces, starts[:-1], starts[1:], strict=True):
+            out[s, d] = _trim_sorted(counts[:, lo:hi], values, proportion)
+    return out
+
+
 def _trim_sorted(Cs: np.ndarray, vals: np.ndarray, proportion: float) -> np.ndarray:
     """Trimmed means from counts `Cs` (resamples x sorted values `vals`)."""
     cum = np.cumsum(Cs, axis=1)
@@ -243,14 +282,16 @@ def cube_from_counts(p: Prepared, C: np.ndarray) -> dict[str, np.ndarray]:
     rag = A.SETS.index("rag")
     w = np.empty((J, D, B))
     tm = np.empty((J, len(A.SETS), D, B))
+    whole = _whole_counts(C)
     for j in range(J):
         for d in range(D):
             w[j, d] = _resampled_weight(p, C, j, d)
-            # paired: only questions this judge scored in all three sets (as
-            # cube.method.analysis.trimmed_means)
-            keep_jd = keep & ~np.isnan(p.scores[j, :, d]).any(axis=0) if p.paired else keep
-            for s in range(len(A.SETS)):
-                tm[j, s, d] = _weighted_trim_mean(C, p.scores[j, s, d], keep_jd, p.proportion)
+        # paired: only questions this judge scored in all three sets (as
+        # cube.method.analysis.trimmed_means)
+        keeps = [
+            keep & ~np.isnan(p.scores[j, :, d]).any(axis=0) if p.paired else keep for d in range(D)
+        ]
+        tm[j] = _judge_trim_means(C, p.scores[j], keeps, p.proportion, whole)
     total_w = w.sum(axis=1, keepdims=True)
     # undefined weights -> 1/D (analysis.weights_fallback), as dimension_weights
     if p.fallback == "equal":

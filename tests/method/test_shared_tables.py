@@ -96,3 +96,23 @@ def test_gate_on_each_judges_rows_equals_the_whole_grid(tables) -> None:
             pd.testing.assert_frame_equal(
                 G._wide(own, judge, weights.index, wide), G._wide(grid, judge, weights.index)
             )
+
+
+@pytest.mark.parametrize("whole", [True, False])
+def test_judge_trim_means_at_once_equal_each_pair(whole) -> None:
+    """A judge's trimmed means from one product with all its one-hot columns are, to the last
+    bit, those of a product per (set, dimension) when the counts are whole numbers; other counts
+    (weights) take the per-pair path."""
+    rng = np.random.default_rng(3)
+    n, b = 300, 40
+    scores = rng.integers(0, 11, size=(3, 4, n)).astype(float)
+    scores[0, 1, ::7] = np.nan
+    scores[2, 3] = rng.normal(5, 2, n)  # many distinct values: the per-element path
+    keeps = [rng.random(n) < 0.8 for _ in range(4)]
+    C = B.resample_counts(n, b, rng) if whole else rng.random((b, n)) * 2
+    assert B._whole_counts(C) is whole
+    got = B._judge_trim_means(C, scores, keeps, 0.1, B._whole_counts(C))
+    for s in range(3):
+        for d in range(4):
+            want = B._weighted_trim_mean(C, scores[s, d], keeps[d], 0.1)
+            np.testing.assert_array_equal(got[s, d], want)
