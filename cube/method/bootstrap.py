@@ -209,6 +209,12 @@ def _weighted_trim_mean(
 
 
 _MAX_DISTINCT = 256  # more distinct values than this: per element (sorting the columns of C)
+# at most this many distinct values: a score's one-hot columns join its judge's one product (judges'
+# scores on a 0-10 scale, averaged over samples, have a few dozen at most); the one-hot matrix of
+# scores with more (simulated, continuous) would be large for little gain
+_AT_ONCE_DISTINCT = 32
+_AT_ONCE_ROWS = 16  # fewer resamples (a point estimate, a look): a product per pair, as before
+_ONEHOT_CELLS = 4_000_000  # a batch's one-hot matrix at most this many cells (32 MB)
 
 
 def _whole_counts(C: np.ndarray) -> bool:
@@ -224,30 +230,42 @@ def _judge_trim_means(
 ) -> np.ndarray:
     """`_weighted_trim_mean` of one judge's every set and dimension (`scores`: sets x dims x n,
     `keeps[d]`: the questions kept for dimension d), as an array sets x dims x resamples. With
-    whole counts the one-hot columns of all its (set, dimension) pairs are multiplied by C at once:
-    one wide product instead of a narrow one each (C read once, ~3x faster at the paper's
-    scale), the same sums (`_whole_counts`)."""
+    whole counts and many resamples the one-hot columns of its (set, dimension) pairs are
+    multiplied by C a batch at a time (`_ONEHOT_CELLS` at most): one wide product instead of a
+    narrow one each (C read once per batch, ~3x faster at the paper's scale), the same sums
+    (`_whole_counts`)."""
     n_sets, n_dims = scores.shape[0], scores.shape[1]
     out = np.empty((n_sets, n_dims, C.shape[0]))
-    pieces = []  # (set, dim, distinct values, positions scored, value index of each)
+    at_once = whole and C.shape[0] >= _AT_ONCE_ROWS
+    batch: list[tuple] = []  # (set, dim, distinct values, positions scored, value index of each)
     for d, keep in enumerate(keeps):
         for s in range(n_sets):
             v = scores[s, d]
             ok = keep & ~np.isnan(v)
             values, inverse = np.unique(v[ok], return_inverse=True)
-            if whole and len(values) <= _MAX_DISTINCT:
-                pieces.append((s, d, values, np.flatnonzero(ok), inverse))
-            else:
+            if not (at_once and len(values) <= _AT_ONCE_DISTINCT):
                 out[s, d] = _weighted_trim_mean(C, v, keep, proportion)
-    if pieces:
-        starts = np.cumsum([0, *(len(x[2]) for x in pieces)])
-        onehot = np.zeros((C.shape[1], int(starts[-1])))
-        for (_, _, _, at, inverse), start in zip(pieces, starts, strict=False):
-            onehot[at, start + inverse] = 1.0
-        counts = C @ onehot
-        for (s, d, values, _, _), lo, hi in zip(pieces, starts[:-1], starts[1:], strict=True):
-            out[s, d] = _trim_sorted(counts[:, lo:hi], values, proportion)
+                continue
+            if (sum(len(x[2]) for x in batch) + len(values)) * C.shape[1] > _ONEHOT_CELLS:
+                _trim_batch(C, batch, proportion, out)
+                batch = []
+            batch.append((s, d, values, np.flatnonzero(ok), inverse))
+    _trim_batch(C, batch, proportion, out)
     return out
+
+
+def _trim_batch(C: np.ndarray, batch: list[tuple], proportion: float, out: np.ndarray) -> None:
+    """The trimmed means of a batch of (set, dimension) pairs from one product of C with all
+    their one-hot columns, into `out` (sets x dims x resamples)."""
+    if not batch:
+        return
+    starts = np.cumsum([0, *(len(x[2]) for x in batch)])
+    onehot = np.zeros((C.shape[1], int(starts[-1])))
+    for (_, _, _, at, inverse), start in zip(batch, starts[:-1], strict=True):
+        onehot[at, start + inverse] = 1.0
+    counts = C @ onehot
+    for (s, d, values, _, _), lo, hi in zip(batch, starts[:-1], starts[1:], strict=True):
+        out[s, d] = _trim_sorted(counts[:, lo:hi], values, proportion)
 
 
 def _trim_sorted(Cs: np.ndarray, vals: np.ndarray, proportion: float) -> np.ndarray:

@@ -98,11 +98,13 @@ def test_gate_on_each_judges_rows_equals_the_whole_grid(tables) -> None:
             )
 
 
-@pytest.mark.parametrize("whole", [True, False])
-def test_judge_trim_means_at_once_equal_each_pair(whole) -> None:
-    """A judge's trimmed means from one product with all its one-hot columns are, to the last
-    bit, those of a product per (set, dimension) when the counts are whole numbers; other counts
-    (weights) take the per-pair path."""
+@pytest.mark.parametrize(("whole", "cells"), [(True, None), (True, 300 * 25), (False, None)])
+def test_judge_trim_means_at_once_equal_each_pair(whole, cells, monkeypatch) -> None:
+    """A judge's trimmed means from one product with all its one-hot columns (or a few batches of
+    them: `cells`) are, to the last bit, those of a product per (set, dimension) when the counts
+    are whole numbers; other counts (weights) take the per-pair path."""
+    if cells:
+        monkeypatch.setattr(B, "_ONEHOT_CELLS", cells)
     rng = np.random.default_rng(3)
     n, b = 300, 40
     scores = rng.integers(0, 11, size=(3, 4, n)).astype(float)
