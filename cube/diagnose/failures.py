@@ -270,6 +270,23 @@ def _low_answer_patterns(
     return evidence(row, gold_text, "" if _blank(value) else value, confusion, params, field)
 
 
+def _patterns_of_low(
+    rag: pd.DataFrame, corpus: pd.DataFrame, texts: pd.Series, causes: list[str], params: Any
+) -> list[list[str]]:
+    """`_low_answer_patterns` of each low answer ([] for the others). A low answer's row is the
+    Series `DataFrame.iterrows` makes of it (the frame's values, its columns, its label), made
+    only for the low answers: every row's Series was most of the classification's cost."""
+    out: list[list[str]] = [[] for _ in range(len(rag))]
+    low = np.flatnonzero(rag["low"].to_numpy(bool))
+    if not len(low):
+        return out
+    values = rag.values  # what iterrows reads, once
+    for i in low:
+        row = pd.Series(values[i], index=rag.columns, name=rag.index[i])
+        out[i] = _low_answer_patterns(row, corpus, str(texts.iloc[i]), causes[i], params)
+    return out
+
+
 def classify(
     answers: pd.DataFrame,
     scores: pd.DataFrame,
@@ -297,14 +314,10 @@ def classify(
     texts = _gold_texts(rag, c)
     causes = confusion_causes(rag, corpus)["cause"].tolist()
     rag["low"] = rag["score"] < p.low_score_below
-    patterns = [
-        _low_answer_patterns(row, c, str(texts.iloc[i]), causes[i], p) if row["low"] else []
-        for i, (_, row) in enumerate(rag.iterrows())
-    ]
-    rag["patterns"] = patterns
+    rag["patterns"] = _patterns_of_low(rag, c, texts, causes, p)
     rag["primary"] = [
         (found[0] if found else UNEXPLAINED) if low else ""
-        for found, low in zip(patterns, rag["low"], strict=True)
+        for found, low in zip(rag["patterns"], rag["low"], strict=True)
     ]
     keep = [
         "question_id",

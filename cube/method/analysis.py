@@ -249,7 +249,16 @@ def score_grid(
     The grid's judges, dimensions and questions are the given ones plus any in `scores`
     (questions: only the given ones when given, e.g. the rag questions of known retrieval).
     Returns `judge, set, dimension, question_id, score`."""
-    items = _per_item(scores)
+    return _grid_of(_per_item(scores), judges, dimensions, questions)
+
+
+def _grid_of(
+    items: pd.DataFrame,
+    judges: Iterable[Any] | None,
+    dimensions: Iterable[str] | None,
+    questions: Iterable[Any] | None,
+) -> pd.DataFrame:
+    """`score_grid` of the per-item scores (`_per_item`)."""
     js = list(dict.fromkeys([*(judges or []), *sorted(items["judge"].unique(), key=str)]))
     ds = dimension_order([*(dimensions or []), *items["dimension"].unique()])
     qs = (
@@ -316,18 +325,45 @@ def rank_correlations(
         ranks = ranks[ranks["retrieved"]]
     elif subset != "all":
         raise ValueError(f"subset must be 'all' or 'retrieved', got {subset!r}")
-    items = _per_item(scores[scores["set"] == "rag"]).merge(
-        ranks[["question_id", against]], on="question_id"
+    return correlations_of(
+        rag_items(scores),
+        ranks,
+        against,
+        sorted({*(judges or []), *scores["judge"].unique()}, key=str),
+        dimension_order([*(dimensions or []), *scores["dimension"].unique()]),
     )
+
+
+def rag_items(scores: pd.DataFrame) -> pd.DataFrame:
+    """The per-item scores (`_per_item`) of the `rag` scoring set: what the correlations with rank
+    and Table 1 read (`cube.method.evaluation.evaluate` makes it once for all four)."""
+    return _per_item(scores[scores["set"] == "rag"])
+
+
+def correlations_of(
+    items: pd.DataFrame,
+    ranks: pd.DataFrame,
+    against: str,
+    all_judges: list[Any],
+    all_dims: list[str],
+) -> pd.DataFrame:
+    """`rank_correlations` of validated inputs: `items` the rag set's per-item scores
+    (`rag_items`), `ranks` the questions kept with their `against` column, every judge and
+    dimension given. Each pair's questions are taken by position, in the rows' order (as a
+    group of `groupby` keeps them), so r is the same to the last bit as on the group's frame."""
+    merged = items.merge(ranks[["question_id", against]], on="question_id")
+    x = merged[against].to_numpy(float)
+    y = merged["score"].to_numpy(float)
+    scored = ~np.isnan(x) & ~np.isnan(y)
+    positions = merged.groupby(["judge", "dimension"], sort=True).indices if len(merged) else {}
+    none = np.empty(0, dtype=np.intp)
     rows = []
-    groups = dict(tuple(items.groupby(["judge", "dimension"], sort=True)))
-    all_judges = sorted({*(judges or []), *scores["judge"].unique()}, key=str)
-    all_dims = dimension_order([*(dimensions or []), *scores["dimension"].unique()])
     for judge in all_judges:
         for dim in all_dims:
-            g = groups.get((judge, dim), items.iloc[:0]).dropna(subset=["score", against])
-            r, p = _pearson(g[against].to_numpy(float), g["score"].to_numpy(float))
-            rows.append({"judge": judge, "dimension": dim, "r": r, "p_value": p, "n": len(g)})
+            at = positions.get((judge, dim), none)
+            at = at[scored[at]]
+            r, p = _pearson(x[at], y[at])
+            rows.append({"judge": judge, "dimension": dim, "r": r, "p_value": p, "n": len(at)})
     out = pd.DataFrame(rows, columns=["judge", "dimension", "r", "p_value", "n"])
     return _order(out, all_dims)
 
@@ -428,15 +464,30 @@ def trimmed_means(
     if not 0 <= proportion < 0.5:
         raise ValueError(f"trim proportion must be in [0, 0.5), got {proportion}")
     grid = score_grid(scores, judges=judges, dimensions=dimensions, questions=questions)
+    return trimmed_means_of_grid(grid, scores, proportion, question_ids, paired, dimensions)
+
+
+def trimmed_means_of_grid(
+    grid: pd.DataFrame,
+    scores: pd.DataFrame,
+    proportion: float,
+    question_ids: Iterable[Any] | None,
+    paired: bool,
+    dimensions: Iterable[str] | None,
+) -> pd.DataFrame:
+    """`trimmed_means` on its score grid (`score_grid` of the validated `scores`, which name the
+    judges and dimensions when the grid is empty)."""
     if question_ids is not None:
         grid = grid[grid["question_id"].isin(set(question_ids))]
     cube = grid.set_index(["judge", "dimension", "question_id", "set"])["score"].unstack("set")
     cube = cube.reindex(columns=list(SETS))
-    ok = cube.notna().all(axis=1) if paired else pd.Series(True, index=cube.index)
+    ok = cube.notna().all(axis=1).to_numpy() if paired else np.ones(len(cube), dtype=bool)
     judges_all, dims = _grid_axes(grid, scores, dimensions)
-    by_jd = {k: g for k, g in cube.groupby(level=["judge", "dimension"], sort=False)}
+    # positions of each (judge, dimension)'s questions: one lookup, not a label lookup per row
+    at = cube.groupby(level=["judge", "dimension"], sort=False).indices if len(cube) else {}
+    values = {set_: cube[set_].to_numpy(float) for set_ in SETS}
     rows = [
-        _trimmed_row(judge, set_, dim, by_jd.get((judge, dim)), ok, proportion)
+        _trimmed_row(judge, set_, dim, at.get((judge, dim)), values[set_], ok, proportion)
         for judge in judges_all
         for dim in dims
         for set_ in SETS
@@ -457,15 +508,22 @@ def _grid_axes(
 
 
 def _trimmed_row(
-    judge: Any, set_: str, dim: str, g: pd.DataFrame | None, ok: pd.Series, proportion: float
+    judge: Any,
+    set_: str,
+    dim: str,
+    at: np.ndarray | None,
+    values: np.ndarray,
+    ok: np.ndarray,
+    proportion: float,
 ) -> dict[str, Any]:
     """One (judge, set, dimension)'s trimmed mean over the kept questions (scored, and paired
-    when `ok` says so) with the counts; NaN and zeros without any score row."""
+    when `ok` says so) with the counts; NaN and zeros without any score row. `at`: the positions
+    of its questions in `values` (the set's column of the unstacked grid) and `ok`."""
     row = {"judge": judge, "set": set_, "dimension": dim}
-    if g is None:
+    if at is None:
         return {**row, "trimmed_mean": float("nan"), "n": 0, "n_unscored": 0, "n_unpaired": 0}
-    v = g[set_].to_numpy(float)
-    keep = ok.loc[g.index].to_numpy(bool) & ~np.isnan(v)
+    v = values[at]
+    keep = ok[at] & ~np.isnan(v)
     tm = float(stats.trim_mean(v[keep], proportion)) if keep.any() else float("nan")
     return {
         **row,
@@ -520,10 +578,15 @@ def judge_summary(scores: pd.DataFrame, set_: str | None = "rag") -> pd.DataFram
     Returns `judge, dimension, mean, sd, n, n_unscored`."""
     validate_scores(scores)
     items = _per_item(scores if set_ is None else scores[scores["set"] == set_])
+    return summary_of(items, dimension_order(scores["dimension"]))
+
+
+def summary_of(items: pd.DataFrame, dims: list[str]) -> pd.DataFrame:
+    """`judge_summary` of per-item scores (`_per_item` of one set), rows in `dims`' order."""
     g = items.groupby(["judge", "dimension"], sort=True)["score"]
     out = g.agg(mean="mean", sd=lambda s: s.std(ddof=1), n="count").reset_index()
-    out["n_unscored"] = g.apply(lambda s: int(s.isna().sum())).to_numpy()
-    return _order(out, dimension_order(scores["dimension"]))
+    out["n_unscored"] = (g.size() - g.count()).to_numpy()  # the rows without a score
+    return _order(out, dims)
 
 
 def sample_variance(scores: pd.DataFrame) -> pd.DataFrame:

@@ -89,22 +89,22 @@ def prepare(
     dimensions: list[str] | None = None,
     fallback: str = "none",
     clusters: Mapping[Any, Any] | None = None,
+    grid: pd.DataFrame | None = None,
 ) -> Prepared:
+    """The arrays the resamples read. `grid`: `cube.method.analysis.score_grid` of the same scores,
+    judges, dimensions and known-retrieval questions when the caller has it (in any question order:
+    it is reindexed here), else made here."""
     # Sorted by question id, so the same seed draws the same questions whatever the row order.
     # The same grid as cube.method.analysis (absent rows are NaN) and the same known-retrieval
     # questions.
     outcomes = A.retrieval_outcomes(answers, top_n)
     ranks = outcomes.ranks.sort_values("question_id", kind="stable").reset_index(drop=True)
     qids = ranks["question_id"].tolist()
-    grid = A.score_grid(scores, judges=judges, dimensions=dimensions, questions=qids)
+    if grid is None:
+        grid = A.score_grid(scores, judges=judges, dimensions=dimensions, questions=qids)
     judges_all = sorted(grid["judge"].unique(), key=str)
     dims = list(grid["dimension"].unique())  # in order of appearance, each once
-    cube = (
-        grid.set_index(["judge", "set", "dimension", "question_id"])["score"]
-        .reindex(pd.MultiIndex.from_product([judges_all, list(A.SETS), dims, qids]))
-        .to_numpy(float)
-    )
-    cube = cube.reshape(len(judges_all), len(A.SETS), len(dims), len(qids))
+    cube = _grid_array(grid, judges_all, dims, qids)
     return Prepared(
         judges_all,
         dims,
@@ -119,6 +119,59 @@ def prepare(
         fallback,
         unit_codes(qids, clusters),
     )
+
+
+def _grid_array(
+    grid: pd.DataFrame, judges: list[Any], dims: list[str], qids: list[Any]
+) -> np.ndarray:
+    """The grid's scores as an array judges x sets x dimensions x `qids`. A grid as `score_grid`
+    makes it (every judge x set x dimension x question, nested in that order) is reshaped and its
+    judges and questions taken in the order asked, by position (a reindex by four labels was most
+    of the bootstrap's set-up when the grid's questions are in another order); any other grid is
+    reindexed by label. Either way each cell is the grid's value of its labels."""
+    axes = [judges, list(A.SETS), dims, qids]
+    shape = tuple(len(a) for a in axes)
+    order = _positions(_nested_axes(grid, shape), axes)
+    if order is not None:
+        return grid["score"].to_numpy(float).reshape(shape)[np.ix_(*order)]
+    return (
+        grid.set_index(["judge", "set", "dimension", "question_id"])["score"]
+        .reindex(pd.MultiIndex.from_product(axes))
+        .to_numpy(float)
+        .reshape(shape)
+    )
+
+
+def _positions(own: list[list[Any]] | None, axes: list[list[Any]]) -> list[np.ndarray] | None:
+    """Where each label of `axes` sits on the grid's own axes; None when one is missing or
+    repeated (or the grid has no nested axes)."""
+    if own is None:
+        return None
+    out = []
+    for mine, asked in zip(own, axes, strict=True):
+        where = {v: i for i, v in enumerate(mine)}
+        order = [where.get(v, -1) for v in asked]
+        if len(set(order)) != len(order) or min(order, default=0) < 0:
+            return None
+        out.append(np.asarray(order, dtype=np.intp))
+    return out
+
+
+def _nested_axes(grid: pd.DataFrame, shape: tuple[int, ...]) -> list[list[Any]] | None:
+    """The grid's own judge, set, dimension and question axes when its rows are their full
+    product, nested in that order (each key column is its axis broadcast over the others); None
+    otherwise."""
+    if not len(grid) or len(grid) != int(np.prod(shape)):
+        return None
+    out = []
+    for i, key in enumerate(("judge", "set", "dimension", "question_id")):
+        col = grid[key].to_numpy(object).reshape(shape)
+        axis = col[tuple(slice(None) if k == i else 0 for k in range(len(shape)))]
+        expected = axis.reshape([-1 if k == i else 1 for k in range(len(shape))])
+        if not (col == expected).all():
+            return None
+        out.append(list(axis))
+    return out
 
 
 def _weighted_pearson(C: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -156,6 +209,63 @@ def _weighted_trim_mean(
 
 
 _MAX_DISTINCT = 256  # more distinct values than this: per element (sorting the columns of C)
+# at most this many distinct values: a score's one-hot columns join its judge's one product (judges'
+# scores on a 0-10 scale, averaged over samples, have a few dozen at most); the one-hot matrix of
+# scores with more (simulated, continuous) would be large for little gain
+_AT_ONCE_DISTINCT = 32
+_AT_ONCE_ROWS = 16  # fewer resamples (a point estimate, a look): a product per pair, as before
+_ONEHOT_CELLS = 4_000_000  # a batch's one-hot matrix at most this many cells (32 MB)
+
+
+def _whole_counts(C: np.ndarray) -> bool:
+    """Whether every count is a whole number (resamples, the jackknife, the point estimate): then
+    every sum of counts over a score's questions is exact in floating point, whatever the order
+    of summation, and one product with all of a judge's one-hot columns gives the very sums the
+    products with each one's columns give."""
+    return bool(np.array_equal(C, np.rint(C)))
+
+
+def _judge_trim_means(
+    C: np.ndarray, scores: np.ndarray, keeps: list[np.ndarray], proportion: float, whole: bool
+) -> np.ndarray:
+    """`_weighted_trim_mean` of one judge's every set and dimension (`scores`: sets x dims x n,
+    `keeps[d]`: the questions kept for dimension d), as an array sets x dims x resamples. With
+    whole counts and many resamples the one-hot columns of its (set, dimension) pairs are
+    multiplied by C a batch at a time (`_ONEHOT_CELLS` at most): one wide product instead of a
+    narrow one each (C read once per batch, ~3x faster at the paper's scale), the same sums
+    (`_whole_counts`)."""
+    n_sets, n_dims = scores.shape[0], scores.shape[1]
+    out = np.empty((n_sets, n_dims, C.shape[0]))
+    at_once = whole and C.shape[0] >= _AT_ONCE_ROWS
+    batch: list[tuple] = []  # (set, dim, distinct values, positions scored, value index of each)
+    for d, keep in enumerate(keeps):
+        for s in range(n_sets):
+            v = scores[s, d]
+            ok = keep & ~np.isnan(v)
+            values, inverse = np.unique(v[ok], return_inverse=True)
+            if not (at_once and len(values) <= _AT_ONCE_DISTINCT):
+                out[s, d] = _weighted_trim_mean(C, v, keep, proportion)
+                continue
+            if (sum(len(x[2]) for x in batch) + len(values)) * C.shape[1] > _ONEHOT_CELLS:
+                _trim_batch(C, batch, proportion, out)
+                batch = []
+            batch.append((s, d, values, np.flatnonzero(ok), inverse))
+    _trim_batch(C, batch, proportion, out)
+    return out
+
+
+def _trim_batch(C: np.ndarray, batch: list[tuple], proportion: float, out: np.ndarray) -> None:
+    """The trimmed means of a batch of (set, dimension) pairs from one product of C with all
+    their one-hot columns, into `out` (sets x dims x resamples)."""
+    if not batch:
+        return
+    starts = np.cumsum([0, *(len(x[2]) for x in batch)])
+    onehot = np.zeros((C.shape[1], int(starts[-1])))
+    for (_, _, _, at, inverse), start in zip(batch, starts[:-1], strict=True):
+        onehot[at, start + inverse] = 1.0
+    counts = C @ onehot
+    for (s, d, values, _, _), lo, hi in zip(batch, starts[:-1], starts[1:], strict=True):
+        out[s, d] = _trim_sorted(counts[:, lo:hi], values, proportion)
 
 
 def _trim_sorted(Cs: np.ndarray, vals: np.ndarray, proportion: float) -> np.ndarray:
@@ -190,14 +300,16 @@ def cube_from_counts(p: Prepared, C: np.ndarray) -> dict[str, np.ndarray]:
     rag = A.SETS.index("rag")
     w = np.empty((J, D, B))
     tm = np.empty((J, len(A.SETS), D, B))
+    whole = _whole_counts(C)
     for j in range(J):
         for d in range(D):
             w[j, d] = _resampled_weight(p, C, j, d)
-            # paired: only questions this judge scored in all three sets (as
-            # cube.method.analysis.trimmed_means)
-            keep_jd = keep & ~np.isnan(p.scores[j, :, d]).any(axis=0) if p.paired else keep
-            for s in range(len(A.SETS)):
-                tm[j, s, d] = _weighted_trim_mean(C, p.scores[j, s, d], keep_jd, p.proportion)
+        # paired: only questions this judge scored in all three sets (as
+        # cube.method.analysis.trimmed_means)
+        keeps = [
+            keep & ~np.isnan(p.scores[j, :, d]).any(axis=0) if p.paired else keep for d in range(D)
+        ]
+        tm[j] = _judge_trim_means(C, p.scores[j], keeps, p.proportion, whole)
     total_w = w.sum(axis=1, keepdims=True)
     # undefined weights -> 1/D (analysis.weights_fallback), as dimension_weights
     if p.fallback == "equal":
@@ -266,9 +378,10 @@ def bootstrap_cube(
     method: str = "percentile",
     expand: bool = True,
     clusters: Mapping[Any, Any] | None = None,
+    grid: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Intervals (`method`, `expand`: see `bootstrap_prepared`) of each judge's and the jury's CuBE,
-    W and R@k.
+    W and R@k. `grid`: the score grid when the caller has made it (`prepare`).
 
     The jury averages `jury_judges` only (the judges that passed the validity gate; default:
     every judge), and a resample where one of them is undefined is undefined for the jury.
@@ -289,6 +402,7 @@ def bootstrap_cube(
         dimensions=dimensions,
         fallback=weights_fallback,
         clusters=clusters,
+        grid=grid,
     )
     return bootstrap_prepared(
         p,

@@ -17,14 +17,17 @@ import pandas as pd
 
 from cube.method.analysis import (
     CubeWarning,
+    correlations_of,
+    dimension_order,
     dimension_weights,
     judge_summary,
     jury_summary,
-    rank_correlations,
+    rag_items,
     retrieval_outcomes,
     score_grid,
     single_system,
-    trimmed_means,
+    summary_of,
+    trimmed_means_of_grid,
     validate_answers,
     validate_scores,
 )
@@ -203,35 +206,36 @@ def evaluate(
             )
         qids = list(ranks["question_id"])
         recall = outcomes.recall()
-        corr_all = rank_correlations(
-            scores, answers, "all", n_top, judges=judge_names, dimensions=dimensions
-        )
-        corr_ret = rank_correlations(
-            scores, answers, "retrieved", n_top, judges=judge_names, dimensions=dimensions
+        # the tables are validated once (`_checked_system`) and each derived table made once:
+        # the rag set's per-item scores feed both correlations and Table 1, the grid the trimmed
+        # means, the gate and the bootstrap (the public functions, each on its own, validate
+        # and derive them again)
+        rag = rag_items(scores)
+        corr_all, corr_ret = (
+            correlations_of(rag, r, "rank_score", *_pairs(judge_names, dimensions, scores))
+            for r in (ranks, ranks[ranks["retrieved"]])
         )
         weights = dimension_weights(corr_all, ap.weights, ap.custom_weights, ap.weights_fallback)
         causes = _weight_causes_if_ranked(ranks, corr_all, ap)
         retrieved_ids = set(ranks.loc[ranks["retrieved"], "question_id"])
         grid = score_grid(scores, judges=judge_names, dimensions=dimensions, questions=qids)
-        tm = trimmed_means(
-            scores,
-            ap.trim_proportion,
-            retrieved_ids,
-            paired=ap.paired,
-            questions=qids,
-            judges=judge_names,
-            dimensions=dimensions,
+        _check_trim(ap.trim_proportion)
+        tm = trimmed_means_of_grid(
+            grid, scores, ap.trim_proportion, retrieved_ids, ap.paired, dimensions
         )
         weights = _weights_for(weights, tm)
-        table, flags = _flagged_table(tm, weights, recall, causes, corr_all, retrieved_ids, ap)
+        effective = effective_weight_table(tm, weights)  # read by the table, totals and gate
+        table, flags = _flagged_table(
+            tm, (weights, effective), recall, causes, corr_all, retrieved_ids, ap
+        )
         _warn_if_w_interval_approximate(ap, len(retrieved_ids))
-        totals = weighted_totals(tm, weights)
+        totals = weighted_totals(tm, weights, effective)
         gate = _gate(
             made_items(grid, answers),  # a bound not made is no item (`cube.systems.bounds`)
             scores,
             table,
             tm,
-            weights,
+            effective,
             totals,
             retrieved_ids,
             ap,
@@ -245,7 +249,10 @@ def evaluate(
     for w in caught:  # recorded in the result and still shown to the reader
         warnings.warn(w.message, CubeWarning, stacklevel=2)
     design = _design(ranks, grid, table, clusters, ap.cluster)
-    boot = _intervals(answers, scores, ap, n_top, judge_names, dimensions, table, clusters, design)
+    boot = _intervals(
+        answers, scores, ap, n_top, judge_names, dimensions, table, clusters, design, grid
+    )
+    dims_seen = dimension_order(scores["dimension"])
     return CubeResult(
         system=system,
         recall_at_k=recall,
@@ -259,8 +266,11 @@ def evaluate(
         weighted_totals=totals,
         cube_table=table,
         jury=jury_summary(table),
-        judge_summary=judge_summary(scores),
-        retrieved_summary=judge_summary(scores[scores["question_id"].isin(retrieved_ids)]),
+        judge_summary=summary_of(rag, dims_seen),
+        retrieved_summary=summary_of(
+            rag[rag["question_id"].isin(retrieved_ids)].reset_index(drop=True),
+            dimension_order(scores.loc[scores["question_id"].isin(retrieved_ids), "dimension"]),
+        ),
         bootstrap=boot,
         settings=_settings(ap, n_top, outcomes),
         warnings=[str(w.message) for w in caught],
@@ -272,6 +282,23 @@ def evaluate(
 
 
 # --------------------------------------------------------------------------- evaluate's steps
+
+
+def _pairs(
+    judges: list[str], dimensions: Sequence[str] | None, scores: pd.DataFrame
+) -> tuple[list[Any], list[str]]:
+    """The judges and dimensions `rank_correlations` gives a row each (of the scores and the
+    configured ones)."""
+    return (
+        sorted({*judges, *scores["judge"].unique()}, key=str),
+        dimension_order([*(dimensions or []), *scores["dimension"].unique()]),
+    )
+
+
+def _check_trim(proportion: float) -> None:
+    """The trim proportion `trimmed_means` accepts."""
+    if not 0 <= proportion < 0.5:
+        raise ValueError(f"trim proportion must be in [0, 0.5), got {proportion}")
 
 
 def _checked_params(analysis_params: Any) -> Any:
@@ -333,7 +360,7 @@ def _weight_causes_if_ranked(ranks: pd.DataFrame, corr_all: pd.DataFrame, ap: An
 
 def _flagged_table(
     tm: pd.DataFrame,
-    weights: pd.DataFrame,
+    weighting: tuple[pd.DataFrame, pd.DataFrame],
     recall: float,
     causes: dict[str, str],
     corr_all: pd.DataFrame,
@@ -341,8 +368,10 @@ def _flagged_table(
     ap: Any,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """CuBE's table with its flags: the normalised scores' own, then the equal-weights fallback,
-    the unweighted dimensions and too few retrieved questions, each also in the judge's row."""
-    table, flags = cube_scores_with_flags(tm, weights, recall, causes)
+    the unweighted dimensions and too few retrieved questions, each also in the judge's row.
+    `weighting`: the weights and their `effective_weight_table`."""
+    weights, effective = weighting
+    table, flags = cube_scores_with_flags(tm, weights, recall, causes, effective)
     ranked = ap.weights == "rank_correlation"
     if ranked and ap.weights_fallback == "equal" and causes:
         flags = _fallback_flags(flags, causes)
@@ -402,7 +431,7 @@ def _gate(
     scores: pd.DataFrame,
     table: pd.DataFrame,
     tm: pd.DataFrame,
-    weights: pd.DataFrame,
+    effective: pd.DataFrame,
     totals: pd.DataFrame,
     retrieved_ids: set,
     ap: Any,
@@ -424,7 +453,7 @@ def _gate(
         grid,
         scores,
         table,
-        effective_weight_table(tm, weights),
+        effective,
         totals,
         retrieved_ids,
         ap,
@@ -447,9 +476,11 @@ def _intervals(
     table: pd.DataFrame,
     clusters: Mapping[Any, Any] | None,
     design: dict[str, Any],
+    grid: pd.DataFrame,
 ) -> pd.DataFrame | None:
     """The bootstrap intervals (None when `analysis.bootstrap` is 0), with the design beside each
-    and the jury's W and CuBE undefined where `jury_summary` leaves them undefined."""
+    and the jury's W and CuBE undefined where `jury_summary` leaves them undefined. `grid`: the
+    score grid of the same judges, dimensions and questions, which the bootstrap reads."""
     from cube.method.bootstrap import bootstrap_cube
 
     if ap.bootstrap <= 0:
@@ -472,6 +503,7 @@ def _intervals(
         weights_fallback=ap.weights_fallback,
         method=ap.interval,
         clusters=clusters if ap.cluster == "family" else None,
+        grid=grid,
     )
     boot = _with_design(boot, design)
     if "gate_w_unusable" in table:

@@ -194,13 +194,14 @@ def failure_table(scores: pd.DataFrame, grid: pd.DataFrame, judges: list[Any]) -
     keys = ["judge", "set", "dimension", "question_id"]
     by_kind = "error_kind" in scores and len(scores) > 0
     g = grid[keys + ["score"]]
+    k = pd.Series("", index=g.index)
     if by_kind:
-        kind = scores[keys].assign(kind=scores["error_kind"].fillna("").astype(str))
-        kind = kind[kind["kind"] != ""].drop_duplicates(keys)
-        g = g.merge(kind, on=keys, how="left")
-        k = g["kind"].fillna("")
-    else:
-        k = pd.Series("", index=g.index)
+        kinds = scores["error_kind"].fillna("").astype(str)
+        failed = kinds != ""
+        if failed.any():  # no failed row (the usual run): nothing to look up, every kind ""
+            kind = scores.loc[failed, keys].assign(kind=kinds[failed]).drop_duplicates(keys)
+            g = g.merge(kind, on=keys, how="left")
+            k = g["kind"].fillna("")
     unscored = g["score"].isna()
     tmp = pd.DataFrame(
         {
@@ -243,9 +244,23 @@ def _failure_counts(f: pd.Series, sep: str = ", ") -> str:
     )
 
 
-def _wide(grid: pd.DataFrame, judge: Any, dims: pd.Index) -> pd.DataFrame:
+def _wide(
+    grid: pd.DataFrame, judge: Any, dims: pd.Index, wide: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """The judge's scores of `dims`, one row per (question, dimension) in label order, one column
+    per set. `wide`: the judge's `judge_wide` table when the caller has it; its rows of `dims` are
+    the rows unstacking only those gives, in the same order."""
+    if wide is not None:
+        rows = wide[wide.index.get_level_values("dimension").isin(dims)]
+        return rows.set_axis(rows.index.remove_unused_levels(), axis=0)
     g = grid[(grid["judge"] == judge) & grid["dimension"].isin(dims)]
     return g.set_index(["question_id", "dimension", "set"])["score"].unstack("set")
+
+
+def judge_wide(grid: pd.DataFrame, judge: Any) -> pd.DataFrame:
+    """The judge's rows of every dimension unstacked once (`_wide`), which its bounds and
+    retrieval tests read instead of unstacking their dimensions each."""
+    return _wide(grid, judge, pd.Index(grid.loc[grid["judge"] == judge, "dimension"].unique()))
 
 
 def _weighted(values: pd.Series, weights: pd.Series) -> pd.Series:
@@ -255,16 +270,20 @@ def _weighted(values: pd.Series, weights: pd.Series) -> pd.Series:
     w = pd.Series(
         values.index.get_level_values("dimension").map(weights).to_numpy(float), index=values.index
     )
-    num = (values * w).groupby(level="question_id").sum()
-    den = w.groupby(level="question_id").sum()
+    # both sums in one grouping (each column summed on its own, as two groupings would)
+    sums = pd.DataFrame({"num": values * w, "den": w}).groupby(level="question_id").sum()
+    num, den = sums["num"], sums["den"]
     return (num / den.where(den > 0)).dropna()
 
 
-def bounds_test(grid: pd.DataFrame, judge: Any, weights: pd.Series) -> tuple[float, int]:
+def bounds_test(
+    grid: pd.DataFrame, judge: Any, weights: pd.Series, *, wide: pd.DataFrame | None = None
+) -> tuple[float, int]:
     """One-sided Wilcoxon p (full > zero) of the per-question weighted difference, each dimension
     paired on its own, and the number of questions with a nonzero difference: the ones the test uses
-    (Wilcoxon drops zero differences; p = 1 when every difference is 0)."""
-    wide = _wide(grid, judge, weights.index)
+    (Wilcoxon drops zero differences; p = 1 when every difference is 0). `wide`: the judge's
+    `judge_wide` table when the caller has it."""
+    wide = _wide(grid, judge, weights.index, wide)
     if not {"full", "zero"} <= set(wide.columns):
         return float("nan"), 0
     d = _weighted(wide["full"] - wide["zero"], weights)
@@ -275,12 +294,17 @@ def bounds_test(grid: pd.DataFrame, judge: Any, weights: pd.Series) -> tuple[flo
 
 
 def retrieval_test(
-    grid: pd.DataFrame, judge: Any, weights: pd.Series, ranks: pd.DataFrame
+    grid: pd.DataFrame,
+    judge: Any,
+    weights: pd.Series,
+    ranks: pd.DataFrame,
+    *,
+    wide: pd.DataFrame | None = None,
 ) -> tuple[float, float, int, int]:
     """(rank-biserial r, one-sided Mann-Whitney p, n retrieved, n missed) of the rag total of
     questions whose gold document was retrieved against the missed ones (NaN when a group
-    is empty)."""
-    wide = _wide(grid, judge, weights.index)
+    is empty). `wide`: the judge's `judge_wide` table when the caller has it."""
+    wide = _wide(grid, judge, weights.index, wide)
     if "rag" not in wide:
         return float("nan"), float("nan"), 0, 0
     t = _weighted(wide["rag"], weights)
@@ -298,15 +322,15 @@ def constant_sets(grid: pd.DataFrame, judge: Any) -> list[str]:
     set alone may be constant for a reason (identical answers, e.g. a zero-set answerer that
     always declines)."""
     g = grid[(grid["judge"] == judge)].dropna(subset=["score"])
+    if g.empty:
+        return []
+    # one grouping by set and dimension, the sets in order of appearance (as a loop over sets)
+    per = g.groupby(["set", "dimension"], sort=False)["score"].agg(["nunique", "size", "first"])
     out = []
-    for set_, s in g.groupby("set", sort=False):
-        per_dim = s.groupby("dimension")["score"].agg(["nunique", "size"])
-        if (
-            len(per_dim)
-            and (per_dim["size"] >= VARY_MIN_QUESTIONS).all()
-            and (per_dim["nunique"] <= 1).all()
-        ):
-            out.append(f"{set_} = {s['score'].iloc[0]:g}")
+    for set_ in g["set"].unique():
+        per_dim = per.xs(set_, level="set")
+        if (per_dim["size"] >= VARY_MIN_QUESTIONS).all() and (per_dim["nunique"] <= 1).all():
+            out.append(f"{set_} = {per_dim['first'].iloc[0]:g}")
     return out
 
 
@@ -525,13 +549,15 @@ def _twin_columns(twins: pd.DataFrame | None, judge: Any) -> dict[str, Any]:
     return {c: row[c].iloc[0] for c in out}
 
 
-def _bounds_step(rec: _Record, grid: pd.DataFrame, judge: Any, tot: pd.Series, ap: Any) -> _Bounds:
+def _bounds_step(
+    rec: _Record, grid: pd.DataFrame, judge: Any, tot: pd.Series, ap: Any, wide: pd.DataFrame
+) -> _Bounds:
     """The one-sided full > zero test (equal weights: W's weights may be noise)."""
     b = _Bounds()
     dims = sorted(set(grid.loc[grid["judge"] == judge, "dimension"].unique()))
     tw = pd.Series(1.0, index=pd.Index(dims, name="dimension"))
     b.sep = float(tot.get((judge, "full"), np.nan) - tot.get((judge, "zero"), np.nan))
-    b.p_value, b.nq = bounds_test(grid, judge, tw)
+    b.p_value, b.nq = bounds_test(grid, judge, tw, wide=wide)
     floor = ap.gate_min_separation
     # 0: no full/zero pairs at all
     b.too_small = 0 < b.nq and not bounds_test_can_decide(b.nq, ap.gate_alpha)
@@ -552,11 +578,17 @@ def _bounds_step(rec: _Record, grid: pd.DataFrame, judge: Any, tot: pd.Series, a
 
 
 def _retrieval_step(
-    rec: _Record, grid: pd.DataFrame, judge: Any, w: pd.Series, ranks: pd.DataFrame, ap: Any
+    rec: _Record,
+    grid: pd.DataFrame,
+    judge: Any,
+    w: pd.Series,
+    ranks: pd.DataFrame,
+    ap: Any,
+    wide: pd.DataFrame,
 ) -> tuple[float, float, bool]:
     """The rag-set score of retrieved against missed questions, when both groups are large."""
     rank_r, rank_p, n_hit, n_miss = retrieval_test(
-        grid, judge, _rank_test_weights(grid, judge, w, ap), ranks
+        grid, judge, _rank_test_weights(grid, judge, w, ap), ranks, wide=wide
     )
     applied = min(n_hit, n_miss) >= RANK_TEST_MIN_GROUP
     if not applied:
@@ -629,6 +661,15 @@ def _finite_or_nan(value: Any) -> float:
     return float(value) if np.isfinite(value) else float("nan")
 
 
+def judge_rows(grid: pd.DataFrame) -> dict[Any, pd.DataFrame]:
+    """Each judge's rows of the grid, in the grid's order: the gate's per-judge tests select a
+    judge's rows of what they are given, so on these they read the same rows as on the whole
+    grid, without comparing every row's judge again for each test."""
+    if not len(grid):
+        return {}
+    return dict(tuple(grid.groupby("judge", sort=False)))
+
+
 def _positive_weights(effective: pd.DataFrame, judge: Any) -> pd.Series:
     """The judge's dimensions of positive effective weight, weight by dimension."""
     w = effective[effective["judge"] == judge].set_index("dimension")["effective_weight"]
@@ -663,6 +704,7 @@ def judge_gate(
     tot = totals.set_index(["judge", "set"])["weighted_total"]
     aud = _indexed_audit(audit)
     present = set(scores["judge"].unique()) if "judge" in scores else set()
+    own = judge_rows(grid)
     rows = []
     for judge in judges:
         rec = _Record()
@@ -679,12 +721,14 @@ def judge_gate(
         obeys = None
         W = float(cube_table.at[judge, "weighted_score"])
         if not failed:
-            blind = _content_blind(rec, grid, judge, aud, ap, audit_min_pairs)
+            mine = own.get(judge, grid.iloc[:0])
+            blind = _content_blind(rec, mine, judge, aud, ap, audit_min_pairs)
             obeys = _injection_step(rec, judge, aud, ap, audit_min_pairs)
             obeys = _twin_step(rec, judge, twins, ap, len(judges), obeys)
-            bounds = _bounds_step(rec, grid, judge, tot, ap)
+            wide = judge_wide(mine, judge)  # read by both tests
+            bounds = _bounds_step(rec, mine, judge, tot, ap, wide)
             if ranks is not None:
-                rank_r, rank_p, applied = _retrieval_step(rec, grid, judge, w, ranks, ap)
+                rank_r, rank_p, applied = _retrieval_step(rec, mine, judge, w, ranks, ap, wide)
             w_unusable = _w_step(
                 rec, judge, W, len(w) > 0, cube_table, trimmed, weight_causes or {}, ap, bounds
             )

@@ -57,11 +57,14 @@ def _totals(w_eff: np.ndarray, tm: np.ndarray) -> np.ndarray:
     return np.where(w_eff == 0, 0.0, w_eff * tm).sum(axis=0)
 
 
-def weighted_totals(trimmed: pd.DataFrame, weights: pd.DataFrame) -> pd.DataFrame:
+def weighted_totals(
+    trimmed: pd.DataFrame, weights: pd.DataFrame, effective: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """`T[judge, set] = sum_d w_d TM[judge, set, d]` (paper Table 2's last column), with the
     weights W uses (`effective_weights`): identical to the configured ones unless a dimension
-    left W (flagged in `cube_scores`)."""
-    eff = effective_weight_table(trimmed, weights)
+    left W (flagged in `cube_scores`). `effective`: `effective_weight_table` of the same two when
+    the caller has it."""
+    eff = effective_weight_table(trimmed, weights) if effective is None else effective
     m = trimmed.merge(eff, on=["judge", "dimension"], how="left")
     m["wtm"] = np.where(m["effective_weight"] == 0, 0.0, m["effective_weight"] * m["trimmed_mean"])
     return m.groupby(["judge", "set"], as_index=False, sort=False).agg(
@@ -153,13 +156,17 @@ def cube_scores_with_flags(
     weights: pd.DataFrame,
     recall: float,
     weight_causes: dict[str, str] | None = None,
+    effective: pd.DataFrame | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """`cube_scores` and the flags as a table `judge, dimension, code, message` (dimension
-    `W` for the weighted score, `R@k` for retrieval)."""
+    `W` for the weighted score, `R@k` for retrieval). `effective`: `effective_weight_table` of
+    the same trimmed means and weights when the caller has it (each makes the wide table anew)."""
     _require_sets(trimmed)
     tm = _wide(trimmed)
     dims = list(dict.fromkeys(trimmed["dimension"]))
-    eff = effective_weight_table(trimmed, weights).set_index(["judge", "dimension"])
+    if effective is None:
+        effective = effective_weight_table(trimmed, weights)
+    eff = effective.set_index(["judge", "dimension"])
     causes = weight_causes or {}
     rows, flags = [], []
     for judge in sorted(trimmed["judge"].unique(), key=str):

@@ -15,6 +15,7 @@ per-question jury scores A vs B) and `index.html` in the report style (all text 
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -446,10 +447,17 @@ def _figures(deltas: pd.DataFrame, changes: pd.DataFrame, la: str, lb: str, fold
 
 
 def _page(payload: dict[str, Any], path: Path) -> None:
+    path.write_text(_template().render(c=payload), encoding="utf-8")
+
+
+@functools.cache
+def _template() -> Any:
+    """The comparison page's template, compiled once per process: a run writes each pair's page
+    twice (before and after the p-values are adjusted over the pairs), and compiling it was most
+    of a page's cost."""
     from cube.pages.publish import page_environment  # the index's filters: numbers formatted once
 
-    template = page_environment().get_template("compare.html.j2")
-    path.write_text(template.render(c=payload), encoding="utf-8")
+    return page_environment().get_template("compare.html.j2")
 
 
 def run_compare(

@@ -50,12 +50,18 @@ def failure_patterns(run: Run, system: str) -> pd.DataFrame:
 
 
 def category_reports(
-    run: Run, system: str, classified: pd.DataFrame, by: tuple[str, ...] = ("department", "style")
+    run: Run,
+    system: str,
+    classified: pd.DataFrame,
+    by: tuple[str, ...] = ("department", "style"),
+    refusal: dict[str, pd.DataFrame] | None = None,
 ) -> dict[str, pd.DataFrame]:
     """`cube.diagnose.categories.category_report` of one system by each of `by`, with refusal
     accuracy and the false-refusal rate per category when the run has refusal answers, also recorded
     in `results.json` → `categories` (one list of records per breakdown); plus, with refusal
-    answers, `kind` (refusal questions by kind, `results.json` → `refusal_by_kind`)."""
+    answers, `kind` (refusal questions by kind, `results.json` → `refusal_by_kind`). `refusal`:
+    `refusal_categories` of the system by `by` and `kind` when the caller has it (notebook 10 draws
+    it too), else made here."""
     import json
 
     from cube.diagnose.categories import category_report
@@ -63,7 +69,8 @@ def category_reports(
 
     groups = question_groups(run.load("questions"), run.load("corpus"))
     answers, scores = run.load("answers"), _scores(run)
-    refusal = refusal_categories(run, system, (*by, "kind"))
+    if refusal is None:
+        refusal = refusal_categories(run, system, (*by, "kind"))
     reports = {
         b: category_report(
             answers,
@@ -107,11 +114,11 @@ def refusal_categories(
     refusals = run.load("refusal_answers")
     if not (refusals["system"] == system).any():
         return {}
-    corpus = run.load("corpus")
+    corpus, answers = run.load("corpus"), run.load("answers")
     groups = question_groups(run.load("questions"), corpus)
     return {
         b: refusal_by_category(
-            refusals, run.load("answers"), groups, corpus, system, b, run.params.analysis.confidence
+            refusals, answers, groups, corpus, system, b, run.params.analysis.confidence
         )
         for b in by
     }

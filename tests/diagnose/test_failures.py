@@ -403,3 +403,18 @@ def test_field_missing_on_the_held_out_sample_the_rule_never_saw():
     assert len(sample) == 70 and int(flagged.sum()) == 40
     assert not (flagged & ~labelled).any(), sample[flagged & ~labelled][["question_id", "answer"]]
     assert list(sample.loc[~flagged & labelled, "note"].str[:9]) == ["相关资格或权属证明"]
+
+
+def test_low_answer_rows_are_the_rows_iterrows_gives():
+    """`classify` makes a Series only for the low answers (issue 41): each is the row
+    `DataFrame.iterrows` gives, so the patterns are those of a loop over every row."""
+    answers, scores, questions = _tables()
+    out = failures.classify(answers, scores, CORPUS, questions, "s", DiagnosticsParams())
+    frame = out.drop(columns=["patterns", "primary"])
+    values = frame.values
+    for i, (label, row) in enumerate(frame.iterrows()):
+        made = pd.Series(values[i], index=frame.columns, name=frame.index[i])
+        pd.testing.assert_series_equal(made, row)
+        assert made.to_dict() == row.to_dict() and label == made.name
+    assert out.loc[~out["low"], "patterns"].map(len).eq(0).all()
+    assert out.loc[out["low"], "primary"].ne("").all()
