@@ -13,8 +13,8 @@ heap are not returned while a few objects remain in them). After them, the manif
 
 `start_child(fn)` forks the child and returns at once (the runner's plan is computed while its
 kernel starts; it is forked before the runner has any thread, so the child holds no lock another
-thread held); `in_child(fn)` waits for it. Either runs `fn()` in a child forked from the runner, which costs no new imports (the
-child has the runner's modules) and a few milliseconds, and returns its result (pickled through a
+thread held); `in_child(fn)` waits for it. Either runs `fn()` in a child forked from the runner,
+which costs no new imports (the child has the runner's modules) and a few milliseconds, and returns its result (pickled through a
 pipe); the child's memory goes back to the system when it exits. An exception `fn` raises is
 raised here, with the child's traceback as a note (and so is pickle's error on a result it cannot
 carry); an exception pickle cannot carry raises `ChildFailed` with its type and message, and so
