@@ -14,13 +14,13 @@ heap are not returned while a few objects remain in them). After them, the manif
 `start_child(fn)` forks the child and returns at once (the runner's plan is computed while its
 kernel starts; it is forked before the runner has any thread, so the child holds no lock another
 thread held); `in_child(fn)` waits for it. Either runs `fn()` in a child forked from the runner,
-which costs no new imports (the child has the runner's modules) and a few milliseconds, and returns its result (pickled through a
-pipe); the child's memory goes back to the system when it exits. An exception `fn` raises is
-raised here, with the child's traceback as a note (and so is pickle's error on a result it cannot
-carry); an exception pickle cannot carry raises `ChildFailed` with its type and message, and so
-does a child that dies (a signal) with how it ended. Elsewhere than on Linux (Windows has no
-`fork`; on macOS a forked process must not use the system frameworks its parent did, and Python's
-own `multiprocessing` no longer forks there), `fn()` runs in this process.
+which costs no new imports (the child has the runner's modules) and a few milliseconds, and returns
+its result (pickled through a pipe); the child's memory goes back to the system when it exits. An
+exception `fn` raises is raised here, with the child's traceback as a note (and so is pickle's
+error on a result it cannot carry); an exception pickle cannot carry raises `ChildFailed` with its
+type and message, and so does a child that dies (a signal) with how it ended. Elsewhere than on
+Linux (Windows has no `fork`; on macOS a forked process must not use the system frameworks its
+parent did, and Python's own `multiprocessing` no longer forks there), `fn()` runs in this process.
 
 The child writes nothing the runner has buffered (the runner's standard streams are flushed before
 the fork, the child flushes only what it printed itself and ends with `os._exit`, running no
