@@ -131,11 +131,28 @@ class OfflineModel(Model):
             k: _text_digest(v) if isinstance(v, str) and len(v) > 64 else v
             for k, v in request.context.items()
         }
-        return hashlib.sha256(
-            canonical_json(
-                [self.name, self.spec.options, context, request.template_version, request.sample],
-            ).encode()
-        ).hexdigest()
+        if not _has_text_list(context):
+            return hashlib.sha256(
+                canonical_json(
+                    [
+                        self.name,
+                        self.spec.options,
+                        context,
+                        request.template_version,
+                        request.sample,
+                    ],
+                ).encode()
+            ).hexdigest()
+        # A list of long texts (the extractive answerer's 8 documents) stays in the hash in full
+        # (its call ids predate the digests), so its canonical JSON is spliced in from each text's
+        # encoding, made once per text (~15 KB re-encoded per call was most of the id's cost):
+        # the same bytes as `canonical_json` of the whole list (tests/llm/test_call_id.py).
+        head = canonical_json([self.name, self.spec.options])[:-1].encode() + b","
+        h = hashlib.sha256(head + _context_bytes(context))
+        h.update(
+            canonical_json([request.template_version, request.sample]).replace("[", ",", 1).encode()
+        )
+        return h.hexdigest()
 
     def _one(self, request: Request, call_id: str) -> Response:
         t0 = time.perf_counter()
@@ -190,6 +207,38 @@ class OfflineModel(Model):
 @functools.lru_cache(maxsize=65536)
 def _text_digest(text: str) -> str:
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def _is_text_list(value: Any) -> bool:
+    """A list that `_hash_context` splices: one starting with a long text (documents)."""
+    return type(value) is list and bool(value) and type(value[0]) is str and len(value[0]) > 64
+
+
+def _has_text_list(context: dict[str, Any]) -> bool:
+    return any(_is_text_list(v) for v in context.values()) and all(type(k) is str for k in context)
+
+
+def _context_bytes(context: dict[str, Any]) -> bytes:
+    """`canonical_json(context).encode()` of a dict of str keys: sorted keys, a list of texts
+    joined from its texts' cached encodings, every other value encoded as it is."""
+    parts = []
+    for key in sorted(context):
+        value = context[key]
+        if _is_text_list(value):
+            items = [
+                _json_bytes(x) if type(x) is str else canonical_json(x).encode() for x in value
+            ]
+            encoded = b"[" + b",".join(items) + b"]"
+        else:
+            encoded = canonical_json(value).encode()
+        parts.append(_json_bytes(key) + b":" + encoded)
+    return b"{" + b",".join(parts) + b"}"
+
+
+@functools.lru_cache(maxsize=65536)
+def _json_bytes(text: str) -> bytes:
+    """A string's canonical JSON, UTF-8 encoded (what it contributes to any canonical text)."""
+    return canonical_json(text).encode()
 
 
 _OFFLINE: dict[str, Callable[[ModelSpec], OfflineModel]] = {}
