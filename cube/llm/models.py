@@ -127,11 +127,8 @@ class OfflineModel(Model):
     def _call_id(self, request: Request) -> str:
         # The inputs' hash, with each long text (a ~1 KB document shared by dozens of calls)
         # replaced by its own digest, computed once per text: the same identity, far less hashing.
-        context = {
-            k: _text_digest(v) if isinstance(v, str) and len(v) > 64 else v
-            for k, v in request.context.items()
-        }
-        if not _has_text_list(context):
+        context, spliced = _digested(request.context)
+        if not spliced:
             return hashlib.sha256(
                 canonical_json(
                     [
@@ -210,12 +207,23 @@ def _text_digest(text: str) -> str:
 
 
 def _is_text_list(value: Any) -> bool:
-    """A list that `_hash_context` splices: one starting with a long text (documents)."""
+    """A list that `_context_bytes` splices: one starting with a long text (documents)."""
     return type(value) is list and bool(value) and type(value[0]) is str and len(value[0]) > 64
 
 
-def _has_text_list(context: dict[str, Any]) -> bool:
-    return any(_is_text_list(v) for v in context.values()) and all(type(k) is str for k in context)
+def _digested(context: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """The context with each long text replaced by its digest, and whether `_context_bytes` can
+    splice it (a list of long texts, str keys only), found in the same pass."""
+    out: dict[str, Any] = {}
+    spliced = False
+    for k, v in context.items():
+        if isinstance(v, str):
+            if len(v) > 64:
+                v = _text_digest(v)
+        elif not spliced and _is_text_list(v):
+            spliced = True
+        out[k] = v
+    return out, spliced and all(type(k) is str for k in out)
 
 
 def _context_bytes(context: dict[str, Any]) -> bytes:
