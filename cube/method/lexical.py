@@ -45,6 +45,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Callable, Sequence
 from functools import lru_cache
+from itertools import chain
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -124,10 +125,8 @@ def words(
 
 
 def _cut(text: str, cut: Callable[[str], Sequence[str]]) -> list[str]:
-    out: list[str] = []
-    for token in cut(unicodedata.normalize("NFKC", text)):
-        out.extend(_clean(token))
-    return out
+    # each token's words, chained in C (a loop of `extend` calls was ~1/3 of the cutting)
+    return list(chain.from_iterable(map(_clean, cut(unicodedata.normalize("NFKC", text)))))
 
 
 @lru_cache(maxsize=200_000)
@@ -268,30 +267,41 @@ def _text_scores(
     for name, text in (("answer", hypothesis), ("reference", reference)):
         if not isinstance(text, str):
             return nan, f"missing {name}"
-    if cache is not None and (known := cache.get(reference)) is not None:
-        ref, ref_ids = known
-    else:
-        ref = _text(reference, cut)
-        ref_ids = _token_ids(ref.rouge)
-        if cache is not None:
-            cache[reference] = (ref, ref_ids)
+    ref, ref_ids = _reference(reference, cut, cache)
     # an answer that is its reference (a quoted document) is not cut again
     hyp = ref if hypothesis == reference else _text(hypothesis, cut)
     for name, text in (("answer", hyp), ("reference", ref)):
         if not text.rouge or not text.bleu:
             return nan, f"empty {name}"
-    bleu_matched = [_overlap(h, r) for h, r in zip(hyp.bleu_grams, ref.bleu_grams, strict=True)]
-    rouge_matched = (
-        bleu_matched[:2]  # the same words, the same n-grams: counted once for both metrics
-        if hyp.rouge_grams[0] is hyp.bleu_grams[0] and ref.rouge_grams[0] is ref.bleu_grams[0]
-        else [_overlap(h, r) for h, r in zip(hyp.rouge_grams, ref.rouge_grams, strict=True)]
-    )
+    bleu_matched, rouge_matched = _matches(hyp, ref)
     return {
         "bleu": _bleu_counted(hyp, ref, bleu_matched),
         "rouge1": _rouge_n(rouge_matched[0], len(ref.rouge), len(hyp.rouge)),
         "rouge2": _rouge_n(rouge_matched[1], len(ref.rouge) - 1, len(hyp.rouge) - 1),
         "rougeL": _rouge_l(ref.rouge, hyp.rouge, ref_ids),
     }, ""
+
+
+def _reference(
+    reference: str, cut: _Words, cache: dict[str, tuple] | None
+) -> tuple[_Text, tuple[dict[str, int], list[int]]]:
+    """A reference's words and n-grams, and its words' integers for ROUGE-L, from `cache` when
+    there (kept there when it is given)."""
+    if cache is not None and (known := cache.get(reference)) is not None:
+        return known
+    ref = (text := _text(reference, cut), _token_ids(text.rouge))
+    if cache is not None:
+        cache[reference] = ref
+    return ref
+
+
+def _matches(hyp: _Text, ref: _Text) -> tuple[list[int], list[int]]:
+    """The n-grams the two texts share, per order: BLEU's 1-4 and ROUGE's 1-2 (BLEU's first two
+    when both metrics see the same words: counted once)."""
+    bleu = [_overlap(h, r) for h, r in zip(hyp.bleu_grams, ref.bleu_grams, strict=True)]
+    if hyp.rouge_grams[0] is hyp.bleu_grams[0] and ref.rouge_grams[0] is ref.bleu_grams[0]:
+        return bleu, bleu[:2]
+    return bleu, [_overlap(h, r) for h, r in zip(hyp.rouge_grams, ref.rouge_grams, strict=True)]
 
 
 def _rouge_n(matched: int, target: int, prediction: int) -> float:
