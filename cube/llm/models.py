@@ -127,15 +127,29 @@ class OfflineModel(Model):
     def _call_id(self, request: Request) -> str:
         # The inputs' hash, with each long text (a ~1 KB document shared by dozens of calls)
         # replaced by its own digest, computed once per text: the same identity, far less hashing.
-        context = {
-            k: _text_digest(v) if isinstance(v, str) and len(v) > 64 else v
-            for k, v in request.context.items()
-        }
-        return hashlib.sha256(
-            canonical_json(
-                [self.name, self.spec.options, context, request.template_version, request.sample],
-            ).encode()
-        ).hexdigest()
+        context, spliced = _digested(request.context)
+        if not spliced:
+            return hashlib.sha256(
+                canonical_json(
+                    [
+                        self.name,
+                        self.spec.options,
+                        context,
+                        request.template_version,
+                        request.sample,
+                    ],
+                ).encode()
+            ).hexdigest()
+        # A list of long texts (the extractive answerer's 8 documents) stays in the hash in full
+        # (its call ids predate the digests), so its canonical JSON is spliced in from each text's
+        # encoding, made once per text (~15 KB re-encoded per call was most of the id's cost):
+        # the same bytes as `canonical_json` of the whole list (tests/llm/test_call_id.py).
+        head = canonical_json([self.name, self.spec.options])[:-1].encode() + b","
+        h = hashlib.sha256(head + _context_bytes(context))
+        h.update(
+            canonical_json([request.template_version, request.sample]).replace("[", ",", 1).encode()
+        )
+        return h.hexdigest()
 
     def _one(self, request: Request, call_id: str) -> Response:
         t0 = time.perf_counter()
@@ -190,6 +204,49 @@ class OfflineModel(Model):
 @functools.lru_cache(maxsize=65536)
 def _text_digest(text: str) -> str:
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def _is_text_list(value: Any) -> bool:
+    """A list that `_context_bytes` splices: one starting with a long text (documents)."""
+    return type(value) is list and bool(value) and type(value[0]) is str and len(value[0]) > 64
+
+
+def _digested(context: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """The context with each long text replaced by its digest, and whether `_context_bytes` can
+    splice it (a list of long texts, str keys only), found in the same pass."""
+    out: dict[str, Any] = {}
+    spliced = False
+    for k, v in context.items():
+        if isinstance(v, str):
+            if len(v) > 64:
+                v = _text_digest(v)
+        elif not spliced and _is_text_list(v):
+            spliced = True
+        out[k] = v
+    return out, spliced and all(type(k) is str for k in out)
+
+
+def _context_bytes(context: dict[str, Any]) -> bytes:
+    """`canonical_json(context).encode()` of a dict of str keys: sorted keys, a list of texts
+    joined from its texts' cached encodings, every other value encoded as it is."""
+    parts = []
+    for key in sorted(context):
+        value = context[key]
+        if _is_text_list(value):
+            items = [
+                _json_bytes(x) if type(x) is str else canonical_json(x).encode() for x in value
+            ]
+            encoded = b"[" + b",".join(items) + b"]"
+        else:
+            encoded = canonical_json(value).encode()
+        parts.append(_json_bytes(key) + b":" + encoded)
+    return b"{" + b",".join(parts) + b"}"
+
+
+@functools.lru_cache(maxsize=65536)
+def _json_bytes(text: str) -> bytes:
+    """A string's canonical JSON, UTF-8 encoded (what it contributes to any canonical text)."""
+    return canonical_json(text).encode()
 
 
 _OFFLINE: dict[str, Callable[[ModelSpec], OfflineModel]] = {}

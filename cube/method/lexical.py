@@ -5,12 +5,17 @@ reported on a 0-1 scale like the paper's 0.0711. ROUGE-1/2/L are rouge-score F-m
 The reference of an answer is its gold document (the paper's choice) or a reference-answer
 column of the question set.
 
-Both metrics count *words*, so every text goes through the same steps before either library
-sees it (they then get whitespace-separated tokens: sacrebleu with `tokenize="none"`,
-rouge-score with a whitespace tokenizer, so their metric definitions are unchanged; ROUGE-L's
-longest common subsequence is computed by rapidfuzz's compiled `LCSseq` on the same tokens, with
-rouge-score's precision/recall/F formula, which gives rouge-score's value exactly ~500x faster;
-each reference is segmented once per call, however many answers share it):
+Both metrics count *words*, so every text goes through the same steps before either metric
+sees it (what sacrebleu with `tokenize="none"` and rouge-score with a whitespace tokenizer would
+see, so their metric definitions are unchanged). A text's 1- to 4-gram counts are made once and
+serve both: sacrebleu's sentence statistics (matched and total n-grams of each order, scored by
+its own `BLEU._compute_score_from_stats`: smoothing, effective order and brevity penalty are
+sacrebleu's) and rouge-score's ROUGE-1/2 (the unigram and bigram matches with its
+`_score_ngrams` formula and `scoring.fmeasure`); ROUGE-L's longest common subsequence is
+rapidfuzz's compiled `LCSseq` on the same words, with rouge-score's precision/recall/F formula.
+Each gives the libraries' value exactly (tests/method/test_fast_paths.py), and rouge-score's
+scorer module (which imports nltk, ~1 s) is not loaded. Each reference is segmented once per
+call, however many answers share it:
 
 1. Unicode NFKC normalisation (full-width letters, digits and punctuation become their
    ordinary forms);
@@ -40,13 +45,14 @@ import unicodedata
 from collections import Counter
 from collections.abc import Callable, Sequence
 from functools import lru_cache
+from itertools import chain
 from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
 import sacrebleu
 from rapidfuzz.distance import LCSseq
-from rouge_score import rouge_scorer, tokenizers
+from rouge_score.scoring import fmeasure
 from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 from sacrebleu.tokenizers.tokenizer_zh import TokenizerZh
 from scipy import stats
@@ -119,10 +125,8 @@ def words(
 
 
 def _cut(text: str, cut: Callable[[str], Sequence[str]]) -> list[str]:
-    out: list[str] = []
-    for token in cut(unicodedata.normalize("NFKC", text)):
-        out.extend(_clean(token))
-    return out
+    # each token's words, chained in C (a loop of `extend` calls was ~1/3 of the cutting)
+    return list(chain.from_iterable(map(_clean, cut(unicodedata.normalize("NFKC", text)))))
 
 
 @lru_cache(maxsize=200_000)
@@ -132,23 +136,9 @@ def _clean(token: str) -> tuple[str, ...]:
     return tuple("".join(" " if _is_mark(c) else c for c in token).casefold().split())
 
 
-class _WhitespaceTokenizer(tokenizers.Tokenizer):
-    """rouge-score tokenizer for text already reduced to space-separated words."""
-
-    def tokenize(self, text: str) -> list[str]:
-        return text.split()
-
-
 def _check_tokenizer(tokenizer: str) -> None:
     if tokenizer not in TOKENIZERS:
         raise ValueError(f"tokenizer: expected one of {list(TOKENIZERS)}, got {tokenizer!r}")
-
-
-def _scorer(tokenizer: str) -> rouge_scorer.RougeScorer:
-    """rouge-score's scorer for ROUGE-1/2 (`_text_scores` calls the n-gram functions its `score`
-    uses directly, to count a reference's n-grams once); ROUGE-L is `_rouge_l` (same definition,
-    compiled LCS)."""
-    return rouge_scorer.RougeScorer(["rouge1", "rouge2"], tokenizer=_WhitespaceTokenizer())
 
 
 def _rouge_l(
@@ -204,19 +194,53 @@ def _bleu_metric() -> sacrebleu.BLEU:
     )
 
 
-def _bleu_reference(ref: list[str]) -> dict:
-    """sacrebleu's n-gram counts and length of a reference (its `sentence_score` recounts them
-    per call)."""
-    metric = _bleu_metric()
-    return metric._extract_reference_info([metric._preprocess_segment(" ".join(ref))])
+_ORDERS = 4  # sacrebleu's BLEU max n-gram order (`BLEU.max_ngram_order`)
 
 
-def _bleu_cached(hyp: list[str], reference: dict) -> float:
-    """`_bleu` against a reference counted once by `_bleu_reference`: sacrebleu's `sentence_score`
-    steps (segment statistics, then the score) without recounting the reference."""
-    metric = _bleu_metric()
-    stats = metric._compute_segment_statistics(metric._preprocess_segment(" ".join(hyp)), reference)
-    return min(metric._compute_score_from_stats(stats).score / 100.0, 1.0)
+def _ngrams(words: list[str]) -> tuple[Counter, ...]:
+    """The 1- to 4-gram counts of a text's words, one Counter per order, keys n-tuples of
+    consecutive words: what sacrebleu's `extract_all_word_ngrams` counts in one Counter (its
+    tokens are these words: they hold no space), and rouge-score's `_create_ngrams(words, n)` for
+    n = 1, 2 (equal Counters, tested); counted from `zip` in C, not from slices."""
+    return tuple(
+        Counter(zip(*(words[i:] for i in range(n)), strict=False)) for n in range(1, _ORDERS + 1)
+    )
+
+
+def _overlap(a: Counter, b: Counter) -> int:
+    """Sum over the n-grams of both of the smaller count: sacrebleu's matched n-grams of one
+    order and rouge-score's `_score_ngrams` intersection count alike."""
+    if len(b) < len(a):
+        a, b = b, a
+    return sum([min(c, b[g]) for g, c in a.items() if g in b])
+
+
+def _bleu_counted(hyp: _Text, ref: _Text, matched: list[int]) -> float:
+    """sacrebleu's sentence BLEU of `hyp` against `ref` from their n-gram counts (`_ngrams`) and
+    the matches of each order: `BLEU._compute_segment_statistics`'s list (lengths, matches,
+    totals; a single reference is the closest length) scored by its own
+    `_compute_score_from_stats`, so smoothing, effective order and brevity are sacrebleu's."""
+    n_hyp, n_ref = len(hyp.bleu), len(ref.bleu)
+    totals = [max(n_hyp - n, 0) for n in range(_ORDERS)]
+    stats = [n_hyp, n_ref, *matched, *totals]
+    # min: sacrebleu returns 100.00000000000004 for identical texts (float rounding)
+    return min(_bleu_metric()._compute_score_from_stats(stats).score / 100.0, 1.0)
+
+
+class _Text(NamedTuple):
+    """A text's words for each metric and their n-gram counts (BLEU's 1-4, ROUGE's 1-2), the
+    same Counters when both metrics see the same words."""
+
+    bleu: list[str]
+    rouge: list[str]
+    bleu_grams: tuple[Counter, ...]
+    rouge_grams: tuple[Counter, ...]
+
+
+def _text(text: str, cut: _Words) -> _Text:
+    bleu, rouge = _both_words(text, cut)
+    grams = _ngrams(rouge)
+    return _Text(bleu, rouge, grams if bleu is rouge else _ngrams(bleu), grams[:2])
 
 
 def text_scores(
@@ -228,62 +252,67 @@ def text_scores(
     """BLEU (0-1) and ROUGE-1/2/L F-measures of one text against one reference (NaN if either
     has no word); `segment`: the word segmenter of the `"jieba"` tokenizer."""
     cut = _words_of(tokenizer, segment)
-    return _text_scores(hypothesis, reference, cut, _scorer(tokenizer))[0]
+    return _text_scores(hypothesis, reference, cut)[0]
 
 
 def _text_scores(
     hypothesis: object,
     reference: object,
     cut: _Words,
-    scorer,
     cache: dict[str, tuple] | None = None,
 ) -> tuple[dict[str, float], str]:
     """The metrics and, when they are NaN, why (`""` when scored). `cache` keeps the references'
-    words between calls (a gold document is the reference of all its answers)."""
+    words and n-grams between calls (a gold document is the reference of all its answers)."""
     nan = dict.fromkeys(METRICS, float("nan"))
     for name, text in (("answer", hypothesis), ("reference", reference)):
         if not isinstance(text, str):
             return nan, f"missing {name}"
-    hyp_b, hyp_r, hyp_n = _reference_words(hypothesis, cut)
-    if cache is not None and (known := cache.get(reference)) is not None:
-        ref_b, ref_r, ref_n, ref_bleu, ref_ids = known
-    else:
-        ref_b, ref_r, ref_n = _reference_words(reference, cut)
-        ref_bleu = _bleu_reference(ref_b) if ref_b else {}
-        ref_ids = _token_ids(ref_r)
-        if cache is not None:
-            cache[reference] = (ref_b, ref_r, ref_n, ref_bleu, ref_ids)
-    for name, toks, more in (("answer", hyp_r, hyp_b), ("reference", ref_r, ref_b)):
-        if not toks or not more:
+    ref, ref_ids = _reference(reference, cut, cache)
+    # an answer that is its reference (a quoted document) is not cut again
+    hyp = ref if hypothesis == reference else _text(hypothesis, cut)
+    for name, text in (("answer", hyp), ("reference", ref)):
+        if not text.rouge or not text.bleu:
             return nan, f"empty {name}"
-    # rouge-score's own n-gram scoring (its `score` with a whitespace tokenizer does exactly
-    # this), with the reference's n-grams counted once
+    bleu_matched, rouge_matched = _matches(hyp, ref)
     return {
-        "bleu": _bleu_cached(hyp_b, ref_bleu),
-        "rouge1": _rouge_n(ref_n[0], hyp_n[0]),
-        "rouge2": _rouge_n(ref_n[1], hyp_n[1]),
-        "rougeL": _rouge_l(ref_r, hyp_r, ref_ids),
+        "bleu": _bleu_counted(hyp, ref, bleu_matched),
+        "rouge1": _rouge_n(rouge_matched[0], len(ref.rouge), len(hyp.rouge)),
+        "rouge2": _rouge_n(rouge_matched[1], len(ref.rouge) - 1, len(hyp.rouge) - 1),
+        "rougeL": _rouge_l(ref.rouge, hyp.rouge, ref_ids),
     }, ""
 
 
-def _rouge_n(target: Counter, prediction: Counter) -> float:
-    """rouge-score's ROUGE-N F-measure (`rouge_scorer._score_ngrams(target, prediction)`).
+def _reference(
+    reference: str, cut: _Words, cache: dict[str, tuple] | None
+) -> tuple[_Text, tuple[dict[str, int], list[int]]]:
+    """A reference's words and n-grams, and its words' integers for ROUGE-L, from `cache` when
+    there (kept there when it is given)."""
+    if cache is not None and (known := cache.get(reference)) is not None:
+        return known
+    ref = (text := _text(reference, cut), _token_ids(text.rouge))
+    if cache is not None:
+        cache[reference] = ref
+    return ref
 
-    `_score_ngrams` loops over its first argument's n-grams, so the text with fewer distinct
-    n-grams goes first (an answer, not its ~1 KB gold document): swapping the two swaps precision
-    and recall, and the F-measure 2 p r / (p + r) is the same float either way (a product and a
-    sum of the same two numbers, and the doubling is exact)."""
-    if len(prediction) < len(target):
-        target, prediction = prediction, target
-    return float(rouge_scorer._score_ngrams(target, prediction).fmeasure)
+
+def _matches(hyp: _Text, ref: _Text) -> tuple[list[int], list[int]]:
+    """The n-grams the two texts share, per order: BLEU's 1-4 and ROUGE's 1-2 (BLEU's first two
+    when both metrics see the same words: counted once)."""
+    bleu = [_overlap(h, r) for h, r in zip(hyp.bleu_grams, ref.bleu_grams, strict=True)]
+    if hyp.rouge_grams[0] is hyp.bleu_grams[0] and ref.rouge_grams[0] is ref.bleu_grams[0]:
+        return bleu, bleu[:2]
+    return bleu, [_overlap(h, r) for h, r in zip(hyp.rouge_grams, ref.rouge_grams, strict=True)]
 
 
-def _reference_words(text: str, cut: _Words) -> tuple[list[str], list[str], tuple]:
-    """BLEU words, ROUGE words and ROUGE's unigram and bigram counts of a text: the Counters of
-    `rouge_scorer._create_ngrams(words, n)` (n-tuples of consecutive words), counted from `zip`
-    in C instead of a generator of slices (~3x faster; equal Counters, tested)."""
-    bleu, rouge = _both_words(text, cut)
-    return bleu, rouge, (Counter(zip(rouge)), Counter(zip(rouge, rouge[1:], strict=False)))
+def _rouge_n(matched: int, target: int, prediction: int) -> float:
+    """rouge-score's ROUGE-N F-measure (`rouge_scorer._score_ngrams(target, prediction)`) from
+    its three counts: the n-grams both texts share (`_overlap`), the target's and the
+    prediction's n-grams (a text of k words has k - n + 1); its own `fmeasure`. Which text is the
+    target does not matter: swapping them swaps precision and recall, and 2 p r / (p + r) is the
+    same float either way (tested)."""
+    precision = matched / max(prediction, 1)
+    recall = matched / max(target, 1)
+    return float(fmeasure(precision, recall))
 
 
 def lexical_scores(
@@ -323,7 +352,6 @@ def lexical_scores(
         )
     require_columns(answers, ("question_id", "doc_id", "system", "set", "answer"), "answers")
     lookup, keys = _references(answers, corpus, reference, questions)
-    scorer = _scorer(tokenizer)
     # The answers of one reference together: its words and n-grams are computed once and dropped
     # before the next reference (a cache of every gold document's n-grams was ~0.5 GB at the
     # paper's scale).
@@ -333,7 +361,7 @@ def lexical_scores(
         by_reference.setdefault(k, []).append(i)
     scored: list[tuple[dict[str, float], str]] = [({}, "")] * len(refs)
     for k, rows in by_reference.items():
-        for i, result in _reference_scores(rows, texts, lookup[k], cut, scorer):
+        for i, result in _reference_scores(rows, texts, lookup[k], cut):
             scored[i] = result
     out = pd.DataFrame([m for m, _ in scored], columns=list(METRICS), dtype=float)
     out.insert(0, "set", answers["set"].astype(str).to_numpy())
@@ -368,7 +396,7 @@ def _references(
 
 
 def _reference_scores(
-    rows: list[int], texts: list[Any], reference: Any, cut: Any, scorer: Any
+    rows: list[int], texts: list[Any], reference: Any, cut: Any
 ) -> list[tuple[int, tuple[dict[str, float], str]]]:
     """(row, (metrics, why excluded)) of the answers of one reference; the reference's words are
     cut once, and the same answer to it is scored once (a rag answer that quotes the gold
@@ -379,11 +407,11 @@ def _reference_scores(
     for i in rows:
         text = texts[i]
         if not isinstance(text, str):  # a missing answer: NaN with its reason
-            out.append((i, _text_scores(text, reference, cut, scorer, cache)))
+            out.append((i, _text_scores(text, reference, cut, cache)))
         elif text in done:
             out.append((i, done[text]))
         else:
-            done[text] = _text_scores(text, reference, cut, scorer, cache)
+            done[text] = _text_scores(text, reference, cut, cache)
             out.append((i, done[text]))
     return out
 

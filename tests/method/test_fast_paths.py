@@ -3,6 +3,7 @@ replace."""
 
 from __future__ import annotations
 
+import collections
 import os
 import pickle
 
@@ -10,16 +11,22 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rouge_score import rouge_scorer
+from rouge_score import rouge_scorer, tokenizers
 
 from cube.kb.demo import generate_demo_corpus
 from cube.kb.text import segment
 from cube.method import agreement, agreement_fast, bootstrap, lexical
 from cube.systems.extractive import extractive_answer
 
-_REF = rouge_scorer.RougeScorer(
-    ["rouge1", "rouge2", "rougeL"], tokenizer=lexical._WhitespaceTokenizer()
-)
+
+class _WhitespaceTokenizer(tokenizers.Tokenizer):
+    """rouge-score tokenizer for text already reduced to space-separated words."""
+
+    def tokenize(self, text: str) -> list[str]:
+        return text.split()
+
+
+_REF = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], tokenizer=_WhitespaceTokenizer())
 
 
 def _reference_scores(hyp: str, ref: str, tokenizer: str) -> dict[str, float]:
@@ -56,12 +63,9 @@ def _table() -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize("tokenizer", ["jieba", "char", "zh"])
 def test_lexical_scores_equal_rouge_score_on_a_table(tokenizer):
-    scorer = lexical._scorer(tokenizer)
     cache: dict = {}
     for hyp, ref in _table():
-        new, _ = lexical._text_scores(
-            hyp, ref, lexical._words_of(tokenizer, segment), scorer, cache
-        )
+        new, _ = lexical._text_scores(hyp, ref, lexical._words_of(tokenizer, segment), cache)
         old = _reference_scores(hyp, ref, tokenizer)
         for k in lexical.METRICS:
             assert (np.isnan(new[k]) and np.isnan(old[k])) or new[k] == old[k], (
@@ -87,10 +91,13 @@ def test_rouge_l_equals_rouge_score_on_random_token_lists(target, prediction):
     st.lists(st.sampled_from("abcdefg"), min_size=1, max_size=40),
     st.lists(st.sampled_from("abcdefgh"), min_size=1, max_size=40),
 )
-def test_bleu_against_a_reference_counted_once_equals_sentence_bleu(hyp, ref):
-    reference = lexical._bleu_reference(ref)
-    assert lexical._bleu_cached(hyp, reference) == lexical._bleu(hyp, ref)
-    assert lexical._bleu_cached(ref, reference) == lexical._bleu(ref, ref)
+def test_bleu_from_shared_ngram_counts_equals_sentence_bleu(hyp, ref):
+    """BLEU from the n-gram counts ROUGE shares equals `sacrebleu.sentence_bleu`: the same float."""
+    cut = lexical._words_of("char", None)
+    h, r = lexical._text(" ".join(hyp), cut), lexical._text(" ".join(ref), cut)
+    for a, b in ((h, r), (r, r), (r, h)):
+        matched = [lexical._overlap(x, y) for x, y in zip(a.bleu_grams, b.bleu_grams, strict=True)]
+        assert lexical._bleu_counted(a, b, matched) == lexical._bleu(a.bleu, b.bleu)
 
 
 @settings(max_examples=300, deadline=None)
@@ -102,17 +109,28 @@ def test_rouge_n_equals_score_ngrams_whichever_text_is_longer(target, prediction
     for n in (1, 2):
         t, p = rouge_scorer._create_ngrams(target, n), rouge_scorer._create_ngrams(prediction, n)
         expected = rouge_scorer._score_ngrams(t, p).fmeasure
-        assert lexical._rouge_n(t, p) == expected  # the same float, not only close
-        assert lexical._rouge_n(p, t) == expected
+        matched = lexical._overlap(t, p)
+        assert matched == lexical._overlap(p, t)
+        n_t, n_p = sum(t.values()), sum(p.values())
+        assert (n_t, n_p) == (max(len(target) - n + 1, 0), max(len(prediction) - n + 1, 0))
+        # the same float, not only close, whichever text is taken as the target
+        assert lexical._rouge_n(matched, n_t, n_p) == expected
+        assert lexical._rouge_n(matched, n_p, n_t) == expected
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.sampled_from(["一", "二", "ab", "c"]), max_size=30))
 def test_reference_ngrams_equal_rouge_scores_own(tokens):
     cut = lexical._words_of("char", None)
-    _, words, (uni, bi) = lexical._reference_words(" ".join(tokens), cut)
-    assert uni == rouge_scorer._create_ngrams(words, 1)
-    assert bi == rouge_scorer._create_ngrams(words, 2)
+    text = lexical._text(" ".join(tokens), cut)
+    words = text.rouge
+    assert text.rouge_grams[0] == rouge_scorer._create_ngrams(words, 1)
+    assert text.rouge_grams[1] == rouge_scorer._create_ngrams(words, 2)
+    # and sacrebleu's: its one Counter of 1- to 4-grams over the same tokens
+    from sacrebleu.metrics.helpers import extract_all_word_ngrams
+
+    merged = sum(text.bleu_grams, start=collections.Counter())
+    assert merged == extract_all_word_ngrams(" ".join(text.bleu), 1, 4)[0]
 
 
 def test_a_repeated_answer_scores_as_when_scored_alone():

@@ -1,0 +1,95 @@
+"""An offline call's id is the same value however it is computed.
+
+The id keys the users' call caches (a changed id re-sends paid calls), so the spliced path (a
+request carrying a list of long texts, the extractive answerer's documents) must hash exactly the
+bytes the plain formula hashes: `canonical_json([name, options, context, template_version,
+sample])`, each top-level text over 64 characters replaced by its digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cube.config.model_spec import ModelSpec
+from cube.llm import OfflineModel, Request
+from cube.llm.cache import canonical_json
+
+
+def _reference_id(model: OfflineModel, request: Request) -> str:
+    """The call id's definition, written out once (what the cached ids were made with)."""
+    context = {
+        k: "sha256:" + hashlib.sha256(v.encode()).hexdigest()
+        if isinstance(v, str) and len(v) > 64
+        else v
+        for k, v in request.context.items()
+    }
+    payload = [model.name, model.spec.options, context, request.template_version, request.sample]
+    return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
+
+
+def _model(options: dict[str, Any] | None = None) -> OfflineModel:
+    return OfflineModel(ModelSpec(provider="offline", model="extractive", options=options or {}))
+
+
+_LONG = st.text(min_size=65, max_size=300)  # past the 64-character digest threshold
+_SCALAR = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=False),
+    st.text(max_size=80),
+)
+_NESTED = st.recursive(
+    _SCALAR,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+# lists of long texts (spliced), with other items mixed in after the first
+_TEXT_LIST = st.tuples(_LONG, st.lists(st.one_of(_LONG, _NESTED), max_size=6)).map(
+    lambda t: [t[0], *t[1]]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    context=st.dictionaries(
+        st.text(max_size=12), st.one_of(_TEXT_LIST, _NESTED, _LONG), max_size=6
+    ),
+    version=st.text(max_size=20),
+    sample=st.integers(min_value=0, max_value=9),
+    options=st.dictionaries(st.text(max_size=6), _SCALAR, max_size=3),
+)
+def test_call_id_equals_its_definition(context, version, sample, options) -> None:
+    model = _model(options)
+    request = Request(messages=(), context=context, template_version=version, sample=sample)
+    assert model._call_id(request) == _reference_id(model, request)
+
+
+def test_documents_request_ids_are_unchanged_and_distinct() -> None:
+    """The answerer's request (non-ASCII documents, quotes, control characters, floats and nested
+    lists beside them) hashes to the definition's value; a change to one document changes it."""
+    docs = [
+        "明川省丹江市的集体土地所有权首次登记（新办）" * 4,
+        'A "quoted" guide\nwith a tab\t, a backslash \\ and an emoji 🙂 ' * 2,
+        "é" * 70,
+    ]
+    context = {
+        "question": "能不能网上申请？",
+        "documents": docs,
+        "lang": "zh",
+        "weights": [0.1, 1e-300, 2.5e17, -0.0],
+        "nested": [[1, [2, "x"]], {"b": 1, "a": [None, True]}],
+    }
+    model = _model({"top": 3, "ratio": 0.25})
+    first = Request(messages=(), context=context, template_version="answer-1", sample=1)
+    assert model._call_id(first) == _reference_id(model, first)
+    changed = dict(context, documents=[*docs[:2], docs[2] + "!"])
+    second = Request(messages=(), context=changed, template_version="answer-1", sample=1)
+    assert model._call_id(second) == _reference_id(model, second)
+    assert model._call_id(second) != model._call_id(first)
