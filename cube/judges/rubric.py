@@ -607,10 +607,21 @@ def _features(
     }
 
 
+# One answer's judgment on one dimension under one preset, by exactly the inputs `judge` reads
+# (the context's texts and language, the dimension and its rubric): the paper's 4 judges are two
+# presets under two model names, 2 samples each, so each judgment is the same 4 times over. One
+# memo per preset (`Preset` is a frozen dataclass: equal presets share one), emptied with the
+# other analyses (`RubricJudge.release_caches`, after each slice of answers).
+_Judged = tuple[int, tuple[tuple[str, int], ...]]
+_MEMOS: dict[Preset, dict[tuple[Any, ...], _Judged]] = {}
+
+
 def clear_caches() -> None:
     """Forget every cached tokenisation and analysis (for cold-cache benchmarks)."""
     for fn in (tokenize, _numbers, _doc, _answer, _features):
         fn.cache_clear()
+    for memo in _MEMOS.values():
+        memo.clear()
 
 
 # --------------------------------------------------------------------------- rules
@@ -663,6 +674,8 @@ def rule(
                 "give its criteria ids"
             )
         RULES[name] = Rule(name, ids, fn, full, grade)
+        for memo in _MEMOS.values():  # judgments made under a rule this one replaces
+            memo.clear()
         return fn
 
     return register
@@ -835,6 +848,19 @@ def judge(
     return score(rule_, x, preset, lang)
 
 
+def _memo_key(ctx: dict[str, Any]) -> tuple[Any, ...]:
+    return (
+        str(ctx.get("answer", "")),
+        str(ctx.get("document", "")),
+        str(ctx.get("question", "")),
+        str(ctx.get("item_name") or ""),
+        str(ctx.get("asked_field") or ""),
+        str(ctx.get("lang") or ""),
+        str(ctx.get("dimension")),
+        ctx.get("rubric"),
+    )
+
+
 class RubricJudge(OfflineModel):
     """The rubric judge as an offline model: reads `Request.context`, never `messages`."""
 
@@ -849,6 +875,7 @@ class RubricJudge(OfflineModel):
                 f"expected one of {list(PRESETS)}"
             )
         self.preset = PRESETS[name]
+        self._memo = _MEMOS.setdefault(self.preset, {})
 
     def respond(self, request: Request) -> Response:
         ctx = request.context
@@ -860,8 +887,13 @@ class RubricJudge(OfflineModel):
                 text=json.dumps({d: s for d, (s, _) in results.items()}),
                 detail={d: pts for d, (_, pts) in results.items()},
             )
-        total, points = judge(ctx, self.preset, str(ctx.get("dimension")), ctx.get("rubric"))
-        return Response(text=str(int(total)), detail=points)
+        key = _memo_key(ctx)
+        memo = self._memo
+        if key not in memo:
+            total, points = judge(ctx, self.preset, key[6], ctx.get("rubric"))
+            memo[key] = (total, tuple(points.items()))
+        total, items = memo[key]
+        return Response(text=str(int(total)), detail=dict(items))
 
     def release_caches(self) -> None:
         """Forget the cached analyses and segmentations: `score_answers` calls it after each

@@ -717,16 +717,18 @@ def _detail_json(detail: Any) -> str:
     offline scorer's criterion points are a few dozen distinct mappings over 293k rows at the
     paper's scale. The values' types are part of the key (1, 1.0 and True are equal as keys but
     not as JSON). Only text keys and int, bool, text or None values are memoised: a float key
-    would take 0.0 for -0.0 and a non-text key 1 for True; anything else is written directly."""
-    if not isinstance(detail, dict) or not all(type(k) is str for k in detail):
-        return json.dumps(detail, ensure_ascii=False)
-    values = tuple(detail.values())
-    if not all(type(v) in _MEMO_TYPES for v in values):
-        return json.dumps(detail, ensure_ascii=False)
-    return _flat_json(tuple(detail), values, tuple(map(type, values)))
+    would take 0.0 for -0.0 and a non-text key 1 for True; anything else is written directly.
+    The types are tested by set containment (in C), not a generator per row."""
+    if isinstance(detail, dict):
+        keys, values = tuple(detail), tuple(detail.values())
+        types = tuple(map(type, values))
+        if _TEXT_ONLY.issuperset(map(type, keys)) and _MEMO_TYPES.issuperset(types):
+            return _flat_json(keys, values, types)
+    return json.dumps(detail, ensure_ascii=False)
 
 
-_MEMO_TYPES = (int, bool, str, type(None))
+_TEXT_ONLY = frozenset({str})
+_MEMO_TYPES = frozenset({int, bool, str, type(None)})
 
 
 @lru_cache(maxsize=4096)

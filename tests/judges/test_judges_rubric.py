@@ -346,3 +346,40 @@ def test_releasing_the_judge_s_caches_drops_the_slice_s_segmentations() -> None:
     model.release_caches()
     assert text.segment.cache_info().currsize == 0 and text._cut_block.cache_info().currsize == 0
     assert rubric.tokenize.cache_info().currsize == 0
+
+
+def test_a_repeated_judgment_is_the_first_one_and_its_detail_its_own() -> None:
+    """Two judges of one preset (two model names) and a second sample answer from one memo: the
+    same text and points as judging afresh, each response with its own detail mapping; a rule
+    registered anew under a dimension's name is used at once (the memo is emptied)."""
+    rubric.clear_caches()
+    by_name = make_model(ModelSpec(provider="offline", model="rubric-strict"))
+    by_option = make_model(
+        ModelSpec(provider="offline", model="rubric", options={"preset": "strict"})
+    )
+    reqs = [
+        Request(messages=(), context=ctx(lg, a, d))
+        for lg in CASES
+        for a in CASES[lg][3:]
+        for d in DIMS
+    ]
+    fresh = [
+        rubric.judge(r.context, rubric.PRESETS["strict"], r.context["dimension"]) for r in reqs
+    ]
+    first = by_name.complete(reqs, role="judging", progress=False)
+    again = by_option.complete(reqs, role="judging", progress=False)
+    for (total, points), a, b in zip(fresh, first, again, strict=True):
+        assert a.text == b.text == str(total) and a.detail == b.detail == points
+        assert list(a.detail) == list(points) and a.detail is not b.detail
+    first[0].detail["mutated"] = 1
+    assert "mutated" not in by_name.complete(reqs[:1], role="judging", progress=False)[0].detail
+    rule_ = rubric.RULES["quality"]
+    try:
+        rubric.rule("quality", rule_.criteria)(lambda x, p, lang: (0,) * len(rule_.criteria))
+        q = Request(messages=(), context=ctx("en", GOLDCOPY_EN, "quality"))
+        assert by_name.complete([q], role="judging", progress=False)[0].text == str(
+            rubric.PRESETS["strict"].floor
+        )
+    finally:
+        rubric.RULES["quality"] = rule_
+        rubric.clear_caches()

@@ -578,6 +578,10 @@ def test_detail_json_is_json_dumps_whatever_the_value_types():
         {"a": 0.0},
         {"a": -0.0},  # equal to 0.0 and hashed alike, another JSON text
         {1: 2},
+        {True: 1},
+        {"a": float("nan")},
+        [1, 2],
+        {},
         {True: 2},  # a key equal to 1, written "true"
     ):
         assert _detail_json(detail) == json.dumps(detail, ensure_ascii=False)
