@@ -335,16 +335,16 @@ def _restrict(
 
 
 def _exclude_gate_failures(
-    judges: list[Any], ra: Any, rb: Any, excluded: dict[str, str]
+    judges: list[Any], ta: pd.DataFrame, tb: pd.DataFrame, excluded: dict[str, str]
 ) -> list[Any]:
-    jury_judges = [j for j in judges if j in ra.jury_judges and j in rb.jury_judges]
+    """The judges in both sides' juries (`ta`, `tb`: each side's CuBE table with the gate's
+    verdicts); each other one named in `excluded` with its sides' reasons."""
+    in_a, in_b = E.jury_judges_of(ta), E.jury_judges_of(tb)
+    out_a, out_b = E.excluded_judges_of(ta), E.excluded_judges_of(tb)
+    jury_judges = [j for j in judges if j in in_a and j in in_b]
     for j in judges:
         if j not in jury_judges:
-            why = "; ".join(
-                f"{s}: {r.excluded_judges[j]}"
-                for s, r in (("A", ra), ("B", rb))
-                if j in r.excluded_judges
-            )
+            why = "; ".join(f"{s}: {out[j]}" for s, out in (("A", out_a), ("B", out_b)) if j in out)
             excluded[str(j)] = f"fails the validity gate ({why})"
     return jury_judges
 
@@ -451,15 +451,14 @@ def _deltas_table(rows: list[dict[str, Any]], dims: list[str]) -> pd.DataFrame:
 
 def _withhold_jury(
     cmp: PairComparison,
-    ra: Any,
-    rb: Any,
+    ta: pd.DataFrame,
+    tb: pd.DataFrame,
     boot_d: dict[tuple[str, str], np.ndarray],
     perm_d: dict[tuple[str, str], np.ndarray],
 ) -> None:
     withheld = False
     # a kept judge the verdict is withheld for (gate_withhold)
-    for side, r in (("A", ra), ("B", rb)):
-        t = r.cube_table
+    for side, t in (("A", ta), ("B", tb)):
         for j in cmp.jury_judges:
             cause = str(t.at[j, "gate_withhold"]) if "gate_withhold" in t and j in t.index else ""
             if cause and cause != "nan":
@@ -597,8 +596,8 @@ def compare_pair(
     dims = dimensions or _shared_dimensions(a_scores, b_scores)
     a_ans, a_sc = _restrict(a_answers, a_scores, common, judges, dims)
     b_ans, b_sc = _restrict(b_answers, b_scores, common, judges, dims)
-    ra, rb = _evaluated_quietly((a_ans, a_sc, na), (b_ans, b_sc, nb), ap, judges, dims)
-    jury_judges = _exclude_gate_failures(judges, ra, rb, excluded)
+    ta, tb = _verdicts_quietly((a_ans, a_sc, na), (b_ans, b_sc, nb), ap, judges, dims)
+    jury_judges = _exclude_gate_failures(judges, ta, tb, excluded)
     pa, pb = _prepared_pair((a_ans, a_sc, na), (b_ans, b_sc, nb), ap, judges, dims, clusters)
     n = len(pa.rank_score)
     jury = [pa.judges.index(j) for j in jury_judges]
@@ -647,7 +646,7 @@ def compare_pair(
             "n_pairs": n_pairs,
         },
     )
-    _withhold_jury(cmp, ra, rb, boot_d, perm_d)
+    _withhold_jury(cmp, ta, tb, boot_d, perm_d)
     _flag_valid_share(cmp, boot_d, perm_d)
     cmp.flags += _gate_sample_flag(ap, ap_b)
     cmp.power = _power_figures(cmp, n, alpha, power, cmp.settings["n_units"])
@@ -682,20 +681,21 @@ def _shared_dimensions(a_scores: pd.DataFrame, b_scores: pd.DataFrame) -> list[s
     return [d for d in A.dimension_order(a_scores["dimension"].unique()) if d in in_b]
 
 
-def _evaluated_quietly(
+def _verdicts_quietly(
     a: tuple[pd.DataFrame, pd.DataFrame, int],
     b: tuple[pd.DataFrame, pd.DataFrame, int],
     ap: Any,
     judges: list[str],
     dims: list[str],
-) -> tuple[E.CubeResult, E.CubeResult]:
-    """Each side's `evaluate` (answers, scores, N) on the shared questions, without intervals or
-    warnings: the gate's verdicts decide the jury of the comparison."""
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Each side's CuBE table with the gate's verdicts (`evaluate`'s, without the parts the
+    table does not read: `cube.method.evaluation.judge_verdicts`) on the shared questions,
+    without warnings: the verdicts decide the jury of the comparison."""
     quiet = ap.model_copy(update={"bootstrap": 0, "top_n": None})  # each side's N is explicit
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", A.CubeWarning)
         return tuple(  # type: ignore[return-value]
-            E.evaluate(answers, scores, quiet, n, judges=judges, dimensions=dims)
+            E.judge_verdicts(answers, scores, quiet, n, judges=judges, dimensions=dims)
             for answers, scores, n in (a, b)
         )
 

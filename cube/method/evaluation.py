@@ -10,7 +10,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -75,18 +75,12 @@ class CubeResult:
     @property
     def jury_judges(self) -> list[str]:
         """The judges the jury mean averages (those that passed the validity gate)."""
-        t = self.cube_table
-        return [str(j) for j in (t.index[t["in_jury"].astype(bool)] if "in_jury" in t else t.index)]
+        return jury_judges_of(self.cube_table)
 
     @property
     def excluded_judges(self) -> dict[str, str]:
         """Judges left out of the jury, with the reason."""
-        t = self.cube_table
-        if "in_jury" not in t:
-            return {}
-        return {
-            str(j): str(t.at[j, "excluded_reason"]) for j in t.index[~t["in_jury"].astype(bool)]
-        }
+        return excluded_judges_of(self.cube_table)
 
     def interval(self, judge: str = "jury", metric: str = "cube_score") -> tuple[float, float]:
         if self.bootstrap is None:
@@ -162,6 +156,53 @@ def weight_causes(ranks: pd.DataFrame, correlations: pd.DataFrame) -> dict[str, 
     return out
 
 
+def jury_judges_of(table: pd.DataFrame) -> list[str]:
+    """The judges a CuBE table's jury averages (`CubeResult.jury_judges`)."""
+    t = table
+    return [str(j) for j in (t.index[t["in_jury"].astype(bool)] if "in_jury" in t else t.index)]
+
+
+def excluded_judges_of(table: pd.DataFrame) -> dict[str, str]:
+    """The judges a CuBE table leaves out of the jury, with the reason."""
+    t = table
+    if "in_jury" not in t:
+        return {}
+    return {str(j): str(t.at[j, "excluded_reason"]) for j in t.index[~t["in_jury"].astype(bool)]}
+
+
+def judge_verdicts(
+    answers: pd.DataFrame,
+    scores: pd.DataFrame,
+    analysis_params: Any = None,
+    top_n: int | None = None,
+    *,
+    judges: Sequence[str] | None = None,
+    dimensions: Sequence[str] | None = None,
+) -> pd.DataFrame:
+    """`evaluate(...).cube_table` without what the table does not read (the correlations on the
+    retrieved questions, the summaries, the design effect, the intervals): the gate's verdicts
+    for a caller that reads only them (`cube.method.compare`, for its jury). Warnings are
+    raised, not recorded; no audit or twins."""
+    ap = _checked_params(analysis_params)
+    n_top = ap.top_n or top_n or 8
+    _checked_system(answers, scores)
+    judge_names = _judge_names(judges, scores)
+    outcomes = retrieval_outcomes(answers, n_top)
+    if _every_retrieval_unknown(outcomes.ranks, outcomes):
+        return evaluate(answers, scores, ap, top_n, judges=judges, dimensions=dimensions).cube_table
+    known_answers, known_scores = _without_unknown_retrieval(answers, scores, outcomes)
+    return _gated(
+        known_answers,
+        known_scores,
+        ap,
+        outcomes.ranks,
+        outcomes.recall(),
+        (judge_names, dimensions),
+        (None, 10, None),
+        retrieved_correlations=False,
+    ).table
+
+
 def evaluate(
     answers: pd.DataFrame,
     scores: pd.DataFrame,
@@ -204,48 +245,17 @@ def evaluate(
             return _all_retrieval_unknown(
                 system, outcomes, scores, judge_names, seen_dims, ap, n_top, caught
             )
-        qids = list(ranks["question_id"])
         recall = outcomes.recall()
-        # the tables are validated once (`_checked_system`) and each derived table made once:
-        # the rag set's per-item scores feed both correlations and Table 1, the grid the trimmed
-        # means, the gate and the bootstrap (the public functions, each on its own, validate
-        # and derive them again)
-        rag = rag_items(scores)
-        corr_all, corr_ret = (
-            correlations_of(rag, r, "rank_score", *_pairs(judge_names, dimensions, scores))
-            for r in (ranks, ranks[ranks["retrieved"]])
-        )
-        weights = dimension_weights(corr_all, ap.weights, ap.custom_weights, ap.weights_fallback)
-        causes = _weight_causes_if_ranked(ranks, corr_all, ap)
-        retrieved_ids = set(ranks.loc[ranks["retrieved"], "question_id"])
-        grid = score_grid(scores, judges=judge_names, dimensions=dimensions, questions=qids)
-        _check_trim(ap.trim_proportion)
-        tm = trimmed_means_of_grid(
-            grid, scores, ap.trim_proportion, retrieved_ids, ap.paired, dimensions
-        )
-        weights = _weights_for(weights, tm)
-        effective = effective_weight_table(tm, weights)  # read by the table, totals and gate
-        table, flags = _flagged_table(
-            tm, (weights, effective), recall, causes, corr_all, retrieved_ids, ap
-        )
-        _warn_if_w_interval_approximate(ap, len(retrieved_ids))
-        totals = weighted_totals(tm, weights, effective)
-        gate = _gate(
-            made_items(grid, answers),  # a bound not made is no item (`cube.systems.bounds`)
+        g = _gated(
+            answers,
             scores,
-            table,
-            tm,
-            effective,
-            totals,
-            retrieved_ids,
             ap,
             ranks,
-            causes,
-            audit=audit,
-            audit_min_pairs=audit_min_pairs,
-            twins=twins,
+            recall,
+            (judge_names, dimensions),
+            (audit, audit_min_pairs, twins),
         )
-    table = table.join(gate)
+    rag, corr_all, corr_ret, weights, tm, totals, table, flags, grid, retrieved_ids = g
     for w in caught:  # recorded in the result and still shown to the reader
         warnings.warn(w.message, CubeWarning, stacklevel=2)
     design = _design(ranks, grid, table, clusters, ap.cluster)
@@ -282,6 +292,85 @@ def evaluate(
 
 
 # --------------------------------------------------------------------------- evaluate's steps
+
+
+class _Gated(NamedTuple):
+    """What `evaluate` derives up to the validity gate's verdicts (`_gated`)."""
+
+    rag: pd.DataFrame
+    corr_all: pd.DataFrame
+    corr_ret: pd.DataFrame | None
+    weights: Any
+    trimmed_means: pd.DataFrame
+    totals: pd.DataFrame
+    table: pd.DataFrame  # the CuBE table joined with the gate's columns
+    flags: list[str]
+    grid: Any
+    retrieved_ids: set[Any]
+
+
+def _gated(
+    answers: pd.DataFrame,
+    scores: pd.DataFrame,
+    ap: Any,
+    ranks: pd.DataFrame,
+    recall: float,
+    names: tuple[list[str], Sequence[str] | None],
+    gate_inputs: tuple[pd.DataFrame | None, int, pd.DataFrame | None],
+    *,
+    retrieved_correlations: bool = True,
+) -> _Gated:
+    """The CuBE table with the gate's verdicts and what it rests on (`evaluate`'s first part).
+    `retrieved_correlations` False leaves out the correlations on the retrieved questions,
+    which neither the table nor the gate reads (`judge_verdicts`)."""
+    judge_names, dimensions = names
+    audit, audit_min_pairs, twins = gate_inputs
+    qids = list(ranks["question_id"])
+    # the tables are validated once (`_checked_system`) and each derived table made once:
+    # the rag set's per-item scores feed both correlations and Table 1, the grid the trimmed
+    # means, the gate and the bootstrap (the public functions, each on its own, validate
+    # and derive them again)
+    rag = rag_items(scores)
+    pairs = _pairs(judge_names, dimensions, scores)
+    corr_all = correlations_of(rag, ranks, "rank_score", *pairs)
+    corr_ret = (
+        correlations_of(rag, ranks[ranks["retrieved"]], "rank_score", *pairs)
+        if retrieved_correlations
+        else None
+    )
+    weights = dimension_weights(corr_all, ap.weights, ap.custom_weights, ap.weights_fallback)
+    causes = _weight_causes_if_ranked(ranks, corr_all, ap)
+    retrieved_ids = set(ranks.loc[ranks["retrieved"], "question_id"])
+    grid = score_grid(scores, judges=judge_names, dimensions=dimensions, questions=qids)
+    _check_trim(ap.trim_proportion)
+    tm = trimmed_means_of_grid(
+        grid, scores, ap.trim_proportion, retrieved_ids, ap.paired, dimensions
+    )
+    weights = _weights_for(weights, tm)
+    effective = effective_weight_table(tm, weights)  # read by the table, totals and gate
+    table, flags = _flagged_table(
+        tm, (weights, effective), recall, causes, corr_all, retrieved_ids, ap
+    )
+    _warn_if_w_interval_approximate(ap, len(retrieved_ids))
+    totals = weighted_totals(tm, weights, effective)
+    gate = _gate(
+        made_items(grid, answers),  # a bound not made is no item (`cube.systems.bounds`)
+        scores,
+        table,
+        tm,
+        effective,
+        totals,
+        retrieved_ids,
+        ap,
+        ranks,
+        causes,
+        audit=audit,
+        audit_min_pairs=audit_min_pairs,
+        twins=twins,
+    )
+    return _Gated(
+        rag, corr_all, corr_ret, weights, tm, totals, table.join(gate), flags, grid, retrieved_ids
+    )
 
 
 def _pairs(

@@ -524,12 +524,47 @@ def modules_read(notebook_source: str) -> list[Path]:
     return sorted(files)
 
 
+# notebook source -> (the stats its files had, their digest): `cube.run.evaluate` digests the
+# evaluation's modules on every `evaluate_run` (reading and hashing ~30 files each time). Kept while
+# every file read, and every folder holding one, has the same (mtime_ns, size): an edited module
+# changes its own stat, a module or data file added beside them changes its folder's.
+_DIGESTS: dict[str, tuple[tuple[tuple[str, int, int], ...], str]] = {}
+
+
+def _stats(paths: list[Path]) -> tuple[tuple[str, int, int], ...] | None:
+    """Each path's (path, mtime_ns, size); None when one has gone."""
+    out = []
+    for p in paths:
+        try:
+            st = p.stat()
+        except OSError:
+            return None
+        out.append((str(p), st.st_mtime_ns, st.st_size))
+    return tuple(out)
+
+
+def _digest_watched(files: list[Path]) -> list[Path]:
+    return [*files, *sorted({f.parent for f in files} | {PACKAGE})]
+
+
 def modules_digest(notebook_source: str) -> str:
+    """Digest of the package files a notebook's code reads (`modules_read`), by their paths and
+    bytes; kept per process while those files and their folders are unchanged."""
+    known = _DIGESTS.get(notebook_source)
+    if known is not None:
+        watched = [Path(p) for p, _, _ in known[0]]
+        if _stats(watched) == known[0]:
+            return known[1]
+    files = modules_read(notebook_source)
+    stats = _stats(_digest_watched(files))  # before reading: a file edited meanwhile is read again
     h = hashlib.sha256()
-    for f in modules_read(notebook_source):
+    for f in files:
         h.update(str(f.relative_to(PACKAGE)).encode())
         h.update(f.read_bytes())
-    return h.hexdigest()
+    digest = h.hexdigest()
+    if stats is not None:
+        _DIGESTS[notebook_source] = (stats, digest)
+    return digest
 
 
 def notebook_code(path: Path) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -361,3 +363,21 @@ def test_runs_differing_only_in_the_gates_sample_are_compared_and_the_page_says_
     assert "gate_bounds_questions: A=30 B=50" in flag[0]
     same = compare_pair(*a, *b, ap, analysis_params_b=ap, n_resamples=10, n_permutations=9)
     assert not [f for f in same.flags if "judge gates" in f]
+
+
+@pytest.mark.parametrize("seed,recall,scramble", [(1, 0.8, False), (2, 0.5, True), (3, 1.0, True)])
+def test_the_jury_is_read_from_the_same_verdicts_evaluate_gives(seed, recall, scramble):
+    """compare reads each side's gate from `judge_verdicts`, which leaves out what the CuBE table
+    does not read: the table must be evaluate's, a judge failing the gate included."""
+    ans, sc = make_tables(60, seed=seed, recall=recall)
+    if scramble:  # judge-b's scores shuffled: noise, which the gate should find
+        b = sc["judge"] == "judge-b"
+        sc.loc[b, "score"] = np.random.default_rng(seed).permutation(sc.loc[b, "score"].to_numpy())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        full = E.evaluate(ans, sc, None, 8, judges=["judge-a", "judge-b"]).cube_table
+        table = E.judge_verdicts(ans, sc, None, 8, judges=["judge-a", "judge-b"])
+    pd.testing.assert_frame_equal(table, full)
+    assert E.jury_judges_of(table) and set(E.jury_judges_of(table)) | set(
+        E.excluded_judges_of(table)
+    ) == {"judge-a", "judge-b"}

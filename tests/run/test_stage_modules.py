@@ -3,6 +3,9 @@ package."""
 
 from __future__ import annotations
 
+import os
+
+from cube.run import stages
 from cube.run.stages import PACKAGE, modules_read, notebook_code
 from tests import ROOT
 
@@ -72,3 +75,57 @@ def test_stages_hash_different_module_sets_and_none_hashes_everything():
     assert (
         "method/lexical.py" in sets["08"] and "data/demo_vocab.json" in sets["01"]
     )  # the demo corpus aliases
+
+
+def _package(root):
+    pkg = root / "cube"
+    (pkg / "data").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("import cube.b\n")
+    (pkg / "b.py").write_text("X = 1\n")
+    return pkg
+
+
+def _touch_later(path, text):
+    """Rewrite a file and move its mtime on, as an editor saving it a moment later does."""
+    before = path.stat().st_mtime_ns
+    path.write_text(text)
+    os.utime(path, ns=(before + 10**9, before + 10**9))
+
+
+def test_module_digest_is_kept_while_the_files_are_unchanged_and_follows_an_edit(
+    tmp_path, monkeypatch
+):
+    pkg = _package(tmp_path)
+    monkeypatch.setattr(stages, "PACKAGE", pkg)
+    monkeypatch.setattr(stages, "_FACTS", {})
+    monkeypatch.setattr(stages, "_DIGESTS", {})
+    first = stages.modules_digest("import cube.a")
+    reads = []
+    real = stages.modules_read
+    monkeypatch.setattr(stages, "modules_read", lambda s: reads.append(s) or real(s))
+    assert stages.modules_digest("import cube.a") == first and reads == []  # kept, not re-read
+
+    _touch_later(pkg / "b.py", "X = 2\n")  # an imported module edited, same size
+    second = stages.modules_digest("import cube.a")
+    assert second != first and len(reads) == 1
+
+    # a module now importing a new one: the new module's bytes count
+    (pkg / "c.py").write_text("Y = 1\n")
+    _touch_later(pkg / "a.py", "import cube.b\nimport cube.c\n")
+    third = stages.modules_digest("import cube.a")
+    _touch_later(pkg / "c.py", "Y = 3\n")
+    assert len({first, second, third, stages.modules_digest("import cube.a")}) == 4
+
+
+def test_module_digest_after_an_edit_equals_a_fresh_process_digest(tmp_path, monkeypatch):
+    pkg = _package(tmp_path)
+    monkeypatch.setattr(stages, "PACKAGE", pkg)
+    monkeypatch.setattr(stages, "_FACTS", {})
+    monkeypatch.setattr(stages, "_DIGESTS", {})
+    stages.modules_digest("import cube.a")
+    _touch_later(pkg / "b.py", "X = 5\n")
+    kept = stages.modules_digest("import cube.a")
+    monkeypatch.setattr(stages, "_FACTS", {})
+    monkeypatch.setattr(stages, "_DIGESTS", {})
+    assert stages.modules_digest("import cube.a") == kept
