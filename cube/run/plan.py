@@ -179,6 +179,20 @@ def build_plan(
     unless `pilot` > 0: then up to `pilot` of each LLM model's planned requests are sent (and
     cached, so the run reuses them) when the cache holds no call of that model to take its latency
     from."""
+    from cube.systems.retrieval_store import store_folder, stored_in
+
+    # the retrievers' segmentations are kept beside the cache: stage 02 reads them back
+    with stored_in(store_folder(cache_path) if cache_path is not None else None):
+        return _build_plan(params, base_dir, cache_path, pilot, question_ids)
+
+
+def _build_plan(
+    params: Params,
+    base_dir: Path,
+    cache_path: Path | None,
+    pilot: int,
+    question_ids: list[str] | None,
+) -> pd.DataFrame:
     from cube.judges.dimensions import load_dimensions
     from cube.kb.corpus import build_corpus
     from cube.run.ablation import plan_twins
@@ -190,6 +204,7 @@ def build_plan(
         questions = questions[questions["question_id"].astype(str).isin(set(question_ids))]
     inputs = _AnsweringInputs.of(plan, params, corpus, questions, known_questions)
     inputs.cache_path = cache_path
+    _segment_refusal_questions(params, inputs.refusal)
     answer_rows: list[pd.DataFrame] = []
     bound_specs: set[str] = set()
     needed = _planned_bound_questions(params, inputs)
@@ -206,6 +221,19 @@ def build_plan(
     _plan_audit(plan, params, audit_inputs, judge_calls, len(questions))
     plan_twins(plan, params, audit_inputs, judge_calls)  # the screen's twins: an upper bound
     return _table(plan, cache_path, pilot)
+
+
+def _segment_refusal_questions(params: Params, refusal: pd.DataFrame) -> None:
+    """The refusal questions' BM25 tokens, into the store when one is open (`build_plan`): stage
+    02's builtin systems retrieve them, and with every other segmentation read back it would start
+    jieba (~1.5 s of CPU) for these few alone. Milliseconds here, where jieba is already up."""
+    if params.lang != "zh" or not len(refusal):
+        return
+    if not any(sp.kind == "builtin" for sp in params.systems):
+        return
+    from cube.systems.retrieval import tokenize
+
+    tokenize(refusal["question"].astype(str).tolist(), params.lang)
 
 
 def planned_questions(params: Params, corpus: pd.DataFrame, base_dir: Path) -> pd.DataFrame:

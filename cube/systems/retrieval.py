@@ -28,6 +28,7 @@ import pandas as pd
 
 from cube.kb.text import segment
 from cube.systems.region_filter import RegionPlan
+from cube.systems.retrieval_store import cached_tokens
 
 _WORD = re.compile(r"\w", re.UNICODE)
 # Function words that carry no retrieval signal; BM25's idf discounts the rest.
@@ -45,6 +46,20 @@ def _zh_line_tokens(line: str) -> list[str]:
     ]
 
 
+def _zh_tokens(texts: Sequence[str]) -> list[list[str]]:
+    """jieba's tokens of each text, each distinct line segmented once."""
+    cache: dict[str, list[str]] = {}
+    out: list[list[str]] = []
+    for text in texts:
+        toks: list[str] = []
+        for line in str(text).splitlines():
+            if line not in cache:
+                cache[line] = _zh_line_tokens(line)
+            toks.extend(cache[line])
+        out.append(toks)
+    return out
+
+
 def tokenize(texts: Sequence[str], lang: str) -> list[list[str]]:
     """Token lists for BM25: jieba words for `zh`, bm25s's English tokenizer for `en`.
 
@@ -56,16 +71,8 @@ def tokenize(texts: Sequence[str], lang: str) -> list[list[str]]:
         One token list per text (possibly empty).
     """
     if lang == "zh":
-        cache: dict[str, list[str]] = {}
-        out: list[list[str]] = []
-        for text in texts:
-            toks: list[str] = []
-            for line in str(text).splitlines():
-                if line not in cache:
-                    cache[line] = _zh_line_tokens(line)
-                toks.extend(cache[line])
-            out.append(toks)
-        return out
+        # the plan's segmentation is read back in stage 02 (`cube.systems.retrieval_store`)
+        return cached_tokens(texts, lang, _zh_tokens)
     if lang == "en":
         return bm25s.tokenize(
             [str(t) for t in texts],
