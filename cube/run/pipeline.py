@@ -231,15 +231,13 @@ def answers_stage(run: Run) -> pd.DataFrame:
     """Answer the question set with every system (`rag`) and write the two bound sets."""
     from cube.llm import CallLog
     from cube.systems import build_answers
-    from cube.systems.retrieval_store import store_folder, stored_in
 
     run.require("corpus", "questions")  # one message naming every stage to run first
     corpus, questions = run.load("corpus"), run.load("questions")
     # the driver ran in this stage, just before: a call it sent that failed stays failed
     driver = run.read_record().sequential.sequential
     calls = CallLog(replay=driver.failed_calls) if driver is not None else None
-    with stored_in(store_folder(run.paths.cache)):  # the plan's segmentations, when it made them
-        answers = build_answers(run.params, corpus, questions, run.paths.cache, calls=calls)
+    answers = build_answers(run.params, corpus, questions, run.paths.cache, calls=calls)
     run.save("answers", answers)
     from cube.run.record import AnswersRecord
 

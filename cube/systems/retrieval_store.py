@@ -18,8 +18,8 @@ token lists every time, so those settings cannot be served stale.
 Entries are `.npz` files (no pickle: a vocabulary and int32 token ids with offsets), written
 atomically; the folder keeps the `KEEP` most recent. Small sets are stored too (the refusal
 questions): reading them back spares stage 02 starting jieba (~1.5 s of CPU) at all. The store
-is off unless a caller names a folder (`stored_in`): tests and `cube.systems` used alone write
-nothing.
+is off unless a caller names a folder (`stored_in`, `open_store`): tests and `cube.systems`
+used alone write nothing.
 """
 
 from __future__ import annotations
@@ -49,6 +49,13 @@ def stored_in(folder: Path | None) -> Iterator[None]:
         yield
     finally:
         _folder = before
+
+
+def open_store(folder: Path | None) -> None:
+    """From now on in this process, large segmentations are read from and written to `folder`
+    (None: off). A stage's kernel opens its run's store (`cube.run.notebook.open_run`)."""
+    global _folder
+    _folder = Path(folder) if folder is not None else None
 
 
 def store_folder(cache_path: Path | str) -> Path:
