@@ -204,7 +204,6 @@ def _build_plan(
         questions = questions[questions["question_id"].astype(str).isin(set(question_ids))]
     inputs = _AnsweringInputs.of(plan, params, corpus, questions, known_questions)
     inputs.cache_path = cache_path
-    _segment_refusal_questions(params, inputs.refusal)
     answer_rows: list[pd.DataFrame] = []
     bound_specs: set[str] = set()
     needed = _planned_bound_questions(params, inputs)
@@ -214,6 +213,8 @@ def _build_plan(
         if spec is not None:  # None: the system plans its own bound sets (a bounds function)
             answer_rows += _plan_bound_answers(plan, inputs, sp, spec, bound_specs, needed)
     _note_llm_refusal_questions(plan, params)
+    if cache_path is not None:  # the store is open
+        _retrieve_refusal_questions(params, corpus, inputs.refusal)
     answers, n_stand_in = _answers_to_judge(answer_rows)
     dimensions = load_dimensions(params, base_dir=base_dir)
     records = _judge_records(answers, corpus, questions)
@@ -223,17 +224,22 @@ def _build_plan(
     return _table(plan, cache_path, pilot)
 
 
-def _segment_refusal_questions(params: Params, refusal: pd.DataFrame) -> None:
-    """The refusal questions' BM25 tokens, into the store when one is open (`build_plan`): stage
-    02's builtin systems retrieve them, and with every other segmentation read back it would start
-    jieba (~1.5 s of CPU) for these few alone. Milliseconds here, where jieba is already up."""
-    if params.lang != "zh" or not len(refusal):
+def _retrieve_refusal_questions(
+    params: Params, corpus: pd.DataFrame, refusal: pd.DataFrame
+) -> None:
+    """Each builtin system's retrieval of the refusal questions, into the store (`build_plan`
+    opens it): stage 02 answers them, and with the rest read back it would segment the corpus
+    and build the index (~1 s of CPU at the paper's scale) and start jieba (~1.5 s) for these
+    few alone. Milliseconds here, where the index is built. Nothing of the plan reads them."""
+    if not len(refusal):
         return
-    if not any(sp.kind == "builtin" for sp in params.systems):
-        return
-    from cube.systems.retrieval import tokenize
+    from cube.llm import make_model
+    from cube.systems.builtin import BuiltinRAG
 
-    tokenize(refusal["question"].astype(str).tolist(), params.lang)
+    for sp in params.systems:
+        if sp.kind == "builtin":
+            model = make_model(params.model(params.system_answerer(sp)))
+            BuiltinRAG(sp, model, lang=params.lang).retrieve(refusal, corpus)
 
 
 def planned_questions(params: Params, corpus: pd.DataFrame, base_dir: Path) -> pd.DataFrame:

@@ -1,21 +1,23 @@
-"""Segmented texts kept on disk between the processes of one run (the plan, then stage 02).
+"""BM25 work kept on disk between the processes of one run (the plan, then stage 02).
 
 `cube run` computes its plan (`cube.run.plan.build_plan`) in a forked child, and the plan runs
-every builtin system's BM25 retrieval to know the judges' requests; stage 02 then builds the same
-index and retrieves the same questions in its kernel. At the paper's scale (6,111 items) jieba's
-segmentation of the corpus and of the questions is ~3 s of CPU each time. The plan writes the
-token lists it computed here; stage 02 reads them instead of segmenting again.
+every builtin system's BM25 retrieval to know the judges' requests; stage 02 then built the same
+index and retrieved the same questions again in its kernel. At the paper's scale (6,111 items)
+that is ~3 s of jieba segmentation and ~2 s of indexing and searching, paid twice. The plan
+writes here the token lists (`cached_tokens`) and the search results (`cached_lists` under
+`results_key`) it computed; stage 02 reads them back, and builds no index when every search it
+makes was stored (`BM25Index` builds its index on first use).
 
-An entry is keyed by a fingerprint of everything the token lists depend on: every text (in
+A token entry is keyed by a fingerprint of everything the token lists depend on: every text (in
 order), the language, the code that segments them (this package's `retrieval.py` and
-`cube/kb/text.py`, whose bytes are hashed), jieba's and bm25s's versions and `FORMAT`. A changed
-text, question, language or segmenter is a different key, so a stale entry is never found; an
-entry is also checked on reading (the key stored inside it, the number of texts), and anything
-that does not match or cannot be read is recomputed (never an error: the store only saves time).
-Scoring (k1, b, top-n, region masks) is not stored: the index is built and searched from the
-token lists every time, so those settings cannot be served stale.
+`cube/kb/text.py`, whose bytes are hashed), jieba's and bm25s's versions and `FORMAT`. A results
+entry adds the doc ids, k1, b, the `k` searched, every query and the region plan (the region each
+query names and each region's documents) and numpy's version. A changed text, question, top-n or
+setting is a different key, so a stale entry is never found; an entry is also checked on reading
+(the full key stored inside it, the number of lists), and anything that does not match or cannot
+be read is recomputed (never an error: the store only saves time).
 
-Entries are `.npz` files (no pickle: a vocabulary and int32 token ids with offsets), written
+Entries are `.npz` files (no pickle: a vocabulary and int32 ids with offsets), written
 atomically; the folder keeps the `KEEP` most recent. Small sets are stored too (the refusal
 questions): reading them back spares stage 02 starting jieba (~1.5 s of CPU) at all. The store
 is off unless a caller names a folder (`stored_in`, `open_store`): tests and `cube.systems`
@@ -31,6 +33,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -67,17 +70,46 @@ def cached_tokens(
     texts: Sequence[str], lang: str, compute: Callable[[Sequence[str]], list[list[str]]]
 ) -> list[list[str]]:
     """`compute(texts)`, read from the store when an entry of exactly these texts exists."""
-    folder = _folder
-    if folder is None or not len(texts):
+    if _folder is None or not len(texts):
         return compute(texts)
-    key = fingerprint(texts, lang)
-    path = folder / f"tokens-{key[:32]}.npz"
-    found = _read(path, key, len(texts))
+    return cached_lists("tokens", fingerprint(texts, lang), len(texts), lambda: compute(texts))
+
+
+def cached_lists(
+    kind: str, key: str, n: int, compute: Callable[[], list[list[str]]]
+) -> list[list[str]]:
+    """`compute()` (`n` lists of strings), read from the entry `kind`/`key` when it exists."""
+    folder = _folder
+    if folder is None or not n:
+        return compute()
+    path = folder / f"{kind}-{key[:32]}.npz"
+    found = _read(path, key, n)
     if found is not None:
         return found
-    out = compute(texts)
+    out = compute()
     _write(folder, path, key, out)
     return out
+
+
+def results_key(source: tuple, queries: Sequence[str], k: int, plan: Any) -> str:
+    """The key of a BM25 search's results: the index's documents (`BM25Index._source`: doc ids,
+    texts, language, k1, b), the queries, the `k` searched and the region plan (the region each
+    query names and each region's documents), with the segmenting code and library versions."""
+    if _folder is None:
+        return ""
+    doc_ids, texts, lang, k1, b = source
+    h = hashlib.blake2b(digest_size=32)
+    h.update(f"results\0format={FORMAT}\0k1={k1!r}\0b={b!r}\0k={int(k)}\0".encode())
+    h.update(f"numpy={_version('numpy')}\0".encode())
+    h.update(fingerprint(texts, lang).encode())
+    h.update(fingerprint(doc_ids, "ids").encode())
+    h.update(fingerprint(queries, lang).encode())
+    if plan is not None:
+        h.update(fingerprint(["" if r is None else f"={r}" for r in plan.named], "named").encode())
+        for region in sorted(plan.masks):
+            h.update(fingerprint([region], "region").encode())
+            h.update(np.asarray(plan.masks[region], dtype=bool).tobytes())
+    return h.hexdigest()
 
 
 def fingerprint(texts: Sequence[str], lang: str) -> str:
@@ -146,6 +178,6 @@ def _write(folder: Path, path: Path, key: str, token_lists: list[list[str]]) -> 
 
 def _prune(folder: Path) -> None:
     """Keep the `KEEP` most recent entries."""
-    entries = sorted(folder.glob("tokens-*.npz"), key=lambda p: p.stat().st_mtime, reverse=True)
+    entries = sorted(folder.glob("*-*.npz"), key=lambda p: p.stat().st_mtime, reverse=True)
     for old in entries[KEEP:]:
         old.unlink(missing_ok=True)

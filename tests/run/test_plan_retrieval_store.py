@@ -1,6 +1,6 @@
-"""The plan's BM25 segmentations are what stage 02 needs (`cube.systems.retrieval_store`): after
-`build_plan`, a stage 02 that reads them back segments nothing and answers exactly as one that
-segments everything itself."""
+"""The plan's BM25 segmentations and results are what stage 02 needs
+(`cube.systems.retrieval_store`): after `build_plan`, a stage 02 that reads them back segments
+nothing, builds no index and answers exactly as one that computes everything itself."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def _stage02(params, cache: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     return answers, refusal_answers(params, corpus, refusal, cache)
 
 
-def test_stage02_reads_every_segmentation_the_plan_wrote(tmp_path: Path, monkeypatch) -> None:
+def test_stage02_reads_every_retrieval_the_plan_stored(tmp_path: Path, monkeypatch) -> None:
     params = _params(tmp_path)
     cache = tmp_path / "cache.sqlite"
     plain = _stage02(params, cache)
@@ -66,7 +66,13 @@ def test_stage02_reads_every_segmentation_the_plan_wrote(tmp_path: Path, monkeyp
     def no_segmenting(texts):
         raise AssertionError(f"stage 02 segmented {len(texts)} texts again")
 
+    def no_index(*args):
+        raise AssertionError("stage 02 built a BM25 index again")
+
+    no_index.cache_clear = lambda: None  # type: ignore[attr-defined]
+
     monkeypatch.setattr(retrieval, "_zh_tokens", no_segmenting)
+    monkeypatch.setattr(retrieval, "_built_index", no_index)
     with stored_in(folder):
         read = _stage02(params, cache)
     for a, b in zip(read, plain, strict=True):

@@ -105,3 +105,17 @@ def test_search_with_the_store_equals_search_without(tmp_path: Path, top_n: int)
     assert written == read == plain
     assert other == search(QUESTIONS[:1] + ["护照怎么申请"])
     assert other[1][:1] == ["d"]
+
+
+def test_top_n_and_scoring_settings_are_in_the_results_key(tmp_path: Path) -> None:
+    def search(top_n: int, k1: float = 1.5) -> list[list[str]]:
+        retrieval._built_index.cache_clear()
+        return BM25Index(["a", "b", "c", "d"], DOCS, lang="zh", k1=k1).search(QUESTIONS, top_n)
+
+    plain = {(n, k1): search(n, k1) for n in (1, 3) for k1 in (1.5, 0.1)}
+    with stored_in(tmp_path):
+        for _ in range(2):  # written, then read
+            for (n, k1), expected in plain.items():
+                assert search(n, k1) == expected
+    assert len(list(tmp_path.glob("results-*.npz"))) == len(plain)
+    assert [len(r) for r in plain[(1, 1.5)]] != [len(r) for r in plain[(3, 1.5)]]
