@@ -46,6 +46,7 @@ from cube.pages.display import table as shown_table
 from cube.run.record import Part, RunRecord, read_record, write_part
 from cube.run.stages import STAGES, check_provenance, record_provenance
 from cube.run.state import STAGING
+from cube.systems import retrieval_store
 
 # Which notebook writes which data file: used to tell a reader what to run first.
 PRODUCED_BY = {
@@ -300,6 +301,8 @@ def open_run(
     else:
         paths, alone = _given_paths(params, resolve(run_dir, root), root)
     _prepare_folder(paths, params, params_file)
+    # the BM25 segmentations the plan made are read back (`cube.systems.retrieval_store`)
+    retrieval_store.open_store(retrieval_store.store_folder(paths.cache))
     pd.set_option("display.max_colwidth", 120)
     pd.set_option("display.precision", 4)
     stage = None

@@ -179,6 +179,20 @@ def build_plan(
     unless `pilot` > 0: then up to `pilot` of each LLM model's planned requests are sent (and
     cached, so the run reuses them) when the cache holds no call of that model to take its latency
     from."""
+    from cube.systems.retrieval_store import store_folder, stored_in
+
+    # the retrievers' segmentations are kept beside the cache: stage 02 reads them back
+    with stored_in(store_folder(cache_path) if cache_path is not None else None):
+        return _build_plan(params, base_dir, cache_path, pilot, question_ids)
+
+
+def _build_plan(
+    params: Params,
+    base_dir: Path,
+    cache_path: Path | None,
+    pilot: int,
+    question_ids: list[str] | None,
+) -> pd.DataFrame:
     from cube.judges.dimensions import load_dimensions
     from cube.kb.corpus import build_corpus
     from cube.run.ablation import plan_twins
@@ -199,6 +213,8 @@ def build_plan(
         if spec is not None:  # None: the system plans its own bound sets (a bounds function)
             answer_rows += _plan_bound_answers(plan, inputs, sp, spec, bound_specs, needed)
     _note_llm_refusal_questions(plan, params)
+    if cache_path is not None:  # the store is open
+        _retrieve_refusal_questions(params, corpus, inputs.refusal)
     answers, n_stand_in = _answers_to_judge(answer_rows)
     dimensions = load_dimensions(params, base_dir=base_dir)
     records = _judge_records(answers, corpus, questions)
@@ -206,6 +222,24 @@ def build_plan(
     _plan_audit(plan, params, audit_inputs, judge_calls, len(questions))
     plan_twins(plan, params, audit_inputs, judge_calls)  # the screen's twins: an upper bound
     return _table(plan, cache_path, pilot)
+
+
+def _retrieve_refusal_questions(
+    params: Params, corpus: pd.DataFrame, refusal: pd.DataFrame
+) -> None:
+    """Each builtin system's retrieval of the refusal questions, into the store (`build_plan`
+    opens it): stage 02 answers them, and with the rest read back it would segment the corpus
+    and build the index (~1 s of CPU at the paper's scale) and start jieba (~1.5 s) for these
+    few alone. Milliseconds here, where the index is built. Nothing of the plan reads them."""
+    if not len(refusal):
+        return
+    from cube.llm import make_model
+    from cube.systems.builtin import BuiltinRAG
+
+    for sp in params.systems:
+        if sp.kind == "builtin":
+            model = make_model(params.model(params.system_answerer(sp)))
+            BuiltinRAG(sp, model, lang=params.lang).retrieve(refusal, corpus)
 
 
 def planned_questions(params: Params, corpus: pd.DataFrame, base_dir: Path) -> pd.DataFrame:

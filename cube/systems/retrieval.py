@@ -17,7 +17,6 @@ keyword engine, the retriever returns at most `top_n` documents, possibly fewer.
 
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Sequence
 from functools import lru_cache
@@ -28,6 +27,7 @@ import pandas as pd
 
 from cube.kb.text import segment
 from cube.systems.region_filter import RegionPlan
+from cube.systems.retrieval_store import cached_lists, cached_tokens, results_key
 
 _WORD = re.compile(r"\w", re.UNICODE)
 # Function words that carry no retrieval signal; BM25's idf discounts the rest.
@@ -45,6 +45,20 @@ def _zh_line_tokens(line: str) -> list[str]:
     ]
 
 
+def _zh_tokens(texts: Sequence[str]) -> list[list[str]]:
+    """jieba's tokens of each text, each distinct line segmented once."""
+    cache: dict[str, list[str]] = {}
+    out: list[list[str]] = []
+    for text in texts:
+        toks: list[str] = []
+        for line in str(text).splitlines():
+            if line not in cache:
+                cache[line] = _zh_line_tokens(line)
+            toks.extend(cache[line])
+        out.append(toks)
+    return out
+
+
 def tokenize(texts: Sequence[str], lang: str) -> list[list[str]]:
     """Token lists for BM25: jieba words for `zh`, bm25s's English tokenizer for `en`.
 
@@ -56,16 +70,8 @@ def tokenize(texts: Sequence[str], lang: str) -> list[list[str]]:
         One token list per text (possibly empty).
     """
     if lang == "zh":
-        cache: dict[str, list[str]] = {}
-        out: list[list[str]] = []
-        for text in texts:
-            toks: list[str] = []
-            for line in str(text).splitlines():
-                if line not in cache:
-                    cache[line] = _zh_line_tokens(line)
-                toks.extend(cache[line])
-            out.append(toks)
-        return out
+        # the plan's segmentation is read back in stage 02 (`cube.systems.retrieval_store`)
+        return cached_tokens(texts, lang, _zh_tokens)
     if lang == "en":
         return bm25s.tokenize(
             [str(t) for t in texts],
@@ -135,9 +141,18 @@ class BM25Index:
             raise ValueError("BM25Index: no documents to index")
         self.lang = lang
         self.doc_ids = np.asarray([str(d) for d in doc_ids], dtype=object)
-        self._bm25 = bm25s.BM25(k1=k1, b=b)
-        self._bm25.index(tokenize(texts, lang), show_progress=False)
+        self._source = (tuple(self.doc_ids), tuple(str(t) for t in texts), lang, k1, b)
+        self._engine: bm25s.BM25 | None = bm25s.BM25(k1=k1, b=b)
+        self._engine.index(tokenize(texts, lang), show_progress=False)
         self.rows: pd.DataFrame | None = None  # the indexed corpus rows (set by `from_corpus`)
+
+    @property
+    def _bm25(self) -> bm25s.BM25:
+        """The bm25s index, built on first use: a search whose results the plan stored
+        (`cube.systems.retrieval_store`) never builds it."""
+        if self._engine is None:
+            self._engine = _built_index(type(self), *self._source)._engine
+        return self._engine
 
     @classmethod
     def from_corpus(
@@ -154,10 +169,12 @@ class BM25Index:
             if col not in corpus.columns:
                 raise ValueError(f"corpus: missing column {col!r} needed for BM25 retrieval")
         sub = corpus[region_mask(corpus, region)].reset_index(drop=True)
-        built = _built_index(
-            cls, tuple(sub["doc_id"].tolist()), tuple(sub["text"].fillna("").tolist()), lang, k1, b
-        )
-        index = copy.copy(built)  # its own `rows`; the bm25s index and ids are shared, read-only
+        index = cls.__new__(cls)  # built on first use (`_bm25`), shared through `_built_index`
+        index.lang = lang
+        index.doc_ids = np.asarray([str(d) for d in sub["doc_id"]], dtype=object)
+        texts = tuple(str(t) for t in sub["text"].fillna(""))
+        index._source = (tuple(index.doc_ids), texts, lang, k1, b)
+        index._engine = None
         index.rows = sub
         return index
 
@@ -170,6 +187,10 @@ class BM25Index:
         question that names a region to that region's knowledge base; the others search all.
         """
         k = min(int(top_n), len(self.doc_ids))
+        key = results_key(self._source, [str(q) for q in queries], k, plan)
+        return cached_lists("results", key, len(queries), lambda: self._search(queries, k, plan))
+
+    def _search(self, queries: Sequence[str], k: int, plan: RegionPlan | None) -> list[list[str]]:
         q_tokens = [
             [t for t in toks if t in self._bm25.vocab_dict] for toks in tokenize(queries, self.lang)
         ]
