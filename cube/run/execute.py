@@ -270,14 +270,20 @@ def execute_run(
                     overrides,
                     _Kernel(kernel, current, pages),
                 )
-        except (RunInterrupted, KeyboardInterrupt) as exc:
-            if plan is not None:
-                plan.kill()
-            kernel.kill()
-            kill_child_kernels()
-            pages.close()  # the page being exported ends, the others are dropped
-            summary.interrupted = getattr(exc, "signame", "SIGINT")
-            _record_attempt(params, params_path, paths, summary, started, "interrupted")
+        except BaseException as exc:  # an interrupt, or the runner's own failure
+            _abandon(plan, kernel, pages)
+            interrupted = isinstance(exc, RunInterrupted | KeyboardInterrupt)
+            if interrupted:
+                summary.interrupted = getattr(exc, "signame", "SIGINT")
+            _record_attempt(
+                params,
+                params_path,
+                paths,
+                summary,
+                started,
+                "interrupted" if interrupted else "failed",
+                reason=f"{type(exc).__name__}: {exc}",
+            )
             raise
         finally:
             kernel.close()  # a no-op when the stages closed it (a failed plan or check did not)
@@ -299,6 +305,17 @@ def execute_run(
         finally:
             pages.close()
         return summary
+
+
+def _abandon(plan: Any, kernel: Any, pages: PreparedPages) -> None:
+    """A run stopped before publishing (an interrupt, or an error of the runner itself): the plan's
+    child reaped, the kernels killed, the page being exported finished and the others dropped."""
+    if plan is not None:
+        with contextlib.suppress(Exception):
+            plan.kill()
+    kernel.kill()
+    kill_child_kernels()
+    pages.close()
 
 
 def _run_env(params_path: Path, published: RunPaths, root: Path) -> dict[str, str]:
@@ -849,8 +866,9 @@ def _record_attempt(
     summary: RunSummary,
     started: dt.datetime,
     status: str,
+    reason: str = "",
 ) -> None:
-    """A failed or interrupted attempt: its manifest in the staging folder, `report/last_run.html`
+    """A failed or interrupted attempt (`reason`: the runner's own error, when no stage failed): its manifest in the staging folder, `report/last_run.html`
     in the published run; the published params, results, tables and index stay as they were
     (an index is written only when nothing was published yet)."""
     write_manifest(params, paths, summary, started, status=status, params_file=params_path)
@@ -868,8 +886,9 @@ def _record_attempt(
             if has_published_run(summary.paths)
             else "no run of these params has succeeded yet"
         )
+        what = f"Stage {failed.notebook} failed: {failed.error}" if failed else ""
         message = (
-            f"Stage {failed.notebook if failed else '?'} failed: {failed.error if failed else ''}. "
+            f"{what or f'The run failed: {reason}'}. "
             f"Nothing was published by this attempt; {before}. Fix the cause and run `cube run "
             f"{display_path(params_path)}` again: completed stages are kept."
         )
