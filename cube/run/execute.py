@@ -1074,6 +1074,12 @@ def _usage(paths: RunPaths) -> list[dict[str, Any]]:
     card reads the same)."""
     from cube.config.forked import in_child
 
+    # imported here, before the fork: the runner has threads then (the pages' pool), and a child
+    # importing a module could wait forever on an import lock one of them held at the fork
+    import pyarrow.parquet  # noqa: F401
+    import cube.llm.usage  # noqa: F401
+    import cube.run.decide  # noqa: F401
+
     # in a child process: every table of calls read (293k judgments at the paper's scale, +220 MB)
     return in_child(lambda: _usage_rows(paths))
 
