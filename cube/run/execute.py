@@ -155,7 +155,8 @@ def _forget_stale(paths: RunPaths, stage: str, feeds_decision: set[str] | Any) -
 @dataclass
 class StageOutcome:
     notebook: str
-    status: str  # executed | up to date | failed | skipped (`cube.run.skip`)
+    # executed | up to date | failed | skipped (`cube.run.skip`) | not run (a stage it reads failed)
+    status: str
     seconds: float
     error: str = ""
     failed_calls: int = 0
@@ -621,7 +622,7 @@ class _StageLoop:
     def failed_input(self, nb: Path) -> str:
         """Wait for the stages `nb` waits for (`waits_for`); the first of them that failed or did
         not run ('' when none)."""
-        for stem in waits_for(nb.stem, self.stems):
+        for stem in waits_for(nb.stem, self.stems, self.params):
             job = self.jobs.get(stem)
             if job is not None:
                 outcome, _ = job.wait()
@@ -633,14 +634,23 @@ class _StageLoop:
         return ""
 
 
-def waits_for(stem: str, stems: list[str]) -> list[str]:
+def waits_for(stem: str, stems: list[str], params: Params | None = None) -> list[str]:
     """The stages a stage may start only after: those it reads (`cube.run.stages.upstream`) and,
-    for an optional stage, the stage writing the question set its skipping depends on."""
-    from cube.run.skip import QUESTION_STAGE, SWITCHES
+    for an optional stage left to `auto` (`params`; None: any switch), the stage writing the
+    question set its skipping depends on. 00 and 12 read nothing of the run: switched `on` or
+    `off` they wait for nothing (and run even when 02 failed)."""
+    from cube.run.skip import QUESTION_STAGE, SWITCHES, switch
+
     from cube.run.stages import upstream
 
     out = upstream(stem, stems)
-    if stem in SWITCHES and QUESTION_STAGE not in out and QUESTION_STAGE in stems:
+    decided_by_questions = params is None or switch(params, stem) == "auto"
+    if (
+        stem in SWITCHES
+        and decided_by_questions
+        and QUESTION_STAGE not in out
+        and QUESTION_STAGE in stems
+    ):
         out.append(QUESTION_STAGE)
     return out
 
@@ -742,7 +752,8 @@ def _next_stage(
     failed = loop.failed_input(nb)
     if failed:
         loop.not_run.add(nb.stem)
-        loop.done(None, f"not run: it reads {failed}, which did not succeed", nb)
+        why = f"it reads {failed}, which did not succeed"
+        loop.done(StageOutcome(nb.stem, "not run", 0.0, error=why), f"not run: {why}", nb)
         return
     if _skipped(loop, nb):
         return
