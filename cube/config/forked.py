@@ -18,10 +18,11 @@ which costs no new imports (the child has the runner's modules) and a few millis
 its result (pickled through a pipe); the child's memory goes back to the system when it exits. An
 exception `fn` raises is raised here, with the child's traceback as a note (and so is pickle's
 error on a result it cannot carry); an exception pickle cannot carry, or does not bring back as it
-was (a custom `__init__`), raises `ChildFailed` with its type and message, and so does a child that dies (a signal) with how it ended. Elsewhere than on
-Linux (Windows has no `fork`; on macOS a forked process must not use the system frameworks its
-parent did, and Python's own `multiprocessing` no longer forks there), and when the fork itself
-fails (no memory or process left: ENOMEM, EAGAIN), `fn()` runs in this process.
+was (a custom `__init__`), raises `ChildFailed` with its type and message, and so does a child that
+dies (a signal) with how it ended. Elsewhere than on Linux (Windows has no `fork`; on macOS a
+forked process must not use the system frameworks its parent did, and Python's own
+`multiprocessing` no longer forks there), and when the fork itself fails (no memory or process
+left: ENOMEM, EAGAIN), `fn()` runs in this process.
 
 The child writes nothing the runner has buffered (the runner's standard streams are flushed before
 the fork, the child flushes only what it printed itself and ends with `os._exit`, running no

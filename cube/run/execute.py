@@ -272,19 +272,9 @@ def execute_run(
                     _Kernel(kernel, current, pages),
                 )
         except BaseException as exc:  # an interrupt, or the runner's own failure
-            _abandon(plan, kernel, pages)
-            interrupted = isinstance(exc, RunInterrupted | KeyboardInterrupt)
-            if interrupted:
-                summary.interrupted = getattr(exc, "signame", "SIGINT")
-            _record_attempt(
-                params,
-                params_path,
-                paths,
-                summary,
-                started,
-                "interrupted" if interrupted else "failed",
-                reason=f"{type(exc).__name__}: {exc}",
-            )
+            status = _abandon(plan, kernel, pages, exc, summary)
+            reason = f"{type(exc).__name__}: {exc}"
+            _record_attempt(params, params_path, paths, summary, started, status, reason=reason)
             raise
         finally:
             kernel.close()  # a no-op when the stages closed it (a failed plan or check did not)
@@ -308,15 +298,22 @@ def execute_run(
         return summary
 
 
-def _abandon(plan: Any, kernel: Any, pages: PreparedPages) -> None:
-    """A run stopped before publishing (an interrupt, or an error of the runner itself): the plan's
-    child reaped, the kernels killed, the page being exported finished and the others dropped."""
+def _abandon(
+    plan: Any, kernel: Any, pages: PreparedPages, exc: BaseException, summary: RunSummary
+) -> str:
+    """A run stopped before publishing by `exc` (an interrupt, or an error of the runner itself):
+    the plan's child reaped, the kernels killed, the page being exported finished and the others
+    dropped. The attempt's status: interrupted (the signal in `summary`) or failed."""
     if plan is not None:
         with contextlib.suppress(Exception):
             plan.kill()
     kernel.kill()
     kill_child_kernels()
     pages.close()
+    if isinstance(exc, RunInterrupted | KeyboardInterrupt):
+        summary.interrupted = getattr(exc, "signame", "SIGINT")
+        return "interrupted"
+    return "failed"
 
 
 def _run_env(params_path: Path, published: RunPaths, root: Path) -> dict[str, str]:
@@ -640,7 +637,6 @@ def waits_for(stem: str, stems: list[str], params: Params | None = None) -> list
     question set its skipping depends on. 00 and 12 read nothing of the run: switched `on` or
     `off` they wait for nothing (and run even when 02 failed)."""
     from cube.run.skip import QUESTION_STAGE, SWITCHES, switch
-
     from cube.run.stages import upstream
 
     out = upstream(stem, stems)
@@ -879,7 +875,8 @@ def _record_attempt(
     status: str,
     reason: str = "",
 ) -> None:
-    """A failed or interrupted attempt (`reason`: the runner's own error, when no stage failed): its manifest in the staging folder, `report/last_run.html`
+    """A failed or interrupted attempt (`reason`: the runner's own error, when no stage failed):
+    its manifest in the staging folder, `report/last_run.html`
     in the published run; the published params, results, tables and index stay as they were
     (an index is written only when nothing was published yet)."""
     write_manifest(params, paths, summary, started, status=status, params_file=params_path)
@@ -1083,13 +1080,13 @@ def _plan_vs_actual(
 def _usage(paths: RunPaths) -> list[dict[str, Any]]:
     """The usage of every table holding calls (`cube.run.decide.call_usage`: the decision's cost
     card reads the same)."""
-    from cube.config.forked import in_child
-
     # imported here, before the fork: the runner has threads then (the pages' pool), and a child
     # importing a module could wait forever on an import lock one of them held at the fork
     import pyarrow.parquet  # noqa: F401
+
     import cube.llm.usage  # noqa: F401
     import cube.run.decide  # noqa: F401
+    from cube.config.forked import in_child
 
     # in a child process: every table of calls read (293k judgments at the paper's scale, +220 MB)
     return in_child(lambda: _usage_rows(paths))
