@@ -62,9 +62,11 @@ class StageJob:
             self.result = self._fn(self.kernel)
         except BaseException as exc:  # noqa: BLE001  handed to the runner, which re-raises
             self.error = exc
-        finally:
-            self._event.set()
-            self._lanes.release(self.kernel)
+        finally:  # released first: a runner seeing the stage done finds its kernel free
+            try:
+                self._lanes.release(self.kernel)
+            finally:
+                self._event.set()
 
     @property
     def done(self) -> bool:
