@@ -17,10 +17,12 @@ thread held); `in_child(fn)` waits for it. Either runs `fn()` in a child forked 
 which costs no new imports (the child has the runner's modules) and a few milliseconds, and returns
 its result (pickled through a pipe); the child's memory goes back to the system when it exits. An
 exception `fn` raises is raised here, with the child's traceback as a note (and so is pickle's
-error on a result it cannot carry); an exception pickle cannot carry raises `ChildFailed` with its
-type and message, and so does a child that dies (a signal) with how it ended. Elsewhere than on
-Linux (Windows has no `fork`; on macOS a forked process must not use the system frameworks its
-parent did, and Python's own `multiprocessing` no longer forks there), `fn()` runs in this process.
+error on a result it cannot carry); an exception pickle cannot carry, or does not bring back as it
+was (a custom `__init__`), raises `ChildFailed` with its type and message, and so does a child that
+dies (a signal) with how it ended. Elsewhere than on Linux (Windows has no `fork`; on macOS a
+forked process must not use the system frameworks its parent did, and Python's own
+`multiprocessing` no longer forks there), and when the fork itself fails (no memory or process
+left: ENOMEM, EAGAIN), `fn()` runs in this process.
 
 The child writes nothing the runner has buffered (the runner's standard streams are flushed before
 the fork, the child flushes only what it printed itself and ends with `os._exit`, running no
@@ -72,7 +74,7 @@ class Child(Generic[T]):
             raise
         if status != 0 or not data:
             raise ChildFailed(f"the child process ended without a result ({_status(status)})")
-        kind, value = pickle.loads(data)  # noqa: S301  our own child's result, through our own pipe
+        kind, value = _loads(data)
         if kind == "raised":
             raise value
         return value
@@ -94,7 +96,12 @@ def start_child(fn: Callable[[], T]) -> Child[T]:
     sys.stdout.flush()
     sys.stderr.flush()
     read, write = os.pipe()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:  # no memory or process left for a child (ENOMEM, EAGAIN): computed here
+        os.close(read)
+        os.close(write)
+        return Child(value=fn())
     if pid == 0:  # the child: compute, send, leave without running the runner's exit handlers
         _child(fn, read, write)
     os.close(write)
@@ -111,7 +118,7 @@ def _child(fn: Callable[[], object], read: int, write: int) -> None:
             import traceback
 
             exc.add_note("in a child process of the runner:\n" + traceback.format_exc().rstrip())
-            data = _dumps(("raised", exc), ("raised", ChildFailed(f"{type(exc).__name__}: {exc}")))
+            data = _dumps(("raised", _raised(exc)))
         with os.fdopen(write, "wb") as pipe:
             pipe.write(data)
         code = 0
@@ -127,14 +134,38 @@ def _child(fn: Callable[[], object], read: int, write: int) -> None:
             os._exit(code)
 
 
-def _dumps(result: tuple[str, object], instead: tuple[str, object] | None = None) -> bytes:
-    """The pickled result; `instead` when pickle cannot carry it (an exception with a lock)."""
+def _dumps(result: tuple[str, object]) -> bytes:
+    return pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _raised(exc: BaseException) -> tuple[bytes | None, str, tuple[str, ...]]:
+    """An exception for the runner: its own pickle (None when pickle cannot carry it, e.g. it holds
+    a lock), and its type, message and notes, the fallback the runner raises as `ChildFailed` when
+    the exception does not come back as it was (`_loads`)."""
     try:
-        return pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+        own: bytes | None = pickle.dumps(exc, protocol=pickle.HIGHEST_PROTOCOL)
     except Exception:  # noqa: BLE001
-        if instead is None:
-            raise
-        return pickle.dumps(instead, protocol=pickle.HIGHEST_PROTOCOL)
+        own = None
+    return own, f"{type(exc).__name__}: {exc}", tuple(getattr(exc, "__notes__", ()))
+
+
+def _loads(data: bytes) -> tuple[str, Any]:
+    """The child's (kind, value); a raised exception that does not unpickle as it was (a custom
+    `__init__` pickle calls with its message: a TypeError, or a list argument rebuilt from the
+    message's characters) comes back as `ChildFailed` with its type and message."""
+    kind, value = pickle.loads(data)  # noqa: S301  our own child's result, through our own pipe
+    if kind != "raised":
+        return kind, value
+    own, message, notes = value
+    try:
+        exc = pickle.loads(own) if own is not None else None  # noqa: S301  as above
+    except Exception:  # noqa: BLE001
+        exc = None
+    if not isinstance(exc, BaseException) or f"{type(exc).__name__}: {exc}" != message:
+        exc = ChildFailed(message)
+        for note in notes:
+            exc.add_note(note)
+    return kind, exc
 
 
 def _kill(pid: int) -> None:

@@ -18,6 +18,7 @@ page's header instead.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import re
@@ -118,8 +119,13 @@ class PreparedPages:
         self._pages: dict[str, Any] = {}  # notebook file name -> future of (identity, html, code)
 
     def add(self, executed: Path) -> None:
-        """Export `executed` (as it is now) in the background."""
-        self._pages[executed.name] = self._pool.submit(_export_pages, executed)
+        """Export `executed` (as it is now) in the background. Never raises: if the worker cannot
+        take it (it died: `BrokenProcessPool`), the page is not prepared and `publish` exports it
+        itself, so a dead worker costs time, never the run."""
+        try:
+            self._pages[executed.name] = self._pool.submit(_export_pages, executed)
+        except Exception:  # noqa: BLE001  exported by `publish` instead
+            self._pages.pop(executed.name, None)
 
     def get(self, executed: Path) -> tuple[str, str] | None:
         """(page, page with code) of `executed` if prepared from the file as it is, else None."""
@@ -134,11 +140,13 @@ class PreparedPages:
 
     def finish(self) -> None:
         """Wait for every page to be exported (then no export runs beside `publish`'s own)."""
-        self._pool.shutdown(wait=True)
+        with contextlib.suppress(Exception):  # a dead worker: its pages are exported by `publish`
+            self._pool.shutdown(wait=True)
 
     def close(self) -> None:
         """Stop: pages not started are dropped, a page being exported is finished."""
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        with contextlib.suppress(Exception):
+            self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _page_pool() -> Any:

@@ -155,7 +155,8 @@ def _forget_stale(paths: RunPaths, stage: str, feeds_decision: set[str] | Any) -
 @dataclass
 class StageOutcome:
     notebook: str
-    status: str  # executed | up to date | failed | skipped (`cube.run.skip`)
+    # executed | up to date | failed | skipped (`cube.run.skip`) | not run (a stage it reads failed)
+    status: str
     seconds: float
     error: str = ""
     failed_calls: int = 0
@@ -270,14 +271,10 @@ def execute_run(
                     overrides,
                     _Kernel(kernel, current, pages),
                 )
-        except (RunInterrupted, KeyboardInterrupt) as exc:
-            if plan is not None:
-                plan.kill()
-            kernel.kill()
-            kill_child_kernels()
-            pages.close()  # the page being exported ends, the others are dropped
-            summary.interrupted = getattr(exc, "signame", "SIGINT")
-            _record_attempt(params, params_path, paths, summary, started, "interrupted")
+        except BaseException as exc:  # an interrupt, or the runner's own failure
+            status = _abandon(plan, kernel, pages, exc, summary)
+            reason = f"{type(exc).__name__}: {exc}"
+            _record_attempt(params, params_path, paths, summary, started, status, reason=reason)
             raise
         finally:
             kernel.close()  # a no-op when the stages closed it (a failed plan or check did not)
@@ -299,6 +296,24 @@ def execute_run(
         finally:
             pages.close()
         return summary
+
+
+def _abandon(
+    plan: Any, kernel: Any, pages: PreparedPages, exc: BaseException, summary: RunSummary
+) -> str:
+    """A run stopped before publishing by `exc` (an interrupt, or an error of the runner itself):
+    the plan's child reaped, the kernels killed, the page being exported finished and the others
+    dropped. The attempt's status: interrupted (the signal in `summary`) or failed."""
+    if plan is not None:
+        with contextlib.suppress(Exception):
+            plan.kill()
+    kernel.kill()
+    kill_child_kernels()
+    pages.close()
+    if isinstance(exc, RunInterrupted | KeyboardInterrupt):
+        summary.interrupted = getattr(exc, "signame", "SIGINT")
+        return "interrupted"
+    return "failed"
 
 
 def _run_env(params_path: Path, published: RunPaths, root: Path) -> dict[str, str]:
@@ -604,7 +619,7 @@ class _StageLoop:
     def failed_input(self, nb: Path) -> str:
         """Wait for the stages `nb` waits for (`waits_for`); the first of them that failed or did
         not run ('' when none)."""
-        for stem in waits_for(nb.stem, self.stems):
+        for stem in waits_for(nb.stem, self.stems, self.params):
             job = self.jobs.get(stem)
             if job is not None:
                 outcome, _ = job.wait()
@@ -616,14 +631,22 @@ class _StageLoop:
         return ""
 
 
-def waits_for(stem: str, stems: list[str]) -> list[str]:
+def waits_for(stem: str, stems: list[str], params: Params | None = None) -> list[str]:
     """The stages a stage may start only after: those it reads (`cube.run.stages.upstream`) and,
-    for an optional stage, the stage writing the question set its skipping depends on."""
-    from cube.run.skip import QUESTION_STAGE, SWITCHES
+    for an optional stage left to `auto` (`params`; None: any switch), the stage writing the
+    question set its skipping depends on. 00 and 12 read nothing of the run: switched `on` or
+    `off` they wait for nothing (and run even when 02 failed)."""
+    from cube.run.skip import QUESTION_STAGE, SWITCHES, switch
     from cube.run.stages import upstream
 
     out = upstream(stem, stems)
-    if stem in SWITCHES and QUESTION_STAGE not in out and QUESTION_STAGE in stems:
+    decided_by_questions = params is None or switch(params, stem) == "auto"
+    if (
+        stem in SWITCHES
+        and decided_by_questions
+        and QUESTION_STAGE not in out
+        and QUESTION_STAGE in stems
+    ):
         out.append(QUESTION_STAGE)
     return out
 
@@ -725,7 +748,8 @@ def _next_stage(
     failed = loop.failed_input(nb)
     if failed:
         loop.not_run.add(nb.stem)
-        loop.done(None, f"not run: it reads {failed}, which did not succeed", nb)
+        why = f"it reads {failed}, which did not succeed"
+        loop.done(StageOutcome(nb.stem, "not run", 0.0, error=why), f"not run: {why}", nb)
         return
     if _skipped(loop, nb):
         return
@@ -849,8 +873,10 @@ def _record_attempt(
     summary: RunSummary,
     started: dt.datetime,
     status: str,
+    reason: str = "",
 ) -> None:
-    """A failed or interrupted attempt: its manifest in the staging folder, `report/last_run.html`
+    """A failed or interrupted attempt (`reason`: the runner's own error, when no stage failed):
+    its manifest in the staging folder, `report/last_run.html`
     in the published run; the published params, results, tables and index stay as they were
     (an index is written only when nothing was published yet)."""
     write_manifest(params, paths, summary, started, status=status, params_file=params_path)
@@ -868,8 +894,9 @@ def _record_attempt(
             if has_published_run(summary.paths)
             else "no run of these params has succeeded yet"
         )
+        what = f"Stage {failed.notebook} failed: {failed.error}" if failed else ""
         message = (
-            f"Stage {failed.notebook if failed else '?'} failed: {failed.error if failed else ''}. "
+            f"{what or f'The run failed: {reason}'}. "
             f"Nothing was published by this attempt; {before}. Fix the cause and run `cube run "
             f"{display_path(params_path)}` again: completed stages are kept."
         )
@@ -1053,6 +1080,12 @@ def _plan_vs_actual(
 def _usage(paths: RunPaths) -> list[dict[str, Any]]:
     """The usage of every table holding calls (`cube.run.decide.call_usage`: the decision's cost
     card reads the same)."""
+    # imported here, before the fork: the runner has threads then (the pages' pool), and a child
+    # importing a module could wait forever on an import lock one of them held at the fork
+    import pyarrow.parquet  # noqa: F401
+
+    import cube.llm.usage  # noqa: F401
+    import cube.run.decide  # noqa: F401
     from cube.config.forked import in_child
 
     # in a child process: every table of calls read (293k judgments at the paper's scale, +220 MB)

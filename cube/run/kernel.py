@@ -30,7 +30,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import queue
 import signal
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +103,11 @@ WARM_UP_CODE = "\n".join(
     ]
 )
 WARM_UP_TIMEOUT_S = 300
+POLL_S = 0.1  # how often a stage waiting for the warm-up checks for an interrupt (s)
+
+
+class KernelKilled(RuntimeError):
+    """A stage asked a kernel the run's interrupt killed to start or execute."""
 
 
 def reset_code(cwd: Path) -> str:
@@ -269,6 +277,8 @@ class WarmKernel:
         self.large = False  # set by a stage that grew the kernel by > LARGE_STAGE_GROWTH
         self.base = 0  # the kernel's memory after its first stage (imports), 0 before
         self._warming: Any = None  # the client of `warm_up`'s request, until its reply
+        # set by `kill` (an interrupt): no kernel starts again, a waiting stage thread gives up
+        self.killed = threading.Event()
         # per executed stage: its notebook, whether its kernel was fresh, the kernel's memory when
         # it began, its peak, after its reset (bytes), whether the kernel was then closed, and the
         # kernel's CPU seconds (a fresh kernel's start and imports included)
@@ -286,6 +296,8 @@ class WarmKernel:
         import nbformat
         from nbclient import NotebookClient
 
+        if self.killed.is_set():
+            raise KernelKilled("the run was interrupted: no kernel starts again")
         _register_engine()
         starter = NotebookClient(
             nbformat.v4.new_notebook(),
@@ -321,16 +333,28 @@ class WarmKernel:
         kc, self._warming = self._warming, None
         if kc is None:
             return
-        with contextlib.suppress(Exception):
-            kc.get_shell_msg(timeout=WARM_UP_TIMEOUT_S)
+        # in short steps, so that `kill` (an interrupt) ends the wait at once
+        deadline = time.monotonic() + WARM_UP_TIMEOUT_S
+        while not self.killed.is_set() and time.monotonic() < deadline:
+            try:
+                kc.get_shell_msg(timeout=POLL_S)
+                break
+            except queue.Empty:
+                continue
+            except Exception:  # noqa: BLE001  the channels stopped: the stage says what failed
+                break
         with contextlib.suppress(Exception):
             kc.stop_channels()
+        if self.killed.is_set():
+            raise KernelKilled("the run was interrupted while the kernel warmed up")
 
     def execute(self, notebook: Path, output: Path, parameters: dict[str, Any]) -> None:
         """papermill `execute_notebook` of one stage in the warm kernel (raises as papermill
         does)."""
         import papermill as pm
 
+        if self.killed.is_set():
+            raise KernelKilled("the run was interrupted: no stage executes again")
         self._warmed()
         if self.km is None or not self.alive():
             self.close()
@@ -383,6 +407,14 @@ class WarmKernel:
             with open(f"/proc/{proc.pid}/clear_refs", "w", encoding="ascii") as f:
                 f.write("5")
 
+    @staticmethod
+    def measured() -> bool:
+        """Whether a kernel's peak memory is measured here (Linux's /proc): elsewhere `large` never
+        trips, so the run keeps to one kernel (`cube.run.lanes`)."""
+        import sys
+
+        return sys.platform.startswith("linux")
+
     def peak_rss(self) -> int:
         """The kernel process's peak resident memory since the stage began (bytes; 0 when
         unknown)."""
@@ -431,11 +463,16 @@ class WarmKernel:
         km = self.km
         with contextlib.suppress(Exception):  # already dead (crashed, killed)
             run_sync(km.shutdown_kernel)(now=True)
-        self.kill()
+        self._end()
 
     def kill(self) -> None:
         """Kill the kernel without running the event loop: after an interrupt, the interrupted
-        notebook's cell task is still pending on it and would report the dead kernel on stderr."""
+        notebook's cell task is still pending on it and would report the dead kernel on stderr.
+        No kernel starts again (`execute` raises `KernelKilled`)."""
+        self.killed.set()
+        self._end()
+
+    def _end(self) -> None:
         if self._warming is not None:
             with contextlib.suppress(Exception):
                 self._warming.stop_channels()

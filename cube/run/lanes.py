@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +37,9 @@ from cube.run.kernel import WarmKernel
 # 02's heap (04 peaked at 632 MB, 470 in a fresh one). Its CPU is what counts there, and side by
 # side saves none.
 SECOND_KERNEL_ITEMS = 2_000
+
+# How long `Lanes.kill` waits for the stage threads to end after their kernels were killed (s)
+JOIN_S = 10.0
 
 # How often a waiting runner wakes (s): signals (Ctrl-C) are handled by the main thread between
 # waits, never blocked behind a stage.
@@ -58,9 +62,11 @@ class StageJob:
             self.result = self._fn(self.kernel)
         except BaseException as exc:  # noqa: BLE001  handed to the runner, which re-raises
             self.error = exc
-        finally:
-            self._event.set()
-            self._lanes.release(self.kernel)
+        finally:  # released first: a runner seeing the stage done finds its kernel free
+            try:
+                self._lanes.release(self.kernel)
+            finally:
+                self._event.set()
 
     @property
     def done(self) -> bool:
@@ -82,6 +88,7 @@ class Lanes:
         self.kernels = [first]
         self._busy: set[int] = set()
         self._cond = threading.Condition()
+        self.jobs: list[StageJob] = []
 
     @property
     def large(self) -> bool:
@@ -89,8 +96,10 @@ class Lanes:
 
     def warm_second(self) -> None:
         """Start the second kernel now (its imports on the other core), unless there is one or the
-        run's data are large. The caller's environment is the kernel's (as for `warm_up`)."""
-        if len(self.kernels) > 1 or self.large:
+        run's data are large, or a kernel's memory is not measured here (off Linux `large` never
+        trips: one kernel, as before). The caller's environment is the kernel's (as for
+        `warm_up`)."""
+        if len(self.kernels) > 1 or self.large or not WarmKernel.measured():
             return
         first = self.kernels[0]
         second = WarmKernel(first.cwd, first.extra_arguments)
@@ -108,14 +117,17 @@ class Lanes:
                 self._cond.wait(POLL_S)
             self._busy.add(id(kernel))
         job = StageJob(fn, kernel, self)
+        self.jobs.append(job)
         job._thread.start()
         return job
 
     def release(self, kernel: WarmKernel) -> None:
         with self._cond:
             self._busy.discard(id(kernel))
-            if self.large and kernel is not self.kernels[0]:
-                kernel.close()  # large data: one stage at a time from now on
+            if self.large:  # large data: one stage at a time from now on, in the first kernel
+                for k in self.kernels[1:]:
+                    if id(k) not in self._busy:
+                        k.close()
             self._cond.notify_all()
 
     def close(self) -> None:
@@ -124,6 +136,11 @@ class Lanes:
                 k.close()
 
     def kill(self) -> None:
+        """Kill every kernel (none starts again: `WarmKernel.kill`) and wait, bounded, for the
+        stage threads to end, so that none is left running after the runner returns."""
         for k in self.kernels:
             with contextlib.suppress(Exception):
                 k.kill()
+        deadline = time.monotonic() + JOIN_S
+        for job in self.jobs:
+            job._thread.join(max(0.0, deadline - time.monotonic()))

@@ -97,7 +97,9 @@ STAGES: dict[str, Stage] = {
         ("human_ratings",),
         record_writes=("human",),
     ),
-    "08_bleu_rouge": Stage(("lang", "lexical", "human"), ("03_scoring_sets",), ("lexical",)),
+    "08_bleu_rouge": Stage(  # its scores joined with 07's human ratings (`scores_with_human`)
+        ("lang", "lexical", "human"), ("03_scoring_sets", "07_human_agreement"), ("lexical",)
+    ),
     "09_compare": Stage(("analysis",), ("03_scoring_sets",), record_writes=("comparisons",)),
     "10_diagnostics": Stage(
         ("analysis", "diagnostics"),

@@ -92,3 +92,59 @@ def test_a_started_child_killed_by_an_interrupted_run_is_gone():
     child.kill()
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)  # reaped: no such process
+
+
+class _Problems(ValueError):
+    """An exception built from a list (as `RatingsError`): pickle would call it with its message."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        super().__init__(f"{len(problems)} problem(s):\n" + "\n".join(problems))
+
+
+class _Needs(ValueError):
+    def __init__(self, path: str, row: int) -> None:
+        super().__init__(f"{path} row {row}: bad")
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        _Problems(["kb.csv row 3: no text", "kb.csv row 9: duplicate id"]),
+        _Needs("kb.csv", 3),
+    ],
+)
+def test_an_exception_with_its_own_init_comes_back_with_its_type_and_message(exc):
+    message = f"{type(exc).__name__}: {exc}"
+
+    def fail():
+        raise exc
+
+    with pytest.raises(Exception) as raised:
+        in_child(fail)
+    assert f"{type(raised.value).__name__}: {raised.value}" == message or (
+        isinstance(raised.value, ChildFailed) and str(raised.value) == message
+    )
+    assert "kb.csv row 3" in str(raised.value)
+    assert any("child process" in n for n in getattr(raised.value, "__notes__", []))
+
+
+def test_validate_s_ratings_error_comes_back_whole():
+    from cube.judges.annotation import RatingsError
+
+    def fail():
+        raise RatingsError(["r.csv row 2: score 7 above 5", "r.csv row 4: no item id"])
+
+    with pytest.raises(Exception) as raised:
+        in_child(fail)
+    assert "r.csv row 2: score 7 above 5\nr.csv row 4: no item id" in str(raised.value)
+    assert "RatingsError" in str(raised.value) or isinstance(raised.value, RatingsError)
+
+
+def test_a_failed_fork_computes_in_this_process(monkeypatch):
+    def no_fork() -> int:
+        raise OSError(12, "Cannot allocate memory")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    assert in_child(os.getpid) == os.getpid()
+    assert start_child(lambda: 42).result() == 42

@@ -57,3 +57,25 @@ def test_the_pages_are_exported_in_a_worker_process_not_in_the_runner():
     finally:
         pages.close()
     assert worker != os.getpid()
+
+
+def test_a_dead_page_worker_costs_the_prepared_pages_never_the_run(tmp_path):
+    # the worker killed (out of memory, a signal): add() and get() do not raise, publish exports
+    # the page itself (get() is None), and close() still returns
+    import signal
+
+    executed = _executed(tmp_path / "01_a.ipynb", "a page")
+    pages = PreparedPages()
+    try:
+        worker = pages._pool.submit(os.getpid).result()
+        if worker == os.getpid():  # a thread (no fork here): nothing to kill
+            return
+        os.kill(worker, signal.SIGKILL)
+        for _ in range(50):  # the pool notices its dead worker
+            pages.add(executed)
+            if pages.get(executed) is None:
+                break
+        pages.add(executed)
+        assert pages.get(executed) is None
+    finally:
+        pages.close()

@@ -93,10 +93,18 @@ def test_a_failed_stage_stops_the_stages_reading_it_and_lines_keep_the_sequence_
         ("05_bounds_and_weights", "executed"),
         ("06_cube_score", "failed"),
         ("09_compare", "executed"),
+        ("10_diagnostics", "not run"),
         ("11_judge_audit", "executed"),
     ]
     assert "06 broke" in summary.stages[5].error and not summary.ok and not summary.committed
     assert "10_diagnostics: not run: it reads 06_cube_score" in "\n".join(stage_lines)
+    # the stage not run is in the attempt's manifest and last_run.html, with why
+    root = tmp_path / "out" / "lanes"
+    manifest = json.loads((root / ".staging" / "manifest.json").read_text(encoding="utf-8"))
+    entry = next(s for s in manifest["stages"] if s["notebook"] == "10_diagnostics")
+    assert entry["status"] == "not run" and "06_cube_score" in entry["error"]
+    last = (root / "report" / "last_run.html").read_text(encoding="utf-8")
+    assert "<td>10_diagnostics</td><td>not run</td>" in last
     staged = tmp_path / "out" / "lanes" / ".staging" / "notebooks"
     assert not (staged / "10_diagnostics.ipynb").exists()
     # 04 held the first kernel while 05 executed in the second
@@ -107,3 +115,21 @@ def test_a_failed_stage_stops_the_stages_reading_it_and_lines_keep_the_sequence_
     prints = json.loads((staged / ".fingerprints.json").read_text(encoding="utf-8"))
     assert {"04_rank_correlation.ipynb", "09_compare.ipynb"} <= set(prints)
     assert "06_cube_score.ipynb" not in prints
+
+
+def test_00_and_12_wait_for_the_question_set_only_when_it_decides_them():
+    # they read nothing of the run: only `auto` (skipped below a number of questions) waits for 02
+    from cube.config.params import Params
+    from cube.run.execute import waits_for
+    from cube.run.stages import STAGES
+
+    stems = sorted(STAGES)
+    base = {
+        "run": "r",
+        "judges": [{"name": "r", "model": {"provider": "offline", "model": "rubric"}}],
+    }
+    on = Params.model_validate({**base, "stages": {"paper_tables": "on", "validation": "on"}})
+    auto = Params.model_validate({**base, "stages": {"paper_tables": "auto", "validation": "auto"}})
+    for stem in ("00_paper_tables", "12_validation"):
+        assert waits_for(stem, stems, on) == []
+        assert waits_for(stem, stems, auto) == ["02_qa_sets"]
