@@ -59,8 +59,9 @@ LARGE_OVER_BASE = 350 * 2**20
 # leaves no fragmented heap behind, and the next stage saves a kernel start and the imports the
 # two share (~5-7 s of CPU each at the paper's scale: 05, 09 and 11 peak < 100 MB above that).
 LIGHT_STAGE_DATA = 150 * 2**20
-# In a large run, a kernel holding at most this after a stage's reset is handed on too, however
-# much the stage held at its peak: it holds hardly more than a fresh kernel does once a stage has
+# A kernel holding at most this after a stage's reset is handed on, however much the stage held at
+# its peak (above it, after a stage that was not light, the next stage gets a fresh kernel, large
+# run or not): it holds hardly more than a fresh kernel does once a stage has
 # imported cube's modules (~250-300 MB at the paper's scale: 05's fresh kernel 256 MB after its
 # reset, 06 and 07 after theirs 288 and 299 MB), so the next stage peaks at most ~50 MB above
 # what it would in a fresh kernel, and saves the kernel's start and imports (~2-3 s of CPU).
@@ -395,7 +396,10 @@ class WarmKernel:
         light = peak - after <= LIGHT_STAGE_DATA
         # large data (unless the stage was light or its kernel holds little after its reset), or
         # what the stage left behind: the next stage starts afresh
-        closed = (self.large and not light and after > REUSE_RSS) or after > RESTART_RSS
+        # whatever the run's size: in a run not (yet) found large, a stage that held data and left
+        # its kernel above REUSE_RSS would otherwise hand the next stage that heap (the paper's
+        # scale once 03's growth fell under LARGE_STAGE_GROWTH: 03 left 389 MB, 04 peaked 648)
+        closed = (not light and after > REUSE_RSS) or after > RESTART_RSS
         stage.update(peak=peak, after=after, closed=closed, cpu_s=self.cpu() - cpu0)
         return closed
 
