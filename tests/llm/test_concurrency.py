@@ -292,7 +292,8 @@ def test_pushback_is_counted_by_kind_and_batches_of_one_model_add_up():
 def test_256_calls_are_all_in_flight_at_once():
     """One httpx pool of 256 connections scanned all of them for every request (CPU per call grew
     with the pool), so a client reached ~84 in flight at 256; pools of 16 reach every slot."""
-    with OpenAIServer(reply=lambda body: "Score: 7", latency_s=1.0) as server:
+    # 3 s per reply: on a loaded 2-core machine starting 256 requests took > 1 s (218 in flight)
+    with OpenAIServer(reply=lambda body: "Score: 7", latency_s=3.0) as server:
         spec = ModelSpec(model="m", base_url=server.url, max_concurrency=256, min_concurrency=256)
         model = make_model(spec)
         out = model.complete(
