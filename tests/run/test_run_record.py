@@ -249,6 +249,9 @@ def test_the_stage_graph_follows_the_declarations_and_keeps_the_hand_written_inp
         "02_qa_sets": ("01_dataset_prep",),
         "03_scoring_sets": ("02_qa_sets",),
         "10_diagnostics": ("03_scoring_sets", "06_cube_score"),
+        # added since, on purpose: 08 reads 07's human ratings (`pipeline.scores_with_human`), which
+        # stages side by side made a race; existing run folders re-run 08 once
+        "08_bleu_rouge": ("03_scoring_sets", "07_human_agreement"),
         "12_validation": (),
         "00_paper_tables": (),
         "01_dataset_prep": (),
