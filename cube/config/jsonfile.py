@@ -22,23 +22,23 @@ from typing import Any
 @contextlib.contextmanager
 def folder_lock(folder: Path) -> Iterator[None]:
     """An exclusive flock on `folder` itself for the block."""
-    import fcntl
-
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with _exclusive(os.open(folder, os.O_RDONLY)):
         yield
-    finally:
-        os.close(fd)  # releases the flock
 
 
 @contextlib.contextmanager
 def file_lock(path: Path) -> Iterator[None]:
     """An exclusive flock on `path` (created empty if missing) for the block: what one process
     computes for a key (`path` named after it), another waits for instead of computing it too."""
+    with _exclusive(os.open(path, os.O_RDWR | os.O_CREAT, 0o666)):
+        yield
+
+
+@contextlib.contextmanager
+def _exclusive(fd: int) -> Iterator[None]:
+    """An exclusive flock on the open file `fd` for the block; `fd` is closed after it."""
     import fcntl
 
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
