@@ -358,7 +358,9 @@ def publish(
         missing=missing,
         decision_stale=_decision_stale(pages, decision_page),
     )
-    embed_fonts(paths.report)
+    from cube.pages.font_store import store_folder
+
+    embed_fonts(paths.report, store_folder(paths.cache))
     return index
 
 
@@ -453,10 +455,11 @@ def _decision_stale(pages: list[IndexPage], decision_page: str) -> str:
     return ""
 
 
-def embed_fonts(report: Path) -> dict[Path, int]:
+def embed_fonts(report: Path, store: Path | None = None) -> dict[Path, int]:
     """Chinese in every browser: each HTML page of `report/` carries the CJK characters it shows as
     an embedded web font (`cube.pages.webfont`; the judgment browser's with those of its data
-    files). Returns the embedded font's bytes per page."""
+    files). Returns the embedded font's bytes per page. `store`: where the font subsets are kept
+    between runs (`cube.pages.font_store`; None: none kept)."""
     from cube.pages.fonts import web_font_source
     from cube.pages.webfont import cjk_characters, embed_cjk_font
 
@@ -467,7 +470,7 @@ def embed_fonts(report: Path) -> dict[Path, int]:
     chars: set[str] = set()
     for f in sorted((report / "judgments").glob("*.js")):
         chars.update(cjk_characters(f.read_text(encoding="utf-8")))
-    return embed_cjk_font(pages, web_font_source(), {browser: "".join(sorted(chars))})
+    return embed_cjk_font(pages, web_font_source(), {browser: "".join(sorted(chars))}, store)
 
 
 def list_notebooks_or_none(folder: Path) -> list[Path]:

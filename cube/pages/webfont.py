@@ -92,26 +92,37 @@ def _insert(page: str, block: str) -> str:
 
 
 def embed_cjk_font(
-    pages: list[Path], font: tuple[Path, int] | None, data: dict[Path, str] | None = None
+    pages: list[Path],
+    font: tuple[Path, int] | None,
+    data: dict[Path, str] | None = None,
+    store: Path | None = None,
 ) -> dict[Path, int]:
     """Embed in each page (HTML file, rewritten in place) the subset of `font` (file, face number)
     for the CJK characters it uses, in its own text and in `data[page]` (text its scripts load, e.g.
     the judgment browser's data files); a page without CJK text gets none (a block it had is
     removed). Returns each page's embedded font size in bytes (0: none). `font` None: nothing is
-    embedded."""
+    embedded. `store`: a folder where the subsets are kept between runs (`cube.pages.font_store`:
+    the same bytes, read instead of made again); None: none is kept."""
     if font is None:
         return {}
+    from cube.pages.font_store import cached_subset, font_key
+
     texts = {p: p.read_text(encoding="utf-8") for p in pages}
     chars = {p: cjk_characters(t + (data or {}).get(p, "")) for p, t in texts.items()}
     union = "".join(sorted(set("".join(chars.values()))))
-    base = subset(font[0], union, font[1]) if union else b""
+
+    def made_from(source: Path | bytes, face: int, characters: str, hinted: bool) -> bytes:
+        key = font_key(source, face, characters, hinted) if store is not None else ""
+        return cached_subset(store, key, lambda: subset(source, characters, face, hinted=hinted))
+
+    base = made_from(font[0], font[1], union, True) if union else b""
     # pages showing the same characters (a page and its version with code, often) share one subset
     made = {union: base}
     sizes: dict[Path, int] = {}
     for page, text in texts.items():
         if chars[page]:
             if chars[page] not in made:
-                made[chars[page]] = subset(base, chars[page], hinted=False)
+                made[chars[page]] = made_from(base, 0, chars[page], False)
             woff = made[chars[page]]
             new = _insert(text, font_block(woff))
             sizes[page] = len(woff)
