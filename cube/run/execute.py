@@ -320,14 +320,21 @@ def _run_env(params_path: Path, published: RunPaths, root: Path) -> dict[str, st
     """The environment of the run's kernels: where the paths the notebooks are given are (by
     their shown paths, relative to the project root or their name when outside it; the kernel
     maps them back), and IN_RUN_ENV: no count made while the stages run (the sequential driver's
-    plan, in the kernel beside the run's calls) asks a local server's tokenize route."""
+    plan, in the kernel beside the run's calls) asks a local server's tokenize route; and
+    FACTS_ENV: the store of the package modules' facts the runner's fingerprints wrote
+    (`cube.run.facts_store`), read by the stages digesting modules instead of parsing them."""
     from cube.llm.tokens import IN_RUN_ENV
+    from cube.run.facts_store import FACTS_ENV, store_file
 
     local = {
         _param_path(params_path, root): str(params_path),
         _param_path(published.root, root): str(published.root.resolve()),
     }
-    return {LOCAL_PATHS_ENV: json.dumps(local), IN_RUN_ENV: "1"}
+    return {
+        LOCAL_PATHS_ENV: json.dumps(local),
+        IN_RUN_ENV: "1",
+        FACTS_ENV: str(store_file(published.cache).resolve()),
+    }
 
 
 def _fingerprints_warming(
@@ -342,13 +349,15 @@ def _fingerprints_warming(
     """The stages' current fingerprints. The kernel starts and imports (`WarmKernel.warm_up`) on
     the other core meanwhile when the run is forced or the folder's first (stages will execute),
     else after them when a stage may execute (`_may_execute`); then during the plan."""
-    from cube.run.stages import stage_fingerprints
+    from cube.run.facts_store import store_file
+    from cube.run.stages import facts_stored_in, stage_fingerprints
 
     root = kernel.cwd
     first = force or not (paths.notebooks / ".fingerprints.json").exists()
     if first:
         _warm_up(kernel, run_env, paths, root)
-    current = stage_fingerprints(params, notebooks, root)
+    with facts_stored_in(store_file(paths.cache)):  # the modules' facts, kept between runs
+        current = stage_fingerprints(params, notebooks, root)
     if not first and _may_execute(params, paths, notebooks, chosen, force, current):
         _warm_up(kernel, run_env, paths, root)
     return current

@@ -28,7 +28,8 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -365,12 +366,23 @@ _FACTS: dict[Path, tuple[tuple[int, int], tuple[frozenset[str], frozenset[str]]]
 
 def _module_facts(path: Path) -> tuple[frozenset[str], frozenset[str]]:
     """A Python file's `cube` imports and the package data folders it reads, from one parse (the
-    parse is most of a run's first fingerprints), kept while the file is unchanged."""
+    parse is most of a run's first fingerprints), kept while the file is unchanged; read from the
+    run's store instead when it holds them for the file's bytes (`cube.run.facts_store`)."""
     stat = path.stat()
     key = (stat.st_mtime_ns, stat.st_size)
     known = _FACTS.get(path)
     if known is not None and known[0] == key:
         return known[1]
+    store = _facts_store()
+    name = file_digest = ""
+    if store is not None:
+        from cube.run.facts_store import digest
+
+        name, file_digest = path.relative_to(PACKAGE).as_posix(), digest(path.read_bytes())
+        stored = store.get(name, file_digest)
+        if stored is not None:
+            _FACTS[path] = (key, stored)
+            return stored
     try:
         tree = ast.parse(path.read_text(encoding="utf-8"))
     except SyntaxError:
@@ -378,7 +390,38 @@ def _module_facts(path: Path) -> tuple[frozenset[str], frozenset[str]]:
     else:
         facts = _imports_of(tree, _module_name(path)), _data_of(tree, path)
     _FACTS[path] = (key, facts)
+    if store is not None:
+        store.put(name, file_digest, facts)
     return facts
+
+
+_STORE: list[Any] = []  # [the open FactsStore or None], once asked for
+
+
+@contextmanager
+def facts_stored_in(file: Path | None) -> Iterator[None]:
+    """Within the block, the package files' facts are read from and written to the store `file`
+    (`cube.run.facts_store`; None: none): `cube run`'s fingerprints. Elsewhere (a run's kernels)
+    the store is the one `FACTS_ENV` names, opened when facts are first needed."""
+    from cube.run.facts_store import FactsStore
+
+    before = list(_STORE)
+    _STORE[:] = [FactsStore(file, PACKAGE) if file is not None else None]
+    try:
+        yield
+    finally:
+        _STORE[:] = before
+
+
+def _facts_store() -> Any:
+    if not _STORE:
+        import os
+
+        from cube.run.facts_store import FACTS_ENV, FactsStore
+
+        named = os.environ.get(FACTS_ENV)
+        _STORE[:] = [FactsStore(Path(named), PACKAGE) if named else None]
+    return _STORE[0]
 
 
 def _module_imports(path: Path) -> frozenset[str]:
@@ -523,6 +566,8 @@ def modules_read(notebook_source: str) -> list[Path]:
                     for g in (PACKAGE / folder).rglob("*")
                     if g.is_file() and g.suffix != ".py" and "__pycache__" not in g.parts
                 }
+    if (store := _facts_store()) is not None:
+        store.flush()
     return sorted(files)
 
 
