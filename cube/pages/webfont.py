@@ -33,8 +33,16 @@ def cjk_characters(page: str) -> str:
     """The CJK characters a page uses (its text, attributes and embedded data), sorted, without
     those of an embedded font block."""
     # the distinct characters first: `findall` on the judgment browser's data (tens of MB at the
-    # paper's scale) made one string object per CJK character, ~0.5 GB at once
-    return "".join(sorted(c for c in set(_BLOCK.sub("", page)) if _CJK.match(c)))
+    # paper's scale) made one string object per CJK character, ~0.5 GB at once; and counted by
+    # code point (numpy) rather than by `set(text)`, which made a string object per CJK character
+    # too, one at a time (3x the CPU: 0.41 -> 0.13 s over a paper-scale report's pages and data)
+    import numpy as np
+
+    codes = np.frombuffer(_BLOCK.sub("", page).encode("utf-32-le", "surrogatepass"), dtype="<u4")
+    if not len(codes):
+        return ""
+    # ascending code points: the characters sorted, as `sorted` orders them
+    return "".join(c for c in map(chr, np.flatnonzero(np.bincount(codes))) if _CJK.match(c))
 
 
 def subset(

@@ -116,3 +116,15 @@ def test_a_subset_of_a_subset_is_the_same_whether_or_not_hints_are_looked_for_ag
     base = webfont.subset(FONT[0], "得分问题回答评分", FONT[1])
     for chars in ("得分", "问题回答", "评"):
         assert webfont.subset(base, chars, hinted=False) == webfont.subset(base, chars)
+
+
+def test_cjk_characters_are_each_distinct_cjk_character_in_code_point_order():
+    # counted by code point: the same as sorting the text's distinct characters
+    page = (
+        "理办abc\udcff办\U0001f600理，"
+        + "".join(chr(c) for c in range(0x2E70, 0x2E90))
+        + "\uffef\ufff0"
+    )
+    expected = "".join(sorted(c for c in set(page) if webfont._CJK.match(c)))
+    assert webfont.cjk_characters(page) == expected and expected.startswith("\u2e80")
+    assert webfont.cjk_characters("") == webfont.cjk_characters("latin only") == ""
