@@ -60,6 +60,21 @@ def test_chunks_hold_the_whole_builds_records(size):
     assert next(r for r in records if r["q"] == "q007" and r["s"] == 1)["j"] == []
 
 
+def test_a_judgment_of_an_unknown_set_or_a_missing_value_is_shown_as_the_whole_build_shows_it():
+    # the chunks look each row's set, judge and dimension up once for the table (as text): a set
+    # outside SETS is -1, a missing score None, as in the whole build
+    answers, scores, questions, corpus = _tables()
+    scores = scores.astype({"set": object})
+    scores.loc[scores.index[2], "set"] = "other"
+    scores.loc[scores.index[3], "set"] = None
+    scores.loc[scores.index[4], "score"] = np.nan
+    whole = build_records(answers, scores, questions, corpus)
+    meta, chunks, docs = record_chunks(answers, scores, questions, corpus, size=5)
+    records = [r for part in chunks for r in copy.deepcopy(part)]
+    assert json.dumps([meta, records, docs]) == json.dumps(list(whole))
+    assert any(j[0] == -1 for r in records for j in r["j"])
+
+
 def test_the_written_files_hold_the_whole_builds_records(tmp_path):
     answers, scores, questions, corpus = _tables()
     paths = RunPaths(root=tmp_path / "run", cache=tmp_path / "c.sqlite").ensure()
