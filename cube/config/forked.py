@@ -40,6 +40,7 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
+S = TypeVar("S")
 # macOS: a forked process must not use the system frameworks its parent did; Windows: no fork
 _FORKS = sys.platform.startswith("linux")
 
@@ -54,16 +55,43 @@ def in_child(fn: Callable[[], T]) -> T:
 
 
 class Child(Generic[T]):
-    """A forked child computing a result (`start_child`); `result()` waits for it."""
+    """A forked child computing a result (`start_child`); `result()` waits for it. A child of
+    `start_steps` sends its first step's value first (`first()`)."""
 
-    def __init__(self, pid: int = 0, read: int = -1, value: Any = None) -> None:
-        self._pid, self._read, self._value = pid, read, value
+    def __init__(
+        self, pid: int = 0, read: int = -1, value: Any = None, later: Callable[[], T] | None = None
+    ) -> None:
+        self._pid, self._read, self._value, self._later = pid, read, value, later
+
+    def first(self) -> Any:
+        """The first step's value of a `start_steps` child (raises what it raised, the child then
+        reaped; or `ChildFailed`); the child goes on with its second step. Called once, before
+        `result()`."""
+        if self._pid == 0:  # no fork here: computed in this process by `start_steps`
+            return self._value
+        try:
+            head = _read_exactly(self._read, 8)
+            size = int.from_bytes(head, "big") if len(head) == 8 else 0
+            data = _read_exactly(self._read, size) if size else b""
+        except BaseException:
+            self.kill()
+            raise
+        if not data:
+            pid, self._pid = self._pid, 0
+            os.close(self._read)
+            _, status = os.waitpid(pid, 0)
+            raise ChildFailed(f"the child process ended without a result ({_status(status)})")
+        kind, value = _loads(data)
+        if kind == "raised":
+            self.kill()
+            raise value
+        return value
 
     def result(self) -> T:
         """The child's result (raises what it raised, or `ChildFailed`); see the module's
         docstring. Called once."""
         if self._pid == 0:  # no fork here: computed in this process by `start_child`
-            return self._value
+            return self._later() if self._later is not None else self._value
         pid, self._pid = self._pid, 0
         try:
             with os.fdopen(self._read, "rb") as pipe:
@@ -93,6 +121,22 @@ def start_child(fn: Callable[[], T]) -> Child[T]:
     thread held at the fork. Where `os.fork` does not exist, `fn()` is computed here and now."""
     if not _FORKS:
         return Child(value=fn())
+    return _fork(fn)
+
+
+def start_steps(first: Callable[[], S], then: Callable[[S], T]) -> Child[T]:
+    """Fork a child computing `first()`, then `then(<its value>)`, and go on: `first()` of the
+    returned child waits for the first value (the child goes on meanwhile), `result()` for the
+    second. One child for two steps sharing what the first built (`cube run`: the input checks'
+    demo corpus is the plan's). A first step that raises ends the child. Where `os.fork` does not
+    exist, `first()` is computed here and now, `then` when the result is asked for."""
+    if not _FORKS:
+        value = first()
+        return Child(value=value, later=lambda: then(value))
+    return _fork(lambda: first(), then)
+
+
+def _fork(fn: Callable[[], Any], then: Callable[[Any], Any] | None = None) -> Child[Any]:
     sys.stdout.flush()
     sys.stderr.flush()
     read, write = os.pipe()
@@ -101,26 +145,43 @@ def start_child(fn: Callable[[], T]) -> Child[T]:
     except OSError:  # no memory or process left for a child (ENOMEM, EAGAIN): computed here
         os.close(read)
         os.close(write)
-        return Child(value=fn())
+        if then is None:
+            return Child(value=fn())
+        value = fn()
+        return Child(value=value, later=lambda: then(value))
     if pid == 0:  # the child: compute, send, leave without running the runner's exit handlers
-        _child(fn, read, write)
+        _child(fn, read, write, then)
     os.close(write)
     return Child(pid, read)
 
 
-def _child(fn: Callable[[], object], read: int, write: int) -> None:
+def _computed(fn: Callable[[], object]) -> tuple[bytes, bool]:
+    """`fn()` as the message the runner reads, and whether it returned."""
+    try:
+        return _dumps(("returned", fn())), True
+    except Exception as exc:  # noqa: BLE001  raised again in the runner
+        import traceback
+
+        exc.add_note("in a child process of the runner:\n" + traceback.format_exc().rstrip())
+        return _dumps(("raised", _raised(exc))), False
+
+
+def _child(
+    fn: Callable[[], object], read: int, write: int, then: Callable[[Any], object] | None = None
+) -> None:
     code = 1
     try:
         os.close(read)
-        try:
-            data = _dumps(("returned", fn()))
-        except Exception as exc:  # noqa: BLE001  raised again in the runner
-            import traceback
-
-            exc.add_note("in a child process of the runner:\n" + traceback.format_exc().rstrip())
-            data = _dumps(("raised", _raised(exc)))
         with os.fdopen(write, "wb") as pipe:
-            pipe.write(data)
+            if then is None:
+                pipe.write(_computed(fn)[0])
+            else:  # two steps: the first value framed by its length, sent before the second
+                value: list[object] = []
+                data, ok = _computed(lambda: value.append(fn()) or value[0])
+                pipe.write(len(data).to_bytes(8, "big") + data)
+                pipe.flush()
+                if ok:
+                    pipe.write(_computed(lambda: then(value[0]))[0])
         code = 0
     except BaseException:  # noqa: BLE001  an interrupt: the runner says it ended without a result
         import traceback
@@ -166,6 +227,17 @@ def _loads(data: bytes) -> tuple[str, Any]:
         for note in notes:
             exc.add_note(note)
     return kind, exc
+
+
+def _read_exactly(fd: int, n: int) -> bytes:
+    """`n` bytes from `fd`, or fewer when it ends first (the child died)."""
+    out = bytearray()
+    while len(out) < n:
+        chunk = os.read(fd, n - len(out))
+        if not chunk:
+            break
+        out += chunk
+    return bytes(out)
 
 
 def _kill(pid: int) -> None:

@@ -229,10 +229,20 @@ def execute_run(
     published = _published_paths(params, outputs_dir, root)
     notebooks = list_notebooks(notebooks_dir or default_notebooks_dir())
     chosen = set(select_notebooks(notebooks, only))
-    check_inputs(params, root, log, params_file=params_path)
-    if not force:  # a copied params file that kept the `run:` name never replaces another's data
-        _check_run_folder(params, published, params_path, root)  # silently
-    with run_lock(published.root, log=log):
+    plan_too = _calls_models(chosen)
+    # the plan goes on in the checks' child (their demo corpus is its own): reaped if the run
+    # stops before it is read
+    planned = check_inputs(
+        params,
+        root,
+        log,
+        params_file=params_path,
+        then=(lambda: _plan_rows(params, published, root)) if plan_too else None,
+    )
+    with _reaped(planned):
+        if not force:  # a copied params file that kept the `run:` name never replaces another's
+            _check_run_folder(params, published, params_path, root)  # data; silently
+    with _reaped(planned), run_lock(published.root, log=log):
         finish_interrupted_commit(published.root, log=log)
         staging = prepare_staging(
             published.root, shared_params_yaml(params, published.root), log=log
@@ -249,7 +259,7 @@ def execute_run(
         started = dt.datetime.now(dt.UTC)
         run_env = _run_env(params_path, published, root)
         # forked before any thread of the runner exists (the kernel's client, the pages' pool)
-        plan = _start_plan(params, paths, root) if _calls_models(chosen) else None
+        plan = _start_plan(params, paths, root, planned) if plan_too else None
         kernel = WarmKernel(root, KERNEL_ARGUMENTS)
         pages = PreparedPages()  # each stage's pages, exported while the next ones execute
         try:
@@ -449,23 +459,47 @@ class InputError(ValueError):
     """The run's data inputs have problems (`cube validate`'s errors): nothing was run."""
 
 
-def check_inputs(params: Params, root: Path, log=print, params_file: Path | None = None) -> None:
+def check_inputs(
+    params: Params,
+    root: Path,
+    log=print,
+    params_file: Path | None = None,
+    then: Callable[[], Any] | None = None,
+) -> Child[Any] | None:
     """`cube validate`'s data checks before any stage runs: a bad knowledge base, question file or
     imported QA file stops the run here (`InputError`, every problem at once) instead of in the
-    stage that reads it; the warnings are logged, one line each, and the run goes on."""
+    stage that reads it; the warnings are logged, one line each, and the run goes on. `then`: work
+    the checks' child goes on with once they passed (the plan: `cube.run.before_stages`), returned
+    as that child (None without `then`)."""
     from cube.config.forked import in_child
+    from cube.run.before_stages import checks_then
     from cube.run.validate import validate_data
 
     # in a child process: the demo corpus it builds (150 MB at the paper's scale) leaves with it
-    report = in_child(lambda: validate_data(params, root, params_file))
+    child = checks_then(params, root, params_file, then) if then is not None else None
+    report = child.first() if child else in_child(lambda: validate_data(params, root, params_file))
     for warning in report.warnings:
         log(f"[cube] warning: {warning}")
     if not report.ok:
+        if child:
+            child.kill()
         raise InputError(
             "\n".join(
                 [*(f"  - {e}" for e in report.errors), f"{report.summary()}; nothing was run"]
             )
         )
+    return child
+
+
+@contextlib.contextmanager
+def _reaped(child: Child[Any] | None) -> Iterator[None]:
+    """The block, `child` killed if it raises before the child's result was read."""
+    try:
+        yield
+    except BaseException:
+        if child is not None:
+            child.kill()
+        raise
 
 
 def _forget_stages_run_outside(
@@ -1042,11 +1076,16 @@ def _merged_stages(paths: RunPaths, summary: RunSummary) -> dict[str, dict[str, 
     return stages
 
 
-def _start_plan(params: Params, paths: RunPaths, root: Path) -> Child[tuple[Any, str]]:
+def _start_plan(
+    params: Params, paths: RunPaths, root: Path, planned: Child[Any] | None = None
+) -> Child[tuple[Any, str]]:
     """`cube plan` of the run, computed in a forked child while the runner goes on (the kernel
-    starts, the fingerprints): its memory (268k calls at the paper's scale) leaves with it."""
+    starts, the fingerprints): its memory (268k calls at the paper's scale) leaves with it.
+    `planned`: the input checks' child computing it already (`check_inputs`)."""
     from cube.config.forked import start_child
 
+    if planned is not None:
+        return planned
     return start_child(lambda: _plan_rows(params, paths, root))
 
 

@@ -148,3 +148,78 @@ def test_a_failed_fork_computes_in_this_process(monkeypatch):
     monkeypatch.setattr(os, "fork", no_fork)
     assert in_child(os.getpid) == os.getpid()
     assert start_child(lambda: 42).result() == 42
+
+
+def test_two_steps_in_one_child_share_what_the_first_built(tmp_path):
+    # `start_steps`: the first value comes back while the child goes on with the second, which
+    # sees what the first step left in the child (the checks' corpus, for the plan)
+    from cube.config.forked import start_steps
+
+    built: list[int] = []
+    gate = tmp_path / "go"
+
+    def first() -> int:
+        built.append(os.getpid())
+        return os.getpid()
+
+    def then(pid: int) -> tuple[int, list[int]]:
+        import time
+
+        while not gate.exists():  # the second step waits for the caller: it runs after `first()`
+            time.sleep(0.01)
+        return pid, list(built)
+
+    child = start_steps(first, then)
+    pid = child.first()
+    assert pid != os.getpid() and built == []
+    gate.touch()
+    assert child.result() == (pid, [pid])
+
+
+def test_a_first_step_that_raises_ends_the_child_and_raises_here():
+    from cube.config.forked import start_steps
+
+    def then(_: object) -> int:
+        raise AssertionError("the second step ran after the first one raised")
+
+    child = start_steps(lambda: int("x"), then)
+    with pytest.raises(ValueError, match="invalid literal") as raised:
+        child.first()
+    assert "in a child process of the runner" in "".join(raised.value.__notes__)
+
+
+def test_the_second_step_s_exception_comes_back_with_its_result():
+    from cube.config.forked import start_steps
+
+    child = start_steps(lambda: 1, lambda v: [][v])
+    assert child.first() == 1
+    with pytest.raises(IndexError):
+        child.result()
+
+
+def test_a_child_killed_between_its_steps_raises_child_failed():
+    from cube.config.forked import start_steps
+
+    def then(_: object) -> int:
+        os.kill(os.getpid(), signal.SIGKILL)
+        return 0
+
+    child = start_steps(lambda: "checked", then)
+    assert child.first() == "checked"
+    with pytest.raises(ChildFailed, match="signal 9"):
+        child.result()
+    dead = start_steps(lambda: os.kill(os.getpid(), signal.SIGKILL), then)
+    with pytest.raises(ChildFailed, match="signal 9"):
+        dead.first()
+
+
+def test_without_fork_the_steps_run_here_the_second_when_asked(monkeypatch):
+    from cube.config import forked
+
+    monkeypatch.setattr(forked, "_FORKS", False)
+    ran: list[str] = []
+    child = forked.start_steps(
+        lambda: ran.append("first") or 1, lambda v: ran.append("then") or v + 1
+    )
+    assert child.first() == 1 and ran == ["first"]
+    assert child.result() == 2 and ran == ["first", "then"]

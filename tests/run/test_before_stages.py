@@ -1,0 +1,82 @@
+"""The runner's input checks and plan in one forked child (`cube.run.before_stages`): the plan is
+the one computed alone, and the demo corpus the checks built is the one the plan reads."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from cube.config.params import parse_params
+from cube.run import before_stages, execute
+
+PARAMS = {
+    "run": "t",
+    "lang": "zh",
+    "corpus": {"source": "demo", "n_items": 60, "seed": 3},
+    "questions": {"generator": "template", "seed": 3},
+    "answerer": {"provider": "offline", "model": "extractive"},
+    "systems": [{"kind": "builtin", "name": "bm25", "top_n": 5}],
+    "dimensions": ["relevance", "quality"],
+    "judges": [{"name": "j", "model": {"provider": "offline", "model": "rubric-lenient"}}],
+}
+
+
+def _counted(monkeypatch):
+    """`build_corpus` counting its builds, in whichever process it runs (a file per build)."""
+    import cube.kb.corpus as corpus_module
+
+    real = corpus_module.build_corpus
+    folder = Path(os.environ["CUBE_TEST_BUILDS"])
+
+    def build(params, base_dir=Path(".")):
+        (folder / f"{os.getpid()}-{len(list(folder.iterdir()))}").touch()
+        return real(params, base_dir)
+
+    monkeypatch.setattr(corpus_module, "build_corpus", build)
+    return folder
+
+
+def test_the_plan_after_the_checks_is_the_plan_alone_with_one_corpus(tmp_path, monkeypatch):
+    builds = tmp_path / "builds"
+    builds.mkdir()
+    monkeypatch.setenv("CUBE_TEST_BUILDS", str(builds))
+    _counted(monkeypatch)
+    params = parse_params(PARAMS)
+    cache = tmp_path / "alone" / "cache.sqlite"
+    cache.parent.mkdir()
+    alone = execute._plan_rows(params, _Paths(cache), tmp_path)
+    assert len(list(builds.iterdir())) == 1
+    for f in builds.iterdir():
+        f.unlink()
+
+    shared_cache = tmp_path / "shared" / "cache.sqlite"
+    shared_cache.parent.mkdir()
+    child = before_stages.checks_then(
+        params, tmp_path, None, lambda: execute._plan_rows(params, _Paths(shared_cache), tmp_path)
+    )
+    report = child.first()
+    assert report.ok and report.figures["items"] == 60
+    assert child.result() == alone
+    assert len(list(builds.iterdir())) == 1  # built by the checks, read by the plan
+
+
+def test_a_failed_check_plans_nothing(tmp_path):
+    params = parse_params({**PARAMS, "corpus": {"source": "file", "path": "absent.csv"}})
+    planned: list[int] = []
+    child = before_stages.checks_then(params, tmp_path, None, lambda: planned.append(1))
+    report = child.first()
+    assert not report.ok and "absent.csv" in " ".join(report.errors)
+    assert child.result() is None
+
+
+def test_check_inputs_raises_and_kills_the_child_on_an_error(tmp_path):
+    import pytest
+
+    params = parse_params({**PARAMS, "corpus": {"source": "file", "path": "absent.csv"}})
+    with pytest.raises(execute.InputError, match="absent.csv"):
+        execute.check_inputs(params, tmp_path, log=lambda _: None, then=lambda: 1)
+
+
+class _Paths:
+    def __init__(self, cache: Path) -> None:
+        self.cache = cache
