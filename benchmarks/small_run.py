@@ -11,7 +11,9 @@ stages' fingerprints, the kernel's start, each stage, the manifest, the commit, 
         [--checkout PATH] [--rerun] [--paper]
 
 CPU is the process's own plus its children's (the notebook kernel, while alive, read from /proc;
-reaped children from `getrusage`), so a phase's CPU includes the kernel's work in it; the column
+reaped children from `getrusage`), so a phase's CPU includes the kernel's work in it (the input
+checks and the plan share one forked child, `cube.run.before_stages`, reaped when the plan is
+read: their CPU shows in the plan's line, the checks' line is the wait for their report); the column
 `runner` is the `cube run` process's own share. Work done beside a phase counts in it: the
 kernel's warm-up imports in the fingerprints and the plan, the pages exported on the runner's
 thread (`cube.pages.publish.PreparedPages`) in the stages after the one they show. On a shared
