@@ -90,15 +90,19 @@ def prepare(
     fallback: str = "none",
     clusters: Mapping[Any, Any] | None = None,
     grid: pd.DataFrame | None = None,
+    ranks: pd.DataFrame | None = None,
 ) -> Prepared:
     """The arrays the resamples read. `grid`: `cube.method.analysis.score_grid` of the same scores,
     judges, dimensions and known-retrieval questions when the caller has it (in any question order:
-    it is reindexed here), else made here."""
+    it is reindexed here), else made here. `ranks`: `retrieval_outcomes(answers, top_n).ranks` when
+    the caller has it (`cube.method.evaluation.evaluate` does, on the answers before it left out
+    the questions of unknown retrieval, which are not among these ranks either), else made here."""
     # Sorted by question id, so the same seed draws the same questions whatever the row order.
     # The same grid as cube.method.analysis (absent rows are NaN) and the same known-retrieval
     # questions.
-    outcomes = A.retrieval_outcomes(answers, top_n)
-    ranks = outcomes.ranks.sort_values("question_id", kind="stable").reset_index(drop=True)
+    if ranks is None:
+        ranks = A.retrieval_outcomes(answers, top_n).ranks
+    ranks = ranks.sort_values("question_id", kind="stable").reset_index(drop=True)
     qids = ranks["question_id"].tolist()
     if grid is None:
         grid = A.score_grid(scores, judges=judges, dimensions=dimensions, questions=qids)
@@ -379,9 +383,11 @@ def bootstrap_cube(
     expand: bool = True,
     clusters: Mapping[Any, Any] | None = None,
     grid: pd.DataFrame | None = None,
+    ranks: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Intervals (`method`, `expand`: see `bootstrap_prepared`) of each judge's and the jury's CuBE,
-    W and R@k. `grid`: the score grid when the caller has made it (`prepare`).
+    W and R@k. `grid` and `ranks`: the score grid and the retrieval ranks when the caller has made
+    them (`prepare`).
 
     The jury averages `jury_judges` only (the judges that passed the validity gate; default:
     every judge), and a resample where one of them is undefined is undefined for the jury.
@@ -403,6 +409,7 @@ def bootstrap_cube(
         fallback=weights_fallback,
         clusters=clusters,
         grid=grid,
+        ranks=ranks,
     )
     return bootstrap_prepared(
         p,

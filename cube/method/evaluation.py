@@ -231,6 +231,58 @@ def evaluate(
     its own unit; None: every question is), and `design` reports the families' design effect.
     `twins`: the ablation twins' summary per judge (`cube.method.injection.twin_summary`, over every
     system's flagged answers; None: no answer was flagged or the twins were not judged)."""
+    return _evaluation(
+        answers,
+        scores,
+        analysis_params,
+        top_n,
+        (judges, dimensions),
+        (audit, audit_min_pairs, twins),
+        clusters,
+    )
+
+
+def evaluate_headline(
+    answers: pd.DataFrame,
+    scores: pd.DataFrame,
+    analysis_params: Any = None,
+    top_n: int | None = None,
+    *,
+    judges: Sequence[str] | None = None,
+    dimensions: Sequence[str] | None = None,
+) -> CubeResult:
+    """`evaluate` (no audit, twins or families) without what a headline figure does not read, for a
+    caller that evaluates many small subsets (`cube.diagnose.categories`, 20 per-category
+    evaluations at the paper's scale): the correlations on the retrieved questions, the judge and
+    retrieved summaries (empty tables here) and the design effect (`design` empty; the intervals
+    without their `unit`, `n_units` and `design_effect` columns). Every other field is
+    `evaluate`'s own, computed the same way."""
+    return _evaluation(
+        answers,
+        scores,
+        analysis_params,
+        top_n,
+        (judges, dimensions),
+        (None, 10, None),
+        None,
+        full=False,
+    )
+
+
+def _evaluation(
+    answers: pd.DataFrame,
+    scores: pd.DataFrame,
+    analysis_params: Any,
+    top_n: int | None,
+    names: tuple[Sequence[str] | None, Sequence[str] | None],
+    gate_inputs: tuple[pd.DataFrame | None, int, pd.DataFrame | None],
+    clusters: Mapping[Any, Any] | None,
+    *,
+    full: bool = True,
+) -> CubeResult:
+    """`evaluate` (`full`) or `evaluate_headline`. `names`: the judges and dimensions;
+    `gate_inputs`: the audit, its minimum pairs and the twins."""
+    judges, dimensions = names
     ap = _checked_params(analysis_params)
     n_top = ap.top_n or top_n or 8
     system = _checked_system(answers, scores)
@@ -253,16 +305,16 @@ def evaluate(
             ranks,
             recall,
             (judge_names, dimensions),
-            (audit, audit_min_pairs, twins),
+            gate_inputs,
+            retrieved_correlations=full,
         )
     rag, corr_all, corr_ret, weights, tm, totals, table, flags, grid, retrieved_ids = g
     for w in caught:  # recorded in the result and still shown to the reader
-        warnings.warn(w.message, CubeWarning, stacklevel=2)
-    design = _design(ranks, grid, table, clusters, ap.cluster)
+        warnings.warn(w.message, CubeWarning, stacklevel=3)
+    design = _design(ranks, grid, table, clusters, ap.cluster) if full else {}
     boot = _intervals(
-        answers, scores, ap, n_top, judge_names, dimensions, table, clusters, design, grid
+        answers, scores, ap, n_top, (judge_names, dimensions), table, clusters, design, grid, ranks
     )
-    dims_seen = dimension_order(scores["dimension"])
     return CubeResult(
         system=system,
         recall_at_k=recall,
@@ -270,17 +322,13 @@ def evaluate(
         n_retrieved=int(ranks["retrieved"].sum()),
         ranks=ranks,
         correlations_all=corr_all,
-        correlations_retrieved=corr_ret,
+        correlations_retrieved=corr_ret if corr_ret is not None else pd.DataFrame(),
         weights=weights,
         trimmed_means=tm,
         weighted_totals=totals,
         cube_table=table,
         jury=jury_summary(table),
-        judge_summary=summary_of(rag, dims_seen),
-        retrieved_summary=summary_of(
-            rag[rag["question_id"].isin(retrieved_ids)].reset_index(drop=True),
-            dimension_order(scores.loc[scores["question_id"].isin(retrieved_ids), "dimension"]),
-        ),
+        **_summaries(rag, scores, retrieved_ids, full),
         bootstrap=boot,
         settings=_settings(ap, n_top, outcomes),
         warnings=[str(w.message) for w in caught],
@@ -289,6 +337,22 @@ def evaluate(
         design=design,
         clusters=_copied_families(clusters, ap),
     )
+
+
+def _summaries(
+    rag: pd.DataFrame, scores: pd.DataFrame, retrieved_ids: set[Any], full: bool
+) -> dict[str, pd.DataFrame]:
+    """The judge summary on the rag set and on its retrieved questions (empty tables when not
+    `full`)."""
+    if not full:
+        return {"judge_summary": pd.DataFrame(), "retrieved_summary": pd.DataFrame()}
+    return {
+        "judge_summary": summary_of(rag, dimension_order(scores["dimension"])),
+        "retrieved_summary": summary_of(
+            rag[rag["question_id"].isin(retrieved_ids)].reset_index(drop=True),
+            dimension_order(scores.loc[scores["question_id"].isin(retrieved_ids), "dimension"]),
+        ),
+    }
 
 
 # --------------------------------------------------------------------------- evaluate's steps
@@ -560,20 +624,23 @@ def _intervals(
     scores: pd.DataFrame,
     ap: Any,
     n_top: int,
-    judge_names: list[str],
-    dimensions: Sequence[str] | None,
+    names: tuple[list[str], Sequence[str] | None],
     table: pd.DataFrame,
     clusters: Mapping[Any, Any] | None,
     design: dict[str, Any],
     grid: pd.DataFrame,
+    ranks: pd.DataFrame,
 ) -> pd.DataFrame | None:
     """The bootstrap intervals (None when `analysis.bootstrap` is 0), with the design beside each
-    and the jury's W and CuBE undefined where `jury_summary` leaves them undefined. `grid`: the
-    score grid of the same judges, dimensions and questions, which the bootstrap reads."""
+    (none when `design` is empty: `evaluate_headline`) and the jury's W and CuBE undefined where
+    `jury_summary` leaves them undefined. `names`: the judges and dimensions; `grid` and `ranks`:
+    the score grid of the same judges, dimensions and questions and their retrieval ranks, which
+    the bootstrap reads."""
     from cube.method.bootstrap import bootstrap_cube
 
     if ap.bootstrap <= 0:
         return None
+    judge_names, dimensions = names
     boot = bootstrap_cube(
         answers,
         scores,
@@ -593,8 +660,10 @@ def _intervals(
         method=ap.interval,
         clusters=clusters if ap.cluster == "family" else None,
         grid=grid,
+        ranks=ranks,
     )
-    boot = _with_design(boot, design)
+    if design:
+        boot = _with_design(boot, design)
     if "gate_w_unusable" in table:
         boot = _undefined_jury_interval(boot, table)
     return boot

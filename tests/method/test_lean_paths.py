@@ -1,0 +1,197 @@
+"""The leaner paths of issue 41 item 3 give what the paths they replace gave, bit for bit:
+`evaluate_headline` (the per-category evaluations) against `evaluate`, the bootstrap on the
+ranks its caller made against the ranks it makes itself, the per-category report on either, and
+the judges' correlation grid made from one set of ranks against a matrix per judge made alone.
+The tables are small and generated, with ties, NaN and absent scores, failed system calls, a
+judge without scores, one category, an empty category and categories too small to evaluate."""
+
+from __future__ import annotations
+
+import warnings
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from cube.config.sections import AnalysisParams  # noqa: E402
+from cube.diagnose import categories  # noqa: E402
+from cube.method import analysis as A  # noqa: E402
+from cube.method import bootstrap  # noqa: E402
+from cube.method.evaluation import evaluate, evaluate_headline  # noqa: E402
+from cube.pages import plots  # noqa: E402
+from tests.factories import make_tables  # noqa: E402
+
+
+def _awkward(seed: int, n: int = 60) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Generated tables with what the fast paths must not change: NaN scores, absent rows, tied
+    scores (rounded to whole points), two failed system calls and a judge without any score."""
+    answers, scores = make_tables(
+        n_questions=n, judges=("judge-a", "judge-b", "judge-c"), seed=seed
+    )
+    rng = np.random.default_rng(seed)
+    scores.loc[rng.random(len(scores)) < 0.05, "score"] = np.nan
+    scores = scores.drop(scores.index[rng.random(len(scores)) < 0.03]).reset_index(drop=True)
+    scores = scores[scores["judge"] != "judge-c"].reset_index(drop=True)
+    answers["retrieval_ok"] = True
+    answers["error"] = ""
+    failed = answers["question_id"].isin(["q001", "q007"]) & (answers["set"] == "rag")
+    answers.loc[failed, "retrieval_ok"] = False
+    answers.loc[failed, "error"] = "system call failed"
+    return answers, scores
+
+
+def _frames_identical(a: pd.DataFrame, b: pd.DataFrame) -> None:
+    pd.testing.assert_frame_equal(a, b, check_exact=True)
+    assert a.to_csv() == b.to_csv()  # every digit, as the published tables write them
+
+
+_KEPT = (
+    "correlations_all",
+    "weights",
+    "trimmed_means",
+    "weighted_totals",
+    "cube_table",
+    "jury",
+    "flags",
+    "ranks",
+)
+
+
+_SOME = ["relevance", "quality"]
+_UNSCORED = [*_SOME, "extra"]  # a configured dimension without a score: every judge fails
+
+
+@pytest.mark.parametrize(
+    ("seed", "update", "dims"),
+    [
+        (0, {"bootstrap": 60}, _SOME),
+        (1, {"bootstrap": 60, "interval": "percentile"}, _SOME),
+        (2, {"bootstrap": 0}, _SOME),
+        (3, {"bootstrap": 40, "weights": "equal"}, _SOME),
+        (4, {"bootstrap": 40}, _UNSCORED),
+    ],
+)
+def test_headline_evaluation_equals_the_whole_evaluation(seed, update, dims):
+    answers, scores = _awkward(seed)
+    ap = AnalysisParams(**update)
+    judges = ["judge-a", "judge-b", "judge-c"]
+    with warnings.catch_warnings(record=True) as w_full:
+        warnings.simplefilter("always")
+        full = evaluate(answers, scores, ap, 8, judges=judges, dimensions=dims)
+    with warnings.catch_warnings(record=True) as w_lean:
+        warnings.simplefilter("always")
+        lean = evaluate_headline(answers, scores, ap, 8, judges=judges, dimensions=dims)
+    for name in _KEPT:
+        _frames_identical(getattr(full, name), getattr(lean, name))
+    assert (lean.recall_at_k, lean.n_questions, lean.n_retrieved) == (
+        full.recall_at_k,
+        full.n_questions,
+        full.n_retrieved,
+    )
+    assert lean.warnings == full.warnings and lean.settings == full.settings
+    assert [str(x.message) for x in w_lean] == [str(x.message) for x in w_full]
+    assert lean.unknown_retrieval == full.unknown_retrieval == ["q001", "q007"]
+    assert lean.jury_judges == full.jury_judges
+    assert (
+        lean.jury_cube() == full.jury_cube() or np.isnan([lean.jury_cube(), full.jury_cube()]).all()
+    )
+    assert bool(lean.jury_judges) == (dims == _SOME)
+    if full.bootstrap is None:
+        assert lean.bootstrap is None
+    else:  # the intervals without the design's columns
+        _frames_identical(full.bootstrap[list(lean.bootstrap.columns)], lean.bootstrap)
+        for judge in ["jury", *full.jury_judges]:
+            for metric in ("cube_score", "weighted_score"):
+                np.testing.assert_array_equal(
+                    lean.interval(judge, metric), full.interval(judge, metric)
+                )
+    assert lean.design == {} and lean.judge_summary.empty and lean.retrieved_summary.empty
+
+
+def test_bootstrap_on_the_callers_ranks_equals_the_bootstrap_on_its_own():
+    answers, scores = _awkward(4)
+    known = answers[~answers["question_id"].isin(["q001", "q007"])]
+    ranks = A.retrieval_outcomes(answers, 8).ranks  # evaluate's: before the unknown left out
+    kw = {"n_resamples": 80, "seed": 5, "method": "bca", "judges": ["judge-a", "judge-b"]}
+    own = bootstrap.bootstrap_cube(known, scores, **kw)
+    given = bootstrap.bootstrap_cube(known, scores, ranks=ranks, **kw)
+    shuffled = bootstrap.bootstrap_cube(
+        known, scores, ranks=ranks.sample(frac=1.0, random_state=1), **kw
+    )
+    _frames_identical(own, given)
+    _frames_identical(own, shuffled)  # sorted by question id either way
+
+
+def _report_inputs(seed: int) -> tuple:
+    answers, scores = _awkward(seed, n=90)
+    qids = sorted(answers["question_id"].unique())
+    groups = pd.DataFrame(
+        {
+            "question_id": qids,
+            # A and B evaluated, C too small; "one" is a single category
+            "department": ["A"] * 45 + ["B"] * 35 + ["C"] * 10,
+            "one": "x",
+        }
+    )
+    classified = pd.DataFrame(
+        {
+            "question_id": qids,
+            "low": [i % 5 == 0 for i in range(90)],
+            "primary": ["retrieval_miss" if i % 2 else "wrong_answer" for i in range(90)],
+        }
+    )
+    return answers, scores, groups, classified
+
+
+@pytest.mark.parametrize("by", ["department", "one"])
+def test_category_report_on_headline_evaluations_equals_it_on_whole_ones(monkeypatch, by):
+    answers, scores, groups, classified = _report_inputs(6)
+    ap = AnalysisParams(bootstrap=50)
+    kw = {"judges": ["judge-a", "judge-b"], "dimensions": ["relevance", "quality"]}
+    lean = categories.category_report(
+        answers, scores, groups, classified, "sys", 8, by, ap, min_questions=20, **kw
+    )
+    monkeypatch.setattr(categories, "evaluate_headline", evaluate)  # the path before issue 41
+    whole = categories.category_report(
+        answers, scores, groups, classified, "sys", 8, by, ap, min_questions=20, **kw
+    )
+    _frames_identical(whole, lean)
+    assert lean[by].tolist() == (["A", "B", "C"] if by == "department" else ["x"])
+    assert lean["W"].notna().sum() >= 1
+
+
+def test_category_report_with_a_judge_absent_from_a_category_equals_the_whole_path(monkeypatch):
+    """A category where one judge has no score row at all (it fails the gate there only)."""
+    answers, scores, groups, classified = _report_inputs(7)
+    b_questions = set(groups.loc[groups["department"] == "B", "question_id"])
+    absent = scores["question_id"].isin(b_questions) & (scores["judge"] == "judge-b")
+    scores = scores[~absent].reset_index(drop=True)
+    ap = AnalysisParams(bootstrap=30)
+    lean = categories.category_report(
+        answers, scores, groups, classified, "sys", 8, "department", ap
+    )
+    monkeypatch.setattr(categories, "evaluate_headline", evaluate)
+    whole = categories.category_report(
+        answers, scores, groups, classified, "sys", 8, "department", ap
+    )
+    _frames_identical(whole, lean)
+    lean = lean.set_index("department")
+    assert lean.at["B", "questions"] == 35 and lean.at["C", "note"].startswith("W and CuBE not")
+
+
+@pytest.mark.parametrize("subset", ["all", "retrieved"])
+def test_correlation_grid_matrices_equal_each_judges_matrix_made_alone(subset):
+    answers, scores = _awkward(8)
+    scores.loc[scores["judge"] == "judge-b", "score"] = scores["score"].round(0)  # ties
+    system_rag = plots._rag_of_system(scores, answers, subset, 8)
+    for judge in ("judge-a", "judge-b"):
+        alone = plots._correlation_matrix(scores, answers, judge, subset, 8)
+        _frames_identical(alone, plots._judge_matrix(system_rag, scores, judge))
+    with pytest.raises(ValueError, match="no 'rag' scores of judge 'judge-z'"):
+        plots._judge_matrix(system_rag, scores, "judge-z")
+    with pytest.raises(ValueError, match="subset must be"):
+        plots._rag_of_system(scores, answers, "some", 8)
