@@ -66,10 +66,22 @@ def weighted_totals(
     the caller has it."""
     eff = effective_weight_table(trimmed, weights) if effective is None else effective
     m = trimmed.merge(eff, on=["judge", "dimension"], how="left")
-    m["wtm"] = np.where(m["effective_weight"] == 0, 0.0, m["effective_weight"] * m["trimmed_mean"])
-    return m.groupby(["judge", "set"], as_index=False, sort=False).agg(
-        weighted_total=("wtm", lambda s: s.sum(skipna=False))
+    wtm = np.where(m["effective_weight"] == 0, 0.0, m["effective_weight"] * m["trimmed_mean"])
+    # per (judge, set) in order of appearance, the sum of its rows in their order (NaN kept):
+    # `np.sum` of each group's values, what `Series.sum(skipna=False)` computes, without a grouping
+    # calling a Python function per group
+    codes, _ = pd.factorize(pd.MultiIndex.from_arrays([m["judge"], m["set"]]))
+    order = np.argsort(codes, kind="stable")
+    starts = (
+        np.flatnonzero(np.r_[True, np.diff(codes[order]) != 0]) if len(m) else np.array([], int)
     )
+    bounds = np.r_[starts, len(order)]
+    out = m[["judge", "set"]].iloc[order[starts]].reset_index(drop=True)
+    out["weighted_total"] = np.array(
+        [np.sum(wtm[order[lo:hi]]) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)],
+        dtype=float,
+    )
+    return out
 
 
 def _wide(trimmed: pd.DataFrame) -> pd.DataFrame:

@@ -20,7 +20,7 @@ import pytest  # noqa: E402
 from cube.config.sections import AnalysisParams  # noqa: E402
 from cube.diagnose import categories  # noqa: E402
 from cube.method import analysis as A  # noqa: E402
-from cube.method import bootstrap  # noqa: E402
+from cube.method import bootstrap, gate, normalise  # noqa: E402
 from cube.method.evaluation import evaluate, evaluate_headline  # noqa: E402
 from cube.pages import plots  # noqa: E402
 from tests.factories import make_tables  # noqa: E402
@@ -195,3 +195,130 @@ def test_correlation_grid_matrices_equal_each_judges_matrix_made_alone(subset):
         plots._judge_matrix(system_rag, scores, "judge-z")
     with pytest.raises(ValueError, match="subset must be"):
         plots._rag_of_system(scores, answers, "some", 8)
+
+
+# ------------------------------------ the gate's and normalise's counts without groupings
+
+
+def _constant_sets_before(grid: pd.DataFrame, judge) -> list[str]:
+    """`cube.method.gate.constant_sets` as it was (a grouping per judge)."""
+    g = grid[(grid["judge"] == judge)].dropna(subset=["score"])
+    if g.empty:
+        return []
+    per = g.groupby(["set", "dimension"], sort=False)["score"].agg(["nunique", "size", "first"])
+    out = []
+    for set_ in g["set"].unique():
+        per_dim = per.xs(set_, level="set")
+        if (per_dim["size"] >= gate.VARY_MIN_QUESTIONS).all() and (per_dim["nunique"] <= 1).all():
+            out.append(f"{set_} = {per_dim['first'].iloc[0]:g}")
+    return out
+
+
+def _failure_table_before(scores: pd.DataFrame, grid: pd.DataFrame, judges: list) -> pd.DataFrame:
+    """`cube.method.gate.failure_table` as it was (counts by a grouping)."""
+    keys = ["judge", "set", "dimension", "question_id"]
+    by_kind = "error_kind" in scores and len(scores) > 0
+    g = grid[keys + ["score"]]
+    k = pd.Series("", index=g.index)
+    if by_kind:
+        kinds = scores["error_kind"].fillna("").astype(str)
+        failed = kinds != ""
+        if failed.any():
+            kind = scores.loc[failed, keys].assign(kind=kinds[failed]).drop_duplicates(keys)
+            g = g.merge(kind, on=keys, how="left")
+            k = g["kind"].fillna("")
+    unscored = g["score"].isna()
+    tmp = pd.DataFrame(
+        {
+            "judge": g["judge"],
+            "scored": ~unscored,
+            "skipped": unscored & k.isin(("skipped", "pilot")),
+            "pilot": unscored & (k == "pilot"),
+            "call": unscored & (k == "call"),
+            "parse": unscored & (k == "parse"),
+        }
+    )
+    tmp["other"] = unscored & ~tmp["skipped"] & ~tmp["call"] & ~tmp["parse"]
+    agg = tmp.groupby("judge").agg(
+        rows=("scored", "size"),
+        scored_items=("scored", "sum"),
+        skipped=("skipped", "sum"),
+        pilot_not_sent=("pilot", "sum"),
+        call_failures=("call", "sum"),
+        parse_failures=("parse", "sum"),
+        other_failures=("other", "sum"),
+    )
+    out = agg.reindex(pd.Index(judges, name="judge")).fillna(0).astype(int)
+    out["judged"] = out["rows"] - out["skipped"]
+    failures = out["call_failures"] + out["parse_failures"] + out["other_failures"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["failure_rate"] = failures / out["judged"].where(out["judged"] > 0)
+    out["by_kind"] = by_kind
+    return out
+
+
+def _weighted_totals_before(trimmed, weights, effective):
+    m = trimmed.merge(effective, on=["judge", "dimension"], how="left")
+    m["wtm"] = np.where(m["effective_weight"] == 0, 0.0, m["effective_weight"] * m["trimmed_mean"])
+    return m.groupby(["judge", "set"], as_index=False, sort=False).agg(
+        weighted_total=("wtm", lambda s: s.sum(skipna=False))
+    )
+
+
+def _grid_with_kinds(seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A score grid (three judges, one absent) and its scores with every failure kind, NaN
+    scores, a constant judge (judge-b: 5 everywhere, one set 7) and a nearly constant one."""
+    answers, scores = _awkward(seed, n=30)
+    rng = np.random.default_rng(seed)
+    scores.loc[scores["judge"] == "judge-b", "score"] = 5.0
+    scores.loc[(scores["judge"] == "judge-b") & (scores["set"] == "full"), "score"] = 7.0
+    scores.loc[scores.index[:3], "score"] = -0.0 if seed % 2 else 0.0
+    kinds = rng.choice(["", "", "", "call", "parse", "skipped", "pilot"], size=len(scores))
+    scores["error_kind"] = np.where(scores["score"].isna(), kinds, "")
+    qids = sorted(answers["question_id"].unique())
+    grid = A.score_grid(scores, judges=["judge-a", "judge-b", "judge-c"], questions=qids)
+    return grid, scores
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_constant_sets_and_failure_counts_equal_the_groupings(seed):
+    grid, scores = _grid_with_kinds(seed)
+    judges = ["judge-a", "judge-b", "judge-c", "judge-z"]
+    for judge in judges:
+        assert gate.constant_sets(grid, judge) == _constant_sets_before(grid, judge)
+        own = grid[grid["judge"] == judge]
+        scored = set(own.loc[own["score"].notna(), "set"].unique())
+        assert gate._constant_and_scored(grid, judge)[1] == scored
+    assert gate.constant_sets(grid, "judge-b") == ["zero = 5", "rag = 5", "full = 7"]
+    _frames_identical(
+        gate.failure_table(scores, grid, judges), _failure_table_before(scores, grid, judges)
+    )
+    no_kind = scores.drop(columns="error_kind")
+    _frames_identical(
+        gate.failure_table(no_kind, grid, judges), _failure_table_before(no_kind, grid, judges)
+    )
+    empty = grid.iloc[:0]
+    _frames_identical(
+        gate.failure_table(scores.iloc[:0], empty, judges),
+        _failure_table_before(scores.iloc[:0], empty, judges),
+    )
+
+
+@pytest.mark.parametrize("seed", [0, 5])
+def test_weighted_totals_equal_the_grouping(seed):
+    answers, scores = _awkward(seed)
+    r = evaluate(answers, scores, AnalysisParams(bootstrap=0), 8, judges=["judge-a", "judge-b"])
+    tm = r.trimmed_means
+    eff = normalise.effective_weight_table(tm, r.weights)
+    _frames_identical(
+        normalise.weighted_totals(tm, r.weights, eff), _weighted_totals_before(tm, r.weights, eff)
+    )
+    # NaN trimmed means, weight 0 beside NaN and rows out of order
+    odd = tm.sample(frac=1.0, random_state=seed).reset_index(drop=True)
+    odd.loc[odd.index[::5], "trimmed_mean"] = np.nan
+    eff_odd = eff.copy()
+    eff_odd.loc[eff_odd.index[::3], "effective_weight"] = 0.0
+    _frames_identical(
+        normalise.weighted_totals(odd, r.weights, eff_odd),
+        _weighted_totals_before(odd, r.weights, eff_odd),
+    )
