@@ -183,15 +183,43 @@ def judge_verdicts(
     retrieved questions, the summaries, the design effect, the intervals): the gate's verdicts
     for a caller that reads only them (`cube.method.compare`, for its jury). Warnings are
     raised, not recorded; no audit or twins."""
+    return gate_verdicts(
+        answers, scores, analysis_params, top_n, judges=judges, dimensions=dimensions
+    ).table
+
+
+class Verdicts(NamedTuple):
+    """`gate_verdicts`: the CuBE table with the gate's verdicts, and the score grid and retrieval
+    ranks it rests on (both None when no question has a known retrieval outcome)."""
+
+    table: pd.DataFrame
+    grid: pd.DataFrame | None
+    ranks: pd.DataFrame | None
+
+
+def gate_verdicts(
+    answers: pd.DataFrame,
+    scores: pd.DataFrame,
+    analysis_params: Any = None,
+    top_n: int | None = None,
+    *,
+    judges: Sequence[str] | None = None,
+    dimensions: Sequence[str] | None = None,
+) -> Verdicts:
+    """`judge_verdicts` with the score grid (of the configured judges and dimensions, on the
+    questions of known retrieval) and the ranks it made, which a caller resampling the same
+    tables reads instead of making them again (`cube.method.bootstrap.prepare`'s `grid` and
+    `ranks`: `cube.method.compare`)."""
     ap = _checked_params(analysis_params)
     n_top = ap.top_n or top_n or 8
     _checked_system(answers, scores)
     judge_names = _judge_names(judges, scores)
     outcomes = retrieval_outcomes(answers, n_top)
     if _every_retrieval_unknown(outcomes.ranks, outcomes):
-        return evaluate(answers, scores, ap, top_n, judges=judges, dimensions=dimensions).cube_table
+        table = evaluate(answers, scores, ap, top_n, judges=judges, dimensions=dimensions)
+        return Verdicts(table.cube_table, None, None)
     known_answers, known_scores = _without_unknown_retrieval(answers, scores, outcomes)
-    return _gated(
+    g = _gated(
         known_answers,
         known_scores,
         ap,
@@ -200,7 +228,8 @@ def judge_verdicts(
         (judge_names, dimensions),
         (None, 10, None),
         retrieved_correlations=False,
-    ).table
+    )
+    return Verdicts(g.table, g.grid, outcomes.ranks)
 
 
 def evaluate(

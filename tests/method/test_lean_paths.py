@@ -21,6 +21,7 @@ from cube.config.sections import AnalysisParams  # noqa: E402
 from cube.diagnose import categories  # noqa: E402
 from cube.method import analysis as A  # noqa: E402
 from cube.method import bootstrap, gate, normalise  # noqa: E402
+from cube.method import evaluation as E  # noqa: E402
 from cube.method.evaluation import evaluate, evaluate_headline  # noqa: E402
 from cube.pages import plots  # noqa: E402
 from tests.factories import make_tables  # noqa: E402
@@ -322,3 +323,41 @@ def test_weighted_totals_equal_the_grouping(seed):
         normalise.weighted_totals(odd, r.weights, eff_odd),
         _weighted_totals_before(odd, r.weights, eff_odd),
     )
+
+
+# ------------------------------------------ compare's resampling on the grid of its verdicts
+
+
+@pytest.mark.parametrize(("seed", "cluster"), [(0, "question"), (1, "family"), (2, "question")])
+def test_compare_pair_on_its_verdicts_grid_equals_it_on_grids_made_again(
+    monkeypatch, seed, cluster
+):
+    from cube.method import compare
+
+    a_ans, a_sc = _awkward(seed)
+    b_ans, b_sc = _awkward(seed + 10)
+    b_ans["system"], b_sc["system"] = "other", "other"
+    b_sc = b_sc[b_sc["question_id"] != "q010"]  # a question side B never scored
+    families = {q: f"f{int(q[1:]) // 3}" for q in a_ans["question_id"].unique()}
+    ap = AnalysisParams(bootstrap=60, cluster=cluster)
+    kw = {"n_permutations": 59, "clusters": families, "dimensions": ["relevance", "quality"]}
+    lean = compare.compare_pair(a_ans, a_sc, b_ans, b_sc, ap, **kw)
+    made = compare.prepare
+
+    def prepare_anew(answers, scores, *, grid=None, ranks=None, **rest):
+        return made(answers, scores, **rest)  # the path before: grid and ranks made again
+
+    monkeypatch.setattr(compare, "prepare", prepare_anew)
+    again = compare.compare_pair(a_ans, a_sc, b_ans, b_sc, ap, **kw)
+    _frames_identical(lean.deltas, again.deltas)
+    assert (lean.jury_judges, lean.excluded_judges, lean.settings, lean.power, lean.flags) == (
+        again.jury_judges,
+        again.excluded_judges,
+        again.settings,
+        again.power,
+        again.flags,
+    )
+    assert lean.n_questions == again.n_questions and lean.deltas["delta"].notna().any()
+    verdict = E.gate_verdicts(a_ans, a_sc, ap, 8)
+    _frames_identical(verdict.table, E.judge_verdicts(a_ans, a_sc, ap, 8))
+    assert set(verdict.grid["question_id"]) == set(verdict.ranks["question_id"])
