@@ -36,6 +36,7 @@ from cube.method.normalise import (
     FLAG_COLUMNS,
     cube_scores_with_flags,
     effective_weight_table,
+    trimmed_wide,
     weighted_totals,
 )
 
@@ -440,9 +441,10 @@ def _gated(
         grid, scores, ap.trim_proportion, retrieved_ids, ap.paired, dimensions
     )
     weights = _weights_for(weights, tm)
-    effective = effective_weight_table(tm, weights)  # read by the table, totals and gate
+    wide = trimmed_wide(tm)  # read by the effective weights and the table
+    effective = effective_weight_table(tm, weights, wide=wide)  # read by the table, totals, gate
     table, flags = _flagged_table(
-        tm, (weights, effective), recall, causes, corr_all, retrieved_ids, ap
+        tm, (weights, effective, wide), recall, causes, corr_all, retrieved_ids, ap
     )
     _warn_if_w_interval_approximate(ap, len(retrieved_ids))
     totals = weighted_totals(tm, weights, effective)
@@ -542,7 +544,7 @@ def _weight_causes_if_ranked(ranks: pd.DataFrame, corr_all: pd.DataFrame, ap: An
 
 def _flagged_table(
     tm: pd.DataFrame,
-    weighting: tuple[pd.DataFrame, pd.DataFrame],
+    weighting: tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame],
     recall: float,
     causes: dict[str, str],
     corr_all: pd.DataFrame,
@@ -551,9 +553,10 @@ def _flagged_table(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """CuBE's table with its flags: the normalised scores' own, then the equal-weights fallback,
     the unweighted dimensions and too few retrieved questions, each also in the judge's row.
-    `weighting`: the weights and their `effective_weight_table`."""
-    weights, effective = weighting
-    table, flags = cube_scores_with_flags(tm, weights, recall, causes, effective)
+    `weighting`: the weights, their `effective_weight_table` and the trimmed means'
+    `trimmed_wide`."""
+    weights, effective, wide = weighting
+    table, flags = cube_scores_with_flags(tm, weights, recall, causes, effective, wide=wide)
     ranked = ap.weights == "rank_correlation"
     if ranked and ap.weights_fallback == "equal" and causes:
         flags = _fallback_flags(flags, causes)

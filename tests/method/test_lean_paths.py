@@ -361,3 +361,24 @@ def test_compare_pair_on_its_verdicts_grid_equals_it_on_grids_made_again(
     verdict = E.gate_verdicts(a_ans, a_sc, ap, 8)
     _frames_identical(verdict.table, E.judge_verdicts(a_ans, a_sc, ap, 8))
     assert set(verdict.grid["question_id"]) == set(verdict.ranks["question_id"])
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_the_shared_wide_table_gives_the_tables_each_makes_alone(seed):
+    answers, scores = _awkward(seed)
+    r = evaluate(answers, scores, AnalysisParams(bootstrap=0), 8, judges=["judge-a", "judge-b"])
+    tm = r.trimmed_means.copy()
+    tm.loc[tm.index[::7], "trimmed_mean"] = np.nan  # a dimension without a mean in some set
+    wide = normalise.trimmed_wide(tm)
+    alone = normalise.effective_weight_table(tm, r.weights)
+    shared = normalise.effective_weight_table(tm, r.weights, wide=wide)
+    _frames_identical(alone, shared)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t_alone, f_alone = normalise.cube_scores_with_flags(tm, r.weights, 0.7, None, alone)
+        t_shared, f_shared = normalise.cube_scores_with_flags(
+            tm, r.weights, 0.7, None, shared, wide=wide
+        )
+    _frames_identical(t_alone, t_shared)
+    _frames_identical(f_alone, f_shared)
+    assert f_alone["code"].eq("no_trimmed_mean").any()
