@@ -178,20 +178,43 @@ def _nested_axes(grid: pd.DataFrame, shape: tuple[int, ...]) -> list[list[Any]] 
     return out
 
 
-def _weighted_pearson(C: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+def _weighted_pearson(
+    C: np.ndarray, x: np.ndarray, y: np.ndarray, memo: dict | None = None
+) -> np.ndarray:
+    """The count-weighted Pearson r of x and y (NaN in y skipped) in every row of C. `memo`: the
+    x side's sums (`_x_sums`) by y's mask, kept by a caller that correlates the same C and x with
+    many y (every judge's every dimension: most share one mask)."""
     m = ~np.isnan(y)
     y0 = np.where(m, y, 0.0)
-    xm = np.where(m, x, 0.0)
-    n = C @ m.astype(float)
+    n, x_sum, xx_sum, xm = _x_sums(C, x, m) if memo is None else _memo_x_sums(memo, C, x, m)
     with np.errstate(divide="ignore", invalid="ignore"):
-        sx, sy = C @ xm / n, C @ y0 / n
-        vx = C @ (xm * xm) / n - sx**2
+        sx, sy = x_sum / n, C @ y0 / n
+        vx = xx_sum / n - sx**2
         vy = C @ (y0 * y0) / n - sy**2
         cov = C @ (xm * y0) / n - sx * sy
         r = cov / np.sqrt(vx * vy)
     scale = np.maximum(1.0, np.maximum(np.abs(sx), np.abs(sy))) ** 2
     r[(n < 3) | (vx <= 1e-12 * scale) | (vy <= 1e-12 * scale)] = np.nan
     return r
+
+
+def _x_sums(
+    C: np.ndarray, x: np.ndarray, m: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """What `_weighted_pearson` reads of x on the mask m: the counts' sums of m, of x and of x²
+    (x zeroed off the mask), and x zeroed off the mask."""
+    xm = np.where(m, x, 0.0)
+    return C @ m.astype(float), C @ xm, C @ (xm * xm), xm
+
+
+def _memo_x_sums(
+    memo: dict, C: np.ndarray, x: np.ndarray, m: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """`_x_sums` made once per mask (the same products of the same arrays: the same bits)."""
+    key = m.tobytes()
+    if key not in memo:
+        memo[key] = _x_sums(C, x, m)
+    return memo[key]
 
 
 def _weighted_trim_mean(
@@ -284,11 +307,14 @@ def _trim_sorted(Cs: np.ndarray, vals: np.ndarray, proportion: float) -> np.ndar
         return np.where(high - low > 0, (take @ vals) / (high - low), np.nan)
 
 
-def _resampled_weight(p: Prepared, C: np.ndarray, j: int, d: int) -> np.ndarray | float:
+def _resampled_weight(
+    p: Prepared, C: np.ndarray, j: int, d: int, memo: dict | None = None
+) -> np.ndarray | float:
     """Judge j's weight of dimension d in each resample: its rank correlation on the rag set (0
-    when negative or undefined), 1, or the custom weight."""
+    when negative or undefined), 1, or the custom weight. `memo`: `_weighted_pearson`'s, for
+    this C."""
     if p.mode == "rank_correlation":
-        r = _weighted_pearson(C, p.rank_score, p.scores[j, A.SETS.index("rag"), d])
+        r = _weighted_pearson(C, p.rank_score, p.scores[j, A.SETS.index("rag"), d], memo)
         return np.where(np.isnan(r) | (r < 0), 0.0, r)
     if p.mode == "equal":
         return 1.0
@@ -305,9 +331,10 @@ def cube_from_counts(p: Prepared, C: np.ndarray) -> dict[str, np.ndarray]:
     w = np.empty((J, D, B))
     tm = np.empty((J, len(A.SETS), D, B))
     whole = _whole_counts(C)
+    memo: dict = {}  # rank_score's sums per mask of scored questions, shared by the correlations
     for j in range(J):
         for d in range(D):
-            w[j, d] = _resampled_weight(p, C, j, d)
+            w[j, d] = _resampled_weight(p, C, j, d, memo)
         # paired: only questions this judge scored in all three sets (as
         # cube.method.analysis.trimmed_means)
         keeps = [

@@ -382,3 +382,69 @@ def test_the_shared_wide_table_gives_the_tables_each_makes_alone(seed):
     _frames_identical(t_alone, t_shared)
     _frames_identical(f_alone, f_shared)
     assert f_alone["code"].eq("no_trimmed_mean").any()
+
+
+# ------------------------------------------- the bootstrap's correlations sharing rank_score's sums
+
+
+def _pearson_before(C, x, y):
+    """`cube.method.bootstrap._weighted_pearson` as it was (every sum made for each y)."""
+    m = ~np.isnan(y)
+    y0 = np.where(m, y, 0.0)
+    xm = np.where(m, x, 0.0)
+    n = C @ m.astype(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sx, sy = C @ xm / n, C @ y0 / n
+        vx = C @ (xm * xm) / n - sx**2
+        vy = C @ (y0 * y0) / n - sy**2
+        cov = C @ (xm * y0) / n - sx * sy
+        r = cov / np.sqrt(vx * vy)
+    scale = np.maximum(1.0, np.maximum(np.abs(sx), np.abs(sy))) ** 2
+    r[(n < 3) | (vx <= 1e-12 * scale) | (vy <= 1e-12 * scale)] = np.nan
+    return r
+
+
+def test_correlations_sharing_the_masks_sums_equal_each_made_alone():
+    rng = np.random.default_rng(3)
+    n = 57
+    x = rng.choice([0.0, 0.125, 0.5, 0.875, 1.0], size=n)
+    counts = [
+        bootstrap.resample_counts(n, 40, rng),
+        1.0 - bootstrap.leave_out_rows(n),
+        np.ones((1, n)),
+        rng.random((5, n)),  # not whole counts
+    ]
+    ys = [np.round(rng.normal(5, 2, n)) for _ in range(6)]
+    ys[1][[3, 9]] = np.nan  # another mask
+    ys[2][:] = 4.0  # constant: r undefined
+    ys[3][[3, 9]] = np.nan  # the first mask again
+    ys[4][:] = np.nan
+    for C in counts:
+        memo: dict = {}
+        for y in ys:
+            np.testing.assert_array_equal(
+                bootstrap._weighted_pearson(C, x, y, memo), _pearson_before(C, x, y)
+            )
+        assert len(memo) == 3
+
+
+def test_cube_from_counts_with_shared_sums_equals_it_without(monkeypatch):
+    answers, scores = _awkward(9)
+    scores.loc[scores.index[::11], "score"] = np.nan
+    p = bootstrap.prepare(
+        answers[~answers["question_id"].isin(["q001", "q007"])],
+        scores,
+        proportion=0.1,
+        subset="retrieved",
+        mode="rank_correlation",
+        custom=None,
+        top_n=8,
+        judges=["judge-a", "judge-b", "judge-c"],
+    )
+    n = len(p.rank_score)
+    C = bootstrap.resample_counts(n, 50, np.random.default_rng(1))
+    shared = bootstrap.cube_from_counts(p, C)
+    monkeypatch.setattr(bootstrap, "_memo_x_sums", lambda memo, C, x, m: bootstrap._x_sums(C, x, m))
+    alone = bootstrap.cube_from_counts(p, C)
+    for key in shared:
+        np.testing.assert_array_equal(shared[key], alone[key])
