@@ -448,3 +448,41 @@ def test_cube_from_counts_with_shared_sums_equals_it_without(monkeypatch):
     alone = bootstrap.cube_from_counts(p, C)
     for key in shared:
         np.testing.assert_array_equal(shared[key], alone[key])
+
+
+def _jackknife_before(p, chunk=256):
+    """`cube.method.bootstrap._jackknife` as it was: every leave-out row multiplied out."""
+    leave_out = bootstrap.leave_out_rows(len(p.rank_score), p.units)
+    parts = [
+        bootstrap.cube_from_counts(p, 1.0 - leave_out[s : s + chunk])
+        for s in range(0, len(leave_out), chunk)
+    ]
+    return {k: np.concatenate([x[k] for x in parts], axis=-1) for k in parts[0]}
+
+
+@pytest.mark.parametrize(
+    ("n", "families", "chunk"),
+    [(60, False, 256), (60, True, 256), (450, False, 64), (450, True, 40), (450, True, 7)],
+)
+def test_jackknife_summing_the_left_out_equals_multiplying_it_out(n, families, chunk):
+    answers, scores = _awkward(11, n=n)
+    scores.loc[scores.index[::9], "score"] = np.nan
+    qids = sorted(answers["question_id"].unique())
+    clusters = {q: f"f{i // 4}" for i, q in enumerate(qids)} if families else None
+    p = bootstrap.prepare(
+        answers[~answers["question_id"].isin(["q001", "q007"])],
+        scores,
+        proportion=0.1,
+        subset="retrieved",
+        mode="rank_correlation",
+        custom=None,
+        top_n=8,
+        judges=["judge-a", "judge-b"],
+        clusters=clusters,
+    )
+    new = bootstrap._jackknife(p, chunk=chunk)
+    old = _jackknife_before(p, chunk=chunk)
+    assert new.keys() == {"cube_score", "weighted_score", "recall_at_k"}
+    for key in new:
+        np.testing.assert_array_equal(new[key], old[key])
+    assert np.isfinite(new["weighted_score"]).any()
