@@ -22,9 +22,8 @@ from cube.method.analysis import (
     dimension_weights,
     judge_summary,
     jury_summary,
-    rag_items,
+    rag_items_and_grid,
     retrieval_outcomes,
-    score_grid,
     single_system,
     summary_of,
     trimmed_means_of_grid,
@@ -424,7 +423,9 @@ def _gated(
     # the rag set's per-item scores feed both correlations and Table 1, the grid the trimmed
     # means, the gate and the bootstrap (the public functions, each on its own, validate
     # and derive them again)
-    rag = rag_items(scores)
+    rag, grid = rag_items_and_grid(
+        scores, judges=judge_names, dimensions=dimensions, questions=qids
+    )
     pairs = _pairs(judge_names, dimensions, scores)
     corr_all = correlations_of(rag, ranks, "rank_score", *pairs)
     corr_ret = (
@@ -435,7 +436,6 @@ def _gated(
     weights = dimension_weights(corr_all, ap.weights, ap.custom_weights, ap.weights_fallback)
     causes = _weight_causes_if_ranked(ranks, corr_all, ap)
     retrieved_ids = set(ranks.loc[ranks["retrieved"], "question_id"])
-    grid = score_grid(scores, judges=judge_names, dimensions=dimensions, questions=qids)
     _check_trim(ap.trim_proportion)
     tm = trimmed_means_of_grid(
         grid, scores, ap.trim_proportion, retrieved_ids, ap.paired, dimensions

@@ -486,3 +486,23 @@ def test_jackknife_summing_the_left_out_equals_multiplying_it_out(n, families, c
     for key in new:
         np.testing.assert_array_equal(new[key], old[key])
     assert np.isfinite(new["weighted_score"]).any()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_rag_items_and_grid_from_one_table_equal_each_made_alone(seed):
+    answers, scores = _awkward(seed)
+    rng = np.random.default_rng(seed)
+    scores["sample"] = rng.integers(0, 2, len(scores))  # repeated samples averaged
+    scores = scores.drop_duplicates(
+        ["question_id", "system", "set", "judge", "dimension", "sample"]
+    ).sample(frac=1.0, random_state=seed)  # rows out of order
+    kw = {"judges": ["judge-c", "judge-a"], "dimensions": ["quality", "extra"], "questions": None}
+    for questions in (None, sorted(answers["question_id"].unique())[5:40]):
+        kw["questions"] = questions
+        rag, grid = A.rag_items_and_grid(scores, **kw)
+        _frames_identical(rag, A.rag_items(scores))
+        _frames_identical(grid, A.score_grid(scores, **kw))
+    no_rag = scores[scores["set"] != "rag"]
+    rag, grid = A.rag_items_and_grid(no_rag, **kw)
+    _frames_identical(rag, A.rag_items(no_rag))
+    _frames_identical(grid, A.score_grid(no_rag, **kw))
