@@ -29,7 +29,7 @@ import pandas as pd
 from cube.diagnose.retrieval import family_wilson, retrieval_icc
 from cube.diagnose.verdict import gate_withhold_reasons
 from cube.method.analysis import CubeWarning, retrieval_outcomes
-from cube.method.evaluation import evaluate
+from cube.method.evaluation import evaluate_headline
 
 COLUMNS = [
     "questions",
@@ -147,7 +147,7 @@ def _category_scores(
         return row
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CubeWarning)
-        r = evaluate(answers, scores, ap, top_n, **evaluated)
+        r = evaluate_headline(answers, scores, ap, top_n, **evaluated)
     row.update({"W": float(r.jury.at["mean", "weighted_score"]), "CuBE": r.jury_cube()})
     row["W_lo"], row["W_hi"] = r.interval("jury", "weighted_score")
     row["CuBE_lo"], row["CuBE_hi"] = r.interval("jury", "cube_score")

@@ -334,6 +334,24 @@ def rank_correlations(
     )
 
 
+def rag_items_and_grid(
+    scores: pd.DataFrame,
+    *,
+    judges: Iterable[Any] | None = None,
+    dimensions: Iterable[str] | None = None,
+    questions: Iterable[Any] | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """`rag_items(scores)` and `score_grid(scores, ...)` from one per-item table (each makes its
+    own otherwise): the rag set's per-item rows are the whole table's rows of the rag set, in the
+    same order (a grouping in order of appearance puts a rag item where its first rag row is
+    either way) with the same means (the same rows, in the same order)."""
+    items = _per_item(scores)
+    rag = items[items["set"] == "rag"].reset_index(drop=True)
+    if rag.empty:  # an empty table's column types are the grouping's own: made as rag_items does
+        rag = rag_items(scores)
+    return rag, _grid_of(items, judges, dimensions, questions)
+
+
 def rag_items(scores: pd.DataFrame) -> pd.DataFrame:
     """The per-item scores (`_per_item`) of the `rag` scoring set: what the correlations with rank
     and Table 1 read (`cube.method.evaluation.evaluate` makes it once for all four)."""

@@ -90,15 +90,19 @@ def prepare(
     fallback: str = "none",
     clusters: Mapping[Any, Any] | None = None,
     grid: pd.DataFrame | None = None,
+    ranks: pd.DataFrame | None = None,
 ) -> Prepared:
     """The arrays the resamples read. `grid`: `cube.method.analysis.score_grid` of the same scores,
     judges, dimensions and known-retrieval questions when the caller has it (in any question order:
-    it is reindexed here), else made here."""
+    it is reindexed here), else made here. `ranks`: `retrieval_outcomes(answers, top_n).ranks` when
+    the caller has it (`cube.method.evaluation.evaluate` does, on the answers before it left out
+    the questions of unknown retrieval, which are not among these ranks either), else made here."""
     # Sorted by question id, so the same seed draws the same questions whatever the row order.
     # The same grid as cube.method.analysis (absent rows are NaN) and the same known-retrieval
     # questions.
-    outcomes = A.retrieval_outcomes(answers, top_n)
-    ranks = outcomes.ranks.sort_values("question_id", kind="stable").reset_index(drop=True)
+    if ranks is None:
+        ranks = A.retrieval_outcomes(answers, top_n).ranks
+    ranks = ranks.sort_values("question_id", kind="stable").reset_index(drop=True)
     qids = ranks["question_id"].tolist()
     if grid is None:
         grid = A.score_grid(scores, judges=judges, dimensions=dimensions, questions=qids)
@@ -174,20 +178,43 @@ def _nested_axes(grid: pd.DataFrame, shape: tuple[int, ...]) -> list[list[Any]] 
     return out
 
 
-def _weighted_pearson(C: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+def _weighted_pearson(
+    C: np.ndarray, x: np.ndarray, y: np.ndarray, memo: dict | None = None
+) -> np.ndarray:
+    """The count-weighted Pearson r of x and y (NaN in y skipped) in every row of C. `memo`: the
+    x side's sums (`_x_sums`) by y's mask, kept by a caller that correlates the same C and x with
+    many y (every judge's every dimension: most share one mask)."""
     m = ~np.isnan(y)
     y0 = np.where(m, y, 0.0)
-    xm = np.where(m, x, 0.0)
-    n = C @ m.astype(float)
+    n, x_sum, xx_sum, xm = _x_sums(C, x, m) if memo is None else _memo_x_sums(memo, C, x, m)
     with np.errstate(divide="ignore", invalid="ignore"):
-        sx, sy = C @ xm / n, C @ y0 / n
-        vx = C @ (xm * xm) / n - sx**2
+        sx, sy = x_sum / n, C @ y0 / n
+        vx = xx_sum / n - sx**2
         vy = C @ (y0 * y0) / n - sy**2
         cov = C @ (xm * y0) / n - sx * sy
         r = cov / np.sqrt(vx * vy)
     scale = np.maximum(1.0, np.maximum(np.abs(sx), np.abs(sy))) ** 2
     r[(n < 3) | (vx <= 1e-12 * scale) | (vy <= 1e-12 * scale)] = np.nan
     return r
+
+
+def _x_sums(
+    C: np.ndarray, x: np.ndarray, m: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """What `_weighted_pearson` reads of x on the mask m: the counts' sums of m, of x and of x²
+    (x zeroed off the mask), and x zeroed off the mask."""
+    xm = np.where(m, x, 0.0)
+    return C @ m.astype(float), C @ xm, C @ (xm * xm), xm
+
+
+def _memo_x_sums(
+    memo: dict, C: np.ndarray, x: np.ndarray, m: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """`_x_sums` made once per mask (the same products of the same arrays: the same bits)."""
+    key = m.tobytes()
+    if key not in memo:
+        memo[key] = _x_sums(C, x, m)
+    return memo[key]
 
 
 def _weighted_trim_mean(
@@ -226,14 +253,19 @@ def _whole_counts(C: np.ndarray) -> bool:
 
 
 def _judge_trim_means(
-    C: np.ndarray, scores: np.ndarray, keeps: list[np.ndarray], proportion: float, whole: bool
+    C: np.ndarray,
+    scores: np.ndarray,
+    keeps: list[np.ndarray],
+    proportion: float,
+    whole: bool,
+    left_out: np.ndarray | None = None,
 ) -> np.ndarray:
     """`_weighted_trim_mean` of one judge's every set and dimension (`scores`: sets x dims x n,
     `keeps[d]`: the questions kept for dimension d), as an array sets x dims x resamples. With
     whole counts and many resamples the one-hot columns of its (set, dimension) pairs are
     multiplied by C a batch at a time (`_ONEHOT_CELLS` at most): one wide product instead of a
     narrow one each (C read once per batch, ~3x faster at the paper's scale), the same sums
-    (`_whole_counts`)."""
+    (`_whole_counts`). `left_out`: C's rows are the jackknife's (`_trim_batch`)."""
     n_sets, n_dims = scores.shape[0], scores.shape[1]
     out = np.empty((n_sets, n_dims, C.shape[0]))
     at_once = whole and C.shape[0] >= _AT_ONCE_ROWS
@@ -247,23 +279,41 @@ def _judge_trim_means(
                 out[s, d] = _weighted_trim_mean(C, v, keep, proportion)
                 continue
             if (sum(len(x[2]) for x in batch) + len(values)) * C.shape[1] > _ONEHOT_CELLS:
-                _trim_batch(C, batch, proportion, out)
+                _trim_batch(C, batch, proportion, out, left_out)
                 batch = []
             batch.append((s, d, values, np.flatnonzero(ok), inverse))
-    _trim_batch(C, batch, proportion, out)
+    _trim_batch(C, batch, proportion, out, left_out)
     return out
 
 
-def _trim_batch(C: np.ndarray, batch: list[tuple], proportion: float, out: np.ndarray) -> None:
+def _trim_batch(
+    C: np.ndarray,
+    batch: list[tuple],
+    proportion: float,
+    out: np.ndarray,
+    left_out: np.ndarray | None = None,
+) -> None:
     """The trimmed means of a batch of (set, dimension) pairs from one product of C with all
-    their one-hot columns, into `out` (sets x dims x resamples)."""
+    their one-hot columns, into `out` (sets x dims x resamples).
+
+    `left_out`: C is whole counts of the jackknife, 1 minus one-hot rows (`_jackknife`): each
+    question's row of C that leaves it out (-1: none). Then C's product with the one-hot columns
+    is their column sums minus each row's left-out questions' sums: sums of whole numbers, exact
+    in any order, so the very numbers the product gives, without multiplying every row by every
+    question (most of the jackknife's cost on a small evaluation)."""
     if not batch:
         return
     starts = np.cumsum([0, *(len(x[2]) for x in batch)])
     onehot = np.zeros((C.shape[1], int(starts[-1])))
     for (_, _, _, at, inverse), start in zip(batch, starts[:-1], strict=True):
         onehot[at, start + inverse] = 1.0
-    counts = C @ onehot
+    if left_out is None:
+        counts = C @ onehot
+    else:
+        out_sums = np.zeros((C.shape[0], onehot.shape[1]))
+        hit = left_out >= 0
+        np.add.at(out_sums, left_out[hit], onehot[hit])
+        counts = onehot.sum(axis=0)[None, :] - out_sums
     for (s, d, values, _, _), lo, hi in zip(batch, starts[:-1], starts[1:], strict=True):
         out[s, d] = _trim_sorted(counts[:, lo:hi], values, proportion)
 
@@ -280,19 +330,26 @@ def _trim_sorted(Cs: np.ndarray, vals: np.ndarray, proportion: float) -> np.ndar
         return np.where(high - low > 0, (take @ vals) / (high - low), np.nan)
 
 
-def _resampled_weight(p: Prepared, C: np.ndarray, j: int, d: int) -> np.ndarray | float:
+def _resampled_weight(
+    p: Prepared, C: np.ndarray, j: int, d: int, memo: dict | None = None
+) -> np.ndarray | float:
     """Judge j's weight of dimension d in each resample: its rank correlation on the rag set (0
-    when negative or undefined), 1, or the custom weight."""
+    when negative or undefined), 1, or the custom weight. `memo`: `_weighted_pearson`'s, for
+    this C."""
     if p.mode == "rank_correlation":
-        r = _weighted_pearson(C, p.rank_score, p.scores[j, A.SETS.index("rag"), d])
+        r = _weighted_pearson(C, p.rank_score, p.scores[j, A.SETS.index("rag"), d], memo)
         return np.where(np.isnan(r) | (r < 0), 0.0, r)
     if p.mode == "equal":
         return 1.0
     return float((p.custom or {})[p.dims[d]])
 
 
-def cube_from_counts(p: Prepared, C: np.ndarray) -> dict[str, np.ndarray]:
-    """Every judge's weighted score and CuBE for each row of the counts matrix C (B x n)."""
+def cube_from_counts(
+    p: Prepared, C: np.ndarray, *, left_out: np.ndarray | None = None
+) -> dict[str, np.ndarray]:
+    """Every judge's weighted score and CuBE for each row of the counts matrix C (B x n).
+    `left_out`: C's rows are the jackknife's, 1 minus a one-hot row each: the row leaving each
+    question out (-1: none), which the trimmed means' counts are summed from (`_trim_batch`)."""
     B = C.shape[0]
     J, D = len(p.judges), len(p.dims)
     recall = C @ p.retrieved.astype(float) / C.sum(axis=1)
@@ -301,15 +358,16 @@ def cube_from_counts(p: Prepared, C: np.ndarray) -> dict[str, np.ndarray]:
     w = np.empty((J, D, B))
     tm = np.empty((J, len(A.SETS), D, B))
     whole = _whole_counts(C)
+    memo: dict = {}  # rank_score's sums per mask of scored questions, shared by the correlations
     for j in range(J):
         for d in range(D):
-            w[j, d] = _resampled_weight(p, C, j, d)
+            w[j, d] = _resampled_weight(p, C, j, d, memo)
         # paired: only questions this judge scored in all three sets (as
         # cube.method.analysis.trimmed_means)
         keeps = [
             keep & ~np.isnan(p.scores[j, :, d]).any(axis=0) if p.paired else keep for d in range(D)
         ]
-        tm[j] = _judge_trim_means(C, p.scores[j], keeps, p.proportion, whole)
+        tm[j] = _judge_trim_means(C, p.scores[j], keeps, p.proportion, whole, left_out)
     total_w = w.sum(axis=1, keepdims=True)
     # undefined weights -> 1/D (analysis.weights_fallback), as dimension_weights
     if p.fallback == "equal":
@@ -379,9 +437,11 @@ def bootstrap_cube(
     expand: bool = True,
     clusters: Mapping[Any, Any] | None = None,
     grid: pd.DataFrame | None = None,
+    ranks: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Intervals (`method`, `expand`: see `bootstrap_prepared`) of each judge's and the jury's CuBE,
-    W and R@k. `grid`: the score grid when the caller has made it (`prepare`).
+    W and R@k. `grid` and `ranks`: the score grid and the retrieval ranks when the caller has made
+    them (`prepare`).
 
     The jury averages `jury_judges` only (the judges that passed the validity gate; default:
     every judge), and a resample where one of them is undefined is undefined for the jury.
@@ -403,6 +463,7 @@ def bootstrap_cube(
         fallback=weights_fallback,
         clusters=clusters,
         grid=grid,
+        ranks=ranks,
     )
     return bootstrap_prepared(
         p,
@@ -594,10 +655,15 @@ def leave_out_rows(n: int, units: np.ndarray | None = None) -> np.ndarray:
     """The jackknife's leave-out rows over n questions: row k is 1 on the questions of group k
     (`jackknife_groups` of the units, at most `JACKKNIFE_GROUPS` groups; a unit is never split);
     counts = 1 - row leave that group out. `units`: each question's unit code (None: its own)."""
+    g = _leave_out_groups(n, units)
+    return (g[None, :] == np.arange(g.max() + 1)[:, None]).astype(float)
+
+
+def _leave_out_groups(n: int, units: np.ndarray | None) -> np.ndarray:
+    """The leave-out group of each of n questions (`leave_out_rows`' row k leaves out group k)."""
     u = np.arange(n) if units is None else units
     G = int(u.max()) + 1 if n else 0
-    g = jackknife_groups(G, JACKKNIFE_GROUPS)[u]
-    return (g[None, :] == np.arange(g.max() + 1)[:, None]).astype(float)
+    return jackknife_groups(G, JACKKNIFE_GROUPS)[u]
 
 
 def _jackknife(p: Prepared, chunk: int = 256) -> dict[str, np.ndarray]:
@@ -610,8 +676,14 @@ def _jackknife(p: Prepared, chunk: int = 256) -> dict[str, np.ndarray]:
     E[U^3], E[(sum of m)^2] = m E[U^2]) at a cost of `JACKKNIFE_GROUPS` CuBE computations instead of
     n (6,111 at the paper's scale, six times its 1,000 resamples)."""
     leave_out = leave_out_rows(len(p.rank_score), p.units)
+    groups = _leave_out_groups(len(p.rank_score), p.units)
     parts = [
-        cube_from_counts(p, 1.0 - leave_out[s : s + chunk]) for s in range(0, len(leave_out), chunk)
+        cube_from_counts(
+            p,
+            1.0 - leave_out[s : s + chunk],
+            left_out=np.where((groups >= s) & (groups < s + chunk), groups - s, -1),
+        )
+        for s in range(0, len(leave_out), chunk)
     ]
     return {
         k: np.concatenate([x[k] for x in parts], axis=-1)

@@ -596,9 +596,12 @@ def compare_pair(
     dims = dimensions or _shared_dimensions(a_scores, b_scores)
     a_ans, a_sc = _restrict(a_answers, a_scores, common, judges, dims)
     b_ans, b_sc = _restrict(b_answers, b_scores, common, judges, dims)
-    ta, tb = _verdicts_quietly((a_ans, a_sc, na), (b_ans, b_sc, nb), ap, judges, dims)
+    verdicts = _verdicts_quietly((a_ans, a_sc, na), (b_ans, b_sc, nb), ap, judges, dims)
+    ta, tb = verdicts[0].table, verdicts[1].table
     jury_judges = _exclude_gate_failures(judges, ta, tb, excluded)
-    pa, pb = _prepared_pair((a_ans, a_sc, na), (b_ans, b_sc, nb), ap, judges, dims, clusters)
+    pa, pb = _prepared_pair(
+        (a_ans, a_sc, na), (b_ans, b_sc, nb), ap, judges, dims, clusters, verdicts
+    )
     n = len(pa.rank_score)
     jury = [pa.judges.index(j) for j in jury_judges]
     point_a, point_b = _stats(pa, np.ones((1, n)), jury), _stats(pb, np.ones((1, n)), jury)
@@ -687,15 +690,16 @@ def _verdicts_quietly(
     ap: Any,
     judges: list[str],
     dims: list[str],
-) -> tuple[pd.DataFrame, pd.DataFrame]:
+) -> tuple[E.Verdicts, E.Verdicts]:
     """Each side's CuBE table with the gate's verdicts (`evaluate`'s, without the parts the
-    table does not read: `cube.method.evaluation.judge_verdicts`) on the shared questions,
-    without warnings: the verdicts decide the jury of the comparison."""
+    table does not read: `cube.method.evaluation.gate_verdicts`) on the shared questions,
+    without warnings: the verdicts decide the jury of the comparison. With each, the score grid
+    and ranks it rests on, which `_prepared_pair` reads."""
     quiet = ap.model_copy(update={"bootstrap": 0, "top_n": None})  # each side's N is explicit
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", A.CubeWarning)
         return tuple(  # type: ignore[return-value]
-            E.judge_verdicts(answers, scores, quiet, n, judges=judges, dimensions=dims)
+            E.gate_verdicts(answers, scores, quiet, n, judges=judges, dimensions=dims)
             for answers, scores, n in (a, b)
         )
 
@@ -707,8 +711,12 @@ def _prepared_pair(
     judges: list[str],
     dims: list[str],
     clusters: Mapping[Any, Any] | None,
+    verdicts: tuple[E.Verdicts, E.Verdicts],
 ) -> tuple[Prepared, Prepared]:
-    """Each side's (answers, scores, N) prepared for resampling under side A's settings."""
+    """Each side's (answers, scores, N) prepared for resampling under side A's settings, on the
+    score grid and ranks of its `verdicts` (`_verdicts_quietly`: the same tables, judges,
+    dimensions and N, so the same grid and ranks as `prepare` would make; made there when the
+    side had no question of known retrieval)."""
     kw = dict(
         proportion=ap.trim_proportion,
         subset=ap.subset,
@@ -723,7 +731,8 @@ def _prepared_pair(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", A.CubeWarning)
         return tuple(  # type: ignore[return-value]
-            prepare(answers, scores, top_n=n, **kw) for answers, scores, n in (a, b)
+            prepare(answers, scores, top_n=n, grid=v.grid, ranks=v.ranks, **kw)
+            for (answers, scores, n), v in zip((a, b), verdicts, strict=True)
         )
 
 

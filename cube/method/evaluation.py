@@ -22,9 +22,8 @@ from cube.method.analysis import (
     dimension_weights,
     judge_summary,
     jury_summary,
-    rag_items,
+    rag_items_and_grid,
     retrieval_outcomes,
-    score_grid,
     single_system,
     summary_of,
     trimmed_means_of_grid,
@@ -36,6 +35,7 @@ from cube.method.normalise import (
     FLAG_COLUMNS,
     cube_scores_with_flags,
     effective_weight_table,
+    trimmed_wide,
     weighted_totals,
 )
 
@@ -183,15 +183,43 @@ def judge_verdicts(
     retrieved questions, the summaries, the design effect, the intervals): the gate's verdicts
     for a caller that reads only them (`cube.method.compare`, for its jury). Warnings are
     raised, not recorded; no audit or twins."""
+    return gate_verdicts(
+        answers, scores, analysis_params, top_n, judges=judges, dimensions=dimensions
+    ).table
+
+
+class Verdicts(NamedTuple):
+    """`gate_verdicts`: the CuBE table with the gate's verdicts, and the score grid and retrieval
+    ranks it rests on (both None when no question has a known retrieval outcome)."""
+
+    table: pd.DataFrame
+    grid: pd.DataFrame | None
+    ranks: pd.DataFrame | None
+
+
+def gate_verdicts(
+    answers: pd.DataFrame,
+    scores: pd.DataFrame,
+    analysis_params: Any = None,
+    top_n: int | None = None,
+    *,
+    judges: Sequence[str] | None = None,
+    dimensions: Sequence[str] | None = None,
+) -> Verdicts:
+    """`judge_verdicts` with the score grid (of the configured judges and dimensions, on the
+    questions of known retrieval) and the ranks it made, which a caller resampling the same
+    tables reads instead of making them again (`cube.method.bootstrap.prepare`'s `grid` and
+    `ranks`: `cube.method.compare`)."""
     ap = _checked_params(analysis_params)
     n_top = ap.top_n or top_n or 8
     _checked_system(answers, scores)
     judge_names = _judge_names(judges, scores)
     outcomes = retrieval_outcomes(answers, n_top)
     if _every_retrieval_unknown(outcomes.ranks, outcomes):
-        return evaluate(answers, scores, ap, top_n, judges=judges, dimensions=dimensions).cube_table
+        table = evaluate(answers, scores, ap, top_n, judges=judges, dimensions=dimensions)
+        return Verdicts(table.cube_table, None, None)
     known_answers, known_scores = _without_unknown_retrieval(answers, scores, outcomes)
-    return _gated(
+    g = _gated(
         known_answers,
         known_scores,
         ap,
@@ -200,7 +228,8 @@ def judge_verdicts(
         (judge_names, dimensions),
         (None, 10, None),
         retrieved_correlations=False,
-    ).table
+    )
+    return Verdicts(g.table, g.grid, outcomes.ranks)
 
 
 def evaluate(
@@ -231,6 +260,58 @@ def evaluate(
     its own unit; None: every question is), and `design` reports the families' design effect.
     `twins`: the ablation twins' summary per judge (`cube.method.injection.twin_summary`, over every
     system's flagged answers; None: no answer was flagged or the twins were not judged)."""
+    return _evaluation(
+        answers,
+        scores,
+        analysis_params,
+        top_n,
+        (judges, dimensions),
+        (audit, audit_min_pairs, twins),
+        clusters,
+    )
+
+
+def evaluate_headline(
+    answers: pd.DataFrame,
+    scores: pd.DataFrame,
+    analysis_params: Any = None,
+    top_n: int | None = None,
+    *,
+    judges: Sequence[str] | None = None,
+    dimensions: Sequence[str] | None = None,
+) -> CubeResult:
+    """`evaluate` (no audit, twins or families) without what a headline figure does not read, for a
+    caller that evaluates many small subsets (`cube.diagnose.categories`, 20 per-category
+    evaluations at the paper's scale): the correlations on the retrieved questions, the judge and
+    retrieved summaries (empty tables here) and the design effect (`design` empty; the intervals
+    without their `unit`, `n_units` and `design_effect` columns). Every other field is
+    `evaluate`'s own, computed the same way."""
+    return _evaluation(
+        answers,
+        scores,
+        analysis_params,
+        top_n,
+        (judges, dimensions),
+        (None, 10, None),
+        None,
+        full=False,
+    )
+
+
+def _evaluation(
+    answers: pd.DataFrame,
+    scores: pd.DataFrame,
+    analysis_params: Any,
+    top_n: int | None,
+    names: tuple[Sequence[str] | None, Sequence[str] | None],
+    gate_inputs: tuple[pd.DataFrame | None, int, pd.DataFrame | None],
+    clusters: Mapping[Any, Any] | None,
+    *,
+    full: bool = True,
+) -> CubeResult:
+    """`evaluate` (`full`) or `evaluate_headline`. `names`: the judges and dimensions;
+    `gate_inputs`: the audit, its minimum pairs and the twins."""
+    judges, dimensions = names
     ap = _checked_params(analysis_params)
     n_top = ap.top_n or top_n or 8
     system = _checked_system(answers, scores)
@@ -253,16 +334,16 @@ def evaluate(
             ranks,
             recall,
             (judge_names, dimensions),
-            (audit, audit_min_pairs, twins),
+            gate_inputs,
+            retrieved_correlations=full,
         )
     rag, corr_all, corr_ret, weights, tm, totals, table, flags, grid, retrieved_ids = g
     for w in caught:  # recorded in the result and still shown to the reader
-        warnings.warn(w.message, CubeWarning, stacklevel=2)
-    design = _design(ranks, grid, table, clusters, ap.cluster)
+        warnings.warn(w.message, CubeWarning, stacklevel=3)
+    design = _design(ranks, grid, table, clusters, ap.cluster) if full else {}
     boot = _intervals(
-        answers, scores, ap, n_top, judge_names, dimensions, table, clusters, design, grid
+        answers, scores, ap, n_top, (judge_names, dimensions), table, clusters, design, grid, ranks
     )
-    dims_seen = dimension_order(scores["dimension"])
     return CubeResult(
         system=system,
         recall_at_k=recall,
@@ -270,17 +351,13 @@ def evaluate(
         n_retrieved=int(ranks["retrieved"].sum()),
         ranks=ranks,
         correlations_all=corr_all,
-        correlations_retrieved=corr_ret,
+        correlations_retrieved=corr_ret if corr_ret is not None else pd.DataFrame(),
         weights=weights,
         trimmed_means=tm,
         weighted_totals=totals,
         cube_table=table,
         jury=jury_summary(table),
-        judge_summary=summary_of(rag, dims_seen),
-        retrieved_summary=summary_of(
-            rag[rag["question_id"].isin(retrieved_ids)].reset_index(drop=True),
-            dimension_order(scores.loc[scores["question_id"].isin(retrieved_ids), "dimension"]),
-        ),
+        **_summaries(rag, scores, retrieved_ids, full),
         bootstrap=boot,
         settings=_settings(ap, n_top, outcomes),
         warnings=[str(w.message) for w in caught],
@@ -289,6 +366,22 @@ def evaluate(
         design=design,
         clusters=_copied_families(clusters, ap),
     )
+
+
+def _summaries(
+    rag: pd.DataFrame, scores: pd.DataFrame, retrieved_ids: set[Any], full: bool
+) -> dict[str, pd.DataFrame]:
+    """The judge summary on the rag set and on its retrieved questions (empty tables when not
+    `full`)."""
+    if not full:
+        return {"judge_summary": pd.DataFrame(), "retrieved_summary": pd.DataFrame()}
+    return {
+        "judge_summary": summary_of(rag, dimension_order(scores["dimension"])),
+        "retrieved_summary": summary_of(
+            rag[rag["question_id"].isin(retrieved_ids)].reset_index(drop=True),
+            dimension_order(scores.loc[scores["question_id"].isin(retrieved_ids), "dimension"]),
+        ),
+    }
 
 
 # --------------------------------------------------------------------------- evaluate's steps
@@ -330,7 +423,9 @@ def _gated(
     # the rag set's per-item scores feed both correlations and Table 1, the grid the trimmed
     # means, the gate and the bootstrap (the public functions, each on its own, validate
     # and derive them again)
-    rag = rag_items(scores)
+    rag, grid = rag_items_and_grid(
+        scores, judges=judge_names, dimensions=dimensions, questions=qids
+    )
     pairs = _pairs(judge_names, dimensions, scores)
     corr_all = correlations_of(rag, ranks, "rank_score", *pairs)
     corr_ret = (
@@ -341,15 +436,15 @@ def _gated(
     weights = dimension_weights(corr_all, ap.weights, ap.custom_weights, ap.weights_fallback)
     causes = _weight_causes_if_ranked(ranks, corr_all, ap)
     retrieved_ids = set(ranks.loc[ranks["retrieved"], "question_id"])
-    grid = score_grid(scores, judges=judge_names, dimensions=dimensions, questions=qids)
     _check_trim(ap.trim_proportion)
     tm = trimmed_means_of_grid(
         grid, scores, ap.trim_proportion, retrieved_ids, ap.paired, dimensions
     )
     weights = _weights_for(weights, tm)
-    effective = effective_weight_table(tm, weights)  # read by the table, totals and gate
+    wide = trimmed_wide(tm)  # read by the effective weights and the table
+    effective = effective_weight_table(tm, weights, wide=wide)  # read by the table, totals, gate
     table, flags = _flagged_table(
-        tm, (weights, effective), recall, causes, corr_all, retrieved_ids, ap
+        tm, (weights, effective, wide), recall, causes, corr_all, retrieved_ids, ap
     )
     _warn_if_w_interval_approximate(ap, len(retrieved_ids))
     totals = weighted_totals(tm, weights, effective)
@@ -449,7 +544,7 @@ def _weight_causes_if_ranked(ranks: pd.DataFrame, corr_all: pd.DataFrame, ap: An
 
 def _flagged_table(
     tm: pd.DataFrame,
-    weighting: tuple[pd.DataFrame, pd.DataFrame],
+    weighting: tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame],
     recall: float,
     causes: dict[str, str],
     corr_all: pd.DataFrame,
@@ -458,9 +553,10 @@ def _flagged_table(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """CuBE's table with its flags: the normalised scores' own, then the equal-weights fallback,
     the unweighted dimensions and too few retrieved questions, each also in the judge's row.
-    `weighting`: the weights and their `effective_weight_table`."""
-    weights, effective = weighting
-    table, flags = cube_scores_with_flags(tm, weights, recall, causes, effective)
+    `weighting`: the weights, their `effective_weight_table` and the trimmed means'
+    `trimmed_wide`."""
+    weights, effective, wide = weighting
+    table, flags = cube_scores_with_flags(tm, weights, recall, causes, effective, wide=wide)
     ranked = ap.weights == "rank_correlation"
     if ranked and ap.weights_fallback == "equal" and causes:
         flags = _fallback_flags(flags, causes)
@@ -560,20 +656,23 @@ def _intervals(
     scores: pd.DataFrame,
     ap: Any,
     n_top: int,
-    judge_names: list[str],
-    dimensions: Sequence[str] | None,
+    names: tuple[list[str], Sequence[str] | None],
     table: pd.DataFrame,
     clusters: Mapping[Any, Any] | None,
     design: dict[str, Any],
     grid: pd.DataFrame,
+    ranks: pd.DataFrame,
 ) -> pd.DataFrame | None:
     """The bootstrap intervals (None when `analysis.bootstrap` is 0), with the design beside each
-    and the jury's W and CuBE undefined where `jury_summary` leaves them undefined. `grid`: the
-    score grid of the same judges, dimensions and questions, which the bootstrap reads."""
+    (none when `design` is empty: `evaluate_headline`) and the jury's W and CuBE undefined where
+    `jury_summary` leaves them undefined. `names`: the judges and dimensions; `grid` and `ranks`:
+    the score grid of the same judges, dimensions and questions and their retrieval ranks, which
+    the bootstrap reads."""
     from cube.method.bootstrap import bootstrap_cube
 
     if ap.bootstrap <= 0:
         return None
+    judge_names, dimensions = names
     boot = bootstrap_cube(
         answers,
         scores,
@@ -593,8 +692,10 @@ def _intervals(
         method=ap.interval,
         clusters=clusters if ap.cluster == "family" else None,
         grid=grid,
+        ranks=ranks,
     )
-    boot = _with_design(boot, design)
+    if design:
+        boot = _with_design(boot, design)
     if "gate_w_unusable" in table:
         boot = _undefined_jury_interval(boot, table)
     return boot

@@ -66,10 +66,29 @@ def weighted_totals(
     the caller has it."""
     eff = effective_weight_table(trimmed, weights) if effective is None else effective
     m = trimmed.merge(eff, on=["judge", "dimension"], how="left")
-    m["wtm"] = np.where(m["effective_weight"] == 0, 0.0, m["effective_weight"] * m["trimmed_mean"])
-    return m.groupby(["judge", "set"], as_index=False, sort=False).agg(
-        weighted_total=("wtm", lambda s: s.sum(skipna=False))
+    wtm = np.where(m["effective_weight"] == 0, 0.0, m["effective_weight"] * m["trimmed_mean"])
+    # per (judge, set) in order of appearance, the sum of its rows in their order (NaN kept):
+    # `np.sum` of each group's values, what `Series.sum(skipna=False)` computes, without a grouping
+    # calling a Python function per group
+    codes, _ = pd.factorize(pd.MultiIndex.from_arrays([m["judge"], m["set"]]))
+    order = np.argsort(codes, kind="stable")
+    starts = (
+        np.flatnonzero(np.r_[True, np.diff(codes[order]) != 0]) if len(m) else np.array([], int)
     )
+    bounds = np.r_[starts, len(order)]
+    out = m[["judge", "set"]].iloc[order[starts]].reset_index(drop=True)
+    out["weighted_total"] = np.array(
+        [np.sum(wtm[order[lo:hi]]) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)],
+        dtype=float,
+    )
+    return out
+
+
+def trimmed_wide(trimmed: pd.DataFrame) -> pd.DataFrame:
+    """The trimmed means one row per (judge, dimension), one column per set (zero, rag, full):
+    what `effective_weight_table` and `cube_scores_with_flags` read, which a caller making both
+    passes to each as `wide` (a pivot table is most of either's cost on a small evaluation)."""
+    return _wide(trimmed)
 
 
 def _wide(trimmed: pd.DataFrame) -> pd.DataFrame:
@@ -82,9 +101,12 @@ def _wide(trimmed: pd.DataFrame) -> pd.DataFrame:
     ).reindex(columns=list(SETS))
 
 
-def effective_weight_table(trimmed: pd.DataFrame, weights: pd.DataFrame) -> pd.DataFrame:
-    """`judge, dimension, weight, effective_weight` (the weights W actually uses)."""
-    tm = _wide(trimmed)
+def effective_weight_table(
+    trimmed: pd.DataFrame, weights: pd.DataFrame, *, wide: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """`judge, dimension, weight, effective_weight` (the weights W actually uses). `wide`:
+    `trimmed_wide` of the same trimmed means when the caller has it."""
+    tm = _wide(trimmed) if wide is None else wide
     rows = []
     for judge, g in weights.groupby("judge", sort=False):
         dims = list(g["dimension"])
@@ -157,15 +179,18 @@ def cube_scores_with_flags(
     recall: float,
     weight_causes: dict[str, str] | None = None,
     effective: pd.DataFrame | None = None,
+    *,
+    wide: pd.DataFrame | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """`cube_scores` and the flags as a table `judge, dimension, code, message` (dimension
     `W` for the weighted score, `R@k` for retrieval). `effective`: `effective_weight_table` of
-    the same trimmed means and weights when the caller has it (each makes the wide table anew)."""
+    the same trimmed means and weights when the caller has it; `wide`: `trimmed_wide` of the same
+    trimmed means when the caller has it (else each makes the wide table anew)."""
     _require_sets(trimmed)
-    tm = _wide(trimmed)
+    tm = _wide(trimmed) if wide is None else wide
     dims = list(dict.fromkeys(trimmed["dimension"]))
     if effective is None:
-        effective = effective_weight_table(trimmed, weights)
+        effective = effective_weight_table(trimmed, weights, wide=tm)
     eff = effective.set_index(["judge", "dimension"])
     causes = weight_causes or {}
     rows, flags = [], []

@@ -102,6 +102,14 @@ def _correlation_matrix(
     scores: pd.DataFrame, answers: pd.DataFrame, judge: str, subset: str, top_n: int
 ) -> pd.DataFrame:
     """Pearson matrix of `rank_score` and the judge's dimension scores on the rag set."""
+    return _judge_matrix(_rag_of_system(scores, answers, subset, top_n), scores, judge)
+
+
+def _rag_of_system(
+    scores: pd.DataFrame, answers: pd.DataFrame, subset: str, top_n: int
+) -> tuple[pd.Series, pd.DataFrame]:
+    """What every judge's correlation matrix reads, made once for all of them: `rank_score` by
+    question (of `subset`) and the rag-set scores of the answers' system, every judge's."""
     if subset not in ("all", "retrieved"):
         raise ValueError(f"subset must be 'all' or 'retrieved', got {subset!r}")
     ranks = retrieval_outcomes(
@@ -109,9 +117,21 @@ def _correlation_matrix(
     ).ranks  # as cube.method.analysis: failed system calls left out
     if subset == "retrieved":
         ranks = ranks[ranks["retrieved"]]
-    rag = scores[(scores["set"].astype(str) == "rag") & (scores["judge"].astype(str) == judge)]
+    rag = scores[scores["set"].astype(str) == "rag"]
     if "system" in answers and "system" in scores:  # the system whose ranks these are
         rag = rag[rag["system"].astype(str).isin(answers["system"].astype(str).unique())]
+    ranked = ranks.assign(question_id=ranks["question_id"].astype(str)).set_index("question_id")[
+        "rank_score"
+    ]
+    return ranked, rag
+
+
+def _judge_matrix(
+    system_rag: tuple[pd.Series, pd.DataFrame], scores: pd.DataFrame, judge: str
+) -> pd.DataFrame:
+    """One judge's Pearson matrix from `_rag_of_system`'s ranks and rag-set scores."""
+    ranked, rag = system_rag
+    rag = rag[rag["judge"].astype(str) == judge]
     if rag.empty:
         raise ValueError(
             f"scores: no 'rag' scores of judge {judge!r}; judges: "
@@ -121,9 +141,6 @@ def _correlation_matrix(
         index="question_id", columns="dimension", values="score", dropna=False
     )
     wide = wide[[d for d in S.dims(rag) if d in wide]]
-    ranked = ranks.assign(question_id=ranks["question_id"].astype(str)).set_index("question_id")[
-        "rank_score"
-    ]
     table = pd.concat([ranked.astype(float), wide], axis=1, join="inner")
     return table.corr(method="pearson")
 
@@ -185,7 +202,8 @@ def correlation_grid(
     if not judges:
         raise ValueError("scores: no judge other than human raters to correlate with rank_score")
     labels = display_labels(judges)
-    matrices = {j: _correlation_matrix(scores, answers, j, subset, top_n) for j in judges}
+    system_rag = _rag_of_system(scores, answers, subset, top_n)  # once for every judge
+    matrices = {j: _judge_matrix(system_rag, scores, j) for j in judges}
     title = (
         f"Correlation of retrieval rank and each judge's scores (rag set, {_SUBSET_TEXT[subset]})"
     )
