@@ -93,3 +93,45 @@ def test_documents_request_ids_are_unchanged_and_distinct() -> None:
     second = Request(messages=(), context=changed, template_version="answer-1", sample=1)
     assert model._call_id(second) == _reference_id(model, second)
     assert model._call_id(second) != model._call_id(first)
+
+
+_TEXT_OR_NONE = st.one_of(st.none(), st.text(max_size=80), _LONG)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    context=st.dictionaries(st.text(max_size=12), _TEXT_OR_NONE, max_size=8),
+    version=st.one_of(st.text(max_size=20), st.none(), st.integers()),
+    sample=st.one_of(st.integers(min_value=-3, max_value=9), st.booleans()),
+    options=st.dictionaries(st.text(max_size=6), _SCALAR, max_size=3),
+)
+def test_a_context_of_texts_has_the_definition_s_id(context, version, sample, options) -> None:
+    """The joined path of a context of texts and Nones (the rubric judge's) hashes the
+    definition's bytes, whatever the texts (non-ASCII, quotes, control characters, empty, over
+    the digest threshold), the template version and the sample (True is not 1 in JSON)."""
+    model = _model(options)
+    request = Request(messages=(), context=context, template_version=version, sample=sample)
+    assert model._call_id(request) == _reference_id(model, request)
+    again = Request(messages=(), context=dict(context), template_version=version, sample=sample)
+    assert model._call_id(again) == _reference_id(model, request)  # and so from its memos
+
+
+def test_the_rubric_judge_s_context_has_the_definition_s_id() -> None:
+    """A judge's context (Chinese texts, a digested document, a None rubric, an empty item name)
+    under two samples and True/1, 0/False kept apart."""
+    context = {
+        "question": "抽水蓄能电站项目核准（新建）收费吗？",
+        "document": "事项名称：抽水蓄能电站项目核准（新建）\n收费标准：不收费\n" * 3,
+        "answer": '不收费。\u200b"引号" \\ \t',
+        "item_name": "",
+        "lang": "zh",
+        "dimension": "relevance",
+        "rubric": None,
+    }
+    model = _model()
+    ids = set()
+    for sample in (0, 1, True, False):
+        request = Request(messages=(), context=context, template_version="v", sample=sample)
+        assert model._call_id(request) == _reference_id(model, request)
+        ids.add(model._call_id(request))
+    assert len(ids) == 4
