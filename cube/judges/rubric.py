@@ -46,10 +46,7 @@ default lenient).
 
 Tokenisation and per-text analyses are cached (LRU, per process): a document is judged
 3 sets x 4 dimensions times and an answer 4 times, so each is segmented once; `score_answers`
-empties the analyses of documents and answers after each slice of answers
-(`RubricJudge.release_caches`). The cuts of short texts (`tokenize`, `_numbers` and jieba's cuts
-of text blocks) are kept, bounded: documents share most of their field values and lines across
-the corpus ("不收费", a procedure's steps), so a slice reuses those of the slices before it.
+empties the caches after each slice of answers (`RubricJudge.release_caches`).
 """
 
 from __future__ import annotations
@@ -255,9 +252,7 @@ _ACTION = ("processing_location", "online_handling", "consultation_method", "pro
 
 
 # --------------------------------------------------------------------------- text analysis (cached)
-# kept across slices of answers (`RubricJudge.release_caches`): at the paper's scale 26k distinct
-# texts (0.9 M characters), 61k cuts when they were dropped after each slice
-@lru_cache(maxsize=65_536)
+@lru_cache(maxsize=200_000)
 def tokenize(text: str, lang: str) -> tuple[str, ...]:
     """Content words: jieba words (no HMM: faster, dictionary words only) or English words."""
     text = unicodedata.normalize("NFKC", text).lower()
@@ -294,8 +289,7 @@ _QUANTITY = re.compile(
 
 
 # a document's fields repeat across documents ("不收费", a procedure's five steps): 116k texts at
-# the paper's scale, 27k distinct (kept across slices of answers, `RubricJudge.release_caches`;
-# emptied by `clear_caches`)
+# the paper's scale, 27k distinct (cleared with the other analyses, `clear_caches`)
 @lru_cache(maxsize=65_536)
 def _numbers(text: str) -> frozenset[str]:
     """Numeric claims as keys: "15|wd" (15 working days), "200|yuan", or a bare "0000"-style number.
@@ -624,16 +618,7 @@ _MEMOS: dict[Preset, dict[tuple[Any, ...], _Judged]] = {}
 
 def clear_caches() -> None:
     """Forget every cached tokenisation and analysis (for cold-cache benchmarks)."""
-    for fn in (tokenize, _numbers):
-        fn.cache_clear()
-    release_analyses()
-
-
-def release_analyses() -> None:
-    """Forget the analyses of documents and answers and the judgments (`_MEMOS`), keeping the
-    cuts of short texts (`tokenize`, `_numbers`): pure functions of their text, so keeping them
-    changes no result, only what a later slice of answers computes again."""
-    for fn in (_doc, _answer, _features):
+    for fn in (tokenize, _numbers, _doc, _answer, _features):
         fn.cache_clear()
     for memo in _MEMOS.values():
         memo.clear()
@@ -911,14 +896,12 @@ class RubricJudge(OfflineModel):
         return Response(text=str(int(total)), detail=dict(items))
 
     def release_caches(self) -> None:
-        """Forget the analyses of the slice's documents and answers and their whole texts' cuts:
-        `score_answers` calls it after each slice of answers has been scored by every offline
-        judge (the next slice's answers are others), so that the caches hold one slice's
-        analyses, not the whole run's (~0.3 GB at the paper's scale). The cuts of short texts
-        and of jieba's blocks are kept (bounded LRUs, ~10 MB at the paper's scale): the next
-        slice's documents share most of them (module docstring)."""
-        release_analyses()
-        clear_segment_caches(blocks=False)
+        """Forget the cached analyses and segmentations: `score_answers` calls it after each
+        slice of answers has been scored by every offline judge (the next slice's texts are
+        others), so that the caches hold one slice's texts, not the whole run's (~0.3 GB at the
+        paper's scale; the segmentations alone ~30 MB, still held by the screen after judging)."""
+        clear_caches()
+        clear_segment_caches()
 
 
 @register_offline("rubric")

@@ -250,7 +250,9 @@ _TEXT_ONLY = frozenset({str})
 _TEXT_OR_NONE = frozenset({str, type(None)})
 
 
-@functools.lru_cache(maxsize=65536)
+# bounded to about a slice of answers' pairs (1,024 answers' texts, each pair met in 4 dimensions
+# x 4 judges' calls): stage 03's peak memory is the run's largest process
+@functools.lru_cache(maxsize=8192)
 def _pair_bytes(key: str, value: str | None) -> bytes:
     """A context pair's canonical JSON `"key":value`, a text over 64 characters as its digest."""
     if value is not None and len(value) > 64:
