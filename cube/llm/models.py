@@ -124,16 +124,21 @@ class OfflineModel(Model):
     def respond(self, request: Request) -> Response:
         raise NotImplementedError
 
-    def _call_id(self, request: Request) -> str:
+    def _id_head(self) -> bytes:
+        """The call id's canonical JSON up to its context: `[name,options,`."""
+        return canonical_json([self.name, self.spec.options])[:-1].encode() + b","
+
+    def _call_id(self, request: Request, head: bytes | None = None) -> str:
         # The inputs' hash, with each long text (a ~1 KB document shared by dozens of calls)
         # replaced by its own digest, computed once per text: the same identity, far less hashing.
         flat = _flat_context_bytes(request.context)
         if flat is not None:
             # a context of texts (the rubric judge's: 233k calls at the paper's scale): its
-            # canonical JSON joined from each key and text's encoding, made once per text
-            # (tests/llm/test_call_id.py: the same bytes as the formula below)
-            h = hashlib.sha256(canonical_json([self.name, self.spec.options])[:-1].encode())
-            h.update(b"," + flat)
+            # canonical JSON joined from each key and text's encoding, made once per text, after
+            # `head` (`_id_head`, made once per batch) (tests/llm/test_call_id.py: the same bytes
+            # as the formula below)
+            h = hashlib.sha256(self._id_head() if head is None else head)
+            h.update(flat)
             h.update(_tail_bytes(request.template_version, request.sample))
             return h.hexdigest()
         context, spliced = _digested(request.context)
@@ -181,8 +186,9 @@ class OfflineModel(Model):
         # are rare.
         done: dict[str, Response] = {}
         out = []
+        head = self._id_head()
         for r in bar(requests):
-            cid = self._call_id(r)
+            cid = self._call_id(r, head)
             if cid not in done:
                 done[cid] = self._one(r, cid)
                 out.append(done[cid])

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cube.config.model_spec import ModelSpec
-from cube.llm import OfflineModel, Request
+from cube.llm import OfflineModel, Request, Response
 from cube.llm.cache import canonical_json
 
 
@@ -114,6 +114,8 @@ def test_a_context_of_texts_has_the_definition_s_id(context, version, sample, op
     assert model._call_id(request) == _reference_id(model, request)
     again = Request(messages=(), context=dict(context), template_version=version, sample=sample)
     assert model._call_id(again) == _reference_id(model, request)  # and so from its memos
+    # with the head a batch makes once (`OfflineModel._batch`)
+    assert model._call_id(again, model._id_head()) == _reference_id(model, request)
 
 
 def test_the_rubric_judge_s_context_has_the_definition_s_id() -> None:
@@ -135,3 +137,24 @@ def test_the_rubric_judge_s_context_has_the_definition_s_id() -> None:
         assert model._call_id(request) == _reference_id(model, request)
         ids.add(model._call_id(request))
     assert len(ids) == 4
+
+
+class _Echo(OfflineModel):
+    def respond(self, request: Request) -> Response:
+        return Response(text=str(len(request.context)))
+
+
+def test_a_batch_s_responses_carry_the_definition_s_ids() -> None:
+    """`complete` (the batch, its head made once) gives each response the id of its request,
+    flat contexts and others alike, repeats included."""
+    model = _Echo(ModelSpec(provider="offline", model="echo", options={"k": [1, "二"]}))
+    contexts = [
+        {"question": "收费吗？", "document": "收费标准：不收费。" * 10, "rubric": None},
+        {"question": "收费吗？", "document": "收费标准：不收费。" * 10, "rubric": None},
+        {"documents": ["长" * 70, "短"], "lang": "zh"},
+        {"n": 1, "x": 0.5},
+        {},
+    ]
+    requests = [Request((), c, "v", s) for c in contexts for s in (0, 1)]
+    responses = model.complete(requests, role="judging", progress=False)
+    assert [r.call_id for r in responses] == [_reference_id(model, q) for q in requests]
