@@ -280,7 +280,7 @@ def score_answers(
         pair = (frames[id(judge)], skipped_rows[id(judge)])
         _score_slice(judge, records, dimensions, desc, progress, rounds, *pair)
     # the answer records (14k dicts at the paper's scale, ~10 MB) go before the table is
-    # assembled: the frames and their concatenation are the stage's peak
+    # assembled: the frames and their concatenation are this function's peak
     del records
     return _typed_scores(_assembled(judges, frames, skipped_rows))
 
@@ -305,17 +305,16 @@ def _score_offline(
             part = records[start : start + OFFLINE_SLICE]
             pair = (frames[id(judge)], skipped_rows[id(judge)])
             _score_slice(judge, part, dimensions, desc, progress, 0, *pair)
-        _release_caches(offline, keep_cuts=start + OFFLINE_SLICE < len(records))
+        _release_caches(offline)
         checkpoint()
 
 
-def _release_caches(judges: list[Judge], keep_cuts: bool) -> None:
-    """Each distinct model's `release_caches(keep_cuts=...)`, where it has one: `keep_cuts`
-    between slices (cuts the next slice reuses), not after the last one."""
+def _release_caches(judges: list[Judge]) -> None:
+    """Each distinct model's `release_caches`, where it has one."""
     for model in {id(j.model): j.model for j in judges}.values():
         release = getattr(model, "release_caches", None)
         if release is not None:
-            release(keep_cuts=keep_cuts)
+            release()
 
 
 def _assembled(

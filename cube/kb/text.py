@@ -58,11 +58,8 @@ def _cut_block(block: str, hmm: bool) -> tuple[str, ...]:
     return tuple(jieba_module().lcut(block, HMM=hmm))
 
 
-def clear_segment_caches(blocks: bool = True) -> None:
-    """Empty the caches of `segment` (and, unless `blocks` is False, its blocks' cuts): a stage
-    that has cut all its texts frees their memory before it goes on. `blocks=False` keeps the
-    blocks' cuts for texts still to come that share them (the rubric judge's next slice of
-    answers)."""
+def clear_segment_caches() -> None:
+    """Empty the caches of `segment` (and its blocks' cuts): a stage that has cut all its texts
+    frees their memory before it goes on."""
     segment.cache_clear()
-    if blocks:
-        _cut_block.cache_clear()
+    _cut_block.cache_clear()

@@ -348,57 +348,6 @@ def test_releasing_the_judge_s_caches_drops_the_slice_s_segmentations() -> None:
     assert rubric.tokenize.cache_info().currsize == 0
 
 
-def test_between_slices_the_release_keeps_jieba_s_block_cuts_only() -> None:
-    """`keep_cuts` (between slices of answers): the analyses and the texts' cuts go, jieba's cuts
-    of text blocks stay (the next slice's documents share them); without it everything goes."""
-    from cube.kb import text
-
-    model = make_model(ModelSpec(provider="offline", model="rubric"))
-    rubric.judge(
-        {"answer": GOLDCOPY_ZH, "document": GOLD_ZH, "question": Q_ZH},
-        rubric.PRESETS["lenient"],
-        "quality",
-    )
-    blocks = text._cut_block.cache_info().currsize
-    model.release_caches(keep_cuts=True)
-    assert blocks > 0 and text._cut_block.cache_info().currsize == blocks
-    assert text.segment.cache_info().currsize == 0 == rubric.tokenize.cache_info().currsize
-    for fn in (rubric._numbers, rubric._doc, rubric._answer, rubric._features):
-        assert fn.cache_info().currsize == 0
-    model.release_caches()
-    assert text._cut_block.cache_info().currsize == 0
-
-
-_SLICE_DOCS = (GOLD_ZH, GOLD_ZH.replace("不收费", "200元"), "", "事项名称：\n收费标准：", GOLD_EN)
-
-
-@pytest.mark.parametrize("preset", ["lenient", "strict"])
-def test_judgments_after_kept_block_cuts_equal_those_from_cold_caches(preset: str) -> None:
-    """What the kept block cuts serve a later slice is what cold caches compute: the same totals
-    and points for every answer, document and dimension (Chinese, English, empty, fields without
-    values), judged slice after slice with releases between, or each from empty caches."""
-
-    model = make_model(ModelSpec(provider="offline", model="rubric", options={"preset": preset}))
-    answers = (GOLDCOPY_ZH, NEARDUP_ZH, GENERIC_ZH, "", "不收费", GOLDCOPY_EN, "No fee.")
-    contexts = [
-        {"answer": a, "document": doc, "question": Q_ZH if "：" in doc else Q_EN, "dimension": d}
-        for doc in _SLICE_DOCS
-        for a in answers
-        for d in (*DIMS, "accuracy")
-    ]
-    cold = []
-    for c in contexts:
-        model.release_caches()
-        cold.append(rubric.judge(c, rubric.PRESETS[preset], c["dimension"]))
-    warm = []
-    for k, c in enumerate(contexts):
-        if k % 7 == 0:
-            model.release_caches(keep_cuts=True)
-        warm.append(rubric.judge(c, rubric.PRESETS[preset], c["dimension"]))
-    assert warm == cold
-    model.release_caches()
-
-
 def test_a_reply_is_the_total_s_text() -> None:
     """The shared reply strings are `str(int(total))`, for every total and beyond the scale."""
     import numpy as np
